@@ -1,0 +1,1 @@
+"""The kaiwo command."""

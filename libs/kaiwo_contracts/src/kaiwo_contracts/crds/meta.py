@@ -1,0 +1,66 @@
+"""Object metadata and the standard condition type (meta/v1), as the API server returns them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field
+
+from kaiwo_contracts.crds.base import KubeModel
+
+
+class OwnerReference(KubeModel):
+    """A controller or owner reference (meta/v1 OwnerReference)."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool | None = None
+    block_owner_deletion: bool | None = None
+
+
+class ObjectMeta(KubeModel):
+    """meta/v1 ObjectMeta. Unknown metadata fields are kept, as the API server may add some."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str | None = None
+    generate_name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    generation: int | None = None
+    creation_timestamp: datetime | None = None
+    deletion_timestamp: datetime | None = None
+    deletion_grace_period_seconds: int | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    owner_references: list[OwnerReference] | None = None
+    finalizers: list[str] | None = None
+    managed_fields: list[dict[str, Any]] | None = None
+
+
+class ListMeta(KubeModel):
+    """meta/v1 ListMeta."""
+
+    model_config = ConfigDict(extra="allow")
+
+    resource_version: str | None = None
+    continue_: str | None = Field(default=None, alias="continue")
+    remaining_item_count: int | None = None
+
+
+ConditionStatus = Literal["True", "False", "Unknown"]
+
+
+class Condition(KubeModel):
+    """meta/v1 Condition: one aspect of an object's state, with the generation it describes."""
+
+    type: str = Field(max_length=316, pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$")
+    status: ConditionStatus
+    observed_generation: int | None = Field(default=None, ge=0)
+    last_transition_time: datetime
+    reason: str = Field(max_length=1024, min_length=1, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+    message: str = Field(default="", max_length=32768)

@@ -1,0 +1,1 @@
+"""The Kubernetes port of the operator and its kubernetes_asyncio adapter."""

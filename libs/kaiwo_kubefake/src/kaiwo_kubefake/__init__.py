@@ -1,0 +1,1 @@
+"""A fake Kubernetes API server over HTTP, for tests and benchmarks."""

@@ -1,0 +1,1 @@
+"""The executor: applies plans to the Kubernetes API idempotently and publishes results."""

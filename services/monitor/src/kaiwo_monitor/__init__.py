@@ -1,0 +1,1 @@
+"""The monitor: utilization and preemption findings from the metrics endpoint."""

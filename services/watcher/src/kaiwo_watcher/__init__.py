@@ -1,0 +1,1 @@
+"""The watcher: lists and watches the cluster and publishes observed events."""
