@@ -1,1 +1,1 @@
-"""What every service shares at run time: the NATS bus adapter, logging, metrics and health endpoints."""
+"""What every service shares at run time: NATS bus adapter, logging, metrics, health."""

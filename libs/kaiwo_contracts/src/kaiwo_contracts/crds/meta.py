@@ -55,12 +55,19 @@ class ListMeta(KubeModel):
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 
+_CONDITION_TYPE = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+)
+_CONDITION_REASON = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+
+
 class Condition(KubeModel):
     """meta/v1 Condition: one aspect of an object's state, with the generation it describes."""
 
-    type: str = Field(max_length=316, pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$")
+    type: str = Field(max_length=316, pattern=_CONDITION_TYPE)
     status: ConditionStatus
     observed_generation: int | None = Field(default=None, ge=0)
     last_transition_time: datetime
-    reason: str = Field(max_length=1024, min_length=1, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+    reason: str = Field(max_length=1024, min_length=1, pattern=_CONDITION_REASON)
     message: str = Field(default="", max_length=32768)

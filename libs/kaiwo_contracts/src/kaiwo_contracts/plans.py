@@ -1,0 +1,119 @@
+"""The plan: what the planner decides for one owner object, and what the executor carries out.
+
+A plan is level-triggered and complete: it lists every child object that must exist for its
+owner (full manifests, ready for server-side apply), the owner's status as the planner computed
+it, the Kubernetes Events to emit, and the kinds of owned children to prune when they are not
+in ``desired``. Applying the same plan twice changes nothing.
+
+Everything here is deterministic: ``desired`` is sorted by (apiVersion, kind, namespace, name)
+and :func:`canonical_json` gives byte-identical output for equal plans, which is what
+replay compares.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class _Contract(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        extra="forbid",
+        frozen=True,
+    )
+
+
+class ObjectRef(_Contract):
+    """Identifies one Kubernetes object; ``namespace`` is None for cluster-scoped ones."""
+
+    api_version: str
+    kind: str
+    name: str
+    namespace: str | None = None
+    uid: str | None = None
+
+    def sort_key(self) -> tuple[str, str, str, str]:
+        return (self.api_version, self.kind, self.namespace or "", self.name)
+
+    def display(self) -> str:
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind}/{where}{self.name}"
+
+
+class EventIntent(_Contract):
+    """A Kubernetes Event the executor records on the owner (``core/v1`` Event)."""
+
+    type: Literal["Normal", "Warning"]
+    reason: str = Field(pattern=r"^[A-Z][A-Za-z0-9]*$")
+    message: str
+
+
+class PruneRule(_Contract):
+    """Owned children of these kinds, carrying ``selector`` labels, are deleted unless desired."""
+
+    api_version: str
+    kind: str
+    namespaced: bool = True
+
+
+class Plan(_Contract):
+    """Everything that must be true for one owner object.
+
+    ``owner``: the object this plan is for (a KaiwoJob, a KaiwoQueueConfig, ...).
+    ``observed_generation`` / ``observed_resource_version``: the owner state planned from.
+    ``desired``: full manifests to server-side apply, sorted (see :func:`sort_objects`).
+    ``status``: the owner's ``status`` as computed (written through the status subresource),
+    or None when the owner has no status to write.
+    ``events``: Events to emit on the owner, for people reading ``kubectl describe``.
+    ``prune``: kinds whose owned, operator-labelled children are deleted when not in desired.
+    ``prune_selector``: the inventory labels identifying this owner's children.
+    ``delete_owner``: the owner itself must be deleted (for example after a duration-based
+    preemption); the executor deletes it with background propagation.
+    """
+
+    owner: ObjectRef
+    observed_generation: int | None = None
+    observed_resource_version: str | None = None
+    desired: tuple[dict[str, Any], ...] = ()
+    status: dict[str, Any] | None = None
+    events: tuple[EventIntent, ...] = ()
+    prune: tuple[PruneRule, ...] = ()
+    prune_selector: dict[str, str] = Field(default_factory=dict)
+    delete_owner: bool = False
+
+    def fingerprint(self) -> str:
+        """A stable hash of what the plan asks for; equal plans have equal fingerprints.
+
+        Excludes the observed resourceVersion so a no-op update to the owner does not count
+        as a new plan.
+        """
+        body = self.model_dump(mode="json", exclude={"observed_resource_version"})
+        return hashlib.sha256(canonical_json(body).encode()).hexdigest()
+
+
+def object_sort_key(obj: dict[str, Any]) -> tuple[str, str, str, str]:
+    meta = obj.get("metadata") or {}
+    return (
+        str(obj.get("apiVersion", "")),
+        str(obj.get("kind", "")),
+        str(meta.get("namespace") or ""),
+        str(meta.get("name") or ""),
+    )
+
+
+def sort_objects(objects: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """Objects in the one order every plan uses: apiVersion, kind, namespace, name."""
+    return tuple(sorted(objects, key=object_sort_key))
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no insignificant whitespace: equal values, equal bytes."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
