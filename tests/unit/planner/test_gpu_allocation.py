@@ -1,0 +1,127 @@
+"""The worked examples of upstream Kaiwo §6, for both vendors (expected values from the table)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kaiwo_planner.domain.cluster import NodeInfo
+from kaiwo_planner.domain.gpu_allocation import (
+    GpuAllocation,
+    GpuStats,
+    calculate_gpu_allocation,
+    gpu_stats,
+)
+
+
+def _nodes(make_node: Any, gpu: str, per_node: int, count: int) -> list[NodeInfo]:
+    return [
+        NodeInfo.from_wire(make_node(f"{gpu}-{i}", gpu=gpu, gpus=per_node)) for i in range(count)
+    ]
+
+
+@pytest.fixture(params=[("amd", "mi300x"), ("nvidia", "h100")], ids=["amd", "nvidia"])
+def vendor_nodes(request: Any, make_node: Any) -> tuple[str, list[NodeInfo]]:
+    vendor, gpu = request.param
+    # Four 8-GPU nodes of the vendor plus two 4-GPU nodes of the other one, which must not count.
+    other = "h100" if gpu == "mi300x" else "mi300x"
+    return vendor, _nodes(make_node, gpu, 8, 4) + _nodes(make_node, other, 4, 2)
+
+
+@pytest.mark.parametrize(
+    ("spec", "replicas", "gpus_per_replica", "total"),
+    [
+        ({"gpus": 14}, 2, 7, 14),
+        ({"gpus": 8}, 1, 8, 8),
+        ({"gpus": 16}, 2, 8, 16),
+        ({"gpus": 18}, 3, 6, 18),
+        ({"gpus": 30}, 4, 7, 30),
+        ({"gpus": 4}, 1, 4, 4),
+        ({"replicas": 3, "gpus_per_replica": 2}, 3, 2, 6),
+        ({"gpus": 0, "replicas": 1}, 1, 0, 0),
+        ({"gpus": 0, "replicas": 3}, 3, 0, 0),
+    ],
+)
+def test_worked_examples(
+    vendor_nodes: tuple[str, list[NodeInfo]],
+    spec: dict[str, int],
+    replicas: int,
+    gpus_per_replica: int,
+    total: int,
+) -> None:
+    vendor, nodes = vendor_nodes
+    allocation = calculate_gpu_allocation(
+        gpus=spec.get("gpus", 0),
+        replicas=spec.get("replicas", 1),
+        gpus_per_replica=spec.get("gpus_per_replica"),
+        vendor=vendor,
+        stats=gpu_stats(nodes, vendor),
+    )
+    assert allocation == GpuAllocation(
+        gpus=total, gpus_per_replica=gpus_per_replica, replicas=replicas, vendor=vendor
+    )
+
+
+def test_stats_count_only_the_vendor(vendor_nodes: tuple[str, list[NodeInfo]]) -> None:
+    vendor, nodes = vendor_nodes
+    assert gpu_stats(nodes, vendor) == GpuStats(
+        vendor=vendor,
+        total_gpus=32,
+        min_gpus_per_node=8,
+        total_allocatable_gpus=32,
+        min_allocatable_gpus_per_node=8,
+    )
+
+
+def test_stats_vendor_is_case_insensitive(make_node: Any) -> None:
+    nodes = _nodes(make_node, "mi300x", 8, 1)
+    assert gpu_stats(nodes, "AMD").total_gpus == 8
+
+
+def test_uneven_total_leaves_gpus_unallocated(make_node: Any) -> None:
+    stats = gpu_stats(_nodes(make_node, "mi300x", 4, 8), "amd")
+    allocation = calculate_gpu_allocation(
+        gpus=25, replicas=1, gpus_per_replica=None, vendor="amd", stats=stats
+    )
+    assert (allocation.replicas, allocation.gpus_per_replica, allocation.gpus) == (7, 3, 25)
+    assert allocation.allocated_gpus == 21
+    assert allocation.resource_key == "amd.com/gpu"
+
+
+def test_allocatable_node_size_is_used_when_it_covers_the_request(make_node: Any) -> None:
+    full = make_node("a", gpu="h100", gpus=8)
+    partly_used = make_node("b", gpu="h100", gpus=8)
+    partly_used["status"]["allocatable"]["nvidia.com/gpu"] = "4"
+    stats = gpu_stats([NodeInfo.from_wire(full), NodeInfo.from_wire(partly_used)], "nvidia")
+    assert stats == GpuStats(
+        vendor="nvidia",
+        total_gpus=16,
+        min_gpus_per_node=8,
+        total_allocatable_gpus=12,
+        min_allocatable_gpus_per_node=4,
+    )
+    # 12 allocatable >= 8 requested: split by the smallest allocatable node (4).
+    assert calculate_gpu_allocation(
+        gpus=8, replicas=1, gpus_per_replica=None, vendor="nvidia", stats=stats
+    ) == GpuAllocation(gpus=8, gpus_per_replica=4, replicas=2, vendor="nvidia")
+    # 14 > 12 allocatable: split by the smallest node (8).
+    assert calculate_gpu_allocation(
+        gpus=14, replicas=1, gpus_per_replica=None, vendor="nvidia", stats=stats
+    ) == GpuAllocation(gpus=14, gpus_per_replica=7, replicas=2, vendor="nvidia")
+
+
+def test_no_matching_nodes_gives_one_replica_with_everything() -> None:
+    allocation = calculate_gpu_allocation(
+        gpus=12, replicas=1, gpus_per_replica=None, vendor="nvidia", stats=GpuStats("nvidia")
+    )
+    assert allocation == GpuAllocation(gpus=12, gpus_per_replica=12, replicas=1, vendor="nvidia")
+    assert allocation.resource_key == "nvidia.com/gpu"
+
+
+def test_explicit_split_wins_over_gpus(make_node: Any) -> None:
+    # The API reference: with replicas and gpusPerReplica set, gpus is recalculated from them.
+    stats = gpu_stats(_nodes(make_node, "mi300x", 8, 2), "amd")
+    allocation = calculate_gpu_allocation(
+        gpus=8, replicas=2, gpus_per_replica=2, vendor="amd", stats=stats
+    )
+    assert allocation == GpuAllocation(gpus=4, gpus_per_replica=2, replicas=2, vendor="amd")
