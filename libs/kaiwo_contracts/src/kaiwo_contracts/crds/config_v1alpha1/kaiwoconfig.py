@@ -1,0 +1,251 @@
+"""KaiwoConfig (config.kaiwo.silogen.ai/v1alpha1): the operator's run-time settings.
+
+A cluster-scoped singleton named ``kaiwo`` (:data:`KAIWO_CONFIG_NAME`); the operator reads it
+on every reconcile so changes apply live. It has no status subresource.
+
+Two renderings of the API reference exist. Where they differ we follow the upstream Go types:
+
+* the storage settings live under ``spec.storage``; the older rendering calls the field
+  ``spec.data`` (its name before upstream renamed it). ``data`` is still accepted and kept on
+  the wire, and :attr:`KaiwoConfigSpec.effective_storage` merges the two (``storage`` wins).
+* ``spec.defaultTopologyName`` and ``spec.gpuPreemption`` exist upstream but in neither
+  rendering; they are modelled too, so configs written for the current operator parse.
+
+Every nested section defaults to ``{}`` (as upstream's CRD does), so reading
+``config.spec.ray.default_ray_image`` always gives a value.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Final, Literal
+
+from pydantic import Field
+
+from kaiwo_contracts.crds.base import CrdInfo, KubeModel
+from kaiwo_contracts.crds.config_v1alpha1.durations import GoDuration, SimpleDuration
+from kaiwo_contracts.crds.config_v1alpha1.type_meta import TypedObject
+from kaiwo_contracts.crds.meta import ListMeta, ObjectMeta
+
+GROUP = "config.kaiwo.silogen.ai"
+VERSION = "v1alpha1"
+API_VERSION: Final = "config.kaiwo.silogen.ai/v1alpha1"
+
+KAIWO_CONFIG_NAME = "kaiwo"
+"""The only KaiwoConfig the operator reads."""
+
+_DEFAULT_EMPTY_OBJECT: dict[str, Any] = {"default": {}}
+
+
+class KaiwoRayConfig(KubeModel):
+    """Ray-specific settings."""
+
+    default_ray_image: str = Field(
+        default="ghcr.io/silogen/rocm-ray:6.4",
+        description="Image used for Ray workloads that provide none.",
+    )
+    head_pod_memory: str = Field(
+        default="16Gi",
+        description="Memory requested (and limited to) for the Ray head pod.",
+    )
+
+
+class KaiwoStorageConfig(KubeModel):
+    """Storage settings. Upstream reads none of them (workloads carry their own defaults)."""
+
+    default_storage_class: str | None = Field(
+        default=None,
+        description="Storage class for workloads that do not name one.",
+    )
+    default_data_mount_path: str = Field(
+        default="/workload",
+        description="Where data storage and downloads are mounted in workload pods.",
+    )
+    default_hf_mount_path: str = Field(
+        default="/hf_cache",
+        description="Where the Hugging Face cache is mounted; HF_HOME is set to it.",
+    )
+
+
+class KaiwoNodeConfig(KubeModel):
+    """Node settings."""
+
+    default_gpu_resource_key: str = Field(
+        default="amd.com/gpu",
+        description="Resource key used to reserve GPU capacity for pods.",
+    )
+    default_gpu_taint_key: str = Field(
+        default="kaiwo.silogen.ai/gpu",
+        description="Key of the taint put on GPU nodes.",
+    )
+    exclude_master_nodes_from_node_pools: bool = Field(
+        default=False,
+        description="Leave control-plane nodes out of the node pools.",
+    )
+    add_taints_to_gpu_nodes: bool = Field(
+        default=False,
+        description="Taint GPU nodes with defaultGpuTaintKey (and tolerate it in GPU pods).",
+    )
+
+
+class KaiwoSchedulingConfig(KubeModel):
+    """Workload scheduling settings."""
+
+    kube_scheduler_name: str = Field(
+        default="kaiwo-scheduler",
+        description="Scheduler name set on workload pods.",
+    )
+    pending_threshold_for_preemption: GoDuration = Field(
+        default="5m",
+        description=(
+            "How long a GPU workload may stay pending before Kaiwo preempts workloads past "
+            "their duration deadline that use GPUs of the same vendor."
+        ),
+    )
+
+
+class KaiwoResourceMonitoringConfig(KubeModel):
+    """Legacy resource monitoring. Enabling it, the metrics endpoint and the polling interval
+    are environment variables of the operator (RESOURCE_MONITORING_*), not settings here.
+    """
+
+    low_utilization_threshold: float = Field(
+        default=1,
+        ge=0,
+        description="Utilisation (percent of requested capacity) under which a workload is idle.",
+    )
+    target_namespaces: list[str] | None = Field(
+        default=None,
+        description="Namespaces to monitor; empty means all but kube-system.",
+    )
+    profile: Literal["gpu"] = Field(default="gpu", description="The resource to monitor.")
+    terminate_underutilized: bool = Field(
+        default=False,
+        description="Terminate workloads that stay underutilised.",
+    )
+    terminate_underutilized_after: SimpleDuration = Field(
+        default="24h",
+        description="How long a workload may stay underutilised before it is terminated.",
+    )
+
+
+class KaiwoGpuPreemptionConfig(KubeModel):
+    """Cluster-wide defaults of GPU idle preemption (annotation > KaiwoConfig > env var).
+
+    Every field is optional: unset means "use the operator's environment variable".
+    """
+
+    default_threshold: float | None = Field(
+        default=None,
+        ge=0,
+        le=100,
+        description="Utilisation percentage under which a workload counts as idle.",
+    )
+    default_grace_period: GoDuration | None = Field(
+        default=None,
+        description="How long a workload must stay idle before it may be preempted.",
+    )
+    default_policy: Literal["OnPressure", "Always"] | None = Field(
+        default=None,
+        description="Preempt idle workloads only when others wait (OnPressure) or always.",
+    )
+    default_aggregation: Literal["Min", "Max", "Avg"] | None = Field(
+        default=None,
+        description="How utilisation of several pods is combined.",
+    )
+    default_ttl: GoDuration | None = Field(
+        default=None,
+        alias="defaultTTL",
+        description='How long finished GpuWorkloads are kept ("0" keeps them forever).',
+    )
+
+
+class KaiwoConfigSpec(KubeModel):
+    """The operator's configuration. Only the object named ``kaiwo`` is read."""
+
+    ray: KaiwoRayConfig = Field(
+        default_factory=KaiwoRayConfig, json_schema_extra=_DEFAULT_EMPTY_OBJECT
+    )
+    storage: KaiwoStorageConfig = Field(
+        default_factory=KaiwoStorageConfig, json_schema_extra=_DEFAULT_EMPTY_OBJECT
+    )
+    data: KaiwoStorageConfig | None = Field(
+        default=None,
+        description="Deprecated: the former name of storage. storage wins where both are set.",
+    )
+    nodes: KaiwoNodeConfig = Field(
+        default_factory=KaiwoNodeConfig, json_schema_extra=_DEFAULT_EMPTY_OBJECT
+    )
+    scheduling: KaiwoSchedulingConfig = Field(
+        default_factory=KaiwoSchedulingConfig, json_schema_extra=_DEFAULT_EMPTY_OBJECT
+    )
+    resource_monitoring: KaiwoResourceMonitoringConfig = Field(
+        default_factory=KaiwoResourceMonitoringConfig, json_schema_extra=_DEFAULT_EMPTY_OBJECT
+    )
+    gpu_preemption: KaiwoGpuPreemptionConfig = Field(
+        default_factory=KaiwoGpuPreemptionConfig, json_schema_extra=_DEFAULT_EMPTY_OBJECT
+    )
+    default_cluster_queue_name: str = Field(
+        default="kaiwo",
+        description="Cluster queue for workloads that name none.",
+    )
+    default_cluster_queue_cohort_name: str = Field(
+        default="kaiwo",
+        description="Cohort of the default cluster queue.",
+    )
+    dynamically_update_default_cluster_queue: bool = Field(
+        default=False,
+        description="Keep the default cluster queue's quotas equal to the cluster's capacity.",
+    )
+    default_topology_name: str = Field(
+        default="default-topology",
+        description="Kueue Topology referenced by generated resource flavors.",
+    )
+
+    @property
+    def effective_storage(self) -> KaiwoStorageConfig:
+        """Storage settings from ``storage`` and the deprecated ``data``, field by field.
+
+        A field set in ``storage`` wins, then one set in ``data``, then the default.
+        """
+        if self.data is None:
+            return self.storage
+        merged = self.data.model_dump(exclude_unset=True) | self.storage.model_dump(
+            exclude_unset=True
+        )
+        return KaiwoStorageConfig.model_validate(merged)
+
+
+class KaiwoConfig(TypedObject):
+    """The Kaiwo operator's configuration, changeable at run time (singleton ``kaiwo``)."""
+
+    crd: ClassVar[CrdInfo] = CrdInfo(
+        group=GROUP,
+        version=VERSION,
+        kind="KaiwoConfig",
+        plural="kaiwoconfigs",
+        scope="Cluster",
+        status_subresource=False,
+        description=(
+            "KaiwoConfig manages the Kaiwo operator's configuration which can be modified "
+            "during runtime."
+        ),
+    )
+
+    api_version: Literal["config.kaiwo.silogen.ai/v1alpha1"] = API_VERSION
+    kind: Literal["KaiwoConfig"] = "KaiwoConfig"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: KaiwoConfigSpec = Field(default_factory=KaiwoConfigSpec)
+
+    @classmethod
+    def default(cls) -> KaiwoConfig:
+        """The configuration the operator creates at start-up when none exists."""
+        return cls(metadata=ObjectMeta(name=KAIWO_CONFIG_NAME))
+
+
+class KaiwoConfigList(TypedObject):
+    """A list of KaiwoConfig objects, as the API server returns it."""
+
+    api_version: Literal["config.kaiwo.silogen.ai/v1alpha1"] = API_VERSION
+    kind: Literal["KaiwoConfigList"] = "KaiwoConfigList"
+    metadata: ListMeta = Field(default_factory=ListMeta)
+    items: list[KaiwoConfig]
