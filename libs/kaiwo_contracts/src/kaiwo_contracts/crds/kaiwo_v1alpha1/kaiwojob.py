@@ -1,0 +1,98 @@
+"""KaiwoJob: a batch workload run as a Kubernetes Job or a RayJob."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field
+
+from kaiwo_contracts.crds.base import CrdInfo, EmbeddedObject, PrinterColumn
+from kaiwo_contracts.crds.kaiwo_v1alpha1.common import (
+    API_VERSION,
+    CATEGORIES,
+    GROUP,
+    VERSION,
+    CommonMetaSpec,
+    CommonStatus,
+    KaiwoObject,
+    KaiwoObjectList,
+    embedded_kind,
+)
+from kaiwo_contracts.crds.meta import ListMeta, ObjectMeta
+
+EmbeddedJob = Annotated[EmbeddedObject, embedded_kind("Job")]
+EmbeddedRayJob = Annotated[EmbeddedObject, embedded_kind("RayJob")]
+
+
+class KaiwoJobSpec(CommonMetaSpec):
+    """The desired state of a KaiwoJob.
+
+    ``rayJob`` or ``ray: true`` makes it a RayJob, otherwise a batch/v1 Job; ``job`` and
+    ``rayJob`` are whole objects used as the base of the child, with unknown fields kept.
+    """
+
+    entrypoint: str | None = Field(
+        default=None,
+        description=(
+            "Command or script the main container runs (a Job's command, a RayJob's "
+            "entrypoint); may be multi-line."
+        ),
+    )
+    ray_job: EmbeddedRayJob | None = Field(default=None, description="A full ray.io/v1 RayJob.")
+    job: EmbeddedJob | None = Field(default=None, description="A full batch/v1 Job.")
+
+    @property
+    def is_ray_job(self) -> bool:
+        """The child is a RayJob (``rayJob`` given or ``ray: true``)."""
+        return self.ray or self.ray_job is not None
+
+
+class KaiwoJobStatus(CommonStatus):
+    """The observed state of a KaiwoJob."""
+
+    completion_time: datetime | None = Field(
+        default=None, description="When the job finished, successfully or not."
+    )
+
+
+class KaiwoJob(KaiwoObject):
+    """A batch workload managed by Kaiwo (a Job or a RayJob plus storage and scheduling)."""
+
+    crd: ClassVar[CrdInfo] = CrdInfo(
+        group=GROUP,
+        version=VERSION,
+        kind="KaiwoJob",
+        plural="kaiwojobs",
+        scope="Namespaced",
+        short_names=("kj", "kjob"),
+        categories=CATEGORIES,
+        printer_columns=(
+            PrinterColumn("Status", "string", ".status.status"),
+            PrinterColumn("StartTime", "string", ".status.startTime"),
+            PrinterColumn("CompletionTime", "string", ".status.completionTime"),
+            PrinterColumn("Duration(s)", "integer", ".status.duration"),
+        ),
+        status_subresource=True,
+        description=(
+            "KaiwoJob represents a batch workload managed by Kaiwo: a Kubernetes Job or a "
+            "RayJob, with common metadata, storage and scheduling preferences."
+        ),
+    )
+
+    api_version: Literal["kaiwo.silogen.ai/v1alpha1"] = API_VERSION
+    kind: Literal["KaiwoJob"] = "KaiwoJob"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: KaiwoJobSpec = Field(default_factory=KaiwoJobSpec)
+    status: KaiwoJobStatus = Field(default_factory=KaiwoJobStatus)
+
+
+class KaiwoJobList(KaiwoObjectList):
+    """A list of KaiwoJobs."""
+
+    item_kind: ClassVar[str] = "KaiwoJob"
+
+    api_version: Literal["kaiwo.silogen.ai/v1alpha1"] = API_VERSION
+    kind: Literal["KaiwoJobList"] = "KaiwoJobList"
+    metadata: ListMeta = Field(default_factory=ListMeta)
+    items: list[KaiwoJob] = Field(default_factory=list)
