@@ -1,0 +1,62 @@
+"""Event contracts: the envelope, the payloads, subjects and JetStream topology (no I/O).
+
+Documented for external subscribers in ``docs/events.md``.
+"""
+
+from kaiwo_contracts.events.envelope import (
+    EVENT_ID_NAMESPACE,
+    NATS_MSG_ID_HEADER,
+    Envelope,
+    EnvelopeFormatError,
+    EventPayload,
+    RawPayload,
+    WireModel,
+    derived_event_id,
+    event_type,
+    object_subject,
+    observed_event_id,
+    plan_event_id,
+    service_source,
+)
+from kaiwo_contracts.events.monitor import PreemptionDecidedV1, UnderutilizedV1, UtilizationV1
+from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
+from kaiwo_contracts.events.plans import PlanDecidedV1
+from kaiwo_contracts.events.results import ActionOutcome, ApplyResultV1
+
+PAYLOAD_TYPES: dict[str, type[EventPayload]] = {
+    payload.EVENT_TYPE: payload
+    for payload in (
+        ObservedObjectV1,
+        PlanDecidedV1,
+        ApplyResultV1,
+        UtilizationV1,
+        UnderutilizedV1,
+        PreemptionDecidedV1,
+    )
+}
+"""CloudEvents ``type`` -> payload model, for consumers that read several types."""
+
+__all__ = [
+    "EVENT_ID_NAMESPACE",
+    "NATS_MSG_ID_HEADER",
+    "PAYLOAD_TYPES",
+    "ActionOutcome",
+    "ApplyResultV1",
+    "Envelope",
+    "EnvelopeFormatError",
+    "EventPayload",
+    "ObservedObjectV1",
+    "PlanDecidedV1",
+    "PreemptionDecidedV1",
+    "RawPayload",
+    "UnderutilizedV1",
+    "UtilizationV1",
+    "WatchEventType",
+    "WireModel",
+    "derived_event_id",
+    "event_type",
+    "object_subject",
+    "observed_event_id",
+    "plan_event_id",
+    "service_source",
+]

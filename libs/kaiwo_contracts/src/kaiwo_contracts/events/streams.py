@@ -1,0 +1,341 @@
+"""JetStream streams and durable consumers, as plain data (the bus adapter creates them).
+
+Streams (one per subject family, ``limits`` retention so every consumer and the recorder
+read the same log; file storage; an explicit duplicate window because the server silently
+substitutes 2 minutes for 0):
+
+=========== ====================== =========================================
+stream      subjects               holds
+=========== ====================== =========================================
+KAIWO_OBS   ``kaiwo.obs.>``        observed objects (watcher)
+KAIWO_PLAN  ``kaiwo.plan.>``       plan decisions (planner)
+KAIWO_RES   ``kaiwo.res.>``        apply results (executor)
+KAIWO_MON   ``kaiwo.mon.>``        utilization and preemption (monitor)
+KAIWO_DLQ   ``kaiwo.dlq.>`` and    dead letters, and the server's max-deliveries
+            max-deliveries         advisories (so none is lost while no relay runs)
+            advisories
+=========== ====================== =========================================
+
+Consumers are durable pull consumers named ``<service>-<purpose>`` with explicit ack, a
+finite ``max_deliver`` and a ``backoff`` list (the server uses ``backoff[0]`` as the ack
+wait and the following entries for later ack timeouts; the bus uses the same list as the
+delay of a ``nak``).
+
+Ordering and partitions. JetStream delivers a consumer's messages in stream order, but a
+message that is nak'ed or times out is redelivered *after* messages that followed it unless
+at most one message is in flight. The planner and the executor need per-object order, so
+their consumers have ``max_ack_pending=1``. To run N replicas without giving up that order,
+set ``partitions`` > 1: the workload streams then store every subject with one more token,
+``{{partition(n, <uid token>)}}``, so all events of one uid land in one partition, and the
+planner and executor get one consumer per partition (``planner-obs-p3``); a replica owns a
+set of partitions (partition ``p`` belongs to replica ``p % replicas``) and processes each
+in order. Cluster-scoped facts (nodes, KaiwoConfig, KaiwoQueueConfig) must reach every
+replica: :func:`cluster_facts_consumer` gives each replica its own consumer of them.
+Changing ``partitions`` on a live system re-partitions only new messages; drain first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from kaiwo_contracts.events.subjects import (
+    CLUSTER_SCOPE,
+    Family,
+    dead_letter_subject,
+    family_filter,
+    subscription_filter,
+)
+
+OBSERVED_STREAM = "KAIWO_OBS"
+PLAN_STREAM = "KAIWO_PLAN"
+RESULT_STREAM = "KAIWO_RES"
+MONITOR_STREAM = "KAIWO_MON"
+DEAD_LETTER_STREAM = "KAIWO_DLQ"
+
+MAX_DELIVERIES_ADVISORY = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
+"""Prefix of the advisory the server publishes when a message runs out of deliveries;
+the full subject is ``<prefix>.<stream>.<consumer>``."""
+
+DEAD_LETTER_RELAY = "bus-deadletter-relay"
+
+DAY = 24 * 3600.0
+
+DEFAULT_BACKOFF_SECONDS: tuple[float, ...] = (5.0, 15.0, 60.0, 180.0)
+DEFAULT_MAX_DELIVER = 6
+DEFAULT_DUPLICATE_WINDOW_SECONDS = 120.0
+
+# Token index (wildcard number, from 1) of the uid in each partitioned family's source filter.
+_PARTITION_SOURCES: dict[Family, tuple[str, int]] = {
+    Family.OBSERVED: ("kaiwo.obs.*.*.*", 3),
+    Family.PLAN: ("kaiwo.plan.*.*.*", 3),
+    Family.RESULT: ("kaiwo.res.*.*.*.*", 4),
+    Family.MONITOR: ("kaiwo.mon.*.*.*", 3),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectTransform:
+    source: str
+    destination: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSpec:
+    name: str
+    subjects: tuple[str, ...]
+    description: str
+    max_age_seconds: float
+    duplicate_window_seconds: float = DEFAULT_DUPLICATE_WINDOW_SECONDS
+    retention: Literal["limits", "interest", "workqueue"] = "limits"
+    storage: Literal["file", "memory"] = "file"
+    replicas: int = 1
+    max_bytes: int = -1
+    subject_transform: SubjectTransform | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 < self.duplicate_window_seconds <= self.max_age_seconds:
+            msg = f"{self.name}: duplicate window must be > 0 and <= max_age"
+            raise ValueError(msg)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerSpec:
+    """A durable pull consumer with explicit ack."""
+
+    durable_name: str
+    stream: str
+    filter_subjects: tuple[str, ...]
+    description: str
+    max_deliver: int = DEFAULT_MAX_DELIVER
+    backoff_seconds: tuple[float, ...] = DEFAULT_BACKOFF_SECONDS
+    max_ack_pending: int = 1
+    ack_wait_seconds: float = 30.0
+    """Used only when ``backoff_seconds`` is empty (the server takes ``backoff[0]`` instead)."""
+
+    def __post_init__(self) -> None:
+        if self.max_deliver < 1:
+            raise ValueError(f"{self.durable_name}: max_deliver must be finite and >= 1")
+        if self.backoff_seconds and self.max_deliver <= len(self.backoff_seconds):
+            # The server refuses a backoff list at least as long as max_deliver.
+            raise ValueError(f"{self.durable_name}: max_deliver must exceed len(backoff)")
+        if any(ch in self.durable_name for ch in ".*>/\\ \t"):
+            raise ValueError(f"{self.durable_name!r} is not a valid consumer name")
+
+    @property
+    def dead_letter_subject(self) -> str:
+        return dead_letter_subject(stream=self.stream, consumer=self.durable_name)
+
+    def retry_delay(self, attempt: int) -> float:
+        """Delay before delivery ``attempt + 1`` after ``attempt`` failed (1-based)."""
+        if not self.backoff_seconds:
+            return self.ack_wait_seconds
+        return self.backoff_seconds[min(max(attempt, 1), len(self.backoff_seconds)) - 1]
+
+
+@dataclass(frozen=True, slots=True)
+class BusTopology:
+    """Every stream and durable consumer of one deployment."""
+
+    partitions: int
+    streams: tuple[StreamSpec, ...]
+    consumers: tuple[ConsumerSpec, ...] = field(default=())
+
+    def stream(self, name: str) -> StreamSpec:
+        return next(spec for spec in self.streams if spec.name == name)
+
+    def consumer(self, durable_name: str) -> ConsumerSpec:
+        return next(spec for spec in self.consumers if spec.durable_name == durable_name)
+
+
+def partition_transform(family: Family, partitions: int) -> SubjectTransform | None:
+    """The stream transform that appends the uid's partition, or None for one partition."""
+    if partitions <= 1:
+        return None
+    source, uid_index = _PARTITION_SOURCES[family]
+    wildcards = source.count("*")
+    kept = ".".join(f"{{{{wildcard({index})}}}}" for index in range(1, wildcards + 1))
+    prefix = source.split(".*", 1)[0]
+    return SubjectTransform(
+        source=source,
+        destination=f"{prefix}.{kept}.{{{{partition({partitions},{uid_index})}}}}",
+    )
+
+
+def stream_specs(
+    *,
+    partitions: int = 1,
+    replicas: int = 1,
+    max_age_seconds: float = 7 * DAY,
+    duplicate_window_seconds: float = DEFAULT_DUPLICATE_WINDOW_SECONDS,
+) -> tuple[StreamSpec, ...]:
+    if partitions < 1:
+        raise ValueError("partitions must be >= 1")
+
+    def workload_stream(name: str, family: Family, description: str) -> StreamSpec:
+        return StreamSpec(
+            name=name,
+            subjects=(family_filter(family),),
+            description=description,
+            max_age_seconds=max_age_seconds,
+            duplicate_window_seconds=duplicate_window_seconds,
+            replicas=replicas,
+            subject_transform=partition_transform(family, partitions),
+        )
+
+    return (
+        workload_stream(OBSERVED_STREAM, Family.OBSERVED, "Objects observed in the cluster"),
+        workload_stream(PLAN_STREAM, Family.PLAN, "Plans decided by the planner"),
+        workload_stream(RESULT_STREAM, Family.RESULT, "Results of applying plans"),
+        workload_stream(MONITOR_STREAM, Family.MONITOR, "GPU utilization and preemption"),
+        StreamSpec(
+            name=DEAD_LETTER_STREAM,
+            subjects=(family_filter(Family.DEAD_LETTER), f"{MAX_DELIVERIES_ADVISORY}.>"),
+            description="Dead letters with their reason, and max-deliveries advisories",
+            max_age_seconds=max(30 * DAY, max_age_seconds),
+            duplicate_window_seconds=duplicate_window_seconds,
+            replicas=replicas,
+        ),
+    )
+
+
+def _partitioned(
+    *, service: str, purpose: str, stream: str, family: Family, partitions: int, description: str
+) -> tuple[ConsumerSpec, ...]:
+    if partitions <= 1:
+        return (
+            ConsumerSpec(
+                durable_name=f"{service}-{purpose}",
+                stream=stream,
+                filter_subjects=(family_filter(family),),
+                description=description,
+            ),
+        )
+    return tuple(
+        ConsumerSpec(
+            durable_name=f"{service}-{purpose}-p{partition}",
+            stream=stream,
+            filter_subjects=(subscription_filter(family, partition=partition),),
+            description=f"{description} (partition {partition})",
+        )
+        for partition in range(partitions)
+    )
+
+
+def cluster_facts_consumer(*, service: str, replica: str, partitions: int = 1) -> ConsumerSpec:
+    """A replica's own consumer of cluster-scoped observations (nodes, singletons).
+
+    Needed only with partitions > 1, where a replica otherwise sees just its partitions.
+    ``replica`` must be stable across restarts (a StatefulSet ordinal, a host name).
+    """
+    return ConsumerSpec(
+        durable_name=f"{service}-cluster-{replica}",
+        stream=OBSERVED_STREAM,
+        filter_subjects=(
+            subscription_filter(Family.OBSERVED, cluster_scoped=True, partitioned=partitions > 1),
+        ),
+        description=f"Cluster-scoped facts for {service} replica {replica}",
+    )
+
+
+def consumer_specs(*, partitions: int = 1) -> tuple[ConsumerSpec, ...]:
+    """The durable consumers of the services, the recorder and the dead-letter relay."""
+    ordered = (
+        *_partitioned(
+            service="planner",
+            purpose="obs",
+            stream=OBSERVED_STREAM,
+            family=Family.OBSERVED,
+            partitions=partitions,
+            description="Planner input: observed objects, in order per object",
+        ),
+        *_partitioned(
+            service="planner",
+            purpose="mon",
+            stream=MONITOR_STREAM,
+            family=Family.MONITOR,
+            partitions=partitions,
+            description="Planner input: preemption decisions",
+        ),
+        *_partitioned(
+            service="executor",
+            purpose="plan",
+            stream=PLAN_STREAM,
+            family=Family.PLAN,
+            partitions=partitions,
+            description="Executor input: plans, in order per owner",
+        ),
+    )
+    monitor = ConsumerSpec(
+        durable_name="monitor-obs",
+        stream=OBSERVED_STREAM,
+        filter_subjects=(family_filter(Family.OBSERVED),),
+        description="Monitor input: workloads and nodes (one active monitor)",
+        max_ack_pending=64,
+    )
+    # The recorder keeps each message's stream sequence, so it may have many in flight.
+    recorders = tuple(
+        ConsumerSpec(
+            durable_name=f"recorder-{family.value}",
+            stream=stream,
+            filter_subjects=(family_filter(family),)
+            + ((f"{MAX_DELIVERIES_ADVISORY}.>",) if family is Family.DEAD_LETTER else ()),
+            description=f"Recorder: every message of {stream} into the event store",
+            max_ack_pending=256,
+        )
+        for family, stream in (
+            (Family.OBSERVED, OBSERVED_STREAM),
+            (Family.PLAN, PLAN_STREAM),
+            (Family.RESULT, RESULT_STREAM),
+            (Family.MONITOR, MONITOR_STREAM),
+            (Family.DEAD_LETTER, DEAD_LETTER_STREAM),
+        )
+    )
+    relay = ConsumerSpec(
+        durable_name=DEAD_LETTER_RELAY,
+        stream=DEAD_LETTER_STREAM,
+        filter_subjects=(f"{MAX_DELIVERIES_ADVISORY}.>",),
+        description="Turns max-deliveries advisories into dead letters with the message",
+        max_ack_pending=16,
+    )
+    return (*ordered, monitor, *recorders, relay)
+
+
+def bus_topology(
+    *,
+    partitions: int = 1,
+    replicas: int = 1,
+    max_age_seconds: float = 7 * DAY,
+    duplicate_window_seconds: float = DEFAULT_DUPLICATE_WINDOW_SECONDS,
+) -> BusTopology:
+    return BusTopology(
+        partitions=partitions,
+        streams=stream_specs(
+            partitions=partitions,
+            replicas=replicas,
+            max_age_seconds=max_age_seconds,
+            duplicate_window_seconds=duplicate_window_seconds,
+        ),
+        consumers=consumer_specs(partitions=partitions),
+    )
+
+
+__all__ = [
+    "CLUSTER_SCOPE",
+    "DEAD_LETTER_RELAY",
+    "DEAD_LETTER_STREAM",
+    "MAX_DELIVERIES_ADVISORY",
+    "MONITOR_STREAM",
+    "OBSERVED_STREAM",
+    "PLAN_STREAM",
+    "RESULT_STREAM",
+    "BusTopology",
+    "ConsumerSpec",
+    "StreamSpec",
+    "SubjectTransform",
+    "bus_topology",
+    "cluster_facts_consumer",
+    "consumer_specs",
+    "partition_transform",
+    "stream_specs",
+]
