@@ -1,0 +1,682 @@
+"""Every phase transition of the workload status machine, with the status written out by hand."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
+from kaiwo_contracts.plans import EventIntent
+from kaiwo_planner.domain.cluster import ClusterState
+from kaiwo_planner.domain.schedulable import SchedulableVerdict
+from kaiwo_planner.domain.status import (
+    ObservedChildren,
+    StatusDecision,
+    TerminationRequest,
+    derive_status,
+    observe_children,
+)
+
+NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+T_NOW = "2026-01-01T12:00:00Z"
+T_EARLIER = "2026-01-01T11:00:00Z"
+OK = SchedulableVerdict(
+    schedulable=True, reason="Schedulable", message="Cluster has sufficient GPU resources"
+)
+SCHEDULABLE_COND = {
+    "type": "Schedulable",
+    "status": "True",
+    "observedGeneration": 1,
+    "lastTransitionTime": T_EARLIER,
+    "reason": "Schedulable",
+    "message": "Cluster has sufficient GPU resources",
+}
+ADMITTED_COND = {
+    "type": "Admitted",
+    "status": "True",
+    "observedGeneration": 1,
+    "lastTransitionTime": T_EARLIER,
+    "reason": "Admitted",
+    "message": "Workload is admitted",
+}
+PENDING_COND = {
+    "type": "Admitted",
+    "status": "False",
+    "observedGeneration": 1,
+    "lastTransitionTime": T_EARLIER,
+    "reason": "Pending",
+    "message": "Workload is pending admission into 'kaiwo'",
+}
+
+
+def job(**status: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train", "namespace": "team", "uid": "job-uid"},
+        "spec": {},
+        "status": status,
+    }
+
+
+def admitted_workload(admitted: bool = True) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {"name": "job-train", "namespace": "team"},
+        "status": {"conditions": [{"type": "Admitted", "status": str(admitted)}]},
+    }
+
+
+def derive(
+    previous: dict[str, Any] | None,
+    observed: ObservedChildren,
+    *,
+    kind: Any = "KaiwoJob",
+    now: datetime = NOW,
+    schedulable: SchedulableVerdict = OK,
+    **extra: Any,
+) -> StatusDecision:
+    return derive_status(
+        workload_kind=kind,
+        generation=1,
+        previous_status=previous,
+        observed=observed,
+        schedulable=schedulable,
+        cluster_queue="kaiwo",
+        now=now,
+        **extra,
+    )
+
+
+def event(reason: str, message: str, kind: Any = "Normal") -> EventIntent:
+    return EventIntent(type=kind, reason=reason, message=message)
+
+
+def test_new_workload_is_pending_before_any_child_exists() -> None:
+    decision = derive(None, ObservedChildren(child_kind="Job"))
+    assert decision.status == {
+        "status": "PENDING",
+        "observedGeneration": 1,
+        "conditions": [
+            {**SCHEDULABLE_COND, "lastTransitionTime": T_NOW},
+            {**PENDING_COND, "lastTransitionTime": T_NOW},
+        ],
+    }
+    assert decision.events == (event("WorkloadPending", "Workload is pending admission"),)
+    assert decision.phase is WorkloadStatus.PENDING
+
+
+def test_unschedulable_workload_is_in_error_and_recovers() -> None:
+    verdict = SchedulableVerdict(
+        schedulable=False, reason="NoGPUs", message="Cluster has 0 GPUs (vendor: amd)"
+    )
+    error = derive(None, ObservedChildren(child_kind="Job"), schedulable=verdict)
+    assert error.status == {
+        "status": "ERROR",
+        "observedGeneration": 1,
+        "conditions": [
+            {
+                "type": "Schedulable",
+                "status": "False",
+                "observedGeneration": 1,
+                "lastTransitionTime": T_NOW,
+                "reason": "NoGPUs",
+                "message": "Cluster has 0 GPUs (vendor: amd)",
+            }
+        ],
+    }
+    assert error.events == (event("WorkloadError", "Cluster has 0 GPUs (vendor: amd)", "Warning"),)
+
+    later = NOW + timedelta(minutes=5)
+    recovered = derive(error.status, ObservedChildren(child_kind="Job"), now=later)
+    assert recovered.status["status"] == "PENDING"
+    assert recovered.status["conditions"][0] == {
+        **SCHEDULABLE_COND,
+        "lastTransitionTime": "2026-01-01T12:05:00Z",
+    }
+    assert recovered.events == (event("WorkloadPending", "Workload is pending admission"),)
+
+
+def test_unchanged_observation_keeps_transition_times_and_emits_nothing() -> None:
+    previous = {
+        "status": "PENDING",
+        "observedGeneration": 1,
+        "conditions": [SCHEDULABLE_COND, PENDING_COND],
+    }
+    decision = derive(previous, ObservedChildren(child_kind="Job"))
+    assert decision.status == previous
+    assert decision.events == ()
+
+
+@pytest.mark.parametrize(
+    ("download_job", "phase", "condition"),
+    [
+        (None, "DOWNLOADING", None),
+        (
+            job(active=1),
+            "DOWNLOADING",
+            ("False", "JobInProgress", "Download job starting"),
+        ),
+        (
+            job(active=1, ready=1),
+            "DOWNLOADING",
+            ("False", "JobInProgress", "Download job in progress"),
+        ),
+        (job(), "DOWNLOADING", ("False", "JobPending", "Download job pending")),
+        (
+            job(failed=1, conditions=[{"type": "Failed", "status": "True"}]),
+            "FAILED",
+            ("False", "JobFailed", "Download job failed"),
+        ),
+        (
+            job(succeeded=1, conditions=[{"type": "Complete", "status": "True"}]),
+            "PENDING",
+            ("True", "JobCompleted", "Download job succeeded"),
+        ),
+    ],
+    ids=["no-job-yet", "starting", "running", "pending", "failed", "succeeded"],
+)
+def test_download_gates_the_workload(
+    download_job: dict[str, Any] | None, phase: str, condition: tuple[str, str, str] | None
+) -> None:
+    observed = ObservedChildren(
+        child_kind="Job", downloads_configured=True, download_job=download_job
+    )
+    decision = derive(None, observed)
+    assert decision.status["status"] == phase
+    types = [c["type"] for c in decision.status["conditions"]]
+    if condition is None:
+        assert types == ["Schedulable"]
+        return
+    download = decision.status["conditions"][1]
+    assert download == {
+        "type": "DownloadJobSucceeded",
+        "status": condition[0],
+        "observedGeneration": 1,
+        "lastTransitionTime": T_NOW,
+        "reason": condition[1],
+        "message": condition[2],
+    }
+
+
+def test_download_events() -> None:
+    downloading = derive(None, ObservedChildren(child_kind="Job", downloads_configured=True))
+    assert downloading.events == (event("WorkloadDownloading", "Downloading data"),)
+    failed = derive(
+        downloading.status,
+        ObservedChildren(
+            child_kind="Job",
+            downloads_configured=True,
+            download_job=job(failed=1),
+        ),
+    )
+    assert failed.events == (event("WorkloadFailed", "Workload has failed", "Warning"),)
+
+
+def test_batch_job_lifecycle() -> None:
+    pending = {
+        "status": "PENDING",
+        "observedGeneration": 1,
+        "conditions": [SCHEDULABLE_COND, PENDING_COND],
+    }
+    starting = derive(
+        pending,
+        ObservedChildren(
+            child_kind="Job", child=job(active=1), kueue_workloads=(admitted_workload(),)
+        ),
+    )
+    assert starting.status == {
+        "status": "STARTING",
+        "observedGeneration": 1,
+        "conditions": [SCHEDULABLE_COND, {**ADMITTED_COND, "lastTransitionTime": T_NOW}],
+    }
+    assert starting.events == (event("WorkloadStarting", "Workload was admitted, starting"),)
+
+    running = derive(
+        starting.status,
+        ObservedChildren(
+            child_kind="Job", child=job(active=1, ready=1), kueue_workloads=(admitted_workload(),)
+        ),
+    )
+    assert running.status == {
+        "status": "RUNNING",
+        "observedGeneration": 1,
+        "conditions": starting.status["conditions"],
+        "startTime": T_NOW,
+        "duration": 0,
+    }
+    assert running.events == (event("WorkloadRunning", "Workload has started"),)
+
+    finished_at = NOW + timedelta(minutes=90)
+    complete = derive(
+        running.status,
+        ObservedChildren(
+            child_kind="Job",
+            child=job(succeeded=1, conditions=[{"type": "Complete", "status": "True"}]),
+            kueue_workloads=(admitted_workload(),),
+        ),
+        now=finished_at,
+    )
+    assert complete.status == {
+        "status": "COMPLETE",
+        "observedGeneration": 1,
+        "conditions": starting.status["conditions"],
+        "startTime": T_NOW,
+        "completionTime": "2026-01-01T13:30:00Z",
+        "duration": 5400,
+    }
+    assert complete.events == (event("WorkloadComplete", "Workload has completed"),)
+
+    # Final: later observations change nothing but observedGeneration.
+    after = derive_status(
+        workload_kind="KaiwoJob",
+        generation=2,
+        previous_status=complete.status,
+        observed=ObservedChildren(child_kind="Job"),
+        schedulable=OK,
+        cluster_queue="kaiwo",
+        now=finished_at + timedelta(days=1),
+    )
+    assert after.status == {**complete.status, "observedGeneration": 2}
+    assert after.events == ()
+
+
+def test_running_job_that_fails() -> None:
+    running = {
+        "status": "RUNNING",
+        "observedGeneration": 1,
+        "conditions": [SCHEDULABLE_COND, ADMITTED_COND],
+        "startTime": T_EARLIER,
+        "duration": 0,
+    }
+    failed = derive(
+        running,
+        ObservedChildren(
+            child_kind="Job",
+            child=job(failed=1, conditions=[{"type": "Failed", "status": "True"}]),
+            kueue_workloads=(admitted_workload(),),
+        ),
+    )
+    assert failed.status == {
+        **running,
+        "status": "FAILED",
+        "completionTime": T_NOW,
+        "duration": 3600,
+    }
+    assert failed.events == (event("WorkloadFailed", "Workload has failed", "Warning"),)
+
+
+@pytest.mark.parametrize(
+    ("job_status", "previous", "expected"),
+    [
+        ({"conditions": [{"type": "SuccessCriteriaMet", "status": "True"}]}, "RUNNING", "COMPLETE"),
+        ({"conditions": [{"type": "Suspended", "status": "True"}]}, "STARTING", "PENDING"),
+        ({"failed": 1}, "RUNNING", "FAILED"),
+        ({"active": 1}, "RUNNING", "RUNNING"),
+        ({"active": 1}, "STARTING", "STARTING"),
+        ({}, "STARTING", "PENDING"),
+    ],
+)
+def test_batch_job_mapping(job_status: dict[str, Any], previous: str, expected: str) -> None:
+    decision = derive(
+        {"status": previous, "startTime": T_EARLIER, "conditions": []},
+        ObservedChildren(
+            child_kind="Job", child=job(**job_status), kueue_workloads=(admitted_workload(),)
+        ),
+    )
+    assert decision.status["status"] == expected
+
+
+def test_not_admitted_workload_stays_pending() -> None:
+    decision = derive(
+        None,
+        ObservedChildren(
+            child_kind="Job", child=job(), kueue_workloads=(admitted_workload(admitted=False),)
+        ),
+    )
+    assert decision.status["status"] == "PENDING"
+
+
+def test_child_without_kueue_workload_counts_as_admitted_once_it_runs() -> None:
+    decision = derive(None, ObservedChildren(child_kind="Job", child=job(active=1, ready=1)))
+    assert decision.status["status"] == "RUNNING"
+    assert decision.status["conditions"][1]["reason"] == "Admitted"
+
+
+@pytest.mark.parametrize(
+    ("ray_status", "expected"),
+    [
+        ({}, "STARTING"),
+        ({"jobStatus": "PENDING"}, "STARTING"),
+        ({"jobStatus": "RUNNING"}, "RUNNING"),
+        ({"jobStatus": "SUCCEEDED"}, "COMPLETE"),
+        ({"jobStatus": "FAILED"}, "FAILED"),
+        ({"jobStatus": "STOPPED"}, "TERMINATED"),
+        ({"jobDeploymentStatus": "Failed"}, "FAILED"),
+    ],
+)
+def test_ray_job_mapping(ray_status: dict[str, Any], expected: str) -> None:
+    ray_job = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": "train", "uid": "rj"},
+        "status": ray_status,
+    }
+    decision = derive(
+        None,
+        ObservedChildren(
+            child_kind="RayJob", child=ray_job, kueue_workloads=(admitted_workload(),)
+        ),
+    )
+    assert decision.status["status"] == expected
+
+
+def deployment(*, replicas: int, available: int, **status: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "generation": 2},
+        "spec": {"replicas": replicas},
+        "status": {"observedGeneration": 2, "availableReplicas": available, **status},
+    }
+
+
+@pytest.mark.parametrize(
+    ("child", "expected"),
+    [
+        (deployment(replicas=2, available=0), "STARTING"),
+        (deployment(replicas=2, available=1), "RUNNING"),
+        (deployment(replicas=2, available=2), "READY"),
+        (
+            {**deployment(replicas=2, available=2), "metadata": {"name": "web", "generation": 3}},
+            "STARTING",
+        ),
+        (
+            deployment(
+                replicas=1,
+                available=0,
+                conditions=[
+                    {
+                        "type": "Progressing",
+                        "status": "False",
+                        "reason": "ProgressDeadlineExceeded",
+                    }
+                ],
+            ),
+            "ERROR",
+        ),
+    ],
+    ids=["no-pods", "some-pods", "all-available", "new-generation", "deadline"],
+)
+def test_deployment_mapping(child: dict[str, Any], expected: str) -> None:
+    decision = derive(
+        None,
+        ObservedChildren(
+            child_kind="Deployment", child=child, kueue_workloads=(admitted_workload(),)
+        ),
+        kind="KaiwoService",
+    )
+    assert decision.status["status"] == expected
+
+
+def test_ready_service_gets_start_time_and_ready_event() -> None:
+    previous = {
+        "status": "STARTING",
+        "observedGeneration": 1,
+        "conditions": [SCHEDULABLE_COND, ADMITTED_COND],
+    }
+    ready = derive(
+        previous,
+        ObservedChildren(
+            child_kind="Deployment",
+            child=deployment(replicas=1, available=1),
+            kueue_workloads=(admitted_workload(),),
+        ),
+        kind="KaiwoService",
+    )
+    assert ready.status == {**previous, "status": "READY", "startTime": T_NOW, "duration": 0}
+    assert ready.events == (event("WorkloadReady", "Workload is ready"),)
+
+
+@pytest.mark.parametrize(
+    ("ray_service", "expected"),
+    [
+        (None, "STARTING"),
+        ({"status": {}}, "STARTING"),
+        ({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}, "READY"),
+        (
+            {"status": {"activeServiceStatus": {"rayClusterStatus": {"state": "ready"}}}},
+            "RUNNING",
+        ),
+        (
+            {
+                "status": {
+                    "activeServiceStatus": {"applicationStatuses": {"app": {"status": "UNHEALTHY"}}}
+                }
+            },
+            "FAILED",
+        ),
+    ],
+)
+def test_ray_service_mapping(ray_service: dict[str, Any] | None, expected: str) -> None:
+    app_wrapper = {"kind": "AppWrapper", "metadata": {"name": "svc", "uid": "aw"}}
+    decision = derive(
+        None,
+        ObservedChildren(
+            child_kind="AppWrapper",
+            child=app_wrapper,
+            ray_service=ray_service,
+            kueue_workloads=(admitted_workload(),),
+        ),
+        kind="KaiwoService",
+    )
+    assert decision.status["status"] == expected
+
+
+def test_pvc_lost_fails_the_workload() -> None:
+    pvc = {"kind": "PersistentVolumeClaim", "metadata": {"name": "x-data"}}
+    decision = derive(
+        None,
+        ObservedChildren(child_kind="Job", pvcs=({**pvc, "status": {"phase": "Lost"}},)),
+    )
+    assert decision.status["status"] == "FAILED"
+    assert decision.status["conditions"][1] == {
+        "type": "PvcReady",
+        "status": "False",
+        "observedGeneration": 1,
+        "lastTransitionTime": T_NOW,
+        "reason": "Lost",
+        "message": "PersistentVolumeClaim x-data is Lost",
+    }
+
+
+RUNNING_WITH_DURATION = {
+    "status": "RUNNING",
+    "observedGeneration": 1,
+    "conditions": [SCHEDULABLE_COND, ADMITTED_COND],
+    "startTime": "2026-01-01T11:30:00Z",
+    "duration": 0,
+}
+RUNNING_CHILD = ObservedChildren(
+    child_kind="Job", child=job(active=1, ready=1), kueue_workloads=(admitted_workload(),)
+)
+
+
+def test_duration_not_exceeded_plans_again_at_the_deadline() -> None:
+    decision = derive(RUNNING_WITH_DURATION, RUNNING_CHILD, duration=timedelta(hours=1))
+    assert decision.status["conditions"][2] == {
+        "type": "Preemptable",
+        "status": "False",
+        "observedGeneration": 1,
+        "lastTransitionTime": T_NOW,
+        "reason": "DurationNotExceeded",
+        "message": "Workload is running and the duration has not been exceeded",
+    }
+    assert decision.status["duration"] == 1800
+    assert decision.replan_after == timedelta(minutes=30)
+    assert decision.events == ()
+
+
+def test_duration_exceeded_without_termination_keeps_running() -> None:
+    decision = derive(RUNNING_WITH_DURATION, RUNNING_CHILD, duration=timedelta(minutes=10))
+    assert decision.status["status"] == "RUNNING"
+    assert decision.status["conditions"][2]["status"] == "True"
+    assert decision.status["conditions"][2]["reason"] == "DurationExceeded"
+    assert decision.status["conditions"][2]["message"] == "Workload duration has exceeded"
+    assert decision.replan_after is None
+
+
+def test_preempted_workload_terminates_then_is_terminated() -> None:
+    termination = TerminationRequest(
+        reason="DurationExceededWithActiveGpuDemand",
+        message="Terminated since duration was exceeded and there is active GPU demand",
+    )
+    terminating = derive(
+        RUNNING_WITH_DURATION,
+        RUNNING_CHILD,
+        duration=timedelta(minutes=10),
+        termination=termination,
+    )
+    early_false = {
+        "type": "WorkloadTerminatedEarly",
+        "status": "False",
+        "observedGeneration": 1,
+        "lastTransitionTime": T_NOW,
+        "reason": "DurationExceededWithActiveGpuDemand",
+        "message": "Terminated since duration was exceeded and there is active GPU demand",
+    }
+    assert terminating.status == {
+        "status": "TERMINATING",
+        "observedGeneration": 1,
+        "conditions": [
+            SCHEDULABLE_COND,
+            ADMITTED_COND,
+            {
+                "type": "Preemptable",
+                "status": "True",
+                "observedGeneration": 1,
+                "lastTransitionTime": T_NOW,
+                "reason": "DurationExceeded",
+                "message": "Workload duration has exceeded",
+            },
+            early_false,
+        ],
+        "startTime": "2026-01-01T11:30:00Z",
+        "duration": 1800,
+    }
+    assert terminating.events == (
+        event("WorkloadTermination", "Workload has been flagged for termination"),
+    )
+
+    later = NOW + timedelta(seconds=5)
+    terminated = derive(terminating.status, RUNNING_CHILD, now=later)
+    assert terminated.status == {
+        **terminating.status,
+        "status": "TERMINATED",
+        "conditions": [
+            *terminating.status["conditions"][:3],
+            {**early_false, "status": "True", "lastTransitionTime": "2026-01-01T12:00:05Z"},
+        ],
+        "completionTime": "2026-01-01T12:00:05Z",
+        "duration": 1805,
+    }
+    assert terminated.events == (
+        event("WorkloadTerminated", "Workload has been terminated"),
+        event(
+            "DurationExceededWithActiveGpuDemand",
+            "Terminated since duration was exceeded and there is active GPU demand",
+            "Warning",
+        ),
+    )
+
+
+def test_termination_is_ignored_before_the_deadline() -> None:
+    decision = derive(
+        RUNNING_WITH_DURATION,
+        RUNNING_CHILD,
+        duration=timedelta(hours=2),
+        termination=TerminationRequest(reason="DurationExceeded", message="x"),
+    )
+    assert decision.status["status"] == "RUNNING"
+
+
+def test_duration_refreshes_at_most_once_a_minute() -> None:
+    running = {
+        "status": "RUNNING",
+        "observedGeneration": 1,
+        "conditions": [SCHEDULABLE_COND, ADMITTED_COND],
+        "startTime": T_NOW,
+        "duration": 10,
+    }
+    soon = derive(running, RUNNING_CHILD, now=NOW + timedelta(seconds=30))
+    assert soon.status == running
+    later = derive(running, RUNNING_CHILD, now=NOW + timedelta(seconds=75))
+    assert later.status == {**running, "duration": 75}
+
+
+def test_observe_children_from_cluster_state() -> None:
+    owner = {"uid": "kj-uid", "kind": "KaiwoJob", "name": "train"}
+    main = {**job(active=1), "metadata": {**job()["metadata"], "ownerReferences": [owner]}}
+    download = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train-download", "namespace": "team", "ownerReferences": [owner]},
+    }
+    pvc = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "train-data", "namespace": "team", "ownerReferences": [owner]},
+    }
+    workload = {
+        "kind": "Workload",
+        "metadata": {"name": "w", "labels": {"kueue.x-k8s.io/job-uid": "job-uid"}},
+    }
+    cluster = ClusterState.from_wire(objects=[main, download, pvc], kueue_workloads=[workload])
+    observed = observe_children(
+        cluster=cluster,
+        owner_uid="kj-uid",
+        name="train",
+        child_kind="Job",
+        downloads_configured=True,
+    )
+    assert observed == ObservedChildren(
+        child_kind="Job",
+        child=main,
+        kueue_workloads=(workload,),
+        downloads_configured=True,
+        download_job=download,
+        pvcs=(pvc,),
+    )
+
+
+def test_observe_deployment_admission_through_pods() -> None:
+    owner = {"uid": "ks-uid", "kind": "KaiwoService", "name": "web"}
+    dep = {
+        **deployment(replicas=1, available=1),
+        "metadata": {"name": "web", "uid": "dep", "ownerReferences": [owner]},
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "web-1",
+            "uid": "pod-1",
+            "labels": {"kaiwo.silogen.ai/run-id": "ks-uid"},
+        },
+    }
+    workload = {
+        "kind": "Workload",
+        "metadata": {"name": "pod-web-1", "labels": {"kueue.x-k8s.io/job-uid": "pod-1"}},
+    }
+    cluster = ClusterState.from_wire(objects=[dep, pod], kueue_workloads=[workload])
+    observed = observe_children(
+        cluster=cluster,
+        owner_uid="ks-uid",
+        name="web",
+        child_kind="Deployment",
+        downloads_configured=False,
+    )
+    assert observed.child == dep
+    assert observed.kueue_workloads == (workload,)
