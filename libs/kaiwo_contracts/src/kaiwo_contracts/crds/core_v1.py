@@ -10,11 +10,19 @@ Other modules may append classes at the end of this file; existing names stay st
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, StrictInt
 
-from kaiwo_contracts.crds.base import KubeModel, Quantity
+from kaiwo_contracts.crds.base import INT_OR_STRING, KubeModel
+
+Quantity = Annotated[StrictInt | str, Field(json_schema_extra={INT_OR_STRING: True})]
+"""A resource quantity ("16Gi", "500m", "8" or 8), kept exactly as given.
+
+Unlike ``base.Quantity`` (whose left-to-right ``int | str`` union turns the string "8" into
+the integer 8, so ``cpu: "8"`` would not round-trip), an integer stays an integer and a string
+stays a string.
+"""
 
 # ------------------------------------------------------------------ object references
 

@@ -46,7 +46,9 @@ def must_match(pattern: str, *, meaning: str) -> AfterValidator:
     def check(value: str) -> str:
         if compiled.search(value) is None:
             raise PydanticCustomError(
-                "string_format", "{meaning}, got {value!r}", {"meaning": meaning, "value": value}
+                "string_format",
+                "{meaning}, got {value}",
+                {"meaning": meaning, "value": repr(value)},
             )
         return value
 
@@ -80,8 +82,8 @@ def embedded_kind(kind: str) -> AfterValidator:
         if value["kind"] != kind:
             raise PydanticCustomError(
                 "embedded_object",
-                "must be a {kind} object, got kind {given!r}",
-                {"kind": kind, "given": value["kind"]},
+                "must be a {kind} object, got kind {given}",
+                {"kind": kind, "given": repr(value["kind"])},
             )
         return value
 

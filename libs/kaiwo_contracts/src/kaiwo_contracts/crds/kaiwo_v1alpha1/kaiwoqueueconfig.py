@@ -20,8 +20,8 @@ from typing import ClassVar, Literal, Self
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from kaiwo_contracts.crds.base import CrdInfo, KubeModel, PrinterColumn, Quantity
-from kaiwo_contracts.crds.core_v1 import LabelSelector, Taint, Toleration
+from kaiwo_contracts.crds.base import CrdInfo, KubeModel, PrinterColumn
+from kaiwo_contracts.crds.core_v1 import LabelSelector, Quantity, Taint, Toleration
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import (
     API_VERSION,
     CATEGORIES,
@@ -72,10 +72,10 @@ class ResourceGroup(KubeModel):
             if names != self.covered_resources:
                 raise PydanticCustomError(
                     "flavor_resources_mismatch",
-                    "flavor {flavor!r} must list quotas for exactly the coveredResources, in "
+                    "flavor {flavor} must list quotas for exactly the coveredResources, in "
                     "the same order ({expected}), got ({given})",
                     {
-                        "flavor": flavor.name,
+                        "flavor": repr(flavor.name),
                         "expected": ", ".join(self.covered_resources),
                         "given": ", ".join(names),
                     },

@@ -1,0 +1,321 @@
+"""KaiwoQueueConfig model: Kueue sub-types, limits from the API reference, round trips."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kaiwo_contracts.crds.kaiwo_v1alpha1 import (
+    KAIWO_QUEUE_CONFIG_NAME,
+    ClusterQueueSpec,
+    KaiwoQueueConfig,
+    KaiwoQueueConfigList,
+    WorkloadStatus,
+)
+from pydantic import ValidationError
+
+KQC_FROM_API: dict[str, Any] = {
+    "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+    "kind": "KaiwoQueueConfig",
+    "metadata": {
+        "name": "kaiwo",
+        "uid": "c1f3b1a2-1111-4c1e-9a0b-0d2e3f4a5b6c",
+        "resourceVersion": "1200",
+        "generation": 3,
+        "creationTimestamp": "2025-06-01T12:00:00Z",
+        "managedFields": [
+            {
+                "manager": "kaiwo-executor",
+                "operation": "Apply",
+                "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+                "time": "2025-06-01T12:00:00Z",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:spec": {"f:clusterQueues": {}}},
+            }
+        ],
+    },
+    "spec": {
+        "resourceFlavors": [
+            {
+                "name": "amd-mi300x-8gpu",
+                "nodeLabels": {"kaiwo/nodepool": "amd-mi300x-8gpu"},
+                "taints": [
+                    {"key": "kaiwo.silogen.ai/gpu", "value": "true", "effect": "NoSchedule"}
+                ],
+                "tolerations": [
+                    {"key": "kaiwo.silogen.ai/gpu", "operator": "Exists", "effect": ""}
+                ],
+            }
+        ],
+        "clusterQueues": [
+            {
+                "name": "kaiwo",
+                "namespaces": ["kaiwo", "ml-team"],
+                "spec": {
+                    "cohort": "kaiwo",
+                    "queueingStrategy": "BestEffortFIFO",
+                    "stopPolicy": "None",
+                    "flavorFungibility": {
+                        "whenCanBorrow": "Borrow",
+                        "whenCanPreempt": "TryNextFlavor",
+                    },
+                    "preemption": {
+                        "reclaimWithinCohort": "Never",
+                        "withinClusterQueue": "Never",
+                        "borrowWithinCohort": {"policy": "Never"},
+                    },
+                    "namespaceSelector": {},
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["cpu", "memory", "amd.com/gpu"],
+                            "flavors": [
+                                {
+                                    "name": "amd-mi300x-8gpu",
+                                    "resources": [
+                                        {"name": "cpu", "nominalQuota": "384"},
+                                        {"name": "memory", "nominalQuota": "3000Gi"},
+                                        {
+                                            "name": "amd.com/gpu",
+                                            "nominalQuota": 16,
+                                            "borrowingLimit": "8",
+                                        },
+                                    ],
+                                }
+                            ],
+                        }
+                    ],
+                },
+            }
+        ],
+        "workloadPriorityClasses": [
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta1",
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": "high-priority"},
+                "value": 1000,
+                "description": "first",
+            }
+        ],
+        "topologies": [
+            {
+                "metadata": {"name": "default-topology"},
+                "spec": {
+                    "levels": [
+                        {"nodeLabel": "kaiwo/topology-block"},
+                        {"nodeLabel": "kaiwo/topology-rack"},
+                        {"nodeLabel": "kubernetes.io/hostname"},
+                    ]
+                },
+            }
+        ],
+    },
+    "status": {"status": "READY"},
+}
+
+
+def _errors(data: dict[str, Any]) -> list[tuple[Any, str]]:
+    with pytest.raises(ValidationError) as caught:
+        KaiwoQueueConfig.from_wire(data)
+    return [(error["loc"], error["msg"]) for error in caught.value.errors()]
+
+
+def _queue(name: str, **spec: Any) -> dict[str, Any]:
+    return {"name": name, "spec": spec}
+
+
+def test_queue_config_from_the_api_server_round_trips_exactly() -> None:
+    config = KaiwoQueueConfig.from_wire(KQC_FROM_API)
+
+    assert config.to_wire() == KQC_FROM_API
+    assert config.metadata.name == KAIWO_QUEUE_CONFIG_NAME
+    assert config.status.status is WorkloadStatus.READY
+    assert config.spec.cluster_queues is not None
+    quotas = config.spec.cluster_queues[0].spec.resource_groups
+    assert quotas is not None
+    assert [q.nominal_quota for q in quotas[0].flavors[0].resources] == ["384", "3000Gi", 16]
+
+
+def test_queue_config_list_round_trips() -> None:
+    wire = {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoQueueConfigList",
+        "metadata": {"resourceVersion": "1201"},
+        "items": [KQC_FROM_API],
+    }
+
+    assert KaiwoQueueConfigList.from_wire(wire).to_wire() == wire
+
+
+def test_cluster_queue_spec_defaults_follow_kueue() -> None:
+    spec = ClusterQueueSpec.from_wire({})
+
+    assert spec.queueing_strategy == "BestEffortFIFO"
+    assert spec.stop_policy == "None"
+    assert spec.flavor_fungibility.when_can_borrow == "Borrow"
+    assert spec.flavor_fungibility.when_can_preempt == "TryNextFlavor"
+    assert spec.preemption.reclaim_within_cohort == "Never"
+    assert spec.preemption.within_cluster_queue == "Never"
+    assert spec.namespace_selector is None
+
+
+def test_crd_metadata_is_cluster_scoped() -> None:
+    crd = KaiwoQueueConfig.crd
+
+    assert crd.scope == "Cluster"
+    assert crd.crd_name == "kaiwoqueueconfigs.kaiwo.silogen.ai"
+    assert crd.short_names == ("kqc",)
+    assert crd.categories == ("kaiwo",)
+    assert [(c.name, c.json_path) for c in crd.printer_columns] == [
+        ("WorkloadStatus", ".status.status")
+    ]
+
+
+def test_at_most_ten_cluster_queues() -> None:
+    queues = [_queue(f"q{i}") for i in range(11)]
+
+    assert _errors({"spec": {"clusterQueues": queues}}) == [
+        (("spec", "clusterQueues"), "List should have at most 10 items after validation, not 11")
+    ]
+
+
+def test_at_most_five_workload_priority_classes() -> None:
+    classes = [{"metadata": {"name": f"p{i}"}, "value": i} for i in range(6)]
+
+    assert _errors({"spec": {"workloadPriorityClasses": classes}}) == [
+        (
+            ("spec", "workloadPriorityClasses"),
+            "List should have at most 5 items after validation, not 6",
+        )
+    ]
+
+
+def test_resource_flavor_limits() -> None:
+    flavor = {
+        "name": "f",
+        "nodeLabels": {f"label-{i}": "x" for i in range(11)},
+        "taints": [{"key": f"t{i}", "effect": "NoSchedule"} for i in range(6)],
+        "tolerations": [{"key": f"t{i}", "operator": "Exists"} for i in range(6)],
+    }
+
+    errors = _errors({"spec": {"resourceFlavors": [flavor]}})
+
+    assert [loc for loc, _ in errors] == [
+        ("spec", "resourceFlavors", 0, "nodeLabels"),
+        ("spec", "resourceFlavors", 0, "taints"),
+        ("spec", "resourceFlavors", 0, "tolerations"),
+    ]
+    assert errors[1][1] == "List should have at most 5 items after validation, not 6"
+
+
+def test_taint_effect_is_an_enum() -> None:
+    flavor = {"name": "f", "taints": [{"key": "gpu", "effect": "NoRun"}]}
+
+    assert _errors({"spec": {"resourceFlavors": [flavor]}}) == [
+        (
+            ("spec", "resourceFlavors", 0, "taints", 0, "effect"),
+            "Input should be 'NoSchedule', 'PreferNoSchedule' or 'NoExecute'",
+        )
+    ]
+
+
+def test_queueing_strategy_and_stop_policy_are_enums() -> None:
+    errors = _errors(
+        {"spec": {"clusterQueues": [_queue("q", queueingStrategy="FIFO", stopPolicy="Pause")]}}
+    )
+
+    assert errors == [
+        (
+            ("spec", "clusterQueues", 0, "spec", "queueingStrategy"),
+            "Input should be 'StrictFIFO' or 'BestEffortFIFO'",
+        ),
+        (
+            ("spec", "clusterQueues", 0, "spec", "stopPolicy"),
+            "Input should be 'None', 'Hold' or 'HoldAndDrain'",
+        ),
+    ]
+
+
+def test_flavor_quotas_must_match_covered_resources() -> None:
+    group = {
+        "coveredResources": ["cpu", "memory"],
+        "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": 4}]}],
+    }
+
+    assert _errors({"spec": {"clusterQueues": [_queue("q", resourceGroups=[group])]}}) == [
+        (
+            ("spec", "clusterQueues", 0, "spec", "resourceGroups", 0),
+            "flavor 'f' must list quotas for exactly the coveredResources, in the same order "
+            "(cpu, memory), got (cpu)",
+        )
+    ]
+
+
+def test_nominal_quota_is_required() -> None:
+    group = {
+        "coveredResources": ["cpu"],
+        "flavors": [{"name": "f", "resources": [{"name": "cpu"}]}],
+    }
+
+    assert _errors({"spec": {"clusterQueues": [_queue("q", resourceGroups=[group])]}}) == [
+        (
+            (
+                "spec",
+                "clusterQueues",
+                0,
+                "spec",
+                "resourceGroups",
+                0,
+                "flavors",
+                0,
+                "resources",
+                0,
+                "nominalQuota",
+            ),
+            "Field required",
+        )
+    ]
+
+
+def test_admission_checks_are_listed_one_way_only() -> None:
+    queue = _queue(
+        "q",
+        admissionChecks=["prov"],
+        admissionChecksStrategy={"admissionChecks": [{"name": "prov"}]},
+    )
+
+    assert _errors({"spec": {"clusterQueues": [queue]}}) == [
+        (
+            ("spec", "clusterQueues", 0, "spec"),
+            "set either admissionChecks or admissionChecksStrategy, not both",
+        )
+    ]
+
+
+def test_names_must_be_unique() -> None:
+    errors = _errors({"spec": {"clusterQueues": [_queue("a"), _queue("b"), _queue("a")]}})
+
+    assert errors == [(("spec",), "clusterQueues[].name must be unique; repeated: a")]
+
+
+def test_workload_priority_class_needs_a_name_and_a_value() -> None:
+    errors = _errors({"spec": {"workloadPriorityClasses": [{"metadata": {}, "value": 1}, {}]}})
+
+    assert errors == [
+        (("spec", "workloadPriorityClasses", 0), "a WorkloadPriorityClass needs metadata.name"),
+        (("spec", "workloadPriorityClasses", 1, "metadata"), "Field required"),
+        (("spec", "workloadPriorityClasses", 1, "value"), "Field required"),
+    ]
+
+
+def test_topology_hostname_only_at_the_lowest_level() -> None:
+    topology = {
+        "metadata": {"name": "t"},
+        "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}, {"nodeLabel": "rack"}]},
+    }
+
+    assert _errors({"spec": {"topologies": [topology]}}) == [
+        (
+            ("spec", "topologies", 0, "spec"),
+            "the kubernetes.io/hostname label can only be used at the lowest level",
+        )
+    ]
