@@ -1,0 +1,107 @@
+"""What of a changed KaiwoJob can still reach its existing batch Job.
+
+A Job's pod template, selector and completion settings cannot change after creation (the API
+server rejects the update), and ``suspend`` belongs to Kueue once the Job exists. So for an
+existing Job the manifest to apply keeps the observed values of those fields, takes everything
+else from the new desired Job, and the fields that could not be applied are reported so the
+workload's status can say what was not applied and why.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+IMMUTABLE_JOB_SPEC_FIELDS = (
+    "template",
+    "selector",
+    "manualSelector",
+    "completions",
+    "completionMode",
+    "podFailurePolicy",
+    "successPolicy",
+    "backoffLimitPerIndex",
+    "maxFailedIndexes",
+)
+KUEUE_OWNED_SPEC_FIELDS = ("suspend",)
+
+CONDITION_TYPE = "ChildSpecApplied"
+REASON_IMMUTABLE = "JobFieldsImmutable"
+
+
+@dataclass(frozen=True, slots=True)
+class JobUpdate:
+    """The manifest to apply to an existing Job, and the desired changes it had to leave out."""
+
+    manifest: dict[str, Any]
+    not_applied: tuple[str, ...]
+
+    @property
+    def message(self) -> str:
+        if not self.not_applied:
+            return ""
+        return (
+            "Not applied to the existing Job, because a Job's pod template, selector and "
+            "completion settings cannot change after it is created: "
+            + ", ".join(self.not_applied)
+            + ". Delete and re-create the KaiwoJob to run with these changes."
+        )
+
+
+def _same_scalar(desired: Any, observed: Any) -> bool:
+    # Quantities come back from the API server as strings: 4 and "4" are the same value.
+    return desired == observed or str(desired) == str(observed)
+
+
+def _contained(desired: Any, observed: Any) -> bool:
+    """Every value ``desired`` sets is in ``observed`` (which may hold defaults and more)."""
+    if isinstance(desired, Mapping):
+        return isinstance(observed, Mapping) and all(
+            key in observed and _contained(value, observed[key]) for key, value in desired.items()
+        )
+    if isinstance(desired, list):
+        return isinstance(observed, list) and all(
+            any(_contained(item, candidate) for candidate in observed) for item in desired
+        )
+    return _same_scalar(desired, observed)
+
+
+def differing_paths(desired: Any, observed: Any, path: str) -> list[str]:
+    """The paths under ``path`` where ``desired`` sets something ``observed`` does not hold."""
+    if _contained(desired, observed):
+        return []
+    if isinstance(desired, Mapping) and isinstance(observed, Mapping):
+        paths: list[str] = []
+        for key in sorted(desired):
+            paths += differing_paths(desired[key], observed.get(key), f"{path}.{key}")
+        return paths
+    both_lists = isinstance(desired, list) and isinstance(observed, list)
+    if both_lists and len(desired) == len(observed):
+        paths = []
+        for index, (wanted, seen) in enumerate(zip(desired, observed, strict=True)):
+            paths += differing_paths(wanted, seen, f"{path}[{index}]")
+        return paths
+    return [path]
+
+
+def job_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> JobUpdate:
+    """The part of ``desired`` that can be applied to the ``observed`` Job, and what cannot."""
+    manifest = copy.deepcopy(dict(desired))
+    spec = manifest.setdefault("spec", {})
+    observed_spec = observed.get("spec") or {}
+    not_applied: list[str] = []
+    for field_name in IMMUTABLE_JOB_SPEC_FIELDS:
+        if field_name in spec:
+            not_applied += differing_paths(
+                spec[field_name], observed_spec.get(field_name), f"spec.{field_name}"
+            )
+        if field_name in observed_spec:
+            spec[field_name] = copy.deepcopy(observed_spec[field_name])
+        else:
+            spec.pop(field_name, None)
+    for field_name in KUEUE_OWNED_SPEC_FIELDS:
+        if field_name in observed_spec:
+            spec[field_name] = observed_spec[field_name]
+    return JobUpdate(manifest=manifest, not_applied=tuple(not_applied))

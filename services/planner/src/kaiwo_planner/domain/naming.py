@@ -1,0 +1,38 @@
+"""Names of child objects and label values that Kubernetes accepts (RFC 1123)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+MAX_LABEL_LENGTH = 63
+
+_OUTSIDE_ALPHABET = re.compile(r"[^a-z0-9.-]+")
+_SEPARATOR_RUNS = re.compile(r"[-.]{2,}")
+
+
+def rfc1123_label(value: str) -> str:
+    """``value`` turned into a valid label value / DNS label (``test@amd.com`` -> ``test-amd.com``).
+
+    Lower-cases, replaces every run of characters outside ``[a-z0-9.-]`` with ``-``, collapses
+    runs of separators, trims separators at both ends and keeps at most 63 characters.
+    """
+    text = _OUTSIDE_ALPHABET.sub("-", value.lower())
+    text = _SEPARATOR_RUNS.sub("-", text).strip("-.")
+    return text[:MAX_LABEL_LENGTH].rstrip("-.")
+
+
+def child_name(workload_name: str, suffix: str) -> str:
+    """The name of a child ``<workload>-<suffix>`` (``train-data``), at most 63 characters.
+
+    When the workload name is too long the suffix is kept intact and a short hash of the full
+    name replaces the cut tail, so two long names sharing a prefix still get distinct children
+    (upstream truncates blindly, which can make ``-data`` and ``-hf`` collide).
+    """
+    full = rfc1123_label(f"{workload_name}-{suffix}")
+    if len(f"{workload_name}-{suffix}") <= MAX_LABEL_LENGTH and full.endswith(suffix):
+        return full
+    digest = hashlib.sha256(workload_name.encode()).hexdigest()[:8]
+    room = MAX_LABEL_LENGTH - len(suffix) - len(digest) - 2
+    base = rfc1123_label(workload_name)[:room].rstrip("-.")
+    return f"{base}-{digest}-{suffix}"
