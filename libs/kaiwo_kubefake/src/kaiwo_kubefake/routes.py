@@ -1,0 +1,477 @@
+"""HTTP routes: the API server's URL layout, query parameters and content types over the store."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from kaiwo_kubefake import discovery, errors
+from kaiwo_kubefake.errors import ApiError
+from kaiwo_kubefake.kinds import ResourceKind
+from kaiwo_kubefake.patching import APPLY_PATCH, MERGE_PATCH, PATCH_TYPES, apply_patch
+from kaiwo_kubefake.scaling import scale_view, with_replicas
+from kaiwo_kubefake.selectors import FieldSelector, LabelSelector
+from kaiwo_kubefake.storage import ObjectStore, Preconditions
+
+_NAMESPACE_SUBRESOURCES = ("status", "finalize")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    bookmark_interval: float = 1.0
+    default_watch_timeout: float = 1800.0
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What a resource URL addresses."""
+
+    kind: ResourceKind
+    namespace: str | None
+    name: str | None
+    subresource: str
+
+
+def _truthy(value: str | None) -> bool:
+    return value is not None and value.lower() in ("1", "true")
+
+
+def _status_response(error: ApiError) -> web.Response:
+    return web.json_response(error.status(), status=error.code)
+
+
+def _not_served(path: str) -> ApiError:
+    return ApiError(
+        code=404,
+        reason="NotFound",
+        message=f"the server could not find the requested resource (path {path})",
+        details={
+            "causes": [{"reason": "UnexpectedServerResponse", "message": "404 page not found"}]
+        },
+    )
+
+
+def _split_resource_path(segments: list[str]) -> tuple[str | None, str, str | None, str]:
+    """(namespace, plural, name, subresource) from the segments after the group version."""
+    namespace_itself = len(segments) == 3 and segments[2] in _NAMESPACE_SUBRESOURCES
+    if segments[0] == "namespaces" and len(segments) >= 3 and not namespace_itself:
+        namespace, rest = segments[1], segments[2:]
+        return namespace, rest[0], _at(rest, 1), _at(rest, 2) or ""
+    return None, segments[0], _at(segments, 1), _at(segments, 2) or ""
+
+
+def _at(items: list[str], index: int) -> str | None:
+    return items[index] if len(items) > index else None
+
+
+def _manager(request: web.Request) -> str:
+    """The fieldManager query parameter, else the user agent's product, as the real server does."""
+    explicit = request.query.get("fieldManager")
+    if explicit:
+        return explicit
+    agent = request.headers.get("User-Agent", "")
+    return agent.split("/")[0] or "unknown"
+
+
+class ApiRoutes:
+    """aiohttp handlers serving an :class:`ObjectStore`."""
+
+    def __init__(self, store: ObjectStore, settings: ServerSettings) -> None:
+        self.store = store
+        self.settings = settings
+        self.server_address = ""
+
+    def install(self, app: web.Application) -> None:
+        app.router.add_get("/version", self._version)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._healthz)
+        app.router.add_get("/api", self._core_versions)
+        app.router.add_get("/apis", self._group_list)
+        app.router.add_route("*", "/api/{version}{rest:.*}", self._core)
+        app.router.add_route("*", "/apis/{group}{rest:.*}", self._grouped)
+
+    # ------------------------------------------------------------------ discovery
+
+    async def _version(self, _request: web.Request) -> web.Response:
+        return web.json_response(discovery.server_version())
+
+    async def _healthz(self, _request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def _core_versions(self, _request: web.Request) -> web.Response:
+        return web.json_response(discovery.core_versions(server_address=self.server_address))
+
+    async def _group_list(self, _request: web.Request) -> web.Response:
+        return web.json_response(discovery.group_list(self.store.kinds))
+
+    # ------------------------------------------------------------------ dispatch
+
+    async def _core(self, request: web.Request) -> web.StreamResponse:
+        version = request.match_info["version"]
+        return await self._dispatch(request, group="", version=version)
+
+    async def _grouped(self, request: web.Request) -> web.StreamResponse:
+        rest = [part for part in request.match_info["rest"].split("/") if part]
+        group_name = request.match_info["group"]
+        if not rest:
+            found = discovery.group(group_name, self.store.kinds)
+            if found is None or request.method != "GET":
+                return _status_response(_not_served(request.path))
+            return web.json_response(found)
+        return await self._dispatch(request, group=group_name, version=rest[0], skip=1)
+
+    async def _dispatch(
+        self, request: web.Request, *, group: str, version: str, skip: int = 0
+    ) -> web.StreamResponse:
+        segments = [part for part in request.match_info["rest"].split("/") if part][skip:]
+        try:
+            if not segments:
+                return self._resource_list(request, group=group, version=version)
+            target = self._target(request, group=group, version=version, segments=segments)
+            return await self._handle(request, target)
+        except ApiError as error:
+            return _status_response(error)
+
+    def _resource_list(self, request: web.Request, *, group: str, version: str) -> web.Response:
+        kinds = [k for k in self.store.kinds if (k.group, k.version) == (group, version)]
+        if not kinds or request.method != "GET":
+            raise _not_served(request.path)
+        group_version = f"{group}/{version}" if group else version
+        return web.json_response(discovery.resource_list(group_version=group_version, kinds=kinds))
+
+    def _target(
+        self, request: web.Request, *, group: str, version: str, segments: list[str]
+    ) -> Target:
+        if len(segments) > 5:
+            raise _not_served(request.path)
+        namespace, plural, name, subresource = _split_resource_path(segments)
+        kind = self.store.kinds.lookup(group=group, version=version, plural=plural)
+        if kind is None:
+            raise _not_served(request.path)
+        if namespace is not None and not kind.namespaced:
+            raise _not_served(request.path)
+        if subresource and (
+            subresource not in ("status", "scale")
+            or (subresource == "status" and not kind.status_subresource)
+            or (subresource == "scale" and kind.scale is None)
+        ):
+            raise _not_served(request.path)
+        if kind.namespaced and name is not None and namespace is None:
+            raise _not_served(request.path)
+        return Target(kind=kind, namespace=namespace, name=name, subresource=subresource)
+
+    async def _handle(self, request: web.Request, target: Target) -> web.StreamResponse:
+        if request.query.get("dryRun"):
+            raise errors.bad_request("dryRun is not supported by the Kubernetes fake")
+        handlers: dict[
+            tuple[bool, str], Callable[[web.Request, Target], Awaitable[web.StreamResponse]]
+        ] = {
+            (False, "GET"): self._list_or_watch,
+            (False, "POST"): self._create,
+            (False, "DELETE"): self._delete_collection,
+            (True, "GET"): self._get,
+            (True, "PUT"): self._replace,
+            (True, "PATCH"): self._patch,
+            (True, "DELETE"): self._delete,
+        }
+        handler = handlers.get((target.name is not None, request.method))
+        if handler is None or (target.subresource and request.method in ("DELETE", "POST")):
+            raise errors.method_not_allowed(f"{request.method} is not supported on {request.path}")
+        return await handler(request, target)
+
+    # ------------------------------------------------------------------ reads
+
+    def _served(self, target: Target, obj: dict[str, Any]) -> dict[str, Any]:
+        """The object as this version serves it (conversion strategy None: same fields)."""
+        obj["apiVersion"] = target.kind.api_version
+        return obj
+
+    def _answer(self, target: Target, obj: dict[str, Any], *, status: int = 200) -> web.Response:
+        if target.subresource == "scale":
+            return web.json_response(scale_view(target.kind, obj), status=status)
+        return web.json_response(self._served(target, obj), status=status)
+
+    async def _get(self, _request: web.Request, target: Target) -> web.Response:
+        assert target.name is not None
+        obj = self.store.get(target.kind, namespace=target.namespace, name=target.name)
+        return self._answer(target, obj)
+
+    def _selectors(
+        self, request: web.Request, target: Target
+    ) -> tuple[LabelSelector, FieldSelector]:
+        labels = LabelSelector.parse(request.query.get("labelSelector"))
+        fields = FieldSelector.parse(request.query.get("fieldSelector"), kind_key=target.kind.key)
+        return labels, fields
+
+    async def _list_or_watch(self, request: web.Request, target: Target) -> web.StreamResponse:
+        if _truthy(request.query.get("watch")):
+            return await self._watch(request, target)
+        labels, fields = self._selectors(request, target)
+        requested = request.query.get("resourceVersion")
+        if requested and request.query.get("resourceVersionMatch") == "Exact":
+            self._check_exact_version(requested)
+        items, version = self.store.list_objects(
+            target.kind, namespace=target.namespace, labels=labels, fields=fields
+        )
+        items, token = _page(items, request.query.get("limit"), request.query.get("continue"))
+        metadata: dict[str, Any] = {"resourceVersion": str(version)}
+        if token:
+            metadata["continue"] = token
+        return web.json_response(
+            {
+                "kind": f"{target.kind.kind}List",
+                "apiVersion": target.kind.api_version,
+                "metadata": metadata,
+                "items": [self._served(target, item) for item in items],
+            }
+        )
+
+    def _check_exact_version(self, requested: str) -> None:
+        """Only the current state is kept: an older exact version is gone, as after compaction."""
+        try:
+            wanted = int(requested)
+        except ValueError:
+            raise errors.bad_request(f"invalid resource version: {requested!r}") from None
+        if wanted != self.store.resource_version:
+            raise errors.gone(
+                f"The resourceVersion for the provided list is too old: {wanted} "
+                f"(current {self.store.resource_version})"
+            )
+
+    async def _watch(self, request: web.Request, target: Target) -> web.StreamResponse:
+        labels, fields = self._selectors(request, target)
+        timeout = float(request.query.get("timeoutSeconds") or self.settings.default_watch_timeout)
+        bookmarks = _truthy(request.query.get("allowWatchBookmarks"))
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        try:
+            watcher = self.store.watch(
+                target.kind,
+                namespace=target.namespace,
+                labels=labels,
+                fields=fields,
+                resource_version=request.query.get("resourceVersion"),
+            )
+        except ApiError as error:
+            if error.code != 410:
+                raise
+            await response.prepare(request)
+            await _send(response, "ERROR", error.status())
+            await response.write_eof()
+            return response
+        await response.prepare(request)
+        try:
+            await self._stream(
+                response, watcher.queue, target, duration=timeout, bookmarks=bookmarks
+            )
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self.store.unwatch(watcher)
+        return response
+
+    async def _stream(
+        self,
+        response: web.StreamResponse,
+        queue: asyncio.Queue[tuple[str, dict[str, Any]] | None],
+        target: Target,
+        *,
+        duration: float,
+        bookmarks: bool,
+    ) -> None:
+        deadline = time.monotonic() + duration
+        next_bookmark = time.monotonic() + self.settings.bookmark_interval
+        while (remaining := deadline - time.monotonic()) > 0:
+            wait = min(remaining, next_bookmark - time.monotonic()) if bookmarks else remaining
+            try:
+                item = await asyncio.wait_for(queue.get(), timeout=max(wait, 0))
+            except TimeoutError:
+                if bookmarks and time.monotonic() >= next_bookmark and queue.empty():
+                    await _send(response, "BOOKMARK", self._bookmark(target))
+                    next_bookmark = time.monotonic() + self.settings.bookmark_interval
+                continue
+            if item is None:
+                break
+            await _send(response, item[0], self._served(target, item[1]))
+        await response.write_eof()
+
+    def _bookmark(self, target: Target) -> dict[str, Any]:
+        return {
+            "kind": target.kind.kind,
+            "apiVersion": target.kind.api_version,
+            "metadata": {"resourceVersion": str(self.store.resource_version)},
+        }
+
+    # ------------------------------------------------------------------ writes
+
+    async def _body(self, request: web.Request) -> Any:
+        raw = await request.read()
+        content_type = request.content_type
+        if not raw:
+            return None
+        try:
+            if content_type == APPLY_PATCH:
+                return yaml.safe_load(raw)
+            return json.loads(raw)
+        except (ValueError, yaml.YAMLError) as error:
+            raise errors.bad_request(f"the request body could not be decoded: {error}") from None
+
+    async def _create(self, request: web.Request, target: Target) -> web.Response:
+        body = await self._body(request)
+        name = (
+            ((body or {}).get("metadata") or {}).get("name", "") if isinstance(body, dict) else ""
+        )
+        try:
+            created = self.store.create(
+                target.kind, namespace=target.namespace, body=body, manager=_manager(request)
+            )
+        finally:
+            self.store.count_write_request(target.kind, target.namespace, name)
+        return self._answer(target, created, status=201)
+
+    async def _replace(self, request: web.Request, target: Target) -> web.Response:
+        assert target.name is not None
+        self.store.count_write_request(target.kind, target.namespace, target.name)
+        body = await self._body(request)
+        if target.subresource == "scale":
+            live = self.store.get(target.kind, namespace=target.namespace, name=target.name)
+            body = with_replicas(target.kind, live, body or {})
+        updated = self.store.replace(
+            target.kind,
+            namespace=target.namespace,
+            name=target.name,
+            body=body,
+            manager=_manager(request),
+            subresource="status" if target.subresource == "status" else "",
+        )
+        return self._answer(target, updated)
+
+    async def _patch(self, request: web.Request, target: Target) -> web.Response:
+        assert target.name is not None
+        self.store.count_write_request(target.kind, target.namespace, target.name)
+        content_type = request.content_type
+        if content_type not in PATCH_TYPES:
+            raise errors.unsupported_media_type(content_type)
+        body = await self._body(request)
+        if target.subresource == "scale":
+            live = self.store.get(target.kind, namespace=target.namespace, name=target.name)
+            scale = scale_view(target.kind, live)
+            patched_scale = apply_patch(
+                content_type=MERGE_PATCH if content_type == APPLY_PATCH else content_type,
+                target=scale,
+                body=body,
+            )
+            new = with_replicas(target.kind, live, patched_scale)
+            updated = self.store.replace(
+                target.kind,
+                namespace=target.namespace,
+                name=target.name,
+                body=new,
+                manager=_manager(request),
+            )
+            return self._answer(target, updated)
+        existed = (
+            self.store.find(target.kind, namespace=target.namespace, name=target.name) is not None
+        )
+        patched = self.store.patch(
+            target.kind,
+            namespace=target.namespace,
+            name=target.name,
+            content_type=content_type,
+            body=body,
+            manager=request.query.get("fieldManager")
+            or (None if content_type == APPLY_PATCH else _manager(request)),
+            force=_truthy(request.query.get("force")),
+            subresource="status" if target.subresource == "status" else "",
+        )
+        return self._answer(target, patched, status=200 if existed else 201)
+
+    def _delete_options(self, request: web.Request, body: Any) -> tuple[str | None, Preconditions]:
+        options = body if isinstance(body, dict) else {}
+        propagation = request.query.get("propagationPolicy") or options.get("propagationPolicy")
+        orphan = options.get("orphanDependents", request.query.get("orphanDependents"))
+        if propagation is None and orphan is not None:
+            propagation = "Orphan" if orphan in (True, "true") else "Background"
+        preconditions = options.get("preconditions") or {}
+        return propagation, Preconditions(
+            uid=preconditions.get("uid"), resource_version=preconditions.get("resourceVersion")
+        )
+
+    async def _delete(self, request: web.Request, target: Target) -> web.Response:
+        assert target.name is not None
+        self.store.count_write_request(target.kind, target.namespace, target.name)
+        propagation, preconditions = self._delete_options(request, await self._body(request))
+        deleted = self.store.delete(
+            target.kind,
+            namespace=target.namespace,
+            name=target.name,
+            propagation=propagation,
+            preconditions=preconditions,
+        )
+        still_there = (
+            self.store.find(target.kind, namespace=target.namespace, name=target.name) is not None
+        )
+        return self._answer(target, deleted, status=202 if still_there else 200)
+
+    async def _delete_collection(self, request: web.Request, target: Target) -> web.Response:
+        labels, fields = self._selectors(request, target)
+        propagation, _ = self._delete_options(request, await self._body(request))
+        deleted = self.store.delete_collection(
+            target.kind,
+            namespace=target.namespace,
+            labels=labels,
+            fields=fields,
+            propagation=propagation,
+        )
+        for obj in deleted:
+            metadata = obj["metadata"]
+            self.store.count_write_request(target.kind, metadata.get("namespace"), metadata["name"])
+        return web.json_response(
+            {
+                "kind": f"{target.kind.kind}List",
+                "apiVersion": target.kind.api_version,
+                "metadata": {"resourceVersion": str(self.store.resource_version)},
+                "items": [self._served(target, obj) for obj in deleted],
+            }
+        )
+
+
+async def _send(response: web.StreamResponse, event_type: str, obj: dict[str, Any]) -> None:
+    line = json.dumps({"type": event_type, "object": obj}, separators=(",", ":")) + "\n"
+    await response.write(line.encode())
+
+
+def _page(
+    items: list[dict[str, Any]], limit: str | None, token: str | None
+) -> tuple[list[dict[str, Any]], str | None]:
+    """limit/continue over the (namespace, name) order; a page reflects the current state."""
+    start = 0
+    if token:
+        try:
+            after = json.loads(base64.urlsafe_b64decode(token.encode()))
+        except ValueError:
+            raise errors.bad_request("invalid continue token") from None
+        start = next(
+            (
+                index
+                for index, item in enumerate(items)
+                if [item["metadata"].get("namespace", ""), item["metadata"]["name"]] > after
+            ),
+            len(items),
+        )
+    if not limit or int(limit) <= 0 or start + int(limit) >= len(items):
+        return items[start:], None
+    page = items[start : start + int(limit)]
+    last = page[-1]["metadata"]
+    next_token = base64.urlsafe_b64encode(
+        json.dumps([last.get("namespace", ""), last["name"]]).encode()
+    ).decode()
+    return page, next_token

@@ -1,0 +1,59 @@
+"""The scale subresource: an ``autoscaling/v1`` Scale view of an object's replicas."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from kaiwo_kubefake.errors import bad_request
+from kaiwo_kubefake.kinds import ResourceKind, ScalePaths
+
+
+def _path(dotted: str) -> list[str]:
+    return [part for part in dotted.split(".") if part]
+
+
+def _read(obj: dict[str, Any], dotted: str) -> Any:
+    current: Any = obj
+    for part in _path(dotted):
+        if not isinstance(current, dict):
+            return None
+        current = current.get(part)
+    return current
+
+
+def scale_view(kind: ResourceKind, obj: dict[str, Any]) -> dict[str, Any]:
+    paths = kind.scale or ScalePaths()
+    metadata = obj["metadata"]
+    status: dict[str, Any] = {"replicas": _read(obj, paths.status_replicas_path) or 0}
+    if paths.label_selector_path and (selector := _read(obj, paths.label_selector_path)):
+        status["selector"] = selector
+    return {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            key: metadata[key]
+            for key in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+            if key in metadata
+        },
+        "spec": {"replicas": _read(obj, paths.spec_replicas_path) or 0},
+        "status": status,
+    }
+
+
+def with_replicas(kind: ResourceKind, obj: dict[str, Any], scale: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` with spec replicas taken from a Scale body."""
+    replicas = (scale.get("spec") or {}).get("replicas")
+    if not isinstance(replicas, int) or replicas < 0:
+        raise bad_request("a Scale needs spec.replicas, a non-negative integer")
+    paths = kind.scale or ScalePaths()
+    result = copy.deepcopy(obj)
+    current = result
+    parts = _path(paths.spec_replicas_path)
+    for part in parts[:-1]:
+        current = current.setdefault(part, {})
+    current[parts[-1]] = replicas
+    metadata = scale.get("metadata") or {}
+    if metadata.get("resourceVersion"):
+        result["metadata"]["resourceVersion"] = metadata["resourceVersion"]
+    return result
