@@ -25,6 +25,8 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.common import (
     StorageSpec,
     ValueReference,
     WorkloadStatus,
+    embedded_kind,
+    must_match,
 )
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import (
     KaiwoJob,
@@ -119,4 +121,6 @@ __all__ = [
     "ValueReference",
     "WorkloadPriorityClass",
     "WorkloadStatus",
+    "embedded_kind",
+    "must_match",
 ]

@@ -5,6 +5,22 @@ The field set follows the Kaiwo API reference. A few fields exist only in the up
 kept because behaviour the reference describes depends on them (duration-based preemption,
 GPU-model and topology placement) and because manifests written for upstream use them; each is
 marked "upstream" in its description.
+
+Choices where the reference is silent and upstream accepts anything (what a user expects wins):
+
+* ``duration`` must match ``^([0-9]+(s|m|h))+$`` (the pattern the config API uses for durations);
+  Go's ``metav1.Duration`` would also take ``1.5h`` or ``300ms``, which nobody needs here.
+* ``gpus``, ``replicas`` and ``gpusPerReplica`` cannot be negative.
+* ``storage.accessMode`` is one of the four Kubernetes access modes.
+* A ``ValueReference`` names both ``secretName`` and ``secretKey`` or neither.
+* ``SecretVolume`` needs ``name``, ``secretName`` and ``mountPath``; download items need the
+  fields without which they mean nothing (endpoint, bucket name, repository, target path).
+* Embedded ``job``/``rayJob``/``deployment``/``rayService`` must carry ``apiVersion`` and
+  ``kind`` (the API server checks that for embedded resources) and be of the field's kind.
+* The top-level kinds fill in ``apiVersion`` and ``kind`` when missing, so objects built in
+  Python serialise as complete manifests.
+* Short names (upstream has none): ``kj``/``kjob``, ``ks``/``kaiwosvc`` (``ksvc`` belongs to
+  Knative), ``kqc``; category ``kaiwo`` (``kubectl get kaiwo`` lists all three kinds).
 """
 
 from __future__ import annotations

@@ -9,6 +9,11 @@ for field, including the defaults and enums Kueue's own CRDs declare and the rul
 validation enforces on a ClusterQueue, so that a spec accepted here is accepted by Kueue.
 ``topologies`` and ``resourceFlavors[].topologyName`` exist only in the upstream operator (not
 in the API reference); they are kept for topology-aware scheduling.
+
+Limits: the API reference's MaxItems win over upstream's where both exist (10 clusterQueues
+instead of 1000, 5 workloadPriorityClasses instead of 20, no limit on resourceFlavors instead
+of 20). Names of the listed objects must be unique, since two entries with one name would make
+the controller overwrite one with the other.
 """
 
 from __future__ import annotations
@@ -133,8 +138,13 @@ class ClusterQueueSpec(KubeModel):
     namespace_selector: LabelSelector | None = Field(
         default=None, description="Namespaces whose workloads may use the queue; {} = all."
     )
-    flavor_fungibility: FlavorFungibility = Field(default_factory=FlavorFungibility)
-    preemption: ClusterQueuePreemption = Field(default_factory=ClusterQueuePreemption)
+    # Kueue's CRD defaults both to {} so the API server fills in their inner defaults.
+    flavor_fungibility: FlavorFungibility = Field(
+        default_factory=FlavorFungibility, json_schema_extra={"default": {}}
+    )
+    preemption: ClusterQueuePreemption = Field(
+        default_factory=ClusterQueuePreemption, json_schema_extra={"default": {}}
+    )
     admission_checks: list[str] | None = None
     admission_checks_strategy: AdmissionChecksStrategy | None = None
     stop_policy: Literal["None", "Hold", "HoldAndDrain"] = "None"
