@@ -498,3 +498,24 @@ def test_schema_keeps_patterns_and_open_subtrees_for_the_crd_generator() -> None
     job_schema = spec_schema["job"]["anyOf"][0]
     assert job_schema["x-kubernetes-preserve-unknown-fields"] is True
     assert job_schema["x-kubernetes-embedded-resource"] is True
+
+
+def test_conditions_have_distinct_types() -> None:
+    condition = {
+        "type": "Admitted",
+        "status": "True",
+        "reason": "Admitted",
+        "lastTransitionTime": "2025-06-02T08:15:40Z",
+    }
+
+    assert _errors(KaiwoJob, {"status": {"conditions": [condition, condition]}}) == [
+        (("status", "conditions"), "conditions must have distinct types; repeated: Admitted")
+    ]
+
+
+def test_conditions_are_a_list_map_keyed_by_type() -> None:
+    status_schema = KaiwoService.model_json_schema()["$defs"]["KaiwoServiceStatus"]
+    conditions = status_schema["properties"]["conditions"]["anyOf"][0]
+
+    assert conditions["x-kubernetes-list-type"] == "map"
+    assert conditions["x-kubernetes-list-map-keys"] == ["type"]

@@ -33,7 +33,7 @@ from typing import Annotated, Any, ClassVar, Final, Self
 from pydantic import AfterValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from kaiwo_contracts.crds.base import CrdInfo, KubeModel
+from kaiwo_contracts.crds.base import LIST_MAP_KEYS, LIST_TYPE, CrdInfo, KubeModel
 from kaiwo_contracts.crds.core_v1 import (
     EnvVar,
     LocalObjectReference,
@@ -109,6 +109,26 @@ def embedded_kind(kind: str) -> AfterValidator:
 # ------------------------------------------------------------------ status
 
 
+def _distinct_condition_types(conditions: list[Condition]) -> list[Condition]:
+    types = [condition.type for condition in conditions]
+    repeated = sorted({t for t in types if types.count(t) > 1})
+    if repeated:
+        raise PydanticCustomError(
+            "duplicate_condition",
+            "conditions must have distinct types; repeated: {repeated}",
+            {"repeated": ", ".join(repeated)},
+        )
+    return conditions
+
+
+Conditions = Annotated[
+    list[Condition],
+    Field(json_schema_extra={LIST_TYPE: "map", LIST_MAP_KEYS: ["type"]}),
+    AfterValidator(_distinct_condition_types),
+]
+"""Status conditions: one per type, merged by type under server-side apply."""
+
+
 class WorkloadStatus(StrEnum):
     """The high-level phase in ``status.status`` of every Kaiwo kind.
 
@@ -156,7 +176,7 @@ class CommonStatus(KubeModel):
     start_time: datetime | None = Field(
         default=None, description="When the first pod of the workload started running."
     )
-    conditions: list[Condition] | None = Field(
+    conditions: Conditions | None = Field(
         default=None, description="Standard Kubernetes conditions of the workload."
     )
     status: WorkloadStatus = Field(

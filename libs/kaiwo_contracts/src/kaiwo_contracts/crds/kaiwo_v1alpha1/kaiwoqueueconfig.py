@@ -32,11 +32,12 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.common import (
     CATEGORIES,
     GROUP,
     VERSION,
+    Conditions,
     KaiwoObject,
     KaiwoObjectList,
     WorkloadStatus,
 )
-from kaiwo_contracts.crds.meta import Condition, ListMeta, ObjectMeta
+from kaiwo_contracts.crds.meta import ListMeta, ObjectMeta
 
 KAIWO_QUEUE_CONFIG_NAME = "kaiwo"
 """The only KaiwoQueueConfig the controller acts on."""
@@ -279,7 +280,7 @@ class KaiwoQueueConfigSpec(KubeModel):
 class KaiwoQueueConfigStatus(KubeModel):
     """Whether the managed Kueue objects are in sync (READY) or not (FAILED)."""
 
-    conditions: list[Condition] | None = None
+    conditions: Conditions | None = None
     status: WorkloadStatus = WorkloadStatus.NEW
 
 
