@@ -109,7 +109,7 @@ class KaiwoResourceMonitoringConfig(KubeModel):
     """
 
     low_utilization_threshold: float = Field(
-        default=1,
+        default=1.0,
         ge=0,
         description="Utilisation (percent of requested capacity) under which a workload is idle.",
     )
