@@ -1,0 +1,1 @@
+"""One module per ``kaiwo`` command; each exposes the function typer registers."""

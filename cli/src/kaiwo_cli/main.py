@@ -1,0 +1,20 @@
+"""The ``kaiwo`` command: one typer app; each command lives in ``kaiwo_cli.commands``."""
+
+from __future__ import annotations
+
+import typer
+
+from kaiwo_cli.commands import crds, validate, version
+
+app = typer.Typer(
+    name="kaiwo",
+    help="Kaiwo: AI/GPU workloads on Kubernetes.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+app.command("validate")(validate.validate)
+app.command("crds")(crds.crds)
+app.command("version")(version.version)
+
+if __name__ == "__main__":
+    app()

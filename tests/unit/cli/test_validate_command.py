@@ -1,0 +1,237 @@
+"""`kaiwo validate`: the examples pass; broken variants of every kind fail naming the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kaiwo_cli.main import app
+from typer.testing import CliRunner
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+runner = CliRunner()
+
+
+def _run(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def test_every_example_is_accepted() -> None:
+    code, output = _run("validate", "-f", str(EXAMPLES))
+    assert code == 0, output
+    assert output.strip().endswith("document(s) valid")
+    assert len(list(EXAMPLES.glob("*.yaml"))) >= 6
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES.glob("*.yaml")), ids=lambda path: path.name)
+def test_each_example_file_is_accepted_on_its_own(example: Path) -> None:
+    code, output = _run("validate", "-f", str(example))
+    assert code == 0, output
+
+
+def _set(document: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set (or, with value ``_DELETE``, remove) ``a.b[0].c`` in a parsed manifest."""
+    steps: list[str | int] = []
+    for part in dotted.split("."):
+        name, _, rest = part.partition("[")
+        steps.append(name)
+        steps += [int(index) for index in rest.rstrip("]").split("][") if index]
+    node: Any = document
+    for step in steps[:-1]:
+        node = node[step]
+    if value is _DELETE:
+        del node[steps[-1]]
+    else:
+        node[steps[-1]] = value
+
+
+_DELETE = object()
+
+# (example, field to break, value (or _DELETE), "kind/name", expected message). Every kind
+# gets each way of being wrong: enum, pattern, bound, unknown field, missing field, type.
+_BROKEN = [
+    # KaiwoJob
+    ("kaiwojob-gpu-training.yaml", "spec.storage.accessMode", "ReadWriteSometimes",
+     "KaiwoJob/llama-3-8b-sft",
+     "must be one of ReadWriteOnce, ReadOnlyMany, ReadWriteMany, ReadWriteOncePod"),
+    ("kaiwojob-gpu-training.yaml", "spec.duration", "12 hours", "KaiwoJob/llama-3-8b-sft",
+     "must be a duration such as 30m"),
+    ("kaiwojob-gpu-training.yaml", "spec.gpus", -1, "KaiwoJob/llama-3-8b-sft",
+     "must be at least 0"),
+    ("kaiwojob-gpu-training.yaml", "spec.gpuz", 8, "KaiwoJob/llama-3-8b-sft", "unknown field"),
+    ("kaiwojob-gpu-training.yaml", "spec.env[0].name", _DELETE, "KaiwoJob/llama-3-8b-sft",
+     "required field is missing"),
+    ("kaiwojob-gpu-training.yaml", "spec.replicas", "two", "KaiwoJob/llama-3-8b-sft",
+     "must be a whole number"),
+    ("kaiwojob-gpu-training.yaml", "spec.storage.data.storageSize", 200,
+     "KaiwoJob/llama-3-8b-sft", "must be a string"),
+    # KaiwoService
+    ("kaiwoservice-deployment.yaml", "spec.storage.accessMode", "rwx", "KaiwoService/qwen-chat",
+     "must be one of ReadWriteOnce, ReadOnlyMany, ReadWriteMany, ReadWriteOncePod"),
+    ("kaiwoservice-deployment.yaml", "spec.duration", "forever", "KaiwoService/qwen-chat",
+     "must be a duration such as 30m"),
+    ("kaiwoservice-deployment.yaml", "spec.gpus", -2, "KaiwoService/qwen-chat",
+     "must be at least 0"),
+    ("kaiwoservice-deployment.yaml", "spec.entryPoint", "x", "KaiwoService/qwen-chat",
+     "unknown field"),
+    ("kaiwoservice-deployment.yaml", "spec.storage.huggingFace.preCacheRepos[0].repoId",
+     _DELETE, "KaiwoService/qwen-chat", "required field is missing"),
+    ("kaiwoservice-deployment.yaml", "spec.storage.storageEnabled", "yes please",
+     "KaiwoService/qwen-chat", "must be true or false"),
+    # KaiwoQueueConfig
+    ("kaiwoqueueconfig.yaml", "spec.resourceFlavors[0].taints[0].effect", "Sometimes",
+     "KaiwoQueueConfig/kaiwo", "must be one of NoSchedule, PreferNoSchedule, NoExecute"),
+    ("kaiwoqueueconfig.yaml", "spec.resourceFlavors[0].nodeLabels",
+     {f"label-{n}": "x" for n in range(11)}, "KaiwoQueueConfig/kaiwo",
+     "must have at most 10 entries"),
+    ("kaiwoqueueconfig.yaml", "spec.clusterQueue", [], "KaiwoQueueConfig/kaiwo",
+     "unknown field"),
+    ("kaiwoqueueconfig.yaml", "spec.clusterQueues[0].name", _DELETE, "KaiwoQueueConfig/kaiwo",
+     "required field is missing"),
+    ("kaiwoqueueconfig.yaml", "spec.clusterQueues[0].namespaces", "ml-team",
+     "KaiwoQueueConfig/kaiwo", "must be a list"),
+    # KaiwoConfig
+    ("kaiwoconfig.yaml", "spec.resourceMonitoring.profile", "cpu", "KaiwoConfig/kaiwo",
+     "must be gpu"),
+    ("kaiwoconfig.yaml", "spec.resourceMonitoring.terminateUnderutilizedAfter", "1 day",
+     "KaiwoConfig/kaiwo", "must be a duration such as 30"),
+    ("kaiwoconfig.yaml", "spec.resourceMonitoring.lowUtilizationThreshold", -1,
+     "KaiwoConfig/kaiwo", "must be at least 0"),
+    ("kaiwoconfig.yaml", "spec.storageClass", "x", "KaiwoConfig/kaiwo", "unknown field"),
+    ("kaiwoconfig.yaml", "spec.nodes.addTaintsToGpuNodes", "true", "KaiwoConfig/kaiwo",
+     "must be true or false"),
+    # AIMNamespaceConfig
+    ("aimnamespaceconfig.yaml", "spec.gateway.hostname", "x", "AIMNamespaceConfig/aim",
+     "unknown field"),
+    ("aimnamespaceconfig.yaml", "spec.images.imagePullSecrets", "aim-registry-creds",
+     "AIMNamespaceConfig/aim", "must be a list"),
+    # Model
+    ("model-vllm.yaml", "spec.engine", "vLLM", "Model/llama-3.1-8b-instruct-mi300x",
+     "must be one of OLlama, VLLM, FasterWhisper, Infinity"),
+    ("model-vllm.yaml", "spec.url", _DELETE, "Model/llama-3.1-8b-instruct-mi300x",
+     "required field is missing"),
+    ("model-vllm.yaml", "spec.minReplicas", -1, "Model/llama-3.1-8b-instruct-mi300x",
+     "must be at least 0"),
+    ("model-vllm.yaml", "spec.targetRequests", 0, "Model/llama-3.1-8b-instruct-mi300x",
+     "must be at least 1"),
+    ("model-vllm.yaml", "spec.replicaz", 1, "Model/llama-3.1-8b-instruct-mi300x",
+     "unknown field"),
+    ("model-vllm.yaml", "spec.args", "--max-model-len=32768", "Model/llama-3.1-8b-instruct-mi300x",
+     "must be a list"),
+    ("model-vllm.yaml", "spec.features[0]", "Chat", "Model/llama-3.1-8b-instruct-mi300x",
+     "must be one of TextGeneration, TextEmbedding, SpeechToText"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("example", "field", "value", "label", "message"),
+    _BROKEN,
+    ids=[f"{case[0]}:{case[1]}" for case in _BROKEN],
+)
+def test_a_broken_variant_is_rejected_naming_the_field(
+    tmp_path: Path, example: str, field: str, value: Any, label: str, message: str
+) -> None:
+    document = yaml.safe_load((EXAMPLES / example).read_text())
+    _set(document, field, value)
+    broken = tmp_path / example
+    broken.write_text(yaml.safe_dump(document))
+
+    code, output = _run("validate", "-f", str(broken))
+
+    assert code == 1
+    assert f"{broken}:doc#1 {label}: {field}: {message}" in output, output
+    assert "1 of 1 document(s) invalid" in output
+
+
+def test_every_document_of_a_multi_document_file_is_checked(tmp_path: Path) -> None:
+    job = yaml.safe_load((EXAMPLES / "kaiwojob-gpu-training.yaml").read_text())
+    broken_job = yaml.safe_load((EXAMPLES / "kaiwojob-gpu-training.yaml").read_text())
+    broken_job["spec"]["gpus"] = -1
+    broken_job["spec"]["gpuVendors"] = "amd"
+    stream = tmp_path / "all.yaml"
+    stream.write_text(yaml.safe_dump_all([job, None, broken_job]))
+
+    code, output = _run("validate", "-f", str(stream))
+
+    assert code == 1
+    assert f"{stream}:doc#3 KaiwoJob/llama-3-8b-sft: spec.gpus: must be at least 0" in output
+    assert f"{stream}:doc#3 KaiwoJob/llama-3-8b-sft: spec.gpuVendors: unknown field" in output
+    assert "doc#1" not in output
+    assert "1 of 2 document(s) invalid (2 problem(s))" in output
+
+
+def test_an_unknown_kind_is_a_problem(tmp_path: Path) -> None:
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec: {}\n")
+
+    code, output = _run("validate", "-f", str(manifest))
+
+    assert code == 1
+    assert f"{manifest}:doc#1 Pod/web: apiVersion: unknown kind v1/Pod; served kinds:" in output
+
+
+def test_a_kind_in_the_wrong_api_version_is_named(tmp_path: Path) -> None:
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text("apiVersion: kaiwo.silogen.ai/v1\nkind: KaiwoJob\nmetadata: {name: j}\n")
+
+    code, output = _run("validate", "-f", str(manifest))
+
+    assert code == 1
+    assert (
+        f"{manifest}:doc#1 KaiwoJob/j: apiVersion: KaiwoJob is served as "
+        "kaiwo.silogen.ai/v1alpha1, not kaiwo.silogen.ai/v1"
+    ) in output
+
+
+def test_a_file_that_is_not_yaml_is_reported(tmp_path: Path) -> None:
+    manifest = tmp_path / "bad.yaml"
+    manifest.write_text("spec: [unclosed\n")
+
+    code, output = _run("validate", "-f", str(manifest))
+
+    assert code == 1
+    assert f"{manifest}: not valid YAML" in output
+
+
+def test_a_directory_without_manifests_fails(tmp_path: Path) -> None:
+    code, output = _run("validate", "-f", str(tmp_path))
+    assert code == 1
+    assert "no manifests found" in output
+
+
+def test_version_prints_the_installed_version() -> None:
+    code, output = _run("version")
+    assert code == 0
+    assert output.startswith("kaiwo 0.")
+
+
+def test_crds_prints_every_crd_as_multi_document_yaml() -> None:
+    code, output = _run("crds")
+    assert code == 0
+    documents = list(yaml.safe_load_all(output))
+    assert sorted(document["metadata"]["name"] for document in documents) == [
+        "aimnamespaceconfigs.config.kaiwo.silogen.ai",
+        "kaiwoconfigs.config.kaiwo.silogen.ai",
+        "kaiwojobs.kaiwo.silogen.ai",
+        "kaiwoqueueconfigs.kaiwo.silogen.ai",
+        "kaiwoservices.kaiwo.silogen.ai",
+        "models.kubeai.org",
+    ]
+
+
+def test_crds_writes_one_file_per_crd(tmp_path: Path) -> None:
+    code, _ = _run("crds", "--output-dir", str(tmp_path))
+    assert code == 0
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "config.kaiwo.silogen.ai_aimnamespaceconfigs.yaml",
+        "config.kaiwo.silogen.ai_kaiwoconfigs.yaml",
+        "kaiwo.silogen.ai_kaiwojobs.yaml",
+        "kaiwo.silogen.ai_kaiwoqueueconfigs.yaml",
+        "kaiwo.silogen.ai_kaiwoservices.yaml",
+        "kubeai.org_models.yaml",
+    ]
+    job_crd = yaml.safe_load((tmp_path / "kaiwo.silogen.ai_kaiwojobs.yaml").read_text())
+    assert job_crd["spec"]["names"]["kind"] == "KaiwoJob"
