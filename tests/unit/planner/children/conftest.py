@@ -82,3 +82,33 @@ def expected() -> Callable[[str], list[dict[str, Any]]]:
         return [doc for doc in yaml.safe_load_all(text) if doc is not None]
 
     return load
+
+
+def _differences(actual: Any, wanted: Any, path: str) -> list[str]:
+    if isinstance(actual, dict) and isinstance(wanted, dict):
+        found: list[str] = []
+        for key in sorted(set(actual) | set(wanted), key=str):
+            where = f"{path}.{key}"
+            if key not in actual:
+                found.append(f"missing {where}: {wanted[key]!r}")
+            elif key not in wanted:
+                found.append(f"unexpected {where}: {actual[key]!r}")
+            else:
+                found += _differences(actual[key], wanted[key], where)
+        return found
+    if isinstance(actual, list) and isinstance(wanted, list) and len(actual) == len(wanted):
+        found = []
+        for index, (got, want) in enumerate(zip(actual, wanted, strict=True)):
+            found += _differences(got, want, f"{path}[{index}]")
+        return found
+    return [] if actual == wanted else [f"{path}: {actual!r} != {wanted!r}"]
+
+
+@pytest.fixture
+def assert_manifests() -> Callable[[Any, Any], None]:
+    """``assert actual == wanted``, explaining a failure path by path."""
+
+    def check(actual: Any, wanted: Any) -> None:
+        assert actual == wanted, "\n".join(_differences(actual, wanted, "$"))
+
+    return check

@@ -1,0 +1,88 @@
+"""KaiwoJob (ray: true or rayJob given) -> ray.io/v1 RayJob."""
+
+from __future__ import annotations
+
+from kaiwo_planner.domain.children import plan_children
+from kaiwo_planner.domain.gpu_allocation import GpuAllocation
+
+SIXTEEN_AMD = GpuAllocation(gpus=16, gpus_per_replica=8, replicas=2, vendor="amd")
+
+
+def test_default_ray_job_matches_the_hand_written_manifest(
+    make_job, make_config, expected, assert_manifests
+):
+    job = make_job({"ray": True, "gpus": 16, "entrypoint": "python -m train \\\n --fast\n"})
+    config = make_config({"ray": {"headPodMemory": "1Gi"}})
+
+    decision = plan_children(workload=job, allocation=SIXTEEN_AMD, config=config)
+
+    assert_manifests(list(decision.desired), expected("ray_job_default"))
+    assert decision.main_child is not None
+    assert decision.main_child.display() == "RayJob/team-a/train"
+
+
+def test_user_ray_job_sizes_every_worker_group_and_keeps_its_own_settings(make_job):
+    worker = {
+        "rayStartParams": {},
+        "template": {"spec": {"containers": [{"name": "w", "image": "my-ray:1"}]}},
+    }
+    ray_job = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "spec": {
+            "entrypoint": "python old.py",
+            "backoffLimit": 2,
+            "rayClusterSpec": {
+                "headGroupSpec": {
+                    "rayStartParams": {},
+                    "template": {"spec": {"containers": [{"name": "h"}]}},
+                },
+                "workerGroupSpecs": [
+                    {**worker, "groupName": "a", "replicas": 5, "maxReplicas": 9},
+                    {**worker, "groupName": "b"},
+                ],
+            },
+        },
+    }
+    job = make_job(
+        {"rayJob": ray_job, "gpus": 16, "entrypoint": "python new.py", "image": "mine:2"}
+    )
+
+    (manifest,) = plan_children(workload=job, allocation=SIXTEEN_AMD, config=None).desired
+
+    spec = manifest["spec"]
+    assert spec["entrypoint"] == "python new.py"
+    assert spec["backoffLimit"] == 2
+    assert "shutdownAfterJobFinishes" not in spec
+    groups = spec["rayClusterSpec"]["workerGroupSpecs"]
+    assert [(g["groupName"], g["replicas"], g["minReplicas"], g["maxReplicas"]) for g in groups] == [
+        ("a", 2, 2, 2),
+        ("b", 2, 2, 2),
+    ]
+    worker_container = groups[1]["template"]["spec"]["containers"][0]
+    assert worker_container["image"] == "my-ray:1"
+    # A user-provided spec gets no per-GPU CPU/memory defaults, only the base ones.
+    assert worker_container["resources"] == {
+        "requests": {"cpu": "2", "memory": "16Gi", "amd.com/gpu": "8"},
+        "limits": {"cpu": "2", "memory": "16Gi", "amd.com/gpu": "8"},
+    }
+    head = spec["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    assert head["containers"][0]["image"] == "mine:2"
+    assert head["containers"][0]["resources"] == {
+        "requests": {"cpu": "2", "memory": "16Gi"},
+        "limits": {"cpu": "2", "memory": "16Gi"},
+    }
+    assert "schedulerName" not in head
+    assert "securityContext" not in head
+
+
+def test_an_existing_ray_job_keeps_the_suspend_value_kueue_set(make_job):
+    job = make_job({"ray": True})
+    allocation = GpuAllocation(gpus=0, gpus_per_replica=0, replicas=1, vendor="amd")
+    observed = {"apiVersion": "ray.io/v1", "kind": "RayJob", "spec": {"suspend": False}}
+
+    (manifest,) = plan_children(
+        workload=job, allocation=allocation, config=None, observed_main_child=observed
+    ).desired
+
+    assert manifest["spec"]["suspend"] is False
