@@ -1,0 +1,190 @@
+"""Storage: claims, how pods mount them, and the gating of the workload on the download job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kaiwo_planner.domain.children import ChildCondition, DownloadState, plan_children
+from kaiwo_planner.domain.gpu_allocation import GpuAllocation
+
+NO_GPUS = GpuAllocation(gpus=0, gpus_per_replica=0, replicas=1, vendor="amd")
+
+STORAGE: dict[str, Any] = {
+    "storageEnabled": True,
+    "accessMode": "ReadWriteOnce",
+    "data": {
+        "storageSize": "10Gi",
+        "download": {
+            "s3": [
+                {
+                    "endpointUrl": "https://s3.example.com",
+                    "buckets": [
+                        {"name": "bucket", "folders": [{"path": "weights", "targetPath": "models"}]}
+                    ],
+                }
+            ],
+            "git": [
+                {
+                    "repository": "https://github.com/o/r.git",
+                    "branch": "main",
+                    "token": {"secretName": "git-creds", "secretKey": "token"},
+                    "targetPath": "code",
+                }
+            ],
+        },
+    },
+    "huggingFace": {
+        "storageSize": "20Gi",
+        "mountPath": "/hf",
+        "preCacheRepos": [{"repoId": "org/model", "files": ["config.json"]}],
+    },
+}
+NAMESPACE_CREDENTIALS = {
+    "credentials": {
+        "huggingFaceToken": {"secretName": "hf-creds", "secretKey": "token"},
+        "s3": [
+            {
+                "endpointUrl": "https://s3.example.com/",
+                "accessKeyId": {"secretName": "s3-creds", "secretKey": "id"},
+                "secretAccessKey": {"secretName": "s3-creds", "secretKey": "secret"},
+            }
+        ],
+    }
+}
+
+
+@pytest.fixture
+def plan(make_job, make_config, make_namespace_config):
+    def run(state: DownloadState):
+        return plan_children(
+            workload=make_job({"storage": STORAGE, "env": [{"name": "FOO", "value": "bar"}]}),
+            allocation=NO_GPUS,
+            config=make_config({"storage": {"defaultStorageClass": "rwx-nfs"}}),
+            namespace_config=make_namespace_config(NAMESPACE_CREDENTIALS),
+            download_state=state,
+        )
+
+    return run
+
+
+def test_until_downloads_succeed_only_storage_children_exist(plan, expected, assert_manifests):
+    decision = plan(DownloadState.PENDING)
+
+    assert_manifests(list(decision.desired), expected("storage_with_downloads"))
+    assert decision.main_child is None
+    assert decision.waiting_for_downloads is True
+    assert decision.failed is False
+    assert decision.conditions == (
+        ChildCondition(
+            "DownloadJobSucceeded",
+            "False",
+            "JobInProgress",
+            "Waiting for download job train-download; the workload starts once it succeeds",
+        ),
+    )
+
+
+def test_a_failed_download_keeps_the_workload_from_starting_and_says_why(plan, expected):
+    decision = plan(DownloadState.FAILED)
+
+    assert list(decision.desired) == expected("storage_with_downloads")
+    assert decision.failed is True
+    assert decision.main_child is None
+    assert decision.conditions == (
+        ChildCondition(
+            "DownloadJobSucceeded",
+            "False",
+            "JobFailed",
+            "Download job train-download failed, so the workload will not start; "
+            "see the logs of job train-download for the cause",
+        ),
+    )
+
+
+def test_after_downloads_succeed_the_workload_mounts_both_volumes(plan, expected):
+    decision = plan(DownloadState.SUCCEEDED)
+
+    storage_children = expected("storage_with_downloads")
+    assert [obj for obj in decision.desired if obj["metadata"]["name"] != "train"] == (
+        storage_children
+    )
+    assert decision.main_child is not None
+    assert decision.main_child.display() == "Job/team-a/train"
+    assert decision.conditions == (
+        ChildCondition("DownloadJobSucceeded", "True", "JobCompleted", "Download job succeeded"),
+    )
+    (job,) = [obj for obj in decision.desired if obj["metadata"]["name"] == "train"]
+    pod = job["spec"]["template"]["spec"]
+    assert pod["volumes"] == [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}},
+        {"name": "data", "persistentVolumeClaim": {"claimName": "train-data"}},
+        {"name": "hf", "persistentVolumeClaim": {"claimName": "train-hf"}},
+    ]
+    container = pod["containers"][0]
+    assert container["volumeMounts"] == [
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "data", "mountPath": "/workload"},
+        {"name": "hf", "mountPath": "/hf"},
+    ]
+    assert container["env"] == [
+        {"name": "FOO", "value": "bar"},
+        {"name": "HF_HOME", "value": "/hf"},
+        {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-creds", "key": "token"}}},
+        {"name": "NUM_GPUS", "value": "0"},
+        {"name": "NUM_REPLICAS", "value": "1"},
+        {"name": "NUM_GPUS_PER_REPLICA", "value": "0"},
+    ]
+
+
+def test_storage_without_downloads_creates_claims_with_the_workload(make_job):
+    storage = {
+        "storageEnabled": True,
+        "storageClassName": "fast",
+        "data": {"storageSize": "1Gi", "mountPath": "/data"},
+        "huggingFace": {"storageSize": "2Gi"},
+    }
+
+    decision = plan_children(
+        workload=make_job({"storage": storage}), allocation=NO_GPUS, config=None
+    )
+
+    assert [(o["kind"], o["metadata"]["name"]) for o in decision.desired] == [
+        ("Job", "train"),
+        ("PersistentVolumeClaim", "train-data"),
+        ("PersistentVolumeClaim", "train-hf"),
+    ]
+    data_claim = decision.desired[1]
+    assert data_claim["spec"] == {
+        "accessModes": ["ReadWriteMany"],
+        "storageClassName": "fast",
+        "resources": {"requests": {"storage": "1Gi"}},
+    }
+    container = decision.desired[0]["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "HF_HOME", "value": "/hf_cache"} in container["env"]
+    assert container["volumeMounts"][1:] == [
+        {"name": "data", "mountPath": "/data"},
+        {"name": "hf", "mountPath": "/hf_cache"},
+    ]
+    assert decision.conditions == ()
+
+
+def test_disabled_storage_creates_nothing(make_job):
+    storage = {"storageEnabled": False, "data": {"storageSize": "1Gi"}}
+
+    decision = plan_children(
+        workload=make_job({"storage": storage}), allocation=NO_GPUS, config=None
+    )
+
+    assert [o["kind"] for o in decision.desired] == ["Job"]
+
+
+def test_without_any_storage_class_the_claim_leaves_the_class_to_the_cluster(make_job):
+    storage = {"storageEnabled": True, "data": {"storageSize": "1Gi"}}
+
+    decision = plan_children(
+        workload=make_job({"storage": storage}), allocation=NO_GPUS, config=None
+    )
+
+    claim = decision.desired[1]
+    assert "storageClassName" not in claim["spec"]
