@@ -342,9 +342,10 @@ class ObjectStore:
         metadata = obj["metadata"]
         if self._bucket(kind).get(self._key(kind, metadata.get("namespace"), metadata["name"])):
             raise errors.already_exists(name=metadata["name"], group=kind.group, plural=kind.plural)
+        # The creator owns what it sent, not what the server defaulted.
         ownership = record_update(
             old=None,
-            new=obj,
+            new={**body, "metadata": {**(body.get("metadata") or {}), "name": metadata["name"]}},
             manager=manager,
             subresource="",
             status_subresource=kind.status_subresource,

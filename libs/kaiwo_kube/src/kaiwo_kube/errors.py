@@ -1,0 +1,113 @@
+"""Typed errors of the Kubernetes port, from the API server's Status answers.
+
+The names follow the API server's Status reasons (NotFound, Conflict, ...), hence no "Error"
+suffix.
+"""
+
+# ruff: noqa: N818
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class KubeError(Exception):
+    """The API server refused a request; ``status`` is its Status body (may be empty)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: int,
+        reason: str = "",
+        status: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.reason = reason
+        self.status = status or {}
+
+
+class NotFound(KubeError):
+    """404: the object (or its namespace, or its kind) does not exist."""
+
+
+class AlreadyExists(KubeError):
+    """409 AlreadyExists: a create found an object of that name."""
+
+
+class Conflict(KubeError):
+    """409 Conflict: stale resourceVersion, failed precondition, or SSA field-manager conflict."""
+
+
+class Invalid(KubeError):
+    """422 Invalid: the object fails validation; ``causes`` names the fields."""
+
+    @property
+    def causes(self) -> list[dict[str, Any]]:
+        return list((self.status.get("details") or {}).get("causes") or [])
+
+
+class BadRequest(KubeError):
+    """400: the request itself is malformed (bad selector, name mismatch...)."""
+
+
+class ResourceExpired(KubeError):
+    """410 Gone: the resourceVersion is older than the server keeps; relist and watch anew."""
+
+
+class Retryable(KubeError):
+    """429 or 5xx (or the connection failed): try again, after ``retry_after`` if given."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: int,
+        reason: str = "",
+        status: dict[str, Any] | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, code=code, reason=reason, status=status)
+        self.retry_after = retry_after
+
+
+def _retry_after(status: dict[str, Any], header: str | None) -> float | None:
+    seconds = (status.get("details") or {}).get("retryAfterSeconds")
+    if seconds is None and header:
+        try:
+            seconds = float(header)
+        except ValueError:
+            seconds = None
+    return float(seconds) if seconds is not None else None
+
+
+_BY_CODE: dict[int, type[KubeError]] = {
+    400: BadRequest,
+    404: NotFound,
+    409: Conflict,
+    410: ResourceExpired,
+    422: Invalid,
+}
+
+
+def error_from_status(
+    *, code: int, status: dict[str, Any] | None, retry_after_header: str | None = None
+) -> KubeError:
+    """The typed error for an HTTP code and the Status body the server sent."""
+    body = status if isinstance(status, dict) else {}
+    reason = str(body.get("reason", ""))
+    message = str(body.get("message") or f"the API server answered {code}")
+    if code == 429 or code >= 500:
+        return Retryable(
+            message,
+            code=code,
+            reason=reason,
+            status=body,
+            retry_after=_retry_after(body, retry_after_header),
+        )
+    kind = _BY_CODE.get(code, KubeError)
+    if code == 409 and reason == "AlreadyExists":
+        kind = AlreadyExists
+    return kind(message, code=code, reason=reason, status=body)

@@ -1,0 +1,499 @@
+"""The Kubernetes port over kubernetes_asyncio's ApiClient (the only module that imports it).
+
+Requests go through ``ApiClient.call_api`` with raw paths and JSON bodies, so every kind, built-in
+or custom, is handled the same way and objects stay plain dicts. The client's own
+authentication (kubeconfig, exec plugins, in-cluster service account) and TLS set-up are used
+as they are. This adapter does not retry: it raises :class:`~kaiwo_kube.errors.Retryable` and
+the caller (the executor's backoff) decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, Self
+
+import aiohttp
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio import config as k8s_config
+
+from kaiwo_kube.errors import (
+    AlreadyExists,
+    NotFound,
+    ResourceExpired,
+    Retryable,
+    error_from_status,
+)
+from kaiwo_kube.events import event_manifest
+from kaiwo_kube.port import EventType, ObjectList, PropagationPolicy, WatchEvent
+from kaiwo_kube.resources import (
+    CUSTOM_RESOURCE_DEFINITION,
+    EVENT,
+    ResourceType,
+    known_type,
+)
+
+APPLY_PATCH = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
+JSON = "application/json"
+Query = list[tuple[str, str]]
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _selectors(label_selector: str | None, field_selector: str | None) -> Query:
+    query: Query = []
+    if label_selector:
+        query.append(("labelSelector", label_selector))
+    if field_selector:
+        query.append(("fieldSelector", field_selector))
+    return query
+
+
+def _decode(data: bytes) -> Any:
+    if not data:
+        return {}
+    try:
+        return json.loads(data)
+    except ValueError:
+        return {"message": data.decode(errors="replace")}
+
+
+def _for_apply(obj: dict[str, Any]) -> dict[str, Any]:
+    """The apply body: server-maintained metadata the API server refuses in an apply is dropped."""
+    metadata = {
+        k: v
+        for k, v in (obj.get("metadata") or {}).items()
+        if k not in ("managedFields", "resourceVersion", "uid", "creationTimestamp", "generation")
+    }
+    return {**obj, "metadata": metadata}
+
+
+class KubernetesAsyncioAdapter:
+    """:class:`~kaiwo_kube.port.KubernetesPort` over a kubernetes_asyncio ApiClient."""
+
+    def __init__(
+        self,
+        api_client: k8s_client.ApiClient,
+        *,
+        request_timeout: float = 30.0,
+        page_size: int = 500,
+    ) -> None:
+        self._api = api_client
+        self._request_timeout = request_timeout
+        self._page_size = page_size
+        self._discovered: dict[tuple[str, str], ResourceType] = {}
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    async def from_kubeconfig(
+        cls, path: str | Path | None = None, *, context: str | None = None
+    ) -> Self:
+        """From a kubeconfig file (default: ``$KUBECONFIG`` or ``~/.kube/config``)."""
+        api = await k8s_config.new_client_from_config(
+            config_file=str(path) if path is not None else os.environ.get("KUBECONFIG"),
+            context=context,
+            persist_config=False,
+        )
+        return cls(api)
+
+    @classmethod
+    async def in_cluster(cls) -> Self:
+        """From the pod's service account."""
+        configuration = k8s_client.Configuration()
+        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        return cls(k8s_client.ApiClient(configuration=configuration))
+
+    @classmethod
+    async def from_environment(cls, kubeconfig: str | Path | None = None) -> Self:
+        """In-cluster when running in a pod and no kubeconfig is named, else the kubeconfig."""
+        if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            return await cls.in_cluster()
+        return await cls.from_kubeconfig(kubeconfig)
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ transport
+
+    async def _open(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        request_timeout: float | aiohttp.ClientTimeout | None = None,
+    ) -> aiohttp.ClientResponse:
+        try:
+            response: aiohttp.ClientResponse = await self._api.call_api(
+                path,
+                method,
+                query_params=query or [],
+                header_params={"Content-Type": content_type, "Accept": JSON},
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=request_timeout or self._request_timeout,
+            )
+        except (aiohttp.ClientError, TimeoutError, OSError) as error:
+            raise Retryable(f"{method} {path}: {error}", code=0) from error
+        return response
+
+    async def _fail(self, response: aiohttp.ClientResponse) -> None:
+        """Raise the typed error for a non-2xx answer (and release the response)."""
+        try:
+            data = await response.read()
+        finally:
+            response.release()
+        raise error_from_status(
+            code=response.status,
+            status=_decode(data),
+            retry_after_header=response.headers.get("Retry-After"),
+        )
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+    ) -> dict[str, Any]:
+        response = await self._open(method, path, query=query, body=body, content_type=content_type)
+        if not 200 <= response.status < 300:
+            await self._fail(response)
+        try:
+            data = await response.read()
+        except (aiohttp.ClientError, TimeoutError) as error:
+            raise Retryable(f"{method} {path}: {error}", code=0) from error
+        finally:
+            response.release()
+        decoded = _decode(data)
+        return decoded if isinstance(decoded, dict) else {}
+
+    # ------------------------------------------------------------------ kinds
+
+    async def resolve(self, api_version: str, kind: str) -> ResourceType:
+        """The resource type of an apiVersion/kind: the catalogue first, then discovery."""
+        known = known_type(api_version, kind) or self._discovered.get((api_version, kind))
+        if known is not None:
+            return known
+        group, _, version = api_version.rpartition("/")
+        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        try:
+            listing = await self._request("GET", path)
+        except NotFound:
+            listing = {}
+        for entry in listing.get("resources") or []:
+            if entry.get("kind") == kind and "/" not in entry.get("name", ""):
+                found = ResourceType(
+                    group=group,
+                    version=version,
+                    plural=entry["name"],
+                    kind=kind,
+                    namespaced=bool(entry.get("namespaced")),
+                )
+                self._discovered[(api_version, kind)] = found
+                return found
+        raise NotFound(f"the server does not serve {kind} in {api_version}", code=404)
+
+    async def _type_of(self, obj: dict[str, Any], resource: ResourceType | None) -> ResourceType:
+        if resource is not None:
+            return resource
+        return await self.resolve(str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
+
+    # ------------------------------------------------------------------ reads
+
+    async def get(
+        self, resource: ResourceType, name: str, *, namespace: str | None = None
+    ) -> dict[str, Any]:
+        return await self._request("GET", resource.path(namespace=namespace, name=name))
+
+    async def list(
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> ObjectList:
+        path = resource.path(namespace=namespace)
+        selectors = _selectors(label_selector, field_selector)
+        items: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            query = [*selectors, ("limit", str(self._page_size))]
+            if token:
+                query.append(("continue", token))
+            try:
+                page = await self._request("GET", path, query=query)
+            except ResourceExpired:
+                if not token:
+                    raise
+                # The continue token outlived the server's history: one full list instead.
+                page = await self._request("GET", path, query=selectors)
+                items = []
+            items.extend(page.get("items") or [])
+            metadata = page.get("metadata") or {}
+            token = metadata.get("continue") or ""
+            if not token:
+                return ObjectList(items=items, resource_version=str(metadata["resourceVersion"]))
+
+    async def watch(
+        self,
+        resource: ResourceType,
+        *,
+        resource_version: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int | None = None,
+        bookmarks: bool = True,
+    ) -> AsyncIterator[WatchEvent]:
+        """Events until the server ends the watch. Close it early with ``contextlib.aclosing``."""
+        query: Query = [
+            ("watch", "true"),
+            ("resourceVersion", resource_version),
+            ("allowWatchBookmarks", _flag(bookmarks)),
+            *_selectors(label_selector, field_selector),
+        ]
+        if timeout_seconds is not None:
+            query.append(("timeoutSeconds", str(timeout_seconds)))
+        # No total timeout: only a read that stays silent far past the server's own timeout.
+        read_timeout = float(timeout_seconds or 3600) + 60.0
+        response = await self._open(
+            "GET",
+            resource.path(namespace=namespace),
+            query=query,
+            request_timeout=aiohttp.ClientTimeout(
+                connect=self._request_timeout, sock_read=read_timeout
+            ),
+        )
+        if not 200 <= response.status < 300:
+            await self._fail(response)
+        buffer = b""
+        try:
+            async for chunk in response.content.iter_any():
+                *lines, buffer = (buffer + chunk).split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield _watch_event(line)
+            if buffer.strip():
+                yield _watch_event(buffer)
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, TimeoutError) as error:
+            raise Retryable(f"watch {resource}: {error}", code=0) from error
+        finally:
+            response.close()
+
+    # ------------------------------------------------------------------ writes
+
+    def _object_path(self, resource: ResourceType, obj: dict[str, Any], *, sub: str = "") -> str:
+        metadata = obj.get("metadata") or {}
+        return resource.path(
+            namespace=metadata.get("namespace"),
+            name=metadata.get("name", ""),
+            subresource=sub or None,
+        )
+
+    async def create(
+        self, obj: dict[str, Any], *, field_manager: str | None = None
+    ) -> dict[str, Any]:
+        resource = await self._type_of(obj, None)
+        namespace = (obj.get("metadata") or {}).get("namespace")
+        query = [("fieldManager", field_manager)] if field_manager else []
+        return await self._request(
+            "POST", resource.path(namespace=namespace), query=query, body=obj
+        )
+
+    async def replace(
+        self, obj: dict[str, Any], *, field_manager: str | None = None
+    ) -> dict[str, Any]:
+        resource = await self._type_of(obj, None)
+        query = [("fieldManager", field_manager)] if field_manager else []
+        return await self._request("PUT", self._object_path(resource, obj), query=query, body=obj)
+
+    async def apply(
+        self,
+        obj: dict[str, Any],
+        *,
+        field_manager: str,
+        force: bool = True,
+        resource: ResourceType | None = None,
+    ) -> dict[str, Any]:
+        resource = await self._type_of(obj, resource)
+        return await self._request(
+            "PATCH",
+            self._object_path(resource, obj),
+            query=[("fieldManager", field_manager), ("force", _flag(force))],
+            body=_for_apply(obj),
+            content_type=APPLY_PATCH,
+        )
+
+    async def merge_patch(
+        self,
+        resource: ResourceType,
+        name: str,
+        patch: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        field_manager: str | None = None,
+    ) -> dict[str, Any]:
+        query = [("fieldManager", field_manager)] if field_manager else []
+        return await self._request(
+            "PATCH",
+            resource.path(namespace=namespace, name=name),
+            query=query,
+            body=patch,
+            content_type=MERGE_PATCH,
+        )
+
+    async def patch_status(
+        self,
+        resource: ResourceType,
+        name: str,
+        status: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        field_manager: str,
+        method: Literal["apply", "merge"] = "apply",
+        force: bool = True,
+    ) -> dict[str, Any]:
+        path = resource.path(namespace=namespace, name=name, subresource="status")
+        if method == "merge":
+            return await self._request(
+                "PATCH",
+                path,
+                query=[("fieldManager", field_manager)],
+                body={"status": status},
+                content_type=MERGE_PATCH,
+            )
+        metadata = {"name": name, **({"namespace": namespace} if namespace else {})}
+        body = {
+            "apiVersion": resource.api_version,
+            "kind": resource.kind,
+            "metadata": metadata,
+            "status": status,
+        }
+        return await self._request(
+            "PATCH",
+            path,
+            query=[("fieldManager", field_manager), ("force", _flag(force))],
+            body=body,
+            content_type=APPLY_PATCH,
+        )
+
+    async def delete(
+        self,
+        resource: ResourceType,
+        name: str,
+        *,
+        namespace: str | None = None,
+        propagation: PropagationPolicy = "Background",
+        uid: str | None = None,
+        resource_version: str | None = None,
+    ) -> None:
+        options: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "propagationPolicy": propagation,
+        }
+        preconditions = {
+            key: value
+            for key, value in (("uid", uid), ("resourceVersion", resource_version))
+            if value
+        }
+        if preconditions:
+            options["preconditions"] = preconditions
+        await self._request("DELETE", resource.path(namespace=namespace, name=name), body=options)
+
+    async def create_event(
+        self,
+        *,
+        involved: dict[str, Any],
+        type: EventType,
+        reason: str,
+        message: str,
+        component: str,
+        now: datetime | None = None,
+    ) -> dict[str, Any]:
+        event = event_manifest(
+            involved=involved,
+            event_type=type,
+            reason=reason,
+            message=message,
+            component=component,
+            now=now or datetime.now(UTC),
+        )
+        namespace = event["metadata"]["namespace"]
+        try:
+            return await self._request("POST", EVENT.path(namespace=namespace), body=event)
+        except AlreadyExists:
+            # The same event in the same second: count it, as kubectl's recorder does.
+            existing = await self.get(EVENT, event["metadata"]["name"], namespace=namespace)
+            return await self.merge_patch(
+                EVENT,
+                event["metadata"]["name"],
+                namespace=namespace,
+                patch={
+                    "count": int(existing.get("count") or 1) + 1,
+                    "lastTimestamp": event["lastTimestamp"],
+                },
+            )
+
+    # ------------------------------------------------------------------ CRDs
+
+    async def apply_crd(self, crd: dict[str, Any], *, field_manager: str) -> dict[str, Any]:
+        self._discovered.clear()
+        return await self.apply(
+            crd, field_manager=field_manager, force=True, resource=CUSTOM_RESOURCE_DEFINITION
+        )
+
+    async def ensure_crds(
+        self, crds: Iterable[dict[str, Any]], *, field_manager: str, within: float = 30.0
+    ) -> None:
+        names = [
+            (await self.apply_crd(crd, field_manager=field_manager))["metadata"]["name"]
+            for crd in crds
+        ]
+        deadline = time.monotonic() + within
+        for name in names:
+            while not _established(await self.get(CUSTOM_RESOURCE_DEFINITION, name)):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"CustomResourceDefinition {name} is not Established")
+                await asyncio.sleep(0.2)
+
+
+def _established(crd: dict[str, Any]) -> bool:
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+
+def _watch_event(line: bytes) -> WatchEvent:
+    event = json.loads(line)
+    obj = event.get("object") or {}
+    if event.get("type") == "ERROR":
+        raise error_from_status(code=int(obj.get("code") or 500), status=obj)
+    return WatchEvent(type=event["type"], object=obj)

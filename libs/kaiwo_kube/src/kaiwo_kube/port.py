@@ -1,0 +1,168 @@
+"""The Kubernetes port: everything the watcher, executor and command ask of the API server.
+
+Objects are plain dicts in their JSON form (``apiVersion``, ``kind``, ``metadata``...). Kinds are
+addressed by :class:`~kaiwo_kube.resources.ResourceType` values (see the catalogue in
+:mod:`kaiwo_kube.resources`). Failures raise the typed errors of :mod:`kaiwo_kube.errors`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+from datetime import datetime
+from typing import Any, Literal, NamedTuple, Protocol
+
+from kaiwo_kube.resources import ResourceType
+
+PropagationPolicy = Literal["Background", "Foreground", "Orphan"]
+WatchEventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
+EventType = Literal["Normal", "Warning"]
+
+
+class ObjectList(NamedTuple):
+    """A list answer: the items and the resourceVersion to watch from."""
+
+    items: list[dict[str, Any]]
+    resource_version: str
+
+
+class WatchEvent(NamedTuple):
+    """One watch event. A BOOKMARK's object carries only ``metadata.resourceVersion``."""
+
+    type: WatchEventType
+    object: dict[str, Any]
+
+    @property
+    def resource_version(self) -> str:
+        return str((self.object.get("metadata") or {}).get("resourceVersion", ""))
+
+
+class KubernetesPort(Protocol):
+    """A Kubernetes API server as the operator sees it."""
+
+    async def get(
+        self, resource: ResourceType, name: str, *, namespace: str | None = None
+    ) -> dict[str, Any]:
+        """The object; :class:`~kaiwo_kube.errors.NotFound` when absent."""
+        ...
+
+    async def list(
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> ObjectList:
+        """Every matching object (all pages) and the list's resourceVersion.
+
+        ``namespace=None`` lists a namespaced type across all namespaces.
+        """
+        ...
+
+    def watch(
+        self,
+        resource: ResourceType,
+        *,
+        resource_version: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int | None = None,
+        bookmarks: bool = True,
+    ) -> AsyncIterator[WatchEvent]:
+        """Events after ``resource_version`` until the server ends the watch.
+
+        Raises :class:`~kaiwo_kube.errors.ResourceExpired` when that version is too old: list
+        again and watch from the new list's version.
+        """
+        ...
+
+    async def create(
+        self, obj: dict[str, Any], *, field_manager: str | None = None
+    ) -> dict[str, Any]:
+        """Create; :class:`~kaiwo_kube.errors.AlreadyExists` when the name is taken."""
+        ...
+
+    async def replace(
+        self, obj: dict[str, Any], *, field_manager: str | None = None
+    ) -> dict[str, Any]:
+        """Replace (PUT); a stale ``metadata.resourceVersion`` raises Conflict."""
+        ...
+
+    async def apply(
+        self,
+        obj: dict[str, Any],
+        *,
+        field_manager: str,
+        force: bool = True,
+        resource: ResourceType | None = None,
+    ) -> dict[str, Any]:
+        """Server-side apply of ``obj`` (created when absent). Without ``force`` a field owned
+        by another manager with a different value raises Conflict."""
+        ...
+
+    async def merge_patch(
+        self,
+        resource: ResourceType,
+        name: str,
+        patch: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        field_manager: str | None = None,
+    ) -> dict[str, Any]:
+        """A JSON merge patch (RFC 7386) of the object."""
+        ...
+
+    async def patch_status(
+        self,
+        resource: ResourceType,
+        name: str,
+        status: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        field_manager: str,
+        method: Literal["apply", "merge"] = "apply",
+        force: bool = True,
+    ) -> dict[str, Any]:
+        """Write ``status`` through the status subresource, by SSA (default) or merge patch."""
+        ...
+
+    async def delete(
+        self,
+        resource: ResourceType,
+        name: str,
+        *,
+        namespace: str | None = None,
+        propagation: PropagationPolicy = "Background",
+        uid: str | None = None,
+        resource_version: str | None = None,
+    ) -> None:
+        """Delete; ``uid``/``resource_version`` are preconditions (Conflict when they differ)."""
+        ...
+
+    async def create_event(
+        self,
+        *,
+        involved: dict[str, Any],
+        type: EventType,
+        reason: str,
+        message: str,
+        component: str,
+        now: datetime | None = None,
+    ) -> dict[str, Any]:
+        """Record a core/v1 Event about ``involved`` (shown by ``kubectl describe``)."""
+        ...
+
+    async def apply_crd(self, crd: dict[str, Any], *, field_manager: str) -> dict[str, Any]:
+        """Apply one CustomResourceDefinition (forced) and return it."""
+        ...
+
+    async def ensure_crds(
+        self, crds: Iterable[dict[str, Any]], *, field_manager: str, within: float = 30.0
+    ) -> None:
+        """Apply the CRDs and wait (``within`` seconds) until each is Established."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...

@@ -1,0 +1,142 @@
+"""Resource types the operator addresses, without discovery: group, version, plural, kind, scope."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kaiwo_contracts.crds.base import CrdInfo
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceType:
+    """One served resource, e.g. ``batch/v1`` ``jobs`` (``Job``, namespaced)."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @classmethod
+    def from_crd_info(cls, info: CrdInfo) -> ResourceType:
+        return cls(
+            group=info.group,
+            version=info.version,
+            plural=info.plural,
+            kind=info.kind,
+            namespaced=info.scope == "Namespaced",
+        )
+
+    def path(
+        self,
+        *,
+        namespace: str | None = None,
+        name: str | None = None,
+        subresource: str | None = None,
+    ) -> str:
+        """The URL path; a namespaced type without ``namespace`` means all namespaces."""
+        parts = ["/api/v1"] if not self.group else [f"/apis/{self.group}/{self.version}"]
+        if self.namespaced and namespace:
+            parts += ["namespaces", namespace]
+        parts.append(self.plural)
+        if name is not None:
+            parts.append(name)
+            if subresource:
+                parts.append(subresource)
+        return "/".join(parts)
+
+    def __str__(self) -> str:
+        return f"{self.plural}.{self.group}/{self.version}" if self.group else self.plural
+
+
+def _t(api_version: str, plural: str, kind: str, *, namespaced: bool = True) -> ResourceType:
+    group, _, version = api_version.rpartition("/")
+    return ResourceType(
+        group=group, version=version, plural=plural, kind=kind, namespaced=namespaced
+    )
+
+
+# Kaiwo's own kinds.
+KAIWO_JOB = _t("kaiwo.silogen.ai/v1alpha1", "kaiwojobs", "KaiwoJob")
+KAIWO_SERVICE = _t("kaiwo.silogen.ai/v1alpha1", "kaiwoservices", "KaiwoService")
+KAIWO_QUEUE_CONFIG = _t(
+    "kaiwo.silogen.ai/v1alpha1", "kaiwoqueueconfigs", "KaiwoQueueConfig", namespaced=False
+)
+KAIWO_CONFIG = _t(
+    "config.kaiwo.silogen.ai/v1alpha1", "kaiwoconfigs", "KaiwoConfig", namespaced=False
+)
+AIM_NAMESPACE_CONFIG = _t(
+    "config.kaiwo.silogen.ai/v1alpha1", "aimnamespaceconfigs", "AIMNamespaceConfig"
+)
+# KubeAI.
+KUBEAI_MODEL = _t("kubeai.org/v1", "models", "Model")
+# Workload children.
+JOB = _t("batch/v1", "jobs", "Job")
+DEPLOYMENT = _t("apps/v1", "deployments", "Deployment")
+RAY_JOB = _t("ray.io/v1", "rayjobs", "RayJob")
+RAY_SERVICE = _t("ray.io/v1", "rayservices", "RayService")
+APP_WRAPPER = _t("workload.codeflare.dev/v1beta2", "appwrappers", "AppWrapper")
+HTTP_ROUTE = _t("gateway.networking.k8s.io/v1", "httproutes", "HTTPRoute")
+# Kueue.
+KUEUE_RESOURCE_FLAVOR = _t(
+    "kueue.x-k8s.io/v1beta1", "resourceflavors", "ResourceFlavor", namespaced=False
+)
+KUEUE_CLUSTER_QUEUE = _t(
+    "kueue.x-k8s.io/v1beta1", "clusterqueues", "ClusterQueue", namespaced=False
+)
+KUEUE_LOCAL_QUEUE = _t("kueue.x-k8s.io/v1beta1", "localqueues", "LocalQueue")
+KUEUE_WORKLOAD_PRIORITY_CLASS = _t(
+    "kueue.x-k8s.io/v1beta1",
+    "workloadpriorityclasses",
+    "WorkloadPriorityClass",
+    namespaced=False,
+)
+KUEUE_WORKLOAD = _t("kueue.x-k8s.io/v1beta1", "workloads", "Workload")
+KUEUE_TOPOLOGY = _t("kueue.x-k8s.io/v1alpha1", "topologies", "Topology", namespaced=False)
+# Core and platform.
+PERSISTENT_VOLUME_CLAIM = _t("v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+CONFIG_MAP = _t("v1", "configmaps", "ConfigMap")
+SECRET = _t("v1", "secrets", "Secret")
+SERVICE = _t("v1", "services", "Service")
+POD = _t("v1", "pods", "Pod")
+NODE = _t("v1", "nodes", "Node", namespaced=False)
+NAMESPACE = _t("v1", "namespaces", "Namespace", namespaced=False)
+EVENT = _t("v1", "events", "Event")
+LEASE = _t("coordination.k8s.io/v1", "leases", "Lease")
+CUSTOM_RESOURCE_DEFINITION = _t(
+    "apiextensions.k8s.io/v1",
+    "customresourcedefinitions",
+    "CustomResourceDefinition",
+    namespaced=False,
+)
+
+CATALOGUE: tuple[ResourceType, ...] = (
+    KAIWO_JOB, KAIWO_SERVICE, KAIWO_QUEUE_CONFIG, KAIWO_CONFIG, AIM_NAMESPACE_CONFIG,
+    KUBEAI_MODEL, JOB, DEPLOYMENT, RAY_JOB, RAY_SERVICE, APP_WRAPPER, HTTP_ROUTE,
+    KUEUE_RESOURCE_FLAVOR, KUEUE_CLUSTER_QUEUE, KUEUE_LOCAL_QUEUE, KUEUE_WORKLOAD_PRIORITY_CLASS,
+    KUEUE_WORKLOAD, KUEUE_TOPOLOGY, PERSISTENT_VOLUME_CLAIM, CONFIG_MAP, SECRET, SERVICE, POD,
+    NODE, NAMESPACE, EVENT, LEASE, CUSTOM_RESOURCE_DEFINITION,
+)  # fmt: skip
+
+_BY_KIND = {(t.api_version, t.kind): t for t in CATALOGUE}
+
+
+def known_type(api_version: str, kind: str) -> ResourceType | None:
+    """The catalogued type for an apiVersion and kind, if the operator knows it."""
+    return _BY_KIND.get((api_version, kind))
+
+
+def object_identity(obj: dict[str, Any]) -> tuple[str, str, str, str | None]:
+    """(apiVersion, kind, name, namespace) of an object in JSON form."""
+    metadata = obj.get("metadata") or {}
+    return (
+        str(obj.get("apiVersion", "")),
+        str(obj.get("kind", "")),
+        str(metadata.get("name", "")),
+        metadata.get("namespace"),
+    )
