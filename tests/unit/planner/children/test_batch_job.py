@@ -201,9 +201,7 @@ def test_user_job_spec_is_the_base_and_only_gets_defaults_it_lacks(make_job, mak
 def test_generated_template_with_gpus_uses_per_gpu_cpu_and_memory_over_spec_resources(
     make_job,
 ):
-    job = make_job(
-        {"gpus": 4, "resources": {"requests": {"cpu": "1", "ephemeral-storage": "5Gi"}}}
-    )
+    job = make_job({"gpus": 4, "resources": {"requests": {"cpu": "1", "ephemeral-storage": "5Gi"}}})
     allocation = GpuAllocation(gpus=4, gpus_per_replica=4, replicas=1, vendor="amd")
 
     (manifest,) = plan_children(workload=job, allocation=allocation, config=None).desired
@@ -234,7 +232,11 @@ def test_gpu_models_pin_gpu_pods_to_those_models(make_job):
                 "nodeSelectorTerms": [
                     {
                         "matchExpressions": [
-                            {"key": "kaiwo/gpu-model", "operator": "In", "values": ["MI300X", "MI250"]}
+                            {
+                                "key": "kaiwo/gpu-model",
+                                "operator": "In",
+                                "values": ["MI300X", "MI250"],
+                            }
                         ]
                     }
                 ]

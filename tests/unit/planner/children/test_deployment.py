@@ -107,7 +107,12 @@ def test_a_declared_container_port_becomes_the_route_backend_port(
     route = next(obj for obj in desired if obj["kind"] == "HTTPRoute")
     service = next(obj for obj in desired if obj["kind"] == "Service")
     assert route["spec"]["parentRefs"] == [
-        {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "gw", "namespace": "team-a"}
+        {
+            "group": "gateway.networking.k8s.io",
+            "kind": "Gateway",
+            "name": "gw",
+            "namespace": "team-a",
+        }
     ]
     assert route["spec"]["rules"][0]["backendRefs"] == [{"name": "chat", "port": 8080}]
     assert service["spec"]["ports"] == [

@@ -55,7 +55,9 @@ def test_user_ray_job_sizes_every_worker_group_and_keeps_its_own_settings(make_j
     assert spec["backoffLimit"] == 2
     assert "shutdownAfterJobFinishes" not in spec
     groups = spec["rayClusterSpec"]["workerGroupSpecs"]
-    assert [(g["groupName"], g["replicas"], g["minReplicas"], g["maxReplicas"]) for g in groups] == [
+    assert [
+        (g["groupName"], g["replicas"], g["minReplicas"], g["maxReplicas"]) for g in groups
+    ] == [
         ("a", 2, 2, 2),
         ("b", 2, 2, 2),
     ]

@@ -1,0 +1,107 @@
+"""The download ConfigMap's content and the download Job for each source kind."""
+
+from __future__ import annotations
+
+import json
+
+from kaiwo_planner.domain.downloads import download_config, download_job
+from kaiwo_planner.domain.labels import WorkloadIdentity
+from kaiwo_planner.domain.workload_inputs import HfRepoInput, StorageInputs
+
+IDENTITY = WorkloadIdentity(
+    api_version="kaiwo.silogen.ai/v1alpha1",
+    kind="KaiwoJob",
+    name="j",
+    namespace="ns",
+    uid="u",
+    workload_type="job",
+)
+GCS_AND_AZURE = {
+    "gcs": [
+        {
+            "applicationCredentials": {"secretName": "gcp", "secretKey": "key.json"},
+            "buckets": [{"name": "g", "files": [{"path": "a.txt", "targetPath": "a.txt"}]}],
+        }
+    ],
+    "azureBlob": [
+        {
+            "connectionString": {
+                "secretName": "az",
+                "secretKey": "conn",
+                "file": "/custom/path",
+            },
+            "containers": [
+                {"name": "c", "folders": [{"path": "p", "targetPath": "t", "glob": "*.bin"}]}
+            ],
+        }
+    ],
+}
+
+
+def test_config_names_the_mounted_secret_files_and_keeps_a_given_file():
+    storage = StorageInputs(data_size="1Gi", data_mount_path="/data", downloads=GCS_AND_AZURE)
+
+    assert download_config(storage) == {
+        "downloadRoot": "/data",
+        "hfHome": "",
+        "gcs": [
+            {
+                "applicationCredentials": {
+                    "secretName": "gcp",
+                    "secretKey": "key.json",
+                    "file": "/app/secrets/gcp/key.json",
+                },
+                "buckets": [{"name": "g", "files": [{"path": "a.txt", "targetPath": "a.txt"}]}],
+            }
+        ],
+        "azureBlob": [
+            {
+                "connectionString": {
+                    "secretName": "az",
+                    "secretKey": "conn",
+                    "file": "/custom/path",
+                },
+                "containers": [
+                    {"name": "c", "folders": [{"path": "p", "targetPath": "t", "glob": "*.bin"}]}
+                ],
+            }
+        ],
+    }
+    # The input is not modified.
+    assert "file" not in GCS_AND_AZURE["gcs"][0]["applicationCredentials"]
+
+
+def test_object_downloads_need_a_data_volume():
+    storage = StorageInputs(downloads=GCS_AND_AZURE, hf_size="1Gi", hf_repos=(HfRepoInput("o/m"),))
+
+    config = download_config(storage)
+
+    assert config == {"downloadRoot": "", "hfHome": "/hf_cache", "hf": [{"repoId": "o/m"}]}
+
+
+def test_hf_only_download_job_mounts_the_cache_and_nothing_else():
+    storage = StorageInputs(hf_size="5Gi", hf_mount_path="/cache", hf_repos=(HfRepoInput("o/m"),))
+
+    job = download_job(IDENTITY, storage)
+
+    pod = job["spec"]["template"]["spec"]
+    assert pod["volumes"] == [
+        {"name": "config", "configMap": {"name": "j-download"}},
+        {"name": "hf", "persistentVolumeClaim": {"claimName": "j-hf"}},
+    ]
+    assert pod["containers"][0]["volumeMounts"] == [
+        {"name": "config", "mountPath": "/config"},
+        {"name": "hf", "mountPath": "/cache"},
+    ]
+    assert pod["containers"][0]["env"] == [{"name": "HF_HOME", "value": "/cache"}]
+    assert "ttlSecondsAfterFinished" not in job["spec"]
+    assert "kueue.x-k8s.io/queue-name" not in job["metadata"]["labels"]
+
+
+def test_the_config_never_contains_secret_values():
+    storage = StorageInputs(data_size="1Gi", downloads=GCS_AND_AZURE)
+
+    text = json.dumps(download_config(storage))
+
+    assert "secretName" in text
+    assert "value" not in text

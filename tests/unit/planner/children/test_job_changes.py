@@ -1,0 +1,123 @@
+"""What of a changed KaiwoJob can reach its existing batch Job, and the message for the rest."""
+
+from __future__ import annotations
+
+from kaiwo_planner.domain.children import ChildCondition, plan_children
+from kaiwo_planner.domain.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.job_changes import job_update
+
+DESIRED = {
+    "apiVersion": "batch/v1",
+    "kind": "Job",
+    "metadata": {"name": "j", "labels": {"new": "label"}},
+    "spec": {
+        "ttlSecondsAfterFinished": 60,
+        "suspend": True,
+        "template": {
+            "spec": {
+                "containers": [
+                    {
+                        "name": "workload",
+                        "image": "img:2",
+                        "env": [{"name": "A", "value": "1"}],
+                        "resources": {"limits": {"cpu": "4"}},
+                    }
+                ],
+                "tolerations": [{"key": "k", "operator": "Exists"}],
+            }
+        },
+    },
+}
+OBSERVED_TEMPLATE = {
+    "metadata": {"labels": {"batch.kubernetes.io/controller-uid": "x"}},
+    "spec": {
+        "containers": [
+            {
+                "name": "workload",
+                "image": "img:1",
+                "env": [{"name": "A", "value": "1"}],
+                "resources": {"limits": {"cpu": 4}},
+                "terminationMessagePath": "/dev/termination-log",
+            }
+        ],
+        "tolerations": [
+            {"key": "kueue-flavor", "operator": "Exists"},
+            {"key": "k", "operator": "Exists"},
+        ],
+    },
+}
+OBSERVED = {
+    "apiVersion": "batch/v1",
+    "kind": "Job",
+    "metadata": {"name": "j"},
+    "spec": {
+        "ttlSecondsAfterFinished": 3600,
+        "suspend": False,
+        "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "x"}},
+        "template": OBSERVED_TEMPLATE,
+    },
+}
+
+
+def test_immutable_fields_keep_their_observed_values_and_are_reported():
+    update = job_update(DESIRED, OBSERVED)
+
+    assert update.not_applied == ("spec.template.spec.containers[0].image",)
+    assert update.manifest == {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j", "labels": {"new": "label"}},
+        "spec": {
+            "ttlSecondsAfterFinished": 60,
+            "suspend": False,
+            "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "x"}},
+            "template": OBSERVED_TEMPLATE,
+        },
+    }
+    assert update.message == (
+        "Not applied to the existing Job, because a Job's pod template, selector and "
+        "completion settings cannot change after it is created: "
+        "spec.template.spec.containers[0].image. "
+        "Delete and re-create the KaiwoJob to run with these changes."
+    )
+
+
+def test_a_list_that_changed_length_is_reported_as_a_whole():
+    observed = {"spec": {"template": {"spec": {"containers": [{"name": "a"}, {"name": "b"}]}}}}
+    desired = {"spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}
+
+    assert job_update(desired, observed).not_applied == ("spec.template.spec.containers",)
+
+
+def test_an_unchanged_job_reports_nothing():
+    update = job_update(
+        {**DESIRED, "spec": {**DESIRED["spec"], "template": OBSERVED_TEMPLATE}}, OBSERVED
+    )
+
+    assert update.not_applied == ()
+    assert update.message == ""
+
+
+def test_plan_children_reports_the_changes_an_existing_job_cannot_take(make_job):
+    allocation = GpuAllocation(gpus=0, gpus_per_replica=0, replicas=1, vendor="amd")
+    job = make_job({"image": "img:2"})
+    first = plan_children(workload=make_job({"image": "img:1"}), allocation=allocation, config=None)
+    observed = first.desired[0]
+
+    decision = plan_children(
+        workload=job, allocation=allocation, config=None, observed_main_child=observed
+    )
+
+    (manifest,) = decision.desired
+    assert manifest["spec"]["template"] == observed["spec"]["template"]
+    assert decision.conditions == (
+        ChildCondition(
+            "ChildSpecApplied",
+            "False",
+            "JobFieldsImmutable",
+            "Not applied to the existing Job, because a Job's pod template, selector and "
+            "completion settings cannot change after it is created: "
+            "spec.template.spec.containers[0].image. "
+            "Delete and re-create the KaiwoJob to run with these changes.",
+        ),
+    )

@@ -1,0 +1,135 @@
+"""What an AIMNamespaceConfig changes for workloads in its namespace."""
+
+from __future__ import annotations
+
+from kaiwo_planner.domain.children import plan_children
+from kaiwo_planner.domain.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.namespace_config import (
+    NamespaceSettings,
+    S3Credential,
+    SecretKeyRef,
+    namespace_settings,
+    with_default_credentials,
+)
+
+NO_GPUS = GpuAllocation(gpus=0, gpus_per_replica=0, replicas=1, vendor="amd")
+ID = SecretKeyRef("s3", "id")
+KEY = SecretKeyRef("s3", "key")
+OTHER_ID = SecretKeyRef("other", "id")
+
+
+def test_settings_come_only_from_the_workloads_own_namespace(make_namespace_config):
+    config = make_namespace_config(
+        {
+            "gateway": {"name": "gw"},
+            "images": {"imagePullSecrets": ["reg"]},
+            "credentials": {
+                "huggingFaceToken": {"secretName": "hf", "secretKey": "t"},
+                "gcs": [{"applicationCredentials": {"secretName": "g", "secretKey": "k"}}],
+                "azureBlob": [{"connectionString": {"secretName": "a"}}],
+            },
+        },
+        namespace="team-a",
+    )
+
+    assert namespace_settings(config, "team-b") == NamespaceSettings()
+    settings = namespace_settings(config, "team-a")
+    assert settings.image_pull_secrets == ("reg",)
+    assert settings.hugging_face_token == SecretKeyRef("hf", "t")
+    assert settings.gcs == (SecretKeyRef("g", "k"),)
+    # A reference without a key names no usable value.
+    assert settings.azure_blob == ()
+    assert settings.gateway is not None
+    assert (settings.gateway.name, settings.gateway.namespace) == ("gw", "team-a")
+
+
+def test_s3_items_without_credentials_take_the_matching_endpoints_credentials():
+    settings = NamespaceSettings(
+        s3=(
+            S3Credential("https://other.example.com", OTHER_ID, None),
+            S3Credential("https://s3.example.com/", ID, KEY),
+            S3Credential("", OTHER_ID, OTHER_ID),
+        )
+    )
+    downloads = {
+        "s3": [
+            {"endpointUrl": "https://s3.example.com", "buckets": []},
+            {"endpointUrl": "https://unknown.example.com", "buckets": []},
+            {
+                "endpointUrl": "https://s3.example.com",
+                "accessKeyId": {"secretName": "mine", "secretKey": "id"},
+                "buckets": [],
+            },
+        ]
+    }
+
+    assert with_default_credentials(downloads, settings) == {
+        "s3": [
+            {
+                "endpointUrl": "https://s3.example.com",
+                "buckets": [],
+                "accessKeyId": {"secretName": "s3", "secretKey": "id"},
+                "secretKey": {"secretName": "s3", "secretKey": "key"},
+            },
+            {
+                "endpointUrl": "https://unknown.example.com",
+                "buckets": [],
+                "accessKeyId": {"secretName": "other", "secretKey": "id"},
+                "secretKey": {"secretName": "other", "secretKey": "id"},
+            },
+            {
+                "endpointUrl": "https://s3.example.com",
+                "accessKeyId": {"secretName": "mine", "secretKey": "id"},
+                "buckets": [],
+            },
+        ]
+    }
+
+
+def test_gcs_and_azure_items_without_a_secret_take_the_first_namespace_credential():
+    settings = NamespaceSettings(
+        gcs=(SecretKeyRef("g", "k"),), azure_blob=(SecretKeyRef("a", "c"),)
+    )
+    downloads = {
+        "gcs": [{"applicationCredentials": {}, "buckets": []}],
+        "azureBlob": [
+            {"connectionString": {"secretName": "own", "secretKey": "c"}, "containers": []}
+        ],
+    }
+
+    assert with_default_credentials(downloads, settings) == {
+        "gcs": [{"applicationCredentials": {"secretName": "g", "secretKey": "k"}, "buckets": []}],
+        "azureBlob": [
+            {"connectionString": {"secretName": "own", "secretKey": "c"}, "containers": []}
+        ],
+    }
+
+
+def test_a_workloads_own_hf_token_wins_over_the_namespaces(make_job, make_namespace_config):
+    own_token = {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "mine", "key": "t"}}}
+    config = make_namespace_config(
+        {"credentials": {"huggingFaceToken": {"secretName": "hf", "secretKey": "t"}}}
+    )
+
+    (job,) = plan_children(
+        workload=make_job({"env": [own_token]}),
+        allocation=NO_GPUS,
+        config=None,
+        namespace_config=config,
+    ).desired
+
+    env = job["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert [variable for variable in env if variable["name"] == "HF_TOKEN"] == [own_token]
+
+
+def test_kaiwo_jobs_get_no_route_but_do_get_the_pull_secrets(make_job, make_namespace_config):
+    config = make_namespace_config(
+        {"gateway": {"name": "gw"}, "images": {"imagePullSecrets": ["r"]}}
+    )
+
+    desired = plan_children(
+        workload=make_job(), allocation=NO_GPUS, config=None, namespace_config=config
+    ).desired
+
+    assert [obj["kind"] for obj in desired] == ["Job"]
+    assert desired[0]["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "r"}]
