@@ -148,8 +148,8 @@ def _complete_container(
     return result
 
 
-def _requests_gpu(containers: Iterable[Mapping[str, Any]]) -> bool:
-    gpu_keys = {"amd.com/gpu", "nvidia.com/gpu"}
+def _requests_gpu(containers: Iterable[Mapping[str, Any]], gpu_key: str) -> bool:
+    gpu_keys = {"amd.com/gpu", "nvidia.com/gpu", gpu_key}
     for container in containers:
         resources = container.get("resources") or {}
         for section in ("requests", "limits"):
@@ -233,7 +233,7 @@ def complete_pod_template(
             **(spec.get("affinity") or {}),
             "nodeAffinity": _gpu_model_affinity(additions.gpu_models),
         }
-    if additions.gpu_toleration_key and _requests_gpu(spec["containers"]):
+    if additions.gpu_toleration_key and _requests_gpu(spec["containers"], additions.gpu_key):
         toleration = {
             "key": additions.gpu_toleration_key,
             "operator": "Exists",
