@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import pytest
 from kaiwo_contracts.crds.base import (
@@ -25,6 +25,7 @@ from kaiwo_contracts.crds.base import (
     ScaleSubresource,
 )
 from kaiwo_contracts.crds.schema import (
+    NoCrdDefault,
     SchemaGenerationError,
     custom_resource_definition,
     custom_resource_definitions,
@@ -582,6 +583,7 @@ class ToySpec(KubeModel):
     ratio: float = Field(default=1, ge=0)
     positive: int | None = Field(default=None, gt=0)
     labelled: Labelled | None = None
+    enabled: Annotated[bool, NoCrdDefault] = False
 
 
 class ToyStatus(KubeModel):
@@ -723,6 +725,48 @@ def test_quantities_open_and_embedded_objects() -> None:
         "properties": {"name": {"type": "string"}},
         "x-kubernetes-preserve-unknown-fields": True,
     }
+
+
+def test_a_zero_value_marked_as_no_crd_default_gets_no_default() -> None:
+    assert _spec_properties()["enabled"] == {"type": "boolean"}
+    assert ToySpec(name="x").enabled is False
+
+
+class QuietSpec(KubeModel):
+    """Everything optional."""
+
+    mount_path: str = "/data"
+
+
+class QuietStatus(KubeModel):
+    phase: str = ""
+
+
+class Quiet(KubeModel):
+    """A kind whose spec and status always exist in Python."""
+
+    crd: ClassVar[CrdInfo] = CrdInfo(
+        group="toys.example.com", version="v1", kind="Quiet", plural="quiets", scope="Cluster"
+    )
+
+    spec: QuietSpec = Field(default_factory=QuietSpec)
+    status: QuietStatus = Field(default_factory=QuietStatus)
+
+
+def test_spec_and_status_of_a_kind_get_no_default() -> None:
+    crd = custom_resource_definition(Quiet)
+    root = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    assert root["properties"]["spec"] == {
+        "description": "Everything optional.",
+        "type": "object",
+        "properties": {"mountPath": {"type": "string", "default": "/data"}},
+    }
+    assert root["properties"]["status"] == {
+        "type": "object",
+        "properties": {"phase": {"type": "string", "default": ""}},
+    }
+    assert crd["spec"]["scope"] == "Cluster"
+    assert crd_violations(crd) == []
 
 
 def test_required_fields_and_no_pydantic_leftovers() -> None:

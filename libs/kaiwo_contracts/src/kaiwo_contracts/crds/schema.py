@@ -20,7 +20,11 @@ pydantic's JSON schema is close to, but not, a *structural schema* as the API se
   with only that flag; a model with ``extra="allow"`` keeps its properties and the flag;
 * a default made by a ``default_factory`` that builds a model is written as the model's wire
   form (usually ``{}``) so the API server applies the nested defaults, as kubebuilder's
-  ``default={}`` does; empty list and map factories are not written, and ``null`` defaults never.
+  ``default={}`` does; empty list and map factories are not written, and ``null`` defaults never;
+* a field annotated with :data:`NoCrdDefault` keeps its Python default but gets none in the CRD:
+  for defaults that are only Go's zero value (``false``, ``0``, ``""``), which the API reference
+  does not list and the API server should not write into every stored object. ``spec`` and
+  ``status`` of a top-level kind never get a default.
 
 :data:`~kaiwo_contracts.crds.base.EmbeddedObject` is written like ``OpenObject``, **without**
 ``x-kubernetes-embedded-resource``. The flag is structurally valid, but the API server then
@@ -39,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue, NoDefault
 from pydantic_core import core_schema
 
@@ -55,6 +59,13 @@ from kaiwo_contracts.crds.base import (
 
 CRD_API_VERSION = "apiextensions.k8s.io/v1"
 CRD_KIND = "CustomResourceDefinition"
+
+OMIT_CRD_DEFAULT = "x-kaiwo-omit-crd-default"
+NoCrdDefault = Field(json_schema_extra={OMIT_CRD_DEFAULT: True})
+"""Field metadata: keep the Python default, write no ``default`` into the CRD.
+
+``storage_enabled: Annotated[bool, NoCrdDefault] = False``
+"""
 
 MAP_TYPE = "x-kubernetes-map-type"
 VALIDATIONS = "x-kubernetes-validations"
@@ -129,6 +140,7 @@ _HANDLED = frozenset(
         PRESERVE_UNKNOWN,
         EMBEDDED_RESOURCE,
         INT_OR_STRING,
+        OMIT_CRD_DEFAULT,
     }
 )
 _TOP_LEVEL_FIELDS = ("apiVersion", "kind", "metadata")
@@ -250,7 +262,11 @@ def _root_schema(model: type[BaseModel], info: CrdInfo) -> dict[str, Any]:
             "apiVersion": {"description": _API_VERSION_DOC, "type": "string"},
             "kind": {"description": _KIND_DOC, "type": "string"},
             "metadata": {"type": "object"},
-            **{k: v for k, v in properties.items() if k not in _TOP_LEVEL_FIELDS},
+            **{
+                name: _without_default(node)
+                for name, node in properties.items()
+                if name not in _TOP_LEVEL_FIELDS
+            },
         },
     }
     required = [name for name in schema.get("required", []) if name not in _TOP_LEVEL_FIELDS]
@@ -261,6 +277,11 @@ def _root_schema(model: type[BaseModel], info: CrdInfo) -> dict[str, Any]:
     if not root["description"]:
         del root["description"]
     return root
+
+
+def _without_default(node: Mapping[str, Any]) -> dict[str, Any]:
+    # A defaulted spec or status would only fill every stored object with empty sections.
+    return {k: v for k, v in node.items() if k != "default"}
 
 
 def _names(info: CrdInfo) -> dict[str, Any]:
@@ -313,6 +334,8 @@ class _Rewriter:
         self._resolving: list[str] = []
 
     def node(self, raw: Mapping[str, Any], *, path: str, null_meaningful: bool) -> dict[str, Any]:
+        if raw.get(OMIT_CRD_DEFAULT):
+            raw = {k: v for k, v in raw.items() if k not in {"default", OMIT_CRD_DEFAULT}}
         if "$ref" in raw:
             return self._referenced(raw, path=path, null_meaningful=null_meaningful)
         for junctor in ("anyOf", "oneOf", "allOf"):
