@@ -235,3 +235,36 @@ def test_crds_writes_one_file_per_crd(tmp_path: Path) -> None:
     ]
     job_crd = yaml.safe_load((tmp_path / "kaiwo.silogen.ai_kaiwojobs.yaml").read_text())
     assert job_crd["spec"]["names"]["kind"] == "KaiwoJob"
+
+
+def test_a_value_no_branch_of_a_union_takes_gets_one_message(tmp_path: Path) -> None:
+    document = yaml.safe_load((EXAMPLES / "kaiwojob-gpu-training.yaml").read_text())
+    document["spec"]["resources"]["requests"]["cpu"] = [32]
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(yaml.safe_dump(document))
+
+    code, output = _run("validate", "-f", str(manifest))
+
+    assert code == 1
+    assert (
+        f"{manifest}:doc#1 KaiwoJob/llama-3-8b-sft: spec.resources.requests.cpu: "
+        "must be a whole number or a string"
+    ) in output
+
+
+def test_unquoted_yaml_timestamps_and_lists_of_a_kind_are_understood(tmp_path: Path) -> None:
+    model = yaml.safe_load((EXAMPLES / "model-vllm.yaml").read_text())
+    manifest = tmp_path / "models.yaml"
+    manifest.write_text(
+        "apiVersion: kubeai.org/v1\nkind: ModelList\nmetadata: {}\nitems:\n"
+        + "\n".join("  " + line for line in yaml.safe_dump([model]).splitlines())
+        + "\n---\n"
+        + yaml.safe_dump(model).replace(
+            "metadata:\n", "metadata:\n  creationTimestamp: 2025-01-31T12:00:00Z\n", 1
+        )
+    )
+
+    code, output = _run("validate", "-f", str(manifest))
+
+    assert code == 0, output
+    assert "2 document(s) valid" in output
