@@ -12,7 +12,7 @@ import contextlib
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -183,7 +183,7 @@ def deployment(namespace: str, name: str) -> dict[str, Any]:
 
 
 async def collect(
-    events: AsyncIterator[WatchEvent],
+    events: AsyncGenerator[WatchEvent, None],
     *,
     until: Callable[[list[WatchEvent]], bool],
     within: float,

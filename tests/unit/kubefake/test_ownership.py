@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from kaiwo_kubefake.errors import ApiError
 from kaiwo_kubefake.ownership import (
@@ -32,7 +34,9 @@ def test_fields_v1_encoding_round_trips() -> None:
 
 
 def test_list_item_keys_from_a_real_server_own_the_whole_list() -> None:
-    tree = {"f:spec": {"f:containers": {'k:{"name":"c"}': {".": {}, "f:image": {}}}}}
+    tree: dict[str, Any] = {
+        "f:spec": {"f:containers": {'k:{"name":"c"}': {".": {}, "f:image": {}}}}
+    }
     assert from_fields_v1(tree) == {("spec", "containers")}
 
 

@@ -13,7 +13,7 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -96,7 +96,12 @@ class KubernetesAsyncioAdapter:
 
     @classmethod
     async def from_kubeconfig(
-        cls, path: str | Path | None = None, *, context: str | None = None
+        cls,
+        path: str | Path | None = None,
+        *,
+        context: str | None = None,
+        request_timeout: float = 30.0,
+        page_size: int = 500,
     ) -> Self:
         """From a kubeconfig file (default: ``$KUBECONFIG`` or ``~/.kube/config``)."""
         api = await k8s_config.new_client_from_config(
@@ -104,7 +109,7 @@ class KubernetesAsyncioAdapter:
             context=context,
             persist_config=False,
         )
-        return cls(api)
+        return cls(api, request_timeout=request_timeout, page_size=page_size)
 
     @classmethod
     async def in_cluster(cls) -> Self:
@@ -272,7 +277,7 @@ class KubernetesAsyncioAdapter:
         field_selector: str | None = None,
         timeout_seconds: int | None = None,
         bookmarks: bool = True,
-    ) -> AsyncIterator[WatchEvent]:
+    ) -> AsyncGenerator[WatchEvent, None]:
         """Events until the server ends the watch. Close it early with ``contextlib.aclosing``."""
         query: Query = [
             ("watch", "true"),

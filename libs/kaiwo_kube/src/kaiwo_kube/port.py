@@ -7,7 +7,7 @@ addressed by :class:`~kaiwo_kube.resources.ResourceType` values (see the catalog
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from datetime import datetime
 from typing import Any, Literal, NamedTuple, Protocol
 
@@ -69,11 +69,12 @@ class KubernetesPort(Protocol):
         field_selector: str | None = None,
         timeout_seconds: int | None = None,
         bookmarks: bool = True,
-    ) -> AsyncIterator[WatchEvent]:
+    ) -> AsyncGenerator[WatchEvent, None]:
         """Events after ``resource_version`` until the server ends the watch.
 
         Raises :class:`~kaiwo_kube.errors.ResourceExpired` when that version is too old: list
-        again and watch from the new list's version.
+        again and watch from the new list's version. A caller that stops early closes the
+        stream with ``contextlib.aclosing``.
         """
         ...
 
