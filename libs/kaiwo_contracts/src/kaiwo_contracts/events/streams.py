@@ -45,6 +45,7 @@ from kaiwo_contracts.events.subjects import (
     dead_letter_subject,
     family_filter,
     subscription_filter,
+    uid_token,
 )
 
 OBSERVED_STREAM = "KAIWO_OBS"
@@ -146,6 +147,19 @@ class BusTopology:
 
     def consumer(self, durable_name: str) -> ConsumerSpec:
         return next(spec for spec in self.consumers if spec.durable_name == durable_name)
+
+
+def fnv1a_32(data: bytes) -> int:
+    """32-bit FNV-1a, the hash JetStream's ``partition()`` transform uses."""
+    value = 0x811C9DC5
+    for byte in data:
+        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return value
+
+
+def uid_partition(uid: str, partitions: int) -> int:
+    """The partition JetStream stores events of ``uid`` in (``{{partition(n, uid)}}``)."""
+    return fnv1a_32(uid_token(uid).encode()) % partitions
 
 
 def partition_transform(family: Family, partitions: int) -> SubjectTransform | None:
@@ -338,4 +352,5 @@ __all__ = [
     "consumer_specs",
     "partition_transform",
     "stream_specs",
+    "uid_partition",
 ]

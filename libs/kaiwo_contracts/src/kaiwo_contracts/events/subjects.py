@@ -136,8 +136,14 @@ def monitor_subject(*, topic: MonitorTopic, namespace: str | None, uid: str) -> 
 
 
 def dead_letter_subject(*, stream: str, consumer: str) -> str:
-    """``kaiwo.dlq.<stream>.<consumer>``; both are JetStream names (no dots by rule)."""
-    return _join(Family.DEAD_LETTER, escape_token(stream), escape_token(consumer))
+    """``kaiwo.dlq.<stream>.<consumer>``; both are JetStream names, used as they are."""
+    return _join(Family.DEAD_LETTER, _jetstream_name(stream), _jetstream_name(consumer))
+
+
+def _jetstream_name(name: str) -> str:
+    if not _NAME_TOKEN.fullmatch(name):
+        raise SubjectError(f"{name!r} is not a stream or consumer name ([A-Za-z0-9_-]+)")
+    return name
 
 
 def _join(family: Family, *tokens: str) -> str:
@@ -204,8 +210,8 @@ def parse_subject(subject: str) -> ParsedSubject:
         namespace=namespace,
         uid=unescape_token(uid) if uid is not None else None,
         qualifier=fields.get("qualifier"),
-        stream=unescape_token(fields["stream"]) if "stream" in fields else None,
-        consumer=unescape_token(fields["consumer"]) if "consumer" in fields else None,
+        stream=fields.get("stream"),
+        consumer=fields.get("consumer"),
         partition=partition,
     )
 

@@ -1,0 +1,248 @@
+"""The :class:`~kaiwo_runtime.bus.Bus` on NATS JetStream, written with nats-py.
+
+nats-py rather than FastStream because the bus needs what FastStream keeps out of reach:
+``Nats-Msg-Id`` on every publish and ``PubAck.duplicate`` back, ``nak(delay)``/``term`` chosen
+after a dead-letter publish, the delivery count and stream sequence of each message, direct
+reads of stored messages by sequence (for the max-deliveries relay), and stream subject
+transforms for partitions (docs/decisions/0002).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from typing import Any
+
+import nats
+import nats.errors
+import nats.js.errors
+import structlog
+from kaiwo_contracts.events.envelope import Envelope
+from kaiwo_contracts.events.streams import BusTopology, ConsumerSpec, StreamSpec
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js import api as js_api
+
+from kaiwo_runtime.bus import (
+    Ack,
+    BusError,
+    DeadLetter,
+    Delivery,
+    Handler,
+    PublishAck,
+    Retry,
+    StoredMessage,
+    dead_letter,
+    settle,
+)
+
+log = structlog.get_logger("kaiwo.bus.nats")
+
+
+class NatsBus:
+    """A connected bus. Build it with :meth:`connect`; close it with :meth:`close`."""
+
+    def __init__(
+        self, *, client: Client, topology: BusTopology, publish_timeout: float = 5.0
+    ) -> None:
+        self.topology = topology
+        self._client = client
+        self._js: JetStreamContext = client.jetstream(timeout=publish_timeout)
+        self._publish_timeout = publish_timeout
+        self._subscriptions: dict[str, JetStreamContext.PullSubscription] = {}
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str,
+        *,
+        topology: BusTopology,
+        name: str = "kaiwo",
+        publish_timeout: float = 5.0,
+    ) -> NatsBus:
+        """Connect (reconnecting forever after a loss, as a long-running service should)."""
+
+        async def on_error(error: Exception) -> None:
+            log.warning("nats connection error", error=str(error))
+
+        async def on_disconnect() -> None:
+            log.warning("nats disconnected", url=url)
+
+        async def on_reconnect() -> None:
+            log.info("nats reconnected", url=url)
+
+        client = await nats.connect(
+            url,
+            name=name,
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=0.2,
+            error_cb=on_error,
+            disconnected_cb=on_disconnect,
+            reconnected_cb=on_reconnect,
+        )
+        return cls(client=client, topology=topology, publish_timeout=publish_timeout)
+
+    @property
+    def client(self) -> Client:
+        return self._client
+
+    async def close(self) -> None:
+        self._subscriptions.clear()
+        # Acks are already written; flush them, then close. (drain() would wait out its
+        # full timeout on the pull subscriptions' inboxes.)
+        if self._client.is_connected:
+            with contextlib.suppress(nats.errors.TimeoutError):
+                await self._client.flush(timeout=2)
+        if not self._client.is_closed:
+            await self._client.close()
+
+    # ------------------------------------------------------------------ topology
+
+    async def ensure_streams(self) -> None:
+        for stream in self.topology.streams:
+            await self._ensure_stream(stream)
+        for consumer in self.topology.consumers:
+            await self.ensure_consumer(consumer)
+
+    async def _ensure_stream(self, spec: StreamSpec) -> None:
+        config = _stream_config(spec)
+        try:
+            await self._js.stream_info(spec.name)
+        except nats.js.errors.NotFoundError:
+            await self._js.add_stream(config)
+            log.info("stream created", stream=spec.name)
+            return
+        await self._js.update_stream(config)
+
+    async def ensure_consumer(self, spec: ConsumerSpec) -> None:
+        """Create or update one durable consumer (the server does both for a durable name)."""
+        await self._js.add_consumer(spec.stream, _consumer_config(spec))
+
+    # ------------------------------------------------------------------ publishing
+
+    async def publish(self, envelope: Envelope[Any], subject: str) -> PublishAck:
+        headers, body = envelope.to_nats()
+        return await self.publish_raw(subject, body=body, headers=headers)
+
+    async def publish_raw(
+        self, subject: str, *, body: bytes, headers: Mapping[str, str]
+    ) -> PublishAck:
+        try:
+            ack = await self._js.publish(
+                subject, body, timeout=self._publish_timeout, headers=dict(headers)
+            )
+        except nats.js.errors.NoStreamResponseError as error:
+            raise BusError(f"no stream stores {subject!r}") from error
+        except (nats.errors.TimeoutError, nats.errors.ConnectionClosedError) as error:
+            raise BusError(f"publish to {subject!r} failed: {error!r}") from error
+        return PublishAck(stream=ack.stream, sequence=ack.seq, duplicate=bool(ack.duplicate))
+
+    async def read_stored(self, stream: str, sequence: int) -> StoredMessage | None:
+        try:
+            raw = await self._js.get_msg(stream, seq=sequence)
+        except nats.js.errors.NotFoundError:
+            return None
+        return StoredMessage(
+            stream=stream,
+            sequence=sequence,
+            subject=raw.subject or "",
+            headers=dict(raw.headers or {}),
+            body=raw.data or b"",
+        )
+
+    # ------------------------------------------------------------------ consuming
+
+    async def process(
+        self,
+        consumer: ConsumerSpec,
+        handler: Handler,
+        *,
+        max_messages: int = 16,
+        wait_seconds: float = 1.0,
+    ) -> int:
+        subscription = await self._subscription(consumer)
+        batch = max(1, min(max_messages, consumer.max_ack_pending))
+        try:
+            messages = await subscription.fetch(batch, timeout=wait_seconds)
+        except nats.errors.TimeoutError:
+            return 0
+        except (nats.errors.ConnectionClosedError, nats.js.errors.APIError) as error:
+            raise BusError(f"fetch for {consumer.durable_name} failed: {error!r}") from error
+        for message in messages:
+            await self._handle(message, consumer, handler)
+        return len(messages)
+
+    async def _subscription(self, consumer: ConsumerSpec) -> JetStreamContext.PullSubscription:
+        found = self._subscriptions.get(consumer.durable_name)
+        if found is None:
+            found = await self._js.pull_subscribe_bind(
+                durable=consumer.durable_name, stream=consumer.stream
+            )
+            self._subscriptions[consumer.durable_name] = found
+        return found
+
+    async def _handle(self, message: Msg, consumer: ConsumerSpec, handler: Handler) -> None:
+        metadata = message.metadata
+        delivery = Delivery(
+            stream=metadata.stream,
+            consumer=consumer.durable_name,
+            stream_sequence=metadata.sequence.stream,
+            attempt=metadata.num_delivered,
+            subject=message.subject,
+            headers=dict(message.headers or {}),
+            body=message.data,
+        )
+        match await settle(handler, delivery, consumer):
+            case Ack():
+                await message.ack()
+            case Retry(delay=delay):
+                await message.nak(delay=delay)
+            case DeadLetter(reason=reason):
+                subject, headers, body = dead_letter(
+                    delivery,
+                    consumer=consumer.durable_name,
+                    reason=reason,
+                    attempts=delivery.attempt,
+                )
+                # Publish first: if it fails the message is redelivered, never lost.
+                await self.publish_raw(subject, body=body, headers=headers)
+                await message.term()
+
+
+def _stream_config(spec: StreamSpec) -> js_api.StreamConfig:
+    transform = (
+        js_api.SubjectTransform(
+            src=spec.subject_transform.source, dest=spec.subject_transform.destination
+        )
+        if spec.subject_transform
+        else None
+    )
+    return js_api.StreamConfig(
+        name=spec.name,
+        description=spec.description,
+        subjects=list(spec.subjects),
+        retention=js_api.RetentionPolicy(spec.retention),
+        storage=js_api.StorageType(spec.storage),
+        max_age=spec.max_age_seconds,
+        max_bytes=spec.max_bytes,
+        duplicate_window=spec.duplicate_window_seconds,
+        num_replicas=spec.replicas,
+        subject_transform=transform,
+    )
+
+
+def _consumer_config(spec: ConsumerSpec) -> js_api.ConsumerConfig:
+    filters = list(spec.filter_subjects)
+    return js_api.ConsumerConfig(
+        durable_name=spec.durable_name,
+        description=spec.description,
+        ack_policy=js_api.AckPolicy.EXPLICIT,
+        deliver_policy=js_api.DeliverPolicy.ALL,
+        ack_wait=spec.backoff_seconds[0] if spec.backoff_seconds else spec.ack_wait_seconds,
+        backoff=list(spec.backoff_seconds) or None,
+        max_deliver=spec.max_deliver,
+        max_ack_pending=spec.max_ack_pending,
+        filter_subject=filters[0] if len(filters) == 1 else None,
+        filter_subjects=filters if len(filters) > 1 else None,
+    )

@@ -1,0 +1,378 @@
+"""One behavioural suite for every Bus adapter: the in-memory fake and real JetStream."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import pytest
+
+from kaiwo_contracts.events import Envelope, ObservedObjectV1, observed_event_id
+from kaiwo_contracts.events.streams import (
+    DEAD_LETTER_RELAY,
+    DEAD_LETTER_STREAM,
+    OBSERVED_STREAM,
+    BusTopology,
+    ConsumerSpec,
+    bus_topology,
+)
+from kaiwo_runtime.bus import (
+    DLQ_CONSUMER,
+    DLQ_DELIVERIES,
+    DLQ_REASON,
+    DLQ_SEQUENCE,
+    DLQ_STREAM,
+    DLQ_SUBJECT,
+    Bus,
+    BusError,
+    Delivery,
+    dead_letter_relay,
+)
+
+UID_A = "0b8f0a52-2a4c-4c38-9a43-1f7d52a1c001"
+UID_B = "5d2e9c1e-77a1-4f0e-8f0a-0c1b2d3e4f02"
+WHEN = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+TEST_CONSUMER = ConsumerSpec(
+    durable_name="test-obs",
+    stream=OBSERVED_STREAM,
+    filter_subjects=("kaiwo.obs.>",),
+    description="contract test consumer",
+    max_deliver=3,
+    backoff_seconds=(0.2, 0.2),
+    max_ack_pending=1,
+)
+DLQ_READER = ConsumerSpec(
+    durable_name="test-dlq",
+    stream=DEAD_LETTER_STREAM,
+    filter_subjects=("kaiwo.dlq.>",),
+    description="reads dead letters",
+    max_deliver=2,
+    backoff_seconds=(1.0,),
+    max_ack_pending=16,
+)
+RELAY = ConsumerSpec(
+    durable_name=DEAD_LETTER_RELAY,
+    stream=DEAD_LETTER_STREAM,
+    filter_subjects=("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>",),
+    description="relay",
+    max_deliver=3,
+    backoff_seconds=(1.0,),
+    max_ack_pending=16,
+)
+
+
+def topology(*consumers: ConsumerSpec, partitions: int = 1) -> BusTopology:
+    base = bus_topology(partitions=partitions)
+    return BusTopology(
+        partitions=partitions,
+        streams=base.streams,
+        consumers=(TEST_CONSUMER, DLQ_READER, RELAY, *consumers),
+    )
+
+
+def observed(
+    uid: str, resource_version: str, *, name: str = "train.v1"
+) -> Envelope[ObservedObjectV1]:
+    data = ObservedObjectV1(
+        kind="KaiwoJob",
+        api_version="kaiwo.silogen.ai/v1alpha1",
+        namespace="team-a",
+        name=name,
+        uid=uid,
+        resource_version=resource_version,
+        event_type="MODIFIED",
+        object={"metadata": {"name": name, "uid": uid, "resourceVersion": resource_version}},
+    )
+    return Envelope.new(
+        data=data,
+        source="/kaiwo/watcher",
+        time=WHEN,
+        correlationid=uid,
+        subject=f"team-a/{name}",
+        id=observed_event_id(uid=uid, resource_version=resource_version),
+    )
+
+
+def obs_subject(uid: str) -> str:
+    return f"kaiwo.obs.kaiwojob.team-a.{uid}"
+
+
+async def drain(bus: Bus, consumer: ConsumerSpec, handler, *, rounds: int = 20) -> None:  # type: ignore[no-untyped-def]
+    """Process until a pull comes back empty."""
+    for _ in range(rounds):
+        if await bus.process(consumer, handler, wait_seconds=0.5) == 0:
+            return
+
+
+async def dead_letters(bus: Bus, *, expected: int, within: float = 10.0) -> list[Delivery]:
+    found: list[Delivery] = []
+
+    async def keep(delivery: Delivery) -> None:
+        found.append(delivery)
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while len(found) < expected and loop.time() < deadline:
+        await bus.process(DLQ_READER, keep, wait_seconds=0.3)
+    return found
+
+
+# ------------------------------------------------------------------------------- publishing
+
+
+async def test_second_publish_of_an_id_is_a_duplicate_and_stored_once(bus_harness) -> None:  # type: ignore[no-untyped-def]
+    bus = await bus_harness.connect(topology())
+    await bus.ensure_streams()
+    event = observed(UID_A, "101")
+
+    first = await bus.publish(event, obs_subject(UID_A))
+    again = await bus.publish(event, obs_subject(UID_A))
+
+    assert (first.stream, first.sequence, first.duplicate) == ("KAIWO_OBS", 1, False)
+    assert (again.stream, again.sequence, again.duplicate) == ("KAIWO_OBS", 1, True)
+    stored = await bus.read_stored("KAIWO_OBS", 1)
+    assert stored is not None
+    assert stored.headers["Nats-Msg-Id"] == f"{UID_A}:101"
+    assert await bus.read_stored("KAIWO_OBS", 2) is None
+
+
+async def test_two_publishers_of_one_observation_store_one_message(bus_harness) -> None:  # type: ignore[no-untyped-def]
+    watcher_1 = await bus_harness.connect(topology())
+    watcher_2 = await bus_harness.connect(topology())
+    await watcher_1.ensure_streams()
+
+    acks = [
+        await watcher_1.publish(observed(UID_A, "7"), obs_subject(UID_A)),
+        await watcher_2.publish(observed(UID_A, "7"), obs_subject(UID_A)),
+        await watcher_2.publish(observed(UID_A, "8"), obs_subject(UID_A)),
+    ]
+
+    assert [(ack.sequence, ack.duplicate) for ack in acks] == [(1, False), (1, True), (2, False)]
+
+
+async def test_publishing_where_no_stream_listens_fails(bus_harness) -> None:  # type: ignore[no-untyped-def]
+    bus = await bus_harness.connect(topology())
+    await bus.ensure_streams()
+
+    with pytest.raises(BusError):
+        await bus.publish_raw("elsewhere.subject", body=b"{}", headers={})
+
+
+async def test_ensure_streams_twice_changes_nothing(bus_harness) -> None:  # type: ignore[no-untyped-def]
+    bus = await bus_harness.connect(topology())
+    await bus.ensure_streams()
+    await bus.publish(observed(UID_A, "1"), obs_subject(UID_A))
+
+    await bus.ensure_streams()
+
+    assert (await bus.publish(observed(UID_A, "1"), obs_subject(UID_A))).duplicate is True
+
+
+# ------------------------------------------------------------------------------- consuming
+
+
+async def test_consumer_receives_the_typed_envelope_it_was_sent(bus_harness) -> None:  # type: ignore[no-untyped-def]
+    bus = await bus_harness.connect(topology())
+    await bus.ensure_streams()
+    sent = observed(UID_A, "42", name="node-1.example.com")
+    await bus.publish(sent, obs_subject(UID_A))
+    received: list[Envelope[ObservedObjectV1]] = []
+
+    async def handle(delivery: Delivery) -> None:
+        received.append(delivery.envelope(ObservedObjectV1))
+
+    count = await bus.process(TEST_CONSUMER, handle, wait_seconds=2.0)
+
+    assert count == 1
+    assert received == [sent]
+    assert received[0].data.name == "node-1.example.com"
+    assert await bus.process(TEST_CONSUMER, handle, wait_seconds=0.3) == 0
+
+
+async def test_durable_consumer_resumes_where_it_stopped_after_reconnect(bus_harness) -> None:  # type: ignore[no-untyped-def]
+    first = await bus_harness.connect(topology())
+    await first.ensure_streams()
+    for version in ("1", "2", "3"):
+        await first.publish(observed(UID_A, version), obs_subject(UID_A))
+    seen: list[str | None] = []
+
+    async def handle(delivery: Delivery) -> None:
+        seen.append(delivery.message_id)
+
+    assert await first.process(TEST_CONSUMER, handle, max_messages=1, wait_seconds=2.0) == 1
+    await first.close()
+    await bus_harness.restart()
+    second = await bus_harness.connect(topology())
+    await drain(second, TEST_CONSUMER, handle)
+
+    assert seen == [f"{UID_A}:1", f"{UID_A}:2", f"{UID_A}:3"]
+
+
+async def test_failed_handler_is_retried_after_the_backoff(bus_harness) -> None:  # type: ignore[no-untyped-def]
+    bus = await bus_harness.connect(topology())
+    await bus.ensure_streams()
+    await bus.publish(observed(UID_A, "5"), obs_subject(UID_A))
+    attempts: list[int] = []
+
+    async def flaky(delivery: Delivery) -> None:
+        attempts.append(delivery.attempt)
+        if delivery.attempt == 1:
+            raise ConnectionError("API server unavailable")
+
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await drain(bus, TEST_CONSUMER, flaky)
+    elapsed = loop.time() - started
+
+    assert attempts == [1, 2]
+    assert elapsed >= 0.2  # TEST_CONSUMER's first backoff
+    assert await dead_letters(bus, expected=1, within=0.5) == []
+
+
+async def test_malformed_message_goes_to_the_dead_letter_subject_with_its_reason(
+    bus_harness,  # type: ignore[no-untyped-def]
+) -> None:
+    bus = await bus_harness.connect(topology())
+    await bus.ensure_streams()
+    headers = {
+        "ce-id": "bad-1",
+        "ce-type": "ai.silogen.kaiwo.obs.observed.v1",
+        "ce-source": "/kaiwo/watcher",
+        "ce-specversion": "1.0",
+        "Nats-Msg-Id": "bad-1",
+    }
+    await bus.publish_raw(obs_subject(UID_A), body=b"{not json", headers=headers)
+    attempts: list[int] = []
+
+    async def handle(delivery: Delivery) -> None:
+        attempts.append(delivery.attempt)
+        delivery.envelope(ObservedObjectV1)
+
+    await drain(bus, TEST_CONSUMER, handle)
+    letters = await dead_letters(bus, expected=1)
+
+    assert attempts == [1]
+    assert len(letters) == 1
+    letter = letters[0]
+    assert letter.subject == "kaiwo.dlq.KAIWO_OBS.test-obs"
+    assert letter.body == b"{not json"
+    assert letter.headers["ce-id"] == "bad-1"
+    assert letter.headers[DLQ_REASON].startswith("rejected: EnvelopeFormatError")
+    assert letter.headers[DLQ_STREAM] == "KAIWO_OBS"
+    assert letter.headers[DLQ_CONSUMER] == "test-obs"
+    assert letter.headers[DLQ_SUBJECT] == obs_subject(UID_A)
+    assert letter.headers[DLQ_SEQUENCE] == "1"
+    assert letter.headers[DLQ_DELIVERIES] == "1"
+
+
+async def test_message_failing_every_delivery_is_dead_lettered_after_max_deliver(
+    bus_harness,  # type: ignore[no-untyped-def]
+) -> None:
+    bus = await bus_harness.connect(topology())
+    await bus.ensure_streams()
+    await bus.publish(observed(UID_A, "9"), obs_subject(UID_A))
+    attempts: list[int] = []
+
+    async def always_failing(delivery: Delivery) -> None:
+        attempts.append(delivery.attempt)
+        raise TimeoutError("still down")
+
+    await drain(bus, TEST_CONSUMER, always_failing)
+    letters = await dead_letters(bus, expected=1)
+
+    assert attempts == [1, 2, 3]
+    assert [letter.headers[DLQ_REASON] for letter in letters] == [
+        "max deliveries (3) exhausted: TimeoutError: still down"
+    ]
+    assert letters[0].headers["Nats-Msg-Id"] == "dlq:KAIWO_OBS:test-obs:1"
+
+
+async def test_unacknowledged_message_reaches_the_dead_letters_through_the_advisory(
+    bus_harness,  # type: ignore[no-untyped-def]
+) -> None:
+    abandoning = ConsumerSpec(
+        durable_name="test-abandon",
+        stream=OBSERVED_STREAM,
+        filter_subjects=("kaiwo.obs.>",),
+        description="a consumer whose handler never finishes",
+        max_deliver=2,
+        backoff_seconds=(0.3,),
+        max_ack_pending=1,
+    )
+    bus = await bus_harness.connect(topology(abandoning))
+    await bus.ensure_streams()
+    await bus.publish(observed(UID_A, "11"), obs_subject(UID_A))
+    entered = asyncio.Event()
+    attempts: list[int] = []
+
+    async def hangs(delivery: Delivery) -> None:
+        attempts.append(delivery.attempt)
+        entered.set()
+        await asyncio.Event().wait()
+
+    for _ in range(2):  # the process "crashes" mid-handler on both deliveries
+        entered.clear()
+        task = asyncio.create_task(bus.process(abandoning, hangs, wait_seconds=3.0))
+        await asyncio.wait_for(entered.wait(), 5.0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.4)
+    # A pull after the last ack wait lets the server notice the exhausted message.
+    assert await bus.process(abandoning, hangs, wait_seconds=0.5) == 0
+    relay = dead_letter_relay(bus)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 10.0
+    while loop.time() < deadline and await bus.process(RELAY, relay, wait_seconds=0.3) == 0:
+        pass
+    letters = await dead_letters(bus, expected=1)
+
+    assert attempts == [1, 2]
+    assert len(letters) == 1
+    assert letters[0].subject == "kaiwo.dlq.KAIWO_OBS.test-abandon"
+    assert letters[0].headers["ce-id"] == f"{UID_A}:11"
+    assert letters[0].headers[DLQ_REASON] == (
+        "max deliveries (2) exhausted without an acknowledgement"
+    )
+    assert Envelope[ObservedObjectV1].from_nats(letters[0].headers, letters[0].body) == observed(
+        UID_A, "11"
+    )
+
+
+async def test_order_per_object_holds_across_a_retry(bus_harness) -> None:  # type: ignore[no-untyped-def]
+    bus = await bus_harness.connect(topology())
+    await bus.ensure_streams()
+    for version in range(1, 6):
+        await bus.publish(observed(UID_A, str(version)), obs_subject(UID_A))
+        await bus.publish(observed(UID_B, str(version)), obs_subject(UID_B))
+    handled: dict[str, list[str]] = {UID_A: [], UID_B: []}
+    failed_once: set[str] = set()
+
+    async def handle(delivery: Delivery) -> None:
+        event = delivery.envelope(ObservedObjectV1)
+        if event.id == f"{UID_A}:2" and event.id not in failed_once:
+            failed_once.add(event.id)
+            raise ConnectionError("transient")
+        handled[event.data.uid].append(event.data.resource_version)
+
+    await drain(bus, TEST_CONSUMER, handle, rounds=40)
+
+    assert handled == {UID_A: ["1", "2", "3", "4", "5"], UID_B: ["1", "2", "3", "4", "5"]}
+
+
+async def test_partitioned_streams_store_the_uid_partition_the_server_computes(
+    bus_harness,  # type: ignore[no-untyped-def]
+) -> None:
+    bus = await bus_harness.connect(topology(partitions=4))
+    await bus.ensure_streams()
+    await bus.publish(observed(UID_A, "1"), obs_subject(UID_A))
+    await bus.publish(observed(UID_B, "1"), obs_subject(UID_B))
+
+    stored = [await bus.read_stored("KAIWO_OBS", sequence) for sequence in (1, 2)]
+
+    # Partitions as nats-server 2.15 computes them (FNV-1a of the uid token, mod 4).
+    assert [message.subject for message in stored if message] == [
+        f"kaiwo.obs.kaiwojob.team-a.{UID_A}.3",
+        f"kaiwo.obs.kaiwojob.team-a.{UID_B}.1",
+    ]
