@@ -269,3 +269,16 @@ async def test_runs_as_a_separate_process(tmp_path: Path) -> None:
     finally:
         process.terminate()
         assert await asyncio.wait_for(process.wait(), timeout=30) == 0
+
+
+async def test_a_watch_whose_client_left_is_dropped(
+    server: FakeKubeServer, http: aiohttp.ClientSession
+) -> None:
+    async with http.get("/api/v1/namespaces/default/configmaps?watch=true") as response:
+        assert response.status == 200
+        assert server.store.open_watches == 1
+    for _ in range(100):  # the server notices within about a second
+        if not server.store.open_watches:
+            break
+        await asyncio.sleep(0.1)
+    assert server.store.open_watches == 0

@@ -270,16 +270,17 @@ class ApiRoutes:
         await response.prepare(request)
         try:
             await self._stream(
-                response, watcher.queue, target, duration=timeout, bookmarks=bookmarks
+                request, response, watcher.queue, target, duration=timeout, bookmarks=bookmarks
             )
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
+        except ConnectionResetError:
+            pass  # the client went away; nothing left to tell it
         finally:
             self.store.unwatch(watcher)
         return response
 
     async def _stream(
         self,
+        request: web.Request,
         response: web.StreamResponse,
         queue: asyncio.Queue[tuple[str, dict[str, Any]] | None],
         target: Target,
@@ -292,8 +293,11 @@ class ApiRoutes:
         while (remaining := deadline - time.monotonic()) > 0:
             wait = min(remaining, next_bookmark - time.monotonic()) if bookmarks else remaining
             try:
-                item = await asyncio.wait_for(queue.get(), timeout=max(wait, 0))
+                # Wake at least every second to notice a client that has gone away.
+                item = await asyncio.wait_for(queue.get(), timeout=min(max(wait, 0), 1.0))
             except TimeoutError:
+                if request.transport is None or request.transport.is_closing():
+                    return
                 if bookmarks and time.monotonic() >= next_bookmark and queue.empty():
                     await _send(response, "BOOKMARK", self._bookmark(target))
                     next_bookmark = time.monotonic() + self.settings.bookmark_interval

@@ -237,6 +237,10 @@ class ObjectStore:
         self._watchers.add(watcher)
         return watcher
 
+    @property
+    def open_watches(self) -> int:
+        return len(self._watchers)
+
     def unwatch(self, watcher: Watcher) -> None:
         self._watchers.discard(watcher)
 
