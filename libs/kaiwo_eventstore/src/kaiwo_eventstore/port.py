@@ -1,0 +1,108 @@
+"""The event store port: what services and the command may ask of any adapter."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Sequence
+from datetime import datetime
+from typing import Protocol
+
+from kaiwo_eventstore.events import (
+    ANY,
+    AppendResult,
+    ExpectedVersion,
+    NewEvent,
+    StoredEvent,
+    Tracking,
+)
+
+DEFAULT_PAGE = 1000
+DEFAULT_BATCH = 2000
+
+
+class EventStore(Protocol):
+    """Append-only log of events, by stream and in one global (commit) order.
+
+    Positions and versions start at 1; ``0`` means "nothing yet" wherever a position or a
+    version is returned. ``from_*`` bounds are inclusive. Every read is ordered by global
+    position.
+    """
+
+    async def append(
+        self,
+        events: Sequence[NewEvent],
+        *,
+        expected_version: ExpectedVersion = ANY,
+        tracking: Tracking | None = None,
+    ) -> AppendResult:
+        """Store ``events`` in one transaction, all or nothing.
+
+        Ids already stored (or repeated inside the batch) are skipped and reported in
+        ``AppendResult.duplicates``, never an error. With an expectation other than ``ANY``
+        every event must belong to one stream, which must be at that version, else
+        :class:`~kaiwo_eventstore.errors.ConcurrencyError`. ``tracking`` is saved in the
+        same transaction.
+        """
+        ...
+
+    async def append_next(
+        self, events: Sequence[NewEvent], *, tracking: Tracking | None = None
+    ) -> AppendResult:
+        """Append at each stream's next versions, retrying on conflict (the recorder's call)."""
+        ...
+
+    async def stream_version(self, stream_id: str) -> int:
+        """The stream's last version; 0 when it holds no event."""
+        ...
+
+    async def read_stream(
+        self, stream_id: str, *, from_version: int = 1, to_version: int | None = None
+    ) -> list[StoredEvent]: ...
+
+    async def read_all(
+        self, from_position: int = 1, limit: int = DEFAULT_PAGE
+    ) -> list[StoredEvent]:
+        """Up to ``limit`` events from ``from_position`` on, in global order."""
+        ...
+
+    def iter_all(
+        self,
+        from_position: int = 1,
+        *,
+        batch_size: int = DEFAULT_BATCH,
+        to_position: int | None = None,
+    ) -> AsyncIterator[Sequence[StoredEvent]]:
+        """Every event from ``from_position`` (to ``to_position``), in batches: for replay."""
+        ...
+
+    async def read_by_time(
+        self,
+        start: datetime,
+        end: datetime,
+        *,
+        from_position: int = 1,
+        limit: int | None = None,
+    ) -> list[StoredEvent]:
+        """Events whose ``time`` is in ``[start, end)``."""
+        ...
+
+    async def read_by_type(
+        self, types: Iterable[str], *, from_position: int = 1, limit: int | None = None
+    ) -> list[StoredEvent]: ...
+
+    async def read_by_correlation(
+        self, correlation_id: str, *, from_position: int = 1, limit: int | None = None
+    ) -> list[StoredEvent]: ...
+
+    async def last_position(self) -> int:
+        """The greatest global position stored; 0 when the store is empty."""
+        ...
+
+    async def save_position(self, consumer: str, position: int) -> None:
+        """Record how far ``consumer`` got (overwrites, so a consumer may rewind)."""
+        ...
+
+    async def position(self, consumer: str) -> int:
+        """The position last saved for ``consumer``; 0 when none was."""
+        ...
+
+    async def close(self) -> None: ...

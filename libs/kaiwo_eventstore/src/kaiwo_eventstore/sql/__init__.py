@@ -1,0 +1,1 @@
+"""SQLAlchemy 2 async adapter of the event store (SQLite via aiosqlite, PostgreSQL via asyncpg)."""

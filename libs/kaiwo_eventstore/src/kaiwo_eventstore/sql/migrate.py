@@ -1,0 +1,58 @@
+"""Bring a database to the latest schema revision with the package's alembic migrations.
+
+Services call :func:`upgrade_to_head` at start-up. It runs every pending revision in one
+transaction while holding a lock (PostgreSQL advisory lock, SQLite write lock), so replicas
+starting together migrate once and the others find the work done.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.engine import URL, Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from alembic import command
+from alembic.config import Config
+from kaiwo_eventstore.sql.engines import WRITE_OPTION, create_engine
+
+SCRIPT_LOCATION = "kaiwo_eventstore:migrations"
+VERSION_TABLE = "eventstore_alembic_version"
+"""Own version table, so the event store can share a database with other alembic users."""
+
+_MIGRATION_LOCK_KEY = 0x6B6169776F5F6573  # pg_advisory_xact_lock key: "kaiwo_es" in ASCII
+
+
+def alembic_config(url: str | URL | None = None) -> Config:
+    """An alembic ``Config`` for the event store's revisions (no alembic.ini needed)."""
+    config = Config()
+    config.set_main_option("script_location", SCRIPT_LOCATION)
+    if url is not None:
+        rendered = url.render_as_string(hide_password=False) if isinstance(url, URL) else url
+        config.set_main_option("sqlalchemy.url", rendered.replace("%", "%%"))
+    return config
+
+
+async def upgrade_to_head(target: str | URL | AsyncEngine) -> None:
+    """Apply every pending revision to the database at ``target`` (a URL or an engine).
+
+    Pass the engine itself for ``sqlite:///:memory:``: another engine would open another,
+    empty, database.
+    """
+    engine = target if isinstance(target, AsyncEngine) else create_engine(target)
+    try:
+        async with engine.connect() as connection:
+            await connection.execution_options(**{WRITE_OPTION: True})
+            async with connection.begin():
+                if connection.dialect.name == "postgresql":
+                    await connection.exec_driver_sql(
+                        f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK_KEY})"
+                    )
+                await connection.run_sync(_upgrade)
+    finally:
+        if engine is not target:
+            await engine.dispose()
+
+
+def _upgrade(connection: Connection) -> None:
+    config = alembic_config()
+    config.attributes["connection"] = connection
+    command.upgrade(config, "head")

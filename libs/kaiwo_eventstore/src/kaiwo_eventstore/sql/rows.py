@@ -1,0 +1,75 @@
+"""Turn raw database rows into :class:`StoredEvent` without per-column SQLAlchemy processing.
+
+PostgreSQL (asyncpg) already returns decoded JSON (through the engine's codec) and aware
+datetimes; SQLite returns JSON text and UTC timestamps as text, decoded here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic_core import from_json
+
+from kaiwo_eventstore.events import StoredEvent
+
+_new_event = StoredEvent._make
+RowDecoder = Callable[[tuple[Any, ...]], StoredEvent]
+
+
+def row_decoder(dialect: str) -> RowDecoder:
+    return _decode_sqlite_row if dialect == "sqlite" else _decode_postgres_row
+
+
+def _decode_sqlite_row(row: tuple[Any, ...]) -> StoredEvent:
+    (position, event_id, stream, version, kind, subject, source, time, correlation,
+     causation, data, metadata, recorded_at) = row  # fmt: skip
+    return _new_event(
+        (
+            position,
+            event_id,
+            stream,
+            version,
+            kind,
+            subject,
+            source,
+            _utc_from_text(time),
+            correlation,
+            causation,
+            from_json(data),
+            from_json(metadata),
+            _utc_from_text(recorded_at),
+        )
+    )
+
+
+def _decode_postgres_row(row: tuple[Any, ...]) -> StoredEvent:
+    (position, event_id, stream, version, kind, subject, source, time, correlation,
+     causation, data, metadata, recorded_at) = row  # fmt: skip
+    return _new_event(
+        (
+            position,
+            event_id,
+            stream,
+            version,
+            kind,
+            subject,
+            source,
+            _as_utc(time),
+            correlation,
+            causation,
+            data,
+            metadata,
+            _as_utc(recorded_at),
+        )
+    )
+
+
+def _utc_from_text(value: str) -> datetime:
+    # Stored without offset but always in UTC; appending one is cheaper than .replace().
+    return datetime.fromisoformat(value + "+00:00")
+
+
+def _as_utc(value: datetime) -> datetime:
+    return value if value.tzinfo is UTC else value.astimezone(UTC)

@@ -1,0 +1,585 @@
+"""One behavioural suite for every event store adapter: in-memory, SQLite file, PostgreSQL.
+
+PostgreSQL: ``KAIWO_TEST_POSTGRES_URL`` names the server, else the local defaults (TCP
+127.0.0.1:5432 as ``postgres``, then the unix socket) are tried. A fresh, uniquely named
+database is created for the session and dropped afterwards. When no server answers the
+PostgreSQL cases are skipped, except under CI (env ``CI`` set), where that is a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from kaiwo_eventstore import (
+    ANY,
+    NO_STREAM,
+    STREAM_EXISTS,
+    ConcurrencyError,
+    EventStore,
+    InMemoryEventStore,
+    NewEvent,
+    StoredEvent,
+    Tracking,
+)
+from kaiwo_eventstore.sql.engines import create_engine
+from kaiwo_eventstore.sql.migrate import VERSION_TABLE, upgrade_to_head
+from kaiwo_eventstore.sql.schema import metadata
+from kaiwo_eventstore.sql.store import SqlEventStore
+
+LOCAL_POSTGRES_URLS = (
+    "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres",
+    "postgresql+asyncpg://postgres@/postgres?host=/var/run/postgresql",
+)
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+JOB = "kaiwojob/0b7c0a5e-1111-4c1e-9d0a-3f2e8a9c7d01"
+QUEUE = "kaiwoqueueconfig/kaiwo"
+T = TypeVar("T")
+NODE = "node/7f3e9c2a-2222-4b7d-8c55-0e1d2f3a4b5c"
+
+
+# ---------------------------------------------------------------------- PostgreSQL server
+
+
+async def _answers(url: str) -> bool:
+    engine = create_async_engine(url)
+    try:
+        async with asyncio.timeout(5), engine.connect() as connection:
+            await connection.execute(sa.text("SELECT 1"))
+    except Exception:  # noqa: BLE001 - any failure means "not this one"
+        return False
+    finally:
+        await engine.dispose()
+    return True
+
+
+async def _find_postgres() -> str | None:
+    given = os.environ.get("KAIWO_TEST_POSTGRES_URL")
+    candidates = (given,) if given else LOCAL_POSTGRES_URLS
+    for candidate in candidates:
+        url = make_url(candidate).set(drivername="postgresql+asyncpg")
+        rendered = url.render_as_string(hide_password=False)
+        if await _answers(rendered):
+            return rendered
+    return None
+
+
+async def _run_admin(server_url: str, statement: str) -> None:
+    engine = create_async_engine(server_url, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as connection:
+            await connection.execute(sa.text(statement))
+    finally:
+        await engine.dispose()
+
+
+def _run_apart(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run a coroutine to completion on a loop of its own (the caller's loop may be running)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(lambda: asyncio.run(make())).result()
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A fresh database on the reachable server, migrated to head; dropped at the end."""
+    server_url = _run_apart(_find_postgres)
+    if server_url is None:
+        reason = (
+            "no PostgreSQL server answers (set KAIWO_TEST_POSTGRES_URL, or run one on "
+            "127.0.0.1:5432 / /var/run/postgresql accepting user postgres)"
+        )
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set but {reason}")
+        pytest.skip(reason)
+    name = f"kaiwo_es_test_{uuid.uuid4().hex[:12]}"
+    _run_apart(lambda: _run_admin(server_url, f'CREATE DATABASE "{name}"'))
+    database_url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
+    try:
+        _run_apart(lambda: upgrade_to_head(database_url))
+        yield database_url
+    finally:
+        _run_apart(lambda: _run_admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+# ---------------------------------------------------------------------- adapters
+
+
+@dataclass
+class Backend:
+    """The store under test and a way to open a second, independent one on the same data."""
+
+    name: str
+    store: EventStore
+    open_another: Callable[[], Awaitable[EventStore]]
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    opened: list[EventStore] = []
+
+    async def open_sql(url: str) -> EventStore:
+        store = SqlEventStore(create_engine(url))
+        opened.append(store)
+        return store
+
+    if request.param == "memory":
+        memory = InMemoryEventStore()
+
+        async def same_memory() -> EventStore:
+            return memory
+
+        yield Backend("memory", memory, same_memory)
+        return
+    if request.param == "sqlite":
+        url = f"sqlite+aiosqlite:///{tmp_path / 'events.db'}"
+        await upgrade_to_head(url)
+    else:
+        url = request.getfixturevalue("postgres_url")
+        await _run_admin(url, "TRUNCATE events, consumer_positions RESTART IDENTITY")
+    try:
+        yield Backend(request.param, await open_sql(url), lambda: open_sql(url))
+    finally:
+        for store in opened:
+            await store.close()
+
+
+def event(
+    number: int,
+    *,
+    stream: str = JOB,
+    kind: str = "ai.silogen.kaiwo.kaiwojob.observed.v1",
+    time: datetime | None = None,
+    correlation: str = "0b7c0a5e-1111-4c1e-9d0a-3f2e8a9c7d01",
+    event_id: str | None = None,
+) -> NewEvent:
+    return NewEvent(
+        event_id=event_id or f"{stream}:{number}",
+        stream_id=stream,
+        type=kind,
+        subject=f"team-a/job-{number}",
+        time=time or T0 + timedelta(seconds=number),
+        source="/kaiwo/watcher",
+        correlation_id=correlation,
+        causation_id=None,
+        data={"number": number, "spec": {"replicas": 2, "labels": {"team": "a"}}},
+        metadata={"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+    )
+
+
+def ids(events: list[StoredEvent]) -> list[str]:
+    return [stored.event_id for stored in events]
+
+
+# ---------------------------------------------------------------------- append and read
+
+
+async def test_appended_events_read_back_by_stream_with_every_field(backend: Backend) -> None:
+    store = backend.store
+    caused = NewEvent(
+        event_id="plan-1",
+        stream_id=JOB,
+        type="ai.silogen.kaiwo.plan.decided.v1",
+        subject="team-a/job-1",
+        time=datetime(2025, 3, 1, 14, 30, 0, 250_000, tzinfo=timezone(timedelta(hours=2))),
+        source="/kaiwo/planner",
+        correlation_id="corr-1",
+        causation_id="obs-1",
+        data={"objects": [{"kind": "Job", "name": "job-1"}], "ratio": 0.5, "ok": True},
+        metadata={"traceparent": "00-aa-bb-01", "attempt": 2},
+    )
+    result = await store.append([event(1), event(2), caused], expected_version=NO_STREAM)
+
+    assert [stored.stream_version for stored in result.stored] == [1, 2, 3]
+    assert result.duplicates == ()
+    read = await store.read_stream(JOB)
+    assert read == list(result.stored)
+    last = read[2]
+    assert last.event_id == "plan-1"
+    assert last.type == "ai.silogen.kaiwo.plan.decided.v1"
+    assert last.subject == "team-a/job-1"
+    assert last.source == "/kaiwo/planner"
+    assert last.correlation_id == "corr-1"
+    assert last.causation_id == "obs-1"
+    assert last.time == datetime(2025, 3, 1, 12, 30, 0, 250_000, tzinfo=UTC)
+    assert last.time.utcoffset() == timedelta(0)
+    assert last.data == {"objects": [{"kind": "Job", "name": "job-1"}], "ratio": 0.5, "ok": True}
+    assert last.metadata == {"traceparent": "00-aa-bb-01", "attempt": 2}
+    assert last.recorded_at.tzinfo is not None
+    assert await store.stream_version(JOB) == 3
+    assert await store.stream_version("kaiwojob/unknown") == 0
+    assert await store.read_stream("kaiwojob/unknown") == []
+
+
+async def test_stream_reads_honour_version_bounds(backend: Backend) -> None:
+    store = backend.store
+    await store.append([event(n) for n in range(1, 6)])
+
+    assert [e.stream_version for e in await store.read_stream(JOB, from_version=3)] == [3, 4, 5]
+    window = await store.read_stream(JOB, from_version=2, to_version=3)
+    assert [e.stream_version for e in window] == [2, 3]
+
+
+async def test_global_order_follows_append_order_across_streams(backend: Backend) -> None:
+    store = backend.store
+    await store.append([event(1, stream=JOB), event(1, stream=QUEUE)])
+    await store.append([event(1, stream=NODE)])
+    await store.append([event(2, stream=JOB)])
+
+    everything = await store.read_all()
+    assert ids(everything) == [f"{JOB}:1", f"{QUEUE}:1", f"{NODE}:1", f"{JOB}:2"]
+    positions = [stored.global_position for stored in everything]
+    assert positions == sorted(positions)
+    assert len(set(positions)) == 4
+    assert [(e.stream_id, e.stream_version) for e in everything] == [
+        (JOB, 1),
+        (QUEUE, 1),
+        (NODE, 1),
+        (JOB, 2),
+    ]
+    assert await store.last_position() == positions[-1]
+    page = await store.read_all(positions[1], limit=2)
+    assert ids(page) == [f"{QUEUE}:1", f"{NODE}:1"]
+    assert await store.read_all(positions[-1] + 1) == []
+
+
+async def test_empty_store_reports_position_zero(backend: Backend) -> None:
+    assert await backend.store.last_position() == 0
+    assert await backend.store.read_all() == []
+
+
+# ---------------------------------------------------------------------- idempotency
+
+
+async def test_redelivered_event_is_reported_as_duplicate_not_stored_twice(
+    backend: Backend,
+) -> None:
+    store = backend.store
+    first = await store.append([event(1, event_id="uid-1:100")])
+    again = await store.append([event(1, event_id="uid-1:100")])
+
+    assert again.stored == ()
+    assert again.duplicates == ("uid-1:100",)
+    assert again.only_duplicates
+    assert not first.only_duplicates
+    assert ids(await store.read_all()) == ["uid-1:100"]
+
+
+async def test_batch_with_some_duplicates_stores_only_new_events(backend: Backend) -> None:
+    store = backend.store
+    await store.append([event(1, event_id="a")])
+    result = await store.append(
+        [event(2, event_id="a"), event(3, event_id="b"), event(4, event_id="b")]
+    )
+
+    assert ids(list(result.stored)) == ["b"]
+    assert result.stored[0].stream_version == 2
+    assert result.duplicates == ("a", "b")
+    assert ids(await store.read_stream(JOB)) == ["a", "b"]
+
+
+async def test_redelivery_with_its_original_expectation_is_a_duplicate_not_a_conflict(
+    backend: Backend,
+) -> None:
+    store = backend.store
+    await store.append([event(1)], expected_version=0)
+    await store.append([event(2)], expected_version=1)
+
+    replay = await store.append([event(1)], expected_version=0)
+
+    assert replay.only_duplicates
+    assert await store.stream_version(JOB) == 2
+
+
+# ---------------------------------------------------------------------- optimistic concurrency
+
+
+async def test_stale_expected_version_raises_conflict_naming_stream_and_versions(
+    backend: Backend,
+) -> None:
+    store = backend.store
+    await store.append([event(1), event(2)], expected_version=0)
+
+    with pytest.raises(ConcurrencyError) as raised:
+        await store.append([event(3)], expected_version=1)
+
+    assert raised.value.stream_id == JOB
+    assert raised.value.expected == "version 1"
+    assert raised.value.actual == 2
+    assert str(raised.value) == f"stream {JOB!r}: expected version 1, found version 2"
+    assert await store.stream_version(JOB) == 2
+
+
+async def test_stream_state_expectations(backend: Backend) -> None:
+    store = backend.store
+    with pytest.raises(ConcurrencyError, match="expected stream exists, found version 0"):
+        await store.append([event(1)], expected_version=STREAM_EXISTS)
+    await store.append([event(1)], expected_version=NO_STREAM)
+    with pytest.raises(ConcurrencyError, match="expected no stream, found version 1"):
+        await store.append([event(2)], expected_version=NO_STREAM)
+    await store.append([event(2)], expected_version=STREAM_EXISTS)
+    await store.append([event(3)], expected_version=ANY)
+    await store.append([event(4)], expected_version=None)
+
+    assert [e.stream_version for e in await store.read_stream(JOB)] == [1, 2, 3, 4]
+
+
+async def test_failed_append_stores_nothing_and_keeps_tracking(backend: Backend) -> None:
+    store = backend.store
+    await store.append([event(1)], tracking=Tracking("planner", 7))
+
+    with pytest.raises(ConcurrencyError):
+        await store.append(
+            [event(2), event(3)], expected_version=0, tracking=Tracking("planner", 9)
+        )
+
+    assert ids(await store.read_all()) == [f"{JOB}:1"]
+    assert await store.position("planner") == 7
+
+
+async def test_expectation_on_a_batch_spanning_streams_is_rejected(backend: Backend) -> None:
+    with pytest.raises(ValueError, match="one stream"):
+        await backend.store.append(
+            [event(1, stream=JOB), event(1, stream=NODE)], expected_version=0
+        )
+    assert await backend.store.last_position() == 0
+
+
+async def test_concurrent_appenders_get_gapless_versions(backend: Backend) -> None:
+    first = backend.store
+    second = await backend.open_another()
+    appenders = [
+        (first if number % 2 else second).append_next([event(number, event_id=f"c-{number}")])
+        for number in range(1, 41)
+    ]
+
+    results = await asyncio.gather(*appenders)
+
+    versions = sorted(result.stored[0].stream_version for result in results)
+    assert versions == list(range(1, 41))
+    in_stream = await first.read_stream(JOB)
+    assert [e.stream_version for e in in_stream] == list(range(1, 41))
+    # Version order is commit order, so it is also global order.
+    positions = [e.global_position for e in in_stream]
+    assert positions == sorted(positions)
+    assert ids(await first.read_all(limit=100)) == ids(in_stream)
+
+
+async def test_concurrent_writers_expecting_the_same_version_let_exactly_one_win(
+    backend: Backend,
+) -> None:
+    first = backend.store
+    second = await backend.open_another()
+    attempts = [
+        (first if number % 2 else second).append([event(number)], expected_version=0)
+        for number in range(1, 11)
+    ]
+
+    outcomes = await asyncio.gather(*attempts, return_exceptions=True)
+
+    conflicts = [outcome for outcome in outcomes if isinstance(outcome, ConcurrencyError)]
+    assert len(conflicts) == 9
+    assert all(conflict.actual == 1 for conflict in conflicts)
+    assert await first.stream_version(JOB) == 1
+
+
+# ---------------------------------------------------------------------- filtered reads
+
+
+async def test_read_by_time_is_half_open_and_accepts_any_offset(backend: Backend) -> None:
+    store = backend.store
+    await store.append([event(n, time=T0 + timedelta(minutes=n)) for n in range(5)])
+
+    found = await store.read_by_time(T0 + timedelta(minutes=1), T0 + timedelta(minutes=3))
+    assert [e.stream_version for e in found] == [2, 3]
+    plus_two = timezone(timedelta(hours=2))
+    shifted = await store.read_by_time(
+        datetime(2025, 3, 1, 14, 3, tzinfo=plus_two), datetime(2025, 3, 1, 15, 0, tzinfo=plus_two)
+    )
+    assert [e.stream_version for e in shifted] == [4, 5]
+    limited = await store.read_by_time(T0, T0 + timedelta(hours=1), limit=2)
+    assert [e.stream_version for e in limited] == [1, 2]
+    with pytest.raises(ValueError, match="timezone-aware"):
+        await store.read_by_time(datetime(2025, 3, 1), T0)  # noqa: DTZ001
+
+
+async def test_read_by_type(backend: Backend) -> None:
+    store = backend.store
+    observed = "ai.silogen.kaiwo.kaiwojob.observed.v1"
+    decided = "ai.silogen.kaiwo.plan.decided.v1"
+    applied = "ai.silogen.kaiwo.plan.applied.v1"
+    await store.append(
+        [event(1, kind=observed), event(2, kind=decided), event(3, kind=applied)]
+        + [event(4, kind=decided)]
+    )
+
+    assert [e.stream_version for e in await store.read_by_type([decided, applied])] == [2, 3, 4]
+    assert [e.stream_version for e in await store.read_by_type(observed)] == [1]
+    assert await store.read_by_type([]) == []
+    later = await store.read_by_type(
+        [decided], from_position=(await store.read_all())[2].global_position
+    )
+    assert [e.stream_version for e in later] == [4]
+
+
+async def test_read_by_correlation(backend: Backend) -> None:
+    store = backend.store
+    await store.append(
+        [
+            event(1, stream=JOB, correlation="job-1"),
+            event(1, stream=NODE, correlation="node-1"),
+            event(2, stream=JOB, correlation="job-1"),
+        ]
+    )
+
+    found = await store.read_by_correlation("job-1")
+    assert [(e.stream_id, e.stream_version) for e in found] == [(JOB, 1), (JOB, 2)]
+    assert await store.read_by_correlation("nobody") == []
+    assert len(await store.read_by_correlation("job-1", limit=1)) == 1
+
+
+# ---------------------------------------------------------------------- tracking
+
+
+async def test_consumer_positions(backend: Backend) -> None:
+    store = backend.store
+    assert await store.position("recorder") == 0
+
+    await store.save_position("recorder", 41)
+    await store.save_position("planner", 3)
+    await store.save_position("recorder", 42)
+
+    assert await store.position("recorder") == 42
+    assert await store.position("planner") == 3
+    await store.save_position("recorder", 5)  # a rewind for a replay is allowed
+    assert await store.position("recorder") == 5
+
+
+async def test_tracking_is_saved_with_the_append(backend: Backend) -> None:
+    store = backend.store
+    result = await store.append_next([event(1)], tracking=Tracking("recorder", 1001))
+    assert result.stored[0].stream_version == 1
+    assert await store.position("recorder") == 1001
+
+    redelivered = await store.append_next([event(1)], tracking=Tracking("recorder", 1002))
+    assert redelivered.only_duplicates
+    assert await store.position("recorder") == 1002
+
+
+# ---------------------------------------------------------------------- large reads
+
+
+async def test_iter_all_reads_large_stores_in_batches(backend: Backend) -> None:
+    store = backend.store
+    for start in range(0, 2500, 500):
+        await store.append(
+            [
+                event(n, stream=f"node/{n % 7}", event_id=f"big-{n}")
+                for n in range(start, start + 500)
+            ]
+        )
+
+    sizes = [len(batch) async for batch in store.iter_all(batch_size=1000)]
+    assert sizes == [1000, 1000, 500]
+
+    collected = [e async for batch in store.iter_all(batch_size=999) for e in batch]
+    assert [e.event_id for e in collected] == [f"big-{n}" for n in range(2500)]
+    positions = [e.global_position for e in collected]
+    assert positions == sorted(positions)
+
+    middle = positions[1200]
+    tail = [e async for batch in store.iter_all(middle, to_position=positions[1299]) for e in batch]
+    assert [e.event_id for e in tail] == [f"big-{n}" for n in range(1200, 1300)]
+
+
+async def test_iter_all_can_stop_early(backend: Backend) -> None:
+    store = backend.store
+    await store.append([event(n, event_id=f"s-{n}") for n in range(30)])
+
+    async with contextlib.aclosing(store.iter_all(batch_size=10)) as batches:
+        async for batch in batches:
+            first = batch
+            break
+
+    assert [e.event_id for e in first] == [f"s-{n}" for n in range(10)]
+    assert await store.last_position() == (await store.read_all(limit=100))[-1].global_position
+
+
+# ---------------------------------------------------------------------- schema (SQL adapters)
+
+
+async def _differences(engine: AsyncEngine, target: sa.MetaData = metadata) -> list[object]:
+    def compare(connection: Connection) -> list[object]:
+        context = MigrationContext.configure(
+            connection, opts={"compare_type": True, "version_table": VERSION_TABLE}
+        )
+        return list(compare_metadata(context, target))
+
+    async with engine.connect() as connection:
+        return await connection.run_sync(compare)
+
+
+def _metadata_with_an_extra_index() -> sa.MetaData:
+    changed = sa.MetaData()
+    for table in metadata.sorted_tables:
+        table.to_metadata(changed)
+    sa.Index("ix_events_source", changed.tables["events"].c.source)
+    return changed
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def migrated_engine(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[AsyncEngine]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'migrated.db'}"
+        await upgrade_to_head(url)
+    else:
+        url = request.getfixturevalue("postgres_url")
+    engine = create_engine(url)
+    try:
+        yield engine
+    finally:
+        await engine.dispose()
+
+
+async def test_migrations_produce_exactly_the_declared_schema(
+    migrated_engine: AsyncEngine,
+) -> None:
+    assert await _differences(migrated_engine) == []
+    # The comparison does see differences: an index the database lacks is reported.
+    reported = await _differences(migrated_engine, _metadata_with_an_extra_index())
+    assert [entry[0] for entry in reported] == ["add_index"]  # type: ignore[index]
+
+
+async def test_upgrading_again_changes_nothing(migrated_engine: AsyncEngine) -> None:
+    await upgrade_to_head(migrated_engine)
+
+    async with migrated_engine.connect() as connection:
+        versions = (await connection.execute(sa.text(f"SELECT * FROM {VERSION_TABLE}"))).all()
+    assert [tuple(row) for row in versions] == [("0001",)]
+    assert await _differences(migrated_engine) == []
+
+
+async def test_in_memory_sqlite_is_migrated_on_its_own_engine() -> None:
+    store = await SqlEventStore.open("sqlite://")
+    try:
+        await store.append([event(1)])
+        assert ids(await store.read_all()) == [f"{JOB}:1"]
+        assert await _differences(store.engine) == []
+    finally:
+        await store.close()
