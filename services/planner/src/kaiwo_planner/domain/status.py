@@ -125,7 +125,9 @@ class StatusDecision:
 
 
 @dataclass(frozen=True, slots=True)
-class _Condition:
+class ConditionSpec:
+    """A condition as a planner observes it; :func:`merge_conditions` adds times and generation."""
+
     type: str
     status: Literal["True", "False", "Unknown"]
     reason: str
@@ -135,7 +137,7 @@ class _Condition:
 @dataclass(slots=True)
 class _Observation:
     phase: WorkloadStatus
-    conditions: list[_Condition] = field(default_factory=list)
+    conditions: list[ConditionSpec] = field(default_factory=list)
 
 
 def observe_children(
@@ -218,7 +220,7 @@ def derive_status(
         elif termination is not None:
             observation.phase = WorkloadStatus.TERMINATING
             observation.conditions.append(
-                _Condition(
+                ConditionSpec(
                     WORKLOAD_TERMINATED_EARLY, "False", termination.reason, termination.message
                 )
             )
@@ -244,7 +246,7 @@ def _observe(
     schedulable: SchedulableVerdict,
     cluster_queue: str,
 ) -> _Observation:
-    schedulable_condition = _Condition(
+    schedulable_condition = ConditionSpec(
         SCHEDULABLE,
         "True" if schedulable.schedulable else "False",
         schedulable.reason,
@@ -271,7 +273,7 @@ def _observe(
 
     if not _is_admitted(observed):
         conditions.append(
-            _Condition(
+            ConditionSpec(
                 ADMITTED,
                 "False",
                 "Pending",
@@ -279,7 +281,7 @@ def _observe(
             )
         )
         return _Observation(WorkloadStatus.PENDING, conditions)
-    conditions.append(_Condition(ADMITTED, "True", "Admitted", "Workload is admitted"))
+    conditions.append(ConditionSpec(ADMITTED, "True", "Admitted", "Workload is admitted"))
     phase = child_phase(observed, previous_phase=previous_phase)
     return _Observation(phase or WorkloadStatus.STARTING, conditions)
 
@@ -295,7 +297,8 @@ def _terminated(
         else "Workload terminated early (check events and other conditions for likely causes)"
     )
     observation = _Observation(
-        WorkloadStatus.TERMINATED, [_Condition(WORKLOAD_TERMINATED_EARLY, "True", reason, message)]
+        WorkloadStatus.TERMINATED,
+        [ConditionSpec(WORKLOAD_TERMINATED_EARLY, "True", reason, message)],
     )
     status = _write(
         workload_kind=workload_kind,
@@ -360,7 +363,7 @@ def _write(
 
 def merge_conditions(
     previous: Iterable[Mapping[str, Any]],
-    observed: Sequence[_Condition],
+    observed: Sequence[ConditionSpec],
     *,
     generation: int,
     now: datetime,
@@ -539,7 +542,7 @@ _DOWNLOAD_MAP: Mapping[
 
 def _download_observation(
     job: Mapping[str, Any] | None, previous: Mapping[str, Any] | None
-) -> tuple[WorkloadStatus, _Condition | None]:
+) -> tuple[WorkloadStatus, ConditionSpec | None]:
     if job is None:
         if previous is not None and previous.get("status") == "True":
             # Finished earlier and since removed: the data is there.
@@ -547,26 +550,28 @@ def _download_observation(
         return WorkloadStatus.NEW, None
     job_phase = batch_job_phase(job, previous_phase=WorkloadStatus.NEW)
     storage_phase, status, reason, message = _DOWNLOAD_MAP[job_phase]
-    return storage_phase, _Condition(DOWNLOAD_JOB_SUCCEEDED, status, reason, message)
+    return storage_phase, ConditionSpec(DOWNLOAD_JOB_SUCCEEDED, status, reason, message)
 
 
-def _pvc_observation(pvcs: Sequence[Mapping[str, Any]]) -> tuple[WorkloadStatus, _Condition | None]:
+def _pvc_observation(
+    pvcs: Sequence[Mapping[str, Any]],
+) -> tuple[WorkloadStatus, ConditionSpec | None]:
     if not pvcs:
         return WorkloadStatus.NEW, None
     phases = [str((p.get("status") or {}).get("phase") or "Pending") for p in pvcs]
     names = [str((p.get("metadata") or {}).get("name", "")) for p in pvcs]
     if "Lost" in phases:
         name = names[phases.index("Lost")]
-        return WorkloadStatus.FAILED, _Condition(
+        return WorkloadStatus.FAILED, ConditionSpec(
             PVC_READY, "False", "Lost", f"PersistentVolumeClaim {name} is Lost"
         )
     waiting = [(n, p) for n, p in zip(names, phases, strict=True) if p != "Bound"]
     if waiting:
         name, phase = waiting[0]
-        return WorkloadStatus.PENDING, _Condition(
+        return WorkloadStatus.PENDING, ConditionSpec(
             PVC_READY, "False", _event_reason(phase), f"PersistentVolumeClaim {name} is {phase}"
         )
-    return WorkloadStatus.COMPLETE, _Condition(
+    return WorkloadStatus.COMPLETE, ConditionSpec(
         PVC_READY, "True", "Bound", "All PersistentVolumeClaims are bound"
     )
 
@@ -586,15 +591,15 @@ def _is_admitted(observed: ObservedChildren) -> bool:
 # ------------------------------------------------------------------ small helpers
 
 
-def _preemptable(remaining: timedelta) -> _Condition:
+def _preemptable(remaining: timedelta) -> ConditionSpec:
     if remaining > timedelta(0):
-        return _Condition(
+        return ConditionSpec(
             PREEMPTABLE,
             "False",
             "DurationNotExceeded",
             "Workload is running and the duration has not been exceeded",
         )
-    return _Condition(PREEMPTABLE, "True", "DurationExceeded", "Workload duration has exceeded")
+    return ConditionSpec(PREEMPTABLE, "True", "DurationExceeded", "Workload duration has exceeded")
 
 
 def _has_condition(status: Mapping[str, Any], condition_type: str) -> bool:

@@ -1,0 +1,391 @@
+"""KaiwoQueueConfig -> the Kueue objects it describes, node labels, and its status (upstream §8).
+
+:func:`plan_queue_config` turns the singleton ``kaiwo`` KaiwoQueueConfig, the KaiwoConfig and
+the cluster's nodes and namespaces into one :class:`~kaiwo_contracts.plans.Plan`:
+
+* Kueue ``v1beta1`` Topologies, ResourceFlavors, ClusterQueues, LocalQueues (one per listed
+  namespace, named like the ClusterQueue) and WorkloadPriorityClasses;
+* partial Node objects carrying the node-pool labels and, optionally, the GPU taint
+  (:mod:`kaiwo_planner.domain.node_pools`);
+* with ``dynamicallyUpdateDefaultClusterQueue``, the KaiwoQueueConfig itself with the
+  discovered flavors, the default ClusterQueue and the default Topology merged into its spec
+  (so ``kubectl get kqc kaiwo -o yaml`` shows what is in force);
+* the status: READY, or FAILED with a condition saying what is wrong.
+
+Flavors come from the spec, or from node-pool discovery when the spec lists none.
+
+Every Kueue object carries ``app.kubernetes.io/managed-by: kaiwo`` and
+``kaiwo.silogen.ai/queue-config: kaiwo`` and a controller reference to the KaiwoQueueConfig;
+the plan prunes only objects with those labels. Upstream deletes *every* ResourceFlavor,
+ClusterQueue, WorkloadPriorityClass and Topology in the cluster that the spec does not list,
+including ones other tools created; we leave those alone.
+
+Other choices that differ from upstream:
+
+* A ClusterQueue without ``namespaceSelector`` gets ``{}`` (every namespace), since its
+  LocalQueues are the access control a KaiwoQueueConfig offers; Kueue's own default (null)
+  would admit nothing.
+* A flavor's ``taints`` and ``tolerations`` become the ResourceFlavor's ``nodeTaints`` and
+  ``tolerations``; upstream accepts and ignores them.
+* A LocalQueue whose namespace does not exist is left out and the status is FAILED (upstream
+  fails the same way, after trying); the rest of the plan still applies.
+* A flavor that names the default Topology brings that Topology along even when the spec does
+  not list it, so discovered flavors are valid without ``dynamicallyUpdateDefaultClusterQueue``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoConfig
+from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
+from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import (
+    KAIWO_QUEUE_CONFIG_NAME,
+    KaiwoQueueConfig,
+    KaiwoQueueConfigSpec,
+)
+from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule, sort_objects
+
+from kaiwo_planner.domain.cluster import ClusterState
+from kaiwo_planner.domain.node_pools import (
+    WORKER_LABEL,
+    NodePool,
+    default_cluster_queue,
+    default_resource_flavors,
+    default_topology,
+    discover_node_pools,
+    node_changes,
+)
+from kaiwo_planner.domain.status import ConditionSpec, merge_conditions
+
+KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta1"
+KQC_API_VERSION = "kaiwo.silogen.ai/v1alpha1"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+QUEUE_CONFIG_LABEL = "kaiwo.silogen.ai/queue-config"
+MANAGED_LABELS: Mapping[str, str] = {
+    MANAGED_BY_LABEL: "kaiwo",
+    QUEUE_CONFIG_LABEL: KAIWO_QUEUE_CONFIG_NAME,
+}
+READY_CONDITION = "Ready"
+
+PRUNE_RULES = (
+    PruneRule(api_version=KUEUE_API_VERSION, kind="ClusterQueue", namespaced=False),
+    PruneRule(api_version=KUEUE_API_VERSION, kind="LocalQueue", namespaced=True),
+    PruneRule(api_version=KUEUE_API_VERSION, kind="ResourceFlavor", namespaced=False),
+    PruneRule(api_version=KUEUE_API_VERSION, kind="Topology", namespaced=False),
+    PruneRule(api_version=KUEUE_API_VERSION, kind="WorkloadPriorityClass", namespaced=False),
+)
+
+
+def plan_queue_config(
+    *,
+    queue_config: KaiwoQueueConfig,
+    kaiwo_config: KaiwoConfig,
+    cluster: ClusterState,
+    now: datetime,
+) -> Plan:
+    """Everything that must be true for the KaiwoQueueConfig (see the module docstring)."""
+    meta = queue_config.metadata
+    owner = ObjectRef(
+        api_version=KQC_API_VERSION,
+        kind="KaiwoQueueConfig",
+        name=meta.name or "",
+        uid=meta.uid,
+    )
+    previous_status = queue_config.status.to_wire()
+    if meta.name != KAIWO_QUEUE_CONFIG_NAME:
+        problem = ConditionSpec(
+            READY_CONDITION,
+            "False",
+            "UnsupportedName",
+            f"only a KaiwoQueueConfig named '{KAIWO_QUEUE_CONFIG_NAME}' is acted on",
+        )
+        status, events = _status(previous_status, problem, generation=meta.generation, now=now)
+        return Plan(
+            owner=owner,
+            observed_generation=meta.generation,
+            observed_resource_version=meta.resource_version,
+            status=status,
+            events=events,
+        )
+
+    settings = kaiwo_config.spec
+    pools = discover_node_pools(
+        cluster.nodes, exclude_control_plane=settings.nodes.exclude_master_nodes_from_node_pools
+    )
+    spec = effective_spec(queue_config.spec, kaiwo_config=kaiwo_config, pools=pools)
+    owner_reference = _owner_reference(owner)
+    kueue_objects, missing_namespaces = kueue_objects_for(
+        spec,
+        default_topology_name=settings.default_topology_name,
+        namespaces=cluster.namespaces,
+        owner_reference=owner_reference,
+    )
+    desired = [
+        *kueue_objects,
+        *node_changes(
+            cluster.nodes,
+            exclude_control_plane=settings.nodes.exclude_master_nodes_from_node_pools,
+            add_gpu_taint=settings.nodes.add_taints_to_gpu_nodes,
+            gpu_taint_key=settings.nodes.default_gpu_taint_key,
+        ),
+    ]
+    if settings.dynamically_update_default_cluster_queue:
+        written = spec.to_wire()
+        if written != queue_config.spec.to_wire():
+            desired.append(
+                {
+                    "apiVersion": KQC_API_VERSION,
+                    "kind": "KaiwoQueueConfig",
+                    "metadata": {"name": KAIWO_QUEUE_CONFIG_NAME},
+                    "spec": written,
+                }
+            )
+    verdict = _verdict(spec, missing_namespaces)
+    status, events = _status(previous_status, verdict, generation=meta.generation, now=now)
+    return Plan(
+        owner=owner,
+        observed_generation=meta.generation,
+        observed_resource_version=meta.resource_version,
+        desired=sort_objects(desired),
+        status=status,
+        events=events,
+        prune=PRUNE_RULES,
+        prune_selector=dict(MANAGED_LABELS),
+    )
+
+
+def default_queue_config(*, kaiwo_config: KaiwoConfig, cluster: ClusterState) -> dict[str, Any]:
+    """The KaiwoQueueConfig to create when none exists: discovered flavors, the default
+    ClusterQueue over all of them, and the default Topology."""
+    settings = kaiwo_config.spec
+    pools = discover_node_pools(
+        cluster.nodes, exclude_control_plane=settings.nodes.exclude_master_nodes_from_node_pools
+    )
+    return {
+        "apiVersion": KQC_API_VERSION,
+        "kind": "KaiwoQueueConfig",
+        "metadata": {"name": KAIWO_QUEUE_CONFIG_NAME},
+        "spec": {
+            "clusterQueues": [
+                default_cluster_queue(
+                    pools,
+                    name=settings.default_cluster_queue_name,
+                    cohort=settings.default_cluster_queue_cohort_name,
+                )
+            ],
+            "resourceFlavors": default_resource_flavors(
+                pools, topology_name=settings.default_topology_name
+            ),
+            "topologies": [default_topology(settings.default_topology_name)],
+        },
+    }
+
+
+def effective_spec(
+    spec: KaiwoQueueConfigSpec, *, kaiwo_config: KaiwoConfig, pools: Sequence[NodePool]
+) -> KaiwoQueueConfigSpec:
+    """The spec in force: discovered flavors when none are listed and, when the default queue
+    is dynamic, discovered flavors, the default ClusterQueue and Topology merged by name."""
+    settings = kaiwo_config.spec
+    wire = spec.to_wire()
+    discovered = default_resource_flavors(pools, topology_name=settings.default_topology_name)
+    if settings.dynamically_update_default_cluster_queue:
+        wire["resourceFlavors"] = _merge_by_name(
+            wire.get("resourceFlavors") or [], discovered, key=_entry_name
+        )
+        default_queue = default_cluster_queue(
+            pools,
+            name=settings.default_cluster_queue_name,
+            cohort=settings.default_cluster_queue_cohort_name,
+        )
+        wire["clusterQueues"] = _merge_by_name(
+            wire.get("clusterQueues") or [], [default_queue], key=_entry_name
+        )
+        wire["topologies"] = _merge_by_name(
+            wire.get("topologies") or [],
+            [default_topology(settings.default_topology_name)],
+            key=_metadata_name,
+            replace=False,
+        )
+    elif not wire.get("resourceFlavors"):
+        wire["resourceFlavors"] = discovered
+    return KaiwoQueueConfigSpec.model_validate(wire)
+
+
+def kueue_objects_for(
+    spec: KaiwoQueueConfigSpec,
+    *,
+    default_topology_name: str,
+    namespaces: Iterable[str],
+    owner_reference: dict[str, Any] | None,
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The Kueue manifests of a spec, and the LocalQueue namespaces that do not exist."""
+    existing_namespaces = set(namespaces)
+    objects: list[dict[str, Any]] = []
+    topologies = {str(t.metadata.name): t.spec.to_wire() for t in spec.topologies or ()}
+    for flavor in spec.resource_flavors or ():
+        if flavor.topology_name == default_topology_name and flavor.topology_name not in topologies:
+            topologies[flavor.topology_name] = default_topology(default_topology_name)["spec"]
+    objects.extend(
+        _kueue("Topology", name, owner_reference, spec=topology_spec)
+        for name, topology_spec in topologies.items()
+    )
+    objects.extend(
+        _kueue("ResourceFlavor", flavor.name, owner_reference, spec=_flavor(flavor))
+        for flavor in spec.resource_flavors or ()
+    )
+    missing: set[str] = set()
+    for queue in spec.cluster_queues or ():
+        queue_spec = queue.spec.to_wire()
+        queue_spec.setdefault("namespaceSelector", {})
+        objects.append(_kueue("ClusterQueue", queue.name, owner_reference, spec=queue_spec))
+        for namespace in sorted(set(queue.namespaces or ())):
+            if namespace not in existing_namespaces:
+                missing.add(namespace)
+                continue
+            objects.append(
+                _kueue(
+                    "LocalQueue",
+                    queue.name,
+                    owner_reference,
+                    namespace=namespace,
+                    spec={"clusterQueue": queue.name},
+                )
+            )
+    for priority in spec.workload_priority_classes or ():
+        extra: dict[str, Any] = {"value": priority.value}
+        if priority.description is not None:
+            extra["description"] = priority.description
+        objects.append(
+            _kueue("WorkloadPriorityClass", str(priority.metadata.name), owner_reference, **extra)
+        )
+    return objects, sorted(missing)
+
+
+def _flavor(flavor: Any) -> dict[str, Any]:
+    labels = dict(flavor.node_labels or {})
+    spec: dict[str, Any] = {}
+    if flavor.topology_name:
+        spec["topologyName"] = flavor.topology_name
+    else:
+        labels[WORKER_LABEL] = "true"  # only Kaiwo-labelled nodes, as upstream
+    spec["nodeLabels"] = dict(sorted(labels.items()))
+    if flavor.taints:
+        spec["nodeTaints"] = [t.to_wire() for t in flavor.taints]
+    if flavor.tolerations:
+        spec["tolerations"] = [t.to_wire() for t in flavor.tolerations]
+    return spec
+
+
+def _kueue(
+    kind: str,
+    name: str,
+    owner_reference: dict[str, Any] | None,
+    *,
+    namespace: str | None = None,
+    **body: Any,
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    metadata["labels"] = dict(MANAGED_LABELS)
+    if owner_reference is not None:
+        metadata["ownerReferences"] = [owner_reference]
+    return {"apiVersion": KUEUE_API_VERSION, "kind": kind, "metadata": metadata, **body}
+
+
+def _owner_reference(owner: ObjectRef) -> dict[str, Any] | None:
+    if not owner.uid:
+        return None
+    return {
+        "apiVersion": owner.api_version,
+        "kind": owner.kind,
+        "name": owner.name,
+        "uid": owner.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _verdict(spec: KaiwoQueueConfigSpec, missing_namespaces: Sequence[str]) -> ConditionSpec:
+    flavors = {f.name for f in spec.resource_flavors or ()}
+    unknown = sorted(
+        {
+            f"{queue.name}/{flavor.name}"
+            for queue in spec.cluster_queues or ()
+            for group in queue.spec.resource_groups or ()
+            for flavor in group.flavors
+            if flavor.name not in flavors
+        }
+    )
+    if missing_namespaces:
+        return ConditionSpec(
+            READY_CONDITION,
+            "False",
+            "NamespaceNotFound",
+            "LocalQueues cannot be created in missing namespaces: " + ", ".join(missing_namespaces),
+        )
+    if unknown:
+        return ConditionSpec(
+            READY_CONDITION,
+            "False",
+            "ResourceFlavorNotFound",
+            "ClusterQueues refer to ResourceFlavors that are not defined: " + ", ".join(unknown),
+        )
+    return ConditionSpec(
+        READY_CONDITION, "True", "KueueObjectsPlanned", "Kueue objects match the KaiwoQueueConfig"
+    )
+
+
+def _status(
+    previous: Mapping[str, Any],
+    verdict: ConditionSpec,
+    *,
+    generation: int | None,
+    now: datetime,
+) -> tuple[dict[str, Any], tuple[EventIntent, ...]]:
+    phase = WorkloadStatus.READY if verdict.status == "True" else WorkloadStatus.FAILED
+    status = {
+        "status": phase.value,
+        "conditions": merge_conditions(
+            previous.get("conditions") or (), [verdict], generation=generation or 0, now=now
+        ),
+    }
+    if previous.get("status") == phase.value:
+        return status, ()
+    if phase is WorkloadStatus.READY:
+        return status, (
+            EventIntent(type="Normal", reason="KaiwoQueueConfigReady", message=verdict.message),
+        )
+    return status, (
+        EventIntent(type="Warning", reason="KaiwoQueueConfigFailed", message=verdict.message),
+    )
+
+
+def _entry_name(entry: Mapping[str, Any]) -> str:
+    return str(entry.get("name", ""))
+
+
+def _metadata_name(entry: Mapping[str, Any]) -> str:
+    return str((entry.get("metadata") or {}).get("name", ""))
+
+
+def _merge_by_name(
+    current: Sequence[dict[str, Any]],
+    generated: Sequence[dict[str, Any]],
+    *,
+    key: Any,
+    replace: bool = True,
+) -> list[dict[str, Any]]:
+    """``current`` with same-named entries replaced by ``generated`` ones (in place), and the
+    other generated entries appended in their order."""
+    fresh = {key(entry): entry for entry in generated}
+    merged = [
+        fresh.pop(key(entry)) if replace and key(entry) in fresh else entry for entry in current
+    ]
+    present = {key(entry) for entry in merged}
+    merged.extend(entry for name, entry in fresh.items() if name not in present)
+    return merged

@@ -1,0 +1,495 @@
+"""KaiwoQueueConfig -> Kueue objects, node labels and status; expected manifests by hand."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoConfig
+from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import KaiwoQueueConfig
+from kaiwo_contracts.plans import EventIntent, ObjectRef, PruneRule
+from kaiwo_planner.domain.cluster import ClusterState
+from kaiwo_planner.domain.queue_config import default_queue_config, plan_queue_config
+
+NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+KUEUE = "kueue.x-k8s.io/v1beta1"
+AMD_POOL = "amd-mi300x-8gpu-115core-1843gi"
+CPU_POOL = "cpu-only-0gpu-14core-57gi"
+LABELS = {"app.kubernetes.io/managed-by": "kaiwo", "kaiwo.silogen.ai/queue-config": "kaiwo"}
+OWNER = {
+    "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+    "kind": "KaiwoQueueConfig",
+    "name": "kaiwo",
+    "uid": "kqc-uid",
+    "controller": True,
+    "blockOwnerDeletion": True,
+}
+META = {"labels": LABELS, "ownerReferences": [OWNER]}
+
+TWO_QUEUES_SPEC: dict[str, Any] = {
+    "resourceFlavors": [
+        {"name": "amd-mi300x", "nodeLabels": {"kaiwo/nodepool": AMD_POOL}},
+        {
+            "name": "cpu",
+            "nodeLabels": {"kaiwo/nodepool": CPU_POOL},
+            "tolerations": [
+                {"key": "dedicated", "operator": "Equal", "value": "cpu", "effect": "NoSchedule"}
+            ],
+        },
+    ],
+    "clusterQueues": [
+        {
+            "name": "research",
+            "namespaces": ["vision", "ml"],
+            "spec": {
+                "cohort": "shared",
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "memory", "amd.com/gpu"],
+                        "flavors": [
+                            {
+                                "name": "amd-mi300x",
+                                "resources": [
+                                    {"name": "cpu", "nominalQuota": "200"},
+                                    {"name": "memory", "nominalQuota": "3000Gi"},
+                                    {"name": "amd.com/gpu", "nominalQuota": "16"},
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            },
+        },
+        {
+            "name": "batch",
+            "spec": {
+                "namespaceSelector": {"matchLabels": {"team": "batch"}},
+                "queueingStrategy": "StrictFIFO",
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "memory"],
+                        "flavors": [
+                            {
+                                "name": "cpu",
+                                "resources": [
+                                    {"name": "cpu", "nominalQuota": "14"},
+                                    {"name": "memory", "nominalQuota": "57Gi"},
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            },
+        },
+    ],
+    "workloadPriorityClasses": [
+        {"metadata": {"name": "high"}, "value": 1000, "description": "urgent"}
+    ],
+}
+
+EXPECTED_KUEUE_OBJECTS = [
+    {
+        "apiVersion": KUEUE,
+        "kind": "ClusterQueue",
+        "metadata": {"name": "batch", **META},
+        "spec": {
+            "namespaceSelector": {"matchLabels": {"team": "batch"}},
+            "queueingStrategy": "StrictFIFO",
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu", "memory"],
+                    "flavors": [
+                        {
+                            "name": "cpu",
+                            "resources": [
+                                {"name": "cpu", "nominalQuota": "14"},
+                                {"name": "memory", "nominalQuota": "57Gi"},
+                            ],
+                        }
+                    ],
+                }
+            ],
+        },
+    },
+    {
+        "apiVersion": KUEUE,
+        "kind": "ClusterQueue",
+        "metadata": {"name": "research", **META},
+        "spec": {
+            "namespaceSelector": {},
+            "cohort": "shared",
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu", "memory", "amd.com/gpu"],
+                    "flavors": [
+                        {
+                            "name": "amd-mi300x",
+                            "resources": [
+                                {"name": "cpu", "nominalQuota": "200"},
+                                {"name": "memory", "nominalQuota": "3000Gi"},
+                                {"name": "amd.com/gpu", "nominalQuota": "16"},
+                            ],
+                        }
+                    ],
+                }
+            ],
+        },
+    },
+    {
+        "apiVersion": KUEUE,
+        "kind": "LocalQueue",
+        "metadata": {"name": "research", "namespace": "ml", **META},
+        "spec": {"clusterQueue": "research"},
+    },
+    {
+        "apiVersion": KUEUE,
+        "kind": "LocalQueue",
+        "metadata": {"name": "research", "namespace": "vision", **META},
+        "spec": {"clusterQueue": "research"},
+    },
+    {
+        "apiVersion": KUEUE,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": "amd-mi300x", **META},
+        "spec": {"nodeLabels": {"kaiwo/nodepool": AMD_POOL, "kaiwo/worker": "true"}},
+    },
+    {
+        "apiVersion": KUEUE,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": "cpu", **META},
+        "spec": {
+            "nodeLabels": {"kaiwo/nodepool": CPU_POOL, "kaiwo/worker": "true"},
+            "tolerations": [
+                {"key": "dedicated", "operator": "Equal", "value": "cpu", "effect": "NoSchedule"}
+            ],
+        },
+    },
+    {
+        "apiVersion": KUEUE,
+        "kind": "WorkloadPriorityClass",
+        "metadata": {"name": "high", **META},
+        "value": 1000,
+        "description": "urgent",
+    },
+]
+
+
+def kqc(spec: dict[str, Any], *, name: str = "kaiwo", status: Any = None) -> KaiwoQueueConfig:
+    wire: dict[str, Any] = {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoQueueConfig",
+        "metadata": {"name": name, "uid": "kqc-uid", "generation": 3, "resourceVersion": "77"},
+        "spec": spec,
+    }
+    if status is not None:
+        wire["status"] = status
+    return KaiwoQueueConfig.from_wire(wire)
+
+
+def cluster(nodes: list[dict[str, Any]], namespaces: tuple[str, ...] = ("ml", "vision")) -> Any:
+    return ClusterState.from_wire(nodes=nodes, namespaces=namespaces)
+
+
+def kaiwo_config(**spec: Any) -> KaiwoConfig:
+    return KaiwoConfig.from_wire({"metadata": {"name": "kaiwo"}, "spec": spec})
+
+
+def kueue_part(desired: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
+    return [o for o in desired if o["apiVersion"] == KUEUE]
+
+
+def test_two_flavors_two_queues(mixed_cluster_nodes: list[dict[str, Any]]) -> None:
+    plan = plan_queue_config(
+        queue_config=kqc(TWO_QUEUES_SPEC),
+        kaiwo_config=kaiwo_config(),
+        cluster=cluster(mixed_cluster_nodes),
+        now=NOW,
+    )
+    assert plan.owner == ObjectRef(
+        api_version="kaiwo.silogen.ai/v1alpha1",
+        kind="KaiwoQueueConfig",
+        name="kaiwo",
+        uid="kqc-uid",
+    )
+    assert plan.observed_generation == 3
+    assert plan.observed_resource_version == "77"
+    assert kueue_part(plan.desired) == EXPECTED_KUEUE_OBJECTS
+    # After the Kueue objects come the five Node partials (control plane included by default).
+    assert [(o["kind"], o["metadata"]["name"]) for o in plan.desired[7:]] == [
+        ("Node", "cp-0"),
+        ("Node", "cpu-0"),
+        ("Node", "h100-0"),
+        ("Node", "mi300x-0"),
+        ("Node", "mi300x-1"),
+    ]
+    assert plan.status == {
+        "status": "READY",
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "observedGeneration": 3,
+                "lastTransitionTime": "2026-01-01T12:00:00Z",
+                "reason": "KueueObjectsPlanned",
+                "message": "Kueue objects match the KaiwoQueueConfig",
+            }
+        ],
+    }
+    assert plan.events == (
+        EventIntent(
+            type="Normal",
+            reason="KaiwoQueueConfigReady",
+            message="Kueue objects match the KaiwoQueueConfig",
+        ),
+    )
+    assert plan.prune == (
+        PruneRule(api_version=KUEUE, kind="ClusterQueue", namespaced=False),
+        PruneRule(api_version=KUEUE, kind="LocalQueue", namespaced=True),
+        PruneRule(api_version=KUEUE, kind="ResourceFlavor", namespaced=False),
+        PruneRule(api_version=KUEUE, kind="Topology", namespaced=False),
+        PruneRule(api_version=KUEUE, kind="WorkloadPriorityClass", namespaced=False),
+    )
+    assert plan.prune_selector == LABELS
+
+
+def test_plan_is_deterministic(mixed_cluster_nodes: list[dict[str, Any]]) -> None:
+    first = plan_queue_config(
+        queue_config=kqc(TWO_QUEUES_SPEC),
+        kaiwo_config=kaiwo_config(),
+        cluster=cluster(mixed_cluster_nodes),
+        now=NOW,
+    )
+    second = plan_queue_config(
+        queue_config=kqc(TWO_QUEUES_SPEC),
+        kaiwo_config=kaiwo_config(),
+        cluster=cluster(list(reversed(mixed_cluster_nodes))),
+        now=NOW,
+    )
+    assert first.fingerprint() == second.fingerprint()
+
+
+def test_ready_status_is_stable(mixed_cluster_nodes: list[dict[str, Any]]) -> None:
+    first = plan_queue_config(
+        queue_config=kqc(TWO_QUEUES_SPEC),
+        kaiwo_config=kaiwo_config(),
+        cluster=cluster(mixed_cluster_nodes),
+        now=NOW,
+    )
+    again = plan_queue_config(
+        queue_config=kqc(TWO_QUEUES_SPEC, status=first.status),
+        kaiwo_config=kaiwo_config(),
+        cluster=cluster(mixed_cluster_nodes),
+        now=datetime(2026, 1, 2, tzinfo=UTC),
+    )
+    assert again.status == first.status
+    assert again.events == ()
+
+
+def test_missing_namespace_fails_and_skips_that_local_queue(
+    mixed_cluster_nodes: list[dict[str, Any]],
+) -> None:
+    plan = plan_queue_config(
+        queue_config=kqc(TWO_QUEUES_SPEC),
+        kaiwo_config=kaiwo_config(),
+        cluster=cluster(mixed_cluster_nodes, namespaces=("ml",)),
+        now=NOW,
+    )
+    local_queues = [o["metadata"]["namespace"] for o in plan.desired if o["kind"] == "LocalQueue"]
+    assert local_queues == ["ml"]
+    assert plan.status is not None
+    assert plan.status["status"] == "FAILED"
+    assert plan.status["conditions"][0]["reason"] == "NamespaceNotFound"
+    assert plan.status["conditions"][0]["message"] == (
+        "LocalQueues cannot be created in missing namespaces: vision"
+    )
+    assert plan.events == (
+        EventIntent(
+            type="Warning",
+            reason="KaiwoQueueConfigFailed",
+            message="LocalQueues cannot be created in missing namespaces: vision",
+        ),
+    )
+
+
+def test_unknown_flavor_fails(mixed_cluster_nodes: list[dict[str, Any]]) -> None:
+    spec = {**TWO_QUEUES_SPEC, "resourceFlavors": TWO_QUEUES_SPEC["resourceFlavors"][:1]}
+    plan = plan_queue_config(
+        queue_config=kqc(spec),
+        kaiwo_config=kaiwo_config(),
+        cluster=cluster(mixed_cluster_nodes),
+        now=NOW,
+    )
+    assert plan.status is not None
+    assert plan.status["conditions"][0]["reason"] == "ResourceFlavorNotFound"
+    assert plan.status["conditions"][0]["message"] == (
+        "ClusterQueues refer to ResourceFlavors that are not defined: batch/cpu"
+    )
+
+
+def test_other_names_are_not_acted_on() -> None:
+    plan = plan_queue_config(
+        queue_config=kqc(TWO_QUEUES_SPEC, name="other"),
+        kaiwo_config=kaiwo_config(),
+        cluster=cluster([]),
+        now=NOW,
+    )
+    assert plan.desired == ()
+    assert plan.prune == ()
+    assert plan.status is not None
+    assert plan.status["status"] == "FAILED"
+    assert plan.status["conditions"][0]["reason"] == "UnsupportedName"
+
+
+def test_empty_flavors_are_discovered_with_the_default_topology(make_node: Any) -> None:
+    nodes = [make_node("mi300x-0", gpu="mi300x", cpu="128", memory="2Ti")]
+    spec = {"clusterQueues": [{"name": "kaiwo"}]}
+    plan = plan_queue_config(
+        queue_config=kqc(spec), kaiwo_config=kaiwo_config(), cluster=cluster(nodes), now=NOW
+    )
+    assert kueue_part(plan.desired) == [
+        {
+            "apiVersion": KUEUE,
+            "kind": "ClusterQueue",
+            "metadata": {"name": "kaiwo", **META},
+            "spec": {"namespaceSelector": {}},
+        },
+        {
+            "apiVersion": KUEUE,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": AMD_POOL, **META},
+            "spec": {
+                "topologyName": "default-topology",
+                "nodeLabels": {"kaiwo/nodepool": AMD_POOL},
+            },
+        },
+        {
+            "apiVersion": KUEUE,
+            "kind": "Topology",
+            "metadata": {"name": "default-topology", **META},
+            "spec": {
+                "levels": [
+                    {"nodeLabel": "kaiwo/topology-block"},
+                    {"nodeLabel": "kaiwo/topology-rack"},
+                    {"nodeLabel": "kubernetes.io/hostname"},
+                ]
+            },
+        },
+    ]
+    # Without the dynamic setting the KaiwoQueueConfig itself is not rewritten.
+    assert not [o for o in plan.desired if o["kind"] == "KaiwoQueueConfig"]
+
+
+def test_dynamic_default_queue_is_merged_into_the_spec(make_node: Any) -> None:
+    nodes = [
+        make_node("mi300x-0", gpu="mi300x", cpu="128", memory="2Ti"),
+        make_node("cp-0", cpu="8", memory="32Gi", control_plane=True),
+    ]
+    user_spec = {
+        "clusterQueues": [
+            {"name": "kaiwo", "spec": {"cohort": "edited-by-user"}},
+            {"name": "mine", "spec": {}},
+        ],
+        "resourceFlavors": [{"name": "custom", "nodeLabels": {"pool": "x"}}],
+    }
+    plan = plan_queue_config(
+        queue_config=kqc(user_spec),
+        kaiwo_config=kaiwo_config(
+            dynamicallyUpdateDefaultClusterQueue=True,
+            defaultClusterQueueCohortName="everyone",
+            nodes={"excludeMasterNodesFromNodePools": True, "addTaintsToGpuNodes": True},
+        ),
+        cluster=cluster(nodes),
+        now=NOW,
+    )
+    rewritten = [o for o in plan.desired if o["kind"] == "KaiwoQueueConfig"]
+    assert rewritten == [
+        {
+            "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+            "kind": "KaiwoQueueConfig",
+            "metadata": {"name": "kaiwo"},
+            "spec": {
+                "clusterQueues": [
+                    {
+                        "name": "kaiwo",
+                        "spec": {
+                            "namespaceSelector": {},
+                            "cohort": "everyone",
+                            "resourceGroups": [
+                                {
+                                    "coveredResources": ["cpu", "memory", "amd.com/gpu"],
+                                    "flavors": [
+                                        {
+                                            "name": AMD_POOL,
+                                            "resources": [
+                                                {"name": "cpu", "nominalQuota": "115"},
+                                                {"name": "memory", "nominalQuota": "1843Gi"},
+                                                {"name": "amd.com/gpu", "nominalQuota": "8"},
+                                            ],
+                                        }
+                                    ],
+                                }
+                            ],
+                        },
+                    },
+                    {"name": "mine", "spec": {}},
+                ],
+                "resourceFlavors": [
+                    {"name": "custom", "nodeLabels": {"pool": "x"}},
+                    {
+                        "name": AMD_POOL,
+                        "nodeLabels": {"kaiwo/nodepool": AMD_POOL},
+                        "topologyName": "default-topology",
+                    },
+                ],
+                "topologies": [
+                    {
+                        "metadata": {"name": "default-topology"},
+                        "spec": {
+                            "levels": [
+                                {"nodeLabel": "kaiwo/topology-block"},
+                                {"nodeLabel": "kaiwo/topology-rack"},
+                                {"nodeLabel": "kubernetes.io/hostname"},
+                            ]
+                        },
+                    }
+                ],
+            },
+        }
+    ]
+    nodes_planned = [o for o in plan.desired if o["kind"] == "Node"]
+    assert [n["metadata"]["name"] for n in nodes_planned] == ["mi300x-0"]
+    assert nodes_planned[0]["spec"] == {
+        "taints": [{"key": "kaiwo.silogen.ai/gpu", "value": "true", "effect": "NoSchedule"}]
+    }
+
+    # Once the spec carries the merge, planning again does not rewrite it.
+    merged = kqc(rewritten[0]["spec"])
+    again = plan_queue_config(
+        queue_config=merged,
+        kaiwo_config=kaiwo_config(
+            dynamicallyUpdateDefaultClusterQueue=True,
+            defaultClusterQueueCohortName="everyone",
+            nodes={"excludeMasterNodesFromNodePools": True, "addTaintsToGpuNodes": True},
+        ),
+        cluster=cluster(nodes),
+        now=NOW,
+    )
+    assert not [o for o in again.desired if o["kind"] == "KaiwoQueueConfig"]
+
+
+@pytest.mark.parametrize("exclude", [True, False])
+def test_default_queue_config(make_node: Any, exclude: bool) -> None:
+    nodes = [
+        make_node("cpu-0", cpu="16", memory="64Gi"),
+        make_node("cp-0", cpu="8", memory="32Gi", control_plane=True),
+    ]
+    config = kaiwo_config(nodes={"excludeMasterNodesFromNodePools": exclude})
+    manifest = default_queue_config(kaiwo_config=config, cluster=cluster(nodes))
+    flavor_names = [f["name"] for f in manifest["spec"]["resourceFlavors"]]
+    expected = [CPU_POOL] if exclude else [CPU_POOL, "cpu-only-0gpu-7core-28gi"]
+    assert flavor_names == expected
+    assert manifest["spec"]["clusterQueues"][0]["name"] == "kaiwo"
+    assert manifest["spec"]["topologies"][0]["metadata"] == {"name": "default-topology"}
+    # The manifest is a valid KaiwoQueueConfig.
+    assert KaiwoQueueConfig.from_wire(manifest).metadata.name == "kaiwo"
