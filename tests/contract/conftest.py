@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import pytest
-
 from kaiwo_contracts.events.streams import BusTopology
 from kaiwo_runtime.bus import Bus
 from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream

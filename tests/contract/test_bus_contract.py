@@ -6,7 +6,6 @@ import asyncio
 from datetime import UTC, datetime
 
 import pytest
-
 from kaiwo_contracts.events import Envelope, ObservedObjectV1, observed_event_id
 from kaiwo_contracts.events.streams import (
     DEAD_LETTER_RELAY,

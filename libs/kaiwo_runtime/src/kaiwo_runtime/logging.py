@@ -1,0 +1,88 @@
+"""structlog configuration and the per-event context every log line carries.
+
+JSON lines when stderr is not a terminal (what log collectors read), coloured console lines
+otherwise. Standard-library loggers (nats-py, aiohttp, faststream) go through the same
+renderer. Handlers call :func:`bind_event` at their start so every line they log names the
+event and the object it is about.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, TextIO
+
+import structlog
+from kaiwo_contracts.events.envelope import Envelope
+from structlog.typing import Processor
+
+_SHARED: list[Processor] = [
+    structlog.contextvars.merge_contextvars,
+    structlog.stdlib.add_logger_name,
+    structlog.stdlib.add_log_level,
+    structlog.processors.TimeStamper(fmt="iso", utc=True),
+    structlog.processors.StackInfoRenderer(),
+]
+
+
+def configure_logging(
+    *, level: str = "INFO", json: bool | None = None, stream: TextIO | None = None
+) -> None:
+    """Configure structlog and the standard library once, at process start.
+
+    ``json`` None: JSON unless ``stream`` (stderr by default) is a terminal.
+    """
+    output = stream or sys.stderr
+    use_json = (not output.isatty()) if json is None else json
+    renderer: Processor = (
+        structlog.processors.JSONRenderer()
+        if use_json
+        else structlog.dev.ConsoleRenderer(colors=output.isatty())
+    )
+    final: list[Processor] = [
+        structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+        *([structlog.processors.dict_tracebacks] if use_json else []),
+        renderer,
+    ]
+    formatter = structlog.stdlib.ProcessorFormatter(foreign_pre_chain=_SHARED, processors=final)
+    handler = logging.StreamHandler(output)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    structlog.configure(
+        processors=[*_SHARED, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=False,
+    )
+
+
+def event_fields(envelope: Envelope[Any]) -> dict[str, str]:
+    """Log fields of an envelope: event id and type, correlation, and the object if known."""
+    fields = {
+        "event_id": envelope.id,
+        "event_type": envelope.type,
+        "correlation_id": envelope.correlationid,
+    }
+    payload = envelope.data.model_dump(by_alias=False)
+    for key in ("kind", "namespace", "name", "uid"):
+        value = payload.get(key)
+        if isinstance(value, str):
+            fields[key] = value
+    return fields
+
+
+@contextmanager
+def bound_context(fields: Mapping[str, str | None]) -> Iterator[None]:
+    """Bind ``fields`` (None values skipped) to every log line inside the block."""
+    present = {key: value for key, value in fields.items() if value is not None}
+    with structlog.contextvars.bound_contextvars(**present):
+        yield
+
+
+def bind_event(envelope: Envelope[Any]) -> Any:
+    """A context manager binding :func:`event_fields` of ``envelope``."""
+    return bound_context(event_fields(envelope))

@@ -1,0 +1,35 @@
+"""Settings every service shares, read from ``KAIWO_*`` environment variables.
+
+Each service subclasses :class:`ServiceSettings` and adds its own fields; one class per
+service, never ``os.getenv`` scattered through modules.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+LogFormat = Literal["auto", "json", "console"]
+
+ALL_INTERFACES = "0.0.0.0"  # noqa: S104 - probes and scrapes come from outside the pod
+
+
+class ServiceSettings(BaseSettings):
+    """``KAIWO_NATS_URL``, ``KAIWO_HEALTH_PORT``, ``KAIWO_LOG_LEVEL``, ..."""
+
+    model_config = SettingsConfigDict(env_prefix="KAIWO_", extra="ignore", frozen=True)
+
+    nats_url: str = "nats://127.0.0.1:4222"
+    health_host: str = ALL_INTERFACES
+    health_port: int = Field(default=8080, ge=0, le=65535)
+    """Port of ``/healthz``, ``/readyz`` and ``/metrics``; 0 picks a free one."""
+    log_level: LogLevel = "INFO"
+    log_format: LogFormat = "auto"
+    """``auto``: console lines on a terminal, JSON otherwise."""
+    bus_partitions: int = Field(default=1, ge=1, le=1024)
+    """Partitions of the workload streams (see ``kaiwo_contracts.events.streams``)."""
+    replica: str = "0"
+    """This replica's stable identity (StatefulSet ordinal or host name)."""

@@ -1,0 +1,120 @@
+"""Stream and consumer definitions: names, limits, partitions."""
+
+from __future__ import annotations
+
+import pytest
+from kaiwo_contracts.events.streams import (
+    ConsumerSpec,
+    bus_topology,
+    cluster_facts_consumer,
+    uid_partition,
+)
+
+
+def test_the_default_topology_has_one_stream_per_family_with_explicit_limits() -> None:
+    topology = bus_topology()
+
+    assert [(s.name, s.subjects) for s in topology.streams] == [
+        ("KAIWO_OBS", ("kaiwo.obs.>",)),
+        ("KAIWO_PLAN", ("kaiwo.plan.>",)),
+        ("KAIWO_RES", ("kaiwo.res.>",)),
+        ("KAIWO_MON", ("kaiwo.mon.>",)),
+        ("KAIWO_DLQ", ("kaiwo.dlq.>", "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>")),
+    ]
+    for stream in topology.streams:
+        assert stream.duplicate_window_seconds == 120.0
+        assert stream.storage == "file"
+        assert stream.retention == "limits"
+        assert stream.subject_transform is None
+    assert topology.stream("KAIWO_OBS").max_age_seconds == 7 * 24 * 3600
+    assert topology.stream("KAIWO_DLQ").max_age_seconds == 30 * 24 * 3600
+
+
+def test_consumers_are_named_service_purpose_and_bounded() -> None:
+    topology = bus_topology()
+
+    assert [c.durable_name for c in topology.consumers] == [
+        "planner-obs",
+        "planner-mon",
+        "executor-plan",
+        "monitor-obs",
+        "recorder-obs",
+        "recorder-plan",
+        "recorder-res",
+        "recorder-mon",
+        "recorder-dlq",
+        "bus-deadletter-relay",
+    ]
+    for consumer in topology.consumers:
+        assert 1 <= consumer.max_deliver < 100
+        assert consumer.max_deliver > len(consumer.backoff_seconds)
+    assert topology.consumer("planner-obs").max_ack_pending == 1
+    assert topology.consumer("executor-plan").max_ack_pending == 1
+    assert (
+        topology.consumer("executor-plan").dead_letter_subject
+        == "kaiwo.dlq.KAIWO_PLAN.executor-plan"
+    )
+
+
+def test_partitions_add_a_transform_and_one_ordered_consumer_per_partition() -> None:
+    topology = bus_topology(partitions=3)
+
+    assert topology.stream("KAIWO_OBS").subject_transform is not None
+    transform = topology.stream("KAIWO_RES").subject_transform
+    assert transform is not None
+    assert transform.source == "kaiwo.res.*.*.*.*"
+    assert transform.destination == (
+        "kaiwo.res.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}.{{wildcard(4)}}"
+        ".{{partition(3,4)}}"
+    )
+    assert topology.stream("KAIWO_DLQ").subject_transform is None
+    executors = [c for c in topology.consumers if c.durable_name.startswith("executor-plan")]
+    assert [(c.durable_name, c.filter_subjects) for c in executors] == [
+        ("executor-plan-p0", ("kaiwo.plan.*.*.*.0",)),
+        ("executor-plan-p1", ("kaiwo.plan.*.*.*.1",)),
+        ("executor-plan-p2", ("kaiwo.plan.*.*.*.2",)),
+    ]
+
+
+def test_each_replica_gets_its_own_consumer_of_cluster_scoped_facts() -> None:
+    consumer = cluster_facts_consumer(service="planner", replica="1", partitions=4)
+
+    assert consumer.durable_name == "planner-cluster-1"
+    assert consumer.filter_subjects == ("kaiwo.obs.*._cluster.*.*",)
+
+
+def test_uid_partition_matches_the_server() -> None:
+    # Values observed on nats-server 2.15 (tests/contract: partitioned streams test).
+    assert uid_partition("0b8f0a52-2a4c-4c38-9a43-1f7d52a1c001", 4) == 3
+    assert uid_partition("5d2e9c1e-77a1-4f0e-8f0a-0c1b2d3e4f02", 4) == 1
+
+
+def test_retry_delay_walks_the_backoff_list_and_stays_on_its_last_entry() -> None:
+    consumer = ConsumerSpec(
+        durable_name="x-y",
+        stream="S",
+        filter_subjects=("a.>",),
+        description="",
+        max_deliver=5,
+        backoff_seconds=(1.0, 10.0),
+    )
+
+    assert [consumer.retry_delay(attempt) for attempt in (1, 2, 3, 4)] == [1.0, 10.0, 10.0, 10.0]
+
+
+@pytest.mark.parametrize(
+    ("max_deliver", "backoff", "name"),
+    [(0, (), "a-b"), (2, (1.0, 2.0), "a-b"), (3, (1.0,), "a.b")],
+)
+def test_consumer_definitions_the_server_would_refuse_are_rejected(
+    max_deliver: int, backoff: tuple[float, ...], name: str
+) -> None:
+    with pytest.raises(ValueError):
+        ConsumerSpec(
+            durable_name=name,
+            stream="S",
+            filter_subjects=("a.>",),
+            description="",
+            max_deliver=max_deliver,
+            backoff_seconds=backoff,
+        )

@@ -1,0 +1,94 @@
+"""The probe and metrics endpoint, served for real on a free port."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+from kaiwo_runtime.health import HealthServer, ReadinessCheck
+from kaiwo_runtime.metrics import MetricsRegistry
+
+
+async def passes() -> bool:
+    return True
+
+
+async def fails() -> bool:
+    return False
+
+
+async def raises() -> bool:
+    raise ConnectionError("nats not connected")
+
+
+async def hangs() -> bool:
+    await asyncio.sleep(10)
+    return True
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+def server(
+    checks: dict[str, ReadinessCheck], metrics: MetricsRegistry | None = None
+) -> HealthServer:
+    return HealthServer(metrics=metrics or MetricsRegistry(), checks=checks, check_timeout=0.2)
+
+
+async def test_healthz_answers_while_the_loop_runs(http: aiohttp.ClientSession) -> None:
+    async with server({}) as health:
+        async with http.get(f"{health.url}/healthz") as response:
+            assert response.status == 200
+            assert await response.json() == {"status": "ok"}
+        assert health.port > 0
+
+
+async def test_readyz_is_200_when_every_check_passes(http: aiohttp.ClientSession) -> None:
+    async with (
+        server({"nats": passes, "streams": passes}) as health,
+        http.get(f"{health.url}/readyz") as response,
+    ):
+        assert response.status == 200
+        assert await response.json() == {
+            "status": "ready",
+            "checks": {"nats": "ok", "streams": "ok"},
+        }
+
+
+async def test_readyz_is_503_and_names_each_failure(http: aiohttp.ClientSession) -> None:
+    checks = {"ok": passes, "false": fails, "error": raises, "slow": hangs}
+    async with server(checks) as health, http.get(f"{health.url}/readyz") as response:
+        assert response.status == 503
+        assert await response.json() == {
+            "status": "not ready",
+            "checks": {
+                "ok": "ok",
+                "false": "failed",
+                "error": "ConnectionError: nats not connected",
+                "slow": "timed out after 0.2s",
+            },
+        }
+
+
+async def test_metrics_serves_the_prometheus_text_format(http: aiohttp.ClientSession) -> None:
+    metrics = MetricsRegistry()
+    handled = metrics.counter("bus_messages_handled", "Messages handled", labels=("outcome",))
+    handled.labels(outcome="ack").inc(3)
+    async with server({}, metrics) as health, http.get(f"{health.url}/metrics") as response:
+        text = await response.text()
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/plain")
+    assert 'kaiwo_bus_messages_handled_total{outcome="ack"} 3.0' in text.splitlines()
+
+
+async def test_the_port_is_released_on_exit() -> None:
+    health = server({})
+    async with health:
+        assert health.port > 0
+    with pytest.raises(RuntimeError):
+        _ = health.port

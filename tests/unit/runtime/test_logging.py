@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+import structlog
+from kaiwo_contracts.events import Envelope, ObservedObjectV1
+from kaiwo_runtime.logging import bind_event, configure_logging
+
+UID = "0b8f0a52-2a4c-4c38-9a43-1f7d52a1c001"
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    structlog.reset_defaults()
+
+
+def test_json_lines_carry_the_event_context() -> None:
+    out = io.StringIO()
+    configure_logging(level="INFO", stream=out)
+    envelope = Envelope.new(
+        data=ObservedObjectV1(
+            kind="KaiwoJob",
+            api_version="kaiwo.silogen.ai/v1alpha1",
+            namespace="team-a",
+            name="train.v1",
+            uid=UID,
+            resource_version="5",
+            event_type="ADDED",
+            object={},
+        ),
+        source="/kaiwo/watcher",
+        time=datetime(2026, 1, 1, tzinfo=UTC),
+        correlationid=UID,
+        id=f"{UID}:5",
+    )
+
+    with bind_event(envelope):
+        structlog.get_logger("kaiwo.test").info("planned", children=2)
+    structlog.get_logger("kaiwo.test").info("after")
+    logging.getLogger("nats").warning("from the standard library")
+
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert lines[0]["event"] == "planned"
+    assert lines[0]["children"] == 2
+    assert lines[0]["event_id"] == f"{UID}:5"
+    assert lines[0]["correlation_id"] == UID
+    assert (lines[0]["kind"], lines[0]["namespace"], lines[0]["name"], lines[0]["uid"]) == (
+        "KaiwoJob",
+        "team-a",
+        "train.v1",
+        UID,
+    )
+    assert lines[0]["level"] == "info"
+    assert "event_id" not in lines[1]
+    assert lines[2]["event"] == "from the standard library"
+    assert lines[2]["logger"] == "nats"
+
+
+def test_console_format_when_asked() -> None:
+    out = io.StringIO()
+    configure_logging(level="WARNING", json=False, stream=out)
+
+    structlog.get_logger("kaiwo.test").info("hidden")
+    structlog.get_logger("kaiwo.test").warning("shown", reason="x")
+
+    text = out.getvalue()
+    assert "hidden" not in text
+    assert "shown" in text
+    assert "reason=x" in text
+    assert not text.startswith("{")

