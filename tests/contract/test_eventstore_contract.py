@@ -23,9 +23,6 @@ import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-
 from kaiwo_eventstore import (
     ANY,
     NO_STREAM,
@@ -41,6 +38,8 @@ from kaiwo_eventstore.sql.engines import create_engine
 from kaiwo_eventstore.sql.migrate import VERSION_TABLE, upgrade_to_head
 from kaiwo_eventstore.sql.schema import metadata
 from kaiwo_eventstore.sql.store import SqlEventStore
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 LOCAL_POSTGRES_URLS = (
     "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres",
@@ -61,7 +60,7 @@ async def _answers(url: str) -> bool:
     try:
         async with asyncio.timeout(5), engine.connect() as connection:
             await connection.execute(sa.text("SELECT 1"))
-    except Exception:  # noqa: BLE001 - any failure means "not this one"
+    except Exception:
         return False
     finally:
         await engine.dispose()
@@ -414,7 +413,7 @@ async def test_read_by_time_is_half_open_and_accepts_any_offset(backend: Backend
     limited = await store.read_by_time(T0, T0 + timedelta(hours=1), limit=2)
     assert [e.stream_version for e in limited] == [1, 2]
     with pytest.raises(ValueError, match="timezone-aware"):
-        await store.read_by_time(datetime(2025, 3, 1), T0)  # noqa: DTZ001
+        await store.read_by_time(datetime(2025, 3, 1), T0)
 
 
 async def test_read_by_type(backend: Backend) -> None:
@@ -423,8 +422,12 @@ async def test_read_by_type(backend: Backend) -> None:
     decided = "ai.silogen.kaiwo.plan.decided.v1"
     applied = "ai.silogen.kaiwo.plan.applied.v1"
     await store.append(
-        [event(1, kind=observed), event(2, kind=decided), event(3, kind=applied)]
-        + [event(4, kind=decided)]
+        [
+            event(1, kind=observed),
+            event(2, kind=decided),
+            event(3, kind=applied),
+            event(4, kind=decided),
+        ]
     )
 
     assert [e.stream_version for e in await store.read_by_type([decided, applied])] == [2, 3, 4]

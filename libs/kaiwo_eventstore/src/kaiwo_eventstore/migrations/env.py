@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import asyncio
 
-from sqlalchemy.engine import Connection
-
 from alembic import context
 from kaiwo_eventstore.sql.engines import create_engine
 from kaiwo_eventstore.sql.migrate import VERSION_TABLE
 from kaiwo_eventstore.sql.schema import metadata
+from sqlalchemy.engine import Connection
 
 
 def _configure_and_run(connection: Connection) -> None:

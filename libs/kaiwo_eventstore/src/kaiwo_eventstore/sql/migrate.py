@@ -7,11 +7,11 @@ starting together migrate once and the others find the work done.
 
 from __future__ import annotations
 
+from alembic import command
+from alembic.config import Config
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from alembic import command
-from alembic.config import Config
 from kaiwo_eventstore.sql.engines import WRITE_OPTION, create_engine
 
 SCRIPT_LOCATION = "kaiwo_eventstore:migrations"

@@ -12,17 +12,17 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-_SELECTED = (
-    "global_position, event_id, stream_id, stream_version, event_type, subject, source, "
-    "time, correlation_id, causation_id, data, metadata, recorded_at"
-)  # the order of StoredEvent's fields
-
+# Columns in the order of StoredEvent's fields; the statements are constants (no user text).
 _SQLITE_RANGE = (
-    f"SELECT {_SELECTED} FROM events WHERE global_position >= ? AND global_position <= ?"
+    "SELECT global_position, event_id, stream_id, stream_version, event_type, subject,"
+    " source, time, correlation_id, causation_id, data, metadata, recorded_at"
+    " FROM events WHERE global_position >= ? AND global_position <= ?"
     " ORDER BY global_position LIMIT ?"
 )
 _POSTGRES_RANGE = (
-    f"SELECT {_SELECTED} FROM events WHERE global_position >= $1 AND global_position <= $2"
+    "SELECT global_position, event_id, stream_id, stream_version, event_type, subject,"
+    " source, time, correlation_id, causation_id, data, metadata, recorded_at"
+    " FROM events WHERE global_position >= $1 AND global_position <= $2"
     " ORDER BY global_position LIMIT $3"
 )
 _NO_UPPER_BOUND = 2**63 - 1

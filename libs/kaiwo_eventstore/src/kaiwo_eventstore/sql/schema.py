@@ -34,7 +34,7 @@ class UtcDateTime(sa.types.TypeDecorator[datetime]):
         utc = value.astimezone(UTC)
         return utc.replace(tzinfo=None) if dialect.name == "sqlite" else utc
 
-    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:  # noqa: ARG002
         if value is None:
             return None
         assert isinstance(value, datetime)

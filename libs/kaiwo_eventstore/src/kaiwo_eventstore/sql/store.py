@@ -68,6 +68,9 @@ _COLUMNS = tuple(
 )  # the order of StoredEvent's fields
 
 
+_Query = sa.Select[*tuple[Any, ...]]
+
+
 def _utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -207,47 +210,29 @@ class SqlEventStore:
         if not plan.to_store:
             return ()
         recorded_at = self._clock().astimezone(UTC)
-        rows = [
-            {
-                "event_id": item.event.event_id,
-                "stream_id": item.event.stream_id,
-                "stream_version": item.stream_version,
-                "event_type": item.event.type,
-                "subject": item.event.subject,
-                "source": item.event.source,
-                "time": item.event.time,
-                "correlation_id": item.event.correlation_id,
-                "causation_id": item.event.causation_id,
-                "data": item.event.data,
-                "metadata": item.event.metadata,
-                "recorded_at": recorded_at,
-            }
-            for item in plan.to_store
-        ]
-        positions = await self._next_positions(connection, len(rows))
-        for position, row in zip(positions, rows, strict=True):
-            row["global_position"] = position
-        # One executemany without RETURNING: numbering ourselves under the write lock is
-        # what keeps a 100-event append to a single round trip.
-        await connection.execute(sa.insert(events), rows)
-        return tuple(
+        positions = await self._next_positions(connection, len(plan.to_store))
+        stored = tuple(
             StoredEvent(
                 global_position=position,
-                event_id=row["event_id"],
-                stream_id=row["stream_id"],
-                stream_version=row["stream_version"],
-                type=row["event_type"],
-                subject=row["subject"],
-                source=row["source"],
-                time=row["time"].astimezone(UTC),
-                correlation_id=row["correlation_id"],
-                causation_id=row["causation_id"],
-                data=row["data"],
-                metadata=row["metadata"],
+                event_id=item.event.event_id,
+                stream_id=item.event.stream_id,
+                stream_version=item.stream_version,
+                type=item.event.type,
+                subject=item.event.subject,
+                source=item.event.source,
+                time=item.event.time.astimezone(UTC),
+                correlation_id=item.event.correlation_id,
+                causation_id=item.event.causation_id,
+                data=item.event.data,
+                metadata=item.event.metadata,
                 recorded_at=recorded_at,
             )
-            for position, row in zip(positions, rows, strict=True)
+            for position, item in zip(positions, plan.to_store, strict=True)
         )
+        # One executemany without RETURNING: numbering ourselves under the write lock is
+        # what keeps a 100-event append to a single round trip.
+        await connection.execute(sa.insert(events), [_row_of(event) for event in stored])
+        return stored
 
     async def _next_positions(self, connection: AsyncConnection, count: int) -> list[int]:
         """``count`` increasing positions after every committed one (the write lock is held)."""
@@ -408,7 +393,7 @@ class SqlEventStore:
         return await self._fetch(statement)
 
     @staticmethod
-    def _after(from_position: int, limit: int | None) -> sa.Select[Any]:
+    def _after(from_position: int, limit: int | None) -> _Query:
         statement = (
             sa.select(*_COLUMNS)
             .where(events.c.global_position >= from_position)
@@ -419,7 +404,7 @@ class SqlEventStore:
             statement = statement.limit(limit)
         return statement
 
-    async def _fetch(self, statement: sa.Select[Any]) -> list[StoredEvent]:
+    async def _fetch(self, statement: _Query) -> list[StoredEvent]:
         async with self._reading() as connection:
             result = await connection.execute(statement)
             decode = self._decode
@@ -431,6 +416,12 @@ class SqlEventStore:
             if self._read_lock is not None:
                 await stack.enter_async_context(self._read_lock)
             yield await stack.enter_async_context(self._engine.connect())
+
+
+def _row_of(event: StoredEvent) -> dict[str, Any]:
+    row = event._asdict()
+    row["event_type"] = row.pop("type")
+    return row
 
 
 def _is_lock_timeout(error: DBAPIError) -> bool:
