@@ -17,6 +17,7 @@ from kaiwo_planner.domain.durations import format_duration, parse_duration
         ("2h0m0s", timedelta(hours=2)),
         ("0", timedelta(0)),
         ("24h", timedelta(days=1)),
+        ("+90s", timedelta(seconds=90)),
     ],
 )
 def test_parse_duration(text: str, expected: timedelta) -> None:

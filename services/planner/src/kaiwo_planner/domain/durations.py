@@ -23,7 +23,7 @@ def parse_duration(text: str) -> timedelta:
 
     Negative durations are rejected: every duration in these APIs is a length of time.
     """
-    value = text.strip()
+    value = text.strip().removeprefix("+")
     if value == "0":
         return timedelta(0)
     if not value:
