@@ -1,8 +1,13 @@
 from __future__ import annotations
 
 import pytest
+from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import KaiwoQueueConfigSpec
 from kaiwo_planner.domain.gpu_allocation import GpuAllocation, GpuStats
-from kaiwo_planner.domain.schedulable import SchedulableVerdict, decide_schedulable
+from kaiwo_planner.domain.schedulable import (
+    SchedulableVerdict,
+    decide_schedulable,
+    queue_namespaces,
+)
 
 QUEUES = {"kaiwo": (), "team-a": ("research", "prod")}
 EIGHT_AMD = GpuStats(vendor="amd", total_gpus=8, min_gpus_per_node=8)
@@ -108,3 +113,16 @@ def test_nvidia_vendor_in_message() -> None:
         stats=GpuStats(vendor="nvidia"),
     )
     assert verdict.message == "Cluster has 0 GPUs (vendor: nvidia)"
+
+
+def test_queue_namespaces_from_spec() -> None:
+    spec = KaiwoQueueConfigSpec.from_wire(
+        {
+            "clusterQueues": [
+                {"name": "kaiwo"},
+                {"name": "team-a", "namespaces": ["prod", "research"]},
+            ]
+        }
+    )
+    assert queue_namespaces(spec) == {"kaiwo": (), "team-a": ("prod", "research")}
+    assert queue_namespaces(None) == {}

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import KaiwoQueueConfigSpec
+
 from kaiwo_planner.domain.gpu_allocation import GpuAllocation, GpuStats
 
 SCHEDULABLE = "Schedulable"
@@ -26,6 +28,13 @@ class SchedulableVerdict:
     @property
     def condition_status(self) -> str:
         return "True" if self.schedulable else "False"
+
+
+def queue_namespaces(spec: KaiwoQueueConfigSpec | None) -> dict[str, tuple[str, ...]]:
+    """Each cluster queue of a KaiwoQueueConfig and the namespaces it is limited to (sorted)."""
+    if spec is None:
+        return {}
+    return {q.name: tuple(sorted(set(q.namespaces or ()))) for q in spec.cluster_queues or ()}
 
 
 def decide_schedulable(
