@@ -128,6 +128,10 @@ class Bus(Protocol):
         """Create or update every stream and consumer of the topology (idempotent)."""
         ...
 
+    async def ensure_consumer(self, spec: ConsumerSpec) -> None:
+        """Create or update one durable consumer (e.g. a replica's cluster-facts consumer)."""
+        ...
+
     async def publish(self, envelope: Envelope[Any], subject: str) -> PublishAck:
         """Publish in binary mode with ``Nats-Msg-Id`` = ``envelope.id``."""
         ...

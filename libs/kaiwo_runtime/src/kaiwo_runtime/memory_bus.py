@@ -279,15 +279,23 @@ class MemoryJetStream:
         return consumer
 
     def _expire(self, stream: _Stream) -> None:
-        horizon = self._clock() - stream.spec.max_age_seconds
-        for sequence in [s for s, at in stream.stored_at.items() if at < horizon]:
+        now = self._clock()
+        for sequence in _leading_older_than(stream.stored_at, now - stream.spec.max_age_seconds):
             del stream.messages[sequence]
             del stream.stored_at[sequence]
-        window = stream.spec.duplicate_window_seconds
-        for message_id in [
-            key for key, (_, at) in stream.ids.items() if at < self._clock() - window
-        ]:
+        seen = {key: at for key, (_, at) in itertools.islice(stream.ids.items(), 64)}
+        for message_id in _leading_older_than(seen, now - stream.spec.duplicate_window_seconds):
             del stream.ids[message_id]
+
+
+def _leading_older_than(times: Mapping[Any, float], horizon: float) -> list[Any]:
+    """Keys at the front of an insertion-ordered (= time-ordered) mapping older than horizon."""
+    expired = []
+    for key, at in times.items():
+        if at >= horizon:
+            break
+        expired.append(key)
+    return expired
 
 
 class MemoryBus:
