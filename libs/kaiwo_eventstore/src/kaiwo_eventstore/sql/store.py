@@ -36,7 +36,7 @@ from kaiwo_eventstore.events import (
 from kaiwo_eventstore.port import DEFAULT_BATCH, DEFAULT_PAGE
 from kaiwo_eventstore.selection import check_page, check_time_range, type_names
 from kaiwo_eventstore.sql.engines import WRITE_OPTION, create_engine, dump_json
-from kaiwo_eventstore.sql.lookups import POSTGRES_QUERIES, SQLITE_QUERIES
+from kaiwo_eventstore.sql.lookups import POSTGRES_LOOKUP, SQLITE_LOOKUP, StoreState, read_state
 from kaiwo_eventstore.sql.replay import fetch_range
 from kaiwo_eventstore.sql.rows import row_decoder
 from kaiwo_eventstore.sql.schema import consumer_positions, events
@@ -90,7 +90,7 @@ class SqlEventStore:
         self._lock_timeout_ms = int(lock_timeout.total_seconds() * 1000)
         self._dialect = engine.dialect.name
         self._decode = row_decoder(self._dialect)
-        self._queries = POSTGRES_QUERIES if self._dialect == "postgresql" else SQLITE_QUERIES
+        self._lookup = POSTGRES_LOOKUP if self._dialect == "postgresql" else SQLITE_LOOKUP
         self._write_lock = asyncio.Lock()
         # An in-memory SQLite database is one shared connection: every use must take turns.
         shared = self._dialect == "sqlite" and engine.pool.__class__.__name__ == "StaticPool"
@@ -137,13 +137,14 @@ class SqlEventStore:
                 await connection.execution_options(**{WRITE_OPTION: True})
                 async with connection.begin():
                     await self._lock_for_append(connection)
+                    state = await self._read_state(connection, events)
                     plan = plan_append(
                         events,
                         expected_version=expected_version,
-                        stored_ids=await self._stored_ids(connection, events),
-                        current_versions=await self._current_versions(connection, events),
+                        stored_ids=state.stored_ids,
+                        current_versions=state.versions,
                     )
-                    stored = await self._insert(connection, plan)
+                    stored = await self._insert(connection, plan, state=state)
                     if tracking is not None:
                         await self._upsert_position(connection, tracking)
         except IntegrityError as error:
@@ -184,33 +185,26 @@ class SqlEventStore:
             await connection.exec_driver_sql("LOCK TABLE events IN EXCLUSIVE MODE")
         # SQLite: BEGIN IMMEDIATE (see engines.py) already holds the database's write lock.
 
-    async def _stored_ids(
+    async def _read_state(
         self, connection: AsyncConnection, batch: Sequence[NewEvent]
-    ) -> list[str]:
+    ) -> StoreState:
         ids = list(dict.fromkeys(event.event_id for event in batch))
-        result = await connection.execute(self._queries.stored_ids, self._ids_parameter(ids))
-        return list(result.scalars())
-
-    async def _current_versions(
-        self, connection: AsyncConnection, batch: Sequence[NewEvent]
-    ) -> dict[str, int]:
         streams = list(dict.fromkeys(event.stream_id for event in batch))
         result = await connection.execute(
-            self._queries.stream_versions, self._ids_parameter(streams)
+            self._lookup, {"ids": self._array(ids), "streams": self._array(streams)}
         )
-        return {stream: int(version) for stream, version in result if version}
+        return read_state(result)
 
-    def _ids_parameter(self, ids: list[str]) -> dict[str, Any]:
-        # One array parameter whatever the batch size: no IN list to expand and recompile.
-        return {"ids": ids if self._dialect == "postgresql" else dump_json(ids)}
+    def _array(self, values: list[str]) -> list[str] | str:
+        return values if self._dialect == "postgresql" else dump_json(values)
 
     async def _insert(
-        self, connection: AsyncConnection, plan: AppendPlan
+        self, connection: AsyncConnection, plan: AppendPlan, *, state: StoreState
     ) -> tuple[StoredEvent, ...]:
         if not plan.to_store:
             return ()
         recorded_at = self._clock().astimezone(UTC)
-        positions = await self._next_positions(connection, len(plan.to_store))
+        positions = await self._next_positions(connection, len(plan.to_store), state=state)
         stored = tuple(
             StoredEvent(
                 global_position=position,
@@ -234,7 +228,9 @@ class SqlEventStore:
         await connection.execute(sa.insert(events), [_row_of(event) for event in stored])
         return stored
 
-    async def _next_positions(self, connection: AsyncConnection, count: int) -> list[int]:
+    async def _next_positions(
+        self, connection: AsyncConnection, count: int, *, state: StoreState
+    ) -> list[int]:
         """``count`` increasing positions after every committed one (the write lock is held)."""
         if self._dialect == "postgresql":
             # Drawn from the identity sequence, so plain INSERTs by hand keep working.
@@ -246,10 +242,7 @@ class SqlEventStore:
                 {"count": count},
             )
             return sorted(int(value) for value in result.scalars())
-        last = (
-            await connection.execute(sa.select(sa.func.max(events.c.global_position)))
-        ).scalar_one_or_none()
-        start = int(last or 0) + 1
+        start = state.last_position + 1
         return list(range(start, start + count))
 
     # ------------------------------------------------------------------ consumer positions
