@@ -10,7 +10,8 @@ from kaiwo_eventstore import AppendResult, NewEvent, StoredEvent
 from kaiwo_eventstore.sql.engines import async_url, is_memory_sqlite
 from kaiwo_eventstore.sql.rows import row_decoder
 from kaiwo_eventstore.sql.schema import UtcDateTime
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql.base import PGDialect
+from sqlalchemy.dialects.sqlite.base import SQLiteDialect
 from sqlalchemy.engine import make_url
 
 NOON = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
@@ -70,7 +71,7 @@ def test_append_result_summaries() -> None:
 
 def test_sqlite_rows_decode_json_text_and_utc_timestamps() -> None:
     decode = row_decoder("sqlite")
-    row = (
+    row: tuple[object, ...] = (
         12, "u:1", "node/u", 3, "t", "team/x", "/kaiwo/watcher", "2025-03-01 12:00:00.250000",
         "corr", "cause", '{"spec":{"n":2}}', '{"traceparent":"00-x"}', "2025-03-02 08:30:00",
     )  # fmt: skip
@@ -98,8 +99,22 @@ def test_sqlite_rows_decode_json_text_and_utc_timestamps() -> None:
 def test_postgres_rows_are_normalised_to_utc() -> None:
     decode = row_decoder("postgresql")
     plus_one = timezone(timedelta(hours=1))
-    row = (1, "i", "s", 1, "t", None, "src", datetime(2025, 3, 1, 13, 0, tzinfo=plus_one),
-           "c", None, {"a": 1}, {}, NOON)  # fmt: skip
+    at_one = datetime(2025, 3, 1, 13, 0, tzinfo=plus_one)
+    row: tuple[object, ...] = (
+        1,
+        "i",
+        "s",
+        1,
+        "t",
+        None,
+        "src",
+        at_one,
+        "c",
+        None,
+        {"a": 1},
+        {},
+        NOON,
+    )
 
     event = decode(row)
 
@@ -109,19 +124,19 @@ def test_postgres_rows_are_normalised_to_utc() -> None:
 
 
 def test_utc_datetime_stores_utc_without_offset_on_sqlite_and_with_it_on_postgres() -> None:
-    column_type = UtcDateTime()
+    column_type: UtcDateTime = UtcDateTime()
     plus_two = datetime(2025, 3, 1, 14, 0, tzinfo=timezone(timedelta(hours=2)))
 
-    on_sqlite = column_type.process_bind_param(plus_two, sqlite.dialect())
-    on_postgres = column_type.process_bind_param(plus_two, postgresql.dialect())
+    on_sqlite = column_type.process_bind_param(plus_two, SQLiteDialect())
+    on_postgres = column_type.process_bind_param(plus_two, PGDialect())  # type: ignore[no-untyped-call]
 
     assert on_sqlite == datetime(2025, 3, 1, 12, 0)
     assert on_postgres == NOON
     assert on_postgres is not None
     assert on_postgres.tzinfo is UTC
-    assert column_type.process_result_value(datetime(2025, 3, 1, 12, 0), sqlite.dialect()) == NOON
+    assert column_type.process_result_value(datetime(2025, 3, 1, 12, 0), SQLiteDialect()) == NOON
     with pytest.raises(ValueError, match="naive datetime"):
-        column_type.process_bind_param(datetime(2025, 3, 1), sqlite.dialect())
+        column_type.process_bind_param(datetime(2025, 3, 1), SQLiteDialect())
 
 
 @pytest.mark.parametrize(

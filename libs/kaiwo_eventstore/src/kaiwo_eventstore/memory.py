@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import bisect
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 
 from kaiwo_eventstore.events import (
@@ -111,7 +111,7 @@ class InMemoryEventStore:
         *,
         batch_size: int = DEFAULT_BATCH,
         to_position: int | None = None,
-    ) -> AsyncIterator[Sequence[StoredEvent]]:
+    ) -> AsyncGenerator[Sequence[StoredEvent], None]:
         check_page(batch_size=batch_size)
         position = from_position
         while True:

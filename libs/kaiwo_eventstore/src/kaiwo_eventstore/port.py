@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncGenerator, Iterable, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -70,7 +70,7 @@ class EventStore(Protocol):
         *,
         batch_size: int = DEFAULT_BATCH,
         to_position: int | None = None,
-    ) -> AsyncIterator[Sequence[StoredEvent]]:
+    ) -> AsyncGenerator[Sequence[StoredEvent], None]:
         """Every event from ``from_position`` (to ``to_position``), in batches: for replay."""
         ...
 

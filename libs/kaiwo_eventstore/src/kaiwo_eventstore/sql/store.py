@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -311,7 +311,7 @@ class SqlEventStore:
         *,
         batch_size: int = DEFAULT_BATCH,
         to_position: int | None = None,
-    ) -> AsyncIterator[Sequence[StoredEvent]]:
+    ) -> AsyncGenerator[Sequence[StoredEvent], None]:
         """Batches in global order; the next batch is fetched while this one is consumed.
 
         The prefetch lets the database (or SQLite's thread) work while Python decodes and
