@@ -1,0 +1,118 @@
+"""A small key-value port for service state that must survive a restart.
+
+The watcher keeps its resourceVersion checkpoints here, the planner its projection snapshot
+and last plan fingerprints, the executor what it last applied. Two adapters with one
+behaviour (checked by ``tests/contract/test_kv_contract.py``): :class:`NatsKeyValue` on a
+JetStream key-value bucket, and :class:`MemoryKeyValue` for unit tests.
+
+Keys are free text; they are escaped into the bucket's key alphabet (``[-/_=.a-zA-Z0-9]``)
+so a Kubernetes name or a ``kind/uid`` can be used as is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+from nats.aio.client import Client
+from nats.js.errors import BucketNotFoundError, KeyNotFoundError, NoKeysError
+from nats.js.kv import KeyValue as NatsKv
+
+_UNSAFE = re.compile(r"[^-/_=.a-zA-Z0-9]|_")
+
+
+def escape_key(key: str) -> str:
+    """Map any text to a valid bucket key, reversibly (``_`` is the escape character)."""
+    return _UNSAFE.sub(lambda m: "".join(f"_{b:02X}" for b in m.group().encode()), key)
+
+
+def unescape_key(key: str) -> str:
+    raw = bytearray()
+    i = 0
+    while i < len(key):
+        if key[i] == "_":
+            raw.append(int(key[i + 1 : i + 3], 16))
+            i += 3
+        else:
+            raw.extend(key[i].encode())
+            i += 1
+    return raw.decode()
+
+
+class KeyValue(Protocol):
+    """Latest value per key; no history is promised."""
+
+    async def get(self, key: str) -> bytes | None: ...
+
+    async def put(self, key: str, value: bytes) -> None: ...
+
+    async def delete(self, key: str) -> None: ...
+
+    def items(self) -> AsyncIterator[tuple[str, bytes]]: ...
+
+
+class MemoryKeyValue:
+    """In-memory :class:`KeyValue`; share one instance to simulate a restart."""
+
+    def __init__(self) -> None:
+        self._data: dict[str, bytes] = {}
+
+    async def get(self, key: str) -> bytes | None:
+        return self._data.get(key)
+
+    async def put(self, key: str, value: bytes) -> None:
+        self._data[key] = bytes(value)
+
+    async def delete(self, key: str) -> None:
+        self._data.pop(key, None)
+
+    async def items(self) -> AsyncIterator[tuple[str, bytes]]:
+        for key in sorted(self._data):
+            yield key, self._data[key]
+
+
+class NatsKeyValue:
+    """A JetStream key-value bucket (created on first use, file storage, one value per key)."""
+
+    def __init__(self, bucket: NatsKv) -> None:
+        self._bucket = bucket
+
+    @classmethod
+    async def open(cls, client: Client, bucket: str, *, replicas: int = 1) -> NatsKeyValue:
+        js = client.jetstream()
+        try:
+            kv = await js.key_value(bucket)
+        except BucketNotFoundError:
+            from nats.js.api import KeyValueConfig
+
+            kv = await js.create_key_value(
+                KeyValueConfig(bucket=bucket, history=1, replicas=replicas)
+            )
+        return cls(kv)
+
+    async def get(self, key: str) -> bytes | None:
+        try:
+            entry = await self._bucket.get(escape_key(key))
+        except KeyNotFoundError:
+            return None
+        return entry.value
+
+    async def put(self, key: str, value: bytes) -> None:
+        await self._bucket.put(escape_key(key), value)
+
+    async def delete(self, key: str) -> None:
+        try:
+            await self._bucket.purge(escape_key(key))
+        except KeyNotFoundError:
+            return
+
+    async def items(self) -> AsyncIterator[tuple[str, bytes]]:
+        try:
+            keys = await self._bucket.keys()
+        except NoKeysError:
+            return
+        for key in sorted(keys):
+            value = await self.get(unescape_key(key))
+            if value is not None:
+                yield unescape_key(key), value
