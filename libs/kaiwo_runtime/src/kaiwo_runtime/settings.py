@@ -6,6 +6,7 @@ service, never ``os.getenv`` scattered through modules.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
@@ -33,3 +34,6 @@ class ServiceSettings(BaseSettings):
     """Partitions of the workload streams (see ``kaiwo_contracts.events.streams``)."""
     replica: str = "0"
     """This replica's stable identity (StatefulSet ordinal or host name)."""
+    kubeconfig: Path | None = None
+    """``KAIWO_KUBECONFIG``: the kubeconfig of the cluster to operate; unset means
+    ``$KUBECONFIG``, then ``~/.kube/config``, then the in-cluster service account."""
