@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from kaiwo_cli.commands import crds, validate, version
+from kaiwo_cli.commands import crds, up, validate, version
 
 app = typer.Typer(
     name="kaiwo",
@@ -15,6 +15,7 @@ app = typer.Typer(
 app.command("validate")(validate.validate)
 app.command("crds")(crds.crds)
 app.command("version")(version.version)
+app.command("up")(up.up)
 
 if __name__ == "__main__":
     app()

@@ -1,0 +1,98 @@
+"""``kaiwo up``: run the operator on this machine (NATS, event store, every service)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from kaiwo_cli.stack.local import LocalStack, StackError, StackOptions
+
+console = Console(stderr=True)
+
+
+def up(
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(help="Cluster to operate; default $KUBECONFIG, then ~/.kube/config."),
+    ] = None,
+    install_crds: Annotated[
+        bool, typer.Option("--install-crds", help="Install or update the operator's CRDs.")
+    ] = False,
+    fake: Annotated[
+        bool,
+        typer.Option("--fake", help="Operate a fake API server started here (no cluster needed)."),
+    ] = False,
+    state_dir: Annotated[
+        Path, typer.Option(help="NATS data, the SQLite event store and service logs.")
+    ] = Path(".kaiwo"),
+    nats_port: Annotated[
+        int | None, typer.Option(help="NATS client port; default: a free one.")
+    ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(help="Event store URL; default sqlite:///<state-dir>/events.db."),
+    ] = None,
+    metrics_endpoint: Annotated[
+        str | None, typer.Option(help="Prometheus URL; starts the monitor when given.")
+    ] = None,
+) -> None:
+    """Start NATS, the event store and every service; stop them all on Ctrl-C."""
+    options = StackOptions(
+        state_dir=state_dir,
+        kubeconfig=kubeconfig,
+        fake_cluster=fake,
+        install_crds=install_crds,
+        nats_port=nats_port,
+        store_url=store,
+        metrics_endpoint=metrics_endpoint,
+    )
+    try:
+        asyncio.run(_run(options))
+    except StackError as error:
+        typer.echo(f"kaiwo up: {error}", err=True)
+        raise typer.Exit(2) from None
+
+
+async def _run(options: StackOptions) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    with console.status("starting NATS, the event store and the services…"):
+        stack = LocalStack(options)
+        await stack.__aenter__()
+    try:
+        _print_summary(stack)
+        await stop.wait()
+    finally:
+        with console.status("stopping…"):
+            await stack.stop()
+
+
+def _print_summary(stack: LocalStack) -> None:
+    assert stack.nats is not None
+    table = Table(title="kaiwo is running (Ctrl-C stops it)", show_lines=False)
+    table.add_column("part")
+    table.add_column("where")
+    table.add_row("cluster", str(stack.kubeconfig or "$KUBECONFIG / ~/.kube/config"))
+    table.add_row("nats", stack.nats.url)
+    table.add_row("event store", stack.options.event_store_url)
+    for name, service in stack.services.items():
+        table.add_row(
+            name,
+            f"pid {service.pid}, http://127.0.0.1:{service.health_port}/metrics, "
+            f"log {service.log_path}",
+        )
+    console.print(table)
+    if stack.options.fake_cluster:
+        console.print(
+            f"Try: KUBECONFIG={stack.kubeconfig} kubectl apply -f examples/ "
+            "(or kaiwo events explain NS/NAME)",
+            highlight=False,
+        )

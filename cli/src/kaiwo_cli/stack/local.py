@@ -1,0 +1,235 @@
+"""``kaiwo up``: the whole operator on one machine against the current kubeconfig.
+
+Order of start-up, each step failing with one clear line:
+
+1. (``--fake``) a fake Kubernetes API server in a child process, for trying things without
+   a cluster;
+2. the cluster answers (a namespace list within a few seconds), else :class:`StackError`;
+3. our CRDs are installed when asked (always on the fake, with open-schema stand-ins for
+   Kueue, KubeRay, AppWrapper and Gateway API kinds);
+4. ``nats-server`` from the wheel with JetStream in ``<state>/nats``, streams declared;
+5. recorder, watcher, planner, executor (and monitor when a metrics endpoint is given) as
+   supervised child processes, each with its health port; start-up waits for every
+   ``/readyz``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+import aiohttp
+from kaiwo_contracts.crds.registry import SERVED_KINDS
+from kaiwo_contracts.crds.schema import custom_resource_definitions
+from kaiwo_contracts.events.streams import bus_topology
+from kaiwo_kube import KubeError, resources
+from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_runtime.nats_bus import NatsBus
+from kaiwo_runtime.nats_server import NatsServer, free_port
+
+from kaiwo_cli.stack.processes import ServiceProcess
+from kaiwo_cli.stack.third_party import driven_kind_crds
+
+FIELD_MANAGER = "kaiwo-installer"
+CLUSTER_CHECK_SECONDS = 10.0
+
+
+class StackError(RuntimeError):
+    """The stack cannot start; the message is one line for the user."""
+
+
+@dataclass(frozen=True, slots=True)
+class StackOptions:
+    state_dir: Path
+    kubeconfig: Path | None = None
+    fake_cluster: bool = False
+    install_crds: bool = False
+    nats_port: int | None = None
+    store_url: str | None = None
+    metrics_endpoint: str | None = None
+    ready_timeout: float = 60.0
+
+    @property
+    def event_store_url(self) -> str:
+        return self.store_url or f"sqlite:///{self.state_dir.resolve() / 'events.db'}"
+
+
+SERVICES: tuple[tuple[str, str], ...] = (
+    ("recorder", "kaiwo_recorder"),
+    ("watcher", "kaiwo_watcher"),
+    ("planner", "kaiwo_planner"),
+    ("executor", "kaiwo_executor"),
+)
+
+
+class LocalStack:
+    """Start with ``async with LocalStack(options) as stack``; everything stops on exit."""
+
+    def __init__(self, options: StackOptions) -> None:
+        self.options = options
+        self.nats: NatsServer | None = None
+        self.services: dict[str, ServiceProcess] = {}
+        self.kubeconfig: Path | None = options.kubeconfig
+        self._fake: asyncio.subprocess.Process | None = None
+        self._supervisors: list[asyncio.Task[None]] = []
+
+    async def __aenter__(self) -> Self:
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        self.options.state_dir.mkdir(parents=True, exist_ok=True)
+        if self.options.fake_cluster:
+            self.kubeconfig = await self._start_fake_cluster()
+        await self._prepare_cluster()
+        await self._start_nats()
+        await self._start_services()
+        await self._wait_ready()
+
+    async def stop(self) -> None:
+        for service in reversed(list(self.services.values())):
+            await service.stop()
+        for task in self._supervisors:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._supervisors.clear()
+        if self.nats is not None:
+            await self.nats.stop()
+            self.nats = None
+        if self._fake is not None and self._fake.returncode is None:
+            self._fake.send_signal(signal.SIGTERM)
+            await self._fake.wait()
+        self._fake = None
+
+    # ------------------------------------------------------------------ steps
+
+    async def _start_fake_cluster(self) -> Path:
+        kubeconfig = self.options.state_dir / "fake-cluster" / "kubeconfig"
+        kubeconfig.parent.mkdir(parents=True, exist_ok=True)
+        log_file = (self.options.state_dir / "logs" / "fake-cluster.log").open("ab")
+        (self.options.state_dir / "logs").mkdir(exist_ok=True)
+        self._fake = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "kaiwo_kubefake",
+            "--port",
+            "0",
+            "--kubeconfig",
+            str(kubeconfig),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=log_file,
+            start_new_session=True,
+        )
+        assert self._fake.stdout is not None
+        try:
+            line = await asyncio.wait_for(self._fake.stdout.readline(), 30)
+        except TimeoutError as error:
+            raise StackError("the fake Kubernetes API server did not start in 30 s") from error
+        if not line.startswith(b"listening on"):
+            raise StackError("the fake Kubernetes API server did not start (see its log)")
+        return kubeconfig
+
+    async def _prepare_cluster(self) -> None:
+        where = str(self.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config")
+        try:
+            # The client library logs "Config not found" itself; the error below says it.
+            logging.getLogger("kubernetes_asyncio.config").setLevel(logging.ERROR)
+            kube = await KubernetesAsyncioAdapter.from_environment(self.kubeconfig)
+        except Exception as error:  # a missing or broken kubeconfig, in any of its forms
+            reason = " ".join(str(error).split())
+            raise StackError(f"no reachable Kubernetes cluster ({where}: {reason})") from error
+        async with kube:
+            try:
+                await asyncio.wait_for(kube.list(resources.NAMESPACE), CLUSTER_CHECK_SECONDS)
+            except (TimeoutError, KubeError, OSError, aiohttp.ClientError) as error:
+                reason = " ".join(str(error).split()) or type(error).__name__
+                raise StackError(f"no reachable Kubernetes cluster ({where}: {reason})") from error
+            crds = list(custom_resource_definitions(SERVED_KINDS))
+            if self.options.fake_cluster:
+                crds += driven_kind_crds()
+            if self.options.install_crds or self.options.fake_cluster:
+                await kube.ensure_crds(crds, field_manager=FIELD_MANAGER)
+
+    async def _start_nats(self) -> None:
+        self.nats = NatsServer(
+            port=self.options.nats_port, store_dir=self.options.state_dir / "nats"
+        )
+        await self.nats.start()
+        bus = await NatsBus.connect(self.nats.url, topology=bus_topology(), name="kaiwo-up")
+        try:
+            await bus.ensure_streams()
+        finally:
+            await bus.close()
+
+    def _service_env(self, health_port: int) -> dict[str, str]:
+        assert self.nats is not None
+        env = {
+            "KAIWO_NATS_URL": self.nats.url,
+            "KAIWO_HEALTH_HOST": "127.0.0.1",
+            "KAIWO_HEALTH_PORT": str(health_port),
+            "KAIWO_EVENTSTORE_URL": self.options.event_store_url,
+            "KAIWO_LOG_FORMAT": "json",
+        }
+        if self.kubeconfig is not None:
+            env["KAIWO_KUBECONFIG"] = str(self.kubeconfig.resolve())
+        if self.options.metrics_endpoint:
+            env["KAIWO_MONITOR_METRICS_ENDPOINT"] = self.options.metrics_endpoint
+        return env
+
+    async def _start_services(self) -> None:
+        services = list(SERVICES)
+        if self.options.metrics_endpoint:
+            services.append(("monitor", "kaiwo_monitor"))
+        for name, module in services:
+            port = free_port()
+            service = ServiceProcess(
+                name=name,
+                module=module,
+                env=self._service_env(port),
+                log_path=self.options.state_dir / "logs" / f"{name}.log",
+                health_port=port,
+            )
+            await service.start()
+            self.services[name] = service
+            self._supervisors.append(asyncio.create_task(service.supervise()))
+
+    async def _wait_ready(self) -> None:
+        deadline = asyncio.get_running_loop().time() + self.options.ready_timeout
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
+            for name, service in self.services.items():
+                while not await _ready(http, service.health_port):
+                    if asyncio.get_running_loop().time() > deadline:
+                        raise StackError(
+                            f"{name} did not become ready in {self.options.ready_timeout:.0f} s "
+                            f"(log: {service.log_path})"
+                        )
+                    await asyncio.sleep(0.2)
+
+
+async def _ready(http: aiohttp.ClientSession, port: int) -> bool:
+    try:
+        async with http.get(f"http://127.0.0.1:{port}/readyz") as response:
+            return response.status == 200
+    except (aiohttp.ClientError, TimeoutError):
+        return False

@@ -1,0 +1,90 @@
+"""Supervised child processes: one per service, restarted like a pod when it dies."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger("kaiwo.stack")
+
+_MAX_RESTART_DELAY = 30.0
+
+
+@dataclass
+class ServiceProcess:
+    """``python -m <module>`` with ``env``; output goes to ``log_path``.
+
+    When the process exits while the stack is running it is started again after a delay that
+    doubles up to 30 s (like a pod's CrashLoopBackOff), so one crash never stops the stack.
+    """
+
+    name: str
+    module: str
+    env: dict[str, str]
+    log_path: Path
+    health_port: int
+    restarts: int = 0
+    _process: asyncio.subprocess.Process | None = field(default=None, repr=False)
+    _stopping: bool = field(default=False, repr=False)
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.returncode is None
+
+    async def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as output:
+            self._process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                self.module,
+                env={**os.environ, **self.env},
+                stdout=output,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    async def supervise(self) -> None:
+        """Wait for exits and restart, until :meth:`stop` is called."""
+        delay = 1.0
+        while not self._stopping:
+            assert self._process is not None
+            code = await self._process.wait()
+            if self._stopping:
+                return
+            self.restarts += 1
+            log.warning("service exited; restarting", service=self.name, code=code, delay=delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _MAX_RESTART_DELAY)
+            if not self._stopping:
+                await self.start()
+
+    async def stop(self, *, grace_seconds: float = 10.0) -> None:
+        self._stopping = True
+        process = self._process
+        if process is None or process.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), grace_seconds)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+
+    async def kill(self) -> None:
+        """Kill without grace (fault tests); the supervisor restarts it."""
+        if self._process is not None and self._process.returncode is None:
+            self._process.kill()
