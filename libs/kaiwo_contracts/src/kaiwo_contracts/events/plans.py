@@ -2,35 +2,100 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Self
+from typing import ClassVar, Literal, Self
 
-from pydantic import model_validator
+from pydantic import AwareDatetime, Field, model_validator
 
 from kaiwo_contracts.events.envelope import EventPayload, event_type
 from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule
 
-__all__ = ["EventIntent", "ObjectRef", "Plan", "PlanDecidedV1", "PruneRule"]
+__all__ = ["EventIntent", "ObjectRef", "Plan", "PlanDecidedV1", "PlanTrigger", "PruneRule"]
+
+PlanTrigger = Literal["observation", "timer", "resync"]
+"""Why the planner planned: an observed object changed, a planned time came (a deadline, a
+preemption), or the planner re-planned everything (start-up, periodic resync)."""
+
+
+def _identity(ref: ObjectRef) -> tuple[str, str, str, str]:
+    group = ref.api_version.rpartition("/")[0]
+    return (group, ref.kind, ref.namespace or "", ref.name)
 
 
 class PlanDecidedV1(EventPayload):
-    """A :class:`~kaiwo_contracts.plans.Plan` and its fingerprint.
+    """A :class:`~kaiwo_contracts.plans.Plan`, its fingerprint, and what it was planned from.
 
     ``fingerprint`` travels with the plan so the executor, the recorder and external readers
     can compare plans without re-hashing; it must equal ``plan.fingerprint()``.
+
+    What replay needs to reproduce the plan byte for byte:
+
+    * ``planned_at`` — the ``now`` the planner was given: the envelope time of the observation
+      that triggered it, or the due time of a timer. Never the wall clock inside planning.
+      None only for plans made outside the planner service (tools, tests).
+    * ``trigger`` — ``observation``, ``timer`` or ``resync``.
+    * ``obs_sequence`` — the ``KAIWO_OBS`` stream sequence of the last observation applied to
+      the planner's projection when it planned: rebuilding the projection from the stream up
+      to and including that sequence gives the cluster state the plan was computed from.
+
+    What the executor needs:
+
+    * ``absent`` — desired objects (as refs, sorted) that the planner has not observed in the
+      cluster. The executor applies them even when it believes it already did, so a child
+      deleted by hand is re-created although the plan itself did not change.
     """
 
     EVENT_TYPE: ClassVar[str] = event_type("plan", "decided")
 
     plan: Plan
     fingerprint: str
+    planned_at: AwareDatetime | None = None
+    trigger: PlanTrigger = "observation"
+    obs_sequence: int = Field(default=0, ge=0)
+    absent: tuple[ObjectRef, ...] = ()
 
     @classmethod
-    def of(cls, plan: Plan) -> PlanDecidedV1:
-        return cls(plan=plan, fingerprint=plan.fingerprint())
+    def of(
+        cls,
+        plan: Plan,
+        *,
+        planned_at: AwareDatetime | None = None,
+        trigger: PlanTrigger = "observation",
+        obs_sequence: int = 0,
+        absent: tuple[ObjectRef, ...] = (),
+    ) -> PlanDecidedV1:
+        return cls(
+            plan=plan,
+            fingerprint=plan.fingerprint(),
+            planned_at=planned_at,
+            trigger=trigger,
+            obs_sequence=obs_sequence,
+            absent=tuple(sorted(absent, key=ObjectRef.sort_key)),
+        )
 
     @model_validator(mode="after")
     def _fingerprint_matches(self) -> Self:
         if self.fingerprint != self.plan.fingerprint():
             msg = "fingerprint does not match the plan (the plan was changed after hashing)"
             raise ValueError(msg)
+        return self
+
+    @model_validator(mode="after")
+    def _absent_objects_are_desired(self) -> Self:
+        desired = {
+            _identity(
+                ObjectRef(
+                    api_version=str(manifest.get("apiVersion", "")),
+                    kind=str(manifest.get("kind", "")),
+                    name=str((manifest.get("metadata") or {}).get("name", "")),
+                    namespace=(manifest.get("metadata") or {}).get("namespace"),
+                )
+            )
+            for manifest in self.plan.desired
+        }
+        strays = [ref.display() for ref in self.absent if _identity(ref) not in desired]
+        if strays:
+            msg = f"absent objects are not in the plan's desired objects: {', '.join(strays)}"
+            raise ValueError(msg)
+        if list(self.absent) != sorted(self.absent, key=ObjectRef.sort_key):
+            raise ValueError("absent must be sorted by apiVersion, kind, namespace, name")
         return self
