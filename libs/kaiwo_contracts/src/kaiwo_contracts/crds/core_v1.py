@@ -12,17 +12,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import Field, StrictInt
+from pydantic import Field
 
-from kaiwo_contracts.crds.base import INT_OR_STRING, KubeModel
-
-Quantity = Annotated[StrictInt | str, Field(json_schema_extra={INT_OR_STRING: True})]
-"""A resource quantity ("16Gi", "500m", "8" or 8), kept exactly as given.
-
-Unlike ``base.Quantity`` (whose left-to-right ``int | str`` union turns the string "8" into
-the integer 8, so ``cpu: "8"`` would not round-trip), an integer stays an integer and a string
-stays a string.
-"""
+from kaiwo_contracts.crds.base import KubeModel, Quantity
 
 # ------------------------------------------------------------------ object references
 

@@ -41,6 +41,7 @@ from kaiwo_contracts.crds.core_v1 import (
     ResourceRequirements,
 )
 from kaiwo_contracts.crds.meta import Condition
+from kaiwo_contracts.crds.schema import NoCrdDefault
 
 GROUP: Final = "kaiwo.silogen.ai"
 VERSION: Final = "v1alpha1"
@@ -179,7 +180,7 @@ class CommonStatus(KubeModel):
     conditions: Conditions | None = Field(
         default=None, description="Standard Kubernetes conditions of the workload."
     )
-    status: WorkloadStatus = Field(
+    status: Annotated[WorkloadStatus, NoCrdDefault] = Field(
         default=WorkloadStatus.NEW, description="The high-level phase of the workload."
     )
     duration: int | None = Field(
@@ -325,7 +326,7 @@ class HfStorageSpec(KubeModel):
 class StorageSpec(KubeModel):
     """Persistent storage for the workload; ignored unless ``storageEnabled`` is true."""
 
-    storage_enabled: bool = False
+    storage_enabled: Annotated[bool, NoCrdDefault] = False
     storage_class_name: str | None = None
     access_mode: PersistentVolumeAccessMode = "ReadWriteMany"
     data: DataStorageSpec | None = None

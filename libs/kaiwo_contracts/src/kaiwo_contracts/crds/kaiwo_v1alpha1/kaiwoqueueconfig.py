@@ -20,13 +20,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from typing import ClassVar, Literal, Self
+from typing import Annotated, ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from kaiwo_contracts.crds.base import CrdInfo, KubeModel, PrinterColumn
-from kaiwo_contracts.crds.core_v1 import LabelSelector, Quantity, Taint, Toleration
+from kaiwo_contracts.crds.base import CrdInfo, KubeModel, PrinterColumn, Quantity
+from kaiwo_contracts.crds.core_v1 import LabelSelector, Taint, Toleration
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import (
     API_VERSION,
     CATEGORIES,
@@ -38,6 +38,7 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.common import (
     WorkloadStatus,
 )
 from kaiwo_contracts.crds.meta import ListMeta, ObjectMeta
+from kaiwo_contracts.crds.schema import NoCrdDefault
 
 KAIWO_QUEUE_CONFIG_NAME = "kaiwo"
 """The only KaiwoQueueConfig the controller acts on."""
@@ -171,7 +172,7 @@ class ClusterQueue(KubeModel):
     """A Kueue ClusterQueue managed by Kaiwo, and the namespaces that get a LocalQueue for it."""
 
     name: str = Field(min_length=1, max_length=253, description="ClusterQueue name.")
-    spec: ClusterQueueSpec = Field(default_factory=ClusterQueueSpec)
+    spec: Annotated[ClusterQueueSpec, NoCrdDefault] = Field(default_factory=ClusterQueueSpec)
     namespaces: list[str] | None = Field(
         default=None, description="Namespaces where a LocalQueue of the same name is created."
     )
@@ -281,7 +282,7 @@ class KaiwoQueueConfigStatus(KubeModel):
     """Whether the managed Kueue objects are in sync (READY) or not (FAILED)."""
 
     conditions: Conditions | None = None
-    status: WorkloadStatus = WorkloadStatus.NEW
+    status: Annotated[WorkloadStatus, NoCrdDefault] = WorkloadStatus.NEW
 
 
 class KaiwoQueueConfig(KaiwoObject):

@@ -31,6 +31,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from kaiwo_contracts.crds.base import CrdInfo, KubeModel, PrinterColumn, ScaleSubresource
 from kaiwo_contracts.crds.core_v1 import EnvFromSource
 from kaiwo_contracts.crds.meta import ListMeta, ObjectMeta
+from kaiwo_contracts.crds.schema import NoCrdDefault
 
 GROUP: Final = "kubeai.org"
 VERSION: Final = "v1"
@@ -349,13 +350,13 @@ class ModelSpec(KubeModel):
         default=None,
         description="Pods that should serve the model; managed by the autoscaler unless disabled.",
     )
-    min_replicas: int = Field(
+    min_replicas: Annotated[int, NoCrdDefault] = Field(
         default=0, ge=0, description="Fewest replicas the model scales down to (0 is valid)."
     )
     max_replicas: int | None = Field(
         default=None, ge=1, description="Most replicas the model scales up to; empty: no limit."
     )
-    autoscaling_disabled: bool = Field(
+    autoscaling_disabled: Annotated[bool, NoCrdDefault] = Field(
         default=False, description="Stop managing replicas (and collecting server metrics)."
     )
     target_requests: int = Field(
@@ -364,7 +365,7 @@ class ModelSpec(KubeModel):
     scale_down_delay_seconds: int = Field(
         default=30, description="Minimum wait before scaling down once a scale-down is decided."
     )
-    owner: str = Field(
+    owner: Annotated[str, NoCrdDefault] = Field(
         default="", description="Deprecated: shown as owned_by in /v1/models, nothing else."
     )
     load_balancing: LoadBalancing = Field(
@@ -423,20 +424,22 @@ class ModelSpec(KubeModel):
 class ModelStatusReplicas(KubeModel):
     """Pods of the model: all of them (terminating included) and the ready ones."""
 
-    all: int = 0
-    ready: int = 0
+    all: Annotated[int, NoCrdDefault] = 0
+    ready: Annotated[int, NoCrdDefault] = 0
 
 
 class ModelStatusCache(KubeModel):
     """Whether the model's files are in its cache (only with a cacheProfile)."""
 
-    loaded: bool = False
+    loaded: Annotated[bool, NoCrdDefault] = False
 
 
 class ModelStatus(KubeModel):
     """Observed state of a Model."""
 
-    replicas: ModelStatusReplicas = Field(default_factory=ModelStatusReplicas)
+    replicas: Annotated[ModelStatusReplicas, NoCrdDefault] = Field(
+        default_factory=ModelStatusReplicas
+    )
     cache: ModelStatusCache | None = None
 
 
