@@ -1,0 +1,735 @@
+"""The planner's projection: the latest version of every observed object, built from events.
+
+Level-triggered: every observation carries the whole object, so the projection keeps the
+latest one per object and drops anything older than what it knows. Objects are keyed by
+(``apiVersion/kind``, uid). Resource versions are compared as integers when both are
+integers (they are, on every real API server, though Kubernetes calls them opaque);
+otherwise a different version counts as newer. A ``DELETED`` observation removes the
+object and leaves a *tombstone* with its last resource version, so a late, older
+``MODIFIED`` for the same uid does not bring it back. Tombstones are forgotten once
+``tombstone_retention`` further observations have been applied, so they cannot grow
+without bound.
+
+:meth:`Projection.cluster_state` is what the pure planners read. It is called for every
+event, so the projection keeps its indexes (children by owner uid, Kueue Workloads by job
+uid, objects by label) up to date as observations arrive instead of re-indexing the whole
+cluster each time; ``bench/planner_projection.py``-style figures are in the module tests.
+The :class:`ClusterState` it returns is valid until the next :meth:`Projection.apply`:
+a query after that raises :class:`StaleClusterStateError` rather than answer from a
+cluster that moved on.
+
+``metadata.managedFields`` is dropped from stored objects: it is large and no decision
+reads it.
+
+Pure: no I/O, no clock. :meth:`Projection.snapshot` / :meth:`Projection.restore` turn the
+whole state (objects, tombstones, sequence) into canonical JSON bytes and back, exactly.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
+from kaiwo_contracts.plans import ObjectRef, canonical_json
+
+from kaiwo_planner.domain.cluster import ClusterState, NodeInfo
+
+SNAPSHOT_FORMAT: Final = 1
+DEFAULT_TOMBSTONE_RETENTION: Final = 100_000
+
+CORE_GROUP: Final = ""
+KUEUE_GROUP: Final = "kueue.x-k8s.io"
+KUEUE_JOB_UID_LABEL: Final = "kueue.x-k8s.io/job-uid"
+
+Identity = tuple[str, str, str, str]
+"""(API group, kind, namespace or "", name): an object's identity across API versions."""
+_SortKey = tuple[str, str, str, str, str]
+"""(apiVersion, kind, namespace, name, uid): the order of every object list handed out."""
+
+
+class StaleClusterStateError(RuntimeError):
+    """A :class:`ClusterState` from the projection was queried after the projection changed."""
+
+
+class SnapshotFormatError(ValueError):
+    """The bytes given to :meth:`Projection.restore` are not a projection snapshot."""
+
+
+def api_group(api_version: str) -> str:
+    """``batch/v1`` -> ``batch``; ``v1`` -> "" (the core group)."""
+    return api_version.rpartition("/")[0]
+
+
+def object_identity(obj: Mapping[str, Any]) -> Identity:
+    meta = obj.get("metadata") or {}
+    return (
+        api_group(str(obj.get("apiVersion", ""))),
+        str(obj.get("kind", "")),
+        str(meta.get("namespace") or ""),
+        str(meta.get("name") or ""),
+    )
+
+
+def ref_identity(ref: ObjectRef) -> Identity:
+    return (api_group(ref.api_version), ref.kind, ref.namespace or "", ref.name)
+
+
+def object_ref(obj: Mapping[str, Any]) -> ObjectRef:
+    """The :class:`ObjectRef` (with uid) of a JSON object."""
+    meta = obj.get("metadata") or {}
+    return ObjectRef(
+        api_version=str(obj.get("apiVersion", "")),
+        kind=str(obj.get("kind", "")),
+        name=str(meta.get("name", "")),
+        namespace=meta.get("namespace") or None,
+        uid=meta.get("uid") or None,
+    )
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ObjectKey:
+    """How the projection keys an object: ``apiVersion/kind`` and uid."""
+
+    type: str
+    uid: str
+
+    @classmethod
+    def of(cls, *, api_version: str, kind: str, uid: str) -> ObjectKey:
+        return cls(type=f"{api_version}/{kind}", uid=uid)
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One observation the projection accepted.
+
+    ``object`` is the new state (for ``DELETED``: the last state the API server reported);
+    ``previous`` is the version the projection held before, or None when it held none.
+    """
+
+    key: ObjectKey
+    ref: ObjectRef
+    event_type: WatchEventType
+    resource_version: str
+    sequence: int
+    object: Mapping[str, Any]
+    previous: Mapping[str, Any] | None = None
+
+    @property
+    def deleted(self) -> bool:
+        return self.event_type == "DELETED"
+
+    @property
+    def group(self) -> str:
+        return api_group(self.ref.api_version)
+
+    @property
+    def kind(self) -> str:
+        return self.ref.kind
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """One stored object and what the indexes file it under (computed once, before storing)."""
+
+    object: dict[str, Any]
+    resource_version: str
+    sequence: int
+    sort_key: _SortKey
+    identity: Identity
+    category: str
+    owners: tuple[str, ...] = ()
+    label_groups: tuple[str, ...] = ()
+    node: NodeInfo | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Tombstone:
+    resource_version: str
+    sequence: int
+
+
+def is_newer(incoming: str, known: str) -> bool:
+    """Whether resource version ``incoming`` is newer than ``known`` (see the module doc)."""
+    if incoming.isdigit() and known.isdigit():
+        return int(incoming) > int(known)
+    return incoming != known
+
+
+class _SortedObjects:
+    """Objects kept in :data:`_SortKey` order, with a tuple view rebuilt only after a change."""
+
+    __slots__ = ("_frozen", "_keys", "_values")
+
+    def __init__(self) -> None:
+        self._keys: list[_SortKey] = []
+        self._values: list[dict[str, Any]] = []
+        self._frozen: tuple[dict[str, Any], ...] | None = ()
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def put(self, key: _SortKey, value: dict[str, Any]) -> None:
+        index = bisect.bisect_left(self._keys, key)
+        if index < len(self._keys) and self._keys[index] == key:
+            self._values[index] = value
+        else:
+            self._keys.insert(index, key)
+            self._values.insert(index, value)
+        self._frozen = None
+
+    def remove(self, key: _SortKey) -> None:
+        index = bisect.bisect_left(self._keys, key)
+        if index < len(self._keys) and self._keys[index] == key:
+            del self._keys[index]
+            del self._values[index]
+            self._frozen = None
+
+    def as_tuple(self) -> tuple[dict[str, Any], ...]:
+        if self._frozen is None:
+            self._frozen = tuple(self._values)
+        return self._frozen
+
+
+class _Groups:
+    """Objects grouped under a key (an owner uid, a label), each group in sort order."""
+
+    __slots__ = ("_groups",)
+
+    def __init__(self) -> None:
+        self._groups: dict[Any, _SortedObjects] = {}
+
+    def put(self, group: Any, key: _SortKey, value: dict[str, Any]) -> None:
+        found = self._groups.get(group)
+        if found is None:
+            found = self._groups[group] = _SortedObjects()
+        found.put(key, value)
+
+    def remove(self, group: Any, key: _SortKey) -> None:
+        found = self._groups.get(group)
+        if found is not None:
+            found.remove(key)
+            if not found:
+                del self._groups[group]
+
+    def get(self, group: Any) -> tuple[dict[str, Any], ...]:
+        found = self._groups.get(group)
+        return found.as_tuple() if found is not None else ()
+
+    def __contains__(self, group: object) -> bool:
+        return group in self._groups
+
+    def keys(self) -> Iterator[Any]:
+        return iter(self._groups)
+
+    def __len__(self) -> int:
+        return len(self._groups)
+
+
+class _GuardedGroups(Mapping[str, tuple[dict[str, Any], ...]]):
+    """A read-only view of one index that refuses to answer once the projection has moved."""
+
+    def __init__(self, groups: _Groups, projection: Projection, version: int) -> None:
+        self._groups = groups
+        self._projection = projection
+        self._version = version
+
+    def _check(self) -> None:
+        if self._projection.version != self._version:
+            raise StaleClusterStateError(
+                "this ClusterState was taken before the projection changed; take a new one"
+            )
+
+    def __getitem__(self, key: str) -> tuple[dict[str, Any], ...]:
+        self._check()
+        if key not in self._groups:
+            raise KeyError(key)
+        return self._groups.get(key)
+
+    def __iter__(self) -> Iterator[str]:
+        self._check()
+        return iter(list(self._groups.keys()))
+
+    def __len__(self) -> int:
+        self._check()
+        return len(self._groups)
+
+
+@dataclass(frozen=True, slots=True)
+class _View:
+    """What a :class:`ProjectedClusterState` reads its indexes from."""
+
+    projection: Projection
+    version: int
+    nodes: tuple[NodeInfo, ...]
+    objects: tuple[dict[str, Any], ...]
+    kueue_workloads: tuple[dict[str, Any], ...]
+    namespaces: frozenset[str]
+    children: _GuardedGroups
+    workloads: _GuardedGroups
+    labelled: _GuardedGroups
+
+    def describes(self, state: ClusterState) -> bool:
+        return (
+            state.nodes is self.nodes
+            and state.objects is self.objects
+            and state.kueue_workloads is self.kueue_workloads
+            and state.namespaces is self.namespaces
+        )
+
+
+@dataclass(frozen=True)
+class ProjectedClusterState(ClusterState):
+    """A :class:`ClusterState` whose indexes are the projection's own (no re-indexing).
+
+    Built with ``dataclasses.replace`` or by hand, it indexes itself like any ClusterState.
+    """
+
+    view: _View | None = field(default=None, kw_only=True, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        view = self.view
+        if view is None or not view.describes(self):
+            object.__setattr__(self, "view", None)
+            super().__post_init__()
+            return
+        object.__setattr__(self, "_children", view.children)
+        object.__setattr__(self, "_workloads", view.workloads)
+
+    def objects_labelled(
+        self, key: str, value: str, *, kind: str | None = None
+    ) -> tuple[dict[str, Any], ...]:
+        if self.view is None:
+            return super().objects_labelled(key, value, kind=kind)
+        found = self.view.labelled.get(_label_group(key, value), ())
+        return found if kind is None else tuple(o for o in found if o.get("kind") == kind)
+
+
+def _label_group(key: str, value: str) -> str:
+    # One string per label pair; "\x00" cannot occur in a label key or value.
+    return f"{key}\x00{value}"
+
+
+def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    labels = _metadata(obj).get("labels")
+    return labels if isinstance(labels, Mapping) else {}
+
+
+def _owner_uids(obj: Mapping[str, Any]) -> tuple[str, ...]:
+    refs = _metadata(obj).get("ownerReferences") or ()
+    return tuple(
+        dict.fromkeys(str(r["uid"]) for r in refs if isinstance(r, Mapping) and r.get("uid"))
+    )
+
+
+def _workload_owner_uids(workload: Mapping[str, Any]) -> tuple[str, ...]:
+    owners = dict.fromkeys(_owner_uids(workload))
+    job_uid = _labels(workload).get(KUEUE_JOB_UID_LABEL)
+    if job_uid:
+        owners[str(job_uid)] = None
+    return tuple(owners)
+
+
+def _without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or "managedFields" not in meta:
+        return obj
+    slim = dict(obj)
+    slim["metadata"] = {key: value for key, value in meta.items() if key != "managedFields"}
+    return slim
+
+
+_NODE: Final = "node"
+_NAMESPACE: Final = "namespace"
+_WORKLOAD: Final = "workload"
+_OBJECT: Final = "object"
+
+
+def _category(api_version: str, kind: str) -> str:
+    group = api_group(api_version)
+    if group == CORE_GROUP and kind == "Node":
+        return _NODE
+    if group == CORE_GROUP and kind == "Namespace":
+        return _NAMESPACE
+    if group == KUEUE_GROUP and kind == "Workload":
+        return _WORKLOAD
+    return _OBJECT
+
+
+class Projection:
+    """The latest observed version of every object, with the indexes planners query."""
+
+    def __init__(self, *, tombstone_retention: int = DEFAULT_TOMBSTONE_RETENTION) -> None:
+        if tombstone_retention < 1:
+            raise ValueError("tombstone_retention must be >= 1")
+        self._retention = tombstone_retention
+        self._live: dict[ObjectKey, _Entry] = {}
+        self._tombstones: dict[ObjectKey, _Tombstone] = {}
+        self._by_uid: dict[str, ObjectKey] = {}
+        self._by_identity: dict[Identity, dict[ObjectKey, None]] = {}
+        self._by_kind: dict[tuple[str, str], _SortedObjects] = {}
+        self._objects = _SortedObjects()
+        self._workloads = _SortedObjects()
+        self._nodes: dict[str, NodeInfo] = {}
+        self._node_tuple: tuple[NodeInfo, ...] | None = ()
+        self._namespaces: set[str] = set()
+        self._namespace_set: frozenset[str] | None = frozenset()
+        self._children = _Groups()
+        self._workloads_by_owner = _Groups()
+        self._labelled = _Groups()
+        self._last_sequence = 0
+        self._version = 0
+        self._cached_state: ProjectedClusterState | None = None
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def last_sequence(self) -> int:
+        """The highest stream sequence given to :meth:`apply` (accepted or not)."""
+        return self._last_sequence
+
+    @property
+    def version(self) -> int:
+        """Counts the changes to the projection; a ClusterState is valid for one version."""
+        return self._version
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    @property
+    def tombstone_count(self) -> int:
+        return len(self._tombstones)
+
+    def get(self, key: ObjectKey) -> Mapping[str, Any] | None:
+        entry = self._live.get(key)
+        return entry.object if entry is not None else None
+
+    def by_uid(self, uid: str) -> Mapping[str, Any] | None:
+        key = self._by_uid.get(uid)
+        return self.get(key) if key is not None else None
+
+    def find(
+        self, *, group: str, kind: str, name: str, namespace: str | None = None
+    ) -> Mapping[str, Any] | None:
+        keys = self._by_identity.get((group, kind, namespace or "", name))
+        if not keys:
+            return None
+        # Two live uids with one name happen only when a deletion was missed: take the
+        # most recently observed, whatever order the entries arrived in.
+        newest = max(keys, key=lambda k: (self._live[k].sequence, k))
+        return self._live[newest].object
+
+    def contains(self, ref: ObjectRef) -> bool:
+        """Whether an object with ``ref``'s group, kind, namespace and name is observed."""
+        return ref_identity(ref) in self._by_identity
+
+    def objects_of_kind(
+        self, *, group: str, kind: str, namespace: str | None = None
+    ) -> tuple[Mapping[str, Any], ...]:
+        """Live objects of one kind (optionally in one namespace), in sort order."""
+        found = self._by_kind.get((group, kind))
+        if found is None:
+            return ()
+        objects = found.as_tuple()
+        if namespace is None:
+            return objects
+        return tuple(o for o in objects if _metadata(o).get("namespace") == namespace)
+
+    def resource_version(self, key: ObjectKey) -> str | None:
+        """The newest resource version known for ``key``, tombstones included."""
+        entry = self._live.get(key)
+        if entry is not None:
+            return entry.resource_version
+        tombstone = self._tombstones.get(key)
+        return tombstone.resource_version if tombstone is not None else None
+
+    # ------------------------------------------------------------------ applying
+
+    def apply(self, observed: ObservedObjectV1, *, sequence: int) -> Change | None:
+        """Take in one observation; None when it is stale or a duplicate.
+
+        ``sequence`` is the observation's stream sequence; :attr:`last_sequence` advances
+        whether or not the observation changes anything.
+        """
+        self._last_sequence = max(self._last_sequence, sequence)
+        key = ObjectKey.of(api_version=observed.api_version, kind=observed.kind, uid=observed.uid)
+        incoming = observed.resource_version
+        deleting = observed.event_type == "DELETED"
+        live = self._live.get(key)
+        if live is not None:
+            same = incoming == live.resource_version
+            if (same and not deleting) or (
+                not same and not is_newer(incoming, live.resource_version)
+            ):
+                return None
+        else:
+            tombstone = self._tombstones.get(key)
+            if tombstone is not None and not is_newer(incoming, tombstone.resource_version):
+                return None
+        previous = live.object if live is not None else None
+        entry = None
+        if not deleting:
+            entry = self._entry(
+                api_version=observed.api_version,
+                kind=observed.kind,
+                uid=observed.uid,
+                resource_version=incoming,
+                sequence=sequence,
+                obj=observed.object,
+            )
+        if live is not None:
+            self._unindex(key, live)
+        self._tombstones.pop(key, None)
+        if entry is None:
+            self._tombstones[key] = _Tombstone(resource_version=incoming, sequence=sequence)
+        else:
+            self._index(key, entry)
+        self._forget_old_tombstones()
+        self._changed()
+        return Change(
+            key=key,
+            ref=ObjectRef(
+                api_version=observed.api_version,
+                kind=observed.kind,
+                name=observed.name,
+                namespace=observed.namespace,
+                uid=observed.uid,
+            ),
+            event_type=observed.event_type,
+            resource_version=incoming,
+            sequence=sequence,
+            object=observed.object,
+            previous=previous,
+        )
+
+    @staticmethod
+    def _entry(
+        *,
+        api_version: str,
+        kind: str,
+        uid: str,
+        resource_version: str,
+        sequence: int,
+        obj: dict[str, Any],
+    ) -> _Entry:
+        """Everything derived from ``obj``, computed before anything is stored.
+
+        A malformed object raises here (TypeError, ValueError, ...) and leaves the
+        projection as it was.
+        """
+        meta = _metadata(obj)
+        namespace = str(meta.get("namespace") or "")
+        name = str(meta.get("name") or "")
+        category = _category(api_version, kind)
+        owners: tuple[str, ...] = ()
+        label_groups: tuple[str, ...] = ()
+        node = None
+        if category == _NODE:
+            node = NodeInfo.from_wire(obj)
+        elif category == _WORKLOAD:
+            owners = _workload_owner_uids(obj)
+        elif category == _OBJECT:
+            owners = _owner_uids(obj)
+            label_groups = tuple(
+                _label_group(str(label), str(value)) for label, value in _labels(obj).items()
+            )
+        return _Entry(
+            object=_without_managed_fields(obj),
+            resource_version=resource_version,
+            sequence=sequence,
+            sort_key=(api_version, kind, namespace, name, uid),
+            identity=(api_group(api_version), kind, namespace, name),
+            category=category,
+            owners=owners,
+            label_groups=label_groups,
+            node=node,
+        )
+
+    def _changed(self) -> None:
+        self._version += 1
+        self._cached_state = None
+
+    def _forget_old_tombstones(self) -> None:
+        horizon = self._last_sequence - self._retention
+        while self._tombstones:
+            key, tombstone = next(iter(self._tombstones.items()))
+            if tombstone.sequence >= horizon:
+                break
+            del self._tombstones[key]
+
+    def _index(self, key: ObjectKey, entry: _Entry) -> None:
+        self._live[key] = entry
+        self._by_uid[key.uid] = key
+        self._by_identity.setdefault(entry.identity, {})[key] = None
+        kind = (entry.identity[0], entry.identity[1])
+        self._by_kind.setdefault(kind, _SortedObjects()).put(entry.sort_key, entry.object)
+        obj, name = entry.object, entry.identity[3]
+        if entry.node is not None:
+            self._nodes[name] = entry.node
+            self._node_tuple = None
+        elif entry.category == _NAMESPACE:
+            self._namespaces.add(name)
+            self._namespace_set = None
+        elif entry.category == _WORKLOAD:
+            self._workloads.put(entry.sort_key, obj)
+            for owner in entry.owners:
+                self._workloads_by_owner.put(owner, entry.sort_key, obj)
+        else:
+            self._objects.put(entry.sort_key, obj)
+            for owner in entry.owners:
+                self._children.put(owner, entry.sort_key, obj)
+            for group in entry.label_groups:
+                self._labelled.put(group, entry.sort_key, obj)
+
+    def _unindex(self, key: ObjectKey, entry: _Entry) -> None:
+        del self._live[key]
+        if self._by_uid.get(key.uid) == key:
+            del self._by_uid[key.uid]
+        same_identity = self._by_identity[entry.identity]
+        del same_identity[key]
+        if not same_identity:
+            del self._by_identity[entry.identity]
+        kind = (entry.identity[0], entry.identity[1])
+        by_kind = self._by_kind[kind]
+        by_kind.remove(entry.sort_key)
+        if not by_kind:
+            del self._by_kind[kind]
+        name = entry.identity[3]
+        if entry.node is not None:
+            self._nodes.pop(name, None)
+            self._node_tuple = None
+        elif entry.category == _NAMESPACE:
+            self._namespaces.discard(name)
+            self._namespace_set = None
+        elif entry.category == _WORKLOAD:
+            self._workloads.remove(entry.sort_key)
+            for owner in entry.owners:
+                self._workloads_by_owner.remove(owner, entry.sort_key)
+        else:
+            self._objects.remove(entry.sort_key)
+            for owner in entry.owners:
+                self._children.remove(owner, entry.sort_key)
+            for group in entry.label_groups:
+                self._labelled.remove(group, entry.sort_key)
+
+    # ------------------------------------------------------------------ the planners' view
+
+    def cluster_state(self) -> ClusterState:
+        """The cluster as observed, for the planners; valid until the next change."""
+        if self._cached_state is not None:
+            return self._cached_state
+        if self._node_tuple is None:
+            self._node_tuple = tuple(self._nodes[name] for name in sorted(self._nodes))
+        if self._namespace_set is None:
+            self._namespace_set = frozenset(self._namespaces)
+        version = self._version
+        view = _View(
+            projection=self,
+            version=version,
+            nodes=self._node_tuple,
+            objects=self._objects.as_tuple(),
+            kueue_workloads=self._workloads.as_tuple(),
+            namespaces=self._namespace_set,
+            children=_GuardedGroups(self._children, self, version),
+            workloads=_GuardedGroups(self._workloads_by_owner, self, version),
+            labelled=_GuardedGroups(self._labelled, self, version),
+        )
+        state = ProjectedClusterState(
+            nodes=view.nodes,
+            objects=view.objects,
+            kueue_workloads=view.kueue_workloads,
+            namespaces=view.namespaces,
+            view=view,
+        )
+        self._cached_state = state
+        return state
+
+    # ------------------------------------------------------------------ snapshot
+
+    def to_document(self) -> dict[str, Any]:
+        """The whole state as JSON-ready data (objects are shared, not copied)."""
+        return {
+            "format": SNAPSHOT_FORMAT,
+            "lastSequence": self._last_sequence,
+            "objects": [
+                {
+                    "type": key.type,
+                    "uid": key.uid,
+                    "resourceVersion": entry.resource_version,
+                    "sequence": entry.sequence,
+                    "object": entry.object,
+                }
+                for key, entry in sorted(self._live.items(), key=lambda item: item[0])
+            ],
+            # In deletion order: the oldest are forgotten first.
+            "tombstones": [
+                {
+                    "type": key.type,
+                    "uid": key.uid,
+                    "resourceVersion": tombstone.resource_version,
+                    "sequence": tombstone.sequence,
+                }
+                for key, tombstone in self._tombstones.items()
+            ],
+        }
+
+    def snapshot(self) -> bytes:
+        """Canonical JSON of :meth:`to_document`: equal projections give equal bytes."""
+        return canonical_json(self.to_document()).encode()
+
+    @classmethod
+    def from_document(
+        cls,
+        document: Mapping[str, Any],
+        *,
+        tombstone_retention: int = DEFAULT_TOMBSTONE_RETENTION,
+    ) -> Projection:
+        if not isinstance(document, Mapping) or document.get("format") != SNAPSHOT_FORMAT:
+            raise SnapshotFormatError(f"not a projection snapshot of format {SNAPSHOT_FORMAT}")
+        projection = cls(tombstone_retention=tombstone_retention)
+        try:
+            projection._last_sequence = int(document["lastSequence"])
+            for item in document["objects"]:
+                projection._restore_object(item)
+            for item in document["tombstones"]:
+                key = ObjectKey(type=str(item["type"]), uid=str(item["uid"]))
+                projection._tombstones[key] = _Tombstone(
+                    resource_version=str(item["resourceVersion"]),
+                    sequence=int(item["sequence"]),
+                )
+        except (KeyError, TypeError, ValueError) as error:
+            raise SnapshotFormatError(f"projection snapshot is malformed: {error!r}") from error
+        projection._changed()
+        return projection
+
+    def _restore_object(self, item: Mapping[str, Any]) -> None:
+        key = ObjectKey(type=str(item["type"]), uid=str(item["uid"]))
+        api_version, _, kind = key.type.rpartition("/")
+        entry = self._entry(
+            api_version=api_version,
+            kind=kind,
+            uid=key.uid,
+            resource_version=str(item["resourceVersion"]),
+            sequence=int(item["sequence"]),
+            obj=dict(item["object"]),
+        )
+        self._index(key, entry)
+
+    @classmethod
+    def restore(
+        cls, data: bytes, *, tombstone_retention: int = DEFAULT_TOMBSTONE_RETENTION
+    ) -> Projection:
+        """The projection :meth:`snapshot` wrote; raises :class:`SnapshotFormatError`."""
+        try:
+            document = json.loads(data)
+        except ValueError as error:
+            raise SnapshotFormatError(f"projection snapshot is not JSON: {error}") from error
+        return cls.from_document(document, tombstone_retention=tombstone_retention)
