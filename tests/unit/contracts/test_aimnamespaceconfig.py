@@ -190,7 +190,7 @@ def test_crd_is_namespaced_with_short_name_and_gateway_column() -> None:
     assert info.crd_name == "aimnamespaceconfigs.config.kaiwo.silogen.ai"
     assert info.scope == "Namespaced"
     assert info.short_names == ("aimns",)
-    assert info.categories == ("kaiwo", "all")
+    assert info.categories == ("kaiwo",)
     assert info.status_subresource is False
     assert info.printer_columns == (
         PrinterColumn(name="Gateway", type="string", json_path=".spec.gateway.name"),

@@ -305,7 +305,11 @@ def test_duration_must_be_hours_minutes_seconds() -> None:
 
 def test_gpus_per_replica_requires_replicas() -> None:
     assert _errors(KaiwoJob, {"spec": {"gpusPerReplica": 2}}) == [
-        (("spec",), "gpusPerReplica is set, so replicas must be set as well")
+        (
+            ("spec",),
+            "replicas must be specified when gpusPerReplica is (the API reference requires "
+            "both); add replicas, e.g. replicas: 1",
+        )
     ]
     assert KaiwoJob.from_wire({"spec": {"gpusPerReplica": 2, "replicas": 3}}).spec.replicas == 3
 

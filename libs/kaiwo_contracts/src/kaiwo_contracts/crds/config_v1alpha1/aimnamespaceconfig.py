@@ -5,8 +5,13 @@ AIM models, which Secrets hold the credentials for model sources and caches (Hug
 GCS, Azure Blob), and which image pull secrets reach private AIM images.
 
 Upstream shipped this CRD (short name ``aimns``, a Gateway printer column, no status
-subresource, every field optional) without a controller; it is modelled so such objects
-validate and round-trip, and nothing in the operator acts on them yet.
+subresource, every field optional) without a controller. Here the planner acts on it: the
+config in a workload's namespace adds its image pull secrets to the generated pods, fills in
+credentials a download item or the Hugging Face token leaves out, and exposes KaiwoServices
+through an HTTPRoute on the named gateway (docs/aimnamespaceconfig.md says exactly how).
+
+The CRD is in the ``kaiwo`` category but not in ``all``: ``kubectl get all`` lists workloads,
+not configuration objects.
 """
 
 from __future__ import annotations
@@ -100,7 +105,7 @@ class AIMNamespaceConfig(TypedObject):
         plural="aimnamespaceconfigs",
         scope="Namespaced",
         short_names=("aimns",),
-        categories=("kaiwo", "all"),
+        categories=("kaiwo",),
         printer_columns=(
             PrinterColumn(name="Gateway", type="string", json_path=".spec.gateway.name"),
             PrinterColumn(name="Age", type="date", json_path=".metadata.creationTimestamp"),

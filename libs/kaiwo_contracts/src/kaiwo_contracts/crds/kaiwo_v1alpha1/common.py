@@ -135,8 +135,10 @@ class WorkloadStatus(StrEnum):
 
     The API reference lists NEW (""), PENDING, STARTING, READY, RUNNING, COMPLETE and FAILED;
     the upstream operator also writes DOWNLOADING, ERROR, TERMINATING and TERMINATED, so they
-    are valid here too. READY is what a KaiwoQueueConfig reports once its Kueue objects are in
-    sync (upstream no longer uses it for KaiwoService, whose healthy phase is RUNNING).
+    are valid here too. READY is what a ready KaiwoService reports (its Deployment or
+    RayService serves; the API reference defines it so, although later upstream versions write
+    RUNNING) and what a KaiwoQueueConfig reports once its Kueue objects are in sync. RUNNING
+    means the workload's pods run (for a KaiwoService: some, but not yet all, replicas).
     """
 
     NEW = ""
@@ -148,9 +150,9 @@ class WorkloadStatus(StrEnum):
     STARTING = "STARTING"
     """The underlying Job, Deployment, RayJob or RayService is being created or started."""
     READY = "READY"
-    """A KaiwoQueueConfig is in sync (historically: a KaiwoService is ready to serve)."""
+    """A KaiwoService is ready to serve, or a KaiwoQueueConfig is in sync."""
     RUNNING = "RUNNING"
-    """The workload's pods are running."""
+    """The workload's pods are running (a KaiwoService: not yet every replica is ready)."""
     COMPLETE = "COMPLETE"
     """A KaiwoJob finished successfully."""
     ERROR = "ERROR"
@@ -424,10 +426,13 @@ class CommonMetaSpec(KubeModel):
 
     @model_validator(mode="after")
     def _gpus_per_replica_needs_replicas(self) -> Self:
+        # The API reference: "If you specify gpusPerReplica, you must also specify replicas."
+        # Only an offline check: the API server defaults replicas to 1 before anything reads it.
         if self.gpus_per_replica is not None and "replicas" not in self.model_fields_set:
             raise PydanticCustomError(
                 "gpus_per_replica_without_replicas",
-                "gpusPerReplica is set, so replicas must be set as well",
+                "replicas must be specified when gpusPerReplica is (the API reference requires "
+                "both); add replicas, e.g. replicas: 1",
             )
         return self
 

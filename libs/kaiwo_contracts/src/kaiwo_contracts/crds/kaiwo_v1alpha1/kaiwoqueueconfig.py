@@ -282,7 +282,10 @@ class KaiwoQueueConfigStatus(KubeModel):
     """Whether the managed Kueue objects are in sync (READY) or not (FAILED)."""
 
     conditions: Conditions | None = None
-    status: Annotated[WorkloadStatus, NoCrdDefault] = WorkloadStatus.NEW
+    status: Annotated[WorkloadStatus, NoCrdDefault] = Field(
+        default=WorkloadStatus.NEW,
+        description="READY once the managed Kueue objects are in sync, FAILED when they cannot be.",
+    )
 
 
 class KaiwoQueueConfig(KaiwoObject):
