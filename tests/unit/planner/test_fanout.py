@@ -1,0 +1,360 @@
+"""Which owners a change re-plans: hand-written expectations over one small cluster."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
+from kaiwo_contracts.plans import ObjectRef
+from kaiwo_planner.domain.fanout import owners_to_replan
+from kaiwo_planner.domain.projection import Change, Projection
+
+KAIWO = "kaiwo.silogen.ai/v1alpha1"
+CONFIG = "config.kaiwo.silogen.ai/v1alpha1"
+KUEUE = "kueue.x-k8s.io/v1beta1"
+
+KQC = ObjectRef(api_version=KAIWO, kind="KaiwoQueueConfig", name="kaiwo", uid="kqc-uid")
+TRAIN = ObjectRef(
+    api_version=KAIWO, kind="KaiwoJob", name="train", namespace="team-a", uid="kj-train"
+)
+BATCH = ObjectRef(
+    api_version=KAIWO, kind="KaiwoJob", name="batch", namespace="team-b", uid="kj-batch"
+)
+SERVE = ObjectRef(
+    api_version=KAIWO, kind="KaiwoService", name="serve", namespace="team-b", uid="ks-serve"
+)
+# Sorted by apiVersion, kind, namespace, name: KaiwoJob < KaiwoQueueConfig < KaiwoService.
+EVERY_WORKLOAD = (TRAIN, BATCH, SERVE)
+EVERYTHING = (TRAIN, BATCH, KQC, SERVE)
+
+
+def owner_ref(
+    api_version: str, kind: str, name: str, uid: str, *, controller: bool = True
+) -> dict[str, Any]:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name,
+        "uid": uid,
+        "controller": controller,
+    }
+
+
+def obj(
+    api_version: str,
+    kind: str,
+    name: str,
+    uid: str,
+    *,
+    namespace: str | None = None,
+    labels: dict[str, str] | None = None,
+    owners: list[dict[str, Any]] | None = None,
+    **body: Any,
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "uid": uid}
+    if namespace:
+        metadata["namespace"] = namespace
+    if labels:
+        metadata["labels"] = labels
+    if owners:
+        metadata["ownerReferences"] = owners
+    return {"apiVersion": api_version, "kind": kind, "metadata": metadata, **body}
+
+
+def node(
+    name: str, *, labels: dict[str, str] | None = None, heartbeat: str = "t0"
+) -> dict[str, Any]:
+    return obj(
+        "v1",
+        "Node",
+        name,
+        f"uid-{name}",
+        labels=labels or {"kubernetes.io/hostname": name},
+        status={
+            "capacity": {"cpu": "8"},
+            "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat}],
+        },
+    )
+
+
+CLUSTER: list[dict[str, Any]] = [
+    obj(KAIWO, "KaiwoQueueConfig", "kaiwo", "kqc-uid"),
+    obj(CONFIG, "KaiwoConfig", "kaiwo", "kc-uid"),
+    obj(KAIWO, "KaiwoJob", "train", "kj-train", namespace="team-a"),
+    obj(KAIWO, "KaiwoJob", "batch", "kj-batch", namespace="team-b"),
+    obj(KAIWO, "KaiwoService", "serve", "ks-serve", namespace="team-b"),
+    obj(
+        "batch/v1",
+        "Job",
+        "train",
+        "job-train",
+        namespace="team-a",
+        owners=[owner_ref(KAIWO, "KaiwoJob", "train", "kj-train")],
+    ),
+    obj(
+        "v1",
+        "Pod",
+        "train-0",
+        "pod-train-0",
+        namespace="team-a",
+        owners=[owner_ref("batch/v1", "Job", "train", "job-train")],
+    ),
+    obj(
+        "apps/v1",
+        "Deployment",
+        "serve",
+        "dep-serve",
+        namespace="team-b",
+        owners=[owner_ref(KAIWO, "KaiwoService", "serve", "ks-serve")],
+    ),
+    obj(
+        "apps/v1",
+        "ReplicaSet",
+        "serve-5d9",
+        "rs-serve",
+        namespace="team-b",
+        owners=[owner_ref("apps/v1", "Deployment", "serve", "dep-serve")],
+    ),
+    obj(
+        "v1",
+        "Pod",
+        "serve-5d9-x",
+        "pod-serve",
+        namespace="team-b",
+        owners=[owner_ref("apps/v1", "ReplicaSet", "serve-5d9", "rs-serve")],
+    ),
+    obj(
+        "v1",
+        "PersistentVolumeClaim",
+        "serve-data",
+        "pvc-serve",
+        namespace="team-b",
+        labels={"kaiwo.silogen.ai/owner-uid": "ks-serve"},
+    ),
+    obj(
+        KUEUE,
+        "ClusterQueue",
+        "gpus",
+        "cq-uid",
+        labels={"kaiwo.silogen.ai/queue-config": "kaiwo"},
+        owners=[owner_ref(KAIWO, "KaiwoQueueConfig", "kaiwo", "kqc-uid")],
+    ),
+    node("gpu-0"),
+    obj("v1", "Namespace", "team-a", "ns-a"),
+    obj(CONFIG, "AIMNamespaceConfig", "defaults", "aim-b", namespace="team-b"),
+    obj("kubeai.org/v1", "Model", "llama", "model-uid", namespace="team-a"),
+]
+
+
+@pytest.fixture
+def projection() -> Projection:
+    projection = Projection()
+    for sequence, item in enumerate(CLUSTER, start=1):
+        projection.apply(observe(item, "1", "ADDED"), sequence=sequence)
+    return projection
+
+
+def observe(item: dict[str, Any], rv: str, event: WatchEventType = "MODIFIED") -> ObservedObjectV1:
+    meta = item["metadata"]
+    return ObservedObjectV1(
+        kind=item["kind"],
+        api_version=item["apiVersion"],
+        namespace=meta.get("namespace"),
+        name=meta["name"],
+        uid=meta["uid"],
+        resource_version=rv,
+        event_type=event,
+        object=item,
+    )
+
+
+def change_of(
+    projection: Projection, item: dict[str, Any], event: WatchEventType = "MODIFIED"
+) -> Change:
+    change = projection.apply(observe(item, "2", event), sequence=100)
+    assert change is not None
+    return change
+
+
+def named(kind: str, name: str) -> dict[str, Any]:
+    return copy.deepcopy(
+        next(o for o in CLUSTER if o["kind"] == kind and o["metadata"]["name"] == name)
+    )
+
+
+def test_a_workload_replans_itself(projection: Projection) -> None:
+    change = change_of(projection, named("KaiwoJob", "train"))
+    assert owners_to_replan(change, projection) == (TRAIN,)
+
+
+def test_a_deleted_workload_is_still_named_so_its_state_can_be_forgotten(
+    projection: Projection,
+) -> None:
+    change = change_of(projection, named("KaiwoService", "serve"), "DELETED")
+    assert owners_to_replan(change, projection) == (SERVE,)
+
+
+def test_a_direct_child_replans_its_controller(projection: Projection) -> None:
+    change = change_of(projection, named("Job", "train"))
+    assert owners_to_replan(change, projection) == (TRAIN,)
+
+
+def test_a_pod_walks_up_to_its_workload(projection: Projection) -> None:
+    assert owners_to_replan(change_of(projection, named("Pod", "train-0")), projection) == (TRAIN,)
+    assert owners_to_replan(change_of(projection, named("Pod", "serve-5d9-x")), projection) == (
+        SERVE,
+    )
+
+
+def test_a_kueue_workload_walks_up_through_its_job(projection: Projection) -> None:
+    workload = obj(
+        KUEUE,
+        "Workload",
+        "job-train-1a2b",
+        "wl-train",
+        namespace="team-a",
+        owners=[owner_ref("batch/v1", "Job", "train", "job-train")],
+    )
+    assert owners_to_replan(change_of(projection, workload, "ADDED"), projection) == (TRAIN,)
+    by_label = obj(
+        KUEUE,
+        "Workload",
+        "pod-serve-1",
+        "wl-serve",
+        namespace="team-b",
+        labels={"kueue.x-k8s.io/job-uid": "pod-serve"},
+    )
+    assert owners_to_replan(change_of(projection, by_label, "ADDED"), projection) == (SERVE,)
+
+
+def test_a_child_found_by_the_owner_label_replans_that_owner(projection: Projection) -> None:
+    change = change_of(projection, named("PersistentVolumeClaim", "serve-data"))
+    assert owners_to_replan(change, projection) == (SERVE,)
+
+
+def test_a_pod_found_by_the_run_id_label_replans_its_workload(projection: Projection) -> None:
+    pod = obj(
+        "v1",
+        "Pod",
+        "loose",
+        "pod-loose",
+        namespace="team-b",
+        labels={"kaiwo.silogen.ai/run-id": "kj-batch"},
+    )
+    assert owners_to_replan(change_of(projection, pod, "ADDED"), projection) == (BATCH,)
+
+
+def test_a_child_that_changes_owner_replans_both(projection: Projection) -> None:
+    moved = named("PersistentVolumeClaim", "serve-data")
+    moved["metadata"]["labels"] = {"kaiwo.silogen.ai/owner-uid": "kj-batch"}
+    assert owners_to_replan(change_of(projection, moved), projection) == (BATCH, SERVE)
+
+
+def test_a_deleted_child_replans_its_owner(projection: Projection) -> None:
+    change = change_of(projection, named("Job", "train"), "DELETED")
+    assert owners_to_replan(change, projection) == (TRAIN,)
+
+
+def test_an_object_of_no_workload_replans_nothing(projection: Projection) -> None:
+    stray = obj("v1", "ConfigMap", "stray", "cm-stray", namespace="team-a")
+    assert owners_to_replan(change_of(projection, stray, "ADDED"), projection) == ()
+    orphan = obj(
+        "v1",
+        "Pod",
+        "orphan",
+        "pod-orphan",
+        namespace="team-a",
+        owners=[owner_ref("batch/v1", "Job", "gone", "uid-never-seen")],
+    )
+    assert owners_to_replan(change_of(projection, orphan, "ADDED"), projection) == ()
+
+
+def test_an_owner_reference_cycle_ends(projection: Projection) -> None:
+    first = obj(
+        "v1",
+        "ConfigMap",
+        "a",
+        "cm-a",
+        namespace="team-a",
+        owners=[owner_ref("v1", "ConfigMap", "b", "cm-b")],
+    )
+    second = obj(
+        "v1",
+        "ConfigMap",
+        "b",
+        "cm-b",
+        namespace="team-a",
+        owners=[owner_ref("v1", "ConfigMap", "a", "cm-a")],
+    )
+    change_of(projection, first, "ADDED")
+    assert owners_to_replan(change_of(projection, second, "ADDED"), projection) == ()
+
+
+def test_a_node_change_replans_the_queue_config_and_every_workload(projection: Projection) -> None:
+    relabelled = node("gpu-0", labels={"kubernetes.io/hostname": "gpu-0", "pool": "a"})
+    assert owners_to_replan(change_of(projection, relabelled), projection) == EVERYTHING
+
+
+def test_a_node_heartbeat_replans_nothing(projection: Projection) -> None:
+    assert owners_to_replan(change_of(projection, node("gpu-0", heartbeat="t1")), projection) == ()
+
+
+def test_a_new_or_deleted_node_replans_everything(projection: Projection) -> None:
+    assert owners_to_replan(change_of(projection, node("gpu-1"), "ADDED"), projection) == EVERYTHING
+    assert (
+        owners_to_replan(change_of(projection, node("gpu-0"), "DELETED"), projection) == EVERYTHING
+    )
+
+
+def test_the_kaiwo_config_replans_the_queue_config_and_every_workload(
+    projection: Projection,
+) -> None:
+    change = change_of(projection, named("KaiwoConfig", "kaiwo"))
+    assert owners_to_replan(change, projection) == EVERYTHING
+
+
+def test_the_queue_config_replans_itself_and_every_workload(projection: Projection) -> None:
+    change = change_of(projection, named("KaiwoQueueConfig", "kaiwo"))
+    assert owners_to_replan(change, projection) == EVERYTHING
+
+
+def test_a_namespace_config_replans_the_workloads_of_its_namespace(projection: Projection) -> None:
+    change = change_of(projection, named("AIMNamespaceConfig", "defaults"))
+    assert owners_to_replan(change, projection) == (BATCH, SERVE)
+
+
+def test_a_namespace_that_appears_or_goes_replans_the_queue_config(projection: Projection) -> None:
+    added = obj("v1", "Namespace", "team-c", "ns-c")
+    assert owners_to_replan(change_of(projection, added, "ADDED"), projection) == (KQC,)
+    relabelled = obj("v1", "Namespace", "team-a", "ns-a", labels={"x": "y"})
+    assert owners_to_replan(change_of(projection, relabelled), projection) == ()
+    gone = obj("v1", "Namespace", "team-a", "ns-a")
+    assert owners_to_replan(change_of(projection, gone, "DELETED"), projection) == (KQC,)
+
+
+def test_a_managed_kueue_object_replans_the_queue_config(projection: Projection) -> None:
+    change = change_of(projection, named("ClusterQueue", "gpus"))
+    assert owners_to_replan(change, projection) == (KQC,)
+    by_label_only = obj(
+        KUEUE,
+        "LocalQueue",
+        "gpus",
+        "lq-uid",
+        namespace="team-a",
+        labels={"kaiwo.silogen.ai/queue-config": "kaiwo"},
+    )
+    assert owners_to_replan(change_of(projection, by_label_only, "ADDED"), projection) == (KQC,)
+
+
+def test_a_model_replans_nothing_yet(projection: Projection) -> None:
+    assert owners_to_replan(change_of(projection, named("Model", "llama")), projection) == ()
+
+
+def test_without_a_queue_config_a_node_change_replans_only_workloads() -> None:
+    projection = Projection()
+    projection.apply(observe(named("KaiwoJob", "train"), "1", "ADDED"), sequence=1)
+    change = projection.apply(observe(node("gpu-9"), "1", "ADDED"), sequence=2)
+    assert change is not None
+    assert owners_to_replan(change, projection) == (TRAIN,)

@@ -1,0 +1,394 @@
+"""The planner's projection: staleness, tombstones, the ClusterState it hands out, snapshots."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
+from kaiwo_contracts.plans import ObjectRef
+from kaiwo_planner.domain.cluster import ClusterState
+from kaiwo_planner.domain.projection import (
+    ObjectKey,
+    Projection,
+    SnapshotFormatError,
+    StaleClusterStateError,
+    is_newer,
+)
+
+JOB_UID = "job-uid-1"
+KAIWOJOB_UID = "kj-uid-1"
+
+
+def make_object(
+    kind: str,
+    name: str,
+    *,
+    uid: str,
+    api_version: str = "v1",
+    namespace: str | None = "team-a",
+    labels: dict[str, str] | None = None,
+    owners: list[str] | None = None,
+    **body: Any,
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "uid": uid}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    if labels:
+        metadata["labels"] = labels
+    if owners:
+        metadata["ownerReferences"] = [
+            {"apiVersion": "batch/v1", "kind": "Job", "name": "owner", "uid": u, "controller": True}
+            for u in owners
+        ]
+    return {"apiVersion": api_version, "kind": kind, "metadata": metadata, **body}
+
+
+def observe(obj: dict[str, Any], rv: str, event: WatchEventType = "MODIFIED") -> ObservedObjectV1:
+    meta = obj["metadata"]
+    return ObservedObjectV1(
+        kind=obj["kind"],
+        api_version=obj["apiVersion"],
+        namespace=meta.get("namespace"),
+        name=meta["name"],
+        uid=meta["uid"],
+        resource_version=rv,
+        event_type=event,
+        object={**obj, "metadata": {**meta, "resourceVersion": rv}},
+    )
+
+
+POD = make_object("Pod", "worker-0", uid="pod-1", owners=[JOB_UID])
+POD_KEY = ObjectKey(type="v1/Pod", uid="pod-1")
+
+
+def node(name: str, *, gpus: int = 8, **extra: Any) -> dict[str, Any]:
+    return make_object(
+        "Node",
+        name,
+        uid=f"uid-{name}",
+        namespace=None,
+        labels={"amd.com/gpu.product-name": "AMD_Instinct_MI300X_OAM"},
+        status={"capacity": {"amd.com/gpu": str(gpus)}, "allocatable": {"amd.com/gpu": str(gpus)}},
+        **extra,
+    )
+
+
+# ---------------------------------------------------------------- staleness
+
+
+def test_a_new_object_is_stored_and_reported_as_a_change() -> None:
+    projection = Projection()
+    change = projection.apply(observe(POD, "10", "ADDED"), sequence=1)
+    assert change is not None
+    assert change.ref == ObjectRef(
+        api_version="v1", kind="Pod", name="worker-0", namespace="team-a", uid="pod-1"
+    )
+    assert change.previous is None
+    assert change.event_type == "ADDED"
+    assert projection.get(POD_KEY) is not None
+    assert projection.by_uid("pod-1") is not None
+    assert len(projection) == 1
+    assert projection.last_sequence == 1
+
+
+def test_the_same_version_again_is_a_duplicate() -> None:
+    projection = Projection()
+    projection.apply(observe(POD, "10", "ADDED"), sequence=1)
+    assert projection.apply(observe(POD, "10", "SYNC"), sequence=2) is None
+    assert projection.apply(observe(POD, "10", "MODIFIED"), sequence=3) is None
+    assert projection.last_sequence == 3
+
+
+def test_resource_versions_compare_as_numbers_when_both_are_integers() -> None:
+    projection = Projection()
+    projection.apply(observe(POD, "10"), sequence=1)
+    # As text "9" > "10"; as numbers it is older and must be dropped.
+    assert projection.apply(observe(POD, "9"), sequence=2) is None
+    change = projection.apply(observe(POD, "11"), sequence=3)
+    assert change is not None
+    assert change.previous is not None
+    assert change.previous["metadata"]["resourceVersion"] == "10"
+    assert projection.resource_version(POD_KEY) == "11"
+
+
+def test_a_different_non_numeric_version_counts_as_newer() -> None:
+    projection = Projection()
+    projection.apply(observe(POD, "abc"), sequence=1)
+    assert projection.apply(observe(POD, "abc"), sequence=2) is None
+    assert projection.apply(observe(POD, "abb"), sequence=3) is not None
+    assert projection.resource_version(POD_KEY) == "abb"
+
+
+@pytest.mark.parametrize(
+    ("incoming", "known", "newer"),
+    [
+        ("11", "10", True),
+        ("9", "10", False),
+        ("10", "10", False),
+        ("b", "a", True),
+        ("a", "a", False),
+    ],
+)
+def test_is_newer(incoming: str, known: str, newer: bool) -> None:
+    assert is_newer(incoming, known) is newer
+
+
+def test_a_deletion_leaves_a_tombstone_that_drops_late_older_versions() -> None:
+    projection = Projection()
+    projection.apply(observe(POD, "10", "ADDED"), sequence=1)
+    deleted = projection.apply(observe(POD, "12", "DELETED"), sequence=2)
+    assert deleted is not None
+    assert deleted.deleted
+    assert projection.get(POD_KEY) is None
+    assert projection.by_uid("pod-1") is None
+    assert projection.tombstone_count == 1
+    assert projection.resource_version(POD_KEY) == "12"
+    # A MODIFIED delivered late (older, or the deletion's own version) does not resurrect it.
+    assert projection.apply(observe(POD, "11"), sequence=3) is None
+    assert projection.apply(observe(POD, "12"), sequence=4) is None
+    assert projection.apply(observe(POD, "12", "DELETED"), sequence=5) is None
+    assert len(projection) == 0
+
+
+def test_a_deletion_with_the_last_known_version_is_accepted() -> None:
+    # A watcher that notices a deletion on relist only knows the last version it saw.
+    projection = Projection()
+    projection.apply(observe(POD, "10", "ADDED"), sequence=1)
+    change = projection.apply(observe(POD, "10", "DELETED"), sequence=2)
+    assert change is not None
+    assert change.deleted
+    assert projection.get(POD_KEY) is None
+
+
+def test_a_newer_version_after_a_deletion_brings_the_object_back() -> None:
+    # An object that left a watch's label selector comes back with a newer version.
+    projection = Projection()
+    projection.apply(observe(POD, "10", "DELETED"), sequence=1)
+    assert projection.apply(observe(POD, "13", "ADDED"), sequence=2) is not None
+    assert projection.get(POD_KEY) is not None
+    assert projection.tombstone_count == 0
+
+
+def test_tombstones_are_forgotten_after_the_retention() -> None:
+    projection = Projection(tombstone_retention=3)
+    projection.apply(observe(POD, "10", "DELETED"), sequence=1)
+    other = make_object("Pod", "other", uid="pod-2")
+    for sequence in range(2, 5):
+        projection.apply(observe(other, str(sequence)), sequence=sequence)
+    assert projection.tombstone_count == 1
+    projection.apply(observe(other, "5"), sequence=5)
+    assert projection.tombstone_count == 0
+
+
+def test_managed_fields_are_not_kept() -> None:
+    projection = Projection()
+    pod = {**POD, "metadata": {**POD["metadata"], "managedFields": [{"manager": "kubectl"}]}}
+    projection.apply(observe(pod, "10"), sequence=1)
+    stored = projection.get(POD_KEY)
+    assert stored is not None
+    assert "managedFields" not in stored["metadata"]
+    assert stored["metadata"]["name"] == "worker-0"
+
+
+def test_a_malformed_object_raises_and_changes_nothing() -> None:
+    projection = Projection()
+    projection.apply(observe(POD, "10"), sequence=1)
+    broken = {**POD, "metadata": {**POD["metadata"], "ownerReferences": 5}}
+    with pytest.raises(TypeError):
+        projection.apply(observe(broken, "11"), sequence=2)
+    assert projection.resource_version(POD_KEY) == "10"
+    assert [p["metadata"]["name"] for p in projection.cluster_state().children_of(JOB_UID)] == [
+        "worker-0"
+    ]
+
+
+# ---------------------------------------------------------------- lookups
+
+
+def test_find_and_objects_of_kind() -> None:
+    projection = Projection()
+    kqc = make_object(
+        "KaiwoQueueConfig",
+        "kaiwo",
+        uid="kqc",
+        api_version="kaiwo.silogen.ai/v1alpha1",
+        namespace=None,
+    )
+    job_b = make_object("KaiwoJob", "b", uid="kj-b", api_version="kaiwo.silogen.ai/v1alpha1")
+    job_a = make_object("KaiwoJob", "a", uid="kj-a", api_version="kaiwo.silogen.ai/v1alpha1")
+    job_c = make_object(
+        "KaiwoJob", "c", uid="kj-c", api_version="kaiwo.silogen.ai/v1alpha1", namespace="team-b"
+    )
+    for sequence, obj in enumerate((kqc, job_b, job_a, job_c), start=1):
+        projection.apply(observe(obj, "1"), sequence=sequence)
+    found = projection.find(group="kaiwo.silogen.ai", kind="KaiwoQueueConfig", name="kaiwo")
+    assert found is not None
+    assert found["metadata"]["uid"] == "kqc"
+    assert projection.find(group="kaiwo.silogen.ai", kind="KaiwoJob", name="zzz") is None
+    names = [
+        o["metadata"]["name"]
+        for o in projection.objects_of_kind(group="kaiwo.silogen.ai", kind="KaiwoJob")
+    ]
+    assert names == ["a", "b", "c"]
+    in_team_a = projection.objects_of_kind(
+        group="kaiwo.silogen.ai", kind="KaiwoJob", namespace="team-a"
+    )
+    assert [o["metadata"]["name"] for o in in_team_a] == ["a", "b"]
+    assert projection.contains(
+        ObjectRef(
+            api_version="kaiwo.silogen.ai/v1alpha1", kind="KaiwoJob", name="c", namespace="team-b"
+        )
+    )
+    assert not projection.contains(
+        ObjectRef(
+            api_version="kaiwo.silogen.ai/v1alpha1", kind="KaiwoJob", name="c", namespace="team-a"
+        )
+    )
+
+
+# ---------------------------------------------------------------- the ClusterState
+
+
+def _populated() -> Projection:
+    projection = Projection()
+    objects = [
+        node("node-b"),
+        node("node-a", gpus=4),
+        make_object("Namespace", "team-a", uid="ns-a", namespace=None),
+        make_object("Namespace", "team-b", uid="ns-b", namespace=None),
+        make_object(
+            "Job",
+            "train",
+            uid=JOB_UID,
+            api_version="batch/v1",
+            labels={"kaiwo.silogen.ai/run-id": KAIWOJOB_UID},
+        ),
+        make_object(
+            "Pod",
+            "train-1",
+            uid="pod-t1",
+            owners=[JOB_UID],
+            labels={"kaiwo.silogen.ai/run-id": KAIWOJOB_UID},
+        ),
+        make_object(
+            "Pod",
+            "train-0",
+            uid="pod-t0",
+            owners=[JOB_UID],
+            labels={"kaiwo.silogen.ai/run-id": KAIWOJOB_UID},
+        ),
+        make_object("ConfigMap", "unrelated", uid="cm-1", labels={"app": "x"}),
+        make_object(
+            "Workload",
+            "job-train-abc",
+            uid="wl-1",
+            api_version="kueue.x-k8s.io/v1beta1",
+            labels={"kueue.x-k8s.io/job-uid": JOB_UID},
+        ),
+    ]
+    for sequence, obj in enumerate(objects, start=1):
+        projection.apply(observe(obj, str(sequence), "ADDED"), sequence=sequence)
+    return projection
+
+
+def test_the_cluster_state_sorts_and_indexes_what_was_observed() -> None:
+    state = _populated().cluster_state()
+    assert [n.name for n in state.nodes] == ["node-a", "node-b"]
+    assert [n.gpu_count for n in state.nodes] == [4, 8]
+    assert state.namespaces == frozenset({"team-a", "team-b"})
+    assert [w["metadata"]["name"] for w in state.kueue_workloads] == ["job-train-abc"]
+    # Sorted by apiVersion, kind, namespace, name: batch/v1 Job before v1 ConfigMap and Pods.
+    assert [(o["kind"], o["metadata"]["name"]) for o in state.objects] == [
+        ("Job", "train"),
+        ("ConfigMap", "unrelated"),
+        ("Pod", "train-0"),
+        ("Pod", "train-1"),
+    ]
+    assert [c["metadata"]["name"] for c in state.children_of(JOB_UID)] == ["train-0", "train-1"]
+    assert state.child_of(JOB_UID, kind="Pod", name="train-1") is not None
+    assert [w["metadata"]["uid"] for w in state.kueue_workloads_for(JOB_UID)] == ["wl-1"]
+    assert state.kueue_workloads_for("nobody") == ()
+    labelled = state.objects_labelled("kaiwo.silogen.ai/run-id", KAIWOJOB_UID, kind="Pod")
+    assert [p["metadata"]["name"] for p in labelled] == ["train-0", "train-1"]
+    every_kind = state.objects_labelled("kaiwo.silogen.ai/run-id", KAIWOJOB_UID)
+    assert [o["metadata"]["name"] for o in every_kind] == ["train", "train-0", "train-1"]
+    assert state.node("node-a") is not None
+    assert state.has_namespace("team-b")
+
+
+def test_the_cluster_state_answers_like_a_freshly_indexed_one() -> None:
+    projected = _populated().cluster_state()
+    fresh = ClusterState(
+        nodes=projected.nodes,
+        objects=projected.objects,
+        kueue_workloads=projected.kueue_workloads,
+        namespaces=projected.namespaces,
+    )
+    assert (projected.nodes, projected.objects) == (fresh.nodes, fresh.objects)
+    assert projected.kueue_workloads == fresh.kueue_workloads
+    assert projected.children_of(JOB_UID) == fresh.children_of(JOB_UID)
+    assert projected.kueue_workloads_for(JOB_UID) == fresh.kueue_workloads_for(JOB_UID)
+    for kind in (None, "Pod", "Job"):
+        assert projected.objects_labelled(
+            "kaiwo.silogen.ai/run-id", KAIWOJOB_UID, kind=kind
+        ) == fresh.objects_labelled("kaiwo.silogen.ai/run-id", KAIWOJOB_UID, kind=kind)
+
+
+def test_the_cluster_state_follows_deletions_and_relabelling() -> None:
+    projection = _populated()
+    pod_0 = make_object("Pod", "train-0", uid="pod-t0", owners=[JOB_UID])
+    projection.apply(observe(pod_0, "20"), sequence=20)  # the run-id label removed
+    pod_1 = make_object("Pod", "train-1", uid="pod-t1", owners=[JOB_UID])
+    projection.apply(observe(pod_1, "21", "DELETED"), sequence=21)
+    state = projection.cluster_state()
+    assert [c["metadata"]["name"] for c in state.children_of(JOB_UID)] == ["train-0"]
+    labelled = state.objects_labelled("kaiwo.silogen.ai/run-id", KAIWOJOB_UID, kind="Pod")
+    assert labelled == ()
+    projection.apply(observe(node("node-a"), "22", "DELETED"), sequence=22)
+    assert [n.name for n in projection.cluster_state().nodes] == ["node-b"]
+
+
+def test_the_cluster_state_is_reused_until_something_changes() -> None:
+    projection = _populated()
+    first = projection.cluster_state()
+    assert projection.cluster_state() is first
+    assert projection.apply(observe(POD, "1"), sequence=30) is not None
+    second = projection.cluster_state()
+    assert second is not first
+    # The old one refuses to answer from indexes that moved on.
+    with pytest.raises(StaleClusterStateError):
+        first.children_of(JOB_UID)
+    with pytest.raises(StaleClusterStateError):
+        first.objects_labelled("app", "x")
+    # A stale observation changes nothing, so the state stays valid.
+    assert projection.apply(observe(POD, "0"), sequence=31) is None
+    assert projection.cluster_state() is second
+
+
+# ---------------------------------------------------------------- snapshot
+
+
+def test_a_snapshot_restores_exactly() -> None:
+    projection = _populated()
+    projection.apply(observe(POD, "40", "DELETED"), sequence=40)
+    data = projection.snapshot()
+    restored = Projection.restore(data)
+    assert restored.snapshot() == data
+    assert restored.last_sequence == 40
+    assert len(restored) == len(projection) == 9
+    assert restored.tombstone_count == 1
+    # The tombstone still drops a late, older version after the restart.
+    assert restored.apply(observe(POD, "39"), sequence=41) is None
+    state = restored.cluster_state()
+    assert [c["metadata"]["name"] for c in state.children_of(JOB_UID)] == ["train-0", "train-1"]
+    assert [n.name for n in state.nodes] == ["node-a", "node-b"]
+
+
+def test_restoring_something_else_fails_clearly() -> None:
+    with pytest.raises(SnapshotFormatError):
+        Projection.restore(b"not json")
+    with pytest.raises(SnapshotFormatError):
+        Projection.restore(b'{"format": 99}')
+    with pytest.raises(SnapshotFormatError):
+        Projection.restore(b'{"format": 1, "lastSequence": 3}')
