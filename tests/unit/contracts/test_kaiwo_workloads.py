@@ -340,10 +340,10 @@ def test_access_mode_is_one_of_the_kubernetes_modes() -> None:
     ]
 
 
-def test_embedded_job_must_be_a_whole_job_object() -> None:
-    assert _errors(KaiwoJob, {"spec": {"job": {"spec": {"backoffLimit": 1}}}}) == [
-        (("spec", "job"), "must be a whole Job object with apiVersion and kind set")
-    ]
+def test_an_embedded_object_may_leave_out_its_type_but_not_give_another_kind() -> None:
+    manifest = {"spec": {"job": {"spec": {"backoffLimit": 1}}}}
+    assert KaiwoJob.from_wire(manifest).spec.job == {"spec": {"backoffLimit": 1}}
+    assert KaiwoJob.from_wire(manifest).to_wire()["spec"] == manifest["spec"]
     assert _errors(KaiwoJob, {"spec": {"rayJob": {"apiVersion": "batch/v1", "kind": "Job"}}}) == [
         (("spec", "rayJob"), "must be a RayJob object, got kind 'Job'")
     ]

@@ -15,8 +15,9 @@ Choices where the reference is silent and upstream accepts anything (what a user
 * A ``ValueReference`` names both ``secretName`` and ``secretKey`` or neither.
 * ``SecretVolume`` needs ``name``, ``secretName`` and ``mountPath``; download items need the
   fields without which they mean nothing (endpoint, bucket name, repository, target path).
-* Embedded ``job``/``rayJob``/``deployment``/``rayService`` must carry ``apiVersion`` and
-  ``kind`` (the API server checks that for embedded resources) and be of the field's kind.
+* Embedded ``job``/``rayJob``/``deployment``/``rayService`` may leave out ``apiVersion`` and
+  ``kind`` (upstream manifests give just ``{spec: ...}``, and the CRD accepts that, see
+  docs/decisions/0002); a ``kind`` that is given must be the field's kind.
 * The top-level kinds fill in ``apiVersion`` and ``kind`` when missing, so objects built in
   Python serialise as complete manifests.
 * Short names (upstream has none): ``kj``/``kjob``, ``ks``/``kaiwosvc`` (``ksvc`` belongs to
@@ -83,24 +84,19 @@ Duration = Annotated[
 
 
 def embedded_kind(kind: str) -> AfterValidator:
-    """A validator for an embedded object: ``apiVersion`` and ``kind`` set, and of ``kind``.
+    """A validator for an embedded object: a ``kind``, when given, is the field's ``kind``.
 
-    The API server checks ``apiVersion`` and ``kind`` of embedded resources; this checks the
-    same, plus that the kind is the one the field stands for.
+    ``apiVersion`` and ``kind`` may be left out, as the CRD allows (only ``spec`` is used);
+    a Deployment given where a Job belongs is a mistake worth naming.
     """
 
     def check(value: dict[str, Any]) -> dict[str, Any]:
-        if not value.get("apiVersion") or not value.get("kind"):
-            raise PydanticCustomError(
-                "embedded_object",
-                "must be a whole {kind} object with apiVersion and kind set",
-                {"kind": kind},
-            )
-        if value["kind"] != kind:
+        given = value.get("kind")
+        if given is not None and given != kind:
             raise PydanticCustomError(
                 "embedded_object",
                 "must be a {kind} object, got kind {given}",
-                {"kind": kind, "given": repr(value["kind"])},
+                {"kind": kind, "given": repr(given)},
             )
         return value
 
