@@ -1,0 +1,47 @@
+"""Every metric of the watcher (``kaiwo_watcher_*``); labels carry kinds, never names or uids."""
+
+from __future__ import annotations
+
+from kaiwo_runtime.metrics import MetricsRegistry
+
+
+class WatcherMetrics:
+    """The watcher's counters and gauges, created in ``registry``."""
+
+    def __init__(self, registry: MetricsRegistry | None = None) -> None:
+        self.registry = registry or MetricsRegistry()
+        self.events_published = self.registry.counter(
+            "watcher_events_published",
+            "Observed events stored by JetStream (duplicates excluded), by kind and event type",
+            ("kind", "type"),
+        )
+        self.duplicates = self.registry.counter(
+            "watcher_duplicates",
+            "Observed events JetStream dropped as copies of a stored one (same Nats-Msg-Id)",
+            ("kind",),
+        )
+        self.relists = self.registry.counter(
+            "watcher_relists",
+            "Full lists of a kind: at start without a checkpoint, after 410 Gone, periodic",
+            ("kind",),
+        )
+        self.watch_restarts = self.registry.counter(
+            "watcher_watch_restarts",
+            "Watches resumed from the last resourceVersion after a failure",
+            ("kind",),
+        )
+        self.publish_failures = self.registry.counter(
+            "watcher_publish_failures",
+            "Failed publish attempts (each is retried until it succeeds)",
+            ("kind",),
+        )
+        self.rejected_objects = self.registry.counter(
+            "watcher_rejected_objects",
+            "Objects that cannot become an observed event (no uid or resourceVersion)",
+            ("kind",),
+        )
+        self.kind_missing = self.registry.gauge(
+            "watcher_kind_missing",
+            "1 while the API server does not serve the kind (its API is not installed)",
+            ("kind",),
+        )

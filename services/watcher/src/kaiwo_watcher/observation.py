@@ -1,0 +1,191 @@
+"""From an object the API server reported to the observed event the watcher publishes (pure).
+
+Ids: ``<uid>:<resourceVersion>`` (:func:`observed_event_id`), so two replicas, or a relist,
+observing the same object version publish the same ``Nats-Msg-Id`` and JetStream keeps one.
+A DELETED watch event carries the object's final resourceVersion, so it has its own id.
+
+A deletion the watcher *infers* (an object it knew is absent from a relist, because the
+DELETED event fell into a 410 gap) has no resourceVersion of its own: its id is
+``<uid>:deleted`` (a uid is deleted once, so every replica infers the same id), its payload's
+``resourceVersion`` is the relist's (newer than anything seen of the object, so consumers that
+drop stale versions keep it), and its object is the identity the watcher remembered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from kaiwo_contracts.events.envelope import (
+    Envelope,
+    object_subject,
+    observed_event_id,
+    service_source,
+)
+from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
+from kaiwo_contracts.events.subjects import observed_subject
+
+from kaiwo_watcher.watch_list import LABEL_OWNER_UID, LABEL_RUN_ID, WatchTarget
+
+SOURCE = service_source("watcher")
+INFERRED_DELETION_VERSION = "deleted"
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """An envelope ready to publish and the NATS subject to publish it on."""
+
+    envelope: Envelope[ObservedObjectV1]
+    subject: str
+
+    @property
+    def uid(self) -> str:
+        return self.envelope.data.uid
+
+
+@dataclass(frozen=True, slots=True)
+class KnownObject:
+    """What the watcher remembers of an object it published, to infer its deletion later."""
+
+    namespace: str | None
+    name: str
+    correlation: str
+
+
+def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    metadata = obj.get("metadata")
+    return metadata if isinstance(metadata, Mapping) else {}
+
+
+def controller_uid(obj: Mapping[str, Any]) -> str | None:
+    """The uid of the object's controller owner reference, if any."""
+    for reference in _metadata(obj).get("ownerReferences") or ():
+        if isinstance(reference, Mapping) and reference.get("controller") and reference.get("uid"):
+            return str(reference["uid"])
+    return None
+
+
+def correlation_id(
+    obj: Mapping[str, Any], *, workload: bool, owners: Mapping[str, str] | None = None
+) -> str:
+    """The uid of the workload ``obj`` belongs to; the object's own uid when none is known.
+
+    In order: a workload correlates with itself; else the ``owner-uid`` label (children), the
+    ``run-id`` label (pods: their template carries the workload's uid); else the controller
+    owner reference, resolved through ``owners`` (child uid -> workload uid, learned from
+    children seen earlier) so a Kueue Workload owned by a Job correlates with the KaiwoJob
+    when its Job has been seen; else the object's own uid.
+    """
+    metadata = _metadata(obj)
+    own = str(metadata.get("uid") or "")
+    if workload:
+        return own
+    labels = metadata.get("labels") or {}
+    for key in (LABEL_OWNER_UID, LABEL_RUN_ID):
+        value = labels.get(key) if isinstance(labels, Mapping) else None
+        if value:
+            return str(value)
+    controller = controller_uid(obj)
+    if controller:
+        return (owners or {}).get(controller, controller)
+    return own
+
+
+def with_type_meta(obj: Mapping[str, Any], target: WatchTarget) -> dict[str, Any]:
+    """``obj`` with ``apiVersion`` and ``kind`` (list items from a real server lack them)."""
+    return {
+        **obj,
+        "apiVersion": obj.get("apiVersion") or target.resource.api_version,
+        "kind": obj.get("kind") or target.kind,
+    }
+
+
+def observe(
+    obj: Mapping[str, Any],
+    *,
+    target: WatchTarget,
+    event_type: WatchEventType,
+    time: datetime,
+    owners: Mapping[str, str] | None = None,
+) -> Observation:
+    """The observed event for one object version (ADDED, MODIFIED, DELETED or SYNC).
+
+    Raises ``ValueError`` (pydantic's ValidationError, SubjectError) for an object that
+    cannot be an event (no uid, no resourceVersion).
+    """
+    complete = with_type_meta(obj, target)
+    metadata = _metadata(complete)
+    uid = str(metadata.get("uid") or "")
+    resource_version = str(metadata.get("resourceVersion") or "")
+    namespace = metadata.get("namespace") or None
+    name = str(metadata.get("name") or "")
+    payload = ObservedObjectV1(
+        kind=target.kind,
+        api_version=str(complete["apiVersion"]),
+        namespace=namespace,
+        name=name,
+        uid=uid,
+        resource_version=resource_version,
+        event_type=event_type,
+        object=complete,
+    )
+    envelope = Envelope.new(
+        data=payload,
+        source=SOURCE,
+        time=time,
+        id=observed_event_id(uid=uid, resource_version=resource_version),
+        subject=object_subject(namespace=namespace, name=name),
+        correlationid=correlation_id(complete, workload=target.workload, owners=owners) or uid,
+    )
+    return Observation(
+        envelope=envelope,
+        subject=observed_subject(kind=target.kind, namespace=namespace, uid=uid),
+    )
+
+
+def infer_deletion(
+    known: KnownObject,
+    *,
+    uid: str,
+    target: WatchTarget,
+    list_resource_version: str,
+    time: datetime,
+) -> Observation:
+    """The DELETED event for an object the watcher knew and a relist no longer returns."""
+    metadata: dict[str, Any] = {"name": known.name, "uid": uid}
+    if known.namespace:
+        metadata["namespace"] = known.namespace
+    obj = {"apiVersion": target.resource.api_version, "kind": target.kind, "metadata": metadata}
+    payload = ObservedObjectV1(
+        kind=target.kind,
+        api_version=target.resource.api_version,
+        namespace=known.namespace,
+        name=known.name,
+        uid=uid,
+        resource_version=list_resource_version,
+        event_type="DELETED",
+        object=obj,
+    )
+    envelope = Envelope.new(
+        data=payload,
+        source=SOURCE,
+        time=time,
+        id=observed_event_id(uid=uid, resource_version=INFERRED_DELETION_VERSION),
+        subject=object_subject(namespace=known.namespace, name=known.name),
+        correlationid=known.correlation or uid,
+    )
+    return Observation(
+        envelope=envelope,
+        subject=observed_subject(kind=target.kind, namespace=known.namespace, uid=uid),
+    )
+
+
+def known_from(observation: Observation) -> KnownObject:
+    envelope = observation.envelope
+    return KnownObject(
+        namespace=envelope.data.namespace,
+        name=envelope.data.name,
+        correlation=envelope.correlationid,
+    )

@@ -1,0 +1,373 @@
+"""The watcher: list and watch each resource type, publish every observed object version.
+
+One task per watch stream (resource type, and namespace when the watcher is limited to some):
+
+1. Read the checkpoint (:mod:`kaiwo_watcher.watch_state`). With one, watch from it; without
+   one, LIST, publish every item as ``SYNC``, publish an inferred ``DELETED`` for each known
+   object the list no longer has, set the checkpoint to the list's resourceVersion, watch.
+2. Publish each watch event, then move the checkpoint (BOOKMARKs move it too). A publish that
+   fails is retried until it succeeds: an event is never skipped.
+3. 410 Gone: relist. A dropped watch (connection lost, 429/5xx): resume from the last
+   resourceVersion after a backoff with jitter. 404 (the kind's API is not installed, e.g. no
+   Kueue): one warning, then try again every ``missing_kind_retry_seconds`` and relist once
+   it is served. Nothing here ends the service but ``stop``.
+
+Two replicas may run at once: both publish the same ``Nats-Msg-Id`` for the same object
+version and JetStream keeps one copy. The watcher never writes to Kubernetes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import structlog
+from kaiwo_contracts.events.observed import WatchEventType
+from kaiwo_kube import KubeError, KubernetesPort, NotFound, ResourceExpired, WatchEvent
+from kaiwo_runtime.bus import Bus
+from kaiwo_runtime.kv import KeyValue
+from kaiwo_runtime.logging import bind_event
+from pydantic import ValidationError
+
+from kaiwo_watcher.backoff import Backoff
+from kaiwo_watcher.metrics import WatcherMetrics
+from kaiwo_watcher.observation import (
+    Observation,
+    infer_deletion,
+    known_from,
+    observe,
+)
+from kaiwo_watcher.watch_list import DEFAULT_WATCH_LIST, LABEL_OWNER_UID, WatchTarget
+from kaiwo_watcher.watch_state import WatchState, WatchStream
+
+log = structlog.get_logger("kaiwo.watcher")
+
+
+@dataclass(frozen=True, slots=True)
+class WatcherTuning:
+    """Timings of the watch loop (seconds)."""
+
+    watch_timeout: int = 300
+    """The server ends each watch after this long; the watcher resumes at once."""
+    relist_interval: float = 0.0
+    """Relist (and re-publish everything as SYNC) this often; 0 never (only on 410)."""
+    missing_kind_retry: float = 60.0
+    backoff_initial: float = 0.5
+    backoff_max: float = 30.0
+
+
+@dataclass(slots=True)
+class StreamProgress:
+    """Where one stream stands, for readiness and tests."""
+
+    synced: bool = False
+    """Listed, or resumed from a checkpoint: what the stream publishes is complete."""
+    missing: bool = False
+    """The API server does not serve the kind right now."""
+    resource_version: str | None = None
+    relisted_at: float | None = None
+
+
+@dataclass(slots=True)
+class _Owners:
+    """Child uid -> workload uid, learned from children's owner-uid label (memory only)."""
+
+    by_child: dict[str, str] = field(default_factory=dict)
+
+    def learn(self, obj: dict[str, Any], *, deleted: bool) -> None:
+        metadata = obj.get("metadata") or {}
+        uid, owner = metadata.get("uid"), (metadata.get("labels") or {}).get(LABEL_OWNER_UID)
+        if not uid or not owner:
+            return
+        if deleted:
+            self.by_child.pop(uid, None)
+        else:
+            self.by_child[uid] = owner
+
+
+def watch_streams(
+    watch_list: Iterable[WatchTarget], namespaces: Iterable[str] = ()
+) -> tuple[WatchStream, ...]:
+    """One stream per target, or per target and namespace for namespaced kinds when the
+    watcher is limited to ``namespaces``."""
+    limited = tuple(dict.fromkeys(namespaces))
+    streams: list[WatchStream] = []
+    for target in watch_list:
+        if target.resource.namespaced and limited:
+            streams.extend(WatchStream(target=target, namespace=ns) for ns in limited)
+        else:
+            streams.append(WatchStream(target=target))
+    return tuple(streams)
+
+
+class WatcherService:
+    """List+watch every stream and publish observed events; see the module docstring."""
+
+    def __init__(
+        self,
+        kube: KubernetesPort,
+        bus: Bus,
+        *,
+        kv: KeyValue,
+        clock: Callable[[], datetime],
+        watch_list: Iterable[WatchTarget] = DEFAULT_WATCH_LIST,
+        namespaces: Iterable[str] = (),
+        tuning: WatcherTuning | None = None,
+        metrics: WatcherMetrics | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._kube = kube
+        self._bus = bus
+        self._clock = clock
+        self._state = WatchState(kv)
+        self._tuning = tuning or WatcherTuning()
+        self.metrics = metrics or WatcherMetrics()
+        self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
+        self.streams = watch_streams(watch_list, namespaces)
+        self.progress = {stream.key: StreamProgress() for stream in self.streams}
+        self._owners = _Owners()
+        self._loaded = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def ready(self) -> bool:
+        """Every stream has listed (or resumed from its checkpoint), or its kind is missing."""
+        return self._loaded and all(p.synced or p.missing for p in self.progress.values())
+
+    async def load_state(self) -> None:
+        await self._state.load()
+        self._loaded = True
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Follow every stream until ``stop`` is set."""
+        if not self._loaded:
+            await self.load_state()
+        tasks = [
+            asyncio.create_task(self.follow(stream), name=f"watch {stream.key}")
+            for stream in self.streams
+        ]
+        try:
+            await stop.wait()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # ------------------------------------------------------------------ one stream
+
+    async def follow(self, stream: WatchStream) -> None:
+        """List/watch one stream forever (until cancelled)."""
+        progress = self.progress[stream.key]
+        backoff = self._backoff()
+        bound = log.bind(kind=stream.kind, stream=stream.key)
+        resume = await self._state.checkpoint(stream)
+        if resume:
+            progress.synced = True
+            progress.resource_version = resume
+            bound.info("resuming from checkpoint", resource_version=resume)
+        while True:
+            try:
+                if not resume or self._relist_due(progress):
+                    resume = await self.relist(stream)
+                resume = await self.watch(stream, resume)
+                backoff.reset()
+            except ResourceExpired:
+                bound.info("resourceVersion expired (410 Gone): relisting")
+                resume = None
+            except NotFound as error:
+                self._mark_missing(stream, bound, reason=error.message)
+                resume = None
+                await asyncio.sleep(self._tuning.missing_kind_retry)
+            except (KubeError, OSError) as error:
+                # Resume after the last event handled (a relist in progress starts over).
+                resume = progress.resource_version if resume else None
+                self.metrics.watch_restarts.labels(kind=stream.kind).inc()
+                delay = self._retry_delay(backoff, error)
+                bound.warning("watch dropped; resuming", error=str(error), delay=round(delay, 2))
+                await asyncio.sleep(delay)
+            except Exception:  # a bug must not silence the other streams, nor this one
+                resume = progress.resource_version if resume else None
+                delay = backoff.next_delay()
+                bound.exception("watch loop failed; resuming", delay=round(delay, 2))
+                await asyncio.sleep(delay)
+
+    async def relist(self, stream: WatchStream) -> str:
+        """LIST, publish each item as SYNC and each vanished known object as DELETED.
+
+        Returns the list's resourceVersion (the checkpoint is set to it).
+        """
+        listed = await self._kube.list(
+            stream.target.resource,
+            namespace=stream.namespace,
+            label_selector=stream.target.label_selector,
+        )
+        self._mark_served(stream)
+        self.metrics.relists.labels(kind=stream.kind).inc()
+        present: set[str] = set()
+        for item in listed.items:
+            uid = await self._observe(stream, item, event_type="SYNC")
+            if uid:
+                present.add(uid)
+        for uid, known in self._state.known(stream).items():
+            if uid in present:
+                continue
+            observation = infer_deletion(
+                known,
+                uid=uid,
+                target=stream.target,
+                list_resource_version=listed.resource_version,
+                time=self._clock(),
+            )
+            await self._publish(stream, observation)
+            await self._state.forget(stream, uid)
+        await self._state.reset(stream, listed.resource_version)
+        progress = self.progress[stream.key]
+        progress.synced = True
+        progress.resource_version = listed.resource_version
+        progress.relisted_at = time.monotonic()
+        log.info(
+            "listed",
+            kind=stream.kind,
+            stream=stream.key,
+            objects=len(listed.items),
+            resource_version=listed.resource_version,
+        )
+        return listed.resource_version
+
+    async def watch(self, stream: WatchStream, resource_version: str) -> str:
+        """Watch from ``resource_version`` until the server ends the watch or a relist is due;
+        returns the last resourceVersion handled."""
+        progress = self.progress[stream.key]
+        events = self._kube.watch(
+            stream.target.resource,
+            resource_version=resource_version,
+            namespace=stream.namespace,
+            label_selector=stream.target.label_selector,
+            timeout_seconds=self._watch_timeout(progress),
+            bookmarks=True,
+        )
+        async with contextlib.aclosing(events):
+            async for event in events:
+                self._mark_served(stream)
+                resource_version = await self.handle(stream, event) or resource_version
+                progress.resource_version = resource_version
+                if self._relist_due(progress):
+                    break
+        return resource_version
+
+    async def handle(self, stream: WatchStream, event: WatchEvent) -> str:
+        """Publish one watch event, then checkpoint its resourceVersion (returned)."""
+        if event.type != "BOOKMARK":
+            await self._observe(stream, event.object, event_type=event.type)
+        await self._state.advance(stream, event.resource_version)
+        return event.resource_version
+
+    # ------------------------------------------------------------------ publishing
+
+    async def _observe(
+        self, stream: WatchStream, obj: dict[str, Any], *, event_type: WatchEventType
+    ) -> str | None:
+        """Publish one object version; remember or forget it. Returns its uid."""
+        try:
+            observation = observe(
+                obj,
+                target=stream.target,
+                event_type=event_type,
+                time=self._clock(),
+                owners=self._owners.by_child,
+            )
+        except (ValidationError, ValueError) as error:
+            self.metrics.rejected_objects.labels(kind=stream.kind).inc()
+            metadata = obj.get("metadata") or {}
+            log.error(
+                "object cannot be published",
+                kind=stream.kind,
+                name=metadata.get("name"),
+                namespace=metadata.get("namespace"),
+                error=" ".join(str(error).split()),
+            )
+            return None
+        await self._publish(stream, observation)
+        deleted = event_type == "DELETED"
+        self._owners.learn(observation.envelope.data.object, deleted=deleted)
+        if deleted:
+            await self._state.forget(stream, observation.uid)
+        else:
+            await self._state.remember(stream, observation.uid, known_from(observation))
+        return observation.uid
+
+    async def _publish(self, stream: WatchStream, observation: Observation) -> None:
+        """Publish until JetStream stores it (or says it already has it)."""
+        envelope = observation.envelope
+        backoff = self._backoff()
+        with bind_event(envelope):
+            while True:
+                try:
+                    ack = await self._bus.publish(envelope, observation.subject)
+                except Exception as error:  # the bus is down or slow: retry, never skip
+                    self.metrics.publish_failures.labels(kind=stream.kind).inc()
+                    delay = backoff.next_delay()
+                    log.warning("publish failed; retrying", error=str(error), delay=delay)
+                    await asyncio.sleep(delay)
+                    continue
+                break
+            if ack.duplicate:
+                self.metrics.duplicates.labels(kind=stream.kind).inc()
+                log.debug("duplicate dropped by JetStream", subject=observation.subject)
+            else:
+                self.metrics.events_published.labels(
+                    kind=stream.kind, type=envelope.data.event_type
+                ).inc()
+                log.debug("published", subject=observation.subject, sequence=ack.sequence)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _backoff(self) -> Backoff:
+        return Backoff(
+            initial=self._tuning.backoff_initial, maximum=self._tuning.backoff_max, rng=self._rng
+        )
+
+    def _retry_delay(self, backoff: Backoff, error: BaseException) -> float:
+        delay = backoff.next_delay()
+        retry_after = getattr(error, "retry_after", None)
+        return max(delay, float(retry_after)) if retry_after else delay
+
+    def _relist_due(self, progress: StreamProgress) -> bool:
+        interval = self._tuning.relist_interval
+        if interval <= 0 or progress.relisted_at is None:
+            return False
+        return time.monotonic() - progress.relisted_at >= interval
+
+    def _watch_timeout(self, progress: StreamProgress) -> int:
+        timeout = self._tuning.watch_timeout
+        interval = self._tuning.relist_interval
+        if interval > 0 and progress.relisted_at is not None:
+            remaining = interval - (time.monotonic() - progress.relisted_at)
+            timeout = min(timeout, max(1, int(remaining) + 1))
+        return timeout
+
+    def _mark_missing(self, stream: WatchStream, bound: Any, *, reason: str) -> None:
+        progress = self.progress[stream.key]
+        if not progress.missing:
+            bound.warning(
+                "kind not served by the API server; skipping it and checking again later",
+                api_version=stream.target.resource.api_version,
+                retry_seconds=self._tuning.missing_kind_retry,
+                reason=reason,
+            )
+            self.metrics.kind_missing.labels(kind=stream.kind).set(1)
+        progress.missing = True
+
+    def _mark_served(self, stream: WatchStream) -> None:
+        progress = self.progress[stream.key]
+        if progress.missing:
+            log.info("kind is served now", kind=stream.kind, stream=stream.key)
+            self.metrics.kind_missing.labels(kind=stream.kind).set(0)
+        progress.missing = False

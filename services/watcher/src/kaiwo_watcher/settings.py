@@ -1,0 +1,49 @@
+"""The watcher's settings (``KAIWO_*`` environment variables, on top of the shared ones).
+
+The cluster comes from ``KAIWO_KUBECONFIG`` (shared), else ``$KUBECONFIG`` / ``~/.kube/config``,
+else the in-cluster service account.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from kaiwo_runtime.settings import ServiceSettings
+from pydantic import Field, field_validator
+from pydantic_settings import NoDecode
+
+from kaiwo_watcher.service import WatcherTuning
+from kaiwo_watcher.watch_state import BUCKET
+
+
+class WatcherSettings(ServiceSettings):
+    """``KAIWO_WATCH_NAMESPACES``, ``KAIWO_RELIST_INTERVAL_SECONDS``, ..."""
+
+    watch_namespaces: Annotated[tuple[str, ...], NoDecode] = ()
+    """Comma-separated namespaces to watch namespaced kinds in; empty: all namespaces.
+    Cluster-scoped kinds (nodes, KaiwoQueueConfig, ...) are always watched."""
+    relist_interval_seconds: float = Field(default=0.0, ge=0)
+    """Relist every kind this often, re-publishing every object as SYNC; 0: only after a
+    410 Gone (watches with bookmarks do not miss events, so a periodic relist only costs)."""
+    watch_timeout_seconds: int = Field(default=300, ge=1)
+    """How long the API server keeps one watch open before the watcher opens the next."""
+    missing_kind_retry_seconds: float = Field(default=60.0, gt=0)
+    """How often to look again for a kind whose API is not installed (Kueue, KubeRay...)."""
+    watcher_bucket: str = BUCKET
+    """The key-value bucket holding checkpoints and known objects."""
+    startup_timeout_seconds: float = Field(default=10.0, gt=0)
+    """How long to wait for NATS and the API server at start before giving up."""
+
+    @field_validator("watch_namespaces", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    def tuning(self) -> WatcherTuning:
+        return WatcherTuning(
+            watch_timeout=self.watch_timeout_seconds,
+            relist_interval=self.relist_interval_seconds,
+            missing_kind_retry=self.missing_kind_retry_seconds,
+        )

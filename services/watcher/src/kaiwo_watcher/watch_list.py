@@ -1,0 +1,100 @@
+"""What the watcher lists and watches, and with which label selector.
+
+* The served kinds (``kaiwo_contracts.crds.registry.SERVED_KINDS``): every object.
+* Their children (Jobs, Deployments, RayJobs, RayServices, AppWrappers, PVCs, ConfigMaps,
+  Services, HTTPRoutes) and the Kueue objects a KaiwoQueueConfig manages: only objects
+  labelled ``app.kubernetes.io/managed-by=kaiwo``, the label the planner puts on everything
+  it creates (with ``kaiwo.silogen.ai/owner-uid`` on workload children).
+* Pods of our workloads: those carrying ``kaiwo.silogen.ai/run-id`` (a pod-template label the
+  planner sets to the workload's uid).
+* Kueue Workloads (Kueue creates them, so they carry none of our labels), Nodes and
+  Namespaces: every object.
+
+The label keys mirror ``kaiwo_planner.domain.labels`` (services do not import each other; a
+unit test checks they agree).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kaiwo_contracts.crds.registry import SERVED_KINDS
+from kaiwo_contracts.crds.schema import crd_info
+from kaiwo_kube import resources
+from kaiwo_kube.resources import ResourceType
+
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY_KAIWO = "kaiwo"
+LABEL_OWNER_UID = "kaiwo.silogen.ai/owner-uid"
+LABEL_RUN_ID = "kaiwo.silogen.ai/run-id"
+
+MANAGED_BY_SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY_KAIWO}"
+RUN_ID_SELECTOR = LABEL_RUN_ID
+"""``key`` alone is the "exists" selector."""
+
+
+@dataclass(frozen=True, slots=True)
+class WatchTarget:
+    """One resource type to list and watch.
+
+    ``workload``: the objects are workloads themselves (the served kinds), so each event
+    correlates with the object's own uid rather than with an owner.
+    """
+
+    resource: ResourceType
+    label_selector: str | None = None
+    workload: bool = False
+
+    @property
+    def kind(self) -> str:
+        return self.resource.kind
+
+
+def served_targets() -> tuple[WatchTarget, ...]:
+    """One target per served kind, in the registry's order."""
+    return tuple(
+        WatchTarget(resource=ResourceType.from_crd_info(crd_info(model)), workload=True)
+        for model in SERVED_KINDS
+    )
+
+
+CHILD_RESOURCES: tuple[ResourceType, ...] = (
+    resources.JOB,
+    resources.DEPLOYMENT,
+    resources.RAY_JOB,
+    resources.RAY_SERVICE,
+    resources.APP_WRAPPER,
+    resources.PERSISTENT_VOLUME_CLAIM,
+    resources.CONFIG_MAP,
+    resources.SERVICE,
+    resources.HTTP_ROUTE,
+)
+"""Kinds the planner creates for a workload."""
+
+MANAGED_KUEUE_RESOURCES: tuple[ResourceType, ...] = (
+    resources.KUEUE_RESOURCE_FLAVOR,
+    resources.KUEUE_CLUSTER_QUEUE,
+    resources.KUEUE_LOCAL_QUEUE,
+    resources.KUEUE_WORKLOAD_PRIORITY_CLASS,
+    resources.KUEUE_TOPOLOGY,
+)
+"""Kueue objects the planner derives from the KaiwoQueueConfig."""
+
+
+def default_watch_list() -> tuple[WatchTarget, ...]:
+    """Everything the planner and the monitor need to see, filtered as narrowly as possible."""
+    return (
+        *served_targets(),
+        *(WatchTarget(resource=r, label_selector=MANAGED_BY_SELECTOR) for r in CHILD_RESOURCES),
+        WatchTarget(resource=resources.POD, label_selector=RUN_ID_SELECTOR),
+        WatchTarget(resource=resources.KUEUE_WORKLOAD),
+        *(
+            WatchTarget(resource=r, label_selector=MANAGED_BY_SELECTOR)
+            for r in MANAGED_KUEUE_RESOURCES
+        ),
+        WatchTarget(resource=resources.NODE),
+        WatchTarget(resource=resources.NAMESPACE),
+    )
+
+
+DEFAULT_WATCH_LIST: tuple[WatchTarget, ...] = default_watch_list()

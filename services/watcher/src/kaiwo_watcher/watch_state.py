@@ -1,0 +1,143 @@
+"""What the watcher keeps across restarts, in the ``kaiwo-watcher`` key-value bucket.
+
+Per watch stream (one resource type, in one namespace or all):
+
+* ``rv|<stream>``: the checkpoint, the resourceVersion up to which every event of the stream
+  has been published. Replicas share it: it only moves forward (numeric versions are
+  compared; the API server's are etcd revisions), so a lagging replica cannot pull it back,
+  and whichever replica restarts resumes after what *some* replica published. A relist sets
+  it outright.
+* ``known|<stream>|<uid>``: each object the stream has published and not yet seen deleted
+  (namespace, name, correlation id). A relist compares it with what the API server returns
+  and publishes an inferred DELETED for each object that is gone (its DELETED event fell in
+  a 410 gap, or happened while no watcher ran). Kept in the bucket, not only in memory,
+  because that gap is typically a restart after a long outage. It is written when an
+  object is first seen and when it goes, not on every change, so it costs little.
+
+Two replicas writing the same known keys race harmlessly: the worst outcome is a stale key
+whose inferred DELETED is published for an object that is already gone, which consumers
+(level-triggered) treat as the no-op it is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from kaiwo_runtime.kv import KeyValue
+
+from kaiwo_watcher.observation import KnownObject
+from kaiwo_watcher.watch_list import WatchTarget
+
+BUCKET = "kaiwo-watcher"
+_CHECKPOINT = "rv"
+_KNOWN = "known"
+_SEPARATOR = "|"
+
+
+@dataclass(frozen=True, slots=True)
+class WatchStream:
+    """One list+watch: a target, in one namespace or (None) all of them."""
+
+    target: WatchTarget
+    namespace: str | None = None
+
+    @property
+    def key(self) -> str:
+        base = str(self.target.resource)
+        return f"{base}@{self.namespace}" if self.namespace else base
+
+    @property
+    def kind(self) -> str:
+        return self.target.kind
+
+
+def is_newer(candidate: str, current: str | None) -> bool:
+    """Whether ``candidate`` moves a checkpoint at ``current`` forward.
+
+    Numeric versions compare as numbers; anything else counts as newer when it differs.
+    """
+    if not current:
+        return True
+    if candidate.isdigit() and current.isdigit():
+        return int(candidate) > int(current)
+    return candidate != current
+
+
+class WatchState:
+    """Checkpoints and known objects of every stream, cached in memory, kept in ``kv``."""
+
+    def __init__(self, kv: KeyValue) -> None:
+        self._kv = kv
+        self._known: dict[str, dict[str, KnownObject]] = {}
+        self._written: dict[str, str] = {}
+
+    async def load(self) -> None:
+        """Read every known object of every stream (once, at start)."""
+        self._known.clear()
+        async for key, value in self._kv.items():
+            parts = key.split(_SEPARATOR)
+            if len(parts) != 3 or parts[0] != _KNOWN:
+                continue
+            _, stream_key, uid = parts
+            self._known.setdefault(stream_key, {})[uid] = _decode_known(value)
+
+    # ------------------------------------------------------------------ checkpoints
+
+    async def checkpoint(self, stream: WatchStream) -> str | None:
+        raw = await self._kv.get(_checkpoint_key(stream))
+        return raw.decode() if raw else None
+
+    async def advance(self, stream: WatchStream, resource_version: str) -> None:
+        """Move the checkpoint forward to ``resource_version`` (never back)."""
+        if not resource_version or not is_newer(resource_version, self._written.get(stream.key)):
+            return
+        stored = await self.checkpoint(stream)
+        if is_newer(resource_version, stored):
+            await self._kv.put(_checkpoint_key(stream), resource_version.encode())
+        self._written[stream.key] = resource_version
+
+    async def reset(self, stream: WatchStream, resource_version: str) -> None:
+        """Set the checkpoint after a relist, whatever it was."""
+        await self._kv.put(_checkpoint_key(stream), resource_version.encode())
+        self._written[stream.key] = resource_version
+
+    # ------------------------------------------------------------------ known objects
+
+    def known(self, stream: WatchStream) -> Mapping[str, KnownObject]:
+        return dict(self._known.get(stream.key, {}))
+
+    async def remember(self, stream: WatchStream, uid: str, known: KnownObject) -> None:
+        objects = self._known.setdefault(stream.key, {})
+        if objects.get(uid) == known:
+            return
+        await self._kv.put(_known_key(stream, uid), _encode_known(known))
+        objects[uid] = known
+
+    async def forget(self, stream: WatchStream, uid: str) -> None:
+        objects = self._known.setdefault(stream.key, {})
+        await self._kv.delete(_known_key(stream, uid))
+        objects.pop(uid, None)
+
+
+def _checkpoint_key(stream: WatchStream) -> str:
+    return _SEPARATOR.join((_CHECKPOINT, stream.key))
+
+
+def _known_key(stream: WatchStream, uid: str) -> str:
+    return _SEPARATOR.join((_KNOWN, stream.key, uid))
+
+
+def _encode_known(known: KnownObject) -> bytes:
+    document = {"namespace": known.namespace, "name": known.name, "correlation": known.correlation}
+    return json.dumps(document, sort_keys=True).encode()
+
+
+def _decode_known(value: bytes) -> KnownObject:
+    document = json.loads(value)
+    return KnownObject(
+        namespace=document.get("namespace") or None,
+        name=str(document.get("name", "")),
+        correlation=str(document.get("correlation", "")),
+    )

@@ -1,0 +1,417 @@
+"""The watcher against the fake API server (real adapter) and an in-memory JetStream."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+from kaiwo_kube import WatchEvent, resources
+from kaiwo_runtime.kv import MemoryKeyValue
+from kaiwo_watcher.service import WatcherService, WatcherTuning
+from kaiwo_watcher.watch_list import WatchTarget
+from kaiwo_watcher.watch_state import WatchState, WatchStream
+
+KAIWO_JOB = resources.KAIWO_JOB
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+FAST_TUNING = WatcherTuning(
+    watch_timeout=30, missing_kind_retry=0.2, backoff_initial=0.05, backoff_max=0.2
+)
+KAIWO_JOB_KEY = "kaiwojobs.kaiwo.silogen.ai/v1alpha1"
+WORKLOAD_KEY = "workloads.kueue.x-k8s.io/v1beta1"
+
+
+def kaiwo_job(name: str, namespace: str = "team-a") -> dict[str, Any]:
+    return {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoJob",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"image": "busybox"},
+    }
+
+
+def child_job(name: str, owner: dict[str, Any]) -> dict[str, Any]:
+    meta = owner["metadata"]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": meta["namespace"],
+            "labels": {
+                "app.kubernetes.io/managed-by": "kaiwo",
+                "kaiwo.silogen.ai/owner-uid": meta["uid"],
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+                    "kind": "KaiwoJob",
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {"template": {"spec": {"containers": [{"name": "main", "image": "busybox"}]}}},
+    }
+
+
+def workload_pod(name: str, owner: dict[str, Any]) -> dict[str, Any]:
+    meta = owner["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": meta["namespace"],
+            "labels": {"kaiwo.silogen.ai/run-id": meta["uid"]},
+        },
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+    }
+
+
+def uid_of(obj: dict[str, Any]) -> str:
+    return str(obj["metadata"]["uid"])
+
+
+def rv_of(obj: dict[str, Any]) -> str:
+    return str(obj["metadata"]["resourceVersion"])
+
+
+def counter(service: WatcherService, name: str, **labels: str) -> float:
+    value = service.metrics.registry.registry.get_sample_value(name, labels or None)
+    return value or 0.0
+
+
+async def test_objects_become_observed_events_with_ids_subjects_and_correlation(kit):
+    cluster = kit.cluster
+    service = kit.service()
+    async with kit.running(service):
+        job = cluster.put(KAIWO_JOB, kaiwo_job("train"))
+        child = cluster.put(resources.JOB, child_job("train", job))
+        pod = cluster.put(resources.POD, workload_pod("train-0", job))
+        # Not ours: no managed-by label, no run-id label.
+        cluster.put(resources.CONFIG_MAP, {"metadata": {"name": "other", "namespace": "team-a"}})
+        cluster.put(resources.POD, {"metadata": {"name": "other", "namespace": "team-a"}})
+        await kit.stored_id(f"{uid_of(pod)}:{rv_of(pod)}")
+
+    events = {event.id: event for event in kit.events()}
+    assert set(events) == {
+        f"{uid_of(job)}:{rv_of(job)}",
+        f"{uid_of(child)}:{rv_of(child)}",
+        f"{uid_of(pod)}:{rv_of(pod)}",
+    }
+    job_event = events[f"{uid_of(job)}:{rv_of(job)}"]
+    assert job_event.source == "/kaiwo/watcher"
+    assert job_event.type == "ai.silogen.kaiwo.obs.observed.v1"
+    assert job_event.subject == "team-a/train"
+    assert job_event.data.event_type == "ADDED"
+    assert job_event.data.kind == "KaiwoJob"
+    assert job_event.data.api_version == "kaiwo.silogen.ai/v1alpha1"
+    assert job_event.data.object["spec"] == {"image": "busybox"}
+    assert job_event.causationid is None
+    assert job_event.time.isoformat() == "2026-03-01T12:00:00+00:00"
+    # Every event of the workload carries its uid as correlation.
+    assert {event.correlationid for event in events.values()} == {uid_of(job)}
+    assert sorted(kit.subjects()) == sorted(
+        [
+            f"kaiwo.obs.kaiwojob.team-a.{uid_of(job)}",
+            f"kaiwo.obs.job.team-a.{uid_of(child)}",
+            f"kaiwo.obs.pod.team-a.{uid_of(pod)}",
+        ]
+    )
+    assert (
+        counter(service, "kaiwo_watcher_events_published_total", kind="KaiwoJob", type="ADDED")
+        == 1.0
+    )
+
+
+async def test_modify_and_delete_are_published_with_their_own_versions(kit):
+    cluster = kit.cluster
+    async with kit.running(kit.service()):
+        job = cluster.put(KAIWO_JOB, kaiwo_job("train"))
+        changed = cluster.put(KAIWO_JOB, {**job, "spec": {"image": "alpine"}})
+        cluster.delete(KAIWO_JOB, "train", "team-a")
+        await kit.eventually(lambda: len(kit.events()) == 3)
+
+    added, modified, deleted = kit.events()
+    uid = uid_of(job)
+    assert (added.data.event_type, modified.data.event_type, deleted.data.event_type) == (
+        "ADDED",
+        "MODIFIED",
+        "DELETED",
+    )
+    assert modified.id == f"{uid}:{rv_of(changed)}"
+    assert modified.data.object["spec"] == {"image": "alpine"}
+    # The DELETED event carries the deletion's own resourceVersion, one past the change.
+    assert deleted.id == f"{uid}:{int(rv_of(changed)) + 1}"
+    assert deleted.data.resource_version == str(int(rv_of(changed)) + 1)
+    assert {e.subject for e in kit.events()} == {"team-a/train"}
+
+
+async def test_restart_from_checkpoint_publishes_only_what_changed_while_down(kit):
+    cluster = kit.cluster
+    kv = MemoryKeyValue()
+    first = kit.service(kv=kv)
+    async with kit.running(first):
+        kept = cluster.put(KAIWO_JOB, kaiwo_job("kept"))
+        edited = cluster.put(KAIWO_JOB, kaiwo_job("edited"))
+        gone = cluster.put(KAIWO_JOB, kaiwo_job("gone"))
+        await kit.eventually(lambda: len(kit.events()) == 3)
+        # Let the checkpoint move past the last event (bookmarks every 0.2 s).
+        await kit.eventually(lambda: first.progress[KAIWO_JOB_KEY].resource_version == rv_of(gone))
+
+    # While no watcher runs:
+    after_edit = cluster.put(KAIWO_JOB, {**edited, "spec": {"image": "alpine"}})
+    cluster.delete(KAIWO_JOB, "gone", "team-a")
+    new = cluster.put(KAIWO_JOB, kaiwo_job("new"))
+
+    second = kit.service(kv=kv)
+    async with kit.running(second):
+        await kit.eventually(lambda: len(kit.events()) == 6)
+        await kit.eventually(lambda: second.progress[KAIWO_JOB_KEY].resource_version == rv_of(new))
+
+    caught_up = kit.events()[3:]
+    assert [(e.data.name, e.data.event_type) for e in caught_up] == [
+        ("edited", "MODIFIED"),
+        ("gone", "DELETED"),
+        ("new", "ADDED"),
+    ]
+    assert caught_up[0].id == f"{uid_of(edited)}:{rv_of(after_edit)}"
+    # Nothing was listed again and nothing already published was offered again.
+    assert counter(second, "kaiwo_watcher_relists_total", kind="KaiwoJob") == 0.0
+    assert counter(second, "kaiwo_watcher_duplicates_total", kind="KaiwoJob") == 0.0
+    assert uid_of(kept) not in {e.data.uid for e in caught_up}
+
+
+async def test_compaction_while_down_relists_and_infers_the_missed_deletion(kit):
+    cluster = kit.cluster
+    kv = MemoryKeyValue()
+    async with kit.running(kit.service(kv=kv)):
+        kept = cluster.put(KAIWO_JOB, kaiwo_job("kept"))
+        gone = cluster.put(KAIWO_JOB, kaiwo_job("gone"))
+        await kit.eventually(lambda: len(kit.events()) == 2)
+
+    cluster.delete(KAIWO_JOB, "gone", "team-a")
+    cluster.server.store.compact()  # the DELETED event is no longer in the history
+    list_version = str(cluster.server.store.resource_version)
+
+    second = kit.service(kv=kv)
+    async with kit.running(second):
+        await kit.eventually(lambda: len(kit.events()) == 3)
+
+    inferred = kit.events()[2]
+    assert inferred.id == f"{uid_of(gone)}:deleted"
+    assert inferred.data.event_type == "DELETED"
+    assert inferred.data.name == "gone"
+    assert inferred.data.namespace == "team-a"
+    assert inferred.data.resource_version == list_version
+    assert inferred.correlationid == uid_of(gone)
+    assert inferred.data.object == {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoJob",
+        "metadata": {"name": "gone", "namespace": "team-a", "uid": uid_of(gone)},
+    }
+    # The relist re-offered the unchanged object as SYNC; JetStream dropped it as a copy.
+    assert counter(second, "kaiwo_watcher_relists_total", kind="KaiwoJob") == 1.0
+    assert counter(second, "kaiwo_watcher_duplicates_total", kind="KaiwoJob") == 1.0
+    assert f"{uid_of(kept)}:{rv_of(kept)}" in kit.ids()
+    assert len(kit.ids()) == len(set(kit.ids()))
+
+
+async def test_two_replicas_store_each_object_version_once(kit):
+    cluster = kit.cluster
+    one, two = kit.service(), kit.service()
+    async with kit.running(one), kit.running(two):
+        job = cluster.put(KAIWO_JOB, kaiwo_job("train"))
+        cluster.put(resources.JOB, child_job("train", job))
+        cluster.put(KAIWO_JOB, {**job, "spec": {"image": "alpine"}})
+        cluster.put(resources.NODE, {"metadata": {"name": "gpu-1.example.com"}})
+        cluster.delete(KAIWO_JOB, "train", "team-a")
+
+        def both_done() -> bool:
+            offered = sum(
+                counter(s, "kaiwo_watcher_events_published_total", kind=k, type=t)
+                for s in (one, two)
+                for k, t in (
+                    ("KaiwoJob", "ADDED"),
+                    ("KaiwoJob", "MODIFIED"),
+                    ("KaiwoJob", "DELETED"),
+                    ("Job", "ADDED"),
+                    ("Job", "DELETED"),  # garbage-collected with its owner
+                    ("Node", "ADDED"),
+                )
+            )
+            dropped = sum(
+                counter(s, "kaiwo_watcher_duplicates_total", kind=k)
+                for s in (one, two)
+                for k in ("KaiwoJob", "Job", "Node")
+            )
+            return offered == 6 and dropped == 6
+
+        await kit.eventually(both_done)
+
+    ids = kit.ids()
+    assert len(ids) == 6
+    assert len(set(ids)) == 6
+    assert [e.data.kind for e in kit.events()].count("KaiwoJob") == 3
+
+
+async def test_a_missing_kind_is_skipped_then_watched_once_installed(bare_kit):
+    cluster = bare_kit.cluster
+    service = bare_kit.service()
+    with structlog.testing.capture_logs() as logs:
+        async with bare_kit.running(service):
+            assert service.progress[WORKLOAD_KEY].missing
+            # Other kinds work meanwhile.
+            job = cluster.put(KAIWO_JOB, kaiwo_job("train"))
+            await bare_kit.stored_id(f"{uid_of(job)}:{rv_of(job)}")
+            # Kueue gets installed; its Workloads are listed at the next look (0.2 s).
+            cluster.install(resources.KUEUE_WORKLOAD)
+            workload = cluster.put(
+                resources.KUEUE_WORKLOAD,
+                {"metadata": {"name": "job-train-1a2b3", "namespace": "team-a"}, "spec": {}},
+            )
+            await bare_kit.stored_id(f"{uid_of(workload)}:{rv_of(workload)}")
+            assert not service.progress[WORKLOAD_KEY].missing
+            # And it is watched from then on.
+            changed = cluster.put(
+                resources.KUEUE_WORKLOAD, {**workload, "status": {"admission": {}}}
+            )
+            await bare_kit.stored_id(f"{uid_of(workload)}:{rv_of(changed)}")
+
+    warnings = [
+        entry
+        for entry in logs
+        if entry["log_level"] == "warning" and entry.get("stream") == WORKLOAD_KEY
+    ]
+    # One warning for the whole time the kind was missing, though it was tried many times.
+    assert len(warnings) == 1
+    assert "not served" in warnings[0]["event"]
+    missing = service.metrics.registry.registry.get_sample_value(
+        "kaiwo_watcher_kind_missing", {"kind": "Workload"}
+    )
+    assert missing == 0.0
+
+
+async def test_a_dropped_watch_resumes_from_the_last_version_without_relisting(kit):
+    cluster = kit.cluster
+    service = kit.service()
+    async with kit.running(service):
+        job = cluster.put(KAIWO_JOB, kaiwo_job("train"))
+        await kit.stored_id(f"{uid_of(job)}:{rv_of(job)}")
+        await cluster.server.stop()  # every connection drops; the store stays
+        changed = cluster.put(KAIWO_JOB, {**job, "spec": {"image": "alpine"}})
+        await kit.eventually(
+            lambda: counter(service, "kaiwo_watcher_watch_restarts_total", kind="KaiwoJob") >= 1
+        )
+        await cluster.server.start()
+        await kit.stored_id(f"{uid_of(job)}:{rv_of(changed)}")
+
+    assert counter(service, "kaiwo_watcher_relists_total", kind="KaiwoJob") == 1.0
+    assert [e.data.event_type for e in kit.events() if e.data.kind == "KaiwoJob"] == [
+        "ADDED",
+        "MODIFIED",
+    ]
+
+
+class FlakyBus:
+    """A bus whose first ``failures`` publishes fail, as during a NATS outage."""
+
+    def __init__(self, inner: Any, failures: int) -> None:
+        self._inner = inner
+        self.topology = inner.topology
+        self.failures = failures
+
+    async def publish(self, envelope: Any, subject: str) -> Any:
+        if self.failures > 0:
+            self.failures -= 1
+            raise ConnectionError("nats: connection closed")
+        return await self._inner.publish(envelope, subject)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+async def test_a_failed_publish_is_retried_until_stored(kit):
+    from kaiwo_contracts.events.streams import bus_topology
+    from kaiwo_runtime.memory_bus import MemoryBus
+
+    bus = FlakyBus(MemoryBus(server=kit.jetstream, topology=bus_topology()), failures=3)
+    kv = MemoryKeyValue()
+    service = WatcherService(
+        kit.cluster.kube,
+        bus,
+        kv=kv,
+        clock=lambda: NOW,
+        watch_list=(WatchTarget(resource=KAIWO_JOB, workload=True),),
+        tuning=FAST_TUNING,
+    )
+    job = kit.cluster.put(KAIWO_JOB, kaiwo_job("train"))
+    async with kit.running(service):
+        await kit.stored_id(f"{uid_of(job)}:{rv_of(job)}")
+
+    assert bus.failures == 0
+    assert counter(service, "kaiwo_watcher_publish_failures_total", kind="KaiwoJob") == 3.0
+    assert kit.ids() == [f"{uid_of(job)}:{rv_of(job)}"]
+
+
+async def test_bookmarks_move_the_checkpoint_and_publish_nothing(kit):
+    kv = MemoryKeyValue()
+    target = WatchTarget(resource=resources.NODE)
+    service = kit.service(kv=kv, watch_list=(target,))
+    stream = WatchStream(target=target)
+    await service.load_state()
+
+    version = await service.handle(
+        stream, WatchEvent(type="BOOKMARK", object={"metadata": {"resourceVersion": "4242"}})
+    )
+
+    assert version == "4242"
+    assert await WatchState(kv).checkpoint(stream) == "4242"
+    assert kit.events() == []
+
+
+async def test_limited_to_namespaces_ignores_the_others(kit):
+    cluster = kit.cluster
+    service = kit.service(namespaces=("team-a",))
+    async with kit.running(service):
+        cluster.put(KAIWO_JOB, kaiwo_job("elsewhere", namespace="team-b"))
+        here = cluster.put(KAIWO_JOB, kaiwo_job("here", namespace="team-a"))
+        node = cluster.put(resources.NODE, {"metadata": {"name": "node-1"}})
+        await kit.stored_id(f"{uid_of(here)}:{rv_of(here)}")
+        await kit.stored_id(f"{uid_of(node)}:{rv_of(node)}")
+
+    assert sorted(e.data.name for e in kit.events()) == ["here", "node-1"]
+    assert f"{KAIWO_JOB_KEY}@team-a" in service.progress
+
+
+async def test_a_kueue_workload_correlates_with_the_kaiwo_job_through_its_job(kit):
+    cluster = kit.cluster
+    async with kit.running(kit.service()):
+        owner = cluster.put(KAIWO_JOB, kaiwo_job("train"))
+        job = cluster.put(resources.JOB, child_job("train", owner))
+        await kit.stored_id(f"{uid_of(job)}:{rv_of(job)}")
+        workload = cluster.put(
+            resources.KUEUE_WORKLOAD,
+            {
+                "metadata": {
+                    "name": "job-train-1a2b3",
+                    "namespace": "team-a",
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "batch/v1",
+                            "kind": "Job",
+                            "name": "train",
+                            "uid": uid_of(job),
+                            "controller": True,
+                        }
+                    ],
+                },
+                "spec": {},
+            },
+        )
+        await kit.stored_id(f"{uid_of(workload)}:{rv_of(workload)}")
+
+    by_id = {e.id: e for e in kit.events()}
+    assert by_id[f"{uid_of(workload)}:{rv_of(workload)}"].correlationid == uid_of(owner)
