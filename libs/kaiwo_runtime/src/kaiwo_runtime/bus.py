@@ -22,7 +22,7 @@ Why nats-py and not FastStream here: FastStream does not set ``Nats-Msg-Id`` and
 ``PubAck.duplicate``; the dead-letter path needs ``term`` after a publish, the delivery count
 and the stream sequence, and the relay reads stored messages by sequence. Services may still
 wire their subscribers with FastStream: :meth:`Envelope.to_nats` gives the headers (with
-``Nats-Msg-Id``) and :meth:`Envelope.from_nats` parses them. See docs/decisions/0002.
+``Nats-Msg-Id``) and :meth:`Envelope.from_nats` parses them. See docs/decisions/0005.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ nats-py rather than FastStream because the bus needs what FastStream keeps out o
 ``Nats-Msg-Id`` on every publish and ``PubAck.duplicate`` back, ``nak(delay)``/``term`` chosen
 after a dead-letter publish, the delivery count and stream sequence of each message, direct
 reads of stored messages by sequence (for the max-deliveries relay), and stream subject
-transforms for partitions (docs/decisions/0002).
+transforms for partitions (docs/decisions/0005).
 """
 
 from __future__ import annotations
