@@ -1,0 +1,89 @@
+"""``python -m kaiwo_planner``: the planner service against NATS from ``KAIWO_NATS_URL``.
+
+Serves ``/healthz``, ``/readyz`` (NATS connected, projection restored and caught up) and
+``/metrics`` on ``KAIWO_HEALTH_PORT``; stops on SIGTERM/SIGINT after writing a snapshot.
+Exits 1 with one line on stderr when NATS cannot be reached at start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from datetime import UTC, datetime
+
+import structlog
+from kaiwo_contracts.events.streams import bus_topology
+from kaiwo_runtime.health import HealthServer
+from kaiwo_runtime.kv import NatsKeyValue
+from kaiwo_runtime.logging import configure_logging
+from kaiwo_runtime.nats_bus import NatsBus
+
+from kaiwo_planner.metrics import PlannerMetrics
+from kaiwo_planner.service import PlannerService
+from kaiwo_planner.settings import PlannerSettings
+
+log = structlog.get_logger("kaiwo.planner")
+
+
+def wall_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+async def serve(settings: PlannerSettings) -> int:
+    topology = bus_topology(partitions=settings.bus_partitions)
+    try:
+        bus = await asyncio.wait_for(
+            NatsBus.connect(settings.nats_url, topology=topology, name="kaiwo-planner"),
+            settings.connect_timeout_seconds,
+        )
+        await bus.ensure_streams()
+        kv = await NatsKeyValue.open(bus.client, settings.snapshot_bucket)
+    except Exception as error:  # any failure to reach NATS at start: one clear line
+        reason = " ".join(str(error).split()) or type(error).__name__
+        print(f"kaiwo-planner: cannot use NATS at {settings.nats_url}: {reason}", file=sys.stderr)  # noqa: T201
+        return 1
+    metrics = PlannerMetrics()
+    service = PlannerService(bus, kv, clock=wall_clock, settings=settings, metrics=metrics)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+
+    async def nats_connected() -> bool:
+        return bus.client.is_connected
+
+    async def projection_ready() -> bool:
+        return service.ready
+
+    health = HealthServer(
+        metrics=metrics.registry,
+        checks={"nats": nats_connected, "projection": projection_ready},
+        host=settings.health_host,
+        port=settings.health_port,
+    )
+    try:
+        async with health:
+            log.info("planner starting", nats=settings.nats_url, health_port=health.port)
+            await service.run(stop)
+    finally:
+        await bus.close()
+    log.info("planner stopped")
+    return 0
+
+
+def main() -> int:
+    settings = PlannerSettings()
+    json_logs = None if settings.log_format == "auto" else settings.log_format == "json"
+    configure_logging(level=settings.log_level, json=json_logs)
+    if settings.bus_partitions > 1:
+        print(  # noqa: T201
+            "kaiwo-planner: KAIWO_BUS_PARTITIONS > 1 is not supported yet; run one replica",
+            file=sys.stderr,
+        )
+        return 1
+    return asyncio.run(serve(settings))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
