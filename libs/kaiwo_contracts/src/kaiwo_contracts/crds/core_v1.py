@@ -10,7 +10,7 @@ Other modules may append classes at the end of this file; existing names stay st
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import Field
 
