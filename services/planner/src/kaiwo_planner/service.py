@@ -454,7 +454,8 @@ class PlannerService:
         for ref in owners:
             with bound_context({"owner_uid": ref.uid, "trigger": "resync"}):
                 await self._plan_owner(ref, now=now, trigger="resync", cause=None)
-        self._changes_since_snapshot += 1
+        if owners:
+            self._changes_since_snapshot += 1
         return len(owners)
 
     def _set_timer(self, uid: str, replan_at: datetime | None, *, now: datetime) -> None:

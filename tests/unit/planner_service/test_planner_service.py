@@ -1,0 +1,397 @@
+"""The planner service over an in-memory bus and bucket, with the toy planner from conftest."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kaiwo_contracts.events.envelope import plan_event_id
+from kaiwo_contracts.events.streams import OBSERVED_STREAM, PLAN_STREAM
+from kaiwo_contracts.plans import ObjectRef
+from kaiwo_planner.service import SNAPSHOT_KEY, PlannerService, SnapshotStore
+from kaiwo_runtime.bus import BusError, Delivery
+from kaiwo_runtime.kv import MemoryKeyValue
+
+TRAIN_JOB_REF = ObjectRef(api_version="batch/v1", kind="Job", name="train", namespace="team-a")
+
+
+def sample(service: PlannerService, name: str, **labels: str) -> float:
+    value = service.metrics.registry.registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
+async def stored_delivery(harness: Any, sequence: int) -> Delivery:
+    stored = harness.server.read(OBSERVED_STREAM, sequence)
+    assert stored is not None
+    return Delivery(
+        stream=stored.stream,
+        consumer="planner-obs",
+        stream_sequence=stored.sequence,
+        attempt=1,
+        subject=stored.subject,
+        headers=stored.headers,
+        body=stored.body,
+    )
+
+
+async def test_an_observation_is_planned_and_published(
+    harness: Any, build: Any, clock: Any
+) -> None:
+    service = harness.service()
+    await service.start()
+    observation = await harness.observe(build.kaiwo_job("train"), "10", "ADDED")
+    clock.advance(5)  # planning uses the observation's time, not the service's clock
+    assert await harness.drain(service) == 1
+
+    [plan] = harness.plans()
+    assert plan.source == "/kaiwo/planner"
+    assert plan.type == "ai.silogen.kaiwo.plan.decided.v1"
+    assert plan.subject == "team-a/train"
+    assert plan.correlationid == "uid-train"
+    assert plan.causationid == observation.id == "uid-train:10"
+    assert plan.id == plan_event_id(plan=plan.data.plan, causation_id="uid-train:10")
+    assert plan.time == build.start.replace(second=5)
+    assert plan.data.planned_at == build.start
+    assert plan.data.trigger == "observation"
+    assert plan.data.obs_sequence == 1
+    assert plan.data.absent == (TRAIN_JOB_REF,)
+    assert plan.data.plan.status == {"clusterGpus": 0}
+    assert plan.data.plan.observed_resource_version == "10"
+    [stored] = harness.server.stream_messages(PLAN_STREAM)
+    assert stored.subject == "kaiwo.plan.kaiwojob.team-a.uid-train"
+    assert sample(service, "kaiwo_planner_plans_total", kind="KaiwoJob", outcome="published") == 1
+    assert sample(service, "kaiwo_planner_projection_objects") == 1
+
+
+async def test_the_same_observation_again_publishes_nothing(harness: Any, build: Any) -> None:
+    service = harness.service()
+    await service.start()
+    await harness.observe(build.kaiwo_job("train"), "10", "ADDED")
+    # A relist after the duplicate window: same version, another message id.
+    await harness.observe(build.kaiwo_job("train"), "10", "SYNC", event_id="relist-copy")
+    assert await harness.drain(service) == 2
+    assert len(harness.plans()) == 1
+    assert sample(service, "kaiwo_planner_stale_events_total") == 1
+
+
+async def test_a_stale_observation_is_dropped(harness: Any, build: Any) -> None:
+    service = harness.service()
+    await service.start()
+    await harness.observe(build.kaiwo_job("train"), "10", "ADDED")
+    renamed = build.kaiwo_job("train")
+    renamed["spec"] = {"image": "older"}
+    await harness.observe(renamed, "9")
+    assert await harness.drain(service) == 2
+    assert len(harness.plans()) == 1
+    assert sample(service, "kaiwo_planner_stale_events_total") == 1
+    held = service.projection.by_uid("uid-train")
+    assert held is not None
+    assert held["spec"] == {"image": "busybox"}
+    assert harness.dead_letters() == []
+
+
+async def test_a_new_version_that_plans_the_same_publishes_nothing(
+    harness: Any, build: Any
+) -> None:
+    service = harness.service()
+    await service.start()
+    job = build.kaiwo_job("train")
+    await harness.observe(job, "10", "ADDED")
+    await harness.observe({**job, "status": {"status": "PENDING"}}, "11")
+    await harness.drain(service)
+    assert len(harness.plans()) == 1
+    assert sample(service, "kaiwo_planner_plans_total", kind="KaiwoJob", outcome="unchanged") == 1
+
+
+async def test_a_node_change_replans_the_queue_config_and_every_workload(
+    harness: Any, build: Any
+) -> None:
+    service = harness.service()
+    await service.start()
+    await harness.observe(build.queue_config(), "1", "ADDED")
+    await harness.observe(build.kaiwo_job("b"), "2", "ADDED")
+    await harness.observe(build.kaiwo_job("a"), "3", "ADDED")
+    await harness.drain(service)
+    assert len(harness.plans()) == 3
+
+    node = build.gpu_node("gpu-0", gpus=8)
+    await harness.observe(node, "4", "ADDED")
+    await harness.drain(service)
+    new = harness.plans()[3:]
+    # One plan per owner, in owner order (KaiwoJob before KaiwoQueueConfig).
+    assert [p.subject for p in new] == ["team-a/a", "team-a/b", "kaiwo"]
+    assert [p.data.plan.status for p in new] == [{"clusterGpus": 8}] * 3
+    assert {p.causationid for p in new} == {"uid-gpu-0:4"}
+    assert [p.correlationid for p in new] == ["uid-a", "uid-b", "uid-kqc"]
+
+    # A status update that changes no planning fact re-plans nothing at all ...
+    await harness.observe({**node, "status": {**node["status"], "nodeInfo": {"bootID": "x"}}}, "5")
+    await harness.drain(service)
+    assert sample(service, "kaiwo_planner_plans_total", kind="KaiwoJob", outcome="unchanged") == 0
+    # ... a new label re-plans every owner, which publish nothing since the plans are equal.
+    await harness.observe(build.gpu_node("gpu-0", extra_labels={"pool": "a"}), "6")
+    await harness.drain(service)
+    assert len(harness.plans()) == 6
+    assert sample(service, "kaiwo_planner_plans_total", kind="KaiwoJob", outcome="unchanged") == 2
+    unchanged_kqc = sample(
+        service, "kaiwo_planner_plans_total", kind="KaiwoQueueConfig", outcome="unchanged"
+    )
+    assert unchanged_kqc == 1
+
+
+async def test_a_child_deleted_by_hand_republishes_the_plan_with_it_absent(
+    harness: Any, build: Any
+) -> None:
+    service = harness.service()
+    await service.start()
+    job = build.kaiwo_job("train")
+    await harness.observe(job, "1", "ADDED")
+    # While the Job is being created, owner updates do not publish the plan again.
+    await harness.observe({**job, "status": {"status": "PENDING"}}, "2")
+    await harness.observe(build.batch_job(job), "3", "ADDED")
+    await harness.drain(service)
+    assert len(harness.plans()) == 1
+
+    deletion = await harness.observe(build.batch_job(job), "4", "DELETED")
+    await harness.drain(service)
+    first, again = harness.plans()
+    assert again.data.fingerprint == first.data.fingerprint
+    assert again.data.absent == (TRAIN_JOB_REF,)
+    assert again.causationid == deletion.id
+    assert again.data.obs_sequence == 4
+    assert again.id != first.id
+
+    recreated = build.batch_job(job)
+    recreated["metadata"]["uid"] = "uid-job-train-2"
+    await harness.observe(recreated, "5", "ADDED")
+    await harness.drain(service)
+    assert len(harness.plans()) == 2
+
+
+async def test_a_timer_replans_at_its_due_time(harness: Any, build: Any, clock: Any) -> None:
+    service = harness.service()
+    await service.start()
+    deadline = build.start.replace(minute=1)
+    await harness.observe(build.kaiwo_job("train", deadline=deadline), "1", "ADDED")
+    await harness.drain(service)
+    [first] = harness.plans()
+    assert first.data.plan.status == {"clusterGpus": 0, "expired": False}
+    assert service.next_timer == deadline
+
+    clock.advance(30)
+    await service.step(wait_seconds=0)
+    assert len(harness.plans()) == 1
+    clock.advance(45)
+    await service.step(wait_seconds=0)
+    _, timed = harness.plans()
+    assert timed.data.trigger == "timer"
+    assert timed.data.planned_at == deadline
+    assert timed.data.plan.status == {"clusterGpus": 0, "expired": True}
+    assert timed.causationid is None
+    assert timed.correlationid == "uid-train"
+    assert service.next_timer is None
+
+
+async def test_a_timer_of_a_deleted_owner_is_dropped(harness: Any, build: Any, clock: Any) -> None:
+    service = harness.service()
+    await service.start()
+    job = build.kaiwo_job("train", deadline=build.start.replace(minute=1))
+    await harness.observe(job, "1", "ADDED")
+    await harness.observe(job, "2", "DELETED")
+    await harness.drain(service)
+    assert service.next_timer is None
+    assert service.published_fingerprint("uid-train") is None
+    clock.advance(120)
+    assert await service.fire_due_timers() == 0
+    assert len(harness.plans()) == 1
+
+
+async def test_a_restart_restores_the_snapshot_and_replays_nothing(
+    harness: Any, build: Any, clock: Any
+) -> None:
+    first = harness.service()
+    await first.start()
+    job = build.kaiwo_job("train", deadline=build.start.replace(hour=13))
+    await harness.observe(job, "1", "ADDED")
+    await harness.observe(build.batch_job(job), "2", "ADDED")
+    await harness.observe(build.gpu_node("gpu-0"), "3", "ADDED")
+    await harness.drain(first)
+    await first.save_snapshot()
+    # Handled and acknowledged after the snapshot, then the process dies without another.
+    await harness.observe(build.kaiwo_job("serve"), "4", "ADDED")
+    await harness.drain(first)
+    published = harness.plans()
+    assert len(published) == 3  # train, train re-planned for the node, serve
+
+    second = harness.service()
+    await second.start()
+    assert second.ready
+    # Restored from the snapshot, the one later observation read from the stream.
+    assert second.projection.last_sequence == 4
+    assert second.projection.by_uid("uid-serve") is not None
+    assert second.projection.by_uid("uid-job-train") is not None
+    assert second.next_timer == build.start.replace(hour=13)
+    # Re-planning serve after the catch-up gives the same event id: JetStream drops it.
+    assert [p.id for p in harness.plans()] == [p.id for p in published]
+    assert await harness.drain(second) == 0
+
+    # A redelivery of an observation already in the snapshot is skipped.
+    await second.handle(await stored_delivery(harness, 1))
+    assert sample(second, "kaiwo_planner_observations_total", outcome="skipped") == 1
+    # The restored fingerprints hold: an owner update that plans the same publishes nothing.
+    await harness.observe({**job, "status": {"status": "RUNNING"}}, "5")
+    await harness.drain(second)
+    assert len(harness.plans()) == 3
+    # The restored projection knows the Job: deleting it publishes the plan with it absent.
+    await harness.observe(build.batch_job(job), "6", "DELETED")
+    await harness.drain(second)
+    assert harness.plans()[-1].data.absent == (TRAIN_JOB_REF,)
+
+
+async def test_an_unreadable_snapshot_means_an_empty_start(harness: Any, build: Any) -> None:
+    first = harness.service()
+    await first.start()
+    await harness.observe(build.kaiwo_job("train"), "1", "ADDED")
+    await harness.drain(first)
+    await first.save_snapshot()
+    await harness.kv.put(f"{SNAPSHOT_KEY}.1.0", b"garbage")
+    second = harness.service()
+    assert not await second.restore()
+    assert len(second.projection) == 0
+
+
+async def test_snapshots_are_written_every_n_observations(harness: Any, build: Any) -> None:
+    service = harness.service(snapshot_every_events=2, snapshot_every_seconds=3600)
+    await service.start()
+    await harness.observe(build.kaiwo_job("a"), "1", "ADDED")
+    await harness.drain(service)
+    assert await harness.kv.get(SNAPSHOT_KEY) is None
+    await harness.observe(build.kaiwo_job("b"), "2", "ADDED")
+    await harness.drain(service)
+    assert await harness.kv.get(SNAPSHOT_KEY) is not None
+    assert sample(service, "kaiwo_planner_snapshots_total", outcome="written") == 1
+
+
+async def test_snapshots_are_written_after_the_interval(
+    harness: Any, build: Any, clock: Any
+) -> None:
+    service = harness.service(snapshot_every_events=1000, snapshot_every_seconds=30)
+    await service.start()
+    await harness.observe(build.kaiwo_job("a"), "1", "ADDED")
+    await harness.drain(service)
+    assert await harness.kv.get(SNAPSHOT_KEY) is None
+    clock.advance(31)
+    await service.step(wait_seconds=0)
+    assert await harness.kv.get(SNAPSHOT_KEY) is not None
+
+
+async def test_a_large_snapshot_is_split_into_chunks_and_read_back() -> None:
+    kv = MemoryKeyValue()
+    store = SnapshotStore(kv, chunk_bytes=64)
+    document = {"format": 1, "payload": [f"item-{i}" for i in range(200)]}
+    await store.save(document)
+    keys = [key async for key, _ in kv.items()]
+    assert SNAPSHOT_KEY in keys
+    assert len(keys) > 3
+    assert await SnapshotStore(kv).load() == document
+    # A second save replaces the first generation's chunks.
+    await store.save({"format": 1, "payload": []})
+    assert [key async for key, _ in kv.items()] == [SNAPSHOT_KEY, f"{SNAPSHOT_KEY}.2.0"]
+    assert await SnapshotStore(kv).load() == {"format": 1, "payload": []}
+
+
+async def test_a_planning_error_for_one_owner_does_not_stop_the_others(
+    harness: Any, build: Any
+) -> None:
+    service = harness.service()
+    await service.start()
+    await harness.observe(build.kaiwo_job("broken"), "1", "ADDED")
+    await harness.observe(build.kaiwo_job("fine"), "2", "ADDED")
+    await harness.observe(build.gpu_node("gpu-0"), "3", "ADDED")
+    assert await harness.drain(service) == 3
+    assert [p.subject for p in harness.plans()] == ["team-a/fine", "team-a/fine"]
+    assert sample(service, "kaiwo_planner_plans_total", kind="KaiwoJob", outcome="error") == 2
+    assert harness.dead_letters() == []
+
+
+async def test_a_malformed_message_is_dead_lettered(harness: Any, build: Any) -> None:
+    service = harness.service()
+    await service.start()
+    await harness.watcher.publish_raw(
+        "kaiwo.obs.kaiwojob.team-a.uid-x", body=b"{not json", headers={"ce-id": "x"}
+    )
+    await harness.observe(build.kaiwo_job("train"), "1", "ADDED")
+    assert await harness.drain(service) == 2
+    [dead] = harness.dead_letters()
+    assert dead.subject == "kaiwo.dlq.KAIWO_OBS.planner-obs"
+    assert len(harness.plans()) == 1
+
+
+async def test_an_object_the_projection_cannot_take_is_dead_lettered(
+    harness: Any, build: Any
+) -> None:
+    service = harness.service()
+    await service.start()
+    job = build.kaiwo_job("train")
+    job["metadata"]["ownerReferences"] = 7
+    await harness.observe(job, "1", "ADDED")
+    await harness.drain(service)
+    assert len(harness.dead_letters()) == 1
+    assert sample(service, "kaiwo_planner_observations_total", outcome="rejected") == 1
+
+
+class FailingOnce:
+    """Wraps a bus; the ``fail_at``-th publish raises once."""
+
+    def __init__(self, bus: Any, *, fail_at: int) -> None:
+        self._bus = bus
+        self._fail_at = fail_at
+        self._count = 0
+        self.topology = bus.topology
+
+    async def publish(self, envelope: Any, subject: str) -> Any:
+        self._count += 1
+        if self._count == self._fail_at:
+            raise BusError("publish timed out")
+        return await self._bus.publish(envelope, subject)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._bus, name)
+
+
+async def test_a_failed_publish_is_retried_for_the_owners_not_yet_published(
+    harness: Any, build: Any
+) -> None:
+    bus = FailingOnce(harness.bus(), fail_at=4)
+    service = PlannerService(bus, harness.kv, clock=harness.clock, plan_fn=build.toy_planner)
+    await service.start()
+    for index, name in enumerate(("a", "b", "c"), start=1):
+        await harness.observe(build.kaiwo_job(name), str(index), "ADDED")
+        await service.handle(await stored_delivery(harness, index))
+    await harness.observe(build.gpu_node("gpu-0"), "4", "ADDED")
+    node_delivery = await stored_delivery(harness, 4)
+    try:
+        await service.handle(node_delivery)
+        raise AssertionError("the publish failure must reach the bus, which redelivers")
+    except BusError:
+        pass
+    assert [p.subject for p in harness.plans()[3:]] == []
+    await service.handle(node_delivery)  # the redelivery
+    assert [p.subject for p in harness.plans()[3:]] == ["team-a/a", "team-a/b", "team-a/c"]
+
+
+async def test_run_serves_until_stopped_and_writes_a_snapshot(harness: Any, build: Any) -> None:
+    service = harness.service(poll_seconds=0.02)
+    stop = asyncio.Event()
+    task = asyncio.create_task(service.run(stop))
+    await harness.observe(build.kaiwo_job("train"), "1", "ADDED")
+    for _ in range(200):
+        if harness.plans():
+            break
+        await asyncio.sleep(0.01)
+    assert len(harness.plans()) == 1
+    assert service.ready
+    stop.set()
+    await asyncio.wait_for(task, 5)
+    assert not service.ready
+    assert await harness.kv.get(SNAPSHOT_KEY) is not None
