@@ -1,0 +1,608 @@
+"""Carrying out one plan against the API server: the executor's core (ports injected).
+
+The executor never decides what should exist; it makes the cluster match the plan, in this
+order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` per action:
+
+1. **Skip** the whole plan when its id is among the plans already carried out for the owner
+   (the memo in the ``kaiwo-executor`` bucket survives restarts): a redelivery costs nothing.
+2. **Desired objects**, in the plan's order. An object whose manifest hash equals the one last
+   applied is left alone, unless the plan lists it in ``absent`` (the planner saw it missing,
+   e.g. deleted by hand). Everything else is applied with server-side apply, field manager
+   ``kaiwo``, forced: the executor is the one owner of the fields it sets. The owner itself
+   may be among them (a KaiwoQueueConfig writes back its spec) and is applied the same way.
+   Nodes are the exception: see :mod:`kaiwo_executor.node_merge` (merge patch, taints merged
+   with the node's own).
+3. **Status** through the status subresource (server-side apply, field manager
+   ``kaiwo-status``), only when it differs from the status last written for the owner.
+4. **Events**, once per plan and reason. The Event's name is derived from the owner's uid,
+   the plan fingerprint and the reason, and it is created with a plain create: after a crash
+   the retry finds it (AlreadyExists) and stops. (``KubernetesPort.create_event`` names
+   Events by time and counts repeats, which is right for a recorder but would double an
+   Event on redelivery.) A plan is identified by its fingerprint here, not its event id, so
+   the same decision re-published under a new id (``absent`` changed, a planner restart)
+   does not repeat its Events either.
+5. **Prune**: for each prune rule, list that kind carrying the plan's ``prune_selector``
+   labels (in the owner's namespace when the kind is namespaced and the owner is) and delete
+   each one not desired, with its uid as a precondition and background propagation. Never
+   without a selector (an empty one would match every object of the kind). Skipped when the
+   desired set, rules and selector equal those of the last complete prune: only a new plan
+   can make a child undesired, so listing again would find nothing to do.
+6. **Delete the owner** when the plan says so (uid precondition, background propagation).
+
+Failures. 409 Conflict, 429, 5xx and lost connections are retried per call with exponential
+backoff and jitter (:mod:`kaiwo_executor.api_retries`). When the attempts run out the action
+is ``failed`` and :attr:`Execution.must_retry` is set: the caller lets JetStream redeliver the
+plan, and the memo makes the redelivery cheap. Any other refusal (422 Invalid, 400, 403, a
+kind the server does not serve) is final for this plan: the action is ``failed`` with the
+API's message, a Warning Event on the owner names the object and reason, and the executor
+carries on with the other objects, so one bad manifest never blocks the rest. NotFound while
+pruning or deleting means the object is already gone, which is what was wanted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+
+import structlog
+from kaiwo_contracts.events.plans import PlanDecidedV1
+from kaiwo_contracts.events.results import ActionOutcome, ActionOutcomeKind, Operation
+from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule
+from kaiwo_kube import AlreadyExists, Conflict, KubeError, KubernetesPort, NotFound, ResourceType
+from kaiwo_kube.events import event_manifest
+from kaiwo_kube.resources import NODE, known_type
+
+from kaiwo_executor.api_retries import (
+    Jitter,
+    RetriesExhausted,
+    RetryPolicy,
+    Sleep,
+    call_with_retries,
+)
+from kaiwo_executor.execution_memo import (
+    ExecutionMemo,
+    OwnerMemo,
+    content_hash,
+    manifest_key,
+    object_key,
+    ref_key,
+)
+from kaiwo_executor.metrics import ExecutorMetrics
+from kaiwo_executor.node_merge import node_patch
+
+FIELD_MANAGER = "kaiwo"
+STATUS_FIELD_MANAGER = "kaiwo-status"
+COMPONENT = "kaiwo-executor"
+EVENT_API_VERSION = "v1"
+
+T = TypeVar("T")
+log = structlog.get_logger("kaiwo.executor")
+
+
+@runtime_checkable
+class KindResolver(Protocol):
+    """Finds a kind the catalogue does not know (the kubernetes_asyncio adapter can)."""
+
+    async def resolve(self, api_version: str, kind: str) -> ResourceType: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """What carrying out one plan did."""
+
+    plan_id: str
+    owner: ObjectRef
+    skipped: bool
+    actions: tuple[ActionOutcome, ...] = ()
+    must_retry: bool = False
+    """An action ran out of retries on a retryable error: have the plan delivered again."""
+    memo: OwnerMemo = field(default_factory=OwnerMemo, repr=False, compare=False)
+
+    @property
+    def failed(self) -> tuple[ActionOutcome, ...]:
+        return tuple(action for action in self.actions if action.outcome == "failed")
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    """A call that did not succeed: its action outcome, and whether to retry the plan."""
+
+    outcome: ActionOutcome
+    exhausted: bool
+    message: str
+
+
+@dataclass(slots=True)
+class _Run:
+    """The state of one plan being carried out."""
+
+    plan: Plan
+    fingerprint: str
+    memo: OwnerMemo
+    absent: frozenset[str]
+    desired_keys: frozenset[str]
+    actions: list[ActionOutcome] = field(default_factory=list)
+    must_retry: bool = False
+
+
+def manifest_ref(manifest: dict[str, Any]) -> ObjectRef:
+    metadata = manifest.get("metadata") or {}
+    return ObjectRef(
+        api_version=str(manifest.get("apiVersion", "")),
+        kind=str(manifest.get("kind", "")),
+        name=str(metadata.get("name", "")),
+        namespace=metadata.get("namespace") or None,
+        uid=metadata.get("uid") or None,
+    )
+
+
+def event_name(owner: ObjectRef, *, fingerprint: str, reason: str, about: str = "") -> str:
+    """The deterministic name of the Event a plan records (``<owner>.<16 hex digits>``)."""
+    seed = "\x1f".join((owner.uid or ref_key(owner), fingerprint, reason, about))
+    return f"{owner.name[:236]}.{hashlib.sha256(seed.encode()).hexdigest()[:16]}"
+
+
+def label_selector(labels: dict[str, str]) -> str:
+    return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+
+
+def _is_node(manifest: dict[str, Any]) -> bool:
+    return (manifest.get("apiVersion"), manifest.get("kind")) == (NODE.api_version, NODE.kind)
+
+
+def _reason_of(error: KubeError) -> str:
+    message = " ".join(error.message.split()) or f"the API server answered {error.code}"
+    return f"{error.reason}: {message}" if error.reason else message
+
+
+def _http_status(code: int) -> int | None:
+    return code if 100 <= code <= 599 else None
+
+
+class PlanExecutor:
+    """Carries out plans with the Kubernetes port; see the module docstring."""
+
+    def __init__(
+        self,
+        kube: KubernetesPort,
+        memo: ExecutionMemo,
+        *,
+        clock: Callable[[], datetime],
+        retry: RetryPolicy | None = None,
+        metrics: ExecutorMetrics | None = None,
+        sleep: Sleep = asyncio.sleep,
+        jitter: Jitter = random.random,
+    ) -> None:
+        self._kube = kube
+        self._memo = memo
+        self._clock = clock
+        self._retry = retry or RetryPolicy()
+        self._metrics = metrics or ExecutorMetrics()
+        self._sleep = sleep
+        self._jitter = jitter
+
+    # ------------------------------------------------------------------ the plan
+
+    async def execute(self, decision: PlanDecidedV1, *, plan_id: str) -> Execution:
+        """Carry out ``decision`` (whose event id is ``plan_id``) and save what was done.
+
+        The plan id itself is remembered only by :meth:`remember`, once the result is
+        published: a crash in between repeats the (cheap) execution, never loses the result.
+        """
+        plan = decision.plan
+        memo = await self._memo.load(plan.owner)
+        if memo.executed(plan_id):
+            return Execution(plan_id=plan_id, owner=plan.owner, skipped=True, memo=memo)
+        run = _Run(
+            plan=plan,
+            fingerprint=decision.fingerprint,
+            memo=memo,
+            absent=frozenset(ref_key(ref) for ref in decision.absent),
+            desired_keys=frozenset(manifest_key(manifest) for manifest in plan.desired),
+        )
+        for manifest in plan.desired:
+            await self._apply_desired(run, manifest)
+        memo.objects = {k: v for k, v in memo.objects.items() if k in run.desired_keys}
+        if plan.status is not None:
+            await self._write_status(run, plan.status)
+        for intent in plan.events:
+            await self._emit(run, intent)
+        await self._prune(run)
+        if plan.delete_owner:
+            await self._delete_owner(run)
+        await self._memo.save(plan.owner, memo)
+        return Execution(
+            plan_id=plan_id,
+            owner=plan.owner,
+            skipped=False,
+            actions=tuple(run.actions),
+            must_retry=run.must_retry,
+            memo=memo,
+        )
+
+    async def remember(self, execution: Execution) -> None:
+        """Record that the plan was carried out and its result published."""
+        if execution.skipped:
+            return
+        execution.memo.remember_plan(execution.plan_id)
+        await self._memo.save(execution.owner, execution.memo)
+
+    # ------------------------------------------------------------------ steps
+
+    async def _apply_desired(self, run: _Run, manifest: dict[str, Any]) -> None:
+        key, target = manifest_key(manifest), manifest_ref(manifest)
+        digest = content_hash(manifest)
+        if run.memo.objects.get(key) == digest and key not in run.absent:
+            self._metrics.writes_skipped.labels(kind=target.kind).inc()
+            self._record(run, "apply", target, "unchanged")
+            return
+        run.memo.objects.pop(key, None)
+        started = time.perf_counter()
+        if _is_node(manifest):
+            result = await self._guarded(lambda: self._patch_node(manifest), "apply", target)
+        else:
+            result = await self._guarded(lambda: self._apply(manifest), "apply", target)
+        self._metrics.apply_duration.labels(kind=target.kind).observe(time.perf_counter() - started)
+        if isinstance(result, _Failure):
+            await self._fail(run, result, warning_reason="ApplyFailed")
+            return
+        outcome, attempts = result
+        run.memo.objects[key] = digest
+        reason = "the node no longer exists" if outcome == "gone" else None
+        self._record(
+            run,
+            "apply",
+            target,
+            "unchanged" if outcome in ("unchanged", "gone") else "applied",
+            reason=reason,
+            attempts=attempts,
+        )
+
+    async def _apply(self, manifest: dict[str, Any]) -> str:
+        resource = known_type(str(manifest.get("apiVersion")), str(manifest.get("kind")))
+        await self._kube.apply(manifest, field_manager=FIELD_MANAGER, force=True, resource=resource)
+        return "applied"
+
+    async def _patch_node(self, intent: dict[str, Any]) -> str:
+        name = str((intent.get("metadata") or {}).get("name", ""))
+        try:
+            live = await self._kube.get(NODE, name)
+        except NotFound:
+            return "gone"  # the planner will stop asking once it sees the node deleted
+        patch = node_patch(intent, live)
+        if patch is None:
+            return "unchanged"
+        await self._kube.merge_patch(NODE, name, patch, field_manager=FIELD_MANAGER)
+        return "applied"
+
+    async def _write_status(self, run: _Run, status: dict[str, Any]) -> None:
+        owner = run.plan.owner
+        digest = content_hash(status)
+        if run.memo.status == digest:
+            self._record(run, "status", owner, "unchanged")
+            return
+
+        async def write() -> str:
+            resource = await self._resource(owner.api_version, owner.kind)
+            try:
+                await self._kube.patch_status(
+                    resource,
+                    owner.name,
+                    status,
+                    namespace=owner.namespace,
+                    field_manager=STATUS_FIELD_MANAGER,
+                    method="apply",
+                    force=True,
+                )
+            except NotFound:
+                return "gone"
+            return "applied"
+
+        result = await self._guarded(write, "status", owner)
+        if isinstance(result, _Failure):
+            await self._fail(run, result, warning_reason="StatusUpdateFailed")
+            return
+        outcome, attempts = result
+        if outcome == "gone":
+            self._record(run, "status", owner, "unchanged", reason="the owner no longer exists")
+            return
+        run.memo.status = digest
+        self._record(run, "status", owner, "applied", attempts=attempts)
+
+    async def _emit(self, run: _Run, intent: EventIntent) -> None:
+        owner = run.plan.owner
+        name = event_name(owner, fingerprint=run.fingerprint, reason=intent.reason)
+        await self._create_event(
+            run, name=name, event_type=intent.type, reason=intent.reason, message=intent.message
+        )
+
+    async def _create_event(
+        self,
+        run: _Run,
+        *,
+        name: str,
+        event_type: Literal["Normal", "Warning"],
+        reason: str,
+        message: str,
+    ) -> bool:
+        """Create the Event once; False when creating it failed."""
+        owner = run.plan.owner
+        manifest = event_manifest(
+            involved={
+                "apiVersion": owner.api_version,
+                "kind": owner.kind,
+                "metadata": {
+                    key: value
+                    for key, value in (
+                        ("name", owner.name),
+                        ("namespace", owner.namespace),
+                        ("uid", owner.uid),
+                    )
+                    if value
+                },
+            },
+            event_type=event_type,
+            reason=reason,
+            message=message,
+            component=COMPONENT,
+            now=self._clock(),
+        )
+        manifest["metadata"]["name"] = name
+        target = ObjectRef(
+            api_version=EVENT_API_VERSION,
+            kind="Event",
+            name=name,
+            namespace=manifest["metadata"]["namespace"],
+        )
+        if run.memo.event_done(fingerprint=run.fingerprint, name=name):
+            self._record(run, "event", target, "unchanged")
+            return True
+
+        async def create() -> str:
+            try:
+                await self._kube.create(manifest, field_manager=FIELD_MANAGER)
+            except AlreadyExists:
+                return "unchanged"  # created before a crash or by an earlier delivery
+            return "applied"
+
+        result = await self._guarded(create, "event", target)
+        if isinstance(result, _Failure):
+            self._count(target, "failed")
+            run.actions.append(result.outcome)
+            run.must_retry = run.must_retry or result.exhausted
+            return False
+        outcome, attempts = result
+        run.memo.remember_event(fingerprint=run.fingerprint, name=name)
+        self._record(
+            run, "event", target, "unchanged" if outcome == "unchanged" else "applied",
+            attempts=attempts,
+        )  # fmt: skip
+        return True
+
+    async def _prune(self, run: _Run) -> None:
+        plan = run.plan
+        if not plan.prune or not plan.prune_selector:
+            return
+        inventory = content_hash(
+            {
+                "desired": sorted(run.desired_keys),
+                "prune": [rule.model_dump(mode="json") for rule in plan.prune],
+                "selector": plan.prune_selector,
+            }
+        )
+        if run.memo.pruned_for == inventory:
+            return
+        complete = True
+        for rule in plan.prune:
+            complete = await self._prune_kind(run, rule) and complete
+        run.memo.pruned_for = inventory if complete else None
+
+    async def _prune_kind(self, run: _Run, rule: PruneRule) -> bool:
+        """Delete the undesired children of one kind; False when something failed."""
+        owner = run.plan.owner
+        namespace = owner.namespace if rule.namespaced else None
+        kind_ref = ObjectRef(
+            api_version=rule.api_version, kind=rule.kind, name="*", namespace=namespace
+        )
+
+        async def children() -> list[dict[str, Any]]:
+            try:
+                resource = await self._resource(rule.api_version, rule.kind)
+                listed = await self._kube.list(
+                    resource,
+                    namespace=namespace,
+                    label_selector=label_selector(run.plan.prune_selector),
+                )
+            except NotFound:
+                return []  # the kind is not served (its API is not installed): nothing to prune
+            return listed.items
+
+        found = await self._guarded(children, "delete", kind_ref)
+        if isinstance(found, _Failure):
+            await self._fail(run, found, warning_reason="PruneFailed")
+            return False
+        complete = True
+        for child in found[0]:
+            metadata = child.get("metadata") or {}
+            key = object_key(
+                api_version=rule.api_version,
+                kind=rule.kind,
+                namespace=metadata.get("namespace"),
+                name=str(metadata.get("name", "")),
+            )
+            if key in run.desired_keys or metadata.get("deletionTimestamp"):
+                continue
+            target = ObjectRef(
+                api_version=rule.api_version,
+                kind=rule.kind,
+                name=str(metadata.get("name", "")),
+                namespace=metadata.get("namespace") or None,
+                uid=metadata.get("uid") or None,
+            )
+            complete = await self._delete(run, target, operation="delete") and complete
+        return complete
+
+    async def _delete_owner(self, run: _Run) -> None:
+        if await self._delete(run, run.plan.owner, operation="delete-owner"):
+            run.memo.forget_effects()
+
+    async def _delete(self, run: _Run, target: ObjectRef, *, operation: Operation) -> bool:
+        """Delete ``target`` (uid precondition, background); False when it failed."""
+
+        async def delete() -> str:
+            resource = await self._resource(target.api_version, target.kind)
+            try:
+                await self._kube.delete(
+                    resource,
+                    target.name,
+                    namespace=target.namespace,
+                    propagation="Background",
+                    uid=target.uid,
+                )
+            except NotFound:
+                return "gone"
+            except Conflict:
+                # A failed uid precondition: the object was replaced by a new one of the
+                # same name, which the next plan judges. Any other conflict is retried.
+                if await self._replaced(resource, target):
+                    return "replaced"
+                raise
+            return "deleted"
+
+        result = await self._guarded(delete, operation, target)
+        if isinstance(result, _Failure):
+            await self._fail(run, result, warning_reason="DeleteFailed")
+            return False
+        outcome, attempts = result
+        reasons = {
+            "gone": "already deleted",
+            "replaced": "replaced by a new object of the same name; left to the next plan",
+        }
+        self._record(
+            run,
+            operation,
+            target,
+            "deleted" if outcome == "deleted" else "unchanged",
+            reason=reasons.get(outcome),
+            attempts=attempts,
+        )
+        return True
+
+    async def _replaced(self, resource: ResourceType, target: ObjectRef) -> bool:
+        if target.uid is None:
+            return False
+        try:
+            live = await self._kube.get(resource, target.name, namespace=target.namespace)
+        except NotFound:
+            return True
+        return (live.get("metadata") or {}).get("uid") != target.uid
+
+    # ------------------------------------------------------------------ plumbing
+
+    async def _resource(self, api_version: str, kind: str) -> ResourceType:
+        known = known_type(api_version, kind)
+        if known is not None:
+            return known
+        if isinstance(self._kube, KindResolver):
+            return await self._kube.resolve(api_version, kind)
+        raise NotFound(f"the executor does not know the kind {kind} in {api_version}", code=404)
+
+    async def _guarded(
+        self, call: Callable[[], Awaitable[T]], operation: Operation, target: ObjectRef
+    ) -> tuple[T, int] | _Failure:
+        """``call`` with retries: its value and attempts, or the failure as an outcome."""
+        try:
+            done = await call_with_retries(
+                call,
+                policy=self._retry,
+                sleep=self._sleep,
+                jitter=self._jitter,
+                on_retry=self._count_retry,
+            )
+        except RetriesExhausted as exhausted:
+            error = exhausted.error
+            reason = f"gave up after {exhausted.attempts} attempts: {_reason_of(error)}"
+            return _Failure(
+                ActionOutcome(
+                    operation=operation,
+                    target=target,
+                    outcome="failed",
+                    reason=reason,
+                    http_status=_http_status(error.code),
+                    attempts=exhausted.attempts,
+                ),
+                exhausted=True,
+                message=reason,
+            )
+        except KubeError as error:
+            return _Failure(
+                ActionOutcome(
+                    operation=operation,
+                    target=target,
+                    outcome="failed",
+                    reason=_reason_of(error),
+                    http_status=_http_status(error.code),
+                ),
+                exhausted=False,
+                message=_reason_of(error),
+            )
+        return done.value, done.attempts
+
+    async def _fail(self, run: _Run, failure: _Failure, *, warning_reason: str) -> None:
+        """Record a failed action; for a final refusal, tell people with a Warning Event."""
+        outcome = failure.outcome
+        self._count(outcome.target, "failed")
+        run.actions.append(outcome)
+        log.warning(
+            "action failed",
+            operation=outcome.operation,
+            target=outcome.target.display(),
+            reason=outcome.reason,
+            retry_plan=failure.exhausted,
+        )
+        if failure.exhausted:
+            run.must_retry = True
+            return
+        about = f"{outcome.operation}:{ref_key(outcome.target)}"
+        await self._create_event(
+            run,
+            name=event_name(
+                run.plan.owner, fingerprint=run.fingerprint, reason=warning_reason, about=about
+            ),
+            event_type="Warning",
+            reason=warning_reason,
+            message=f"{outcome.operation} {outcome.target.display()} failed: {failure.message}",
+        )
+
+    def _record(
+        self,
+        run: _Run,
+        operation: Operation,
+        target: ObjectRef,
+        outcome: ActionOutcomeKind,
+        *,
+        reason: str | None = None,
+        attempts: int = 1,
+    ) -> None:
+        self._count(target, outcome)
+        run.actions.append(
+            ActionOutcome(
+                operation=operation,
+                target=target,
+                outcome=outcome,
+                reason=reason,
+                attempts=attempts,
+            )
+        )
+
+    def _count(self, target: ObjectRef, outcome: str) -> None:
+        self._metrics.actions.labels(kind=target.kind, outcome=outcome).inc()
+
+    def _count_retry(self, code: int) -> None:
+        self._metrics.api_retries.labels(code=str(code)).inc()

@@ -1,0 +1,136 @@
+"""What the executor already did, per owner, kept in the ``kaiwo-executor`` key-value bucket.
+
+One JSON record per owner (key ``owner/<uid>``) holds:
+
+* the ids of the last plans carried out to the end (result published): a redelivered plan is
+  skipped without a single API call;
+* per desired object, the hash of the manifest last applied: an unchanged object is not
+  written again (unless the plan lists it as ``absent``);
+* the hash of the status last written, the Events already emitted for the current plan
+  fingerprint, and the prune inventory last enforced.
+
+The record survives restarts, so a restarted executor does not re-apply what it applied
+before. It is a cache of the executor's own writes, never a view of the cluster: drift made by
+others reaches the executor only through the planner (``absent``, or a new plan).
+One record per owner keeps the bucket's size proportional to the live owners; a record is
+emptied (but its plan ids kept) when the plan deletes the owner.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from kaiwo_contracts.plans import ObjectRef, canonical_json
+from kaiwo_runtime.kv import KeyValue
+
+RECENT_PLANS = 16
+"""Plan ids remembered per owner; redelivery only ever repeats the latest, a few spare."""
+
+
+def content_hash(value: Any) -> str:
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()
+
+
+def object_key(*, api_version: str, kind: str, namespace: str | None, name: str) -> str:
+    """``group/kind/namespace/name``: the version is left out, it addresses the same object."""
+    group = api_version.rpartition("/")[0]
+    return f"{group}/{kind}/{namespace or ''}/{name}"
+
+
+def manifest_key(manifest: dict[str, Any]) -> str:
+    metadata = manifest.get("metadata") or {}
+    return object_key(
+        api_version=str(manifest.get("apiVersion", "")),
+        kind=str(manifest.get("kind", "")),
+        namespace=metadata.get("namespace"),
+        name=str(metadata.get("name", "")),
+    )
+
+
+def ref_key(ref: ObjectRef) -> str:
+    return object_key(
+        api_version=ref.api_version, kind=ref.kind, namespace=ref.namespace, name=ref.name
+    )
+
+
+def owner_memo_key(owner: ObjectRef) -> str:
+    return f"owner/{owner.uid or ref_key(owner)}"
+
+
+@dataclass(slots=True)
+class OwnerMemo:
+    """The working copy of one owner's record while a plan is carried out."""
+
+    plan_ids: list[str] = field(default_factory=list)
+    objects: dict[str, str] = field(default_factory=dict)
+    status: str | None = None
+    events_fingerprint: str | None = None
+    events_done: list[str] = field(default_factory=list)
+    pruned_for: str | None = None
+
+    def executed(self, plan_id: str) -> bool:
+        return plan_id in self.plan_ids
+
+    def remember_plan(self, plan_id: str) -> None:
+        if plan_id not in self.plan_ids:
+            self.plan_ids = [*self.plan_ids, plan_id][-RECENT_PLANS:]
+
+    def event_done(self, *, fingerprint: str, name: str) -> bool:
+        return self.events_fingerprint == fingerprint and name in self.events_done
+
+    def remember_event(self, *, fingerprint: str, name: str) -> None:
+        if self.events_fingerprint != fingerprint:
+            self.events_fingerprint, self.events_done = fingerprint, []
+        if name not in self.events_done:
+            self.events_done.append(name)
+
+    def forget_effects(self) -> None:
+        """The owner is gone: keep only the plan ids."""
+        self.objects, self.status, self.pruned_for = {}, None, None
+        self.events_fingerprint, self.events_done = None, []
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "planIds": self.plan_ids,
+                "objects": self.objects,
+                "status": self.status,
+                "eventsFingerprint": self.events_fingerprint,
+                "eventsDone": self.events_done,
+                "prunedFor": self.pruned_for,
+            },
+            sort_keys=True,
+        ).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> OwnerMemo:
+        try:
+            data = json.loads(raw)
+            return cls(
+                plan_ids=[str(i) for i in data.get("planIds") or []],
+                objects={str(k): str(v) for k, v in (data.get("objects") or {}).items()},
+                status=data.get("status"),
+                events_fingerprint=data.get("eventsFingerprint"),
+                events_done=[str(n) for n in data.get("eventsDone") or []],
+                pruned_for=data.get("prunedFor"),
+            )
+        except (ValueError, AttributeError, TypeError):
+            # An unreadable memo only costs writes: start afresh rather than stop.
+            return cls()
+
+
+class ExecutionMemo:
+    """Loads and saves :class:`OwnerMemo` records in a :class:`KeyValue` bucket."""
+
+    def __init__(self, kv: KeyValue) -> None:
+        self._kv = kv
+
+    async def load(self, owner: ObjectRef) -> OwnerMemo:
+        raw = await self._kv.get(owner_memo_key(owner))
+        return OwnerMemo.from_json(raw) if raw is not None else OwnerMemo()
+
+    async def save(self, owner: ObjectRef, memo: OwnerMemo) -> None:
+        await self._kv.put(owner_memo_key(owner), memo.to_json())

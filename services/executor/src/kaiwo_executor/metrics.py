@@ -1,0 +1,42 @@
+"""Every metric of the executor (``kaiwo_executor_*``); labels carry kinds, never names or uids."""
+
+from __future__ import annotations
+
+from kaiwo_runtime.metrics import MetricsRegistry
+
+_APPLY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class ExecutorMetrics:
+    """The executor's counters and histograms, created in ``registry``."""
+
+    def __init__(self, registry: MetricsRegistry | None = None) -> None:
+        self.registry = registry or MetricsRegistry()
+        self.actions = self.registry.counter(
+            "executor_actions",
+            "Actions taken for plans, by target kind and outcome "
+            "(applied, unchanged, deleted, failed)",
+            ("kind", "outcome"),
+        )
+        self.apply_duration = self.registry.histogram(
+            "executor_apply_duration_seconds",
+            "Time to apply (or patch) one desired object, retries included, by kind",
+            ("kind",),
+            buckets=_APPLY_BUCKETS,
+        )
+        self.api_retries = self.registry.counter(
+            "executor_api_retries",
+            "API calls retried, by the HTTP code that caused it (0: no answer)",
+            ("code",),
+        )
+        self.plans = self.registry.counter(
+            "executor_plans",
+            "Plans handled: applied, failed (an action failed), skipped (already executed), "
+            "retry (the API server kept failing; JetStream redelivers)",
+            ("outcome",),
+        )
+        self.writes_skipped = self.registry.counter(
+            "executor_writes_skipped",
+            "Desired objects not written because their manifest equals the last one applied",
+            ("kind",),
+        )

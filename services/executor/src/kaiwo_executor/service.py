@@ -1,0 +1,201 @@
+"""The executor service: plans in from ``executor-plan``, API calls out, results published.
+
+For each ``PlanDecidedV1`` delivery:
+
+* an envelope or payload that cannot be read is a :class:`~kaiwo_runtime.bus.PoisonMessage`
+  (dead-lettered at once, never retried);
+* the plan is carried out by :class:`~kaiwo_executor.apply_plan.PlanExecutor`; a plan already
+  carried out (redelivery after a crash) is acknowledged without an API call;
+* an :class:`~kaiwo_contracts.events.results.ApplyResultV1` is published on
+  ``kaiwo.res.<applied|failed>.<kind>.<scope>.<uid>``, caused by the plan envelope (same
+  correlation id, ``causationid`` = the plan's id). Its id is derived from the plan's id, so a
+  result re-published after a crash is dropped by JetStream as a duplicate;
+* when an API call ran out of retries on a retryable error (the API server is overloaded or
+  down), no result is published and :class:`~kaiwo_runtime.bus.RetryLater` has JetStream
+  deliver the plan again after the consumer's backoff; what succeeded is in the memo, so the
+  next delivery only repeats what failed. On the last allowed delivery the result is
+  published as ``failed`` and the plan goes to the dead-letter subject.
+
+The plan id is remembered only after its result is published, so every carried-out plan has
+exactly one result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
+import structlog
+from kaiwo_contracts.events.envelope import (
+    Envelope,
+    EnvelopeFormatError,
+    derived_event_id,
+    service_source,
+)
+from kaiwo_contracts.events.plans import PlanDecidedV1
+from kaiwo_contracts.events.results import ApplyResultV1
+from kaiwo_contracts.events.streams import BusTopology, ConsumerSpec
+from kaiwo_contracts.events.subjects import result_subject
+from kaiwo_kube import KubernetesPort
+from kaiwo_runtime.bus import Bus, Delivery, PoisonMessage, RetryLater, run_consumer
+from kaiwo_runtime.kv import KeyValue
+from kaiwo_runtime.logging import bind_event, bound_context
+
+from kaiwo_executor.api_retries import Jitter, RetryPolicy, Sleep
+from kaiwo_executor.apply_plan import Execution, PlanExecutor
+from kaiwo_executor.execution_memo import ExecutionMemo
+from kaiwo_executor.metrics import ExecutorMetrics
+
+SERVICE = "executor"
+SOURCE = service_source(SERVICE)
+PLAN_CONSUMER = "executor-plan"
+BUCKET = "kaiwo-executor"
+
+log = structlog.get_logger("kaiwo.executor")
+
+
+def executor_consumers(
+    topology: BusTopology, *, replica_index: int = 0, replicas: int = 1
+) -> tuple[ConsumerSpec, ...]:
+    """The plan consumers this replica reads: all of them, or its share of the partitions
+    (partition ``p`` belongs to replica ``p % replicas``)."""
+    chosen = []
+    for spec in topology.consumers:
+        if spec.durable_name == PLAN_CONSUMER:
+            chosen.append(spec)
+        elif spec.durable_name.startswith(f"{PLAN_CONSUMER}-p"):
+            partition = int(spec.durable_name.removeprefix(f"{PLAN_CONSUMER}-p"))
+            if partition % replicas == replica_index:
+                chosen.append(spec)
+    return tuple(chosen)
+
+
+def result_id(plan_id: str) -> str:
+    """The id of a plan's result: the same plan always gets the same result id."""
+    return derived_event_id("result", plan_id)
+
+
+class ExecutorService:
+    """Consumes plans, carries them out, publishes their results."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        kube: KubernetesPort,
+        kv: KeyValue,
+        clock: Callable[[], datetime],
+        *,
+        metrics: ExecutorMetrics | None = None,
+        retry: RetryPolicy | None = None,
+        consumers: Iterable[ConsumerSpec] | None = None,
+        sleep: Sleep = asyncio.sleep,
+        jitter: Jitter = random.random,
+        poll_timeout: float = 5.0,
+    ) -> None:
+        self.bus = bus
+        self.clock = clock
+        self.metrics = metrics or ExecutorMetrics()
+        self.executor = PlanExecutor(
+            kube,
+            ExecutionMemo(kv),
+            clock=clock,
+            retry=retry,
+            metrics=self.metrics,
+            sleep=sleep,
+            jitter=jitter,
+        )
+        self.consumers = (
+            tuple(consumers) if consumers is not None else executor_consumers(bus.topology)
+        )
+        if not self.consumers:
+            raise ValueError("the bus topology has no executor-plan consumer")
+        self._max_deliver = {spec.durable_name: spec.max_deliver for spec in self.consumers}
+        self._poll_timeout = poll_timeout
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Process every plan consumer until ``stop`` is set."""
+        async with asyncio.TaskGroup() as group:
+            for spec in self.consumers:
+                group.create_task(
+                    run_consumer(
+                        self.bus, spec, self.handle, stop=stop, poll_timeout=self._poll_timeout
+                    )
+                )
+
+    async def step(self, *, wait_seconds: float = 0.0) -> int:
+        """Pull once from each consumer and handle what came; how many messages (tests)."""
+        handled = 0
+        for spec in self.consumers:
+            handled += await self.bus.process(spec, self.handle, wait_seconds=wait_seconds)
+        return handled
+
+    async def handle(self, delivery: Delivery) -> None:
+        """Carry out one delivered plan (see the module docstring)."""
+        try:
+            envelope = delivery.envelope(PlanDecidedV1)
+        except EnvelopeFormatError as error:
+            raise PoisonMessage(f"not a readable plan decision: {error}") from error
+        owner = envelope.data.plan.owner
+        context = {
+            "uid": owner.uid,
+            "kind": owner.kind,
+            "namespace": owner.namespace,
+            "name": owner.name,
+        }
+        with bind_event(envelope), bound_context(context):
+            await self._carry_out(envelope, delivery)
+
+    async def _carry_out(self, envelope: Envelope[PlanDecidedV1], delivery: Delivery) -> None:
+        execution = await self.executor.execute(envelope.data, plan_id=envelope.id)
+        if execution.skipped:
+            self.metrics.plans.labels(outcome="skipped").inc()
+            log.info("plan already carried out", attempt=delivery.attempt)
+            return
+        last_delivery = delivery.attempt >= self._max_deliver.get(delivery.consumer, 1)
+        if execution.must_retry and not last_delivery:
+            self.metrics.plans.labels(outcome="retry").inc()
+            raise RetryLater(_retry_reason(execution))
+        result = await self._publish_result(envelope, execution)
+        self.metrics.plans.labels(outcome=result.outcome).inc()
+        if execution.must_retry:
+            # The last delivery: the failed result is out; the plan goes to the dead letters.
+            raise RetryLater(_retry_reason(execution))
+        await self.executor.remember(execution)
+        log.info(
+            "plan carried out",
+            outcome=result.outcome,
+            actions=len(result.actions),
+            failures=len(result.failures),
+        )
+
+    async def _publish_result(
+        self, envelope: Envelope[PlanDecidedV1], execution: Execution
+    ) -> ApplyResultV1:
+        owner = envelope.data.plan.owner
+        result = ApplyResultV1.summarise(
+            plan_id=envelope.id,
+            plan_fingerprint=envelope.data.fingerprint,
+            owner=owner,
+            actions=execution.actions,
+        )
+        published = envelope.caused(
+            data=result, source=SOURCE, time=self.clock(), id=result_id(envelope.id)
+        )
+        subject = result_subject(
+            outcome=result.outcome,
+            kind=owner.kind,
+            namespace=owner.namespace,
+            uid=owner.uid or envelope.correlationid,
+        )
+        await self.bus.publish(published, subject)
+        return result
+
+
+def _retry_reason(execution: Execution) -> str:
+    failed = "; ".join(
+        f"{action.operation} {action.target.display()}: {action.reason}"
+        for action in execution.failed
+    )
+    return f"the API server kept failing: {failed}"
