@@ -1,0 +1,132 @@
+"""``python -m kaiwo_recorder``: record every stream into the event store until SIGTERM/SIGINT.
+
+Start-up: open the event store (migrating it to the latest schema), connect to NATS and make
+sure the streams and the recorder's consumers exist, then serve ``/healthz``, ``/readyz``
+(NATS connected and the store answering) and ``/metrics``. A dependency that cannot be reached
+at start ends the process with exit code 2 and one line saying which.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import structlog
+from kaiwo_contracts.events.streams import bus_topology
+from kaiwo_eventstore import EventStore, open_event_store
+from kaiwo_runtime.health import HealthServer
+from kaiwo_runtime.logging import configure_logging
+from kaiwo_runtime.nats_bus import NatsBus
+
+from kaiwo_recorder.metrics import RecorderMetrics
+from kaiwo_recorder.service import RecorderService
+from kaiwo_recorder.settings import RecorderSettings
+
+log = structlog.get_logger("kaiwo.recorder")
+
+EXIT_UNREACHABLE = 2
+
+
+class StartupError(RuntimeError):
+    """A dependency is unreachable at start; the message is one line for the operator."""
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The database file of a ``sqlite:///<path>`` URL (None for memory or other databases)."""
+    scheme, separator, rest = url.partition(":///")
+    if not separator or not scheme.startswith("sqlite"):
+        return None
+    path = rest.partition("?")[0]
+    return Path(path) if path and path != ":memory:" else None
+
+
+async def open_store(url: str) -> EventStore:
+    database = sqlite_file(url)
+    if database is not None:
+        database.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return await asyncio.wait_for(open_event_store(url), timeout=30)
+    except Exception as error:  # any driver error: the operator needs the one line below
+        reason = " ".join(str(error).split()) or type(error).__name__
+        raise StartupError(f"event store {url} is unreachable: {reason}") from error
+
+
+async def connect_bus(settings: RecorderSettings) -> NatsBus:
+    topology = bus_topology(partitions=settings.bus_partitions)
+    try:
+        bus = await asyncio.wait_for(
+            NatsBus.connect(settings.nats_url, topology=topology, name="kaiwo-recorder"),
+            timeout=15,
+        )
+        await bus.ensure_streams()
+    except Exception as error:  # connection refused, timeout, JetStream disabled...
+        reason = " ".join(str(error).split()) or type(error).__name__
+        raise StartupError(f"NATS at {settings.nats_url} is unreachable: {reason}") from error
+    return bus
+
+
+async def serve(settings: RecorderSettings) -> None:
+    store = await open_store(settings.eventstore_url)
+    try:
+        bus = await connect_bus(settings)
+    except BaseException:
+        await store.close()
+        raise
+    metrics = RecorderMetrics()
+    service = RecorderService(
+        bus=bus,
+        store=store,
+        clock=utc_now,
+        metrics=metrics,
+        batch_size=settings.recorder_batch_size,
+        fetch_wait_seconds=settings.recorder_fetch_wait_seconds,
+    )
+
+    async def nats_connected() -> bool:
+        return bool(bus.client.is_connected)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    health = HealthServer(
+        metrics=metrics.registry,
+        checks={"nats": nats_connected, "eventstore": service.store_ready},
+        host=settings.health_host,
+        port=settings.health_port,
+    )
+    try:
+        async with health:
+            log.info(
+                "recorder started",
+                consumers=[c.durable_name for c in service.consumers],
+                health_port=health.port,
+            )
+            await service.run(stop)
+    finally:
+        await bus.close()
+        await store.close()
+        log.info("recorder stopped")
+
+
+def main() -> int:
+    settings = RecorderSettings()
+    json_logs = {"json": True, "console": False}.get(settings.log_format)
+    configure_logging(level=settings.log_level, json=json_logs)
+    try:
+        asyncio.run(serve(settings))
+    except StartupError as error:
+        print(f"kaiwo-recorder: {error}", file=sys.stderr)  # noqa: T201 - the one line asked for
+        return EXIT_UNREACHABLE
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

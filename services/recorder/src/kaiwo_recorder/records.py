@@ -1,0 +1,330 @@
+"""From one delivered NATS message to the event-store row that records it (pure).
+
+The recorder never rewrites an event: ``data`` is the message body exactly as published
+(parsed JSON), and the CloudEvents attributes are stored as they came. What it adds goes into
+``metadata``: the NATS stream, stream sequence and stored subject (:data:`NATS_STREAM`,
+:data:`NATS_SEQUENCE`, :data:`NATS_SUBJECT`) and the ``traceparent``.
+
+Three kinds of record:
+
+* an **event** (a valid envelope; a payload of a known type must also validate): recorded
+  under its own ``id`` and ``type``, so a redelivered or re-published message is stored once;
+* a **dead letter** or a **max-deliveries advisory** from ``KAIWO_DLQ``: recorded under
+  :data:`DEAD_LETTER_TYPE` / :data:`MAX_DELIVERIES_TYPE` with its own id (the original event
+  is already recorded from its own stream, and the two must not collapse into one row);
+* a **malformed** message (bad headers, a body that is not a JSON object, a payload that
+  fails its schema): recorded *raw* under :data:`MALFORMED_TYPE` with the reason, the headers
+  and the body (JSON if it parses, else text, else base64), so readers that ask for a type
+  never trip over it and nothing is lost.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Final
+
+from kaiwo_contracts.events import PAYLOAD_TYPES
+from kaiwo_contracts.events.envelope import (
+    CE_HEADER_PREFIX,
+    NATS_MSG_ID_HEADER,
+    Envelope,
+    EnvelopeFormatError,
+    RawPayload,
+    event_type,
+)
+from kaiwo_contracts.events.subjects import Family
+from kaiwo_eventstore import NewEvent
+from kaiwo_runtime.bus import (
+    DLQ_CONSUMER,
+    DLQ_DELIVERIES,
+    DLQ_REASON,
+    DLQ_SEQUENCE,
+    DLQ_STREAM,
+    DLQ_SUBJECT,
+    Delivery,
+)
+from pydantic import ValidationError
+
+from kaiwo_recorder.stream_ids import advisory_origin, parsed_or_none, stream_id_for
+
+MALFORMED_TYPE: Final = event_type("recorder", "malformed")
+DEAD_LETTER_TYPE: Final = event_type("dlq", "dead-lettered")
+MAX_DELIVERIES_TYPE: Final = event_type("dlq", "max-deliveries")
+RECORDER_SOURCE: Final = "/kaiwo/recorder"
+NATS_SOURCE: Final = "/kaiwo/nats"
+
+NATS_STREAM: Final = "natsStream"
+NATS_SEQUENCE: Final = "natsSequence"
+NATS_SUBJECT: Final = "natsSubject"
+TRACEPARENT: Final = "traceparent"
+MALFORMED_REASON: Final = "malformed"
+
+_MAX_ID_LENGTH = 256
+_FRACTION = re.compile(r"\.\d+")
+
+
+class UnrecordableError(ValueError):
+    """Not even a raw record can be made of the message (the recorder dead-letters it)."""
+
+
+def record_of(delivery: Delivery, *, now: datetime) -> NewEvent:
+    """The row for ``delivery``: an event, a dead letter, an advisory, or a raw record."""
+    if advisory_origin(delivery.subject) is not None:
+        return advisory_record(delivery, now=now)
+    parsed = parsed_or_none(delivery.subject)
+    if parsed is not None and parsed.family is Family.DEAD_LETTER:
+        return dead_letter_record(delivery, now=now)
+    try:
+        return event_record(delivery)
+    except (EnvelopeFormatError, ValidationError, ValueError) as error:
+        return malformed_record(delivery, reason=_one_line(error), now=now)
+
+
+def event_record(delivery: Delivery) -> NewEvent:
+    """The row of a valid event; raises ``ValueError`` subclasses when it is not one."""
+    envelope = Envelope[RawPayload].from_nats(delivery.headers, delivery.body)
+    data = dict(envelope.data.model_extra or {})
+    payload_type = PAYLOAD_TYPES.get(envelope.type)
+    if payload_type is not None:
+        payload_type.model_validate(data)
+    return NewEvent(
+        event_id=envelope.id,
+        stream_id=stream_id_for(
+            nats_subject=delivery.subject,
+            nats_stream=delivery.stream,
+            correlation_id=envelope.correlationid,
+            name=_name_of(envelope.subject),
+        ),
+        type=envelope.type,
+        subject=envelope.subject,
+        time=envelope.time,
+        source=envelope.source,
+        correlation_id=envelope.correlationid,
+        causation_id=envelope.causationid,
+        data=data,
+        metadata=nats_metadata(delivery, traceparent=envelope.traceparent),
+    )
+
+
+def dead_letter_record(delivery: Delivery, *, now: datetime) -> NewEvent:
+    """A dead letter: the original message and why a consumer gave up on it."""
+    headers = _lowered(delivery.headers)
+    consumer = headers.get(DLQ_CONSUMER.lower(), "")
+    correlation = headers.get("ce-correlationid") or _fallback_correlation(delivery)
+    original_id = headers.get("ce-id")
+    body, encoding = body_value(delivery.body)
+    return NewEvent(
+        event_id=_bounded(headers.get(NATS_MSG_ID_HEADER.lower()))
+        or f"deadletter:{delivery.stream}:{delivery.stream_sequence}",
+        stream_id=stream_id_for(
+            nats_subject=delivery.subject,
+            nats_stream=delivery.stream,
+            correlation_id=correlation,
+            name=None,
+        ),
+        type=DEAD_LETTER_TYPE,
+        subject=headers.get("ce-subject"),
+        time=now,
+        source=_consumer_source(consumer),
+        correlation_id=correlation,
+        causation_id=_bounded(original_id),
+        data={
+            "reason": headers.get(DLQ_REASON.lower(), ""),
+            "stream": headers.get(DLQ_STREAM.lower(), ""),
+            "consumer": consumer,
+            "subject": headers.get(DLQ_SUBJECT.lower(), ""),
+            "sequence": _int_or_none(headers.get(DLQ_SEQUENCE.lower())),
+            "deliveries": _int_or_none(headers.get(DLQ_DELIVERIES.lower())),
+            "originalId": original_id,
+            "originalType": headers.get("ce-type"),
+            "headers": _cloud_event_headers(delivery.headers),
+            "body": body,
+            "bodyEncoding": encoding,
+        },
+        metadata=nats_metadata(delivery, traceparent=headers.get("ce-traceparent")),
+    )
+
+
+def advisory_record(delivery: Delivery, *, now: datetime) -> NewEvent:
+    """A max-deliveries advisory of the server (JSON body with ``id``, ``stream_seq``, ...)."""
+    body, encoding = body_value(delivery.body)
+    advisory: Mapping[str, Any] = body if isinstance(body, Mapping) else {}
+    advisory_id = _bounded(str(advisory.get("id") or "")) or None
+    stream_id = stream_id_for(
+        nats_subject=delivery.subject,
+        nats_stream=delivery.stream,
+        correlation_id="-",
+        name=None,
+    )
+    return NewEvent(
+        event_id=f"advisory:{advisory_id}"
+        if advisory_id
+        else f"advisory:{delivery.stream}:{delivery.stream_sequence}",
+        stream_id=stream_id,
+        type=MAX_DELIVERIES_TYPE,
+        subject=None,
+        time=_time_or(advisory.get("timestamp"), now),
+        source=NATS_SOURCE,
+        correlation_id=stream_id,
+        data=dict(advisory) if advisory else {"body": body, "bodyEncoding": encoding},
+        metadata=nats_metadata(delivery, traceparent=None),
+    )
+
+
+def malformed_record(delivery: Delivery, *, reason: str, now: datetime) -> NewEvent:
+    """A raw record of a message that is not a valid event, with the reason."""
+    headers = _lowered(delivery.headers)
+    correlation = _bounded(headers.get("ce-correlationid")) or _fallback_correlation(delivery)
+    body, encoding = body_value(delivery.body)
+    try:
+        return NewEvent(
+            event_id=_bounded(headers.get("ce-id"))
+            or _bounded(headers.get(NATS_MSG_ID_HEADER.lower()))
+            or f"malformed:{delivery.stream}:{delivery.stream_sequence}",
+            stream_id=stream_id_for(
+                nats_subject=delivery.subject,
+                nats_stream=delivery.stream,
+                correlation_id=correlation,
+                name=None,
+            ),
+            type=MALFORMED_TYPE,
+            subject=headers.get("ce-subject") or None,
+            time=_time_or(headers.get("ce-time"), now),
+            source=headers.get("ce-source") or RECORDER_SOURCE,
+            correlation_id=correlation,
+            causation_id=_bounded(headers.get("ce-causationid")),
+            data={
+                "reason": reason,
+                "type": headers.get("ce-type"),
+                "headers": dict(delivery.headers),
+                "body": body,
+                "bodyEncoding": encoding,
+            },
+            metadata={
+                **nats_metadata(delivery, traceparent=headers.get("ce-traceparent")),
+                MALFORMED_REASON: reason,
+            },
+        )
+    except (ValueError, TypeError) as error:
+        raise UnrecordableError(_one_line(error)) from error
+
+
+def base64_record(event: NewEvent, *, delivery: Delivery, reason: str) -> NewEvent:
+    """``event`` with its body as base64 only: for a row the database refused as it was.
+
+    (PostgreSQL's ``jsonb`` refuses ``\\u0000`` in strings, which JSON allows.)
+    """
+    return NewEvent(
+        event_id=event.event_id,
+        stream_id=event.stream_id,
+        type=MALFORMED_TYPE,
+        subject=event.subject,
+        time=event.time,
+        source=event.source,
+        correlation_id=event.correlation_id,
+        causation_id=event.causation_id,
+        data={
+            "reason": reason,
+            "type": event.type,
+            "body": base64.b64encode(delivery.body).decode("ascii"),
+            "bodyEncoding": "base64",
+        },
+        metadata={**nats_metadata(delivery, traceparent=None), MALFORMED_REASON: reason},
+    )
+
+
+# --------------------------------------------------------------------------- parts
+
+
+def nats_metadata(delivery: Delivery, *, traceparent: str | None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        NATS_STREAM: delivery.stream,
+        NATS_SEQUENCE: delivery.stream_sequence,
+        NATS_SUBJECT: delivery.subject,
+    }
+    if traceparent:
+        metadata[TRACEPARENT] = traceparent
+    return metadata
+
+
+def body_value(body: bytes) -> tuple[Any, str]:
+    """The body as JSON when it parses, else UTF-8 text, else base64; and which it is."""
+    try:
+        return json.loads(body), "json"
+    except ValueError:
+        pass
+    try:
+        return body.decode("utf-8"), "text"
+    except UnicodeDecodeError:
+        return base64.b64encode(body).decode("ascii"), "base64"
+
+
+def decode_body(value: Any, encoding: str) -> bytes:
+    """The bytes :func:`body_value` was given (for exports and tests)."""
+    if encoding == "json":
+        return json.dumps(value).encode()
+    if encoding == "text":
+        return str(value).encode()
+    try:
+        return base64.b64decode(str(value), validate=True)
+    except binascii.Error as error:
+        raise ValueError(f"not base64: {error}") from error
+
+
+def _lowered(headers: Mapping[str, str]) -> dict[str, str]:
+    return {key.lower(): value for key, value in headers.items()}
+
+
+def _cloud_event_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    return {
+        key.lower(): value
+        for key, value in headers.items()
+        if key.lower().startswith(CE_HEADER_PREFIX)
+    }
+
+
+def _name_of(subject: str | None) -> str | None:
+    """The name part of a CloudEvents subject (``<namespace>/<name>`` or ``<name>``)."""
+    return subject.rpartition("/")[2] or None if subject else None
+
+
+def _fallback_correlation(delivery: Delivery) -> str:
+    """A message without a correlation id correlates with its NATS stream and sequence."""
+    return f"{delivery.stream}:{delivery.stream_sequence}"
+
+
+def _consumer_source(consumer: str) -> str:
+    """``/kaiwo/<service>`` of the consumer that dead-lettered (``planner-obs`` -> planner)."""
+    service = consumer.partition("-")[0].lower()
+    return f"/kaiwo/{service}" if service.isalnum() else RECORDER_SOURCE
+
+
+def _bounded(value: str | None) -> str | None:
+    if not value or len(value) > _MAX_ID_LENGTH:
+        return None
+    return value
+
+
+def _int_or_none(value: str | None) -> int | None:
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def _time_or(value: object, default: datetime) -> datetime:
+    if not isinstance(value, str):
+        return default
+    # The server writes nanoseconds; Python reads at most microseconds.
+    trimmed = _FRACTION.sub(lambda match: match.group(0)[:7], value.replace("Z", "+00:00"))
+    try:
+        parsed = datetime.fromisoformat(trimmed)
+    except ValueError:
+        return default
+    return parsed if parsed.tzinfo is not None else default
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())[:1024]

@@ -1,0 +1,357 @@
+"""The recorder: every message of every stream into the event store, once, never lost.
+
+One durable consumer per NATS stream (``recorder-obs``, ``recorder-plan``, ``recorder-res``,
+``recorder-mon``, ``recorder-dlq``; see :mod:`kaiwo_contracts.events.streams`). Each consumer
+is pumped in its own loop:
+
+1. pull up to ``batch_size`` messages;
+2. turn each into a row (:func:`kaiwo_recorder.records.record_of`): the event as published,
+   a dead letter, an advisory, or a raw record of a malformed message;
+3. append the rows in **one** transaction with ``append_next`` (the store does thousands of
+   events per second only when batched); the store skips event ids it already holds, so a
+   redelivered or re-published message is one row;
+4. only after the commit, ``ack`` every message of the batch.
+
+When the store does not answer (connection refused, lock timeout, ...) the batch is *held*:
+nothing is acknowledged, the messages are kept "in progress" on the server so they are
+neither redelivered nor counted towards ``max_deliver``, and the append is retried with
+backoff until it commits. On stop, held messages are nak'ed for immediate redelivery.
+
+When the store answers but refuses the batch (a row it cannot take, e.g. PostgreSQL refusing
+``\\u0000`` in JSON), the rows are appended one by one; a refused row is stored raw (body as
+base64); a message that cannot be stored at all is dead-lettered (its copy in ``KAIWO_DLQ``
+keeps it) — except messages of ``KAIWO_DLQ`` itself, which are only terminated since the
+stream already holds them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import structlog
+from kaiwo_contracts.events.streams import DEAD_LETTER_STREAM, BusTopology, ConsumerSpec
+from kaiwo_eventstore import EventStore, NewEvent, StoreBusyError
+from kaiwo_runtime.bus import Bus, BusError, dead_letter
+from kaiwo_runtime.logging import bound_context
+
+from kaiwo_recorder.metrics import RecorderMetrics
+from kaiwo_recorder.pulling import MessagePuller, PulledMessage, puller_for
+from kaiwo_recorder.records import (
+    MALFORMED_TYPE,
+    UnrecordableError,
+    base64_record,
+    record_of,
+)
+
+log = structlog.get_logger("kaiwo.recorder")
+
+RECORDER_PREFIX = "recorder-"
+DEFAULT_RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0)
+"""Pauses between append attempts while the store is down; the last one repeats. They stay
+below the consumers' first ack wait (5 s) so the held messages are extended in time."""
+
+
+class StoreUnavailableError(Exception):
+    """The event store did not answer; the batch must be held and retried."""
+
+
+def recorder_consumers(topology: BusTopology) -> tuple[ConsumerSpec, ...]:
+    """The recorder's durable consumers in ``topology`` (one per stream, the DLQ included)."""
+    return tuple(c for c in topology.consumers if c.durable_name.startswith(RECORDER_PREFIX))
+
+
+@dataclass(frozen=True, slots=True)
+class PumpResult:
+    """What one pump of one consumer did."""
+
+    messages: int
+    appended: int = 0
+    duplicates: int = 0
+    malformed: int = 0
+    dead_lettered: int = 0
+    held: bool = False
+
+
+@dataclass(slots=True)
+class _Row:
+    """One pulled message and the row that records it (None: dead-letter it)."""
+
+    message: PulledMessage
+    event: NewEvent | None
+    problem: str | None = None
+
+
+@dataclass(slots=True)
+class _Appended:
+    stored: int = 0
+    duplicates: int = 0
+    refused: dict[int, str] = field(default_factory=dict)
+    """Row index -> why the store refused it (those rows are dead-lettered)."""
+
+
+class RecorderService:
+    """Records every stream; drive it with :meth:`run` or step it with :meth:`pump`."""
+
+    def __init__(
+        self,
+        *,
+        bus: Bus,
+        store: EventStore,
+        clock: Callable[[], datetime],
+        metrics: RecorderMetrics | None = None,
+        puller: MessagePuller | None = None,
+        batch_size: int = 256,
+        fetch_wait_seconds: float = 1.0,
+        extend_interval: float = 2.0,
+        retry_delays: Sequence[float] = DEFAULT_RETRY_DELAYS,
+    ) -> None:
+        self.bus = bus
+        self.store = store
+        self.metrics = metrics or RecorderMetrics()
+        self.consumers = recorder_consumers(bus.topology)
+        self._clock = clock
+        self._puller = puller or puller_for(bus)
+        self._batch_size = batch_size
+        self._fetch_wait = fetch_wait_seconds
+        self._extend_interval = extend_interval
+        self._retry_delays = tuple(retry_delays) or DEFAULT_RETRY_DELAYS
+        self._held: dict[str, Sequence[PulledMessage]] = {}
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Pump every recorder consumer until ``stop`` is set."""
+        async with asyncio.TaskGroup() as group:
+            for consumer in self.consumers:
+                group.create_task(self._consume(consumer, stop))
+
+    async def _consume(self, consumer: ConsumerSpec, stop: asyncio.Event) -> None:
+        failures = 0
+        try:
+            while not stop.is_set():
+                try:
+                    result = await self.pump(consumer)
+                except BusError as error:
+                    log.warning("pull failed", consumer=consumer.durable_name, error=str(error))
+                    await _pause(stop, 1.0)
+                    continue
+                except Exception:  # a bug must not stop the other messages: log, retry later
+                    log.exception("recording failed", consumer=consumer.durable_name)
+                    await _pause(stop, 1.0)
+                    continue
+                failures = failures + 1 if result.held else 0
+                if result.held:
+                    await _pause(
+                        stop, self._retry_delays[min(failures, len(self._retry_delays)) - 1]
+                    )
+        finally:
+            await self.release(consumer)
+
+    async def store_ready(self) -> bool:
+        """Readiness: the store answers a trivial read."""
+        await self.store.last_position()
+        return True
+
+    # ------------------------------------------------------------------ one step
+
+    async def pump(
+        self, consumer: ConsumerSpec, *, wait_seconds: float | None = None
+    ) -> PumpResult:
+        """Record one batch of ``consumer`` (the held batch first, if the store was down)."""
+        batch = self._held.get(consumer.durable_name)
+        if batch is None:
+            batch = await self._puller.pull(
+                consumer,
+                max_messages=self._batch_size,
+                wait_seconds=self._fetch_wait if wait_seconds is None else wait_seconds,
+            )
+        if not batch:
+            return PumpResult(messages=0)
+        try:
+            async with self._kept_in_progress(batch):
+                result = await self._record(consumer, batch)
+        except StoreUnavailableError as error:
+            self.metrics.store_unavailable.inc()
+            if consumer.durable_name not in self._held:
+                log.warning(
+                    "event store unavailable; holding the batch",
+                    consumer=consumer.durable_name,
+                    messages=len(batch),
+                    error=str(error.__cause__ or error),
+                )
+            self._held[consumer.durable_name] = batch
+            await _extend_all(batch)
+            return PumpResult(messages=len(batch), held=True)
+        self._held.pop(consumer.durable_name, None)
+        return result
+
+    async def release(self, consumer: ConsumerSpec) -> None:
+        """Give a held batch back to the server for immediate redelivery (on stop)."""
+        batch = self._held.pop(consumer.durable_name, None)
+        for message in batch or ():
+            with contextlib.suppress(Exception):  # the connection may be gone already
+                await message.nak(delay=0)
+
+    # ------------------------------------------------------------------ recording
+
+    async def _record(self, consumer: ConsumerSpec, batch: Sequence[PulledMessage]) -> PumpResult:
+        rows = [self._row(message) for message in batch]
+        appended = await self._append(rows)
+        for index, reason in appended.refused.items():
+            rows[index].event, rows[index].problem = None, reason
+        stream = consumer.stream
+        malformed = sum(1 for row in rows if row.event and row.event.type == MALFORMED_TYPE)
+        dead = [row for row in rows if row.event is None]
+        for row in rows:
+            if row.event is not None:
+                await row.message.ack()
+        for row in dead:
+            await self._dead_letter(consumer, row)
+        self.metrics.events_appended.labels(stream=stream).inc(appended.stored)
+        self.metrics.duplicates.labels(stream=stream).inc(appended.duplicates)
+        self.metrics.malformed.labels(stream=stream).inc(malformed)
+        self.metrics.dead_lettered.labels(stream=stream).inc(len(dead))
+        return PumpResult(
+            messages=len(batch),
+            appended=appended.stored,
+            duplicates=appended.duplicates,
+            malformed=malformed,
+            dead_lettered=len(dead),
+        )
+
+    def _row(self, message: PulledMessage) -> _Row:
+        delivery = message.delivery
+        try:
+            event = record_of(delivery, now=self._clock())
+        except UnrecordableError as error:
+            return _Row(message=message, event=None, problem=f"unrecordable: {error}")
+        if event.type == MALFORMED_TYPE:
+            with bound_context(
+                {"event_id": event.event_id, "correlation_id": event.correlation_id}
+            ):
+                log.warning(
+                    "malformed message recorded raw",
+                    stream=delivery.stream,
+                    seq=delivery.stream_sequence,
+                    reason=event.data.get("reason"),
+                )
+        return _Row(message=message, event=event)
+
+    async def _append(self, rows: Sequence[_Row]) -> _Appended:
+        """Append the rows' events in one transaction; one by one if the store refuses it."""
+        present = [row.event for row in rows if row.event is not None]
+        if not present:
+            return _Appended()
+        try:
+            started = time.perf_counter()
+            result = await self.store.append_next(present)
+            self.metrics.append_batch_seconds.observe(time.perf_counter() - started)
+        except Exception as error:
+            await self._raise_unless_store_answers(error)
+            log.warning("the store refused a batch; appending one by one", error=str(error))
+            return await self._append_one_by_one(rows)
+        return _Appended(stored=len(result.stored), duplicates=len(result.duplicates))
+
+    async def _append_one_by_one(self, rows: Sequence[_Row]) -> _Appended:
+        outcome = _Appended()
+        for index, row in enumerate(rows):
+            if row.event is None:
+                continue
+            try:
+                result = await self.store.append_next([row.event])
+            except Exception as error:
+                await self._raise_unless_store_answers(error)
+                refused = await self._append_raw(row, reason=_one_line(error))
+                if refused is None:
+                    outcome.stored += 1
+                else:
+                    outcome.refused[index] = refused
+                continue
+            outcome.stored += len(result.stored)
+            outcome.duplicates += len(result.duplicates)
+        return outcome
+
+    async def _append_raw(self, row: _Row, *, reason: str) -> str | None:
+        """Store the row with its body as base64; why that failed too, or None when stored."""
+        assert row.event is not None
+        delivery = row.message.delivery
+        raw = base64_record(row.event, delivery=delivery, reason=f"store refused: {reason}")
+        try:
+            await self.store.append_next([raw])
+        except Exception as error:
+            await self._raise_unless_store_answers(error)
+            return f"store refused the event and its raw form: {_one_line(error)}"
+        return None
+
+    async def _raise_unless_store_answers(self, error: Exception) -> None:
+        if isinstance(error, StoreBusyError):
+            raise StoreUnavailableError(str(error)) from error
+        try:
+            await self.store.last_position()
+        except Exception as probe_error:
+            raise StoreUnavailableError(_one_line(probe_error)) from error
+
+    async def _dead_letter(self, consumer: ConsumerSpec, row: _Row) -> None:
+        delivery = row.message.delivery
+        reason = row.problem or "unrecordable"
+        log.error(
+            "message cannot be recorded",
+            stream=delivery.stream,
+            seq=delivery.stream_sequence,
+            reason=reason,
+        )
+        if delivery.stream == DEAD_LETTER_STREAM:
+            # Re-dead-lettering a dead letter would loop; KAIWO_DLQ keeps the message anyway.
+            await row.message.term()
+            return
+        subject, headers, body = dead_letter(
+            delivery,
+            consumer=consumer.durable_name,
+            reason=f"recorder: {reason}",
+            attempts=delivery.attempt,
+        )
+        try:
+            await self.bus.publish_raw(subject, body=body, headers=headers)
+        except BusError:
+            await row.message.nak(delay=consumer.retry_delay(delivery.attempt))
+            return
+        await row.message.term()
+
+    # ------------------------------------------------------------------ keep-alive
+
+    @contextlib.asynccontextmanager
+    async def _kept_in_progress(self, batch: Sequence[PulledMessage]) -> AsyncIterator[None]:
+        """Extend the batch's ack wait every ``extend_interval`` while it is being recorded."""
+
+        async def keep_alive() -> None:
+            while True:
+                await asyncio.sleep(self._extend_interval)
+                await _extend_all(batch)
+
+        task = asyncio.create_task(keep_alive())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def _extend_all(batch: Sequence[PulledMessage]) -> None:
+    for message in batch:
+        with contextlib.suppress(Exception):  # best effort: a missed extension = a redelivery
+            await message.extend()
+
+
+async def _pause(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(f"{type(error).__name__}: {error}".split())[:1024]

@@ -1,0 +1,323 @@
+"""The recorder over an in-memory JetStream: every family once, nothing lost, nothing twice."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from kaiwo_contracts.events.streams import (
+    DEAD_LETTER_STREAM,
+    OBSERVED_STREAM,
+    bus_topology,
+)
+from kaiwo_eventstore import InMemoryEventStore
+from kaiwo_runtime.bus import DLQ_REASON, PoisonMessage
+
+WORKLOAD = "workload/0b7c0a5e-1111-4c1e-9d0a-3f2e8a9c7d01"
+
+
+def sample(metric: Any, **labels: str) -> float:
+    return float(metric.labels(**labels)._value.get()) if labels else float(metric._value.get())
+
+
+async def every_family(samples: Any) -> list[Any]:
+    observed = samples.job_observation()
+    plan = samples.plan_decision(observed.envelope)
+    return [
+        observed,
+        samples.pod_observation(),
+        samples.node_observation(),
+        plan,
+        samples.apply_result(plan.envelope),
+        samples.preemption(),
+    ]
+
+
+async def test_the_recorder_has_one_consumer_per_stream(harness: Any) -> None:
+    assert sorted(c.durable_name for c in harness.service.consumers) == [
+        "recorder-dlq",
+        "recorder-mon",
+        "recorder-obs",
+        "recorder-plan",
+        "recorder-res",
+    ]
+
+
+async def test_every_family_is_recorded_once_in_its_stream(harness: Any, samples: Any) -> None:
+    sent = await every_family(samples)
+    await harness.publish(*sent)
+
+    assert await harness.pump_all() == 6
+
+    workload = await harness.store.read_stream(WORKLOAD)
+    assert sorted(event.type for event in workload) == [
+        "ai.silogen.kaiwo.mon.preemption-decided.v1",
+        "ai.silogen.kaiwo.obs.observed.v1",
+        "ai.silogen.kaiwo.obs.observed.v1",
+        "ai.silogen.kaiwo.plan.decided.v1",
+        "ai.silogen.kaiwo.res.applied.v1",
+    ]
+    nodes = await harness.store.read_stream("node/gpu-node-1.example.com")
+    assert [event.event_id for event in nodes] == [f"{samples.NODE_UID}:7"]
+    assert await harness.store.last_position() == 6
+    recorded = {event.event_id: event for event in await harness.store.read_all()}
+    for item in sent:
+        event = recorded[item.envelope.id]
+        assert event.type == item.envelope.type
+        assert event.correlation_id == item.envelope.correlationid
+        assert event.causation_id == item.envelope.causationid
+    assert sample(harness.metrics.events_appended, stream="KAIWO_OBS") == 3
+    assert sample(harness.metrics.events_appended, stream="KAIWO_PLAN") == 1
+    # nothing left to deliver: everything was acknowledged
+    harness.clock.advance(3600)
+    assert await harness.pump_all() == 0
+
+
+async def test_observation_sequences_are_the_stream_sequences(harness: Any, samples: Any) -> None:
+    await harness.publish(samples.node_observation(), samples.job_observation())
+    await harness.pump_all()
+
+    events = await harness.store.read_all()
+    assert [(e.metadata["natsStream"], e.metadata["natsSequence"]) for e in events] == [
+        ("KAIWO_OBS", 1),
+        ("KAIWO_OBS", 2),
+    ]
+
+
+async def test_a_redelivered_message_is_stored_once(harness: Any, samples: Any) -> None:
+    await harness.publish(samples.job_observation())
+
+    class LostAck:
+        """Wraps a pulled message so that its ack never reaches the server."""
+
+        def __init__(self, message: Any) -> None:
+            self.message = message
+            self.delivery = message.delivery
+
+        async def ack(self) -> None:
+            return None
+
+        async def extend(self) -> None:
+            await self.message.extend()
+
+    puller = harness.service._puller
+
+    class LosingPuller:
+        async def pull(self, consumer: Any, **kwargs: Any) -> Any:
+            return [LostAck(m) for m in await puller.pull(consumer, **kwargs)]
+
+    harness.service._puller = LosingPuller()
+    first = await harness.service.pump(harness.service.consumers[0], wait_seconds=0)
+    assert first.appended == 1
+    harness.service._puller = puller
+
+    harness.clock.advance(10)  # past the ack wait: the server delivers it again
+    consumer = next(c for c in harness.service.consumers if c.stream == OBSERVED_STREAM)
+    second = await harness.service.pump(consumer, wait_seconds=0)
+
+    assert (second.messages, second.appended, second.duplicates) == (1, 0, 1)
+    assert len(await harness.store.read_all()) == 1
+    assert sample(harness.metrics.duplicates, stream="KAIWO_OBS") == 1
+
+
+async def test_a_republished_event_after_the_duplicate_window_is_stored_once(
+    harness: Any, samples: Any
+) -> None:
+    await harness.publish(samples.job_observation())
+    await harness.pump_all()
+    harness.clock.advance(600)  # JetStream forgot the id; the store has not
+    await harness.publish(samples.job_observation())
+
+    await harness.pump_all()
+
+    assert [e.event_id for e in await harness.store.read_all()] == [f"{samples.JOB_UID}:100"]
+
+
+async def test_a_database_outage_holds_the_batch_until_the_store_is_back(samples: Any) -> None:
+    store = samples.UnavailableStore()
+    harness = await samples.make_harness(store)
+    await harness.publish(samples.job_observation(), samples.pod_observation())
+    consumer = next(c for c in harness.service.consumers if c.stream == OBSERVED_STREAM)
+    store.down = True
+
+    held = await harness.service.pump(consumer, wait_seconds=0)
+
+    assert held.held and held.messages == 2
+    assert await store.inner.last_position() == 0
+    assert sample(harness.metrics.store_unavailable) == 1
+    # still held, still failing: retried with the same messages, no new pull
+    again = await harness.service.pump(consumer, wait_seconds=0)
+    assert again.held and again.messages == 2
+
+    store.down = False
+    recovered = await harness.service.pump(consumer, wait_seconds=0)
+
+    assert (recovered.held, recovered.appended) == (False, 2)
+    assert [e.event_id for e in await store.inner.read_all()] == [
+        f"{samples.JOB_UID}:100",
+        f"{samples.POD_UID}:101",
+    ]
+    harness.clock.advance(3600)
+    assert (await harness.service.pump(consumer, wait_seconds=0)).messages == 0
+
+
+async def test_messages_of_a_recorder_that_died_during_an_outage_are_not_lost(
+    samples: Any,
+) -> None:
+    store = samples.UnavailableStore()
+    harness = await samples.make_harness(store)
+    await harness.publish(samples.job_observation())
+    store.down = True
+    await harness.pump_all()  # the batch is held, never acknowledged; then the process dies
+
+    store.down = False
+    harness.restart()
+    assert await harness.pump_all() == 0  # still within the ack wait
+    harness.clock.advance(10)
+    assert await harness.pump_all() == 1
+
+    assert [e.event_id for e in await store.inner.read_all()] == [f"{samples.JOB_UID}:100"]
+
+
+async def test_stopping_gives_a_held_batch_back_for_immediate_redelivery(samples: Any) -> None:
+    store = samples.UnavailableStore()
+    harness = await samples.make_harness(store)
+    await harness.publish(samples.job_observation())
+    consumer = next(c for c in harness.service.consumers if c.stream == OBSERVED_STREAM)
+    store.down = True
+    await harness.service.pump(consumer, wait_seconds=0)
+
+    await harness.service.release(consumer)
+    store.down = False
+    other = harness.restart()
+
+    assert (await other.pump(consumer, wait_seconds=0)).appended == 1
+
+
+async def test_run_records_until_stopped_and_survives_an_outage(samples: Any) -> None:
+    store = samples.UnavailableStore()
+    harness = await samples.make_harness(store)
+    store.down = True
+    stop = asyncio.Event()
+    running = asyncio.create_task(harness.service.run(stop))
+    sent = await every_family(samples)
+    await harness.publish(*sent)
+    await asyncio.sleep(0.3)
+    assert await store.inner.last_position() == 0
+
+    store.down = False
+    for _ in range(200):
+        if await store.inner.last_position() == len(sent):
+            break
+        await asyncio.sleep(0.05)
+    stop.set()
+    await asyncio.wait_for(running, 5)
+
+    assert sorted(e.event_id for e in await store.inner.read_all()) == sorted(
+        item.envelope.id for item in sent
+    )
+
+
+async def test_a_malformed_message_is_recorded_raw(harness: Any, samples: Any) -> None:
+    await harness.bus.publish_raw(
+        f"kaiwo.obs.kaiwojob.team-a.{samples.JOB_UID}",
+        body=b"not json at all",
+        headers={"Nats-Msg-Id": "garbage-1"},
+    )
+
+    await harness.pump_all()
+
+    (event,) = await harness.store.read_all()
+    assert event.type == "ai.silogen.kaiwo.recorder.malformed.v1"
+    assert event.event_id == "garbage-1"
+    assert event.data["body"] == "not json at all"
+    assert sample(harness.metrics.malformed, stream="KAIWO_OBS") == 1
+
+
+async def test_dead_letters_of_other_consumers_are_recorded(harness: Any, samples: Any) -> None:
+    sent = samples.job_observation()
+    await harness.publish(sent)
+    planner = next(c for c in bus_topology().consumers if c.durable_name == "planner-obs")
+
+    async def reject(_delivery: Any) -> None:
+        raise PoisonMessage("spec.gpus must be a number")
+
+    await harness.bus.process(planner, reject, wait_seconds=0)
+
+    await harness.pump_all()
+
+    dead = await harness.store.read_stream("deadletter/KAIWO_OBS/planner-obs")
+    assert [e.type for e in dead] == ["ai.silogen.kaiwo.dlq.dead-lettered.v1"]
+    assert dead[0].causation_id == sent.envelope.id
+    assert "spec.gpus must be a number" in dead[0].data["reason"]
+    # the observation itself is recorded once, from its own stream
+    assert [e.event_id for e in await harness.store.read_stream(WORKLOAD)] == [sent.envelope.id]
+
+
+async def test_a_row_the_store_refuses_is_stored_raw_and_the_rest_of_the_batch_kept(
+    samples: Any,
+) -> None:
+    store = samples.RefusingStore(marker="gpu-node-1")
+    harness = await samples.make_harness(store)
+    await harness.publish(samples.job_observation(), samples.node_observation())
+
+    await harness.pump_all()
+
+    events = {e.event_id: e for e in await store.inner.read_all()}
+    assert events[f"{samples.JOB_UID}:100"].type == "ai.silogen.kaiwo.obs.observed.v1"
+    raw = events[f"{samples.NODE_UID}:7"]
+    assert raw.type == "ai.silogen.kaiwo.recorder.malformed.v1"
+    assert raw.data["bodyEncoding"] == "base64"
+    assert raw.data["type"] == "ai.silogen.kaiwo.obs.observed.v1"
+    assert raw.data["reason"].startswith("store refused: ValueError: unsupported Unicode")
+
+
+async def test_a_message_the_store_refuses_in_every_form_is_dead_lettered(samples: Any) -> None:
+    store = samples.RefusingStore(marker="gpu-node-1", refuse_raw=True)
+    harness = await samples.make_harness(store)
+    await harness.publish(samples.node_observation())
+
+    observed = next(c for c in harness.service.consumers if c.stream == OBSERVED_STREAM)
+    result = await harness.service.pump(observed, wait_seconds=0)
+
+    assert result.dead_lettered == 1
+    (letter,) = harness.server.stream_messages(DEAD_LETTER_STREAM)
+    assert letter.subject == "kaiwo.dlq.KAIWO_OBS.recorder-obs"
+    assert letter.headers[DLQ_REASON].startswith("recorder: store refused the event")
+    assert await store.inner.last_position() == 0
+    # the dead letter carries the same body, refused as well: it stays in KAIWO_DLQ, and
+    # the recorder does not dead-letter it again (that would loop)
+    dlq = next(c for c in harness.service.consumers if c.stream == DEAD_LETTER_STREAM)
+    assert (await harness.service.pump(dlq, wait_seconds=0)).dead_lettered == 1
+    assert len(harness.server.stream_messages(DEAD_LETTER_STREAM)) == 1
+    harness.clock.advance(3600)
+    assert (await harness.service.pump(dlq, wait_seconds=0)).messages == 0
+    harness.clock.advance(3600)
+    assert (await harness.service.pump(observed, wait_seconds=0)).messages == 0
+
+
+async def test_readiness_follows_the_store(samples: Any) -> None:
+    store = samples.UnavailableStore()
+    harness = await samples.make_harness(store)
+    assert await harness.service.store_ready()
+    store.down = True
+    with pytest.raises(ConnectionRefusedError):
+        await harness.service.store_ready()
+
+
+async def test_a_second_connection_resumes_the_durable_consumers(samples: Any) -> None:
+    store = InMemoryEventStore()
+    harness = await samples.make_harness(store)
+    await harness.publish(samples.job_observation())
+    await harness.pump_all()
+    await harness.bus.close()
+    other = harness.restart()
+    await harness.publish(samples.pod_observation())
+    for consumer in other.consumers:
+        await other.pump(consumer, wait_seconds=0)
+
+    assert [e.event_id for e in await store.read_all()] == [
+        f"{samples.JOB_UID}:100",
+        f"{samples.POD_UID}:101",
+    ]

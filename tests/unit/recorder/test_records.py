@@ -1,0 +1,223 @@
+"""From a delivered message to its row: events as published, dead letters, advisories, raw."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from kaiwo_recorder.records import (
+    DEAD_LETTER_TYPE,
+    MALFORMED_TYPE,
+    MAX_DELIVERIES_TYPE,
+    body_value,
+    decode_body,
+    record_of,
+)
+from kaiwo_runtime.bus import Delivery, dead_letter
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+LATER = datetime(2026, 3, 1, 12, 5, tzinfo=UTC)
+
+
+def delivery_of(sent: Any, *, stream: str = "KAIWO_OBS", sequence: int = 7) -> Delivery:
+    headers, body = sent.envelope.to_nats()
+    return Delivery(
+        stream=stream,
+        consumer="recorder-obs",
+        stream_sequence=sequence,
+        attempt=1,
+        subject=sent.subject,
+        headers=headers,
+        body=body,
+    )
+
+
+def test_an_event_is_recorded_as_published_with_nats_positions(samples: Any) -> None:
+    sent = samples.job_observation()
+    delivery = delivery_of(sent)
+
+    event = record_of(delivery, now=LATER)
+
+    assert event.event_id == f"{samples.JOB_UID}:100"
+    assert event.stream_id == f"workload/{samples.JOB_UID}"
+    assert event.type == "ai.silogen.kaiwo.obs.observed.v1"
+    assert event.subject == "team-a/train"
+    assert event.time == NOW
+    assert event.source == "/kaiwo/watcher"
+    assert event.correlation_id == samples.JOB_UID
+    assert event.causation_id is None
+    assert event.data == json.loads(delivery.body)
+    assert event.data["object"]["spec"] == {"image": "busybox", "gpus": 1}
+    assert event.metadata == {
+        "natsStream": "KAIWO_OBS",
+        "natsSequence": 7,
+        "natsSubject": f"kaiwo.obs.kaiwojob.team-a.{samples.JOB_UID}",
+        "traceparent": samples.TRACEPARENT,
+    }
+
+
+def test_a_plan_keeps_its_cause_and_goes_to_the_workload_stream(samples: Any) -> None:
+    observed = samples.job_observation()
+    plan = samples.plan_decision(observed.envelope)
+
+    event = record_of(delivery_of(plan, stream="KAIWO_PLAN", sequence=3), now=LATER)
+
+    assert event.stream_id == f"workload/{samples.JOB_UID}"
+    assert event.causation_id == f"{samples.JOB_UID}:100"
+    assert event.data["plannedAt"] == "2026-03-01T12:00:00Z"
+    assert event.metadata["natsStream"] == "KAIWO_PLAN"
+
+
+def test_a_node_goes_to_its_own_stream_by_name(samples: Any) -> None:
+    event = record_of(delivery_of(samples.node_observation()), now=LATER)
+
+    assert event.stream_id == "node/gpu-node-1.example.com"
+    assert event.correlation_id == samples.NODE_UID
+
+
+def test_bad_headers_are_recorded_raw_with_the_reason(samples: Any) -> None:
+    sent = samples.job_observation()
+    headers, body = sent.envelope.to_nats()
+    headers["ce-time"] = "yesterday"
+    delivery = Delivery(
+        stream="KAIWO_OBS",
+        consumer="recorder-obs",
+        stream_sequence=9,
+        attempt=1,
+        subject=sent.subject,
+        headers=headers,
+        body=body,
+    )
+
+    event = record_of(delivery, now=LATER)
+
+    assert event.type == MALFORMED_TYPE
+    assert event.event_id == f"{samples.JOB_UID}:100"
+    assert event.stream_id == f"workload/{samples.JOB_UID}"
+    assert event.time == LATER  # the message's own time is unreadable
+    assert "time" in event.data["reason"]
+    assert event.data["type"] == "ai.silogen.kaiwo.obs.observed.v1"
+    assert event.data["bodyEncoding"] == "json"
+    assert event.data["body"]["name"] == "train"
+    assert event.metadata["malformed"] == event.data["reason"]
+    assert event.metadata["natsSequence"] == 9
+
+
+def test_a_payload_failing_its_schema_is_malformed() -> None:
+    headers = {
+        "ce-id": "evt-1",
+        "ce-source": "/kaiwo/watcher",
+        "ce-specversion": "1.0",
+        "ce-type": "ai.silogen.kaiwo.obs.observed.v1",
+        "ce-time": "2026-03-01T12:00:00Z",
+        "ce-correlationid": "corr-1",
+    }
+    delivery = Delivery(
+        stream="KAIWO_OBS",
+        consumer="recorder-obs",
+        stream_sequence=1,
+        attempt=1,
+        subject="kaiwo.obs.kaiwojob.team-a.corr-1",
+        headers=headers,
+        body=b'{"kind": "KaiwoJob"}',
+    )
+
+    event = record_of(delivery, now=LATER)
+
+    assert event.type == MALFORMED_TYPE
+    assert event.event_id == "evt-1"
+    assert event.time == NOW
+    assert event.correlation_id == "corr-1"
+    assert "Field required" in event.data["reason"]
+
+
+def test_a_message_without_any_header_is_kept_under_its_stream_position() -> None:
+    delivery = Delivery(
+        stream="KAIWO_RES",
+        consumer="recorder-res",
+        stream_sequence=42,
+        attempt=1,
+        subject="kaiwo.res.applied.kaiwojob.team-a.u1",
+        headers={},
+        body=b"\xff\xfe not json",
+    )
+
+    event = record_of(delivery, now=LATER)
+
+    assert event.type == MALFORMED_TYPE
+    assert event.event_id == "malformed:KAIWO_RES:42"
+    assert event.correlation_id == "KAIWO_RES:42"
+    assert event.stream_id == "workload/KAIWO_RES:42"
+    assert event.data["bodyEncoding"] == "base64"
+    assert decode_body(event.data["body"], "base64") == b"\xff\xfe not json"
+
+
+def test_a_dead_letter_is_its_own_event_caused_by_the_original(samples: Any) -> None:
+    sent = samples.job_observation()
+    original = delivery_of(sent, sequence=12)
+    subject, headers, body = dead_letter(
+        original, consumer="planner-obs", reason="rejected: bad spec", attempts=1
+    )
+    delivery = Delivery(
+        stream="KAIWO_DLQ",
+        consumer="recorder-dlq",
+        stream_sequence=2,
+        attempt=1,
+        subject=subject,
+        headers=headers,
+        body=body,
+    )
+
+    event = record_of(delivery, now=LATER)
+
+    assert event.type == DEAD_LETTER_TYPE
+    assert event.event_id == "dlq:KAIWO_OBS:planner-obs:12"
+    assert event.stream_id == "deadletter/KAIWO_OBS/planner-obs"
+    assert event.causation_id == f"{samples.JOB_UID}:100"
+    assert event.correlation_id == samples.JOB_UID
+    assert event.source == "/kaiwo/planner"
+    assert event.time == LATER
+    assert event.data["reason"] == "rejected: bad spec"
+    assert event.data["consumer"] == "planner-obs"
+    assert event.data["sequence"] == 12
+    assert event.data["deliveries"] == 1
+    assert event.data["originalType"] == "ai.silogen.kaiwo.obs.observed.v1"
+    assert event.data["body"] == json.loads(original.body)
+    assert event.data["headers"]["ce-id"] == f"{samples.JOB_UID}:100"
+
+
+def test_a_max_deliveries_advisory_is_recorded_with_the_server_time() -> None:
+    advisory = {
+        "type": "io.nats.jetstream.advisory.v1.max_deliver",
+        "id": "Zr9f3",
+        "timestamp": "2026-03-01T12:03:04.123456789Z",
+        "stream": "KAIWO_PLAN",
+        "consumer": "executor-plan",
+        "stream_seq": 5,
+        "deliveries": 6,
+    }
+    delivery = Delivery(
+        stream="KAIWO_DLQ",
+        consumer="recorder-dlq",
+        stream_sequence=3,
+        attempt=1,
+        subject="$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.KAIWO_PLAN.executor-plan",
+        headers={},
+        body=json.dumps(advisory).encode(),
+    )
+
+    event = record_of(delivery, now=LATER)
+
+    assert event.type == MAX_DELIVERIES_TYPE
+    assert event.event_id == "advisory:Zr9f3"
+    assert event.stream_id == "deadletter/KAIWO_PLAN/executor-plan"
+    assert event.time == datetime(2026, 3, 1, 12, 3, 4, 123456, tzinfo=UTC)
+    assert event.data == advisory
+
+
+def test_bodies_round_trip_through_their_recorded_form() -> None:
+    for raw, encoding in ((b'{"a": [1, 2]}', "json"), (b"plain words", "text")):
+        value, found = body_value(raw)
+        assert found == encoding
+        assert body_value(decode_body(value, found))[0] == value
