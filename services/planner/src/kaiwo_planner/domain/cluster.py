@@ -7,11 +7,13 @@ planner can share one :class:`ClusterState` without copying it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 AMD_GPU_RESOURCE = "amd.com/gpu"
 NVIDIA_GPU_RESOURCE = "nvidia.com/gpu"
@@ -277,6 +279,11 @@ class ClusterState:
     _workloads: Mapping[str, tuple[dict[str, Any], ...]] = field(
         init=False, repr=False, compare=False, hash=False
     )
+    # Values derived from this snapshot (parsed KaiwoConfig, GPU statistics, ...), computed on
+    # first use. The snapshot never changes, so neither do they; see :meth:`derived`.
+    _derived: dict[Hashable, Any] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(sorted(self.nodes, key=lambda n: n.name)))
@@ -344,6 +351,34 @@ class ClusterState:
             if _labels(obj).get(key) == value and (kind is None or obj.get("kind") == kind)
         )
 
+    def derived(self, key: Hashable, compute: Callable[[], _T]) -> _T:
+        """``compute()``, worked out once per snapshot and ``key``.
+
+        For values that depend only on this state (and on ``key``): planning one object after
+        another against the same snapshot then parses the KaiwoConfig or sums GPUs once.
+        """
+        try:
+            return self._derived[key]  # type: ignore[no-any-return]
+        except KeyError:
+            value = compute()
+            self._derived[key] = value
+            return value
+
+    def objects_of_kind(self, *, group: str, kind: str) -> tuple[dict[str, Any], ...]:
+        """Observed objects of one API group (``""`` for core) and kind, in plan order."""
+        index = self.derived(("objects-by-kind",), lambda: _index_by_kind(self.objects))
+        return index.get((group, kind), ())
+
+    def find_object(
+        self, *, group: str, kind: str, name: str, namespace: str | None = None
+    ) -> dict[str, Any] | None:
+        """The observed object of this group, kind, namespace and name, or None."""
+        for obj in self.objects_of_kind(group=group, kind=kind):
+            meta = obj.get("metadata") or {}
+            if meta.get("name") == name and (meta.get("namespace") or None) == (namespace or None):
+                return obj
+        return None
+
     def node(self, name: str) -> NodeInfo | None:
         return next((n for n in self.nodes if n.name == name), None)
 
@@ -359,6 +394,21 @@ def _index_by_owner(
         for owner in dict.fromkeys(_owner_uids(obj)):
             index.setdefault(owner, []).append(obj)
     return {owner: tuple(children) for owner, children in index.items()}
+
+
+def api_group_of(api_version: str) -> str:
+    """``batch/v1`` -> ``batch``; ``v1`` -> "" (the core group)."""
+    return api_version.rpartition("/")[0]
+
+
+def _index_by_kind(
+    objects: Iterable[dict[str, Any]],
+) -> dict[tuple[str, str], tuple[dict[str, Any], ...]]:
+    index: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for obj in sorted(objects, key=_by_identity):
+        key = (api_group_of(str(obj.get("apiVersion", ""))), str(obj.get("kind", "")))
+        index.setdefault(key, []).append(obj)
+    return {key: tuple(found) for key, found in index.items()}
 
 
 def object_uid(obj: Mapping[str, Any]) -> str:

@@ -3,8 +3,9 @@
 :func:`plan_queue_config` turns the singleton ``kaiwo`` KaiwoQueueConfig, the KaiwoConfig and
 the cluster's nodes and namespaces into one :class:`~kaiwo_contracts.plans.Plan`:
 
-* Kueue ``v1beta1`` Topologies, ResourceFlavors, ClusterQueues, LocalQueues (one per listed
-  namespace, named like the ClusterQueue) and WorkloadPriorityClasses;
+* Kueue ``v1beta1`` Topologies, ResourceFlavors, ClusterQueues, LocalQueues (named like the
+  ClusterQueue, one per listed namespace and, for a ClusterQueue that lists none, one per
+  namespace whose KaiwoJobs or KaiwoServices use it) and WorkloadPriorityClasses;
 * partial Node objects carrying the node-pool labels and, optionally, the GPU taint
   (:mod:`kaiwo_planner.domain.node_pools`);
 * with ``dynamicallyUpdateDefaultClusterQueue``, the KaiwoQueueConfig itself with the
@@ -31,6 +32,10 @@ Other choices that differ from upstream:
   fails the same way, after trying); the rest of the plan still applies.
 * A flavor that names the default Topology brings that Topology along even when the spec does
   not list it, so discovered flavors are valid without ``dynamicallyUpdateDefaultClusterQueue``.
+* Upstream creates the LocalQueue a workload needs from the workload's reconcile (§4.6), with
+  an owner reference to the ClusterQueue, so two controllers write LocalQueues. Here the
+  KaiwoQueueConfig plan is their one owner: ``workload_namespaces`` tells it which namespaces
+  use which queue, and a LocalQueue no workload needs any more is pruned like the others.
 """
 
 from __future__ import annotations
@@ -85,8 +90,13 @@ def plan_queue_config(
     kaiwo_config: KaiwoConfig,
     cluster: ClusterState,
     now: datetime,
+    workload_namespaces: Mapping[str, Iterable[str]] | None = None,
 ) -> Plan:
-    """Everything that must be true for the KaiwoQueueConfig (see the module docstring)."""
+    """Everything that must be true for the KaiwoQueueConfig (see the module docstring).
+
+    ``workload_namespaces``: for each cluster queue, the namespaces of the KaiwoJobs and
+    KaiwoServices that use it (they get a LocalQueue when the queue lists no namespaces).
+    """
     meta = queue_config.metadata
     owner = ObjectRef(
         api_version=KQC_API_VERSION,
@@ -122,6 +132,7 @@ def plan_queue_config(
         default_topology_name=settings.default_topology_name,
         namespaces=cluster.namespaces,
         owner_reference=owner_reference,
+        workload_namespaces=workload_namespaces,
     )
     desired = [
         *kueue_objects,
@@ -221,8 +232,13 @@ def kueue_objects_for(
     default_topology_name: str,
     namespaces: Iterable[str],
     owner_reference: dict[str, Any] | None,
+    workload_namespaces: Mapping[str, Iterable[str]] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """The Kueue manifests of a spec, and the LocalQueue namespaces that do not exist."""
+    """The Kueue manifests of a spec, and the LocalQueue namespaces that do not exist.
+
+    A queue listing no namespaces gets a LocalQueue in each of its ``workload_namespaces``;
+    those exist (a workload lives there), so they are not checked against ``namespaces``.
+    """
     existing_namespaces = set(namespaces)
     objects: list[dict[str, Any]] = []
     topologies = {str(t.metadata.name): t.spec.to_wire() for t in spec.topologies or ()}
@@ -242,8 +258,10 @@ def kueue_objects_for(
         queue_spec = queue.spec.to_wire()
         queue_spec.setdefault("namespaceSelector", {})
         objects.append(_kueue("ClusterQueue", queue.name, owner_reference, spec=queue_spec))
-        for namespace in sorted(set(queue.namespaces or ())):
-            if namespace not in existing_namespaces:
+        listed = set(queue.namespaces or ())
+        used = set() if listed else set((workload_namespaces or {}).get(queue.name, ()))
+        for namespace in sorted(listed | used):
+            if namespace not in used and namespace not in existing_namespaces:
                 missing.add(namespace)
                 continue
             objects.append(

@@ -189,11 +189,15 @@ def derive_status(
     now: datetime,
     duration: timedelta | None = None,
     termination: TerminationRequest | None = None,
+    extra_conditions: Sequence[ConditionSpec] = (),
 ) -> StatusDecision:
     """The next status of one workload.
 
     ``duration`` is the workload's ``spec.duration``; ``termination`` a preemption decision
-    (honoured only while the workload runs).
+    (honoured only while the workload runs). ``extra_conditions`` are conditions other
+    planning steps observed (for example that a Job change could not be applied); they are
+    merged like the others, except while the workload is not schedulable (nothing else is
+    planned then), TERMINATING or final.
     """
     previous = dict(previous_status or {})
     previous_phase = WorkloadStatus(previous.get("status", ""))
@@ -209,6 +213,8 @@ def derive_status(
         schedulable=schedulable,
         cluster_queue=cluster_queue,
     )
+    if schedulable.schedulable:
+        observation.conditions.extend(extra_conditions)
     replan_after = None
     start_time = _time(previous.get("startTime"))
     if observation.phase in _RUNNING_PHASES and duration is not None:

@@ -1,0 +1,173 @@
+"""The one entry point of planning: an owner object and the cluster state in, its plan out.
+
+:func:`plan_object` is what the planner service and replay call for every owner; it is pure
+(no I/O, no clock: ``now`` is given) and deterministic (equal inputs give plans whose
+:func:`~kaiwo_contracts.plans.canonical_json` is byte-identical).
+
+By kind:
+
+* KaiwoJob, KaiwoService: the workload plan (:mod:`~kaiwo_planner.domain.workload_plan`).
+* KaiwoQueueConfig: the Kueue objects, node labels and status
+  (:func:`~kaiwo_planner.domain.queue_config.plan_queue_config`), with a LocalQueue in every
+  namespace whose workloads use a queue that lists no namespaces: the KaiwoQueueConfig plan
+  is the one owner of every LocalQueue (upstream also creates them from workload reconciles).
+* KaiwoConfig, AIMNamespaceConfig: None. They own nothing; they change the plans of others
+  (the KaiwoQueueConfig and the workloads, which read them from the cluster state), and the
+  planner re-plans those when they change.
+* Model (KubeAI): None for now; planning Models is a later issue.
+* Anything else: None (not an owner).
+
+An owner the models reject gets a plan that reports the problem and changes nothing else
+(:mod:`~kaiwo_planner.domain.invalid_owner`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
+from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import KaiwoJob
+from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import KaiwoQueueConfig
+from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoservice import KaiwoService
+from kaiwo_contracts.plans import ObjectRef, Plan
+from kaiwo_contracts.validation import Problem
+from pydantic import ValidationError
+
+from kaiwo_planner.domain.cluster import ClusterState, api_group_of
+from kaiwo_planner.domain.cluster_settings import (
+    KAIWO_GROUP,
+    kaiwo_config,
+    namespaces_by_queue,
+)
+from kaiwo_planner.domain.invalid_owner import invalid_owner_plan, spec_problems
+from kaiwo_planner.domain.queue_config import plan_queue_config
+from kaiwo_planner.domain.workload_plan import plan_workload
+
+WORKLOAD_MODELS: Mapping[str, type[KaiwoJob] | type[KaiwoService]] = {
+    "KaiwoJob": KaiwoJob,
+    "KaiwoService": KaiwoService,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PlanningResult:
+    """A plan (None: the object owns nothing) and what the caller should schedule.
+
+    ``replan_at``: plan this owner again at this moment at the latest, even if nothing is
+    observed to change (a duration deadline, or the moment its wait for GPUs becomes long
+    enough to preempt others). ``also_replan``: other owners to plan now, because a decision
+    made here concerns them (expired workloads to terminate for this waiting one).
+    """
+
+    plan: Plan | None
+    replan_at: datetime | None = None
+    also_replan: tuple[ObjectRef, ...] = ()
+
+
+def plan_object(*, owner: Mapping[str, Any], cluster: ClusterState, now: datetime) -> Plan | None:
+    """The plan for ``owner`` (wire form) given the cluster state; None for non-owners."""
+    return plan_object_with_timer(owner=owner, cluster=cluster, now=now).plan
+
+
+def plan_object_with_timer(
+    *, owner: Mapping[str, Any], cluster: ClusterState, now: datetime
+) -> PlanningResult:
+    """:func:`plan_object` plus when to plan again and whom else to plan (PlanningResult)."""
+    moment = now if now.tzinfo else now.replace(tzinfo=UTC)
+    group = api_group_of(str(owner.get("apiVersion", "")))
+    kind = str(owner.get("kind", ""))
+    if group != KAIWO_GROUP:
+        return PlanningResult(plan=None)
+    if kind in WORKLOAD_MODELS:
+        return _plan_workload(owner, WORKLOAD_MODELS[kind], cluster=cluster, now=moment)
+    if kind == "KaiwoQueueConfig":
+        return PlanningResult(plan=_plan_queue_config(owner, cluster=cluster, now=moment))
+    return PlanningResult(plan=None)
+
+
+def _plan_workload(
+    owner: Mapping[str, Any],
+    model: type[KaiwoJob] | type[KaiwoService],
+    *,
+    cluster: ClusterState,
+    now: datetime,
+) -> PlanningResult:
+    try:
+        workload = model.model_validate(owner)
+    except ValidationError as error:
+        return PlanningResult(
+            plan=_invalid(owner, spec_problems(owner, error), WorkloadStatus.ERROR, now=now)
+        )
+    missing = _missing_identity(workload.metadata.name, workload.metadata.namespace)
+    if missing:
+        return PlanningResult(plan=_invalid(owner, missing, WorkloadStatus.ERROR, now=now))
+    result = plan_workload(workload=workload, cluster=cluster, now=now)
+    return PlanningResult(
+        plan=result.plan, replan_at=result.replan_at, also_replan=result.also_replan
+    )
+
+
+def _plan_queue_config(owner: Mapping[str, Any], *, cluster: ClusterState, now: datetime) -> Plan:
+    try:
+        queue_config = KaiwoQueueConfig.model_validate(owner)
+    except ValidationError as error:
+        return _invalid(
+            owner,
+            spec_problems(owner, error),
+            WorkloadStatus.FAILED,
+            now=now,
+            writes_observed_generation=False,
+        )
+    return plan_queue_config(
+        queue_config=queue_config,
+        kaiwo_config=kaiwo_config(cluster),
+        cluster=cluster,
+        now=now,
+        workload_namespaces=namespaces_by_queue(cluster),
+    )
+
+
+def _missing_identity(name: str | None, namespace: str | None) -> list[Problem]:
+    problems = []
+    if not name:
+        problems.append(Problem("metadata.name", "required field is missing"))
+    if not namespace:
+        problems.append(Problem("metadata.namespace", "required field is missing"))
+    return problems
+
+
+def _invalid(
+    owner: Mapping[str, Any],
+    problems: list[Problem],
+    phase: WorkloadStatus,
+    *,
+    now: datetime,
+    writes_observed_generation: bool = True,
+) -> Plan:
+    return invalid_owner_plan(
+        owner=owner,
+        owner_ref=_owner_ref(owner),
+        problems=problems,
+        invalid_phase=phase,
+        now=now,
+        writes_observed_generation=writes_observed_generation,
+    )
+
+
+def _owner_ref(owner: Mapping[str, Any]) -> ObjectRef:
+    meta = owner.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+
+    def text(value: object) -> str | None:
+        return value if isinstance(value, str) and value else None
+
+    return ObjectRef(
+        api_version=str(owner.get("apiVersion", "")),
+        kind=str(owner.get("kind", "")),
+        name=text(meta.get("name")) or "",
+        namespace=text(meta.get("namespace")),
+        uid=text(meta.get("uid")),
+    )

@@ -1,0 +1,128 @@
+"""Who holds GPUs past their duration and who waits for them, read from the observed workloads.
+
+Builds the inputs of :func:`~kaiwo_planner.domain.preemption.decide_preemptions` from the
+KaiwoJobs and KaiwoServices in the cluster state (wire form, read defensively: a workload that
+cannot be read simply does not take part). A RUNNING or READY workload with a ``startTime``
+is running; a PENDING one is waiting since its ``creationTimestamp`` (as upstream).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from kaiwo_contracts.crds.config_v1alpha1 import KaiwoConfig
+from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
+from kaiwo_contracts.plans import ObjectRef
+
+from kaiwo_planner.domain.cluster import ClusterState
+from kaiwo_planner.domain.cluster_settings import (
+    kaiwo_config,
+    parse_optional_duration,
+    parse_time,
+    requested_gpus,
+    workload_queue,
+    workloads,
+)
+from kaiwo_planner.domain.preemption import (
+    PendingWorkload,
+    PreemptionDecision,
+    RunningWorkload,
+    decide_preemptions,
+)
+
+_RUNNING = frozenset({WorkloadStatus.RUNNING.value, WorkloadStatus.READY.value})
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionCandidates:
+    running: tuple[RunningWorkload, ...] = ()
+    pending: tuple[PendingWorkload, ...] = ()
+
+
+def workload_ref(obj: Mapping[str, Any]) -> ObjectRef:
+    meta = obj.get("metadata") or {}
+    return ObjectRef(
+        api_version=str(obj.get("apiVersion", "")),
+        kind=str(obj.get("kind", "")),
+        name=str(meta.get("name") or ""),
+        namespace=meta.get("namespace") or None,
+        uid=meta.get("uid") or None,
+    )
+
+
+def running_workload(obj: Mapping[str, Any], config: KaiwoConfig) -> RunningWorkload | None:
+    """The workload as a running GPU holder, or None when it is not running."""
+    status = obj.get("status")
+    spec = obj.get("spec")
+    if not isinstance(status, Mapping) or not isinstance(spec, Mapping):
+        return None
+    start = parse_time(status.get("startTime"))
+    if status.get("status") not in _RUNNING or start is None:
+        return None
+    return RunningWorkload(
+        ref=workload_ref(obj),
+        gpu_vendor=str(spec.get("gpuVendor") or "amd"),
+        gpus=requested_gpus(spec),
+        cluster_queue=workload_queue(spec, config),
+        start_time=start,
+        duration=parse_optional_duration(spec.get("duration")),
+    )
+
+
+def pending_workload(obj: Mapping[str, Any], config: KaiwoConfig) -> PendingWorkload | None:
+    """The workload as one waiting for GPUs, or None when it is not PENDING."""
+    status = obj.get("status")
+    spec = obj.get("spec")
+    meta = obj.get("metadata")
+    if not isinstance(status, Mapping) or not isinstance(spec, Mapping):
+        return None
+    created = parse_time(
+        (meta or {}).get("creationTimestamp") if isinstance(meta, Mapping) else None
+    )
+    if status.get("status") != WorkloadStatus.PENDING.value or created is None:
+        return None
+    return PendingWorkload(
+        ref=workload_ref(obj),
+        gpu_vendor=str(spec.get("gpuVendor") or "amd"),
+        gpus=requested_gpus(spec),
+        cluster_queue=workload_queue(spec, config),
+        pending_since=created,
+    )
+
+
+def preemption_candidates(cluster: ClusterState) -> PreemptionCandidates:
+    """Running and pending workloads of the snapshot (computed once per snapshot)."""
+    return cluster.derived(("preemption-candidates",), lambda: _candidates(cluster))
+
+
+def _candidates(cluster: ClusterState) -> PreemptionCandidates:
+    config = kaiwo_config(cluster)
+    running: list[RunningWorkload] = []
+    pending: list[PendingWorkload] = []
+    for obj in workloads(cluster):
+        found_running = running_workload(obj, config)
+        if found_running is not None:
+            running.append(found_running)
+            continue
+        found_pending = pending_workload(obj, config)
+        if found_pending is not None:
+            pending.append(found_pending)
+    return PreemptionCandidates(running=tuple(running), pending=tuple(pending))
+
+
+def preemption_decision(cluster: ClusterState, *, now: datetime) -> PreemptionDecision:
+    """Which expired workloads to terminate at ``now`` (computed once per snapshot and time)."""
+
+    def decide() -> PreemptionDecision:
+        candidates = preemption_candidates(cluster)
+        return decide_preemptions(
+            running=candidates.running,
+            pending=candidates.pending,
+            scheduling=kaiwo_config(cluster).spec.scheduling,
+            now=now,
+        )
+
+    return cluster.derived(("preemption-decision", now), decide)

@@ -1,0 +1,385 @@
+"""The whole plan for one KaiwoJob or KaiwoService: children, status, Events, pruning, timers.
+
+Steps, each a pure function of the workload, the cluster state and ``now``:
+
+1. KaiwoConfig, the AIMNamespaceConfig of the namespace and the KaiwoQueueConfig's queues
+   come from the cluster state (:mod:`~kaiwo_planner.domain.cluster_settings`).
+2. GPU statistics of the vendor -> the allocation -> the Schedulable verdict.
+3. The observed children -> the download job's state -> the children to apply
+   (:func:`~kaiwo_planner.domain.children.plan_children`), reconciled with the existing main
+   child so that a Job change Kubernetes cannot apply is reported, not attempted.
+4. Preemption by duration, when the workload runs past its ``duration``.
+5. The status (:func:`~kaiwo_planner.domain.status.derive_status`) and its Events.
+
+What the plan applies and prunes depends on the phase:
+
+* not schedulable (ERROR from the Schedulable check): nothing applied, nothing pruned; the
+  children that exist stay (a node that went away must not delete a running workload);
+* COMPLETE or FAILED before this plan: nothing applied, nothing pruned (the finished Job and
+  its logs stay for inspection, and a Job deleted by its TTL is not created again);
+* TERMINATING before this plan (now TERMINATED) and TERMINATED: nothing desired, and the
+  children of every kind upstream deletes on termination are pruned, PVCs included;
+* otherwise: the children, pruning those no longer desired (PVCs never; see children.py).
+
+Events beyond the phase transitions: ``SettingsIgnored`` (Warning) once per generation when
+the spec sets something that has no effect, ``ChildSpecNotApplied`` (Warning) when a change
+cannot reach the existing Job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from kaiwo_contracts.crds.kaiwo_v1alpha1.common import CommonMetaSpec, WorkloadStatus
+from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import KaiwoJob
+from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoservice import KaiwoService
+from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule
+
+from kaiwo_planner.domain.children import (
+    PRUNED_KINDS,
+    ChildrenDecision,
+    DownloadState,
+    plan_children,
+)
+from kaiwo_planner.domain.cluster import ClusterState
+from kaiwo_planner.domain.cluster_settings import (
+    cluster_queue_namespaces,
+    kaiwo_config,
+    namespace_config,
+    parse_optional_duration,
+    parse_time,
+    vendor_gpu_stats,
+)
+from kaiwo_planner.domain.durations import parse_duration
+from kaiwo_planner.domain.gpu_allocation import GpuAllocation, calculate_gpu_allocation
+from kaiwo_planner.domain.invalid_owner import REASON_VALID, VALID_CONDITION
+from kaiwo_planner.domain.job_changes import CONDITION_TYPE as CHILD_SPEC_APPLIED
+from kaiwo_planner.domain.labels import inventory_labels
+from kaiwo_planner.domain.preemption_candidates import preemption_decision
+from kaiwo_planner.domain.schedulable import decide_schedulable
+from kaiwo_planner.domain.status import (
+    DOWNLOAD_JOB_SUCCEEDED,
+    ChildKind,
+    ConditionSpec,
+    ObservedChildren,
+    TerminationRequest,
+    WorkloadKind,
+    batch_job_phase,
+    derive_status,
+    merge_conditions,
+    observe_children,
+)
+
+TERMINATION_PRUNE: tuple[PruneRule, ...] = (
+    *PRUNED_KINDS,
+    PruneRule(api_version="v1", kind="PersistentVolumeClaim"),
+)
+"""What a terminated workload loses: its children, as upstream deletes them, and its PVCs."""
+
+SETTINGS_IGNORED = "SettingsIgnored"
+CHILD_SPEC_NOT_APPLIED = "ChildSpecNotApplied"
+
+_RUNNING = frozenset({WorkloadStatus.RUNNING, WorkloadStatus.READY})
+_ONE_SECOND = timedelta(seconds=1)
+
+Workload = KaiwoJob | KaiwoService
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadPlanning:
+    """The plan, when to plan again at the latest, and which other owners to plan now.
+
+    ``also_replan``: workloads a preemption decision made here affects (the expired ones to
+    terminate for this waiting workload); their own plans carry out the termination.
+    """
+
+    plan: Plan
+    replan_at: datetime | None = None
+    also_replan: tuple[ObjectRef, ...] = ()
+
+
+def plan_workload(
+    *,
+    workload: Workload,
+    cluster: ClusterState,
+    now: datetime,
+) -> WorkloadPlanning:
+    """Everything that must be true for one valid KaiwoJob or KaiwoService (module docstring)."""
+    config = kaiwo_config(cluster)
+    meta = workload.metadata
+    spec = workload.spec
+    name, namespace, uid = meta.name or "", meta.namespace or "", meta.uid or ""
+    ref = ObjectRef(
+        api_version=workload.api_version,
+        kind=workload.kind,
+        name=name,
+        namespace=namespace or None,
+        uid=uid or None,
+    )
+    generation = meta.generation or 0
+    previous = workload.status.to_wire()
+    previous_phase = workload.status.status
+    queue = spec.cluster_queue or config.spec.default_cluster_queue_name
+
+    stats = vendor_gpu_stats(cluster, spec.gpu_vendor)
+    allocation = calculate_gpu_allocation(
+        gpus=spec.gpus,
+        replicas=spec.replicas,
+        gpus_per_replica=spec.gpus_per_replica,
+        vendor=spec.gpu_vendor,
+        stats=stats,
+    )
+    verdict = decide_schedulable(
+        cluster_queue=queue,
+        namespace=namespace,
+        queue_namespaces=cluster_queue_namespaces(cluster),
+        allocation=allocation,
+        stats=stats,
+    )
+    observed = observe_children(
+        cluster=cluster,
+        owner_uid=uid,
+        name=name,
+        child_kind=_child_kind(workload),
+        downloads_configured=downloads_configured(spec),
+    )
+    children = None
+    if verdict.schedulable and not (
+        previous_phase.is_terminal or previous_phase is WorkloadStatus.TERMINATING
+    ):
+        children = plan_children(
+            workload=workload,
+            allocation=allocation,
+            config=config,
+            namespace_config=namespace_config(cluster, namespace),
+            download_state=download_state(observed, previous),
+            observed_main_child=observed.child,
+        )
+    duration = parse_optional_duration(spec.duration)
+    decision = derive_status(
+        workload_kind=_workload_kind(workload),
+        generation=generation,
+        previous_status=previous,
+        observed=observed,
+        schedulable=verdict,
+        cluster_queue=queue,
+        now=now,
+        duration=duration,
+        termination=_termination(ref, previous, duration, cluster=cluster, now=now),
+        extra_conditions=_child_conditions(children),
+    )
+    status = _with_valid_spec(decision.status, previous, generation=generation, now=now)
+    desired, prune = _desired_and_prune(previous_phase, children)
+    events = (
+        *decision.events,
+        *_settings_events(children, previous, generation),
+        *_child_spec_events(status, previous),
+    )
+    waiting_since = _waiting_since(workload, decision.phase, allocation)
+    plan = Plan(
+        owner=ref,
+        observed_generation=meta.generation,
+        observed_resource_version=meta.resource_version,
+        desired=desired,
+        status=status,
+        events=events,
+        prune=prune if uid else (),
+        prune_selector=inventory_labels(uid) if uid else {},
+    )
+    return WorkloadPlanning(
+        plan=plan,
+        replan_at=_replan_at(decision.replan_after, waiting_since, cluster=cluster, now=now),
+        also_replan=_victims_for(ref, waiting_since, cluster=cluster, now=now),
+    )
+
+
+# ------------------------------------------------------------------ inputs
+
+
+def _child_kind(workload: Workload) -> ChildKind:
+    if isinstance(workload, KaiwoJob):
+        return "RayJob" if workload.spec.is_ray_job else "Job"
+    return "AppWrapper" if workload.spec.is_ray_service else "Deployment"
+
+
+def _workload_kind(workload: Workload) -> WorkloadKind:
+    return "KaiwoJob" if isinstance(workload, KaiwoJob) else "KaiwoService"
+
+
+def downloads_configured(spec: CommonMetaSpec) -> bool:
+    """A download job is part of the workload (the same rule the children planner applies)."""
+    storage = spec.storage
+    if storage is None or not storage.storage_enabled:
+        return False
+    data = storage.data
+    hf = storage.hugging_face
+    objects = bool(
+        data is not None
+        and data.storage_size
+        and data.download is not None
+        and not data.download.is_empty
+    )
+    hugging_face = bool(hf is not None and hf.storage_size and hf.pre_cache_repos)
+    return objects or hugging_face
+
+
+def download_state(observed: ObservedChildren, previous: Mapping[str, Any]) -> DownloadState:
+    """The download job's outcome; a job that succeeded and was since removed still counts."""
+    job = observed.download_job
+    if job is None:
+        succeeded = any(
+            c.get("type") == DOWNLOAD_JOB_SUCCEEDED and c.get("status") == "True"
+            for c in previous.get("conditions") or ()
+        )
+        return DownloadState.SUCCEEDED if succeeded else DownloadState.PENDING
+    phase = batch_job_phase(job, previous_phase=WorkloadStatus.NEW)
+    if phase is WorkloadStatus.COMPLETE:
+        return DownloadState.SUCCEEDED
+    if phase is WorkloadStatus.FAILED:
+        return DownloadState.FAILED
+    return DownloadState.PENDING
+
+
+def _termination(
+    ref: ObjectRef,
+    previous: Mapping[str, Any],
+    duration: timedelta | None,
+    *,
+    cluster: ClusterState,
+    now: datetime,
+) -> TerminationRequest | None:
+    """The preemption decision for this workload, looked up only once it has run its time."""
+    if duration is None or previous.get("status") not in {p.value for p in _RUNNING}:
+        return None
+    started = parse_time(previous.get("startTime"))
+    if started is None or started + duration > now:
+        return None
+    return preemption_decision(cluster, now=now).termination_for(ref)
+
+
+# ------------------------------------------------------------------ outputs
+
+
+def _child_conditions(children: ChildrenDecision | None) -> tuple[ConditionSpec, ...]:
+    # The download condition is the status step's own (it knows the previous status).
+    if children is None:
+        return ()
+    return tuple(
+        ConditionSpec(c.type, c.status, c.reason, c.message)
+        for c in children.conditions
+        if c.type != DOWNLOAD_JOB_SUCCEEDED
+    )
+
+
+def _desired_and_prune(
+    previous_phase: WorkloadStatus, children: ChildrenDecision | None
+) -> tuple[tuple[dict[str, Any], ...], tuple[PruneRule, ...]]:
+    if previous_phase in {WorkloadStatus.TERMINATING, WorkloadStatus.TERMINATED}:
+        return (), TERMINATION_PRUNE
+    if children is None:
+        return (), ()
+    return children.desired, children.prune
+
+
+def _with_valid_spec(
+    status: dict[str, Any], previous: Mapping[str, Any], *, generation: int, now: datetime
+) -> dict[str, Any]:
+    """``status`` with a ``Valid=False`` condition from an earlier invalid spec turned True."""
+    earlier = _condition(previous, VALID_CONDITION)
+    if earlier is None or earlier.get("status") == "True":
+        return status
+    conditions = merge_conditions(
+        status.get("conditions") or (),
+        [ConditionSpec(VALID_CONDITION, "True", REASON_VALID, "The spec is valid")],
+        generation=generation,
+        now=now,
+    )
+    return {**status, "conditions": conditions}
+
+
+def _settings_events(
+    children: ChildrenDecision | None, previous: Mapping[str, Any], generation: int
+) -> tuple[EventIntent, ...]:
+    # Once per generation: the same spec gives the same remark, which people read once.
+    if children is None or previous.get("observedGeneration") == generation:
+        return ()
+    return tuple(
+        EventIntent(type="Warning", reason=SETTINGS_IGNORED, message=note)
+        for note in children.notes
+    )
+
+
+def _child_spec_events(
+    status: Mapping[str, Any], previous: Mapping[str, Any]
+) -> tuple[EventIntent, ...]:
+    now_applied = _condition(status, CHILD_SPEC_APPLIED)
+    if now_applied is None or now_applied.get("status") != "False":
+        return ()
+    before = _condition(previous, CHILD_SPEC_APPLIED)
+    if before is not None and (before.get("status"), before.get("message")) == (
+        "False",
+        now_applied.get("message"),
+    ):
+        return ()
+    return (
+        EventIntent(
+            type="Warning",
+            reason=CHILD_SPEC_NOT_APPLIED,
+            message=str(now_applied.get("message") or ""),
+        ),
+    )
+
+
+def _condition(status: Mapping[str, Any], condition_type: str) -> Mapping[str, Any] | None:
+    return next(
+        (c for c in status.get("conditions") or () if c.get("type") == condition_type), None
+    )
+
+
+# ------------------------------------------------------------------ timers and preemption
+
+
+def _waiting_since(
+    workload: Workload, phase: WorkloadStatus, allocation: GpuAllocation
+) -> datetime | None:
+    """When this workload started waiting for GPUs (None unless it is PENDING with GPUs)."""
+    if phase is not WorkloadStatus.PENDING or allocation.gpus <= 0:
+        return None
+    return parse_time(workload.metadata.creation_timestamp)
+
+
+def _threshold(cluster: ClusterState) -> timedelta:
+    return parse_duration(kaiwo_config(cluster).spec.scheduling.pending_threshold_for_preemption)
+
+
+def _replan_at(
+    replan_after: timedelta | None,
+    waiting_since: datetime | None,
+    *,
+    cluster: ClusterState,
+    now: datetime,
+) -> datetime | None:
+    """The earliest of: the duration deadline, and the moment this workload's wait becomes
+    long enough to preempt others (it must be planned then to name them)."""
+    moments = []
+    if replan_after is not None:
+        moments.append(now + replan_after)
+    if waiting_since is not None:
+        # Preemption needs a wait strictly longer than the threshold.
+        preempting_from = waiting_since + _threshold(cluster) + _ONE_SECOND
+        if preempting_from > now:
+            moments.append(preempting_from)
+    return min(moments) if moments else None
+
+
+def _victims_for(
+    ref: ObjectRef, waiting_since: datetime | None, *, cluster: ClusterState, now: datetime
+) -> tuple[ObjectRef, ...]:
+    if waiting_since is None or now - waiting_since <= _threshold(cluster):
+        return ()
+    decision = preemption_decision(cluster, now=now)
+    key = ref.sort_key()
+    return tuple(p.victim for p in decision.preemptions if p.beneficiary.sort_key() == key)
