@@ -1,0 +1,360 @@
+"""Per-workload utilization, underutilization and the termination decision (pure)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoResourceMonitoringConfig
+from kaiwo_monitor.domain.pods import GpuVendor, MonitoredPod, WorkloadRef
+from kaiwo_monitor.domain.samples import GpuSample
+from kaiwo_monitor.domain.utilization import (
+    Assessment,
+    MonitoringPolicy,
+    UtilizationState,
+    assess,
+)
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+SEEN = datetime(2026, 3, 1, 11, 59, 50, tzinfo=UTC)
+UID_A = "00000000-0000-4000-8000-00000000000a"
+UID_B = "00000000-0000-4000-8000-00000000000b"
+TRAIN = WorkloadRef(kind="KaiwoJob", name="train", namespace="team-a", uid=UID_A)
+CHAT = WorkloadRef(kind="KaiwoService", name="chat", namespace="team-b", uid=UID_B)
+DEFAULT = MonitoringPolicy()
+TERMINATING = MonitoringPolicy(terminate_underutilized=True, terminate_after=timedelta(hours=24))
+
+
+def a_pod(
+    name: str,
+    workload: WorkloadRef = TRAIN,
+    *,
+    gpus: int = 1,
+    running: bool = True,
+    vendor: GpuVendor = "amd",
+) -> MonitoredPod:
+    return MonitoredPod(
+        namespace=workload.namespace,
+        name=name,
+        workload=workload,
+        requested_gpus=gpus,
+        vendor=vendor,
+        running=running,
+    )
+
+
+def reading(
+    pod: str, gpu: str, percent: float, *, namespace: str = "team-a", at: datetime = SEEN
+) -> GpuSample:
+    return GpuSample(namespace=namespace, pod=pod, gpu=gpu, percent=percent, at=at)
+
+
+def run(
+    pods: list[MonitoredPod],
+    samples: list[GpuSample],
+    *,
+    states: dict[str, UtilizationState] | None = None,
+    policy: MonitoringPolicy = DEFAULT,
+    now: datetime = NOW,
+) -> Assessment:
+    return assess(pods=pods, samples=samples, states=states or {}, policy=policy, now=now)
+
+
+# ------------------------------------------------------------------ utilization
+
+
+def test_a_pod_using_its_two_gpus_at_30_and_50_percent_uses_40_percent() -> None:
+    early = datetime(2026, 3, 1, 11, 59, 45, tzinfo=UTC)
+    result = run(
+        [a_pod("train-0", gpus=2)],
+        [reading("train-0", "0", 30.0, at=early), reading("train-0", "1", 50.0)],
+    )
+    (utilization,) = result.utilizations
+    assert utilization.workload == TRAIN
+    assert utilization.percent == pytest.approx(40.0)
+    assert utilization.ratio == pytest.approx(0.40)
+    assert (utilization.gpu_count, utilization.pod_count, utilization.vendor) == (2, 1, "amd")
+    assert (utilization.window_start, utilization.window_end) == (early, SEEN)
+    assert result.underutilized == ()
+    assert result.states == {}
+
+
+def test_gpus_requested_but_not_reported_count_as_unused_capacity() -> None:
+    result = run(
+        [a_pod("train-0", gpus=4)], [reading("train-0", "0", 80.0), reading("train-0", "1", 80.0)]
+    )
+    (utilization,) = result.utilizations
+    assert utilization.percent == pytest.approx(40.0)
+    assert utilization.gpu_count == 4
+
+
+def test_more_gpus_reported_than_requested_are_the_capacity() -> None:
+    result = run(
+        [a_pod("train-0", gpus=1)], [reading("train-0", "0", 60.0), reading("train-0", "1", 20.0)]
+    )
+    (utilization,) = result.utilizations
+    assert utilization.percent == pytest.approx(40.0)
+    assert utilization.gpu_count == 2
+
+
+def test_the_workload_averages_its_pods() -> None:
+    result = run(
+        [a_pod("train-0"), a_pod("train-1")],
+        [reading("train-0", "0", 10.0), reading("train-1", "3", 0.0)],
+    )
+    (utilization,) = result.utilizations
+    assert utilization.percent == pytest.approx(5.0)
+    assert (utilization.gpu_count, utilization.pod_count) == (2, 2)
+
+
+def test_a_pod_without_readings_is_left_out_of_the_average() -> None:
+    result = run([a_pod("train-0"), a_pod("train-1")], [reading("train-0", "0", 30.0)])
+    (utilization,) = result.utilizations
+    assert utilization.percent == pytest.approx(30.0)
+    assert (utilization.gpu_count, utilization.pod_count) == (2, 2)
+
+
+def test_two_series_of_one_gpu_are_averaged_and_readings_are_clamped() -> None:
+    result = run(
+        [a_pod("train-0", gpus=2)],
+        [
+            reading("train-0", "0", 20.0),
+            reading("train-0", "0", 40.0),
+            reading("train-0", "1", 150.0),
+        ],
+    )
+    (utilization,) = result.utilizations
+    assert utilization.percent == pytest.approx(65.0)  # (30 + 100) / 2
+
+
+def test_partitions_are_separate_gpus() -> None:
+    result = run(
+        [a_pod("train-0", gpus=2)],
+        [reading("train-0", "0/0", 10.0), reading("train-0", "0/1", 30.0)],
+    )
+    assert result.utilizations[0].percent == pytest.approx(20.0)
+
+
+def test_without_any_reading_the_utilization_is_unknown() -> None:
+    result = run([a_pod("train-0", gpus=2)], [reading("other", "0", 90.0)])
+    (utilization,) = result.utilizations
+    assert utilization.percent is None
+    assert utilization.ratio is None
+    assert (utilization.window_start, utilization.window_end) == (NOW, NOW)
+    assert utilization.gpu_count == 2
+
+
+def test_nvidia_pods_make_an_nvidia_workload() -> None:
+    result = run([a_pod("train-0", vendor="nvidia")], [reading("train-0", "0", 50.0)])
+    assert result.utilizations[0].vendor == "nvidia"
+
+
+def test_cpu_only_workloads_and_pending_pods_are_not_judged() -> None:
+    result = run(
+        [a_pod("train-0", gpus=0), a_pod("chat-0", CHAT, running=False)],
+        [reading("chat-0", "0", 0.0, namespace="team-b")],
+    )
+    assert result == Assessment()
+
+
+def test_readings_of_the_same_pod_name_in_another_namespace_do_not_count() -> None:
+    result = run([a_pod("train-0")], [reading("train-0", "0", 75.0, namespace="team-b")])
+    assert result.utilizations[0].percent is None
+
+
+def test_workloads_come_out_in_uid_order() -> None:
+    result = run(
+        [a_pod("chat-0", CHAT), a_pod("train-0")],
+        [reading("chat-0", "0", 50.0, namespace="team-b"), reading("train-0", "0", 50.0)],
+    )
+    assert [u.workload.uid for u in result.utilizations] == [UID_A, UID_B]
+
+
+# ------------------------------------------------------------------ namespaces
+
+
+def test_without_target_namespaces_everything_but_kube_system_is_monitored() -> None:
+    system = WorkloadRef(kind="KaiwoJob", name="sys", namespace="kube-system", uid="uid-sys")
+    result = run(
+        [a_pod("train-0"), a_pod("sys-0", system), a_pod("chat-0", CHAT)],
+        [
+            reading("train-0", "0", 50.0),
+            reading("sys-0", "0", 50.0, namespace="kube-system"),
+            reading("chat-0", "0", 50.0, namespace="team-b"),
+        ],
+    )
+    assert [u.workload.name for u in result.utilizations] == ["train", "chat"]
+
+
+def test_target_namespaces_limit_the_monitoring() -> None:
+    policy = MonitoringPolicy(target_namespaces=frozenset({"team-b"}))
+    result = run(
+        [a_pod("train-0"), a_pod("chat-0", CHAT)],
+        [reading("train-0", "0", 0.0), reading("chat-0", "0", 0.0, namespace="team-b")],
+        policy=policy,
+    )
+    assert [u.workload.name for u in result.utilizations] == ["chat"]
+    assert [f.utilization.workload.name for f in result.underutilized] == ["chat"]
+
+
+# ------------------------------------------------------------------ underutilization
+
+
+def test_falling_below_the_threshold_opens_a_stretch() -> None:
+    result = run([a_pod("train-0")], [reading("train-0", "0", 0.5)])
+    (finding,) = result.underutilized
+    assert finding.since == NOW
+    assert finding.threshold_ratio == pytest.approx(0.01)
+    assert finding.utilization.percent == pytest.approx(0.5)
+    assert result.states == {UID_A: UtilizationState(workload_uid=UID_A, below_since=NOW)}
+    assert result.terminations == ()
+
+
+def test_staying_below_keeps_the_start_and_reports_nothing_new() -> None:
+    since = NOW - timedelta(hours=1)
+    previous = {UID_A: UtilizationState(workload_uid=UID_A, below_since=since)}
+    result = run([a_pod("train-0")], [reading("train-0", "0", 0.0)], states=previous)
+    assert result.underutilized == ()
+    assert result.states == previous
+
+
+def test_a_reading_at_the_threshold_ends_the_stretch() -> None:
+    previous = {UID_A: UtilizationState(workload_uid=UID_A, below_since=NOW - timedelta(hours=2))}
+    result = run([a_pod("train-0")], [reading("train-0", "0", 1.0)], states=previous)
+    assert result.underutilized == ()
+    assert result.states == {}
+
+
+def test_a_threshold_of_zero_never_flags() -> None:
+    result = run(
+        [a_pod("train-0")],
+        [reading("train-0", "0", 0.0)],
+        policy=MonitoringPolicy(threshold_percent=0.0),
+    )
+    assert result.underutilized == ()
+
+
+def test_an_unknown_utilization_keeps_the_stretch_without_deciding() -> None:
+    since = NOW - timedelta(hours=30)
+    previous = {UID_A: UtilizationState(workload_uid=UID_A, below_since=since)}
+    result = run([a_pod("train-0")], [], states=previous, policy=TERMINATING)
+    assert result.terminations == ()
+    assert result.states == previous
+
+
+def test_pending_pods_keep_the_stretch_and_a_workload_without_pods_loses_it() -> None:
+    since = NOW - timedelta(hours=3)
+    previous = {
+        UID_A: UtilizationState(workload_uid=UID_A, below_since=since),
+        UID_B: UtilizationState(workload_uid=UID_B, below_since=since),
+    }
+    result = run([a_pod("train-0", running=False)], [], states=previous)
+    assert result.states == {UID_A: previous[UID_A]}
+
+
+# ------------------------------------------------------------------ termination
+
+
+def test_underutilized_for_the_whole_period_is_terminated_once() -> None:
+    since = NOW - timedelta(hours=24)
+    previous = {UID_A: UtilizationState(workload_uid=UID_A, below_since=since)}
+    result = run(
+        [a_pod("train-0")], [reading("train-0", "0", 0.2)], states=previous, policy=TERMINATING
+    )
+    (decision,) = result.terminations
+    assert decision.utilization.workload == TRAIN
+    assert decision.since == since
+    assert decision.idle_for == timedelta(hours=24)
+    assert decision.threshold_ratio == pytest.approx(0.01)
+    assert result.states == {
+        UID_A: UtilizationState(workload_uid=UID_A, below_since=since, termination_decided=True)
+    }
+
+    later = run(
+        [a_pod("train-0")],
+        [reading("train-0", "0", 0.2)],
+        states=dict(result.states),
+        policy=TERMINATING,
+        now=NOW + timedelta(minutes=1),
+    )
+    assert later.terminations == ()
+    assert later.states == result.states
+
+
+def test_one_second_short_of_the_period_is_not_terminated() -> None:
+    since = NOW - timedelta(hours=23, minutes=59, seconds=59)
+    previous = {UID_A: UtilizationState(workload_uid=UID_A, below_since=since)}
+    result = run(
+        [a_pod("train-0")], [reading("train-0", "0", 0.0)], states=previous, policy=TERMINATING
+    )
+    assert result.terminations == ()
+
+
+def test_without_terminate_underutilized_nothing_is_terminated() -> None:
+    previous = {UID_A: UtilizationState(workload_uid=UID_A, below_since=NOW - timedelta(days=3))}
+    result = run([a_pod("train-0")], [reading("train-0", "0", 0.0)], states=previous)
+    assert result.terminations == ()
+
+
+def test_a_zero_period_terminates_on_the_first_low_reading() -> None:
+    policy = MonitoringPolicy(terminate_underutilized=True, terminate_after=timedelta(0))
+    result = run([a_pod("train-0")], [reading("train-0", "0", 0.0)], policy=policy)
+    assert len(result.underutilized) == 1
+    (decision,) = result.terminations
+    assert (decision.since, decision.idle_for) == (NOW, timedelta(0))
+
+
+def test_recovering_then_falling_again_starts_a_new_stretch() -> None:
+    decided = {
+        UID_A: UtilizationState(
+            workload_uid=UID_A, below_since=NOW - timedelta(days=2), termination_decided=True
+        )
+    }
+    recovered = run(
+        [a_pod("train-0")], [reading("train-0", "0", 50.0)], states=decided, policy=TERMINATING
+    )
+    assert recovered.states == {}
+    again = run(
+        [a_pod("train-0")],
+        [reading("train-0", "0", 0.0)],
+        states=dict(recovered.states),
+        policy=TERMINATING,
+        now=NOW + timedelta(minutes=1),
+    )
+    assert again.underutilized[0].since == NOW + timedelta(minutes=1)
+    assert again.terminations == ()
+
+
+# ------------------------------------------------------------------ the policy
+
+
+def test_the_policy_from_the_default_kaiwoconfig_section() -> None:
+    assert MonitoringPolicy.from_config(KaiwoResourceMonitoringConfig()) == MonitoringPolicy(
+        threshold_percent=1.0,
+        target_namespaces=frozenset(),
+        terminate_underutilized=False,
+        terminate_after=timedelta(hours=24),
+    )
+
+
+def test_the_policy_from_a_written_kaiwoconfig_section() -> None:
+    section = KaiwoResourceMonitoringConfig.model_validate(
+        {
+            "lowUtilizationThreshold": 12.5,
+            "targetNamespaces": ["team-a", "team-b"],
+            "terminateUnderutilized": True,
+            "terminateUnderutilizedAfter": "1h30m",
+        }
+    )
+    policy = MonitoringPolicy.from_config(section)
+    assert policy == MonitoringPolicy(
+        threshold_percent=12.5,
+        target_namespaces=frozenset({"team-a", "team-b"}),
+        terminate_underutilized=True,
+        terminate_after=timedelta(minutes=90),
+    )
+    assert policy.threshold_ratio == pytest.approx(0.125)
+
+
+def test_a_threshold_above_100_percent_is_a_ratio_of_one() -> None:
+    assert MonitoringPolicy(threshold_percent=150.0).threshold_ratio == 1.0
