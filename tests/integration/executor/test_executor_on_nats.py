@@ -1,0 +1,133 @@
+"""The executor on a real nats-server: a plan from JetStream becomes objects and a result.
+
+Also checks that the memo lives in the JetStream key-value bucket: a second executor (new
+connection, same bucket) given the same plan under a new id writes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from kaiwo_contracts.events.envelope import Envelope
+from kaiwo_contracts.events.plans import PlanDecidedV1
+from kaiwo_contracts.events.results import ApplyResultV1
+from kaiwo_contracts.events.streams import bus_topology
+from kaiwo_contracts.events.subjects import plan_subject
+from kaiwo_contracts.plans import ObjectRef, Plan, PruneRule
+from kaiwo_executor.service import BUCKET, ExecutorService
+from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_kubefake import FakeKubeServer
+from kaiwo_runtime.kv import NatsKeyValue
+from kaiwo_runtime.nats_bus import NatsBus
+from kaiwo_runtime.nats_server import NatsServer
+
+pytestmark = pytest.mark.nats
+
+NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+OWNER_UID = "2f9a3c1e-5b6d-4e7f-8a9b-0c1d2e3f4a5b"
+LABEL = "kaiwo.silogen.ai/owner-uid"
+
+
+def _plan() -> Plan:
+    owner = ObjectRef(
+        api_version="kaiwo.silogen.ai/v1alpha1",
+        kind="KaiwoJob",
+        name="train",
+        namespace="default",
+        uid=OWNER_UID,
+    )
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "train-entrypoint",
+            "namespace": "default",
+            "labels": {LABEL: OWNER_UID},
+        },
+        "data": {"entrypoint.sh": "python train.py"},
+    }
+    return Plan(
+        owner=owner,
+        desired=(config_map,),
+        prune=(PruneRule(api_version="v1", kind="ConfigMap"),),
+        prune_selector={LABEL: OWNER_UID},
+    )
+
+
+async def _wait_for_results(bus: NatsBus, count: int) -> list[Envelope[ApplyResultV1]]:
+    js = bus.client.jetstream()
+    for _ in range(200):
+        info = await js.stream_info("KAIWO_RES")
+        if info.state.messages >= count:
+            break
+        await asyncio.sleep(0.05)
+    results = []
+    for sequence in range(1, count + 1):
+        stored = await bus.read_stored("KAIWO_RES", sequence)
+        assert stored is not None
+        results.append(Envelope[ApplyResultV1].from_nats(stored.headers, stored.body))
+    return results
+
+
+async def test_a_plan_published_on_jetstream_is_applied_and_answered(tmp_path: Path) -> None:
+    topology = bus_topology()
+    async with contextlib.AsyncExitStack() as stack:
+        server = await stack.enter_async_context(NatsServer())
+        fake = await stack.enter_async_context(FakeKubeServer(kubeconfig_path=tmp_path / "kc"))
+        kube = await KubernetesAsyncioAdapter.from_kubeconfig(fake.kubeconfig_path)
+        stack.push_async_callback(kube.close)
+        bus = await NatsBus.connect(server.url, topology=topology, name="executor-test")
+        stack.push_async_callback(bus.close)
+        await bus.ensure_streams()
+        kv = await NatsKeyValue.open(bus.client, BUCKET)
+        service = ExecutorService(bus, kube, kv, lambda: NOW, poll_timeout=0.2)
+
+        plan = PlanDecidedV1.of(_plan(), planned_at=NOW)
+        envelope = Envelope.new(
+            data=plan,
+            source="/kaiwo/planner",
+            time=NOW,
+            correlationid=OWNER_UID,
+            causationid=f"{OWNER_UID}:7",
+        )
+        subject = plan_subject(kind="KaiwoJob", namespace="default", uid=OWNER_UID)
+        await bus.publish(envelope, subject)
+
+        stop = asyncio.Event()
+        running = asyncio.create_task(service.run(stop))
+        [result] = await _wait_for_results(bus, 1)
+        stop.set()
+        await asyncio.wait_for(running, 10)
+
+        assert result.causationid == envelope.id
+        assert result.correlationid == OWNER_UID
+        assert result.data.outcome == "applied"
+        assert [(a.target.display(), a.outcome) for a in result.data.actions] == [
+            ("ConfigMap/default/train-entrypoint", "applied")
+        ]
+        stored = fake.store.find(
+            fake.store.kinds.by_kind(api_version="v1", kind="ConfigMap"),
+            namespace="default",
+            name="train-entrypoint",
+        )
+        assert stored is not None
+        assert stored["data"] == {"entrypoint.sh": "python train.py"}
+
+        # A second executor on a new connection: the bucket says the plan is done.
+        other_bus = await NatsBus.connect(server.url, topology=topology, name="executor-two")
+        stack.push_async_callback(other_bus.close)
+        other_kv = await NatsKeyValue.open(other_bus.client, BUCKET)
+        other = ExecutorService(other_bus, kube, other_kv, lambda: NOW)
+        writes = sum(fake.store.write_requests.values())
+        await bus.publish(envelope.model_copy(update={"id": "replayed-plan"}), subject)
+        await other.step(wait_seconds=2.0)
+        [_, second] = await _wait_for_results(bus, 2)
+        assert second.causationid == "replayed-plan"
+        assert [(a.target.display(), a.outcome) for a in second.data.actions] == [
+            ("ConfigMap/default/train-entrypoint", "unchanged")
+        ]
+        assert sum(fake.store.write_requests.values()) == writes

@@ -1,0 +1,77 @@
+"""Node intents become merge patches that add or update taints, never drop the node's own."""
+
+from __future__ import annotations
+
+from kaiwo_executor.node_merge import merged_taints, node_patch
+
+GPU = {"key": "kaiwo.silogen.ai/gpu", "value": "true", "effect": "NoSchedule"}
+UNREACHABLE = {
+    "key": "node.kubernetes.io/unreachable",
+    "effect": "NoExecute",
+    "timeAdded": "2025-03-01T11:59:00Z",
+}
+
+
+def test_wanted_taints_are_appended_after_the_nodes_own() -> None:
+    assert merged_taints([UNREACHABLE], [GPU]) == [UNREACHABLE, GPU]
+
+
+def test_a_wanted_taint_replaces_the_one_with_the_same_key_and_effect() -> None:
+    old = {"key": "kaiwo.silogen.ai/gpu", "value": "false", "effect": "NoSchedule"}
+    other_effect = {"key": "kaiwo.silogen.ai/gpu", "value": "false", "effect": "NoExecute"}
+
+    assert merged_taints([old, other_effect], [GPU]) == [GPU, other_effect]
+
+
+def test_an_equal_taint_keeps_the_nodes_copy_with_its_time() -> None:
+    wanted = {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}
+
+    assert merged_taints([UNREACHABLE], [wanted]) == [UNREACHABLE]
+
+
+def test_the_patch_carries_labels_merged_taints_and_the_resource_version() -> None:
+    live = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "gpu-1", "resourceVersion": "42", "labels": {"a": "1"}},
+        "spec": {"taints": [UNREACHABLE]},
+    }
+    intent = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "gpu-1", "labels": {"kaiwo/worker": "true"}},
+        "spec": {"taints": [GPU]},
+    }
+
+    assert node_patch(intent, live) == {
+        "metadata": {"labels": {"kaiwo/worker": "true"}, "resourceVersion": "42"},
+        "spec": {"taints": [UNREACHABLE, GPU]},
+    }
+
+
+def test_no_patch_when_the_node_already_carries_the_intent() -> None:
+    live = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "gpu-1", "resourceVersion": "42", "labels": {"kaiwo/worker": "true"}},
+        "spec": {"taints": [UNREACHABLE, GPU]},
+    }
+    intent = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "gpu-1", "labels": {"kaiwo/worker": "true"}},
+        "spec": {"taints": [GPU]},
+    }
+
+    assert node_patch(intent, live) is None
+
+
+def test_a_labels_only_intent_leaves_the_taints_alone() -> None:
+    live = {"metadata": {"name": "cpu-1", "labels": {}}, "spec": {"taints": [UNREACHABLE]}}
+    intent = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "cpu-1", "labels": {"x": "y"}},
+    }
+
+    assert node_patch(intent, live) == {"metadata": {"labels": {"x": "y"}}}
