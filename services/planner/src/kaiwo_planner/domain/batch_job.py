@@ -7,11 +7,11 @@ defaults to 0. The Job is created suspended; Kueue unsuspends it on admission.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from kaiwo_planner.domain.entrypoint import shell_command
 from kaiwo_planner.domain.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.json_trees import copy_tree
 from kaiwo_planner.domain.labels import inherited_labels, queue_labels
 from kaiwo_planner.domain.ownership import child_metadata
 from kaiwo_planner.domain.pod_template import (
@@ -36,9 +36,10 @@ def with_entrypoint(template: dict[str, Any], entrypoint: str) -> dict[str, Any]
     """``template`` whose first container runs ``entrypoint`` (its ``args`` stay as given)."""
     if not entrypoint or not template.get("spec", {}).get("containers"):
         return template
-    result = copy.deepcopy(template)
-    result["spec"]["containers"][0]["command"] = shell_command(entrypoint)
-    return result
+    # Copy only the path to the first container; the rest is shared with ``template``.
+    containers = list(template["spec"]["containers"])
+    containers[0] = {**containers[0], "command": shell_command(entrypoint)}
+    return {**template, "spec": {**template["spec"], "containers": containers}}
 
 
 def complete_workload_template(
@@ -95,7 +96,7 @@ def build_batch_job(
             ),
         }
     else:
-        spec = copy.deepcopy(dict(inputs.job.get("spec") or {}))
+        spec = copy_tree(dict(inputs.job.get("spec") or {}))
         spec.setdefault("ttlSecondsAfterFinished", DEFAULT_TTL_SECONDS_AFTER_FINISHED)
         spec.setdefault("backoffLimit", 0)
     template = with_entrypoint(spec.get("template") or {}, inputs.entrypoint)

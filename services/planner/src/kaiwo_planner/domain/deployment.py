@@ -6,11 +6,11 @@ Deployment). Pods are selected by ``app: <name>``.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from kaiwo_planner.domain.batch_job import complete_workload_template, with_entrypoint
 from kaiwo_planner.domain.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.json_trees import copy_tree
 from kaiwo_planner.domain.labels import (
     LABEL_APP,
     LABEL_RUN_ID,
@@ -59,7 +59,7 @@ def build_deployment(
             ),
         }
     else:
-        spec = copy.deepcopy(dict(inputs.deployment.get("spec") or {}))
+        spec = copy_tree(dict(inputs.deployment.get("spec") or {}))
     selector = spec.setdefault("selector", {})
     selector["matchLabels"] = {
         **(selector.get("matchLabels") or {}),

@@ -11,11 +11,11 @@ unchanged, and sorted-key JSON is byte-identical from run to run.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from kaiwo_planner.domain.json_trees import copy_tree
 from kaiwo_planner.domain.labels import (
     DOWNLOADER_TYPE,
     LABEL_TYPE,
@@ -65,7 +65,7 @@ def _secret_refs(downloads: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
 
 def _with_secret_files(downloads: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of the download items where every secret reference names its mounted file."""
-    result = copy.deepcopy(dict(downloads))
+    result = copy_tree(dict(downloads))
     for ref in _secret_refs(result):
         if not ref.get("file"):
             ref["file"] = f"{SECRETS_ROOT}/{ref['secretName']}/{ref['secretKey']}"

@@ -9,10 +9,11 @@ workload's status can say what was not applied and why.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from kaiwo_planner.domain.json_trees import copy_tree
 
 IMMUTABLE_JOB_SPEC_FIELDS = (
     "template",
@@ -88,8 +89,10 @@ def differing_paths(desired: Any, observed: Any, path: str) -> list[str]:
 
 def job_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> JobUpdate:
     """The part of ``desired`` that can be applied to the ``observed`` Job, and what cannot."""
-    manifest = copy.deepcopy(dict(desired))
-    spec = manifest.setdefault("spec", {})
+    # Only the top level and spec change: the rest is shared with ``desired``, which nothing
+    # mutates afterwards (copying the whole Job was the largest cost of planning one).
+    manifest = dict(desired)
+    spec = manifest["spec"] = dict(manifest.get("spec") or {})
     observed_spec = observed.get("spec") or {}
     not_applied: list[str] = []
     for field_name in IMMUTABLE_JOB_SPEC_FIELDS:
@@ -98,7 +101,7 @@ def job_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> JobUp
                 spec[field_name], observed_spec.get(field_name), f"spec.{field_name}"
             )
         if field_name in observed_spec:
-            spec[field_name] = copy.deepcopy(observed_spec[field_name])
+            spec[field_name] = copy_tree(observed_spec[field_name])
         else:
             spec.pop(field_name, None)
     for field_name in KUEUE_OWNED_SPEC_FIELDS:

@@ -13,13 +13,13 @@ See docs/aimnamespaceconfig.md for the user-facing description.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kaiwo_contracts.crds.config_v1alpha1 import AIMNamespaceConfig, SecretValueReference
 
+from kaiwo_planner.domain.json_trees import copy_tree
 from kaiwo_planner.domain.labels import WorkloadIdentity, inherited_labels
 from kaiwo_planner.domain.ownership import child_metadata
 
@@ -132,7 +132,7 @@ def with_default_credentials(
     downloads: Mapping[str, Any], settings: NamespaceSettings
 ) -> dict[str, Any]:
     """A copy of the download items where items without credentials take the namespace's."""
-    result = copy.deepcopy(dict(downloads))
+    result = copy_tree(dict(downloads))
     for item in result.get("s3") or []:
         if _names_secret(item.get("accessKeyId")) or _names_secret(item.get("secretKey")):
             continue

@@ -6,11 +6,11 @@ template. The input template is never modified: every function returns a new dic
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kaiwo_planner.domain.json_trees import copy_tree
 from kaiwo_planner.domain.labels import WorkloadIdentity, inherited_labels
 from kaiwo_planner.domain.resources import Resources, fill_resources
 
@@ -180,7 +180,7 @@ def complete_pod_template(
     multiply the pod's GPU request. Every main container gets the CPU/memory defaults and the
     ``NUM_*`` variables; init containers get ``spec.resources``, env and mounts.
     """
-    result = copy.deepcopy(dict(template))
+    result = copy_tree(dict(template))
     result["metadata"] = {
         **(result.get("metadata") or {}),
         "labels": _labels(template, additions),

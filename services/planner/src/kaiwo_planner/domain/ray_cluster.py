@@ -7,12 +7,12 @@ request and limit, and the same ``NUM_*`` variables as the workers.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
 from kaiwo_planner.domain.batch_job import complete_workload_template
 from kaiwo_planner.domain.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.json_trees import copy_tree
 from kaiwo_planner.domain.pod_template import PodAdditions, default_pod_template
 from kaiwo_planner.domain.workload_inputs import ChildDefaults, WorkloadInputs
 
@@ -64,7 +64,7 @@ def complete_ray_cluster_spec(
     generated: bool,
 ) -> dict[str, Any]:
     """``cluster`` with every head and worker template completed and worker groups sized."""
-    result = copy.deepcopy(dict(cluster))
+    result = copy_tree(dict(cluster))
     workers = []
     for group in result.get("workerGroupSpecs") or []:
         group["template"] = complete_workload_template(

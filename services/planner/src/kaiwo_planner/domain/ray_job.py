@@ -7,11 +7,11 @@ label map between both, so head pods also carried the queue label by accident). 
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from kaiwo_planner.domain.entrypoint import ray_entrypoint
 from kaiwo_planner.domain.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.json_trees import copy_tree
 from kaiwo_planner.domain.labels import inherited_labels, queue_labels
 from kaiwo_planner.domain.ownership import child_metadata
 from kaiwo_planner.domain.pod_template import PodAdditions
@@ -38,7 +38,7 @@ def build_ray_job(
             ),
         }
     else:
-        spec = copy.deepcopy(dict(inputs.ray_job.get("spec") or {}))
+        spec = copy_tree(dict(inputs.ray_job.get("spec") or {}))
     if inputs.entrypoint:
         spec["entrypoint"] = ray_entrypoint(inputs.entrypoint)
     if "rayClusterSpec" in spec:

@@ -7,10 +7,10 @@ first), so Kueue reserves quota for all of them. The pod-set list is ``podSets``
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from kaiwo_planner.domain.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.json_trees import copy_tree
 from kaiwo_planner.domain.labels import inherited_labels, queue_labels
 from kaiwo_planner.domain.ownership import child_metadata
 from kaiwo_planner.domain.pod_template import PodAdditions
@@ -43,7 +43,7 @@ def build_ray_service(
             )
         }
     else:
-        spec = copy.deepcopy(dict(inputs.ray_service.get("spec") or {}))
+        spec = copy_tree(dict(inputs.ray_service.get("spec") or {}))
     if inputs.serve_config_v2:
         spec["serveConfigV2"] = inputs.serve_config_v2
     if "rayClusterConfig" in spec:
@@ -89,7 +89,7 @@ def build_app_wrapper(inputs: WorkloadInputs, ray_service: dict[str, Any]) -> di
         **inherited_labels({}, inputs.identity),
         **queue_labels(inputs.queue_name, inputs.priority_class),
     }
-    component = {"podSets": _pod_sets(ray_service), "template": copy.deepcopy(ray_service)}
+    component = {"podSets": _pod_sets(ray_service), "template": copy_tree(ray_service)}
     return {
         "apiVersion": APPWRAPPER_API_VERSION,
         "kind": "AppWrapper",
