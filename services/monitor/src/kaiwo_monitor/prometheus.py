@@ -1,0 +1,175 @@
+"""Reads GPU utilization from a Prometheus server through its HTTP API.
+
+``GET <endpoint>/api/v1/query?query=gpu_gfx_activity`` returns an instant vector: one sample
+per GPU series the server holds, labelled by the AMD device-metrics exporter with the pod
+using the GPU. Label names differ between set-ups, so each is looked up under several names:
+
+* namespace: ``exported_namespace``, ``namespace``, ``kubernetes_namespace``,
+  ``k8s_namespace_name``, ``k8s.namespace.name``;
+* pod: ``exported_pod``, ``pod``, ``pod_name``, ``kubernetes_pod_name``, ``k8s_pod_name``,
+  ``k8s.pod.name``;
+* GPU: ``gpu_id`` or ``gpu``, with ``/<gpu_partition_id>`` appended when present.
+
+``exported_*`` come first: when Prometheus scrapes the exporter with its own target labels
+(``namespace``/``pod`` of the exporter pod), it renames the exporter's labels to
+``exported_namespace``/``exported_pod``, and those are the workload's. Series without a
+namespace and pod (GPUs no pod uses) and non-finite values are dropped.
+
+The query is configurable (``KAIWO_MONITOR_QUERY``), e.g.
+``avg_over_time(gpu_gfx_activity[1m])`` to smooth over a window; any query whose result is a
+vector with these labels works.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from kaiwo_monitor.domain.samples import GpuSample
+
+DEFAULT_QUERY = "gpu_gfx_activity"
+QUERY_PATH = "/api/v1/query"
+NAMESPACE_LABELS = (
+    "exported_namespace",
+    "namespace",
+    "kubernetes_namespace",
+    "k8s_namespace_name",
+    "k8s.namespace.name",
+)
+POD_LABELS = (
+    "exported_pod",
+    "pod",
+    "pod_name",
+    "kubernetes_pod_name",
+    "k8s_pod_name",
+    "k8s.pod.name",
+)
+GPU_LABELS = ("gpu_id", "gpu")
+PARTITION_LABEL = "gpu_partition_id"
+_MAX_ERROR_TEXT = 300
+
+
+class ScrapeError(RuntimeError):
+    """The metrics endpoint did not give a usable answer (unreachable, error, bad JSON)."""
+
+
+class Scraper(Protocol):
+    """Where the monitor gets GPU samples from."""
+
+    async def scrape(self) -> tuple[GpuSample, ...]:
+        """Every current sample; :class:`ScrapeError` when the endpoint fails."""
+        ...
+
+
+def query_url(endpoint: str) -> str:
+    """The instant-query URL of a Prometheus base URL (a full query URL is kept)."""
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"the metrics endpoint {endpoint!r} is not an http(s) URL")
+    base = endpoint.rstrip("/")
+    return base if base.endswith(QUERY_PATH) else f"{base}{QUERY_PATH}"
+
+
+class PrometheusScraper:
+    """:class:`Scraper` over the Prometheus HTTP API (one aiohttp session, reused)."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        query: str = DEFAULT_QUERY,
+        timeout: float = 5.0,
+    ) -> None:
+        self.url = query_url(endpoint)
+        self.query = query
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
+
+    async def scrape(self) -> tuple[GpuSample, ...]:
+        document = await self._get({"query": self.query})
+        return samples_from_response(document)
+
+    async def close(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    async def _get(self, params: Mapping[str, str]) -> Any:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        try:
+            async with self._session.get(self.url, params=params) as response:
+                text = await response.text()
+                if response.status >= 300 and not _is_prometheus_error(text):
+                    raise ScrapeError(f"{self.url} answered HTTP {response.status}: {_short(text)}")
+                return _json(text, self.url)
+        except (aiohttp.ClientError, TimeoutError) as error:
+            reason = str(error) or type(error).__name__
+            raise ScrapeError(f"{self.url} is unreachable: {reason}") from error
+
+
+def samples_from_response(document: Any) -> tuple[GpuSample, ...]:
+    """The samples of an instant-query answer; :class:`ScrapeError` for an error or non-vector."""
+    if not isinstance(document, Mapping):
+        raise ScrapeError("the answer is not a JSON object")
+    if document.get("status") != "success":
+        kind = document.get("errorType", "error")
+        raise ScrapeError(f"Prometheus answered {kind}: {_short(str(document.get('error', '')))}")
+    data = document.get("data") or {}
+    if data.get("resultType") != "vector":
+        raise ScrapeError(f"expected a vector result, got {data.get('resultType')!r}")
+    results = data.get("result") or []
+    samples = (_sample(entry) for entry in results if isinstance(entry, Mapping))
+    return tuple(sample for sample in samples if sample is not None)
+
+
+def _sample(entry: Mapping[str, Any]) -> GpuSample | None:
+    labels: Mapping[str, str] = entry.get("metric") or {}
+    namespace = _first_label(labels, NAMESPACE_LABELS)
+    pod = _first_label(labels, POD_LABELS)
+    point = entry.get("value")
+    if not namespace or not pod or not isinstance(point, Sequence) or len(point) != 2:
+        return None
+    try:
+        at = datetime.fromtimestamp(float(point[0]), UTC)
+        percent = float(point[1])
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if not math.isfinite(percent):
+        return None
+    gpu = _first_label(labels, GPU_LABELS) or "?"
+    partition = labels.get(PARTITION_LABEL)
+    return GpuSample(
+        namespace=namespace,
+        pod=pod,
+        gpu=f"{gpu}/{partition}" if partition else gpu,
+        percent=percent,
+        at=at,
+    )
+
+
+def _first_label(labels: Mapping[str, str], names: Sequence[str]) -> str:
+    return next((labels[name] for name in names if labels.get(name)), "")
+
+
+def _is_prometheus_error(text: str) -> bool:
+    """Prometheus answers query errors with a 4xx/5xx *and* a JSON body naming the error."""
+    return text.lstrip().startswith("{") and '"status"' in text
+
+
+def _json(text: str, url: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        raise ScrapeError(f"{url} did not answer JSON: {_short(text)}") from error
+
+
+def _short(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _MAX_ERROR_TEXT else f"{flat[:_MAX_ERROR_TEXT]}..."
