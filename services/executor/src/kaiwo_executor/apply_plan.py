@@ -379,10 +379,8 @@ class PlanExecutor:
             return False
         outcome, attempts = result
         run.memo.remember_event(fingerprint=run.fingerprint, name=name)
-        self._record(
-            run, "event", target, "unchanged" if outcome == "unchanged" else "applied",
-            attempts=attempts,
-        )  # fmt: skip
+        recorded: ActionOutcomeKind = "unchanged" if outcome == "unchanged" else "applied"
+        self._record(run, "event", target, recorded, attempts=attempts)
         return True
 
     async def _prune(self, run: _Run) -> None:
@@ -407,6 +405,7 @@ class PlanExecutor:
         """Delete the undesired children of one kind; False when something failed."""
         owner = run.plan.owner
         namespace = owner.namespace if rule.namespaced else None
+        # A failed list is reported against the kind as a whole ("Job/team-a/*").
         kind_ref = ObjectRef(
             api_version=rule.api_version, kind=rule.kind, name="*", namespace=namespace
         )
