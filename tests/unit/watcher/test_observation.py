@@ -1,0 +1,150 @@
+"""From objects to observed events: ids, subjects, correlation (pure)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from kaiwo_kube import resources
+from kaiwo_watcher.observation import (
+    KnownObject,
+    correlation_id,
+    infer_deletion,
+    known_from,
+    observe,
+)
+from kaiwo_watcher.watch_list import WatchTarget
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+WORKLOAD_UID = "6f1c2d3e-0000-4000-8000-000000000001"
+JOB_UID = "6f1c2d3e-0000-4000-8000-000000000002"
+CHILD = WatchTarget(resource=resources.JOB, label_selector="app.kubernetes.io/managed-by=kaiwo")
+KAIWO_JOBS = WatchTarget(resource=resources.KAIWO_JOB, workload=True)
+NODES = WatchTarget(resource=resources.NODE)
+
+
+def controller(uid: str) -> list[dict[str, object]]:
+    return [
+        {"apiVersion": "v1", "kind": "X", "name": "x", "uid": "not-controller"},
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": uid, "controller": True},
+    ]
+
+
+def test_a_workload_correlates_with_itself_whatever_its_labels():
+    obj = {
+        "metadata": {
+            "uid": WORKLOAD_UID,
+            "labels": {"kaiwo.silogen.ai/owner-uid": "someone-else"},
+            "ownerReferences": controller("other"),
+        }
+    }
+    assert correlation_id(obj, workload=True) == WORKLOAD_UID
+
+
+@pytest.mark.parametrize(
+    ("metadata", "expected"),
+    [
+        ({"uid": "c", "labels": {"kaiwo.silogen.ai/owner-uid": "w"}}, "w"),
+        ({"uid": "p", "labels": {"kaiwo.silogen.ai/run-id": "w"}}, "w"),
+        (
+            {
+                "uid": "c",
+                "labels": {"kaiwo.silogen.ai/owner-uid": "w", "kaiwo.silogen.ai/run-id": "r"},
+            },
+            "w",
+        ),
+        ({"uid": "wl", "ownerReferences": controller("job-1")}, "job-1"),
+        ({"uid": "wl", "ownerReferences": controller("known-job")}, "the-workload"),
+        ({"uid": "n"}, "n"),
+        ({"uid": "n", "ownerReferences": [{"uid": "x", "controller": False}]}, "n"),
+    ],
+)
+def test_correlation_of_other_objects(metadata, expected):
+    owners = {"known-job": "the-workload"}
+    assert correlation_id({"metadata": metadata}, workload=False, owners=owners) == expected
+
+
+def test_observe_builds_the_envelope_and_subject():
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "train",
+            "namespace": "team-a",
+            "uid": JOB_UID,
+            "resourceVersion": "417",
+            "labels": {"kaiwo.silogen.ai/owner-uid": WORKLOAD_UID},
+        },
+        "spec": {"parallelism": 2},
+    }
+    observation = observe(job, target=CHILD, event_type="MODIFIED", time=NOW)
+    envelope = observation.envelope
+    assert observation.subject == f"kaiwo.obs.job.team-a.{JOB_UID}"
+    assert envelope.id == f"{JOB_UID}:417"
+    assert envelope.source == "/kaiwo/watcher"
+    assert envelope.subject == "team-a/train"
+    assert envelope.correlationid == WORKLOAD_UID
+    assert envelope.time == NOW
+    assert envelope.causationid is None
+    assert envelope.data.event_type == "MODIFIED"
+    assert envelope.data.resource_version == "417"
+    assert envelope.data.object == job
+    headers, _ = envelope.to_nats()
+    assert headers["Nats-Msg-Id"] == f"{JOB_UID}:417"
+
+
+def test_list_items_without_type_meta_get_it_from_the_target():
+    node = {"metadata": {"name": "gpu-1.example.com", "uid": "n-1", "resourceVersion": "9"}}
+    observation = observe(node, target=NODES, event_type="SYNC", time=NOW)
+    assert observation.envelope.data.object["apiVersion"] == "v1"
+    assert observation.envelope.data.object["kind"] == "Node"
+    assert observation.envelope.data.namespace is None
+    assert observation.envelope.subject == "gpu-1.example.com"
+    assert observation.subject == "kaiwo.obs.node._cluster.n-1"
+
+
+def test_an_object_without_uid_or_version_is_refused():
+    with pytest.raises(ValueError, match="uid"):
+        observe(
+            {"metadata": {"name": "x", "resourceVersion": "1"}},
+            target=NODES,
+            event_type="ADDED",
+            time=NOW,
+        )
+    with pytest.raises(ValueError, match="resource_version"):
+        observe({"metadata": {"name": "x", "uid": "u"}}, target=NODES, event_type="ADDED", time=NOW)
+
+
+def test_an_inferred_deletion_has_a_replica_independent_id_and_the_list_version():
+    known = KnownObject(namespace="team-a", name="train", correlation=WORKLOAD_UID)
+    observation = infer_deletion(
+        known, uid=WORKLOAD_UID, target=KAIWO_JOBS, list_resource_version="900", time=NOW
+    )
+    envelope = observation.envelope
+    assert envelope.id == f"{WORKLOAD_UID}:deleted"
+    assert envelope.data.event_type == "DELETED"
+    assert envelope.data.resource_version == "900"
+    assert envelope.data.object == {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoJob",
+        "metadata": {"name": "train", "namespace": "team-a", "uid": WORKLOAD_UID},
+    }
+    assert envelope.correlationid == WORKLOAD_UID
+    assert observation.subject == f"kaiwo.obs.kaiwojob.team-a.{WORKLOAD_UID}"
+
+
+def test_known_from_keeps_what_an_inferred_deletion_needs():
+    pod = {
+        "metadata": {
+            "name": "train-0",
+            "namespace": "team-a",
+            "uid": "p-1",
+            "resourceVersion": "5",
+            "labels": {"kaiwo.silogen.ai/run-id": WORKLOAD_UID},
+        }
+    }
+    target = WatchTarget(resource=resources.POD)
+    observation = observe(pod, target=target, event_type="ADDED", time=NOW)
+    assert known_from(observation) == KnownObject(
+        namespace="team-a", name="train-0", correlation=WORKLOAD_UID
+    )

@@ -1,0 +1,84 @@
+"""Which kinds the watcher follows, with which selectors."""
+
+from __future__ import annotations
+
+from kaiwo_kube import resources
+from kaiwo_planner.domain import labels as planner_labels
+from kaiwo_watcher import watch_list
+from kaiwo_watcher.service import watch_streams
+from kaiwo_watcher.watch_list import DEFAULT_WATCH_LIST, WatchTarget
+
+MANAGED = "app.kubernetes.io/managed-by=kaiwo"
+
+
+def selectors() -> dict[str, str | None]:
+    return {str(t.resource): t.label_selector for t in DEFAULT_WATCH_LIST}
+
+
+def test_every_served_kind_is_watched_whole_and_correlates_with_itself():
+    served = [t for t in DEFAULT_WATCH_LIST if t.workload]
+    assert [t.kind for t in served] == [
+        "KaiwoJob",
+        "KaiwoService",
+        "KaiwoQueueConfig",
+        "KaiwoConfig",
+        "AIMNamespaceConfig",
+        "Model",
+    ]
+    assert all(t.label_selector is None for t in served)
+    assert served[0].resource == resources.KAIWO_JOB
+    assert served[5].resource == resources.KUBEAI_MODEL
+
+
+def test_children_and_managed_kueue_objects_are_filtered_by_the_managed_by_label():
+    found = selectors()
+    for resource in (
+        resources.JOB,
+        resources.DEPLOYMENT,
+        resources.RAY_JOB,
+        resources.RAY_SERVICE,
+        resources.APP_WRAPPER,
+        resources.PERSISTENT_VOLUME_CLAIM,
+        resources.CONFIG_MAP,
+        resources.SERVICE,
+        resources.HTTP_ROUTE,
+        resources.KUEUE_RESOURCE_FLAVOR,
+        resources.KUEUE_CLUSTER_QUEUE,
+        resources.KUEUE_LOCAL_QUEUE,
+        resources.KUEUE_WORKLOAD_PRIORITY_CLASS,
+        resources.KUEUE_TOPOLOGY,
+    ):
+        assert found[str(resource)] == MANAGED, resource
+
+
+def test_pods_by_run_id_and_workloads_nodes_namespaces_whole():
+    found = selectors()
+    assert found["pods"] == "kaiwo.silogen.ai/run-id"
+    assert found["workloads.kueue.x-k8s.io/v1beta1"] is None
+    assert found["nodes"] is None
+    assert found["namespaces"] is None
+    # Nothing the operator does not need: no Secrets, Events, Leases.
+    assert "secrets" not in found
+    assert "events" not in found
+    assert len(DEFAULT_WATCH_LIST) == 6 + 9 + 1 + 1 + 5 + 2
+
+
+def test_label_keys_agree_with_the_planner():
+    assert watch_list.LABEL_MANAGED_BY == planner_labels.LABEL_MANAGED_BY
+    assert watch_list.MANAGED_BY_KAIWO == planner_labels.MANAGED_BY_KAIWO
+    assert watch_list.LABEL_OWNER_UID == planner_labels.LABEL_OWNER_UID
+    assert watch_list.LABEL_RUN_ID == planner_labels.LABEL_RUN_ID
+
+
+def test_namespaces_split_namespaced_kinds_only():
+    targets = (WatchTarget(resource=resources.KAIWO_JOB), WatchTarget(resource=resources.NODE))
+    streams = watch_streams(targets, ("team-a", "team-b", "team-a"))
+    assert [s.key for s in streams] == [
+        "kaiwojobs.kaiwo.silogen.ai/v1alpha1@team-a",
+        "kaiwojobs.kaiwo.silogen.ai/v1alpha1@team-b",
+        "nodes",
+    ]
+    assert [s.key for s in watch_streams(targets)] == [
+        "kaiwojobs.kaiwo.silogen.ai/v1alpha1",
+        "nodes",
+    ]
