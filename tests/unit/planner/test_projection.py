@@ -335,6 +335,24 @@ def test_the_cluster_state_answers_like_a_freshly_indexed_one() -> None:
         ) == fresh.objects_labelled("kaiwo.silogen.ai/run-id", KAIWOJOB_UID, kind=kind)
 
 
+def test_the_cluster_state_finds_objects_by_kind_like_a_fresh_one() -> None:
+    projected = _populated().cluster_state()
+    fresh = ClusterState(objects=projected.objects)
+    pods = projected.objects_of_kind(group="", kind="Pod")
+    assert [p["metadata"]["name"] for p in pods] == ["train-0", "train-1"]
+    assert pods == fresh.objects_of_kind(group="", kind="Pod")
+    jobs = projected.objects_of_kind(group="batch", kind="Job")
+    assert [j["metadata"]["name"] for j in jobs] == ["train"]
+    # Nodes, namespaces and Kueue Workloads are not among the objects, as in any ClusterState.
+    assert projected.objects_of_kind(group="", kind="Node") == ()
+    assert projected.objects_of_kind(group="", kind="Namespace") == ()
+    assert projected.objects_of_kind(group="kueue.x-k8s.io", kind="Workload") == ()
+    found = projected.find_object(group="", kind="ConfigMap", name="unrelated", namespace="team-a")
+    assert found is not None
+    assert found["metadata"]["uid"] == "cm-1"
+    assert projected.find_object(group="", kind="ConfigMap", name="unrelated") is None
+
+
 def test_the_cluster_state_follows_deletions_and_relabelling() -> None:
     projection = _populated()
     pod_0 = make_object("Pod", "train-0", uid="pod-t0", owners=[JOB_UID])
@@ -361,6 +379,8 @@ def test_the_cluster_state_is_reused_until_something_changes() -> None:
         first.children_of(JOB_UID)
     with pytest.raises(StaleClusterStateError):
         first.objects_labelled("app", "x")
+    with pytest.raises(StaleClusterStateError):
+        first.objects_of_kind(group="", kind="Pod")
     # A stale observation changes nothing, so the state stays valid.
     assert projection.apply(observe(POD, "0"), sequence=31) is None
     assert projection.cluster_state() is second

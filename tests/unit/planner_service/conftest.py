@@ -3,8 +3,9 @@
 ``toy_planner`` is a real (if tiny) planning function, so the service can be tested without
 depending on the full planners: a KaiwoJob gets one batch Job; every owner's status carries
 the cluster's GPU total (so node changes alter plans) and, when the owner has a
-``test/deadline`` annotation, whether that deadline has passed (so timers matter). An owner
-named ``broken`` makes it raise.
+``test/deadline`` annotation, whether that deadline has passed (so timers matter). The
+``test/also-replan`` annotation names another KaiwoJob to plan with it (as preemption does).
+An owner named ``broken`` makes it raise.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
 START = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 KAIWO = "kaiwo.silogen.ai/v1alpha1"
 DEADLINE_ANNOTATION = "test/deadline"
+ALSO_REPLAN_ANNOTATION = "test/also-replan"
 
 
 class FakeClock:
@@ -51,6 +53,7 @@ class FakeClock:
 class ToyOutcome:
     plan: Plan | None
     replan_at: datetime | None = None
+    also_replan: tuple[ObjectRef, ...] = ()
 
 
 def toy_planner(*, owner: Mapping[str, Any], cluster: ClusterState, now: datetime) -> ToyOutcome:
@@ -97,7 +100,13 @@ def toy_planner(*, owner: Mapping[str, Any], cluster: ClusterState, now: datetim
         status=status,
     )
     replan_at = deadline if deadline is not None and now < deadline else None
-    return ToyOutcome(plan=plan, replan_at=replan_at)
+    also = (meta.get("annotations") or {}).get(ALSO_REPLAN_ANNOTATION)
+    also_replan = (
+        (ObjectRef(api_version=KAIWO, kind="KaiwoJob", name=also, namespace=meta["namespace"]),)
+        if also
+        else ()
+    )
+    return ToyOutcome(plan=plan, replan_at=replan_at, also_replan=also_replan)
 
 
 def kaiwo_job(
@@ -191,7 +200,9 @@ class PlannerHarness:
         self.buses.append(bus)
         return bus
 
-    def service(self, *, plan_fn: PlanFunction = toy_planner, **settings: Any) -> PlannerService:
+    def service(
+        self, *, plan_fn: PlanFunction | None = toy_planner, **settings: Any
+    ) -> PlannerService:
         return PlannerService(
             self.bus(),
             self.kv,

@@ -395,3 +395,23 @@ async def test_run_serves_until_stopped_and_writes_a_snapshot(harness: Any, buil
     await asyncio.wait_for(task, 5)
     assert not service.ready
     assert await harness.kv.get(SNAPSHOT_KEY) is not None
+
+
+async def test_owners_a_plan_names_are_planned_in_the_same_round_once(
+    harness: Any, build: Any
+) -> None:
+    service = harness.service()
+    await service.start()
+    victim = build.kaiwo_job("victim")
+    victim["metadata"]["annotations"] = {"test/also-replan": "waiting"}
+    await harness.observe(victim, "1", "ADDED")
+    await harness.drain(service)  # "waiting" is not observed yet: nothing else to plan
+    assert [p.subject for p in harness.plans()] == ["team-a/victim"]
+
+    waiting = build.kaiwo_job("waiting")
+    waiting["metadata"]["annotations"] = {"test/also-replan": "victim"}
+    await harness.observe(waiting, "2", "ADDED")
+    await harness.drain(service)
+    # waiting is planned and published, victim re-planned once (no change), and the cycle ends.
+    assert [p.subject for p in harness.plans()] == ["team-a/victim", "team-a/waiting"]
+    assert sample(service, "kaiwo_planner_plans_total", kind="KaiwoJob", outcome="unchanged") == 1

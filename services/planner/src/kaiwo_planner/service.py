@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import heapq
-import importlib
 import json
 import time
 import zlib
@@ -66,7 +65,13 @@ from kaiwo_runtime.logging import bound_context
 
 from kaiwo_planner.domain.cluster import ClusterState
 from kaiwo_planner.domain.fanout import all_workloads, owners_to_replan, queue_config
-from kaiwo_planner.domain.projection import Projection, SnapshotFormatError, object_ref
+from kaiwo_planner.domain.planning import plan_object_with_timer
+from kaiwo_planner.domain.projection import (
+    Projection,
+    SnapshotFormatError,
+    api_group,
+    object_ref,
+)
 from kaiwo_planner.metrics import PlannerMetrics
 from kaiwo_planner.settings import PlannerSettings
 
@@ -92,6 +97,7 @@ class PlanFunction(Protocol):
 class PlanningOutcome:
     plan: Plan | None
     replan_at: datetime | None = None
+    also_replan: tuple[ObjectRef, ...] = ()
 
 
 def planning_outcome(result: object) -> PlanningOutcome:
@@ -102,17 +108,19 @@ def planning_outcome(result: object) -> PlanningOutcome:
         return PlanningOutcome(plan=result)
     plan = getattr(result, "plan", None)
     replan_at = getattr(result, "replan_at", None)
-    if (plan is not None and not isinstance(plan, Plan)) or (
-        replan_at is not None and not isinstance(replan_at, datetime)
+    also_replan = tuple(getattr(result, "also_replan", ()))
+    if (
+        (plan is not None and not isinstance(plan, Plan))
+        or (replan_at is not None and not isinstance(replan_at, datetime))
+        or not all(isinstance(ref, ObjectRef) for ref in also_replan)
     ):
         raise TypeError(f"a planning function returned {type(result).__name__}, not a plan")
-    return PlanningOutcome(plan=plan, replan_at=replan_at)
+    return PlanningOutcome(plan=plan, replan_at=replan_at, also_replan=also_replan)
 
 
 def default_plan_function() -> PlanFunction:
-    """``kaiwo_planner.domain.planning.plan_object_with_timer``, imported on first use."""
-    module = importlib.import_module("kaiwo_planner.domain.planning")
-    return cast("PlanFunction", module.plan_object_with_timer)
+    """The real planner: :func:`kaiwo_planner.domain.planning.plan_object_with_timer`."""
+    return plan_object_with_timer
 
 
 @dataclass(slots=True)
@@ -242,7 +250,7 @@ class PlannerService:
     ) -> None:
         self._bus = bus
         self._clock = clock
-        self._plan_fn = plan_fn
+        self._plan_fn = plan_fn or default_plan_function()
         self._settings = settings or PlannerSettings()
         self.metrics = metrics or PlannerMetrics()
         self._consumer = consumer or bus.topology.consumer(OBSERVATION_CONSUMER)
@@ -372,12 +380,9 @@ class PlannerService:
                 if found is None:
                     return
                 owners = found
-            for index, owner in enumerate(owners):
-                self._unfinished = _Unfinished(sequence=sequence, owners=owners[index:])
-                await self._plan_owner(
-                    owner, now=envelope.time, trigger="observation", cause=envelope
-                )
-            self._unfinished = None
+            await self._plan_round(
+                owners, now=envelope.time, trigger="observation", cause=envelope, sequence=sequence
+            )
             self._changes_since_snapshot += 1
 
     def _apply(self, observed: ObservedObjectV1, sequence: int) -> tuple[ObjectRef, ...] | None:
@@ -437,7 +442,7 @@ class PlannerService:
             ref = object_ref(owner)
             with bound_context({"owner_uid": uid, "trigger": "timer"}):
                 try:
-                    await self._plan_owner(ref, now=due, trigger="timer", cause=None)
+                    await self._plan_round((ref,), now=due, trigger="timer", cause=None)
                 except BaseException:
                     if uid not in self._timers:  # try again on the next round
                         self._arm(uid, due)
@@ -451,9 +456,8 @@ class PlannerService:
         """Plan every owner now (the queue config and every workload); returns how many."""
         now = self._clock()
         owners = (*queue_config(self._projection), *all_workloads(self._projection))
-        for ref in owners:
-            with bound_context({"owner_uid": ref.uid, "trigger": "resync"}):
-                await self._plan_owner(ref, now=now, trigger="resync", cause=None)
+        with bound_context({"trigger": "resync"}):
+            await self._plan_round(owners, now=now, trigger="resync", cause=None)
         if owners:
             self._changes_since_snapshot += 1
         return len(owners)
@@ -482,6 +486,47 @@ class PlannerService:
 
     # ------------------------------------------------------------------ planning one owner
 
+    async def _plan_round(
+        self,
+        owners: tuple[ObjectRef, ...],
+        *,
+        now: datetime,
+        trigger: PlanTrigger,
+        cause: Envelope[ObservedObjectV1] | None,
+        sequence: int | None = None,
+    ) -> None:
+        """Plan ``owners`` in order, then any others their plans ask for, each at most once.
+
+        With a ``sequence``, the owners still to plan are remembered until the round ends,
+        so a redelivery of that observation after a failed publish plans just those.
+        """
+        queue = list(owners)
+        seen = {ref.uid for ref in owners}
+        index = 0
+        while index < len(queue):
+            if sequence is not None:
+                self._unfinished = _Unfinished(sequence=sequence, owners=tuple(queue[index:]))
+            extra = await self._plan_owner(queue[index], now=now, trigger=trigger, cause=cause)
+            for ref in extra:
+                if ref.uid not in seen:
+                    seen.add(ref.uid)
+                    queue.append(ref)
+            index += 1
+        self._unfinished = None
+
+    def _resolve(self, ref: ObjectRef) -> ObjectRef | None:
+        """``ref`` with its uid, when the projection holds the object it names."""
+        if ref.uid:
+            found = self._projection.by_uid(ref.uid)
+        else:
+            found = self._projection.find(
+                group=api_group(ref.api_version),
+                kind=ref.kind,
+                name=ref.name,
+                namespace=ref.namespace,
+            )
+        return object_ref(found) if found is not None else None
+
     async def _plan_owner(
         self,
         ref: ObjectRef,
@@ -489,21 +534,25 @@ class PlannerService:
         now: datetime,
         trigger: PlanTrigger,
         cause: Envelope[ObservedObjectV1] | None,
-    ) -> None:
+    ) -> tuple[ObjectRef, ...]:
+        """Plan one owner and publish the plan if it is news; returns the others to plan."""
         uid = ref.uid or ""
         owner = self._projection.by_uid(uid) if uid else None
         if owner is None:  # deleted, or never seen: its children go with it (owner refs)
             self._owners.pop(uid, None)
             self._timers.pop(uid, None)
-            return
+            return ()
         outcome = self._plan(ref, owner, now=now)
         if outcome is None:
-            return
+            return ()
         self._set_timer(uid, outcome.replan_at, now=now)
+        also = tuple(
+            found for found in map(self._resolve, outcome.also_replan) if found is not None
+        )
         plan = outcome.plan
         if plan is None:
             self.metrics.plans.labels(ref.kind, "no_plan").inc()
-            return
+            return also
         absent = self._projection.missing(plan.desired)
         fingerprint = plan.fingerprint()
         record = self._owners.get(uid)
@@ -512,16 +561,15 @@ class PlannerService:
             # Nothing new to apply; remember what is absent so a later deletion shows up.
             record.absent = absent
             self.metrics.plans.labels(ref.kind, "unchanged").inc()
-            return
+            return also
         await self._publish(ref, plan, now=now, trigger=trigger, cause=cause, absent=absent)
         self._owners[uid] = _OwnerRecord(fingerprint=fingerprint, absent=absent)
         self.metrics.plans.labels(ref.kind, "published").inc()
+        return also
 
     def _plan(
         self, ref: ObjectRef, owner: Mapping[str, Any], *, now: datetime
     ) -> PlanningOutcome | None:
-        if self._plan_fn is None:
-            self._plan_fn = default_plan_function()
         started = time.perf_counter()
         try:
             result = self._plan_fn(owner=owner, cluster=self._projection.cluster_state(), now=now)

@@ -274,6 +274,15 @@ class _View:
     workloads: _GuardedGroups
     labelled: _GuardedGroups
 
+    def of_kind(self, group: str, kind: str) -> tuple[dict[str, Any], ...]:
+        if self.projection.version != self.version:
+            raise StaleClusterStateError(
+                "this ClusterState was taken before the projection changed; take a new one"
+            )
+        if _category_of(group, kind) != _OBJECT:
+            return ()  # nodes, namespaces and Kueue Workloads are not among ``objects``
+        return self.projection.sorted_of_kind(group, kind)
+
     def describes(self, state: ClusterState) -> bool:
         return (
             state.nodes is self.nodes
@@ -300,6 +309,11 @@ class ProjectedClusterState(ClusterState):
             return
         object.__setattr__(self, "_children", view.children)
         object.__setattr__(self, "_workloads", view.workloads)
+
+    def objects_of_kind(self, *, group: str, kind: str) -> tuple[dict[str, Any], ...]:
+        if self.view is None:
+            return super().objects_of_kind(group=group, kind=kind)
+        return self.view.of_kind(group, kind)
 
     def objects_labelled(
         self, key: str, value: str, *, kind: str | None = None
@@ -356,7 +370,10 @@ _OBJECT: Final = "object"
 
 
 def _category(api_version: str, kind: str) -> str:
-    group = api_group(api_version)
+    return _category_of(api_group(api_version), kind)
+
+
+def _category_of(group: str, kind: str) -> str:
     if group == CORE_GROUP and kind == "Node":
         return _NODE
     if group == CORE_GROUP and kind == "Namespace":
@@ -449,6 +466,11 @@ class Projection:
         if namespace is None:
             return objects
         return tuple(o for o in objects if _metadata(o).get("namespace") == namespace)
+
+    def sorted_of_kind(self, group: str, kind: str) -> tuple[dict[str, Any], ...]:
+        """Live objects of one API group and kind, in sort order (shared, do not modify)."""
+        found = self._by_kind.get((group, kind))
+        return found.as_tuple() if found is not None else ()
 
     def resource_version(self, key: ObjectKey) -> str | None:
         """The newest resource version known for ``key``, tombstones included."""
