@@ -1,0 +1,458 @@
+"""``kaiwo events``: read what the operator saw, decided and did.
+
+* ``tail``    — live events from NATS (``kaiwo.>``), optionally after the recorded ones;
+* ``replay``  — re-run the pure planner over the recorded observations and check every
+  recorded plan of a workload is reproduced byte for byte (exit 1 when one differs);
+* ``explain`` — a workload's story: each observation, the plan it caused, what the executor
+  did, monitor findings and preemptions, as a tree;
+* ``export``  — recorded events as CloudEvents JSON lines (structured mode) with their
+  recorded positions as extension attributes.
+
+``--store`` defaults to the recorder's default (``sqlite:///.kaiwo/events.db``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, Final
+
+import typer
+from kaiwo_contracts.events.envelope import Envelope, EnvelopeFormatError, RawPayload
+from kaiwo_contracts.events.subjects import SubjectError, parse_subject
+from kaiwo_eventstore import EventStore, StoredEvent, open_event_store
+from pydantic import ValidationError
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.syntax import Syntax
+from rich.tree import Tree
+
+from kaiwo_cli.explain import (
+    WorkloadNotFoundError,
+    causal_forest,
+    describe,
+    find_workload,
+    workload_events,
+)
+from kaiwo_cli.replay import ReplayReport, replay_from_store
+
+DEFAULT_STORE: Final = "sqlite:///.kaiwo/events.db"
+DEFAULT_NATS: Final = "nats://127.0.0.1:4222"
+TYPE_PREFIX: Final = "ai.silogen.kaiwo."
+EXTENSION_POSITION: Final = "kaiwoposition"
+EXTENSION_STREAM: Final = "kaiwostreamid"
+EXTENSION_VERSION: Final = "kaiwostreamversion"
+EXTENSION_RECORDED_AT: Final = "kaiworecordedat"
+PROGRESS_THRESHOLD: Final = 50
+
+app = typer.Typer(
+    name="events",
+    help="Read the recorded events: tail, replay, explain, export.",
+    no_args_is_help=True,
+)
+
+StoreOption = Annotated[
+    str, typer.Option("--store", help="Event store URL (as the recorder's KAIWO_EVENTSTORE_URL).")
+]
+
+
+class CommandError(RuntimeError):
+    """A problem to report in one line (exit code 2)."""
+
+
+def _stdout() -> Console:
+    # Created per call so the width follows the environment (COLUMNS) of this invocation.
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _stderr() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def _fail(error: Exception) -> typer.Exit:
+    _stderr().print(f"kaiwo events: {escape(str(error))}", style="red")
+    return typer.Exit(2)
+
+
+# --------------------------------------------------------------------------- the store
+
+
+def sqlite_file(url: str) -> Path | None:
+    scheme, separator, rest = url.partition(":///")
+    if not separator or not scheme.startswith("sqlite"):
+        return None
+    path = rest.partition("?")[0]
+    return Path(path) if path and path != ":memory:" else None
+
+
+@contextlib.asynccontextmanager
+async def opened_store(url: str) -> AsyncIterator[EventStore]:
+    """The store at ``url`` for reading; a missing SQLite file is an error, not a new store."""
+    database = sqlite_file(url)
+    if database is not None and not database.is_file():
+        raise CommandError(f"no event store at {database} (is the recorder running? --store)")
+    try:
+        store = await open_event_store(url, migrate=False)
+    except Exception as error:  # a driver error in any form: one line for the user
+        raise CommandError(f"cannot open the event store {url}: {error}") from error
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+def _run(coroutine: Any) -> Any:
+    try:
+        return asyncio.run(coroutine)
+    except (CommandError, WorkloadNotFoundError, ValueError) as error:
+        raise _fail(error) from None
+
+
+# --------------------------------------------------------------------------- explain
+
+
+@app.command("explain")
+def explain(
+    workload: Annotated[str, typer.Argument(help="The workload, as NAMESPACE/NAME.")],
+    store: StoreOption = DEFAULT_STORE,
+) -> None:
+    """How a workload got where it is: observations, plans, results and preemptions."""
+    _run(_explain(workload, store))
+
+
+async def _explain(reference: str, url: str) -> None:
+    async with opened_store(url) as store:
+        identity = await find_workload(store, reference)
+        events = await workload_events(store, identity.uid)
+    console = _stdout()
+    root = Tree(
+        f"[bold]{identity.kind} {identity.namespace}/{identity.name}[/bold] "
+        f"(uid {identity.uid}) — {len(events)} recorded events"
+    )
+    for node in causal_forest(events):
+        _grow(root, node)
+    console.print(root)
+
+
+def _grow(parent: Tree, node: Any) -> None:
+    event: StoredEvent = node.event
+    branch = parent.add(f"{_clock(event.time)}  {escape(describe(event))}")
+    for effect in node.effects:
+        _grow(branch, effect)
+
+
+def _clock(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+# --------------------------------------------------------------------------- replay
+
+
+@app.command("replay")
+def replay(
+    workload: Annotated[
+        str | None,
+        typer.Option("--workload", help="NAMESPACE/NAME; every recorded plan when omitted."),
+    ] = None,
+    store: StoreOption = DEFAULT_STORE,
+) -> None:
+    """Re-plan from the recorded observations; exit 1 when a recorded plan is not reproduced."""
+    report: ReplayReport = _run(_replay(workload, store))
+    console = _stdout()
+    for plan in report.plans:
+        mark = {"reproduced": "[green]reproduced[/]", "differs": "[red]differs[/]"}.get(
+            plan.outcome, "[yellow]skipped[/]"
+        )
+        console.print(
+            f"{mark}  {escape(plan.owner)}  plan {plan.event_id[:8]} "
+            f"({plan.trigger}, obs {plan.obs_sequence})"
+            + (f": {escape(plan.reason)}" if plan.reason else "")
+        )
+        if plan.diff:
+            console.print(Syntax(plan.diff, "diff", theme="ansi_dark", background_color="default"))
+    console.print(
+        f"{len(report.plans)} plans, {report.reproduced} reproduced, {report.differ} differ, "
+        f"{report.skipped} skipped ({report.observations} observations replayed)"
+    )
+    if report.differ:
+        raise typer.Exit(1)
+
+
+async def _replay(reference: str | None, url: str) -> ReplayReport:
+    async with opened_store(url) as store:
+        uid = (await find_workload(store, reference)).uid if reference else None
+        with Progress(
+            TextColumn("replaying plans"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            console=_stderr(),
+            transient=True,
+        ) as progress:
+            task = progress.add_task("replay", total=None)
+
+            def advance(done: int, total: int) -> None:
+                if total >= PROGRESS_THRESHOLD:
+                    progress.update(task, completed=done, total=total)
+
+            return await replay_from_store(store, workload_uid=uid, progress=advance)
+
+
+# --------------------------------------------------------------------------- export
+
+
+@app.command("export")
+def export(
+    workload: Annotated[
+        str | None, typer.Option("--workload", help="Only this workload (NAMESPACE/NAME).")
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option(help="Events at or after this time (ISO 8601; UTC if no zone).")
+    ] = None,
+    until: Annotated[str | None, typer.Option(help="Events before this time (ISO 8601).")] = None,
+    event_type: Annotated[
+        list[str] | None,
+        typer.Option("--type", help="Only these CloudEvents types (repeatable)."),
+    ] = None,
+    store: StoreOption = DEFAULT_STORE,
+) -> None:
+    """Recorded events as JSON lines (CloudEvents structured mode) with their positions."""
+    lines: list[str] = _run(_export(workload, since, until, tuple(event_type or ()), store))
+    for line in lines:
+        typer.echo(line)
+
+
+async def _export(
+    reference: str | None,
+    since: str | None,
+    until: str | None,
+    types: tuple[str, ...],
+    url: str,
+) -> list[str]:
+    start = parse_time(since) if since else None
+    end = parse_time(until) if until else None
+    async with opened_store(url) as store:
+        if reference:
+            uid = (await find_workload(store, reference)).uid
+            events: Iterable[StoredEvent] = await workload_events(store, uid)
+        elif types:
+            events = await store.read_by_type(types)
+        elif start is not None or end is not None:
+            events = await store.read_by_time(
+                start or datetime.min.replace(tzinfo=UTC), end or datetime.max.replace(tzinfo=UTC)
+            )
+        else:
+            events = [e async for batch in store.iter_all() for e in batch]
+    selected = (
+        event
+        for event in events
+        if (not types or event.type in types)
+        and (start is None or event.time >= start)
+        and (end is None or event.time < end)
+    )
+    return [json.dumps(structured(event), sort_keys=True, ensure_ascii=False) for event in selected]
+
+
+def parse_time(text: str) -> datetime:
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def structured(event: StoredEvent) -> dict[str, Any]:
+    """The CloudEvents structured form of a recorded event, plus where it was recorded."""
+    attributes: dict[str, Any] = {
+        "id": event.event_id,
+        "source": event.source,
+        "type": event.type,
+        "subject": event.subject,
+        "time": event.time,
+        "correlationid": event.correlation_id,
+        "causationid": event.causation_id,
+        "traceparent": event.metadata.get("traceparent"),
+        "data": event.data,
+    }
+    try:
+        document = Envelope[RawPayload].model_validate(attributes).to_structured()
+    except (ValidationError, EnvelopeFormatError):
+        # A raw record (malformed message) keeps its attributes as recorded.
+        document = {key: value for key, value in attributes.items() if value is not None}
+        document |= {"specversion": "1.0", "datacontenttype": "application/json"}
+        document["time"] = event.time.isoformat()
+    document[EXTENSION_POSITION] = event.global_position
+    document[EXTENSION_STREAM] = event.stream_id
+    document[EXTENSION_VERSION] = event.stream_version
+    document[EXTENSION_RECORDED_AT] = event.recorded_at.isoformat()
+    return document
+
+
+# --------------------------------------------------------------------------- tail
+
+
+@dataclass(frozen=True, slots=True)
+class TailFilter:
+    namespace: str | None = None
+    name: str | None = None
+    kind: str | None = None
+    type: str | None = None
+
+    def matches(self, *, event_type: str, subject: str | None, kind: str | None) -> bool:
+        namespace, _, name = (subject or "").rpartition("/")
+        if self.namespace is not None and namespace != self.namespace:
+            return False
+        if self.name is not None and name != self.name:
+            return False
+        if self.kind is not None and (kind or "").lower() != self.kind.lower():
+            return False
+        return self.type is None or self.type in event_type
+
+
+def kind_of(nats_subject: str | None, data: Mapping[str, Any]) -> str | None:
+    """The object kind an event is about, from its subject or its payload."""
+    if nats_subject:
+        with contextlib.suppress(SubjectError):
+            parsed = parse_subject(nats_subject)
+            if parsed.kind:
+                return parsed.kind
+    for path in (("kind",), ("plan", "owner", "kind"), ("owner", "kind"), ("workload", "kind")):
+        value: Any = data
+        for key in path:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def tail_line(
+    *,
+    time: datetime,
+    event_type: str,
+    subject: str | None,
+    event_id: str,
+    correlation_id: str,
+    causation_id: str | None,
+) -> str:
+    """One line per event: time, short type, subject, short ids."""
+    short_type = event_type.removeprefix(TYPE_PREFIX)
+    return (
+        f"{time.astimezone(UTC).strftime('%H:%M:%S.%f')[:-3]}  {short_type:<32} "
+        f"{subject or '-':<36} id={event_id[:8]} corr={correlation_id[:8]} "
+        f"cause={(causation_id or '-')[:8]}"
+    )
+
+
+@app.command("tail")
+def tail(
+    namespace: Annotated[str | None, typer.Option("--namespace", "-n")] = None,
+    name: Annotated[str | None, typer.Option()] = None,
+    kind: Annotated[str | None, typer.Option(help="KaiwoJob, Pod, Node, ...")] = None,
+    event_type: Annotated[
+        str | None, typer.Option("--type", help="Type, or part of it: plan.decided")
+    ] = None,
+    from_store: Annotated[
+        bool, typer.Option("--from-store", help="Print the recorded events first.")
+    ] = False,
+    count: Annotated[
+        int | None, typer.Option(help="Stop after this many live events.", min=1)
+    ] = None,
+    nats_url: Annotated[str, typer.Option("--nats", help="NATS URL.")] = DEFAULT_NATS,
+    store: StoreOption = DEFAULT_STORE,
+) -> None:
+    """Follow events live from NATS (Ctrl-C stops)."""
+    wanted = TailFilter(namespace=namespace, name=name, kind=kind, type=event_type)
+    _run(_tail(wanted, nats_url=nats_url, store_url=store, from_store=from_store, count=count))
+
+
+async def _tail(
+    wanted: TailFilter, *, nats_url: str, store_url: str, from_store: bool, count: int | None
+) -> None:
+    import nats
+    import nats.errors
+
+    console = _stdout()
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    try:
+        client = await nats.connect(nats_url, connect_timeout=5, max_reconnect_attempts=3)
+    except (OSError, nats.errors.Error) as error:
+        raise CommandError(f"NATS at {nats_url} is unreachable: {error}") from error
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        loop.add_signal_handler(signal.SIGINT, stop.set)
+    try:
+        # Subscribe before reading the store, so nothing falls between the two.
+        await client.subscribe("kaiwo.>", cb=queue.put)
+        seen: set[str] = set()
+        if from_store:
+            async with opened_store(store_url) as opened:
+                async for batch in opened.iter_all():
+                    for event in batch:
+                        seen.add(event.event_id)
+                        _print_stored(console, event, wanted)
+        printed = 0
+        while not stop.is_set() and (count is None or printed < count):
+            getter = asyncio.ensure_future(queue.get())
+            stopper = asyncio.ensure_future(stop.wait())
+            done, _ = await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            for pending in (getter, stopper):
+                if pending not in done:
+                    pending.cancel()
+            if getter not in done:
+                break
+            message = getter.result()
+            printed += _print_live(console, message, wanted, seen)
+    finally:
+        await client.close()
+
+
+def _print_stored(console: Console, event: StoredEvent, wanted: TailFilter) -> None:
+    kind = kind_of(event.metadata.get("natsSubject"), event.data)
+    if wanted.matches(event_type=event.type, subject=event.subject, kind=kind):
+        console.print(
+            escape(
+                tail_line(
+                    time=event.time,
+                    event_type=event.type,
+                    subject=event.subject,
+                    event_id=event.event_id,
+                    correlation_id=event.correlation_id,
+                    causation_id=event.causation_id,
+                )
+            ),
+            style="dim",
+        )
+
+
+def _print_live(console: Console, message: Any, wanted: TailFilter, seen: set[str]) -> int:
+    try:
+        envelope = Envelope[RawPayload].from_nats(message.headers, message.data)
+    except EnvelopeFormatError as error:
+        if wanted == TailFilter():
+            console.print(escape(f"(unreadable message on {message.subject}: {error})"))
+            return 1
+        return 0
+    if envelope.id in seen:
+        return 0
+    seen.add(envelope.id)
+    data = dict(envelope.data.model_extra or {})
+    kind = kind_of(message.subject, data)
+    if not wanted.matches(event_type=envelope.type, subject=envelope.subject, kind=kind):
+        return 0
+    console.print(
+        escape(
+            tail_line(
+                time=envelope.time,
+                event_type=envelope.type,
+                subject=envelope.subject,
+                event_id=envelope.id,
+                correlation_id=envelope.correlationid,
+                causation_id=envelope.causationid,
+            )
+        )
+    )
+    return 1

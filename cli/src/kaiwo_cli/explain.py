@@ -1,0 +1,227 @@
+"""Explain a workload: the causal chain from each observation to plans, results, preemptions.
+
+The recorder writes everything about a workload to its stream ``workload/<uid>`` (the
+workload's observations and its children's, plans, results, monitor findings); dead letters
+correlate with it too. :func:`workload_events` reads both, :func:`causal_forest` links every
+event to the event that caused it (``causationid``), and :func:`describe` says in one line
+what an event means for a person. ``kaiwo events explain`` prints the forest as a tree:
+
+    observed KaiwoJob team-a/train ADDED (rv 100)
+    └── plan 3f2a1b9c0d12 (observation): status PENDING; 1 object: Job team-a/train
+        └── applied: apply Job team-a/train applied; status KaiwoJob team-a/train applied
+
+Everything here but the reads is pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kaiwo_contracts.events import (
+    ApplyResultV1,
+    ObservedObjectV1,
+    PlanDecidedV1,
+    PreemptionDecidedV1,
+    UnderutilizedV1,
+    UtilizationV1,
+)
+from kaiwo_contracts.plans import ObjectRef
+from kaiwo_eventstore import EventStore, StoredEvent
+
+WORKLOAD_STREAM_PREFIX: Final = "workload/"
+"""The recorder's stream of one workload (``kaiwo_recorder.stream_ids``; a test keeps it)."""
+WORKLOAD_KINDS: Final = ("KaiwoJob", "KaiwoService", "Model")
+DEAD_LETTER_TYPE: Final = "ai.silogen.kaiwo.dlq.dead-lettered.v1"
+MALFORMED_TYPE: Final = "ai.silogen.kaiwo.recorder.malformed.v1"
+
+
+class WorkloadNotFoundError(LookupError):
+    """No recorded observation names the workload."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadIdentity:
+    namespace: str
+    name: str
+    uid: str
+    kind: str
+
+
+def parse_workload(text: str) -> tuple[str, str]:
+    """``NS/NAME`` -> (namespace, name); raises ValueError otherwise."""
+    namespace, separator, name = text.partition("/")
+    if not separator or not namespace or not name or "/" in name:
+        raise ValueError(f"expected NAMESPACE/NAME, got {text!r}")
+    return namespace, name
+
+
+async def find_workload(store: EventStore, reference: str) -> WorkloadIdentity:
+    """The workload ``NS/NAME`` names, from the recorded observations (the newest if the name
+    was used by several objects over time)."""
+    namespace, name = parse_workload(reference)
+    subject = f"{namespace}/{name}"
+    found: WorkloadIdentity | None = None
+    for event in await store.read_by_type([ObservedObjectV1.EVENT_TYPE]):
+        if event.subject != subject or event.data.get("kind") not in WORKLOAD_KINDS:
+            continue
+        uid = event.data.get("uid")
+        if isinstance(uid, str) and uid:
+            found = WorkloadIdentity(namespace, name, uid, str(event.data["kind"]))
+    if found is None:
+        raise WorkloadNotFoundError(f"no recorded observation of a workload {subject}")
+    return found
+
+
+async def workload_events(store: EventStore, uid: str) -> list[StoredEvent]:
+    """Every recorded event of the workload: its stream and everything correlated with it."""
+    by_id = {e.event_id: e for e in await store.read_stream(f"{WORKLOAD_STREAM_PREFIX}{uid}")}
+    for event in await store.read_by_correlation(uid):
+        by_id.setdefault(event.event_id, event)
+    return sorted(by_id.values(), key=lambda event: event.global_position)
+
+
+# --------------------------------------------------------------------------- causality
+
+
+@dataclass(slots=True)
+class CausalNode:
+    event: StoredEvent
+    effects: list[CausalNode] = field(default_factory=list)
+
+
+def causal_forest(events: Sequence[StoredEvent]) -> list[CausalNode]:
+    """Events linked to their causes; roots (no cause among ``events``) in time order."""
+    nodes = {event.event_id: CausalNode(event) for event in events}
+    roots: list[CausalNode] = []
+    for event in events:
+        cause = nodes.get(event.causation_id or "")
+        if cause is not None and cause.event.event_id != event.event_id:
+            cause.effects.append(nodes[event.event_id])
+        else:
+            roots.append(nodes[event.event_id])
+    order = _chronological
+    for node in nodes.values():
+        node.effects.sort(key=order)
+    return sorted(roots, key=order)
+
+
+def _chronological(node: CausalNode) -> tuple[Any, int]:
+    return (node.event.time, node.event.global_position)
+
+
+# --------------------------------------------------------------------------- one line each
+
+
+def describe(event: StoredEvent) -> str:
+    """What ``event`` means, in one line, for a person."""
+    describer = _DESCRIBERS.get(event.type)
+    if describer is not None:
+        try:
+            return describer(event.data)
+        except ValueError as error:  # pydantic's ValidationError is a ValueError
+            return f"{event.type} (unreadable: {' '.join(str(error).split())[:120]})"
+    if event.type == DEAD_LETTER_TYPE:
+        return f"dead-lettered by {event.data.get('consumer')}: {event.data.get('reason')}"
+    if event.type == MALFORMED_TYPE:
+        return f"malformed message recorded raw: {event.data.get('reason')}"
+    return event.type
+
+
+def _observed(data: Mapping[str, Any]) -> str:
+    observed = ObservedObjectV1.model_validate(data)
+    where = f"{observed.namespace}/" if observed.namespace else ""
+    return (
+        f"observed {observed.kind} {where}{observed.name} {observed.event_type} "
+        f"(rv {observed.resource_version})"
+    )
+
+
+def _plan(data: Mapping[str, Any]) -> str:
+    decided = PlanDecidedV1.model_validate(data)
+    plan = decided.plan
+    parts = []
+    if plan.status is not None:
+        phase = plan.status.get("status") or plan.status.get("phase")
+        parts.append(f"status {phase}" if phase else "status written")
+    objects = [_manifest_name(manifest) for manifest in plan.desired]
+    noun = "object" if len(objects) == 1 else "objects"
+    parts.append(f"{len(objects)} {noun}" + (f": {', '.join(objects)}" if objects else ""))
+    parts.extend(f"event {e.type} {e.reason}: {e.message}" for e in plan.events)
+    if decided.absent:
+        parts.append("to create: " + ", ".join(_ref(ref) for ref in decided.absent))
+    if plan.delete_owner:
+        parts.append("deletes the owner")
+    return f"plan {decided.fingerprint[:12]} ({decided.trigger}): " + "; ".join(parts)
+
+
+def _result(data: Mapping[str, Any]) -> str:
+    result = ApplyResultV1.model_validate(data)
+    actions = [
+        f"{action.operation} {_ref(action.target)} {action.outcome}"
+        + (f" ({action.reason})" if action.reason else "")
+        for action in result.actions
+    ]
+    return f"{result.outcome}: " + ("; ".join(actions) if actions else "nothing to do")
+
+
+def _preemption(data: Mapping[str, Any]) -> str:
+    decided = PreemptionDecidedV1.model_validate(data)
+    target = f" for {_ref(decided.preempted_for)}" if decided.preempted_for else ""
+    utilization = (
+        f", utilization {_percent(decided.utilization_ratio)}"
+        if decided.utilization_ratio is not None
+        else ""
+    )
+    return (
+        f"preemption decided: {_ref(decided.workload)} preempted{target} "
+        f"({decided.policy}, {decided.reason}{utilization})"
+    )
+
+
+def _utilization(data: Mapping[str, Any]) -> str:
+    found = UtilizationV1.model_validate(data)
+    ratio = _percent(found.utilization_ratio) if found.utilization_ratio is not None else "n/a"
+    return f"utilization {ratio} of {found.gpu_count} {found.vendor} GPUs on {found.pod_count} pods"
+
+
+def _underutilized(data: Mapping[str, Any]) -> str:
+    found = UnderutilizedV1.model_validate(data)
+    return (
+        f"underutilized since {found.idle_since.isoformat()}: "
+        f"{_percent(found.utilization_ratio)} < {_percent(found.threshold_ratio)} ({found.reason})"
+    )
+
+
+_DESCRIBERS = {
+    ObservedObjectV1.EVENT_TYPE: _observed,
+    PlanDecidedV1.EVENT_TYPE: _plan,
+    ApplyResultV1.EVENT_TYPE: _result,
+    PreemptionDecidedV1.EVENT_TYPE: _preemption,
+    UtilizationV1.EVENT_TYPE: _utilization,
+    UnderutilizedV1.EVENT_TYPE: _underutilized,
+}
+
+
+def _manifest_name(manifest: Mapping[str, Any]) -> str:
+    meta = manifest.get("metadata") or {}
+    where = f"{meta.get('namespace')}/" if meta.get("namespace") else ""
+    return f"{manifest.get('kind')} {where}{meta.get('name')}"
+
+
+def _ref(ref: ObjectRef) -> str:
+    where = f"{ref.namespace}/" if ref.namespace else ""
+    return f"{ref.kind} {where}{ref.name}"
+
+
+def _percent(ratio: float) -> str:
+    return f"{ratio * 100:.0f}%"
+
+
+def summarize_types(events: Iterable[StoredEvent]) -> dict[str, int]:
+    """How many events of each type (for the explain header)."""
+    counts: dict[str, int] = {}
+    for event in events:
+        counts[event.type] = counts.get(event.type, 0) + 1
+    return counts

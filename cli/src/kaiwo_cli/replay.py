@@ -1,0 +1,274 @@
+"""Replay: re-run the pure planner over recorded observations and compare with recorded plans.
+
+Every recorded plan (``PlanDecidedV1``) says what it was computed from: ``obs_sequence``, the
+``KAIWO_OBS`` stream sequence of the last observation the planner's projection had applied,
+and ``planned_at``, the ``now`` it planned with. So, for each plan in order of
+``obs_sequence``:
+
+1. apply to a fresh :class:`~kaiwo_planner.domain.projection.Projection` every recorded
+   observation — of *all* objects: nodes, configuration, other workloads, children — in order
+   of its recorded stream sequence (the recorder keeps it in the event's metadata), up to and
+   including ``obs_sequence``;
+2. call :func:`~kaiwo_planner.domain.planning.plan_object` with the plan's owner as the
+   projection holds it, the projection's cluster state and ``now = planned_at``;
+3. compare the canonical JSON of the replayed plan (and of the objects the projection does not
+   hold, ``absent``) with the recorded one. Equal bytes: *reproduced*. Otherwise: *differs*,
+   with a unified diff of the two as canonical YAML.
+
+Plans without ``planned_at`` (made outside the planner service) and plans whose owner the
+projection does not hold are *skipped*, with the reason.
+
+Replay assumes one planner projection of the whole ``KAIWO_OBS`` stream, as the planner has
+without partitions; with ``KAIWO_BUS_PARTITIONS`` > 1 a replica's projection holds only its
+partitions and the cluster-scoped facts, and a replayed plan that depends on workloads of
+other partitions may differ.
+
+:func:`replay_recorded` is pure (events in, verdicts out) for tests and benchmarks;
+:func:`replay_from_store` reads the events first.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final, Literal
+
+import yaml
+from kaiwo_contracts.events import ObservedObjectV1, PlanDecidedV1
+from kaiwo_contracts.plans import ObjectRef, Plan, canonical_json
+from kaiwo_eventstore import EventStore, StoredEvent
+from kaiwo_planner.domain.cluster import ClusterState
+from kaiwo_planner.domain.planning import plan_object
+from kaiwo_planner.domain.projection import Projection
+from pydantic import ValidationError
+
+OBSERVED_TYPE: Final = ObservedObjectV1.EVENT_TYPE
+PLAN_TYPE: Final = PlanDecidedV1.EVENT_TYPE
+NATS_STREAM_KEY: Final = "natsStream"
+NATS_SEQUENCE_KEY: Final = "natsSequence"
+"""Metadata keys the recorder writes (``kaiwo_recorder.records``); a test keeps them equal."""
+OBSERVED_STREAM: Final = "KAIWO_OBS"
+
+Outcome = Literal["reproduced", "differs", "skipped"]
+PlanFunction = Callable[..., Plan | None]
+Progress = Callable[[int, int], None]
+"""Called with (plans done, plans in all) while replaying."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlanReplay:
+    """The verdict on one recorded plan."""
+
+    event_id: str
+    position: int
+    owner: str
+    trigger: str
+    planned_at: datetime | None
+    obs_sequence: int
+    outcome: Outcome
+    reason: str = ""
+    diff: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayReport:
+    plans: tuple[PlanReplay, ...]
+    observations: int
+    """Recorded observations applied (those at or below the last plan's obs_sequence)."""
+
+    def count(self, outcome: Outcome) -> int:
+        return sum(1 for plan in self.plans if plan.outcome == outcome)
+
+    @property
+    def reproduced(self) -> int:
+        return self.count("reproduced")
+
+    @property
+    def differ(self) -> int:
+        return self.count("differs")
+
+    @property
+    def skipped(self) -> int:
+        return self.count("skipped")
+
+
+@dataclass(frozen=True, slots=True)
+class _Observation:
+    sequence: int
+    payload: ObservedObjectV1
+
+
+# --------------------------------------------------------------------------- pure core
+
+
+def observations_in_stream_order(events: Iterable[StoredEvent]) -> list[_Observation]:
+    """Recorded observations of ``KAIWO_OBS`` with a readable payload, by stream sequence."""
+    found: dict[int, _Observation] = {}
+    for event in events:
+        sequence = _obs_sequence_of(event)
+        if event.type != OBSERVED_TYPE or sequence is None or sequence in found:
+            continue
+        try:
+            found[sequence] = _Observation(sequence, ObservedObjectV1.model_validate(event.data))
+        except ValidationError:
+            continue  # the recorder would have stored it as malformed; nothing to apply
+    return [found[sequence] for sequence in sorted(found)]
+
+
+def replay_recorded(
+    *,
+    observations: Iterable[StoredEvent],
+    plans: Iterable[StoredEvent],
+    plan_fn: PlanFunction = plan_object,
+    progress: Progress | None = None,
+) -> ReplayReport:
+    """Replay ``plans`` over ``observations`` (both as recorded; any order)."""
+    ordered = observations_in_stream_order(observations)
+    recorded = sorted(
+        (event for event in plans if event.type == PLAN_TYPE),
+        key=lambda event: (int(event.data.get("obsSequence") or 0), event.global_position),
+    )
+    projection = Projection()
+    applied = 0
+    verdicts: list[PlanReplay] = []
+    for done, event in enumerate(recorded, start=1):
+        decided = _decided(event)
+        if decided is None:
+            verdicts.append(_skipped(event, "the recorded plan does not parse as PlanDecidedV1"))
+        else:
+            while applied < len(ordered) and ordered[applied].sequence <= decided.obs_sequence:
+                projection.apply(ordered[applied].payload, sequence=ordered[applied].sequence)
+                applied += 1
+            verdicts.append(_judge(event, decided, projection, plan_fn))
+        if progress is not None:
+            progress(done, len(recorded))
+    return ReplayReport(plans=tuple(verdicts), observations=applied)
+
+
+def _judge(
+    event: StoredEvent, decided: PlanDecidedV1, projection: Projection, plan_fn: PlanFunction
+) -> PlanReplay:
+    if decided.planned_at is None:
+        return _skipped(event, "planned outside the planner (no plannedAt)", decided)
+    uid = decided.plan.owner.uid
+    owner = projection.by_uid(uid) if uid else None
+    if owner is None:
+        return _skipped(
+            event,
+            f"the owner {decided.plan.owner.display()} is not among the recorded observations "
+            f"up to sequence {decided.obs_sequence}",
+            decided,
+        )
+    cluster: ClusterState = projection.cluster_state()
+    replayed = plan_fn(owner=owner, cluster=cluster, now=decided.planned_at)
+    recorded_doc = comparable(decided.plan, decided.absent)
+    replayed_doc = (
+        comparable(replayed, projection.missing(replayed.desired)) if replayed else {"plan": None}
+    )
+    if canonical_json(recorded_doc) == canonical_json(replayed_doc):
+        return _verdict(event, decided, "reproduced")
+    return _verdict(event, decided, "differs", diff=unified_yaml_diff(recorded_doc, replayed_doc))
+
+
+def comparable(plan: Plan, absent: Sequence[ObjectRef]) -> dict[str, Any]:
+    """What replay compares: the plan and the desired objects the cluster lacked."""
+    return {
+        "plan": plan.model_dump(mode="json", by_alias=True),
+        "absent": [ref.model_dump(mode="json", by_alias=True) for ref in absent],
+    }
+
+
+def unified_yaml_diff(recorded: Mapping[str, Any], replayed: Mapping[str, Any]) -> str:
+    """A unified diff of the two documents as canonical YAML (sorted keys)."""
+
+    def lines(document: Mapping[str, Any]) -> list[str]:
+        return yaml.safe_dump(dict(document), sort_keys=True, default_flow_style=False).splitlines(
+            keepends=True
+        )
+
+    return "".join(
+        difflib.unified_diff(lines(recorded), lines(replayed), "recorded", "replayed", n=3)
+    )
+
+
+def _decided(event: StoredEvent) -> PlanDecidedV1 | None:
+    try:
+        return PlanDecidedV1.model_validate(event.data)
+    except ValidationError:
+        return None
+
+
+def _verdict(
+    event: StoredEvent,
+    decided: PlanDecidedV1,
+    outcome: Outcome,
+    *,
+    reason: str = "",
+    diff: str = "",
+) -> PlanReplay:
+    return PlanReplay(
+        event_id=event.event_id,
+        position=event.global_position,
+        owner=decided.plan.owner.display(),
+        trigger=decided.trigger,
+        planned_at=decided.planned_at,
+        obs_sequence=decided.obs_sequence,
+        outcome=outcome,
+        reason=reason,
+        diff=diff,
+    )
+
+
+def _skipped(event: StoredEvent, reason: str, decided: PlanDecidedV1 | None = None) -> PlanReplay:
+    if decided is not None:
+        return _verdict(event, decided, "skipped", reason=reason)
+    return PlanReplay(
+        event_id=event.event_id,
+        position=event.global_position,
+        owner=str(event.subject or "?"),
+        trigger="?",
+        planned_at=None,
+        obs_sequence=0,
+        outcome="skipped",
+        reason=reason,
+    )
+
+
+def _obs_sequence_of(event: StoredEvent) -> int | None:
+    metadata = event.metadata
+    if metadata.get(NATS_STREAM_KEY) != OBSERVED_STREAM:
+        return None
+    sequence = metadata.get(NATS_SEQUENCE_KEY)
+    return sequence if isinstance(sequence, int) and sequence > 0 else None
+
+
+# --------------------------------------------------------------------------- the store
+
+
+async def replay_from_store(
+    store: EventStore,
+    *,
+    workload_uid: str | None = None,
+    plan_fn: PlanFunction = plan_object,
+    progress: Progress | None = None,
+) -> ReplayReport:
+    """Replay the recorded plans of one workload (every plan when ``workload_uid`` is None)."""
+    observations = await store.read_by_type([OBSERVED_TYPE])
+    plans = await store.read_by_type([PLAN_TYPE])
+    if workload_uid is not None:
+        plans = [event for event in plans if _owner_uid(event) == workload_uid]
+    return replay_recorded(
+        observations=observations, plans=plans, plan_fn=plan_fn, progress=progress
+    )
+
+
+def _owner_uid(event: StoredEvent) -> str | None:
+    owner = (event.data.get("plan") or {}).get("owner") or {}
+    uid = owner.get("uid") if isinstance(owner, Mapping) else None
+    return uid if isinstance(uid, str) else event.correlation_id
+
+
+def iter_differences(report: ReplayReport) -> Iterator[PlanReplay]:
+    return (plan for plan in report.plans if plan.outcome == "differs")

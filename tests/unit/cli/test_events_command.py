@@ -1,0 +1,515 @@
+"""``kaiwo events`` against a SQLite store filled the way production fills it: observations
+published on an in-memory JetStream, plans made by the real planner service, a result and a
+preemption, everything recorded by the recorder."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kaiwo_cli.commands.events import TailFilter, kind_of, tail_line
+from kaiwo_cli.explain import WORKLOAD_STREAM_PREFIX
+from kaiwo_cli.main import app
+from kaiwo_cli.replay import NATS_SEQUENCE_KEY, NATS_STREAM_KEY, replay_recorded
+from kaiwo_contracts.events import (
+    ActionOutcome,
+    ApplyResultV1,
+    Envelope,
+    ObservedObjectV1,
+    PlanDecidedV1,
+    PreemptionDecidedV1,
+    RawPayload,
+)
+from kaiwo_contracts.events.streams import PLAN_STREAM, bus_topology
+from kaiwo_contracts.events.subjects import monitor_subject, observed_subject, result_subject
+from kaiwo_contracts.plans import ObjectRef
+from kaiwo_eventstore import NewEvent, open_event_store
+from kaiwo_planner.service import PlannerService
+from kaiwo_planner.settings import PlannerSettings
+from kaiwo_recorder import records, stream_ids
+from kaiwo_recorder.service import RecorderService
+from kaiwo_runtime.kv import MemoryKeyValue
+from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
+from typer.testing import CliRunner
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+JOB_UID = "0b7c0a5e-1111-4c1e-9d0a-3f2e8a9c7d01"
+POD_UID = "5d1e6f70-2222-4a3b-8c9d-0e1f2a3b4c5d"
+NODE_UID = "7f3e9c2a-3333-4b7d-8c55-0e1d2f3a4b5c"
+QUEUE_UID = "9a8b7c6d-4444-4e5f-8a9b-0c1d2e3f4a5b"
+NAMESPACE_UID = "1a2b3c4d-5555-4f6a-9b8c-7d6e5f4a3b2c"
+KAIWO = "kaiwo.silogen.ai/v1alpha1"
+JOB_REF = ObjectRef(
+    api_version=KAIWO, kind="KaiwoJob", name="train", namespace="team-a", uid=JOB_UID
+)
+WIDE = {"COLUMNS": "240", "NO_COLOR": "1"}
+
+
+def observed(obj: dict[str, Any], *, seconds: int, correlation: str | None = None) -> Any:
+    meta = obj["metadata"]
+    payload = ObservedObjectV1(
+        kind=obj["kind"],
+        api_version=obj["apiVersion"],
+        namespace=meta.get("namespace"),
+        name=meta["name"],
+        uid=meta["uid"],
+        resource_version=meta["resourceVersion"],
+        event_type="ADDED",
+        object=obj,
+    )
+    namespace = meta.get("namespace")
+    envelope = Envelope.new(
+        data=payload,
+        source="/kaiwo/watcher",
+        time=T0 + timedelta(seconds=seconds),
+        id=f"{meta['uid']}:{meta['resourceVersion']}",
+        subject=f"{namespace}/{meta['name']}" if namespace else meta["name"],
+        correlationid=correlation or meta["uid"],
+    )
+    return envelope, observed_subject(kind=obj["kind"], namespace=namespace, uid=meta["uid"])
+
+
+def cluster_objects() -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "team-a", "uid": NAMESPACE_UID, "resourceVersion": "1"},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": "gpu-1",
+                "uid": NODE_UID,
+                "resourceVersion": "2",
+                "labels": {"amd.com/gpu.product-name": "AMD_Instinct_MI300X_OAM"},
+            },
+            "status": {
+                "capacity": {"amd.com/gpu": "8", "cpu": "64", "memory": "512Gi"},
+                "allocatable": {"amd.com/gpu": "8", "cpu": "64", "memory": "512Gi"},
+            },
+        },
+        {
+            "apiVersion": KAIWO,
+            "kind": "KaiwoQueueConfig",
+            "metadata": {
+                "name": "kaiwo",
+                "uid": QUEUE_UID,
+                "resourceVersion": "3",
+                "generation": 1,
+            },
+            "spec": {
+                "resourceFlavors": [{"name": "mi300x", "nodeLabels": {"kaiwo/nodepool": "mi300x"}}],
+                "clusterQueues": [
+                    {
+                        "name": "kaiwo",
+                        "namespaces": ["team-a"],
+                        "spec": {
+                            "namespaceSelector": {},
+                            "resourceGroups": [
+                                {
+                                    "coveredResources": ["cpu", "memory", "amd.com/gpu"],
+                                    "flavors": [
+                                        {
+                                            "name": "mi300x",
+                                            "resources": [
+                                                {"name": "cpu", "nominalQuota": "64"},
+                                                {"name": "memory", "nominalQuota": "512Gi"},
+                                                {"name": "amd.com/gpu", "nominalQuota": 8},
+                                            ],
+                                        }
+                                    ],
+                                }
+                            ],
+                        },
+                    }
+                ],
+            },
+        },
+    ]
+
+
+def job() -> dict[str, Any]:
+    return {
+        "apiVersion": KAIWO,
+        "kind": "KaiwoJob",
+        "metadata": {
+            "name": "train",
+            "namespace": "team-a",
+            "uid": JOB_UID,
+            "resourceVersion": "100",
+            "generation": 1,
+        },
+        "spec": {"image": "busybox", "entrypoint": "echo hi", "gpus": 1},
+    }
+
+
+def pod() -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "train-0",
+            "namespace": "team-a",
+            "uid": POD_UID,
+            "resourceVersion": "104",
+            "labels": {"kaiwo.silogen.ai/run-id": JOB_UID},
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+@dataclass
+class Recorded:
+    url: str
+    path: Path
+
+
+async def record_a_history(path: Path) -> None:
+    server = MemoryJetStream()
+    bus = MemoryBus(server=server, topology=bus_topology())
+    await bus.ensure_streams()
+    planner = PlannerService(
+        bus,
+        MemoryKeyValue(),
+        clock=lambda: T0 + timedelta(minutes=1),
+        settings=PlannerSettings(resync_on_start=False),
+    )
+    await planner.start()
+
+    async def plan_everything() -> None:
+        while await planner.step(wait_seconds=0):
+            pass
+
+    for index, obj in enumerate(cluster_objects()):
+        await bus.publish(*observed(obj, seconds=index))
+    await plan_everything()
+    await bus.publish(*observed(job(), seconds=10))
+    await plan_everything()
+    job_plan = next(
+        envelope
+        for envelope in (
+            Envelope[PlanDecidedV1].from_nats(m.headers, m.body)
+            for m in server.stream_messages(PLAN_STREAM)
+        )
+        if envelope.data.plan.owner.kind == "KaiwoJob"
+    )
+    result = ApplyResultV1.summarise(
+        plan_id=job_plan.id,
+        plan_fingerprint=job_plan.data.fingerprint,
+        owner=JOB_REF,
+        actions=(
+            ActionOutcome(
+                operation="apply",
+                target=ObjectRef(
+                    api_version="batch/v1", kind="Job", name="train", namespace="team-a"
+                ),
+                outcome="applied",
+            ),
+            ActionOutcome(operation="status", target=JOB_REF, outcome="applied"),
+        ),
+    )
+    await bus.publish(
+        job_plan.caused(data=result, source="/kaiwo/executor", time=T0 + timedelta(seconds=61)),
+        result_subject(outcome="applied", kind="KaiwoJob", namespace="team-a", uid=JOB_UID),
+    )
+    await bus.publish(*observed(pod(), seconds=20, correlation=JOB_UID))
+    await plan_everything()
+    preemption = PreemptionDecidedV1(
+        workload=JOB_REF,
+        vendor="amd",
+        gpu_count=1,
+        utilization_ratio=0.02,
+        threshold_ratio=0.2,
+        policy="OnPressure",
+        reason="GpuUnderutilized",
+    )
+    await bus.publish(
+        Envelope.new(
+            data=preemption,
+            source="/kaiwo/monitor",
+            time=T0 + timedelta(minutes=30),
+            subject="team-a/train",
+            correlationid=JOB_UID,
+        ),
+        monitor_subject(topic="preemption", namespace="team-a", uid=JOB_UID),
+    )
+
+    store = await open_event_store(f"sqlite:///{path}")
+    try:
+        recorder = RecorderService(bus=bus, store=store, clock=lambda: T0 + timedelta(hours=1))
+        while sum([(await recorder.pump(c, wait_seconds=0)).messages for c in recorder.consumers]):
+            pass
+    finally:
+        await store.close()
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
+    path = tmp_path_factory.mktemp("events") / "events.db"
+    asyncio.run(record_a_history(path))
+    return Recorded(url=f"sqlite:///{path}", path=path)
+
+
+def run(*args: str) -> Any:
+    return CliRunner().invoke(app, ["events", *args], env=WIDE)
+
+
+# --------------------------------------------------------------------------- explain
+
+
+def test_explain_tells_the_workload_story_in_causal_order(recorded: Recorded) -> None:
+    result = run("explain", "team-a/train", "--store", recorded.url)
+
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert f"KaiwoJob team-a/train (uid {JOB_UID})" in lines[0]
+
+    def line_with(text: str) -> int:
+        matches = [index for index, line in enumerate(lines) if text in line]
+        assert matches, f"no line contains {text!r} in:\n{result.output}"
+        return matches[0]
+
+    observation = line_with("2026-03-01 12:00:10  observed KaiwoJob team-a/train ADDED (rv 100)")
+    plan = line_with(
+        "(observation): status PENDING; 1 object: Job team-a/train; "
+        "event Normal WorkloadPending: Workload is pending admission; "
+        "to create: Job team-a/train"
+    )
+    applied = line_with(
+        "applied: apply Job team-a/train applied; status KaiwoJob team-a/train applied"
+    )
+    pod_line = line_with("observed Pod team-a/train-0 ADDED (rv 104)")
+    preempted = line_with(
+        "preemption decided: KaiwoJob team-a/train preempted (OnPressure, GpuUnderutilized, "
+        "utilization 2%)"
+    )
+    assert observation < plan < applied < pod_line < preempted
+    # the plan hangs under the observation, the result under the plan
+    indent = [len(lines[i]) - len(lines[i].lstrip("│├└─ ")) for i in (observation, plan, applied)]
+    assert indent[0] < indent[1] < indent[2]
+
+
+def test_explain_of_an_unknown_workload_says_so(recorded: Recorded) -> None:
+    result = run("explain", "team-a/nope", "--store", recorded.url)
+
+    assert result.exit_code == 2
+    assert "no recorded observation of a workload team-a/nope" in result.output
+
+
+def test_a_missing_store_is_one_clear_line(tmp_path: Path) -> None:
+    result = run("explain", "team-a/train", "--store", f"sqlite:///{tmp_path / 'none.db'}")
+
+    assert result.exit_code == 2
+    assert "no event store at" in result.output
+    assert not (tmp_path / "none.db").exists()
+
+
+# --------------------------------------------------------------------------- export
+
+
+def test_export_writes_cloudevents_lines_that_parse_back(recorded: Recorded) -> None:
+    result = run("export", "--store", recorded.url)
+
+    assert result.exit_code == 0, result.output
+    documents = [json.loads(line) for line in result.output.splitlines()]
+    positions = [document["kaiwoposition"] for document in documents]
+    assert positions == sorted(positions)
+    assert len(positions) == len(set(positions))
+    ids = set()
+    for document in documents:
+        attributes = {k: v for k, v in document.items() if not k.startswith("kaiwo")}
+        envelope = Envelope[RawPayload].from_structured(attributes)
+        ids.add(envelope.id)
+        assert document["specversion"] == "1.0"
+    job_line = next(d for d in documents if d["id"] == f"{JOB_UID}:100")
+    assert job_line["kaiwostreamid"] == f"workload/{JOB_UID}"
+    assert job_line["type"] == "ai.silogen.kaiwo.obs.observed.v1"
+    assert job_line["data"]["object"]["spec"]["entrypoint"] == "echo hi"
+    assert {f"{NODE_UID}:2", f"{POD_UID}:104", f"{QUEUE_UID}:3"} <= ids
+
+
+def test_export_selects_a_workload_and_a_type(recorded: Recorded) -> None:
+    result = run(
+        "export",
+        "--workload",
+        "team-a/train",
+        "--type",
+        "ai.silogen.kaiwo.res.applied.v1",
+        "--store",
+        recorded.url,
+    )
+
+    assert result.exit_code == 0, result.output
+    (line,) = result.output.splitlines()
+    document = json.loads(line)
+    assert document["data"]["outcome"] == "applied"
+    assert document["correlationid"] == JOB_UID
+
+
+def test_export_selects_by_time(recorded: Recorded) -> None:
+    result = run(
+        "export",
+        "--since",
+        "2026-03-01T12:15:00Z",
+        "--until",
+        "2026-03-01T13:00:00",
+        "--store",
+        recorded.url,
+    )
+
+    assert result.exit_code == 0, result.output
+    types = [json.loads(line)["type"] for line in result.output.splitlines()]
+    assert types == ["ai.silogen.kaiwo.mon.preemption-decided.v1"]
+
+
+# --------------------------------------------------------------------------- replay
+
+
+def test_replay_reproduces_every_recorded_plan(recorded: Recorded) -> None:
+    result = run("replay", "--store", recorded.url)
+
+    assert result.exit_code == 0, result.output
+    summary = result.output.strip().splitlines()[-1]
+    plans = int(summary.split(" plans")[0])
+    assert plans >= 2  # the queue configuration's and the job's, at least
+    assert summary.startswith(f"{plans} plans, {plans} reproduced, 0 differ, 0 skipped")
+
+
+def test_replay_of_one_workload_checks_only_its_plans(recorded: Recorded) -> None:
+    result = run("replay", "--workload", "team-a/train", "--store", recorded.url)
+
+    assert result.exit_code == 0, result.output
+    assert "KaiwoJob/team-a/train" in result.output
+    assert "KaiwoQueueConfig" not in result.output
+    assert "0 differ" in result.output
+
+
+async def forge_a_plan(url: str) -> None:
+    """Append a plan the planner never made: the job's, claiming RUNNING."""
+    store = await open_event_store(url)
+    try:
+        plans = await store.read_by_type(["ai.silogen.kaiwo.plan.decided.v1"])
+        genuine = next(e for e in plans if e.data["plan"]["owner"]["kind"] == "KaiwoJob")
+        decided = PlanDecidedV1.model_validate(genuine.data)
+        status = {**(decided.plan.status or {}), "status": "RUNNING"}
+        forged = PlanDecidedV1.of(
+            decided.plan.model_copy(update={"status": status}),
+            planned_at=decided.planned_at,
+            trigger=decided.trigger,
+            obs_sequence=decided.obs_sequence,
+            absent=decided.absent,
+        )
+        await store.append_next(
+            [
+                NewEvent(
+                    event_id="forged-plan-1",
+                    stream_id=genuine.stream_id,
+                    type=genuine.type,
+                    subject=genuine.subject,
+                    time=genuine.time,
+                    source=genuine.source,
+                    correlation_id=genuine.correlation_id,
+                    data=forged.model_dump(mode="json", by_alias=True),
+                    metadata=genuine.metadata,
+                )
+            ]
+        )
+    finally:
+        await store.close()
+
+
+def test_a_tampered_plan_is_reported_with_a_diff_and_exit_1(
+    recorded: Recorded, tmp_path: Path
+) -> None:
+    copy = tmp_path / "tampered.db"
+    copy.write_bytes(recorded.path.read_bytes())
+    url = f"sqlite:///{copy}"
+    asyncio.run(forge_a_plan(url))
+
+    result = run("replay", "--workload", "team-a/train", "--store", url)
+
+    assert result.exit_code == 1, result.output
+    assert "differs  KaiwoJob/team-a/train  plan forged-p" in result.output
+    assert "--- recorded" in result.output
+    assert "+++ replayed" in result.output
+    assert "-    status: RUNNING" in result.output
+    assert "+    status: PENDING" in result.output
+    assert ", 1 differ," in result.output
+
+
+def test_replay_is_a_function_of_recorded_events(recorded: Recorded) -> None:
+    async def load() -> tuple[list[Any], list[Any]]:
+        store = await open_event_store(recorded.url)
+        try:
+            return (
+                await store.read_by_type(["ai.silogen.kaiwo.obs.observed.v1"]),
+                await store.read_by_type(["ai.silogen.kaiwo.plan.decided.v1"]),
+            )
+        finally:
+            await store.close()
+
+    observations, plans = asyncio.run(load())
+    ticks: list[tuple[int, int]] = []
+
+    report = replay_recorded(
+        observations=reversed(observations), plans=plans, progress=lambda d, t: ticks.append((d, t))
+    )
+
+    assert report.differ == 0 and report.skipped == 0
+    assert report.reproduced == len(plans)
+    assert ticks[-1] == (len(plans), len(plans))
+    assert report.observations == 5  # namespace, node, queue config, job, pod
+
+
+# --------------------------------------------------------------------------- tail parts
+
+
+def test_the_cli_reads_the_metadata_and_streams_the_recorder_writes() -> None:
+    assert NATS_STREAM_KEY == records.NATS_STREAM
+    assert NATS_SEQUENCE_KEY == records.NATS_SEQUENCE
+    assert WORKLOAD_STREAM_PREFIX == stream_ids.WORKLOAD_PREFIX
+
+
+def test_tail_filters_by_namespace_name_kind_and_type() -> None:
+    wanted = TailFilter(namespace="team-a", kind="KaiwoJob", type="plan.decided")
+
+    assert wanted.matches(
+        event_type="ai.silogen.kaiwo.plan.decided.v1", subject="team-a/train", kind="kaiwojob"
+    )
+    assert not wanted.matches(
+        event_type="ai.silogen.kaiwo.obs.observed.v1", subject="team-a/train", kind="kaiwojob"
+    )
+    assert not wanted.matches(
+        event_type="ai.silogen.kaiwo.plan.decided.v1", subject="team-b/train", kind="kaiwojob"
+    )
+    assert TailFilter(name="gpu-1").matches(event_type="x", subject="gpu-1", kind="node")
+
+
+def test_tail_finds_the_kind_in_the_subject_or_the_payload() -> None:
+    assert kind_of(f"kaiwo.obs.pod.team-a.{POD_UID}", {}) == "pod"
+    assert kind_of(
+        f"kaiwo.mon.preemption.team-a.{JOB_UID}", {"workload": {"kind": "KaiwoJob"}}
+    ) == ("KaiwoJob")
+    assert kind_of(None, {"plan": {"owner": {"kind": "KaiwoService"}}}) == "KaiwoService"
+
+
+def test_a_tail_line_shows_time_type_subject_and_short_ids() -> None:
+    line = tail_line(
+        time=T0,
+        event_type="ai.silogen.kaiwo.plan.decided.v1",
+        subject="team-a/train",
+        event_id="3f2a1b9c-aaaa",
+        correlation_id=JOB_UID,
+        causation_id=None,
+    )
+
+    assert line.startswith("12:00:00.000  plan.decided.v1 ")
+    assert "team-a/train" in line
+    assert line.endswith("id=3f2a1b9c corr=0b7c0a5e cause=-")
