@@ -106,3 +106,8 @@ async def eventually(
 def wait_for() -> Callable[..., Awaitable[None]]:
     """``await wait_for(condition, within=...)``: poll until ``condition`` holds."""
     return eventually
+
+
+@pytest.fixture
+def scraper() -> FakeScraper:
+    return FakeScraper()

@@ -1,0 +1,172 @@
+"""``python -m kaiwo_monitor``: the monitor process.
+
+Connects to NATS (declaring the streams), opens the ``kaiwo-monitor`` bucket, connects to the
+API server (``KAIWO_KUBECONFIG``, the usual kubeconfig, or in-cluster), checks the metrics
+endpoint answers, serves ``/healthz``, ``/readyz`` (NATS connected, API server reachable,
+the leader's last scrape succeeded) and ``/metrics``, and competes for the Lease until
+SIGTERM or SIGINT (the leader then releases it). A dependency that does not answer at start
+ends the process with status 1 and one line on stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import TypeVar
+
+import structlog
+from kaiwo_contracts.events.streams import bus_topology
+from kaiwo_kube import KubeError, KubernetesPort, Retryable, resources
+from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_runtime.health import HealthServer
+from kaiwo_runtime.kv import NatsKeyValue
+from kaiwo_runtime.logging import configure_logging
+from kaiwo_runtime.nats_bus import NatsBus
+
+from kaiwo_monitor.metrics import MonitorMetrics
+from kaiwo_monitor.prometheus import PrometheusScraper
+from kaiwo_monitor.service import MonitorService
+from kaiwo_monitor.settings import MonitorSettings
+
+log = structlog.get_logger("kaiwo.monitor")
+EXIT_UNAVAILABLE = 1
+T = TypeVar("T")
+
+
+class StartupError(RuntimeError):
+    """A dependency is unreachable at start; the message is the one line to print."""
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+async def api_server_reachable(kube: KubernetesPort) -> bool:
+    """Any answer from the API server but 429/5xx/no connection means it is reachable."""
+    try:
+        await kube.get(resources.NAMESPACE, "default")
+    except Retryable:
+        return False
+    except KubeError:
+        return True
+    return True
+
+
+async def _within(seconds: float, what: str, step: Awaitable[T]) -> T:
+    try:
+        return await asyncio.wait_for(step, seconds)
+    except TimeoutError as error:
+        raise StartupError(f"{what}: no answer within {seconds:g} s") from error
+    except StartupError:
+        raise
+    except Exception as error:
+        raise StartupError(
+            f"{what}: {' '.join(str(error).split()) or type(error).__name__}"
+        ) from error
+
+
+def _scraper(settings: MonitorSettings) -> PrometheusScraper:
+    if not settings.monitor_metrics_endpoint:
+        raise StartupError("KAIWO_MONITOR_METRICS_ENDPOINT is not set (a Prometheus URL)")
+    try:
+        return PrometheusScraper(
+            settings.monitor_metrics_endpoint,
+            query=settings.monitor_query,
+            timeout=settings.monitor_scrape_timeout_seconds,
+        )
+    except ValueError as error:
+        raise StartupError(str(error)) from error
+
+
+async def serve(settings: MonitorSettings, stop: asyncio.Event) -> None:
+    timeout = settings.startup_timeout_seconds
+    scraper = _scraper(settings)
+    async with contextlib.AsyncExitStack() as stack:
+        stack.push_async_callback(scraper.close)
+        if settings.monitor_enabled:
+            await _within(timeout, f"the metrics endpoint {scraper.url}", scraper.scrape())
+        bus = await _within(
+            timeout,
+            f"NATS at {settings.nats_url} is unreachable",
+            NatsBus.connect(
+                settings.nats_url,
+                topology=bus_topology(partitions=settings.bus_partitions),
+                name=f"kaiwo-monitor-{settings.replica}",
+            ),
+        )
+        stack.push_async_callback(bus.close)
+        await _within(timeout, "declaring the JetStream streams failed", bus.ensure_streams())
+        kv = await _within(
+            timeout,
+            f"opening the key-value bucket {settings.monitor_state_bucket} failed",
+            NatsKeyValue.open(bus.client, settings.monitor_state_bucket),
+        )
+        where = str(settings.kubeconfig or "the default kubeconfig or in-cluster account")
+        kube = await _within(
+            timeout,
+            f"no Kubernetes API server ({where})",
+            KubernetesAsyncioAdapter.from_environment(settings.kubeconfig),
+        )
+        stack.push_async_callback(kube.close)
+        if not await _within(timeout, f"the API server ({where})", api_server_reachable(kube)):
+            raise StartupError(f"the API server ({where}) is unreachable")
+        metrics = MonitorMetrics()
+        service = MonitorService(
+            bus, kube, scraper=scraper, clock=utc_now, settings=settings, kv=kv, metrics=metrics
+        )
+
+        async def nats_connected() -> bool:
+            return bool(bus.client.is_connected)
+
+        async def kubernetes_reachable() -> bool:
+            return await api_server_reachable(kube)
+
+        async def scraping() -> bool:
+            return service.healthy
+
+        checks: dict[str, Callable[[], Awaitable[bool]]] = {
+            "nats": nats_connected,
+            "kubernetes": kubernetes_reachable,
+            "metrics-endpoint": scraping,
+        }
+        health = HealthServer(
+            metrics=metrics.registry,
+            checks=checks,
+            host=settings.health_host,
+            port=settings.health_port,
+        )
+        async with health:
+            log.info(
+                "monitor started",
+                health=health.url,
+                endpoint=scraper.url,
+                lease=f"{service.elector.namespace}/{service.elector.name}",
+                identity=service.elector.identity,
+                enabled=settings.monitor_enabled,
+            )
+            await service.run(stop)
+        log.info("monitor stopped")
+
+
+async def main() -> int:
+    settings = MonitorSettings()
+    json_logs = {"auto": None, "json": True, "console": False}[settings.log_format]
+    configure_logging(level=settings.log_level, json=json_logs)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await serve(settings, stop)
+    except StartupError as error:
+        sys.stderr.write(f"kaiwo-monitor: {error}\n")
+        return EXIT_UNAVAILABLE
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

@@ -1,0 +1,147 @@
+"""The events one tick publishes: envelopes built from an assessment (pure, ``now`` given).
+
+Ids are derived from the fact, so publishing the same fact twice (a retried tick, a new
+leader repeating the old one's last tick) gives one message inside JetStream's duplicate
+window: a utilization reading by workload and time, an underutilized stretch and the
+termination asked for it by workload and the stretch's start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final, Literal
+
+from kaiwo_contracts.events.envelope import (
+    Envelope,
+    derived_event_id,
+    object_subject,
+    service_source,
+)
+from kaiwo_contracts.events.monitor import PreemptionDecidedV1, UnderutilizedV1, UtilizationV1
+from kaiwo_contracts.events.subjects import MonitorTopic, monitor_subject
+
+from kaiwo_monitor.domain.pods import WorkloadRef
+from kaiwo_monitor.domain.utilization import (
+    AGGREGATION,
+    Assessment,
+    TerminationDecision,
+    Underutilization,
+    WorkloadUtilization,
+)
+
+SOURCE = service_source("monitor")
+REASON_LOW_UTILIZATION = "GpuUtilizationLow"
+TERMINATION_POLICY: Final[Literal["Always"]] = "Always"
+"""Termination of an underutilized workload does not wait for GPU demand (upstream §12)."""
+_RATIO_DIGITS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One event to publish on ``subject``, about the workload with ``uid``."""
+
+    uid: str
+    topic: MonitorTopic
+    subject: str
+    envelope: Envelope[Any]
+
+
+def findings(assessment: Assessment, *, now: datetime) -> tuple[Finding, ...]:
+    """Every event of one tick, grouped by workload in uid order (utilization first)."""
+    events = [
+        *(_utilization(item, now=now) for item in assessment.utilizations),
+        *(_underutilized(item, now=now) for item in assessment.underutilized),
+        *(_termination(item, now=now) for item in assessment.terminations),
+    ]
+    # sorted() is stable: per workload the order above (utilization, finding, decision) holds.
+    return tuple(sorted(events, key=lambda finding: finding.uid))
+
+
+def _utilization(item: WorkloadUtilization, *, now: datetime) -> Finding:
+    payload = UtilizationV1(
+        workload=item.workload.object_ref(),
+        vendor=item.vendor,
+        gpu_count=item.gpu_count,
+        pod_count=item.pod_count,
+        utilization_ratio=_rounded(item.ratio),
+        aggregation=AGGREGATION,
+        window_start=item.window_start,
+        window_end=item.window_end,
+    )
+    event_id = derived_event_id("mon-utilization", item.workload.uid, now.isoformat())
+    return _finding(item.workload, "utilization", payload, event_id=event_id, now=now)
+
+
+def _underutilized(item: Underutilization, *, now: datetime) -> Finding:
+    used = item.utilization
+    payload = UnderutilizedV1(
+        workload=used.workload.object_ref(),
+        vendor=used.vendor,
+        gpu_count=used.gpu_count,
+        utilization_ratio=_rounded(used.ratio) or 0.0,
+        threshold_ratio=item.threshold_ratio,
+        idle_since=item.since,
+        reason=REASON_LOW_UTILIZATION,
+        message=(
+            f"GPU utilization {_percent(used.ratio)} of the {used.gpu_count} requested GPU(s) "
+            f"is below the threshold of {_percent(item.threshold_ratio)}"
+        ),
+    )
+    event_id = derived_event_id("mon-underutilized", used.workload.uid, item.since.isoformat())
+    return _finding(used.workload, "underutilized", payload, event_id=event_id, now=now)
+
+
+def _termination(item: TerminationDecision, *, now: datetime) -> Finding:
+    used = item.utilization
+    payload = PreemptionDecidedV1(
+        workload=used.workload.object_ref(),
+        vendor=used.vendor,
+        gpu_count=used.gpu_count,
+        utilization_ratio=_rounded(used.ratio),
+        threshold_ratio=item.threshold_ratio,
+        preempted_for=None,
+        policy=TERMINATION_POLICY,
+        reason=REASON_LOW_UTILIZATION,
+        message=(
+            "Terminating workload due to underutilized GPU resources: below "
+            f"{_percent(item.threshold_ratio)} since {item.since.isoformat()} "
+            f"({_whole_seconds(item.idle_for.total_seconds())})"
+        ),
+    )
+    event_id = derived_event_id("mon-preemption", used.workload.uid, item.since.isoformat())
+    return _finding(used.workload, "preemption", payload, event_id=event_id, now=now)
+
+
+def _finding(
+    workload: WorkloadRef,
+    topic: MonitorTopic,
+    payload: UtilizationV1 | UnderutilizedV1 | PreemptionDecidedV1,
+    *,
+    event_id: str,
+    now: datetime,
+) -> Finding:
+    envelope = Envelope.new(
+        data=payload,
+        source=SOURCE,
+        time=now,
+        correlationid=workload.uid,
+        subject=object_subject(namespace=workload.namespace, name=workload.name),
+        id=event_id,
+    )
+    subject = monitor_subject(topic=topic, namespace=workload.namespace, uid=workload.uid)
+    return Finding(uid=workload.uid, topic=topic, subject=subject, envelope=envelope)
+
+
+def _rounded(ratio: float | None) -> float | None:
+    return None if ratio is None else round(ratio, _RATIO_DIGITS)
+
+
+def _percent(ratio: float | None) -> str:
+    return "unknown" if ratio is None else f"{ratio * 100:.2f}%"
+
+
+def _whole_seconds(seconds: float) -> str:
+    hours, rest = divmod(int(seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes}m{secs}s"

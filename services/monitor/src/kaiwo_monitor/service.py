@@ -1,0 +1,249 @@
+"""The monitor: while it leads, scrape GPU utilization, judge it and publish what it found.
+
+Every ``KAIWO_MONITOR_POLLING_INTERVAL_SECONDS`` the leader:
+
+1. reads the KaiwoConfig ``kaiwo`` (defaults when there is none) for
+   ``spec.resourceMonitoring`` and the GPU resource key;
+2. queries the metrics endpoint (:mod:`kaiwo_monitor.prometheus`);
+3. lists the pods carrying a workload uid (``kaiwo.silogen.ai/run-id``), in the target
+   namespaces or everywhere;
+4. :func:`~kaiwo_monitor.domain.utilization.assess` -> per workload ``UtilizationV1``, and
+   ``UnderutilizedV1`` when a workload falls below the threshold, ``PreemptionDecidedV1`` when
+   its termination is due;
+5. keeps each workload's open underutilized stretch in the key-value bucket after its events
+   are stored, so a failed publish is repeated on the next tick and a new leader continues
+   the stretch.
+
+The monitor never changes the cluster: the planner turns ``PreemptionDecidedV1`` into the
+workload's TERMINATING status (docs/events.md, "Monitor findings"). A failing step ends the
+tick (counted in ``kaiwo_monitor_tick_failures_total`` or ``..._scrapes_total{outcome="error"}``)
+and the next tick starts over. Only one instance acts: see :mod:`kaiwo_monitor.leader`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from collections import defaultdict
+from collections.abc import Callable
+from datetime import datetime
+
+import structlog
+from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KAIWO_CONFIG_NAME, KaiwoConfig
+from kaiwo_kube import KubeError, KubernetesPort, NotFound, resources
+from kaiwo_runtime.bus import Bus
+from kaiwo_runtime.kv import KeyValue, MemoryKeyValue
+from kaiwo_runtime.logging import bound_context
+from pydantic import ValidationError
+
+from kaiwo_monitor.domain.pods import RUN_ID_SELECTOR, MonitoredPod, monitored_pod
+from kaiwo_monitor.domain.samples import GpuSample
+from kaiwo_monitor.domain.utilization import (
+    Assessment,
+    MonitoringPolicy,
+    UtilizationState,
+    assess,
+)
+from kaiwo_monitor.findings import Finding, findings
+from kaiwo_monitor.leader import LeaseElector, LeaseTiming
+from kaiwo_monitor.metrics import MonitorMetrics
+from kaiwo_monitor.prometheus import ScrapeError, Scraper
+from kaiwo_monitor.settings import MonitorSettings
+from kaiwo_monitor.state_store import StateStore
+
+log = structlog.get_logger("kaiwo.monitor")
+
+
+class TickAborted(Exception):  # noqa: N818 - names what happened to the tick
+    """A step of the tick failed; the reason is logged and counted."""
+
+
+class MonitorService:
+    """See the module docstring. Drive :meth:`run`, or :meth:`tick` directly in tests."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        kube: KubernetesPort,
+        *,
+        scraper: Scraper,
+        clock: Callable[[], datetime],
+        settings: MonitorSettings,
+        kv: KeyValue | None = None,
+        metrics: MonitorMetrics | None = None,
+        identity: str | None = None,
+        lease_timing: LeaseTiming | None = None,
+    ) -> None:
+        self._bus = bus
+        self._kube = kube
+        self._scraper = scraper
+        self._clock = clock
+        self.settings = settings
+        self.metrics = metrics or MonitorMetrics()
+        self._store = StateStore(kv if kv is not None else MemoryKeyValue())
+        self.states: dict[str, UtilizationState] = {}
+        self._states_loaded = False
+        self.last_scrape_failed = False
+        self.elector = LeaseElector(
+            kube,
+            name=settings.monitor_lease_name,
+            namespace=settings.lease_namespace(),
+            identity=identity or f"{settings.replica}-{secrets.token_hex(4)}",
+            clock=clock,
+            timing=lease_timing or settings.lease_timing(),
+            on_change=self._leadership_changed,
+        )
+        self.metrics.leader.set(0)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def healthy(self) -> bool:
+        """False while this instance leads and its last scrape failed."""
+        return not (self.elector.leading and self.last_scrape_failed)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Compete for the Lease and, while leading, tick every polling interval."""
+        if not self.settings.monitor_enabled:
+            log.info("monitor disabled (KAIWO_MONITOR_ENABLED=false); idling")
+            await stop.wait()
+            return
+        election = asyncio.create_task(self.elector.run(stop), name="monitor lease")
+        try:
+            while await self.elector.wait_until_leading(stop):
+                await self._lead(stop)
+        finally:
+            if stop.is_set():
+                await election  # releases the Lease
+            else:
+                election.cancel()
+                await asyncio.gather(election, return_exceptions=True)
+
+    async def _lead(self, stop: asyncio.Event) -> None:
+        await self.load_states()
+        while self.elector.leading and not stop.is_set():
+            await self.tick()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self.elector.wait_until_following(stop),
+                    self.settings.monitor_polling_interval_seconds,
+                )
+
+    async def load_states(self) -> None:
+        """Read the open stretches the previous leader left (once per leadership)."""
+        if not self._states_loaded:
+            self.states = await self._store.load()
+            self._states_loaded = True
+
+    def _leadership_changed(self, leading: bool) -> None:
+        self.metrics.leader.set(1 if leading else 0)
+        if not leading:
+            # Another instance may move the stretches on; read them again when leading again.
+            self._states_loaded = False
+            self.metrics.gpu_utilization.clear()
+
+    # ------------------------------------------------------------------ one tick
+
+    async def tick(self) -> Assessment | None:
+        """Scrape, judge and publish once; None when a step failed (logged, counted)."""
+        now = self._clock()
+        try:
+            config = await self._read_config()
+            samples = await self._scrape()
+            pods = await self._list_pods(config)
+        except TickAborted:
+            return None
+        policy = MonitoringPolicy.from_config(config.spec.resource_monitoring)
+        assessment = assess(pods=pods, samples=samples, states=self.states, policy=policy, now=now)
+        await self._publish(assessment, now=now)
+        self._report(assessment)
+        return assessment
+
+    async def _read_config(self) -> KaiwoConfig:
+        try:
+            found = await self._kube.get(resources.KAIWO_CONFIG, KAIWO_CONFIG_NAME)
+        except NotFound:
+            return KaiwoConfig.default()
+        except KubeError as error:
+            raise self._abort("config", "could not read the KaiwoConfig", error) from error
+        try:
+            return KaiwoConfig.from_wire(found)
+        except ValidationError as error:
+            raise self._abort("config", "the KaiwoConfig is invalid", error) from error
+
+    async def _scrape(self) -> tuple[GpuSample, ...]:
+        try:
+            samples = await self._scraper.scrape()
+        except ScrapeError as error:
+            self.last_scrape_failed = True
+            self.metrics.scrapes.labels(outcome="error").inc()
+            log.warning("scraping the metrics endpoint failed", error=str(error))
+            raise TickAborted(str(error)) from error
+        self.last_scrape_failed = False
+        self.metrics.scrapes.labels(outcome="success").inc()
+        return samples
+
+    async def _list_pods(self, config: KaiwoConfig) -> list[MonitoredPod]:
+        # One list per target namespace, or one across all namespaces (None).
+        targets: list[str | None] = [*(config.spec.resource_monitoring.target_namespaces or ())]
+        targets = targets or [None]
+        key = config.spec.nodes.default_gpu_resource_key
+        pods: list[MonitoredPod] = []
+        try:
+            for namespace in dict.fromkeys(targets):
+                listed = await self._kube.list(
+                    resources.POD, namespace=namespace, label_selector=RUN_ID_SELECTOR
+                )
+                found = (monitored_pod(item, gpu_resource_key=key) for item in listed.items)
+                pods.extend(pod for pod in found if pod is not None)
+        except KubeError as error:
+            raise self._abort("pods", "could not list the workload pods", error) from error
+        return pods
+
+    async def _publish(self, assessment: Assessment, *, now: datetime) -> None:
+        """Per workload: its events, then its state; stop at the first failure."""
+        by_uid: dict[str, list[Finding]] = defaultdict(list)
+        for finding in findings(assessment, now=now):
+            by_uid[finding.uid].append(finding)
+        before, after = dict(self.states), assessment.states
+        for uid in sorted(set(before) | set(after) | set(by_uid)):
+            if not self.elector.leading:
+                log.info("leadership lost during a tick; leaving the rest to the new leader")
+                return
+            with bound_context({"correlation_id": uid, "uid": uid}):
+                try:
+                    for finding in by_uid.get(uid, ()):
+                        ack = await self._bus.publish(finding.envelope, finding.subject)
+                        if not ack.duplicate:
+                            self.metrics.events_published.labels(topic=finding.topic).inc()
+                        if finding.topic != "utilization":
+                            log.info("published", topic=finding.topic, event_id=finding.envelope.id)
+                    await self._store.save(uid, before=before, after=after)
+                except Exception as error:  # the bus or the bucket: retried next tick
+                    self.metrics.tick_failures.labels(stage="publish").inc()
+                    log.warning("publishing monitor findings failed", error=str(error))
+                    return
+            self._remember(uid, after.get(uid))
+
+    def _remember(self, uid: str, state: UtilizationState | None) -> None:
+        if state is None:
+            self.states.pop(uid, None)
+        else:
+            self.states[uid] = state
+
+    def _report(self, assessment: Assessment) -> None:
+        ratios: dict[tuple[str, str], list[float]] = defaultdict(list)
+        for item in assessment.utilizations:
+            if item.ratio is not None:
+                ratios[(item.workload.namespace, item.workload.kind)].append(item.ratio)
+        self.metrics.gpu_utilization.clear()
+        for (namespace, kind), values in ratios.items():
+            self.metrics.gpu_utilization.labels(namespace=namespace, workload_kind=kind).set(
+                sum(values) / len(values)
+            )
+
+    def _abort(self, stage: str, what: str, error: Exception) -> TickAborted:
+        self.metrics.tick_failures.labels(stage=stage).inc()
+        log.warning(what, error=" ".join(str(error).split()))
+        return TickAborted(what)

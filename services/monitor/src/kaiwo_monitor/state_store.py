@@ -1,0 +1,69 @@
+"""Open underutilized stretches kept in a key-value bucket, so a new leader continues them.
+
+Without it a leader change would restart every stretch's clock and a workload idle for 23 h
+would get another 24 h. One key per workload uid; JSON values.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+
+import structlog
+from kaiwo_runtime.kv import KeyValue
+
+from kaiwo_monitor.domain.utilization import UtilizationState
+
+log = structlog.get_logger("kaiwo.monitor")
+
+
+def encode_state(state: UtilizationState) -> bytes:
+    since = state.below_since.isoformat() if state.below_since else None
+    document = {"belowSince": since, "terminationDecided": state.termination_decided}
+    return json.dumps(document, sort_keys=True).encode()
+
+
+def decode_state(uid: str, value: bytes) -> UtilizationState:
+    """ValueError when ``value`` is not a state this module wrote."""
+    document = json.loads(value)
+    since = document.get("belowSince")
+    below_since = datetime.fromisoformat(since) if isinstance(since, str) else None
+    if below_since is not None and below_since.tzinfo is None:
+        raise ValueError(f"state of {uid}: belowSince has no time zone")
+    return UtilizationState(
+        workload_uid=uid,
+        below_since=below_since,
+        termination_decided=bool(document.get("terminationDecided", False)),
+    )
+
+
+class StateStore:
+    """Reads all states at once, writes only what changed."""
+
+    def __init__(self, kv: KeyValue) -> None:
+        self._kv = kv
+
+    async def load(self) -> dict[str, UtilizationState]:
+        states: dict[str, UtilizationState] = {}
+        async for uid, value in self._kv.items():
+            try:
+                states[uid] = decode_state(uid, value)
+            except ValueError as error:  # json.JSONDecodeError is a ValueError
+                log.warning("ignoring an unreadable monitor state", uid=uid, error=str(error))
+        return states
+
+    async def save(
+        self,
+        uid: str,
+        *,
+        before: Mapping[str, UtilizationState],
+        after: Mapping[str, UtilizationState],
+    ) -> None:
+        new = after.get(uid)
+        if new == before.get(uid):
+            return
+        if new is None:
+            await self._kv.delete(uid)
+        else:
+            await self._kv.put(uid, encode_state(new))

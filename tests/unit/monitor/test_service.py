@@ -1,0 +1,539 @@
+"""The monitor service against the fake API server, an in-memory JetStream and a fake scraper."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from kaiwo_contracts.events import PAYLOAD_TYPES, Envelope
+from kaiwo_contracts.events.monitor import PreemptionDecidedV1, UnderutilizedV1, UtilizationV1
+from kaiwo_contracts.events.streams import MONITOR_STREAM, bus_topology
+from kaiwo_contracts.plans import ObjectRef
+from kaiwo_kube import NotFound, resources
+from kaiwo_monitor.__main__ import StartupError, serve
+from kaiwo_monitor.domain.samples import GpuSample
+from kaiwo_monitor.domain.utilization import UtilizationState
+from kaiwo_monitor.leader import LeaseTiming
+from kaiwo_monitor.metrics import MonitorMetrics
+from kaiwo_monitor.service import MonitorService
+from kaiwo_monitor.settings import MonitorSettings
+from kaiwo_monitor.state_store import StateStore, decode_state, encode_state
+from kaiwo_runtime.kv import MemoryKeyValue
+from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
+from kaiwo_runtime.nats_server import free_port
+
+if TYPE_CHECKING:  # conftest is not importable under --import-mode=importlib
+    from conftest import Cluster, FakeScraper
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+SEEN = datetime(2026, 3, 1, 11, 59, 55, tzinfo=UTC)
+UID_TRAIN = "11111111-1111-4111-8111-111111111111"
+UID_CHAT = "22222222-2222-4222-8222-222222222222"
+TRAIN = ObjectRef(
+    api_version="kaiwo.silogen.ai/v1alpha1",
+    kind="KaiwoJob",
+    name="train",
+    namespace="team-a",
+    uid=UID_TRAIN,
+)
+CHAT = ObjectRef(
+    api_version="kaiwo.silogen.ai/v1alpha1",
+    kind="KaiwoService",
+    name="chat",
+    namespace="team-b",
+    uid=UID_CHAT,
+)
+FAST_LEASE = LeaseTiming(duration_seconds=1, renew_deadline=0.6, retry_period=0.1)
+IDLE_TRAIN = [
+    GpuSample(namespace="team-a", pod="train-0", gpu="0", percent=0.2, at=SEEN),
+    GpuSample(namespace="team-a", pod="train-0", gpu="1", percent=0.4, at=SEEN),
+]
+BUSY_CHAT = [GpuSample(namespace="team-b", pod="chat-0", gpu="0", percent=50.0, at=SEEN)]
+
+
+class Clock:
+    def __init__(self, now: datetime = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def workload_pod(
+    name: str, ref: ObjectRef, *, gpus: int, workload_type: str, phase: str = "Running"
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": ref.namespace,
+            "labels": {
+                "kaiwo.silogen.ai/run-id": ref.uid,
+                "kaiwo.silogen.ai/type": workload_type,
+                "kaiwo.silogen.ai/name": ref.name,
+            },
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "resources": {"requests": {"amd.com/gpu": str(gpus)}},
+                }
+            ]
+        },
+        "status": {"phase": phase},
+    }
+
+
+def kaiwo_config(resource_monitoring: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoConfig",
+        "metadata": {"name": "kaiwo"},
+        "spec": {"resourceMonitoring": resource_monitoring},
+    }
+
+
+def settings(**overrides: Any) -> MonitorSettings:
+    values: dict[str, Any] = {
+        "monitor_metrics_endpoint": "http://prometheus.example:9090",
+        "monitor_polling_interval_seconds": 0.05,
+        "monitor_lease_namespace": "kaiwo-system",
+        "monitor_lease_duration_seconds": 1,
+    }
+    return MonitorSettings(**(values | overrides))
+
+
+def published(jetstream: MemoryJetStream) -> list[tuple[str, Envelope[Any]]]:
+    """Every monitor event stored, typed by its ``ce-type``."""
+    events = []
+    for message in jetstream.stream_messages(MONITOR_STREAM):
+        payload = PAYLOAD_TYPES[message.headers["ce-type"]]
+        events.append((message.subject, Envelope[payload].from_nats(message.headers, message.body)))  # type: ignore[valid-type]
+    return events
+
+
+def topics_of(jetstream: MemoryJetStream) -> list[tuple[str, str]]:
+    """(topic, uid) of every monitor event stored."""
+    return [(s.split(".")[2], s.split(".")[4]) for s, _ in published(jetstream)]
+
+
+def sample_value(metrics: MonitorMetrics, name: str, labels: dict[str, str] | None = None) -> Any:
+    return metrics.registry.registry.get_sample_value(name, labels or {})
+
+
+@pytest.fixture
+def cluster_with_workloads(cluster: Cluster) -> Cluster:
+    cluster.put(resources.POD, workload_pod("train-0", TRAIN, gpus=2, workload_type="job"))
+    cluster.put(resources.POD, workload_pod("chat-0", CHAT, gpus=1, workload_type="service"))
+    cluster.put(
+        resources.POD,
+        {"metadata": {"name": "other-0", "namespace": "team-a"}, "status": {"phase": "Running"}},
+    )
+    return cluster
+
+
+class Kit:
+    def __init__(self, cluster: Cluster, jetstream: MemoryJetStream, scraper: FakeScraper) -> None:
+        self.cluster = cluster
+        self.jetstream = jetstream
+        self.scraper = scraper
+        self.clock = Clock()
+        self.kv = MemoryKeyValue()
+
+    def service(self, **options: Any) -> MonitorService:
+        return MonitorService(
+            options.pop("bus", MemoryBus(server=self.jetstream, topology=bus_topology())),
+            self.cluster.kube,
+            scraper=options.pop("scraper", self.scraper),
+            clock=options.pop("clock", self.clock),
+            settings=options.pop("settings", settings()),
+            kv=options.pop("kv", self.kv),
+            metrics=options.pop("metrics", MonitorMetrics()),
+            lease_timing=FAST_LEASE,
+            **options,
+        )
+
+    async def leader(self, **options: Any) -> MonitorService:
+        service = self.service(**options)
+        assert await service.elector.try_acquire_or_renew()
+        return service
+
+
+@pytest.fixture
+def kit(cluster_with_workloads: Cluster, jetstream: MemoryJetStream, scraper: FakeScraper) -> Kit:
+    return Kit(cluster_with_workloads, jetstream, scraper)
+
+
+# ------------------------------------------------------------------ one tick
+
+
+async def test_a_tick_publishes_utilization_per_workload_and_the_underutilized_one(
+    kit: Kit,
+) -> None:
+    kit.scraper.samples = [*IDLE_TRAIN, *BUSY_CHAT]
+    service = await kit.leader()
+
+    assessment = await service.tick()
+
+    assert assessment is not None
+    events = published(kit.jetstream)
+    assert [subject for subject, _ in events] == [
+        f"kaiwo.mon.utilization.team-a.{UID_TRAIN}",
+        f"kaiwo.mon.underutilized.team-a.{UID_TRAIN}",
+        f"kaiwo.mon.utilization.team-b.{UID_CHAT}",
+    ]
+    train_use, train_low, chat_use = (event for _, event in events)
+    assert train_use.data == UtilizationV1(
+        workload=TRAIN,
+        vendor="amd",
+        gpu_count=2,
+        pod_count=1,
+        utilization_ratio=0.003,
+        aggregation="Avg",
+        window_start=SEEN,
+        window_end=SEEN,
+    )
+    assert train_low.data == UnderutilizedV1(
+        workload=TRAIN,
+        vendor="amd",
+        gpu_count=2,
+        utilization_ratio=0.003,
+        threshold_ratio=0.01,
+        idle_since=T0,
+        reason="GpuUtilizationLow",
+        message="GPU utilization 0.30% of the 2 requested GPU(s) is below the threshold of 1.00%",
+    )
+    assert chat_use.data == UtilizationV1(
+        workload=CHAT,
+        vendor="amd",
+        gpu_count=1,
+        pod_count=1,
+        utilization_ratio=0.5,
+        aggregation="Avg",
+        window_start=SEEN,
+        window_end=SEEN,
+    )
+    assert [(e.source, e.time, e.correlationid, e.subject) for _, e in events] == [
+        ("/kaiwo/monitor", T0, UID_TRAIN, "team-a/train"),
+        ("/kaiwo/monitor", T0, UID_TRAIN, "team-a/train"),
+        ("/kaiwo/monitor", T0, UID_CHAT, "team-b/chat"),
+    ]
+    assert (
+        await kit.kv.get(UID_TRAIN)
+        == b'{"belowSince": "2026-03-01T12:00:00+00:00", "terminationDecided": false}'
+    )
+    assert await kit.kv.get(UID_CHAT) is None
+
+
+async def test_metrics_of_a_tick(kit: Kit) -> None:
+    kit.scraper.samples = [*IDLE_TRAIN, *BUSY_CHAT]
+    service = await kit.leader()
+    await service.tick()
+
+    metrics = service.metrics
+    gauge = "kaiwo_monitor_gpu_utilization_ratio"
+    assert sample_value(
+        metrics, gauge, {"namespace": "team-a", "workload_kind": "KaiwoJob"}
+    ) == pytest.approx(0.003)
+    assert sample_value(
+        metrics, gauge, {"namespace": "team-b", "workload_kind": "KaiwoService"}
+    ) == pytest.approx(0.5)
+    assert sample_value(metrics, "kaiwo_monitor_scrapes_total", {"outcome": "success"}) == 1
+    assert sample_value(metrics, "kaiwo_monitor_leader") == 1
+    assert (
+        sample_value(metrics, "kaiwo_monitor_events_published_total", {"topic": "utilization"}) == 2
+    )
+    assert (
+        sample_value(metrics, "kaiwo_monitor_events_published_total", {"topic": "underutilized"})
+        == 1
+    )
+
+
+async def test_a_second_tick_continues_the_stretch_without_reporting_it_again(kit: Kit) -> None:
+    kit.scraper.samples = [*IDLE_TRAIN]
+    service = await kit.leader()
+    await service.tick()
+    kit.clock.now = T0 + timedelta(minutes=1)
+
+    await service.tick()
+
+    assert topics_of(kit.jetstream) == [
+        ("utilization", UID_TRAIN),
+        ("underutilized", UID_TRAIN),
+        ("utilization", UID_CHAT),
+        ("utilization", UID_TRAIN),
+        ("utilization", UID_CHAT),
+    ]
+    assert service.states == {UID_TRAIN: UtilizationState(workload_uid=UID_TRAIN, below_since=T0)}
+
+
+async def test_termination_is_asked_for_once_after_the_configured_time(kit: Kit) -> None:
+    kit.cluster.put(
+        resources.KAIWO_CONFIG,
+        kaiwo_config({"terminateUnderutilized": True, "terminateUnderutilizedAfter": "1h"}),
+    )
+    kit.scraper.samples = [*IDLE_TRAIN]
+    service = await kit.leader()
+    for minutes in (0, 59, 60, 61):
+        kit.clock.now = T0 + timedelta(minutes=minutes)
+        await service.tick()
+
+    decisions = [
+        (subject, event)
+        for subject, event in published(kit.jetstream)
+        if isinstance(event.data, PreemptionDecidedV1)
+    ]
+    assert len(decisions) == 1
+    subject, event = decisions[0]
+    assert subject == f"kaiwo.mon.preemption.team-a.{UID_TRAIN}"
+    assert event.time == T0 + timedelta(minutes=60)
+    assert event.data == PreemptionDecidedV1(
+        workload=TRAIN,
+        vendor="amd",
+        gpu_count=2,
+        utilization_ratio=0.003,
+        threshold_ratio=0.01,
+        preempted_for=None,
+        policy="Always",
+        reason="GpuUtilizationLow",
+        message=(
+            "Terminating workload due to underutilized GPU resources: below 1.00% since "
+            "2026-03-01T12:00:00+00:00 (1h0m0s)"
+        ),
+    )
+
+
+async def test_the_kaiwoconfig_threshold_and_namespaces_apply(kit: Kit) -> None:
+    kit.cluster.put(
+        resources.KAIWO_CONFIG,
+        kaiwo_config({"lowUtilizationThreshold": 60, "targetNamespaces": ["team-b"]}),
+    )
+    kit.scraper.samples = [*IDLE_TRAIN, *BUSY_CHAT]
+    service = await kit.leader()
+
+    await service.tick()
+
+    assert [subject for subject, _ in published(kit.jetstream)] == [
+        f"kaiwo.mon.utilization.team-b.{UID_CHAT}",
+        f"kaiwo.mon.underutilized.team-b.{UID_CHAT}",
+    ]
+
+
+async def test_a_failed_scrape_ends_the_tick_and_marks_the_leader_unhealthy(kit: Kit) -> None:
+    kit.scraper.failure = "http://prometheus.example:9090/api/v1/query is unreachable"
+    service = await kit.leader()
+
+    assert await service.tick() is None
+
+    assert published(kit.jetstream) == []
+    assert not service.healthy
+    assert sample_value(service.metrics, "kaiwo_monitor_scrapes_total", {"outcome": "error"}) == 1
+
+    kit.scraper.failure = None
+    await service.tick()
+    assert service.healthy
+
+
+class FailingBus(MemoryBus):
+    """Refuses to publish while ``failing``."""
+
+    failing = True
+
+    async def publish(self, envelope: Envelope[Any], subject: str) -> Any:
+        if self.failing:
+            raise ConnectionError("NATS connection lost")
+        return await super().publish(envelope, subject)
+
+
+async def test_a_failed_publish_keeps_the_old_state_and_the_next_tick_repeats(kit: Kit) -> None:
+    bus = FailingBus(server=kit.jetstream, topology=bus_topology())
+    kit.scraper.samples = [*IDLE_TRAIN]
+    service = await kit.leader(bus=bus)
+
+    await service.tick()
+
+    assert service.states == {}
+    assert await kit.kv.get(UID_TRAIN) is None
+    assert (
+        sample_value(service.metrics, "kaiwo_monitor_tick_failures_total", {"stage": "publish"})
+        == 1
+    )
+
+    bus.failing = False
+    kit.clock.now = T0 + timedelta(minutes=1)
+    await service.tick()
+    assert topics_of(kit.jetstream) == [
+        ("utilization", UID_TRAIN),
+        ("underutilized", UID_TRAIN),
+        ("utilization", UID_CHAT),
+    ]
+    assert service.states[UID_TRAIN].below_since == T0 + timedelta(minutes=1)
+
+
+async def test_a_follower_publishes_nothing(kit: Kit) -> None:
+    kit.scraper.samples = [*IDLE_TRAIN]
+    leader = await kit.leader()
+    follower = kit.service()
+    assert not await follower.elector.try_acquire_or_renew()
+
+    await follower.tick()
+
+    assert published(kit.jetstream) == []
+    assert leader.elector.leading
+
+
+async def test_a_new_leader_continues_the_stretch_from_the_bucket(kit: Kit) -> None:
+    await StateStore(kit.kv).save(
+        UID_TRAIN,
+        before={},
+        after={
+            UID_TRAIN: UtilizationState(workload_uid=UID_TRAIN, below_since=T0 - timedelta(hours=5))
+        },
+    )
+    kit.scraper.samples = [*IDLE_TRAIN]
+    service = await kit.leader()
+    await service.load_states()
+
+    await service.tick()
+
+    assert topics_of(kit.jetstream) == [("utilization", UID_TRAIN), ("utilization", UID_CHAT)]
+    assert service.states[UID_TRAIN].below_since == T0 - timedelta(hours=5)
+
+
+async def test_a_finished_workload_s_state_is_removed(kit: Kit) -> None:
+    kit.scraper.samples = [*IDLE_TRAIN]
+    service = await kit.leader()
+    await service.tick()
+    assert await kit.kv.get(UID_TRAIN) is not None
+    kit.cluster.server.store.delete(
+        kit.cluster.server.store.kinds.lookup(group="", version="v1", plural="pods"),  # type: ignore[arg-type]
+        namespace="team-a",
+        name="train-0",
+    )
+
+    await service.tick()
+
+    assert await kit.kv.get(UID_TRAIN) is None
+    assert service.states == {}
+
+
+# ------------------------------------------------------------------ running
+
+
+@contextlib.asynccontextmanager
+async def running(
+    service: MonitorService,
+) -> AsyncIterator[tuple[asyncio.Event, asyncio.Task[None]]]:
+    stop = asyncio.Event()
+    task = asyncio.create_task(service.run(stop))
+    try:
+        yield stop, task
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 5)
+
+
+async def test_two_monitors_one_acts_and_the_other_takes_over_when_it_stops(
+    kit: Kit, wait_for: Callable[..., Awaitable[None]]
+) -> None:
+    fake_scraper = type(kit.scraper)
+    first_scraper = fake_scraper(samples=list(IDLE_TRAIN))
+    second_scraper = fake_scraper(samples=list(IDLE_TRAIN))
+    real_clock = lambda: datetime.now(UTC)  # noqa: E731 - the lease needs time to pass
+    first = kit.service(scraper=first_scraper, clock=real_clock, identity="first")
+    second = kit.service(scraper=second_scraper, clock=real_clock, identity="second")
+
+    async with running(first) as (stop_first, task_first):
+        await wait_for(lambda: first_scraper.calls >= 2)
+        async with running(second):
+            await asyncio.sleep(0.3)
+            assert second_scraper.calls == 0
+            assert not second.elector.leading
+
+            stop_first.set()
+            await asyncio.wait_for(task_first, 5)
+            await wait_for(lambda: second_scraper.calls >= 2, within=5)
+
+    underutilized = [
+        event for _, event in published(kit.jetstream) if isinstance(event.data, UnderutilizedV1)
+    ]
+    assert len(underutilized) == 1  # the second leader continued the first one's stretch
+    assert sample_value(first.metrics, "kaiwo_monitor_leader") == 0
+    assert sample_value(second.metrics, "kaiwo_monitor_leader") == 0  # released on stop
+
+
+async def test_a_disabled_monitor_idles_until_stopped(kit: Kit) -> None:
+    service = kit.service(settings=settings(monitor_enabled=False))
+    async with running(service):
+        await asyncio.sleep(0.2)
+    assert kit.scraper.calls == 0
+    assert sample_value(service.metrics, "kaiwo_monitor_leader") == 0
+    with pytest.raises(NotFound):
+        await kit.cluster.kube.get(resources.LEASE, "kaiwo-monitor", namespace="kaiwo-system")
+
+
+# ------------------------------------------------------------------ state, settings, start-up
+
+
+def test_states_round_trip_through_json() -> None:
+    state = UtilizationState(workload_uid=UID_TRAIN, below_since=T0, termination_decided=True)
+    encoded = encode_state(state)
+    assert encoded == b'{"belowSince": "2026-03-01T12:00:00+00:00", "terminationDecided": true}'
+    assert decode_state(UID_TRAIN, encoded) == state
+
+
+async def test_unreadable_states_are_skipped() -> None:
+    kv = MemoryKeyValue()
+    await kv.put("broken", b"not json")
+    await kv.put("naive", b'{"belowSince": "2026-03-01T12:00:00"}')
+    await kv.put(UID_TRAIN, encode_state(UtilizationState(workload_uid=UID_TRAIN, below_since=T0)))
+    assert await StateStore(kv).load() == {
+        UID_TRAIN: UtilizationState(workload_uid=UID_TRAIN, below_since=T0)
+    }
+
+
+def test_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(
+        "KAIWO_MONITOR_METRICS_ENDPOINT", "http://prometheus-operated.monitoring:9090"
+    )
+    monkeypatch.setenv("KAIWO_MONITOR_POLLING_INTERVAL_SECONDS", "15")
+    monkeypatch.setenv("KAIWO_MONITOR_LEASE_NAME", "gpu-monitor")
+    monkeypatch.setenv("KAIWO_MONITOR_LEASE_NAMESPACE", "ops")
+    monkeypatch.setenv("KAIWO_MONITOR_ENABLED", "false")
+    loaded = MonitorSettings()
+    assert loaded.monitor_metrics_endpoint == "http://prometheus-operated.monitoring:9090"
+    assert loaded.monitor_polling_interval_seconds == 15.0
+    assert (loaded.monitor_lease_name, loaded.lease_namespace()) == ("gpu-monitor", "ops")
+    assert loaded.monitor_enabled is False
+    assert loaded.lease_timing() == LeaseTiming(
+        duration_seconds=15, renew_deadline=10.0, retry_period=2.0
+    )
+
+
+def test_the_lease_namespace_defaults_to_the_pod_s_own(tmp_path: Path) -> None:
+    account = tmp_path / "namespace"
+    account.write_text("kaiwo-system\n")
+    unset = settings(monitor_lease_namespace=None)
+    assert unset.lease_namespace(account) == "kaiwo-system"
+    assert unset.lease_namespace(tmp_path / "absent") == "default"
+
+
+async def test_start_up_without_an_endpoint_is_one_clear_error() -> None:
+    with pytest.raises(StartupError, match="KAIWO_MONITOR_METRICS_ENDPOINT is not set"):
+        await serve(settings(monitor_metrics_endpoint=""), asyncio.Event())
+
+
+async def test_start_up_with_an_unreachable_endpoint_is_one_clear_error() -> None:
+    endpoint = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(StartupError, match=f"the metrics endpoint {endpoint}/api/v1/query"):
+        await serve(
+            settings(monitor_metrics_endpoint=endpoint, startup_timeout_seconds=2), asyncio.Event()
+        )
