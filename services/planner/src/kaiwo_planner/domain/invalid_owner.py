@@ -31,14 +31,35 @@ MAX_MESSAGE_LENGTH = 4000
 
 
 def spec_problems(owner: Mapping[str, Any], error: ValidationError) -> list[Problem]:
-    """What is wrong with ``owner``, field by field, in words (pydantic's, when needed)."""
-    found = validate_manifest(owner)
-    if found:
-        return found
-    return [
-        Problem(".".join(str(step) for step in detail["loc"]), detail["msg"])
-        for detail in error.errors()
+    """What is wrong with ``owner``, field by field, in words (pydantic's, when needed).
+
+    The words come from :func:`~kaiwo_contracts.validation.validate_manifest`, which checks
+    like the API server (strictly, from JSON); only its problems at fields the planner's own
+    parse rejected are kept, so a value the planner reads fine is never reported.
+    """
+    details = error.errors()
+    rejected = [_path(detail["loc"]) for detail in details]
+    worded = [
+        problem
+        for problem in validate_manifest(owner)
+        if any(_related(problem.path, path) for path in rejected)
     ]
+    if worded:
+        return worded
+    return [Problem(path, detail["msg"]) for path, detail in zip(rejected, details, strict=True)]
+
+
+def _path(location: tuple[int | str, ...]) -> str:
+    text = ""
+    for step in location:
+        text += f"[{step}]" if isinstance(step, int) else (f".{step}" if text else str(step))
+    return text
+
+
+def _related(one: str, other: str) -> bool:
+    """One path is the other or lies under it (pydantic adds union-branch steps at the end)."""
+    shorter, longer = sorted((one, other), key=len)
+    return longer == shorter or longer.startswith((f"{shorter}.", f"{shorter}["))
 
 
 def problems_message(problems: Sequence[Problem]) -> str:

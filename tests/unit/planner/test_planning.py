@@ -1,0 +1,707 @@
+"""plan_object end to end: owners and cluster states in, hand-written plans out."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule, canonical_json
+from kaiwo_planner.domain.cluster import ClusterState
+from kaiwo_planner.domain.planning import plan_object, plan_object_with_timer
+
+EXPECTED = Path(__file__).parent / "planning_expected"
+NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+T_NOW = "2026-01-01T12:00:00Z"
+T_EARLIER = "2026-01-01T11:00:00Z"
+KAIWO = "kaiwo.silogen.ai/v1alpha1"
+
+WORKLOAD_PRUNE = [
+    PruneRule(api_version="batch/v1", kind="Job"),
+    PruneRule(api_version="ray.io/v1", kind="RayJob"),
+    PruneRule(api_version="apps/v1", kind="Deployment"),
+    PruneRule(api_version="workload.codeflare.dev/v1beta2", kind="AppWrapper"),
+    PruneRule(api_version="v1", kind="ConfigMap"),
+    PruneRule(api_version="v1", kind="Service"),
+    PruneRule(api_version="gateway.networking.k8s.io/v1", kind="HTTPRoute"),
+]
+
+
+def queue_config(*queues: dict[str, Any]) -> dict[str, Any]:
+    """A KaiwoQueueConfig ``kaiwo``; each queue: {"name": ..., "namespaces": [...]}."""
+    quota = {
+        "resourceGroups": [
+            {
+                "coveredResources": ["cpu", "amd.com/gpu"],
+                "flavors": [
+                    {
+                        "name": "mi300x",
+                        "resources": [
+                            {"name": "cpu", "nominalQuota": 256},
+                            {"name": "amd.com/gpu", "nominalQuota": 16},
+                        ],
+                    }
+                ],
+            }
+        ]
+    }
+    return {
+        "apiVersion": KAIWO,
+        "kind": "KaiwoQueueConfig",
+        "metadata": {"name": "kaiwo", "uid": "kqc-uid", "generation": 1},
+        "spec": {
+            "resourceFlavors": [{"name": "mi300x", "nodeLabels": {"kaiwo/nodepool": "mi300x"}}],
+            "clusterQueues": [{**queue, "spec": quota} for queue in queues],
+        },
+    }
+
+
+def kaiwo_job(
+    spec: dict[str, Any],
+    *,
+    name: str = "train",
+    namespace: str = "team-a",
+    uid: str = "job-uid",
+    generation: int = 1,
+    status: dict[str, Any] | None = None,
+    created: str = "2026-01-01T11:58:00Z",
+) -> dict[str, Any]:
+    job: dict[str, Any] = {
+        "apiVersion": KAIWO,
+        "kind": "KaiwoJob",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid,
+            "generation": generation,
+            "resourceVersion": "7",
+            "creationTimestamp": created,
+        },
+        "spec": spec,
+    }
+    if status is not None:
+        job["status"] = status
+    return job
+
+
+def kaiwo_service(
+    spec: dict[str, Any], *, generation: int = 1, status: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    service = kaiwo_job(spec, name="chat", uid="svc-uid", generation=generation, status=status)
+    service["kind"] = "KaiwoService"
+    return service
+
+
+def running_job(owner: dict[str, Any]) -> dict[str, Any]:
+    """The observed, running batch Job of a KaiwoJob (only what status reads)."""
+    meta = owner["metadata"]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": f"{meta['uid']}-job",
+            "ownerReferences": [{"uid": meta["uid"], "controller": True}],
+        },
+        "spec": {"suspend": False},
+        "status": {"active": 1, "ready": 1},
+    }
+
+
+def admitted(child_uid: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {
+            "name": f"job-{child_uid}",
+            "namespace": "team-a",
+            "ownerReferences": [{"uid": child_uid}],
+        },
+        "status": {"conditions": [{"type": "Admitted", "status": "True"}]},
+    }
+
+
+@pytest.fixture
+def gpu_nodes(make_node: Callable[..., dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        make_node("mi300x-0", gpu="mi300x"),
+        make_node("mi300x-1", gpu="mi300x"),
+        make_node("cpu-0"),
+    ]
+
+
+@pytest.fixture
+def cluster_with(
+    gpu_nodes: list[dict[str, Any]],
+) -> Callable[..., ClusterState]:
+    def build(
+        *objects: dict[str, Any],
+        workloads: tuple[dict[str, Any], ...] = (),
+        queues: dict[str, Any] | None = None,
+    ) -> ClusterState:
+        return ClusterState.from_wire(
+            nodes=gpu_nodes,
+            objects=[queues or queue_config({"name": "kaiwo"}), *objects],
+            kueue_workloads=workloads,
+            namespaces=["team-a", "team-b", "vision"],
+        )
+
+    return build
+
+
+def expected_plan(name: str) -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load((EXPECTED / f"{name}.yaml").read_text())
+    return document
+
+
+def dumped(plan: Plan | None) -> dict[str, Any]:
+    assert plan is not None
+    return plan.model_dump(mode="json")
+
+
+def condition(plan: Plan, condition_type: str) -> dict[str, Any]:
+    assert plan.status is not None
+    return next(c for c in plan.status["conditions"] if c["type"] == condition_type)
+
+
+def main_container(manifest: dict[str, Any]) -> dict[str, Any]:
+    container: dict[str, Any] = manifest["spec"]["template"]["spec"]["containers"][0]
+    return container
+
+
+TRAIN_SPEC = {"user": "ann@example.com", "gpus": 4, "image": "rocm/pytorch:latest"}
+TRAIN_SPEC["entrypoint"] = "python train.py"
+
+
+# ------------------------------------------------------------------ KaiwoJob end to end
+
+
+def test_kaiwojob_first_plan_creates_the_job_and_reports_pending(cluster_with):
+    owner = kaiwo_job(TRAIN_SPEC)
+
+    result = plan_object_with_timer(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert dumped(result.plan) == expected_plan("kaiwojob_first_plan")
+    # Planned again when its 5-minute wait (pendingThresholdForPreemption) is over.
+    assert result.replan_at == datetime(2026, 1, 1, 12, 3, 1, tzinfo=UTC)
+    assert result.also_replan == ()
+
+
+def test_kaiwojob_runs_once_kueue_admits_its_job(cluster_with):
+    pending_status = expected_plan("kaiwojob_first_plan")["status"]
+    owner = kaiwo_job(TRAIN_SPEC, status=pending_status)
+    job = copy.deepcopy(expected_plan("kaiwojob_first_plan")["desired"][0])
+    job["metadata"]["uid"] = "child-uid"
+    job["spec"]["suspend"] = False
+    job["status"] = {"active": 1, "ready": 1}
+
+    plan = plan_object(
+        owner=owner, cluster=cluster_with(owner, job, workloads=(admitted("child-uid"),)), now=NOW
+    )
+
+    assert plan is not None
+    assert plan.status == {
+        "status": "RUNNING",
+        "conditions": [
+            {
+                "type": "Schedulable",
+                "status": "True",
+                "observedGeneration": 1,
+                "lastTransitionTime": T_NOW,
+                "reason": "Schedulable",
+                "message": "Cluster has sufficient GPU resources",
+            },
+            {
+                "type": "Admitted",
+                "status": "True",
+                "observedGeneration": 1,
+                "lastTransitionTime": T_NOW,
+                "reason": "Admitted",
+                "message": "Workload is admitted",
+            },
+            {
+                "type": "ChildSpecApplied",
+                "status": "True",
+                "observedGeneration": 1,
+                "lastTransitionTime": T_NOW,
+                "reason": "Applied",
+                "message": "The Job matches the workload's spec",
+            },
+        ],
+        "observedGeneration": 1,
+        "startTime": T_NOW,
+        "duration": 0,
+    }
+    assert plan.events == (
+        EventIntent(type="Normal", reason="WorkloadRunning", message="Workload has started"),
+    )
+    # Kueue unsuspended the Job; the plan must not suspend it again.
+    assert [d["spec"]["suspend"] for d in plan.desired] == [False]
+
+
+# ------------------------------------------------------------------ changes after creation
+
+
+def test_a_kaiwoservice_change_rolls_out_to_its_deployment(cluster_with):
+    first = {"user": "bo@example.com", "image": "vllm:1", "replicas": 2, "entrypoint": "serve"}
+    running = {"status": "READY", "startTime": T_EARLIER, "observedGeneration": 1}
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": "chat",
+            "namespace": "team-a",
+            "uid": "deploy-uid",
+            "generation": 1,
+            "ownerReferences": [{"uid": "svc-uid", "controller": True}],
+        },
+        "spec": {"replicas": 2},
+        "status": {"observedGeneration": 1, "availableReplicas": 2, "readyReplicas": 2},
+    }
+    before = kaiwo_service(first, status=running)
+    after = kaiwo_service({**first, "image": "vllm:2", "replicas": 3}, generation=2, status=running)
+
+    old_plan = plan_object(owner=before, cluster=cluster_with(before, deployment), now=NOW)
+    new_plan = plan_object(owner=after, cluster=cluster_with(after, deployment), now=NOW)
+
+    assert old_plan is not None and new_plan is not None
+    (old_deployment,) = old_plan.desired
+    (new_deployment,) = new_plan.desired
+    assert (old_deployment["spec"]["replicas"], main_container(old_deployment)["image"]) == (
+        2,
+        "vllm:1",
+    )
+    assert (new_deployment["spec"]["replicas"], main_container(new_deployment)["image"]) == (
+        3,
+        "vllm:2",
+    )
+    assert new_plan.observed_generation == 2
+    assert new_plan.status is not None and new_plan.status["observedGeneration"] == 2
+    assert list(new_plan.prune) == WORKLOAD_PRUNE
+
+
+def test_a_job_change_kubernetes_cannot_apply_is_reported(cluster_with):
+    observed = copy.deepcopy(expected_plan("kaiwojob_first_plan")["desired"][0])
+    observed["metadata"]["uid"] = "child-uid"
+    observed["spec"]["suspend"] = False
+    observed["status"] = {"active": 1, "ready": 1}
+    running = {"status": "RUNNING", "startTime": T_EARLIER, "observedGeneration": 1}
+    owner = kaiwo_job({**TRAIN_SPEC, "image": "rocm/pytorch:v2"}, generation=2, status=running)
+
+    plan = plan_object(
+        owner=owner,
+        cluster=cluster_with(owner, observed, workloads=(admitted("child-uid"),)),
+        now=NOW,
+    )
+
+    assert plan is not None
+    message = (
+        "Not applied to the existing Job, because a Job's pod template, selector and "
+        "completion settings cannot change after it is created: "
+        "spec.template.spec.containers[0].image. "
+        "Delete and re-create the KaiwoJob to run with these changes."
+    )
+    assert condition(plan, "ChildSpecApplied") == {
+        "type": "ChildSpecApplied",
+        "status": "False",
+        "observedGeneration": 2,
+        "lastTransitionTime": T_NOW,
+        "reason": "JobFieldsImmutable",
+        "message": message,
+    }
+    assert EventIntent(type="Warning", reason="ChildSpecNotApplied", message=message) in (
+        plan.events
+    )
+    # The existing template is what gets applied (the API server would reject a new one).
+    (job,) = plan.desired
+    assert main_container(job)["image"] == "rocm/pytorch:latest"
+
+
+def test_a_kaiwoconfig_change_replans_image_scheduler_and_queue(cluster_with):
+    owner = kaiwo_job({"user": "ann@example.com", "entrypoint": "python x.py"})
+    config = {
+        "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoConfig",
+        "metadata": {"name": "kaiwo"},
+        "spec": {
+            "defaultClusterQueueName": "research",
+            "ray": {"defaultRayImage": "example.com/ray:7"},
+            "scheduling": {"kubeSchedulerName": "custom-scheduler"},
+        },
+    }
+    queues = queue_config({"name": "kaiwo"}, {"name": "research"})
+
+    before = plan_object(owner=owner, cluster=cluster_with(owner), now=NOW)
+    after = plan_object(owner=owner, cluster=cluster_with(owner, config, queues=queues), now=NOW)
+
+    assert before is not None and after is not None
+    (job_before,) = before.desired
+    (job_after,) = after.desired
+    pod_before = job_before["spec"]["template"]["spec"]
+    pod_after = job_after["spec"]["template"]["spec"]
+    assert (pod_before["schedulerName"], pod_before["containers"][0]["image"]) == (
+        "kaiwo-scheduler",
+        "ghcr.io/silogen/rocm-ray:6.4",
+    )
+    assert (pod_after["schedulerName"], pod_after["containers"][0]["image"]) == (
+        "custom-scheduler",
+        "example.com/ray:7",
+    )
+    assert job_before["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "kaiwo"
+    assert job_after["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "research"
+    assert condition(after, "Admitted")["message"] == (
+        "Workload is pending admission into 'research'"
+    )
+
+
+def test_the_namespace_config_adds_its_pull_secrets(cluster_with):
+    owner = kaiwo_job(TRAIN_SPEC)
+    namespace_config = {
+        "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+        "kind": "AIMNamespaceConfig",
+        "metadata": {"name": "aim", "namespace": "team-a"},
+        "spec": {"images": {"imagePullSecrets": ["team-registry"]}},
+    }
+    elsewhere = copy.deepcopy(namespace_config)
+    elsewhere["metadata"]["namespace"] = "team-b"
+    elsewhere["spec"]["images"]["imagePullSecrets"] = ["not-ours"]
+
+    plan = plan_object(
+        owner=owner, cluster=cluster_with(owner, namespace_config, elsewhere), now=NOW
+    )
+
+    assert plan is not None
+    (job,) = plan.desired
+    assert job["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "team-registry"}]
+
+
+# ------------------------------------------------------------------ invalid input
+
+
+def test_an_invalid_spec_is_reported_and_nothing_is_applied_or_pruned(cluster_with):
+    owner = kaiwo_job({"gpus": -1, "gpuz": 3})
+
+    plan = plan_object(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    message = (
+        "The spec is invalid, nothing was changed: spec.gpus: must be at least 0; "
+        "spec.gpuz: unknown field"
+    )
+    assert dumped(plan) == {
+        "owner": {
+            "apiVersion": KAIWO,
+            "kind": "KaiwoJob",
+            "name": "train",
+            "namespace": "team-a",
+            "uid": "job-uid",
+        },
+        "observedGeneration": 1,
+        "observedResourceVersion": "7",
+        "desired": [],
+        "status": {
+            "status": "ERROR",
+            "conditions": [
+                {
+                    "type": "Valid",
+                    "status": "False",
+                    "observedGeneration": 1,
+                    "lastTransitionTime": T_NOW,
+                    "reason": "InvalidSpec",
+                    "message": message,
+                }
+            ],
+            "observedGeneration": 1,
+        },
+        "events": [{"type": "Warning", "reason": "InvalidSpec", "message": message}],
+        "prune": [],
+        "pruneSelector": {},
+        "deleteOwner": False,
+    }
+
+
+def test_a_running_workload_made_invalid_keeps_its_phase_and_children(cluster_with):
+    running = {"status": "RUNNING", "startTime": T_EARLIER, "observedGeneration": 1}
+    owner = kaiwo_job({**TRAIN_SPEC, "duration": "soon"}, generation=2, status=running)
+
+    plan = plan_object(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None and plan.status is not None
+    assert plan.status["status"] == "RUNNING"
+    assert plan.status["startTime"] == T_EARLIER
+    assert condition(plan, "Valid")["message"] == (
+        "The spec is invalid, nothing was changed: spec.duration: must be a duration such as "
+        "30m, 1h or 1h30m, got 'soon'"
+    )
+    assert (plan.desired, plan.prune) == ((), ())
+
+
+def test_a_fixed_spec_turns_valid_again(cluster_with):
+    invalid = {
+        "status": "ERROR",
+        "observedGeneration": 1,
+        "conditions": [
+            {
+                "type": "Valid",
+                "status": "False",
+                "observedGeneration": 1,
+                "lastTransitionTime": T_EARLIER,
+                "reason": "InvalidSpec",
+                "message": "The spec is invalid, nothing was changed: spec.gpus: must be >= 0",
+            }
+        ],
+    }
+    owner = kaiwo_job(TRAIN_SPEC, generation=2, status=invalid)
+
+    plan = plan_object(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None and plan.status is not None
+    assert condition(plan, "Valid") == {
+        "type": "Valid",
+        "status": "True",
+        "observedGeneration": 2,
+        "lastTransitionTime": T_NOW,
+        "reason": "ValidSpec",
+        "message": "The spec is valid",
+    }
+    assert plan.status["status"] == "PENDING"
+    assert len(plan.desired) == 1
+
+
+# ------------------------------------------------------------------ phases without children
+
+
+def test_terminating_workload_is_terminated_and_its_children_pruned(cluster_with):
+    terminating = {
+        "status": "TERMINATING",
+        "startTime": T_EARLIER,
+        "observedGeneration": 1,
+        "conditions": [
+            {
+                "type": "WorkloadTerminatedEarly",
+                "status": "False",
+                "observedGeneration": 1,
+                "lastTransitionTime": T_EARLIER,
+                "reason": "DurationExceededWithActiveGpuDemand",
+                "message": "Terminated since duration was exceeded",
+            }
+        ],
+    }
+    owner = kaiwo_job(TRAIN_SPEC, status=terminating)
+
+    plan = plan_object(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None
+    assert plan.desired == ()
+    assert list(plan.prune) == [
+        *WORKLOAD_PRUNE,
+        PruneRule(api_version="v1", kind="PersistentVolumeClaim"),
+    ]
+    assert plan.prune_selector == {
+        "app.kubernetes.io/managed-by": "kaiwo",
+        "kaiwo.silogen.ai/owner-uid": "job-uid",
+    }
+    assert plan.status == {
+        "status": "TERMINATED",
+        "startTime": T_EARLIER,
+        "observedGeneration": 1,
+        "conditions": [
+            {
+                "type": "WorkloadTerminatedEarly",
+                "status": "True",
+                "observedGeneration": 1,
+                "lastTransitionTime": T_NOW,
+                "reason": "DurationExceededWithActiveGpuDemand",
+                "message": "Terminated since duration was exceeded",
+            }
+        ],
+        "completionTime": T_NOW,
+        "duration": 3600,
+    }
+    assert plan.events == (
+        EventIntent(
+            type="Normal", reason="WorkloadTerminated", message="Workload has been terminated"
+        ),
+        EventIntent(
+            type="Warning",
+            reason="DurationExceededWithActiveGpuDemand",
+            message="Terminated since duration was exceeded",
+        ),
+    )
+
+
+def test_a_completed_job_is_left_as_it_is(cluster_with):
+    complete = {"status": "COMPLETE", "startTime": T_EARLIER, "observedGeneration": 1}
+    owner = kaiwo_job(TRAIN_SPEC, generation=2, status=complete)
+
+    plan = plan_object(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None
+    assert (plan.desired, plan.prune) == ((), ())
+    assert plan.status == {**complete, "observedGeneration": 2}
+
+
+def test_an_unschedulable_workload_gets_no_children_and_deletes_none(cluster_with):
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 64})
+
+    plan = plan_object(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None and plan.status is not None
+    assert (plan.desired, plan.prune) == ((), ())
+    assert plan.status["status"] == "ERROR"
+    assert plan.events == (
+        EventIntent(
+            type="Warning",
+            reason="WorkloadError",
+            message="Cluster has 16 GPUs, but requested for 64 GPUs (vendor: amd)",
+        ),
+    )
+
+
+# ------------------------------------------------------------------ preemption by duration
+
+
+def test_an_expired_workload_is_terminated_for_one_waiting_too_long(cluster_with):
+    running = {"status": "RUNNING", "startTime": "2026-01-01T09:00:00Z", "observedGeneration": 1}
+    expired = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "duration": "1h"}, status=running)
+    waiting = kaiwo_job(
+        {**TRAIN_SPEC, "gpus": 8},
+        name="next",
+        uid="next-uid",
+        status={"status": "PENDING", "observedGeneration": 1},
+        created="2026-01-01T11:50:00Z",
+    )
+    cluster = cluster_with(
+        expired, running_job(expired), waiting, workloads=(admitted("job-uid-job"),)
+    )
+
+    victim = plan_object(owner=expired, cluster=cluster, now=NOW)
+    beneficiary = plan_object_with_timer(owner=waiting, cluster=cluster, now=NOW)
+
+    assert victim is not None and victim.status is not None
+    assert victim.status["status"] == "TERMINATING"
+    assert condition(victim, "WorkloadTerminatedEarly") == {
+        "type": "WorkloadTerminatedEarly",
+        "status": "False",
+        "observedGeneration": 1,
+        "lastTransitionTime": T_NOW,
+        "reason": "DurationExceededWithActiveGpuDemand",
+        "message": (
+            "Terminated since duration was exceeded and there is active GPU demand: "
+            "KaiwoJob/team-a/next has waited for 8 amd GPUs longer than 5m0s"
+        ),
+    }
+    assert beneficiary.also_replan == (
+        ObjectRef(
+            api_version=KAIWO, kind="KaiwoJob", name="train", namespace="team-a", uid="job-uid"
+        ),
+    )
+
+
+def test_a_running_workload_is_replanned_at_its_deadline(cluster_with):
+    running = {"status": "RUNNING", "startTime": T_EARLIER, "observedGeneration": 1}
+    owner = kaiwo_job({**TRAIN_SPEC, "duration": "2h"}, status=running)
+    cluster = cluster_with(owner, running_job(owner), workloads=(admitted("job-uid-job"),))
+
+    result = plan_object_with_timer(owner=owner, cluster=cluster, now=NOW)
+
+    assert result.replan_at == datetime(2026, 1, 1, 13, 0, 0, tzinfo=UTC)
+    assert result.plan is not None
+    assert condition(result.plan, "Preemptable")["reason"] == "DurationNotExceeded"
+
+
+# ------------------------------------------------------------------ the KaiwoQueueConfig
+
+
+def test_localqueues_exist_where_workloads_use_an_open_queue(gpu_nodes):
+    queues = queue_config({"name": "kaiwo"}, {"name": "vision-queue", "namespaces": ["vision"]})
+    workloads = [
+        kaiwo_job({}, namespace="team-a"),
+        kaiwo_job({"clusterQueue": "kaiwo"}, name="b", namespace="team-b", uid="b"),
+        kaiwo_job({"clusterQueue": "vision-queue"}, name="c", namespace="team-c", uid="c"),
+    ]
+    cluster = ClusterState.from_wire(
+        nodes=gpu_nodes, objects=[queues, *workloads], namespaces=["team-a", "team-b", "vision"]
+    )
+
+    plan = plan_object(owner=queues, cluster=cluster, now=NOW)
+
+    assert plan is not None
+    local_queues = [d for d in plan.desired if d["kind"] == "LocalQueue"]
+    assert [(q["metadata"]["namespace"], q["metadata"]["name"]) for q in local_queues] == [
+        ("team-a", "kaiwo"),
+        ("team-b", "kaiwo"),
+        ("vision", "vision-queue"),
+    ]
+    assert local_queues[0] == {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "LocalQueue",
+        "metadata": {
+            "name": "kaiwo",
+            "namespace": "team-a",
+            "labels": {
+                "app.kubernetes.io/managed-by": "kaiwo",
+                "kaiwo.silogen.ai/queue-config": "kaiwo",
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": KAIWO,
+                    "kind": "KaiwoQueueConfig",
+                    "name": "kaiwo",
+                    "uid": "kqc-uid",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {"clusterQueue": "kaiwo"},
+    }
+    assert plan.status is not None and plan.status["status"] == "READY"
+
+
+def test_an_invalid_queue_config_is_reported_without_observed_generation(cluster_with):
+    broken = queue_config({"name": "kaiwo"})
+    broken["spec"]["clusterQueues"][0]["spec"]["resourceGroups"] = "many"
+
+    plan = plan_object(owner=broken, cluster=cluster_with(), now=NOW)
+
+    assert plan is not None and plan.status is not None
+    assert plan.status["status"] == "FAILED"
+    assert "observedGeneration" not in plan.status
+    assert condition(plan, "Valid")["reason"] == "InvalidSpec"
+    assert "spec.clusterQueues[0].spec.resourceGroups" in condition(plan, "Valid")["message"]
+    assert (plan.desired, plan.prune) == ((), ())
+
+
+# ------------------------------------------------------------------ kinds without a plan
+
+
+@pytest.mark.parametrize(
+    "owner",
+    [
+        {"apiVersion": "config.kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoConfig", "metadata": {}},
+        {
+            "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+            "kind": "AIMNamespaceConfig",
+            "metadata": {"name": "aim", "namespace": "team-a"},
+        },
+        {"apiVersion": "kubeai.org/v1", "kind": "Model", "metadata": {"name": "m"}},
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}},
+    ],
+    ids=["KaiwoConfig", "AIMNamespaceConfig", "Model", "Job"],
+)
+def test_objects_that_own_nothing_have_no_plan(owner, cluster_with):
+    assert plan_object(owner=owner, cluster=cluster_with(), now=NOW) is None
+
+
+def test_the_same_inputs_give_the_same_bytes(cluster_with):
+    owner = kaiwo_job({**TRAIN_SPEC, "env": [{"name": "B", "value": "2"}, {"name": "A"}]})
+
+    first = plan_object(owner=owner, cluster=cluster_with(owner), now=NOW)
+    second = plan_object(owner=copy.deepcopy(owner), cluster=cluster_with(owner), now=NOW)
+
+    assert canonical_json(dumped(first)) == canonical_json(dumped(second))
