@@ -40,7 +40,11 @@ async def serve(settings: PlannerSettings) -> int:
         await bus.ensure_streams()
         kv = await NatsKeyValue.open(bus.client, settings.snapshot_bucket)
     except Exception as error:  # any failure to reach NATS at start: one clear line
-        reason = " ".join(str(error).split()) or type(error).__name__
+        reason = (
+            f"no connection within {settings.connect_timeout_seconds:g} s"
+            if isinstance(error, TimeoutError)
+            else " ".join(str(error).split()) or type(error).__name__
+        )
         print(f"kaiwo-planner: cannot use NATS at {settings.nats_url}: {reason}", file=sys.stderr)  # noqa: T201
         return 1
     metrics = PlannerMetrics()
