@@ -35,9 +35,7 @@ def test_consumers_are_named_service_purpose_and_bounded() -> None:
 
     assert [c.durable_name for c in topology.consumers] == [
         "planner-obs",
-        "planner-mon",
         "executor-plan",
-        "monitor-obs",
         "recorder-obs",
         "recorder-plan",
         "recorder-res",

@@ -264,14 +264,6 @@ def consumer_specs(*, partitions: int = 1) -> tuple[ConsumerSpec, ...]:
             description="Planner input: observed objects, in order per object",
         ),
         *_partitioned(
-            service="planner",
-            purpose="mon",
-            stream=MONITOR_STREAM,
-            family=Family.MONITOR,
-            partitions=partitions,
-            description="Planner input: preemption decisions",
-        ),
-        *_partitioned(
             service="executor",
             purpose="plan",
             stream=PLAN_STREAM,
@@ -279,13 +271,6 @@ def consumer_specs(*, partitions: int = 1) -> tuple[ConsumerSpec, ...]:
             partitions=partitions,
             description="Executor input: plans, in order per owner",
         ),
-    )
-    monitor = ConsumerSpec(
-        durable_name="monitor-obs",
-        stream=OBSERVED_STREAM,
-        filter_subjects=(family_filter(Family.OBSERVED),),
-        description="Monitor input: workloads and nodes (one active monitor)",
-        max_ack_pending=64,
     )
     # The recorder keeps each message's stream sequence, so it may have many in flight.
     recorders = tuple(
@@ -312,7 +297,10 @@ def consumer_specs(*, partitions: int = 1) -> tuple[ConsumerSpec, ...]:
         description="Turns max-deliveries advisories into dead letters with the message",
         max_ack_pending=16,
     )
-    return (*ordered, monitor, *recorders, relay)
+    # No service reads KAIWO_MON or KAIWO_OBS for the monitor yet (the monitor lists through
+    # the API; the planner does not act on monitor findings yet): a declared durable consumer
+    # nobody reads would only pile up pending messages.
+    return (*ordered, *recorders, relay)
 
 
 def bus_topology(
