@@ -66,6 +66,9 @@ from kaiwo_planner.domain.node_pools import (
 from kaiwo_planner.domain.status import ConditionSpec, merge_conditions
 
 KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta1"
+TOPOLOGY_API_VERSION = "kueue.x-k8s.io/v1alpha1"
+"""Topology is still v1alpha1 in the Kueue release upstream deploys (v0.12), as in
+``kaiwo_kube.resources.KUEUE_TOPOLOGY``; the API server serves no v1beta1 Topology there."""
 KQC_API_VERSION = "kaiwo.silogen.ai/v1alpha1"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 QUEUE_CONFIG_LABEL = "kaiwo.silogen.ai/queue-config"
@@ -79,7 +82,7 @@ PRUNE_RULES = (
     PruneRule(api_version=KUEUE_API_VERSION, kind="ClusterQueue", namespaced=False),
     PruneRule(api_version=KUEUE_API_VERSION, kind="LocalQueue", namespaced=True),
     PruneRule(api_version=KUEUE_API_VERSION, kind="ResourceFlavor", namespaced=False),
-    PruneRule(api_version=KUEUE_API_VERSION, kind="Topology", namespaced=False),
+    PruneRule(api_version=TOPOLOGY_API_VERSION, kind="Topology", namespaced=False),
     PruneRule(api_version=KUEUE_API_VERSION, kind="WorkloadPriorityClass", namespaced=False),
 )
 
@@ -312,7 +315,8 @@ def _kueue(
     metadata["labels"] = dict(MANAGED_LABELS)
     if owner_reference is not None:
         metadata["ownerReferences"] = [owner_reference]
-    return {"apiVersion": KUEUE_API_VERSION, "kind": kind, "metadata": metadata, **body}
+    api_version = TOPOLOGY_API_VERSION if kind == "Topology" else KUEUE_API_VERSION
+    return {"apiVersion": api_version, "kind": kind, "metadata": metadata, **body}
 
 
 def _owner_reference(owner: ObjectRef) -> dict[str, Any] | None:
