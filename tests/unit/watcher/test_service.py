@@ -415,3 +415,26 @@ async def test_a_kueue_workload_correlates_with_the_kaiwo_job_through_its_job(ki
 
     by_id = {e.id: e for e in kit.events()}
     assert by_id[f"{uid_of(workload)}:{rv_of(workload)}"].correlationid == uid_of(owner)
+
+
+async def test_a_periodic_relist_offers_every_object_again_as_sync(kit):
+    cluster = kit.cluster
+    target = WatchTarget(resource=KAIWO_JOB, workload=True)
+    tuning = WatcherTuning(watch_timeout=30, relist_interval=0.3, backoff_initial=0.05)
+    service = kit.service(watch_list=(target,), tuning=tuning)
+    job = cluster.put(KAIWO_JOB, kaiwo_job("train"))
+    async with kit.running(service):
+        await kit.eventually(
+            lambda: counter(service, "kaiwo_watcher_relists_total", kind="KaiwoJob") >= 3
+        )
+        later = cluster.put(KAIWO_JOB, {**job, "spec": {"image": "alpine"}})
+        await kit.stored_id(f"{uid_of(job)}:{rv_of(later)}")
+
+    # The first list stored the object; later relists offered the same version (same id),
+    # which JetStream dropped; the change in between arrived once (by the watch, or as SYNC
+    # when it fell between a watch and the next list).
+    first, second = kit.events()
+    assert (first.data.event_type, first.id) == ("SYNC", f"{uid_of(job)}:{rv_of(job)}")
+    assert second.id == f"{uid_of(job)}:{rv_of(later)}"
+    assert second.data.event_type in ("MODIFIED", "SYNC")
+    assert counter(service, "kaiwo_watcher_duplicates_total", kind="KaiwoJob") >= 2.0
