@@ -293,8 +293,14 @@ class ApiRoutes:
         while (remaining := deadline - time.monotonic()) > 0:
             wait = min(remaining, next_bookmark - time.monotonic()) if bookmarks else remaining
             try:
-                # Wake at least every second to notice a client that has gone away.
-                item = await asyncio.wait_for(queue.get(), timeout=min(max(wait, 0), 1.0))
+                # Queued events go first: waiting with a zero timeout (a bookmark due) would
+                # cancel every get and starve them. Wake at least every second to notice a
+                # client that has gone away.
+                item = (
+                    queue.get_nowait()
+                    if not queue.empty()
+                    else await asyncio.wait_for(queue.get(), timeout=min(max(wait, 0), 1.0))
+                )
             except TimeoutError:
                 if request.transport is None or request.transport.is_closing():
                     return
