@@ -15,8 +15,7 @@ from kaiwo_runtime.nats_server import NatsServer
 
 @pytest.fixture
 async def fake_cluster(tmp_path: Path) -> AsyncIterator[FakeKubeServer]:
-    # No bookmarks: the fake's watch loop can stall when one falls due as an event arrives.
-    server = FakeKubeServer(kubeconfig_path=tmp_path / "kubeconfig", bookmark_interval=3600.0)
+    server = FakeKubeServer(kubeconfig_path=tmp_path / "kubeconfig", bookmark_interval=0.2)
     for crd in custom_resource_definitions(SERVED_KINDS):
         server.store.register_crd(crd)
     async with server:

@@ -41,10 +41,8 @@ THIRD_PARTY = (
     resources.KUEUE_TOPOLOGY,
 )
 KUEUE = tuple(r for r in THIRD_PARTY if r.group == "kueue.x-k8s.io")
-# The fake's watch loop can stall for good when an event arrives just as a bookmark falls
-# due (asyncio.wait_for with a zero timeout never takes the queued item); no bookmarks here
-# keeps the tests deterministic. Bookmark handling is tested through WatcherService.handle.
-NO_BOOKMARKS = 3600.0
+# Bookmarks often, so checkpoints also move by them during the tests.
+BOOKMARK_SECONDS = 0.2
 FAST = WatcherTuning(
     watch_timeout=30, missing_kind_retry=0.2, backoff_initial=0.05, backoff_max=0.2
 )
@@ -98,7 +96,9 @@ class Cluster:
 async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
     # A fixed port, so a test can stop and start the server (the store stays).
     server = FakeKubeServer(
-        port=free_port(), kubeconfig_path=tmp_path / "kubeconfig", bookmark_interval=NO_BOOKMARKS
+        port=free_port(),
+        kubeconfig_path=tmp_path / "kubeconfig",
+        bookmark_interval=BOOKMARK_SECONDS,
     )
     install_crds(server)
     async with server:
@@ -115,7 +115,9 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
 @pytest.fixture
 async def bare_cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
     """A cluster where Kueue is not installed (its CRDs are missing)."""
-    server = FakeKubeServer(kubeconfig_path=tmp_path / "kubeconfig", bookmark_interval=NO_BOOKMARKS)
+    server = FakeKubeServer(
+        kubeconfig_path=tmp_path / "kubeconfig", bookmark_interval=BOOKMARK_SECONDS
+    )
     install_crds(server, without=KUEUE)
     async with server:
         kube = await KubernetesAsyncioAdapter.from_kubeconfig(server.kubeconfig_path)
