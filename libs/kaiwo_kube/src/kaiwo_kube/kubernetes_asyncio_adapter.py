@@ -385,17 +385,19 @@ class KubernetesAsyncioAdapter:
         field_manager: str,
         method: Literal["apply", "merge"] = "apply",
         force: bool = True,
+        resource_version: str | None = None,
     ) -> dict[str, Any]:
         path = resource.path(namespace=namespace, name=name, subresource="status")
+        precondition = {"resourceVersion": resource_version} if resource_version else {}
         if method == "merge":
             return await self._request(
                 "PATCH",
                 path,
                 query=[("fieldManager", field_manager)],
-                body={"status": status},
+                body={"status": status, **({"metadata": precondition} if precondition else {})},
                 content_type=MERGE_PATCH,
             )
-        metadata = {"name": name, **({"namespace": namespace} if namespace else {})}
+        metadata = {"name": name, **({"namespace": namespace} if namespace else {}), **precondition}
         body = {
             "apiVersion": resource.api_version,
             "kind": resource.kind,

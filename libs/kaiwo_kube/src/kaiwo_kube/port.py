@@ -124,8 +124,11 @@ class KubernetesPort(Protocol):
         field_manager: str,
         method: Literal["apply", "merge"] = "apply",
         force: bool = True,
+        resource_version: str | None = None,
     ) -> dict[str, Any]:
-        """Write ``status`` through the status subresource, by SSA (default) or merge patch."""
+        """Write ``status`` through the status subresource, by SSA (default) or merge patch.
+
+        ``resource_version`` is a precondition: Conflict when the object has moved on since."""
         ...
 
     async def delete(

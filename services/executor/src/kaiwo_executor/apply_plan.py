@@ -7,13 +7,19 @@ order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` pe
    (the memo in the ``kaiwo-executor`` bucket survives restarts): a redelivery costs nothing.
 2. **Desired objects**, in the plan's order. An object whose manifest hash equals the one last
    applied is left alone, unless the plan lists it in ``absent`` (the planner saw it missing,
-   e.g. deleted by hand). Everything else is applied with server-side apply, field manager
+   e.g. deleted by hand): then it is *created*, and one that exists after all (the plan was
+   made before its creation was observed) is left as it is, so a late plan never overwrites
+   what others changed since (Kueue unsuspending a Job). Everything else is applied with
+   server-side apply, field manager
    ``kaiwo``, forced: the executor is the one owner of the fields it sets. The owner itself
    may be among them (a KaiwoQueueConfig writes back its spec) and is applied the same way.
    Nodes are the exception: see :mod:`kaiwo_executor.node_merge` (merge patch, taints merged
    with the node's own).
 3. **Status** through the status subresource (server-side apply, field manager
-   ``kaiwo-status``), only when it differs from the status last written for the owner.
+   ``kaiwo-status``), only when it differs from the status last written for the owner, and
+   with the owner's planned ``resourceVersion`` as a precondition: a plan made from an older
+   version of the owner does not overwrite the status of a newer one (a Conflict skips the
+   write; the planner plans the newer version as well, its resourceVersion being in the plan).
 4. **Events**, once per plan and reason. The Event's name is derived from the owner's uid,
    the plan fingerprint and the reason, and it is created with a plain create: after a crash
    the retry finds it (AlreadyExists) and stops. (``KubernetesPort.create_event`` names
@@ -78,6 +84,7 @@ from kaiwo_executor.node_merge import node_patch
 
 FIELD_MANAGER = "kaiwo"
 STATUS_FIELD_MANAGER = "kaiwo-status"
+STALE_STATUS = "the owner changed since the plan was made; the plan of its newer version writes it"
 COMPONENT = "kaiwo-executor"
 EVENT_API_VERSION = "v1"
 
@@ -127,6 +134,8 @@ class _Run:
     memo: OwnerMemo
     absent: frozenset[str]
     desired_keys: frozenset[str]
+    recreate: set[str] = field(default_factory=set)
+    """Keys named ``absent`` whose manifest was applied before unchanged: create only."""
     actions: list[ActionOutcome] = field(default_factory=list)
     must_retry: bool = False
 
@@ -238,14 +247,21 @@ class PlanExecutor:
     async def _apply_desired(self, run: _Run, manifest: dict[str, Any]) -> None:
         key, target = manifest_key(manifest), manifest_ref(manifest)
         digest = content_hash(manifest)
-        if run.memo.objects.get(key) == digest and key not in run.absent:
-            self._metrics.writes_skipped.labels(kind=target.kind).inc()
-            self._record(run, "apply", target, "unchanged")
-            return
+        if run.memo.objects.get(key) == digest:
+            if key not in run.absent:
+                self._metrics.writes_skipped.labels(kind=target.kind).inc()
+                self._record(run, "apply", target, "unchanged")
+                return
+            run.recreate.add(key)
         run.memo.objects.pop(key, None)
         started = time.perf_counter()
         if _is_node(manifest):
             result = await self._guarded(lambda: self._patch_node(manifest), "apply", target)
+        elif key in run.recreate:
+            # Applied before and unchanged: the planner saw it missing, perhaps only because
+            # it planned before observing the creation. Create it, never apply it again: a
+            # stale plan must not overwrite what others changed since (Kueue's suspend).
+            result = await self._guarded(lambda: self._recreate(manifest), "apply", target)
         else:
             result = await self._guarded(lambda: self._apply(manifest), "apply", target)
         self._metrics.apply_duration.labels(kind=target.kind).observe(time.perf_counter() - started)
@@ -267,6 +283,13 @@ class PlanExecutor:
     async def _apply(self, manifest: dict[str, Any]) -> str:
         resource = known_type(str(manifest.get("apiVersion")), str(manifest.get("kind")))
         await self._kube.apply(manifest, field_manager=FIELD_MANAGER, force=True, resource=resource)
+        return "applied"
+
+    async def _recreate(self, manifest: dict[str, Any]) -> str:
+        try:
+            await self._kube.create(manifest, field_manager=FIELD_MANAGER)
+        except AlreadyExists:
+            return "unchanged"
         return "applied"
 
     async def _patch_node(self, intent: dict[str, Any]) -> str:
@@ -299,9 +322,14 @@ class PlanExecutor:
                     field_manager=STATUS_FIELD_MANAGER,
                     method="apply",
                     force=True,
+                    resource_version=run.plan.observed_resource_version,
                 )
             except NotFound:
                 return "gone"
+            except Conflict as error:
+                if isinstance(error, AlreadyExists):
+                    raise
+                return "stale"
             return "applied"
 
         result = await self._guarded(write, "status", owner)
@@ -311,6 +339,11 @@ class PlanExecutor:
         outcome, attempts = result
         if outcome == "gone":
             self._record(run, "status", owner, "unchanged", reason="the owner no longer exists")
+            return
+        if outcome == "stale":
+            # Planned from an older version of the owner: writing it would undo newer writes.
+            # The planner plans the newer version too (its resourceVersion is in the plan).
+            self._record(run, "status", owner, "unchanged", reason=STALE_STATUS)
             return
         run.memo.status = digest
         self._record(run, "status", owner, "applied", attempts=attempts)

@@ -1,0 +1,86 @@
+"""Plans that arrive after the cluster moved on: they must not undo newer changes.
+
+The planner plans from what it has observed; by the time the executor carries a plan out,
+others may have written since (the executor itself for a newer plan, Kueue unsuspending a
+Job). Found by the pipeline integration test, where such late plans made the status and the
+Job's ``suspend`` flip back and forth for ever.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kaiwo_contracts.plans import ObjectRef
+from kaiwo_executor.apply_plan import STALE_STATUS
+from kaiwo_kube import resources
+
+JOB_REF = ObjectRef(api_version="batch/v1", kind="Job", name="train", namespace="team-a")
+
+
+def outcomes(execution: Any) -> list[tuple[str, str, str, str | None]]:
+    return [(a.operation, a.target.display(), a.outcome, a.reason) for a in execution.actions]
+
+
+def owner_resource_version(harness: Any) -> str:
+    owner = harness.find("kaiwo.silogen.ai/v1alpha1", "KaiwoJob", "train")
+    return str(owner["metadata"]["resourceVersion"])
+
+
+async def test_a_status_planned_from_an_older_owner_version_is_not_written(harness: Any) -> None:
+    planned_from = owner_resource_version(harness)
+    pending = harness.plan([], status={"status": "PENDING"}).model_copy(
+        update={"observed_resource_version": planned_from}
+    )
+    await harness.run(pending, plan_id="plan-1")
+    assert harness.find("kaiwo.silogen.ai/v1alpha1", "KaiwoJob", "train")["status"] == {
+        "status": "PENDING"
+    }
+
+    # Planned from the same (now old) version, but carried out after plan-1's write.
+    late = harness.plan([], status={"status": "DOWNLOADING"}).model_copy(
+        update={"observed_resource_version": planned_from}
+    )
+    execution = await harness.run(late, plan_id="plan-2")
+
+    assert harness.find("kaiwo.silogen.ai/v1alpha1", "KaiwoJob", "train")["status"] == {
+        "status": "PENDING"
+    }
+    assert outcomes(execution) == [("status", "KaiwoJob/team-a/train", "unchanged", STALE_STATUS)]
+
+    # The plan of the current version is written.
+    current = harness.plan([], status={"status": "STARTING"}).model_copy(
+        update={"observed_resource_version": owner_resource_version(harness)}
+    )
+    execution = await harness.run(current, plan_id="plan-3")
+    assert harness.find("kaiwo.silogen.ai/v1alpha1", "KaiwoJob", "train")["status"] == {
+        "status": "STARTING"
+    }
+    assert outcomes(execution) == [("status", "KaiwoJob/team-a/train", "applied", None)]
+
+
+async def test_a_child_named_absent_by_a_late_plan_is_not_applied_over_newer_changes(
+    harness: Any,
+) -> None:
+    job = harness.job()
+    job["spec"]["suspend"] = True
+    await harness.run(harness.plan([job]), plan_id="plan-1")
+    # Kueue admits the Job: it unsuspends it with its own field manager.
+    await harness.kube.merge_patch(
+        resources.JOB,
+        "train",
+        {"spec": {"suspend": False}},
+        namespace="team-a",
+        field_manager="kueue-admission",
+    )
+
+    # A plan made before the Job was observed names it absent, with the manifest of plan-1.
+    execution = await harness.run(harness.plan([job]), plan_id="plan-2", absent=(JOB_REF,))
+
+    assert harness.find("batch/v1", "Job", "train")["spec"]["suspend"] is False
+    assert outcomes(execution) == [("apply", "Job/team-a/train", "unchanged", None)]
+
+    # Deleted by hand: the same kind of plan creates it again.
+    harness.fake.store.delete(harness.served("batch/v1", "Job"), namespace="team-a", name="train")
+    execution = await harness.run(harness.plan([job]), plan_id="plan-3", absent=(JOB_REF,))
+    assert harness.find("batch/v1", "Job", "train")["spec"]["suspend"] is True
+    assert outcomes(execution) == [("apply", "Job/team-a/train", "applied", None)]
