@@ -1,0 +1,652 @@
+"""``kaiwo plan -f MANIFEST``: what the planner would create for a manifest, offline.
+
+Like ``helm template``: no cluster is contacted. The manifests are planned with the same
+``plan_object`` the planner service runs, against a cluster state read from files:
+
+* ``--nodes``: Node objects (as ``kubectl get nodes -o yaml`` prints them);
+* ``--config``: the KaiwoConfig; ``--queue-config``: the KaiwoQueueConfig;
+* ``--observed``: objects that already exist (children such as the Job, Kueue Workloads,
+  Namespaces, other workloads).
+
+Every file may hold several YAML documents or a ``List``. The output is the child objects the
+plan applies, one YAML document each with a ``# Source:`` comment, then the owner's status and
+the Events (``-o json`` prints the plans as JSON instead).
+
+What the files leave out is filled in the way a cluster would, and each filling is printed
+as a comment: a manifest without ``metadata.uid`` gets one derived from its kind, namespace
+and name (so runs are repeatable), ``generation`` 1, ``creationTimestamp`` ``--now`` and the
+namespace ``default``. Without ``--nodes``, enough 8-GPU nodes of each vendor the workloads
+ask for are assumed; without a KaiwoQueueConfig, the one the operator creates at start-up,
+plus an open cluster queue for every queue a workload names; without Namespace objects, every
+namespace mentioned exists. An observed object without ``ownerReferences`` belongs to the
+planned workload of its namespace (when there is one); an owner reference without ``uid``
+is resolved by kind and name.
+
+Invalid input is reported as ``FILE: FIELD: PROBLEM`` and exits with status 1.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from kaiwo_contracts.crds.config_v1alpha1 import KaiwoConfig
+from kaiwo_contracts.crds.registry import model_for
+from kaiwo_contracts.validation import Problem, validate_manifest
+from kaiwo_planner.domain.cluster import ClusterState
+from kaiwo_planner.domain.cluster_settings import requested_gpus, workload_queue
+from kaiwo_planner.domain.invalid_owner import spec_problems
+from kaiwo_planner.domain.planning import PlanningResult, plan_object_with_timer
+from kaiwo_planner.domain.queue_config import default_queue_config
+from pydantic import ValidationError
+
+from kaiwo_cli.manifest_files import ManifestReadError, manifest_paths, read_documents
+
+KAIWO_API = "kaiwo.silogen.ai/v1alpha1"
+CONFIG_API = "config.kaiwo.silogen.ai/v1alpha1"
+WORKLOAD_KINDS = frozenset({"KaiwoJob", "KaiwoService"})
+NAMESPACED_SERVED_KINDS = frozenset({"KaiwoJob", "KaiwoService", "AIMNamespaceConfig", "Model"})
+GPUS_PER_ASSUMED_NODE = 8
+UID_NAMESPACE = uuid.UUID("9a7c1f4e-2b1d-4a57-9d4e-6f1c0e8b5a31")
+
+_NO_PLAN_REASONS = {
+    "KaiwoConfig": (
+        "owns no objects; it changes how KaiwoJobs, KaiwoServices and the KaiwoQueueConfig "
+        "are planned (pass it with --config)"
+    ),
+    "AIMNamespaceConfig": (
+        "owns no objects; it changes the workloads of its namespace (pull secrets, "
+        "credentials, an HTTPRoute per KaiwoService)"
+    ),
+    "Model": "planning KubeAI Models is not implemented yet",
+}
+
+
+class OutputFormat(StrEnum):
+    yaml = "yaml"
+    json = "json"
+
+
+class InputError(Exception):
+    """Input the command cannot use; the message names the file and the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One object read from a file, and where it came from (``source`` for messages)."""
+
+    source: str
+    content: dict[str, Any]
+
+
+@dataclass(slots=True)
+class OfflineCluster:
+    """Everything read from the files, and what was assumed to fill the gaps."""
+
+    manifests: list[Document]
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    objects: list[dict[str, Any]] = field(default_factory=list)
+    kueue_workloads: list[dict[str, Any]] = field(default_factory=list)
+    namespaces: set[str] = field(default_factory=set)
+    assumptions: list[str] = field(default_factory=list)
+    filled: dict[str, list[str]] = field(default_factory=dict)
+
+    def state(self) -> ClusterState:
+        return ClusterState.from_wire(
+            nodes=self.nodes,
+            objects=self.objects,
+            kueue_workloads=self.kueue_workloads,
+            namespaces=self.namespaces,
+        )
+
+
+def plan(
+    filename: Annotated[
+        Path,
+        typer.Option(
+            "--filename", "-f", help="The manifest(s) to plan: a YAML file or a directory."
+        ),
+    ],
+    nodes: Annotated[
+        Path | None, typer.Option("--nodes", help="Node objects the cluster has.")
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="The KaiwoConfig (named kaiwo).")
+    ] = None,
+    queue_config: Annotated[
+        Path | None,
+        typer.Option("--queue-config", help="The KaiwoQueueConfig (named kaiwo)."),
+    ] = None,
+    observed: Annotated[
+        Path | None,
+        typer.Option(
+            "--observed", help="Objects that exist already (children, Kueue Workloads, ...)."
+        ),
+    ] = None,
+    now: Annotated[
+        str | None,
+        typer.Option("--now", help="The time to plan at (ISO 8601); default: the current time."),
+    ] = None,
+    output: Annotated[
+        OutputFormat, typer.Option("--output", "-o", help="yaml (default) or json.")
+    ] = OutputFormat.yaml,
+) -> None:
+    """Print the child objects, status and Events the planner decides for manifests, offline."""
+    try:
+        moment = _parse_now(now)
+        cluster = _read_cluster(
+            filename=filename,
+            nodes=nodes,
+            config=config,
+            queue_config=queue_config,
+            observed=observed,
+            now=moment,
+        )
+    except InputError as error:
+        typer.echo(str(error), err=True)
+        raise typer.Exit(code=1) from error
+    state = cluster.state()
+    results: list[tuple[Document, PlanningResult]] = []
+    for document in cluster.manifests:
+        result = plan_object_with_timer(owner=document.content, cluster=state, now=moment)
+        results.append((document, result))
+        later = _after_downloads(document, result, cluster, now=moment)
+        if later is not None:
+            results.append(later)
+    if output is OutputFormat.json:
+        typer.echo(_as_json(results, cluster))
+    else:
+        typer.echo(_as_yaml(results, cluster), nl=False)
+
+
+# ------------------------------------------------------------------ reading the input
+
+
+def _parse_now(text: str | None) -> datetime:
+    if text is None:
+        return datetime.now(UTC)
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError as error:
+        raise InputError(f"--now: not an ISO 8601 time: {text!r}") from error
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _documents(path: Path) -> Iterator[Document]:
+    """The objects of a file or directory; ``List`` documents are opened into their items."""
+    if not path.exists():
+        raise InputError(f"{path}: no such file or directory")
+    for source in manifest_paths([path]):
+        try:
+            parsed = list(read_documents(source))
+        except ManifestReadError as error:
+            raise InputError(f"{error.source}: {error.reason}") from error
+        for document in parsed:
+            where = str(source) if document.number == 1 else f"{source}[{document.number}]"
+            content = document.content
+            if not isinstance(content, dict):
+                raise InputError(f"{where}: the document must be a mapping of fields")
+            if str(content.get("kind", "")).endswith("List") and "items" in content:
+                items = content.get("items") or []
+                for index, item in enumerate(items):
+                    if not isinstance(item, dict):
+                        raise InputError(f"{where}: items[{index}]: must be a mapping of fields")
+                    yield Document(source=f"{where}: items[{index}]", content=item)
+            else:
+                yield Document(source=where, content=content)
+
+
+def _check_object(document: Document) -> None:
+    content = document.content
+    for key in ("apiVersion", "kind"):
+        if not isinstance(content.get(key), str) or not content.get(key):
+            raise InputError(f"{document.source}: {key}: required field is missing")
+    metadata = content.get("metadata")
+    if not isinstance(metadata, dict) or not isinstance(metadata.get("name"), str):
+        raise InputError(f"{document.source}: metadata.name: required field is missing")
+
+
+def _check_served(document: Document) -> None:
+    """Served kinds are checked as the API server and the operator would check them."""
+    content = document.content
+    if model_for(str(content.get("apiVersion")), str(content.get("kind"))) is None:
+        return
+    problems = _problems(content)
+    if problems:
+        first = problems[0]
+        where = f"{first.path}: " if first.path else ""
+        raise InputError(f"{document.source}: {where}{first.message}")
+
+
+def _problems(content: dict[str, Any]) -> list[Problem]:
+    # Strictly, as the API server parses JSON; timestamps are left to the lax parse below
+    # (the strict check does not accept them as strings yet).
+    without_times = {key: value for key, value in content.items() if key != "status"}
+    metadata = content.get("metadata")
+    if isinstance(metadata, dict):
+        without_times["metadata"] = {
+            key: value
+            for key, value in metadata.items()
+            if key not in {"creationTimestamp", "deletionTimestamp"}
+        }
+    problems = validate_manifest(without_times)
+    if problems:
+        return problems
+    model = model_for(str(content.get("apiVersion")), str(content.get("kind")))
+    assert model is not None
+    try:
+        model.model_validate(json.loads(json.dumps(content, default=_plain)))
+    except ValidationError as error:
+        return spec_problems(content, error)
+    return []
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    raise TypeError(f"not plain data: {value!r}")
+
+
+def _as_wire(content: dict[str, Any]) -> dict[str, Any]:
+    """The document as the API server would return it: JSON types only (YAML dates -> text)."""
+    wire: dict[str, Any] = json.loads(json.dumps(content, default=_plain))
+    return wire
+
+
+def _read_cluster(
+    *,
+    filename: Path,
+    nodes: Path | None,
+    config: Path | None,
+    queue_config: Path | None,
+    observed: Path | None,
+    now: datetime,
+) -> OfflineCluster:
+    manifests = [Document(d.source, _as_wire(d.content)) for d in _documents(filename)]
+    if not manifests:
+        raise InputError(f"{filename}: no manifests found")
+    for document in manifests:
+        _check_object(document)
+        _check_served(document)
+    cluster = OfflineCluster(manifests=manifests)
+    for document in manifests:
+        cluster.filled[document.source] = _fill_manifest(document.content, now=now)
+    settings = [
+        *_typed_documents(config, kinds={"KaiwoConfig"}),
+        *_typed_documents(queue_config, kinds={"KaiwoQueueConfig"}),
+    ]
+    node_objects = _typed_documents(nodes, kinds={"Node"})
+    observed_objects = [d.content for d in _observed_documents(observed)]
+    cluster.objects = _by_identity([*(d.content for d in manifests), *settings])
+    for obj in observed_objects:
+        _place_observed(obj, cluster)
+    cluster.nodes.extend(node_objects)
+    _resolve_owner_references(cluster)
+    _assume_nodes(cluster, given=nodes is not None)
+    _assume_queue_config(cluster)
+    _assume_namespaces(cluster)
+    return cluster
+
+
+def _typed_documents(path: Path | None, *, kinds: set[str]) -> list[dict[str, Any]]:
+    if path is None:
+        return []
+    found = []
+    for document in _documents(path):
+        _check_object(document)
+        kind = document.content.get("kind")
+        if kind not in kinds:
+            wanted = " or ".join(sorted(kinds))
+            raise InputError(f"{document.source}: kind: expected {wanted}, got {kind}")
+        _check_served(document)
+        found.append(_as_wire(document.content))
+    return found
+
+
+def _observed_documents(path: Path | None) -> list[Document]:
+    if path is None:
+        return []
+    documents = []
+    for document in _documents(path):
+        _check_object(document)
+        _check_served(document)
+        documents.append(Document(document.source, _as_wire(document.content)))
+    return documents
+
+
+def _by_identity(objects: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One object per kind, namespace and name; a later one replaces an earlier one."""
+    unique: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    for obj in objects:
+        meta = obj.get("metadata") or {}
+        key = (
+            str(obj.get("apiVersion")),
+            str(obj.get("kind")),
+            str(meta.get("namespace") or ""),
+            str(meta.get("name")),
+        )
+        unique[key] = obj
+    return list(unique.values())
+
+
+# ------------------------------------------------------------------ filling the gaps
+
+
+def derived_uid(obj: Mapping[str, Any]) -> str:
+    """A repeatable uid for an object that has none (from its kind, namespace and name)."""
+    meta = obj.get("metadata") or {}
+    key = f"{obj.get('apiVersion')}/{obj.get('kind')}/{meta.get('namespace') or ''}/{meta['name']}"
+    return str(uuid.uuid5(UID_NAMESPACE, key))
+
+
+def _fill_manifest(content: dict[str, Any], *, now: datetime) -> list[str]:
+    """Give a manifest what the API server would on creation; say what was given."""
+    meta = content.setdefault("metadata", {})
+    notes = []
+    if content.get("kind") in NAMESPACED_SERVED_KINDS and not meta.get("namespace"):
+        meta["namespace"] = "default"
+        notes.append("metadata.namespace: default (the manifest names none)")
+    if not meta.get("uid"):
+        meta["uid"] = derived_uid(content)
+        notes.append(
+            f"metadata.uid: {meta['uid']} (derived from kind, namespace and name; "
+            "the manifest has none)"
+        )
+    if "generation" not in meta:
+        meta["generation"] = 1
+    if not meta.get("creationTimestamp"):
+        meta["creationTimestamp"] = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return notes
+
+
+def _place_observed(obj: dict[str, Any], cluster: OfflineCluster) -> None:
+    meta = obj.setdefault("metadata", {})
+    if not meta.get("uid"):
+        meta["uid"] = derived_uid(obj)
+    kind = obj.get("kind")
+    group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+    if kind == "Node" and group == "":
+        cluster.nodes.append(obj)
+    elif kind == "Namespace" and group == "":
+        cluster.namespaces.add(str(meta["name"]))
+    elif kind == "Workload" and group == "kueue.x-k8s.io":
+        cluster.kueue_workloads.append(obj)
+    else:
+        if "ownerReferences" not in meta:
+            owner = _only_workload_in(cluster, meta.get("namespace"))
+            if owner is not None and kind not in WORKLOAD_KINDS:
+                meta["ownerReferences"] = [_reference_to(owner)]
+        cluster.objects = _by_identity([*cluster.objects, obj])
+
+
+def _only_workload_in(cluster: OfflineCluster, namespace: object) -> dict[str, Any] | None:
+    found = [
+        d.content
+        for d in cluster.manifests
+        if d.content.get("kind") in WORKLOAD_KINDS
+        and d.content["metadata"].get("namespace") == namespace
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+def _reference_to(owner: Mapping[str, Any]) -> dict[str, Any]:
+    meta = owner["metadata"]
+    return {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _resolve_owner_references(cluster: OfflineCluster) -> None:
+    """Owner references written as kind and name get the uid of that object."""
+    everything = [*cluster.objects, *cluster.kueue_workloads]
+    by_name = {
+        (
+            str(o.get("kind")),
+            str(o["metadata"].get("namespace") or ""),
+            str(o["metadata"]["name"]),
+        ): o
+        for o in everything
+    }
+    for obj in everything:
+        meta = obj["metadata"]
+        for reference in meta.get("ownerReferences") or []:
+            if isinstance(reference, dict) and not reference.get("uid"):
+                key = (
+                    str(reference.get("kind")),
+                    str(meta.get("namespace") or ""),
+                    str(reference.get("name")),
+                )
+                target = by_name.get(key)
+                if target is not None:
+                    reference["uid"] = target["metadata"]["uid"]
+
+
+def _workloads(cluster: OfflineCluster) -> list[dict[str, Any]]:
+    return [o for o in cluster.objects if o.get("kind") in WORKLOAD_KINDS]
+
+
+def _assume_nodes(cluster: OfflineCluster, *, given: bool) -> None:
+    if given or cluster.nodes:
+        return
+    needed: dict[str, int] = {}
+    for workload in _workloads(cluster):
+        spec = workload.get("spec") or {}
+        vendor = str(spec.get("gpuVendor") or "amd").lower()
+        gpus = requested_gpus(spec)
+        if gpus > 0 and vendor in {"amd", "nvidia"}:
+            count = math.ceil(gpus / GPUS_PER_ASSUMED_NODE)
+            needed[vendor] = max(needed.get(vendor, 0), count)
+    for vendor, count in sorted(needed.items()):
+        cluster.nodes.extend(_assumed_node(vendor, index) for index in range(count))
+    if needed:
+        listed = ", ".join(f"{count} x {vendor}" for vendor, count in sorted(needed.items()))
+        cluster.assumptions.append(
+            f"nodes: none given (--nodes); assumed {GPUS_PER_ASSUMED_NODE}-GPU nodes: {listed}"
+        )
+
+
+def _assumed_node(vendor: str, index: int) -> dict[str, Any]:
+    gpus = str(GPUS_PER_ASSUMED_NODE)
+    if vendor == "amd":
+        labels = {"amd.com/gpu.product-name": "AMD_Instinct_MI300X_OAM"}
+        labels["beta.amd.com/gpu.family.AI"] = gpus
+        resource = "amd.com/gpu"
+    else:
+        labels = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": gpus}
+        resource = "nvidia.com/gpu"
+    capacity = {"cpu": "128", "memory": "1Ti", resource: gpus}
+    name = f"assumed-{vendor}-{index}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "uid": f"uid-{name}", "labels": labels},
+        "status": {
+            "capacity": capacity,
+            "allocatable": dict(capacity),
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def _kaiwo_config(cluster: OfflineCluster) -> KaiwoConfig:
+    for obj in cluster.objects:
+        if obj.get("kind") == "KaiwoConfig" and obj["metadata"].get("name") == "kaiwo":
+            return KaiwoConfig.model_validate(obj)
+    return KaiwoConfig.default()
+
+
+def _assume_queue_config(cluster: OfflineCluster) -> None:
+    if any(
+        o.get("kind") == "KaiwoQueueConfig" and o["metadata"].get("name") == "kaiwo"
+        for o in cluster.objects
+    ):
+        return
+    kaiwo_config = _kaiwo_config(cluster)
+    assumed = default_queue_config(
+        kaiwo_config=kaiwo_config, cluster=ClusterState.from_wire(nodes=cluster.nodes)
+    )
+    template = assumed["spec"]["clusterQueues"][0]
+    queues = {template["name"]}
+    for workload in _workloads(cluster):
+        name = workload_queue(workload.get("spec") or {}, kaiwo_config)
+        if name not in queues:
+            queues.add(name)
+            assumed["spec"]["clusterQueues"].append({**template, "name": name})
+    assumed["metadata"]["uid"] = derived_uid(assumed)
+    assumed["metadata"]["generation"] = 1
+    cluster.objects.append(assumed)
+    cluster.assumptions.append(
+        "queue config: none given (--queue-config); assumed the default KaiwoQueueConfig "
+        f"with open cluster queues {', '.join(sorted(queues))}"
+    )
+
+
+def _assume_namespaces(cluster: OfflineCluster) -> None:
+    if cluster.namespaces:
+        return
+    mentioned = {
+        str(o["metadata"]["namespace"])
+        for o in [*cluster.objects, *cluster.kueue_workloads]
+        if o["metadata"].get("namespace")
+    }
+    for obj in cluster.objects:
+        if obj.get("kind") == "KaiwoQueueConfig":
+            for queue in (obj.get("spec") or {}).get("clusterQueues") or []:
+                mentioned.update(str(n) for n in queue.get("namespaces") or [])
+    cluster.namespaces = mentioned
+    if mentioned:
+        cluster.assumptions.append(
+            "namespaces: no Namespace objects given (--observed); assumed to exist: "
+            + ", ".join(sorted(mentioned))
+        )
+
+
+def _after_downloads(
+    document: Document, result: PlanningResult, cluster: OfflineCluster, *, now: datetime
+) -> tuple[Document, PlanningResult] | None:
+    """While a workload waits for its download job, its main child is not planned yet. To
+    show it too, plan once more as if the download job had succeeded (said in the output)."""
+    plan = result.plan
+    if plan is None or (plan.status or {}).get("status") != "DOWNLOADING":
+        return None
+    jobs = [d for d in plan.desired if d.get("kind") == "Job"]
+    if len(jobs) != 1:
+        return None
+    succeeded = {
+        **jobs[0],
+        "metadata": {**jobs[0]["metadata"], "uid": derived_uid(jobs[0])},
+        "status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]},
+    }
+    state = ClusterState.from_wire(
+        nodes=cluster.nodes,
+        objects=[*cluster.objects, succeeded],
+        kueue_workloads=cluster.kueue_workloads,
+        namespaces=cluster.namespaces,
+    )
+    source = f"{document.source}, once {_display(succeeded)} has succeeded (assumed)"
+    later = plan_object_with_timer(owner=document.content, cluster=state, now=now)
+    return Document(source=source, content=document.content), later
+
+
+# ------------------------------------------------------------------ printing
+
+
+class _ReadableDumper(yaml.SafeDumper):
+    """Multi-line strings (entrypoints, config files) as literal blocks."""
+
+
+def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_ReadableDumper.add_representer(str, _represent_text)
+
+
+def _yaml(value: Any) -> str:
+    return yaml.dump(
+        value, Dumper=_ReadableDumper, sort_keys=False, default_flow_style=False, width=100
+    )
+
+
+def _display(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    where = f"{meta['namespace']}/" if meta.get("namespace") else ""
+    return f"{obj.get('kind')} {where}{meta.get('name')}"
+
+
+def _header(document: Document, filled: Sequence[str], assumptions: Sequence[str]) -> list[str]:
+    lines = [f"# Plan for {_display(document.content)} ({document.source})"]
+    lines += [f"#   {note}" for note in filled]
+    lines += [f"#   {note}" for note in assumptions]
+    return lines
+
+
+def _as_yaml(results: Sequence[tuple[Document, PlanningResult]], cluster: OfflineCluster) -> str:
+    out: list[str] = []
+    for document, result in results:
+        out += _header(document, cluster.filled.get(document.source, []), cluster.assumptions)
+        plan = result.plan
+        owner = document.content
+        if plan is None:
+            reason = _NO_PLAN_REASONS.get(str(owner.get("kind")), "owns no objects")
+            out.append(f"# {_display(owner)}: {reason}")
+            continue
+        for desired in plan.desired:
+            out += ["---", f"# Source: {_display(owner)} -> {_display(desired)}"]
+            out.append(_yaml(desired).rstrip("\n"))
+        out += ["---", f"# Status of {_display(owner)} (written to its status)"]
+        out += [f"# Event {e.type} {e.reason}: {e.message}" for e in plan.events]
+        if plan.prune:
+            kinds = ", ".join(rule.kind for rule in plan.prune)
+            labels = ",".join(f"{k}={v}" for k, v in sorted(plan.prune_selector.items()))
+            out.append(f"# Deletes its own {kinds} ({labels}) that are not listed above")
+        if result.replan_at is not None:
+            out.append(f"# Planned again at {result.replan_at.isoformat()} at the latest")
+        out += [f"# Also plans {ref.display()} now" for ref in result.also_replan]
+        meta = owner["metadata"]
+        identity = {"name": meta["name"]} | (
+            {"namespace": meta["namespace"]} if meta.get("namespace") else {}
+        )
+        status = {
+            "apiVersion": owner["apiVersion"],
+            "kind": owner["kind"],
+            "metadata": identity,
+            "status": plan.status,
+        }
+        out.append(_yaml(status).rstrip("\n"))
+    return "\n".join(out) + "\n"
+
+
+def _as_json(results: Sequence[tuple[Document, PlanningResult]], cluster: OfflineCluster) -> str:
+    items = []
+    for document, result in results:
+        plan = result.plan
+        items.append(
+            {
+                "source": document.source,
+                "filled": cluster.filled.get(document.source, []),
+                "assumed": cluster.assumptions,
+                "plan": plan.model_dump(mode="json") if plan is not None else None,
+                "note": None
+                if plan is not None
+                else _NO_PLAN_REASONS.get(str(document.content.get("kind")), "owns no objects"),
+                "replanAt": result.replan_at.isoformat() if result.replan_at else None,
+                "alsoReplan": [ref.model_dump(mode="json") for ref in result.also_replan],
+            }
+        )
+    return json.dumps({"plans": items}, indent=2, ensure_ascii=False)
