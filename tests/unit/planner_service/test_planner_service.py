@@ -97,10 +97,36 @@ async def test_a_new_version_that_plans_the_same_publishes_nothing(
     await service.start()
     job = build.kaiwo_job("train")
     await harness.observe(job, "10", "ADDED")
-    await harness.observe({**job, "status": {"status": "PENDING"}}, "11")
+    await harness.drain(service)
+    # The executor writes the planned status: the owner's next version plans the same.
+    written = harness.plans()[0].data.plan.status
+    await harness.observe({**job, "status": written}, "11")
     await harness.drain(service)
     assert len(harness.plans()) == 1
     assert sample(service, "kaiwo_planner_plans_total", kind="KaiwoJob", outcome="unchanged") == 1
+
+
+async def test_an_owner_that_moved_on_before_its_status_was_written_gets_the_plan_again(
+    harness: Any, build: Any
+) -> None:
+    service = harness.service()
+    await service.start()
+    job = build.kaiwo_job("train")
+    await harness.observe(job, "10", "ADDED")
+    await harness.drain(service)
+    # A label edit lands before the executor writes the status planned from version 10; the
+    # executor refuses that write as stale, so the same decision goes out for version 11.
+    edited = {**job, "metadata": {**job["metadata"], "labels": {"team": "nlp"}}}
+    await harness.observe(edited, "11")
+    await harness.drain(service)
+    first, again = harness.plans()
+    assert again.data.fingerprint == first.data.fingerprint
+    assert first.data.plan.observed_resource_version == "10"
+    assert again.data.plan.observed_resource_version == "11"
+    # Once the owner shows the planned status, a further version publishes nothing.
+    await harness.observe({**edited, "status": again.data.plan.status}, "12")
+    await harness.drain(service)
+    assert len(harness.plans()) == 2
 
 
 async def test_a_node_change_replans_the_queue_config_and_every_workload(
@@ -146,8 +172,9 @@ async def test_a_child_deleted_by_hand_republishes_the_plan_with_it_absent(
     await service.start()
     job = build.kaiwo_job("train")
     await harness.observe(job, "1", "ADDED")
+    await harness.drain(service)
     # While the Job is being created, owner updates do not publish the plan again.
-    await harness.observe({**job, "status": {"status": "PENDING"}}, "2")
+    await harness.observe({**job, "status": harness.plans()[0].data.plan.status}, "2")
     await harness.observe(build.batch_job(job), "3", "ADDED")
     await harness.drain(service)
     assert len(harness.plans()) == 1
@@ -239,7 +266,7 @@ async def test_a_restart_restores_the_snapshot_and_replays_nothing(
     await second.handle(await stored_delivery(harness, 1))
     assert sample(second, "kaiwo_planner_observations_total", outcome="skipped") == 1
     # The restored fingerprints hold: an owner update that plans the same publishes nothing.
-    await harness.observe({**job, "status": {"status": "RUNNING"}}, "5")
+    await harness.observe({**job, "status": published[1].data.plan.status}, "5")
     await harness.drain(second)
     assert len(harness.plans()) == 3
     # The restored projection knows the Job: deleting it publishes the plan with it absent.

@@ -10,7 +10,11 @@ For each observation on the durable consumer ``planner-obs`` (stream ``KAIWO_OBS
    fingerprint differs from the last one published for that owner, or when the plan names
    desired objects the projection does not hold (``absent``) and that set differs from the
    one found last time: a child deleted by hand is re-created, while a child that is still
-   being created does not cause a plan per observation.
+   being created does not cause a plan per observation; or when the owner moved on to a new
+   resourceVersion while its status is still not the planned one. (The executor writes a
+   status only onto the owner version it was planned from, so a plan made from a version
+   that changed before the write lands is carried out without its status; the same
+   decision is then published again for the newer version.)
 
 Timers. A planning result may ask to be planned again at ``replan_at`` (a duration runs out,
 a deadline passes). The service keeps one pending time per owner and plans it then, with
@@ -129,6 +133,8 @@ class _OwnerRecord:
 
     fingerprint: str | None
     absent: tuple[ObjectRef, ...] = ()
+    resource_version: str | None = None
+    """The owner's resourceVersion the last published plan was made from."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -557,13 +563,20 @@ class PlannerService:
         fingerprint = plan.fingerprint()
         record = self._owners.get(uid)
         unchanged = record is not None and record.fingerprint == fingerprint
-        if record is not None and unchanged and (not absent or absent == record.absent):
+        if (
+            record is not None
+            and unchanged
+            and (not absent or absent == record.absent)
+            and not _status_left_behind(plan, owner, record)
+        ):
             # Nothing new to apply; remember what is absent so a later deletion shows up.
             record.absent = absent
             self.metrics.plans.labels(ref.kind, "unchanged").inc()
             return also
         await self._publish(ref, plan, now=now, trigger=trigger, cause=cause, absent=absent)
-        self._owners[uid] = _OwnerRecord(fingerprint=fingerprint, absent=absent)
+        self._owners[uid] = _OwnerRecord(
+            fingerprint=fingerprint, absent=absent, resource_version=plan.observed_resource_version
+        )
         self.metrics.plans.labels(ref.kind, "published").inc()
         return also
 
@@ -648,6 +661,7 @@ class PlannerService:
                 uid: {
                     "fingerprint": record.fingerprint,
                     "absent": [ref.model_dump(mode="json") for ref in record.absent],
+                    "resourceVersion": record.resource_version,
                 }
                 for uid, record in sorted(self._owners.items())
             },
@@ -686,6 +700,7 @@ class PlannerService:
                 str(uid): _OwnerRecord(
                     fingerprint=record["fingerprint"],
                     absent=tuple(ObjectRef.model_validate(r) for r in record["absent"]),
+                    resource_version=record.get("resourceVersion"),
                 )
                 for uid, record in document["owners"].items()
             }
@@ -703,6 +718,16 @@ class PlannerService:
         self.metrics.projection_objects.set(len(projection))
         self.metrics.timers_pending.set(len(timers))
         return True
+
+
+def _status_left_behind(plan: Plan, owner: Mapping[str, Any], record: _OwnerRecord) -> bool:
+    """The owner changed since the last plan was made and does not show the planned status:
+    that plan's status write was (or will be) refused as stale, so publish it again."""
+    return (
+        plan.status is not None
+        and plan.observed_resource_version != record.resource_version
+        and owner.get("status") != plan.status
+    )
 
 
 def _subject_matches(pattern: str, subject: str) -> bool:
