@@ -345,11 +345,9 @@ class ClusterState:
         self, key: str, value: str, *, kind: str | None = None
     ) -> tuple[dict[str, Any], ...]:
         """Observed objects carrying label ``key=value`` (optionally of one kind), in plan order."""
-        return tuple(
-            obj
-            for obj in sorted(self.objects, key=_by_identity)
-            if _labels(obj).get(key) == value and (kind is None or obj.get("kind") == kind)
-        )
+        index = self.derived(("objects-by-label",), lambda: _index_by_label(self.objects))
+        found = index.get((key, value), ())
+        return found if kind is None else tuple(obj for obj in found if obj.get("kind") == kind)
 
     def derived(self, key: Hashable, compute: Callable[[], _T]) -> _T:
         """``compute()``, worked out once per snapshot and ``key``.
@@ -399,6 +397,16 @@ def _index_by_owner(
 def api_group_of(api_version: str) -> str:
     """``batch/v1`` -> ``batch``; ``v1`` -> "" (the core group)."""
     return api_version.rpartition("/")[0]
+
+
+def _index_by_label(
+    objects: Iterable[dict[str, Any]],
+) -> dict[tuple[str, str], tuple[dict[str, Any], ...]]:
+    index: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for obj in sorted(objects, key=_by_identity):
+        for label, value in _labels(obj).items():
+            index.setdefault((str(label), str(value)), []).append(obj)
+    return {key: tuple(found) for key, found in index.items()}
 
 
 def _index_by_kind(

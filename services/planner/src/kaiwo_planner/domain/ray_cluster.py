@@ -12,7 +12,6 @@ from typing import Any
 
 from kaiwo_planner.domain.batch_job import complete_workload_template
 from kaiwo_planner.domain.gpu_allocation import GpuAllocation
-from kaiwo_planner.domain.json_trees import copy_tree
 from kaiwo_planner.domain.pod_template import PodAdditions, default_pod_template
 from kaiwo_planner.domain.workload_inputs import ChildDefaults, WorkloadInputs
 
@@ -64,9 +63,11 @@ def complete_ray_cluster_spec(
     generated: bool,
 ) -> dict[str, Any]:
     """``cluster`` with every head and worker template completed and worker groups sized."""
-    result = copy_tree(dict(cluster))
+    # Copied along the paths that change; templates are copied by complete_pod_template.
+    result = dict(cluster)
     workers = []
-    for group in result.get("workerGroupSpecs") or []:
+    for given in result.get("workerGroupSpecs") or []:
+        group = dict(given)
         group["template"] = complete_workload_template(
             group.get("template") or {},
             inputs,
@@ -80,6 +81,7 @@ def complete_ray_cluster_spec(
         result["workerGroupSpecs"] = workers
     head = result.get("headGroupSpec")
     if head is not None:
+        head = result["headGroupSpec"] = dict(head)
         head["template"] = complete_workload_template(
             head.get("template") or {},
             inputs,

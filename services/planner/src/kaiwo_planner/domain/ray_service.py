@@ -84,12 +84,13 @@ def _pod_sets(ray_service: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def build_app_wrapper(inputs: WorkloadInputs, ray_service: dict[str, Any]) -> dict[str, Any]:
-    """The AppWrapper Kueue admits, wrapping ``ray_service``."""
+    """The AppWrapper Kueue admits, wrapping ``ray_service`` (taken over, not copied: the
+    RayService exists only inside the AppWrapper)."""
     labels = {
         **inherited_labels({}, inputs.identity),
         **queue_labels(inputs.queue_name, inputs.priority_class),
     }
-    component = {"podSets": _pod_sets(ray_service), "template": copy_tree(ray_service)}
+    component = {"podSets": _pod_sets(ray_service), "template": ray_service}
     return {
         "apiVersion": APPWRAPPER_API_VERSION,
         "kind": "AppWrapper",
