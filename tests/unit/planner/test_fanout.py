@@ -189,11 +189,27 @@ def test_a_workload_replans_itself(projection: Projection) -> None:
     assert owners_to_replan(change, projection) == (TRAIN,)
 
 
-def test_a_deleted_workload_is_still_named_so_its_state_can_be_forgotten(
+def test_a_deleted_workload_is_still_named_and_its_queue_config_drops_unused_local_queues(
     projection: Projection,
 ) -> None:
     change = change_of(projection, named("KaiwoService", "serve"), "DELETED")
-    assert owners_to_replan(change, projection) == (SERVE,)
+    assert owners_to_replan(change, projection) == (KQC, SERVE)
+
+
+def test_a_new_workload_replans_the_queue_config_for_its_local_queue() -> None:
+    projection = Projection()
+    projection.apply(observe(named("KaiwoQueueConfig", "kaiwo"), "1", "ADDED"), sequence=1)
+    change = projection.apply(observe(named("KaiwoJob", "train"), "2", "ADDED"), sequence=2)
+    assert change is not None
+    assert owners_to_replan(change, projection) == (TRAIN, KQC)
+
+
+def test_a_workload_moving_to_another_queue_replans_the_queue_config(
+    projection: Projection,
+) -> None:
+    moved = named("KaiwoJob", "train")
+    moved.setdefault("spec", {})["clusterQueue"] = "research"
+    assert owners_to_replan(change_of(projection, moved), projection) == (TRAIN, KQC)
 
 
 def test_a_direct_child_replans_its_controller(projection: Projection) -> None:

@@ -1,1 +1,1 @@
-"""The planner: pure decisions (children, status, queues, preemption) and the service that runs them."""
+"""The planner: pure decisions (children, status, queues, preemption) and their service."""

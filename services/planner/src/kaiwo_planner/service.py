@@ -69,6 +69,7 @@ from kaiwo_runtime.logging import bound_context
 
 from kaiwo_planner.domain.cluster import ClusterState
 from kaiwo_planner.domain.fanout import all_workloads, owners_to_replan, queue_config
+from kaiwo_planner.domain.planned_status import owner_with_status, status_to_assume
 from kaiwo_planner.domain.planning import plan_object_with_timer
 from kaiwo_planner.domain.projection import (
     Projection,
@@ -135,6 +136,9 @@ class _OwnerRecord:
     absent: tuple[ObjectRef, ...] = ()
     resource_version: str | None = None
     """The owner's resourceVersion the last published plan was made from."""
+    status: dict[str, Any] | None = None
+    """The status of the last published plan: what the next plan starts from (see
+    :mod:`kaiwo_planner.domain.planned_status`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -548,7 +552,9 @@ class PlannerService:
             self._owners.pop(uid, None)
             self._timers.pop(uid, None)
             return ()
-        outcome = self._plan(ref, owner, now=now)
+        record = self._owners.get(uid)
+        assumed = status_to_assume(owner, record.status if record is not None else None)
+        outcome = self._plan(ref, owner_with_status(owner, assumed), now=now)
         if outcome is None:
             return ()
         self._set_timer(uid, outcome.replan_at, now=now)
@@ -560,8 +566,7 @@ class PlannerService:
             self.metrics.plans.labels(ref.kind, "no_plan").inc()
             return also
         absent = self._projection.missing(plan.desired)
-        fingerprint = plan.fingerprint()
-        record = self._owners.get(uid)
+        fingerprint = _decision_fingerprint(plan)
         unchanged = record is not None and record.fingerprint == fingerprint
         if (
             record is not None
@@ -573,9 +578,14 @@ class PlannerService:
             record.absent = absent
             self.metrics.plans.labels(ref.kind, "unchanged").inc()
             return also
-        await self._publish(ref, plan, now=now, trigger=trigger, cause=cause, absent=absent)
+        await self._publish(
+            ref, plan, now=now, trigger=trigger, cause=cause, absent=absent, assumed=assumed
+        )
         self._owners[uid] = _OwnerRecord(
-            fingerprint=fingerprint, absent=absent, resource_version=plan.observed_resource_version
+            fingerprint=fingerprint,
+            absent=absent,
+            resource_version=plan.observed_resource_version,
+            status=plan.status if plan.status is not None else (record.status if record else None),
         )
         self.metrics.plans.labels(ref.kind, "published").inc()
         return also
@@ -603,6 +613,7 @@ class PlannerService:
         trigger: PlanTrigger,
         cause: Envelope[ObservedObjectV1] | None,
         absent: tuple[ObjectRef, ...],
+        assumed: dict[str, Any] | None,
     ) -> None:
         uid = ref.uid or ""
         if cause is not None:
@@ -617,6 +628,7 @@ class PlannerService:
             trigger=trigger,
             obs_sequence=self._projection.last_sequence,
             absent=absent,
+            assumed_status=assumed,
         )
         envelope = Envelope.new(
             data=payload,
@@ -662,6 +674,7 @@ class PlannerService:
                     "fingerprint": record.fingerprint,
                     "absent": [ref.model_dump(mode="json") for ref in record.absent],
                     "resourceVersion": record.resource_version,
+                    "status": record.status,
                 }
                 for uid, record in sorted(self._owners.items())
             },
@@ -701,6 +714,7 @@ class PlannerService:
                     fingerprint=record["fingerprint"],
                     absent=tuple(ObjectRef.model_validate(r) for r in record["absent"]),
                     resource_version=record.get("resourceVersion"),
+                    status=record.get("status"),
                 )
                 for uid, record in document["owners"].items()
             }
@@ -718,6 +732,13 @@ class PlannerService:
         self.metrics.projection_objects.set(len(projection))
         self.metrics.timers_pending.set(len(timers))
         return True
+
+
+def _decision_fingerprint(plan: Plan) -> str:
+    """What makes a plan news: everything but its Events. Events announce a transition, and a
+    transition always changes the status too; a plan that differs from the last one only by
+    not repeating its Events asks the executor for nothing."""
+    return plan.model_copy(update={"events": ()}).fingerprint()
 
 
 def _status_left_behind(plan: Plan, owner: Mapping[str, Any], record: _OwnerRecord) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import AwareDatetime, Field, model_validator
 
@@ -36,6 +36,12 @@ class PlanDecidedV1(EventPayload):
     * ``obs_sequence`` — the ``KAIWO_OBS`` stream sequence of the last observation applied to
       the planner's projection when it planned: rebuilding the projection from the stream up
       to and including that sequence gives the cluster state the plan was computed from.
+    * ``assumed_status`` — the owner status the planner planned from when it was not the
+      observed one: the status of its own previous plan for that owner, which the executor
+      may not have written back yet. Only the operator writes these statuses, so its last
+      decision is the truth; planning from the observed (older) status instead would
+      re-announce every transition and move every ``lastTransitionTime`` on each
+      observation until the write lands. None: the observed status was used.
 
     What the executor needs:
 
@@ -52,6 +58,7 @@ class PlanDecidedV1(EventPayload):
     trigger: PlanTrigger = "observation"
     obs_sequence: int = Field(default=0, ge=0)
     absent: tuple[ObjectRef, ...] = ()
+    assumed_status: dict[str, Any] | None = None
 
     @classmethod
     def of(
@@ -62,6 +69,7 @@ class PlanDecidedV1(EventPayload):
         trigger: PlanTrigger = "observation",
         obs_sequence: int = 0,
         absent: tuple[ObjectRef, ...] = (),
+        assumed_status: dict[str, Any] | None = None,
     ) -> PlanDecidedV1:
         return cls(
             plan=plan,
@@ -70,6 +78,7 @@ class PlanDecidedV1(EventPayload):
             trigger=trigger,
             obs_sequence=obs_sequence,
             absent=tuple(sorted(absent, key=ObjectRef.sort_key)),
+            assumed_status=assumed_status,
         )
 
     @model_validator(mode="after")

@@ -74,7 +74,9 @@ def owners_to_replan(change: Change, projection: Projection) -> tuple[ObjectRef,
     kind = (change.group, change.kind)
     owners: list[ObjectRef]
     if kind in WORKLOAD_KINDS:
-        owners = [change.ref]
+        # The queue config owns the LocalQueues in namespaces that use a queue, so it follows
+        # workloads that appear, go, or move to another queue (not every status write).
+        owners = [change.ref, *(queue_config(projection) if _queue_use_changed(change) else [])]
     elif kind == KAIWO_QUEUE_CONFIG:
         owners = [change.ref, *all_workloads(projection)]
     elif kind == KAIWO_CONFIG:
@@ -96,6 +98,16 @@ def owners_to_replan(change: Change, projection: Projection) -> tuple[ObjectRef,
         versions = [change.object] if change.previous is None else [change.previous, change.object]
         owners = [ref for version in versions for ref in owners_of(version, projection)]
     return _sorted_unique(owners)
+
+
+def _queue_use_changed(change: Change) -> bool:
+    if change.previous is None or change.deleted:
+        return True
+    return _cluster_queue(change.previous) != _cluster_queue(change.object)
+
+
+def _cluster_queue(obj: Mapping[str, Any]) -> object:
+    return (obj.get("spec") or {}).get("clusterQueue")
 
 
 def owners_of(obj: Mapping[str, Any], projection: Projection) -> tuple[ObjectRef, ...]:
