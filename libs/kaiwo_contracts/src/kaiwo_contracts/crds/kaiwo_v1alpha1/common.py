@@ -434,18 +434,20 @@ class CommonMetaSpec(KubeModel):
 
 
 class KaiwoObject(KubeModel):
-    """Base of the top-level Kaiwo kinds: fills in apiVersion and kind when they are missing.
+    """Base of the top-level Kaiwo kinds: ``apiVersion`` and ``kind`` are always on the wire.
 
-    That way an object built in Python serialises as a complete manifest, while JSON that
-    carries both (as the API server always does) round-trips unchanged.
+    They default to the kind's own values, and count as set, so an object built in Python
+    serialises as a complete manifest while JSON that carries both round-trips unchanged.
+    (An *after* validator: a *before* one would make pydantic re-validate JSON input as Python
+    objects, which strict manifest validation then rejects for every timestamp string.)
     """
 
     crd: ClassVar[CrdInfo]
 
-    @model_validator(mode="before")
-    @classmethod
-    def _type_meta(cls, data: Any) -> Any:
-        return _with_type_meta(data, api_version=cls.crd.api_version, kind=cls.crd.kind)
+    @model_validator(mode="after")
+    def _always_send_type_meta(self) -> Self:
+        self.__pydantic_fields_set__.update({"api_version", "kind"})
+        return self
 
 
 class KaiwoObjectList(KubeModel):
@@ -453,18 +455,7 @@ class KaiwoObjectList(KubeModel):
 
     item_kind: ClassVar[str]
 
-    @model_validator(mode="before")
-    @classmethod
-    def _type_meta(cls, data: Any) -> Any:
-        return _with_type_meta(data, api_version=API_VERSION, kind=f"{cls.item_kind}List")
-
-
-def _with_type_meta(data: Any, *, api_version: str, kind: str) -> Any:
-    if not isinstance(data, dict):
-        return data
-    filled = dict(data)
-    if "apiVersion" not in filled and "api_version" not in filled:
-        filled["apiVersion"] = api_version
-    if "kind" not in filled:
-        filled["kind"] = kind
-    return filled
+    @model_validator(mode="after")
+    def _always_send_type_meta(self) -> Self:
+        self.__pydantic_fields_set__.update({"api_version", "kind"})
+        return self
