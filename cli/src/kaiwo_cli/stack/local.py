@@ -21,7 +21,8 @@ import logging
 import os
 import signal
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -56,6 +57,8 @@ class StackOptions:
     store_url: str | None = None
     metrics_endpoint: str | None = None
     ready_timeout: float = 60.0
+    service_env: Mapping[str, str] = field(default_factory=dict)
+    """Extra ``KAIWO_*`` settings for every service (timeouts, batch sizes, log level)."""
 
     @property
     def event_store_url(self) -> str:
@@ -107,8 +110,8 @@ class LocalStack:
         await self._wait_ready()
 
     async def stop(self) -> None:
-        for service in reversed(list(self.services.values())):
-            await service.stop()
+        # All at once: each finishes its current message and exits; none waits for another.
+        await asyncio.gather(*(service.stop() for service in self.services.values()))
         for task in self._supervisors:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -127,20 +130,20 @@ class LocalStack:
     async def _start_fake_cluster(self) -> Path:
         kubeconfig = self.options.state_dir / "fake-cluster" / "kubeconfig"
         kubeconfig.parent.mkdir(parents=True, exist_ok=True)
-        log_file = (self.options.state_dir / "logs" / "fake-cluster.log").open("ab")
         (self.options.state_dir / "logs").mkdir(exist_ok=True)
-        self._fake = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "kaiwo_kubefake",
-            "--port",
-            "0",
-            "--kubeconfig",
-            str(kubeconfig),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=log_file,
-            start_new_session=True,
-        )
+        with (self.options.state_dir / "logs" / "fake-cluster.log").open("ab") as log_file:
+            self._fake = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "kaiwo_kubefake",
+                "--port",
+                "0",
+                "--kubeconfig",
+                str(kubeconfig),
+                stdout=asyncio.subprocess.PIPE,
+                stderr=log_file,
+                start_new_session=True,
+            )
         assert self._fake.stdout is not None
         try:
             line = await asyncio.wait_for(self._fake.stdout.readline(), 30)
@@ -195,7 +198,7 @@ class LocalStack:
             env["KAIWO_KUBECONFIG"] = str(self.kubeconfig.resolve())
         if self.options.metrics_endpoint:
             env["KAIWO_MONITOR_METRICS_ENDPOINT"] = self.options.metrics_endpoint
-        return env
+        return {**env, **self.options.service_env}
 
     async def _start_services(self) -> None:
         services = list(SERVICES)
@@ -215,16 +218,20 @@ class LocalStack:
             self._supervisors.append(asyncio.create_task(service.supervise()))
 
     async def _wait_ready(self) -> None:
-        deadline = asyncio.get_running_loop().time() + self.options.ready_timeout
+        for name in self.services:
+            await self.wait_ready(name, within=self.options.ready_timeout)
+
+    async def wait_ready(self, name: str, *, within: float) -> None:
+        """Wait until service ``name`` answers ``/readyz`` (after a start or a restart)."""
+        service = self.services[name]
+        deadline = asyncio.get_running_loop().time() + within
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
-            for name, service in self.services.items():
-                while not await _ready(http, service.health_port):
-                    if asyncio.get_running_loop().time() > deadline:
-                        raise StackError(
-                            f"{name} did not become ready in {self.options.ready_timeout:.0f} s "
-                            f"(log: {service.log_path})"
-                        )
-                    await asyncio.sleep(0.2)
+            while not (service.running and await _ready(http, service.health_port)):
+                if asyncio.get_running_loop().time() > deadline:
+                    raise StackError(
+                        f"{name} did not become ready in {within:.0f} s (log: {service.log_path})"
+                    )
+                await asyncio.sleep(0.1)
 
 
 async def _ready(http: aiohttp.ClientSession, port: int) -> bool:

@@ -15,6 +15,9 @@ import structlog
 log = structlog.get_logger("kaiwo.stack")
 
 _MAX_RESTART_DELAY = 30.0
+_FIRST_RESTART_DELAY = 1.0
+_STABLE_SECONDS = 60.0
+"""A process that ran this long before exiting starts again after the first delay."""
 
 
 @dataclass
@@ -57,12 +60,16 @@ class ServiceProcess:
 
     async def supervise(self) -> None:
         """Wait for exits and restart, until :meth:`stop` is called."""
-        delay = 1.0
+        delay = _FIRST_RESTART_DELAY
+        loop = asyncio.get_running_loop()
         while not self._stopping:
             assert self._process is not None
+            started = loop.time()
             code = await self._process.wait()
             if self._stopping:
                 return
+            if loop.time() - started >= _STABLE_SECONDS:
+                delay = _FIRST_RESTART_DELAY
             self.restarts += 1
             log.warning("service exited; restarting", service=self.name, code=code, delay=delay)
             await asyncio.sleep(delay)

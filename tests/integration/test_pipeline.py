@@ -1,0 +1,146 @@
+"""The operator as deployed: watcher, planner, executor and recorder as separate processes over
+a real nats-server, a real event store (SQLite; PostgreSQL when one answers) and the fake API
+server. The test plays the Job controller and Kueue and follows one KaiwoJob with a data
+download from creation to completion, then reads its story back from the event store."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import Counter
+from typing import Any
+
+import pytest
+from kaiwo_cli.main import app
+from kaiwo_kube import resources
+from typer.testing import CliRunner
+
+pytestmark = [pytest.mark.nats, pytest.mark.slow]
+
+NAME = "llama-sft"
+NAMESPACE = "ml-team"
+OBSERVED = "ai.silogen.kaiwo.obs.observed.v1"
+PLANNED = "ai.silogen.kaiwo.plan.decided.v1"
+APPLIED = "ai.silogen.kaiwo.res.applied.v1"
+
+
+def owned_by(child: dict[str, Any], owner: dict[str, Any]) -> bool:
+    [reference] = child["metadata"]["ownerReferences"]
+    return (reference["kind"], reference["name"], reference["uid"], reference["controller"]) == (
+        "KaiwoJob",
+        NAME,
+        owner["metadata"]["uid"],
+        True,
+    )
+
+
+async def kaiwo(*arguments: str) -> Any:
+    """The ``kaiwo`` command, in a thread: it runs its own event loop."""
+    env = {**os.environ, "COLUMNS": "250"}
+    return await asyncio.to_thread(CliRunner().invoke, app, list(arguments), env=env)
+
+
+async def test_a_kaiwojob_from_creation_to_completion(pipeline: Any) -> None:
+    from tests.integration.pipeline import cluster_actors as actors
+
+    kube = pipeline.kube
+    await kube.create(actors.training_job(NAME))
+
+    # The storage comes first: the data volume, the download script and the download Job.
+    job = await pipeline.reaches(NAME, "DOWNLOADING")
+    download = await pipeline.appears(resources.JOB, f"{NAME}-download")
+    volume = await pipeline.appears(resources.PERSISTENT_VOLUME_CLAIM, f"{NAME}-data")
+    script = await pipeline.appears(resources.CONFIG_MAP, f"{NAME}-download")
+    for child in (download, volume, script):
+        assert owned_by(child, job)
+        assert child["metadata"]["labels"]["kaiwo.silogen.ai/owner-uid"] == job["metadata"]["uid"]
+        assert child["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kaiwo"
+    assert await pipeline.child(resources.JOB, NAME) is None
+
+    # The Job controller: the download succeeded. The training Job appears, suspended for Kueue.
+    await actors.job_succeeds(kube, f"{NAME}-download")
+    main = await pipeline.appears(resources.JOB, NAME)
+    job = await pipeline.reaches(NAME, "PENDING")
+    assert owned_by(main, job)
+    assert main["spec"]["suspend"] is True
+    labels = main["metadata"]["labels"]
+    assert labels["kueue.x-k8s.io/queue-name"] == "kaiwo"
+    assert labels["kaiwo.silogen.ai/owner-uid"] == job["metadata"]["uid"]
+    assert labels["kaiwo.silogen.ai/run-id"] == job["metadata"]["uid"]
+    [container] = main["spec"]["template"]["spec"]["containers"]
+    assert container["resources"]["limits"]["amd.com/gpu"] == "4"
+    assert "startTime" not in job["status"]
+
+    # Kueue admits the Job and unsuspends it; the Job controller starts the pod.
+    await actors.kueue_admits(kube, main)
+    await actors.job_pods(kube, NAME, active=1, ready=0)
+    await pipeline.reaches(NAME, "STARTING")
+    assert (await pipeline.child(resources.JOB, NAME))["spec"]["suspend"] is False
+
+    await actors.job_pods(kube, NAME, active=1, ready=1)
+    job = await pipeline.reaches(NAME, "RUNNING")
+    assert job["status"]["startTime"]
+    assert "completionTime" not in job["status"]
+
+    await actors.job_succeeds(kube, NAME)
+    job = await pipeline.reaches(NAME, "COMPLETE")
+    assert job["status"]["completionTime"] >= job["status"]["startTime"]
+    conditions = {c["type"]: c["status"] for c in job["status"]["conditions"]}
+    assert conditions == {
+        "Schedulable": "True",
+        "PvcReady": "False",  # nobody binds the volume in the fake cluster
+        "DownloadJobSucceeded": "True",
+        "Admitted": "True",
+        "ChildSpecApplied": "True",
+    }
+
+    # The log: every message once, every consumer idle, no dead letters.
+    await pipeline.settled()
+    assert await pipeline.dead_letters() == 0
+    uid = job["metadata"]["uid"]
+    async with pipeline.store() as store:
+        story = await store.read_stream(f"workload/{uid}")
+    assert [e.stream_version for e in story] == list(range(1, len(story) + 1))
+    assert len({e.event_id for e in story}) == len(story)
+    types = Counter(e.type for e in story)
+    assert set(types) == {OBSERVED, PLANNED, APPLIED}
+    assert types[PLANNED] == types[APPLIED]  # every plan carried out once
+    plans = [e for e in story if e.type == PLANNED]
+    phases = [p.data["plan"]["status"]["status"] for p in plans]
+    assert _distinct_in_order(phases) == [
+        "DOWNLOADING",
+        "PENDING",
+        "STARTING",
+        "RUNNING",
+        "COMPLETE",
+    ]
+    results = {e.causation_id: e for e in story if e.type == APPLIED}
+    assert {p.event_id for p in plans} == set(results)
+    observed_kinds = {e.data["kind"] for e in story if e.type == OBSERVED}
+    assert observed_kinds == {"KaiwoJob", "Job", "ConfigMap", "PersistentVolumeClaim", "Workload"}
+
+    # The story told, and every plan of it reproduced by replay.
+    explained = await kaiwo(
+        "events", "explain", f"{NAMESPACE}/{NAME}", "--store", pipeline.store_url
+    )
+    assert explained.exit_code == 0, explained.output
+    lines = explained.output.splitlines()
+    assert lines[0].startswith(f"KaiwoJob {NAMESPACE}/{NAME} (uid {uid})")
+    assert f"— {len(story)} recorded events" in lines[0]
+    text = explained.output
+    assert f"observed KaiwoJob {NAMESPACE}/{NAME} ADDED" in text
+    for phase in ("DOWNLOADING", "PENDING", "STARTING", "RUNNING", "COMPLETE"):
+        assert f"status {phase}" in text
+    assert f"apply Job {NAMESPACE}/{NAME}-download applied" in text
+    assert f"apply Job {NAMESPACE}/{NAME} applied" in text
+
+    replayed = await kaiwo(
+        "events", "replay", "--workload", f"{NAMESPACE}/{NAME}", "--store", pipeline.store_url
+    )
+    assert replayed.exit_code == 0, replayed.output
+    summary = replayed.output.strip().splitlines()[-1]
+    assert summary.startswith(f"{len(plans)} plans, {len(plans)} reproduced, 0 differ, 0 skipped")
+
+
+def _distinct_in_order(values: list[str]) -> list[str]:
+    return [v for i, v in enumerate(values) if i == 0 or values[i - 1] != v]
