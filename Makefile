@@ -9,7 +9,7 @@ RUN := $(UV) run --frozen
 PACKAGES := kaiwo_contracts kaiwo_eventstore kaiwo_kube kaiwo_kubefake kaiwo_runtime \
             kaiwo_watcher kaiwo_planner kaiwo_executor kaiwo_monitor kaiwo_recorder kaiwo_cli
 
-.PHONY: help install lint fmt typecheck layers checks test test-fast crds run bench
+.PHONY: help install lint fmt typecheck layers checks test test-fast crds run demo bench
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -46,8 +46,11 @@ test-fast: install ## Unit tests only
 crds: install ## Regenerate deploy/k8s/crds/ from the pydantic models
 	$(RUN) kaiwo crds --output-dir deploy/k8s/crds
 
-run: install ## The main job (see README)
-	$(RUN) kaiwo validate -f examples/
+run: install ## The main job: the operator on this machine against the current cluster (kaiwo up $(ARGS))
+	$(RUN) kaiwo up $(ARGS)
+
+demo: install ## The operator against a fake cluster with two 8-GPU nodes (kaiwo up --fake $(ARGS))
+	$(RUN) kaiwo up --fake $(ARGS)
 
 bench: install ## Benchmarks that print figures
 	@for b in bench/*.py; do echo "== $$b"; $(RUN) python $$b || exit 1; done

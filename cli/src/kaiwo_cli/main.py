@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from kaiwo_cli.commands import crds, events, plan, up, validate, version
+from kaiwo_cli.commands import apply, crds, events, plan, up, validate, version
 
 app = typer.Typer(
     name="kaiwo",
@@ -16,6 +16,7 @@ app.command("validate")(validate.validate)
 app.command("crds")(crds.crds)
 app.command("version")(version.version)
 app.command("up")(up.up)
+app.command("apply")(apply.apply)
 app.command("plan")(plan.plan)
 app.add_typer(events.app, name="events")
 

@@ -173,6 +173,7 @@ async def running_pipeline(
     options = StackOptions(
         state_dir=state_dir,
         fake_cluster=True,
+        seed_fake_cluster=False,
         store_url=store_url,
         service_env=SERVICE_ENV,
         ready_timeout=90.0,

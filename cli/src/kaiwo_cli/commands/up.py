@@ -92,7 +92,8 @@ def _print_summary(stack: LocalStack) -> None:
     console.print(table)
     if stack.options.fake_cluster:
         console.print(
-            f"Try: KUBECONFIG={stack.kubeconfig} kubectl apply -f examples/ "
-            "(or kaiwo events explain NS/NAME)",
+            f"Try: kaiwo apply --kubeconfig {stack.kubeconfig} "
+            "-f examples/kaiwoqueueconfig.yaml -f examples/kaiwojob-gpu-training.yaml, then "
+            f"kaiwo events explain ml-team/llama-3-8b-sft --store {stack.options.event_store_url}",
             highlight=False,
         )

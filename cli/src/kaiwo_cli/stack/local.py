@@ -6,7 +6,8 @@ Order of start-up, each step failing with one clear line:
    a cluster;
 2. the cluster answers (a namespace list within a few seconds), else :class:`StackError`;
 3. our CRDs are installed when asked (always on the fake, with open-schema stand-ins for
-   Kueue, KubeRay, AppWrapper and Gateway API kinds);
+   Kueue, KubeRay, AppWrapper and Gateway API kinds; the fake also gets two 8-GPU nodes and
+   the namespaces ``examples/`` uses, see :mod:`kaiwo_cli.stack.demo_cluster`);
 4. ``nats-server`` from the wheel with JetStream in ``<state>/nats``, streams declared;
 5. recorder, watcher, planner, executor (and monitor when a metrics endpoint is given) as
    supervised child processes, each with its health port; start-up waits for every
@@ -36,6 +37,7 @@ from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_server import NatsServer, free_port
 
+from kaiwo_cli.stack.demo_cluster import seed_demo_cluster
 from kaiwo_cli.stack.processes import ServiceProcess
 from kaiwo_cli.stack.third_party import driven_kind_crds
 
@@ -52,6 +54,8 @@ class StackOptions:
     state_dir: Path
     kubeconfig: Path | None = None
     fake_cluster: bool = False
+    seed_fake_cluster: bool = True
+    """Give the fake cluster the demo nodes and namespaces (tests set up their own)."""
     install_crds: bool = False
     nats_port: int | None = None
     store_url: str | None = None
@@ -173,6 +177,8 @@ class LocalStack:
                 crds += driven_kind_crds()
             if self.options.install_crds or self.options.fake_cluster:
                 await kube.ensure_crds(crds, field_manager=FIELD_MANAGER)
+            if self.options.fake_cluster and self.options.seed_fake_cluster:
+                await seed_demo_cluster(kube)
 
     async def _start_nats(self) -> None:
         self.nats = NatsServer(
