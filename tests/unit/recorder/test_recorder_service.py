@@ -107,6 +107,9 @@ async def test_a_redelivered_message_is_stored_once(harness: Any, samples: Any) 
         async def pull(self, consumer: Any, **kwargs: Any) -> Any:
             return [LostAck(m) for m in await puller.pull(consumer, **kwargs)]
 
+        async def flush(self) -> None:
+            return None
+
     harness.service._puller = LosingPuller()
     first = await harness.service.pump(harness.service.consumers[0], wait_seconds=0)
     assert first.appended == 1

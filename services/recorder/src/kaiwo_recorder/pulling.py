@@ -54,6 +54,10 @@ class MessagePuller(Protocol):
         """Up to ``max_messages`` deliveries, waiting up to ``wait_seconds`` for the first."""
         ...
 
+    async def flush(self) -> None:
+        """Make sure the settlements sent so far reached the server."""
+        ...
+
 
 def puller_for(bus: Bus) -> MessagePuller:
     """The puller that works on ``bus``'s connection."""
@@ -98,11 +102,20 @@ class NatsPuller:
         batch = max(1, min(max_messages, consumer.max_ack_pending))
         try:
             messages = await subscription.fetch(batch, timeout=max(wait_seconds, 0.05))
-        except nats.errors.TimeoutError:
+        except (nats.errors.TimeoutError, TimeoutError):
+            # nats-py raises either, depending on where the wait ran out: nothing came.
             return ()
         except (nats.errors.ConnectionClosedError, nats.js.errors.APIError) as error:
             raise BusError(f"fetch for {consumer.durable_name} failed: {error!r}") from error
         return tuple(_NatsMessage(message, _delivery(message, consumer)) for message in messages)
+
+    async def flush(self) -> None:
+        # Acks are fire-and-forget; until the server has them, they still count against
+        # max_ack_pending and the next fetch returns a handful of messages instead of a batch.
+        try:
+            await self._bus.client.flush(timeout=5)
+        except (nats.errors.Error, TimeoutError) as error:
+            raise BusError(f"flush failed: {error!r}") from error
 
     async def _subscription(self, consumer: ConsumerSpec) -> JetStreamContext.PullSubscription:
         found = self._subscriptions.get(consumer.durable_name)
@@ -174,3 +187,6 @@ class MemoryPuller:
                 break
             await asyncio.sleep(self._poll_seconds)
         return tuple(_MemoryMessage(self._server, consumer, d) for d in deliveries)
+
+    async def flush(self) -> None:
+        return None

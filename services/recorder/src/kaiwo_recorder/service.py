@@ -212,6 +212,7 @@ class RecorderService:
                 await row.message.ack()
         for row in dead:
             await self._dead_letter(consumer, row)
+        await self._puller.flush()
         self.metrics.events_appended.labels(stream=stream).inc(appended.stored)
         self.metrics.duplicates.labels(stream=stream).inc(appended.duplicates)
         self.metrics.malformed.labels(stream=stream).inc(malformed)

@@ -26,6 +26,8 @@ causation ids and the NATS stream sequences in the metadata are what order them.
 
 from __future__ import annotations
 
+import functools
+
 from kaiwo_contracts.events.streams import MAX_DELIVERIES_ADVISORY
 from kaiwo_contracts.events.subjects import Family, ParsedSubject, SubjectError, parse_subject
 
@@ -52,7 +54,9 @@ def advisory_origin(subject: str) -> tuple[str, str] | None:
     return (stream, consumer) if stream and consumer else None
 
 
+@functools.lru_cache(maxsize=16_384)
 def parsed_or_none(subject: str) -> ParsedSubject | None:
+    """The parsed subject, or None; cached: every version of an object has one subject."""
     try:
         return parse_subject(subject)
     except SubjectError:
