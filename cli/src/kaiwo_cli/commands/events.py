@@ -382,7 +382,8 @@ async def _tail(
         raise CommandError(f"NATS at {nats_url} is unreachable: {error}") from error
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError):
+    # Not on every platform, and only in the main thread.
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
         loop.add_signal_handler(signal.SIGINT, stop.set)
     try:
         # Subscribe before reading the store, so nothing falls between the two.
