@@ -40,6 +40,7 @@ from kaiwo_contracts.events import ObservedObjectV1, PlanDecidedV1
 from kaiwo_contracts.plans import ObjectRef, Plan, canonical_json
 from kaiwo_eventstore import EventStore, StoredEvent
 from kaiwo_planner.domain.cluster import ClusterState
+from kaiwo_planner.domain.planned_status import owner_with_status
 from kaiwo_planner.domain.planning import plan_object
 from kaiwo_planner.domain.projection import Projection
 from pydantic import ValidationError
@@ -161,6 +162,8 @@ def _judge(
             f"up to sequence {decided.obs_sequence}",
             decided,
         )
+    # The planner planned from its own previous status when the observed one lagged behind.
+    owner = owner_with_status(owner, decided.assumed_status)
     cluster: ClusterState = projection.cluster_state()
     replayed = plan_fn(owner=owner, cluster=cluster, now=decided.planned_at)
     recorded_doc = comparable(decided.plan, decided.absent)
