@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -324,3 +325,39 @@ async def test_a_second_connection_resumes_the_durable_consumers(samples: Any) -
         f"{samples.JOB_UID}:100",
         f"{samples.POD_UID}:101",
     ]
+
+
+async def test_run_turns_a_max_deliveries_advisory_into_a_dead_letter_with_the_message(
+    harness: Any, samples: Any
+) -> None:
+    sent = samples.job_observation()
+    ack = await harness.bus.publish(sent.envelope, sent.subject)
+    # What the server publishes when a handler never answered until max_deliver ran out.
+    advisory = {
+        "type": "io.nats.jetstream.advisory.v1.max_deliver",
+        "id": "adv-1",
+        "timestamp": "2026-03-01T12:00:00Z",
+        "stream": "KAIWO_OBS",
+        "consumer": "planner-obs",
+        "stream_seq": ack.sequence,
+        "deliveries": 6,
+    }
+    await harness.bus.publish_raw(
+        "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.KAIWO_OBS.planner-obs",
+        body=json.dumps(advisory).encode(),
+        headers={},
+    )
+    stop = asyncio.Event()
+    running = asyncio.create_task(harness.service.run(stop))
+    for _ in range(200):
+        dead = await harness.store.read_stream("deadletter/KAIWO_OBS/planner-obs")
+        if any(e.type == "ai.silogen.kaiwo.dlq.dead-lettered.v1" for e in dead):
+            break
+        await asyncio.sleep(0.05)
+    stop.set()
+    await asyncio.wait_for(running, 5)
+
+    letters = [e for e in dead if e.type == "ai.silogen.kaiwo.dlq.dead-lettered.v1"]
+    assert len(letters) == 1
+    assert letters[0].causation_id == sent.envelope.id
+    assert "max deliveries (6) exhausted" in letters[0].data["reason"]

@@ -34,9 +34,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 import structlog
-from kaiwo_contracts.events.streams import DEAD_LETTER_STREAM, BusTopology, ConsumerSpec
+from kaiwo_contracts.events.streams import (
+    DEAD_LETTER_RELAY,
+    DEAD_LETTER_STREAM,
+    BusTopology,
+    ConsumerSpec,
+)
 from kaiwo_eventstore import EventStore, NewEvent, StoreBusyError
-from kaiwo_runtime.bus import Bus, BusError, dead_letter
+from kaiwo_runtime.bus import Bus, BusError, dead_letter, dead_letter_relay, run_consumer
 from kaiwo_runtime.logging import bound_context
 
 from kaiwo_recorder.metrics import RecorderMetrics
@@ -125,10 +130,24 @@ class RecorderService:
     # ------------------------------------------------------------------ running
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Pump every recorder consumer until ``stop`` is set."""
+        """Pump every recorder consumer, and relay max-deliveries advisories, until ``stop``.
+
+        The relay runs here because the recorder already owns the dead-letter stream: an
+        advisory (a handler that never answered) becomes a dead letter carrying the original
+        message, which the recorder then stores like any other.
+        """
         async with asyncio.TaskGroup() as group:
             for consumer in self.consumers:
                 group.create_task(self._consume(consumer, stop))
+            group.create_task(
+                run_consumer(
+                    self.bus,
+                    self.bus.topology.consumer(DEAD_LETTER_RELAY),
+                    dead_letter_relay(self.bus),
+                    stop=stop,
+                    poll_timeout=1.0,
+                )
+            )
 
     async def _consume(self, consumer: ConsumerSpec, stop: asyncio.Event) -> None:
         failures = 0
