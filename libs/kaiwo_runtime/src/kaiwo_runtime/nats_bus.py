@@ -165,9 +165,11 @@ class NatsBus:
         batch = max(1, min(max_messages, consumer.max_ack_pending))
         try:
             messages = await subscription.fetch(batch, timeout=wait_seconds)
-        except nats.errors.TimeoutError:
+        except TimeoutError:
+            # nats-py raises its own TimeoutError, or asyncio's bare one from a batch fetch
+            # cut short by a reconnect; both mean "nothing arrived in time".
             return 0
-        except (nats.errors.ConnectionClosedError, nats.js.errors.APIError) as error:
+        except (nats.errors.Error, nats.js.errors.APIError) as error:
             raise BusError(f"fetch for {consumer.durable_name} failed: {error!r}") from error
         for message in messages:
             await self._handle(message, consumer, handler)
