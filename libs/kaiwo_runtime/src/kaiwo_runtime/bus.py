@@ -289,6 +289,9 @@ async def run_consumer(
         except BusError as error:  # e.g. disconnected: wait for the client to reconnect
             log.warning("pull failed", consumer=consumer.durable_name, error=str(error))
             await asyncio.sleep(min(poll_timeout, 1.0))
+        except Exception:  # a bug or an unforeseen client error must not end the loop
+            log.exception("consumer loop failed; retrying", consumer=consumer.durable_name)
+            await asyncio.sleep(min(poll_timeout, 1.0))
 
 
 # --------------------------------------------------------------------------- helpers
