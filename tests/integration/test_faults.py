@@ -107,11 +107,11 @@ async def test_duplicated_and_copied_messages_are_handled_once(shared_pipeline: 
                 headers = dict(message.headers or {})
                 assert message.subject is not None
                 # The same message again: JetStream's duplicate window drops it.
-                again = await js.publish(message.subject, message.data, headers=headers)
+                again = await js.publish(message.subject, message.data or b"", headers=headers)
                 assert again.duplicate
                 # A copy under another message id: stored, so every consumer gets it twice.
                 headers["Nats-Msg-Id"] = f"{headers['Nats-Msg-Id']}:copy"
-                copy = await js.publish(message.subject, message.data, headers=headers)
+                copy = await js.publish(message.subject, message.data or b"", headers=headers)
                 assert not copy.duplicate
 
     await under_fault(shared_pipeline, "duplicates", duplicate)
