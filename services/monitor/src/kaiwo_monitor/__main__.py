@@ -12,20 +12,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import sys
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
-from typing import TypeVar
 
 import structlog
 from kaiwo_contracts.events.streams import bus_topology
-from kaiwo_kube import KubeError, KubernetesPort, Retryable, resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_kube.reachability import api_server_reachable
 from kaiwo_runtime.health import HealthServer
 from kaiwo_runtime.kv import NatsKeyValue
-from kaiwo_runtime.logging import configure_logging
 from kaiwo_runtime.nats_bus import NatsBus
+from kaiwo_runtime.startup import (
+    StartupError,
+    configure_service_logging,
+    run_until_signalled,
+    utc_now,
+    within,
+)
 
 from kaiwo_monitor.metrics import MonitorMetrics
 from kaiwo_monitor.prometheus import PrometheusScraper
@@ -33,40 +36,6 @@ from kaiwo_monitor.service import MonitorService
 from kaiwo_monitor.settings import MonitorSettings
 
 log = structlog.get_logger("kaiwo.monitor")
-EXIT_UNAVAILABLE = 1
-T = TypeVar("T")
-
-
-class StartupError(RuntimeError):
-    """A dependency is unreachable at start; the message is the one line to print."""
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-async def api_server_reachable(kube: KubernetesPort) -> bool:
-    """Any answer from the API server but 429/5xx/no connection means it is reachable."""
-    try:
-        await kube.get(resources.NAMESPACE, "default")
-    except Retryable:
-        return False
-    except KubeError:
-        return True
-    return True
-
-
-async def _within(seconds: float, what: str, step: Awaitable[T]) -> T:
-    try:
-        return await asyncio.wait_for(step, seconds)
-    except TimeoutError as error:
-        raise StartupError(f"{what}: no answer within {seconds:g} s") from error
-    except StartupError:
-        raise
-    except Exception as error:
-        raise StartupError(
-            f"{what}: {' '.join(str(error).split()) or type(error).__name__}"
-        ) from error
 
 
 def _scraper(settings: MonitorSettings) -> PrometheusScraper:
@@ -88,8 +57,8 @@ async def serve(settings: MonitorSettings, stop: asyncio.Event) -> None:
     async with contextlib.AsyncExitStack() as stack:
         stack.push_async_callback(scraper.close)
         if settings.monitor_enabled:
-            await _within(timeout, f"the metrics endpoint {scraper.url}", scraper.scrape())
-        bus = await _within(
+            await within(timeout, f"the metrics endpoint {scraper.url}", scraper.scrape())
+        bus = await within(
             timeout,
             f"NATS at {settings.nats_url} is unreachable",
             NatsBus.connect(
@@ -99,20 +68,20 @@ async def serve(settings: MonitorSettings, stop: asyncio.Event) -> None:
             ),
         )
         stack.push_async_callback(bus.close)
-        await _within(timeout, "declaring the JetStream streams failed", bus.ensure_streams())
-        kv = await _within(
+        await within(timeout, "declaring the JetStream streams failed", bus.ensure_streams())
+        kv = await within(
             timeout,
             f"opening the key-value bucket {settings.monitor_state_bucket} failed",
             NatsKeyValue.open(bus.client, settings.monitor_state_bucket),
         )
         where = str(settings.kubeconfig or "the default kubeconfig or in-cluster account")
-        kube = await _within(
+        kube = await within(
             timeout,
             f"no Kubernetes API server ({where})",
             KubernetesAsyncioAdapter.from_environment(settings.kubeconfig),
         )
         stack.push_async_callback(kube.close)
-        if not await _within(timeout, f"the API server ({where})", api_server_reachable(kube)):
+        if not await within(timeout, f"the API server ({where})", api_server_reachable(kube)):
             raise StartupError(f"the API server ({where}) is unreachable")
         metrics = MonitorMetrics()
         service = MonitorService(
@@ -154,18 +123,8 @@ async def serve(settings: MonitorSettings, stop: asyncio.Event) -> None:
 
 async def main() -> int:
     settings = MonitorSettings()
-    json_logs = {"auto": None, "json": True, "console": False}[settings.log_format]
-    configure_logging(level=settings.log_level, json=json_logs)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    try:
-        await serve(settings, stop)
-    except StartupError as error:
-        sys.stderr.write(f"kaiwo-monitor: {error}\n")
-        return EXIT_UNAVAILABLE
-    return 0
+    configure_service_logging(settings)
+    return await run_until_signalled("kaiwo-monitor", lambda stop: serve(settings, stop))
 
 
 if __name__ == "__main__":

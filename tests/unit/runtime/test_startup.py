@@ -1,0 +1,48 @@
+"""The start-up rules every service process shares."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from kaiwo_runtime.startup import StartupError, run_until_signalled, within
+
+
+async def test_within_returns_the_step_result() -> None:
+    async def answer() -> int:
+        return 42
+
+    assert await within(1, "the answer", answer()) == 42
+
+
+async def test_within_names_what_did_not_answer_in_time() -> None:
+    with pytest.raises(StartupError, match=r"^NATS at nats://x:1: no answer within 0.01 s$"):
+        await within(0.01, "NATS at nats://x:1", asyncio.sleep(5))
+
+
+async def test_within_folds_an_error_into_one_line() -> None:
+    async def broken() -> None:
+        raise OSError("connection\n   refused")
+
+    with pytest.raises(StartupError, match=r"^the API server: connection refused$"):
+        await within(1, "the API server", broken())
+
+
+async def test_a_startup_error_ends_with_status_1_and_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    async def serve(_stop: asyncio.Event) -> None:
+        raise StartupError("NATS at nats://127.0.0.1:1 is unreachable: no answer within 1 s")
+
+    assert await run_until_signalled("kaiwo-test", serve) == 1
+    assert capsys.readouterr().err == (
+        "kaiwo-test: NATS at nats://127.0.0.1:1 is unreachable: no answer within 1 s\n"
+    )
+
+
+async def test_a_clean_stop_ends_with_status_0() -> None:
+    async def serve(stop: asyncio.Event) -> None:
+        stop.set()
+        await stop.wait()
+
+    assert await run_until_signalled("kaiwo-test", serve) == 0
