@@ -48,9 +48,7 @@ def configure_service_logging(settings: ServiceSettings) -> None:
     configure_logging(level=settings.log_level, json=json_logs)
 
 
-async def run_until_signalled(
-    name: str, serve: Callable[[asyncio.Event], Awaitable[None]]
-) -> int:
+async def run_until_signalled(name: str, serve: Callable[[asyncio.Event], Awaitable[None]]) -> int:
     """Run ``serve(stop)`` until SIGTERM/SIGINT; the process exit status."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
