@@ -11,10 +11,18 @@ import asyncio
 import signal
 import sys
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TypeVar
 
+from kaiwo_contracts.events.streams import bus_topology
+from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_kube.reachability import api_server_reachable
+
+from kaiwo_runtime.kv import NatsKeyValue
 from kaiwo_runtime.logging import configure_logging
+from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.settings import ServiceSettings
 
 EXIT_UNAVAILABLE = 1
@@ -60,3 +68,47 @@ async def run_until_signalled(name: str, serve: Callable[[asyncio.Event], Awaita
         sys.stderr.write(f"{name}: {error}\n")
         return EXIT_UNAVAILABLE
     return 0
+
+
+async def open_bus_and_bucket(
+    stack: AsyncExitStack,
+    *,
+    settings: ServiceSettings,
+    service: str,
+    bucket: str,
+    within_seconds: float,
+) -> tuple[NatsBus, NatsKeyValue]:
+    """Connect to NATS, declare the streams and open the service's key-value bucket."""
+    bus = await within(
+        within_seconds,
+        f"NATS at {settings.nats_url} is unreachable",
+        NatsBus.connect(
+            settings.nats_url,
+            topology=bus_topology(partitions=settings.bus_partitions),
+            name=f"kaiwo-{service}-{settings.replica}",
+        ),
+    )
+    stack.push_async_callback(bus.close)
+    await within(within_seconds, "declaring the JetStream streams failed", bus.ensure_streams())
+    kv = await within(
+        within_seconds,
+        f"opening the key-value bucket {bucket} failed",
+        NatsKeyValue.open(bus.client, bucket),
+    )
+    return bus, kv
+
+
+async def open_api_server(
+    stack: AsyncExitStack, *, kubeconfig: Path | None, within_seconds: float
+) -> KubernetesAsyncioAdapter:
+    """A client of the API server named by ``kubeconfig`` (or the defaults), known to answer."""
+    where = str(kubeconfig or "the default kubeconfig or in-cluster account")
+    kube = await within(
+        within_seconds,
+        f"no Kubernetes API server ({where})",
+        KubernetesAsyncioAdapter.from_environment(kubeconfig),
+    )
+    stack.push_async_callback(kube.close)
+    if not await within(within_seconds, f"the API server ({where})", api_server_reachable(kube)):
+        raise StartupError(f"the API server ({where}) is unreachable")
+    return kube

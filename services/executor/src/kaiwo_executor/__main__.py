@@ -16,18 +16,14 @@ import sys
 from collections.abc import Awaitable, Callable
 
 import structlog
-from kaiwo_contracts.events.streams import bus_topology
-from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_kube.reachability import api_server_reachable
 from kaiwo_runtime.health import HealthServer
-from kaiwo_runtime.kv import NatsKeyValue
-from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.startup import (
-    StartupError,
     configure_service_logging,
+    open_api_server,
+    open_bus_and_bucket,
     run_until_signalled,
     utc_now,
-    within,
 )
 
 from kaiwo_executor.metrics import ExecutorMetrics
@@ -39,31 +35,15 @@ log = structlog.get_logger("kaiwo.executor")
 
 async def serve(settings: ExecutorSettings, stop: asyncio.Event) -> None:
     timeout = settings.startup_timeout_seconds
-    topology = bus_topology(partitions=settings.bus_partitions)
-    bus = await within(
-        timeout,
-        f"NATS at {settings.nats_url} is unreachable",
-        NatsBus.connect(
-            settings.nats_url, topology=topology, name=f"kaiwo-executor-{settings.replica}"
-        ),
-    )
     async with contextlib.AsyncExitStack() as stack:
-        stack.push_async_callback(bus.close)
-        await within(timeout, "declaring the JetStream streams failed", bus.ensure_streams())
-        kv = await within(
-            timeout,
-            f"opening the key-value bucket {settings.executor_bucket} failed",
-            NatsKeyValue.open(bus.client, settings.executor_bucket),
+        bus, kv = await open_bus_and_bucket(
+            stack,
+            settings=settings,
+            service="executor",
+            bucket=settings.executor_bucket,
+            within_seconds=timeout,
         )
-        where = str(settings.kubeconfig or "the default kubeconfig or in-cluster account")
-        kube = await within(
-            timeout,
-            f"no Kubernetes API server ({where})",
-            KubernetesAsyncioAdapter.from_environment(settings.kubeconfig),
-        )
-        stack.push_async_callback(kube.close)
-        if not await within(timeout, f"the API server ({where})", api_server_reachable(kube)):
-            raise StartupError(f"the API server ({where}) is unreachable")
+        kube = await open_api_server(stack, kubeconfig=settings.kubeconfig, within_seconds=timeout)
         metrics = ExecutorMetrics()
         service = ExecutorService(
             bus,
@@ -73,7 +53,7 @@ async def serve(settings: ExecutorSettings, stop: asyncio.Event) -> None:
             metrics=metrics,
             retry=settings.retry_policy(),
             consumers=executor_consumers(
-                topology, replica_index=settings.replica_index, replicas=settings.replicas
+                bus.topology, replica_index=settings.replica_index, replicas=settings.replicas
             ),
         )
 

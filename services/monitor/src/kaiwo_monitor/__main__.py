@@ -16,15 +16,13 @@ import sys
 from collections.abc import Awaitable, Callable
 
 import structlog
-from kaiwo_contracts.events.streams import bus_topology
-from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_kube.reachability import api_server_reachable
 from kaiwo_runtime.health import HealthServer
-from kaiwo_runtime.kv import NatsKeyValue
-from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.startup import (
     StartupError,
     configure_service_logging,
+    open_api_server,
+    open_bus_and_bucket,
     run_until_signalled,
     utc_now,
     within,
@@ -58,31 +56,14 @@ async def serve(settings: MonitorSettings, stop: asyncio.Event) -> None:
         stack.push_async_callback(scraper.close)
         if settings.monitor_enabled:
             await within(timeout, f"the metrics endpoint {scraper.url}", scraper.scrape())
-        bus = await within(
-            timeout,
-            f"NATS at {settings.nats_url} is unreachable",
-            NatsBus.connect(
-                settings.nats_url,
-                topology=bus_topology(partitions=settings.bus_partitions),
-                name=f"kaiwo-monitor-{settings.replica}",
-            ),
+        bus, kv = await open_bus_and_bucket(
+            stack,
+            settings=settings,
+            service="monitor",
+            bucket=settings.monitor_state_bucket,
+            within_seconds=timeout,
         )
-        stack.push_async_callback(bus.close)
-        await within(timeout, "declaring the JetStream streams failed", bus.ensure_streams())
-        kv = await within(
-            timeout,
-            f"opening the key-value bucket {settings.monitor_state_bucket} failed",
-            NatsKeyValue.open(bus.client, settings.monitor_state_bucket),
-        )
-        where = str(settings.kubeconfig or "the default kubeconfig or in-cluster account")
-        kube = await within(
-            timeout,
-            f"no Kubernetes API server ({where})",
-            KubernetesAsyncioAdapter.from_environment(settings.kubeconfig),
-        )
-        stack.push_async_callback(kube.close)
-        if not await within(timeout, f"the API server ({where})", api_server_reachable(kube)):
-            raise StartupError(f"the API server ({where}) is unreachable")
+        kube = await open_api_server(stack, kubeconfig=settings.kubeconfig, within_seconds=timeout)
         metrics = MonitorMetrics()
         service = MonitorService(
             bus, kube, scraper=scraper, clock=utc_now, settings=settings, kv=kv, metrics=metrics
