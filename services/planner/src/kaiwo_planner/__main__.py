@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from datetime import UTC, datetime
 
 import structlog
 from kaiwo_contracts.events.streams import bus_topology
@@ -18,16 +17,13 @@ from kaiwo_runtime.health import HealthServer
 from kaiwo_runtime.kv import NatsKeyValue
 from kaiwo_runtime.logging import configure_logging
 from kaiwo_runtime.nats_bus import NatsBus
+from kaiwo_runtime.startup import utc_now
 
 from kaiwo_planner.metrics import PlannerMetrics
 from kaiwo_planner.service import PlannerService
 from kaiwo_planner.settings import PlannerSettings
 
 log = structlog.get_logger("kaiwo.planner")
-
-
-def wall_clock() -> datetime:
-    return datetime.now(UTC)
 
 
 async def serve(settings: PlannerSettings) -> int:
@@ -48,7 +44,7 @@ async def serve(settings: PlannerSettings) -> int:
         print(f"kaiwo-planner: cannot use NATS at {settings.nats_url}: {reason}", file=sys.stderr)  # noqa: T201
         return 1
     metrics = PlannerMetrics()
-    service = PlannerService(bus, kv, clock=wall_clock, settings=settings, metrics=metrics)
+    service = PlannerService(bus, kv, clock=utc_now, settings=settings, metrics=metrics)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

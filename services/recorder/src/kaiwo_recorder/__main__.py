@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 import structlog
@@ -20,6 +19,7 @@ from kaiwo_eventstore import EventStore, open_event_store
 from kaiwo_runtime.health import HealthServer
 from kaiwo_runtime.logging import configure_logging
 from kaiwo_runtime.nats_bus import NatsBus
+from kaiwo_runtime.startup import StartupError, utc_now
 
 from kaiwo_recorder.metrics import RecorderMetrics
 from kaiwo_recorder.service import RecorderService
@@ -28,14 +28,6 @@ from kaiwo_recorder.settings import RecorderSettings
 log = structlog.get_logger("kaiwo.recorder")
 
 EXIT_UNREACHABLE = 2
-
-
-class StartupError(RuntimeError):
-    """A dependency is unreachable at start; the message is one line for the operator."""
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 def sqlite_file(url: str) -> Path | None:
