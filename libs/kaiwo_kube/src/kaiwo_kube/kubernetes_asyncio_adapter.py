@@ -13,6 +13,8 @@ import asyncio
 import json
 import os
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import AsyncGenerator, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -77,6 +79,24 @@ def _for_apply(obj: dict[str, Any]) -> dict[str, Any]:
     return {**obj, "metadata": metadata}
 
 
+def _resolve_environment_proxy_once(api_client: k8s_client.ApiClient) -> None:
+    """Read ``HTTPS_PROXY``/``NO_PROXY`` once, not on every request.
+
+    kubernetes_asyncio opens its aiohttp session with ``trust_env=True``, which makes every
+    request look up the proxy variables and parse ``~/.netrc`` in a worker thread: half of
+    the executor's CPU under load. The API server's address does not change, so the proxy
+    from the environment (if any, and unless the kubeconfig names one) is fixed here and the
+    per-request lookup turned off. ``.netrc`` never held Kubernetes credentials.
+    """
+    rest = api_client.rest_client
+    address = urllib.parse.urlsplit(str(api_client.configuration.host))
+    if not rest.proxy and not urllib.request.proxy_bypass(address.hostname or ""):
+        proxies = urllib.request.getproxies_environment()
+        rest.proxy = proxies.get(address.scheme or "https") or proxies.get("all") or ""
+    # aiohttp has no public setter; the flag is only read per request.
+    rest.pool_manager._trust_env = False
+
+
 class KubernetesAsyncioAdapter:
     """:class:`~kaiwo_kube.port.KubernetesPort` over a kubernetes_asyncio ApiClient."""
 
@@ -91,6 +111,7 @@ class KubernetesAsyncioAdapter:
         self._request_timeout = request_timeout
         self._page_size = page_size
         self._discovered: dict[tuple[str, str], ResourceType] = {}
+        _resolve_environment_proxy_once(api_client)
 
     # ------------------------------------------------------------------ construction
 
