@@ -29,17 +29,30 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import structlog
-from kaiwo_contracts.events.envelope import NATS_MSG_ID_HEADER, Envelope, EnvelopeFormatError
+from kaiwo_contracts.events.envelope import (
+    NATS_MSG_ID_HEADER,
+    Envelope,
+    EnvelopeFormatError,
+    envelope_class,
+)
 from kaiwo_contracts.events.streams import MAX_DELIVERIES_ADVISORY, BusTopology, ConsumerSpec
-from kaiwo_contracts.events.subjects import dead_letter_subject
+from kaiwo_contracts.events.subjects import SubjectError, dead_letter_subject, parse_subject
 from pydantic import BaseModel, ValidationError
 
 T = TypeVar("T", bound=BaseModel)
+
+
+class _Addressed(Protocol):
+    @property
+    def subject(self) -> str: ...
+
+
+M = TypeVar("M", bound=_Addressed)
 
 log = structlog.get_logger("kaiwo.bus")
 
@@ -109,7 +122,8 @@ class Delivery:
 
     def envelope(self, payload: type[T]) -> Envelope[T]:
         """The envelope with a typed payload; invalid input raises :class:`EnvelopeFormatError`."""
-        return Envelope[payload].from_nats(self.headers, self.body)  # type: ignore[valid-type]
+        parametrized = cast("type[Envelope[T]]", envelope_class(payload))
+        return parametrized.from_nats(self.headers, self.body)
 
     @property
     def message_id(self) -> str | None:
@@ -212,6 +226,38 @@ async def settle(handler: Handler, delivery: Delivery, consumer: ConsumerSpec) -
         bound.warning("message will be retried", delay=delay, error=_describe(error))
         return Retry(delay)
     return Ack()
+
+
+async def handle_batch(
+    messages: Sequence[M], consumer: ConsumerSpec, handle_one: Callable[[M], Awaitable[None]]
+) -> None:
+    """Handle one fetched batch: in stream order, or, for a consumer ``ordered_by_uid``, in
+    one lane per uid, the lanes concurrently (so one owner's slow API calls do not hold up
+    the others). Every lane runs to its end; the first error is raised afterwards."""
+    if not consumer.ordered_by_uid or len(messages) < 2:
+        for message in messages:
+            await handle_one(message)
+        return
+    lanes: dict[str, list[M]] = {}
+    for message in messages:
+        lanes.setdefault(ordering_key(message.subject), []).append(message)
+
+    async def run(lane: list[M]) -> None:
+        for message in lane:
+            await handle_one(message)
+
+    outcomes = await asyncio.gather(*(run(lane) for lane in lanes.values()), return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+
+
+def ordering_key(subject: str) -> str:
+    """The uid a subject is about (a subject that is not ours is its own key)."""
+    try:
+        return parse_subject(subject).uid or subject
+    except SubjectError:
+        return subject
 
 
 def dead_letter(

@@ -32,7 +32,6 @@ from kaiwo_contracts.events import PAYLOAD_TYPES
 from kaiwo_contracts.events.envelope import (
     CE_HEADER_PREFIX,
     NATS_MSG_ID_HEADER,
-    Envelope,
     EnvelopeFormatError,
     RawPayload,
     event_type,
@@ -87,7 +86,7 @@ def record_of(delivery: Delivery, *, now: datetime) -> NewEvent:
 
 def event_record(delivery: Delivery) -> NewEvent:
     """The row of a valid event; raises ``ValueError`` subclasses when it is not one."""
-    envelope = Envelope[RawPayload].from_nats(delivery.headers, delivery.body)
+    envelope = delivery.envelope(RawPayload)
     data = dict(envelope.data.model_extra or {})
     payload_type = PAYLOAD_TYPES.get(envelope.type)
     if payload_type is not None:

@@ -17,6 +17,7 @@ Nothing here reads a clock: ``time`` is always passed in.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import uuid
@@ -154,7 +155,7 @@ class Envelope(BaseModel, Generic[T]):
         id: str | None = None,
     ) -> Envelope[T]:
         """An envelope for ``data``; ``type`` comes from the payload's ``EVENT_TYPE``."""
-        parametrized = cast("type[Envelope[T]]", Envelope[type(data)])  # type: ignore[misc]
+        parametrized = cast("type[Envelope[T]]", envelope_class(type(data)))
         return parametrized(
             id=id or str(uuid.uuid4()),
             source=source,
@@ -241,6 +242,14 @@ class Envelope(BaseModel, Generic[T]):
             return cls.model_validate(document)
         except ValueError as error:
             raise EnvelopeFormatError(_describe(error)) from error
+
+
+@functools.cache
+def envelope_class(payload: type[BaseModel]) -> type[Envelope[Any]]:
+    """``Envelope[payload]``, kept: pydantic holds parametrized classes only weakly, and
+    building one again (after the last envelope of that type was freed) costs far more than
+    the envelope itself."""
+    return Envelope[payload]  # type: ignore[valid-type]
 
 
 class RawPayload(BaseModel):
