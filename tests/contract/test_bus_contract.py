@@ -360,6 +360,46 @@ async def test_order_per_object_holds_across_a_retry(bus_harness) -> None:  # ty
     assert handled == {UID_A: ["1", "2", "3", "4", "5"], UID_B: ["1", "2", "3", "4", "5"]}
 
 
+UID_LANES = ConsumerSpec(
+    durable_name="test-lanes",
+    stream=OBSERVED_STREAM,
+    filter_subjects=("kaiwo.obs.>",),
+    description="several in flight, ordered per uid",
+    max_deliver=3,
+    backoff_seconds=(0.2, 0.2),
+    max_ack_pending=16,
+    ordered_by_uid=True,
+)
+
+
+async def test_uid_ordered_consumer_overlaps_uids_and_keeps_each_uids_order(bus_harness) -> None:  # type: ignore[no-untyped-def]
+    bus = await bus_harness.connect(topology(UID_LANES))
+    await bus.ensure_streams()
+    for version in range(1, 4):
+        await bus.publish(observed(UID_A, str(version)), obs_subject(UID_A))
+        await bus.publish(observed(UID_B, str(version)), obs_subject(UID_B))
+    handled: list[str] = []
+    in_flight: set[str] = set()
+    overlapped: set[frozenset[str]] = set()
+
+    async def handle(delivery: Delivery) -> None:
+        event = delivery.envelope(ObservedObjectV1)
+        uid = event.data.uid
+        assert uid not in in_flight, "two messages of one uid were handled at once"
+        in_flight.add(uid)
+        if len(in_flight) > 1:
+            overlapped.add(frozenset(in_flight))
+        await asyncio.sleep(0.05)  # an API call: the other uid's lane runs meanwhile
+        in_flight.discard(uid)
+        handled.append(event.id)
+
+    await drain(bus, UID_LANES, handle, rounds=10)
+
+    assert [i for i in handled if i.startswith(UID_A)] == [f"{UID_A}:{v}" for v in (1, 2, 3)]
+    assert [i for i in handled if i.startswith(UID_B)] == [f"{UID_B}:{v}" for v in (1, 2, 3)]
+    assert overlapped == {frozenset({UID_A, UID_B})}
+
+
 async def test_partitioned_streams_store_the_uid_partition_the_server_computes(
     bus_harness,  # type: ignore[no-untyped-def]
 ) -> None:

@@ -47,7 +47,9 @@ def test_consumers_are_named_service_purpose_and_bounded() -> None:
         assert 1 <= consumer.max_deliver < 100
         assert consumer.max_deliver > len(consumer.backoff_seconds)
     assert topology.consumer("planner-obs").max_ack_pending == 1
-    assert topology.consumer("executor-plan").max_ack_pending == 1
+    assert topology.consumer("planner-obs").ordered_by_uid is False
+    assert topology.consumer("executor-plan").max_ack_pending == 16
+    assert topology.consumer("executor-plan").ordered_by_uid is True
     assert (
         topology.consumer("executor-plan").dead_letter_subject
         == "kaiwo.dlq.KAIWO_PLAN.executor-plan"

@@ -113,10 +113,13 @@ class Harness:
         plan_id: str,
         absent: tuple[ObjectRef, ...] = (),
         executor: PlanExecutor | None = None,
+        sequence: int = 0,
+        planned_at: datetime | None = None,
     ) -> Execution:
         """Execute, and remember the plan as the service does once its result is out."""
         executor = executor or self.executor()
-        execution = await executor.execute(PlanDecidedV1.of(plan, absent=absent), plan_id=plan_id)
+        decision = PlanDecidedV1.of(plan, absent=absent, planned_at=planned_at)
+        execution = await executor.execute(decision, plan_id=plan_id, sequence=sequence)
         if not execution.must_retry:
             await executor.remember(execution)
         return execution

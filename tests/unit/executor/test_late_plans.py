@@ -8,6 +8,7 @@ Job's ``suspend`` flip back and forth for ever.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from kaiwo_contracts.plans import ObjectRef
@@ -84,3 +85,56 @@ async def test_a_child_named_absent_by_a_late_plan_is_not_applied_over_newer_cha
     execution = await harness.run(harness.plan([job]), plan_id="plan-3", absent=(JOB_REF,))
     assert harness.find("batch/v1", "Job", "train")["spec"]["suspend"] is True
     assert outcomes(execution) == [("apply", "Job/team-a/train", "applied", None)]
+
+
+async def test_a_plan_retried_after_a_later_plan_of_its_owner_is_superseded(
+    harness: Any,
+) -> None:
+    earlier, later = (
+        datetime(2025, 3, 1, 12, 0, tzinfo=UTC),
+        datetime(2025, 3, 1, 12, 1, tzinfo=UTC),
+    )
+    await harness.run(
+        harness.plan([harness.job(image="busybox:1.37")]),
+        plan_id="plan-8",
+        sequence=8,
+        planned_at=later,
+    )
+    writes_before = sum(harness.writes().values())
+
+    # Plan 7 was nak'ed for a retry and comes back after plan 8 was carried out.
+    late = await harness.run(
+        harness.plan([harness.job(image="busybox:1.36")]),
+        plan_id="plan-7",
+        sequence=7,
+        planned_at=earlier,
+    )
+
+    assert late.skipped and late.superseded
+    assert late.actions == ()
+    assert sum(harness.writes().values()) == writes_before
+    job = harness.find("batch/v1", "Job", "train")
+    assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "busybox:1.37"
+
+
+async def test_a_re_created_plan_stream_does_not_make_new_plans_look_superseded(
+    harness: Any,
+) -> None:
+    await harness.run(
+        harness.plan([harness.job(image="busybox:1.37")]),
+        plan_id="plan-900",
+        sequence=900,
+        planned_at=datetime(2025, 3, 1, 12, 0, tzinfo=UTC),
+    )
+
+    # The stream was deleted and created again: sequences start at 1, time goes on.
+    after_reset = await harness.run(
+        harness.plan([harness.job(image="busybox:1.38")]),
+        plan_id="plan-1",
+        sequence=1,
+        planned_at=datetime(2025, 3, 1, 13, 0, tzinfo=UTC),
+    )
+
+    assert not after_reset.skipped
+    job = harness.find("batch/v1", "Job", "train")
+    assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "busybox:1.38"

@@ -42,6 +42,7 @@ from kaiwo_runtime.bus import (
     Retry,
     StoredMessage,
     dead_letter,
+    handle_batch,
     settle,
 )
 
@@ -354,8 +355,9 @@ class MemoryBus:
         while not deliveries and loop.time() < deadline:
             await asyncio.sleep(_POLL_SECONDS)
             deliveries = self.server.take(consumer.durable_name, batch)
-        for delivery in deliveries:
-            await self._handle(delivery, consumer, handler)
+        await handle_batch(
+            deliveries, consumer, lambda delivery: self._handle(delivery, consumer, handler)
+        )
         return len(deliveries)
 
     async def _handle(self, delivery: Delivery, consumer: ConsumerSpec, handler: Handler) -> None:

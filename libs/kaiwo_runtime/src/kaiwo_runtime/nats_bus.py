@@ -34,6 +34,7 @@ from kaiwo_runtime.bus import (
     Retry,
     StoredMessage,
     dead_letter,
+    handle_batch,
     settle,
 )
 
@@ -171,8 +172,9 @@ class NatsBus:
             return 0
         except (nats.errors.Error, nats.js.errors.APIError) as error:
             raise BusError(f"fetch for {consumer.durable_name} failed: {error!r}") from error
-        for message in messages:
-            await self._handle(message, consumer, handler)
+        await handle_batch(
+            messages, consumer, lambda message: self._handle(message, consumer, handler)
+        )
         return len(messages)
 
     async def _subscription(self, consumer: ConsumerSpec) -> JetStreamContext.PullSubscription:

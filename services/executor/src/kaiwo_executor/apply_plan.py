@@ -106,6 +106,8 @@ class Execution:
     plan_id: str
     owner: ObjectRef
     skipped: bool
+    superseded: bool = False
+    """Skipped because a later plan of the owner was started already."""
     actions: tuple[ActionOutcome, ...] = ()
     must_retry: bool = False
     """An action ran out of retries on a retryable error: have the plan delivered again."""
@@ -198,16 +200,25 @@ class PlanExecutor:
 
     # ------------------------------------------------------------------ the plan
 
-    async def execute(self, decision: PlanDecidedV1, *, plan_id: str) -> Execution:
-        """Carry out ``decision`` (whose event id is ``plan_id``) and save what was done.
+    async def execute(
+        self, decision: PlanDecidedV1, *, plan_id: str, sequence: int = 0
+    ) -> Execution:
+        """Carry out ``decision`` (whose event id is ``plan_id``, stored at ``sequence`` of
+        the plan stream) and save what was done.
 
         The plan id itself is remembered only by :meth:`remember`, once the result is
         published: a crash in between repeats the (cheap) execution, never loses the result.
+        A plan superseded by a later plan of its owner is skipped (see the memo).
         """
         plan = decision.plan
         memo = await self._memo.load(plan.owner)
         if memo.executed(plan_id):
             return Execution(plan_id=plan_id, owner=plan.owner, skipped=True, memo=memo)
+        if memo.superseded(sequence=sequence, planned_at=decision.planned_at):
+            return Execution(
+                plan_id=plan_id, owner=plan.owner, skipped=True, superseded=True, memo=memo
+            )
+        memo.start_plan(sequence=sequence, planned_at=decision.planned_at)
         run = _Run(
             plan=plan,
             fingerprint=decision.fingerprint,

@@ -7,7 +7,10 @@ One JSON record per owner (key ``owner/<uid>``) holds:
 * per desired object, the hash of the manifest last applied: an unchanged object is not
   written again (unless the plan lists it as ``absent``);
 * the hash of the status last written, the Events already emitted for the current plan
-  fingerprint, and the prune inventory last enforced.
+  fingerprint, and the prune inventory last enforced;
+* the ``KAIWO_PLAN`` stream sequence and ``planned_at`` of the newest plan started: plans of
+  one owner may be in flight together, and a plan nak'ed for a retry comes back after a later
+  one; being a whole desired state, the later plan supersedes it (:meth:`OwnerMemo.superseded`).
 
 The record survives restarts, so a restarted executor does not re-apply what it applied
 before. It is a cache of the executor's own writes, never a view of the cluster: drift made by
@@ -21,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from kaiwo_contracts.plans import ObjectRef, canonical_json
@@ -70,9 +74,24 @@ class OwnerMemo:
     events_fingerprint: str | None = None
     events_done: list[str] = field(default_factory=list)
     pruned_for: str | None = None
+    latest_sequence: int = 0
+    latest_planned_at: datetime | None = None
 
     def executed(self, plan_id: str) -> bool:
         return plan_id in self.plan_ids
+
+    def superseded(self, *, sequence: int, planned_at: datetime | None) -> bool:
+        """A later plan of this owner was started already. Both the stream sequence and
+        the planning time must say so, so a re-created stream (sequences from 1 again)
+        cannot make new plans look old."""
+        if sequence >= self.latest_sequence:
+            return False
+        if planned_at is None or self.latest_planned_at is None:
+            return True
+        return planned_at <= self.latest_planned_at
+
+    def start_plan(self, *, sequence: int, planned_at: datetime | None) -> None:
+        self.latest_sequence, self.latest_planned_at = sequence, planned_at
 
     def remember_plan(self, plan_id: str) -> None:
         if plan_id not in self.plan_ids:
@@ -101,6 +120,10 @@ class OwnerMemo:
                 "eventsFingerprint": self.events_fingerprint,
                 "eventsDone": self.events_done,
                 "prunedFor": self.pruned_for,
+                "latestSequence": self.latest_sequence,
+                "latestPlannedAt": (
+                    self.latest_planned_at.isoformat() if self.latest_planned_at else None
+                ),
             },
             sort_keys=True,
         ).encode()
@@ -116,10 +139,16 @@ class OwnerMemo:
                 events_fingerprint=data.get("eventsFingerprint"),
                 events_done=[str(n) for n in data.get("eventsDone") or []],
                 pruned_for=data.get("prunedFor"),
+                latest_sequence=int(data.get("latestSequence") or 0),
+                latest_planned_at=_datetime_or_none(data.get("latestPlannedAt")),
             )
         except (ValueError, AttributeError, TypeError):
             # An unreadable memo only costs writes: start afresh rather than stop.
             return cls()
+
+
+def _datetime_or_none(value: Any) -> datetime | None:
+    return datetime.fromisoformat(value) if isinstance(value, str) else None
 
 
 class ExecutionMemo:

@@ -32,6 +32,7 @@ class ExecutorMetrics:
         self.plans = self.registry.counter(
             "executor_plans",
             "Plans handled: applied, failed (an action failed), skipped (already executed), "
+            "superseded (a later plan of the owner was started), "
             "retry (the API server kept failing; JetStream redelivers)",
             ("outcome",),
         )

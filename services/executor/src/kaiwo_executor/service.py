@@ -5,7 +5,10 @@ For each ``PlanDecidedV1`` delivery:
 * an envelope or payload that cannot be read is a :class:`~kaiwo_runtime.bus.PoisonMessage`
   (dead-lettered at once, never retried);
 * the plan is carried out by :class:`~kaiwo_executor.apply_plan.PlanExecutor`; a plan already
-  carried out (redelivery after a crash) is acknowledged without an API call;
+  carried out (redelivery after a crash), or superseded by a later plan of its owner (a retry
+  that came back after it), is acknowledged without an API call or a result;
+* plans of different owners are carried out concurrently (``executor-plan`` is
+  ``ordered_by_uid``), those of one owner in stream order;
 * an :class:`~kaiwo_contracts.events.results.ApplyResultV1` is published on
   ``kaiwo.res.<applied|failed>.<kind>.<scope>.<uid>``, caused by the plan envelope (same
   correlation id, ``causationid`` = the plan's id). Its id is derived from the plan's id, so a
@@ -148,7 +151,13 @@ class ExecutorService:
             await self._carry_out(envelope, delivery)
 
     async def _carry_out(self, envelope: Envelope[PlanDecidedV1], delivery: Delivery) -> None:
-        execution = await self.executor.execute(envelope.data, plan_id=envelope.id)
+        execution = await self.executor.execute(
+            envelope.data, plan_id=envelope.id, sequence=delivery.stream_sequence
+        )
+        if execution.superseded:
+            self.metrics.plans.labels(outcome="superseded").inc()
+            log.info("plan superseded by a later plan of its owner", attempt=delivery.attempt)
+            return
         if execution.skipped:
             self.metrics.plans.labels(outcome="skipped").inc()
             log.info("plan already carried out", attempt=delivery.attempt)

@@ -24,7 +24,10 @@ delay of a ``nak``).
 Ordering and partitions. JetStream delivers a consumer's messages in stream order, but a
 message that is nak'ed or times out is redelivered *after* messages that followed it unless
 at most one message is in flight. The planner and the executor need per-object order, so
-their consumers have ``max_ack_pending=1``. To run N replicas without giving up that order,
+the planner's consumer has ``max_ack_pending=1``. The executor's has more in flight and is
+``ordered_by_uid``: it carries out plans of different owners concurrently, those of one owner
+in order, and skips a redelivered plan that a later plan of its owner superseded (plans are
+whole desired states). To run N replicas without giving up per-object order,
 set ``partitions`` > 1: the workload streams then store every subject with one more token,
 ``{{partition(n, <uid token>)}}``, so all events of one uid land in one partition, and the
 planner and executor get one consumer per partition (``planner-obs-p3``); a replica owns a
@@ -65,6 +68,8 @@ DAY = 24 * 3600.0
 DEFAULT_BACKOFF_SECONDS: tuple[float, ...] = (5.0, 15.0, 60.0, 180.0)
 DEFAULT_MAX_DELIVER = 6
 DEFAULT_DUPLICATE_WINDOW_SECONDS = 120.0
+EXECUTOR_PLANS_IN_FLIGHT = 16
+"""Plans of different owners the executor carries out at once (API calls overlap)."""
 
 # Token index (wildcard number, from 1) of the uid in each partitioned family's source filter.
 _PARTITION_SOURCES: dict[Family, tuple[str, int]] = {
@@ -113,6 +118,10 @@ class ConsumerSpec:
     max_ack_pending: int = 1
     ack_wait_seconds: float = 30.0
     """Used only when ``backoff_seconds`` is empty (the server takes ``backoff[0]`` instead)."""
+    ordered_by_uid: bool = False
+    """Handle the messages of different uids (the subject's uid token) of one fetched batch
+    concurrently, each uid's in stream order. A message nak'ed for a retry is redelivered
+    after later messages of its uid, so the handler must recognise a superseded one."""
 
     def __post_init__(self) -> None:
         if self.max_deliver < 1:
@@ -214,8 +223,16 @@ def stream_specs(
 
 
 def _partitioned(
-    *, service: str, purpose: str, stream: str, family: Family, partitions: int, description: str
+    *,
+    service: str,
+    purpose: str,
+    stream: str,
+    family: Family,
+    partitions: int,
+    description: str,
+    in_flight: int = 1,
 ) -> tuple[ConsumerSpec, ...]:
+    """One consumer, or one per partition; ``in_flight`` > 1 orders by uid (see above)."""
     if partitions <= 1:
         return (
             ConsumerSpec(
@@ -223,6 +240,8 @@ def _partitioned(
                 stream=stream,
                 filter_subjects=(family_filter(family),),
                 description=description,
+                max_ack_pending=in_flight,
+                ordered_by_uid=in_flight > 1,
             ),
         )
     return tuple(
@@ -231,6 +250,8 @@ def _partitioned(
             stream=stream,
             filter_subjects=(subscription_filter(family, partition=partition),),
             description=f"{description} (partition {partition})",
+            max_ack_pending=in_flight,
+            ordered_by_uid=in_flight > 1,
         )
         for partition in range(partitions)
     )
@@ -270,6 +291,7 @@ def consumer_specs(*, partitions: int = 1) -> tuple[ConsumerSpec, ...]:
             family=Family.PLAN,
             partitions=partitions,
             description="Executor input: plans, in order per owner",
+            in_flight=EXECUTOR_PLANS_IN_FLIGHT,
         ),
     )
     # The recorder keeps each message's stream sequence, so it may have many in flight.
