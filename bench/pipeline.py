@@ -16,6 +16,9 @@ Run: ``uv run python bench/pipeline.py`` (``--stores sqlite`` to skip PostgreSQL
   (only the recorder consumes ``KAIWO_RES``);
 * **replay rate**: ``kaiwo_cli.replay.replay_recorded`` over every recorded observation and
   plan (pure, in memory), and the same including reading them from the store;
+* **CPU per workload**: user + system time of every process (services, nats-server, the
+  fake API server, this client) over the latency step, divided by its workloads: the sum
+  bounds the rate two cores can carry;
 * **memory per workload**: the growth of each service's RSS (``/proc/<pid>/status``) from
   before the first workload to after the last, divided by the workloads it then tracks.
 """
@@ -85,6 +88,8 @@ class Figures:
     memory_kb: dict[str, float] = field(default_factory=dict)
     workloads: int = 0
     hops: dict[str, float] = field(default_factory=dict)
+    cpu_ms: dict[str, float] = field(default_factory=dict)
+    """CPU time per workload of each process during the latency step (what bounds the rate)."""
 
 
 # --------------------------------------------------------------------------- the cluster
@@ -346,6 +351,19 @@ async def replay_rates(store_url: str) -> tuple[float, float, int]:
     return events / pure, events / (pure + read), events
 
 
+def cpu_seconds(pids: Mapping[str, int]) -> dict[str, float]:
+    """User + system CPU seconds used so far by each process (and by this one, the client)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    used = {}
+    for name, pid in pids.items():
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            used[name] = (int(fields[11]) + int(fields[12])) / tick
+    own = os.times()
+    used["bench client"] = own.user + own.system
+    return used
+
+
 def rss_kb(pid: int | None) -> float:
     if pid is None:
         return float("nan")
@@ -356,6 +374,39 @@ def rss_kb(pid: int | None) -> float:
 
 
 # --------------------------------------------------------------------------- one store
+
+
+async def latency_step(
+    stack: LocalStack,
+    kube: KubernetesAsyncioAdapter,
+    clock: ChildClock,
+    js: JetStreamContext,
+    figures: Figures,
+) -> int:
+    """Child latency and CPU per workload at ``LATENCY_RATE``; how many workloads it made."""
+    cpu_before = cpu_seconds(stack.process_ids())
+    step = await create_at_rate(
+        kube, clock, prefix="latency", rate=LATENCY_RATE, seconds=LATENCY_SECONDS
+    )
+    await idle(js, within=30)
+    cpu_after = cpu_seconds(stack.process_ids())
+    latency_workloads = int(LATENCY_RATE * LATENCY_SECONDS)
+    figures.cpu_ms = {
+        name: (cpu_after[name] - used) * 1000 / latency_workloads
+        for name, used in cpu_before.items()
+        if name in cpu_after
+    }
+    figures.p50, figures.p99 = step.percentile(0.5), step.percentile(0.99)
+    print(
+        f"  latency at {LATENCY_RATE}/s: p50 {figures.p50 * 1000:.0f} ms, "
+        f"p99 {figures.p99 * 1000:.0f} ms, missing {step.missing}"
+    )
+    total = sum(figures.cpu_ms.values())
+    print(
+        f"  CPU per workload {total:.1f} ms (2 cores: at most {2000 / total:.0f}/s): "
+        + ", ".join(f"{n} {ms:.1f}" for n, ms in sorted(figures.cpu_ms.items()))
+    )
+    return latency_workloads
 
 
 async def measure(store_name: str, store_url: str | None, state_dir: Path) -> Figures:
@@ -379,15 +430,7 @@ async def measure(store_name: str, store_url: str | None, state_dir: Path) -> Fi
         baseline = {name: rss_kb(s.pid) for name, s in stack.services.items()}
         created = 20
 
-        step = await create_at_rate(
-            kube, clock, prefix="latency", rate=LATENCY_RATE, seconds=LATENCY_SECONDS
-        )
-        created += int(LATENCY_RATE * LATENCY_SECONDS)
-        figures.p50, figures.p99 = step.percentile(0.5), step.percentile(0.99)
-        print(
-            f"  latency at {LATENCY_RATE}/s: p50 {figures.p50 * 1000:.0f} ms, "
-            f"p99 {figures.p99 * 1000:.0f} ms, missing {step.missing}"
-        )
+        created += await latency_step(stack, kube, clock, js, figures)
         for rate in RAMP:
             await idle(js, within=30)
             step = await create_at_rate(

@@ -104,6 +104,15 @@ class LocalStack:
     ) -> None:
         await self.stop()
 
+    def process_ids(self) -> dict[str, int]:
+        """The running child processes by name (services, NATS, the fake API server)."""
+        found = {name: s.pid for name, s in self.services.items() if s.pid is not None}
+        if self.nats is not None and self.nats.pid is not None:
+            found["nats-server"] = self.nats.pid
+        if self._fake is not None and self._fake.returncode is None:
+            found["fake-apiserver"] = self._fake.pid
+        return found
+
     async def start(self) -> None:
         self.options.state_dir.mkdir(parents=True, exist_ok=True)
         if self.options.fake_cluster:

@@ -122,6 +122,10 @@ class NatsServer:
     def running(self) -> bool:
         return self._process is not None and self._process.returncode is None
 
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self.running and self._process else None
+
     def _scratch_dir(self) -> Path:
         if self._scratch is None:
             self._scratch = tempfile.TemporaryDirectory(prefix="kaiwo-nats-")
