@@ -13,6 +13,7 @@ from kaiwo_contracts.events.streams import (
     bus_topology,
 )
 from kaiwo_eventstore import InMemoryEventStore
+from kaiwo_recorder.service import RecorderService
 from kaiwo_runtime.bus import DLQ_REASON, PoisonMessage
 
 WORKLOAD = "workload/0b7c0a5e-1111-4c1e-9d0a-3f2e8a9c7d01"
@@ -361,3 +362,39 @@ async def test_run_turns_a_max_deliveries_advisory_into_a_dead_letter_with_the_m
     assert len(letters) == 1
     assert letters[0].causation_id == sent.envelope.id
     assert "max deliveries (6) exhausted" in letters[0].data["reason"]
+
+
+class CountingStore:
+    """The store, counting ``append_next`` calls (one per transaction)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.appends = inner, 0
+
+    async def append_next(self, events: Any) -> Any:
+        self.appends += 1
+        return await self.inner.append_next(events)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def test_messages_arriving_while_it_lingers_share_one_transaction(
+    harness: Any, samples: Any
+) -> None:
+    store = CountingStore(harness.store)
+    lingering = RecorderService(
+        bus=harness.bus, store=store, clock=lambda: samples.NOW, linger_seconds=0.05
+    )
+    observations = lingering.bus.topology.consumer("recorder-obs")
+    await harness.publish(samples.job_observation())
+
+    async def late_arrivals() -> None:
+        await asyncio.sleep(0.01)  # after the first pull, within the linger
+        await harness.publish(samples.pod_observation(), samples.node_observation())
+
+    arriving = asyncio.create_task(late_arrivals())
+    result = await lingering.pump(observations, wait_seconds=0)
+    await arriving
+
+    assert (result.messages, result.appended) == (3, 3)
+    assert store.appends == 1

@@ -79,6 +79,7 @@ async def serve(settings: RecorderSettings) -> None:
         metrics=metrics,
         batch_size=settings.recorder_batch_size,
         fetch_wait_seconds=settings.recorder_fetch_wait_seconds,
+        linger_seconds=settings.recorder_linger_seconds,
     )
 
     async def nats_connected() -> bool:
