@@ -206,8 +206,9 @@ class PlanExecutor:
         """Carry out ``decision`` (whose event id is ``plan_id``, stored at ``sequence`` of
         the plan stream) and save what was done.
 
-        The plan id itself is remembered only by :meth:`remember`, once the result is
-        published: a crash in between repeats the (cheap) execution, never loses the result.
+        What was done, and the plan id, are saved by :meth:`remember` once the result is
+        published (a plan that must be retried is saved at once): a crash in between repeats
+        the execution (server-side apply: no change), never loses the result.
         A plan superseded by a later plan of its owner is skipped (see the memo).
         """
         plan = decision.plan
@@ -236,7 +237,10 @@ class PlanExecutor:
         await self._prune(run)
         if plan.delete_owner:
             await self._delete_owner(run)
-        await self._memo.save(plan.owner, memo)
+        if run.must_retry:
+            # The next delivery repeats only what failed. A plan that went through is saved
+            # once, with its id, by remember(): one bucket write per plan instead of two.
+            await self._memo.save(plan.owner, memo)
         return Execution(
             plan_id=plan_id,
             owner=plan.owner,
