@@ -16,7 +16,7 @@ def test_defaults_watch_everything(monkeypatch):
     assert settings.watcher_bucket == "kaiwo-watcher"
     assert settings.kubeconfig is None
     assert settings.tuning() == WatcherTuning(
-        watch_timeout=300, relist_interval=0.0, missing_kind_retry=60.0
+        watch_timeout=300, relist_interval=0.0, missing_kind_retry=60.0, checkpoint_every=1.0
     )
 
 

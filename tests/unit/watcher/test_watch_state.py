@@ -41,6 +41,32 @@ async def test_the_checkpoint_only_moves_forward_across_replicas():
     assert await ahead.checkpoint(NODES) == "130"
 
 
+async def test_checkpoints_within_the_interval_wait_for_the_next_write_or_a_flush():
+    kv = MemoryKeyValue()
+    now = [100.0]
+    state = WatchState(kv, checkpoint_every=1.0, monotonic=lambda: now[0])
+    await state.advance(JOBS, "10")  # the first one is written at once
+    assert await state.checkpoint(JOBS) == "10"
+
+    now[0] = 100.4
+    await state.advance(JOBS, "11")
+    await state.advance(JOBS, "12")
+    await state.advance(JOBS, "11")  # never back, even while held
+    assert await state.checkpoint(JOBS) == "10"
+
+    now[0] = 101.1  # the interval has passed: the next event writes
+    await state.advance(JOBS, "13")
+    assert await state.checkpoint(JOBS) == "13"
+
+    now[0] = 101.2
+    await state.advance(JOBS, "14")
+    await state.advance(NODES, "7")  # another stream keeps its own interval
+    assert await state.checkpoint(NODES) == "7"
+    assert await state.checkpoint(JOBS) == "13"
+    await state.flush()
+    assert await state.checkpoint(JOBS) == "14"
+
+
 async def test_a_relist_sets_the_checkpoint_outright():
     kv = MemoryKeyValue()
     state = WatchState(kv)

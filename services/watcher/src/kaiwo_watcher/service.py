@@ -60,6 +60,8 @@ class WatcherTuning:
     missing_kind_retry: float = 60.0
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
+    checkpoint_every: float = 0.0
+    """Write each stream's checkpoint at most this often (0: after every event)."""
 
 
 @dataclass(slots=True)
@@ -125,8 +127,8 @@ class WatcherService:
         self._kube = kube
         self._bus = bus
         self._clock = clock
-        self._state = WatchState(kv)
         self._tuning = tuning or WatcherTuning()
+        self._state = WatchState(kv, checkpoint_every=self._tuning.checkpoint_every)
         self.metrics = metrics or WatcherMetrics()
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
         self.streams = watch_streams(watch_list, namespaces)
@@ -153,12 +155,27 @@ class WatcherService:
             asyncio.create_task(self.follow(stream), name=f"watch {stream.key}")
             for stream in self.streams
         ]
+        if self._tuning.checkpoint_every > 0:
+            tasks.append(asyncio.create_task(self._flush_checkpoints(), name="checkpoints"))
         try:
             await stop.wait()
         finally:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            try:
+                await self._state.flush()
+            except Exception as error:  # stopping: the next start resumes a little earlier
+                log.warning("final checkpoint failed", error=str(error))
+
+    async def _flush_checkpoints(self) -> None:
+        """Write checkpoints held back by the interval, so a quiet stream's is not left behind."""
+        while True:
+            await asyncio.sleep(self._tuning.checkpoint_every)
+            try:
+                await self._state.flush()
+            except Exception as error:  # the bucket is unreachable: the next round retries
+                log.warning("checkpoint flush failed", error=str(error))
 
     # ------------------------------------------------------------------ one stream
 

@@ -29,6 +29,9 @@ class WatcherSettings(ServiceSettings):
     """How long the API server keeps one watch open before the watcher opens the next."""
     missing_kind_retry_seconds: float = Field(default=60.0, gt=0)
     """How often to look again for a kind whose API is not installed (Kueue, KubeRay...)."""
+    checkpoint_every_seconds: float = Field(default=1.0, ge=0)
+    """Write each stream's resourceVersion checkpoint at most this often (0: every event).
+    A crash resumes up to this much earlier; JetStream drops the re-published duplicates."""
     watcher_bucket: str = BUCKET
     """The key-value bucket holding checkpoints and known objects."""
     startup_timeout_seconds: float = Field(default=10.0, gt=0)
@@ -46,4 +49,5 @@ class WatcherSettings(ServiceSettings):
             watch_timeout=self.watch_timeout_seconds,
             relist_interval=self.relist_interval_seconds,
             missing_kind_retry=self.missing_kind_retry_seconds,
+            checkpoint_every=self.checkpoint_every_seconds,
         )

@@ -14,6 +14,12 @@ Per watch stream (one resource type, in one namespace or all):
   because that gap is typically a restart after a long outage. It is written when an
   object is first seen and when it goes, not on every change, so it costs little.
 
+The checkpoint is written at most once per ``checkpoint_every`` seconds per stream (and by
+:meth:`WatchState.flush`, which the service calls periodically and on stop): a restart after a
+crash resumes at most that much earlier and re-publishes those events under their
+``Nats-Msg-Id``, which JetStream drops as duplicates, where a write per event cost two
+bucket round trips.
+
 Two replicas writing the same known keys race harmlessly: the worst outcome is a stale key
 whose inferred DELETED is published for an object that is already gone, which consumers
 (level-triggered) treat as the no-op it is.
@@ -22,7 +28,8 @@ whose inferred DELETED is published for an object that is already gone, which co
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from kaiwo_runtime.kv import KeyValue
@@ -68,10 +75,20 @@ def is_newer(candidate: str, current: str | None) -> bool:
 class WatchState:
     """Checkpoints and known objects of every stream, cached in memory, kept in ``kv``."""
 
-    def __init__(self, kv: KeyValue) -> None:
+    def __init__(
+        self,
+        kv: KeyValue,
+        *,
+        checkpoint_every: float = 0.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._kv = kv
         self._known: dict[str, dict[str, KnownObject]] = {}
         self._written: dict[str, str] = {}
+        self._pending: dict[str, tuple[WatchStream, str]] = {}
+        self._written_at: dict[str, float] = {}
+        self._every = checkpoint_every
+        self._monotonic = monotonic
 
     async def load(self) -> None:
         """Read every known object of every stream (once, at start)."""
@@ -90,18 +107,37 @@ class WatchState:
         return raw.decode() if raw else None
 
     async def advance(self, stream: WatchStream, resource_version: str) -> None:
-        """Move the checkpoint forward to ``resource_version`` (never back)."""
-        if not resource_version or not is_newer(resource_version, self._written.get(stream.key)):
+        """Move the checkpoint forward to ``resource_version`` (never back); written now, or
+        by a later call or :meth:`flush` when the last write is less than the interval ago."""
+        pending = self._pending.get(stream.key)
+        latest = pending[1] if pending else self._written.get(stream.key)
+        if not resource_version or not is_newer(resource_version, latest):
             return
+        written_at = self._written_at.get(stream.key)
+        if written_at is not None and self._monotonic() - written_at < self._every:
+            self._pending[stream.key] = (stream, resource_version)
+            return
+        await self._write(stream, resource_version)
+
+    async def flush(self) -> None:
+        """Write every checkpoint that moved since its last write."""
+        for stream, resource_version in list(self._pending.values()):
+            await self._write(stream, resource_version)
+
+    async def _write(self, stream: WatchStream, resource_version: str) -> None:
         stored = await self.checkpoint(stream)
         if is_newer(resource_version, stored):
             await self._kv.put(_checkpoint_key(stream), resource_version.encode())
         self._written[stream.key] = resource_version
+        self._written_at[stream.key] = self._monotonic()
+        self._pending.pop(stream.key, None)
 
     async def reset(self, stream: WatchStream, resource_version: str) -> None:
         """Set the checkpoint after a relist, whatever it was."""
         await self._kv.put(_checkpoint_key(stream), resource_version.encode())
         self._written[stream.key] = resource_version
+        self._written_at[stream.key] = self._monotonic()
+        self._pending.pop(stream.key, None)
 
     # ------------------------------------------------------------------ known objects
 
