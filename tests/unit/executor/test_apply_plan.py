@@ -6,6 +6,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.plans import EventIntent, ObjectRef, PruneRule
 from kaiwo_kube import Conflict, Retryable
 
@@ -403,3 +404,35 @@ async def test_a_child_already_gone_when_pruned_is_fine(harness: Any, flaky: Any
         ("delete", "unchanged", "already deleted")
     ]
     assert execution.failed == ()
+
+
+async def test_the_first_plan_of_an_owner_lists_nothing_to_prune(harness: Any, flaky: Any) -> None:
+    execution = await harness.run(
+        harness.plan([harness.job(), harness.config_map()]),
+        plan_id="plan-1",
+        executor=harness.executor(kube=flaky),
+    )
+
+    assert flaky.calls["list"] == 0
+    assert [a.outcome for a in execution.actions] == ["applied", "applied"]
+
+
+async def test_children_of_a_plan_cut_short_by_a_crash_are_pruned_by_the_next(
+    harness: Any, flaky: Any
+) -> None:
+    executor = harness.executor()
+    # Carried out, but the executor died before the result (and the memo) were saved.
+    await executor.execute(
+        PlanDecidedV1.of(harness.plan([harness.job(), harness.config_map()])), plan_id="plan-1"
+    )
+    assert harness.find("v1", "ConfigMap", "train-entrypoint") is not None
+
+    execution = await harness.run(
+        harness.plan([harness.job()]), plan_id="plan-2", executor=harness.executor(kube=flaky)
+    )
+
+    assert flaky.calls["list"] == 3  # one per prune rule: Job, ConfigMap, PVC
+    assert harness.find("v1", "ConfigMap", "train-entrypoint") is None
+    assert ("delete", "ConfigMap/team-a/train-entrypoint", "deleted") in [
+        (a.operation, a.target.display(), a.outcome) for a in execution.actions
+    ]

@@ -136,6 +136,8 @@ class _Run:
     memo: OwnerMemo
     absent: frozenset[str]
     desired_keys: frozenset[str]
+    first_touch: bool = False
+    """No executor ever acted for this owner: no child of ours can exist yet."""
     recreate: set[str] = field(default_factory=set)
     """Keys named ``absent`` whose manifest was applied before unchanged: create only."""
     actions: list[ActionOutcome] = field(default_factory=list)
@@ -220,12 +222,17 @@ class PlanExecutor:
                 plan_id=plan_id, owner=plan.owner, skipped=True, superseded=True, memo=memo
             )
         memo.start_plan(sequence=sequence, planned_at=decision.planned_at)
+        first_touch = not memo.stored
+        if first_touch:
+            # Recorded before any write, so "no record" keeps meaning "nothing of ours exists".
+            await self._memo.save(plan.owner, memo)
         run = _Run(
             plan=plan,
             fingerprint=decision.fingerprint,
             memo=memo,
             absent=frozenset(ref_key(ref) for ref in decision.absent),
             desired_keys=frozenset(manifest_key(manifest) for manifest in plan.desired),
+            first_touch=first_touch,
         )
         for manifest in plan.desired:
             await self._apply_desired(run, manifest)
@@ -443,6 +450,10 @@ class PlanExecutor:
             }
         )
         if run.memo.pruned_for == inventory:
+            return
+        if run.first_touch:
+            # Only what this plan applied carries the owner's labels: nothing to list.
+            run.memo.pruned_for = inventory
             return
         complete = True
         for rule in plan.prune:

@@ -8,6 +8,9 @@ One JSON record per owner (key ``owner/<uid>``) holds:
   written again (unless the plan lists it as ``absent``);
 * the hash of the status last written, the Events already emitted for the current plan
   fingerprint, and the prune inventory last enforced;
+* (by its mere existence) that the executor has touched the owner: the record is written
+  before the first API call for an owner, so an owner without one can have no children of
+  ours, and its first plan needs no list calls to find children to prune;
 * the ``KAIWO_PLAN`` stream sequence and ``planned_at`` of the newest plan started: plans of
   one owner may be in flight together, and a plan nak'ed for a retry comes back after a later
   one; being a whole desired state, the later plan supersedes it (:meth:`OwnerMemo.superseded`).
@@ -76,6 +79,8 @@ class OwnerMemo:
     pruned_for: str | None = None
     latest_sequence: int = 0
     latest_planned_at: datetime | None = None
+    stored: bool = False
+    """Loaded from the bucket (False: no record, this executor never touched the owner)."""
 
     def executed(self, plan_id: str) -> bool:
         return plan_id in self.plan_ids
@@ -159,7 +164,11 @@ class ExecutionMemo:
 
     async def load(self, owner: ObjectRef) -> OwnerMemo:
         raw = await self._kv.get(owner_memo_key(owner))
-        return OwnerMemo.from_json(raw) if raw is not None else OwnerMemo()
+        if raw is None:
+            return OwnerMemo()
+        memo = OwnerMemo.from_json(raw)
+        memo.stored = True
+        return memo
 
     async def save(self, owner: ObjectRef, memo: OwnerMemo) -> None:
         await self._kv.put(owner_memo_key(owner), memo.to_json())
