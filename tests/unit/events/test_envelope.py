@@ -219,6 +219,32 @@ def test_a_plan_decision_rejects_a_fingerprint_of_another_plan() -> None:
         PlanDecidedV1(plan=Plan(owner=owner), fingerprint="0" * 64)
 
 
+def test_a_plan_decision_built_here_reads_back_equal_from_the_wire() -> None:
+    owner = ObjectRef(api_version="v1", kind="KaiwoJob", name="a", namespace="n", uid=UID)
+    job = ObjectRef(api_version="batch/v1", kind="Job", name="a", namespace="n")
+    config = ObjectRef(api_version="v1", kind="ConfigMap", name="a", namespace="n")
+    desired = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "n"}},
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "a", "namespace": "n"}},
+    ]
+    built = PlanDecidedV1.of(
+        Plan(owner=owner, desired=desired, status={"status": "PENDING"}),
+        planned_at=WHEN,
+        obs_sequence=17,
+        absent=(job, config),
+    )
+
+    wire = built.model_dump(mode="json", by_alias=True)
+    # sorted by apiVersion, kind, namespace, name: batch/v1 before v1
+    assert [ref["kind"] for ref in wire["absent"]] == ["Job", "ConfigMap"]
+    assert wire["obsSequence"] == 17
+    assert PlanDecidedV1.model_validate(wire) == built
+    with pytest.raises(ValueError, match="obs_sequence"):
+        PlanDecidedV1.of(Plan(owner=owner), obs_sequence=-1)
+    with pytest.raises(ValueError, match="not in the plan's desired objects: Job/n/a"):
+        PlanDecidedV1.of(Plan(owner=owner), absent=(job,))
+
+
 def test_an_apply_result_outcome_follows_its_actions() -> None:
     owner = ObjectRef(api_version="v1", kind="KaiwoJob", name="a", namespace="n", uid=UID)
     job = ObjectRef(api_version="batch/v1", kind="Job", name="a", namespace="n")

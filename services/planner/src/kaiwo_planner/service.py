@@ -638,7 +638,7 @@ class PlannerService:
             correlationid=uid,
             causationid=cause.id if cause is not None else None,
             traceparent=cause.traceparent if cause is not None else None,
-            id=plan_event_id(plan=plan, causation_id=cause_id),
+            id=plan_event_id(plan=plan, causation_id=cause_id, fingerprint=payload.fingerprint),
         )
         ack = await self._bus.publish(
             envelope, plan_subject(kind=ref.kind, namespace=ref.namespace, uid=uid)

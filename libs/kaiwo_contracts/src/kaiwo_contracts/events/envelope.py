@@ -97,16 +97,17 @@ def observed_event_id(*, uid: str, resource_version: str) -> str:
     return f"{uid}:{resource_version}"
 
 
-def plan_event_id(*, plan: Plan, causation_id: str) -> str:
+def plan_event_id(*, plan: Plan, causation_id: str, fingerprint: str | None = None) -> str:
     """The id of a plan decision: owner uid + plan fingerprint + the event that caused it.
 
     A planner that re-processes the same cause (redelivery after a crash, a second replica)
     republishes an identical plan under the same id, which JetStream drops. The cause is part
     of the id on purpose: a plan that goes A -> B -> A within the duplicate window is a new
-    decision and must not be dropped as a copy of the first A.
+    decision and must not be dropped as a copy of the first A. ``fingerprint``, when given,
+    must be ``plan.fingerprint()`` (saves hashing the plan again).
     """
     owner = plan.owner.uid or plan.owner.display()
-    return derived_event_id("plan", owner, plan.fingerprint(), causation_id)
+    return derived_event_id("plan", owner, fingerprint or plan.fingerprint(), causation_id)
 
 
 class Envelope(BaseModel, Generic[T]):

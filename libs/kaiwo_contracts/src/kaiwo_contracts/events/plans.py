@@ -16,6 +16,27 @@ PlanTrigger = Literal["observation", "timer", "resync"]
 preemption), or the planner re-planned everything (start-up, periodic resync)."""
 
 
+def _check_absent(plan: Plan, absent: tuple[ObjectRef, ...]) -> None:
+    """``absent`` names only desired objects, sorted."""
+    desired = {
+        _identity(
+            ObjectRef(
+                api_version=str(manifest.get("apiVersion", "")),
+                kind=str(manifest.get("kind", "")),
+                name=str((manifest.get("metadata") or {}).get("name", "")),
+                namespace=(manifest.get("metadata") or {}).get("namespace"),
+            )
+        )
+        for manifest in plan.desired
+    }
+    strays = [ref.display() for ref in absent if _identity(ref) not in desired]
+    if strays:
+        msg = f"absent objects are not in the plan's desired objects: {', '.join(strays)}"
+        raise ValueError(msg)
+    if list(absent) != sorted(absent, key=ObjectRef.sort_key):
+        raise ValueError("absent must be sorted by apiVersion, kind, namespace, name")
+
+
 def _identity(ref: ObjectRef) -> tuple[str, str, str, str]:
     group = ref.api_version.rpartition("/")[0]
     return (group, ref.kind, ref.namespace or "", ref.name)
@@ -71,7 +92,13 @@ class PlanDecidedV1(EventPayload):
         absent: tuple[ObjectRef, ...] = (),
         assumed_status: dict[str, Any] | None = None,
     ) -> PlanDecidedV1:
-        return cls(
+        if obs_sequence < 0:
+            raise ValueError("obs_sequence must be >= 0")
+        if planned_at is not None and planned_at.utcoffset() is None:
+            raise ValueError("planned_at must carry a time zone")
+        # Built from values that are valid already: validating again would hash the plan a
+        # second time (the fingerprint check), a tenth of the planner's time per plan.
+        decision = cls.model_construct(
             plan=plan,
             fingerprint=plan.fingerprint(),
             planned_at=planned_at,
@@ -80,6 +107,8 @@ class PlanDecidedV1(EventPayload):
             absent=tuple(sorted(absent, key=ObjectRef.sort_key)),
             assumed_status=assumed_status,
         )
+        _check_absent(plan, decision.absent)
+        return decision
 
     @model_validator(mode="after")
     def _fingerprint_matches(self) -> Self:
@@ -90,21 +119,5 @@ class PlanDecidedV1(EventPayload):
 
     @model_validator(mode="after")
     def _absent_objects_are_desired(self) -> Self:
-        desired = {
-            _identity(
-                ObjectRef(
-                    api_version=str(manifest.get("apiVersion", "")),
-                    kind=str(manifest.get("kind", "")),
-                    name=str((manifest.get("metadata") or {}).get("name", "")),
-                    namespace=(manifest.get("metadata") or {}).get("namespace"),
-                )
-            )
-            for manifest in self.plan.desired
-        }
-        strays = [ref.display() for ref in self.absent if _identity(ref) not in desired]
-        if strays:
-            msg = f"absent objects are not in the plan's desired objects: {', '.join(strays)}"
-            raise ValueError(msg)
-        if list(self.absent) != sorted(self.absent, key=ObjectRef.sort_key):
-            raise ValueError("absent must be sorted by apiVersion, kind, namespace, name")
+        _check_absent(self.plan, self.absent)
         return self
