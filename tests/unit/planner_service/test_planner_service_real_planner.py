@@ -124,24 +124,23 @@ async def test_the_real_planner_recreates_a_job_deleted_by_hand(harness: Any, cl
     clock.advance(5)
     await harness.observe(child, "4", "ADDED")
     await harness.drain(service)
-    # The Job exists now: one new plan, nothing absent, the new ChildSpecApplied condition.
-    [seen] = harness.plans()[2:]
-    assert seen.data.absent == ()
-    assert seen.data.plan.status is not None
-    assert [c["type"] for c in seen.data.plan.status["conditions"]] == [
+    # The Job exists now, as the first plan said it would: nothing new to publish. (Its
+    # status announced ChildSpecApplied from the start, so no second status write either.)
+    assert len(harness.plans()) == 2
+    assert first.data.absent == (TRAIN_JOB,)
+    assert first.data.plan.status is not None
+    assert [c["type"] for c in first.data.plan.status["conditions"]] == [
         "Schedulable",
         "Admitted",
         "ChildSpecApplied",
     ]
-    assert [e.reason for e in harness.plans()[1].data.plan.events] == ["WorkloadPending"]
-    assert seen.data.plan.events == ()  # planned from the PENDING it announced already
-    # The executor writes that status back: the same facts plan the same, so nothing goes out
-    # (the planner already planned from its own last status, not the lagging observed one).
+    assert [e.reason for e in first.data.plan.events] == ["WorkloadPending"]
+    # The executor writes that status back: the same facts plan the same, so nothing goes out.
     clock.advance(5)
-    await harness.observe({**kaiwo_job(), "status": seen.data.plan.status}, "5")
-    await harness.observe({**kaiwo_job(), "status": seen.data.plan.status}, "6")
+    await harness.observe({**kaiwo_job(), "status": first.data.plan.status}, "5")
+    await harness.observe({**kaiwo_job(), "status": first.data.plan.status}, "6")
     await harness.drain(service)
-    assert len(harness.plans()) == 3
+    assert len(harness.plans()) == 2
 
     clock.advance(5)
     await harness.observe(child, "7", "DELETED")

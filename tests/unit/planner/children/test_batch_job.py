@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kaiwo_contracts.plans import canonical_json
-from kaiwo_planner.domain.children import plan_children
+from kaiwo_planner.domain.children import ChildCondition, plan_children
 from kaiwo_planner.domain.gpu_allocation import GpuAllocation
 
 NO_GPUS = GpuAllocation(gpus=0, gpus_per_replica=0, replicas=1, vendor="amd")
@@ -51,7 +51,12 @@ def test_default_template_job_matches_the_hand_written_manifest(make_job, expect
         "app.kubernetes.io/managed-by": "kaiwo",
         "kaiwo.silogen.ai/owner-uid": "uid-1",
     }
-    assert decision.conditions == ()
+    # Created from the spec as it is: nothing left unapplied, from the first plan on.
+    assert decision.conditions == (
+        ChildCondition(
+            "ChildSpecApplied", "True", "Applied", "The Job matches the workload's spec"
+        ),
+    )
     assert decision.notes == ()
 
 

@@ -113,6 +113,9 @@ def test_after_downloads_succeed_the_workload_mounts_both_volumes(plan, expected
     assert decision.main_child.display() == "Job/team-a/train"
     assert decision.conditions == (
         ChildCondition("DownloadJobSucceeded", "True", "JobCompleted", "Download job succeeded"),
+        ChildCondition(
+            "ChildSpecApplied", "True", "Applied", "The Job matches the workload's spec"
+        ),
     )
     (job,) = [obj for obj in decision.desired if obj["metadata"]["name"] == "train"]
     pod = job["spec"]["template"]["spec"]
@@ -166,7 +169,11 @@ def test_storage_without_downloads_creates_claims_with_the_workload(make_job):
         {"name": "data", "mountPath": "/data"},
         {"name": "hf", "mountPath": "/hf_cache"},
     ]
-    assert decision.conditions == ()
+    assert decision.conditions == (
+        ChildCondition(
+            "ChildSpecApplied", "True", "Applied", "The Job matches the workload's spec"
+        ),
+    )
 
 
 def test_disabled_storage_creates_nothing(make_job):

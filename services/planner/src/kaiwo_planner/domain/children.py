@@ -208,10 +208,18 @@ def _service_children(
     return children
 
 
+JOB_MATCHES_SPEC = "The Job matches the workload's spec"
+
+
 def _reconcile_with_observed(
     main: dict[str, Any], observed: Mapping[str, Any] | None
 ) -> tuple[dict[str, Any], ChildCondition | None]:
     """The main child to apply given the one that exists (None: it does not exist yet)."""
+    if main["kind"] == "Job" and observed is None:
+        # Created from the spec as it is, so nothing of it is left unapplied. Saying so from
+        # the start (rather than once the Job is observed) spares every new KaiwoJob a
+        # second status write, and the plan and observation that come with it.
+        return main, ChildCondition(CONDITION_TYPE, "True", "Applied", JOB_MATCHES_SPEC)
     if observed is None or observed.get("kind") != main["kind"]:
         return main, None
     if main["kind"] == "Job":
@@ -220,9 +228,7 @@ def _reconcile_with_observed(
             return update.manifest, ChildCondition(
                 CONDITION_TYPE, "False", REASON_IMMUTABLE, update.message
             )
-        return update.manifest, ChildCondition(
-            CONDITION_TYPE, "True", "Applied", "The Job matches the workload's spec"
-        )
+        return update.manifest, ChildCondition(CONDITION_TYPE, "True", "Applied", JOB_MATCHES_SPEC)
     observed_spec = observed.get("spec") or {}
     if main["kind"] == "RayJob" and "suspend" in observed_spec:
         # Kueue owns suspend once the RayJob exists; sending True again would evict it.
