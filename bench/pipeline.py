@@ -19,8 +19,9 @@ Run: ``uv run python bench/pipeline.py`` (``--stores sqlite`` to skip PostgreSQL
 * **CPU per workload**: user + system time of every process (services, nats-server, the
   fake API server, this client) over the latency step, divided by its workloads: the sum
   bounds the rate two cores can carry;
-* **memory per workload**: the growth of each service's RSS (``/proc/<pid>/status``) from
-  before the first workload to after the last, divided by the workloads it then tracks.
+* **memory per workload**: after the ramp (caches, buffers and lazily loaded code warm),
+  1,000 more workloads at 50/s; the growth of each service's RSS (``/proc/<pid>/status``)
+  divided by 1,000: what one more tracked workload costs.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ STEP_SECONDS = 2.0
 KEEPS_UP_P99 = 1.0
 CHILD_GRACE_SECONDS = 20.0
 APPEND_EVENTS = 20_000
+MEMORY_WORKLOADS = 1_000
+MEMORY_RATE = 50
 DEFAULT_POSTGRES = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
 SERVICE_ENV = {"KAIWO_LOG_LEVEL": "WARNING", "KAIWO_SNAPSHOT_EVERY_SECONDS": "30"}
 TARGETS = {
@@ -427,9 +430,7 @@ async def measure(store_name: str, store_url: str | None, state_dir: Path) -> Fi
         exits.push_async_callback(clock.stop)
         await create_at_rate(kube, clock, prefix="warm-up", rate=20, seconds=1)
         await idle(js, within=30)
-        baseline = {name: rss_kb(s.pid) for name, s in stack.services.items()}
         created = 20
-
         created += await latency_step(stack, kube, clock, js, figures)
         for rate in RAMP:
             await idle(js, within=30)
@@ -455,9 +456,17 @@ async def measure(store_name: str, store_url: str | None, state_dir: Path) -> Fi
             "  median hop delays: "
             + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in figures.hops.items())
         )
+        # Memory: the slope over MEMORY_WORKLOADS more, once caches and buffers are warm.
+        baseline = {name: rss_kb(s.pid) for name, s in stack.services.items()}
+        await create_at_rate(
+            kube, clock, prefix="memory", rate=MEMORY_RATE, seconds=MEMORY_WORKLOADS / MEMORY_RATE
+        )
+        settled = await idle(js, within=60) and settled
+        created += MEMORY_WORKLOADS
         figures.workloads = created
         figures.memory_kb = {
-            name: (rss_kb(s.pid) - baseline[name]) / created for name, s in stack.services.items()
+            name: (rss_kb(s.pid) - baseline[name]) / MEMORY_WORKLOADS
+            for name, s in stack.services.items()
         }
         store = await open_event_store(options.event_store_url, migrate=False)
         try:
