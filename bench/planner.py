@@ -3,15 +3,17 @@
 Each shape (a KaiwoJob run as a batch Job, a Ray KaiwoJob, a KaiwoService run as a
 Deployment, a Ray KaiwoService) is planned in steady state on a 16-node cluster (8 MI300X,
 4 H100 and 4 CPU nodes) holding a KaiwoConfig, the KaiwoQueueConfig, an AIMNamespaceConfig,
-100 other running workloads and the shape's own observed, admitted, running child.
+100 other running workloads and the shape's own observed, admitted, running child. The
+cluster is the planner service's own view: a projection fed with one observation per object.
 
 Two figures per shape:
 
 * ``same snapshot``: many owners planned against one cluster state, as the planner does
   after a change that fans out (KaiwoConfig, a node) — parsed settings are shared;
-* ``new snapshot``: the cluster state's derived values (parsed KaiwoConfig, KaiwoQueueConfig
-  queues, GPU statistics, the kind index) are dropped before every plan, as after every
-  single observed change.
+* ``new snapshot``: before every plan another workload's status changes (untimed), so each
+  plan gets a new cluster state, as after every single observed change. Values derived from
+  objects that did not change (the parsed KaiwoConfig and KaiwoQueueConfig, node pools, GPU
+  totals) are kept across snapshots, keyed by those objects; the rest is worked out again.
 
 Target: p99 <= 200 µs per plan. Run: ``uv run python bench/planner.py [--plans N]``. The
 ``min`` column is the cost of a plan undisturbed; p99 also holds garbage collections and
@@ -21,7 +23,6 @@ whatever else the machine runs at the time.
 from __future__ import annotations
 
 import argparse
-import copy
 import gc
 import statistics
 import time
@@ -29,8 +30,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from kaiwo_planner.domain.cluster import ClusterState
+from kaiwo_contracts.events import ObservedObjectV1
 from kaiwo_planner.domain.planning import plan_object
+from kaiwo_planner.domain.projection import Projection
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 STARTED = "2026-03-01T11:00:00Z"
@@ -195,23 +197,70 @@ def running_child(owner: dict[str, Any], child_kind: str) -> list[dict[str, Any]
     return [child, kueue_workload]
 
 
-def cluster_for(owner: dict[str, Any], child_kind: str) -> ClusterState:
-    others = [workload("KaiwoJob", f"other-{i}", {"gpus": 1}, uid=f"other-{i}") for i in range(100)]
-    child, kueue_workload = running_child(owner, child_kind)
-    return ClusterState.from_wire(
-        nodes=NODES,
-        objects=[KAIWO_CONFIG, QUEUE_CONFIG, NAMESPACE_CONFIG, owner, *others, child],
-        kueue_workloads=[kueue_workload],
-        namespaces=[NAMESPACE],
+def observation(obj: dict[str, Any], resource_version: int) -> ObservedObjectV1:
+    meta = obj["metadata"]
+    uid = meta.get("uid") or f"uid-{obj['kind'].lower()}-{meta['name']}"
+    versioned = {**obj, "metadata": {**meta, "uid": uid, "resourceVersion": str(resource_version)}}
+    return ObservedObjectV1(
+        kind=obj["kind"],
+        api_version=obj["apiVersion"],
+        namespace=meta.get("namespace"),
+        name=meta["name"],
+        uid=uid,
+        resource_version=str(resource_version),
+        event_type="ADDED",
+        object=versioned,
     )
 
 
-def time_plans(plan: Callable[[], object], *, plans: int, warmup: int) -> list[float]:
+class Cluster:
+    """The planner service's view: a projection fed with observations of every object."""
+
+    def __init__(self, owner: dict[str, Any], child_kind: str) -> None:
+        others = [
+            workload("KaiwoJob", f"other-{i}", {"gpus": 1}, uid=f"other-{i}") for i in range(100)
+        ]
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+        objects = [
+            *NODES,
+            namespace,
+            KAIWO_CONFIG,
+            QUEUE_CONFIG,
+            NAMESPACE_CONFIG,
+            owner,
+            *others,
+            *running_child(owner, child_kind),
+        ]
+        self.projection = Projection()
+        for sequence, obj in enumerate(objects, start=1):
+            self.projection.apply(observation(obj, sequence), sequence=sequence)
+        self._churn = others[0]
+        self._sequence = len(objects)
+
+    def unrelated_change(self) -> None:
+        """Another workload's status moved: the snapshot is new, nothing this owner reads is."""
+        self._sequence += 1
+        changed = {**self._churn, "status": {"status": "RUNNING", "seen": self._sequence}}
+        self.projection.apply(observation(changed, self._sequence), sequence=self._sequence)
+
+
+def time_plans(
+    plan: Callable[[], object],
+    *,
+    plans: int,
+    warmup: int,
+    before: Callable[[], None] | None = None,
+) -> list[float]:
+    """µs per ``plan()``; ``before()`` runs untimed ahead of each one."""
     for _ in range(warmup):
+        if before is not None:
+            before()
         plan()
     samples = []
     gc.collect()
     for _ in range(plans):
+        if before is not None:
+            before()
         start = time.perf_counter_ns()
         plan()
         samples.append((time.perf_counter_ns() - start) / 1000)
@@ -234,21 +283,19 @@ def main() -> None:
     worst = 0.0
     for shape, (kind, spec, child_kind) in SHAPES.items():
         owner = workload(kind, f"bench-{shape.lower()}", spec, uid=f"uid-{shape.lower()}")
-        cluster = cluster_for(owner, child_kind)
-        plan = plan_object(owner=copy.deepcopy(owner), cluster=cluster, now=NOW)
+        cluster = Cluster(owner, child_kind)
+        projection = cluster.projection
+        observed_owner = projection.by_uid(f"uid-{shape.lower()}")
+        plan = plan_object(owner=observed_owner, cluster=projection.cluster_state(), now=NOW)
         assert plan is not None and plan.desired, f"{shape}: nothing planned"
 
-        def same(owner: dict[str, Any] = owner, cluster: ClusterState = cluster) -> object:
-            return plan_object(owner=owner, cluster=cluster, now=NOW)
+        def planned(owner: Any = observed_owner, projection: Projection = projection) -> object:
+            return plan_object(owner=owner, cluster=projection.cluster_state(), now=NOW)
 
-        def fresh(owner: dict[str, Any] = owner, cluster: ClusterState = cluster) -> object:
-            cluster._derived.clear()
-            return plan_object(owner=owner, cluster=cluster, now=NOW)
-
-        for label, run in (("same", same), ("new", fresh)):
-            samples = time_plans(run, plans=args.plans, warmup=args.warmup)
+        for label, before in (("same", None), ("new", cluster.unrelated_change)):
+            samples = time_plans(planned, plans=args.plans, warmup=args.warmup, before=before)
             p99 = percentile(samples, 0.99)
-            worst = max(worst, p99) if label == "same" else worst
+            worst = max(worst, p99)
             print(
                 f"{shape:<12}{label:<10}{min(samples):>9.1f}{percentile(samples, 0.50):>9.1f}"
                 f"{p99:>9.1f}"
@@ -256,7 +303,8 @@ def main() -> None:
             )
     verdict = "meets" if worst <= TARGET_P99_US else "misses"
     print(
-        f"worst p99 (same snapshot): {worst:.1f} µs — {verdict} the {TARGET_P99_US:.0f} µs target"
+        f"worst p99 (any shape, either snapshot): {worst:.1f} µs — {verdict} the "
+        f"{TARGET_P99_US:.0f} µs target"
     )
 
 

@@ -12,13 +12,19 @@ Choices:
 * A KaiwoQueueConfig that fails validation counts as missing (workloads then report
   ``ClusterQueueNotFound``); its own plan says what is wrong with it.
 * Several AIMNamespaceConfigs in one namespace: the first by name applies.
+
+Across snapshots. Nearly every observation makes a new snapshot, but few change what these
+values come from. So each is also kept from one snapshot to the next, keyed by the *identity*
+of the objects it was worked out from (the observed config object, the node tuple): the
+projection replaces an object when it changes and never edits one in place, so the same
+object means the same value. (:func:`kept`; one entry per value, so nothing accumulates.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from kaiwo_contracts.crds.config_v1alpha1 import AIMNamespaceConfig, KaiwoConfig
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KAIWO_CONFIG_NAME
@@ -35,6 +41,26 @@ from kaiwo_planner.domain.node_pools import discover_node_pools
 from kaiwo_planner.domain.queue_config import effective_spec
 from kaiwo_planner.domain.schedulable import queue_namespaces
 
+_T = TypeVar("_T")
+_KEPT: dict[Hashable, tuple[tuple[object, ...], Any]] = {}
+
+
+def kept(key: Hashable, inputs: tuple[object, ...], compute: Callable[[], _T]) -> _T:
+    """``compute()``, reused while ``inputs`` are the very same objects as last time.
+
+    Only for values worked out from ``inputs`` alone (and constants in ``key``). The inputs
+    are held, so their ids cannot be reused by other objects while the entry lives.
+    """
+    found = _KEPT.get(key)
+    if found is not None:
+        held, value = found
+        if len(held) == len(inputs) and all(a is b for a, b in zip(held, inputs, strict=True)):
+            return value  # type: ignore[no-any-return]
+    value = compute()
+    _KEPT[key] = (inputs, value)
+    return value
+
+
 KAIWO_GROUP = "kaiwo.silogen.ai"
 CONFIG_GROUP = "config.kaiwo.silogen.ai"
 WORKLOAD_KINDS = ("KaiwoJob", "KaiwoService")
@@ -46,7 +72,15 @@ def kaiwo_config(cluster: ClusterState) -> KaiwoConfig:
 
 
 def _parse_kaiwo_config(cluster: ClusterState) -> KaiwoConfig:
-    found = cluster.find_object(group=CONFIG_GROUP, kind="KaiwoConfig", name=KAIWO_CONFIG_NAME)
+    found = _kaiwo_config_object(cluster)
+    return kept(("kaiwo-config",), (found,), lambda: _kaiwo_config_of(found))
+
+
+def _kaiwo_config_object(cluster: ClusterState) -> dict[str, Any] | None:
+    return cluster.find_object(group=CONFIG_GROUP, kind="KaiwoConfig", name=KAIWO_CONFIG_NAME)
+
+
+def _kaiwo_config_of(found: Mapping[str, Any] | None) -> KaiwoConfig:
     if found is None:
         return KaiwoConfig.default()
     try:
@@ -61,9 +95,17 @@ def queue_config(cluster: ClusterState) -> KaiwoQueueConfig | None:
 
 
 def _parse_queue_config(cluster: ClusterState) -> KaiwoQueueConfig | None:
-    found = cluster.find_object(
+    found = _queue_config_object(cluster)
+    return kept(("queue-config",), (found,), lambda: _queue_config_of(found))
+
+
+def _queue_config_object(cluster: ClusterState) -> dict[str, Any] | None:
+    return cluster.find_object(
         group=KAIWO_GROUP, kind="KaiwoQueueConfig", name=KAIWO_QUEUE_CONFIG_NAME
     )
+
+
+def _queue_config_of(found: Mapping[str, Any] | None) -> KaiwoQueueConfig | None:
     if found is None:
         return None
     try:
@@ -82,6 +124,12 @@ def cluster_queue_namespaces(cluster: ClusterState) -> Mapping[str, tuple[str, .
 
 
 def _queue_namespaces(cluster: ClusterState) -> dict[str, tuple[str, ...]]:
+    # From the queue config, the KaiwoConfig and the nodes only (see the module docstring).
+    inputs = (_queue_config_object(cluster), _kaiwo_config_object(cluster), cluster.nodes)
+    return kept(("queue-namespaces",), inputs, lambda: _queue_namespaces_of(cluster))
+
+
+def _queue_namespaces_of(cluster: ClusterState) -> dict[str, tuple[str, ...]]:
     found = queue_config(cluster)
     if found is None:
         return {}
@@ -118,7 +166,12 @@ def _parse_namespace_config(cluster: ClusterState, namespace: str) -> AIMNamespa
 def vendor_gpu_stats(cluster: ClusterState, vendor: str) -> GpuStats:
     """GPU totals of ``vendor`` over the cluster's nodes."""
     wanted = vendor.lower()
-    return cluster.derived(("gpu-stats", wanted), lambda: gpu_stats(cluster.nodes, wanted))
+    return cluster.derived(
+        ("gpu-stats", wanted),
+        lambda: kept(
+            ("gpu-stats", wanted), (cluster.nodes,), lambda: gpu_stats(cluster.nodes, wanted)
+        ),
+    )
 
 
 def workloads(cluster: ClusterState) -> tuple[dict[str, Any], ...]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import timedelta
 from decimal import Decimal
@@ -18,6 +19,7 @@ _UNIT_SECONDS = {
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 
 
+@functools.lru_cache(maxsize=256)
 def parse_duration(text: str) -> timedelta:
     """Parse a Go duration string; ``"0"`` is zero. Raises ValueError for anything else.
 

@@ -40,6 +40,7 @@ from kaiwo_planner.domain.cluster import ClusterState, api_group_of
 from kaiwo_planner.domain.cluster_settings import (
     KAIWO_GROUP,
     kaiwo_config,
+    kept,
     namespaces_by_queue,
 )
 from kaiwo_planner.domain.invalid_owner import invalid_owner_plan, spec_problems
@@ -96,7 +97,8 @@ def _plan_workload(
     now: datetime,
 ) -> PlanningResult:
     try:
-        workload = model.model_validate(owner)
+        # Frozen models of an object the projection never edits: parse each version once.
+        workload = kept(("owner", model), (owner,), lambda: model.model_validate(owner))
     except ValidationError as error:
         return PlanningResult(
             plan=_invalid(owner, spec_problems(owner, error), WorkloadStatus.ERROR, now=now)

@@ -33,6 +33,7 @@ Choices that differ from upstream, on purpose:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -629,8 +630,10 @@ def _event_reason(text: str) -> str:
     return cleaned[0].upper() + cleaned[1:]
 
 
+@functools.lru_cache(maxsize=256)
 def format_time(moment: datetime) -> str:
-    """RFC 3339 in UTC with second precision, as metav1.Time is written."""
+    """RFC 3339 in UTC with second precision, as metav1.Time is written (one plan formats
+    the same few moments several times)."""
     aware = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
     return aware.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
