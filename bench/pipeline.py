@@ -57,7 +57,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 NAMESPACE = "ml-team"
 LATENCY_RATE = 50
 LATENCY_SECONDS = 3.0
-RAMP = (100, 200, 300, 400, 600)
+RAMP = (50, 100, 150, 200, 300, 400)
 STEP_SECONDS = 2.0
 KEEPS_UP_P99 = 1.0
 CHILD_GRACE_SECONDS = 20.0
