@@ -121,11 +121,17 @@ async def test_a_plan_published_on_jetstream_is_applied_and_answered(tmp_path: P
         other_bus = await NatsBus.connect(server.url, topology=topology, name="executor-two")
         stack.push_async_callback(other_bus.close)
         other_kv = await NatsKeyValue.open(other_bus.client, BUCKET)
-        other = ExecutorService(other_bus, kube, other_kv, lambda: NOW)
+        other = ExecutorService(other_bus, kube, other_kv, lambda: NOW, poll_timeout=0.2)
         writes = sum(fake.store.write_requests.values())
         await bus.publish(envelope.model_copy(update={"id": "replayed-plan"}), subject)
-        await other.step(wait_seconds=2.0)
+        # Run until the answer is out: a pull the first executor left open when it stopped
+        # (its connection is still up here) may take the message, which then comes back to
+        # this executor after the ack wait.
+        other_stop = asyncio.Event()
+        other_running = asyncio.create_task(other.run(other_stop))
         [_, second] = await _wait_for_results(bus, 2)
+        other_stop.set()
+        await asyncio.wait_for(other_running, 10)
         assert second.causationid == "replayed-plan"
         assert [(a.target.display(), a.outcome) for a in second.data.actions] == [
             ("ConfigMap/default/train-entrypoint", "unchanged")
