@@ -15,6 +15,6 @@ class RecorderSettings(ServiceSettings):
     """Most messages appended in one transaction per consumer (capped by max_ack_pending)."""
     recorder_fetch_wait_seconds: float = Field(default=1.0, gt=0, le=30)
     """How long a pull waits for the first message; also bounds how long a stop takes."""
-    recorder_linger_seconds: float = Field(default=0.05, ge=0, le=5)
+    recorder_linger_seconds: float = Field(default=0.25, ge=0, le=5)
     """After a pull that brought less than a batch, how long to wait for more before
     appending (fewer, larger transactions at low rates; 0 appends at once)."""
