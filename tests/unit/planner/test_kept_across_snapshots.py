@@ -81,3 +81,51 @@ def test_planning_the_same_owner_object_twice_gives_equal_plans() -> None:
     second = plan_object(owner=owner, cluster=projection.cluster_state(), now=now)
     assert first is not None and second is not None
     assert first.fingerprint() == second.fingerprint()
+
+
+def workload(name: str, namespace: str, queue: str | None, *, uid: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {"image": "busybox"}
+    if queue is not None:
+        spec["clusterQueue"] = queue
+    return {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoJob",
+        "metadata": {"name": name, "namespace": namespace, "uid": uid},
+        "spec": spec,
+    }
+
+
+def test_the_queues_namespaces_follow_workloads_as_they_come_change_and_go() -> None:
+    from kaiwo_planner.domain.cluster_settings import namespaces_by_queue
+
+    projection = Projection()
+    sequence = 0
+
+    def apply(obj: dict[str, Any], event: str = "ADDED") -> None:
+        nonlocal sequence
+        sequence += 1
+        change = observed(obj, sequence).model_copy(update={"event_type": event})
+        projection.apply(change, sequence=sequence)
+
+    apply(workload("a", "team-a", None, uid="u1"))
+    apply(workload("b", "team-a", None, uid="u2"))
+    apply(workload("c", "team-b", "gpu", uid="u3"))
+    apply(workload("d", "team-c", "", uid="u4"))  # empty means the default queue
+    assert namespaces_by_queue(projection.cluster_state()) == {
+        "gpu": ("team-b",),
+        "kaiwo": ("team-a", "team-c"),
+    }
+
+    apply(workload("a", "team-a", None, uid="u1"), "DELETED")  # b still uses kaiwo in team-a
+    apply(workload("c", "team-b", "other", uid="u3"), "MODIFIED")  # moved to another queue
+    assert namespaces_by_queue(projection.cluster_state()) == {
+        "kaiwo": ("team-a", "team-c"),
+        "other": ("team-b",),
+    }
+
+    apply(workload("b", "team-a", None, uid="u2"), "DELETED")
+    apply(config("ray:1") | {"spec": {"defaultClusterQueueName": "main"}})
+    assert namespaces_by_queue(projection.cluster_state()) == {
+        "main": ("team-c",),
+        "other": ("team-b",),
+    }

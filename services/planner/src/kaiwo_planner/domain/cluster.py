@@ -259,6 +259,10 @@ def _by_identity(obj: Mapping[str, Any]) -> tuple[str, str, str, str]:
     )
 
 
+QueueUse = tuple[str, str]
+"""(cluster queue a workload declares, "" for the default; its namespace)."""
+
+
 @dataclass(frozen=True)
 class ClusterState:
     """A read-only snapshot of the cluster as the planner's projection knows it.
@@ -340,6 +344,11 @@ class ClusterState:
     def kueue_workload_for(self, job_uid: str) -> dict[str, Any] | None:
         found = self.kueue_workloads_for(job_uid)
         return found[0] if found else None
+
+    def workload_queue_uses(self) -> tuple[QueueUse, ...] | None:
+        """Every distinct (declared queue, namespace) of the Kaiwo workloads, sorted, when an
+        index keeps them (the projection's state); None: callers scan the workloads."""
+        return None
 
     def objects_labelled(
         self, key: str, value: str, *, kind: str | None = None

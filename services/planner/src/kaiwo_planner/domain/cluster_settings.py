@@ -197,6 +197,12 @@ def namespaces_by_queue(cluster: ClusterState) -> Mapping[str, tuple[str, ...]]:
 def _namespaces_by_queue(cluster: ClusterState) -> dict[str, tuple[str, ...]]:
     config = kaiwo_config(cluster)
     found: dict[str, set[str]] = {}
+    uses = cluster.workload_queue_uses()
+    if uses is not None:  # the projection counts them as workloads come and go
+        default = config.spec.default_cluster_queue_name
+        for declared, used_in in uses:
+            found.setdefault(declared or default, set()).add(used_in)
+        return {queue: tuple(sorted(names)) for queue, names in sorted(found.items())}
     for obj in workloads(cluster):
         namespace = (obj.get("metadata") or {}).get("namespace")
         spec = obj.get("spec")

@@ -39,7 +39,7 @@ from typing import Any, Final
 from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
 from kaiwo_contracts.plans import ObjectRef, canonical_json
 
-from kaiwo_planner.domain.cluster import ClusterState, NodeInfo
+from kaiwo_planner.domain.cluster import ClusterState, NodeInfo, QueueUse
 
 SNAPSHOT_FORMAT: Final = 1
 DEFAULT_TOMBSTONE_RETENTION: Final = 100_000
@@ -147,6 +147,9 @@ class _Entry:
     owners: tuple[str, ...] = ()
     label_groups: tuple[str, ...] = ()
     node: NodeInfo | None = None
+    queue_use: QueueUse | None = None
+    """For a KaiwoJob or KaiwoService: its declared cluster queue ("" for the default) and
+    namespace, counted so the queues' namespaces need no scan of every workload."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +277,7 @@ class _View:
     children: _GuardedGroups
     workloads: _GuardedGroups
     labelled: _GuardedGroups
+    queue_uses: tuple[QueueUse, ...] = ()
 
     def of_kind(self, group: str, kind: str) -> tuple[dict[str, Any], ...]:
         if self.projection.version != self.version:
@@ -316,6 +320,11 @@ class ProjectedClusterState(ClusterState):
             return super().objects_of_kind(group=group, kind=kind)
         return self.view.of_kind(group, kind)
 
+    def workload_queue_uses(self) -> tuple[QueueUse, ...] | None:
+        if self.view is None:
+            return super().workload_queue_uses()
+        return self.view.queue_uses
+
     def objects_labelled(
         self, key: str, value: str, *, kind: str | None = None
     ) -> tuple[dict[str, Any], ...]:
@@ -353,6 +362,22 @@ def _workload_owner_uids(workload: Mapping[str, Any]) -> tuple[str, ...]:
     if job_uid:
         owners[str(job_uid)] = None
     return tuple(owners)
+
+
+_KAIWO_GROUP: Final = "kaiwo.silogen.ai"
+_WORKLOAD_KINDS: Final = frozenset({"KaiwoJob", "KaiwoService"})
+
+
+def _queue_use(api_version: str, kind: str, obj: Mapping[str, Any]) -> QueueUse | None:
+    """(declared cluster queue or "", namespace) of a Kaiwo workload, else None."""
+    if kind not in _WORKLOAD_KINDS or api_group(api_version) != _KAIWO_GROUP:
+        return None
+    namespace = _metadata(obj).get("namespace")
+    spec = obj.get("spec")
+    if not isinstance(namespace, str) or not namespace or not isinstance(spec, Mapping):
+        return None
+    queue = spec.get("clusterQueue")
+    return (queue if isinstance(queue, str) and queue else "", namespace)
 
 
 _INTERNED_UP_TO: Final = 64
@@ -423,6 +448,8 @@ class Projection:
         self._children = _Groups()
         self._workloads_by_owner = _Groups()
         self._labelled = _Groups()
+        self._queue_uses: dict[QueueUse, int] = {}
+        self._queue_use_tuple: tuple[QueueUse, ...] | None = ()
         self._last_sequence = 0
         self._version = 0
         self._cached_state: ProjectedClusterState | None = None
@@ -590,6 +617,7 @@ class Projection:
                 _label_group(str(label), str(value)) for label, value in _labels(obj).items()
             )
         return _Entry(
+            queue_use=_queue_use(api_version, kind, obj),
             object=_stored_form(obj),
             resource_version=resource_version,
             sequence=sequence,
@@ -614,6 +642,7 @@ class Projection:
             del self._tombstones[key]
 
     def _index(self, key: ObjectKey, entry: _Entry) -> None:
+        self._count_queue_use(entry.queue_use, 1)
         self._live[key] = entry
         self._by_uid[key.uid] = key
         self._by_identity.setdefault(entry.identity, {})[key] = None
@@ -637,7 +666,18 @@ class Projection:
             for group in entry.label_groups:
                 self._labelled.put(group, entry.sort_key, obj)
 
+    def _count_queue_use(self, use: QueueUse | None, change: int) -> None:
+        if use is None:
+            return
+        count = self._queue_uses.get(use, 0) + change
+        if count:
+            self._queue_uses[use] = count
+        else:
+            del self._queue_uses[use]
+        self._queue_use_tuple = None
+
     def _unindex(self, key: ObjectKey, entry: _Entry) -> None:
+        self._count_queue_use(entry.queue_use, -1)
         del self._live[key]
         if self._by_uid.get(key.uid) == key:
             del self._by_uid[key.uid]
@@ -678,6 +718,8 @@ class Projection:
             self._node_tuple = tuple(self._nodes[name] for name in sorted(self._nodes))
         if self._namespace_set is None:
             self._namespace_set = frozenset(self._namespaces)
+        if self._queue_use_tuple is None:
+            self._queue_use_tuple = tuple(sorted(self._queue_uses))
         version = self._version
         view = _View(
             projection=self,
@@ -689,6 +731,7 @@ class Projection:
             children=_GuardedGroups(self._children, self, version),
             workloads=_GuardedGroups(self._workloads_by_owner, self, version),
             labelled=_GuardedGroups(self._labelled, self, version),
+            queue_uses=self._queue_use_tuple,
         )
         state = ProjectedClusterState(
             nodes=view.nodes,
