@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kaiwo_contracts.events import ObservedObjectV1
-from kaiwo_planner.domain.cluster_settings import kaiwo_config, kept
+from kaiwo_planner.domain.cluster_settings import kaiwo_config
+from kaiwo_planner.domain.kept_values import kept
 from kaiwo_planner.domain.projection import Projection
 
 
@@ -129,3 +130,105 @@ def test_the_queues_namespaces_follow_workloads_as_they_come_change_and_go() -> 
         "main": ("team-c",),
         "other": ("team-b",),
     }
+
+
+def aim_config(namespace: str, secret: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+        "kind": "AIMNamespaceConfig",
+        "metadata": {"name": "aim", "namespace": namespace, "uid": f"aim-{namespace}"},
+        "spec": {"images": {"imagePullSecrets": [secret]}},
+    }
+
+
+def test_a_namespace_config_is_kept_until_one_of_its_namespace_changes() -> None:
+    from kaiwo_planner.domain.cluster_settings import namespace_config
+
+    projection = Projection()
+    projection.apply(observed(aim_config("team-a", "registry-1"), 1), sequence=1)
+    projection.apply(observed(aim_config("team-b", "registry-b"), 2), sequence=2)
+    before = namespace_config(projection.cluster_state(), "team-a")
+    assert before is not None
+    assert before.spec.images.image_pull_secrets == ["registry-1"]
+
+    # Another namespace's config changed: team-a's parsed config is the same object.
+    projection.apply(observed(aim_config("team-b", "registry-b2"), 3), sequence=3)
+    assert namespace_config(projection.cluster_state(), "team-a") is before
+
+    projection.apply(observed(aim_config("team-a", "registry-2"), 4), sequence=4)
+    after = namespace_config(projection.cluster_state(), "team-a")
+    assert after is not None
+    assert after.spec.images.image_pull_secrets == ["registry-2"]
+    assert namespace_config(projection.cluster_state(), "team-c") is None
+
+
+def test_the_store_is_bounded_and_drops_the_least_recently_used() -> None:
+    from kaiwo_planner.domain.kept_values import LIMIT, forget_kept, kept_count
+
+    forget_kept()
+    anchor = object()
+    kept(("test-anchor",), (anchor,), lambda: "anchor")
+    for index in range(LIMIT + 10):
+        kept(("test-fill", index), (), lambda index=index: index)
+        if index % 100 == 0:  # used now and then, as per-cluster values are by every plan
+            assert kept(("test-anchor",), (anchor,), lambda: "recomputed") == "anchor"
+    assert kept_count() == LIMIT
+    assert kept(("test-anchor",), (anchor,), lambda: "recomputed") == "anchor"
+    assert kept(("test-fill", 0), (), lambda: "recomputed") == "recomputed"  # the oldest went
+    forget_kept()
+
+
+def test_a_replan_with_kept_children_equals_one_worked_out_afresh() -> None:
+    from kaiwo_planner.domain.kept_values import forget_kept
+    from kaiwo_planner.domain.planning import plan_object
+
+    forget_kept()
+    projection = Projection()
+    job = {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoJob",
+        "metadata": {"name": "train", "namespace": "a", "uid": "job-uid", "generation": 1},
+        "spec": {"image": "busybox", "entrypoint": "sleep 1"},
+    }
+
+    def child(active: int) -> dict[str, Any]:
+        return {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": "train",
+                "namespace": "a",
+                "uid": "child-uid",
+                "ownerReferences": [{"uid": "job-uid", "kind": "KaiwoJob", "controller": True}],
+            },
+            "spec": {"suspend": False, "template": {"spec": {"containers": [{"name": "x"}]}}},
+            "status": {"active": active},
+        }
+
+    queues = {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoQueueConfig",
+        "metadata": {"name": "kaiwo", "uid": "kqc-uid"},
+        "spec": {"clusterQueues": [{"name": "kaiwo", "spec": {"resourceGroups": []}}]},
+    }
+    projection.apply(observed(queues, 1), sequence=1)
+    projection.apply(observed(job, 2), sequence=2)
+    projection.apply(observed(child(0), 3), sequence=3)
+    owner = projection.by_uid("job-uid")
+    assert owner is not None
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    first = plan_object(owner=owner, cluster=projection.cluster_state(), now=now)
+    assert first is not None
+    first_json = first.model_dump_json()
+
+    projection.apply(observed(child(1), 4), sequence=4)  # the child moved, the owner did not
+    again = plan_object(owner=owner, cluster=projection.cluster_state(), now=now)
+    forget_kept()
+    afresh = plan_object(owner=owner, cluster=projection.cluster_state(), now=now)
+    assert again is not None and afresh is not None
+    assert again.model_dump_json() == afresh.model_dump_json()
+    # The kept children are shared between plans; neither plan changed the other.
+    assert first.model_dump_json() == first_json
+    desired_job = next(obj for obj in again.desired if obj["kind"] == "Job")
+    # The Job's pod template is immutable: the observed one is kept (hand-written value).
+    assert desired_job["spec"]["template"] == {"spec": {"containers": [{"name": "x"}]}}

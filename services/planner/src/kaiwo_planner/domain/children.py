@@ -25,6 +25,7 @@ from kaiwo_planner.domain.deployment import (
 from kaiwo_planner.domain.downloads import download_config_map, download_job, download_name
 from kaiwo_planner.domain.gpu_allocation import GpuAllocation
 from kaiwo_planner.domain.job_changes import CONDITION_TYPE, REASON_IMMUTABLE, job_update
+from kaiwo_planner.domain.kept_values import kept
 from kaiwo_planner.domain.labels import inventory_labels
 from kaiwo_planner.domain.namespace_config import (
     NamespaceSettings,
@@ -236,6 +237,21 @@ def _reconcile_with_observed(
     return main, None
 
 
+@dataclass(frozen=True, slots=True)
+class _BuiltChildren:
+    """The children as the workload's spec and settings make them, before the observed child."""
+
+    storage: tuple[dict[str, Any], ...]
+    main: dict[str, Any] | None
+    main_ref: ObjectRef | None
+    others: tuple[dict[str, Any], ...]
+    conditions: tuple[ChildCondition, ...]
+    notes: tuple[str, ...]
+    waiting: bool
+    failed: bool
+    selector: dict[str, str]
+
+
 def plan_children(
     *,
     workload: Workload,
@@ -251,14 +267,57 @@ def plan_children(
     the storage children (claims, download ConfigMap and Job) are desired; FAILED keeps it so
     and marks the decision failed. ``observed_main_child`` is the existing Job/RayJob/
     Deployment/AppWrapper (wire form), used to keep fields that cannot or must not change.
+
+    Building the children from the spec is most of the cost of a plan, and most plans are
+    made because a child's status moved while the workload and the settings stayed as they
+    were; so that part is kept per workload version (:func:`kept`).
     """
+    built = kept(
+        ("children", workload.metadata.uid, allocation, download_state),
+        (workload, config, namespace_config),
+        lambda: _build_children(
+            workload=workload,
+            allocation=allocation,
+            config=config,
+            namespace_config=namespace_config,
+            download_state=download_state,
+        ),
+    )
+    desired = list(built.storage)
+    conditions = list(built.conditions)
+    main_child = None
+    if built.main is not None:
+        main, applied = _reconcile_with_observed(built.main, observed_main_child)
+        if applied is not None:
+            conditions.append(applied)
+        desired += [main, *built.others]
+        main_child = built.main_ref
+    return ChildrenDecision(
+        desired=sort_objects(desired),
+        conditions=tuple(conditions),
+        notes=built.notes,
+        main_child=main_child,
+        waiting_for_downloads=built.waiting,
+        failed=built.failed,
+        prune_selector=built.selector,
+    )
+
+
+def _build_children(
+    *,
+    workload: Workload,
+    allocation: GpuAllocation,
+    config: KaiwoConfig | None,
+    namespace_config: AIMNamespaceConfig | None,
+    download_state: DownloadState,
+) -> _BuiltChildren:
     defaults = child_defaults(config)
     namespace = namespace_settings(namespace_config, workload.metadata.namespace or "")
     inputs = _with_namespace_credentials(workload_inputs(workload, defaults), namespace)
     identity = inputs.identity
     storage = inputs.storage
 
-    desired = persistent_volume_claims(identity, storage, defaults)
+    storage_children = persistent_volume_claims(identity, storage, defaults)
     conditions: list[ChildCondition] = []
     waiting = failed = False
     if storage is not None and storage.has_downloads:
@@ -267,7 +326,7 @@ def plan_children(
             for variable in _workload_env(inputs, namespace)
             if variable.get("name") != "HF_HOME"
         ]
-        desired += [
+        storage_children += [
             download_config_map(identity, storage),
             download_job(identity, storage, env=env),
         ]
@@ -275,22 +334,19 @@ def plan_children(
         waiting = download_state is DownloadState.PENDING
         failed = download_state is DownloadState.FAILED
 
-    main_child = None
+    main: dict[str, Any] | None = None
+    others: list[dict[str, Any]] = []
     if not (waiting or failed):
         build = _job_children if identity.workload_type == "job" else _service_children
         main, *others = build(inputs, allocation=allocation, defaults=defaults, namespace=namespace)
-        main, applied = _reconcile_with_observed(main, observed_main_child)
-        if applied is not None:
-            conditions.append(applied)
-        desired += [main, *others]
-        main_child = _ref(main)
-
-    return ChildrenDecision(
-        desired=sort_objects(desired),
+    return _BuiltChildren(
+        storage=tuple(storage_children),
+        main=main,
+        main_ref=_ref(main) if main is not None else None,
+        others=tuple(others),
         conditions=tuple(conditions),
         notes=_notes(inputs),
-        main_child=main_child,
-        waiting_for_downloads=waiting,
+        waiting=waiting,
         failed=failed,
-        prune_selector=inventory_labels(identity.uid),
+        selector=inventory_labels(identity.uid),
     )

@@ -17,14 +17,14 @@ Across snapshots. Nearly every observation makes a new snapshot, but few change 
 values come from. So each is also kept from one snapshot to the next, keyed by the *identity*
 of the objects it was worked out from (the observed config object, the node tuple): the
 projection replaces an object when it changes and never edits one in place, so the same
-object means the same value. (:func:`kept`; one entry per value, so nothing accumulates.)
+object means the same value (:mod:`kaiwo_planner.domain.kept_values`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from kaiwo_contracts.crds.config_v1alpha1 import AIMNamespaceConfig, KaiwoConfig
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KAIWO_CONFIG_NAME
@@ -37,29 +37,10 @@ from pydantic import ValidationError
 from kaiwo_planner.domain.cluster import ClusterState
 from kaiwo_planner.domain.durations import parse_duration
 from kaiwo_planner.domain.gpu_allocation import GpuStats, gpu_stats
+from kaiwo_planner.domain.kept_values import kept
 from kaiwo_planner.domain.node_pools import discover_node_pools
 from kaiwo_planner.domain.queue_config import effective_spec
 from kaiwo_planner.domain.schedulable import queue_namespaces
-
-_T = TypeVar("_T")
-_KEPT: dict[Hashable, tuple[tuple[object, ...], Any]] = {}
-
-
-def kept(key: Hashable, inputs: tuple[object, ...], compute: Callable[[], _T]) -> _T:
-    """``compute()``, reused while ``inputs`` are the very same objects as last time.
-
-    Only for values worked out from ``inputs`` alone (and constants in ``key``). The inputs
-    are held, so their ids cannot be reused by other objects while the entry lives.
-    """
-    found = _KEPT.get(key)
-    if found is not None:
-        held, value = found
-        if len(held) == len(inputs) and all(a is b for a, b in zip(held, inputs, strict=True)):
-            return value  # type: ignore[no-any-return]
-    value = compute()
-    _KEPT[key] = (inputs, value)
-    return value
-
 
 KAIWO_GROUP = "kaiwo.silogen.ai"
 CONFIG_GROUP = "config.kaiwo.silogen.ai"
@@ -153,9 +134,16 @@ def namespace_config(cluster: ClusterState, namespace: str) -> AIMNamespaceConfi
 
 
 def _parse_namespace_config(cluster: ClusterState, namespace: str) -> AIMNamespaceConfig | None:
-    for obj in cluster.objects_of_kind(group=CONFIG_GROUP, kind="AIMNamespaceConfig"):
-        if (obj.get("metadata") or {}).get("namespace") != namespace:
-            continue
+    found = tuple(
+        obj
+        for obj in cluster.objects_of_kind(group=CONFIG_GROUP, kind="AIMNamespaceConfig")
+        if (obj.get("metadata") or {}).get("namespace") == namespace
+    )
+    return kept(("namespace-config", namespace), found, lambda: _first_valid(found))
+
+
+def _first_valid(found: tuple[dict[str, Any], ...]) -> AIMNamespaceConfig | None:
+    for obj in found:
         try:
             return AIMNamespaceConfig.model_validate(obj)
         except (ValidationError, TypeError, ValueError):

@@ -37,13 +37,9 @@ from kaiwo_contracts.validation import Problem
 from pydantic import ValidationError
 
 from kaiwo_planner.domain.cluster import ClusterState, api_group_of
-from kaiwo_planner.domain.cluster_settings import (
-    KAIWO_GROUP,
-    kaiwo_config,
-    kept,
-    namespaces_by_queue,
-)
+from kaiwo_planner.domain.cluster_settings import KAIWO_GROUP, kaiwo_config, namespaces_by_queue
 from kaiwo_planner.domain.invalid_owner import invalid_owner_plan, spec_problems
+from kaiwo_planner.domain.kept_values import kept
 from kaiwo_planner.domain.queue_config import plan_queue_config
 from kaiwo_planner.domain.workload_plan import plan_workload
 
@@ -98,7 +94,8 @@ def _plan_workload(
 ) -> PlanningResult:
     try:
         # Frozen models of an object the projection never edits: parse each version once.
-        workload = kept(("owner", model), (owner,), lambda: model.model_validate(owner))
+        uid = (owner.get("metadata") or {}).get("uid")
+        workload = kept(("owner", model, uid), (owner,), lambda: model.model_validate(owner))
     except ValidationError as error:
         return PlanningResult(
             plan=_invalid(owner, spec_problems(owner, error), WorkloadStatus.ERROR, now=now)
