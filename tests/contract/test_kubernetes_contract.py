@@ -418,30 +418,33 @@ async def test_watch_surfaces_bookmarks(backend: Backend) -> None:
 
 
 async def test_too_old_version_raises_resource_expired_and_relist_recovers(
-    backend: Backend,
+    backend: Backend, widgets: ResourceType
 ) -> None:
+    # A kind served only since this test began: on a real API server its watch cache starts
+    # at today's resourceVersion, so "1" is too old at once (a ConfigMap's cache can still
+    # hold "1" on a young cluster, until it wraps around).
     kube, ns = backend.kube, backend.namespace
-    await kube.create(config_map(ns, "before"))
+    await kube.create(widget(widgets, ns, "before", spec={}))
     backend.expire_history()
     with pytest.raises(ResourceExpired) as raised:
         await collect(
-            kube.watch(CONFIG_MAP, namespace=ns, resource_version="1"),
+            kube.watch(widgets, namespace=ns, resource_version="1"),
             until=lambda seen: False,
             within=30,
         )
     assert raised.value.code == 410
 
-    relisted = await kube.list(CONFIG_MAP, namespace=ns)
+    relisted = await kube.list(widgets, namespace=ns)
     assert "before" in [item["metadata"]["name"] for item in relisted.items]
     watching = asyncio.create_task(
         collect(
-            kube.watch(CONFIG_MAP, namespace=ns, resource_version=relisted.resource_version),
+            kube.watch(widgets, namespace=ns, resource_version=relisted.resource_version),
             until=lambda seen: ("ADDED", "after") in not_bookmark(seen),
             within=30,
         )
     )
     await asyncio.sleep(0.3)
-    await kube.create(config_map(ns, "after"))
+    await kube.create(widget(widgets, ns, "after", spec={}))
     assert not_bookmark(await watching) == [("ADDED", "after")]
 
 
