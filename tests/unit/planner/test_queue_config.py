@@ -247,7 +247,7 @@ def test_two_flavors_two_queues(mixed_cluster_nodes: list[dict[str, Any]]) -> No
         PruneRule(api_version=KUEUE, kind="ClusterQueue", namespaced=False),
         PruneRule(api_version=KUEUE, kind="LocalQueue", namespaced=True),
         PruneRule(api_version=KUEUE, kind="ResourceFlavor", namespaced=False),
-        PruneRule(api_version="kueue.x-k8s.io/v1alpha1", kind="Topology", namespaced=False),
+        PruneRule(api_version="kueue.x-k8s.io/v1beta1", kind="Topology", namespaced=False),
         PruneRule(api_version=KUEUE, kind="WorkloadPriorityClass", namespaced=False),
     )
     assert plan.prune_selector == LABELS
@@ -349,18 +349,6 @@ def test_empty_flavors_are_discovered_with_the_default_topology(make_node: Any) 
     )
     assert kueue_part(plan.desired) == [
         {
-            "apiVersion": "kueue.x-k8s.io/v1alpha1",
-            "kind": "Topology",
-            "metadata": {"name": "default-topology", **META},
-            "spec": {
-                "levels": [
-                    {"nodeLabel": "kaiwo/topology-block"},
-                    {"nodeLabel": "kaiwo/topology-rack"},
-                    {"nodeLabel": "kubernetes.io/hostname"},
-                ]
-            },
-        },
-        {
             "apiVersion": KUEUE,
             "kind": "ClusterQueue",
             "metadata": {"name": "kaiwo", **META},
@@ -373,6 +361,18 @@ def test_empty_flavors_are_discovered_with_the_default_topology(make_node: Any) 
             "spec": {
                 "topologyName": "default-topology",
                 "nodeLabels": {"kaiwo/nodepool": AMD_POOL},
+            },
+        },
+        {
+            "apiVersion": KUEUE,
+            "kind": "Topology",
+            "metadata": {"name": "default-topology", **META},
+            "spec": {
+                "levels": [
+                    {"nodeLabel": "kaiwo/topology-block"},
+                    {"nodeLabel": "kaiwo/topology-rack"},
+                    {"nodeLabel": "kubernetes.io/hostname"},
+                ]
             },
         },
     ]

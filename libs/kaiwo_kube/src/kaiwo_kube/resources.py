@@ -97,7 +97,7 @@ KUEUE_WORKLOAD_PRIORITY_CLASS = _t(
     namespaced=False,
 )
 KUEUE_WORKLOAD = _t("kueue.x-k8s.io/v1beta1", "workloads", "Workload")
-KUEUE_TOPOLOGY = _t("kueue.x-k8s.io/v1alpha1", "topologies", "Topology", namespaced=False)
+KUEUE_TOPOLOGY = _t("kueue.x-k8s.io/v1beta1", "topologies", "Topology", namespaced=False)
 # Core and platform.
 PERSISTENT_VOLUME_CLAIM = _t("v1", "persistentvolumeclaims", "PersistentVolumeClaim")
 CONFIG_MAP = _t("v1", "configmaps", "ConfigMap")

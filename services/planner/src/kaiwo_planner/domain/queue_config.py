@@ -66,9 +66,9 @@ from kaiwo_planner.domain.node_pools import (
 from kaiwo_planner.domain.status import ConditionSpec, merge_conditions
 
 KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta1"
-TOPOLOGY_API_VERSION = "kueue.x-k8s.io/v1alpha1"
-"""Topology is still v1alpha1 in the Kueue release upstream deploys (v0.12), as in
-``kaiwo_kube.resources.KUEUE_TOPOLOGY``; the API server serves no v1beta1 Topology there."""
+TOPOLOGY_API_VERSION = KUEUE_API_VERSION
+"""Topology is v1beta1 since Kueue v0.14, like the other Kueue kinds (earlier releases served
+it as v1alpha1 only; current ones no longer serve v1alpha1)."""
 KQC_API_VERSION = "kaiwo.silogen.ai/v1alpha1"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 QUEUE_CONFIG_LABEL = "kaiwo.silogen.ai/queue-config"
