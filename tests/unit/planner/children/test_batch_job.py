@@ -163,9 +163,11 @@ def test_user_job_spec_is_the_base_and_only_gets_defaults_it_lacks(make_job, mak
                                 "args": ["--epochs", "1"],
                                 "env": allocation_env,
                                 "resources": {
+                                    # The base 16Gi request yields to the 100Mi limit the
+                                    # user gave (16Gi under a 100Mi limit is rejected).
                                     "requests": {
                                         "cpu": "100m",
-                                        "memory": "16Gi",
+                                        "memory": "100Mi",
                                         "nvidia.com/gpu": "8",
                                     },
                                     "limits": {
@@ -180,7 +182,7 @@ def test_user_job_spec_is_the_base_and_only_gets_defaults_it_lacks(make_job, mak
                                 "image": "fluent",
                                 "env": allocation_env,
                                 "resources": {
-                                    "requests": {"cpu": "100m", "memory": "16Gi"},
+                                    "requests": {"cpu": "100m", "memory": "100Mi"},
                                     "limits": {"cpu": "2", "memory": "100Mi"},
                                 },
                             },

@@ -8,6 +8,13 @@ Precedence for CPU and memory, per key and per section (requests, limits):
 3. ``spec.resources``;
 4. the base default: 2 CPUs, 16Gi.
 
+A limit never ends up below its request because of a default (upstream would produce a pod
+the API server rejects, e.g. a container asking for 8 CPUs under the 2-CPU default limit):
+where a request exceeds its limit, the value that was filled in yields to the one the user
+gave: a filled-in limit rises to the request, a filled-in request falls to the limit. Between
+``spec.resources`` and the base defaults, ``spec.resources`` is the one the user gave. Only
+when the user gave both does the pair stay as written (and the API server says why).
+
 GPU quantities come only from the allocation (``gpus``/``gpusPerReplica``/``gpuVendor``); GPU
 keys in ``spec.resources`` are ignored, as the API reference states. A computed GPU count above
 zero also replaces a GPU value in the container's own resources, so the allocation that
@@ -18,6 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from kaiwo_planner.domain.cluster import parse_quantity
 
 GPU_KEY_AMD = "amd.com/gpu"
 GPU_KEY_NVIDIA = "nvidia.com/gpu"
@@ -87,7 +96,33 @@ def main_container_defaults(
             values["memory"] = memory_override
         if gpus_per_replica > 0:
             values[gpu_key] = str(gpus_per_replica)
+    given = user_resource_defaults(user_resources, gpu_keys=frozenset())
+    _keep_limits_above_requests(
+        defaults, given_requests=set(given["requests"]), given_limits=set(given["limits"])
+    )
     return defaults
+
+
+def _exceeds(request: Any, limit: Any) -> bool:
+    try:
+        return parse_quantity(request) > parse_quantity(limit)
+    except ValueError:
+        return False  # not ours to judge: the API server names the bad quantity
+
+
+def _keep_limits_above_requests(
+    resources: Mapping[str, Any], *, given_requests: set[str], given_limits: set[str]
+) -> None:
+    """Resolve request > limit in place: the value the user did not give yields (docstring)."""
+    requests = resources.get("requests") or {}
+    limits = resources.get("limits") or {}
+    for name in requests.keys() & limits.keys():
+        if not _exceeds(requests[name], limits[name]):
+            continue
+        if name not in given_limits:
+            limits[name] = requests[name]
+        elif name not in given_requests:
+            requests[name] = limits[name]
 
 
 def fill_resources(
@@ -101,6 +136,7 @@ def fill_resources(
     Keys in ``enforced`` (the allocated GPU key) replace the container's own value.
     """
     result: dict[str, Any] = dict(container_resources or {})
+    given = {section: set(result.get(section) or {}) - enforced for section in SECTIONS}
     for section in SECTIONS:
         own = {name: _quantity(v) for name, v in (result.get(section) or {}).items()}
         for name, value in defaults[section].items():
@@ -108,4 +144,7 @@ def fill_resources(
                 own[name] = value
         if own:
             result[section] = own
+    _keep_limits_above_requests(
+        result, given_requests=given["requests"], given_limits=given["limits"]
+    )
     return result
