@@ -301,6 +301,26 @@ async def test_object_without_name_is_invalid(backend: Backend) -> None:
     assert [cause["field"] for cause in raised.value.causes] == ["metadata.name"]
 
 
+async def test_a_container_requesting_more_than_its_limit_is_invalid(backend: Backend) -> None:
+    kube, ns = backend.kube, backend.namespace
+    body = deployment(ns, "greedy")
+    container = body["spec"]["template"]["spec"]["containers"][0]
+    container["resources"] = {"requests": {"cpu": "8"}, "limits": {"cpu": "2"}}
+    with pytest.raises(Invalid) as raised:
+        await kube.apply(body, field_manager="kaiwo-contract")
+    assert raised.value.code == 422
+    assert [cause["field"] for cause in raised.value.causes] == [
+        "spec.template.spec.containers[0].resources.requests"
+    ]
+    assert "must be less than or equal to cpu limit of 2" in str(raised.value)
+
+    container["resources"] = {"requests": {"cpu": "1500m"}, "limits": {"cpu": "2"}}
+    await kube.apply(body, field_manager="kaiwo-contract")  # 1.5 <= 2: accepted
+    container["resources"] = {"requests": {"cpu": "3"}, "limits": {"cpu": "2"}}
+    with pytest.raises(Invalid):  # and checked on an update too
+        await kube.apply(body, field_manager="kaiwo-contract")
+
+
 async def test_delete_with_wrong_uid_precondition_conflicts(backend: Backend) -> None:
     kube, ns = backend.kube, backend.namespace
     created = await kube.create(config_map(ns, "guarded"))

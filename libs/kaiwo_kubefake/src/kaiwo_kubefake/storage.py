@@ -32,6 +32,7 @@ from kaiwo_kubefake.ownership import (
     write_ownership,
 )
 from kaiwo_kubefake.patching import APPLY_PATCH, apply_patch
+from kaiwo_kubefake.pod_validation import check_container_resources
 from kaiwo_kubefake.selectors import FieldSelector, LabelSelector
 from kaiwo_kubefake.watching import Change, Watcher
 
@@ -286,6 +287,7 @@ class ObjectStore:
         if not metadata.get("name") and metadata.get("generateName"):
             metadata["name"] = metadata["generateName"] + secrets.token_hex(3)[:5]
         self._validate_name(kind, metadata.get("name"))
+        check_container_resources(kind, obj)
         for server_field in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
             metadata.pop(server_field, None)
         metadata["uid"] = str(uuid.uuid4())
@@ -443,6 +445,7 @@ class ObjectStore:
         if kind.key == CRD_KIND.key:
             new["status"] = _crd_status(new)
         self._check_finalizers(kind, live=live, new=new)
+        check_container_resources(kind, new)
         return new
 
     def _check_finalizers(
