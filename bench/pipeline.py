@@ -559,10 +559,12 @@ def table(results: list[Figures]) -> str:
     return "\n".join(lines)
 
 
-async def run(stores: list[str]) -> list[Figures]:
+async def run(stores: list[str], *, keep: bool = False) -> list[Figures]:
     results = []
     for store in stores:
         scratch = Path(tempfile.mkdtemp(prefix="kaiwo-bench-"))
+        if keep:
+            print(f"  scratch (event store, logs): {scratch}")
         try:
             if store == "sqlite":
                 print("sqlite:")
@@ -575,16 +577,20 @@ async def run(stores: list[str]) -> list[Figures]:
                 print("postgresql:")
                 results.append(await measure("postgresql", url, scratch / "kaiwo"))
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            if not keep:
+                shutil.rmtree(scratch, ignore_errors=True)
     return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stores", default="sqlite,postgresql")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep each run's event store and logs to inspect"
+    )
     arguments = parser.parse_args()
     started = time.perf_counter()
-    results = asyncio.run(run(arguments.stores.split(",")))
+    results = asyncio.run(run(arguments.stores.split(","), keep=arguments.keep))
     print()
     print(table(results))
     print(f"(total {time.perf_counter() - started:.0f} s)")
