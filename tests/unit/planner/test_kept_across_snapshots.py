@@ -232,3 +232,57 @@ def test_a_replan_with_kept_children_equals_one_worked_out_afresh() -> None:
     desired_job = next(obj for obj in again.desired if obj["kind"] == "Job")
     # The Job's pod template is immutable: the observed one is kept (hand-written value).
     assert desired_job["spec"]["template"] == {"spec": {"containers": [{"name": "x"}]}}
+
+
+def test_children_are_built_again_for_a_new_spec_or_labels_but_not_for_a_new_status(
+    monkeypatch: Any,
+) -> None:
+    from kaiwo_planner.domain import children
+    from kaiwo_planner.domain.kept_values import forget_kept
+    from kaiwo_planner.domain.planning import plan_object
+
+    built: list[int] = []
+    build = children._build_children
+
+    def counting(**kwargs: Any) -> Any:
+        built.append(kwargs["workload"].metadata.generation)
+        return build(**kwargs)
+
+    monkeypatch.setattr(children, "_build_children", counting)
+    forget_kept()
+    projection = Projection()
+    queues = {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoQueueConfig",
+        "metadata": {"name": "kaiwo", "uid": "kqc-uid"},
+        "spec": {"clusterQueues": [{"name": "kaiwo", "spec": {"resourceGroups": []}}]},
+    }
+    projection.apply(observed(queues, 1), sequence=1)
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def plan(version: int, *, generation: int, labels: dict[str, str], status: str) -> None:
+        job = {
+            "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+            "kind": "KaiwoJob",
+            "metadata": {
+                "name": "train",
+                "namespace": "a",
+                "uid": "job-uid",
+                "generation": generation,
+                "labels": labels,
+            },
+            "spec": {"image": "busybox", "entrypoint": f"sleep {generation}"},
+            "status": {"status": status},
+        }
+        projection.apply(observed(job, version), sequence=version)
+        owner = projection.by_uid("job-uid")
+        assert owner is not None
+        assert plan_object(owner=owner, cluster=projection.cluster_state(), now=now) is not None
+
+    plan(2, generation=1, labels={}, status="")
+    plan(3, generation=1, labels={}, status="PENDING")  # our own status write: kept
+    assert built == [1]
+    plan(4, generation=2, labels={}, status="PENDING")  # a new spec
+    plan(5, generation=2, labels={"team": "x"}, status="PENDING")  # labels go to the children
+    assert built == [1, 2, 2]
+    forget_kept()

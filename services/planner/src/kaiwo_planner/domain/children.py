@@ -269,12 +269,13 @@ def plan_children(
     Deployment/AppWrapper (wire form), used to keep fields that cannot or must not change.
 
     Building the children from the spec is most of the cost of a plan, and most plans are
-    made because a child's status moved while the workload and the settings stayed as they
-    were; so that part is kept per workload version (:func:`kept`).
+    made because a child's status or the workload's own status moved while its spec and the
+    settings stayed as they were; so that part is kept per spec version (:func:`kept`).
     """
+    settings = (config, namespace_config)
     built = kept(
-        ("children", workload.metadata.uid, allocation, download_state),
-        (workload, config, namespace_config),
+        ("children", workload.metadata.uid, *_spec_version(workload), allocation, download_state),
+        settings if workload.metadata.generation else (workload, *settings),
         lambda: _build_children(
             workload=workload,
             allocation=allocation,
@@ -300,6 +301,22 @@ def plan_children(
         waiting_for_downloads=built.waiting,
         failed=built.failed,
         prune_selector=built.selector,
+    )
+
+
+def _spec_version(workload: Workload) -> tuple[object, ...]:
+    """What identifies the part of a workload its children are built from.
+
+    The API server bumps ``metadata.generation`` on every spec change (and on nothing else
+    for a kind with a status subresource), so with the labels and annotations, which are
+    copied to the children, it names the spec exactly. Without a generation (a manifest
+    planned offline) there is no such name, and the caller keys on the object itself.
+    """
+    meta = workload.metadata
+    return (
+        meta.generation,
+        tuple(sorted((meta.labels or {}).items())),
+        tuple(sorted((meta.annotations or {}).items())),
     )
 
 

@@ -4,7 +4,9 @@ Nearly every observation makes a new cluster snapshot, but few change what a giv
 worked out from: a parsed KaiwoConfig, the node pools, a workload's parsed spec or the
 children it needs. The projection replaces an observed object when it changes and never
 edits one in place, so the *same object* means the same value, and identity is a cheap and
-exact test (equal copies count as new versions, which is merely a recomputation).
+exact test (equal copies count as new versions, which is merely a recomputation). Values
+that depend on part of an object only may put a version of that part in the key instead
+(the children of a workload: its generation, labels and annotations).
 
 The store is bounded: least recently used entries go once there are :data:`LIMIT` of them.
 Per-cluster values (a handful of keys) are used by every plan and so never go; per-workload
@@ -20,8 +22,9 @@ from typing import Any, TypeVar
 
 _T = TypeVar("_T")
 
-LIMIT = 2048
-"""Entries kept at most: a few per-cluster ones, the rest two per recently planned workload."""
+LIMIT = 1024
+"""Entries kept at most: a few per-cluster ones, the rest about two per recently planned
+workload (its parsed object and its children), so some 500 active workloads; a few MB."""
 
 _KEPT: OrderedDict[Hashable, tuple[tuple[object, ...], Any]] = OrderedDict()
 
