@@ -11,9 +11,10 @@ and ``planned_at``, the ``now`` it planned with. So, for each plan in order of
    including ``obs_sequence``;
 2. call :func:`~kaiwo_planner.domain.planning.plan_object` with the plan's owner as the
    projection holds it, the projection's cluster state and ``now = planned_at``;
-3. compare the canonical JSON of the replayed plan (and of the objects the projection does not
-   hold, ``absent``) with the recorded one. Equal bytes: *reproduced*. Otherwise: *differs*,
-   with a unified diff of the two as canonical YAML.
+3. compare the replayed plan (and the objects the projection does not hold, ``absent``) with
+   the recorded one: equal fingerprints (the SHA-256 of the plan's canonical JSON), observed
+   resourceVersion and ``absent``: *reproduced*. Otherwise: *differs*, with a unified diff of
+   the two as canonical YAML.
 
 Plans without ``planned_at`` (made outside the planner service) and plans whose owner the
 projection does not hold are *skipped*, with the reason.
@@ -166,6 +167,8 @@ def _judge(
     owner = owner_with_status(owner, decided.assumed_status)
     cluster: ClusterState = projection.cluster_state()
     replayed = plan_fn(owner=owner, cluster=cluster, now=decided.planned_at)
+    if replayed is not None and _same_as_recorded(decided, replayed, projection):
+        return _verdict(event, decided, "reproduced")
     recorded_doc = comparable(decided.plan, decided.absent)
     replayed_doc = (
         comparable(replayed, projection.missing(replayed.desired)) if replayed else {"plan": None}
@@ -173,6 +176,17 @@ def _judge(
     if canonical_json(recorded_doc) == canonical_json(replayed_doc):
         return _verdict(event, decided, "reproduced")
     return _verdict(event, decided, "differs", diff=unified_yaml_diff(recorded_doc, replayed_doc))
+
+
+def _same_as_recorded(decided: PlanDecidedV1, replayed: Plan, projection: Projection) -> bool:
+    """The replayed plan equals the recorded one: equal fingerprints (a hash of the canonical
+    JSON of everything but the observed resourceVersion, checked against the recorded plan
+    when it was parsed), that version, and the objects the cluster lacked."""
+    return (
+        decided.fingerprint == replayed.fingerprint()
+        and decided.plan.observed_resource_version == replayed.observed_resource_version
+        and list(decided.absent) == list(projection.missing(replayed.desired))
+    )
 
 
 def comparable(plan: Plan, absent: Sequence[ObjectRef]) -> dict[str, Any]:
