@@ -443,3 +443,27 @@ async def test_owners_a_plan_names_are_planned_in_the_same_round_once(
     # waiting is planned and published, victim re-planned once (no change), and the cycle ends.
     assert [p.subject for p in harness.plans()] == ["team-a/victim", "team-a/waiting"]
     assert sample(service, "kaiwo_planner_plans_total", kind="KaiwoJob", outcome="unchanged") == 1
+
+
+async def test_a_snapshot_waits_for_as_many_observations_as_objects_held(
+    harness: Any, build: Any
+) -> None:
+    service = harness.service(snapshot_every_events=2, snapshot_every_seconds=3600)
+    await service.start()
+
+    def written() -> float:
+        return sample(service, "kaiwo_planner_snapshots_total", outcome="written")
+
+    names = [f"job-{index}" for index in range(10)]
+    for version, name in enumerate(names, start=1):
+        await harness.observe(build.kaiwo_job(name), str(version), "ADDED")
+        await harness.drain(service)
+    # One snapshot at 2 objects; then each needs as many observations as objects are held
+    # (every 2, as configured, would have written 5).
+    assert written() == 1
+    await harness.observe(build.kaiwo_job(names[0]), "11", "MODIFIED")
+    await harness.drain(service)
+    assert written() == 1  # 9 observations since, 10 objects
+    await harness.observe(build.kaiwo_job(names[1]), "12", "MODIFIED")
+    await harness.drain(service)
+    assert written() == 2

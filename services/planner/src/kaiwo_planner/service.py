@@ -659,7 +659,10 @@ class PlannerService:
     def _snapshot_due(self, now: datetime) -> bool:
         if self._changes_since_snapshot == 0:
             return False
-        if self._changes_since_snapshot >= self._settings.snapshot_every_events:
+        # A snapshot costs time in proportion to the projection, so it waits for at least as
+        # many changes as objects: the cost per observation stays constant as clusters grow.
+        every = max(self._settings.snapshot_every_events, len(self._projection))
+        if self._changes_since_snapshot >= every:
             return True
         last = self._last_snapshot_at
         return last is None or (now - last).total_seconds() >= self._settings.snapshot_every_seconds

@@ -12,7 +12,8 @@ class PlannerSettings(ServiceSettings):
     snapshot_bucket: str = Field(default="kaiwo-planner", pattern=r"^[A-Za-z0-9_-]+$")
     """JetStream key-value bucket holding the projection snapshot."""
     snapshot_every_events: int = Field(default=1000, ge=1)
-    """Write a snapshot after this many observations ..."""
+    """Write a snapshot after this many observations, or as many as the projection holds
+    objects if that is more (a snapshot costs in proportion to them) ..."""
     snapshot_every_seconds: float = Field(default=60.0, gt=0)
     """... or after this long with at least one new observation, whichever comes first."""
     resync_on_start: bool = True
