@@ -741,6 +741,8 @@ def _decision_fingerprint(plan: Plan) -> str:
     """What makes a plan news: everything but its Events. Events announce a transition, and a
     transition always changes the status too; a plan that differs from the last one only by
     not repeating its Events asks the executor for nothing."""
+    if not plan.events:
+        return plan.fingerprint()
     return plan.model_copy(update={"events": ()}).fingerprint()
 
 
