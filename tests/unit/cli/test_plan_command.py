@@ -29,15 +29,15 @@ EXPECTED_SOURCES = {
         "KaiwoJob ml-team/llama-3-8b-sft -> PersistentVolumeClaim ml-team/llama-3-8b-sft-hf",
     ],
     "kaiwojob-ray.yaml": [
-        "KaiwoJob ml-team/batch-inference-ray -> Job ml-team/batch-inference-ray-download",
-        "KaiwoJob ml-team/batch-inference-ray -> ConfigMap ml-team/batch-inference-ray-download",
-        "KaiwoJob ml-team/batch-inference-ray -> PersistentVolumeClaim "
-        "ml-team/batch-inference-ray-hf",
-        "KaiwoJob ml-team/batch-inference-ray -> Job ml-team/batch-inference-ray-download",
-        "KaiwoJob ml-team/batch-inference-ray -> RayJob ml-team/batch-inference-ray",
-        "KaiwoJob ml-team/batch-inference-ray -> ConfigMap ml-team/batch-inference-ray-download",
-        "KaiwoJob ml-team/batch-inference-ray -> PersistentVolumeClaim "
-        "ml-team/batch-inference-ray-hf",
+        "KaiwoJob vision/batch-inference-ray -> Job vision/batch-inference-ray-download",
+        "KaiwoJob vision/batch-inference-ray -> ConfigMap vision/batch-inference-ray-download",
+        "KaiwoJob vision/batch-inference-ray -> PersistentVolumeClaim "
+        "vision/batch-inference-ray-hf",
+        "KaiwoJob vision/batch-inference-ray -> Job vision/batch-inference-ray-download",
+        "KaiwoJob vision/batch-inference-ray -> RayJob vision/batch-inference-ray",
+        "KaiwoJob vision/batch-inference-ray -> ConfigMap vision/batch-inference-ray-download",
+        "KaiwoJob vision/batch-inference-ray -> PersistentVolumeClaim "
+        "vision/batch-inference-ray-hf",
     ],
     "kaiwoservice-deployment.yaml": [
         "KaiwoService ml-team/qwen-chat -> Job ml-team/qwen-chat-download",
