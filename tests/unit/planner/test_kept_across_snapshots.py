@@ -34,6 +34,15 @@ def config(image: str) -> dict[str, Any]:
     }
 
 
+QUEUES: dict[str, Any] = {
+    "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+    "kind": "KaiwoQueueConfig",
+    "metadata": {"name": "kaiwo", "uid": "kqc-uid"},
+    "spec": {"clusterQueues": [{"name": "kaiwo", "spec": {"resourceGroups": []}}]},
+}
+"""The default queue, so that workloads are schedulable and get children."""
+
+
 def test_kept_reuses_the_value_only_for_the_very_same_inputs() -> None:
     calls: list[str] = []
     first, equal_copy = {"a": 1}, {"a": 1}
@@ -205,13 +214,7 @@ def test_a_replan_with_kept_children_equals_one_worked_out_afresh() -> None:
             "status": {"active": active},
         }
 
-    queues = {
-        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
-        "kind": "KaiwoQueueConfig",
-        "metadata": {"name": "kaiwo", "uid": "kqc-uid"},
-        "spec": {"clusterQueues": [{"name": "kaiwo", "spec": {"resourceGroups": []}}]},
-    }
-    projection.apply(observed(queues, 1), sequence=1)
+    projection.apply(observed(QUEUES, 1), sequence=1)
     projection.apply(observed(job, 2), sequence=2)
     projection.apply(observed(child(0), 3), sequence=3)
     owner = projection.by_uid("job-uid")
@@ -251,13 +254,7 @@ def test_children_are_built_again_for_a_new_spec_or_labels_but_not_for_a_new_sta
     monkeypatch.setattr(children, "_build_children", counting)
     forget_kept()
     projection = Projection()
-    queues = {
-        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
-        "kind": "KaiwoQueueConfig",
-        "metadata": {"name": "kaiwo", "uid": "kqc-uid"},
-        "spec": {"clusterQueues": [{"name": "kaiwo", "spec": {"resourceGroups": []}}]},
-    }
-    projection.apply(observed(queues, 1), sequence=1)
+    projection.apply(observed(QUEUES, 1), sequence=1)
     now = datetime(2026, 1, 1, tzinfo=UTC)
 
     def plan(version: int, *, generation: int, labels: dict[str, str], status: str) -> None:
