@@ -41,6 +41,12 @@ QUEUES: dict[str, Any] = {
     "spec": {"clusterQueues": [{"name": "kaiwo", "spec": {"resourceGroups": []}}]},
 }
 """The default queue, so that workloads are schedulable and get children."""
+TRAIN: dict[str, Any] = {
+    "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+    "kind": "KaiwoJob",
+    "metadata": {"name": "train", "namespace": "a", "uid": "job-uid", "generation": 1},
+    "spec": {"image": "busybox", "entrypoint": "sleep 1"},
+}
 
 
 def test_kept_reuses_the_value_only_for_the_very_same_inputs() -> None:
@@ -77,13 +83,7 @@ def test_planning_the_same_owner_object_twice_gives_equal_plans() -> None:
     from kaiwo_planner.domain.planning import plan_object
 
     projection = Projection()
-    job = {
-        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
-        "kind": "KaiwoJob",
-        "metadata": {"name": "train", "namespace": "a", "uid": "job-uid", "generation": 1},
-        "spec": {"image": "busybox", "entrypoint": "sleep 1"},
-    }
-    projection.apply(observed(job, 1), sequence=1)
+    projection.apply(observed(TRAIN, 1), sequence=1)
     owner = projection.by_uid("job-uid")
     assert owner is not None
     now = datetime(2026, 1, 1, tzinfo=UTC)
@@ -193,12 +193,6 @@ def test_a_replan_with_kept_children_equals_one_worked_out_afresh() -> None:
 
     forget_kept()
     projection = Projection()
-    job = {
-        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
-        "kind": "KaiwoJob",
-        "metadata": {"name": "train", "namespace": "a", "uid": "job-uid", "generation": 1},
-        "spec": {"image": "busybox", "entrypoint": "sleep 1"},
-    }
 
     def child(active: int) -> dict[str, Any]:
         return {
@@ -215,7 +209,7 @@ def test_a_replan_with_kept_children_equals_one_worked_out_afresh() -> None:
         }
 
     projection.apply(observed(QUEUES, 1), sequence=1)
-    projection.apply(observed(job, 2), sequence=2)
+    projection.apply(observed(TRAIN, 2), sequence=2)
     projection.apply(observed(child(0), 3), sequence=3)
     owner = projection.by_uid("job-uid")
     assert owner is not None
