@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from kaiwo_contracts.events import ObservedObjectV1
 from kaiwo_planner.domain.cluster_settings import kaiwo_config
 from kaiwo_planner.domain.kept_values import kept
@@ -277,3 +278,44 @@ def test_children_are_built_again_for_a_new_spec_or_labels_but_not_for_a_new_sta
     plan(5, generation=2, labels={"team": "x"}, status="PENDING")  # labels go to the children
     assert built == [1, 2, 2]
     forget_kept()
+
+
+def gpu_node(name: str, gpus: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": f"node-{name}",
+            "labels": {"amd.com/gpu.product-name": "AMD_Instinct_MI300X_OAM"},
+        },
+        "status": {"capacity": {"amd.com/gpu": gpus}, "allocatable": {"amd.com/gpu": gpus}},
+    }
+
+
+def test_values_follow_changes_of_the_kinds_they_read_and_only_those() -> None:
+    from kaiwo_planner.domain.cluster_settings import vendor_gpu_stats
+    from kaiwo_planner.domain.projection import StaleClusterStateError
+
+    projection = Projection()
+    projection.apply(observed(gpu_node("a", "8"), 1), sequence=1)
+    projection.apply(observed(config("ray:1"), 2), sequence=2)
+    state = projection.cluster_state()
+    stats, settings = vendor_gpu_stats(state, "AMD"), kaiwo_config(state)
+    assert stats.total_gpus == 8
+
+    projection.apply(observed(TRAIN, 3), sequence=3)  # a workload: neither value reads it
+    state = projection.cluster_state()
+    assert vendor_gpu_stats(state, "AMD") is stats
+    assert kaiwo_config(state) is settings
+
+    projection.apply(observed(gpu_node("b", "4"), 4), sequence=4)  # a new node
+    state = projection.cluster_state()
+    assert vendor_gpu_stats(state, "AMD").total_gpus == 12
+    assert kaiwo_config(state) is settings
+
+    gone = observed(config("ray:1"), 5).model_copy(update={"event_type": "DELETED"})
+    projection.apply(gone, sequence=5)
+    assert kaiwo_config(projection.cluster_state()).spec.ray.default_ray_image != "ray:1"
+    with pytest.raises(StaleClusterStateError):  # a state from before the deletion
+        kaiwo_config(state)

@@ -371,6 +371,19 @@ class ClusterState:
             self._derived[key] = value
             return value
 
+    def across_snapshots(
+        self,
+        key: Hashable,
+        kinds: tuple[tuple[str, str], ...],  # noqa: ARG002 (read by the projection's states)
+        compute: Callable[[], _T],
+    ) -> _T:
+        """``compute()`` for a value read from objects of ``kinds`` (group, kind) alone.
+
+        Here once per snapshot, like :meth:`derived`; a state taken from a projection keeps
+        the value across snapshots until an object of one of ``kinds`` changes.
+        """
+        return self.derived(key, compute)
+
     def objects_of_kind(self, *, group: str, kind: str) -> tuple[dict[str, Any], ...]:
         """Observed objects of one API group (``""`` for core) and kind, in plan order."""
         index = self.derived(("objects-by-kind",), lambda: _index_by_kind(self.objects))

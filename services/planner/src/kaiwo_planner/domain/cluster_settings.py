@@ -14,10 +14,12 @@ Choices:
 * Several AIMNamespaceConfigs in one namespace: the first by name applies.
 
 Across snapshots. Nearly every observation makes a new snapshot, but few change what these
-values come from. So each is also kept from one snapshot to the next, keyed by the *identity*
-of the objects it was worked out from (the observed config object, the node tuple): the
-projection replaces an object when it changes and never edits one in place, so the same
-object means the same value (:mod:`kaiwo_planner.domain.kept_values`).
+values come from. A state taken from the projection keeps each of them until an object of
+a kind it reads changes (:meth:`ClusterState.across_snapshots`: the KaiwoConfig, the
+KaiwoQueueConfig, the nodes, the AIMNamespaceConfigs). Where that changed, the value is
+still reused if the very objects it came from are unchanged, by *identity*: the projection
+replaces an object when it changes and never edits one in place, so the same object means
+the same value (:mod:`kaiwo_planner.domain.kept_values`).
 """
 
 from __future__ import annotations
@@ -45,11 +47,17 @@ from kaiwo_planner.domain.schedulable import queue_namespaces
 KAIWO_GROUP = "kaiwo.silogen.ai"
 CONFIG_GROUP = "config.kaiwo.silogen.ai"
 WORKLOAD_KINDS = ("KaiwoJob", "KaiwoService")
+KAIWO_CONFIG_KIND = (CONFIG_GROUP, "KaiwoConfig")
+QUEUE_CONFIG_KIND = (KAIWO_GROUP, "KaiwoQueueConfig")
+NAMESPACE_CONFIG_KIND = (CONFIG_GROUP, "AIMNamespaceConfig")
+NODE_KIND = ("", "Node")
 
 
 def kaiwo_config(cluster: ClusterState) -> KaiwoConfig:
     """The KaiwoConfig in force (see the module docstring)."""
-    return cluster.derived(("kaiwo-config",), lambda: _parse_kaiwo_config(cluster))
+    return cluster.across_snapshots(
+        ("kaiwo-config",), (KAIWO_CONFIG_KIND,), lambda: _parse_kaiwo_config(cluster)
+    )
 
 
 def _parse_kaiwo_config(cluster: ClusterState) -> KaiwoConfig:
@@ -72,7 +80,9 @@ def _kaiwo_config_of(found: Mapping[str, Any] | None) -> KaiwoConfig:
 
 def queue_config(cluster: ClusterState) -> KaiwoQueueConfig | None:
     """The KaiwoQueueConfig ``kaiwo``, or None when it is missing or invalid."""
-    return cluster.derived(("queue-config",), lambda: _parse_queue_config(cluster))
+    return cluster.across_snapshots(
+        ("queue-config",), (QUEUE_CONFIG_KIND,), lambda: _parse_queue_config(cluster)
+    )
 
 
 def _parse_queue_config(cluster: ClusterState) -> KaiwoQueueConfig | None:
@@ -101,7 +111,11 @@ def cluster_queue_namespaces(cluster: ClusterState) -> Mapping[str, tuple[str, .
     The queues in force are those of the KaiwoQueueConfig's effective spec: with
     ``dynamicallyUpdateDefaultClusterQueue`` the default queue counts before it is written back.
     """
-    return cluster.derived(("queue-namespaces",), lambda: _queue_namespaces(cluster))
+    return cluster.across_snapshots(
+        ("queue-namespaces",),
+        (QUEUE_CONFIG_KIND, KAIWO_CONFIG_KIND, NODE_KIND),
+        lambda: _queue_namespaces(cluster),
+    )
 
 
 def _queue_namespaces(cluster: ClusterState) -> dict[str, tuple[str, ...]]:
@@ -128,8 +142,10 @@ def _queue_namespaces_of(cluster: ClusterState) -> dict[str, tuple[str, ...]]:
 
 def namespace_config(cluster: ClusterState, namespace: str) -> AIMNamespaceConfig | None:
     """The AIMNamespaceConfig of ``namespace`` (the first valid one by name), or None."""
-    return cluster.derived(
-        ("namespace-config", namespace), lambda: _parse_namespace_config(cluster, namespace)
+    return cluster.across_snapshots(
+        ("namespace-config", namespace),
+        (NAMESPACE_CONFIG_KIND,),
+        lambda: _parse_namespace_config(cluster, namespace),
     )
 
 
@@ -154,8 +170,9 @@ def _first_valid(found: tuple[dict[str, Any], ...]) -> AIMNamespaceConfig | None
 def vendor_gpu_stats(cluster: ClusterState, vendor: str) -> GpuStats:
     """GPU totals of ``vendor`` over the cluster's nodes."""
     wanted = vendor.lower()
-    return cluster.derived(
+    return cluster.across_snapshots(
         ("gpu-stats", wanted),
+        (NODE_KIND,),
         lambda: kept(
             ("gpu-stats", wanted), (cluster.nodes,), lambda: gpu_stats(cluster.nodes, wanted)
         ),

@@ -32,14 +32,16 @@ from __future__ import annotations
 import bisect
 import json
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
 from kaiwo_contracts.plans import ObjectRef, canonical_json
 
 from kaiwo_planner.domain.cluster import ClusterState, NodeInfo, QueueUse
+
+_T = TypeVar("_T")
 
 SNAPSHOT_FORMAT: Final = 1
 DEFAULT_TOMBSTONE_RETENTION: Final = 100_000
@@ -288,6 +290,11 @@ class _View:
             return ()  # nodes, namespaces and Kueue Workloads are not among ``objects``
         return self.projection.sorted_of_kind(group, kind)
 
+    def carried(
+        self, key: Hashable, kinds: tuple[tuple[str, str], ...], compute: Callable[[], _T]
+    ) -> _T:
+        return self.projection.carried(key, kinds, compute, version=self.version)
+
     def describes(self, state: ClusterState) -> bool:
         return (
             state.nodes is self.nodes
@@ -314,6 +321,13 @@ class ProjectedClusterState(ClusterState):
             return
         object.__setattr__(self, "_children", view.children)
         object.__setattr__(self, "_workloads", view.workloads)
+
+    def across_snapshots(
+        self, key: Hashable, kinds: tuple[tuple[str, str], ...], compute: Callable[[], _T]
+    ) -> _T:
+        if self.view is None:
+            return super().across_snapshots(key, kinds, compute)
+        return self.view.carried(key, kinds, compute)
 
     def objects_of_kind(self, *, group: str, kind: str) -> tuple[dict[str, Any], ...]:
         if self.view is None:
@@ -453,6 +467,9 @@ class Projection:
         self._last_sequence = 0
         self._version = 0
         self._cached_state: ProjectedClusterState | None = None
+        # Changes per (API group, kind), and values carried across versions (:meth:`carried`).
+        self._kind_changes: dict[tuple[str, str], int] = {}
+        self._carried: dict[Hashable, tuple[tuple[int, ...], Any]] = {}
 
     # ------------------------------------------------------------------ reading
 
@@ -468,6 +485,31 @@ class Projection:
 
     def __len__(self) -> int:
         return len(self._live)
+
+    def carried(
+        self,
+        key: Hashable,
+        kinds: tuple[tuple[str, str], ...],
+        compute: Callable[[], _T],
+        *,
+        version: int,
+    ) -> _T:
+        """``compute()``, kept across versions until an object of ``kinds`` changes.
+
+        For values worked out from objects of those (API group, kind) pairs alone: the
+        parsed KaiwoConfig, GPU totals of the nodes. ``version`` is the asking state's.
+        """
+        if version != self._version:
+            raise StaleClusterStateError(
+                "this ClusterState was taken before the projection changed; take a new one"
+            )
+        stamp = tuple(self._kind_changes.get(kind, 0) for kind in kinds)
+        found = self._carried.get(key)
+        if found is not None and found[0] == stamp:
+            return found[1]  # type: ignore[no-any-return]
+        value = compute()
+        self._carried[key] = (stamp, value)
+        return value
 
     @property
     def tombstone_count(self) -> int:
@@ -568,6 +610,8 @@ class Projection:
         else:
             self._index(key, entry)
         self._forget_old_tombstones()
+        kind_key = (api_group(observed.api_version), observed.kind)
+        self._kind_changes[kind_key] = self._kind_changes.get(kind_key, 0) + 1
         self._changed()
         return Change(
             key=key,
