@@ -314,8 +314,10 @@ def test_values_follow_changes_of_the_kinds_they_read_and_only_those() -> None:
     assert vendor_gpu_stats(state, "AMD").total_gpus == 12
     assert kaiwo_config(state) is settings
 
-    gone = observed(config("ray:1"), 5).model_copy(update={"event_type": "DELETED"})
-    projection.apply(gone, sequence=5)
+    projection.apply(observed(TRAIN, 5), sequence=5)
+    before_deletion = projection.cluster_state()  # not asked anything yet
+    gone = observed(config("ray:1"), 6).model_copy(update={"event_type": "DELETED"})
+    projection.apply(gone, sequence=6)
     assert kaiwo_config(projection.cluster_state()).spec.ray.default_ray_image != "ray:1"
-    with pytest.raises(StaleClusterStateError):  # a state from before the deletion
-        kaiwo_config(state)
+    with pytest.raises(StaleClusterStateError):  # it would answer from a cluster gone by
+        kaiwo_config(before_deletion)
