@@ -55,3 +55,17 @@ async def test_restart_keeps_the_port_and_the_jetstream_store(tmp_path: Path) ->
     assert info.state.messages == 1
     assert (tmp_path / "js" / "jetstream").is_dir()
     assert not server.running
+
+
+@pytest.mark.nats
+async def test_closing_the_bus_is_not_reported_as_a_lost_connection() -> None:
+    from kaiwo_contracts.events.streams import BusTopology
+    from kaiwo_runtime.nats_bus import NatsBus
+    from structlog.testing import capture_logs
+
+    async with NatsServer() as server:
+        bus = await NatsBus.connect(server.url, topology=BusTopology(partitions=1, streams=()))
+        with capture_logs() as logs:
+            await bus.close()
+    assert [entry["event"] for entry in logs if entry["log_level"] == "warning"] == []
+    assert "nats connection closed" in [entry["event"] for entry in logs]

@@ -52,6 +52,7 @@ class NatsBus:
         self._js: JetStreamContext = client.jetstream(timeout=publish_timeout)
         self._publish_timeout = publish_timeout
         self._subscriptions: dict[str, JetStreamContext.PullSubscription] = {}
+        self._closing: list[bool] = []
 
     @classmethod
     async def connect(
@@ -67,8 +68,13 @@ class NatsBus:
         async def on_error(error: Exception) -> None:
             log.warning("nats connection error", error=str(error))
 
+        closing: list[bool] = []  # set by close(): nats-py reports its own close as a disconnect
+
         async def on_disconnect() -> None:
-            log.warning("nats disconnected", url=url)
+            if closing:
+                log.debug("nats connection closed", url=url)
+            else:
+                log.warning("nats disconnected", url=url)
 
         async def on_reconnect() -> None:
             log.info("nats reconnected", url=url)
@@ -82,7 +88,9 @@ class NatsBus:
             disconnected_cb=on_disconnect,
             reconnected_cb=on_reconnect,
         )
-        return cls(client=client, topology=topology, publish_timeout=publish_timeout)
+        bus = cls(client=client, topology=topology, publish_timeout=publish_timeout)
+        bus._closing = closing
+        return bus
 
     @property
     def client(self) -> Client:
@@ -96,6 +104,7 @@ class NatsBus:
             with contextlib.suppress(nats.errors.TimeoutError):
                 await self._client.flush(timeout=2)
         if not self._client.is_closed:
+            self._closing.append(True)
             await self._client.close()
 
     # ------------------------------------------------------------------ topology
