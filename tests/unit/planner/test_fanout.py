@@ -82,9 +82,16 @@ def node(
 CLUSTER: list[dict[str, Any]] = [
     obj(KAIWO, "KaiwoQueueConfig", "kaiwo", "kqc-uid"),
     obj(CONFIG, "KaiwoConfig", "kaiwo", "kc-uid"),
-    obj(KAIWO, "KaiwoJob", "train", "kj-train", namespace="team-a"),
-    obj(KAIWO, "KaiwoJob", "batch", "kj-batch", namespace="team-b"),
-    obj(KAIWO, "KaiwoService", "serve", "ks-serve", namespace="team-b"),
+    obj(KAIWO, "KaiwoJob", "train", "kj-train", namespace="team-a", spec={}),
+    obj(KAIWO, "KaiwoJob", "batch", "kj-batch", namespace="team-b", spec={}),
+    obj(
+        KAIWO,
+        "KaiwoService",
+        "serve",
+        "ks-serve",
+        namespace="team-b",
+        spec={"clusterQueue": "serving"},
+    ),
     obj(
         "batch/v1",
         "Job",
@@ -202,6 +209,19 @@ def test_a_new_workload_replans_the_queue_config_for_its_local_queue() -> None:
     change = projection.apply(observe(named("KaiwoJob", "train"), "2", "ADDED"), sequence=2)
     assert change is not None
     assert owners_to_replan(change, projection) == (TRAIN, KQC)
+
+
+def test_another_workload_of_a_queue_and_namespace_in_use_leaves_the_queue_config(
+    projection: Projection,
+) -> None:
+    second = named("KaiwoJob", "train") | {"metadata": {"name": "second", "uid": "kj-second"}}
+    second["metadata"]["namespace"] = "team-a"
+    change = change_of(projection, second)
+    second_ref = TRAIN.model_copy(update={"name": "second", "uid": "kj-second"})
+    assert owners_to_replan(change, projection) == (second_ref,)
+    # It goes again: "train" still uses the default queue in team-a.
+    gone = change_of(projection, second, "DELETED")
+    assert owners_to_replan(gone, projection) == (second_ref,)
 
 
 def test_a_workload_moving_to_another_queue_replans_the_queue_config(

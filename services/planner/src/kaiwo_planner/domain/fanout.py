@@ -3,7 +3,8 @@
 Plans are made per *owner*: a KaiwoJob, a KaiwoService, or the ``kaiwo`` KaiwoQueueConfig.
 An observed change matters to:
 
-* a KaiwoJob or KaiwoService: itself;
+* a KaiwoJob or KaiwoService: itself, and the KaiwoQueueConfig when the set of (queue,
+  namespace) pairs in use changed with it (its LocalQueues follow that set);
 * a child (a controller ownerReference, or the ``kaiwo.silogen.ai/owner-uid`` or
   ``kaiwo.silogen.ai/run-id`` label): its owner, following owner references upward through
   the projection (Pod -> Job -> KaiwoJob, Kueue Workload -> RayJob -> KaiwoJob, Pod ->
@@ -75,8 +76,10 @@ def owners_to_replan(change: Change, projection: Projection) -> tuple[ObjectRef,
     owners: list[ObjectRef]
     if kind in WORKLOAD_KINDS:
         # The queue config owns the LocalQueues in namespaces that use a queue, so it follows
-        # workloads that appear, go, or move to another queue (not every status write).
-        owners = [change.ref, *(queue_config(projection) if _queue_use_changed(change) else [])]
+        # the set of (queue, namespace) pairs in use: the first workload of a pair, the last
+        # one going, one moving to another queue (not another workload of a pair in use).
+        kqc = queue_config(projection) if change.queue_uses_changed else []
+        owners = [change.ref, *kqc]
     elif kind == KAIWO_QUEUE_CONFIG:
         owners = [change.ref, *all_workloads(projection)]
     elif kind == KAIWO_CONFIG:
@@ -98,16 +101,6 @@ def owners_to_replan(change: Change, projection: Projection) -> tuple[ObjectRef,
         versions = [change.object] if change.previous is None else [change.previous, change.object]
         owners = [ref for version in versions for ref in owners_of(version, projection)]
     return _sorted_unique(owners)
-
-
-def _queue_use_changed(change: Change) -> bool:
-    if change.previous is None or change.deleted:
-        return True
-    return _cluster_queue(change.previous) != _cluster_queue(change.object)
-
-
-def _cluster_queue(obj: Mapping[str, Any]) -> object:
-    return (obj.get("spec") or {}).get("clusterQueue")
 
 
 def owners_of(obj: Mapping[str, Any], projection: Projection) -> tuple[ObjectRef, ...]:

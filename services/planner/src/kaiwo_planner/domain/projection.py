@@ -122,6 +122,8 @@ class Change:
     sequence: int
     object: Mapping[str, Any]
     previous: Mapping[str, Any] | None = None
+    queue_uses_changed: bool = False
+    """The set of (declared queue, namespace) pairs of the workloads changed with this."""
 
     @property
     def deleted(self) -> bool:
@@ -629,7 +631,19 @@ class Projection:
             sequence=sequence,
             object=observed.object,
             previous=previous,
+            queue_uses_changed=self._queue_uses_changed(
+                live.queue_use if live is not None else None,
+                entry.queue_use if entry is not None else None,
+            ),
         )
+
+    def _queue_uses_changed(self, old: QueueUse | None, new: QueueUse | None) -> bool:
+        """After a change from ``old`` to ``new``: did a (queue, namespace) pair come or go?"""
+        if old == new:
+            return False
+        appeared = new is not None and self._queue_uses.get(new) == 1
+        went = old is not None and old not in self._queue_uses
+        return appeared or went
 
     @staticmethod
     def _entry(
