@@ -321,3 +321,30 @@ def test_values_follow_changes_of_the_kinds_they_read_and_only_those() -> None:
     assert kaiwo_config(projection.cluster_state()).spec.ray.default_ray_image != "ray:1"
     with pytest.raises(StaleClusterStateError):  # it would answer from a cluster gone by
         kaiwo_config(before_deletion)
+
+
+def test_manifests_without_a_uid_get_their_own_children_even_with_a_generation() -> None:
+    from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import KaiwoJob
+    from kaiwo_planner.domain.children import plan_children
+    from kaiwo_planner.domain.gpu_allocation import GpuAllocation
+
+    def manifest(image: str) -> KaiwoJob:
+        return KaiwoJob.model_validate(
+            {
+                "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+                "kind": "KaiwoJob",
+                "metadata": {"name": "train", "namespace": "a", "generation": 1},
+                "spec": {"image": image, "entrypoint": "sleep 1"},
+            }
+        )
+
+    allocation = GpuAllocation(gpus=0, gpus_per_replica=0, replicas=1, vendor="AMD")
+    images = [
+        container["image"]
+        for image in ("first:1", "second:2")
+        for child in plan_children(
+            workload=manifest(image), allocation=allocation, config=None
+        ).desired
+        for container in child["spec"]["template"]["spec"]["containers"]
+    ]
+    assert images == ["first:1", "second:2"]

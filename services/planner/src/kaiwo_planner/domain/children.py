@@ -273,9 +273,10 @@ def plan_children(
     settings stayed as they were; so that part is kept per spec version (:func:`kept`).
     """
     settings = (config, namespace_config)
+    meta = workload.metadata
     built = kept(
-        ("children", workload.metadata.uid, *_spec_version(workload), allocation, download_state),
-        settings if workload.metadata.generation else (workload, *settings),
+        ("children", meta.uid, *_spec_version(workload), allocation, download_state),
+        settings if meta.uid and meta.generation else (workload, *settings),
         lambda: _build_children(
             workload=workload,
             allocation=allocation,
@@ -308,9 +309,11 @@ def _spec_version(workload: Workload) -> tuple[object, ...]:
     """What identifies the part of a workload its children are built from.
 
     The API server bumps ``metadata.generation`` on every spec change (and on nothing else
-    for a kind with a status subresource), so with the labels and annotations, which are
-    copied to the children, it names the spec exactly. Without a generation (a manifest
-    planned offline) there is no such name, and the caller keys on the object itself.
+    for a kind with a status subresource), so for one uid, with the labels and annotations,
+    which are copied to the children, it names the spec exactly. Without a uid or a
+    generation (a manifest planned offline) there is no such name, and the caller keys on
+    the object itself. (Hand-made objects that reuse a uid and generation for another spec
+    break that rule; no API server makes them.)
     """
     meta = workload.metadata
     return (
