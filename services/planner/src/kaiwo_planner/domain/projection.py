@@ -248,10 +248,7 @@ class _GuardedGroups(Mapping[str, tuple[dict[str, Any], ...]]):
         self._version = version
 
     def _check(self) -> None:
-        if self._projection.version != self._version:
-            raise StaleClusterStateError(
-                "this ClusterState was taken before the projection changed; take a new one"
-            )
+        self._projection.require_version(self._version)
 
     def __getitem__(self, key: str) -> tuple[dict[str, Any], ...]:
         self._check()
@@ -284,10 +281,7 @@ class _View:
     queue_uses: tuple[QueueUse, ...] = ()
 
     def of_kind(self, group: str, kind: str) -> tuple[dict[str, Any], ...]:
-        if self.projection.version != self.version:
-            raise StaleClusterStateError(
-                "this ClusterState was taken before the projection changed; take a new one"
-            )
+        self.projection.require_version(self.version)
         if _category_of(group, kind) != _OBJECT:
             return ()  # nodes, namespaces and Kueue Workloads are not among ``objects``
         return self.projection.sorted_of_kind(group, kind)
@@ -490,6 +484,13 @@ class Projection:
     def __len__(self) -> int:
         return len(self._live)
 
+    def require_version(self, version: int) -> None:
+        """Raise :class:`StaleClusterStateError` unless ``version`` is the current one."""
+        if version != self._version:
+            raise StaleClusterStateError(
+                "this ClusterState was taken before the projection changed; take a new one"
+            )
+
     def carried(
         self,
         key: Hashable,
@@ -503,10 +504,7 @@ class Projection:
         For values worked out from objects of those (API group, kind) pairs alone: the
         parsed KaiwoConfig, GPU totals of the nodes. ``version`` is the asking state's.
         """
-        if version != self._version:
-            raise StaleClusterStateError(
-                "this ClusterState was taken before the projection changed; take a new one"
-            )
+        self.require_version(version)
         stamp = tuple(self._kind_changes.get(kind, 0) for kind in kinds)
         found = self._carried.get(key)
         if found is not None and found[0] == stamp:
