@@ -84,6 +84,7 @@ def main_container_defaults(
     defaults = user_resource_defaults(
         user_resources, gpu_keys=frozenset({GPU_KEY_AMD, GPU_KEY_NVIDIA, gpu_key})
     )
+    given_requests, given_limits = set(defaults["requests"]), set(defaults["limits"])
     gpu_derived = generated_template and gpus_per_replica > 0
     for section in SECTIONS:
         values = defaults[section]
@@ -96,10 +97,7 @@ def main_container_defaults(
             values["memory"] = memory_override
         if gpus_per_replica > 0:
             values[gpu_key] = str(gpus_per_replica)
-    given = user_resource_defaults(user_resources, gpu_keys=frozenset())
-    _keep_limits_above_requests(
-        defaults, given_requests=set(given["requests"]), given_limits=set(given["limits"])
-    )
+    _keep_limits_above_requests(defaults, given_requests=given_requests, given_limits=given_limits)
     return defaults
 
 
