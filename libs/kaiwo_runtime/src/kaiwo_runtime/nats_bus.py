@@ -52,7 +52,8 @@ class NatsBus:
         self._js: JetStreamContext = client.jetstream(timeout=publish_timeout)
         self._publish_timeout = publish_timeout
         self._subscriptions: dict[str, JetStreamContext.PullSubscription] = {}
-        self._closing: list[bool] = []
+        # Set by close(): nats-py reports its own close through the disconnect callback.
+        self.closing = False
 
     @classmethod
     async def connect(
@@ -68,10 +69,10 @@ class NatsBus:
         async def on_error(error: Exception) -> None:
             log.warning("nats connection error", error=str(error))
 
-        closing: list[bool] = []  # set by close(): nats-py reports its own close as a disconnect
+        bus: NatsBus | None = None
 
         async def on_disconnect() -> None:
-            if closing:
+            if bus is not None and bus.closing:
                 log.debug("nats connection closed", url=url)
             else:
                 log.warning("nats disconnected", url=url)
@@ -89,7 +90,6 @@ class NatsBus:
             reconnected_cb=on_reconnect,
         )
         bus = cls(client=client, topology=topology, publish_timeout=publish_timeout)
-        bus._closing = closing
         return bus
 
     @property
@@ -104,7 +104,7 @@ class NatsBus:
             with contextlib.suppress(nats.errors.TimeoutError):
                 await self._client.flush(timeout=2)
         if not self._client.is_closed:
-            self._closing.append(True)
+            self.closing = True
             await self._client.close()
 
     # ------------------------------------------------------------------ topology
