@@ -16,8 +16,12 @@ Two figures per shape:
   totals) are kept across snapshots, keyed by those objects; the rest is worked out again.
 
 Target: p99 <= 200 µs per plan. Run: ``uv run python bench/planner.py [--plans N]``. The
-``min`` column is the cost of a plan undisturbed; p99 also holds garbage collections and
-whatever else the machine runs at the time.
+``min`` column is the cost of a plan undisturbed; wall-clock p99 also holds garbage
+collections and whatever else the machine runs at the time: on two cores shared with other
+busy processes a plan is now and then descheduled for a whole time slice (milliseconds). So
+each plan is also timed in the planner thread's own CPU time (``cpu p99``), which leaves
+those waits out and keeps the planner's own cost, collections included (the CPU clock adds
+~0.5 µs per reading on this machine). The verdict is on both; on a quiet machine they agree.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import gc
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -244,27 +249,37 @@ class Cluster:
         self.projection.apply(observation(changed, self._sequence), sequence=self._sequence)
 
 
+@dataclass(frozen=True, slots=True)
+class Timings:
+    """µs per plan, by the wall clock and by the planner thread's CPU clock."""
+
+    wall: list[float]
+    cpu: list[float]
+
+
 def time_plans(
     plan: Callable[[], object],
     *,
     plans: int,
     warmup: int,
     before: Callable[[], None] | None = None,
-) -> list[float]:
+) -> Timings:
     """µs per ``plan()``; ``before()`` runs untimed ahead of each one."""
     for _ in range(warmup):
         if before is not None:
             before()
         plan()
-    samples = []
+    wall, cpu = [], []
     gc.collect()
     for _ in range(plans):
         if before is not None:
             before()
+        cpu_start = time.thread_time_ns()
         start = time.perf_counter_ns()
         plan()
-        samples.append((time.perf_counter_ns() - start) / 1000)
-    return samples
+        wall.append((time.perf_counter_ns() - start) / 1000)
+        cpu.append((time.thread_time_ns() - cpu_start) / 1000)
+    return Timings(wall=wall, cpu=cpu)
 
 
 def percentile(samples: list[float], fraction: float) -> float:
@@ -279,8 +294,11 @@ def main() -> None:
     args = parser.parse_args()
 
     print(f"µs per plan_object call, {args.plans} plans per shape after {args.warmup} warm-up")
-    print(f"{'shape':<12}{'snapshot':<10}{'min':>9}{'p50':>9}{'p99':>9}{'mean':>9}")
-    worst = 0.0
+    print(
+        f"{'shape':<12}{'snapshot':<10}{'min':>9}{'p50':>9}{'p99':>9}{'mean':>9}"
+        f"{'cpu p50':>9}{'cpu p99':>9}"
+    )
+    worst_wall = worst_cpu = 0.0
     for shape, (kind, spec, child_kind) in SHAPES.items():
         owner = workload(kind, f"bench-{shape.lower()}", spec, uid=f"uid-{shape.lower()}")
         cluster = Cluster(owner, child_kind)
@@ -293,19 +311,21 @@ def main() -> None:
             return plan_object(owner=owner, cluster=projection.cluster_state(), now=NOW)
 
         for label, before in (("same", None), ("new", cluster.unrelated_change)):
-            samples = time_plans(planned, plans=args.plans, warmup=args.warmup, before=before)
-            p99 = percentile(samples, 0.99)
-            worst = max(worst, p99)
+            timings = time_plans(planned, plans=args.plans, warmup=args.warmup, before=before)
+            wall, cpu = timings.wall, timings.cpu
+            worst_wall = max(worst_wall, percentile(wall, 0.99))
+            worst_cpu = max(worst_cpu, percentile(cpu, 0.99))
             print(
-                f"{shape:<12}{label:<10}{min(samples):>9.1f}{percentile(samples, 0.50):>9.1f}"
-                f"{p99:>9.1f}"
-                f"{statistics.fmean(samples):>9.1f}"
+                f"{shape:<12}{label:<10}{min(wall):>9.1f}{percentile(wall, 0.50):>9.1f}"
+                f"{percentile(wall, 0.99):>9.1f}{statistics.fmean(wall):>9.1f}"
+                f"{percentile(cpu, 0.50):>9.1f}{percentile(cpu, 0.99):>9.1f}"
             )
-    verdict = "meets" if worst <= TARGET_P99_US else "misses"
-    print(
-        f"worst p99 (any shape, either snapshot): {worst:.1f} µs — {verdict} the "
-        f"{TARGET_P99_US:.0f} µs target"
-    )
+    for clock, worst in (("wall-clock", worst_wall), ("CPU", worst_cpu)):
+        verdict = "meets" if worst <= TARGET_P99_US else "misses"
+        print(
+            f"worst {clock} p99 (any shape, either snapshot): {worst:.1f} µs — {verdict} the "
+            f"{TARGET_P99_US:.0f} µs target"
+        )
 
 
 if __name__ == "__main__":
