@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from kaiwo_runtime.settings import ServiceSettings
+from kaiwo_runtime.settings import ServiceSettings, SingleActiveSettings
 from pydantic import ValidationError
 
 
@@ -38,3 +38,12 @@ def test_invalid_values_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
 
     with pytest.raises(ValidationError, match="log_level"):
         ServiceSettings()
+
+
+def test_the_lease_lasts_fifteen_seconds_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KAIWO_LEASE_SECONDS", raising=False)
+    assert SingleActiveSettings().lease_seconds == 15.0
+    assert SingleActiveSettings().lease_bucket == "kaiwo-leases"
+    monkeypatch.setenv("KAIWO_LEASE_SECONDS", "0.5")
+    with pytest.raises(ValidationError, match="lease_seconds"):
+        SingleActiveSettings()

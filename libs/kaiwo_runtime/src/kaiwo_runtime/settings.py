@@ -37,3 +37,14 @@ class ServiceSettings(BaseSettings):
     kubeconfig: Path | None = None
     """``KAIWO_KUBECONFIG``: the kubeconfig of the cluster to operate; unset means
     ``$KUBECONFIG``, then ``~/.kube/config``, then the in-cluster service account."""
+
+
+class SingleActiveSettings(ServiceSettings):
+    """``KAIWO_LEASE_BUCKET`` and ``KAIWO_LEASE_SECONDS``, for services that run one active
+    replica per role and keep the others waiting (:mod:`kaiwo_runtime.single_active`)."""
+
+    lease_bucket: str = Field(default="kaiwo-leases", pattern=r"^[A-Za-z0-9_-]+$")
+    """JetStream key-value bucket holding the leases; its ttl is the lease duration."""
+    lease_seconds: float = Field(default=15.0, ge=1)
+    """How long a lease holds without renewal: a crashed replica's successor starts after
+    at most this long. The same on every replica (the bucket refuses another)."""

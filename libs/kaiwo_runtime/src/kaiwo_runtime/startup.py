@@ -21,9 +21,11 @@ from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_kube.reachability import api_server_reachable
 
 from kaiwo_runtime.kv import NatsKeyValue
+from kaiwo_runtime.leases import NatsLeaseStore
 from kaiwo_runtime.logging import configure_logging
 from kaiwo_runtime.nats_bus import NatsBus
-from kaiwo_runtime.settings import ServiceSettings
+from kaiwo_runtime.settings import ServiceSettings, SingleActiveSettings
+from kaiwo_runtime.single_active import SingleActive, this_replica
 
 EXIT_UNAVAILABLE = 1
 T = TypeVar("T")
@@ -31,6 +33,10 @@ T = TypeVar("T")
 
 class StartupError(RuntimeError):
     """A dependency is unreachable at start; the message is the one line to print."""
+
+
+class LeaseLostError(RuntimeError):
+    """Another replica took over this one's role; the message is the one line to print."""
 
 
 def utc_now() -> datetime:
@@ -64,7 +70,7 @@ async def run_until_signalled(name: str, serve: Callable[[asyncio.Event], Awaita
         loop.add_signal_handler(signum, stop.set)
     try:
         await serve(stop)
-    except StartupError as error:
+    except (StartupError, LeaseLostError) as error:
         sys.stderr.write(f"{name}: {error}\n")
         return EXIT_UNAVAILABLE
     return 0
@@ -96,6 +102,31 @@ async def open_bus_and_bucket(
         NatsKeyValue.open(bus.client, bucket),
     )
     return bus, kv
+
+
+async def open_single_active(
+    bus: NatsBus, *, settings: SingleActiveSettings, role: str, within_seconds: float
+) -> SingleActive:
+    """The lease that keeps this replica the only active one of ``role``, or a standby."""
+    leases = await within(
+        within_seconds,
+        f"opening the lease bucket {settings.lease_bucket} failed",
+        NatsLeaseStore.open(
+            bus.client, settings.lease_bucket, duration_seconds=settings.lease_seconds
+        ),
+    )
+    return SingleActive(leases, name=role, holder=this_replica())
+
+
+async def run_while_active(
+    single: SingleActive, work: Callable[[asyncio.Event], Awaitable[None]], stop: asyncio.Event
+) -> None:
+    """``work`` while this replica holds its lease; :class:`LeaseLostError` if it lost it."""
+    if await single.run(work, stop):
+        raise LeaseLostError(
+            f"another replica took over the lease {single.name!r}; exiting so that a "
+            "restart waits as a standby"
+        )
 
 
 async def open_api_server(
