@@ -34,6 +34,8 @@ SERVICE_ENV: Final[Mapping[str, str]] = {
     "KAIWO_RECORDER_FETCH_WAIT_SECONDS": "0.5",
     # Snapshots often, so a killed planner restarts from a recent one and catches up.
     "KAIWO_SNAPSHOT_EVERY_SECONDS": "2",
+    # A killed planner or executor holds its lease until it runs out; its restart waits.
+    "KAIWO_LEASE_SECONDS": "2",
     "KAIWO_LOG_LEVEL": "INFO",
 }
 STEP_SECONDS: Final = 30.0

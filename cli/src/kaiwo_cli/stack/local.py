@@ -208,6 +208,8 @@ class LocalStack:
             "KAIWO_HEALTH_PORT": str(health_port),
             "KAIWO_EVENTSTORE_URL": self.options.event_store_url,
             "KAIWO_LOG_FORMAT": "json",
+            # One replica of each here: a crashed planner's restart waits out its own lease.
+            "KAIWO_LEASE_SECONDS": "5",
         }
         if self.kubeconfig is not None:
             env["KAIWO_KUBECONFIG"] = str(self.kubeconfig.resolve())

@@ -3,9 +3,11 @@
 Connects to NATS (declaring the streams), opens the ``kaiwo-executor`` bucket, connects to the
 API server (``KAIWO_KUBECONFIG``, the usual kubeconfig, or in-cluster), serves ``/healthz``,
 ``/readyz`` (NATS connected, API server reachable) and ``/metrics``, and carries out plans
-until SIGTERM or SIGINT (the plan in hand is finished or, if cancelled, redelivered). A
-dependency that does not answer at start ends the process with status 1 and one line on
-stderr.
+until SIGTERM or SIGINT (the plan in hand is finished or, if cancelled, redelivered), while
+it holds the lease of its role (``executor``, or ``executor-<replica>`` with partitions):
+another replica of the same role waits as a standby (:mod:`kaiwo_runtime.single_active`).
+A dependency that does not answer at start, or a lease lost to another replica, ends the
+process with status 1 and one line on stderr.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from kaiwo_runtime.startup import (
     configure_service_logging,
     open_api_server,
     open_bus_and_bucket,
+    open_single_active,
     run_until_signalled,
+    run_while_active,
     utc_now,
 )
 
@@ -42,6 +46,9 @@ async def serve(settings: ExecutorSettings, stop: asyncio.Event) -> None:
             service="executor",
             bucket=settings.executor_bucket,
             within_seconds=timeout,
+        )
+        single = await open_single_active(
+            bus, settings=settings, role=settings.role, within_seconds=timeout
         )
         kube = await open_api_server(stack, kubeconfig=settings.kubeconfig, within_seconds=timeout)
         metrics = ExecutorMetrics()
@@ -79,7 +86,7 @@ async def serve(settings: ExecutorSettings, stop: asyncio.Event) -> None:
                 consumers=[spec.durable_name for spec in service.consumers],
                 health=health.url,
             )
-            await service.run(stop)
+            await run_while_active(single, service.run, stop)
         log.info("executor stopped")
 
 

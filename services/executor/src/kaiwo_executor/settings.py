@@ -6,14 +6,14 @@ else the in-cluster service account.
 
 from __future__ import annotations
 
-from kaiwo_runtime.settings import ServiceSettings
+from kaiwo_runtime.settings import SingleActiveSettings
 from pydantic import Field, model_validator
 
 from kaiwo_executor.api_retries import RetryPolicy
 from kaiwo_executor.service import BUCKET
 
 
-class ExecutorSettings(ServiceSettings):
+class ExecutorSettings(SingleActiveSettings):
     """``KAIWO_EXECUTOR_BUCKET``, ``KAIWO_API_RETRY_ATTEMPTS``, ``KAIWO_REPLICAS``, ..."""
 
     executor_bucket: str = BUCKET
@@ -36,6 +36,11 @@ class ExecutorSettings(ServiceSettings):
         if self.api_retry_initial_seconds > self.api_retry_max_seconds:
             raise ValueError("KAIWO_API_RETRY_INITIAL_SECONDS exceeds the maximum delay")
         return self
+
+    @property
+    def role(self) -> str:
+        """The lease this replica must hold to work: one active executor per partition share."""
+        return "executor" if self.replicas == 1 else f"executor-{self.replica_index}"
 
     @property
     def replica_index(self) -> int:

@@ -2,7 +2,10 @@
 
 Serves ``/healthz``, ``/readyz`` (NATS connected, projection restored and caught up) and
 ``/metrics`` on ``KAIWO_HEALTH_PORT``; stops on SIGTERM/SIGINT after writing a snapshot.
-Exits 1 with one line on stderr when NATS cannot be reached at start.
+Plans only while it holds the ``planner`` lease: a second replica waits as a standby and
+takes over when this one stops or dies (:mod:`kaiwo_runtime.single_active`).
+Exits 1 with one line on stderr when NATS cannot be reached at start, or when another
+replica took the lease over (a restart then waits as a standby).
 """
 
 from __future__ import annotations
@@ -17,7 +20,12 @@ from kaiwo_runtime.health import HealthServer
 from kaiwo_runtime.kv import NatsKeyValue
 from kaiwo_runtime.logging import configure_logging
 from kaiwo_runtime.nats_bus import NatsBus
-from kaiwo_runtime.startup import utc_now
+from kaiwo_runtime.startup import (
+    LeaseLostError,
+    open_single_active,
+    run_while_active,
+    utc_now,
+)
 
 from kaiwo_planner.metrics import PlannerMetrics
 from kaiwo_planner.service import PlannerService
@@ -35,6 +43,9 @@ async def serve(settings: PlannerSettings) -> int:
         )
         await bus.ensure_streams()
         kv = await NatsKeyValue.open(bus.client, settings.snapshot_bucket)
+        single = await open_single_active(
+            bus, settings=settings, role="planner", within_seconds=settings.connect_timeout_seconds
+        )
     except Exception as error:  # any failure to reach NATS at start: one clear line
         reason = (
             f"no connection within {settings.connect_timeout_seconds:g} s"
@@ -54,7 +65,9 @@ async def serve(settings: PlannerSettings) -> int:
         return bus.client.is_connected
 
     async def projection_ready() -> bool:
-        return service.ready
+        # A standby is ready too: it is healthy and takes over when needed (and a rolling
+        # update waits for the new pod to be ready before it stops the active one).
+        return service.ready or not single.active
 
     health = HealthServer(
         metrics=metrics.registry,
@@ -65,7 +78,10 @@ async def serve(settings: PlannerSettings) -> int:
     try:
         async with health:
             log.info("planner starting", nats=settings.nats_url, health_port=health.port)
-            await service.run(stop)
+            await run_while_active(single, service.run, stop)
+    except LeaseLostError as error:
+        print(f"kaiwo-planner: {error}", file=sys.stderr)  # noqa: T201
+        return 1
     finally:
         await bus.close()
     log.info("planner stopped")

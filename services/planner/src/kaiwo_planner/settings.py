@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from kaiwo_runtime.settings import ServiceSettings
+from kaiwo_runtime.settings import SingleActiveSettings
 from pydantic import Field
 
 
-class PlannerSettings(ServiceSettings):
+class PlannerSettings(SingleActiveSettings):
     """``KAIWO_SNAPSHOT_BUCKET``, ``KAIWO_SNAPSHOT_EVERY_EVENTS``, ... on top of the shared ones."""
 
     snapshot_bucket: str = Field(default="kaiwo-planner", pattern=r"^[A-Za-z0-9_-]+$")
