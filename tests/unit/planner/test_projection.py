@@ -247,6 +247,24 @@ def test_find_and_objects_of_kind() -> None:
     )
 
 
+def test_missing_names_the_unobserved_manifests_sorted_and_without_uid() -> None:
+    projection = Projection()
+    projection.apply(observe(make_object("ConfigMap", "here", uid="cm-here"), "1"), sequence=1)
+    desired = [
+        make_object("Service", "web", uid="svc-planned"),
+        make_object("ConfigMap", "here", uid=""),  # observed, under its own uid
+        make_object("ConfigMap", "gone", uid=""),
+        make_object("Job", "train", uid="", api_version="batch/v1", namespace="team-b"),
+    ]
+
+    assert projection.missing(desired) == (
+        ObjectRef(api_version="batch/v1", kind="Job", name="train", namespace="team-b"),
+        ObjectRef(api_version="v1", kind="ConfigMap", name="gone", namespace="team-a"),
+        ObjectRef(api_version="v1", kind="Service", name="web", namespace="team-a"),
+    )
+    assert projection.missing([desired[1]]) == ()
+
+
 # ---------------------------------------------------------------- the ClusterState
 
 

@@ -541,9 +541,14 @@ class Projection:
         return ref_identity(ref) in self._by_identity
 
     def missing(self, manifests: Iterable[Mapping[str, Any]]) -> tuple[ObjectRef, ...]:
-        """Refs (without uid) of the ``manifests`` not observed, sorted; e.g. a plan's desired."""
-        refs = [object_ref(manifest).model_copy(update={"uid": None}) for manifest in manifests]
-        return tuple(sorted((r for r in refs if not self.contains(r)), key=ObjectRef.sort_key))
+        """Refs (without uid) of the ``manifests`` not observed, sorted; e.g. a plan's desired.
+
+        Asked after every plan, and most desired objects exist: only the absent ones are
+        turned into refs (a validated model each).
+        """
+        absent = (m for m in manifests if object_identity(m) not in self._by_identity)
+        refs = (object_ref(manifest).model_copy(update={"uid": None}) for manifest in absent)
+        return tuple(sorted(refs, key=ObjectRef.sort_key))
 
     def objects_of_kind(
         self, *, group: str, kind: str, namespace: str | None = None
