@@ -13,8 +13,13 @@ the Pod and the Job succeed. Sixteen nodes, a KaiwoConfig and the KaiwoQueueConf
 
 Run: ``uv run python bench/replay.py [--workloads N] [--rounds R]``. Figures: events/s of
 ``replay_recorded`` alone (pure) and including ``read_by_type`` from SQLite (with reads),
-best and worst of the rounds. Every replayed plan must be reproduced; the bench fails
-otherwise. Target: >= 100,000 events/s pure.
+worst and best of the rounds, by the wall clock and per CPU second of this process (the
+steadier figure when other work shares the cores). Every replayed plan must be reproduced;
+the bench fails otherwise. Target: >= 100,000 events/s pure.
+
+The planner keeps per-workload values (parsed spec, children) for about 500 workloads
+(``kaiwo_planner.domain.kept_values.LIMIT``); replaying more workloads that are all active
+at once rebuilds them for every plan, which ``--workloads 1000`` shows.
 """
 
 from __future__ import annotations
@@ -328,43 +333,76 @@ async def read_store(url: str) -> tuple[list[StoredEvent], list[StoredEvent]]:
 # --------------------------------------------------------------------------- measuring
 
 
-def replay_seconds(observations: list[StoredEvent], plans: list[StoredEvent]) -> float:
-    started = time.perf_counter()
+@dataclass(frozen=True, slots=True)
+class Elapsed:
+    """Wall-clock and CPU seconds: on a shared machine the CPU time is the steadier figure."""
+
+    wall: float
+    cpu: float
+
+    def __add__(self, other: Elapsed) -> Elapsed:
+        return Elapsed(wall=self.wall + other.wall, cpu=self.cpu + other.cpu)
+
+
+class Stopwatch:
+    def __init__(self) -> None:
+        self._wall = time.perf_counter()
+        self._cpu = time.process_time()
+
+    def elapsed(self) -> Elapsed:
+        return Elapsed(wall=time.perf_counter() - self._wall, cpu=time.process_time() - self._cpu)
+
+
+def replay_time(observations: list[StoredEvent], plans: list[StoredEvent]) -> Elapsed:
+    stopwatch = Stopwatch()
     report = replay_recorded(observations=observations, plans=plans)
-    elapsed = time.perf_counter() - started
+    elapsed = stopwatch.elapsed()
     assert report.reproduced == len(plans), (
         f"{report.differ} differ, {report.skipped} skipped of {len(plans)} plans"
     )
     return elapsed
 
 
+async def read_and_replay_time(url: str) -> Elapsed:
+    stopwatch = Stopwatch()
+    observations, plans = await read_store(url)
+    return stopwatch.elapsed() + replay_time(observations, plans)
+
+
+def rates(label: str, events: int, times: list[Elapsed]) -> float:
+    """Print events/s (wall clock and per CPU second) over the rounds; return the best."""
+    wall = [events / t.wall for t in times]
+    cpu = [events / t.cpu for t in times]
+    print(
+        f"replay, {label:<11} {min(wall):>9,.0f} - {max(wall):>9,.0f} events/s "
+        f"(per CPU second: {min(cpu):>9,.0f} - {max(cpu):>9,.0f})"
+    )
+    return max(wall)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workloads", type=int, default=1000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workloads", type=int, default=400)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     configure_logging(level="WARNING")  # the planner logs every plan it publishes
 
-    started = time.perf_counter()
+    stopwatch = Stopwatch()
     observations, plans = await record(args.workloads)
     events = len(observations) + len(plans)
     print(
         f"history: {args.workloads} KaiwoJobs, {len(observations):,} observations, "
-        f"{len(plans):,} plans ({time.perf_counter() - started:.1f} s to record)"
+        f"{len(plans):,} plans ({stopwatch.elapsed().wall:.1f} s to record)"
     )
-    pure = [events / replay_seconds(observations, plans) for _ in range(args.rounds)]
     with tempfile.TemporaryDirectory() as scratch:
         url = f"sqlite:///{Path(scratch) / 'events.db'}"
         await write_store(url, observations + plans)
-        with_reads = []
-        for _ in range(args.rounds):
-            started = time.perf_counter()
-            read = await read_store(url)
-            reading = time.perf_counter() - started
-            with_reads.append(events / (reading + replay_seconds(*read)))
-    print(f"replay, pure:       {min(pure):>10,.0f} - {max(pure):>10,.0f} events/s")
-    print(f"replay, with reads: {min(with_reads):>10,.0f} - {max(with_reads):>10,.0f} events/s")
-    verdict = "meets" if max(pure) >= TARGET else "misses"
+        pure = [replay_time(observations, plans) for _ in range(args.rounds)]
+        del observations, plans  # the reads below build their own copy
+        with_reads = [await read_and_replay_time(url) for _ in range(args.rounds)]
+    best = rates("pure:", events, pure)
+    rates("with reads:", events, with_reads)
+    verdict = "meets" if best >= TARGET else "misses"
     print(f"every plan reproduced; pure replay {verdict} the {TARGET:,.0f} events/s target")
 
 
