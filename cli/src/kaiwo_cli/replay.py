@@ -143,7 +143,8 @@ def _replay(
         (event for event in plans if event.type == PLAN_TYPE),
         key=lambda event: (int(event.data.get("obsSequence") or 0), event.global_position),
     )
-    projection = Projection()
+    # The observations are held in memory anyway: no copies with shared strings.
+    projection = Projection(share_strings=False)
     applied = 0
     verdicts: list[PlanReplay] = []
     for done, event in enumerate(recorded, start=1):
