@@ -39,7 +39,7 @@ from typing import Any, Final, Literal
 import yaml
 from kaiwo_contracts.events import ObservedObjectV1, PlanDecidedV1
 from kaiwo_contracts.plans import ObjectRef, Plan, canonical_json
-from kaiwo_eventstore import EventStore, StoredEvent
+from kaiwo_eventstore import EventStore, StoredEvent, cyclic_gc_paused
 from kaiwo_planner.domain.cluster import ClusterState
 from kaiwo_planner.domain.planned_status import owner_with_status
 from kaiwo_planner.domain.planning import plan_object
@@ -127,12 +127,24 @@ def replay_recorded(
     progress: Progress | None = None,
 ) -> ReplayReport:
     """Replay ``plans`` over ``observations`` (both as recorded; any order)."""
+    with cyclic_gc_paused():  # every collection would walk the whole recorded history
+        return _replay(observations, plans, plan_fn=plan_fn, progress=progress)
+
+
+def _replay(
+    observations: Iterable[StoredEvent],
+    plans: Iterable[StoredEvent],
+    *,
+    plan_fn: PlanFunction,
+    progress: Progress | None,
+) -> ReplayReport:
     ordered = observations_in_stream_order(observations)
     recorded = sorted(
         (event for event in plans if event.type == PLAN_TYPE),
         key=lambda event: (int(event.data.get("obsSequence") or 0), event.global_position),
     )
-    projection = Projection()
+    # The observations are held in memory anyway: no copies with shared strings.
+    projection = Projection(share_strings=False)
     applied = 0
     verdicts: list[PlanReplay] = []
     for done, event in enumerate(recorded, start=1):

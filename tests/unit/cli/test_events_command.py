@@ -5,6 +5,7 @@ preemption, everything recorded by the recorder."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -29,6 +30,7 @@ from kaiwo_contracts.events.streams import PLAN_STREAM, bus_topology
 from kaiwo_contracts.events.subjects import monitor_subject, observed_subject, result_subject
 from kaiwo_contracts.plans import ObjectRef
 from kaiwo_eventstore import NewEvent, open_event_store
+from kaiwo_planner.domain.planning import plan_object
 from kaiwo_planner.service import PlannerService
 from kaiwo_planner.settings import PlannerSettings
 from kaiwo_recorder import records, stream_ids
@@ -444,18 +446,20 @@ def test_a_tampered_plan_is_reported_with_a_diff_and_exit_1(
     assert ", 1 differ," in result.output
 
 
-def test_replay_is_a_function_of_recorded_events(recorded: Recorded) -> None:
-    async def load() -> tuple[list[Any], list[Any]]:
-        store = await open_event_store(recorded.url)
-        try:
-            return (
-                await store.read_by_type(["ai.silogen.kaiwo.obs.observed.v1"]),
-                await store.read_by_type(["ai.silogen.kaiwo.plan.decided.v1"]),
-            )
-        finally:
-            await store.close()
+async def read_recorded(url: str) -> tuple[list[Any], list[Any]]:
+    """(observations, plans) as recorded."""
+    store = await open_event_store(url)
+    try:
+        return (
+            await store.read_by_type(["ai.silogen.kaiwo.obs.observed.v1"]),
+            await store.read_by_type(["ai.silogen.kaiwo.plan.decided.v1"]),
+        )
+    finally:
+        await store.close()
 
-    observations, plans = asyncio.run(load())
+
+def test_replay_is_a_function_of_recorded_events(recorded: Recorded) -> None:
+    observations, plans = asyncio.run(read_recorded(recorded.url))
     ticks: list[tuple[int, int]] = []
 
     report = replay_recorded(
@@ -468,6 +472,21 @@ def test_replay_is_a_function_of_recorded_events(recorded: Recorded) -> None:
     # observations 1..n are applied, n being the last plan's recorded obs_sequence
     assert report.observations == max(plan.data["obsSequence"] for plan in plans)
     assert report.observations >= 4  # namespace, node, queue config, job
+
+
+def test_replay_runs_with_the_cyclic_collector_paused(recorded: Recorded) -> None:
+    observations, plans = asyncio.run(read_recorded(recorded.url))
+    collector_enabled: list[bool] = []
+
+    def plan(**arguments: Any) -> Any:
+        collector_enabled.append(gc.isenabled())
+        return plan_object(**arguments)
+
+    report = replay_recorded(observations=observations, plans=plans, plan_fn=plan)
+
+    assert report.reproduced == len(plans)
+    assert collector_enabled == [False] * len(plans)
+    assert gc.isenabled()
 
 
 # --------------------------------------------------------------------------- tail parts

@@ -191,6 +191,34 @@ def test_managed_fields_are_not_kept() -> None:
     assert stored["metadata"]["name"] == "worker-0"
 
 
+def test_without_shared_strings_the_observed_object_itself_is_kept() -> None:
+    projection = Projection(share_strings=False)
+    observed = observe(POD, "10")
+    projection.apply(observed, sequence=1)
+
+    assert projection.get(POD_KEY) is observed.object
+
+
+def test_without_shared_strings_managed_fields_are_still_dropped() -> None:
+    projection = Projection(share_strings=False)
+    pod = {**POD, "metadata": {**POD["metadata"], "managedFields": [{"manager": "kubectl"}]}}
+    projection.apply(observe(pod, "10"), sequence=1)
+
+    stored = projection.get(POD_KEY)
+    assert stored is not None
+    assert "managedFields" not in stored["metadata"]
+    assert stored["metadata"]["name"] == "worker-0"
+
+
+def test_shared_strings_change_no_value() -> None:
+    shared, unshared = Projection(), Projection(share_strings=False)
+    for projection in (shared, unshared):
+        projection.apply(observe(POD, "10"), sequence=1)
+
+    assert shared.get(POD_KEY) == unshared.get(POD_KEY)
+    assert shared.get(POD_KEY) is not unshared.get(POD_KEY)
+
+
 def test_a_malformed_object_raises_and_changes_nothing() -> None:
     projection = Projection()
     projection.apply(observe(POD, "10"), sequence=1)
@@ -245,6 +273,24 @@ def test_find_and_objects_of_kind() -> None:
             api_version="kaiwo.silogen.ai/v1alpha1", kind="KaiwoJob", name="c", namespace="team-a"
         )
     )
+
+
+def test_missing_names_the_unobserved_manifests_sorted_and_without_uid() -> None:
+    projection = Projection()
+    projection.apply(observe(make_object("ConfigMap", "here", uid="cm-here"), "1"), sequence=1)
+    desired = [
+        make_object("Service", "web", uid="svc-planned"),
+        make_object("ConfigMap", "here", uid=""),  # observed, under its own uid
+        make_object("ConfigMap", "gone", uid=""),
+        make_object("Job", "train", uid="", api_version="batch/v1", namespace="team-b"),
+    ]
+
+    assert projection.missing(desired) == (
+        ObjectRef(api_version="batch/v1", kind="Job", name="train", namespace="team-b"),
+        ObjectRef(api_version="v1", kind="ConfigMap", name="gone", namespace="team-a"),
+        ObjectRef(api_version="v1", kind="Service", name="web", namespace="team-a"),
+    )
+    assert projection.missing([desired[1]]) == ()
 
 
 # ---------------------------------------------------------------- the ClusterState

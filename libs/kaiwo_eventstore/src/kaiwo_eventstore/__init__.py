@@ -6,6 +6,7 @@ the fake needs no database driver). The schema comes only from the alembic revis
 ``kaiwo_eventstore/migrations``, applied by :func:`upgrade_to_head`.
 """
 
+from kaiwo_eventstore.bulk import cyclic_gc_paused
 from kaiwo_eventstore.connect import MEMORY_URL, open_event_store
 from kaiwo_eventstore.errors import ConcurrencyError, EventStoreError, StoreBusyError
 from kaiwo_eventstore.events import (
@@ -46,6 +47,7 @@ __all__ = [
     "StoredEvent",
     "StreamState",
     "Tracking",
+    "cyclic_gc_paused",
     "open_event_store",
     "upgrade_to_head",
 ]

@@ -6,12 +6,13 @@ datetimes; SQLite returns JSON text and UTC timestamps as text, decoded here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic_core import from_json
 
+from kaiwo_eventstore.bulk import cyclic_gc_paused
 from kaiwo_eventstore.events import StoredEvent
 
 _new_event = StoredEvent._make
@@ -20,6 +21,12 @@ RowDecoder = Callable[[tuple[Any, ...]], StoredEvent]
 
 def row_decoder(dialect: str) -> RowDecoder:
     return _decode_sqlite_row if dialect == "sqlite" else _decode_postgres_row
+
+
+def decode_rows(decode: RowDecoder, rows: Iterable[tuple[Any, ...]]) -> list[StoredEvent]:
+    """Every row as a :class:`StoredEvent` (see :mod:`kaiwo_eventstore.bulk` for the pause)."""
+    with cyclic_gc_paused():
+        return [decode(row) for row in rows]
 
 
 def _decode_sqlite_row(row: tuple[Any, ...]) -> StoredEvent:

@@ -38,7 +38,7 @@ from kaiwo_eventstore.selection import check_page, check_time_range, type_names
 from kaiwo_eventstore.sql.engines import WRITE_OPTION, create_engine, dump_json
 from kaiwo_eventstore.sql.lookups import POSTGRES_LOOKUP, SQLITE_LOOKUP, StoreState, read_state
 from kaiwo_eventstore.sql.replay import fetch_range
-from kaiwo_eventstore.sql.rows import row_decoder
+from kaiwo_eventstore.sql.rows import decode_rows, row_decoder
 from kaiwo_eventstore.sql.schema import consumer_positions, events
 from kaiwo_eventstore.versioning import AppendPlan, check_batch, plan_append
 
@@ -331,8 +331,7 @@ class SqlEventStore:
                         self._fetch_rows(rows[-1][0] + 1, to_position=to_position, limit=batch_size)
                     )
                 if rows:
-                    decode = self._decode
-                    yield [decode(row) for row in rows]
+                    yield decode_rows(self._decode, rows)
         finally:
             if pending is not None:
                 pending.cancel()
@@ -343,8 +342,7 @@ class SqlEventStore:
         self, from_position: int, *, to_position: int | None, limit: int
     ) -> list[StoredEvent]:
         rows = await self._fetch_rows(from_position, to_position=to_position, limit=limit)
-        decode = self._decode
-        return [decode(row) for row in rows]
+        return decode_rows(self._decode, rows)
 
     async def _fetch_rows(
         self, from_position: int, *, to_position: int | None, limit: int
@@ -400,8 +398,7 @@ class SqlEventStore:
     async def _fetch(self, statement: _Query) -> list[StoredEvent]:
         async with self._reading() as connection:
             result = await connection.execute(statement)
-            decode = self._decode
-            return [decode(row) for row in result]
+            return decode_rows(self._decode, result)
 
     @contextlib.asynccontextmanager
     async def _reading(self) -> AsyncIterator[AsyncConnection]:

@@ -21,7 +21,8 @@ a query after that raises :class:`StaleClusterStateError` rather than answer fro
 cluster that moved on.
 
 ``metadata.managedFields`` is dropped from stored objects: it is large and no decision
-reads it. Keys and short strings of stored objects are interned (shared between objects).
+reads it. Keys and short strings of stored objects are interned (shared between objects),
+unless the projection is made with ``share_strings=False``.
 
 Pure: no I/O, no clock. :meth:`Projection.snapshot` / :meth:`Projection.restore` turn the
 whole state (objects, tombstones, sequence) into canonical JSON bytes and back, exactly.
@@ -400,10 +401,14 @@ def _stored_form(obj: dict[str, Any]) -> dict[str, Any]:
     """``obj`` as the projection keeps it: without ``metadata.managedFields``, and with its
     keys and short strings interned. Every object decoded from JSON has its own copy of
     each key; shared, they take 44% less memory per tracked workload."""
+    return _interned(_without_managed_fields(obj))  # type: ignore[no-any-return]
+
+
+def _without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
     meta = obj.get("metadata")
     if isinstance(meta, dict) and "managedFields" in meta:
-        obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
-    return _interned(obj)  # type: ignore[no-any-return]
+        return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    return obj
 
 
 def _interned(value: Any) -> Any:
@@ -442,10 +447,19 @@ def _category_of(group: str, kind: str) -> str:
 class Projection:
     """The latest observed version of every object, with the indexes planners query."""
 
-    def __init__(self, *, tombstone_retention: int = DEFAULT_TOMBSTONE_RETENTION) -> None:
+    def __init__(
+        self,
+        *,
+        tombstone_retention: int = DEFAULT_TOMBSTONE_RETENTION,
+        share_strings: bool = True,
+    ) -> None:
+        """``share_strings=False`` keeps each observed object as given (still without
+        ``managedFields``): for a short-lived projection, such as replay's, whose observations
+        are held in memory anyway, where copying them to share strings only costs time."""
         if tombstone_retention < 1:
             raise ValueError("tombstone_retention must be >= 1")
         self._retention = tombstone_retention
+        self._stored_form = _stored_form if share_strings else _without_managed_fields
         self._live: dict[ObjectKey, _Entry] = {}
         self._tombstones: dict[ObjectKey, _Tombstone] = {}
         self._by_uid: dict[str, ObjectKey] = {}
@@ -541,9 +555,14 @@ class Projection:
         return ref_identity(ref) in self._by_identity
 
     def missing(self, manifests: Iterable[Mapping[str, Any]]) -> tuple[ObjectRef, ...]:
-        """Refs (without uid) of the ``manifests`` not observed, sorted; e.g. a plan's desired."""
-        refs = [object_ref(manifest).model_copy(update={"uid": None}) for manifest in manifests]
-        return tuple(sorted((r for r in refs if not self.contains(r)), key=ObjectRef.sort_key))
+        """Refs (without uid) of the ``manifests`` not observed, sorted; e.g. a plan's desired.
+
+        Asked after every plan, and most desired objects exist: only the absent ones are
+        turned into refs (a validated model each).
+        """
+        absent = (m for m in manifests if object_identity(m) not in self._by_identity)
+        refs = (object_ref(manifest).model_copy(update={"uid": None}) for manifest in absent)
+        return tuple(sorted(refs, key=ObjectRef.sort_key))
 
     def objects_of_kind(
         self, *, group: str, kind: str, namespace: str | None = None
@@ -643,8 +662,8 @@ class Projection:
         went = old is not None and old not in self._queue_uses
         return appeared or went
 
-    @staticmethod
     def _entry(
+        self,
         *,
         api_version: str,
         kind: str,
@@ -676,7 +695,7 @@ class Projection:
             )
         return _Entry(
             queue_use=_queue_use(api_version, kind, obj),
-            object=_stored_form(obj),
+            object=self._stored_form(obj),
             resource_version=resource_version,
             sequence=sequence,
             sort_key=(api_version, kind, namespace, name, uid),
