@@ -93,8 +93,9 @@ def event_record(delivery: Delivery) -> NewEvent:
     type when it has one: the stored ``data`` is the parsed body itself, never a model dump.
     """
     data = _json_object(delivery.body)
-    payload = PAYLOAD_TYPES.get(_header(delivery.headers, "ce-type") or "", RawPayload)
-    envelope = envelope_class(payload).from_nats_data(delivery.headers, data)
+    headers = _lowered(delivery.headers)  # as from_nats_data reads them: the last case wins
+    payload = PAYLOAD_TYPES.get(headers.get("ce-type", ""), RawPayload)
+    envelope = envelope_class(payload).from_nats_data(headers, data)
     return NewEvent(
         event_id=envelope.id,
         stream_id=stream_id_for(
@@ -285,14 +286,6 @@ def _json_object(body: bytes) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise EnvelopeFormatError(f"the body is a JSON {type(value).__name__}, not an object")
     return value
-
-
-def _header(headers: Mapping[str, str], name: str) -> str | None:
-    """A header by its lowercase name, whatever case the publisher used."""
-    found = headers.get(name)
-    if found is not None:
-        return found
-    return next((value for key, value in headers.items() if key.lower() == name), None)
 
 
 def _lowered(headers: Mapping[str, str]) -> dict[str, str]:
