@@ -88,6 +88,28 @@ def test_header_names_are_matched_whatever_their_case() -> None:
     assert Envelope[ObservedObjectV1].from_nats(shouted, EXPECTED_BODY) == observed_envelope()
 
 
+def test_an_already_parsed_body_gives_the_same_envelope() -> None:
+    data = {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "eventType": "ADDED",
+        "kind": "KaiwoJob",
+        "name": "train.v1",
+        "namespace": "team-a",
+        "object": {"metadata": {"name": "train.v1", "uid": UID}},
+        "resourceVersion": "17",
+        "uid": UID,
+    }
+
+    parsed = Envelope[ObservedObjectV1].from_nats_data(EXPECTED_HEADERS, data)
+
+    assert parsed == observed_envelope()
+
+
+def test_an_already_parsed_body_that_is_not_the_payload_is_a_format_error() -> None:
+    with pytest.raises(EnvelopeFormatError, match="apiVersion"):
+        Envelope[ObservedObjectV1].from_nats_data(EXPECTED_HEADERS, {"kind": "KaiwoJob"})
+
+
 def test_structured_mode_is_one_json_object_without_absent_attributes() -> None:
     document = observed_envelope().to_structured()
 

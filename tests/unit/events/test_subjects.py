@@ -70,6 +70,12 @@ def test_any_string_escapes_to_one_safe_reversible_token(raw: str) -> None:
     assert unescape_token(token) == raw
 
 
+def test_a_token_without_escapes_unescapes_to_itself() -> None:
+    assert unescape_token("0b8f0a52-2a4c-4c38-9a43-1f7d52a1c001") == (
+        "0b8f0a52-2a4c-4c38-9a43-1f7d52a1c001"
+    )
+
+
 @pytest.mark.parametrize("bad", ["", "a_b", "a_zz", "a.b", "_C3"])
 def test_unescaping_rejects_what_escaping_never_produces(bad: str) -> None:
     with pytest.raises(SubjectError):

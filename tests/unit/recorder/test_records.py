@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -130,6 +131,41 @@ def test_a_payload_failing_its_schema_is_malformed() -> None:
     assert event.time == NOW
     assert event.correlation_id == "corr-1"
     assert "Field required" in event.data["reason"]
+
+
+def test_a_plan_whose_fingerprint_is_not_its_plans_is_malformed(samples: Any) -> None:
+    plan = samples.plan_decision(samples.job_observation().envelope)
+    delivery = delivery_of(plan, stream="KAIWO_PLAN", sequence=3)
+    tampered = {**json.loads(delivery.body), "fingerprint": "0" * 64}
+    delivery = replace(delivery, body=json.dumps(tampered).encode())
+
+    event = record_of(delivery, now=LATER)
+
+    assert event.type == MALFORMED_TYPE
+    assert event.event_id == plan.envelope.id
+    assert "fingerprint does not match the plan" in event.data["reason"]
+    assert event.data["body"]["fingerprint"] == "0" * 64
+
+
+def test_the_payload_is_checked_whatever_the_case_of_the_type_header(samples: Any) -> None:
+    delivery = delivery_of(samples.job_observation())
+    shouted = {key.upper(): value for key, value in delivery.headers.items()}
+    broken = replace(delivery, headers=shouted, body=b'{"kind": "KaiwoJob"}')
+
+    assert record_of(replace(delivery, headers=shouted), now=LATER).type == (
+        "ai.silogen.kaiwo.obs.observed.v1"
+    )
+    assert record_of(broken, now=LATER).type == MALFORMED_TYPE
+
+
+def test_a_body_that_is_json_but_not_an_object_is_malformed(samples: Any) -> None:
+    delivery = replace(delivery_of(samples.job_observation()), body=b"[1, 2]")
+
+    event = record_of(delivery, now=LATER)
+
+    assert event.type == MALFORMED_TYPE
+    assert event.data["reason"] == "the body is a JSON list, not an object"
+    assert event.data["body"] == [1, 2]
 
 
 def test_a_message_without_any_header_is_kept_under_its_stream_position() -> None:

@@ -34,6 +34,7 @@ from kaiwo_contracts.events.envelope import (
     NATS_MSG_ID_HEADER,
     EnvelopeFormatError,
     RawPayload,
+    envelope_class,
     event_type,
 )
 from kaiwo_contracts.events.subjects import Family
@@ -48,6 +49,7 @@ from kaiwo_runtime.bus import (
     Delivery,
 )
 from pydantic import ValidationError
+from pydantic_core import from_json
 
 from kaiwo_recorder.stream_ids import advisory_origin, parsed_or_none, stream_id_for
 
@@ -85,12 +87,15 @@ def record_of(delivery: Delivery, *, now: datetime) -> NewEvent:
 
 
 def event_record(delivery: Delivery) -> NewEvent:
-    """The row of a valid event; raises ``ValueError`` subclasses when it is not one."""
-    envelope = delivery.envelope(RawPayload)
-    data = dict(envelope.data.model_extra or {})
-    payload_type = PAYLOAD_TYPES.get(envelope.type)
-    if payload_type is not None:
-        payload_type.model_validate(data)
+    """The row of a valid event; raises ``ValueError`` subclasses when it is not one.
+
+    The body is parsed once and the envelope validated once, with the payload model of its
+    type when it has one: the stored ``data`` is the parsed body itself, never a model dump.
+    """
+    data = _json_object(delivery.body)
+    headers = _lowered(delivery.headers)  # as from_nats_data reads them: the last case wins
+    payload = PAYLOAD_TYPES.get(headers.get("ce-type", ""), RawPayload)
+    envelope = envelope_class(payload).from_nats_data(headers, data)
     return NewEvent(
         event_id=envelope.id,
         stream_id=stream_id_for(
@@ -273,6 +278,14 @@ def decode_body(value: Any, encoding: str) -> bytes:
         return base64.b64decode(str(value), validate=True)
     except binascii.Error as error:
         raise ValueError(f"not base64: {error}") from error
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    """The body parsed as one JSON object (pydantic-core: about twice as fast as ``json``)."""
+    value = from_json(body)
+    if not isinstance(value, dict):
+        raise EnvelopeFormatError(f"the body is a JSON {type(value).__name__}, not an object")
+    return value
 
 
 def _lowered(headers: Mapping[str, str]) -> dict[str, str]:

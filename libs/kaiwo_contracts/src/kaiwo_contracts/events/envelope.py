@@ -211,18 +211,27 @@ class Envelope(BaseModel, Generic[T]):
 
         Header names are matched case-insensitively (NATS keeps the case the publisher used).
         """
+        try:
+            data = json.loads(body)
+        except ValueError as error:  # json.JSONDecodeError is a ValueError
+            raise EnvelopeFormatError(_describe(error)) from error
+        return cls.from_nats_data(headers, data)
+
+    @classmethod
+    def from_nats_data(cls, headers: Mapping[str, str] | None, data: Any) -> Self:
+        """:meth:`from_nats` for a body already parsed: for a consumer that keeps the JSON
+        as it came (the recorder stores it) and so must not parse it twice."""
         lowered = {key.lower(): value for key, value in (headers or {}).items()}
         attributes: dict[str, Any] = {
             name: lowered[f"{CE_HEADER_PREFIX}{name}"]
             for name in _HEADER_ATTRIBUTES
             if f"{CE_HEADER_PREFIX}{name}" in lowered
         }
-        content_type = lowered.get(CONTENT_TYPE_HEADER, JSON_CONTENT_TYPE)
+        attributes["datacontenttype"] = lowered.get(CONTENT_TYPE_HEADER, JSON_CONTENT_TYPE)
+        attributes["data"] = data
         try:
-            attributes["datacontenttype"] = content_type
-            attributes["data"] = json.loads(body)
             return cls.model_validate(attributes)
-        except ValueError as error:  # json.JSONDecodeError and ValidationError are ValueErrors
+        except ValueError as error:  # ValidationError is a ValueError
             raise EnvelopeFormatError(_describe(error)) from error
 
     # ------------------------------------------------------------------ structured mode

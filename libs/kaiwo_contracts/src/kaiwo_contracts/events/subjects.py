@@ -74,6 +74,8 @@ def unescape_token(token: str) -> str:
     """The string :func:`escape_token` was given."""
     if not token or not _NAME_TOKEN.fullmatch(token):
         raise SubjectError(f"{token!r} is not an escaped token")
+    if "_" not in token:
+        return token  # nothing escaped (every uid): the characters are themselves
     raw = bytearray()
     position = 0
     while position < len(token):
