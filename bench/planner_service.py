@@ -24,8 +24,11 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
+import gc
 import os
 import statistics
+import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -73,6 +76,7 @@ class RunFigures:
     plans: int
     planning_seconds: float
     """Wall time inside the planning function (the service's own histogram)."""
+    gc_seconds: float
     user_seconds: float
     system_seconds: float
     wall_seconds: float
@@ -84,6 +88,10 @@ class RunFigures:
     @property
     def planning_ms_per_observation(self) -> float:
         return 1000 * self.planning_seconds / self.observations
+
+    @property
+    def gc_ms_per_observation(self) -> float:
+        return 1000 * self.gc_seconds / self.observations
 
     @property
     def user_ms_per_observation(self) -> float:
@@ -199,13 +207,34 @@ async def publish_all(bus: NatsBus, items: list[Observed]) -> None:
         await bus.publish(item.envelope, item.subject)
 
 
+class GcClock:
+    """CPU time spent in the garbage collector while installed (``gc.callbacks``)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._started = 0.0
+
+    def __enter__(self) -> GcClock:
+        gc.callbacks.append(self._on_collection)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        gc.callbacks.remove(self._on_collection)
+
+    def _on_collection(self, phase: str, _info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.process_time()
+        else:
+            self.seconds += time.process_time() - self._started
+
+
 @contextlib.contextmanager
 def profiled(path: Path | None) -> Iterator[None]:
     """Profile the block into ``path`` (cProfile stats) when one is given."""
     if path is None:
         yield
         return
-    profiler = cProfile.Profile()
+    profiler = cProfile.Profile(time.process_time)  # CPU, as the figures: not waits
     profiler.enable()
     try:
         yield
@@ -214,32 +243,73 @@ def profiled(path: Path | None) -> Iterator[None]:
         profiler.dump_stats(path)
 
 
+async def publish_at_rate(url: str, *, workloads: int, rate: float) -> None:
+    """The publisher process of ``--rate``: the observations of ``workloads``, paced."""
+    items = list(observations(workloads))
+    bus = await NatsBus.connect(url, topology=bus_topology(), name="bench-publisher")
+    try:
+        started = time.perf_counter()
+        for index, item in enumerate(items):
+            await asyncio.sleep(max(0.0, started + index / rate - time.perf_counter()))
+            await bus.publish(item.envelope, item.subject)
+    finally:
+        await bus.close()
+
+
+async def start_publisher(url: str, *, workloads: int, rate: float) -> asyncio.subprocess.Process:
+    """This script as a second process, so its CPU is not counted as the service's."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        __file__,
+        "--publish-to",
+        url,
+        "--workloads",
+        str(workloads),
+        "--rate",
+        str(rate),
+    )
+
+
 async def measure(
-    server: NatsServer, items: list[Observed], *, profile: Path | None = None
+    server: NatsServer,
+    items: list[Observed],
+    *,
+    rate: float = 0.0,
+    profile: Path | None = None,
 ) -> RunFigures:
-    """Publish ``items`` into a fresh stream, then time the service consuming all of them."""
+    """Time the service consuming ``items`` from a fresh stream: all published ahead
+    (``rate`` 0), or arriving at ``rate`` per second from another process."""
     bus = await NatsBus.connect(server.url, topology=bus_topology(), name="bench-planner")
     try:
         await bus.ensure_streams()
-        await publish_all(bus, items)
+        if not rate:
+            await publish_all(bus, items)
         kv = await NatsKeyValue.open(
             bus.client, f"bench-planner-{os.getpid()}-{time.monotonic_ns()}"
         )
-        settings = PlannerSettings(poll_seconds=0.05)
+        settings = PlannerSettings(poll_seconds=0.05 if not rate else 1.0)
         service = PlannerService(
             bus, kv, clock=lambda: datetime.now(UTC), settings=settings, metrics=PlannerMetrics()
         )
         await service.start()
-        last = await stream_last_sequence(bus, OBSERVED_STREAM)
+        publisher = (
+            await start_publisher(server.url, workloads=workloads_of(items), rate=rate)
+            if rate
+            else None
+        )
         before, wall = os.times(), time.perf_counter()
-        with profiled(profile):
+        with profiled(profile), GcClock() as collector:
+            while publisher is not None and publisher.returncode is None:
+                await service.step()
+            last = await stream_last_sequence(bus, OBSERVED_STREAM)
             while service.projection.last_sequence < last:
                 await service.step(wait_seconds=0.05)
         after, wall = os.times(), time.perf_counter() - wall
         return RunFigures(
-            observations=len(items),
+            observations=last,
             plans=await stream_last_sequence(bus, PLAN_STREAM),
             planning_seconds=planning_seconds(service.metrics),
+            gc_seconds=collector.seconds,
             user_seconds=after.user - before.user,
             system_seconds=after.system - before.system,
             wall_seconds=wall,
@@ -258,13 +328,32 @@ async def stream_last_sequence(bus: NatsBus, stream: str) -> int:
     return int(info.state.last_seq)
 
 
-async def run(*, workloads: int, runs: int, profile: Path | None) -> list[RunFigures]:
+def tune_collector_as_the_service_does() -> None:
+    """What ``python -m kaiwo_planner`` does to the garbage collector (nothing, before
+    ``collect_young_objects_every`` existed: this harness also measures older code)."""
+    try:
+        from kaiwo_runtime.startup import collect_young_objects_every
+    except ImportError:
+        return
+    collect_young_objects_every(PlannerSettings().gc_young_allocations)
+
+
+def workloads_of(items: list[Observed]) -> int:
+    return sum(
+        1
+        for item in items
+        if item.envelope.data.kind == "KaiwoJob" and item.envelope.data.event_type == "ADDED"
+    )
+
+
+async def run(*, workloads: int, runs: int, rate: float, profile: Path | None) -> list[RunFigures]:
     items = list(observations(workloads))
     results = []
     for number in range(runs):
         async with NatsServer() as server:  # a fresh server: streams start empty
             last_run = number == runs - 1
-            results.append(await measure(server, items, profile=profile if last_run else None))
+            figures = await measure(server, items, rate=rate, profile=profile if last_run else None)
+            results.append(figures)
     return results
 
 
@@ -273,22 +362,41 @@ def main() -> None:
     parser.add_argument("--workloads", type=int, default=1000, help="KaiwoJobs per run")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="observations per second from a publisher process (0: all stored ahead)",
+    )
+    parser.add_argument(
         "--profile", type=Path, help="write cProfile stats of the last run here (slows it)"
     )
+    parser.add_argument("--publish-to", help=argparse.SUPPRESS)  # the --rate publisher
     args = parser.parse_args()
-    with Path(os.devnull).open("w") as sink:  # JSON logs as in production, written nowhere
-        configure_logging(level="INFO", json=True, stream=sink)
-        results = asyncio.run(run(workloads=args.workloads, runs=args.runs, profile=args.profile))
-    print(f"planner service, {args.workloads} KaiwoJobs ({results[0].observations} observations)")
+    if args.publish_to:
+        configure_logging(level="WARNING")
+        asyncio.run(publish_at_rate(args.publish_to, workloads=args.workloads, rate=args.rate))
+        return
+    # JSON logs at INFO into a file, as the services run in the pipeline benchmark.
+    with tempfile.TemporaryFile("w") as log_file:
+        configure_logging(level="INFO", json=True, stream=log_file)
+        tune_collector_as_the_service_does()
+        results = asyncio.run(
+            run(workloads=args.workloads, runs=args.runs, rate=args.rate, profile=args.profile)
+        )
+    arrival = f"at {args.rate:g}/s" if args.rate else "stored ahead"
     print(
-        f"{'run':<5}{'CPU ms/obs':>12}{'user':>8}{'system':>8}{'planning':>10}"
+        f"planner service, {args.workloads} KaiwoJobs "
+        f"({results[0].observations} observations, {arrival})"
+    )
+    print(
+        f"{'run':<5}{'CPU ms/obs':>12}{'user':>8}{'system':>8}{'planning':>10}{'gc':>7}"
         f"{'obs/s':>8}{'plans':>7}"
     )
     for number, figures in enumerate(results, start=1):
         print(
             f"{number:<5}{figures.cpu_ms_per_observation:>12.3f}"
             f"{figures.user_ms_per_observation:>8.3f}{figures.system_ms_per_observation:>8.3f}"
-            f"{figures.planning_ms_per_observation:>10.3f}"
+            f"{figures.planning_ms_per_observation:>10.3f}{figures.gc_ms_per_observation:>7.3f}"
             f"{figures.observations_per_second:>8.0f}{figures.plans:>7}"
         )
     cpu = [figures.cpu_ms_per_observation for figures in results]
