@@ -1,21 +1,28 @@
 """CPU per observation of the whole planner service: bus, envelopes, projection, planning,
-publishing, metrics and logs, against a real nats-server.
+publishing, metrics, logs and garbage collection, against a real nats-server.
 
 ``bench/planner.py`` times the pure planning function alone; in the pipeline the planner
-process spends many times that per observation. This harness measures the service as it
-runs there: a ``PlannerService`` in this process, built as ``python -m kaiwo_planner``
-builds it (``NatsBus``, ``NatsKeyValue``, JSON logs at INFO), consuming observations that a
-nats-server on a free port already stores.
+process spends several times that per observation. This harness measures the service as
+it runs there: a ``PlannerService`` in this process, built as ``python -m kaiwo_planner``
+builds it (``NatsBus``, ``NatsKeyValue``, JSON logs at INFO into a file, the same garbage
+collector settings), on a nats-server started on a free port.
 
 The observations are what a new KaiwoJob brings in the pipeline, three per workload: the
 KaiwoJob as created, its batch Job as the executor created it, and the KaiwoJob with the
 status the plan wrote (worked out ahead, untimed, with the same planning function), on a
-cluster of 16 nodes with a KaiwoConfig and a KaiwoQueueConfig. All are published before
-the service starts, so the measured CPU (user and system time of this process only: the
-nats-server is another process) is the service's alone, from its first fetch to the last
-observation applied.
+cluster of 16 nodes with a KaiwoConfig and a KaiwoQueueConfig. By default all are stored
+before the service starts; with ``--rate`` a second process publishes them at that many
+per second while the service waits for each, as in the pipeline. The measured CPU (user
+and system time of this process only: nats-server and the publisher are other processes)
+is the service's alone, from its first fetch to the last observation applied.
 
-Run: ``uv run python bench/planner_service.py [--workloads N] [--runs R]``.
+Columns: CPU ms per observation, split into user and system; ``planning``: time inside the
+planning function (the service's histogram; wall time, garbage collections included);
+``gc``: CPU in the garbage collector; observations/s; plans published.
+
+Run: ``uv run python bench/planner_service.py [--workloads N] [--runs R] [--rate R]
+[--profile FILE]``. The same script runs against older code (``<other tree>/.venv/bin/python
+bench/planner_service.py``) for same-run comparisons.
 """
 
 from __future__ import annotations
