@@ -43,7 +43,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from kaiwo_contracts.events.envelope import Envelope, observed_event_id
+from kaiwo_contracts.events.envelope import Envelope, object_subject, observed_event_id
 from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
 from kaiwo_contracts.events.streams import OBSERVED_STREAM, PLAN_STREAM, bus_topology
 from kaiwo_contracts.events.subjects import observed_subject
@@ -141,9 +141,7 @@ class ObservationWriter:
             source=WATCHER,
             time=self._time,
             id=observed_event_id(uid=meta["uid"], resource_version=version),
-            subject=f"{meta['namespace']}/{meta['name']}"
-            if meta.get("namespace")
-            else meta["name"],
+            subject=object_subject(namespace=meta.get("namespace"), name=meta["name"]),
             correlationid=meta["uid"],
         )
         subject = observed_subject(
