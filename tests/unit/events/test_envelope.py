@@ -241,6 +241,29 @@ def test_a_plan_decision_rejects_a_fingerprint_of_another_plan() -> None:
         PlanDecidedV1(plan=Plan(owner=owner), fingerprint="0" * 64)
 
 
+def test_a_plan_decision_takes_the_fingerprint_its_caller_already_has() -> None:
+    owner = ObjectRef(api_version="v1", kind="KaiwoJob", name="a", namespace="n", uid=UID)
+    plan = Plan(owner=owner, status={"status": "PENDING"})
+
+    given = PlanDecidedV1.of(plan, fingerprint=plan.fingerprint())
+
+    assert given == PlanDecidedV1.of(plan)
+
+
+def test_an_envelope_refuses_a_plan_decision_given_the_fingerprint_of_another_plan() -> None:
+    owner = ObjectRef(api_version="v1", kind="KaiwoJob", name="a", namespace="n", uid=UID)
+    plan = Plan(owner=owner, status={"status": "PENDING"})
+    wrong = PlanDecidedV1.of(plan, fingerprint=Plan(owner=owner).fingerprint())
+
+    with pytest.raises(ValidationError, match="fingerprint does not match"):
+        Envelope.new(
+            data=wrong,
+            source="/kaiwo/planner",
+            time=WHEN,
+            correlationid=UID,
+        )
+
+
 def test_a_plan_decision_built_here_reads_back_equal_from_the_wire() -> None:
     owner = ObjectRef(api_version="v1", kind="KaiwoJob", name="a", namespace="n", uid=UID)
     job = ObjectRef(api_version="batch/v1", kind="Job", name="a", namespace="n")

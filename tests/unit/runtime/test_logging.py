@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 import structlog
 from kaiwo_contracts.events import Envelope, ObservedObjectV1
-from kaiwo_runtime.logging import bind_event, configure_logging
+from kaiwo_runtime.logging import bind_event, bound_context, configure_logging
 
 UID = "0b8f0a52-2a4c-4c38-9a43-1f7d52a1c001"
 
@@ -78,3 +78,18 @@ def test_console_format_when_asked() -> None:
     assert "shown" in text
     assert "reason=x" in text
     assert not text.startswith("{")
+
+
+def test_a_bound_context_restores_what_was_bound_before_it() -> None:
+    get = structlog.contextvars.get_contextvars
+    with bound_context({"uid": "outer", "seq": "1"}):
+        with bound_context({"uid": "inner", "trigger": "timer", "skipped": None}):
+            assert get() == {"uid": "inner", "seq": "1", "trigger": "timer"}
+        assert get() == {"uid": "outer", "seq": "1"}
+    assert get() == {}
+
+
+def test_a_bound_context_is_undone_when_its_block_raises() -> None:
+    with pytest.raises(RuntimeError), bound_context({"uid": "u1"}):
+        raise RuntimeError("handler failed")
+    assert structlog.contextvars.get_contextvars() == {}

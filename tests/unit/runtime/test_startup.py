@@ -3,9 +3,38 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+from collections.abc import Iterator
 
 import pytest
-from kaiwo_runtime.startup import StartupError, run_until_signalled, within
+from kaiwo_runtime.startup import (
+    StartupError,
+    collect_young_objects_every,
+    run_until_signalled,
+    within,
+)
+
+
+@pytest.fixture
+def restored_gc_thresholds() -> Iterator[None]:
+    before = gc.get_threshold()
+    yield
+    gc.set_threshold(*before)
+
+
+@pytest.mark.usefixtures("restored_gc_thresholds")
+def test_young_objects_are_collected_less_often_the_older_generations_keep_their_ratios() -> None:
+    gc.set_threshold(700, 10, 10)
+    collect_young_objects_every(10_000)
+    assert gc.get_threshold() == (10_000, 10, 10)
+
+
+@pytest.mark.usefixtures("restored_gc_thresholds")
+def test_the_young_generation_threshold_must_be_positive() -> None:
+    gc.set_threshold(700, 10, 10)
+    with pytest.raises(ValueError, match="allocations"):
+        collect_young_objects_every(0)
+    assert gc.get_threshold() == (700, 10, 10)
 
 
 async def test_within_returns_the_step_result() -> None:

@@ -200,32 +200,40 @@ Settlement = Ack | Retry | DeadLetter
 
 async def settle(handler: Handler, delivery: Delivery, consumer: ConsumerSpec) -> Settlement:
     """Run the handler and decide the message's fate (see the module docstring)."""
-    bound = log.bind(
-        stream=delivery.stream,
-        consumer=delivery.consumer,
-        seq=delivery.stream_sequence,
-        attempt=delivery.attempt,
-        event_id=delivery.message_id,
-    )
     try:
         await handler(delivery)
     except NON_RETRYABLE as error:
         reason = f"rejected: {_describe(error)}"
-        bound.warning("message rejected", reason=reason)
+        _delivery_log(delivery).warning("message rejected", reason=reason)
         return DeadLetter(reason)
     except Exception as error:
         if delivery.attempt >= consumer.max_deliver:
             reason = f"max deliveries ({consumer.max_deliver}) exhausted: {_describe(error)}"
-            bound.error("message dead-lettered", reason=reason)
+            _delivery_log(delivery).error("message dead-lettered", reason=reason)
             return DeadLetter(reason)
         delay = (
             error.delay
             if isinstance(error, RetryLater) and error.delay is not None
             else consumer.retry_delay(delivery.attempt)
         )
-        bound.warning("message will be retried", delay=delay, error=_describe(error))
+        _delivery_log(delivery).warning(
+            "message will be retried", delay=delay, error=_describe(error)
+        )
         return Retry(delay)
     return Ack()
+
+
+def _delivery_log(delivery: Delivery) -> Any:
+    """The logger for a delivery's fate. Bound only when there is something to say: binding
+    (and finding the message id among the headers) for every message cost more than the
+    rest of the settlement."""
+    return log.bind(
+        stream=delivery.stream,
+        consumer=delivery.consumer,
+        seq=delivery.stream_sequence,
+        attempt=delivery.attempt,
+        event_id=delivery.message_id,
+    )
 
 
 async def handle_batch(

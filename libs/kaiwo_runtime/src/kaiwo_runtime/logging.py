@@ -79,8 +79,13 @@ def event_fields(envelope: Envelope[Any]) -> dict[str, str]:
 def bound_context(fields: Mapping[str, str | None]) -> Iterator[None]:
     """Bind ``fields`` (None values skipped) to every log line inside the block."""
     present = {key: value for key, value in fields.items() if value is not None}
-    with structlog.contextvars.bound_contextvars(**present):
+    # Resetting the tokens restores exactly what was bound before, like structlog's
+    # bound_contextvars, without reading the whole context first (once per message).
+    tokens = structlog.contextvars.bind_contextvars(**present)
+    try:
         yield
+    finally:
+        structlog.contextvars.reset_contextvars(**tokens)
 
 
 def bind_event(envelope: Envelope[Any]) -> Any:

@@ -22,6 +22,7 @@ from kaiwo_runtime.logging import configure_logging
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.startup import (
     LeaseLostError,
+    collect_young_objects_every,
     open_single_active,
     run_while_active,
     utc_now,
@@ -92,6 +93,7 @@ def main() -> int:
     settings = PlannerSettings()
     json_logs = None if settings.log_format == "auto" else settings.log_format == "json"
     configure_logging(level=settings.log_level, json=json_logs)
+    collect_young_objects_every(settings.gc_young_allocations)
     if settings.bus_partitions > 1:
         print(  # noqa: T201
             "kaiwo-planner: KAIWO_BUS_PARTITIONS > 1 is not supported yet; run one replica",

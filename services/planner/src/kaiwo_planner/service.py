@@ -579,7 +579,15 @@ class PlannerService:
             self.metrics.plans.labels(ref.kind, "unchanged").inc()
             return also
         await self._publish(
-            ref, plan, now=now, trigger=trigger, cause=cause, absent=absent, assumed=assumed
+            ref,
+            plan,
+            now=now,
+            trigger=trigger,
+            cause=cause,
+            absent=absent,
+            assumed=assumed,
+            # Without Events the decision's fingerprint is the plan's own: hash it once.
+            plan_fingerprint=None if plan.events else fingerprint,
         )
         self._owners[uid] = _OwnerRecord(
             fingerprint=fingerprint,
@@ -614,6 +622,7 @@ class PlannerService:
         cause: Envelope[ObservedObjectV1] | None,
         absent: tuple[ObjectRef, ...],
         assumed: dict[str, Any] | None,
+        plan_fingerprint: str | None,
     ) -> None:
         uid = ref.uid or ""
         if cause is not None:
@@ -629,6 +638,7 @@ class PlannerService:
             obs_sequence=self._projection.last_sequence,
             absent=absent,
             assumed_status=assumed,
+            fingerprint=plan_fingerprint,
         )
         envelope = Envelope.new(
             data=payload,

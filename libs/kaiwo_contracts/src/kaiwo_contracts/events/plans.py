@@ -91,7 +91,11 @@ class PlanDecidedV1(EventPayload):
         obs_sequence: int = 0,
         absent: tuple[ObjectRef, ...] = (),
         assumed_status: dict[str, Any] | None = None,
+        fingerprint: str | None = None,
     ) -> PlanDecidedV1:
+        """The decision for ``plan``. ``fingerprint``, when given, must be
+        ``plan.fingerprint()`` (saves hashing the plan again); an envelope made for the
+        decision checks it."""
         if obs_sequence < 0:
             raise ValueError("obs_sequence must be >= 0")
         if planned_at is not None and planned_at.utcoffset() is None:
@@ -100,7 +104,7 @@ class PlanDecidedV1(EventPayload):
         # second time (the fingerprint check), a tenth of the planner's time per plan.
         decision = cls.model_construct(
             plan=plan,
-            fingerprint=plan.fingerprint(),
+            fingerprint=fingerprint or plan.fingerprint(),
             planned_at=planned_at,
             trigger=trigger,
             obs_sequence=obs_sequence,
