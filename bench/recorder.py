@@ -246,7 +246,7 @@ async def drain(
     stop = asyncio.Event()
     if freeze:
         # Imported here: older checkouts, measured with the same file, do not have it.
-        from kaiwo_recorder.__main__ import freeze_startup_objects
+        from kaiwo_runtime.startup import freeze_startup_objects
 
         freeze_startup_objects()
     if profiler is not None:

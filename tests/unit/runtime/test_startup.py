@@ -10,6 +10,7 @@ import pytest
 from kaiwo_runtime.startup import (
     StartupError,
     collect_young_objects_every,
+    freeze_startup_objects,
     run_until_signalled,
     within,
 )
@@ -75,3 +76,13 @@ async def test_a_clean_stop_ends_with_status_0() -> None:
         await stop.wait()
 
     assert await run_until_signalled("kaiwo-test", serve) == 0
+
+
+def test_start_up_objects_are_frozen_out_of_full_collections() -> None:
+    gc.unfreeze()
+    try:
+        freeze_startup_objects()
+
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
