@@ -9,10 +9,8 @@ one set-based INSERT, since only reading it is being measured. Takes well under 
 from __future__ import annotations
 
 import asyncio
-import os
 import tempfile
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -20,18 +18,16 @@ from pathlib import Path
 
 import sqlalchemy as sa
 from kaiwo_eventstore import EventStore, InMemoryEventStore, NewEvent
+from kaiwo_eventstore.scratch import NOT_FOUND, find_server, scratch_database
 from kaiwo_eventstore.sql.engines import create_engine
 from kaiwo_eventstore.sql.migrate import upgrade_to_head
 from kaiwo_eventstore.sql.store import SqlEventStore
-from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import create_async_engine
 
 BATCHED_EVENTS = 10_000
 BATCH = 100
 SINGLE_SECONDS = 2.0
 REPLAY_EVENTS = 100_000
 REPLAY_BATCH = 2_000
-DEFAULT_POSTGRES = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
 START = datetime(2025, 1, 1, tzinfo=UTC)
 
 
@@ -176,31 +172,12 @@ async def run_sqlite() -> Figures:
         return await run_sql("sqlite (file, WAL)", f"sqlite:///{Path(directory) / 'bench.db'}")
 
 
-async def admin(server: str, statement: str) -> None:
-    engine = create_async_engine(server, isolation_level="AUTOCOMMIT")
-    try:
-        async with engine.connect() as connection:
-            await connection.execute(sa.text(statement))
-    finally:
-        await engine.dispose()
-
-
 async def run_postgres() -> Figures | str:
-    given = os.environ.get("KAIWO_TEST_POSTGRES_URL", DEFAULT_POSTGRES)
-    server = make_url(given).set(drivername="postgresql+asyncpg")
-    server_url = server.render_as_string(hide_password=False)
-    try:
-        async with asyncio.timeout(5):
-            await admin(server_url, "SELECT 1")
-    except Exception as error:
-        return f"postgresql skipped: no server at {server.render_as_string()} ({error})"
-    name = f"kaiwo_es_bench_{uuid.uuid4().hex[:10]}"
-    await admin(server_url, f'CREATE DATABASE "{name}"')
-    try:
-        url = server.set(database=name).render_as_string(hide_password=False)
+    server = await find_server()
+    if server is None:
+        return f"postgresql skipped: {NOT_FOUND}"
+    async with scratch_database(server, prefix="kaiwo_es_bench") as url:
         return await run_sql("postgresql", url)
-    finally:
-        await admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def table(rows: list[Figures]) -> str:

@@ -42,17 +42,15 @@ from typing import Any
 
 import aiohttp
 import nats
-import sqlalchemy as sa
 from kaiwo_cli.replay import OBSERVED_TYPE, PLAN_TYPE, replay_recorded
 from kaiwo_cli.stack.local import LocalStack, StackOptions
 from kaiwo_contracts.events.streams import OBSERVED_STREAM, PLAN_STREAM, RESULT_STREAM
 from kaiwo_eventstore import EventStore, open_event_store
+from kaiwo_eventstore.scratch import find_server, scratch_database
 from kaiwo_kube import resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
-from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import create_async_engine
 
 NAMESPACE = "ml-team"
 LATENCY_RATE = 50
@@ -64,7 +62,6 @@ CHILD_GRACE_SECONDS = 20.0
 APPEND_EVENTS = 20_000
 MEMORY_WORKLOADS = 1_000
 MEMORY_RATE = 50
-DEFAULT_POSTGRES = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
 SERVICE_ENV = {"KAIWO_LOG_LEVEL": "WARNING", "KAIWO_SNAPSHOT_EVERY_SECONDS": "30"}
 TARGETS = {
     "p99": 0.100,
@@ -484,30 +481,14 @@ async def measure(store_name: str, store_url: str | None, state_dir: Path) -> Fi
 # --------------------------------------------------------------------------- PostgreSQL
 
 
-async def postgres_database() -> contextlib.AbstractAsyncContextManager[str | None]:
-    server = os.environ.get("KAIWO_TEST_POSTGRES_URL", DEFAULT_POSTGRES)
-    url = make_url(server).set(drivername="postgresql+asyncpg")
-    admin = create_async_engine(url, isolation_level="AUTOCOMMIT")
-    try:
-        async with asyncio.timeout(5), admin.connect() as connection:
-            await connection.execute(sa.text("SELECT 1"))
-    except Exception:
-        await admin.dispose()
-        return contextlib.nullcontext(None)
-    name = f"kaiwo_bench_{uuid.uuid4().hex[:10]}"
-
-    @contextlib.asynccontextmanager
-    async def database() -> AsyncIterator[str | None]:
-        async with admin.connect() as connection:
-            await connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
-        try:
-            yield url.set(database=name).render_as_string(hide_password=False)
-        finally:
-            async with admin.connect() as connection:
-                await connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-            await admin.dispose()
-
-    return database()
+@contextlib.asynccontextmanager
+async def postgres_database() -> AsyncIterator[str | None]:
+    server = await find_server()
+    if server is None:
+        yield None
+        return
+    async with scratch_database(server, prefix="kaiwo_bench") as url:
+        yield url
 
 
 # --------------------------------------------------------------------------- report
@@ -570,7 +551,7 @@ async def run(stores: list[str], *, keep: bool = False) -> list[Figures]:
                 print("sqlite:")
                 results.append(await measure("sqlite", None, scratch / "kaiwo"))
                 continue
-            async with await postgres_database() as url:
+            async with postgres_database() as url:
                 if url is None:
                     print("postgresql: no server answers; skipped")
                     continue

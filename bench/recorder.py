@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
-import os
 import pstats
 import tempfile
 import time
@@ -31,7 +30,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import sqlalchemy as sa
 from kaiwo_contracts.events import (
     Envelope,
     ObservedObjectV1,
@@ -42,19 +40,17 @@ from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_contracts.events.subjects import observed_subject, plan_subject
 from kaiwo_contracts.plans import ObjectRef, Plan
 from kaiwo_eventstore import EventStore, open_event_store
+from kaiwo_eventstore.scratch import find_server, scratch_database
 from kaiwo_recorder.service import RecorderService
 from kaiwo_runtime.logging import configure_logging
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_server import NatsServer
-from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import create_async_engine
 
 DEFAULT_EVENTS = 20_000
 WORKLOADS = 50
 PLAN_EVERY = 5
 MALFORMED_EVERY = 1000
 PUBLISH_CONCURRENCY = 256
-DEFAULT_POSTGRES = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -293,27 +289,6 @@ async def measure(backend: str, url: str, *, events: int, freeze: bool, profile:
 # --------------------------------------------------------------------------- backends
 
 
-async def _answers(url: str) -> bool:
-    engine = create_async_engine(url)
-    try:
-        async with asyncio.timeout(5), engine.connect() as connection:
-            await connection.execute(sa.text("SELECT 1"))
-    except Exception:
-        return False
-    finally:
-        await engine.dispose()
-    return True
-
-
-async def _admin(server_url: str, statement: str) -> None:
-    engine = create_async_engine(server_url, isolation_level="AUTOCOMMIT")
-    try:
-        async with engine.connect() as connection:
-            await connection.execute(sa.text(statement))
-    finally:
-        await engine.dispose()
-
-
 @contextlib.asynccontextmanager
 async def sqlite_url() -> AsyncIterator[str]:
     with tempfile.TemporaryDirectory() as directory:
@@ -322,18 +297,12 @@ async def sqlite_url() -> AsyncIterator[str]:
 
 @contextlib.asynccontextmanager
 async def postgres_url() -> AsyncIterator[str | None]:
-    given = os.environ.get("KAIWO_TEST_POSTGRES_URL", DEFAULT_POSTGRES)
-    server = make_url(given).set(drivername="postgresql+asyncpg")
-    rendered = server.render_as_string(hide_password=False)
-    if not await _answers(rendered):
+    server = await find_server()
+    if server is None:
         yield None
         return
-    name = f"kaiwo_bench_recorder_{uuid.uuid4().hex[:8]}"
-    await _admin(rendered, f'CREATE DATABASE "{name}"')
-    try:
-        yield server.set(database=name).render_as_string(hide_password=False)
-    finally:
-        await _admin(rendered, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    async with scratch_database(server, prefix="kaiwo_bench_recorder") as url:
+        yield url
 
 
 async def main(*, events: int, backends: list[str], freeze: bool, profile: bool) -> None:

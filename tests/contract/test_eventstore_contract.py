@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -34,17 +33,20 @@ from kaiwo_eventstore import (
     StoredEvent,
     Tracking,
 )
+from kaiwo_eventstore.scratch import (
+    NOT_FOUND,
+    create_scratch_database,
+    drop_scratch_database,
+    find_server,
+    run_admin_statement,
+)
 from kaiwo_eventstore.sql.engines import create_engine
 from kaiwo_eventstore.sql.migrate import VERSION_TABLE, upgrade_to_head
 from kaiwo_eventstore.sql.schema import metadata
 from kaiwo_eventstore.sql.store import SqlEventStore
-from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-LOCAL_POSTGRES_URLS = (
-    "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres",
-    "postgresql+asyncpg://postgres@/postgres?host=/var/run/postgresql",
-)
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 JOB = "kaiwojob/0b7c0a5e-1111-4c1e-9d0a-3f2e8a9c7d01"
 QUEUE = "kaiwoqueueconfig/kaiwo"
@@ -53,38 +55,6 @@ NODE = "node/7f3e9c2a-2222-4b7d-8c55-0e1d2f3a4b5c"
 
 
 # ---------------------------------------------------------------------- PostgreSQL server
-
-
-async def _answers(url: str) -> bool:
-    engine = create_async_engine(url)
-    try:
-        async with asyncio.timeout(5), engine.connect() as connection:
-            await connection.execute(sa.text("SELECT 1"))
-    except Exception:
-        return False
-    finally:
-        await engine.dispose()
-    return True
-
-
-async def _find_postgres() -> str | None:
-    given = os.environ.get("KAIWO_TEST_POSTGRES_URL")
-    candidates = (given,) if given else LOCAL_POSTGRES_URLS
-    for candidate in candidates:
-        url = make_url(candidate).set(drivername="postgresql+asyncpg")
-        rendered = url.render_as_string(hide_password=False)
-        if await _answers(rendered):
-            return rendered
-    return None
-
-
-async def _run_admin(server_url: str, statement: str) -> None:
-    engine = create_async_engine(server_url, isolation_level="AUTOCOMMIT")
-    try:
-        async with engine.connect() as connection:
-            await connection.execute(sa.text(statement))
-    finally:
-        await engine.dispose()
 
 
 def _run_apart(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -96,23 +66,17 @@ def _run_apart(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """A fresh database on the reachable server, migrated to head; dropped at the end."""
-    server_url = _run_apart(_find_postgres)
+    server_url = _run_apart(find_server)
     if server_url is None:
-        reason = (
-            "no PostgreSQL server answers (set KAIWO_TEST_POSTGRES_URL, or run one on "
-            "127.0.0.1:5432 / /var/run/postgresql accepting user postgres)"
-        )
         if os.environ.get("CI"):
-            pytest.fail(f"CI is set but {reason}")
-        pytest.skip(reason)
-    name = f"kaiwo_es_test_{uuid.uuid4().hex[:12]}"
-    _run_apart(lambda: _run_admin(server_url, f'CREATE DATABASE "{name}"'))
-    database_url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
+            pytest.fail(f"CI is set but {NOT_FOUND}")
+        pytest.skip(NOT_FOUND)
+    database_url = _run_apart(lambda: create_scratch_database(server_url, prefix="kaiwo_es_test"))
     try:
         _run_apart(lambda: upgrade_to_head(database_url))
         yield database_url
     finally:
-        _run_apart(lambda: _run_admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        _run_apart(lambda: drop_scratch_database(server_url, database_url))
 
 
 # ---------------------------------------------------------------------- adapters
@@ -149,7 +113,7 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         await upgrade_to_head(url)
     else:
         url = request.getfixturevalue("postgres_url")
-        await _run_admin(url, "TRUNCATE events, consumer_positions RESTART IDENTITY")
+        await run_admin_statement(url, "TRUNCATE events, consumer_positions RESTART IDENTITY")
     try:
         yield Backend(request.param, await open_sql(url), lambda: open_sql(url))
     finally:

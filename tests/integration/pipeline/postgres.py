@@ -1,7 +1,7 @@
 """A PostgreSQL database for the pipeline tests, and a TCP proxy to take it away for a while.
 
-The server is found as the event-store contract suite finds it: ``KAIWO_TEST_POSTGRES_URL``,
-else the local defaults (TCP 127.0.0.1:5432 as ``postgres``, then the unix socket).
+The server is found as the event-store contract suite finds it
+(:func:`kaiwo_eventstore.scratch.find_server`).
 """
 
 from __future__ import annotations
@@ -9,74 +9,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import uuid
-from collections.abc import AsyncIterator
-from typing import Final
 
 import pytest
-import sqlalchemy as sa
+from kaiwo_eventstore.scratch import NOT_FOUND, find_server, scratch_database
 from kaiwo_runtime.nats_server import free_port
-from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import create_async_engine
-
-URL_ENV: Final = "KAIWO_TEST_POSTGRES_URL"
-LOCAL_URLS: Final = (
-    "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres",
-    "postgresql+asyncpg://postgres@/postgres?host=/var/run/postgresql",
-)
-
-
-async def _answers(url: str) -> bool:
-    engine = create_async_engine(url)
-    try:
-        async with asyncio.timeout(5), engine.connect() as connection:
-            await connection.execute(sa.text("SELECT 1"))
-    except Exception:
-        return False
-    finally:
-        await engine.dispose()
-    return True
-
-
-async def find_server(given: str | None) -> str | None:
-    """The first URL that answers (``given`` alone when set), with the asyncpg driver."""
-    for candidate in (given,) if given else LOCAL_URLS:
-        url = make_url(candidate).set(drivername="postgresql+asyncpg")
-        rendered = url.render_as_string(hide_password=False)
-        if await _answers(rendered):
-            return rendered
-    return None
 
 
 async def postgres_server() -> str:
     """The server's URL; skips the calling test when none answers (a failure under CI)."""
-    found = await find_server(os.environ.get(URL_ENV))
+    found = await find_server()
     if found is None:
-        reason = f"no PostgreSQL server answers (set {URL_ENV} or run one on 127.0.0.1:5432)"
         if os.environ.get("CI"):
-            pytest.fail(f"CI is set but {reason}")
-        pytest.skip(reason)
+            pytest.fail(f"CI is set but {NOT_FOUND}")
+        pytest.skip(NOT_FOUND)
     return found
 
 
-async def _admin(server_url: str, statement: str) -> None:
-    engine = create_async_engine(server_url, isolation_level="AUTOCOMMIT")
-    try:
-        async with engine.connect() as connection:
-            await connection.execute(sa.text(statement))
-    finally:
-        await engine.dispose()
-
-
-@contextlib.asynccontextmanager
-async def fresh_database(server_url: str) -> AsyncIterator[str]:
+def fresh_database(server_url: str) -> contextlib.AbstractAsyncContextManager[str]:
     """A new, empty database on the server (dropped afterwards); yields its URL."""
-    name = f"kaiwo_pipeline_{uuid.uuid4().hex[:12]}"
-    await _admin(server_url, f'CREATE DATABASE "{name}"')
-    try:
-        yield make_url(server_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        await _admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    return scratch_database(server_url, prefix="kaiwo_pipeline")
 
 
 class TcpProxy:
