@@ -1,15 +1,13 @@
 """Fixtures for the recorder over a real nats-server: the server, the event store (SQLite file,
 and PostgreSQL when one answers), and envelopes to publish.
 
-PostgreSQL is found the way the event store's contract suite finds it:
-``KAIWO_TEST_POSTGRES_URL``, else 127.0.0.1:5432 as ``postgres``, then the unix socket; a
-fresh database is created per test and dropped afterwards; skipped when none answers
-(a failure under ``CI``).
+PostgreSQL is found the way the event store's contract suite finds it
+(:mod:`kaiwo_eventstore.scratch`); a fresh database is created per test and dropped
+afterwards; skipped when none answers (a failure under ``CI``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -18,49 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 from kaiwo_contracts.events import Envelope, ObservedObjectV1
 from kaiwo_contracts.events.subjects import observed_subject
+from kaiwo_eventstore.scratch import NOT_FOUND, find_server, scratch_database
 from kaiwo_runtime.nats_server import NatsServer
-from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import create_async_engine
 
-LOCAL_POSTGRES_URLS = (
-    "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres",
-    "postgresql+asyncpg://postgres@/postgres?host=/var/run/postgresql",
-)
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-
-
-async def _answers(url: str) -> bool:
-    engine = create_async_engine(url)
-    try:
-        async with asyncio.timeout(5), engine.connect() as connection:
-            await connection.execute(sa.text("SELECT 1"))
-    except Exception:
-        return False
-    finally:
-        await engine.dispose()
-    return True
-
-
-async def _find_postgres() -> str | None:
-    given = os.environ.get("KAIWO_TEST_POSTGRES_URL")
-    for candidate in (given,) if given else LOCAL_POSTGRES_URLS:
-        url = make_url(candidate).set(drivername="postgresql+asyncpg")
-        rendered = url.render_as_string(hide_password=False)
-        if await _answers(rendered):
-            return rendered
-    return None
-
-
-async def _admin(server_url: str, statement: str) -> None:
-    engine = create_async_engine(server_url, isolation_level="AUTOCOMMIT")
-    try:
-        async with engine.connect() as connection:
-            await connection.execute(sa.text(statement))
-    finally:
-        await engine.dispose()
 
 
 @pytest.fixture
@@ -75,18 +36,13 @@ async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'events.db'}"
         return
-    server_url = await _find_postgres()
+    server_url = await find_server()
     if server_url is None:
-        reason = "no PostgreSQL server answers (set KAIWO_TEST_POSTGRES_URL)"
         if os.environ.get("CI"):
-            pytest.fail(f"CI is set but {reason}")
-        pytest.skip(reason)
-    name = f"kaiwo_rec_test_{uuid.uuid4().hex[:12]}"
-    await _admin(server_url, f'CREATE DATABASE "{name}"')
-    try:
-        yield make_url(server_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        await _admin(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            pytest.fail(f"CI is set but {NOT_FOUND}")
+        pytest.skip(NOT_FOUND)
+    async with scratch_database(server_url, prefix="kaiwo_rec_test") as url:
+        yield url
 
 
 def observation(number: int) -> tuple[Envelope[Any], str]:
