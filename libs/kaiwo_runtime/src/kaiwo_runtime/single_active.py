@@ -19,7 +19,6 @@ restart rejoins as a standby, with a fresh projection or memo read from the buck
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import socket
 import time
@@ -115,7 +114,7 @@ class SingleActive:
                 holder = await self._attempt(self._store.holder(self._name))
                 self._log.info("standby: another replica is active", active_holder=holder)
                 waiting_logged = True
-            await _wait(stop, self._timing.renew_every)
+            await _wait_any(stop, seconds=self._timing.renew_every)
         return None
 
     async def _renew(self, revision: int, *, stop: asyncio.Event, work_stop: asyncio.Event) -> bool:
@@ -151,11 +150,6 @@ class SingleActive:
         except Exception as error:  # the store is out of reach: the caller tries again later
             self._log.warning("lease store unavailable", error=str(error))
             return None
-
-
-async def _wait(event: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(event.wait(), seconds)
 
 
 async def _wait_any(*events: asyncio.Event, seconds: float) -> None:
