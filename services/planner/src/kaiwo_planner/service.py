@@ -554,6 +554,9 @@ class PlannerService:
             return ()
         record = self._owners.get(uid)
         assumed = status_to_assume(owner, record.status if record is not None else None)
+        if assumed is None and record is not None and record.status is not None:
+            # The write came back: hold the projection's equal copy, not a second one.
+            record.status = owner.get("status")
         outcome = self._plan(ref, owner_with_status(owner, assumed), now=now)
         if outcome is None:
             return ()
