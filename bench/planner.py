@@ -6,6 +6,10 @@ Deployment, a Ray KaiwoService) is planned in steady state on a 16-node cluster 
 100 other running workloads and the shape's own observed, admitted, running child. The
 cluster is the planner service's own view: a projection fed with one observation per object.
 
+A fifth shape, ``Waiting``, is a GPU KaiwoJob that has waited past
+``pendingThresholdForPreemption`` among 300 others that wait too and 20 that ran past their
+duration: each of its plans decides preemptions over every workload of the cluster.
+
 Two figures per shape:
 
 * ``same snapshot``: many owners planned against one cluster state, as the planner does
@@ -30,7 +34,7 @@ import argparse
 import gc
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -143,7 +147,20 @@ SHAPES: dict[str, tuple[str, dict[str, Any], str]] = {
 }
 
 
-def workload(kind: str, name: str, spec: dict[str, Any], *, uid: str) -> dict[str, Any]:
+RUNNING = {"status": "RUNNING", "startTime": STARTED, "observedGeneration": 1}
+PENDING = {"status": "PENDING", "observedGeneration": 1}
+WAITING = 300
+"""Workloads pending for GPUs past ``pendingThresholdForPreemption`` in the ``Waiting`` shape."""
+
+
+def workload(
+    kind: str,
+    name: str,
+    spec: dict[str, Any],
+    *,
+    uid: str,
+    status: dict[str, Any] = RUNNING,
+) -> dict[str, Any]:
     return {
         "apiVersion": "kaiwo.silogen.ai/v1alpha1",
         "kind": kind,
@@ -156,7 +173,7 @@ def workload(kind: str, name: str, spec: dict[str, Any], *, uid: str) -> dict[st
             "creationTimestamp": "2026-03-01T10:00:00Z",
         },
         "spec": {**COMMON_SPEC, **spec},
-        "status": {"status": "RUNNING", "startTime": STARTED, "observedGeneration": 1},
+        "status": dict(status),
     }
 
 
@@ -221,10 +238,17 @@ def observation(obj: dict[str, Any], resource_version: int) -> ObservedObjectV1:
 class Cluster:
     """The planner service's view: a projection fed with observations of every object."""
 
-    def __init__(self, owner: dict[str, Any], child_kind: str) -> None:
-        others = [
-            workload("KaiwoJob", f"other-{i}", {"gpus": 1}, uid=f"other-{i}") for i in range(100)
-        ]
+    def __init__(
+        self,
+        owner: dict[str, Any],
+        child_kind: str | None,
+        others: list[dict[str, Any]] | None = None,
+    ) -> None:
+        if others is None:
+            others = [
+                workload("KaiwoJob", f"other-{i}", {"gpus": 1}, uid=f"other-{i}")
+                for i in range(100)
+            ]
         namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
         objects = [
             *NODES,
@@ -234,7 +258,7 @@ class Cluster:
             NAMESPACE_CONFIG,
             owner,
             *others,
-            *running_child(owner, child_kind),
+            *(running_child(owner, child_kind) if child_kind else []),
         ]
         self.projection = Projection()
         for sequence, obj in enumerate(objects, start=1):
@@ -243,7 +267,8 @@ class Cluster:
         self._sequence = len(objects)
 
     def unrelated_change(self) -> None:
-        """Another workload's status moved: the snapshot is new, nothing this owner reads is."""
+        """Another workload's status moved: the snapshot is new, nothing this owner reads is
+        (but for the preemption candidates, where that one workload is read again)."""
         self._sequence += 1
         changed = {**self._churn, "status": {"status": "RUNNING", "seen": self._sequence}}
         self.projection.apply(observation(changed, self._sequence), sequence=self._sequence)
@@ -282,6 +307,26 @@ def time_plans(
     return Timings(wall=wall, cpu=cpu)
 
 
+def clusters() -> Iterator[tuple[str, Cluster]]:
+    """Each shape's cluster; ``Waiting``: a GPU KaiwoJob pending past the preemption threshold
+    among WAITING others that wait too and 20 that ran past their duration, so every plan of
+    it decides preemptions over all of them."""
+    for shape, (kind, spec, child_kind) in SHAPES.items():
+        owner = workload(kind, f"bench-{shape.lower()}", spec, uid=f"uid-{shape.lower()}")
+        yield shape, Cluster(owner, child_kind)
+    gpus = {"gpus": 8, "entrypoint": "python train.py"}
+    waiting = [
+        workload("KaiwoJob", f"waits-{i}", gpus, uid=f"waits-{i}", status=PENDING)
+        for i in range(WAITING)
+    ]
+    expired = [
+        workload("KaiwoJob", f"ran-{i}", {**gpus, "duration": "30m"}, uid=f"ran-{i}")
+        for i in range(20)
+    ]
+    owner = workload("KaiwoJob", "bench-waiting", gpus, uid="uid-waiting", status=PENDING)
+    yield "Waiting", Cluster(owner, None, [*waiting, *expired])
+
+
 def percentile(samples: list[float], fraction: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
@@ -299,11 +344,10 @@ def main() -> None:
         f"{'cpu p50':>9}{'cpu p99':>9}"
     )
     worst_wall = worst_cpu = 0.0
-    for shape, (kind, spec, child_kind) in SHAPES.items():
-        owner = workload(kind, f"bench-{shape.lower()}", spec, uid=f"uid-{shape.lower()}")
-        cluster = Cluster(owner, child_kind)
+    for shape, cluster in clusters():
         projection = cluster.projection
         observed_owner = projection.by_uid(f"uid-{shape.lower()}")
+        assert observed_owner is not None
         plan = plan_object(owner=observed_owner, cluster=projection.cluster_state(), now=NOW)
         assert plan is not None and plan.desired, f"{shape}: nothing planned"
 

@@ -9,6 +9,7 @@ from kaiwo_planner.domain.preemption import (
     Preemption,
     PreemptionDecision,
     RunningWorkload,
+    WorkloadKey,
     decide_preemptions,
 )
 from kaiwo_planner.domain.status import TerminationRequest
@@ -21,6 +22,12 @@ def ref(name: str, kind: str = "KaiwoJob") -> ObjectRef:
     return ObjectRef(api_version="kaiwo.silogen.ai/v1alpha1", kind=kind, name=name, namespace="t")
 
 
+def key(name: str) -> WorkloadKey:
+    return WorkloadKey(
+        api_version="kaiwo.silogen.ai/v1alpha1", kind="KaiwoJob", name=name, namespace="t"
+    )
+
+
 def running(
     name: str,
     *,
@@ -31,7 +38,7 @@ def running(
     duration_minutes: int | None = 60,
 ) -> RunningWorkload:
     return RunningWorkload(
-        ref=ref(name),
+        key=key(name),
         gpu_vendor=vendor,
         gpus=gpus,
         cluster_queue=queue,
@@ -44,7 +51,7 @@ def waiting(
     name: str, *, gpus: int = 8, vendor: str = "amd", queue: str = "kaiwo", minutes: int = 10
 ) -> PendingWorkload:
     return PendingWorkload(
-        ref=ref(name),
+        key=key(name),
         gpu_vendor=vendor,
         gpus=gpus,
         cluster_queue=queue,

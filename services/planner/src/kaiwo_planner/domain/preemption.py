@@ -40,10 +40,35 @@ PREEMPTION_REASON = "DurationExceededWithActiveGpuDemand"
 
 
 @dataclass(frozen=True, slots=True)
+class WorkloadKey:
+    """Names a workload. The planner keeps one per workload in the cluster, so this is a
+    plain value (about a tenth of an :class:`ObjectRef`'s memory); decisions name their
+    workloads with the ObjectRef :meth:`ref` makes."""
+
+    api_version: str
+    kind: str
+    name: str
+    namespace: str | None = None
+    uid: str | None = None
+
+    def sort_key(self) -> tuple[str, str, str, str]:
+        return (self.api_version, self.kind, self.namespace or "", self.name)
+
+    def ref(self) -> ObjectRef:
+        return ObjectRef(
+            api_version=self.api_version,
+            kind=self.kind,
+            name=self.name,
+            namespace=self.namespace,
+            uid=self.uid,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class RunningWorkload:
     """A RUNNING (or READY) KaiwoJob/KaiwoService and what it holds."""
 
-    ref: ObjectRef
+    key: WorkloadKey
     gpu_vendor: str
     gpus: int
     cluster_queue: str
@@ -59,7 +84,7 @@ class RunningWorkload:
 class PendingWorkload:
     """A PENDING KaiwoJob/KaiwoService; ``pending_since`` is its creation time (as upstream)."""
 
-    ref: ObjectRef
+    key: WorkloadKey
     gpu_vendor: str
     gpus: int
     cluster_queue: str
@@ -99,31 +124,38 @@ def decide_preemptions(
     threshold = parse_duration(scheduling.pending_threshold_for_preemption)
     expired = sorted(
         (w for w in running if w.deadline is not None and w.deadline <= now),
-        key=lambda w: (w.deadline, w.ref.sort_key()),
+        key=lambda w: (w.deadline, w.key.sort_key()),
     )
     waiting = sorted(
         (p for p in pending if p.gpus > 0 and now - p.pending_since > threshold),
-        key=lambda p: (p.pending_since, p.ref.sort_key()),
+        key=lambda p: (p.pending_since, p.key.sort_key()),
     )
-    taken: set[tuple[str, str, str, str]] = set()
+    expired_refs = tuple(w.key.ref() for w in expired)
+    # Still free to take, in the order above; once none is left, nobody else can be served.
+    free = list(zip(expired, expired_refs, strict=True))
     preemptions: list[Preemption] = []
     for beneficiary in waiting:
-        freed = 0
-        for victim in expired:
-            if freed >= beneficiary.gpus:
-                break
-            if victim.ref.sort_key() in taken or not _competes(victim, beneficiary):
-                continue
-            taken.add(victim.ref.sort_key())
-            freed += victim.gpus
-            preemptions.append(
-                Preemption(
-                    victim=victim.ref,
-                    beneficiary=beneficiary.ref,
-                    request=_request(beneficiary, threshold),
+        if not free:
+            break
+        freed, left, beneficiary_ref = 0, [], beneficiary.key.ref()
+        for victim, victim_ref in free:
+            if freed < beneficiary.gpus and _competes(victim, beneficiary):
+                freed += victim.gpus
+                preemptions.append(
+                    Preemption(
+                        victim=victim_ref,
+                        beneficiary=beneficiary_ref,
+                        request=_request(beneficiary, threshold),
+                    )
                 )
-            )
-    return PreemptionDecision(expired=tuple(w.ref for w in expired), preemptions=tuple(preemptions))
+            else:
+                left.append((victim, victim_ref))
+        free = left
+    return PreemptionDecision(expired=expired_refs, preemptions=tuple(preemptions))
+
+
+def _display(key: WorkloadKey) -> str:
+    return f"{key.kind}/{key.namespace}/{key.name}" if key.namespace else f"{key.kind}/{key.name}"
 
 
 def _competes(victim: RunningWorkload, waiting: PendingWorkload) -> bool:
@@ -139,7 +171,7 @@ def _request(beneficiary: PendingWorkload, threshold: timedelta) -> TerminationR
         reason=PREEMPTION_REASON,
         message=(
             "Terminated since duration was exceeded and there is active GPU demand: "
-            f"{beneficiary.ref.display()} has waited for {beneficiary.gpus} "
+            f"{_display(beneficiary.key)} has waited for {beneficiary.gpus} "
             f"{beneficiary.gpu_vendor.lower()} GPUs longer than {format_duration(threshold)}"
         ),
     )

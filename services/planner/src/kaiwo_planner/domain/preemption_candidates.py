@@ -15,10 +15,12 @@ from typing import Any
 
 from kaiwo_contracts.crds.config_v1alpha1 import KaiwoConfig
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
-from kaiwo_contracts.plans import ObjectRef
 
 from kaiwo_planner.domain.cluster import ClusterState
 from kaiwo_planner.domain.cluster_settings import (
+    KAIWO_CONFIG_KIND,
+    KAIWO_GROUP,
+    WORKLOAD_KINDS,
     kaiwo_config,
     parse_optional_duration,
     parse_time,
@@ -30,10 +32,12 @@ from kaiwo_planner.domain.preemption import (
     PendingWorkload,
     PreemptionDecision,
     RunningWorkload,
+    WorkloadKey,
     decide_preemptions,
 )
 
 _RUNNING = frozenset({WorkloadStatus.RUNNING.value, WorkloadStatus.READY.value})
+_CANDIDATE_KINDS = (*((KAIWO_GROUP, kind) for kind in WORKLOAD_KINDS), KAIWO_CONFIG_KIND)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +46,9 @@ class PreemptionCandidates:
     pending: tuple[PendingWorkload, ...] = ()
 
 
-def workload_ref(obj: Mapping[str, Any]) -> ObjectRef:
+def workload_key(obj: Mapping[str, Any]) -> WorkloadKey:
     meta = obj.get("metadata") or {}
-    return ObjectRef(
+    return WorkloadKey(
         api_version=str(obj.get("apiVersion", "")),
         kind=str(obj.get("kind", "")),
         name=str(meta.get("name") or ""),
@@ -63,7 +67,7 @@ def running_workload(obj: Mapping[str, Any], config: KaiwoConfig) -> RunningWork
     if status.get("status") not in _RUNNING or start is None:
         return None
     return RunningWorkload(
-        ref=workload_ref(obj),
+        key=workload_key(obj),
         gpu_vendor=str(spec.get("gpuVendor") or "amd"),
         gpus=requested_gpus(spec),
         cluster_queue=workload_queue(spec, config),
@@ -85,7 +89,7 @@ def pending_workload(obj: Mapping[str, Any], config: KaiwoConfig) -> PendingWork
     if status.get("status") != WorkloadStatus.PENDING.value or created is None:
         return None
     return PendingWorkload(
-        ref=workload_ref(obj),
+        key=workload_key(obj),
         gpu_vendor=str(spec.get("gpuVendor") or "amd"),
         gpus=requested_gpus(spec),
         cluster_queue=workload_queue(spec, config),
@@ -93,24 +97,46 @@ def pending_workload(obj: Mapping[str, Any], config: KaiwoConfig) -> PendingWork
     )
 
 
+_Candidate = RunningWorkload | PendingWorkload | None
+_Reads = dict[int, tuple[Mapping[str, Any], _Candidate]]
+"""What each workload object was read as, by ``id``. The entry holds its object, so no
+other object can take that id while the entry is there: an id found is that very object."""
+
+
 def preemption_candidates(cluster: ClusterState) -> PreemptionCandidates:
-    """Running and pending workloads of the snapshot (computed once per snapshot)."""
-    return cluster.derived(("preemption-candidates",), lambda: _candidates(cluster))
+    """Running and pending workloads of the cluster.
+
+    Kept across snapshots until a workload or the KaiwoConfig changes; then only the
+    workloads that changed are read again (see :func:`_candidates`).
+    """
+    return cluster.across_snapshots(
+        ("preemption-candidates",), _CANDIDATE_KINDS, lambda: _candidates(cluster)
+    )
 
 
 def _candidates(cluster: ClusterState) -> PreemptionCandidates:
     config = kaiwo_config(cluster)
-    running: list[RunningWorkload] = []
-    pending: list[PendingWorkload] = []
-    for obj in workloads(cluster):
-        found_running = running_workload(obj, config)
-        if found_running is not None:
-            running.append(found_running)
-            continue
-        found_pending = pending_workload(obj, config)
-        if found_pending is not None:
-            pending.append(found_pending)
-    return PreemptionCandidates(running=tuple(running), pending=tuple(pending))
+    # The projection replaces an object when it changes and never edits one in place, so a
+    # read stays valid for its object while the KaiwoConfig is the same.
+    earlier: _Reads = cluster.across_snapshots(("preemption-reads",), (KAIWO_CONFIG_KIND,), dict)
+    objects = workloads(cluster)
+    ids = list(map(id, objects))
+    reads = [
+        read if read is not None else (obj, _read(obj, config))
+        for obj, read in zip(objects, map(earlier.get, ids), strict=True)
+    ]
+    # Only the current objects stay (the old versions are let go).
+    earlier.clear()
+    earlier.update(zip(ids, reads, strict=True))
+    candidates = [read[1] for read in reads]
+    return PreemptionCandidates(
+        running=tuple(c for c in candidates if type(c) is RunningWorkload),
+        pending=tuple(c for c in candidates if type(c) is PendingWorkload),
+    )
+
+
+def _read(obj: Mapping[str, Any], config: KaiwoConfig) -> _Candidate:
+    return running_workload(obj, config) or pending_workload(obj, config)
 
 
 def preemption_decision(cluster: ClusterState, *, now: datetime) -> PreemptionDecision:

@@ -1,0 +1,147 @@
+"""The preemption candidates a projection's states share: read once per workload version."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from kaiwo_contracts.events import ObservedObjectV1
+from kaiwo_planner.domain.preemption import PendingWorkload, RunningWorkload, WorkloadKey
+from kaiwo_planner.domain.preemption_candidates import preemption_candidates
+from kaiwo_planner.domain.projection import Projection
+
+KAIWO = "kaiwo.silogen.ai/v1alpha1"
+
+
+def observed(obj: dict[str, Any], version: int) -> ObservedObjectV1:
+    meta = obj["metadata"]
+    return ObservedObjectV1(
+        kind=obj["kind"],
+        api_version=obj["apiVersion"],
+        namespace=meta.get("namespace"),
+        name=meta["name"],
+        uid=meta["uid"],
+        resource_version=str(version),
+        event_type="MODIFIED",
+        object={**obj, "metadata": {**meta, "resourceVersion": str(version)}},
+    )
+
+
+def kaiwo_job(name: str, status: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": KAIWO,
+        "kind": "KaiwoJob",
+        "metadata": {
+            "name": name,
+            "namespace": "team",
+            "uid": f"uid-{name}",
+            "creationTimestamp": "2026-01-01T10:00:00Z",
+        },
+        "spec": {"image": "busybox", "gpus": 4, **spec},
+        "status": status,
+    }
+
+
+PENDING = {"status": "PENDING"}
+RUNNING = {"status": "RUNNING", "startTime": "2026-01-01T11:00:00Z"}
+
+
+def config(default_queue: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoConfig",
+        "metadata": {"name": "kaiwo", "uid": "config-uid"},
+        "spec": {"defaultClusterQueueName": default_queue},
+    }
+
+
+def batch_job(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "team", "uid": f"uid-{name}-job"},
+    }
+
+
+def projection_of(*objects: dict[str, Any]) -> Projection:
+    projection = Projection()
+    for version, obj in enumerate(objects, start=1):
+        projection.apply(observed(obj, version), sequence=version)
+    return projection
+
+
+def key(name: str) -> WorkloadKey:
+    return WorkloadKey(
+        api_version=KAIWO, kind="KaiwoJob", name=name, namespace="team", uid=f"uid-{name}"
+    )
+
+
+def test_running_and_pending_workloads_are_read_from_the_objects() -> None:
+    projection = projection_of(
+        config("gpu-queue"),
+        kaiwo_job("waits", PENDING),
+        kaiwo_job("runs", RUNNING, duration="1h", clusterQueue="own-queue"),
+        kaiwo_job("done", {"status": "COMPLETE"}),
+    )
+
+    candidates = preemption_candidates(projection.cluster_state())
+
+    assert candidates.running == (
+        RunningWorkload(
+            key=key("runs"),
+            gpu_vendor="amd",
+            gpus=4,
+            cluster_queue="own-queue",
+            start_time=datetime(2026, 1, 1, 11, 0, tzinfo=UTC),
+            duration=timedelta(hours=1),
+        ),
+    )
+    assert candidates.pending == (
+        PendingWorkload(
+            key=key("waits"),
+            gpu_vendor="amd",
+            gpus=4,
+            cluster_queue="gpu-queue",
+            pending_since=datetime(2026, 1, 1, 10, 0, tzinfo=UTC),
+        ),
+    )
+
+
+def test_a_change_to_another_kind_keeps_the_candidates() -> None:
+    projection = projection_of(kaiwo_job("a", PENDING), kaiwo_job("b", RUNNING))
+    first = preemption_candidates(projection.cluster_state())
+
+    projection.apply(observed(batch_job("a"), 10), sequence=10)
+
+    assert preemption_candidates(projection.cluster_state()) is first
+
+
+def test_a_changed_workload_is_read_again_and_the_others_are_not() -> None:
+    projection = projection_of(kaiwo_job("a", PENDING), kaiwo_job("b", PENDING))
+    first = preemption_candidates(projection.cluster_state())
+
+    projection.apply(observed(kaiwo_job("a", RUNNING), 10), sequence=10)
+    second = preemption_candidates(projection.cluster_state())
+
+    assert [w.key.name for w in second.running] == ["a"]
+    assert [w.key.name for w in second.pending] == ["b"]
+    assert second.pending[0] is first.pending[1]  # b: the very read of the first snapshot
+
+
+def test_a_new_kaiwo_config_reads_every_workload_again() -> None:
+    projection = projection_of(config("first"), kaiwo_job("a", PENDING))
+    assert preemption_candidates(projection.cluster_state()).pending[0].cluster_queue == "first"
+
+    projection.apply(observed(config("second"), 10), sequence=10)
+
+    assert preemption_candidates(projection.cluster_state()).pending[0].cluster_queue == "second"
+
+
+def test_a_deleted_workload_leaves_the_candidates() -> None:
+    projection = projection_of(kaiwo_job("a", PENDING), kaiwo_job("b", PENDING))
+    preemption_candidates(projection.cluster_state())
+
+    gone = observed(kaiwo_job("a", PENDING), 10).model_copy(update={"event_type": "DELETED"})
+    projection.apply(gone, sequence=10)
+
+    assert [w.key.name for w in preemption_candidates(projection.cluster_state()).pending] == ["b"]
