@@ -6,24 +6,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from kaiwo_contracts.events import ObservedObjectV1
 from kaiwo_planner.domain.cluster_settings import kaiwo_config
 from kaiwo_planner.domain.kept_values import kept
 from kaiwo_planner.domain.projection import Projection
 
-
-def observed(obj: dict[str, Any], version: int) -> ObservedObjectV1:
-    meta = obj["metadata"]
-    return ObservedObjectV1(
-        kind=obj["kind"],
-        api_version=obj["apiVersion"],
-        namespace=meta.get("namespace"),
-        name=meta["name"],
-        uid=meta["uid"],
-        resource_version=str(version),
-        event_type="ADDED",
-        object={**obj, "metadata": {**meta, "resourceVersion": str(version)}},
-    )
+from tests.unit.planner.observations import observed
 
 
 def config(image: str) -> dict[str, Any]:

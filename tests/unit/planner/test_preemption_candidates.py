@@ -5,26 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kaiwo_contracts.events import ObservedObjectV1
 from kaiwo_planner.domain.preemption import PendingWorkload, RunningWorkload, WorkloadKey
 from kaiwo_planner.domain.preemption_candidates import preemption_candidates
 from kaiwo_planner.domain.projection import Projection
 
+from tests.unit.planner.observations import observed
+
 KAIWO = "kaiwo.silogen.ai/v1alpha1"
-
-
-def observed(obj: dict[str, Any], version: int) -> ObservedObjectV1:
-    meta = obj["metadata"]
-    return ObservedObjectV1(
-        kind=obj["kind"],
-        api_version=obj["apiVersion"],
-        namespace=meta.get("namespace"),
-        name=meta["name"],
-        uid=meta["uid"],
-        resource_version=str(version),
-        event_type="MODIFIED",
-        object={**obj, "metadata": {**meta, "resourceVersion": str(version)}},
-    )
 
 
 def kaiwo_job(name: str, status: dict[str, Any], **spec: Any) -> dict[str, Any]:

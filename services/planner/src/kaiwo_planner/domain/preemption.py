@@ -145,17 +145,13 @@ def decide_preemptions(
                     Preemption(
                         victim=victim_ref,
                         beneficiary=beneficiary_ref,
-                        request=_request(beneficiary, threshold),
+                        request=_request(beneficiary, beneficiary_ref, threshold),
                     )
                 )
             else:
                 left.append((victim, victim_ref))
         free = left
     return PreemptionDecision(expired=expired_refs, preemptions=tuple(preemptions))
-
-
-def _display(key: WorkloadKey) -> str:
-    return f"{key.kind}/{key.namespace}/{key.name}" if key.namespace else f"{key.kind}/{key.name}"
 
 
 def _competes(victim: RunningWorkload, waiting: PendingWorkload) -> bool:
@@ -166,12 +162,14 @@ def _competes(victim: RunningWorkload, waiting: PendingWorkload) -> bool:
     )
 
 
-def _request(beneficiary: PendingWorkload, threshold: timedelta) -> TerminationRequest:
+def _request(
+    beneficiary: PendingWorkload, beneficiary_ref: ObjectRef, threshold: timedelta
+) -> TerminationRequest:
     return TerminationRequest(
         reason=PREEMPTION_REASON,
         message=(
             "Terminated since duration was exceeded and there is active GPU demand: "
-            f"{_display(beneficiary.key)} has waited for {beneficiary.gpus} "
+            f"{beneficiary_ref.display()} has waited for {beneficiary.gpus} "
             f"{beneficiary.gpu_vendor.lower()} GPUs longer than {format_duration(threshold)}"
         ),
     )
