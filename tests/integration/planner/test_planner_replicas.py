@@ -76,6 +76,14 @@ async def until_holder(store: NatsLeaseStore, expected: str, *, within: float) -
         await asyncio.sleep(0.1)
 
 
+async def until_logged(log: Path, line: bytes, *, within: float) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while line not in (written := await asyncio.to_thread(log.read_bytes)):
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"{line!r} not in {log.name}: {written.decode()}")
+        await asyncio.sleep(0.1)
+
+
 async def test_a_second_planner_waits_and_takes_over_when_the_first_dies(
     leases: tuple[NatsServer, NatsLeaseStore],
     planners: list[subprocess.Popen[bytes]],
@@ -86,14 +94,15 @@ async def test_a_second_planner_waits_and_takes_over_when_the_first_dies(
     await until_holder(store, holder_of(first), within=20)
     second = start_planner(server.url, tmp_path / "second.log", planners)
 
+    # A loaded machine can take seconds to start a Python process: wait for it to say so.
+    await until_logged(tmp_path / "second.log", b"standby: another replica is active", within=30)
     await asyncio.sleep(LEASE_SECONDS * 2)  # several claims by the second, renewals by the first
     assert second.poll() is None, (tmp_path / "second.log").read_text()
     assert await store.holder("planner") == holder_of(first)
-    assert b"standby: another replica is active" in (tmp_path / "second.log").read_bytes()
 
     first.send_signal(signal.SIGKILL)  # no release: the lease must run out
     await until_holder(store, holder_of(second), within=LEASE_SECONDS * 4)
-    assert b"active: holding the lease" in (tmp_path / "second.log").read_bytes()
+    await until_logged(tmp_path / "second.log", b"active: holding the lease", within=10)
 
     second.send_signal(signal.SIGTERM)  # a graceful stop releases the lease
     assert await asyncio.to_thread(second.wait, 20) == 0
