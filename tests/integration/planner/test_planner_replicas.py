@@ -16,6 +16,8 @@ from kaiwo_runtime.leases import NatsLeaseStore
 from kaiwo_runtime.nats_server import NatsServer, free_port
 from nats.aio.client import Client
 
+from tests.integration.pipeline.harness import Pending, eventually
+
 pytestmark = [pytest.mark.nats, pytest.mark.slow]
 
 LEASE_SECONDS = 2.0
@@ -69,19 +71,19 @@ def holder_of(process: subprocess.Popen[bytes]) -> str:
 
 
 async def until_holder(store: NatsLeaseStore, expected: str, *, within: float) -> None:
-    deadline = asyncio.get_running_loop().time() + within
-    while (holder := await store.holder("planner")) != expected:
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"lease holder is {holder!r}, expected {expected!r}")
-        await asyncio.sleep(0.1)
+    async def check() -> bool | Pending:
+        holder = await store.holder("planner")
+        return holder == expected or Pending(f"lease holder is {holder!r}, not {expected!r}")
+
+    await eventually(check, what="the planner lease changes hands", within=within)
 
 
 async def until_logged(log: Path, line: bytes, *, within: float) -> None:
-    deadline = asyncio.get_running_loop().time() + within
-    while line not in (written := await asyncio.to_thread(log.read_bytes)):
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"{line!r} not in {log.name}: {written.decode()}")
-        await asyncio.sleep(0.1)
+    async def check() -> bool | Pending:
+        written = await asyncio.to_thread(log.read_bytes)
+        return line in written or Pending(f"{log.name}: {written.decode()}")
+
+    await eventually(check, what=f"{line!r} logged", within=within)
 
 
 async def test_a_second_planner_waits_and_takes_over_when_the_first_dies(
