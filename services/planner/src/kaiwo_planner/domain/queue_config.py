@@ -8,10 +8,15 @@ the cluster's nodes and namespaces into one :class:`~kaiwo_contracts.plans.Plan`
   namespace whose KaiwoJobs or KaiwoServices use it) and WorkloadPriorityClasses;
 * partial Node objects carrying the node-pool labels and, optionally, the GPU taint
   (:mod:`kaiwo_planner.domain.node_pools`);
-* with ``dynamicallyUpdateDefaultClusterQueue``, the KaiwoQueueConfig itself with the
-  discovered flavors, the default ClusterQueue and the default Topology merged into its spec
-  (so ``kubectl get kqc kaiwo -o yaml`` shows what is in force);
-* the status: READY, or FAILED with a condition saying what is wrong.
+* the status: READY, or FAILED with a condition saying what is wrong; the Ready condition's
+  message names what the operator added to the user's spec (discovered flavors, the default
+  ClusterQueue).
+
+The KaiwoQueueConfig's spec belongs to the user and is never written: with
+``dynamicallyUpdateDefaultClusterQueue`` the discovered flavors, the default ClusterQueue and
+the default Topology are merged into the spec *in force* (:func:`effective_spec`), which only
+the Kueue objects carry. So they follow the nodes as they come and go, and the user can
+re-apply their own manifest at any time (decision 0014).
 
 Flavors come from the spec, or from node-pool discovery when the spec lists none.
 
@@ -146,18 +151,7 @@ def plan_queue_config(
             gpu_taint_key=settings.nodes.default_gpu_taint_key,
         ),
     ]
-    if settings.dynamically_update_default_cluster_queue:
-        written = spec.to_wire()
-        if written != queue_config.spec.to_wire():
-            desired.append(
-                {
-                    "apiVersion": KQC_API_VERSION,
-                    "kind": "KaiwoQueueConfig",
-                    "metadata": {"name": KAIWO_QUEUE_CONFIG_NAME},
-                    "spec": written,
-                }
-            )
-    verdict = _verdict(spec, missing_namespaces)
+    verdict = _verdict(spec, missing_namespaces, generated=_generated(spec, queue_config.spec))
     status, events = _status(previous_status, verdict, generation=meta.generation, now=now)
     return Plan(
         owner=owner,
@@ -332,7 +326,23 @@ def _owner_reference(owner: ObjectRef) -> dict[str, Any] | None:
     }
 
 
-def _verdict(spec: KaiwoQueueConfigSpec, missing_namespaces: Sequence[str]) -> ConditionSpec:
+def _generated(effective: KaiwoQueueConfigSpec, written: KaiwoQueueConfigSpec) -> str:
+    """What the spec in force adds to or changes in the user's spec, for the Ready message."""
+    user_flavors = {f.name: f for f in written.resource_flavors or ()}
+    user_queues = {q.name: q for q in written.cluster_queues or ()}
+    flavors = [f.name for f in effective.resource_flavors or () if user_flavors.get(f.name) != f]
+    queues = [q.name for q in effective.cluster_queues or () if user_queues.get(q.name) != q]
+    parts = []
+    if queues:
+        parts.append("ClusterQueues " + ", ".join(queues))
+    if flavors:
+        parts.append("ResourceFlavors " + ", ".join(flavors))
+    return f" (generated from the nodes: {'; '.join(parts)})" if parts else ""
+
+
+def _verdict(
+    spec: KaiwoQueueConfigSpec, missing_namespaces: Sequence[str], *, generated: str
+) -> ConditionSpec:
     flavors = {f.name for f in spec.resource_flavors or ()}
     unknown = sorted(
         {
@@ -358,7 +368,10 @@ def _verdict(spec: KaiwoQueueConfigSpec, missing_namespaces: Sequence[str]) -> C
             "ClusterQueues refer to ResourceFlavors that are not defined: " + ", ".join(unknown),
         )
     return ConditionSpec(
-        READY_CONDITION, "True", "KueueObjectsPlanned", "Kueue objects match the KaiwoQueueConfig"
+        READY_CONDITION,
+        "True",
+        "KueueObjectsPlanned",
+        "Kueue objects match the KaiwoQueueConfig" + generated,
     )
 
 
