@@ -11,9 +11,10 @@ and ``planned_at``, the ``now`` it planned with. So, for each plan in order of
    including ``obs_sequence``;
 2. call :func:`~kaiwo_planner.domain.planning.plan_object` with the plan's owner as the
    projection holds it, the projection's cluster state and ``now = planned_at``;
-3. compare the replayed plan (and the objects the projection does not hold, ``absent``) with
-   the recorded one: equal fingerprints (the SHA-256 of the plan's canonical JSON), observed
-   resourceVersion and ``absent``: *reproduced*. Otherwise: *differs*, with a unified diff of
+3. compare the replayed plan (and the objects the projection does not hold, ``absent``, or
+   holds without what the plan asks, ``drifted``) with the recorded one: equal fingerprints
+   (the SHA-256 of the plan's canonical JSON), observed resourceVersion, ``absent`` and
+   ``drifted``: *reproduced*. Otherwise: *differs*, with a unified diff of
    the two as canonical YAML.
 
 Plans without ``planned_at`` (made outside the planner service) and plans whose owner the
@@ -181,9 +182,15 @@ def _judge(
     replayed = plan_fn(owner=owner, cluster=cluster, now=decided.planned_at)
     if replayed is not None and _same_as_recorded(decided, replayed, projection):
         return _verdict(event, decided, "reproduced")
-    recorded_doc = comparable(decided.plan, decided.absent)
+    recorded_doc = comparable(decided.plan, absent=decided.absent, drifted=decided.drifted)
     replayed_doc = (
-        comparable(replayed, projection.missing(replayed.desired)) if replayed else {"plan": None}
+        comparable(
+            replayed,
+            absent=projection.missing(replayed.desired),
+            drifted=projection.drifted(replayed.desired),
+        )
+        if replayed
+        else {"plan": None}
     )
     if canonical_json(recorded_doc) == canonical_json(replayed_doc):
         return _verdict(event, decided, "reproduced")
@@ -193,19 +200,24 @@ def _judge(
 def _same_as_recorded(decided: PlanDecidedV1, replayed: Plan, projection: Projection) -> bool:
     """The replayed plan equals the recorded one: equal fingerprints (a hash of the canonical
     JSON of everything but the observed resourceVersion, checked against the recorded plan
-    when it was parsed), that version, and the objects the cluster lacked."""
+    when it was parsed), that version, and the objects the cluster lacked or held drifted."""
     return (
         decided.fingerprint == replayed.fingerprint()
         and decided.plan.observed_resource_version == replayed.observed_resource_version
         and list(decided.absent) == list(projection.missing(replayed.desired))
+        and list(decided.drifted) == list(projection.drifted(replayed.desired))
     )
 
 
-def comparable(plan: Plan, absent: Sequence[ObjectRef]) -> dict[str, Any]:
-    """What replay compares: the plan and the desired objects the cluster lacked."""
+def comparable(
+    plan: Plan, *, absent: Sequence[ObjectRef], drifted: Sequence[ObjectRef] = ()
+) -> dict[str, Any]:
+    """What replay compares: the plan and the desired objects the cluster lacked or held
+    without what the plan asks."""
     return {
         "plan": plan.model_dump(mode="json", by_alias=True),
         "absent": [ref.model_dump(mode="json", by_alias=True) for ref in absent],
+        "drifted": [ref.model_dump(mode="json", by_alias=True) for ref in drifted],
     }
 
 

@@ -167,6 +167,29 @@ async def test_a_child_deleted_by_hand_comes_back_when_the_plan_names_it_absent(
     ]
 
 
+async def test_a_child_changed_by_hand_is_applied_again_when_the_plan_names_it_drifted(
+    harness: Any,
+) -> None:
+    plan = harness.plan([harness.job(), harness.config_map()])
+    await harness.run(plan, plan_id="plan-1")
+    config_maps = harness.served("v1", "ConfigMap")
+    edited = harness.fake.store.get(config_maps, namespace="team-a", name="train-entrypoint")
+    harness.fake.store.put(config_maps, {**edited, "data": {"entrypoint.sh": "rm -rf /data"}})
+
+    cm_ref = ObjectRef(
+        api_version="v1", kind="ConfigMap", name="train-entrypoint", namespace="team-a"
+    )
+    execution = await harness.run(plan, plan_id="plan-2", drifted=(cm_ref,))
+
+    restored = harness.find("v1", "ConfigMap", "train-entrypoint")
+    assert restored is not None
+    assert restored["data"] == harness.config_map()["data"]
+    assert outcomes(execution) == [
+        ("apply", "Job/team-a/train", "unchanged"),
+        ("apply", "ConfigMap/team-a/train-entrypoint", "applied"),
+    ]
+
+
 async def test_status_goes_through_the_status_subresource_and_only_when_it_changed(
     harness: Any,
 ) -> None:

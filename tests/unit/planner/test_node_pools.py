@@ -224,9 +224,7 @@ def test_a_node_without_reported_capacity_forms_no_pool(make_node: Any) -> None:
     del registered["status"]  # the kubelet created the Node; its status comes a moment later
     nodes = [make_node("mi300x-0", gpu="mi300x", cpu="128", memory="2Ti"), registered]
     pools = discover_node_pools(_infos(nodes), exclude_control_plane=False)
-    assert [(p.name, p.nodes) for p in pools] == [
-        ("amd-mi300x-8gpu-115core-1843gi", ("mi300x-0",))
-    ]
+    assert [(p.name, p.nodes) for p in pools] == [("amd-mi300x-8gpu-115core-1843gi", ("mi300x-0",))]
     changes = node_changes(
         _infos(nodes), exclude_control_plane=False, add_gpu_taint=True, gpu_taint_key="gpu"
     )

@@ -150,3 +150,80 @@ async def test_the_real_planner_recreates_a_job_deleted_by_hand(harness: Any, cl
     assert last.data.absent == (TRAIN_JOB,)
     assert last.causationid == "uid-job-train:7"
     assert replayed(harness, last) == canonical_json(last.data.plan.model_dump(mode="json"))
+
+
+async def test_a_child_changed_by_hand_is_published_as_drifted_once(
+    harness: Any, clock: Any
+) -> None:
+    service = harness.service(plan_fn=None)
+    await service.start()
+    await harness.observe(namespace("team-a"), "1", "ADDED")
+    await harness.observe(queue_config(), "2", "ADDED")
+    await harness.observe(kaiwo_job(), "3", "ADDED")
+    await harness.drain(service)
+    [_, first] = harness.plans()
+    applied = dict(first.data.plan.desired[0])
+    applied["metadata"] = {**applied["metadata"], "uid": "uid-job-train"}
+    await harness.observe(applied, "4", "ADDED")
+    await harness.drain(service)
+    assert len(harness.plans()) == 2
+
+    # Someone runs `kubectl edit job train` and sets parallelism to 8.
+    edited = {**applied, "spec": {**applied["spec"], "parallelism": 8}}
+    clock.advance(5)
+    edit = await harness.observe(edited, "5")
+    await harness.observe({**kaiwo_job(), "status": first.data.plan.status}, "6")
+    await harness.drain(service)
+    [_, _, again] = harness.plans()
+    # The same decision (its Events were announced once already), now naming the drift.
+    assert again.data.plan.desired == first.data.plan.desired
+    assert again.data.plan.status == first.data.plan.status
+    assert again.data.drifted == (TRAIN_JOB,)
+    assert again.data.absent == ()
+    assert again.causationid == edit.id
+
+    # The executor applies it again; what comes back holds the plan: nothing more to say.
+    await harness.observe(applied, "7")
+    await harness.drain(service)
+    assert len(harness.plans()) == 3
+
+
+async def test_a_resync_publishes_again_while_a_child_stays_drifted(
+    harness: Any, clock: Any
+) -> None:
+    service = harness.service(plan_fn=None, resync_on_start=False, resync_every_seconds=0)
+    await service.start()
+    await harness.observe(namespace("team-a"), "1", "ADDED")
+    await harness.observe(queue_config(), "2", "ADDED")
+    await harness.observe(kaiwo_job(), "3", "ADDED")
+    await harness.drain(service)
+    [_, first] = harness.plans()
+    applied = dict(first.data.plan.desired[0])
+    applied["metadata"] = {**applied["metadata"], "uid": "uid-job-train"}
+    edited = {**applied, "spec": {**applied["spec"], "parallelism": 8}}
+    await harness.observe(edited, "4", "ADDED")
+    await harness.drain(service)
+    assert len(harness.plans()) == 3  # drifted since its first observation
+
+    # The re-apply failed for good: the drift stays, and only a resync says it again.
+    await harness.observe({**kaiwo_job(), "status": first.data.plan.status}, "5")
+    await harness.drain(service)
+    assert len(harness.plans()) == 3
+    clock.advance(600)
+    await service.resync()
+    resynced = [p for p in harness.plans() if p.data.trigger == "resync"]
+    # The queue config's Kueue objects were never observed: absent, so they go out too.
+    assert [(p.subject, p.data.drifted, p.data.absent != ()) for p in resynced] == [
+        ("kaiwo", (), True),
+        ("team-a/train", (TRAIN_JOB,), False),
+    ]
+
+    await harness.observe(applied, "6")
+    await harness.drain(service)
+    clock.advance(600)
+    await service.resync()
+    assert [p.subject for p in harness.plans() if p.data.trigger == "resync"] == [
+        "kaiwo",
+        "team-a/train",
+        "kaiwo",
+    ]

@@ -9,7 +9,9 @@ order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` pe
    applied is left alone, unless the plan lists it in ``absent`` (the planner saw it missing,
    e.g. deleted by hand): then it is *created*, and one that exists after all (the plan was
    made before its creation was observed) is left as it is, so a late plan never overwrites
-   what others changed since (Kueue unsuspending a Job). Everything else is applied with
+   what others changed since (Kueue unsuspending a Job); or in ``drifted`` (the planner saw
+   it without what the plan asks, e.g. a field edited by hand): then it is applied again.
+   Everything else is applied with
    server-side apply, field manager
    ``kaiwo``, forced: the executor is the one owner of the fields it sets. The owner itself
    may be among them (a KaiwoQueueConfig writes back its spec) and is applied the same way.
@@ -135,6 +137,7 @@ class _Run:
     fingerprint: str
     memo: OwnerMemo
     absent: frozenset[str]
+    drifted: frozenset[str]
     desired_keys: frozenset[str]
     first_touch: bool = False
     """No executor ever acted for this owner: no child of ours can exist yet."""
@@ -231,6 +234,7 @@ class PlanExecutor:
             fingerprint=decision.fingerprint,
             memo=memo,
             absent=frozenset(ref_key(ref) for ref in decision.absent),
+            drifted=frozenset(ref_key(ref) for ref in decision.drifted),
             desired_keys=frozenset(manifest_key(manifest) for manifest in plan.desired),
             first_touch=first_touch,
         )
@@ -269,7 +273,7 @@ class PlanExecutor:
     async def _apply_desired(self, run: _Run, manifest: dict[str, Any]) -> None:
         key, target = manifest_key(manifest), manifest_ref(manifest)
         digest = content_hash(manifest)
-        if run.memo.objects.get(key) == digest:
+        if run.memo.objects.get(key) == digest and key not in run.drifted:
             if key not in run.absent:
                 self._metrics.writes_skipped.labels(kind=target.kind).inc()
                 self._record(run, "apply", target, "unchanged")

@@ -10,11 +10,20 @@ For each observation on the durable consumer ``planner-obs`` (stream ``KAIWO_OBS
    fingerprint differs from the last one published for that owner, or when the plan names
    desired objects the projection does not hold (``absent``) and that set differs from the
    one found last time: a child deleted by hand is re-created, while a child that is still
-   being created does not cause a plan per observation; or when the owner moved on to a new
+   being created does not cause a plan per observation; likewise when desired objects are
+   observed without what the plan asks of them (``drifted``: a field changed by hand) and
+   that set differs from last time; or when the owner moved on to a new
    resourceVersion while its status is still not the planned one. (The executor writes a
    status only onto the owner version it was planned from, so a plan made from a version
    that changed before the write lands is carried out without its status; the same
    decision is then published again for the newer version.)
+
+Resync. At start-up and every ``resync_every_seconds`` (default 10 minutes, like a
+controller's resync) every owner is planned again. The periodic resync also publishes a plan
+for each owner whose desired objects are absent or drifted even when that is what was found
+last time: an apply that failed for good, or drift the planner missed, is corrected within
+one resync. (At start-up the restored records say what was published; a restart does not
+send those plans again.)
 
 Timers. A planning result may ask to be planned again at ``replan_at`` (a duration runs out,
 a deadline passes). The service keeps one pending time per owner and plans it then, with
@@ -134,6 +143,7 @@ class _OwnerRecord:
 
     fingerprint: str | None
     absent: tuple[ObjectRef, ...] = ()
+    drifted: tuple[ObjectRef, ...] = ()
     resource_version: str | None = None
     """The owner's resourceVersion the last published plan was made from."""
     status: dict[str, Any] | None = None
@@ -311,7 +321,7 @@ class PlannerService:
         else:
             log.info("no snapshot; the projection starts empty")
         if self._settings.resync_on_start:
-            await self.resync()
+            await self.resync(reapply_gaps=False)
         now = self._clock()
         self._last_snapshot_at = now
         self._schedule_resync(now)
@@ -462,12 +472,18 @@ class PlannerService:
         self.metrics.timers_pending.set(len(self._timers))
         return fired
 
-    async def resync(self) -> int:
-        """Plan every owner now (the queue config and every workload); returns how many."""
+    async def resync(self, *, reapply_gaps: bool = True) -> int:
+        """Plan every owner now (the queue config and every workload); returns how many.
+
+        ``reapply_gaps``: publish again for owners whose desired objects are still absent or
+        drifted, though nothing changed since the last plan.
+        """
         now = self._clock()
         owners = (*queue_config(self._projection), *all_workloads(self._projection))
         with bound_context({"trigger": "resync"}):
-            await self._plan_round(owners, now=now, trigger="resync", cause=None)
+            await self._plan_round(
+                owners, now=now, trigger="resync", cause=None, reapply_gaps=reapply_gaps
+            )
         if owners:
             self._changes_since_snapshot += 1
         return len(owners)
@@ -504,6 +520,7 @@ class PlannerService:
         trigger: PlanTrigger,
         cause: Envelope[ObservedObjectV1] | None,
         sequence: int | None = None,
+        reapply_gaps: bool = False,
     ) -> None:
         """Plan ``owners`` in order, then any others their plans ask for, each at most once.
 
@@ -516,7 +533,9 @@ class PlannerService:
         while index < len(queue):
             if sequence is not None:
                 self._unfinished = _Unfinished(sequence=sequence, owners=tuple(queue[index:]))
-            extra = await self._plan_owner(queue[index], now=now, trigger=trigger, cause=cause)
+            extra = await self._plan_owner(
+                queue[index], now=now, trigger=trigger, cause=cause, reapply_gaps=reapply_gaps
+            )
             for ref in extra:
                 if ref.uid not in seen:
                     seen.add(ref.uid)
@@ -544,6 +563,7 @@ class PlannerService:
         now: datetime,
         trigger: PlanTrigger,
         cause: Envelope[ObservedObjectV1] | None,
+        reapply_gaps: bool = False,
     ) -> tuple[ObjectRef, ...]:
         """Plan one owner and publish the plan if it is news; returns the others to plan."""
         uid = ref.uid or ""
@@ -569,16 +589,21 @@ class PlannerService:
             self.metrics.plans.labels(ref.kind, "no_plan").inc()
             return also
         absent = self._projection.missing(plan.desired)
+        drifted = self._projection.drifted(plan.desired)
         fingerprint = _decision_fingerprint(plan)
-        unchanged = record is not None and record.fingerprint == fingerprint
         if (
             record is not None
-            and unchanged
-            and (not absent or absent == record.absent)
+            and not _is_news(
+                record,
+                fingerprint=fingerprint,
+                absent=absent,
+                drifted=drifted,
+                reapply_gaps=reapply_gaps,
+            )
             and not _status_left_behind(plan, owner, record)
         ):
-            # Nothing new to apply; remember what is absent so a later deletion shows up.
-            record.absent = absent
+            # Nothing new to apply; remember what is missing so a later change shows up.
+            record.absent, record.drifted = absent, drifted
             self.metrics.plans.labels(ref.kind, "unchanged").inc()
             return also
         await self._publish(
@@ -587,7 +612,7 @@ class PlannerService:
             now=now,
             trigger=trigger,
             cause=cause,
-            absent=absent,
+            gaps=(absent, drifted),
             assumed=assumed,
             # Without Events the decision's fingerprint is the plan's own: hash it once.
             plan_fingerprint=None if plan.events else fingerprint,
@@ -595,6 +620,7 @@ class PlannerService:
         self._owners[uid] = _OwnerRecord(
             fingerprint=fingerprint,
             absent=absent,
+            drifted=drifted,
             resource_version=plan.observed_resource_version,
             status=plan.status if plan.status is not None else (record.status if record else None),
         )
@@ -623,10 +649,12 @@ class PlannerService:
         now: datetime,
         trigger: PlanTrigger,
         cause: Envelope[ObservedObjectV1] | None,
-        absent: tuple[ObjectRef, ...],
+        gaps: tuple[tuple[ObjectRef, ...], tuple[ObjectRef, ...]],
         assumed: dict[str, Any] | None,
         plan_fingerprint: str | None,
     ) -> None:
+        """Publish ``plan``; ``gaps`` are its absent and drifted desired objects."""
+        absent, drifted = gaps
         uid = ref.uid or ""
         if cause is not None:
             cause_id = cause.id
@@ -640,6 +668,7 @@ class PlannerService:
             trigger=trigger,
             obs_sequence=self._projection.last_sequence,
             absent=absent,
+            drifted=drifted,
             assumed_status=assumed,
             fingerprint=plan_fingerprint,
         )
@@ -664,6 +693,7 @@ class PlannerService:
             plan_id=envelope.id,
             fingerprint=payload.fingerprint[:12],
             absent=len(absent),
+            drifted=len(drifted),
             duplicate=ack.duplicate,
         )
 
@@ -689,6 +719,7 @@ class PlannerService:
                 uid: {
                     "fingerprint": record.fingerprint,
                     "absent": [ref.model_dump(mode="json") for ref in record.absent],
+                    "drifted": [ref.model_dump(mode="json") for ref in record.drifted],
                     "resourceVersion": record.resource_version,
                     "status": record.status,
                 }
@@ -729,6 +760,7 @@ class PlannerService:
                 str(uid): _OwnerRecord(
                     fingerprint=record["fingerprint"],
                     absent=tuple(ObjectRef.model_validate(r) for r in record["absent"]),
+                    drifted=tuple(ObjectRef.model_validate(r) for r in record.get("drifted") or ()),
                     resource_version=record.get("resourceVersion"),
                     status=record.get("status"),
                 )
@@ -757,6 +789,29 @@ def _decision_fingerprint(plan: Plan) -> str:
     if not plan.events:
         return plan.fingerprint()
     return plan.model_copy(update={"events": ()}).fingerprint()
+
+
+def _is_news(
+    record: _OwnerRecord,
+    *,
+    fingerprint: str,
+    absent: tuple[ObjectRef, ...],
+    drifted: tuple[ObjectRef, ...],
+    reapply_gaps: bool,
+) -> bool:
+    """Whether a plan asks the executor for something the last published one did not.
+
+    Absent or drifted objects are news when the set differs from last time: an object still
+    being created or updated stays in the set until its observation comes back, and must
+    not cause a plan per observation meanwhile. With ``reapply_gaps`` (a periodic resync) a
+    plan is news while anything is absent or drifted, so what a failed or missed apply left
+    behind is corrected once per resync.
+    """
+    if record.fingerprint != fingerprint:
+        return True
+    if reapply_gaps and (absent or drifted):
+        return True
+    return bool(absent and absent != record.absent) or bool(drifted and drifted != record.drifted)
 
 
 def _status_left_behind(plan: Plan, owner: Mapping[str, Any], record: _OwnerRecord) -> bool:

@@ -41,6 +41,7 @@ from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
 from kaiwo_contracts.plans import ObjectRef, canonical_json
 
 from kaiwo_planner.domain.cluster import ClusterState, NodeInfo, QueueUse
+from kaiwo_planner.domain.manifest_comparison import contains
 
 _T = TypeVar("_T")
 
@@ -347,6 +348,11 @@ class ProjectedClusterState(ClusterState):
         return found if kind is None else tuple(o for o in found if o.get("kind") == kind)
 
 
+def _asked_for(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A manifest without ``apiVersion``: the observed copy may be served at another version."""
+    return {key: value for key, value in manifest.items() if key != "apiVersion"}
+
+
 def _label_group(key: str, value: str) -> str:
     # One string per label pair; "\x00" cannot occur in a label key or value.
     return f"{key}\x00{value}"
@@ -545,10 +551,13 @@ class Projection:
         keys = self._by_identity.get((group, kind, namespace or "", name))
         if not keys:
             return None
+        return self._newest(keys).object
+
+    def _newest(self, keys: Iterable[ObjectKey]) -> _Entry:
         # Two live uids with one name happen only when a deletion was missed: take the
         # most recently observed, whatever order the entries arrived in.
         newest = max(keys, key=lambda k: (self._live[k].sequence, k))
-        return self._live[newest].object
+        return self._live[newest]
 
     def contains(self, ref: ObjectRef) -> bool:
         """Whether an object with ``ref``'s group, kind, namespace and name is observed."""
@@ -563,6 +572,20 @@ class Projection:
         absent = (m for m in manifests if object_identity(m) not in self._by_identity)
         refs = (object_ref(manifest).model_copy(update={"uid": None}) for manifest in absent)
         return tuple(sorted(refs, key=ObjectRef.sort_key))
+
+    def drifted(self, manifests: Iterable[Mapping[str, Any]]) -> tuple[ObjectRef, ...]:
+        """Refs (without uid) of the ``manifests`` observed without what they ask for, sorted.
+
+        An object changed by hand (a Job's ``parallelism``, a ConfigMap's data) shows here
+        until the executor applies the manifest again. Server-side defaults, canonical
+        quantities and fields others added do not count (:func:`manifest_comparison.contains`).
+        """
+        drifted = []
+        for manifest in manifests:
+            found = self._by_identity.get(object_identity(manifest))
+            if found and not contains(self._newest(found).object, _asked_for(manifest)):
+                drifted.append(object_ref(manifest).model_copy(update={"uid": None}))
+        return tuple(sorted(drifted, key=ObjectRef.sort_key))
 
     def objects_of_kind(
         self, *, group: str, kind: str, namespace: str | None = None
