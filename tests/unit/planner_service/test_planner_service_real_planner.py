@@ -227,3 +227,23 @@ async def test_a_resync_publishes_again_while_a_child_stays_drifted(
         "team-a/train",
         "kaiwo",
     ]
+
+
+async def test_created_children_coming_back_one_by_one_publish_nothing(
+    harness: Any, clock: Any
+) -> None:
+    service = harness.service(plan_fn=None)
+    await service.start()
+    await harness.observe(namespace("team-a"), "1", "ADDED")
+    await harness.observe(queue_config(), "2", "ADDED")
+    await harness.drain(service)
+    [kqc] = harness.plans()
+    assert len(kqc.data.absent) == 2
+
+    # The executor created both; their observations arrive one at a time.
+    for index, created in enumerate(kqc.data.plan.desired):
+        observed = {**created, "metadata": {**created["metadata"], "uid": f"uid-q{index}"}}
+        clock.advance(1)
+        await harness.observe(observed, str(3 + index), "ADDED")
+        await harness.drain(service)
+    assert len(harness.plans()) == 1

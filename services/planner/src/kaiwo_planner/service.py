@@ -801,17 +801,18 @@ def _is_news(
 ) -> bool:
     """Whether a plan asks the executor for something the last published one did not.
 
-    Absent or drifted objects are news when the set differs from last time: an object still
-    being created or updated stays in the set until its observation comes back, and must
-    not cause a plan per observation meanwhile. With ``reapply_gaps`` (a periodic resync) a
-    plan is news while anything is absent or drifted, so what a failed or missed apply left
-    behind is corrected once per resync.
+    An absent or drifted object is news when it was not so last time. One still being created
+    or updated stays in the set until its observation comes back, and must not cause a plan
+    per observation meanwhile; nor does the set shrinking as the executor's writes come back
+    one by one (a plan per returning object would send every write again, n² in all). With
+    ``reapply_gaps`` (a periodic resync) a plan is news while anything is absent or drifted,
+    so what a failed or missed apply left behind is corrected once per resync.
     """
     if record.fingerprint != fingerprint:
         return True
     if reapply_gaps and (absent or drifted):
         return True
-    return bool(absent and absent != record.absent) or bool(drifted and drifted != record.drifted)
+    return not set(absent) <= set(record.absent) or not set(drifted) <= set(record.drifted)
 
 
 def _status_left_behind(plan: Plan, owner: Mapping[str, Any], record: _OwnerRecord) -> bool:
