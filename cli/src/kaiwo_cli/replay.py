@@ -11,11 +11,12 @@ and ``planned_at``, the ``now`` it planned with. So, for each plan in order of
    including ``obs_sequence``;
 2. call :func:`~kaiwo_planner.domain.planning.plan_object` with the plan's owner as the
    projection holds it, the projection's cluster state and ``now = planned_at``;
-3. compare the replayed plan (and the objects the projection does not hold, ``absent``, or
-   holds without what the plan asks, ``drifted``) with the recorded one: equal fingerprints
-   (the SHA-256 of the plan's canonical JSON), observed resourceVersion, ``absent`` and
-   ``drifted``: *reproduced*. Otherwise: *differs*, with a unified diff of
-   the two as canonical YAML.
+3. compare the replayed plan with the recorded one: equal fingerprints (the SHA-256 of the
+   plan's canonical JSON) and observed resourceVersion, and every object the recorded plan
+   named ``absent`` (``drifted``) is also one the projection does not hold (holds without
+   what the plan asks): *reproduced*. (A plan names only the gaps that are new since its
+   owner was last planned, which depends on that history; the projection confirms each.)
+   Otherwise: *differs*, with a unified diff of the two as canonical YAML.
 
 Plans without ``planned_at`` (made outside the planner service) and plans whose owner the
 projection does not hold are *skipped*, with the reason.
@@ -184,11 +185,7 @@ def _judge(
         return _verdict(event, decided, "reproduced")
     recorded_doc = comparable(decided.plan, absent=decided.absent, drifted=decided.drifted)
     replayed_doc = (
-        comparable(
-            replayed,
-            absent=projection.missing(replayed.desired),
-            drifted=projection.drifted(replayed.desired),
-        )
+        comparable(replayed, **_confirmed_gaps(decided, replayed, projection))
         if replayed
         else {"plan": None}
     )
@@ -200,13 +197,26 @@ def _judge(
 def _same_as_recorded(decided: PlanDecidedV1, replayed: Plan, projection: Projection) -> bool:
     """The replayed plan equals the recorded one: equal fingerprints (a hash of the canonical
     JSON of everything but the observed resourceVersion, checked against the recorded plan
-    when it was parsed), that version, and the objects the cluster lacked or held drifted."""
+    when it was parsed), that version, and the gaps it named are gaps of the projection."""
+    confirmed = _confirmed_gaps(decided, replayed, projection)
     return (
         decided.fingerprint == replayed.fingerprint()
         and decided.plan.observed_resource_version == replayed.observed_resource_version
-        and list(decided.absent) == list(projection.missing(replayed.desired))
-        and list(decided.drifted) == list(projection.drifted(replayed.desired))
+        and confirmed["absent"] == decided.absent
+        and confirmed["drifted"] == decided.drifted
     )
+
+
+def _confirmed_gaps(
+    decided: PlanDecidedV1, replayed: Plan, projection: Projection
+) -> dict[str, tuple[ObjectRef, ...]]:
+    """The recorded ``absent`` and ``drifted`` refs that the projection confirms."""
+    missing = set(projection.missing(replayed.desired))
+    drifted = set(projection.drifted(replayed.desired))
+    return {
+        "absent": tuple(ref for ref in decided.absent if ref in missing),
+        "drifted": tuple(ref for ref in decided.drifted if ref in drifted),
+    }
 
 
 def comparable(

@@ -7,16 +7,21 @@ For each observation on the durable consumer ``planner-obs`` (stream ``KAIWO_OBS
 2. find the owners it may affect (:func:`~kaiwo_planner.domain.fanout.owners_to_replan`);
 3. plan each one with the pure planning function, ``now`` = the observation's envelope time;
 4. publish a ``PlanDecidedV1`` on ``kaiwo.plan.<kind>.<scope>.<uid>`` only when the plan's
-   fingerprint differs from the last one published for that owner, or when the plan names
-   desired objects the projection does not hold (``absent``) and that set differs from the
-   one found last time: a child deleted by hand is re-created, while a child that is still
-   being created does not cause a plan per observation; likewise when desired objects are
-   observed without what the plan asks of them (``drifted``: a field changed by hand) and
-   that set differs from last time; or when the owner moved on to a new
-   resourceVersion while its status is still not the planned one. (The executor writes a
-   status only onto the owner version it was planned from, so a plan made from a version
-   that changed before the write lands is carried out without its status; the same
-   decision is then published again for the newer version.)
+   fingerprint differs from the last one published for that owner, or when desired objects
+   went missing from the projection (``absent``) or are observed without what the plan asks
+   of them (``drifted``: a field changed by hand) since the owner was last planned; or when
+   the owner moved on to a new resourceVersion while its status is still not the planned
+   one. (The executor writes a status only onto the owner version it was planned from, so a
+   plan made from a version that changed before the write lands is carried out without its
+   status; the same decision is then published again for the newer version.)
+
+   A plan names as ``absent`` and ``drifted`` only what became so since the owner was last
+   planned. A child the executor is still creating or updating stays missing (or stale) in
+   the projection until its observation comes back; naming it again in every plan meanwhile
+   would make the executor create or apply it again each time (on a real API server: the
+   twelve Kueue objects of a queue config re-created 60 times over while the first
+   observations of a start-up came in). A child deleted or edited by hand causes exactly one
+   plan that names it.
 
 Resync. At start-up and every ``resync_every_seconds`` (default 10 minutes, like a
 controller's resync) every owner is planned again. The periodic resync also publishes a plan
@@ -606,13 +611,15 @@ class PlannerService:
             record.absent, record.drifted = absent, drifted
             self.metrics.plans.labels(ref.kind, "unchanged").inc()
             return also
+        # A resync names every gap again; otherwise only what is new since the last planning.
+        before = record if record is not None and not reapply_gaps else _OwnerRecord(None)
         await self._publish(
             ref,
             plan,
             now=now,
             trigger=trigger,
             cause=cause,
-            gaps=(absent, drifted),
+            gaps=(_newly(absent, before.absent), _newly(drifted, before.drifted)),
             assumed=assumed,
             # Without Events the decision's fingerprint is the plan's own: hash it once.
             plan_fingerprint=None if plan.events else fingerprint,
@@ -789,6 +796,14 @@ def _decision_fingerprint(plan: Plan) -> str:
     if not plan.events:
         return plan.fingerprint()
     return plan.model_copy(update={"events": ()}).fingerprint()
+
+
+def _newly(found: tuple[ObjectRef, ...], before: tuple[ObjectRef, ...]) -> tuple[ObjectRef, ...]:
+    """The refs of ``found`` not among ``before``."""
+    if not before:
+        return found
+    known = set(before)
+    return tuple(ref for ref in found if ref not in known)
 
 
 def _is_news(
