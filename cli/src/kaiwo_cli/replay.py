@@ -212,7 +212,8 @@ def _confirmed_gaps(
 ) -> dict[str, tuple[ObjectRef, ...]]:
     """The recorded ``absent`` and ``drifted`` refs that the projection confirms."""
     missing = set(projection.missing(replayed.desired))
-    drifted = set(projection.drifted(replayed.desired))
+    # A resync also names objects the operator wrote last: confirm against that wider set.
+    drifted = set(projection.drifted(replayed.desired, ours_too=True))
     return {
         "absent": tuple(ref for ref in decided.absent if ref in missing),
         "drifted": tuple(ref for ref in decided.drifted if ref in drifted),

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from kaiwo_planner.domain.manifest_comparison import contains, differing_paths
+from kaiwo_planner.domain.projection import written_last_by_operator
 
 WANTED_JOB: dict[str, Any] = {
     "kind": "Job",
@@ -229,3 +230,46 @@ def test_our_taint_among_the_nodes_own_with_the_time_the_server_added() -> None:
 )
 def test_scalars(stored: Any, wanted: Any, held: bool) -> None:
     assert contains(stored, wanted) is held
+
+
+def _managed(*entries: tuple[str, str, str | None]) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "managedFields": [
+                {"manager": manager, "operation": "Apply", "time": at}
+                | ({"subresource": sub} if sub else {})
+                for manager, at, sub in entries
+            ]
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("entries", "ours"),
+    [
+        # Our apply, then the Job controller's status: still ours.
+        (
+            [
+                ("kaiwo", "2026-11-24T09:00:00Z", None),
+                ("kube-controller-manager", "2026-11-24T09:00:05Z", "status"),
+            ],
+            True,
+        ),
+        # Someone ran kubectl edit after our apply.
+        (
+            [
+                ("kaiwo", "2026-11-24T09:00:00Z", None),
+                ("kubectl-edit", "2026-11-24T09:03:00Z", None),
+            ],
+            False,
+        ),
+        # The same second: their edit may be the newer one.
+        (
+            [("kaiwo", "2026-11-24T09:00:00Z", None), ("kueue", "2026-11-24T09:00:00Z", None)],
+            False,
+        ),
+        ([], False),
+    ],
+)
+def test_who_wrote_an_object_last(entries: list[Any], ours: bool) -> None:
+    assert written_last_by_operator(_managed(*entries)) is ours

@@ -247,3 +247,36 @@ async def test_created_children_coming_back_one_by_one_publish_nothing(
         await harness.observe(observed, str(3 + index), "ADDED")
         await harness.drain(service)
     assert len(harness.plans()) == 1
+
+
+async def test_an_older_version_of_our_own_write_is_not_drift_until_a_resync(
+    harness: Any, clock: Any
+) -> None:
+    service = harness.service(plan_fn=None, resync_on_start=False, resync_every_seconds=0)
+    await service.start()
+    await harness.observe(namespace("team-a"), "1", "ADDED")
+    await harness.observe(queue_config(), "2", "ADDED")
+    await harness.observe(kaiwo_job(), "3", "ADDED")
+    await harness.drain(service)
+    [_, first] = harness.plans()
+    # What comes back was last written by the operator but holds less than the plan asks
+    # (an update of ours still on its way, or one the server refused for good).
+    ours = dict(first.data.plan.desired[0])
+    ours["metadata"] = {
+        **ours["metadata"],
+        "uid": "uid-job-train",
+        "managedFields": [
+            {"manager": "kaiwo", "operation": "Apply", "time": "2026-03-01T12:00:00Z"}
+        ],
+    }
+    ours["spec"] = {**ours["spec"], "parallelism": 8}
+    await harness.observe(ours, "4", "ADDED")
+    await harness.drain(service)
+    assert len(harness.plans()) == 2
+
+    clock.advance(600)
+    await service.resync()
+    resynced = [p for p in harness.plans() if p.data.trigger == "resync"]
+    assert [(p.subject, p.data.drifted) for p in resynced if p.subject != "kaiwo"] == [
+        ("team-a/train", (TRAIN_JOB,))
+    ]

@@ -19,6 +19,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+OPERATOR_FIELD_MANAGER = "kaiwo"
+"""The field manager of every child the executor writes (server-side apply, merge patch)."""
+STATUS_FIELD_MANAGER = "kaiwo-status"
+"""The field manager of the statuses the executor writes through the status subresource."""
+
 
 class _Contract(BaseModel):
     model_config = ConfigDict(

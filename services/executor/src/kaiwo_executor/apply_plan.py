@@ -61,7 +61,14 @@ from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 import structlog
 from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.events.results import ActionOutcome, ActionOutcomeKind, Operation
-from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule
+from kaiwo_contracts.plans import (
+    OPERATOR_FIELD_MANAGER,
+    STATUS_FIELD_MANAGER,
+    EventIntent,
+    ObjectRef,
+    Plan,
+    PruneRule,
+)
 from kaiwo_kube import AlreadyExists, Conflict, KubeError, KubernetesPort, NotFound, ResourceType
 from kaiwo_kube.events import event_manifest
 from kaiwo_kube.resources import NODE, known_type
@@ -84,8 +91,7 @@ from kaiwo_executor.execution_memo import (
 from kaiwo_executor.metrics import ExecutorMetrics
 from kaiwo_executor.node_merge import node_patch
 
-FIELD_MANAGER = "kaiwo"
-STATUS_FIELD_MANAGER = "kaiwo-status"
+FIELD_MANAGER = OPERATOR_FIELD_MANAGER
 STALE_STATUS = "the owner changed since the plan was made; the plan of its newer version writes it"
 COMPONENT = "kaiwo-executor"
 EVENT_API_VERSION = "v1"

@@ -594,7 +594,7 @@ class PlannerService:
             self.metrics.plans.labels(ref.kind, "no_plan").inc()
             return also
         absent = self._projection.missing(plan.desired)
-        drifted = self._projection.drifted(plan.desired)
+        drifted = self._projection.drifted(plan.desired, ours_too=reapply_gaps)
         fingerprint = _decision_fingerprint(plan)
         if (
             record is not None
