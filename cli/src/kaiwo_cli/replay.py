@@ -43,6 +43,7 @@ from kaiwo_contracts.events import ObservedObjectV1, PlanDecidedV1
 from kaiwo_contracts.plans import ObjectRef, Plan, canonical_json
 from kaiwo_eventstore import EventStore, StoredEvent, cyclic_gc_paused
 from kaiwo_planner.domain.cluster import ClusterState
+from kaiwo_planner.domain.default_objects import default_object_plans
 from kaiwo_planner.domain.planned_status import owner_with_status
 from kaiwo_planner.domain.planning import plan_object
 from kaiwo_planner.domain.projection import Projection
@@ -168,6 +169,8 @@ def _judge(
 ) -> PlanReplay:
     if decided.planned_at is None:
         return _skipped(event, "planned outside the planner (no plannedAt)", decided)
+    if decided.plan.create_only and decided.plan.owner.uid is None:
+        return _judge_default_object(event, decided, projection)
     uid = decided.plan.owner.uid
     owner = projection.by_uid(uid) if uid else None
     if owner is None:
@@ -191,6 +194,21 @@ def _judge(
     )
     if canonical_json(recorded_doc) == canonical_json(replayed_doc):
         return _verdict(event, decided, "reproduced")
+    return _verdict(event, decided, "differs", diff=unified_yaml_diff(recorded_doc, replayed_doc))
+
+
+def _judge_default_object(
+    event: StoredEvent, decided: PlanDecidedV1, projection: Projection
+) -> PlanReplay:
+    """A plan that creates a missing singleton: the cluster then lacked it, and the plan for
+    it is the one recorded."""
+    replayed = {
+        plan.owner.kind: plan for plan in default_object_plans(projection.cluster_state())
+    }.get(decided.plan.owner.kind)
+    if replayed is not None and replayed.fingerprint() == decided.fingerprint:
+        return _verdict(event, decided, "reproduced")
+    recorded_doc = comparable(decided.plan, absent=decided.absent)
+    replayed_doc = comparable(replayed, absent=decided.absent) if replayed else {"plan": None}
     return _verdict(event, decided, "differs", diff=unified_yaml_diff(recorded_doc, replayed_doc))
 
 

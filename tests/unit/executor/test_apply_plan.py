@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from kaiwo_contracts.events.plans import PlanDecidedV1
-from kaiwo_contracts.plans import EventIntent, ObjectRef, PruneRule
+from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule
 from kaiwo_kube import Conflict, Retryable
 
 JOBS = ("batch", "jobs", "team-a", "train")
@@ -459,3 +459,40 @@ async def test_children_of_a_plan_cut_short_by_a_crash_are_pruned_by_the_next(
     assert ("delete", "ConfigMap/team-a/train-entrypoint", "deleted") in [
         (a.operation, a.target.display(), a.outcome) for a in execution.actions
     ]
+
+
+async def test_a_create_only_plan_creates_and_never_overwrites_the_users_edits(
+    harness: Any,
+) -> None:
+    empty = {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoQueueConfig",
+        "metadata": {"name": "kaiwo"},
+        "spec": {},
+    }
+    harness.owner = ObjectRef(
+        api_version="kaiwo.silogen.ai/v1alpha1", kind="KaiwoQueueConfig", name="kaiwo"
+    )
+    plan = Plan(owner=harness.owner, desired=(empty,), create_only=True)
+    kqc_ref = ObjectRef(
+        api_version="kaiwo.silogen.ai/v1alpha1", kind="KaiwoQueueConfig", name="kaiwo"
+    )
+
+    created = await harness.run(plan, plan_id="plan-1", absent=(kqc_ref,))
+    stored = harness.find("kaiwo.silogen.ai/v1alpha1", "KaiwoQueueConfig", "kaiwo", namespace=None)
+    assert stored["spec"] == {}
+    assert outcomes(created) == [("apply", "KaiwoQueueConfig/kaiwo", "applied")]
+    # Create, not apply: no field of the user's object belongs to the operator's applies.
+    assert [m for m in managers(stored) if m[1] == "Apply"] == []
+
+    # The user fills it in; the same plan again (say, after the planner restarted) creates
+    # nothing and changes nothing.
+    queue_configs = harness.served("kaiwo.silogen.ai/v1alpha1", "KaiwoQueueConfig")
+    spec = {"clusterQueues": [{"name": "team", "spec": {}}]}
+    harness.fake.store.put(queue_configs, {**stored, "spec": spec})
+    again = await harness.run(
+        plan, plan_id="plan-2", absent=(kqc_ref,), executor=harness.executor(kv=type(harness.kv)())
+    )
+    kept = harness.find("kaiwo.silogen.ai/v1alpha1", "KaiwoQueueConfig", "kaiwo", namespace=None)
+    assert kept["spec"] == spec
+    assert outcomes(again) == [("apply", "KaiwoQueueConfig/kaiwo", "unchanged")]

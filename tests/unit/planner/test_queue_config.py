@@ -530,3 +530,55 @@ def test_default_queue_config(make_node: Any, exclude: bool) -> None:
     assert manifest["spec"]["topologies"][0]["metadata"] == {"name": "default-topology"}
     # The manifest is a valid KaiwoQueueConfig.
     assert KaiwoQueueConfig.from_wire(manifest).metadata.name == "kaiwo"
+
+
+def test_an_empty_spec_means_the_default_queue_over_the_discovered_pools(
+    make_node: Any,
+) -> None:
+    nodes = [make_node("mi300x-0", gpu="mi300x", cpu="128", memory="2Ti")]
+    plan = plan_queue_config(
+        queue_config=kqc({}), kaiwo_config=kaiwo_config(), cluster=cluster(nodes), now=NOW
+    )
+    assert kueue_part(plan.desired) == [
+        {
+            "apiVersion": KUEUE,
+            "kind": "ClusterQueue",
+            "metadata": {"name": "kaiwo", **META},
+            "spec": {
+                "namespaceSelector": {},
+                "cohort": "kaiwo",
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "memory", "amd.com/gpu"],
+                        "flavors": [
+                            {
+                                "name": AMD_POOL,
+                                "resources": [
+                                    {"name": "cpu", "nominalQuota": "115"},
+                                    {"name": "memory", "nominalQuota": "1843Gi"},
+                                    {"name": "amd.com/gpu", "nominalQuota": "8"},
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": KUEUE,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": AMD_POOL, **META},
+            "spec": {
+                "topologyName": "default-topology",
+                "nodeLabels": {"kaiwo/nodepool": AMD_POOL},
+            },
+        },
+        {
+            "apiVersion": KUEUE,
+            "kind": "Topology",
+            "metadata": {"name": "default-topology", **META},
+            "spec": DEFAULT_TOPOLOGY_SPEC,
+        },
+    ]
+    assert plan.status is not None
+    assert plan.status["status"] == "READY"

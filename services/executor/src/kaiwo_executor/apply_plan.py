@@ -11,7 +11,8 @@ order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` pe
    made before its creation was observed) is left as it is, so a late plan never overwrites
    what others changed since (Kueue unsuspending a Job); or in ``drifted`` (the planner saw
    it without what the plan asks, e.g. a field edited by hand): then it is applied again.
-   Everything else is applied with
+   A ``create_only`` plan's objects are only ever created (the default KaiwoConfig and
+   KaiwoQueueConfig, which are the user's once they exist). Everything else is applied with
    server-side apply, field manager
    ``kaiwo``, forced: the executor is the one owner of the fields it sets. The owner itself
    may be among them (a KaiwoQueueConfig writes back its spec) and is applied the same way.
@@ -289,7 +290,7 @@ class PlanExecutor:
         started = time.perf_counter()
         if _is_node(manifest):
             result = await self._guarded(lambda: self._patch_node(manifest), "apply", target)
-        elif key in run.recreate:
+        elif key in run.recreate or run.plan.create_only:
             # Applied before and unchanged: the planner saw it missing, perhaps only because
             # it planned before observing the creation. Create it, never apply it again: a
             # stale plan must not overwrite what others changed since (Kueue's suspend).

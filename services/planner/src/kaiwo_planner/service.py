@@ -82,6 +82,7 @@ from kaiwo_runtime.kv import KeyValue
 from kaiwo_runtime.logging import bound_context
 
 from kaiwo_planner.domain.cluster import ClusterState
+from kaiwo_planner.domain.default_objects import default_object_plans
 from kaiwo_planner.domain.fanout import all_workloads, owners_to_replan, queue_config
 from kaiwo_planner.domain.planned_status import owner_with_status, status_to_assume
 from kaiwo_planner.domain.planning import plan_object_with_timer
@@ -356,6 +357,7 @@ class PlannerService:
         handled = await self._bus.process(
             self._consumer, self.handle, max_messages=64, wait_seconds=wait
         )
+        await self.create_missing_defaults()
         await self.fire_due_timers()
         now = self._clock()
         if self._next_resync_at is not None and now >= self._next_resync_at:
@@ -449,6 +451,36 @@ class PlannerService:
                     )
             sequence += 1
         return handled
+
+    async def create_missing_defaults(self) -> int:
+        """Publish the create-only plans of the singletons the cluster lacks (the KaiwoConfig
+        and KaiwoQueueConfig ``kaiwo``), each once while it stays missing; returns how many
+        were published."""
+        plans = default_object_plans(self._projection.cluster_state())
+        missing = {f"default/{plan.owner.kind}" for plan in plans}
+        for key in [k for k in self._owners if k.startswith("default/") and k not in missing]:
+            del self._owners[key]  # it exists now: should it go, it is created again
+        published = 0
+        for plan in plans:
+            key = f"default/{plan.owner.kind}"
+            fingerprint = plan.fingerprint()
+            record = self._owners.get(key)
+            if record is not None and record.fingerprint == fingerprint:
+                continue
+            await self._publish(
+                plan.owner,
+                plan,
+                now=self._clock(),
+                trigger="resync",
+                cause=None,
+                gaps=(self._projection.missing(plan.desired), ()),
+                assumed=None,
+                plan_fingerprint=fingerprint,
+                subject_uid=key.replace("/", "-").lower(),
+            )
+            self._owners[key] = _OwnerRecord(fingerprint=fingerprint)
+            published += 1
+        return published
 
     # ------------------------------------------------------------------ timers and resync
 
@@ -659,10 +691,12 @@ class PlannerService:
         gaps: tuple[tuple[ObjectRef, ...], tuple[ObjectRef, ...]],
         assumed: dict[str, Any] | None,
         plan_fingerprint: str | None,
+        subject_uid: str | None = None,
     ) -> None:
-        """Publish ``plan``; ``gaps`` are its absent and drifted desired objects."""
+        """Publish ``plan``; ``gaps`` are its absent and drifted desired objects.
+        ``subject_uid`` stands for the owner's uid in the subject when it has none yet."""
         absent, drifted = gaps
-        uid = ref.uid or ""
+        uid = ref.uid or subject_uid or ""
         if cause is not None:
             cause_id = cause.id
         elif trigger == "timer":

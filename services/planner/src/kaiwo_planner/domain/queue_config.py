@@ -195,31 +195,41 @@ def default_queue_config(*, kaiwo_config: KaiwoConfig, cluster: ClusterState) ->
 def effective_spec(
     spec: KaiwoQueueConfigSpec, *, kaiwo_config: KaiwoConfig, pools: Sequence[NodePool]
 ) -> KaiwoQueueConfigSpec:
-    """The spec in force: discovered flavors when none are listed and, when the default queue
-    is dynamic, discovered flavors, the default ClusterQueue and Topology merged by name."""
+    """The spec in force.
+
+    * No flavors listed: the discovered ones (the API reference's rule).
+    * No ClusterQueues listed (the KaiwoQueueConfig the operator creates has an empty spec):
+      the default ClusterQueue over the discovered flavors, and the default Topology.
+    * ``dynamicallyUpdateDefaultClusterQueue``: the discovered flavors, the default
+      ClusterQueue and the default Topology merged into the user's lists by name.
+    """
     settings = kaiwo_config.spec
     wire = spec.to_wire()
     discovered = default_resource_flavors(pools, topology_name=settings.default_topology_name)
+    default_queue = default_cluster_queue(
+        pools,
+        name=settings.default_cluster_queue_name,
+        cohort=settings.default_cluster_queue_cohort_name,
+    )
+    topology = default_topology(settings.default_topology_name)
     if settings.dynamically_update_default_cluster_queue:
         wire["resourceFlavors"] = _merge_by_name(
             wire.get("resourceFlavors") or [], discovered, key=_entry_name
-        )
-        default_queue = default_cluster_queue(
-            pools,
-            name=settings.default_cluster_queue_name,
-            cohort=settings.default_cluster_queue_cohort_name,
         )
         wire["clusterQueues"] = _merge_by_name(
             wire.get("clusterQueues") or [], [default_queue], key=_entry_name
         )
         wire["topologies"] = _merge_by_name(
-            wire.get("topologies") or [],
-            [default_topology(settings.default_topology_name)],
-            key=_metadata_name,
-            replace=False,
+            wire.get("topologies") or [], [topology], key=_metadata_name, replace=False
         )
-    elif not wire.get("resourceFlavors"):
+        return KaiwoQueueConfigSpec.model_validate(wire)
+    if not wire.get("resourceFlavors"):
         wire["resourceFlavors"] = discovered
+    if not wire.get("clusterQueues"):
+        wire["clusterQueues"] = [default_queue]
+        wire["topologies"] = _merge_by_name(
+            wire.get("topologies") or [], [topology], key=_metadata_name, replace=False
+        )
     return KaiwoQueueConfigSpec.model_validate(wire)
 
 
