@@ -151,6 +151,8 @@ def _plan(data: Mapping[str, Any]) -> str:
     parts.extend(f"event {e.type} {e.reason}: {e.message}" for e in plan.events)
     if decided.absent:
         parts.append("to create: " + ", ".join(_ref(ref) for ref in decided.absent))
+    if decided.drifted:
+        parts.append("to restore: " + ", ".join(_ref(ref) for ref in decided.drifted))
     if plan.delete_owner:
         parts.append("deletes the owner")
     return f"plan {decided.fingerprint[:12]} ({decided.trigger}): " + "; ".join(parts)

@@ -11,10 +11,12 @@ and ``planned_at``, the ``now`` it planned with. So, for each plan in order of
    including ``obs_sequence``;
 2. call :func:`~kaiwo_planner.domain.planning.plan_object` with the plan's owner as the
    projection holds it, the projection's cluster state and ``now = planned_at``;
-3. compare the replayed plan (and the objects the projection does not hold, ``absent``) with
-   the recorded one: equal fingerprints (the SHA-256 of the plan's canonical JSON), observed
-   resourceVersion and ``absent``: *reproduced*. Otherwise: *differs*, with a unified diff of
-   the two as canonical YAML.
+3. compare the replayed plan with the recorded one: equal fingerprints (the SHA-256 of the
+   plan's canonical JSON) and observed resourceVersion, and every object the recorded plan
+   named ``absent`` (``drifted``) is also one the projection does not hold (holds without
+   what the plan asks): *reproduced*. (A plan names only the gaps that are new since its
+   owner was last planned, which depends on that history; the projection confirms each.)
+   Otherwise: *differs*, with a unified diff of the two as canonical YAML.
 
 Plans without ``planned_at`` (made outside the planner service) and plans whose owner the
 projection does not hold are *skipped*, with the reason.
@@ -41,6 +43,7 @@ from kaiwo_contracts.events import ObservedObjectV1, PlanDecidedV1
 from kaiwo_contracts.plans import ObjectRef, Plan, canonical_json
 from kaiwo_eventstore import EventStore, StoredEvent, cyclic_gc_paused
 from kaiwo_planner.domain.cluster import ClusterState
+from kaiwo_planner.domain.default_objects import default_object_plans
 from kaiwo_planner.domain.planned_status import owner_with_status
 from kaiwo_planner.domain.planning import plan_object
 from kaiwo_planner.domain.projection import Projection
@@ -166,6 +169,8 @@ def _judge(
 ) -> PlanReplay:
     if decided.planned_at is None:
         return _skipped(event, "planned outside the planner (no plannedAt)", decided)
+    if decided.plan.create_only and decided.plan.owner.uid is None:
+        return _judge_default_object(event, decided, projection)
     uid = decided.plan.owner.uid
     owner = projection.by_uid(uid) if uid else None
     if owner is None:
@@ -181,31 +186,67 @@ def _judge(
     replayed = plan_fn(owner=owner, cluster=cluster, now=decided.planned_at)
     if replayed is not None and _same_as_recorded(decided, replayed, projection):
         return _verdict(event, decided, "reproduced")
-    recorded_doc = comparable(decided.plan, decided.absent)
+    recorded_doc = comparable(decided.plan, absent=decided.absent, drifted=decided.drifted)
     replayed_doc = (
-        comparable(replayed, projection.missing(replayed.desired)) if replayed else {"plan": None}
+        comparable(replayed, **_confirmed_gaps(decided, replayed, projection))
+        if replayed
+        else {"plan": None}
     )
     if canonical_json(recorded_doc) == canonical_json(replayed_doc):
         return _verdict(event, decided, "reproduced")
     return _verdict(event, decided, "differs", diff=unified_yaml_diff(recorded_doc, replayed_doc))
 
 
+def _judge_default_object(
+    event: StoredEvent, decided: PlanDecidedV1, projection: Projection
+) -> PlanReplay:
+    """A plan that creates a missing singleton: the cluster then lacked it, and the plan for
+    it is the one recorded."""
+    replayed = {
+        plan.owner.kind: plan for plan in default_object_plans(projection.cluster_state())
+    }.get(decided.plan.owner.kind)
+    if replayed is not None and replayed.fingerprint() == decided.fingerprint:
+        return _verdict(event, decided, "reproduced")
+    recorded_doc = comparable(decided.plan, absent=decided.absent)
+    replayed_doc = comparable(replayed, absent=decided.absent) if replayed else {"plan": None}
+    return _verdict(event, decided, "differs", diff=unified_yaml_diff(recorded_doc, replayed_doc))
+
+
 def _same_as_recorded(decided: PlanDecidedV1, replayed: Plan, projection: Projection) -> bool:
     """The replayed plan equals the recorded one: equal fingerprints (a hash of the canonical
     JSON of everything but the observed resourceVersion, checked against the recorded plan
-    when it was parsed), that version, and the objects the cluster lacked."""
+    when it was parsed), that version, and the gaps it named are gaps of the projection."""
+    confirmed = _confirmed_gaps(decided, replayed, projection)
     return (
         decided.fingerprint == replayed.fingerprint()
         and decided.plan.observed_resource_version == replayed.observed_resource_version
-        and list(decided.absent) == list(projection.missing(replayed.desired))
+        and confirmed["absent"] == decided.absent
+        and confirmed["drifted"] == decided.drifted
     )
 
 
-def comparable(plan: Plan, absent: Sequence[ObjectRef]) -> dict[str, Any]:
-    """What replay compares: the plan and the desired objects the cluster lacked."""
+def _confirmed_gaps(
+    decided: PlanDecidedV1, replayed: Plan, projection: Projection
+) -> dict[str, tuple[ObjectRef, ...]]:
+    """The recorded ``absent`` and ``drifted`` refs that the projection confirms."""
+    missing = set(projection.missing(replayed.desired))
+    # A resync also names objects the operator wrote last: confirm against that wider set.
+    drifted = set(projection.drifted(replayed.desired, ours_too=True))
+    return {
+        "absent": tuple(ref for ref in decided.absent if ref in missing),
+        "drifted": tuple(ref for ref in decided.drifted if ref in drifted),
+    }
+
+
+def comparable(
+    plan: Plan, *, absent: Sequence[ObjectRef], drifted: Sequence[ObjectRef] = ()
+) -> dict[str, Any]:
+    """What replay compares: the plan and the desired objects the cluster lacked or held
+    without what the plan asks."""
     return {
         "plan": plan.model_dump(mode="json", by_alias=True),
         "absent": [ref.model_dump(mode="json", by_alias=True) for ref in absent],
+        "drifted": [ref.model_dump(mode="json", by_alias=True) for ref in drifted],
     }
 
 

@@ -112,13 +112,14 @@ class Harness:
         *,
         plan_id: str,
         absent: tuple[ObjectRef, ...] = (),
+        drifted: tuple[ObjectRef, ...] = (),
         executor: PlanExecutor | None = None,
         sequence: int = 0,
         planned_at: datetime | None = None,
     ) -> Execution:
         """Execute, and remember the plan as the service does once its result is out."""
         executor = executor or self.executor()
-        decision = PlanDecidedV1.of(plan, absent=absent, planned_at=planned_at)
+        decision = PlanDecidedV1.of(plan, absent=absent, drifted=drifted, planned_at=planned_at)
         execution = await executor.execute(decision, plan_id=plan_id, sequence=sequence)
         if not execution.must_retry:
             await executor.remember(execution)

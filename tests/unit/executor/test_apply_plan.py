@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from kaiwo_contracts.events.plans import PlanDecidedV1
-from kaiwo_contracts.plans import EventIntent, ObjectRef, PruneRule
+from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule
 from kaiwo_kube import Conflict, Retryable
 
 JOBS = ("batch", "jobs", "team-a", "train")
@@ -164,6 +164,29 @@ async def test_a_child_deleted_by_hand_comes_back_when_the_plan_names_it_absent(
     assert outcomes(execution) == [
         ("apply", "Job/team-a/train", "applied"),
         ("apply", "ConfigMap/team-a/train-entrypoint", "unchanged"),
+    ]
+
+
+async def test_a_child_changed_by_hand_is_applied_again_when_the_plan_names_it_drifted(
+    harness: Any,
+) -> None:
+    plan = harness.plan([harness.job(), harness.config_map()])
+    await harness.run(plan, plan_id="plan-1")
+    config_maps = harness.served("v1", "ConfigMap")
+    edited = harness.fake.store.get(config_maps, namespace="team-a", name="train-entrypoint")
+    harness.fake.store.put(config_maps, {**edited, "data": {"entrypoint.sh": "rm -rf /data"}})
+
+    cm_ref = ObjectRef(
+        api_version="v1", kind="ConfigMap", name="train-entrypoint", namespace="team-a"
+    )
+    execution = await harness.run(plan, plan_id="plan-2", drifted=(cm_ref,))
+
+    restored = harness.find("v1", "ConfigMap", "train-entrypoint")
+    assert restored is not None
+    assert restored["data"] == harness.config_map()["data"]
+    assert outcomes(execution) == [
+        ("apply", "Job/team-a/train", "unchanged"),
+        ("apply", "ConfigMap/team-a/train-entrypoint", "applied"),
     ]
 
 
@@ -436,3 +459,40 @@ async def test_children_of_a_plan_cut_short_by_a_crash_are_pruned_by_the_next(
     assert ("delete", "ConfigMap/team-a/train-entrypoint", "deleted") in [
         (a.operation, a.target.display(), a.outcome) for a in execution.actions
     ]
+
+
+async def test_a_create_only_plan_creates_and_never_overwrites_the_users_edits(
+    harness: Any,
+) -> None:
+    empty = {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoQueueConfig",
+        "metadata": {"name": "kaiwo"},
+        "spec": {},
+    }
+    harness.owner = ObjectRef(
+        api_version="kaiwo.silogen.ai/v1alpha1", kind="KaiwoQueueConfig", name="kaiwo"
+    )
+    plan = Plan(owner=harness.owner, desired=(empty,), create_only=True)
+    kqc_ref = ObjectRef(
+        api_version="kaiwo.silogen.ai/v1alpha1", kind="KaiwoQueueConfig", name="kaiwo"
+    )
+
+    created = await harness.run(plan, plan_id="plan-1", absent=(kqc_ref,))
+    stored = harness.find("kaiwo.silogen.ai/v1alpha1", "KaiwoQueueConfig", "kaiwo", namespace=None)
+    assert stored["spec"] == {}
+    assert outcomes(created) == [("apply", "KaiwoQueueConfig/kaiwo", "applied")]
+    # Create, not apply: no field of the user's object belongs to the operator's applies.
+    assert [m for m in managers(stored) if m[1] == "Apply"] == []
+
+    # The user fills it in; the same plan again (say, after the planner restarted) creates
+    # nothing and changes nothing.
+    queue_configs = harness.served("kaiwo.silogen.ai/v1alpha1", "KaiwoQueueConfig")
+    spec = {"clusterQueues": [{"name": "team", "spec": {}}]}
+    harness.fake.store.put(queue_configs, {**stored, "spec": spec})
+    again = await harness.run(
+        plan, plan_id="plan-2", absent=(kqc_ref,), executor=harness.executor(kv=type(harness.kv)())
+    )
+    kept = harness.find("kaiwo.silogen.ai/v1alpha1", "KaiwoQueueConfig", "kaiwo", namespace=None)
+    assert kept["spec"] == spec
+    assert outcomes(again) == [("apply", "KaiwoQueueConfig/kaiwo", "unchanged")]

@@ -190,7 +190,7 @@ def test_node_labels_without_taints(mixed_cluster_nodes: list[dict[str, Any]]) -
     ]
 
 
-def test_gpu_nodes_get_the_taint_keeping_their_own(make_node: Any) -> None:
+def test_gpu_nodes_get_only_our_taint_the_executor_merges_it(make_node: Any) -> None:
     nodes = [
         make_node(
             "h100-0",
@@ -209,14 +209,23 @@ def test_gpu_nodes_get_the_taint_keeping_their_own(make_node: Any) -> None:
         _infos(nodes), exclude_control_plane=False, add_gpu_taint=True, gpu_taint_key="gpu"
     )
     assert "spec" not in changes[0]
+    # Never the node's own taints: a stale copy of them would undo the node controller's.
     assert changes[1]["spec"] == {
-        "taints": [
-            {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
-            {"key": "gpu", "value": "true", "effect": "NoSchedule"},
-        ]
+        "taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"}]
     }
-    # The admin's rack is kept; the old value of our taint key is replaced, not duplicated.
     assert changes[2]["metadata"]["labels"]["kaiwo/topology-rack"] == "rack-7"
     assert changes[2]["spec"] == {
         "taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"}]
     }
+
+
+def test_a_node_without_reported_capacity_forms_no_pool(make_node: Any) -> None:
+    registered = make_node("mi300x-2", gpu="mi300x", cpu="128", memory="2Ti")
+    del registered["status"]  # the kubelet created the Node; its status comes a moment later
+    nodes = [make_node("mi300x-0", gpu="mi300x", cpu="128", memory="2Ti"), registered]
+    pools = discover_node_pools(_infos(nodes), exclude_control_plane=False)
+    assert [(p.name, p.nodes) for p in pools] == [("amd-mi300x-8gpu-115core-1843gi", ("mi300x-0",))]
+    changes = node_changes(
+        _infos(nodes), exclude_control_plane=False, add_gpu_taint=True, gpu_taint_key="gpu"
+    )
+    assert [c["metadata"]["name"] for c in changes] == ["mi300x-0"]

@@ -380,102 +380,139 @@ def test_empty_flavors_are_discovered_with_the_default_topology(make_node: Any) 
     assert not [o for o in plan.desired if o["kind"] == "KaiwoQueueConfig"]
 
 
-def test_dynamic_default_queue_is_merged_into_the_spec(make_node: Any) -> None:
+DYNAMIC_CONFIG = {
+    "dynamicallyUpdateDefaultClusterQueue": True,
+    "defaultClusterQueueCohortName": "everyone",
+    "nodes": {"excludeMasterNodesFromNodePools": True, "addTaintsToGpuNodes": True},
+}
+DYNAMIC_USER_SPEC: dict[str, Any] = {
+    "clusterQueues": [
+        {"name": "kaiwo", "spec": {"cohort": "edited-by-user"}},
+        {"name": "mine", "spec": {}},
+    ],
+    "resourceFlavors": [{"name": "custom", "nodeLabels": {"pool": "x"}}],
+}
+DEFAULT_TOPOLOGY_SPEC = {
+    "levels": [
+        {"nodeLabel": "kaiwo/topology-block"},
+        {"nodeLabel": "kaiwo/topology-rack"},
+        {"nodeLabel": "kubernetes.io/hostname"},
+    ]
+}
+
+
+def test_the_dynamic_default_queue_reaches_kueue_and_never_the_users_spec(
+    make_node: Any,
+) -> None:
     nodes = [
         make_node("mi300x-0", gpu="mi300x", cpu="128", memory="2Ti"),
         make_node("cp-0", cpu="8", memory="32Gi", control_plane=True),
     ]
-    user_spec = {
-        "clusterQueues": [
-            {"name": "kaiwo", "spec": {"cohort": "edited-by-user"}},
-            {"name": "mine", "spec": {}},
-        ],
-        "resourceFlavors": [{"name": "custom", "nodeLabels": {"pool": "x"}}],
-    }
     plan = plan_queue_config(
-        queue_config=kqc(user_spec),
-        kaiwo_config=kaiwo_config(
-            dynamicallyUpdateDefaultClusterQueue=True,
-            defaultClusterQueueCohortName="everyone",
-            nodes={"excludeMasterNodesFromNodePools": True, "addTaintsToGpuNodes": True},
-        ),
+        queue_config=kqc(DYNAMIC_USER_SPEC),
+        kaiwo_config=kaiwo_config(**DYNAMIC_CONFIG),
         cluster=cluster(nodes),
         now=NOW,
     )
-    rewritten = [o for o in plan.desired if o["kind"] == "KaiwoQueueConfig"]
-    assert rewritten == [
+    # The user's spec is theirs: re-applying their manifest must never conflict with ours.
+    assert not [o for o in plan.desired if o["kind"] == "KaiwoQueueConfig"]
+    assert kueue_part(plan.desired) == [
         {
-            "apiVersion": "kaiwo.silogen.ai/v1alpha1",
-            "kind": "KaiwoQueueConfig",
-            "metadata": {"name": "kaiwo"},
+            "apiVersion": KUEUE,
+            "kind": "ClusterQueue",
+            "metadata": {"name": "kaiwo", **META},
             "spec": {
-                "clusterQueues": [
+                "namespaceSelector": {},
+                "cohort": "everyone",
+                "resourceGroups": [
                     {
-                        "name": "kaiwo",
-                        "spec": {
-                            "namespaceSelector": {},
-                            "cohort": "everyone",
-                            "resourceGroups": [
-                                {
-                                    "coveredResources": ["cpu", "memory", "amd.com/gpu"],
-                                    "flavors": [
-                                        {
-                                            "name": AMD_POOL,
-                                            "resources": [
-                                                {"name": "cpu", "nominalQuota": "115"},
-                                                {"name": "memory", "nominalQuota": "1843Gi"},
-                                                {"name": "amd.com/gpu", "nominalQuota": "8"},
-                                            ],
-                                        }
-                                    ],
-                                }
-                            ],
-                        },
-                    },
-                    {"name": "mine", "spec": {}},
-                ],
-                "resourceFlavors": [
-                    {"name": "custom", "nodeLabels": {"pool": "x"}},
-                    {
-                        "name": AMD_POOL,
-                        "nodeLabels": {"kaiwo/nodepool": AMD_POOL},
-                        "topologyName": "default-topology",
-                    },
-                ],
-                "topologies": [
-                    {
-                        "metadata": {"name": "default-topology"},
-                        "spec": {
-                            "levels": [
-                                {"nodeLabel": "kaiwo/topology-block"},
-                                {"nodeLabel": "kaiwo/topology-rack"},
-                                {"nodeLabel": "kubernetes.io/hostname"},
-                            ]
-                        },
+                        "coveredResources": ["cpu", "memory", "amd.com/gpu"],
+                        "flavors": [
+                            {
+                                "name": AMD_POOL,
+                                "resources": [
+                                    {"name": "cpu", "nominalQuota": "115"},
+                                    {"name": "memory", "nominalQuota": "1843Gi"},
+                                    {"name": "amd.com/gpu", "nominalQuota": "8"},
+                                ],
+                            }
+                        ],
                     }
                 ],
             },
-        }
+        },
+        {
+            "apiVersion": KUEUE,
+            "kind": "ClusterQueue",
+            "metadata": {"name": "mine", **META},
+            "spec": {"namespaceSelector": {}},
+        },
+        {
+            "apiVersion": KUEUE,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": AMD_POOL, **META},
+            "spec": {
+                "topologyName": "default-topology",
+                "nodeLabels": {"kaiwo/nodepool": AMD_POOL},
+            },
+        },
+        {
+            "apiVersion": KUEUE,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": "custom", **META},
+            "spec": {"nodeLabels": {"kaiwo/worker": "true", "pool": "x"}},
+        },
+        {
+            "apiVersion": KUEUE,
+            "kind": "Topology",
+            "metadata": {"name": "default-topology", **META},
+            "spec": DEFAULT_TOPOLOGY_SPEC,
+        },
     ]
     nodes_planned = [o for o in plan.desired if o["kind"] == "Node"]
     assert [n["metadata"]["name"] for n in nodes_planned] == ["mi300x-0"]
     assert nodes_planned[0]["spec"] == {
         "taints": [{"key": "kaiwo.silogen.ai/gpu", "value": "true", "effect": "NoSchedule"}]
     }
+    assert plan.status is not None
+    assert plan.status["conditions"][0]["message"] == (
+        "Kueue objects match the KaiwoQueueConfig (generated from the nodes: "
+        f"ClusterQueues kaiwo; ResourceFlavors {AMD_POOL})"
+    )
 
-    # Once the spec carries the merge, planning again does not rewrite it.
-    merged = kqc(rewritten[0]["spec"])
-    again = plan_queue_config(
-        queue_config=merged,
-        kaiwo_config=kaiwo_config(
-            dynamicallyUpdateDefaultClusterQueue=True,
-            defaultClusterQueueCohortName="everyone",
-            nodes={"excludeMasterNodesFromNodePools": True, "addTaintsToGpuNodes": True},
-        ),
-        cluster=cluster(nodes),
+
+def test_discovered_flavors_go_away_with_their_nodes(make_node: Any) -> None:
+    gpu_node = make_node("mi300x-0", gpu="mi300x", cpu="128", memory="2Ti")
+    cpu_node = make_node("cpu-0", cpu="16", memory="64Gi")
+    config = kaiwo_config(**DYNAMIC_CONFIG)
+    before = plan_queue_config(
+        queue_config=kqc(DYNAMIC_USER_SPEC),
+        kaiwo_config=config,
+        cluster=cluster([gpu_node, cpu_node]),
         now=NOW,
     )
-    assert not [o for o in again.desired if o["kind"] == "KaiwoQueueConfig"]
+    after = plan_queue_config(
+        queue_config=kqc(DYNAMIC_USER_SPEC),
+        kaiwo_config=config,
+        cluster=cluster([cpu_node]),
+        now=NOW,
+    )
+
+    def flavors(plan: Any) -> list[str]:
+        return [o["metadata"]["name"] for o in plan.desired if o["kind"] == "ResourceFlavor"]
+
+    def default_queue_flavors(plan: Any) -> list[str]:
+        (queue,) = [
+            o
+            for o in plan.desired
+            if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == "kaiwo"
+        ]
+        return [f["name"] for f in queue["spec"]["resourceGroups"][0]["flavors"]]
+
+    assert flavors(before) == [AMD_POOL, CPU_POOL, "custom"]
+    assert default_queue_flavors(before) == [CPU_POOL, AMD_POOL]
+    assert flavors(after) == [CPU_POOL, "custom"]
+    assert default_queue_flavors(after) == [CPU_POOL]
 
 
 @pytest.mark.parametrize("exclude", [True, False])
@@ -493,3 +530,55 @@ def test_default_queue_config(make_node: Any, exclude: bool) -> None:
     assert manifest["spec"]["topologies"][0]["metadata"] == {"name": "default-topology"}
     # The manifest is a valid KaiwoQueueConfig.
     assert KaiwoQueueConfig.from_wire(manifest).metadata.name == "kaiwo"
+
+
+def test_an_empty_spec_means_the_default_queue_over_the_discovered_pools(
+    make_node: Any,
+) -> None:
+    nodes = [make_node("mi300x-0", gpu="mi300x", cpu="128", memory="2Ti")]
+    plan = plan_queue_config(
+        queue_config=kqc({}), kaiwo_config=kaiwo_config(), cluster=cluster(nodes), now=NOW
+    )
+    assert kueue_part(plan.desired) == [
+        {
+            "apiVersion": KUEUE,
+            "kind": "ClusterQueue",
+            "metadata": {"name": "kaiwo", **META},
+            "spec": {
+                "namespaceSelector": {},
+                "cohort": "kaiwo",
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "memory", "amd.com/gpu"],
+                        "flavors": [
+                            {
+                                "name": AMD_POOL,
+                                "resources": [
+                                    {"name": "cpu", "nominalQuota": "115"},
+                                    {"name": "memory", "nominalQuota": "1843Gi"},
+                                    {"name": "amd.com/gpu", "nominalQuota": "8"},
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": KUEUE,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": AMD_POOL, **META},
+            "spec": {
+                "topologyName": "default-topology",
+                "nodeLabels": {"kaiwo/nodepool": AMD_POOL},
+            },
+        },
+        {
+            "apiVersion": KUEUE,
+            "kind": "Topology",
+            "metadata": {"name": "default-topology", **META},
+            "spec": DEFAULT_TOPOLOGY_SPEC,
+        },
+    ]
+    assert plan.status is not None
+    assert plan.status["status"] == "READY"

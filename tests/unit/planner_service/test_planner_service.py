@@ -468,3 +468,27 @@ async def test_a_snapshot_waits_for_as_many_observations_as_objects_held(
     await harness.observe(build.kaiwo_job(names[1]), "12", "MODIFIED")
     await harness.drain(service)
     assert written() == 2
+
+
+async def test_a_child_still_being_created_is_named_absent_once(
+    harness: Any, build: Any, clock: Any
+) -> None:
+    service = harness.service()
+    await service.start()
+    job = build.kaiwo_job("train")
+    await harness.observe(job, "1", "ADDED")
+    await harness.drain(service)
+    # A node arrives before the Job's creation is observed: a new decision, same missing Job.
+    clock.advance(1)
+    await harness.observe(build.gpu_node("gpu-0"), "2", "ADDED")
+    await harness.drain(service)
+    first, second = harness.plans()
+    assert first.data.absent == (TRAIN_JOB_REF,)
+    assert second.data.fingerprint != first.data.fingerprint
+    assert second.data.absent == ()
+
+    await harness.observe(build.batch_job(job), "3", "ADDED")
+    await harness.observe(build.batch_job(job), "4", "DELETED")
+    await harness.drain(service)
+    assert harness.plans()[-1].data.absent == (TRAIN_JOB_REF,)
+    assert len(harness.plans()) == 3

@@ -55,6 +55,12 @@ def desired_kinds(plan: Envelope[PlanDecidedV1]) -> list[tuple[str, str | None, 
     ]
 
 
+def owner_plans(harness: Any) -> list[Envelope[PlanDecidedV1]]:
+    """The plans of observed owners: without those creating the default KaiwoConfig (these
+    tests observe none) and KaiwoQueueConfig."""
+    return [plan for plan in harness.plans() if not plan.data.plan.create_only]
+
+
 def replayed(harness: Any, plan: Envelope[PlanDecidedV1]) -> str:
     """The plan for its owner from the recorded observations, as replay would compute it."""
     projection = Projection()
@@ -82,7 +88,7 @@ async def test_the_real_planner_plans_the_queue_config_and_a_job(harness: Any, c
     await harness.observe(kaiwo_job(), "3", "ADDED")
     await harness.drain(service)
 
-    plans = harness.plans()
+    plans = owner_plans(harness)
     assert [p.subject for p in plans] == ["kaiwo", "team-a/train"]
     kqc, job = plans
     assert desired_kinds(kqc) == [
@@ -117,7 +123,7 @@ async def test_the_real_planner_recreates_a_job_deleted_by_hand(harness: Any, cl
     await harness.observe(queue_config(), "2", "ADDED")
     await harness.observe(kaiwo_job(), "3", "ADDED")
     await harness.drain(service)
-    [_, first] = harness.plans()
+    [_, first] = owner_plans(harness)
 
     child = dict(first.data.plan.desired[0])
     child["metadata"] = {**child["metadata"], "uid": "uid-job-train"}
@@ -126,7 +132,7 @@ async def test_the_real_planner_recreates_a_job_deleted_by_hand(harness: Any, cl
     await harness.drain(service)
     # The Job exists now, as the first plan said it would: nothing new to publish. (Its
     # status announced ChildSpecApplied from the start, so no second status write either.)
-    assert len(harness.plans()) == 2
+    assert len(owner_plans(harness)) == 2
     assert first.data.absent == (TRAIN_JOB,)
     assert first.data.plan.status is not None
     assert [c["type"] for c in first.data.plan.status["conditions"]] == [
@@ -140,13 +146,176 @@ async def test_the_real_planner_recreates_a_job_deleted_by_hand(harness: Any, cl
     await harness.observe({**kaiwo_job(), "status": first.data.plan.status}, "5")
     await harness.observe({**kaiwo_job(), "status": first.data.plan.status}, "6")
     await harness.drain(service)
-    assert len(harness.plans()) == 2
+    assert len(owner_plans(harness)) == 2
 
     clock.advance(5)
     await harness.observe(child, "7", "DELETED")
     await harness.drain(service)
-    last = harness.plans()[-1]
+    last = owner_plans(harness)[-1]
     assert last.correlationid == "uid-train"
     assert last.data.absent == (TRAIN_JOB,)
     assert last.causationid == "uid-job-train:7"
     assert replayed(harness, last) == canonical_json(last.data.plan.model_dump(mode="json"))
+
+
+async def test_a_child_changed_by_hand_is_published_as_drifted_once(
+    harness: Any, clock: Any
+) -> None:
+    service = harness.service(plan_fn=None)
+    await service.start()
+    await harness.observe(namespace("team-a"), "1", "ADDED")
+    await harness.observe(queue_config(), "2", "ADDED")
+    await harness.observe(kaiwo_job(), "3", "ADDED")
+    await harness.drain(service)
+    [_, first] = owner_plans(harness)
+    applied = dict(first.data.plan.desired[0])
+    applied["metadata"] = {**applied["metadata"], "uid": "uid-job-train"}
+    await harness.observe(applied, "4", "ADDED")
+    await harness.drain(service)
+    assert len(owner_plans(harness)) == 2
+
+    # Someone runs `kubectl edit job train` and sets parallelism to 8.
+    edited = {**applied, "spec": {**applied["spec"], "parallelism": 8}}
+    clock.advance(5)
+    edit = await harness.observe(edited, "5")
+    await harness.observe({**kaiwo_job(), "status": first.data.plan.status}, "6")
+    await harness.drain(service)
+    [_, _, again] = owner_plans(harness)
+    # The same decision (its Events were announced once already), now naming the drift.
+    assert again.data.plan.desired == first.data.plan.desired
+    assert again.data.plan.status == first.data.plan.status
+    assert again.data.drifted == (TRAIN_JOB,)
+    assert again.data.absent == ()
+    assert again.causationid == edit.id
+
+    # The executor applies it again; what comes back holds the plan: nothing more to say.
+    await harness.observe(applied, "7")
+    await harness.drain(service)
+    assert len(owner_plans(harness)) == 3
+
+
+async def test_a_resync_publishes_again_while_a_child_stays_drifted(
+    harness: Any, clock: Any
+) -> None:
+    service = harness.service(plan_fn=None, resync_on_start=False, resync_every_seconds=0)
+    await service.start()
+    await harness.observe(namespace("team-a"), "1", "ADDED")
+    await harness.observe(queue_config(), "2", "ADDED")
+    await harness.observe(kaiwo_job(), "3", "ADDED")
+    await harness.drain(service)
+    [_, first] = owner_plans(harness)
+    applied = dict(first.data.plan.desired[0])
+    applied["metadata"] = {**applied["metadata"], "uid": "uid-job-train"}
+    edited = {**applied, "spec": {**applied["spec"], "parallelism": 8}}
+    await harness.observe(edited, "4", "ADDED")
+    await harness.drain(service)
+    assert len(owner_plans(harness)) == 3  # drifted since its first observation
+
+    # The re-apply failed for good: the drift stays, and only a resync says it again.
+    await harness.observe({**kaiwo_job(), "status": first.data.plan.status}, "5")
+    await harness.drain(service)
+    assert len(owner_plans(harness)) == 3
+    clock.advance(600)
+    await service.resync()
+    resynced = [p for p in owner_plans(harness) if p.data.trigger == "resync"]
+    # The queue config's Kueue objects were never observed: absent, so they go out too.
+    assert [(p.subject, p.data.drifted, p.data.absent != ()) for p in resynced] == [
+        ("kaiwo", (), True),
+        ("team-a/train", (TRAIN_JOB,), False),
+    ]
+
+    await harness.observe(applied, "6")
+    await harness.drain(service)
+    clock.advance(600)
+    await service.resync()
+    assert [p.subject for p in owner_plans(harness) if p.data.trigger == "resync"] == [
+        "kaiwo",
+        "team-a/train",
+        "kaiwo",
+    ]
+
+
+async def test_created_children_coming_back_one_by_one_publish_nothing(
+    harness: Any, clock: Any
+) -> None:
+    service = harness.service(plan_fn=None)
+    await service.start()
+    await harness.observe(namespace("team-a"), "1", "ADDED")
+    await harness.observe(queue_config(), "2", "ADDED")
+    await harness.drain(service)
+    [kqc] = owner_plans(harness)
+    assert len(kqc.data.absent) == 2
+
+    # The executor created both; their observations arrive one at a time.
+    for index, created in enumerate(kqc.data.plan.desired):
+        observed = {**created, "metadata": {**created["metadata"], "uid": f"uid-q{index}"}}
+        clock.advance(1)
+        await harness.observe(observed, str(3 + index), "ADDED")
+        await harness.drain(service)
+    assert len(owner_plans(harness)) == 1
+
+
+async def test_an_older_version_of_our_own_write_is_not_drift_until_a_resync(
+    harness: Any, clock: Any
+) -> None:
+    service = harness.service(plan_fn=None, resync_on_start=False, resync_every_seconds=0)
+    await service.start()
+    await harness.observe(namespace("team-a"), "1", "ADDED")
+    await harness.observe(queue_config(), "2", "ADDED")
+    await harness.observe(kaiwo_job(), "3", "ADDED")
+    await harness.drain(service)
+    [_, first] = owner_plans(harness)
+    # What comes back was last written by the operator but holds less than the plan asks
+    # (an update of ours still on its way, or one the server refused for good).
+    ours = dict(first.data.plan.desired[0])
+    ours["metadata"] = {
+        **ours["metadata"],
+        "uid": "uid-job-train",
+        "managedFields": [
+            {"manager": "kaiwo", "operation": "Apply", "time": "2026-03-01T12:00:00Z"}
+        ],
+    }
+    ours["spec"] = {**ours["spec"], "parallelism": 8}
+    await harness.observe(ours, "4", "ADDED")
+    await harness.drain(service)
+    assert len(owner_plans(harness)) == 2
+
+    clock.advance(600)
+    await service.resync()
+    resynced = [p for p in owner_plans(harness) if p.data.trigger == "resync"]
+    assert [(p.subject, p.data.drifted) for p in resynced if p.subject != "kaiwo"] == [
+        ("team-a/train", (TRAIN_JOB,))
+    ]
+
+
+async def test_a_fresh_cluster_gets_the_default_singletons_created_once(
+    harness: Any, clock: Any
+) -> None:
+    service = harness.service(plan_fn=None)
+    await service.start()
+    await harness.drain(service)
+    assert harness.plans() == []  # nothing listed yet: every singleton would look missing
+    await harness.observe(namespace("team-a"), "1", "ADDED")
+    await harness.drain(service)
+    await harness.drain(service)
+    created = harness.plans()
+    assert [(p.subject, p.data.plan.create_only, p.data.plan.owner.kind) for p in created] == [
+        ("kaiwo", True, "KaiwoConfig"),
+        ("kaiwo", True, "KaiwoQueueConfig"),
+    ]
+    assert [len(p.data.absent) for p in created] == [1, 1]
+
+    queue = {**queue_config(), "spec": {}}
+    await harness.observe(queue, "2", "ADDED")
+    await harness.drain(service)
+    assert [p.data.plan.owner.kind for p in harness.plans()[2:]] == ["KaiwoQueueConfig"]
+    assert not harness.plans()[-1].data.plan.create_only  # the queue config's own plan
+
+    # Deleted by someone: it is created again.
+    await harness.observe(queue, "3", "DELETED")
+    await harness.drain(service)
+    assert [p.data.plan.owner.kind for p in harness.plans() if p.data.plan.create_only] == [
+        "KaiwoConfig",
+        "KaiwoQueueConfig",
+        "KaiwoQueueConfig",
+    ]

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from datetime import UTC, datetime
 from typing import Any
 
 import structlog
+from kaiwo_cli.stack.third_party import open_schema_crd
 from kaiwo_kube import WatchEvent, resources
 from kaiwo_runtime.kv import MemoryKeyValue
 from kaiwo_watcher.service import WatcherService, WatcherTuning
@@ -292,6 +295,29 @@ async def test_a_missing_kind_is_skipped_then_watched_once_installed(bare_kit):
         "kaiwo_watcher_kind_missing", {"kind": "Workload"}
     )
     assert missing == 0.0
+
+
+async def test_a_kind_whose_crd_appears_later_is_followed_within_moments(bare_kit):
+    cluster = bare_kit.cluster
+    # A slow fallback: only the CRD becoming Established can explain a quick pick-up.
+    slow = WatcherTuning(
+        watch_timeout=30, missing_kind_retry=60, backoff_initial=0.05, backoff_max=0.2
+    )
+    service = bare_kit.service(tuning=slow)
+    async with bare_kit.running(service):
+        assert service.progress[WORKLOAD_KEY].missing
+        await asyncio.sleep(1.5)  # past the first quick looks: now waiting on the CRD
+        started = time.monotonic()
+        await cluster.kube.ensure_crds(
+            [open_schema_crd(resources.KUEUE_WORKLOAD)], field_manager="test"
+        )
+        workload = cluster.put(
+            resources.KUEUE_WORKLOAD,
+            {"metadata": {"name": "job-train-1a2b3", "namespace": "team-a"}, "spec": {}},
+        )
+        await bare_kit.stored_id(f"{uid_of(workload)}:{rv_of(workload)}")
+        assert time.monotonic() - started < 5
+        assert not service.progress[WORKLOAD_KEY].missing
 
 
 async def test_a_dropped_watch_resumes_from_the_last_version_without_relisting(kit):

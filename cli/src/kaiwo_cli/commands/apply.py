@@ -114,7 +114,7 @@ async def _connect(kubeconfig: Path | None) -> KubernetesAsyncioAdapter:
     # The client library logs "Config not found" itself; the error below says it.
     logging.getLogger("kubernetes_asyncio.config").setLevel(logging.ERROR)
     try:
-        return await KubernetesAsyncioAdapter.from_environment(kubeconfig)
+        return await KubernetesAsyncioAdapter.from_environment(kubeconfig, user_agent="kaiwo-apply")
     except Exception as error:  # a missing or broken kubeconfig, in any of its forms
         reason = " ".join(str(error).split())
         raise ClusterUnreachableError(f"no usable kubeconfig: {reason}") from error

@@ -171,7 +171,9 @@ class LocalStack:
         try:
             # The client library logs "Config not found" itself; the error below says it.
             logging.getLogger("kubernetes_asyncio.config").setLevel(logging.ERROR)
-            kube = await KubernetesAsyncioAdapter.from_environment(self.kubeconfig)
+            kube = await KubernetesAsyncioAdapter.from_environment(
+                self.kubeconfig, user_agent="kaiwo-up"
+            )
         except Exception as error:  # a missing or broken kubeconfig, in any of its forms
             reason = " ".join(str(error).split())
             raise StackError(f"no reachable Kubernetes cluster ({where}: {reason})") from error

@@ -16,8 +16,19 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 from pydantic.alias_generators import to_camel
+
+OPERATOR_FIELD_MANAGER = "kaiwo"
+"""The field manager of every child the executor writes (server-side apply, merge patch)."""
+STATUS_FIELD_MANAGER = "kaiwo-status"
+"""The field manager of the statuses the executor writes through the status subresource."""
 
 
 class _Contract(BaseModel):
@@ -77,6 +88,9 @@ class Plan(_Contract):
     ``prune_selector``: the inventory labels identifying this owner's children.
     ``delete_owner``: the owner itself must be deleted (for example after a duration-based
     preemption); the executor deletes it with background propagation.
+    ``create_only``: each desired object is created when missing and otherwise left as it
+    is, never applied: objects the operator makes for the user and leaves to them (the
+    default KaiwoConfig and KaiwoQueueConfig), so no field of theirs is the operator's.
     """
 
     owner: ObjectRef
@@ -88,6 +102,17 @@ class Plan(_Contract):
     prune: tuple[PruneRule, ...] = ()
     prune_selector: dict[str, str] = Field(default_factory=dict)
     delete_owner: bool = False
+    create_only: bool = False
+
+    @model_serializer(mode="wrap")
+    def _without_default_create_only(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Left out unless set: plans recorded before the field existed keep their bytes and
+        # fingerprints, and external readers of ordinary plans see nothing new.
+        data = handler(self)
+        if isinstance(data, dict) and not self.create_only:
+            data.pop("createOnly", None)
+            data.pop("create_only", None)
+        return data
 
     def fingerprint(self) -> str:
         """A stable hash of what the plan asks for; equal plans have equal fingerprints.

@@ -106,7 +106,12 @@ class KubernetesAsyncioAdapter:
         *,
         request_timeout: float = 30.0,
         page_size: int = 500,
+        user_agent: str | None = None,
     ) -> None:
+        """``user_agent`` names the caller in the API server's audit log (e.g.
+        ``kaiwo-executor/0.1.0``), so an operator's writes can be told from others'."""
+        if user_agent:
+            api_client.user_agent = user_agent
         self._api = api_client
         self._request_timeout = request_timeout
         self._page_size = page_size
@@ -123,6 +128,7 @@ class KubernetesAsyncioAdapter:
         context: str | None = None,
         request_timeout: float = 30.0,
         page_size: int = 500,
+        user_agent: str | None = None,
     ) -> Self:
         """From a kubeconfig file (default: ``$KUBECONFIG`` or ``~/.kube/config``)."""
         api = await k8s_config.new_client_from_config(
@@ -130,21 +136,23 @@ class KubernetesAsyncioAdapter:
             context=context,
             persist_config=False,
         )
-        return cls(api, request_timeout=request_timeout, page_size=page_size)
+        return cls(api, request_timeout=request_timeout, page_size=page_size, user_agent=user_agent)
 
     @classmethod
-    async def in_cluster(cls) -> Self:
+    async def in_cluster(cls, *, user_agent: str | None = None) -> Self:
         """From the pod's service account."""
         configuration = k8s_client.Configuration()
         k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        return cls(k8s_client.ApiClient(configuration=configuration))
+        return cls(k8s_client.ApiClient(configuration=configuration), user_agent=user_agent)
 
     @classmethod
-    async def from_environment(cls, kubeconfig: str | Path | None = None) -> Self:
+    async def from_environment(
+        cls, kubeconfig: str | Path | None = None, *, user_agent: str | None = None
+    ) -> Self:
         """In-cluster when running in a pod and no kubeconfig is named, else the kubeconfig."""
         if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-            return await cls.in_cluster()
-        return await cls.from_kubeconfig(kubeconfig)
+            return await cls.in_cluster(user_agent=user_agent)
+        return await cls.from_kubeconfig(kubeconfig, user_agent=user_agent)
 
     async def close(self) -> None:
         await self._api.close()

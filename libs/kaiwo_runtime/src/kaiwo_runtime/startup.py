@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import importlib.metadata
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -146,6 +147,15 @@ async def open_single_active(
     return SingleActive(leases, name=role, holder=this_replica())
 
 
+def user_agent(service: str) -> str:
+    """``kaiwo-<service>/<version of the operator>``."""
+    try:
+        version = importlib.metadata.version("kaiwo-runtime")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    return f"kaiwo-{service}/{version}"
+
+
 async def run_while_active(
     single: SingleActive, work: Callable[[asyncio.Event], Awaitable[None]], stop: asyncio.Event
 ) -> None:
@@ -158,14 +168,21 @@ async def run_while_active(
 
 
 async def open_api_server(
-    stack: AsyncExitStack, *, kubeconfig: Path | None, within_seconds: float
+    stack: AsyncExitStack,
+    *,
+    kubeconfig: Path | None,
+    within_seconds: float,
+    service: str,
 ) -> KubernetesAsyncioAdapter:
-    """A client of the API server named by ``kubeconfig`` (or the defaults), known to answer."""
+    """A client of the API server named by ``kubeconfig`` (or the defaults), known to answer.
+
+    Its requests carry the user agent ``kaiwo-<service>/<version>``, which the API server's
+    audit log shows for each write."""
     where = str(kubeconfig or "the default kubeconfig or in-cluster account")
     kube = await within(
         within_seconds,
         f"no Kubernetes API server ({where})",
-        KubernetesAsyncioAdapter.from_environment(kubeconfig),
+        KubernetesAsyncioAdapter.from_environment(kubeconfig, user_agent=user_agent(service)),
     )
     stack.push_async_callback(kube.close)
     if not await within(within_seconds, f"the API server ({where})", api_server_reachable(kube)):

@@ -50,7 +50,9 @@ async def serve(settings: ExecutorSettings, stop: asyncio.Event) -> None:
         single = await open_single_active(
             bus, settings=settings, role=settings.role, within_seconds=timeout
         )
-        kube = await open_api_server(stack, kubeconfig=settings.kubeconfig, within_seconds=timeout)
+        kube = await open_api_server(
+            stack, kubeconfig=settings.kubeconfig, within_seconds=timeout, service="executor"
+        )
         metrics = ExecutorMetrics()
         service = ExecutorService(
             bus,

@@ -9,7 +9,10 @@ order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` pe
    applied is left alone, unless the plan lists it in ``absent`` (the planner saw it missing,
    e.g. deleted by hand): then it is *created*, and one that exists after all (the plan was
    made before its creation was observed) is left as it is, so a late plan never overwrites
-   what others changed since (Kueue unsuspending a Job). Everything else is applied with
+   what others changed since (Kueue unsuspending a Job); or in ``drifted`` (the planner saw
+   it without what the plan asks, e.g. a field edited by hand): then it is applied again.
+   A ``create_only`` plan's objects are only ever created (the default KaiwoConfig and
+   KaiwoQueueConfig, which are the user's once they exist). Everything else is applied with
    server-side apply, field manager
    ``kaiwo``, forced: the executor is the one owner of the fields it sets. The owner itself
    may be among them (a KaiwoQueueConfig writes back its spec) and is applied the same way.
@@ -59,7 +62,14 @@ from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 import structlog
 from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.events.results import ActionOutcome, ActionOutcomeKind, Operation
-from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule
+from kaiwo_contracts.plans import (
+    OPERATOR_FIELD_MANAGER,
+    STATUS_FIELD_MANAGER,
+    EventIntent,
+    ObjectRef,
+    Plan,
+    PruneRule,
+)
 from kaiwo_kube import AlreadyExists, Conflict, KubeError, KubernetesPort, NotFound, ResourceType
 from kaiwo_kube.events import event_manifest
 from kaiwo_kube.resources import NODE, known_type
@@ -82,8 +92,7 @@ from kaiwo_executor.execution_memo import (
 from kaiwo_executor.metrics import ExecutorMetrics
 from kaiwo_executor.node_merge import node_patch
 
-FIELD_MANAGER = "kaiwo"
-STATUS_FIELD_MANAGER = "kaiwo-status"
+FIELD_MANAGER = OPERATOR_FIELD_MANAGER
 STALE_STATUS = "the owner changed since the plan was made; the plan of its newer version writes it"
 COMPONENT = "kaiwo-executor"
 EVENT_API_VERSION = "v1"
@@ -135,6 +144,7 @@ class _Run:
     fingerprint: str
     memo: OwnerMemo
     absent: frozenset[str]
+    drifted: frozenset[str]
     desired_keys: frozenset[str]
     first_touch: bool = False
     """No executor ever acted for this owner: no child of ours can exist yet."""
@@ -231,6 +241,7 @@ class PlanExecutor:
             fingerprint=decision.fingerprint,
             memo=memo,
             absent=frozenset(ref_key(ref) for ref in decision.absent),
+            drifted=frozenset(ref_key(ref) for ref in decision.drifted),
             desired_keys=frozenset(manifest_key(manifest) for manifest in plan.desired),
             first_touch=first_touch,
         )
@@ -269,7 +280,7 @@ class PlanExecutor:
     async def _apply_desired(self, run: _Run, manifest: dict[str, Any]) -> None:
         key, target = manifest_key(manifest), manifest_ref(manifest)
         digest = content_hash(manifest)
-        if run.memo.objects.get(key) == digest:
+        if run.memo.objects.get(key) == digest and key not in run.drifted:
             if key not in run.absent:
                 self._metrics.writes_skipped.labels(kind=target.kind).inc()
                 self._record(run, "apply", target, "unchanged")
@@ -279,7 +290,7 @@ class PlanExecutor:
         started = time.perf_counter()
         if _is_node(manifest):
             result = await self._guarded(lambda: self._patch_node(manifest), "apply", target)
-        elif key in run.recreate:
+        elif key in run.recreate or run.plan.create_only:
             # Applied before and unchanged: the planner saw it missing, perhaps only because
             # it planned before observing the creation. Create it, never apply it again: a
             # stale plan must not overwrite what others changed since (Kueue's suspend).

@@ -10,12 +10,10 @@ executor builds the taint list itself from the node as it is *now*:
 * each taint of the intent replaces the node's taint with the same key and effect (that pair
   identifies a taint), or is appended.
 
-The planner's partial carries the node's taints as it last observed them plus the Kaiwo
-taint. Taking the current list instead means a taint added since (for example
-``node.kubernetes.io/unreachable`` by the node controller) is never dropped; the price is
-that a taint removed in that short window is put back, which the next observation and plan
-do not undo. Dropping a NoExecute taint the control plane relies on is the worse failure, so
-the executor only ever adds or updates taints, as Kaiwo never removes one.
+The intent carries only Kaiwo's own labels and taint, never a copy of the node's other taints:
+a copy taken from an older observation would put back a taint the node controller has removed
+since (``node.kubernetes.io/not-ready`` once the node is ready). So the executor only ever adds
+or updates Kaiwo's keys, and Kaiwo never removes its taint, as upstream.
 
 The patch carries the node's ``resourceVersion``, so a node that changed between the read
 and the patch answers 409 Conflict and the whole read-merge-patch is retried.

@@ -63,7 +63,9 @@ async def serve(settings: MonitorSettings, stop: asyncio.Event) -> None:
             bucket=settings.monitor_state_bucket,
             within_seconds=timeout,
         )
-        kube = await open_api_server(stack, kubeconfig=settings.kubeconfig, within_seconds=timeout)
+        kube = await open_api_server(
+            stack, kubeconfig=settings.kubeconfig, within_seconds=timeout, service="monitor"
+        )
         metrics = MonitorMetrics()
         service = MonitorService(
             bus, kube, scraper=scraper, clock=utc_now, settings=settings, kv=kv, metrics=metrics

@@ -7,14 +7,28 @@ For each observation on the durable consumer ``planner-obs`` (stream ``KAIWO_OBS
 2. find the owners it may affect (:func:`~kaiwo_planner.domain.fanout.owners_to_replan`);
 3. plan each one with the pure planning function, ``now`` = the observation's envelope time;
 4. publish a ``PlanDecidedV1`` on ``kaiwo.plan.<kind>.<scope>.<uid>`` only when the plan's
-   fingerprint differs from the last one published for that owner, or when the plan names
-   desired objects the projection does not hold (``absent``) and that set differs from the
-   one found last time: a child deleted by hand is re-created, while a child that is still
-   being created does not cause a plan per observation; or when the owner moved on to a new
-   resourceVersion while its status is still not the planned one. (The executor writes a
-   status only onto the owner version it was planned from, so a plan made from a version
-   that changed before the write lands is carried out without its status; the same
-   decision is then published again for the newer version.)
+   fingerprint differs from the last one published for that owner, or when desired objects
+   went missing from the projection (``absent``) or are observed without what the plan asks
+   of them (``drifted``: a field changed by hand) since the owner was last planned; or when
+   the owner moved on to a new resourceVersion while its status is still not the planned
+   one. (The executor writes a status only onto the owner version it was planned from, so a
+   plan made from a version that changed before the write lands is carried out without its
+   status; the same decision is then published again for the newer version.)
+
+   A plan names as ``absent`` and ``drifted`` only what became so since the owner was last
+   planned. A child the executor is still creating or updating stays missing (or stale) in
+   the projection until its observation comes back; naming it again in every plan meanwhile
+   would make the executor create or apply it again each time (on a real API server: the
+   twelve Kueue objects of a queue config re-created 60 times over while the first
+   observations of a start-up came in). A child deleted or edited by hand causes exactly one
+   plan that names it.
+
+Resync. At start-up and every ``resync_every_seconds`` (default 10 minutes, like a
+controller's resync) every owner is planned again. The periodic resync also publishes a plan
+for each owner whose desired objects are absent or drifted even when that is what was found
+last time: an apply that failed for good, or drift the planner missed, is corrected within
+one resync. (At start-up the restored records say what was published; a restart does not
+send those plans again.)
 
 Timers. A planning result may ask to be planned again at ``replan_at`` (a duration runs out,
 a deadline passes). The service keeps one pending time per owner and plans it then, with
@@ -68,6 +82,7 @@ from kaiwo_runtime.kv import KeyValue
 from kaiwo_runtime.logging import bound_context
 
 from kaiwo_planner.domain.cluster import ClusterState
+from kaiwo_planner.domain.default_objects import default_object_plans
 from kaiwo_planner.domain.fanout import all_workloads, owners_to_replan, queue_config
 from kaiwo_planner.domain.planned_status import owner_with_status, status_to_assume
 from kaiwo_planner.domain.planning import plan_object_with_timer
@@ -134,6 +149,7 @@ class _OwnerRecord:
 
     fingerprint: str | None
     absent: tuple[ObjectRef, ...] = ()
+    drifted: tuple[ObjectRef, ...] = ()
     resource_version: str | None = None
     """The owner's resourceVersion the last published plan was made from."""
     status: dict[str, Any] | None = None
@@ -311,7 +327,7 @@ class PlannerService:
         else:
             log.info("no snapshot; the projection starts empty")
         if self._settings.resync_on_start:
-            await self.resync()
+            await self.resync(reapply_gaps=False)
         now = self._clock()
         self._last_snapshot_at = now
         self._schedule_resync(now)
@@ -341,6 +357,7 @@ class PlannerService:
         handled = await self._bus.process(
             self._consumer, self.handle, max_messages=64, wait_seconds=wait
         )
+        await self.create_missing_defaults()
         await self.fire_due_timers()
         now = self._clock()
         if self._next_resync_at is not None and now >= self._next_resync_at:
@@ -435,6 +452,36 @@ class PlannerService:
             sequence += 1
         return handled
 
+    async def create_missing_defaults(self) -> int:
+        """Publish the create-only plans of the singletons the cluster lacks (the KaiwoConfig
+        and KaiwoQueueConfig ``kaiwo``), each once while it stays missing; returns how many
+        were published."""
+        plans = default_object_plans(self._projection.cluster_state())
+        missing = {f"default/{plan.owner.kind}" for plan in plans}
+        for key in [k for k in self._owners if k.startswith("default/") and k not in missing]:
+            del self._owners[key]  # it exists now: should it go, it is created again
+        published = 0
+        for plan in plans:
+            key = f"default/{plan.owner.kind}"
+            fingerprint = plan.fingerprint()
+            record = self._owners.get(key)
+            if record is not None and record.fingerprint == fingerprint:
+                continue
+            await self._publish(
+                plan.owner,
+                plan,
+                now=self._clock(),
+                trigger="resync",
+                cause=None,
+                gaps=(self._projection.missing(plan.desired), ()),
+                assumed=None,
+                plan_fingerprint=fingerprint,
+                subject_uid=key.replace("/", "-").lower(),
+            )
+            self._owners[key] = _OwnerRecord(fingerprint=fingerprint)
+            published += 1
+        return published
+
     # ------------------------------------------------------------------ timers and resync
 
     async def fire_due_timers(self) -> int:
@@ -462,12 +509,18 @@ class PlannerService:
         self.metrics.timers_pending.set(len(self._timers))
         return fired
 
-    async def resync(self) -> int:
-        """Plan every owner now (the queue config and every workload); returns how many."""
+    async def resync(self, *, reapply_gaps: bool = True) -> int:
+        """Plan every owner now (the queue config and every workload); returns how many.
+
+        ``reapply_gaps``: publish again for owners whose desired objects are still absent or
+        drifted, though nothing changed since the last plan.
+        """
         now = self._clock()
         owners = (*queue_config(self._projection), *all_workloads(self._projection))
         with bound_context({"trigger": "resync"}):
-            await self._plan_round(owners, now=now, trigger="resync", cause=None)
+            await self._plan_round(
+                owners, now=now, trigger="resync", cause=None, reapply_gaps=reapply_gaps
+            )
         if owners:
             self._changes_since_snapshot += 1
         return len(owners)
@@ -504,6 +557,7 @@ class PlannerService:
         trigger: PlanTrigger,
         cause: Envelope[ObservedObjectV1] | None,
         sequence: int | None = None,
+        reapply_gaps: bool = False,
     ) -> None:
         """Plan ``owners`` in order, then any others their plans ask for, each at most once.
 
@@ -516,7 +570,9 @@ class PlannerService:
         while index < len(queue):
             if sequence is not None:
                 self._unfinished = _Unfinished(sequence=sequence, owners=tuple(queue[index:]))
-            extra = await self._plan_owner(queue[index], now=now, trigger=trigger, cause=cause)
+            extra = await self._plan_owner(
+                queue[index], now=now, trigger=trigger, cause=cause, reapply_gaps=reapply_gaps
+            )
             for ref in extra:
                 if ref.uid not in seen:
                     seen.add(ref.uid)
@@ -544,6 +600,7 @@ class PlannerService:
         now: datetime,
         trigger: PlanTrigger,
         cause: Envelope[ObservedObjectV1] | None,
+        reapply_gaps: bool = False,
     ) -> tuple[ObjectRef, ...]:
         """Plan one owner and publish the plan if it is news; returns the others to plan."""
         uid = ref.uid or ""
@@ -569,25 +626,32 @@ class PlannerService:
             self.metrics.plans.labels(ref.kind, "no_plan").inc()
             return also
         absent = self._projection.missing(plan.desired)
+        drifted = self._projection.drifted(plan.desired, ours_too=reapply_gaps)
         fingerprint = _decision_fingerprint(plan)
-        unchanged = record is not None and record.fingerprint == fingerprint
         if (
             record is not None
-            and unchanged
-            and (not absent or absent == record.absent)
+            and not _is_news(
+                record,
+                fingerprint=fingerprint,
+                absent=absent,
+                drifted=drifted,
+                reapply_gaps=reapply_gaps,
+            )
             and not _status_left_behind(plan, owner, record)
         ):
-            # Nothing new to apply; remember what is absent so a later deletion shows up.
-            record.absent = absent
+            # Nothing new to apply; remember what is missing so a later change shows up.
+            record.absent, record.drifted = absent, drifted
             self.metrics.plans.labels(ref.kind, "unchanged").inc()
             return also
+        # A resync names every gap again; otherwise only what is new since the last planning.
+        before = record if record is not None and not reapply_gaps else _OwnerRecord(None)
         await self._publish(
             ref,
             plan,
             now=now,
             trigger=trigger,
             cause=cause,
-            absent=absent,
+            gaps=(_newly(absent, before.absent), _newly(drifted, before.drifted)),
             assumed=assumed,
             # Without Events the decision's fingerprint is the plan's own: hash it once.
             plan_fingerprint=None if plan.events else fingerprint,
@@ -595,6 +659,7 @@ class PlannerService:
         self._owners[uid] = _OwnerRecord(
             fingerprint=fingerprint,
             absent=absent,
+            drifted=drifted,
             resource_version=plan.observed_resource_version,
             status=plan.status if plan.status is not None else (record.status if record else None),
         )
@@ -623,11 +688,15 @@ class PlannerService:
         now: datetime,
         trigger: PlanTrigger,
         cause: Envelope[ObservedObjectV1] | None,
-        absent: tuple[ObjectRef, ...],
+        gaps: tuple[tuple[ObjectRef, ...], tuple[ObjectRef, ...]],
         assumed: dict[str, Any] | None,
         plan_fingerprint: str | None,
+        subject_uid: str | None = None,
     ) -> None:
-        uid = ref.uid or ""
+        """Publish ``plan``; ``gaps`` are its absent and drifted desired objects.
+        ``subject_uid`` stands for the owner's uid in the subject when it has none yet."""
+        absent, drifted = gaps
+        uid = ref.uid or subject_uid or ""
         if cause is not None:
             cause_id = cause.id
         elif trigger == "timer":
@@ -640,6 +709,7 @@ class PlannerService:
             trigger=trigger,
             obs_sequence=self._projection.last_sequence,
             absent=absent,
+            drifted=drifted,
             assumed_status=assumed,
             fingerprint=plan_fingerprint,
         )
@@ -664,6 +734,7 @@ class PlannerService:
             plan_id=envelope.id,
             fingerprint=payload.fingerprint[:12],
             absent=len(absent),
+            drifted=len(drifted),
             duplicate=ack.duplicate,
         )
 
@@ -689,6 +760,7 @@ class PlannerService:
                 uid: {
                     "fingerprint": record.fingerprint,
                     "absent": [ref.model_dump(mode="json") for ref in record.absent],
+                    "drifted": [ref.model_dump(mode="json") for ref in record.drifted],
                     "resourceVersion": record.resource_version,
                     "status": record.status,
                 }
@@ -729,6 +801,7 @@ class PlannerService:
                 str(uid): _OwnerRecord(
                     fingerprint=record["fingerprint"],
                     absent=tuple(ObjectRef.model_validate(r) for r in record["absent"]),
+                    drifted=tuple(ObjectRef.model_validate(r) for r in record.get("drifted") or ()),
                     resource_version=record.get("resourceVersion"),
                     status=record.get("status"),
                 )
@@ -757,6 +830,38 @@ def _decision_fingerprint(plan: Plan) -> str:
     if not plan.events:
         return plan.fingerprint()
     return plan.model_copy(update={"events": ()}).fingerprint()
+
+
+def _newly(found: tuple[ObjectRef, ...], before: tuple[ObjectRef, ...]) -> tuple[ObjectRef, ...]:
+    """The refs of ``found`` not among ``before``."""
+    if not before:
+        return found
+    known = set(before)
+    return tuple(ref for ref in found if ref not in known)
+
+
+def _is_news(
+    record: _OwnerRecord,
+    *,
+    fingerprint: str,
+    absent: tuple[ObjectRef, ...],
+    drifted: tuple[ObjectRef, ...],
+    reapply_gaps: bool,
+) -> bool:
+    """Whether a plan asks the executor for something the last published one did not.
+
+    An absent or drifted object is news when it was not so last time. One still being created
+    or updated stays in the set until its observation comes back, and must not cause a plan
+    per observation meanwhile; nor does the set shrinking as the executor's writes come back
+    one by one (a plan per returning object would send every write again, n² in all). With
+    ``reapply_gaps`` (a periodic resync) a plan is news while anything is absent or drifted,
+    so what a failed or missed apply left behind is corrected once per resync.
+    """
+    if record.fingerprint != fingerprint:
+        return True
+    if reapply_gaps and (absent or drifted):
+        return True
+    return not set(absent) <= set(record.absent) or not set(drifted) <= set(record.drifted)
 
 
 def _status_left_behind(plan: Plan, owner: Mapping[str, Any], record: _OwnerRecord) -> bool:

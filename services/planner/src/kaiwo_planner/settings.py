@@ -18,8 +18,9 @@ class PlannerSettings(SingleActiveSettings):
     """... or after this long with at least one new observation, whichever comes first."""
     resync_on_start: bool = True
     """Re-plan every owner once the projection is restored (publishes only what differs)."""
-    resync_every_seconds: float = Field(default=0.0, ge=0)
-    """Re-plan every owner this often; 0 turns periodic resync off."""
+    resync_every_seconds: float = Field(default=600.0, ge=0)
+    """Re-plan every owner this often, re-applying what is absent or drifted (10 minutes by
+    default, as a controller's resync); 0 turns periodic resync off."""
     poll_seconds: float = Field(default=1.0, gt=0)
     """Longest wait for new observations before timers and snapshots are looked at."""
     tombstone_retention: int = Field(default=100_000, ge=1)

@@ -42,7 +42,9 @@ async def serve(settings: WatcherSettings, stop: asyncio.Event) -> None:
             bucket=settings.watcher_bucket,
             within_seconds=timeout,
         )
-        kube = await open_api_server(stack, kubeconfig=settings.kubeconfig, within_seconds=timeout)
+        kube = await open_api_server(
+            stack, kubeconfig=settings.kubeconfig, within_seconds=timeout, service="watcher"
+        )
         metrics = WatcherMetrics()
         service = WatcherService(
             kube,

@@ -9,8 +9,12 @@ One task per watch stream (resource type, and namespace when the watcher is limi
    fails is retried until it succeeds: an event is never skipped.
 3. 410 Gone: relist. A dropped watch (connection lost, 429/5xx): resume from the last
    resourceVersion after a backoff with jitter. 404 (the kind's API is not installed, e.g. no
-   Kueue): one warning, then try again every ``missing_kind_retry_seconds`` and relist once
-   it is served. Nothing here ends the service but ``stop``.
+   Kueue): one warning, then look again after a backoff that starts at half a second and
+   grows to ``missing_kind_retry_seconds``, and relist once it is served. For a custom kind
+   the wait watches its CustomResourceDefinition and ends as soon as that becomes
+   Established, so a kind installed after the watcher started is followed within moments
+   (an API server may also answer 404 for a moment after a CRD is Established, which the
+   short first delays cover). Nothing here ends the service but ``stop``.
 
 Two replicas may run at once: both publish the same ``Nats-Msg-Id`` for the same object
 version and JetStream keeps one copy. The watcher never writes to Kubernetes.
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import random
 import time
 from collections.abc import Callable, Iterable
@@ -29,7 +34,7 @@ from typing import Any
 
 import structlog
 from kaiwo_contracts.events.observed import WatchEventType
-from kaiwo_kube import KubeError, KubernetesPort, NotFound, ResourceExpired, WatchEvent
+from kaiwo_kube import KubeError, KubernetesPort, NotFound, ResourceExpired, WatchEvent, resources
 from kaiwo_runtime.bus import Bus
 from kaiwo_runtime.kv import KeyValue
 from kaiwo_runtime.logging import bind_event
@@ -108,6 +113,21 @@ def watch_streams(
     return tuple(streams)
 
 
+MISSING_KIND_FIRST_RETRY = 0.5
+"""Seconds before the first look again at a kind that is not served."""
+BUILT_IN_GROUPS = frozenset({"", "apps", "batch", "coordination.k8s.io", "apiextensions.k8s.io"})
+"""API groups the API server serves itself: no CRD to wait for."""
+
+
+def _established(crd: dict[str, Any]) -> bool:
+    conditions = (crd.get("status") or {}).get("conditions") or ()
+    return any(
+        c.get("type") == "Established" and c.get("status") == "True"
+        for c in conditions
+        if isinstance(c, dict)
+    )
+
+
 class WatcherService:
     """List+watch every stream and publish observed events; see the module docstring."""
 
@@ -183,6 +203,11 @@ class WatcherService:
         """List/watch one stream forever (until cancelled)."""
         progress = self.progress[stream.key]
         backoff = self._backoff()
+        missing = Backoff(
+            initial=MISSING_KIND_FIRST_RETRY,
+            maximum=max(self._tuning.missing_kind_retry, MISSING_KIND_FIRST_RETRY),
+            rng=self._rng,
+        )
         bound = log.bind(kind=stream.kind, stream=stream.key)
         resume = await self._state.checkpoint(stream)
         if resume:
@@ -195,13 +220,14 @@ class WatcherService:
                     resume = await self.relist(stream)
                 resume = await self.watch(stream, resume)
                 backoff.reset()
+                missing.reset()
             except ResourceExpired:
                 bound.info("resourceVersion expired (410 Gone): relisting")
                 resume = None
             except NotFound as error:
                 self._mark_missing(stream, bound, reason=error.message)
                 resume = None
-                await asyncio.sleep(self._tuning.missing_kind_retry)
+                await self._until_served(stream, delay=missing.next_delay())
             except (KubeError, OSError) as error:
                 # Resume after the last event handled (a relist in progress starts over).
                 resume = progress.resource_version if resume else None
@@ -343,6 +369,46 @@ class WatcherService:
                     kind=stream.kind, type=envelope.data.event_type
                 ).inc()
                 log.debug("published", subject=observation.subject, sequence=ack.sequence)
+
+    # ------------------------------------------------------------------ kinds not served yet
+
+    async def _until_served(self, stream: WatchStream, *, delay: float) -> None:
+        """Wait ``delay`` seconds, or less when the kind's CRD becomes Established meanwhile."""
+        resource = stream.target.resource
+        if resource.group in BUILT_IN_GROUPS:
+            await asyncio.sleep(delay)
+            return
+        name = f"{resource.plural}.{resource.group}"
+        try:
+            await asyncio.wait_for(self._crd_established(name, delay=delay), timeout=delay)
+        except TimeoutError:
+            return
+        except (KubeError, OSError) as error:  # e.g. no right to watch CRDs: just wait
+            log.debug("cannot watch the CRD; waiting", crd=name, error=str(error))
+            await asyncio.sleep(delay)
+
+    async def _crd_established(self, name: str, *, delay: float) -> None:
+        """Return once CRD ``name`` turns Established (after ``delay`` if it is already)."""
+        selector = f"metadata.name={name}"
+        listed = await self._kube.list(
+            resources.CUSTOM_RESOURCE_DEFINITION, field_selector=selector
+        )
+        if any(_established(crd) for crd in listed.items):
+            # Established, yet its kind was not served a moment ago: give the server a moment.
+            await asyncio.sleep(delay)
+            return
+        events = self._kube.watch(
+            resources.CUSTOM_RESOURCE_DEFINITION,
+            resource_version=listed.resource_version,
+            field_selector=selector,
+            timeout_seconds=max(1, math.ceil(delay)),
+            bookmarks=False,
+        )
+        async with contextlib.aclosing(events):
+            async for event in events:
+                if event.type in ("ADDED", "MODIFIED") and _established(event.object):
+                    return
+        await asyncio.sleep(delay)  # the watch ended early: the outer timeout ends the wait
 
     # ------------------------------------------------------------------ helpers
 

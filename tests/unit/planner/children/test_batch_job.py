@@ -141,6 +141,7 @@ def test_user_job_spec_is_the_base_and_only_gets_defaults_it_lacks(make_job, mak
             "spec": {
                 "backoffLimit": 3,
                 "ttlSecondsAfterFinished": 123,
+                "parallelism": 1,
                 "suspend": True,
                 "template": {
                     "metadata": {"labels": system_labels},

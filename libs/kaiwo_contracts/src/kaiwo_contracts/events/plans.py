@@ -16,8 +16,8 @@ PlanTrigger = Literal["observation", "timer", "resync"]
 preemption), or the planner re-planned everything (start-up, periodic resync)."""
 
 
-def _check_absent(plan: Plan, absent: tuple[ObjectRef, ...]) -> None:
-    """``absent`` names only desired objects, sorted."""
+def _check_absent(plan: Plan, absent: tuple[ObjectRef, ...], *, name: str = "absent") -> None:
+    """``absent`` (or ``drifted``) names only desired objects, sorted."""
     desired = {
         _identity(
             ObjectRef(
@@ -31,10 +31,10 @@ def _check_absent(plan: Plan, absent: tuple[ObjectRef, ...]) -> None:
     }
     strays = [ref.display() for ref in absent if _identity(ref) not in desired]
     if strays:
-        msg = f"absent objects are not in the plan's desired objects: {', '.join(strays)}"
+        msg = f"{name} objects are not in the plan's desired objects: {', '.join(strays)}"
         raise ValueError(msg)
     if list(absent) != sorted(absent, key=ObjectRef.sort_key):
-        raise ValueError("absent must be sorted by apiVersion, kind, namespace, name")
+        raise ValueError(f"{name} must be sorted by apiVersion, kind, namespace, name")
 
 
 def _identity(ref: ObjectRef) -> tuple[str, str, str, str]:
@@ -69,6 +69,10 @@ class PlanDecidedV1(EventPayload):
     * ``absent`` — desired objects (as refs, sorted) that the planner has not observed in the
       cluster. The executor applies them even when it believes it already did, so a child
       deleted by hand is re-created although the plan itself did not change.
+    * ``drifted`` — desired objects (as refs, sorted) observed without what the plan asks of
+      them (a field changed by hand; server defaults do not count). The executor applies them
+      again even when it believes it already did, so drift is corrected although the plan
+      itself did not change.
     """
 
     EVENT_TYPE: ClassVar[str] = event_type("plan", "decided")
@@ -79,6 +83,7 @@ class PlanDecidedV1(EventPayload):
     trigger: PlanTrigger = "observation"
     obs_sequence: int = Field(default=0, ge=0)
     absent: tuple[ObjectRef, ...] = ()
+    drifted: tuple[ObjectRef, ...] = ()
     assumed_status: dict[str, Any] | None = None
 
     @classmethod
@@ -90,6 +95,7 @@ class PlanDecidedV1(EventPayload):
         trigger: PlanTrigger = "observation",
         obs_sequence: int = 0,
         absent: tuple[ObjectRef, ...] = (),
+        drifted: tuple[ObjectRef, ...] = (),
         assumed_status: dict[str, Any] | None = None,
         fingerprint: str | None = None,
     ) -> PlanDecidedV1:
@@ -109,9 +115,11 @@ class PlanDecidedV1(EventPayload):
             trigger=trigger,
             obs_sequence=obs_sequence,
             absent=tuple(sorted(absent, key=ObjectRef.sort_key)),
+            drifted=tuple(sorted(drifted, key=ObjectRef.sort_key)),
             assumed_status=assumed_status,
         )
         _check_absent(plan, decision.absent)
+        _check_absent(plan, decision.drifted, name="drifted")
         return decision
 
     @model_validator(mode="after")
@@ -124,4 +132,5 @@ class PlanDecidedV1(EventPayload):
     @model_validator(mode="after")
     def _absent_objects_are_desired(self) -> Self:
         _check_absent(self.plan, self.absent)
+        _check_absent(self.plan, self.drifted, name="drifted")
         return self

@@ -3,6 +3,8 @@
 Differences from upstream, on purpose: a ``backoffLimit`` given in ``spec.job`` is kept (the
 API reference offers it as a Job parameter to control; upstream forced it to 0), and it only
 defaults to 0. The Job is created suspended; Kueue unsuspends it on admission.
+``parallelism`` is set (1, Kubernetes' own default, unless ``spec.job`` says otherwise) so the
+operator owns it: a hand-edited value counts as drift and is put back.
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ def build_batch_job(
         spec: dict[str, Any] = {
             "ttlSecondsAfterFinished": DEFAULT_TTL_SECONDS_AFTER_FINISHED,
             "backoffLimit": 0,
+            "parallelism": 1,
             "template": default_pod_template(
                 scheduler_name=defaults.scheduler_name,
                 container_name=JOB_CONTAINER,
@@ -99,6 +102,7 @@ def build_batch_job(
         spec = copy_tree(dict(inputs.job.get("spec") or {}))
         spec.setdefault("ttlSecondsAfterFinished", DEFAULT_TTL_SECONDS_AFTER_FINISHED)
         spec.setdefault("backoffLimit", 0)
+        spec.setdefault("parallelism", 1)
     template = with_entrypoint(spec.get("template") or {}, inputs.entrypoint)
     spec["template"] = complete_workload_template(
         template,

@@ -148,6 +148,11 @@ class NodeInfo:
         )
 
     @property
+    def capacity_reported(self) -> bool:
+        """The kubelet has filled in the node's CPU and memory capacity."""
+        return self.cpu_capacity_millis > 0 and self.memory_capacity_bytes > 0
+
+    @property
     def is_control_plane(self) -> bool:
         return any(label in self.labels for label in CONTROL_PLANE_LABELS)
 

@@ -191,6 +191,7 @@ def download_job(
         "metadata": child_metadata(identity, name=name, labels=labels),
         "spec": {
             "backoffLimit": 0,
+            "parallelism": 1,
             "template": {
                 "metadata": {"labels": labels},
                 "spec": {

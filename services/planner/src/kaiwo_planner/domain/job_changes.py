@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kaiwo_planner.domain.json_trees import copy_tree
+from kaiwo_planner.domain.manifest_comparison import differing_paths
 
 IMMUTABLE_JOB_SPEC_FIELDS = (
     "template",
@@ -51,42 +52,6 @@ class JobUpdate:
         )
 
 
-def _same_scalar(desired: Any, observed: Any) -> bool:
-    # Quantities come back from the API server as strings: 4 and "4" are the same value.
-    return desired == observed or str(desired) == str(observed)
-
-
-def _contained(desired: Any, observed: Any) -> bool:
-    """Every value ``desired`` sets is in ``observed`` (which may hold defaults and more)."""
-    if isinstance(desired, Mapping):
-        return isinstance(observed, Mapping) and all(
-            key in observed and _contained(value, observed[key]) for key, value in desired.items()
-        )
-    if isinstance(desired, list):
-        return isinstance(observed, list) and all(
-            any(_contained(item, candidate) for candidate in observed) for item in desired
-        )
-    return _same_scalar(desired, observed)
-
-
-def differing_paths(desired: Any, observed: Any, path: str) -> list[str]:
-    """The paths under ``path`` where ``desired`` sets something ``observed`` does not hold."""
-    if _contained(desired, observed):
-        return []
-    if isinstance(desired, Mapping) and isinstance(observed, Mapping):
-        paths: list[str] = []
-        for key in sorted(desired):
-            paths += differing_paths(desired[key], observed.get(key), f"{path}.{key}")
-        return paths
-    both_lists = isinstance(desired, list) and isinstance(observed, list)
-    if both_lists and len(desired) == len(observed):
-        paths = []
-        for index, (wanted, seen) in enumerate(zip(desired, observed, strict=True)):
-            paths += differing_paths(wanted, seen, f"{path}[{index}]")
-        return paths
-    return [path]
-
-
 def job_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> JobUpdate:
     """The part of ``desired`` that can be applied to the ``observed`` Job, and what cannot."""
     # Only the top level and spec change: the rest is shared with ``desired``, which nothing
@@ -98,7 +63,7 @@ def job_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> JobUp
     for field_name in IMMUTABLE_JOB_SPEC_FIELDS:
         if field_name in spec:
             not_applied += differing_paths(
-                spec[field_name], observed_spec.get(field_name), f"spec.{field_name}"
+                observed_spec.get(field_name), spec[field_name], path=f"spec.{field_name}"
             )
         if field_name in observed_spec:
             spec[field_name] = copy_tree(observed_spec[field_name])

@@ -7,7 +7,9 @@ nodes are ``cpu-only-0gpu-...``). Its nodes are labelled ``kaiwo/nodepool=<pool>
 ``addTaintsToGpuNodes`` GPU nodes also get the ``<defaultGpuTaintKey>=true:NoSchedule`` taint.
 
 Cordoned nodes are left out (their capacity leaves the default queue), and so are
-control-plane nodes when ``excludeMasterNodesFromNodePools`` is set.
+control-plane nodes when ``excludeMasterNodesFromNodePools`` is set, and nodes whose kubelet has
+not reported their capacity yet: a kubelet registers the Node first and fills its status a
+moment later, and such a node would otherwise form a transient ``...-0core-0gi`` pool.
 
 Choices that differ from upstream:
 
@@ -16,9 +18,11 @@ Choices that differ from upstream:
 * The default ClusterQueue lists its resources in a fixed order (cpu, memory, then GPU keys
   alphabetically) and its flavors by GPUs per node, cores, memory, then name; upstream's order
   depends on Go map iteration.
-* Node changes are partial Node objects. ``spec.taints`` is an atomic list, so the partial
-  carries the node's whole observed list plus the Kaiwo taint; it is emitted only while
-  ``addTaintsToGpuNodes`` is on, and Kaiwo never removes the taint (as upstream).
+* Node changes are partial Node objects carrying only what Kaiwo owns: its labels and, while
+  ``addTaintsToGpuNodes`` is on, its one taint. The executor merges them into the node as it
+  is at that moment (``kaiwo_executor.node_merge``), so labels and taints set by others (the
+  node lifecycle controller's ``not-ready``, an admin's) are never removed or rewritten. Kaiwo
+  never removes its taint either (as upstream).
 """
 
 from __future__ import annotations
@@ -113,7 +117,9 @@ def pool_members(nodes: Iterable[NodeInfo], *, exclude_control_plane: bool) -> l
         (
             n
             for n in nodes
-            if not n.unschedulable and not (exclude_control_plane and n.is_control_plane)
+            if n.capacity_reported
+            and not n.unschedulable
+            and not (exclude_control_plane and n.is_control_plane)
         ),
         key=lambda n: n.name,
     )
@@ -179,7 +185,10 @@ def node_changes(
     add_gpu_taint: bool,
     gpu_taint_key: str,
 ) -> list[dict[str, Any]]:
-    """Partial Node objects with the labels (and taint) pool members must carry, by node name."""
+    """Partial Node objects with the labels (and taint) pool members must carry, by node name.
+
+    Only Kaiwo's own keys: the executor merges them key by key into the node as it finds it.
+    """
     taint = Taint(key=gpu_taint_key, value="true", effect="NoSchedule")
     changes = []
     for node in pool_members(nodes, exclude_control_plane=exclude_control_plane):
@@ -198,12 +207,6 @@ def node_changes(
             "metadata": {"name": node.name, "labels": dict(sorted(labels.items()))},
         }
         if add_gpu_taint and shape.has_gpus:
-            # Key and effect identify a taint: ours replaces any other value under them.
-            taints = [
-                taint if (t.key, t.effect) == (taint.key, taint.effect) else t for t in node.taints
-            ]
-            if taint not in taints:
-                taints.append(taint)
-            partial["spec"] = {"taints": [t.to_wire() for t in taints]}
+            partial["spec"] = {"taints": [taint.to_wire()]}
         changes.append(partial)
     return changes

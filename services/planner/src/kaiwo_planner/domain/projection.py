@@ -38,9 +38,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
 from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
-from kaiwo_contracts.plans import ObjectRef, canonical_json
+from kaiwo_contracts.plans import OPERATOR_FIELD_MANAGER, ObjectRef, canonical_json
 
 from kaiwo_planner.domain.cluster import ClusterState, NodeInfo, QueueUse
+from kaiwo_planner.domain.manifest_comparison import contains
 
 _T = TypeVar("_T")
 
@@ -155,6 +156,9 @@ class _Entry:
     queue_use: QueueUse | None = None
     """For a KaiwoJob or KaiwoService: its declared cluster queue ("" for the default) and
     namespace, counted so the queues' namespaces need no scan of every workload."""
+    written_last_by_operator: bool = False
+    """The last write to the object (status aside) was the operator's own, by its
+    ``managedFields``; kept because ``managedFields`` itself is not."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,6 +349,28 @@ class ProjectedClusterState(ClusterState):
             return super().objects_labelled(key, value, kind=kind)
         found = self.view.labelled.get(_label_group(key, value), ())
         return found if kind is None else tuple(o for o in found if o.get("kind") == kind)
+
+
+def written_last_by_operator(obj: Mapping[str, Any]) -> bool:
+    """Whether the newest ``managedFields`` entry outside the status subresource is the
+    operator's (a tie with another manager's counts as theirs: their edit may be newer)."""
+    entries = [
+        entry
+        for entry in _metadata(obj).get("managedFields") or ()
+        if isinstance(entry, Mapping) and not entry.get("subresource")
+    ]
+    if not entries:
+        return False
+    newest = max(str(entry.get("time") or "") for entry in entries)
+    last = {
+        str(entry.get("manager")) for entry in entries if str(entry.get("time") or "") == newest
+    }
+    return last == {OPERATOR_FIELD_MANAGER}
+
+
+def _asked_for(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A manifest without ``apiVersion``: the observed copy may be served at another version."""
+    return {key: value for key, value in manifest.items() if key != "apiVersion"}
 
 
 def _label_group(key: str, value: str) -> str:
@@ -545,10 +571,13 @@ class Projection:
         keys = self._by_identity.get((group, kind, namespace or "", name))
         if not keys:
             return None
+        return self._newest(keys).object
+
+    def _newest(self, keys: Iterable[ObjectKey]) -> _Entry:
         # Two live uids with one name happen only when a deletion was missed: take the
         # most recently observed, whatever order the entries arrived in.
         newest = max(keys, key=lambda k: (self._live[k].sequence, k))
-        return self._live[newest].object
+        return self._live[newest]
 
     def contains(self, ref: ObjectRef) -> bool:
         """Whether an object with ``ref``'s group, kind, namespace and name is observed."""
@@ -563,6 +592,32 @@ class Projection:
         absent = (m for m in manifests if object_identity(m) not in self._by_identity)
         refs = (object_ref(manifest).model_copy(update={"uid": None}) for manifest in absent)
         return tuple(sorted(refs, key=ObjectRef.sort_key))
+
+    def drifted(
+        self, manifests: Iterable[Mapping[str, Any]], *, ours_too: bool = False
+    ) -> tuple[ObjectRef, ...]:
+        """Refs (without uid) of the ``manifests`` observed without what they ask for, sorted.
+
+        An object changed by hand (a Job's ``parallelism``, a ConfigMap's data) shows here
+        until the executor applies the manifest again. Server-side defaults, canonical
+        quantities and fields others added do not count (:func:`manifest_comparison.contains`).
+
+        Nor, unless ``ours_too``, does an object the operator itself wrote last: that is an
+        older version of ours whose update is still on its way back (the plan changed, the
+        executor applied it, the observation has not come yet). A resync counts those too, as
+        an apply that failed for good leaves the object so.
+        """
+        drifted = []
+        for manifest in manifests:
+            found = self._by_identity.get(object_identity(manifest))
+            if not found:
+                continue
+            entry = self._newest(found)
+            if (ours_too or not entry.written_last_by_operator) and not contains(
+                entry.object, _asked_for(manifest)
+            ):
+                drifted.append(object_ref(manifest).model_copy(update={"uid": None}))
+        return tuple(sorted(drifted, key=ObjectRef.sort_key))
 
     def objects_of_kind(
         self, *, group: str, kind: str, namespace: str | None = None
@@ -694,6 +749,7 @@ class Projection:
                 _label_group(str(label), str(value)) for label, value in _labels(obj).items()
             )
         return _Entry(
+            written_last_by_operator=written_last_by_operator(obj),
             queue_use=_queue_use(api_version, kind, obj),
             object=self._stored_form(obj),
             resource_version=resource_version,

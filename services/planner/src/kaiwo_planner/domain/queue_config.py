@@ -8,10 +8,15 @@ the cluster's nodes and namespaces into one :class:`~kaiwo_contracts.plans.Plan`
   namespace whose KaiwoJobs or KaiwoServices use it) and WorkloadPriorityClasses;
 * partial Node objects carrying the node-pool labels and, optionally, the GPU taint
   (:mod:`kaiwo_planner.domain.node_pools`);
-* with ``dynamicallyUpdateDefaultClusterQueue``, the KaiwoQueueConfig itself with the
-  discovered flavors, the default ClusterQueue and the default Topology merged into its spec
-  (so ``kubectl get kqc kaiwo -o yaml`` shows what is in force);
-* the status: READY, or FAILED with a condition saying what is wrong.
+* the status: READY, or FAILED with a condition saying what is wrong; the Ready condition's
+  message names what the operator added to the user's spec (discovered flavors, the default
+  ClusterQueue).
+
+The KaiwoQueueConfig's spec belongs to the user and is never written: with
+``dynamicallyUpdateDefaultClusterQueue`` the discovered flavors, the default ClusterQueue and
+the default Topology are merged into the spec *in force* (:func:`effective_spec`), which only
+the Kueue objects carry. So they follow the nodes as they come and go, and the user can
+re-apply their own manifest at any time (decision 0014).
 
 Flavors come from the spec, or from node-pool discovery when the spec lists none.
 
@@ -146,18 +151,7 @@ def plan_queue_config(
             gpu_taint_key=settings.nodes.default_gpu_taint_key,
         ),
     ]
-    if settings.dynamically_update_default_cluster_queue:
-        written = spec.to_wire()
-        if written != queue_config.spec.to_wire():
-            desired.append(
-                {
-                    "apiVersion": KQC_API_VERSION,
-                    "kind": "KaiwoQueueConfig",
-                    "metadata": {"name": KAIWO_QUEUE_CONFIG_NAME},
-                    "spec": written,
-                }
-            )
-    verdict = _verdict(spec, missing_namespaces)
+    verdict = _verdict(spec, missing_namespaces, generated=_generated(spec, queue_config.spec))
     status, events = _status(previous_status, verdict, generation=meta.generation, now=now)
     return Plan(
         owner=owner,
@@ -201,31 +195,41 @@ def default_queue_config(*, kaiwo_config: KaiwoConfig, cluster: ClusterState) ->
 def effective_spec(
     spec: KaiwoQueueConfigSpec, *, kaiwo_config: KaiwoConfig, pools: Sequence[NodePool]
 ) -> KaiwoQueueConfigSpec:
-    """The spec in force: discovered flavors when none are listed and, when the default queue
-    is dynamic, discovered flavors, the default ClusterQueue and Topology merged by name."""
+    """The spec in force.
+
+    * No flavors listed: the discovered ones (the API reference's rule).
+    * No ClusterQueues listed (the KaiwoQueueConfig the operator creates has an empty spec):
+      the default ClusterQueue over the discovered flavors, and the default Topology.
+    * ``dynamicallyUpdateDefaultClusterQueue``: the discovered flavors, the default
+      ClusterQueue and the default Topology merged into the user's lists by name.
+    """
     settings = kaiwo_config.spec
     wire = spec.to_wire()
     discovered = default_resource_flavors(pools, topology_name=settings.default_topology_name)
+    default_queue = default_cluster_queue(
+        pools,
+        name=settings.default_cluster_queue_name,
+        cohort=settings.default_cluster_queue_cohort_name,
+    )
+    topology = default_topology(settings.default_topology_name)
     if settings.dynamically_update_default_cluster_queue:
         wire["resourceFlavors"] = _merge_by_name(
             wire.get("resourceFlavors") or [], discovered, key=_entry_name
-        )
-        default_queue = default_cluster_queue(
-            pools,
-            name=settings.default_cluster_queue_name,
-            cohort=settings.default_cluster_queue_cohort_name,
         )
         wire["clusterQueues"] = _merge_by_name(
             wire.get("clusterQueues") or [], [default_queue], key=_entry_name
         )
         wire["topologies"] = _merge_by_name(
-            wire.get("topologies") or [],
-            [default_topology(settings.default_topology_name)],
-            key=_metadata_name,
-            replace=False,
+            wire.get("topologies") or [], [topology], key=_metadata_name, replace=False
         )
-    elif not wire.get("resourceFlavors"):
+        return KaiwoQueueConfigSpec.model_validate(wire)
+    if not wire.get("resourceFlavors"):
         wire["resourceFlavors"] = discovered
+    if not wire.get("clusterQueues"):
+        wire["clusterQueues"] = [default_queue]
+        wire["topologies"] = _merge_by_name(
+            wire.get("topologies") or [], [topology], key=_metadata_name, replace=False
+        )
     return KaiwoQueueConfigSpec.model_validate(wire)
 
 
@@ -332,7 +336,23 @@ def _owner_reference(owner: ObjectRef) -> dict[str, Any] | None:
     }
 
 
-def _verdict(spec: KaiwoQueueConfigSpec, missing_namespaces: Sequence[str]) -> ConditionSpec:
+def _generated(effective: KaiwoQueueConfigSpec, written: KaiwoQueueConfigSpec) -> str:
+    """What the spec in force adds to or changes in the user's spec, for the Ready message."""
+    user_flavors = {f.name: f for f in written.resource_flavors or ()}
+    user_queues = {q.name: q for q in written.cluster_queues or ()}
+    flavors = [f.name for f in effective.resource_flavors or () if user_flavors.get(f.name) != f]
+    queues = [q.name for q in effective.cluster_queues or () if user_queues.get(q.name) != q]
+    parts = []
+    if queues:
+        parts.append("ClusterQueues " + ", ".join(queues))
+    if flavors:
+        parts.append("ResourceFlavors " + ", ".join(flavors))
+    return f" (generated from the nodes: {'; '.join(parts)})" if parts else ""
+
+
+def _verdict(
+    spec: KaiwoQueueConfigSpec, missing_namespaces: Sequence[str], *, generated: str
+) -> ConditionSpec:
     flavors = {f.name for f in spec.resource_flavors or ()}
     unknown = sorted(
         {
@@ -358,7 +378,10 @@ def _verdict(spec: KaiwoQueueConfigSpec, missing_namespaces: Sequence[str]) -> C
             "ClusterQueues refer to ResourceFlavors that are not defined: " + ", ".join(unknown),
         )
     return ConditionSpec(
-        READY_CONDITION, "True", "KueueObjectsPlanned", "Kueue objects match the KaiwoQueueConfig"
+        READY_CONDITION,
+        "True",
+        "KueueObjectsPlanned",
+        "Kueue objects match the KaiwoQueueConfig" + generated,
     )
 
 

@@ -1,0 +1,275 @@
+"""What counts as "the cluster holds what the manifest asks for": objects as a real API server
+stores them (defaults filled in, zero values left out, canonical quantities, fields of other
+managers) against manifests as the planner writes them. Every case is written out by hand."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from kaiwo_planner.domain.manifest_comparison import contains, differing_paths
+from kaiwo_planner.domain.projection import written_last_by_operator
+
+WANTED_JOB: dict[str, Any] = {
+    "kind": "Job",
+    "metadata": {
+        "name": "train",
+        "namespace": "ml-team",
+        "labels": {"app.kubernetes.io/managed-by": "kaiwo"},
+    },
+    "spec": {
+        "parallelism": 1,
+        "suspend": True,
+        "template": {
+            "spec": {
+                "restartPolicy": "Never",
+                "hostNetwork": False,
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "ghcr.io/silogen/rocm-ray:6.4",
+                        "args": ["python", "train.py"],
+                        "env": [],
+                        "resources": {
+                            "requests": {"cpu": "0.5", "memory": "1024Mi", "amd.com/gpu": 4},
+                            "limits": {"amd.com/gpu": "4"},
+                        },
+                    }
+                ],
+            }
+        },
+    },
+}
+
+# The same Job as kube-apiserver v1.36 returns it after the Job controller and Kueue acted.
+STORED_JOB: dict[str, Any] = {
+    "apiVersion": "batch/v1",
+    "kind": "Job",
+    "metadata": {
+        "name": "train",
+        "namespace": "ml-team",
+        "uid": "0d2f",
+        "resourceVersion": "812",
+        "generation": 2,
+        "labels": {"app.kubernetes.io/managed-by": "kaiwo"},
+    },
+    "spec": {
+        "parallelism": 1,
+        "completions": 1,
+        "backoffLimit": 6,
+        "suspend": True,
+        "completionMode": "NonIndexed",
+        "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "0d2f"}},
+        "template": {
+            "metadata": {"labels": {"batch.kubernetes.io/job-name": "train", "job-name": "train"}},
+            "spec": {
+                "restartPolicy": "Never",
+                "dnsPolicy": "ClusterFirst",
+                "schedulerName": "default-scheduler",
+                "terminationGracePeriodSeconds": 30,
+                "securityContext": {},
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "ghcr.io/silogen/rocm-ray:6.4",
+                        "args": ["python", "train.py"],
+                        "imagePullPolicy": "IfNotPresent",
+                        "terminationMessagePath": "/dev/termination-log",
+                        "terminationMessagePolicy": "File",
+                        "resources": {
+                            "requests": {"cpu": "500m", "memory": "1Gi", "amd.com/gpu": "4"},
+                            "limits": {"amd.com/gpu": "4"},
+                        },
+                    }
+                ],
+            },
+        },
+    },
+    "status": {"active": 1},
+}
+
+
+def _edited(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    edited = copy.deepcopy(STORED_JOB)
+    target = edited
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = value
+    return edited
+
+
+def test_a_stored_job_with_defaults_and_canonical_quantities_holds_the_manifest() -> None:
+    assert contains(STORED_JOB, WANTED_JOB)
+    assert differing_paths(STORED_JOB, WANTED_JOB, path="") == []
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "differs_at"),
+    [
+        (("spec", "parallelism"), 4, ".spec.parallelism"),
+        (("spec", "suspend"), False, ".spec.suspend"),
+        (
+            ("spec", "template", "spec", "containers", 0, "args"),
+            ["train.py", "python"],
+            ".spec.template.spec.containers[0].args",
+        ),
+        (
+            ("spec", "template", "spec", "containers", 0, "resources", "requests", "memory"),
+            "2Gi",
+            ".spec.template.spec.containers[0].resources.requests.memory",
+        ),
+        (("spec", "template", "spec", "hostNetwork"), True, ".spec.template.spec.hostNetwork"),
+        (
+            ("metadata", "labels"),
+            {"team": "vision"},
+            ".metadata.labels.app.kubernetes.io/managed-by",
+        ),
+    ],
+)
+def test_a_field_changed_by_hand_is_found(
+    path: tuple[Any, ...], value: Any, differs_at: str
+) -> None:
+    edited = _edited(path, value)
+    assert not contains(edited, WANTED_JOB)
+    assert differing_paths(edited, WANTED_JOB, path="") == [differs_at]
+
+
+def test_a_container_of_someone_else_is_tolerated_a_missing_one_is_not() -> None:
+    sidecar = {"name": "proxy", "image": "envoy:1.30"}
+    stored = copy.deepcopy(STORED_JOB)
+    stored["spec"]["template"]["spec"]["containers"].append(sidecar)
+    assert contains(stored, WANTED_JOB)
+    stored["spec"]["template"]["spec"]["containers"] = [sidecar]
+    assert not contains(stored, WANTED_JOB)
+
+
+def test_zero_values_the_server_leaves_out_count_as_present() -> None:
+    wanted = {"spec": {"env": [], "hostNetwork": False, "note": "", "replicas": 0, "x": None}}
+    assert contains({"spec": {}}, wanted)
+    assert not contains({"spec": {"replicas": 2}}, wanted)
+    assert not contains({}, {"spec": {"replicas": 2}})
+
+
+def test_kueue_defaults_filled_in_by_the_crd_schema_are_tolerated() -> None:
+    wanted = {
+        "kind": "ClusterQueue",
+        "metadata": {"name": "kaiwo"},
+        "spec": {
+            "namespaceSelector": {},
+            "cohort": "kaiwo",
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu", "memory", "amd.com/gpu"],
+                    "flavors": [
+                        {
+                            "name": "amd-mi300x-8gpu-115core-1843gi",
+                            "resources": [
+                                {"name": "cpu", "nominalQuota": "115"},
+                                {"name": "memory", "nominalQuota": "1843Gi"},
+                                {"name": "amd.com/gpu", "nominalQuota": "8"},
+                            ],
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+    stored = copy.deepcopy(wanted)
+    stored["spec"] |= {
+        "flavorFungibility": {"whenCanBorrow": "Borrow", "whenCanPreempt": "TryNextFlavor"},
+        "preemption": {"reclaimWithinCohort": "Never", "withinClusterQueue": "Never"},
+        "queueingStrategy": "BestEffortFIFO",
+        "stopPolicy": "None",
+    }
+    stored["spec"]["resourceGroups"][0]["flavors"][0]["resources"][2]["nominalQuota"] = 8
+    assert contains(stored, wanted)
+    stored["spec"]["cohort"] = "other"
+    assert differing_paths(stored, wanted, path="") == [".spec.cohort"]
+
+
+def test_our_taint_among_the_nodes_own_with_the_time_the_server_added() -> None:
+    wanted = {
+        "kind": "Node",
+        "metadata": {"name": "gpu-1", "labels": {"kaiwo/worker": "true"}},
+        "spec": {
+            "taints": [{"key": "kaiwo.silogen.ai/gpu", "value": "true", "effect": "NoSchedule"}]
+        },
+    }
+    stored = {
+        "kind": "Node",
+        "metadata": {"name": "gpu-1", "labels": {"kaiwo/worker": "true", "zone": "a"}},
+        "spec": {
+            "taints": [
+                {
+                    "key": "node.kubernetes.io/not-ready",
+                    "effect": "NoSchedule",
+                    "timeAdded": "2026-11-24T09:00:00Z",
+                },
+                {"key": "kaiwo.silogen.ai/gpu", "value": "true", "effect": "NoSchedule"},
+            ]
+        },
+    }
+    assert contains(stored, wanted)
+    stored["spec"]["taints"] = stored["spec"]["taints"][:1]
+    assert not contains(stored, wanted)
+
+
+@pytest.mark.parametrize(
+    ("stored", "wanted", "held"),
+    [
+        ("500m", "0.5", True),
+        ("1Gi", "1073741824", True),
+        ("4", 4, True),
+        (8, "8", True),
+        ("1Ti", "1Gi", False),
+        ("true", True, False),
+        (None, "x", False),
+        ("v1.2", "v1.20", False),
+    ],
+)
+def test_scalars(stored: Any, wanted: Any, held: bool) -> None:
+    assert contains(stored, wanted) is held
+
+
+def _managed(*entries: tuple[str, str, str | None]) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "managedFields": [
+                {"manager": manager, "operation": "Apply", "time": at}
+                | ({"subresource": sub} if sub else {})
+                for manager, at, sub in entries
+            ]
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("entries", "ours"),
+    [
+        # Our apply, then the Job controller's status: still ours.
+        (
+            [
+                ("kaiwo", "2026-11-24T09:00:00Z", None),
+                ("kube-controller-manager", "2026-11-24T09:00:05Z", "status"),
+            ],
+            True,
+        ),
+        # Someone ran kubectl edit after our apply.
+        (
+            [
+                ("kaiwo", "2026-11-24T09:00:00Z", None),
+                ("kubectl-edit", "2026-11-24T09:03:00Z", None),
+            ],
+            False,
+        ),
+        # The same second: their edit may be the newer one.
+        (
+            [("kaiwo", "2026-11-24T09:00:00Z", None), ("kueue", "2026-11-24T09:00:00Z", None)],
+            False,
+        ),
+        ([], False),
+    ],
+)
+def test_who_wrote_an_object_last(entries: list[Any], ours: bool) -> None:
+    assert written_last_by_operator(_managed(*entries)) is ours
