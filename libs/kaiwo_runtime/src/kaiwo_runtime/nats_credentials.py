@@ -57,6 +57,17 @@ def issue(identity: Identity) -> IssuedIdentity:
     return IssuedIdentity(identity=identity, public_key=public_key, seed=seed)
 
 
+def read_seed(path: Path, identity: Identity) -> IssuedIdentity:
+    """The identity with the key pair whose seed ``path`` holds (to keep a key)."""
+    seed = path.read_bytes().strip()
+    key_pair = nkeys.from_seed(bytearray(seed))
+    try:
+        public_key = bytes(key_pair.public_key).decode()
+    finally:
+        key_pair.wipe()
+    return IssuedIdentity(identity=identity, public_key=public_key, seed=seed)
+
+
 def private_directory(path: Path) -> Path:
     """``path`` created if missing, and mode 0700 whether it was new or not."""
     path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
@@ -162,14 +173,21 @@ def write_credentials(
     tls: ServerTls | None = None,
     http: str | None = None,
     config_name: str = "nats-server.conf",
+    keep_existing: bool = False,
 ) -> CredentialsDirectory:
-    """New keys for every identity: the server configuration and one seed file each.
+    """Keys for every identity: the server configuration and one seed file each.
 
-    Writing again replaces every key: the old ones stop working once the server reads the
-    new configuration (that is how credentials are rotated).
+    By default every key is new: the old ones stop working once the server reads the new
+    configuration (that is how credentials are rotated). ``keep_existing`` keeps the key of
+    an identity whose seed file is there already (to add a reader without rotating).
     """
     private_directory(directory)
-    issued = [issue(identity) for identity in identities]
+    issued = [
+        read_seed(seed_file, identity)
+        if keep_existing and (seed_file := directory / f"{identity.name}{SEED_SUFFIX}").is_file()
+        else issue(identity)
+        for identity in identities
+    ]
     seeds = {entry.identity.name: write_seed(directory, entry) for entry in issued}
     config = write_private(
         directory / config_name, server_config(issued, tls=tls, http=http).encode()
