@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kaiwo_cli.stack.local import LocalStack, StackError, StackOptions
+from kaiwo_cli.stack.state import DEFAULT_STATE_DIR
 
 console = Console(stderr=True)
 
@@ -33,7 +34,7 @@ def up(
     ] = False,
     state_dir: Annotated[
         Path, typer.Option(help="NATS data, the SQLite event store and service logs.")
-    ] = Path(".kaiwo"),
+    ] = DEFAULT_STATE_DIR,
     nats_port: Annotated[
         int | None, typer.Option(help="NATS client port; default: a free one.")
     ] = None,
@@ -122,6 +123,11 @@ def _print_summary(stack: LocalStack) -> None:
         console.print(
             f"Try: kaiwo apply --kubeconfig {stack.kubeconfig} "
             "-f examples/kaiwoqueueconfig.yaml -f examples/kaiwojob-gpu-training.yaml, then "
-            "kaiwo events explain ml-team/llama-3-8b-sft",
+            "kaiwo events explain ml-team/llama-3-8b-sft"
+            + (
+                ""
+                if stack.options.state_dir == DEFAULT_STATE_DIR
+                else f" --state-dir {stack.options.state_dir}"
+            ),
             highlight=False,
         )
