@@ -150,6 +150,7 @@ def test_a_reader_gets_durable_consumers_named_after_itself_and_publishes_no_eve
     reader = reader_identity("audit", streams=("KAIWO_RES",))
 
     assert reader.permissions.publish == (
+        "$JS.API.INFO",
         "$JS.API.STREAM.INFO.KAIWO_RES",
         "$JS.API.CONSUMER.CREATE.KAIWO_RES.audit",
         "$JS.API.CONSUMER.CREATE.KAIWO_RES.audit.>",

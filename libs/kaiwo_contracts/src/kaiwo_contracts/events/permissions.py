@@ -337,6 +337,7 @@ def reader_identity(name: str, *, streams: Iterable[str] = EVENT_STREAMS) -> Ide
     publish = _unique(
         *(
             (
+                _api("INFO"),
                 _api("STREAM", "INFO", stream),
                 _api("CONSUMER", "CREATE", stream, own),
                 _api("CONSUMER", "CREATE", stream, own, EVERYTHING),
