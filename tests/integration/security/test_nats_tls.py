@@ -15,6 +15,7 @@ from pathlib import Path
 import aiohttp
 import nats.errors
 import pytest
+from kaiwo_cli.stack.local import LocalStack, StackOptions
 from kaiwo_contracts.events.permissions import (
     ADMIN,
     PLANNER,
@@ -235,3 +236,29 @@ async def test_a_service_configured_with_the_ca_and_its_key_works_over_tls(
     assert "violation" not in log.read_text().lower()
     assert oct((tmp_path / "store").stat().st_mode & 0o777) == oct(0o700)
     assert oct((tmp_path / "store" / "events.db").stat().st_mode & 0o777) == oct(0o600)
+
+
+@pytest.mark.slow
+async def test_kaiwo_up_with_a_certificate_runs_every_service_over_tls(
+    pki: Pki, tmp_path: Path
+) -> None:
+    options = StackOptions(
+        state_dir=tmp_path / "kaiwo",
+        fake_cluster=True,
+        seed_fake_cluster=False,
+        nats_tls=ServerTls(cert_file=pki.server_cert, key_file=pki.server_key, ca_file=pki.ca),
+        ready_timeout=90.0,
+    )
+    async with LocalStack(options) as stack:  # every service answered /readyz
+        state = stack.state()
+        assert state.nats_url.startswith("tls://127.0.0.1:")
+        assert state.nats_tls_ca_file == pki.ca
+        cli = await connect_client(stack.nats_connection("cli"))
+        try:
+            assert cli.connected_url is not None
+            assert cli.connected_url.scheme == "tls"
+        finally:
+            await cli.close()
+        logs = [path.read_text() for path in (tmp_path / "kaiwo" / "logs").glob("*.log")]
+    assert len(logs) >= 4
+    assert not [log for log in logs if "violation" in log.lower()]
