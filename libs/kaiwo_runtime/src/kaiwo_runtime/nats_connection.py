@@ -74,7 +74,7 @@ class NatsConnection:
     @property
     def anonymous(self) -> bool:
         """No credentials at all: only a server without authentication lets it in."""
-        return self.credentials_file is None and not urlsplit(self.url).netloc.count("@")
+        return self.credentials_file is None and "@" not in urlsplit(self.url).netloc
 
     def connect_options(self) -> dict[str, Any]:
         """Keyword arguments for ``nats.connect`` (servers, credentials, TLS, inbox, name)."""

@@ -28,6 +28,7 @@ from kaiwo_recorder.settings import RecorderSettings
 log = structlog.get_logger("kaiwo.recorder")
 
 EXIT_UNREACHABLE = 2
+SQLITE_COMPANIONS = ("-wal", "-shm", "-journal")
 
 
 def sqlite_file(url: str) -> Path | None:
@@ -47,7 +48,10 @@ def private_sqlite_file(database: Path) -> None:
         database.parent.mkdir(parents=True, mode=0o700)
     descriptor = os.open(database, os.O_RDWR | os.O_CREAT, 0o600)
     os.close(descriptor)
-    database.chmod(0o600)
+    # A store written before (0644 then) is made private too, its journal files with it.
+    for path in (database, *(Path(f"{database}{suffix}") for suffix in SQLITE_COMPANIONS)):
+        if path.exists():
+            path.chmod(0o600)
 
 
 async def open_store(url: str) -> EventStore:
