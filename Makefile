@@ -9,7 +9,7 @@ RUN := $(UV) run --frozen
 PACKAGES := kaiwo_contracts kaiwo_eventstore kaiwo_kube kaiwo_kubefake kaiwo_runtime \
             kaiwo_watcher kaiwo_planner kaiwo_executor kaiwo_monitor kaiwo_recorder kaiwo_cli
 
-.PHONY: help install lint fmt typecheck layers checks test test-fast crds run demo bench
+.PHONY: help install lint fmt typecheck layers checks test test-fast crds run demo bench nats-credentials
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -54,3 +54,7 @@ demo: install ## The operator against a fake cluster with two 8-GPU nodes (kaiwo
 
 bench: install ## Benchmarks that print figures
 	@for b in bench/*.py; do echo "== $$b"; $(RUN) python $$b || exit 1; done
+
+nats-credentials: install ## New NATS keys and server config for deploy/compose and deploy/k8s (rotates every key)
+	$(RUN) kaiwo nats credentials --out deploy/compose/nats-credentials
+	$(RUN) kaiwo nats credentials --out deploy/k8s/base/nats-credentials --http 127.0.0.1:8222

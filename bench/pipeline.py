@@ -41,14 +41,15 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import nats
 from kaiwo_cli.replay import OBSERVED_TYPE, PLAN_TYPE, replay_recorded
 from kaiwo_cli.stack.local import LocalStack, StackOptions
+from kaiwo_contracts.events.permissions import ADMIN
 from kaiwo_contracts.events.streams import OBSERVED_STREAM, PLAN_STREAM, RESULT_STREAM
 from kaiwo_eventstore import EventStore, open_event_store
 from kaiwo_eventstore.scratch import find_server, scratch_database
 from kaiwo_kube import resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_runtime.nats_connection import connect_client
 from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 
@@ -418,7 +419,7 @@ async def measure(store_name: str, store_url: str | None, state_dir: Path) -> Fi
         assert stack.kubeconfig is not None and stack.nats is not None
         kube = await KubernetesAsyncioAdapter.from_kubeconfig(stack.kubeconfig)
         exits.push_async_callback(kube.close)
-        client = await nats.connect(stack.nats.url)
+        client = await connect_client(stack.nats_connection(ADMIN))
         exits.push_async_callback(client.close)
         js = client.jetstream()
         await kube.create(queue_config())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from kaiwo_cli.commands import apply, crds, events, plan, up, validate, version
+from kaiwo_cli.commands import apply, crds, events, nats, plan, up, validate, version
 
 app = typer.Typer(
     name="kaiwo",
@@ -19,6 +19,7 @@ app.command("up")(up.up)
 app.command("apply")(apply.apply)
 app.command("plan")(plan.plan)
 app.add_typer(events.app, name="events")
+app.add_typer(nats.app, name="nats")
 
 if __name__ == "__main__":
     app()

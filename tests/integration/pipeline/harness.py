@@ -10,12 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-import nats
 from kaiwo_cli.stack.local import LocalStack, StackOptions
+from kaiwo_contracts.events.permissions import ADMIN
 from kaiwo_contracts.events.streams import BusTopology, bus_topology
 from kaiwo_eventstore import EventStore, open_event_store
 from kaiwo_kube import resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_runtime.nats_connection import connect_client
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
@@ -185,7 +186,8 @@ async def running_pipeline(
         assert stack.kubeconfig is not None and stack.nats is not None
         kube = await KubernetesAsyncioAdapter.from_kubeconfig(stack.kubeconfig)
         exits.push_async_callback(kube.close)
-        client = await nats.connect(stack.nats.url, max_reconnect_attempts=-1)
+        # The administrator's identity: the tests read every stream and re-publish copies.
+        client = await connect_client(stack.nats_connection(ADMIN), max_reconnect_attempts=-1)
         exits.push_async_callback(client.close)
         await actors.set_up_cluster(kube)
         yield Pipeline(

@@ -8,7 +8,11 @@
 * ``export``  — recorded events as CloudEvents JSON lines (structured mode) with their
   recorded positions as extension attributes.
 
-``--store`` defaults to the recorder's default (``sqlite:///.kaiwo/events.db``).
+``--store`` defaults to the event store of the stack ``kaiwo up`` started in ``--state-dir``
+(``.kaiwo``; its ``stack.json``), else the recorder's default (``sqlite:///.kaiwo/events.db``).
+``tail`` connects to that stack's NATS with the CLI's own read-only identity; given
+``--nats`` it connects there instead, with ``--credentials`` (an NKey seed or ``.creds``
+file) and ``--tls-ca`` as needed. It never guesses a server.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import asyncio
 import contextlib
 import json
 import signal
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,8 +29,16 @@ from typing import Annotated, Any, Final
 
 import typer
 from kaiwo_contracts.events.envelope import Envelope, EnvelopeFormatError, RawPayload
+from kaiwo_contracts.events.permissions import CLI, inbox_prefix
 from kaiwo_contracts.events.subjects import SubjectError, parse_subject
 from kaiwo_eventstore import EventStore, StoredEvent, open_event_store
+from kaiwo_runtime.nats_connection import (
+    ClientTls,
+    NatsConnection,
+    NatsCredentialsError,
+    connect_client,
+)
+from kaiwo_runtime.redaction import redact_secrets, redact_url
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
@@ -42,9 +54,9 @@ from kaiwo_cli.explain import (
     workload_events,
 )
 from kaiwo_cli.replay import ReplayReport, replay_from_store
+from kaiwo_cli.stack.state import DEFAULT_STATE_DIR, StackState, StackStateError
 
 DEFAULT_STORE: Final = "sqlite:///.kaiwo/events.db"
-DEFAULT_NATS: Final = "nats://127.0.0.1:4222"
 TYPE_PREFIX: Final = "ai.silogen.kaiwo."
 EXTENSION_POSITION: Final = "kaiwoposition"
 EXTENSION_STREAM: Final = "kaiwostreamid"
@@ -59,7 +71,15 @@ app = typer.Typer(
 )
 
 StoreOption = Annotated[
-    str, typer.Option("--store", help="Event store URL (as the recorder's KAIWO_EVENTSTORE_URL).")
+    str | None,
+    typer.Option(
+        "--store",
+        help="Event store URL (as the recorder's KAIWO_EVENTSTORE_URL); default: the one "
+        "kaiwo up uses in --state-dir.",
+    ),
+]
+StateDirOption = Annotated[
+    Path, typer.Option("--state-dir", help="Where kaiwo up keeps its state (stack.json).")
 ]
 
 
@@ -101,7 +121,9 @@ async def opened_store(url: str) -> AsyncIterator[EventStore]:
     try:
         store = await open_event_store(url, migrate=False)
     except Exception as error:  # a driver error in any form: one line for the user
-        raise CommandError(f"cannot open the event store {url}: {error}") from error
+        raise CommandError(
+            f"cannot open the event store {redact_url(url)}: {redact_secrets(str(error))}"
+        ) from error
     try:
         yield store
     finally:
@@ -115,16 +137,48 @@ def _run(coroutine: Any) -> Any:
         raise _fail(error) from None
 
 
+def store_url(given: str | None, state_dir: Path) -> str:
+    """``--store``, else the store of the stack in ``state_dir``, else the default file."""
+    if given:
+        return given
+    try:
+        return StackState.read(state_dir).event_store_url
+    except StackStateError:
+        return DEFAULT_STORE
+
+
+def tail_connection(
+    *, nats_url: str | None, credentials: Path | None, tls_ca: Path | None, state_dir: Path
+) -> NatsConnection:
+    """``--nats`` with its credentials, or the CLI identity of the stack in ``state_dir``."""
+    if nats_url is None:
+        try:
+            state = StackState.read(state_dir)
+        except StackStateError as error:
+            raise CommandError(str(error)) from error
+        nats_url = state.nats_url
+        credentials = credentials or state.cli_credentials_file
+        tls_ca = tls_ca or state.nats_tls_ca_file
+    return NatsConnection(
+        url=nats_url,
+        credentials_file=credentials,
+        tls=ClientTls(ca_file=tls_ca) if tls_ca else None,
+        inbox_prefix=inbox_prefix(CLI),
+        name="kaiwo-events-tail",
+    )
+
+
 # --------------------------------------------------------------------------- explain
 
 
 @app.command("explain")
 def explain(
     workload: Annotated[str, typer.Argument(help="The workload, as NAMESPACE/NAME.")],
-    store: StoreOption = DEFAULT_STORE,
+    store: StoreOption = None,
+    state_dir: StateDirOption = DEFAULT_STATE_DIR,
 ) -> None:
     """How a workload got where it is: observations, plans, results and preemptions."""
-    _run(_explain(workload, store))
+    _run(_explain(workload, store_url(store, state_dir)))
 
 
 async def _explain(reference: str, url: str) -> None:
@@ -161,10 +215,11 @@ def replay(
         str | None,
         typer.Option("--workload", help="NAMESPACE/NAME; every recorded plan when omitted."),
     ] = None,
-    store: StoreOption = DEFAULT_STORE,
+    store: StoreOption = None,
+    state_dir: StateDirOption = DEFAULT_STATE_DIR,
 ) -> None:
     """Re-plan from the recorded observations; exit 1 when a recorded plan is not reproduced."""
-    report: ReplayReport = _run(_replay(workload, store))
+    report: ReplayReport = _run(_replay(workload, store_url(store, state_dir)))
     console = _stdout()
     for plan in report.plans:
         mark = {"reproduced": "[green]reproduced[/]", "differs": "[red]differs[/]"}.get(
@@ -220,10 +275,13 @@ def export(
         list[str] | None,
         typer.Option("--type", help="Only these CloudEvents types (repeatable)."),
     ] = None,
-    store: StoreOption = DEFAULT_STORE,
+    store: StoreOption = None,
+    state_dir: StateDirOption = DEFAULT_STATE_DIR,
 ) -> None:
     """Recorded events as JSON lines (CloudEvents structured mode) with their positions."""
-    lines: list[str] = _run(_export(workload, since, until, tuple(event_type or ()), store))
+    lines: list[str] = _run(
+        _export(workload, since, until, tuple(event_type or ()), store_url(store, state_dir))
+    )
     for line in lines:
         typer.echo(line)
 
@@ -348,6 +406,7 @@ def tail_line(
 
 @app.command("tail")
 def tail(
+    *,
     namespace: Annotated[str | None, typer.Option("--namespace", "-n")] = None,
     name: Annotated[str | None, typer.Option()] = None,
     kind: Annotated[str | None, typer.Option(help="KaiwoJob, Pod, Node, ...")] = None,
@@ -360,26 +419,54 @@ def tail(
     count: Annotated[
         int | None, typer.Option(help="Stop after this many live events.", min=1)
     ] = None,
-    nats_url: Annotated[str, typer.Option("--nats", help="NATS URL.")] = DEFAULT_NATS,
-    store: StoreOption = DEFAULT_STORE,
+    nats_url: Annotated[
+        str | None,
+        typer.Option("--nats", help="NATS URL; default: the one kaiwo up runs (stack.json)."),
+    ] = None,
+    credentials: Annotated[
+        Path | None,
+        typer.Option(help="NKey seed or .creds file for --nats (default: kaiwo up's CLI key)."),
+    ] = None,
+    tls_ca: Annotated[
+        Path | None, typer.Option("--tls-ca", help="CA to verify a TLS server with.")
+    ] = None,
+    store: StoreOption = None,
+    state_dir: StateDirOption = DEFAULT_STATE_DIR,
 ) -> None:
     """Follow events live from NATS (Ctrl-C stops)."""
     wanted = TailFilter(namespace=namespace, name=name, kind=kind, type=event_type)
-    _run(_tail(wanted, nats_url=nats_url, store_url=store, from_store=from_store, count=count))
+    _run(
+        _tail(
+            wanted,
+            connection_of=lambda: tail_connection(
+                nats_url=nats_url, credentials=credentials, tls_ca=tls_ca, state_dir=state_dir
+            ),
+            store_url=store_url(store, state_dir),
+            from_store=from_store,
+            count=count,
+        )
+    )
 
 
 async def _tail(
-    wanted: TailFilter, *, nats_url: str, store_url: str, from_store: bool, count: int | None
+    wanted: TailFilter,
+    *,
+    connection_of: Callable[[], NatsConnection],
+    store_url: str,
+    from_store: bool,
+    count: int | None,
 ) -> None:
-    import nats
     import nats.errors
 
     console = _stdout()
     queue: asyncio.Queue[Any] = asyncio.Queue()
+    connection = connection_of()
     try:
-        client = await nats.connect(nats_url, connect_timeout=5, max_reconnect_attempts=3)
-    except (OSError, nats.errors.Error) as error:
-        raise CommandError(f"NATS at {nats_url} is unreachable: {error}") from error
+        client = await connect_client(connection, connect_timeout=5, max_reconnect_attempts=3)
+    except (OSError, nats.errors.Error, NatsCredentialsError) as error:
+        raise CommandError(
+            f"NATS at {connection.redacted_url} is unreachable: {redact_secrets(str(error))}"
+        ) from error
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     # Not on every platform, and only in the main thread.

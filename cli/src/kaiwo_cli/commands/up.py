@@ -8,15 +8,19 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from kaiwo_runtime.nats_credentials import ServerTls
+from kaiwo_runtime.redaction import redact_url
 from rich.console import Console
 from rich.table import Table
 
 from kaiwo_cli.stack.local import LocalStack, StackError, StackOptions
+from kaiwo_cli.stack.state import DEFAULT_STATE_DIR
 
 console = Console(stderr=True)
 
 
 def up(
+    *,
     kubeconfig: Annotated[
         Path | None,
         typer.Option(help="Cluster to operate; default $KUBECONFIG, then ~/.kube/config."),
@@ -30,7 +34,7 @@ def up(
     ] = False,
     state_dir: Annotated[
         Path, typer.Option(help="NATS data, the SQLite event store and service logs.")
-    ] = Path(".kaiwo"),
+    ] = DEFAULT_STATE_DIR,
     nats_port: Annotated[
         int | None, typer.Option(help="NATS client port; default: a free one.")
     ] = None,
@@ -41,14 +45,37 @@ def up(
     metrics_endpoint: Annotated[
         str | None, typer.Option(help="Prometheus URL; starts the monitor when given.")
     ] = None,
+    nats_tls_cert: Annotated[
+        Path | None, typer.Option(help="Serve NATS over TLS with this certificate (PEM).")
+    ] = None,
+    nats_tls_key: Annotated[
+        Path | None, typer.Option(help="The private key of --nats-tls-cert (PEM).")
+    ] = None,
+    nats_tls_ca: Annotated[
+        Path | None,
+        typer.Option(help="CA that signed --nats-tls-cert; every client verifies against it."),
+    ] = None,
 ) -> None:
     """Start NATS, the event store and every service; stop them all on Ctrl-C."""
+    if (nats_tls_cert is None) != (nats_tls_key is None):
+        typer.echo("kaiwo up: --nats-tls-cert and --nats-tls-key go together", err=True)
+        raise typer.Exit(2)
+    tls = (
+        ServerTls(
+            cert_file=nats_tls_cert.resolve(),
+            key_file=nats_tls_key.resolve(),
+            ca_file=(nats_tls_ca.resolve() if nats_tls_ca else None),
+        )
+        if nats_tls_cert is not None and nats_tls_key is not None
+        else None
+    )
     options = StackOptions(
         state_dir=state_dir,
         kubeconfig=kubeconfig,
         fake_cluster=fake,
         install_crds=install_crds,
         nats_port=nats_port,
+        nats_tls=tls,
         store_url=store,
         metrics_endpoint=metrics_endpoint,
     )
@@ -81,8 +108,10 @@ def _print_summary(stack: LocalStack) -> None:
     table.add_column("part")
     table.add_column("where")
     table.add_row("cluster", str(stack.kubeconfig or "$KUBECONFIG / ~/.kube/config"))
-    table.add_row("nats", stack.nats.url)
-    table.add_row("event store", stack.options.event_store_url)
+    assert stack.credentials is not None
+    table.add_row("nats", f"{stack.nats.url} (127.0.0.1 only; NKey per service)")
+    table.add_row("credentials", f"{stack.credentials.directory} (new at every start)")
+    table.add_row("event store", redact_url(stack.options.event_store_url))
     for name, service in stack.services.items():
         table.add_row(
             name,
@@ -94,6 +123,11 @@ def _print_summary(stack: LocalStack) -> None:
         console.print(
             f"Try: kaiwo apply --kubeconfig {stack.kubeconfig} "
             "-f examples/kaiwoqueueconfig.yaml -f examples/kaiwojob-gpu-training.yaml, then "
-            f"kaiwo events explain ml-team/llama-3-8b-sft --store {stack.options.event_store_url}",
+            "kaiwo events explain ml-team/llama-3-8b-sft"
+            + (
+                ""
+                if stack.options.state_dir == DEFAULT_STATE_DIR
+                else f" --state-dir {stack.options.state_dir}"
+            ),
             highlight=False,
         )

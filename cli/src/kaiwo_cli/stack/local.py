@@ -8,10 +8,14 @@ Order of start-up, each step failing with one clear line:
 3. our CRDs are installed when asked (always on the fake, with open-schema stand-ins for
    Kueue, KubeRay, AppWrapper and Gateway API kinds; the fake also gets two 8-GPU nodes and
    the namespaces ``examples/`` uses, see :mod:`kaiwo_cli.stack.demo_cluster`);
-4. ``nats-server`` from the wheel with JetStream in ``<state>/nats``, streams declared;
+4. new NKey credentials for every identity in ``<state>/credentials`` (one seed file each,
+   0600; the state directory 0700), ``nats-server`` from the wheel on 127.0.0.1 only, with
+   JetStream in ``<state>/nats``, each identity's permissions and no anonymous access (TLS
+   when given); the administrator identity declares the streams and consumers;
 5. recorder, watcher, planner, executor (and monitor when a metrics endpoint is given) as
    supervised child processes, each with its health port; start-up waits for every
-   ``/readyz``.
+   ``/readyz``; each service connects with its own identity;
+6. ``<state>/stack.json`` tells ``kaiwo events`` where NATS and the event store are.
 """
 
 from __future__ import annotations
@@ -31,14 +35,23 @@ from typing import Self
 import aiohttp
 from kaiwo_contracts.crds.registry import SERVED_KINDS
 from kaiwo_contracts.crds.schema import custom_resource_definitions
+from kaiwo_contracts.events.permissions import ADMIN, CLI, inbox_prefix, operator_identities
 from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_kube import KubeError, resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_runtime.nats_bus import NatsBus
+from kaiwo_runtime.nats_connection import ClientTls, NatsConnection
+from kaiwo_runtime.nats_credentials import (
+    CredentialsDirectory,
+    ServerTls,
+    private_directory,
+    write_credentials,
+)
 from kaiwo_runtime.nats_server import NatsServer, free_port
 
 from kaiwo_cli.stack.demo_cluster import seed_demo_cluster
 from kaiwo_cli.stack.processes import ServiceProcess
+from kaiwo_cli.stack.state import StackState
 from kaiwo_cli.stack.third_party import driven_kind_crds
 
 FIELD_MANAGER = "kaiwo-installer"
@@ -58,6 +71,8 @@ class StackOptions:
     """Give the fake cluster the demo nodes and namespaces (tests set up their own)."""
     install_crds: bool = False
     nats_port: int | None = None
+    nats_tls: ServerTls | None = None
+    """Serve NATS over TLS with this certificate; clients verify it against ``ca_file``."""
     store_url: str | None = None
     metrics_endpoint: str | None = None
     ready_timeout: float = 60.0
@@ -67,6 +82,10 @@ class StackOptions:
     @property
     def event_store_url(self) -> str:
         return self.store_url or f"sqlite:///{self.state_dir.resolve() / 'events.db'}"
+
+    @property
+    def credentials_dir(self) -> Path:
+        return self.state_dir.resolve() / "credentials"
 
 
 SERVICES: tuple[tuple[str, str], ...] = (
@@ -85,6 +104,7 @@ class LocalStack:
         self.nats: NatsServer | None = None
         self.services: dict[str, ServiceProcess] = {}
         self.kubeconfig: Path | None = options.kubeconfig
+        self.credentials: CredentialsDirectory | None = None
         self._fake: asyncio.subprocess.Process | None = None
         self._supervisors: list[asyncio.Task[None]] = []
 
@@ -114,13 +134,39 @@ class LocalStack:
         return found
 
     async def start(self) -> None:
-        self.options.state_dir.mkdir(parents=True, exist_ok=True)
+        # Credentials, the event store and whole objects live here: the owner's only.
+        private_directory(self.options.state_dir)
         if self.options.fake_cluster:
             self.kubeconfig = await self._start_fake_cluster()
         await self._prepare_cluster()
         await self._start_nats()
         await self._start_services()
         await self._wait_ready()
+        self.state().write(self.options.state_dir)
+
+    def nats_connection(self, identity: str) -> NatsConnection:
+        """How a client of this stack connects as ``identity`` (``admin`` for tests and
+        repairs, ``cli`` for ``kaiwo events tail``, or a service's name)."""
+        assert self.nats is not None and self.credentials is not None
+        tls = self.options.nats_tls
+        return NatsConnection(
+            url=self.nats.url,
+            credentials_file=self.credentials.seed(identity),
+            tls=ClientTls(ca_file=tls.ca_file) if tls is not None else None,
+            inbox_prefix=inbox_prefix(identity),
+            name=f"kaiwo-{identity}",
+        )
+
+    def state(self) -> StackState:
+        """What ``kaiwo events`` reads to find this stack."""
+        assert self.nats is not None and self.credentials is not None
+        tls = self.options.nats_tls
+        return StackState(
+            nats_url=self.nats.url,
+            cli_credentials_file=self.credentials.seed(CLI),
+            event_store_url=self.options.event_store_url,
+            nats_tls_ca_file=tls.ca_file if tls is not None else None,
+        )
 
     async def stop(self) -> None:
         # All at once: each finishes its current message and exits; none waits for another.
@@ -192,11 +238,21 @@ class LocalStack:
                 await seed_demo_cluster(kube)
 
     async def _start_nats(self) -> None:
+        topology = bus_topology()
+        # New keys at every start: the previous run's stop working (rotation for free).
+        self.credentials = write_credentials(
+            self.options.credentials_dir,
+            operator_identities(topology),
+            tls=self.options.nats_tls,
+        )
         self.nats = NatsServer(
-            port=self.options.nats_port, store_dir=self.options.state_dir / "nats"
+            port=self.options.nats_port,
+            store_dir=self.options.state_dir / "nats",
+            config=self.credentials.server_config.read_text(),
+            tls=self.options.nats_tls is not None,
         )
         await self.nats.start()
-        bus = await NatsBus.connect(self.nats.url, topology=bus_topology(), name="kaiwo-up")
+        bus = await NatsBus.connect(self.nats_connection(ADMIN), topology=topology)
         try:
             await bus.ensure_streams()
         finally:
@@ -206,6 +262,8 @@ class LocalStack:
         assert self.nats is not None
         env = {
             "KAIWO_NATS_URL": self.nats.url,
+            # The administrator declared the topology; each service only checks it.
+            "KAIWO_NATS_DECLARE_STREAMS": "false",
             "KAIWO_HEALTH_HOST": "127.0.0.1",
             "KAIWO_HEALTH_PORT": str(health_port),
             "KAIWO_EVENTSTORE_URL": self.options.event_store_url,
@@ -213,6 +271,8 @@ class LocalStack:
             # One replica of each here: a crashed planner's restart waits out its own lease.
             "KAIWO_LEASE_SECONDS": "5",
         }
+        if self.options.nats_tls is not None and self.options.nats_tls.ca_file is not None:
+            env["KAIWO_NATS_TLS_CA_FILE"] = str(self.options.nats_tls.ca_file.resolve())
         if self.kubeconfig is not None:
             env["KAIWO_KUBECONFIG"] = str(self.kubeconfig.resolve())
         if self.options.metrics_endpoint:
@@ -223,12 +283,15 @@ class LocalStack:
         services = list(SERVICES)
         if self.options.metrics_endpoint:
             services.append(("monitor", "kaiwo_monitor"))
+        assert self.credentials is not None
         for name, module in services:
             port = free_port()
+            env = self._service_env(port)
+            env["KAIWO_NATS_CREDENTIALS_FILE"] = str(self.credentials.seed(name))
             service = ServiceProcess(
                 name=name,
                 module=module,
-                env=self._service_env(port),
+                env=env,
                 log_path=self.options.state_dir / "logs" / f"{name}.log",
                 health_port=port,
             )

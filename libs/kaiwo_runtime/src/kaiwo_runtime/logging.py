@@ -3,7 +3,9 @@
 JSON lines when stderr is not a terminal (what log collectors read), coloured console lines
 otherwise. Standard-library loggers (nats-py, aiohttp, faststream) go through the same
 renderer. Handlers call :func:`bind_event` at their start so every line they log names the
-event and the object it is about.
+event and the object it is about. Every rendered line passes through
+:func:`~kaiwo_runtime.redaction.redact_secrets`: a URL's password or an NKey seed never
+reaches the output, whoever logged it (our code, nats-py, an exception's message).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import Any, TextIO
 import structlog
 from kaiwo_contracts.events.envelope import Envelope
 from structlog.typing import Processor
+
+from kaiwo_runtime.redaction import redact_secrets
 
 _SHARED: list[Processor] = [
     structlog.contextvars.merge_contextvars,
@@ -45,6 +49,7 @@ def configure_logging(
         structlog.stdlib.ProcessorFormatter.remove_processors_meta,
         *([structlog.processors.dict_tracebacks] if use_json else []),
         renderer,
+        _redacted,
     ]
     formatter = structlog.stdlib.ProcessorFormatter(foreign_pre_chain=_SHARED, processors=final)
     handler = logging.StreamHandler(output)
@@ -58,6 +63,11 @@ def configure_logging(
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=False,
     )
+
+
+def _redacted(_logger: Any, _method: str, rendered: Any) -> Any:
+    """The last step of the formatter: the rendered line without secrets."""
+    return redact_secrets(rendered) if isinstance(rendered, str) else rendered
 
 
 def event_fields(envelope: Envelope[Any]) -> dict[str, str]:

@@ -10,7 +10,7 @@ transforms for partitions (docs/decisions/0005).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import nats
@@ -37,6 +37,7 @@ from kaiwo_runtime.bus import (
     handle_batch,
     settle,
 )
+from kaiwo_runtime.nats_connection import NatsConnection, connect_client
 
 log = structlog.get_logger("kaiwo.bus.nats")
 
@@ -58,13 +59,20 @@ class NatsBus:
     @classmethod
     async def connect(
         cls,
-        url: str,
+        connection: NatsConnection | str,
         *,
         topology: BusTopology,
         name: str = "kaiwo",
         publish_timeout: float = 5.0,
     ) -> NatsBus:
-        """Connect (reconnecting forever after a loss, as a long-running service should)."""
+        """Connect (reconnecting forever after a loss, as a long-running service should).
+
+        ``connection`` carries the identity's credentials, TLS and inbox; a bare URL connects
+        without credentials (a server without authentication). Logs show the URL redacted.
+        """
+        if isinstance(connection, str):
+            connection = NatsConnection(url=connection, name=name)
+        shown = connection.redacted_url
 
         async def on_error(error: Exception) -> None:
             log.warning("nats connection error", error=str(error))
@@ -73,16 +81,15 @@ class NatsBus:
 
         async def on_disconnect() -> None:
             if bus is not None and bus.closing:
-                log.debug("nats connection closed", url=url)
+                log.debug("nats connection closed", url=shown)
             else:
-                log.warning("nats disconnected", url=url)
+                log.warning("nats disconnected", url=shown)
 
         async def on_reconnect() -> None:
-            log.info("nats reconnected", url=url)
+            log.info("nats reconnected", url=shown)
 
-        client = await nats.connect(
-            url,
-            name=name,
+        client = await connect_client(
+            connection,
             max_reconnect_attempts=-1,
             reconnect_time_wait=0.2,
             error_cb=on_error,
@@ -124,6 +131,25 @@ class NatsBus:
             log.info("stream created", stream=spec.name)
             return
         await self._js.update_stream(config)
+
+    async def missing(
+        self, *, streams: Iterable[str] = (), consumers: Iterable[str] = ()
+    ) -> tuple[str, ...]:
+        """Which of ``streams`` and of the topology's ``consumers`` (durable names) do not
+        exist; for an identity that may use them but not declare them."""
+        absent: list[str] = []
+        for stream in streams:
+            try:
+                await self._js.stream_info(stream)
+            except nats.js.errors.NotFoundError:
+                absent.append(f"stream {stream}")
+        for durable in consumers:
+            spec = self.topology.consumer(durable)
+            try:
+                await self._js.consumer_info(spec.stream, durable)
+            except nats.js.errors.NotFoundError:
+                absent.append(f"consumer {durable} of {spec.stream}")
+        return tuple(absent)
 
     async def ensure_consumer(self, spec: ConsumerSpec) -> None:
         """Create or update one durable consumer (the server does both for a durable name)."""

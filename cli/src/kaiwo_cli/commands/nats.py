@@ -1,0 +1,146 @@
+"""``kaiwo nats``: the bus's credentials and topology for deployments other than ``kaiwo up``.
+
+* ``credentials`` — one NKey per identity (the administrator, each service, the CLI, and
+  any ``--reader``) and the nats-server configuration with their permissions, into one
+  directory (files 0600, the directory 0700). ``deploy/compose`` and ``deploy/k8s`` read
+  them from there (``make nats-credentials``).
+* ``provision`` — declare the streams and the operator's consumers as the administrator
+  (``KAIWO_NATS_URL``, ``KAIWO_NATS_CREDENTIALS_FILE``, ``KAIWO_NATS_TLS_*``): the init step
+  of compose and the Job of the Kubernetes deployment. The services only check for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from kaiwo_contracts.events.permissions import ADMIN, operator_identities, reader_identity
+from kaiwo_contracts.events.streams import bus_topology
+from kaiwo_runtime.nats_bus import NatsBus
+from kaiwo_runtime.nats_credentials import ServerTls, write_credentials
+from kaiwo_runtime.redaction import redact_secrets
+from kaiwo_runtime.settings import ServiceSettings
+
+app = typer.Typer(
+    name="nats",
+    help="NATS credentials and stream provisioning for compose and Kubernetes.",
+    no_args_is_help=True,
+)
+
+
+@app.command("credentials")
+def credentials(
+    *,
+    out: Annotated[Path, typer.Option(help="Directory for nats-server.conf and the keys.")],
+    reader: Annotated[
+        list[str] | None,
+        typer.Option(help="An external read-only subscriber (repeatable); see docs/events.md."),
+    ] = None,
+    partitions: Annotated[
+        int, typer.Option(min=1, help="KAIWO_BUS_PARTITIONS of the deployment.")
+    ] = 1,
+    keep: Annotated[
+        bool,
+        typer.Option(
+            "--keep/--rotate",
+            help="Keep the keys already in --out (to add a reader) or issue all anew.",
+        ),
+    ] = False,
+    tls_cert: Annotated[
+        str | None, typer.Option(help="Server certificate path, as the NATS server sees it.")
+    ] = None,
+    tls_key: Annotated[str | None, typer.Option(help="Server key path, as the server sees it.")] = (
+        None
+    ),
+    tls_ca: Annotated[
+        str | None, typer.Option(help="CA for client certificates (with --verify-clients).")
+    ] = None,
+    verify_clients: Annotated[
+        bool, typer.Option(help="Require client certificates signed by --tls-ca.")
+    ] = False,
+    http: Annotated[
+        str | None,
+        typer.Option(help="Serve the monitoring endpoint here only, e.g. 127.0.0.1:8222."),
+    ] = None,
+) -> None:
+    """Write one key per identity and the server configuration that admits exactly them."""
+    if (tls_cert is None) != (tls_key is None):
+        typer.echo("kaiwo nats credentials: --tls-cert and --tls-key go together", err=True)
+        raise typer.Exit(2)
+    if verify_clients and tls_ca is None:
+        typer.echo("kaiwo nats credentials: --verify-clients needs --tls-ca", err=True)
+        raise typer.Exit(2)
+    tls = (
+        ServerTls(
+            cert_file=Path(tls_cert),
+            key_file=Path(tls_key),
+            ca_file=Path(tls_ca) if tls_ca else None,
+            verify_clients=verify_clients,
+        )
+        if tls_cert is not None and tls_key is not None
+        else None
+    )
+    try:
+        readers = [reader_identity(name) for name in reader or ()]
+    except ValueError as error:
+        typer.echo(f"kaiwo nats credentials: {error}", err=True)
+        raise typer.Exit(2) from None
+    written = write_credentials(
+        out,
+        (*operator_identities(bus_topology(partitions=partitions)), *readers),
+        tls=tls,
+        http=http,
+        keep_existing=keep,
+    )
+    typer.echo(f"{written.server_config}: the server configuration (public keys only)")
+    for name, seed in written.seeds.items():
+        typer.echo(f"{seed}: the key of {name} (secret, 0600)")
+
+
+@app.command("provision")
+def provision(
+    *,
+    within: Annotated[
+        float, typer.Option(help="Seconds to keep trying to reach NATS.", min=1)
+    ] = 60.0,
+) -> None:
+    """Declare the streams and consumers as the administrator (settings from KAIWO_NATS_*)."""
+    settings = ServiceSettings()
+    try:
+        asyncio.run(_provision(settings, within=within))
+    except Exception as error:  # one line, never a secret
+        typer.echo(f"kaiwo nats provision: {redact_secrets(str(error))}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo("streams and consumers declared")
+
+
+async def _provision(settings: ServiceSettings, *, within: float) -> None:
+    connection = settings.nats_connection(ADMIN)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        try:
+            bus = await asyncio.wait_for(
+                NatsBus.connect(
+                    connection, topology=bus_topology(partitions=settings.bus_partitions)
+                ),
+                timeout=10,
+            )
+            break
+        except Exception as error:
+            if loop.time() >= deadline:
+                raise RuntimeError(
+                    f"NATS at {connection.redacted_url} is unreachable: {error}"
+                ) from error
+            await asyncio.sleep(1)
+    try:
+        await asyncio.wait_for(bus.ensure_streams(), timeout=within)
+    except Exception as error:
+        raise RuntimeError(
+            f"declaring the streams and consumers failed ({str(error) or type(error).__name__}): "
+            "is KAIWO_NATS_CREDENTIALS_FILE the administrator's key?"
+        ) from error
+    finally:
+        await bus.close()

@@ -1,0 +1,396 @@
+"""Who may do what on the bus: one NATS identity per service, the CLI and the administrator.
+
+Every permission set is derived here, from the topology (:mod:`kaiwo_contracts.events.streams`),
+and nowhere else: ``kaiwo up``, ``kaiwo nats credentials`` (compose, Kubernetes) and the
+tests render the nats-server configuration from :func:`operator_identities`.
+
+=========  =========================================================================
+identity   may
+=========  =========================================================================
+admin      declare streams and consumers (``$JS.API.>``), publish and read any event
+watcher    publish ``kaiwo.obs.>``; its bucket ``kaiwo-watcher``
+planner    read its consumer ``planner-obs`` (and stored observations), publish
+           ``kaiwo.plan.>`` and its dead letters; its bucket, the ``planner`` lease
+executor   read ``executor-plan``, publish ``kaiwo.res.>`` and its dead letters; its
+           bucket, the ``executor`` lease(s)
+monitor    publish ``kaiwo.mon.>``; its bucket ``kaiwo-monitor``
+recorder   read its ``recorder-*`` consumers and the dead-letter relay, read stored
+           messages of every stream, publish dead letters ``kaiwo.dlq.>`` (the relay
+           turns max-deliveries advisories into dead letters) and nothing else
+cli        subscribe ``kaiwo.>`` (``kaiwo events tail``); publish nothing
+reader     (:func:`reader_identity`, for external subscribers) subscribe ``kaiwo.>`` and
+           read the streams through durable consumers named after itself
+=========  =========================================================================
+
+Besides the subjects above, an identity that uses JetStream needs its API subjects. They
+are granted per object, never ``$JS.API.>``: ``STREAM.INFO`` of the streams it uses,
+``CONSUMER.INFO`` and ``CONSUMER.MSG.NEXT`` of its own durable consumers and their ack
+subjects ``$JS.ACK.<stream>.<consumer>.>``, and for each key-value bucket it owns the
+bucket's stream ``KV_<bucket>`` (create when missing, info, direct and stored reads, the
+ordered consumer that lists keys, its flow control) and its keys ``$KV.<bucket>.>``.
+Replies arrive on an inbox of the identity's own (``_INBOX.<identity>.>``, see
+:func:`inbox_prefix`), so no identity can read the answers meant for another.
+
+Streams and the operator's durable consumers are declared by the administrator only
+(``kaiwo up``, ``kaiwo nats provision``); a service with an identity checks they exist.
+The key-value buckets are created by the service that owns them, on first use: their
+settings (the lease bucket's ttl) belong to the service.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kaiwo_contracts.events.streams import (
+    DEAD_LETTER_RELAY,
+    DEAD_LETTER_STREAM,
+    MONITOR_STREAM,
+    OBSERVED_STREAM,
+    PLAN_STREAM,
+    RESULT_STREAM,
+    BusTopology,
+    ConsumerSpec,
+)
+from kaiwo_contracts.events.subjects import Family, family_filter
+
+JS_API = "$JS.API"
+JS_ACK = "$JS.ACK"
+JS_FLOW_CONTROL = "$JS.FC"
+KV_PREFIX = "$KV"
+INBOX_ROOT = "_INBOX"
+EVERYTHING = ">"
+
+ADMIN = "admin"
+WATCHER = "watcher"
+PLANNER = "planner"
+EXECUTOR = "executor"
+MONITOR = "monitor"
+RECORDER = "recorder"
+CLI = "cli"
+SERVICES: tuple[str, ...] = (WATCHER, PLANNER, EXECUTOR, MONITOR, RECORDER)
+"""The operator's services, each with an identity of its own."""
+
+SERVICE_BUCKETS: dict[str, str] = {
+    WATCHER: "kaiwo-watcher",
+    PLANNER: "kaiwo-planner",
+    EXECUTOR: "kaiwo-executor",
+    MONITOR: "kaiwo-monitor",
+}
+"""The key-value bucket each service keeps its state in (the services' defaults)."""
+LEASE_BUCKET = "kaiwo-leases"
+"""The bucket of the planner's and the executor's leases (``KAIWO_LEASE_BUCKET``)."""
+
+EVENT_STREAMS: tuple[str, ...] = (
+    OBSERVED_STREAM,
+    PLAN_STREAM,
+    RESULT_STREAM,
+    MONITOR_STREAM,
+    DEAD_LETTER_STREAM,
+)
+_OPERATOR_CONSUMER_PREFIXES: tuple[str, ...] = (*(f"{name}-" for name in SERVICES), "bus-")
+_IDENTITY_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+@dataclass(frozen=True, slots=True)
+class Permissions:
+    """Subjects an identity may publish to and subscribe to; nothing else is allowed.
+
+    An empty ``publish`` means no publish at all (rendered as a deny of everything: NATS
+    reads a missing list as "anything")."""
+
+    publish: tuple[str, ...]
+    subscribe: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """One NATS user: a name, what it is for, what it may do, and what it relies on."""
+
+    name: str
+    description: str
+    permissions: Permissions
+    streams: tuple[str, ...] = ()
+    """Streams it publishes into or reads (they must exist before it starts)."""
+    consumers: tuple[str, ...] = ()
+    """Durable consumers it reads (declared by the administrator)."""
+
+    @property
+    def inbox_prefix(self) -> str:
+        return inbox_prefix(self.name)
+
+
+def inbox_prefix(name: str) -> str:
+    """``_INBOX.<name>``: where replies to ``name``'s requests and its deliveries arrive."""
+    return f"{INBOX_ROOT}.{_checked_name(name)}"
+
+
+def _checked_name(name: str) -> str:
+    if not _IDENTITY_NAME.fullmatch(name):
+        raise ValueError(f"{name!r} is not an identity name (a DNS label: [a-z0-9-])")
+    return name
+
+
+# --------------------------------------------------------------------------- building blocks
+
+
+def _api(*tokens: str) -> str:
+    return ".".join((JS_API, *tokens))
+
+
+def _stream_info(streams: Iterable[str]) -> tuple[str, ...]:
+    return tuple(_api("STREAM", "INFO", stream) for stream in streams)
+
+
+def _stored_reads(stream: str) -> tuple[str, ...]:
+    """Read a stored message by sequence (plain or direct get)."""
+    return (
+        _api("STREAM", "MSG", "GET", stream),
+        _api("DIRECT", "GET", stream),
+        _api("DIRECT", "GET", stream, EVERYTHING),
+    )
+
+
+def _consuming(spec: ConsumerSpec, *, dead_letters: bool = True) -> tuple[str, ...]:
+    """Pull from one durable consumer, settle its messages and dead-letter them."""
+    found = (
+        _api("CONSUMER", "INFO", spec.stream, spec.durable_name),
+        _api("CONSUMER", "MSG", "NEXT", spec.stream, spec.durable_name),
+        f"{JS_ACK}.{spec.stream}.{spec.durable_name}.{EVERYTHING}",
+    )
+    return (*found, spec.dead_letter_subject) if dead_letters else found
+
+
+def _bucket(bucket: str, *, keys: Iterable[str] = (EVERYTHING,)) -> tuple[str, ...]:
+    """Open (creating when missing), read, list and write ``keys`` of a key-value bucket."""
+    stream = f"KV_{bucket}"
+    return (
+        _api("STREAM", "INFO", stream),
+        _api("STREAM", "CREATE", stream),
+        *_stored_reads(stream),
+        # keys(): an ordered consumer, created, flow-controlled and deleted by the client.
+        _api("CONSUMER", "CREATE", stream),
+        _api("CONSUMER", "CREATE", stream, EVERYTHING),
+        _api("CONSUMER", "INFO", stream, EVERYTHING),
+        _api("CONSUMER", "DELETE", stream, EVERYTHING),
+        f"{JS_FLOW_CONTROL}.{stream}.{EVERYTHING}",
+        *(f"{KV_PREFIX}.{bucket}.{key}" for key in keys),
+    )
+
+
+def _consumers(topology: BusTopology, service: str) -> tuple[ConsumerSpec, ...]:
+    return tuple(spec for spec in topology.consumers if spec.durable_name.startswith(f"{service}-"))
+
+
+def executor_lease_names(partitions: int) -> tuple[str, ...]:
+    """``executor``, and ``executor-<i>`` for each share of the partitions."""
+    shares = tuple(f"{EXECUTOR}-{index}" for index in range(partitions)) if partitions > 1 else ()
+    return (EXECUTOR, *shares)
+
+
+def _unique(*groups: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(subject for group in groups for subject in group))
+
+
+def _service(
+    name: str,
+    description: str,
+    *,
+    publish: Iterable[str],
+    streams: tuple[str, ...],
+    consumers: tuple[ConsumerSpec, ...] = (),
+) -> Identity:
+    return Identity(
+        name=name,
+        description=description,
+        permissions=Permissions(
+            publish=_unique(publish), subscribe=(f"{inbox_prefix(name)}.{EVERYTHING}",)
+        ),
+        streams=streams,
+        consumers=tuple(spec.durable_name for spec in consumers),
+    )
+
+
+# --------------------------------------------------------------------------- identities
+
+
+def admin_identity() -> Identity:
+    """Declares streams and consumers; may publish and read any event (repairs, tests)."""
+    return Identity(
+        name=ADMIN,
+        description="administrator: declares streams and consumers, reads and re-publishes",
+        permissions=Permissions(
+            publish=(
+                f"{JS_API}.{EVERYTHING}",
+                f"{JS_ACK}.{EVERYTHING}",
+                f"{JS_FLOW_CONTROL}.{EVERYTHING}",
+                f"{KV_PREFIX}.{EVERYTHING}",
+                f"kaiwo.{EVERYTHING}",
+            ),
+            subscribe=(f"{inbox_prefix(ADMIN)}.{EVERYTHING}", f"kaiwo.{EVERYTHING}"),
+        ),
+    )
+
+
+def service_identity(name: str, topology: BusTopology) -> Identity:
+    """The identity of one of :data:`SERVICES`."""
+    if name == WATCHER:
+        return _service(
+            WATCHER,
+            "publishes observations",
+            publish=(
+                family_filter(Family.OBSERVED),
+                *_stream_info((OBSERVED_STREAM,)),
+                *_bucket(SERVICE_BUCKETS[WATCHER]),
+            ),
+            streams=(OBSERVED_STREAM,),
+        )
+    if name == PLANNER:
+        consumers = _consumers(topology, PLANNER)
+        return _service(
+            PLANNER,
+            "reads observations, publishes plans",
+            publish=(
+                family_filter(Family.PLAN),
+                *_stream_info((OBSERVED_STREAM, PLAN_STREAM)),
+                *(subject for spec in consumers for subject in _consuming(spec)),
+                *_stored_reads(OBSERVED_STREAM),
+                *_bucket(SERVICE_BUCKETS[PLANNER]),
+                *_bucket(LEASE_BUCKET, keys=(PLANNER,)),
+            ),
+            streams=(OBSERVED_STREAM, PLAN_STREAM),
+            consumers=consumers,
+        )
+    if name == EXECUTOR:
+        consumers = _consumers(topology, EXECUTOR)
+        return _service(
+            EXECUTOR,
+            "reads plans, publishes results",
+            publish=(
+                family_filter(Family.RESULT),
+                *_stream_info((PLAN_STREAM, RESULT_STREAM)),
+                *(subject for spec in consumers for subject in _consuming(spec)),
+                *_bucket(SERVICE_BUCKETS[EXECUTOR]),
+                *_bucket(LEASE_BUCKET, keys=executor_lease_names(topology.partitions)),
+            ),
+            streams=(PLAN_STREAM, RESULT_STREAM),
+            consumers=consumers,
+        )
+    if name == MONITOR:
+        return _service(
+            MONITOR,
+            "publishes monitor findings",
+            publish=(
+                family_filter(Family.MONITOR),
+                *_stream_info((MONITOR_STREAM,)),
+                *_bucket(SERVICE_BUCKETS[MONITOR]),
+            ),
+            streams=(MONITOR_STREAM,),
+        )
+    if name == RECORDER:
+        consumers = (*_consumers(topology, RECORDER), topology.consumer(DEAD_LETTER_RELAY))
+        return _service(
+            RECORDER,
+            "records every stream; publishes dead letters only",
+            publish=(
+                family_filter(Family.DEAD_LETTER),
+                *_stream_info(EVENT_STREAMS),
+                *(
+                    subject
+                    for spec in consumers
+                    for subject in _consuming(spec, dead_letters=False)
+                ),
+                *(subject for stream in EVENT_STREAMS for subject in _stored_reads(stream)),
+            ),
+            streams=EVENT_STREAMS,
+            consumers=consumers,
+        )
+    raise ValueError(f"{name!r} is not one of the services {', '.join(SERVICES)}")
+
+
+def cli_identity() -> Identity:
+    """``kaiwo events tail``: live events only; publishes nothing."""
+    return Identity(
+        name=CLI,
+        description="kaiwo events tail: subscribes to every event, publishes nothing",
+        permissions=Permissions(
+            publish=(), subscribe=(f"kaiwo.{EVERYTHING}", f"{inbox_prefix(CLI)}.{EVERYTHING}")
+        ),
+    )
+
+
+def reader_identity(name: str, *, streams: Iterable[str] = EVENT_STREAMS) -> Identity:
+    """An external subscriber: live events, and durable pull consumers *named* ``name`` on
+    ``streams`` (created, read and deleted by itself). It publishes no event.
+
+    Consumers are granted by name because a subject wildcard matches whole tokens only: a
+    right to create consumers of any name would let it reconfigure or drain the operator's.
+    """
+    if name in (ADMIN, CLI, *SERVICES) or name.startswith(_OPERATOR_CONSUMER_PREFIXES):
+        raise ValueError(f"{name!r} is taken by the operator; choose another reader name")
+    chosen = tuple(streams)
+    unknown = sorted(set(chosen) - set(EVENT_STREAMS))
+    if unknown:
+        raise ValueError(f"unknown streams {unknown}; choose among {', '.join(EVENT_STREAMS)}")
+    own = _checked_name(name)
+    publish = _unique(
+        *(
+            (
+                _api("INFO"),
+                _api("STREAM", "INFO", stream),
+                _api("CONSUMER", "CREATE", stream, own),
+                _api("CONSUMER", "CREATE", stream, own, EVERYTHING),
+                _api("CONSUMER", "DURABLE", "CREATE", stream, own),
+                _api("CONSUMER", "INFO", stream, own),
+                _api("CONSUMER", "DELETE", stream, own),
+                _api("CONSUMER", "MSG", "NEXT", stream, own),
+                f"{JS_ACK}.{stream}.{own}.{EVERYTHING}",
+                *_stored_reads(stream),
+            )
+            for stream in chosen
+        )
+    )
+    return Identity(
+        name=own,
+        description="external subscriber: reads events, publishes none",
+        permissions=Permissions(
+            publish=publish,
+            subscribe=(f"kaiwo.{EVERYTHING}", f"{inbox_prefix(own)}.{EVERYTHING}"),
+        ),
+        streams=chosen,
+        consumers=(own,),
+    )
+
+
+def operator_identities(topology: BusTopology) -> tuple[Identity, ...]:
+    """Every identity one deployment needs: the administrator, each service and the CLI."""
+    return (
+        admin_identity(),
+        *(service_identity(name, topology) for name in SERVICES),
+        cli_identity(),
+    )
+
+
+__all__ = [
+    "ADMIN",
+    "CLI",
+    "EVENT_STREAMS",
+    "EXECUTOR",
+    "LEASE_BUCKET",
+    "MONITOR",
+    "PLANNER",
+    "RECORDER",
+    "SERVICES",
+    "SERVICE_BUCKETS",
+    "WATCHER",
+    "Identity",
+    "Permissions",
+    "admin_identity",
+    "cli_identity",
+    "executor_lease_names",
+    "inbox_prefix",
+    "operator_identities",
+    "reader_identity",
+    "service_identity",
+]

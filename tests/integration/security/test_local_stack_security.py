@@ -1,0 +1,104 @@
+"""``kaiwo up`` (as ``kaiwo up --fake`` runs it): its own credentials, private files, NATS on
+loopback only with no anonymous access, and ``kaiwo events tail`` finding it without flags."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import nats
+import nats.errors
+import pytest
+import pytest_asyncio
+from kaiwo_cli.main import app
+from typer.testing import CliRunner
+
+from tests.integration.pipeline import cluster_actors as actors
+from tests.integration.pipeline.harness import Pending, Pipeline, eventually, running_pipeline
+
+pytestmark = [pytest.mark.nats, pytest.mark.slow]
+
+IDENTITIES = ("admin", "cli", "executor", "monitor", "planner", "recorder", "watcher")
+
+
+@pytest_asyncio.fixture
+async def stack(tmp_path: Path) -> AsyncIterator[Pipeline]:
+    async with running_pipeline(tmp_path / "kaiwo") as running:
+        yield running
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def listening_addresses(port: int) -> set[str]:
+    """Local IPv4 addresses with a socket listening on ``port`` (from /proc/net/tcp)."""
+    found = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, _remote, state = line.split()[1:4]
+        address, port_hex = local.split(":")
+        if state == "0A" and int(port_hex, 16) == port:  # 0A: LISTEN
+            octets = [str(int(address[i : i + 2], 16)) for i in range(6, -2, -2)]
+            found.add(".".join(octets))
+    return found
+
+
+async def test_kaiwo_up_keeps_its_state_private(stack: Pipeline) -> None:
+    state_dir = stack.stack.options.state_dir
+    credentials = state_dir / "credentials"
+
+    assert mode(state_dir) == 0o700
+    assert mode(credentials) == 0o700
+    assert sorted(path.stem for path in credentials.glob("*.nk")) == list(IDENTITIES)
+    for path in (*credentials.iterdir(), state_dir / "events.db", state_dir / "stack.json"):
+        assert mode(path) == 0o600, path
+    assert "nkey" in (credentials / "nats-server.conf").read_text()
+    assert "no_auth_user" not in (credentials / "nats-server.conf").read_text()
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads /proc/net/tcp (Linux)")
+async def test_nats_listens_on_loopback_only_and_refuses_anonymous_clients(
+    stack: Pipeline,
+) -> None:
+    server = stack.stack.nats
+    assert server is not None
+
+    assert listening_addresses(server.port) == {"127.0.0.1"}
+    with pytest.raises(nats.errors.Error, match="Authorization Violation"):
+        await nats.connect(
+            server.url, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=2
+        )
+
+
+async def kaiwo(*arguments: str) -> Any:
+    env = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}
+    return await asyncio.to_thread(CliRunner().invoke, app, list(arguments), env=env)
+
+
+async def test_events_tail_finds_the_stack_without_flags(stack: Pipeline) -> None:
+    state_dir = str(stack.stack.options.state_dir)
+    tailing = asyncio.create_task(
+        kaiwo("events", "tail", "--state-dir", state_dir, "--kind", "KaiwoJob", "--count", "1")
+    )
+    await asyncio.sleep(2)  # tail subscribes when it has started
+    await stack.kube.create(actors.training_job("tailed"))
+    result = await asyncio.wait_for(tailing, 60)
+
+    assert result.exit_code == 0, result.output
+    (line,) = result.output.splitlines()
+    assert "obs.observed.v1" in line
+    assert f"{actors.NAMESPACE}/tailed " in line
+
+    # The store is found through the same state, once the recorder has the event.
+    async def explained() -> Any:
+        result = await kaiwo(
+            "events", "explain", f"{actors.NAMESPACE}/tailed", "--state-dir", state_dir
+        )
+        return result if result.exit_code == 0 else Pending(result.output)
+
+    story = await eventually(explained, what="kaiwo events explain finds the workload")
+    assert f"KaiwoJob {actors.NAMESPACE}/tailed" in story.output

@@ -1,0 +1,324 @@
+"""The bus's trust boundary on a real nats-server: every identity of
+``kaiwo_contracts.events.permissions`` with the permissions rendered by
+``kaiwo_runtime.nats_credentials``, and what each may and may not do.
+
+The attack this answers: a client on the network publishes one hand-written plan and the
+executor carries it out. Here nobody but the planner can put a plan where the executor's
+consumer reads it, and nobody at all gets in without a key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import nats
+import nats.errors
+import pytest
+from kaiwo_contracts.events.envelope import Envelope
+from kaiwo_contracts.events.permissions import (
+    ADMIN,
+    CLI,
+    EXECUTOR,
+    MONITOR,
+    PLANNER,
+    RECORDER,
+    WATCHER,
+    inbox_prefix,
+    operator_identities,
+    reader_identity,
+)
+from kaiwo_contracts.events.plans import PlanDecidedV1
+from kaiwo_contracts.events.streams import PLAN_STREAM, RESULT_STREAM, BusTopology, bus_topology
+from kaiwo_contracts.events.subjects import (
+    monitor_subject,
+    observed_subject,
+    plan_subject,
+    result_subject,
+)
+from kaiwo_contracts.plans import ObjectRef, Plan
+from kaiwo_runtime.bus import BusError, Delivery
+from kaiwo_runtime.kv import NatsKeyValue
+from kaiwo_runtime.leases import NatsLeaseStore
+from kaiwo_runtime.nats_bus import NatsBus
+from kaiwo_runtime.nats_connection import NatsConnection, connect_client
+from kaiwo_runtime.nats_credentials import (
+    CredentialsDirectory,
+    issue,
+    write_credentials,
+    write_seed,
+)
+from kaiwo_runtime.nats_server import NatsServer
+
+pytestmark = pytest.mark.nats
+
+READER = "audit-dashboard"
+UID = "6f1c2d3e-0000-4000-8000-00000000beef"
+WHEN = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+REFUSED_WITHIN = 1.0
+"""How long a refused JetStream publish waits for the acknowledgement that never comes."""
+
+
+@dataclass
+class SecuredBus:
+    server: NatsServer
+    credentials: CredentialsDirectory
+    topology: BusTopology
+    opened: list[NatsBus]
+
+    def connection(self, identity: str) -> NatsConnection:
+        return NatsConnection(
+            url=self.server.url,
+            credentials_file=self.credentials.seed(identity),
+            inbox_prefix=inbox_prefix(identity),
+            name=f"test-{identity}",
+        )
+
+    async def bus(self, identity: str) -> NatsBus:
+        bus = await NatsBus.connect(
+            self.connection(identity), topology=self.topology, publish_timeout=REFUSED_WITHIN
+        )
+        self.opened.append(bus)
+        return bus
+
+
+@pytest.fixture
+async def secured(tmp_path: Path) -> AsyncIterator[SecuredBus]:
+    topology = bus_topology()
+    credentials = write_credentials(
+        tmp_path / "credentials", (*operator_identities(topology), reader_identity(READER))
+    )
+    async with NatsServer(config=credentials.server_config.read_text()) as server:
+        secured = SecuredBus(server=server, credentials=credentials, topology=topology, opened=[])
+        admin = await secured.bus(ADMIN)
+        await admin.ensure_streams()
+        try:
+            yield secured
+        finally:
+            for bus in secured.opened:
+                await bus.close()
+
+
+def hand_written_plan() -> tuple[Envelope[PlanDecidedV1], str]:
+    """What the attacker sent: a privileged Deployment in kube-system."""
+    owner = ObjectRef(
+        api_version="kaiwo.silogen.ai/v1alpha1",
+        kind="KaiwoJob",
+        name="innocent",
+        namespace="team-a",
+        uid=UID,
+    )
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "miner", "namespace": "kube-system"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {"name": "x", "image": "evil", "securityContext": {"privileged": True}}
+                    ]
+                }
+            }
+        },
+    }
+    envelope = Envelope.new(
+        data=PlanDecidedV1.of(Plan(owner=owner, desired=(deployment,)), planned_at=WHEN),
+        source="/kaiwo/planner",
+        time=WHEN,
+        correlationid=UID,
+        subject="team-a/innocent",
+    )
+    return envelope, plan_subject(kind="KaiwoJob", namespace="team-a", uid=UID)
+
+
+async def stored(admin: NatsBus, stream: str) -> int:
+    return int((await admin.client.jetstream().stream_info(stream)).state.messages)
+
+
+async def executor_sees(bus: NatsBus, topology: BusTopology) -> list[str]:
+    """What the executor's consumer delivers now (acknowledged, as the executor would)."""
+    seen: list[str] = []
+
+    async def record(delivery: Delivery) -> None:
+        seen.append(delivery.subject)
+
+    await bus.process(topology.consumer("executor-plan"), record, wait_seconds=0.5)
+    return seen
+
+
+async def test_no_client_without_a_known_key_gets_in(secured: SecuredBus, tmp_path: Path) -> None:
+    with pytest.raises(nats.errors.Error, match="Authorization Violation"):
+        await nats.connect(
+            secured.server.url, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=2
+        )
+    # A well-formed key the server was never told about.
+    stranger = write_seed(tmp_path / "stranger", issue(reader_identity("stranger")))
+    with pytest.raises(nats.errors.Error, match="Authorization Violation"):
+        await connect_client(
+            NatsConnection(url=secured.server.url, credentials_file=stranger),
+            allow_reconnect=False,
+            max_reconnect_attempts=0,
+            connect_timeout=2,
+        )
+
+
+async def test_only_the_planner_can_publish_a_plan_the_executor_reads(
+    secured: SecuredBus,
+) -> None:
+    admin = await secured.bus(ADMIN)
+    executor = await secured.bus(EXECUTOR)
+    envelope, subject = hand_written_plan()
+
+    for intruder in (WATCHER, EXECUTOR, MONITOR, RECORDER, CLI, READER):
+        bus = await secured.bus(intruder)
+        with pytest.raises(BusError, match=r"publish to 'kaiwo\.plan\."):
+            await bus.publish(envelope, subject)
+    assert await stored(admin, PLAN_STREAM) == 0
+    assert await executor_sees(executor, secured.topology) == []
+
+    planner = await secured.bus(PLANNER)
+    ack = await planner.publish(envelope, subject)
+    assert (ack.stream, ack.sequence) == (PLAN_STREAM, 1)
+    assert await executor_sees(executor, secured.topology) == [subject]
+
+
+async def test_the_server_reports_the_refused_publish_as_a_permissions_violation(
+    secured: SecuredBus,
+) -> None:
+    errors: list[str] = []
+
+    async def collect(error: Exception) -> None:
+        errors.append(str(error))
+
+    envelope, subject = hand_written_plan()
+    headers, body = envelope.to_nats()
+    client = await connect_client(secured.connection(WATCHER), error_cb=collect)
+    try:
+        await client.publish(subject, body, headers=headers)
+        await client.flush(timeout=2)
+        await asyncio.sleep(0.2)
+    finally:
+        await client.close()
+    assert any(
+        "permissions violation for publish" in error.lower() and subject in error
+        for error in errors
+    ), errors
+
+
+async def test_the_recorder_publishes_nothing_but_dead_letters(secured: SecuredBus) -> None:
+    admin = await secured.bus(ADMIN)
+    recorder = await secured.bus(RECORDER)
+    body, headers = b"{}", {"Nats-Msg-Id": "forged"}
+    for subject, stream in (
+        (observed_subject(kind="Pod", namespace="team-a", uid=UID), "KAIWO_OBS"),
+        (plan_subject(kind="KaiwoJob", namespace="team-a", uid=UID), PLAN_STREAM),
+        (
+            result_subject(outcome="applied", kind="KaiwoJob", namespace="team-a", uid=UID),
+            RESULT_STREAM,
+        ),
+        (monitor_subject(topic="preemption", namespace="team-a", uid=UID), "KAIWO_MON"),
+    ):
+        with pytest.raises(BusError):
+            await recorder.publish_raw(subject, body=body, headers=headers)
+        assert await stored(admin, stream) == 0, subject
+    ack = await recorder.publish_raw(
+        "kaiwo.dlq.KAIWO_OBS.planner-obs", body=body, headers={"Nats-Msg-Id": "dlq:1"}
+    )
+    assert ack.stream == "KAIWO_DLQ"
+
+
+async def test_each_service_publishes_its_own_family_only(secured: SecuredBus) -> None:
+    own = {
+        WATCHER: observed_subject(kind="Pod", namespace="team-a", uid=UID),
+        PLANNER: plan_subject(kind="KaiwoJob", namespace="team-a", uid=UID),
+        EXECUTOR: result_subject(outcome="failed", kind="KaiwoJob", namespace="team-a", uid=UID),
+        MONITOR: monitor_subject(topic="utilization", namespace="team-a", uid=UID),
+    }
+    for service, subject in own.items():
+        bus = await secured.bus(service)
+        ack = await bus.publish_raw(subject, body=b"{}", headers={"Nats-Msg-Id": service})
+        assert not ack.duplicate
+        for other, foreign in own.items():
+            if other != service:
+                with pytest.raises(BusError):
+                    await bus.publish_raw(foreign, body=b"{}", headers={})
+
+
+async def test_the_cli_reads_every_event_and_cannot_listen_to_another_identity_s_inbox(
+    secured: SecuredBus,
+) -> None:
+    errors: list[str] = []
+
+    async def collect(error: Exception) -> None:
+        errors.append(str(error))
+
+    cli = await connect_client(secured.connection(CLI), error_cb=collect)
+    try:
+        live = await cli.subscribe("kaiwo.>")
+        await cli.subscribe(f"{inbox_prefix(EXECUTOR)}.>")
+        await cli.flush(timeout=2)
+        watcher = await secured.bus(WATCHER)
+        subject = observed_subject(kind="Pod", namespace="team-a", uid=UID)
+        await watcher.publish_raw(subject, body=b"{}", headers={"Nats-Msg-Id": "seen"})
+        message = await live.next_msg(timeout=2)
+        assert message.subject == subject
+        await asyncio.sleep(0.2)
+    finally:
+        await cli.close()
+    assert any(
+        "permissions violation for subscription" in error.lower()
+        and f"{inbox_prefix(EXECUTOR)}.>".lower() in error.lower()
+        for error in errors
+    ), errors
+
+
+async def test_a_reader_uses_its_own_durable_consumer_and_no_operator_s(
+    secured: SecuredBus,
+) -> None:
+    planner = await secured.bus(PLANNER)
+    envelope, subject = hand_written_plan()
+    await planner.publish(envelope, subject)
+
+    reader = await connect_client(secured.connection(READER))
+    try:
+        js = reader.jetstream(timeout=REFUSED_WITHIN)
+        own = await js.pull_subscribe("kaiwo.plan.>", durable=READER, stream=PLAN_STREAM)
+        [message] = await own.fetch(1, timeout=2)
+        assert message.subject == subject
+        await message.ack()
+        # The executor's consumer: neither read (stealing its plans) nor reconfigured.
+        stolen = await js.pull_subscribe_bind(durable="executor-plan", stream=PLAN_STREAM)
+        with pytest.raises(nats.errors.TimeoutError):
+            await stolen.fetch(1, timeout=REFUSED_WITHIN)
+        with pytest.raises(nats.errors.TimeoutError):
+            await js.pull_subscribe("kaiwo.plan.>", durable="executor-plan", stream=PLAN_STREAM)
+    finally:
+        await reader.close()
+    executor = await secured.bus(EXECUTOR)
+    assert await executor_sees(executor, secured.topology) == [subject]
+
+
+async def test_services_open_their_own_buckets_and_leases_only(secured: SecuredBus) -> None:
+    planner = await secured.bus(PLANNER)
+    executor = await secured.bus(EXECUTOR)
+
+    planner_kv = await NatsKeyValue.open(planner.client, "kaiwo-planner")
+    await planner_kv.put("snapshot/0", b"state")
+    assert [key async for key, _ in planner_kv.items()] == ["snapshot/0"]
+    leases = await NatsLeaseStore.open(planner.client, "kaiwo-leases", duration_seconds=5)
+    revision = await leases.claim("planner", "planner-0")
+    assert revision is not None
+    assert await leases.renew("planner", "planner-0", revision=revision) is not None
+
+    executor_leases = await NatsLeaseStore.open(executor.client, "kaiwo-leases", duration_seconds=5)
+    assert await executor_leases.claim("executor", "executor-0") is not None
+    assert await executor_leases.holder("planner") == "planner-0"
+    # The executor can neither take the planner's lease nor read the planner's state.
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(executor_leases.claim("planner", "executor-0"), REFUSED_WITHIN * 3)
+    with pytest.raises(nats.errors.TimeoutError):
+        await executor.client.jetstream(timeout=REFUSED_WITHIN).key_value("kaiwo-planner")

@@ -1,0 +1,156 @@
+"""Every manifest under deploy/ parses, and the pieces the bus's security relies on are there:
+NATS reachable on loopback (compose) or by the operator's pods only (Kubernetes), a server
+configuration with the users, and each service with its own key and nobody else's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kaiwo_contracts.events.permissions import ADMIN, SERVICES
+
+DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
+CREDENTIALS_FILE = "/var/run/secrets/kaiwo/nats/nkey"
+
+
+def documents(path: Path) -> list[dict[str, Any]]:
+    return [document for document in yaml.safe_load_all(path.read_text()) if document]
+
+
+def kubernetes_objects() -> list[dict[str, Any]]:
+    found = []
+    for path in sorted((DEPLOY / "k8s" / "base").glob("*.yaml")):
+        if path.name != "kustomization.yaml":
+            found += documents(path)
+    return found
+
+
+def one(kind: str, name: str) -> dict[str, Any]:
+    [found] = [
+        obj
+        for obj in kubernetes_objects()
+        if obj["kind"] == kind and obj["metadata"]["name"] == name
+    ]
+    return found
+
+
+def env_of(container: dict[str, Any]) -> dict[str, str]:
+    return {item["name"]: item.get("value", "") for item in container.get("env", [])}
+
+
+@pytest.mark.parametrize(
+    "path", sorted(DEPLOY.rglob("*.yaml")), ids=lambda path: str(path.relative_to(DEPLOY))
+)
+def test_every_manifest_parses(path: Path) -> None:
+    for document in documents(path):
+        assert isinstance(document, dict)
+
+
+def test_compose_publishes_nats_on_loopback_only_and_configures_its_users() -> None:
+    [compose] = documents(DEPLOY / "compose" / "compose.yaml")
+    nats = compose["services"]["nats"]
+
+    assert nats["ports"] == ["127.0.0.1:${KAIWO_NATS_PORT:-14222}:4222"]
+    assert nats["command"][-2:] == ["-c", "/etc/nats/kaiwo.conf"]
+    assert "./nats-credentials/nats-server.conf:/etc/nats/kaiwo.conf:ro" in nats["volumes"]
+    assert "ports" not in compose["services"]["postgres"]
+
+
+def test_compose_gives_each_service_its_own_key_and_provisions_as_the_administrator() -> None:
+    [compose] = documents(DEPLOY / "compose" / "compose.yaml")
+    services = compose["services"]
+    expected = {
+        "nats-provision": ADMIN,
+        "recorder": "recorder",
+        "watcher": "watcher",
+        "planner": "planner",
+        "executor": "executor",
+    }
+
+    for name, identity in expected.items():
+        service = services[name]
+        assert service["secrets"] == [{"source": f"nats-{identity}", "target": "nats-nkey"}]
+        assert service["environment"]["KAIWO_NATS_CREDENTIALS_FILE"] == "/run/secrets/nats-nkey"
+        assert compose["secrets"][f"nats-{identity}"] == {
+            "file": f"./nats-credentials/{identity}.nk"
+        }
+    assert services["nats-provision"]["command"] == ["kaiwo", "nats", "provision"]
+    for name in ("recorder", "watcher", "planner", "executor"):
+        assert services[name]["depends_on"]["nats-provision"] == {
+            "condition": "service_completed_successfully"
+        }
+
+
+def test_each_deployment_mounts_its_own_nats_key_only() -> None:
+    deployments = [obj for obj in kubernetes_objects() if obj["kind"] == "Deployment"]
+
+    assert sorted(d["metadata"]["name"] for d in deployments) == sorted(
+        f"kaiwo-{service}" for service in SERVICES
+    )
+    for deployment in deployments:
+        service = deployment["metadata"]["name"].removeprefix("kaiwo-")
+        pod = deployment["spec"]["template"]["spec"]
+        [container] = pod["containers"]
+        secrets = [volume["secret"] for volume in pod["volumes"] if "secret" in volume]
+        assert secrets == [{"secretName": f"kaiwo-nats-{service}", "defaultMode": 0o440}]
+        assert env_of(container)["KAIWO_NATS_CREDENTIALS_FILE"] == CREDENTIALS_FILE
+        assert env_of(container)["KAIWO_NATS_DECLARE_STREAMS"] == "false"
+        assert container["volumeMounts"] == [
+            {"name": "nats-key", "mountPath": "/var/run/secrets/kaiwo/nats", "readOnly": True}
+        ]
+        assert pod["securityContext"]["fsGroup"] == 65532
+
+
+def test_nats_exposes_the_client_port_alone_to_the_operator_s_pods() -> None:
+    service = one("Service", "nats")
+    [container] = one("StatefulSet", "nats")["spec"]["template"]["spec"]["containers"]
+    policy = one("NetworkPolicy", "nats-clients")
+
+    assert service["spec"]["ports"] == [{"name": "client", "port": 4222}]
+    assert container["ports"] == [{"containerPort": 4222, "name": "client"}]
+    assert "-m" not in container["args"]
+    assert container["args"][-2:] == ["-c", "/etc/nats/kaiwo/nats-server.conf"]
+    assert policy["spec"]["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "nats"}}
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert policy["spec"]["ingress"] == [
+        {
+            "from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/part-of": "kaiwo"}}}],
+            "ports": [{"protocol": "TCP", "port": 4222}],
+        }
+    ]
+
+
+def test_the_provisioning_job_is_the_only_holder_of_the_administrator_key() -> None:
+    job = one("Job", "kaiwo-nats-provision")
+    pod = job["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+
+    assert container["command"] == ["kaiwo", "nats", "provision"]
+    assert env_of(container)["KAIWO_NATS_CREDENTIALS_FILE"] == CREDENTIALS_FILE
+    assert pod["volumes"] == [
+        {"name": "nats-key", "secret": {"secretName": "kaiwo-nats-admin", "defaultMode": 0o440}}
+    ]
+    assert job["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/part-of"] == "kaiwo"
+    holders = [
+        obj["metadata"]["name"]
+        for obj in kubernetes_objects()
+        if "kaiwo-nats-admin" in yaml.safe_dump(obj)
+    ]
+    assert holders == ["kaiwo-nats-provision"]
+
+
+def test_kustomize_generates_the_config_and_one_secret_per_identity() -> None:
+    [kustomization] = documents(DEPLOY / "k8s" / "base" / "kustomization.yaml")
+
+    assert kustomization["configMapGenerator"] == [
+        {
+            "name": "kaiwo-nats-config",
+            "files": ["nats-server.conf=nats-credentials/nats-server.conf"],
+        }
+    ]
+    assert kustomization["secretGenerator"] == [
+        {"name": f"kaiwo-nats-{identity}", "files": [f"nkey=nats-credentials/{identity}.nk"]}
+        for identity in (ADMIN, "watcher", "planner", "executor", "monitor", "recorder")
+    ]

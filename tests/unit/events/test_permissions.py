@@ -1,0 +1,196 @@
+"""The bus identities and their permission sets, derived from the topology."""
+
+from __future__ import annotations
+
+import pytest
+from kaiwo_contracts.events.permissions import (
+    EVENT_STREAMS,
+    LEASE_BUCKET,
+    SERVICE_BUCKETS,
+    SERVICES,
+    admin_identity,
+    cli_identity,
+    inbox_prefix,
+    operator_identities,
+    reader_identity,
+    service_identity,
+)
+from kaiwo_contracts.events.streams import bus_topology
+
+PLANNER_PUBLISH = (
+    "kaiwo.plan.>",
+    "$JS.API.STREAM.INFO.KAIWO_OBS",
+    "$JS.API.STREAM.INFO.KAIWO_PLAN",
+    "$JS.API.CONSUMER.INFO.KAIWO_OBS.planner-obs",
+    "$JS.API.CONSUMER.MSG.NEXT.KAIWO_OBS.planner-obs",
+    "$JS.ACK.KAIWO_OBS.planner-obs.>",
+    "kaiwo.dlq.KAIWO_OBS.planner-obs",
+    "$JS.API.STREAM.MSG.GET.KAIWO_OBS",
+    "$JS.API.DIRECT.GET.KAIWO_OBS",
+    "$JS.API.DIRECT.GET.KAIWO_OBS.>",
+    "$JS.API.STREAM.INFO.KV_kaiwo-planner",
+    "$JS.API.STREAM.CREATE.KV_kaiwo-planner",
+    "$JS.API.STREAM.MSG.GET.KV_kaiwo-planner",
+    "$JS.API.DIRECT.GET.KV_kaiwo-planner",
+    "$JS.API.DIRECT.GET.KV_kaiwo-planner.>",
+    "$JS.API.CONSUMER.CREATE.KV_kaiwo-planner",
+    "$JS.API.CONSUMER.CREATE.KV_kaiwo-planner.>",
+    "$JS.API.CONSUMER.INFO.KV_kaiwo-planner.>",
+    "$JS.API.CONSUMER.DELETE.KV_kaiwo-planner.>",
+    "$JS.FC.KV_kaiwo-planner.>",
+    "$KV.kaiwo-planner.>",
+    "$JS.API.STREAM.INFO.KV_kaiwo-leases",
+    "$JS.API.STREAM.CREATE.KV_kaiwo-leases",
+    "$JS.API.STREAM.MSG.GET.KV_kaiwo-leases",
+    "$JS.API.DIRECT.GET.KV_kaiwo-leases",
+    "$JS.API.DIRECT.GET.KV_kaiwo-leases.>",
+    "$JS.API.CONSUMER.CREATE.KV_kaiwo-leases",
+    "$JS.API.CONSUMER.CREATE.KV_kaiwo-leases.>",
+    "$JS.API.CONSUMER.INFO.KV_kaiwo-leases.>",
+    "$JS.API.CONSUMER.DELETE.KV_kaiwo-leases.>",
+    "$JS.FC.KV_kaiwo-leases.>",
+    "$KV.kaiwo-leases.planner",
+)
+
+
+def event_subjects(subjects: tuple[str, ...]) -> set[str]:
+    """The subjects of ``kaiwo.>`` among ``subjects`` (the events one may publish)."""
+    return {subject for subject in subjects if subject.startswith("kaiwo.")}
+
+
+def test_the_planner_may_publish_plans_its_dead_letters_and_use_its_consumer_and_buckets() -> None:
+    planner = service_identity("planner", bus_topology())
+
+    assert planner.permissions.publish == PLANNER_PUBLISH
+    assert planner.permissions.subscribe == ("_INBOX.planner.>",)
+    assert planner.streams == ("KAIWO_OBS", "KAIWO_PLAN")
+    assert planner.consumers == ("planner-obs",)
+
+
+def test_each_family_has_exactly_one_publisher() -> None:
+    topology = bus_topology()
+    publishes = {
+        name: event_subjects(service_identity(name, topology).permissions.publish)
+        for name in SERVICES
+    }
+
+    assert publishes == {
+        "watcher": {"kaiwo.obs.>"},
+        "planner": {"kaiwo.plan.>", "kaiwo.dlq.KAIWO_OBS.planner-obs"},
+        "executor": {"kaiwo.res.>", "kaiwo.dlq.KAIWO_PLAN.executor-plan"},
+        "monitor": {"kaiwo.mon.>"},
+        "recorder": {"kaiwo.dlq.>"},
+    }
+
+
+def test_no_service_may_declare_streams_or_touch_the_operator_s_consumers_wholesale() -> None:
+    topology = bus_topology()
+    for name in SERVICES:
+        publish = service_identity(name, topology).permissions.publish
+        assert "$JS.API.>" not in publish
+        assert not any(subject.startswith("$JS.API.STREAM.CREATE.KAIWO_") for subject in publish)
+        assert not any(subject.startswith("$JS.API.STREAM.UPDATE.") for subject in publish)
+        assert not any(subject.startswith("$JS.API.CONSUMER.CREATE.KAIWO_") for subject in publish)
+        assert not any(subject.startswith("$JS.API.CONSUMER.DELETE.KAIWO_") for subject in publish)
+
+
+def test_the_recorder_reads_every_stream_through_its_consumers_and_the_relay() -> None:
+    recorder = service_identity("recorder", bus_topology())
+
+    assert recorder.streams == EVENT_STREAMS
+    assert recorder.consumers == (
+        "recorder-obs",
+        "recorder-plan",
+        "recorder-res",
+        "recorder-mon",
+        "recorder-dlq",
+        "bus-deadletter-relay",
+    )
+    assert "$JS.API.CONSUMER.MSG.NEXT.KAIWO_DLQ.bus-deadletter-relay" in (
+        recorder.permissions.publish
+    )
+    assert "$JS.API.STREAM.MSG.GET.KAIWO_RES" in recorder.permissions.publish
+
+
+def test_partitions_give_the_executor_one_consumer_and_one_lease_per_partition() -> None:
+    executor = service_identity("executor", bus_topology(partitions=3))
+
+    assert executor.consumers == ("executor-plan-p0", "executor-plan-p1", "executor-plan-p2")
+    leases = [s for s in executor.permissions.publish if s.startswith(f"$KV.{LEASE_BUCKET}.")]
+    assert leases == [
+        "$KV.kaiwo-leases.executor",
+        "$KV.kaiwo-leases.executor-0",
+        "$KV.kaiwo-leases.executor-1",
+        "$KV.kaiwo-leases.executor-2",
+    ]
+    assert "kaiwo.dlq.KAIWO_PLAN.executor-plan-p1" in executor.permissions.publish
+
+
+def test_the_cli_publishes_nothing_and_reads_every_event() -> None:
+    cli = cli_identity()
+
+    assert cli.permissions.publish == ()
+    assert cli.permissions.subscribe == ("kaiwo.>", "_INBOX.cli.>")
+
+
+def test_the_administrator_declares_and_may_publish_events() -> None:
+    admin = admin_identity()
+
+    assert admin.permissions.publish == (
+        "$JS.API.>",
+        "$JS.ACK.>",
+        "$JS.FC.>",
+        "$KV.>",
+        "kaiwo.>",
+    )
+    assert admin.permissions.subscribe == ("_INBOX.admin.>", "kaiwo.>")
+
+
+def test_a_reader_gets_durable_consumers_named_after_itself_and_publishes_no_event() -> None:
+    reader = reader_identity("audit", streams=("KAIWO_RES",))
+
+    assert reader.permissions.publish == (
+        "$JS.API.INFO",
+        "$JS.API.STREAM.INFO.KAIWO_RES",
+        "$JS.API.CONSUMER.CREATE.KAIWO_RES.audit",
+        "$JS.API.CONSUMER.CREATE.KAIWO_RES.audit.>",
+        "$JS.API.CONSUMER.DURABLE.CREATE.KAIWO_RES.audit",
+        "$JS.API.CONSUMER.INFO.KAIWO_RES.audit",
+        "$JS.API.CONSUMER.DELETE.KAIWO_RES.audit",
+        "$JS.API.CONSUMER.MSG.NEXT.KAIWO_RES.audit",
+        "$JS.ACK.KAIWO_RES.audit.>",
+        "$JS.API.STREAM.MSG.GET.KAIWO_RES",
+        "$JS.API.DIRECT.GET.KAIWO_RES",
+        "$JS.API.DIRECT.GET.KAIWO_RES.>",
+    )
+    assert reader.permissions.subscribe == ("kaiwo.>", "_INBOX.audit.>")
+
+
+@pytest.mark.parametrize(
+    "name", ["planner", "admin", "cli", "executor-plan", "recorder-x", "bus-relay", "Not_A_Label"]
+)
+def test_a_reader_cannot_take_an_operator_name(name: str) -> None:
+    with pytest.raises(ValueError, match=name):
+        reader_identity(name)
+
+
+def test_the_operator_identities_are_the_admin_each_service_and_the_cli() -> None:
+    names = [identity.name for identity in operator_identities(bus_topology())]
+
+    assert names == ["admin", "watcher", "planner", "executor", "monitor", "recorder", "cli"]
+    assert inbox_prefix("watcher") == "_INBOX.watcher"
+
+
+def test_the_buckets_are_the_services_defaults() -> None:
+    from kaiwo_executor.settings import ExecutorSettings
+    from kaiwo_monitor.settings import MonitorSettings
+    from kaiwo_planner.settings import PlannerSettings
+    from kaiwo_watcher.settings import WatcherSettings
+
+    assert {
+        "watcher": WatcherSettings().watcher_bucket,
+        "planner": PlannerSettings().snapshot_bucket,
+        "executor": ExecutorSettings().executor_bucket,
+        "monitor": MonitorSettings().monitor_state_bucket,
+    } == SERVICE_BUCKETS
+    assert PlannerSettings().lease_bucket == LEASE_BUCKET
