@@ -14,6 +14,7 @@ import yaml
 from aiohttp import web
 
 from kaiwo_kubefake import discovery, errors
+from kaiwo_kubefake.custom_resources import served
 from kaiwo_kubefake.errors import ApiError
 from kaiwo_kubefake.kinds import ResourceKind
 from kaiwo_kubefake.patching import APPLY_PATCH, MERGE_PATCH, PATCH_TYPES, apply_patch
@@ -190,7 +191,9 @@ class ApiRoutes:
     # ------------------------------------------------------------------ reads
 
     def _served(self, target: Target, obj: dict[str, Any]) -> dict[str, Any]:
-        """The object as this version serves it (conversion strategy None: same fields)."""
+        """The object as this version serves it (conversion strategy None: same fields, pruned
+        by this version's schema)."""
+        obj = served(target.kind, obj)
         obj["apiVersion"] = target.kind.api_version
         return obj
 
