@@ -510,6 +510,20 @@ async def test_json_patch_is_pruned_and_defaulted(backend: Backend, samples: Res
     assert patched["spec"] == {"ports": [{"name": "a", "protocol": "TCP"}], **SPEC_DEFAULTS}
 
 
+async def test_strategic_merge_patch_is_refused_for_custom_resources(
+    backend: Backend, samples: ResourceType
+) -> None:
+    await backend.kube.create(sample(samples, backend, "strategic", {}))
+    status, answer = await raw_patch(
+        backend,
+        samples,
+        "strategic",
+        {"spec": {"replicas": 2}},
+        content_type="application/strategic-merge-patch+json",
+    )
+    assert (status, answer["reason"]) == (415, "UnsupportedMediaType")
+
+
 async def test_apply_is_defaulted_and_a_repeat_changes_nothing(
     backend: Backend, samples: ResourceType
 ) -> None:

@@ -106,14 +106,17 @@ def method_not_allowed(message: str) -> ApiError:
     return ApiError(code=405, reason="MethodNotAllowed", message=message)
 
 
-def unsupported_media_type(content_type: str) -> ApiError:
+def unsupported_media_type(*, custom: bool = False) -> ApiError:
+    """415; custom resources accept no strategic merge patch."""
+    accepted = ["application/json-patch+json", "application/merge-patch+json"]
+    accepted += ["application/apply-patch+yaml"]
+    if not custom:
+        accepted += ["application/strategic-merge-patch+json"]
     return ApiError(
         code=415,
         reason="UnsupportedMediaType",
         message=f"the body of the request was in an unknown format - accepted media types "
-        f"include: application/json-patch+json, application/merge-patch+json, "
-        f"application/apply-patch+yaml, application/strategic-merge-patch+json "
-        f"(got {content_type!r})",
+        f"include: {', '.join(accepted)}",
     )
 
 

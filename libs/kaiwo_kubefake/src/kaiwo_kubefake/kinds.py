@@ -40,6 +40,8 @@ class ResourceKind:
     default_propagation: str = "Background"
     verbs: tuple[str, ...] = ALL_VERBS
     singular: str = field(default="")
+    # Served from a CRD (strategic merge patch is refused, as the API server does).
+    custom: bool = False
     # A CRD version's structural schema: custom resources are pruned and defaulted by it.
     schema: StructuralSchema | None = field(default=None, compare=False, repr=False)
     # Whether objects are kept in this version; if not, the storage version's schema.
@@ -169,6 +171,7 @@ def kinds_from_crd(crd: dict[str, Any]) -> list[ResourceKind]:
                 short_names=tuple(names.get("shortNames") or ()),
                 categories=tuple(names.get("categories") or ()),
                 singular=names.get("singular", ""),
+                custom=True,
                 schema=_structural_schema(version),
                 storage_version=stored is None or stored["name"] == version["name"],
                 storage_schema=_structural_schema(stored) if stored is not None else None,
