@@ -8,10 +8,12 @@ out by hand: they are what a kube-apiserver v1.36 stored.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import json
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -636,19 +638,19 @@ async def test_status_writes_are_pruned_and_defaulted(
 # ---------------------------------------------------------------------- versions
 
 
+def spec_schema(**spec: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": {"spec": {"type": "object", "properties": spec}}}
+
+
 async def test_each_version_prunes_and_defaults_by_its_own_schema(backend: Backend) -> None:
     group = f"v{backend.run_id}.schema.kaiwo.test"
-
-    def versioned(**spec: dict[str, Any]) -> dict[str, Any]:
-        return {"type": "object", "properties": {"spec": {"type": "object", "properties": spec}}}
-
     crd = crd_for(
         group,
         kind="Thing",
         plural="things",
         versions={
-            "v1": versioned(mode={"type": "string", "default": "one"}, old=STRING),
-            "v2": versioned(mode={"type": "string", "default": "two"}, both=STRING, old=STRING),
+            "v1": spec_schema(mode={"type": "string", "default": "one"}, old=STRING),
+            "v2": spec_schema(mode={"type": "string", "default": "two"}, both=STRING, old=STRING),
         },
     )
     async with served(backend, crd):
@@ -665,6 +667,44 @@ async def test_each_version_prunes_and_defaults_by_its_own_schema(backend: Backe
         assert through_v2["spec"] == {"mode": "two", "old": "kept"}
         through_v1 = await backend.kube.get(v1, "t", namespace=backend.namespace)
         assert through_v1["spec"] == {"mode": "two", "old": "kept"}
+
+
+async def test_a_changed_schema_shows_on_read_without_a_new_version(backend: Backend) -> None:
+    # The API server prunes and defaults as it reads from storage: a CRD update that drops
+    # a field and adds a default shows in every object at once, though none was written.
+    group = f"c{backend.run_id}.schema.kaiwo.test"
+    mode = {"type": "string", "default": "one"}
+    before = crd_for(
+        group, kind="Gauge", plural="gauges", versions={"v1": spec_schema(mode=mode, old=STRING)}
+    )
+    after = crd_for(
+        group,
+        kind="Gauge",
+        plural="gauges",
+        versions={"v1": spec_schema(mode=mode, added={"type": "string", "default": "new"})},
+    )
+    gauges = ResourceType(group=group, version="v1", plural="gauges", kind="Gauge", namespaced=True)
+    async with served(backend, before):
+        created = await backend.kube.create(
+            {
+                "apiVersion": gauges.api_version,
+                "kind": "Gauge",
+                "metadata": {"name": "g", "namespace": backend.namespace},
+                "spec": {"old": "kept for now"},
+            }
+        )
+        assert created["spec"] == {"mode": "one", "old": "kept for now"}
+        await backend.kube.ensure_crds([after], field_manager=MANAGER)
+
+        async def read() -> dict[str, Any]:
+            return await backend.kube.get(gauges, "g", namespace=backend.namespace)
+
+        # A real server takes a moment to serve the updated schema.
+        deadline = time.monotonic() + 30
+        while (current := await read())["spec"] != {"mode": "one", "added": "new"}:
+            assert time.monotonic() < deadline, f"still {current['spec']}"
+            await asyncio.sleep(0.2)
+        assert version_of(current) == version_of(created)
 
 
 # ---------------------------------------------------------------------- Kueue's defaults

@@ -254,3 +254,16 @@ def test_a_write_through_another_version_is_stored_as_the_storage_version_keeps_
     # Read through v2: pruned by v2's schema, not defaulted by it.
     assert served(kinds["v2"], through_v1)["spec"] == {"mode": "one"}
     assert served(kinds["v1"], through_v1)["spec"] == {"mode": "one", "legacy": "y"}
+
+
+def test_a_changed_schema_reaches_stored_objects_without_a_new_version() -> None:
+    store, kinds = store_with({"v1": WIDGET_SCHEMA})
+    created = store.create(kinds["v1"], namespace="default", body=widget({"image": "a"}))
+    changed_spec = {
+        "type": "object",
+        "properties": {"size": {"type": "string", "default": "small"}, "replicas": {}},
+    }
+    store.register_crd(crd({"v1": {"type": "object", "properties": {"spec": changed_spec}}}))
+    after = store.get(kinds["v1"], namespace="default", name="w")
+    assert after["spec"] == {"size": "small", "replicas": 1}
+    assert after["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]

@@ -9,7 +9,9 @@ through unchanged.
 
 A CRD's versions share the stored objects (conversion strategy None): a write is conformed to
 its own version's schema and then to the storage version's; a read through another version is
-pruned by that version's schema (:func:`served`), as a v1.36 server does.
+pruned by that version's schema (:func:`served`), as a v1.36 server does. When a CRD's schema
+changes, the store passes its objects through :func:`read_back` once, which is what the real
+server's reads show from then on (same resourceVersion, no watch event).
 """
 
 from __future__ import annotations
@@ -38,8 +40,19 @@ def conform(kind: ResourceKind, obj: dict[str, Any], *, applied: bool = False) -
         result = apply_defaults(_pruned(result, root, untyped_only=applied), root)
         _check(kind, result)
     if not kind.storage_version and kind.storage_schema is not None:
-        stored = as_resource_root(kind.storage_schema)
-        result = apply_defaults(_pruned(result, stored, untyped_only=False), stored)
+        result = _read_back(result, kind.storage_schema)
+    return result
+
+
+def read_back(kind: ResourceKind, obj: dict[str, Any]) -> dict[str, Any]:
+    """A stored object as the API server reads it from storage with ``kind``'s schema (that
+    of the storage version): pruned and defaulted, not validated."""
+    return obj if kind.schema is None else _read_back(obj, kind.schema)
+
+
+def _read_back(obj: dict[str, Any], schema: StructuralSchema) -> dict[str, Any]:
+    root = as_resource_root(schema)
+    result: dict[str, Any] = apply_defaults(_pruned(obj, root, untyped_only=False), root)
     return result
 
 

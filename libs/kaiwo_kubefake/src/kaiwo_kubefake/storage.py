@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kaiwo_kubefake import errors
-from kaiwo_kubefake.custom_resources import check_apply_configuration, conform
+from kaiwo_kubefake.custom_resources import check_apply_configuration, conform, read_back
 from kaiwo_kubefake.kinds import CRD_KIND, KindRegistry, ResourceKind, kinds_from_crd
 from kaiwo_kubefake.ownership import (
     Ownership,
@@ -744,6 +744,13 @@ class ObjectStore:
         self.kinds.unregister(group=spec["group"], plural=spec["names"]["plural"])
         for served in kinds:
             self.kinds.register(served)
+        # The real server prunes and defaults objects as it reads them from storage, so a
+        # changed schema shows at once, with no new resourceVersion and no watch event.
+        storage = next((served for served in kinds if served.storage_version), None)
+        if storage is not None and storage.schema is not None:
+            bucket = self._bucket(storage)
+            for key, obj in bucket.items():
+                bucket[key] = read_back(storage, obj)
 
     def _drop_crd(self, crd: dict[str, Any]) -> None:
         spec = crd.get("spec") or {}
