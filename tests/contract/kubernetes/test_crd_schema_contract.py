@@ -68,17 +68,17 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         await kube.create(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
         )
-        stack.push_async_callback(_delete_quietly, kube, NAMESPACE, namespace)
+        stack.push_async_callback(_delete_quietly, kube, NAMESPACE, name=namespace)
         yield Backend(kube=kube, raw=raw, namespace=namespace, run_id=run_id)
 
 
-async def _delete_quietly(kube: KubernetesPort, resource: ResourceType, name: str) -> None:
+async def _delete_quietly(kube: KubernetesPort, resource: ResourceType, *, name: str) -> None:
     with contextlib.suppress(NotFound):
         await kube.delete(resource, name)
 
 
 async def raw_patch(
-    backend: Backend, resource: ResourceType, name: str, body: Any, *, content_type: str
+    backend: Backend, resource: ResourceType, *, name: str, body: Any, content_type: str
 ) -> tuple[int, dict[str, Any]]:
     """PATCH with any content type; the HTTP status and the decoded answer."""
     response = await backend.raw.call_api(
@@ -229,7 +229,9 @@ async def served(backend: Backend, crd: dict[str, Any]) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        await _delete_quietly(backend.kube, CUSTOM_RESOURCE_DEFINITION, crd["metadata"]["name"])
+        await _delete_quietly(
+            backend.kube, CUSTOM_RESOURCE_DEFINITION, name=crd["metadata"]["name"]
+        )
 
 
 @pytest.fixture
@@ -244,7 +246,7 @@ async def samples(backend: Backend, request: pytest.FixtureRequest) -> AsyncIter
 
 
 def sample(
-    resource: ResourceType, backend: Backend, name: str, spec: dict[str, Any], **extra: Any
+    resource: ResourceType, backend: Backend, *, name: str, spec: dict[str, Any], **extra: Any
 ) -> dict[str, Any]:
     return {
         "apiVersion": resource.api_version,
@@ -268,8 +270,8 @@ async def test_create_prunes_the_fields_the_schema_does_not_declare(
     body = sample(
         samples,
         backend,
-        "pruned",
-        {
+        name="pruned",
+        spec={
             "image": "busybox",
             "unknown": "dropped",
             "nested": {"inner": {"leaf": "y", "extra": 1}, "other": True},
@@ -300,7 +302,7 @@ async def test_create_prunes_the_fields_the_schema_does_not_declare(
 
 
 async def test_empty_metadata_fields_are_omitted(backend: Backend, samples: ResourceType) -> None:
-    body = sample(samples, backend, "bare", {})
+    body = sample(samples, backend, name="bare", spec={})
     body["metadata"].update(labels={}, annotations={}, finalizers=[])
     created = await backend.kube.create(body)
     for omitted in ("labels", "annotations", "finalizers"):
@@ -314,8 +316,10 @@ async def test_preserve_unknown_fields_keeps_unknown_fields_and_prunes_declared_
         sample(
             samples,
             backend,
-            "open",
-            {"extensions": {"anything": {"deep": [1, {"x": None}]}, "known": {"k": "v", "j": 1}}},
+            name="open",
+            spec={
+                "extensions": {"anything": {"deep": [1, {"x": None}]}, "known": {"k": "v", "j": 1}}
+            },
         )
     )
     assert created["spec"]["extensions"] == {
@@ -342,7 +346,9 @@ async def test_an_embedded_resource_keeps_its_type_and_object_meta(
         "spec": {"size": 3, "unknown": 1},
         "unknown": 1,
     }
-    created = await backend.kube.create(sample(samples, backend, "embeds", {"template": template}))
+    created = await backend.kube.create(
+        sample(samples, backend, name="embeds", spec={"template": template})
+    )
     assert created["spec"]["template"] == {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -356,7 +362,9 @@ async def test_an_embedded_resource_keeps_its_type_and_object_meta(
 
     with pytest.raises(Invalid) as raised:
         await backend.kube.create(
-            sample(samples, backend, "kindless", {"template": {"metadata": {"name": "x"}}})
+            sample(
+                samples, backend, name="kindless", spec={"template": {"metadata": {"name": "x"}}}
+            )
         )
     assert [(c["reason"], c["field"]) for c in raised.value.causes] == [
         ("FieldValueRequired", "spec.template.apiVersion"),
@@ -368,9 +376,9 @@ async def test_int_or_string_keeps_numbers_and_strings(
     backend: Backend, samples: ResourceType
 ) -> None:
     numeric = await backend.kube.create(
-        sample(samples, backend, "numeric", {"port": 8080, "timeout": 5})
+        sample(samples, backend, name="numeric", spec={"port": 8080, "timeout": 5})
     )
-    named = await backend.kube.create(sample(samples, backend, "named", {"port": "http"}))
+    named = await backend.kube.create(sample(samples, backend, name="named", spec={"port": "http"}))
     assert (numeric["spec"]["port"], numeric["spec"]["timeout"]) == (8080, 5)
     assert (named["spec"]["port"], named["spec"]["timeout"]) == ("http", "30s")
 
@@ -381,18 +389,20 @@ async def test_int_or_string_keeps_numbers_and_strings(
 async def test_defaults_fill_only_objects_that_exist(
     backend: Backend, samples: ResourceType
 ) -> None:
-    without = await backend.kube.create(sample(samples, backend, "without", {"image": "a"}))
+    without = await backend.kube.create(
+        sample(samples, backend, name="without", spec={"image": "a"})
+    )
     # No nested, so no nested.inner.leaf; policy's own default {} brings policy.mode.
     assert without["spec"] == {"image": "a", **SPEC_DEFAULTS}
 
     empty_parent = await backend.kube.create(
-        sample(samples, backend, "parent", {"nested": {}, "policy": {"limit": 4}})
+        sample(samples, backend, name="parent", spec={"nested": {}, "policy": {"limit": 4}})
     )
     assert empty_parent["spec"]["nested"] == {}
     assert empty_parent["spec"]["policy"] == {"limit": 4, "mode": "Auto"}
 
     with_inner = await backend.kube.create(
-        sample(samples, backend, "inner", {"nested": {"inner": {}}})
+        sample(samples, backend, name="inner", spec={"nested": {"inner": {}}})
     )
     assert with_inner["spec"]["nested"] == {"inner": {"leaf": "x"}}
 
@@ -404,8 +414,8 @@ async def test_defaults_fill_list_items_and_map_values(
         sample(
             samples,
             backend,
-            "items",
-            {
+            name="items",
+            spec={
                 "ports": [{"name": "a"}, {"name": "b", "protocol": "UDP"}, {}],
                 "weights": {"cpu": {"value": 1}, "gpu": {}},
             },
@@ -426,8 +436,8 @@ async def test_nulls_are_kept_dropped_or_defaulted_as_the_schema_says(
         sample(
             samples,
             backend,
-            "nulls",
-            {
+            name="nulls",
+            spec={
                 "comment": None,  # nullable: kept
                 "owner": None,  # neither nullable nor defaulted: dropped
                 "priority": None,  # defaulted
@@ -447,7 +457,7 @@ async def test_nulls_are_kept_dropped_or_defaulted_as_the_schema_says(
     }
 
     with pytest.raises(Invalid) as raised:
-        await backend.kube.create(sample(samples, backend, "bad", {"tags": ["a", None]}))
+        await backend.kube.create(sample(samples, backend, name="bad", spec={"tags": ["a", None]}))
     assert [(c["reason"], c["field"]) for c in raised.value.causes] == [
         ("FieldValueTypeInvalid", "spec.tags[1]")
     ]
@@ -461,7 +471,7 @@ async def test_replace_without_the_defaults_changes_nothing(
     backend: Backend, samples: ResourceType
 ) -> None:
     # What an operator does: send its desired object, which does not spell out defaults.
-    desired = sample(samples, backend, "steady", {"image": "a", "ports": [{"name": "p"}]})
+    desired = sample(samples, backend, name="steady", spec={"image": "a", "ports": [{"name": "p"}]})
     created = await backend.kube.create(desired)
 
     again = copy.deepcopy(desired)
@@ -480,7 +490,9 @@ async def test_replace_without_the_defaults_changes_nothing(
 
 async def test_merge_patch_is_pruned_and_defaulted(backend: Backend, samples: ResourceType) -> None:
     kube, ns = backend.kube, backend.namespace
-    created = await kube.create(sample(samples, backend, "merged", {"image": "a", "replicas": 3}))
+    created = await kube.create(
+        sample(samples, backend, name="merged", spec={"image": "a", "replicas": 3})
+    )
 
     only_unknown = await kube.merge_patch(samples, "merged", {"spec": {"x": 1}}, namespace=ns)
     assert version_of(only_unknown) == version_of(created)
@@ -497,12 +509,12 @@ async def test_merge_patch_is_pruned_and_defaulted(backend: Backend, samples: Re
 
 
 async def test_json_patch_is_pruned_and_defaulted(backend: Backend, samples: ResourceType) -> None:
-    await backend.kube.create(sample(samples, backend, "jsonpatched", {"ports": []}))
+    await backend.kube.create(sample(samples, backend, name="jsonpatched", spec={"ports": []}))
     status, patched = await raw_patch(
         backend,
         samples,
-        "jsonpatched",
-        [
+        name="jsonpatched",
+        body=[
             {"op": "add", "path": "/spec/ports/-", "value": {"name": "a", "junk": 1}},
             {"op": "add", "path": "/spec/owner", "value": None},
         ],
@@ -515,12 +527,12 @@ async def test_json_patch_is_pruned_and_defaulted(backend: Backend, samples: Res
 async def test_strategic_merge_patch_is_refused_for_custom_resources(
     backend: Backend, samples: ResourceType
 ) -> None:
-    await backend.kube.create(sample(samples, backend, "strategic", {}))
+    await backend.kube.create(sample(samples, backend, name="strategic", spec={}))
     status, answer = await raw_patch(
         backend,
         samples,
-        "strategic",
-        {"spec": {"replicas": 2}},
+        name="strategic",
+        body={"spec": {"replicas": 2}},
         content_type="application/strategic-merge-patch+json",
     )
     assert (status, answer["reason"]) == (415, "UnsupportedMediaType")
@@ -529,7 +541,9 @@ async def test_strategic_merge_patch_is_refused_for_custom_resources(
 async def test_apply_is_defaulted_and_a_repeat_changes_nothing(
     backend: Backend, samples: ResourceType
 ) -> None:
-    config = sample(samples, backend, "applied", {"image": "a", "weights": {"gpu": {"value": 1}}})
+    config = sample(
+        samples, backend, name="applied", spec={"image": "a", "weights": {"gpu": {"value": 1}}}
+    )
     first = await backend.kube.apply(config, field_manager=MANAGER)
     assert first["spec"] == {
         "image": "a",
@@ -551,14 +565,19 @@ async def test_apply_refuses_fields_the_schema_does_not_declare(
 ) -> None:
     kube = backend.kube
     created = await kube.apply(
-        sample(samples, backend, "strict", {"image": "a"}), field_manager=MANAGER
+        sample(samples, backend, name="strict", spec={"image": "a"}), field_manager=MANAGER
     )
 
     # Server-side apply types the configuration first: an undeclared field is an error there
     # (a 500 with no reason), not pruned as in the other writes.
     with pytest.raises(Retryable) as raised:
         await kube.apply(
-            sample(samples, backend, "strict", {"image": "b", "ports": [{"name": "p", "no": 1}]}),
+            sample(
+                samples,
+                backend,
+                name="strict",
+                spec={"image": "b", "ports": [{"name": "p", "no": 1}]},
+            ),
             field_manager=MANAGER,
         )
     assert raised.value.code == 500
@@ -569,7 +588,7 @@ async def test_apply_refuses_fields_the_schema_does_not_declare(
     # Under x-kubernetes-preserve-unknown-fields any field is declared; the nested field a
     # declared property lacks is then pruned.
     open_fields = await kube.apply(
-        sample(samples, backend, "strict", {"extensions": {"a": 1, "known": {"z": 1}}}),
+        sample(samples, backend, name="strict", spec={"extensions": {"a": 1, "known": {"z": 1}}}),
         field_manager=MANAGER,
     )
     assert open_fields["spec"]["extensions"] == {"a": 1, "known": {}}
@@ -580,14 +599,16 @@ async def test_apply_keeps_typed_nulls_and_rejects_them(
 ) -> None:
     kube = backend.kube
     applied = await kube.apply(
-        sample(samples, backend, "applied-nulls", {"comment": None, "priority": None}),
+        sample(samples, backend, name="applied-nulls", spec={"comment": None, "priority": None}),
         field_manager=MANAGER,
     )
     assert applied["spec"] == {"comment": None, **SPEC_DEFAULTS}
 
     with pytest.raises(Invalid) as raised:
         await kube.apply(
-            sample(samples, backend, "applied-nulls", {"owner": None, "labels": {"a": None}}),
+            sample(
+                samples, backend, name="applied-nulls", spec={"owner": None, "labels": {"a": None}}
+            ),
             field_manager=MANAGER,
         )
     assert sorted(c["field"] for c in raised.value.causes) == ["spec.labels.a", "spec.owner"]
@@ -598,7 +619,7 @@ async def test_status_writes_are_pruned_and_defaulted(
 ) -> None:
     kube, ns = backend.kube, backend.namespace
     created = await kube.create(
-        sample(samples, backend, "reported", {"image": "a"}, status={"phase": "Invented"})
+        sample(samples, backend, name="reported", spec={"image": "a"}, status={"phase": "Invented"})
     )
     assert "status" not in created
 
@@ -844,7 +865,7 @@ async def test_a_cluster_queue_gets_kueues_defaults(backend: Backend) -> None:
             again = await backend.kube.apply(desired, field_manager=MANAGER)
             assert version_of(again) == version_of(first)
         finally:
-            await _delete_quietly(backend.kube, queues, desired["metadata"]["name"])
+            await _delete_quietly(backend.kube, queues, name=desired["metadata"]["name"])
 
 
 async def test_the_generated_kaiwo_queue_config_crd_fills_its_defaults(backend: Backend) -> None:
@@ -905,4 +926,4 @@ async def test_the_generated_kaiwo_queue_config_crd_fills_its_defaults(backend: 
                 }
             ]
         finally:
-            await _delete_quietly(backend.kube, configs, name)
+            await _delete_quietly(backend.kube, configs, name=name)

@@ -30,10 +30,12 @@ class Violation:
 
 def violations(value: Any, schema: StructuralSchema | None, *, path: str = "") -> list[Violation]:
     """Disallowed nulls first, then embedded resources missing apiVersion or kind."""
-    return _null_violations(value, schema, path) + _embedded_violations(value, schema, path)
+    return _null_violations(value, schema, path=path) + _embedded_violations(
+        value, schema, path=path
+    )
 
 
-def _null_violations(value: Any, schema: StructuralSchema | None, path: str) -> list[Violation]:
+def _null_violations(value: Any, schema: StructuralSchema | None, *, path: str) -> list[Violation]:
     if schema is None:
         return []
     if value is None:
@@ -48,12 +50,14 @@ def _null_violations(value: Any, schema: StructuralSchema | None, path: str) -> 
             )
         ]
     found: list[Violation] = []
-    for child_path, child, child_schema in _children(value, schema, path):
-        found += _null_violations(child, child_schema, child_path)
+    for child_path, child, child_schema in _children(value, schema, path=path):
+        found += _null_violations(child, child_schema, path=child_path)
     return found
 
 
-def _embedded_violations(value: Any, schema: StructuralSchema | None, path: str) -> list[Violation]:
+def _embedded_violations(
+    value: Any, schema: StructuralSchema | None, *, path: str
+) -> list[Violation]:
     if schema is None:
         return []
     found = [
@@ -61,13 +65,13 @@ def _embedded_violations(value: Any, schema: StructuralSchema | None, path: str)
         for key in ("apiVersion", "kind")
         if schema.embedded_resource and isinstance(value, dict) and not value.get(key)
     ]
-    for child_path, child, child_schema in _children(value, schema, path):
-        found += _embedded_violations(child, child_schema, child_path)
+    for child_path, child, child_schema in _children(value, schema, path=path):
+        found += _embedded_violations(child, child_schema, path=child_path)
     return found
 
 
 def _children(
-    value: Any, schema: StructuralSchema, path: str
+    value: Any, schema: StructuralSchema, *, path: str
 ) -> list[tuple[str, Any, StructuralSchema | None]]:
     """(path, value, schema) of each field or item, the embedded type and object meta aside."""
     if isinstance(value, dict):
@@ -84,17 +88,17 @@ def _children(
 def undeclared_fields(applied: dict[str, Any], schema: StructuralSchema) -> list[str]:
     """Paths (``.spec.items[0].x``) of the fields of an apply configuration the schema lacks,
     sorted; the root's metadata may hold only ObjectMeta fields."""
-    return sorted(_undeclared(applied, schema, "", root=True))
+    return sorted(_undeclared(applied, schema, path="", root=True))
 
 
-def _undeclared(value: Any, schema: StructuralSchema | None, path: str, *, root: bool) -> list[str]:
+def _undeclared(value: Any, schema: StructuralSchema | None, *, path: str, root: bool) -> list[str]:
     embedded = root or (schema is not None and schema.embedded_resource)
     if schema is None or (schema.preserve_unknown_fields and not embedded):
         return []
     if isinstance(value, list):
         found: list[str] = []
         for index, item in enumerate(value):
-            found += _undeclared(item, schema.items, f"{path}[{index}]", root=False)
+            found += _undeclared(item, schema.items, path=f"{path}[{index}]", root=False)
         return found
     if not isinstance(value, dict):
         return []
@@ -106,7 +110,7 @@ def _undeclared(value: Any, schema: StructuralSchema | None, path: str, *, root:
         elif (embedded and key in TYPE_AND_OBJECT_META) or schema.preserve_unknown_fields:
             continue  # preserved fields are declared all the way down
         elif schema.declares(key):
-            found += _undeclared(child, schema.child(key), child_path, root=False)
+            found += _undeclared(child, schema.child(key), path=child_path, root=False)
         elif schema.properties:
             found.append(child_path)
     return found
