@@ -45,7 +45,16 @@ async def test_a_namespaced_object_without_namespace_goes_to_the_given_one(kube:
 
     assert line == "kaiwojobs.kaiwo.silogen.ai/train serverside-applied"
     stored = await kube.get(resources.KAIWO_JOB, "train", namespace="ml-team")
-    assert stored["spec"] == {"image": "busybox", "entrypoint": "echo hi"}
+    # What was applied, and the CRD's defaults the API server filled in.
+    assert stored["spec"] == {
+        "image": "busybox",
+        "entrypoint": "echo hi",
+        "dangerous": False,
+        "gpuVendor": "amd",
+        "gpus": 0,
+        "ray": False,
+        "replicas": 1,
+    }
     managers = [(m["manager"], m["operation"]) for m in stored["metadata"]["managedFields"]]
     assert managers == [(FIELD_MANAGER, "Apply")]
     assert "namespace" not in job["metadata"]  # the document itself is left as it was

@@ -81,6 +81,16 @@ def rv_of(obj: dict[str, Any]) -> str:
     return str(obj["metadata"]["resourceVersion"])
 
 
+# The defaults of the KaiwoJob CRD's spec, which the API server fills into every stored job.
+KAIWO_JOB_DEFAULTS = {
+    "dangerous": False,
+    "gpuVendor": "amd",
+    "gpus": 0,
+    "ray": False,
+    "replicas": 1,
+}
+
+
 def counter(service: WatcherService, name: str, **labels: str) -> float:
     value = service.metrics.registry.registry.get_sample_value(name, labels or None)
     return value or 0.0
@@ -111,7 +121,8 @@ async def test_objects_become_observed_events_with_ids_subjects_and_correlation(
     assert job_event.data.event_type == "ADDED"
     assert job_event.data.kind == "KaiwoJob"
     assert job_event.data.api_version == "kaiwo.silogen.ai/v1alpha1"
-    assert job_event.data.object["spec"] == {"image": "busybox"}
+    # The object as stored: what was written, plus the CRD's defaults.
+    assert job_event.data.object["spec"] == {"image": "busybox", **KAIWO_JOB_DEFAULTS}
     assert job_event.causationid is None
     assert job_event.time.isoformat() == "2026-03-01T12:00:00+00:00"
     # Every event of the workload carries its uid as correlation.
@@ -145,7 +156,7 @@ async def test_modify_and_delete_are_published_with_their_own_versions(kit):
         "DELETED",
     )
     assert modified.id == f"{uid}:{rv_of(changed)}"
-    assert modified.data.object["spec"] == {"image": "alpine"}
+    assert modified.data.object["spec"] == {"image": "alpine", **KAIWO_JOB_DEFAULTS}
     # The DELETED event carries the deletion's own resourceVersion, one past the change.
     assert deleted.id == f"{uid}:{int(rv_of(changed)) + 1}"
     assert deleted.data.resource_version == str(int(rv_of(changed)) + 1)

@@ -29,9 +29,10 @@ class ApiError(Exception):
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
             "code": self.code,
         }
+        if self.reason:  # some failures (a 500 from server-side apply) carry no reason
+            body["reason"] = self.reason
         if self.details is not None:
             body["details"] = self.details
         return body
@@ -73,7 +74,9 @@ def conflict(*, name: str, group: str, plural: str, why: str) -> ApiError:
 
 def invalid(*, name: str, group: str, kind: str, causes: list[tuple[str, str, str]]) -> ApiError:
     """422 Invalid; ``causes`` are (reason, field, message) triples."""
-    text = "; ".join(f"{field}: {message}" for _, field, message in causes)
+    texts = [f"{field}: {message}" for _, field, message in causes]
+    # One cause is given bare, several as the API server's aggregate "[a, b]".
+    text = texts[0] if len(texts) == 1 else f"[{', '.join(texts)}]"
     qualified = f"{kind}.{group}" if group else kind
     return ApiError(
         code=422,
@@ -103,12 +106,29 @@ def method_not_allowed(message: str) -> ApiError:
     return ApiError(code=405, reason="MethodNotAllowed", message=message)
 
 
-def unsupported_media_type(content_type: str) -> ApiError:
+def unsupported_media_type(*, custom: bool = False) -> ApiError:
+    """415; custom resources accept no strategic merge patch."""
+    accepted = ["application/json-patch+json", "application/merge-patch+json"]
+    accepted += ["application/apply-patch+yaml"]
+    if not custom:
+        accepted += ["application/strategic-merge-patch+json"]
     return ApiError(
         code=415,
         reason="UnsupportedMediaType",
         message=f"the body of the request was in an unknown format - accepted media types "
-        f"include: application/json-patch+json, application/merge-patch+json, "
-        f"application/apply-patch+yaml, application/strategic-merge-patch+json "
-        f"(got {content_type!r})",
+        f"include: {', '.join(accepted)}",
+    )
+
+
+def undeclared_in_schema(
+    *, namespace: str, name: str, api_version: str, kind: str, paths: list[str]
+) -> ApiError:
+    """Server-side apply of fields the schema does not declare: a 500 with no reason."""
+    lines = [f"{path}: field not declared in schema" for path in paths]
+    text = lines[0] if len(lines) == 1 else "errors:\n" + "\n".join(f"  {line}" for line in lines)
+    return ApiError(
+        code=500,
+        reason="",
+        message=f"failed to create typed patch object ({namespace}/{name}; {api_version}, "
+        f"Kind={kind}): {text}",
     )

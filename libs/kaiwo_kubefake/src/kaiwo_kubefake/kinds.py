@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kaiwo_kubefake.errors import bad_request
+from kaiwo_kubefake.structural_schema import StructuralSchema, is_open, parse_schema
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
@@ -39,6 +40,13 @@ class ResourceKind:
     default_propagation: str = "Background"
     verbs: tuple[str, ...] = ALL_VERBS
     singular: str = field(default="")
+    # Served from a CRD (strategic merge patch is refused, as the API server does).
+    custom: bool = False
+    # A CRD version's structural schema: custom resources are pruned and defaulted by it.
+    schema: StructuralSchema | None = field(default=None, compare=False, repr=False)
+    # Whether objects are kept in this version; if not, the storage version's schema.
+    storage_version: bool = True
+    storage_schema: StructuralSchema | None = field(default=None, compare=False, repr=False)
 
     @property
     def api_version(self) -> str:
@@ -137,8 +145,10 @@ def kinds_from_crd(crd: dict[str, Any]) -> list[ResourceKind]:
     if not (group and plural and kind):
         raise bad_request("a CustomResourceDefinition needs spec.group, names.plural and kind")
     namespaced = spec.get("scope", "Namespaced") == "Namespaced"
+    versions = spec.get("versions") or []
+    stored = next((version for version in versions if version.get("storage")), None)
     kinds = []
-    for version in spec.get("versions") or []:
+    for version in versions:
         if not version.get("served", True):
             continue
         subresources = version.get("subresources") or {}
@@ -161,9 +171,23 @@ def kinds_from_crd(crd: dict[str, Any]) -> list[ResourceKind]:
                 short_names=tuple(names.get("shortNames") or ()),
                 categories=tuple(names.get("categories") or ()),
                 singular=names.get("singular", ""),
+                custom=True,
+                schema=_structural_schema(version),
+                storage_version=stored is None or stored["name"] == version["name"],
+                storage_schema=_structural_schema(stored) if stored is not None else None,
             )
         )
     return kinds
+
+
+def _structural_schema(version: dict[str, Any]) -> StructuralSchema | None:
+    """The version's schema; none for an open one (nothing to prune or default there), so
+    the open stand-ins of third-party kinds behave as before."""
+    raw = (version.get("schema") or {}).get("openAPIV3Schema")
+    if not isinstance(raw, dict):
+        return None
+    schema = parse_schema(raw)
+    return None if is_open(schema) else schema
 
 
 class KindRegistry:

@@ -14,9 +14,16 @@ import yaml
 from aiohttp import web
 
 from kaiwo_kubefake import discovery, errors
+from kaiwo_kubefake.custom_resources import served
 from kaiwo_kubefake.errors import ApiError
 from kaiwo_kubefake.kinds import ResourceKind
-from kaiwo_kubefake.patching import APPLY_PATCH, MERGE_PATCH, PATCH_TYPES, apply_patch
+from kaiwo_kubefake.patching import (
+    APPLY_PATCH,
+    MERGE_PATCH,
+    PATCH_TYPES,
+    STRATEGIC_MERGE_PATCH,
+    apply_patch,
+)
 from kaiwo_kubefake.scaling import scale_view, with_replicas
 from kaiwo_kubefake.selectors import FieldSelector, LabelSelector
 from kaiwo_kubefake.storage import ObjectStore, Preconditions
@@ -190,7 +197,9 @@ class ApiRoutes:
     # ------------------------------------------------------------------ reads
 
     def _served(self, target: Target, obj: dict[str, Any]) -> dict[str, Any]:
-        """The object as this version serves it (conversion strategy None: same fields)."""
+        """The object as this version serves it (conversion strategy None: same fields, pruned
+        by this version's schema)."""
+        obj = served(target.kind, obj)
         obj["apiVersion"] = target.kind.api_version
         return obj
 
@@ -369,8 +378,9 @@ class ApiRoutes:
         assert target.name is not None
         self.store.count_write_request(target.kind, target.namespace, target.name)
         content_type = request.content_type
-        if content_type not in PATCH_TYPES:
-            raise errors.unsupported_media_type(content_type)
+        custom = target.kind.custom
+        if content_type not in PATCH_TYPES or (custom and content_type == STRATEGIC_MERGE_PATCH):
+            raise errors.unsupported_media_type(custom=custom)
         body = await self._body(request)
         if target.subresource == "scale":
             live = self.store.get(target.kind, namespace=target.namespace, name=target.name)

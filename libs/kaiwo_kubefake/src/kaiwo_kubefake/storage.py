@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kaiwo_kubefake import errors
+from kaiwo_kubefake.custom_resources import check_apply_configuration, conform, read_back
 from kaiwo_kubefake.kinds import CRD_KIND, KindRegistry, ResourceKind, kinds_from_crd
 from kaiwo_kubefake.ownership import (
     Ownership,
@@ -261,7 +262,12 @@ class ObjectStore:
             raise errors.not_found(name=namespace, group="", plural="namespaces")
 
     def _prepare_new(
-        self, kind: ResourceKind, *, namespace: str | None, body: dict[str, Any]
+        self,
+        kind: ResourceKind,
+        *,
+        namespace: str | None,
+        body: dict[str, Any],
+        applied: bool = False,
     ) -> dict[str, Any]:
         if not isinstance(body, dict):
             raise errors.bad_request("the body must be a JSON object")
@@ -299,7 +305,7 @@ class ObjectStore:
         if kind.status_subresource:
             obj.pop("status", None)
         self._default_fields(kind, obj)
-        return obj
+        return conform(kind, obj, applied=applied)
 
     def _validate_name(self, kind: ResourceKind, name: Any) -> None:
         if not name:
@@ -348,10 +354,12 @@ class ObjectStore:
         metadata = obj["metadata"]
         if self._bucket(kind).get(self._key(kind, metadata.get("namespace"), metadata["name"])):
             raise errors.already_exists(name=metadata["name"], group=kind.group, plural=kind.plural)
-        # The creator owns what it sent, not what the server defaulted.
+        # The creator owns what it sent, not what the server defaulted; but a custom
+        # resource's body is pruned and defaulted by its schema before ownership is taken.
+        sent = conform(kind, body)
         ownership = record_update(
             old=None,
-            new={**body, "metadata": {**(body.get("metadata") or {}), "name": metadata["name"]}},
+            new={**sent, "metadata": {**(sent.get("metadata") or {}), "name": metadata["name"]}},
             manager=manager,
             subresource="",
             status_subresource=kind.status_subresource,
@@ -495,6 +503,7 @@ class ObjectStore:
                 resource_version=(body.get("metadata") or {}).get("resourceVersion"),
             ),
         )
+        body = conform(kind, body)
         ownership = record_update(
             old=live,
             new=body,
@@ -529,7 +538,7 @@ class ObjectStore:
                 subresource=subresource,
             )
         live = self._live(kind, namespace, name)
-        candidate = apply_patch(content_type=content_type, target=live, body=body)
+        candidate = conform(kind, apply_patch(content_type=content_type, target=live, body=body))
         self._check_preconditions(
             kind,
             live,
@@ -572,6 +581,7 @@ class ObjectStore:
                 f"the name of the object ({metadata.get('name')}) does not match the name on "
                 f"the URL ({name})"
             )
+        check_apply_configuration(kind, body)
         live = self.find(kind, namespace=namespace, name=name)
         if live is None:
             if subresource:
@@ -588,7 +598,7 @@ class ObjectStore:
             obj["metadata"] = {**obj.get("metadata", {}), "name": name}
             if kind.namespaced and namespace:
                 obj["metadata"]["namespace"] = namespace
-            obj = self._prepare_new(kind, namespace=namespace, body=obj)
+            obj = self._prepare_new(kind, namespace=namespace, body=obj, applied=True)
             write_ownership(obj, merged.ownership, previous={}, now=self._now())
             created = self._commit(kind, change_type="ADDED", obj=obj, old=None)
             self._after_write(kind, created)
@@ -607,7 +617,7 @@ class ObjectStore:
         return self._settle(
             kind,
             live=live,
-            candidate=merged.obj,
+            candidate=conform(kind, merged.obj, applied=True),
             subresource=subresource,
             ownership=merged.ownership,
         )
@@ -734,6 +744,13 @@ class ObjectStore:
         self.kinds.unregister(group=spec["group"], plural=spec["names"]["plural"])
         for served in kinds:
             self.kinds.register(served)
+        # The real server prunes and defaults objects as it reads them from storage, so a
+        # changed schema shows at once, with no new resourceVersion and no watch event.
+        storage = next((served for served in kinds if served.storage_version), None)
+        if storage is not None and storage.schema is not None:
+            bucket = self._bucket(storage)
+            for key, obj in bucket.items():
+                bucket[key] = read_back(storage, obj)
 
     def _drop_crd(self, crd: dict[str, Any]) -> None:
         spec = crd.get("spec") or {}
@@ -778,11 +795,13 @@ class ObjectStore:
             fresh = self._prepare_new(kind, namespace=metadata.get("namespace"), body=obj)
             if "status" in obj:
                 fresh["status"] = copy.deepcopy(obj["status"])
+                fresh = conform(kind, fresh)
             created = self._commit(kind, change_type="ADDED", obj=fresh, old=None)
             self._after_write(kind, created)
             return created
         new = copy.deepcopy(obj)
         new["apiVersion"], new["kind"] = live["apiVersion"], live["kind"]
+        new = conform(kind, new)
         new_metadata = _meta(new)
         for fixed in ("uid", "creationTimestamp", "namespace", "managedFields"):
             if fixed in live["metadata"]:
