@@ -92,6 +92,9 @@ _BY_CODE: dict[int, type[KubeError]] = {
 }
 
 
+_UNTYPABLE_APPLY = "failed to create typed patch object"
+
+
 def error_from_status(
     *, code: int, status: dict[str, Any] | None, retry_after_header: str | None = None
 ) -> KubeError:
@@ -99,6 +102,10 @@ def error_from_status(
     body = status if isinstance(status, dict) else {}
     reason = str(body.get("reason", ""))
     message = str(body.get("message") or f"the API server answered {code}")
+    if code == 500 and _UNTYPABLE_APPLY in message:
+        # Server-side apply of a field the schema does not declare: a 500 that no retry
+        # will ever turn into a success (kube-apiserver v1.36), so it is the request's fault.
+        return Invalid(message, code=code, reason=reason or "Invalid", status=body)
     if code == 429 or code >= 500:
         return Retryable(
             message,
