@@ -64,7 +64,11 @@ class Endpoints:
 
 
 class ControlPlane:
-    """Start with ``with ControlPlane(options) as plane`` (or :meth:`start`/:meth:`stop`)."""
+    """Start with ``with ControlPlane(options) as plane`` (or :meth:`start`/:meth:`stop`).
+
+    The components are killed when the thread that started them ends (so none outlives a
+    killed test run): start it from a thread that lives as long as the control plane should.
+    """
 
     def __init__(self, options: ControlPlaneOptions) -> None:
         self.options = options

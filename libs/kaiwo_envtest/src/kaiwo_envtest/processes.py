@@ -4,6 +4,7 @@ until an HTTP endpoint answers, stopped by their own process id."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import signal
 import socket
 import ssl
@@ -18,6 +19,16 @@ from typing import Final
 
 STOP_SECONDS: Final = 15.0
 LOG_TAIL_LINES: Final = 20
+PR_SET_PDEATHSIG: Final = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the test process dies without stopping it
+    (killed by a timeout, say), so no etcd or API server outlives the tests. Not SIGTERM:
+    an API server and its etcd told to stop at the same moment wait on each other's
+    connections for a minute or more, and nothing is left to keep."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
 
 
 class ControlPlaneError(RuntimeError):
@@ -49,6 +60,7 @@ class Component:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # a Ctrl-C in the terminal reaches the tests only
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - one system call, no locks
             )
         return cls(name=name, process=process, log=log)
 
