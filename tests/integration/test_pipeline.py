@@ -110,6 +110,7 @@ async def test_a_kaiwojob_from_creation_to_completion(pipeline: Any) -> None:
         # with a status write) two plans in flight then flip it back and forth for ever.
         finished = await pipeline.child(resources.JOB, NAME)
         assert "kaiwo" not in field_managers_of(finished, "spec", "suspend")
+    if pipeline.audit_log is not None:  # our own control plane (not KAIWO_TEST_KUBECONFIG's)
         # Settled means settled: an idle operator writes nothing.
         assert await pipeline.operator_writes_while_idle() == Counter()
     uid = job["metadata"]["uid"]
