@@ -1,10 +1,13 @@
-"""Shared pytest configuration: repository paths used by many tests."""
+"""Shared pytest configuration: repository paths used by many tests, and the real API server
+of the session (``real_cluster``, from ``tests/real_cluster.py``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+
+pytest_plugins = ("tests.real_cluster",)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DIR = REPO_ROOT.parent / "shared"

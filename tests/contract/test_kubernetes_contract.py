@@ -1,15 +1,15 @@
 """One behavioural suite for the Kubernetes port, run through the real kubernetes_asyncio adapter.
 
-Each test runs against the fake API server (started in-process) and, when
-``KAIWO_TEST_KUBECONFIG`` names a cluster, against that real API server (marker ``k8s``).
-Every test works in its own namespace and removes what it created.
+Each test runs against the fake API server (started in-process) and against the session's real
+API server (marker ``k8s``; the ``real_cluster`` fixture: the envtest control plane, or the
+cluster of ``KAIWO_TEST_KUBECONFIG``). Every test works in its own namespace and removes what
+it created.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
@@ -38,7 +38,7 @@ from kaiwo_kube.resources import (
 )
 from kaiwo_kubefake import FakeKubeServer
 
-REAL_CLUSTER_VARIABLE = "KAIWO_TEST_KUBECONFIG"
+from tests.real_cluster import RealCluster
 
 
 @dataclass
@@ -69,10 +69,10 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
             )
             kubeconfig, bookmark_within = fake.kubeconfig_path, 5
         else:
-            configured = os.environ.get(REAL_CLUSTER_VARIABLE)
-            if not configured:
-                pytest.skip(f"{REAL_CLUSTER_VARIABLE} is not set: no real Kubernetes API server")
-            kubeconfig, bookmark_within = Path(configured), 90
+            real: RealCluster = request.getfixturevalue("real_cluster")
+            # A real server sends a watch's bookmark once a minute, or 2 s before the watch's
+            # own timeout when that comes sooner (the watch cache's nextBookmarkTime).
+            kubeconfig, bookmark_within = real.kubeconfig, 10
         kube = await KubernetesAsyncioAdapter.from_kubeconfig(kubeconfig)
         stack.push_async_callback(kube.close)
         namespace = f"kaiwo-contract-{run_id}"

@@ -1,18 +1,21 @@
 """Fixtures of the pipeline and fault tests (the harness lives in ``tests/integration/pipeline``):
-the whole operator as ``kaiwo up --fake`` runs it, on SQLite and, when a server answers, on
-PostgreSQL."""
+the whole operator as ``kaiwo up`` runs it, against the fake API server (``--fake``) with its
+event store on SQLite and, when a server answers, on PostgreSQL; and against the session's real
+API server (``real_cluster``, marker ``k8s``) on SQLite."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
 
 from tests.integration.pipeline.harness import Pipeline, running_pipeline
 from tests.integration.pipeline.postgres import fresh_database, postgres_server
+from tests.real_cluster import RealCluster
 
 
 @contextlib.asynccontextmanager
@@ -25,20 +28,40 @@ async def event_store_url(kind: str, state_dir: Path) -> AsyncIterator[str | Non
         yield url
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def real_cluster_if(request: pytest.FixtureRequest, backend: str) -> RealCluster | None:
+    return request.getfixturevalue("real_cluster") if backend == "real" else None
+
+
+FAKE_SQLITE = pytest.param(("fake", "sqlite"), id="fake-sqlite")
+FAKE_POSTGRES = pytest.param(("fake", "postgres"), id="fake-postgres", marks=pytest.mark.postgres)
+
+
+def real_sqlite(*marks: pytest.MarkDecorator) -> Any:
+    """The real API server with the store on SQLite (PostgreSQL there would add time only:
+    the store does not meet the cluster)."""
+    return pytest.param(("real", "sqlite"), id="real-sqlite", marks=[pytest.mark.k8s, *marks])
+
+
+@pytest.fixture(params=[FAKE_SQLITE, FAKE_POSTGRES, real_sqlite()])
 async def pipeline(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Pipeline]:
-    """A fresh operator per test, its event store on SQLite or PostgreSQL."""
+    """A fresh operator per test, on the fake or the real API server, its event store on
+    SQLite or PostgreSQL."""
+    backend, store = request.param
+    real = real_cluster_if(request, backend)
     async with (
-        event_store_url(request.param, tmp_path) as url,
-        running_pipeline(tmp_path / "kaiwo", store_url=url) as running,
+        event_store_url(store, tmp_path) as url,
+        running_pipeline(tmp_path / "kaiwo", store_url=url, real=real) as running,
     ):
         yield running
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=["fake"])
 async def shared_pipeline(
-    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Pipeline]:
-    """One operator (SQLite) for every test of a module; the tests must not need a fresh one."""
-    async with running_pipeline(tmp_path_factory.mktemp("kaiwo")) as running:
+    """One operator (SQLite) for every test of a module that uses the same API server: the
+    fake, or ``"real"`` where a test asks for it (indirect parametrization, marker ``k8s``);
+    the tests must not need a fresh one."""
+    real = real_cluster_if(request, request.param)
+    async with running_pipeline(tmp_path_factory.mktemp("kaiwo"), real=real) as running:
         yield running

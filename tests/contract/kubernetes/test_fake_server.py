@@ -1,12 +1,21 @@
 """What the Kubernetes fake serves over HTTP beyond the port's contract: discovery, scale, raw
-error answers, paging, write counters and the separate-process mode."""
+error answers, paging, write counters and the separate-process mode.
+
+The tests that describe Kubernetes itself run against the session's real API server too
+(``api`` fixture, marker ``k8s``), each in a namespace of its own; those about the fake's own
+tools (write counters, compaction, its process mode, its group list) run on the fake only.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import sys
-from collections.abc import AsyncIterator
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +24,20 @@ import pytest
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_kube.resources import CONFIG_MAP, NAMESPACE
 from kaiwo_kubefake import FakeKubeServer
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio import config as k8s_config
+
+from tests.real_cluster import RealCluster
+
+
+@dataclass
+class Api:
+    """Raw HTTP to one API server (the fake or the real one) and this test's namespace."""
+
+    http: aiohttp.ClientSession
+    namespace: str
+    kubeconfig: Path
+    real: bool
 
 
 @pytest.fixture
@@ -29,6 +52,48 @@ async def http(server: FakeKubeServer) -> AsyncIterator[aiohttp.ClientSession]:
         yield session
 
 
+async def real_session(kubeconfig: Path) -> aiohttp.ClientSession:
+    """A session authenticated as the kubeconfig says (certificates or a bearer token)."""
+    configuration = k8s_client.Configuration()
+    await k8s_config.load_kube_config(
+        config_file=str(kubeconfig), client_configuration=configuration
+    )
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, configuration.key_file)
+    token = configuration.api_key.get("authorization") or configuration.api_key.get("BearerToken")
+    headers = {"Authorization": token} if token else {}
+    return aiohttp.ClientSession(
+        base_url=configuration.host,
+        headers=headers,
+        connector=aiohttp.TCPConnector(ssl=context),
+    )
+
+
+@pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.k8s)])
+async def api(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Api]:
+    if request.param == "fake":
+        async with (
+            FakeKubeServer(kubeconfig_path=tmp_path / "kubeconfig") as fake,
+            aiohttp.ClientSession(base_url=fake.url) as session,
+        ):
+            yield Api(
+                http=session, namespace="default", kubeconfig=fake.kubeconfig_path, real=False
+            )
+        return
+    real: RealCluster = request.getfixturevalue("real_cluster")
+    namespace = f"kaiwo-http-{uuid.uuid4().hex[:8]}"
+    async with await real_session(real.kubeconfig) as session:
+        status, _ = await call(
+            session, "POST", "/api/v1/namespaces", body={"metadata": {"name": namespace}}
+        )
+        assert status == 201
+        try:
+            yield Api(http=session, namespace=namespace, kubeconfig=real.kubeconfig, real=True)
+        finally:
+            await call(session, "DELETE", f"/api/v1/namespaces/{namespace}")
+
+
 async def call(
     http: aiohttp.ClientSession,
     method: str,
@@ -36,17 +101,27 @@ async def call(
     *,
     body: Any = None,
     content_type: str = "application/json",
-) -> tuple[int, dict[str, Any]]:
+) -> tuple[int, Any]:
+    """The status and the JSON body (or the text, when the server answered plain text)."""
     data = json.dumps(body) if body is not None else None
     async with http.request(
         method, path, data=data, headers={"Content-Type": content_type}
     ) as response:
+        if response.content_type == "text/plain":
+            return response.status, await response.text()
         return response.status, await response.json(content_type=None)
 
 
-async def test_core_discovery_lists_resources_and_subresources(
-    http: aiohttp.ClientSession,
-) -> None:
+async def eventually(check: Callable[[], Awaitable[bool]], *, within: float = 30.0) -> None:
+    """Poll ``check`` (a real server establishes CRDs and updates discovery asynchronously)."""
+    deadline = time.monotonic() + within
+    while not await check():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.1)
+
+
+async def test_core_discovery_lists_resources_and_subresources(api: Api) -> None:
+    http = api.http
     status, versions = await call(http, "GET", "/api")
     assert status == 200
     assert versions["versions"] == ["v1"]
@@ -78,62 +153,93 @@ async def test_group_discovery(http: aiohttp.ClientSession) -> None:
     assert status == 404
 
 
-async def test_a_posted_crd_appears_in_discovery_with_its_preferred_version(
-    http: aiohttp.ClientSession,
-) -> None:
+async def test_a_posted_crd_appears_in_discovery_with_its_preferred_version(api: Api) -> None:
+    http, group = api.http, f"d{uuid.uuid4().hex[:8]}.contract.kaiwo.test"
+    schema = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
     crd = {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": "rayjobs.ray.io"},
+        "metadata": {"name": f"rayjobs.{group}"},
         "spec": {
-            "group": "ray.io",
+            "group": group,
             "scope": "Namespaced",
             "names": {"plural": "rayjobs", "kind": "RayJob"},
             "versions": [
-                {"name": "v1alpha1", "served": True, "storage": False},
-                {"name": "v1", "served": True, "storage": True, "subresources": {"status": {}}},
+                {"name": "v1alpha1", "served": True, "storage": False, "schema": schema},
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": schema,
+                    "subresources": {"status": {}},
+                },
             ],
         },
     }
-    status, created = await call(
-        http, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=crd
-    )
+    crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    status, _ = await call(http, "POST", crds, body=crd)
     assert status == 201
-    established = {c["type"]: c["status"] for c in created["status"]["conditions"]}
-    assert established == {"NamesAccepted": "True", "Established": "True"}
-    _, group = await call(http, "GET", "/apis/ray.io")
-    assert group["preferredVersion"] == {"groupVersion": "ray.io/v1", "version": "v1"}
-    _, resources = await call(http, "GET", "/apis/ray.io/v1")
-    assert [entry["name"] for entry in resources["resources"]] == ["rayjobs", "rayjobs/status"]
+    try:
+
+        async def established() -> bool:
+            _, found = await call(http, "GET", f"{crds}/rayjobs.{group}")
+            # A real server may answer ``conditions: null`` before its controllers looked.
+            listed = (found.get("status") or {}).get("conditions") or []
+            conditions = {c["type"]: c["status"] for c in listed}
+            return conditions == {"NamesAccepted": "True", "Established": "True"}
+
+        async def discovered() -> bool:
+            status, _ = await call(http, "GET", f"/apis/{group}/v1")
+            return status == 200
+
+        await eventually(established)
+        await eventually(discovered)
+        _, served = await call(http, "GET", f"/apis/{group}")
+        assert served["preferredVersion"] == {"groupVersion": f"{group}/v1", "version": "v1"}
+        _, resources = await call(http, "GET", f"/apis/{group}/v1")
+        assert [entry["name"] for entry in resources["resources"]] == [
+            "rayjobs",
+            "rayjobs/status",
+        ]
+    finally:
+        await call(http, "DELETE", f"{crds}/rayjobs.{group}")
 
 
-async def test_scale_subresource_reads_and_writes_replicas(
-    server: FakeKubeServer, http: aiohttp.ClientSession
-) -> None:
-    deployment = {"metadata": {"name": "web"}, "spec": {"replicas": 1}}
-    await call(http, "POST", "/apis/apps/v1/namespaces/default/deployments", body=deployment)
-    status, scale = await call(
-        http, "GET", "/apis/apps/v1/namespaces/default/deployments/web/scale"
-    )
+async def test_scale_subresource_reads_and_writes_replicas(api: Api) -> None:
+    http, deployments = api.http, f"/apis/apps/v1/namespaces/{api.namespace}/deployments"
+    labels = {"app": "web"}
+    deployment = {
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]},
+            },
+        },
+    }
+    status, _ = await call(http, "POST", deployments, body=deployment)
+    assert status == 201
+    status, scale = await call(http, "GET", f"{deployments}/web/scale")
     assert status == 200
     assert (scale["kind"], scale["spec"]["replicas"]) == ("Scale", 1)
     status, scaled = await call(
         http,
         "PATCH",
-        "/apis/apps/v1/namespaces/default/deployments/web/scale",
+        f"{deployments}/web/scale",
         body={"spec": {"replicas": 4}},
         content_type="application/merge-patch+json",
     )
     assert (status, scaled["spec"]["replicas"]) == (200, 4)
-    kind = server.store.kinds.lookup(group="apps", version="v1", plural="deployments")
-    assert kind is not None
-    stored = server.store.get(kind, namespace="default", name="web")
+    _, stored = await call(http, "GET", f"{deployments}/web")
     assert stored["spec"]["replicas"] == 4
     assert stored["metadata"]["generation"] == 2
 
 
-async def test_errors_answer_with_status_bodies(http: aiohttp.ClientSession) -> None:
-    status, body = await call(http, "GET", "/api/v1/namespaces/default/configmaps/nope")
+async def test_errors_answer_with_status_bodies(api: Api) -> None:
+    http, configmaps = api.http, f"/api/v1/namespaces/{api.namespace}/configmaps"
+    status, body = await call(http, "GET", f"{configmaps}/nope")
     assert status == 404
     assert body == {
         "kind": "Status",
@@ -142,26 +248,28 @@ async def test_errors_answer_with_status_bodies(http: aiohttp.ClientSession) -> 
         "status": "Failure",
         "message": 'configmaps "nope" not found',
         "reason": "NotFound",
-        "details": {"name": "nope", "group": "", "kind": "configmaps"},
+        "details": {"name": "nope", "kind": "configmaps"},
         "code": 404,
     }
-    status, body = await call(http, "GET", "/apis/example.com/v1/widgets")
-    assert (status, body["reason"]) == (404, "NotFound")
-    await call(
-        http, "POST", "/api/v1/namespaces/default/configmaps", body={"metadata": {"name": "a"}}
+    # A group nothing serves: the server's mux answers, in plain text.
+    assert await call(http, "GET", "/apis/example.com/v1/widgets") == (
+        404,
+        "404 page not found\n",
     )
-    status, body = await call(
-        http,
-        "PATCH",
-        "/api/v1/namespaces/default/configmaps/a",
-        body={},
-        content_type="text/plain",
+    # A served group version without such a resource: a Status.
+    status, body = await call(http, "GET", f"/api/v1/namespaces/{api.namespace}/gadgets")
+    assert (status, body["reason"], body["message"]) == (
+        404,
+        "NotFound",
+        "the server could not find the requested resource",
     )
+    await call(http, "POST", configmaps, body={"metadata": {"name": "a"}})
+    status, body = await call(http, "PATCH", f"{configmaps}/a", body={}, content_type="text/plain")
     assert (status, body["reason"]) == (415, "UnsupportedMediaType")
 
 
-async def test_json_and_strategic_patches_over_http(http: aiohttp.ClientSession) -> None:
-    pods = "/api/v1/namespaces/default/pods"
+async def test_json_and_strategic_patches_over_http(api: Api) -> None:
+    http, pods = api.http, f"/api/v1/namespaces/{api.namespace}/pods"
     pod = {
         "metadata": {"name": "p", "labels": {"a": "1"}},
         "spec": {
@@ -176,9 +284,10 @@ async def test_json_and_strategic_patches_over_http(http: aiohttp.ClientSession)
         body={"spec": {"containers": [{"name": "main", "image": "a:2"}]}},
         content_type="application/strategic-merge-patch+json",
     )
-    assert patched["spec"]["containers"] == [
-        {"name": "main", "image": "a:2"},
-        {"name": "side", "image": "s:1"},
+    # Merged by name (a real server also fills in container defaults, hence the two fields).
+    assert [(c["name"], c["image"]) for c in patched["spec"]["containers"]] == [
+        ("main", "a:2"),
+        ("side", "s:1"),
     ]
     _, patched = await call(
         http,
@@ -227,19 +336,21 @@ async def test_write_counters_see_requests_that_change_nothing(server: FakeKubeS
     assert server.store.changes[("", "configmaps", "default", "cfg")] == 1
 
 
-async def test_the_adapter_reads_every_page(server: FakeKubeServer) -> None:
-    kube = await KubernetesAsyncioAdapter.from_kubeconfig(server.kubeconfig_path, page_size=2)
+async def test_the_adapter_reads_every_page(api: Api) -> None:
+    kube = await KubernetesAsyncioAdapter.from_kubeconfig(api.kubeconfig, page_size=2)
     async with kube:
         for name in ("e", "d", "c", "b", "a"):
             await kube.create(
                 {
                     "apiVersion": "v1",
                     "kind": "ConfigMap",
-                    "metadata": {"name": name, "namespace": "default"},
+                    "metadata": {"name": name, "namespace": api.namespace},
                 }
             )
-        listed = await kube.list(CONFIG_MAP, namespace="default")
-    assert [item["metadata"]["name"] for item in listed.items] == ["a", "b", "c", "d", "e"]
+        listed = await kube.list(CONFIG_MAP, namespace=api.namespace)
+    names = [item["metadata"]["name"] for item in listed.items]
+    # A real namespace also holds the kube-root-ca.crt ConfigMap its controller puts there.
+    assert [name for name in names if name != "kube-root-ca.crt"] == ["a", "b", "c", "d", "e"]
 
 
 async def test_runs_as_a_separate_process(tmp_path: Path) -> None:

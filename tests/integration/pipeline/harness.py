@@ -1,10 +1,13 @@
-"""The operator started as ``kaiwo up --fake`` starts it, and what the tests do with it."""
+"""The operator started as ``kaiwo up`` starts it, against the fake API server (``--fake``) or
+the session's real one, and what the tests do with it."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import time
+import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,8 +16,9 @@ from typing import Any, Final, TypeVar
 from kaiwo_cli.stack.local import LocalStack, StackOptions
 from kaiwo_contracts.events.permissions import ADMIN
 from kaiwo_contracts.events.streams import BusTopology, bus_topology
+from kaiwo_envtest import AuditLog
 from kaiwo_eventstore import EventStore, open_event_store
-from kaiwo_kube import resources
+from kaiwo_kube import NotFound, resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_runtime.nats_connection import connect_client
 from nats.aio.client import Client
@@ -27,6 +31,7 @@ from tests.integration.pipeline.ledger import (
     ledgers,
     unsettled_consumers,
 )
+from tests.real_cluster import RealCluster
 
 T = TypeVar("T")
 
@@ -41,6 +46,11 @@ SERVICE_ENV: Final[Mapping[str, str]] = {
 }
 STEP_SECONDS: Final = 30.0
 """Longest wait for one step of a workload (a fault may cost a redelivery: 5 s ack wait)."""
+OPERATOR_USER: Final = "kaiwo-operator"
+"""Who the operator is on a real API server: its writes are told apart in the audit log."""
+NAMESPACE_GONE_SECONDS: Final = 60.0
+QUIET_SECONDS: Final = 5.0
+"""How long an idle operator is watched for writes it should not make."""
 
 
 class NotConvergedError(AssertionError):
@@ -74,7 +84,8 @@ async def eventually(
 
 @dataclass
 class Pipeline:
-    """A running operator: the stack, an API client, a NATS client, the store's URL."""
+    """A running operator: the stack, an API client, a NATS client, the store's URL, the
+    namespace of the test's workloads and who moves their Jobs on."""
 
     stack: LocalStack
     kube: KubernetesAsyncioAdapter
@@ -82,16 +93,22 @@ class Pipeline:
     js: JetStreamContext
     store_url: str
     topology: BusTopology
+    namespace: str
+    jobs: actors.JobDriver
+    audit_log: AuditLog | None
+    """The real API server's audit log (the operator writes as ``OPERATOR_USER``)."""
+
+    @property
+    def real(self) -> bool:
+        return isinstance(self.jobs, actors.Kubelet)
 
     # ------------------------------------------------------------------ reading the cluster
 
-    async def kaiwo_job(self, name: str, namespace: str = actors.NAMESPACE) -> dict[str, Any]:
-        return await self.kube.get(resources.KAIWO_JOB, name, namespace=namespace)
+    async def kaiwo_job(self, name: str) -> dict[str, Any]:
+        return await self.kube.get(resources.KAIWO_JOB, name, namespace=self.namespace)
 
-    async def child(
-        self, resource: resources.ResourceType, name: str, namespace: str = actors.NAMESPACE
-    ) -> dict[str, Any] | None:
-        return await actors.get_or_none(self.kube, resource, name, namespace=namespace)
+    async def child(self, resource: resources.ResourceType, name: str) -> dict[str, Any] | None:
+        return await actors.get_or_none(self.kube, resource, name, namespace=self.namespace)
 
     async def reaches(
         self, name: str, phase: str, *, within: float = STEP_SECONDS
@@ -120,18 +137,19 @@ class Pipeline:
     async def run_to_completion(self, name: str) -> dict[str, Any]:
         """Create a KaiwoJob with a download and play the Job controller and Kueue through its
         whole life, waiting for the phase each step causes; returns the finished KaiwoJob."""
-        await self.kube.create(actors.training_job(name))
+        ns = self.namespace
+        await self.kube.create(actors.training_job(name, namespace=ns))
         await self.reaches(name, "DOWNLOADING")
         await self.appears(resources.JOB, f"{name}-download")
-        await actors.job_succeeds(self.kube, f"{name}-download")
+        await self.jobs.pod_succeeded(f"{name}-download", namespace=ns)
         main = await self.appears(resources.JOB, name)
         await self.reaches(name, "PENDING")
         await actors.kueue_admits(self.kube, main)
-        await actors.job_pods(self.kube, name, active=1, ready=0)
+        await self.jobs.pod_running(name, namespace=ns, ready=False)
         await self.reaches(name, "STARTING")
-        await actors.job_pods(self.kube, name, active=1, ready=1)
+        await self.jobs.pod_running(name, namespace=ns, ready=True)
         await self.reaches(name, "RUNNING")
-        await actors.job_succeeds(self.kube, name)
+        await self.jobs.pod_succeeded(name, namespace=ns)
         return await self.reaches(name, "COMPLETE")
 
     # ------------------------------------------------------------------ the event log
@@ -167,29 +185,67 @@ class Pipeline:
     async def dead_letters(self) -> int:
         return await dead_letters(self.js)
 
+    # ------------------------------------------------------------------ the API server's view
+
+    async def operator_writes_while_idle(self, seconds: float = QUIET_SECONDS) -> Counter[Any]:
+        """The operator's write requests (per verb, resource and name) during ``seconds`` of
+        an idle cluster, from the real API server's audit log."""
+        assert self.audit_log is not None, "only a real API server keeps an audit log"
+        mark = self.audit_log.mark()
+        await asyncio.sleep(seconds)
+        return Counter(
+            (e.verb, e.resource, e.subresource, e.name)
+            for e in self.audit_log.events(since=mark)
+            if e.user == OPERATOR_USER
+        )
+
+
+def field_managers_of(obj: dict[str, Any], *path: str) -> set[str]:
+    """The field managers owning the field at ``path`` (e.g. ``"spec", "suspend"``)."""
+    owners = set()
+    for entry in obj["metadata"].get("managedFields") or []:
+        fields = entry.get("fieldsV1") or {}
+        for key in path:
+            fields = fields.get(f"f:{key}")
+            if fields is None:
+                break
+        else:
+            owners.add(entry["manager"])
+    return owners
+
 
 @contextlib.asynccontextmanager
 async def running_pipeline(
-    state_dir: Path, *, store_url: str | None = None
+    state_dir: Path, *, store_url: str | None = None, real: RealCluster | None = None
 ) -> AsyncIterator[Pipeline]:
-    """``kaiwo up --fake`` with ``state_dir``, the cluster set up for GPU workloads."""
-    options = StackOptions(
-        state_dir=state_dir,
-        fake_cluster=True,
-        seed_fake_cluster=False,
-        store_url=store_url,
-        service_env=SERVICE_ENV,
-        ready_timeout=90.0,
-    )
+    """``kaiwo up`` with ``state_dir`` against a fresh fake API server (``--fake``), or against
+    ``real`` in a namespace of its own; the cluster set up for GPU workloads either way."""
     async with contextlib.AsyncExitStack() as exits:
-        stack = await exits.enter_async_context(LocalStack(options))
-        assert stack.kubeconfig is not None and stack.nats is not None
-        kube = await KubernetesAsyncioAdapter.from_kubeconfig(stack.kubeconfig)
-        exits.push_async_callback(kube.close)
+        if real is None:
+            namespace = actors.NAMESPACE
+            options = _stack_options(state_dir, store_url, kubeconfig=None)
+            stack = await exits.enter_async_context(LocalStack(options))
+            assert stack.kubeconfig is not None
+            kube = await _client(exits, stack.kubeconfig)
+            jobs: actors.JobDriver = actors.FakeJobController(kube)
+        else:
+            namespace = f"{actors.NAMESPACE}-{uuid.uuid4().hex[:6]}"
+            kube = await _client(exits, real.kubeconfig)
+            # Registered before the operator starts, so it runs after the operator stopped.
+            exits.push_async_callback(_clean_up_real_cluster, kube, namespace)
+            kubeconfig = real.kubeconfig_for(OPERATOR_USER)
+            options = _stack_options(state_dir, store_url, kubeconfig=kubeconfig)
+            stack = await exits.enter_async_context(LocalStack(options))
+            jobs = actors.Kubelet(kube)
+        assert stack.nats is not None
         # The administrator's identity: the tests read every stream and re-publish copies.
         client = await connect_client(stack.nats_connection(ADMIN), max_reconnect_attempts=-1)
         exits.push_async_callback(client.close)
-        await actors.set_up_cluster(kube)
+        await actors.create_namespace(kube, namespace)
+        await actors.register_gpu_node(kube)
+        if real is not None:
+            await exits.enter_async_context(actors.node_heartbeat(kube))
+        await actors.create_queue_config(kube, namespace=namespace)
         yield Pipeline(
             stack=stack,
             kube=kube,
@@ -197,4 +253,45 @@ async def running_pipeline(
             js=client.jetstream(),
             store_url=options.event_store_url,
             topology=bus_topology(),
+            namespace=namespace,
+            jobs=jobs,
+            audit_log=real.audit_log if real is not None else None,
         )
+
+
+def _stack_options(
+    state_dir: Path, store_url: str | None, *, kubeconfig: Path | None
+) -> StackOptions:
+    return StackOptions(
+        state_dir=state_dir,
+        kubeconfig=kubeconfig,
+        fake_cluster=kubeconfig is None,
+        seed_fake_cluster=False,
+        store_url=store_url,
+        service_env=SERVICE_ENV,
+        ready_timeout=90.0,
+    )
+
+
+async def _client(exits: contextlib.AsyncExitStack, kubeconfig: Path) -> KubernetesAsyncioAdapter:
+    kube = await KubernetesAsyncioAdapter.from_kubeconfig(kubeconfig)
+    exits.push_async_callback(kube.close)
+    return kube
+
+
+async def _clean_up_real_cluster(kube: KubernetesAsyncioAdapter, namespace: str) -> None:
+    """What this pipeline put into the shared cluster, removed once its operator stopped: the
+    KaiwoQueueConfig singleton and its Kueue objects, the node, and the namespace, waited for
+    until gone (the next operator would otherwise see this test's workloads)."""
+    await actors.remove_queue_config(kube)
+    await actors.remove_gpu_node(kube)
+    try:
+        await kube.delete(resources.NAMESPACE, namespace)
+    except NotFound:
+        return
+
+    async def gone() -> bool | Pending:
+        found = await actors.get_or_none(kube, resources.NAMESPACE, namespace, namespace=None)
+        return True if found is None else Pending("still terminating")
+
+    await eventually(gone, what=f"namespace {namespace} deleted", within=NAMESPACE_GONE_SECONDS)

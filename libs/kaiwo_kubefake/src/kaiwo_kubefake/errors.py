@@ -39,7 +39,8 @@ class ApiError(Exception):
 
 
 def _details(*, name: str, group: str, plural: str) -> dict[str, Any]:
-    return {"name": name, "group": group, "kind": plural}
+    # The core group is "", which the real server leaves out (omitempty).
+    return {"name": name, **({"group": group} if group else {}), "kind": plural}
 
 
 def not_found(*, name: str, group: str, plural: str) -> ApiError:

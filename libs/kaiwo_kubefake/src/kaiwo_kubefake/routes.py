@@ -56,14 +56,23 @@ def _status_response(error: ApiError) -> web.Response:
 
 
 def _not_served(path: str) -> ApiError:
+    """A path in a served group version that names no resource (the real server's words)."""
+    del path  # the real server does not repeat it
     return ApiError(
         code=404,
         reason="NotFound",
-        message=f"the server could not find the requested resource (path {path})",
-        details={
-            "causes": [{"reason": "UnexpectedServerResponse", "message": "404 page not found"}]
-        },
+        message="the server could not find the requested resource",
+        details={},
     )
+
+
+class _GroupVersionNotServedError(Exception):
+    """A path under a group or group version nothing serves."""
+
+
+def _page_not_found() -> web.Response:
+    # The real server's mux answers such paths before any API handler, in plain text.
+    return web.Response(status=404, text="404 page not found\n", content_type="text/plain")
 
 
 def _split_resource_path(segments: list[str]) -> tuple[str | None, str, str | None, str]:
@@ -130,7 +139,9 @@ class ApiRoutes:
         group_name = request.match_info["group"]
         if not rest:
             found = discovery.group(group_name, self.store.kinds)
-            if found is None or request.method != "GET":
+            if found is None:
+                return _page_not_found()
+            if request.method != "GET":
                 return _status_response(_not_served(request.path))
             return web.json_response(found)
         return await self._dispatch(request, group=group_name, version=rest[0], skip=1)
@@ -146,10 +157,17 @@ class ApiRoutes:
             return await self._handle(request, target)
         except ApiError as error:
             return _status_response(error)
+        except _GroupVersionNotServedError:
+            return _page_not_found()
+
+    def _group_version_served(self, group: str, version: str) -> bool:
+        return any((k.group, k.version) == (group, version) for k in self.store.kinds)
 
     def _resource_list(self, request: web.Request, *, group: str, version: str) -> web.Response:
         kinds = [k for k in self.store.kinds if (k.group, k.version) == (group, version)]
-        if not kinds or request.method != "GET":
+        if not kinds:
+            raise _GroupVersionNotServedError
+        if request.method != "GET":
             raise _not_served(request.path)
         group_version = f"{group}/{version}" if group else version
         return web.json_response(discovery.resource_list(group_version=group_version, kinds=kinds))
@@ -161,6 +179,8 @@ class ApiRoutes:
             raise _not_served(request.path)
         namespace, plural, name, subresource = _split_resource_path(segments)
         kind = self.store.kinds.lookup(group=group, version=version, plural=plural)
+        if kind is None and not self._group_version_served(group, version):
+            raise _GroupVersionNotServedError
         if kind is None:
             raise _not_served(request.path)
         if namespace is not None and not kind.namespaced:

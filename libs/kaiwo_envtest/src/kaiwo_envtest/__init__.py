@@ -1,0 +1,54 @@
+"""A throw-away Kubernetes control plane for tests (what controller-runtime calls envtest).
+
+``with ControlPlane(ControlPlaneOptions(assets=find_assets(fallback=...))) as plane:`` starts
+etcd and kube-apiserver (and the kube-controller-manager with ``controller_manager=True``) from
+``*.xz`` archives, unpacked once into a cache; ``plane.kubeconfig`` is an administrator's
+kubeconfig; with ``audit=True``, ``plane.audit_log`` counts the write requests each client
+made. ``python -m kaiwo_envtest`` runs one until interrupted.
+"""
+
+from kaiwo_envtest.assets import (
+    ASSETS_VARIABLE,
+    CACHE_VARIABLE,
+    ArchiveStamp,
+    Assets,
+    AssetsNotFoundError,
+    Binaries,
+    cache_key,
+    default_cache_root,
+    find_assets,
+    unpack,
+)
+from kaiwo_envtest.audit import AUDIT_POLICY, AuditEvent, AuditLog, count_writes, parse_event
+from kaiwo_envtest.control_plane import ControlPlane, ControlPlaneOptions
+from kaiwo_envtest.kubeconfig import kubeconfig_document, write_kubeconfig
+from kaiwo_envtest.pki import Credentials, Pki, client_credentials, make_pki, subject
+from kaiwo_envtest.processes import ControlPlaneError
+
+__all__ = [
+    "ASSETS_VARIABLE",
+    "AUDIT_POLICY",
+    "CACHE_VARIABLE",
+    "ArchiveStamp",
+    "Assets",
+    "AssetsNotFoundError",
+    "AuditEvent",
+    "AuditLog",
+    "Binaries",
+    "ControlPlane",
+    "ControlPlaneError",
+    "ControlPlaneOptions",
+    "Credentials",
+    "Pki",
+    "cache_key",
+    "client_credentials",
+    "count_writes",
+    "default_cache_root",
+    "find_assets",
+    "kubeconfig_document",
+    "make_pki",
+    "parse_event",
+    "subject",
+    "unpack",
+    "write_kubeconfig",
+]

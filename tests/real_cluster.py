@@ -1,0 +1,150 @@
+"""The real Kubernetes API server of a test session (a pytest plugin, see ``tests/conftest.py``).
+
+``real_cluster`` is, in this order of choice:
+
+1. the cluster of ``KAIWO_TEST_KUBECONFIG``, when that is set;
+2. a throw-away control plane (etcd, kube-apiserver, kube-controller-manager, audit log) from
+   the archives in ``KAIWO_ENVTEST_ASSETS`` or ``../shared/envtest``, started once per session.
+
+Either way our CRDs and the third-party ones from ``../shared/crds/third-party`` (Kueue,
+KubeRay, AppWrapper, Gateway API: test data, not a product dependency) are served and
+Established before the first test. With neither a kubeconfig nor the archives the test is
+skipped with the reason, unless ``KAIWO_REQUIRE_REAL_APISERVER=1`` (CI), when it fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import pytest
+import yaml
+from kaiwo_contracts.crds.registry import SERVED_KINDS
+from kaiwo_contracts.crds.schema import custom_resource_definitions
+from kaiwo_envtest import (
+    AssetsNotFoundError,
+    AuditLog,
+    ControlPlane,
+    ControlPlaneOptions,
+    find_assets,
+)
+from kaiwo_kube import NotFound
+from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_kube.resources import CUSTOM_RESOURCE_DEFINITION
+
+T = TypeVar("T")
+
+REPO_ROOT: Final = Path(__file__).resolve().parent.parent
+SHARED_DIR: Final = REPO_ROOT.parent / "shared"
+ASSETS_FALLBACK: Final = SHARED_DIR / "envtest"
+THIRD_PARTY_CRDS: Final = SHARED_DIR / "crds" / "third-party"
+KUBECONFIG_VARIABLE: Final = "KAIWO_TEST_KUBECONFIG"
+REQUIRE_VARIABLE: Final = "KAIWO_REQUIRE_REAL_APISERVER"
+FIELD_MANAGER: Final = "kaiwo-tests"
+ESTABLISHED_WITHIN: Final = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class RealCluster:
+    """A real API server for this session: an administrator's kubeconfig and, when the tests
+    started the control plane themselves, its audit log and its own client identities."""
+
+    kubeconfig: Path
+    plane: ControlPlane | None
+
+    @property
+    def audit_log(self) -> AuditLog | None:
+        return self.plane.audit_log if self.plane is not None else None
+
+    def kubeconfig_for(self, user: str) -> Path:
+        """A kubeconfig authenticating as ``user`` (an administrator) on our own control
+        plane, so the audit log tells its writes apart; on a given cluster, the given one."""
+        return self.plane.kubeconfig_for(user) if self.plane is not None else self.kubeconfig
+
+
+def run_async(work: Callable[[], Awaitable[T]]) -> T:
+    """Run ``work`` on an event loop of its own, in a thread: session set-up happens outside
+    the tests' loops and must not touch them."""
+
+    async def main() -> T:
+        return await work()
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, main()).result()
+
+
+def third_party_crds() -> list[dict[str, Any]]:
+    # libyaml's loader: the pure-Python one takes seconds over these 5 MB.
+    return [
+        yaml.load(path.read_text(), Loader=yaml.CSafeLoader)
+        for path in sorted(THIRD_PARTY_CRDS.glob("*.yaml"))
+    ]
+
+
+async def install_crds(kubeconfig: Path, *, keep_existing_third_party: bool) -> None:
+    """The third-party CRDs and ours (as ``kaiwo up --install-crds`` applies them), applied
+    concurrently (the server spends most of a large CRD's time on its own), then waited for
+    until each is Established.
+
+    On a cluster we did not start, a third-party CRD already there is left alone: it may be a
+    newer release with its own conversion webhook.
+    """
+    async with await KubernetesAsyncioAdapter.from_kubeconfig(kubeconfig) as kube:
+        crds = third_party_crds()
+        if keep_existing_third_party:
+            crds = [crd for crd in crds if not await _served(kube, crd["metadata"]["name"])]
+        crds += custom_resource_definitions(SERVED_KINDS)
+        await asyncio.gather(*(kube.apply_crd(crd, field_manager=FIELD_MANAGER) for crd in crds))
+        names = [crd["metadata"]["name"] for crd in crds]
+        deadline = time.monotonic() + ESTABLISHED_WITHIN
+        while pending := [name for name in names if not await _established(kube, name)]:
+            assert time.monotonic() < deadline, f"CRDs not Established: {pending}"
+            await asyncio.sleep(0.2)
+
+
+async def _established(kube: KubernetesAsyncioAdapter, name: str) -> bool:
+    crd = await kube.get(CUSTOM_RESOURCE_DEFINITION, name)
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+
+async def _served(kube: KubernetesAsyncioAdapter, name: str) -> bool:
+    try:
+        await kube.get(CUSTOM_RESOURCE_DEFINITION, name)
+    except NotFound:
+        return False
+    return True
+
+
+def unavailable(reason: str) -> None:
+    """Skip with ``reason``; under ``KAIWO_REQUIRE_REAL_APISERVER=1`` fail with it."""
+    if os.environ.get(REQUIRE_VARIABLE) == "1":
+        pytest.fail(f"{REQUIRE_VARIABLE}=1 but there is no real API server: {reason}")
+    pytest.skip(f"no real Kubernetes API server: {reason}")
+
+
+@pytest.fixture(scope="session")
+def real_cluster() -> Iterator[RealCluster]:
+    """The session's real API server with every CRD Established (see the module's doc)."""
+    configured = os.environ.get(KUBECONFIG_VARIABLE)
+    if configured:
+        run_async(lambda: install_crds(Path(configured), keep_existing_third_party=True))
+        yield RealCluster(kubeconfig=Path(configured), plane=None)
+        return
+    try:
+        assets = find_assets(fallback=ASSETS_FALLBACK)
+    except AssetsNotFoundError as error:
+        unavailable(f"{KUBECONFIG_VARIABLE} is not set, and {error}")
+        raise  # unavailable() skipped or failed; this line is never reached
+    options = ControlPlaneOptions(assets=assets, controller_manager=True, audit=True)
+    started = time.monotonic()
+    with ControlPlane(options) as plane:
+        run_async(lambda: install_crds(plane.kubeconfig, keep_existing_third_party=False))
+        print(f"\nreal API server ready in {time.monotonic() - started:.1f} s: {plane.server}")
+        yield RealCluster(kubeconfig=plane.kubeconfig, plane=plane)
