@@ -574,6 +574,21 @@ async def test_apply_conflicts_on_another_managers_field_unless_forced(backend: 
     assert managers == {"second"}
 
 
+async def test_an_empty_map_created_by_one_manager_takes_another_managers_apply_inside(
+    backend: Backend, widgets: ResourceType
+) -> None:
+    # The operator creates the default KaiwoQueueConfig with an empty spec; the user's apply
+    # of their own spec must not conflict with it.
+    kube, ns = backend.kube, backend.namespace
+    await kube.create(widget(widgets, ns, "default", spec={}), field_manager="kaiwo")
+    applied = await kube.apply(
+        widget(widgets, ns, "default", spec={"queues": ["team-a"]}),
+        field_manager="cluster-admin",
+        force=False,
+    )
+    assert applied["spec"] == {"queues": ["team-a"]}
+
+
 async def test_apply_of_an_unchanged_custom_object_keeps_its_resource_version(
     backend: Backend, widgets: ResourceType
 ) -> None:

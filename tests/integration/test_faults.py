@@ -32,7 +32,6 @@ from sqlalchemy.engine import make_url
 
 from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import Pipeline, field_managers_of, running_pipeline
-from tests.integration.pipeline.known_operator_bugs import SUSPEND_FLIP_FLOP
 from tests.integration.pipeline.postgres import TcpProxy, fresh_database, postgres_server
 
 pytestmark = [pytest.mark.nats, pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
@@ -224,7 +223,6 @@ async def test_a_postgresql_restart_under_the_recorder_loses_nothing(
 
 # Last in the module, so the fake's operator above is not stopped and started again around it.
 @pytest.mark.k8s
-@SUSPEND_FLIP_FLOP
 @pytest.mark.parametrize("shared_pipeline", ["real"], indirect=True)
 @pytest.mark.parametrize("service", ["watcher", "executor"])
 async def test_on_a_real_api_server_a_killed_service_loses_nothing(

@@ -18,7 +18,6 @@ from typer.testing import CliRunner
 
 from tests.integration.conftest import FAKE_POSTGRES, FAKE_SQLITE, real_sqlite
 from tests.integration.pipeline.harness import field_managers_of
-from tests.integration.pipeline.known_operator_bugs import SUSPEND_FLIP_FLOP
 
 pytestmark = [pytest.mark.nats, pytest.mark.slow]
 
@@ -44,9 +43,7 @@ async def kaiwo(*arguments: str) -> Any:
     return await asyncio.to_thread(CliRunner().invoke, app, list(arguments), env=env)
 
 
-@pytest.mark.parametrize(
-    "pipeline", [FAKE_SQLITE, FAKE_POSTGRES, real_sqlite(SUSPEND_FLIP_FLOP)], indirect=True
-)
+@pytest.mark.parametrize("pipeline", [FAKE_SQLITE, FAKE_POSTGRES, real_sqlite()], indirect=True)
 async def test_a_kaiwojob_from_creation_to_completion(pipeline: Any) -> None:
     from tests.integration.pipeline import cluster_actors as actors
 

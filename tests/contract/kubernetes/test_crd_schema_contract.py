@@ -1,7 +1,7 @@
 """A CRD's structural schema: pruning and defaulting of custom resources, on both servers.
 
-Each test runs against the fake API server and, when ``KAIWO_TEST_KUBECONFIG`` names a
-cluster, against that real API server (marker ``k8s``). Each test serves its own CRD, in its
+Each test runs against the fake API server and against the session's real API server
+(``real_cluster``, marker ``k8s``). Each test serves its own CRD, in its
 own API group, works in its own namespace, and removes both. Expected objects are written
 out by hand: they are what a kube-apiserver v1.36 stored.
 """
@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import copy
 import json
-import os
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -23,14 +22,15 @@ from typing import Any
 import pytest
 from kaiwo_contracts.crds.kaiwo_v1alpha1 import KaiwoQueueConfig
 from kaiwo_contracts.crds.schema import custom_resource_definitions
-from kaiwo_kube import Invalid, KubernetesPort, NotFound, ResourceType, Retryable
+from kaiwo_kube import Invalid, KubernetesPort, NotFound, ResourceType
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_kube.resources import CUSTOM_RESOURCE_DEFINITION, NAMESPACE
 from kaiwo_kubefake import FakeKubeServer
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
-REAL_CLUSTER_VARIABLE = "KAIWO_TEST_KUBECONFIG"
+from tests.real_cluster import RealCluster
+
 MANAGER = "kaiwo-contract"
 
 
@@ -54,10 +54,8 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
             )
             kubeconfig = fake.kubeconfig_path
         else:
-            configured = os.environ.get(REAL_CLUSTER_VARIABLE)
-            if not configured:
-                pytest.skip(f"{REAL_CLUSTER_VARIABLE} is not set: no real Kubernetes API server")
-            kubeconfig = Path(configured)
+            real: RealCluster = request.getfixturevalue("real_cluster")
+            kubeconfig = real.kubeconfig
         kube = await KubernetesAsyncioAdapter.from_kubeconfig(kubeconfig)
         stack.push_async_callback(kube.close)
         raw = await k8s_config.new_client_from_config(
@@ -569,8 +567,9 @@ async def test_apply_refuses_fields_the_schema_does_not_declare(
     )
 
     # Server-side apply types the configuration first: an undeclared field is an error there
-    # (a 500 with no reason), not pruned as in the other writes.
-    with pytest.raises(Retryable) as raised:
+    # (a 500 with no reason), not pruned as in the other writes. No retry can help it: the
+    # port reports it as Invalid.
+    with pytest.raises(Invalid) as raised:
         await kube.apply(
             sample(
                 samples,
@@ -649,7 +648,7 @@ async def test_status_writes_are_pruned_and_defaulted(
         "conditions": [{"type": "Ready", "status": "True"}],
     }
 
-    with pytest.raises(Retryable) as raised:
+    with pytest.raises(Invalid) as raised:
         await kube.patch_status(
             samples, "reported", {"junk": 1}, namespace=ns, field_manager="kaiwo-status"
         )

@@ -62,14 +62,18 @@ async def create_namespace(kube: KubernetesPort, namespace: str) -> None:
 
 
 async def create_queue_config(kube: KubernetesPort, *, namespace: str) -> None:
-    """The KaiwoQueueConfig (a cluster singleton) with queue ``kaiwo`` for ``namespace``."""
-    await kube.create(
+    """The KaiwoQueueConfig (a cluster singleton) with queue ``kaiwo`` for ``namespace``,
+    applied as an administrator would, over the empty one a running operator may have made
+    already (it owns none of its fields: the apply must not conflict)."""
+    await kube.apply(
         {
             "apiVersion": KAIWO_API,
             "kind": "KaiwoQueueConfig",
             "metadata": {"name": QUEUE_CONFIG},
             "spec": {"clusterQueues": [{"name": QUEUE, "namespaces": [namespace], "spec": {}}]},
-        }
+        },
+        field_manager="cluster-admin",
+        force=False,
     )
 
 

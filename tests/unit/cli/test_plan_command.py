@@ -227,7 +227,7 @@ def test_observed_children_move_the_status_on(tmp_path: Path) -> None:
 
     assert code == 0, output
     job, status = documents(output)
-    assert job["spec"]["suspend"] is False
+    assert "suspend" not in job["spec"]  # Kueue's once the Job exists
     assert status["status"]["status"] == "RUNNING"
     assert status["status"]["startTime"] == NOW
     assert "# Event Normal WorkloadRunning: Workload has started" in output

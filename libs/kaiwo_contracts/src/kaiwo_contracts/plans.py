@@ -27,6 +27,13 @@ from pydantic.alias_generators import to_camel
 
 OPERATOR_FIELD_MANAGER = "kaiwo"
 """The field manager of every child the executor writes (server-side apply, merge patch)."""
+CREATE_SUSPENDED_FIELD_MANAGER = "kaiwo-create"
+"""The field manager of a desired manifest that sets ``spec.suspend: true``: a child created
+suspended for admission (a Job or RayJob Kueue admits). The plans made once the child exists
+leave ``suspend`` out, and a field left out of an apply is removed only from its own
+manager's fields: applied under ``kaiwo``, the later applies would take the field away (and
+start the Job unadmitted); held by ``kaiwo-create``, it stays until Kueue takes it over."""
+OPERATOR_FIELD_MANAGERS = frozenset({OPERATOR_FIELD_MANAGER, CREATE_SUSPENDED_FIELD_MANAGER})
 STATUS_FIELD_MANAGER = "kaiwo-status"
 """The field manager of the statuses the executor writes through the status subresource."""
 
@@ -122,6 +129,23 @@ class Plan(_Contract):
         """
         body = self.model_dump(mode="json", exclude={"observed_resource_version"})
         return hashlib.sha256(canonical_json(body).encode()).hexdigest()
+
+
+def created_suspended(manifest: dict[str, Any]) -> bool:
+    """The manifest creates its object suspended for admission (see
+    :data:`CREATE_SUSPENDED_FIELD_MANAGER`)."""
+    spec = manifest.get("spec")
+    return isinstance(spec, dict) and spec.get("suspend") is True
+
+
+def without_admission_gate(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest without ``spec.suspend``: what later plans of an existing child send, as
+    they leave ``suspend`` to Kueue. A manifest that differs from another only there asks for
+    no change of an object that exists."""
+    spec = manifest.get("spec")
+    if not isinstance(spec, dict) or "suspend" not in spec:
+        return manifest
+    return {**manifest, "spec": {k: v for k, v in spec.items() if k != "suspend"}}
 
 
 def object_sort_key(obj: dict[str, Any]) -> tuple[str, str, str, str]:

@@ -123,6 +123,15 @@ def _remove_at(obj: dict[str, Any], path: FieldPath, *, keep: set[FieldPath]) ->
         parent.pop(path[depth - 1], None)
 
 
+def _contests(applied: FieldPath, owned: FieldPath, live: Any) -> bool:
+    """Whether applying ``applied`` touches the owned ``owned``: the same path, a parent of
+    it, or a path inside an owned atomic value (a list or scalar). A field inside a map the
+    other manager owns only as an empty map is free: it set the map, not what goes in it."""
+    if not _overlaps(applied, owned) or len(applied) <= len(owned):
+        return _overlaps(applied, owned)
+    return not isinstance(value_at(live, owned), dict)
+
+
 def _overlaps(a: FieldPath, b: FieldPath) -> bool:
     shorter = min(len(a), len(b))
     return a[:shorter] == b[:shorter]
@@ -284,7 +293,8 @@ def server_side_apply(
         contested = {
             p
             for p in new_paths
-            if any(_overlaps(p, q) for q in paths) and value_at(live, p) != value_at(config, p)
+            if any(_contests(p, q, live) for q in paths)
+            and value_at(live, p) != value_at(config, p)
         }
         if not contested:
             continue

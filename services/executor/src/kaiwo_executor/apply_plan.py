@@ -14,10 +14,12 @@ order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` pe
    A ``create_only`` plan's objects are only ever created (the default KaiwoConfig and
    KaiwoQueueConfig, which are the user's once they exist). Everything else is applied with
    server-side apply, field manager
-   ``kaiwo``, forced: the executor is the one owner of the fields it sets. The owner itself
-   may be among them (a KaiwoQueueConfig writes back its spec) and is applied the same way.
-   Nodes are the exception: see :mod:`kaiwo_executor.node_merge` (merge patch, taints merged
-   with the node's own).
+   ``kaiwo``, forced: the executor is the one owner of the fields it sets. A manifest that
+   sets ``spec.suspend: true`` (a child created suspended for Kueue) is applied under
+   ``kaiwo-create`` instead, so the later applies, which leave ``suspend`` to Kueue, never
+   remove it (``kaiwo_contracts.plans.CREATE_SUSPENDED_FIELD_MANAGER``). Nodes are the
+   exception: see :mod:`kaiwo_executor.node_merge` (merge patch, taints merged with the
+   node's own).
 3. **Status** through the status subresource (server-side apply, field manager
    ``kaiwo-status``), only when it differs from the status last written for the owner, and
    with the owner's planned ``resourceVersion`` as a precondition: a plan made from an older
@@ -63,12 +65,15 @@ import structlog
 from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.events.results import ActionOutcome, ActionOutcomeKind, Operation
 from kaiwo_contracts.plans import (
+    CREATE_SUSPENDED_FIELD_MANAGER,
     OPERATOR_FIELD_MANAGER,
     STATUS_FIELD_MANAGER,
     EventIntent,
     ObjectRef,
     Plan,
     PruneRule,
+    created_suspended,
+    without_admission_gate,
 )
 from kaiwo_kube import AlreadyExists, Conflict, KubeError, KubernetesPort, NotFound, ResourceType
 from kaiwo_kube.events import event_manifest
@@ -279,7 +284,7 @@ class PlanExecutor:
 
     async def _apply_desired(self, run: _Run, manifest: dict[str, Any]) -> None:
         key, target = manifest_key(manifest), manifest_ref(manifest)
-        digest = content_hash(manifest)
+        digest = content_hash(without_admission_gate(manifest))
         if run.memo.objects.get(key) == digest and key not in run.drifted:
             if key not in run.absent:
                 self._metrics.writes_skipped.labels(kind=target.kind).inc()
@@ -315,7 +320,8 @@ class PlanExecutor:
 
     async def _apply(self, manifest: dict[str, Any]) -> str:
         resource = known_type(str(manifest.get("apiVersion")), str(manifest.get("kind")))
-        await self._kube.apply(manifest, field_manager=FIELD_MANAGER, force=True, resource=resource)
+        manager = CREATE_SUSPENDED_FIELD_MANAGER if created_suspended(manifest) else FIELD_MANAGER
+        await self._kube.apply(manifest, field_manager=manager, force=True, resource=resource)
         return "applied"
 
     async def _recreate(self, manifest: dict[str, Any]) -> str:

@@ -76,7 +76,7 @@ from kaiwo_contracts.events.observed import ObservedObjectV1
 from kaiwo_contracts.events.plans import PlanDecidedV1, PlanTrigger
 from kaiwo_contracts.events.streams import ConsumerSpec
 from kaiwo_contracts.events.subjects import ANY_TAIL, ANY_TOKEN, plan_subject
-from kaiwo_contracts.plans import ObjectRef, Plan
+from kaiwo_contracts.plans import ObjectRef, Plan, created_suspended, without_admission_gate
 from kaiwo_runtime.bus import NON_RETRYABLE, Bus, BusError, Delivery, PoisonMessage
 from kaiwo_runtime.kv import KeyValue
 from kaiwo_runtime.logging import bound_context
@@ -627,7 +627,7 @@ class PlannerService:
             return also
         absent = self._projection.missing(plan.desired)
         drifted = self._projection.drifted(plan.desired, ours_too=reapply_gaps)
-        fingerprint = _decision_fingerprint(plan)
+        fingerprint, own = _decision_fingerprint(plan)
         if (
             record is not None
             and not _is_news(
@@ -653,8 +653,8 @@ class PlannerService:
             cause=cause,
             gaps=(_newly(absent, before.absent), _newly(drifted, before.drifted)),
             assumed=assumed,
-            # Without Events the decision's fingerprint is the plan's own: hash it once.
-            plan_fingerprint=None if plan.events else fingerprint,
+            # Often the decision's fingerprint is the plan's own: then hash it once.
+            plan_fingerprint=fingerprint if own else None,
         )
         self._owners[uid] = _OwnerRecord(
             fingerprint=fingerprint,
@@ -823,13 +823,21 @@ class PlannerService:
         return True
 
 
-def _decision_fingerprint(plan: Plan) -> str:
-    """What makes a plan news: everything but its Events. Events announce a transition, and a
-    transition always changes the status too; a plan that differs from the last one only by
-    not repeating its Events asks the executor for nothing."""
-    if not plan.events:
-        return plan.fingerprint()
-    return plan.model_copy(update={"events": ()}).fingerprint()
+def _decision_fingerprint(plan: Plan) -> tuple[str, bool]:
+    """What makes a plan news: everything but its Events, and but the admission gate of its
+    children. Events announce a transition, and a transition always changes the status too;
+    a plan that differs from the last one only by not repeating its Events asks the executor
+    for nothing. Nor does one that no longer sends a child's ``spec.suspend`` because the
+    child exists now (``kaiwo_contracts.plans.without_admission_gate``).
+
+    Returns the fingerprint and whether it is the plan's own."""
+    gated = any(created_suspended(manifest) for manifest in plan.desired)
+    if not plan.events and not gated:
+        return plan.fingerprint(), True
+    update: dict[str, Any] = {"events": ()}
+    if gated:
+        update["desired"] = tuple(without_admission_gate(m) for m in plan.desired)
+    return plan.model_copy(update=update).fingerprint(), False
 
 
 def _newly(found: tuple[ObjectRef, ...], before: tuple[ObjectRef, ...]) -> tuple[ObjectRef, ...]:

@@ -63,16 +63,12 @@ def test_immutable_fields_keep_their_observed_values_and_are_reported():
     update = job_update(DESIRED, OBSERVED)
 
     assert update.not_applied == ("spec.template.spec.containers[0].image",)
+    # suspend is Kueue's once the Job exists; the selector the server made is not ours.
     assert update.manifest == {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": "j", "labels": {"new": "label"}},
-        "spec": {
-            "ttlSecondsAfterFinished": 60,
-            "suspend": False,
-            "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "x"}},
-            "template": OBSERVED_TEMPLATE,
-        },
+        "spec": {"ttlSecondsAfterFinished": 60, "template": OBSERVED_TEMPLATE},
     }
     assert update.message == (
         "Not applied to the existing Job, because a Job's pod template, selector and "
@@ -96,6 +92,30 @@ def test_an_unchanged_job_reports_nothing():
 
     assert update.not_applied == ()
     assert update.message == ""
+
+
+def test_an_unchanged_job_keeps_its_own_manifest_but_suspend():
+    as_created = {
+        **DESIRED,
+        "spec": {
+            **DESIRED["spec"],
+            "template": {
+                "spec": {
+                    "containers": [
+                        {"name": "workload", "image": "img:1", "env": [{"name": "A", "value": "1"}]}
+                    ]
+                }
+            },
+        },
+    }
+    update = job_update(as_created, OBSERVED)
+
+    assert update.not_applied == ()
+    # Not the server's copy with its defaults: the same bytes as created, so no new apply.
+    assert update.manifest["spec"] == {
+        "ttlSecondsAfterFinished": 60,
+        "template": as_created["spec"]["template"],
+    }
 
 
 def test_plan_children_reports_the_changes_an_existing_job_cannot_take(make_job):

@@ -24,7 +24,12 @@ from kaiwo_planner.domain.deployment import (
 )
 from kaiwo_planner.domain.downloads import download_config_map, download_job, download_name
 from kaiwo_planner.domain.gpu_allocation import GpuAllocation
-from kaiwo_planner.domain.job_changes import CONDITION_TYPE, REASON_IMMUTABLE, job_update
+from kaiwo_planner.domain.job_changes import (
+    CONDITION_TYPE,
+    KUEUE_OWNED_SPEC_FIELDS,
+    REASON_IMMUTABLE,
+    job_update,
+)
 from kaiwo_planner.domain.kept_values import kept
 from kaiwo_planner.domain.labels import inventory_labels
 from kaiwo_planner.domain.namespace_config import (
@@ -230,10 +235,10 @@ def _reconcile_with_observed(
                 CONDITION_TYPE, "False", REASON_IMMUTABLE, update.message
             )
         return update.manifest, ChildCondition(CONDITION_TYPE, "True", "Applied", JOB_MATCHES_SPEC)
-    observed_spec = observed.get("spec") or {}
-    if main["kind"] == "RayJob" and "suspend" in observed_spec:
-        # Kueue owns suspend once the RayJob exists; sending True again would evict it.
-        return {**main, "spec": {**main["spec"], "suspend": observed_spec["suspend"]}}, None
+    if main["kind"] == "RayJob":
+        # Kueue owns suspend once the RayJob exists: left out, as for a Job (job_changes).
+        spec = {k: v for k, v in main["spec"].items() if k not in KUEUE_OWNED_SPEC_FIELDS}
+        return {**main, "spec": spec}, None
     return main, None
 
 

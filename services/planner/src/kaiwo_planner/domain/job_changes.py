@@ -2,9 +2,11 @@
 
 A Job's pod template, selector and completion settings cannot change after creation (the API
 server rejects the update), and ``suspend`` belongs to Kueue once the Job exists. So for an
-existing Job the manifest to apply keeps the observed values of those fields, takes everything
-else from the new desired Job, and the fields that could not be applied are reported so the
-workload's status can say what was not applied and why.
+existing Job the manifest to apply keeps the immutable fields as they are, or their observed
+values where the desired ones differ, leaves
+``suspend`` out (see :data:`KUEUE_OWNED_SPEC_FIELDS`), takes everything else from the new
+desired Job, and the fields that could not be applied are reported so the workload's status
+can say what was not applied and why.
 """
 
 from __future__ import annotations
@@ -28,6 +30,12 @@ IMMUTABLE_JOB_SPEC_FIELDS = (
     "maxFailedIndexes",
 )
 KUEUE_OWNED_SPEC_FIELDS = ("suspend",)
+"""Left out of the manifest of an existing child: the executor created it suspended under
+field manager ``kaiwo-create`` (see ``kaiwo_contracts.plans``), so leaving the field out of
+later applies never takes it away; Kueue unsuspends (and suspends) it from then on. Copying the
+observed value instead made every plan made from an older observation flip the Job back: on a
+real API server the Job controller answered each flip with a status write, and the operator
+flipped ``suspend`` ten times a second."""
 
 CONDITION_TYPE = "ChildSpecApplied"
 REASON_IMMUTABLE = "JobFieldsImmutable"
@@ -61,15 +69,20 @@ def job_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> JobUp
     observed_spec = observed.get("spec") or {}
     not_applied: list[str] = []
     for field_name in IMMUTABLE_JOB_SPEC_FIELDS:
-        if field_name in spec:
-            not_applied += differing_paths(
-                observed_spec.get(field_name), spec[field_name], path=f"spec.{field_name}"
-            )
+        if field_name not in spec:
+            continue
+        differing = differing_paths(
+            observed_spec.get(field_name), spec[field_name], path=f"spec.{field_name}"
+        )
+        if not differing:
+            # As created (the server's defaults aside): the manifest keeps its own bytes, so
+            # the executor finds it applied already and writes nothing.
+            continue
+        not_applied += differing
         if field_name in observed_spec:
             spec[field_name] = copy_tree(observed_spec[field_name])
         else:
             spec.pop(field_name, None)
     for field_name in KUEUE_OWNED_SPEC_FIELDS:
-        if field_name in observed_spec:
-            spec[field_name] = observed_spec[field_name]
+        spec.pop(field_name, None)
     return JobUpdate(manifest=manifest, not_applied=tuple(not_applied))

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
 from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
-from kaiwo_contracts.plans import OPERATOR_FIELD_MANAGER, ObjectRef, canonical_json
+from kaiwo_contracts.plans import OPERATOR_FIELD_MANAGERS, ObjectRef, canonical_json
 
 from kaiwo_planner.domain.cluster import ClusterState, NodeInfo, QueueUse
 from kaiwo_planner.domain.manifest_comparison import contains
@@ -365,7 +365,7 @@ def written_last_by_operator(obj: Mapping[str, Any]) -> bool:
     last = {
         str(entry.get("manager")) for entry in entries if str(entry.get("time") or "") == newest
     }
-    return last == {OPERATOR_FIELD_MANAGER}
+    return last <= OPERATOR_FIELD_MANAGERS
 
 
 def _asked_for(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
