@@ -22,6 +22,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kaiwo_contracts.confinement import refusals
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.plans import Plan, canonical_json, object_sort_key
 from kaiwo_planner.domain.cluster import ClusterState
@@ -541,10 +542,11 @@ def check_plan(plan: Plan | None, owner: dict[str, Any]) -> None:
     uid = owner["metadata"]["uid"]
     for desired in plan.desired:
         references = desired["metadata"].get("ownerReferences") or []
-        if desired["kind"] != "Node" and not (
-            desired["kind"] == "KaiwoQueueConfig" and owner["kind"] == "KaiwoQueueConfig"
-        ):
+        if desired["kind"] != "Node":
             assert [r["uid"] for r in references] == [uid], desired["metadata"]
+    # Every plan stays within what the executor admits for its owner (the worlds keep the
+    # default GPU taint key).
+    assert refusals(plan, owner=owner) == ()
 
 
 @PROPERTY_SETTINGS

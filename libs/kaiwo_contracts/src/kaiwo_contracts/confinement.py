@@ -1,0 +1,225 @@
+"""What a plan may touch: the confinement the executor checks before it carries a plan out.
+
+The bus is authenticated and only the planner may publish plans (decision 0012); this is the
+second line. A plan is carried out only when everything it writes or prunes belongs to its
+owner:
+
+* the owner is one of the kinds that own children (:data:`CONFINEMENTS`), and exists with the
+  plan's uid; or the plan creates a missing cluster singleton (``createOnly``) and nothing
+  else;
+* every desired object is of a kind that owner may produce, in the owner's namespace (the
+  KaiwoQueueConfig, cluster-scoped, owns cluster-scoped Kueue objects, LocalQueues in any
+  namespace and node labels), and names the owner as its controller;
+* a Node intent carries nothing but Kaiwo's own labels (``kaiwo/…``) and Kaiwo's GPU taint;
+* prune rules name only those kinds, with the owner's own inventory selector;
+* only a workload may ask for its own deletion.
+
+Pure: the caller supplies the owner as observed and the GPU taint key in force.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kaiwo_contracts.plans import ObjectRef, Plan
+
+KAIWO_API: Final = "kaiwo.silogen.ai/v1alpha1"
+CONFIG_API: Final = "config.kaiwo.silogen.ai/v1alpha1"
+KUEUE_API: Final = "kueue.x-k8s.io/v1beta1"
+MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
+OWNER_UID_LABEL: Final = "kaiwo.silogen.ai/owner-uid"
+QUEUE_CONFIG_LABEL: Final = "kaiwo.silogen.ai/queue-config"
+SINGLETON: Final = "kaiwo"
+KAIWO_NODE_LABEL_PREFIX: Final = "kaiwo/"
+DEFAULT_GPU_TAINT_KEY: Final = "kaiwo.silogen.ai/gpu"
+
+Kind = tuple[str, str]
+"""(apiVersion, kind)."""
+
+WORKLOAD_CHILDREN: Final[frozenset[Kind]] = frozenset(
+    {
+        ("batch/v1", "Job"),
+        ("apps/v1", "Deployment"),
+        ("v1", "ConfigMap"),
+        ("v1", "PersistentVolumeClaim"),
+        ("v1", "Service"),
+        ("ray.io/v1", "RayJob"),
+        ("ray.io/v1", "RayService"),
+        ("workload.codeflare.dev/v1beta2", "AppWrapper"),
+        ("gateway.networking.k8s.io/v1", "HTTPRoute"),
+    }
+)
+KUEUE_CLUSTER_KINDS: Final[frozenset[Kind]] = frozenset(
+    {
+        (KUEUE_API, "ClusterQueue"),
+        (KUEUE_API, "ResourceFlavor"),
+        (KUEUE_API, "WorkloadPriorityClass"),
+        (KUEUE_API, "Topology"),
+    }
+)
+LOCAL_QUEUE: Final[Kind] = (KUEUE_API, "LocalQueue")
+NODE: Final[Kind] = ("v1", "Node")
+
+
+@dataclass(frozen=True, slots=True)
+class Confinement:
+    """What plans of one owner kind may write."""
+
+    children: frozenset[Kind]
+    namespaced: bool
+    """The owner is namespaced, and so must every namespaced child be, in its namespace."""
+    may_delete_itself: bool = False
+
+
+CONFINEMENTS: Final[Mapping[Kind, Confinement]] = {
+    (KAIWO_API, "KaiwoJob"): Confinement(
+        children=WORKLOAD_CHILDREN, namespaced=True, may_delete_itself=True
+    ),
+    (KAIWO_API, "KaiwoService"): Confinement(
+        children=WORKLOAD_CHILDREN, namespaced=True, may_delete_itself=True
+    ),
+    (KAIWO_API, "KaiwoQueueConfig"): Confinement(
+        children=KUEUE_CLUSTER_KINDS | {LOCAL_QUEUE, NODE}, namespaced=False
+    ),
+}
+SINGLETON_KINDS: Final[frozenset[Kind]] = frozenset(
+    {(KAIWO_API, "KaiwoQueueConfig"), (CONFIG_API, "KaiwoConfig")}
+)
+
+
+def refusals(
+    plan: Plan, *, owner: Mapping[str, Any] | None, gpu_taint_key: str = DEFAULT_GPU_TAINT_KEY
+) -> tuple[str, ...]:
+    """Why ``plan`` must not be carried out (empty: it may). ``owner`` is the owner as the
+    API server holds it now (None: it does not exist)."""
+    if plan.create_only:
+        return _singleton_refusals(plan)
+    ref = plan.owner
+    confinement = CONFINEMENTS.get((ref.api_version, ref.kind))
+    if confinement is None:
+        return (f"a {ref.kind} owns no children",)
+    found = _owner_refusals(ref, owner, confinement=confinement)
+    if found:
+        return found
+    reasons: list[str] = []
+    for manifest in plan.desired:
+        reasons += _object_refusals(manifest, ref, confinement=confinement)
+        if (manifest.get("apiVersion"), manifest.get("kind")) == NODE:
+            reasons += _node_refusals(manifest, gpu_taint_key=gpu_taint_key)
+    reasons += _prune_refusals(plan, confinement=confinement)
+    if plan.delete_owner and not confinement.may_delete_itself:
+        reasons.append(f"a {ref.kind} may not be deleted by a plan")
+    return tuple(reasons)
+
+
+def inventory_selector(owner: ObjectRef) -> dict[str, str]:
+    """The labels that mark the owner's children, which its plans may prune."""
+    if owner.kind == "KaiwoQueueConfig":
+        return {MANAGED_BY_LABEL: "kaiwo", QUEUE_CONFIG_LABEL: owner.name}
+    return {MANAGED_BY_LABEL: "kaiwo", OWNER_UID_LABEL: owner.uid or ""}
+
+
+def _singleton_refusals(plan: Plan) -> tuple[str, ...]:
+    ref = plan.owner
+    manifests = [
+        (m.get("apiVersion"), m.get("kind"), (m.get("metadata") or {}).get("name"))
+        for m in plan.desired
+    ]
+    wanted = [(ref.api_version, ref.kind, ref.name)]
+    if (ref.api_version, ref.kind) not in SINGLETON_KINDS or ref.name != SINGLETON:
+        return (f"only the {SINGLETON!r} KaiwoConfig and KaiwoQueueConfig are created by a plan",)
+    if manifests != wanted or plan.prune or plan.delete_owner or plan.status is not None:
+        return (f"a plan creating {ref.display()} may create that object and nothing else",)
+    return ()
+
+
+def _owner_refusals(
+    ref: ObjectRef, owner: Mapping[str, Any] | None, *, confinement: Confinement
+) -> tuple[str, ...]:
+    if owner is None:
+        return (f"the owner {ref.display()} does not exist",)
+    uid = (owner.get("metadata") or {}).get("uid")
+    if not ref.uid or uid != ref.uid:
+        return (f"the owner {ref.display()} has uid {uid}, not the plan's {ref.uid}",)
+    if confinement.namespaced != bool(ref.namespace):
+        return (f"the owner {ref.display()} is in the wrong scope",)
+    if not confinement.namespaced and ref.name != SINGLETON:
+        return (f"only the {SINGLETON!r} {ref.kind} owns children",)
+    return ()
+
+
+def _object_refusals(
+    manifest: Mapping[str, Any], owner: ObjectRef, *, confinement: Confinement
+) -> list[str]:
+    kind: Kind = (str(manifest.get("apiVersion", "")), str(manifest.get("kind", "")))
+    metadata = manifest.get("metadata") or {}
+    what = f"{kind[1]} {metadata.get('namespace', '')}/{metadata.get('name', '')}".replace(
+        " /", " "
+    )
+    if kind not in confinement.children:
+        return [f"{what}: a {owner.kind} may not write a {kind[1]} of {kind[0]}"]
+    if confinement.namespaced and metadata.get("namespace") != owner.namespace:
+        return [f"{what}: outside the owner's namespace {owner.namespace}"]
+    if kind == NODE:
+        return []  # a node intent names no owner: it is checked field by field
+    if not confinement.namespaced and kind != LOCAL_QUEUE and metadata.get("namespace"):
+        return [f"{what}: a cluster-scoped kind with a namespace"]
+    if not _controlled_by(metadata, owner):
+        return [f"{what}: does not name {owner.display()} as its controller"]
+    return []
+
+
+def _controlled_by(metadata: Mapping[str, Any], owner: ObjectRef) -> bool:
+    return any(
+        isinstance(reference, Mapping)
+        and reference.get("uid") == owner.uid
+        and reference.get("kind") == owner.kind
+        and reference.get("controller") is True
+        for reference in metadata.get("ownerReferences") or ()
+    )
+
+
+def _node_refusals(manifest: Mapping[str, Any], *, gpu_taint_key: str) -> list[str]:
+    metadata = manifest.get("metadata") or {}
+    name = metadata.get("name", "")
+    reasons = []
+    extra_top = set(manifest) - {"apiVersion", "kind", "metadata", "spec"}
+    extra_meta = set(metadata) - {"name", "labels"}
+    extra_spec = set(manifest.get("spec") or {}) - {"taints"}
+    if extra_top or extra_meta or extra_spec:
+        fields = sorted(
+            extra_top | {f"metadata.{f}" for f in extra_meta} | {f"spec.{f}" for f in extra_spec}
+        )
+        reasons.append(
+            f"Node {name}: may set only Kaiwo's labels and taint, not {', '.join(fields)}"
+        )
+    foreign = sorted(
+        k for k in metadata.get("labels") or {} if not k.startswith(KAIWO_NODE_LABEL_PREFIX)
+    )
+    if foreign:
+        reasons.append(f"Node {name}: labels that are not Kaiwo's: {', '.join(foreign)}")
+    ours = (gpu_taint_key, "NoSchedule")
+    taints = (manifest.get("spec") or {}).get("taints") or ()
+    reasons.extend(
+        f"Node {name}: a taint that is not Kaiwo's {gpu_taint_key}:NoSchedule"
+        for taint in taints
+        if not isinstance(taint, Mapping) or (taint.get("key"), taint.get("effect")) != ours
+    )
+    return reasons
+
+
+def _prune_refusals(plan: Plan, *, confinement: Confinement) -> list[str]:
+    reasons = [
+        f"prune of {rule.kind} of {rule.api_version}: not a kind the owner writes"
+        for rule in plan.prune
+        if (rule.api_version, rule.kind) not in confinement.children
+        or (rule.api_version, rule.kind) == NODE
+    ]
+    if plan.prune and plan.prune_selector != inventory_selector(plan.owner):
+        reasons.append(
+            f"prune selector {plan.prune_selector} is not the owner's own "
+            f"{inventory_selector(plan.owner)}"
+        )
+    return reasons
