@@ -216,3 +216,58 @@ def test_a_replica_reads_its_share_of_the_partitions() -> None:
     assert [c.durable_name for c in first] == ["executor-plan-p0", "executor-plan-p2"]
     assert [c.durable_name for c in second] == ["executor-plan-p1", "executor-plan-p3"]
     assert [c.durable_name for c in alone] == ["executor-plan"]
+
+
+async def test_a_forged_plan_for_an_owner_that_does_not_exist_is_dead_lettered(
+    harness: Any,
+) -> None:
+    bus = await _bus()
+    service = _service(bus, harness)
+    ghost = harness.owner.model_copy(update={"name": "ghost", "uid": "not-a-real-uid"})
+    harness.owner = ghost
+    plan = harness.plan([harness.job()])
+    await _publish_plan(bus, harness, plan)
+
+    await service.step()
+
+    [dead] = bus.server.stream_messages("KAIWO_DLQ")
+    assert dead.headers[DLQ_REASON] == (
+        "rejected: PoisonMessage: plan refused: the owner KaiwoJob/team-a/ghost does not exist"
+    )
+    assert harness.find("batch/v1", "Job", "train") is None
+    assert _results(bus) == []
+    refused = service.metrics.registry.registry.get_sample_value(
+        "kaiwo_executor_plans_refused_total", {"owner_kind": "KaiwoJob"}
+    )
+    assert refused == 1
+
+
+async def test_a_plan_writing_outside_its_owners_namespace_is_refused_whole(
+    harness: Any,
+) -> None:
+    bus = await _bus()
+    service = _service(bus, harness)
+    escaped = harness.job()
+    escaped["metadata"] = {**escaped["metadata"], "name": "miner", "namespace": "kube-system"}
+    await _publish_plan(bus, harness, harness.plan([harness.config_map(), escaped]))
+
+    await service.step()
+
+    [dead] = bus.server.stream_messages("KAIWO_DLQ")
+    assert dead.headers[DLQ_REASON] == (
+        "rejected: PoisonMessage: plan refused: "
+        "Job kube-system/miner: outside the owner's namespace team-a"
+    )
+    # Nothing of it is applied, not even the part that was within bounds.
+    assert harness.find("v1", "ConfigMap", "train-entrypoint") is None
+    assert harness.find("batch/v1", "Job", "miner", namespace="kube-system") is None
+    [event] = [
+        e
+        for e in harness.fake.store.list_objects(harness.served("v1", "Event"), namespace="team-a")[
+            0
+        ]
+        if e["reason"] == "PlanRefused"
+    ]
+    assert event["type"] == "Warning"
+    assert event["involvedObject"]["uid"] == harness.owner.uid
+    assert "outside the owner's namespace team-a" in event["message"]

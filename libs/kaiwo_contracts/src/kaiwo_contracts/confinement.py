@@ -11,7 +11,8 @@ owner:
   KaiwoQueueConfig, cluster-scoped, owns cluster-scoped Kueue objects, LocalQueues in any
   namespace and node labels), and names the owner as its controller;
 * a Node intent carries nothing but Kaiwo's own labels (``kaiwo/…``) and Kaiwo's GPU taint;
-* prune rules name only those kinds, with the owner's own inventory selector;
+* prune rules name only those kinds, with a selector that asks for the owner's own
+  inventory label;
 * only a workload may ask for its own deletion.
 
 Pure: the caller supplies the owner as observed and the GPU taint key in force.
@@ -115,10 +116,11 @@ def refusals(
 
 
 def inventory_selector(owner: ObjectRef) -> dict[str, str]:
-    """The labels that mark the owner's children, which its plans may prune."""
+    """The labels that mark the owner's children: a prune selector must ask for them (and
+    may ask for more, which only narrows it)."""
     if owner.kind == "KaiwoQueueConfig":
-        return {MANAGED_BY_LABEL: "kaiwo", QUEUE_CONFIG_LABEL: owner.name}
-    return {MANAGED_BY_LABEL: "kaiwo", OWNER_UID_LABEL: owner.uid or ""}
+        return {QUEUE_CONFIG_LABEL: owner.name}
+    return {OWNER_UID_LABEL: owner.uid or ""}
 
 
 def _singleton_refusals(plan: Plan) -> tuple[str, ...]:
@@ -217,9 +219,9 @@ def _prune_refusals(plan: Plan, *, confinement: Confinement) -> list[str]:
         if (rule.api_version, rule.kind) not in confinement.children
         or (rule.api_version, rule.kind) == NODE
     ]
-    if plan.prune and plan.prune_selector != inventory_selector(plan.owner):
+    required = inventory_selector(plan.owner)
+    if plan.prune and not required.items() <= plan.prune_selector.items():
         reasons.append(
-            f"prune selector {plan.prune_selector} is not the owner's own "
-            f"{inventory_selector(plan.owner)}"
+            f"prune selector {plan.prune_selector} does not ask for the owner's own {required}"
         )
     return reasons

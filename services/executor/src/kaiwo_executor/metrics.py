@@ -36,6 +36,12 @@ class ExecutorMetrics:
             "retry (the API server kept failing; JetStream redelivers)",
             ("outcome",),
         )
+        self.plans_refused = self.registry.counter(
+            "executor_plans_refused",
+            "Plans refused by admission (an owner that does not exist, an object outside the "
+            "owner's confinement) and dead-lettered, by owner kind",
+            ("owner_kind",),
+        )
         self.writes_skipped = self.registry.counter(
             "executor_writes_skipped",
             "Desired objects not written because their manifest equals the last one applied",

@@ -4,6 +4,10 @@ For each ``PlanDecidedV1`` delivery:
 
 * an envelope or payload that cannot be read is a :class:`~kaiwo_runtime.bus.PoisonMessage`
   (dead-lettered at once, never retried);
+* a plan that admission refuses (:mod:`~kaiwo_executor.plan_admission`: its owner does not
+  exist with its uid, or it writes or prunes outside its owner's confinement) is dead-lettered
+  with the reasons, counted, and told on its owner as a Warning Event ``PlanRefused``;
+  nothing of it is applied;
 * the plan is carried out by :class:`~kaiwo_executor.apply_plan.PlanExecutor`; a plan already
   carried out (redelivery after a crash), or superseded by a later plan of its owner (a retry
   that came back after it), is acknowledged without an API call or a result;
@@ -26,6 +30,7 @@ exactly one result.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -41,7 +46,8 @@ from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.events.results import ApplyResultV1
 from kaiwo_contracts.events.streams import BusTopology, ConsumerSpec
 from kaiwo_contracts.events.subjects import result_subject
-from kaiwo_kube import KubernetesPort
+from kaiwo_contracts.plans import Plan
+from kaiwo_kube import KubeError, KubernetesPort
 from kaiwo_runtime.bus import Bus, Delivery, PoisonMessage, RetryLater, run_consumer
 from kaiwo_runtime.kv import KeyValue
 from kaiwo_runtime.logging import bind_event, bound_context
@@ -50,6 +56,7 @@ from kaiwo_executor.api_retries import Jitter, RetryPolicy, Sleep
 from kaiwo_executor.apply_plan import Execution, PlanExecutor
 from kaiwo_executor.execution_memo import ExecutionMemo
 from kaiwo_executor.metrics import ExecutorMetrics
+from kaiwo_executor.plan_admission import Admission, PlanAdmission
 
 SERVICE = "executor"
 SOURCE = service_source(SERVICE)
@@ -115,6 +122,8 @@ class ExecutorService:
         if not self.consumers:
             raise ValueError("the bus topology has no executor-plan consumer")
         self._max_deliver = {spec.durable_name: spec.max_deliver for spec in self.consumers}
+        self._kube = kube
+        self.admission = PlanAdmission(kube)
         self._poll_timeout = poll_timeout
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -151,6 +160,9 @@ class ExecutorService:
             await self._carry_out(envelope, delivery)
 
     async def _carry_out(self, envelope: Envelope[PlanDecidedV1], delivery: Delivery) -> None:
+        admission = await self.admission.check(envelope.data.plan)
+        if not admission.admitted:
+            await self._refuse(envelope.data.plan, admission)
         execution = await self.executor.execute(
             envelope.data, plan_id=envelope.id, sequence=delivery.stream_sequence
         )
@@ -178,6 +190,37 @@ class ExecutorService:
             actions=len(result.actions),
             failures=len(result.failures),
         )
+
+    async def _refuse(self, plan: Plan, admission: Admission) -> None:
+        """Count, log and tell the refusal, then dead-letter the plan."""
+        owner = plan.owner
+        self.metrics.plans_refused.labels(owner_kind=owner.kind).inc()
+        reason = "; ".join(admission.refusals)
+        log.warning("plan refused", reasons=list(admission.refusals))
+        if not admission.owner_found:
+            raise PoisonMessage(f"plan refused: {reason}")
+        with contextlib.suppress(KubeError):
+            await self._kube.create_event(
+                involved={
+                    "apiVersion": owner.api_version,
+                    "kind": owner.kind,
+                    "metadata": {
+                        k: v
+                        for k, v in (
+                            ("name", owner.name),
+                            ("namespace", owner.namespace),
+                            ("uid", owner.uid),
+                        )
+                        if v
+                    },
+                },
+                type="Warning",
+                reason="PlanRefused",
+                message=f"A plan for this object was refused and not applied: {reason}"[:1024],
+                component="kaiwo-executor",
+                now=self.clock(),
+            )
+        raise PoisonMessage(f"plan refused: {reason}")
 
     async def _publish_result(
         self, envelope: Envelope[PlanDecidedV1], execution: Execution
