@@ -16,13 +16,11 @@ from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import structlog
 from kaiwo_contracts.events.permissions import service_identity
 from kaiwo_contracts.events.streams import bus_topology
-from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
-from kaiwo_kube.reachability import api_server_reachable
 
 from kaiwo_runtime.kv import NatsKeyValue
 from kaiwo_runtime.leases import NatsLeaseStore
@@ -31,6 +29,9 @@ from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.redaction import redact_secrets
 from kaiwo_runtime.settings import ServiceSettings, SingleActiveSettings
 from kaiwo_runtime.single_active import SingleActive, this_replica
+
+if TYPE_CHECKING:
+    from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 
 EXIT_UNAVAILABLE = 1
 log = structlog.get_logger("kaiwo.startup")
@@ -225,6 +226,11 @@ async def open_api_server(
     within_seconds: float,
     service: str,
 ) -> KubernetesAsyncioAdapter:
+    # Imported here: the Kubernetes client costs a second of start-up, and the planner and
+    # the recorder, which share this module, never talk to the API server.
+    from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+    from kaiwo_kube.reachability import api_server_reachable
+
     """A client of the API server named by ``kubeconfig`` (or the defaults), known to answer.
 
     Its requests carry the user agent ``kaiwo-<service>/<version>``, which the API server's
