@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kaiwo_contracts.events.envelope import NATS_MSG_ID_HEADER, Envelope
+from kaiwo_contracts.events.envelope import MAX_MESSAGE_BYTES, NATS_MSG_ID_HEADER, Envelope
 from kaiwo_contracts.events.streams import (
     MAX_DELIVERIES_ADVISORY,
     BusTopology,
@@ -41,6 +41,8 @@ from kaiwo_runtime.bus import (
     PublishAck,
     Retry,
     StoredMessage,
+    Terminate,
+    check_size,
     dead_letter,
     handle_batch,
     settle,
@@ -116,8 +118,11 @@ class _Consumer:
 class MemoryJetStream:
     """The shared server state; create one per test."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, *, clock: Callable[[], float] = time.monotonic, max_payload: int = MAX_MESSAGE_BYTES
+    ) -> None:
         self._clock = clock
+        self.max_payload = max_payload
         self._streams: dict[str, _Stream] = {}
         self._consumers: dict[str, _Consumer] = {}
         self._advisory_ids = itertools.count(1)
@@ -148,6 +153,7 @@ class MemoryJetStream:
     # ------------------------------------------------------------------ data path
 
     def publish(self, subject: str, *, body: bytes, headers: Mapping[str, str]) -> PublishAck:
+        check_size(subject, headers, body, limit=self.max_payload)
         stream = self._stream_for(subject)
         now = self._clock()
         self._expire(stream)
@@ -374,4 +380,6 @@ class MemoryBus:
                     attempts=delivery.attempt,
                 )
                 await self.publish_raw(subject, body=body, headers=headers)
+                self.server.ack(consumer.durable_name, delivery.stream_sequence)
+            case Terminate():
                 self.server.ack(consumer.durable_name, delivery.stream_sequence)

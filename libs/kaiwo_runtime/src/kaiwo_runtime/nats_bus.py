@@ -17,7 +17,7 @@ import nats
 import nats.errors
 import nats.js.errors
 import structlog
-from kaiwo_contracts.events.envelope import Envelope
+from kaiwo_contracts.events.envelope import MAX_MESSAGE_BYTES, Envelope
 from kaiwo_contracts.events.streams import BusTopology, ConsumerSpec, StreamSpec
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -31,14 +31,20 @@ from kaiwo_runtime.bus import (
     Delivery,
     Handler,
     PublishAck,
+    PublishRefusedError,
     Retry,
     StoredMessage,
+    Terminate,
+    check_size,
     dead_letter,
     handle_batch,
     settle,
 )
 
 log = structlog.get_logger("kaiwo.bus.nats")
+
+_MESSAGE_TOO_LARGE = 10054
+"""JetStream's error code for a message over the stream's ``max_msg_size``."""
 
 
 class NatsBus:
@@ -138,10 +144,24 @@ class NatsBus:
     async def publish_raw(
         self, subject: str, *, body: bytes, headers: Mapping[str, str]
     ) -> PublishAck:
+        # Checked here, headers included: nats-py checks only the body, and the server
+        # answers a message over its max_payload by closing the connection.
+        limit = min(self._client.max_payload or MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES)
+        check_size(subject, headers, body, limit=limit)
         try:
             ack = await self._js.publish(
                 subject, body, timeout=self._publish_timeout, headers=dict(headers)
             )
+        except nats.errors.MaxPayloadError as error:
+            raise PublishRefusedError(
+                f"{subject!r}: {error}", size=len(body), limit=self._client.max_payload
+            ) from error
+        except nats.js.errors.APIError as error:
+            if error.err_code == _MESSAGE_TOO_LARGE:  # the stream's own max_msg_size
+                raise PublishRefusedError(
+                    f"{subject!r}: {error.description}", size=len(body), limit=limit
+                ) from error
+            raise BusError(f"publish to {subject!r} failed: {error!r}") from error
         except nats.js.errors.NoStreamResponseError as error:
             raise BusError(f"no stream stores {subject!r}") from error
         except (nats.errors.TimeoutError, nats.errors.ConnectionClosedError) as error:
@@ -220,6 +240,8 @@ class NatsBus:
                 )
                 # Publish first: if it fails the message is redelivered, never lost.
                 await self.publish_raw(subject, body=body, headers=headers)
+                await message.term()
+            case Terminate():
                 await message.term()
 
 

@@ -2,8 +2,9 @@
 
 For each ``PlanDecidedV1`` delivery:
 
-* an envelope or payload that cannot be read is a :class:`~kaiwo_runtime.bus.PoisonMessage`
-  (dead-lettered at once, never retried);
+* an envelope or payload that cannot be read (the one decoder,
+  :meth:`~kaiwo_runtime.bus.Delivery.envelope`, says so) is dead-lettered at once, never
+  retried;
 * the plan is carried out by :class:`~kaiwo_executor.apply_plan.PlanExecutor`; a plan already
   carried out (redelivery after a crash), or superseded by a later plan of its owner (a retry
   that came back after it), is acknowledged without an API call or a result;
@@ -33,7 +34,6 @@ from datetime import datetime
 import structlog
 from kaiwo_contracts.events.envelope import (
     Envelope,
-    EnvelopeFormatError,
     derived_event_id,
     service_source,
 )
@@ -42,7 +42,7 @@ from kaiwo_contracts.events.results import ApplyResultV1
 from kaiwo_contracts.events.streams import BusTopology, ConsumerSpec
 from kaiwo_contracts.events.subjects import result_subject
 from kaiwo_kube import KubernetesPort
-from kaiwo_runtime.bus import Bus, Delivery, PoisonMessage, RetryLater, run_consumer
+from kaiwo_runtime.bus import Bus, Delivery, RetryLater, run_consumer
 from kaiwo_runtime.kv import KeyValue
 from kaiwo_runtime.logging import bind_event, bound_context
 
@@ -136,10 +136,7 @@ class ExecutorService:
 
     async def handle(self, delivery: Delivery) -> None:
         """Carry out one delivered plan (see the module docstring)."""
-        try:
-            envelope = delivery.envelope(PlanDecidedV1)
-        except EnvelopeFormatError as error:
-            raise PoisonMessage(f"not a readable plan decision: {error}") from error
+        envelope = delivery.envelope(PlanDecidedV1)  # EnvelopeFormatError: dead-lettered
         owner = envelope.data.plan.owner
         context = {
             "uid": owner.uid,
