@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from kaiwo_contracts.events.streams import BusTopology, bus_topology, stream_max_bytes
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
@@ -32,11 +33,26 @@ class ServiceSettings(BaseSettings):
     """``auto``: console lines on a terminal, JSON otherwise."""
     bus_partitions: int = Field(default=1, ge=1, le=1024)
     """Partitions of the workload streams (see ``kaiwo_contracts.events.streams``)."""
+    bus_stream_max_bytes: dict[str, int] = Field(default_factory=dict)
+    """``KAIWO_BUS_STREAM_MAX_BYTES``, JSON: bytes a stream may hold before JetStream discards
+    its oldest messages, per stream name, e.g. ``{"KAIWO_OBS": 8589934592}`` (-1: no limit).
+    Streams not named keep ``DEFAULT_STREAM_MAX_BYTES``. Every service declares the streams,
+    so give every service the same value."""
     replica: str = "0"
     """This replica's stable identity (StatefulSet ordinal or host name)."""
     kubeconfig: Path | None = None
     """``KAIWO_KUBECONFIG``: the kubeconfig of the cluster to operate; unset means
     ``$KUBECONFIG``, then ``~/.kube/config``, then the in-cluster service account."""
+
+    @field_validator("bus_stream_max_bytes")
+    @classmethod
+    def _known_streams(cls, value: dict[str, int]) -> dict[str, int]:
+        stream_max_bytes(value)  # refuses unknown stream names and limits below one message
+        return value
+
+    def bus_topology(self) -> BusTopology:
+        """The streams and consumers as these settings configure them."""
+        return bus_topology(partitions=self.bus_partitions, max_bytes=self.bus_stream_max_bytes)
 
 
 class SingleActiveSettings(ServiceSettings):

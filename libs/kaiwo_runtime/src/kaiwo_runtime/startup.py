@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
-from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_kube.reachability import api_server_reachable
 
@@ -118,7 +117,7 @@ async def open_bus_and_bucket(
         f"NATS at {settings.nats_url} is unreachable",
         NatsBus.connect(
             settings.nats_url,
-            topology=bus_topology(partitions=settings.bus_partitions),
+            topology=settings.bus_topology(),
             name=f"kaiwo-{service}-{settings.replica}",
         ),
     )

@@ -15,7 +15,6 @@ import signal
 import sys
 
 import structlog
-from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_runtime.health import HealthServer
 from kaiwo_runtime.kv import NatsKeyValue
 from kaiwo_runtime.logging import configure_logging
@@ -36,7 +35,7 @@ log = structlog.get_logger("kaiwo.planner")
 
 
 async def serve(settings: PlannerSettings) -> int:
-    topology = bus_topology(partitions=settings.bus_partitions)
+    topology = settings.bus_topology()
     try:
         bus = await asyncio.wait_for(
             NatsBus.connect(settings.nats_url, topology=topology, name="kaiwo-planner"),

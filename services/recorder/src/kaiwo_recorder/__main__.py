@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 
 import structlog
-from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_eventstore import EventStore, open_event_store
 from kaiwo_runtime.health import HealthServer
 from kaiwo_runtime.logging import configure_logging
@@ -51,7 +50,7 @@ async def open_store(url: str) -> EventStore:
 
 
 async def connect_bus(settings: RecorderSettings) -> NatsBus:
-    topology = bus_topology(partitions=settings.bus_partitions)
+    topology = settings.bus_topology()
     try:
         bus = await asyncio.wait_for(
             NatsBus.connect(settings.nats_url, topology=topology, name="kaiwo-recorder"),

@@ -30,7 +30,7 @@ import nats.errors
 from kaiwo_contracts.events.streams import ConsumerSpec
 from kaiwo_runtime.bus import Bus, BusError, Delivery
 from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
-from kaiwo_runtime.nats_bus import NatsBus
+from kaiwo_runtime.nats_bus import NatsBus, nak_delay
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
@@ -82,12 +82,14 @@ def puller_for(bus: Bus) -> MessagePuller:
 class _NatsMessage:
     message: Msg
     delivery: Delivery
+    consumer: ConsumerSpec
 
     async def ack(self) -> None:
         await self.message.ack()
 
     async def nak(self, *, delay: float) -> None:
-        await self.message.nak(delay=delay)
+        wanted = nak_delay(self.consumer, attempt=self.delivery.attempt, wanted=delay)
+        await self.message.nak(delay=wanted)
 
     async def term(self) -> None:
         await self.message.term()
@@ -190,7 +192,9 @@ class NatsPuller:
             messages = await inbox.pull(batch=batch, wait_seconds=max(wait_seconds, 0.05))
         except nats.errors.ConnectionClosedError as error:
             raise BusError(f"fetch for {consumer.durable_name} failed: {error!r}") from error
-        return tuple(_NatsMessage(message, _delivery(message, consumer)) for message in messages)
+        return tuple(
+            _NatsMessage(message, _delivery(message, consumer), consumer) for message in messages
+        )
 
     async def flush(self) -> None:
         # Acks are fire-and-forget; until the server has them, they still count against
