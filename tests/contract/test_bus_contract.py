@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -567,3 +568,35 @@ async def test_one_poison_message_makes_one_dead_letter_however_long_the_relay_r
     ]
     # The crashing reader did run out of deliveries: the relay had an advisory to ignore.
     assert "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.KAIWO_DLQ.test-dlq-crashes" in stored
+
+
+async def test_a_stream_over_its_byte_limit_drops_its_oldest_messages(bus_harness) -> None:  # type: ignore[no-untyped-def]
+    base = topology()
+    limited = BusTopology(
+        partitions=1,
+        streams=tuple(
+            replace(s, max_bytes=16 * 1024) if s.name == OBSERVED_STREAM else s
+            for s in base.streams
+        ),
+        consumers=base.consumers,
+    )
+    bus = await bus_harness.connect(limited)
+    await bus.ensure_streams()
+    padding = "p" * 2000
+    for version in range(1, 21):  # ~2 KB each, 40 KB in all
+        await bus.publish(
+            observed(UID_A, str(version), name=f"n{padding}"[:250]), obs_subject(UID_A)
+        )
+        await bus.publish_raw(
+            obs_subject(UID_B), body=padding.encode(), headers={"Nats-Msg-Id": f"pad-{version}"}
+        )
+
+    assert await bus.read_stored(OBSERVED_STREAM, 1) is None
+    assert (await bus.read_stored(OBSERVED_STREAM, 40)) is not None
+    kept = [
+        sequence
+        for sequence in range(1, 41)
+        if await bus.read_stored(OBSERVED_STREAM, sequence) is not None
+    ]
+    assert kept == list(range(kept[0], 41))
+    assert 5 <= len(kept) <= 12  # 16 KiB of 1.3-2.3 KB messages

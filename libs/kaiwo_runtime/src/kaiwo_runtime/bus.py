@@ -153,6 +153,19 @@ class PublishAck:
 
 
 @dataclass(frozen=True, slots=True)
+class ConsumerPosition:
+    """Where a durable consumer stands in its stream, as the server reports it."""
+
+    first_sequence: int
+    """The stream's oldest stored message (last + 1 when the stream is empty)."""
+    last_sequence: int
+    delivered_sequence: int
+    """The last stream sequence delivered to the consumer (0: none yet)."""
+    unsettled: int
+    """Messages not yet acknowledged: still to be delivered, or delivered and pending."""
+
+
+@dataclass(frozen=True, slots=True)
 class StoredMessage:
     stream: str
     sequence: int
