@@ -284,3 +284,24 @@ def test_a_plan_must_be_filed_under_its_owner() -> None:
         decode_envelope(
             headers, body, PlanDecidedV1, subject=f"kaiwo.plan.kaiwojob.team-a.{OTHER_UID}"
         )
+
+
+@pytest.mark.parametrize(
+    "moment",
+    ["9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00", "1969-12-31T23:59:59Z"],
+    ids=["overflows-utc", "underflows-utc", "before-1970"],
+)
+def test_a_time_consumers_could_not_compute_with_is_refused(moment: str) -> None:
+    assert failure_of({**HEADERS, "ce-time": moment}, BODY) == (
+        "invalid-envelope: time: Value error, must lie between 1970 and 9000 (UTC)"
+    )
+
+
+def test_metadata_that_is_not_an_object_is_an_invalid_payload() -> None:
+    body = BODY.replace(b'"object":{"metadata":{', b'"object":{"x":{').replace(
+        b'"object":{"x"', b'"object":{"metadata":[1],"x"'
+    )
+
+    assert failure_of(HEADERS, body) == (
+        "invalid-payload: data: Value error, object.metadata must be an object"
+    )

@@ -295,3 +295,15 @@ def test_bodies_round_trip_through_their_recorded_form() -> None:
         value, found = body_value(raw)
         assert found == encoding
         assert body_value(decode_body(value, found))[0] == value
+
+
+def test_a_raw_record_keeps_the_message_time_only_when_consumers_could_use_it(
+    samples: Any,
+) -> None:
+    delivery = delivery_of(samples.job_observation())
+    at_the_edge = {**delivery.headers, "ce-time": "9999-12-31T23:59:59-14:00"}
+
+    event = record_of(replace(delivery, headers=at_the_edge), now=LATER)
+
+    assert event.type == MALFORMED_TYPE
+    assert event.time == LATER

@@ -36,6 +36,8 @@ from typing import Any, Final
 from kaiwo_contracts.events.decoding import decode_event
 from kaiwo_contracts.events.envelope import (
     CE_HEADER_PREFIX,
+    EARLIEST_TIME,
+    LATEST_TIME,
     NATS_MSG_ID_HEADER,
     DecodeFailure,
     EnvelopeFormatError,
@@ -346,15 +348,18 @@ def _int_or_none(value: str | None) -> int | None:
 
 
 def _time_or(value: object, default: datetime) -> datetime:
+    """``value`` as a zone-aware time within the envelope's range, else ``default`` (a time
+    the store could not convert to UTC would fail the row)."""
     if not isinstance(value, str):
         return default
     # The server writes nanoseconds; Python reads at most microseconds.
     trimmed = _FRACTION.sub(lambda match: match.group(0)[:7], value.replace("Z", "+00:00"))
     try:
         parsed = datetime.fromisoformat(trimmed)
+        inside = parsed.tzinfo is not None and EARLIEST_TIME <= parsed < LATEST_TIME
     except (ValueError, OverflowError):
         return default
-    return parsed if parsed.tzinfo is not None else default
+    return parsed if inside else default
 
 
 def _one_line(error: BaseException) -> str:

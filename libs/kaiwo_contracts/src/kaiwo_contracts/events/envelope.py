@@ -22,11 +22,19 @@ import math
 import re
 import uuid
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, ClassVar, Final, Generic, Literal, Self, TypeVar, cast
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 from pydantic_core import from_json
 
@@ -63,6 +71,11 @@ interpreter's stack as ``json.loads`` does."""
 MAX_JSON_INTEGER: Final = 2**64
 """Integers in a body must lie strictly between minus and plus this: the API server's widest
 integers are 64-bit; larger ones overflow ``float()`` and quantity arithmetic downstream."""
+EARLIEST_TIME: Final = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_TIME: Final = datetime(9000, 1, 1, tzinfo=UTC)
+"""An event's ``time`` lies in [EARLIEST_TIME, LATEST_TIME): consumers compute with it (the
+planner plans with it as ``now``), and a time at the end of what ``datetime`` holds
+(9999-12-31T23:59:59-14:00) overflows at the first addition or conversion to UTC."""
 # A number token with 20 or more digits, or an exponent of 3 or more digits: the only numbers
 # that can be out of range. Most bodies have none, so most are never walked.
 _MAYBE_OUT_OF_RANGE = re.compile(rb"(?:^|[:,\[])[ \t\r\n]*-?(?:\d{20}|[\d.]+[eE][+-]?\d{3})")
@@ -254,6 +267,18 @@ class Envelope(BaseModel, Generic[T]):
     )
     traceparent: str | None = Field(default=None, pattern=_TRACEPARENT_PATTERN)
     data: T
+
+    @field_validator("time")
+    @classmethod
+    def _time_in_range(cls, value: datetime) -> datetime:
+        try:
+            inside = EARLIEST_TIME <= value.astimezone(UTC) < LATEST_TIME
+        except OverflowError:
+            inside = False
+        if not inside:
+            msg = f"must lie between {EARLIEST_TIME.year} and {LATEST_TIME.year} (UTC)"
+            raise ValueError(msg)
+        return value
 
     @model_validator(mode="after")
     def _type_matches_payload(self) -> Self:

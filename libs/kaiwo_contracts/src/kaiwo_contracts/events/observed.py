@@ -79,7 +79,11 @@ class ObservedObjectV1(EventPayload):
 
     @model_validator(mode="after")
     def _identity_matches_object(self) -> Self:
-        metadata = self.object.get("metadata") or {}
+        metadata = self.object.get("metadata")
+        if metadata is None:
+            metadata = {}
+        if not isinstance(metadata, dict):
+            raise ValueError("object.metadata must be an object")
         for field, found in (("uid", metadata.get("uid")), ("name", metadata.get("name"))):
             if found is not None and found != getattr(self, field):
                 msg = f"{field} {getattr(self, field)!r} differs from object metadata {found!r}"
