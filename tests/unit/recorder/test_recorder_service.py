@@ -244,6 +244,41 @@ async def test_a_malformed_message_is_recorded_raw(harness: Any, samples: Any) -
     assert sample(harness.metrics.malformed, stream="KAIWO_OBS") == 1
 
 
+async def test_a_poison_message_is_recorded_raw_in_its_batch_and_its_neighbours_as_events(
+    harness: Any, samples: Any
+) -> None:
+    before = samples.job_observation(resource_version="100")
+    after = samples.job_observation(resource_version="101")
+    await harness.publish(before)
+    poison = b"[" * 5000 + b"]" * 5000  # json.loads raised RecursionError on it
+    headers, _ = before.envelope.to_nats()
+    await harness.bus.publish_raw(
+        before.subject, body=poison, headers={**headers, "ce-id": "poison", "Nats-Msg-Id": "p"}
+    )
+    await harness.publish(after)
+    consumer = next(c for c in harness.service.consumers if c.stream == OBSERVED_STREAM)
+
+    result = await harness.service.pump(consumer, wait_seconds=0)
+
+    assert (result.messages, result.appended, result.malformed, result.dead_lettered) == (
+        3,
+        3,
+        1,
+        0,
+    )
+    stored = await harness.store.read_all()
+    assert [(e.event_id, e.type) for e in stored] == [
+        (f"{samples.JOB_UID}:100", "ai.silogen.kaiwo.obs.observed.v1"),
+        ("poison", "ai.silogen.kaiwo.recorder.malformed.v1"),
+        (f"{samples.JOB_UID}:101", "ai.silogen.kaiwo.obs.observed.v1"),
+    ]
+    assert stored[1].data["failure"] == "too-deep"
+    assert stored[1].data["bodyEncoding"] == "text"
+    assert stored[1].data["body"] == poison.decode()
+    assert stored[1].data["headers"]["ce-id"] == "poison"
+    assert harness.server.stream_messages(DEAD_LETTER_STREAM) == []
+
+
 async def test_dead_letters_of_other_consumers_are_recorded(harness: Any, samples: Any) -> None:
     sent = samples.job_observation()
     await harness.publish(sent)
