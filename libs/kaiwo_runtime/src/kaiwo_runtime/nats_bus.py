@@ -146,7 +146,7 @@ class NatsBus:
     ) -> PublishAck:
         # Checked here, headers included: nats-py checks only the body, and the server
         # answers a message over its max_payload by closing the connection.
-        limit = min(self._client.max_payload or MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES)
+        limit = self._message_limit()
         check_size(subject, headers, body, limit=limit)
         try:
             ack = await self._js.publish(
@@ -167,6 +167,10 @@ class NatsBus:
         except (nats.errors.TimeoutError, nats.errors.ConnectionClosedError) as error:
             raise BusError(f"publish to {subject!r} failed: {error!r}") from error
         return PublishAck(stream=ack.stream, sequence=ack.seq, duplicate=bool(ack.duplicate))
+
+    def _message_limit(self) -> int:
+        """The largest message to send: ours, or the server's if it allows less."""
+        return min(self._client.max_payload or MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES)
 
     async def read_stored(self, stream: str, sequence: int) -> StoredMessage | None:
         try:
@@ -237,9 +241,19 @@ class NatsBus:
                     consumer=consumer.durable_name,
                     reason=reason,
                     attempts=delivery.attempt,
+                    max_bytes=self._message_limit(),
                 )
-                # Publish first: if it fails the message is redelivered, never lost.
-                await self.publish_raw(subject, body=body, headers=headers)
+                # Publish first: if it fails the message is redelivered, never lost; unless
+                # the bus refuses the dead letter for good (it stays in its own stream).
+                try:
+                    await self.publish_raw(subject, body=body, headers=headers)
+                except PublishRefusedError as error:
+                    log.error(
+                        "dead letter refused by the bus; message terminated",
+                        stream=delivery.stream,
+                        seq=delivery.stream_sequence,
+                        error=str(error),
+                    )
                 await message.term()
             case Terminate():
                 await message.term()
