@@ -45,6 +45,7 @@ log = structlog.get_logger("kaiwo.bus.nats")
 
 _MESSAGE_TOO_LARGE = 10054
 """JetStream's error code for a message over the stream's ``max_msg_size``."""
+_SHORTEST_NAK_DELAY = 0.001
 
 
 class NatsBus:
@@ -276,9 +277,6 @@ def nak_delay(consumer: ConsumerSpec, *, attempt: int, wanted: float) -> float:
         return max(wanted, 0.0)
     ack_wait = backoff[min(max(attempt, 1), len(backoff)) - 1]
     return max(wanted + backoff[0] - ack_wait, _SHORTEST_NAK_DELAY)
-
-
-_SHORTEST_NAK_DELAY = 0.001
 
 
 def _stream_config(spec: StreamSpec) -> js_api.StreamConfig:
