@@ -307,3 +307,15 @@ def test_a_raw_record_keeps_the_message_time_only_when_consumers_could_use_it(
 
     assert event.type == MALFORMED_TYPE
     assert event.time == LATER
+
+
+def test_a_body_at_the_depth_limit_is_kept_as_text_so_the_row_can_be_read_back(
+    samples: Any,
+) -> None:
+    at_the_limit = b"[" * 201 + b"]" * 201  # parses; one level down in a row it would not
+    delivery = replace(delivery_of(samples.job_observation()), body=at_the_limit)
+
+    event = record_of(delivery, now=LATER)
+
+    assert event.data["failure"] == "not-an-object"
+    assert (event.data["bodyEncoding"], event.data["body"]) == ("text", at_the_limit.decode())
