@@ -9,7 +9,7 @@ RUN := $(UV) run --frozen
 PACKAGES := kaiwo_contracts kaiwo_eventstore kaiwo_kube kaiwo_kubefake kaiwo_envtest kaiwo_runtime \
             kaiwo_watcher kaiwo_planner kaiwo_executor kaiwo_monitor kaiwo_recorder kaiwo_cli
 
-.PHONY: help install lint fmt typecheck layers checks test test-fast crds run demo bench nats-credentials
+.PHONY: help install lint fmt typecheck layers checks test test-fast crds run demo bench nats-credentials fuzz hostile
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -51,6 +51,12 @@ run: install ## The main job: the operator on this machine against the current c
 
 demo: install ## The operator against a fake cluster with two 8-GPU nodes (kaiwo up --fake $(ARGS))
 	$(RUN) kaiwo up --fake $(ARGS)
+
+fuzz: install ## Fuzz the bus: decoding and the recorder's mapping, 100,000 cases per target
+	HYPOTHESIS_PROFILE=fuzz $(RUN) pytest tests/fuzz/bus -q -p no:cacheprovider --timeout=0
+
+hostile: install ## The hostile bus corpus through the real consumers, with its table
+	$(RUN) pytest tests/hostile/bus -q -s -p no:cacheprovider
 
 bench: install ## Benchmarks that print figures
 	@for b in bench/*.py; do echo "== $$b"; $(RUN) python $$b || exit 1; done

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
 from kaiwo_contracts.events import Envelope, ObservedObjectV1, observed_event_id
+from kaiwo_contracts.events.envelope import MAX_MESSAGE_BYTES
 from kaiwo_contracts.events.streams import (
     DEAD_LETTER_RELAY,
     DEAD_LETTER_STREAM,
@@ -16,6 +19,7 @@ from kaiwo_contracts.events.streams import (
     bus_topology,
 )
 from kaiwo_runtime.bus import (
+    DLQ_BODY_BYTES,
     DLQ_CONSUMER,
     DLQ_DELIVERIES,
     DLQ_REASON,
@@ -25,7 +29,9 @@ from kaiwo_runtime.bus import (
     Bus,
     BusError,
     Delivery,
+    PublishRefusedError,
     dead_letter_relay,
+    message_size,
 )
 
 UID_A = "0b8f0a52-2a4c-4c38-9a43-1f7d52a1c001"
@@ -415,3 +421,182 @@ async def test_partitioned_streams_store_the_uid_partition_the_server_computes(
         f"kaiwo.obs.kaiwojob.team-a.{UID_A}.3",
         f"kaiwo.obs.kaiwojob.team-a.{UID_B}.1",
     ]
+
+
+# ------------------------------------------------------------------------------- hostile input
+
+POISON_HEADERS = {
+    "ce-id": "poison-1",
+    "ce-type": "ai.silogen.kaiwo.obs.observed.v1",
+    "ce-source": "/kaiwo/watcher",
+    "ce-specversion": "1.0",
+    "ce-time": "2026-03-01T12:00:00Z",
+    "ce-correlationid": UID_A,
+    "Nats-Msg-Id": "poison-1",
+}
+
+
+async def read_stream(bus: Bus, stream: str) -> list[str]:
+    """The subjects stored in ``stream``, in order."""
+    subjects = []
+    sequence = 1
+    while (stored := await bus.read_stored(stream, sequence)) is not None:
+        subjects.append(stored.subject)
+        sequence += 1
+    return subjects
+
+
+async def test_a_message_over_the_size_limit_is_refused_before_it_is_sent(bus_harness) -> None:  # type: ignore[no-untyped-def]
+    bus = await bus_harness.connect(topology())
+    await bus.ensure_streams()
+    headers = {"ce-id": "big"}
+    body = b"x" * (MAX_MESSAGE_BYTES - 16)
+
+    with pytest.raises(PublishRefusedError) as refused:
+        await bus.publish_raw(obs_subject(UID_A), body=body, headers=headers)
+
+    # The header block is 10 + 2 + (5 + 3 + 4) bytes: 24 bytes, 8 over the limit.
+    assert (refused.value.size, refused.value.limit) == (MAX_MESSAGE_BYTES + 8, MAX_MESSAGE_BYTES)
+    assert message_size(headers, body) == MAX_MESSAGE_BYTES + 8
+    # The connection is still usable (the server would have closed it over such a message).
+    assert (await bus.publish(observed(UID_A, "1"), obs_subject(UID_A))).sequence == 1
+
+
+async def test_a_deeply_nested_message_is_dead_lettered_on_its_first_delivery(bus_harness) -> None:  # type: ignore[no-untyped-def]
+    bus = await bus_harness.connect(topology())
+    await bus.ensure_streams()
+    await bus.publish_raw(
+        obs_subject(UID_A), body=b"[" * 5000 + b"]" * 5000, headers=POISON_HEADERS
+    )
+    await bus.publish(observed(UID_A, "2"), obs_subject(UID_A))
+    handled: list[tuple[int, int]] = []
+
+    async def handle(delivery: Delivery) -> None:
+        handled.append((delivery.stream_sequence, delivery.attempt))
+        delivery.envelope(ObservedObjectV1)
+
+    await drain(bus, TEST_CONSUMER, handle)
+    [letter] = await dead_letters(bus, expected=1)
+
+    assert handled == [(1, 1), (2, 1)]
+    assert letter.headers[DLQ_REASON] == (
+        "rejected: EnvelopeFormatError: too-deep: nested deeper than 201 levels "
+        "(recursion limit exceeded at line 1 column 202)"
+    )
+
+
+async def test_a_dead_letter_of_a_message_near_the_limit_carries_the_start_of_its_body(
+    bus_harness,  # type: ignore[no-untyped-def]
+) -> None:
+    bus = await bus_harness.connect(topology())
+    await bus.ensure_streams()
+    body = b"x" * (MAX_MESSAGE_BYTES - 400)
+    await bus.publish_raw(obs_subject(UID_A), body=body, headers=POISON_HEADERS)
+
+    async def handle(delivery: Delivery) -> None:
+        delivery.envelope(ObservedObjectV1)
+
+    await drain(bus, TEST_CONSUMER, handle)
+    [letter] = await dead_letters(bus, expected=1)
+
+    assert letter.headers[DLQ_BODY_BYTES] == str(len(body))
+    assert letter.headers[DLQ_REASON].startswith("rejected: EnvelopeFormatError: not-json")
+    assert letter.body == body[: len(letter.body)]
+    assert message_size(letter.headers, letter.body) <= MAX_MESSAGE_BYTES
+    assert len(letter.body) > MAX_MESSAGE_BYTES - 2000
+
+
+async def abandon(bus: Bus, consumer: ConsumerSpec) -> None:
+    """Take a message and never settle it, as a reader that crashes on it does."""
+    entered = asyncio.Event()
+
+    async def hangs(delivery: Delivery) -> None:
+        entered.set()
+        await asyncio.Event().wait()
+
+    task = asyncio.create_task(bus.process(consumer, hangs, wait_seconds=0.3))
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(entered.wait(), 0.5)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def test_one_poison_message_makes_one_dead_letter_however_long_the_relay_runs(
+    bus_harness,  # type: ignore[no-untyped-def]
+) -> None:
+    crashing_reader = ConsumerSpec(
+        durable_name="test-dlq-crashes",
+        stream=DEAD_LETTER_STREAM,
+        filter_subjects=("kaiwo.dlq.>",),
+        description="a reader of dead letters that crashes on every one",
+        max_deliver=2,
+        backoff_seconds=(0.3,),
+        max_ack_pending=16,
+    )
+    failing_reader = ConsumerSpec(
+        durable_name="test-dlq-fails",
+        stream=DEAD_LETTER_STREAM,
+        filter_subjects=("kaiwo.dlq.>",),
+        description="a reader of dead letters whose handler always raises",
+        max_deliver=2,
+        backoff_seconds=(0.2,),
+        max_ack_pending=16,
+    )
+    bus = await bus_harness.connect(topology(crashing_reader, failing_reader))
+    await bus.ensure_streams()
+    await bus.publish_raw(obs_subject(UID_A), body=b"{not json", headers=POISON_HEADERS)
+
+    async def decode(delivery: Delivery) -> None:
+        delivery.envelope(ObservedObjectV1)
+
+    async def fails(delivery: Delivery) -> None:
+        raise RuntimeError("the store is broken for this one")
+
+    await drain(bus, TEST_CONSUMER, decode)
+    relay = dead_letter_relay(bus)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 4.0
+    while loop.time() < deadline:
+        await abandon(bus, crashing_reader)
+        await bus.process(failing_reader, fails, wait_seconds=0.1)
+        await bus.process(RELAY, relay, wait_seconds=0.1)
+    stored = await read_stream(bus, DEAD_LETTER_STREAM)
+
+    assert [subject for subject in stored if subject.startswith("kaiwo.dlq.")] == [
+        "kaiwo.dlq.KAIWO_OBS.test-obs"
+    ]
+    # The crashing reader did run out of deliveries: the relay had an advisory to ignore.
+    assert "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.KAIWO_DLQ.test-dlq-crashes" in stored
+
+
+async def test_a_stream_over_its_byte_limit_drops_its_oldest_messages(bus_harness) -> None:  # type: ignore[no-untyped-def]
+    base = topology()
+    limited = BusTopology(
+        partitions=1,
+        streams=tuple(
+            replace(s, max_bytes=16 * 1024) if s.name == OBSERVED_STREAM else s
+            for s in base.streams
+        ),
+        consumers=base.consumers,
+    )
+    bus = await bus_harness.connect(limited)
+    await bus.ensure_streams()
+    padding = "p" * 2000
+    for version in range(1, 21):  # ~2 KB each, 40 KB in all
+        await bus.publish(
+            observed(UID_A, str(version), name=f"n{padding}"[:250]), obs_subject(UID_A)
+        )
+        await bus.publish_raw(
+            obs_subject(UID_B), body=padding.encode(), headers={"Nats-Msg-Id": f"pad-{version}"}
+        )
+
+    assert await bus.read_stored(OBSERVED_STREAM, 1) is None
+    assert (await bus.read_stored(OBSERVED_STREAM, 40)) is not None
+    kept = [
+        sequence
+        for sequence in range(1, 41)
+        if await bus.read_stored(OBSERVED_STREAM, sequence) is not None
+    ]
+    assert kept == list(range(kept[0], 41))
+    assert 5 <= len(kept) <= 12  # 16 KiB of 1.3-2.3 KB messages

@@ -47,3 +47,44 @@ async def test_tail_prints_the_live_events_that_match(
     assert "obs.observed.v1" in line
     assert "team-a/pod-7 " in line
     assert "id=00000000" in line
+
+
+async def test_tail_says_a_poison_message_is_unreadable_and_goes_on(
+    nats_server: NatsServer, make_observation: Any
+) -> None:
+    bus = await NatsBus.connect(nats_server.url, topology=bus_topology(), name="tail-test")
+    await bus.ensure_streams()
+    runner = CliRunner()
+    tailing = asyncio.create_task(
+        asyncio.to_thread(
+            runner.invoke,
+            app,
+            ["events", "tail", "--nats", nats_server.url, "--count", "2"],
+            env={"COLUMNS": "400", "NO_COLOR": "1"},
+        )
+    )
+    envelope, subject = make_observation(3)
+    headers, _ = envelope.to_nats()
+    try:
+        number = 0
+        while not tailing.done() and number < 500:
+            # Until tail has subscribed these are lost; then it sees a poison one, a good one.
+            await bus.publish_raw(
+                subject,
+                body=b"[" * 5000 + b"]" * 5000,
+                headers={**headers, "Nats-Msg-Id": f"poison-{number}"},
+            )
+            good, good_subject = make_observation(100 + number)
+            await bus.publish(good, good_subject)
+            number += 1
+            await asyncio.sleep(0.05)
+        result = await asyncio.wait_for(tailing, 30)
+    finally:
+        await bus.close()
+
+    assert result.exit_code == 0, result.output
+    # Tail may have subscribed between a poison message and its good one: either order.
+    [poison] = [line for line in result.output.splitlines() if line.startswith("(unreadable")]
+    [good] = [line for line in result.output.splitlines() if not line.startswith("(unreadable")]
+    assert poison.startswith(f"(unreadable message on {subject}: too-deep: nested deeper than 201")
+    assert "obs.observed.v1" in good

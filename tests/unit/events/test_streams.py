@@ -118,3 +118,46 @@ def test_consumer_definitions_the_server_would_refuse_are_rejected(
             max_deliver=max_deliver,
             backoff_seconds=backoff,
         )
+
+
+def test_an_always_failing_message_waits_260_seconds_with_the_default_consumer() -> None:
+    planner = bus_topology().consumer("planner-obs")
+
+    # Deliveries 1-4 fail and wait 5, 15, 60 and 180 s; delivery 5 is dead-lettered.
+    assert planner.max_deliver == 5
+    assert [planner.retry_delay(attempt) for attempt in (1, 2, 3, 4)] == [5, 15, 60, 180]
+    assert planner.poison_bound_seconds == 260
+
+
+def test_every_stream_has_a_byte_limit_and_each_can_be_changed() -> None:
+    default = bus_topology()
+    changed = bus_topology(max_bytes={"KAIWO_OBS": 8 * 1024**3, "KAIWO_DLQ": -1})
+
+    assert {s.name: s.max_bytes for s in default.streams} == {
+        "KAIWO_OBS": 2 * 1024**3,
+        "KAIWO_PLAN": 1024**3,
+        "KAIWO_RES": 512 * 1024**2,
+        "KAIWO_MON": 256 * 1024**2,
+        "KAIWO_DLQ": 256 * 1024**2,
+    }
+    assert {s.name: s.max_bytes for s in changed.streams} == {
+        "KAIWO_OBS": 8 * 1024**3,
+        "KAIWO_PLAN": 1024**3,
+        "KAIWO_RES": 512 * 1024**2,
+        "KAIWO_MON": 256 * 1024**2,
+        "KAIWO_DLQ": -1,
+    }
+
+
+@pytest.mark.parametrize(
+    ("limits", "complaint"),
+    [
+        ({"KAIWO_OBJ": 1024**3}, "no stream 'KAIWO_OBJ' to limit"),
+        ({"KAIWO_OBS": 1000}, "KAIWO_OBS: max_bytes must be -1 or at least 1048576"),
+    ],
+)
+def test_byte_limits_for_unknown_streams_or_below_one_message_are_refused(
+    limits: dict[str, int], complaint: str
+) -> None:
+    with pytest.raises(ValueError, match=complaint):
+        bus_topology(max_bytes=limits)

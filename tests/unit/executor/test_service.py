@@ -202,7 +202,10 @@ async def test_a_malformed_plan_goes_to_the_dead_letters(harness: Any) -> None:
 
     [dead] = bus.server.stream_messages("KAIWO_DLQ")
     assert dead.subject == "kaiwo.dlq.KAIWO_PLAN.executor-plan"
-    assert dead.headers[DLQ_REASON].startswith("rejected: PoisonMessage: not a readable plan")
+    assert dead.headers[DLQ_REASON] == (
+        "rejected: EnvelopeFormatError: invalid-payload: data.plan: Input should be a valid "
+        "dictionary or instance of Plan; data.fingerprint: Field required"
+    )
     assert _results(bus) == []
 
 

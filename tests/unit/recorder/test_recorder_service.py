@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from kaiwo_contracts.events.streams import (
     DEAD_LETTER_STREAM,
     OBSERVED_STREAM,
+    BusTopology,
     bus_topology,
 )
 from kaiwo_eventstore import InMemoryEventStore
+from kaiwo_recorder.gaps import Gap
 from kaiwo_recorder.service import RecorderService
-from kaiwo_runtime.bus import DLQ_REASON, PoisonMessage
+from kaiwo_runtime.bus import DLQ_REASON, PoisonMessage, message_size
+from structlog.testing import capture_logs
 
 WORKLOAD = "workload/0b7c0a5e-1111-4c1e-9d0a-3f2e8a9c7d01"
 
@@ -240,6 +244,41 @@ async def test_a_malformed_message_is_recorded_raw(harness: Any, samples: Any) -
     assert sample(harness.metrics.malformed, stream="KAIWO_OBS") == 1
 
 
+async def test_a_poison_message_is_recorded_raw_in_its_batch_and_its_neighbours_as_events(
+    harness: Any, samples: Any
+) -> None:
+    before = samples.job_observation(resource_version="100")
+    after = samples.job_observation(resource_version="101")
+    await harness.publish(before)
+    poison = b"[" * 5000 + b"]" * 5000  # json.loads raised RecursionError on it
+    headers, _ = before.envelope.to_nats()
+    await harness.bus.publish_raw(
+        before.subject, body=poison, headers={**headers, "ce-id": "poison", "Nats-Msg-Id": "p"}
+    )
+    await harness.publish(after)
+    consumer = next(c for c in harness.service.consumers if c.stream == OBSERVED_STREAM)
+
+    result = await harness.service.pump(consumer, wait_seconds=0)
+
+    assert (result.messages, result.appended, result.malformed, result.dead_lettered) == (
+        3,
+        3,
+        1,
+        0,
+    )
+    stored = await harness.store.read_all()
+    assert [(e.event_id, e.type) for e in stored] == [
+        (f"{samples.JOB_UID}:100", "ai.silogen.kaiwo.obs.observed.v1"),
+        ("poison", "ai.silogen.kaiwo.recorder.malformed.v1"),
+        (f"{samples.JOB_UID}:101", "ai.silogen.kaiwo.obs.observed.v1"),
+    ]
+    assert stored[1].data["failure"] == "too-deep"
+    assert stored[1].data["bodyEncoding"] == "text"
+    assert stored[1].data["body"] == poison.decode()
+    assert stored[1].data["headers"]["ce-id"] == "poison"
+    assert harness.server.stream_messages(DEAD_LETTER_STREAM) == []
+
+
 async def test_dead_letters_of_other_consumers_are_recorded(harness: Any, samples: Any) -> None:
     sent = samples.job_observation()
     await harness.publish(sent)
@@ -398,3 +437,62 @@ async def test_messages_arriving_while_it_lingers_share_one_transaction(
 
     assert (result.messages, result.appended) == (3, 3)
     assert store.appends == 1
+
+
+async def gap_harness(samples: Any, *, keep_bytes: int) -> Any:
+    """A recorder whose observation stream holds only ``keep_bytes`` (its oldest dropped)."""
+    harness = await samples.make_harness(InMemoryEventStore())
+    tiny = BusTopology(
+        partitions=1,
+        streams=tuple(
+            replace(s, max_bytes=keep_bytes) if s.name == OBSERVED_STREAM else s
+            for s in harness.bus.topology.streams
+        ),
+        consumers=harness.bus.topology.consumers,
+    )
+    harness.bus.topology = tiny
+    await harness.bus.ensure_streams()
+    return harness
+
+
+def observations(samples: Any, count: int) -> list[Any]:
+    return [samples.job_observation(resource_version=str(100 + n)) for n in range(count)]
+
+
+async def test_messages_dropped_before_they_were_read_are_reported_as_a_gap(
+    samples: Any,
+) -> None:
+    sent = observations(samples, 10)
+    size = len(sent[0].subject) + message_size(*sent[0].envelope.to_nats())
+    harness = await gap_harness(samples, keep_bytes=3 * size + 10)  # room for three
+    consumer = next(c for c in harness.service.consumers if c.stream == OBSERVED_STREAM)
+    await harness.publish(*sent)
+
+    with capture_logs() as logs:
+        gap = await harness.service.check_position(consumer)
+    lag_before = sample(harness.metrics.lag, stream="KAIWO_OBS")
+    recorded = await harness.service.pump(consumer, wait_seconds=0)
+    await harness.service.check_position(consumer)
+
+    assert gap == Gap(1, 7)
+    assert lag_before == 3
+    assert recorded.appended == 3
+    assert sample(harness.metrics.gap_messages, stream="KAIWO_OBS") == 7
+    assert sample(harness.metrics.lag, stream="KAIWO_OBS") == 0
+    assert [(entry["log_level"], entry["first_sequence"], entry["messages"]) for entry in logs] == [
+        ("error", 1, 7)
+    ]
+
+
+async def test_a_jump_in_the_deliveries_is_a_gap_too(samples: Any) -> None:
+    sent = observations(samples, 10)
+    size = len(sent[0].subject) + message_size(*sent[0].envelope.to_nats())
+    harness = await gap_harness(samples, keep_bytes=3 * size + 10)
+    consumer = next(c for c in harness.service.consumers if c.stream == OBSERVED_STREAM)
+    await harness.service.check_position(consumer)  # nothing yet: expects sequence 1
+    await harness.publish(*sent)
+
+    recorded = await harness.service.pump(consumer, wait_seconds=0)
+
+    assert recorded.appended == 3
+    assert sample(harness.metrics.gap_messages, stream="KAIWO_OBS") == 7

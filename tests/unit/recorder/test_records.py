@@ -7,6 +7,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from kaiwo_recorder.records import (
     DEAD_LETTER_TYPE,
     MALFORMED_TYPE,
@@ -164,8 +165,45 @@ def test_a_body_that_is_json_but_not_an_object_is_malformed(samples: Any) -> Non
     event = record_of(delivery, now=LATER)
 
     assert event.type == MALFORMED_TYPE
-    assert event.data["reason"] == "the body is a JSON list, not an object"
+    assert event.data["reason"] == "not-an-object: the body is a JSON array, not an object"
+    assert event.data["failure"] == "not-an-object"
     assert event.data["body"] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("body", "failure"),
+    [
+        (b"[" * 5000 + b"]" * 5000, "too-deep"),
+        (b'{"n": 1e400}', "number-out-of-range"),
+        (b'{"n": ' + b"7" * 5000 + b"}", "number-out-of-range"),
+    ],
+    ids=["5000-deep", "float-overflow", "5000-digits"],
+)
+def test_a_body_json_cannot_hold_safely_is_recorded_raw_as_text(
+    samples: Any, body: bytes, failure: str
+) -> None:
+    delivery = replace(delivery_of(samples.job_observation()), body=body)
+
+    event = record_of(delivery, now=LATER)
+
+    assert event.type == MALFORMED_TYPE
+    assert event.data["failure"] == failure
+    assert event.data["bodyEncoding"] == "text"
+    assert decode_body(event.data["body"], "text") == body
+
+
+def test_an_event_on_a_subject_that_does_not_fit_it_is_malformed(samples: Any) -> None:
+    sent = samples.job_observation()
+    elsewhere = f"kaiwo.plan.kaiwojob.team-a.{samples.JOB_UID}"
+
+    event = record_of(replace(delivery_of(sent), subject=elsewhere), now=LATER)
+
+    assert event.type == MALFORMED_TYPE
+    assert event.data["failure"] == "wrong-subject"
+    assert event.data["reason"] == (
+        "wrong-subject: a obs event (ai.silogen.kaiwo.obs.observed.v1) on a plan subject "
+        f"'{elsewhere}'"
+    )
 
 
 def test_a_message_without_any_header_is_kept_under_its_stream_position() -> None:
@@ -257,3 +295,27 @@ def test_bodies_round_trip_through_their_recorded_form() -> None:
         value, found = body_value(raw)
         assert found == encoding
         assert body_value(decode_body(value, found))[0] == value
+
+
+def test_a_raw_record_keeps_the_message_time_only_when_consumers_could_use_it(
+    samples: Any,
+) -> None:
+    delivery = delivery_of(samples.job_observation())
+    at_the_edge = {**delivery.headers, "ce-time": "9999-12-31T23:59:59-14:00"}
+
+    event = record_of(replace(delivery, headers=at_the_edge), now=LATER)
+
+    assert event.type == MALFORMED_TYPE
+    assert event.time == LATER
+
+
+def test_a_body_at_the_depth_limit_is_kept_as_text_so_the_row_can_be_read_back(
+    samples: Any,
+) -> None:
+    at_the_limit = b"[" * 201 + b"]" * 201  # parses; one level down in a row it would not
+    delivery = replace(delivery_of(samples.job_observation()), body=at_the_limit)
+
+    event = record_of(delivery, now=LATER)
+
+    assert event.data["failure"] == "not-an-object"
+    assert (event.data["bodyEncoding"], event.data["body"]) == ("text", at_the_limit.decode())

@@ -47,3 +47,23 @@ def test_the_lease_lasts_fifteen_seconds_unless_told(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("KAIWO_LEASE_SECONDS", "0.5")
     with pytest.raises(ValidationError, match="lease_seconds"):
         SingleActiveSettings()
+
+
+def test_stream_byte_limits_come_from_json_and_shape_the_topology(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("KAIWO_BUS_STREAM_MAX_BYTES", '{"KAIWO_OBS": 8589934592}')
+
+    topology = ServiceSettings().bus_topology()
+
+    assert topology.stream("KAIWO_OBS").max_bytes == 8589934592
+    assert topology.stream("KAIWO_PLAN").max_bytes == 1073741824
+
+
+def test_a_byte_limit_for_a_stream_that_does_not_exist_is_refused_at_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("KAIWO_BUS_STREAM_MAX_BYTES", '{"KAIWO_OBSERVED": 8589934592}')
+
+    with pytest.raises(ValidationError, match="no stream 'KAIWO_OBSERVED' to limit"):
+        ServiceSettings()

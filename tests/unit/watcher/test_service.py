@@ -7,6 +7,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 import structlog
 from kaiwo_cli.stack.third_party import open_schema_crd
 from kaiwo_kube import WatchEvent, resources
@@ -475,3 +476,132 @@ async def test_a_periodic_relist_offers_every_object_again_as_sync(kit):
     assert second.id == f"{uid_of(job)}:{rv_of(later)}"
     assert second.data.event_type in ("MODIFIED", "SYNC")
     assert counter(service, "kaiwo_watcher_duplicates_total", kind="KaiwoJob") >= 2.0
+
+
+def huge_kaiwo_job(name: str, namespace: str = "team-a") -> dict[str, Any]:
+    """A KaiwoJob of 1.1 MB: the CRD allows it and etcd takes up to 1.5 MiB, but a message
+    on the bus may be 1 MiB at most."""
+    job = kaiwo_job(name, namespace)
+    job["metadata"]["labels"] = {"team": "vision"}
+    job["spec"]["entrypoint"] = "echo " + "x" * 1_100_000
+    return job
+
+
+async def test_an_object_too_large_for_the_bus_is_published_reduced_and_the_stream_moves_on(
+    kit,
+):
+    cluster = kit.cluster
+    service = kit.service(watch_list=(WatchTarget(resource=KAIWO_JOB, workload=True),))
+    async with kit.running(service):
+        big = cluster.put(KAIWO_JOB, huge_kaiwo_job("big"))
+        later = cluster.put(KAIWO_JOB, kaiwo_job("later", namespace="team-b"))
+        await kit.stored_id(f"{uid_of(later)}:{rv_of(later)}")
+        cluster.delete(KAIWO_JOB, "big", namespace="team-a")
+        await kit.eventually(lambda: len(kit.events()) == 3)
+
+    added, observed_later, deleted = kit.events()
+    assert added.id == f"{uid_of(big)}:{rv_of(big)}"
+    assert added.data.oversized is not None
+    assert added.data.oversized.size_bytes > 1_100_000
+    assert added.data.oversized.limit_bytes == 1024 * 1024
+    assert added.data.object == {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoJob",
+        "metadata": {
+            "name": "big",
+            "namespace": "team-a",
+            "uid": uid_of(big),
+            "resourceVersion": rv_of(big),
+            "generation": 1,
+            "labels": {"team": "vision"},
+            "creationTimestamp": big["metadata"]["creationTimestamp"],
+        },
+        "kaiwoOversized": {
+            "sizeBytes": added.data.oversized.size_bytes,
+            "limitBytes": 1024 * 1024,
+        },
+    }
+    assert observed_later.data.name == "later"
+    assert observed_later.data.oversized is None
+    assert (deleted.data.event_type, deleted.data.oversized is not None) == ("DELETED", True)
+    assert counter(service, "kaiwo_watcher_oversized_objects_total", kind="KaiwoJob") == 2.0
+    assert counter(service, "kaiwo_watcher_publish_failures_total", kind="KaiwoJob") == 0.0
+    assert service.stuck_streams() == {}
+
+
+class RefusingBus(FlakyBus):
+    """A bus that refuses everything for good, as one with an absurdly small message limit."""
+
+    async def publish(self, envelope: Any, subject: str) -> Any:
+        from kaiwo_runtime.bus import PublishRefusedError
+
+        raise PublishRefusedError("too large", size=500, limit=100)
+
+
+async def test_an_event_the_bus_refuses_in_every_form_is_skipped_and_counted(kit):
+    from kaiwo_contracts.events.streams import bus_topology
+    from kaiwo_runtime.memory_bus import MemoryBus
+
+    bus = RefusingBus(MemoryBus(server=kit.jetstream, topology=bus_topology()), failures=0)
+    service = WatcherService(
+        kit.cluster.kube,
+        bus,
+        kv=MemoryKeyValue(),
+        clock=lambda: NOW,
+        watch_list=(WatchTarget(resource=KAIWO_JOB, workload=True),),
+        tuning=FAST_TUNING,
+    )
+    kit.cluster.put(KAIWO_JOB, kaiwo_job("one"))
+    kit.cluster.put(KAIWO_JOB, kaiwo_job("two"))
+    async with kit.running(service):
+        await kit.eventually(
+            lambda: (
+                counter(service, "kaiwo_watcher_unpublishable_objects_total", kind="KaiwoJob")
+                == 2.0
+            )
+        )
+
+    assert service.progress[KAIWO_JOB_KEY].synced
+    assert service.stuck_streams() == {}
+
+
+async def test_a_stream_whose_publish_keeps_failing_is_stuck_and_not_ready_until_it_recovers(kit):
+    from kaiwo_contracts.events.streams import bus_topology
+    from kaiwo_runtime.memory_bus import MemoryBus
+    from kaiwo_watcher.service import StreamsStuckError
+
+    bus = FlakyBus(MemoryBus(server=kit.jetstream, topology=bus_topology()), failures=10**6)
+    service = WatcherService(
+        kit.cluster.kube,
+        bus,
+        kv=MemoryKeyValue(),
+        clock=lambda: NOW,
+        watch_list=(WatchTarget(resource=KAIWO_JOB, workload=True),),
+        tuning=WatcherTuning(
+            watch_timeout=30, backoff_initial=0.05, backoff_max=0.1, stuck_after=0.3
+        ),
+    )
+    kit.cluster.put(KAIWO_JOB, kaiwo_job("train"))
+    stop = asyncio.Event()
+    task = asyncio.create_task(service.run(stop))
+    try:
+        await kit.eventually(lambda: bool(service.stuck_streams()))
+        with pytest.raises(StreamsStuckError, match=r"^publishing has failed: kaiwojobs\."):
+            await service.publishing()
+        blocked = service.metrics.registry.registry.get_sample_value(
+            "kaiwo_watcher_publish_blocked_seconds", {"kind": "KaiwoJob"}
+        )
+        assert blocked is not None and blocked >= 0.3
+
+        bus.failures = 0  # NATS is back
+        await kit.eventually(lambda: not service.stuck_streams())
+        assert await service.publishing() is True
+        assert (
+            service.metrics.registry.registry.get_sample_value(
+                "kaiwo_watcher_publish_blocked_seconds", {"kind": "KaiwoJob"}
+            )
+            == 0.0
+        )
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Annotated, Any, Final
 
 import typer
+from kaiwo_contracts.events.decoding import decode_event
 from kaiwo_contracts.events.envelope import Envelope, EnvelopeFormatError, RawPayload
 from kaiwo_contracts.events.permissions import CLI, inbox_prefix
 from kaiwo_contracts.events.subjects import SubjectError, parse_subject
@@ -517,17 +518,18 @@ def _print_stored(console: Console, event: StoredEvent, wanted: TailFilter) -> N
 
 
 def _print_live(console: Console, message: Any, wanted: TailFilter, seen: set[str]) -> int:
-    try:
-        envelope = Envelope[RawPayload].from_nats(message.headers, message.data)
+    try:  # the decoder every consumer uses: poison here is poison for the services too
+        decoded = decode_event(message.headers, message.data, subject=message.subject)
     except EnvelopeFormatError as error:
         if wanted == TailFilter():
             console.print(escape(f"(unreadable message on {message.subject}: {error})"))
             return 1
         return 0
+    envelope = decoded.envelope
     if envelope.id in seen:
         return 0
     seen.add(envelope.id)
-    data = dict(envelope.data.model_extra or {})
+    data = decoded.body
     kind = kind_of(message.subject, data)
     if not wanted.matches(event_type=envelope.type, subject=envelope.subject, kind=kind):
         return 0

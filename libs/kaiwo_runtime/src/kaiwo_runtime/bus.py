@@ -7,16 +7,25 @@ JetStream) and :class:`kaiwo_runtime.memory_bus.MemoryBus` (in memory, for unit 
 Delivery policy (shared by both adapters, :func:`settle`):
 
 * the handler returns -> ``ack``;
-* the handler raises a *non-retryable* error (:class:`PoisonMessage`, an invalid envelope,
-  a pydantic ``ValidationError``) -> the message is copied to the consumer's dead-letter
-  subject ``kaiwo.dlq.<stream>.<consumer>`` with the reason and its original headers, then
-  terminated (``term``: never redelivered);
+* the handler raises a *non-retryable* error (:class:`PoisonMessage`, a message that cannot
+  be decoded — :class:`EnvelopeFormatError`, whatever was wrong with it —, a pydantic
+  ``ValidationError``, a publish the bus refused for good) -> the message is copied to the
+  consumer's dead-letter subject ``kaiwo.dlq.<stream>.<consumer>`` with the reason and its
+  original headers, then terminated (``term``: never redelivered), on its first delivery;
 * any other exception -> ``nak`` with the consumer's backoff for that attempt (or the delay
   of :class:`RetryLater`), until the last allowed delivery, which is dead-lettered instead;
 * the handler is cancelled (shutdown, crash) -> nothing is sent; the server redelivers after
   the ack wait. When that exhausts ``max_deliver`` the server publishes a max-deliveries
   advisory, which the ``KAIWO_DLQ`` stream stores and :func:`dead_letter_relay` turns into a
   dead letter carrying the original message.
+
+A dead letter is never dead-lettered again: a message of ``KAIWO_DLQ`` that its consumer gives
+up on is only terminated (the stream keeps it), and the relay ignores advisories about
+``KAIWO_DLQ``'s own consumers. Otherwise one poison message feeds itself through the relay
+for ever (each new dead letter failing the same way as the last).
+
+Sizes: nothing larger than :data:`MAX_MESSAGE_BYTES` (headers and body) is ever sent; the
+server would close the connection over it. Such a publish raises :class:`PublishRefusedError`.
 
 Why nats-py and not FastStream here: FastStream does not set ``Nats-Msg-Id`` and hides
 ``PubAck.duplicate``; the dead-letter path needs ``term`` after a publish, the delivery count
@@ -28,19 +37,25 @@ wire their subscribers with FastStream: :meth:`Envelope.to_nats` gives the heade
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar
 
 import structlog
+from kaiwo_contracts.events.decoding import decode_envelope
 from kaiwo_contracts.events.envelope import (
+    MAX_MESSAGE_BYTES,
     NATS_MSG_ID_HEADER,
     Envelope,
     EnvelopeFormatError,
-    envelope_class,
+    parse_body,
 )
-from kaiwo_contracts.events.streams import MAX_DELIVERIES_ADVISORY, BusTopology, ConsumerSpec
+from kaiwo_contracts.events.streams import (
+    DEAD_LETTER_STREAM,
+    MAX_DELIVERIES_ADVISORY,
+    BusTopology,
+    ConsumerSpec,
+)
 from kaiwo_contracts.events.subjects import SubjectError, dead_letter_subject, parse_subject
 from pydantic import BaseModel, ValidationError
 
@@ -62,7 +77,11 @@ DLQ_CONSUMER = "Kaiwo-Dlq-Consumer"
 DLQ_SUBJECT = "Kaiwo-Dlq-Subject"
 DLQ_SEQUENCE = "Kaiwo-Dlq-Sequence"
 DLQ_DELIVERIES = "Kaiwo-Dlq-Deliveries"
+DLQ_BODY_BYTES = "Kaiwo-Dlq-Body-Bytes"
+"""Set when the dead letter carries only the start of the body: the original's size (the
+original is still in its own stream, and the recorder has stored it there)."""
 _MAX_REASON_LENGTH = 1024
+_KEPT_WHEN_CROWDED = ("ce-id", "ce-type", "ce-source", "ce-subject", "ce-correlationid")
 # Headers that steer JetStream on publish; copying them into a dead letter would misfire.
 _PUBLISH_CONTROL_PREFIXES = ("nats-expected-", "nats-msg-id", "nats-rollup", "nats-ttl")
 
@@ -83,11 +102,45 @@ class BusError(RuntimeError):
     """The bus could not do what was asked (no stream for a subject, not connected)."""
 
 
+class PublishRefusedError(BusError):
+    """The bus will never take this message as it is (too large): do not retry it."""
+
+    def __init__(self, reason: str, *, size: int, limit: int) -> None:
+        super().__init__(reason)
+        self.size = size
+        self.limit = limit
+
+
 NON_RETRYABLE: tuple[type[BaseException], ...] = (
     PoisonMessage,
     EnvelopeFormatError,
     ValidationError,
+    PublishRefusedError,
 )
+"""Errors that mean the message can never be handled: dead-lettered on the first delivery."""
+
+
+def message_size(headers: Mapping[str, str], body: bytes) -> int:
+    """Bytes a message takes against the server's ``max_payload``: the body and the header
+    block as NATS encodes it (``NATS/1.0`` line, ``name: value`` lines, blank line)."""
+    if not headers:
+        return len(body)
+    header_bytes = len(b"NATS/1.0\r\n\r\n") + sum(
+        len(key.encode()) + len(value.encode()) + 4 for key, value in headers.items()
+    )
+    return header_bytes + len(body)
+
+
+def check_size(subject: str, headers: Mapping[str, str], body: bytes, *, limit: int) -> None:
+    """Raise :class:`PublishRefusedError` for a message the server would refuse (it closes the
+    connection over one), before anything is sent."""
+    size = message_size(headers, body)
+    if size > limit:
+        raise PublishRefusedError(
+            f"a message of {size} bytes to {subject!r} exceeds the limit of {limit} bytes",
+            size=size,
+            limit=limit,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +150,19 @@ class PublishAck:
     stream: str
     sequence: int
     duplicate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerPosition:
+    """Where a durable consumer stands in its stream, as the server reports it."""
+
+    first_sequence: int
+    """The stream's oldest stored message (last + 1 when the stream is empty)."""
+    last_sequence: int
+    delivered_sequence: int
+    """The last stream sequence delivered to the consumer (0: none yet)."""
+    unsettled: int
+    """Messages not yet acknowledged: still to be delivered, or delivered and pending."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,9 +187,10 @@ class Delivery:
     body: bytes = b""
 
     def envelope(self, payload: type[T]) -> Envelope[T]:
-        """The envelope with a typed payload; invalid input raises :class:`EnvelopeFormatError`."""
-        parametrized = cast("type[Envelope[T]]", envelope_class(payload))
-        return parametrized.from_nats(self.headers, self.body)
+        """The envelope with a typed payload, checked against the subject it came on; any
+        problem with it raises :class:`EnvelopeFormatError` and nothing else
+        (:func:`~kaiwo_contracts.events.decoding.decode_envelope`)."""
+        return decode_envelope(self.headers, self.body, payload, subject=self.subject)
 
     @property
     def message_id(self) -> str | None:
@@ -195,7 +262,14 @@ class DeadLetter:
     reason: str
 
 
-Settlement = Ack | Retry | DeadLetter
+@dataclass(frozen=True, slots=True)
+class Terminate:
+    """Give up on the message without a dead letter: it is a dead letter already."""
+
+    reason: str
+
+
+Settlement = Ack | Retry | DeadLetter | Terminate
 
 
 async def settle(handler: Handler, delivery: Delivery, consumer: ConsumerSpec) -> Settlement:
@@ -205,12 +279,12 @@ async def settle(handler: Handler, delivery: Delivery, consumer: ConsumerSpec) -
     except NON_RETRYABLE as error:
         reason = f"rejected: {_describe(error)}"
         _delivery_log(delivery).warning("message rejected", reason=reason)
-        return DeadLetter(reason)
+        return _give_up(delivery, reason)
     except Exception as error:
         if delivery.attempt >= consumer.max_deliver:
             reason = f"max deliveries ({consumer.max_deliver}) exhausted: {_describe(error)}"
             _delivery_log(delivery).error("message dead-lettered", reason=reason)
-            return DeadLetter(reason)
+            return _give_up(delivery, reason)
         delay = (
             error.delay
             if isinstance(error, RetryLater) and error.delay is not None
@@ -221,6 +295,12 @@ async def settle(handler: Handler, delivery: Delivery, consumer: ConsumerSpec) -
         )
         return Retry(delay)
     return Ack()
+
+
+def _give_up(delivery: Delivery, reason: str) -> DeadLetter | Terminate:
+    if delivery.stream == DEAD_LETTER_STREAM:
+        return Terminate(reason)
+    return DeadLetter(reason)
 
 
 def _delivery_log(delivery: Delivery) -> Any:
@@ -269,13 +349,22 @@ def ordering_key(subject: str) -> str:
 
 
 def dead_letter(
-    delivery: Delivery | StoredMessage, *, consumer: str, reason: str, attempts: int
+    delivery: Delivery | StoredMessage,
+    *,
+    consumer: str,
+    reason: str,
+    attempts: int,
+    max_bytes: int = MAX_MESSAGE_BYTES,
 ) -> tuple[str, dict[str, str], bytes]:
     """Subject, headers and body of the dead letter for a message of ``consumer``.
 
     Keeps the original headers (``ce-*`` included) and body; adds the reason and where the
     message came from. The ``Nats-Msg-Id`` is derived from stream, consumer and sequence so
     a relay and an in-process dead-lettering of the same message store it once.
+
+    A dead letter must fit where the original barely did: when the added headers push it
+    over ``max_bytes``, the body is cut (its size is in ``Kaiwo-Dlq-Body-Bytes``), and when
+    even the headers crowd it, only the identifying ``ce-*`` headers are kept.
     """
     stream = delivery.stream
     sequence = delivery.stream_sequence if isinstance(delivery, Delivery) else delivery.sequence
@@ -295,7 +384,27 @@ def dead_letter(
             NATS_MSG_ID_HEADER: f"dlq:{stream}:{consumer}:{sequence}",
         }
     )
-    return dead_letter_subject(stream=stream, consumer=consumer), headers, delivery.body
+    return dead_letter_subject(stream=stream, consumer=consumer), *_fitted(
+        headers, delivery.body, max_bytes=max_bytes
+    )
+
+
+def _fitted(
+    headers: dict[str, str], body: bytes, *, max_bytes: int
+) -> tuple[dict[str, str], bytes]:
+    if message_size(headers, body) <= max_bytes:
+        return headers, body
+    cut = {**headers, DLQ_BODY_BYTES: str(len(body))}
+    room = max_bytes - message_size(cut, b"")
+    if room >= 0:
+        return cut, body[:room]
+    ours = {DLQ_REASON, DLQ_STREAM, DLQ_CONSUMER, DLQ_SUBJECT, DLQ_SEQUENCE, DLQ_DELIVERIES}
+    kept = {
+        key: value[:256]
+        for key, value in cut.items()
+        if key in ours or key == NATS_MSG_ID_HEADER or key.lower() in _KEPT_WHEN_CROWDED
+    }
+    return kept, body[: max(0, max_bytes - message_size(kept, b""))]
 
 
 def dead_letter_relay(bus: Bus) -> Handler:
@@ -305,13 +414,23 @@ def dead_letter_relay(bus: Bus) -> Handler:
         if not delivery.subject.startswith(MAX_DELIVERIES_ADVISORY + "."):
             raise PoisonMessage(f"not a max-deliveries advisory: {delivery.subject}")
         try:
-            advisory = json.loads(delivery.body)
+            advisory = parse_body(delivery.body)
             stream = str(advisory["stream"])
             consumer = str(advisory["consumer"])
             sequence = int(advisory["stream_seq"])
             deliveries = int(advisory.get("deliveries", 0))
         except (ValueError, KeyError, TypeError) as error:
             raise PoisonMessage(f"unreadable advisory: {_describe(error)}") from error
+        if stream == DEAD_LETTER_STREAM:
+            # A reader of the dead letters gave up on one: it stays where it is. Relaying it
+            # would make a dead letter of a dead letter, which its reader may give up on too.
+            log.info(
+                "max deliveries on a dead letter; not relayed",
+                consumer=consumer,
+                seq=sequence,
+                deliveries=deliveries,
+            )
+            return
         reason = f"max deliveries ({deliveries}) exhausted without an acknowledgement"
         stored = await bus.read_stored(stream, sequence)
         if stored is None:

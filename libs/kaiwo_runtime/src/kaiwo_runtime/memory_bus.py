@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kaiwo_contracts.events.envelope import NATS_MSG_ID_HEADER, Envelope
+from kaiwo_contracts.events.envelope import MAX_MESSAGE_BYTES, NATS_MSG_ID_HEADER, Envelope
 from kaiwo_contracts.events.streams import (
     MAX_DELIVERIES_ADVISORY,
     BusTopology,
@@ -35,14 +35,18 @@ from kaiwo_contracts.events.streams import (
 from kaiwo_runtime.bus import (
     Ack,
     BusError,
+    ConsumerPosition,
     DeadLetter,
     Delivery,
     Handler,
     PublishAck,
     Retry,
     StoredMessage,
+    Terminate,
+    check_size,
     dead_letter,
     handle_batch,
+    message_size,
     settle,
 )
 
@@ -90,8 +94,10 @@ class _Stream:
     spec: StreamSpec
     messages: dict[int, StoredMessage] = field(default_factory=dict)
     stored_at: dict[int, float] = field(default_factory=dict)
+    sizes: dict[int, int] = field(default_factory=dict)
     ids: dict[str, tuple[int, float]] = field(default_factory=dict)
     last_sequence: int = 0
+    stored_bytes: int = 0
 
 
 @dataclass(slots=True)
@@ -116,8 +122,11 @@ class _Consumer:
 class MemoryJetStream:
     """The shared server state; create one per test."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, *, clock: Callable[[], float] = time.monotonic, max_payload: int = MAX_MESSAGE_BYTES
+    ) -> None:
         self._clock = clock
+        self.max_payload = max_payload
         self._streams: dict[str, _Stream] = {}
         self._consumers: dict[str, _Consumer] = {}
         self._advisory_ids = itertools.count(1)
@@ -140,6 +149,24 @@ class MemoryJetStream:
         else:
             existing.spec = spec
 
+    def position(self, durable_name: str) -> ConsumerPosition:
+        """Where a consumer stands (what JetStream's consumer and stream info report)."""
+        consumer = self._consumer(durable_name)
+        stream = self._streams[consumer.spec.stream]
+        self._expire(stream)
+        ahead = sum(
+            1
+            for sequence, message in stream.messages.items()
+            if sequence >= consumer.cursor
+            and any(subject_matches(p, message.subject) for p in consumer.spec.filter_subjects)
+        )
+        return ConsumerPosition(
+            first_sequence=min(stream.messages, default=stream.last_sequence + 1),
+            last_sequence=stream.last_sequence,
+            delivered_sequence=consumer.cursor - 1,
+            unsettled=ahead + len(consumer.pending),
+        )
+
     def stream_messages(self, stream: str) -> list[StoredMessage]:
         """Everything stored in ``stream``, in order (for assertions in tests)."""
         self._expire(self._streams[stream])
@@ -148,6 +175,7 @@ class MemoryJetStream:
     # ------------------------------------------------------------------ data path
 
     def publish(self, subject: str, *, body: bytes, headers: Mapping[str, str]) -> PublishAck:
+        check_size(subject, headers, body, limit=self.max_payload)
         stream = self._stream_for(subject)
         now = self._clock()
         self._expire(stream)
@@ -171,8 +199,12 @@ class MemoryJetStream:
             body=body,
         )
         stream.stored_at[sequence] = now
+        size = len(subject) + message_size(headers, body)
+        stream.sizes[sequence] = size
+        stream.stored_bytes += size
         if message_id is not None:
             stream.ids[message_id] = (sequence, now)
+        self._discard_over_limit(stream)
         return PublishAck(stream=stream.spec.name, sequence=sequence, duplicate=False)
 
     def read(self, stream: str, sequence: int) -> StoredMessage | None:
@@ -279,11 +311,22 @@ class MemoryJetStream:
             raise BusError(f"consumer {durable_name} not found")
         return consumer
 
+    def _discard_over_limit(self, stream: _Stream) -> None:
+        """Drop the oldest messages while the stream holds more than ``max_bytes`` (the
+        server's default discard policy)."""
+        limit = stream.spec.max_bytes
+        while limit >= 0 and stream.stored_bytes > limit and stream.messages:
+            self._drop(stream, next(iter(stream.messages)))
+
+    def _drop(self, stream: _Stream, sequence: int) -> None:
+        del stream.messages[sequence]
+        del stream.stored_at[sequence]
+        stream.stored_bytes -= stream.sizes.pop(sequence, 0)
+
     def _expire(self, stream: _Stream) -> None:
         now = self._clock()
         for sequence in _leading_older_than(stream.stored_at, now - stream.spec.max_age_seconds):
-            del stream.messages[sequence]
-            del stream.stored_at[sequence]
+            self._drop(stream, sequence)
         seen = {key: at for key, (_, at) in itertools.islice(stream.ids.items(), 64)}
         for message_id in _leading_older_than(seen, now - stream.spec.duplicate_window_seconds):
             del stream.ids[message_id]
@@ -374,4 +417,6 @@ class MemoryBus:
                     attempts=delivery.attempt,
                 )
                 await self.publish_raw(subject, body=body, headers=headers)
+                self.server.ack(consumer.durable_name, delivery.stream_sequence)
+            case Terminate():
                 self.server.ack(consumer.durable_name, delivery.stream_sequence)

@@ -17,7 +17,7 @@ import nats
 import nats.errors
 import nats.js.errors
 import structlog
-from kaiwo_contracts.events.envelope import Envelope
+from kaiwo_contracts.events.envelope import MAX_MESSAGE_BYTES, Envelope
 from kaiwo_contracts.events.streams import BusTopology, ConsumerSpec, StreamSpec
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -31,8 +31,11 @@ from kaiwo_runtime.bus import (
     Delivery,
     Handler,
     PublishAck,
+    PublishRefusedError,
     Retry,
     StoredMessage,
+    Terminate,
+    check_size,
     dead_letter,
     handle_batch,
     settle,
@@ -40,6 +43,10 @@ from kaiwo_runtime.bus import (
 from kaiwo_runtime.nats_connection import NatsConnection, connect_client
 
 log = structlog.get_logger("kaiwo.bus.nats")
+
+_MESSAGE_TOO_LARGE = 10054
+"""JetStream's error code for a message over the stream's ``max_msg_size``."""
+_SHORTEST_NAK_DELAY = 0.001
 
 
 class NatsBus:
@@ -164,15 +171,33 @@ class NatsBus:
     async def publish_raw(
         self, subject: str, *, body: bytes, headers: Mapping[str, str]
     ) -> PublishAck:
+        # Checked here, headers included: nats-py checks only the body, and the server
+        # answers a message over its max_payload by closing the connection.
+        limit = self._message_limit()
+        check_size(subject, headers, body, limit=limit)
         try:
             ack = await self._js.publish(
                 subject, body, timeout=self._publish_timeout, headers=dict(headers)
             )
+        except nats.errors.MaxPayloadError as error:
+            raise PublishRefusedError(
+                f"{subject!r}: {error}", size=len(body), limit=self._client.max_payload
+            ) from error
+        except nats.js.errors.APIError as error:
+            if error.err_code == _MESSAGE_TOO_LARGE:  # the stream's own max_msg_size
+                raise PublishRefusedError(
+                    f"{subject!r}: {error.description}", size=len(body), limit=limit
+                ) from error
+            raise BusError(f"publish to {subject!r} failed: {error!r}") from error
         except nats.js.errors.NoStreamResponseError as error:
             raise BusError(f"no stream stores {subject!r}") from error
         except (nats.errors.TimeoutError, nats.errors.ConnectionClosedError) as error:
             raise BusError(f"publish to {subject!r} failed: {error!r}") from error
         return PublishAck(stream=ack.stream, sequence=ack.seq, duplicate=bool(ack.duplicate))
+
+    def _message_limit(self) -> int:
+        """The largest message to send: ours, or the server's if it allows less."""
+        return min(self._client.max_payload or MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES)
 
     async def read_stored(self, stream: str, sequence: int) -> StoredMessage | None:
         try:
@@ -236,17 +261,48 @@ class NatsBus:
             case Ack():
                 await message.ack()
             case Retry(delay=delay):
-                await message.nak(delay=delay)
+                await message.nak(delay=nak_delay(consumer, attempt=delivery.attempt, wanted=delay))
             case DeadLetter(reason=reason):
                 subject, headers, body = dead_letter(
                     delivery,
                     consumer=consumer.durable_name,
                     reason=reason,
                     attempts=delivery.attempt,
+                    max_bytes=self._message_limit(),
                 )
-                # Publish first: if it fails the message is redelivered, never lost.
-                await self.publish_raw(subject, body=body, headers=headers)
+                # Publish first: if it fails the message is redelivered, never lost; unless
+                # the bus refuses the dead letter for good (it stays in its own stream).
+                try:
+                    await self.publish_raw(subject, body=body, headers=headers)
+                except PublishRefusedError as error:
+                    log.error(
+                        "dead letter refused by the bus; message terminated",
+                        stream=delivery.stream,
+                        seq=delivery.stream_sequence,
+                        error=str(error),
+                    )
                 await message.term()
+            case Terminate():
+                await message.term()
+
+
+def nak_delay(consumer: ConsumerSpec, *, attempt: int, wanted: float) -> float:
+    """The delay to send with a ``nak`` so that delivery ``attempt`` comes back after
+    ``wanted`` seconds (0: at once).
+
+    With a backoff list the server does not wait the delay it is given: it dates the message
+    back by the ack wait (``backoff[0]``) plus the delay, then redelivers once the ack wait
+    of that delivery (``backoff[attempt - 1]``) has passed since, i.e. after
+    ``delay - backoff[0] + backoff[attempt - 1]`` (measured against nats-server 2.x). Naks
+    of the backoff's own delays waited 5, 25, 115, 355, 355 s instead of 5, 15, 60, 180,
+    180: a poison message held its consumer for 855 s instead of the 260 s decision 0005
+    promises. A wanted delay shorter than that schedule allows comes back as soon as it can.
+    """
+    backoff = consumer.backoff_seconds
+    if wanted <= 0 or not backoff:
+        return max(wanted, 0.0)
+    ack_wait = backoff[min(max(attempt, 1), len(backoff)) - 1]
+    return max(wanted + backoff[0] - ack_wait, _SHORTEST_NAK_DELAY)
 
 
 def _stream_config(spec: StreamSpec) -> js_api.StreamConfig:

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Literal
 
 from kaiwo_contracts.events.permissions import inbox_prefix
-from pydantic import Field, model_validator
+from kaiwo_contracts.events.streams import BusTopology, bus_topology, stream_max_bytes
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kaiwo_runtime.nats_connection import ClientTls, NatsConnection
@@ -50,6 +51,11 @@ class ServiceSettings(BaseSettings):
     """``auto``: console lines on a terminal, JSON otherwise."""
     bus_partitions: int = Field(default=1, ge=1, le=1024)
     """Partitions of the workload streams (see ``kaiwo_contracts.events.streams``)."""
+    bus_stream_max_bytes: dict[str, int] = Field(default_factory=dict)
+    """``KAIWO_BUS_STREAM_MAX_BYTES``, JSON: bytes a stream may hold before JetStream discards
+    its oldest messages, per stream name, e.g. ``{"KAIWO_OBS": 8589934592}`` (-1: no limit).
+    Streams not named keep ``DEFAULT_STREAM_MAX_BYTES``. Every service declares the streams,
+    so give every service the same value."""
     replica: str = "0"
     """This replica's stable identity (StatefulSet ordinal or host name)."""
     kubeconfig: Path | None = None
@@ -86,6 +92,16 @@ class ServiceSettings(BaseSettings):
         if self.nats_declare_streams is not None:
             return self.nats_declare_streams
         return connection.anonymous
+
+    @field_validator("bus_stream_max_bytes")
+    @classmethod
+    def _known_streams(cls, value: dict[str, int]) -> dict[str, int]:
+        stream_max_bytes(value)  # refuses unknown stream names and limits below one message
+        return value
+
+    def bus_topology(self) -> BusTopology:
+        """The streams and consumers as these settings configure them."""
+        return bus_topology(partitions=self.bus_partitions, max_bytes=self.bus_stream_max_bytes)
 
 
 class SingleActiveSettings(ServiceSettings):

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, TypeVar
 
 import structlog
 from kaiwo_contracts.events.permissions import service_identity
-from kaiwo_contracts.events.streams import bus_topology
 
 from kaiwo_runtime.kv import NatsKeyValue
 from kaiwo_runtime.leases import NatsLeaseStore
@@ -121,7 +120,7 @@ async def connect_bus(*, settings: ServiceSettings, service: str, within_seconds
         f"{where} is unreachable",
         NatsBus.connect(
             connection,
-            topology=bus_topology(partitions=settings.bus_partitions),
+            topology=settings.bus_topology(),
             name=connection.name,
         ),
     )

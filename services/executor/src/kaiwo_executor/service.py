@@ -2,8 +2,9 @@
 
 For each ``PlanDecidedV1`` delivery:
 
-* an envelope or payload that cannot be read is a :class:`~kaiwo_runtime.bus.PoisonMessage`
-  (dead-lettered at once, never retried);
+* an envelope or payload that cannot be read (the one decoder,
+  :meth:`~kaiwo_runtime.bus.Delivery.envelope`, says so) is dead-lettered at once, never
+  retried;
 * a plan that admission refuses (:mod:`~kaiwo_executor.plan_admission`: its owner does not
   exist with its uid, or it writes or prunes outside its owner's confinement) is dead-lettered
   with the reasons, counted, and told on its owner as a Warning Event ``PlanRefused``;
@@ -38,7 +39,6 @@ from datetime import datetime
 import structlog
 from kaiwo_contracts.events.envelope import (
     Envelope,
-    EnvelopeFormatError,
     derived_event_id,
     service_source,
 )
@@ -145,10 +145,7 @@ class ExecutorService:
 
     async def handle(self, delivery: Delivery) -> None:
         """Carry out one delivered plan (see the module docstring)."""
-        try:
-            envelope = delivery.envelope(PlanDecidedV1)
-        except EnvelopeFormatError as error:
-            raise PoisonMessage(f"not a readable plan decision: {error}") from error
+        envelope = delivery.envelope(PlanDecidedV1)  # EnvelopeFormatError: dead-lettered
         owner = envelope.data.plan.owner
         context = {
             "uid": owner.uid,

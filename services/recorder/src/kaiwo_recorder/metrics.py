@@ -37,6 +37,17 @@ class RecorderMetrics:
             "Messages the recorder could not store in any form and dead-lettered",
             labels=("stream",),
         )
+        self.lag = self.registry.gauge(
+            "recorder_lag_messages",
+            "Messages in the stream the recorder has not stored yet (checked periodically)",
+            labels=("stream",),
+        )
+        self.gap_messages = self.registry.counter(
+            "recorder_gap_messages",
+            "Messages the stream dropped (byte or age limit) before the recorder read them: "
+            "never stored",
+            labels=("stream",),
+        )
         self.store_unavailable = self.registry.counter(
             "recorder_store_unavailable",
             "Append attempts that failed because the event store did not answer",

@@ -14,6 +14,9 @@ messages itself. This module gives it that, for the two bus adapters:
 ``extend`` tells the server the message is still being worked on (``+WPI``): the recorder
 calls it while a batch waits for the database, so the server neither redelivers the batch
 nor counts deliveries towards ``max_deliver`` during an outage.
+
+``position`` asks the server where a consumer stands in its stream (for the recorder's lag
+and for gaps: messages the stream dropped before the recorder read them).
 """
 
 from __future__ import annotations
@@ -28,9 +31,9 @@ from typing import Protocol
 
 import nats.errors
 from kaiwo_contracts.events.streams import ConsumerSpec
-from kaiwo_runtime.bus import Bus, BusError, Delivery
+from kaiwo_runtime.bus import Bus, BusError, ConsumerPosition, Delivery
 from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
-from kaiwo_runtime.nats_bus import NatsBus
+from kaiwo_runtime.nats_bus import NatsBus, nak_delay
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
@@ -65,6 +68,11 @@ class MessagePuller(Protocol):
         """Make sure the settlements sent so far reached the server."""
         ...
 
+    async def position(self, consumer: ConsumerSpec) -> ConsumerPosition:
+        """Where ``consumer`` stands in its stream; :class:`BusError` when the server does
+        not answer."""
+        ...
+
 
 def puller_for(bus: Bus) -> MessagePuller:
     """The puller that works on ``bus``'s connection."""
@@ -82,12 +90,14 @@ def puller_for(bus: Bus) -> MessagePuller:
 class _NatsMessage:
     message: Msg
     delivery: Delivery
+    consumer: ConsumerSpec
 
     async def ack(self) -> None:
         await self.message.ack()
 
     async def nak(self, *, delay: float) -> None:
-        await self.message.nak(delay=delay)
+        wanted = nak_delay(self.consumer, attempt=self.delivery.attempt, wanted=delay)
+        await self.message.nak(delay=wanted)
 
     async def term(self) -> None:
         await self.message.term()
@@ -190,7 +200,9 @@ class NatsPuller:
             messages = await inbox.pull(batch=batch, wait_seconds=max(wait_seconds, 0.05))
         except nats.errors.ConnectionClosedError as error:
             raise BusError(f"fetch for {consumer.durable_name} failed: {error!r}") from error
-        return tuple(_NatsMessage(message, _delivery(message, consumer)) for message in messages)
+        return tuple(
+            _NatsMessage(message, _delivery(message, consumer), consumer) for message in messages
+        )
 
     async def flush(self) -> None:
         # Acks are fire-and-forget; until the server has them, they still count against
@@ -199,6 +211,20 @@ class NatsPuller:
             await self._bus.client.flush(timeout=5)
         except (nats.errors.Error, TimeoutError) as error:
             raise BusError(f"flush failed: {error!r}") from error
+
+    async def position(self, consumer: ConsumerSpec) -> ConsumerPosition:
+        js = self._bus.client.jetstream(timeout=_SETTLE_SECONDS)
+        try:
+            info = await js.consumer_info(consumer.stream, consumer.durable_name)
+            stream = await js.stream_info(consumer.stream)
+        except (nats.errors.Error, TimeoutError) as error:
+            raise BusError(f"no position for {consumer.durable_name}: {error!r}") from error
+        return ConsumerPosition(
+            first_sequence=stream.state.first_seq,
+            last_sequence=stream.state.last_seq,
+            delivered_sequence=info.delivered.stream_seq if info.delivered else 0,
+            unsettled=(info.num_pending or 0) + (info.num_ack_pending or 0),
+        )
 
     async def _inbox(self, consumer: ConsumerSpec) -> _PullInbox:
         found = self._inboxes.get(consumer.durable_name)
@@ -276,3 +302,6 @@ class MemoryPuller:
 
     async def flush(self) -> None:
         return None
+
+    async def position(self, consumer: ConsumerSpec) -> ConsumerPosition:
+        return self._server.position(consumer.durable_name)

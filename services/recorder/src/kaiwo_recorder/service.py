@@ -17,6 +17,13 @@ nothing is acknowledged, the messages are kept "in progress" on the server so th
 neither redelivered nor counted towards ``max_deliver``, and the append is retried with
 backoff until it commits. On stop, held messages are nak'ed for immediate redelivery.
 
+Gaps and lag. Each consumer's position is checked at start and every ``position_interval``
+seconds: ``kaiwo_recorder_lag_messages`` is what the stream holds that is not stored yet.
+A message JetStream dropped (the stream's byte or age limit) before the recorder read it can
+never be stored; such a gap (:mod:`kaiwo_recorder.gaps`: a jump in the first deliveries'
+sequences, or the stream's first sequence past the position) is logged and counted in
+``kaiwo_recorder_gap_messages_total``.
+
 When the store answers but refuses the batch (a row it cannot take, e.g. PostgreSQL refusing
 ``\\u0000`` in JSON), the rows are appended one by one; a refused row is stored raw (body as
 base64); a message that cannot be stored at all is dead-lettered (its copy in ``KAIWO_DLQ``
@@ -44,6 +51,7 @@ from kaiwo_eventstore import EventStore, NewEvent, StoreBusyError
 from kaiwo_runtime.bus import Bus, BusError, dead_letter, dead_letter_relay, run_consumer
 from kaiwo_runtime.logging import bound_context
 
+from kaiwo_recorder.gaps import Gap, SequenceTracker
 from kaiwo_recorder.metrics import RecorderMetrics
 from kaiwo_recorder.pulling import MessagePuller, PulledMessage, puller_for
 from kaiwo_recorder.records import (
@@ -115,6 +123,7 @@ class RecorderService:
         linger_seconds: float = 0.0,
         extend_interval: float = 2.0,
         retry_delays: Sequence[float] = DEFAULT_RETRY_DELAYS,
+        position_interval: float = 10.0,
     ) -> None:
         self.bus = bus
         self.store = store
@@ -127,7 +136,9 @@ class RecorderService:
         self._linger = linger_seconds
         self._extend_interval = extend_interval
         self._retry_delays = tuple(retry_delays) or DEFAULT_RETRY_DELAYS
+        self._position_interval = position_interval
         self._held: dict[str, Sequence[PulledMessage]] = {}
+        self._trackers = {c.durable_name: SequenceTracker() for c in self.consumers}
 
     # ------------------------------------------------------------------ running
 
@@ -153,8 +164,18 @@ class RecorderService:
 
     async def _consume(self, consumer: ConsumerSpec, stop: asyncio.Event) -> None:
         failures = 0
+        loop = asyncio.get_running_loop()
+        next_check = loop.time()
         try:
             while not stop.is_set():
+                if loop.time() >= next_check:
+                    next_check = loop.time() + self._position_interval
+                    try:
+                        await self.check_position(consumer)
+                    except BusError as error:  # the next round asks again
+                        log.warning(
+                            "position unknown", consumer=consumer.durable_name, error=str(error)
+                        )
                 try:
                     result = await self.pump(consumer)
                 except BusError as error:
@@ -172,6 +193,39 @@ class RecorderService:
                     )
         finally:
             await self.release(consumer)
+
+    async def check_position(self, consumer: ConsumerSpec) -> Gap | None:
+        """Update the lag of ``consumer`` and report a gap if its stream now starts past the
+        next message the recorder expects (see the module docstring)."""
+        position = await self._puller.position(consumer)
+        tracker = self._trackers[consumer.durable_name]
+        tracker.start(delivered=position.delivered_sequence)
+        self.metrics.lag.labels(stream=consumer.stream).set(position.unsettled)
+        gap = tracker.stream_starts_at(position.first_sequence)
+        if gap is not None:
+            self._report_gap(consumer, gap, noticed="the stream starts past the position")
+        return gap
+
+    def _track(self, consumer: ConsumerSpec, batch: Sequence[PulledMessage]) -> None:
+        tracker = self._trackers[consumer.durable_name]
+        for message in batch:
+            delivery = message.delivery
+            gap = tracker.delivered(delivery.stream_sequence, attempt=delivery.attempt)
+            if gap is not None:
+                self._report_gap(consumer, gap, noticed="the deliveries skipped sequences")
+
+    def _report_gap(self, consumer: ConsumerSpec, gap: Gap, *, noticed: str) -> None:
+        self.metrics.gap_messages.labels(stream=consumer.stream).inc(gap.messages)
+        log.error(
+            "messages lost before they were recorded: the stream dropped them (byte or age "
+            "limit) before the recorder read them",
+            stream=consumer.stream,
+            consumer=consumer.durable_name,
+            first_sequence=gap.first,
+            last_sequence=gap.last,
+            messages=gap.messages,
+            noticed=noticed,
+        )
 
     async def store_ready(self) -> bool:
         """Readiness: the store answers a trivial read."""
@@ -221,12 +275,16 @@ class RecorderService:
         batch = await self._puller.pull(
             consumer, max_messages=self._batch_size, wait_seconds=wait_seconds
         )
+        # Tracked as soon as pulled (no await in between): a position check running meanwhile
+        # must not count what is in hand as lost.
+        self._track(consumer, batch)
         if not batch or len(batch) >= self._batch_size or self._linger <= 0:
             return batch
         await asyncio.sleep(self._linger)
         more = await self._puller.pull(
             consumer, max_messages=self._batch_size - len(batch), wait_seconds=0
         )
+        self._track(consumer, more)
         return (*batch, *more)
 
     async def release(self, consumer: ConsumerSpec) -> None:

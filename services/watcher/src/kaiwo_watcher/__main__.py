@@ -2,7 +2,8 @@
 
 Connects to NATS (declaring the streams), opens the ``kaiwo-watcher`` bucket, connects to the
 API server (``KAIWO_KUBECONFIG``, the usual kubeconfig, or in-cluster), serves ``/healthz``,
-``/readyz`` (NATS connected, API server reachable, every kind listed once) and ``/metrics``,
+``/readyz`` (NATS connected, API server reachable, every kind listed once, no stream stuck
+on a publish that keeps failing) and ``/metrics``,
 and follows every kind until SIGTERM or SIGINT. A dependency that does not answer at start
 ends the process with status 1 and one line on stderr.
 """
@@ -69,6 +70,7 @@ async def serve(settings: WatcherSettings, stop: asyncio.Event) -> None:
             "nats": nats_connected,
             "kubernetes": kubernetes_reachable,
             "initial-lists": kinds_listed,
+            "publishing": service.publishing,
         }
         health = HealthServer(
             metrics=metrics.registry,

@@ -40,6 +40,23 @@ class WatcherMetrics:
             "Objects that cannot become an observed event (no uid or resourceVersion)",
             ("kind",),
         )
+        self.oversized_objects = self.registry.counter(
+            "watcher_oversized_objects",
+            "Objects too large for a bus message, published reduced to their metadata",
+            ("kind",),
+        )
+        self.unpublishable_objects = self.registry.counter(
+            "watcher_unpublishable_objects",
+            "Events the bus refused in every form (even the identity alone): skipped",
+            ("kind",),
+        )
+        self.publish_blocked_seconds = self.registry.gauge(
+            "watcher_publish_blocked_seconds",
+            "How long the oldest failing publish of the kind's streams has been retried "
+            "(0: publishing works); a stream blocked longer than the stuck limit fails "
+            "readiness",
+            ("kind",),
+        )
         self.kind_missing = self.registry.gauge(
             "watcher_kind_missing",
             "1 while the API server does not serve the kind (its API is not installed)",

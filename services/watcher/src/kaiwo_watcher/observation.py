@@ -4,6 +4,12 @@ Ids: ``<uid>:<resourceVersion>`` (:func:`observed_event_id`), so two replicas, o
 observing the same object version publish the same ``Nats-Msg-Id`` and JetStream keeps one.
 A DELETED watch event carries the object's final resourceVersion, so it has its own id.
 
+An object too large for the bus (its JSON alone may exceed the 1 MiB a message may be:
+the API server stores up to 1.5 MiB) is published reduced: :func:`oversized_observations`
+gives the same event (same id, subject, correlation) with the object cut down to its
+identifying metadata and status and marked ``oversized``; and, should even that be too large,
+with its identity alone.
+
 A deletion the watcher *infers* (an object it knew is absent from a relist, because the
 DELETED event fell into a 410 gap) has no resourceVersion of its own: its id is
 ``<uid>:deleted`` (a uid is deleted once, so every replica infers the same id), its payload's
@@ -24,8 +30,14 @@ from kaiwo_contracts.events.envelope import (
     observed_event_id,
     service_source,
 )
-from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
+from kaiwo_contracts.events.observed import (
+    ObservedObjectV1,
+    OversizedObject,
+    WatchEventType,
+    reduced_object,
+)
 from kaiwo_contracts.events.subjects import observed_subject
+from kaiwo_contracts.plans import canonical_json
 
 from kaiwo_watcher.watch_list import LABEL_OWNER_UID, LABEL_RUN_ID, WatchTarget
 
@@ -143,6 +155,36 @@ def observe(
         envelope=envelope,
         subject=observed_subject(kind=target.kind, namespace=namespace, uid=uid),
     )
+
+
+def oversized_observations(
+    observation: Observation, *, limit_bytes: int
+) -> tuple[Observation, Observation]:
+    """The observation with its object reduced, then with its identity alone (see the
+    module docstring), each marked with the object's size and the bus's limit."""
+    envelope = observation.envelope
+    data = envelope.data
+    marker = OversizedObject(
+        size_bytes=len(canonical_json(data.object).encode()), limit_bytes=limit_bytes
+    )
+
+    def reduced(*, minimal: bool) -> Observation:
+        payload = ObservedObjectV1(
+            kind=data.kind,
+            api_version=data.api_version,
+            namespace=data.namespace,
+            name=data.name,
+            uid=data.uid,
+            resource_version=data.resource_version,
+            event_type=data.event_type,
+            object=reduced_object(data.object, oversized=marker, minimal=minimal),
+            oversized=marker,
+        )
+        return Observation(
+            envelope=envelope.model_copy(update={"data": payload}), subject=observation.subject
+        )
+
+    return reduced(minimal=False), reduced(minimal=True)
 
 
 def infer_deletion(

@@ -6,7 +6,12 @@ One task per watch stream (resource type, and namespace when the watcher is limi
    one, LIST, publish every item as ``SYNC``, publish an inferred ``DELETED`` for each known
    object the list no longer has, set the checkpoint to the list's resourceVersion, watch.
 2. Publish each watch event, then move the checkpoint (BOOKMARKs move it too). A publish that
-   fails is retried until it succeeds: an event is never skipped.
+   fails is retried until it succeeds: an event is never skipped. A publish the bus refuses
+   for good (the object is too large for a message) is not retried: the object is published
+   reduced to its metadata and marked ``oversized`` (:func:`oversized_observations`), so the
+   stream moves on and the planner can report the object. While a publish keeps failing the
+   stream is *blocked*; after ``stuck_after`` seconds it is *stuck*, and readiness fails
+   naming it (``kaiwo_watcher_publish_blocked_seconds`` shows how long).
 3. 410 Gone: relist. A dropped watch (connection lost, 429/5xx): resume from the last
    resourceVersion after a backoff with jitter. 404 (the kind's API is not installed, e.g. no
    Kueue): one warning, then look again after a backoff that starts at half a second and
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import random
 import time
@@ -35,7 +41,7 @@ from typing import Any
 import structlog
 from kaiwo_contracts.events.observed import WatchEventType
 from kaiwo_kube import KubeError, KubernetesPort, NotFound, ResourceExpired, WatchEvent, resources
-from kaiwo_runtime.bus import Bus
+from kaiwo_runtime.bus import Bus, PublishRefusedError
 from kaiwo_runtime.kv import KeyValue
 from kaiwo_runtime.logging import bind_event
 from pydantic import ValidationError
@@ -47,6 +53,7 @@ from kaiwo_watcher.observation import (
     infer_deletion,
     known_from,
     observe,
+    oversized_observations,
 )
 from kaiwo_watcher.watch_list import DEFAULT_WATCH_LIST, LABEL_OWNER_UID, WatchTarget
 from kaiwo_watcher.watch_state import WatchState, WatchStream
@@ -67,6 +74,12 @@ class WatcherTuning:
     backoff_max: float = 30.0
     checkpoint_every: float = 0.0
     """Write each stream's checkpoint at most this often (0: after every event)."""
+    stuck_after: float = 60.0
+    """A stream whose publish has kept failing this long is stuck: readiness fails."""
+
+
+class StreamsStuckError(RuntimeError):
+    """Some streams cannot publish (readiness says which, and for how long)."""
 
 
 @dataclass(slots=True)
@@ -79,6 +92,9 @@ class StreamProgress:
     """The API server does not serve the kind right now."""
     resource_version: str | None = None
     relisted_at: float | None = None
+    blocked_since: float | None = None
+    """When the publish this stream waits on first failed (monotonic); None when not blocked."""
+    last_published_at: float | None = None
 
 
 @dataclass(slots=True)
@@ -155,6 +171,10 @@ class WatcherService:
         self.progress = {stream.key: StreamProgress() for stream in self.streams}
         self._owners = _Owners()
         self._loaded = False
+        for kind in {stream.kind for stream in self.streams}:
+            self.metrics.publish_blocked_seconds.labels(kind=kind).set_function(
+                functools.partial(self._blocked_seconds, kind)
+            )
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -162,6 +182,37 @@ class WatcherService:
     def ready(self) -> bool:
         """Every stream has listed (or resumed from its checkpoint), or its kind is missing."""
         return self._loaded and all(p.synced or p.missing for p in self.progress.values())
+
+    def stuck_streams(self) -> dict[str, float]:
+        """Streams whose publish has kept failing longer than ``stuck_after``: key -> seconds."""
+        now = time.monotonic()
+        return {
+            key: now - progress.blocked_since
+            for key, progress in self.progress.items()
+            if progress.blocked_since is not None
+            and now - progress.blocked_since >= self._tuning.stuck_after
+        }
+
+    async def publishing(self) -> bool:
+        """Readiness: no stream is stuck. A watcher that cannot publish observes nothing, so
+        it must not look ready; a restart would not help (it resumes at the same event)."""
+        stuck = self.stuck_streams()
+        if stuck:
+            blocked = ", ".join(f"{key} for {seconds:.0f} s" for key, seconds in stuck.items())
+            raise StreamsStuckError(f"publishing has failed: {blocked}")
+        return True
+
+    def _blocked_seconds(self, kind: str) -> float:
+        now = time.monotonic()
+        return max(
+            (
+                now - progress.blocked_since
+                for stream in self.streams
+                if stream.kind == kind
+                and (progress := self.progress[stream.key]).blocked_since is not None
+            ),
+            default=0.0,
+        )
 
     async def load_state(self) -> None:
         await self._state.load()
@@ -268,7 +319,10 @@ class WatcherService:
                 list_resource_version=listed.resource_version,
                 time=self._clock(),
             )
-            await self._publish(stream, observation)
+            try:
+                await self._publish(stream, observation)
+            except PublishRefusedError as error:  # an identity alone: the bus is misconfigured
+                self._skip(stream, observation, error)
             await self._state.forget(stream, uid)
         await self._state.reset(stream, listed.resource_version)
         progress = self.progress[stream.key]
@@ -317,7 +371,8 @@ class WatcherService:
     async def _observe(
         self, stream: WatchStream, obj: dict[str, Any], *, event_type: WatchEventType
     ) -> str | None:
-        """Publish one object version; remember or forget it. Returns its uid."""
+        """Publish one object version (reduced when too large); remember or forget it.
+        Returns its uid (also when the bus refused even its identity: it exists)."""
         try:
             observation = observe(
                 obj,
@@ -337,7 +392,13 @@ class WatcherService:
                 error=" ".join(str(error).split()),
             )
             return None
-        await self._publish(stream, observation)
+        try:
+            await self._publish(stream, observation)
+        except PublishRefusedError as refused:
+            reduced = await self._publish_reduced(stream, observation, refused)
+            if reduced is None:
+                return observation.uid
+            observation = reduced
         deleted = event_type == "DELETED"
         self._owners.learn(observation.envelope.data.object, deleted=deleted)
         if deleted:
@@ -346,21 +407,59 @@ class WatcherService:
             await self._state.remember(stream, observation.uid, known_from(observation))
         return observation.uid
 
+    async def _publish_reduced(
+        self, stream: WatchStream, observation: Observation, refused: PublishRefusedError
+    ) -> Observation | None:
+        """Publish an object too large for the bus as its metadata (then its identity alone);
+        None when the bus refuses even that: the event is skipped, never retried, so it
+        cannot block the stream."""
+        self.metrics.oversized_objects.labels(kind=stream.kind).inc()
+        for reduced in oversized_observations(observation, limit_bytes=refused.limit):
+            try:
+                await self._publish(stream, reduced)
+            except PublishRefusedError as again:
+                refused = again
+                continue
+            marker = reduced.envelope.data.oversized
+            assert marker is not None
+            with bind_event(reduced.envelope):
+                log.warning(
+                    "object too large for the bus; published its metadata only",
+                    size_bytes=marker.size_bytes,
+                    limit_bytes=marker.limit_bytes,
+                )
+            return reduced
+        self._skip(stream, observation, refused)
+        return None
+
+    def _skip(self, stream: WatchStream, observation: Observation, error: Exception) -> None:
+        self.metrics.unpublishable_objects.labels(kind=stream.kind).inc()
+        with bind_event(observation.envelope):
+            log.error("the bus refuses this event in every form; skipped", error=str(error))
+
     async def _publish(self, stream: WatchStream, observation: Observation) -> None:
-        """Publish until JetStream stores it (or says it already has it)."""
+        """Publish until JetStream stores it (or says it already has it); a refusal for good
+        (:class:`PublishRefusedError`) is raised at once, for the caller to decide."""
         envelope = observation.envelope
         backoff = self._backoff()
+        progress = self.progress[stream.key]
         with bind_event(envelope):
             while True:
                 try:
                     ack = await self._bus.publish(envelope, observation.subject)
+                except PublishRefusedError:
+                    raise
                 except Exception as error:  # the bus is down or slow: retry, never skip
                     self.metrics.publish_failures.labels(kind=stream.kind).inc()
+                    if progress.blocked_since is None:
+                        progress.blocked_since = time.monotonic()
                     delay = backoff.next_delay()
                     log.warning("publish failed; retrying", error=str(error), delay=delay)
                     await asyncio.sleep(delay)
                     continue
                 break
+            progress.blocked_since = None
+            progress.last_published_at = time.monotonic()
             if ack.duplicate:
                 self.metrics.duplicates.labels(kind=stream.kind).inc()
                 log.debug("duplicate dropped by JetStream", subject=observation.subject)

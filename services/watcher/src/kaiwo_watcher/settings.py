@@ -32,6 +32,8 @@ class WatcherSettings(ServiceSettings):
     checkpoint_every_seconds: float = Field(default=1.0, ge=0)
     """Write each stream's resourceVersion checkpoint at most this often (0: every event).
     A crash resumes up to this much earlier; JetStream drops the re-published duplicates."""
+    watch_stuck_seconds: float = Field(default=60.0, gt=0)
+    """A stream whose publish has kept failing this long makes ``/readyz`` fail."""
     watcher_bucket: str = BUCKET
     """The key-value bucket holding checkpoints and known objects."""
     startup_timeout_seconds: float = Field(default=10.0, gt=0)
@@ -50,4 +52,5 @@ class WatcherSettings(ServiceSettings):
             relist_interval=self.relist_interval_seconds,
             missing_kind_retry=self.missing_kind_retry_seconds,
             checkpoint_every=self.checkpoint_every_seconds,
+            stuck_after=self.watch_stuck_seconds,
         )

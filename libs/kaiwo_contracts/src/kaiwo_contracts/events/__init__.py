@@ -3,9 +3,17 @@
 Documented for external subscribers in ``docs/events.md``.
 """
 
+from kaiwo_contracts.events.decoding import (
+    PAYLOAD_TYPES,
+    DecodedEvent,
+    decode_envelope,
+    decode_event,
+)
 from kaiwo_contracts.events.envelope import (
     EVENT_ID_NAMESPACE,
+    MAX_MESSAGE_BYTES,
     NATS_MSG_ID_HEADER,
+    DecodeFailure,
     Envelope,
     EnvelopeFormatError,
     EventPayload,
@@ -15,6 +23,7 @@ from kaiwo_contracts.events.envelope import (
     event_type,
     object_subject,
     observed_event_id,
+    parse_body,
     plan_event_id,
     service_source,
 )
@@ -23,25 +32,15 @@ from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
 from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.events.results import ActionOutcome, ApplyResultV1
 
-PAYLOAD_TYPES: dict[str, type[EventPayload]] = {
-    payload.EVENT_TYPE: payload
-    for payload in (
-        ObservedObjectV1,
-        PlanDecidedV1,
-        ApplyResultV1,
-        UtilizationV1,
-        UnderutilizedV1,
-        PreemptionDecidedV1,
-    )
-}
-"""CloudEvents ``type`` -> payload model, for consumers that read several types."""
-
 __all__ = [
     "EVENT_ID_NAMESPACE",
+    "MAX_MESSAGE_BYTES",
     "NATS_MSG_ID_HEADER",
     "PAYLOAD_TYPES",
     "ActionOutcome",
     "ApplyResultV1",
+    "DecodeFailure",
+    "DecodedEvent",
     "Envelope",
     "EnvelopeFormatError",
     "EventPayload",
@@ -53,10 +52,13 @@ __all__ = [
     "UtilizationV1",
     "WatchEventType",
     "WireModel",
+    "decode_envelope",
+    "decode_event",
     "derived_event_id",
     "event_type",
     "object_subject",
     "observed_event_id",
+    "parse_body",
     "plan_event_id",
     "service_source",
 ]

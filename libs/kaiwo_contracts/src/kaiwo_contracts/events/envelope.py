@@ -18,15 +18,25 @@ Nothing here reads a clock: ``time`` is always passed in.
 from __future__ import annotations
 
 import functools
-import json
+import math
 import re
 import uuid
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any, ClassVar, Final, Generic, Literal, Self, TypeVar, cast
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
+from pydantic_core import from_json
 
 from kaiwo_contracts.plans import Plan, canonical_json
 
@@ -46,6 +56,29 @@ EVENT_ID_NAMESPACE = uuid.UUID("6b1f3f2e-6c2d-5b7e-9a51-0c4b8e7d2a11")
 _TYPE_PATTERN = r"^ai\.silogen\.kaiwo\.[a-z][a-z0-9-]*\.[a-z][a-z0-9-]*\.v[1-9][0-9]*$"
 _SOURCE_PATTERN = r"^/kaiwo/[a-z][a-z0-9-]*$"
 _TRACEPARENT_PATTERN = r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"
+# Attributes travel as NATS header values, where a control character (CR, LF) would end the
+# header or forge another one.
+_HEADER_TEXT_PATTERN = r"^[^\x00-\x1f\x7f]+$"
+
+MAX_MESSAGE_BYTES: Final = 1024 * 1024
+"""The largest message, headers and body together, the operator publishes or accepts: NATS'
+default ``max_payload``. A server may be configured to allow more; the operator does not rely
+on it, so every consumer accepts whatever a producer of ours may send."""
+MAX_JSON_DEPTH: Final = 201
+"""How many levels a body may nest, the outermost object included: the limit of
+pydantic-core's parser, which refuses deeper input with an error instead of exhausting the
+interpreter's stack as ``json.loads`` does."""
+MAX_JSON_INTEGER: Final = 2**64
+"""Integers in a body must lie strictly between minus and plus this: the API server's widest
+integers are 64-bit; larger ones overflow ``float()`` and quantity arithmetic downstream."""
+EARLIEST_TIME: Final = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_TIME: Final = datetime(9000, 1, 1, tzinfo=UTC)
+"""An event's ``time`` lies in [EARLIEST_TIME, LATEST_TIME): consumers compute with it (the
+planner plans with it as ``now``), and a time at the end of what ``datetime`` holds
+(9999-12-31T23:59:59-14:00) overflows at the first addition or conversion to UTC."""
+# A number token with 20 or more digits, or an exponent of 3 or more digits: the only numbers
+# that can be out of range. Most bodies have none, so most are never walked.
+_MAYBE_OUT_OF_RANGE = re.compile(rb"(?:^|[:,\[])[ \t\r\n]*-?(?:\d{20}|[\d.]+[eE][+-]?\d{3})")
 
 # Header order of the optional and required attributes; data travels in the body.
 _HEADER_ATTRIBUTES = (
@@ -64,8 +97,107 @@ T = TypeVar("T", bound=BaseModel)
 U = TypeVar("U", bound=BaseModel)
 
 
+class DecodeFailure(StrEnum):
+    """Why a message could not be decoded (the first word of every decode error)."""
+
+    TOO_LARGE = "too-large"
+    NOT_JSON = "not-json"
+    TOO_DEEP = "too-deep"
+    NUMBER_OUT_OF_RANGE = "number-out-of-range"
+    NOT_AN_OBJECT = "not-an-object"
+    INVALID_ENVELOPE = "invalid-envelope"
+    WRONG_TYPE = "wrong-type"
+    INVALID_PAYLOAD = "invalid-payload"
+    WRONG_SUBJECT = "wrong-subject"
+
+
 class EnvelopeFormatError(ValueError):
-    """The headers or JSON do not form a valid envelope (a poison message, never retried)."""
+    """The headers or body do not form a valid envelope: a poison message, never retried.
+
+    The one error decoding raises, whatever went wrong (malformed JSON, nesting too deep, a
+    number out of range, an attribute or payload the models refuse, a subject that does not
+    match the payload); ``failure`` says which, and the message starts with it.
+    """
+
+    def __init__(
+        self, detail: str, *, failure: DecodeFailure = DecodeFailure.INVALID_ENVELOPE
+    ) -> None:
+        super().__init__(f"{failure.value}: {detail}")
+        self.failure = failure
+        self.detail = detail
+
+
+def parse_body(body: bytes | str) -> dict[str, Any]:
+    """A message body as one JSON object, or :class:`EnvelopeFormatError` (see
+    :func:`parse_json`)."""
+    value = parse_json(body)
+    if not isinstance(value, dict):
+        raise EnvelopeFormatError(
+            f"the body is a JSON {_json_kind(value)}, not an object",
+            failure=DecodeFailure.NOT_AN_OBJECT,
+        )
+    return value
+
+
+def parse_json(body: bytes | str) -> Any:
+    """Any JSON value, or :class:`EnvelopeFormatError`.
+
+    Bounded on every axis that a hostile body could stretch: size (:data:`MAX_MESSAGE_BYTES`),
+    nesting (:data:`MAX_JSON_DEPTH`), numbers (no NaN or infinity, integers within
+    :data:`MAX_JSON_INTEGER`), and strict UTF-8 (no lone surrogates), so whatever it returns
+    can be serialised again and walked recursively without surprises.
+    """
+    raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else bytes(body)
+    if len(raw) > MAX_MESSAGE_BYTES:
+        raise EnvelopeFormatError(
+            f"the body has {len(raw)} bytes, more than {MAX_MESSAGE_BYTES}",
+            failure=DecodeFailure.TOO_LARGE,
+        )
+    try:
+        value = from_json(raw, allow_inf_nan=False)
+    except ValueError as error:
+        detail = _describe(error)
+        if "recursion limit" in detail:
+            raise EnvelopeFormatError(
+                f"nested deeper than {MAX_JSON_DEPTH} levels ({detail})",
+                failure=DecodeFailure.TOO_DEEP,
+            ) from error
+        if "number out of range" in detail:
+            raise EnvelopeFormatError(detail, failure=DecodeFailure.NUMBER_OUT_OF_RANGE) from error
+        raise EnvelopeFormatError(detail, failure=DecodeFailure.NOT_JSON) from error
+    if _MAYBE_OUT_OF_RANGE.search(raw):
+        _check_numbers(value)
+    return value
+
+
+def _check_numbers(value: Any) -> None:
+    # Iterative: the depth is bounded already, but a stack of our own costs nothing extra.
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise EnvelopeFormatError(
+                "a number is too large for a 64-bit float",
+                failure=DecodeFailure.NUMBER_OUT_OF_RANGE,
+            )
+        elif (
+            isinstance(item, int)
+            and not isinstance(item, bool)
+            and not -MAX_JSON_INTEGER < item < MAX_JSON_INTEGER
+        ):
+            raise EnvelopeFormatError(
+                f"an integer of {len(str(abs(item)))} digits is outside the 64-bit range",
+                failure=DecodeFailure.NUMBER_OUT_OF_RANGE,
+            )
+
+
+def _json_kind(value: Any) -> str:
+    names = {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
 def event_type(family: str, event: str, version: int = 1) -> str:
@@ -120,17 +252,33 @@ class Envelope(BaseModel, Generic[T]):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    id: str = Field(min_length=1, max_length=256)
+    id: str = Field(min_length=1, max_length=256, pattern=_HEADER_TEXT_PATTERN)
     source: str = Field(pattern=_SOURCE_PATTERN)
     specversion: Literal["1.0"] = SPEC_VERSION
     type: str = Field(pattern=_TYPE_PATTERN)
-    subject: str | None = Field(default=None, min_length=1)
+    subject: str | None = Field(
+        default=None, min_length=1, max_length=512, pattern=_HEADER_TEXT_PATTERN
+    )
     time: AwareDatetime
     datacontenttype: Literal["application/json"] = JSON_CONTENT_TYPE
-    correlationid: str = Field(min_length=1)
-    causationid: str | None = Field(default=None, min_length=1)
+    correlationid: str = Field(min_length=1, max_length=256, pattern=_HEADER_TEXT_PATTERN)
+    causationid: str | None = Field(
+        default=None, min_length=1, max_length=256, pattern=_HEADER_TEXT_PATTERN
+    )
     traceparent: str | None = Field(default=None, pattern=_TRACEPARENT_PATTERN)
     data: T
+
+    @field_validator("time")
+    @classmethod
+    def _time_in_range(cls, value: datetime) -> datetime:
+        try:
+            inside = EARLIEST_TIME <= value.astimezone(UTC) < LATEST_TIME
+        except OverflowError:
+            inside = False
+        if not inside:
+            msg = f"must lie between {EARLIEST_TIME.year} and {LATEST_TIME.year} (UTC)"
+            raise ValueError(msg)
+        return value
 
     @model_validator(mode="after")
     def _type_matches_payload(self) -> Self:
@@ -207,32 +355,40 @@ class Envelope(BaseModel, Generic[T]):
 
     @classmethod
     def from_nats(cls, headers: Mapping[str, str] | None, body: bytes) -> Self:
-        """Parse a binary-mode message; raise :class:`EnvelopeFormatError` when it is invalid.
+        """Parse a binary-mode message; raise :class:`EnvelopeFormatError` when it is invalid,
+        and nothing else, whatever the bytes (see :func:`parse_body`).
 
         Header names are matched case-insensitively (NATS keeps the case the publisher used).
         """
-        try:
-            data = json.loads(body)
-        except ValueError as error:  # json.JSONDecodeError is a ValueError
-            raise EnvelopeFormatError(_describe(error)) from error
-        return cls.from_nats_data(headers, data)
+        return cls.from_nats_data(headers, parse_body(body))
 
     @classmethod
     def from_nats_data(cls, headers: Mapping[str, str] | None, data: Any) -> Self:
-        """:meth:`from_nats` for a body already parsed: for a consumer that keeps the JSON
-        as it came (the recorder stores it) and so must not parse it twice."""
-        lowered = {key.lower(): value for key, value in (headers or {}).items()}
-        attributes: dict[str, Any] = {
-            name: lowered[f"{CE_HEADER_PREFIX}{name}"]
-            for name in _HEADER_ATTRIBUTES
-            if f"{CE_HEADER_PREFIX}{name}" in lowered
-        }
-        attributes["datacontenttype"] = lowered.get(CONTENT_TYPE_HEADER, JSON_CONTENT_TYPE)
-        attributes["data"] = data
+        """:meth:`from_nats` for a body already parsed with :func:`parse_body`: for a
+        consumer that keeps the JSON as it came (the recorder stores it) and so must not
+        parse it twice."""
         try:
+            lowered = {str(key).lower(): value for key, value in (headers or {}).items()}
+            attributes: dict[str, Any] = {
+                name: lowered[f"{CE_HEADER_PREFIX}{name}"]
+                for name in _HEADER_ATTRIBUTES
+                if f"{CE_HEADER_PREFIX}{name}" in lowered
+            }
+            attributes["datacontenttype"] = lowered.get(CONTENT_TYPE_HEADER, JSON_CONTENT_TYPE)
+            attributes["data"] = data
+            _check_type(cls, attributes.get("type"))
             return cls.model_validate(attributes)
-        except ValueError as error:  # ValidationError is a ValueError
-            raise EnvelopeFormatError(_describe(error)) from error
+        except EnvelopeFormatError:
+            raise
+        except ValidationError as error:
+            raise EnvelopeFormatError(
+                _summarise(error), failure=_validation_failure(error)
+            ) from error
+        except Exception as error:  # decoding is pure: any failure is the message's fault
+            raise EnvelopeFormatError(
+                f"{type(error).__name__}: {_describe(error)}",
+                failure=DecodeFailure.INVALID_ENVELOPE,
+            ) from error
 
     # ------------------------------------------------------------------ structured mode
 
@@ -247,11 +403,13 @@ class Envelope(BaseModel, Generic[T]):
 
     @classmethod
     def from_structured(cls, value: Mapping[str, Any] | str | bytes) -> Self:
+        document = parse_body(value) if isinstance(value, str | bytes) else dict(value)
         try:
-            document = json.loads(value) if isinstance(value, str | bytes) else dict(value)
             return cls.model_validate(document)
-        except ValueError as error:
-            raise EnvelopeFormatError(_describe(error)) from error
+        except ValidationError as error:
+            raise EnvelopeFormatError(
+                _summarise(error), failure=_validation_failure(error)
+            ) from error
 
 
 @functools.cache
@@ -295,5 +453,36 @@ def _event_type_of(data: BaseModel) -> str:
     return found
 
 
-def _describe(error: ValueError) -> str:
-    return re.sub(r"\s+", " ", str(error)).strip()
+def _check_type(envelope: type[BaseModel], given: object) -> None:
+    """A ``type`` other than the payload model's is a message meant for someone else."""
+    payload = envelope.model_fields["data"].annotation
+    expected = getattr(payload, "EVENT_TYPE", None)
+    if isinstance(expected, str) and isinstance(given, str) and given != expected:
+        raise EnvelopeFormatError(
+            f"type {given[:256]!r} does not match the payload's event type {expected!r}",
+            failure=DecodeFailure.WRONG_TYPE,
+        )
+
+
+def _validation_failure(error: ValidationError) -> DecodeFailure:
+    in_data = all(detail["loc"][:1] == ("data",) for detail in error.errors())
+    return DecodeFailure.INVALID_PAYLOAD if in_data else DecodeFailure.INVALID_ENVELOPE
+
+
+_SHOWN_PROBLEMS = 3
+
+
+def _summarise(error: ValidationError) -> str:
+    """The first problems as ``<field>: <message>``, without pydantic's links and inputs
+    (an input may be the whole hostile body)."""
+    details = error.errors(include_url=False, include_input=False, include_context=False)
+    shown = [
+        f"{'.'.join(str(step) for step in detail['loc']) or 'envelope'}: {detail['msg']}"
+        for detail in details[:_SHOWN_PROBLEMS]
+    ]
+    more = len(details) - _SHOWN_PROBLEMS
+    return _describe("; ".join(shown) + (f"; and {more} more" if more > 0 else ""))
+
+
+def _describe(error: BaseException | str) -> str:
+    return re.sub(r"\s+", " ", str(error)).strip()[:1024]

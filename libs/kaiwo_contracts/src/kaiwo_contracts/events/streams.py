@@ -16,10 +16,22 @@ KAIWO_DLQ   ``kaiwo.dlq.>`` and    dead letters, and the server's max-deliveries
             advisories
 =========== ====================== =========================================
 
+Every stream has a byte limit as well as an age limit (``max_bytes``,
+:data:`DEFAULT_STREAM_MAX_BYTES`, configurable per stream): JetStream then discards the oldest
+messages when a stream is full, instead of filling the disk under a flood. A consumer that
+had not read them by then never will; the recorder notices such a gap and reports it.
+
 Consumers are durable pull consumers named ``<service>-<purpose>`` with explicit ack, a
 finite ``max_deliver`` and a ``backoff`` list (the server uses ``backoff[0]`` as the ack
 wait and the following entries for later ack timeouts; the bus uses the same list as the
 delay of a ``nak``).
+
+How long one message can hold up a consumer that handles one at a time
+(:attr:`ConsumerSpec.poison_bound_seconds`): a message that cannot be decoded is
+dead-lettered on its first delivery; one whose handler always fails is retried after
+``retry_delay(1)``, ..., ``retry_delay(max_deliver - 1)`` and dead-lettered on delivery
+``max_deliver``: with the defaults 5 + 15 + 60 + 180 = 260 s, plus the handler's own time
+on each of the 5 deliveries (decision 0005).
 
 Ordering and partitions. JetStream delivers a consumer's messages in stream order, but a
 message that is nak'ed or times out is redelivered *after* messages that followed it unless
@@ -39,6 +51,7 @@ Changing ``partitions`` on a live system re-partitions only new messages; drain 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -66,8 +79,22 @@ DEAD_LETTER_RELAY = "bus-deadletter-relay"
 DAY = 24 * 3600.0
 
 DEFAULT_BACKOFF_SECONDS: tuple[float, ...] = (5.0, 15.0, 60.0, 180.0)
-DEFAULT_MAX_DELIVER = 6
+DEFAULT_MAX_DELIVER = 5
+"""One delivery per backoff entry, plus the first: the last retry waits ``backoff[-1]`` once,
+so an always-failing message blocks its consumer for ``sum(backoff)`` = 260 s."""
 DEFAULT_DUPLICATE_WINDOW_SECONDS = 120.0
+
+MIB = 1024 * 1024
+DEFAULT_STREAM_MAX_BYTES: dict[str, int] = {
+    OBSERVED_STREAM: 2048 * MIB,
+    PLAN_STREAM: 1024 * MIB,
+    RESULT_STREAM: 512 * MIB,
+    MONITOR_STREAM: 256 * MIB,
+    DEAD_LETTER_STREAM: 256 * MIB,
+}
+"""Bytes each stream may hold before JetStream discards its oldest messages (4 GiB in all).
+Sized for a week of a busy cluster (observations ~1-5 KB, plans ~5-20 KB); JetStream
+reserves the sum against its storage limit at creation, so the sum must fit the disk."""
 EXECUTOR_PLANS_IN_FLIGHT = 16
 """Plans of different owners the executor carries out at once (API calls overlap)."""
 
@@ -142,6 +169,13 @@ class ConsumerSpec:
             return self.ack_wait_seconds
         return self.backoff_seconds[min(max(attempt, 1), len(self.backoff_seconds)) - 1]
 
+    @property
+    def poison_bound_seconds(self) -> float:
+        """The longest a message whose handler always fails waits for retries before it is
+        dead-lettered (on delivery ``max_deliver``): the consumer's other messages wait as
+        long when ``max_ack_pending`` is 1. The handler's own time comes on top."""
+        return sum(self.retry_delay(attempt) for attempt in range(1, self.max_deliver))
+
 
 @dataclass(frozen=True, slots=True)
 class BusTopology:
@@ -191,9 +225,13 @@ def stream_specs(
     replicas: int = 1,
     max_age_seconds: float = 7 * DAY,
     duplicate_window_seconds: float = DEFAULT_DUPLICATE_WINDOW_SECONDS,
+    max_bytes: Mapping[str, int] | None = None,
 ) -> tuple[StreamSpec, ...]:
+    """The streams; ``max_bytes`` overrides :data:`DEFAULT_STREAM_MAX_BYTES` per stream name
+    (-1: no byte limit)."""
     if partitions < 1:
         raise ValueError("partitions must be >= 1")
+    limits = stream_max_bytes(max_bytes)
 
     def workload_stream(name: str, family: Family, description: str) -> StreamSpec:
         return StreamSpec(
@@ -203,6 +241,7 @@ def stream_specs(
             max_age_seconds=max_age_seconds,
             duplicate_window_seconds=duplicate_window_seconds,
             replicas=replicas,
+            max_bytes=limits[name],
             subject_transform=partition_transform(family, partitions),
         )
 
@@ -218,8 +257,23 @@ def stream_specs(
             max_age_seconds=max(30 * DAY, max_age_seconds),
             duplicate_window_seconds=duplicate_window_seconds,
             replicas=replicas,
+            max_bytes=limits[DEAD_LETTER_STREAM],
         ),
     )
+
+
+def stream_max_bytes(overrides: Mapping[str, int] | None = None) -> dict[str, int]:
+    """:data:`DEFAULT_STREAM_MAX_BYTES` with ``overrides``; refuses unknown stream names and
+    limits that are neither -1 (none) nor large enough for one message."""
+    limits = dict(DEFAULT_STREAM_MAX_BYTES)
+    for name, limit in (overrides or {}).items():
+        if name not in limits:
+            known = ", ".join(limits)
+            raise ValueError(f"no stream {name!r} to limit (the streams are {known})")
+        if limit != -1 and limit < MIB:
+            raise ValueError(f"{name}: max_bytes must be -1 or at least {MIB} (one message)")
+        limits[name] = limit
+    return limits
 
 
 def _partitioned(
@@ -331,6 +385,7 @@ def bus_topology(
     replicas: int = 1,
     max_age_seconds: float = 7 * DAY,
     duplicate_window_seconds: float = DEFAULT_DUPLICATE_WINDOW_SECONDS,
+    max_bytes: Mapping[str, int] | None = None,
 ) -> BusTopology:
     return BusTopology(
         partitions=partitions,
@@ -339,6 +394,7 @@ def bus_topology(
             replicas=replicas,
             max_age_seconds=max_age_seconds,
             duplicate_window_seconds=duplicate_window_seconds,
+            max_bytes=max_bytes,
         ),
         consumers=consumer_specs(partitions=partitions),
     )
@@ -348,6 +404,7 @@ __all__ = [
     "CLUSTER_SCOPE",
     "DEAD_LETTER_RELAY",
     "DEAD_LETTER_STREAM",
+    "DEFAULT_STREAM_MAX_BYTES",
     "MAX_DELIVERIES_ADVISORY",
     "MONITOR_STREAM",
     "OBSERVED_STREAM",
@@ -361,6 +418,7 @@ __all__ = [
     "cluster_facts_consumer",
     "consumer_specs",
     "partition_transform",
+    "stream_max_bytes",
     "stream_specs",
     "uid_partition",
 ]

@@ -8,6 +8,10 @@ field paths and rules in its message) and a Warning Event; no desired objects, n
 The phase is kept, except that an object never planned before shows ``invalid_phase``
 (ERROR for workloads, FAILED for a KaiwoQueueConfig) so ``kubectl get`` does not show it as
 new. Once the spec is valid again, the workload plan flips ``Valid`` to True.
+
+An owner observed *oversized* (its JSON was larger than a bus message may be, so the watcher
+published only its metadata and status, :mod:`kaiwo_contracts.events.observed`) gets the same
+kind of plan with reason ``ObjectTooLarge``: planning from half an object would be guessing.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
+from kaiwo_contracts.events.observed import OversizedObject
 from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan
 from kaiwo_contracts.validation import Problem, validate_manifest
 from pydantic import ValidationError
@@ -26,6 +31,7 @@ from kaiwo_planner.domain.status import ConditionSpec, merge_conditions
 VALID_CONDITION = "Valid"
 REASON_INVALID = "InvalidSpec"
 REASON_VALID = "ValidSpec"
+REASON_TOO_LARGE = "ObjectTooLarge"
 MAX_MESSAGE_PROBLEMS = 10
 MAX_MESSAGE_LENGTH = 4000
 
@@ -84,6 +90,54 @@ def invalid_owner_plan(
     ``writes_observed_generation``: the owner's status has ``observedGeneration`` (the
     workloads' does, the KaiwoQueueConfig's does not).
     """
+    return _reporting_plan(
+        owner=owner,
+        owner_ref=owner_ref,
+        reason=REASON_INVALID,
+        message=problems_message(problems),
+        invalid_phase=invalid_phase,
+        now=now,
+        writes_observed_generation=writes_observed_generation,
+    )
+
+
+def oversized_owner_plan(
+    *,
+    owner: Mapping[str, Any],
+    owner_ref: ObjectRef,
+    oversized: OversizedObject,
+    invalid_phase: WorkloadStatus,
+    now: datetime,
+    writes_observed_generation: bool = True,
+) -> Plan:
+    """A plan that only reports that ``owner`` was too large to observe whole."""
+    message = (
+        f"The object is {oversized.size_bytes:,} bytes as JSON, more than the "
+        f"{oversized.limit_bytes:,} bytes a message on the operator's event bus may carry: "
+        "only its metadata was observed, so nothing was planned or changed. Make it smaller "
+        "(move large values into a ConfigMap or Secret)."
+    )
+    return _reporting_plan(
+        owner=owner,
+        owner_ref=owner_ref,
+        reason=REASON_TOO_LARGE,
+        message=message,
+        invalid_phase=invalid_phase,
+        now=now,
+        writes_observed_generation=writes_observed_generation,
+    )
+
+
+def _reporting_plan(
+    *,
+    owner: Mapping[str, Any],
+    owner_ref: ObjectRef,
+    reason: str,
+    message: str,
+    invalid_phase: WorkloadStatus,
+    now: datetime,
+    writes_observed_generation: bool,
+) -> Plan:
     meta = owner.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
     generation = meta.get("generation")
@@ -91,12 +145,11 @@ def invalid_owner_plan(
     resource_version = meta.get("resourceVersion")
     previous = owner.get("status")
     previous = dict(previous) if isinstance(previous, Mapping) else {}
-    message = problems_message(problems)
     conditions = merge_conditions(
         [c for c in previous.get("conditions") or () if isinstance(c, Mapping)]
         if isinstance(previous.get("conditions"), list)
         else (),
-        [ConditionSpec(VALID_CONDITION, "False", REASON_INVALID, message)],
+        [ConditionSpec(VALID_CONDITION, "False", reason, message)],
         generation=generation or 0,
         now=now,
     )
@@ -111,5 +164,5 @@ def invalid_owner_plan(
         observed_generation=generation,
         observed_resource_version=resource_version if isinstance(resource_version, str) else None,
         status=status,
-        events=(EventIntent(type="Warning", reason=REASON_INVALID, message=message),),
+        events=(EventIntent(type="Warning", reason=reason, message=message),),
     )

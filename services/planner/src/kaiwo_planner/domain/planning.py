@@ -17,8 +17,9 @@ By kind:
 * Model (KubeAI): None for now; planning Models is a later issue.
 * Anything else: None (not an owner).
 
-An owner the models reject gets a plan that reports the problem and changes nothing else
-(:mod:`~kaiwo_planner.domain.invalid_owner`).
+An owner the models reject, or one observed only in part because it was too large for the
+bus (its object carries the ``oversized`` marker), gets a plan that reports the problem and
+changes nothing else (:mod:`~kaiwo_planner.domain.invalid_owner`).
 """
 
 from __future__ import annotations
@@ -32,13 +33,18 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import KaiwoJob
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import KaiwoQueueConfig
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoservice import KaiwoService
+from kaiwo_contracts.events.observed import oversized_marker
 from kaiwo_contracts.plans import ObjectRef, Plan
 from kaiwo_contracts.validation import Problem
 from pydantic import ValidationError
 
 from kaiwo_planner.domain.cluster import ClusterState, api_group_of
 from kaiwo_planner.domain.cluster_settings import KAIWO_GROUP, kaiwo_config, namespaces_by_queue
-from kaiwo_planner.domain.invalid_owner import invalid_owner_plan, spec_problems
+from kaiwo_planner.domain.invalid_owner import (
+    invalid_owner_plan,
+    oversized_owner_plan,
+    spec_problems,
+)
 from kaiwo_planner.domain.kept_values import kept
 from kaiwo_planner.domain.queue_config import plan_queue_config
 from kaiwo_planner.domain.workload_plan import plan_workload
@@ -78,6 +84,20 @@ def plan_object_with_timer(
     kind = str(owner.get("kind", ""))
     if group != KAIWO_GROUP:
         return PlanningResult(plan=None)
+    if kind in WORKLOAD_MODELS or kind == "KaiwoQueueConfig":
+        oversized = oversized_marker(owner)
+        if oversized is not None:
+            queue_config = kind == "KaiwoQueueConfig"
+            return PlanningResult(
+                plan=oversized_owner_plan(
+                    owner=owner,
+                    owner_ref=_owner_ref(owner),
+                    oversized=oversized,
+                    invalid_phase=WorkloadStatus.FAILED if queue_config else WorkloadStatus.ERROR,
+                    now=moment,
+                    writes_observed_generation=not queue_config,
+                )
+            )
     if kind in WORKLOAD_MODELS:
         return _plan_workload(owner, WORKLOAD_MODELS[kind], cluster=cluster, now=moment)
     if kind == "KaiwoQueueConfig":
