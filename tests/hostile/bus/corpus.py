@@ -128,6 +128,15 @@ def plan_message(owner_uid: str, name: str) -> tuple[str, dict[str, str], bytes]
             "name": f"{name}-cm",
             "namespace": "default",
             "labels": {OWNER_LABEL: owner_uid},
+            "ownerReferences": [
+                {
+                    "apiVersion": KAIWO,
+                    "kind": "KaiwoJob",
+                    "name": name,
+                    "uid": owner_uid,
+                    "controller": True,
+                }
+            ],
         },
         "data": {"entrypoint.sh": "echo hello"},
     }

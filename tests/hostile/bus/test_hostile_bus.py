@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kaiwo_contracts.crds.kaiwo_v1alpha1 import KaiwoJob
+from kaiwo_contracts.crds.schema import custom_resource_definitions
 from kaiwo_contracts.events.streams import (
     DEAD_LETTER_STREAM,
     OBSERVED_STREAM,
@@ -83,6 +85,7 @@ class Stack:
     store: EventStore
     tasks: list[asyncio.Task[None]]
     stop: asyncio.Event
+    kube: KubernetesAsyncioAdapter
     innocents: int = 0
     read: dict[str, int] = field(default_factory=dict)
 
@@ -116,7 +119,17 @@ class Stack:
             subject, headers, body = observation(kaiwo_job(uid, name))
             answers = PLAN_STREAM
         else:
-            subject, headers, body = plan_message(uid, name)
+            # The executor admits plans of owners that exist: the innocent plan's owner does.
+            created = await self.kube.create(
+                {
+                    "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+                    "kind": "KaiwoJob",
+                    "metadata": {"name": name, "namespace": "default"},
+                    "spec": {"image": "busybox"},
+                }
+            )
+            subject, headers, body = plan_message(created["metadata"]["uid"], name)
+            uid = created["metadata"]["uid"]
             answers = RESULT_STREAM
         started = time.monotonic()
         await self.bus.publish_raw(subject, body=body, headers=headers)
@@ -146,6 +159,7 @@ async def running_stack(tmp_path: Path) -> AsyncIterator[Stack]:
         fake = await stack.enter_async_context(FakeKubeServer(kubeconfig_path=tmp_path / "kc"))
         kube = await KubernetesAsyncioAdapter.from_kubeconfig(fake.kubeconfig_path)
         stack.push_async_callback(kube.close)
+        await kube.ensure_crds(custom_resource_definitions([KaiwoJob]), field_manager="test")
 
         async def connect(name: str) -> NatsBus:
             bus = await NatsBus.connect(server.url, topology=topology, name=name)
@@ -189,7 +203,7 @@ async def running_stack(tmp_path: Path) -> AsyncIterator[Stack]:
                 ("recorder", recorder),
             )
         ]
-        running = Stack(bus=test_bus, store=store, tasks=tasks, stop=stop)
+        running = Stack(bus=test_bus, store=store, tasks=tasks, stop=stop, kube=kube)
         try:
             # What the planner needs to plan a KaiwoJob: its namespace and the queue config.
             for obj in (

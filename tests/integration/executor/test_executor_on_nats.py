@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from kaiwo_contracts.crds.kaiwo_v1alpha1 import KaiwoJob
+from kaiwo_contracts.crds.schema import custom_resource_definitions
 from kaiwo_contracts.events.envelope import Envelope
 from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.events.results import ApplyResultV1
@@ -28,25 +30,37 @@ from kaiwo_runtime.nats_server import NatsServer
 pytestmark = pytest.mark.nats
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
-OWNER_UID = "2f9a3c1e-5b6d-4e7f-8a9b-0c1d2e3f4a5b"
 LABEL = "kaiwo.silogen.ai/owner-uid"
+KAIWO = "kaiwo.silogen.ai/v1alpha1"
 
 
-def _plan() -> Plan:
-    owner = ObjectRef(
-        api_version="kaiwo.silogen.ai/v1alpha1",
-        kind="KaiwoJob",
-        name="train",
-        namespace="default",
-        uid=OWNER_UID,
+async def _owner_uid(kube: KubernetesAsyncioAdapter) -> str:
+    """The KaiwoJob the plan is for, created: the executor admits plans of existing owners."""
+    await kube.ensure_crds(custom_resource_definitions([KaiwoJob]), field_manager="test")
+    created = await kube.create(
+        {
+            "apiVersion": KAIWO,
+            "kind": "KaiwoJob",
+            "metadata": {"name": "train", "namespace": "default"},
+            "spec": {"image": "busybox"},
+        }
     )
+    return str(created["metadata"]["uid"])
+
+
+def _plan(owner_uid: str) -> Plan:
+    owner = ObjectRef(
+        api_version=KAIWO, kind="KaiwoJob", name="train", namespace="default", uid=owner_uid
+    )
+    controller = {"apiVersion": KAIWO, "kind": "KaiwoJob", "name": "train", "uid": owner_uid}
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {
             "name": "train-entrypoint",
             "namespace": "default",
-            "labels": {LABEL: OWNER_UID},
+            "labels": {LABEL: owner_uid},
+            "ownerReferences": [{**controller, "controller": True}],
         },
         "data": {"entrypoint.sh": "python train.py"},
     }
@@ -54,7 +68,7 @@ def _plan() -> Plan:
         owner=owner,
         desired=(config_map,),
         prune=(PruneRule(api_version="v1", kind="ConfigMap"),),
-        prune_selector={LABEL: OWNER_UID},
+        prune_selector={LABEL: owner_uid},
     )
 
 
@@ -86,15 +100,16 @@ async def test_a_plan_published_on_jetstream_is_applied_and_answered(tmp_path: P
         kv = await NatsKeyValue.open(bus.client, BUCKET)
         service = ExecutorService(bus, kube, kv, lambda: NOW, poll_timeout=0.2)
 
-        plan = PlanDecidedV1.of(_plan(), planned_at=NOW)
+        owner_uid = await _owner_uid(kube)
+        plan = PlanDecidedV1.of(_plan(owner_uid), planned_at=NOW)
         envelope = Envelope.new(
             data=plan,
             source="/kaiwo/planner",
             time=NOW,
-            correlationid=OWNER_UID,
-            causationid=f"{OWNER_UID}:7",
+            correlationid=owner_uid,
+            causationid=f"{owner_uid}:7",
         )
-        subject = plan_subject(kind="KaiwoJob", namespace="default", uid=OWNER_UID)
+        subject = plan_subject(kind="KaiwoJob", namespace="default", uid=owner_uid)
         await bus.publish(envelope, subject)
 
         stop = asyncio.Event()
@@ -104,7 +119,7 @@ async def test_a_plan_published_on_jetstream_is_applied_and_answered(tmp_path: P
         await asyncio.wait_for(running, 10)
 
         assert result.causationid == envelope.id
-        assert result.correlationid == OWNER_UID
+        assert result.correlationid == owner_uid
         assert result.data.outcome == "applied"
         assert [(a.target.display(), a.outcome) for a in result.data.actions] == [
             ("ConfigMap/default/train-entrypoint", "applied")
