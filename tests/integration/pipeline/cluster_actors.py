@@ -1,12 +1,17 @@
-"""What the cluster does around the operator, played by hand: an administrator sets up a
-namespace and the KaiwoQueueConfig, a kubelet registers a GPU node, Kueue admits Jobs, and
-Jobs move on.
+"""What the cluster does around the operator, played by hand: an administrator sets up
+namespaces and the KaiwoQueueConfig, kubelets register GPU nodes and keep their Leases, Kueue
+admits Jobs, and Jobs and Deployments move on.
 
 How Jobs move depends on the API server. On the fake nothing runs, so
 :class:`FakeJobController` writes Job status as the Job controller would. On a real API server
 the controller manager's Job controller owns Job status and creates the Pods; with no
 scheduler and no kubelet, :class:`Kubelet` writes those Pods' status and the real Job
-controller works out the Job's.
+controller works out the Job's. The same goes for a Deployment: the real Deployment and
+ReplicaSet controllers make the ReplicaSets and Pods, :class:`Kubelet` reports the Pods Ready.
+
+What tests add to a shared cluster carries a label of its own (:data:`TEST_NODE_LABEL`,
+:data:`TEST_NAMESPACE_LABEL`), so clean-up removes exactly that and nothing a real test
+cluster holds besides.
 """
 
 from __future__ import annotations
@@ -14,11 +19,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 
-from kaiwo_kube import AlreadyExists, KubernetesPort, NotFound, resources
+from kaiwo_kube import AlreadyExists, Conflict, KubernetesPort, NotFound, resources
+from kaiwo_kube.resources import ResourceType
 
 KAIWO_API: Final = "kaiwo.silogen.ai/v1alpha1"
 NAMESPACE: Final = "ml-team"
@@ -26,6 +33,15 @@ QUEUE: Final = "kaiwo"
 QUEUE_CONFIG: Final = "kaiwo"
 GPU_NODE: Final = "gpu-node-1"
 GPUS_PER_NODE: Final = 8
+MI300X: Final = "AMD_Instinct_MI300X_OAM"
+KAIWO_CONFIG: Final = "kaiwo"
+TEST_NODE_LABEL: Final = "kaiwo-tests/node"
+TEST_NAMESPACE_LABEL: Final = "kaiwo-tests/namespace"
+NOT_READY_TAINT: Final = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+"""The taint a kubelet registers its Node with; the node lifecycle controller removes it once
+the node reports Ready."""
+STATUS_AFTER_SECONDS: Final = 0.5
+"""How long after creating its Node a (played) kubelet reports the node's status."""
 TRANSITION_TIME: Final = "2025-01-01T00:00:00Z"
 
 OWNER_UID_LABEL: Final = "kaiwo.silogen.ai/owner-uid"
@@ -41,6 +57,11 @@ HEARTBEAT_SECONDS: Final = 10.0
 """A kubelet renews its node's Lease every 10 s; the node lifecycle controller marks a node
 whose Lease is older than its grace period (50 s) NotReady and taints it unreachable."""
 POD_APPEARS_SECONDS: Final = 30.0
+REPLICA_SET: Final = ResourceType(
+    group="apps", version="v1", plural="replicasets", kind="ReplicaSet", namespaced=True
+)
+REVISION_ANNOTATION: Final = "deployment.kubernetes.io/revision"
+POD_TEMPLATE_HASH_LABEL: Final = "pod-template-hash"
 KUEUE_CLUSTER_KINDS: Final = (
     resources.KUEUE_CLUSTER_QUEUE,
     resources.KUEUE_RESOURCE_FLAVOR,
@@ -58,7 +79,16 @@ def now() -> str:
 
 
 async def create_namespace(kube: KubernetesPort, namespace: str) -> None:
-    await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    """A namespace labelled as the tests', so clean-up finds it (one left over by an earlier,
+    interrupted run is taken as it is)."""
+    with contextlib.suppress(AlreadyExists):
+        await kube.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": namespace, "labels": {TEST_NAMESPACE_LABEL: "true"}},
+            }
+        )
 
 
 async def create_queue_config(kube: KubernetesPort, *, namespace: str) -> None:
@@ -77,6 +107,13 @@ async def create_queue_config(kube: KubernetesPort, *, namespace: str) -> None:
     )
 
 
+async def remove_kaiwo_config(kube: KubernetesPort) -> None:
+    """The KaiwoConfig singleton, which a running operator creates (empty) when it is missing
+    and tests may have changed. Call with the operator stopped: it would create it again."""
+    with contextlib.suppress(NotFound):
+        await kube.delete(resources.KAIWO_CONFIG, KAIWO_CONFIG)
+
+
 async def remove_queue_config(kube: KubernetesPort) -> None:
     """The KaiwoQueueConfig and the Kueue objects made for it, so that the next test on a
     shared cluster starts without them. Call with the operator stopped: it would put them
@@ -89,6 +126,27 @@ async def remove_queue_config(kube: KubernetesPort) -> None:
         for item in (await kube.list(kind, label_selector=selector)).items:
             with contextlib.suppress(NotFound):
                 await kube.delete(kind, item["metadata"]["name"])
+
+
+async def edit_node(
+    kube: KubernetesPort,
+    name: str,
+    edit: Callable[[dict[str, Any]], dict[str, Any]],
+    *,
+    field_manager: str = "cluster-admin",
+) -> None:
+    """What ``kubectl taint`` and ``kubectl label`` do: read the node, merge-patch what
+    ``edit`` makes of it with the node's resourceVersion as precondition, and read again
+    when someone else (the operator, the node lifecycle controller) wrote in between."""
+    while True:
+        node = await kube.get(resources.NODE, name)
+        patch = edit(node)
+        patch.setdefault("metadata", {})["resourceVersion"] = node["metadata"]["resourceVersion"]
+        try:
+            await kube.merge_patch(resources.NODE, name, patch, field_manager=field_manager)
+        except Conflict:
+            continue
+        return
 
 
 def training_job(name: str, *, namespace: str = NAMESPACE, download: bool = True) -> dict[str, Any]:
@@ -141,33 +199,45 @@ async def get_or_none(
         return None
 
 
-# ---------------------------------------------------------------------- the kubelet's node
+# ---------------------------------------------------------------------- kubelets' nodes
 
 
-def gpu_node() -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": GPU_NODE,
-            "labels": {
-                "kubernetes.io/hostname": GPU_NODE,
-                "amd.com/gpu.product-name": "AMD_Instinct_MI300X_OAM",
-                "beta.amd.com/gpu.family.AI": str(GPUS_PER_NODE),
+@dataclass(frozen=True, slots=True)
+class GpuNode:
+    """A node as its kubelet and the AMD device plugin describe it."""
+
+    name: str
+    gpus: int = GPUS_PER_NODE
+    cpu: str = "128"
+    memory: str = "1Ti"
+    product: str = MI300X
+
+    def manifest(self, *, not_ready_taint: bool) -> dict[str, Any]:
+        node: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": self.name,
+                "labels": {
+                    "kubernetes.io/hostname": self.name,
+                    "amd.com/gpu.product-name": self.product,
+                    "beta.amd.com/gpu.family.AI": str(self.gpus),
+                    TEST_NODE_LABEL: "true",
+                },
             },
-        },
-    }
+        }
+        if not_ready_taint:
+            node["spec"] = {"taints": [dict(NOT_READY_TAINT)]}
+        return node
 
-
-async def register_gpu_node(kube: KubernetesPort) -> None:
-    """One AMD GPU node (8 GPUs), as a kubelet registers it: the Node, then its status."""
-    with contextlib.suppress(AlreadyExists):
-        await kube.create(gpu_node(), field_manager="kubelet")
-    capacity = {"cpu": "128", "memory": "1Ti", "pods": "110", "amd.com/gpu": str(GPUS_PER_NODE)}
-    await kube.patch_status(
-        resources.NODE,
-        GPU_NODE,
-        {
+    def status(self) -> dict[str, Any]:
+        capacity = {
+            "cpu": self.cpu,
+            "memory": self.memory,
+            "pods": "110",
+            "amd.com/gpu": str(self.gpus),
+        }
+        return {
             "capacity": capacity,
             "allocatable": capacity,
             "conditions": [
@@ -180,28 +250,74 @@ async def register_gpu_node(kube: KubernetesPort) -> None:
                     "lastTransitionTime": now(),
                 }
             ],
-        },
-        field_manager="kubelet",
-        method="merge",
+        }
+
+
+async def register_node(
+    kube: KubernetesPort, node: GpuNode, *, not_ready_taint: bool, status_after: float = 0.0
+) -> None:
+    """``node`` as a kubelet registers it: the Node (with the not-ready taint, which on a real
+    API server the node lifecycle controller removes; the fake has none to do so), and
+    ``status_after`` seconds later its capacity and Ready condition."""
+    with contextlib.suppress(AlreadyExists):
+        await kube.create(node.manifest(not_ready_taint=not_ready_taint), field_manager="kubelet")
+    await asyncio.sleep(status_after)
+    await kube.patch_status(
+        resources.NODE, node.name, node.status(), field_manager="kubelet", method="merge"
     )
 
 
-async def remove_gpu_node(kube: KubernetesPort) -> None:
-    with contextlib.suppress(NotFound):
-        await kube.delete(resources.NODE, GPU_NODE)
-    with contextlib.suppress(NotFound):
-        await kube.delete(resources.LEASE, GPU_NODE, namespace=NODE_LEASE_NAMESPACE)
+async def register_gpu_node(kube: KubernetesPort, *, not_ready_taint: bool = False) -> None:
+    """The pipeline's AMD GPU node (8 GPUs), registered at once."""
+    await register_node(kube, GpuNode(GPU_NODE), not_ready_taint=not_ready_taint)
 
 
-async def renew_node_lease(kube: KubernetesPort) -> None:
+async def remove_node(kube: KubernetesPort, name: str) -> None:
+    """The Node (its Lease goes with it: the garbage collector follows the Lease's owner
+    reference, as for a kubelet's; deleted here too, for the fake and for speed)."""
+    with contextlib.suppress(NotFound):
+        await kube.delete(resources.NODE, name)
+    with contextlib.suppress(NotFound):
+        await kube.delete(resources.LEASE, name, namespace=NODE_LEASE_NAMESPACE)
+
+
+async def remove_test_nodes(kube: KubernetesPort) -> None:
+    """Every node the tests registered, and their Leases."""
+    for node in (await kube.list(resources.NODE, label_selector=TEST_NODE_LABEL)).items:
+        await remove_node(kube, node["metadata"]["name"])
+    leases = await kube.list(
+        resources.LEASE, namespace=NODE_LEASE_NAMESPACE, label_selector=TEST_NODE_LABEL
+    )
+    for lease in leases.items:
+        with contextlib.suppress(NotFound):
+            await kube.delete(
+                resources.LEASE, lease["metadata"]["name"], namespace=NODE_LEASE_NAMESPACE
+            )
+
+
+async def renew_node_lease(kube: KubernetesPort, node: dict[str, Any]) -> None:
+    """The node's Lease renewed, owned by the Node as a kubelet's is."""
+    metadata = node["metadata"]
     renew_time = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     await kube.apply(
         {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
-            "metadata": {"name": GPU_NODE, "namespace": NODE_LEASE_NAMESPACE},
+            "metadata": {
+                "name": metadata["name"],
+                "namespace": NODE_LEASE_NAMESPACE,
+                "labels": {TEST_NODE_LABEL: "true"},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Node",
+                        "name": metadata["name"],
+                        "uid": metadata["uid"],
+                    }
+                ],
+            },
             "spec": {
-                "holderIdentity": GPU_NODE,
+                "holderIdentity": metadata["name"],
                 "leaseDurationSeconds": NODE_LEASE_SECONDS,
                 "renewTime": renew_time,
             },
@@ -212,11 +328,14 @@ async def renew_node_lease(kube: KubernetesPort) -> None:
 
 @contextlib.asynccontextmanager
 async def node_heartbeat(kube: KubernetesPort) -> AsyncIterator[None]:
-    """Renew the node's Lease while the block runs, as its kubelet would."""
+    """Renew the Lease of every node the tests registered while the block runs, as their
+    kubelets would (nodes registered later are picked up at the next beat)."""
 
     async def beat() -> None:
         while True:
-            await renew_node_lease(kube)
+            for node in (await kube.list(resources.NODE, label_selector=TEST_NODE_LABEL)).items:
+                with contextlib.suppress(NotFound):  # deleted meanwhile
+                    await renew_node_lease(kube, node)
             await asyncio.sleep(HEARTBEAT_SECONDS)
 
     task = asyncio.create_task(beat())
@@ -302,6 +421,56 @@ class Kubelet:
                 return pod
             assert time.monotonic() < deadline, f"the Job controller made no pod for Job {job}"
             await asyncio.sleep(0.1)
+
+    async def deployment_pods_ready(
+        self, deployment: str, *, namespace: str
+    ) -> list[dict[str, Any]]:
+        """Report Running and Ready every pod of the Deployment's current ReplicaSet (the
+        one of its latest revision), once the ReplicaSet controller has made them all;
+        returns them as they were before the report."""
+        deadline = time.monotonic() + POD_APPEARS_SECONDS
+        while True:
+            pods = await self._current_pods(deployment, namespace=namespace)
+            if pods is not None:
+                break
+            assert time.monotonic() < deadline, (
+                f"the controllers made no complete ReplicaSet for Deployment {deployment}"
+            )
+            await asyncio.sleep(0.1)
+        for pod in pods:
+            state = {"running": {"startedAt": now()}}
+            await self._report(pod, phase="Running", ready=True, state=state, reason=None)
+        return pods
+
+    async def _current_pods(
+        self, deployment: str, *, namespace: str
+    ) -> list[dict[str, Any]] | None:
+        """The pods of the Deployment's latest ReplicaSet, or None while the Deployment, that
+        ReplicaSet or some of its pods are not there yet."""
+        found = await get_or_none(self.kube, resources.DEPLOYMENT, deployment, namespace=namespace)
+        if found is None:
+            return None
+        revision = (found["metadata"].get("annotations") or {}).get(REVISION_ANNOTATION)
+        uid = found["metadata"]["uid"]
+        replica_sets = await self.kube.list(REPLICA_SET, namespace=namespace)
+        current = [
+            rs
+            for rs in replica_sets.items
+            if any(o["uid"] == uid for o in rs["metadata"].get("ownerReferences") or [])
+            and (rs["metadata"].get("annotations") or {}).get(REVISION_ANNOTATION) == revision
+        ]
+        if revision is None or len(current) != 1:
+            return None
+        [replica_set] = current
+        template_hash = replica_set["metadata"]["labels"][POD_TEMPLATE_HASH_LABEL]
+        pods = await self.kube.list(
+            resources.POD,
+            namespace=namespace,
+            label_selector=f"{POD_TEMPLATE_HASH_LABEL}={template_hash}",
+        )
+        wanted = int(replica_set["spec"].get("replicas") or 0)
+        alive = [p for p in pods.items if "deletionTimestamp" not in p["metadata"]]
+        return alive if wanted > 0 and len(alive) == wanted else None
 
     async def _report(
         self,

@@ -97,6 +97,10 @@ class Pipeline:
     jobs: actors.JobDriver
     audit_log: AuditLog | None
     """The real API server's audit log (the operator writes as ``OPERATOR_USER``)."""
+    started_at: float
+    """``time.monotonic()`` when ``kaiwo up`` began (before NATS started)."""
+    ready_at: float
+    """``time.monotonic()`` when every service answered ready."""
 
     @property
     def real(self) -> bool:
@@ -111,18 +115,24 @@ class Pipeline:
         return await actors.get_or_none(self.kube, resource, name, namespace=self.namespace)
 
     async def reaches(
-        self, name: str, phase: str, *, within: float = STEP_SECONDS
+        self,
+        name: str,
+        phase: str,
+        *,
+        within: float = STEP_SECONDS,
+        kind: resources.ResourceType = resources.KAIWO_JOB,
     ) -> dict[str, Any]:
-        """Wait until the KaiwoJob's ``status.status`` is ``phase``; returns the KaiwoJob."""
+        """Wait until the workload's (a KaiwoJob unless ``kind`` says otherwise)
+        ``status.status`` is ``phase``; returns the workload."""
 
         async def check() -> dict[str, Any] | Pending:
-            job = await self.child(resources.KAIWO_JOB, name)
-            if job is None:
+            workload = await self.child(kind, name)
+            if workload is None:
                 return Pending("not created yet")
-            found = (job.get("status") or {}).get("status", "")
-            return job if found == phase else Pending(f"phase {found or '(none)'}")
+            found = (workload.get("status") or {}).get("status", "")
+            return workload if found == phase else Pending(f"phase {found or '(none)'}")
 
-        return await eventually(check, what=f"KaiwoJob {name} in {phase}", within=within)
+        return await eventually(check, what=f"{kind.kind} {name} in {phase}", within=within)
 
     async def appears(
         self, resource: resources.ResourceType, name: str, *, within: float = STEP_SECONDS
@@ -216,14 +226,27 @@ def field_managers_of(obj: dict[str, Any], *path: str) -> set[str]:
 
 @contextlib.asynccontextmanager
 async def running_pipeline(
-    state_dir: Path, *, store_url: str | None = None, real: RealCluster | None = None
+    state_dir: Path,
+    *,
+    store_url: str | None = None,
+    real: RealCluster | None = None,
+    service_env: Mapping[str, str] | None = None,
+    gpu_cluster: bool = True,
 ) -> AsyncIterator[Pipeline]:
     """``kaiwo up`` with ``state_dir`` against a fresh fake API server (``--fake``), or against
-    ``real`` in a namespace of its own; the cluster set up for GPU workloads either way."""
+    ``real`` in a namespace of its own.
+
+    ``service_env``: more ``KAIWO_*`` settings for every service, over :data:`SERVICE_ENV`.
+    ``gpu_cluster``: set the cluster up for GPU workloads (a GPU node and the KaiwoQueueConfig
+    with queue ``kaiwo`` for the namespace); without it the test sets up nodes and queues.
+    On a real API server the Leases of every node the tests register are kept renewed.
+    """
+    env = {**SERVICE_ENV, **(service_env or {})}
     async with contextlib.AsyncExitStack() as exits:
         if real is None:
             namespace = actors.NAMESPACE
-            options = _stack_options(state_dir, store_url, kubeconfig=None)
+            started_at = time.monotonic()
+            options = _stack_options(state_dir, store_url, kubeconfig=None, env=env)
             stack = await exits.enter_async_context(LocalStack(options))
             assert stack.kubeconfig is not None
             kube = await _client(exits, stack.kubeconfig)
@@ -234,18 +257,22 @@ async def running_pipeline(
             # Registered before the operator starts, so it runs after the operator stopped.
             exits.push_async_callback(_clean_up_real_cluster, kube, namespace)
             kubeconfig = real.kubeconfig_for(OPERATOR_USER)
-            options = _stack_options(state_dir, store_url, kubeconfig=kubeconfig)
+            started_at = time.monotonic()
+            options = _stack_options(state_dir, store_url, kubeconfig=kubeconfig, env=env)
             stack = await exits.enter_async_context(LocalStack(options))
             jobs = actors.Kubelet(kube)
+        ready_at = time.monotonic()
         assert stack.nats is not None
         # The administrator's identity: the tests read every stream and re-publish copies.
         client = await connect_client(stack.nats_connection(ADMIN), max_reconnect_attempts=-1)
         exits.push_async_callback(client.close)
         await actors.create_namespace(kube, namespace)
-        await actors.register_gpu_node(kube)
+        if gpu_cluster:
+            await actors.register_gpu_node(kube, not_ready_taint=real is not None)
         if real is not None:
             await exits.enter_async_context(actors.node_heartbeat(kube))
-        await actors.create_queue_config(kube, namespace=namespace)
+        if gpu_cluster:
+            await actors.create_queue_config(kube, namespace=namespace)
         yield Pipeline(
             stack=stack,
             kube=kube,
@@ -256,11 +283,13 @@ async def running_pipeline(
             namespace=namespace,
             jobs=jobs,
             audit_log=real.audit_log if real is not None else None,
+            started_at=started_at,
+            ready_at=ready_at,
         )
 
 
 def _stack_options(
-    state_dir: Path, store_url: str | None, *, kubeconfig: Path | None
+    state_dir: Path, store_url: str | None, *, kubeconfig: Path | None, env: Mapping[str, str]
 ) -> StackOptions:
     return StackOptions(
         state_dir=state_dir,
@@ -268,7 +297,7 @@ def _stack_options(
         fake_cluster=kubeconfig is None,
         seed_fake_cluster=False,
         store_url=store_url,
-        service_env=SERVICE_ENV,
+        service_env=env,
         ready_timeout=90.0,
     )
 
@@ -280,18 +309,30 @@ async def _client(exits: contextlib.AsyncExitStack, kubeconfig: Path) -> Kuberne
 
 
 async def _clean_up_real_cluster(kube: KubernetesAsyncioAdapter, namespace: str) -> None:
-    """What this pipeline put into the shared cluster, removed once its operator stopped: the
-    KaiwoQueueConfig singleton and its Kueue objects, the node, and the namespace, waited for
-    until gone (the next operator would otherwise see this test's workloads)."""
+    """What this pipeline's tests put into the shared cluster, removed once its operator
+    stopped (it would put the singletons back): the KaiwoQueueConfig and its Kueue objects,
+    the KaiwoConfig, the nodes the tests registered, and this pipeline's namespace with every
+    other namespace the tests created, waited for until gone (the next operator would
+    otherwise see this test's workloads)."""
     await actors.remove_queue_config(kube)
-    await actors.remove_gpu_node(kube)
-    try:
-        await kube.delete(resources.NAMESPACE, namespace)
-    except NotFound:
-        return
+    await actors.remove_kaiwo_config(kube)
+    await actors.remove_test_nodes(kube)
+    labelled = await kube.list(resources.NAMESPACE, label_selector=actors.TEST_NAMESPACE_LABEL)
+    namespaces = {namespace} | {item["metadata"]["name"] for item in labelled.items}
+    for name in sorted(namespaces):
+        with contextlib.suppress(NotFound):
+            await kube.delete(resources.NAMESPACE, name)
 
     async def gone() -> bool | Pending:
-        found = await actors.get_or_none(kube, resources.NAMESPACE, namespace, namespace=None)
-        return True if found is None else Pending("still terminating")
+        left = [
+            name
+            for name in sorted(namespaces)
+            if await actors.get_or_none(kube, resources.NAMESPACE, name, namespace=None)
+        ]
+        return True if not left else Pending(f"still terminating: {', '.join(left)}")
 
-    await eventually(gone, what=f"namespace {namespace} deleted", within=NAMESPACE_GONE_SECONDS)
+    await eventually(
+        gone,
+        what=f"namespaces {', '.join(sorted(namespaces))} deleted",
+        within=NAMESPACE_GONE_SECONDS,
+    )

@@ -6,6 +6,8 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from kaiwo_contracts.crds.config_v1alpha1 import KaiwoConfig
+from kaiwo_contracts.crds.schema import custom_resource_definition
 from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule
 from kaiwo_kube import Conflict, Retryable
@@ -461,6 +463,32 @@ async def test_children_of_a_plan_cut_short_by_a_crash_are_pruned_by_the_next(
     ]
 
 
+async def test_a_created_default_kaiwoconfig_leaves_its_schema_defaults_to_the_user(
+    harness: Any,
+) -> None:
+    # A POST makes its field manager the owner of every field the server fills in from the
+    # CRD's defaults (a KaiwoConfig's whole spec, here as on a real API server), so the
+    # user's own apply of those fields would then conflict with the operator.
+    await harness.kube.apply_crd(custom_resource_definition(KaiwoConfig), field_manager="tests")
+    api_version = "config.kaiwo.silogen.ai/v1alpha1"
+    harness.owner = ObjectRef(api_version=api_version, kind="KaiwoConfig", name="kaiwo")
+    empty = {"apiVersion": api_version, "kind": "KaiwoConfig", "metadata": {"name": "kaiwo"}}
+    plan = Plan(owner=harness.owner, desired=({**empty, "spec": {}},), create_only=True)
+
+    created = await harness.run(plan, plan_id="plan-1", absent=(harness.owner,))
+
+    assert outcomes(created) == [("apply", "KaiwoConfig/kaiwo", "applied")]
+    stored = harness.find(api_version, "KaiwoConfig", "kaiwo", namespace=None)
+    assert stored["spec"]["nodes"]["addTaintsToGpuNodes"] is False  # the schema's default
+    users = {
+        **empty,
+        "spec": {"nodes": {"addTaintsToGpuNodes": True}, "ray": {"headPodMemory": "32Gi"}},
+    }
+    applied = await harness.kube.apply(users, field_manager="kaiwo-apply", force=False)
+    assert applied["spec"]["nodes"]["addTaintsToGpuNodes"] is True
+    assert applied["spec"]["ray"]["headPodMemory"] == "32Gi"
+
+
 async def test_a_create_only_plan_creates_and_never_overwrites_the_users_edits(
     harness: Any,
 ) -> None:
@@ -482,8 +510,9 @@ async def test_a_create_only_plan_creates_and_never_overwrites_the_users_edits(
     stored = harness.find("kaiwo.silogen.ai/v1alpha1", "KaiwoQueueConfig", "kaiwo", namespace=None)
     assert stored["spec"] == {}
     assert outcomes(created) == [("apply", "KaiwoQueueConfig/kaiwo", "applied")]
-    # Create, not apply: no field of the user's object belongs to the operator's applies.
-    assert [m for m in managers(stored) if m[1] == "Apply"] == []
+    # No field inside the user's spec belongs to the operator: it sent only the empty map.
+    [entry] = stored["metadata"]["managedFields"]
+    assert (entry["manager"], entry["fieldsV1"]) == ("kaiwo", {"f:spec": {}})
 
     # The user fills it in; the same plan again (say, after the planner restarted) creates
     # nothing and changes nothing.

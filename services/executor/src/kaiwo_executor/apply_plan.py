@@ -12,7 +12,8 @@ order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` pe
    what others changed since (Kueue unsuspending a Job); or in ``drifted`` (the planner saw
    it without what the plan asks, e.g. a field edited by hand): then it is applied again.
    A ``create_only`` plan's objects are only ever created (the default KaiwoConfig and
-   KaiwoQueueConfig, which are the user's once they exist). Everything else is applied with
+   KaiwoQueueConfig, which are the user's once they exist), by a server-side apply that owns
+   none of the fields the CRD's defaults fill in. Everything else is applied with
    server-side apply, field manager
    ``kaiwo``, forced: the executor is the one owner of the fields it sets. A manifest that
    sets ``spec.suspend: true`` (a child created suspended for Kueue) is applied under
@@ -295,7 +296,9 @@ class PlanExecutor:
         started = time.perf_counter()
         if _is_node(manifest):
             result = await self._guarded(lambda: self._patch_node(manifest), "apply", target)
-        elif key in run.recreate or run.plan.create_only:
+        elif run.plan.create_only:
+            result = await self._guarded(lambda: self._create_only(manifest), "apply", target)
+        elif key in run.recreate:
             # Applied before and unchanged: the planner saw it missing, perhaps only because
             # it planned before observing the creation. Create it, never apply it again: a
             # stale plan must not overwrite what others changed since (Kueue's suspend).
@@ -323,6 +326,29 @@ class PlanExecutor:
         manager = CREATE_SUSPENDED_FIELD_MANAGER if created_suspended(manifest) else FIELD_MANAGER
         await self._kube.apply(manifest, field_manager=manager, force=True, resource=resource)
         return "applied"
+
+    async def _create_only(self, manifest: dict[str, Any]) -> str:
+        """Create ``manifest`` unless it exists, which is then left as it is.
+
+        Created by server-side apply, not by POST: a POST's field manager owns every field the
+        API server fills in from the CRD's defaults (a KaiwoConfig's whole spec), so the user's
+        own apply of any of them would conflict with the operator; an apply owns only what it
+        sends (the empty spec). Not forced: should the object appear between the read and the
+        apply, a field the user set otherwise is a conflict (retried, then found existing),
+        never overwritten.
+        """
+        metadata = manifest.get("metadata") or {}
+        resource = await self._resource(str(manifest.get("apiVersion")), str(manifest.get("kind")))
+        try:
+            await self._kube.get(
+                resource, str(metadata.get("name", "")), namespace=metadata.get("namespace")
+            )
+        except NotFound:
+            await self._kube.apply(
+                manifest, field_manager=FIELD_MANAGER, force=False, resource=resource
+            )
+            return "applied"
+        return "unchanged"
 
     async def _recreate(self, manifest: dict[str, Any]) -> str:
         try:
