@@ -232,7 +232,7 @@ async def running_pipeline(
             namespace = f"{actors.NAMESPACE}-{uuid.uuid4().hex[:6]}"
             kube = await _client(exits, real.kubeconfig)
             # Registered before the operator starts, so it runs after the operator stopped.
-            exits.push_async_callback(_clean_up_real_cluster, kube, namespace)
+            exits.push_async_callback(clean_up_real_cluster, kube, namespace)
             kubeconfig = real.kubeconfig_for(OPERATOR_USER)
             options = _stack_options(state_dir, store_url, kubeconfig=kubeconfig)
             stack = await exits.enter_async_context(LocalStack(options))
@@ -279,7 +279,7 @@ async def _client(exits: contextlib.AsyncExitStack, kubeconfig: Path) -> Kuberne
     return kube
 
 
-async def _clean_up_real_cluster(kube: KubernetesAsyncioAdapter, namespace: str) -> None:
+async def clean_up_real_cluster(kube: KubernetesAsyncioAdapter, namespace: str) -> None:
     """What this pipeline put into the shared cluster, removed once its operator stopped: the
     KaiwoQueueConfig singleton and its Kueue objects, the node, and the namespace, waited for
     until gone (the next operator would otherwise see this test's workloads)."""
