@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import yaml
 from kaiwo_envtest import AuditEvent
-from kaiwo_kube import AlreadyExists, KubernetesPort, NotFound, resources
+from kaiwo_kube import AlreadyExists, NotFound, resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
@@ -151,14 +151,3 @@ async def service_kubeconfig(admin_kubeconfig: Path, service: str, directory: Pa
 def _write_private(path: Path, text: str) -> None:
     path.write_text(text)
     path.chmod(0o600)
-
-
-async def deleted(
-    kube: KubernetesPort, resource: resources.ResourceType, name: str, *, namespace: str | None
-) -> bool:
-    """Gone, or on its way (a finalizer such as the PVC protection may still hold it)."""
-    try:
-        found = await kube.get(resource, name, namespace=namespace)
-    except NotFound:
-        return True
-    return bool(found["metadata"].get("deletionTimestamp"))
