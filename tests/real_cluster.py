@@ -4,7 +4,9 @@
 
 1. the cluster of ``KAIWO_TEST_KUBECONFIG``, when that is set;
 2. a throw-away control plane (etcd, kube-apiserver, kube-controller-manager, audit log) from
-   the archives in ``KAIWO_ENVTEST_ASSETS`` or ``../shared/envtest``, started once per session.
+   the archives in ``KAIWO_ENVTEST_ASSETS`` or ``../shared/envtest``, started once per session,
+   with ``OwnerReferencesPermissionEnforcement`` admission and every request of the operator's
+   ServiceAccounts audited.
 
 Either way our CRDs and the third-party ones from ``../shared/crds/third-party`` (Kueue,
 KubeRay, AppWrapper, Gateway API: test data, not a product dependency) are served and
@@ -48,6 +50,14 @@ KUBECONFIG_VARIABLE: Final = "KAIWO_TEST_KUBECONFIG"
 REQUIRE_VARIABLE: Final = "KAIWO_REQUIRE_REAL_APISERVER"
 FIELD_MANAGER: Final = "kaiwo-tests"
 ESTABLISHED_WITHIN: Final = 60.0
+OPERATOR_NAMESPACE: Final = "kaiwo-system"
+AUDITED_IN_FULL: Final = (f"system:serviceaccounts:{OPERATOR_NAMESPACE}",)
+"""The operator's ServiceAccounts (deploy/k8s/base/rbac.yaml): the audit log holds every
+request of theirs, reads too, so a test can compare their roles with the calls they make."""
+ADMISSION_PLUGINS: Final = ("OwnerReferencesPermissionEnforcement",)
+"""Besides the API server's defaults, as OpenShift runs it: a client that sets
+``blockOwnerDeletion`` on an owner reference (every child the operator makes) must be allowed
+to update the owner's ``finalizers``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +152,13 @@ def real_cluster() -> Iterator[RealCluster]:
     except AssetsNotFoundError as error:
         unavailable(f"{KUBECONFIG_VARIABLE} is not set, and {error}")
         raise  # unavailable() skipped or failed; this line is never reached
-    options = ControlPlaneOptions(assets=assets, controller_manager=True, audit=True)
+    options = ControlPlaneOptions(
+        assets=assets,
+        controller_manager=True,
+        audit=True,
+        audit_every_request_of=AUDITED_IN_FULL,
+        admission_plugins=ADMISSION_PLUGINS,
+    )
     started = time.monotonic()
     with ControlPlane(options) as plane:
         run_async(lambda: install_crds(plane.kubeconfig, keep_existing_third_party=False))

@@ -255,7 +255,7 @@ async def running_pipeline(
             namespace = f"{actors.NAMESPACE}-{uuid.uuid4().hex[:6]}"
             kube = await _client(exits, real.kubeconfig)
             # Registered before the operator starts, so it runs after the operator stopped.
-            exits.push_async_callback(_clean_up_real_cluster, kube, namespace)
+            exits.push_async_callback(clean_up_real_cluster, kube, namespace)
             kubeconfig = real.kubeconfig_for(OPERATOR_USER)
             started_at = time.monotonic()
             options = _stack_options(state_dir, store_url, kubeconfig=kubeconfig, env=env)
@@ -308,7 +308,7 @@ async def _client(exits: contextlib.AsyncExitStack, kubeconfig: Path) -> Kuberne
     return kube
 
 
-async def _clean_up_real_cluster(kube: KubernetesAsyncioAdapter, namespace: str) -> None:
+async def clean_up_real_cluster(kube: KubernetesAsyncioAdapter, namespace: str) -> None:
     """What this pipeline's tests put into the shared cluster, removed once its operator
     stopped (it would put the singletons back): the KaiwoQueueConfig and its Kueue objects,
     the KaiwoConfig, the nodes the tests registered, and this pipeline's namespace with every

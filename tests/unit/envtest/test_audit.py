@@ -1,4 +1,5 @@
-"""Counting the write requests in an API server's audit log."""
+"""Counting the write requests in an API server's audit log, and reading every request of the
+users a test names."""
 
 from __future__ import annotations
 
@@ -7,7 +8,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from kaiwo_envtest import AUDIT_POLICY, AuditEvent, AuditLog, count_writes, parse_event
+from kaiwo_envtest import (
+    AUDIT_POLICY,
+    AuditEvent,
+    AuditLog,
+    audit_policy,
+    count_writes,
+    parse_event,
+    parse_request,
+)
 
 
 def line(verb: str, user: str, agent: str = "kaiwo/1", **target: str) -> str:
@@ -38,6 +47,18 @@ def test_the_policy_records_writes_at_metadata_level_and_nothing_else() -> None:
             {"level": "None"},
         ],
     }
+
+
+def test_the_policy_can_record_every_request_of_some_groups_first() -> None:
+    policy = audit_policy(["system:serviceaccounts:kaiwo-system"])
+
+    assert policy["omitStages"] == ["RequestReceived"]
+    assert policy["rules"] == [
+        {"level": "Metadata", "userGroups": ["system:serviceaccounts:kaiwo-system"]},
+        {"level": "Metadata", "verbs": ["create", "update", "patch", "delete", "deletecollection"]},
+        {"level": "None"},
+    ]
+    assert audit_policy() == AUDIT_POLICY
 
 
 def test_a_line_becomes_one_write() -> None:
@@ -86,3 +107,41 @@ def test_the_log_is_read_from_a_mark_and_a_half_written_line_waits(tmp_path: Pat
         out.write(line("delete", "b") + "\n" + line("patch", "c")[:40])
     assert [e.verb for e in log.events()] == ["create", "delete"]
     assert log.writes(since=mark) == Counter({("b", "delete"): 1})
+
+
+def test_a_read_is_a_request_with_its_api_group_and_a_request_for_no_resource_its_path() -> None:
+    watch = json.loads(line("watch", "system:serviceaccount:kaiwo-system:kaiwo-watcher"))
+    watch["objectRef"] = {"resource": "jobs", "apiGroup": "batch", "apiVersion": "v1"}
+    watch["requestURI"] = "/apis/batch/v1/jobs?watch=true"
+    discovery = json.loads(line("get", "kaiwo"))
+    del discovery["objectRef"]
+    discovery["requestURI"] = "/apis/ray.io/v1"
+    discovery["responseStatus"]["code"] = 403
+
+    parsed = parse_request(json.dumps(watch))
+
+    assert parsed == AuditEvent(
+        verb="watch",
+        user="system:serviceaccount:kaiwo-system:kaiwo-watcher",
+        user_agent="kaiwo/1",
+        resource="jobs",
+        subresource="",
+        namespace="",
+        name="",
+        code=200,
+        api_group="batch",
+        uri="/apis/batch/v1/jobs?watch=true",
+    )
+    assert not parsed.is_write
+    assert parse_event(json.dumps(watch)) is None
+    assert parse_request(json.dumps(discovery)) == AuditEvent(
+        "get", "kaiwo", "kaiwo/1", "", "", "", "", 403, api_group="", uri="/apis/ray.io/v1"
+    )
+
+
+def test_requests_holds_reads_and_writes_and_events_the_writes_only(tmp_path: Path) -> None:
+    log = AuditLog(tmp_path / "audit.log")
+    log.path.write_text(line("list", "a") + "\n" + line("patch", "a") + "\n")
+
+    assert [(e.verb, e.is_write) for e in log.requests()] == [("list", False), ("patch", True)]
+    assert [e.verb for e in log.events()] == ["patch"]

@@ -78,6 +78,9 @@ class StackOptions:
     ready_timeout: float = 60.0
     service_env: Mapping[str, str] = field(default_factory=dict)
     """Extra ``KAIWO_*`` settings for every service (timeouts, batch sizes, log level)."""
+    env_by_service: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Settings for one service only, by service name, over ``service_env``: e.g. a
+    ``KAIWO_KUBECONFIG`` of its own, so that each service authenticates as itself."""
 
     @property
     def event_store_url(self) -> str:
@@ -286,7 +289,7 @@ class LocalStack:
         assert self.credentials is not None
         for name, module in services:
             port = free_port()
-            env = self._service_env(port)
+            env = {**self._service_env(port), **self.options.env_by_service.get(name, {})}
             env["KAIWO_NATS_CREDENTIALS_FILE"] = str(self.credentials.seed(name))
             service = ServiceProcess(
                 name=name,

@@ -4,7 +4,8 @@
 etcd and kube-apiserver (and the kube-controller-manager with ``controller_manager=True``) from
 ``*.xz`` archives, unpacked once into a cache; ``plane.kubeconfig`` is an administrator's
 kubeconfig; with ``audit=True``, ``plane.audit_log`` counts the write requests each client
-made. ``python -m kaiwo_envtest`` runs one until interrupted.
+made (and holds every request of the user groups in ``audit_every_request_of``).
+``python -m kaiwo_envtest`` runs one until interrupted.
 """
 
 from kaiwo_envtest.assets import (
@@ -19,7 +20,15 @@ from kaiwo_envtest.assets import (
     find_assets,
     unpack,
 )
-from kaiwo_envtest.audit import AUDIT_POLICY, AuditEvent, AuditLog, count_writes, parse_event
+from kaiwo_envtest.audit import (
+    AUDIT_POLICY,
+    AuditEvent,
+    AuditLog,
+    audit_policy,
+    count_writes,
+    parse_event,
+    parse_request,
+)
 from kaiwo_envtest.control_plane import ControlPlane, ControlPlaneOptions
 from kaiwo_envtest.kubeconfig import kubeconfig_document, write_kubeconfig
 from kaiwo_envtest.pki import Credentials, Pki, client_credentials, make_pki, subject
@@ -40,6 +49,7 @@ __all__ = [
     "ControlPlaneOptions",
     "Credentials",
     "Pki",
+    "audit_policy",
     "cache_key",
     "client_credentials",
     "count_writes",
@@ -48,6 +58,7 @@ __all__ = [
     "kubeconfig_document",
     "make_pki",
     "parse_event",
+    "parse_request",
     "subject",
     "unpack",
     "write_kubeconfig",

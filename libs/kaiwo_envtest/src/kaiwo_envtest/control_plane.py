@@ -20,7 +20,7 @@ from typing import Final, Self
 import yaml
 
 from kaiwo_envtest.assets import Assets, Binaries, default_cache_root, unpack
-from kaiwo_envtest.audit import AUDIT_POLICY, AuditLog
+from kaiwo_envtest.audit import AuditLog, audit_policy
 from kaiwo_envtest.kubeconfig import kubeconfig_document, write_kubeconfig
 from kaiwo_envtest.pki import Credentials, Pki, client_credentials, make_pki
 from kaiwo_envtest.processes import Component, ControlPlaneError, answers_ok, free_port
@@ -41,6 +41,12 @@ class ControlPlaneOptions:
     controller_manager: bool = False
     audit: bool = False
     """Write an audit log of every write request (:class:`~kaiwo_envtest.audit.AuditLog`)."""
+    audit_every_request_of: tuple[str, ...] = ()
+    """User groups whose every request, reads included, the audit log records too (e.g.
+    ``system:serviceaccounts:kaiwo-system``: which API calls a service account made)."""
+    admission_plugins: tuple[str, ...] = ()
+    """Admission plugins to turn on besides the API server's defaults (e.g.
+    ``OwnerReferencesPermissionEnforcement``, which OpenShift runs)."""
     ready_timeout: float = 60.0
 
 
@@ -194,9 +200,12 @@ class ControlPlane:
             f"--cert-dir={self.directory / 'apiserver-certs'}",
             "--enable-priority-and-fairness=false",
         ]
+        if self.options.admission_plugins:
+            flags.append(f"--enable-admission-plugins={','.join(self.options.admission_plugins)}")
         if self.options.audit:
             policy = self.directory / "audit-policy.yaml"
-            policy.write_text(yaml.safe_dump(AUDIT_POLICY, sort_keys=False))
+            document = audit_policy(self.options.audit_every_request_of)
+            policy.write_text(yaml.safe_dump(document, sort_keys=False))
             flags += [
                 f"--audit-policy-file={policy}",
                 f"--audit-log-path={self.directory / 'audit.log'}",

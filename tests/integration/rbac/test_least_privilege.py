@@ -1,0 +1,569 @@
+"""Least privilege, measured on a real API server.
+
+The whole operator runs as ``kaiwo up`` runs it, but each service authenticates as its own
+ServiceAccount (a TokenRequest token), bound to the roles of deploy/k8s/base/rbac.yaml, while
+the test drives scenarios that reach the code's API calls broadly: the default KaiwoConfig and
+KaiwoQueueConfig created on an empty cluster, GPU node labels and taint, the administrator's
+KaiwoQueueConfig replacing discovered flavors and adding queues, then losing some (pruning), a
+KaiwoJob with a download through to COMPLETE, a Ray KaiwoJob turned into a batch one and then
+deleted, a KaiwoService behind a gateway (Deployment, Service, HTTPRoute) whose Deployment is
+deleted by hand, turned into a Ray service and back, and a KaiwoJob terminated for running past
+its duration while another waits (its PVC pruned); the monitor leads through its Lease and
+scrapes a Prometheus stub.
+
+The audit log holds every request of those ServiceAccounts (``tests.real_cluster``), and says:
+
+* no request of any service was refused, and every scenario got where it should: the roles
+  are sufficient;
+* every grant was used in the run, except those in :data:`UNUSED_IN_THIS_RUN`, each with the
+  reason: a grant the code no longer needs fails the test;
+* nobody wrote where it should not: the watcher wrote nothing, the planner and the recorder
+  made no request at all, the monitor wrote its Lease only, the executor only in the test's
+  namespace, in ``default`` (Events about the cluster-scoped KaiwoQueueConfig) and to
+  cluster-scoped objects, and on the node only Kaiwo's own labels and taint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+from aiohttp import web
+from kaiwo_cli.stack.local import LocalStack, StackOptions
+from kaiwo_contracts.events.permissions import ADMIN
+from kaiwo_contracts.events.streams import bus_topology
+from kaiwo_envtest import AuditEvent
+from kaiwo_kube import NotFound, Retryable, resources
+from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_runtime.nats_connection import connect_client
+from kaiwo_runtime.nats_server import free_port
+
+from tests.integration.pipeline import cluster_actors as actors
+from tests.integration.pipeline.harness import (
+    SERVICE_ENV,
+    Pending,
+    Pipeline,
+    clean_up_real_cluster,
+    eventually,
+)
+from tests.integration.rbac.service_accounts import (
+    REFUSED,
+    Grant,
+    granted,
+    install_rbac,
+    service_kubeconfig,
+    service_user,
+    uninstall_rbac,
+    usage_table,
+    used,
+)
+from tests.real_cluster import OPERATOR_NAMESPACE, RealCluster
+
+pytestmark = [pytest.mark.k8s, pytest.mark.nats, pytest.mark.slow, pytest.mark.timeout(300)]
+
+SERVICES: Final = ("watcher", "planner", "executor", "monitor", "recorder")
+WITH_ROLES: Final = ("watcher", "executor", "monitor")
+KAIWO_API: Final = actors.KAIWO_API
+GPU_TAINT: Final = "kaiwo.silogen.ai/gpu"
+MONITOR_LEASE: Final = "kaiwo-monitor"
+
+REPLACED_CHILD: Final = (
+    "read back only after a prune's delete failed its uid precondition, to tell a child "
+    "replaced by a new one of the same name between the list and the delete from a conflict "
+    "(apply_plan._replaced): a race this test does not stage"
+)
+FINALIZERS: Final = (
+    "checked by the OwnerReferencesPermissionEnforcement admission plugin within each write of "
+    "a child (they name their owner with blockOwnerDeletion), not a request of its own, so the "
+    "audit log never shows it; the session's API server runs that plugin, so without this "
+    "grant the children's writes would be refused and this test would fail"
+)
+CRD_WAIT: Final = (
+    "only while a custom kind is not served yet (Kueue or KubeRay installed after the watcher "
+    "started; watcher.service._until_served); here every CRD is there before the operator starts"
+)
+UNUSED_IN_THIS_RUN: Final[dict[str, dict[Grant, str]]] = {
+    "watcher": {
+        ("apiextensions.k8s.io", "customresourcedefinitions", "list"): CRD_WAIT,
+        ("apiextensions.k8s.io", "customresourcedefinitions", "watch"): CRD_WAIT,
+    },
+    "executor": {
+        ("", "persistentvolumeclaims", "get"): REPLACED_CHILD,
+        ("", "configmaps", "get"): REPLACED_CHILD,
+        ("", "services", "get"): REPLACED_CHILD,
+        ("batch", "jobs", "get"): REPLACED_CHILD,
+        ("apps", "deployments", "get"): REPLACED_CHILD,
+        ("ray.io", "rayjobs", "get"): REPLACED_CHILD,
+        ("workload.codeflare.dev", "appwrappers", "get"): REPLACED_CHILD,
+        ("gateway.networking.k8s.io", "httproutes", "get"): REPLACED_CHILD,
+        ("kueue.x-k8s.io", "resourceflavors", "get"): REPLACED_CHILD,
+        ("kueue.x-k8s.io", "clusterqueues", "get"): REPLACED_CHILD,
+        ("kueue.x-k8s.io", "localqueues", "get"): REPLACED_CHILD,
+        ("kueue.x-k8s.io", "workloadpriorityclasses", "get"): REPLACED_CHILD,
+        ("kueue.x-k8s.io", "topologies", "get"): REPLACED_CHILD,
+        ("kaiwo.silogen.ai", "kaiwojobs/finalizers", "update"): FINALIZERS,
+        ("kaiwo.silogen.ai", "kaiwoservices/finalizers", "update"): FINALIZERS,
+        ("kaiwo.silogen.ai", "kaiwoqueueconfigs/finalizers", "update"): FINALIZERS,
+    },
+    "monitor": {},
+}
+"""Grants the run does not use, by service, with the reason each is in the role anyway."""
+
+
+# ---------------------------------------------------------------------- the cluster around
+
+
+@dataclass
+class PrometheusStub:
+    """Answers the monitor's instant queries with an empty vector (no GPU is measured)."""
+
+    port: int = field(default_factory=free_port)
+    queries: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def answer(self, request: web.Request) -> web.Response:
+        self.queries.append(request.query.get("query", ""))
+        return web.json_response(
+            {"status": "success", "data": {"resultType": "vector", "result": []}}
+        )
+
+
+@contextlib.asynccontextmanager
+async def prometheus_stub() -> AsyncIterator[PrometheusStub]:
+    stub = PrometheusStub()
+    app = web.Application()
+    app.router.add_get("/api/v1/query", stub.answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, "127.0.0.1", stub.port).start()
+        yield stub
+    finally:
+        await runner.cleanup()
+
+
+async def forget_kaiwo_config(kube: KubernetesAsyncioAdapter) -> None:
+    with contextlib.suppress(NotFound):
+        await kube.delete(resources.KAIWO_CONFIG, "kaiwo")
+
+
+async def forget_singletons(kube: KubernetesAsyncioAdapter) -> None:
+    """No KaiwoConfig and no KaiwoQueueConfig (an earlier test's operator made them)."""
+
+    async def attempt() -> bool | Pending:
+        try:
+            await actors.remove_queue_config(kube)
+            await forget_kaiwo_config(kube)
+        except Retryable as error:  # first in a session: a new CRD's storage may still start
+            return Pending(error.message)
+        return True
+
+    await eventually(attempt, what="no KaiwoConfig and no KaiwoQueueConfig", interval=0.5)
+
+
+def stack_options(
+    state_dir: Path, admin: Path, kubeconfigs: dict[str, Path], metrics: str
+) -> StackOptions:
+    by_service = {name: {"KAIWO_KUBECONFIG": str(path)} for name, path in kubeconfigs.items()}
+    by_service["monitor"] |= {
+        # Its ServiceAccount's namespace, which it reads from the pod in a cluster.
+        "KAIWO_MONITOR_LEASE_NAMESPACE": OPERATOR_NAMESPACE,
+        "KAIWO_MONITOR_POLLING_INTERVAL_SECONDS": "1",
+    }
+    return StackOptions(
+        state_dir=state_dir,
+        kubeconfig=admin,  # kaiwo up's own look at the cluster; each service has its own
+        seed_fake_cluster=False,
+        metrics_endpoint=metrics,
+        service_env=SERVICE_ENV,
+        env_by_service=by_service,
+        ready_timeout=90.0,
+    )
+
+
+# ---------------------------------------------------------------------- checks
+
+
+async def gone(
+    p: Pipeline, resource: resources.ResourceType, name: str, *, namespace: str | None = None
+) -> None:
+    """Wait until the object is deleted or being deleted (a finalizer may hold it a while)."""
+
+    async def check() -> bool | Pending:
+        found = await actors.get_or_none(p.kube, resource, name, namespace=namespace)
+        if found is None or found["metadata"].get("deletionTimestamp"):
+            return True
+        return Pending("still there")
+
+    await eventually(check, what=f"{resource.kind} {name} deleted")
+
+
+async def holds(
+    what: str, read: Callable[[], Awaitable[Any]], condition: Callable[[Any], bool]
+) -> Any:
+    async def check() -> Any:
+        value = await read()
+        return value if condition(value) else Pending(f"now {value!r}")
+
+    return await eventually(check, what=what)
+
+
+async def kueue_names(p: Pipeline, resource: resources.ResourceType) -> set[str]:
+    selector = f"{actors.QUEUE_CONFIG_LABEL}={actors.QUEUE_CONFIG}"
+    listed = await p.kube.list(resource, label_selector=selector)
+    return {item["metadata"]["name"] for item in listed.items}
+
+
+# ---------------------------------------------------------------------- scenarios
+
+
+async def defaults_on_an_empty_cluster(p: Pipeline) -> None:
+    """The operator creates the KaiwoConfig and KaiwoQueueConfig ``kaiwo``; the default queue,
+    flavor and topology follow, and the GPU node gets its pool labels. The administrator then
+    asks for the GPU taint (and quick preemption), and the node gets it."""
+    await p.appears(resources.KAIWO_CONFIG, "kaiwo")
+    await p.appears(resources.KAIWO_QUEUE_CONFIG, "kaiwo")
+    await p.appears(resources.KUEUE_CLUSTER_QUEUE, actors.QUEUE)
+    await holds(
+        "the discovered flavor and the default topology",
+        lambda: asyncio.gather(
+            kueue_names(p, resources.KUEUE_RESOURCE_FLAVOR),
+            kueue_names(p, resources.KUEUE_TOPOLOGY),
+        ),
+        all,
+    )
+    await p.kube.merge_patch(
+        resources.KAIWO_CONFIG,
+        "kaiwo",
+        {
+            "spec": {
+                "nodes": {"addTaintsToGpuNodes": True},
+                "scheduling": {"pendingThresholdForPreemption": "1s"},
+            }
+        },
+    )
+    await holds(
+        "the GPU node tainted and labelled by Kaiwo",
+        lambda: p.kube.get(resources.NODE, actors.GPU_NODE),
+        lambda node: (
+            any(t["key"] == GPU_TAINT for t in node["spec"].get("taints") or ())
+            and any(k.startswith("kaiwo/") for k in node["metadata"]["labels"])
+        ),
+    )
+
+
+def queue_config(namespace: str, *, extra: bool) -> dict[str, Any]:
+    """The administrator's KaiwoQueueConfig: a flavor of its own (so the discovered one and the
+    default topology go), queue ``kaiwo`` for ``namespace``, and with ``extra`` a second queue
+    and a priority class."""
+    queues = [{"name": actors.QUEUE, "namespaces": [namespace], "spec": {}}]
+    spec: dict[str, Any] = {
+        "resourceFlavors": [{"name": "rbac-flavor", "nodeLabels": {"kaiwo/nodepool": "rbac"}}],
+        "clusterQueues": queues,
+    }
+    if extra:
+        queues.append({"name": "rbac-extra", "namespaces": [namespace], "spec": {}})
+        spec["workloadPriorityClasses"] = [
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta1",
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": "rbac-priority"},
+                "value": 10,
+            }
+        ]
+    return {
+        "apiVersion": KAIWO_API,
+        "kind": "KaiwoQueueConfig",
+        "metadata": {"name": actors.QUEUE_CONFIG},
+        "spec": spec,
+    }
+
+
+async def the_administrators_queue_config(p: Pipeline) -> None:
+    """Applied over the default one, then without its extra queue and priority class: the
+    executor creates, then prunes, objects of every Kueue kind it manages."""
+    assert await kueue_names(p, resources.KUEUE_RESOURCE_FLAVOR), "a flavor was discovered"
+    await p.kube.apply(
+        queue_config(p.namespace, extra=True), field_manager="cluster-admin", force=False
+    )
+    await p.appears(resources.KUEUE_LOCAL_QUEUE, "rbac-extra")
+    await p.appears(resources.KUEUE_WORKLOAD_PRIORITY_CLASS, "rbac-priority")
+    await holds(
+        "the administrator's flavor only, and no topology",
+        lambda: asyncio.gather(
+            kueue_names(p, resources.KUEUE_RESOURCE_FLAVOR),
+            kueue_names(p, resources.KUEUE_TOPOLOGY),
+        ),
+        lambda found: found[0] == {"rbac-flavor"} and not found[1],
+    )
+    await p.kube.apply(
+        queue_config(p.namespace, extra=False), field_manager="cluster-admin", force=False
+    )
+    await gone(p, resources.KUEUE_CLUSTER_QUEUE, "rbac-extra")
+    await gone(p, resources.KUEUE_LOCAL_QUEUE, "rbac-extra", namespace=p.namespace)
+    await gone(p, resources.KUEUE_WORKLOAD_PRIORITY_CLASS, "rbac-priority")
+
+
+def kaiwo_job(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    job = actors.training_job(name, namespace=namespace, download=bool(spec.pop("download")))
+    job["spec"] |= spec
+    return job
+
+
+async def a_ray_job_turned_into_a_batch_job_then_deleted(p: Pipeline) -> None:
+    name = "ray-then-batch"
+    await p.kube.create(kaiwo_job(name, p.namespace, download=False, ray=True))
+    await p.appears(resources.RAY_JOB, name)
+    patch = {"spec": {"ray": False}}
+    await p.kube.merge_patch(resources.KAIWO_JOB, name, patch, namespace=p.namespace)
+    await p.appears(resources.JOB, name)
+    await gone(p, resources.RAY_JOB, name, namespace=p.namespace)
+    await p.kube.delete(resources.KAIWO_JOB, name, namespace=p.namespace)
+    await gone(p, resources.KAIWO_JOB, name, namespace=p.namespace)
+
+
+async def a_service_behind_a_gateway_changed_every_way(p: Pipeline) -> None:
+    """Deployment, Service and HTTPRoute; the Deployment deleted by hand comes back; as a Ray
+    service it is an AppWrapper (the Deployment and Service pruned); without the gateway its
+    HTTPRoute is pruned; back to a Deployment, the AppWrapper is pruned."""
+    name, ns = "svc", p.namespace
+    await p.kube.create(
+        {
+            "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+            "kind": "AIMNamespaceConfig",
+            "metadata": {"name": "aim", "namespace": ns},
+            "spec": {"gateway": {"name": "gateway", "namespace": ns}},
+        }
+    )
+    await p.kube.create(
+        {
+            "apiVersion": KAIWO_API,
+            "kind": "KaiwoService",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"image": "rocm/vllm:latest", "entrypoint": "vllm serve m", "gpus": 1},
+        }
+    )
+    deployment = await p.appears(resources.DEPLOYMENT, name)
+    await p.appears(resources.SERVICE, name)
+    await p.appears(resources.HTTP_ROUTE, name)
+
+    await p.kube.delete(resources.DEPLOYMENT, name, namespace=ns)
+    await holds(
+        "the Deployment deleted by hand created again",
+        lambda: p.child(resources.DEPLOYMENT, name),
+        lambda found: (
+            found is not None and found["metadata"]["uid"] != deployment["metadata"]["uid"]
+        ),
+    )
+
+    await p.kube.merge_patch(resources.KAIWO_SERVICE, name, {"spec": {"ray": True}}, namespace=ns)
+    await p.appears(resources.APP_WRAPPER, name)
+    await gone(p, resources.DEPLOYMENT, name, namespace=ns)
+    await gone(p, resources.SERVICE, name, namespace=ns)
+
+    await p.kube.delete(resources.AIM_NAMESPACE_CONFIG, "aim", namespace=ns)
+    await gone(p, resources.HTTP_ROUTE, name, namespace=ns)
+
+    await p.kube.merge_patch(resources.KAIWO_SERVICE, name, {"spec": {"ray": False}}, namespace=ns)
+    await p.appears(resources.DEPLOYMENT, name)
+    await gone(p, resources.APP_WRAPPER, name, namespace=ns)
+
+
+async def a_job_past_its_duration_terminated_for_a_waiting_one(p: Pipeline) -> None:
+    """Running past ``duration`` while another waits for GPUs longer than the threshold: the
+    expired one is TERMINATED and every child of it pruned, its data volume included."""
+    name, ns = "expiring", p.namespace
+    await p.kube.create(kaiwo_job(name, ns, download=True, duration="2s"))
+    await p.reaches(name, "DOWNLOADING")
+    await p.appears(resources.JOB, f"{name}-download")
+    await p.jobs.pod_succeeded(f"{name}-download", namespace=ns)
+    main = await p.appears(resources.JOB, name)
+    await p.reaches(name, "PENDING")
+    await actors.kueue_admits(p.kube, main)
+    await p.jobs.pod_running(name, namespace=ns, ready=True)
+    await p.reaches(name, "RUNNING")
+    await p.kube.create(kaiwo_job("waiting", ns, download=False))
+    await p.reaches("waiting", "PENDING")
+    await p.reaches(name, "TERMINATED")
+    for resource, child in (
+        (resources.JOB, name),
+        (resources.JOB, f"{name}-download"),
+        (resources.CONFIG_MAP, f"{name}-download"),
+        (resources.PERSISTENT_VOLUME_CLAIM, f"{name}-data"),
+    ):
+        await gone(p, resource, child, namespace=ns)
+
+
+# ---------------------------------------------------------------------- the run
+
+
+@contextlib.asynccontextmanager
+async def operator_under_its_roles(
+    real: RealCluster, state_dir: Path, namespace: str, metrics: PrometheusStub
+) -> AsyncIterator[Pipeline]:
+    """``kaiwo up`` with each service on a kubeconfig of its own ServiceAccount."""
+    async with contextlib.AsyncExitStack() as exits:
+        kube = await KubernetesAsyncioAdapter.from_kubeconfig(real.kubeconfig)
+        exits.push_async_callback(kube.close)
+        (state_dir / "kubeconfigs").mkdir(parents=True)
+        kubeconfigs = {
+            name: await service_kubeconfig(real.kubeconfig, name, state_dir / "kubeconfigs")
+            for name in SERVICES
+        }
+        options = stack_options(state_dir / "kaiwo", real.kubeconfig, kubeconfigs, metrics.url)
+        stack = await exits.enter_async_context(LocalStack(options))
+        assert stack.nats is not None
+        nats = await connect_client(stack.nats_connection(ADMIN), max_reconnect_attempts=-1)
+        exits.push_async_callback(nats.close)
+        yield Pipeline(
+            stack=stack,
+            kube=kube,
+            nats=nats,
+            js=nats.jetstream(),
+            store_url=options.event_store_url,
+            topology=bus_topology(),
+            namespace=namespace,
+            jobs=actors.Kubelet(kube),
+            audit_log=real.audit_log,
+        )
+
+
+async def scenarios(p: Pipeline) -> None:
+    await defaults_on_an_empty_cluster(p)
+    await the_administrators_queue_config(p)
+    await asyncio.gather(
+        p.run_to_completion("trained"),
+        a_ray_job_turned_into_a_batch_job_then_deleted(p),
+        a_service_behind_a_gateway_changed_every_way(p),
+        a_job_past_its_duration_terminated_for_a_waiting_one(p),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    namespace: str
+    """The workloads' namespace."""
+    requests: dict[str, list[AuditEvent]]
+    """Each service's requests, from the audit log."""
+    failure: Exception | None
+    """How the scenarios failed (raised once the audit log has told what was refused)."""
+    node: dict[str, Any]
+    lease: dict[str, Any] | None
+    scrapes: int
+    seconds: float
+
+
+async def run_the_scenarios(real: RealCluster, tmp_path: Path) -> Run:
+    audit = real.audit_log
+    assert audit is not None
+    namespace = f"rbac-{uuid.uuid4().hex[:6]}"
+    failure: Exception | None = None
+    async with contextlib.AsyncExitStack() as exits:
+        kube = await KubernetesAsyncioAdapter.from_kubeconfig(real.kubeconfig)
+        exits.push_async_callback(kube.close)
+        await install_rbac(kube)
+        exits.push_async_callback(uninstall_rbac, kube)
+        # After the operator stopped: the node, the queue config, the namespace, and the
+        # KaiwoConfig this test changed (the next operator creates a default one again).
+        exits.push_async_callback(forget_kaiwo_config, kube)
+        exits.push_async_callback(clean_up_real_cluster, kube, namespace)
+        await forget_singletons(kube)
+        await actors.create_namespace(kube, namespace)
+        await actors.register_gpu_node(kube)
+        await exits.enter_async_context(actors.node_heartbeat(kube))
+        metrics = await exits.enter_async_context(prometheus_stub())
+        mark = audit.mark()
+        started = time.monotonic()
+        async with operator_under_its_roles(real, tmp_path, namespace, metrics) as p:
+            try:
+                await scenarios(p)
+            except Exception as error:  # a refused call shows as a step that never happens
+                failure = error
+            lease = await actors.get_or_none(
+                kube, resources.LEASE, MONITOR_LEASE, namespace=OPERATOR_NAMESPACE
+            )
+            node = await kube.get(resources.NODE, actors.GPU_NODE)
+        seconds = time.monotonic() - started
+        # The operator has stopped (the monitor released its Lease); its last requests are
+        # written to the log just after they were answered.
+        await asyncio.sleep(1.0)
+        requests = audit.requests(since=mark)
+    return Run(
+        namespace=namespace,
+        requests={name: [r for r in requests if r.user == service_user(name)] for name in SERVICES},
+        failure=failure,
+        node=node,
+        lease=lease,
+        scrapes=len(metrics.queries),
+        seconds=seconds,
+    )
+
+
+def fields_of(obj: dict[str, Any], manager: str) -> dict[str, Any]:
+    return next(
+        (e["fieldsV1"] for e in obj["metadata"]["managedFields"] if e["manager"] == manager), {}
+    )
+
+
+async def test_each_service_needs_its_whole_role_and_nothing_more(
+    real_cluster: RealCluster, tmp_path: Path
+) -> None:
+    if real_cluster.audit_log is None:
+        pytest.skip("needs the audit log of the session's own control plane")
+    run = await run_the_scenarios(real_cluster, tmp_path)
+    print(f"\nscenarios ran in {run.seconds:.1f} s; what each service used:")
+    for name in WITH_ROLES:
+        print(f"  {name}:")
+        for resource, verbs in sorted(usage_table(run.requests[name]).items()):
+            print(f"    {resource}: {', '.join(sorted(verbs))}")
+
+    # Sufficient: nothing refused, and every scenario got where it should.
+    refused = [
+        f"{r.user.rpartition(':')[2]}: {r.verb} {r.uri} -> {r.code}"
+        for name in SERVICES
+        for r in run.requests[name]
+        if r.code in REFUSED
+    ]
+    assert not refused, "refused:\n" + "\n".join(refused)
+    if run.failure is not None:
+        raise run.failure
+    assert run.lease is not None and run.lease["spec"]["holderIdentity"], "the monitor led"
+    assert run.scrapes >= 2, "the monitor scraped at start and on its ticks"
+
+    # Necessary: every grant used, but for the few the run cannot reach, each with a reason.
+    for name in WITH_ROLES:
+        assert set(UNUSED_IN_THIS_RUN[name]) <= granted(name), f"{name}: a stale allow-list"
+    unused = {
+        name: sorted(granted(name) - used(run.requests[name]) - set(UNUSED_IN_THIS_RUN[name]))
+        for name in WITH_ROLES
+    }
+    assert unused == {name: [] for name in WITH_ROLES}
+
+    # Where each one wrote.
+    writes = {name: [r for r in run.requests[name] if r.is_write] for name in SERVICES}
+    assert run.requests["planner"] == [] and run.requests["recorder"] == []
+    assert writes["watcher"] == []
+    assert {(r.resource, r.namespace) for r in writes["monitor"]} == {
+        ("leases", OPERATOR_NAMESPACE)
+    }
+    # The executor: in the workloads' namespace, Events about the cluster-scoped queue config
+    # in "default", and cluster-scoped objects ("").
+    assert {r.namespace for r in writes["executor"]} == {run.namespace, "default", ""}
+    assert {r.name for r in writes["executor"] if r.resource == "nodes"} == {actors.GPU_NODE}
+    # On the node, the executor owns Kaiwo's labels and the taint list it merged its taint into.
+    kaiwo = fields_of(run.node, "kaiwo")
+    assert set(kaiwo) == {"f:metadata", "f:spec"}
+    assert set(kaiwo["f:metadata"]) == {"f:labels"}
+    labels = kaiwo["f:metadata"]["f:labels"]
+    assert labels and all(key.startswith("f:kaiwo/") for key in labels)
+    assert set(kaiwo["f:spec"]) == {"f:taints"}
