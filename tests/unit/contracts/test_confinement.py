@@ -64,9 +64,20 @@ def test_a_workload_plan_within_its_namespace_passes() -> None:
         desired=(job(),),
         prune=(PruneRule(api_version="batch/v1", kind="Job"),),
         prune_selector=WORKLOAD_SELECTOR,
-        delete_owner=True,
     )
     assert refusals(plan, owner=LIVE_OWNER) == ()
+    assert refusals(plan.model_copy(update={"delete_owner": True}), owner=LIVE_OWNER) == (
+        "a KaiwoJob may not be deleted by a plan",
+    )
+
+
+def test_another_queue_config_gets_only_its_status() -> None:
+    other = KQC.model_copy(update={"name": "team"})
+    live = {**LIVE_KQC, "metadata": {"name": "team", "uid": "q-1"}}
+    assert refusals(Plan(owner=other, status={"status": "FAILED"}), owner=live) == ()
+    assert refusals(Plan(owner=other, desired=(node(),)), owner=live) == (
+        "only the 'kaiwo' KaiwoQueueConfig owns children",
+    )
 
 
 def test_a_forged_plan_for_an_owner_that_does_not_exist_is_refused() -> None:

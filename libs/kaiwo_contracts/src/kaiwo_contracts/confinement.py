@@ -13,7 +13,7 @@ owner:
 * a Node intent carries nothing but Kaiwo's own labels (``kaiwo/…``) and Kaiwo's GPU taint;
 * prune rules name only those kinds, with a selector that asks for the owner's own
   inventory label;
-* only a workload may ask for its own deletion.
+* no plan deletes its owner; a KaiwoQueueConfig not named ``kaiwo`` gets only its status.
 
 Pure: the caller supplies the owner as observed and the GPU taint key in force.
 """
@@ -47,7 +47,7 @@ WORKLOAD_CHILDREN: Final[frozenset[Kind]] = frozenset(
         ("v1", "PersistentVolumeClaim"),
         ("v1", "Service"),
         ("ray.io/v1", "RayJob"),
-        ("ray.io/v1", "RayService"),
+        # A RayService goes inside the AppWrapper that Kueue admits, never on its own.
         ("workload.codeflare.dev/v1beta2", "AppWrapper"),
         ("gateway.networking.k8s.io/v1", "HTTPRoute"),
     }
@@ -75,12 +75,10 @@ class Confinement:
 
 
 CONFINEMENTS: Final[Mapping[Kind, Confinement]] = {
-    (KAIWO_API, "KaiwoJob"): Confinement(
-        children=WORKLOAD_CHILDREN, namespaced=True, may_delete_itself=True
-    ),
-    (KAIWO_API, "KaiwoService"): Confinement(
-        children=WORKLOAD_CHILDREN, namespaced=True, may_delete_itself=True
-    ),
+    # No plan deletes its owner (a workload past its duration is TERMINATED, its children
+    # removed, as upstream), and the executor's role cannot delete workloads.
+    (KAIWO_API, "KaiwoJob"): Confinement(children=WORKLOAD_CHILDREN, namespaced=True),
+    (KAIWO_API, "KaiwoService"): Confinement(children=WORKLOAD_CHILDREN, namespaced=True),
     (KAIWO_API, "KaiwoQueueConfig"): Confinement(
         children=KUEUE_CLUSTER_KINDS | {LOCAL_QUEUE, NODE}, namespaced=False
     ),
@@ -104,6 +102,9 @@ def refusals(
     found = _owner_refusals(ref, owner, confinement=confinement)
     if found:
         return found
+    if not confinement.namespaced and ref.name != SINGLETON and (plan.desired or plan.prune):
+        # Another KaiwoQueueConfig only gets the status that says it is not acted on.
+        return (f"only the {SINGLETON!r} {ref.kind} owns children",)
     reasons: list[str] = []
     for manifest in plan.desired:
         reasons += _object_refusals(manifest, ref, confinement=confinement)
@@ -147,8 +148,6 @@ def _owner_refusals(
         return (f"the owner {ref.display()} has uid {uid}, not the plan's {ref.uid}",)
     if confinement.namespaced != bool(ref.namespace):
         return (f"the owner {ref.display()} is in the wrong scope",)
-    if not confinement.namespaced and ref.name != SINGLETON:
-        return (f"only the {SINGLETON!r} {ref.kind} owns children",)
     return ()
 
 
