@@ -136,30 +136,29 @@ def _server_container(setup: ModelSetup, identity: ModelIdentity) -> dict[str, A
     if setup.cache is not None:
         mounts.append(server_cache_mount(identity))
     mounts += source.mounts
-    container: dict[str, Any] = {
-        "name": SERVER_CONTAINER,
-        "image": setup.image,
-        "args": list(engine.args),
-        "env": [*engine.env, *sorted_env(spec.env), *source.env],
+    container: dict[str, Any] = {"name": SERVER_CONTAINER, "image": setup.image}
+    if engine.command is not None:
+        container["command"] = list(engine.command)
+    if engine.args:
+        container["args"] = list(engine.args)
+    env = [*engine.env, *sorted_env(spec.env), *source.env]
+    if env:
+        container["env"] = env
+    if spec.env_from:
+        container["envFrom"] = [source_.to_wire() for source_ in spec.env_from]
+    resources = _resources(setup)
+    if resources:
+        container["resources"] = resources
+    container |= {
         "ports": [{"containerPort": SERVER_PORT, "name": "http", "protocol": "TCP"}],
         "startupProbe": dict(engine.startup_probe),
         "readinessProbe": dict(engine.readiness_probe),
         "livenessProbe": dict(engine.liveness_probe),
         "volumeMounts": mounts,
     }
-    if engine.command is not None:
-        container["command"] = list(engine.command)
-    if spec.env_from:
-        container["envFrom"] = [source_.to_wire() for source_ in spec.env_from]
-    resources = _resources(setup)
-    if resources:
-        container["resources"] = resources
     security = setup.config.model_server_pods.security_context
     if security:
         container["securityContext"] = dict(security)
-    for key in ("args", "env"):
-        if not container[key]:
-            del container[key]  # the API server leaves empty lists out
     return container
 
 

@@ -41,7 +41,7 @@ _EVENTS: Final[Mapping[tuple[str, str, str | None], tuple[EventType, str]]] = {
     (CACHE_LOADED, "False", "Loading"): ("Normal", "CacheLoading"),
     (CACHE_LOADED, "False", "LoadFailed"): ("Warning", "CacheLoadFailed"),
     (CACHE_LOADED, "True", None): ("Normal", "CacheLoaded"),
-    (READY, "True", None): ("Normal", "ModelReady"),
+    (READY, "True", "ReplicasReady"): ("Normal", "ModelReady"),
     (READY, "False", "RollingOut"): ("Normal", "RolloutStarted"),
     (ADAPTERS_LOADED, "True", None): ("Normal", "AdaptersLoaded"),
     (CACHE_EVICTED, "False", "EvictionFailed"): ("Warning", "CacheEvictionFailed"),
