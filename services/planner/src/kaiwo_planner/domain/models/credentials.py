@@ -55,7 +55,9 @@ def source_additions(
 ) -> SourceAdditions:
     """What reading from ``source`` needs in a container (see the module docstring)."""
     if source.scheme == "pvc":
-        mount = {"name": PVC_VOLUME, "mountPath": PVC_MOUNT, "subPath": source.path.lstrip("/")}
+        mount = {"name": PVC_VOLUME, "mountPath": PVC_MOUNT}
+        if source.path.lstrip("/"):
+            mount["subPath"] = source.path.lstrip("/")
         volume = {"name": PVC_VOLUME, "persistentVolumeClaim": {"claimName": source.name}}
         return SourceAdditions(volumes=(volume,), mounts=(mount,))
     return credentials_for(source.scheme, secrets=secrets, namespace=namespace, user_env=user_env)
