@@ -562,3 +562,24 @@ def test_every_model_plan_passes_admission() -> None:
     ]
     for plan in plans:
         assert refusals(plan, owner=LIVE) == ()
+
+
+def test_parts_kept_per_spec_version_still_follow_the_model_as_observed_now() -> None:
+    from kaiwo_planner.domain.cluster import ClusterState
+    from kaiwo_planner.domain.planning import plan_object
+
+    from tests.unit.planner.models.building import NOW
+
+    def planned(owner: dict[str, Any]) -> Any:
+        cluster = ClusterState.from_wire(objects=[owner], namespaces=["ai"])
+        return plan_object(owner=owner, cluster=cluster, now=NOW)
+
+    one = planned(model({**BASE, "replicas": 1}))
+    # Same uid and generation (the kept parts are reused), other replicas and finalizers.
+    three = planned(model({**BASE, "replicas": 3}, finalizers=["kubeai.org/cache-eviction"]))
+    assert len(desired(one, "Pod")) == 1
+    assert len(desired(three, "Pod")) == 3
+    assert three.finalizers == ()
+    # A new generation is a new spec: built afresh.
+    other = planned(model({**BASE, "replicas": 1, "image": "x:1"}, generation=2))
+    assert only(other, "Pod")["spec"]["containers"][0]["image"] == "x:1"

@@ -36,6 +36,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from kaiwo_contracts.confinement import CACHE_EVICTION_FINALIZER
+from kaiwo_contracts.crds.config_v1alpha1 import AIMNamespaceConfig
 from kaiwo_contracts.crds.kubeai_v1.model import Model
 from kaiwo_contracts.models_config import ModelsConfig
 from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule, sort_objects
@@ -43,6 +44,7 @@ from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule, sort_
 from kaiwo_planner.domain.cluster import ClusterState
 from kaiwo_planner.domain.cluster_settings import namespace_config
 from kaiwo_planner.domain.invalid_owner import REASON_VALID, VALID_CONDITION
+from kaiwo_planner.domain.kept_values import kept
 from kaiwo_planner.domain.labels import inventory_labels
 from kaiwo_planner.domain.models.adapters import (
     adapters_config_map_manifest,
@@ -141,14 +143,61 @@ def plan_model(*, model: Model, cluster: ClusterState, now: datetime) -> Plan:
         message = f"the system configuration {lookup.source} is invalid: {lookup.problem}"
         parts = _not_configured(SetupProblem(REASON_INVALID_CONFIG, message))
     else:
-        namespace = observed.identity.namespace
-        settings = namespace_settings(namespace_config(cluster, namespace), namespace)
-        setup = model_setup(model, config=lookup.config, namespace=settings)
-        if isinstance(setup, SetupProblem):
-            parts = _not_configured(setup)
+        namespace = namespace_config(cluster, observed.identity.namespace)
+        built = _built(model, lookup.config, namespace)
+        if isinstance(built, SetupProblem):
+            parts = _not_configured(built)
         else:
-            parts = _serving(setup, observed, cluster=cluster)
+            parts = _serving(model, built, observed, cluster=cluster)
     return _plan(model, observed, parts, now=now)
+
+
+@dataclass(frozen=True, slots=True)
+class _Built:
+    """What the Model's spec and the configuration make, whatever the cluster holds."""
+
+    setup: ModelSetup
+    pod: ServerPod
+    files_map: dict[str, Any] | None
+    adapters_map: dict[str, Any] | None
+    load_job: dict[str, Any] | None
+
+
+def _built(
+    model: Model, config: ModelsConfig, namespace: AIMNamespaceConfig | None
+) -> _Built | SetupProblem:
+    """The built parts, kept per spec version: most plans of a Model are made because a Pod
+    or its own status moved while its spec and the configuration stayed as they were.
+
+    The API server bumps ``generation`` on every spec change of a kind with a status
+    subresource, so for one uid it names the spec; without both (a manifest planned
+    offline) the Model object itself is the key's input.
+    """
+    meta = model.metadata
+    versioned = bool(meta.uid and meta.generation)
+    key = ("model-parts", meta.uid, meta.generation) if versioned else ("model-parts", meta.uid)
+    inputs = (config, namespace) if versioned else (model, config, namespace)
+    return kept(key, inputs, lambda: _build(model, config, namespace))
+
+
+def _build(
+    model: Model, config: ModelsConfig, namespace: AIMNamespaceConfig | None
+) -> _Built | SetupProblem:
+    meta = model.metadata
+    settings = namespace_settings(namespace, meta.namespace or "")
+    setup = model_setup(model, config=config, namespace=settings)
+    if isinstance(setup, SetupProblem):
+        return setup
+    identity = identity_of(setup)
+    files = {file.path: file.content for file in model.spec.files or ()}
+    adapters = adapters_config_map_manifest(identity, model) if uses_adapters(model) else None
+    return _Built(
+        setup=setup,
+        pod=server_pod(setup),
+        files_map=files_config_map_manifest(identity, files),
+        adapters_map=adapters,
+        load_job=_load_job(setup, identity) if setup.cache is not None else None,
+    )
 
 
 def _observe(model: Model, cluster: ClusterState) -> _Observed:
@@ -180,18 +229,17 @@ def _observe(model: Model, cluster: ClusterState) -> _Observed:
 # ------------------------------------------------------------------ serving
 
 
-def _serving(setup: ModelSetup, observed: _Observed, *, cluster: ClusterState) -> _Parts:
+def _serving(model: Model, built: _Built, observed: _Observed, *, cluster: ClusterState) -> _Parts:
+    """``model`` as observed now; ``built`` from its spec version (whose ``setup.model`` may
+    be an earlier observation of the same spec)."""
+    setup, pod = built.setup, built.pod
     identity = identity_of(setup)
-    model = setup.model
     parts = _Parts(
         conditions=[ConditionSpec(CONFIGURED, "True", "Configured", _configured_message(setup))]
     )
-    files = {file.path: file.content for file in model.spec.files or ()}
-    files_map = files_config_map_manifest(identity, files)
-    if files_map is not None:
-        parts.desired.append(files_map)
-    pods_allowed = _cache(setup, observed, parts, cluster=cluster)
-    pod = server_pod(setup)
+    if built.files_map is not None:
+        parts.desired.append(built.files_map)
+    pods_allowed = _cache(built, observed, parts, cluster=cluster)
     replicas = effective_replicas(model)
     decision = None
     if pods_allowed:
@@ -204,8 +252,8 @@ def _serving(setup: ModelSetup, observed: _Observed, *, cluster: ClusterState) -
         )
         parts.desired += [pod.manifest(identity, name) for name in decision.wanted]
         parts.delete += [_pod_ref(identity, p) for p in decision.delete]
-    if uses_adapters(model):
-        parts.desired.append(adapters_config_map_manifest(identity, model))
+    if built.adapters_map is not None:
+        parts.desired.append(built.adapters_map)
         parts.desired += loader_rbac(
             identity, pods=_loader_pods(observed, decision), account=service_account(setup)
         )
@@ -222,10 +270,11 @@ def _configured_message(setup: ModelSetup) -> str:
     return f"Served by {setup.image} with {profile}"
 
 
-def _cache(setup: ModelSetup, observed: _Observed, parts: _Parts, *, cluster: ClusterState) -> bool:
+def _cache(built: _Built, observed: _Observed, parts: _Parts, *, cluster: ClusterState) -> bool:
     """Add the cache's objects and condition; whether the Pods may run (files loaded)."""
+    setup = built.setup
     cache = setup.cache
-    if cache is None:
+    if cache is None or built.load_job is None:
         return True
     identity = identity_of(setup)
     parts.shared.append(cache_volume_manifest(identity.namespace, cache.profile, cache.filesystem))
@@ -240,7 +289,7 @@ def _cache(setup: ModelSetup, observed: _Observed, parts: _Parts, *, cluster: Cl
         )
         return True
     parts.cache_loaded = False
-    parts.desired.append(_load_job(setup, identity))
+    parts.desired.append(built.load_job)
     parts.conditions.append(_loading(outcome, job=load_job(identity.name)))
     return False
 
