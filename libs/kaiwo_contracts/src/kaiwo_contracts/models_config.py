@@ -21,7 +21,7 @@ Beyond upstream: a cache profile's volume size (``sharedFilesystem.size``, upstr
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final, Self
+from typing import Any, Final, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
@@ -247,13 +247,25 @@ class ImagePullSecret(KubeModel):
     name: str = Field(min_length=1)
 
 
+class JsonPatchOperation(KubeModel):
+    """One RFC 6902 operation on every model-server Pod (``/spec/...``,
+    ``/metadata/labels/...``, ``/metadata/annotations/...``)."""
+
+    op: Literal["add", "remove", "replace", "move", "copy", "test"]
+    path: str
+    value: Any = None
+    from_: str | None = Field(default=None, alias="from")
+
+
 class ModelServerPods(KubeModel):
-    """What every model-server Pod gets: service account, security contexts, pull secrets."""
+    """What every model-server Pod gets: service account, security contexts, pull secrets,
+    and JSON patches applied last (before the Pod's spec is hashed)."""
 
     service_account_name: str | None = None
     pod_security_context: OpenObject | None = None
     security_context: OpenObject | None = None
     image_pull_secrets: list[ImagePullSecret] = Field(default_factory=list)
+    json_patches: list[JsonPatchOperation] = Field(default_factory=list)
 
 
 class ModelRollouts(KubeModel):

@@ -50,6 +50,8 @@ CONFIGS = [
     "modelRollouts: {surge: 2}\nmodelServerPods: {serviceAccountName: models}\n",
     "resourceProfiles: [broken\n",
     "modelRollouts: {surge: -3}\n",
+    "modelServerPods:\n  jsonPatches:\n    - {op: add, path: /spec/priorityClassName, value: p}\n",
+    "modelServerPods:\n  jsonPatches:\n    - {op: remove, path: /spec/nothing}\n",
 ]
 
 

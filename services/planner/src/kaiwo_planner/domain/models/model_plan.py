@@ -64,6 +64,7 @@ from kaiwo_planner.domain.models.cache import (
 )
 from kaiwo_planner.domain.models.credentials import source_additions
 from kaiwo_planner.domain.models.files import files_config_map_manifest
+from kaiwo_planner.domain.models.json_patch import JsonPatchError
 from kaiwo_planner.domain.models.names import LABEL_MODEL, cache_volume, evict_job, load_job
 from kaiwo_planner.domain.models.ownership import ModelIdentity
 from kaiwo_planner.domain.models.rollout import ObservedPod, PodDecision, decide_pods
@@ -87,6 +88,7 @@ from kaiwo_planner.domain.models.system_config import models_config
 from kaiwo_planner.domain.namespace_config import namespace_settings
 from kaiwo_planner.domain.status import ConditionSpec
 
+REASON_INVALID_PATCH: Final = "InvalidJSONPatch"
 MODEL_PRUNE: Final = (
     PruneRule(api_version="v1", kind="ConfigMap"),
     PruneRule(api_version="batch/v1", kind="Job"),
@@ -189,11 +191,15 @@ def _build(
     if isinstance(setup, SetupProblem):
         return setup
     identity = identity_of(setup)
+    try:
+        pod = server_pod(setup)
+    except JsonPatchError as error:
+        return SetupProblem(REASON_INVALID_PATCH, str(error))
     files = {file.path: file.content for file in model.spec.files or ()}
     adapters = adapters_config_map_manifest(identity, model) if uses_adapters(model) else None
     return _Built(
         setup=setup,
-        pod=server_pod(setup),
+        pod=pod,
         files_map=files_config_map_manifest(identity, files),
         adapters_map=adapters,
         load_job=_load_job(setup, identity) if setup.cache is not None else None,

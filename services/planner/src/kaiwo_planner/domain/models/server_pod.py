@@ -43,6 +43,7 @@ from kaiwo_planner.domain.models.credentials import (
 )
 from kaiwo_planner.domain.models.engines import engine_container
 from kaiwo_planner.domain.models.files import files_mounts, files_volume
+from kaiwo_planner.domain.models.json_patch import apply_patches
 from kaiwo_planner.domain.models.names import (
     ANNOTATION_POD_PORT,
     APP_MODEL,
@@ -90,21 +91,37 @@ def identity_of(setup: ModelSetup) -> ModelIdentity:
 
 
 def server_pod(setup: ModelSetup) -> ServerPod:
-    """The Pod of ``setup``'s Model (see the module docstring)."""
+    """The Pod of ``setup``'s Model (see the module docstring). Raises
+    :class:`~kaiwo_planner.domain.models.json_patch.JsonPatchError` when a configured JSON
+    patch cannot be applied."""
     identity = identity_of(setup)
-    spec = _pod_spec(setup, identity)
-    pod_hash = hashlib.sha256(canonical_json(spec).encode()).hexdigest()[:HASH_LENGTH]
     engine = engine_label(setup.engine)
-    labels = {
-        LABEL_MODEL: setup.name,
-        LABEL_APP: APP_MODEL,
-        LABEL_APP_NAME: engine,
-        LABEL_APP_INSTANCE: f"{engine}-{setup.name}",
-        LABEL_POD_HASH: pod_hash,
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "namespace": identity.namespace,
+            "labels": {
+                LABEL_MODEL: setup.name,
+                LABEL_APP: APP_MODEL,
+                LABEL_APP_NAME: engine,
+                LABEL_APP_INSTANCE: f"{engine}-{setup.name}",
+            },
+            "annotations": {ANNOTATION_POD_PORT: str(SERVER_PORT)},
+        },
+        "spec": _pod_spec(setup, identity),
     }
+    patches = [patch.to_wire() for patch in setup.config.model_server_pods.json_patches]
+    if patches:
+        # Only labels, annotations and spec are taken back: name, namespace and owner are
+        # the plan's.
+        pod = apply_patches(pod, patches)
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    pod_hash = hashlib.sha256(canonical_json(spec).encode()).hexdigest()[:HASH_LENGTH]
     return ServerPod(
-        labels=labels,
-        annotations={ANNOTATION_POD_PORT: str(SERVER_PORT)},
+        labels={**(meta.get("labels") or {}), LABEL_POD_HASH: pod_hash},
+        annotations=dict(meta.get("annotations") or {}),
         spec=spec,
         pod_hash=pod_hash,
     )
