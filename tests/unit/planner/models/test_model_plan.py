@@ -583,3 +583,33 @@ def test_parts_kept_per_spec_version_still_follow_the_model_as_observed_now() ->
     # A new generation is a new spec: built afresh.
     other = planned(model({**BASE, "replicas": 1, "image": "x:1"}, generation=2))
     assert only(other, "Pod")["spec"]["containers"][0]["image"] == "x:1"
+
+
+def test_an_oss_model_loads_with_the_alibaba_keys_and_an_s3_one_with_the_aws_keys() -> None:
+    oss = plan_for(model({**CACHED, "url": "oss://bucket/qwen", "env": {}}), CACHE_CONFIG)
+    [loader] = only(oss, "Job")["spec"]["template"]["spec"]["containers"]
+    assert loader["args"] == ["oss://bucket/qwen", "/models/llm-u-1"]
+    assert loader["env"] == [
+        {
+            "name": "OSS_ACCESS_KEY_ID",
+            "valueFrom": {
+                "secretKeyRef": {"name": "kubeai-alibaba", "key": "accessKeyID", "optional": True}
+            },
+        },
+        {
+            "name": "OSS_ACCESS_KEY_SECRET",
+            "valueFrom": {
+                "secretKeyRef": {
+                    "name": "kubeai-alibaba",
+                    "key": "accessKeySecret",
+                    "optional": True,
+                }
+            },
+        },
+    ]
+    assert loader["volumeMounts"] == [
+        {"name": "models", "mountPath": "/models/llm-u-1", "subPath": "models/llm-u-1"}
+    ]
+    s3 = plan_for(model({**CACHED, "url": "s3://bucket/qwen", "env": {}}), CACHE_CONFIG)
+    [loader] = only(s3, "Job")["spec"]["template"]["spec"]["containers"]
+    assert [v["name"] for v in loader["env"]] == ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]
