@@ -229,7 +229,7 @@ def _confirmed_gaps(
     decided: PlanDecidedV1, replayed: Plan, projection: Projection
 ) -> dict[str, tuple[ObjectRef, ...]]:
     """The recorded ``absent`` and ``drifted`` refs that the projection confirms."""
-    missing = set(projection.missing(replayed.desired))
+    missing = set(projection.missing((*replayed.desired, *replayed.shared)))
     # A resync also names objects the operator wrote last: confirm against that wider set.
     drifted = set(projection.drifted(replayed.desired, ours_too=True))
     return {

@@ -70,14 +70,20 @@ EXPECTED_SOURCES = {
     ],
     "kaiwoconfig.yaml": [],
     "aimnamespaceconfig.yaml": [],
-    "model-ollama.yaml": [],
-    "model-vllm.yaml": [],
+    # The pod-hash in a Pod's name changes whenever what the Pod runs does.
+    "model-ollama.yaml": [
+        "Model kubeai/nomic-embed-text-cpu -> Pod kubeai/model-nomic-embed-text-cpu-61a0963acd-0",
+    ],
+    # No replicas wanted (minReplicas 0): shown again with one, said in the output.
+    "model-vllm.yaml": [
+        "Model kubeai/llama-3.1-8b-instruct-mi300x -> "
+        "Pod kubeai/model-llama-3.1-8b-instruct-mi300x-c54b4a3364-0",
+    ],
 }
 NO_PLAN = {
     "kaiwoconfig.yaml": "# KaiwoConfig kaiwo: owns no objects",
     "aimnamespaceconfig.yaml": "# AIMNamespaceConfig ml-prod/aim: owns no objects",
-    "model-ollama.yaml": "planning KubeAI Models is not implemented yet",
-    "model-vllm.yaml": "planning KubeAI Models is not implemented yet",
+    "model-vllm.yaml": "model-vllm.yaml, with 1 replica (assumed))",
 }
 
 
@@ -287,3 +293,80 @@ def test_unreadable_input_is_reported(tmp_path: Path) -> None:
         1,
         "--now: not an ISO 8601 time: 'yesterday'\n",
     )
+
+
+CACHED_MODEL = {
+    "apiVersion": "kubeai.org/v1",
+    "kind": "Model",
+    "metadata": {"name": "qwen", "namespace": "llm"},
+    "spec": {
+        "url": "hf://Qwen/Qwen2.5-0.5B-Instruct",
+        "engine": "VLLM",
+        "features": ["TextGeneration"],
+        "resourceProfile": "mi300x-small:2",
+        "cacheProfile": "nfs",
+        "replicas": 1,
+    },
+}
+MODELS_YAML = """\
+resourceProfiles:
+  mi300x-small:
+    imageName: amd-gpu
+    requests: {cpu: "4", memory: 16Gi, amd.com/gpu: "1"}
+    limits: {amd.com/gpu: "1"}
+cacheProfiles:
+  nfs:
+    sharedFilesystem: {storageClassName: nfs-rwx, size: 100Gi}
+"""
+
+
+@pytest.mark.parametrize("as_config_map", [False, True], ids=["models.yaml", "ConfigMap"])
+def test_a_model_with_a_cache_shows_the_volume_the_load_job_and_then_its_pods(
+    tmp_path: Path, as_config_map: bool
+) -> None:
+    config = tmp_path / "models.yaml"
+    if as_config_map:
+        write(
+            config,
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "kaiwo-models", "namespace": "kaiwo-system"},
+                "data": {"models.yaml": MODELS_YAML},
+            },
+        )
+    else:
+        config.write_text(MODELS_YAML)
+    model = write(tmp_path / "model.yaml", CACHED_MODEL)
+
+    code, output = run("-f", str(model), "--models-config", str(config), "--now", NOW)
+
+    assert code == 0, output
+    assert sources(output)[0] == "Model llm/qwen -> Job llm/load-cache-qwen"
+    assert "# Shared: Model llm/qwen -> PersistentVolumeClaim llm/shared-model-cache-nfs" in output
+    assert "model.yaml, once its cache is loaded (assumed))" in output
+    assert "# Sets its own finalizers on Model llm/qwen: kubeai.org/cache-eviction" in output
+    pod = next(d for d in documents(output) if d["kind"] == "Pod")
+    [server] = pod["spec"]["containers"]
+    assert server["resources"] == {
+        "requests": {"cpu": "8", "memory": "32Gi", "amd.com/gpu": "2"},
+        "limits": {"amd.com/gpu": "2"},
+    }
+    assert server["args"][0] == "--model=/models/qwen-" + str(
+        next(d for d in documents(output) if d["kind"] == "Job")["metadata"]["ownerReferences"][0][
+            "uid"
+        ]
+    )
+
+
+def test_an_unknown_resource_profile_is_reported_and_nothing_is_planned(tmp_path: Path) -> None:
+    model = write(
+        tmp_path / "model.yaml",
+        {**CACHED_MODEL, "spec": {**CACHED_MODEL["spec"], "resourceProfile": "tpu-v9:1"}},
+    )
+
+    code, output = run("-f", str(model), "--now", NOW)
+
+    assert code == 0, output
+    assert sources(output) == []
+    assert '# Event Warning NotConfigured: resource profile not found: "tpu-v9"' in output

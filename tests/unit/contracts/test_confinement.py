@@ -196,7 +196,247 @@ def test_only_the_default_singletons_are_created_by_a_plan() -> None:
 
 
 def test_kinds_that_own_nothing_are_refused() -> None:
-    model = ObjectRef(api_version="kubeai.org/v1", kind="Model", name="m", namespace="x", uid="m")
-    assert refusals(Plan(owner=model), owner={"metadata": {"uid": "m"}}) == (
-        "a Model owns no children",
+    config = ObjectRef(
+        api_version="config.kaiwo.silogen.ai/v1alpha1",
+        kind="AIMNamespaceConfig",
+        name="c",
+        namespace="x",
+        uid="c",
     )
+    assert refusals(Plan(owner=config), owner={"metadata": {"uid": "c"}}) == (
+        "a AIMNamespaceConfig owns no children",
+    )
+
+
+# ------------------------------------------------------------------ Models
+
+MODEL = ObjectRef(api_version="kubeai.org/v1", kind="Model", name="llm", namespace="ai", uid="m-1")
+LIVE_MODEL = {
+    "apiVersion": "kubeai.org/v1",
+    "kind": "Model",
+    "metadata": {"name": "llm", "namespace": "ai", "uid": "m-1"},
+}
+MODEL_CONTROLLER = {
+    "apiVersion": "kubeai.org/v1",
+    "kind": "Model",
+    "name": "llm",
+    "uid": "m-1",
+    "controller": True,
+}
+MODEL_SELECTOR = {"app.kubernetes.io/managed-by": "kaiwo", "kaiwo.silogen.ai/owner-uid": "m-1"}
+
+
+def model_child(api_version: str, kind: str, name: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": "ai", "ownerReferences": [MODEL_CONTROLLER]},
+        **fields,
+    }
+
+
+def cache_volume(**metadata: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": "shared-model-cache-fast",
+            "namespace": "ai",
+            "labels": {"app.kubernetes.io/managed-by": "kaiwo"},
+            **metadata,
+        },
+    }
+
+
+LOADER_ROLE = model_child(
+    "rbac.authorization.k8s.io/v1",
+    "Role",
+    "model-llm-adapter-loader",
+    rules=[
+        {
+            "apiGroups": [""],
+            "resources": ["pods"],
+            "verbs": ["get", "patch"],
+            "resourceNames": ["model-llm-abc-0"],
+        }
+    ],
+)
+LOADER_BINDING = model_child(
+    "rbac.authorization.k8s.io/v1",
+    "RoleBinding",
+    "model-llm-adapter-loader",
+    roleRef={
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": "model-llm-adapter-loader",
+    },
+    subjects=[{"kind": "ServiceAccount", "name": "default", "namespace": "ai"}],
+)
+
+
+def test_a_model_plan_with_pods_jobs_a_shared_cache_and_its_finalizer_passes() -> None:
+    plan = Plan(
+        owner=MODEL,
+        desired=(
+            model_child("v1", "Pod", "model-llm-abc-0", spec={}),
+            model_child("v1", "ConfigMap", "model-llm-files", data={}),
+            model_child("batch/v1", "Job", "load-cache-llm", spec={}),
+            LOADER_ROLE,
+            LOADER_BINDING,
+        ),
+        delete=(
+            ObjectRef(
+                api_version="v1", kind="Pod", name="model-llm-old-0", namespace="ai", uid="p-1"
+            ),
+        ),
+        shared=(cache_volume(),),
+        finalizers=("kubeai.org/cache-eviction",),
+        prune=(PruneRule(api_version="batch/v1", kind="Job"),),
+        prune_selector=MODEL_SELECTOR,
+    )
+    assert refusals(plan, owner=LIVE_MODEL) == ()
+
+
+@pytest.mark.parametrize(
+    ("target", "reason"),
+    [
+        (
+            ObjectRef(api_version="v1", kind="Pod", name="db-0", namespace="prod", uid="p"),
+            "deletion of Pod/prod/db-0: outside the owner's namespace ai",
+        ),
+        (
+            ObjectRef(api_version="v1", kind="Pod", name="model-llm-x", namespace="ai"),
+            "deletion of Pod/ai/model-llm-x: names no uid",
+        ),
+        (
+            ObjectRef(api_version="v1", kind="Secret", name="token", namespace="ai", uid="s"),
+            "deletion of Secret/ai/token: not a kind the owner writes",
+        ),
+    ],
+)
+def test_a_model_deletes_only_its_own_kinds_in_its_namespace_by_uid(
+    target: ObjectRef, reason: str
+) -> None:
+    assert refusals(Plan(owner=MODEL, delete=(target,)), owner=LIVE_MODEL) == (reason,)
+
+
+@pytest.mark.parametrize(
+    ("shared", "reason"),
+    [
+        (
+            cache_volume(namespace="prod"),
+            "shared PersistentVolumeClaim prod/shared-model-cache-fast: outside the owner's "
+            "namespace ai",
+        ),
+        (
+            cache_volume(ownerReferences=[MODEL_CONTROLLER]),
+            "shared PersistentVolumeClaim ai/shared-model-cache-fast: a shared object has no owner",
+        ),
+        (
+            cache_volume(labels={}),
+            "shared PersistentVolumeClaim ai/shared-model-cache-fast: not labelled "
+            "app.kubernetes.io/managed-by=kaiwo",
+        ),
+        (
+            model_child("v1", "Pod", "model-llm-abc-0"),
+            "shared Pod ai/model-llm-abc-0: a Model may not share a Pod",
+        ),
+    ],
+)
+def test_only_a_kaiwo_labelled_cache_volume_without_owner_is_shared(
+    shared: dict[str, Any], reason: str
+) -> None:
+    assert refusals(Plan(owner=MODEL, shared=(shared,)), owner=LIVE_MODEL) == (reason,)
+
+
+def test_a_model_sets_only_its_own_finalizer_and_no_workload_sets_any() -> None:
+    foreign = ("kubeai.org/cache-eviction", "example.com/keep-forever")
+    assert refusals(Plan(owner=MODEL, finalizers=foreign), owner=LIVE_MODEL) == (
+        "finalizers a Model may not set: example.com/keep-forever",
+    )
+    assert refusals(
+        Plan(owner=OWNER, finalizers=("kubeai.org/cache-eviction",)), owner=LIVE_OWNER
+    ) == ("finalizers a KaiwoJob may not set: kubeai.org/cache-eviction",)
+    assert refusals(Plan(owner=MODEL, finalizers=()), owner=LIVE_MODEL) == ()
+
+
+def test_a_model_may_not_write_deployments_pvcs_of_its_own_or_delete_itself() -> None:
+    plan = Plan(
+        owner=MODEL,
+        desired=(
+            model_child("apps/v1", "Deployment", "llm"),
+            cache_volume(ownerReferences=[MODEL_CONTROLLER]),
+        ),
+        delete_owner=True,
+    )
+    assert refusals(plan, owner=LIVE_MODEL) == (
+        "Deployment ai/llm: a Model may not write a Deployment of apps/v1",
+        "PersistentVolumeClaim ai/shared-model-cache-fast: a Model may not write a "
+        "PersistentVolumeClaim of v1",
+        "a Model may not be deleted by a plan",
+    )
+
+
+@pytest.mark.parametrize(
+    "rules",
+    [
+        [],
+        [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]}],
+        [{"apiGroups": [""], "resources": ["pods"], "verbs": ["delete"], "resourceNames": ["a"]}],
+        [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"], "resourceNames": ["a"]}],
+        [{"apiGroups": ["*"], "resources": ["pods"], "verbs": ["get"], "resourceNames": ["a"]}],
+        [
+            {
+                "apiGroups": [""],
+                "resources": ["pods"],
+                "verbs": ["get"],
+                "resourceNames": ["a"],
+                "nonResourceURLs": ["/"],
+            }
+        ],
+    ],
+    ids=["none", "every-pod", "delete", "secrets", "any-group", "extra-field"],
+)
+def test_a_model_role_grants_nothing_but_get_and_patch_of_named_pods(
+    rules: list[dict[str, Any]],
+) -> None:
+    role = {**LOADER_ROLE, "rules": rules}
+    assert refusals(Plan(owner=MODEL, desired=(role, LOADER_BINDING)), owner=LIVE_MODEL) == (
+        "Role ai/model-llm-adapter-loader: may only grant get and patch of named Pods",
+    )
+
+
+@pytest.mark.parametrize(
+    "binding",
+    [
+        {**LOADER_BINDING, "roleRef": {**LOADER_BINDING["roleRef"], "name": "admin"}},
+        {**LOADER_BINDING, "roleRef": {**LOADER_BINDING["roleRef"], "kind": "ClusterRole"}},
+        {**LOADER_BINDING, "subjects": [{"kind": "User", "name": "mallory"}]},
+        {
+            **LOADER_BINDING,
+            "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "prod"}],
+        },
+        {**LOADER_BINDING, "subjects": []},
+    ],
+    ids=["other-role", "cluster-role", "user", "other-namespace", "nobody"],
+)
+def test_a_model_role_binding_binds_its_own_role_to_local_service_accounts(
+    binding: dict[str, Any],
+) -> None:
+    assert refusals(Plan(owner=MODEL, desired=(LOADER_ROLE, binding)), owner=LIVE_MODEL) == (
+        "RoleBinding ai/model-llm-adapter-loader: may only bind a Role of the same plan to "
+        "service accounts of ai",
+    )
+
+
+def test_a_singleton_plan_may_not_smuggle_deletions_shares_or_finalizers() -> None:
+    empty = {"apiVersion": KAIWO, "kind": "KaiwoQueueConfig", "metadata": {"name": "kaiwo"}}
+    creating = Plan(owner=KQC.model_copy(update={"uid": None}), desired=(empty,), create_only=True)
+    for extra in (
+        {"delete": (ObjectRef(api_version="v1", kind="Pod", name="p", uid="u"),)},
+        {"shared": (cache_volume(),)},
+        {"finalizers": ()},
+    ):
+        assert refusals(creating.model_copy(update=extra), owner=None) == (
+            "a plan creating KaiwoQueueConfig/kaiwo may create that object and nothing else",
+        )

@@ -384,8 +384,75 @@ def test_a_managed_kueue_object_replans_the_queue_config(projection: Projection)
     assert owners_to_replan(change_of(projection, by_label_only, "ADDED"), projection) == (KQC,)
 
 
-def test_a_model_replans_nothing_yet(projection: Projection) -> None:
-    assert owners_to_replan(change_of(projection, named("Model", "llama")), projection) == ()
+LLAMA = ObjectRef(
+    api_version="kubeai.org/v1", kind="Model", name="llama", namespace="team-a", uid="model-uid"
+)
+MODEL_OWNER = owner_ref("kubeai.org/v1", "Model", "llama", "model-uid")
+
+
+def test_a_model_replans_itself(projection: Projection) -> None:
+    assert owners_to_replan(change_of(projection, named("Model", "llama")), projection) == (LLAMA,)
+
+
+@pytest.mark.parametrize(
+    ("api_version", "kind", "name"),
+    [
+        ("v1", "Pod", "model-llama-abc-0"),
+        ("batch/v1", "Job", "load-cache-llama"),
+        ("v1", "ConfigMap", "model-llama-files"),
+        ("rbac.authorization.k8s.io/v1", "Role", "model-llama-adapter-loader"),
+    ],
+)
+def test_the_children_of_a_model_replan_it(
+    projection: Projection, api_version: str, kind: str, name: str
+) -> None:
+    child = obj(api_version, kind, name, f"uid-{name}", namespace="team-a", owners=[MODEL_OWNER])
+    assert owners_to_replan(change_of(projection, child, "ADDED"), projection) == (LLAMA,)
+
+
+def test_the_models_system_configuration_replans_every_model_even_as_its_label_goes(
+    projection: Projection,
+) -> None:
+    config = obj(
+        "v1",
+        "ConfigMap",
+        "kaiwo-models",
+        "cm-models",
+        namespace="kaiwo-system",
+        labels={"kaiwo.silogen.ai/system-config": "models"},
+    )
+    assert owners_to_replan(change_of(projection, config, "ADDED"), projection) == (LLAMA,)
+    unlabelled = copy.deepcopy(config)
+    unlabelled["metadata"]["labels"] = {}
+    change = projection.apply(observe(unlabelled, "3"), sequence=101)
+    assert change is not None
+    assert owners_to_replan(change, projection) == (LLAMA,)
+    other = obj("v1", "ConfigMap", "other", "cm-other", namespace="team-a")
+    assert owners_to_replan(change_of(projection, other, "ADDED"), projection) == ()
+
+
+def test_a_namespace_config_replans_the_models_of_its_namespace(projection: Projection) -> None:
+    config = obj(CONFIG, "AIMNamespaceConfig", "defaults", "aim-a", namespace="team-a")
+    assert owners_to_replan(change_of(projection, config, "ADDED"), projection) == (TRAIN, LLAMA)
+
+
+def test_a_shared_cache_volume_replans_the_models_of_its_namespace(
+    projection: Projection,
+) -> None:
+    volume = obj(
+        "v1",
+        "PersistentVolumeClaim",
+        "shared-model-cache-fast",
+        "pvc-cache",
+        namespace="team-a",
+        labels={"kaiwo.silogen.ai/cache-profile": "fast", "app.kubernetes.io/managed-by": "kaiwo"},
+    )
+    assert owners_to_replan(change_of(projection, volume, "DELETED"), projection) == (LLAMA,)
+
+
+def test_a_node_replans_no_model(projection: Projection) -> None:
+    changed = node("gpu-0", labels={"kubernetes.io/hostname": "gpu-0", "x": "y"})
+    assert LLAMA not in owners_to_replan(change_of(projection, changed), projection)
 
 
 def test_without_a_queue_config_a_node_change_replans_only_workloads() -> None:

@@ -689,10 +689,9 @@ def test_an_invalid_queue_config_is_reported_without_observed_generation(cluster
             "kind": "AIMNamespaceConfig",
             "metadata": {"name": "aim", "namespace": "team-a"},
         },
-        {"apiVersion": "kubeai.org/v1", "kind": "Model", "metadata": {"name": "m"}},
         {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}},
     ],
-    ids=["KaiwoConfig", "AIMNamespaceConfig", "Model", "Job"],
+    ids=["KaiwoConfig", "AIMNamespaceConfig", "Job"],
 )
 def test_objects_that_own_nothing_have_no_plan(owner, cluster_with):
     assert plan_object(owner=owner, cluster=cluster_with(), now=NOW) is None

@@ -12,7 +12,7 @@ MANAGED = "app.kubernetes.io/managed-by=kaiwo"
 
 
 def selectors() -> dict[str, str | None]:
-    return {str(t.resource): t.label_selector for t in DEFAULT_WATCH_LIST}
+    return {s.key: s.target.label_selector for s in watch_streams(DEFAULT_WATCH_LIST)}
 
 
 def test_every_served_kind_is_watched_whole_and_correlates_with_itself():
@@ -42,6 +42,8 @@ def test_children_and_managed_kueue_objects_are_filtered_by_the_managed_by_label
         resources.CONFIG_MAP,
         resources.SERVICE,
         resources.HTTP_ROUTE,
+        resources.ROLE,
+        resources.ROLE_BINDING,
         resources.KUEUE_RESOURCE_FLAVOR,
         resources.KUEUE_CLUSTER_QUEUE,
         resources.KUEUE_LOCAL_QUEUE,
@@ -54,13 +56,15 @@ def test_children_and_managed_kueue_objects_are_filtered_by_the_managed_by_label
 def test_pods_by_run_id_and_workloads_nodes_namespaces_whole():
     found = selectors()
     assert found["pods"] == "kaiwo.silogen.ai/run-id"
+    # The Pods the operator makes itself (a Model's), in a stream of their own.
+    assert found["pods#owned"] == "app.kubernetes.io/managed-by=kaiwo,kaiwo.silogen.ai/owner-uid"
     assert found["workloads.kueue.x-k8s.io/v1beta1"] is None
     assert found["nodes"] is None
     assert found["namespaces"] is None
     # Nothing the operator does not need: no Secrets, Events, Leases.
     assert "secrets" not in found
     assert "events" not in found
-    assert len(DEFAULT_WATCH_LIST) == 6 + 9 + 1 + 1 + 5 + 2
+    assert len(DEFAULT_WATCH_LIST) == 6 + 11 + 2 + 1 + 1 + 5 + 2
 
 
 def test_label_keys_agree_with_the_planner():
@@ -82,3 +86,24 @@ def test_namespaces_split_namespaced_kinds_only():
         "kaiwojobs.kaiwo.silogen.ai/v1alpha1",
         "nodes",
     ]
+
+
+def test_the_models_configuration_is_read_in_the_operators_namespace_only():
+    streams = watch_streams(watch_list.default_watch_list("ops"), ("team-a", "team-b"))
+    config = [s for s in streams if s.target.stream == "system-config"]
+    assert [(s.key, s.target.label_selector) for s in config] == [
+        ("configmaps#system-config@ops", "kaiwo.silogen.ai/system-config=models")
+    ]
+    # The label keys agree with the contracts the planner reads it by.
+    from kaiwo_contracts.models_config import CONFIG_MAP_LABEL, CONFIG_MAP_LABEL_VALUE
+
+    assert f"{CONFIG_MAP_LABEL}={CONFIG_MAP_LABEL_VALUE}" == watch_list.MODELS_CONFIG_SELECTOR
+
+
+def test_the_operators_namespace_is_the_service_accounts(tmp_path):
+    from kaiwo_watcher.settings import own_namespace
+
+    found = tmp_path / "namespace"
+    assert own_namespace(found) == "kaiwo-system"
+    found.write_text("operators\n")
+    assert own_namespace(found) == "operators"

@@ -5,6 +5,8 @@ Like ``helm template``: no cluster is contacted. The manifests are planned with 
 
 * ``--nodes``: Node objects (as ``kubectl get nodes -o yaml`` prints them);
 * ``--config``: the KaiwoConfig; ``--queue-config``: the KaiwoQueueConfig;
+* ``--models-config``: the system configuration of Models, as its ConfigMap or as the bare
+  ``models.yaml`` document (without it, upstream KubeAI chart's defaults);
 * ``--observed``: objects that already exist (children such as the Job, Kueue Workloads,
   Namespaces, other workloads).
 
@@ -15,9 +17,11 @@ the Events (``-o json`` prints the plans as JSON instead).
 What the files leave out is filled in the way a cluster would, and each filling is printed
 as a comment: a manifest without ``metadata.uid`` gets one derived from its kind, namespace
 and name (so runs are repeatable), ``generation`` 1, ``creationTimestamp`` ``--now`` and the
-namespace ``default``. Without ``--nodes``, enough 8-GPU nodes of each vendor the workloads
-ask for are assumed; without a KaiwoQueueConfig, the one the operator creates at start-up,
-plus an open cluster queue for every queue a workload names; without Namespace objects, every
+namespace ``default``. A Model that would run no Pods (no replicas wanted yet, or its cache
+still loading) is shown once more with one replica and its cache loaded, said in the output.
+Without ``--nodes``, enough 8-GPU nodes of each vendor the workloads ask for are assumed;
+without a KaiwoQueueConfig, the one the operator creates at start-up, plus an open cluster
+queue for every queue a workload names; without Namespace objects, every
 namespace mentioned exists. An observed object without ``ownerReferences`` belongs to the
 planned workload of its namespace (when there is one); an owner reference without ``uid``
 is resolved by kind and name.
@@ -50,6 +54,7 @@ from kaiwo_planner.domain.queue_config import default_queue_config
 from pydantic import ValidationError
 
 from kaiwo_cli.manifest_files import ManifestReadError, manifest_paths, read_documents
+from kaiwo_cli.model_assumptions import AssumedPlan, model_with_pods, models_config_map
 
 KAIWO_API = "kaiwo.silogen.ai/v1alpha1"
 CONFIG_API = "config.kaiwo.silogen.ai/v1alpha1"
@@ -67,7 +72,6 @@ _NO_PLAN_REASONS = {
         "owns no objects; it changes the workloads of its namespace (pull secrets, "
         "credentials, an HTTPRoute per KaiwoService)"
     ),
-    "Model": "planning KubeAI Models is not implemented yet",
 }
 
 
@@ -126,6 +130,13 @@ def plan(
         Path | None,
         typer.Option("--queue-config", help="The KaiwoQueueConfig (named kaiwo)."),
     ] = None,
+    models_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--models-config",
+            help="The system configuration of Models: its ConfigMap or a models.yaml.",
+        ),
+    ] = None,
     observed: Annotated[
         Path | None,
         typer.Option(
@@ -151,6 +162,8 @@ def plan(
             observed=observed,
             now=moment,
         )
+        if models_config is not None:
+            cluster.objects.append(models_config_map(models_config))
     except InputError as error:
         typer.echo(str(error), err=True)
         raise typer.Exit(code=1) from error
@@ -160,8 +173,10 @@ def plan(
         result = plan_object_with_timer(owner=document.content, cluster=state, now=moment)
         results.append((document, result))
         later = _after_downloads(document, result, cluster, now=moment)
+        if later is None:
+            later = model_with_pods(document, result, cluster.state(), now=moment)
         if later is not None:
-            results.append(later)
+            results.append((Document(later.source, later.content), later.result))
     if output is OutputFormat.json:
         typer.echo(_as_json(results, cluster))
     else:
@@ -537,7 +552,7 @@ def _assume_namespaces(cluster: OfflineCluster) -> None:
 
 def _after_downloads(
     document: Document, result: PlanningResult, cluster: OfflineCluster, *, now: datetime
-) -> tuple[Document, PlanningResult] | None:
+) -> AssumedPlan | None:
     """While a workload waits for its download job, its main child is not planned yet. To
     show it too, plan once more as if the download job had succeeded (said in the output)."""
     plan = result.plan
@@ -559,7 +574,7 @@ def _after_downloads(
     )
     source = f"{document.source}, once {_display(succeeded)} has succeeded (assumed)"
     later = plan_object_with_timer(owner=document.content, cluster=state, now=now)
-    return Document(source=source, content=document.content), later
+    return AssumedPlan(source=source, content=document.content, result=later)
 
 
 # ------------------------------------------------------------------ printing
@@ -609,8 +624,16 @@ def _as_yaml(results: Sequence[tuple[Document, PlanningResult]], cluster: Offlin
         for desired in plan.desired:
             out += ["---", f"# Source: {_display(owner)} -> {_display(desired)}"]
             out.append(_yaml(desired).rstrip("\n"))
+        for shared in plan.shared:
+            out += ["---", f"# Shared: {_display(owner)} -> {_display(shared)}"]
+            out += ["# (created when missing, used by others too, never updated or deleted)"]
+            out.append(_yaml(shared).rstrip("\n"))
         out += ["---", f"# Status of {_display(owner)} (written to its status)"]
         out += [f"# Event {e.type} {e.reason}: {e.message}" for e in plan.events]
+        out += [f"# Deletes {ref.display()} (uid {ref.uid})" for ref in plan.delete]
+        if plan.finalizers is not None:
+            listed = ", ".join(plan.finalizers) or "none"
+            out.append(f"# Sets its own finalizers on {_display(owner)}: {listed}")
         if plan.prune:
             kinds = ", ".join(rule.kind for rule in plan.prune)
             labels = ",".join(f"{k}={v}" for k, v in sorted(plan.prune_selector.items()))

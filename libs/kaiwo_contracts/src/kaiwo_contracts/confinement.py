@@ -13,6 +13,15 @@ owner:
 * a Node intent carries nothing but Kaiwo's own labels (``kaiwo/…``) and Kaiwo's GPU taint;
 * prune rules name only those kinds, with a selector that asks for the owner's own
   inventory label;
+* explicit deletions (``Plan.delete``) name objects of those kinds, with a uid, in the
+  owner's namespace (the executor also checks each one carries the owner's inventory labels
+  before it deletes it);
+* shared objects (``Plan.shared``, a Model cache's PVC) are of the kinds the owner may
+  share, in its namespace, managed by Kaiwo and controlled by nobody;
+* the finalizers a plan sets are the owner kind's own (``kubeai.org/cache-eviction``);
+* a Model's Role grants only ``get``/``patch`` of named Pods (its adapter loaders report
+  what they loaded on their own Pod) and its RoleBinding binds only that Role to service
+  accounts of its namespace;
 * no plan deletes its owner; a KaiwoQueueConfig not named ``kaiwo`` gets only its status.
 
 Pure: the caller supplies the owner as observed and the GPU taint key in force.
@@ -27,6 +36,9 @@ from typing import Any, Final
 from kaiwo_contracts.plans import ObjectRef, Plan
 
 KAIWO_API: Final = "kaiwo.silogen.ai/v1alpha1"
+KUBEAI_API: Final = "kubeai.org/v1"
+RBAC_API: Final = "rbac.authorization.k8s.io/v1"
+CACHE_EVICTION_FINALIZER: Final = "kubeai.org/cache-eviction"
 CONFIG_API: Final = "config.kaiwo.silogen.ai/v1alpha1"
 KUEUE_API: Final = "kueue.x-k8s.io/v1beta1"
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
@@ -62,6 +74,20 @@ KUEUE_CLUSTER_KINDS: Final[frozenset[Kind]] = frozenset(
 )
 LOCAL_QUEUE: Final[Kind] = (KUEUE_API, "LocalQueue")
 NODE: Final[Kind] = ("v1", "Node")
+POD: Final[Kind] = ("v1", "Pod")
+PVC: Final[Kind] = ("v1", "PersistentVolumeClaim")
+ROLE: Final[Kind] = (RBAC_API, "Role")
+ROLE_BINDING: Final[Kind] = (RBAC_API, "RoleBinding")
+MODEL_CHILDREN: Final[frozenset[Kind]] = frozenset(
+    {
+        POD,
+        ("v1", "ConfigMap"),
+        ("batch/v1", "Job"),
+        ROLE,
+        ROLE_BINDING,
+    }
+)
+ROLE_VERBS: Final = frozenset({"get", "patch"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +98,10 @@ class Confinement:
     namespaced: bool
     """The owner is namespaced, and so must every namespaced child be, in its namespace."""
     may_delete_itself: bool = False
+    shared: frozenset[Kind] = frozenset()
+    """Kinds the owner may create for others to use as well (``Plan.shared``)."""
+    finalizers: frozenset[str] = frozenset()
+    """The operator's finalizers on owners of this kind (``Plan.finalizers``)."""
 
 
 CONFINEMENTS: Final[Mapping[Kind, Confinement]] = {
@@ -81,6 +111,12 @@ CONFINEMENTS: Final[Mapping[Kind, Confinement]] = {
     (KAIWO_API, "KaiwoService"): Confinement(children=WORKLOAD_CHILDREN, namespaced=True),
     (KAIWO_API, "KaiwoQueueConfig"): Confinement(
         children=KUEUE_CLUSTER_KINDS | {LOCAL_QUEUE, NODE}, namespaced=False
+    ),
+    (KUBEAI_API, "Model"): Confinement(
+        children=MODEL_CHILDREN,
+        namespaced=True,
+        shared=frozenset({PVC}),
+        finalizers=frozenset({CACHE_EVICTION_FINALIZER}),
     ),
 }
 SINGLETON_KINDS: Final[frozenset[Kind]] = frozenset(
@@ -108,9 +144,20 @@ def refusals(
     reasons: list[str] = []
     for manifest in plan.desired:
         reasons += _object_refusals(manifest, ref, confinement=confinement)
-        if (manifest.get("apiVersion"), manifest.get("kind")) == NODE:
+        kind = (manifest.get("apiVersion"), manifest.get("kind"))
+        if kind == NODE:
             reasons += _node_refusals(manifest, gpu_taint_key=gpu_taint_key)
+        elif kind == ROLE:
+            reasons += _role_refusals(manifest)
+        elif kind == ROLE_BINDING:
+            reasons += _role_binding_refusals(manifest, ref, plan=plan)
     reasons += _prune_refusals(plan, confinement=confinement)
+    reasons += _deletion_refusals(plan, confinement=confinement)
+    reasons += _shared_refusals(plan, confinement=confinement)
+    if plan.finalizers is not None:
+        foreign = sorted(set(plan.finalizers) - confinement.finalizers)
+        if foreign:
+            reasons.append(f"finalizers a {ref.kind} may not set: {', '.join(foreign)}")
     if plan.delete_owner and not confinement.may_delete_itself:
         reasons.append(f"a {ref.kind} may not be deleted by a plan")
     return tuple(reasons)
@@ -133,7 +180,8 @@ def _singleton_refusals(plan: Plan) -> tuple[str, ...]:
     wanted = [(ref.api_version, ref.kind, ref.name)]
     if (ref.api_version, ref.kind) not in SINGLETON_KINDS or ref.name != SINGLETON:
         return (f"only the {SINGLETON!r} KaiwoConfig and KaiwoQueueConfig are created by a plan",)
-    if manifests != wanted or plan.prune or plan.delete_owner or plan.status is not None:
+    extra = plan.prune or plan.delete or plan.shared or plan.finalizers is not None
+    if manifests != wanted or extra or plan.delete_owner or plan.status is not None:
         return (f"a plan creating {ref.display()} may create that object and nothing else",)
     return ()
 
@@ -224,3 +272,86 @@ def _prune_refusals(plan: Plan, *, confinement: Confinement) -> list[str]:
             f"prune selector {plan.prune_selector} does not ask for the owner's own {required}"
         )
     return reasons
+
+
+def _what(manifest: Mapping[str, Any]) -> str:
+    metadata = manifest.get("metadata") or {}
+    return f"{manifest.get('kind', '')} {metadata.get('namespace', '')}/{metadata.get('name', '')}"
+
+
+def _deletion_refusals(plan: Plan, *, confinement: Confinement) -> list[str]:
+    reasons = []
+    for target in plan.delete:
+        what = f"deletion of {target.display()}"
+        if (target.api_version, target.kind) not in confinement.children or (
+            target.api_version,
+            target.kind,
+        ) == NODE:
+            reasons.append(f"{what}: not a kind the owner writes")
+        elif confinement.namespaced and target.namespace != plan.owner.namespace:
+            reasons.append(f"{what}: outside the owner's namespace {plan.owner.namespace}")
+        elif not target.uid:
+            reasons.append(f"{what}: names no uid")
+    return reasons
+
+
+def _shared_refusals(plan: Plan, *, confinement: Confinement) -> list[str]:
+    reasons = []
+    for manifest in plan.shared:
+        kind: Kind = (str(manifest.get("apiVersion", "")), str(manifest.get("kind", "")))
+        metadata = manifest.get("metadata") or {}
+        what = f"shared {_what(manifest)}"
+        if kind not in confinement.shared:
+            reasons.append(f"{what}: a {plan.owner.kind} may not share a {kind[1]}")
+        elif metadata.get("namespace") != plan.owner.namespace:
+            reasons.append(f"{what}: outside the owner's namespace {plan.owner.namespace}")
+        elif metadata.get("ownerReferences"):
+            reasons.append(f"{what}: a shared object has no owner")
+        elif (metadata.get("labels") or {}).get(MANAGED_BY_LABEL) != "kaiwo":
+            reasons.append(f"{what}: not labelled {MANAGED_BY_LABEL}=kaiwo")
+    return reasons
+
+
+def _role_refusals(manifest: Mapping[str, Any]) -> list[str]:
+    rules = manifest.get("rules") or ()
+    allowed = all(
+        isinstance(rule, Mapping)
+        and list(rule.get("apiGroups") or ()) == [""]
+        and list(rule.get("resources") or ()) == ["pods"]
+        and set(rule.get("verbs") or ()) <= ROLE_VERBS
+        and bool(rule.get("resourceNames"))
+        and set(rule) <= {"apiGroups", "resources", "verbs", "resourceNames"}
+        for rule in rules
+    )
+    if allowed and rules:
+        return []
+    return [f"{_what(manifest)}: may only grant get and patch of named Pods"]
+
+
+def _role_binding_refusals(
+    manifest: Mapping[str, Any], owner: ObjectRef, *, plan: Plan
+) -> list[str]:
+    roles = {
+        (m.get("metadata") or {}).get("name")
+        for m in plan.desired
+        if (m.get("apiVersion"), m.get("kind")) == ROLE
+    }
+    role_ref = manifest.get("roleRef") or {}
+    subjects = manifest.get("subjects") or ()
+    own_role = (
+        role_ref.get("apiGroup") == "rbac.authorization.k8s.io"
+        and role_ref.get("kind") == "Role"
+        and role_ref.get("name") in roles
+    )
+    local_accounts = all(
+        isinstance(subject, Mapping)
+        and subject.get("kind") == "ServiceAccount"
+        and subject.get("namespace") == owner.namespace
+        for subject in subjects
+    )
+    if own_role and local_accounts and subjects:
+        return []
+    return [
+        f"{_what(manifest)}: may only bind a Role of the same plan to service accounts of "
+        f"{owner.namespace}"
+    ]

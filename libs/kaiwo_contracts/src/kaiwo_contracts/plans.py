@@ -98,6 +98,15 @@ class Plan(_Contract):
     ``create_only``: each desired object is created when missing and otherwise left as it
     is, never applied: objects the operator makes for the user and leaves to them (the
     default KaiwoConfig and KaiwoQueueConfig), so no field of theirs is the operator's.
+    ``delete``: children to delete now, each named with its uid (a precondition): the Pods a
+    Model's rollout replaces one by one, which no selector could tell from those it keeps.
+    ``shared``: objects several owners use (the PVC of a Model cache profile): created when
+    missing, never updated, never pruned, owned by none of them.
+    ``finalizers``: the operator's finalizers the owner must carry, exactly (None: leave the
+    owner's finalizers alone); which names are the operator's is the owner kind's
+    confinement (``kaiwo_contracts.confinement``).
+
+    The last three are left out of the JSON while empty (None), like ``create_only``.
     """
 
     owner: ObjectRef
@@ -110,15 +119,25 @@ class Plan(_Contract):
     prune_selector: dict[str, str] = Field(default_factory=dict)
     delete_owner: bool = False
     create_only: bool = False
+    delete: tuple[ObjectRef, ...] = ()
+    shared: tuple[dict[str, Any], ...] = ()
+    finalizers: tuple[str, ...] | None = None
 
     @model_serializer(mode="wrap")
-    def _without_default_create_only(self, handler: SerializerFunctionWrapHandler) -> Any:
-        # Left out unless set: plans recorded before the field existed keep their bytes and
+    def _without_unused_newer_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Left out unless set: plans recorded before the fields existed keep their bytes and
         # fingerprints, and external readers of ordinary plans see nothing new.
         data = handler(self)
-        if isinstance(data, dict) and not self.create_only:
-            data.pop("createOnly", None)
-            data.pop("create_only", None)
+        if isinstance(data, dict):
+            for name, alias, unused in (
+                ("create_only", "createOnly", not self.create_only),
+                ("delete", "delete", not self.delete),
+                ("shared", "shared", not self.shared),
+                ("finalizers", "finalizers", self.finalizers is None),
+            ):
+                if unused:
+                    data.pop(alias, None)
+                    data.pop(name, None)
         return data
 
     def fingerprint(self) -> str:

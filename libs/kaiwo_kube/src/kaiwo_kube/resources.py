@@ -82,6 +82,9 @@ RAY_JOB = _t("ray.io/v1", "rayjobs", "RayJob")
 RAY_SERVICE = _t("ray.io/v1", "rayservices", "RayService")
 APP_WRAPPER = _t("workload.codeflare.dev/v1beta2", "appwrappers", "AppWrapper")
 HTTP_ROUTE = _t("gateway.networking.k8s.io/v1", "httproutes", "HTTPRoute")
+# Model children: the Role letting adapter loaders label their own Pods, and its binding.
+ROLE = _t("rbac.authorization.k8s.io/v1", "roles", "Role")
+ROLE_BINDING = _t("rbac.authorization.k8s.io/v1", "rolebindings", "RoleBinding")
 # Kueue.
 KUEUE_RESOURCE_FLAVOR = _t(
     "kueue.x-k8s.io/v1beta1", "resourceflavors", "ResourceFlavor", namespaced=False
@@ -117,7 +120,8 @@ CUSTOM_RESOURCE_DEFINITION = _t(
 
 CATALOGUE: tuple[ResourceType, ...] = (
     KAIWO_JOB, KAIWO_SERVICE, KAIWO_QUEUE_CONFIG, KAIWO_CONFIG, AIM_NAMESPACE_CONFIG,
-    KUBEAI_MODEL, JOB, DEPLOYMENT, RAY_JOB, RAY_SERVICE, APP_WRAPPER, HTTP_ROUTE,
+    KUBEAI_MODEL, JOB, DEPLOYMENT, RAY_JOB, RAY_SERVICE, APP_WRAPPER, HTTP_ROUTE, ROLE,
+    ROLE_BINDING,
     KUEUE_RESOURCE_FLAVOR, KUEUE_CLUSTER_QUEUE, KUEUE_LOCAL_QUEUE, KUEUE_WORKLOAD_PRIORITY_CLASS,
     KUEUE_WORKLOAD, KUEUE_TOPOLOGY, PERSISTENT_VOLUME_CLAIM, CONFIG_MAP, SECRET, SERVICE, POD,
     NODE, NAMESPACE, EVENT, LEASE, CUSTOM_RESOURCE_DEFINITION,

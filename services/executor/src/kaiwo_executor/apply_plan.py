@@ -5,6 +5,10 @@ order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` pe
 
 1. **Skip** the whole plan when its id is among the plans already carried out for the owner
    (the memo in the ``kaiwo-executor`` bucket survives restarts): a redelivery costs nothing.
+   Then the plan's **explicit deletions** (``Plan.delete``: the Pods a Model's rollout
+   replaces), first, as upstream KubeAI deletes before it creates (a freed GPU serves the
+   new Pod): each is read, deleted only when it still carries the owner's inventory labels,
+   and with its uid as a precondition.
 2. **Desired objects**, in the plan's order. An object whose manifest hash equals the one last
    applied is left alone, unless the plan lists it in ``absent`` (the planner saw it missing,
    e.g. deleted by hand): then it is *created*, and one that exists after all (the plan was
@@ -20,7 +24,8 @@ order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` pe
    ``kaiwo-create`` instead, so the later applies, which leave ``suspend`` to Kueue, never
    remove it (``kaiwo_contracts.plans.CREATE_SUSPENDED_FIELD_MANAGER``). Nodes are the
    exception: see :mod:`kaiwo_executor.node_merge` (merge patch, taints merged with the
-   node's own).
+   node's own). **Shared objects** (``Plan.shared``: a Model cache's volume) are created
+   when missing and otherwise left alone.
 3. **Status** through the status subresource (server-side apply, field manager
    ``kaiwo-status``), only when it differs from the status last written for the owner, and
    with the owner's planned ``resourceVersion`` as a precondition: a plan made from an older
@@ -39,7 +44,12 @@ order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` pe
    without a selector (an empty one would match every object of the kind). Skipped when the
    desired set, rules and selector equal those of the last complete prune: only a new plan
    can make a child undesired, so listing again would find nothing to do.
-6. **Delete the owner** when the plan says so (uid precondition, background propagation).
+6. **Finalizers** of the owner, when the plan names them (``Plan.finalizers``): the owner is
+   read and merge-patched with its resourceVersion as a precondition, adding the plan's and
+   removing the other finalizers the owner kind's confinement calls the operator's; other
+   controllers' finalizers are kept. Last, so that a Model whose finalizer goes has had its
+   status and Events written first.
+7. **Delete the owner** when the plan says so (uid precondition, background propagation).
 
 Failures. 409 Conflict, 429, 5xx and lost connections are retried per call with exponential
 backoff and jitter (:mod:`kaiwo_executor.api_retries`). When the attempts run out the action
@@ -63,6 +73,7 @@ from datetime import datetime
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 import structlog
+from kaiwo_contracts.confinement import CONFINEMENTS
 from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.events.results import ActionOutcome, ActionOutcomeKind, Operation
 from kaiwo_contracts.plans import (
@@ -177,6 +188,11 @@ def event_name(owner: ObjectRef, *, fingerprint: str, reason: str, about: str = 
     return f"{owner.name[:236]}.{hashlib.sha256(seed.encode()).hexdigest()[:16]}"
 
 
+def _operators_finalizers(owner: ObjectRef) -> frozenset[str]:
+    confinement = CONFINEMENTS.get((owner.api_version, owner.kind))
+    return confinement.finalizers if confinement is not None else frozenset()
+
+
 def label_selector(labels: dict[str, str]) -> str:
     return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
 
@@ -251,14 +267,21 @@ class PlanExecutor:
             desired_keys=frozenset(manifest_key(manifest) for manifest in plan.desired),
             first_touch=first_touch,
         )
+        for target in plan.delete:
+            await self._delete_child(run, target)
         for manifest in plan.desired:
             await self._apply_desired(run, manifest)
-        memo.objects = {k: v for k, v in memo.objects.items() if k in run.desired_keys}
+        for manifest in plan.shared:
+            await self._share(run, manifest)
+        kept = run.desired_keys | {manifest_key(m) for m in plan.shared}
+        memo.objects = {k: v for k, v in memo.objects.items() if k in kept}
         if plan.status is not None:
             await self._write_status(run, plan.status)
         for intent in plan.events:
             await self._emit(run, intent)
         await self._prune(run)
+        if plan.finalizers is not None:
+            await self._set_finalizers(run, plan.finalizers)
         if plan.delete_owner:
             await self._delete_owner(run)
         if run.must_retry:
@@ -320,6 +343,111 @@ class PlanExecutor:
             reason=reason,
             attempts=attempts,
         )
+
+    async def _share(self, run: _Run, manifest: dict[str, Any]) -> None:
+        """Create a shared object when missing; never update it (others use it too)."""
+        key, target = manifest_key(manifest), manifest_ref(manifest)
+        digest = content_hash(manifest)
+        if run.memo.objects.get(key) == digest and key not in run.absent:
+            self._record(run, "apply", target, "unchanged")
+            return
+        result = await self._guarded(lambda: self._recreate(manifest), "apply", target)
+        if isinstance(result, _Failure):
+            await self._fail(run, result, warning_reason="ApplyFailed")
+            return
+        outcome, attempts = result
+        run.memo.objects[key] = digest
+        recorded: ActionOutcomeKind = "applied" if outcome == "applied" else "unchanged"
+        self._record(run, "apply", target, recorded, attempts=attempts)
+
+    async def _delete_child(self, run: _Run, target: ObjectRef) -> None:
+        """Delete one child the plan names, if it is still the owner's (inventory labels)."""
+        selector = run.plan.prune_selector
+
+        async def delete() -> str:
+            resource = await self._resource(target.api_version, target.kind)
+            try:
+                live = await self._kube.get(resource, target.name, namespace=target.namespace)
+            except NotFound:
+                return "gone"
+            metadata = live.get("metadata") or {}
+            if metadata.get("uid") != target.uid:
+                return "replaced"
+            labels = metadata.get("labels") or {}
+            if not selector or any(labels.get(k) != v for k, v in selector.items()):
+                return "foreign"
+            if metadata.get("deletionTimestamp"):
+                return "gone"
+            try:
+                await self._kube.delete(
+                    resource,
+                    target.name,
+                    namespace=target.namespace,
+                    propagation="Background",
+                    uid=target.uid,
+                )
+            except NotFound:
+                return "gone"
+            return "deleted"
+
+        result = await self._guarded(delete, "delete", target)
+        if isinstance(result, _Failure):
+            await self._fail(run, result, warning_reason="DeleteFailed")
+            return
+        outcome, attempts = result
+        reasons = {
+            "gone": "already deleted",
+            "replaced": "replaced by a new object of the same name; left to the next plan",
+            "foreign": "does not carry the owner's inventory labels; left alone",
+        }
+        self._record(
+            run,
+            "delete",
+            target,
+            "deleted" if outcome == "deleted" else "unchanged",
+            reason=reasons.get(outcome),
+            attempts=attempts,
+        )
+
+    async def _set_finalizers(self, run: _Run, wanted: tuple[str, ...]) -> None:
+        owner = run.plan.owner
+        managed = _operators_finalizers(owner)
+
+        async def patch() -> str:
+            resource = await self._resource(owner.api_version, owner.kind)
+            try:
+                live = await self._kube.get(resource, owner.name, namespace=owner.namespace)
+            except NotFound:
+                return "gone"
+            metadata = live.get("metadata") or {}
+            if metadata.get("uid") != owner.uid:
+                return "gone"
+            current = list(metadata.get("finalizers") or [])
+            merged = [f for f in current if f not in managed or f in wanted]
+            merged += [f for f in wanted if f not in merged]
+            if merged == current:
+                return "unchanged"
+            # The resourceVersion makes the patch a compare-and-swap: a finalizer another
+            # controller added meanwhile is not lost (Conflict, read again, retry).
+            body = {
+                "metadata": {
+                    "finalizers": merged,
+                    "resourceVersion": metadata.get("resourceVersion"),
+                }
+            }
+            await self._kube.merge_patch(
+                resource, owner.name, body, namespace=owner.namespace, field_manager=FIELD_MANAGER
+            )
+            return "applied"
+
+        result = await self._guarded(patch, "apply", owner)
+        if isinstance(result, _Failure):
+            await self._fail(run, result, warning_reason="FinalizerUpdateFailed")
+            return
+        outcome, attempts = result
+        recorded: ActionOutcomeKind = "applied" if outcome == "applied" else "unchanged"
+        reason = "the owner no longer exists" if outcome == "gone" else "finalizers"
+        self._record(run, "apply", owner, recorded, reason=reason, attempts=attempts)
 
     async def _apply(self, manifest: dict[str, Any]) -> str:
         resource = known_type(str(manifest.get("apiVersion")), str(manifest.get("kind")))

@@ -84,6 +84,7 @@ from kaiwo_runtime.logging import bound_context
 from kaiwo_planner.domain.cluster import ClusterState
 from kaiwo_planner.domain.default_objects import default_object_plans
 from kaiwo_planner.domain.fanout import all_workloads, owners_to_replan, queue_config
+from kaiwo_planner.domain.models.replanning import all_models
 from kaiwo_planner.domain.planned_status import owner_with_status, status_to_assume
 from kaiwo_planner.domain.planning import plan_object_with_timer
 from kaiwo_planner.domain.projection import (
@@ -510,13 +511,17 @@ class PlannerService:
         return fired
 
     async def resync(self, *, reapply_gaps: bool = True) -> int:
-        """Plan every owner now (the queue config and every workload); returns how many.
+        """Plan every owner now (the queue config, every workload and Model); returns how many.
 
         ``reapply_gaps``: publish again for owners whose desired objects are still absent or
         drifted, though nothing changed since the last plan.
         """
         now = self._clock()
-        owners = (*queue_config(self._projection), *all_workloads(self._projection))
+        owners = (
+            *queue_config(self._projection),
+            *all_workloads(self._projection),
+            *all_models(self._projection),
+        )
         with bound_context({"trigger": "resync"}):
             await self._plan_round(
                 owners, now=now, trigger="resync", cause=None, reapply_gaps=reapply_gaps
@@ -625,7 +630,7 @@ class PlannerService:
         if plan is None:
             self.metrics.plans.labels(ref.kind, "no_plan").inc()
             return also
-        absent = self._projection.missing(plan.desired)
+        absent = self._projection.missing((*plan.desired, *plan.shared))
         drifted = self._projection.drifted(plan.desired, ours_too=reapply_gaps)
         fingerprint, own = _decision_fingerprint(plan)
         if (

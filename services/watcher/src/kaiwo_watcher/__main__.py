@@ -29,6 +29,7 @@ from kaiwo_runtime.startup import (
 from kaiwo_watcher.metrics import WatcherMetrics
 from kaiwo_watcher.service import WatcherService
 from kaiwo_watcher.settings import WatcherSettings
+from kaiwo_watcher.watch_list import default_watch_list
 
 log = structlog.get_logger("kaiwo.watcher")
 
@@ -52,6 +53,7 @@ async def serve(settings: WatcherSettings, stop: asyncio.Event) -> None:
             bus,
             kv=kv,
             clock=utc_now,
+            watch_list=default_watch_list(settings.operator_namespace),
             namespaces=settings.watch_namespaces,
             tuning=settings.tuning(),
             metrics=metrics,

@@ -118,11 +118,13 @@ def watch_streams(
     watch_list: Iterable[WatchTarget], namespaces: Iterable[str] = ()
 ) -> tuple[WatchStream, ...]:
     """One stream per target, or per target and namespace for namespaced kinds when the
-    watcher is limited to ``namespaces``."""
+    watcher is limited to ``namespaces``; a target of one namespace is watched there only."""
     limited = tuple(dict.fromkeys(namespaces))
     streams: list[WatchStream] = []
     for target in watch_list:
-        if target.resource.namespaced and limited:
+        if target.namespace is not None:
+            streams.append(WatchStream(target=target, namespace=target.namespace))
+        elif target.resource.namespaced and limited:
             streams.extend(WatchStream(target=target, namespace=ns) for ns in limited)
         else:
             streams.append(WatchStream(target=target))

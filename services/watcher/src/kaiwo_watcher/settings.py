@@ -6,6 +6,7 @@ else the in-cluster service account.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 from kaiwo_runtime.settings import ServiceSettings
@@ -13,7 +14,19 @@ from pydantic import Field, field_validator
 from pydantic_settings import NoDecode
 
 from kaiwo_watcher.service import WatcherTuning
+from kaiwo_watcher.watch_list import DEFAULT_OPERATOR_NAMESPACE
 from kaiwo_watcher.watch_state import BUCKET
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def own_namespace(path: Path = SERVICE_ACCOUNT_NAMESPACE) -> str:
+    """The namespace the watcher runs in (its service account's), else the default."""
+    try:
+        found = path.read_text().strip()
+    except OSError:
+        return DEFAULT_OPERATOR_NAMESPACE
+    return found or DEFAULT_OPERATOR_NAMESPACE
 
 
 class WatcherSettings(ServiceSettings):
@@ -34,6 +47,9 @@ class WatcherSettings(ServiceSettings):
     A crash resumes up to this much earlier; JetStream drops the re-published duplicates."""
     watch_stuck_seconds: float = Field(default=60.0, gt=0)
     """A stream whose publish has kept failing this long makes ``/readyz`` fail."""
+    operator_namespace: str = Field(default_factory=own_namespace)
+    """The operator's namespace: the only one the system configuration of Models is read
+    from (``KAIWO_OPERATOR_NAMESPACE``; in a cluster, the service account's namespace)."""
     watcher_bucket: str = BUCKET
     """The key-value bucket holding checkpoints and known objects."""
     startup_timeout_seconds: float = Field(default=10.0, gt=0)

@@ -6,7 +6,12 @@
   labelled ``app.kubernetes.io/managed-by=kaiwo``, the label the planner puts on everything
   it creates (with ``kaiwo.silogen.ai/owner-uid`` on workload children).
 * Pods of our workloads: those carrying ``kaiwo.silogen.ai/run-id`` (a pod-template label the
-  planner sets to the workload's uid).
+  planner sets to the workload's uid). Pods the operator creates itself (a Model's server
+  Pods): ``app.kubernetes.io/managed-by=kaiwo`` with ``kaiwo.silogen.ai/owner-uid``, a
+  second stream of Pods (key ``pods#owned``).
+* The system configuration of Models: ConfigMaps labelled
+  ``kaiwo.silogen.ai/system-config=models`` in the operator's own namespace only (key
+  ``configmaps#system-config``): configuration from any other namespace is never read.
 * Kueue Workloads (Kueue creates them, so they carry none of our labels), Nodes and
   Namespaces: every object.
 
@@ -28,9 +33,14 @@ MANAGED_BY_KAIWO = "kaiwo"
 LABEL_OWNER_UID = "kaiwo.silogen.ai/owner-uid"
 LABEL_RUN_ID = "kaiwo.silogen.ai/run-id"
 
+LABEL_SYSTEM_CONFIG = "kaiwo.silogen.ai/system-config"
+DEFAULT_OPERATOR_NAMESPACE = "kaiwo-system"
+
 MANAGED_BY_SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY_KAIWO}"
 RUN_ID_SELECTOR = LABEL_RUN_ID
 """``key`` alone is the "exists" selector."""
+OWNED_POD_SELECTOR = f"{MANAGED_BY_SELECTOR},{LABEL_OWNER_UID}"
+MODELS_CONFIG_SELECTOR = f"{LABEL_SYSTEM_CONFIG}=models"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,11 +49,15 @@ class WatchTarget:
 
     ``workload``: the objects are workloads themselves (the served kinds), so each event
     correlates with the object's own uid rather than with an owner.
+    ``namespace``: watched in this namespace only, whatever namespaces the watcher is
+    limited to. ``stream``: names a second target of the same resource (its checkpoint key).
     """
 
     resource: ResourceType
     label_selector: str | None = None
     workload: bool = False
+    namespace: str | None = None
+    stream: str = ""
 
     @property
     def kind(self) -> str:
@@ -68,8 +82,10 @@ CHILD_RESOURCES: tuple[ResourceType, ...] = (
     resources.CONFIG_MAP,
     resources.SERVICE,
     resources.HTTP_ROUTE,
+    resources.ROLE,
+    resources.ROLE_BINDING,
 )
-"""Kinds the planner creates for a workload."""
+"""Kinds the planner creates for a workload or a Model."""
 
 MANAGED_KUEUE_RESOURCES: tuple[ResourceType, ...] = (
     resources.KUEUE_RESOURCE_FLAVOR,
@@ -81,12 +97,21 @@ MANAGED_KUEUE_RESOURCES: tuple[ResourceType, ...] = (
 """Kueue objects the planner derives from the KaiwoQueueConfig."""
 
 
-def default_watch_list() -> tuple[WatchTarget, ...]:
+def default_watch_list(
+    operator_namespace: str = DEFAULT_OPERATOR_NAMESPACE,
+) -> tuple[WatchTarget, ...]:
     """Everything the planner and the monitor need to see, filtered as narrowly as possible."""
     return (
         *served_targets(),
         *(WatchTarget(resource=r, label_selector=MANAGED_BY_SELECTOR) for r in CHILD_RESOURCES),
         WatchTarget(resource=resources.POD, label_selector=RUN_ID_SELECTOR),
+        WatchTarget(resource=resources.POD, label_selector=OWNED_POD_SELECTOR, stream="owned"),
+        WatchTarget(
+            resource=resources.CONFIG_MAP,
+            label_selector=MODELS_CONFIG_SELECTOR,
+            namespace=operator_namespace,
+            stream="system-config",
+        ),
         WatchTarget(resource=resources.KUEUE_WORKLOAD),
         *(
             WatchTarget(resource=r, label_selector=MANAGED_BY_SELECTOR)

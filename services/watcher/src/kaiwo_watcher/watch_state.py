@@ -53,6 +53,8 @@ class WatchStream:
     @property
     def key(self) -> str:
         base = str(self.target.resource)
+        if self.target.stream:
+            base = f"{base}#{self.target.stream}"
         return f"{base}@{self.namespace}" if self.namespace else base
 
     @property

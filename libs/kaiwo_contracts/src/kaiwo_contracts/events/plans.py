@@ -17,7 +17,7 @@ preemption), or the planner re-planned everything (start-up, periodic resync).""
 
 
 def _check_absent(plan: Plan, absent: tuple[ObjectRef, ...], *, name: str = "absent") -> None:
-    """``absent`` (or ``drifted``) names only desired objects, sorted."""
+    """``absent`` (or ``drifted``) names only desired (or shared) objects, sorted."""
     desired = {
         _identity(
             ObjectRef(
@@ -27,7 +27,7 @@ def _check_absent(plan: Plan, absent: tuple[ObjectRef, ...], *, name: str = "abs
                 namespace=(manifest.get("metadata") or {}).get("namespace"),
             )
         )
-        for manifest in plan.desired
+        for manifest in (*plan.desired, *plan.shared)
     }
     strays = [ref.display() for ref in absent if _identity(ref) not in desired]
     if strays:
@@ -66,9 +66,9 @@ class PlanDecidedV1(EventPayload):
 
     What the executor needs:
 
-    * ``absent`` — desired objects (as refs, sorted) that the planner has not observed in the
-      cluster. The executor applies them even when it believes it already did, so a child
-      deleted by hand is re-created although the plan itself did not change.
+    * ``absent`` — desired (or shared) objects (as refs, sorted) that the planner has not
+      observed in the cluster. The executor applies them even when it believes it already
+      did, so a child deleted by hand is re-created although the plan itself did not change.
     * ``drifted`` — desired objects (as refs, sorted) observed without what the plan asks of
       them (a field changed by hand; server defaults do not count). The executor applies them
       again even when it believes it already did, so drift is corrected although the plan

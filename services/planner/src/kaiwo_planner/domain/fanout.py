@@ -20,7 +20,9 @@ An observed change matters to:
 * a Namespace that appears or disappears: the KaiwoQueueConfig (its LocalQueues);
 * a Kueue object the KaiwoQueueConfig manages (its label or owner reference): the
   KaiwoQueueConfig;
-* a KubeAI Model: nothing yet (no Model planner exists).
+* a KubeAI Model: itself; its children follow it as above (it is an owner kind); the
+  system configuration, AIMNamespaceConfigs and cache volumes concern Models too
+  (:mod:`kaiwo_planner.domain.models.replanning`).
 
 Only owners the projection holds are returned (a plan needs the owner object), except a
 deleted workload, which is returned so the caller can forget it. Pure.
@@ -34,6 +36,7 @@ from typing import Any, Final
 from kaiwo_contracts.plans import ObjectRef
 
 from kaiwo_planner.domain.cluster import NodeInfo
+from kaiwo_planner.domain.models.replanning import models_concerned
 from kaiwo_planner.domain.projection import (
     CORE_GROUP,
     KUEUE_GROUP,
@@ -58,7 +61,7 @@ NODE: Final = (CORE_GROUP, "Node")
 NAMESPACE: Final = (CORE_GROUP, "Namespace")
 
 WORKLOAD_KINDS: Final = (KAIWO_JOB, KAIWO_SERVICE)
-OWNER_KINDS: Final = (*WORKLOAD_KINDS, KAIWO_QUEUE_CONFIG)
+OWNER_KINDS: Final = (*WORKLOAD_KINDS, KAIWO_QUEUE_CONFIG, KUBEAI_MODEL)
 QUEUE_CONFIG_NAME: Final = "kaiwo"
 
 OWNER_UID_LABEL: Final = "kaiwo.silogen.ai/owner-uid"
@@ -96,15 +99,16 @@ def owners_to_replan(change: Change, projection: Projection) -> tuple[ObjectRef,
         appeared_or_went = change.previous is None or change.deleted
         owners = list(queue_config(projection)) if appeared_or_went else []
     elif kind == KUBEAI_MODEL:
-        owners = []
+        owners = [change.ref]
     else:
         versions = [change.object] if change.previous is None else [change.previous, change.object]
         owners = [ref for version in versions for ref in owners_of(version, projection)]
+    owners += models_concerned(change, projection)
     return _sorted_unique(owners)
 
 
 def owners_of(obj: Mapping[str, Any], projection: Projection) -> tuple[ObjectRef, ...]:
-    """The Kaiwo owners (workloads or the KaiwoQueueConfig) ``obj`` belongs to, sorted."""
+    """The owners (workloads, the KaiwoQueueConfig, Models) ``obj`` belongs to, sorted."""
     return _sorted_unique(_walk(obj, projection, depth=0))
 
 

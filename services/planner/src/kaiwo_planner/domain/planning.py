@@ -14,7 +14,8 @@ By kind:
 * KaiwoConfig, AIMNamespaceConfig: None. They own nothing; they change the plans of others
   (the KaiwoQueueConfig and the workloads, which read them from the cluster state), and the
   planner re-plans those when they change.
-* Model (KubeAI): None for now; planning Models is a later issue.
+* Model (KubeAI): its model-server Pods, files, cache and adapters
+  (:mod:`~kaiwo_planner.domain.models`).
 * Anything else: None (not an owner).
 
 An owner the models reject, or one observed only in part because it was too large for the
@@ -46,9 +47,11 @@ from kaiwo_planner.domain.invalid_owner import (
     spec_problems,
 )
 from kaiwo_planner.domain.kept_values import kept
+from kaiwo_planner.domain.models.planning_entry import plan_model_object
 from kaiwo_planner.domain.queue_config import plan_queue_config
 from kaiwo_planner.domain.workload_plan import plan_workload
 
+MODEL_KIND = ("kubeai.org", "Model")
 WORKLOAD_MODELS: Mapping[str, type[KaiwoJob] | type[KaiwoService]] = {
     "KaiwoJob": KaiwoJob,
     "KaiwoService": KaiwoService,
@@ -82,6 +85,8 @@ def plan_object_with_timer(
     moment = now if now.tzinfo else now.replace(tzinfo=UTC)
     group = api_group_of(str(owner.get("apiVersion", "")))
     kind = str(owner.get("kind", ""))
+    if (group, kind) == MODEL_KIND:
+        return PlanningResult(plan=plan_model_object(owner=owner, cluster=cluster, now=moment))
     if group != KAIWO_GROUP:
         return PlanningResult(plan=None)
     if kind in WORKLOAD_MODELS or kind == "KaiwoQueueConfig":

@@ -30,6 +30,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from kaiwo_contracts.crds.base import CrdInfo, KubeModel, PrinterColumn, ScaleSubresource
 from kaiwo_contracts.crds.core_v1 import EnvFromSource
+from kaiwo_contracts.crds.kaiwo_v1alpha1.common import Conditions
 from kaiwo_contracts.crds.meta import ListMeta, ObjectMeta
 from kaiwo_contracts.crds.schema import NoCrdDefault
 
@@ -435,12 +436,23 @@ class ModelStatusCache(KubeModel):
 
 
 class ModelStatus(KubeModel):
-    """Observed state of a Model."""
+    """Observed state of a Model.
+
+    ``conditions`` and ``observedGeneration`` are Kaiwo's (upstream's status has neither):
+    whether the system configuration serves the Model, its cache, its rollout and adapters.
+    """
 
     replicas: Annotated[ModelStatusReplicas, NoCrdDefault] = Field(
         default_factory=ModelStatusReplicas
     )
     cache: ModelStatusCache | None = None
+    observed_generation: int | None = Field(
+        default=None, description="The generation the status describes (Kaiwo)."
+    )
+    conditions: Conditions | None = Field(
+        default=None,
+        description="Configured, CacheLoaded, Ready, AdaptersLoaded, Valid (Kaiwo).",
+    )
 
 
 # ------------------------------------------------------------------ the kind

@@ -1,0 +1,91 @@
+"""What ``kaiwo plan`` assumes to show a Model's Pods, and how it reads ``--models-config``.
+
+A Model with no replicas wanted (``minReplicas: 0`` and no ``replicas``, the usual start of
+an autoscaled Model) or whose cache is still loading has no Pods in its first plan. To show
+them anyway, the command plans it once more with one replica and its cache loaded (the
+load Job completed), and says so in the output.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kaiwo_contracts.models_config import CONFIG_MAP_KEY, CONFIG_MAP_LABEL, CONFIG_MAP_LABEL_VALUE
+from kaiwo_planner.domain.cluster import ClusterState
+from kaiwo_planner.domain.planning import PlanningResult, plan_object_with_timer
+
+
+@dataclass(frozen=True, slots=True)
+class AssumedPlan:
+    """A plan made under an assumption the source text states."""
+
+    source: str
+    content: dict[str, Any]
+    result: PlanningResult
+
+
+def models_config_map(path: Path) -> dict[str, Any]:
+    """``--models-config`` as the ConfigMap the planner looks for: a ConfigMap file is
+    taken as it is (and labelled), any other YAML is the ``models.yaml`` document."""
+    from kaiwo_cli.commands.plan import InputError
+
+    try:
+        text = path.read_text(encoding="utf-8")
+        document = yaml.safe_load(text)
+    except (OSError, yaml.YAMLError) as error:
+        raise InputError(f"{path}: {error}") from error
+    if isinstance(document, dict) and document.get("kind") == "ConfigMap":
+        found = copy.deepcopy(document)
+    else:
+        found = {"apiVersion": "v1", "kind": "ConfigMap", "data": {CONFIG_MAP_KEY: text}}
+    meta = found.setdefault("metadata", {})
+    meta.setdefault("name", "kaiwo-models")
+    meta.setdefault("namespace", "kaiwo-system")
+    meta.setdefault("uid", f"uid-models-config-{meta['name']}")
+    meta.setdefault("labels", {})[CONFIG_MAP_LABEL] = CONFIG_MAP_LABEL_VALUE
+    return found
+
+
+def model_with_pods(
+    document: Any, result: PlanningResult, cluster: ClusterState, *, now: datetime
+) -> AssumedPlan | None:
+    """The Model planned with one replica and its cache loaded, when its plan has no Pods
+    (None: it has some, or it is no Model, or it cannot be served)."""
+    plan = result.plan
+    content = document.content
+    if plan is None or content.get("kind") != "Model" or not content.get("spec"):
+        return None
+    if any(d.get("kind") == "Pod" for d in plan.desired):
+        return None
+    configured = next(
+        (c for c in (plan.status or {}).get("conditions") or () if c.get("type") == "Configured"),
+        None,
+    )
+    if configured is None or configured.get("status") != "True":
+        return None
+    assumed = copy.deepcopy(content)
+    notes = []
+    spec = assumed["spec"]
+    if not plan_has_replicas(content):
+        spec["replicas"] = max(int(spec.get("minReplicas") or 0), 1)
+        spec["autoscalingDisabled"] = True
+        notes.append("with 1 replica")
+    if spec.get("cacheProfile"):
+        assumed["status"] = {**(assumed.get("status") or {}), "cache": {"loaded": True}}
+        notes.append("once its cache is loaded")
+    later = plan_object_with_timer(owner=assumed, cluster=cluster, now=now)
+    return AssumedPlan(
+        source=f"{document.source}, {' and '.join(notes)} (assumed)",
+        content=content,
+        result=later,
+    )
+
+
+def plan_has_replicas(content: dict[str, Any]) -> bool:
+    spec = content.get("spec") or {}
+    return bool(spec.get("replicas") or spec.get("minReplicas"))

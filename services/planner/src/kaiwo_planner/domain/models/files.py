@@ -1,0 +1,50 @@
+"""``spec.files``: one ConfigMap per Model, each file mounted at its path in the server.
+
+The ConfigMap's keys are the paths with every ``/`` turned into ``_``. Each file is its own
+read-only ``subPath`` mount: changing a file's content changes the ConfigMap but not the Pods
+(so it rolls nothing, as upstream; running servers keep the old content until they are
+replaced), while adding or removing a file changes the Pods and so rolls them. Without
+files there is no ConfigMap (upstream creates an empty one and deletes it again, every
+other reconcile).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from kaiwo_planner.domain.models.names import files_config_map
+from kaiwo_planner.domain.models.ownership import ModelIdentity, model_child_metadata
+
+FILES_VOLUME: Final = "model-files"
+
+
+def file_key(path: str) -> str:
+    return path.replace("/", "_")
+
+
+def files_config_map_manifest(
+    identity: ModelIdentity, files: Mapping[str, str]
+) -> dict[str, Any] | None:
+    """The ConfigMap of ``files`` (path -> content), or None without files."""
+    if not files:
+        return None
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": model_child_metadata(identity, name=files_config_map(identity.name)),
+        "data": {file_key(path): content for path, content in sorted(files.items())},
+    }
+
+
+def files_volume(identity: ModelIdentity, files: Mapping[str, str]) -> tuple[dict[str, Any], ...]:
+    if not files:
+        return ()
+    return ({"name": FILES_VOLUME, "configMap": {"name": files_config_map(identity.name)}},)
+
+
+def files_mounts(files: Mapping[str, str]) -> tuple[dict[str, Any], ...]:
+    return tuple(
+        {"name": FILES_VOLUME, "mountPath": path, "subPath": file_key(path), "readOnly": True}
+        for path in sorted(files)
+    )

@@ -1,0 +1,51 @@
+"""Who a Model's objects belong to: the controller reference and the inventory labels the
+executor prunes and the watcher selects by."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kaiwo_planner.domain.labels import inventory_labels
+
+MODEL_API_VERSION: Final = "kubeai.org/v1"
+MODEL_KIND: Final = "Model"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelIdentity:
+    name: str
+    namespace: str
+    uid: str
+
+
+def model_owner_reference(identity: ModelIdentity) -> dict[str, Any]:
+    """The controller reference: deleting the Model garbage-collects the object."""
+    return {
+        "apiVersion": MODEL_API_VERSION,
+        "kind": MODEL_KIND,
+        "name": identity.name,
+        "uid": identity.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def model_child_metadata(
+    identity: ModelIdentity,
+    *,
+    name: str,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """``metadata`` of an object the Model owns; the inventory labels always hold."""
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": identity.namespace,
+        "labels": {**(labels or {}), **inventory_labels(identity.uid)},
+        "ownerReferences": [model_owner_reference(identity)],
+    }
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    return metadata

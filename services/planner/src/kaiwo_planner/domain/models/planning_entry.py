@@ -1,0 +1,89 @@
+"""A Model from the wire to its plan: parsed (once per version), checked, planned.
+
+A Model the models reject gets a plan that reports the problem in a ``Valid`` condition
+(False, ``InvalidSpec``) with a Warning Event, and changes nothing else, as for the Kaiwo
+kinds (decision 0008); unlike theirs, a Model's status has no phase to keep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from kaiwo_contracts.crds.kubeai_v1.model import Model
+from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan
+from kaiwo_contracts.validation import Problem
+from pydantic import ValidationError
+
+from kaiwo_planner.domain.cluster import ClusterState
+from kaiwo_planner.domain.invalid_owner import (
+    REASON_INVALID,
+    VALID_CONDITION,
+    problems_message,
+    spec_problems,
+)
+from kaiwo_planner.domain.kept_values import kept
+from kaiwo_planner.domain.models.model_plan import plan_model
+from kaiwo_planner.domain.status import ConditionSpec, merge_conditions
+
+
+def plan_model_object(*, owner: Mapping[str, Any], cluster: ClusterState, now: datetime) -> Plan:
+    """The plan of a Model given in wire form (valid or not)."""
+    uid = (owner.get("metadata") or {}).get("uid")
+    try:
+        model = kept(("owner", Model, uid), (owner,), lambda: Model.model_validate(owner))
+    except ValidationError as error:
+        return invalid_model_plan(owner, spec_problems(owner, error), now=now)
+    missing = [
+        Problem(f"metadata.{key}", "required field is missing")
+        for key, value in (("name", model.metadata.name), ("namespace", model.metadata.namespace))
+        if not value
+    ]
+    if missing:
+        return invalid_model_plan(owner, missing, now=now)
+    return plan_model(model=model, cluster=cluster, now=now)
+
+
+def invalid_model_plan(owner: Mapping[str, Any], problems: list[Problem], *, now: datetime) -> Plan:
+    """Only the ``Valid=False`` condition and its Event (see the module docstring)."""
+    meta = owner.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    generation = meta.get("generation")
+    generation = generation if isinstance(generation, int) and generation >= 0 else None
+    previous = owner.get("status")
+    previous = dict(previous) if isinstance(previous, Mapping) else {}
+    earlier = previous.get("conditions")
+    message = problems_message(problems)
+    status = {
+        **previous,
+        "conditions": merge_conditions(
+            [c for c in earlier if isinstance(c, Mapping)] if isinstance(earlier, list) else (),
+            [ConditionSpec(VALID_CONDITION, "False", REASON_INVALID, message)],
+            generation=generation or 0,
+            now=now,
+        ),
+    }
+    if generation is not None:
+        status["observedGeneration"] = generation
+    version = meta.get("resourceVersion")
+    return Plan(
+        owner=_ref(owner, meta),
+        observed_generation=generation,
+        observed_resource_version=version if isinstance(version, str) else None,
+        status=status,
+        events=(EventIntent(type="Warning", reason=REASON_INVALID, message=message),),
+    )
+
+
+def _ref(owner: Mapping[str, Any], meta: Mapping[str, Any]) -> ObjectRef:
+    def text(value: object) -> str | None:
+        return value if isinstance(value, str) and value else None
+
+    return ObjectRef(
+        api_version=str(owner.get("apiVersion", "")),
+        kind=str(owner.get("kind", "")),
+        name=text(meta.get("name")) or "",
+        namespace=text(meta.get("namespace")),
+        uid=text(meta.get("uid")),
+    )

@@ -1,0 +1,97 @@
+"""A Model's status: its Pods counted as upstream counts them, and Kaiwo's conditions.
+
+``replicas.all`` counts every server Pod, those being deleted too; ``replicas.ready`` those
+Ready (as upstream). ``cache.loaded`` only with a cache profile. Conditions, each with the
+generation it describes:
+
+* ``Configured``: the system configuration serves the Model (False: which profile or image
+  is missing, or why the configuration itself is invalid);
+* ``CacheLoaded`` (with a cache profile): Loading, Loaded, or LoadFailed with the Job's reason;
+* ``Ready``: every wanted replica Ready on the current spec (or none wanted); False while
+  Pods are missing or not Ready, during a rollout, while the cache loads, while deleting;
+* ``AdaptersLoaded`` (with adapters): every Ready Pod reports every adapter loaded;
+* ``CacheEvicted`` (while a cached Model is deleted): the eviction Job's progress.
+
+An Event tells each change of a condition people act on (see :data:`_EVENTS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Final, Literal
+
+from kaiwo_contracts.plans import EventIntent
+
+from kaiwo_planner.domain.models.rollout import ObservedPod
+from kaiwo_planner.domain.status import ConditionSpec, merge_conditions
+
+CONFIGURED: Final = "Configured"
+CACHE_LOADED: Final = "CacheLoaded"
+READY: Final = "Ready"
+ADAPTERS_LOADED: Final = "AdaptersLoaded"
+CACHE_EVICTED: Final = "CacheEvicted"
+
+EventType = Literal["Normal", "Warning"]
+
+# (condition type, status, reason) -> (Event type, Event reason); None: any reason.
+_EVENTS: Final[Mapping[tuple[str, str, str | None], tuple[EventType, str]]] = {
+    (CONFIGURED, "False", None): ("Warning", "NotConfigured"),
+    (CONFIGURED, "True", None): ("Normal", "Configured"),
+    (CACHE_LOADED, "False", "Loading"): ("Normal", "CacheLoading"),
+    (CACHE_LOADED, "False", "LoadFailed"): ("Warning", "CacheLoadFailed"),
+    (CACHE_LOADED, "True", None): ("Normal", "CacheLoaded"),
+    (READY, "True", "ReplicasReady"): ("Normal", "ModelReady"),
+    (READY, "False", "RollingOut"): ("Normal", "RolloutStarted"),
+    (ADAPTERS_LOADED, "True", None): ("Normal", "AdaptersLoaded"),
+    (CACHE_EVICTED, "False", "EvictionFailed"): ("Warning", "CacheEvictionFailed"),
+    (CACHE_EVICTED, "True", None): ("Normal", "CacheEvicted"),
+}
+
+
+def replica_counts(pods: Sequence[ObservedPod]) -> dict[str, int]:
+    return {"all": len(pods), "ready": sum(pod.ready for pod in pods)}
+
+
+def model_status(
+    *,
+    previous: Mapping[str, Any],
+    generation: int,
+    pods: Sequence[ObservedPod],
+    cache_loaded: bool | None,
+    conditions: Sequence[ConditionSpec],
+    now: datetime,
+) -> dict[str, Any]:
+    """The new status: counts, cache, generation and ``conditions`` merged into the previous
+    ones (a transition time moves only when a condition's status does)."""
+    previous_conditions = [c for c in previous.get("conditions") or () if isinstance(c, Mapping)]
+    status: dict[str, Any] = {"replicas": replica_counts(pods)}
+    if cache_loaded is not None:
+        status["cache"] = {"loaded": cache_loaded}
+    status["observedGeneration"] = generation
+    status["conditions"] = merge_conditions(
+        previous_conditions, conditions, generation=generation, now=now
+    )
+    return status
+
+
+def condition_events(
+    previous: Mapping[str, Any], conditions: Sequence[ConditionSpec]
+) -> tuple[EventIntent, ...]:
+    """An Event for each condition that changed status or reason since ``previous``."""
+    before = {
+        c.get("type"): (c.get("status"), c.get("reason"))
+        for c in previous.get("conditions") or ()
+        if isinstance(c, Mapping)
+    }
+    events = []
+    for condition in conditions:
+        if before.get(condition.type) == (condition.status, condition.reason):
+            continue
+        found = _EVENTS.get((condition.type, condition.status, condition.reason)) or _EVENTS.get(
+            (condition.type, condition.status, None)
+        )
+        if found is not None:
+            kind, reason = found
+            events.append(EventIntent(type=kind, reason=reason, message=condition.message))
+    return tuple(events)

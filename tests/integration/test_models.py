@@ -1,0 +1,541 @@
+"""KubeAI Models end to end: the operator's processes against the session's real API server,
+the test playing the kubelet (there is none) by writing the status of the Model's Pods and
+Jobs.
+
+One operator serves the module. In order: every example Model and one Model per engine get
+their Pods, which the status counts; a changed spec rolls the Pods with at most the surge
+extra; a deleted Pod is replaced; adapters change without restarting a Pod; a Model with a
+cache loads it before its Pods run and, deleted, evicts its files before it goes, with
+everything it owned; and ``kaiwo events replay`` reproduces every Model plan recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+import pytest_asyncio
+import yaml
+from kaiwo_cli.main import app
+from kaiwo_kube import AlreadyExists, KubernetesPort, NotFound, resources
+from typer.testing import CliRunner
+
+from tests.integration.pipeline import cluster_actors as actors
+from tests.integration.pipeline.harness import Pending, Pipeline, eventually
+
+pytestmark = [
+    pytest.mark.nats,
+    pytest.mark.slow,
+    pytest.mark.k8s,
+    pytest.mark.asyncio(loop_scope="module"),
+    pytest.mark.parametrize("shared_pipeline", ["real"], indirect=True),
+]
+
+EXAMPLES: Final = Path(__file__).resolve().parents[2] / "examples"
+OPERATOR_NAMESPACE: Final = "kaiwo-system"
+MODELS_CONFIG: Final = """\
+resourceProfiles:
+  mi300x:
+    imageName: amd-gpu
+    requests: {cpu: "4", memory: 16Gi}
+    limits: {amd.com/gpu: "1"}
+cacheProfiles:
+  shared:
+    sharedFilesystem: {storageClassName: nfs-rwx}
+"""
+ADAPTER_PREFIX: Final = "adapter.kubeai.org/"
+
+
+# ---------------------------------------------------------------------- the platform team
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def models_config(shared_pipeline: Pipeline) -> AsyncIterator[None]:
+    """The system configuration of Models, in the operator's namespace, for the module."""
+    kube = shared_pipeline.kube
+    with contextlib.suppress(AlreadyExists):
+        await actors.create_namespace(kube, OPERATOR_NAMESPACE)
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "kaiwo-models",
+            "namespace": OPERATOR_NAMESPACE,
+            "labels": {"kaiwo.silogen.ai/system-config": "models"},
+        },
+        "data": {"models.yaml": MODELS_CONFIG},
+    }
+    await kube.apply(config_map, field_manager="platform-team")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(NotFound):
+            await kube.delete(resources.CONFIG_MAP, "kaiwo-models", namespace=OPERATOR_NAMESPACE)
+
+
+# ---------------------------------------------------------------------- the kubelet
+
+
+async def model_pods(kube: KubernetesPort, namespace: str, name: str) -> list[dict[str, Any]]:
+    listed = await kube.list(resources.POD, namespace=namespace, label_selector=f"model={name}")
+    return sorted(listed.items, key=lambda p: p["metadata"]["name"])
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or ()
+    )
+
+
+async def run_pods(kube: KubernetesPort, namespace: str, name: str) -> int:
+    """The kubelet: every Pod of the Model not being deleted runs and turns Ready.
+    Returns how many it started."""
+    started = 0
+    for pod in await model_pods(kube, namespace, name):
+        if is_ready(pod) or pod["metadata"].get("deletionTimestamp"):
+            continue
+        await kube.patch_status(
+            resources.POD,
+            pod["metadata"]["name"],
+            {
+                "phase": "Running",
+                "startTime": actors.now(),
+                "conditions": [
+                    {"type": "Ready", "status": "True", "lastTransitionTime": actors.now()},
+                    {
+                        "type": "ContainersReady",
+                        "status": "True",
+                        "lastTransitionTime": actors.now(),
+                    },
+                ],
+            },
+            namespace=namespace,
+            field_manager="kubelet",
+            method="merge",
+        )
+        started += 1
+    return started
+
+
+async def model(pipeline: Pipeline, name: str) -> dict[str, Any]:
+    return await pipeline.kube.get(resources.KUBEAI_MODEL, name, namespace=pipeline.namespace)
+
+
+async def serving(pipeline: Pipeline, name: str, replicas: int) -> dict[str, Any]:
+    """Play the kubelet until the Model's status counts ``replicas`` Pods, all Ready."""
+    kube, namespace = pipeline.kube, pipeline.namespace
+
+    async def check() -> dict[str, Any] | Pending:
+        await run_pods(kube, namespace, name)
+        found = await model(pipeline, name)
+        counted = (found.get("status") or {}).get("replicas")
+        ready = _condition(found, "Ready")
+        wanted = {"all": replicas, "ready": replicas}
+        if counted == wanted and ready is not None and ready["status"] == "True":
+            return found
+        return Pending(f"replicas {counted}, Ready {ready}")
+
+    return await eventually(check, what=f"Model {name} serves {replicas} replicas", within=60)
+
+
+def _condition(found: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    conditions = (found.get("status") or {}).get("conditions") or ()
+    return next((c for c in conditions if c["type"] == kind), None)
+
+
+def example(name: str, namespace: str) -> dict[str, Any]:
+    found: dict[str, Any] = yaml.safe_load((EXAMPLES / name).read_text())
+    found["metadata"]["namespace"] = namespace
+    return found
+
+
+def a_model(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeai.org/v1",
+        "kind": "Model",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+async def kaiwo(*arguments: str) -> Any:
+    env = {**os.environ, "COLUMNS": "250"}
+    return await asyncio.to_thread(CliRunner().invoke, app, list(arguments), env=env)
+
+
+# ---------------------------------------------------------------------- the tests
+
+
+async def test_every_example_and_every_engine_runs_its_pods_and_counts_them(
+    shared_pipeline: Pipeline, models_config: None
+) -> None:
+    pipeline = shared_pipeline
+    kube, namespace = pipeline.kube, pipeline.namespace
+    ollama = example("model-ollama.yaml", namespace)
+    vllm = example("model-vllm.yaml", namespace)
+    whisper = a_model(
+        "whisper",
+        namespace,
+        url="hf://Systran/faster-whisper-medium.en",
+        engine="FasterWhisper",
+        features=["SpeechToText"],
+        resourceProfile="cpu:1",
+        minReplicas=1,
+    )
+    infinity = a_model(
+        "embeddings",
+        namespace,
+        url="hf://BAAI/bge-small-en-v1.5",
+        engine="Infinity",
+        features=["TextEmbedding"],
+        resourceProfile="mi300x:2",
+        replicas=2,
+        autoscalingDisabled=True,
+    )
+    for manifest in (ollama, vllm, whisper, infinity):
+        await kube.create(manifest)
+
+    # The vLLM example scales between 0 and 4: no Pods until something scales it up, as
+    # the autoscaler would, through the scale subresource.
+    idle = await eventually(
+        lambda: _ready_reason(pipeline, vllm["metadata"]["name"]),
+        what="the vLLM example scaled to zero",
+    )
+    assert idle == "ScaledToZero"
+    assert await model_pods(kube, namespace, vllm["metadata"]["name"]) == []
+    await kube.merge_patch(
+        resources.KUBEAI_MODEL,
+        vllm["metadata"]["name"],
+        {"spec": {"replicas": 1}},
+        namespace=namespace,
+        field_manager="autoscaler",
+    )
+
+    await serving(pipeline, "nomic-embed-text-cpu", 1)
+    await serving(pipeline, "llama-3.1-8b-instruct-mi300x", 1)
+    await serving(pipeline, "whisper", 1)
+    found = await serving(pipeline, "embeddings", 2)
+    assert found["status"]["observedGeneration"] == found["metadata"]["generation"]
+
+    [server] = (await model_pods(kube, namespace, "llama-3.1-8b-instruct-mi300x"))[0]["spec"][
+        "containers"
+    ]
+    assert server["image"] == "rocm/vllm:rocm6.4.1_vllm_0.10.1_20250909"
+    assert server["args"][:2] == [
+        "--model=meta-llama/Llama-3.1-8B-Instruct",
+        "--served-model-name=llama-3.1-8b-instruct-mi300x",
+    ]
+    assert server["resources"]["limits"] == {"amd.com/gpu": "1"}
+    assert server["envFrom"] == [{"secretRef": {"name": "hf-token"}}]
+    for pod in await model_pods(kube, namespace, "embeddings"):
+        [server] = pod["spec"]["containers"]
+        assert server["image"] == "michaelf34/infinity:0.0.77-rocm"
+        # The API server defaults an extended resource's request to its limit.
+        assert server["resources"] == {
+            "requests": {"cpu": "8", "memory": "32Gi", "amd.com/gpu": "2"},
+            "limits": {"amd.com/gpu": "2"},
+        }
+        labels = pod["metadata"]["labels"]
+        assert (labels["model"], labels["app.kubernetes.io/name"]) == ("embeddings", "infinity")
+        assert labels["app.kubernetes.io/managed-by"] == "kaiwo"
+        [owner] = pod["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["controller"]) == ("Model", "embeddings", True)
+    [ollama_pod] = await model_pods(kube, namespace, "nomic-embed-text-cpu")
+    probe = ollama_pod["spec"]["containers"][0]["startupProbe"]["exec"]["command"]
+    pull = "/bin/ollama pull nomic-embed-text"
+    assert probe[-1] == f"{pull} && /bin/ollama cp nomic-embed-text nomic-embed-text-cpu"
+
+
+async def _ready_reason(pipeline: Pipeline, name: str) -> str | Pending:
+    found = _condition(await model(pipeline, name), "Ready")
+    return found["reason"] if found else Pending("no Ready condition yet")
+
+
+async def test_a_changed_spec_rolls_the_pods_with_at_most_the_surge_extra(
+    shared_pipeline: Pipeline, models_config: None
+) -> None:
+    pipeline = shared_pipeline
+    kube, namespace = pipeline.kube, pipeline.namespace
+    await kube.create(
+        a_model(
+            "rolling",
+            namespace,
+            url="hf://org/model",
+            engine="VLLM",
+            resourceProfile="cpu:1",
+            replicas=3,
+            autoscalingDisabled=True,
+        )
+    )
+    await serving(pipeline, "rolling", 3)
+    before = {
+        p["metadata"]["labels"]["pod-hash"] for p in await model_pods(kube, namespace, "rolling")
+    }
+    assert len(before) == 1
+
+    await kube.merge_patch(
+        resources.KUBEAI_MODEL,
+        "rolling",
+        {"spec": {"args": ["--max-model-len=4096"]}},
+        namespace=namespace,
+        field_manager="user",
+    )
+    most = 0
+
+    async def rolled() -> set[str] | Pending:
+        nonlocal most
+        pods = [
+            p
+            for p in await model_pods(kube, namespace, "rolling")
+            if not p["metadata"].get("deletionTimestamp")
+        ]
+        most = max(most, len(pods))
+        hashes = {p["metadata"]["labels"]["pod-hash"] for p in pods}
+        await run_pods(kube, namespace, "rolling")
+        if len(pods) == 3 and hashes.isdisjoint(before) and all(is_ready(p) for p in pods):
+            return hashes
+        return Pending(f"{len(pods)} Pods, hashes {sorted(hashes)}")
+
+    after = await eventually(rolled, what="every Pod replaced", within=90, interval=0.3)
+    assert len(after) == 1
+    assert most <= 3 + 1
+    for pod in await model_pods(kube, namespace, "rolling"):
+        assert "--max-model-len=4096" in pod["spec"]["containers"][0]["args"]
+    await serving(pipeline, "rolling", 3)
+
+
+async def test_a_deleted_pod_is_replaced(shared_pipeline: Pipeline, models_config: None) -> None:
+    pipeline = shared_pipeline
+    kube, namespace = pipeline.kube, pipeline.namespace
+    pods = await model_pods(kube, namespace, "rolling")
+    gone = pods[0]
+    await kube.delete(resources.POD, gone["metadata"]["name"], namespace=namespace)
+
+    async def replaced() -> list[str] | Pending:
+        names = [p["metadata"]["uid"] for p in await model_pods(kube, namespace, "rolling")]
+        if len(names) == 3 and gone["metadata"]["uid"] not in names:
+            return names
+        return Pending(f"{len(names)} Pods")
+
+    await eventually(replaced, what="the deleted Pod replaced")
+    await serving(pipeline, "rolling", 3)
+
+
+async def test_adapters_are_loaded_and_changed_without_restarting_a_pod(
+    shared_pipeline: Pipeline, models_config: None
+) -> None:
+    pipeline = shared_pipeline
+    kube, namespace = pipeline.kube, pipeline.namespace
+    adapters = [
+        {"name": "sql", "url": "hf://org/sql-lora"},
+        {"name": "chat", "url": "hf://org/chat-lora"},
+    ]
+    await kube.create(
+        a_model(
+            "lora",
+            namespace,
+            url="hf://meta-llama/Llama-3.1-8B",
+            engine="VLLM",
+            adapters=adapters,
+            files=[{"path": "/config/chat.jinja", "content": "{{ messages }}"}],
+            replicas=1,
+            autoscalingDisabled=True,
+        )
+    )
+    await serving(pipeline, "lora", 1)
+    [pod] = await model_pods(kube, namespace, "lora")
+    assert [c["name"] for c in pod["spec"]["containers"]] == ["server", "loader"]
+    role = await pipeline.appears(resources.ROLE, "model-lora-adapter-loader")
+    assert role["rules"][0]["resourceNames"] == [pod["metadata"]["name"]]
+    await pipeline.appears(resources.ROLE_BINDING, "model-lora-adapter-loader")
+    files = await pipeline.appears(resources.CONFIG_MAP, "model-lora-files")
+    assert files["data"] == {"_config_chat.jinja": "{{ messages }}"}
+    wanted = await pipeline.appears(resources.CONFIG_MAP, "model-lora-adapters")
+
+    # The sidecar (no kubelet runs it here) reports what it loaded on its Pod.
+    for adapter in json.loads(wanted["data"]["adapters.json"]):
+        await kube.merge_patch(
+            resources.POD,
+            pod["metadata"]["name"],
+            {"metadata": {"labels": {ADAPTER_PREFIX + adapter["name"]: adapter["hash"]}}},
+            namespace=namespace,
+            field_manager="kaiwo-adapter-loader",
+        )
+
+    async def loaded() -> dict[str, Any] | Pending:
+        found = _condition(await model(pipeline, "lora"), "AdaptersLoaded")
+        return found if found and found["status"] == "True" else Pending(f"{found}")
+
+    await eventually(loaded, what="adapters loaded")
+
+    # One adapter less: the list changes, no Pod does.
+    await kube.merge_patch(
+        resources.KUBEAI_MODEL,
+        "lora",
+        {"spec": {"adapters": adapters[:1]}},
+        namespace=namespace,
+        field_manager="user",
+    )
+
+    async def listed_once() -> list[Any] | Pending:
+        found = await pipeline.child(resources.CONFIG_MAP, "model-lora-adapters")
+        names = [a["name"] for a in json.loads((found or {})["data"]["adapters.json"])]
+        return names if names == ["sql"] else Pending(f"{names}")
+
+    await eventually(listed_once, what="the adapters ConfigMap updated")
+    await asyncio.sleep(1.0)
+    assert [p["metadata"]["uid"] for p in await model_pods(kube, namespace, "lora")] == [
+        pod["metadata"]["uid"]
+    ]
+    # Until the sidecar unloads it, the Pod still reports "chat": not loaded as wanted.
+    reported = _condition(await model(pipeline, "lora"), "AdaptersLoaded")
+    assert reported is not None and reported["status"] == "False"
+
+
+async def test_a_cached_model_loads_before_it_serves_and_deleted_evicts_and_leaves_nothing(
+    shared_pipeline: Pipeline, models_config: None, finalizers_released: None
+) -> None:
+    pipeline = shared_pipeline
+    kube, namespace = pipeline.kube, pipeline.namespace
+    await kube.create(
+        a_model(
+            "cached",
+            namespace,
+            url="s3://models/qwen",
+            engine="VLLM",
+            resourceProfile="cpu:1",
+            cacheProfile="shared",
+            env={"AWS_ENDPOINT_URL": "http://minio:9000"},
+            minReplicas=1,
+        )
+    )
+    volume = await pipeline.appears(resources.PERSISTENT_VOLUME_CLAIM, "shared-model-cache-shared")
+    assert "ownerReferences" not in volume["metadata"]
+    load = await pipeline.appears(resources.JOB, "load-cache-cached")
+    assert load["spec"]["template"]["spec"]["containers"][0]["args"][0] == "s3://models/qwen"
+    found = await eventually(
+        lambda: _with_finalizer(pipeline, "cached"), what="the cache-eviction finalizer"
+    )
+    assert found["metadata"]["finalizers"] == ["kubeai.org/cache-eviction"]
+    assert await model_pods(kube, namespace, "cached") == []
+
+    await pipeline.jobs.pod_succeeded("load-cache-cached", namespace=namespace)
+    found = await serving(pipeline, "cached", 1)
+    assert found["status"]["cache"] == {"loaded": True}
+
+    async def load_job_gone() -> bool | Pending:
+        job = await pipeline.child(resources.JOB, "load-cache-cached")
+        return True if job is None or job["metadata"].get("deletionTimestamp") else Pending("there")
+
+    await eventually(load_job_gone, what="the finished load Job pruned")
+
+    await kube.delete(resources.KUBEAI_MODEL, "cached", namespace=namespace)
+    await pipeline.appears(resources.JOB, "evict-cache-cached")
+    # Its Pods go first; the Model waits for the eviction.
+    await eventually(
+        lambda: _no_pods(kube, namespace, "cached"), what="the cached Model's Pods deleted"
+    )
+    assert (await model(pipeline, "cached"))["metadata"]["deletionTimestamp"]
+    await pipeline.jobs.pod_succeeded("evict-cache-cached", namespace=namespace)
+
+    async def gone() -> bool | Pending:
+        try:
+            await model(pipeline, "cached")
+        except NotFound:
+            return True
+        return Pending("the Model still exists")
+
+    await eventually(gone, what="the Model deleted once evicted", within=60)
+
+    async def owned_gone() -> bool | Pending:
+        left = []
+        for resource in (resources.JOB, resources.CONFIG_MAP, resources.POD):
+            listed = await kube.list(
+                resource,
+                namespace=namespace,
+                label_selector=f"{actors.OWNER_UID_LABEL}={found['metadata']['uid']}",
+            )
+            left += [f"{resource.kind} {i['metadata']['name']}" for i in listed.items]
+        return True if not left else Pending(f"left: {left}")
+
+    await eventually(owned_gone, what="everything the Model owned collected", within=60)
+    # The cache volume is shared: it stays for the other Models of the profile.
+    assert await pipeline.child(resources.PERSISTENT_VOLUME_CLAIM, "shared-model-cache-shared")
+
+
+async def _with_finalizer(pipeline: Pipeline, name: str) -> dict[str, Any] | Pending:
+    found = await model(pipeline, name)
+    return found if found["metadata"].get("finalizers") else Pending("no finalizer yet")
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def finalizers_released(shared_pipeline: Pipeline) -> AsyncIterator[None]:
+    """Should a test stop half way, the Models it leaves must not hold their namespace
+    (deleted after the operator stopped, so no plan would drop their finalizers)."""
+    try:
+        yield
+    finally:
+        listed = await shared_pipeline.kube.list(
+            resources.KUBEAI_MODEL, namespace=shared_pipeline.namespace
+        )
+        for item in listed.items:
+            if item["metadata"].get("finalizers"):
+                with contextlib.suppress(NotFound):
+                    await shared_pipeline.kube.merge_patch(
+                        resources.KUBEAI_MODEL,
+                        item["metadata"]["name"],
+                        {"metadata": {"finalizers": None}},
+                        namespace=shared_pipeline.namespace,
+                    )
+
+
+async def _no_pods(kube: KubernetesPort, namespace: str, name: str) -> bool | Pending:
+    left = await model_pods(kube, namespace, name)
+    return True if not left else Pending(f"{len(left)} Pods")
+
+
+async def test_replay_reproduces_every_model_plan_and_explain_tells_the_story(
+    shared_pipeline: Pipeline, models_config: None
+) -> None:
+    pipeline = shared_pipeline
+    await pipeline.settled(within=60)
+    assert await pipeline.dead_letters() == 0
+    if pipeline.audit_log is not None:
+        # Settled means settled: no status, Pod or finalizer written back and forth.
+        assert await pipeline.operator_writes_while_idle() == Counter()
+    for name in (
+        "nomic-embed-text-cpu",
+        "llama-3.1-8b-instruct-mi300x",
+        "rolling",
+        "lora",
+        "cached",
+    ):
+        replayed = await kaiwo(
+            "events",
+            "replay",
+            "--workload",
+            f"{pipeline.namespace}/{name}",
+            "--store",
+            pipeline.store_url,
+        )
+        assert replayed.exit_code == 0, replayed.output
+        summary = replayed.output.strip().splitlines()[-1]
+        plans = int(summary.split()[0])
+        assert plans > 0, summary
+        assert summary.startswith(f"{plans} plans, {plans} reproduced, 0 differ, 0 skipped"), (
+            replayed.output
+        )
+    explained = await kaiwo(
+        "events", "explain", f"{pipeline.namespace}/rolling", "--store", pipeline.store_url
+    )
+    assert explained.exit_code == 0, explained.output
+    assert explained.output.startswith(f"Model {pipeline.namespace}/rolling")
+    assert "delete Pod" in explained.output

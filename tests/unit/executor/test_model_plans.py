@@ -1,0 +1,216 @@
+"""What Model plans ask of the executor: Pods deleted one by one (only the owner's, by
+uid), a shared cache volume created once and never touched again, and the Model's own
+finalizer added and removed without touching anyone else's. Against the fake API server."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kaiwo_contracts.plans import ObjectRef, Plan, PruneRule
+from kaiwo_executor.apply_plan import PlanExecutor
+from kaiwo_executor.execution_memo import ExecutionMemo
+from kaiwo_kube import resources
+from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_kubefake import FakeKubeServer, ResourceKind
+from kaiwo_runtime.kv import MemoryKeyValue
+
+from tests.unit.executor.conftest import NOW, Harness
+
+MODEL = ResourceKind(
+    group="kubeai.org", version="v1", plural="models", kind="Model", namespaced=True
+)
+NAMESPACE = "ai"
+INVENTORY = {"app.kubernetes.io/managed-by": "kaiwo"}
+
+
+@pytest.fixture
+async def model_harness(tmp_path: Path) -> AsyncIterator[Harness]:
+    async with contextlib.AsyncExitStack() as stack:
+        fake = await stack.enter_async_context(
+            FakeKubeServer(kubeconfig_path=tmp_path / "kubeconfig", kinds=(MODEL,))
+        )
+        kube = await KubernetesAsyncioAdapter.from_kubeconfig(fake.kubeconfig_path)
+        stack.push_async_callback(kube.close)
+        await kube.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+        )
+        stored = fake.store.put(
+            MODEL,
+            {
+                "apiVersion": "kubeai.org/v1",
+                "kind": "Model",
+                "metadata": {
+                    "name": "llm",
+                    "namespace": NAMESPACE,
+                    "finalizers": ["example.com/keep"],
+                },
+                "spec": {"url": "hf://o/m", "engine": "VLLM"},
+            },
+        )
+        owner = ObjectRef(
+            api_version="kubeai.org/v1",
+            kind="Model",
+            name="llm",
+            namespace=NAMESPACE,
+            uid=stored["metadata"]["uid"],
+        )
+        yield Harness(fake=fake, kube=kube, kv=MemoryKeyValue(), owner=owner, namespace=NAMESPACE)
+
+
+def selector(harness: Harness) -> dict[str, str]:
+    assert harness.owner.uid is not None
+    return {**INVENTORY, "kaiwo.silogen.ai/owner-uid": harness.owner.uid}
+
+
+async def pod(harness: Harness, name: str, *, labels: dict[str, str]) -> dict[str, Any]:
+    return await harness.kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
+            "spec": {"containers": [{"name": "server", "image": "vllm:1"}]},
+        }
+    )
+
+
+def ref(found: dict[str, Any]) -> ObjectRef:
+    meta = found["metadata"]
+    return ObjectRef(
+        api_version="v1", kind="Pod", name=meta["name"], namespace=NAMESPACE, uid=meta["uid"]
+    )
+
+
+def plan(harness: Harness, **fields: Any) -> Plan:
+    return Plan(
+        owner=harness.owner,
+        prune=(PruneRule(api_version="v1", kind="ConfigMap"),),
+        prune_selector=selector(harness),
+        **fields,
+    )
+
+
+def executor(harness: Harness) -> PlanExecutor:
+    return PlanExecutor(harness.kube, ExecutionMemo(harness.kv), clock=lambda: NOW)
+
+
+async def test_the_pods_a_plan_names_are_deleted_and_only_those_of_the_owner(
+    model_harness: Harness,
+) -> None:
+    harness = model_harness
+    old = await pod(harness, "model-llm-old-0", labels=selector(harness))
+    kept = await pod(harness, "model-llm-old-1", labels=selector(harness))
+    foreign = await pod(harness, "db-0", labels={"app": "db"})
+
+    execution = await harness.run(plan(harness, delete=(ref(old), ref(foreign))), plan_id="p1")
+
+    assert harness.find("v1", "Pod", "model-llm-old-0", namespace=NAMESPACE) is None
+    assert harness.find("v1", "Pod", "model-llm-old-1", namespace=NAMESPACE) == kept
+    assert harness.find("v1", "Pod", "db-0", namespace=NAMESPACE) is not None
+    outcomes = {
+        (a.target.name, a.outcome, a.reason) for a in execution.actions if a.operation == "delete"
+    }
+    assert outcomes == {
+        ("model-llm-old-0", "deleted", None),
+        ("db-0", "unchanged", "does not carry the owner's inventory labels; left alone"),
+    }
+
+
+async def test_a_pod_replaced_by_one_of_the_same_name_or_gone_is_left_to_the_next_plan(
+    model_harness: Harness,
+) -> None:
+    harness = model_harness
+    old = await pod(harness, "model-llm-abc-0", labels=selector(harness))
+    await harness.kube.delete(resources.POD, "model-llm-abc-0", namespace=NAMESPACE)
+    again = await pod(harness, "model-llm-abc-0", labels=selector(harness))
+    gone = ref(old).model_copy(update={"name": "model-llm-gone-0"})
+
+    execution = await harness.run(plan(harness, delete=(ref(old), gone)), plan_id="p1")
+
+    assert harness.find("v1", "Pod", "model-llm-abc-0", namespace=NAMESPACE) == again
+    assert sorted(a.reason or "" for a in execution.actions if a.operation == "delete") == [
+        "already deleted",
+        "replaced by a new object of the same name; left to the next plan",
+    ]
+
+
+VOLUME = {
+    "apiVersion": "v1",
+    "kind": "PersistentVolumeClaim",
+    "metadata": {
+        "name": "shared-model-cache-fast",
+        "namespace": NAMESPACE,
+        "labels": {**INVENTORY, "kaiwo.silogen.ai/cache-profile": "fast"},
+    },
+    "spec": {
+        "accessModes": ["ReadWriteMany"],
+        "resources": {"requests": {"storage": "10Gi"}},
+        "storageClassName": "nfs",
+    },
+}
+
+
+async def test_a_shared_volume_is_created_once_and_never_overwritten(
+    model_harness: Harness,
+) -> None:
+    harness = model_harness
+    await harness.run(plan(harness, shared=(VOLUME,)), plan_id="p1")
+    created = harness.find(
+        "v1", "PersistentVolumeClaim", "shared-model-cache-fast", namespace=NAMESPACE
+    )
+    assert created is not None and "ownerReferences" not in created["metadata"]
+
+    # Another Model's plan asks for it with another size: the volume stays as it is.
+    bigger = {**VOLUME, "spec": {**VOLUME["spec"], "resources": {"requests": {"storage": "1Ti"}}}}
+    await harness.run(plan(harness, shared=(bigger,)), plan_id="p2")
+    found = harness.find(
+        "v1", "PersistentVolumeClaim", "shared-model-cache-fast", namespace=NAMESPACE
+    )
+    assert found is not None and found["spec"]["resources"]["requests"]["storage"] == "10Gi"
+
+    # Unchanged and not absent: no request at all.
+    before = harness.writes()
+    await harness.run(plan(harness, shared=(bigger,)), plan_id="p3")
+    assert harness.writes() == before
+
+    # Deleted by hand and named absent: created again.
+    await harness.kube.delete(
+        resources.PERSISTENT_VOLUME_CLAIM, "shared-model-cache-fast", namespace=NAMESPACE
+    )
+    absent = (
+        ObjectRef(
+            api_version="v1",
+            kind="PersistentVolumeClaim",
+            name="shared-model-cache-fast",
+            namespace=NAMESPACE,
+        ),
+    )
+    await harness.run(plan(harness, shared=(bigger,)), plan_id="p4", absent=absent)
+    assert harness.find(
+        "v1", "PersistentVolumeClaim", "shared-model-cache-fast", namespace=NAMESPACE
+    )
+
+
+async def test_the_models_finalizer_is_added_and_removed_and_others_are_kept(
+    model_harness: Harness,
+) -> None:
+    harness = model_harness
+
+    await harness.run(plan(harness, finalizers=("kubeai.org/cache-eviction",)), plan_id="p1")
+    found = harness.find("kubeai.org/v1", "Model", "llm", namespace=NAMESPACE)
+    assert found is not None
+    assert found["metadata"]["finalizers"] == ["example.com/keep", "kubeai.org/cache-eviction"]
+
+    # Asked again: already so, no write.
+    model_key = ("kubeai.org", "models", NAMESPACE, "llm")
+    before = harness.writes()[model_key]
+    await harness.run(plan(harness, finalizers=("kubeai.org/cache-eviction",)), plan_id="p2")
+    assert harness.writes()[model_key] == before
+
+    execution = await harness.run(plan(harness, finalizers=()), plan_id="p3")
+    found = harness.find("kubeai.org/v1", "Model", "llm", namespace=NAMESPACE)
+    assert found is not None and found["metadata"]["finalizers"] == ["example.com/keep"]
+    assert [a.reason for a in execution.actions if a.target.kind == "Model"] == ["finalizers"]

@@ -1,0 +1,615 @@
+"""A Model's whole plan: replicas, profiles, files, cache, adapters, status, Events, deletion
+and what a configuration problem does. Expected values written out by hand."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from kaiwo_contracts.confinement import refusals
+from kaiwo_contracts.plans import ObjectRef, PruneRule
+from kaiwo_planner.domain.models.adapters import string_hash
+
+from tests.unit.planner.models.building import (
+    condition,
+    desired,
+    expected,
+    finished_job,
+    model,
+    models_config,
+    observed_pod,
+    only,
+    plan_for,
+)
+
+BASE: dict[str, Any] = {"url": "hf://org/model", "engine": "VLLM"}
+CACHE_CONFIG = models_config(
+    "cacheProfiles:\n  fast:\n    sharedFilesystem: {storageClassName: nfs-rwx}\n"
+)
+CACHED: dict[str, Any] = {
+    "url": "gs://bucket/llama",
+    "engine": "VLLM",
+    "resourceProfile": "cpu:1",
+    "cacheProfile": "fast",
+    "env": {"X": "1"},
+    "replicas": 1,
+}
+LIVE = {"metadata": {"uid": "u-1"}}
+
+
+def pod_count(spec: dict[str, Any]) -> int:
+    return len(desired(plan_for(model({**BASE, **spec})), "Pod"))
+
+
+# ------------------------------------------------------------------ replicas
+
+
+@pytest.mark.parametrize(
+    ("spec", "pods"),
+    [
+        ({}, 0),
+        ({"minReplicas": 2}, 2),
+        ({"replicas": 1, "minReplicas": 2}, 2),
+        ({"replicas": 5, "maxReplicas": 3}, 3),
+        ({"replicas": 2, "minReplicas": 1, "maxReplicas": 3}, 2),
+        ({"replicas": 5, "maxReplicas": 3, "autoscalingDisabled": True}, 5),
+        ({"minReplicas": 2, "autoscalingDisabled": True}, 0),
+    ],
+    ids=[
+        "nothing-set",
+        "min-when-unset",
+        "raised-to-min",
+        "lowered-to-max",
+        "within-bounds",
+        "as-given-without-autoscaling",
+        "none-without-autoscaling",
+    ],
+)
+def test_replicas_are_clamped_into_their_bounds_unless_autoscaling_is_off(
+    spec: dict[str, Any], pods: int
+) -> None:
+    assert pod_count(spec) == pods
+
+
+def test_the_spec_is_never_written_and_the_scale_status_counts_pods() -> None:
+    plan = plan_for(model({**BASE, "minReplicas": 2}))
+    assert all(d["kind"] != "Model" for d in plan.desired)
+    assert plan.status is not None
+    assert plan.status["replicas"] == {"all": 0, "ready": 0}
+
+
+# ------------------------------------------------------------------ resource profiles
+
+
+@pytest.mark.parametrize(
+    ("quantity", "count", "result"),
+    [("24Gi", 2, "48Gi"), ("6", 2, "12"), ("500m", 3, "1500m"), ("1.5", 2, "3"), (1, 4, 4)],
+)
+def test_a_profile_is_multiplied_by_its_count_in_its_own_units(
+    quantity: Any, count: int, result: Any
+) -> None:
+    config = models_config(
+        f"resourceProfiles:\n  p:\n    requests: {{x: {json.dumps(quantity)}}}\n"
+        f"    limits: {{x: {json.dumps(quantity)}}}\n"
+    )
+    pod = only(
+        plan_for(model({**BASE, "resourceProfile": f"p:{count}", "replicas": 1}), config), "Pod"
+    )
+    assert pod["spec"]["containers"][0]["resources"] == {
+        "requests": {"x": result},
+        "limits": {"x": result},
+    }
+
+
+def test_a_profiles_scheduling_is_copied_and_its_image_name_picks_the_image() -> None:
+    config = models_config(
+        """\
+modelServers:
+  VLLM:
+    images: {mi355: registry.local/vllm:mi355}
+resourceProfiles:
+  mi355:
+    imageName: mi355
+    limits: {amd.com/gpu: 1}
+    nodeSelector: {gpu: mi355}
+    affinity: {nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: []}}
+    tolerations: [{key: gpu, operator: Exists}]
+    schedulerName: gpu-scheduler
+    runtimeClassName: rocm
+"""
+    )
+    pod = only(
+        plan_for(model({**BASE, "resourceProfile": "mi355:8", "replicas": 1}), config), "Pod"
+    )
+    spec = pod["spec"]
+    assert spec["containers"][0]["image"] == "registry.local/vllm:mi355"
+    assert spec["containers"][0]["resources"] == {"limits": {"amd.com/gpu": 8}}
+    assert (spec["nodeSelector"], spec["tolerations"]) == (
+        {"gpu": "mi355"},
+        [{"key": "gpu", "operator": "Exists"}],
+    )
+    assert spec["affinity"] == {
+        "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}
+    }
+    assert (spec["schedulerName"], spec["runtimeClassName"]) == ("gpu-scheduler", "rocm")
+
+
+# ------------------------------------------------------------------ configuration problems
+
+
+@pytest.mark.parametrize(
+    ("spec", "objects", "reason", "message"),
+    [
+        (
+            {"resourceProfile": "tpu-v9:1"},
+            (),
+            "ResourceProfileNotFound",
+            'resource profile not found: "tpu-v9"',
+        ),
+        (
+            {"url": "gs://b/m", "cacheProfile": "nowhere"},
+            (),
+            "CacheProfileNotFound",
+            'cache profile not found: "nowhere"',
+        ),
+        (
+            {"url": "ollama://qwen2"},
+            (),
+            "UnsupportedURL",
+            "ollama:// URLs are served by the OLlama engine only, not VLLM",
+        ),
+        (
+            {"engine": "Infinity", "url": "s3://b/m"},
+            (),
+            "UnsupportedURL",
+            "s3:// URLs without a cacheProfile are streamed by VLLM only; Infinity needs a "
+            "cacheProfile to load them",
+        ),
+        (
+            {"resourceProfile": "cpu:1"},
+            (models_config("modelServers:\n  VLLM:\n    images: null\n"),),
+            "MissingServerImage",
+            'missing default server image: modelServers.VLLM.images has neither "cpu" nor '
+            '"default"',
+        ),
+        (
+            {},
+            (models_config("modelRollouts: {surge: -1}\n"),),
+            "InvalidSystemConfig",
+            "the system configuration kaiwo-system/kaiwo-models is invalid: models.yaml: "
+            "modelRollouts.surge: Input should be greater than or equal to 0",
+        ),
+        (
+            {},
+            (models_config("resourceProfiles: [\n"),),
+            "InvalidSystemConfig",
+            "the system configuration kaiwo-system/kaiwo-models is invalid: models.yaml is not "
+            "YAML:",
+        ),
+    ],
+    ids=["profile", "cache-profile", "ollama-url", "s3-without-cache", "image", "invalid", "yaml"],
+)
+def test_a_model_the_configuration_cannot_serve_changes_nothing_but_its_status(
+    spec: dict[str, Any], objects: tuple[dict[str, Any], ...], reason: str, message: str
+) -> None:
+    running = observed_pod(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "model-llm-abc-0",
+                "namespace": "ai",
+                "labels": {"model": "llm", "pod-hash": "abc"},
+                "ownerReferences": [{"uid": "u-1", "kind": "Model", "controller": True}],
+            },
+            "spec": {},
+        },
+        uid="p-1",
+    )
+
+    plan = plan_for(model({**BASE, "replicas": 1, **spec}), running, *objects)
+
+    configured = condition(plan, "Configured")
+    assert configured is not None
+    assert (configured["status"], configured["reason"]) == ("False", reason)
+    assert configured["message"].startswith(message)
+    assert (plan.desired, plan.delete, plan.prune, plan.shared) == ((), (), (), ())
+    assert plan.finalizers is None
+    assert [e.reason for e in plan.events] == ["NotConfigured"]
+    assert plan.status is not None and plan.status["replicas"] == {"all": 1, "ready": 1}
+
+
+def test_a_configmap_of_another_namespace_labelled_as_ours_is_not_the_configuration() -> None:
+    forged = models_config("modelServers:\n  VLLM:\n    images: {default: evil/vllm:1}\n")
+    forged["metadata"]["namespace"] = "tenant"
+    forged["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "kaiwo"
+
+    pod = only(plan_for(model({**BASE, "replicas": 1}), forged), "Pod")
+
+    assert pod["spec"]["containers"][0]["image"] == "vllm/vllm-openai:v0.10.2"
+
+
+def test_an_invalid_spec_is_reported_and_nothing_else_is_planned() -> None:
+    broken = model({**BASE, "resourceProfile": "no-count"})
+
+    plan = plan_for(broken)
+
+    valid = condition(plan, "Valid")
+    assert valid is not None and (valid["status"], valid["reason"]) == ("False", "InvalidSpec")
+    assert "spec.resourceProfile" in valid["message"]
+    assert (plan.desired, plan.prune, plan.delete) == ((), (), ())
+    assert "status" not in (plan.status or {})  # a Model has no phase
+
+
+def test_a_fixed_spec_turns_valid_again() -> None:
+    earlier = plan_for(model({**BASE, "resourceProfile": "no-count"}))
+    fixed = plan_for(model({**BASE, "replicas": 1}, status=earlier.status))
+    valid = condition(fixed, "Valid")
+    assert valid is not None and (valid["status"], valid["reason"]) == ("True", "ValidSpec")
+
+
+# ------------------------------------------------------------------ files
+
+
+def test_files_are_a_configmap_mounted_at_their_paths() -> None:
+    files = [
+        {"path": "/config/prompt-template.txt", "content": "Q: {q}"},
+        {"path": "/etc/extra.json", "content": "{}"},
+    ]
+
+    plan = plan_for(model({**BASE, "files": files, "replicas": 1}))
+
+    config_map = only(plan, "ConfigMap")
+    assert config_map["metadata"]["name"] == "model-llm-files"
+    assert config_map["data"] == {"_config_prompt-template.txt": "Q: {q}", "_etc_extra.json": "{}"}
+    mounts = only(plan, "Pod")["spec"]["containers"][0]["volumeMounts"]
+    assert mounts[1:] == [
+        {
+            "name": "model-files",
+            "mountPath": "/config/prompt-template.txt",
+            "subPath": "_config_prompt-template.txt",
+            "readOnly": True,
+        },
+        {
+            "name": "model-files",
+            "mountPath": "/etc/extra.json",
+            "subPath": "_etc_extra.json",
+            "readOnly": True,
+        },
+    ]
+
+
+def test_new_file_content_rolls_no_pod_but_a_new_path_does() -> None:
+    files = [{"path": "/a.txt", "content": "one"}]
+    first = only(plan_for(model({**BASE, "files": files, "replicas": 1})), "Pod")
+    edited = [{"path": "/a.txt", "content": "two"}]
+    same = only(plan_for(model({**BASE, "files": edited, "replicas": 1})), "Pod")
+    added = [*files, {"path": "/b.txt", "content": "x"}]
+    rolled = only(plan_for(model({**BASE, "files": added, "replicas": 1})), "Pod")
+    assert same["metadata"]["name"] == first["metadata"]["name"]
+    assert rolled["metadata"]["name"] != first["metadata"]["name"]
+
+
+def test_without_files_there_is_no_configmap_and_it_is_pruned() -> None:
+    plan = plan_for(model({**BASE, "replicas": 1}))
+    assert desired(plan, "ConfigMap") == []
+    assert PruneRule(api_version="v1", kind="ConfigMap") in plan.prune
+    assert plan.prune_selector == {
+        "app.kubernetes.io/managed-by": "kaiwo",
+        "kaiwo.silogen.ai/owner-uid": "u-1",
+    }
+
+
+# ------------------------------------------------------------------ cache
+
+
+def test_a_cached_model_first_loads_its_files_then_runs_its_pods() -> None:
+    loading = plan_for(model(CACHED), CACHE_CONFIG)
+
+    assert desired(loading, "Pod") == []
+    assert only(loading, "Job") == expected("cached_gs_load_job")
+    assert list(loading.shared) == [expected("cache_volume")]
+    assert loading.finalizers == ("kubeai.org/cache-eviction",)
+    assert loading.status is not None and loading.status["cache"] == {"loaded": False}
+    assert [e.reason for e in loading.events] == ["Configured", "CacheLoading"]
+    ready = condition(loading, "Ready")
+    assert ready is not None and ready["reason"] == "WaitingForCache"
+
+    job = finished_job(only(loading, "Job"))
+    loaded = plan_for(
+        model(CACHED, status=loading.status, finalizers=["kubeai.org/cache-eviction"]),
+        CACHE_CONFIG,
+        job,
+    )
+
+    assert len(desired(loaded, "Pod")) == 1
+    assert desired(loaded, "Job") == []  # done: pruned
+    assert loaded.status is not None and loaded.status["cache"] == {"loaded": True}
+    assert loaded.finalizers is None  # already there
+    assert [e.reason for e in loaded.events] == ["CacheLoaded"]
+
+    # The Job gone, the status remembers.
+    later = plan_for(model(CACHED, status=loaded.status), CACHE_CONFIG)
+    assert len(desired(later, "Pod")) == 1
+
+
+def test_a_failed_load_says_why_and_keeps_its_job() -> None:
+    loading = plan_for(model(CACHED), CACHE_CONFIG)
+    failed_job = finished_job(only(loading, "Job"), failed=True)
+
+    failed = plan_for(model(CACHED, status=loading.status), CACHE_CONFIG, failed_job)
+
+    cache = condition(failed, "CacheLoaded")
+    assert cache is not None
+    assert (cache["status"], cache["reason"]) == ("False", "LoadFailed")
+    assert cache["message"] == (
+        "Job load-cache-llm failed (BackoffLimitExceeded: Job has reached the specified "
+        "backoff limit); see its logs, and delete it to try again"
+    )
+    assert [e.reason for e in failed.events] == ["CacheLoadFailed"]
+    assert [j["metadata"]["name"] for j in desired(failed, "Job")] == ["load-cache-llm"]
+    assert desired(failed, "Pod") == []
+
+
+def test_the_cache_volume_names_only_a_persistent_volume_when_there_is_no_class() -> None:
+    config = models_config(
+        "cacheProfiles:\n  pv:\n    sharedFilesystem: {persistentVolumeName: nfs-0, size: 1Ti}\n"
+    )
+    plan = plan_for(model({**CACHED, "cacheProfile": "pv"}), config)
+    [volume] = plan.shared
+    assert volume["spec"] == {
+        "accessModes": ["ReadWriteMany"],
+        "resources": {"requests": {"storage": "1Ti"}},
+        "storageClassName": "",
+        "volumeName": "nfs-0",
+    }
+
+
+# ------------------------------------------------------------------ deletion
+
+
+def deleting(**extra: Any) -> dict[str, Any]:
+    return model(
+        CACHED,
+        status={"cache": {"loaded": True}},
+        deletionTimestamp="2026-01-01T11:59:00Z",
+        finalizers=["kubeai.org/cache-eviction"],
+        **extra,
+    )
+
+
+CACHE_PVC = {**expected("cache_volume"), "status": {"phase": "Bound"}}
+CACHE_PVC["metadata"] = {**CACHE_PVC["metadata"], "uid": "pvc-1"}
+
+
+def test_a_deleted_cached_model_loses_its_pods_evicts_its_files_then_its_finalizer() -> None:
+    serving = plan_for(model(CACHED, status={"cache": {"loaded": True}}), CACHE_CONFIG)
+    pod = observed_pod(only(serving, "Pod"), uid="p-1")
+
+    evicting = plan_for(deleting(), CACHE_CONFIG, CACHE_PVC, pod)
+
+    assert evicting.delete == (
+        ObjectRef(
+            api_version="v1", kind="Pod", name=pod["metadata"]["name"], namespace="ai", uid="p-1"
+        ),
+    )
+    assert desired(evicting, "Pod") == []
+    assert only(evicting, "Job") == expected("evict_job")
+    assert evicting.finalizers is None  # kept while the files are evicted
+    evicted = condition(evicting, "CacheEvicted")
+    assert evicted is not None and evicted["reason"] == "Evicting"
+
+    done = plan_for(deleting(), CACHE_CONFIG, CACHE_PVC, finished_job(only(evicting, "Job")))
+    assert done.finalizers == ()
+    assert [e.reason for e in done.events][-1] == "CacheEvicted"
+
+
+def test_without_the_volume_the_finalizer_goes_at_once() -> None:
+    plan = plan_for(deleting(), CACHE_CONFIG)
+    assert (plan.finalizers, desired(plan, "Job")) == ((), [])
+
+
+def test_a_failed_eviction_keeps_the_finalizer_and_says_how_to_let_go() -> None:
+    evicting = plan_for(deleting(), CACHE_CONFIG, CACHE_PVC)
+    failed = finished_job(only(evicting, "Job"), failed=True)
+    plan = plan_for(deleting(), CACHE_CONFIG, CACHE_PVC, failed)
+    evicted = condition(plan, "CacheEvicted")
+    assert evicted is not None and evicted["reason"] == "EvictionFailed"
+    assert "remove its finalizer kubeai.org/cache-eviction" in evicted["message"]
+    assert plan.finalizers is None
+    assert [e.reason for e in plan.events] == ["CacheEvictionFailed"]
+
+
+def test_a_model_without_cache_never_carries_the_finalizer() -> None:
+    plan = plan_for(model({**BASE, "replicas": 1}, finalizers=["kubeai.org/cache-eviction", "x/y"]))
+    assert plan.finalizers == ()
+
+
+# ------------------------------------------------------------------ adapters
+
+
+ADAPTERS: dict[str, Any] = {
+    **BASE,
+    "replicas": 2,
+    "adapters": [
+        {"name": "sql", "url": "hf://org/sql-lora"},
+        {"name": "chat", "url": "s3://bucket/chat-lora"},
+    ],
+}
+
+
+def test_the_wanted_adapters_and_the_loader_script_are_a_configmap() -> None:
+    plan = plan_for(model(ADAPTERS))
+
+    config_map = only(plan, "ConfigMap")
+    assert config_map["metadata"]["name"] == "model-llm-adapters"
+    assert json.loads(config_map["data"]["adapters.json"]) == [
+        {
+            "name": "chat",
+            "url": "s3://bucket/chat-lora",
+            "hash": string_hash("s3://bucket/chat-lora"),
+        },
+        {"name": "sql", "url": "hf://org/sql-lora", "hash": string_hash("hf://org/sql-lora")},
+    ]
+    assert "load_lora_adapter" in config_map["data"]["loader.py"]
+
+
+def test_the_loaders_may_label_only_the_models_own_pods() -> None:
+    plan = plan_for(model(ADAPTERS, finalizers=[]))
+    pods = sorted(p["metadata"]["name"] for p in desired(plan, "Pod"))
+
+    role = only(plan, "Role")
+    binding = only(plan, "RoleBinding")
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"], "resourceNames": pods}
+    ]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": "model-llm-adapter-loader",
+    }
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "default", "namespace": "ai"}]
+    assert refusals(plan, owner=LIVE) == ()
+
+
+def test_changing_the_adapters_restarts_nothing() -> None:
+    before = desired(plan_for(model(ADAPTERS)), "Pod")
+    fewer = {**ADAPTERS, "adapters": ADAPTERS["adapters"][:1]}
+    after = desired(plan_for(model(fewer)), "Pod")
+    assert [p["metadata"]["name"] for p in after] == [p["metadata"]["name"] for p in before]
+    assert after[0]["spec"] == before[0]["spec"]
+
+
+def test_adapters_loaded_shows_when_every_ready_pod_reports_every_adapter() -> None:
+    plan = plan_for(model(ADAPTERS))
+    sql, chat = string_hash("hf://org/sql-lora"), string_hash("s3://bucket/chat-lora")
+    loaded = {"adapter.kubeai.org/sql": sql, "adapter.kubeai.org/chat": chat}
+    pods = desired(plan, "Pod")
+    both = observed_pod(pods[0], uid="p-0", labels=loaded)
+    one = observed_pod(pods[1], uid="p-1", labels={"adapter.kubeai.org/sql": sql})
+
+    partly = plan_for(model(ADAPTERS), both, one)
+    found = condition(partly, "AdaptersLoaded")
+    assert found is not None
+    assert (found["status"], found["message"]) == (
+        "False",
+        "1 of 2 Ready Pods have loaded all 2 adapters",
+    )
+
+    everywhere = plan_for(model(ADAPTERS), both, observed_pod(pods[1], uid="p-1", labels=loaded))
+    found = condition(everywhere, "AdaptersLoaded")
+    assert found is not None and found["status"] == "True"
+
+
+@pytest.mark.parametrize(
+    ("text", "label"),
+    # The FNV-1a (32 bit) test vectors 0x811c9dc5, 0xe40c292c and 0xbf9cf968 in decimal,
+    # each digit mapped as upstream maps it (0-9 -> 4 5 6 7 8 9 b c d f).
+    [("", "65bb57b6b5"), ("a", "7d6b446664"), ("foobar", "7658c79c64")],
+)
+def test_adapter_labels_are_upstreams_string_hash(text: str, label: str) -> None:
+    assert string_hash(text) == label
+
+
+# ------------------------------------------------------------------ status and Events
+
+
+def test_a_new_model_announces_itself_and_ready_follows_its_pods() -> None:
+    first = plan_for(model({**BASE, "replicas": 1}))
+    assert [e.reason for e in first.events] == ["Configured"]
+    ready = condition(first, "Ready")
+    assert ready is not None and (ready["status"], ready["reason"], ready["message"]) == (
+        "False",
+        "ReplicasNotReady",
+        "0 of 1 replicas Ready",
+    )
+    running = observed_pod(only(first, "Pod"), uid="p-1")
+
+    second = plan_for(model({**BASE, "replicas": 1}, status=first.status), running)
+
+    assert [e.reason for e in second.events] == ["ModelReady"]
+    assert second.status is not None
+    assert second.status["replicas"] == {"all": 1, "ready": 1}
+    assert second.status["observedGeneration"] == 1
+    ready = condition(second, "Ready")
+    assert ready is not None and (ready["status"], ready["reason"]) == ("True", "ReplicasReady")
+
+
+def test_a_rollout_is_announced_once() -> None:
+    first = plan_for(model({**BASE, "replicas": 1}))
+    running = observed_pod(only(first, "Pod"), uid="p-1")
+    settled = plan_for(model({**BASE, "replicas": 1}, status=first.status), running)
+    changed = {**BASE, "replicas": 1, "args": ["--x"]}
+
+    rolling = plan_for(model(changed, status=settled.status, generation=2), running)
+
+    assert [e.reason for e in rolling.events] == ["RolloutStarted"]
+    ready = condition(rolling, "Ready")
+    assert ready is not None and ready["message"] == (
+        "Replacing 1 Pods of an earlier spec; 0 of 1 replicas Ready"
+    )
+    again = plan_for(model(changed, status=rolling.status, generation=2), running)
+    assert again.events == ()
+
+
+def test_every_model_plan_passes_admission() -> None:
+    plans = [
+        plan_for(model(ADAPTERS)),
+        plan_for(model(CACHED), CACHE_CONFIG),
+        plan_for(deleting(), CACHE_CONFIG, CACHE_PVC),
+        plan_for(model({**BASE, "files": [{"path": "/a", "content": "b"}], "replicas": 3})),
+    ]
+    for plan in plans:
+        assert refusals(plan, owner=LIVE) == ()
+
+
+def test_parts_kept_per_spec_version_still_follow_the_model_as_observed_now() -> None:
+    from kaiwo_planner.domain.cluster import ClusterState
+    from kaiwo_planner.domain.planning import plan_object
+
+    from tests.unit.planner.models.building import NOW
+
+    def planned(owner: dict[str, Any]) -> Any:
+        cluster = ClusterState.from_wire(objects=[owner], namespaces=["ai"])
+        return plan_object(owner=owner, cluster=cluster, now=NOW)
+
+    one = planned(model({**BASE, "replicas": 1}))
+    # Same uid and generation (the kept parts are reused), other replicas and finalizers.
+    three = planned(model({**BASE, "replicas": 3}, finalizers=["kubeai.org/cache-eviction"]))
+    assert len(desired(one, "Pod")) == 1
+    assert len(desired(three, "Pod")) == 3
+    assert three.finalizers == ()
+    # A new generation is a new spec: built afresh.
+    other = planned(model({**BASE, "replicas": 1, "image": "x:1"}, generation=2))
+    assert only(other, "Pod")["spec"]["containers"][0]["image"] == "x:1"
+
+
+def test_an_oss_model_loads_with_the_alibaba_keys_and_an_s3_one_with_the_aws_keys() -> None:
+    oss = plan_for(model({**CACHED, "url": "oss://bucket/qwen", "env": {}}), CACHE_CONFIG)
+    [loader] = only(oss, "Job")["spec"]["template"]["spec"]["containers"]
+    assert loader["args"] == ["oss://bucket/qwen", "/models/llm-u-1"]
+    assert loader["env"] == [
+        {
+            "name": "OSS_ACCESS_KEY_ID",
+            "valueFrom": {
+                "secretKeyRef": {"name": "kubeai-alibaba", "key": "accessKeyID", "optional": True}
+            },
+        },
+        {
+            "name": "OSS_ACCESS_KEY_SECRET",
+            "valueFrom": {
+                "secretKeyRef": {
+                    "name": "kubeai-alibaba",
+                    "key": "accessKeySecret",
+                    "optional": True,
+                }
+            },
+        },
+    ]
+    assert loader["volumeMounts"] == [
+        {"name": "models", "mountPath": "/models/llm-u-1", "subPath": "models/llm-u-1"}
+    ]
+    s3 = plan_for(model({**CACHED, "url": "s3://bucket/qwen", "env": {}}), CACHE_CONFIG)
+    [loader] = only(s3, "Job")["spec"]["template"]["spec"]["containers"]
+    assert [v["name"] for v in loader["env"]] == ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"]
