@@ -196,6 +196,14 @@ def test_what_the_executor_may_write() -> None:
         ("kueue.x-k8s.io", "localqueues"): child,
         ("kueue.x-k8s.io", "workloadpriorityclasses"): child,
         ("kueue.x-k8s.io", "topologies"): child,
+        # A KubeAI Model: its server Pods, the Role and RoleBinding of its adapter loaders,
+        # its cache-eviction finalizer (a patch), its status, and blockOwnerDeletion.
+        ("", "pods"): child,
+        ("rbac.authorization.k8s.io", "roles"): child,
+        ("rbac.authorization.k8s.io", "rolebindings"): child,
+        ("kubeai.org", "models"): {"patch"},
+        ("kubeai.org", "models/status"): {"patch"},
+        ("kubeai.org", "models/finalizers"): {"update"},
         # Kaiwo's node labels and taint; Events.
         ("", "nodes"): {"patch"},
         ("", "events"): {"create"},

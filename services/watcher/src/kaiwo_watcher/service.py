@@ -133,7 +133,16 @@ def watch_streams(
 
 MISSING_KIND_FIRST_RETRY = 0.5
 """Seconds before the first look again at a kind that is not served."""
-BUILT_IN_GROUPS = frozenset({"", "apps", "batch", "coordination.k8s.io", "apiextensions.k8s.io"})
+BUILT_IN_GROUPS = frozenset(
+    {
+        "",
+        "apps",
+        "batch",
+        "coordination.k8s.io",
+        "apiextensions.k8s.io",
+        "rbac.authorization.k8s.io",
+    }
+)
 """API groups the API server serves itself: no CRD to wait for."""
 
 
