@@ -325,14 +325,28 @@ async def clean_up_real_cluster(kube: KubernetesAsyncioAdapter, namespace: str) 
 
     async def gone() -> bool | Pending:
         left = [
-            name
+            found
             for name in sorted(namespaces)
-            if await actors.get_or_none(kube, resources.NAMESPACE, name, namespace=None)
+            if (found := await actors.get_or_none(kube, resources.NAMESPACE, name, namespace=None))
         ]
-        return True if not left else Pending(f"still terminating: {', '.join(left)}")
+        return True if not left else Pending(f"still terminating: {_what_holds(left)}")
 
     await eventually(
         gone,
         what=f"namespaces {', '.join(sorted(namespaces))} deleted",
         within=NAMESPACE_GONE_SECONDS,
+    )
+
+
+def _what_holds(namespaces: list[dict[str, Any]]) -> str:
+    """Each namespace with what its controller says is left in it."""
+    return "; ".join(
+        f"{n['metadata']['name']} ("
+        + ", ".join(
+            c.get("message", "")
+            for c in (n.get("status") or {}).get("conditions") or ()
+            if c.get("status") == "True"
+        )
+        + ")"
+        for n in namespaces
     )

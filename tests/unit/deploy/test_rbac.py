@@ -170,9 +170,10 @@ def test_the_watcher_reads_exactly_what_it_watches_and_writes_nothing() -> None:
 def test_what_the_executor_may_write() -> None:
     child = {"create", "patch", "delete"}
     assert writes("executor") == {
-        # The default singletons, created when missing.
-        ("config.kaiwo.silogen.ai", "kaiwoconfigs"): {"create"},
-        ("kaiwo.silogen.ai", "kaiwoqueueconfigs"): {"create"},
+        # The default singletons, created when missing by server-side apply (which the API
+        # server authorizes as patch and create).
+        ("config.kaiwo.silogen.ai", "kaiwoconfigs"): {"create", "patch"},
+        ("kaiwo.silogen.ai", "kaiwoqueueconfigs"): {"create", "patch"},
         # Status of the owners that have plans.
         ("kaiwo.silogen.ai", "kaiwojobs/status"): {"patch"},
         ("kaiwo.silogen.ai", "kaiwoservices/status"): {"patch"},
@@ -219,6 +220,8 @@ def test_the_executor_writes_the_singletons_status_and_finalizers_by_name() -> N
     }
     assert named == {
         ("config.kaiwo.silogen.ai", "kaiwoconfigs", "get"): ("kaiwo",),
+        ("config.kaiwo.silogen.ai", "kaiwoconfigs", "patch"): ("kaiwo",),
+        ("kaiwo.silogen.ai", "kaiwoqueueconfigs", "patch"): ("kaiwo",),
         ("kaiwo.silogen.ai", "kaiwoqueueconfigs/status", "patch"): ("kaiwo",),
         ("kaiwo.silogen.ai", "kaiwoqueueconfigs/finalizers", "update"): ("kaiwo",),
         ("", "namespaces", "get"): ("default",),
