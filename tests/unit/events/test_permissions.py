@@ -167,17 +167,37 @@ def test_a_reader_gets_durable_consumers_named_after_itself_and_publishes_no_eve
 
 
 @pytest.mark.parametrize(
-    "name", ["planner", "admin", "cli", "executor-plan", "recorder-x", "bus-relay", "Not_A_Label"]
+    "name",
+    [
+        "planner",
+        "admin",
+        "cli",
+        "gateway",
+        "gateway-1",
+        "executor-plan",
+        "recorder-x",
+        "bus-relay",
+        "Not_A_Label",
+    ],
 )
 def test_a_reader_cannot_take_an_operator_name(name: str) -> None:
     with pytest.raises(ValueError, match=name):
         reader_identity(name)
 
 
-def test_the_operator_identities_are_the_admin_each_service_and_the_cli() -> None:
+def test_the_operator_identities_are_the_admin_each_service_the_gateway_and_the_cli() -> None:
     names = [identity.name for identity in operator_identities(bus_topology())]
 
-    assert names == ["admin", "watcher", "planner", "executor", "monitor", "recorder", "cli"]
+    assert names == [
+        "admin",
+        "watcher",
+        "planner",
+        "executor",
+        "monitor",
+        "recorder",
+        "gateway",
+        "cli",
+    ]
     assert inbox_prefix("watcher") == "_INBOX.watcher"
 
 
@@ -194,3 +214,19 @@ def test_the_buckets_are_the_services_defaults() -> None:
         "monitor": MonitorSettings().monitor_state_bucket,
     } == SERVICE_BUCKETS
     assert PlannerSettings().lease_bucket == LEASE_BUCKET
+
+
+def test_the_gateway_reads_stored_observations_of_models_and_pods_and_publishes_no_event() -> None:
+    gateway = service_identity("gateway", bus_topology())
+
+    assert gateway.permissions.publish == (
+        "$JS.API.STREAM.INFO.KAIWO_OBS",
+        "$JS.API.STREAM.MSG.GET.KAIWO_OBS",
+    )
+    assert gateway.permissions.subscribe == (
+        "_INBOX.gateway.>",
+        "kaiwo.obs.model.>",
+        "kaiwo.obs.pod.>",
+    )
+    assert gateway.streams == ("KAIWO_OBS",)
+    assert gateway.consumers == ()

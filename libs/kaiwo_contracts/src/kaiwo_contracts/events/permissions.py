@@ -14,6 +14,10 @@ planner    read its consumer ``planner-obs`` (and stored observations), publish
 executor   read ``executor-plan``, publish ``kaiwo.res.>`` and its dead letters; its
            bucket, the ``executor`` lease(s)
 monitor    publish ``kaiwo.mon.>``; its bucket ``kaiwo-monitor``
+gateway    read stored observations of Models and Pods (``KAIWO_OBS``, by sequence) and
+           subscribe to ``kaiwo.obs.model.>`` and ``kaiwo.obs.pod.>`` (wake-ups); publish
+           no event. No consumer: a right to create consumers on ``KAIWO_OBS`` would let it
+           reconfigure the planner's
 recorder   read its ``recorder-*`` consumers and the dead-letter relay, read stored
            messages of every stream, publish dead letters ``kaiwo.dlq.>`` (the relay
            turns max-deliveries advisories into dead letters) and nothing else
@@ -69,8 +73,11 @@ EXECUTOR = "executor"
 MONITOR = "monitor"
 RECORDER = "recorder"
 CLI = "cli"
+GATEWAY = "gateway"
 SERVICES: tuple[str, ...] = (WATCHER, PLANNER, EXECUTOR, MONITOR, RECORDER)
 """The operator's services, each with an identity of its own."""
+GATEWAY_OBSERVED_KINDS: tuple[str, ...] = ("model", "pod")
+"""The observations the gateway reads (kind tokens)."""
 
 SERVICE_BUCKETS: dict[str, str] = {
     WATCHER: "kaiwo-watcher",
@@ -89,7 +96,10 @@ EVENT_STREAMS: tuple[str, ...] = (
     MONITOR_STREAM,
     DEAD_LETTER_STREAM,
 )
-_OPERATOR_CONSUMER_PREFIXES: tuple[str, ...] = (*(f"{name}-" for name in SERVICES), "bus-")
+_OPERATOR_CONSUMER_PREFIXES: tuple[str, ...] = (
+    *(f"{name}-" for name in (*SERVICES, GATEWAY)),
+    "bus-",
+)
 _IDENTITY_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -306,7 +316,28 @@ def service_identity(name: str, topology: BusTopology) -> Identity:
             streams=EVENT_STREAMS,
             consumers=consumers,
         )
+    if name == GATEWAY:
+        return gateway_identity()
     raise ValueError(f"{name!r} is not one of the services {', '.join(SERVICES)}")
+
+
+def gateway_identity() -> Identity:
+    """The OpenAI gateway: reads the observations of Models and their Pods, publishes none."""
+    observed = tuple(
+        f"kaiwo.{Family.OBSERVED.value}.{kind}.{EVERYTHING}" for kind in GATEWAY_OBSERVED_KINDS
+    )
+    return Identity(
+        name=GATEWAY,
+        description="OpenAI gateway: reads observations of Models and Pods, publishes no event",
+        permissions=Permissions(
+            publish=(
+                *_stream_info((OBSERVED_STREAM,)),
+                _api("STREAM", "MSG", "GET", OBSERVED_STREAM),
+            ),
+            subscribe=(f"{inbox_prefix(GATEWAY)}.{EVERYTHING}", *observed),
+        ),
+        streams=(OBSERVED_STREAM,),
+    )
 
 
 def cli_identity() -> Identity:
@@ -327,7 +358,7 @@ def reader_identity(name: str, *, streams: Iterable[str] = EVENT_STREAMS) -> Ide
     Consumers are granted by name because a subject wildcard matches whole tokens only: a
     right to create consumers of any name would let it reconfigure or drain the operator's.
     """
-    if name in (ADMIN, CLI, *SERVICES) or name.startswith(_OPERATOR_CONSUMER_PREFIXES):
+    if name in (ADMIN, CLI, GATEWAY, *SERVICES) or name.startswith(_OPERATOR_CONSUMER_PREFIXES):
         raise ValueError(f"{name!r} is taken by the operator; choose another reader name")
     chosen = tuple(streams)
     unknown = sorted(set(chosen) - set(EVENT_STREAMS))
@@ -364,10 +395,12 @@ def reader_identity(name: str, *, streams: Iterable[str] = EVENT_STREAMS) -> Ide
 
 
 def operator_identities(topology: BusTopology) -> tuple[Identity, ...]:
-    """Every identity one deployment needs: the administrator, each service and the CLI."""
+    """Every identity one deployment needs: the administrator, each service, the gateway
+    and the CLI."""
     return (
         admin_identity(),
         *(service_identity(name, topology) for name in SERVICES),
+        gateway_identity(),
         cli_identity(),
     )
 
@@ -377,6 +410,7 @@ __all__ = [
     "CLI",
     "EVENT_STREAMS",
     "EXECUTOR",
+    "GATEWAY",
     "LEASE_BUCKET",
     "MONITOR",
     "PLANNER",
@@ -389,6 +423,7 @@ __all__ = [
     "admin_identity",
     "cli_identity",
     "executor_lease_names",
+    "gateway_identity",
     "inbox_prefix",
     "operator_identities",
     "reader_identity",
