@@ -22,7 +22,7 @@ from tests.integration.pipeline.harness import Pending, Pipeline, eventually, ru
 
 pytestmark = [pytest.mark.nats, pytest.mark.slow]
 
-IDENTITIES = ("admin", "cli", "executor", "monitor", "planner", "recorder", "watcher")
+IDENTITIES = ("admin", "cli", "executor", "gateway", "monitor", "planner", "recorder", "watcher")
 
 
 @pytest_asyncio.fixture

@@ -15,7 +15,6 @@ keeps them).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -82,14 +81,29 @@ class ObservationFeed:
         self.caught_up = True
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.resync_seconds)
-            self._wake.clear()
-            try:
-                await self.catch_up()
-            except Exception as error:  # the next wake-up or resync tries again
-                log.warning("reading observations failed", error=str(error))
+        """Read new observations whenever woken, or every ``resync_seconds``, until ``stop``."""
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            while not stop.is_set():
+                woken = asyncio.ensure_future(self._wake.wait())
+                await asyncio.wait(
+                    (woken, stopping),
+                    timeout=self.resync_seconds,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                woken.cancel()
+                if stop.is_set():
+                    return
+                await self._read_once()
+        finally:
+            stopping.cancel()
+
+    async def _read_once(self) -> None:
+        self._wake.clear()
+        try:
+            await self.catch_up()
+        except Exception as error:  # the next wake-up or resync tries again
+            log.warning("reading observations failed", error=str(error))
 
     async def catch_up(self) -> None:
         changed = False
