@@ -45,6 +45,10 @@ def up(
     metrics_endpoint: Annotated[
         str | None, typer.Option(help="Prometheus URL; starts the monitor when given.")
     ] = None,
+    gateway_port: Annotated[
+        int,
+        typer.Option(help="Port of the OpenAI gateway on 127.0.0.1 (/openai/v1); 0: none."),
+    ] = 8000,
     nats_tls_cert: Annotated[
         Path | None, typer.Option(help="Serve NATS over TLS with this certificate (PEM).")
     ] = None,
@@ -78,6 +82,7 @@ def up(
         nats_tls=tls,
         store_url=store,
         metrics_endpoint=metrics_endpoint,
+        gateway_port=gateway_port or None,
     )
     try:
         asyncio.run(_run(options))
@@ -119,6 +124,10 @@ def _print_summary(stack: LocalStack) -> None:
             f"log {service.log_path}",
         )
     console.print(table)
+    if stack.options.gateway_port is not None:
+        console.print(
+            f"OpenAI API: http://127.0.0.1:{stack.options.gateway_port}/openai/v1", highlight=False
+        )
     if stack.options.fake_cluster:
         console.print(
             f"Try: kaiwo apply --kubeconfig {stack.kubeconfig} "

@@ -150,9 +150,14 @@ class Catalog:
     def named(self, name: str, selector: LabelSelector) -> tuple[ServedModel, ...]:
         """Models called ``name`` whose labels the selector matches (one per namespace)."""
         return tuple(
-            model
-            for model in self.models()
-            if model.name == name and selector.matches(model.labels)
+            sorted(
+                (
+                    model
+                    for model in self._models.values()
+                    if model.name == name and selector.matches(model.labels)
+                ),
+                key=lambda m: m.namespace,
+            )
         )
 
     def endpoints(self, model: ServedModel) -> tuple[Endpoint, ...]:
