@@ -67,6 +67,7 @@ def test_compose_gives_each_service_its_own_key_and_provisions_as_the_administra
         "watcher": "watcher",
         "planner": "planner",
         "executor": "executor",
+        "gateway": "gateway",
     }
 
     for name, identity in expected.items():
@@ -77,7 +78,8 @@ def test_compose_gives_each_service_its_own_key_and_provisions_as_the_administra
             "file": f"./nats-credentials/{identity}.nk"
         }
     assert services["nats-provision"]["command"] == ["kaiwo", "nats", "provision"]
-    for name in ("recorder", "watcher", "planner", "executor"):
+    assert services["gateway"]["ports"] == ["127.0.0.1:${KAIWO_GATEWAY_PORT:-18000}:8000"]
+    for name in ("recorder", "watcher", "planner", "executor", "gateway"):
         assert services[name]["depends_on"]["nats-provision"] == {
             "condition": "service_completed_successfully"
         }
