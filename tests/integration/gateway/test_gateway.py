@@ -355,3 +355,29 @@ async def test_endpoints_follow_observations_and_a_request_waits_for_one(stack: 
         await client.completions.create(model="delta", prompt="x")
     assert gone.value.status_code == 503
     assert time.monotonic() - started >= 1.4  # it waited the configured 1.5 s for an endpoint
+
+
+async def test_a_model_whose_every_endpoint_refuses_gets_a_502_after_trying_each(
+    stack: Stack,
+) -> None:
+    await stack.observe(model_object("omega", uid="omega"))
+    for name in ("o1", "o2"):
+        await stack.observe(
+            standin_pod(name, model="omega", model_uid="omega", port=stack.ports["dead"])
+        )
+
+    async def two_endpoints() -> bool:
+        return 'kaiwo_gateway_endpoints{model="omega",namespace="team-a"} 2.0' in (
+            await stack.metrics()
+        )
+
+    await until(two_endpoints)
+    with pytest.raises(openai.APIStatusError) as refused:
+        await stack.client().completions.create(model="omega", prompt="x")
+    assert refused.value.status_code == 502
+    assert refused.value.body == {
+        "message": "Bad Gateway: no endpoint of model 'omega' accepted a connection (2 tried)",
+        "type": "server_error",
+        "param": None,
+        "code": None,
+    }
