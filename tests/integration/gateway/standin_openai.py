@@ -5,7 +5,8 @@ not), ``/v1/completions``, ``/v1/embeddings`` and ``/v1/audio/transcriptions`` o
 127.0.0.1 and prints ``ready`` once it listens. Every answer says who answered and what it
 was sent (``<name>|<model>|<traceparent>``), so tests see where the gateway routed. A
 streamed answer pauses ``PAUSE_SECONDS`` between its two chunks, so a test can tell a
-gateway that buffers from one that does not.
+gateway that buffers from one that does not. A completion of the prompt ``hang up`` is read
+and never answered (the connection closes).
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ async def chat(request: web.Request) -> web.StreamResponse:
 
 async def completions(request: web.Request) -> web.Response:
     body = await request.json()
+    if body.get("prompt") == "hang up" and request.transport is not None:
+        request.transport.close()  # read the request, answer nothing
+        return web.Response()
     return web.json_response(
         {
             "id": "cmpl-1",

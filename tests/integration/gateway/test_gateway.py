@@ -381,3 +381,17 @@ async def test_a_model_whose_every_endpoint_refuses_gets_a_502_after_trying_each
         "param": None,
         "code": None,
     }
+
+
+async def test_a_server_that_hangs_up_after_the_request_is_a_502_and_not_retried(
+    stack: Stack,
+) -> None:
+    before = await stack.metrics()
+    with pytest.raises(openai.APIStatusError) as hung_up:
+        await stack.client().completions.create(model="beta", prompt="hang up")
+
+    assert hung_up.value.status_code == 502
+    assert str(hung_up.value.body["message"]).startswith("Bad Gateway: the model server failed")
+    retried = 'kaiwo_gateway_retries_total{model="beta",namespace="team-b"}'
+    assert retried not in before
+    assert retried not in await stack.metrics()

@@ -266,6 +266,12 @@ class Gateway:
                 self.metrics.retries.labels(namespace=model.namespace, model=model.name).inc()
                 log.info("endpoint refused the connection", endpoint=endpoint.key, error=str(error))
                 continue
+            except aiohttp.ClientError as error:
+                # Bytes may have reached the server (work done): not sent again.
+                self.balancer.release(group=model.uid, endpoint=endpoint.key)
+                raise OpenAIError(
+                    502, f"Bad Gateway: the model server failed: {error}", kind="server_error"
+                ) from error
             try:
                 return await _relay(request, upstream)
             finally:
