@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 from pathlib import Path
 from typing import Annotated
 
@@ -61,6 +62,13 @@ def up(
     ] = None,
 ) -> None:
     """Start NATS, the event store and every service; stop them all on Ctrl-C."""
+    if gateway_port and _port_is_taken(gateway_port):
+        typer.echo(
+            f"kaiwo up: port {gateway_port} of 127.0.0.1 is taken; choose the gateway's with "
+            "--gateway-port (0: no gateway)",
+            err=True,
+        )
+        raise typer.Exit(2)
     if (nats_tls_cert is None) != (nats_tls_key is None):
         typer.echo("kaiwo up: --nats-tls-cert and --nats-tls-key go together", err=True)
         raise typer.Exit(2)
@@ -89,6 +97,16 @@ def up(
     except StackError as error:
         typer.echo(f"kaiwo up: {error}", err=True)
         raise typer.Exit(2) from None
+
+
+def _port_is_taken(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
 
 
 async def _run(options: StackOptions) -> None:
