@@ -30,6 +30,7 @@ from kaiwo_contracts.events.envelope import (
 from kaiwo_contracts.events.monitor import PreemptionDecidedV1, UnderutilizedV1, UtilizationV1
 from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
 from kaiwo_contracts.events.plans import PlanDecidedV1
+from kaiwo_contracts.events.public import WorkloadEventV1, WorkloadRef, WorkloadTransition
 from kaiwo_contracts.events.results import ActionOutcome, ApplyResultV1
 
 __all__ = [
@@ -52,6 +53,9 @@ __all__ = [
     "UtilizationV1",
     "WatchEventType",
     "WireModel",
+    "WorkloadEventV1",
+    "WorkloadRef",
+    "WorkloadTransition",
     "decode_envelope",
     "decode_event",
     "derived_event_id",
