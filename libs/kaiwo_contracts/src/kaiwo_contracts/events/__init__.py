@@ -1,6 +1,8 @@
 """Event contracts: the envelope, the payloads, subjects and JetStream topology (no I/O).
 
-Documented for external subscribers in ``docs/events.md``.
+The public workload events (:mod:`kaiwo_contracts.events.public`) are documented for
+subscribers in ``docs/events.md`` and ``docs/asyncapi.yaml``; the internal streams in
+``docs/bus-internals.md``.
 """
 
 from kaiwo_contracts.events.decoding import (
