@@ -37,7 +37,7 @@ def credentials(
     reader: Annotated[
         list[str] | None,
         typer.Option(
-            help="A read-only reader of the internal streams (repeatable); see docs/bus-internals.md."
+            help="A read-only reader of the internal streams (repeatable); docs/bus-internals.md."
         ),
     ] = None,
     partitions: Annotated[
