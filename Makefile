@@ -9,7 +9,7 @@ RUN := $(UV) run --frozen
 PACKAGES := kaiwo_contracts kaiwo_eventstore kaiwo_kube kaiwo_kubefake kaiwo_envtest kaiwo_runtime \
             kaiwo_watcher kaiwo_planner kaiwo_executor kaiwo_monitor kaiwo_recorder kaiwo_cli
 
-.PHONY: help install lint fmt typecheck layers checks test test-fast crds run demo bench nats-credentials fuzz hostile
+.PHONY: help install lint fmt typecheck layers checks test test-fast crds asyncapi run demo bench nats-credentials fuzz hostile
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -45,6 +45,9 @@ test-fast: install ## Unit tests only
 
 crds: install ## Regenerate deploy/k8s/crds/ from the pydantic models
 	$(RUN) kaiwo crds --output-dir deploy/k8s/crds
+
+asyncapi: install ## Regenerate docs/asyncapi.yaml (the public workload events) from the contracts
+	$(RUN) kaiwo asyncapi --out docs/asyncapi.yaml
 
 run: install ## The main job: the operator on this machine against the current cluster (kaiwo up $(ARGS))
 	$(RUN) kaiwo up $(ARGS)

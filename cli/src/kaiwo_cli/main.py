@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from kaiwo_cli.commands import apply, crds, events, nats, plan, up, validate, version
+from kaiwo_cli.commands import apply, asyncapi, crds, events, nats, plan, up, validate, version
 
 app = typer.Typer(
     name="kaiwo",
@@ -14,6 +14,7 @@ app = typer.Typer(
 )
 app.command("validate")(validate.validate)
 app.command("crds")(crds.crds)
+app.command("asyncapi")(asyncapi.asyncapi)
 app.command("version")(version.version)
 app.command("up")(up.up)
 app.command("apply")(apply.apply)

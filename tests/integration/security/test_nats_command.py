@@ -19,7 +19,16 @@ from typer.testing import CliRunner
 
 pytestmark = pytest.mark.nats
 
-OPERATOR_KEYS = ["admin", "cli", "executor", "monitor", "planner", "recorder", "watcher"]
+OPERATOR_KEYS = [
+    "admin",
+    "cli",
+    "executor",
+    "monitor",
+    "planner",
+    "recorder",
+    "subscriber",
+    "watcher",
+]
 
 
 def credentials(out: Path, *options: str) -> None:

@@ -17,6 +17,7 @@ def test_the_state_round_trips_through_a_private_file(tmp_path: Path) -> None:
         cli_credentials_file=tmp_path / "credentials" / "cli.nk",
         event_store_url="postgresql://kaiwo:pw@db/kaiwo",
         nats_tls_ca_file=tmp_path / "ca.pem",
+        subscriber_credentials_file=tmp_path / "credentials" / "subscriber.nk",
     )
 
     written = state.write(tmp_path)

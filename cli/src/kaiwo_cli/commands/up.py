@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from kaiwo_contracts.events.permissions import SUBSCRIBER
 from kaiwo_runtime.nats_credentials import ServerTls
 from kaiwo_runtime.redaction import redact_url
 from rich.console import Console
@@ -112,6 +113,10 @@ def _print_summary(stack: LocalStack) -> None:
     table.add_row("nats", f"{stack.nats.url} (127.0.0.1 only; NKey per service)")
     table.add_row("credentials", f"{stack.credentials.directory} (new at every start)")
     table.add_row("event store", redact_url(stack.options.event_store_url))
+    table.add_row(
+        "public events",
+        f"kaiwo.public.> with {stack.credentials.seed(SUBSCRIBER)} (python examples/subscriber.py)",
+    )
     for name, service in stack.services.items():
         table.add_row(
             name,

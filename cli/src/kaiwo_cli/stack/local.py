@@ -15,7 +15,8 @@ Order of start-up, each step failing with one clear line:
 5. recorder, watcher, planner, executor (and monitor when a metrics endpoint is given) as
    supervised child processes, each with its health port; start-up waits for every
    ``/readyz``; each service connects with its own identity;
-6. ``<state>/stack.json`` tells ``kaiwo events`` where NATS and the event store are.
+6. ``<state>/stack.json`` tells ``kaiwo events`` where NATS and the event store are, and
+   subscribers of the public workload events where their credentials are.
 """
 
 from __future__ import annotations
@@ -35,7 +36,13 @@ from typing import Self
 import aiohttp
 from kaiwo_contracts.crds.registry import SERVED_KINDS
 from kaiwo_contracts.crds.schema import custom_resource_definitions
-from kaiwo_contracts.events.permissions import ADMIN, CLI, inbox_prefix, operator_identities
+from kaiwo_contracts.events.permissions import (
+    ADMIN,
+    CLI,
+    SUBSCRIBER,
+    inbox_prefix,
+    operator_identities,
+)
 from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_kube import KubeError, resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
@@ -169,6 +176,7 @@ class LocalStack:
             cli_credentials_file=self.credentials.seed(CLI),
             event_store_url=self.options.event_store_url,
             nats_tls_ca_file=tls.ca_file if tls is not None else None,
+            subscriber_credentials_file=self.credentials.seed(SUBSCRIBER),
         )
 
     async def stop(self) -> None:

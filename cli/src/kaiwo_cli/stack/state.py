@@ -3,7 +3,9 @@
 ``<state-dir>/stack.json`` (mode 0600) names the NATS URL, the CLI's credentials file, the
 CA to verify the server with (when TLS is on) and the event store's URL, so that
 ``kaiwo events tail|replay|explain|export`` need no flags after ``kaiwo up``, and never
-attach to some other server that happens to listen on 4222.
+attach to some other server that happens to listen on 4222. It also names the credentials
+of the ``subscriber`` identity, which reads the public workload events only
+(``examples/subscriber.py`` connects with them).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class StackState:
     cli_credentials_file: Path
     event_store_url: str
     nats_tls_ca_file: Path | None = None
+    subscriber_credentials_file: Path | None = None
 
     def write(self, state_dir: Path) -> Path:
         document: dict[str, Any] = {
@@ -36,6 +39,9 @@ class StackState:
             "cliCredentialsFile": str(self.cli_credentials_file),
             "eventStoreUrl": self.event_store_url,
             "natsTlsCaFile": str(self.nats_tls_ca_file) if self.nats_tls_ca_file else None,
+            "subscriberCredentialsFile": (
+                str(self.subscriber_credentials_file) if self.subscriber_credentials_file else None
+            ),
         }
         return write_private(state_dir / STATE_FILE, json.dumps(document, indent=2).encode())
 
@@ -45,11 +51,13 @@ class StackState:
         try:
             document = json.loads(path.read_text())
             ca = document.get("natsTlsCaFile")
+            subscriber = document.get("subscriberCredentialsFile")
             return cls(
                 nats_url=str(document["natsUrl"]),
                 cli_credentials_file=Path(document["cliCredentialsFile"]),
                 event_store_url=str(document["eventStoreUrl"]),
                 nats_tls_ca_file=Path(ca) if ca else None,
+                subscriber_credentials_file=Path(subscriber) if subscriber else None,
             )
         except FileNotFoundError as error:
             raise StackStateError(

@@ -48,6 +48,13 @@ the envelope's own error). A planning function that raises for one owner is logg
 counted, and the other owners are still planned. A publish that fails raises, so the bus
 redelivers the observation; the owners not yet published are planned again then.
 
+Public workload events. Before it plans, the service derives the public events the
+observation shows (:func:`~kaiwo_planner.domain.public_events.derive_public_events`: what the
+previous version in the projection told subscribers, against the new version) and publishes
+them on ``kaiwo.public.workload.…``. They go out before the plans of the same observation and
+are remembered with the unfinished owners, so a redelivery after a failed publish sends them
+again, under the same ids (JetStream keeps one copy).
+
 Replay: every plan records ``planned_at``, ``trigger`` and ``obs_sequence`` (the projection's
 last applied stream sequence), which is all the pure planner needs to reproduce it.
 """
@@ -82,6 +89,7 @@ from kaiwo_runtime.kv import KeyValue
 from kaiwo_runtime.logging import bound_context
 
 from kaiwo_planner.domain.cluster import ClusterState
+from kaiwo_planner.domain.cluster_settings import kaiwo_config
 from kaiwo_planner.domain.default_objects import default_object_plans
 from kaiwo_planner.domain.fanout import all_workloads, owners_to_replan, queue_config
 from kaiwo_planner.domain.models.replanning import all_models
@@ -92,6 +100,13 @@ from kaiwo_planner.domain.projection import (
     SnapshotFormatError,
     api_group,
     object_ref,
+)
+from kaiwo_planner.domain.public_events import (
+    PublicEvent,
+    PublicState,
+    derive_public_events,
+    is_public_workload,
+    public_state,
 )
 from kaiwo_planner.metrics import PlannerMetrics
 from kaiwo_planner.settings import PlannerSettings
@@ -164,6 +179,8 @@ class _Unfinished:
 
     sequence: int
     owners: tuple[ObjectRef, ...]
+    announcements: tuple[PublicEvent, ...] = ()
+    """Public events of the observation not yet published."""
 
 
 # --------------------------------------------------------------------------- snapshots
@@ -403,11 +420,19 @@ class PlannerService:
             if resuming:
                 assert unfinished is not None
                 owners = unfinished.owners
+                announcements = unfinished.announcements
             else:
+                told = self._told(observed)
                 found = self._apply(observed, sequence)
                 if found is None:
                     return
                 owners = found
+                announcements = self._public_events(told, envelope)
+            if announcements:
+                self._unfinished = _Unfinished(
+                    sequence=sequence, owners=owners, announcements=announcements
+                )
+                await self._announce(announcements, cause=envelope)
             await self._plan_round(
                 owners, now=envelope.time, trigger="observation", cause=envelope, sequence=sequence
             )
@@ -427,6 +452,51 @@ class PlannerService:
             return None
         self.metrics.observations.labels("applied").inc()
         return owners_to_replan(change, self._projection)
+
+    def _told(self, observed: ObservedObjectV1) -> PublicState | None:
+        """What subscribers were told of the observed workload (None: never seen)."""
+        if not is_public_workload(observed.object):
+            return None
+        previous = self._projection.by_uid(observed.uid)
+        return public_state(previous) if previous is not None else None
+
+    def _public_events(
+        self, told: PublicState | None, envelope: Envelope[ObservedObjectV1]
+    ) -> tuple[PublicEvent, ...]:
+        if not is_public_workload(envelope.data.object):
+            return ()
+        config = kaiwo_config(self._projection.cluster_state())
+        return derive_public_events(
+            told,
+            envelope.data,
+            observed_at=envelope.time,
+            default_queue=config.spec.default_cluster_queue_name,
+        )
+
+    async def _announce(
+        self, events: tuple[PublicEvent, ...], *, cause: Envelope[ObservedObjectV1]
+    ) -> None:
+        """Publish public workload events in order; a failure raises (the bus redelivers)."""
+        for event in events:
+            workload = event.payload.workload
+            envelope = Envelope.new(
+                data=event.payload,
+                source=SOURCE,
+                time=self._clock(),
+                id=event.id,
+                subject=object_subject(namespace=workload.namespace, name=workload.name),
+                correlationid=workload.uid,
+                causationid=cause.id,
+                traceparent=cause.traceparent,
+            )
+            ack = await self._bus.publish(envelope, event.subject)
+            self.metrics.public_events.labels(event.payload.transition.value).inc()
+            log.info(
+                "public event published",
+                transition=event.payload.transition.value,
+                event_id=event.id,
+                duplicate=ack.duplicate,
+            )
 
     async def catch_up(self) -> int:
         """Apply what the stream holds after the projection's sequence; returns how many."""
