@@ -48,6 +48,7 @@ from kaiwo_runtime.nats_credentials import (
     write_credentials,
 )
 from kaiwo_runtime.nats_server import NatsServer, free_port
+from kaiwo_sandbox import Sandbox, SandboxOptions
 
 from kaiwo_cli.stack.demo_cluster import seed_demo_cluster
 from kaiwo_cli.stack.processes import ServiceProcess
@@ -75,6 +76,9 @@ class StackOptions:
     """Serve NATS over TLS with this certificate; clients verify it against ``ca_file``."""
     store_url: str | None = None
     metrics_endpoint: str | None = None
+    sandbox: SandboxOptions | None = None
+    """With ``fake_cluster``: run the sandbox's simulated controllers (Kueue, kubelet, volumes,
+    GPU metrics for the monitor) beside the fake API server, see :mod:`kaiwo_sandbox`."""
     ready_timeout: float = 60.0
     service_env: Mapping[str, str] = field(default_factory=dict)
     """Extra ``KAIWO_*`` settings for every service (timeouts, batch sizes, log level)."""
@@ -110,6 +114,15 @@ class LocalStack:
         self.credentials: CredentialsDirectory | None = None
         self._fake: asyncio.subprocess.Process | None = None
         self._supervisors: list[asyncio.Task[None]] = []
+        self.sandbox: Sandbox | None = None
+        self._sandbox_kube: KubernetesAsyncioAdapter | None = None
+
+    @property
+    def metrics_endpoint(self) -> str | None:
+        """Where the monitor reads GPU metrics: the option, else the sandbox's endpoint."""
+        if self.options.metrics_endpoint:
+            return self.options.metrics_endpoint
+        return self.sandbox.metrics_url if self.sandbox is not None else None
 
     async def __aenter__(self) -> Self:
         try:
@@ -142,6 +155,8 @@ class LocalStack:
         if self.options.fake_cluster:
             self.kubeconfig = await self._start_fake_cluster()
         await self._prepare_cluster()
+        if self.options.fake_cluster and self.options.sandbox is not None:
+            await self._start_sandbox(self.options.sandbox)
         await self._start_nats()
         await self._start_services()
         await self._wait_ready()
@@ -182,6 +197,12 @@ class LocalStack:
         if self.nats is not None:
             await self.nats.stop()
             self.nats = None
+        if self.sandbox is not None:
+            await self.sandbox.stop()
+            self.sandbox = None
+        if self._sandbox_kube is not None:
+            await self._sandbox_kube.close()
+            self._sandbox_kube = None
         if self._fake is not None and self._fake.returncode is None:
             self._fake.send_signal(signal.SIGTERM)
             await self._fake.wait()
@@ -215,6 +236,13 @@ class LocalStack:
             raise StackError("the fake Kubernetes API server did not start (see its log)")
         return kubeconfig
 
+    async def _start_sandbox(self, options: SandboxOptions) -> None:
+        self._sandbox_kube = await KubernetesAsyncioAdapter.from_environment(
+            self.kubeconfig, user_agent="kaiwo-sandbox"
+        )
+        self.sandbox = Sandbox(self._sandbox_kube, options)
+        await self.sandbox.start()
+
     async def _prepare_cluster(self) -> None:
         where = str(self.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config")
         try:
@@ -238,7 +266,7 @@ class LocalStack:
             if self.options.install_crds or self.options.fake_cluster:
                 await kube.ensure_crds(crds, field_manager=FIELD_MANAGER)
             if self.options.fake_cluster and self.options.seed_fake_cluster:
-                await seed_demo_cluster(kube)
+                await seed_demo_cluster(kube, self.options.sandbox)
 
     async def _start_nats(self) -> None:
         topology = bus_topology()
@@ -278,13 +306,13 @@ class LocalStack:
             env["KAIWO_NATS_TLS_CA_FILE"] = str(self.options.nats_tls.ca_file.resolve())
         if self.kubeconfig is not None:
             env["KAIWO_KUBECONFIG"] = str(self.kubeconfig.resolve())
-        if self.options.metrics_endpoint:
-            env["KAIWO_MONITOR_METRICS_ENDPOINT"] = self.options.metrics_endpoint
+        if self.metrics_endpoint:
+            env["KAIWO_MONITOR_METRICS_ENDPOINT"] = self.metrics_endpoint
         return {**env, **self.options.service_env}
 
     async def _start_services(self) -> None:
         services = list(SERVICES)
-        if self.options.metrics_endpoint:
+        if self.metrics_endpoint:
             services.append(("monitor", "kaiwo_monitor"))
         assert self.credentials is not None
         for name, module in services:
