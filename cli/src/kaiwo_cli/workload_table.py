@@ -49,15 +49,29 @@ class WorkloadRow:
 
 @dataclass
 class PhaseHistory:
-    """Phases each workload was seen in, in order."""
+    """Phases each workload was seen in, in order, and why it waited or failed."""
 
     seen: dict[str, list[str]] = field(default_factory=dict)
+    reasons: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
 
     def record(self, rows: Iterable[WorkloadRow]) -> None:
         for row in rows:
             phases = self.seen.setdefault(row.key, [])
             if row.phase and (not phases or phases[-1] != row.phase):
                 phases.append(row.phase)
+            told = self.reasons.setdefault(row.key, [])
+            moment = (row.phase, row.detail)
+            if row.detail and row.detail != "waiting for Kueue" and moment not in told:
+                told.append(moment)
+
+    def story(self) -> list[str]:
+        """One line per wait and failure seen: what a user should notice."""
+        verbs = {"PENDING": "waited", "FAILED": "failed", "ERROR": "was in error"}
+        return [
+            f"{key} {verbs.get(phase, phase.lower())}: {detail}"
+            for key, moments in sorted(self.reasons.items())
+            for phase, detail in moments
+        ]
 
     def path(self, key: str) -> str:
         return " → ".join(self.seen.get(key, []))

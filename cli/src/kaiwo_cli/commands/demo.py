@@ -19,11 +19,13 @@ from typing import Annotated, Any, Final
 import typer
 from kaiwo_kube import KubeError, KubernetesPort, known_type, resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_runtime.logging import configure_logging
 from kaiwo_sandbox import SandboxOptions, parse_fleet
 from kaiwo_sandbox.fleet import DEFAULT_FLEET_TEXT
 from kaiwo_sandbox.lifecycle import Timing
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.text import Text
 
 from kaiwo_cli.manifest_files import read_documents
@@ -82,6 +84,8 @@ def demo(
         sandbox=SandboxOptions(fleet=nodes, timing=Timing(scale=time_scale)),
     )
     console = Console()
+    # The live table is the output; the stack's own progress lines would tear it.
+    configure_logging(level="WARNING")
     try:
         settled = asyncio.run(
             _run(
@@ -182,11 +186,14 @@ async def current_rows(kube: KubernetesPort, *, now: datetime) -> list[WorkloadR
     )
 
 
-def next_steps(stack: LocalStack) -> Text:
+def next_steps(stack: LocalStack, history: PhaseHistory) -> Text:
     kubeconfig = stack.kubeconfig
     state = stack.options.state_dir
+    story = "".join(f"  {line}\n" for line in history.story())
     return Text.from_markup(
-        "\n[bold]The scenario has played out.[/] Try, in another shell:\n"
+        "\n[bold]The scenario has played out.[/] What happened:\n"
+        f"{escape(story)}"
+        "Try, in another shell:\n"
         f"  export KUBECONFIG={kubeconfig}\n"
         "  kubectl get kaiwojobs,kaiwoservices -A      # the printer columns\n"
         "  kubectl get workloads.kueue.x-k8s.io -A     # the simulated Kueue's admissions\n"
@@ -230,7 +237,7 @@ async def _watch(
                             f"scenario played out after {settled_at:.1f} s",
                             style="dim",
                         ),
-                        next_steps(stack),
+                        next_steps(stack, history),
                     )
                 )
                 if exit_when_settled:
