@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from kaiwo_sandbox.lifecycle import GPU_UTILIZATION, gpu_ids
+from kaiwo_sandbox.lifecycle import GPU_UTILIZATION, gpu_ids, node_of
 
 METRIC: Final = "gpu_gfx_activity"
 
@@ -47,7 +47,7 @@ def utilization(pods: Iterable[Mapping[str, Any]]) -> list[GpuSeries]:
                 "namespace": metadata.get("namespace", ""),
                 "pod": metadata.get("name", ""),
                 "container": containers[0].get("name", ""),
-                "hostname": (pod.get("spec") or {}).get("nodeName", ""),
+                "hostname": node_of(pod),
             }
             found.append(GpuSeries(labels, _value(given, f"{labels['pod']}/{gpu}")))
     return found

@@ -21,6 +21,7 @@ from kaiwo_sandbox.lifecycle import (
     CONTROLLER_UID_LABEL,
     GPU_IDS,
     JOB_NAME_LABEL,
+    NODE,
     RUN_SECONDS,
     WORKLOAD_TYPE_LABEL,
     NodeRoom,
@@ -30,6 +31,7 @@ from kaiwo_sandbox.lifecycle import (
     is_active,
     job_is_finished,
     job_status,
+    node_of,
     parse_time,
     place,
     pod_status,
@@ -63,9 +65,6 @@ class WorkloadControllers:
         with contextlib.suppress(NotFound):
             for ray_job in (await self.kube.list(resources.RAY_JOB)).items:
                 await self._ray_job(ray_job, now=now)
-        for pod in pods:
-            if not (pod.get("spec") or {}).get("nodeName") and is_active(pod):
-                await self._schedule(pod, nodes=nodes, pods=pods)
 
     async def _job(
         self,
@@ -205,6 +204,7 @@ class WorkloadControllers:
         placement = place(pod_requests(spec), nodes=nodes, pods=pods)
         if placement is not None:
             spec["nodeName"] = placement.node
+            annotations[NODE] = placement.node
             if placement.gpu_ids:
                 annotations[GPU_IDS] = ",".join(str(i) for i in placement.gpu_ids)
         pod = {
@@ -239,19 +239,38 @@ class WorkloadControllers:
         except NotFound:  # the namespace is going away
             return None
         if placement is None:
-            await self._unschedulable(created, len(nodes))
+            await report_unschedulable(self.kube, created, len(nodes))
         return created
+
+
+class Scheduler:
+    """Places pending pods on sandbox nodes with room. On the fake it binds them
+    (``spec.nodeName``); on a real API server, where binding needs a subresource the port
+    does not offer, it notes the node in an annotation the kubelet reads."""
+
+    def __init__(self, kube: KubernetesPort, *, bind: bool) -> None:
+        self.kube = kube
+        self.bind = bind
+
+    async def reconcile(self, *, nodes: Sequence[NodeRoom], pods: list[dict[str, Any]]) -> None:
+        for pod in pods:
+            if not node_of(pod) and is_active(pod):
+                await self._schedule(pod, nodes=nodes, pods=pods)
 
     async def _schedule(
         self, pod: dict[str, Any], *, nodes: Sequence[NodeRoom], pods: Sequence[dict[str, Any]]
     ) -> None:
         placement = place(pod_requests(pod.get("spec") or {}), nodes=nodes, pods=pods)
         if placement is None:
+            if not _is_unschedulable(pod):
+                await report_unschedulable(self.kube, pod, len(nodes))
             return
-        patch: dict[str, Any] = {"spec": {"nodeName": placement.node}}
+        annotations = {NODE: placement.node}
         if placement.gpu_ids:
-            ids = ",".join(str(i) for i in placement.gpu_ids)
-            patch["metadata"] = {"annotations": {GPU_IDS: ids}}
+            annotations[GPU_IDS] = ",".join(str(i) for i in placement.gpu_ids)
+        patch: dict[str, Any] = {"metadata": {"annotations": annotations}}
+        if self.bind:
+            patch["spec"] = {"nodeName": placement.node}
         metadata = pod["metadata"]
         with contextlib.suppress(NotFound, Conflict):
             updated = await self.kube.merge_patch(
@@ -263,23 +282,32 @@ class WorkloadControllers:
             )
             pod.update(updated)
 
-    async def _unschedulable(self, pod: dict[str, Any], node_count: int) -> None:
-        message = unschedulable_message(pod_requests(pod.get("spec") or {}), node_count)
-        condition = {
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": "Unschedulable",
-            "message": message,
-        }
-        with contextlib.suppress(NotFound, Conflict):
-            await self.kube.patch_status(
-                resources.POD,
-                pod["metadata"]["name"],
-                {"phase": "Pending", "conditions": [condition]},
-                namespace=pod["metadata"]["namespace"],
-                field_manager="default-scheduler",
-                method="merge",
-            )
+
+async def report_unschedulable(kube: KubernetesPort, pod: dict[str, Any], node_count: int) -> None:
+    """The PodScheduled=False condition a scheduler reports for a pod no node has room for."""
+    message = unschedulable_message(pod_requests(pod.get("spec") or {}), node_count)
+    condition = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": message,
+    }
+    with contextlib.suppress(NotFound, Conflict):
+        await kube.patch_status(
+            resources.POD,
+            pod["metadata"]["name"],
+            {"phase": "Pending", "conditions": [condition]},
+            namespace=pod["metadata"]["namespace"],
+            field_manager="default-scheduler",
+            method="merge",
+        )
+
+
+def _is_unschedulable(pod: Mapping[str, Any]) -> bool:
+    return any(
+        c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
+        for c in (pod.get("status") or {}).get("conditions") or ()
+    )
 
 
 class Kubelet:
@@ -325,4 +353,4 @@ def _owned_by(pod: Mapping[str, Any], uid: str) -> bool:
     return any(o.get("uid") == uid for o in pod["metadata"].get("ownerReferences") or ())
 
 
-__all__ = ["RUN_SECONDS", "Kubelet", "WorkloadControllers"]
+__all__ = ["RUN_SECONDS", "Kubelet", "Scheduler", "WorkloadControllers"]

@@ -6,6 +6,7 @@ it finishes. Reads and writes through the KubernetesPort only, each round from a
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal
@@ -157,7 +158,16 @@ class KueueController:
             await self._unsuspend(owner_by_key[decision.key])
         for wait in [*waiting, *still_waiting]:
             await self._pending(by_key[wait.key], wait.message, now)
-        await self._queue_status(queue_objects, workloads, owners)
+        referenced = {p.cluster_queue for p in pending} | {
+            str(((w.get("status") or {}).get("admission") or {}).get("clusterQueue", ""))
+            for uid, w in workloads.items()
+            if uid in owners
+        }
+        admitted_keys = {a.key for a in admitted}
+        waiting_by_queue = Counter(p.cluster_queue for p in pending if p.key not in admitted_keys)
+        await self._queue_status(
+            queue_objects, workloads, owners, referenced=referenced, pending=waiting_by_queue
+        )
 
     async def _queued_objects(self) -> dict[str, dict[str, Any]]:
         found: dict[str, dict[str, Any]] = {}
@@ -281,10 +291,17 @@ class KueueController:
         queues: Sequence[dict[str, Any]],
         workloads: Mapping[str, dict[str, Any]],
         owners: Mapping[str, dict[str, Any]],
+        *,
+        referenced: set[str],
+        pending: Mapping[str, int],
     ) -> None:
-        """Each ClusterQueue's counts and usage per flavor, as Kueue reports them."""
+        """The counts and usage per flavor of each ClusterQueue a workload uses, or used (to
+        report it empty again), as Kueue reports them; other queues are left alone."""
         for queue in queues:
             name = queue["metadata"]["name"]
+            old = queue.get("status") or {}
+            if name not in referenced and not old.get("admittedWorkloads"):
+                continue
             admitted = [
                 (w, owners[uid])
                 for uid, w in workloads.items()
@@ -305,18 +322,12 @@ class KueueController:
                 flavors.setdefault(flavor, []).append(
                     {"name": resource, "total": _quantity_text(amount)}
                 )
-            pending = sum(
-                1
-                for uid, w in workloads.items()
-                if uid in owners and not has_condition(w, "Admitted")
-            )
             status = {
                 "admittedWorkloads": len(admitted),
                 "reservingWorkloads": len(admitted),
-                "pendingWorkloads": pending,
+                "pendingWorkloads": pending.get(name, 0),
                 "flavorsUsage": [{"name": f, "resources": r} for f, r in flavors.items()],
             }
-            old = queue.get("status") or {}
             if all(old.get(key) == value for key, value in status.items()):
                 continue
             with contextlib.suppress(NotFound, Conflict):

@@ -30,6 +30,9 @@ RUN_SECONDS: Final = PREFIX + "run-seconds"
 FAIL: Final = PREFIX + "fail"
 GPU_UTILIZATION: Final = PREFIX + "gpu-utilization"
 GPU_IDS: Final = PREFIX + "gpu-ids"
+NODE: Final = PREFIX + "node"
+"""Where the sandbox's scheduler placed a pod it could not bind (a real API server's pods are
+bound through the binding subresource, which the Kubernetes port does not offer)."""
 WORKLOAD_TYPE_LABEL: Final = "kaiwo.silogen.ai/type"
 JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
 CONTROLLER_UID_LABEL: Final = "batch.kubernetes.io/controller-uid"
@@ -102,7 +105,7 @@ def pod_step(
     """What the kubelet does to a bound pod now, if anything."""
     status = pod.get("status") or {}
     phase = status.get("phase") or "Pending"
-    if not (pod.get("spec") or {}).get("nodeName") or phase in ("Succeeded", "Failed"):
+    if not node_of(pod) or phase in ("Succeeded", "Failed"):
         return None
     if phase == "Pending":
         created = parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
@@ -142,8 +145,6 @@ def pod_status(
     return {
         "phase": phase,
         "startTime": started,
-        "hostIP": "10.0.0.1",
-        "podIP": "10.244.0.1",
         "conditions": [
             {"type": "PodScheduled", "status": "True", "lastTransitionTime": started},
             {"type": "Initialized", "status": "True", "lastTransitionTime": started},
@@ -184,6 +185,13 @@ class Placement:
     gpu_ids: tuple[int, ...]
 
 
+def node_of(pod: Mapping[str, Any]) -> str:
+    """The node a pod runs on: bound, or placed by the sandbox's scheduler ("" for neither)."""
+    bound = (pod.get("spec") or {}).get("nodeName")
+    placed = ((pod.get("metadata") or {}).get("annotations") or {}).get(NODE)
+    return str(bound or placed or "")
+
+
 def is_active(pod: Mapping[str, Any]) -> bool:
     phase = (pod.get("status") or {}).get("phase") or "Pending"
     return phase not in ("Succeeded", "Failed") and not (pod.get("metadata") or {}).get(
@@ -197,7 +205,7 @@ def place(
     """The first node (in the given order) where ``requests`` fit beside the active pods bound
     to it, with the lowest free GPU ids; None when no node has room."""
     for node in nodes:
-        bound = [p for p in pods if (p.get("spec") or {}).get("nodeName") == node.name]
+        bound = [p for p in pods if node_of(p) == node.name]
         used: dict[str, Decimal] = {}
         taken: set[int] = set()
         for pod in filter(is_active, bound):

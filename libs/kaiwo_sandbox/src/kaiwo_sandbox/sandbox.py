@@ -23,12 +23,16 @@ from kaiwo_kube import AlreadyExists, KubernetesPort, resources
 
 from kaiwo_sandbox.fleet import DEFAULT_FLEET, SIMULATED_LABEL, NodeSpec
 from kaiwo_sandbox.gpu_metrics import metrics_app
-from kaiwo_sandbox.kubelet import Kubelet, WorkloadControllers
+from kaiwo_sandbox.kubelet import Kubelet, Scheduler, WorkloadControllers
 from kaiwo_sandbox.kueue import KueueController
 from kaiwo_sandbox.lifecycle import Timing, format_time, node_room
+from kaiwo_sandbox.scope import NamespaceScope
 from kaiwo_sandbox.volumes import VolumeBinder
 
 FIELD_MANAGER: Final = "kubelet-sandbox"
+NODE_LEASE_NAMESPACE: Final = "kube-node-lease"
+LEASE_SECONDS: Final = 40
+HEARTBEAT_SECONDS: Final = 10.0
 log = logging.getLogger("kaiwo_sandbox")
 
 
@@ -42,6 +46,9 @@ class SandboxOptions:
     """Play the Job and Deployment controllers and the scheduler (an API server without a
     controller manager: the fake)."""
     namespaces: tuple[str, ...] = ()
+    """Namespaces to create at start."""
+    only_namespaces: tuple[str, ...] = ()
+    """Act only on objects in these namespaces (empty: all); for a shared API server."""
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 0
 
@@ -54,6 +61,8 @@ class Sandbox:
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
+        if options.only_namespaces:
+            kube = NamespaceScope(kube, options.only_namespaces)
         self.kube = kube
         self.options = options
         self.clock = clock
@@ -61,8 +70,10 @@ class Sandbox:
         self.rounds = 0
         self._kueue = KueueController(kube, timing=options.timing)
         self._controllers = WorkloadControllers(kube, timing=options.timing)
+        self._scheduler = Scheduler(kube, bind=options.play_controllers)
         self._kubelet = Kubelet(kube, timing=options.timing)
         self._volumes = VolumeBinder(kube)
+        self._last_heartbeat: datetime | None = None
         self._task: asyncio.Task[None] | None = None
         self._runner: web.AppRunner | None = None
         self._metrics_port: int | None = None
@@ -143,9 +154,49 @@ class Sandbox:
         pods = (await self.kube.list(resources.POD)).items
         if self.options.play_controllers:
             await self._controllers.reconcile(nodes=nodes, pods=pods, now=now)
+        await self._scheduler.reconcile(nodes=nodes, pods=pods)
         await self._kubelet.reconcile(pods=pods, now=now)
+        await self._heartbeat(now)
         self.pods = pods
         self.rounds += 1
+
+    async def _heartbeat(self, now: datetime) -> None:
+        """Renew each node's Lease, as kubelets do, so a node lifecycle controller (on a real
+        API server) keeps the nodes Ready."""
+        last = self._last_heartbeat
+        if last is not None and (now - last).total_seconds() < HEARTBEAT_SECONDS:
+            return
+        self._last_heartbeat = now
+        names = {node.name for node in self.options.fleet}
+        for node in (await self.kube.list(resources.NODE, label_selector=SIMULATED_LABEL)).items:
+            metadata = node["metadata"]
+            if metadata["name"] not in names:
+                continue
+            await self.kube.apply(
+                {
+                    "apiVersion": "coordination.k8s.io/v1",
+                    "kind": "Lease",
+                    "metadata": {
+                        "name": metadata["name"],
+                        "namespace": NODE_LEASE_NAMESPACE,
+                        "labels": {SIMULATED_LABEL: "true"},
+                        "ownerReferences": [
+                            {
+                                "apiVersion": "v1",
+                                "kind": "Node",
+                                "name": metadata["name"],
+                                "uid": metadata["uid"],
+                            }
+                        ],
+                    },
+                    "spec": {
+                        "holderIdentity": metadata["name"],
+                        "leaseDurationSeconds": LEASE_SECONDS,
+                        "renewTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                    },
+                },
+                field_manager=FIELD_MANAGER,
+            )
 
     async def _loop(self) -> None:
         while True:
