@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from rich.table import Table
 
+JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
 FINAL_PHASES: Final = frozenset({"COMPLETE", "FAILED", "TERMINATED"})
 PHASE_STYLE: Final = {
     "COMPLETE": "green",
@@ -82,10 +83,12 @@ def workload_rows(
     workloads: Sequence[Mapping[str, Any]],
     kueue_workloads: Sequence[Mapping[str, Any]],
     jobs: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]] = (),
     now: datetime,
 ) -> list[WorkloadRow]:
-    """Rows sorted by namespace and name. ``kueue_workloads`` and ``jobs`` explain a wait
-    (Kueue's QuotaReserved message) and a failure (the Job's Failed condition)."""
+    """Rows sorted by namespace and name. ``kueue_workloads``, ``jobs`` and ``pods`` explain a
+    wait (Kueue's QuotaReserved message) and a failure (the Job's Failed condition and what
+    its container said when it ended)."""
     rows = []
     for workload in workloads:
         metadata = workload.get("metadata") or {}
@@ -100,7 +103,7 @@ def workload_rows(
                 queue=str((workload.get("spec") or {}).get("clusterQueue") or "kaiwo"),
                 phase=phase,
                 age_seconds=int((now - created).total_seconds()) if created else 0,
-                detail=_detail(phase, namespace, name, workload, kueue_workloads, jobs),
+                detail=_detail(phase, namespace, name, workload, kueue_workloads, jobs, pods),
             )
         )
     return sorted(rows, key=lambda r: (r.namespace, r.name))
@@ -113,6 +116,7 @@ def _detail(
     workload: Mapping[str, Any],
     kueue_workloads: Sequence[Mapping[str, Any]],
     jobs: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
 ) -> str:
     if phase == "PENDING":
         for kueue_workload in kueue_workloads:
@@ -131,10 +135,26 @@ def _detail(
                 continue
             for condition in (job.get("status") or {}).get("conditions") or ():
                 if condition.get("type") == "Failed" and condition.get("status") == "True":
-                    return f"{condition.get('reason')}: {condition.get('message')}"
+                    told = f"{condition.get('reason')}: {condition.get('message')}"
+                    said = _container_message(pods, namespace, name)
+                    return f"{told}: {said}" if said and said not in told else told
     for condition in (workload.get("status") or {}).get("conditions") or ():
         if phase in ("FAILED", "ERROR") and condition.get("status") == "False":
             return f"{condition.get('reason')}: {condition.get('message')}"
+    return ""
+
+
+def _container_message(pods: Sequence[Mapping[str, Any]], namespace: str, job: str) -> str:
+    """What the Job's failed container said when it ended ("" when nothing)."""
+    for pod in pods:
+        metadata = pod.get("metadata") or {}
+        labels = metadata.get("labels") or {}
+        if metadata.get("namespace") != namespace or labels.get(JOB_NAME_LABEL) != job:
+            continue
+        for container in (pod.get("status") or {}).get("containerStatuses") or ():
+            ended = (container.get("state") or {}).get("terminated") or {}
+            if ended.get("exitCode") and ended.get("message"):
+                return str(ended["message"])
     return ""
 
 

@@ -51,6 +51,14 @@ def test_rows_explain_a_wait_and_a_failure() -> None:
             ]
         },
     }
+    failed_pod = {
+        "metadata": {"namespace": "ml-team", "labels": {"batch.kubernetes.io/job-name": "broken"}},
+        "status": {
+            "containerStatuses": [
+                {"state": {"terminated": {"exitCode": 1, "message": "no tokenizer"}}}
+            ]
+        },
+    }
     rows = workload_rows(
         workloads=[
             kaiwo("KaiwoJob", "eval", "PENDING"),
@@ -59,6 +67,7 @@ def test_rows_explain_a_wait_and_a_failure() -> None:
         ],
         kueue_workloads=[waiting],
         jobs=[failed_job],
+        pods=[failed_pod],
         now=NOW,
     )
     assert rows == [

@@ -31,13 +31,19 @@ from rich.text import Text
 from kaiwo_cli.manifest_files import read_documents
 from kaiwo_cli.stack.local import LocalStack, StackError, StackOptions
 from kaiwo_cli.stack.state import DEFAULT_STATE_DIR
-from kaiwo_cli.workload_table import PhaseHistory, WorkloadRow, render, workload_rows
+from kaiwo_cli.workload_table import (
+    JOB_NAME_LABEL,
+    PhaseHistory,
+    WorkloadRow,
+    render,
+    workload_rows,
+)
 
 DEFAULT_SCENARIO: Final = Path("examples/sandbox/demo.yaml")
 FIELD_MANAGER: Final = "kaiwo-demo"
 SIMULATION_NOTE: Final = (
-    "SIMULATION: a fake API server with simulated Kueue, scheduler, kubelet and GPU metrics; "
-    "nothing really runs."
+    "SIMULATION: a local API server with simulated nodes, Kueue, scheduler, kubelet and GPU "
+    "metrics; nothing really runs."
 )
 
 
@@ -52,6 +58,17 @@ def demo(
     time_scale: Annotated[
         float, typer.Option(help="Multiply every simulated delay (0.5: twice as fast).")
     ] = 1.0,
+    cluster: Annotated[
+        str,
+        typer.Option(
+            help="fake: the fake API server; envtest: a real kube-apiserver and "
+            "controller-manager from the envtest assets (kubectl works fully).",
+        ),
+    ] = "fake",
+    envtest_assets: Annotated[
+        Path | None,
+        typer.Option(help="With --cluster envtest: the archives; default $KAIWO_ENVTEST_ASSETS."),
+    ] = None,
     state_dir: Annotated[
         Path, typer.Option(help="NATS data, the SQLite event store and service logs.")
     ] = DEFAULT_STATE_DIR,
@@ -75,13 +92,23 @@ def demo(
     if time_scale <= 0:
         typer.echo("kaiwo demo: --time-scale must be positive", err=True)
         raise typer.Exit(2)
+    if cluster not in ("fake", "envtest"):
+        typer.echo(f"kaiwo demo: --cluster: {cluster!r} is neither fake nor envtest", err=True)
+        raise typer.Exit(2)
     if not scenario.exists():
         typer.echo(f"kaiwo demo: --scenario: {scenario} does not exist", err=True)
         raise typer.Exit(2)
     options = StackOptions(
         state_dir=state_dir,
         fake_cluster=True,
-        sandbox=SandboxOptions(fleet=nodes, timing=Timing(scale=time_scale)),
+        local_cluster="envtest" if cluster == "envtest" else "fake",
+        envtest_assets=envtest_assets,
+        sandbox=SandboxOptions(
+            fleet=nodes,
+            timing=Timing(scale=time_scale),
+            # A real controller manager makes the pods and writes Job and Deployment status.
+            play_controllers=cluster == "fake",
+        ),
     )
     console = Console()
     # The live table is the output; the stack's own progress lines would tear it.
@@ -182,6 +209,7 @@ async def current_rows(kube: KubernetesPort, *, now: datetime) -> list[WorkloadR
         workloads=workloads,
         kueue_workloads=(await kube.list(resources.KUEUE_WORKLOAD)).items,
         jobs=(await kube.list(resources.JOB)).items,
+        pods=(await kube.list(resources.POD, label_selector=JOB_NAME_LABEL)).items,
         now=now,
     )
 

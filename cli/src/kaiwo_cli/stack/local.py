@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Literal, Self
 
 import aiohttp
 from kaiwo_contracts.crds.registry import SERVED_KINDS
@@ -76,6 +76,11 @@ class StackOptions:
     """Serve NATS over TLS with this certificate; clients verify it against ``ca_file``."""
     store_url: str | None = None
     metrics_endpoint: str | None = None
+    local_cluster: Literal["fake", "envtest"] = "fake"
+    """With ``fake_cluster``: the fake API server, or a real kube-apiserver and
+    kube-controller-manager from the envtest assets (``python -m kaiwo_envtest``)."""
+    envtest_assets: Path | None = None
+    """Where the envtest archives are; default ``$KAIWO_ENVTEST_ASSETS``."""
     sandbox: SandboxOptions | None = None
     """With ``fake_cluster``: run the sandbox's simulated controllers (Kueue, kubelet, volumes,
     GPU metrics for the monitor) beside the fake API server, see :mod:`kaiwo_sandbox`."""
@@ -211,6 +216,8 @@ class LocalStack:
     # ------------------------------------------------------------------ steps
 
     async def _start_fake_cluster(self) -> Path:
+        if self.options.local_cluster == "envtest":
+            return await self._start_envtest()
         kubeconfig = self.options.state_dir / "fake-cluster" / "kubeconfig"
         kubeconfig.parent.mkdir(parents=True, exist_ok=True)
         (self.options.state_dir / "logs").mkdir(exist_ok=True)
@@ -235,6 +242,32 @@ class LocalStack:
         if not line.startswith(b"listening on"):
             raise StackError("the fake Kubernetes API server did not start (see its log)")
         return kubeconfig
+
+    async def _start_envtest(self) -> Path:
+        """etcd, kube-apiserver and kube-controller-manager in a child process, which removes
+        them when it stops; its first line names the administrator's kubeconfig."""
+        (self.options.state_dir / "logs").mkdir(exist_ok=True)
+        assets = self.options.envtest_assets
+        arguments = ["--controller-manager", *(["--assets", str(assets)] if assets else [])]
+        with (self.options.state_dir / "logs" / "envtest.log").open("ab") as log_file:
+            self._fake = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "kaiwo_envtest",
+                *arguments,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=log_file,
+                start_new_session=True,
+            )
+        assert self._fake.stdout is not None
+        try:
+            line = await asyncio.wait_for(self._fake.stdout.readline(), 120)
+        except TimeoutError as error:
+            raise StackError("the envtest control plane did not start in 120 s") from error
+        if not line.startswith(b"kubeconfig "):
+            log = self.options.state_dir / "logs" / "envtest.log"
+            raise StackError(f"the envtest control plane did not start (see {log})")
+        return Path(line.decode().removeprefix("kubeconfig ").strip())
 
     async def _start_sandbox(self, options: SandboxOptions) -> None:
         self._sandbox_kube = await KubernetesAsyncioAdapter.from_environment(

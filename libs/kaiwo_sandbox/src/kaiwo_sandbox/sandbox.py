@@ -18,8 +18,9 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Final, Self
 
+import aiohttp
 from aiohttp import web
-from kaiwo_kube import AlreadyExists, KubernetesPort, resources
+from kaiwo_kube import AlreadyExists, KubeError, KubernetesPort, resources
 
 from kaiwo_sandbox.fleet import DEFAULT_FLEET, SIMULATED_LABEL, NodeSpec
 from kaiwo_sandbox.gpu_metrics import metrics_app
@@ -204,6 +205,9 @@ class Sandbox:
                 await self.run_round()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # the next round lists afresh; keep the demo going
+            except (KubeError, OSError, aiohttp.ClientError) as error:
+                # The API server starting or going away: the next round lists afresh.
+                log.warning("a sandbox round failed: %s", " ".join(str(error).split()))
+            except Exception:  # a bug: say where, and keep the demo going
                 log.warning("a sandbox round failed", exc_info=True)
             await asyncio.sleep(self.options.tick)
