@@ -78,7 +78,7 @@ def test_rows_explain_a_wait_and_a_failure() -> None:
             "research",
             "FAILED",
             30,
-            "BackoffLimitExceeded: exit 1",
+            "BackoffLimitExceeded: exit 1: no tokenizer",
         ),
         WorkloadRow("ml-team", "chat", "KaiwoService", "research", "READY", 30, ""),
         WorkloadRow(
