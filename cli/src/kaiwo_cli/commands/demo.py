@@ -2,7 +2,7 @@
 
 Starts what ``kaiwo up --fake`` starts plus the sandbox's simulated controllers (Kueue, the
 scheduler and kubelet, volume binding, GPU metrics and so the monitor), applies the scenario
-(``examples/sandbox/demo.yaml`` by default) and shows a live table of the workloads until
+(``kaiwo_cli/scenarios/demo.yaml`` by default) and shows a live table of the workloads until
 Ctrl-C. Nothing runs: it is a simulation, and says so.
 """
 
@@ -39,7 +39,7 @@ from kaiwo_cli.workload_table import (
     workload_rows,
 )
 
-DEFAULT_SCENARIO: Final = Path("examples/sandbox/demo.yaml")
+DEFAULT_SCENARIO: Final = Path(__file__).resolve().parents[1] / "scenarios" / "demo.yaml"
 FIELD_MANAGER: Final = "kaiwo-demo"
 SIMULATION_NOTE: Final = (
     "SIMULATION: a local API server with simulated nodes, Kueue, scheduler, kubelet and GPU "
