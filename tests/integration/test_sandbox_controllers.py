@@ -25,6 +25,7 @@ from kaiwo_kubefake import FakeKubeServer
 from kaiwo_sandbox import NodeSpec, Sandbox, SandboxOptions
 from kaiwo_sandbox.fleet import NODE_TYPES
 from kaiwo_sandbox.lifecycle import Timing
+from kaiwo_sandbox.volumes import PERSISTENT_VOLUME
 
 from tests.real_cluster import RealCluster
 
@@ -161,6 +162,33 @@ async def test_admission_quota_runs_failures_and_metrics(backend: Backend) -> No
                     annotations={run_seconds: "4", "sandbox.kaiwo.silogen.ai/fail": "no data"},
                 )
             )
+            await kube.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolumeClaim",
+                    "metadata": {"name": "data", "namespace": namespace},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "storageClassName": "standard",
+                        "resources": {"requests": {"storage": "10Gi"}},
+                    },
+                }
+            )
+            await kube.create(
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "metadata": {"name": "web", "namespace": namespace},
+                    "spec": {
+                        "replicas": 1,
+                        "selector": {"matchLabels": {"app": "web"}},
+                        "template": {
+                            "metadata": {"labels": {"app": "web"}},
+                            "spec": {"containers": [{"name": "web", "image": "nginx"}]},
+                        },
+                    },
+                }
+            )
             await asyncio.sleep(1.0)  # the third comes last: first come, first served
             await kube.create(job("third", namespace, annotations={run_seconds: "1"}))
 
@@ -225,6 +253,21 @@ async def test_admission_quota_runs_failures_and_metrics(backend: Backend) -> No
                 lambda: finished("first", "Complete"), within=30, what="first completes"
             )
             assert seen_gpus <= {str(i) for i in range(8)} and len(seen_gpus) >= 4
+
+            async def bound() -> bool:
+                claim = await kube.get(
+                    resources.PERSISTENT_VOLUME_CLAIM, "data", namespace=namespace
+                )
+                status = claim.get("status") or {}
+                return status.get("phase") == "Bound" and status["capacity"]["storage"] == "10Gi"
+
+            await eventually(bound, within=20, what="the claim is bound")
+
+            async def available() -> bool:
+                found = await kube.get(resources.DEPLOYMENT, "web", namespace=namespace)
+                return (found.get("status") or {}).get("availableReplicas") == 1
+
+            await eventually(available, within=20, what="the Deployment is available")
             broken_pods = await kube.list(
                 resources.POD,
                 namespace=namespace,
@@ -242,6 +285,11 @@ async def test_admission_quota_runs_failures_and_metrics(backend: Backend) -> No
             await kube.delete(resources.NAMESPACE, namespace)
         with contextlib.suppress(NotFound):
             await kube.delete(resources.KUEUE_CLUSTER_QUEUE, queue)
+        if backend.real:
+            for volume in (await kube.list(PERSISTENT_VOLUME)).items:
+                if volume["spec"].get("claimRef", {}).get("namespace") == namespace:
+                    with contextlib.suppress(NotFound):
+                        await kube.delete(PERSISTENT_VOLUME, volume["metadata"]["name"])
         with contextlib.suppress(NotFound):
             await kube.delete(resources.NODE, node)
         with contextlib.suppress(NotFound):

@@ -73,7 +73,7 @@ class Sandbox:
         self._controllers = WorkloadControllers(kube, timing=options.timing)
         self._scheduler = Scheduler(kube, bind=options.play_controllers)
         self._kubelet = Kubelet(kube, timing=options.timing)
-        self._volumes = VolumeBinder(kube)
+        self._volumes = VolumeBinder(kube, provision=not options.play_controllers)
         self._last_heartbeat: datetime | None = None
         self._task: asyncio.Task[None] | None = None
         self._runner: web.AppRunner | None = None
