@@ -6,7 +6,7 @@ SHELL := /bin/bash
 UV_VERSION := 0.13.9
 UV := $(shell command -v uv 2>/dev/null || echo $(CURDIR)/.tools/bin/uv)
 RUN := $(UV) run --frozen
-PACKAGES := kaiwo_contracts kaiwo_eventstore kaiwo_kube kaiwo_kubefake kaiwo_envtest kaiwo_runtime \
+PACKAGES := kaiwo_contracts kaiwo_eventstore kaiwo_kube kaiwo_kubefake kaiwo_envtest kaiwo_sandbox kaiwo_runtime \
             kaiwo_watcher kaiwo_planner kaiwo_executor kaiwo_monitor kaiwo_recorder kaiwo_cli
 
 .PHONY: help install lint fmt typecheck layers checks test test-fast crds asyncapi run demo bench nats-credentials fuzz hostile
@@ -52,8 +52,8 @@ asyncapi: install ## Regenerate docs/asyncapi.yaml (the public workload events) 
 run: install ## The main job: the operator on this machine against the current cluster (kaiwo up $(ARGS))
 	$(RUN) kaiwo up $(ARGS)
 
-demo: install ## The operator against a fake cluster with two 8-GPU nodes (kaiwo up --fake $(ARGS))
-	$(RUN) kaiwo up --fake $(ARGS)
+demo: install ## A simulated cluster (2x8 MI300X, 2x8 H100, 1 CPU node) running a scenario, with a live table (kaiwo demo $(ARGS))
+	$(RUN) kaiwo demo $(ARGS)
 
 fuzz: install ## Fuzz the bus: decoding and the recorder's mapping, 100,000 cases per target
 	HYPOTHESIS_PROFILE=fuzz $(RUN) pytest tests/fuzz/bus -q -p no:cacheprovider --timeout=0

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Literal, Self
 
 import aiohttp
 from kaiwo_contracts.crds.registry import SERVED_KINDS
@@ -55,6 +55,7 @@ from kaiwo_runtime.nats_credentials import (
     write_credentials,
 )
 from kaiwo_runtime.nats_server import NatsServer, free_port
+from kaiwo_sandbox import Sandbox, SandboxOptions
 
 from kaiwo_cli.stack.demo_cluster import seed_demo_cluster
 from kaiwo_cli.stack.processes import ServiceProcess
@@ -82,6 +83,14 @@ class StackOptions:
     """Serve NATS over TLS with this certificate; clients verify it against ``ca_file``."""
     store_url: str | None = None
     metrics_endpoint: str | None = None
+    local_cluster: Literal["fake", "envtest"] = "fake"
+    """With ``fake_cluster``: the fake API server, or a real kube-apiserver and
+    kube-controller-manager from the envtest assets (``python -m kaiwo_envtest``)."""
+    envtest_assets: Path | None = None
+    """Where the envtest archives are; default ``$KAIWO_ENVTEST_ASSETS``."""
+    sandbox: SandboxOptions | None = None
+    """With ``fake_cluster``: run the sandbox's simulated controllers (Kueue, kubelet, volumes,
+    GPU metrics for the monitor) beside the fake API server, see :mod:`kaiwo_sandbox`."""
     ready_timeout: float = 60.0
     service_env: Mapping[str, str] = field(default_factory=dict)
     """Extra ``KAIWO_*`` settings for every service (timeouts, batch sizes, log level)."""
@@ -117,6 +126,15 @@ class LocalStack:
         self.credentials: CredentialsDirectory | None = None
         self._fake: asyncio.subprocess.Process | None = None
         self._supervisors: list[asyncio.Task[None]] = []
+        self.sandbox: Sandbox | None = None
+        self._sandbox_kube: KubernetesAsyncioAdapter | None = None
+
+    @property
+    def metrics_endpoint(self) -> str | None:
+        """Where the monitor reads GPU metrics: the option, else the sandbox's endpoint."""
+        if self.options.metrics_endpoint:
+            return self.options.metrics_endpoint
+        return self.sandbox.metrics_url if self.sandbox is not None else None
 
     async def __aenter__(self) -> Self:
         try:
@@ -149,6 +167,8 @@ class LocalStack:
         if self.options.fake_cluster:
             self.kubeconfig = await self._start_fake_cluster()
         await self._prepare_cluster()
+        if self.options.fake_cluster and self.options.sandbox is not None:
+            await self._start_sandbox(self.options.sandbox)
         await self._start_nats()
         await self._start_services()
         await self._wait_ready()
@@ -190,6 +210,12 @@ class LocalStack:
         if self.nats is not None:
             await self.nats.stop()
             self.nats = None
+        if self.sandbox is not None:
+            await self.sandbox.stop()
+            self.sandbox = None
+        if self._sandbox_kube is not None:
+            await self._sandbox_kube.close()
+            self._sandbox_kube = None
         if self._fake is not None and self._fake.returncode is None:
             self._fake.send_signal(signal.SIGTERM)
             await self._fake.wait()
@@ -198,6 +224,8 @@ class LocalStack:
     # ------------------------------------------------------------------ steps
 
     async def _start_fake_cluster(self) -> Path:
+        if self.options.local_cluster == "envtest":
+            return await self._start_envtest()
         kubeconfig = self.options.state_dir / "fake-cluster" / "kubeconfig"
         kubeconfig.parent.mkdir(parents=True, exist_ok=True)
         (self.options.state_dir / "logs").mkdir(exist_ok=True)
@@ -223,6 +251,39 @@ class LocalStack:
             raise StackError("the fake Kubernetes API server did not start (see its log)")
         return kubeconfig
 
+    async def _start_envtest(self) -> Path:
+        """etcd, kube-apiserver and kube-controller-manager in a child process, which removes
+        them when it stops; its first line names the administrator's kubeconfig."""
+        (self.options.state_dir / "logs").mkdir(exist_ok=True)
+        assets = self.options.envtest_assets
+        arguments = ["--controller-manager", *(["--assets", str(assets)] if assets else [])]
+        with (self.options.state_dir / "logs" / "envtest.log").open("ab") as log_file:
+            self._fake = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "kaiwo_envtest",
+                *arguments,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=log_file,
+                start_new_session=True,
+            )
+        assert self._fake.stdout is not None
+        try:
+            line = await asyncio.wait_for(self._fake.stdout.readline(), 120)
+        except TimeoutError as error:
+            raise StackError("the envtest control plane did not start in 120 s") from error
+        if not line.startswith(b"kubeconfig "):
+            log = self.options.state_dir / "logs" / "envtest.log"
+            raise StackError(f"the envtest control plane did not start (see {log})")
+        return Path(line.decode().removeprefix("kubeconfig ").strip())
+
+    async def _start_sandbox(self, options: SandboxOptions) -> None:
+        self._sandbox_kube = await KubernetesAsyncioAdapter.from_environment(
+            self.kubeconfig, user_agent="kaiwo-sandbox"
+        )
+        self.sandbox = Sandbox(self._sandbox_kube, options)
+        await self.sandbox.start()
+
     async def _prepare_cluster(self) -> None:
         where = str(self.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config")
         try:
@@ -246,7 +307,7 @@ class LocalStack:
             if self.options.install_crds or self.options.fake_cluster:
                 await kube.ensure_crds(crds, field_manager=FIELD_MANAGER)
             if self.options.fake_cluster and self.options.seed_fake_cluster:
-                await seed_demo_cluster(kube)
+                await seed_demo_cluster(kube, self.options.sandbox)
 
     async def _start_nats(self) -> None:
         topology = bus_topology()
@@ -286,13 +347,13 @@ class LocalStack:
             env["KAIWO_NATS_TLS_CA_FILE"] = str(self.options.nats_tls.ca_file.resolve())
         if self.kubeconfig is not None:
             env["KAIWO_KUBECONFIG"] = str(self.kubeconfig.resolve())
-        if self.options.metrics_endpoint:
-            env["KAIWO_MONITOR_METRICS_ENDPOINT"] = self.options.metrics_endpoint
+        if self.metrics_endpoint:
+            env["KAIWO_MONITOR_METRICS_ENDPOINT"] = self.metrics_endpoint
         return {**env, **self.options.service_env}
 
     async def _start_services(self) -> None:
         services = list(SERVICES)
-        if self.options.metrics_endpoint:
+        if self.metrics_endpoint:
             services.append(("monitor", "kaiwo_monitor"))
         assert self.credentials is not None
         for name, module in services:
