@@ -56,6 +56,10 @@ class ServiceSettings(BaseSettings):
     its oldest messages, per stream name, e.g. ``{"KAIWO_OBS": 8589934592}`` (-1: no limit).
     Streams not named keep ``DEFAULT_STREAM_MAX_BYTES``. Every service declares the streams,
     so give every service the same value."""
+    bus_stream_replicas: int = Field(default=1, ge=1, le=5)
+    """``KAIWO_BUS_STREAM_REPLICAS``: copies JetStream keeps of each stream (3 on a 3-node NATS
+    cluster, so one node may fail). Declared by whoever provisions the streams; give every
+    service the same value."""
     replica: str = "0"
     """This replica's stable identity (StatefulSet ordinal or host name)."""
     kubeconfig: Path | None = None
@@ -101,7 +105,11 @@ class ServiceSettings(BaseSettings):
 
     def bus_topology(self) -> BusTopology:
         """The streams and consumers as these settings configure them."""
-        return bus_topology(partitions=self.bus_partitions, max_bytes=self.bus_stream_max_bytes)
+        return bus_topology(
+            partitions=self.bus_partitions,
+            replicas=self.bus_stream_replicas,
+            max_bytes=self.bus_stream_max_bytes,
+        )
 
 
 class SingleActiveSettings(ServiceSettings):
