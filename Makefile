@@ -9,13 +9,10 @@ RUN := $(UV) run --frozen
 # The image's tag is the project's version (pyproject.toml), as the manifests and the chart name it.
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1)
 IMAGE ?= ghcr.io/silogen/kaiwo-operator-py:$(VERSION)
-# Helm's own library (Helm v4, from PyPI's helm-sdkpy wheel) for the chart tests; no helm binary.
-HELM_SDK := $(CURDIR)/.tools/helm-sdkpy
-HELM_SDK_VERSION := 0.1.32
 PACKAGES := kaiwo_contracts kaiwo_eventstore kaiwo_kube kaiwo_kubefake kaiwo_envtest kaiwo_runtime \
             kaiwo_watcher kaiwo_planner kaiwo_executor kaiwo_monitor kaiwo_recorder kaiwo_cli
 
-.PHONY: help install lint fmt typecheck layers checks test test-fast crds run demo bench nats-credentials fuzz hostile image deploy-tools
+.PHONY: help install lint fmt typecheck layers checks test test-fast crds run demo bench nats-credentials fuzz hostile image
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -43,7 +40,7 @@ layers: install ## import-linter: the layering contracts in .importlinter
 
 checks: lint typecheck layers ## Every static check
 
-test: checks deploy-tools ## The whole test suite with every static check (what CI runs)
+test: checks ## The whole test suite with every static check (what CI runs)
 	$(RUN) pytest
 
 test-fast: install ## Unit tests only
@@ -78,9 +75,3 @@ image: ## Build the operator's image (docker build; needs a Docker engine)
 	  echo "make image: no Docker engine answers (docker info failed); start one or build elsewhere with: docker build -f deploy/Dockerfile --build-arg VERSION=$(VERSION) -t $(IMAGE) ." >&2; exit 2; fi
 	docker build -f deploy/Dockerfile --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
-deploy-tools: $(HELM_SDK)/helm_sdkpy/__init__.py ## What the deploy tests need besides .venv: Helm's library
-
-# helm-sdkpy declares Python >= 3.12 but its wrapper runs on 3.11 (it calls the bundled Go
-# library through cffi, which .venv has); it stays out of uv.lock, which resolves for 3.11.
-$(HELM_SDK)/helm_sdkpy/__init__.py: $(UV)
-	$(UV) pip install --quiet --no-deps --target $(HELM_SDK) --python-version 3.12 helm-sdkpy==$(HELM_SDK_VERSION)

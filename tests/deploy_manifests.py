@@ -1,12 +1,10 @@
-"""The deploy/ trees rendered as a platform team renders them: kustomize (``kubectl
-kustomize``) and the Helm chart (Helm's own library, helm-sdkpy), each over a copy of deploy/
-with NATS credentials generated the way ``make nats-credentials`` generates them."""
+"""deploy/k8s rendered as a platform team renders it (``kubectl kustomize``), over a copy of
+deploy/ with NATS credentials generated the way ``make nats-credentials`` generates them."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -16,7 +14,6 @@ import yaml
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
 DEPLOY: Final = REPO_ROOT / "deploy"
 KAIWO: Final = REPO_ROOT / ".venv" / "bin" / "kaiwo"
-HELM_SDK: Final = REPO_ROOT / ".tools" / "helm-sdkpy"
 KUSTOMIZATIONS: Final = ("base", "overlays/dev", "overlays/production")
 EXTERNAL_SCHEDULER: Final = "overlays/production-external-scheduler"
 """A test-only overlay: production with components/external-scheduler."""
@@ -47,24 +44,17 @@ class DeployTree:
     def objects(self, name: str) -> list[dict[str, Any]]:
         return [o for o in yaml.safe_load_all(self.kustomize(name)) if o]
 
-    @property
-    def chart(self) -> Path:
-        return self.root / "helm" / "kaiwo"
-
 
 def deploy_tree(directory: Path) -> DeployTree:
     """Copy deploy/ into ``directory`` and generate the NATS keys the renderings read."""
     root = directory / "deploy"
     shutil.copytree(DEPLOY, root, ignore=shutil.ignore_patterns("nats-credentials"))
-    for out, extra in (
-        (root / "k8s" / "base" / "nats-credentials", ["--http", "127.0.0.1:8222"]),
-        (root / "helm" / "kaiwo" / "nats-credentials", ["--http", "127.0.0.1:8222"]),
-    ):
-        subprocess.run(
-            [str(KAIWO), "nats", "credentials", "--out", str(out), *extra],
-            check=True,
-            capture_output=True,
-        )
+    credentials = root / "k8s" / "base" / "nats-credentials"
+    subprocess.run(
+        [str(KAIWO), "nats", "credentials", "--out", str(credentials), "--http", "127.0.0.1:8222"],
+        check=True,
+        capture_output=True,
+    )
     test_overlay = root / "k8s" / EXTERNAL_SCHEDULER
     test_overlay.mkdir()
     (test_overlay / "kustomization.yaml").write_text(
@@ -76,18 +66,6 @@ def deploy_tree(directory: Path) -> DeployTree:
         )
     )
     return DeployTree(root=root)
-
-
-def helm_sdk() -> Any:
-    """helm_sdkpy, from where ``make deploy-tools`` installs it."""
-    assert (HELM_SDK / "helm_sdkpy").is_dir(), (
-        f"{HELM_SDK} is missing: run `make deploy-tools` (make test and .ci/run do)"
-    )
-    if str(HELM_SDK) not in sys.path:
-        sys.path.append(str(HELM_SDK))
-    import helm_sdkpy
-
-    return helm_sdkpy
 
 
 def by_kind_and_name(objects: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
