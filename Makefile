@@ -9,10 +9,14 @@ RUN := $(UV) run --frozen
 # The image's tag is the project's version (pyproject.toml), as the manifests and the chart name it.
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1)
 IMAGE ?= ghcr.io/silogen/kaiwo-operator-py:$(VERSION)
+# Helm's own library (Helm v4, in PyPI's helm-sdkpy wheel) for the chart tests: no helm binary
+# ships on PyPI or in Debian.
+HELM_SDK := $(CURDIR)/.tools/helm-sdkpy
+HELM_SDK_VERSION := 0.1.32
 PACKAGES := kaiwo_contracts kaiwo_eventstore kaiwo_kube kaiwo_kubefake kaiwo_envtest kaiwo_runtime \
             kaiwo_watcher kaiwo_planner kaiwo_executor kaiwo_monitor kaiwo_recorder kaiwo_cli
 
-.PHONY: help install lint fmt typecheck layers checks test test-fast crds run demo bench nats-credentials fuzz hostile image
+.PHONY: help install lint fmt typecheck layers checks test test-fast crds run demo bench nats-credentials fuzz hostile image deploy-tools
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -40,7 +44,7 @@ layers: install ## import-linter: the layering contracts in .importlinter
 
 checks: lint typecheck layers ## Every static check
 
-test: checks ## The whole test suite with every static check (what CI runs)
+test: checks deploy-tools ## The whole test suite with every static check (what CI runs)
 	$(RUN) pytest
 
 test-fast: install ## Unit tests only
@@ -64,9 +68,10 @@ hostile: install ## The hostile bus corpus through the real consumers, with its 
 bench: install ## Benchmarks that print figures
 	@for b in bench/*.py; do echo "== $$b"; $(RUN) python $$b || exit 1; done
 
-nats-credentials: install ## New NATS keys and server config for deploy/compose and deploy/k8s (rotates every key)
+nats-credentials: install ## New NATS keys and server config for deploy/compose, deploy/k8s and the Helm chart (rotates every key)
 	$(RUN) kaiwo nats credentials --out deploy/compose/nats-credentials
 	$(RUN) kaiwo nats credentials --out deploy/k8s/base/nats-credentials --http 127.0.0.1:8222
+	$(RUN) kaiwo nats credentials --out deploy/helm/kaiwo/nats-credentials --http 127.0.0.1:8222
 
 image: ## Build the operator's image (docker build; needs a Docker engine)
 	@if ! command -v docker >/dev/null 2>&1; then \
@@ -75,3 +80,10 @@ image: ## Build the operator's image (docker build; needs a Docker engine)
 	  echo "make image: no Docker engine answers (docker info failed); start one or build elsewhere with: docker build -f deploy/Dockerfile --build-arg VERSION=$(VERSION) -t $(IMAGE) ." >&2; exit 2; fi
 	docker build -f deploy/Dockerfile --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
+
+deploy-tools: $(HELM_SDK)/helm_sdkpy/__init__.py ## What the deploy tests need besides .venv: Helm's library
+
+# helm-sdkpy declares Python >= 3.12, yet its wrapper runs on 3.11 (it calls the bundled Go
+# library through cffi, which .venv has); so it stays out of uv.lock, which resolves for 3.11.
+$(HELM_SDK)/helm_sdkpy/__init__.py: $(UV)
+	$(UV) pip install --quiet --no-deps --target $(HELM_SDK) --python-version 3.12 helm-sdkpy==$(HELM_SDK_VERSION)

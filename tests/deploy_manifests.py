@@ -1,10 +1,14 @@
-"""deploy/k8s rendered as a platform team renders it (``kubectl kustomize``), over a copy of
-deploy/ with NATS credentials generated the way ``make nats-credentials`` generates them."""
+"""deploy/ rendered as a platform team renders it: kustomize (``kubectl kustomize``) and the
+Helm chart (Helm's own library, helm-sdkpy: no helm binary ships on PyPI or in Debian), over a
+copy of deploy/ with NATS credentials generated as ``make nats-credentials`` generates them."""
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -14,6 +18,7 @@ import yaml
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
 DEPLOY: Final = REPO_ROOT / "deploy"
 KAIWO: Final = REPO_ROOT / ".venv" / "bin" / "kaiwo"
+HELM_SDK: Final = REPO_ROOT / ".tools" / "helm-sdkpy"
 KUSTOMIZATIONS: Final = ("base", "overlays/dev", "overlays/production")
 EXTERNAL_SCHEDULER: Final = "overlays/production-external-scheduler"
 """A test-only overlay: production with components/external-scheduler."""
@@ -44,17 +49,25 @@ class DeployTree:
     def objects(self, name: str) -> list[dict[str, Any]]:
         return [o for o in yaml.safe_load_all(self.kustomize(name)) if o]
 
+    @property
+    def chart(self) -> Path:
+        return self.root / "helm" / "kaiwo"
+
 
 def deploy_tree(directory: Path) -> DeployTree:
     """Copy deploy/ into ``directory`` and generate the NATS keys the renderings read."""
     root = directory / "deploy"
     shutil.copytree(DEPLOY, root, ignore=shutil.ignore_patterns("nats-credentials"))
-    credentials = root / "k8s" / "base" / "nats-credentials"
-    subprocess.run(
-        [str(KAIWO), "nats", "credentials", "--out", str(credentials), "--http", "127.0.0.1:8222"],
-        check=True,
-        capture_output=True,
-    )
+    for credentials in (
+        root / "k8s" / "base" / "nats-credentials",
+        root / "helm" / "kaiwo" / "nats-credentials",
+    ):
+        subprocess.run(
+            [str(KAIWO), "nats", "credentials", "--out", str(credentials), "--http",
+             "127.0.0.1:8222"],
+            check=True,
+            capture_output=True,
+        )  # fmt: skip
     test_overlay = root / "k8s" / EXTERNAL_SCHEDULER
     test_overlay.mkdir()
     (test_overlay / "kustomization.yaml").write_text(
@@ -66,6 +79,22 @@ def deploy_tree(directory: Path) -> DeployTree:
         )
     )
     return DeployTree(root=root)
+
+
+@functools.cache
+def shared_deploy_tree() -> DeployTree:
+    """One rendered-ready copy per test session (generating keys costs seconds)."""
+    return deploy_tree(Path(tempfile.mkdtemp(prefix="kaiwo-deploy-")))
+
+
+def helm_sdk() -> Any:
+    """helm_sdkpy, from where ``make deploy-tools`` installs it (make test and .ci/run do)."""
+    assert (HELM_SDK / "helm_sdkpy").is_dir(), f"{HELM_SDK} is missing: run `make deploy-tools`"
+    if str(HELM_SDK) not in sys.path:
+        sys.path.append(str(HELM_SDK))
+    import helm_sdkpy  # type: ignore[import-not-found]
+
+    return helm_sdkpy
 
 
 def by_kind_and_name(objects: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:

@@ -21,7 +21,7 @@ from tests.deploy_manifests import (
     KUSTOMIZATIONS,
     REPO_ROOT,
     DeployTree,
-    deploy_tree,
+    shared_deploy_tree,
     kubectl,
 )
 from tests.real_cluster import OPERATOR_NAMESPACE, RealCluster
@@ -69,12 +69,11 @@ def active_namespace(cluster: RealCluster, name: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def tree(tmp_path_factory: pytest.TempPathFactory) -> DeployTree:
-    return deploy_tree(tmp_path_factory.mktemp("deploy"))
+def tree() -> DeployTree:
+    return shared_deploy_tree()
 
 
-@pytest.fixture(scope="module")
-def cluster(real_cluster: RealCluster) -> RealCluster:
+def prepared(real_cluster: RealCluster) -> RealCluster:
     """The session's API server, also serving ServiceMonitors, with kaiwo-system there."""
     run_kubectl(
         real_cluster, "apply", "--server-side", "--field-manager", FIELD_MANAGER,
@@ -86,6 +85,11 @@ def cluster(real_cluster: RealCluster) -> RealCluster:
     )  # fmt: skip
     active_namespace(real_cluster, OPERATOR_NAMESPACE)
     return real_cluster
+
+
+@pytest.fixture(scope="module")
+def cluster(real_cluster: RealCluster) -> RealCluster:
+    return prepared(real_cluster)
 
 
 def dry_run(cluster: RealCluster, manifest: str) -> subprocess.CompletedProcess[str]:

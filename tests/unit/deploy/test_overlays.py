@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy_manifests import EXTERNAL_SCHEDULER, DeployTree, by_kind_and_name, deploy_tree
+from tests.deploy_manifests import EXTERNAL_SCHEDULER, DeployTree, by_kind_and_name, shared_deploy_tree
 
 SERVICES = ("watcher", "planner", "executor", "monitor", "recorder")
 
 
 @pytest.fixture(scope="module")
-def tree(tmp_path_factory: pytest.TempPathFactory) -> DeployTree:
-    return deploy_tree(tmp_path_factory.mktemp("deploy"))
+def tree() -> DeployTree:
+    return shared_deploy_tree()
 
 
 @pytest.fixture(scope="module")
