@@ -19,7 +19,7 @@ REPO_ROOT: Final = Path(__file__).resolve().parent.parent
 DEPLOY: Final = REPO_ROOT / "deploy"
 KAIWO: Final = REPO_ROOT / ".venv" / "bin" / "kaiwo"
 HELM_SDK: Final = REPO_ROOT / ".tools" / "helm-sdkpy"
-KUSTOMIZATIONS: Final = ("base", "overlays/dev", "overlays/production")
+KUSTOMIZATIONS: Final = ("base", "scheduler", "overlays/dev", "overlays/production")
 EXTERNAL_SCHEDULER: Final = "overlays/production-external-scheduler"
 """A test-only overlay: production with components/external-scheduler."""
 

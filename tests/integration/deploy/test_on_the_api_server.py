@@ -111,7 +111,10 @@ def test_the_kustomize_rendering_passes_a_server_side_dry_run(
     kinds = {o["kind"] for o in yaml.safe_load_all(rendered) if o}
     applied = result.stdout.count("serverside-applied (server dry run)")
     assert applied == len([o for o in yaml.safe_load_all(rendered) if o])
-    assert {"Deployment", "StatefulSet", "NetworkPolicy", "ClusterRole"} <= kinds
+    expected = {"Deployment", "ConfigMap", "ClusterRoleBinding"}
+    if name != "scheduler":
+        expected |= {"StatefulSet", "NetworkPolicy", "ClusterRole"}
+    assert expected <= kinds
 
 
 def test_the_dry_run_refuses_what_the_api_server_would_refuse(cluster: RealCluster) -> None:

@@ -178,7 +178,7 @@ def test_the_planner_and_the_recorder_have_no_role_and_no_token() -> None:
 def test_each_deployment_runs_as_its_own_service_account() -> None:
     deployments = [
         o
-        for path in (BASE / "services.yaml", BASE / "scheduler.yaml")
+        for path in (BASE / "services.yaml", BASE.parent / "scheduler" / "scheduler.yaml")
         for o in documents(path)
         if o["kind"] == "Deployment"
     ]
