@@ -50,8 +50,9 @@ test: checks deploy-tools ## The whole test suite with every static check (what 
 test-fast: install ## Unit tests only
 	$(RUN) pytest tests/unit -q
 
-crds: install ## Regenerate deploy/k8s/crds/ from the pydantic models
+crds: install ## Regenerate deploy/k8s/crds/ (and the Helm chart's copy) from the pydantic models
 	$(RUN) kaiwo crds --output-dir deploy/k8s/crds
+	rm -f deploy/helm/kaiwo/crds/*.yaml && cp deploy/k8s/crds/*.yaml deploy/helm/kaiwo/crds/
 
 run: install ## The main job: the operator on this machine against the current cluster (kaiwo up $(ARGS))
 	$(RUN) kaiwo up $(ARGS)

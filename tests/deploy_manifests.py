@@ -58,16 +58,14 @@ def deploy_tree(directory: Path) -> DeployTree:
     """Copy deploy/ into ``directory`` and generate the NATS keys the renderings read."""
     root = directory / "deploy"
     shutil.copytree(DEPLOY, root, ignore=shutil.ignore_patterns("nats-credentials"))
-    for credentials in (
-        root / "k8s" / "base" / "nats-credentials",
-        root / "helm" / "kaiwo" / "nats-credentials",
-    ):
-        subprocess.run(
-            [str(KAIWO), "nats", "credentials", "--out", str(credentials), "--http",
-             "127.0.0.1:8222"],
-            check=True,
-            capture_output=True,
-        )  # fmt: skip
+    credentials = root / "k8s" / "base" / "nats-credentials"
+    subprocess.run(
+        [str(KAIWO), "nats", "credentials", "--out", str(credentials), "--http", "127.0.0.1:8222"],
+        check=True,
+        capture_output=True,
+    )
+    # The same files `make nats-credentials` writes for the chart (one generation is enough).
+    shutil.copytree(credentials, root / "helm" / "kaiwo" / "nats-credentials")
     test_overlay = root / "k8s" / EXTERNAL_SCHEDULER
     test_overlay.mkdir()
     (test_overlay / "kustomization.yaml").write_text(

@@ -265,3 +265,10 @@ def test_the_image_tag_is_the_project_version() -> None:
         "newName": "ghcr.io/silogen/kaiwo-operator-py",
         "newTag": version,
     }
+
+
+def test_the_chart_carries_the_same_crds_as_kustomize() -> None:
+    """`make crds` writes both; Helm installs the chart's crds/ before its templates."""
+    ours = {p.name: p.read_text() for p in (ROOT / "deploy/k8s/crds").glob("*.yaml")}
+    chart = {p.name: p.read_text() for p in (ROOT / "deploy/helm/kaiwo/crds").glob("*.yaml")}
+    assert chart == ours, "deploy/helm/kaiwo/crds/ is stale: run `make crds`"
