@@ -4,6 +4,7 @@ copy of deploy/ with NATS credentials generated as ``make nats-credentials`` gen
 
 from __future__ import annotations
 
+import atexit
 import functools
 import shutil
 import subprocess
@@ -82,7 +83,9 @@ def deploy_tree(directory: Path) -> DeployTree:
 @functools.cache
 def shared_deploy_tree() -> DeployTree:
     """One rendered-ready copy per test session (generating keys costs seconds)."""
-    return deploy_tree(Path(tempfile.mkdtemp(prefix="kaiwo-deploy-")))
+    directory = Path(tempfile.mkdtemp(prefix="kaiwo-deploy-"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    return deploy_tree(directory)
 
 
 def helm_sdk() -> Any:
