@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any, Final
 
 import yaml
+from kaiwo_contracts.events.permissions import operator_identities
+from kaiwo_contracts.events.streams import bus_topology
+from kaiwo_runtime.nats_credentials import write_credentials
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
 DEPLOY: Final = REPO_ROOT / "deploy"
@@ -55,16 +58,18 @@ class DeployTree:
         return self.root / "helm" / "kaiwo"
 
 
+def write_nats_credentials(out: Path, *, http: str | None = None) -> None:
+    """What `kaiwo nats credentials --out OUT [--http HTTP]` writes, in this process (the same
+    library calls, without the CLI's start-up time)."""
+    write_credentials(out, operator_identities(bus_topology()), tls=None, http=http)
+
+
 def deploy_tree(directory: Path) -> DeployTree:
     """Copy deploy/ into ``directory`` and generate the NATS keys the renderings read."""
     root = directory / "deploy"
     shutil.copytree(DEPLOY, root, ignore=shutil.ignore_patterns("nats-credentials"))
     credentials = root / "k8s" / "base" / "nats-credentials"
-    subprocess.run(
-        [str(KAIWO), "nats", "credentials", "--out", str(credentials), "--http", "127.0.0.1:8222"],
-        check=True,
-        capture_output=True,
-    )
+    write_nats_credentials(credentials, http="127.0.0.1:8222")
     # The same files `make nats-credentials` writes for the chart (one generation is enough).
     shutil.copytree(credentials, root / "helm" / "kaiwo" / "nats-credentials")
     test_overlay = root / "k8s" / EXTERNAL_SCHEDULER
