@@ -60,7 +60,8 @@ class ServiceSettings(BaseSettings):
     """``KAIWO_BUS_STREAM_REPLICAS``: copies JetStream keeps of each stream and of each
     key-value bucket a service creates (3 on a 3-node NATS cluster, so one node may fail).
     Streams are declared by whoever provisions them, buckets by the services: give every
-    service and the provisioning the same value. An existing bucket keeps its own."""
+    service and the provisioning the same value. Provisioning updates existing streams; an
+    existing bucket keeps its own."""
     replica: str = "0"
     """This replica's stable identity (StatefulSet ordinal or host name)."""
     kubeconfig: Path | None = None
