@@ -125,9 +125,7 @@ async def _provision(settings: ServiceSettings, *, within: float) -> None:
     while True:
         try:
             bus = await asyncio.wait_for(
-                NatsBus.connect(
-                    connection, topology=bus_topology(partitions=settings.bus_partitions)
-                ),
+                NatsBus.connect(connection, topology=settings.bus_topology()),
                 timeout=10,
             )
             break
