@@ -850,3 +850,13 @@ def test_an_idle_workload_is_preempted_for_a_pending_one_that_waited(cluster_wit
     alone = cluster_with(owner, running_job(owner), workloads=(admitted("job-uid-job"),))
     kept = plan_object(owner=owner, cluster=with_findings(alone, idle), now=NOW)
     assert kept.status is not None and kept.status["status"] == "RUNNING"
+
+
+def test_a_stretch_that_ends_is_news_and_a_settled_busy_workload_is_not() -> None:
+    low = finding(underutilized_since=NOW - timedelta(minutes=5))
+    busy = finding(at=NOW + timedelta(minutes=1))
+    busy_again = finding(at=NOW + timedelta(minutes=2))
+    assert busy.decides_differently_from(low)
+    assert not busy_again.decides_differently_from(busy)
+    assert low.decides_differently_from(busy)
+    assert busy.decides_differently_from(None)

@@ -112,6 +112,8 @@ SOURCE: Final = service_source("planner")
 OBSERVATION_CONSUMER: Final = "planner-obs"
 SNAPSHOT_KEY: Final = "snapshot"
 SNAPSHOT_FORMAT: Final = 1
+FINDINGS_WAIT_SECONDS: Final = 0.01
+"""Findings are fetched after observations; waiting for them would delay observations."""
 CHUNK_BYTES: Final = 512 * 1024
 """Chunk size of the snapshot in the bucket; NATS refuses messages over 1 MiB by default."""
 
@@ -374,7 +376,10 @@ class PlannerService:
         )
         if self._findings_consumer is not None:
             handled += await self._bus.process(
-                self._findings_consumer, self.handle_finding, max_messages=64, wait_seconds=0
+                self._findings_consumer,
+                self.handle_finding,
+                max_messages=64,
+                wait_seconds=FINDINGS_WAIT_SECONDS,
             )
         await self.create_missing_defaults()
         await self.fire_due_timers()

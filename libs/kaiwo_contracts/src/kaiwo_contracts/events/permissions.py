@@ -9,7 +9,8 @@ identity   may
 =========  =========================================================================
 admin      declare streams and consumers (``$JS.API.>``), publish and read any event
 watcher    publish ``kaiwo.obs.>``; its bucket ``kaiwo-watcher``
-planner    read its consumer ``planner-obs`` (and stored observations), publish
+planner    read its consumers ``planner-obs`` (and stored observations) and
+           ``planner-mon`` (the monitor's utilization findings), publish
            ``kaiwo.plan.>`` and its dead letters; its bucket, the ``planner`` lease
 executor   read ``executor-plan``, publish ``kaiwo.res.>`` and its dead letters; its
            bucket, the ``executor`` lease(s)
@@ -250,16 +251,16 @@ def service_identity(name: str, topology: BusTopology) -> Identity:
         consumers = _consumers(topology, PLANNER)
         return _service(
             PLANNER,
-            "reads observations, publishes plans",
+            "reads observations and monitor findings, publishes plans",
             publish=(
                 family_filter(Family.PLAN),
-                *_stream_info((OBSERVED_STREAM, PLAN_STREAM)),
+                *_stream_info((OBSERVED_STREAM, PLAN_STREAM, MONITOR_STREAM)),
                 *(subject for spec in consumers for subject in _consuming(spec)),
                 *_stored_reads(OBSERVED_STREAM),
                 *_bucket(SERVICE_BUCKETS[PLANNER]),
                 *_bucket(LEASE_BUCKET, keys=(PLANNER,)),
             ),
-            streams=(OBSERVED_STREAM, PLAN_STREAM),
+            streams=(OBSERVED_STREAM, PLAN_STREAM, MONITOR_STREAM),
             consumers=consumers,
         )
     if name == EXECUTOR:

@@ -128,6 +128,8 @@ class WorkloadFinding:
         """
         if other is None or self.underutilized_since or self.idle_since:
             return True
+        if other.underutilized_since or other.idle_since:
+            return True  # a stretch just ended
         return (self.measured, self.threshold_ratio, self.idle_threshold_ratio) != (
             other.measured,
             other.threshold_ratio,
