@@ -67,6 +67,7 @@ def test_compose_gives_each_service_its_own_key_and_provisions_as_the_administra
         "watcher": "watcher",
         "planner": "planner",
         "executor": "executor",
+        "monitor": "monitor",
     }
 
     for name, identity in expected.items():
@@ -77,7 +78,9 @@ def test_compose_gives_each_service_its_own_key_and_provisions_as_the_administra
             "file": f"./nats-credentials/{identity}.nk"
         }
     assert services["nats-provision"]["command"] == ["kaiwo", "nats", "provision"]
-    for name in ("recorder", "watcher", "planner", "executor"):
+    assert services["monitor"]["command"] == ["python", "-m", "kaiwo_monitor"]
+    assert "KAIWO_MONITOR_METRICS_ENDPOINT" in services["monitor"]["environment"]
+    for name in ("recorder", "watcher", "planner", "executor", "monitor"):
         assert services[name]["depends_on"]["nats-provision"] == {
             "condition": "service_completed_successfully"
         }

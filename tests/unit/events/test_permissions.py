@@ -81,7 +81,11 @@ def test_each_family_has_exactly_one_publisher() -> None:
 
     assert publishes == {
         "watcher": {"kaiwo.obs.>"},
-        "planner": {"kaiwo.plan.>", "kaiwo.dlq.KAIWO_OBS.planner-obs"},
+        "planner": {
+            "kaiwo.plan.>",
+            "kaiwo.dlq.KAIWO_OBS.planner-obs",
+            "kaiwo.dlq.KAIWO_MON.planner-mon",
+        },
         "executor": {"kaiwo.res.>", "kaiwo.dlq.KAIWO_PLAN.executor-plan"},
         "monitor": {"kaiwo.mon.>"},
         "recorder": {"kaiwo.dlq.>"},
