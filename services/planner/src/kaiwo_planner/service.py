@@ -375,12 +375,15 @@ class PlannerService:
             self._consumer, self.handle, max_messages=64, wait_seconds=wait
         )
         if self._findings_consumer is not None:
-            handled += await self._bus.process(
-                self._findings_consumer,
-                self.handle_finding,
-                max_messages=64,
-                wait_seconds=FINDINGS_WAIT_SECONDS,
-            )
+            try:
+                handled += await self._bus.process(
+                    self._findings_consumer,
+                    self.handle_finding,
+                    max_messages=64,
+                    wait_seconds=FINDINGS_WAIT_SECONDS,
+                )
+            except BusError as error:  # findings wait; timers, resync and snapshots must not
+                log.warning("monitor findings unavailable", error=str(error))
         await self.create_missing_defaults()
         await self.fire_due_timers()
         now = self._clock()
