@@ -26,6 +26,7 @@ from kaiwo_contracts.events import (
     PreemptionDecidedV1,
     RawPayload,
 )
+from kaiwo_contracts.events.monitor import UtilizationV1
 from kaiwo_contracts.events.streams import PLAN_STREAM, bus_topology
 from kaiwo_contracts.events.subjects import monitor_subject, observed_subject, result_subject
 from kaiwo_contracts.plans import ObjectRef
@@ -242,6 +243,30 @@ async def record_a_history(path: Path) -> None:
         ),
         monitor_subject(topic="preemption", namespace="team-a", uid=JOB_UID),
     )
+    # A finding the planner acts on: the job's GPU idles below the threshold.
+    reading = UtilizationV1(
+        workload=JOB_REF,
+        vendor="amd",
+        gpu_count=1,
+        pod_count=1,
+        utilization_ratio=0.0,
+        aggregation="Avg",
+        window_start=T0 + timedelta(minutes=31),
+        window_end=T0 + timedelta(minutes=31),
+        low_utilization_threshold_ratio=0.01,
+        underutilized_since=T0 + timedelta(minutes=25),
+    )
+    await bus.publish(
+        Envelope.new(
+            data=reading,
+            source="/kaiwo/monitor",
+            time=T0 + timedelta(minutes=31),
+            subject="team-a/train",
+            correlationid=JOB_UID,
+        ),
+        monitor_subject(topic="utilization", namespace="team-a", uid=JOB_UID),
+    )
+    await plan_everything()
 
     store = await open_event_store(f"sqlite:///{path}")
     try:
@@ -361,7 +386,7 @@ def test_export_selects_by_time(recorded: Recorded) -> None:
         "--since",
         "2026-03-01T12:15:00Z",
         "--until",
-        "2026-03-01T13:00:00",
+        "2026-03-01T12:30:30",
         "--store",
         recorded.url,
     )
@@ -458,12 +483,24 @@ async def read_recorded(url: str) -> tuple[list[Any], list[Any]]:
         await store.close()
 
 
+async def read_findings(url: str) -> list[Any]:
+    store = await open_event_store(url)
+    try:
+        return await store.read_by_type([UtilizationV1.EVENT_TYPE])
+    finally:
+        await store.close()
+
+
 def test_replay_is_a_function_of_recorded_events(recorded: Recorded) -> None:
     observations, plans = asyncio.run(read_recorded(recorded.url))
+    findings = asyncio.run(read_findings(recorded.url))
     ticks: list[tuple[int, int]] = []
 
     report = replay_recorded(
-        observations=reversed(observations), plans=plans, progress=lambda d, t: ticks.append((d, t))
+        observations=reversed(observations),
+        plans=plans,
+        findings=findings,
+        progress=lambda d, t: ticks.append((d, t)),
     )
 
     assert report.differ == 0 and report.skipped == 0
@@ -474,15 +511,35 @@ def test_replay_is_a_function_of_recorded_events(recorded: Recorded) -> None:
     assert report.observations >= 4  # namespace, node, queue config, job
 
 
+def test_a_plan_a_finding_drove_is_replayed_from_the_recorded_finding(recorded: Recorded) -> None:
+    observations, plans = asyncio.run(read_recorded(recorded.url))
+    findings = asyncio.run(read_findings(recorded.url))
+    driven = [p for p in plans if p.data["trigger"] == "finding"]
+    assert len(driven) == 1 and driven[0].data["monSequence"] == 2  # after the preemption event
+    status = driven[0].data["plan"]["status"]
+    assert [
+        c["reason"] for c in status["conditions"] if c["type"] == "ResourceUnderutilization"
+    ] == ["GpuUtilizationLow"]
+
+    with_findings = replay_recorded(observations=observations, plans=driven, findings=findings)
+    without = replay_recorded(observations=observations, plans=driven)
+
+    assert (with_findings.reproduced, without.differ) == (1, 1)
+    assert "ResourceUnderutilization" in without.plans[0].diff
+
+
 def test_replay_runs_with_the_cyclic_collector_paused(recorded: Recorded) -> None:
     observations, plans = asyncio.run(read_recorded(recorded.url))
+    findings = asyncio.run(read_findings(recorded.url))
     collector_enabled: list[bool] = []
 
     def plan(**arguments: Any) -> Any:
         collector_enabled.append(gc.isenabled())
         return plan_object(**arguments)
 
-    report = replay_recorded(observations=observations, plans=plans, plan_fn=plan)
+    report = replay_recorded(
+        observations=observations, plans=plans, findings=findings, plan_fn=plan
+    )
 
     assert report.reproduced == len(plans)
     # Every plan but those creating the default singletons goes through the plan function.

@@ -87,6 +87,8 @@ def test_compose_gives_each_service_its_own_key_and_provisions_as_the_administra
             "file": f"./nats-credentials/{identity}.nk"
         }
     assert services["nats-provision"]["command"] == ["kaiwo", "nats", "provision"]
+    assert services["monitor"]["command"] == ["python", "-m", "kaiwo_monitor"]
+    assert "KAIWO_MONITOR_METRICS_ENDPOINT" in services["monitor"]["environment"]
     for name in ("recorder", "watcher", "planner", "executor", "monitor"):
         assert services[name]["depends_on"]["nats-provision"] == {
             "condition": "service_completed_successfully"

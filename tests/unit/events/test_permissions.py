@@ -23,11 +23,16 @@ PLANNER_PUBLISH = (
     "kaiwo.public.>",
     "$JS.API.STREAM.INFO.KAIWO_OBS",
     "$JS.API.STREAM.INFO.KAIWO_PLAN",
+    "$JS.API.STREAM.INFO.KAIWO_MON",
     "$JS.API.STREAM.INFO.KAIWO_PUBLIC",
     "$JS.API.CONSUMER.INFO.KAIWO_OBS.planner-obs",
     "$JS.API.CONSUMER.MSG.NEXT.KAIWO_OBS.planner-obs",
     "$JS.ACK.KAIWO_OBS.planner-obs.>",
     "kaiwo.dlq.KAIWO_OBS.planner-obs",
+    "$JS.API.CONSUMER.INFO.KAIWO_MON.planner-mon",
+    "$JS.API.CONSUMER.MSG.NEXT.KAIWO_MON.planner-mon",
+    "$JS.ACK.KAIWO_MON.planner-mon.>",
+    "kaiwo.dlq.KAIWO_MON.planner-mon",
     "$JS.API.STREAM.MSG.GET.KAIWO_OBS",
     "$JS.API.DIRECT.GET.KAIWO_OBS",
     "$JS.API.DIRECT.GET.KAIWO_OBS.>",
@@ -66,8 +71,8 @@ def test_the_planner_may_publish_plans_its_dead_letters_and_use_its_consumer_and
 
     assert planner.permissions.publish == PLANNER_PUBLISH
     assert planner.permissions.subscribe == ("_INBOX.planner.>",)
-    assert planner.streams == ("KAIWO_OBS", "KAIWO_PLAN", "KAIWO_PUBLIC")
-    assert planner.consumers == ("planner-obs",)
+    assert planner.streams == ("KAIWO_OBS", "KAIWO_PLAN", "KAIWO_MON", "KAIWO_PUBLIC")
+    assert planner.consumers == ("planner-obs", "planner-mon")
 
 
 def test_each_family_has_exactly_one_publisher() -> None:
@@ -79,7 +84,12 @@ def test_each_family_has_exactly_one_publisher() -> None:
 
     assert publishes == {
         "watcher": {"kaiwo.obs.>"},
-        "planner": {"kaiwo.plan.>", "kaiwo.public.>", "kaiwo.dlq.KAIWO_OBS.planner-obs"},
+        "planner": {
+            "kaiwo.plan.>",
+            "kaiwo.public.>",
+            "kaiwo.dlq.KAIWO_OBS.planner-obs",
+            "kaiwo.dlq.KAIWO_MON.planner-mon",
+        },
         "executor": {"kaiwo.res.>", "kaiwo.dlq.KAIWO_PLAN.executor-plan"},
         "monitor": {"kaiwo.mon.>"},
         "recorder": {"kaiwo.dlq.>"},

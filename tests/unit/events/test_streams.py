@@ -39,6 +39,7 @@ def test_consumers_are_named_service_purpose_and_bounded() -> None:
     assert [c.durable_name for c in topology.consumers] == [
         "planner-obs",
         "executor-plan",
+        "planner-mon",
         "recorder-obs",
         "recorder-plan",
         "recorder-res",
@@ -51,6 +52,8 @@ def test_consumers_are_named_service_purpose_and_bounded() -> None:
         assert consumer.max_deliver > len(consumer.backoff_seconds)
     assert topology.consumer("planner-obs").max_ack_pending == 1
     assert topology.consumer("planner-obs").ordered_by_uid is False
+    assert topology.consumer("planner-mon").filter_subjects == ("kaiwo.mon.utilization.>",)
+    assert topology.consumer("planner-mon").stream == "KAIWO_MON"
     assert topology.consumer("executor-plan").max_ack_pending == 16
     assert topology.consumer("executor-plan").ordered_by_uid is True
     assert (

@@ -44,7 +44,11 @@ def up(
         typer.Option(help="Event store URL; default sqlite:///<state-dir>/events.db."),
     ] = None,
     metrics_endpoint: Annotated[
-        str | None, typer.Option(help="Prometheus URL; starts the monitor when given.")
+        str | None,
+        typer.Option(
+            help="Prometheus URL; starts the monitor when given.",
+            envvar="KAIWO_MONITOR_METRICS_ENDPOINT",
+        ),
     ] = None,
     nats_tls_cert: Annotated[
         Path | None, typer.Option(help="Serve NATS over TLS with this certificate (PEM).")

@@ -9,9 +9,10 @@ identity   may
 =========  =========================================================================
 admin      declare streams and consumers (``$JS.API.>``), publish and read any event
 watcher    publish ``kaiwo.obs.>``; its bucket ``kaiwo-watcher``
-planner    read its consumer ``planner-obs`` (and stored observations), publish
-           ``kaiwo.plan.>``, the public workload events ``kaiwo.public.>`` and its dead
-           letters; its bucket, the ``planner`` lease
+planner    read its consumers ``planner-obs`` (and stored observations) and
+           ``planner-mon`` (the monitor's utilization findings), publish ``kaiwo.plan.>``,
+           the public workload events ``kaiwo.public.>`` and its dead letters; its bucket,
+           the ``planner`` lease
 executor   read ``executor-plan``, publish ``kaiwo.res.>`` and its dead letters; its
            bucket, the ``executor`` lease(s)
 monitor    publish ``kaiwo.mon.>``; its bucket ``kaiwo-monitor``
@@ -255,17 +256,17 @@ def service_identity(name: str, topology: BusTopology) -> Identity:
         consumers = _consumers(topology, PLANNER)
         return _service(
             PLANNER,
-            "reads observations, publishes plans and public workload events",
+            "reads observations and monitor findings, publishes plans and public workload events",
             publish=(
                 family_filter(Family.PLAN),
                 family_filter(Family.PUBLIC),
-                *_stream_info((OBSERVED_STREAM, PLAN_STREAM, PUBLIC_STREAM)),
+                *_stream_info((OBSERVED_STREAM, PLAN_STREAM, MONITOR_STREAM, PUBLIC_STREAM)),
                 *(subject for spec in consumers for subject in _consuming(spec)),
                 *_stored_reads(OBSERVED_STREAM),
                 *_bucket(SERVICE_BUCKETS[PLANNER]),
                 *_bucket(LEASE_BUCKET, keys=(PLANNER,)),
             ),
-            streams=(OBSERVED_STREAM, PLAN_STREAM, PUBLIC_STREAM),
+            streams=(OBSERVED_STREAM, PLAN_STREAM, MONITOR_STREAM, PUBLIC_STREAM),
             consumers=consumers,
         )
     if name == EXECUTOR:

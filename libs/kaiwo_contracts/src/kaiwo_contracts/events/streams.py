@@ -83,6 +83,7 @@ MAX_DELIVERIES_ADVISORY = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
 the full subject is ``<prefix>.<stream>.<consumer>``."""
 
 DEAD_LETTER_RELAY = "bus-deadletter-relay"
+PLANNER_FINDINGS_CONSUMER = "planner-mon"
 
 DAY = 24 * 3600.0
 
@@ -396,10 +397,16 @@ def consumer_specs(*, partitions: int = 1) -> tuple[ConsumerSpec, ...]:
         description="Turns max-deliveries advisories into dead letters with the message",
         max_ack_pending=16,
     )
-    # No service reads KAIWO_MON or KAIWO_OBS for the monitor yet (the monitor lists through
-    # the API; the planner does not act on monitor findings yet): a declared durable consumer
-    # nobody reads would only pile up pending messages.
-    return (*ordered, *recorders, relay)
+    # The planner keeps the latest finding per workload: order does not matter beyond the
+    # stream's own, and a finding lost is made good by the monitor's next tick.
+    findings = ConsumerSpec(
+        durable_name=PLANNER_FINDINGS_CONSUMER,
+        stream=MONITOR_STREAM,
+        filter_subjects=(f"{family_filter(Family.MONITOR).removesuffix('>')}utilization.>",),
+        description="Planner input: the monitor's utilization findings",
+        max_ack_pending=64,
+    )
+    return (*ordered, findings, *recorders, relay)
 
 
 def bus_topology(
@@ -431,6 +438,7 @@ __all__ = [
     "MAX_DELIVERIES_ADVISORY",
     "MONITOR_STREAM",
     "OBSERVED_STREAM",
+    "PLANNER_FINDINGS_CONSUMER",
     "PLAN_STREAM",
     "PUBLIC_DUPLICATE_WINDOW_SECONDS",
     "PUBLIC_MAX_AGE_SECONDS",

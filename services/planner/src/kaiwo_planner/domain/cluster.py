@@ -11,7 +11,10 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from kaiwo_planner.domain.findings import WorkloadFinding
 
 _T = TypeVar("_T")
 
@@ -276,12 +279,15 @@ class ClusterState:
     Deployments, AppWrappers, RayServices, PVCs, ConfigMaps, Pods, LocalQueues, ...), in JSON.
     ``kueue_workloads``: observed ``kueue.x-k8s.io/v1beta1`` Workloads.
     ``namespaces``: names of the namespaces that exist.
+    ``findings``: the monitor's latest finding per workload uid.
     """
 
     nodes: tuple[NodeInfo, ...] = ()
     objects: tuple[dict[str, Any], ...] = ()
     kueue_workloads: tuple[dict[str, Any], ...] = ()
     namespaces: frozenset[str] = frozenset()
+    findings: Mapping[str, WorkloadFinding] = field(default_factory=dict)
+    """The monitor's latest finding per workload uid (:mod:`kaiwo_planner.domain.findings`)."""
     _children: Mapping[str, tuple[dict[str, Any], ...]] = field(
         init=False, repr=False, compare=False, hash=False
     )
