@@ -12,9 +12,9 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from kaiwo_cli.main import app
 from kaiwo_kube import resources
-from typer.testing import CliRunner
 
 from tests.integration.conftest import FAKE_POSTGRES, FAKE_SQLITE, real_sqlite
 from tests.integration.pipeline.harness import field_managers_of

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from kaiwo_cli.commands.apply import FIELD_MANAGER, apply_document
 from kaiwo_cli.main import app
 from kaiwo_cli.manifest_files import ManifestDocument
@@ -15,7 +16,6 @@ from kaiwo_contracts.crds.schema import custom_resource_definitions
 from kaiwo_kube import resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_kubefake import FakeKubeServer
-from typer.testing import CliRunner
 
 
 def document(content: Any) -> ManifestDocument:
@@ -100,5 +100,5 @@ def test_an_unreachable_cluster_is_one_line_and_exit_status_2(tmp_path: Path) ->
     )
 
     assert result.exit_code == 2
-    assert result.output.startswith("kaiwo apply: no usable kubeconfig: ")
+    assert result.output.startswith("kaiwo apply: no usable kubeconfig (")
     assert len(result.output.strip().splitlines()) == 1

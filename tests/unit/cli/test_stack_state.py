@@ -5,10 +5,10 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
+from click.testing import CliRunner
 from kaiwo_cli.commands.events import store_url, tail_connection
 from kaiwo_cli.main import app
 from kaiwo_cli.stack.state import StackState
-from typer.testing import CliRunner
 
 
 def test_the_state_round_trips_through_a_private_file(tmp_path: Path) -> None:
@@ -43,7 +43,8 @@ def test_the_commands_take_nats_and_the_store_from_the_state(tmp_path: Path) -> 
     assert connection.tls is None
     assert store_url(None, tmp_path) == f"sqlite:///{tmp_path / 'events.db'}"
     assert store_url("sqlite:///given.db", tmp_path) == "sqlite:///given.db"
-    assert store_url(None, tmp_path / "elsewhere") == "sqlite:///.kaiwo/events.db"
+    elsewhere = tmp_path / "elsewhere"
+    assert store_url(None, elsewhere) == f"sqlite:///{elsewhere / 'events.db'}"
 
 
 def test_tail_without_a_stack_says_so_instead_of_trying_port_4222(tmp_path: Path) -> None:

@@ -37,6 +37,7 @@ from kaiwo_kube.port import EventType, ObjectList, PropagationPolicy, WatchEvent
 from kaiwo_kube.resources import (
     CUSTOM_RESOURCE_DEFINITION,
     EVENT,
+    POD,
     ResourceType,
     known_type,
 )
@@ -179,13 +180,14 @@ class KubernetesAsyncioAdapter:
         body: Any = None,
         content_type: str = JSON,
         request_timeout: float | aiohttp.ClientTimeout | None = None,
+        accept: str = JSON,
     ) -> aiohttp.ClientResponse:
         try:
             response: aiohttp.ClientResponse = await self._api.call_api(
                 path,
                 method,
                 query_params=query or [],
-                header_params={"Content-Type": content_type, "Accept": JSON},
+                header_params={"Content-Type": content_type, "Accept": accept},
                 body=body,
                 auth_settings=["BearerToken"],
                 _preload_content=False,
@@ -295,6 +297,42 @@ class KubernetesAsyncioAdapter:
             token = metadata.get("continue") or ""
             if not token:
                 return ObjectList(items=items, resource_version=str(metadata["resourceVersion"]))
+
+    async def pod_log_lines(
+        self,
+        name: str,
+        *,
+        namespace: str,
+        container: str | None = None,
+        tail_lines: int | None = None,
+        follow: bool = False,
+    ) -> AsyncGenerator[str, None]:
+        """A pod's log, line by line (``kaiwo logs``; not part of the operator's port: no
+        service reads logs). With ``follow`` it ends when the container does."""
+        query: Query = []
+        if container:
+            query.append(("container", container))
+        if tail_lines is not None:
+            query.append(("tailLines", str(tail_lines)))
+        if follow:
+            query.append(("follow", "true"))
+        path = f"{POD.path(namespace=namespace, name=name)}/log"
+        response = await self._open(
+            "GET",
+            path,
+            query=query,
+            accept="text/plain, */*",
+            request_timeout=aiohttp.ClientTimeout(total=None) if follow else None,
+        )
+        if not 200 <= response.status < 300:
+            await self._fail(response)
+        try:
+            async for line in response.content:
+                yield line.decode("utf-8", errors="replace").rstrip("\n")
+        except (aiohttp.ClientError, TimeoutError) as error:
+            raise Retryable(f"GET {path}: {error}", code=0) from error
+        finally:
+            response.release()
 
     async def watch(
         self,
