@@ -15,7 +15,13 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, Final
 
-from kaiwo_planner.domain.cluster import GPU_RESOURCE_BY_VENDOR, NodeInfo, parse_quantity
+from kaiwo_planner.domain.cluster import (
+    AMD_PRODUCT_LABEL,
+    GPU_RESOURCE_BY_VENDOR,
+    NVIDIA_PRODUCT_LABEL,
+    NodeInfo,
+    parse_quantity,
+)
 from kaiwo_planner.domain.node_pools import NODEPOOL_LABEL
 
 from kaiwo_cli.text_tables import render_table
@@ -235,12 +241,22 @@ def node_table(
                 node.gpu_vendor,
                 node.labels.get(NODEPOOL_LABEL, "-"),
                 node.name,
-                node.gpu_model or "-",
+                _product(node),
                 f"{requested.get(node.name, 0)}/{allocatable}",
                 "Ready" if node.ready else "NotReady",
             ]
         )
     return render_table(["VENDOR", "POOL", "NODE", "MODEL", "GPUS USED", "STATUS"], rows)
+
+
+def _product(node: NodeInfo) -> str:
+    """The GPU model as the device plugin labels it (the planner's short name otherwise)."""
+    return (
+        node.labels.get(NVIDIA_PRODUCT_LABEL)
+        or node.labels.get(AMD_PRODUCT_LABEL)
+        or node.gpu_model
+        or "-"
+    )
 
 
 def pool_summary(nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]) -> str:

@@ -41,15 +41,19 @@ def parse_time(text: str | None) -> datetime | None:
 
 
 def age(created: str | None, now: datetime) -> str:
-    """kubectl's short age: ``45s``, ``12m``, ``3h``, ``5d`` (``<unknown>`` without a time)."""
+    """kubectl's short age, one unit: seconds below 2 minutes, minutes below 3 hours, hours
+    below 2 days, then days (``<unknown>`` without a time)."""
     moment = parse_time(created)
     if moment is None:
         return "<unknown>"
     seconds = max(0, int((now - moment).total_seconds()))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= 2 * size or (unit == "m" and seconds >= size):
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
+    if seconds < 2 * 60:
+        return f"{seconds}s"
+    if seconds < 3 * 3600:
+        return f"{seconds // 60}m"
+    if seconds < 2 * 86400:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
 
 
 def phase_of(obj: Mapping[str, Any]) -> str:

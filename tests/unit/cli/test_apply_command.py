@@ -102,3 +102,25 @@ def test_an_unreachable_cluster_is_one_line_and_exit_status_2(tmp_path: Path) ->
     assert result.exit_code == 2
     assert result.output.startswith("kaiwo apply: no usable kubeconfig (")
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_apply_validates_first_and_applies_nothing_when_a_document_is_invalid(
+    tmp_path: Path,
+) -> None:
+    manifest = tmp_path / "two.yaml"
+    manifest.write_text(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: ml-team}\n---\n"
+        "apiVersion: kaiwo.silogen.ai/v1alpha1\nkind: KaiwoJob\nmetadata: {name: bad}\n"
+        "spec: {replicas: -1, gpus: many}\n"
+    )
+    # No cluster: reaching for one would exit 2; refusing the input exits 1 first.
+    result = CliRunner().invoke(
+        app,
+        ["apply", "-f", str(manifest), "--kubeconfig", str(tmp_path / "absent")],
+        env={"COLUMNS": "200"},
+    )
+
+    assert result.exit_code == 1, result.output
+    assert "KaiwoJob/bad: spec.replicas:" in result.output
+    assert "KaiwoJob/bad: spec.gpus:" in result.output
+    assert "nothing applied: 1 document(s) invalid" in result.output

@@ -208,18 +208,13 @@ async def _submit_all(
 async def _follow(
     kube: KubernetesPort, workloads: list[dict[str, Any]], *, within: float | None
 ) -> list[dict[str, Any]]:
-    """Poll until every workload settles; a spinner per workload, a line per phase change."""
+    """Watch every workload until it settles: a spinner each, a line per phase it enters."""
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from kaiwo_cli.cluster_access import ClusterError, kueue_workloads
-    from kaiwo_cli.workload_views import is_settled, phase_of, queue_position
+    from kaiwo_cli.cluster_access import ClusterError
 
     console = Console(stderr=True, highlight=False)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within if within is not None else None
-    current = list(workloads)
-    phases = ["" for _ in current]
     with Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
@@ -227,36 +222,75 @@ async def _follow(
         console=console,
         transient=False,
     ) as progress:
-        tasks = [progress.add_task(_label(w, "NEW"), total=None) for w in current]
-        while True:
-            queued = await kueue_workloads(kube, namespace=None)
-            for index, before in enumerate(current):
-                meta = before["metadata"]
-                workload = await kube.get(
-                    _resource_of(before), meta["name"], namespace=meta["namespace"]
-                )
-                current[index] = workload
-                phase = phase_of(workload)
-                position = queue_position(workload, queued)
-                waiting = (
-                    f" ({position.position} of {position.pending} waiting in {position.queue})"
-                    if position is not None
-                    else ""
-                )
-                progress.update(tasks[index], description=_label(workload, phase) + waiting)
-                if phase != phases[index]:
-                    phases[index] = phase
-                    progress.console.print(
-                        f"{_now().strftime('%H:%M:%S')}  {workload['kind']} "
-                        f"{meta['namespace']}/{meta['name']}: {phase}" + _reason(workload)
-                    )
-            if all(is_settled(w) for w in current):
-                for task in tasks:
-                    progress.update(task, total=1, completed=1)
-                return current
-            if deadline is not None and loop.time() > deadline:
-                raise ClusterError(f"not settled within {within:g} s (phases: {', '.join(phases)})")
-            await asyncio.sleep(POLL_SECONDS)
+        watches = [
+            _follow_one(kube, workload, progress, progress.add_task(_label(workload, "NEW")))
+            for workload in workloads
+        ]
+        try:
+            return list(await asyncio.wait_for(asyncio.gather(*watches), within))
+        except TimeoutError:
+            raise ClusterError(f"not settled within {within:g} s") from None
+
+
+async def _follow_one(
+    kube: KubernetesPort, workload: dict[str, Any], progress: Any, task: Any
+) -> dict[str, Any]:
+    """List, then watch from the list's version (every phase is seen, however short), until
+    the workload settles; a watch the server ends or expires is started again."""
+    from kaiwo_kube import ResourceExpired
+
+    from kaiwo_cli.cluster_access import ClusterError, kueue_workloads
+    from kaiwo_cli.workload_views import is_settled, phase_of, queue_position
+
+    resource = _resource_of(workload)
+    meta = workload["metadata"]
+    where = {"namespace": meta["namespace"], "field_selector": f"metadata.name={meta['name']}"}
+    shown = ""
+
+    async def show(current: dict[str, Any]) -> None:
+        nonlocal shown
+        phase = phase_of(current)
+        position = queue_position(current, await kueue_workloads(kube, namespace=meta["namespace"]))
+        waiting = (
+            f" ({position.position} of {position.pending} waiting in {position.queue})"
+            if position is not None
+            else ""
+        )
+        progress.update(task, description=_label(current, phase) + waiting)
+        if phase != shown:
+            shown = phase
+            progress.console.print(
+                f"{_now().strftime('%H:%M:%S')}  {_label(current, phase)}{_reason(current)}"
+            )
+
+    current = workload
+    while True:
+        listed = await kube.list(resource, **where)
+        if not listed.items:
+            raise ClusterError(f"{_label(current, shown)}: deleted while waiting")
+        current = {"apiVersion": resource.api_version, "kind": resource.kind, **listed.items[0]}
+        await show(current)
+        if is_settled(current):
+            progress.update(task, total=1, completed=1)
+            return current
+        events = kube.watch(resource, resource_version=listed.resource_version, **where)
+        try:
+            async with contextlib.aclosing(events):
+                async for event in events:
+                    if event.type == "DELETED":
+                        raise ClusterError(f"{_label(current, shown)}: deleted while waiting")
+                    if event.type in ("ADDED", "MODIFIED"):
+                        current = {
+                            "apiVersion": resource.api_version,
+                            "kind": resource.kind,
+                            **event.object,
+                        }
+                        await show(current)
+                        if is_settled(current):
+                            progress.update(task, total=1, completed=1)
+                            return current
+        except ResourceExpired:
+            continue
 
 
 def _label(workload: dict[str, Any], phase: str) -> str:
@@ -447,6 +481,10 @@ def logs(
 
         found = await access.find_workload(kube, ns, name)
         pods = await access.pods_of(kube, found, await access.children_of(kube, found))
+        phases = {
+            pod["metadata"]["name"]: (pod.get("status") or {}).get("phase", "Pending")
+            for pod in pods
+        }
         streams = [
             (pod["metadata"]["name"], c["name"])
             for pod in pods
@@ -459,7 +497,16 @@ def logs(
         prefixed = len(streams) > 1
         results = await asyncio.gather(
             *(
-                _stream_log(kube, ns, pod, name_, prefixed=prefixed, tail=tail, follow=follow)
+                _stream_log(
+                    kube,
+                    ns,
+                    pod,
+                    name_,
+                    phase=phases[pod],
+                    prefixed=prefixed,
+                    tail=tail,
+                    follow=follow,
+                )
                 for pod, name_ in streams
             )
         )
@@ -476,25 +523,32 @@ async def _stream_log(
     pod: str,
     container: str,
     *,
+    phase: str,
     prefixed: bool,
     tail: int | None,
     follow: bool,
 ) -> bool:
-    """Print one container's log; False (and a line on stderr saying why) when unreadable."""
+    """Print one container's log; False (and a line on stderr saying why) when unreadable.
+    A container that wrote nothing says so on stderr, so that no pod goes unmentioned."""
     from kaiwo_kube import KubeError
 
     from kaiwo_cli.cluster_access import one_line
 
     prefix = f"[{pod}/{container}] " if prefixed else ""
+    where = f"kaiwo logs: pod {pod} ({phase}), container {container}"
+    written = 0
     try:
         async for line in kube.pod_log_lines(
             pod, namespace=namespace, container=container, tail_lines=tail, follow=follow
         ):
+            written += 1
             sys.stdout.write(f"{prefix}{line}\n")
             sys.stdout.flush()
     except KubeError as error:
-        typer.echo(f"kaiwo logs: pod {pod}, container {container}: {one_line(error)}", err=True)
+        typer.echo(f"{where}: {one_line(error)}", err=True)
         return False
+    if not written:
+        typer.echo(f"{where}: no output", err=True)
     return True
 
 
