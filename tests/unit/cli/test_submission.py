@@ -75,7 +75,7 @@ def test_a_namespace_that_contradicts_the_manifest_is_refused() -> None:
     manifest = job()
     manifest["metadata"]["namespace"] = "ml-team"
 
-    with pytest.raises(SubmissionError, match="metadata.namespace: the manifest says ml-team"):
+    with pytest.raises(SubmissionError, match=r"metadata\.namespace: the manifest says ml-team"):
         prepare_manifest(manifest, config=ScientistConfig(), namespace="other")
 
 
