@@ -19,7 +19,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from kaiwo_cli.main import app
+from kaiwo_cli.stack.state import StackState
 from kaiwo_kube import resources
+from kaiwo_kube.plain_client import read_plain_credentials
 
 from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import Pipeline, running_pipeline
@@ -165,6 +167,9 @@ async def test_on_the_real_api_server_submit_list_status_logs_and_delete(
         result = await submitted
 
         assert result.exit_code == 0, result.output
+        # The commands talked to it without the client library (certificates suffice).
+        recorded = StackState.read(state).kubeconfig
+        assert recorded is not None and read_plain_credentials(recorded) is not None
         assert f"(user {USER}, queue {actors.QUEUE})" in result.output
         assert phases_followed(result.output)[-1] == "COMPLETE", result.output
         stored = await pipeline.kaiwo_job(NAME)

@@ -3,7 +3,7 @@
 Which cluster: ``--kubeconfig``, else the kubeconfig of the stack ``kaiwo up`` runs (its
 ``stack.json``), else ``$KUBECONFIG`` / ``~/.kube/config``; ``--context`` picks a context.
 Reads go through :class:`~kaiwo_kube.port.KubernetesPort` (the kubernetes_asyncio adapter,
-imported only when a command connects: it is slow to import).
+over a plain aiohttp session when the kubeconfig allows: the client library is slow to import).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ async def connect(target: ClusterTarget, *, user_agent: str) -> KubernetesAsynci
     # The client library logs "Config not found" itself; the error below says it.
     logging.getLogger("kubernetes_asyncio.config").setLevel(logging.ERROR)
     try:
-        return await KubernetesAsyncioAdapter.from_kubeconfig(
+        return await KubernetesAsyncioAdapter.from_kubeconfig_quickly(
             target.kubeconfig, context=target.context, user_agent=user_agent
         )
     except Exception as error:  # a missing or broken kubeconfig, in any of its forms

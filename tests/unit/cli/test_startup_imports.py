@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -64,3 +65,21 @@ def test_a_cluster_command_s_help_imports_nothing_heavy(command: tuple[str, ...]
 
     assert code == 0
     assert modules.isdisjoint(HEAVY), modules & set(HEAVY)
+
+
+def test_list_and_status_reach_the_cluster_without_the_kubernetes_client_library(
+    tmp_path: Path,
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: here\n"
+        "clusters: [{name: here, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+        "users: [{name: me, user: {token: secret}}]\n"
+        "contexts: [{name: here, context: {cluster: here, user: me}}]\n"
+    )
+    for command in (("list",), ("status", "ml-team/train")):
+        code, modules = loaded_by(*command, "--kubeconfig", str(kubeconfig))
+
+        assert code == 2  # nothing listens on port 9: the request was made, and failed
+        assert "kubernetes_asyncio" not in modules
+        assert "kaiwo_kube" in modules
