@@ -538,4 +538,5 @@ async def test_replay_reproduces_every_model_plan_and_explain_tells_the_story(
     )
     assert explained.exit_code == 0, explained.output
     assert explained.output.startswith(f"Model {pipeline.namespace}/rolling")
-    assert "delete Pod" in explained.output
+    # Long lines are wrapped under their branch: read them joined again.
+    assert "delete Pod" in " ".join(line.lstrip("│├└─ ") for line in explained.output.splitlines())
