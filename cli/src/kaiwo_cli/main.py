@@ -87,6 +87,16 @@ def hide_flag_types(command: Any) -> None:
     for param in command.params:
         if getattr(param, "is_flag", False):
             param.metavar = ""
+    make_help_option = command.get_help_option
+
+    def help_option(ctx: Any) -> Any:
+        # click makes -h/--help per context, outside ``params``: hide its type as it appears.
+        option = make_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    command.get_help_option = help_option
     for sub in (getattr(command, "commands", None) or {}).values():
         hide_flag_types(sub)
 

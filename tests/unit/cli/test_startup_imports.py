@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+from kaiwo_cli.main import app
 
 HEAVY = (
     "kubernetes_asyncio",
@@ -83,3 +85,14 @@ def test_list_and_status_reach_the_cluster_without_the_kubernetes_client_library
         assert code == 2  # nothing listens on port 9: the request was made, and failed
         assert "kubernetes_asyncio" not in modules
         assert "kaiwo_kube" in modules
+
+
+@pytest.mark.parametrize(
+    "command", [("-h",), ("list", "-h"), ("events", "-h"), ("events", "tail", "-h"), ("up", "-h")]
+)
+def test_h_is_help_and_flags_show_no_type(command: tuple[str, ...]) -> None:
+    result = CliRunner().invoke(app, list(command), env={"COLUMNS": "200"}, prog_name="kaiwo")
+
+    assert result.exit_code == 0, result.output
+    assert "Usage: kaiwo" in result.output
+    assert "<bool>" not in result.output

@@ -44,11 +44,13 @@ def queues(
                 "No Kueue queues (is a KaiwoQueueConfig applied? kaiwo apply -f "
                 "examples/kaiwoqueueconfig.yaml)"
             )
+        pending = pending_table(waiting, now=_now())
         return "\n\n".join(
             [
                 cluster_queue_table(cluster_queues, waiting),
                 local_queue_table(local_queues, waiting),
-                "Pending workloads:\n" + pending_table(waiting, now=_now()),
+                "Pending workloads:"
+                + (f"\n{pending}" if len(pending.splitlines()) > 1 else " none"),
             ]
         )
 

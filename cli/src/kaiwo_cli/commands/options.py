@@ -11,7 +11,11 @@ OUTPUT_FORMATS: Final = ("wide", "yaml", "json", "name")
 
 Namespace = Annotated[
     str | None,
-    typer.Option("--namespace", "-n", help="Namespace (default: the kubeconfig context's)."),
+    typer.Option(
+        "--namespace",
+        "-n",
+        help="Namespace (default: the kubeconfig context's; list and queues: every one).",
+    ),
 ]
 AllNamespaces = Annotated[bool, typer.Option("--all-namespaces", "-A", help="Every namespace.")]
 Kubeconfig = Annotated[
