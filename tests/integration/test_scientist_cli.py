@@ -18,6 +18,7 @@ from typing import Any, Final
 import pytest
 import yaml
 from click.testing import CliRunner
+from kaiwo_cli.commands.up import next_steps
 from kaiwo_cli.main import app
 from kaiwo_cli.stack.state import StackState
 from kaiwo_kube import resources
@@ -30,7 +31,6 @@ from tests.real_cluster import REPO_ROOT, RealCluster
 pytestmark = [pytest.mark.k8s, pytest.mark.nats, pytest.mark.slow]
 
 EXAMPLE: Final = REPO_ROOT / "examples" / "kaiwojob-gpu-training.yaml"
-QUEUE_CONFIG_EXAMPLE: Final = REPO_ROOT / "examples" / "kaiwoqueueconfig.yaml"
 NAME: Final = "llama-3-8b-sft"
 USER: Final = "alice@example.com"
 
@@ -75,15 +75,29 @@ async def test_on_the_fake_a_scientist_submits_follows_and_inspects_a_job_with_n
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)  # where kaiwo up ran: its state is ./.kaiwo
+    (tmp_path / "examples").symlink_to(REPO_ROOT / "examples")  # a checkout's layout
     env = scientist_config(tmp_path)
+    # What the banner of `kaiwo up --fake` tells the user to type, run as printed.
+    banner = [
+        line.split()[1:]
+        for line in next_steps(Path(".kaiwo"), fake=True).splitlines()
+        if line.startswith("  kaiwo ")
+    ]
+    assert banner == [
+        ["apply", "-f", "examples/kaiwoqueueconfig.yaml"],
+        ["submit", "-f", "examples/kaiwojob-gpu-training.yaml", "--wait"],
+        ["list", "-A"],
+        ["status", f"ml-team/{NAME}"],
+        ["queues"],
+        ["events", "explain", f"ml-team/{NAME}"],
+    ]
+    apply, submit, list_all, status_of, queues_of, explain = banner
     async with running_pipeline(tmp_path / ".kaiwo", gpu_cluster=False) as pipeline:
         await actors.register_gpu_node(pipeline.kube)
-        applied = await kaiwo("apply", "-f", str(QUEUE_CONFIG_EXAMPLE), env=env)
+        applied = await kaiwo(*apply, env=env)
         assert applied.exit_code == 0, applied.output
 
-        submitted = asyncio.create_task(
-            kaiwo("submit", "-f", str(EXAMPLE), "--wait", "--timeout", "60", env=env)
-        )
+        submitted = asyncio.create_task(kaiwo(*submit, env=env))
         await play_the_cluster(pipeline, NAME)
         result = await submitted
 
@@ -93,6 +107,7 @@ async def test_on_the_fake_a_scientist_submits_follows_and_inspects_a_job_with_n
         assert followed[-1] == "COMPLETE", result.output
         assert {"DOWNLOADING", "PENDING"} <= set(followed), result.output
 
+        assert (await kaiwo(*list_all, env=env)).exit_code == 0
         listed = await kaiwo("list", env=env)
         assert listed.exit_code == 0, listed.output
         assert listed.output.splitlines()[1].split()[:6] == [
@@ -107,17 +122,17 @@ async def test_on_the_fake_a_scientist_submits_follows_and_inspects_a_job_with_n
             "No workloads of bob@example.com found."
         )
 
-        status = await kaiwo("status", f"ml-team/{NAME}", env=env)
+        status = await kaiwo(*status_of, env=env)
         assert status.exit_code == 0, status.output
         assert "Phase:     COMPLETE" in status.output
         assert re.search(rf"Job/{NAME}\s+Complete", status.output), status.output
         assert re.search(rf"Job/{NAME}-download\s+Complete", status.output), status.output
 
-        queues = await kaiwo("queues", env=env)
+        queues = await kaiwo(*queues_of, env=env)
         assert queues.exit_code == 0, queues.output
         assert re.search(r"ml-team\s+team-nlp\s+team-nlp", queues.output), queues.output
 
-        explained = await kaiwo("events", "explain", f"ml-team/{NAME}", env=env)
+        explained = await kaiwo(*explain, env=env)
         assert explained.exit_code == 0, explained.output
         assert "status COMPLETE" in explained.output
         via_child = await kaiwo("events", "explain", f"Job/ml-team/{NAME}-download", env=env)

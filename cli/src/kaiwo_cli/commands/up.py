@@ -131,7 +131,8 @@ def _print_summary(stack: LocalStack) -> None:
 
 
 def next_steps(state_dir: Path, *, fake: bool) -> str:
-    """The commands to try, as they work when typed in another shell (a test runs them)."""
+    """The commands to try, as they work when typed in another shell (test_scientist_cli runs
+    them as printed)."""
     where = (
         "In another shell here"
         if state_dir == DEFAULT_STATE_DIR
