@@ -28,7 +28,8 @@ from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import Pipeline, running_pipeline
 from tests.real_cluster import REPO_ROOT, RealCluster
 
-pytestmark = [pytest.mark.k8s, pytest.mark.nats, pytest.mark.slow]
+# A shared, loaded machine may start the session's real API server inside this module.
+pytestmark = [pytest.mark.k8s, pytest.mark.nats, pytest.mark.slow, pytest.mark.timeout(240)]
 
 EXAMPLE: Final = REPO_ROOT / "examples" / "kaiwojob-gpu-training.yaml"
 NAME: Final = "llama-3-8b-sft"
