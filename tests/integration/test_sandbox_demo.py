@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from kaiwo_cli.main import app
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 SCENARIO = Path(__file__).resolve().parents[2] / "cli/src/kaiwo_cli/scenarios/demo.yaml"
 

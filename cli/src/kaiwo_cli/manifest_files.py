@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import yaml
 
 YAML_SUFFIXES = (".yaml", ".yml")
+STDIN = "-"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,9 +56,9 @@ def manifest_paths(targets: Iterable[Path]) -> list[Path]:
 
 
 def read_documents(source: Path) -> Iterator[ManifestDocument]:
-    """The non-empty documents of one YAML file."""
+    """The non-empty documents of one YAML file (``-``: standard input)."""
     try:
-        text = source.read_text(encoding="utf-8")
+        text = sys.stdin.read() if str(source) == STDIN else source.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise ManifestReadError(source, f"cannot read: {error}") from error
     try:

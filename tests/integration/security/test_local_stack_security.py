@@ -15,8 +15,8 @@ import nats
 import nats.errors
 import pytest
 import pytest_asyncio
+from click.testing import CliRunner
 from kaiwo_cli.main import app
-from typer.testing import CliRunner
 
 from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import Pending, Pipeline, eventually, running_pipeline

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kaiwo_cli.commands.demo import DEFAULT_SCENARIO
 from kaiwo_cli.main import app
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 runner = CliRunner()
 

@@ -7,14 +7,23 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from kaiwo_cli.commands.events import TailFilter, kind_of, tail_line
-from kaiwo_cli.explain import WORKLOAD_STREAM_PREFIX
+from click.testing import CliRunner
+from kaiwo_cli.commands.events import (
+    TailFilter,
+    change_and_phase,
+    display_kind,
+    kind_of,
+    tail_line,
+)
+from kaiwo_cli.explain import WORKLOAD_STREAM_PREFIX, CausalNode, tree_lines
 from kaiwo_cli.main import app
 from kaiwo_cli.replay import NATS_SEQUENCE_KEY, NATS_STREAM_KEY, replay_recorded
 from kaiwo_contracts.events import (
@@ -38,7 +47,6 @@ from kaiwo_recorder import records, stream_ids
 from kaiwo_recorder.service import RecorderService
 from kaiwo_runtime.kv import MemoryKeyValue
 from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
-from typer.testing import CliRunner
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 JOB_UID = "0b7c0a5e-1111-4c1e-9d0a-3f2e8a9c7d01"
@@ -323,6 +331,68 @@ def test_explain_tells_the_workload_story_in_causal_order(recorded: Recorded) ->
     assert indent[0] < indent[1] < indent[2]
 
 
+def test_explain_takes_a_child_and_explains_its_workload(recorded: Recorded) -> None:
+    result = run("explain", "Pod/team-a/train-0", "--store", recorded.url)
+
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(
+        f"Pod team-a/train-0 belongs to KaiwoJob team-a/train (uid {JOB_UID})"
+    )
+    assert "observed KaiwoJob team-a/train ADDED (rv 100)" in result.output
+
+
+def test_explain_names_plans_as_replay_does(recorded: Recorded) -> None:
+    replayed = run("replay", "--workload", "team-a/train", "--store", recorded.url)
+    explained = run("explain", "team-a/train", "--store", recorded.url)
+
+    plan_ids = re.findall(r"plan ([0-9a-f]{8}) \(", replayed.output)
+    assert plan_ids, replayed.output
+    for plan_id in plan_ids:
+        assert f"plan {plan_id} (observation)" in explained.output
+    # each result names the plan it carried out
+    assert f"(plan {plan_ids[0]})" in explained.output
+
+
+def test_explain_wraps_long_lines_in_a_pipe_instead_of_cutting_them(recorded: Recorded) -> None:
+    result = CliRunner().invoke(
+        app, ["events", "explain", "team-a/train", "--store", recorded.url], env={"COLUMNS": "60"}
+    )
+
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 60
+    words = " ".join(line.lstrip("│├└─ ") for line in lines)
+    assert (
+        "event Normal WorkloadPending: Workload is pending admission; to create: Job team-a/train"
+        in words
+    )
+
+
+def test_a_tree_keeps_wrapped_lines_under_their_branch() -> None:
+    leaf = CausalNode(SimpleNamespace(text="applied: apply Job team-a/train applied"))  # type: ignore[arg-type]
+    plan = CausalNode(
+        SimpleNamespace(
+            text="plan 3f2a1b9c (observation): status PENDING; 1 object: Job team-a/train"
+        ),  # type: ignore[arg-type]
+        effects=[leaf],
+    )
+    second = CausalNode(SimpleNamespace(text="observed Pod team-a/train-0 ADDED"))  # type: ignore[arg-type]
+    first = CausalNode(SimpleNamespace(text="observed KaiwoJob team-a/train ADDED"), effects=[plan])  # type: ignore[arg-type]
+
+    lines = tree_lines("KaiwoJob team-a/train", [first, second], label=lambda e: e.text, width=40)
+
+    assert lines == [
+        "KaiwoJob team-a/train",
+        "├── observed KaiwoJob team-a/train ADDED",
+        "│   └── plan 3f2a1b9c (observation):",
+        "│       │   status PENDING; 1 object:",
+        "│       │   Job team-a/train",
+        "│       └── applied: apply Job",
+        "│               team-a/train applied",
+        "└── observed Pod team-a/train-0 ADDED",
+    ]
+
+
 def test_explain_of_an_unknown_workload_says_so(recorded: Recorded) -> None:
     result = run("explain", "team-a/nope", "--store", recorded.url)
 
@@ -580,16 +650,72 @@ def test_tail_finds_the_kind_in_the_subject_or_the_payload() -> None:
     assert kind_of(None, {"plan": {"owner": {"kind": "KaiwoService"}}}) == "KaiwoService"
 
 
-def test_a_tail_line_shows_time_type_subject_and_short_ids() -> None:
+def test_a_tail_line_shows_time_type_kind_subject_change_phase_and_short_ids() -> None:
     line = tail_line(
         time=T0,
         event_type="ai.silogen.kaiwo.plan.decided.v1",
+        kind="KaiwoJob",
         subject="team-a/train",
+        change="plan/observation",
+        phase="PENDING",
         event_id="3f2a1b9c-aaaa",
         correlation_id=JOB_UID,
         causation_id=None,
     )
 
-    assert line.startswith("12:00:00.000  plan.decided.v1 ")
-    assert "team-a/train" in line
-    assert line.endswith("id=3f2a1b9c corr=0b7c0a5e cause=-")
+    assert line.split() == [
+        "12:00:00.000",
+        "plan.decided.v1",
+        "KaiwoJob",
+        "team-a/train",
+        "plan/observation",
+        "PENDING",
+        "id=3f2a1b9c",
+        "corr=0b7c0a5e",
+        "cause=-",
+    ]
+
+
+def test_tail_says_what_changed_and_the_phase_it_shows() -> None:
+    observed_job = {
+        "kind": "KaiwoJob",
+        "eventType": "MODIFIED",
+        "object": {"kind": "KaiwoJob", "status": {"status": "RUNNING"}},
+    }
+    finished_job = {
+        "kind": "Job",
+        "eventType": "MODIFIED",
+        "object": {
+            "kind": "Job",
+            "status": {"conditions": [{"type": "Complete", "status": "True"}]},
+        },
+    }
+    pod = {
+        "kind": "Pod",
+        "eventType": "ADDED",
+        "object": {"kind": "Pod", "status": {"phase": "Pending"}},
+    }
+    plan = {
+        "trigger": "observation",
+        "plan": {"owner": {"kind": "KaiwoJob"}, "status": {"status": "PENDING"}},
+    }
+
+    assert change_and_phase("ai.silogen.kaiwo.obs.observed.v1", observed_job) == (
+        "MODIFIED",
+        "RUNNING",
+    )
+    assert change_and_phase("ai.silogen.kaiwo.obs.observed.v1", finished_job) == (
+        "MODIFIED",
+        "Complete",
+    )
+    assert change_and_phase("ai.silogen.kaiwo.obs.observed.v1", pod) == ("ADDED", "Pending")
+    assert change_and_phase("ai.silogen.kaiwo.plan.decided.v1", plan) == (
+        "plan/observation",
+        "PENDING",
+    )
+    assert change_and_phase("ai.silogen.kaiwo.res.applied.v1", {"outcome": "failed"}) == (
+        "failed",
+        "-",
+    )
+    assert display_kind(f"kaiwo.plan.kaiwojob.team-a.{JOB_UID}", plan) == "KaiwoJob"
+    assert display_kind(f"kaiwo.obs.pod.team-a.{POD_UID}", {}) == "pod"

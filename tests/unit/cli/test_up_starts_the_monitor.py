@@ -7,7 +7,7 @@ import pytest
 from kaiwo_cli.commands import up
 from kaiwo_cli.main import app
 from kaiwo_cli.stack.local import StackOptions
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
 
 @pytest.fixture

@@ -34,7 +34,13 @@ def up(
         typer.Option("--fake", help="Operate a fake API server started here (no cluster needed)."),
     ] = False,
     state_dir: Annotated[
-        Path, typer.Option(help="NATS data, the SQLite event store and service logs.")
+        Path,
+        typer.Option(
+            "--state-dir",
+            "--state",
+            envvar="KAIWO_STATE",
+            help="NATS data, the SQLite event store, service logs and stack.json.",
+        ),
     ] = DEFAULT_STATE_DIR,
     nats_port: Annotated[
         int | None, typer.Option(help="NATS client port; default: a free one.")
@@ -128,15 +134,27 @@ def _print_summary(stack: LocalStack) -> None:
             f"log {service.log_path}",
         )
     console.print(table)
-    if stack.options.fake_cluster:
-        console.print(
-            f"Try: kaiwo apply --kubeconfig {stack.kubeconfig} "
-            "-f examples/kaiwoqueueconfig.yaml -f examples/kaiwojob-gpu-training.yaml, then "
-            "kaiwo events explain ml-team/llama-3-8b-sft"
-            + (
-                ""
-                if stack.options.state_dir == DEFAULT_STATE_DIR
-                else f" --state-dir {stack.options.state_dir}"
-            ),
-            highlight=False,
-        )
+    console.print(
+        next_steps(stack.options.state_dir, fake=stack.options.fake_cluster), highlight=False
+    )
+
+
+def next_steps(state_dir: Path, *, fake: bool) -> str:
+    """The commands to try, as they work when typed in another shell (test_scientist_cli runs
+    them as printed)."""
+    where = (
+        "In another shell here"
+        if state_dir == DEFAULT_STATE_DIR
+        else f"In another shell: export KAIWO_STATE={state_dir.resolve()}, then"
+    )
+    lines = [f"{where} (every kaiwo command finds this stack by its state directory):"]
+    if fake:
+        lines.append("  kaiwo apply -f examples/kaiwoqueueconfig.yaml")
+    lines += [
+        "  kaiwo submit -f examples/kaiwojob-gpu-training.yaml --wait",
+        "  kaiwo list -A",
+        "  kaiwo status ml-team/llama-3-8b-sft",
+        "  kaiwo queues",
+        "  kaiwo events explain ml-team/llama-3-8b-sft",
+    ]
+    return "\n".join(lines)

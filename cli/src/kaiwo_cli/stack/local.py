@@ -15,8 +15,12 @@ Order of start-up, each step failing with one clear line:
 5. recorder, watcher, planner, executor (and monitor when a metrics endpoint is given) as
    supervised child processes, each with its health port; start-up waits for every
    ``/readyz``; each service connects with its own identity;
-6. ``<state>/stack.json`` tells ``kaiwo events`` where NATS and the event store are, and
-   subscribers of the public workload events where their credentials are.
+6. ``<state>/stack.json`` tells every ``kaiwo`` command where NATS, the event store, the
+   cluster and the health endpoints are (:mod:`kaiwo_cli.stack.state`).
+
+The state directory is locked (``<state>/up.lock``) from the first step, so a second stack on
+it is refused in one line. nats-server is supervised like the services: restarted on the same
+port and JetStream directory, with the same back-off.
 """
 
 from __future__ import annotations
@@ -54,12 +58,18 @@ from kaiwo_runtime.nats_credentials import (
     private_directory,
     write_credentials,
 )
-from kaiwo_runtime.nats_server import NatsServer, free_port
+from kaiwo_runtime.nats_server import NatsServer, NatsServerError, free_port
 from kaiwo_sandbox import Sandbox, SandboxOptions
 
 from kaiwo_cli.stack.demo_cluster import seed_demo_cluster
-from kaiwo_cli.stack.processes import ServiceProcess
-from kaiwo_cli.stack.state import StackState
+from kaiwo_cli.stack.processes import (
+    FIRST_RESTART_DELAY,
+    MAX_RESTART_DELAY,
+    STABLE_SECONDS,
+    ServiceProcess,
+    log,
+)
+from kaiwo_cli.stack.state import StackLockedError, StackState, StateLock
 from kaiwo_cli.stack.third_party import driven_kind_crds
 
 FIELD_MANAGER = "kaiwo-installer"
@@ -128,6 +138,8 @@ class LocalStack:
         self._supervisors: list[asyncio.Task[None]] = []
         self.sandbox: Sandbox | None = None
         self._sandbox_kube: KubernetesAsyncioAdapter | None = None
+        self._lock = StateLock(options.state_dir)
+        self.nats_restarts = 0
 
     @property
     def metrics_endpoint(self) -> str | None:
@@ -164,12 +176,18 @@ class LocalStack:
     async def start(self) -> None:
         # Credentials, the event store and whole objects live here: the owner's only.
         private_directory(self.options.state_dir)
+        # Before anything else: a second stack here would share NATS's JetStream directory.
+        try:
+            self._lock.acquire()
+        except StackLockedError as error:
+            raise StackError(str(error)) from None
         if self.options.fake_cluster:
             self.kubeconfig = await self._start_fake_cluster()
         await self._prepare_cluster()
         if self.options.fake_cluster and self.options.sandbox is not None:
             await self._start_sandbox(self.options.sandbox)
         await self._start_nats()
+        self._supervisors.append(asyncio.create_task(self._supervise_nats()))
         await self._start_services()
         await self._wait_ready()
         self.state().write(self.options.state_dir)
@@ -197,7 +215,20 @@ class LocalStack:
             event_store_url=self.options.event_store_url,
             nats_tls_ca_file=tls.ca_file if tls is not None else None,
             subscriber_credentials_file=self.credentials.seed(SUBSCRIBER),
+            kubeconfig=self._recorded_kubeconfig(),
+            health_urls={
+                name: f"http://127.0.0.1:{service.health_port}/readyz"
+                for name, service in self.services.items()
+            },
+            pid=os.getpid(),
         )
+
+    def _recorded_kubeconfig(self) -> Path | None:
+        """The kubeconfig file the services use, absolute, so that commands run from any
+        directory or shell talk to the same cluster."""
+        if self.kubeconfig is not None:
+            return self.kubeconfig.resolve()
+        return default_kubeconfig()
 
     async def stop(self) -> None:
         # All at once: each finishes its current message and exits; none waits for another.
@@ -220,6 +251,7 @@ class LocalStack:
             self._fake.send_signal(signal.SIGTERM)
             await self._fake.wait()
         self._fake = None
+        self._lock.release()
 
     # ------------------------------------------------------------------ steps
 
@@ -286,6 +318,9 @@ class LocalStack:
 
     async def _prepare_cluster(self) -> None:
         where = str(self.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config")
+        missing = missing_kubeconfig(self.kubeconfig)
+        if missing is not None:
+            raise StackError(missing)
         try:
             # The client library logs "Config not found" itself; the error below says it.
             logging.getLogger("kubernetes_asyncio.config").setLevel(logging.ERROR)
@@ -308,6 +343,28 @@ class LocalStack:
                 await kube.ensure_crds(crds, field_manager=FIELD_MANAGER)
             if self.options.fake_cluster and self.options.seed_fake_cluster:
                 await seed_demo_cluster(kube, self.options.sandbox)
+
+    async def _supervise_nats(self) -> None:
+        """Start nats-server again when it exits, on the same port and JetStream directory,
+        with the back-off of the services (:class:`ServiceProcess`); clients reconnect."""
+        delay = FIRST_RESTART_DELAY
+        loop = asyncio.get_running_loop()
+        while self.nats is not None:
+            started = loop.time()
+            code = await self.nats.wait()
+            if self.nats is None:
+                return
+            if loop.time() - started >= STABLE_SECONDS:
+                delay = FIRST_RESTART_DELAY
+            self.nats_restarts += 1
+            log.warning("nats-server exited; restarting", code=code, delay=delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, MAX_RESTART_DELAY)
+            if self.nats is not None:
+                try:
+                    await self.nats.start()
+                except NatsServerError as error:
+                    log.error("nats-server did not start again", error=str(error))
 
     async def _start_nats(self) -> None:
         topology = bus_topology()
@@ -386,6 +443,33 @@ class LocalStack:
                         f"{name} did not become ready in {within:.0f} s (log: {service.log_path})"
                     )
                 await asyncio.sleep(0.1)
+
+
+def default_kubeconfig() -> Path | None:
+    """The kubeconfig file a client would read with none named: ``$KUBECONFIG``'s first
+    entry, else ``~/.kube/config`` (None when neither exists)."""
+    listed = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    candidate = Path(listed).expanduser() if listed else Path.home() / ".kube" / "config"
+    return candidate.resolve() if candidate.is_file() else None
+
+
+def missing_kubeconfig(given: Path | None) -> str | None:
+    """What is missing, in one line with what to do, when no kubeconfig file can be read
+    (None when there is one, or when running in a pod with its service account)."""
+    if given is not None:
+        return None if given.is_file() else f"no kubeconfig at {given} (--kubeconfig)"
+    if os.environ.get("KUBERNETES_SERVICE_HOST") or default_kubeconfig() is not None:
+        return None
+    where = (
+        f"$KUBECONFIG ({os.environ['KUBECONFIG']})"
+        if os.environ.get("KUBECONFIG")
+        else "~/.kube/config"
+    )
+    return (
+        f"no cluster to operate: {where} does not exist. Point --kubeconfig (make run "
+        "ARGS=--kubeconfig=FILE) or $KUBECONFIG at a cluster, or try the simulated one: "
+        "make demo"
+    )
 
 
 async def _ready(http: aiohttp.ClientSession, port: int) -> bool:
