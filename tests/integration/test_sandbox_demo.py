@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from kaiwo_cli.main import app
 from click.testing import CliRunner
+from kaiwo_cli.main import app
 
 SCENARIO = Path(__file__).resolve().parents[2] / "cli/src/kaiwo_cli/scenarios/demo.yaml"
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from click.testing import CliRunner
 from kaiwo_cli.commands.demo import DEFAULT_SCENARIO
 from kaiwo_cli.main import app
-from click.testing import CliRunner
 
 runner = CliRunner()
 

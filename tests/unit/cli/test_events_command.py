@@ -347,8 +347,9 @@ def test_explain_names_plans_as_replay_does(recorded: Recorded) -> None:
 
     plan_ids = re.findall(r"plan ([0-9a-f]{8}) \(", replayed.output)
     assert plan_ids, replayed.output
-    for plan_id in plan_ids:
-        assert f"plan {plan_id} (observation)" in explained.output
+    triggers = re.findall(r"plan ([0-9a-f]{8}) \((observation|finding)\)", explained.output)
+    assert [plan_id for plan_id, _ in triggers] == plan_ids
+    assert {trigger for _, trigger in triggers} == {"observation", "finding"}
     # each result names the plan it carried out
     assert f"(plan {plan_ids[0]})" in explained.output
 

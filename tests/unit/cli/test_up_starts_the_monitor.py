@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import pytest
+from click.testing import CliRunner
 from kaiwo_cli.commands import up
 from kaiwo_cli.main import app
 from kaiwo_cli.stack.local import StackOptions
-from click.testing import CliRunner
 
 
 @pytest.fixture

@@ -82,6 +82,7 @@ def test_stream_replicas_shape_every_stream_of_the_topology(
         "KAIWO_RES": 3,
         "KAIWO_MON": 3,
         "KAIWO_DLQ": 3,
+        "KAIWO_PUBLIC": 3,
     }
 
 
