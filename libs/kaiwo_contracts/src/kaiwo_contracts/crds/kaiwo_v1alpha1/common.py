@@ -100,6 +100,20 @@ Duration = Annotated[
 """A duration in whole hours, minutes and seconds (``90s``, ``30m``, ``1h30m``, ``1h0m0s``)."""
 
 
+LABEL_VALUE_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+
+LabelValue = Annotated[
+    str,
+    Field(max_length=63, json_schema_extra={"pattern": LABEL_VALUE_PATTERN}),
+    must_match(
+        LABEL_VALUE_PATTERN,
+        meaning="must be a name of lower-case letters, digits, '-' and '.' (it becomes a label)",
+    ),
+]
+"""A name that becomes a Kueue label value as it is (the queue, the priority class): Kueue
+matches it exactly, so it cannot be shortened and must fit a label (63 characters)."""
+
+
 def embedded_kind(kind: str) -> AfterValidator:
     """A validator for an embedded object: a ``kind``, when given, is the field's ``kind``.
 
@@ -436,8 +450,8 @@ class CommonMetaSpec(KubeModel):
     ray: bool = Field(default=False, description="Run on Ray (RayJob/RayService).")
     storage: StorageSpec | None = None
     dangerous: bool = Field(default=False, description="Do not add the default security context.")
-    cluster_queue: str | None = Field(default=None, description="Kueue ClusterQueue name.")
-    priority_class: str | None = Field(
+    cluster_queue: LabelValue | None = Field(default=None, description="Kueue ClusterQueue name.")
+    priority_class: LabelValue | None = Field(
         default=None, description="Kueue WorkloadPriorityClass name (upstream wire name)."
     )
 
