@@ -203,3 +203,60 @@ def test_the_projection_ignores_a_reference_across_namespaces() -> None:
     plan = plan_object(owner=owner(), cluster=state, now=NOW)
     assert plan is not None and plan.status is not None
     assert plan.status["status"] != "FAILED"
+
+
+# ------------------------------------------------------------------ overflow
+
+
+def valid_condition(plan: Any) -> dict[str, Any]:
+    assert plan is not None and plan.status is not None
+    found: dict[str, Any] = next(c for c in plan.status["conditions"] if c["type"] == "Valid")
+    return found
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            {"duration": "99999999999999h"},
+            "spec.duration: must be at most 2562047h (the longest duration Go holds), "
+            "got '99999999999999h'",
+        ),
+        ({"replicas": 2**63}, "spec.replicas: must be at most 2147483647"),
+        ({"gpus": 2**63 - 1}, "spec.gpus: must be at most 2147483647"),
+        (
+            {"storage": {"storageEnabled": True, "data": {"storageSize": "1e100"}}},
+            "spec.storage.data.storageSize: must be at most 9223372036854775807 (2**63 - 1, "
+            "the largest Kubernetes quantity), got '1e100'",
+        ),
+    ],
+)
+def test_a_value_that_would_overflow_gives_valid_false_and_a_warning(
+    spec: dict[str, Any], message: str
+) -> None:
+    plan = plan_object(owner=workload("KaiwoJob", "huge", **spec), cluster=cluster(), now=NOW)
+
+    valid = valid_condition(plan)
+    expected = f"The spec is invalid, nothing was changed: {message}"
+    assert (valid["status"], valid["reason"], valid["message"]) == (
+        "False",
+        "InvalidSpec",
+        expected,
+    )
+    assert plan is not None and plan.desired == ()
+    assert [(e.type, e.reason, e.message) for e in plan.events] == [
+        ("Warning", "InvalidSpec", expected)
+    ]
+
+
+def test_a_deadline_past_the_last_representable_date_is_reported_not_raised() -> None:
+    job = workload("KaiwoJob", "late", duration="2h")
+    job["status"] = {"status": "RUNNING", "startTime": "9999-12-31T23:00:00Z"}
+
+    plan = plan_object(owner=job, cluster=cluster(), now=NOW)
+
+    valid = valid_condition(plan)
+    assert (valid["status"], valid["reason"]) == ("False", "InvalidSpec")
+    assert valid["message"].startswith(
+        "The spec is invalid, nothing was changed: spec: a value is too large to plan with ("
+    )
