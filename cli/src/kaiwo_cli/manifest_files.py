@@ -118,7 +118,7 @@ def load_bounded(text: str) -> list[Any]:
     loader = _BoundedLoader(text)
     try:
         documents = []
-        while loader.check_data():
+        while loader.check_data():  # type: ignore[no-untyped-call]
             documents.append(loader.get_data())
         return documents
     except RecursionError as error:  # the limits keep well below; a last line of defence
