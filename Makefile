@@ -66,8 +66,8 @@ demo: install ## A simulated cluster (2x8 MI300X, 2x8 H100, 1 CPU node) running 
 fuzz: install ## Fuzz the bus: decoding and the recorder's mapping, 100,000 cases per target
 	HYPOTHESIS_PROFILE=fuzz $(RUN) pytest tests/fuzz/bus -q -p no:cacheprovider --timeout=0
 
-hostile: install ## The hostile bus corpus through the real consumers, with its table
-	$(RUN) pytest tests/hostile/bus -q -s -p no:cacheprovider
+hostile: install ## The hostile bus and manifest corpora through the real consumers, with their tables
+	$(RUN) pytest tests/hostile/bus tests/hostile/manifests/test_hostile_manifests.py -q -s -p no:cacheprovider
 
 bench: install ## Benchmarks that print figures
 	@for b in bench/*.py; do echo "== $$b"; $(RUN) python $$b || exit 1; done

@@ -349,6 +349,15 @@ class ProjectedClusterState(ClusterState):
             return super().workload_queue_uses()
         return self.view.queue_uses
 
+    def namespace_of(self, uid: str) -> str | None:
+        if self.view is None:
+            return super().namespace_of(uid)
+        self.view.projection.require_version(self.view.version)
+        found = self.view.projection.by_uid(uid)
+        if found is None:
+            return None
+        return str((found.get("metadata") or {}).get("namespace") or "")
+
     def objects_labelled(
         self, key: str, value: str, *, kind: str | None = None
     ) -> tuple[dict[str, Any], ...]:

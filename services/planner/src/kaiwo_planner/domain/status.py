@@ -44,6 +44,7 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.plans import EventIntent
 
 from kaiwo_planner.domain.cluster import ClusterState, object_uid
+from kaiwo_planner.domain.naming import child_name, main_child_name
 from kaiwo_planner.domain.schedulable import SCHEDULABLE, SchedulableVerdict
 
 WorkloadKind = Literal["KaiwoJob", "KaiwoService"]
@@ -151,7 +152,7 @@ def observe_children(
     downloads_configured: bool,
 ) -> ObservedChildren:
     """Collect a workload's children from the cluster state (children are named after it)."""
-    child = cluster.child_of(owner_uid, kind=child_kind, name=name)
+    child = cluster.child_of(owner_uid, kind=child_kind, name=main_child_name(name))
     child_uid = object_uid(child) if child else ""
     ray_service = None
     if child_kind == "AppWrapper":
@@ -170,7 +171,7 @@ def observe_children(
         ray_service=ray_service,
         kueue_workloads=workloads,
         downloads_configured=downloads_configured,
-        download_job=cluster.child_of(owner_uid, kind="Job", name=f"{name}-download"),
+        download_job=cluster.child_of(owner_uid, kind="Job", name=child_name(name, "download")),
         pvcs=tuple(
             c for c in cluster.children_of(owner_uid) if c.get("kind") == "PersistentVolumeClaim"
         ),
