@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 import yaml
+from click.testing import CliRunner
 from kaiwo_cli.main import app
 from kaiwo_planner.domain.cluster import ClusterState
 from kaiwo_planner.domain.planning import plan_object
-from typer.testing import CliRunner
 
 from tests.hostile.manifests.corpus import HostileManifest, build_corpus
 
