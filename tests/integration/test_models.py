@@ -23,9 +23,9 @@ from typing import Any, Final
 import pytest
 import pytest_asyncio
 import yaml
+from click.testing import CliRunner
 from kaiwo_cli.main import app
 from kaiwo_kube import KubernetesPort, NotFound, resources
-from typer.testing import CliRunner
 
 from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import Pending, Pipeline, eventually
@@ -444,4 +444,5 @@ async def test_replay_reproduces_every_model_plan_and_explain_tells_the_story(
     )
     assert explained.exit_code == 0, explained.output
     assert explained.output.startswith(f"Model {pipeline.namespace}/rolling")
-    assert "delete Pod" in explained.output
+    # Long lines are wrapped under their branch: read them joined again.
+    assert "delete Pod" in " ".join(line.lstrip("│├└─ ") for line in explained.output.splitlines())

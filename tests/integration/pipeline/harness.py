@@ -233,6 +233,7 @@ async def running_pipeline(
     service_env: Mapping[str, str] | None = None,
     gpu_cluster: bool = True,
     gateway_port: int | None = None,
+    metrics_endpoint: str | None = None,
 ) -> AsyncIterator[Pipeline]:
     """``kaiwo up`` with ``state_dir`` against a fresh fake API server (``--fake``), or against
     ``real`` in a namespace of its own.
@@ -240,6 +241,7 @@ async def running_pipeline(
     ``service_env``: more ``KAIWO_*`` settings for every service, over :data:`SERVICE_ENV`.
     ``gpu_cluster``: set the cluster up for GPU workloads (a GPU node and the KaiwoQueueConfig
     with queue ``kaiwo`` for the namespace); without it the test sets up nodes and queues.
+    ``metrics_endpoint``: a Prometheus URL; the monitor runs too.
     On a real API server the Leases of every node the tests register are kept renewed.
     ``gateway_port``: start the OpenAI gateway too, on this port.
     """
@@ -249,7 +251,12 @@ async def running_pipeline(
             namespace = actors.NAMESPACE
             started_at = time.monotonic()
             options = _stack_options(
-                state_dir, store_url, kubeconfig=None, env=env, gateway_port=gateway_port
+                state_dir,
+                store_url,
+                kubeconfig=None,
+                env=env,
+                metrics=metrics_endpoint,
+                gateway_port=gateway_port,
             )
             stack = await exits.enter_async_context(LocalStack(options))
             assert stack.kubeconfig is not None
@@ -263,7 +270,12 @@ async def running_pipeline(
             kubeconfig = real.kubeconfig_for(OPERATOR_USER)
             started_at = time.monotonic()
             options = _stack_options(
-                state_dir, store_url, kubeconfig=kubeconfig, env=env, gateway_port=gateway_port
+                state_dir,
+                store_url,
+                kubeconfig=kubeconfig,
+                env=env,
+                metrics=metrics_endpoint,
+                gateway_port=gateway_port,
             )
             stack = await exits.enter_async_context(LocalStack(options))
             jobs = actors.Kubelet(kube)
@@ -301,6 +313,7 @@ def _stack_options(
     kubeconfig: Path | None,
     env: Mapping[str, str],
     gateway_port: int | None = None,
+    metrics: str | None = None,
 ) -> StackOptions:
     return StackOptions(
         state_dir=state_dir,
@@ -311,6 +324,7 @@ def _stack_options(
         service_env=env,
         ready_timeout=90.0,
         gateway_port=gateway_port,
+        metrics_endpoint=metrics,
     )
 
 

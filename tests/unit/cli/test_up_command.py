@@ -5,8 +5,8 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+from click.testing import CliRunner
 from kaiwo_cli.main import app
-from typer.testing import CliRunner
 
 
 def test_a_taken_gateway_port_is_refused_in_one_line(tmp_path: Path) -> None:

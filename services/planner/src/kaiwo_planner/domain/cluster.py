@@ -11,7 +11,10 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from kaiwo_planner.domain.findings import WorkloadFinding
 
 _T = TypeVar("_T")
 
@@ -276,12 +279,15 @@ class ClusterState:
     Deployments, AppWrappers, RayServices, PVCs, ConfigMaps, Pods, LocalQueues, ...), in JSON.
     ``kueue_workloads``: observed ``kueue.x-k8s.io/v1beta1`` Workloads.
     ``namespaces``: names of the namespaces that exist.
+    ``findings``: the monitor's latest finding per workload uid.
     """
 
     nodes: tuple[NodeInfo, ...] = ()
     objects: tuple[dict[str, Any], ...] = ()
     kueue_workloads: tuple[dict[str, Any], ...] = ()
     namespaces: frozenset[str] = frozenset()
+    findings: Mapping[str, WorkloadFinding] = field(default_factory=dict)
+    """The monitor's latest finding per workload uid (:mod:`kaiwo_planner.domain.findings`)."""
     _children: Mapping[str, tuple[dict[str, Any], ...]] = field(
         init=False, repr=False, compare=False, hash=False
     )
@@ -325,8 +331,26 @@ class ClusterState:
         )
 
     def children_of(self, owner_uid: str) -> tuple[dict[str, Any], ...]:
-        """Objects with an ownerReference to ``owner_uid``, in plan order."""
-        return self._children.get(owner_uid, ())
+        """Objects with an ownerReference to ``owner_uid``, in plan order.
+
+        A reference across namespaces is ignored: a namespaced owner's children live in its
+        namespace (Kubernetes' garbage collector ignores such references too), so a Job in
+        ``vision`` naming a KaiwoJob of ``ml-team`` by uid changes nothing of that KaiwoJob.
+        """
+        children = self._children.get(owner_uid, ())
+        owner_namespace = self.namespace_of(owner_uid) if children else None
+        if not owner_namespace:  # owner not observed, or cluster-scoped
+            return children
+        if all(_namespace(child) == owner_namespace for child in children):
+            return children
+        return tuple(child for child in children if _namespace(child) == owner_namespace)
+
+    def namespace_of(self, uid: str) -> str | None:
+        """The namespace of the observed object with this uid ("" cluster-scoped, None unknown)."""
+        namespaces = self.derived(
+            ("namespace-by-uid",), lambda: {_uid(o): _namespace(o) for o in self.objects}
+        )
+        return namespaces.get(uid)
 
     def child_of(
         self, owner_uid: str, *, kind: str, name: str | None = None
@@ -444,6 +468,10 @@ def _index_by_kind(
         key = (api_group_of(str(obj.get("apiVersion", ""))), str(obj.get("kind", "")))
         index.setdefault(key, []).append(obj)
     return {key: tuple(found) for key, found in index.items()}
+
+
+def _namespace(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("namespace") or "")
 
 
 def object_uid(obj: Mapping[str, Any]) -> str:
