@@ -38,7 +38,7 @@ RELEASE: Final = "kaiwo"
 ERROR: Final = 3
 """helm lint's severity of an error."""
 GENERATED_SUFFIX: Final = re.compile(
-    r"\b(kaiwo-nats-(?:config|cluster|admin|watcher|planner|executor|monitor|recorder))-[a-z0-9]{10}\b"
+    r"\b(kaiwo-nats-(?:config|cluster|admin|watcher|planner|executor|monitor|recorder|gateway))-[a-z0-9]{10}\b"
 )
 
 
@@ -148,7 +148,7 @@ async def test_without_the_scheduler_the_operator_is_told_the_default_one(
     values = {
         "scheduler": {"enabled": False},
         "nats": {"replicas": 1},
-        "replicas": {"watcher": 1, "planner": 1, "executor": 1, "monitor": 1},
+        "replicas": {"watcher": 1, "planner": 1, "executor": 1, "monitor": 1, "gateway": 1},
         "kaiwoQueueConfig": {"create": True, "spec": {}},
         "eventstore": {"url": "postgresql://kaiwo:secret@db:5432/kaiwo"},
     }

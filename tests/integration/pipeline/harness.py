@@ -232,6 +232,7 @@ async def running_pipeline(
     real: RealCluster | None = None,
     service_env: Mapping[str, str] | None = None,
     gpu_cluster: bool = True,
+    gateway_port: int | None = None,
     metrics_endpoint: str | None = None,
 ) -> AsyncIterator[Pipeline]:
     """``kaiwo up`` with ``state_dir`` against a fresh fake API server (``--fake``), or against
@@ -242,6 +243,7 @@ async def running_pipeline(
     with queue ``kaiwo`` for the namespace); without it the test sets up nodes and queues.
     ``metrics_endpoint``: a Prometheus URL; the monitor runs too.
     On a real API server the Leases of every node the tests register are kept renewed.
+    ``gateway_port``: start the OpenAI gateway too, on this port.
     """
     env = {**SERVICE_ENV, **(service_env or {})}
     async with contextlib.AsyncExitStack() as exits:
@@ -249,7 +251,12 @@ async def running_pipeline(
             namespace = actors.NAMESPACE
             started_at = time.monotonic()
             options = _stack_options(
-                state_dir, store_url, kubeconfig=None, env=env, metrics=metrics_endpoint
+                state_dir,
+                store_url,
+                kubeconfig=None,
+                env=env,
+                metrics=metrics_endpoint,
+                gateway_port=gateway_port,
             )
             stack = await exits.enter_async_context(LocalStack(options))
             assert stack.kubeconfig is not None
@@ -263,7 +270,12 @@ async def running_pipeline(
             kubeconfig = real.kubeconfig_for(OPERATOR_USER)
             started_at = time.monotonic()
             options = _stack_options(
-                state_dir, store_url, kubeconfig=kubeconfig, env=env, metrics=metrics_endpoint
+                state_dir,
+                store_url,
+                kubeconfig=kubeconfig,
+                env=env,
+                metrics=metrics_endpoint,
+                gateway_port=gateway_port,
             )
             stack = await exits.enter_async_context(LocalStack(options))
             jobs = actors.Kubelet(kube)
@@ -300,6 +312,7 @@ def _stack_options(
     *,
     kubeconfig: Path | None,
     env: Mapping[str, str],
+    gateway_port: int | None = None,
     metrics: str | None = None,
 ) -> StackOptions:
     return StackOptions(
@@ -310,6 +323,7 @@ def _stack_options(
         store_url=store_url,
         service_env=env,
         ready_timeout=90.0,
+        gateway_port=gateway_port,
         metrics_endpoint=metrics,
     )
 

@@ -11,12 +11,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import nats
 import nats.errors
 import pytest
 import pytest_asyncio
 from click.testing import CliRunner
 from kaiwo_cli.main import app
+from kaiwo_runtime.nats_server import free_port
 
 from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import Pending, Pipeline, eventually, running_pipeline
@@ -27,6 +29,7 @@ IDENTITIES = (
     "admin",
     "cli",
     "executor",
+    "gateway",
     "monitor",
     "planner",
     "recorder",
@@ -37,7 +40,7 @@ IDENTITIES = (
 
 @pytest_asyncio.fixture
 async def stack(tmp_path: Path) -> AsyncIterator[Pipeline]:
-    async with running_pipeline(tmp_path / "kaiwo") as running:
+    async with running_pipeline(tmp_path / "kaiwo", gateway_port=free_port()) as running:
         yield running
 
 
@@ -73,13 +76,21 @@ async def test_kaiwo_up_keeps_its_state_private(stack: Pipeline) -> None:
 
 
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads /proc/net/tcp (Linux)")
-async def test_nats_listens_on_loopback_only_and_refuses_anonymous_clients(
+async def test_nats_and_the_gateway_listen_on_loopback_only_and_nats_refuses_anonymous_clients(
     stack: Pipeline,
 ) -> None:
     server = stack.stack.nats
     assert server is not None
+    gateway = stack.stack.options.gateway_port
+    assert gateway is not None
 
     assert listening_addresses(server.port) == {"127.0.0.1"}
+    assert listening_addresses(gateway) == {"127.0.0.1"}
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"http://127.0.0.1:{gateway}/openai/v1/models") as models,
+    ):
+        assert await models.json() == {"object": "list", "data": []}
     with pytest.raises(nats.errors.Error, match="Authorization Violation"):
         await nats.connect(
             server.url, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=2

@@ -23,6 +23,7 @@ OPERATOR_KEYS = [
     "admin",
     "cli",
     "executor",
+    "gateway",
     "monitor",
     "planner",
     "recorder",

@@ -23,6 +23,7 @@ from kaiwo_contracts.events.permissions import (
     ADMIN,
     CLI,
     EXECUTOR,
+    GATEWAY,
     MONITOR,
     PLANNER,
     RECORDER,
@@ -309,6 +310,25 @@ async def test_a_reader_uses_its_own_durable_consumer_and_no_operator_s(
         await reader.close()
     executor = await secured.bus(EXECUTOR)
     assert await executor_sees(executor, secured.topology) == [subject]
+
+
+async def test_the_gateway_reads_stored_observations_and_publishes_or_consumes_nothing(
+    secured: SecuredBus,
+) -> None:
+    watcher = await secured.bus(WATCHER)
+    pod = observed_subject(kind="Pod", namespace="team-a", uid=UID)
+    await watcher.publish_raw(pod, body=b"{}", headers={"Nats-Msg-Id": "pod"})
+
+    gateway = await secured.bus(GATEWAY)
+    jsm = gateway.client.jsm()
+    stored = await jsm.get_msg("KAIWO_OBS", seq=1, subject="kaiwo.obs.pod.>", next=True)
+    assert stored.subject == pod
+    with pytest.raises(BusError):
+        await gateway.publish_raw(pod, body=b"{}", headers={})
+    # No consumer on the observations: the right to create one reaches the planner's.
+    js = gateway.client.jetstream(timeout=REFUSED_WITHIN)
+    with pytest.raises(nats.errors.TimeoutError):
+        await js.subscribe("kaiwo.obs.pod.>", stream="KAIWO_OBS", ordered_consumer=True)
 
 
 async def test_services_open_their_own_buckets_and_leases_only(secured: SecuredBus) -> None:

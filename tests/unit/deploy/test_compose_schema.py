@@ -38,6 +38,7 @@ def test_it_runs_every_service_and_provisions_nats_first() -> None:
     services = compose()["services"]
     assert sorted(services) == [
         "executor",
+        "gateway",
         "monitor",
         "nats",
         "nats-provision",

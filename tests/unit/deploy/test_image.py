@@ -241,6 +241,7 @@ def test_every_command_the_manifests_run_exists_in_the_image() -> None:
         "kaiwo_executor",
         "kaiwo_monitor",
         "kaiwo_recorder",
+        "kaiwo_gateway",
     }
     for module in modules:
         assert module_main(module) is not None, module

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kaiwo_contracts.events.permissions import ADMIN, SERVICES
+from kaiwo_contracts.events.permissions import ADMIN, GATEWAY, SERVICES
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 CREDENTIALS_FILE = "/var/run/secrets/kaiwo/nats/nkey"
@@ -76,6 +76,7 @@ def test_compose_gives_each_service_its_own_key_and_provisions_as_the_administra
         "watcher": "watcher",
         "planner": "planner",
         "executor": "executor",
+        "gateway": "gateway",
         "monitor": "monitor",
     }
 
@@ -87,9 +88,10 @@ def test_compose_gives_each_service_its_own_key_and_provisions_as_the_administra
             "file": f"./nats-credentials/{identity}.nk"
         }
     assert services["nats-provision"]["command"] == ["kaiwo", "nats", "provision"]
+    assert services["gateway"]["ports"] == ["127.0.0.1:${KAIWO_GATEWAY_PORT:-18000}:8000"]
     assert services["monitor"]["command"] == ["python", "-m", "kaiwo_monitor"]
     assert "KAIWO_MONITOR_METRICS_ENDPOINT" in services["monitor"]["environment"]
-    for name in ("recorder", "watcher", "planner", "executor", "monitor"):
+    for name in ("recorder", "watcher", "planner", "executor", "gateway", "monitor"):
         assert services[name]["depends_on"]["nats-provision"] == {
             "condition": "service_completed_successfully"
         }
@@ -104,7 +106,7 @@ def test_each_deployment_mounts_its_own_nats_key_only() -> None:
     ]
 
     assert sorted(d["metadata"]["name"] for d in deployments) == sorted(
-        f"kaiwo-{service}" for service in SERVICES
+        f"kaiwo-{service}" for service in (*SERVICES, GATEWAY)
     )
     for deployment in deployments:
         service = deployment["metadata"]["name"].removeprefix("kaiwo-")
@@ -169,5 +171,24 @@ def test_kustomize_generates_the_config_and_one_secret_per_identity() -> None:
     ]
     assert kustomization["secretGenerator"] == [
         {"name": f"kaiwo-nats-{identity}", "files": [f"nkey=nats-credentials/{identity}.nk"]}
-        for identity in (ADMIN, "watcher", "planner", "executor", "monitor", "recorder")
+        for identity in (ADMIN, "watcher", "planner", "executor", "monitor", "recorder", GATEWAY)
     ]
+
+
+def test_the_gateway_serves_the_openai_api_on_port_80_without_any_api_server_token() -> None:
+    service = one("Service", "kaiwo-gateway")
+    deployment = one("Deployment", "kaiwo-gateway")
+    pod = deployment["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+
+    assert service["spec"]["ports"] == [{"name": "http", "port": 80, "targetPort": "openai"}]
+    assert {"containerPort": 8000, "name": "openai"} in container["ports"]
+    assert env_of(container)["KAIWO_GATEWAY_PORT"] == "8000"
+    assert container["command"] == ["python", "-m", "kaiwo_gateway"]
+    assert deployment["metadata"]["labels"]["app.kubernetes.io/part-of"] == "kaiwo"
+    gateway_roles = [
+        obj for obj in kubernetes_objects()
+        if obj["kind"] in ("RoleBinding", "ClusterRoleBinding")
+        and any(s.get("name") == "kaiwo-gateway" for s in obj.get("subjects") or ())
+    ]
+    assert gateway_roles == []

@@ -100,7 +100,7 @@ def test_production_runs_nats_as_a_three_node_cluster_with_three_copies(producti
         if env_of(o).get("KAIWO_BUS_STREAM_REPLICAS") == "3"
     ]
     assert sorted(with_replicas) == sorted(
-        [*(f"kaiwo-{s}" for s in SERVICES), "kaiwo-nats-provision"]
+        [*(f"kaiwo-{s}" for s in SERVICES), "kaiwo-gateway", "kaiwo-nats-provision"]
     )
 
 
@@ -116,6 +116,7 @@ def test_production_replicas_budgets_and_spread(production: Any) -> None:
         "kaiwo-executor": 2,
         "kaiwo-monitor": 2,
         "kaiwo-recorder": 1,
+        "kaiwo-gateway": 2,
         "kaiwo-scheduler": 2,
     }
     budgets = {name: o["spec"] for (kind, name), o in production.items() if kind == "PodDisruptionBudget"}
@@ -146,6 +147,7 @@ def test_production_admits_only_what_the_services_need(production: Any) -> None:
     policies = {name: o["spec"] for (kind, name), o in production.items() if kind == "NetworkPolicy"}
     assert sorted(policies) == [
         "default-deny-ingress",
+        "gateway-clients",
         "metrics-from-monitoring",
         "nats-clients",
         "nats-routes",
@@ -162,6 +164,12 @@ def test_production_admits_only_what_the_services_need(production: Any) -> None:
             "ports": [{"protocol": "TCP", "port": 6222}],
         }
     ]
+    # The OpenAI API: any client, on the gateway's port only (its metrics stay on 8080).
+    assert policies["gateway-clients"] == {
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": "kaiwo-gateway"}},
+        "policyTypes": ["Ingress"],
+        "ingress": [{"ports": [{"protocol": "TCP", "port": 8000}]}],
+    }
 
 
 def test_production_has_a_service_monitor_on_every_service_s_metrics(production: Any) -> None:

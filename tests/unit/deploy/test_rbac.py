@@ -160,16 +160,17 @@ def test_each_service_account_is_bound_to_its_own_roles_only() -> None:
         assert binding["kind"] == expected
 
 
-def test_the_planner_and_the_recorder_have_no_role_and_no_token() -> None:
+def test_the_planner_the_recorder_and_the_gateway_have_no_role_and_no_token() -> None:
     accounts = {o["metadata"]["name"]: o for o in rbac() if o["kind"] == "ServiceAccount"}
     assert sorted(accounts) == [
         "kaiwo-executor",
+        "kaiwo-gateway",
         "kaiwo-monitor",
         "kaiwo-planner",
         "kaiwo-recorder",
         "kaiwo-watcher",
     ]
-    for name in ("kaiwo-planner", "kaiwo-recorder"):
+    for name in ("kaiwo-planner", "kaiwo-recorder", "kaiwo-gateway"):
         assert accounts[name]["automountServiceAccountToken"] is False
         assert name not in bound_roles()
     for name in ("kaiwo-watcher", "kaiwo-executor", "kaiwo-monitor"):

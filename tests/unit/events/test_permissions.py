@@ -218,6 +218,8 @@ def test_only_the_planner_publishes_public_events() -> None:
         "planner",
         "admin",
         "cli",
+        "gateway",
+        "gateway-1",
         "subscriber",
         "executor-plan",
         "recorder-x",
@@ -230,7 +232,7 @@ def test_a_reader_cannot_take_an_operator_name(name: str) -> None:
         reader_identity(name)
 
 
-def test_the_operator_identities_are_the_admin_each_service_the_cli_and_the_subscriber() -> None:
+def test_the_operator_identities_are_the_admin_the_services_gateway_cli_and_subscriber() -> None:
     names = [identity.name for identity in operator_identities(bus_topology())]
 
     assert names == [
@@ -240,6 +242,7 @@ def test_the_operator_identities_are_the_admin_each_service_the_cli_and_the_subs
         "executor",
         "monitor",
         "recorder",
+        "gateway",
         "cli",
         "subscriber",
     ]
@@ -259,3 +262,19 @@ def test_the_buckets_are_the_services_defaults() -> None:
         "monitor": MonitorSettings().monitor_state_bucket,
     } == SERVICE_BUCKETS
     assert PlannerSettings().lease_bucket == LEASE_BUCKET
+
+
+def test_the_gateway_reads_stored_observations_of_models_and_pods_and_publishes_no_event() -> None:
+    gateway = service_identity("gateway", bus_topology())
+
+    assert gateway.permissions.publish == (
+        "$JS.API.STREAM.INFO.KAIWO_OBS",
+        "$JS.API.STREAM.MSG.GET.KAIWO_OBS",
+    )
+    assert gateway.permissions.subscribe == (
+        "_INBOX.gateway.>",
+        "kaiwo.obs.model.>",
+        "kaiwo.obs.pod.>",
+    )
+    assert gateway.streams == ("KAIWO_OBS",)
+    assert gateway.consumers == ()

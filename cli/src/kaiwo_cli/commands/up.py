@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 from pathlib import Path
 from typing import Annotated
 
@@ -56,6 +57,10 @@ def up(
             envvar="KAIWO_MONITOR_METRICS_ENDPOINT",
         ),
     ] = None,
+    gateway_port: Annotated[
+        int,
+        typer.Option(help="Port of the OpenAI gateway on 127.0.0.1 (/openai/v1); 0: none."),
+    ] = 8000,
     nats_tls_cert: Annotated[
         Path | None, typer.Option(help="Serve NATS over TLS with this certificate (PEM).")
     ] = None,
@@ -68,6 +73,13 @@ def up(
     ] = None,
 ) -> None:
     """Start NATS, the event store and every service; stop them all on Ctrl-C."""
+    if gateway_port and _port_is_taken(gateway_port):
+        typer.echo(
+            f"kaiwo up: port {gateway_port} of 127.0.0.1 is taken; choose the gateway's with "
+            "--gateway-port (0: no gateway)",
+            err=True,
+        )
+        raise typer.Exit(2)
     if (nats_tls_cert is None) != (nats_tls_key is None):
         typer.echo("kaiwo up: --nats-tls-cert and --nats-tls-key go together", err=True)
         raise typer.Exit(2)
@@ -89,12 +101,23 @@ def up(
         nats_tls=tls,
         store_url=store,
         metrics_endpoint=metrics_endpoint,
+        gateway_port=gateway_port or None,
     )
     try:
         asyncio.run(_run(options))
     except StackError as error:
         typer.echo(f"kaiwo up: {error}", err=True)
         raise typer.Exit(2) from None
+
+
+def _port_is_taken(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
 
 
 async def _run(options: StackOptions) -> None:
@@ -134,6 +157,10 @@ def _print_summary(stack: LocalStack) -> None:
             f"log {service.log_path}",
         )
     console.print(table)
+    if stack.options.gateway_port is not None:
+        console.print(
+            f"OpenAI API: http://127.0.0.1:{stack.options.gateway_port}/openai/v1", highlight=False
+        )
     console.print(
         next_steps(stack.options.state_dir, fake=stack.options.fake_cluster), highlight=False
     )

@@ -12,7 +12,8 @@ Order of start-up, each step failing with one clear line:
    0600; the state directory 0700), ``nats-server`` from the wheel on 127.0.0.1 only, with
    JetStream in ``<state>/nats``, each identity's permissions and no anonymous access (TLS
    when given); the administrator identity declares the streams and consumers;
-5. recorder, watcher, planner, executor (and monitor when a metrics endpoint is given) as
+5. recorder, watcher, planner, executor (monitor when a metrics endpoint is given, the OpenAI
+   gateway when a gateway port is) as
    supervised child processes, each with its health port; start-up waits for every
    ``/readyz``; each service connects with its own identity;
 6. ``<state>/stack.json`` tells every ``kaiwo`` command where NATS, the event store, the
@@ -93,6 +94,8 @@ class StackOptions:
     """Serve NATS over TLS with this certificate; clients verify it against ``ca_file``."""
     store_url: str | None = None
     metrics_endpoint: str | None = None
+    gateway_port: int | None = None
+    """Start the OpenAI gateway on this port of 127.0.0.1 (None: no gateway)."""
     local_cluster: Literal["fake", "envtest"] = "fake"
     """With ``fake_cluster``: the fake API server, or a real kube-apiserver and
     kube-controller-manager from the envtest assets (``python -m kaiwo_envtest``)."""
@@ -406,12 +409,17 @@ class LocalStack:
             env["KAIWO_KUBECONFIG"] = str(self.kubeconfig.resolve())
         if self.metrics_endpoint:
             env["KAIWO_MONITOR_METRICS_ENDPOINT"] = self.metrics_endpoint
+        if self.options.gateway_port is not None:
+            env["KAIWO_GATEWAY_HOST"] = "127.0.0.1"
+            env["KAIWO_GATEWAY_PORT"] = str(self.options.gateway_port)
         return {**env, **self.options.service_env}
 
     async def _start_services(self) -> None:
         services = list(SERVICES)
         if self.metrics_endpoint:
             services.append(("monitor", "kaiwo_monitor"))
+        if self.options.gateway_port is not None:
+            services.append(("gateway", "kaiwo_gateway"))
         assert self.credentials is not None
         for name, module in services:
             port = free_port()

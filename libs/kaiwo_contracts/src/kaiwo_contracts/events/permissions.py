@@ -16,6 +16,10 @@ planner    read its consumers ``planner-obs`` (and stored observations) and
 executor   read ``executor-plan``, publish ``kaiwo.res.>`` and its dead letters; its
            bucket, the ``executor`` lease(s)
 monitor    publish ``kaiwo.mon.>``; its bucket ``kaiwo-monitor``
+gateway    read stored observations of Models and Pods (``KAIWO_OBS``, by sequence) and
+           subscribe to ``kaiwo.obs.model.>`` and ``kaiwo.obs.pod.>`` (wake-ups); publish
+           no event. No consumer: a right to create consumers on ``KAIWO_OBS`` would let it
+           reconfigure the planner's
 recorder   read its ``recorder-*`` consumers and the dead-letter relay, read stored
            messages of every stream, publish dead letters ``kaiwo.dlq.>`` (the relay
            turns max-deliveries advisories into dead letters) and nothing else
@@ -74,9 +78,12 @@ EXECUTOR = "executor"
 MONITOR = "monitor"
 RECORDER = "recorder"
 CLI = "cli"
+GATEWAY = "gateway"
 SUBSCRIBER = "subscriber"
 SERVICES: tuple[str, ...] = (WATCHER, PLANNER, EXECUTOR, MONITOR, RECORDER)
 """The operator's services, each with an identity of its own."""
+GATEWAY_OBSERVED_KINDS: tuple[str, ...] = ("model", "pod")
+"""The observations the gateway reads (kind tokens)."""
 
 SERVICE_BUCKETS: dict[str, str] = {
     WATCHER: "kaiwo-watcher",
@@ -95,7 +102,10 @@ EVENT_STREAMS: tuple[str, ...] = (
     MONITOR_STREAM,
     DEAD_LETTER_STREAM,
 )
-_OPERATOR_CONSUMER_PREFIXES: tuple[str, ...] = (*(f"{name}-" for name in SERVICES), "bus-")
+_OPERATOR_CONSUMER_PREFIXES: tuple[str, ...] = (
+    *(f"{name}-" for name in (*SERVICES, GATEWAY)),
+    "bus-",
+)
 _IDENTITY_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -313,7 +323,28 @@ def service_identity(name: str, topology: BusTopology) -> Identity:
             streams=EVENT_STREAMS,
             consumers=consumers,
         )
+    if name == GATEWAY:
+        return gateway_identity()
     raise ValueError(f"{name!r} is not one of the services {', '.join(SERVICES)}")
+
+
+def gateway_identity() -> Identity:
+    """The OpenAI gateway: reads the observations of Models and their Pods, publishes none."""
+    observed = tuple(
+        f"kaiwo.{Family.OBSERVED.value}.{kind}.{EVERYTHING}" for kind in GATEWAY_OBSERVED_KINDS
+    )
+    return Identity(
+        name=GATEWAY,
+        description="OpenAI gateway: reads observations of Models and Pods, publishes no event",
+        permissions=Permissions(
+            publish=(
+                *_stream_info((OBSERVED_STREAM,)),
+                _api("STREAM", "MSG", "GET", OBSERVED_STREAM),
+            ),
+            subscribe=(f"{inbox_prefix(GATEWAY)}.{EVERYTHING}", *observed),
+        ),
+        streams=(OBSERVED_STREAM,),
+    )
 
 
 def cli_identity() -> Identity:
@@ -368,7 +399,8 @@ def reader_identity(name: str, *, streams: Iterable[str] = EVENT_STREAMS) -> Ide
     Consumers are granted by name because a subject wildcard matches whole tokens only: a
     right to create consumers of any name would let it reconfigure or drain the operator's.
     """
-    if name in (ADMIN, CLI, SUBSCRIBER, *SERVICES) or name.startswith(_OPERATOR_CONSUMER_PREFIXES):
+    operator_names = (ADMIN, CLI, GATEWAY, SUBSCRIBER, *SERVICES)
+    if name in operator_names or name.startswith(_OPERATOR_CONSUMER_PREFIXES):
         raise ValueError(f"{name!r} is taken by the operator; choose another reader name")
     chosen = tuple(streams)
     unknown = sorted(set(chosen) - set(EVENT_STREAMS))
@@ -405,11 +437,12 @@ def reader_identity(name: str, *, streams: Iterable[str] = EVENT_STREAMS) -> Ide
 
 
 def operator_identities(topology: BusTopology) -> tuple[Identity, ...]:
-    """Every identity one deployment needs: the administrator, each service, the CLI and
-    the subscriber of the public workload events."""
+    """Every identity one deployment needs: the administrator, each service, the gateway,
+    the CLI and the subscriber of the public workload events."""
     return (
         admin_identity(),
         *(service_identity(name, topology) for name in SERVICES),
+        gateway_identity(),
         cli_identity(),
         subscriber_identity(),
     )
@@ -420,6 +453,7 @@ __all__ = [
     "CLI",
     "EVENT_STREAMS",
     "EXECUTOR",
+    "GATEWAY",
     "LEASE_BUCKET",
     "MONITOR",
     "PLANNER",
@@ -433,6 +467,7 @@ __all__ = [
     "admin_identity",
     "cli_identity",
     "executor_lease_names",
+    "gateway_identity",
     "inbox_prefix",
     "operator_identities",
     "reader_identity",

@@ -1,0 +1,122 @@
+"""How many replicas a Model should have, from its active requests: a pure decision.
+
+Upstream's algorithm (`kubeai-upstream-behaviour.md` §7.2), with time passed in:
+
+* every tick, the Model's active requests (summed over the gateway's replicas) go into a
+  window of ``ceil(window / interval)`` samples (the oldest drops out); the window starts
+  full of the last saved average (zeros for a new Model), so a restart under load keeps its
+  replicas;
+* desired = ``ceil(average / targetRequests)``, clamped into ``[minReplicas, maxReplicas]``;
+* more than now: scale up at once; fewer: only once fewer has been wanted for
+  ``scaleDownDelaySeconds`` (upstream counts ticks; here it is the time since the first tick
+  that wanted fewer, so the delay does not depend on the interval); the same or more resets
+  that time;
+* ``autoscalingDisabled``: nothing is decided, the user owns ``spec.replicas``.
+
+:func:`replicas_for_a_request` is scale from zero: a request for an autoscaled Model at zero
+replicas asks for one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingSpec:
+    """The Model's fields that scaling reads."""
+
+    replicas: int | None
+    min_replicas: int = 0
+    max_replicas: int | None = None
+    autoscaling_disabled: bool = False
+    target_requests: int = 100
+    scale_down_delay_seconds: int = 30
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingState:
+    """What one Model's scaling remembers between ticks (and across restarts)."""
+
+    samples: tuple[float, ...]
+    fewer_wanted_since: datetime | None = None
+
+    @classmethod
+    def starting(cls, *, size: int, average: float = 0.0) -> ScalingState:
+        return cls(samples=(average,) * size)
+
+    @property
+    def average(self) -> float:
+        return sum(self.samples) / len(self.samples) if self.samples else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingDecision:
+    replicas: int | None
+    """The replicas to set through the scale subresource; None: leave them."""
+    state: ScalingState
+    reason: str
+
+
+def window_size(*, window_seconds: float, interval_seconds: float) -> int:
+    return max(1, math.ceil(window_seconds / interval_seconds))
+
+
+def desired_replicas(spec: ScalingSpec, average: float) -> int:
+    wanted = math.ceil(average / spec.target_requests)
+    wanted = max(wanted, spec.min_replicas)
+    if spec.max_replicas is not None:
+        wanted = min(wanted, spec.max_replicas)
+    return wanted
+
+
+def decide_scale(
+    spec: ScalingSpec, state: ScalingState, *, active_requests: float, now: datetime
+) -> ScalingDecision:
+    if spec.autoscaling_disabled:
+        return ScalingDecision(replicas=None, state=state, reason="autoscaling is disabled")
+    samples = (*state.samples[1:], active_requests) if state.samples else (active_requests,)
+    sampled = ScalingState(samples=samples, fewer_wanted_since=state.fewer_wanted_since)
+    average = sampled.average
+    current = spec.replicas or 0
+    wanted = desired_replicas(spec, average)
+    summary = (
+        f"average {average:g} active requests over {len(samples)} samples, "
+        f"target {spec.target_requests} per replica"
+    )
+    if wanted > current:
+        return ScalingDecision(
+            replicas=wanted,
+            state=ScalingState(samples=samples),
+            reason=f"scale up from {current} to {wanted}: {summary}",
+        )
+    if wanted == current:
+        return ScalingDecision(
+            replicas=None, state=ScalingState(samples=samples), reason=f"steady: {summary}"
+        )
+    since = state.fewer_wanted_since or now
+    waited = now - since
+    delay = timedelta(seconds=spec.scale_down_delay_seconds)
+    if waited < delay:
+        return ScalingDecision(
+            replicas=None,
+            state=ScalingState(samples=samples, fewer_wanted_since=since),
+            reason=(
+                f"{wanted} wanted, {current} kept until fewer has been wanted for "
+                f"{spec.scale_down_delay_seconds}s: {summary}"
+            ),
+        )
+    return ScalingDecision(
+        replicas=wanted,
+        state=ScalingState(samples=samples),
+        reason=f"scale down from {current} to {wanted}: {summary}",
+    )
+
+
+def replicas_for_a_request(spec: ScalingSpec) -> int | None:
+    """Scale from zero: 1 for an autoscaled Model at zero replicas, else None."""
+    if spec.autoscaling_disabled or (spec.replicas or 0) > 0:
+        return None
+    return 1

@@ -1,0 +1,258 @@
+"""Which Models the gateway serves and the ready endpoints of each, from observations.
+
+The watcher publishes every Model and every Pod the operator made for one (labelled
+``app.kubernetes.io/managed-by=kaiwo`` and ``kaiwo.silogen.ai/owner-uid``); the gateway
+keeps the latest version of each, by uid, dropping anything older than what it holds (by
+``resourceVersion``; a deletion leaves a tombstone so a late, older event cannot revive it).
+
+An endpoint is a Pod of the Model (same namespace, ``owner-uid`` = the Model's uid,
+``model=<name>``) that is Ready, not being deleted and has an IP; its port is the
+``model-pod-port`` annotation (else 8000) and its adapters the suffixes of its
+``adapter.kubeai.org/<name>`` labels, as upstream's load balancer reads them. A Model whose
+spec does not validate is not served (the operator reports it on the Model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from kaiwo_contracts.crds.kubeai_v1.model import ModelSpec
+from pydantic import ValidationError
+
+from kaiwo_gateway.domain.selectors import LabelSelector
+
+LABEL_MODEL = "model"
+LABEL_OWNER_UID = "kaiwo.silogen.ai/owner-uid"
+ADAPTER_LABEL_PREFIX = "adapter.kubeai.org/"
+ANNOTATION_POD_PORT = "model-pod-port"
+DEFAULT_POD_PORT = 8000
+MODEL_KIND = "Model"
+POD_KIND = "Pod"
+
+ANY_NAMESPACE: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One ready model-server Pod: ``key`` is ``<namespace>/<pod>``, ``address`` host:port."""
+
+    key: str
+    address: str
+    adapters: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixHashSettings:
+    mean_load_factor: int
+    replication: int
+    prefix_char_length: int
+
+
+@dataclass(frozen=True, slots=True)
+class ServedModel:
+    """What the gateway needs of one Model."""
+
+    namespace: str
+    name: str
+    uid: str
+    labels: Mapping[str, str]
+    features: tuple[str, ...]
+    adapters: tuple[str, ...]
+    owner: str
+    created: int
+    """Unix seconds of ``metadata.creationTimestamp`` (``created`` in ``/v1/models``)."""
+    strategy: str
+    prefix_hash: PrefixHashSettings
+
+
+@dataclass(frozen=True, slots=True)
+class _Version:
+    resource_version: str
+    deleted: bool
+
+
+@dataclass
+class Catalog:
+    """The latest Models and model-server Pods, kept by uid; Models outside ``namespaces``
+    (when given) are not served."""
+
+    namespaces: tuple[str, ...] = ANY_NAMESPACE
+    _models: dict[str, ServedModel] = field(default_factory=dict)
+    _endpoints: dict[str, dict[str, Endpoint]] = field(default_factory=dict)
+    """Model uid -> Pod uid -> endpoint (ready Pods only)."""
+    _pod_owner: dict[str, str] = field(default_factory=dict)
+    _versions: dict[str, _Version] = field(default_factory=dict)
+    generation: int = 0
+    """Grows with every change to the Models or endpoints (waiters compare it)."""
+
+    def apply(self, *, kind: str, event: str, obj: Mapping[str, Any]) -> bool:
+        """Take in one observation (``event`` is the watch event type: ``DELETED`` removes,
+        anything else is the object's current state); whether anything served changed."""
+        metadata = obj.get("metadata") or {}
+        uid = str(metadata.get("uid") or "")
+        version = str(metadata.get("resourceVersion") or "")
+        if not uid or not self._is_newer(uid, version):
+            return False
+        deleted = event == "DELETED"
+        self._versions[uid] = _Version(resource_version=version, deleted=deleted)
+        if kind == MODEL_KIND:
+            changed = self._apply_model(uid, None if deleted else self._served(obj))
+        elif kind == POD_KIND:
+            changed = self._apply_pod(uid, obj, deleted=deleted)
+        else:
+            return False
+        if changed:
+            self.generation += 1
+        return changed
+
+    def _served(self, obj: Mapping[str, Any]) -> ServedModel | None:
+        model = served_model(obj)
+        if model is None or (self.namespaces and model.namespace not in self.namespaces):
+            return None
+        return model
+
+    def _is_newer(self, uid: str, version: str) -> bool:
+        known = self._versions.get(uid)
+        if known is None:
+            return True
+        if version.isdigit() and known.resource_version.isdigit():
+            return int(version) > int(known.resource_version)
+        return version != known.resource_version
+
+    def _apply_model(self, uid: str, model: ServedModel | None) -> bool:
+        before = self._models.get(uid)
+        if model is None:
+            self._models.pop(uid, None)
+        else:
+            self._models[uid] = model
+        return before != model
+
+    def _apply_pod(self, uid: str, obj: Mapping[str, Any], *, deleted: bool) -> bool:
+        owner = pod_owner(obj)
+        previous_owner = self._pod_owner.pop(uid, None)
+        before = None
+        if previous_owner is not None:
+            before = self._endpoints.get(previous_owner, {}).pop(uid, None)
+        endpoint = None if deleted or owner is None else pod_endpoint(obj)
+        if owner is not None and endpoint is not None:
+            self._pod_owner[uid] = owner
+            self._endpoints.setdefault(owner, {})[uid] = endpoint
+        return before != endpoint
+
+    # ------------------------------------------------------------------ queries
+
+    def models(self) -> tuple[ServedModel, ...]:
+        return tuple(sorted(self._models.values(), key=lambda m: (m.name, m.namespace)))
+
+    def named(self, name: str, selector: LabelSelector) -> tuple[ServedModel, ...]:
+        """Models called ``name`` whose labels the selector matches (one per namespace)."""
+        return tuple(
+            sorted(
+                (
+                    model
+                    for model in self._models.values()
+                    if model.name == name and selector.matches(model.labels)
+                ),
+                key=lambda m: m.namespace,
+            )
+        )
+
+    def endpoints(self, model: ServedModel) -> tuple[Endpoint, ...]:
+        """The ready endpoints of a Model, whose Pods name it and sit in its namespace."""
+        found = self._endpoints.get(model.uid, {}).values()
+        return tuple(
+            sorted(
+                (e for e in found if e.key.startswith(f"{model.namespace}/")),
+                key=lambda e: e.key,
+            )
+        )
+
+
+def served_model(obj: Mapping[str, Any]) -> ServedModel | None:
+    """The Model's routing facts, or None when its spec does not validate."""
+    metadata = obj.get("metadata") or {}
+    try:
+        spec = ModelSpec.model_validate(obj.get("spec") or {})
+    except ValidationError:
+        return None
+    prefix = spec.load_balancing.prefix_hash
+    return ServedModel(
+        namespace=str(metadata.get("namespace") or ""),
+        name=str(metadata.get("name") or ""),
+        uid=str(metadata.get("uid") or ""),
+        labels=dict(metadata.get("labels") or {}),
+        features=tuple(spec.features or ()),
+        adapters=tuple(adapter.name for adapter in spec.adapters or ()),
+        owner=spec.owner,
+        created=_unix_seconds(metadata.get("creationTimestamp")),
+        strategy=spec.load_balancing.strategy,
+        prefix_hash=PrefixHashSettings(
+            mean_load_factor=prefix.mean_load_factor,
+            replication=max(prefix.replication, 1),
+            prefix_char_length=max(prefix.prefix_char_length, 0),
+        ),
+    )
+
+
+def pod_owner(obj: Mapping[str, Any]) -> str | None:
+    """The uid of the Model a model-server Pod belongs to (None for any other Pod)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    if LABEL_MODEL not in labels:
+        return None
+    owner = labels.get(LABEL_OWNER_UID)
+    return str(owner) if owner else None
+
+
+def pod_endpoint(obj: Mapping[str, Any]) -> Endpoint | None:
+    """The endpoint a Pod offers: None unless it is Ready, has an IP and is not going."""
+    metadata = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    if metadata.get("deletionTimestamp") or not status.get("podIP"):
+        return None
+    if not _ready(status.get("conditions") or ()):
+        return None
+    port = _port((metadata.get("annotations") or {}).get(ANNOTATION_POD_PORT))
+    if port is None:
+        return None
+    labels = metadata.get("labels") or {}
+    return Endpoint(
+        key=f"{metadata.get('namespace')}/{metadata.get('name')}",
+        address=f"{_host(str(status['podIP']))}:{port}",
+        adapters=frozenset(
+            key.removeprefix(ADAPTER_LABEL_PREFIX)
+            for key in labels
+            if key.startswith(ADAPTER_LABEL_PREFIX)
+        ),
+    )
+
+
+def _ready(conditions: Iterable[Any]) -> bool:
+    return any(
+        isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True"
+        for c in conditions
+    )
+
+
+def _port(annotation: Any) -> int | None:
+    if annotation is None:
+        return DEFAULT_POD_PORT
+    text = str(annotation)
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        return None  # as upstream: a Pod with an unusable port annotation is no endpoint
+    return int(text)
+
+
+def _host(ip: str) -> str:
+    return f"[{ip}]" if ":" in ip else ip
+
+
+def _unix_seconds(timestamp: Any) -> int:
+    if not isinstance(timestamp, str):
+        return 0
+    try:
+        return int(datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp())
+    except ValueError:
+        return 0

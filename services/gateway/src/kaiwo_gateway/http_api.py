@@ -1,0 +1,413 @@
+"""The OpenAI-compatible HTTP API (aiohttp): ``/openai/v1/models`` and the proxied routes.
+
+A proxied request is read whole (it is small, and a retry needs it again), routed by its
+``model`` (``<model>`` or ``<model>_<adapter>``, narrowed by ``X-Label-Selector`` headers),
+given an endpoint by the Model's strategy, and forwarded to ``/v1/<route>`` of that endpoint.
+The response is copied chunk by chunk as it arrives (server-sent events are not buffered),
+its bytes untouched (no decompression). Request headers go through except hop-by-hop ones,
+``Host`` and ``X-Label-Selector``: W3C ``traceparent``/``tracestate`` reach the backend.
+
+When a connection to an endpoint fails before a byte was sent, the request goes to another
+endpoint (up to ``attempts`` in all); any later failure is the client's to see. Without a ready
+endpoint the request waits up to ``endpoint_wait_seconds`` for one, then gets a 503.
+
+Errors are OpenAI's JSON, ``{"error": {"message", "type", "param", "code"}}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import structlog
+from aiohttp import web
+from multidict import CIMultiDict, CIMultiDictProxy
+
+from kaiwo_gateway.domain.balancing import Balancer, Choice
+from kaiwo_gateway.domain.catalog import Catalog, Endpoint
+from kaiwo_gateway.domain.routing import Ambiguous, Route, Unknown, find_route, prompt_prefix
+from kaiwo_gateway.domain.selectors import LabelSelector, SelectorError, parse_selectors
+from kaiwo_gateway.metrics import GatewayMetrics
+
+log = structlog.get_logger("kaiwo.gateway")
+
+API_PREFIX = "/openai"
+PROXIED_ROUTES = ("chat/completions", "completions", "embeddings", "audio/transcriptions")
+LABEL_SELECTOR_HEADER = "X-Label-Selector"
+DEFAULT_FEATURE = "TextGeneration"
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "x-label-selector",
+    }
+)
+_RESPONSE_DROPPED = frozenset(_HOP_BY_HOP - {"content-length"})
+
+
+@dataclass(frozen=True, slots=True)
+class ProxySettings:
+    endpoint_wait_seconds: float = 60.0
+    connect_timeout_seconds: float = 5.0
+    attempts: int = 4
+
+
+class OpenAIError(Exception):
+    """An error answered in OpenAI's format."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        kind: str,
+        code: str | None = None,
+        param: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.kind = kind
+        self.code = code
+        self.param = param
+
+    def response(self) -> web.Response:
+        error = {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}
+        return web.json_response({"error": error}, status=self.status)
+
+
+def bad_request(message: str, *, param: str | None = None) -> OpenAIError:
+    return OpenAIError(400, message, kind="invalid_request_error", param=param)
+
+
+@dataclass(frozen=True, slots=True)
+class _Parsed:
+    route: Route
+    body: bytes
+    content_type: str | None
+    prefix: str
+
+
+class Gateway:
+    """The request path: lookup, balancing, forwarding; and the waiters for endpoints."""
+
+    def __init__(
+        self,
+        *,
+        catalog: Catalog,
+        balancer: Balancer,
+        metrics: GatewayMetrics,
+        settings: ProxySettings,
+    ) -> None:
+        self.catalog = catalog
+        self.balancer = balancer
+        self.metrics = metrics
+        self.settings = settings
+        self._changed = asyncio.Event()
+        self._session: aiohttp.ClientSession | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def catalog_changed(self) -> None:
+        """Wake every request waiting for an endpoint (the catalog has news)."""
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+        for model in self.catalog.models():
+            self.metrics.endpoints.labels(namespace=model.namespace, model=model.name).set(
+                len(self.catalog.endpoints(model))
+            )
+
+    def application(self) -> web.Application:
+        app = web.Application(client_max_size=256 * 1024 * 1024)
+        app.router.add_get(f"{API_PREFIX}/v1/models", self.list_models)
+        for route in PROXIED_ROUTES:
+            app.router.add_post(f"{API_PREFIX}/v1/{route}", self.proxy)
+        app.on_startup.append(self._open)
+        app.on_cleanup.append(self._close)
+        return app
+
+    async def _open(self, _app: web.Application) -> None:
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=None),
+            timeout=aiohttp.ClientTimeout(
+                total=None, sock_connect=self.settings.connect_timeout_seconds
+            ),
+            auto_decompress=False,
+            skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"),
+        )
+
+    async def _close(self, _app: web.Application) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    # ------------------------------------------------------------------ /v1/models
+
+    async def list_models(self, request: web.Request) -> web.Response:
+        try:
+            selector = _selector(request.headers)
+        except OpenAIError as error:
+            return error.response()
+        wanted = set(request.query.getall("feature", [DEFAULT_FEATURE]))
+        data: list[dict[str, Any]] = [
+            {
+                "id": f"{model.name}{suffix}",
+                "created": model.created,
+                "object": "model",
+                "owned_by": model.owner,
+                "features": list(model.features),
+            }
+            for model in self.catalog.models()
+            if selector.matches(model.labels) and wanted.intersection(model.features)
+            for suffix in ("", *(f"_{adapter}" for adapter in model.adapters))
+        ]
+        return web.json_response({"object": "list", "data": data})
+
+    # ------------------------------------------------------------------ proxied routes
+
+    async def proxy(self, request: web.Request) -> web.StreamResponse:
+        started = time.perf_counter()
+        route_name = request.path.removeprefix(f"{API_PREFIX}/v1/")
+        namespace = model_name = ""
+        status = 500
+        try:
+            parsed = await self._parse(request, route_name)
+            namespace, model_name = parsed.route.model.namespace, parsed.route.model.name
+            in_flight = self.metrics.in_flight.labels(namespace=namespace, model=model_name)
+            in_flight.inc()
+            try:
+                response = await self._forward(request, parsed, path=f"/v1/{route_name}")
+            finally:
+                in_flight.dec()
+            status = response.status
+            return response
+        except OpenAIError as error:
+            status = error.status
+            return error.response()
+        finally:
+            labels = {"route": route_name, "namespace": namespace, "model": model_name}
+            self.metrics.requests.labels(**labels, code=str(status)).inc()
+            self.metrics.latency.labels(**labels).observe(time.perf_counter() - started)
+
+    async def _parse(self, request: web.Request, route_name: str) -> _Parsed:
+        selector = _selector(request.headers)
+        content_type = request.headers.get("Content-Type")
+        requested: object
+        if content_type and content_type.lower().startswith("multipart/form-data"):
+            fields, body, content_type = await _multipart_without_model(request)
+            requested = fields.get("model", "")
+            document: Mapping[str, Any] = {}
+        else:
+            raw = await request.read()
+            try:
+                parsed = json.loads(raw)
+            except ValueError as error:
+                raise bad_request(f"bad request: the body is not JSON: {error}") from error
+            if not isinstance(parsed, dict):
+                raise bad_request("bad request: the body must be a JSON object")
+            document = parsed
+            requested = parsed.get("model")
+            body = raw
+        if not isinstance(requested, str) or not requested:
+            raise bad_request(
+                "bad request: reading model from body: missing 'model' field", param="model"
+            )
+        found = find_route(self.catalog, requested, selector)
+        if isinstance(found, Unknown):
+            raise OpenAIError(
+                404,
+                found.message,
+                kind="invalid_request_error",
+                code="model_not_found",
+                param="model",
+            )
+        if isinstance(found, Ambiguous):
+            raise bad_request(found.message, param="model")
+        if found.adapter is not None and document:
+            body = json.dumps({**document, "model": found.backend_model}).encode()
+        settings = found.model.prefix_hash
+        prefix = (
+            prompt_prefix(f"/v1/{route_name}", document, settings.prefix_char_length)
+            if found.model.strategy == "PrefixHash"
+            else ""
+        )
+        return _Parsed(route=found, body=body, content_type=content_type, prefix=prefix)
+
+    async def _forward(
+        self, request: web.Request, parsed: _Parsed, *, path: str
+    ) -> web.StreamResponse:
+        assert self._session is not None
+        model = parsed.route.model
+        headers = _forwarded_headers(request.headers, parsed.content_type)
+        tried: set[str] = set()
+        for _attempt in range(self.settings.attempts):
+            choice = await self._endpoint(parsed, exclude=tried)
+            endpoint = choice.endpoint
+            try:
+                upstream = await self._session.post(
+                    f"http://{endpoint.address}{path}", data=parsed.body, headers=headers
+                )
+            except aiohttp.ClientConnectorError as error:
+                self.balancer.release(group=model.uid, endpoint=endpoint.key)
+                tried.add(endpoint.key)
+                self.metrics.retries.labels(namespace=model.namespace, model=model.name).inc()
+                log.info("endpoint refused the connection", endpoint=endpoint.key, error=str(error))
+                continue
+            except aiohttp.ClientError as error:
+                # Bytes may have reached the server (work done): not sent again.
+                self.balancer.release(group=model.uid, endpoint=endpoint.key)
+                raise OpenAIError(
+                    502, f"Bad Gateway: the model server failed: {error}", kind="server_error"
+                ) from error
+            try:
+                return await _relay(request, upstream)
+            finally:
+                upstream.release()
+                self.balancer.release(group=model.uid, endpoint=endpoint.key)
+        raise OpenAIError(
+            502,
+            f"Bad Gateway: no endpoint of model {model.name!r} accepted a connection "
+            f"({len(tried)} tried)",
+            kind="server_error",
+        )
+
+    async def _endpoint(self, parsed: _Parsed, *, exclude: set[str]) -> Choice:
+        """The endpoint for this attempt, waiting for one while the Model has none ready."""
+        route = parsed.route
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.endpoint_wait_seconds
+        while True:
+            changed = self._changed
+            endpoints = self.catalog.endpoints(route.model)
+            choice = self._choose(route, endpoints, parsed.prefix, exclude)
+            if choice is not None:
+                return choice
+            if exclude and any(e.key in exclude for e in endpoints):
+                raise OpenAIError(
+                    502,
+                    f"Bad Gateway: no endpoint of model {route.model.name!r} accepted a "
+                    f"connection ({len(exclude)} tried)",
+                    kind="server_error",
+                )
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise OpenAIError(
+                    503,
+                    f"no ready endpoint of model {route.model.name!r}"
+                    + (f" with adapter {route.adapter!r}" if route.adapter else "")
+                    + f" within {self.settings.endpoint_wait_seconds:g}s",
+                    kind="server_error",
+                    code="no_ready_endpoint",
+                )
+            try:
+                await asyncio.wait_for(changed.wait(), remaining)
+            except TimeoutError:
+                continue
+
+    def _choose(
+        self, route: Route, endpoints: tuple[Endpoint, ...], prefix: str, exclude: set[str]
+    ) -> Choice | None:
+        model = route.model
+        choice = self.balancer.choose(
+            group=model.uid,
+            endpoints=endpoints,
+            strategy=model.strategy,
+            adapter=route.adapter,
+            prefix=prefix,
+            replication=model.prefix_hash.replication,
+            mean_load_factor=model.prefix_hash.mean_load_factor,
+            exclude=exclude,
+        )
+        if choice is not None:
+            self.metrics.endpoint_choices.labels(
+                namespace=model.namespace,
+                model=model.name,
+                endpoint=choice.endpoint.key,
+                strategy=model.strategy,
+                fallback="true" if choice.fallback else "false",
+            ).inc()
+        return choice
+
+
+def _selector(headers: CIMultiDictProxy[str]) -> LabelSelector:
+    try:
+        return parse_selectors(headers.getall(LABEL_SELECTOR_HEADER, []))
+    except SelectorError as error:
+        raise bad_request(str(error)) from error
+
+
+def _forwarded_headers(
+    headers: CIMultiDictProxy[str], content_type: str | None
+) -> CIMultiDict[str]:
+    forwarded = CIMultiDict(
+        (key, value) for key, value in headers.items() if key.lower() not in _HOP_BY_HOP
+    )
+    forwarded.popall("Content-Type", None)
+    forwarded["Content-Type"] = content_type or "application/json"
+    return forwarded
+
+
+async def _relay(request: web.Request, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
+    response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+    for key, value in upstream.headers.items():
+        if key.lower() not in _RESPONSE_DROPPED:
+            response.headers.add(key, value)
+    await response.prepare(request)
+    async for chunk in upstream.content.iter_any():
+        await response.write(chunk)
+    await response.write_eof()
+    return response
+
+
+class _Collected:
+    """Where a multipart writer puts its bytes."""
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+
+    async def write(self, data: bytes) -> None:
+        self.chunks.append(data)
+
+
+async def _multipart_without_model(request: web.Request) -> tuple[dict[str, str], bytes, str]:
+    """The form's ``model`` field, and the form without it (as upstream: FasterWhisper
+    serves its one model whatever it is called)."""
+    reader = await request.multipart()
+    writer = aiohttp.MultipartWriter("form-data")
+    fields: dict[str, str] = {}
+    while True:
+        part = await reader.next()
+        if part is None:
+            break
+        if not isinstance(part, aiohttp.BodyPartReader):
+            raise bad_request("bad request: nested multipart bodies are not supported")
+        data = await part.read(decode=False)
+        if part.name == "model" and part.filename is None:
+            fields["model"] = data.decode(errors="replace").strip()
+            continue
+        payload = aiohttp.payload.BytesPayload(
+            bytes(data), content_type=part.headers.get("Content-Type", "text/plain")
+        )
+        if part.filename is None:
+            payload.set_content_disposition("form-data", name=part.name or "")
+        else:
+            payload.set_content_disposition(
+                "form-data", name=part.name or "", filename=part.filename
+            )
+        writer.append_payload(payload)
+    collected = _Collected()
+    await writer.write(collected)  # type: ignore[arg-type]
+    return fields, b"".join(collected.chunks), writer.content_type

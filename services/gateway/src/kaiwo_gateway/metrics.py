@@ -1,0 +1,53 @@
+"""Every metric of the gateway (``kaiwo_gateway_*``). Labels carry the Model's namespace and
+name (a bounded set, as upstream's ``request_model``) and, for endpoint choice, the endpoint
+(``<namespace>/<pod>``, as upstream's hash-lookup counters)."""
+
+from __future__ import annotations
+
+from kaiwo_runtime.metrics import MetricsRegistry
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class GatewayMetrics:
+    """The gateway's counters, gauges and histograms, created in ``registry``."""
+
+    def __init__(self, registry: MetricsRegistry | None = None) -> None:
+        self.registry = registry or MetricsRegistry()
+        self.requests = self.registry.counter(
+            "gateway_requests",
+            "Requests answered, by route, Model and status code (a Model of '' was not found)",
+            ("route", "namespace", "model", "code"),
+        )
+        self.in_flight = self.registry.gauge(
+            "gateway_requests_in_flight",
+            "Requests being proxied (waiting for an endpoint included), per Model",
+            ("namespace", "model"),
+        )
+        self.latency = self.registry.histogram(
+            "gateway_request_duration_seconds",
+            "From the request's arrival to the last byte of the response, per route and Model",
+            ("route", "namespace", "model"),
+            buckets=LATENCY_BUCKETS,
+        )
+        self.retries = self.registry.counter(
+            "gateway_retries",
+            "Requests sent to another endpoint after a connection failed before a byte was sent",
+            ("namespace", "model"),
+        )
+        self.endpoint_choices = self.registry.counter(
+            "gateway_endpoint_choices",
+            "Endpoints chosen, by strategy; fallback=true when PrefixHash found none under the "
+            "load bound",
+            ("namespace", "model", "endpoint", "strategy", "fallback"),
+        )
+        self.endpoints = self.registry.gauge(
+            "gateway_endpoints",
+            "Ready endpoints known per Model",
+            ("namespace", "model"),
+        )
+        self.observations = self.registry.counter(
+            "gateway_observations",
+            "Observations read from the bus, by kind and outcome (applied, unchanged, malformed)",
+            ("kind", "outcome"),
+        )

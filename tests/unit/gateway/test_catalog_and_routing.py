@@ -1,0 +1,146 @@
+"""Which Models are served, their endpoints, and which Model a request goes to."""
+
+from __future__ import annotations
+
+from kaiwo_gateway.domain.catalog import Catalog, Endpoint
+from kaiwo_gateway.domain.routing import Ambiguous, Route, Unknown, find_route, prompt_prefix
+from kaiwo_gateway.domain.selectors import LabelSelector, parse_selectors
+
+from tests.unit.gateway.model_objects import model_object, pod_object
+
+EVERYTHING = LabelSelector()
+
+
+def catalog_with(*objects: dict, namespaces: tuple[str, ...] = ()) -> Catalog:
+    catalog = Catalog(namespaces=namespaces)
+    for obj in objects:
+        catalog.apply(kind=obj["kind"], event="ADDED", obj=obj)
+    return catalog
+
+
+def test_ready_pods_of_the_model_are_its_endpoints_with_port_and_adapters() -> None:
+    catalog = catalog_with(
+        model_object("llama", uid="m1", adapters=["sql"]),
+        pod_object("p1", model="llama", model_uid="m1", ip="10.0.0.1", adapters=("sql",)),
+        pod_object("p2", model="llama", model_uid="m1", ip="10.0.0.2", port="9000"),
+        pod_object("p3", model="llama", model_uid="m1", ip="10.0.0.3", ready=False),
+        pod_object("p4", model="llama", model_uid="m1", ip="10.0.0.4", port="none"),
+        pod_object("stranger", model="llama", model_uid="other", ip="10.0.0.5"),
+    )
+    [llama] = catalog.models()
+
+    assert catalog.endpoints(llama) == (
+        Endpoint(key="team-a/p1", address="10.0.0.1:8000", adapters=frozenset({"sql"})),
+        Endpoint(key="team-a/p2", address="10.0.0.2:9000"),
+    )
+
+
+def test_a_pod_in_another_namespace_is_no_endpoint_even_with_the_model_s_uid() -> None:
+    catalog = catalog_with(
+        model_object("llama", uid="m1"),
+        pod_object("p1", model="llama", model_uid="m1", namespace="intruder"),
+    )
+    [llama] = catalog.models()
+
+    assert catalog.endpoints(llama) == ()
+
+
+def test_older_versions_and_late_events_after_a_deletion_change_nothing() -> None:
+    catalog = catalog_with(model_object("llama", uid="m1", version="5"))
+    pod = pod_object("p1", model="llama", model_uid="m1", version="7")
+    assert catalog.apply(kind="Pod", event="ADDED", obj=pod)
+    assert catalog.apply(
+        kind="Pod",
+        event="DELETED",
+        obj=pod_object("p1", model="llama", model_uid="m1", version="8"),
+    )
+    assert not catalog.apply(kind="Pod", event="MODIFIED", obj=pod)
+    assert not catalog.apply(
+        kind="Model",
+        event="MODIFIED",
+        obj=model_object("llama", uid="m1", version="4", features=["TextEmbedding"]),
+    )
+
+    [llama] = catalog.models()
+    assert catalog.endpoints(llama) == ()
+    assert llama.features == ("TextGeneration",)
+
+
+def test_a_pod_that_stops_being_ready_leaves_and_an_invalid_model_is_not_served() -> None:
+    catalog = catalog_with(
+        model_object("llama", uid="m1"),
+        pod_object("p1", model="llama", model_uid="m1", version="1"),
+    )
+    catalog.apply(
+        kind="Pod",
+        event="MODIFIED",
+        obj=pod_object("p1", model="llama", model_uid="m1", version="2", ready=False),
+    )
+    [llama] = catalog.models()
+    assert catalog.endpoints(llama) == ()
+
+    broken = model_object("llama", uid="m1", version="2")
+    broken["spec"]["engine"] = "Unknown"
+    catalog.apply(kind="Model", event="MODIFIED", obj=broken)
+    assert catalog.models() == ()
+
+
+def test_models_outside_the_served_namespaces_are_left_out() -> None:
+    catalog = catalog_with(
+        model_object("a", namespace="team-a"),
+        model_object("b", namespace="team-b"),
+        namespaces=("team-b",),
+    )
+
+    assert [m.name for m in catalog.models()] == ["b"]
+
+
+def test_model_and_adapter_names_route_and_unknown_ones_do_not() -> None:
+    catalog = catalog_with(model_object("llama", uid="m1", adapters=["sql"]))
+
+    route = find_route(catalog, "llama_sql", EVERYTHING)
+    assert isinstance(route, Route)
+    assert (route.model.name, route.adapter, route.backend_model) == ("llama", "sql", "sql")
+    assert find_route(catalog, "llama_chat", EVERYTHING) == Unknown("llama_chat")
+    assert find_route(catalog, "mistral", EVERYTHING) == Unknown("mistral")
+    assert Unknown("mistral").message == 'model not found: "mistral"'
+
+
+def test_label_selectors_narrow_models_and_a_name_in_two_namespaces_is_ambiguous() -> None:
+    catalog = catalog_with(
+        model_object("llama", namespace="team-a", labels={"tenant": "a"}),
+        model_object("llama", namespace="team-b", labels={"tenant": "b", "tier": "gold"}),
+    )
+
+    assert find_route(catalog, "llama", EVERYTHING) == Ambiguous("llama", ("team-a", "team-b"))
+    only_b = find_route(catalog, "llama", parse_selectors(["tenant=b"]))
+    assert isinstance(only_b, Route)
+    assert only_b.model.namespace == "team-b"
+    anded = find_route(catalog, "llama", parse_selectors(["tenant in (a,b)", "tier"]))
+    assert isinstance(anded, Route)
+    assert anded.model.namespace == "team-b"
+    assert find_route(catalog, "llama", parse_selectors(["tenant!=a,tier=silver"])) == Unknown(
+        "llama"
+    )
+
+
+def test_the_prefix_is_the_prompt_or_the_last_user_message_cut_to_length() -> None:
+    chat = {
+        "messages": [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": "first question"},
+            {"role": "assistant", "content": "answer"},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "second "},
+                    {"type": "text", "text": "question"},
+                ],
+            },
+        ]
+    }
+
+    assert prompt_prefix("/v1/chat/completions", chat, 10) == "second que"
+    assert prompt_prefix("/v1/completions", {"prompt": "Once upon a time"}, 4) == "Once"
+    assert prompt_prefix("/v1/completions", {"prompt": ["abc", "def"]}, 10) == "abc"
+    assert prompt_prefix("/v1/embeddings", {"input": "abc"}, 10) == ""
