@@ -117,7 +117,7 @@ async def connect(server: NatsServer, credentials: CredentialsDirectory, name: s
     return await NatsBus.connect(connection, topology=bus_topology())
 
 
-async def until(condition: Any, *, within: float = 5.0) -> None:
+async def until(condition: Any, *, within: float = 15.0) -> None:
     deadline = time.monotonic() + within
     while not await condition():
         assert time.monotonic() < deadline, "condition not met in time"
@@ -333,6 +333,13 @@ async def test_embeddings_transcriptions_and_the_trace_context_reach_the_backend
 async def test_endpoints_follow_observations_and_a_request_waits_for_one(stack: Stack) -> None:
     client = stack.client()
     await stack.observe(model_object("delta", uid="delta"))
+
+    async def no_endpoint() -> bool:
+        return 'kaiwo_gateway_endpoints{model="delta",namespace="team-a"} 0.0' in (
+            await stack.metrics()
+        )
+
+    await until(no_endpoint)  # the gateway knows the Model (it reads observations as they come)
     waiting = asyncio.create_task(client.completions.create(model="delta", prompt="x"))
     await asyncio.sleep(0.3)
     assert not waiting.done()
@@ -343,11 +350,6 @@ async def test_endpoints_follow_observations_and_a_request_waits_for_one(stack: 
     await stack.observe(
         standin_pod("d1", model="delta", model_uid="delta", port=stack.ports["a2"], ready=False)
     )
-
-    async def no_endpoint() -> bool:
-        return 'kaiwo_gateway_endpoints{model="delta",namespace="team-a"} 0.0' in (
-            await stack.metrics()
-        )
 
     await until(no_endpoint)
     started = time.monotonic()
