@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from kaiwo_contracts.events import (
     PAYLOAD_TYPES,
@@ -50,19 +49,9 @@ from kaiwo_runtime.bus import Delivery
 from pydantic_core import from_json, to_json
 
 from tests.fuzz.bus.model_strategies import envelopes, json_values
+from tests.fuzz.profiles import PROFILE
 from tests.hostile.bus.corpus import ADVISORY
 
-for _profile, _examples in (("ci", 1_000), ("fuzz", 100_000)):
-    settings.register_profile(
-        f"bus-{_profile}",
-        max_examples=_examples,
-        deadline=None,
-        database=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
-PROFILE = settings.get_profile(
-    "bus-fuzz" if os.environ.get("HYPOTHESIS_PROFILE") == "fuzz" else "bus-ci"
-)
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 MODELS: tuple[type[EventPayload], ...] = tuple(PAYLOAD_TYPES.values())
 ENVELOPES = {model: envelopes(model) for model in MODELS}  # built once: building is costly
