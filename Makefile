@@ -52,8 +52,8 @@ run: install ## The main job: the operator on this machine against the current c
 demo: install ## The operator against a fake cluster with two 8-GPU nodes (kaiwo up --fake $(ARGS))
 	$(RUN) kaiwo up --fake $(ARGS)
 
-fuzz: install ## Fuzz the bus: decoding and the recorder's mapping, 100,000 cases per target
-	HYPOTHESIS_PROFILE=fuzz $(RUN) pytest tests/fuzz/bus -q -p no:cacheprovider --timeout=0
+fuzz: install ## Fuzz every target (bus, kaiwo validate, planning, Kubernetes responses), 100,000 cases each
+	HYPOTHESIS_PROFILE=fuzz $(RUN) pytest tests/fuzz -q -p no:cacheprovider --timeout=0 -s
 
 hostile: install ## The hostile bus corpus through the real consumers, with its table
 	$(RUN) pytest tests/hostile/bus -q -s -p no:cacheprovider

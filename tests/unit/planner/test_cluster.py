@@ -71,6 +71,18 @@ def test_node_info_from_amd_node(make_node: Any) -> None:
     assert node.has_taint("kaiwo.silogen.ai/gpu", value="true", effect="NoSchedule")
 
 
+def test_label_values_that_are_not_strings_are_left_out(make_node: Any) -> None:
+    # Found by fuzzing: a count label holding a list made every plan that reads GPUs raise.
+    wire = make_node("mi300x-0", gpu="mi300x")
+    wire["metadata"]["labels"]["beta.amd.com/gpu.family.AI"] = ["8"]
+    wire["metadata"]["labels"]["kaiwo/nodepool"] = None
+    node = NodeInfo.from_wire(wire)
+    assert "beta.amd.com/gpu.family.AI" not in node.labels
+    assert "kaiwo/nodepool" not in node.labels
+    assert node.gpu_vendor == "amd"  # the product label and the capacity still say so
+    assert node.gpu_count == 8  # from the capacity
+
+
 def test_node_info_from_nvidia_and_cpu_nodes(make_node: Any) -> None:
     nvidia = NodeInfo.from_wire(make_node("h100-0", gpu="h100", gpus=4))
     cpu = NodeInfo.from_wire(make_node("cp-0", control_plane=True, unschedulable=True, ready=False))

@@ -132,7 +132,7 @@ class NodeInfo:
         return cls(
             name=str(meta.get("name", "")),
             uid=str(meta.get("uid", "")),
-            labels=dict(meta.get("labels") or {}),
+            labels=_string_map(meta.get("labels")),
             taints=tuple(
                 Taint(key=t["key"], effect=t.get("effect", ""), value=t.get("value", "") or "")
                 for t in spec.get("taints") or ()
@@ -208,6 +208,15 @@ class NodeInfo:
 
     def has_taint(self, key: str, *, value: str, effect: str) -> bool:
         return any(t.key == key and t.value == value and t.effect == effect for t in self.taints)
+
+
+def _string_map(value: object) -> dict[str, str]:
+    """A label map as the API server holds it: string keys to string values. Anything else
+    in an observed Node (a forged or damaged observation) is left out rather than let it
+    break every decision that reads the node's labels."""
+    if not isinstance(value, Mapping):
+        return {}
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def _is_ready(conditions: Iterable[Mapping[str, Any]]) -> bool:
