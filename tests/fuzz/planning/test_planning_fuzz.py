@@ -48,6 +48,7 @@ from pydantic import BaseModel, ValidationError
 from tests.fuzz.profiles import PROFILE
 from tests.fuzz.schema_strategies import (
     dns_labels,
+    finite_hostile_values,
     hostile,
     manifests,
     names,
@@ -126,7 +127,8 @@ def nodes(draw: st.DrawFn) -> dict[str, Any]:
             ],
         },
     }
-    return draw(hostile(node, rounds=1)) if draw(st.integers(0, 9)) == 0 else node
+    damaged = hostile(node, rounds=1, values=finite_hostile_values)
+    return draw(damaged) if draw(st.integers(0, 9)) == 0 else node
 
 
 conditions = st.lists(
@@ -205,7 +207,13 @@ def children_of(draw: st.DrawFn, plan: Plan) -> list[dict[str, Any]]:
         child["status"] = draw(statuses)
         if draw(st.integers(0, 9)) == 0:
             # widened after hostilespec merges: damage to ownerReferences (cross-namespace).
-            damaged = draw(hostile({k: v for k, v in child.items() if k != "metadata"}, rounds=1))
+            damaged = draw(
+                hostile(
+                    {k: v for k, v in child.items() if k != "metadata"},
+                    rounds=1,
+                    values=finite_hostile_values,
+                )
+            )
             if isinstance(damaged, dict):
                 child = {**damaged, "metadata": child["metadata"]}
         found.append(child)

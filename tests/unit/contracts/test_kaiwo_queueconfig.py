@@ -366,7 +366,8 @@ def test_whole_kueue_objects_listed_need_names_the_api_server_takes() -> None:
         "spec": {
             "workloadPriorityClasses": [{"metadata": {"name": ":"}, "value": 1}],
             "topologies": [
-                {"metadata": {"name": "None"}, "spec": {"levels": [{"nodeLabel": "a"}]}}
+                {"metadata": {"name": "None"}, "spec": {"levels": [{"nodeLabel": "a"}]}},
+                {"metadata": {}, "spec": {"levels": [{"nodeLabel": "a"}]}},
             ],
         },
     }
@@ -379,4 +380,6 @@ def test_whole_kueue_objects_listed_need_names_the_api_server_takes() -> None:
             "spec.topologies[0]",
             "metadata.name must be a lowercase RFC 1123 name such as team-a, not 'None'",
         ),
+        # Found by fuzzing too: a Topology without a name was created as "None".
+        Problem("spec.topologies[1]", "a Topology needs metadata.name"),
     ]

@@ -266,8 +266,9 @@ class Topology(KubeModel):
 
     @model_validator(mode="after")
     def _named(self) -> Self:
-        if self.metadata.name is not None:
-            _require_object_name(self.metadata.name)
+        if not self.metadata.name:
+            raise PydanticCustomError("missing_name", "a Topology needs metadata.name")
+        _require_object_name(self.metadata.name)
         return self
 
 
