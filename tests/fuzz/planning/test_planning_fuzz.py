@@ -259,9 +259,7 @@ namespaces = st.lists(
         for name in found
     ]
 )
-others = st.lists(
-    st.sampled_from(OWNER_KINDS).flatmap(lambda model: OWNERS[model]), max_size=3
-) | st.just([])
+others = st.lists(st.sampled_from(OWNER_KINDS).flatmap(lambda model: OWNERS[model]), max_size=2)
 
 
 def _observations(objects: list[Any]) -> Iterator[ObservedObjectV1]:
@@ -349,7 +347,7 @@ def cases(draw: st.DrawFn) -> tuple[dict[str, Any], list[Any], list[Any]]:
     owner = draw(OWNERS[model])
     cluster = [
         *draw(namespaces),
-        *draw(st.lists(nodes(), max_size=4)),
+        *draw(st.lists(nodes(), max_size=3)),
         *draw(others),
     ]
     return owner, cluster, [draw(st.data())]
