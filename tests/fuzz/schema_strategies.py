@@ -331,12 +331,14 @@ def _added(value: Any, path: tuple[Any, ...], key: Any, new: Any) -> Any:
     return copied
 
 
-# widened after hostilespec merges: numbers no quantity can be (infinity, 1e308, 10**400),
-# which the planner's quantity parsing does not survive yet; for cluster objects.
+# widened after hostilespec merges: values no quantity can be (infinity, 1e308, 10**400,
+# true), which the planner's quantity parsing does not survive yet; for cluster objects.
 finite_hostile_values = hostile_values.filter(lambda value: not _has_huge_number(value))
 
 
 def _has_huge_number(value: Any) -> bool:
+    if isinstance(value, bool):
+        return True
     if isinstance(value, float):
         return not math.isfinite(value) or abs(value) > 1e18
     if isinstance(value, int):
