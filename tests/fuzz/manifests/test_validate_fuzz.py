@@ -15,7 +15,6 @@ Cases: 1,000 per target in CI, 100,000 with ``make fuzz`` (:mod:`tests.fuzz.prof
 from __future__ import annotations
 
 import json
-import math
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -47,17 +46,6 @@ def documents(draw: st.DrawFn) -> tuple[Any, bool]:
     if draw(st.integers(min_value=0, max_value=3)) == 0:
         return manifest, True
     return draw(hostile(manifest)), False
-
-
-def _plain(value: Any) -> bool:
-    """Only what JSON can carry, with no non-finite float (what the models are asked)."""
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, dict):
-        return all(isinstance(key, str) and _plain(child) for key, child in value.items())
-    if isinstance(value, list):
-        return all(_plain(child) for child in value)
-    return value is None or isinstance(value, str | int | bool)
 
 
 def _starts_at(path: str, field: str) -> bool:
@@ -115,4 +103,10 @@ def test_the_command_exits_0_or_1_without_a_traceback(drawn: tuple[Any, bool]) -
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert "Traceback" not in result.output
     if result.exit_code == 0:
-        assert _plain(yaml.safe_load(text)) or "valid" in result.output
+        assert result.output.strip().endswith("document(s) valid")
+    else:
+        assert (
+            "invalid" in result.output
+            or "unreadable" in result.output
+            or ("no manifests found" in result.output)
+        )
