@@ -523,3 +523,25 @@ def test_conditions_are_a_list_map_keyed_by_type() -> None:
 
     assert conditions["x-kubernetes-list-type"] == "map"
     assert conditions["x-kubernetes-list-map-keys"] == ["type"]
+
+
+def test_queue_and_priority_class_names_must_be_label_values() -> None:
+    # Found by fuzzing planning: priorityClass ":" became the Job's
+    # kueue.x-k8s.io/priority-class label, which the API server refuses (422).
+    from kaiwo_contracts.validation import Problem, validate_manifest
+
+    manifest = {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoJob",
+        "metadata": {"name": "a", "namespace": "team-a"},
+        "spec": {"image": "x", "priorityClass": ":", "clusterQueue": "q" * 64},
+    }
+    assert validate_manifest(manifest) == [
+        Problem("spec.clusterQueue", "must be at most 63 characters long"),
+        Problem(
+            "spec.priorityClass",
+            "must be a lowercase RFC 1123 name such as team-a or gpu.pool-1",
+        ),
+    ]
+    manifest["spec"] = {"image": "x", "priorityClass": "high", "clusterQueue": "gpu.team-a"}
+    assert validate_manifest(manifest) == []

@@ -41,7 +41,7 @@ from kaiwo_contracts.crds.core_v1 import (
     PersistentVolumeAccessMode,
     ResourceRequirements,
 )
-from kaiwo_contracts.crds.meta import Condition
+from kaiwo_contracts.crds.meta import DNS_SUBDOMAIN_PATTERN, Condition
 from kaiwo_contracts.crds.schema import NoCrdDefault
 
 GROUP: Final = "kaiwo.silogen.ai"
@@ -415,9 +415,19 @@ class CommonMetaSpec(KubeModel):
     ray: bool = Field(default=False, description="Run on Ray (RayJob/RayService).")
     storage: StorageSpec | None = None
     dangerous: bool = Field(default=False, description="Do not add the default security context.")
-    cluster_queue: str | None = Field(default=None, description="Kueue ClusterQueue name.")
+    # Both become label values of the children (kueue.x-k8s.io/queue-name, .../priority-class)
+    # and name Kueue objects: RFC 1123 and at most 63 characters, or every child gets a 422.
+    cluster_queue: str | None = Field(
+        default=None,
+        max_length=63,
+        pattern=DNS_SUBDOMAIN_PATTERN,
+        description="Kueue ClusterQueue name.",
+    )
     priority_class: str | None = Field(
-        default=None, description="Kueue WorkloadPriorityClass name (upstream wire name)."
+        default=None,
+        max_length=63,
+        pattern=DNS_SUBDOMAIN_PATTERN,
+        description="Kueue WorkloadPriorityClass name (upstream wire name).",
     )
 
     @model_validator(mode="after")
