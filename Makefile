@@ -6,10 +6,17 @@ SHELL := /bin/bash
 UV_VERSION := 0.13.9
 UV := $(shell command -v uv 2>/dev/null || echo $(CURDIR)/.tools/bin/uv)
 RUN := $(UV) run --frozen
-PACKAGES := kaiwo_contracts kaiwo_eventstore kaiwo_kube kaiwo_kubefake kaiwo_envtest kaiwo_runtime \
+# The image's tag is the project's version (pyproject.toml), as the manifests and the chart name it.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1)
+IMAGE ?= ghcr.io/silogen/kaiwo-operator-py:$(VERSION)
+# Helm's own library (Helm v4, in PyPI's helm-sdkpy wheel) for the chart tests: no helm binary
+# ships on PyPI or in Debian.
+HELM_SDK := $(CURDIR)/.tools/helm-sdkpy
+HELM_SDK_VERSION := 0.1.32
+PACKAGES := kaiwo_contracts kaiwo_eventstore kaiwo_kube kaiwo_kubefake kaiwo_envtest kaiwo_sandbox kaiwo_runtime \
             kaiwo_watcher kaiwo_planner kaiwo_executor kaiwo_monitor kaiwo_recorder kaiwo_cli
 
-.PHONY: help install lint fmt typecheck layers checks test test-fast crds run demo bench nats-credentials fuzz hostile
+.PHONY: help install lint fmt typecheck layers checks test test-fast crds asyncapi run demo bench nats-credentials fuzz hostile image deploy-tools
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -37,30 +44,50 @@ layers: install ## import-linter: the layering contracts in .importlinter
 
 checks: lint typecheck layers ## Every static check
 
-test: checks ## The whole test suite with every static check (what CI runs)
+test: checks deploy-tools ## The whole test suite with every static check (what CI runs)
 	$(RUN) pytest
 
 test-fast: install ## Unit tests only
 	$(RUN) pytest tests/unit -q
 
-crds: install ## Regenerate deploy/k8s/crds/ from the pydantic models
+crds: install ## Regenerate deploy/k8s/crds/ (and the Helm chart's copy) from the pydantic models
 	$(RUN) kaiwo crds --output-dir deploy/k8s/crds
+	rm -f deploy/helm/kaiwo/crds/*.yaml && cp deploy/k8s/crds/*.yaml deploy/helm/kaiwo/crds/
+
+asyncapi: install ## Regenerate docs/asyncapi.yaml (the public workload events) from the contracts
+	$(RUN) kaiwo asyncapi --out docs/asyncapi.yaml
 
 run: install ## The main job: the operator on this machine against the current cluster (kaiwo up $(ARGS))
 	$(RUN) kaiwo up $(ARGS)
 
-demo: install ## The operator against a fake cluster with two 8-GPU nodes (kaiwo up --fake $(ARGS))
-	$(RUN) kaiwo up --fake $(ARGS)
+demo: install ## A simulated cluster (2x8 MI300X, 2x8 H100, 1 CPU node) running a scenario, with a live table (kaiwo demo $(ARGS))
+	$(RUN) kaiwo demo $(ARGS)
 
 fuzz: install ## Fuzz every target (bus, kaiwo validate, planning, Kubernetes responses), 100,000 cases each
 	HYPOTHESIS_PROFILE=fuzz $(RUN) pytest tests/fuzz -q -p no:cacheprovider --timeout=0 -s
 
-hostile: install ## The hostile bus corpus through the real consumers, with its table
-	$(RUN) pytest tests/hostile/bus -q -s -p no:cacheprovider
+hostile: install ## The hostile bus and manifest corpora through the real consumers, with their tables
+	$(RUN) pytest tests/hostile/bus tests/hostile/manifests/test_hostile_manifests.py -q -s -p no:cacheprovider
 
 bench: install ## Benchmarks that print figures
 	@for b in bench/*.py; do echo "== $$b"; $(RUN) python $$b || exit 1; done
 
-nats-credentials: install ## New NATS keys and server config for deploy/compose and deploy/k8s (rotates every key)
+nats-credentials: install ## New NATS keys and server config for deploy/compose, deploy/k8s and the Helm chart (rotates every key)
 	$(RUN) kaiwo nats credentials --out deploy/compose/nats-credentials
 	$(RUN) kaiwo nats credentials --out deploy/k8s/base/nats-credentials --http 127.0.0.1:8222
+	$(RUN) kaiwo nats credentials --out deploy/helm/kaiwo/nats-credentials --http 127.0.0.1:8222
+
+image: ## Build the operator's image (docker build; needs a Docker engine)
+	@if ! command -v docker >/dev/null 2>&1; then \
+	  echo "make image: docker is not installed; CI checks the Dockerfile and its context without it (tests/unit/deploy/test_image.py)" >&2; exit 2; fi
+	@if ! docker info >/dev/null 2>&1; then \
+	  echo "make image: no Docker engine answers (docker info failed); start one or build elsewhere with: docker build -f deploy/Dockerfile --build-arg VERSION=$(VERSION) -t $(IMAGE) ." >&2; exit 2; fi
+	docker build -f deploy/Dockerfile --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+
+
+deploy-tools: $(HELM_SDK)/helm_sdkpy/__init__.py ## What the deploy tests need besides .venv: Helm's library
+
+# helm-sdkpy declares Python >= 3.12, yet its wrapper runs on 3.11 (it calls the bundled Go
+# library through cffi, which .venv has); so it stays out of uv.lock, which resolves for 3.11.
+$(HELM_SDK)/helm_sdkpy/__init__.py: $(UV)
+	$(UV) pip install --quiet --no-deps --target $(HELM_SDK) --python-version 3.12 helm-sdkpy==$(HELM_SDK_VERSION)

@@ -29,6 +29,7 @@ from kaiwo_kube import (
     WatchEvent,
 )
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_kube.plain_client import PlainApiClient
 from kaiwo_kube.resources import (
     CONFIG_MAP,
     CUSTOM_RESOURCE_DEFINITION,
@@ -58,12 +59,20 @@ class Backend:
             self.fake.store.compact()
 
 
-@pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.k8s)])
+@pytest.fixture(
+    params=[
+        "fake",
+        pytest.param("real", marks=pytest.mark.k8s),
+        # The commands' transport (plain aiohttp): the same adapter, the same contract (on
+        # the real API server the commands' end-to-end tests use it: test_scientist_cli).
+        "fake-plain",
+    ]
+)
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     run_id = uuid.uuid4().hex[:8]
     async with contextlib.AsyncExitStack() as stack:
         fake: FakeKubeServer | None = None
-        if request.param == "fake":
+        if request.param.startswith("fake"):
             fake = await stack.enter_async_context(
                 FakeKubeServer(kubeconfig_path=tmp_path / "kubeconfig", bookmark_interval=0.2)
             )
@@ -73,7 +82,11 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
             # A real server sends a watch's bookmark once a minute, or 2 s before the watch's
             # own timeout when that comes sooner (the watch cache's nextBookmarkTime).
             kubeconfig, bookmark_within = real.kubeconfig, 10
-        kube = await KubernetesAsyncioAdapter.from_kubeconfig(kubeconfig)
+        if request.param.endswith("plain"):
+            kube = await KubernetesAsyncioAdapter.from_kubeconfig_quickly(kubeconfig)
+            assert isinstance(kube._api, PlainApiClient)
+        else:
+            kube = await KubernetesAsyncioAdapter.from_kubeconfig(kubeconfig)
         stack.push_async_callback(kube.close)
         namespace = f"kaiwo-contract-{run_id}"
         await kube.create(

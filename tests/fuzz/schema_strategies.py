@@ -17,7 +17,6 @@ the models treat them; each place says what to widen once it merges.
 
 from __future__ import annotations
 
-import math
 import re
 from datetime import UTC, date, datetime
 from typing import Any
@@ -74,13 +73,23 @@ dns_labels = st.sampled_from(_ALNUM) | st.builds(
 )
 words = st.sampled_from(VOCABULARY) | dns_labels | st.text(max_size=12)
 
-# widened after hostilespec merges: quantities outside Kubernetes' grammar (1e100Gi, NaN,
-# -10Gi, 1.5.5Gi) and numbers beyond int64; today the planner takes them as they come.
-quantities = st.integers(min_value=0, max_value=64) | st.sampled_from(
-    ["0", "1", "2", "8", "500m", "1500m", "16Gi", "64Gi", "1Ti", "100M", "2k", "0.5", "1e3"]
+# Mostly Kubernetes quantities; also text outside the grammar (1e100Gi, NaN, -10Gi, 1.5.5Gi)
+# and numbers beyond int64, which validation refuses and planning reports (decision 0022).
+quantities = (
+    st.integers(min_value=0, max_value=64)
+    | st.sampled_from(
+        ["0", "1", "2", "8", "500m", "1500m", "16Gi", "64Gi", "1Ti", "100M", "2k", "0.5", "1e3"]
+    )
+    | st.sampled_from(
+        ["1e100Gi", "NaN", "-10Gi", "1.5.5Gi", "1e308", "99999999999999999999Ei", "", " 1"]
+    )
+    | st.integers(min_value=2**63 - 2, max_value=10**30)
+    | st.integers(min_value=-(2**63) - 2, max_value=-1)
 )
-# widened after hostilespec merges: durations of any length (99999999999999h overflows).
-durations = st.from_regex(r"\A([0-9]{1,4}(s|m|h)){1,3}\Z")
+# Durations of any length: 99999999999999h overflows Go's int64 nanoseconds.
+durations = st.from_regex(r"\A([0-9]{1,4}(s|m|h)){1,3}\Z") | st.from_regex(
+    r"\A([0-9]{1,20}(s|m|h)){1,3}\Z"
+)
 SAFE_INTEGER = 2**31 - 1
 
 json_scalars = (
@@ -195,8 +204,14 @@ def _object(schema: Schema, *, depth: int) -> st.SearchStrategy[Any]:
 
 # -------------------------------------------------------------------- manifests
 
-# widened after hostilespec merges: names of 64-253 characters (label values longer than 63).
-names = dns_labels | st.sampled_from(["x" * 40, "a-" * 31 + "b"])
+# Names up to 253 characters: longer than 63 they no longer fit a label value as they are.
+long_names = st.builds(
+    lambda first, rest, size: (first + rest * 253)[:size].rstrip("-.") or first,
+    st.sampled_from(_ALNUM),
+    st.sampled_from(["x", "a-", "ab.", "0"]),
+    st.integers(min_value=64, max_value=253),
+)
+names = dns_labels | st.sampled_from(["x" * 40, "a-" * 31 + "b", "x" * 63]) | long_names
 uids = st.uuids().map(str)
 
 
@@ -331,25 +346,6 @@ def _added(value: Any, path: tuple[Any, ...], key: Any, new: Any) -> Any:
     return copied
 
 
-# widened after hostilespec merges: values no quantity can be (infinity, 1e308, 10**400,
-# true), which the planner's quantity parsing does not survive yet; for cluster objects.
-finite_hostile_values = hostile_values.filter(lambda value: not _has_huge_number(value))
-
-
-def _has_huge_number(value: Any) -> bool:
-    if isinstance(value, bool):
-        return True
-    if isinstance(value, float):
-        return not math.isfinite(value) or abs(value) > 1e18
-    if isinstance(value, int):
-        return abs(value) > 2**63
-    if isinstance(value, dict):
-        return any(_has_huge_number(child) for child in value.values())
-    if isinstance(value, list):
-        return any(_has_huge_number(child) for child in value)
-    return False
-
-
 @st.composite
 def hostile(
     draw: st.DrawFn,
@@ -376,9 +372,9 @@ def hostile(
                 rest = {k: v for k, v in container.items() if k != path[-1]}
                 damaged = _replaced(damaged, parent, rest)
         elif how == "nest":
-            # widened after hostilespec merges: YAML depth (here: kept to what yaml and json
-            # take without hitting Python's recursion limit).
-            depth = draw(st.integers(min_value=1, max_value=60))
+            # Deeper than the CLI's YAML limit (MAX_DEPTH, 100) and still within what json and
+            # yaml take without hitting Python's recursion limit.
+            depth = draw(st.integers(min_value=1, max_value=60) | st.integers(95, 140))
             inner = _get(damaged, path)
             for _ in range(depth):
                 inner = draw(st.sampled_from([[inner], {"a": inner}]))

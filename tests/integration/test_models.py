@@ -23,12 +23,23 @@ from typing import Any, Final
 import pytest
 import pytest_asyncio
 import yaml
+from click.testing import CliRunner
 from kaiwo_cli.main import app
-from kaiwo_kube import AlreadyExists, KubernetesPort, NotFound, resources
-from typer.testing import CliRunner
+from kaiwo_kube import KubernetesPort, NotFound, resources
 
 from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import Pending, Pipeline, eventually
+from tests.integration.pipeline.model_actors import (
+    a_model,
+    apply_models_config,
+    condition,
+    is_ready,
+    model,
+    model_pods,
+    remove_models_config,
+    run_pods,
+    serving,
+)
 
 pytestmark = [
     pytest.mark.nats,
@@ -39,17 +50,6 @@ pytestmark = [
 ]
 
 EXAMPLES: Final = Path(__file__).resolve().parents[2] / "examples"
-OPERATOR_NAMESPACE: Final = "kaiwo-system"
-MODELS_CONFIG: Final = """\
-resourceProfiles:
-  mi300x:
-    imageName: amd-gpu
-    requests: {cpu: "4", memory: 16Gi}
-    limits: {amd.com/gpu: "1"}
-cacheProfiles:
-  shared:
-    sharedFilesystem: {storageClassName: nfs-rwx}
-"""
 ADAPTER_PREFIX: Final = "adapter.kubeai.org/"
 
 
@@ -59,111 +59,17 @@ ADAPTER_PREFIX: Final = "adapter.kubeai.org/"
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def models_config(shared_pipeline: Pipeline) -> AsyncIterator[None]:
     """The system configuration of Models, in the operator's namespace, for the module."""
-    kube = shared_pipeline.kube
-    with contextlib.suppress(AlreadyExists):
-        await actors.create_namespace(kube, OPERATOR_NAMESPACE)
-    config_map = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": "kaiwo-models",
-            "namespace": OPERATOR_NAMESPACE,
-            "labels": {"kaiwo.silogen.ai/system-config": "models"},
-        },
-        "data": {"models.yaml": MODELS_CONFIG},
-    }
-    await kube.apply(config_map, field_manager="platform-team")
+    await apply_models_config(shared_pipeline.kube)
     try:
         yield
     finally:
-        with contextlib.suppress(NotFound):
-            await kube.delete(resources.CONFIG_MAP, "kaiwo-models", namespace=OPERATOR_NAMESPACE)
-
-
-# ---------------------------------------------------------------------- the kubelet
-
-
-async def model_pods(kube: KubernetesPort, namespace: str, name: str) -> list[dict[str, Any]]:
-    listed = await kube.list(resources.POD, namespace=namespace, label_selector=f"model={name}")
-    return sorted(listed.items, key=lambda p: p["metadata"]["name"])
-
-
-def is_ready(pod: dict[str, Any]) -> bool:
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in (pod.get("status") or {}).get("conditions") or ()
-    )
-
-
-async def run_pods(kube: KubernetesPort, namespace: str, name: str) -> int:
-    """The kubelet: every Pod of the Model not being deleted runs and turns Ready.
-    Returns how many it started."""
-    started = 0
-    for pod in await model_pods(kube, namespace, name):
-        if is_ready(pod) or pod["metadata"].get("deletionTimestamp"):
-            continue
-        await kube.patch_status(
-            resources.POD,
-            pod["metadata"]["name"],
-            {
-                "phase": "Running",
-                "startTime": actors.now(),
-                "conditions": [
-                    {"type": "Ready", "status": "True", "lastTransitionTime": actors.now()},
-                    {
-                        "type": "ContainersReady",
-                        "status": "True",
-                        "lastTransitionTime": actors.now(),
-                    },
-                ],
-            },
-            namespace=namespace,
-            field_manager="kubelet",
-            method="merge",
-        )
-        started += 1
-    return started
-
-
-async def model(pipeline: Pipeline, name: str) -> dict[str, Any]:
-    return await pipeline.kube.get(resources.KUBEAI_MODEL, name, namespace=pipeline.namespace)
-
-
-async def serving(pipeline: Pipeline, name: str, replicas: int) -> dict[str, Any]:
-    """Play the kubelet until the Model's status counts ``replicas`` Pods, all Ready."""
-    kube, namespace = pipeline.kube, pipeline.namespace
-
-    async def check() -> dict[str, Any] | Pending:
-        await run_pods(kube, namespace, name)
-        found = await model(pipeline, name)
-        counted = (found.get("status") or {}).get("replicas")
-        ready = _condition(found, "Ready")
-        wanted = {"all": replicas, "ready": replicas}
-        if counted == wanted and ready is not None and ready["status"] == "True":
-            return found
-        return Pending(f"replicas {counted}, Ready {ready}")
-
-    return await eventually(check, what=f"Model {name} serves {replicas} replicas", within=60)
-
-
-def _condition(found: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    conditions = (found.get("status") or {}).get("conditions") or ()
-    return next((c for c in conditions if c["type"] == kind), None)
+        await remove_models_config(shared_pipeline.kube)
 
 
 def example(name: str, namespace: str) -> dict[str, Any]:
     found: dict[str, Any] = yaml.safe_load((EXAMPLES / name).read_text())
     found["metadata"]["namespace"] = namespace
     return found
-
-
-def a_model(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeai.org/v1",
-        "kind": "Model",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }
 
 
 async def kaiwo(*arguments: str) -> Any:
@@ -255,7 +161,7 @@ async def test_every_example_and_every_engine_runs_its_pods_and_counts_them(
 
 
 async def _ready_reason(pipeline: Pipeline, name: str) -> str | Pending:
-    found = _condition(await model(pipeline, name), "Ready")
+    found = condition(await model(pipeline, name), "Ready")
     return found["reason"] if found else Pending("no Ready condition yet")
 
 
@@ -371,7 +277,7 @@ async def test_adapters_are_loaded_and_changed_without_restarting_a_pod(
         )
 
     async def loaded() -> dict[str, Any] | Pending:
-        found = _condition(await model(pipeline, "lora"), "AdaptersLoaded")
+        found = condition(await model(pipeline, "lora"), "AdaptersLoaded")
         return found if found and found["status"] == "True" else Pending(f"{found}")
 
     await eventually(loaded, what="adapters loaded")
@@ -396,7 +302,7 @@ async def test_adapters_are_loaded_and_changed_without_restarting_a_pod(
         pod["metadata"]["uid"]
     ]
     # Until the sidecar unloads it, the Pod still reports "chat": not loaded as wanted.
-    reported = _condition(await model(pipeline, "lora"), "AdaptersLoaded")
+    reported = condition(await model(pipeline, "lora"), "AdaptersLoaded")
     assert reported is not None and reported["status"] == "False"
 
 
@@ -538,4 +444,5 @@ async def test_replay_reproduces_every_model_plan_and_explain_tells_the_story(
     )
     assert explained.exit_code == 0, explained.output
     assert explained.output.startswith(f"Model {pipeline.namespace}/rolling")
-    assert "delete Pod" in explained.output
+    # Long lines are wrapped under their branch: read them joined again.
+    assert "delete Pod" in " ".join(line.lstrip("│├└─ ") for line in explained.output.splitlines())

@@ -12,9 +12,9 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from kaiwo_cli.main import app
 from kaiwo_kube import resources
-from typer.testing import CliRunner
 
 from tests.integration.conftest import FAKE_POSTGRES, FAKE_SQLITE, real_sqlite
 from tests.integration.pipeline.harness import field_managers_of
@@ -142,7 +142,8 @@ async def test_a_kaiwojob_from_creation_to_completion(pipeline: Any) -> None:
     lines = explained.output.splitlines()
     assert lines[0].startswith(f"KaiwoJob {namespace}/{NAME} (uid {uid})")
     assert f"— {len(story)} recorded events" in lines[0]
-    text = explained.output
+    # Long lines are wrapped under their branch: read them joined again.
+    text = " ".join(line.lstrip("│├└─ ") for line in lines)
     assert f"observed KaiwoJob {namespace}/{NAME} ADDED" in text
     for phase in ("DOWNLOADING", "PENDING", "STARTING", "RUNNING", "COMPLETE"):
         assert f"status {phase}" in text

@@ -32,10 +32,10 @@ from typing import Any, Final
 import pytest
 import pytest_asyncio
 import yaml
+from click.testing import CliRunner
 from kaiwo_cli.main import app
 from kaiwo_envtest import AuditEvent, AuditLog
 from kaiwo_kube import resources
-from typer.testing import CliRunner
 
 from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import (

@@ -15,7 +15,8 @@ Everything here but the reads is pure.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import textwrap
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -47,6 +48,8 @@ class WorkloadIdentity:
     name: str
     uid: str
     kind: str
+    via: str | None = None
+    """The child the workload was asked for by (``Job ml-team/train-download``), if any."""
 
 
 def parse_workload(text: str) -> tuple[str, str]:
@@ -57,20 +60,64 @@ def parse_workload(text: str) -> tuple[str, str]:
     return namespace, name
 
 
+def parse_reference(text: str) -> tuple[str | None, str, str]:
+    """``NS/NAME`` or ``KIND/NS/NAME`` -> (kind or None, namespace, name)."""
+    parts = text.split("/")
+    if len(parts) == 3 and all(parts):
+        return parts[0], parts[1], parts[2]
+    namespace, name = parse_workload(text)
+    return None, namespace, name
+
+
 async def find_workload(store: EventStore, reference: str) -> WorkloadIdentity:
-    """The workload ``NS/NAME`` names, from the recorded observations (the newest if the name
-    was used by several objects over time)."""
-    namespace, name = parse_workload(reference)
+    """The workload ``NS/NAME`` (or ``KaiwoJob/NS/NAME``) names, or the workload that owns
+    the child ``KIND/NS/NAME`` (e.g. ``Job/ml-team/train-download``), from the recorded
+    observations (the newest if the name was used by several objects over time)."""
+    kind, namespace, name = parse_reference(reference)
     subject = f"{namespace}/{name}"
+    observed = await store.read_by_type([ObservedObjectV1.EVENT_TYPE])
+    workload_kinds = {k.lower(): k for k in WORKLOAD_KINDS}
+    if kind is None or kind.lower() in workload_kinds:
+        wanted = (workload_kinds[kind.lower()],) if kind else WORKLOAD_KINDS
+        found = _newest(observed, lambda e: e.subject == subject and e.data.get("kind") in wanted)
+        if found is None:
+            raise WorkloadNotFoundError(f"no recorded observation of a workload {subject}")
+        return found
+    child = [
+        event
+        for event in observed
+        if event.subject == subject
+        and str(event.data.get("kind", "")).lower() == kind.lower()
+        and event.stream_id.startswith(WORKLOAD_STREAM_PREFIX)
+    ]
+    if not child:
+        raise WorkloadNotFoundError(
+            f"no recorded observation of a {kind} {subject} that belongs to a workload"
+        )
+    owner_uid = child[-1].stream_id.removeprefix(WORKLOAD_STREAM_PREFIX)
+    owner = _newest(
+        observed, lambda e: e.data.get("uid") == owner_uid and e.data.get("kind") in WORKLOAD_KINDS
+    )
+    if owner is None:
+        raise WorkloadNotFoundError(f"{kind} {subject} belongs to no recorded workload")
+    return WorkloadIdentity(
+        owner.namespace,
+        owner.name,
+        owner.uid,
+        owner.kind,
+        via=f"{child[-1].data.get('kind')} {subject}",
+    )
+
+
+def _newest(
+    observed: Sequence[StoredEvent], wanted: Callable[[StoredEvent], bool]
+) -> WorkloadIdentity | None:
     found: WorkloadIdentity | None = None
-    for event in await store.read_by_type([ObservedObjectV1.EVENT_TYPE]):
-        if event.subject != subject or event.data.get("kind") not in WORKLOAD_KINDS:
-            continue
+    for event in observed:
         uid = event.data.get("uid")
-        if isinstance(uid, str) and uid:
+        if wanted(event) and isinstance(uid, str) and uid:
+            namespace, _, name = (event.subject or "").partition("/")
             found = WorkloadIdentity(namespace, name, uid, str(event.data["kind"]))
-    if found is None:
-        raise WorkloadNotFoundError(f"no recorded observation of a workload {subject}")
     return found
 
 
@@ -111,7 +158,62 @@ def _chronological(node: CausalNode) -> tuple[Any, int]:
     return (node.event.time, node.event.global_position)
 
 
+BRANCH: Final = "├── "
+LAST_BRANCH: Final = "└── "
+GUIDE: Final = "│   "
+NO_GUIDE: Final = "    "
+NARROWEST: Final = 24
+"""Below this many columns of room a label is not wrapped further (it would be one word a
+line)."""
+
+
+def tree_lines(
+    title: str, forest: Sequence[CausalNode], *, label: Callable[[StoredEvent], str], width: int
+) -> list[str]:
+    """The forest as a text tree under ``title``, each label wrapped to ``width`` columns with
+    its continuation lines kept under the branch (never cut: in a pipe every word survives)."""
+    lines = textwrap.wrap(title, width=max(width, NARROWEST)) or [title]
+    _branches(lines, forest, prefix="", label=label, width=width)
+    return lines
+
+
+def _branches(
+    lines: list[str],
+    nodes: Sequence[CausalNode],
+    *,
+    prefix: str,
+    label: Callable[[StoredEvent], str],
+    width: int,
+) -> None:
+    for index, node in enumerate(nodes):
+        last = index == len(nodes) - 1
+        below = prefix + (NO_GUIDE if last else GUIDE)
+        continuation = below + (GUIDE if node.effects else NO_GUIDE)
+        head = prefix + (LAST_BRANCH if last else BRANCH)
+        text = label(node.event)
+        lines.extend(
+            textwrap.wrap(
+                text,
+                width=max(width, len(continuation) + NARROWEST),
+                initial_indent=head,
+                subsequent_indent=continuation,
+                break_on_hyphens=False,
+            )
+            or [head + text]
+        )
+        _branches(lines, node.effects, prefix=below, label=label, width=width)
+
+
 # --------------------------------------------------------------------------- one line each
+
+
+PLAN_ID_LENGTH: Final = 8
+"""Plans are named by the first characters of their event id, in ``explain`` as in
+``replay`` (and in the executor's results, whose ``planId`` is that id)."""
+
+
+def short_plan_id(event_id: str) -> str:
+    return event_id[:PLAN_ID_LENGTH]
 
 
 def describe(event: StoredEvent) -> str:
@@ -119,6 +221,8 @@ def describe(event: StoredEvent) -> str:
     describer = _DESCRIBERS.get(event.type)
     if describer is not None:
         try:
+            if event.type == PlanDecidedV1.EVENT_TYPE:
+                return _plan(event.data, plan_id=event.event_id)
             return describer(event.data)
         except ValueError as error:  # pydantic's ValidationError is a ValueError
             return f"{event.type} (unreadable: {' '.join(str(error).split())[:120]})"
@@ -138,7 +242,7 @@ def _observed(data: Mapping[str, Any]) -> str:
     )
 
 
-def _plan(data: Mapping[str, Any]) -> str:
+def _plan(data: Mapping[str, Any], *, plan_id: str = "") -> str:
     decided = PlanDecidedV1.model_validate(data)
     plan = decided.plan
     parts = []
@@ -155,7 +259,7 @@ def _plan(data: Mapping[str, Any]) -> str:
         parts.append("to restore: " + ", ".join(_ref(ref) for ref in decided.drifted))
     if plan.delete_owner:
         parts.append("deletes the owner")
-    return f"plan {decided.fingerprint[:12]} ({decided.trigger}): " + "; ".join(parts)
+    return f"plan {short_plan_id(plan_id)} ({decided.trigger}): " + "; ".join(parts)
 
 
 def _result(data: Mapping[str, Any]) -> str:
@@ -165,7 +269,8 @@ def _result(data: Mapping[str, Any]) -> str:
         + (f" ({action.reason})" if action.reason else "")
         for action in result.actions
     ]
-    return f"{result.outcome}: " + ("; ".join(actions) if actions else "nothing to do")
+    done = "; ".join(actions) if actions else "nothing to do"
+    return f"{result.outcome}: {done} (plan {short_plan_id(result.plan_id)})"
 
 
 def _preemption(data: Mapping[str, Any]) -> str:

@@ -1,25 +1,158 @@
-"""The ``kaiwo`` command: one typer app; each command lives in ``kaiwo_cli.commands``."""
+"""The ``kaiwo`` command: a click group that imports a command's module only when it runs.
+
+Every command lives in ``kaiwo_cli.commands``; the table below names its module, the attribute
+holding it (a typer app or a typer-annotated function) and the one line ``kaiwo --help`` shows,
+so that listing the commands imports neither typer nor the Kubernetes client, pydantic or
+NATS (a test keeps it so). Only the command that runs pays for what it needs.
+"""
 
 from __future__ import annotations
 
-import typer
+import importlib
+from dataclasses import dataclass
+from typing import Any
 
-from kaiwo_cli.commands import apply, crds, events, nats, plan, up, validate, version
+import click
 
-app = typer.Typer(
-    name="kaiwo",
-    help="Kaiwo: AI/GPU workloads on Kubernetes.",
+
+@dataclass(frozen=True, slots=True)
+class CommandEntry:
+    module: str
+    attribute: str
+    summary: str
+
+
+HELP_OPTIONS = ["-h", "--help"]
+
+COMMANDS: dict[str, CommandEntry] = {
+    "submit": CommandEntry(
+        "kaiwo_cli.commands.workloads", "submit", "Validate and submit a KaiwoJob or KaiwoService."
+    ),
+    "list": CommandEntry(
+        "kaiwo_cli.commands.workloads", "list_workloads", "List workloads (yours by default)."
+    ),
+    "status": CommandEntry(
+        "kaiwo_cli.commands.workloads",
+        "status",
+        "A workload's phase, conditions, children, queue and Events.",
+    ),
+    "logs": CommandEntry("kaiwo_cli.commands.workloads", "logs", "Logs of a workload's pods."),
+    "delete": CommandEntry("kaiwo_cli.commands.workloads", "delete", "Delete a workload."),
+    "queues": CommandEntry(
+        "kaiwo_cli.commands.capacity",
+        "queues",
+        "ClusterQueues with quota and usage per flavor, LocalQueues, pending workloads.",
+    ),
+    "nodes": CommandEntry(
+        "kaiwo_cli.commands.capacity", "nodes", "GPU nodes by vendor and pool: capacity and use."
+    ),
+    "apply": CommandEntry(
+        "kaiwo_cli.commands.apply", "apply", "Validate, then server-side apply manifests."
+    ),
+    "validate": CommandEntry(
+        "kaiwo_cli.commands.validate", "validate", "Check manifests offline; name every bad field."
+    ),
+    "plan": CommandEntry("kaiwo_cli.commands.plan", "plan", "What the planner would create."),
+    "events": CommandEntry(
+        "kaiwo_cli.commands.events", "app", "Recorded events: tail, replay, explain, export."
+    ),
+    "up": CommandEntry(
+        "kaiwo_cli.commands.up", "up", "Run the operator on this machine (NATS, store, services)."
+    ),
+    "demo": CommandEntry(
+        "kaiwo_cli.commands.demo", "demo", "The operator on a simulated GPU cluster, a scenario."
+    ),
+    "crds": CommandEntry("kaiwo_cli.commands.crds", "crds", "The CRDs, generated from the models."),
+    "asyncapi": CommandEntry(
+        "kaiwo_cli.commands.asyncapi", "asyncapi", "The AsyncAPI document of the public events."
+    ),
+    "nats": CommandEntry("kaiwo_cli.commands.nats", "app", "NATS credentials for deployments."),
+    "version": CommandEntry("kaiwo_cli.commands.version", "version", "The version."),
+}
+
+
+def load_command(name: str, entry: CommandEntry) -> Any:
+    """The typer (click-like) command of ``entry``: a typer app, or a function made one."""
+    import typer
+    import typer.main
+
+    target: Any = getattr(importlib.import_module(entry.module), entry.attribute)
+    if not isinstance(target, typer.Typer):
+        single = typer.Typer(add_completion=False)
+        single.command(name)(target)
+        target = single
+    command = typer.main.get_command(target)
+    command.name = name
+    command.context_settings["help_option_names"] = HELP_OPTIONS
+    hide_flag_types(command)
+    return command
+
+
+def hide_flag_types(command: Any) -> None:
+    """Flags take no value: show no type for them (typer would print ``<bool>``)."""
+    for param in command.params:
+        if getattr(param, "is_flag", False):
+            param.metavar = ""
+    make_help_option = command.get_help_option
+
+    def help_option(ctx: Any) -> Any:
+        # click makes -h/--help per context, outside ``params``: hide its type as it appears.
+        option = make_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    command.get_help_option = help_option
+    for sub in (getattr(command, "commands", None) or {}).values():
+        hide_flag_types(sub)
+
+
+class LazyCommand(click.Command):
+    """Stands for one command until it runs; then its typer command parses the rest of the
+    line itself (typer carries a click of its own, so the two never share a context)."""
+
+    def __init__(self, name: str, entry: CommandEntry) -> None:
+        super().__init__(
+            name,
+            help=entry.summary,
+            add_help_option=False,
+            context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+        )
+        self.entry = entry
+
+    def invoke(self, ctx: click.Context) -> Any:
+        command = load_command(str(self.name), self.entry)
+        return command.main(args=ctx.args, prog_name=f"kaiwo {self.name}")
+
+
+class LazyGroup(click.Group):
+    """Lists commands from :data:`COMMANDS` and imports one only when it is asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:  # noqa: ARG002 (click's)
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:  # noqa: ARG002
+        entry = COMMANDS.get(cmd_name)
+        return LazyCommand(cmd_name, entry) if entry is not None else None
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:  # noqa: ARG002
+        rows = [(name, entry.summary) for name, entry in COMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": HELP_OPTIONS, "max_content_width": 100},
     no_args_is_help=True,
-    add_completion=False,
 )
-app.command("validate")(validate.validate)
-app.command("crds")(crds.crds)
-app.command("version")(version.version)
-app.command("up")(up.up)
-app.command("apply")(apply.apply)
-app.command("plan")(plan.plan)
-app.add_typer(events.app, name="events")
-app.add_typer(nats.app, name="nats")
+def app() -> None:
+    """Kaiwo: AI/GPU workloads on Kubernetes.
+
+    After `kaiwo up` (or `make demo`), every command finds the stack it started through its
+    state directory: --state DIR, else $KAIWO_STATE, else .kaiwo here or in a parent directory.
+    """
+
 
 if __name__ == "__main__":
     app()

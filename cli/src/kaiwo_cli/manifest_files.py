@@ -1,8 +1,24 @@
-"""Reading manifests: YAML files (one or many documents each) from files and directories."""
+"""Reading manifests: YAML files (one or many documents each) from files and directories.
+
+Reading is bounded, so a hostile file is refused quickly with a clear reason instead of
+exhausting memory or the stack (limits recorded in docs/decisions, "hostile specs"):
+
+* a file is at most :data:`MAX_FILE_BYTES` (the API server takes no request over 3 MiB);
+* nesting is at most :data:`MAX_DEPTH` collections deep (a KaiwoJob with an embedded pod
+  template needs about 20);
+* a file uses at most :data:`MAX_ALIASES` aliases (``*name``), and what they stand for adds
+  up to at most :data:`MAX_EXPANDED_NODES` values: an alias re-uses a whole subtree, so a few
+  of them nested make a "billion laughs" document that expands to gigabytes when anything
+  walks it;
+* an integer has at most :data:`MAX_INTEGER_DIGITS` digits (Python refuses to convert longer
+  ones; a manifest's largest number, 2**63, has 19). Smaller but too large values are the
+  models' to refuse, naming the field.
+"""
 
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +27,107 @@ from typing import Any
 import yaml
 
 YAML_SUFFIXES = (".yaml", ".yml")
+STDIN = "-"
+MAX_FILE_BYTES = 3 * 1024 * 1024
+MAX_DEPTH = 100
+MAX_ALIASES = 100
+MAX_EXPANDED_NODES = 100_000
+MAX_INTEGER_DIGITS = 100
+
+
+class LimitExceededError(yaml.YAMLError):
+    """A document goes beyond one of the reading limits (module docstring)."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, counting nesting depth and aliases while it composes."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._aliases = 0
+        self._expanded = 0
+        self._sizes: dict[int, int] = {}
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise LimitExceededError(
+                    f"more than {MAX_ALIASES} YAML aliases (*name) in one file "
+                    f"(line {self._line() + 1}); write the values out"
+                )
+            anchored = self.anchors.get(self._next_anchor())
+            self._expanded += self._size(anchored) if anchored is not None else 0
+            if self._expanded > MAX_EXPANDED_NODES:
+                raise LimitExceededError(
+                    f"YAML aliases that expand to more than {MAX_EXPANDED_NODES:,} values "
+                    f"(line {self._line() + 1}): an alias bomb"
+                )
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise LimitExceededError(
+                    f"nested more than {MAX_DEPTH} levels deep (line {self._line() + 1})"
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def _line(self) -> int:
+        event: yaml.Event = self.peek_event()  # type: ignore[no-untyped-call]
+        mark = event.start_mark
+        return int(mark.line) if mark is not None else 0
+
+    def _next_anchor(self) -> str:
+        event: yaml.Event = self.peek_event()  # type: ignore[no-untyped-call]
+        return str(getattr(event, "anchor", ""))
+
+    def _size(self, node: yaml.Node) -> int:
+        """How many values ``node`` stands for once every alias in it is expanded."""
+        known = self._sizes.get(id(node))
+        if known is not None:
+            return known
+        size = 1
+        if isinstance(node, yaml.SequenceNode):
+            size += sum(self._size(item) for item in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            size += sum(self._size(key) + self._size(value) for key, value in node.value)
+        self._sizes[id(node)] = size
+        return size
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        digits = sum(character.isdigit() for character in str(node.value))
+        if digits > MAX_INTEGER_DIGITS:
+            raise LimitExceededError(
+                f"an integer of {digits} digits (line {node.start_mark.line + 1}); "
+                f"at most {MAX_INTEGER_DIGITS} are read"
+            )
+        value: int = super().construct_yaml_int(node)
+        return value
+
+
+_BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_yaml_int)
+
+
+def load_bounded(text: str) -> list[Any]:
+    """Every document of ``text`` (None for an empty one), within the reading limits.
+
+    Raises :class:`yaml.YAMLError` (:class:`LimitExceededError` for a limit) when the text is
+    not YAML or goes beyond a limit.
+    """
+    if len(text.encode("utf-8", errors="replace")) > MAX_FILE_BYTES:
+        raise LimitExceededError(f"larger than {MAX_FILE_BYTES:,} bytes")
+    loader = _BoundedLoader(text)
+    try:
+        documents = []
+        while loader.check_data():  # type: ignore[no-untyped-call]
+            documents.append(loader.get_data())
+        return documents
+    except RecursionError as error:  # the limits keep well below; a last line of defence
+        raise LimitExceededError("nested too deeply to read") from error
+    finally:
+        loader.dispose()
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,13 +172,20 @@ def manifest_paths(targets: Iterable[Path]) -> list[Path]:
 
 
 def read_documents(source: Path) -> Iterator[ManifestDocument]:
-    """The non-empty documents of one YAML file."""
+    """The non-empty documents of one YAML file (``-``: standard input)."""
     try:
-        text = source.read_text(encoding="utf-8")
+        if str(source) == STDIN:
+            text = sys.stdin.read(MAX_FILE_BYTES + 1)
+        else:
+            if source.stat().st_size > MAX_FILE_BYTES:
+                raise ManifestReadError(source, f"larger than {MAX_FILE_BYTES:,} bytes")
+            text = source.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise ManifestReadError(source, f"cannot read: {error}") from error
     try:
-        documents = list(yaml.safe_load_all(text))
+        documents = load_bounded(text)
+    except LimitExceededError as error:
+        raise ManifestReadError(source, f"refused: {error}") from error
     except yaml.YAMLError as error:
         raise ManifestReadError(source, f"not valid YAML: {error}") from error
     for number, content in enumerate(documents, start=1):

@@ -9,6 +9,9 @@ and ``planned_at``, the ``now`` it planned with. So, for each plan in order of
    observation — of *all* objects: nodes, configuration, other workloads, children — in order
    of its recorded stream sequence (the recorder keeps it in the event's metadata), up to and
    including ``obs_sequence``;
+   and, likewise, every recorded monitor finding (``UtilizationV1`` of ``KAIWO_MON``) up to
+   and including the plan's ``mon_sequence``, so decisions that depended on findings (the
+   ``ResourceUnderutilization`` condition, terminations, idle preemption) are reproduced;
 2. call :func:`~kaiwo_planner.domain.planning.plan_object` with the plan's owner as the
    projection holds it, the projection's cluster state and ``now = planned_at``;
 3. compare the replayed plan with the recorded one: equal fingerprints (the SHA-256 of the
@@ -40,10 +43,12 @@ from typing import Any, Final, Literal
 
 import yaml
 from kaiwo_contracts.events import ObservedObjectV1, PlanDecidedV1
+from kaiwo_contracts.events.monitor import UtilizationV1
 from kaiwo_contracts.plans import ObjectRef, Plan, canonical_json
 from kaiwo_eventstore import EventStore, StoredEvent, cyclic_gc_paused
 from kaiwo_planner.domain.cluster import ClusterState
 from kaiwo_planner.domain.default_objects import default_object_plans
+from kaiwo_planner.domain.findings import WorkloadFinding
 from kaiwo_planner.domain.planned_status import owner_with_status
 from kaiwo_planner.domain.planning import plan_object
 from kaiwo_planner.domain.projection import Projection
@@ -55,6 +60,8 @@ NATS_STREAM_KEY: Final = "natsStream"
 NATS_SEQUENCE_KEY: Final = "natsSequence"
 """Metadata keys the recorder writes (``kaiwo_recorder.records``); a test keeps them equal."""
 OBSERVED_STREAM: Final = "KAIWO_OBS"
+FINDING_TYPE: Final = UtilizationV1.EVENT_TYPE
+MONITOR_STREAM: Final = "KAIWO_MON"
 
 Outcome = Literal["reproduced", "differs", "skipped"]
 PlanFunction = Callable[..., Plan | None]
@@ -122,29 +129,54 @@ def observations_in_stream_order(events: Iterable[StoredEvent]) -> list[_Observa
     return [found[sequence] for sequence in sorted(found)]
 
 
+def findings_in_stream_order(events: Iterable[StoredEvent]) -> list[tuple[int, WorkloadFinding]]:
+    """Recorded monitor findings of ``KAIWO_MON`` with a readable payload, by stream sequence."""
+    found: dict[int, WorkloadFinding] = {}
+    for event in events:
+        sequence = _sequence_in(event, MONITOR_STREAM)
+        if event.type != FINDING_TYPE or sequence is None or sequence in found:
+            continue
+        try:
+            reading = UtilizationV1.model_validate(event.data)
+        except ValidationError:
+            continue
+        if reading.workload.uid:
+            found[sequence] = WorkloadFinding.of(reading, at=event.time)
+    return [(sequence, found[sequence]) for sequence in sorted(found)]
+
+
 def replay_recorded(
     *,
     observations: Iterable[StoredEvent],
     plans: Iterable[StoredEvent],
+    findings: Iterable[StoredEvent] = (),
     plan_fn: PlanFunction = plan_object,
     progress: Progress | None = None,
 ) -> ReplayReport:
-    """Replay ``plans`` over ``observations`` (both as recorded; any order)."""
+    """Replay ``plans`` over ``observations`` and ``findings`` (as recorded; any order)."""
     with cyclic_gc_paused():  # every collection would walk the whole recorded history
-        return _replay(observations, plans, plan_fn=plan_fn, progress=progress)
+        return _replay(observations, plans, findings, plan_fn=plan_fn, progress=progress)
 
 
 def _replay(
     observations: Iterable[StoredEvent],
     plans: Iterable[StoredEvent],
+    findings: Iterable[StoredEvent],
     *,
     plan_fn: PlanFunction,
     progress: Progress | None,
 ) -> ReplayReport:
     ordered = observations_in_stream_order(observations)
+    readings = findings_in_stream_order(findings)
+    taken = 0
+    # One planner moves both sequences forward only: ordering by both is publishing order.
     recorded = sorted(
         (event for event in plans if event.type == PLAN_TYPE),
-        key=lambda event: (int(event.data.get("obsSequence") or 0), event.global_position),
+        key=lambda event: (
+            int(event.data.get("obsSequence") or 0),
+            int(event.data.get("monSequence") or 0),
+            event.global_position,
+        ),
     )
     # The observations are held in memory anyway: no copies with shared strings.
     projection = Projection(share_strings=False)
@@ -158,6 +190,9 @@ def _replay(
             while applied < len(ordered) and ordered[applied].sequence <= decided.obs_sequence:
                 projection.apply(ordered[applied].payload, sequence=ordered[applied].sequence)
                 applied += 1
+            while taken < len(readings) and readings[taken][0] <= decided.mon_sequence:
+                projection.apply_finding(readings[taken][1], sequence=readings[taken][0])
+                taken += 1
             verdicts.append(_judge(event, decided, projection, plan_fn))
         if progress is not None:
             progress(done, len(recorded))
@@ -307,8 +342,12 @@ def _skipped(event: StoredEvent, reason: str, decided: PlanDecidedV1 | None = No
 
 
 def _obs_sequence_of(event: StoredEvent) -> int | None:
+    return _sequence_in(event, OBSERVED_STREAM)
+
+
+def _sequence_in(event: StoredEvent, stream: str) -> int | None:
     metadata = event.metadata
-    if metadata.get(NATS_STREAM_KEY) != OBSERVED_STREAM:
+    if metadata.get(NATS_STREAM_KEY) != stream:
         return None
     sequence = metadata.get(NATS_SEQUENCE_KEY)
     return sequence if isinstance(sequence, int) and sequence > 0 else None
@@ -326,11 +365,16 @@ async def replay_from_store(
 ) -> ReplayReport:
     """Replay the recorded plans of one workload (every plan when ``workload_uid`` is None)."""
     observations = await store.read_by_type([OBSERVED_TYPE])
+    findings = await store.read_by_type([FINDING_TYPE])
     plans = await store.read_by_type([PLAN_TYPE])
     if workload_uid is not None:
         plans = [event for event in plans if _owner_uid(event) == workload_uid]
     return replay_recorded(
-        observations=observations, plans=plans, plan_fn=plan_fn, progress=progress
+        observations=observations,
+        plans=plans,
+        findings=findings,
+        plan_fn=plan_fn,
+        progress=progress,
     )
 
 

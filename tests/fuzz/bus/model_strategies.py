@@ -10,6 +10,7 @@ publish.
 
 from __future__ import annotations
 
+import enum
 import types
 import typing
 from datetime import UTC, datetime, timedelta, timezone
@@ -84,6 +85,8 @@ def _annotation(  # noqa: PLR0911 - one return per kind of annotation
         return st.lists(_annotation(arguments[0], []), max_size=3)
     if origin is dict:
         return st.dictionaries(st.text(max_size=8), _annotation(arguments[1], []), max_size=4)
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return st.sampled_from([member.value for member in annotation])
     if annotation is AwareDatetime:
         return aware_datetimes.map(lambda moment: moment.isoformat())
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):

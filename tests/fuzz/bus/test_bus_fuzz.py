@@ -35,6 +35,7 @@ from kaiwo_contracts.events import (
 from kaiwo_contracts.events.monitor import PreemptionDecidedV1, UnderutilizedV1, UtilizationV1
 from kaiwo_contracts.events.observed import ObservedObjectV1
 from kaiwo_contracts.events.plans import PlanDecidedV1
+from kaiwo_contracts.events.public import WorkloadEventV1
 from kaiwo_contracts.events.results import ApplyResultV1
 from kaiwo_contracts.events.subjects import (
     MonitorTopic,
@@ -42,6 +43,7 @@ from kaiwo_contracts.events.subjects import (
     monitor_subject,
     observed_subject,
     plan_subject,
+    public_workload_subject,
     result_subject,
 )
 from kaiwo_recorder.records import MALFORMED_TYPE, record_of
@@ -123,6 +125,11 @@ def subject_for(envelope: Envelope[Any]) -> str | None:
             uid = owner.uid or envelope.correlationid
             return result_subject(
                 outcome=data.outcome, kind=owner.kind, namespace=owner.namespace, uid=uid
+            )
+        if isinstance(data, WorkloadEventV1):
+            workload_ref = data.workload
+            return public_workload_subject(
+                namespace=workload_ref.namespace, kind=workload_ref.kind, uid=workload_ref.uid
             )
         topic = MONITOR_TOPICS[type(data)]
         workload = data.workload

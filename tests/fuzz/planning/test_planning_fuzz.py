@@ -48,7 +48,6 @@ from pydantic import BaseModel, ValidationError
 from tests.fuzz.profiles import PROFILE
 from tests.fuzz.schema_strategies import (
     dns_labels,
-    finite_hostile_values,
     hostile,
     manifests,
     names,
@@ -127,7 +126,7 @@ def nodes(draw: st.DrawFn) -> dict[str, Any]:
             ],
         },
     }
-    damaged = hostile(node, rounds=1, values=finite_hostile_values)
+    damaged = hostile(node, rounds=1)
     return draw(damaged) if draw(st.integers(0, 9)) == 0 else node
 
 
@@ -208,16 +207,14 @@ def children_of(draw: st.DrawFn, plan: Plan) -> list[dict[str, Any]]:
         # Narrowed, found and NOT fixed yet: a damaged observed Job (a list where job_changes
         # reads a mapping) makes planning raise AttributeError. Set back to 0..9 once fixed.
         if draw(st.integers(0, 9)) == -1:
-            # widened after hostilespec merges: damage to ownerReferences (cross-namespace).
-            damaged = draw(
-                hostile(
-                    {k: v for k, v in child.items() if k != "metadata"},
-                    rounds=1,
-                    values=finite_hostile_values,
-                )
-            )
+            damaged = draw(hostile({k: v for k, v in child.items() if k != "metadata"}, rounds=1))
             if isinstance(damaged, dict):
                 child = {**damaged, "metadata": child["metadata"]}
+        if draw(st.integers(0, 9)) == 0:
+            # A child in another namespace that names the owner in its ownerReferences: a
+            # reference across namespaces is ignored (decision 0022).
+            other = draw(st.sampled_from(["team-a", "team-b", "elsewhere"]))
+            child = {**child, "metadata": {**child["metadata"], "namespace": other}}
         found.append(child)
         if draw(st.integers(0, 2)) == 0:
             found.append(_kueue_workload(draw, child))

@@ -232,6 +232,7 @@ async def running_pipeline(
     real: RealCluster | None = None,
     service_env: Mapping[str, str] | None = None,
     gpu_cluster: bool = True,
+    metrics_endpoint: str | None = None,
 ) -> AsyncIterator[Pipeline]:
     """``kaiwo up`` with ``state_dir`` against a fresh fake API server (``--fake``), or against
     ``real`` in a namespace of its own.
@@ -239,6 +240,7 @@ async def running_pipeline(
     ``service_env``: more ``KAIWO_*`` settings for every service, over :data:`SERVICE_ENV`.
     ``gpu_cluster``: set the cluster up for GPU workloads (a GPU node and the KaiwoQueueConfig
     with queue ``kaiwo`` for the namespace); without it the test sets up nodes and queues.
+    ``metrics_endpoint``: a Prometheus URL; the monitor runs too.
     On a real API server the Leases of every node the tests register are kept renewed.
     """
     env = {**SERVICE_ENV, **(service_env or {})}
@@ -246,7 +248,9 @@ async def running_pipeline(
         if real is None:
             namespace = actors.NAMESPACE
             started_at = time.monotonic()
-            options = _stack_options(state_dir, store_url, kubeconfig=None, env=env)
+            options = _stack_options(
+                state_dir, store_url, kubeconfig=None, env=env, metrics=metrics_endpoint
+            )
             stack = await exits.enter_async_context(LocalStack(options))
             assert stack.kubeconfig is not None
             kube = await _client(exits, stack.kubeconfig)
@@ -258,7 +262,9 @@ async def running_pipeline(
             exits.push_async_callback(clean_up_real_cluster, kube, namespace)
             kubeconfig = real.kubeconfig_for(OPERATOR_USER)
             started_at = time.monotonic()
-            options = _stack_options(state_dir, store_url, kubeconfig=kubeconfig, env=env)
+            options = _stack_options(
+                state_dir, store_url, kubeconfig=kubeconfig, env=env, metrics=metrics_endpoint
+            )
             stack = await exits.enter_async_context(LocalStack(options))
             jobs = actors.Kubelet(kube)
         ready_at = time.monotonic()
@@ -289,7 +295,12 @@ async def running_pipeline(
 
 
 def _stack_options(
-    state_dir: Path, store_url: str | None, *, kubeconfig: Path | None, env: Mapping[str, str]
+    state_dir: Path,
+    store_url: str | None,
+    *,
+    kubeconfig: Path | None,
+    env: Mapping[str, str],
+    metrics: str | None = None,
 ) -> StackOptions:
     return StackOptions(
         state_dir=state_dir,
@@ -299,6 +310,7 @@ def _stack_options(
         store_url=store_url,
         service_env=env,
         ready_timeout=90.0,
+        metrics_endpoint=metrics,
     )
 
 
@@ -325,14 +337,28 @@ async def clean_up_real_cluster(kube: KubernetesAsyncioAdapter, namespace: str) 
 
     async def gone() -> bool | Pending:
         left = [
-            name
+            found
             for name in sorted(namespaces)
-            if await actors.get_or_none(kube, resources.NAMESPACE, name, namespace=None)
+            if (found := await actors.get_or_none(kube, resources.NAMESPACE, name, namespace=None))
         ]
-        return True if not left else Pending(f"still terminating: {', '.join(left)}")
+        return True if not left else Pending(f"still terminating: {_what_holds(left)}")
 
     await eventually(
         gone,
         what=f"namespaces {', '.join(sorted(namespaces))} deleted",
         within=NAMESPACE_GONE_SECONDS,
+    )
+
+
+def _what_holds(namespaces: list[dict[str, Any]]) -> str:
+    """Each namespace with what its controller says is left in it."""
+    return "; ".join(
+        f"{n['metadata']['name']} ("
+        + ", ".join(
+            c.get("message", "")
+            for c in (n.get("status") or {}).get("conditions") or ()
+            if c.get("status") == "True"
+        )
+        + ")"
+        for n in namespaces
     )

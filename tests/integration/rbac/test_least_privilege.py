@@ -8,8 +8,9 @@ KaiwoQueueConfig replacing discovered flavors and adding queues, then losing som
 KaiwoJob with a download through to COMPLETE, a Ray KaiwoJob turned into a batch one and then
 deleted, a KaiwoService behind a gateway (Deployment, Service, HTTPRoute) whose Deployment is
 deleted by hand, turned into a Ray service and back, and a KaiwoJob terminated for running past
-its duration while another waits (its PVC pruned); the monitor leads through its Lease and
-scrapes a Prometheus stub.
+its duration while another waits (its PVC pruned); a KubeAI Model with adapters rolled and
+stripped of them, and one with a cache loaded, deleted and evicted; the monitor leads through
+its Lease and scrapes a Prometheus stub.
 
 The audit log holds every request of those ServiceAccounts (``tests.real_cluster``), and says:
 
@@ -46,6 +47,7 @@ from kaiwo_runtime.nats_connection import connect_client
 from kaiwo_runtime.nats_server import free_port
 
 from tests.integration.pipeline import cluster_actors as actors
+from tests.integration.pipeline import model_actors as models
 from tests.integration.pipeline.harness import (
     SERVICE_ENV,
     Pending,
@@ -89,6 +91,10 @@ CRD_WAIT: Final = (
     "only while a custom kind is not served yet (Kueue or KubeRay installed after the watcher "
     "started; watcher.service._until_served); here every CRD is there before the operator starts"
 )
+APPLY_CREATES: Final = (
+    "authorized within the server-side apply that creates the default singleton (the API "
+    "server checks create as well as patch), which the audit log records as a patch"
+)
 UNUSED_IN_THIS_RUN: Final[dict[str, dict[Grant, str]]] = {
     "watcher": {
         ("apiextensions.k8s.io", "customresourcedefinitions", "list"): CRD_WAIT,
@@ -111,6 +117,12 @@ UNUSED_IN_THIS_RUN: Final[dict[str, dict[Grant, str]]] = {
         ("kaiwo.silogen.ai", "kaiwojobs/finalizers", "update"): FINALIZERS,
         ("kaiwo.silogen.ai", "kaiwoservices/finalizers", "update"): FINALIZERS,
         ("kaiwo.silogen.ai", "kaiwoqueueconfigs/finalizers", "update"): FINALIZERS,
+        ("kubeai.org", "models/finalizers", "update"): FINALIZERS,
+        ("config.kaiwo.silogen.ai", "kaiwoconfigs", "create"): APPLY_CREATES,
+        ("kaiwo.silogen.ai", "kaiwoqueueconfigs", "create"): APPLY_CREATES,
+        ("", "pods", "get"): REPLACED_CHILD,
+        ("rbac.authorization.k8s.io", "roles", "get"): REPLACED_CHILD,
+        ("rbac.authorization.k8s.io", "rolebindings", "get"): REPLACED_CHILD,
     },
     "monitor": {},
 }
@@ -404,6 +416,69 @@ async def a_job_past_its_duration_terminated_for_a_waiting_one(p: Pipeline) -> N
         await gone(p, resource, child, namespace=ns)
 
 
+async def a_model_with_adapters_rolled_and_a_cached_one_deleted(p: Pipeline) -> None:
+    """A Model with adapters gets its Pod, the loaders' Role and RoleBinding and the adapter
+    labels; a changed ``args`` replaces the Pod; without adapters the Role and RoleBinding are
+    pruned. A Model with a cache gets its finalizer, and deleted, evicts and lets go."""
+    ns = p.namespace
+    await models.apply_models_config(p.kube)
+    await p.kube.create(
+        models.a_model(
+            "lora",
+            ns,
+            url="hf://org/base",
+            engine="VLLM",
+            adapters=[{"name": "sql", "url": "hf://org/sql-lora"}],
+            replicas=1,
+            autoscalingDisabled=True,
+        )
+    )
+    await models.serving(p, "lora", 1)
+    [pod] = await models.model_pods(p.kube, ns, "lora")
+    await p.appears(resources.ROLE_BINDING, "model-lora-adapter-loader")
+    patch = {"spec": {"args": ["--max-model-len=4096"]}}
+    await p.kube.merge_patch(resources.KUBEAI_MODEL, "lora", patch, namespace=ns)
+    await holds(
+        "the Pod replaced (the test its kubelet)",
+        lambda: replaced(p, "lora", pod["metadata"]["uid"]),
+        bool,
+    )
+    await models.serving(p, "lora", 1)
+    await p.kube.merge_patch(
+        resources.KUBEAI_MODEL, "lora", {"spec": {"adapters": None}}, namespace=ns
+    )
+    await gone(p, resources.ROLE, "model-lora-adapter-loader", namespace=ns)
+    await gone(p, resources.ROLE_BINDING, "model-lora-adapter-loader", namespace=ns)
+
+    await p.kube.create(
+        models.a_model(
+            "cached",
+            ns,
+            url="hf://org/cached",
+            engine="VLLM",
+            cacheProfile="shared",
+            minReplicas=1,
+        )
+    )
+    await p.appears(resources.JOB, "load-cache-cached")
+    await p.jobs.pod_succeeded("load-cache-cached", namespace=ns)
+    await models.serving(p, "cached", 1)
+    await p.kube.delete(resources.KUBEAI_MODEL, "cached", namespace=ns)
+    await p.appears(resources.JOB, "evict-cache-cached")
+    await p.jobs.pod_succeeded("evict-cache-cached", namespace=ns)
+    await holds(
+        "the cached Model evicted, its finalizer dropped and so deleted",
+        lambda: actors.get_or_none(p.kube, resources.KUBEAI_MODEL, "cached", namespace=ns),
+        lambda found: found is None,
+    )
+
+
+async def replaced(p: Pipeline, model: str, uid: str) -> bool:
+    await models.run_pods(p.kube, p.namespace, model)
+    uids = {pod["metadata"]["uid"] for pod in await models.model_pods(p.kube, p.namespace, model)}
+    return bool(uids) and uid not in uids
+
+
 # ---------------------------------------------------------------------- the run
 
 
@@ -421,6 +496,7 @@ async def operator_under_its_roles(
             for name in SERVICES
         }
         options = stack_options(state_dir / "kaiwo", real.kubeconfig, kubeconfigs, metrics.url)
+        started_at = time.monotonic()
         stack = await exits.enter_async_context(LocalStack(options))
         assert stack.nats is not None
         nats = await connect_client(stack.nats_connection(ADMIN), max_reconnect_attempts=-1)
@@ -435,6 +511,8 @@ async def operator_under_its_roles(
             namespace=namespace,
             jobs=actors.Kubelet(kube),
             audit_log=real.audit_log,
+            started_at=started_at,
+            ready_at=time.monotonic(),
         )
 
 
@@ -446,6 +524,7 @@ async def scenarios(p: Pipeline) -> None:
         a_ray_job_turned_into_a_batch_job_then_deleted(p),
         a_service_behind_a_gateway_changed_every_way(p),
         a_job_past_its_duration_terminated_for_a_waiting_one(p),
+        a_model_with_adapters_rolled_and_a_cached_one_deleted(p),
     )
 
 
@@ -477,6 +556,7 @@ async def run_the_scenarios(real: RealCluster, tmp_path: Path) -> Run:
         # KaiwoConfig this test changed (the next operator creates a default one again).
         exits.push_async_callback(forget_kaiwo_config, kube)
         exits.push_async_callback(clean_up_real_cluster, kube, namespace)
+        exits.push_async_callback(models.remove_models_config, kube)
         await forget_singletons(kube)
         await actors.create_namespace(kube, namespace)
         await actors.register_gpu_node(kube)

@@ -6,11 +6,11 @@ import asyncio
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from kaiwo_cli.main import app
 from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_server import NatsServer
-from typer.testing import CliRunner
 
 pytestmark = pytest.mark.nats
 

@@ -4,6 +4,7 @@ loopback only with no anonymous access, and ``kaiwo events tail`` finding it wit
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import stat
 from collections.abc import AsyncIterator
@@ -14,15 +15,24 @@ import nats
 import nats.errors
 import pytest
 import pytest_asyncio
+from click.testing import CliRunner
 from kaiwo_cli.main import app
-from typer.testing import CliRunner
 
 from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import Pending, Pipeline, eventually, running_pipeline
 
 pytestmark = [pytest.mark.nats, pytest.mark.slow]
 
-IDENTITIES = ("admin", "cli", "executor", "monitor", "planner", "recorder", "watcher")
+IDENTITIES = (
+    "admin",
+    "cli",
+    "executor",
+    "monitor",
+    "planner",
+    "recorder",
+    "subscriber",
+    "watcher",
+)
 
 
 @pytest_asyncio.fixture
@@ -58,6 +68,8 @@ async def test_kaiwo_up_keeps_its_state_private(stack: Pipeline) -> None:
         assert mode(path) == 0o600, path
     assert "nkey" in (credentials / "nats-server.conf").read_text()
     assert "no_auth_user" not in (credentials / "nats-server.conf").read_text()
+    state = json.loads((state_dir / "stack.json").read_text())
+    assert state["subscriberCredentialsFile"] == str(credentials / "subscriber.nk")
 
 
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads /proc/net/tcp (Linux)")

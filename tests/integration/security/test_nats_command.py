@@ -9,17 +9,26 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from kaiwo_cli.main import app
 from kaiwo_contracts.events.permissions import RECORDER, inbox_prefix
 from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_connection import NatsConnection
 from kaiwo_runtime.nats_server import NatsServer, find_nats_server
-from typer.testing import CliRunner
 
 pytestmark = pytest.mark.nats
 
-OPERATOR_KEYS = ["admin", "cli", "executor", "monitor", "planner", "recorder", "watcher"]
+OPERATOR_KEYS = [
+    "admin",
+    "cli",
+    "executor",
+    "monitor",
+    "planner",
+    "recorder",
+    "subscriber",
+    "watcher",
+]
 
 
 def credentials(out: Path, *options: str) -> None:

@@ -26,17 +26,26 @@ from kaiwo_contracts.events.permissions import (
     MONITOR,
     PLANNER,
     RECORDER,
+    SUBSCRIBER,
     WATCHER,
     inbox_prefix,
     operator_identities,
     reader_identity,
 )
 from kaiwo_contracts.events.plans import PlanDecidedV1
-from kaiwo_contracts.events.streams import PLAN_STREAM, RESULT_STREAM, BusTopology, bus_topology
+from kaiwo_contracts.events.streams import (
+    OBSERVED_STREAM,
+    PLAN_STREAM,
+    PUBLIC_STREAM,
+    RESULT_STREAM,
+    BusTopology,
+    bus_topology,
+)
 from kaiwo_contracts.events.subjects import (
     monitor_subject,
     observed_subject,
     plan_subject,
+    public_workload_subject,
     result_subject,
 )
 from kaiwo_contracts.plans import ObjectRef, Plan
@@ -322,3 +331,53 @@ async def test_services_open_their_own_buckets_and_leases_only(secured: SecuredB
         await asyncio.wait_for(executor_leases.claim("planner", "executor-0"), REFUSED_WITHIN * 3)
     with pytest.raises(nats.errors.TimeoutError):
         await executor.client.jetstream(timeout=REFUSED_WITHIN).key_value("kaiwo-planner")
+
+
+async def test_the_subscriber_reads_the_public_events_and_nothing_else(
+    secured: SecuredBus,
+) -> None:
+    public = public_workload_subject(namespace="team-a", kind="KaiwoJob", uid=UID)
+    planner = await secured.bus(PLANNER)
+    watcher = await secured.bus(WATCHER)
+    ack = await planner.publish_raw(public, body=b"{}", headers={"Nats-Msg-Id": "told"})
+    assert ack.stream == PUBLIC_STREAM
+    with pytest.raises(BusError):  # only the planner tells subscribers anything
+        await watcher.publish_raw(public, body=b"{}", headers={"Nats-Msg-Id": "forged"})
+    errors: list[str] = []
+
+    async def collect(error: Exception) -> None:
+        errors.append(str(error).lower())
+
+    subscriber = await connect_client(secured.connection(SUBSCRIBER), error_cb=collect)
+    try:
+        js = subscriber.jetstream(timeout=REFUSED_WITHIN)
+        # The public stream: an ordered (ephemeral) consumer and a durable one of any name.
+        ordered = await js.subscribe("kaiwo.public.>", stream=PUBLIC_STREAM, ordered_consumer=True)
+        assert (await ordered.next_msg(timeout=2)).subject == public
+        durable = await js.pull_subscribe("kaiwo.public.>", durable="my-tool", stream=PUBLIC_STREAM)
+        [message] = await durable.fetch(1, timeout=2)
+        await message.ack()
+        # Nothing else: no internal subject, stream or consumer.
+        internal = await subscriber.subscribe("kaiwo.obs.>")
+        await subscriber.flush(timeout=2)
+        await watcher.publish_raw(
+            observed_subject(kind="Pod", namespace="team-a", uid=UID),
+            body=b"{}",
+            headers={"Nats-Msg-Id": "pod"},
+        )
+        refused = await asyncio.gather(
+            internal.next_msg(timeout=REFUSED_WITHIN),
+            js.stream_info(OBSERVED_STREAM),
+            js.pull_subscribe("kaiwo.obs.>", durable=SUBSCRIBER, stream=OBSERVED_STREAM),
+            js.subscribe("kaiwo.plan.>", stream=PLAN_STREAM, ordered_consumer=True),
+            return_exceptions=True,
+        )
+        assert [type(answer) for answer in refused] == [nats.errors.TimeoutError] * 4
+        await subscriber.publish(public, b"{}")
+        await subscriber.flush(timeout=2)
+        await asyncio.sleep(0.2)
+    finally:
+        await subscriber.close()
+    assert any("permissions violation for subscription" in e and "kaiwo.obs.>" in e for e in errors)
+    assert any("permissions violation for publish" in e and public.lower() in e for e in errors)
+    assert await stored(await secured.bus(ADMIN), PUBLIC_STREAM) == 1

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from kaiwo_cli.commands.apply import FIELD_MANAGER, apply_document
 from kaiwo_cli.main import app
 from kaiwo_cli.manifest_files import ManifestDocument
@@ -15,7 +16,6 @@ from kaiwo_contracts.crds.schema import custom_resource_definitions
 from kaiwo_kube import resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_kubefake import FakeKubeServer
-from typer.testing import CliRunner
 
 
 def document(content: Any) -> ManifestDocument:
@@ -100,5 +100,27 @@ def test_an_unreachable_cluster_is_one_line_and_exit_status_2(tmp_path: Path) ->
     )
 
     assert result.exit_code == 2
-    assert result.output.startswith("kaiwo apply: no usable kubeconfig: ")
+    assert result.output.startswith("kaiwo apply: no usable kubeconfig (")
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_apply_validates_first_and_applies_nothing_when_a_document_is_invalid(
+    tmp_path: Path,
+) -> None:
+    manifest = tmp_path / "two.yaml"
+    manifest.write_text(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: ml-team}\n---\n"
+        "apiVersion: kaiwo.silogen.ai/v1alpha1\nkind: KaiwoJob\nmetadata: {name: bad}\n"
+        "spec: {replicas: -1, gpus: many}\n"
+    )
+    # No cluster: reaching for one would exit 2; refusing the input exits 1 first.
+    result = CliRunner().invoke(
+        app,
+        ["apply", "-f", str(manifest), "--kubeconfig", str(tmp_path / "absent")],
+        env={"COLUMNS": "200"},
+    )
+
+    assert result.exit_code == 1, result.output
+    assert "KaiwoJob/bad: spec.replicas:" in result.output
+    assert "KaiwoJob/bad: spec.gpus:" in result.output
+    assert "nothing applied: 1 document(s) invalid" in result.output

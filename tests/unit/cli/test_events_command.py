@@ -7,14 +7,23 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from kaiwo_cli.commands.events import TailFilter, kind_of, tail_line
-from kaiwo_cli.explain import WORKLOAD_STREAM_PREFIX
+from click.testing import CliRunner
+from kaiwo_cli.commands.events import (
+    TailFilter,
+    change_and_phase,
+    display_kind,
+    kind_of,
+    tail_line,
+)
+from kaiwo_cli.explain import WORKLOAD_STREAM_PREFIX, CausalNode, tree_lines
 from kaiwo_cli.main import app
 from kaiwo_cli.replay import NATS_SEQUENCE_KEY, NATS_STREAM_KEY, replay_recorded
 from kaiwo_contracts.events import (
@@ -26,6 +35,7 @@ from kaiwo_contracts.events import (
     PreemptionDecidedV1,
     RawPayload,
 )
+from kaiwo_contracts.events.monitor import UtilizationV1
 from kaiwo_contracts.events.streams import PLAN_STREAM, bus_topology
 from kaiwo_contracts.events.subjects import monitor_subject, observed_subject, result_subject
 from kaiwo_contracts.plans import ObjectRef
@@ -37,7 +47,6 @@ from kaiwo_recorder import records, stream_ids
 from kaiwo_recorder.service import RecorderService
 from kaiwo_runtime.kv import MemoryKeyValue
 from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
-from typer.testing import CliRunner
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 JOB_UID = "0b7c0a5e-1111-4c1e-9d0a-3f2e8a9c7d01"
@@ -242,6 +251,30 @@ async def record_a_history(path: Path) -> None:
         ),
         monitor_subject(topic="preemption", namespace="team-a", uid=JOB_UID),
     )
+    # A finding the planner acts on: the job's GPU idles below the threshold.
+    reading = UtilizationV1(
+        workload=JOB_REF,
+        vendor="amd",
+        gpu_count=1,
+        pod_count=1,
+        utilization_ratio=0.0,
+        aggregation="Avg",
+        window_start=T0 + timedelta(minutes=31),
+        window_end=T0 + timedelta(minutes=31),
+        low_utilization_threshold_ratio=0.01,
+        underutilized_since=T0 + timedelta(minutes=25),
+    )
+    await bus.publish(
+        Envelope.new(
+            data=reading,
+            source="/kaiwo/monitor",
+            time=T0 + timedelta(minutes=31),
+            subject="team-a/train",
+            correlationid=JOB_UID,
+        ),
+        monitor_subject(topic="utilization", namespace="team-a", uid=JOB_UID),
+    )
+    await plan_everything()
 
     store = await open_event_store(f"sqlite:///{path}")
     try:
@@ -296,6 +329,69 @@ def test_explain_tells_the_workload_story_in_causal_order(recorded: Recorded) ->
     # the plan hangs under the observation, the result under the plan
     indent = [len(lines[i]) - len(lines[i].lstrip("│├└─ ")) for i in (observation, plan, applied)]
     assert indent[0] < indent[1] < indent[2]
+
+
+def test_explain_takes_a_child_and_explains_its_workload(recorded: Recorded) -> None:
+    result = run("explain", "Pod/team-a/train-0", "--store", recorded.url)
+
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(
+        f"Pod team-a/train-0 belongs to KaiwoJob team-a/train (uid {JOB_UID})"
+    )
+    assert "observed KaiwoJob team-a/train ADDED (rv 100)" in result.output
+
+
+def test_explain_names_plans_as_replay_does(recorded: Recorded) -> None:
+    replayed = run("replay", "--workload", "team-a/train", "--store", recorded.url)
+    explained = run("explain", "team-a/train", "--store", recorded.url)
+
+    plan_ids = re.findall(r"plan ([0-9a-f]{8}) \(", replayed.output)
+    assert plan_ids, replayed.output
+    triggers = re.findall(r"plan ([0-9a-f]{8}) \((observation|finding)\)", explained.output)
+    assert [plan_id for plan_id, _ in triggers] == plan_ids
+    assert {trigger for _, trigger in triggers} == {"observation", "finding"}
+    # each result names the plan it carried out
+    assert f"(plan {plan_ids[0]})" in explained.output
+
+
+def test_explain_wraps_long_lines_in_a_pipe_instead_of_cutting_them(recorded: Recorded) -> None:
+    result = CliRunner().invoke(
+        app, ["events", "explain", "team-a/train", "--store", recorded.url], env={"COLUMNS": "60"}
+    )
+
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 60
+    words = " ".join(line.lstrip("│├└─ ") for line in lines)
+    assert (
+        "event Normal WorkloadPending: Workload is pending admission; to create: Job team-a/train"
+        in words
+    )
+
+
+def test_a_tree_keeps_wrapped_lines_under_their_branch() -> None:
+    leaf = CausalNode(SimpleNamespace(text="applied: apply Job team-a/train applied"))  # type: ignore[arg-type]
+    plan = CausalNode(
+        SimpleNamespace(
+            text="plan 3f2a1b9c (observation): status PENDING; 1 object: Job team-a/train"
+        ),  # type: ignore[arg-type]
+        effects=[leaf],
+    )
+    second = CausalNode(SimpleNamespace(text="observed Pod team-a/train-0 ADDED"))  # type: ignore[arg-type]
+    first = CausalNode(SimpleNamespace(text="observed KaiwoJob team-a/train ADDED"), effects=[plan])  # type: ignore[arg-type]
+
+    lines = tree_lines("KaiwoJob team-a/train", [first, second], label=lambda e: e.text, width=40)
+
+    assert lines == [
+        "KaiwoJob team-a/train",
+        "├── observed KaiwoJob team-a/train ADDED",
+        "│   └── plan 3f2a1b9c (observation):",
+        "│       │   status PENDING; 1 object:",
+        "│       │   Job team-a/train",
+        "│       └── applied: apply Job",
+        "│               team-a/train applied",
+        "└── observed Pod team-a/train-0 ADDED",
+    ]
 
 
 def test_explain_of_an_unknown_workload_says_so(recorded: Recorded) -> None:
@@ -361,7 +457,7 @@ def test_export_selects_by_time(recorded: Recorded) -> None:
         "--since",
         "2026-03-01T12:15:00Z",
         "--until",
-        "2026-03-01T13:00:00",
+        "2026-03-01T12:30:30",
         "--store",
         recorded.url,
     )
@@ -458,12 +554,24 @@ async def read_recorded(url: str) -> tuple[list[Any], list[Any]]:
         await store.close()
 
 
+async def read_findings(url: str) -> list[Any]:
+    store = await open_event_store(url)
+    try:
+        return await store.read_by_type([UtilizationV1.EVENT_TYPE])
+    finally:
+        await store.close()
+
+
 def test_replay_is_a_function_of_recorded_events(recorded: Recorded) -> None:
     observations, plans = asyncio.run(read_recorded(recorded.url))
+    findings = asyncio.run(read_findings(recorded.url))
     ticks: list[tuple[int, int]] = []
 
     report = replay_recorded(
-        observations=reversed(observations), plans=plans, progress=lambda d, t: ticks.append((d, t))
+        observations=reversed(observations),
+        plans=plans,
+        findings=findings,
+        progress=lambda d, t: ticks.append((d, t)),
     )
 
     assert report.differ == 0 and report.skipped == 0
@@ -474,15 +582,35 @@ def test_replay_is_a_function_of_recorded_events(recorded: Recorded) -> None:
     assert report.observations >= 4  # namespace, node, queue config, job
 
 
+def test_a_plan_a_finding_drove_is_replayed_from_the_recorded_finding(recorded: Recorded) -> None:
+    observations, plans = asyncio.run(read_recorded(recorded.url))
+    findings = asyncio.run(read_findings(recorded.url))
+    driven = [p for p in plans if p.data["trigger"] == "finding"]
+    assert len(driven) == 1 and driven[0].data["monSequence"] == 2  # after the preemption event
+    status = driven[0].data["plan"]["status"]
+    assert [
+        c["reason"] for c in status["conditions"] if c["type"] == "ResourceUnderutilization"
+    ] == ["GpuUtilizationLow"]
+
+    with_findings = replay_recorded(observations=observations, plans=driven, findings=findings)
+    without = replay_recorded(observations=observations, plans=driven)
+
+    assert (with_findings.reproduced, without.differ) == (1, 1)
+    assert "ResourceUnderutilization" in without.plans[0].diff
+
+
 def test_replay_runs_with_the_cyclic_collector_paused(recorded: Recorded) -> None:
     observations, plans = asyncio.run(read_recorded(recorded.url))
+    findings = asyncio.run(read_findings(recorded.url))
     collector_enabled: list[bool] = []
 
     def plan(**arguments: Any) -> Any:
         collector_enabled.append(gc.isenabled())
         return plan_object(**arguments)
 
-    report = replay_recorded(observations=observations, plans=plans, plan_fn=plan)
+    report = replay_recorded(
+        observations=observations, plans=plans, findings=findings, plan_fn=plan
+    )
 
     assert report.reproduced == len(plans)
     # Every plan but those creating the default singletons goes through the plan function.
@@ -523,16 +651,72 @@ def test_tail_finds_the_kind_in_the_subject_or_the_payload() -> None:
     assert kind_of(None, {"plan": {"owner": {"kind": "KaiwoService"}}}) == "KaiwoService"
 
 
-def test_a_tail_line_shows_time_type_subject_and_short_ids() -> None:
+def test_a_tail_line_shows_time_type_kind_subject_change_phase_and_short_ids() -> None:
     line = tail_line(
         time=T0,
         event_type="ai.silogen.kaiwo.plan.decided.v1",
+        kind="KaiwoJob",
         subject="team-a/train",
+        change="plan/observation",
+        phase="PENDING",
         event_id="3f2a1b9c-aaaa",
         correlation_id=JOB_UID,
         causation_id=None,
     )
 
-    assert line.startswith("12:00:00.000  plan.decided.v1 ")
-    assert "team-a/train" in line
-    assert line.endswith("id=3f2a1b9c corr=0b7c0a5e cause=-")
+    assert line.split() == [
+        "12:00:00.000",
+        "plan.decided.v1",
+        "KaiwoJob",
+        "team-a/train",
+        "plan/observation",
+        "PENDING",
+        "id=3f2a1b9c",
+        "corr=0b7c0a5e",
+        "cause=-",
+    ]
+
+
+def test_tail_says_what_changed_and_the_phase_it_shows() -> None:
+    observed_job = {
+        "kind": "KaiwoJob",
+        "eventType": "MODIFIED",
+        "object": {"kind": "KaiwoJob", "status": {"status": "RUNNING"}},
+    }
+    finished_job = {
+        "kind": "Job",
+        "eventType": "MODIFIED",
+        "object": {
+            "kind": "Job",
+            "status": {"conditions": [{"type": "Complete", "status": "True"}]},
+        },
+    }
+    pod = {
+        "kind": "Pod",
+        "eventType": "ADDED",
+        "object": {"kind": "Pod", "status": {"phase": "Pending"}},
+    }
+    plan = {
+        "trigger": "observation",
+        "plan": {"owner": {"kind": "KaiwoJob"}, "status": {"status": "PENDING"}},
+    }
+
+    assert change_and_phase("ai.silogen.kaiwo.obs.observed.v1", observed_job) == (
+        "MODIFIED",
+        "RUNNING",
+    )
+    assert change_and_phase("ai.silogen.kaiwo.obs.observed.v1", finished_job) == (
+        "MODIFIED",
+        "Complete",
+    )
+    assert change_and_phase("ai.silogen.kaiwo.obs.observed.v1", pod) == ("ADDED", "Pending")
+    assert change_and_phase("ai.silogen.kaiwo.plan.decided.v1", plan) == (
+        "plan/observation",
+        "PENDING",
+    )
+    assert change_and_phase("ai.silogen.kaiwo.res.applied.v1", {"outcome": "failed"}) == (
+        "failed",
+        "-",
+    )
+    assert display_kind(f"kaiwo.plan.kaiwojob.team-a.{JOB_UID}", plan) == "KaiwoJob"
+    assert display_kind(f"kaiwo.obs.pod.team-a.{POD_UID}", {}) == "pod"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from click.testing import CliRunner
 from kaiwo_cli.main import app
-from typer.testing import CliRunner
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 NOW = "2026-01-01T12:00:00Z"

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 import yaml
+from click.testing import CliRunner
 from kaiwo_cli.main import app
-from typer.testing import CliRunner
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 runner = CliRunner()

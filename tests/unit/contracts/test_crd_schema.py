@@ -21,9 +21,9 @@ from kaiwo_contracts.crds.base import (
     KubeModel,
     OpenObject,
     PrinterColumn,
-    Quantity,
     ScaleSubresource,
 )
+from kaiwo_contracts.crds.quantity import Quantity
 from kaiwo_contracts.crds.schema import (
     NoCrdDefault,
     SchemaGenerationError,
@@ -32,6 +32,12 @@ from kaiwo_contracts.crds.schema import (
     structural_schema,
 )
 from pydantic import ConfigDict, Field
+
+# Kubernetes' quantity grammar without the minus sign, as written into the CRDs.
+QUANTITY_GRAMMAR = (
+    r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?[0-9]+))?$"
+)
 
 # ---------------------------------------------------------------- the structural-schema checker
 
@@ -641,6 +647,8 @@ def test_a_nested_model_is_inlined_and_the_field_description_wins() -> None:
             "size": {
                 "x-kubernetes-int-or-string": True,
                 "anyOf": [{"type": "integer"}, {"type": "string"}],
+                "minimum": 0,
+                "pattern": QUANTITY_GRAMMAR,
             },
         },
     }
@@ -712,6 +720,8 @@ def test_quantities_open_and_embedded_objects() -> None:
         "x-kubernetes-int-or-string": True,
         "anyOf": [{"type": "integer"}, {"type": "string"}],
         "default": "16Gi",
+        "minimum": 0,
+        "pattern": QUANTITY_GRAMMAR,
     }
     preserved = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
     assert properties["template"] == preserved

@@ -498,7 +498,17 @@ def test_crd_metadata_of_the_workload_kinds() -> None:
 def test_schema_keeps_patterns_and_open_subtrees_for_the_crd_generator() -> None:
     spec_schema = KaiwoJob.model_json_schema()["$defs"]["KaiwoJobSpec"]["properties"]
 
-    assert {"type": "string", "pattern": "^([0-9]+(s|m|h))+$"} in spec_schema["duration"]["anyOf"]
+    assert {
+        "type": "string",
+        "pattern": "^([0-9]+(s|m|h))+$",
+        "maxLength": 64,
+        "x-kubernetes-validations": [
+            {
+                "rule": "duration(self) >= duration('0s')",
+                "message": "must be a duration Go can hold (at most 2562047h), not negative",
+            }
+        ],
+    } in spec_schema["duration"]["anyOf"]
     job_schema = spec_schema["job"]["anyOf"][0]
     assert job_schema["x-kubernetes-preserve-unknown-fields"] is True
     assert job_schema["x-kubernetes-embedded-resource"] is True
@@ -540,7 +550,8 @@ def test_queue_and_priority_class_names_must_be_label_values() -> None:
         Problem("spec.clusterQueue", "must be at most 63 characters long"),
         Problem(
             "spec.priorityClass",
-            "must be a lowercase RFC 1123 name such as team-a or gpu.pool-1",
+            "must be a name of lower-case letters, digits, '-' and '.' (it becomes a label),"
+            " got ':'",
         ),
     ]
     manifest["spec"] = {"image": "x", "priorityClass": "high", "clusterQueue": "gpu.team-a"}

@@ -225,7 +225,7 @@ def test_terminate_after_rejects_what_the_seed_pattern_rejects(value: str) -> No
 
     assert _single_error(caught.value) == (
         ("spec", "resourceMonitoring", "terminateUnderutilizedAfter"),
-        "must be a duration such as 30s, 5m or 1h30m",
+        "must be a duration such as 30s, 5m or 1h30m, at most 2562047h",
     )
 
 
@@ -245,7 +245,7 @@ def test_pending_threshold_rejects_what_go_cannot_parse(value: str) -> None:
 
     assert _single_error(caught.value) == (
         ("spec", "scheduling", "pendingThresholdForPreemption"),
-        "must be a duration such as 30s, 5m or 1h30m",
+        "must be a duration such as 30s, 5m or 1h30m, at most 2562047h",
     )
 
 
@@ -255,7 +255,7 @@ def test_grace_period_rejects_a_day_count() -> None:
 
     assert _single_error(caught.value) == (
         ("spec", "gpuPreemption", "defaultGracePeriod"),
-        "must be a duration such as 30s, 5m or 1h30m",
+        "must be a duration such as 30s, 5m or 1h30m, at most 2562047h",
     )
 
 

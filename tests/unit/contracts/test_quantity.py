@@ -5,11 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kaiwo_contracts.crds.base import KubeModel, Quantity
+from kaiwo_contracts.crds.base import KubeModel
 from kaiwo_contracts.crds.core_v1 import ResourceRequirements
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import ResourceQuota
+from kaiwo_contracts.crds.quantity import Quantity
 from kaiwo_contracts.crds.schema import structural_schema
 from pydantic import ValidationError
+
+# Kubernetes' quantity grammar without the minus sign, as written into the CRDs.
+QUANTITY_GRAMMAR = (
+    r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?[0-9]+))?$"
+)
 
 
 class Sized(KubeModel):
@@ -50,4 +57,6 @@ def test_the_crd_schema_is_the_one_int_or_string_form() -> None:
     assert structural_schema(Sized)["properties"]["size"] == {
         "x-kubernetes-int-or-string": True,
         "anyOf": [{"type": "integer"}, {"type": "string"}],
+        "minimum": 0,
+        "pattern": QUANTITY_GRAMMAR,
     }

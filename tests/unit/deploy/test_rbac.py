@@ -22,6 +22,50 @@ BINDING_KINDS: Final = ("ClusterRoleBinding", "RoleBinding")
 WRITE_VERBS: Final = frozenset({"create", "update", "patch", "delete"})
 ALLOWED_VERBS: Final = WRITE_VERBS | {"get", "list", "watch"}
 
+CHILD_VERBS: Final = frozenset({"create", "patch", "delete"})
+EXECUTOR_WRITES: Final[dict[tuple[str, str], set[str]]] = {
+    # The default singletons, created when missing by server-side apply (which the API
+    # server authorizes as patch and create).
+    ("config.kaiwo.silogen.ai", "kaiwoconfigs"): {"create", "patch"},
+    ("kaiwo.silogen.ai", "kaiwoqueueconfigs"): {"create", "patch"},
+    # Status of the owners that have plans.
+    ("kaiwo.silogen.ai", "kaiwojobs/status"): {"patch"},
+    ("kaiwo.silogen.ai", "kaiwoservices/status"): {"patch"},
+    ("kaiwo.silogen.ai", "kaiwoqueueconfigs/status"): {"patch"},
+    # blockOwnerDeletion on the children's owner references.
+    ("kaiwo.silogen.ai", "kaiwojobs/finalizers"): {"update"},
+    ("kaiwo.silogen.ai", "kaiwoservices/finalizers"): {"update"},
+    ("kaiwo.silogen.ai", "kaiwoqueueconfigs/finalizers"): {"update"},
+    # Workload children.
+    ("", "persistentvolumeclaims"): set(CHILD_VERBS),
+    ("", "configmaps"): set(CHILD_VERBS),
+    ("", "services"): set(CHILD_VERBS),
+    ("batch", "jobs"): set(CHILD_VERBS),
+    ("apps", "deployments"): set(CHILD_VERBS),
+    ("ray.io", "rayjobs"): set(CHILD_VERBS),
+    ("workload.codeflare.dev", "appwrappers"): set(CHILD_VERBS),
+    ("gateway.networking.k8s.io", "httproutes"): set(CHILD_VERBS),
+    # The KaiwoQueueConfig's Kueue objects.
+    ("kueue.x-k8s.io", "resourceflavors"): set(CHILD_VERBS),
+    ("kueue.x-k8s.io", "clusterqueues"): set(CHILD_VERBS),
+    ("kueue.x-k8s.io", "localqueues"): set(CHILD_VERBS),
+    ("kueue.x-k8s.io", "workloadpriorityclasses"): set(CHILD_VERBS),
+    ("kueue.x-k8s.io", "topologies"): set(CHILD_VERBS),
+    # A KubeAI Model: its server Pods, the Role and RoleBinding of its adapter loaders,
+    # its cache-eviction finalizer (a patch), its status, and blockOwnerDeletion.
+    ("", "pods"): set(CHILD_VERBS),
+    ("rbac.authorization.k8s.io", "roles"): set(CHILD_VERBS),
+    ("rbac.authorization.k8s.io", "rolebindings"): set(CHILD_VERBS),
+    ("kubeai.org", "models"): {"patch"},
+    ("kubeai.org", "models/status"): {"patch"},
+    ("kubeai.org", "models/finalizers"): {"update"},
+    # Kaiwo's node labels and taint; Events.
+    ("", "nodes"): {"patch"},
+    ("", "events"): {"create"},
+}
+"""What the executor may write, by hand: (apiGroup, resource) -> verbs. The real API server
+is asked the same in tests/integration/deploy."""
+
 Grant = tuple[str, str, str]
 """(apiGroup, resource[/subresource], verb)."""
 
@@ -133,7 +177,12 @@ def test_the_planner_and_the_recorder_have_no_role_and_no_token() -> None:
 
 
 def test_each_deployment_runs_as_its_own_service_account() -> None:
-    deployments = [o for o in documents(BASE / "services.yaml") if o["kind"] == "Deployment"]
+    deployments = [
+        o
+        for path in (BASE / "services.yaml", BASE.parent / "scheduler" / "scheduler.yaml")
+        for o in documents(path)
+        if o["kind"] == "Deployment"
+    ]
     for deployment in deployments:
         pod = deployment["spec"]["template"]["spec"]
         assert pod["serviceAccountName"] == deployment["metadata"]["name"]
@@ -168,46 +217,7 @@ def test_the_watcher_reads_exactly_what_it_watches_and_writes_nothing() -> None:
 
 
 def test_what_the_executor_may_write() -> None:
-    child = {"create", "patch", "delete"}
-    assert writes("executor") == {
-        # The default singletons, created when missing.
-        ("config.kaiwo.silogen.ai", "kaiwoconfigs"): {"create"},
-        ("kaiwo.silogen.ai", "kaiwoqueueconfigs"): {"create"},
-        # Status of the owners that have plans.
-        ("kaiwo.silogen.ai", "kaiwojobs/status"): {"patch"},
-        ("kaiwo.silogen.ai", "kaiwoservices/status"): {"patch"},
-        ("kaiwo.silogen.ai", "kaiwoqueueconfigs/status"): {"patch"},
-        # blockOwnerDeletion on the children's owner references.
-        ("kaiwo.silogen.ai", "kaiwojobs/finalizers"): {"update"},
-        ("kaiwo.silogen.ai", "kaiwoservices/finalizers"): {"update"},
-        ("kaiwo.silogen.ai", "kaiwoqueueconfigs/finalizers"): {"update"},
-        # Workload children.
-        ("", "persistentvolumeclaims"): child,
-        ("", "configmaps"): child,
-        ("", "services"): child,
-        ("batch", "jobs"): child,
-        ("apps", "deployments"): child,
-        ("ray.io", "rayjobs"): child,
-        ("workload.codeflare.dev", "appwrappers"): child,
-        ("gateway.networking.k8s.io", "httproutes"): child,
-        # The KaiwoQueueConfig's Kueue objects.
-        ("kueue.x-k8s.io", "resourceflavors"): child,
-        ("kueue.x-k8s.io", "clusterqueues"): child,
-        ("kueue.x-k8s.io", "localqueues"): child,
-        ("kueue.x-k8s.io", "workloadpriorityclasses"): child,
-        ("kueue.x-k8s.io", "topologies"): child,
-        # A KubeAI Model: its server Pods, the Role and RoleBinding of its adapter loaders,
-        # its cache-eviction finalizer (a patch), its status, and blockOwnerDeletion.
-        ("", "pods"): child,
-        ("rbac.authorization.k8s.io", "roles"): child,
-        ("rbac.authorization.k8s.io", "rolebindings"): child,
-        ("kubeai.org", "models"): {"patch"},
-        ("kubeai.org", "models/status"): {"patch"},
-        ("kubeai.org", "models/finalizers"): {"update"},
-        # Kaiwo's node labels and taint; Events.
-        ("", "nodes"): {"patch"},
-        ("", "events"): {"create"},
-    }
+    assert writes("executor") == EXECUTOR_WRITES
 
 
 def test_the_executor_writes_the_singletons_status_and_finalizers_by_name() -> None:
@@ -219,6 +229,8 @@ def test_the_executor_writes_the_singletons_status_and_finalizers_by_name() -> N
     }
     assert named == {
         ("config.kaiwo.silogen.ai", "kaiwoconfigs", "get"): ("kaiwo",),
+        ("config.kaiwo.silogen.ai", "kaiwoconfigs", "patch"): ("kaiwo",),
+        ("kaiwo.silogen.ai", "kaiwoqueueconfigs", "patch"): ("kaiwo",),
         ("kaiwo.silogen.ai", "kaiwoqueueconfigs/status", "patch"): ("kaiwo",),
         ("kaiwo.silogen.ai", "kaiwoqueueconfigs/finalizers", "update"): ("kaiwo",),
         ("", "namespaces", "get"): ("default",),

@@ -305,3 +305,33 @@ def test_metadata_that_is_not_an_object_is_an_invalid_payload() -> None:
     assert failure_of(HEADERS, body) == (
         "invalid-payload: data: Value error, object.metadata must be an object"
     )
+
+
+PUBLIC_BODY = (
+    b'{"transition":"completed","workload":{"kind":"KaiwoJob","namespace":"team-a",'
+    b'"name":"train","uid":"' + UID.encode() + b'"},"phase":"COMPLETE",'
+    b'"observedAt":"2026-03-01T12:30:05Z","resourceVersion":"17"}'
+)
+PUBLIC_HEADERS = {
+    **HEADERS,
+    "ce-id": f"{UID}:completed:17",
+    "ce-source": "/kaiwo/planner",
+    "ce-type": "ai.silogen.kaiwo.public.workload.v1",
+    "Nats-Msg-Id": f"{UID}:completed:17",
+}
+
+
+def test_a_public_event_decodes_on_its_own_subject_only() -> None:
+    right = f"kaiwo.public.workload.team-a.kaiwojob.{UID}"
+
+    decoded = decode_event(PUBLIC_HEADERS, PUBLIC_BODY, subject=right)
+    assert decoded.envelope.data.transition == "completed"
+    for wrong in (
+        f"kaiwo.public.workload.team-a.kaiwojob.{OTHER_UID}",
+        f"kaiwo.public.workload.team-b.kaiwojob.{UID}",
+        f"kaiwo.public.workload.team-a.kaiwoservice.{UID}",
+        f"kaiwo.obs.kaiwojob.team-a.{UID}",
+    ):
+        with pytest.raises(EnvelopeFormatError) as refused:
+            decode_event(PUBLIC_HEADERS, PUBLIC_BODY, subject=wrong)
+        assert refused.value.failure is DecodeFailure.WRONG_SUBJECT, wrong

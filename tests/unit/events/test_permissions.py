@@ -14,17 +14,25 @@ from kaiwo_contracts.events.permissions import (
     operator_identities,
     reader_identity,
     service_identity,
+    subscriber_identity,
 )
 from kaiwo_contracts.events.streams import bus_topology
 
 PLANNER_PUBLISH = (
     "kaiwo.plan.>",
+    "kaiwo.public.>",
     "$JS.API.STREAM.INFO.KAIWO_OBS",
     "$JS.API.STREAM.INFO.KAIWO_PLAN",
+    "$JS.API.STREAM.INFO.KAIWO_MON",
+    "$JS.API.STREAM.INFO.KAIWO_PUBLIC",
     "$JS.API.CONSUMER.INFO.KAIWO_OBS.planner-obs",
     "$JS.API.CONSUMER.MSG.NEXT.KAIWO_OBS.planner-obs",
     "$JS.ACK.KAIWO_OBS.planner-obs.>",
     "kaiwo.dlq.KAIWO_OBS.planner-obs",
+    "$JS.API.CONSUMER.INFO.KAIWO_MON.planner-mon",
+    "$JS.API.CONSUMER.MSG.NEXT.KAIWO_MON.planner-mon",
+    "$JS.ACK.KAIWO_MON.planner-mon.>",
+    "kaiwo.dlq.KAIWO_MON.planner-mon",
     "$JS.API.STREAM.MSG.GET.KAIWO_OBS",
     "$JS.API.DIRECT.GET.KAIWO_OBS",
     "$JS.API.DIRECT.GET.KAIWO_OBS.>",
@@ -63,8 +71,8 @@ def test_the_planner_may_publish_plans_its_dead_letters_and_use_its_consumer_and
 
     assert planner.permissions.publish == PLANNER_PUBLISH
     assert planner.permissions.subscribe == ("_INBOX.planner.>",)
-    assert planner.streams == ("KAIWO_OBS", "KAIWO_PLAN")
-    assert planner.consumers == ("planner-obs",)
+    assert planner.streams == ("KAIWO_OBS", "KAIWO_PLAN", "KAIWO_MON", "KAIWO_PUBLIC")
+    assert planner.consumers == ("planner-obs", "planner-mon")
 
 
 def test_each_family_has_exactly_one_publisher() -> None:
@@ -76,7 +84,12 @@ def test_each_family_has_exactly_one_publisher() -> None:
 
     assert publishes == {
         "watcher": {"kaiwo.obs.>"},
-        "planner": {"kaiwo.plan.>", "kaiwo.dlq.KAIWO_OBS.planner-obs"},
+        "planner": {
+            "kaiwo.plan.>",
+            "kaiwo.public.>",
+            "kaiwo.dlq.KAIWO_OBS.planner-obs",
+            "kaiwo.dlq.KAIWO_MON.planner-mon",
+        },
         "executor": {"kaiwo.res.>", "kaiwo.dlq.KAIWO_PLAN.executor-plan"},
         "monitor": {"kaiwo.mon.>"},
         "recorder": {"kaiwo.dlq.>"},
@@ -166,18 +179,70 @@ def test_a_reader_gets_durable_consumers_named_after_itself_and_publishes_no_eve
     assert reader.permissions.subscribe == ("kaiwo.>", "_INBOX.audit.>")
 
 
+def test_the_subscriber_reads_the_public_stream_only_and_publishes_no_event() -> None:
+    subscriber = subscriber_identity()
+
+    assert subscriber.permissions.publish == (
+        "$JS.API.INFO",
+        "$JS.API.STREAM.INFO.KAIWO_PUBLIC",
+        "$JS.API.CONSUMER.CREATE.KAIWO_PUBLIC",
+        "$JS.API.CONSUMER.CREATE.KAIWO_PUBLIC.>",
+        "$JS.API.CONSUMER.DURABLE.CREATE.KAIWO_PUBLIC.>",
+        "$JS.API.CONSUMER.INFO.KAIWO_PUBLIC.>",
+        "$JS.API.CONSUMER.DELETE.KAIWO_PUBLIC.>",
+        "$JS.API.CONSUMER.MSG.NEXT.KAIWO_PUBLIC.>",
+        "$JS.ACK.KAIWO_PUBLIC.>",
+        "$JS.FC.KAIWO_PUBLIC.>",
+        "$JS.API.STREAM.MSG.GET.KAIWO_PUBLIC",
+        "$JS.API.DIRECT.GET.KAIWO_PUBLIC",
+        "$JS.API.DIRECT.GET.KAIWO_PUBLIC.>",
+    )
+    assert subscriber.permissions.subscribe == ("kaiwo.public.>", "_INBOX.subscriber.>")
+    assert subscriber.streams == ("KAIWO_PUBLIC",)
+
+
+def test_only_the_planner_publishes_public_events() -> None:
+    topology = bus_topology()
+    publishers = [
+        identity.name
+        for identity in operator_identities(topology)
+        if any(subject in ("kaiwo.public.>", "kaiwo.>") for subject in identity.permissions.publish)
+    ]
+
+    assert publishers == ["admin", "planner"]
+
+
 @pytest.mark.parametrize(
-    "name", ["planner", "admin", "cli", "executor-plan", "recorder-x", "bus-relay", "Not_A_Label"]
+    "name",
+    [
+        "planner",
+        "admin",
+        "cli",
+        "subscriber",
+        "executor-plan",
+        "recorder-x",
+        "bus-relay",
+        "Not_A_Label",
+    ],
 )
 def test_a_reader_cannot_take_an_operator_name(name: str) -> None:
     with pytest.raises(ValueError, match=name):
         reader_identity(name)
 
 
-def test_the_operator_identities_are_the_admin_each_service_and_the_cli() -> None:
+def test_the_operator_identities_are_the_admin_each_service_the_cli_and_the_subscriber() -> None:
     names = [identity.name for identity in operator_identities(bus_topology())]
 
-    assert names == ["admin", "watcher", "planner", "executor", "monitor", "recorder", "cli"]
+    assert names == [
+        "admin",
+        "watcher",
+        "planner",
+        "executor",
+        "monitor",
+        "recorder",
+        "cli",
+        "subscriber",
+    ]
     assert inbox_prefix("watcher") == "_INBOX.watcher"
 
 

@@ -20,14 +20,17 @@ def test_the_default_topology_has_one_stream_per_family_with_explicit_limits() -
         ("KAIWO_RES", ("kaiwo.res.>",)),
         ("KAIWO_MON", ("kaiwo.mon.>",)),
         ("KAIWO_DLQ", ("kaiwo.dlq.>", "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>")),
+        ("KAIWO_PUBLIC", ("kaiwo.public.>",)),
     ]
     for stream in topology.streams:
-        assert stream.duplicate_window_seconds == 120.0
+        expected_window = 3600.0 if stream.name == "KAIWO_PUBLIC" else 120.0
+        assert stream.duplicate_window_seconds == expected_window
         assert stream.storage == "file"
         assert stream.retention == "limits"
         assert stream.subject_transform is None
     assert topology.stream("KAIWO_OBS").max_age_seconds == 7 * 24 * 3600
     assert topology.stream("KAIWO_DLQ").max_age_seconds == 30 * 24 * 3600
+    assert topology.stream("KAIWO_PUBLIC").max_age_seconds == 30 * 24 * 3600
 
 
 def test_consumers_are_named_service_purpose_and_bounded() -> None:
@@ -36,6 +39,7 @@ def test_consumers_are_named_service_purpose_and_bounded() -> None:
     assert [c.durable_name for c in topology.consumers] == [
         "planner-obs",
         "executor-plan",
+        "planner-mon",
         "recorder-obs",
         "recorder-plan",
         "recorder-res",
@@ -48,6 +52,8 @@ def test_consumers_are_named_service_purpose_and_bounded() -> None:
         assert consumer.max_deliver > len(consumer.backoff_seconds)
     assert topology.consumer("planner-obs").max_ack_pending == 1
     assert topology.consumer("planner-obs").ordered_by_uid is False
+    assert topology.consumer("planner-mon").filter_subjects == ("kaiwo.mon.utilization.>",)
+    assert topology.consumer("planner-mon").stream == "KAIWO_MON"
     assert topology.consumer("executor-plan").max_ack_pending == 16
     assert topology.consumer("executor-plan").ordered_by_uid is True
     assert (
@@ -139,6 +145,7 @@ def test_every_stream_has_a_byte_limit_and_each_can_be_changed() -> None:
         "KAIWO_RES": 512 * 1024**2,
         "KAIWO_MON": 256 * 1024**2,
         "KAIWO_DLQ": 256 * 1024**2,
+        "KAIWO_PUBLIC": 256 * 1024**2,
     }
     assert {s.name: s.max_bytes for s in changed.streams} == {
         "KAIWO_OBS": 8 * 1024**3,
@@ -146,6 +153,7 @@ def test_every_stream_has_a_byte_limit_and_each_can_be_changed() -> None:
         "KAIWO_RES": 512 * 1024**2,
         "KAIWO_MON": 256 * 1024**2,
         "KAIWO_DLQ": -1,
+        "KAIWO_PUBLIC": 256 * 1024**2,
     }
 
 

@@ -17,6 +17,7 @@ from kaiwo_contracts.events.subjects import (
     observed_subject,
     parse_subject,
     plan_subject,
+    public_workload_subject,
     result_subject,
     subscription_filter,
     unescape_token,
@@ -163,3 +164,18 @@ def test_filters_narrow_by_the_parts_given() -> None:
     )
     with pytest.raises(SubjectError):
         subscription_filter(Family.OBSERVED, namespace="a", cluster_scoped=True)
+
+
+def test_public_workload_subjects_put_the_namespace_first_and_parse_back() -> None:
+    uid = "0b8f0a52-2a4c-4c38-9a43-1f7d52a1c001"
+    subject = public_workload_subject(namespace="team-a", kind="KaiwoService", uid=uid)
+
+    assert subject == f"kaiwo.public.workload.team-a.kaiwoservice.{uid}"
+    assert parse_subject(subject) == ParsedSubject(
+        family=Family.PUBLIC,
+        kind="kaiwoservice",
+        namespace="team-a",
+        uid=uid,
+        qualifier="workload",
+    )
+    assert subscription_filter(Family.PUBLIC, namespace="team-a") == ("kaiwo.public.*.team-a.*.*")

@@ -138,7 +138,9 @@ async def test_a_vector_answer_becomes_one_sample_per_gpu_of_a_pod(
             at=datetime(2026, 3, 1, 12, 0, 1, tzinfo=UTC),
         ),
     )
-    assert prometheus.queries == [{"path": "/api/v1/query", "query": "gpu_gfx_activity"}]
+    assert prometheus.queries == [
+        {"path": "/api/v1/query", "query": "gpu_gfx_activity or DCGM_FI_DEV_GPU_UTIL"}
+    ]
 
 
 async def test_a_configured_query_is_sent_as_is(prometheus: FakePrometheus) -> None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from kaiwo_contracts.events import PAYLOAD_TYPES, Envelope
-from kaiwo_contracts.events.monitor import PreemptionDecidedV1, UnderutilizedV1, UtilizationV1
+from kaiwo_contracts.events.monitor import UnderutilizedV1, UtilizationV1
 from kaiwo_contracts.events.streams import MONITOR_STREAM, bus_topology
 from kaiwo_contracts.plans import ObjectRef
 from kaiwo_kube import NotFound, resources
@@ -200,6 +200,8 @@ async def test_a_tick_publishes_utilization_per_workload_and_the_underutilized_o
         aggregation="Avg",
         window_start=SEEN,
         window_end=SEEN,
+        low_utilization_threshold_ratio=0.01,
+        underutilized_since=T0,
     )
     assert train_low.data == UnderutilizedV1(
         workload=TRAIN,
@@ -220,6 +222,7 @@ async def test_a_tick_publishes_utilization_per_workload_and_the_underutilized_o
         aggregation="Avg",
         window_start=SEEN,
         window_end=SEEN,
+        low_utilization_threshold_ratio=0.01,
     )
     assert [(e.source, e.time, e.correlationid, e.subject) for _, e in events] == [
         ("/kaiwo/monitor", T0, UID_TRAIN, "team-a/train"),
@@ -228,7 +231,7 @@ async def test_a_tick_publishes_utilization_per_workload_and_the_underutilized_o
     ]
     assert (
         await kit.kv.get(UID_TRAIN)
-        == b'{"belowSince": "2026-03-01T12:00:00+00:00", "terminationDecided": false}'
+        == b'{"belowSince": "2026-03-01T12:00:00+00:00", "idleSince": null}'
     )
     assert await kit.kv.get(UID_CHAT) is None
 
@@ -275,7 +278,7 @@ async def test_a_second_tick_continues_the_stretch_without_reporting_it_again(ki
     assert service.states == {UID_TRAIN: UtilizationState(workload_uid=UID_TRAIN, below_since=T0)}
 
 
-async def test_termination_is_asked_for_once_after_the_configured_time(kit: Kit) -> None:
+async def test_the_monitor_decides_nothing_a_long_stretch_is_restated_each_tick(kit: Kit) -> None:
     kit.cluster.put(
         resources.KAIWO_CONFIG,
         kaiwo_config({"terminateUnderutilized": True, "terminateUnderutilizedAfter": "1h"}),
@@ -286,29 +289,50 @@ async def test_termination_is_asked_for_once_after_the_configured_time(kit: Kit)
         kit.clock.now = T0 + timedelta(minutes=minutes)
         await service.tick()
 
-    decisions = [
-        (subject, event)
-        for subject, event in published(kit.jetstream)
-        if isinstance(event.data, PreemptionDecidedV1)
-    ]
-    assert len(decisions) == 1
-    subject, event = decisions[0]
-    assert subject == f"kaiwo.mon.preemption.team-a.{UID_TRAIN}"
-    assert event.time == T0 + timedelta(minutes=60)
-    assert event.data == PreemptionDecidedV1(
-        workload=TRAIN,
-        vendor="amd",
-        gpu_count=2,
-        utilization_ratio=0.003,
-        threshold_ratio=0.01,
-        preempted_for=None,
-        policy="Always",
-        reason="GpuUtilizationLow",
-        message=(
-            "Terminating workload due to underutilized GPU resources: below 1.00% since "
-            "2026-03-01T12:00:00+00:00 (1h0m0s)"
-        ),
+    topics = [topic for topic, uid in topics_of(kit.jetstream) if uid == UID_TRAIN]
+    assert topics == ["utilization", "underutilized", "utilization", "utilization", "utilization"]
+    last = [e for s, e in published(kit.jetstream) if s.endswith(UID_TRAIN)][-1].data
+    assert isinstance(last, UtilizationV1)
+    assert last.underutilized_since == T0
+
+
+async def test_an_opted_in_workload_carries_its_resolved_idle_settings(kit: Kit) -> None:
+    kit.cluster.put(
+        resources.NAMESPACE,
+        {
+            "metadata": {
+                "name": "team-a",
+                "annotations": {"kaiwo.silogen.ai/gpu-preemption.grace-period": "2m"},
+            }
+        },
     )
+    job = kit.cluster.put(
+        resources.KAIWO_JOB,
+        {
+            "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+            "kind": "KaiwoJob",
+            "metadata": {"name": "train", "namespace": "team-a"},
+            "spec": {"image": "busybox"},
+        },
+    )
+    ref = TRAIN.model_copy(update={"uid": job["metadata"]["uid"]})
+    kit.cluster.put(resources.POD, workload_pod("train-0", ref, gpus=2, workload_type="job"))
+    kit.scraper.samples = [*IDLE_TRAIN]
+    service = await kit.leader()
+    await service.tick()
+    (train_use,) = [
+        e.data
+        for s, e in published(kit.jetstream)
+        if s == f"kaiwo.mon.utilization.team-a.{ref.uid}"
+    ]
+    assert isinstance(train_use, UtilizationV1)
+    assert (
+        train_use.idle_threshold_ratio,
+        train_use.idle_aggregation,
+        train_use.idle_policy,
+        train_use.idle_grace_seconds,
+        train_use.idle_since,
+    ) == (0.05, "Max", "OnPressure", 120.0, T0)
 
 
 async def test_the_kaiwoconfig_threshold_and_namespaces_apply(kit: Kit) -> None:
@@ -335,7 +359,7 @@ async def test_a_failed_scrape_ends_the_tick_and_marks_the_leader_unhealthy(kit:
 
     assert published(kit.jetstream) == []
     assert not service.healthy
-    assert sample_value(service.metrics, "kaiwo_monitor_scrapes_total", {"outcome": "error"}) == 1
+    assert sample_value(service.metrics, "kaiwo_monitor_scrapes_total", {"outcome": "garbage"}) == 1
 
     kit.scraper.failure = None
     await service.tick()
@@ -484,9 +508,11 @@ async def test_a_disabled_monitor_idles_until_stopped(kit: Kit) -> None:
 
 
 def test_states_round_trip_through_json() -> None:
-    state = UtilizationState(workload_uid=UID_TRAIN, below_since=T0, termination_decided=True)
+    state = UtilizationState(workload_uid=UID_TRAIN, below_since=T0, idle_since=T0)
     encoded = encode_state(state)
-    assert encoded == b'{"belowSince": "2026-03-01T12:00:00+00:00", "terminationDecided": true}'
+    assert encoded == (
+        b'{"belowSince": "2026-03-01T12:00:00+00:00", "idleSince": "2026-03-01T12:00:00+00:00"}'
+    )
     assert decode_state(UID_TRAIN, encoded) == state
 
 

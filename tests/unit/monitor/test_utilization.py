@@ -1,4 +1,4 @@
-"""Per-workload utilization, underutilization and the termination decision (pure)."""
+"""Per-workload utilization and the underutilized and idle stretches (pure)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoResourceMonitoringConfig
+from kaiwo_contracts.gpu_preemption import GpuPreemptionSettings
 from kaiwo_monitor.domain.pods import GpuVendor, MonitoredPod, WorkloadRef
 from kaiwo_monitor.domain.samples import GpuSample
 from kaiwo_monitor.domain.utilization import (
@@ -22,7 +23,6 @@ UID_B = "00000000-0000-4000-8000-00000000000b"
 TRAIN = WorkloadRef(kind="KaiwoJob", name="train", namespace="team-a", uid=UID_A)
 CHAT = WorkloadRef(kind="KaiwoService", name="chat", namespace="team-b", uid=UID_B)
 DEFAULT = MonitoringPolicy()
-TERMINATING = MonitoringPolicy(terminate_underutilized=True, terminate_after=timedelta(hours=24))
 
 
 def a_pod(
@@ -207,7 +207,8 @@ def test_falling_below_the_threshold_opens_a_stretch() -> None:
     assert finding.threshold_ratio == pytest.approx(0.01)
     assert finding.utilization.percent == pytest.approx(0.5)
     assert result.states == {UID_A: UtilizationState(workload_uid=UID_A, below_since=NOW)}
-    assert result.terminations == ()
+    (judgment,) = result.judgments
+    assert (judgment.underutilized_since, judgment.idle) == (NOW, None)
 
 
 def test_staying_below_keeps_the_start_and_reports_nothing_new() -> None:
@@ -237,9 +238,11 @@ def test_a_threshold_of_zero_never_flags() -> None:
 def test_an_unknown_utilization_keeps_the_stretch_without_deciding() -> None:
     since = NOW - timedelta(hours=30)
     previous = {UID_A: UtilizationState(workload_uid=UID_A, below_since=since)}
-    result = run([a_pod("train-0")], [], states=previous, policy=TERMINATING)
-    assert result.terminations == ()
+    result = run([a_pod("train-0")], [], states=previous)
     assert result.states == previous
+    (judgment,) = result.judgments
+    assert judgment.utilization.percent is None
+    assert judgment.underutilized_since == since
 
 
 def test_pending_pods_keep_the_stretch_and_a_workload_without_pods_loses_it() -> None:
@@ -252,77 +255,79 @@ def test_pending_pods_keep_the_stretch_and_a_workload_without_pods_loses_it() ->
     assert result.states == {UID_A: previous[UID_A]}
 
 
-# ------------------------------------------------------------------ termination
+# ------------------------------------------------------------------ GPU idle (opted in)
+
+ALWAYS_MAX = GpuPreemptionSettings(threshold_percent=20.0, policy="Always", aggregation="Max")
 
 
-def test_underutilized_for_the_whole_period_is_terminated_once() -> None:
-    since = NOW - timedelta(hours=24)
-    previous = {UID_A: UtilizationState(workload_uid=UID_A, below_since=since)}
-    result = run(
-        [a_pod("train-0")], [reading("train-0", "0", 0.2)], states=previous, policy=TERMINATING
+def test_max_aggregation_keeps_a_workload_with_one_busy_pod_active() -> None:
+    pods = [a_pod("train-0"), a_pod("train-1")]
+    samples = [reading("train-0", "0", 5.0), reading("train-1", "0", 60.0)]
+    result = assess(
+        pods=pods,
+        samples=samples,
+        states={},
+        policy=DEFAULT,
+        now=NOW,
+        preemption={UID_A: ALWAYS_MAX},
     )
-    (decision,) = result.terminations
-    assert decision.utilization.workload == TRAIN
-    assert decision.since == since
-    assert decision.idle_for == timedelta(hours=24)
-    assert decision.threshold_ratio == pytest.approx(0.01)
-    assert result.states == {
-        UID_A: UtilizationState(workload_uid=UID_A, below_since=since, termination_decided=True)
-    }
+    (judgment,) = result.judgments
+    assert judgment.idle is not None
+    assert judgment.idle.percent == pytest.approx(60.0)
+    assert judgment.idle.since is None
+    assert result.states == {}
 
-    later = run(
-        [a_pod("train-0")],
-        [reading("train-0", "0", 0.2)],
-        states=dict(result.states),
-        policy=TERMINATING,
-        now=NOW + timedelta(minutes=1),
+
+def test_min_aggregation_makes_the_same_workload_idle_since_now() -> None:
+    pods = [a_pod("train-0"), a_pod("train-1")]
+    samples = [reading("train-0", "0", 5.0), reading("train-1", "0", 60.0)]
+    settings = GpuPreemptionSettings(threshold_percent=20.0, aggregation="Min")
+    result = assess(
+        pods=pods,
+        samples=samples,
+        states={},
+        policy=DEFAULT,
+        now=NOW,
+        preemption={UID_A: settings},
     )
-    assert later.terminations == ()
-    assert later.states == result.states
+    (judgment,) = result.judgments
+    assert judgment.idle is not None
+    assert (judgment.idle.percent, judgment.idle.since) == (pytest.approx(5.0), NOW)
+    assert result.states == {UID_A: UtilizationState(workload_uid=UID_A, idle_since=NOW)}
 
 
-def test_one_second_short_of_the_period_is_not_terminated() -> None:
-    since = NOW - timedelta(hours=23, minutes=59, seconds=59)
-    previous = {UID_A: UtilizationState(workload_uid=UID_A, below_since=since)}
-    result = run(
-        [a_pod("train-0")], [reading("train-0", "0", 0.0)], states=previous, policy=TERMINATING
+def test_an_opted_in_workload_outside_the_target_namespaces_is_judged_for_idleness_only() -> None:
+    since = NOW - timedelta(minutes=20)
+    previous = {UID_A: UtilizationState(workload_uid=UID_A, idle_since=since)}
+    result = assess(
+        pods=[a_pod("train-0")],
+        samples=[reading("train-0", "0", 1.0)],
+        states=previous,
+        policy=MonitoringPolicy(target_namespaces=frozenset({"team-b"})),
+        now=NOW,
+        preemption={UID_A: ALWAYS_MAX},
     )
-    assert result.terminations == ()
+    (judgment,) = result.judgments
+    assert (judgment.threshold_ratio, judgment.underutilized_since) == (None, None)
+    assert judgment.idle is not None and judgment.idle.since == since
+    assert result.underutilized == ()
 
 
-def test_without_terminate_underutilized_nothing_is_terminated() -> None:
-    previous = {UID_A: UtilizationState(workload_uid=UID_A, below_since=NOW - timedelta(days=3))}
-    result = run([a_pod("train-0")], [reading("train-0", "0", 0.0)], states=previous)
-    assert result.terminations == ()
-
-
-def test_a_zero_period_terminates_on_the_first_low_reading() -> None:
-    policy = MonitoringPolicy(terminate_underutilized=True, terminate_after=timedelta(0))
-    result = run([a_pod("train-0")], [reading("train-0", "0", 0.0)], policy=policy)
-    assert len(result.underutilized) == 1
-    (decision,) = result.terminations
-    assert (decision.since, decision.idle_for) == (NOW, timedelta(0))
-
-
-def test_recovering_then_falling_again_starts_a_new_stretch() -> None:
-    decided = {
-        UID_A: UtilizationState(
-            workload_uid=UID_A, below_since=NOW - timedelta(days=2), termination_decided=True
-        )
-    }
-    recovered = run(
-        [a_pod("train-0")], [reading("train-0", "0", 50.0)], states=decided, policy=TERMINATING
+def test_no_readings_keep_the_idle_stretch_as_it_was() -> None:
+    since = NOW - timedelta(minutes=20)
+    previous = {UID_A: UtilizationState(workload_uid=UID_A, idle_since=since)}
+    result = assess(
+        pods=[a_pod("train-0")],
+        samples=[],
+        states=previous,
+        policy=DEFAULT,
+        now=NOW,
+        preemption={UID_A: ALWAYS_MAX},
     )
-    assert recovered.states == {}
-    again = run(
-        [a_pod("train-0")],
-        [reading("train-0", "0", 0.0)],
-        states=dict(recovered.states),
-        policy=TERMINATING,
-        now=NOW + timedelta(minutes=1),
-    )
-    assert again.underutilized[0].since == NOW + timedelta(minutes=1)
-    assert again.terminations == ()
+    (judgment,) = result.judgments
+    assert judgment.idle is not None
+    assert (judgment.idle.percent, judgment.idle.since) == (None, since)
+    assert result.states == previous
 
 
 # ------------------------------------------------------------------ the policy
@@ -332,8 +337,6 @@ def test_the_policy_from_the_default_kaiwoconfig_section() -> None:
     assert MonitoringPolicy.from_config(KaiwoResourceMonitoringConfig()) == MonitoringPolicy(
         threshold_percent=1.0,
         target_namespaces=frozenset(),
-        terminate_underutilized=False,
-        terminate_after=timedelta(hours=24),
     )
 
 
@@ -350,8 +353,6 @@ def test_the_policy_from_a_written_kaiwoconfig_section() -> None:
     assert policy == MonitoringPolicy(
         threshold_percent=12.5,
         target_namespaces=frozenset({"team-a", "team-b"}),
-        terminate_underutilized=True,
-        terminate_after=timedelta(minutes=90),
     )
     assert policy.threshold_ratio == pytest.approx(0.125)
 

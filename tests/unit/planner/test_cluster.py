@@ -36,6 +36,19 @@ def test_parse_quantity_rejects_text() -> None:
         parse_quantity("lots")
 
 
+@pytest.mark.parametrize("value", [True, False, float("nan"), float("inf"), "NaN", "-infGi"])
+def test_parse_quantity_rejects_what_is_no_number_to_kubernetes(value: Any) -> None:
+    # Found by fuzzing planning: a Node whose capacity held true raised decimal's
+    # InvalidOperation (no ValueError), and planning with it.
+    with pytest.raises(ValueError, match="not a Kubernetes quantity"):
+        parse_quantity(value)
+
+
+def test_a_node_with_a_boolean_capacity_reports_none() -> None:
+    node = {"metadata": {"name": "n"}, "status": {"capacity": {"cpu": True, "memory": "1Gi"}}}
+    assert NodeInfo.from_wire(node).capacity_reported is False
+
+
 def test_gpu_name_cleaning() -> None:
     assert clean_amd_gpu_name("AMD_Instinct_MI300X_OAM") == "mi300x"
     assert clean_amd_gpu_name("AMD Instinct MI250X") == "mi250x"

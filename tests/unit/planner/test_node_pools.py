@@ -277,3 +277,11 @@ def test_a_63_character_product_gives_a_pool_name_of_at_most_63() -> None:
         assert pool.startswith("nvidia-aaaaaaaaaaaaaaaaaaaaaaaaaaaa-")
         assert pool.endswith("-8gpu-115core-921gi")
     assert first != second
+
+
+def test_a_shape_longer_than_a_name_still_gives_a_pool_name_of_at_most_63() -> None:
+    # Found by fuzzing planning: the suffix of child_name (the shape) can be longer than 63
+    # characters on its own; the name began with "-" and ran past 63.
+    pool, _ = _pool_and_labels({"nvidia.com/gpu.product": "H100", "nvidia.com/gpu.count": "9" * 60})
+    assert len(pool) <= 63
+    assert pool[0].isalnum() and pool[-1].isalnum()

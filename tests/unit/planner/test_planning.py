@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 import yaml
 from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule, canonical_json
 from kaiwo_planner.domain.cluster import ClusterState
+from kaiwo_planner.domain.findings import WorkloadFinding
 from kaiwo_planner.domain.planning import plan_object, plan_object_with_timer
 
 EXPECTED = Path(__file__).parent / "planning_expected"
@@ -704,3 +706,157 @@ def test_the_same_inputs_give_the_same_bytes(cluster_with):
     second = plan_object(owner=copy.deepcopy(owner), cluster=cluster_with(owner), now=NOW)
 
     assert canonical_json(dumped(first)) == canonical_json(dumped(second))
+
+
+# ------------------------------------------------------------------ monitor findings
+
+
+def finding(
+    *,
+    at: datetime = NOW,
+    measured: bool = True,
+    underutilized_since: datetime | None = None,
+    idle_since: datetime | None = None,
+    policy: str | None = None,
+) -> WorkloadFinding:
+    return WorkloadFinding(
+        uid="job-uid",
+        at=at,
+        measured=measured,
+        vendor="amd",
+        gpu_count=4,
+        threshold_ratio=0.01,
+        underutilized_since=underutilized_since,
+        idle_threshold_ratio=0.05 if policy else None,
+        idle_since=idle_since,
+        idle_policy=policy,
+        idle_grace=timedelta(minutes=10) if policy else None,
+    )
+
+
+def with_findings(cluster: ClusterState, *found: WorkloadFinding) -> ClusterState:
+    return dataclasses.replace(cluster, findings={f.uid: f for f in found})
+
+
+RUNNING_STATUS = {"status": "RUNNING", "startTime": "2026-01-01T09:00:00Z", "observedGeneration": 1}
+TERMINATE_AFTER_1H = {
+    "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+    "kind": "KaiwoConfig",
+    "metadata": {"name": "kaiwo", "uid": "config-uid"},
+    "spec": {
+        "resourceMonitoring": {"terminateUnderutilized": True, "terminateUnderutilizedAfter": "1h"}
+    },
+}
+
+
+def test_an_underutilized_finding_sets_the_condition_and_a_normal_one_clears_it(cluster_with):
+    owner = kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS)
+    cluster = cluster_with(owner, running_job(owner), workloads=(admitted("job-uid-job"),))
+    low = plan_object(
+        owner=owner,
+        cluster=with_findings(cluster, finding(underutilized_since=NOW - timedelta(minutes=5))),
+        now=NOW,
+    )
+    assert condition(low, "ResourceUnderutilization") == {
+        "type": "ResourceUnderutilization",
+        "status": "True",
+        "observedGeneration": 1,
+        "lastTransitionTime": T_NOW,
+        "reason": "GpuUtilizationLow",
+        "message": "GPU utilization has been below 1% of the 4 requested GPU(s) since "
+        "2026-01-01T11:55:00Z",
+    }
+    assert low.status is not None and low.status["status"] == "RUNNING"
+
+    flagged = kaiwo_job(TRAIN_SPEC, status=low.status)
+    later = NOW + timedelta(minutes=1)
+    normal = plan_object(
+        owner=flagged, cluster=with_findings(cluster, finding(at=later)), now=later
+    )
+    cleared = condition(normal, "ResourceUnderutilization")
+    assert (cleared["status"], cleared["reason"], cleared["lastTransitionTime"]) == (
+        "False",
+        "GpuUtilizationNormal",
+        "2026-01-01T12:01:00Z",
+    )
+    # No data: the condition stays as it was.
+    unknown = plan_object(
+        owner=flagged, cluster=with_findings(cluster, finding(measured=False)), now=later
+    )
+    assert condition(unknown, "ResourceUnderutilization") == condition(
+        low, "ResourceUnderutilization"
+    )
+
+
+def test_underutilized_for_the_window_is_terminated_only_on_fresh_evidence(cluster_with):
+    owner = kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS)
+    cluster = cluster_with(
+        owner, running_job(owner), TERMINATE_AFTER_1H, workloads=(admitted("job-uid-job"),)
+    )
+    since = NOW - timedelta(hours=1)
+    short = plan_object(
+        owner=owner,
+        cluster=with_findings(cluster, finding(underutilized_since=since + timedelta(seconds=1))),
+        now=NOW,
+    )
+    assert short.status is not None and short.status["status"] == "RUNNING"
+
+    due = plan_object(
+        owner=owner, cluster=with_findings(cluster, finding(underutilized_since=since)), now=NOW
+    )
+    assert due.status is not None and due.status["status"] == "TERMINATING"
+    early = condition(due, "WorkloadTerminatedEarly")
+    assert (early["status"], early["reason"]) == ("False", "GpuUtilizationLow")
+
+    # The same evidence, but the monitor went quiet ten minutes ago: nothing happens.
+    stale = plan_object(
+        owner=owner,
+        cluster=with_findings(
+            cluster,
+            finding(
+                at=NOW - timedelta(minutes=10), underutilized_since=since - timedelta(minutes=10)
+            ),
+        ),
+        now=NOW,
+    )
+    assert stale.status is not None and stale.status["status"] == "RUNNING"
+    # Missing data never terminates.
+    missing = plan_object(
+        owner=owner,
+        cluster=with_findings(cluster, finding(measured=False, underutilized_since=since)),
+        now=NOW,
+    )
+    assert missing.status is not None and missing.status["status"] == "RUNNING"
+
+
+def test_an_idle_workload_is_preempted_for_a_pending_one_that_waited(cluster_with):
+    owner = kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS)
+    waiting = kaiwo_job(
+        {**TRAIN_SPEC, "gpus": 4},
+        name="next",
+        uid="next-uid",
+        status={"status": "PENDING", "observedGeneration": 1},
+        created="2026-01-01T11:50:00Z",
+    )
+    cluster = cluster_with(owner, running_job(owner), waiting, workloads=(admitted("job-uid-job"),))
+    idle = finding(idle_since=NOW - timedelta(minutes=11), policy="OnPressure")
+    victim = plan_object(owner=owner, cluster=with_findings(cluster, idle), now=NOW)
+    assert victim.status is not None and victim.status["status"] == "TERMINATING"
+    early = condition(victim, "WorkloadTerminatedEarly")
+    assert early["reason"] == "GpuIdlePreemption"
+    assert "for pending workload KaiwoJob/team-a/next" in early["message"]
+
+    # Without pressure (nobody pending), OnPressure keeps it running.
+    alone = cluster_with(owner, running_job(owner), workloads=(admitted("job-uid-job"),))
+    kept = plan_object(owner=owner, cluster=with_findings(alone, idle), now=NOW)
+    assert kept.status is not None and kept.status["status"] == "RUNNING"
+
+
+def test_a_stretch_that_ends_is_news_and_a_settled_busy_workload_is_not() -> None:
+    low = finding(underutilized_since=NOW - timedelta(minutes=5))
+    busy = finding(at=NOW + timedelta(minutes=1))
+    busy_again = finding(at=NOW + timedelta(minutes=2))
+    assert busy.decides_differently_from(low)
+    assert not busy_again.decides_differently_from(busy)
+    assert low.decides_differently_from(busy)
+    assert busy.decides_differently_from(None)

@@ -592,14 +592,22 @@ def test_preempted_workload_terminates_then_is_terminated() -> None:
     )
 
 
-def test_termination_is_ignored_before_the_deadline() -> None:
+def test_a_termination_before_the_deadline_stops_a_running_workload_too() -> None:
+    # Underutilization and idle preemption do not wait for the duration (workload_plan asks
+    # for a duration preemption only after the deadline).
     decision = derive(
         RUNNING_WITH_DURATION,
         RUNNING_CHILD,
         duration=timedelta(hours=2),
-        termination=TerminationRequest(reason="DurationExceeded", message="x"),
+        termination=TerminationRequest(reason="GpuUtilizationLow", message="idle"),
     )
-    assert decision.status["status"] == "RUNNING"
+    assert decision.status["status"] == "TERMINATING"
+    (early,) = [c for c in decision.status["conditions"] if c["type"] == "WorkloadTerminatedEarly"]
+    assert (early["status"], early["reason"], early["message"]) == (
+        "False",
+        "GpuUtilizationLow",
+        "idle",
+    )
 
 
 def test_duration_refreshes_at_most_once_a_minute() -> None:

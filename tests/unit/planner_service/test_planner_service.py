@@ -370,17 +370,20 @@ async def test_an_object_the_projection_cannot_take_is_dead_lettered(
 
 
 class FailingOnce:
-    """Wraps a bus; the ``fail_at``-th publish raises once."""
+    """Wraps a bus; the ``fail_at``-th publish on a subject starting with ``prefix`` raises
+    once."""
 
-    def __init__(self, bus: Any, *, fail_at: int) -> None:
+    def __init__(self, bus: Any, *, fail_at: int, prefix: str = "kaiwo.plan.") -> None:
         self._bus = bus
         self._fail_at = fail_at
+        self._prefix = prefix
         self._count = 0
         self.topology = bus.topology
 
     async def publish(self, envelope: Any, subject: str) -> Any:
-        self._count += 1
-        if self._count == self._fail_at:
+        if subject.startswith(self._prefix):
+            self._count += 1
+        if subject.startswith(self._prefix) and self._count == self._fail_at:
             raise BusError("publish timed out")
         return await self._bus.publish(envelope, subject)
 

@@ -67,3 +67,29 @@ def test_a_byte_limit_for_a_stream_that_does_not_exist_is_refused_at_start(
 
     with pytest.raises(ValidationError, match="no stream 'KAIWO_OBSERVED' to limit"):
         ServiceSettings()
+
+
+def test_stream_replicas_shape_every_stream_of_the_topology(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("KAIWO_BUS_STREAM_REPLICAS", "3")
+
+    streams = ServiceSettings().bus_topology().streams
+
+    assert {stream.name: stream.replicas for stream in streams} == {
+        "KAIWO_OBS": 3,
+        "KAIWO_PLAN": 3,
+        "KAIWO_RES": 3,
+        "KAIWO_MON": 3,
+        "KAIWO_DLQ": 3,
+        "KAIWO_PUBLIC": 3,
+    }
+
+
+def test_stream_replicas_default_to_one_and_stop_at_five(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KAIWO_BUS_STREAM_REPLICAS", raising=False)
+    assert {s.replicas for s in ServiceSettings().bus_topology().streams} == {1}
+
+    monkeypatch.setenv("KAIWO_BUS_STREAM_REPLICAS", "7")
+    with pytest.raises(ValidationError, match="bus_stream_replicas"):
+        ServiceSettings()

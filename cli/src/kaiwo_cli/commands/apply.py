@@ -1,6 +1,12 @@
 """``kaiwo apply -f FILE_OR_DIR``: server-side apply of manifests, as ``kubectl apply
 --server-side`` does, for machines without kubectl (the demo cluster of ``kaiwo up --fake``).
 
+The operator's own kinds (KaiwoJob, KaiwoService, Model, ...) are validated first, as
+``kaiwo validate`` does: when one document is invalid, its problems are printed with their
+field paths and nothing is applied (exit 1). Other kinds are left to the API server.
+``-f -`` reads standard input. The cluster is ``--kubeconfig``, else the one ``kaiwo up``
+operates (its state directory), else ``$KUBECONFIG`` / ``~/.kube/config``.
+
 Documents are applied in file order with field manager ``kaiwo-apply``. A namespaced object
 without a namespace goes to ``--namespace`` (default ``default``). A field another manager
 owns with a different value is a conflict unless ``--force-conflicts``. Kinds outside the
@@ -12,24 +18,27 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import logging
 from pathlib import Path
 from typing import Annotated, Any, Final
 
 import aiohttp
 import typer
+from kaiwo_contracts.crds.registry import model_for
+from kaiwo_contracts.validation import validate_manifest
 from kaiwo_kube import KubeError, KubernetesPort
-from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_kube.resources import ResourceType, known_type
 from rich.console import Console
 from rich.markup import escape
 
+from kaiwo_cli.cluster_access import ClusterError, ClusterTarget, cluster_target, connect
+from kaiwo_cli.commands.options import Context, Kubeconfig, State
 from kaiwo_cli.manifest_files import (
     ManifestDocument,
     ManifestReadError,
     manifest_paths,
     read_documents,
 )
+from kaiwo_cli.stack.state import state_dir_here
 
 FIELD_MANAGER: Final = "kaiwo-apply"
 DEFAULT_NAMESPACE: Final = "default"
@@ -45,14 +54,13 @@ def apply(
         typer.Option(
             "--filename",
             "-f",
-            help="A manifest file or a directory of them (repeatable); multi-document YAML.",
-            exists=True,
+            help="A manifest file or a directory of them (repeatable); multi-document YAML; "
+            "- for stdin.",
         ),
     ],
-    kubeconfig: Annotated[
-        Path | None,
-        typer.Option(help="Cluster to apply to; default $KUBECONFIG, then ~/.kube/config."),
-    ] = None,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
+    state: State = None,
     namespace: Annotated[
         str,
         typer.Option("--namespace", "-n", help="For namespaced objects that name none."),
@@ -72,12 +80,17 @@ def apply(
         except ManifestReadError as error:
             unreadable += 1
             console.print(f"[bold]{escape(str(path))}[/]: [red]{escape(error.reason)}[/]")
+    invalid = report_invalid(documents, console)
+    if invalid:
+        console.print(f"[red]nothing applied: {invalid} document(s) invalid[/]")
+        raise typer.Exit(1)
+    target = cluster_target(kubeconfig=kubeconfig, context=context, state_dir=state_dir_here(state))
     try:
         failed = asyncio.run(
             _apply_all(
                 documents,
                 console=console,
-                kubeconfig=kubeconfig,
+                target=target,
                 namespace=namespace,
                 force=force_conflicts,
             )
@@ -89,15 +102,36 @@ def apply(
         raise typer.Exit(1)
 
 
+def report_invalid(documents: list[ManifestDocument], console: Console) -> int:
+    """Print every problem of the documents of served kinds; how many documents are invalid."""
+    invalid = 0
+    for document in documents:
+        content = document.content
+        served = isinstance(content, dict) and (
+            model_for(str(content.get("apiVersion", "")), str(content.get("kind", ""))) is not None
+        )
+        problems = validate_manifest(content) if served or not isinstance(content, dict) else []
+        invalid += bool(problems)
+        for problem in problems:
+            console.print(
+                f"{escape(f'{document.source}:doc#{document.number}')} "
+                f"[bold]{escape(document.label)}[/]: [red]{escape(str(problem))}[/]"
+            )
+    return invalid
+
+
 async def _apply_all(
     documents: list[ManifestDocument],
     *,
     console: Console,
-    kubeconfig: Path | None,
+    target: ClusterTarget,
     namespace: str,
     force: bool,
 ) -> int:
-    kube = await _connect(kubeconfig)
+    try:
+        kube = await connect(target, user_agent="kaiwo-apply")
+    except ClusterError as error:
+        raise ClusterUnreachableError(str(error)) from error
     failed = 0
     async with kube:
         for document in documents:
@@ -108,16 +142,6 @@ async def _apply_all(
             else:
                 console.print(escape(outcome))
     return failed
-
-
-async def _connect(kubeconfig: Path | None) -> KubernetesAsyncioAdapter:
-    # The client library logs "Config not found" itself; the error below says it.
-    logging.getLogger("kubernetes_asyncio.config").setLevel(logging.ERROR)
-    try:
-        return await KubernetesAsyncioAdapter.from_environment(kubeconfig, user_agent="kaiwo-apply")
-    except Exception as error:  # a missing or broken kubeconfig, in any of its forms
-        reason = " ".join(str(error).split())
-        raise ClusterUnreachableError(f"no usable kubeconfig: {reason}") from error
 
 
 async def apply_document(

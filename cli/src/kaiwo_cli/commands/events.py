@@ -8,8 +8,9 @@
 * ``export``  — recorded events as CloudEvents JSON lines (structured mode) with their
   recorded positions as extension attributes.
 
-``--store`` defaults to the event store of the stack ``kaiwo up`` started in ``--state-dir``
-(``.kaiwo``; its ``stack.json``), else the recorder's default (``sqlite:///.kaiwo/events.db``).
+``--store`` defaults to the event store of the stack ``kaiwo up`` started in the state
+directory (``--state``, ``$KAIWO_STATE``, else ``.kaiwo`` here or in a parent directory; its
+``stack.json``), else the SQLite file ``kaiwo up`` keeps there.
 ``tail`` connects to that stack's NATS with the CLI's own read-only identity; given
 ``--nats`` it connects there instead, with ``--credentials`` (an NKey seed or ``.creds``
 file) and ``--tls-ca`` as needed. It never guesses a server.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import shutil
 import signal
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -45,25 +47,27 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.syntax import Syntax
-from rich.tree import Tree
 
 from kaiwo_cli.explain import (
     WorkloadNotFoundError,
     causal_forest,
     describe,
     find_workload,
+    short_plan_id,
+    tree_lines,
     workload_events,
 )
 from kaiwo_cli.replay import ReplayReport, replay_from_store
-from kaiwo_cli.stack.state import DEFAULT_STATE_DIR, StackState, StackStateError
+from kaiwo_cli.stack.state import StackState, StackStateError, state_dir_here
 
-DEFAULT_STORE: Final = "sqlite:///.kaiwo/events.db"
 TYPE_PREFIX: Final = "ai.silogen.kaiwo."
 EXTENSION_POSITION: Final = "kaiwoposition"
 EXTENSION_STREAM: Final = "kaiwostreamid"
 EXTENSION_VERSION: Final = "kaiwostreamversion"
 EXTENSION_RECORDED_AT: Final = "kaiworecordedat"
 PROGRESS_THRESHOLD: Final = 50
+EXPLAIN_WIDTH: Final = 120
+"""Columns to wrap ``explain`` at when the output is no terminal and COLUMNS is unset."""
 
 app = typer.Typer(
     name="events",
@@ -80,7 +84,14 @@ StoreOption = Annotated[
     ),
 ]
 StateDirOption = Annotated[
-    Path, typer.Option("--state-dir", help="Where kaiwo up keeps its state (stack.json).")
+    Path | None,
+    typer.Option(
+        "--state",
+        "--state-dir",
+        envvar="KAIWO_STATE",
+        help="Where kaiwo up keeps its state (stack.json); default: .kaiwo here or in a parent "
+        "directory.",
+    ),
 ]
 
 
@@ -138,23 +149,26 @@ def _run(coroutine: Any) -> Any:
         raise _fail(error) from None
 
 
-def store_url(given: str | None, state_dir: Path) -> str:
-    """``--store``, else the store of the stack in ``state_dir``, else the default file."""
+def store_url(given: str | None, state_dir: Path | None) -> str:
+    """``--store``, else the store of the stack in the state directory, else the SQLite file
+    ``kaiwo up`` would keep there."""
     if given:
         return given
+    directory = state_dir_here(state_dir)
     try:
-        return StackState.read(state_dir).event_store_url
+        return StackState.read(directory).event_store_url
     except StackStateError:
-        return DEFAULT_STORE
+        return f"sqlite:///{directory / 'events.db'}"
 
 
 def tail_connection(
-    *, nats_url: str | None, credentials: Path | None, tls_ca: Path | None, state_dir: Path
+    *, nats_url: str | None, credentials: Path | None, tls_ca: Path | None, state_dir: Path | None
 ) -> NatsConnection:
-    """``--nats`` with its credentials, or the CLI identity of the stack in ``state_dir``."""
+    """``--nats`` with its credentials, or the CLI identity of the stack in the state
+    directory; never a guessed server."""
     if nats_url is None:
         try:
-            state = StackState.read(state_dir)
+            state = StackState.read(state_dir_here(state_dir))
         except StackStateError as error:
             raise CommandError(str(error)) from error
         nats_url = state.nats_url
@@ -174,9 +188,15 @@ def tail_connection(
 
 @app.command("explain")
 def explain(
-    workload: Annotated[str, typer.Argument(help="The workload, as NAMESPACE/NAME.")],
+    workload: Annotated[
+        str,
+        typer.Argument(
+            help="The workload, as NAMESPACE/NAME, or one of its children as KIND/NAMESPACE/NAME "
+            "(Job/ml-team/train-download)."
+        ),
+    ],
     store: StoreOption = None,
-    state_dir: StateDirOption = DEFAULT_STATE_DIR,
+    state_dir: StateDirOption = None,
 ) -> None:
     """How a workload got where it is: observations, plans, results and preemptions."""
     _run(_explain(workload, store_url(store, state_dir)))
@@ -186,21 +206,20 @@ async def _explain(reference: str, url: str) -> None:
     async with opened_store(url) as store:
         identity = await find_workload(store, reference)
         events = await workload_events(store, identity.uid)
-    console = _stdout()
-    root = Tree(
-        f"[bold]{identity.kind} {identity.namespace}/{identity.name}[/bold] "
-        f"(uid {identity.uid}) — {len(events)} recorded events"
+    title = (
+        f"{identity.kind} {identity.namespace}/{identity.name} (uid {identity.uid}) — "
+        f"{len(events)} recorded events"
     )
-    for node in causal_forest(events):
-        _grow(root, node)
-    console.print(root)
-
-
-def _grow(parent: Tree, node: Any) -> None:
-    event: StoredEvent = node.event
-    branch = parent.add(f"{_clock(event.time)}  {escape(describe(event))}")
-    for effect in node.effects:
-        _grow(branch, effect)
+    if identity.via:
+        title = f"{identity.via} belongs to {title}"
+    width = shutil.get_terminal_size((EXPLAIN_WIDTH, 24)).columns
+    lines = tree_lines(
+        title,
+        causal_forest(events),
+        label=lambda event: f"{_clock(event.time)}  {describe(event)}",
+        width=width,
+    )
+    typer.echo("\n".join(lines))
 
 
 def _clock(moment: datetime) -> str:
@@ -217,7 +236,7 @@ def replay(
         typer.Option("--workload", help="NAMESPACE/NAME; every recorded plan when omitted."),
     ] = None,
     store: StoreOption = None,
-    state_dir: StateDirOption = DEFAULT_STATE_DIR,
+    state_dir: StateDirOption = None,
 ) -> None:
     """Re-plan from the recorded observations; exit 1 when a recorded plan is not reproduced."""
     report: ReplayReport = _run(_replay(workload, store_url(store, state_dir)))
@@ -227,7 +246,7 @@ def replay(
             plan.outcome, "[yellow]skipped[/]"
         )
         console.print(
-            f"{mark}  {escape(plan.owner)}  plan {plan.event_id[:8]} "
+            f"{mark}  {escape(plan.owner)}  plan {short_plan_id(plan.event_id)} "
             f"({plan.trigger}, obs {plan.obs_sequence})"
             + (f": {escape(plan.reason)}" if plan.reason else "")
         )
@@ -277,7 +296,7 @@ def export(
         typer.Option("--type", help="Only these CloudEvents types (repeatable)."),
     ] = None,
     store: StoreOption = None,
-    state_dir: StateDirOption = DEFAULT_STATE_DIR,
+    state_dir: StateDirOption = None,
 ) -> None:
     """Recorded events as JSON lines (CloudEvents structured mode) with their positions."""
     lines: list[str] = _run(
@@ -378,30 +397,76 @@ def kind_of(nats_subject: str | None, data: Mapping[str, Any]) -> str | None:
             parsed = parse_subject(nats_subject)
             if parsed.kind:
                 return parsed.kind
+    return payload_kind(data)
+
+
+def payload_kind(data: Mapping[str, Any]) -> str | None:
+    """The kind the payload names (observed object, plan or result owner, workload)."""
     for path in (("kind",), ("plan", "owner", "kind"), ("owner", "kind"), ("workload", "kind")):
         value: Any = data
         for key in path:
             value = value.get(key) if isinstance(value, Mapping) else None
-        if isinstance(value, str):
+        if isinstance(value, str) and value:
             return value
     return None
+
+
+def display_kind(nats_subject: str | None, data: Mapping[str, Any]) -> str:
+    """The kind as Kubernetes spells it (the payload's), else the subject's lower-case one."""
+    return payload_kind(data) or kind_of(nats_subject, data) or "-"
+
+
+def change_and_phase(event_type: str, data: Mapping[str, Any]) -> tuple[str, str]:
+    """What happened (a watch event, a plan and its trigger, a result's outcome) and the
+    phase it shows (the workload's ``status.status``, a Pod's or PVC's phase, a Job's end)."""
+    short = event_type.removeprefix(TYPE_PREFIX)
+    if short.startswith("obs.observed"):
+        return str(data.get("eventType") or "-"), _object_phase(_mapping(data.get("object")))
+    if short.startswith("plan.decided"):
+        status = _mapping(_mapping(data.get("plan")).get("status"))
+        return f"plan/{data.get('trigger') or '-'}", str(status.get("status") or "-")
+    if short.startswith("res."):
+        return str(data.get("outcome") or "-"), "-"
+    if short.startswith("dlq."):
+        return "dead-lettered", "-"
+    return "-", "-"
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _object_phase(obj: Mapping[str, Any]) -> str:
+    status = _mapping(obj.get("status"))
+    for condition in status.get("conditions") or []:
+        if (
+            isinstance(condition, Mapping)
+            and obj.get("kind") == "Job"
+            and condition.get("type") in ("Complete", "Failed")
+            and condition.get("status") == "True"
+        ):
+            return str(condition["type"])
+    return str(status.get("status") or status.get("phase") or "-")
 
 
 def tail_line(
     *,
     time: datetime,
     event_type: str,
+    kind: str,
     subject: str | None,
+    change: str,
+    phase: str,
     event_id: str,
     correlation_id: str,
     causation_id: str | None,
 ) -> str:
-    """One line per event: time, short type, subject, short ids."""
+    """One line per event: time, short type, kind, subject, change, phase, short ids."""
     short_type = event_type.removeprefix(TYPE_PREFIX)
     return (
-        f"{time.astimezone(UTC).strftime('%H:%M:%S.%f')[:-3]}  {short_type:<32} "
-        f"{subject or '-':<36} id={event_id[:8]} corr={correlation_id[:8]} "
-        f"cause={(causation_id or '-')[:8]}"
+        f"{time.astimezone(UTC).strftime('%H:%M:%S.%f')[:-3]}  {short_type:<24} {kind:<22} "
+        f"{subject or '-':<36} {change:<18} {phase:<12} id={event_id[:8]} "
+        f"corr={correlation_id[:8]} cause={(causation_id or '-')[:8]}"
     )
 
 
@@ -432,7 +497,7 @@ def tail(
         Path | None, typer.Option("--tls-ca", help="CA to verify a TLS server with.")
     ] = None,
     store: StoreOption = None,
-    state_dir: StateDirOption = DEFAULT_STATE_DIR,
+    state_dir: StateDirOption = None,
 ) -> None:
     """Follow events live from NATS (Ctrl-C stops)."""
     wanted = TailFilter(namespace=namespace, name=name, kind=kind, type=event_type)
@@ -502,12 +567,16 @@ async def _tail(
 def _print_stored(console: Console, event: StoredEvent, wanted: TailFilter) -> None:
     kind = kind_of(event.metadata.get("natsSubject"), event.data)
     if wanted.matches(event_type=event.type, subject=event.subject, kind=kind):
+        change, phase = change_and_phase(event.type, event.data)
         console.print(
             escape(
                 tail_line(
                     time=event.time,
                     event_type=event.type,
+                    kind=display_kind(event.metadata.get("natsSubject"), event.data),
                     subject=event.subject,
+                    change=change,
+                    phase=phase,
                     event_id=event.event_id,
                     correlation_id=event.correlation_id,
                     causation_id=event.causation_id,
@@ -533,12 +602,16 @@ def _print_live(console: Console, message: Any, wanted: TailFilter, seen: set[st
     kind = kind_of(message.subject, data)
     if not wanted.matches(event_type=envelope.type, subject=envelope.subject, kind=kind):
         return 0
+    change, phase = change_and_phase(envelope.type, data)
     console.print(
         escape(
             tail_line(
                 time=envelope.time,
                 event_type=envelope.type,
+                kind=display_kind(message.subject, data),
                 subject=envelope.subject,
+                change=change,
+                phase=phase,
                 event_id=envelope.id,
                 correlation_id=envelope.correlationid,
                 causation_id=envelope.causationid,

@@ -36,7 +36,9 @@ def credentials(
     out: Annotated[Path, typer.Option(help="Directory for nats-server.conf and the keys.")],
     reader: Annotated[
         list[str] | None,
-        typer.Option(help="An external read-only subscriber (repeatable); see docs/events.md."),
+        typer.Option(
+            help="A read-only reader of the internal streams (repeatable); docs/bus-internals.md."
+        ),
     ] = None,
     partitions: Annotated[
         int, typer.Option(min=1, help="KAIWO_BUS_PARTITIONS of the deployment.")
@@ -123,9 +125,7 @@ async def _provision(settings: ServiceSettings, *, within: float) -> None:
     while True:
         try:
             bus = await asyncio.wait_for(
-                NatsBus.connect(
-                    connection, topology=bus_topology(partitions=settings.bus_partitions)
-                ),
+                NatsBus.connect(connection, topology=settings.bus_topology()),
                 timeout=10,
             )
             break

@@ -61,6 +61,8 @@ CONFIG_API = "config.kaiwo.silogen.ai/v1alpha1"
 WORKLOAD_KINDS = frozenset({"KaiwoJob", "KaiwoService"})
 NAMESPACED_SERVED_KINDS = frozenset({"KaiwoJob", "KaiwoService", "AIMNamespaceConfig", "Model"})
 GPUS_PER_ASSUMED_NODE = 8
+MAX_ASSUMED_NODES = 128
+"""More GPUs than these nodes hold are planned as not fitting, like on a real cluster."""
 UID_NAMESPACE = uuid.UUID("9a7c1f4e-2b1d-4a57-9d4e-6f1c0e8b5a31")
 
 _NO_PLAN_REASONS = {
@@ -459,11 +461,13 @@ def _assume_nodes(cluster: OfflineCluster, *, given: bool) -> None:
         return
     needed: dict[str, int] = {}
     for workload in _workloads(cluster):
+        if validate_manifest(workload):
+            continue  # planned as invalid; its GPU count may be anything at all
         spec = workload.get("spec") or {}
         vendor = str(spec.get("gpuVendor") or "amd").lower()
         gpus = requested_gpus(spec)
         if gpus > 0 and vendor in {"amd", "nvidia"}:
-            count = math.ceil(gpus / GPUS_PER_ASSUMED_NODE)
+            count = min(math.ceil(gpus / GPUS_PER_ASSUMED_NODE), MAX_ASSUMED_NODES)
             needed[vendor] = max(needed.get(vendor, 0), count)
     for vendor, count in sorted(needed.items()):
         cluster.nodes.extend(_assumed_node(vendor, index) for index in range(count))

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from kaiwo_contracts.events.permissions import SUBSCRIBER
 from kaiwo_runtime.nats_credentials import ServerTls
 from kaiwo_runtime.redaction import redact_url
 from rich.console import Console
@@ -33,7 +34,13 @@ def up(
         typer.Option("--fake", help="Operate a fake API server started here (no cluster needed)."),
     ] = False,
     state_dir: Annotated[
-        Path, typer.Option(help="NATS data, the SQLite event store and service logs.")
+        Path,
+        typer.Option(
+            "--state-dir",
+            "--state",
+            envvar="KAIWO_STATE",
+            help="NATS data, the SQLite event store, service logs and stack.json.",
+        ),
     ] = DEFAULT_STATE_DIR,
     nats_port: Annotated[
         int | None, typer.Option(help="NATS client port; default: a free one.")
@@ -43,7 +50,11 @@ def up(
         typer.Option(help="Event store URL; default sqlite:///<state-dir>/events.db."),
     ] = None,
     metrics_endpoint: Annotated[
-        str | None, typer.Option(help="Prometheus URL; starts the monitor when given.")
+        str | None,
+        typer.Option(
+            help="Prometheus URL; starts the monitor when given.",
+            envvar="KAIWO_MONITOR_METRICS_ENDPOINT",
+        ),
     ] = None,
     nats_tls_cert: Annotated[
         Path | None, typer.Option(help="Serve NATS over TLS with this certificate (PEM).")
@@ -112,6 +123,10 @@ def _print_summary(stack: LocalStack) -> None:
     table.add_row("nats", f"{stack.nats.url} (127.0.0.1 only; NKey per service)")
     table.add_row("credentials", f"{stack.credentials.directory} (new at every start)")
     table.add_row("event store", redact_url(stack.options.event_store_url))
+    table.add_row(
+        "public events",
+        f"kaiwo.public.> with {stack.credentials.seed(SUBSCRIBER)} (python examples/subscriber.py)",
+    )
     for name, service in stack.services.items():
         table.add_row(
             name,
@@ -119,15 +134,27 @@ def _print_summary(stack: LocalStack) -> None:
             f"log {service.log_path}",
         )
     console.print(table)
-    if stack.options.fake_cluster:
-        console.print(
-            f"Try: kaiwo apply --kubeconfig {stack.kubeconfig} "
-            "-f examples/kaiwoqueueconfig.yaml -f examples/kaiwojob-gpu-training.yaml, then "
-            "kaiwo events explain ml-team/llama-3-8b-sft"
-            + (
-                ""
-                if stack.options.state_dir == DEFAULT_STATE_DIR
-                else f" --state-dir {stack.options.state_dir}"
-            ),
-            highlight=False,
-        )
+    console.print(
+        next_steps(stack.options.state_dir, fake=stack.options.fake_cluster), highlight=False
+    )
+
+
+def next_steps(state_dir: Path, *, fake: bool) -> str:
+    """The commands to try, as they work when typed in another shell (test_scientist_cli runs
+    them as printed)."""
+    where = (
+        "In another shell here"
+        if state_dir == DEFAULT_STATE_DIR
+        else f"In another shell: export KAIWO_STATE={state_dir.resolve()}, then"
+    )
+    lines = [f"{where} (every kaiwo command finds this stack by its state directory):"]
+    if fake:
+        lines.append("  kaiwo apply -f examples/kaiwoqueueconfig.yaml")
+    lines += [
+        "  kaiwo submit -f examples/kaiwojob-gpu-training.yaml --wait",
+        "  kaiwo list -A",
+        "  kaiwo status ml-team/llama-3-8b-sft",
+        "  kaiwo queues",
+        "  kaiwo events explain ml-team/llama-3-8b-sft",
+    ]
+    return "\n".join(lines)

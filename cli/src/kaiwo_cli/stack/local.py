@@ -15,7 +15,12 @@ Order of start-up, each step failing with one clear line:
 5. recorder, watcher, planner, executor (and monitor when a metrics endpoint is given) as
    supervised child processes, each with its health port; start-up waits for every
    ``/readyz``; each service connects with its own identity;
-6. ``<state>/stack.json`` tells ``kaiwo events`` where NATS and the event store are.
+6. ``<state>/stack.json`` tells every ``kaiwo`` command where NATS, the event store, the
+   cluster and the health endpoints are (:mod:`kaiwo_cli.stack.state`).
+
+The state directory is locked (``<state>/up.lock``) from the first step, so a second stack on
+it is refused in one line. nats-server is supervised like the services: restarted on the same
+port and JetStream directory, with the same back-off.
 """
 
 from __future__ import annotations
@@ -30,12 +35,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Literal, Self
 
 import aiohttp
 from kaiwo_contracts.crds.registry import SERVED_KINDS
 from kaiwo_contracts.crds.schema import custom_resource_definitions
-from kaiwo_contracts.events.permissions import ADMIN, CLI, inbox_prefix, operator_identities
+from kaiwo_contracts.events.permissions import (
+    ADMIN,
+    CLI,
+    SUBSCRIBER,
+    inbox_prefix,
+    operator_identities,
+)
 from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_kube import KubeError, resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
@@ -47,11 +58,18 @@ from kaiwo_runtime.nats_credentials import (
     private_directory,
     write_credentials,
 )
-from kaiwo_runtime.nats_server import NatsServer, free_port
+from kaiwo_runtime.nats_server import NatsServer, NatsServerError, free_port
+from kaiwo_sandbox import Sandbox, SandboxOptions
 
 from kaiwo_cli.stack.demo_cluster import seed_demo_cluster
-from kaiwo_cli.stack.processes import ServiceProcess
-from kaiwo_cli.stack.state import StackState
+from kaiwo_cli.stack.processes import (
+    FIRST_RESTART_DELAY,
+    MAX_RESTART_DELAY,
+    STABLE_SECONDS,
+    ServiceProcess,
+    log,
+)
+from kaiwo_cli.stack.state import StackLockedError, StackState, StateLock
 from kaiwo_cli.stack.third_party import driven_kind_crds
 
 FIELD_MANAGER = "kaiwo-installer"
@@ -75,6 +93,14 @@ class StackOptions:
     """Serve NATS over TLS with this certificate; clients verify it against ``ca_file``."""
     store_url: str | None = None
     metrics_endpoint: str | None = None
+    local_cluster: Literal["fake", "envtest"] = "fake"
+    """With ``fake_cluster``: the fake API server, or a real kube-apiserver and
+    kube-controller-manager from the envtest assets (``python -m kaiwo_envtest``)."""
+    envtest_assets: Path | None = None
+    """Where the envtest archives are; default ``$KAIWO_ENVTEST_ASSETS``."""
+    sandbox: SandboxOptions | None = None
+    """With ``fake_cluster``: run the sandbox's simulated controllers (Kueue, kubelet, volumes,
+    GPU metrics for the monitor) beside the fake API server, see :mod:`kaiwo_sandbox`."""
     ready_timeout: float = 60.0
     service_env: Mapping[str, str] = field(default_factory=dict)
     """Extra ``KAIWO_*`` settings for every service (timeouts, batch sizes, log level)."""
@@ -110,6 +136,17 @@ class LocalStack:
         self.credentials: CredentialsDirectory | None = None
         self._fake: asyncio.subprocess.Process | None = None
         self._supervisors: list[asyncio.Task[None]] = []
+        self.sandbox: Sandbox | None = None
+        self._sandbox_kube: KubernetesAsyncioAdapter | None = None
+        self._lock = StateLock(options.state_dir)
+        self.nats_restarts = 0
+
+    @property
+    def metrics_endpoint(self) -> str | None:
+        """Where the monitor reads GPU metrics: the option, else the sandbox's endpoint."""
+        if self.options.metrics_endpoint:
+            return self.options.metrics_endpoint
+        return self.sandbox.metrics_url if self.sandbox is not None else None
 
     async def __aenter__(self) -> Self:
         try:
@@ -139,10 +176,18 @@ class LocalStack:
     async def start(self) -> None:
         # Credentials, the event store and whole objects live here: the owner's only.
         private_directory(self.options.state_dir)
+        # Before anything else: a second stack here would share NATS's JetStream directory.
+        try:
+            self._lock.acquire()
+        except StackLockedError as error:
+            raise StackError(str(error)) from None
         if self.options.fake_cluster:
             self.kubeconfig = await self._start_fake_cluster()
         await self._prepare_cluster()
+        if self.options.fake_cluster and self.options.sandbox is not None:
+            await self._start_sandbox(self.options.sandbox)
         await self._start_nats()
+        self._supervisors.append(asyncio.create_task(self._supervise_nats()))
         await self._start_services()
         await self._wait_ready()
         self.state().write(self.options.state_dir)
@@ -169,7 +214,21 @@ class LocalStack:
             cli_credentials_file=self.credentials.seed(CLI),
             event_store_url=self.options.event_store_url,
             nats_tls_ca_file=tls.ca_file if tls is not None else None,
+            subscriber_credentials_file=self.credentials.seed(SUBSCRIBER),
+            kubeconfig=self._recorded_kubeconfig(),
+            health_urls={
+                name: f"http://127.0.0.1:{service.health_port}/readyz"
+                for name, service in self.services.items()
+            },
+            pid=os.getpid(),
         )
+
+    def _recorded_kubeconfig(self) -> Path | None:
+        """The kubeconfig file the services use, absolute, so that commands run from any
+        directory or shell talk to the same cluster."""
+        if self.kubeconfig is not None:
+            return self.kubeconfig.resolve()
+        return default_kubeconfig()
 
     async def stop(self) -> None:
         # All at once: each finishes its current message and exits; none waits for another.
@@ -182,14 +241,23 @@ class LocalStack:
         if self.nats is not None:
             await self.nats.stop()
             self.nats = None
+        if self.sandbox is not None:
+            await self.sandbox.stop()
+            self.sandbox = None
+        if self._sandbox_kube is not None:
+            await self._sandbox_kube.close()
+            self._sandbox_kube = None
         if self._fake is not None and self._fake.returncode is None:
             self._fake.send_signal(signal.SIGTERM)
             await self._fake.wait()
         self._fake = None
+        self._lock.release()
 
     # ------------------------------------------------------------------ steps
 
     async def _start_fake_cluster(self) -> Path:
+        if self.options.local_cluster == "envtest":
+            return await self._start_envtest()
         kubeconfig = self.options.state_dir / "fake-cluster" / "kubeconfig"
         kubeconfig.parent.mkdir(parents=True, exist_ok=True)
         (self.options.state_dir / "logs").mkdir(exist_ok=True)
@@ -215,8 +283,44 @@ class LocalStack:
             raise StackError("the fake Kubernetes API server did not start (see its log)")
         return kubeconfig
 
+    async def _start_envtest(self) -> Path:
+        """etcd, kube-apiserver and kube-controller-manager in a child process, which removes
+        them when it stops; its first line names the administrator's kubeconfig."""
+        (self.options.state_dir / "logs").mkdir(exist_ok=True)
+        assets = self.options.envtest_assets
+        arguments = ["--controller-manager", *(["--assets", str(assets)] if assets else [])]
+        with (self.options.state_dir / "logs" / "envtest.log").open("ab") as log_file:
+            self._fake = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "kaiwo_envtest",
+                *arguments,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=log_file,
+                start_new_session=True,
+            )
+        assert self._fake.stdout is not None
+        try:
+            line = await asyncio.wait_for(self._fake.stdout.readline(), 120)
+        except TimeoutError as error:
+            raise StackError("the envtest control plane did not start in 120 s") from error
+        if not line.startswith(b"kubeconfig "):
+            log = self.options.state_dir / "logs" / "envtest.log"
+            raise StackError(f"the envtest control plane did not start (see {log})")
+        return Path(line.decode().removeprefix("kubeconfig ").strip())
+
+    async def _start_sandbox(self, options: SandboxOptions) -> None:
+        self._sandbox_kube = await KubernetesAsyncioAdapter.from_environment(
+            self.kubeconfig, user_agent="kaiwo-sandbox"
+        )
+        self.sandbox = Sandbox(self._sandbox_kube, options)
+        await self.sandbox.start()
+
     async def _prepare_cluster(self) -> None:
         where = str(self.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config")
+        missing = missing_kubeconfig(self.kubeconfig)
+        if missing is not None:
+            raise StackError(missing)
         try:
             # The client library logs "Config not found" itself; the error below says it.
             logging.getLogger("kubernetes_asyncio.config").setLevel(logging.ERROR)
@@ -238,7 +342,29 @@ class LocalStack:
             if self.options.install_crds or self.options.fake_cluster:
                 await kube.ensure_crds(crds, field_manager=FIELD_MANAGER)
             if self.options.fake_cluster and self.options.seed_fake_cluster:
-                await seed_demo_cluster(kube)
+                await seed_demo_cluster(kube, self.options.sandbox)
+
+    async def _supervise_nats(self) -> None:
+        """Start nats-server again when it exits, on the same port and JetStream directory,
+        with the back-off of the services (:class:`ServiceProcess`); clients reconnect."""
+        delay = FIRST_RESTART_DELAY
+        loop = asyncio.get_running_loop()
+        while self.nats is not None:
+            started = loop.time()
+            code = await self.nats.wait()
+            if self.nats is None:
+                return
+            if loop.time() - started >= STABLE_SECONDS:
+                delay = FIRST_RESTART_DELAY
+            self.nats_restarts += 1
+            log.warning("nats-server exited; restarting", code=code, delay=delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, MAX_RESTART_DELAY)
+            if self.nats is not None:
+                try:
+                    await self.nats.start()
+                except NatsServerError as error:
+                    log.error("nats-server did not start again", error=str(error))
 
     async def _start_nats(self) -> None:
         topology = bus_topology()
@@ -278,13 +404,13 @@ class LocalStack:
             env["KAIWO_NATS_TLS_CA_FILE"] = str(self.options.nats_tls.ca_file.resolve())
         if self.kubeconfig is not None:
             env["KAIWO_KUBECONFIG"] = str(self.kubeconfig.resolve())
-        if self.options.metrics_endpoint:
-            env["KAIWO_MONITOR_METRICS_ENDPOINT"] = self.options.metrics_endpoint
+        if self.metrics_endpoint:
+            env["KAIWO_MONITOR_METRICS_ENDPOINT"] = self.metrics_endpoint
         return {**env, **self.options.service_env}
 
     async def _start_services(self) -> None:
         services = list(SERVICES)
-        if self.options.metrics_endpoint:
+        if self.metrics_endpoint:
             services.append(("monitor", "kaiwo_monitor"))
         assert self.credentials is not None
         for name, module in services:
@@ -317,6 +443,33 @@ class LocalStack:
                         f"{name} did not become ready in {within:.0f} s (log: {service.log_path})"
                     )
                 await asyncio.sleep(0.1)
+
+
+def default_kubeconfig() -> Path | None:
+    """The kubeconfig file a client would read with none named: ``$KUBECONFIG``'s first
+    entry, else ``~/.kube/config`` (None when neither exists)."""
+    listed = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    candidate = Path(listed).expanduser() if listed else Path.home() / ".kube" / "config"
+    return candidate.resolve() if candidate.is_file() else None
+
+
+def missing_kubeconfig(given: Path | None) -> str | None:
+    """What is missing, in one line with what to do, when no kubeconfig file can be read
+    (None when there is one, or when running in a pod with its service account)."""
+    if given is not None:
+        return None if given.is_file() else f"no kubeconfig at {given} (--kubeconfig)"
+    if os.environ.get("KUBERNETES_SERVICE_HOST") or default_kubeconfig() is not None:
+        return None
+    where = (
+        f"$KUBECONFIG ({os.environ['KUBECONFIG']})"
+        if os.environ.get("KUBECONFIG")
+        else "~/.kube/config"
+    )
+    return (
+        f"no cluster to operate: {where} does not exist. Point --kubeconfig (make run "
+        "ARGS=--kubeconfig=FILE) or $KUBECONFIG at a cluster, or try the simulated one: "
+        "make demo"
+    )
 
 
 async def _ready(http: aiohttp.ClientSession, port: int) -> bool:

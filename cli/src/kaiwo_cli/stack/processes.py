@@ -14,9 +14,9 @@ import structlog
 
 log = structlog.get_logger("kaiwo.stack")
 
-_MAX_RESTART_DELAY = 30.0
-_FIRST_RESTART_DELAY = 1.0
-_STABLE_SECONDS = 60.0
+MAX_RESTART_DELAY = 30.0
+FIRST_RESTART_DELAY = 1.0
+STABLE_SECONDS = 60.0
 """A process that ran this long before exiting starts again after the first delay."""
 
 
@@ -60,7 +60,7 @@ class ServiceProcess:
 
     async def supervise(self) -> None:
         """Wait for exits and restart, until :meth:`stop` is called."""
-        delay = _FIRST_RESTART_DELAY
+        delay = FIRST_RESTART_DELAY
         loop = asyncio.get_running_loop()
         while not self._stopping:
             assert self._process is not None
@@ -68,12 +68,12 @@ class ServiceProcess:
             code = await self._process.wait()
             if self._stopping:
                 return
-            if loop.time() - started >= _STABLE_SECONDS:
-                delay = _FIRST_RESTART_DELAY
+            if loop.time() - started >= STABLE_SECONDS:
+                delay = FIRST_RESTART_DELAY
             self.restarts += 1
             log.warning("service exited; restarting", service=self.name, code=code, delay=delay)
             await asyncio.sleep(delay)
-            delay = min(delay * 2, _MAX_RESTART_DELAY)
+            delay = min(delay * 2, MAX_RESTART_DELAY)
             if not self._stopping:
                 await self.start()
 

@@ -28,11 +28,18 @@ DRIVEN_KINDS: tuple[ResourceType, ...] = (
 
 
 def open_schema_crd(resource: ResourceType) -> dict[str, Any]:
-    """A CRD serving ``resource`` with a status subresource and an open schema."""
+    """A CRD serving ``resource`` with a status subresource and an open schema. A group under
+    ``k8s.io`` (Gateway API) carries the API-approval annotation a real API server requires,
+    saying it is not the approved definition."""
+    metadata: dict[str, Any] = {"name": f"{resource.plural}.{resource.group}"}
+    if resource.group.endswith((".k8s.io", ".kubernetes.io")):
+        metadata["annotations"] = {
+            "api-approved.kubernetes.io": "unapproved, a stand-in for local sandboxes"
+        }
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{resource.plural}.{resource.group}"},
+        "metadata": metadata,
         "spec": {
             "group": resource.group,
             "scope": "Namespaced" if resource.namespaced else "Cluster",

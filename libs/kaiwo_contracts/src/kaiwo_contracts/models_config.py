@@ -25,7 +25,8 @@ from typing import Any, Final, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from kaiwo_contracts.crds.base import KubeModel, OpenObject, Quantity
+from kaiwo_contracts.crds.base import KubeModel, OpenObject
+from kaiwo_contracts.crds.quantity import Quantity
 
 CONFIG_MAP_NAME: Final = "kaiwo-models"
 """The ConfigMap's conventional name (only the label below is what finds it)."""

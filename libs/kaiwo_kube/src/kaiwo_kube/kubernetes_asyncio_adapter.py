@@ -3,7 +3,11 @@
 Requests go through ``ApiClient.call_api`` with raw paths and JSON bodies, so every kind, built-in
 or custom, is handled the same way and objects stay plain dicts. The client's own
 authentication (kubeconfig, exec plugins, in-cluster service account) and TLS set-up are used
-as they are. This adapter does not retry: it raises :class:`~kaiwo_kube.errors.Retryable` and
+as they are. :meth:`KubernetesAsyncioAdapter.from_kubeconfig_quickly` swaps the ApiClient
+for :class:`~kaiwo_kube.plain_client.PlainApiClient` when the kubeconfig needs only
+certificates or a token, so that a command starts without importing the client library
+(``kubernetes_asyncio`` is imported on first use, not with this module). This adapter does
+not retry: it raises :class:`~kaiwo_kube.errors.Retryable` and
 the caller (the executor's backoff) decides.
 """
 
@@ -18,11 +22,9 @@ from collections.abc import AsyncGenerator, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 import aiohttp
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
 
 from kaiwo_kube.errors import (
     AlreadyExists,
@@ -32,14 +34,19 @@ from kaiwo_kube.errors import (
     error_from_status,
 )
 from kaiwo_kube.events import event_manifest
+from kaiwo_kube.plain_client import PlainApiClient, read_plain_credentials
 from kaiwo_kube.port import EventType, ObjectList, PropagationPolicy, WatchEvent
 from kaiwo_kube.resources import (
     CUSTOM_RESOURCE_DEFINITION,
     EVENT,
+    POD,
     ResourceType,
     known_type,
 )
 from kaiwo_kube.responses import crd_established, decode_body, list_page_of, watch_event_of
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio import client as k8s_client
 
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
@@ -93,7 +100,7 @@ class KubernetesAsyncioAdapter:
 
     def __init__(
         self,
-        api_client: k8s_client.ApiClient,
+        api_client: k8s_client.ApiClient | PlainApiClient,
         *,
         request_timeout: float = 30.0,
         page_size: int = 500,
@@ -107,7 +114,8 @@ class KubernetesAsyncioAdapter:
         self._request_timeout = request_timeout
         self._page_size = page_size
         self._discovered: dict[tuple[str, str], ResourceType] = {}
-        _resolve_environment_proxy_once(api_client)
+        if not isinstance(api_client, PlainApiClient):  # which reads the environment itself
+            _resolve_environment_proxy_once(api_client)
 
     # ------------------------------------------------------------------ construction
 
@@ -122,6 +130,8 @@ class KubernetesAsyncioAdapter:
         user_agent: str | None = None,
     ) -> Self:
         """From a kubeconfig file (default: ``$KUBECONFIG`` or ``~/.kube/config``)."""
+        from kubernetes_asyncio import config as k8s_config
+
         api = await k8s_config.new_client_from_config(
             config_file=str(path) if path is not None else os.environ.get("KUBECONFIG"),
             context=context,
@@ -132,9 +142,30 @@ class KubernetesAsyncioAdapter:
     @classmethod
     async def in_cluster(cls, *, user_agent: str | None = None) -> Self:
         """From the pod's service account."""
+        from kubernetes_asyncio import client as k8s_client
+        from kubernetes_asyncio import config as k8s_config
+
         configuration = k8s_client.Configuration()
         k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         return cls(k8s_client.ApiClient(configuration=configuration), user_agent=user_agent)
+
+    @classmethod
+    async def from_kubeconfig_quickly(
+        cls,
+        path: str | Path | None = None,
+        *,
+        context: str | None = None,
+        user_agent: str | None = None,
+    ) -> Self:
+        """As :meth:`from_kubeconfig`, without loading the client library when the kubeconfig
+        needs only certificates or a token (for commands, whose start-up it dominates)."""
+        listed = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+        where = Path(path) if path is not None else Path(listed) if listed else None
+        where = where or Path.home() / ".kube" / "config"
+        credentials = read_plain_credentials(where.expanduser(), context=context)
+        if credentials is None:
+            return await cls.from_kubeconfig(path, context=context, user_agent=user_agent)
+        return cls(PlainApiClient(credentials), user_agent=user_agent)
 
     @classmethod
     async def from_environment(
@@ -170,13 +201,14 @@ class KubernetesAsyncioAdapter:
         body: Any = None,
         content_type: str = JSON,
         request_timeout: float | aiohttp.ClientTimeout | None = None,
+        accept: str = JSON,
     ) -> aiohttp.ClientResponse:
         try:
             response: aiohttp.ClientResponse = await self._api.call_api(
                 path,
                 method,
                 query_params=query or [],
-                header_params={"Content-Type": content_type, "Accept": JSON},
+                header_params={"Content-Type": content_type, "Accept": accept},
                 body=body,
                 auth_settings=["BearerToken"],
                 _preload_content=False,
@@ -286,6 +318,42 @@ class KubernetesAsyncioAdapter:
             token = decoded.continue_token
             if not token:
                 return ObjectList(items=items, resource_version=decoded.resource_version)
+
+    async def pod_log_lines(
+        self,
+        name: str,
+        *,
+        namespace: str,
+        container: str | None = None,
+        tail_lines: int | None = None,
+        follow: bool = False,
+    ) -> AsyncGenerator[str, None]:
+        """A pod's log, line by line (``kaiwo logs``; not part of the operator's port: no
+        service reads logs). With ``follow`` it ends when the container does."""
+        query: Query = []
+        if container:
+            query.append(("container", container))
+        if tail_lines is not None:
+            query.append(("tailLines", str(tail_lines)))
+        if follow:
+            query.append(("follow", "true"))
+        path = f"{POD.path(namespace=namespace, name=name)}/log"
+        response = await self._open(
+            "GET",
+            path,
+            query=query,
+            accept="text/plain, */*",
+            request_timeout=aiohttp.ClientTimeout(total=None) if follow else None,
+        )
+        if not 200 <= response.status < 300:
+            await self._fail(response)
+        try:
+            async for line in response.content:
+                yield line.decode("utf-8", errors="replace").rstrip("\n")
+        except (aiohttp.ClientError, TimeoutError) as error:
+            raise Retryable(f"GET {path}: {error}", code=0) from error
+        finally:
+            response.release()
 
     async def watch(
         self,

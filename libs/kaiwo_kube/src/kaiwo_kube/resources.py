@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kaiwo_contracts.crds.base import CrdInfo
+if TYPE_CHECKING:
+    # Only named here: the catalogue must not load the API models (pydantic), so that the
+    # commands start fast.
+    from kaiwo_contracts.crds.base import CrdInfo
 
 
 @dataclass(frozen=True, slots=True)

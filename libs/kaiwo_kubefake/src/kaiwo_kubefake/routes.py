@@ -16,7 +16,8 @@ from aiohttp import web
 from kaiwo_kubefake import discovery, errors
 from kaiwo_kubefake.custom_resources import served
 from kaiwo_kubefake.errors import ApiError
-from kaiwo_kubefake.kinds import ResourceKind
+from kaiwo_kubefake.kinds import CRD_KIND, ResourceKind
+from kaiwo_kubefake.openapi import openapi_v2, openapi_v3_group_version, openapi_v3_index
 from kaiwo_kubefake.patching import (
     APPLY_PATCH,
     MERGE_PATCH,
@@ -27,6 +28,7 @@ from kaiwo_kubefake.patching import (
 from kaiwo_kubefake.scaling import scale_view, with_replicas
 from kaiwo_kubefake.selectors import FieldSelector, LabelSelector
 from kaiwo_kubefake.storage import ObjectStore, Preconditions
+from kaiwo_kubefake.tables import printer_columns, table, wants_table
 
 _NAMESPACE_SUBRESOURCES = ("status", "finalize")
 
@@ -111,6 +113,9 @@ class ApiRoutes:
         app.router.add_get("/readyz", self._healthz)
         app.router.add_get("/api", self._core_versions)
         app.router.add_get("/apis", self._group_list)
+        app.router.add_get("/openapi/v2", self._openapi_v2)
+        app.router.add_get("/openapi/v3", self._openapi_v3)
+        app.router.add_get("/openapi/v3/{path:.+}", self._openapi_v3_path)
         app.router.add_route("*", "/api/{version}{rest:.*}", self._core)
         app.router.add_route("*", "/apis/{group}{rest:.*}", self._grouped)
 
@@ -228,10 +233,40 @@ class ApiRoutes:
             return web.json_response(scale_view(target.kind, obj), status=status)
         return web.json_response(self._served(target, obj), status=status)
 
-    async def _get(self, _request: web.Request, target: Target) -> web.Response:
+    async def _get(self, request: web.Request, target: Target) -> web.Response:
         assert target.name is not None
         obj = self.store.get(target.kind, namespace=target.namespace, name=target.name)
+        if not target.subresource and wants_table(request.headers.get("Accept")):
+            version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+            return self._table(target, [obj], version)
         return self._answer(target, obj)
+
+    def _table(self, target: Target, items: list[dict[str, Any]], version: str) -> web.Response:
+        crd = None
+        if target.kind.custom:
+            crd = self.store.find(
+                CRD_KIND, namespace=None, name=f"{target.kind.plural}.{target.kind.group}"
+            )
+        columns = printer_columns(crd, version=target.kind.version, plural=target.kind.plural)
+        served_items = [self._served(target, item) for item in items]
+        return web.json_response(table(served_items, columns, resource_version=version))
+
+    async def _openapi_v2(self, _request: web.Request) -> web.Response:
+        return web.json_response(openapi_v2(self._crds()))
+
+    async def _openapi_v3(self, _request: web.Request) -> web.Response:
+        return web.json_response(openapi_v3_index(self._crds(), self.store.kinds))
+
+    async def _openapi_v3_path(self, request: web.Request) -> web.Response:
+        document = openapi_v3_group_version(
+            self._crds(), request.match_info["path"], kinds=list(self.store.kinds)
+        )
+        if document is None:
+            return _page_not_found()
+        return web.json_response(document)
+
+    def _crds(self) -> list[dict[str, Any]]:
+        return self.store.list_objects(CRD_KIND, namespace=None)[0]
 
     def _selectors(
         self, request: web.Request, target: Target
@@ -251,6 +286,8 @@ class ApiRoutes:
             target.kind, namespace=target.namespace, labels=labels, fields=fields
         )
         items, token = _page(items, request.query.get("limit"), request.query.get("continue"))
+        if wants_table(request.headers.get("Accept")):
+            return self._table(target, items, str(version))
         metadata: dict[str, Any] = {"resourceVersion": str(version)}
         if token:
             metadata["continue"] = token

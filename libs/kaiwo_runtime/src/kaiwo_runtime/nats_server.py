@@ -200,6 +200,13 @@ class NatsServer:
             process.kill()
             await process.wait()
 
+    async def wait(self) -> int | None:
+        """Until the process exits (its exit code), or None at once when it is not running."""
+        process = self._process
+        if process is None:
+            return None
+        return await process.wait()
+
     async def restart(self) -> None:
         """Stop and start again on the same port with the same store directory."""
         await self.stop()

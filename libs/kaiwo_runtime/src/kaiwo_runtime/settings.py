@@ -56,6 +56,12 @@ class ServiceSettings(BaseSettings):
     its oldest messages, per stream name, e.g. ``{"KAIWO_OBS": 8589934592}`` (-1: no limit).
     Streams not named keep ``DEFAULT_STREAM_MAX_BYTES``. Every service declares the streams,
     so give every service the same value."""
+    bus_stream_replicas: int = Field(default=1, ge=1, le=5)
+    """``KAIWO_BUS_STREAM_REPLICAS``: copies JetStream keeps of each stream and of each
+    key-value bucket a service creates (3 on a 3-node NATS cluster, so one node may fail).
+    Streams are declared by whoever provisions them, buckets by the services: give every
+    service and the provisioning the same value. Provisioning updates existing streams; an
+    existing bucket keeps its own."""
     replica: str = "0"
     """This replica's stable identity (StatefulSet ordinal or host name)."""
     kubeconfig: Path | None = None
@@ -101,7 +107,11 @@ class ServiceSettings(BaseSettings):
 
     def bus_topology(self) -> BusTopology:
         """The streams and consumers as these settings configure them."""
-        return bus_topology(partitions=self.bus_partitions, max_bytes=self.bus_stream_max_bytes)
+        return bus_topology(
+            partitions=self.bus_partitions,
+            replicas=self.bus_stream_replicas,
+            max_bytes=self.bus_stream_max_bytes,
+        )
 
 
 class SingleActiveSettings(ServiceSettings):

@@ -179,7 +179,7 @@ async def open_bus_and_bucket(
     kv = await within(
         within_seconds,
         f"opening the key-value bucket {bucket} failed",
-        NatsKeyValue.open(bus.client, bucket),
+        NatsKeyValue.open(bus.client, bucket, replicas=settings.bus_stream_replicas),
     )
     return bus, kv
 
@@ -192,7 +192,10 @@ async def open_single_active(
         within_seconds,
         f"opening the lease bucket {settings.lease_bucket} failed",
         NatsLeaseStore.open(
-            bus.client, settings.lease_bucket, duration_seconds=settings.lease_seconds
+            bus.client,
+            settings.lease_bucket,
+            duration_seconds=settings.lease_seconds,
+            replicas=settings.bus_stream_replicas,
         ),
     )
     return SingleActive(leases, name=role, holder=this_replica())

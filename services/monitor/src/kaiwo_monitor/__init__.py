@@ -1,1 +1,2 @@
-"""The monitor: utilization and preemption findings from the metrics endpoint."""
+"""The monitor: GPU utilization and the underutilized and idle stretches it finds, published
+for the planner, which decides (the monitor changes nothing)."""

@@ -2,15 +2,19 @@
 
 Ids are derived from the fact, so publishing the same fact twice (a retried tick, a new
 leader repeating the old one's last tick) gives one message inside JetStream's duplicate
-window: a utilization reading by workload and time, an underutilized stretch and the
-termination asked for it by workload and the stretch's start.
+window: a utilization reading by workload and time, an underutilized stretch by workload
+and the stretch's start.
+
+The monitor decides nothing: ``UtilizationV1`` carries each workload's reading and the
+stretches it is part of, and the planner decides what follows (``kaiwo_planner.domain.
+findings``). ``UnderutilizedV1`` announces a stretch once, for people and subscribers.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, Literal
+from typing import Any
 
 from kaiwo_contracts.events.envelope import (
     Envelope,
@@ -18,22 +22,19 @@ from kaiwo_contracts.events.envelope import (
     object_subject,
     service_source,
 )
-from kaiwo_contracts.events.monitor import PreemptionDecidedV1, UnderutilizedV1, UtilizationV1
+from kaiwo_contracts.events.monitor import UnderutilizedV1, UtilizationV1
 from kaiwo_contracts.events.subjects import MonitorTopic, monitor_subject
 
 from kaiwo_monitor.domain.pods import WorkloadRef
 from kaiwo_monitor.domain.utilization import (
     AGGREGATION,
     Assessment,
-    TerminationDecision,
+    Judgment,
     Underutilization,
-    WorkloadUtilization,
 )
 
 SOURCE = service_source("monitor")
 REASON_LOW_UTILIZATION = "GpuUtilizationLow"
-TERMINATION_POLICY: Final[Literal["Always"]] = "Always"
-"""Termination of an underutilized workload does not wait for GPU demand (upstream §12)."""
 _RATIO_DIGITS = 4
 
 
@@ -50,15 +51,16 @@ class Finding:
 def findings(assessment: Assessment, *, now: datetime) -> tuple[Finding, ...]:
     """Every event of one tick, grouped by workload in uid order (utilization first)."""
     events = [
-        *(_utilization(item, now=now) for item in assessment.utilizations),
+        *(_utilization(item, now=now) for item in assessment.judgments),
         *(_underutilized(item, now=now) for item in assessment.underutilized),
-        *(_termination(item, now=now) for item in assessment.terminations),
     ]
-    # sorted() is stable: per workload the order above (utilization, finding, decision) holds.
+    # sorted() is stable: per workload the order above (utilization, finding) holds.
     return tuple(sorted(events, key=lambda finding: finding.uid))
 
 
-def _utilization(item: WorkloadUtilization, *, now: datetime) -> Finding:
+def _utilization(judgment: Judgment, *, now: datetime) -> Finding:
+    item = judgment.utilization
+    idle = judgment.idle
     payload = UtilizationV1(
         workload=item.workload.object_ref(),
         vendor=item.vendor,
@@ -68,6 +70,14 @@ def _utilization(item: WorkloadUtilization, *, now: datetime) -> Finding:
         aggregation=AGGREGATION,
         window_start=item.window_start,
         window_end=item.window_end,
+        low_utilization_threshold_ratio=judgment.threshold_ratio,
+        underutilized_since=judgment.underutilized_since,
+        idle_threshold_ratio=idle.settings.threshold_ratio if idle else None,
+        idle_aggregation=idle.settings.aggregation if idle else None,
+        idle_policy=idle.settings.policy if idle else None,
+        idle_grace_seconds=idle.settings.grace_period.total_seconds() if idle else None,
+        idle_utilization_ratio=_rounded(_ratio(idle.percent)) if idle else None,
+        idle_since=idle.since if idle else None,
     )
     event_id = derived_event_id("mon-utilization", item.workload.uid, now.isoformat())
     return _finding(item.workload, "utilization", payload, event_id=event_id, now=now)
@@ -92,31 +102,10 @@ def _underutilized(item: Underutilization, *, now: datetime) -> Finding:
     return _finding(used.workload, "underutilized", payload, event_id=event_id, now=now)
 
 
-def _termination(item: TerminationDecision, *, now: datetime) -> Finding:
-    used = item.utilization
-    payload = PreemptionDecidedV1(
-        workload=used.workload.object_ref(),
-        vendor=used.vendor,
-        gpu_count=used.gpu_count,
-        utilization_ratio=_rounded(used.ratio),
-        threshold_ratio=item.threshold_ratio,
-        preempted_for=None,
-        policy=TERMINATION_POLICY,
-        reason=REASON_LOW_UTILIZATION,
-        message=(
-            "Terminating workload due to underutilized GPU resources: below "
-            f"{_percent(item.threshold_ratio)} since {item.since.isoformat()} "
-            f"({_whole_seconds(item.idle_for.total_seconds())})"
-        ),
-    )
-    event_id = derived_event_id("mon-preemption", used.workload.uid, item.since.isoformat())
-    return _finding(used.workload, "preemption", payload, event_id=event_id, now=now)
-
-
 def _finding(
     workload: WorkloadRef,
     topic: MonitorTopic,
-    payload: UtilizationV1 | UnderutilizedV1 | PreemptionDecidedV1,
+    payload: UtilizationV1 | UnderutilizedV1,
     *,
     event_id: str,
     now: datetime,
@@ -137,11 +126,9 @@ def _rounded(ratio: float | None) -> float | None:
     return None if ratio is None else round(ratio, _RATIO_DIGITS)
 
 
+def _ratio(percent: float | None) -> float | None:
+    return None if percent is None else min(max(percent / 100.0, 0.0), 1.0)
+
+
 def _percent(ratio: float | None) -> str:
     return "unknown" if ratio is None else f"{ratio * 100:.2f}%"
-
-
-def _whole_seconds(seconds: float) -> str:
-    hours, rest = divmod(int(seconds), 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}h{minutes}m{secs}s"

@@ -19,7 +19,8 @@ class MonitorMetrics:
         )
         self.scrapes = self.registry.counter(
             "monitor_scrapes",
-            "Scrapes of the metrics endpoint by outcome (success, error)",
+            "Scrapes of the metrics endpoint by outcome (success, unreachable, http_error, "
+            "query_error, garbage)",
             ("outcome",),
         )
         self.leader = self.registry.gauge(
@@ -28,11 +29,16 @@ class MonitorMetrics:
         )
         self.events_published = self.registry.counter(
             "monitor_events_published",
-            "Monitor events stored by JetStream, by topic (utilization, underutilized, preemption)",
+            "Monitor events stored by JetStream, by topic (utilization, underutilized)",
             ("topic",),
         )
         self.tick_failures = self.registry.counter(
             "monitor_tick_failures",
-            "Ticks given up part-way, by stage (config, pods, publish); the next tick retries",
+            "Ticks given up part-way, by stage (config, pods, workloads, publish); the next "
+            "tick retries",
             ("stage",),
+        )
+        self.pods_without_readings = self.registry.gauge(
+            "monitor_pods_without_readings",
+            "Running GPU pods of workloads for which the last scrape had no reading",
         )

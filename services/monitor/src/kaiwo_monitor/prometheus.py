@@ -1,14 +1,17 @@
 """Reads GPU utilization from a Prometheus server through its HTTP API.
 
-``GET <endpoint>/api/v1/query?query=gpu_gfx_activity`` returns an instant vector: one sample
-per GPU series the server holds, labelled by the AMD device-metrics exporter with the pod
-using the GPU. Label names differ between set-ups, so each is looked up under several names:
+``GET <endpoint>/api/v1/query?query=gpu_gfx_activity or DCGM_FI_DEV_GPU_UTIL`` returns an
+instant vector: one sample per GPU series the server holds, labelled with the pod using the
+GPU by the AMD device-metrics exporter (``gpu_gfx_activity``, percent) or NVIDIA's
+dcgm-exporter (``DCGM_FI_DEV_GPU_UTIL``, percent; with its Kubernetes pod mapping on).
+Label names differ between set-ups, so each is looked up under several names:
 
 * namespace: ``exported_namespace``, ``namespace``, ``kubernetes_namespace``,
   ``k8s_namespace_name``, ``k8s.namespace.name``;
 * pod: ``exported_pod``, ``pod``, ``pod_name``, ``kubernetes_pod_name``, ``k8s_pod_name``,
   ``k8s.pod.name``;
-* GPU: ``gpu_id`` or ``gpu``, with ``/<gpu_partition_id>`` appended when present.
+* GPU: ``gpu_id`` (AMD) or ``gpu`` (DCGM), with ``/<gpu_partition_id>`` appended when
+  present.
 
 ``exported_*`` come first: when Prometheus scrapes the exporter with its own target labels
 (``namespace``/``pod`` of the exporter pod), it renames the exporter's labels to
@@ -26,14 +29,16 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
 import aiohttp
 
 from kaiwo_monitor.domain.samples import GpuSample
 
-DEFAULT_QUERY = "gpu_gfx_activity"
+AMD_METRIC = "gpu_gfx_activity"
+NVIDIA_METRIC = "DCGM_FI_DEV_GPU_UTIL"
+DEFAULT_QUERY = f"{AMD_METRIC} or {NVIDIA_METRIC}"
 QUERY_PATH = "/api/v1/query"
 NAMESPACE_LABELS = (
     "exported_namespace",
@@ -55,8 +60,15 @@ PARTITION_LABEL = "gpu_partition_id"
 _MAX_ERROR_TEXT = 300
 
 
+ScrapeFailure = Literal["unreachable", "http_error", "query_error", "garbage"]
+
+
 class ScrapeError(RuntimeError):
-    """The metrics endpoint did not give a usable answer (unreachable, error, bad JSON)."""
+    """The metrics endpoint did not give a usable answer; ``failure`` says how."""
+
+    def __init__(self, message: str, *, failure: ScrapeFailure = "garbage") -> None:
+        super().__init__(message)
+        self.failure: ScrapeFailure = failure
 
 
 class Scraper(Protocol):
@@ -107,11 +119,16 @@ class PrometheusScraper:
             async with self._session.get(self.url, params=params) as response:
                 text = await response.text()
                 if response.status >= 300 and not _is_prometheus_error(text):
-                    raise ScrapeError(f"{self.url} answered HTTP {response.status}: {_short(text)}")
+                    raise ScrapeError(
+                        f"{self.url} answered HTTP {response.status}: {_short(text)}",
+                        failure="http_error",
+                    )
                 return _json(text, self.url)
         except (aiohttp.ClientError, TimeoutError) as error:
             reason = str(error) or type(error).__name__
-            raise ScrapeError(f"{self.url} is unreachable: {reason}") from error
+            raise ScrapeError(
+                f"{self.url} is unreachable: {reason}", failure="unreachable"
+            ) from error
 
 
 def samples_from_response(document: Any) -> tuple[GpuSample, ...]:
@@ -120,7 +137,10 @@ def samples_from_response(document: Any) -> tuple[GpuSample, ...]:
         raise ScrapeError("the answer is not a JSON object")
     if document.get("status") != "success":
         kind = document.get("errorType", "error")
-        raise ScrapeError(f"Prometheus answered {kind}: {_short(str(document.get('error', '')))}")
+        raise ScrapeError(
+            f"Prometheus answered {kind}: {_short(str(document.get('error', '')))}",
+            failure="query_error",
+        )
     data = document.get("data") or {}
     if data.get("resultType") != "vector":
         raise ScrapeError(f"expected a vector result, got {data.get('resultType')!r}")

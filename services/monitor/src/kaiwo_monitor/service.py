@@ -7,17 +7,21 @@ Every ``KAIWO_MONITOR_POLLING_INTERVAL_SECONDS`` the leader:
 2. queries the metrics endpoint (:mod:`kaiwo_monitor.prometheus`);
 3. lists the pods carrying a workload uid (``kaiwo.silogen.ai/run-id``), in the target
    namespaces or everywhere;
-4. :func:`~kaiwo_monitor.domain.utilization.assess` -> per workload ``UtilizationV1``, and
-   ``UnderutilizedV1`` when a workload falls below the threshold, ``PreemptionDecidedV1`` when
-   its termination is due;
-5. keeps each workload's open underutilized stretch in the key-value bucket after its events
-   are stored, so a failed publish is repeated on the next tick and a new leader continues
-   the stretch.
+4. lists the KaiwoJobs, KaiwoServices and Namespaces for the GPU idle-preemption
+   annotations (:mod:`kaiwo_contracts.gpu_preemption`);
+5. :func:`~kaiwo_monitor.domain.utilization.assess` -> per workload ``UtilizationV1`` (the
+   reading and the underutilized and idle stretches), and ``UnderutilizedV1`` when a
+   workload falls below the threshold;
+6. keeps each workload's open stretches in the key-value bucket after its events are
+   stored, so a failed publish is repeated on the next tick and a new leader continues them.
 
-The monitor never changes the cluster: the planner turns ``PreemptionDecidedV1`` into the
-workload's TERMINATING status (docs/events.md, "Monitor findings"). A failing step ends the
-tick (counted in ``kaiwo_monitor_tick_failures_total`` or ``..._scrapes_total{outcome="error"}``)
-and the next tick starts over. Only one instance acts: see :mod:`kaiwo_monitor.leader`.
+The monitor decides nothing and never changes the cluster: the planner consumes
+``UtilizationV1`` (consumer ``planner-mon``) and sets ``ResourceUnderutilization``,
+terminates underutilized workloads and preempts idle ones. A failing step ends the tick
+(counted in ``kaiwo_monitor_tick_failures_total`` or ``..._scrapes_total{outcome="error"}``,
+logged) and the next tick starts over; a tick that ends early publishes nothing, so a
+metrics endpoint that is down or answers garbage never moves a stretch on. Only one
+instance acts: see :mod:`kaiwo_monitor.leader`.
 """
 
 from __future__ import annotations
@@ -26,11 +30,13 @@ import asyncio
 import contextlib
 import secrets
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
+from typing import Any
 
 import structlog
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KAIWO_CONFIG_NAME, KaiwoConfig
+from kaiwo_contracts.gpu_preemption import GpuPreemptionSettings, gpu_preemption_settings
 from kaiwo_kube import KubeError, KubernetesPort, NotFound, resources
 from kaiwo_runtime.bus import Bus
 from kaiwo_runtime.kv import KeyValue, MemoryKeyValue
@@ -152,10 +158,19 @@ class MonitorService:
             config = await self._read_config()
             samples = await self._scrape()
             pods = await self._list_pods(config)
+            preemption = await self._preemption_settings(config)
         except TickAborted:
             return None
         policy = MonitoringPolicy.from_config(config.spec.resource_monitoring)
-        assessment = assess(pods=pods, samples=samples, states=self.states, policy=policy, now=now)
+        self._count_missing(pods, samples)
+        assessment = assess(
+            pods=pods,
+            samples=samples,
+            states=self.states,
+            policy=policy,
+            now=now,
+            preemption=preemption,
+        )
         await self._publish(assessment, now=now)
         self._report(assessment)
         return assessment
@@ -177,29 +192,69 @@ class MonitorService:
             samples = await self._scraper.scrape()
         except ScrapeError as error:
             self.last_scrape_failed = True
-            self.metrics.scrapes.labels(outcome="error").inc()
-            log.warning("scraping the metrics endpoint failed", error=str(error))
+            self.metrics.scrapes.labels(outcome=error.failure).inc()
+            log.warning(
+                "scraping the metrics endpoint failed; nothing judged this tick",
+                failure=error.failure,
+                error=str(error),
+            )
             raise TickAborted(str(error)) from error
         self.last_scrape_failed = False
         self.metrics.scrapes.labels(outcome="success").inc()
         return samples
 
     async def _list_pods(self, config: KaiwoConfig) -> list[MonitoredPod]:
-        # One list per target namespace, or one across all namespaces (None).
-        targets: list[str | None] = [*(config.spec.resource_monitoring.target_namespaces or ())]
-        targets = targets or [None]
+        # Across all namespaces: workloads opted in to idle preemption may live outside the
+        # target namespaces of resource monitoring (assess filters by namespace).
         key = config.spec.nodes.default_gpu_resource_key
-        pods: list[MonitoredPod] = []
         try:
-            for namespace in dict.fromkeys(targets):
-                listed = await self._kube.list(
-                    resources.POD, namespace=namespace, label_selector=RUN_ID_SELECTOR
-                )
-                found = (monitored_pod(item, gpu_resource_key=key) for item in listed.items)
-                pods.extend(pod for pod in found if pod is not None)
+            listed = await self._kube.list(resources.POD, label_selector=RUN_ID_SELECTOR)
         except KubeError as error:
             raise self._abort("pods", "could not list the workload pods", error) from error
-        return pods
+        found = (monitored_pod(item, gpu_resource_key=key) for item in listed.items)
+        return [pod for pod in found if pod is not None]
+
+    async def _preemption_settings(self, config: KaiwoConfig) -> dict[str, GpuPreemptionSettings]:
+        """The idle-preemption settings of every opted-in workload, by uid."""
+        try:
+            namespaces = await self._kube.list(resources.NAMESPACE)
+            workloads = [
+                *(await self._kube.list(resources.KAIWO_JOB)).items,
+                *(await self._kube.list(resources.KAIWO_SERVICE)).items,
+            ]
+        except KubeError as error:
+            raise self._abort("workloads", "could not list the workloads", error) from error
+        by_namespace = {
+            str((item.get("metadata") or {}).get("name")): _annotations(item)
+            for item in namespaces.items
+        }
+        found: dict[str, GpuPreemptionSettings] = {}
+        for workload in workloads:
+            meta = workload.get("metadata") or {}
+            settings = gpu_preemption_settings(
+                workload_annotations=_annotations(workload),
+                namespace_annotations=by_namespace.get(str(meta.get("namespace")), {}),
+                config=config.spec.gpu_preemption,
+            )
+            if settings is not None and meta.get("uid"):
+                found[str(meta["uid"])] = settings
+        return found
+
+    def _count_missing(self, pods: list[MonitoredPod], samples: tuple[GpuSample, ...]) -> None:
+        """Running GPU pods the endpoint has no reading for: counted and logged, never acted on."""
+        reported = {(sample.namespace, sample.pod) for sample in samples}
+        missing = [
+            pod
+            for pod in pods
+            if pod.running and pod.requested_gpus > 0 and (pod.namespace, pod.name) not in reported
+        ]
+        self.metrics.pods_without_readings.set(len(missing))
+        if missing:
+            log.info(
+                "running GPU pods without readings; their workloads are not judged on them",
+                pods=len(missing),
+                first=f"{missing[0].namespace}/{missing[0].name}",
+            )
 
     async def _publish(self, assessment: Assessment, *, now: datetime) -> None:
         """Per workload: its events, then its state; stop at the first failure."""
@@ -247,3 +302,8 @@ class MonitorService:
         self.metrics.tick_failures.labels(stage=stage).inc()
         log.warning(what, error=" ".join(str(error).split()))
         return TickAborted(what)
+
+
+def _annotations(obj: Mapping[str, Any]) -> dict[str, str]:
+    found = (obj.get("metadata") or {}).get("annotations") or {}
+    return {str(key): str(value) for key, value in found.items()}

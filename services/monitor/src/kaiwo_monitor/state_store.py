@@ -19,22 +19,31 @@ log = structlog.get_logger("kaiwo.monitor")
 
 
 def encode_state(state: UtilizationState) -> bytes:
-    since = state.below_since.isoformat() if state.below_since else None
-    document = {"belowSince": since, "terminationDecided": state.termination_decided}
+    document = {"belowSince": _text(state.below_since), "idleSince": _text(state.idle_since)}
     return json.dumps(document, sort_keys=True).encode()
+
+
+def _text(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
+
+
+def _moment(uid: str, document: Mapping[str, object], key: str) -> datetime | None:
+    value = document.get(key)
+    moment = datetime.fromisoformat(value) if isinstance(value, str) else None
+    if moment is not None and moment.tzinfo is None:
+        raise ValueError(f"state of {uid}: {key} has no time zone")
+    return moment
 
 
 def decode_state(uid: str, value: bytes) -> UtilizationState:
     """ValueError when ``value`` is not a state this module wrote."""
     document = json.loads(value)
-    since = document.get("belowSince")
-    below_since = datetime.fromisoformat(since) if isinstance(since, str) else None
-    if below_since is not None and below_since.tzinfo is None:
-        raise ValueError(f"state of {uid}: belowSince has no time zone")
+    if not isinstance(document, Mapping):
+        raise ValueError(f"state of {uid} is not a JSON object")
     return UtilizationState(
         workload_uid=uid,
-        below_since=below_since,
-        termination_decided=bool(document.get("terminationDecided", False)),
+        below_since=_moment(uid, document, "belowSince"),
+        idle_since=_moment(uid, document, "idleSince"),
     )
 
 

@@ -46,7 +46,9 @@ async def serve(settings: PlannerSettings) -> int:
         print(f"kaiwo-planner: cannot use NATS: {redact_secrets(str(error))}", file=sys.stderr)  # noqa: T201
         return 1
     try:
-        kv = await NatsKeyValue.open(bus.client, settings.snapshot_bucket)
+        kv = await NatsKeyValue.open(
+            bus.client, settings.snapshot_bucket, replicas=settings.bus_stream_replicas
+        )
         single = await open_single_active(
             bus, settings=settings, role="planner", within_seconds=settings.connect_timeout_seconds
         )

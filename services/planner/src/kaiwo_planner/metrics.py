@@ -36,6 +36,11 @@ class PlannerMetrics:
             "Observations handled, by outcome (applied, stale, skipped, rejected)",
             ("outcome",),
         )
+        self.public_events = r.counter(
+            "planner_public_events",
+            "Public workload events published (kaiwo.public.>), by transition",
+            ("transition",),
+        )
         self.timers_pending = r.gauge(
             "planner_timers_pending", "Owners waiting for a planned re-plan time"
         )

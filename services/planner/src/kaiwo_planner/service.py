@@ -48,8 +48,23 @@ the envelope's own error). A planning function that raises for one owner is logg
 counted, and the other owners are still planned. A publish that fails raises, so the bus
 redelivers the observation; the owners not yet published are planned again then.
 
-Replay: every plan records ``planned_at``, ``trigger`` and ``obs_sequence`` (the projection's
-last applied stream sequence), which is all the pure planner needs to reproduce it.
+Public workload events. Before it plans, the service derives the public events the
+observation shows (:func:`~kaiwo_planner.domain.public_events.derive_public_events`: what the
+previous version in the projection told subscribers, against the new version) and publishes
+them on ``kaiwo.public.workload.…``. They go out before the plans of the same observation and
+are remembered with the unfinished owners, so a redelivery after a failed publish sends them
+again, under the same ids (JetStream keeps one copy).
+
+Findings. The durable consumer ``planner-mon`` (stream ``KAIWO_MON``) delivers the monitor's
+``UtilizationV1`` per workload and tick; the projection keeps the latest per workload
+(:mod:`kaiwo_planner.domain.findings`) and the workload is planned again, ``now`` = the
+finding's envelope time, when the finding may change its plan (an open underutilized or idle
+stretch, or a change of state). A workload a finding makes preemptable is planned on the
+finding; the pending workloads it is preempted for are named in its plan.
+
+Replay: every plan records ``planned_at``, ``trigger``, ``obs_sequence`` (the projection's
+last applied stream sequence) and ``mon_sequence`` (the last finding's), which is all the
+pure planner needs to reproduce it.
 """
 
 from __future__ import annotations
@@ -72,9 +87,10 @@ from kaiwo_contracts.events.envelope import (
     plan_event_id,
     service_source,
 )
+from kaiwo_contracts.events.monitor import UtilizationV1
 from kaiwo_contracts.events.observed import ObservedObjectV1
 from kaiwo_contracts.events.plans import PlanDecidedV1, PlanTrigger
-from kaiwo_contracts.events.streams import ConsumerSpec
+from kaiwo_contracts.events.streams import PLANNER_FINDINGS_CONSUMER, ConsumerSpec
 from kaiwo_contracts.events.subjects import ANY_TAIL, ANY_TOKEN, plan_subject
 from kaiwo_contracts.plans import ObjectRef, Plan, created_suspended, without_admission_gate
 from kaiwo_runtime.bus import NON_RETRYABLE, Bus, BusError, Delivery, PoisonMessage
@@ -82,8 +98,10 @@ from kaiwo_runtime.kv import KeyValue
 from kaiwo_runtime.logging import bound_context
 
 from kaiwo_planner.domain.cluster import ClusterState
+from kaiwo_planner.domain.cluster_settings import kaiwo_config
 from kaiwo_planner.domain.default_objects import default_object_plans
 from kaiwo_planner.domain.fanout import all_workloads, owners_to_replan, queue_config
+from kaiwo_planner.domain.findings import WorkloadFinding
 from kaiwo_planner.domain.models.replanning import all_models
 from kaiwo_planner.domain.planned_status import owner_with_status, status_to_assume
 from kaiwo_planner.domain.planning import plan_object_with_timer
@@ -92,6 +110,13 @@ from kaiwo_planner.domain.projection import (
     SnapshotFormatError,
     api_group,
     object_ref,
+)
+from kaiwo_planner.domain.public_events import (
+    PublicEvent,
+    PublicState,
+    derive_public_events,
+    is_public_workload,
+    public_state,
 )
 from kaiwo_planner.metrics import PlannerMetrics
 from kaiwo_planner.settings import PlannerSettings
@@ -102,6 +127,8 @@ SOURCE: Final = service_source("planner")
 OBSERVATION_CONSUMER: Final = "planner-obs"
 SNAPSHOT_KEY: Final = "snapshot"
 SNAPSHOT_FORMAT: Final = 1
+FINDINGS_WAIT_SECONDS: Final = 0.01
+"""Findings are fetched after observations; waiting for them would delay observations."""
 CHUNK_BYTES: Final = 512 * 1024
 """Chunk size of the snapshot in the bucket; NATS refuses messages over 1 MiB by default."""
 
@@ -164,6 +191,8 @@ class _Unfinished:
 
     sequence: int
     owners: tuple[ObjectRef, ...]
+    announcements: tuple[PublicEvent, ...] = ()
+    """Public events of the observation not yet published."""
 
 
 # --------------------------------------------------------------------------- snapshots
@@ -281,6 +310,10 @@ class PlannerService:
         self._settings = settings or PlannerSettings()
         self.metrics = metrics or PlannerMetrics()
         self._consumer = consumer or bus.topology.consumer(OBSERVATION_CONSUMER)
+        self._findings_consumer = next(
+            (c for c in bus.topology.consumers if c.durable_name == PLANNER_FINDINGS_CONSUMER),
+            None,
+        )
         self._store = SnapshotStore(kv)
         self._projection = Projection(tombstone_retention=self._settings.tombstone_retention)
         self._owners: dict[str, _OwnerRecord] = {}
@@ -358,6 +391,16 @@ class PlannerService:
         handled = await self._bus.process(
             self._consumer, self.handle, max_messages=64, wait_seconds=wait
         )
+        if self._findings_consumer is not None:
+            try:
+                handled += await self._bus.process(
+                    self._findings_consumer,
+                    self.handle_finding,
+                    max_messages=64,
+                    wait_seconds=FINDINGS_WAIT_SECONDS,
+                )
+            except BusError as error:  # findings wait; timers, resync and snapshots must not
+                log.warning("monitor findings unavailable", error=str(error))
         await self.create_missing_defaults()
         await self.fire_due_timers()
         now = self._clock()
@@ -403,13 +446,40 @@ class PlannerService:
             if resuming:
                 assert unfinished is not None
                 owners = unfinished.owners
+                announcements = unfinished.announcements
             else:
+                told = self._told(observed)
                 found = self._apply(observed, sequence)
                 if found is None:
                     return
                 owners = found
+                announcements = self._public_events(told, envelope)
+            if announcements:
+                self._unfinished = _Unfinished(
+                    sequence=sequence, owners=owners, announcements=announcements
+                )
+                await self._announce(announcements, cause=envelope)
             await self._plan_round(
                 owners, now=envelope.time, trigger="observation", cause=envelope, sequence=sequence
+            )
+            self._changes_since_snapshot += 1
+
+    async def handle_finding(self, delivery: Delivery) -> None:
+        """The handler of ``planner-mon``: a monitor finding in, the workload's plan out."""
+        envelope = delivery.envelope(UtilizationV1)
+        reading = envelope.data
+        uid = reading.workload.uid or ""
+        if not uid:
+            raise PoisonMessage("a utilization finding without the workload's uid")
+        finding = WorkloadFinding.of(reading, at=envelope.time)
+        with bound_context({"event_id": envelope.id, "uid": uid, "finding": "utilization"}):
+            if not self._projection.apply_finding(finding, sequence=delivery.stream_sequence):
+                return
+            owner = self._projection.by_uid(uid)
+            if owner is None:
+                return
+            await self._plan_round(
+                (object_ref(owner),), now=envelope.time, trigger="finding", cause=envelope
             )
             self._changes_since_snapshot += 1
 
@@ -427,6 +497,51 @@ class PlannerService:
             return None
         self.metrics.observations.labels("applied").inc()
         return owners_to_replan(change, self._projection)
+
+    def _told(self, observed: ObservedObjectV1) -> PublicState | None:
+        """What subscribers were told of the observed workload (None: never seen)."""
+        if not is_public_workload(observed.object):
+            return None
+        previous = self._projection.by_uid(observed.uid)
+        return public_state(previous) if previous is not None else None
+
+    def _public_events(
+        self, told: PublicState | None, envelope: Envelope[ObservedObjectV1]
+    ) -> tuple[PublicEvent, ...]:
+        if not is_public_workload(envelope.data.object):
+            return ()
+        config = kaiwo_config(self._projection.cluster_state())
+        return derive_public_events(
+            told,
+            envelope.data,
+            observed_at=envelope.time,
+            default_queue=config.spec.default_cluster_queue_name,
+        )
+
+    async def _announce(
+        self, events: tuple[PublicEvent, ...], *, cause: Envelope[ObservedObjectV1]
+    ) -> None:
+        """Publish public workload events in order; a failure raises (the bus redelivers)."""
+        for event in events:
+            workload = event.payload.workload
+            envelope = Envelope.new(
+                data=event.payload,
+                source=SOURCE,
+                time=self._clock(),
+                id=event.id,
+                subject=object_subject(namespace=workload.namespace, name=workload.name),
+                correlationid=workload.uid,
+                causationid=cause.id,
+                traceparent=cause.traceparent,
+            )
+            ack = await self._bus.publish(envelope, event.subject)
+            self.metrics.public_events.labels(event.payload.transition.value).inc()
+            log.info(
+                "public event published",
+                transition=event.payload.transition.value,
+                event_id=event.id,
+                duplicate=ack.duplicate,
+            )
 
     async def catch_up(self) -> int:
         """Apply what the stream holds after the projection's sequence; returns how many."""
@@ -560,7 +675,7 @@ class PlannerService:
         *,
         now: datetime,
         trigger: PlanTrigger,
-        cause: Envelope[ObservedObjectV1] | None,
+        cause: Envelope[Any] | None,
         sequence: int | None = None,
         reapply_gaps: bool = False,
     ) -> None:
@@ -604,7 +719,7 @@ class PlannerService:
         *,
         now: datetime,
         trigger: PlanTrigger,
-        cause: Envelope[ObservedObjectV1] | None,
+        cause: Envelope[Any] | None,
         reapply_gaps: bool = False,
     ) -> tuple[ObjectRef, ...]:
         """Plan one owner and publish the plan if it is news; returns the others to plan."""
@@ -692,7 +807,7 @@ class PlannerService:
         *,
         now: datetime,
         trigger: PlanTrigger,
-        cause: Envelope[ObservedObjectV1] | None,
+        cause: Envelope[Any] | None,
         gaps: tuple[tuple[ObjectRef, ...], tuple[ObjectRef, ...]],
         assumed: dict[str, Any] | None,
         plan_fingerprint: str | None,
@@ -713,6 +828,7 @@ class PlannerService:
             planned_at=now,
             trigger=trigger,
             obs_sequence=self._projection.last_sequence,
+            mon_sequence=self._projection.last_finding_sequence,
             absent=absent,
             drifted=drifted,
             assumed_status=assumed,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 # Schema markers understood by the CRD generator (kaiwo_contracts.crds.schema). They are
@@ -35,13 +35,6 @@ EmbeddedObject = Annotated[
     Field(json_schema_extra={PRESERVE_UNKNOWN: True, EMBEDDED_RESOURCE: True}),
 ]
 """A whole Kubernetes object (apiVersion, kind, metadata, spec) embedded in a field."""
-
-Quantity = Annotated[StrictInt | str, Field(json_schema_extra={INT_OR_STRING: True})]
-"""A Kubernetes resource quantity ("16Gi", "500m", "8" or 8), kept exactly as given.
-
-An integer stays an integer and a string stays a string (``"8"`` is not turned into ``8``), so
-``cpu: "8"`` round-trips unchanged. ``StrictInt`` also keeps ``true`` from passing as ``1``.
-"""
 
 
 class KubeModel(BaseModel):

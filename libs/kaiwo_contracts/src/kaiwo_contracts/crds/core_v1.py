@@ -14,7 +14,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from kaiwo_contracts.crds.base import KubeModel, Quantity
+from kaiwo_contracts.crds.base import KubeModel
+from kaiwo_contracts.crds.quantity import Quantity
 
 # ------------------------------------------------------------------ object references
 

@@ -12,7 +12,7 @@ pydantic's JSON schema is close to, but not, a *structural schema* as the API se
 * ``title`` is dropped, ``const`` becomes a one-value ``enum``, numeric ``exclusiveMinimum`` /
   ``exclusiveMaximum`` become the OpenAPI v3.0 boolean form, ``uniqueItems`` on a list of
   scalars becomes ``x-kubernetes-list-type: set``;
-* :data:`~kaiwo_contracts.crds.base.Quantity` (``x-kubernetes-int-or-string``) keeps only the
+* :data:`~kaiwo_contracts.crds.quantity.Quantity` (``x-kubernetes-int-or-string``) keeps only the
   flag and the one ``anyOf: [integer, string]`` form the API server allows; a string pattern is
   lifted next to it;
 * ``dict[str, Any]`` sub-trees (:data:`~kaiwo_contracts.crds.base.OpenObject`) become
@@ -419,10 +419,9 @@ class _Rewriter:
             raise SchemaGenerationError(path, "an int-or-string with several patterns")
         if patterns:
             out["pattern"] = patterns.pop()
-        if "default" in raw:
-            out["default"] = raw["default"]
-        if VALIDATIONS in raw:
-            out[VALIDATIONS] = raw[VALIDATIONS]
+        for key in ("minimum", "default", VALIDATIONS):
+            if key in raw:
+                out[key] = raw[key]
         return out
 
     def _typed(self, raw: Mapping[str, Any], *, path: str) -> dict[str, Any]:

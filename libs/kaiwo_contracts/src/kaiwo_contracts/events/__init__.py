@@ -1,6 +1,8 @@
 """Event contracts: the envelope, the payloads, subjects and JetStream topology (no I/O).
 
-Documented for external subscribers in ``docs/events.md``.
+The public workload events (:mod:`kaiwo_contracts.events.public`) are documented for
+subscribers in ``docs/events.md`` and ``docs/asyncapi.yaml``; the internal streams in
+``docs/bus-internals.md``.
 """
 
 from kaiwo_contracts.events.decoding import (
@@ -30,6 +32,7 @@ from kaiwo_contracts.events.envelope import (
 from kaiwo_contracts.events.monitor import PreemptionDecidedV1, UnderutilizedV1, UtilizationV1
 from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
 from kaiwo_contracts.events.plans import PlanDecidedV1
+from kaiwo_contracts.events.public import WorkloadEventV1, WorkloadRef, WorkloadTransition
 from kaiwo_contracts.events.results import ActionOutcome, ApplyResultV1
 
 __all__ = [
@@ -52,6 +55,9 @@ __all__ = [
     "UtilizationV1",
     "WatchEventType",
     "WireModel",
+    "WorkloadEventV1",
+    "WorkloadRef",
+    "WorkloadTransition",
     "decode_envelope",
     "decode_event",
     "derived_event_id",

@@ -35,8 +35,10 @@ from kaiwo_contracts.events.envelope import (
 from kaiwo_contracts.events.monitor import PreemptionDecidedV1, UnderutilizedV1, UtilizationV1
 from kaiwo_contracts.events.observed import ObservedObjectV1
 from kaiwo_contracts.events.plans import PlanDecidedV1
+from kaiwo_contracts.events.public import WorkloadEventV1
 from kaiwo_contracts.events.results import ApplyResultV1
 from kaiwo_contracts.events.subjects import (
+    PUBLIC_WORKLOAD,
     ROOT,
     Family,
     ParsedSubject,
@@ -56,6 +58,7 @@ PAYLOAD_TYPES: dict[str, type[EventPayload]] = {
         UtilizationV1,
         UnderutilizedV1,
         PreemptionDecidedV1,
+        WorkloadEventV1,
     )
 }
 """CloudEvents ``type`` -> payload model, for consumers that read several types."""
@@ -155,6 +158,13 @@ def _route(envelope: Envelope[Any]) -> _Route | None:
                 namespace=data.owner.namespace,
                 uid=data.owner.uid or envelope.correlationid,
                 qualifier=data.outcome,
+            )
+        if isinstance(data, WorkloadEventV1):
+            return _Route(
+                kind=kind_token(data.workload.kind),
+                namespace=data.workload.namespace,
+                uid=data.workload.uid,
+                qualifier=PUBLIC_WORKLOAD,
             )
     except SubjectError as error:  # a kind that cannot be a token has no subject to match
         raise _wrong_subject(str(error)) from error

@@ -17,10 +17,15 @@ Ratio = float
 
 
 class UtilizationV1(EventPayload):
-    """GPU utilization of one workload over a scrape window.
+    """GPU utilization of one workload over a scrape window, and the stretches it is part of.
 
     ``utilization_ratio`` aggregates the per-pod means with ``aggregation``; it is None when
-    the metrics endpoint returned no sample for the workload's pods.
+    the metrics endpoint returned no sample for the workload's pods (then the stretches are
+    the ones already open: missing data neither ends nor extends them).
+
+    Published every tick for every workload with running GPU pods: the planner keeps the
+    latest one per workload and decides from it (``ResourceUnderutilization``, termination,
+    GPU idle preemption). A lost message is made good by the next tick.
     """
 
     EVENT_TYPE: ClassVar[str] = event_type("mon", "utilization")
@@ -33,6 +38,22 @@ class UtilizationV1(EventPayload):
     aggregation: Aggregation = "Max"
     window_start: AwareDatetime
     window_end: AwareDatetime
+    low_utilization_threshold_ratio: Ratio | None = Field(default=None, ge=0.0, le=1.0)
+    """KaiwoConfig ``resourceMonitoring.lowUtilizationThreshold``; None when the workload's
+    namespace is not monitored (then ``underutilized_since`` is None too)."""
+    underutilized_since: AwareDatetime | None = None
+    """Start of the current stretch below ``low_utilization_threshold_ratio``; None: none."""
+    idle_threshold_ratio: Ratio | None = Field(default=None, ge=0.0, le=1.0)
+    """The workload's GPU idle-preemption threshold; None when it has not opted in."""
+    idle_aggregation: Aggregation | None = None
+    idle_policy: Literal["OnPressure", "Always"] | None = None
+    idle_grace_seconds: float | None = Field(default=None, ge=0)
+    """The workload's resolved idle-preemption policy and grace period (annotations over
+    KaiwoConfig over defaults): the planner decides with them."""
+    idle_utilization_ratio: Ratio | None = Field(default=None, ge=0.0, le=1.0)
+    """The per-pod utilizations combined with ``idle_aggregation``."""
+    idle_since: AwareDatetime | None = None
+    """Start of the current stretch below ``idle_threshold_ratio``; None: none."""
 
 
 class UnderutilizedV1(EventPayload):

@@ -9,8 +9,10 @@ identity   may
 =========  =========================================================================
 admin      declare streams and consumers (``$JS.API.>``), publish and read any event
 watcher    publish ``kaiwo.obs.>``; its bucket ``kaiwo-watcher``
-planner    read its consumer ``planner-obs`` (and stored observations), publish
-           ``kaiwo.plan.>`` and its dead letters; its bucket, the ``planner`` lease
+planner    read its consumers ``planner-obs`` (and stored observations) and
+           ``planner-mon`` (the monitor's utilization findings), publish ``kaiwo.plan.>``,
+           the public workload events ``kaiwo.public.>`` and its dead letters; its bucket,
+           the ``planner`` lease
 executor   read ``executor-plan``, publish ``kaiwo.res.>`` and its dead letters; its
            bucket, the ``executor`` lease(s)
 monitor    publish ``kaiwo.mon.>``; its bucket ``kaiwo-monitor``
@@ -18,6 +20,8 @@ recorder   read its ``recorder-*`` consumers and the dead-letter relay, read sto
            messages of every stream, publish dead letters ``kaiwo.dlq.>`` (the relay
            turns max-deliveries advisories into dead letters) and nothing else
 cli        subscribe ``kaiwo.>`` (``kaiwo events tail``); publish nothing
+subscriber read the public workload events (``kaiwo.public.>``, stream ``KAIWO_PUBLIC``)
+           live or through consumers of any name on that stream; nothing else
 reader     (:func:`reader_identity`, for external subscribers) subscribe ``kaiwo.>`` and
            read the streams through durable consumers named after itself
 =========  =========================================================================
@@ -49,6 +53,7 @@ from kaiwo_contracts.events.streams import (
     MONITOR_STREAM,
     OBSERVED_STREAM,
     PLAN_STREAM,
+    PUBLIC_STREAM,
     RESULT_STREAM,
     BusTopology,
     ConsumerSpec,
@@ -69,6 +74,7 @@ EXECUTOR = "executor"
 MONITOR = "monitor"
 RECORDER = "recorder"
 CLI = "cli"
+SUBSCRIBER = "subscriber"
 SERVICES: tuple[str, ...] = (WATCHER, PLANNER, EXECUTOR, MONITOR, RECORDER)
 """The operator's services, each with an identity of its own."""
 
@@ -250,16 +256,17 @@ def service_identity(name: str, topology: BusTopology) -> Identity:
         consumers = _consumers(topology, PLANNER)
         return _service(
             PLANNER,
-            "reads observations, publishes plans",
+            "reads observations and monitor findings, publishes plans and public workload events",
             publish=(
                 family_filter(Family.PLAN),
-                *_stream_info((OBSERVED_STREAM, PLAN_STREAM)),
+                family_filter(Family.PUBLIC),
+                *_stream_info((OBSERVED_STREAM, PLAN_STREAM, MONITOR_STREAM, PUBLIC_STREAM)),
                 *(subject for spec in consumers for subject in _consuming(spec)),
                 *_stored_reads(OBSERVED_STREAM),
                 *_bucket(SERVICE_BUCKETS[PLANNER]),
                 *_bucket(LEASE_BUCKET, keys=(PLANNER,)),
             ),
-            streams=(OBSERVED_STREAM, PLAN_STREAM),
+            streams=(OBSERVED_STREAM, PLAN_STREAM, MONITOR_STREAM, PUBLIC_STREAM),
             consumers=consumers,
         )
     if name == EXECUTOR:
@@ -320,6 +327,40 @@ def cli_identity() -> Identity:
     )
 
 
+def subscriber_identity() -> Identity:
+    """Tools outside the operator: the public workload events and nothing else.
+
+    No operator consumer reads ``KAIWO_PUBLIC``, so this identity may create, read and delete
+    consumers of any name on it (ephemeral and ordered ones included), which a reader of the
+    internal streams may not. It publishes no event and reads no other stream or subject.
+    """
+    stream = PUBLIC_STREAM
+    return Identity(
+        name=SUBSCRIBER,
+        description="external subscriber: reads the public workload events only",
+        permissions=Permissions(
+            publish=(
+                _api("INFO"),
+                _api("STREAM", "INFO", stream),
+                _api("CONSUMER", "CREATE", stream),
+                _api("CONSUMER", "CREATE", stream, EVERYTHING),
+                _api("CONSUMER", "DURABLE", "CREATE", stream, EVERYTHING),
+                _api("CONSUMER", "INFO", stream, EVERYTHING),
+                _api("CONSUMER", "DELETE", stream, EVERYTHING),
+                _api("CONSUMER", "MSG", "NEXT", stream, EVERYTHING),
+                f"{JS_ACK}.{stream}.{EVERYTHING}",
+                f"{JS_FLOW_CONTROL}.{stream}.{EVERYTHING}",
+                *_stored_reads(stream),
+            ),
+            subscribe=(
+                family_filter(Family.PUBLIC),
+                f"{inbox_prefix(SUBSCRIBER)}.{EVERYTHING}",
+            ),
+        ),
+        streams=(stream,),
+    )
+
+
 def reader_identity(name: str, *, streams: Iterable[str] = EVENT_STREAMS) -> Identity:
     """An external subscriber: live events, and durable pull consumers *named* ``name`` on
     ``streams`` (created, read and deleted by itself). It publishes no event.
@@ -327,7 +368,7 @@ def reader_identity(name: str, *, streams: Iterable[str] = EVENT_STREAMS) -> Ide
     Consumers are granted by name because a subject wildcard matches whole tokens only: a
     right to create consumers of any name would let it reconfigure or drain the operator's.
     """
-    if name in (ADMIN, CLI, *SERVICES) or name.startswith(_OPERATOR_CONSUMER_PREFIXES):
+    if name in (ADMIN, CLI, SUBSCRIBER, *SERVICES) or name.startswith(_OPERATOR_CONSUMER_PREFIXES):
         raise ValueError(f"{name!r} is taken by the operator; choose another reader name")
     chosen = tuple(streams)
     unknown = sorted(set(chosen) - set(EVENT_STREAMS))
@@ -364,11 +405,13 @@ def reader_identity(name: str, *, streams: Iterable[str] = EVENT_STREAMS) -> Ide
 
 
 def operator_identities(topology: BusTopology) -> tuple[Identity, ...]:
-    """Every identity one deployment needs: the administrator, each service and the CLI."""
+    """Every identity one deployment needs: the administrator, each service, the CLI and
+    the subscriber of the public workload events."""
     return (
         admin_identity(),
         *(service_identity(name, topology) for name in SERVICES),
         cli_identity(),
+        subscriber_identity(),
     )
 
 
@@ -383,6 +426,7 @@ __all__ = [
     "RECORDER",
     "SERVICES",
     "SERVICE_BUCKETS",
+    "SUBSCRIBER",
     "WATCHER",
     "Identity",
     "Permissions",
@@ -393,4 +437,5 @@ __all__ = [
     "operator_identities",
     "reader_identity",
     "service_identity",
+    "subscriber_identity",
 ]

@@ -11,9 +11,10 @@ from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule
 
 __all__ = ["EventIntent", "ObjectRef", "Plan", "PlanDecidedV1", "PlanTrigger", "PruneRule"]
 
-PlanTrigger = Literal["observation", "timer", "resync"]
+PlanTrigger = Literal["observation", "timer", "resync", "finding"]
 """Why the planner planned: an observed object changed, a planned time came (a deadline, a
-preemption), or the planner re-planned everything (start-up, periodic resync)."""
+preemption), the planner re-planned everything (start-up, periodic resync), or a monitor
+finding came in."""
 
 
 def _check_absent(plan: Plan, absent: tuple[ObjectRef, ...], *, name: str = "absent") -> None:
@@ -57,6 +58,9 @@ class PlanDecidedV1(EventPayload):
     * ``obs_sequence`` — the ``KAIWO_OBS`` stream sequence of the last observation applied to
       the planner's projection when it planned: rebuilding the projection from the stream up
       to and including that sequence gives the cluster state the plan was computed from.
+    * ``mon_sequence`` — likewise the ``KAIWO_MON`` stream sequence of the last monitor
+      finding the planner had taken in: the latest finding per workload up to it is the rest
+      of the input (the ``ResourceUnderutilization`` condition, terminations, idle preemption).
     * ``assumed_status`` — the owner status the planner planned from when it was not the
       observed one: the status of its own previous plan for that owner, which the executor
       may not have written back yet. Only the operator writes these statuses, so its last
@@ -82,6 +86,7 @@ class PlanDecidedV1(EventPayload):
     planned_at: AwareDatetime | None = None
     trigger: PlanTrigger = "observation"
     obs_sequence: int = Field(default=0, ge=0)
+    mon_sequence: int = Field(default=0, ge=0)
     absent: tuple[ObjectRef, ...] = ()
     drifted: tuple[ObjectRef, ...] = ()
     assumed_status: dict[str, Any] | None = None
@@ -94,6 +99,7 @@ class PlanDecidedV1(EventPayload):
         planned_at: AwareDatetime | None = None,
         trigger: PlanTrigger = "observation",
         obs_sequence: int = 0,
+        mon_sequence: int = 0,
         absent: tuple[ObjectRef, ...] = (),
         drifted: tuple[ObjectRef, ...] = (),
         assumed_status: dict[str, Any] | None = None,
@@ -114,6 +120,7 @@ class PlanDecidedV1(EventPayload):
             planned_at=planned_at,
             trigger=trigger,
             obs_sequence=obs_sequence,
+            mon_sequence=mon_sequence,
             absent=tuple(sorted(absent, key=ObjectRef.sort_key)),
             drifted=tuple(sorted(drifted, key=ObjectRef.sort_key)),
             assumed_status=assumed_status,

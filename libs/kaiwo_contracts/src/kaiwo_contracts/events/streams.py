@@ -14,7 +14,14 @@ KAIWO_MON   ``kaiwo.mon.>``        utilization and preemption (monitor)
 KAIWO_DLQ   ``kaiwo.dlq.>`` and    dead letters, and the server's max-deliveries
             max-deliveries         advisories (so none is lost while no relay runs)
             advisories
+KAIWO_PUBLIC ``kaiwo.public.>``    public workload events for subscribers (planner)
 =========== ====================== =========================================
+
+``KAIWO_PUBLIC`` is read by subscribers outside the operator only: no operator consumer,
+no partitions, no recorder (every public event is derived from observations the event store
+keeps). It keeps :data:`PUBLIC_MAX_AGE_SECONDS` and :data:`PUBLIC_DUPLICATE_WINDOW_SECONDS`
+of its own: a subscriber may be away longer than a service, and a planner restarted from an
+older snapshot derives the same events again under the same ids.
 
 Every stream has a byte limit as well as an age limit (``max_bytes``,
 :data:`DEFAULT_STREAM_MAX_BYTES`, configurable per stream): JetStream then discards the oldest
@@ -69,12 +76,14 @@ PLAN_STREAM = "KAIWO_PLAN"
 RESULT_STREAM = "KAIWO_RES"
 MONITOR_STREAM = "KAIWO_MON"
 DEAD_LETTER_STREAM = "KAIWO_DLQ"
+PUBLIC_STREAM = "KAIWO_PUBLIC"
 
 MAX_DELIVERIES_ADVISORY = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
 """Prefix of the advisory the server publishes when a message runs out of deliveries;
 the full subject is ``<prefix>.<stream>.<consumer>``."""
 
 DEAD_LETTER_RELAY = "bus-deadletter-relay"
+PLANNER_FINDINGS_CONSUMER = "planner-mon"
 
 DAY = 24 * 3600.0
 
@@ -91,10 +100,16 @@ DEFAULT_STREAM_MAX_BYTES: dict[str, int] = {
     RESULT_STREAM: 512 * MIB,
     MONITOR_STREAM: 256 * MIB,
     DEAD_LETTER_STREAM: 256 * MIB,
+    PUBLIC_STREAM: 256 * MIB,
 }
-"""Bytes each stream may hold before JetStream discards its oldest messages (4 GiB in all).
+"""Bytes each stream may hold before JetStream discards its oldest messages (4.25 GiB in all).
 Sized for a week of a busy cluster (observations ~1-5 KB, plans ~5-20 KB); JetStream
 reserves the sum against its storage limit at creation, so the sum must fit the disk."""
+PUBLIC_MAX_AGE_SECONDS = 30 * DAY
+"""How long public workload events are kept (longer if the other streams keep longer)."""
+PUBLIC_DUPLICATE_WINDOW_SECONDS = 3600.0
+"""Copies of a public event (same ``Nats-Msg-Id``) published within this window are dropped:
+longer than the planner's snapshot interval, so events re-derived after a restart are."""
 EXECUTOR_PLANS_IN_FLIGHT = 16
 """Plans of different owners the executor carries out at once (API calls overlap)."""
 
@@ -259,6 +274,15 @@ def stream_specs(
             replicas=replicas,
             max_bytes=limits[DEAD_LETTER_STREAM],
         ),
+        StreamSpec(
+            name=PUBLIC_STREAM,
+            subjects=(family_filter(Family.PUBLIC),),
+            description="Public workload events for subscribers",
+            max_age_seconds=max(PUBLIC_MAX_AGE_SECONDS, max_age_seconds),
+            duplicate_window_seconds=max(PUBLIC_DUPLICATE_WINDOW_SECONDS, duplicate_window_seconds),
+            replicas=replicas,
+            max_bytes=limits[PUBLIC_STREAM],
+        ),
     )
 
 
@@ -373,10 +397,16 @@ def consumer_specs(*, partitions: int = 1) -> tuple[ConsumerSpec, ...]:
         description="Turns max-deliveries advisories into dead letters with the message",
         max_ack_pending=16,
     )
-    # No service reads KAIWO_MON or KAIWO_OBS for the monitor yet (the monitor lists through
-    # the API; the planner does not act on monitor findings yet): a declared durable consumer
-    # nobody reads would only pile up pending messages.
-    return (*ordered, *recorders, relay)
+    # The planner keeps the latest finding per workload: order does not matter beyond the
+    # stream's own, and a finding lost is made good by the monitor's next tick.
+    findings = ConsumerSpec(
+        durable_name=PLANNER_FINDINGS_CONSUMER,
+        stream=MONITOR_STREAM,
+        filter_subjects=(f"{family_filter(Family.MONITOR).removesuffix('>')}utilization.>",),
+        description="Planner input: the monitor's utilization findings",
+        max_ack_pending=64,
+    )
+    return (*ordered, findings, *recorders, relay)
 
 
 def bus_topology(
@@ -408,7 +438,11 @@ __all__ = [
     "MAX_DELIVERIES_ADVISORY",
     "MONITOR_STREAM",
     "OBSERVED_STREAM",
+    "PLANNER_FINDINGS_CONSUMER",
     "PLAN_STREAM",
+    "PUBLIC_DUPLICATE_WINDOW_SECONDS",
+    "PUBLIC_MAX_AGE_SECONDS",
+    "PUBLIC_STREAM",
     "RESULT_STREAM",
     "BusTopology",
     "ConsumerSpec",

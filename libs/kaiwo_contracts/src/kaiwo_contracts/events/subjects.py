@@ -7,6 +7,7 @@ Families (most general token first, the object's uid last)::
     kaiwo.res.<outcome>.<kind>.<scope>.<uid>   what the executor did (applied | failed)
     kaiwo.mon.<topic>.<scope>.<uid>            monitor findings (utilization, ...)
     kaiwo.dlq.<stream>.<consumer>              dead letters of one consumer
+    kaiwo.public.workload.<namespace>.<kind>.<uid>   public workload events (subscribers)
 
 ``<scope>`` is the namespace, or ``_cluster`` for cluster-scoped objects; ``<kind>`` is the
 lowercase kind (``kaiwojob``, ``node``). Object *names* never appear: they may contain dots
@@ -33,6 +34,8 @@ ANY_TAIL = ">"
 
 ResultOutcomeToken = Literal["applied", "failed"]
 MonitorTopic = Literal["utilization", "underutilized", "preemption"]
+PUBLIC_WORKLOAD = "workload"
+"""The public family's only topic so far (``kaiwo.public.workload.…``)."""
 
 _SAFE_CHARS = re.compile(r"[A-Za-z0-9-]")
 _ESCAPED = re.compile(r"_([0-9A-F]{2})")
@@ -47,6 +50,7 @@ class Family(StrEnum):
     RESULT = "res"
     MONITOR = "mon"
     DEAD_LETTER = "dlq"
+    PUBLIC = "public"
 
 
 class SubjectError(ValueError):
@@ -137,6 +141,16 @@ def monitor_subject(*, topic: MonitorTopic, namespace: str | None, uid: str) -> 
     return _join(Family.MONITOR, topic, scope_token(namespace), uid_token(uid))
 
 
+def public_workload_subject(*, namespace: str, kind: str, uid: str) -> str:
+    """``kaiwo.public.workload.<namespace>.<kind>.<uid>``: the public events of one workload.
+
+    The namespace comes first (unlike the internal families) so a subscriber filters by
+    namespace, the usual unit of access, with one wildcard-free prefix."""
+    return _join(
+        Family.PUBLIC, PUBLIC_WORKLOAD, scope_token(namespace), kind_token(kind), uid_token(uid)
+    )
+
+
 def dead_letter_subject(*, stream: str, consumer: str) -> str:
     """``kaiwo.dlq.<stream>.<consumer>``; both are JetStream names, used as they are."""
     return _join(Family.DEAD_LETTER, _jetstream_name(stream), _jetstream_name(consumer))
@@ -161,6 +175,7 @@ _LAYOUT: dict[Family, tuple[str, ...]] = {
     Family.RESULT: ("qualifier", "kind", "scope", "uid"),
     Family.MONITOR: ("qualifier", "scope", "uid"),
     Family.DEAD_LETTER: ("stream", "consumer"),
+    Family.PUBLIC: ("qualifier", "scope", "kind", "uid"),
 }
 
 
@@ -173,7 +188,7 @@ class ParsedSubject:
     namespace: str | None = None
     uid: str | None = None
     qualifier: str | None = None
-    """The result outcome (``res``) or monitor topic (``mon``)."""
+    """The result outcome (``res``), monitor topic (``mon``) or public topic (``public``)."""
     stream: str | None = None
     consumer: str | None = None
     partition: int | None = None

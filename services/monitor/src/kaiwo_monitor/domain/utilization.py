@@ -1,4 +1,4 @@
-"""Per-workload GPU utilization, underutilization and the termination decision.
+"""Per-workload GPU utilization and the underutilized and idle stretches it is part of.
 
 The rules (KaiwoConfig ``spec.resourceMonitoring``, seeds; upstream §12 differs where noted):
 
@@ -18,11 +18,14 @@ The rules (KaiwoConfig ``spec.resourceMonitoring``, seeds; upstream §12 differs
   utilization is unknown (None).
 * **Underutilized** when the utilization is below ``lowUtilizationThreshold`` percent
   (strictly: a threshold of 0 never flags anything). The state remembers since when.
-* **Termination** when ``terminateUnderutilized`` is on and the workload has been
-  underutilized continuously for at least ``terminateUnderutilizedAfter``; decided once per
-  underutilized stretch. Any reading at or above the threshold ends the stretch. An unknown
-  utilization (no readings, all pods pending) neither ends nor extends the evidence: the
-  state is kept as it was, and nothing is decided on that tick.
+* **GPU idle** (upstream §11), for workloads opted in by annotation
+  (:mod:`kaiwo_contracts.gpu_preemption`): the per-pod utilizations combined with the
+  workload's aggregation (Min, Max or Avg) below its threshold. The state remembers since when.
+* **No decisions here.** What follows from a stretch (the ``ResourceUnderutilization``
+  condition, termination after ``terminateUnderutilizedAfter``, preemption after the grace
+  period) is the planner's, from the ``UtilizationV1`` published every tick.
+  An unknown utilization (no readings, all pods pending) neither ends nor extends a stretch:
+  the state is kept as it was.
 
 State in, state out: :func:`assess` takes the previous :class:`UtilizationState` per
 workload uid and returns the next ones; only workloads with something to remember (an open
@@ -33,13 +36,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Final, Literal
 
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoResourceMonitoringConfig
+from kaiwo_contracts.gpu_preemption import Aggregation, GpuPreemptionSettings
 
-from kaiwo_monitor.domain.durations import parse_duration
 from kaiwo_monitor.domain.pods import GpuVendor, MonitoredPod, WorkloadRef
 from kaiwo_monitor.domain.samples import GpuSample
 
@@ -54,16 +57,12 @@ class MonitoringPolicy:
 
     threshold_percent: float = 1.0
     target_namespaces: frozenset[str] = frozenset()
-    terminate_underutilized: bool = False
-    terminate_after: timedelta = timedelta(hours=24)
 
     @classmethod
     def from_config(cls, config: KaiwoResourceMonitoringConfig) -> MonitoringPolicy:
         return cls(
             threshold_percent=config.low_utilization_threshold,
             target_namespaces=frozenset(config.target_namespaces or ()),
-            terminate_underutilized=config.terminate_underutilized,
-            terminate_after=parse_duration(config.terminate_underutilized_after),
         )
 
     def monitors(self, namespace: str) -> bool:
@@ -84,8 +83,12 @@ class UtilizationState:
     workload_uid: str
     below_since: datetime | None = None
     """Start of the current underutilized stretch; None when there is none."""
-    termination_decided: bool = False
-    """Termination was already asked for in this stretch (ask once)."""
+    idle_since: datetime | None = None
+    """Start of the current GPU-idle stretch (preemption settings); None when there is none."""
+
+    @property
+    def worth_keeping(self) -> bool:
+        return self.below_since is not None or self.idle_since is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,13 +101,25 @@ class WorkloadUtilization:
     pod_count: int
     percent: float | None
     """Average over pods of used / requested GPU capacity, 0-100; None without readings."""
-    window_start: datetime
-    window_end: datetime
+    pod_percents: tuple[float, ...] = ()
+    """Each pod with readings: used / requested GPU capacity, 0-100."""
+    window_start: datetime = field(kw_only=True)
+    window_end: datetime = field(kw_only=True)
     """Times of the earliest and latest reading used (both ``now`` without readings)."""
 
     @property
     def ratio(self) -> float | None:
         return None if self.percent is None else self.percent / FULL_PERCENT
+
+    def aggregated(self, aggregation: Aggregation) -> float | None:
+        """The pods' utilizations combined (0-100); None without readings."""
+        if not self.pod_percents:
+            return None
+        if aggregation == "Min":
+            return min(self.pod_percents)
+        if aggregation == "Max":
+            return max(self.pod_percents)
+        return sum(self.pod_percents) / len(self.pod_percents)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,23 +132,41 @@ class Underutilization:
 
 
 @dataclass(frozen=True, slots=True)
-class TerminationDecision:
-    """Terminate ``utilization.workload``: underutilized since ``since`` (for ``idle_for``)."""
+class IdleJudgment:
+    """One opted-in workload against its GPU idle-preemption settings on one tick."""
+
+    settings: GpuPreemptionSettings
+    percent: float | None
+    """The pods' utilizations combined with ``settings.aggregation``; None without readings."""
+    since: datetime | None
+    """Start of the current idle stretch; None when the workload is not idle."""
+
+
+@dataclass(frozen=True, slots=True)
+class Judgment:
+    """One workload's utilization and the stretches it is part of, on one tick.
+
+    ``underutilized_since`` and ``threshold_ratio`` are None when the workload's namespace is
+    not monitored; ``idle`` is None when the workload has not opted in to idle preemption.
+    """
 
     utilization: WorkloadUtilization
-    since: datetime
-    idle_for: timedelta
-    threshold_ratio: float
+    threshold_ratio: float | None = None
+    underutilized_since: datetime | None = None
+    idle: IdleJudgment | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Assessment:
     """Everything one tick found, and the states to keep for the next tick."""
 
-    utilizations: tuple[WorkloadUtilization, ...] = ()
+    judgments: tuple[Judgment, ...] = ()
     underutilized: tuple[Underutilization, ...] = ()
-    terminations: tuple[TerminationDecision, ...] = ()
     states: Mapping[str, UtilizationState] = field(default_factory=dict)
+
+    @property
+    def utilizations(self) -> tuple[WorkloadUtilization, ...]:
+        return tuple(judgment.utilization for judgment in self.judgments)
 
 
 def assess(
@@ -143,35 +176,47 @@ def assess(
     states: Mapping[str, UtilizationState],
     policy: MonitoringPolicy,
     now: datetime,
+    preemption: Mapping[str, GpuPreemptionSettings] | None = None,
 ) -> Assessment:
-    """Utilization of every monitored workload, the new findings and the next states."""
+    """Utilization of every monitored or opted-in workload, new findings, the next states.
+
+    ``preemption``: the idle-preemption settings of the opted-in workloads, by uid.
+    """
+    opted_in = preemption or {}
     pods_by_workload: dict[str, list[MonitoredPod]] = defaultdict(list)
     for pod in pods:
-        if policy.monitors(pod.namespace):
+        if policy.monitors(pod.namespace) or pod.workload.uid in opted_in:
             pods_by_workload[pod.workload.uid].append(pod)
     readings = readings_by_pod(samples)
-    utilizations: list[WorkloadUtilization] = []
+    judgments: list[Judgment] = []
     underutilized: list[Underutilization] = []
-    terminations: list[TerminationDecision] = []
     next_states: dict[str, UtilizationState] = {}
     for uid in sorted(pods_by_workload):
         previous = states.get(uid, UtilizationState(workload_uid=uid))
         running = [pod for pod in pods_by_workload[uid] if pod.running]
         utilization = workload_utilization(running, readings, now=now) if running else None
-        if utilization is None:
-            state = previous
-        else:
-            utilizations.append(utilization)
-            state, finding, termination = judge(utilization, previous, policy=policy, now=now)
+        state = previous
+        if utilization is not None:
+            monitored = policy.monitors(utilization.workload.namespace)
+            state, finding = judge(
+                utilization, previous, policy=policy, now=now, monitored=monitored
+            )
+            idle = _judge_idle(utilization, previous, opted_in.get(uid), now=now)
+            if idle is not None:
+                state = replace(state, idle_since=idle.since)
+            judgments.append(
+                Judgment(
+                    utilization=utilization,
+                    threshold_ratio=policy.threshold_ratio if monitored else None,
+                    underutilized_since=state.below_since if monitored else None,
+                    idle=idle,
+                )
+            )
             underutilized.extend([finding] if finding else [])
-            terminations.extend([termination] if termination else [])
-        if state.below_since is not None:
+        if state.worth_keeping:
             next_states[uid] = state
     return Assessment(
-        utilizations=tuple(utilizations),
-        underutilized=tuple(underutilized),
-        terminations=tuple(terminations),
-        states=next_states,
+        judgments=tuple(judgments), underutilized=tuple(underutilized), states=next_states
     )
 
 
@@ -181,12 +226,13 @@ def judge(
     *,
     policy: MonitoringPolicy,
     now: datetime,
-) -> tuple[UtilizationState, Underutilization | None, TerminationDecision | None]:
-    """The next state of one workload, and whether it just became underutilized or must go."""
+    monitored: bool = True,
+) -> tuple[UtilizationState, Underutilization | None]:
+    """The next state of one workload, and whether it just became underutilized."""
     if utilization.percent is None:
-        return previous, None, None
-    if utilization.percent >= policy.threshold_percent:
-        return UtilizationState(workload_uid=previous.workload_uid), None, None
+        return previous, None
+    if not monitored or utilization.percent >= policy.threshold_percent:
+        return replace(previous, below_since=None), None
     since = previous.below_since or now
     finding = (
         Underutilization(
@@ -195,25 +241,24 @@ def judge(
         if previous.below_since is None
         else None
     )
-    idle_for = now - since
-    termination = None
-    if (
-        policy.terminate_underutilized
-        and not previous.termination_decided
-        and idle_for >= policy.terminate_after
-    ):
-        termination = TerminationDecision(
-            utilization=utilization,
-            since=since,
-            idle_for=idle_for,
-            threshold_ratio=policy.threshold_ratio,
-        )
-    state = UtilizationState(
-        workload_uid=previous.workload_uid,
-        below_since=since,
-        termination_decided=previous.termination_decided or termination is not None,
-    )
-    return state, finding, termination
+    return replace(previous, below_since=since), finding
+
+
+def _judge_idle(
+    utilization: WorkloadUtilization,
+    previous: UtilizationState,
+    settings: GpuPreemptionSettings | None,
+    *,
+    now: datetime,
+) -> IdleJudgment | None:
+    if settings is None:
+        return None
+    percent = utilization.aggregated(settings.aggregation)
+    if percent is None:  # no readings: the stretch stays as it was
+        return IdleJudgment(settings=settings, percent=None, since=previous.idle_since)
+    if percent >= settings.threshold_percent:
+        return IdleJudgment(settings=settings, percent=percent, since=None)
+    return IdleJudgment(settings=settings, percent=percent, since=previous.idle_since or now)
 
 
 @dataclass(slots=True)
@@ -262,6 +307,7 @@ def workload_utilization(
         gpu_count=gpu_count,
         pod_count=len(running),
         percent=sum(pod_percents) / len(pod_percents) if pod_percents else None,
+        pod_percents=tuple(pod_percents),
         window_start=min(times, default=now),
         window_end=max(times, default=now),
     )

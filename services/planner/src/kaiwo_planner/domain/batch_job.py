@@ -15,6 +15,7 @@ from kaiwo_planner.domain.entrypoint import shell_command
 from kaiwo_planner.domain.gpu_allocation import GpuAllocation
 from kaiwo_planner.domain.json_trees import copy_tree
 from kaiwo_planner.domain.labels import inherited_labels, queue_labels
+from kaiwo_planner.domain.naming import main_child_name
 from kaiwo_planner.domain.ownership import child_metadata
 from kaiwo_planner.domain.pod_template import (
     PodAdditions,
@@ -119,6 +120,8 @@ def build_batch_job(
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": child_metadata(inputs.identity, name=inputs.identity.name, labels=labels),
+        "metadata": child_metadata(
+            inputs.identity, name=main_child_name(inputs.identity.name), labels=labels
+        ),
         "spec": spec,
     }

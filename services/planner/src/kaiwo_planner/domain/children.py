@@ -38,6 +38,7 @@ from kaiwo_planner.domain.namespace_config import (
     namespace_settings,
     with_default_credentials,
 )
+from kaiwo_planner.domain.naming import main_child_name
 from kaiwo_planner.domain.pod_additions import pod_additions
 from kaiwo_planner.domain.pod_additions import workload_env as _workload_env
 from kaiwo_planner.domain.ray_job import build_ray_job
@@ -193,7 +194,7 @@ def _service_children(
             inputs, allocation=allocation, defaults=defaults, additions=additions
         )
         children = [build_app_wrapper(inputs, ray_service)]
-        backend, port = serve_service_name(identity.name), SERVE_PORT
+        backend, port = serve_service_name(main_child_name(identity.name)), SERVE_PORT
     else:
         additions = pod_additions(
             inputs,
@@ -206,7 +207,7 @@ def _service_children(
             inputs, allocation=allocation, defaults=defaults, additions=additions
         )
         children = [deployment]
-        backend, port = identity.name, serving_port(deployment)
+        backend, port = main_child_name(identity.name), serving_port(deployment)
         if namespace.gateway is not None:
             children.append(build_service(identity, port=port))
     if namespace.gateway is not None:

@@ -11,7 +11,12 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from kaiwo_contracts.crds.quantity import MAX_QUANTITY
+
+if TYPE_CHECKING:
+    from kaiwo_planner.domain.findings import WorkloadFinding
 
 _T = TypeVar("_T")
 
@@ -50,10 +55,12 @@ _DECIMAL_SUFFIXES = {
 def parse_quantity(value: int | float | str) -> Decimal:
     """A Kubernetes resource quantity ("16Gi", "500m", "1e3", 4) as an exact number.
 
-    Raises ValueError for text that is not a quantity.
+    Raises ValueError for anything that is not a quantity (a boolean, NaN, infinity).
     """
+    if isinstance(value, bool):  # an int to Python, no quantity to Kubernetes
+        raise ValueError(f"not a Kubernetes quantity: {value!r}")
     if isinstance(value, int | float):
-        return Decimal(str(value))
+        return _decimal(str(value), value)
     text = value.strip()
     for suffix, factor in _BINARY_SUFFIXES.items():
         if text.endswith(suffix):
@@ -197,7 +204,7 @@ class NodeInfo:
         label = NVIDIA_COUNT_LABEL if vendor == "nvidia" else AMD_COUNT_LABEL
         if label in self.labels:
             try:
-                return int(self.labels[label])
+                return min(max(int(self.labels[label]), 0), MAX_QUANTITY)
             except ValueError:
                 return 0
         return self.gpu_capacity.get(GPU_RESOURCE_BY_VENDOR[vendor], 0)
@@ -227,7 +234,7 @@ def _millis(value: object) -> int:
     if value is None:
         return 0
     try:
-        return math.ceil(parse_quantity(value) * 1000)  # type: ignore[arg-type]
+        return math.ceil(_within_range(parse_quantity(value)) * 1000)  # type: ignore[arg-type]
     except (ValueError, TypeError):
         return 0
 
@@ -236,9 +243,16 @@ def _whole_units(value: object) -> int:
     if value is None:
         return 0
     try:
-        return math.ceil(parse_quantity(value))  # type: ignore[arg-type]
+        return math.ceil(_within_range(parse_quantity(value)))  # type: ignore[arg-type]
     except (ValueError, TypeError):
         return 0
+
+
+def _within_range(value: Decimal) -> Decimal:
+    """``value`` capped at the largest quantity Kubernetes holds (and never below 0): a Node
+    that reports more (``1e100Gi``) neither becomes a number of a hundred digits in a pool's
+    name and quotas nor costs the arithmetic of one."""
+    return min(max(value, Decimal(0)), Decimal(MAX_QUANTITY))
 
 
 def _gpu_counts(resources: Mapping[str, Any]) -> dict[str, int]:
@@ -285,12 +299,15 @@ class ClusterState:
     Deployments, AppWrappers, RayServices, PVCs, ConfigMaps, Pods, LocalQueues, ...), in JSON.
     ``kueue_workloads``: observed ``kueue.x-k8s.io/v1beta1`` Workloads.
     ``namespaces``: names of the namespaces that exist.
+    ``findings``: the monitor's latest finding per workload uid.
     """
 
     nodes: tuple[NodeInfo, ...] = ()
     objects: tuple[dict[str, Any], ...] = ()
     kueue_workloads: tuple[dict[str, Any], ...] = ()
     namespaces: frozenset[str] = frozenset()
+    findings: Mapping[str, WorkloadFinding] = field(default_factory=dict)
+    """The monitor's latest finding per workload uid (:mod:`kaiwo_planner.domain.findings`)."""
     _children: Mapping[str, tuple[dict[str, Any], ...]] = field(
         init=False, repr=False, compare=False, hash=False
     )
@@ -334,8 +351,26 @@ class ClusterState:
         )
 
     def children_of(self, owner_uid: str) -> tuple[dict[str, Any], ...]:
-        """Objects with an ownerReference to ``owner_uid``, in plan order."""
-        return self._children.get(owner_uid, ())
+        """Objects with an ownerReference to ``owner_uid``, in plan order.
+
+        A reference across namespaces is ignored: a namespaced owner's children live in its
+        namespace (Kubernetes' garbage collector ignores such references too), so a Job in
+        ``vision`` naming a KaiwoJob of ``ml-team`` by uid changes nothing of that KaiwoJob.
+        """
+        children = self._children.get(owner_uid, ())
+        owner_namespace = self.namespace_of(owner_uid) if children else None
+        if not owner_namespace:  # owner not observed, or cluster-scoped
+            return children
+        if all(_namespace(child) == owner_namespace for child in children):
+            return children
+        return tuple(child for child in children if _namespace(child) == owner_namespace)
+
+    def namespace_of(self, uid: str) -> str | None:
+        """The namespace of the observed object with this uid ("" cluster-scoped, None unknown)."""
+        namespaces = self.derived(
+            ("namespace-by-uid",), lambda: {_uid(o): _namespace(o) for o in self.objects}
+        )
+        return namespaces.get(uid)
 
     def child_of(
         self, owner_uid: str, *, kind: str, name: str | None = None
@@ -453,6 +488,10 @@ def _index_by_kind(
         key = (api_group_of(str(obj.get("apiVersion", ""))), str(obj.get("kind", "")))
         index.setdefault(key, []).append(obj)
     return {key: tuple(found) for key, found in index.items()}
+
+
+def _namespace(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("namespace") or "")
 
 
 def object_uid(obj: Mapping[str, Any]) -> str:

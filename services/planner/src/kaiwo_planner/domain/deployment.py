@@ -18,6 +18,7 @@ from kaiwo_planner.domain.labels import (
     inherited_labels,
     queue_labels,
 )
+from kaiwo_planner.domain.naming import bounded_label, main_child_name
 from kaiwo_planner.domain.ownership import child_metadata
 from kaiwo_planner.domain.pod_template import PodAdditions, default_pod_template
 from kaiwo_planner.domain.workload_inputs import ChildDefaults, WorkloadInputs
@@ -30,7 +31,7 @@ DEFAULT_SERVICE_PORT = 8000
 def deployment_pod_labels(inputs: WorkloadInputs) -> dict[str, str]:
     """Labels a Deployment's pods carry besides the inherited ones: app and Kueue queue."""
     return {
-        LABEL_APP: inputs.identity.name,
+        LABEL_APP: bounded_label(inputs.identity.name),
         **queue_labels(inputs.queue_name, inputs.priority_class),
     }
 
@@ -63,7 +64,7 @@ def build_deployment(
     selector = spec.setdefault("selector", {})
     selector["matchLabels"] = {
         **(selector.get("matchLabels") or {}),
-        LABEL_APP: inputs.identity.name,
+        LABEL_APP: bounded_label(inputs.identity.name),
     }
     spec["replicas"] = allocation.replicas
     template = with_entrypoint(spec.get("template") or {}, inputs.entrypoint)
@@ -79,7 +80,9 @@ def build_deployment(
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": child_metadata(inputs.identity, name=inputs.identity.name, labels=labels),
+        "metadata": child_metadata(
+            inputs.identity, name=main_child_name(inputs.identity.name), labels=labels
+        ),
         "spec": spec,
     }
 
@@ -102,11 +105,11 @@ def build_service(identity: WorkloadIdentity, *, port: int) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": child_metadata(
-            identity, name=identity.name, labels=inherited_labels({}, identity)
+            identity, name=main_child_name(identity.name), labels=inherited_labels({}, identity)
         ),
         "spec": {
             "type": "ClusterIP",
-            "selector": {LABEL_APP: identity.name, LABEL_RUN_ID: identity.uid},
+            "selector": {LABEL_APP: bounded_label(identity.name), LABEL_RUN_ID: identity.uid},
             "ports": [{"name": "http", "port": port, "targetPort": port, "protocol": "TCP"}],
         },
     }

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from kaiwo_planner.domain.naming import rfc1123_label
+from kaiwo_planner.domain.naming import bounded_label
 
 LABEL_USER = "kaiwo.silogen.ai/user"
 LABEL_NAME = "kaiwo.silogen.ai/name"
@@ -51,8 +51,8 @@ def inventory_labels(owner_uid: str) -> dict[str, str]:
 def system_labels(identity: WorkloadIdentity) -> dict[str, str]:
     """``kaiwo.silogen.ai/*`` labels; they win over user labels of the same key."""
     labels = {
-        LABEL_USER: rfc1123_label(identity.user),
-        LABEL_NAME: identity.name,
+        LABEL_USER: bounded_label(identity.user, keep_valid=False),
+        LABEL_NAME: bounded_label(identity.name),
         LABEL_TYPE: identity.workload_type,
         LABEL_RUN_ID: identity.uid,
     }

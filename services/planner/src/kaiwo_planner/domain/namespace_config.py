@@ -21,6 +21,7 @@ from kaiwo_contracts.crds.config_v1alpha1 import AIMNamespaceConfig, SecretValue
 
 from kaiwo_planner.domain.json_trees import copy_tree
 from kaiwo_planner.domain.labels import WorkloadIdentity, inherited_labels
+from kaiwo_planner.domain.naming import main_child_name
 from kaiwo_planner.domain.ownership import child_metadata
 
 HF_TOKEN_ENV = "HF_TOKEN"  # noqa: S105 - a variable name, not a secret
@@ -173,7 +174,7 @@ def http_route(
         "apiVersion": f"{GATEWAY_GROUP}/v1",
         "kind": "HTTPRoute",
         "metadata": child_metadata(
-            identity, name=identity.name, labels=inherited_labels({}, identity)
+            identity, name=main_child_name(identity.name), labels=inherited_labels({}, identity)
         ),
         "spec": {
             "parentRefs": [

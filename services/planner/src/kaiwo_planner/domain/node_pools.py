@@ -32,6 +32,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kaiwo_contracts.crds.quantity import MAX_QUANTITY
+
 from kaiwo_planner.domain.cluster import GPU_RESOURCE_BY_VENDOR, NodeInfo, Taint
 from kaiwo_planner.domain.naming import child_name, label_value
 
@@ -110,10 +112,14 @@ class NodePool:
         return GPU_RESOURCE_BY_VENDOR.get(self.shape.vendor)
 
     def quotas(self) -> dict[str, str]:
-        """Nominal quota per resource name."""
-        quotas = {"cpu": str(self.cores), "memory": f"{self.memory_gib}Gi"}
+        """Nominal quota per resource name, each at most the largest quantity Kubernetes holds
+        (the sum over many nodes of a huge reported capacity may exceed it)."""
+        quotas = {
+            "cpu": str(min(self.cores, MAX_QUANTITY)),
+            "memory": f"{min(self.memory_gib, MAX_QUANTITY >> 30)}Gi",
+        }
         if self.gpu_resource and self.shape.gpus > 0:
-            quotas[self.gpu_resource] = str(self.gpus)
+            quotas[self.gpu_resource] = str(min(self.gpus, MAX_QUANTITY))
         return quotas
 
 

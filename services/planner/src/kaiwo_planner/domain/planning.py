@@ -128,7 +128,13 @@ def _plan_workload(
     missing = _missing_identity(workload.metadata.name, workload.metadata.namespace)
     if missing:
         return PlanningResult(plan=_invalid(owner, missing, WorkloadStatus.ERROR, now=now))
-    result = plan_workload(workload=workload, cluster=cluster, now=now)
+    try:
+        result = plan_workload(workload=workload, cluster=cluster, now=now)
+    except ArithmeticError as error:
+        # The models bound every number they know of; a value that still overflows (a date
+        # past year 9999, a sum beyond what a float holds) is the spec's, not a crash.
+        problems = [Problem("spec", f"a value is too large to plan with ({error})")]
+        return PlanningResult(plan=_invalid(owner, problems, WorkloadStatus.ERROR, now=now))
     return PlanningResult(
         plan=result.plan, replan_at=result.replan_at, also_replan=result.also_replan
     )

@@ -35,18 +35,25 @@ import json
 import sys
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from types import MappingProxyType
 from typing import Any, Final, TypeVar
 
 from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
 from kaiwo_contracts.plans import OPERATOR_FIELD_MANAGERS, ObjectRef, canonical_json
 
 from kaiwo_planner.domain.cluster import ClusterState, NodeInfo, QueueUse
+from kaiwo_planner.domain.findings import WorkloadFinding
 from kaiwo_planner.domain.manifest_comparison import contains
 
 _T = TypeVar("_T")
 
 SNAPSHOT_FORMAT: Final = 1
 DEFAULT_TOMBSTONE_RETENTION: Final = 100_000
+FINDING_RETENTION: Final = timedelta(hours=1)
+FINDING_PRUNE_EVERY: Final = timedelta(minutes=1)
+"""Forgotten findings are looked for at most this often (by the findings' own times)."""
+"""A workload's finding not renewed for this long (by later findings' times) is forgotten."""
 
 CORE_GROUP: Final = ""
 KUEUE_GROUP: Final = "kueue.x-k8s.io"
@@ -342,6 +349,15 @@ class ProjectedClusterState(ClusterState):
             return super().workload_queue_uses()
         return self.view.queue_uses
 
+    def namespace_of(self, uid: str) -> str | None:
+        if self.view is None:
+            return super().namespace_of(uid)
+        self.view.projection.require_version(self.view.version)
+        found = self.view.projection.by_uid(uid)
+        if found is None:
+            return None
+        return str((found.get("metadata") or {}).get("namespace") or "")
+
     def objects_labelled(
         self, key: str, value: str, *, kind: str | None = None
     ) -> tuple[dict[str, Any], ...]:
@@ -503,6 +519,10 @@ class Projection:
         self._queue_uses: dict[QueueUse, int] = {}
         self._queue_use_tuple: tuple[QueueUse, ...] | None = ()
         self._last_sequence = 0
+        self._findings: dict[str, WorkloadFinding] = {}
+        self._findings_view: Mapping[str, WorkloadFinding] | None = MappingProxyType({})
+        self._findings_pruned_at: datetime | None = None
+        self._last_finding_sequence = 0
         self._version = 0
         self._cached_state: ProjectedClusterState | None = None
         # Changes per (API group, kind), and values carried across versions (:meth:`carried`).
@@ -515,6 +535,46 @@ class Projection:
     def last_sequence(self) -> int:
         """The highest stream sequence given to :meth:`apply` (accepted or not)."""
         return self._last_sequence
+
+    @property
+    def last_finding_sequence(self) -> int:
+        """The highest ``KAIWO_MON`` stream sequence given to :meth:`apply_finding`."""
+        return self._last_finding_sequence
+
+    def finding(self, uid: str) -> WorkloadFinding | None:
+        return self._findings.get(uid)
+
+    def apply_finding(self, finding: WorkloadFinding, *, sequence: int) -> bool:
+        """Keep ``finding`` as its workload's latest (an older one is dropped); returns
+        whether planning may come out differently. Findings not renewed for
+        :data:`FINDING_RETENTION` (by the findings' own times, looked for every
+        :data:`FINDING_PRUNE_EVERY`) are forgotten, so workloads
+        that went away do not pile up; this depends on the findings alone, so replay
+        forgets the same ones."""
+        if sequence <= self._last_finding_sequence:
+            return False
+        self._last_finding_sequence = sequence
+        previous = self._findings.get(finding.uid)
+        if previous is not None and previous.at > finding.at:
+            return False
+        self._findings[finding.uid] = finding
+        self._findings_view = None
+        pruned_at = self._findings_pruned_at
+        if pruned_at is None or finding.at - pruned_at >= FINDING_PRUNE_EVERY:
+            horizon = finding.at - FINDING_RETENTION
+            for uid in [u for u, f in self._findings.items() if f.at < horizon]:
+                del self._findings[uid]
+            self._findings_pruned_at = finding.at
+        if not finding.decides_differently_from(previous):
+            return False
+        self._changed()
+        return True
+
+    def _frozen_findings(self) -> Mapping[str, WorkloadFinding]:
+        """A copy for the cluster states, made again only after findings changed."""
+        if self._findings_view is None:
+            self._findings_view = MappingProxyType(dict(self._findings))
+        return self._findings_view
 
     @property
     def version(self) -> int:
@@ -871,6 +931,7 @@ class Projection:
             objects=view.objects,
             kueue_workloads=view.kueue_workloads,
             namespaces=view.namespaces,
+            findings=self._frozen_findings(),
             view=view,
         )
         self._cached_state = state
@@ -883,6 +944,11 @@ class Projection:
         return {
             "format": SNAPSHOT_FORMAT,
             "lastSequence": self._last_sequence,
+            "lastFindingSequence": self._last_finding_sequence,
+            "findingsPrunedAt": (
+                self._findings_pruned_at.isoformat() if self._findings_pruned_at else None
+            ),
+            "findings": [f.to_document() for _, f in sorted(self._findings.items())],
             "objects": [
                 {
                     "type": key.type,
@@ -921,6 +987,13 @@ class Projection:
         projection = cls(tombstone_retention=tombstone_retention)
         try:
             projection._last_sequence = int(document["lastSequence"])
+            projection._last_finding_sequence = int(document.get("lastFindingSequence") or 0)
+            for item in document.get("findings") or ():
+                found = WorkloadFinding.from_document(item)
+                projection._findings[found.uid] = found
+            pruned = document.get("findingsPrunedAt")
+            projection._findings_pruned_at = datetime.fromisoformat(pruned) if pruned else None
+            projection._findings_view = None
             for item in document["objects"]:
                 projection._restore_object(item)
             for item in document["tombstones"]:

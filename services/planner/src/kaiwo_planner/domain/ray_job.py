@@ -13,6 +13,7 @@ from kaiwo_planner.domain.entrypoint import ray_entrypoint
 from kaiwo_planner.domain.gpu_allocation import GpuAllocation
 from kaiwo_planner.domain.json_trees import copy_tree
 from kaiwo_planner.domain.labels import inherited_labels, queue_labels
+from kaiwo_planner.domain.naming import main_child_name
 from kaiwo_planner.domain.ownership import child_metadata
 from kaiwo_planner.domain.pod_template import PodAdditions
 from kaiwo_planner.domain.ray_cluster import complete_ray_cluster_spec, default_ray_cluster_spec
@@ -58,6 +59,8 @@ def build_ray_job(
     return {
         "apiVersion": RAY_API_VERSION,
         "kind": "RayJob",
-        "metadata": child_metadata(inputs.identity, name=inputs.identity.name, labels=labels),
+        "metadata": child_metadata(
+            inputs.identity, name=main_child_name(inputs.identity.name), labels=labels
+        ),
         "spec": spec,
     }

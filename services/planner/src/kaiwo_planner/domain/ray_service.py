@@ -12,6 +12,7 @@ from typing import Any
 from kaiwo_planner.domain.gpu_allocation import GpuAllocation
 from kaiwo_planner.domain.json_trees import copy_tree
 from kaiwo_planner.domain.labels import inherited_labels, queue_labels
+from kaiwo_planner.domain.naming import main_child_name
 from kaiwo_planner.domain.ownership import child_metadata
 from kaiwo_planner.domain.pod_template import PodAdditions
 from kaiwo_planner.domain.ray_cluster import complete_ray_cluster_spec, default_ray_cluster_spec
@@ -59,7 +60,7 @@ def build_ray_service(
         "apiVersion": RAY_API_VERSION,
         "kind": "RayService",
         "metadata": {
-            "name": inputs.identity.name,
+            "name": main_child_name(inputs.identity.name),
             "namespace": inputs.identity.namespace,
             "labels": inherited_labels({}, inputs.identity),
         },
@@ -94,6 +95,8 @@ def build_app_wrapper(inputs: WorkloadInputs, ray_service: dict[str, Any]) -> di
     return {
         "apiVersion": APPWRAPPER_API_VERSION,
         "kind": "AppWrapper",
-        "metadata": child_metadata(inputs.identity, name=inputs.identity.name, labels=labels),
+        "metadata": child_metadata(
+            inputs.identity, name=main_child_name(inputs.identity.name), labels=labels
+        ),
         "spec": {"components": [component]},
     }

@@ -14,7 +14,8 @@ Phases (upstream Kaiwo §7, with the API reference's READY):
   reports Ready, as the API reference defines READY; RUNNING means some pods are up.
   (Upstream no longer writes READY for services; the reference wins.)
 * ERROR is recoverable: not schedulable, or a Deployment past its progress deadline.
-* TERMINATING (a preemption decision) is followed by TERMINATED on the next plan.
+* TERMINATING (a preemption or termination decision) is followed by TERMINATED on the next
+  plan.
 * COMPLETE, FAILED and TERMINATED are final: only observedGeneration still moves.
 
 Choices that differ from upstream, on purpose:
@@ -43,6 +44,7 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.plans import EventIntent
 
 from kaiwo_planner.domain.cluster import ClusterState, object_uid
+from kaiwo_planner.domain.naming import child_name, main_child_name
 from kaiwo_planner.domain.schedulable import SCHEDULABLE, SchedulableVerdict
 
 WorkloadKind = Literal["KaiwoJob", "KaiwoService"]
@@ -150,7 +152,7 @@ def observe_children(
     downloads_configured: bool,
 ) -> ObservedChildren:
     """Collect a workload's children from the cluster state (children are named after it)."""
-    child = cluster.child_of(owner_uid, kind=child_kind, name=name)
+    child = cluster.child_of(owner_uid, kind=child_kind, name=main_child_name(name))
     child_uid = object_uid(child) if child else ""
     ray_service = None
     if child_kind == "AppWrapper":
@@ -169,7 +171,7 @@ def observe_children(
         ray_service=ray_service,
         kueue_workloads=workloads,
         downloads_configured=downloads_configured,
-        download_job=cluster.child_of(owner_uid, kind="Job", name=f"{name}-download"),
+        download_job=cluster.child_of(owner_uid, kind="Job", name=child_name(name, "download")),
         pvcs=tuple(
             c for c in cluster.children_of(owner_uid) if c.get("kind") == "PersistentVolumeClaim"
         ),
@@ -194,11 +196,11 @@ def derive_status(
 ) -> StatusDecision:
     """The next status of one workload.
 
-    ``duration`` is the workload's ``spec.duration``; ``termination`` a preemption decision
-    (honoured only while the workload runs). ``extra_conditions`` are conditions other
-    planning steps observed (for example that a Job change could not be applied); they are
-    merged like the others, except while the workload is not schedulable (nothing else is
-    planned then), TERMINATING or final.
+    ``duration`` is the workload's ``spec.duration``; ``termination`` a decision to stop it
+    early (duration or idle preemption, underutilization), honoured only while it runs.
+    ``extra_conditions`` are conditions other planning steps observed (for example that a
+    Job change could not be applied); they are merged like the others, except while the
+    workload is not schedulable (nothing else is planned then), TERMINATING or final.
     """
     previous = dict(previous_status or {})
     previous_phase = WorkloadStatus(previous.get("status", ""))
@@ -224,13 +226,13 @@ def derive_status(
         observation.conditions.append(_preemptable(remaining))
         if remaining > timedelta(0):
             replan_after = remaining
-        elif termination is not None:
-            observation.phase = WorkloadStatus.TERMINATING
-            observation.conditions.append(
-                ConditionSpec(
-                    WORKLOAD_TERMINATED_EARLY, "False", termination.reason, termination.message
-                )
+    if termination is not None and observation.phase in _RUNNING_PHASES:
+        observation.phase = WorkloadStatus.TERMINATING
+        observation.conditions.append(
+            ConditionSpec(
+                WORKLOAD_TERMINATED_EARLY, "False", termination.reason, termination.message
             )
+        )
     status = _write(
         workload_kind=workload_kind,
         generation=generation,

@@ -8,7 +8,11 @@ Steps, each a pure function of the workload, the cluster state and ``now``:
 3. The observed children -> the download job's state -> the children to apply
    (:func:`~kaiwo_planner.domain.children.plan_children`), reconciled with the existing main
    child so that a Job change Kubernetes cannot apply is reported, not attempted.
-4. Preemption by duration, when the workload runs past its ``duration``.
+4. Stopping it early: preemption by duration, when the workload runs past its ``duration``;
+   GPU idle preemption and termination of an underutilized workload, from the monitor's
+   latest finding (:mod:`~kaiwo_planner.domain.findings`,
+   :mod:`~kaiwo_planner.domain.idle_preemption`); the ``ResourceUnderutilization``
+   condition from the same finding.
 5. The status (:func:`~kaiwo_planner.domain.status.derive_status`) and its Events.
 
 What the plan applies and prunes depends on the phase:
@@ -54,7 +58,13 @@ from kaiwo_planner.domain.cluster_settings import (
     vendor_gpu_stats,
 )
 from kaiwo_planner.domain.durations import parse_duration
+from kaiwo_planner.domain.findings import (
+    WorkloadFinding,
+    underutilization_condition,
+    underutilization_termination,
+)
 from kaiwo_planner.domain.gpu_allocation import GpuAllocation, calculate_gpu_allocation
+from kaiwo_planner.domain.idle_preemption_inputs import idle_preemption_decision
 from kaiwo_planner.domain.invalid_owner import REASON_VALID, VALID_CONDITION
 from kaiwo_planner.domain.job_changes import CONDITION_TYPE as CHILD_SPEC_APPLIED
 from kaiwo_planner.domain.labels import inventory_labels
@@ -169,7 +179,10 @@ def plan_workload(
         now=now,
         duration=duration,
         termination=_termination(ref, previous, duration, cluster=cluster, now=now),
-        extra_conditions=_child_conditions(children),
+        extra_conditions=(
+            *_child_conditions(children),
+            *_finding_conditions(cluster.findings.get(uid)),
+        ),
     )
     status = _with_valid_spec(decision.status, previous, generation=generation, now=now)
     desired, prune = _desired_and_prune(previous_phase, children)
@@ -251,13 +264,29 @@ def _termination(
     cluster: ClusterState,
     now: datetime,
 ) -> TerminationRequest | None:
-    """The preemption decision for this workload, looked up only once it has run its time."""
-    if duration is None or previous.get("status") not in {p.value for p in _RUNNING}:
+    """Why this running workload must stop now, if it must: its duration ran out while GPUs
+    are wanted, it is an idle GPU holder to preempt, or it stayed underutilized too long."""
+    if previous.get("status") not in {p.value for p in _RUNNING}:
         return None
     started = parse_time(previous.get("startTime"))
-    if started is None or started + duration > now:
+    if duration is not None and started is not None and started + duration <= now:
+        by_duration = preemption_decision(cluster, now=now).termination_for(ref)
+        if by_duration is not None:
+            return by_duration
+    finding = cluster.findings.get(ref.uid or "")
+    if finding is None:
         return None
-    return preemption_decision(cluster, now=now).termination_for(ref)
+    idle = idle_preemption_decision(cluster, now=now).for_victim(ref)
+    if idle is not None:
+        return idle.request
+    return underutilization_termination(
+        finding, kaiwo_config(cluster).spec.resource_monitoring, now=now
+    )
+
+
+def _finding_conditions(finding: WorkloadFinding | None) -> tuple[ConditionSpec, ...]:
+    condition = underutilization_condition(finding)
+    return () if condition is None else (condition,)
 
 
 # ------------------------------------------------------------------ outputs

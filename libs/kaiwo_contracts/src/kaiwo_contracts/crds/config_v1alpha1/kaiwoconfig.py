@@ -25,6 +25,7 @@ from kaiwo_contracts.crds.base import CrdInfo, KubeModel
 from kaiwo_contracts.crds.config_v1alpha1.durations import GoDuration, SimpleDuration
 from kaiwo_contracts.crds.config_v1alpha1.type_meta import TypedObject
 from kaiwo_contracts.crds.meta import DNS_SUBDOMAIN_PATTERN, ListMeta, ObjectMeta
+from kaiwo_contracts.crds.quantity import QuantityString
 
 GROUP = "config.kaiwo.silogen.ai"
 VERSION = "v1alpha1"
@@ -43,7 +44,7 @@ class KaiwoRayConfig(KubeModel):
         default="ghcr.io/silogen/rocm-ray:6.4",
         description="Image used for Ray workloads that provide none.",
     )
-    head_pod_memory: str = Field(
+    head_pod_memory: QuantityString = Field(
         default="16Gi",
         description="Memory requested (and limited to) for the Ray head pod.",
     )

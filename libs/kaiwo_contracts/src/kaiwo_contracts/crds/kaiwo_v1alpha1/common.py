@@ -41,7 +41,9 @@ from kaiwo_contracts.crds.core_v1 import (
     PersistentVolumeAccessMode,
     ResourceRequirements,
 )
-from kaiwo_contracts.crds.meta import DNS_SUBDOMAIN_PATTERN, Condition
+from kaiwo_contracts.crds.go_duration import duration_nanoseconds, duration_schema
+from kaiwo_contracts.crds.meta import Condition
+from kaiwo_contracts.crds.quantity import QuantityString
 from kaiwo_contracts.crds.schema import NoCrdDefault
 
 GROUP: Final = "kaiwo.silogen.ai"
@@ -73,14 +75,43 @@ def must_match(pattern: str, *, meaning: str) -> AfterValidator:
     return AfterValidator(check)
 
 
+MAX_COUNT: Final = 2**31 - 1
+"""The largest count (GPUs, replicas): Kubernetes counts replicas and parallelism in int32."""
+
 DURATION_PATTERN = r"^([0-9]+(s|m|h))+$"
+
+
+def _within_go_range(value: str) -> str:
+    if duration_nanoseconds(value) is None:
+        raise PydanticCustomError(
+            "duration_range",
+            "must be at most 2562047h (the longest duration Go holds), got {value}",
+            {"value": repr(value)},
+        )
+    return value
+
 
 Duration = Annotated[
     str,
-    Field(json_schema_extra={"pattern": DURATION_PATTERN}),
+    Field(json_schema_extra=duration_schema(DURATION_PATTERN)),
     must_match(DURATION_PATTERN, meaning="must be a duration such as 30m, 1h or 1h30m"),
+    AfterValidator(_within_go_range),
 ]
 """A duration in whole hours, minutes and seconds (``90s``, ``30m``, ``1h30m``, ``1h0m0s``)."""
+
+
+LABEL_VALUE_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+
+LabelValue = Annotated[
+    str,
+    Field(max_length=63, json_schema_extra={"pattern": LABEL_VALUE_PATTERN}),
+    must_match(
+        LABEL_VALUE_PATTERN,
+        meaning="must be a name of lower-case letters, digits, '-' and '.' (it becomes a label)",
+    ),
+]
+"""A name that becomes a Kueue label value as it is (the queue, the priority class): Kueue
+matches it exactly, so it cannot be shortened and must fit a label (63 characters)."""
 
 
 def embedded_kind(kind: str) -> AfterValidator:
@@ -309,7 +340,7 @@ class DataStorageSpec(KubeModel):
     """The data volume: a PVC (created when ``storageSize`` is set) and optional downloads."""
 
     mount_path: str = Field(default="/workload", description="Mount path in the containers.")
-    storage_size: str | None = Field(default=None, description='PVC size, e.g. "100Gi".')
+    storage_size: QuantityString | None = Field(default=None, description='PVC size, e.g. "100Gi".')
     download: ObjectStorageDownloadSpec | None = None
 
 
@@ -317,7 +348,7 @@ class HfStorageSpec(KubeModel):
     """The Hugging Face cache volume; its mount path is also exported as ``HF_HOME``."""
 
     mount_path: str = Field(default="/hf_cache", description="Mount path, also HF_HOME.")
-    storage_size: str | None = Field(default=None, description='PVC size, e.g. "50Gi".')
+    storage_size: QuantityString | None = Field(default=None, description='PVC size, e.g. "50Gi".')
     pre_cache_repos: list[HuggingFaceDownloadItem] | None = None
 
 
@@ -384,14 +415,18 @@ class CommonMetaSpec(KubeModel):
 
     user: str | None = Field(default=None, description="Owner's e-mail; labels the children.")
     pod_template_spec_labels: dict[str, str] | None = None
-    gpus: int = Field(default=0, ge=0, description="Total GPUs for the whole workload.")
+    gpus: int = Field(
+        default=0, ge=0, le=MAX_COUNT, description="Total GPUs for the whole workload."
+    )
     gpu_vendor: str = Field(default="amd", description="GPU vendor, e.g. amd or nvidia.")
     gpu_models: list[str] | None = Field(
         default=None, description="Upstream: only nodes labelled with one of these GPU models."
     )
     version: str | None = Field(default=None, description="Free-form version, metadata only.")
-    replicas: int = Field(default=1, ge=0, description="Number of replicas.")
-    gpus_per_replica: int | None = Field(default=None, ge=0, description="GPUs per replica.")
+    replicas: int = Field(default=1, ge=0, le=MAX_COUNT, description="Number of replicas.")
+    gpus_per_replica: int | None = Field(
+        default=None, ge=0, le=MAX_COUNT, description="GPUs per replica."
+    )
     duration: Duration | None = Field(
         default=None,
         description=(
@@ -415,19 +450,9 @@ class CommonMetaSpec(KubeModel):
     ray: bool = Field(default=False, description="Run on Ray (RayJob/RayService).")
     storage: StorageSpec | None = None
     dangerous: bool = Field(default=False, description="Do not add the default security context.")
-    # Both become label values of the children (kueue.x-k8s.io/queue-name, .../priority-class)
-    # and name Kueue objects: RFC 1123 and at most 63 characters, or every child gets a 422.
-    cluster_queue: str | None = Field(
-        default=None,
-        max_length=63,
-        pattern=DNS_SUBDOMAIN_PATTERN,
-        description="Kueue ClusterQueue name.",
-    )
-    priority_class: str | None = Field(
-        default=None,
-        max_length=63,
-        pattern=DNS_SUBDOMAIN_PATTERN,
-        description="Kueue WorkloadPriorityClass name (upstream wire name).",
+    cluster_queue: LabelValue | None = Field(default=None, description="Kueue ClusterQueue name.")
+    priority_class: LabelValue | None = Field(
+        default=None, description="Kueue WorkloadPriorityClass name (upstream wire name)."
     )
 
     @model_validator(mode="after")

@@ -26,7 +26,7 @@ from typing import Annotated, ClassVar, Literal, Self
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from kaiwo_contracts.crds.base import CrdInfo, KubeModel, PrinterColumn, Quantity
+from kaiwo_contracts.crds.base import CrdInfo, KubeModel, PrinterColumn
 from kaiwo_contracts.crds.core_v1 import LabelSelector, Taint, Toleration
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import (
     API_VERSION,
@@ -44,6 +44,7 @@ from kaiwo_contracts.crds.meta import (
     ListMeta,
     ObjectMeta,
 )
+from kaiwo_contracts.crds.quantity import Quantity
 from kaiwo_contracts.crds.schema import NoCrdDefault
 
 KAIWO_QUEUE_CONFIG_NAME = "kaiwo"

@@ -1,0 +1,209 @@
+"""How the scientist's commands reach the cluster and read a workload's world.
+
+Which cluster: ``--kubeconfig``, else the kubeconfig of the stack ``kaiwo up`` runs (its
+``stack.json``), else ``$KUBECONFIG`` / ``~/.kube/config``; ``--context`` picks a context.
+Reads go through :class:`~kaiwo_kube.port.KubernetesPort` (the kubernetes_asyncio adapter,
+over a plain aiohttp session when the kubeconfig allows: the client library is slow to import).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from kaiwo_kube import KubeError, KubernetesPort, NotFound, resources
+from kaiwo_kube.resources import ResourceType
+
+from kaiwo_cli.stack.state import read_state_if_any
+
+if TYPE_CHECKING:
+    from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+
+OWNER_UID_LABEL: Final = "kaiwo.silogen.ai/owner-uid"
+"""What the planner labels every child with (``kaiwo_planner.domain.labels``)."""
+JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
+WORKLOAD_TYPES: Final = (resources.KAIWO_JOB, resources.KAIWO_SERVICE)
+CHILD_TYPES: Final = (
+    resources.PERSISTENT_VOLUME_CLAIM,
+    resources.JOB,
+    resources.DEPLOYMENT,
+    resources.RAY_JOB,
+    resources.RAY_SERVICE,
+    resources.APP_WRAPPER,
+    resources.SERVICE,
+    resources.HTTP_ROUTE,
+)
+
+
+class ClusterError(RuntimeError):
+    """The cluster cannot be reached or answers no; the message is one line for the user."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterTarget:
+    kubeconfig: Path | None
+    context: str | None = None
+
+
+def cluster_target(
+    *, kubeconfig: Path | None, context: str | None, state_dir: Path
+) -> ClusterTarget:
+    """Flags first, then the stack's kubeconfig, then the client's defaults (None)."""
+    if kubeconfig is None:
+        state = read_state_if_any(state_dir)
+        kubeconfig = state.kubeconfig if state is not None else None
+    return ClusterTarget(kubeconfig=kubeconfig, context=context)
+
+
+async def connect(target: ClusterTarget, *, user_agent: str) -> KubernetesAsyncioAdapter:
+    from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+
+    # The client library logs "Config not found" itself; the error below says it.
+    logging.getLogger("kubernetes_asyncio.config").setLevel(logging.ERROR)
+    try:
+        return await KubernetesAsyncioAdapter.from_kubeconfig_quickly(
+            target.kubeconfig, context=target.context, user_agent=user_agent
+        )
+    except Exception as error:  # a missing or broken kubeconfig, in any of its forms
+        reason = " ".join(str(error).split())
+        where = target.kubeconfig or "$KUBECONFIG / ~/.kube/config"
+        raise ClusterError(
+            f"no usable kubeconfig ({where}: {reason}); start a stack with kaiwo up (make "
+            "demo), or pass --kubeconfig"
+        ) from error
+
+
+def context_namespace(target: ClusterTarget) -> str:
+    """The namespace of the kubeconfig's (current or given) context; ``default`` otherwise."""
+    import os
+
+    import yaml
+
+    path = target.kubeconfig or Path(
+        os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or Path.home() / ".kube" / "config"
+    )
+    try:
+        config = yaml.safe_load(Path(path).read_text()) or {}
+        name = target.context or config.get("current-context")
+        for entry in config.get("contexts") or []:
+            if entry.get("name") == name:
+                return str((entry.get("context") or {}).get("namespace") or "default")
+    except (OSError, yaml.YAMLError, AttributeError):
+        pass
+    return "default"
+
+
+def parse_reference(text: str, *, default_namespace: str) -> tuple[str, str]:
+    """``NS/NAME`` or ``NAME`` (in ``default_namespace``) -> (namespace, name)."""
+    namespace, separator, name = text.rpartition("/")
+    if not separator:
+        return default_namespace, text
+    if not namespace or not name or "/" in namespace:
+        raise ClusterError(f"expected NAMESPACE/NAME or NAME, got {text!r}")
+    return namespace, name
+
+
+async def optional_list(
+    kube: KubernetesPort,
+    resource: ResourceType,
+    *,
+    namespace: str | None,
+    label_selector: str | None = None,
+) -> list[dict[str, Any]]:
+    """The objects, or none when the cluster does not serve the kind (no CRD installed)."""
+    try:
+        return (await kube.list(resource, namespace=namespace, label_selector=label_selector)).items
+    except NotFound:
+        return []
+
+
+async def find_workload(kube: KubernetesPort, namespace: str, name: str) -> dict[str, Any]:
+    """The KaiwoJob or KaiwoService of that name (a KaiwoJob when both exist)."""
+    for resource in WORKLOAD_TYPES:
+        try:
+            return await kube.get(resource, name, namespace=namespace)
+        except NotFound:
+            continue
+    raise ClusterError(f"no KaiwoJob or KaiwoService {namespace}/{name}")
+
+
+async def list_workloads(kube: KubernetesPort, *, namespace: str | None) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for resource in WORKLOAD_TYPES:
+        # Lists leave out kind and apiVersion on each item.
+        found.extend(
+            {"apiVersion": resource.api_version, "kind": resource.kind, **item}
+            for item in await optional_list(kube, resource, namespace=namespace)
+        )
+    return found
+
+
+def _uid(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+async def children_of(kube: KubernetesPort, workload: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every object the operator made for the workload (labelled with its uid)."""
+    namespace = workload["metadata"]["namespace"]
+    selector = f"{OWNER_UID_LABEL}={_uid(workload)}"
+    found = await asyncio.gather(
+        *(
+            optional_list(kube, resource, namespace=namespace, label_selector=selector)
+            for resource in CHILD_TYPES
+        )
+    )
+    return [
+        {"apiVersion": resource.api_version, "kind": resource.kind, **item}
+        for resource, items in zip(CHILD_TYPES, found, strict=True)
+        for item in items
+    ]
+
+
+async def pods_of(
+    kube: KubernetesPort, workload: dict[str, Any], children: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The workload's pods: labelled with its uid, or made by one of its Jobs."""
+    namespace = workload["metadata"]["namespace"]
+    selectors = [f"{OWNER_UID_LABEL}={_uid(workload)}"] + [
+        f"{JOB_NAME_LABEL}={child['metadata']['name']}"
+        for child in children
+        if child.get("kind") == "Job"
+    ]
+    by_uid: dict[str, dict[str, Any]] = {}
+    for selector in selectors:
+        for pod in await optional_list(
+            kube, resources.POD, namespace=namespace, label_selector=selector
+        ):
+            by_uid.setdefault(_uid(pod), {"apiVersion": "v1", "kind": "Pod", **pod})
+    return sorted(by_uid.values(), key=lambda pod: str(pod["metadata"]["name"]))
+
+
+async def events_about(
+    kube: KubernetesPort, namespace: str, objects: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The namespace's Events whose object is one of ``objects``."""
+    uids = {_uid(obj) for obj in objects}
+    names = {(obj.get("kind"), obj["metadata"]["name"]) for obj in objects}
+    return [
+        event
+        for event in await optional_list(kube, resources.EVENT, namespace=namespace)
+        if (event.get("involvedObject") or {}).get("uid") in uids
+        or (
+            (event.get("involvedObject") or {}).get("kind"),
+            (event.get("involvedObject") or {}).get("name"),
+        )
+        in names
+    ]
+
+
+async def kueue_workloads(kube: KubernetesPort, *, namespace: str | None) -> list[dict[str, Any]]:
+    return await optional_list(kube, resources.KUEUE_WORKLOAD, namespace=namespace)
+
+
+def one_line(error: KubeError | Exception) -> str:
+    message = getattr(error, "message", "") or str(error) or type(error).__name__
+    return " ".join(str(message).split())

@@ -1,0 +1,80 @@
+"""``kaiwo queues`` and ``kaiwo nodes``: what the cluster can run and what waits.
+
+Rendering is :mod:`kaiwo_cli.capacity_views` (pure); this module only reads the cluster.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from kaiwo_cli.commands.options import AllNamespaces, Context, Kubeconfig, Namespace, State
+from kaiwo_cli.commands.workloads import _now, _run, _target
+
+if TYPE_CHECKING:
+    from kaiwo_kube import KubernetesPort
+
+
+def queues(
+    *,
+    namespace: Namespace = None,
+    all_namespaces: AllNamespaces = False,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
+    state: State = None,
+) -> None:
+    """ClusterQueues (quota and use per flavor), LocalQueues and the workloads waiting.
+
+    Every namespace unless -n names one (ClusterQueues are cluster-wide).
+    """
+    scope = None if all_namespaces else namespace
+
+    async def work(kube: KubernetesPort) -> str:
+        from kaiwo_kube import resources
+
+        from kaiwo_cli.capacity_views import cluster_queue_table, local_queue_table, pending_table
+        from kaiwo_cli.cluster_access import kueue_workloads, optional_list
+
+        cluster_queues = await optional_list(kube, resources.KUEUE_CLUSTER_QUEUE, namespace=None)
+        local_queues = await optional_list(kube, resources.KUEUE_LOCAL_QUEUE, namespace=scope)
+        waiting = await kueue_workloads(kube, namespace=scope)
+        if not cluster_queues and not local_queues:
+            return (
+                "No Kueue queues (is a KaiwoQueueConfig applied? kaiwo apply -f "
+                "examples/kaiwoqueueconfig.yaml)"
+            )
+        pending = pending_table(waiting, now=_now())
+        return "\n\n".join(
+            [
+                cluster_queue_table(cluster_queues, waiting),
+                local_queue_table(local_queues, waiting),
+                "Pending workloads:"
+                + (f"\n{pending}" if len(pending.splitlines()) > 1 else " none"),
+            ]
+        )
+
+    typer.echo(_run("queues", _target(kubeconfig, context, state), work))
+
+
+def nodes(
+    vendor: Annotated[str | None, typer.Argument(help="amd or nvidia (default: both).")] = None,
+    *,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
+    state: State = None,
+) -> None:
+    """GPU nodes by vendor and pool: model, GPUs in use of allocatable, readiness."""
+    if vendor is not None and vendor not in ("amd", "nvidia"):
+        raise typer.BadParameter("amd or nvidia", param_hint="VENDOR")
+
+    async def work(kube: KubernetesPort) -> str:
+        from kaiwo_kube import resources
+
+        from kaiwo_cli.capacity_views import node_table, pool_summary
+
+        found = (await kube.list(resources.NODE)).items
+        pods = (await kube.list(resources.POD)).items
+        return f"{pool_summary(found, pods)}\n\n{node_table(found, pods, vendor=vendor)}"
+
+    typer.echo(_run("nodes", _target(kubeconfig, context, state), work))

@@ -1,0 +1,585 @@
+"""The scientist's commands: ``submit``, ``list``, ``status``, ``logs``, ``delete``.
+
+Each finds the cluster as :mod:`kaiwo_cli.cluster_access` says (after ``kaiwo up``: no flag
+needed) and prints what :mod:`kaiwo_cli.workload_views` renders. Heavy modules (the
+Kubernetes client, pydantic models, rich) are imported inside the commands, so that
+``kaiwo --help`` and ``kaiwo list -h`` start at once.
+
+Exit status: 0 done; 1 the input is invalid, the workload failed (``--wait``), or there was
+nothing to show; 2 the cluster cannot be reached or refused the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import typer
+
+from kaiwo_cli.commands.options import (
+    AllNamespaces,
+    Context,
+    Kubeconfig,
+    Namespace,
+    Output,
+    State,
+    Watch,
+    check_output,
+)
+
+if TYPE_CHECKING:
+    from kaiwo_kube import KubernetesPort
+
+    from kaiwo_cli.cluster_access import ClusterTarget
+
+T = TypeVar("T")
+POLL_SECONDS = 1.0
+USER_AGENT = "kaiwo-cli"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _fail(command: str, message: str, *, code: int = 2) -> typer.Exit:
+    typer.echo(f"kaiwo {command}: {message}", err=True)
+    return typer.Exit(code)
+
+
+def _target(kubeconfig: Path | None, context: str | None, state: Path | None) -> ClusterTarget:
+    from kaiwo_cli.cluster_access import cluster_target
+    from kaiwo_cli.stack.state import state_dir_here
+
+    return cluster_target(kubeconfig=kubeconfig, context=context, state_dir=state_dir_here(state))
+
+
+def _run(command: str, target: ClusterTarget, work: Callable[[KubernetesPort], Awaitable[T]]) -> T:
+    """Connect, run ``work`` and turn every cluster failure into one line and exit 2."""
+    import aiohttp
+    from kaiwo_kube import KubeError
+
+    from kaiwo_cli.cluster_access import ClusterError, connect, one_line
+
+    async def session() -> T:
+        kube = await connect(target, user_agent=f"{USER_AGENT}/{command}")
+        async with kube:
+            return await work(kube)
+
+    try:
+        return asyncio.run(session())
+    except ClusterError as error:
+        raise _fail(command, str(error)) from None
+    except (KubeError, OSError, aiohttp.ClientError) as error:
+        raise _fail(command, one_line(error)) from None
+
+
+def _dump(objects: Sequence[dict[str, Any]], output: str, *, single: bool) -> str:
+    import json
+
+    import yaml
+
+    from kaiwo_cli.workload_views import qualified_name
+
+    if output == "name":
+        return "\n".join(qualified_name(obj) for obj in objects)
+    document: Any = (
+        objects[0] if single else {"apiVersion": "v1", "kind": "List", "items": list(objects)}
+    )
+    if output == "json":
+        return json.dumps(document, indent=2, sort_keys=True)
+    return yaml.safe_dump(document, sort_keys=False).rstrip("\n")
+
+
+# --------------------------------------------------------------------------- submit
+
+
+def submit(
+    *,
+    filename: Annotated[
+        Path,
+        typer.Option(
+            "--filename", "-f", help="The manifest (a KaiwoJob or KaiwoService); - for stdin."
+        ),
+    ],
+    user: Annotated[
+        str | None, typer.Option(help="spec.user when the manifest has none (over the config).")
+    ] = None,
+    queue: Annotated[
+        str | None,
+        typer.Option(help="spec.clusterQueue when the manifest has none (over the config)."),
+    ] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Follow it to a final phase (a service: READY).")
+    ] = False,
+    timeout: Annotated[
+        float | None, typer.Option(help="With --wait: give up after this many seconds.")
+    ] = None,
+    namespace: Namespace = None,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
+    state: State = None,
+) -> None:
+    """Validate a KaiwoJob or KaiwoService, fill in spec.user and spec.clusterQueue, create it.
+
+    The user and queue come from --user/--queue, else the CLI config ($KAIWOCONFIG, else
+    ~/.config/kaiwo/config.yaml, keys user and clusterQueue), and fill only what the
+    manifest leaves out. Nothing is sent when any document is invalid.
+    """
+    import os
+
+    from kaiwo_contracts.validation import validate_manifest
+
+    from kaiwo_cli.manifest_files import ManifestReadError, read_documents
+    from kaiwo_cli.submission import (
+        SubmissionError,
+        config_path,
+        effective_config,
+        prepare_manifest,
+        read_config,
+    )
+
+    try:
+        documents = list(read_documents(filename))
+        config = effective_config(read_config(config_path(os.environ)), user=user, queue=queue)
+        manifests = [
+            prepare_manifest(document.content, config=config, namespace=namespace)
+            for document in documents
+        ]
+    except ManifestReadError as error:
+        raise _fail("submit", str(error), code=1) from None
+    except SubmissionError as error:
+        raise _fail("submit", f"{filename}: {error}", code=1) from None
+    if not manifests:
+        raise _fail("submit", f"{filename}: no manifest in it", code=1)
+    invalid = False
+    for document, manifest in zip(documents, manifests, strict=True):
+        for problem in validate_manifest(manifest):
+            invalid = True
+            typer.echo(
+                f"kaiwo submit: {filename}:doc#{document.number} {document.label}: {problem}",
+                err=True,
+            )
+    if invalid:
+        raise _fail("submit", "nothing submitted: the manifest is invalid", code=1)
+    target = _target(kubeconfig, context, state)
+    settled = _run(
+        "submit", target, lambda kube: _submit_all(kube, manifests, wait=wait, within=timeout)
+    )
+    if wait and any(
+        (obj.get("status") or {}).get("status") not in ("COMPLETE", "READY") for obj in settled
+    ):
+        raise typer.Exit(1)
+
+
+async def _submit_all(
+    kube: KubernetesPort, manifests: list[dict[str, Any]], *, wait: bool, within: float | None
+) -> list[dict[str, Any]]:
+    from kaiwo_kube import AlreadyExists
+
+    from kaiwo_cli.cluster_access import ClusterError
+    from kaiwo_cli.workload_views import qualified_name
+
+    created = []
+    for manifest in manifests:
+        meta = manifest["metadata"]
+        try:
+            obj = await kube.create(manifest, field_manager="kaiwo-submit")
+        except AlreadyExists:
+            raise ClusterError(
+                f"{manifest['kind']} {meta['namespace']}/{meta['name']} exists already "
+                "(kaiwo delete it first, or change metadata.name)"
+            ) from None
+        spec = manifest.get("spec") or {}
+        typer.echo(
+            f"{qualified_name(obj)} submitted in {meta['namespace']} "
+            f"(user {spec.get('user') or '-'}, queue {spec.get('clusterQueue') or '-'})"
+        )
+        created.append(obj)
+    if not wait:
+        return created
+    return await _follow(kube, created, within=within)
+
+
+async def _follow(
+    kube: KubernetesPort, workloads: list[dict[str, Any]], *, within: float | None
+) -> list[dict[str, Any]]:
+    """Watch every workload until it settles: a spinner each, a line per phase it enters."""
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from kaiwo_cli.cluster_access import ClusterError
+
+    console = Console(stderr=True, highlight=False)
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        watches = [
+            _follow_one(kube, workload, progress, progress.add_task(_label(workload, "NEW")))
+            for workload in workloads
+        ]
+        try:
+            return list(await asyncio.wait_for(asyncio.gather(*watches), within))
+        except TimeoutError:
+            raise ClusterError(f"not settled within {within:g} s") from None
+
+
+async def _follow_one(
+    kube: KubernetesPort, workload: dict[str, Any], progress: Any, task: Any
+) -> dict[str, Any]:
+    """List, then watch from the list's version (every phase is seen, however short), until
+    the workload settles; a watch the server ends or expires is started again."""
+    from kaiwo_kube import ResourceExpired
+
+    from kaiwo_cli.cluster_access import ClusterError, kueue_workloads
+    from kaiwo_cli.workload_views import is_settled, phase_of, queue_position
+
+    resource = _resource_of(workload)
+    meta = workload["metadata"]
+    where = {"namespace": meta["namespace"], "field_selector": f"metadata.name={meta['name']}"}
+    shown = ""
+
+    async def show(current: dict[str, Any]) -> None:
+        nonlocal shown
+        phase = phase_of(current)
+        position = queue_position(current, await kueue_workloads(kube, namespace=meta["namespace"]))
+        waiting = (
+            f" ({position.position} of {position.pending} waiting in {position.queue})"
+            if position is not None
+            else ""
+        )
+        progress.update(task, description=_label(current, phase) + waiting)
+        if phase != shown:
+            shown = phase
+            progress.console.print(
+                f"{_now().strftime('%H:%M:%S')}  {_label(current, phase)}{_reason(current)}"
+            )
+
+    current = workload
+    while True:
+        listed = await kube.list(resource, **where)
+        if not listed.items:
+            raise ClusterError(f"{_label(current, shown)}: deleted while waiting")
+        current = {"apiVersion": resource.api_version, "kind": resource.kind, **listed.items[0]}
+        await show(current)
+        if is_settled(current):
+            progress.update(task, total=1, completed=1)
+            return current
+        events = kube.watch(resource, resource_version=listed.resource_version, **where)
+        try:
+            async with contextlib.aclosing(events):
+                async for event in events:
+                    if event.type == "DELETED":
+                        raise ClusterError(f"{_label(current, shown)}: deleted while waiting")
+                    if event.type in ("ADDED", "MODIFIED"):
+                        current = {
+                            "apiVersion": resource.api_version,
+                            "kind": resource.kind,
+                            **event.object,
+                        }
+                        await show(current)
+                        if is_settled(current):
+                            progress.update(task, total=1, completed=1)
+                            return current
+        except ResourceExpired:
+            continue
+
+
+def _label(workload: dict[str, Any], phase: str) -> str:
+    meta = workload["metadata"]
+    return f"{workload['kind']} {meta['namespace']}/{meta['name']}: {phase}"
+
+
+def _reason(workload: dict[str, Any]) -> str:
+    """The message of a failed workload's failing condition, to say why."""
+    status = workload.get("status") or {}
+    if status.get("status") not in ("FAILED", "ERROR", "TERMINATED"):
+        return ""
+    for condition in status.get("conditions") or []:
+        if condition.get("message") and condition.get("reason") not in (None, "", "AsExpected"):
+            return f" ({condition.get('reason')}: {condition['message']})"
+    return ""
+
+
+def _resource_of(workload: dict[str, Any]) -> Any:
+    from kaiwo_kube import resources
+
+    return (
+        resources.KAIWO_SERVICE if workload.get("kind") == "KaiwoService" else resources.KAIWO_JOB
+    )
+
+
+# --------------------------------------------------------------------------- list
+
+
+def list_workloads(
+    *,
+    user: Annotated[
+        str | None,
+        typer.Option("--user", "-u", help="Whose workloads (default: you, from the CLI config)."),
+    ] = None,
+    all_users: Annotated[bool, typer.Option("--all-users", help="Everyone's workloads.")] = False,
+    kind: Annotated[str | None, typer.Option("--kind", help="KaiwoJob or KaiwoService.")] = None,
+    phase: Annotated[
+        str | None, typer.Option("--status", help="Only this phase (PENDING, RUNNING, ...).")
+    ] = None,
+    namespace: Namespace = None,
+    all_namespaces: AllNamespaces = False,
+    output: Output = None,
+    watch: Watch = False,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
+    state: State = None,
+) -> None:
+    """KaiwoJobs and KaiwoServices: yours (spec.user) in every namespace unless told otherwise.
+
+    "You" is --user, else the user of the CLI config; with neither, everyone's are listed.
+    """
+    import os
+
+    from kaiwo_cli.submission import SubmissionError, config_path, read_config
+
+    check_output(output)
+    if not all_users and user is None:
+        try:
+            user = read_config(config_path(os.environ)).user
+        except SubmissionError as error:
+            raise _fail("list", str(error), code=1) from None
+    wanted_user = None if all_users else user
+    scope = None if all_namespaces or namespace is None else namespace
+    target = _target(kubeconfig, context, state)
+
+    async def work(kube: KubernetesPort) -> int:
+        from kaiwo_cli.cluster_access import list_workloads as read
+        from kaiwo_cli.workload_views import list_table, matches, watch_line
+
+        def selected(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            return [w for w in found if matches(w, user=wanted_user, kind=kind, phase=phase)]
+
+        workloads = selected(await read(kube, namespace=scope))
+        if output in ("yaml", "json", "name"):
+            typer.echo(_dump(workloads, output, single=False))
+        elif workloads:
+            typer.echo(list_table(workloads, now=_now(), wide=output == "wide"))
+        elif not watch:
+            whose = f" of {wanted_user}" if wanted_user else ""
+            typer.echo(f"No workloads{whose} found.", err=True)
+        if not watch:
+            return 0
+        seen = {_key(w): phase_of_(w) for w in workloads}
+        while True:
+            await asyncio.sleep(POLL_SECONDS)
+            for workload in selected(await read(kube, namespace=scope)):
+                if seen.get(_key(workload)) != phase_of_(workload):
+                    seen[_key(workload)] = phase_of_(workload)
+                    typer.echo(watch_line(workload, now=_now()))
+
+    def phase_of_(workload: dict[str, Any]) -> str:
+        from kaiwo_cli.workload_views import phase_of
+
+        return phase_of(workload)
+
+    with contextlib.suppress(KeyboardInterrupt):  # ends -w
+        _run("list", target, work)
+
+
+def _key(workload: dict[str, Any]) -> tuple[str, str, str]:
+    meta = workload["metadata"]
+    return (str(workload.get("kind")), str(meta.get("namespace")), str(meta.get("name")))
+
+
+# --------------------------------------------------------------------------- status
+
+
+WorkloadArgument = Annotated[str, typer.Argument(help="NAMESPACE/NAME, or NAME with -n.")]
+
+
+def status(
+    workload: WorkloadArgument,
+    *,
+    namespace: Namespace = None,
+    output: Output = None,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
+    state: State = None,
+) -> None:
+    """Phase, conditions, children and pods, recent Events, queue and place in it."""
+    from kaiwo_cli.cluster_access import ClusterError, context_namespace, parse_reference
+
+    check_output(output, allowed=("yaml", "json", "name"))
+    target = _target(kubeconfig, context, state)
+    try:
+        ns, name = parse_reference(
+            workload, default_namespace=namespace or context_namespace(target)
+        )
+    except ClusterError as error:
+        raise _fail("status", str(error), code=1) from None
+
+    async def work(kube: KubernetesPort) -> str:
+        from kaiwo_cli import cluster_access as access
+        from kaiwo_cli.workload_views import queue_position, status_report
+
+        found = await access.find_workload(kube, ns, name)
+        if output is not None:
+            return _dump([found], output, single=True)
+        children = await access.children_of(kube, found)
+        pods = await access.pods_of(kube, found, children)
+        events = await access.events_about(kube, ns, [found, *children, *pods])
+        queued = await access.kueue_workloads(kube, namespace=ns)
+        return status_report(
+            found,
+            children=children,
+            pods=pods,
+            events=events,
+            position=queue_position(found, queued),
+            now=_now(),
+        )
+
+    typer.echo(_run("status", target, work))
+
+
+# --------------------------------------------------------------------------- logs
+
+
+def logs(
+    workload: WorkloadArgument,
+    *,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep streaming.")] = False,
+    tail: Annotated[
+        int | None, typer.Option("--tail", help="Only the last N lines of each container.")
+    ] = None,
+    container: Annotated[
+        str | None, typer.Option("--container", "-c", help="Only this container.")
+    ] = None,
+    namespace: Namespace = None,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
+    state: State = None,
+) -> None:
+    """The logs of the workload's pods. With several pods or containers each line starts
+    with [POD/CONTAINER]."""
+    from kaiwo_cli.cluster_access import ClusterError, context_namespace, parse_reference
+
+    target = _target(kubeconfig, context, state)
+    try:
+        ns, name = parse_reference(
+            workload, default_namespace=namespace or context_namespace(target)
+        )
+    except ClusterError as error:
+        raise _fail("logs", str(error), code=1) from None
+
+    async def work(kube: KubernetesPort) -> int:
+        from kaiwo_cli import cluster_access as access
+
+        found = await access.find_workload(kube, ns, name)
+        pods = await access.pods_of(kube, found, await access.children_of(kube, found))
+        phases = {
+            pod["metadata"]["name"]: (pod.get("status") or {}).get("phase", "Pending")
+            for pod in pods
+        }
+        streams = [
+            (pod["metadata"]["name"], c["name"])
+            for pod in pods
+            for c in (pod.get("spec") or {}).get("containers") or []
+            if container is None or c["name"] == container
+        ]
+        if not streams:
+            phase = (found.get("status") or {}).get("status") or "NEW"
+            raise ClusterError(f"{found['kind']} {ns}/{name} has no pods yet (phase {phase})")
+        prefixed = len(streams) > 1
+        results = await asyncio.gather(
+            *(
+                _stream_log(
+                    kube,
+                    ns,
+                    pod,
+                    name_,
+                    phase=phases[pod],
+                    prefixed=prefixed,
+                    tail=tail,
+                    follow=follow,
+                )
+                for pod, name_ in streams
+            )
+        )
+        return 0 if any(results) else 1
+
+    code = _run("logs", target, work)
+    if code:
+        raise typer.Exit(code)
+
+
+async def _stream_log(
+    kube: Any,
+    namespace: str,
+    pod: str,
+    container: str,
+    *,
+    phase: str,
+    prefixed: bool,
+    tail: int | None,
+    follow: bool,
+) -> bool:
+    """Print one container's log; False (and a line on stderr saying why) when unreadable.
+    A container that wrote nothing says so on stderr, so that no pod goes unmentioned."""
+    from kaiwo_kube import KubeError
+
+    from kaiwo_cli.cluster_access import one_line
+
+    prefix = f"[{pod}/{container}] " if prefixed else ""
+    where = f"kaiwo logs: pod {pod} ({phase}), container {container}"
+    written = 0
+    try:
+        async for line in kube.pod_log_lines(
+            pod, namespace=namespace, container=container, tail_lines=tail, follow=follow
+        ):
+            written += 1
+            sys.stdout.write(f"{prefix}{line}\n")
+            sys.stdout.flush()
+    except KubeError as error:
+        typer.echo(f"{where}: {one_line(error)}", err=True)
+        return False
+    if not written:
+        typer.echo(f"{where}: no output", err=True)
+    return True
+
+
+# --------------------------------------------------------------------------- delete
+
+
+def delete(
+    workload: WorkloadArgument,
+    *,
+    namespace: Namespace = None,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
+    state: State = None,
+) -> None:
+    """Delete a KaiwoJob or KaiwoService (its children go with it)."""
+    from kaiwo_cli.cluster_access import ClusterError, context_namespace, parse_reference
+
+    target = _target(kubeconfig, context, state)
+    try:
+        ns, name = parse_reference(
+            workload, default_namespace=namespace or context_namespace(target)
+        )
+    except ClusterError as error:
+        raise _fail("delete", str(error), code=1) from None
+
+    async def work(kube: KubernetesPort) -> str:
+        from kaiwo_cli import cluster_access as access
+        from kaiwo_cli.workload_views import qualified_name
+
+        found = await access.find_workload(kube, ns, name)
+        await kube.delete(_resource_of(found), name, namespace=ns, uid=found["metadata"].get("uid"))
+        return f"{qualified_name(found)} deleted from {ns}"
+
+    typer.echo(_run("delete", target, work))

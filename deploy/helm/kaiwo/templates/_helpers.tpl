@@ -1,0 +1,40 @@
+{{- define "kaiwo.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{/* The scheduler name the operator puts on pods: the kaiwo-scheduler's profile when it is
+deployed, otherwise what kaiwoConfig names (default-scheduler when nothing does). */}}
+{{- define "kaiwo.schedulerName" -}}
+{{- if .Values.scheduler.enabled -}}
+{{ .Values.scheduler.name }}
+{{- else -}}
+{{ dig "scheduling" "kubeSchedulerName" "default-scheduler" .Values.kaiwoConfig.spec }}
+{{- end -}}
+{{- end -}}
+
+{{- define "kaiwo.natsEnv" -}}
+- name: KAIWO_NATS_URL
+  value: nats://nats:4222
+- name: KAIWO_NATS_CREDENTIALS_FILE
+  value: /var/run/secrets/kaiwo/nats/nkey
+{{- end -}}
+
+{{- define "kaiwo.streamReplicas" -}}
+- name: KAIWO_BUS_STREAM_REPLICAS
+  value: {{ .Values.nats.replicas | quote }}
+{{- end -}}
+
+{{- define "kaiwo.containerSecurity" -}}
+allowPrivilegeEscalation: false
+capabilities:
+  drop: [ALL]
+readOnlyRootFilesystem: true
+{{- end -}}
+
+{{- define "kaiwo.podSecurity" -}}
+fsGroup: 65532
+runAsNonRoot: true
+runAsUser: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}

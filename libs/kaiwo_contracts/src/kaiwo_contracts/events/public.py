@@ -1,0 +1,107 @@
+"""Public workload events: the small, stable family external subscribers read.
+
+One message per transition of a workload's life (:class:`WorkloadTransition`), on
+``kaiwo.public.workload.<namespace>.<kind>.<uid>`` in the stream ``KAIWO_PUBLIC``. The payload
+names the workload and says where it stands; it never carries the object, its spec or any
+env value, so anyone allowed to watch workloads may read it. A change that needs a new field
+meaning something else is a new version (``...public.workload.v2``) on the same subjects.
+
+Ids (``ce-id``, also ``Nats-Msg-Id``) are determined by what happened, so a producer that
+derives the same transition twice (a redelivery, a restart) publishes the same id and
+JetStream keeps one copy: ``<uid>:submitted`` and ``<uid>:deleted`` (once per uid), else
+``<uid>:<transition>:<resourceVersion>`` (the object version that showed it).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import ClassVar
+
+from pydantic import AwareDatetime, Field
+
+from kaiwo_contracts.events.envelope import EventPayload, WireModel, event_type
+
+PUBLIC_FAMILY = "public"
+MESSAGE_MAX_CHARS = 512
+"""Condition messages are cut to this many characters: the payload stays small."""
+
+
+class WorkloadTransition(StrEnum):
+    """What happened to the workload; the order within one observation is this order."""
+
+    SUBMITTED = "submitted"
+    """First seen by the operator (created, or existing when it started without history)."""
+    ADMITTED = "admitted"
+    """Kueue admitted it (its ``Admitted`` condition turned True)."""
+    PHASE_CHANGED = "phase-changed"
+    """``status.status`` changed; ``previousPhase`` says from what."""
+    UNDERUTILIZED = "underutilized"
+    """Its GPUs are underused (``ResourceUnderutilization`` turned True)."""
+    RECOVERED = "recovered"
+    """Its GPUs are used again (``ResourceUnderutilization`` no longer True)."""
+    PREEMPTED = "preempted"
+    """It is being stopped to free its GPUs for others (``reason`` says why)."""
+    TERMINATED = "terminated"
+    """It was stopped early and its children removed (phase ``TERMINATED``)."""
+    COMPLETED = "completed"
+    """It finished successfully (phase ``COMPLETE``)."""
+    FAILED = "failed"
+    """It failed (phase ``FAILED``)."""
+    DELETED = "deleted"
+    """The object is gone from the API server."""
+
+
+class WorkloadRef(WireModel):
+    """Which workload: enough to find it (``kubectl get <kind> -n <namespace> <name>``)."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+
+
+class WorkloadEventV1(EventPayload):
+    """One transition of one workload (KaiwoJob, KaiwoService)."""
+
+    EVENT_TYPE: ClassVar[str] = event_type(PUBLIC_FAMILY, "workload")
+
+    transition: WorkloadTransition
+    workload: WorkloadRef
+    user: str | None = Field(default=None, description="spec.user: who the workload runs for")
+    queue: str | None = Field(
+        default=None, description="The Kaiwo cluster queue it was submitted to (spec.clusterQueue)"
+    )
+    phase: str = Field(description='status.status after the transition ("" before the first)')
+    previous_phase: str | None = Field(
+        default=None, description="status.status before the transition (phase-changed only)"
+    )
+    reason: str | None = Field(
+        default=None, description="The reason of the condition behind the transition"
+    )
+    message: str | None = Field(default=None, max_length=MESSAGE_MAX_CHARS)
+    observed_at: AwareDatetime = Field(
+        description="When the operator observed the object version that showed the transition"
+    )
+    created_at: AwareDatetime | None = Field(
+        default=None, description="metadata.creationTimestamp of the workload"
+    )
+    resource_version: str = Field(
+        min_length=1, description="metadata.resourceVersion of the version observed"
+    )
+
+
+def public_event_id(*, uid: str, transition: WorkloadTransition, resource_version: str) -> str:
+    """``<uid>:submitted``, ``<uid>:deleted``, else ``<uid>:<transition>:<resourceVersion>``."""
+    if transition in (WorkloadTransition.SUBMITTED, WorkloadTransition.DELETED):
+        return f"{uid}:{transition.value}"
+    return f"{uid}:{transition.value}:{resource_version}"
+
+
+__all__ = [
+    "MESSAGE_MAX_CHARS",
+    "PUBLIC_FAMILY",
+    "WorkloadEventV1",
+    "WorkloadRef",
+    "WorkloadTransition",
+    "public_event_id",
+]

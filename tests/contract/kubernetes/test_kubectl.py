@@ -1,0 +1,97 @@
+"""kubectl against the fake as against a real API server: ``kubectl apply`` with no flags
+(the fake serves OpenAPI, so kubectl's validation finds the kinds) and ``kubectl get``
+showing the CRD's printer columns (the fake answers Table requests). Skipped only where
+kubectl is not installed."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import yaml
+from kaiwo_contracts.crds.registry import SERVED_KINDS
+from kaiwo_contracts.crds.schema import custom_resource_definitions
+from kaiwo_kubefake import FakeKubeServer
+
+from tests.real_cluster import RealCluster
+
+KUBECTL = shutil.which("kubectl")
+pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+
+JOB = """\
+apiVersion: kaiwo.silogen.ai/v1alpha1
+kind: KaiwoJob
+metadata:
+  name: tiny
+  namespace: {namespace}
+spec:
+  user: alice@example.com
+  image: busybox
+  entrypoint: echo hello
+"""
+
+
+async def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> tuple[int, str]:
+    assert KUBECTL is not None
+    process = await asyncio.create_subprocess_exec(
+        KUBECTL,
+        f"--kubeconfig={kubeconfig}",
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await process.communicate(stdin.encode() if stdin is not None else None)
+    assert process.returncode is not None
+    return process.returncode, output.decode()
+
+
+@pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.k8s)])
+async def kubeconfig(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Path]:
+    async with contextlib.AsyncExitStack() as stack:
+        if request.param == "fake":
+            fake = await stack.enter_async_context(
+                FakeKubeServer(kubeconfig_path=tmp_path / "kubeconfig")
+            )
+            crds = yaml.safe_dump_all(list(custom_resource_definitions(SERVED_KINDS)))
+            code, output = await kubectl(fake.kubeconfig_path, "apply", "-f", "-", stdin=crds)
+            assert code == 0, output
+            await asyncio.sleep(0.2)  # discovery of the new kinds
+            yield fake.kubeconfig_path
+        else:
+            real: RealCluster = request.getfixturevalue("real_cluster")
+            yield real.kubeconfig
+
+
+async def test_apply_without_flags_and_get_with_printer_columns(kubeconfig: Path) -> None:
+    namespace = f"kaiwo-kubectl-{uuid.uuid4().hex[:6]}"
+    namespace_manifest = (
+        f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {namespace}\n"
+        "  labels:\n    kaiwo-tests/namespace: 'true'\n"
+    )
+    code, output = await kubectl(kubeconfig, "apply", "-f", "-", stdin=namespace_manifest)
+    assert code == 0, output
+    try:
+        manifest = JOB.format(namespace=namespace)
+        code, output = await kubectl(kubeconfig, "apply", "-f", "-", stdin=manifest)
+        assert (code, output.strip()) == (0, "kaiwojob.kaiwo.silogen.ai/tiny created")
+        code, output = await kubectl(kubeconfig, "apply", "-f", "-", stdin=manifest)
+        assert (code, output.strip()) == (0, "kaiwojob.kaiwo.silogen.ai/tiny unchanged")
+
+        code, output = await kubectl(kubeconfig, "get", "kaiwojobs", "-n", namespace)
+        assert code == 0, output
+        header, row = output.splitlines()
+        assert header.split() == ["NAME", "STATUS", "STARTTIME", "COMPLETIONTIME", "DURATION(S)"]
+        assert row.split() == ["tiny"]
+
+        code, output = await kubectl(kubeconfig, "get", "kaiwojobs", "-A")
+        lines = [line.split() for line in output.splitlines()]
+        assert lines[0][:2] == ["NAMESPACE", "NAME"]
+        assert [namespace, "tiny"] in lines
+    finally:
+        await kubectl(kubeconfig, "delete", "namespace", namespace, "--wait=false")

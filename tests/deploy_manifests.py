@@ -1,0 +1,107 @@
+"""deploy/ rendered as a platform team renders it: kustomize (``kubectl kustomize``) and the
+Helm chart (Helm's own library, helm-sdkpy: no helm binary ships on PyPI or in Debian), over a
+copy of deploy/ with NATS credentials generated as ``make nats-credentials`` generates them."""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+from kaiwo_contracts.events.permissions import operator_identities
+from kaiwo_contracts.events.streams import bus_topology
+from kaiwo_runtime.nats_credentials import write_credentials
+
+REPO_ROOT: Final = Path(__file__).resolve().parent.parent
+DEPLOY: Final = REPO_ROOT / "deploy"
+KAIWO: Final = REPO_ROOT / ".venv" / "bin" / "kaiwo"
+HELM_SDK: Final = REPO_ROOT / ".tools" / "helm-sdkpy"
+KUSTOMIZATIONS: Final = ("base", "scheduler", "overlays/dev", "overlays/production")
+EXTERNAL_SCHEDULER: Final = "overlays/production-external-scheduler"
+"""A test-only overlay: production with components/external-scheduler."""
+
+
+def kubectl() -> str:
+    found = shutil.which("kubectl")
+    assert found, "kubectl is needed to render kustomize (.ci/run installs it)"
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class DeployTree:
+    """A copy of deploy/ with generated credentials, ready to render."""
+
+    root: Path
+
+    def kustomize(self, name: str) -> str:
+        result = subprocess.run(
+            [kubectl(), "kustomize", str(self.root / "k8s" / name)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert result.returncode == 0, f"kubectl kustomize {name}: {result.stderr}"
+        return result.stdout
+
+    def objects(self, name: str) -> list[dict[str, Any]]:
+        return [o for o in yaml.safe_load_all(self.kustomize(name)) if o]
+
+    @property
+    def chart(self) -> Path:
+        return self.root / "helm" / "kaiwo"
+
+
+def write_nats_credentials(out: Path, *, http: str | None = None) -> None:
+    """What `kaiwo nats credentials --out OUT [--http HTTP]` writes, in this process (the same
+    library calls, without the CLI's start-up time)."""
+    write_credentials(out, operator_identities(bus_topology()), tls=None, http=http)
+
+
+def deploy_tree(directory: Path) -> DeployTree:
+    """Copy deploy/ into ``directory`` and generate the NATS keys the renderings read."""
+    root = directory / "deploy"
+    shutil.copytree(DEPLOY, root, ignore=shutil.ignore_patterns("nats-credentials"))
+    credentials = root / "k8s" / "base" / "nats-credentials"
+    write_nats_credentials(credentials, http="127.0.0.1:8222")
+    # The same files `make nats-credentials` writes for the chart (one generation is enough).
+    shutil.copytree(credentials, root / "helm" / "kaiwo" / "nats-credentials")
+    test_overlay = root / "k8s" / EXTERNAL_SCHEDULER
+    test_overlay.mkdir()
+    (test_overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "resources": ["../production"],
+                "components": ["../../components/external-scheduler"],
+            }
+        )
+    )
+    return DeployTree(root=root)
+
+
+@functools.cache
+def shared_deploy_tree() -> DeployTree:
+    """One rendered-ready copy per test session (generating keys costs seconds)."""
+    directory = Path(tempfile.mkdtemp(prefix="kaiwo-deploy-"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    return deploy_tree(directory)
+
+
+def helm_sdk() -> Any:
+    """helm_sdkpy, from where ``make deploy-tools`` installs it (make test and .ci/run do)."""
+    assert (HELM_SDK / "helm_sdkpy").is_dir(), f"{HELM_SDK} is missing: run `make deploy-tools`"
+    if str(HELM_SDK) not in sys.path:
+        sys.path.append(str(HELM_SDK))
+    import helm_sdkpy  # type: ignore[import-not-found]
+
+    return helm_sdkpy
+
+
+def by_kind_and_name(objects: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(o["kind"], o["metadata"]["name"]): o for o in objects}

@@ -1,0 +1,151 @@
+"""The real API server refuses hostile quantities and durations with the CRDs' own rules.
+
+Each hostile value is created on the session's real kube-apiserver (``real_cluster``, the
+generated CRDs installed) and must come back as 422 Invalid naming the field; the valid value
+next to it must be accepted. Expected fields are written out by hand.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from kaiwo_kube import Invalid, NotFound
+from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_kube.resources import NAMESPACE
+
+from tests.real_cluster import RealCluster
+
+pytestmark = [pytest.mark.k8s]
+
+KAIWO_API = "kaiwo.silogen.ai/v1alpha1"
+
+
+@pytest.fixture
+async def kube(real_cluster: RealCluster) -> AsyncIterator[tuple[KubernetesAsyncioAdapter, str]]:
+    adapter = await KubernetesAsyncioAdapter.from_kubeconfig(real_cluster.kubeconfig)
+    namespace = f"hostile-grammar-{uuid.uuid4().hex[:6]}"
+    await adapter.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    try:
+        yield adapter, namespace
+    finally:
+        with contextlib.suppress(NotFound):
+            await adapter.delete(NAMESPACE, namespace)
+        await adapter.close()
+
+
+def job(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": KAIWO_API,
+        "kind": "KaiwoJob",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"image": "busybox", **spec},
+    }
+
+
+def storage(size: str) -> dict[str, Any]:
+    return {"storageEnabled": True, "data": {"storageSize": size}}
+
+
+def resources(memory: Any) -> dict[str, Any]:
+    return {"requests": {"memory": memory}}
+
+
+# (case, spec fields, the field the 422 names)
+REFUSED_ON_A_JOB = [
+    ("exponent-and-suffix", {"storage": storage("1e100Gi")}, "spec.storage.data.storageSize"),
+    ("not-a-number", {"storage": storage("NaN")}, "spec.storage.data.storageSize"),
+    ("negative-size", {"storage": storage("-10Gi")}, "spec.storage.data.storageSize"),
+    ("two-decimal-points", {"storage": storage("1.5.5Gi")}, "spec.storage.data.storageSize"),
+    ("negative-request", {"resources": resources("-1Gi")}, "spec.resources.requests.memory"),
+    ("negative-integer", {"resources": resources(-5)}, "spec.resources.requests.memory"),
+    ("lower-case-binary", {"resources": resources("1gi")}, "spec.resources.requests.memory"),
+    ("duration-overflow", {"duration": "99999999999999h"}, "spec.duration"),
+    ("duration-with-days", {"duration": "1d"}, "spec.duration"),
+    ("replicas-beyond-int32", {"replicas": 2**31}, "spec.replicas"),
+    ("gpus-beyond-int32", {"gpus": 2**40}, "spec.gpus"),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "spec", "field"), REFUSED_ON_A_JOB, ids=[case for case, _, _ in REFUSED_ON_A_JOB]
+)
+async def test_the_api_server_refuses_a_hostile_value_naming_the_field(
+    kube: tuple[KubernetesAsyncioAdapter, str], case: str, spec: dict[str, Any], field: str
+) -> None:
+    adapter, namespace = kube
+
+    with pytest.raises(Invalid) as refused:
+        await adapter.create(job(case, namespace, **spec))
+
+    assert refused.value.code == 422
+    assert field in [cause.get("field") for cause in refused.value.causes], refused.value.causes
+
+
+async def test_the_api_server_accepts_the_valid_values_next_to_them(
+    kube: tuple[KubernetesAsyncioAdapter, str],
+) -> None:
+    adapter, namespace = kube
+    valid = job(
+        "valid-grammar",
+        namespace,
+        storage=storage("1.5Gi"),
+        resources={"requests": {"memory": "512Mi", "cpu": "500m"}, "limits": {"cpu": 2}},
+        duration="2562047h",
+        replicas=2**31 - 1,
+        gpus=0,
+    )
+
+    created = await adapter.create(valid)
+
+    assert created["spec"]["storage"]["data"]["storageSize"] == "1.5Gi"
+    assert created["spec"]["duration"] == "2562047h"
+
+
+async def test_a_queue_quota_and_the_config_durations_follow_the_same_grammar(
+    kube: tuple[KubernetesAsyncioAdapter, str],
+) -> None:
+    adapter, _ = kube
+    flavors = [{"name": "gpu", "resources": [{"name": "amd.com/gpu", "nominalQuota": "-8"}]}]
+    queue_config = {
+        "apiVersion": KAIWO_API,
+        "kind": "KaiwoQueueConfig",
+        "metadata": {"name": f"hostile-{uuid.uuid4().hex[:6]}"},
+        "spec": {
+            "clusterQueues": [
+                {
+                    "name": "q",
+                    "spec": {
+                        "resourceGroups": [
+                            {"coveredResources": ["amd.com/gpu"], "flavors": flavors}
+                        ]
+                    },
+                }
+            ]
+        },
+    }
+    with pytest.raises(Invalid) as refused:
+        await adapter.create(queue_config)
+    fields = [cause.get("field") for cause in refused.value.causes]
+    assert (
+        "spec.clusterQueues[0].spec.resourceGroups[0].flavors[0].resources[0].nominalQuota"
+        in fields
+    ), fields
+
+    config = {
+        "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoConfig",
+        "metadata": {"name": "kaiwo"},
+        "spec": {
+            "scheduling": {"pendingThresholdForPreemption": "99999999999999h"},
+            "ray": {"headPodMemory": "NaN"},
+        },
+    }
+    with pytest.raises(Invalid) as refused:
+        await adapter.create(config)
+    fields = [cause.get("field") for cause in refused.value.causes]
+    assert "spec.scheduling.pendingThresholdForPreemption" in fields, fields
+    assert "spec.ray.headPodMemory" in fields, fields

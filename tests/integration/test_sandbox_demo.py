@@ -1,0 +1,89 @@
+"""``kaiwo demo`` end to end: the whole operator (fake API server, NATS, event store, every
+service and the monitor) with the sandbox's simulated controllers plays the demo scenario;
+the live table's output is captured and read.
+
+Time runs at 0.3 of the demo's pace (``--time-scale``) to keep CI short; the order of events is
+the same.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from kaiwo_cli.main import app
+
+SCENARIO = Path(__file__).resolve().parents[2] / "cli/src/kaiwo_cli/scenarios/demo.yaml"
+
+
+def _row(output: str, name: str) -> str:
+    """The final table's row of ``name`` (the table is printed once more when the demo ends)."""
+    rows = [line for line in output.splitlines() if f"ml-team/{name} " in line and "│" in line]
+    assert rows, f"no row for {name} in:\n{output}"
+    return rows[-1]
+
+
+@pytest.mark.slow
+def test_the_demo_scenario_plays_out_in_the_live_table(tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = CliRunner().invoke(
+        app,
+        [
+            "demo",
+            "--scenario",
+            str(SCENARIO),
+            "--state-dir",
+            str(tmp_path / "kaiwo"),
+            "--time-scale",
+            "0.3",
+            "--exit-when-settled",
+            "--within",
+            "80",
+        ],
+        env={"COLUMNS": "260"},
+    )
+    elapsed = time.monotonic() - started
+    output = result.output
+    assert result.exit_code == 0, output
+    assert "SIMULATION" in output
+    header = next(line for line in output.splitlines() if "NAMESPACE/NAME" in line)
+    assert re.findall(r"[A-Z/]+", header) == [
+        "NAMESPACE/NAME",
+        "KIND",
+        "QUEUE",
+        "PHASE",
+        "SEEN",
+        "AGE",
+        "DETAIL",
+    ]
+    # Jobs ran and completed; the table polls twice a second, so a short phase (the others'
+    # PENDING lasts 0.6 s at this pace) may fall between two looks, eval-sweep's wait not.
+    for name in ("pretrain-llama", "finetune-mistral", "eval-sweep"):
+        row = _row(output, name)
+        assert "KaiwoJob" in row and "research" in row and "COMPLETE" in row
+        assert re.search(r"RUNNING → COMPLETE", row.split("│")[5]), row
+    eval_seen = _row(output, "eval-sweep").split("│")[5]
+    assert re.search(r"PENDING → .*RUNNING → COMPLETE", eval_seen), eval_seen
+    # The queue was full: eval-sweep waited for the 8 AMD GPUs the other two held.
+    assert (
+        "ml-team/eval-sweep waited: couldn't assign flavors: insufficient quota for "
+        "amd.com/gpu in flavor amd-mi300x, 8 more needed"
+    ) in output
+    # One failure, with the reason the container gave.
+    failed = _row(output, "broken-tokenizer")
+    assert "FAILED" in failed and "BackoffLimitExceeded" in failed and "FileNotFoundError" in failed
+    assert (
+        "ml-team/broken-tokenizer failed: BackoffLimitExceeded: Job has reached the specified "
+        "backoff limit: container workload exited with code 1: FileNotFoundError: "
+        "/workload/tokenizer.json"
+    ) in output
+    # The service serves.
+    service = _row(output, "chat")
+    assert "KaiwoService" in service and "READY" in service
+    # What to try next.
+    assert "kubectl get kaiwojobs,kaiwoservices -A" in output
+    assert f"export KUBECONFIG={tmp_path / 'kaiwo' / 'fake-cluster' / 'kubeconfig'}" in output
+    print(f"demo at 0.3 pace: {elapsed:.1f} s; {output.splitlines()[-12]}")

@@ -1,0 +1,35 @@
+"""``kaiwo up`` starts the monitor whenever a metrics endpoint is configured: the flag, or
+``KAIWO_MONITOR_METRICS_ENDPOINT`` in the environment (the same variable the monitor reads)."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+from kaiwo_cli.commands import up
+from kaiwo_cli.main import app
+from kaiwo_cli.stack.local import StackOptions
+
+
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> list[StackOptions]:
+    found: list[StackOptions] = []
+
+    async def run(options: StackOptions) -> None:
+        found.append(options)
+
+    monkeypatch.setattr(up, "_run", run)
+    return found
+
+
+def test_the_environment_variable_is_enough(started: list[StackOptions]) -> None:
+    result = CliRunner().invoke(
+        app, ["up"], env={"KAIWO_MONITOR_METRICS_ENDPOINT": "http://prometheus:9090"}
+    )
+    assert result.exit_code == 0, result.output
+    assert [options.metrics_endpoint for options in started] == ["http://prometheus:9090"]
+
+
+def test_without_either_there_is_no_monitor(started: list[StackOptions]) -> None:
+    result = CliRunner().invoke(app, ["up"], env={"KAIWO_MONITOR_METRICS_ENDPOINT": ""})
+    assert result.exit_code == 0, result.output
+    assert [options.metrics_endpoint for options in started] == [None]

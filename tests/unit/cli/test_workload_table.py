@@ -1,0 +1,125 @@
+"""The demo's live table: rows from the cluster's objects, the phases seen, why a workload
+waits or failed, rendered once to text."""
+
+from __future__ import annotations
+
+import io
+from datetime import UTC, datetime
+
+from kaiwo_cli.workload_table import PhaseHistory, WorkloadRow, render, workload_rows
+from rich.console import Console
+
+NOW = datetime(2026, 1, 1, 12, 0, 30, tzinfo=UTC)
+
+
+def kaiwo(kind: str, name: str, phase: str, queue: str = "research") -> dict:
+    return {
+        "kind": kind,
+        "metadata": {
+            "name": name,
+            "namespace": "ml-team",
+            "creationTimestamp": "2026-01-01T12:00:00Z",
+        },
+        "spec": {"clusterQueue": queue},
+        "status": {"status": phase},
+    }
+
+
+def test_rows_explain_a_wait_and_a_failure() -> None:
+    waiting = {
+        "metadata": {"namespace": "ml-team", "ownerReferences": [{"kind": "Job", "name": "eval"}]},
+        "status": {
+            "conditions": [
+                {
+                    "type": "QuotaReserved",
+                    "status": "False",
+                    "message": "insufficient quota for amd.com/gpu",
+                }
+            ]
+        },
+    }
+    failed_job = {
+        "metadata": {"namespace": "ml-team", "name": "broken"},
+        "status": {
+            "conditions": [
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "BackoffLimitExceeded",
+                    "message": "exit 1",
+                }
+            ]
+        },
+    }
+    failed_pod = {
+        "metadata": {"namespace": "ml-team", "labels": {"batch.kubernetes.io/job-name": "broken"}},
+        "status": {
+            "containerStatuses": [
+                {"state": {"terminated": {"exitCode": 1, "message": "no tokenizer"}}}
+            ]
+        },
+    }
+    rows = workload_rows(
+        workloads=[
+            kaiwo("KaiwoJob", "eval", "PENDING"),
+            kaiwo("KaiwoJob", "broken", "FAILED"),
+            kaiwo("KaiwoService", "chat", "READY"),
+        ],
+        kueue_workloads=[waiting],
+        jobs=[failed_job],
+        pods=[failed_pod],
+        now=NOW,
+    )
+    assert rows == [
+        WorkloadRow(
+            "ml-team",
+            "broken",
+            "KaiwoJob",
+            "research",
+            "FAILED",
+            30,
+            "BackoffLimitExceeded: exit 1: no tokenizer",
+        ),
+        WorkloadRow("ml-team", "chat", "KaiwoService", "research", "READY", 30, ""),
+        WorkloadRow(
+            "ml-team",
+            "eval",
+            "KaiwoJob",
+            "research",
+            "PENDING",
+            30,
+            "insufficient quota for amd.com/gpu",
+        ),
+    ]
+    assert [row.settled for row in rows] == [True, True, False]
+
+
+def test_history_and_the_rendered_table() -> None:
+    history = PhaseHistory()
+    for phase, detail in (("PENDING", "no quota"), ("RUNNING", ""), ("COMPLETE", "")):
+        history.record([WorkloadRow("ml-team", "eval", "KaiwoJob", "research", phase, 5, detail)])
+    assert history.path("ml-team/eval") == "PENDING → RUNNING → COMPLETE"
+    assert history.story() == ["ml-team/eval waited: no quota"]
+    out = io.StringIO()
+    rows = [WorkloadRow("ml-team", "eval", "KaiwoJob", "research", "COMPLETE", 135, "")]
+    Console(file=out, width=160).print(render(rows, history, title="demo"))
+    lines = out.getvalue().splitlines()
+    assert lines[0].strip() == "demo"
+    assert [cell.strip() for cell in lines[2].split("┃")[1:-1]] == [
+        "NAMESPACE/NAME",
+        "KIND",
+        "QUEUE",
+        "PHASE",
+        "SEEN",
+        "AGE",
+        "DETAIL",
+    ]
+    assert [cell.strip() for cell in lines[4].split("│")[1:-1]] == [
+        "ml-team/eval",
+        "KaiwoJob",
+        "research",
+        "COMPLETE",
+        "PENDING → RUNNING → COMPLETE",
+        "2m15s",
+        "",
+    ]

@@ -1,0 +1,203 @@
+"""What ``kaiwo list`` and ``kaiwo status`` print, from hand-made objects."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from kaiwo_cli.text_tables import render_table
+from kaiwo_cli.workload_views import (
+    QueuePosition,
+    age,
+    is_settled,
+    list_table,
+    matches,
+    qualified_name,
+    queue_position,
+    status_report,
+)
+
+NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def workload(
+    kind: str,
+    name: str,
+    *,
+    namespace: str = "ml-team",
+    user: str | None = "alice@example.com",
+    queue: str | None = "team-nlp",
+    phase: str | None = None,
+    created: str = "2026-03-01T11:58:00Z",
+    **spec: Any,
+) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": kind,
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"uid-{name}",
+            "creationTimestamp": created,
+        },
+        "spec": {
+            **({"user": user} if user else {}),
+            **({"clusterQueue": queue} if queue else {}),
+            **spec,
+        },
+    }
+    if phase is not None:
+        obj["status"] = {"status": phase}
+    return obj
+
+
+def test_a_table_pads_columns_three_spaces_apart_without_trailing_blanks() -> None:
+    assert render_table(["NAME", "PHASE"], [["a", "RUNNING"], ["longer-name", ""]]) == (
+        "NAME          PHASE\na             RUNNING\nlonger-name"
+    )
+
+
+def test_ages_read_as_kubectl_writes_them() -> None:
+    assert age("2026-03-01T11:59:15Z", NOW) == "45s"
+    assert age("2026-03-01T11:58:30Z", NOW) == "90s"
+    assert age("2026-03-01T11:58:00Z", NOW) == "2m"
+    assert age("2026-03-01T10:30:00Z", NOW) == "90m"
+    assert age("2026-03-01T09:00:00Z", NOW) == "3h"
+    assert age("2026-02-25T12:00:00Z", NOW) == "4d"
+    assert age(None, NOW) == "<unknown>"
+
+
+def test_the_list_sorts_by_namespace_kind_and_name_and_says_new_before_any_status() -> None:
+    rows = [
+        workload("KaiwoService", "chat", phase="READY", created="2026-03-01T09:00:00Z"),
+        workload("KaiwoJob", "train", phase="RUNNING", gpus=8, gpuVendor="amd"),
+        workload("KaiwoJob", "eval", namespace="eval", user="bob@example.com", queue=None),
+    ]
+
+    assert list_table(rows, now=NOW) == (
+        "NAMESPACE   KIND           NAME    USER                QUEUE      PHASE     AGE\n"
+        "eval        KaiwoJob       eval    bob@example.com     -          NEW       2m\n"
+        "ml-team     KaiwoJob       train   alice@example.com   team-nlp   RUNNING   2m\n"
+        "ml-team     KaiwoService   chat    alice@example.com   team-nlp   READY     3h"
+    )
+    assert list_table(rows[1:2], now=NOW, wide=True).splitlines()[1].split() == [
+        "ml-team",
+        "KaiwoJob",
+        "train",
+        "alice@example.com",
+        "team-nlp",
+        "RUNNING",
+        "2m",
+        "8",
+        "amd",
+        "-",
+        "-",
+    ]
+
+
+def test_filters_by_user_kind_and_phase() -> None:
+    job = workload("KaiwoJob", "train", phase="PENDING")
+
+    assert matches(job, user="alice@example.com", kind="kaiwojob", phase="pending")
+    assert not matches(job, user="bob@example.com", kind=None, phase=None)
+    assert not matches(job, user=None, kind="KaiwoService", phase=None)
+    assert not matches(job, user=None, kind=None, phase="RUNNING")
+    assert qualified_name(job) == "kaiwojob.kaiwo.silogen.ai/train"
+
+
+def test_wait_stops_at_a_final_phase_or_a_serving_service() -> None:
+    assert is_settled(workload("KaiwoJob", "a", phase="COMPLETE"))
+    assert is_settled(workload("KaiwoJob", "a", phase="FAILED"))
+    assert not is_settled(workload("KaiwoJob", "a", phase="READY"))
+    assert is_settled(workload("KaiwoService", "a", phase="READY"))
+    assert not is_settled(workload("KaiwoService", "a", phase="RUNNING"))
+
+
+def kueue_workload(
+    name: str, owner: str, *, created: str, priority: int = 0, admitted: bool = False
+) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "metadata": {
+            "name": name,
+            "namespace": "ml-team",
+            "creationTimestamp": created,
+            "ownerReferences": [{"kind": "Job", "name": owner, "uid": f"job-{owner}"}],
+        },
+        "spec": {"queueName": "team-nlp", "priority": priority},
+    }
+    if admitted:
+        obj["status"] = {"admission": {"clusterQueue": "team-nlp"}}
+    return obj
+
+
+def test_the_position_in_the_queue_counts_higher_priority_then_older_first() -> None:
+    queued = [
+        kueue_workload("job-running", "running", created="2026-03-01T11:00:00Z", admitted=True),
+        kueue_workload("job-old", "old", created="2026-03-01T11:10:00Z"),
+        kueue_workload("job-urgent", "urgent", created="2026-03-01T11:50:00Z", priority=100),
+        kueue_workload("job-train", "train", created="2026-03-01T11:40:00Z"),
+    ]
+
+    position = queue_position(workload("KaiwoJob", "train", phase="PENDING"), queued)
+
+    assert position == QueuePosition(queue="team-nlp", position=3, pending=3)
+    assert queue_position(workload("KaiwoJob", "running"), queued) is None
+    assert queue_position(workload("KaiwoJob", "unqueued"), queued) is None
+
+
+def test_status_shows_phase_conditions_children_pods_events_and_the_queue() -> None:
+    job = workload("KaiwoJob", "train", phase="PENDING")
+    job["status"]["conditions"] = [
+        {"type": "Schedulable", "status": "True", "reason": "Schedulable", "message": "fits"},
+        {"type": "Admitted", "status": "False", "reason": "Pending", "message": "no quota"},
+    ]
+    children = [
+        {"kind": "Job", "metadata": {"name": "train"}, "spec": {"suspend": True}, "status": {}},
+        {
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "train-data"},
+            "status": {"phase": "Bound"},
+        },
+    ]
+    pods = [{"kind": "Pod", "metadata": {"name": "train-0"}, "status": {"phase": "Pending"}}]
+    events = [
+        {
+            "type": "Normal",
+            "reason": "WorkloadPending",
+            "message": "Workload is   pending admission",
+            "lastTimestamp": "2026-03-01T11:59:00Z",
+            "involvedObject": {"kind": "KaiwoJob", "name": "train"},
+        }
+    ]
+
+    report = status_report(
+        job,
+        children=children,
+        pods=pods,
+        events=events,
+        position=QueuePosition(queue="team-nlp", position=2, pending=3),
+        now=NOW,
+    )
+
+    assert report == (
+        "KaiwoJob ml-team/train\n"
+        "Phase:     PENDING\n"
+        "User:      alice@example.com\n"
+        "Queue:     team-nlp (waiting: 2 of 3 pending in team-nlp)\n"
+        "Age:       2m\n"
+        "\n"
+        "Conditions:\n"
+        "  TYPE          STATUS   REASON        MESSAGE\n"
+        "  Schedulable   True     Schedulable   fits\n"
+        "  Admitted      False    Pending       no quota\n"
+        "\n"
+        "Children:\n"
+        "  OBJECT                             STATE\n"
+        "  Job/train                          Suspended (waiting for admission)\n"
+        "  PersistentVolumeClaim/train-data   Bound\n"
+        "  Pod/train-0                        Pending\n"
+        "\n"
+        "Events:\n"
+        "  AGE   TYPE     REASON            OBJECT           MESSAGE\n"
+        "  60s   Normal   WorkloadPending   KaiwoJob/train   Workload is pending admission"
+    )

@@ -1,0 +1,86 @@
+"""docs/asyncapi.yaml: generated from the contracts, current, and valid AsyncAPI 3.0.0."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+from kaiwo_cli.commands.asyncapi import asyncapi_yaml
+from kaiwo_contracts.events.public import WorkloadEventV1, WorkloadRef, WorkloadTransition
+from kaiwo_contracts.events.subjects import public_workload_subject
+
+REPO = Path(__file__).resolve().parents[3]
+COMMITTED = REPO / "docs" / "asyncapi.yaml"
+ASYNCAPI_SCHEMA = Path(__file__).parent / "asyncapi" / "asyncapi-3.0.0.schema.json"
+HINT = "docs/asyncapi.yaml is out of date with the contracts: run `make asyncapi` and commit it"
+
+
+def committed() -> dict[str, Any]:
+    document = yaml.safe_load(COMMITTED.read_text(encoding="utf-8"))
+    assert isinstance(document, dict)
+    return document
+
+
+def asyncapi_validator() -> jsonschema.Draft7Validator:
+    return jsonschema.Draft7Validator(json.loads(ASYNCAPI_SCHEMA.read_text(encoding="utf-8")))
+
+
+def payload_validator(document: dict[str, Any]) -> jsonschema.Draft202012Validator:
+    schema = {
+        "$ref": "#/components/messages/WorkloadEventV1/payload",
+        "components": document["components"],
+    }
+    return jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+
+
+def test_the_committed_document_is_the_generated_one() -> None:
+    assert COMMITTED.read_text(encoding="utf-8") == asyncapi_yaml(), HINT
+
+
+def test_the_document_is_valid_asyncapi_3() -> None:
+    errors = [error.message for error in asyncapi_validator().iter_errors(committed())]
+
+    assert errors == []
+
+
+def test_the_asyncapi_schema_does_catch_a_broken_document() -> None:
+    broken = copy.deepcopy(committed())
+    broken["operations"]["receiveWorkloadEvents"]["action"] = "listen"
+    del broken["channels"]["workloadEvents"]["address"]
+    broken["channels"]["workloadEvents"]["adress"] = "kaiwo.public.>"
+
+    assert not asyncapi_validator().is_valid(broken)
+
+
+def test_the_channel_address_is_the_subject_the_planner_publishes_on() -> None:
+    address = committed()["channels"]["workloadEvents"]["address"]
+    uid = "0b6c3f7e-1d2a-4c5b-9e8f-7a6b5c4d3e2f"
+
+    filled = address.format(namespace="team-a", kind="kaiwojob", uid=uid)
+
+    assert filled == public_workload_subject(namespace="team-a", kind="KaiwoJob", uid=uid)
+    assert filled == f"kaiwo.public.workload.team-a.kaiwojob.{uid}"
+
+
+def test_the_documented_payload_accepts_a_real_event_and_nothing_else() -> None:
+    event = WorkloadEventV1(
+        transition=WorkloadTransition.PREEMPTED,
+        workload=WorkloadRef(kind="KaiwoJob", namespace="team-a", name="sft", uid="u-1"),
+        user="ada@example.com",
+        queue="kaiwo",
+        phase="TERMINATING",
+        reason="DurationExceededWithActiveGpuDemand",
+        observed_at=datetime(2026, 3, 1, 12, 0, tzinfo=UTC),
+        resource_version="41",
+    ).model_dump(mode="json")
+    validator = payload_validator(committed())
+
+    assert list(validator.iter_errors(event)) == []
+    assert not validator.is_valid({**event, "transition": "exploded"})
+    assert not validator.is_valid({**event, "object": {"spec": {"env": []}}})
+    assert not validator.is_valid({key: v for key, v in event.items() if key != "workload"})

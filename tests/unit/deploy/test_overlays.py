@@ -1,0 +1,229 @@
+"""What each kustomize overlay renders (``kubectl kustomize``): dev with one replica of
+everything, NATS on an emptyDir and its own PostgreSQL; production with a 3-node NATS and R3
+streams, two replicas where the design allows, budgets, anti-affinity, NetworkPolicies, a
+ServiceMonitor and limits everywhere; the kaiwo-scheduler whose profile is the name the
+KaiwoConfig gives the operator, or, with components/external-scheduler, no such scheduler and
+no such name. Whether the API server accepts them: tests/integration/deploy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.deploy_manifests import EXTERNAL_SCHEDULER, DeployTree, by_kind_and_name, shared_deploy_tree
+
+SERVICES = ("watcher", "planner", "executor", "monitor", "recorder")
+
+
+@pytest.fixture(scope="module")
+def tree() -> DeployTree:
+    return shared_deploy_tree()
+
+
+@pytest.fixture(scope="module")
+def dev(tree: DeployTree) -> dict[tuple[str, str], dict[str, Any]]:
+    return by_kind_and_name(tree.objects("overlays/dev"))
+
+
+@pytest.fixture(scope="module")
+def production(tree: DeployTree) -> dict[tuple[str, str], dict[str, Any]]:
+    return by_kind_and_name(tree.objects("overlays/production"))
+
+
+def pod_spec(obj: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = obj["spec"]["template"]["spec"]
+    return spec
+
+
+def env_of(obj: dict[str, Any]) -> dict[str, Any]:
+    [container, *_] = pod_spec(obj)["containers"]
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
+
+
+def workloads(objects: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
+    kinds = ("Deployment", "StatefulSet", "Job")
+    return [o for (kind, _), o in objects.items() if kind in kinds]
+
+
+def scheduler_profile(objects: dict[tuple[str, str], dict[str, Any]]) -> str:
+    config = yaml.safe_load(objects[("ConfigMap", "kaiwo-scheduler-config")]["data"]["config.yaml"])
+    [profile] = config["profiles"]
+    name: str = profile["schedulerName"]
+    return name
+
+
+def test_dev_runs_one_of_everything_with_nats_on_an_empty_dir(dev: Any) -> None:
+    for obj in workloads(dev):
+        if obj["kind"] != "Job":
+            assert obj["spec"]["replicas"] == 1, obj["metadata"]["name"]
+    nats = dev[("StatefulSet", "nats")]
+    assert "volumeClaimTemplates" not in nats["spec"]
+    volumes = {v["name"]: v for v in pod_spec(nats)["volumes"]}
+    assert volumes["data"] == {"name": "data", "emptyDir": {"sizeLimit": "2Gi"}}
+
+
+def test_dev_brings_postgresql_and_the_recorder_reads_its_url_from_the_secret(dev: Any) -> None:
+    recorder = dev[("Deployment", "kaiwo-recorder")]
+    reference = env_of(recorder)["KAIWO_EVENTSTORE_URL"]["secretKeyRef"]
+    [secret] = [o for (kind, name), o in dev.items() if name == reference["name"]]
+    assert secret["kind"] == "Secret"
+    assert reference["name"].startswith("kaiwo-eventstore-")
+    assert reference["key"] == "url"
+    assert ("StatefulSet", "kaiwo-postgresql") in dev
+    assert dev[("Service", "kaiwo-postgresql")]["spec"]["ports"] == [
+        {"name": "postgresql", "port": 5432}
+    ]
+
+
+def test_production_runs_nats_as_a_three_node_cluster_with_three_copies(production: Any) -> None:
+    nats = production[("StatefulSet", "nats")]
+    [container] = pod_spec(nats)["containers"]
+    [cluster_conf] = [o for (kind, n), o in production.items() if n.startswith("kaiwo-nats-cluster")]
+    conf = cluster_conf["data"]["cluster.conf"]
+
+    assert nats["spec"]["replicas"] == 3
+    assert nats["spec"]["serviceName"] == "nats-headless"
+    assert container["args"] == ["-c", "/etc/nats/cluster.conf"]
+    for ordinal in range(3):
+        assert f"nats://nats-{ordinal}.nats-headless:6222" in conf
+    assert "include ./kaiwo/nats-server.conf" in conf
+    anti = pod_spec(nats)["affinity"]["podAntiAffinity"]
+    assert anti["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] == (
+        "kubernetes.io/hostname"
+    )
+    with_replicas = [
+        o["metadata"]["name"]
+        for o in workloads(production)
+        if env_of(o).get("KAIWO_BUS_STREAM_REPLICAS") == "3"
+    ]
+    assert sorted(with_replicas) == sorted(
+        [*(f"kaiwo-{s}" for s in SERVICES), "kaiwo-nats-provision"]
+    )
+
+
+def test_production_replicas_budgets_and_spread(production: Any) -> None:
+    replicas = {
+        name: obj["spec"]["replicas"]
+        for (kind, name), obj in production.items()
+        if kind == "Deployment"
+    }
+    assert replicas == {
+        "kaiwo-watcher": 2,
+        "kaiwo-planner": 2,
+        "kaiwo-executor": 2,
+        "kaiwo-monitor": 2,
+        "kaiwo-recorder": 1,
+        "kaiwo-scheduler": 2,
+    }
+    budgets = {name: o["spec"] for (kind, name), o in production.items() if kind == "PodDisruptionBudget"}
+    for name, count in replicas.items():
+        if count > 1:
+            assert budgets[name]["minAvailable"] == 1
+            assert budgets[name]["selector"] == {"matchLabels": {"app.kubernetes.io/name": name}}
+            [term] = pod_spec(production[("Deployment", name)])["affinity"]["podAntiAffinity"][
+                "preferredDuringSchedulingIgnoredDuringExecution"
+            ]
+            assert term["podAffinityTerm"]["labelSelector"] == {
+                "matchLabels": {"app.kubernetes.io/name": name}
+            }
+    assert "kaiwo-recorder" not in budgets
+    assert budgets["nats"]["maxUnavailable"] == 1
+
+
+def test_production_limits_every_container(production: Any) -> None:
+    for obj in workloads(production):
+        for container in pod_spec(obj)["containers"]:
+            resources = container["resources"]
+            assert resources["requests"]["cpu"], obj["metadata"]["name"]
+            assert resources["requests"]["memory"], obj["metadata"]["name"]
+            assert resources["limits"]["memory"], obj["metadata"]["name"]
+
+
+def test_production_admits_only_what_the_services_need(production: Any) -> None:
+    policies = {name: o["spec"] for (kind, name), o in production.items() if kind == "NetworkPolicy"}
+    assert sorted(policies) == [
+        "default-deny-ingress",
+        "metrics-from-monitoring",
+        "nats-clients",
+        "nats-routes",
+        "postgresql-clients",
+    ]
+    assert policies["default-deny-ingress"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
+    assert policies["postgresql-clients"]["ingress"][0]["from"] == [
+        {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "kaiwo-recorder"}}},
+        {"podSelector": {"matchLabels": {"kaiwo.silogen.ai/eventstore-client": "true"}}},
+    ]
+    assert policies["nats-routes"]["ingress"] == [
+        {
+            "from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "nats"}}}],
+            "ports": [{"protocol": "TCP", "port": 6222}],
+        }
+    ]
+
+
+def test_production_has_a_service_monitor_on_every_service_s_metrics(production: Any) -> None:
+    monitor = production[("ServiceMonitor", "kaiwo")]
+    service = production[("Service", "kaiwo-metrics")]
+    assert monitor["spec"]["selector"] == {
+        "matchLabels": {"app.kubernetes.io/name": "kaiwo-metrics"}
+    }
+    assert service["spec"]["selector"] == {"app.kubernetes.io/part-of": "kaiwo"}
+    assert service["spec"]["ports"] == [{"name": "metrics", "port": 8080, "targetPort": "http"}]
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    assert ("Secret", "kaiwo-eventstore") not in production  # the platform team's (template)
+
+
+@pytest.mark.parametrize("overlay", ["overlays/dev", "overlays/production"])
+def test_the_scheduler_serves_the_name_the_kaiwoconfig_gives_the_operator(
+    tree: DeployTree, overlay: str
+) -> None:
+    objects = by_kind_and_name(tree.objects(overlay))
+    config = objects[("KaiwoConfig", "kaiwo")]
+    scheduler = objects[("Deployment", "kaiwo-scheduler")]
+    [container] = pod_spec(scheduler)["containers"]
+
+    assert config["spec"]["scheduling"]["kubeSchedulerName"] == "kaiwo-scheduler"
+    assert scheduler_profile(objects) == "kaiwo-scheduler"
+    assert container["image"].startswith("registry.k8s.io/kube-scheduler:v1.32.0@sha256:")
+
+
+def test_the_scheduler_packs_gpus(tree: DeployTree) -> None:
+    objects = by_kind_and_name(tree.objects("base"))
+    config = yaml.safe_load(objects[("ConfigMap", "kaiwo-scheduler-config")]["data"]["config.yaml"])
+    [profile] = config["profiles"]
+    [fit] = profile["pluginConfig"]
+    strategy = fit["args"]["scoringStrategy"]
+
+    assert fit["name"] == "NodeResourcesFit"
+    assert strategy["type"] == "RequestedToCapacityRatio"
+    assert strategy["resources"] == [
+        {"name": "amd.com/gpu", "weight": 5},
+        {"name": "nvidia.com/gpu", "weight": 5},
+    ]
+    # Fuller nodes score higher: bin-packing, not spreading.
+    assert strategy["requestedToCapacityRatio"]["shape"] == [
+        {"utilization": 0, "score": 0},
+        {"utilization": 100, "score": 10},
+    ]
+
+
+def test_without_the_scheduler_the_operator_names_the_default_one(tree: DeployTree) -> None:
+    objects = by_kind_and_name(tree.objects(EXTERNAL_SCHEDULER))
+    left = [key for key in objects if "kaiwo-scheduler" in key[1] and key[0] != "PodDisruptionBudget"]
+
+    assert left == []
+    assert objects[("KaiwoConfig", "kaiwo")]["spec"]["scheduling"] == {
+        "kubeSchedulerName": "default-scheduler"
+    }
+
+
+def test_the_eventstore_secret_template_documents_the_key_the_recorder_reads() -> None:
+    template = Path(__file__).resolve().parents[3] / (
+        "deploy/k8s/overlays/production/eventstore-secret.template.yaml"
+    )
+    [secret] = yaml.safe_load_all(template.read_text())
+    assert secret["metadata"] == {"name": "kaiwo-eventstore", "namespace": "kaiwo-system"}
+    assert list(secret["stringData"]) == ["url"]

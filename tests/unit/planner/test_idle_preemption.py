@@ -1,0 +1,133 @@
+"""GPU idle preemption (pure): victims, beneficiaries and reasons, written out by hand."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from kaiwo_planner.domain.idle_preemption import (
+    GpuDemand,
+    IdleWorkload,
+    decide_idle_preemptions,
+)
+from kaiwo_planner.domain.preemption import WorkloadKey
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+GRACE = timedelta(minutes=10)
+
+
+def key(name: str) -> WorkloadKey:
+    return WorkloadKey("kaiwo.silogen.ai/v1alpha1", "KaiwoJob", name, "team-a", f"uid-{name}")
+
+
+def idle(
+    name: str,
+    gpus: int,
+    *,
+    idle_minutes: int = 30,
+    policy: str = "OnPressure",
+    vendor: str = "amd",
+) -> IdleWorkload:
+    return IdleWorkload(
+        key=key(name),
+        vendor=vendor,
+        gpus=gpus,
+        idle_since=NOW - timedelta(minutes=idle_minutes),
+        evidence_at=NOW,
+        grace=GRACE,
+        policy="Always" if policy == "Always" else "OnPressure",
+    )
+
+
+def waiting(name: str, gpus: int, *, minutes: int = 20, vendor: str = "amd") -> GpuDemand:
+    return GpuDemand(key(name), vendor, gpus, NOW - timedelta(minutes=minutes))
+
+
+def victims(*idle_workloads: IdleWorkload, pending=(), in_flight=None) -> list[tuple[str, str]]:
+    decision = decide_idle_preemptions(
+        idle=idle_workloads, pending=pending, in_flight=in_flight or {}, now=NOW
+    )
+    return [
+        (p.victim.name, p.beneficiary.name if p.beneficiary else "-") for p in decision.preemptions
+    ]
+
+
+def test_no_pending_demand_preempts_nobody_under_on_pressure() -> None:
+    assert victims(idle("a", 4), idle("b", 8)) == []
+
+
+def test_one_victim_that_covers_the_demand() -> None:
+    assert victims(idle("a", 4), pending=[waiting("p", 4)]) == [("a", "p")]
+
+
+def test_the_fewest_victims_even_if_a_longer_idle_one_is_smaller() -> None:
+    # a (idle longest, 2 GPUs) and b (2) would make 4 as two victims; c alone has 4.
+    assert victims(
+        idle("a", 2, idle_minutes=60),
+        idle("b", 2, idle_minutes=50),
+        idle("c", 4, idle_minutes=20),
+        pending=[waiting("p", 4)],
+    ) == [("c", "p")]
+
+
+def test_among_equally_few_the_longest_idle_first() -> None:
+    assert victims(
+        idle("young", 4, idle_minutes=15),
+        idle("old", 4, idle_minutes=90),
+        pending=[waiting("p", 3)],
+    ) == [("old", "p")]
+
+
+def test_two_victims_of_five_for_a_demand_of_six() -> None:
+    assert victims(idle("a", 5, idle_minutes=40), idle("b", 5), pending=[waiting("p", 6)]) == [
+        ("a", "p"),
+        ("b", "p"),
+    ]
+
+
+def test_not_enough_idle_gpus_preempts_nobody() -> None:
+    assert victims(idle("a", 3), pending=[waiting("p", 10)]) == []
+
+
+def test_in_flight_gpus_count_against_the_demand() -> None:
+    # 3 GPUs are already being freed: a demand of 5 needs 2 more, which b alone covers.
+    assert victims(
+        idle("a", 1, idle_minutes=60), idle("b", 2), pending=[waiting("p", 5)], in_flight={"amd": 3}
+    ) == [("b", "p")]
+    # Without them, the 3 idle GPUs cannot cover 5: nobody.
+    assert victims(idle("a", 1, idle_minutes=60), idle("b", 2), pending=[waiting("p", 5)]) == []
+    # Fully covered by what is in flight: nobody more.
+    assert victims(idle("a", 4), pending=[waiting("p", 3)], in_flight={"amd": 3}) == []
+
+
+def test_a_victim_serves_one_beneficiary_oldest_pending_first() -> None:
+    assert victims(
+        idle("a", 4),
+        pending=[waiting("late", 4, minutes=10), waiting("early", 4, minutes=30)],
+    ) == [("a", "early")]
+
+
+def test_within_the_grace_period_nobody_is_preempted() -> None:
+    assert victims(idle("a", 4, idle_minutes=9), pending=[waiting("p", 4)]) == []
+
+
+def test_other_vendors_gpus_do_not_help() -> None:
+    assert victims(idle("a", 4, vendor="nvidia"), pending=[waiting("p", 4)]) == []
+
+
+def test_always_preempts_after_the_grace_period_without_demand() -> None:
+    assert victims(
+        idle("a", 4, policy="Always"), idle("b", 4, policy="Always", idle_minutes=5)
+    ) == [("a", "-")]
+
+
+def test_the_reason_names_the_beneficiary_and_the_policy() -> None:
+    decision = decide_idle_preemptions(
+        idle=[idle("a", 4)], pending=[waiting("p", 4)], in_flight={}, now=NOW
+    )
+    (preemption,) = decision.preemptions
+    assert preemption.request.reason == "GpuIdlePreemption"
+    assert preemption.request.message == (
+        "Preempted to free 4 amd GPU(s) for pending workload KaiwoJob/team-a/p, which needs 4 "
+        "more: GPUs idle since 2026-03-01T11:30:00Z, longer than the grace period of 600s; "
+        "policy OnPressure"
+    )

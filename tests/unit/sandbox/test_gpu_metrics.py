@@ -1,0 +1,63 @@
+"""The sandbox's GPU metrics: one series per GPU a running pod holds, answered as Prometheus
+answers an instant query, and read back by the monitor's own parser."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from kaiwo_monitor.prometheus import samples_from_response
+from kaiwo_sandbox.gpu_metrics import exposition, query_answer, utilization
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def running_pod(
+    name: str, gpus: str, *, phase: str = "Running", utilization_text: str | None = None
+) -> dict:
+    annotations = {"sandbox.kaiwo.silogen.ai/gpu-ids": gpus}
+    if utilization_text is not None:
+        annotations["sandbox.kaiwo.silogen.ai/gpu-utilization"] = utilization_text
+    return {
+        "metadata": {"name": name, "namespace": "ml-team", "annotations": annotations},
+        "spec": {"nodeName": "amd-mi300x-1", "containers": [{"name": "workload"}]},
+        "status": {"phase": phase},
+    }
+
+
+def test_one_series_per_gpu_of_running_pods_only() -> None:
+    series = utilization(
+        [
+            running_pod("idle", "0,1", utilization_text="3"),
+            running_pod("done", "2", phase="Succeeded"),
+        ]
+    )
+    assert [(s.labels["pod"], s.labels["gpu_id"], s.value) for s in series] == [
+        ("idle", "0", 3.0),
+        ("idle", "1", 3.0),
+    ]
+    assert series[0].labels["hostname"] == "amd-mi300x-1"
+
+
+def test_busy_gpus_report_between_70_and_95() -> None:
+    [series] = utilization([running_pod("train", "5")])
+    assert 70.0 <= series.value <= 95.0
+
+
+def test_the_monitor_reads_the_answer() -> None:
+    answer = query_answer(utilization([running_pod("idle", "0", utilization_text="3")]), now=NOW)
+    [sample] = samples_from_response(answer)
+    assert (sample.namespace, sample.pod, sample.gpu, sample.percent) == (
+        "ml-team",
+        "idle",
+        "0/0",
+        3.0,
+    )
+    assert sample.at == NOW
+
+
+def test_exposition_text() -> None:
+    text = exposition(utilization([running_pod("idle", "0", utilization_text="3")]))
+    assert text.splitlines()[-1] == (
+        'gpu_gfx_activity{container="workload",gpu_id="0",gpu_partition_id="0",'
+        'hostname="amd-mi300x-1",namespace="ml-team",pod="idle"} 3.0'
+    )
