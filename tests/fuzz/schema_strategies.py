@@ -374,7 +374,8 @@ def hostile(
         elif how == "nest":
             # Deeper than the CLI's YAML limit (MAX_DEPTH, 100) and still within what json and
             # yaml take without hitting Python's recursion limit.
-            depth = draw(st.integers(min_value=1, max_value=60) | st.integers(95, 140))
+            deep = draw(st.integers(min_value=0, max_value=9)) == 0  # deep ones cost the most
+            depth = draw(st.integers(95, 140) if deep else st.integers(1, 60))
             inner = _get(damaged, path)
             for _ in range(depth):
                 inner = draw(st.sampled_from([[inner], {"a": inner}]))
