@@ -63,8 +63,8 @@ run: install ## The main job: the operator on this machine against the current c
 demo: install ## A simulated cluster (2x8 MI300X, 2x8 H100, 1 CPU node) running a scenario, with a live table (kaiwo demo $(ARGS))
 	$(RUN) kaiwo demo $(ARGS)
 
-fuzz: install ## Fuzz the bus: decoding and the recorder's mapping, 100,000 cases per target
-	HYPOTHESIS_PROFILE=fuzz $(RUN) pytest tests/fuzz/bus -q -p no:cacheprovider --timeout=0
+fuzz: install ## Fuzz every target (bus, kaiwo validate, planning, Kubernetes responses), 100,000 cases each
+	HYPOTHESIS_PROFILE=fuzz $(RUN) pytest tests/fuzz -q -p no:cacheprovider --timeout=0 -s
 
 hostile: install ## The hostile bus and manifest corpora through the real consumers, with their tables
 	$(RUN) pytest tests/hostile/bus tests/hostile/manifests/test_hostile_manifests.py -q -s -p no:cacheprovider

@@ -17,6 +17,7 @@ exhausting memory or the stack (limits recorded in docs/decisions, "hostile spec
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -189,4 +190,22 @@ def read_documents(source: Path) -> Iterator[ManifestDocument]:
         raise ManifestReadError(source, f"not valid YAML: {error}") from error
     for number, content in enumerate(documents, start=1):
         if content is not None:
-            yield ManifestDocument(source=source, number=number, content=content)
+            yield ManifestDocument(
+                source=source, number=number, content=_without_surrogates(content)
+            )
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _without_surrogates(value: Any) -> Any:
+    """``value`` with U+FFFD for each lone UTF-16 surrogate. YAML's ``"\\ud800"`` escape makes
+    one, which no UTF-8 output takes (printing a problem about it raised), and which the
+    API server's decoder replaces the same way."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_without_surrogates(child) for child in value]
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    return value

@@ -268,3 +268,16 @@ def test_unquoted_yaml_timestamps_and_lists_of_a_kind_are_understood(tmp_path: P
 
     assert code == 0, output
     assert "2 document(s) valid" in output
+
+
+def test_a_lone_surrogate_in_the_yaml_is_reported_not_a_traceback(tmp_path: Path) -> None:
+    # Found by fuzzing: printing the problem about "\ud800" raised UnicodeEncodeError.
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(
+        'apiVersion: "\\ud800"\nkind: KaiwoJob\nmetadata: {name: a, namespace: b}\n',
+        encoding="utf-8",
+    )
+    result = runner.invoke(app, ["validate", "-f", str(manifest)])
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.exit_code == 1
+    assert "KaiwoJob is served as kaiwo.silogen.ai/v1alpha1, not \ufffd" in result.output

@@ -12,6 +12,7 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1 import (
     KaiwoQueueConfigList,
     WorkloadStatus,
 )
+from kaiwo_contracts.validation import Problem, validate_manifest
 from pydantic import ValidationError
 
 KQC_FROM_API: dict[str, Any] = {
@@ -318,4 +319,67 @@ def test_topology_hostname_only_at_the_lowest_level() -> None:
             ("spec", "topologies", 0, "spec"),
             "the kubernetes.io/hostname label can only be used at the lowest level",
         )
+    ]
+
+
+def test_names_that_become_kueue_objects_must_be_rfc_1123() -> None:
+    # Found by fuzzing: a ClusterQueue named "AMD" was planned, and the API server refused it.
+    manifest = {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoQueueConfig",
+        "metadata": {"name": "kaiwo"},
+        "spec": {
+            "clusterQueues": [{"name": "AMD", "namespaces": ["team-a", "Team_B"]}],
+            "resourceFlavors": [{"name": "gpu_pool"}],
+        },
+    }
+    assert validate_manifest(manifest) == [
+        Problem(
+            "spec.clusterQueues[0].name",
+            "must be a lowercase RFC 1123 name such as team-a or gpu.pool-1",
+        ),
+        Problem(
+            "spec.clusterQueues[0].namespaces[1]",
+            "must be a lowercase RFC 1123 label such as team-a",
+        ),
+        Problem(
+            "spec.resourceFlavors[0].name",
+            "must be a lowercase RFC 1123 name such as team-a or gpu.pool-1",
+        ),
+    ]
+    fixed = {
+        **manifest,
+        "spec": {
+            "clusterQueues": [{"name": "amd.gpu-1", "namespaces": ["team-a", "team-b"]}],
+            "resourceFlavors": [{"name": "gpu-pool"}],
+        },
+    }
+    assert validate_manifest(fixed) == []
+
+
+def test_whole_kueue_objects_listed_need_names_the_api_server_takes() -> None:
+    # Found by fuzzing: a WorkloadPriorityClass named ":" and a Topology named "None".
+    manifest = {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoQueueConfig",
+        "metadata": {"name": "kaiwo"},
+        "spec": {
+            "workloadPriorityClasses": [{"metadata": {"name": ":"}, "value": 1}],
+            "topologies": [
+                {"metadata": {"name": "None"}, "spec": {"levels": [{"nodeLabel": "a"}]}},
+                {"metadata": {}, "spec": {"levels": [{"nodeLabel": "a"}]}},
+            ],
+        },
+    }
+    assert validate_manifest(manifest) == [
+        Problem(
+            "spec.workloadPriorityClasses[0]",
+            "metadata.name must be a lowercase RFC 1123 name such as team-a, not ':'",
+        ),
+        Problem(
+            "spec.topologies[0]",
+            "metadata.name must be a lowercase RFC 1123 name such as team-a, not 'None'",
+        ),
+        # Found by fuzzing too: a Topology without a name was created as "None".
+        Problem("spec.topologies[1]", "a Topology needs metadata.name"),
     ]

@@ -533,3 +533,51 @@ def test_conditions_are_a_list_map_keyed_by_type() -> None:
 
     assert conditions["x-kubernetes-list-type"] == "map"
     assert conditions["x-kubernetes-list-map-keys"] == ["type"]
+
+
+def test_queue_and_priority_class_names_must_be_label_values() -> None:
+    # Found by fuzzing planning: priorityClass ":" became the Job's
+    # kueue.x-k8s.io/priority-class label, which the API server refuses (422).
+    from kaiwo_contracts.validation import Problem, validate_manifest
+
+    manifest = {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoJob",
+        "metadata": {"name": "a", "namespace": "team-a"},
+        "spec": {"image": "x", "priorityClass": ":", "clusterQueue": "q" * 64},
+    }
+    assert validate_manifest(manifest) == [
+        Problem("spec.clusterQueue", "must be at most 63 characters long"),
+        Problem(
+            "spec.priorityClass",
+            "must be a name of lower-case letters, digits, '-' and '.' (it becomes a label),"
+            " got ':'",
+        ),
+    ]
+    manifest["spec"] = {"image": "x", "priorityClass": "high", "clusterQueue": "gpu.team-a"}
+    assert validate_manifest(manifest) == []
+
+
+def test_pod_template_spec_labels_must_be_kubernetes_labels() -> None:
+    # Found by fuzzing planning: the key "hf://org/model" reached the pod template of every
+    # child, which the API server refuses (422).
+    from kaiwo_contracts.validation import validate_manifest
+
+    def problems(labels: dict[str, str]) -> list[str]:
+        manifest = {
+            "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+            "kind": "KaiwoJob",
+            "metadata": {"name": "a", "namespace": "team-a"},
+            "spec": {"image": "x", "podTemplateSpecLabels": labels},
+        }
+        return [problem.path for problem in validate_manifest(manifest)]
+
+    assert problems({"app.kubernetes.io/name": "ok", "team": "a_B.1", "empty": ""}) == []
+    for bad in (
+        {"hf://org/model": "x"},
+        {"a" * 64: "x"},
+        {"Upper.Case/name": "x"},
+        {"team": "-leading"},
+        {"team": "v" * 64},
+    ):
+        assert problems(bad) == ["spec.podTemplateSpecLabels"], bad

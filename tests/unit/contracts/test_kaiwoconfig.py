@@ -14,6 +14,7 @@ from kaiwo_contracts.crds.config_v1alpha1 import (
     KaiwoConfigSpec,
     KaiwoStorageConfig,
 )
+from kaiwo_contracts.validation import Problem, validate_manifest
 from pydantic import ValidationError
 
 # A KaiwoConfig as the API server returns it: every CRD default materialised, managedFields.
@@ -393,3 +394,28 @@ def test_the_example_is_the_singleton_and_validates(repo_root: Path) -> None:
     assert config.spec.resource_monitoring.terminate_underutilized_after == "2h30m"
     assert config.spec.gpu_preemption.default_policy == "OnPressure"
     assert config.to_wire() == wire
+
+
+def test_the_default_queue_and_topology_names_must_be_object_names() -> None:
+    # Found by fuzzing: defaultClusterQueueName "" made planning the KaiwoQueueConfig raise.
+    manifest = {
+        "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoConfig",
+        "metadata": {"name": "kaiwo"},
+        "spec": {
+            "defaultClusterQueueName": "",
+            "defaultClusterQueueCohortName": "Team_A",
+            "defaultTopologyName": "a..b",
+        },
+    }
+    assert validate_manifest(manifest) == [
+        Problem("spec.defaultClusterQueueName", "must not be empty"),
+        Problem(
+            "spec.defaultClusterQueueCohortName",
+            "must be a lowercase RFC 1123 name such as team-a or gpu.pool-1",
+        ),
+        Problem(
+            "spec.defaultTopologyName",
+            "must be a lowercase RFC 1123 name such as team-a or gpu.pool-1",
+        ),
+    ]

@@ -36,6 +36,19 @@ def test_parse_quantity_rejects_text() -> None:
         parse_quantity("lots")
 
 
+@pytest.mark.parametrize("value", [True, False, float("nan"), float("inf"), "NaN", "-infGi"])
+def test_parse_quantity_rejects_what_is_no_number_to_kubernetes(value: Any) -> None:
+    # Found by fuzzing planning: a Node whose capacity held true raised decimal's
+    # InvalidOperation (no ValueError), and planning with it.
+    with pytest.raises(ValueError, match="not a Kubernetes quantity"):
+        parse_quantity(value)
+
+
+def test_a_node_with_a_boolean_capacity_reports_none() -> None:
+    node = {"metadata": {"name": "n"}, "status": {"capacity": {"cpu": True, "memory": "1Gi"}}}
+    assert NodeInfo.from_wire(node).capacity_reported is False
+
+
 def test_gpu_name_cleaning() -> None:
     assert clean_amd_gpu_name("AMD_Instinct_MI300X_OAM") == "mi300x"
     assert clean_amd_gpu_name("AMD Instinct MI250X") == "mi250x"
@@ -69,6 +82,18 @@ def test_node_info_from_amd_node(make_node: Any) -> None:
     assert not node.is_control_plane
     assert node.taints == (Taint(key="kaiwo.silogen.ai/gpu", value="true", effect="NoSchedule"),)
     assert node.has_taint("kaiwo.silogen.ai/gpu", value="true", effect="NoSchedule")
+
+
+def test_label_values_that_are_not_strings_are_left_out(make_node: Any) -> None:
+    # Found by fuzzing: a count label holding a list made every plan that reads GPUs raise.
+    wire = make_node("mi300x-0", gpu="mi300x")
+    wire["metadata"]["labels"]["beta.amd.com/gpu.family.AI"] = ["8"]
+    wire["metadata"]["labels"]["kaiwo/nodepool"] = None
+    node = NodeInfo.from_wire(wire)
+    assert "beta.amd.com/gpu.family.AI" not in node.labels
+    assert "kaiwo/nodepool" not in node.labels
+    assert node.gpu_vendor == "amd"  # the product label and the capacity still say so
+    assert node.gpu_count == 8  # from the capacity
 
 
 def test_node_info_from_nvidia_and_cpu_nodes(make_node: Any) -> None:

@@ -15,6 +15,8 @@ from kaiwo_planner.domain.node_pools import (
     node_changes,
 )
 
+from tests.unit.planner.conftest import build_node
+
 AMD_POOL = "amd-mi300x-8gpu-115core-1843gi"
 NVIDIA_POOL = "nvidia-nvidiah10080gbhbm3-8gpu-86core-921gi"
 CPU_POOL = "cpu-only-0gpu-14core-57gi"
@@ -229,3 +231,57 @@ def test_a_node_without_reported_capacity_forms_no_pool(make_node: Any) -> None:
         _infos(nodes), exclude_control_plane=False, add_gpu_taint=True, gpu_taint_key="gpu"
     )
     assert [c["metadata"]["name"] for c in changes] == ["mi300x-0"]
+
+
+# ------------------------------------------------------------------ product labels (fuzzing)
+
+
+def _pool_and_labels(product_labels: dict[str, str]) -> tuple[str, dict[str, str]]:
+    node = build_node("gpu-0", cpu="128", memory="1Ti", labels=product_labels)
+    node["status"]["capacity"]["nvidia.com/gpu"] = "8"
+    (change,) = node_changes(
+        [NodeInfo.from_wire(node)],
+        exclude_control_plane=False,
+        add_gpu_taint=False,
+        gpu_taint_key="kaiwo.silogen.ai/gpu",
+    )
+    labels: dict[str, str] = change["metadata"]["labels"]
+    return labels["kaiwo/nodepool"], labels
+
+
+def test_a_product_label_with_underscores_gives_a_valid_flavor_name() -> None:
+    # Found by fuzzing: "nvidia-nvidia_a100_sxm4-..." is no ResourceFlavor name (422).
+    pool, labels = _pool_and_labels(
+        {"nvidia.com/gpu.product": "NVIDIA_A100_SXM4", "nvidia.com/gpu.count": "8"}
+    )
+    assert pool == "nvidia-nvidia-a100-sxm4-8gpu-115core-921gi"
+    assert labels["kaiwo/gpu-model"] == "nvidia_a100_sxm4"  # a valid label value: kept
+
+
+def test_a_model_cleaned_to_a_leading_dash_gives_valid_labels() -> None:
+    # "AMD-Instinct-MI300X" cleans to "--mi300x": no label value starts with "-".
+    pool, labels = _pool_and_labels(
+        {"amd.com/gpu.product-name": "AMD-Instinct-MI300X", "beta.amd.com/gpu.family.AI": "8"}
+    )
+    assert pool == "amd-mi300x-8gpu-115core-921gi"
+    assert labels["kaiwo/gpu-model"] == "mi300x"
+
+
+def test_a_63_character_product_gives_a_pool_name_of_at_most_63() -> None:
+    first, _ = _pool_and_labels({"nvidia.com/gpu.product": "A" * 63, "nvidia.com/gpu.count": "8"})
+    second, _ = _pool_and_labels(
+        {"nvidia.com/gpu.product": "A" * 62 + "B", "nvidia.com/gpu.count": "8"}
+    )
+    for pool in (first, second):
+        assert len(pool) <= 63
+        assert pool.startswith("nvidia-aaaaaaaaaaaaaaaaaaaaaaaaaaaa-")
+        assert pool.endswith("-8gpu-115core-921gi")
+    assert first != second
+
+
+def test_a_shape_longer_than_a_name_still_gives_a_pool_name_of_at_most_63() -> None:
+    # Found by fuzzing planning: the suffix of child_name (the shape) can be longer than 63
+    # characters on its own; the name began with "-" and ran past 63.
+    pool, _ = _pool_and_labels({"nvidia.com/gpu.product": "H100", "nvidia.com/gpu.count": "9" * 60})
+    assert len(pool) <= 63
+    assert pool[0].isalnum() and pool[-1].isalnum()

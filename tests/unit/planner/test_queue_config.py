@@ -582,3 +582,26 @@ def test_an_empty_spec_means_the_default_queue_over_the_discovered_pools(
     ]
     assert plan.status is not None
     assert plan.status["status"] == "READY"
+
+
+def test_a_node_reporting_more_than_kubernetes_holds_gives_a_valid_default_queue(
+    make_node: Any,
+) -> None:
+    # Found by fuzzing planning: a Node with memory 1e100Gi made a flavor named
+    # "-b5aba665-0gpu-0core-8999…gi" and a quota of a hundred digits, and planning raised a
+    # ValidationError. Each capacity is capped at the largest quantity Kubernetes holds.
+    nodes = [make_node(f"huge-{n}", gpu="mi300x", cpu="1e30", memory="1e100Gi") for n in range(2)]
+    plan = plan_queue_config(
+        queue_config=kqc({}), kaiwo_config=kaiwo_config(), cluster=cluster(nodes), now=NOW
+    )
+    (flavor,) = [o for o in plan.desired if o["kind"] == "ResourceFlavor"]
+    name = flavor["metadata"]["name"]
+    assert len(name) <= 63 and name[0].isalnum() and name[-1].isalnum(), name
+    (queue,) = [o for o in plan.desired if o["kind"] == "ClusterQueue"]
+    (resources,) = queue["spec"]["resourceGroups"]
+    quotas = {r["name"]: r["nominalQuota"] for r in resources["flavors"][0]["resources"]}
+    assert quotas == {
+        "cpu": str(2**63 - 1),
+        "memory": f"{(2**63 - 1) >> 30}Gi",
+        "amd.com/gpu": "16",
+    }

@@ -8,9 +8,11 @@ import pytest
 from kaiwo_kube import resources
 from kaiwo_watcher.observation import (
     KnownObject,
+    child_owner,
     correlation_id,
     infer_deletion,
     known_from,
+    log_identity,
     observe,
 )
 from kaiwo_watcher.watch_list import WatchTarget
@@ -148,3 +150,25 @@ def test_known_from_keeps_what_an_inferred_deletion_needs():
     assert known_from(observation) == KnownObject(
         namespace="team-a", name="train-0", correlation=WORKLOAD_UID
     )
+
+
+def test_log_identity_and_child_owner_take_any_metadata():
+    # Seen while writing the fuzz target: the service's error path read metadata.get on a
+    # list and raised inside its own except clause; the owner lookup did the same on labels.
+    assert log_identity({"metadata": ["x"]}) == {"name": None, "namespace": None}
+    assert log_identity({"metadata": {"name": "a", "namespace": "n"}}) == {
+        "name": "a",
+        "namespace": "n",
+    }
+    assert child_owner({"metadata": {"uid": "c", "labels": ["x"]}}) is None
+    assert child_owner({"metadata": True}) is None
+    labelled = {"metadata": {"uid": "c", "labels": {"kaiwo.silogen.ai/owner-uid": "w"}}}
+    assert child_owner(labelled) == ("c", "w")
+
+
+@pytest.mark.parametrize("references", [5, "x", [{"controller": True, "uid": ["u"]}]])
+def test_owner_references_of_any_shape_give_no_controller(references):
+    # Found while probing the watcher's decoding: an int raised TypeError, which the service
+    # does not count as a rejected object; a list uid became the correlation "['u']".
+    obj = {"metadata": {"uid": "own", "ownerReferences": references}}
+    assert correlation_id(obj, workload=False) == "own"

@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from kaiwo_contracts.crds.meta import DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN
 from kaiwo_contracts.crds.registry import model_for, served_types
 
 
@@ -173,6 +174,8 @@ def _one_of(values: Sequence[str]) -> str:
 _PATTERN_MEANINGS = {
     r"^([0-9]+(s|m|h))+$": "must be a duration such as 30m, 1h or 1h30m",
     r"^[a-z0-9-]+$": "must contain only lowercase letters, digits and '-'",
+    DNS_SUBDOMAIN_PATTERN: "must be a lowercase RFC 1123 name such as team-a or gpu.pool-1",
+    DNS_LABEL_PATTERN: "must be a lowercase RFC 1123 label such as team-a",
 }
 
 _FIXED_MESSAGES = {

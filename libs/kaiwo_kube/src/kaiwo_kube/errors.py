@@ -8,6 +8,7 @@ suffix.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -73,14 +74,33 @@ class Retryable(KubeError):
         self.retry_after = retry_after
 
 
+class MalformedResponse(Retryable):
+    """The answer is not what the API promises (not JSON, not an object, a watch event of no
+    known type, a list without its resourceVersion): treated like a dropped connection, since
+    asking again (or listing again) is all a client can do."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code=0, reason="MalformedResponse")
+
+
 def _retry_after(status: dict[str, Any], header: str | None) -> float | None:
-    seconds = (status.get("details") or {}).get("retryAfterSeconds")
+    """Seconds to wait from the Status details or the Retry-After header; None unless a
+    finite, non-negative number (an answer of ``inf`` must not stop the caller for good)."""
+    details = status.get("details")
+    seconds = _seconds(details.get("retryAfterSeconds")) if isinstance(details, dict) else None
     if seconds is None and header:
-        try:
-            seconds = float(header)
-        except ValueError:
-            seconds = None
-    return float(seconds) if seconds is not None else None
+        seconds = _seconds(header)
+    return seconds
+
+
+def _seconds(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        seconds = float(value)
+    except (ValueError, OverflowError):
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 _BY_CODE: dict[int, type[KubeError]] = {
@@ -100,8 +120,10 @@ def error_from_status(
 ) -> KubeError:
     """The typed error for an HTTP code and the Status body the server sent."""
     body = status if isinstance(status, dict) else {}
-    reason = str(body.get("reason", ""))
-    message = str(body.get("message") or f"the API server answered {code}")
+    reason = body.get("reason")
+    reason = reason if isinstance(reason, str) else ""
+    message = body.get("message")
+    message = message if isinstance(message, str) and message else f"the API server answered {code}"
     if code == 500 and _UNTYPABLE_APPLY in message:
         # Server-side apply of a field the schema does not declare: a 500 that no retry
         # will ever turn into a success (kube-apiserver v1.36), so it is the request's fault.

@@ -14,7 +14,6 @@ the caller (the executor's backoff) decides.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 import urllib.parse
@@ -44,6 +43,7 @@ from kaiwo_kube.resources import (
     ResourceType,
     known_type,
 )
+from kaiwo_kube.responses import crd_established, decode_body, list_page_of, watch_event_of
 
 if TYPE_CHECKING:
     from kubernetes_asyncio import client as k8s_client
@@ -65,15 +65,6 @@ def _selectors(label_selector: str | None, field_selector: str | None) -> Query:
     if field_selector:
         query.append(("fieldSelector", field_selector))
     return query
-
-
-def _decode(data: bytes) -> Any:
-    if not data:
-        return {}
-    try:
-        return json.loads(data)
-    except ValueError:
-        return {"message": data.decode(errors="replace")}
 
 
 def _for_apply(obj: dict[str, Any]) -> dict[str, Any]:
@@ -235,7 +226,7 @@ class KubernetesAsyncioAdapter:
             response.release()
         raise error_from_status(
             code=response.status,
-            status=_decode(data),
+            status=decode_body(data),
             retry_after_header=response.headers.get("Retry-After"),
         )
 
@@ -257,7 +248,7 @@ class KubernetesAsyncioAdapter:
             raise Retryable(f"{method} {path}: {error}", code=0) from error
         finally:
             response.release()
-        decoded = _decode(data)
+        decoded = decode_body(data)
         return decoded if isinstance(decoded, dict) else {}
 
     # ------------------------------------------------------------------ kinds
@@ -322,11 +313,11 @@ class KubernetesAsyncioAdapter:
                 # The continue token outlived the server's history: one full list instead.
                 page = await self._request("GET", path, query=selectors)
                 items = []
-            items.extend(page.get("items") or [])
-            metadata = page.get("metadata") or {}
-            token = metadata.get("continue") or ""
+            decoded = list_page_of(page)
+            items.extend(decoded.items)
+            token = decoded.continue_token
             if not token:
-                return ObjectList(items=items, resource_version=str(metadata["resourceVersion"]))
+                return ObjectList(items=items, resource_version=decoded.resource_version)
 
     async def pod_log_lines(
         self,
@@ -402,9 +393,9 @@ class KubernetesAsyncioAdapter:
                 *lines, buffer = (buffer + chunk).split(b"\n")
                 for line in lines:
                     if line.strip():
-                        yield _watch_event(line)
+                        yield watch_event_of(line)
             if buffer.strip():
-                yield _watch_event(buffer)
+                yield watch_event_of(buffer)
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, TimeoutError) as error:
             raise Retryable(f"watch {resource}: {error}", code=0) from error
         finally:
@@ -584,20 +575,7 @@ class KubernetesAsyncioAdapter:
         ]
         deadline = time.monotonic() + within
         for name in names:
-            while not _established(await self.get(CUSTOM_RESOURCE_DEFINITION, name)):
+            while not crd_established(await self.get(CUSTOM_RESOURCE_DEFINITION, name)):
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"CustomResourceDefinition {name} is not Established")
                 await asyncio.sleep(0.2)
-
-
-def _established(crd: dict[str, Any]) -> bool:
-    conditions = (crd.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
-
-
-def _watch_event(line: bytes) -> WatchEvent:
-    event = json.loads(line)
-    obj = event.get("object") or {}
-    if event.get("type") == "ERROR":
-        raise error_from_status(code=int(obj.get("code") or 500), status=obj)
-    return WatchEvent(type=event["type"], object=obj)

@@ -33,7 +33,9 @@ class WatchEvent(NamedTuple):
 
     @property
     def resource_version(self) -> str:
-        return str((self.object.get("metadata") or {}).get("resourceVersion", ""))
+        metadata = self.object.get("metadata")
+        version = metadata.get("resourceVersion", "") if isinstance(metadata, dict) else ""
+        return str(version) if isinstance(version, str | int) else ""
 
 
 class KubernetesPort(Protocol):

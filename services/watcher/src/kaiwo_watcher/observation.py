@@ -73,9 +73,13 @@ def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def controller_uid(obj: Mapping[str, Any]) -> str | None:
     """The uid of the object's controller owner reference, if any."""
-    for reference in _metadata(obj).get("ownerReferences") or ():
-        if isinstance(reference, Mapping) and reference.get("controller") and reference.get("uid"):
-            return str(reference["uid"])
+    references = _metadata(obj).get("ownerReferences")
+    for reference in references if isinstance(references, list) else ():
+        if not isinstance(reference, Mapping) or not reference.get("controller"):
+            continue
+        uid = reference.get("uid")
+        if isinstance(uid, str) and uid:
+            return uid
     return None
 
 
@@ -103,6 +107,23 @@ def correlation_id(
     if controller:
         return (owners or {}).get(controller, controller)
     return own
+
+
+def log_identity(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The name and namespace of an object that cannot be published, for the log line."""
+    metadata = _metadata(obj)
+    return {"name": metadata.get("name"), "namespace": metadata.get("namespace")}
+
+
+def child_owner(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(child uid, workload uid) from a child's ``owner-uid`` label, or None."""
+    metadata = _metadata(obj)
+    labels = metadata.get("labels")
+    uid = metadata.get("uid")
+    owner = labels.get(LABEL_OWNER_UID) if isinstance(labels, Mapping) else None
+    if not uid or not owner:
+        return None
+    return str(uid), str(owner)
 
 
 def with_type_meta(obj: Mapping[str, Any], target: WatchTarget) -> dict[str, Any]:

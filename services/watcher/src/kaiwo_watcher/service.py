@@ -41,6 +41,7 @@ from typing import Any
 import structlog
 from kaiwo_contracts.events.observed import WatchEventType
 from kaiwo_kube import KubeError, KubernetesPort, NotFound, ResourceExpired, WatchEvent, resources
+from kaiwo_kube.responses import crd_established
 from kaiwo_runtime.bus import Bus, PublishRefusedError
 from kaiwo_runtime.kv import KeyValue
 from kaiwo_runtime.logging import bind_event
@@ -50,12 +51,14 @@ from kaiwo_watcher.backoff import Backoff
 from kaiwo_watcher.metrics import WatcherMetrics
 from kaiwo_watcher.observation import (
     Observation,
+    child_owner,
     infer_deletion,
     known_from,
+    log_identity,
     observe,
     oversized_observations,
 )
-from kaiwo_watcher.watch_list import DEFAULT_WATCH_LIST, LABEL_OWNER_UID, WatchTarget
+from kaiwo_watcher.watch_list import DEFAULT_WATCH_LIST, WatchTarget
 from kaiwo_watcher.watch_state import WatchState, WatchStream
 
 log = structlog.get_logger("kaiwo.watcher")
@@ -104,10 +107,10 @@ class _Owners:
     by_child: dict[str, str] = field(default_factory=dict)
 
     def learn(self, obj: dict[str, Any], *, deleted: bool) -> None:
-        metadata = obj.get("metadata") or {}
-        uid, owner = metadata.get("uid"), (metadata.get("labels") or {}).get(LABEL_OWNER_UID)
-        if not uid or not owner:
+        found = child_owner(obj)
+        if found is None:
             return
+        uid, owner = found
         if deleted:
             self.by_child.pop(uid, None)
         else:
@@ -144,15 +147,6 @@ BUILT_IN_GROUPS = frozenset(
     }
 )
 """API groups the API server serves itself: no CRD to wait for."""
-
-
-def _established(crd: dict[str, Any]) -> bool:
-    conditions = (crd.get("status") or {}).get("conditions") or ()
-    return any(
-        c.get("type") == "Established" and c.get("status") == "True"
-        for c in conditions
-        if isinstance(c, dict)
-    )
 
 
 class WatcherService:
@@ -394,12 +388,10 @@ class WatcherService:
             )
         except (ValidationError, ValueError) as error:
             self.metrics.rejected_objects.labels(kind=stream.kind).inc()
-            metadata = obj.get("metadata") or {}
             log.error(
                 "object cannot be published",
                 kind=stream.kind,
-                name=metadata.get("name"),
-                namespace=metadata.get("namespace"),
+                **log_identity(obj),
                 error=" ".join(str(error).split()),
             )
             return None
@@ -503,7 +495,7 @@ class WatcherService:
         listed = await self._kube.list(
             resources.CUSTOM_RESOURCE_DEFINITION, field_selector=selector
         )
-        if any(_established(crd) for crd in listed.items):
+        if any(crd_established(crd) for crd in listed.items):
             # Established, yet its kind was not served a moment ago: give the server a moment.
             await asyncio.sleep(delay)
             return
@@ -516,7 +508,7 @@ class WatcherService:
         )
         async with contextlib.aclosing(events):
             async for event in events:
-                if event.type in ("ADDED", "MODIFIED") and _established(event.object):
+                if event.type in ("ADDED", "MODIFIED") and crd_established(event.object):
                     return
         await asyncio.sleep(delay)  # the watch ended early: the outer timeout ends the wait
 

@@ -85,6 +85,15 @@ def test_a_list_that_changed_length_is_reported_as_a_whole():
     assert job_update(desired, observed).not_applied == ("spec.template.spec.containers",)
 
 
+def test_an_observed_job_whose_spec_is_no_mapping_is_taken_as_observing_nothing():
+    # Found by fuzzing planning: a damaged observed Job (spec a list) raised AttributeError.
+    desired = {"spec": {"template": {"spec": {"containers": [{"name": "c"}]}}, "suspend": True}}
+    for damaged in ([{"template": {}}], "spec", 7):
+        update = job_update(desired, {"spec": damaged})
+        assert update.not_applied == ("spec.template",)
+        assert update.manifest == {"spec": {}}
+
+
 def test_an_unchanged_job_reports_nothing():
     update = job_update(
         {**DESIRED, "spec": {**DESIRED["spec"], "template": OBSERVED_TEMPLATE}}, OBSERVED

@@ -55,6 +55,12 @@ class ListMeta(KubeModel):
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+"""The name most kinds take (RFC 1123 subdomain, at most 253 characters): for fields that
+become the name of an object the operator creates."""
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+"""A namespace's name (RFC 1123 label, at most 63 characters)."""
+
 _CONDITION_TYPE = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"

@@ -13,6 +13,8 @@ from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from kaiwo_contracts.crds.quantity import MAX_QUANTITY
+
 if TYPE_CHECKING:
     from kaiwo_planner.domain.findings import WorkloadFinding
 
@@ -53,10 +55,12 @@ _DECIMAL_SUFFIXES = {
 def parse_quantity(value: int | float | str) -> Decimal:
     """A Kubernetes resource quantity ("16Gi", "500m", "1e3", 4) as an exact number.
 
-    Raises ValueError for text that is not a quantity.
+    Raises ValueError for anything that is not a quantity (a boolean, NaN, infinity).
     """
+    if isinstance(value, bool):  # an int to Python, no quantity to Kubernetes
+        raise ValueError(f"not a Kubernetes quantity: {value!r}")
     if isinstance(value, int | float):
-        return Decimal(str(value))
+        return _decimal(str(value), value)
     text = value.strip()
     for suffix, factor in _BINARY_SUFFIXES.items():
         if text.endswith(suffix):
@@ -135,7 +139,7 @@ class NodeInfo:
         return cls(
             name=str(meta.get("name", "")),
             uid=str(meta.get("uid", "")),
-            labels=dict(meta.get("labels") or {}),
+            labels=_string_map(meta.get("labels")),
             taints=tuple(
                 Taint(key=t["key"], effect=t.get("effect", ""), value=t.get("value", "") or "")
                 for t in spec.get("taints") or ()
@@ -200,7 +204,7 @@ class NodeInfo:
         label = NVIDIA_COUNT_LABEL if vendor == "nvidia" else AMD_COUNT_LABEL
         if label in self.labels:
             try:
-                return int(self.labels[label])
+                return min(max(int(self.labels[label]), 0), MAX_QUANTITY)
             except ValueError:
                 return 0
         return self.gpu_capacity.get(GPU_RESOURCE_BY_VENDOR[vendor], 0)
@@ -213,6 +217,15 @@ class NodeInfo:
         return any(t.key == key and t.value == value and t.effect == effect for t in self.taints)
 
 
+def _string_map(value: object) -> dict[str, str]:
+    """A label map as the API server holds it: string keys to string values. Anything else
+    in an observed Node (a forged or damaged observation) is left out rather than let it
+    break every decision that reads the node's labels."""
+    if not isinstance(value, Mapping):
+        return {}
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
+
+
 def _is_ready(conditions: Iterable[Mapping[str, Any]]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
@@ -221,7 +234,7 @@ def _millis(value: object) -> int:
     if value is None:
         return 0
     try:
-        return math.ceil(parse_quantity(value) * 1000)  # type: ignore[arg-type]
+        return math.ceil(_within_range(parse_quantity(value)) * 1000)  # type: ignore[arg-type]
     except (ValueError, TypeError):
         return 0
 
@@ -230,9 +243,16 @@ def _whole_units(value: object) -> int:
     if value is None:
         return 0
     try:
-        return math.ceil(parse_quantity(value))  # type: ignore[arg-type]
+        return math.ceil(_within_range(parse_quantity(value)))  # type: ignore[arg-type]
     except (ValueError, TypeError):
         return 0
+
+
+def _within_range(value: Decimal) -> Decimal:
+    """``value`` capped at the largest quantity Kubernetes holds (and never below 0): a Node
+    that reports more (``1e100Gi``) neither becomes a number of a hundred digits in a pool's
+    name and quotas nor costs the arithmetic of one."""
+    return min(max(value, Decimal(0)), Decimal(MAX_QUANTITY))
 
 
 def _gpu_counts(resources: Mapping[str, Any]) -> dict[str, int]:

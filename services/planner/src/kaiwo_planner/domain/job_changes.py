@@ -66,7 +66,9 @@ def job_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> JobUp
     # mutates afterwards (copying the whole Job was the largest cost of planning one).
     manifest = dict(desired)
     spec = manifest["spec"] = dict(manifest.get("spec") or {})
-    observed_spec = observed.get("spec") or {}
+    observed_spec = observed.get("spec")
+    if not isinstance(observed_spec, Mapping):  # damaged (a list, a string): nothing observed
+        observed_spec = {}
     not_applied: list[str] = []
     for field_name in IMMUTABLE_JOB_SPEC_FIELDS:
         if field_name not in spec:

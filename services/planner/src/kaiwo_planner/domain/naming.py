@@ -9,6 +9,7 @@ MAX_LABEL_LENGTH = 63
 
 _OUTSIDE_ALPHABET = re.compile(r"[^a-z0-9.-]+")
 _SEPARATOR_RUNS = re.compile(r"[-.]{2,}")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
 def rfc1123_label(value: str) -> str:
@@ -20,6 +21,14 @@ def rfc1123_label(value: str) -> str:
     text = _OUTSIDE_ALPHABET.sub("-", value.lower())
     text = _SEPARATOR_RUNS.sub("-", text).strip("-.")
     return text[:MAX_LABEL_LENGTH].rstrip("-.")
+
+
+def label_value(value: str) -> str:
+    """``value`` when Kubernetes takes it as a label value, else :func:`rfc1123_label` of it
+    (a GPU model cleaned from a product label may start with ``-`` or end with ``_``)."""
+    if len(value) <= MAX_LABEL_LENGTH and _LABEL_VALUE.match(value):
+        return value
+    return rfc1123_label(value)
 
 
 def child_name(workload_name: str, suffix: str) -> str:
@@ -34,6 +43,8 @@ def child_name(workload_name: str, suffix: str) -> str:
         return full
     digest = hashlib.sha256(workload_name.encode()).hexdigest()[:8]
     room = MAX_LABEL_LENGTH - len(suffix) - len(digest) - 2
+    if room < 1:  # a suffix too long to keep whole (a node pool's shape of huge numbers)
+        return bounded_label(f"{workload_name}-{suffix}", keep_valid=False)
     base = rfc1123_label(workload_name)[:room].rstrip("-.")
     return f"{base}-{digest}-{suffix}"
 

@@ -32,7 +32,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kaiwo_contracts.crds.quantity import MAX_QUANTITY
+
 from kaiwo_planner.domain.cluster import GPU_RESOURCE_BY_VENDOR, NodeInfo, Taint
+from kaiwo_planner.domain.naming import child_name, label_value
 
 NODEPOOL_LABEL = "kaiwo/nodepool"
 WORKER_LABEL = "kaiwo/worker"
@@ -58,7 +61,12 @@ class NodeShape:
 
     @property
     def pool_name(self) -> str:
-        return f"{self.vendor}-{self.gpu_model}-{self.gpus}gpu-{self.cores}core-{self.memory_gib}gi"
+        """``<vendor>-<model>-<n>gpu-<n>core-<n>gi``: a ResourceFlavor name and the value of
+        the ``kaiwo/nodepool`` label, so within RFC 1123 and 63 characters. A product label
+        may hold what neither takes (``NVIDIA_A100``, 63 characters of its own): characters
+        outside ``[a-z0-9.-]`` become ``-`` and a model too long is cut and hashed."""
+        shape = f"{self.gpus}gpu-{self.cores}core-{self.memory_gib}gi"
+        return child_name(f"{self.vendor}-{self.gpu_model}", shape)
 
     @property
     def has_gpus(self) -> bool:
@@ -104,10 +112,14 @@ class NodePool:
         return GPU_RESOURCE_BY_VENDOR.get(self.shape.vendor)
 
     def quotas(self) -> dict[str, str]:
-        """Nominal quota per resource name."""
-        quotas = {"cpu": str(self.cores), "memory": f"{self.memory_gib}Gi"}
+        """Nominal quota per resource name, each at most the largest quantity Kubernetes holds
+        (the sum over many nodes of a huge reported capacity may exceed it)."""
+        quotas = {
+            "cpu": str(min(self.cores, MAX_QUANTITY)),
+            "memory": f"{min(self.memory_gib, MAX_QUANTITY >> 30)}Gi",
+        }
         if self.gpu_resource and self.shape.gpus > 0:
-            quotas[self.gpu_resource] = str(self.gpus)
+            quotas[self.gpu_resource] = str(min(self.gpus, MAX_QUANTITY))
         return quotas
 
 
@@ -200,7 +212,7 @@ def node_changes(
             WORKER_LABEL: "true",
         }
         if shape.has_gpus:
-            labels[GPU_MODEL_LABEL] = shape.gpu_model
+            labels[GPU_MODEL_LABEL] = label_value(shape.gpu_model)
         partial: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Node",

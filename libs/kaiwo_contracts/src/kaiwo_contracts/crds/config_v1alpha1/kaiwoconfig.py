@@ -24,7 +24,7 @@ from pydantic import Field
 from kaiwo_contracts.crds.base import CrdInfo, KubeModel
 from kaiwo_contracts.crds.config_v1alpha1.durations import GoDuration, SimpleDuration
 from kaiwo_contracts.crds.config_v1alpha1.type_meta import TypedObject
-from kaiwo_contracts.crds.meta import ListMeta, ObjectMeta
+from kaiwo_contracts.crds.meta import DNS_SUBDOMAIN_PATTERN, ListMeta, ObjectMeta
 from kaiwo_contracts.crds.quantity import QuantityString
 
 GROUP = "config.kaiwo.silogen.ai"
@@ -187,10 +187,16 @@ class KaiwoConfigSpec(KubeModel):
     )
     default_cluster_queue_name: str = Field(
         default="kaiwo",
+        min_length=1,
+        max_length=253,
+        pattern=DNS_SUBDOMAIN_PATTERN,
         description="Cluster queue for workloads that name none.",
     )
     default_cluster_queue_cohort_name: str = Field(
         default="kaiwo",
+        min_length=1,
+        max_length=253,
+        pattern=DNS_SUBDOMAIN_PATTERN,
         description="Cohort of the default cluster queue.",
     )
     dynamically_update_default_cluster_queue: bool = Field(
@@ -199,6 +205,9 @@ class KaiwoConfigSpec(KubeModel):
     )
     default_topology_name: str = Field(
         default="default-topology",
+        min_length=1,
+        max_length=253,
+        pattern=DNS_SUBDOMAIN_PATTERN,
         description="Kueue Topology referenced by generated resource flavors.",
     )
 

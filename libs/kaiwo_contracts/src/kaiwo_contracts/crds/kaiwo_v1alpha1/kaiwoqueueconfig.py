@@ -18,6 +18,7 @@ the controller overwrite one with the other.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 from typing import Annotated, ClassVar, Literal, Self
@@ -37,7 +38,12 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.common import (
     KaiwoObjectList,
     WorkloadStatus,
 )
-from kaiwo_contracts.crds.meta import ListMeta, ObjectMeta
+from kaiwo_contracts.crds.meta import (
+    DNS_LABEL_PATTERN,
+    DNS_SUBDOMAIN_PATTERN,
+    ListMeta,
+    ObjectMeta,
+)
 from kaiwo_contracts.crds.quantity import Quantity
 from kaiwo_contracts.crds.schema import NoCrdDefault
 
@@ -172,10 +178,17 @@ class ClusterQueueSpec(KubeModel):
 class ClusterQueue(KubeModel):
     """A Kueue ClusterQueue managed by Kaiwo, and the namespaces that get a LocalQueue for it."""
 
-    name: str = Field(min_length=1, max_length=253, description="ClusterQueue name.")
+    name: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=DNS_SUBDOMAIN_PATTERN,
+        description="ClusterQueue name (also the name of its LocalQueues).",
+    )
     spec: Annotated[ClusterQueueSpec, NoCrdDefault] = Field(default_factory=ClusterQueueSpec)
-    namespaces: list[str] | None = Field(
-        default=None, description="Namespaces where a LocalQueue of the same name is created."
+    namespaces: list[Annotated[str, Field(max_length=63, pattern=DNS_LABEL_PATTERN)]] | None = (
+        Field(
+            default=None, description="Namespaces where a LocalQueue of the same name is created."
+        )
     )
 
 
@@ -185,7 +198,12 @@ class ClusterQueue(KubeModel):
 class ResourceFlavorSpec(KubeModel):
     """A Kueue ResourceFlavor managed by Kaiwo: a set of nodes selected by labels."""
 
-    name: str = Field(min_length=1, max_length=253, description="ResourceFlavor name.")
+    name: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=DNS_SUBDOMAIN_PATTERN,
+        description="ResourceFlavor name.",
+    )
     node_labels: dict[str, str] | None = Field(
         default=None, max_length=10, description="Node labels that select the flavor's nodes."
     )
@@ -209,6 +227,7 @@ class WorkloadPriorityClass(KubeModel):
     def _named(self) -> Self:
         if not self.metadata.name:
             raise PydanticCustomError("missing_name", "a WorkloadPriorityClass needs metadata.name")
+        _require_object_name(self.metadata.name)
         return self
 
 
@@ -245,6 +264,27 @@ class Topology(KubeModel):
     kind: Literal["Topology"] | None = None
     metadata: ObjectMeta
     spec: TopologySpec
+
+    @model_validator(mode="after")
+    def _named(self) -> Self:
+        if not self.metadata.name:
+            raise PydanticCustomError("missing_name", "a Topology needs metadata.name")
+        _require_object_name(self.metadata.name)
+        return self
+
+
+_OBJECT_NAME = re.compile(DNS_SUBDOMAIN_PATTERN)
+
+
+def _require_object_name(name: str) -> None:
+    """The whole objects listed here are created under their own name: it must be one the
+    API server takes, or every plan of the KaiwoQueueConfig fails to apply."""
+    if len(name) > 253 or not _OBJECT_NAME.match(name):
+        raise PydanticCustomError(
+            "object_name",
+            "metadata.name must be a lowercase RFC 1123 name such as team-a, not {name}",
+            {"name": repr(name)},
+        )
 
 
 # ------------------------------------------------------------------ the kind

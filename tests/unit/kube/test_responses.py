@@ -1,0 +1,101 @@
+"""Decoding the API server's answers: anything that is not what the API promises becomes a
+typed error (found by fuzzing, ``tests/fuzz/kube``); what is, decodes as before."""
+
+from __future__ import annotations
+
+import pytest
+from kaiwo_kube.errors import (
+    MalformedResponse,
+    ResourceExpired,
+    Retryable,
+    error_from_status,
+)
+from kaiwo_kube.port import WatchEvent
+from kaiwo_kube.responses import crd_established, decode_body, list_page_of, watch_event_of
+
+
+def test_a_watch_event_decodes() -> None:
+    event = watch_event_of(b'{"type":"ADDED","object":{"metadata":{"resourceVersion":"7"}}}')
+    assert event == WatchEvent(type="ADDED", object={"metadata": {"resourceVersion": "7"}})
+    assert event.resource_version == "7"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"type":"ADDED","object":{"metadata"',  # cut short
+        b"\xff\xfe{}",  # not UTF-8
+        b"[" * 5000 + b"]" * 5000,  # RecursionError before
+        b'[{"type":"ADDED"}]',  # not an object
+        b'{"object":{}}',  # KeyError before
+        b'{"type":[],"object":{}}',
+        b'{"type":"9999BOOKMARK","object":{}}',  # passed through before
+        b'{"type":"ADDED","object":[1]}',
+        b'{"type":"MODIFIED","object":{"metadata":true}}',
+    ],
+)
+def test_a_line_that_is_no_watch_event_is_a_malformed_response(line: bytes) -> None:
+    with pytest.raises(MalformedResponse):
+        watch_event_of(line)
+
+
+def test_an_error_event_keeps_its_code_and_a_bad_code_counts_as_a_server_error() -> None:
+    with pytest.raises(ResourceExpired):
+        watch_event_of(b'{"type":"ERROR","object":{"kind":"Status","code":410}}')
+    with pytest.raises(Retryable) as raised:
+        watch_event_of(b'{"type":"ERROR","object":{"code":"x","message":["m"]}}')
+    assert raised.value.code == 500
+    assert raised.value.message == "the API server answered 500"
+
+
+def test_a_lone_surrogate_becomes_the_replacement_character() -> None:
+    event = watch_event_of(b'{"type":"ADDED","object":{"metadata":{"name":"a\\ud800"}}}')
+    assert event.object["metadata"]["name"] == "a\ufffd"
+    assert decode_body(b'{"message":"\\udfff"}') == {"message": "\ufffd"}
+
+
+def test_list_pages() -> None:
+    page = list_page_of({"metadata": {"resourceVersion": "12"}, "items": [{"metadata": {}}]})
+    assert (page.items, page.continue_token, page.resource_version) == (
+        [{"metadata": {}}],
+        "",
+        "12",
+    )
+    assert list_page_of({"metadata": {"continue": "t"}}).continue_token == "t"
+    for broken in (
+        {"items": []},  # KeyError before
+        {"metadata": {"resourceVersion": "1"}, "items": "ab"},  # two items "a" and "b" before
+        {"metadata": {"resourceVersion": "1"}, "items": [1]},
+        {"metadata": {"continue": 5}},
+    ):
+        with pytest.raises(MalformedResponse):
+            list_page_of(broken)
+
+
+def test_retry_after_is_a_finite_non_negative_number_or_nothing() -> None:
+    def retry_after(details: object, header: str | None = None) -> float | None:
+        error = error_from_status(code=429, status={"details": details}, retry_after_header=header)
+        assert isinstance(error, Retryable)
+        return error.retry_after
+
+    assert retry_after({"retryAfterSeconds": 3}) == 3.0
+    assert retry_after({"retryAfterSeconds": "3"}) == 3.0
+    assert retry_after({}, "2") == 2.0
+    assert retry_after({}, "inf") is None  # slept forever before
+    assert retry_after({}, "-1") is None
+    assert retry_after({"retryAfterSeconds": -5}) is None
+    assert retry_after({"retryAfterSeconds": [2]}) is None  # TypeError before
+    assert retry_after([1]) is None  # AttributeError before
+
+
+def test_crd_conditions_of_any_shape() -> None:
+    established = {"status": {"conditions": [{"type": "Established", "status": "True"}]}}
+    assert crd_established(established)
+    assert not crd_established({"status": [1]})
+    assert not crd_established({"status": {"conditions": ["Established"]}})
+
+
+def test_a_bookmark_with_odd_metadata_has_no_resource_version() -> None:
+    assert WatchEvent(type="BOOKMARK", object={"metadata": True}).resource_version == ""
+    odd = WatchEvent(type="BOOKMARK", object={"metadata": {"resourceVersion": [5]}})
+    assert odd.resource_version == ""
