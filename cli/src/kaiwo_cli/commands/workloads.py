@@ -58,6 +58,18 @@ def _target(kubeconfig: Path | None, context: str | None, state: Path | None) ->
     return cluster_target(kubeconfig=kubeconfig, context=context, state_dir=state_dir_here(state))
 
 
+def _reference(
+    command: str, workload: str, *, namespace: str | None, target: ClusterTarget
+) -> tuple[str, str]:
+    """``NS/NAME`` (or ``NAME`` in ``-n`` or the context's namespace), or exit 1 naming why."""
+    from kaiwo_cli.cluster_access import ClusterError, context_namespace, parse_reference
+
+    try:
+        return parse_reference(workload, default_namespace=namespace or context_namespace(target))
+    except ClusterError as error:
+        raise _fail(command, str(error), code=1) from None
+
+
 def _run(command: str, target: ClusterTarget, work: Callable[[KubernetesPort], Awaitable[T]]) -> T:
     """Connect, run ``work`` and turn every cluster failure into one line and exit 2."""
     import aiohttp
@@ -412,16 +424,9 @@ def status(
     state: State = None,
 ) -> None:
     """Phase, conditions, children and pods, recent Events, queue and place in it."""
-    from kaiwo_cli.cluster_access import ClusterError, context_namespace, parse_reference
-
     check_output(output, allowed=("yaml", "json", "name"))
     target = _target(kubeconfig, context, state)
-    try:
-        ns, name = parse_reference(
-            workload, default_namespace=namespace or context_namespace(target)
-        )
-    except ClusterError as error:
-        raise _fail("status", str(error), code=1) from None
+    ns, name = _reference("status", workload, namespace=namespace, target=target)
 
     async def work(kube: KubernetesPort) -> str:
         from kaiwo_cli import cluster_access as access
@@ -466,15 +471,10 @@ def logs(
 ) -> None:
     """The logs of the workload's pods. With several pods or containers each line starts
     with [POD/CONTAINER]."""
-    from kaiwo_cli.cluster_access import ClusterError, context_namespace, parse_reference
+    from kaiwo_cli.cluster_access import ClusterError
 
     target = _target(kubeconfig, context, state)
-    try:
-        ns, name = parse_reference(
-            workload, default_namespace=namespace or context_namespace(target)
-        )
-    except ClusterError as error:
-        raise _fail("logs", str(error), code=1) from None
+    ns, name = _reference("logs", workload, namespace=namespace, target=target)
 
     async def work(kube: KubernetesPort) -> int:
         from kaiwo_cli import cluster_access as access
@@ -564,15 +564,8 @@ def delete(
     state: State = None,
 ) -> None:
     """Delete a KaiwoJob or KaiwoService (its children go with it)."""
-    from kaiwo_cli.cluster_access import ClusterError, context_namespace, parse_reference
-
     target = _target(kubeconfig, context, state)
-    try:
-        ns, name = parse_reference(
-            workload, default_namespace=namespace or context_namespace(target)
-        )
-    except ClusterError as error:
-        raise _fail("delete", str(error), code=1) from None
+    ns, name = _reference("delete", workload, namespace=namespace, target=target)
 
     async def work(kube: KubernetesPort) -> str:
         from kaiwo_cli import cluster_access as access
