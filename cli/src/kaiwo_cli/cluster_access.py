@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 
 OWNER_UID_LABEL: Final = "kaiwo.silogen.ai/owner-uid"
-"""What the planner labels every child with (``kaiwo_planner.domain.labels``)."""
+"""What the planner labels every child with (``kaiwo_planner.domain.children.labels``)."""
 JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
 WORKLOAD_TYPES: Final = (resources.KAIWO_JOB, resources.KAIWO_SERVICE)
 CHILD_TYPES: Final = (
