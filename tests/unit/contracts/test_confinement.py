@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from kaiwo_contracts.confinement import refusals
-from kaiwo_contracts.plans import ObjectRef, Plan, PruneRule
+from kaiwo_contracts.plans import ObjectRef, Plan, PruneRule, ScaleIntent
 
 KAIWO = "kaiwo.silogen.ai/v1alpha1"
 OWNER = ObjectRef(api_version=KAIWO, kind="KaiwoJob", name="train", namespace="ml-team", uid="u-1")
@@ -436,7 +436,31 @@ def test_a_singleton_plan_may_not_smuggle_deletions_shares_or_finalizers() -> No
         {"delete": (ObjectRef(api_version="v1", kind="Pod", name="p", uid="u"),)},
         {"shared": (cache_volume(),)},
         {"finalizers": ()},
+        {"scale": ScaleIntent(target=KQC, replicas=1, from_replicas=0)},
     ):
         assert refusals(creating.model_copy(update=extra), owner=None) == (
             "a plan creating KaiwoQueueConfig/kaiwo may create that object and nothing else",
         )
+
+
+def test_a_model_plan_scales_its_own_model_and_nothing_else() -> None:
+    own = Plan(owner=MODEL, scale=ScaleIntent(target=MODEL, replicas=3, from_replicas=1))
+    assert refusals(own, owner=LIVE_MODEL) == ()
+
+    other = MODEL.model_copy(update={"name": "other", "uid": "m-2"})
+    forged = Plan(owner=MODEL, scale=ScaleIntent(target=other, replicas=3, from_replicas=1))
+    assert refusals(forged, owner=LIVE_MODEL) == (
+        "scale of Model/ai/other: a plan scales only its owner Model/ai/llm",
+    )
+    same_name_other_uid = MODEL.model_copy(update={"uid": "m-2"})
+    replaced = Plan(
+        owner=MODEL, scale=ScaleIntent(target=same_name_other_uid, replicas=3, from_replicas=1)
+    )
+    assert refusals(replaced, owner=LIVE_MODEL) == (
+        "scale of Model/ai/llm: a plan scales only its owner Model/ai/llm",
+    )
+
+
+def test_a_workload_plan_may_not_scale_anything() -> None:
+    plan = Plan(owner=OWNER, scale=ScaleIntent(target=OWNER, replicas=2, from_replicas=1))
+    assert refusals(plan, owner=LIVE_OWNER) == ("a KaiwoJob may not be scaled by a plan",)

@@ -10,6 +10,7 @@ from kaiwo_contracts.events.permissions import (
     SERVICES,
     admin_identity,
     cli_identity,
+    gateway_identity,
     inbox_prefix,
     operator_identities,
     reader_identity,
@@ -24,6 +25,7 @@ PLANNER_PUBLISH = (
     "$JS.API.STREAM.INFO.KAIWO_OBS",
     "$JS.API.STREAM.INFO.KAIWO_PLAN",
     "$JS.API.STREAM.INFO.KAIWO_MON",
+    "$JS.API.STREAM.INFO.KAIWO_GATEWAY",
     "$JS.API.STREAM.INFO.KAIWO_PUBLIC",
     "$JS.API.CONSUMER.INFO.KAIWO_OBS.planner-obs",
     "$JS.API.CONSUMER.MSG.NEXT.KAIWO_OBS.planner-obs",
@@ -33,6 +35,10 @@ PLANNER_PUBLISH = (
     "$JS.API.CONSUMER.MSG.NEXT.KAIWO_MON.planner-mon",
     "$JS.ACK.KAIWO_MON.planner-mon.>",
     "kaiwo.dlq.KAIWO_MON.planner-mon",
+    "$JS.API.CONSUMER.INFO.KAIWO_GATEWAY.planner-scale",
+    "$JS.API.CONSUMER.MSG.NEXT.KAIWO_GATEWAY.planner-scale",
+    "$JS.ACK.KAIWO_GATEWAY.planner-scale.>",
+    "kaiwo.dlq.KAIWO_GATEWAY.planner-scale",
     "$JS.API.STREAM.MSG.GET.KAIWO_OBS",
     "$JS.API.DIRECT.GET.KAIWO_OBS",
     "$JS.API.DIRECT.GET.KAIWO_OBS.>",
@@ -71,8 +77,14 @@ def test_the_planner_may_publish_plans_its_dead_letters_and_use_its_consumer_and
 
     assert planner.permissions.publish == PLANNER_PUBLISH
     assert planner.permissions.subscribe == ("_INBOX.planner.>",)
-    assert planner.streams == ("KAIWO_OBS", "KAIWO_PLAN", "KAIWO_MON", "KAIWO_PUBLIC")
-    assert planner.consumers == ("planner-obs", "planner-mon")
+    assert planner.streams == (
+        "KAIWO_OBS",
+        "KAIWO_PLAN",
+        "KAIWO_MON",
+        "KAIWO_GATEWAY",
+        "KAIWO_PUBLIC",
+    )
+    assert planner.consumers == ("planner-obs", "planner-mon", "planner-scale")
 
 
 def test_each_family_has_exactly_one_publisher() -> None:
@@ -89,11 +101,13 @@ def test_each_family_has_exactly_one_publisher() -> None:
             "kaiwo.public.>",
             "kaiwo.dlq.KAIWO_OBS.planner-obs",
             "kaiwo.dlq.KAIWO_MON.planner-mon",
+            "kaiwo.dlq.KAIWO_GATEWAY.planner-scale",
         },
         "executor": {"kaiwo.res.>", "kaiwo.dlq.KAIWO_PLAN.executor-plan"},
         "monitor": {"kaiwo.mon.>"},
         "recorder": {"kaiwo.dlq.>"},
     }
+    assert event_subjects(gateway_identity().permissions.publish) == {"kaiwo.gateway.>"}
 
 
 def test_no_service_may_declare_streams_or_touch_the_operator_s_consumers_wholesale() -> None:
@@ -116,6 +130,7 @@ def test_the_recorder_reads_every_stream_through_its_consumers_and_the_relay() -
         "recorder-plan",
         "recorder-res",
         "recorder-mon",
+        "recorder-gateway",
         "recorder-dlq",
         "bus-deadletter-relay",
     )
@@ -264,17 +279,42 @@ def test_the_buckets_are_the_services_defaults() -> None:
     assert PlannerSettings().lease_bucket == LEASE_BUCKET
 
 
-def test_the_gateway_reads_stored_observations_of_models_and_pods_and_publishes_no_event() -> None:
+def test_the_gateway_reports_load_decides_scale_and_holds_only_the_autoscaler_lease() -> None:
     gateway = service_identity("gateway", bus_topology())
 
     assert gateway.permissions.publish == (
+        "kaiwo.gateway.>",
         "$JS.API.STREAM.INFO.KAIWO_OBS",
+        "$JS.API.STREAM.INFO.KAIWO_GATEWAY",
         "$JS.API.STREAM.MSG.GET.KAIWO_OBS",
+        "$JS.API.STREAM.INFO.KV_kaiwo-autoscaler",
+        "$JS.API.STREAM.CREATE.KV_kaiwo-autoscaler",
+        "$JS.API.STREAM.MSG.GET.KV_kaiwo-autoscaler",
+        "$JS.API.DIRECT.GET.KV_kaiwo-autoscaler",
+        "$JS.API.DIRECT.GET.KV_kaiwo-autoscaler.>",
+        "$JS.API.CONSUMER.CREATE.KV_kaiwo-autoscaler",
+        "$JS.API.CONSUMER.CREATE.KV_kaiwo-autoscaler.>",
+        "$JS.API.CONSUMER.INFO.KV_kaiwo-autoscaler.>",
+        "$JS.API.CONSUMER.DELETE.KV_kaiwo-autoscaler.>",
+        "$JS.FC.KV_kaiwo-autoscaler.>",
+        "$KV.kaiwo-autoscaler.>",
+        "$JS.API.STREAM.INFO.KV_kaiwo-leases",
+        "$JS.API.STREAM.CREATE.KV_kaiwo-leases",
+        "$JS.API.STREAM.MSG.GET.KV_kaiwo-leases",
+        "$JS.API.DIRECT.GET.KV_kaiwo-leases",
+        "$JS.API.DIRECT.GET.KV_kaiwo-leases.>",
+        "$JS.API.CONSUMER.CREATE.KV_kaiwo-leases",
+        "$JS.API.CONSUMER.CREATE.KV_kaiwo-leases.>",
+        "$JS.API.CONSUMER.INFO.KV_kaiwo-leases.>",
+        "$JS.API.CONSUMER.DELETE.KV_kaiwo-leases.>",
+        "$JS.FC.KV_kaiwo-leases.>",
+        "$KV.kaiwo-leases.autoscaler",
     )
     assert gateway.permissions.subscribe == (
         "_INBOX.gateway.>",
         "kaiwo.obs.model.>",
         "kaiwo.obs.pod.>",
+        "kaiwo.gateway.load.>",
     )
-    assert gateway.streams == ("KAIWO_OBS",)
+    assert gateway.streams == ("KAIWO_OBS", "KAIWO_GATEWAY")
     assert gateway.consumers == ()

@@ -19,6 +19,7 @@ def test_the_default_topology_has_one_stream_per_family_with_explicit_limits() -
         ("KAIWO_PLAN", ("kaiwo.plan.>",)),
         ("KAIWO_RES", ("kaiwo.res.>",)),
         ("KAIWO_MON", ("kaiwo.mon.>",)),
+        ("KAIWO_GATEWAY", ("kaiwo.gateway.>",)),
         ("KAIWO_DLQ", ("kaiwo.dlq.>", "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>")),
         ("KAIWO_PUBLIC", ("kaiwo.public.>",)),
     ]
@@ -40,10 +41,12 @@ def test_consumers_are_named_service_purpose_and_bounded() -> None:
         "planner-obs",
         "executor-plan",
         "planner-mon",
+        "planner-scale",
         "recorder-obs",
         "recorder-plan",
         "recorder-res",
         "recorder-mon",
+        "recorder-gateway",
         "recorder-dlq",
         "bus-deadletter-relay",
     ]
@@ -54,6 +57,8 @@ def test_consumers_are_named_service_purpose_and_bounded() -> None:
     assert topology.consumer("planner-obs").ordered_by_uid is False
     assert topology.consumer("planner-mon").filter_subjects == ("kaiwo.mon.utilization.>",)
     assert topology.consumer("planner-mon").stream == "KAIWO_MON"
+    assert topology.consumer("planner-scale").filter_subjects == ("kaiwo.gateway.scale.>",)
+    assert topology.consumer("planner-scale").stream == "KAIWO_GATEWAY"
     assert topology.consumer("executor-plan").max_ack_pending == 16
     assert topology.consumer("executor-plan").ordered_by_uid is True
     assert (
@@ -144,6 +149,7 @@ def test_every_stream_has_a_byte_limit_and_each_can_be_changed() -> None:
         "KAIWO_PLAN": 1024**3,
         "KAIWO_RES": 512 * 1024**2,
         "KAIWO_MON": 256 * 1024**2,
+        "KAIWO_GATEWAY": 256 * 1024**2,
         "KAIWO_DLQ": 256 * 1024**2,
         "KAIWO_PUBLIC": 256 * 1024**2,
     }
@@ -152,6 +158,7 @@ def test_every_stream_has_a_byte_limit_and_each_can_be_changed() -> None:
         "KAIWO_PLAN": 1024**3,
         "KAIWO_RES": 512 * 1024**2,
         "KAIWO_MON": 256 * 1024**2,
+        "KAIWO_GATEWAY": 256 * 1024**2,
         "KAIWO_DLQ": -1,
         "KAIWO_PUBLIC": 256 * 1024**2,
     }

@@ -19,6 +19,8 @@ owner:
 * shared objects (``Plan.shared``, a Model cache's PVC) are of the kinds the owner may
   share, in its namespace, managed by Kaiwo and controlled by nobody;
 * the finalizers a plan sets are the owner kind's own (``kubeai.org/cache-eviction``);
+* a plan scales (``Plan.scale``) only its owner, and only an owner of a kind with a scale
+  the operator manages (a Model: its autoscaler);
 * a Model's Role grants only ``get``/``patch`` of named Pods (its adapter loaders report
   what they loaded on their own Pod) and its RoleBinding binds only that Role to service
   accounts of its namespace;
@@ -102,6 +104,8 @@ class Confinement:
     """Kinds the owner may create for others to use as well (``Plan.shared``)."""
     finalizers: frozenset[str] = frozenset()
     """The operator's finalizers on owners of this kind (``Plan.finalizers``)."""
+    scalable: bool = False
+    """Plans may set the owner's replicas through its scale subresource (``Plan.scale``)."""
 
 
 CONFINEMENTS: Final[Mapping[Kind, Confinement]] = {
@@ -117,6 +121,7 @@ CONFINEMENTS: Final[Mapping[Kind, Confinement]] = {
         namespaced=True,
         shared=frozenset({PVC}),
         finalizers=frozenset({CACHE_EVICTION_FINALIZER}),
+        scalable=True,
     ),
 }
 SINGLETON_KINDS: Final[frozenset[Kind]] = frozenset(
@@ -158,6 +163,7 @@ def refusals(
         foreign = sorted(set(plan.finalizers) - confinement.finalizers)
         if foreign:
             reasons.append(f"finalizers a {ref.kind} may not set: {', '.join(foreign)}")
+    reasons += _scale_refusals(plan, confinement=confinement)
     if plan.delete_owner and not confinement.may_delete_itself:
         reasons.append(f"a {ref.kind} may not be deleted by a plan")
     return tuple(reasons)
@@ -180,7 +186,13 @@ def _singleton_refusals(plan: Plan) -> tuple[str, ...]:
     wanted = [(ref.api_version, ref.kind, ref.name)]
     if (ref.api_version, ref.kind) not in SINGLETON_KINDS or ref.name != SINGLETON:
         return (f"only the {SINGLETON!r} KaiwoConfig and KaiwoQueueConfig are created by a plan",)
-    extra = plan.prune or plan.delete or plan.shared or plan.finalizers is not None
+    extra = (
+        plan.prune
+        or plan.delete
+        or plan.shared
+        or plan.finalizers is not None
+        or plan.scale is not None
+    )
     if manifests != wanted or extra or plan.delete_owner or plan.status is not None:
         return (f"a plan creating {ref.display()} may create that object and nothing else",)
     return ()
@@ -293,6 +305,24 @@ def _deletion_refusals(plan: Plan, *, confinement: Confinement) -> list[str]:
         elif not target.uid:
             reasons.append(f"{what}: names no uid")
     return reasons
+
+
+def _scale_refusals(plan: Plan, *, confinement: Confinement) -> list[str]:
+    if plan.scale is None:
+        return []
+    owner, target = plan.owner, plan.scale.target
+    if not confinement.scalable:
+        return [f"a {owner.kind} may not be scaled by a plan"]
+    same = (target.api_version, target.kind, target.namespace, target.name, target.uid) == (
+        owner.api_version,
+        owner.kind,
+        owner.namespace,
+        owner.name,
+        owner.uid,
+    )
+    if not same:
+        return [f"scale of {target.display()}: a plan scales only its owner {owner.display()}"]
+    return []
 
 
 def _shared_refusals(plan: Plan, *, confinement: Confinement) -> list[str]:

@@ -82,6 +82,17 @@ class PruneRule(_Contract):
     namespaced: bool = True
 
 
+class ScaleIntent(_Contract):
+    """Set ``target``'s replicas through its scale subresource, if they still are
+    ``from_replicas`` (the value the decision was made from; else the scale is left alone and
+    the next decision starts from what it finds). ``target`` is the plan's owner: a plan scales
+    nothing else (``kaiwo_contracts.confinement``)."""
+
+    target: ObjectRef
+    replicas: int = Field(ge=0)
+    from_replicas: int = Field(ge=0)
+
+
 class Plan(_Contract):
     """Everything that must be true for one owner object.
 
@@ -105,8 +116,10 @@ class Plan(_Contract):
     ``finalizers``: the operator's finalizers the owner must carry, exactly (None: leave the
     owner's finalizers alone); which names are the operator's is the owner kind's
     confinement (``kaiwo_contracts.confinement``).
+    ``scale``: the owner's replicas to set through its scale subresource (a Model the
+    autoscaler scales), or None.
 
-    The last three are left out of the JSON while empty (None), like ``create_only``.
+    The last four are left out of the JSON while empty (None), like ``create_only``.
     """
 
     owner: ObjectRef
@@ -122,6 +135,7 @@ class Plan(_Contract):
     delete: tuple[ObjectRef, ...] = ()
     shared: tuple[dict[str, Any], ...] = ()
     finalizers: tuple[str, ...] | None = None
+    scale: ScaleIntent | None = None
 
     @model_serializer(mode="wrap")
     def _without_unused_newer_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -134,6 +148,7 @@ class Plan(_Contract):
                 ("delete", "delete", not self.delete),
                 ("shared", "shared", not self.shared),
                 ("finalizers", "finalizers", self.finalizers is None),
+                ("scale", "scale", self.scale is None),
             ):
                 if unused:
                     data.pop(alias, None)

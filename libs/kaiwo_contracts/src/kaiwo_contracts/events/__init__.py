@@ -5,6 +5,7 @@ subscribers in ``docs/events.md`` and ``docs/asyncapi.yaml``; the internal strea
 ``docs/bus-internals.md``.
 """
 
+from kaiwo_contracts.events.autoscaling import ActiveRequestsV1, ModelLoad, ScaleDecidedV1
 from kaiwo_contracts.events.decoding import (
     PAYLOAD_TYPES,
     DecodedEvent,
@@ -41,16 +42,19 @@ __all__ = [
     "NATS_MSG_ID_HEADER",
     "PAYLOAD_TYPES",
     "ActionOutcome",
+    "ActiveRequestsV1",
     "ApplyResultV1",
     "DecodeFailure",
     "DecodedEvent",
     "Envelope",
     "EnvelopeFormatError",
     "EventPayload",
+    "ModelLoad",
     "ObservedObjectV1",
     "PlanDecidedV1",
     "PreemptionDecidedV1",
     "RawPayload",
+    "ScaleDecidedV1",
     "UnderutilizedV1",
     "UtilizationV1",
     "WatchEventType",

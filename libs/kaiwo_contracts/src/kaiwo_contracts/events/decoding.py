@@ -22,6 +22,7 @@ from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel
 
+from kaiwo_contracts.events.autoscaling import ActiveRequestsV1, ScaleDecidedV1
 from kaiwo_contracts.events.envelope import (
     CE_HEADER_PREFIX,
     DecodeFailure,
@@ -59,6 +60,8 @@ PAYLOAD_TYPES: dict[str, type[EventPayload]] = {
         UnderutilizedV1,
         PreemptionDecidedV1,
         WorkloadEventV1,
+        ActiveRequestsV1,
+        ScaleDecidedV1,
     )
 }
 """CloudEvents ``type`` -> payload model, for consumers that read several types."""
@@ -168,6 +171,21 @@ def _route(envelope: Envelope[Any]) -> _Route | None:
             )
     except SubjectError as error:  # a kind that cannot be a token has no subject to match
         raise _wrong_subject(str(error)) from error
+    return _finding_route(envelope)
+
+
+def _finding_route(envelope: Envelope[Any]) -> _Route | None:
+    """The route of the monitor's and the gateway's events (no kind token)."""
+    data = envelope.data
+    if isinstance(data, ActiveRequestsV1):
+        return _Route(kind=None, namespace=None, uid=data.gateway, qualifier="load")
+    if isinstance(data, ScaleDecidedV1):
+        return _Route(
+            kind=None,
+            namespace=data.model.namespace,
+            uid=data.model.uid or envelope.correlationid,
+            qualifier="scale",
+        )
     if isinstance(data, UtilizationV1 | UnderutilizedV1 | PreemptionDecidedV1):
         return _Route(
             kind=None,

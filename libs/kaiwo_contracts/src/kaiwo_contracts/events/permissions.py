@@ -9,8 +9,9 @@ identity   may
 =========  =========================================================================
 admin      declare streams and consumers (``$JS.API.>``), publish and read any event
 watcher    publish ``kaiwo.obs.>``; its bucket ``kaiwo-watcher``
-planner    read its consumers ``planner-obs`` (and stored observations) and
-           ``planner-mon`` (the monitor's utilization findings), publish ``kaiwo.plan.>``,
+planner    read its consumers ``planner-obs`` (and stored observations), ``planner-mon``
+           (the monitor's utilization findings) and ``planner-scale`` (the autoscaler's
+           decisions), publish ``kaiwo.plan.>``,
            the public workload events ``kaiwo.public.>`` and its dead letters; its bucket,
            the ``planner`` lease
 executor   read ``executor-plan``, publish ``kaiwo.res.>`` and its dead letters; its
@@ -18,8 +19,10 @@ executor   read ``executor-plan``, publish ``kaiwo.res.>`` and its dead letters;
 monitor    publish ``kaiwo.mon.>``; its bucket ``kaiwo-monitor``
 gateway    read stored observations of Models and Pods (``KAIWO_OBS``, by sequence) and
            subscribe to ``kaiwo.obs.model.>`` and ``kaiwo.obs.pod.>`` (wake-ups); publish
-           no event. No consumer: a right to create consumers on ``KAIWO_OBS`` would let it
-           reconfigure the planner's
+           its load reports and the autoscaler's decisions (``kaiwo.gateway.>``) and
+           subscribe to the load reports (``kaiwo.gateway.load.>``); its bucket
+           ``kaiwo-autoscaler``, the ``autoscaler`` lease. No consumer: a right to create
+           consumers on ``KAIWO_OBS`` would let it reconfigure the planner's
 recorder   read its ``recorder-*`` consumers and the dead-letter relay, read stored
            messages of every stream, publish dead letters ``kaiwo.dlq.>`` (the relay
            turns max-deliveries advisories into dead letters) and nothing else
@@ -54,6 +57,7 @@ from dataclasses import dataclass
 from kaiwo_contracts.events.streams import (
     DEAD_LETTER_RELAY,
     DEAD_LETTER_STREAM,
+    GATEWAY_STREAM,
     MONITOR_STREAM,
     OBSERVED_STREAM,
     PLAN_STREAM,
@@ -93,13 +97,19 @@ SERVICE_BUCKETS: dict[str, str] = {
 }
 """The key-value bucket each service keeps its state in (the services' defaults)."""
 LEASE_BUCKET = "kaiwo-leases"
-"""The bucket of the planner's and the executor's leases (``KAIWO_LEASE_BUCKET``)."""
+"""The bucket of the planner's, the executor's and the autoscaler's leases
+(``KAIWO_LEASE_BUCKET``)."""
+AUTOSCALER_BUCKET = "kaiwo-autoscaler"
+"""The autoscaler's moving averages, kept by whichever gateway replica leads it."""
+AUTOSCALER_LEASE = "autoscaler"
+"""The lease of the gateway replica that runs the autoscaler."""
 
 EVENT_STREAMS: tuple[str, ...] = (
     OBSERVED_STREAM,
     PLAN_STREAM,
     RESULT_STREAM,
     MONITOR_STREAM,
+    GATEWAY_STREAM,
     DEAD_LETTER_STREAM,
 )
 _OPERATOR_CONSUMER_PREFIXES: tuple[str, ...] = (
@@ -266,17 +276,20 @@ def service_identity(name: str, topology: BusTopology) -> Identity:
         consumers = _consumers(topology, PLANNER)
         return _service(
             PLANNER,
-            "reads observations and monitor findings, publishes plans and public workload events",
+            "reads observations, monitor findings and scale decisions, publishes plans and "
+            "public workload events",
             publish=(
                 family_filter(Family.PLAN),
                 family_filter(Family.PUBLIC),
-                *_stream_info((OBSERVED_STREAM, PLAN_STREAM, MONITOR_STREAM, PUBLIC_STREAM)),
+                *_stream_info(
+                    (OBSERVED_STREAM, PLAN_STREAM, MONITOR_STREAM, GATEWAY_STREAM, PUBLIC_STREAM)
+                ),
                 *(subject for spec in consumers for subject in _consuming(spec)),
                 *_stored_reads(OBSERVED_STREAM),
                 *_bucket(SERVICE_BUCKETS[PLANNER]),
                 *_bucket(LEASE_BUCKET, keys=(PLANNER,)),
             ),
-            streams=(OBSERVED_STREAM, PLAN_STREAM, MONITOR_STREAM, PUBLIC_STREAM),
+            streams=(OBSERVED_STREAM, PLAN_STREAM, MONITOR_STREAM, GATEWAY_STREAM, PUBLIC_STREAM),
             consumers=consumers,
         )
     if name == EXECUTOR:
@@ -329,21 +342,27 @@ def service_identity(name: str, topology: BusTopology) -> Identity:
 
 
 def gateway_identity() -> Identity:
-    """The OpenAI gateway: reads the observations of Models and their Pods, publishes none."""
+    """The OpenAI gateway: reads the observations of Models and Pods, reports its load and,
+    while it leads the autoscaler, publishes scale decisions."""
     observed = tuple(
         f"kaiwo.{Family.OBSERVED.value}.{kind}.{EVERYTHING}" for kind in GATEWAY_OBSERVED_KINDS
     )
+    load_reports = f"kaiwo.{Family.GATEWAY.value}.load.{EVERYTHING}"
     return Identity(
         name=GATEWAY,
-        description="OpenAI gateway: reads observations of Models and Pods, publishes no event",
+        description="OpenAI gateway: reads observations of Models and Pods, reports its load, "
+        "runs the autoscaler",
         permissions=Permissions(
             publish=(
-                *_stream_info((OBSERVED_STREAM,)),
+                family_filter(Family.GATEWAY),
+                *_stream_info((OBSERVED_STREAM, GATEWAY_STREAM)),
                 _api("STREAM", "MSG", "GET", OBSERVED_STREAM),
+                *_bucket(AUTOSCALER_BUCKET),
+                *_bucket(LEASE_BUCKET, keys=(AUTOSCALER_LEASE,)),
             ),
-            subscribe=(f"{inbox_prefix(GATEWAY)}.{EVERYTHING}", *observed),
+            subscribe=(f"{inbox_prefix(GATEWAY)}.{EVERYTHING}", *observed, load_reports),
         ),
-        streams=(OBSERVED_STREAM,),
+        streams=(OBSERVED_STREAM, GATEWAY_STREAM),
     )
 
 
@@ -450,6 +469,8 @@ def operator_identities(topology: BusTopology) -> tuple[Identity, ...]:
 
 __all__ = [
     "ADMIN",
+    "AUTOSCALER_BUCKET",
+    "AUTOSCALER_LEASE",
     "CLI",
     "EVENT_STREAMS",
     "EXECUTOR",

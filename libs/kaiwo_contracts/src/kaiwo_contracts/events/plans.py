@@ -7,14 +7,22 @@ from typing import Any, ClassVar, Literal, Self
 from pydantic import AwareDatetime, Field, model_validator
 
 from kaiwo_contracts.events.envelope import EventPayload, event_type
-from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule
+from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule, ScaleIntent
 
-__all__ = ["EventIntent", "ObjectRef", "Plan", "PlanDecidedV1", "PlanTrigger", "PruneRule"]
+__all__ = [
+    "EventIntent",
+    "ObjectRef",
+    "Plan",
+    "PlanDecidedV1",
+    "PlanTrigger",
+    "PruneRule",
+    "ScaleIntent",
+]
 
-PlanTrigger = Literal["observation", "timer", "resync", "finding"]
+PlanTrigger = Literal["observation", "timer", "resync", "finding", "scale"]
 """Why the planner planned: an observed object changed, a planned time came (a deadline, a
-preemption), the planner re-planned everything (start-up, periodic resync), or a monitor
-finding came in."""
+preemption), the planner re-planned everything (start-up, periodic resync), a monitor
+finding came in, or the autoscaler decided a Model's replicas."""
 
 
 def _check_absent(plan: Plan, absent: tuple[ObjectRef, ...], *, name: str = "absent") -> None:
@@ -54,13 +62,16 @@ class PlanDecidedV1(EventPayload):
     * ``planned_at`` — the ``now`` the planner was given: the envelope time of the observation
       that triggered it, or the due time of a timer. Never the wall clock inside planning.
       None only for plans made outside the planner service (tools, tests).
-    * ``trigger`` — ``observation``, ``timer`` or ``resync``.
+    * ``trigger`` — ``observation``, ``timer``, ``resync``, ``finding`` or ``scale``.
     * ``obs_sequence`` — the ``KAIWO_OBS`` stream sequence of the last observation applied to
       the planner's projection when it planned: rebuilding the projection from the stream up
       to and including that sequence gives the cluster state the plan was computed from.
     * ``mon_sequence`` — likewise the ``KAIWO_MON`` stream sequence of the last monitor
       finding the planner had taken in: the latest finding per workload up to it is the rest
       of the input (the ``ResourceUnderutilization`` condition, terminations, idle preemption).
+    * ``scale_sequence`` — likewise the ``KAIWO_GATEWAY`` stream sequence of the last
+      autoscaler decision (``ScaleDecidedV1``) the planner had taken in: the latest decision
+      per Model up to it is what a Model's plan scales to.
     * ``assumed_status`` — the owner status the planner planned from when it was not the
       observed one: the status of its own previous plan for that owner, which the executor
       may not have written back yet. Only the operator writes these statuses, so its last
@@ -87,6 +98,7 @@ class PlanDecidedV1(EventPayload):
     trigger: PlanTrigger = "observation"
     obs_sequence: int = Field(default=0, ge=0)
     mon_sequence: int = Field(default=0, ge=0)
+    scale_sequence: int = Field(default=0, ge=0)
     absent: tuple[ObjectRef, ...] = ()
     drifted: tuple[ObjectRef, ...] = ()
     assumed_status: dict[str, Any] | None = None
@@ -100,6 +112,7 @@ class PlanDecidedV1(EventPayload):
         trigger: PlanTrigger = "observation",
         obs_sequence: int = 0,
         mon_sequence: int = 0,
+        scale_sequence: int = 0,
         absent: tuple[ObjectRef, ...] = (),
         drifted: tuple[ObjectRef, ...] = (),
         assumed_status: dict[str, Any] | None = None,
@@ -121,6 +134,7 @@ class PlanDecidedV1(EventPayload):
             trigger=trigger,
             obs_sequence=obs_sequence,
             mon_sequence=mon_sequence,
+            scale_sequence=scale_sequence,
             absent=tuple(sorted(absent, key=ObjectRef.sort_key)),
             drifted=tuple(sorted(drifted, key=ObjectRef.sort_key)),
             assumed_status=assumed_status,

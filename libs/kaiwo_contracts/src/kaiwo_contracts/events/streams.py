@@ -4,18 +4,19 @@ Streams (one per subject family, ``limits`` retention so every consumer and the 
 read the same log; file storage; an explicit duplicate window because the server silently
 substitutes 2 minutes for 0):
 
-=========== ====================== =========================================
-stream      subjects               holds
-=========== ====================== =========================================
-KAIWO_OBS   ``kaiwo.obs.>``        observed objects (watcher)
-KAIWO_PLAN  ``kaiwo.plan.>``       plan decisions (planner)
-KAIWO_RES   ``kaiwo.res.>``        apply results (executor)
-KAIWO_MON   ``kaiwo.mon.>``        utilization and preemption (monitor)
-KAIWO_DLQ   ``kaiwo.dlq.>`` and    dead letters, and the server's max-deliveries
-            max-deliveries         advisories (so none is lost while no relay runs)
-            advisories
-KAIWO_PUBLIC ``kaiwo.public.>``    public workload events for subscribers (planner)
-=========== ====================== =========================================
+============= ====================== =========================================
+stream        subjects               holds
+============= ====================== =========================================
+KAIWO_OBS     ``kaiwo.obs.>``        observed objects (watcher)
+KAIWO_PLAN    ``kaiwo.plan.>``       plan decisions (planner)
+KAIWO_RES     ``kaiwo.res.>``        apply results (executor)
+KAIWO_MON     ``kaiwo.mon.>``        utilization and preemption (monitor)
+KAIWO_GATEWAY ``kaiwo.gateway.>``    load reports and scale decisions (gateway)
+KAIWO_DLQ     ``kaiwo.dlq.>`` and    dead letters, and the server's max-deliveries
+              max-deliveries         advisories (so none is lost while no relay runs)
+              advisories
+KAIWO_PUBLIC  ``kaiwo.public.>``     public workload events for subscribers (planner)
+============= ====================== =========================================
 
 ``KAIWO_PUBLIC`` is read by subscribers outside the operator only: no operator consumer,
 no partitions, no recorder (every public event is derived from observations the event store
@@ -75,6 +76,7 @@ OBSERVED_STREAM = "KAIWO_OBS"
 PLAN_STREAM = "KAIWO_PLAN"
 RESULT_STREAM = "KAIWO_RES"
 MONITOR_STREAM = "KAIWO_MON"
+GATEWAY_STREAM = "KAIWO_GATEWAY"
 DEAD_LETTER_STREAM = "KAIWO_DLQ"
 PUBLIC_STREAM = "KAIWO_PUBLIC"
 
@@ -84,6 +86,7 @@ the full subject is ``<prefix>.<stream>.<consumer>``."""
 
 DEAD_LETTER_RELAY = "bus-deadletter-relay"
 PLANNER_FINDINGS_CONSUMER = "planner-mon"
+PLANNER_SCALE_CONSUMER = "planner-scale"
 
 DAY = 24 * 3600.0
 
@@ -99,10 +102,11 @@ DEFAULT_STREAM_MAX_BYTES: dict[str, int] = {
     PLAN_STREAM: 1024 * MIB,
     RESULT_STREAM: 512 * MIB,
     MONITOR_STREAM: 256 * MIB,
+    GATEWAY_STREAM: 256 * MIB,
     DEAD_LETTER_STREAM: 256 * MIB,
     PUBLIC_STREAM: 256 * MIB,
 }
-"""Bytes each stream may hold before JetStream discards its oldest messages (4.25 GiB in all).
+"""Bytes each stream may hold before JetStream discards its oldest messages (4.5 GiB in all).
 Sized for a week of a busy cluster (observations ~1-5 KB, plans ~5-20 KB); JetStream
 reserves the sum against its storage limit at creation, so the sum must fit the disk."""
 PUBLIC_MAX_AGE_SECONDS = 30 * DAY
@@ -265,6 +269,17 @@ def stream_specs(
         workload_stream(PLAN_STREAM, Family.PLAN, "Plans decided by the planner"),
         workload_stream(RESULT_STREAM, Family.RESULT, "Results of applying plans"),
         workload_stream(MONITOR_STREAM, Family.MONITOR, "GPU utilization and preemption"),
+        # Not partitioned (like the findings of KAIWO_MON that the planner reads with one
+        # consumer): a load report belongs to a gateway replica, not to a workload.
+        StreamSpec(
+            name=GATEWAY_STREAM,
+            subjects=(family_filter(Family.GATEWAY),),
+            description="Gateway load reports and the autoscaler's scale decisions",
+            max_age_seconds=max_age_seconds,
+            duplicate_window_seconds=duplicate_window_seconds,
+            replicas=replicas,
+            max_bytes=limits[GATEWAY_STREAM],
+        ),
         StreamSpec(
             name=DEAD_LETTER_STREAM,
             subjects=(family_filter(Family.DEAD_LETTER), f"{MAX_DELIVERIES_ADVISORY}.>"),
@@ -387,6 +402,7 @@ def consumer_specs(*, partitions: int = 1) -> tuple[ConsumerSpec, ...]:
             (Family.PLAN, PLAN_STREAM),
             (Family.RESULT, RESULT_STREAM),
             (Family.MONITOR, MONITOR_STREAM),
+            (Family.GATEWAY, GATEWAY_STREAM),
             (Family.DEAD_LETTER, DEAD_LETTER_STREAM),
         )
     )
@@ -406,7 +422,15 @@ def consumer_specs(*, partitions: int = 1) -> tuple[ConsumerSpec, ...]:
         description="Planner input: the monitor's utilization findings",
         max_ack_pending=64,
     )
-    return (*ordered, findings, *recorders, relay)
+    # Likewise the autoscaler's latest decision per Model; the next decision restates it.
+    scaling = ConsumerSpec(
+        durable_name=PLANNER_SCALE_CONSUMER,
+        stream=GATEWAY_STREAM,
+        filter_subjects=(f"{family_filter(Family.GATEWAY).removesuffix('>')}scale.>",),
+        description="Planner input: the autoscaler's scale decisions",
+        max_ack_pending=64,
+    )
+    return (*ordered, findings, scaling, *recorders, relay)
 
 
 def bus_topology(
@@ -435,10 +459,12 @@ __all__ = [
     "DEAD_LETTER_RELAY",
     "DEAD_LETTER_STREAM",
     "DEFAULT_STREAM_MAX_BYTES",
+    "GATEWAY_STREAM",
     "MAX_DELIVERIES_ADVISORY",
     "MONITOR_STREAM",
     "OBSERVED_STREAM",
     "PLANNER_FINDINGS_CONSUMER",
+    "PLANNER_SCALE_CONSUMER",
     "PLAN_STREAM",
     "PUBLIC_DUPLICATE_WINDOW_SECONDS",
     "PUBLIC_MAX_AGE_SECONDS",

@@ -6,6 +6,8 @@ Families (most general token first, the object's uid last)::
     kaiwo.plan.<kind>.<scope>.<uid>            plan decisions
     kaiwo.res.<outcome>.<kind>.<scope>.<uid>   what the executor did (applied | failed)
     kaiwo.mon.<topic>.<scope>.<uid>            monitor findings (utilization, ...)
+    kaiwo.gateway.load._cluster.<replica>      a gateway replica's active requests per Model
+    kaiwo.gateway.scale.<namespace>.<uid>      the autoscaler's decision for one Model
     kaiwo.dlq.<stream>.<consumer>              dead letters of one consumer
     kaiwo.public.workload.<namespace>.<kind>.<uid>   public workload events (subscribers)
 
@@ -34,6 +36,8 @@ ANY_TAIL = ">"
 
 ResultOutcomeToken = Literal["applied", "failed"]
 MonitorTopic = Literal["utilization", "underutilized", "preemption"]
+GatewayTopic = Literal["load", "scale"]
+"""The gateway family's topics: load reports (``load``), autoscaling decisions (``scale``)."""
 PUBLIC_WORKLOAD = "workload"
 """The public family's only topic so far (``kaiwo.public.workload.…``)."""
 
@@ -49,6 +53,7 @@ class Family(StrEnum):
     PLAN = "plan"
     RESULT = "res"
     MONITOR = "mon"
+    GATEWAY = "gateway"
     DEAD_LETTER = "dlq"
     PUBLIC = "public"
 
@@ -141,6 +146,22 @@ def monitor_subject(*, topic: MonitorTopic, namespace: str | None, uid: str) -> 
     return _join(Family.MONITOR, topic, scope_token(namespace), uid_token(uid))
 
 
+def gateway_subject(*, topic: GatewayTopic, namespace: str | None, uid: str) -> str:
+    """``kaiwo.gateway.<topic>.<scope>.<uid>``: a load report is cluster-scoped, its "uid" the
+    reporting replica (``load_report_subject``); a scale decision is its Model's."""
+    return _join(Family.GATEWAY, topic, scope_token(namespace), uid_token(uid))
+
+
+def load_report_subject(replica: str) -> str:
+    """``kaiwo.gateway.load._cluster.<replica>``: where one gateway replica reports its load."""
+    return gateway_subject(topic="load", namespace=None, uid=replica)
+
+
+def scale_subject(*, namespace: str, uid: str) -> str:
+    """``kaiwo.gateway.scale.<namespace>.<uid>``: the autoscaler's decision for one Model."""
+    return gateway_subject(topic="scale", namespace=namespace, uid=uid)
+
+
 def public_workload_subject(*, namespace: str, kind: str, uid: str) -> str:
     """``kaiwo.public.workload.<namespace>.<kind>.<uid>``: the public events of one workload.
 
@@ -174,6 +195,7 @@ _LAYOUT: dict[Family, tuple[str, ...]] = {
     Family.PLAN: ("kind", "scope", "uid"),
     Family.RESULT: ("qualifier", "kind", "scope", "uid"),
     Family.MONITOR: ("qualifier", "scope", "uid"),
+    Family.GATEWAY: ("qualifier", "scope", "uid"),
     Family.DEAD_LETTER: ("stream", "consumer"),
     Family.PUBLIC: ("qualifier", "scope", "kind", "uid"),
 }
@@ -188,7 +210,8 @@ class ParsedSubject:
     namespace: str | None = None
     uid: str | None = None
     qualifier: str | None = None
-    """The result outcome (``res``), monitor topic (``mon``) or public topic (``public``)."""
+    """The result outcome (``res``), monitor topic (``mon``), gateway topic (``gateway``) or
+    public topic (``public``)."""
     stream: str | None = None
     consumer: str | None = None
     partition: int | None = None
