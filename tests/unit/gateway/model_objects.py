@@ -15,12 +15,16 @@ def model_object(
     features: list[str] | None = None,
     adapters: list[str] | None = None,
     strategy: str = "LeastLoad",
+    generation: int | None = None,
+    **scaling: Any,
 ) -> dict[str, Any]:
+    """``scaling``: more spec fields (``replicas``, ``minReplicas``, ``targetRequests``...)."""
     spec: dict[str, Any] = {
         "url": "hf://org/model",
         "engine": "VLLM",
         "features": features if features is not None else ["TextGeneration"],
         "loadBalancing": {"strategy": strategy},
+        **scaling,
     }
     if adapters:
         spec["adapters"] = [{"name": a, "url": f"hf://org/{a}"} for a in adapters]
@@ -34,6 +38,7 @@ def model_object(
             "resourceVersion": version,
             "labels": labels or {},
             "creationTimestamp": "2026-03-01T12:00:00Z",
+            **({"generation": generation} if generation is not None else {}),
         },
         "spec": spec,
     }

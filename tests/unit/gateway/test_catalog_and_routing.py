@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kaiwo_gateway.domain.autoscaling import ScalingSpec
 from kaiwo_gateway.domain.catalog import Catalog, Endpoint
 from kaiwo_gateway.domain.routing import Ambiguous, Route, Unknown, find_route, prompt_prefix
 from kaiwo_gateway.domain.selectors import LabelSelector, parse_selectors
@@ -144,3 +145,40 @@ def test_the_prefix_is_the_prompt_or_the_last_user_message_cut_to_length() -> No
     assert prompt_prefix("/v1/completions", {"prompt": "Once upon a time"}, 4) == "Once"
     assert prompt_prefix("/v1/completions", {"prompt": ["abc", "def"]}, 10) == "abc"
     assert prompt_prefix("/v1/embeddings", {"input": "abc"}, 10) == ""
+
+
+def test_a_model_carries_its_generation_and_the_fields_the_autoscaler_reads() -> None:
+    catalog = Catalog()
+    catalog.apply(
+        kind="Model",
+        event="ADDED",
+        obj=model_object(
+            "llm",
+            generation=3,
+            replicas=2,
+            minReplicas=1,
+            maxReplicas=4,
+            targetRequests=8,
+            scaleDownDelaySeconds=-5,
+        ),
+    )
+    [served] = catalog.models()
+    assert served.generation == 3
+    # A negative delay (the API allows it) is no delay.
+    assert served.scaling == ScalingSpec(
+        replicas=2,
+        min_replicas=1,
+        max_replicas=4,
+        autoscaling_disabled=False,
+        target_requests=8,
+        scale_down_delay_seconds=0,
+    )
+
+    # A change of the replicas alone is news: requests waiting for endpoints look again.
+    changed = catalog.apply(
+        kind="Model",
+        event="MODIFIED",
+        obj=model_object("llm", version="2", generation=4, replicas=3),
+    )
+    assert changed is True
+    assert catalog.models()[0].scaling.replicas == 3

@@ -15,13 +15,19 @@ Upstream's algorithm (`kubeai-upstream-behaviour.md` §7.2), with time passed in
 
 :func:`replicas_for_a_request` is scale from zero: a request for an autoscaled Model at zero
 replicas asks for one.
+
+A :class:`ScalingState` is kept across restarts and leader changes as a small document
+(:meth:`ScalingState.to_document`); restored with another window size it starts again filled
+with its saved average, as upstream does after a restart.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +56,39 @@ class ScalingState:
     @property
     def average(self) -> float:
         return sum(self.samples) / len(self.samples) if self.samples else 0.0
+
+    def resized(self, size: int) -> ScalingState:
+        """This state for a window of ``size`` samples: as it is when the size is the same,
+        else filled with its average (the interval or window changed)."""
+        if len(self.samples) == size:
+            return self
+        return ScalingState(
+            samples=(self.average,) * size, fewer_wanted_since=self.fewer_wanted_since
+        )
+
+    def to_document(self) -> dict[str, Any]:
+        return {
+            "samples": list(self.samples),
+            "fewerWantedSince": (
+                None if self.fewer_wanted_since is None else self.fewer_wanted_since.isoformat()
+            ),
+        }
+
+    @classmethod
+    def from_document(cls, document: Mapping[str, Any]) -> ScalingState:
+        """The state saved by :meth:`to_document`; ValueError when it is not one."""
+        samples = document.get("samples")
+        since = document.get("fewerWantedSince")
+        if not isinstance(samples, list) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 for v in samples
+        ):
+            raise ValueError("samples must be a list of non-negative numbers")
+        if since is not None and not isinstance(since, str):
+            raise ValueError("fewerWantedSince must be a time or null")
+        return cls(
+            samples=tuple(float(v) for v in samples),
+            fewer_wanted_since=None if since is None else datetime.fromisoformat(since),
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from typing import Any
 from kaiwo_contracts.crds.kubeai_v1.model import ModelSpec
 from pydantic import ValidationError
 
+from kaiwo_gateway.domain.autoscaling import ScalingSpec
 from kaiwo_gateway.domain.selectors import LabelSelector
 
 LABEL_MODEL = "model"
@@ -66,6 +67,10 @@ class ServedModel:
     """Unix seconds of ``metadata.creationTimestamp`` (``created`` in ``/v1/models``)."""
     strategy: str
     prefix_hash: PrefixHashSettings
+    generation: int = 0
+    """``metadata.generation``: the spec version the autoscaler decides from."""
+    scaling: ScalingSpec = field(default_factory=lambda: ScalingSpec(replicas=None))
+    """The fields the autoscaler reads, ``spec.replicas`` among them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +199,20 @@ def served_model(obj: Mapping[str, Any]) -> ServedModel | None:
             replication=max(prefix.replication, 1),
             prefix_char_length=max(prefix.prefix_char_length, 0),
         ),
+        generation=_generation(metadata.get("generation")),
+        scaling=ScalingSpec(
+            replicas=spec.replicas,
+            min_replicas=spec.min_replicas,
+            max_replicas=spec.max_replicas,
+            autoscaling_disabled=spec.autoscaling_disabled,
+            target_requests=spec.target_requests,
+            scale_down_delay_seconds=max(spec.scale_down_delay_seconds, 0),
+        ),
     )
+
+
+def _generation(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def pod_owner(obj: Mapping[str, Any]) -> str | None:
