@@ -43,11 +43,13 @@ from kaiwo_contracts.events.streams import (
     bus_topology,
 )
 from kaiwo_contracts.events.subjects import (
+    load_report_subject,
     monitor_subject,
     observed_subject,
     plan_subject,
     public_workload_subject,
     result_subject,
+    scale_subject,
 )
 from kaiwo_contracts.plans import ObjectRef, Plan
 from kaiwo_runtime.bus import BusError, Delivery
@@ -312,7 +314,7 @@ async def test_a_reader_uses_its_own_durable_consumer_and_no_operator_s(
     assert await executor_sees(executor, secured.topology) == [subject]
 
 
-async def test_the_gateway_reads_stored_observations_and_publishes_or_consumes_nothing(
+async def test_the_gateway_reads_stored_observations_publishes_none_and_consumes_none(
     secured: SecuredBus,
 ) -> None:
     watcher = await secured.bus(WATCHER)
@@ -329,6 +331,43 @@ async def test_the_gateway_reads_stored_observations_and_publishes_or_consumes_n
     js = gateway.client.jetstream(timeout=REFUSED_WITHIN)
     with pytest.raises(nats.errors.TimeoutError):
         await js.subscribe("kaiwo.obs.pod.>", stream="KAIWO_OBS", ordered_consumer=True)
+
+
+async def test_the_gateway_reports_load_decides_scale_and_leads_by_its_own_lease_only(
+    secured: SecuredBus,
+) -> None:
+    gateway = await secured.bus(GATEWAY)
+    planner = await secured.bus(PLANNER)
+    reports = await gateway.client.subscribe("kaiwo.gateway.load.>")
+
+    report = load_report_subject("gateway-0/1")
+    stored = await gateway.publish_raw(report, body=b"{}", headers={"Nats-Msg-Id": "load-1"})
+    assert stored.stream == "KAIWO_GATEWAY"
+    assert (await reports.next_msg(timeout=2)).subject == report
+    decided = scale_subject(namespace="team-a", uid=UID)
+    assert (await gateway.publish_raw(decided, body=b"{}", headers={})).stream == "KAIWO_GATEWAY"
+    # Nobody else decides a scale; the gateway publishes no plan, result or finding.
+    with pytest.raises(BusError):
+        await planner.publish_raw(decided, body=b"{}", headers={})
+    owner = ObjectRef(api_version="kubeai.org/v1", kind="Model", name="m", namespace="team-a")
+    for forged in (
+        plan_subject(kind=owner.kind, namespace="team-a", uid=UID),
+        result_subject(outcome="applied", kind=owner.kind, namespace="team-a", uid=UID),
+        monitor_subject(topic="utilization", namespace="team-a", uid=UID),
+    ):
+        with pytest.raises(BusError):
+            await gateway.publish_raw(forged, body=b"{}", headers={})
+
+    state = await NatsKeyValue.open(gateway.client, "kaiwo-autoscaler")
+    await state.put(UID, b"{}")
+    assert [key async for key, _ in state.items()] == [UID]
+    leases = await NatsLeaseStore.open(gateway.client, "kaiwo-leases", duration_seconds=5)
+    assert await leases.claim("autoscaler", "gateway-0") is not None
+    # Not the planner's lease, and not the planner's state.
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(leases.claim("planner", "gateway-0"), REFUSED_WITHIN * 3)
+    with pytest.raises(nats.errors.TimeoutError):
+        await gateway.client.jetstream(timeout=REFUSED_WITHIN).key_value("kaiwo-planner")
 
 
 async def test_services_open_their_own_buckets_and_leases_only(secured: SecuredBus) -> None:

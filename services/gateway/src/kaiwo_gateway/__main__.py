@@ -1,10 +1,13 @@
 """``python -m kaiwo_gateway``: the gateway process.
 
-Connects to NATS as ``gateway`` (waiting for ``KAIWO_OBS`` to be declared), reads the stored
-observations of Models and their Pods, then serves the OpenAI API on ``KAIWO_GATEWAY_PORT``
-and ``/healthz``, ``/readyz`` (NATS connected, observations read) and ``/metrics`` on
-``KAIWO_HEALTH_PORT`` until SIGTERM or SIGINT. NATS not answering at start ends the process
-with status 1 and one line on stderr.
+Connects to NATS as ``gateway`` (waiting for ``KAIWO_OBS`` and ``KAIWO_GATEWAY`` to be
+declared), reads the stored observations of Models and their Pods, then serves the OpenAI API
+on ``KAIWO_GATEWAY_PORT`` and ``/healthz``, ``/readyz`` (NATS connected, observations read)
+and ``/metrics`` on ``KAIWO_HEALTH_PORT`` until SIGTERM or SIGINT. Meanwhile it reports its
+load every ``KAIWO_AUTOSCALER_INTERVAL_SECONDS`` and, unless ``KAIWO_AUTOSCALER_ENABLED`` is
+false, waits for the ``autoscaler`` lease and runs the autoscaler while it holds it (a lost
+lease makes it a standby again; it keeps serving). NATS not answering at start ends the
+process with status 1 and one line on stderr.
 """
 
 from __future__ import annotations
@@ -16,14 +19,28 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 from aiohttp import web
+from kaiwo_contracts.events.permissions import AUTOSCALER_LEASE
 from kaiwo_runtime.health import HealthServer
-from kaiwo_runtime.startup import configure_service_logging, connect_bus, run_until_signalled
+from kaiwo_runtime.kv import NatsKeyValue
+from kaiwo_runtime.nats_bus import NatsBus
+from kaiwo_runtime.single_active import this_replica
+from kaiwo_runtime.startup import (
+    configure_service_logging,
+    connect_bus,
+    open_single_active,
+    run_until_signalled,
+    utc_now,
+    within,
+)
 
+from kaiwo_gateway.autoscaler_leader import Autoscaler, AutoscalerSettings
 from kaiwo_gateway.domain.balancing import Balancer
 from kaiwo_gateway.domain.catalog import Catalog
-from kaiwo_gateway.http_api import Gateway, ProxySettings
+from kaiwo_gateway.domain.load import RequestCounts
+from kaiwo_gateway.http_api import Gateway, LoadTracking, ProxySettings
+from kaiwo_gateway.load_reports import LoadReporter
 from kaiwo_gateway.metrics import GatewayMetrics
-from kaiwo_gateway.nats_source import NatsObservationSource
+from kaiwo_gateway.nats_source import NatsObservationSource, subscribe_load_reports
 from kaiwo_gateway.observations import ObservationFeed
 from kaiwo_gateway.settings import GatewaySettings
 
@@ -38,6 +55,14 @@ async def serve(settings: GatewaySettings, stop: asyncio.Event) -> None:
         stack.push_async_callback(bus.close)
         metrics = GatewayMetrics()
         catalog = Catalog(namespaces=settings.gateway_namespaces)
+        reporter = LoadReporter(
+            counts=RequestCounts(),
+            publisher=bus,
+            replica=this_replica(),
+            interval_seconds=settings.autoscaler_interval_seconds,
+            clock=utc_now,
+            metrics=metrics,
+        )
         gateway = Gateway(
             catalog=catalog,
             balancer=Balancer(),
@@ -47,6 +72,7 @@ async def serve(settings: GatewaySettings, stop: asyncio.Event) -> None:
                 connect_timeout_seconds=settings.gateway_connect_timeout_seconds,
                 attempts=settings.gateway_attempts,
             ),
+            load=LoadTracking(counts=reporter.counts, on_first_wait=reporter.report_now),
         )
         feed = ObservationFeed(
             source=NatsObservationSource(bus.client),
@@ -86,8 +112,49 @@ async def serve(settings: GatewaySettings, stop: asyncio.Event) -> None:
                 health=health.url,
                 models=len(catalog.models()),
             )
-            await feed.run(stop)
+            async with asyncio.TaskGroup() as tasks:
+                tasks.create_task(feed.run(stop))
+                tasks.create_task(reporter.run(stop))
+                if settings.autoscaler_enabled:
+                    tasks.create_task(_lead_autoscaler(bus, catalog, metrics, settings, stop))
         log.info("gateway stopped")
+
+
+async def _lead_autoscaler(
+    bus: NatsBus,
+    catalog: Catalog,
+    metrics: GatewayMetrics,
+    settings: GatewaySettings,
+    stop: asyncio.Event,
+) -> None:
+    """Take in every load report; run the autoscaler while holding its lease, and wait for
+    the lease again after losing it (the replica keeps serving requests meanwhile)."""
+    timeout = settings.startup_timeout_seconds
+    state = await within(
+        timeout,
+        f"opening the key-value bucket {settings.autoscaler_bucket} failed",
+        NatsKeyValue.open(
+            bus.client, settings.autoscaler_bucket, replicas=settings.bus_stream_replicas
+        ),
+    )
+    autoscaler = Autoscaler(
+        catalog=catalog,
+        publisher=bus,
+        state=state,
+        clock=utc_now,
+        settings=AutoscalerSettings(
+            interval_seconds=settings.autoscaler_interval_seconds,
+            window_seconds=settings.autoscaler_window_seconds,
+        ),
+        metrics=metrics,
+    )
+    await subscribe_load_reports(bus.client, autoscaler.receive, metrics=metrics)
+    single = await open_single_active(
+        bus, settings=settings, role=AUTOSCALER_LEASE, within_seconds=timeout
+    )
+    while not stop.is_set():
+        if await single.run(autoscaler.lead, stop):
+            log.warning("autoscaler lease lost; waiting to lead again")
 
 
 async def main() -> int:

@@ -9,7 +9,12 @@ its bytes untouched (no decompression). Request headers go through except hop-by
 
 When a connection to an endpoint fails before a byte was sent, the request goes to another
 endpoint (up to ``attempts`` in all); any later failure is the client's to see. Without a ready
-endpoint the request waits up to ``endpoint_wait_seconds`` for one, then gets a 503.
+endpoint the request waits up to ``endpoint_wait_seconds`` for one, then gets a 503. A request
+is counted per Model while it is routed and answered (:class:`RequestCounts`, what the load
+reports say); the first one to wait for an endpoint of a Model makes the replica report at
+once, so a Model at zero replicas is scaled up without waiting for the next report (scale from
+zero). A Model at zero replicas with ``autoscalingDisabled`` is never scaled by a request: 503
+at once, saying so.
 
 Errors are OpenAI's JSON, ``{"error": {"message", "type", "param", "code"}}``.
 """
@@ -19,8 +24,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -28,8 +33,10 @@ import structlog
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from kaiwo_gateway.domain.autoscaling import ScalingSpec, replicas_for_a_request
 from kaiwo_gateway.domain.balancing import Balancer, Choice
-from kaiwo_gateway.domain.catalog import Catalog, Endpoint
+from kaiwo_gateway.domain.catalog import Catalog, Endpoint, ServedModel
+from kaiwo_gateway.domain.load import ModelKey, RequestCounts
 from kaiwo_gateway.domain.routing import Ambiguous, Route, Unknown, find_route, prompt_prefix
 from kaiwo_gateway.domain.selectors import LabelSelector, SelectorError, parse_selectors
 from kaiwo_gateway.metrics import GatewayMetrics
@@ -102,6 +109,24 @@ class _Parsed:
     prefix: str
 
 
+@dataclass
+class _Wait:
+    """A request waiting for a ready endpoint of its Model."""
+
+    model: ModelKey
+    started: float
+    from_zero: bool
+    outcome: str = "timeout"
+
+
+@dataclass
+class LoadTracking:
+    """This replica's requests per Model, and what to do when one first waits."""
+
+    counts: RequestCounts = field(default_factory=RequestCounts)
+    on_first_wait: Callable[[], None] = lambda: None
+
+
 class Gateway:
     """The request path: lookup, balancing, forwarding; and the waiters for endpoints."""
 
@@ -112,11 +137,13 @@ class Gateway:
         balancer: Balancer,
         metrics: GatewayMetrics,
         settings: ProxySettings,
+        load: LoadTracking | None = None,
     ) -> None:
         self.catalog = catalog
         self.balancer = balancer
         self.metrics = metrics
         self.settings = settings
+        self.load = load or LoadTracking()
         self._changed = asyncio.Event()
         self._session: aiohttp.ClientSession | None = None
 
@@ -185,12 +212,16 @@ class Gateway:
         status = 500
         try:
             parsed = await self._parse(request, route_name)
-            namespace, model_name = parsed.route.model.namespace, parsed.route.model.name
+            model = parsed.route.model
+            namespace, model_name = model.namespace, model.name
+            key = ModelKey(uid=model.uid, namespace=namespace, name=model_name)
             in_flight = self.metrics.in_flight.labels(namespace=namespace, model=model_name)
             in_flight.inc()
+            self.load.counts.started(key)
             try:
                 response = await self._forward(request, parsed, path=f"/v1/{route_name}")
             finally:
+                self.load.counts.finished(key)
                 in_flight.dec()
             status = response.status
             return response
@@ -289,33 +320,69 @@ class Gateway:
         route = parsed.route
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.settings.endpoint_wait_seconds
-        while True:
-            changed = self._changed
-            endpoints = self.catalog.endpoints(route.model)
-            choice = self._choose(route, endpoints, parsed.prefix, exclude)
-            if choice is not None:
-                return choice
-            if exclude and any(e.key in exclude for e in endpoints):
-                raise OpenAIError(
-                    502,
-                    f"Bad Gateway: no endpoint of model {route.model.name!r} accepted a "
-                    f"connection ({len(exclude)} tried)",
-                    kind="server_error",
-                )
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise OpenAIError(
-                    503,
-                    f"no ready endpoint of model {route.model.name!r}"
-                    + (f" with adapter {route.adapter!r}" if route.adapter else "")
-                    + f" within {self.settings.endpoint_wait_seconds:g}s",
-                    kind="server_error",
-                    code="no_ready_endpoint",
-                )
-            try:
-                await asyncio.wait_for(changed.wait(), remaining)
-            except TimeoutError:
-                continue
+        wait: _Wait | None = None
+        try:
+            while True:
+                changed = self._changed
+                endpoints = self.catalog.endpoints(route.model)
+                choice = self._choose(route, endpoints, parsed.prefix, exclude)
+                if choice is not None:
+                    if wait is not None:
+                        wait.outcome = "ready"
+                    return choice
+                if exclude and any(e.key in exclude for e in endpoints):
+                    raise OpenAIError(
+                        502,
+                        f"Bad Gateway: no endpoint of model {route.model.name!r} accepted a "
+                        f"connection ({len(exclude)} tried)",
+                        kind="server_error",
+                    )
+                current = self.catalog.model(route.model.uid) or route.model
+                if wait is None:
+                    wait = self._start_waiting(current, at=loop.time())
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise _no_endpoint(route, current, self.settings.endpoint_wait_seconds, wait)
+                try:
+                    await asyncio.wait_for(changed.wait(), remaining)
+                except TimeoutError:
+                    continue
+        finally:
+            if wait is not None:
+                self._stop_waiting(wait, at=loop.time())
+
+    def _start_waiting(self, model: ServedModel, *, at: float) -> _Wait:
+        """Count the request as waiting (the first one reports at once); a Model at zero
+        replicas whose autoscaling is disabled is refused instead: no request scales it."""
+        key = ModelKey(uid=model.uid, namespace=model.namespace, name=model.name)
+        if _never_scaled_by_requests(model.scaling):
+            self.metrics.endpoint_waits.labels(
+                namespace=model.namespace,
+                model=model.name,
+                outcome="not_scalable",
+                from_zero="true",
+            ).inc()
+            raise OpenAIError(
+                503,
+                f"model {model.name!r} has 0 replicas and autoscalingDisabled is set, so no "
+                "request scales it up: scale it (kubectl scale model/"
+                f"{model.name} -n {model.namespace} --replicas=1) or enable autoscaling",
+                kind="server_error",
+                code="model_scaled_to_zero",
+            )
+        from_zero = replicas_for_a_request(model.scaling) is not None
+        if self.load.counts.wait_started(key):
+            self.load.on_first_wait()
+        return _Wait(model=key, started=at, from_zero=from_zero)
+
+    def _stop_waiting(self, wait: _Wait, *, at: float) -> None:
+        self.load.counts.wait_ended(wait.model)
+        labels = {"namespace": wait.model.namespace, "model": wait.model.name}
+        from_zero = "true" if wait.from_zero else "false"
+        self.metrics.endpoint_waits.labels(
+            **labels, outcome=wait.outcome, from_zero=from_zero
+        ).inc()
+        self.metrics.endpoint_wait.labels(**labels, from_zero=from_zero).observe(at - wait.started)
 
     def _choose(
         self, route: Route, endpoints: tuple[Endpoint, ...], prefix: str, exclude: set[str]
@@ -340,6 +407,26 @@ class Gateway:
                 fallback="true" if choice.fallback else "false",
             ).inc()
         return choice
+
+
+def _never_scaled_by_requests(scaling: ScalingSpec) -> bool:
+    return scaling.autoscaling_disabled and (scaling.replicas or 0) == 0
+
+
+def _no_endpoint(route: Route, model: ServedModel, waited: float, wait: _Wait) -> OpenAIError:
+    adapter = f" with adapter {route.adapter!r}" if route.adapter else ""
+    why = (
+        " (the model was at 0 replicas: one was asked for and is not ready yet; "
+        "model servers may take minutes to start, try again)"
+        if wait.from_zero
+        else ""
+    )
+    return OpenAIError(
+        503,
+        f"no ready endpoint of model {model.name!r}{adapter} within {waited:g}s{why}",
+        kind="server_error",
+        code="no_ready_endpoint",
+    )
 
 
 def _selector(headers: CIMultiDictProxy[str]) -> LabelSelector:

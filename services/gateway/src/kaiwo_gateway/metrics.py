@@ -1,12 +1,14 @@
-"""Every metric of the gateway (``kaiwo_gateway_*``). Labels carry the Model's namespace and
-name (a bounded set, as upstream's ``request_model``) and, for endpoint choice, the endpoint
-(``<namespace>/<pod>``, as upstream's hash-lookup counters)."""
+"""Every metric of the gateway (``kaiwo_gateway_*``) and of the autoscaler it may lead
+(``kaiwo_autoscaler_*``). Labels carry the Model's namespace and name (a bounded set, as
+upstream's ``request_model``) and, for endpoint choice, the endpoint (``<namespace>/<pod>``,
+as upstream's hash-lookup counters)."""
 
 from __future__ import annotations
 
 from kaiwo_runtime.metrics import MetricsRegistry
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+WAIT_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 
 
 class GatewayMetrics:
@@ -50,4 +52,52 @@ class GatewayMetrics:
             "gateway_observations",
             "Observations read from the bus, by kind and outcome (applied, unchanged, malformed)",
             ("kind", "outcome"),
+        )
+        self.endpoint_waits = self.registry.counter(
+            "gateway_endpoint_waits",
+            "Requests that waited for a ready endpoint, by outcome (ready, timeout, "
+            "not_scalable: autoscaling disabled at zero replicas) and whether the Model was "
+            "at zero replicas (scale from zero)",
+            ("namespace", "model", "outcome", "from_zero"),
+        )
+        self.endpoint_wait = self.registry.histogram(
+            "gateway_endpoint_wait_seconds",
+            "How long requests waited for a ready endpoint (a Model scaling from zero included)",
+            ("namespace", "model", "from_zero"),
+            buckets=WAIT_BUCKETS,
+        )
+        self.load_reports = self.registry.counter(
+            "gateway_load_reports",
+            "This replica's load reports (active requests per Model), by outcome "
+            "(published, failed) and why (interval, waiting: a request waits for an endpoint)",
+            ("outcome", "trigger"),
+        )
+        self.autoscaler_leading = self.registry.gauge(
+            "autoscaler_leading",
+            "1 while this replica holds the autoscaler lease and runs the autoscaler",
+        )
+        self.autoscaler_ticks = self.registry.counter(
+            "autoscaler_ticks",
+            "Autoscaler ticks, by outcome (sampled; skipped: no fresh load report)",
+            ("outcome",),
+        )
+        self.autoscaler_reports = self.registry.counter(
+            "autoscaler_reports",
+            "Load reports received from the gateway replicas, by outcome (taken, malformed)",
+            ("outcome",),
+        )
+        self.autoscaler_decisions = self.registry.counter(
+            "autoscaler_decisions",
+            "Scale decisions published, by cause (load, request) and direction (up, down)",
+            ("namespace", "model", "cause", "direction"),
+        )
+        self.autoscaler_active_requests = self.registry.gauge(
+            "autoscaler_active_requests",
+            "Active requests summed over the gateway replicas at the last tick",
+            ("namespace", "model"),
+        )
+        self.autoscaler_average = self.registry.gauge(
+            "autoscaler_average_active_requests",
+            "The moving average of active requests the last decision was made from",
+            ("namespace", "model"),
         )

@@ -152,6 +152,10 @@ class Catalog:
     def models(self) -> tuple[ServedModel, ...]:
         return tuple(sorted(self._models.values(), key=lambda m: (m.name, m.namespace)))
 
+    def model(self, uid: str) -> ServedModel | None:
+        """The Model with this uid as the catalog holds it now."""
+        return self._models.get(uid)
+
     def named(self, name: str, selector: LabelSelector) -> tuple[ServedModel, ...]:
         """Models called ``name`` whose labels the selector matches (one per namespace)."""
         return tuple(

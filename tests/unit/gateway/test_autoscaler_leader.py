@@ -1,0 +1,189 @@
+"""The autoscaler around its pure tick: reports taken in, decisions published once, the
+windows saved to the bucket and continued by the next leader. Clock and bucket injected."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from kaiwo_contracts.events.autoscaling import ActiveRequestsV1, ModelLoad, ScaleDecidedV1
+from kaiwo_contracts.events.envelope import Envelope
+from kaiwo_contracts.plans import ObjectRef
+from kaiwo_gateway.autoscaler_leader import Autoscaler, AutoscalerSettings
+from kaiwo_gateway.domain.catalog import Catalog
+from kaiwo_gateway.domain.load import ModelKey, RequestCounts
+from kaiwo_gateway.load_reports import LoadReporter
+from kaiwo_gateway.metrics import GatewayMetrics
+from kaiwo_runtime.kv import MemoryKeyValue
+
+from tests.unit.gateway.model_objects import model_object
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+SETTINGS = AutoscalerSettings(interval_seconds=10.0, window_seconds=20.0)  # two samples
+LLM = ObjectRef(
+    api_version="kubeai.org/v1", kind="Model", name="llm", namespace="team-a", uid="m-1"
+)
+
+pytestmark = pytest.mark.asyncio
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+class Published:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, Envelope[Any]]] = []
+
+    async def publish(self, envelope: Envelope[Any], subject: str) -> None:
+        self.sent.append((subject, envelope))
+
+    def decisions(self) -> list[ScaleDecidedV1]:
+        return [e.data for _, e in self.sent if isinstance(e.data, ScaleDecidedV1)]
+
+
+def catalog_with(**spec: Any) -> Catalog:
+    catalog = Catalog()
+    catalog.apply(
+        kind="Model",
+        event="ADDED",
+        obj=model_object("llm", uid="m-1", generation=2, targetRequests=10, **spec),
+    )
+    return catalog
+
+
+def load(gateway: str, active: int, waiting: int = 0) -> ActiveRequestsV1:
+    models = (
+        (ModelLoad(model=LLM, active_requests=active, waiting_requests=waiting),) if active else ()
+    )
+    return ActiveRequestsV1(gateway=gateway, interval_seconds=10.0, models=models)
+
+
+def autoscaler(
+    catalog: Catalog, bucket: MemoryKeyValue, clock: Clock, out: Published
+) -> Autoscaler:
+    return Autoscaler(
+        catalog=catalog,
+        publisher=out,
+        state=bucket,
+        clock=clock,
+        settings=SETTINGS,
+        metrics=GatewayMetrics(),
+    )
+
+
+async def test_a_tick_sums_the_replicas_publishes_the_decision_once_and_saves_the_window() -> None:
+    clock, bucket, out = Clock(), MemoryKeyValue(), Published()
+    scaler = autoscaler(catalog_with(replicas=1, maxReplicas=5), bucket, clock, out)
+    await scaler.restore()
+    scaler.receive(load("gw-a", 30))
+    scaler.receive(load("gw-b", 50))
+
+    await scaler.tick_once()
+    # (0 + 80) / 2 = 40 active requests on average, target 10: 4 replicas.
+    [decision] = out.decisions()
+    assert (decision.from_replicas, decision.replicas, decision.generation) == (1, 4, 2)
+    assert (decision.active_requests, decision.average_active_requests) == (80.0, 40.0)
+    assert (decision.window_seconds, decision.samples, decision.target_requests) == (20.0, 2, 10)
+    assert decision.cause == "load"
+    subject, envelope = out.sent[0]
+    assert subject == "kaiwo.gateway.scale.team-a.m-1"
+    assert (envelope.correlationid, envelope.subject) == ("m-1", "team-a/llm")
+    assert json.loads(await bucket.get("m-1") or b"") == {
+        "samples": [0.0, 80.0],
+        "fewerWantedSince": None,
+    }
+
+    # The Model's new replicas have not been observed yet: (80 + 0) / 2 decides 4 again,
+    # which is not sent again.
+    clock.advance(10)
+    scaler.receive(load("gw-a", 0))
+    scaler.receive(load("gw-b", 0))
+    assert await scaler.tick_once() == ()
+    assert len(out.decisions()) == 1
+
+
+async def test_the_next_leader_continues_the_saved_window() -> None:
+    clock, bucket, out = Clock(), MemoryKeyValue(), Published()
+    first = autoscaler(catalog_with(replicas=1, maxReplicas=9), bucket, clock, out)
+    await first.restore()
+    first.receive(load("gw-a", 60))
+    await first.tick_once()  # samples (0, 60): average 30 -> 3
+
+    clock.advance(10)
+    successor = autoscaler(catalog_with(replicas=3, maxReplicas=9), bucket, clock, Published())
+    await successor.restore()
+    successor.receive(load("gw-a", 100))
+    [decision] = await successor.tick_once()
+    # (60 + 100) / 2 = 80 -> 8: the 60 of the first leader's tick is still in the window.
+    assert (decision.from_replicas, decision.replicas, decision.average) == (3, 8, 80.0)
+
+
+async def test_a_waiting_request_scales_a_model_at_zero_without_a_tick() -> None:
+    clock, bucket, out = Clock(), MemoryKeyValue(), Published()
+    scaler = autoscaler(catalog_with(), bucket, clock, out)
+    scaler.receive(load("gw-a", 1, waiting=1))
+
+    [decision] = await scaler.scale_from_zero_once()
+    assert (decision.from_replicas, decision.replicas, decision.cause) == (0, 1, "request")
+    assert out.decisions()[0].reason == "scale from zero: 1 request waits for a ready endpoint"
+    assert await scaler.scale_from_zero_once() == ()  # asked once per generation
+    assert await bucket.get("m-1") is None  # no sample was taken
+
+
+async def test_a_model_no_longer_autoscaled_loses_its_window_and_damaged_ones_start_empty() -> None:
+    clock, bucket, out = Clock(), MemoryKeyValue(), Published()
+    await bucket.put("m-1", json.dumps({"samples": [4.0, 4.0]}).encode())
+    await bucket.put("m-gone", b"{not json")
+    scaler = autoscaler(catalog_with(replicas=1, autoscalingDisabled=True), bucket, clock, out)
+    await scaler.restore()
+    scaler.receive(load("gw-a", 0))
+
+    await scaler.tick_once()
+    assert out.decisions() == []
+    assert [key async for key, _ in bucket.items()] == ["m-gone"]
+
+
+async def test_without_a_fresh_report_the_tick_is_skipped() -> None:
+    clock, bucket, out = Clock(), MemoryKeyValue(), Published()
+    scaler = autoscaler(catalog_with(replicas=3), bucket, clock, out)
+    scaler.receive(load("gw-a", 0))
+    clock.advance(31)  # three intervals of the report and a second
+
+    assert await scaler.tick_once() == ()
+    assert await bucket.get("m-1") is None
+
+
+async def test_a_replica_reports_its_requests_per_model() -> None:
+    counts, out = RequestCounts(), Published()
+    reporter = LoadReporter(
+        counts=counts,
+        publisher=out,
+        replica="gw-a/7",
+        interval_seconds=10.0,
+        clock=Clock(),
+        metrics=GatewayMetrics(),
+    )
+    key = ModelKey(uid="m-1", namespace="team-a", name="llm")
+    counts.started(key)
+    counts.started(key)
+    counts.wait_started(key)
+
+    await reporter.publish_once()
+    [(subject, envelope)] = out.sent
+    assert subject == "kaiwo.gateway.load._cluster.gw-a_2F7"
+    assert envelope.correlationid == "gw-a/7"
+    assert envelope.data == ActiveRequestsV1(
+        gateway="gw-a/7",
+        interval_seconds=10.0,
+        models=(ModelLoad(model=LLM, active_requests=2, waiting_requests=1),),
+    )
