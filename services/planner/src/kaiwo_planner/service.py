@@ -62,9 +62,15 @@ finding's envelope time, when the finding may change its plan (an open underutil
 stretch, or a change of state). A workload a finding makes preemptable is planned on the
 finding; the pending workloads it is preempted for are named in its plan.
 
+Scale decisions. The durable consumer ``planner-scale`` (stream ``KAIWO_GATEWAY``) delivers
+the autoscaler's ``ScaleDecidedV1`` per Model; the projection keeps the latest per Model
+(:mod:`kaiwo_planner.domain.models.autoscaling`) and the Model is planned again, ``now`` = the
+decision's envelope time, trigger ``scale``: its plan sets the replicas through the scale
+subresource while the decision still applies.
+
 Replay: every plan records ``planned_at``, ``trigger``, ``obs_sequence`` (the projection's
-last applied stream sequence) and ``mon_sequence`` (the last finding's), which is all the
-pure planner needs to reproduce it.
+last applied stream sequence), ``mon_sequence`` (the last finding's) and ``scale_sequence``
+(the last scale decision's), which is all the pure planner needs to reproduce it.
 """
 
 from __future__ import annotations
@@ -81,6 +87,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final, Protocol, cast
 
 import structlog
+from kaiwo_contracts.events.autoscaling import ScaleDecidedV1
 from kaiwo_contracts.events.envelope import (
     Envelope,
     object_subject,
@@ -90,13 +97,18 @@ from kaiwo_contracts.events.envelope import (
 from kaiwo_contracts.events.monitor import UtilizationV1
 from kaiwo_contracts.events.observed import ObservedObjectV1
 from kaiwo_contracts.events.plans import PlanDecidedV1, PlanTrigger
-from kaiwo_contracts.events.streams import PLANNER_FINDINGS_CONSUMER, ConsumerSpec
+from kaiwo_contracts.events.streams import (
+    PLANNER_FINDINGS_CONSUMER,
+    PLANNER_SCALE_CONSUMER,
+    ConsumerSpec,
+)
 from kaiwo_contracts.events.subjects import ANY_TAIL, ANY_TOKEN, plan_subject
 from kaiwo_contracts.plans import ObjectRef, Plan, created_suspended, without_admission_gate
 from kaiwo_runtime.bus import NON_RETRYABLE, Bus, BusError, Delivery, PoisonMessage
 from kaiwo_runtime.kv import KeyValue
 from kaiwo_runtime.logging import bound_context
 
+from kaiwo_planner.domain.models.autoscaling import ScaleRequest
 from kaiwo_planner.domain.models.replanning import all_models
 from kaiwo_planner.domain.planning import plan_object_with_timer
 from kaiwo_planner.domain.queues.default_objects import default_object_plans
@@ -314,6 +326,10 @@ class PlannerService:
             (c for c in bus.topology.consumers if c.durable_name == PLANNER_FINDINGS_CONSUMER),
             None,
         )
+        self._scale_consumer = next(
+            (c for c in bus.topology.consumers if c.durable_name == PLANNER_SCALE_CONSUMER),
+            None,
+        )
         self._store = SnapshotStore(kv)
         self._projection = Projection(tombstone_retention=self._settings.tombstone_retention)
         self._owners: dict[str, _OwnerRecord] = {}
@@ -401,6 +417,16 @@ class PlannerService:
                 )
             except BusError as error:  # findings wait; timers, resync and snapshots must not
                 log.warning("monitor findings unavailable", error=str(error))
+        if self._scale_consumer is not None:
+            try:
+                handled += await self._bus.process(
+                    self._scale_consumer,
+                    self.handle_scale_decision,
+                    max_messages=64,
+                    wait_seconds=FINDINGS_WAIT_SECONDS,
+                )
+            except BusError as error:  # like findings: the rest of the round goes on
+                log.warning("scale decisions unavailable", error=str(error))
         await self.create_missing_defaults()
         await self.fire_due_timers()
         now = self._clock()
@@ -480,6 +506,26 @@ class PlannerService:
                 return
             await self._plan_round(
                 (object_ref(owner),), now=envelope.time, trigger="finding", cause=envelope
+            )
+            self._changes_since_snapshot += 1
+
+    async def handle_scale_decision(self, delivery: Delivery) -> None:
+        """The handler of ``planner-scale``: the autoscaler's decision in, the Model's plan
+        (with its scale) out."""
+        envelope = delivery.envelope(ScaleDecidedV1)
+        decision = envelope.data
+        uid = decision.model.uid or ""
+        if not uid:
+            raise PoisonMessage("a scale decision without the Model's uid")
+        request = ScaleRequest.of(decision, at=envelope.time)
+        with bound_context({"event_id": envelope.id, "uid": uid, "decision": "scale"}):
+            if not self._projection.apply_scale_request(request, sequence=delivery.stream_sequence):
+                return
+            owner = self._projection.by_uid(uid)
+            if owner is None:
+                return
+            await self._plan_round(
+                (object_ref(owner),), now=envelope.time, trigger="scale", cause=envelope
             )
             self._changes_since_snapshot += 1
 
@@ -829,6 +875,7 @@ class PlannerService:
             trigger=trigger,
             obs_sequence=self._projection.last_sequence,
             mon_sequence=self._projection.last_finding_sequence,
+            scale_sequence=self._projection.last_scale_sequence,
             absent=absent,
             drifted=drifted,
             assumed_status=assumed,

@@ -18,7 +18,10 @@ Replicas: with autoscaling (the default) ``spec.replicas`` clamped into
 ``[minReplicas, maxReplicas]``, ``minReplicas`` when it is not set; with
 ``autoscalingDisabled`` ``spec.replicas`` as it is (none: 0). Upstream writes the clamped
 value back into ``spec.replicas``; here the spec stays the user's (and the autoscaler's,
-through the scale subresource), and the plan uses the clamped value.
+through the scale subresource), and the plan uses the clamped value. The autoscaler's latest
+decision for the Model, while it still applies, makes the plan set ``spec.replicas`` through
+the scale subresource (``Plan.scale``, :mod:`~kaiwo_planner.domain.models.autoscaling`); the
+Pods follow once the new replicas are observed.
 
 A Model being deleted (only one with a cache has a finalizer, so only such a Model is seen
 so): its Pods are deleted, its files evicted from the cache, and then its finalizer dropped.
@@ -39,7 +42,14 @@ from kaiwo_contracts.confinement import CACHE_EVICTION_FINALIZER
 from kaiwo_contracts.crds.config_v1alpha1 import AIMNamespaceConfig
 from kaiwo_contracts.crds.kubeai_v1.model import Model
 from kaiwo_contracts.models_config import ModelsConfig
-from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule, sort_objects
+from kaiwo_contracts.plans import (
+    EventIntent,
+    ObjectRef,
+    Plan,
+    PruneRule,
+    ScaleIntent,
+    sort_objects,
+)
 
 from kaiwo_planner.domain.children.labels import inventory_labels
 from kaiwo_planner.domain.models.adapters import (
@@ -49,6 +59,7 @@ from kaiwo_planner.domain.models.adapters import (
     service_account,
     uses_adapters,
 )
+from kaiwo_planner.domain.models.autoscaling import scale_intent
 from kaiwo_planner.domain.models.cache import (
     JobOutcome,
     JobSettings,
@@ -151,7 +162,9 @@ def plan_model(*, model: Model, cluster: ClusterState, now: datetime) -> Plan:
             parts = _not_configured(built)
         else:
             parts = _serving(model, built, observed, cluster=cluster)
-    return _plan(model, observed, parts, now=now)
+    request = cluster.scale_requests.get(observed.identity.uid)
+    scale = scale_intent(model, observed.ref, request) if observed.identity.uid else None
+    return _plan(model, observed, parts, now=now, scale=scale)
 
 
 @dataclass(frozen=True, slots=True)
@@ -486,7 +499,14 @@ def _deleting(
 # ------------------------------------------------------------------ the plan
 
 
-def _plan(model: Model, observed: _Observed, parts: _Parts, *, now: datetime) -> Plan:
+def _plan(
+    model: Model,
+    observed: _Observed,
+    parts: _Parts,
+    *,
+    now: datetime,
+    scale: ScaleIntent | None,
+) -> Plan:
     conditions = list(parts.conditions)
     if _condition_status(observed.previous, VALID_CONDITION) == "False":
         conditions.append(ConditionSpec(VALID_CONDITION, "True", REASON_VALID, "The spec is valid"))
@@ -512,6 +532,7 @@ def _plan(model: Model, observed: _Observed, parts: _Parts, *, now: datetime) ->
         delete=tuple(sorted(parts.delete, key=ObjectRef.sort_key)),
         shared=sort_objects(parts.shared),
         finalizers=parts.finalizers,
+        scale=scale,
     )
 
 

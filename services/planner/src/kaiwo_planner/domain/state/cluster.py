@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kaiwo_contracts.crds.quantity import MAX_QUANTITY
 
 if TYPE_CHECKING:
+    from kaiwo_planner.domain.models.autoscaling import ScaleRequest
     from kaiwo_planner.domain.status.findings import WorkloadFinding
 
 _T = TypeVar("_T")
@@ -300,6 +301,7 @@ class ClusterState:
     ``kueue_workloads``: observed ``kueue.x-k8s.io/v1beta1`` Workloads.
     ``namespaces``: names of the namespaces that exist.
     ``findings``: the monitor's latest finding per workload uid.
+    ``scale_requests``: the autoscaler's latest decision per Model uid.
     """
 
     nodes: tuple[NodeInfo, ...] = ()
@@ -309,6 +311,9 @@ class ClusterState:
     findings: Mapping[str, WorkloadFinding] = field(default_factory=dict)
     """The monitor's latest finding per workload uid
     (:mod:`kaiwo_planner.domain.status.findings`)."""
+    scale_requests: Mapping[str, ScaleRequest] = field(default_factory=dict)
+    """The autoscaler's latest decision per Model uid
+    (:mod:`kaiwo_planner.domain.models.autoscaling`)."""
     _children: Mapping[str, tuple[dict[str, Any], ...]] = field(
         init=False, repr=False, compare=False, hash=False
     )

@@ -42,6 +42,7 @@ from typing import Any, Final, TypeVar
 from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
 from kaiwo_contracts.plans import OPERATOR_FIELD_MANAGERS, ObjectRef, canonical_json
 
+from kaiwo_planner.domain.models.autoscaling import SCALE_REQUEST_RETENTION, ScaleRequest
 from kaiwo_planner.domain.state.cluster import ClusterState, NodeInfo, QueueUse
 from kaiwo_planner.domain.state.manifest_comparison import contains
 from kaiwo_planner.domain.status.findings import WorkloadFinding
@@ -523,6 +524,9 @@ class Projection:
         self._findings_view: Mapping[str, WorkloadFinding] | None = MappingProxyType({})
         self._findings_pruned_at: datetime | None = None
         self._last_finding_sequence = 0
+        self._scale_requests: dict[str, ScaleRequest] = {}
+        self._scale_requests_view: Mapping[str, ScaleRequest] | None = MappingProxyType({})
+        self._last_scale_sequence = 0
         self._version = 0
         self._cached_state: ProjectedClusterState | None = None
         # Changes per (API group, kind), and values carried across versions (:meth:`carried`).
@@ -543,6 +547,40 @@ class Projection:
 
     def finding(self, uid: str) -> WorkloadFinding | None:
         return self._findings.get(uid)
+
+    @property
+    def last_scale_sequence(self) -> int:
+        """The highest ``KAIWO_GATEWAY`` stream sequence given to :meth:`apply_scale_request`."""
+        return self._last_scale_sequence
+
+    def scale_request(self, uid: str) -> ScaleRequest | None:
+        return self._scale_requests.get(uid)
+
+    def apply_scale_request(self, request: ScaleRequest, *, sequence: int) -> bool:
+        """Keep ``request`` as its Model's latest decision (an older one is dropped); returns
+        whether planning may come out differently. Decisions not followed by a newer one of
+        any Model for :data:`SCALE_REQUEST_RETENTION` (by their own times) are forgotten, as
+        findings are, so replay forgets the same ones."""
+        if sequence <= self._last_scale_sequence:
+            return False
+        self._last_scale_sequence = sequence
+        previous = self._scale_requests.get(request.uid)
+        if previous is not None and previous.at > request.at:
+            return False
+        self._scale_requests[request.uid] = request
+        horizon = request.at - SCALE_REQUEST_RETENTION
+        for uid in [u for u, r in self._scale_requests.items() if r.at < horizon]:
+            del self._scale_requests[uid]
+        self._scale_requests_view = None
+        if not request.decides_differently_from(previous):
+            return False
+        self._changed()
+        return True
+
+    def _frozen_scale_requests(self) -> Mapping[str, ScaleRequest]:
+        if self._scale_requests_view is None:
+            self._scale_requests_view = MappingProxyType(dict(self._scale_requests))
+        return self._scale_requests_view
 
     def apply_finding(self, finding: WorkloadFinding, *, sequence: int) -> bool:
         """Keep ``finding`` as its workload's latest (an older one is dropped); returns
@@ -932,6 +970,7 @@ class Projection:
             kueue_workloads=view.kueue_workloads,
             namespaces=view.namespaces,
             findings=self._frozen_findings(),
+            scale_requests=self._frozen_scale_requests(),
             view=view,
         )
         self._cached_state = state
@@ -949,6 +988,8 @@ class Projection:
                 self._findings_pruned_at.isoformat() if self._findings_pruned_at else None
             ),
             "findings": [f.to_document() for _, f in sorted(self._findings.items())],
+            "lastScaleSequence": self._last_scale_sequence,
+            "scaleRequests": [r.to_document() for _, r in sorted(self._scale_requests.items())],
             "objects": [
                 {
                     "type": key.type,
@@ -994,6 +1035,11 @@ class Projection:
             pruned = document.get("findingsPrunedAt")
             projection._findings_pruned_at = datetime.fromisoformat(pruned) if pruned else None
             projection._findings_view = None
+            projection._last_scale_sequence = int(document.get("lastScaleSequence") or 0)
+            for item in document.get("scaleRequests") or ():
+                request = ScaleRequest.from_document(item)
+                projection._scale_requests[request.uid] = request
+            projection._scale_requests_view = None
             for item in document["objects"]:
                 projection._restore_object(item)
             for item in document["tombstones"]:

@@ -1,0 +1,106 @@
+"""The autoscaler's decisions as planning inputs: a Model's replicas set through its scale
+subresource.
+
+The gateway replica that leads the autoscaler publishes a ``ScaleDecidedV1`` when a Model's
+replicas should change; the planner keeps the latest per Model (:class:`ScaleRequest`, in the
+projection, replayed from the recorded ``KAIWO_GATEWAY`` stream by ``scaleSequence`` like the
+monitor's findings) and plans the Model with it. The plan then carries a
+:class:`~kaiwo_contracts.plans.ScaleIntent` (:func:`scale_intent`) while all of these hold:
+
+* autoscaling is enabled and the Model is not being deleted;
+* the Model is still the generation the decision was made from: any change of its spec, the
+  replicas included (by the executor carrying the decision out, or by someone's
+  ``kubectl scale``), voids the decision, so a late decision never undoes a newer change;
+* its ``spec.replicas`` (none: 0) are still those the decision started from, and the replicas
+  wanted, clamped into ``[minReplicas, maxReplicas]``, differ from them.
+
+The Pods keep following ``spec.replicas``: they change once the new replicas come back
+through the watcher (decision 0027).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from kaiwo_contracts.crds.kubeai_v1.model import Model
+from kaiwo_contracts.events.autoscaling import ScaleDecidedV1
+from kaiwo_contracts.plans import ObjectRef, ScaleIntent
+
+SCALE_REQUEST_RETENTION: Final = timedelta(hours=1)
+"""A Model's decision not followed by a newer one for this long (by the decisions' own times)
+is forgotten."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleRequest:
+    """The latest ``ScaleDecidedV1`` of one Model, reduced to what planning reads."""
+
+    uid: str
+    at: datetime
+    generation: int
+    from_replicas: int
+    replicas: int
+
+    @classmethod
+    def of(cls, event: ScaleDecidedV1, *, at: datetime) -> ScaleRequest:
+        return cls(
+            uid=event.model.uid or "",
+            at=at,
+            generation=event.generation,
+            from_replicas=event.from_replicas,
+            replicas=event.replicas,
+        )
+
+    def decides_differently_from(self, other: ScaleRequest | None) -> bool:
+        """Whether planning may come out differently than with ``other`` (the same decision
+        restated, by a new leader or a later tick, changes nothing)."""
+        if other is None:
+            return True
+        return (self.generation, self.from_replicas, self.replicas) != (
+            other.generation,
+            other.from_replicas,
+            other.replicas,
+        )
+
+    def to_document(self) -> dict[str, Any]:
+        return {
+            "uid": self.uid,
+            "at": self.at.isoformat(),
+            "generation": self.generation,
+            "fromReplicas": self.from_replicas,
+            "replicas": self.replicas,
+        }
+
+    @classmethod
+    def from_document(cls, document: Mapping[str, Any]) -> ScaleRequest:
+        return cls(
+            uid=str(document["uid"]),
+            at=datetime.fromisoformat(str(document["at"])),
+            generation=int(document["generation"]),
+            from_replicas=int(document["fromReplicas"]),
+            replicas=int(document["replicas"]),
+        )
+
+
+def scale_intent(model: Model, ref: ObjectRef, request: ScaleRequest | None) -> ScaleIntent | None:
+    """The scale the Model's plan carries (see the module docstring); None: none."""
+    spec, metadata = model.spec, model.metadata
+    if (
+        request is None
+        or spec.autoscaling_disabled
+        or metadata.deletion_timestamp is not None
+        or metadata.generation != request.generation
+    ):
+        return None
+    current = spec.replicas or 0
+    if current != request.from_replicas:
+        return None
+    wanted = max(request.replicas, spec.min_replicas)
+    if spec.max_replicas is not None:
+        wanted = min(wanted, spec.max_replicas)
+    if wanted == current:
+        return None
+    return ScaleIntent(target=ref, replicas=wanted, from_replicas=current)
