@@ -26,6 +26,7 @@ from kaiwo_kube import (
     NotFound,
     ResourceExpired,
     ResourceType,
+    Retryable,
     WatchEvent,
 )
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
@@ -522,6 +523,41 @@ async def test_status_subresource_is_isolated_from_the_main_resource(
     assert merged["status"] == {"phase": "Done", "replicas": 1}
     assert merged["spec"] == {"size": 2}
     assert merged["metadata"]["generation"] == 2
+
+
+async def test_scale_subresource_sets_replicas_only_while_they_are_the_expected_ones(
+    backend: Backend, widgets: ResourceType
+) -> None:
+    kube, ns = backend.kube, backend.namespace
+    await kube.create(widget(widgets, ns, "w", spec={"size": 1}))
+
+    # Without spec.replicas there is no Scale to read, nor replicas to test; an update sets
+    # the field all the same.
+    with pytest.raises(Retryable) as unreadable:
+        await kube.get_scale(widgets, "w", namespace=ns)
+    assert unreadable.value.code == 500
+    assert '".spec.replicas" does not exist' in unreadable.value.message
+    with pytest.raises(Invalid):
+        await kube.patch_scale(
+            widgets, "w", replicas=3, expected_replicas=0, namespace=ns, field_manager="kaiwo"
+        )
+    scaled = await kube.patch_scale(widgets, "w", replicas=1, namespace=ns, field_manager="kaiwo")
+    assert scaled["spec"]["replicas"] == 1
+    found = await kube.get(widgets, "w", namespace=ns)
+    assert found["spec"] == {"size": 1, "replicas": 1}
+    assert found["metadata"]["generation"] == 2
+
+    assert (await kube.get_scale(widgets, "w", namespace=ns))["spec"]["replicas"] == 1
+    tested = await kube.patch_scale(
+        widgets, "w", replicas=2, expected_replicas=1, namespace=ns, field_manager="kaiwo"
+    )
+    assert tested["spec"]["replicas"] == 2
+    # Someone scaled it meanwhile: a patch made from the old replicas changes nothing.
+    with pytest.raises(Invalid):
+        await kube.patch_scale(
+            widgets, "w", replicas=3, expected_replicas=1, namespace=ns, field_manager="kaiwo"
+        )
+    assert (await kube.get_scale(widgets, "w", namespace=ns))["spec"]["replicas"] == 2
 
 
 # ---------------------------------------------------------------------- server-side apply

@@ -4,8 +4,13 @@ the kubelet of model-server Pods (there is none on the test's API server)."""
 from __future__ import annotations
 
 import contextlib
+from datetime import UTC, datetime
 from typing import Any, Final
 
+from kaiwo_contracts.events.autoscaling import ScaleDecidedV1
+from kaiwo_contracts.events.envelope import Envelope
+from kaiwo_contracts.events.subjects import scale_subject
+from kaiwo_contracts.plans import ObjectRef
 from kaiwo_kube import AlreadyExists, KubernetesPort, NotFound, resources
 
 from tests.integration.pipeline import cluster_actors as actors
@@ -122,3 +127,44 @@ async def serving(pipeline: Pipeline, name: str, replicas: int) -> dict[str, Any
         return Pending(f"replicas {counted}, Ready {ready}")
 
     return await eventually(check, what=f"Model {name} serves {replicas} replicas", within=60)
+
+
+async def decide_scale(pipeline: Pipeline, name: str, *, replicas: int) -> dict[str, Any]:
+    """Publish the autoscaler's decision for the Model as it is now (as the gateway replica
+    leading the autoscaler would; the test's NATS identity is the administrator)."""
+    found = await model(pipeline, name)
+    metadata = found["metadata"]
+    decision = ScaleDecidedV1(
+        model=ObjectRef(
+            api_version="kubeai.org/v1",
+            kind="Model",
+            name=name,
+            namespace=metadata["namespace"],
+            uid=metadata["uid"],
+        ),
+        generation=metadata["generation"],
+        from_replicas=found["spec"].get("replicas") or 0,
+        replicas=replicas,
+        cause="load",
+        active_requests=float(replicas),
+        average_active_requests=float(replicas),
+        window_seconds=60.0,
+        samples=6,
+        target_requests=1,
+        scale_down_delay_seconds=0,
+        reason=f"scale to {replicas}: decided by the test",
+    )
+    envelope = Envelope.new(
+        data=decision,
+        source="/kaiwo/gateway",
+        time=datetime.now(UTC),
+        correlationid=metadata["uid"],
+        subject=f"{metadata['namespace']}/{name}",
+    )
+    headers, body = envelope.to_nats()
+    await pipeline.js.publish(
+        scale_subject(namespace=metadata["namespace"], uid=metadata["uid"]),
+        body,
+        headers=dict(headers),
+    )
+    return found

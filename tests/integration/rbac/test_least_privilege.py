@@ -9,8 +9,9 @@ KaiwoJob with a download through to COMPLETE, a Ray KaiwoJob turned into a batch
 deleted, a KaiwoService behind a gateway (Deployment, Service, HTTPRoute) whose Deployment is
 deleted by hand, turned into a Ray service and back, and a KaiwoJob terminated for running past
 its duration while another waits (its PVC pruned); a KubeAI Model with adapters rolled and
-stripped of them, and one with a cache loaded, deleted and evicted; the monitor leads through
-its Lease and scrapes a Prometheus stub.
+stripped of them, one with a cache loaded, deleted and evicted, and one scaled from zero by an
+autoscaler's decision (the scale subresource); the monitor leads through its Lease and scrapes
+a Prometheus stub.
 
 The audit log holds every request of those ServiceAccounts (``tests.real_cluster``), and says:
 
@@ -461,6 +462,7 @@ async def a_model_with_adapters_rolled_and_a_cached_one_deleted(p: Pipeline) -> 
         )
     )
     await p.appears(resources.JOB, "load-cache-cached")
+    await a_model_scaled_from_zero_by_a_decision(p)
     await p.jobs.pod_succeeded("load-cache-cached", namespace=ns)
     await models.serving(p, "cached", 1)
     await p.kube.delete(resources.KUBEAI_MODEL, "cached", namespace=ns)
@@ -471,6 +473,22 @@ async def a_model_with_adapters_rolled_and_a_cached_one_deleted(p: Pipeline) -> 
         lambda: actors.get_or_none(p.kube, resources.KUBEAI_MODEL, "cached", namespace=ns),
         lambda found: found is None,
     )
+
+
+async def a_model_scaled_from_zero_by_a_decision(p: Pipeline) -> None:
+    """The autoscaler's decision (published as the gateway would) sets a Model's replicas
+    through its scale subresource, and its Pod follows."""
+    ns = p.namespace
+    await p.kube.create(
+        models.a_model("scaled", ns, url="hf://org/scaled", engine="VLLM", resourceProfile="cpu:1")
+    )
+    await holds(
+        "the Model at zero planned (its status written)",
+        lambda: models.model(p, "scaled"),
+        lambda found: (found.get("status") or {}).get("replicas") == {"all": 0, "ready": 0},
+    )
+    await models.decide_scale(p, "scaled", replicas=1)
+    await models.serving(p, "scaled", 1)
 
 
 async def replaced(p: Pipeline, model: str, uid: str) -> bool:

@@ -52,12 +52,13 @@ EXECUTOR_WRITES: Final[dict[tuple[str, str], set[str]]] = {
     ("kueue.x-k8s.io", "workloadpriorityclasses"): set(CHILD_VERBS),
     ("kueue.x-k8s.io", "topologies"): set(CHILD_VERBS),
     # A KubeAI Model: its server Pods, the Role and RoleBinding of its adapter loaders,
-    # its cache-eviction finalizer (a patch), its status, and blockOwnerDeletion.
+    # its cache-eviction finalizer (a patch), its status, its scale, and blockOwnerDeletion.
     ("", "pods"): set(CHILD_VERBS),
     ("rbac.authorization.k8s.io", "roles"): set(CHILD_VERBS),
     ("rbac.authorization.k8s.io", "rolebindings"): set(CHILD_VERBS),
     ("kubeai.org", "models"): {"patch"},
     ("kubeai.org", "models/status"): {"patch"},
+    ("kubeai.org", "models/scale"): {"patch"},
     ("kubeai.org", "models/finalizers"): {"update"},
     # Kaiwo's node labels and taint; Events.
     ("", "nodes"): {"patch"},

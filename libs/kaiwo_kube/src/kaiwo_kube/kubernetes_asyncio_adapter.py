@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 JSON = "application/json"
 Query = list[tuple[str, str]]
 
@@ -461,6 +462,40 @@ class KubernetesAsyncioAdapter:
             query=query,
             body=patch,
             content_type=MERGE_PATCH,
+        )
+
+    async def get_scale(
+        self, resource: ResourceType, name: str, *, namespace: str | None = None
+    ) -> dict[str, Any]:
+        return await self._request(
+            "GET", resource.path(namespace=namespace, name=name, subresource="scale")
+        )
+
+    async def patch_scale(
+        self,
+        resource: ResourceType,
+        name: str,
+        *,
+        replicas: int,
+        expected_replicas: int | None = None,
+        namespace: str | None = None,
+        field_manager: str,
+    ) -> dict[str, Any]:
+        # "add" sets the field whether the object has it or not; "replace" needs it.
+        operations: list[dict[str, Any]] = [
+            {"op": "add", "path": "/spec/replicas", "value": replicas}
+        ]
+        if expected_replicas is not None:
+            operations = [
+                {"op": "test", "path": "/spec/replicas", "value": expected_replicas},
+                {"op": "replace", "path": "/spec/replicas", "value": replicas},
+            ]
+        return await self._request(
+            "PATCH",
+            resource.path(namespace=namespace, name=name, subresource="scale"),
+            query=[("fieldManager", field_manager)],
+            body=operations,
+            content_type=JSON_PATCH,
         )
 
     async def patch_status(

@@ -133,6 +133,31 @@ class KubernetesPort(Protocol):
         ``resource_version`` is a precondition: Conflict when the object has moved on since."""
         ...
 
+    async def get_scale(
+        self, resource: ResourceType, name: str, *, namespace: str | None = None
+    ) -> dict[str, Any]:
+        """The ``autoscaling/v1`` Scale of an object with a scale subresource. A custom object
+        without its spec replicas field has none to read: the API server answers 500
+        (:class:`~kaiwo_kube.errors.Retryable`); read the object itself instead."""
+        ...
+
+    async def patch_scale(
+        self,
+        resource: ResourceType,
+        name: str,
+        *,
+        replicas: int,
+        expected_replicas: int | None = None,
+        namespace: str | None = None,
+        field_manager: str,
+    ) -> dict[str, Any]:
+        """Set ``spec.replicas`` through the scale subresource (a JSON patch); returns the
+        Scale. With ``expected_replicas`` the patch holds only while the replicas are that
+        many: otherwise :class:`~kaiwo_kube.errors.Invalid` (the patch's test failed) and
+        nothing changes. Without, the field is set whether the object had it or not (a custom
+        object may lack it, which no test can express)."""
+        ...
+
     async def delete(
         self,
         resource: ResourceType,

@@ -99,6 +99,10 @@ def bad_request(message: str) -> ApiError:
     return ApiError(code=400, reason="BadRequest", message=message)
 
 
+def internal_error(message: str) -> ApiError:
+    return ApiError(code=500, reason="InternalError", message=f"Internal error occurred: {message}")
+
+
 def gone(message: str) -> ApiError:
     return ApiError(code=410, reason="Expired", message=message)
 

@@ -441,7 +441,7 @@ class ApiRoutes:
         body = await self._body(request)
         if target.subresource == "scale":
             live = self.store.get(target.kind, namespace=target.namespace, name=target.name)
-            scale = scale_view(target.kind, live)
+            scale = scale_view(target.kind, live, for_update=True)
             patched_scale = apply_patch(
                 content_type=MERGE_PATCH if content_type == APPLY_PATCH else content_type,
                 target=scale,

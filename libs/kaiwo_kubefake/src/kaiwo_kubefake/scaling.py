@@ -1,11 +1,17 @@
-"""The scale subresource: an ``autoscaling/v1`` Scale view of an object's replicas."""
+"""The scale subresource: an ``autoscaling/v1`` Scale view of an object's replicas.
+
+As a real API server: a custom object without its spec replicas field cannot be read through
+the subresource (500, "the spec replicas field ... does not exist"), while an update may set
+the field (the Scale it patches then has no ``spec.replicas``, so a JSON patch's ``test`` of
+them fails).
+"""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-from kaiwo_kubefake.errors import bad_request
+from kaiwo_kubefake.errors import bad_request, internal_error
 from kaiwo_kubefake.kinds import ResourceKind, ScalePaths
 
 
@@ -22,9 +28,15 @@ def _read(obj: dict[str, Any], dotted: str) -> Any:
     return current
 
 
-def scale_view(kind: ResourceKind, obj: dict[str, Any]) -> dict[str, Any]:
+def scale_view(
+    kind: ResourceKind, obj: dict[str, Any], *, for_update: bool = False
+) -> dict[str, Any]:
+    """The Scale of ``obj``; ``for_update``: the one a patch applies to."""
     paths = kind.scale or ScalePaths()
     metadata = obj["metadata"]
+    replicas = _read(obj, paths.spec_replicas_path)
+    if replicas is None and not for_update:
+        raise internal_error(f'the spec replicas field "{paths.spec_replicas_path}" does not exist')
     status: dict[str, Any] = {"replicas": _read(obj, paths.status_replicas_path) or 0}
     if paths.label_selector_path and (selector := _read(obj, paths.label_selector_path)):
         status["selector"] = selector
@@ -36,7 +48,7 @@ def scale_view(kind: ResourceKind, obj: dict[str, Any]) -> dict[str, Any]:
             for key in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
             if key in metadata
         },
-        "spec": {"replicas": _read(obj, paths.spec_replicas_path) or 0},
+        "spec": {} if replicas is None else {"replicas": replicas},
         "status": status,
     }
 

@@ -121,6 +121,30 @@ class NamespaceScope:
             resource_version=resource_version,
         )
 
+    async def get_scale(
+        self, resource: ResourceType, name: str, *, namespace: str | None = None
+    ) -> dict[str, Any]:
+        return await self.kube.get_scale(resource, name, namespace=namespace)
+
+    async def patch_scale(
+        self,
+        resource: ResourceType,
+        name: str,
+        *,
+        replicas: int,
+        expected_replicas: int | None = None,
+        namespace: str | None = None,
+        field_manager: str,
+    ) -> dict[str, Any]:
+        return await self.kube.patch_scale(
+            resource,
+            name,
+            replicas=replicas,
+            expected_replicas=expected_replicas,
+            namespace=namespace,
+            field_manager=field_manager,
+        )
+
     async def delete(
         self,
         resource: ResourceType,

@@ -31,25 +31,32 @@ order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` pe
    with the owner's planned ``resourceVersion`` as a precondition: a plan made from an older
    version of the owner does not overwrite the status of a newer one (a Conflict skips the
    write; the planner plans the newer version as well, its resourceVersion being in the plan).
-4. **Events**, once per plan and reason. The Event's name is derived from the owner's uid,
+4. **Scale** (``Plan.scale``: a Model the autoscaler scales) through the owner's scale
+   subresource: the owner is read, left alone when its replicas already are the wanted ones
+   or are no longer those the decision started from (someone scaled it meanwhile; the next
+   decision starts from theirs), else JSON-patched, testing the replicas it read in the same
+   request (a Model without ``spec.replicas`` has none to test: the field is added). After
+   the status, whose write is conditional on the owner's planned resourceVersion, which the
+   scale moves on.
+5. **Events**, once per plan and reason. The Event's name is derived from the owner's uid,
    the plan fingerprint and the reason, and it is created with a plain create: after a crash
    the retry finds it (AlreadyExists) and stops. (``KubernetesPort.create_event`` names
    Events by time and counts repeats, which is right for a recorder but would double an
    Event on redelivery.) A plan is identified by its fingerprint here, not its event id, so
    the same decision re-published under a new id (``absent`` changed, a planner restart)
    does not repeat its Events either.
-5. **Prune**: for each prune rule, list that kind carrying the plan's ``prune_selector``
+6. **Prune**: for each prune rule, list that kind carrying the plan's ``prune_selector``
    labels (in the owner's namespace when the kind is namespaced and the owner is) and delete
    each one not desired, with its uid as a precondition and background propagation. Never
    without a selector (an empty one would match every object of the kind). Skipped when the
    desired set, rules and selector equal those of the last complete prune: only a new plan
    can make a child undesired, so listing again would find nothing to do.
-6. **Finalizers** of the owner, when the plan names them (``Plan.finalizers``): the owner is
+7. **Finalizers** of the owner, when the plan names them (``Plan.finalizers``): the owner is
    read and merge-patched with its resourceVersion as a precondition, adding the plan's and
    removing the other finalizers the owner kind's confinement calls the operator's; other
    controllers' finalizers are kept. Last, so that a Model whose finalizer goes has had its
    status and Events written first.
-7. **Delete the owner** when the plan says so (uid precondition, background propagation).
+8. **Delete the owner** when the plan says so (uid precondition, background propagation).
 
 Failures. 409 Conflict, 429, 5xx and lost connections are retried per call with exponential
 backoff and jitter (:mod:`kaiwo_executor.api_retries`). When the attempts run out the action
@@ -84,10 +91,19 @@ from kaiwo_contracts.plans import (
     ObjectRef,
     Plan,
     PruneRule,
+    ScaleIntent,
     created_suspended,
     without_admission_gate,
 )
-from kaiwo_kube import AlreadyExists, Conflict, KubeError, KubernetesPort, NotFound, ResourceType
+from kaiwo_kube import (
+    AlreadyExists,
+    Conflict,
+    Invalid,
+    KubeError,
+    KubernetesPort,
+    NotFound,
+    ResourceType,
+)
 from kaiwo_kube.events import event_manifest
 from kaiwo_kube.resources import NODE, known_type
 
@@ -277,6 +293,8 @@ class PlanExecutor:
         memo.objects = {k: v for k, v in memo.objects.items() if k in kept}
         if plan.status is not None:
             await self._write_status(run, plan.status)
+        if plan.scale is not None:
+            await self._scale(run, plan.scale)
         for intent in plan.events:
             await self._emit(run, intent)
         await self._prune(run)
@@ -540,6 +558,62 @@ class PlanExecutor:
             return
         run.memo.status = digest
         self._record(run, "status", owner, "applied", attempts=attempts)
+
+    async def _scale(self, run: _Run, intent: ScaleIntent) -> None:
+        target = intent.target
+
+        async def scale() -> str:
+            resource = await self._resource(target.api_version, target.kind)
+            try:
+                live = await self._kube.get(resource, target.name, namespace=target.namespace)
+            except NotFound:
+                return "gone"
+            if (live.get("metadata") or {}).get("uid") != target.uid:
+                return "gone"
+            current = (live.get("spec") or {}).get("replicas")
+            if (current or 0) == intent.replicas:
+                return "unchanged"
+            if (current or 0) != intent.from_replicas:
+                return "moved"
+            try:
+                await self._kube.patch_scale(
+                    resource,
+                    target.name,
+                    replicas=intent.replicas,
+                    expected_replicas=current,
+                    namespace=target.namespace,
+                    field_manager=FIELD_MANAGER,
+                )
+            except Invalid:
+                # The test of the replicas failed: they changed since they were read.
+                again = await self._kube.get(resource, target.name, namespace=target.namespace)
+                if (again.get("spec") or {}).get("replicas") != current:
+                    return "moved"
+                raise
+            return "applied"
+
+        result = await self._guarded(scale, "scale", target)
+        if isinstance(result, _Failure):
+            await self._fail(run, result, warning_reason="ScaleFailed")
+            return
+        outcome, attempts = result
+        reasons = {
+            "gone": "the owner no longer exists",
+            "unchanged": f"already at {intent.replicas} replicas",
+            "moved": (
+                f"no longer at the {intent.from_replicas} replicas the decision started from; "
+                "left to the next decision"
+            ),
+            "applied": f"replicas {intent.from_replicas} -> {intent.replicas}",
+        }
+        self._record(
+            run,
+            "scale",
+            target,
+            "applied" if outcome == "applied" else "unchanged",
+            reason=reasons[outcome],
+            attempts=attempts,
+        )
 
     async def _emit(self, run: _Run, intent: EventIntent) -> None:
         owner = run.plan.owner

@@ -1,0 +1,152 @@
+"""A Model plan's scale, carried out through the scale subresource: set while the replicas
+are those the decision started from, left alone once someone else moved them. Against the
+fake API server, which serves the Model's scale subresource as a real one does."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kaiwo_contracts.plans import ObjectRef, Plan, ScaleIntent
+from kaiwo_kube import resources
+from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_kubefake import FakeKubeServer, ResourceKind, ScalePaths
+from kaiwo_runtime.kv import MemoryKeyValue
+
+from tests.unit.executor.conftest import FlakyKube, Harness
+
+MODEL = ResourceKind(
+    group="kubeai.org",
+    version="v1",
+    plural="models",
+    kind="Model",
+    namespaced=True,
+    scale=ScalePaths(spec_replicas_path=".spec.replicas", status_replicas_path=".status.all"),
+)
+NAMESPACE = "ai"
+
+
+async def model_harness(tmp_path: Path, spec: dict[str, Any]) -> AsyncIterator[Harness]:
+    async with contextlib.AsyncExitStack() as stack:
+        fake = await stack.enter_async_context(
+            FakeKubeServer(kubeconfig_path=tmp_path / "kubeconfig", kinds=(MODEL,))
+        )
+        kube = await KubernetesAsyncioAdapter.from_kubeconfig(fake.kubeconfig_path)
+        stack.push_async_callback(kube.close)
+        await kube.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+        )
+        stored = fake.store.put(
+            MODEL,
+            {
+                "apiVersion": "kubeai.org/v1",
+                "kind": "Model",
+                "metadata": {"name": "llm", "namespace": NAMESPACE},
+                "spec": {"url": "hf://o/m", "engine": "VLLM", **spec},
+            },
+        )
+        owner = ObjectRef(
+            api_version="kubeai.org/v1",
+            kind="Model",
+            name="llm",
+            namespace=NAMESPACE,
+            uid=stored["metadata"]["uid"],
+        )
+        yield Harness(fake=fake, kube=kube, kv=MemoryKeyValue(), owner=owner, namespace=NAMESPACE)
+
+
+@pytest.fixture
+async def at_zero(tmp_path: Path) -> AsyncIterator[Harness]:
+    """A Model whose spec has no replicas (as created by most users)."""
+    async for harness in model_harness(tmp_path, {}):
+        yield harness
+
+
+@pytest.fixture
+async def at_two(tmp_path: Path) -> AsyncIterator[Harness]:
+    async for harness in model_harness(tmp_path, {"replicas": 2}):
+        yield harness
+
+
+def scaled(harness: Harness, *, from_replicas: int, replicas: int) -> Plan:
+    return Plan(
+        owner=harness.owner,
+        scale=ScaleIntent(target=harness.owner, replicas=replicas, from_replicas=from_replicas),
+    )
+
+
+def replicas_of(harness: Harness) -> Any:
+    found = harness.find("kubeai.org/v1", "Model", "llm", namespace=NAMESPACE)
+    assert found is not None
+    return found["spec"].get("replicas")
+
+
+def scale_actions(execution: Any) -> list[tuple[str, str | None]]:
+    return [(a.outcome, a.reason) for a in execution.actions if a.operation == "scale"]
+
+
+async def test_a_model_without_replicas_is_scaled_from_zero(at_zero: Harness) -> None:
+    execution = await at_zero.run(scaled(at_zero, from_replicas=0, replicas=1), plan_id="p1")
+
+    assert replicas_of(at_zero) == 1
+    assert scale_actions(execution) == [("applied", "replicas 0 -> 1")]
+
+
+async def test_a_model_is_scaled_from_the_replicas_the_decision_started_from(
+    at_two: Harness,
+) -> None:
+    execution = await at_two.run(scaled(at_two, from_replicas=2, replicas=5), plan_id="p1")
+    assert replicas_of(at_two) == 5
+    assert scale_actions(execution) == [("applied", "replicas 2 -> 5")]
+
+    # Another plan still carrying the scale (made before the new replicas were observed).
+    again = await at_two.run(
+        scaled(at_two, from_replicas=2, replicas=5).model_copy(update={"status": {"x": 1}}),
+        plan_id="p2",
+    )
+    assert scale_actions(again) == [("unchanged", "already at 5 replicas")]
+
+
+async def test_replicas_someone_else_changed_are_left_to_the_next_decision(
+    at_two: Harness,
+) -> None:
+    execution = await at_two.run(scaled(at_two, from_replicas=1, replicas=4), plan_id="p1")
+
+    assert replicas_of(at_two) == 2
+    assert scale_actions(execution) == [
+        (
+            "unchanged",
+            "no longer at the 1 replicas the decision started from; left to the next decision",
+        )
+    ]
+
+
+async def test_a_change_between_the_read_and_the_patch_is_not_overwritten(
+    at_two: Harness,
+) -> None:
+    flaky = FlakyKube(at_two.kube)
+    original_get = at_two.kube.get
+    reads = 0
+
+    async def get_then_scale_by_hand(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        nonlocal reads
+        found = await original_get(*args, **kwargs)
+        reads += 1
+        if reads == 1:  # someone scales the Model right after the executor read it
+            await at_two.kube.merge_patch(
+                resources.KUBEAI_MODEL, "llm", {"spec": {"replicas": 7}}, namespace=NAMESPACE
+            )
+        return found
+
+    flaky.get = get_then_scale_by_hand  # type: ignore[method-assign]
+    execution = await at_two.run(
+        scaled(at_two, from_replicas=2, replicas=4),
+        plan_id="p1",
+        executor=at_two.executor(kube=flaky),
+    )
+
+    assert replicas_of(at_two) == 7
+    assert [outcome for outcome, _ in scale_actions(execution)] == ["unchanged"]
