@@ -8,12 +8,16 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from kaiwo_contracts.events.autoscaling import ActiveRequestsV1, ModelLoad, ScaleDecidedV1
+from kaiwo_contracts.events.envelope import Envelope
 from kaiwo_contracts.events.streams import (
     DEAD_LETTER_STREAM,
     OBSERVED_STREAM,
     BusTopology,
     bus_topology,
 )
+from kaiwo_contracts.events.subjects import load_report_subject, scale_subject
+from kaiwo_contracts.plans import ObjectRef
 from kaiwo_eventstore import InMemoryEventStore
 from kaiwo_recorder.gaps import Gap
 from kaiwo_recorder.service import RecorderService
@@ -21,6 +25,7 @@ from kaiwo_runtime.bus import DLQ_REASON, PoisonMessage, message_size
 from structlog.testing import capture_logs
 
 WORKLOAD = "workload/0b7c0a5e-1111-4c1e-9d0a-3f2e8a9c7d01"
+MODEL_UID = "9a8b7c6d-4444-4e5f-8a9b-0c1d2e3f4a5b"
 
 
 def sample(metric: Any, **labels: str) -> float:
@@ -43,6 +48,7 @@ async def every_family(samples: Any) -> list[Any]:
 async def test_the_recorder_has_one_consumer_per_stream(harness: Any) -> None:
     assert sorted(c.durable_name for c in harness.service.consumers) == [
         "recorder-dlq",
+        "recorder-gateway",
         "recorder-mon",
         "recorder-obs",
         "recorder-plan",
@@ -496,3 +502,51 @@ async def test_a_jump_in_the_deliveries_is_a_gap_too(samples: Any) -> None:
 
     assert recorded.appended == 3
     assert sample(harness.metrics.gap_messages, stream="KAIWO_OBS") == 7
+
+
+async def test_load_reports_are_kept_per_gateway_replica_and_decisions_with_their_model(
+    harness: Any, samples: Any
+) -> None:
+    model = ObjectRef(
+        api_version="kubeai.org/v1", kind="Model", name="llm", namespace="ai", uid=MODEL_UID
+    )
+    report = Envelope.new(
+        data=ActiveRequestsV1(
+            gateway="gw-0/1",
+            interval_seconds=10.0,
+            models=(ModelLoad(model=model, active_requests=3),),
+        ),
+        source="/kaiwo/gateway",
+        time=samples.NOW,
+        correlationid="gw-0/1",
+    )
+    decision = Envelope.new(
+        data=ScaleDecidedV1(
+            model=model,
+            generation=2,
+            from_replicas=0,
+            replicas=1,
+            cause="request",
+            active_requests=3,
+            average_active_requests=0,
+            window_seconds=600,
+            samples=60,
+            target_requests=100,
+            scale_down_delay_seconds=30,
+            reason="scale from zero: 3 requests wait for a ready endpoint",
+        ),
+        source="/kaiwo/gateway",
+        time=samples.NOW,
+        subject="ai/llm",
+        correlationid=MODEL_UID,
+    )
+    await harness.bus.publish(report, load_report_subject("gw-0/1"))
+    await harness.bus.publish(decision, scale_subject(namespace="ai", uid=MODEL_UID))
+
+    assert await harness.pump_all() == 2
+    [recorded_report] = await harness.store.read_stream("gateway/gw-0/1")
+    assert recorded_report.event_id == report.id
+    [recorded_decision] = await harness.store.read_stream(f"workload/{MODEL_UID}")
+    assert recorded_decision.type == "ai.silogen.kaiwo.gateway.scale-decided.v1"
+    assert recorded_decision.metadata["natsStream"] == "KAIWO_GATEWAY"
+    assert recorded_decision.metadata["natsSequence"] == 2

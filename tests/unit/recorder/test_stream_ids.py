@@ -29,6 +29,14 @@ NODE = "7f3e9c2a-3333-4b7d-8c55-0e1d2f3a4b5c"
         (f"kaiwo.obs.node._cluster.{NODE}", NODE, None, f"node/{NODE}"),
         # a cluster-scoped object owned by a workload goes with the workload
         ("kaiwo.obs.clusterrole._cluster.cr-uid", JOB, "reader", f"workload/{JOB}"),
+        # a gateway replica's load reports, by replica; the autoscaler's decision, the Model's
+        (
+            "kaiwo.gateway.load._cluster.gw-7d9f_2F1",
+            "gw-7d9f/1",
+            None,
+            "gateway/gw-7d9f/1",
+        ),
+        (f"kaiwo.gateway.scale.ai.{JOB}", JOB, "ai/llm", f"workload/{JOB}"),
         # dead letters and advisories: per consumer
         ("kaiwo.dlq.KAIWO_OBS.planner-obs", JOB, None, "deadletter/KAIWO_OBS/planner-obs"),
         (

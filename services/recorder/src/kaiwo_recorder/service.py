@@ -1,8 +1,8 @@
 """The recorder: every message of every stream into the event store, once, never lost.
 
 One durable consumer per NATS stream (``recorder-obs``, ``recorder-plan``, ``recorder-res``,
-``recorder-mon``, ``recorder-dlq``; see :mod:`kaiwo_contracts.events.streams`). Each consumer
-is pumped in its own loop:
+``recorder-mon``, ``recorder-gateway``, ``recorder-dlq``; see
+:mod:`kaiwo_contracts.events.streams`). Each consumer is pumped in its own loop:
 
 1. pull up to ``batch_size`` messages;
 2. turn each into a row (:func:`kaiwo_recorder.records.record_of`): the event as published,

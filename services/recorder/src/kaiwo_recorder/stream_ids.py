@@ -80,6 +80,7 @@ def stream_id_for(
     if parsed.family is Family.DEAD_LETTER:
         return dead_letter_stream(stream=str(parsed.stream), consumer=str(parsed.consumer))
     belongs_to_itself = parsed.uid is not None and parsed.uid == correlation_id
-    if not (parsed.cluster_scoped and belongs_to_itself and parsed.kind):
+    kind = parsed.kind or (parsed.family.value if parsed.family is Family.GATEWAY else None)
+    if not (parsed.cluster_scoped and belongs_to_itself and kind):
         return workload_stream(correlation_id)
-    return f"{parsed.kind}/{name or parsed.uid}"
+    return f"{kind}/{name or parsed.uid}"
