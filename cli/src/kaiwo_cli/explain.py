@@ -1,7 +1,8 @@
 """Explain a workload: the causal chain from each observation to plans, results, preemptions.
 
 The recorder writes everything about a workload to its stream ``workload/<uid>`` (the
-workload's observations and its children's, plans, results, monitor findings); dead letters
+workload's observations and its children's, plans, results, monitor findings, the
+autoscaler's decisions for a Model); dead letters
 correlate with it too. :func:`workload_events` reads both, :func:`causal_forest` links every
 event to the event that caused it (``causationid``), and :func:`describe` says in one line
 what an event means for a person. ``kaiwo events explain`` prints the forest as a tree:
@@ -25,6 +26,7 @@ from kaiwo_contracts.events import (
     ObservedObjectV1,
     PlanDecidedV1,
     PreemptionDecidedV1,
+    ScaleDecidedV1,
     UnderutilizedV1,
     UtilizationV1,
 )
@@ -257,6 +259,8 @@ def _plan(data: Mapping[str, Any], *, plan_id: str = "") -> str:
         parts.append("to create: " + ", ".join(_ref(ref) for ref in decided.absent))
     if decided.drifted:
         parts.append("to restore: " + ", ".join(_ref(ref) for ref in decided.drifted))
+    if plan.scale is not None:
+        parts.append(f"scale {plan.scale.from_replicas} -> {plan.scale.replicas} replicas")
     if plan.delete_owner:
         parts.append("deletes the owner")
     return f"plan {short_plan_id(plan_id)} ({decided.trigger}): " + "; ".join(parts)
@@ -301,6 +305,17 @@ def _underutilized(data: Mapping[str, Any]) -> str:
     )
 
 
+def _scale_decided(data: Mapping[str, Any]) -> str:
+    decided = ScaleDecidedV1.model_validate(data)
+    return (
+        f"scale decided: {decided.from_replicas} -> {decided.replicas} replicas "
+        f"({decided.reason}); window {decided.window_seconds:g}s of {decided.samples} samples, "
+        f"average {decided.average_active_requests:g}, {decided.active_requests:g} active "
+        f"requests now, target {decided.target_requests} per replica, scale-down delay "
+        f"{decided.scale_down_delay_seconds}s; Model generation {decided.generation}"
+    )
+
+
 _DESCRIBERS = {
     ObservedObjectV1.EVENT_TYPE: _observed,
     PlanDecidedV1.EVENT_TYPE: _plan,
@@ -308,6 +323,7 @@ _DESCRIBERS = {
     PreemptionDecidedV1.EVENT_TYPE: _preemption,
     UtilizationV1.EVENT_TYPE: _utilization,
     UnderutilizedV1.EVENT_TYPE: _underutilized,
+    ScaleDecidedV1.EVENT_TYPE: _scale_decided,
 }
 
 

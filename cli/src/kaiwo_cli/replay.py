@@ -12,6 +12,8 @@ and ``planned_at``, the ``now`` it planned with. So, for each plan in order of
    and, likewise, every recorded monitor finding (``UtilizationV1`` of ``KAIWO_MON``) up to
    and including the plan's ``mon_sequence``, so decisions that depended on findings (the
    ``ResourceUnderutilization`` condition, terminations, idle preemption) are reproduced;
+   and every recorded autoscaler decision (``ScaleDecidedV1`` of ``KAIWO_GATEWAY``) up to and
+   including the plan's ``scale_sequence``, so a Model's plan scales it as it did;
 2. call :func:`~kaiwo_planner.domain.planning.plan_object` with the plan's owner as the
    projection holds it, the projection's cluster state and ``now = planned_at``;
 3. compare the replayed plan with the recorded one: equal fingerprints (the SHA-256 of the
@@ -43,9 +45,11 @@ from typing import Any, Final, Literal
 
 import yaml
 from kaiwo_contracts.events import ObservedObjectV1, PlanDecidedV1
+from kaiwo_contracts.events.autoscaling import ScaleDecidedV1
 from kaiwo_contracts.events.monitor import UtilizationV1
 from kaiwo_contracts.plans import ObjectRef, Plan, canonical_json
 from kaiwo_eventstore import EventStore, StoredEvent, cyclic_gc_paused
+from kaiwo_planner.domain.models.autoscaling import ScaleRequest
 from kaiwo_planner.domain.planning import plan_object
 from kaiwo_planner.domain.queues.default_objects import default_object_plans
 from kaiwo_planner.domain.state.cluster import ClusterState
@@ -62,6 +66,8 @@ NATS_SEQUENCE_KEY: Final = "natsSequence"
 OBSERVED_STREAM: Final = "KAIWO_OBS"
 FINDING_TYPE: Final = UtilizationV1.EVENT_TYPE
 MONITOR_STREAM: Final = "KAIWO_MON"
+SCALE_TYPE: Final = ScaleDecidedV1.EVENT_TYPE
+GATEWAY_STREAM: Final = "KAIWO_GATEWAY"
 
 Outcome = Literal["reproduced", "differs", "skipped"]
 PlanFunction = Callable[..., Plan | None]
@@ -145,36 +151,73 @@ def findings_in_stream_order(events: Iterable[StoredEvent]) -> list[tuple[int, W
     return [(sequence, found[sequence]) for sequence in sorted(found)]
 
 
+def scale_requests_in_stream_order(
+    events: Iterable[StoredEvent],
+) -> list[tuple[int, ScaleRequest]]:
+    """Recorded autoscaler decisions of ``KAIWO_GATEWAY`` with a readable payload, by stream
+    sequence."""
+    found: dict[int, ScaleRequest] = {}
+    for event in events:
+        sequence = _sequence_in(event, GATEWAY_STREAM)
+        if event.type != SCALE_TYPE or sequence is None or sequence in found:
+            continue
+        try:
+            decision = ScaleDecidedV1.model_validate(event.data)
+        except ValidationError:
+            continue
+        if decision.model.uid:
+            found[sequence] = ScaleRequest.of(decision, at=event.time)
+    return [(sequence, found[sequence]) for sequence in sorted(found)]
+
+
 def replay_recorded(
     *,
     observations: Iterable[StoredEvent],
     plans: Iterable[StoredEvent],
     findings: Iterable[StoredEvent] = (),
+    scale_decisions: Iterable[StoredEvent] = (),
     plan_fn: PlanFunction = plan_object,
     progress: Progress | None = None,
 ) -> ReplayReport:
-    """Replay ``plans`` over ``observations`` and ``findings`` (as recorded; any order)."""
+    """Replay ``plans`` over ``observations``, ``findings`` and ``scale_decisions`` (as
+    recorded; any order)."""
     with cyclic_gc_paused():  # every collection would walk the whole recorded history
-        return _replay(observations, plans, findings, plan_fn=plan_fn, progress=progress)
+        return _replay(
+            observations,
+            plans,
+            _Inputs(findings=findings, scale_decisions=scale_decisions),
+            plan_fn=plan_fn,
+            progress=progress,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Inputs:
+    """The planning inputs besides observations."""
+
+    findings: Iterable[StoredEvent]
+    scale_decisions: Iterable[StoredEvent]
 
 
 def _replay(
     observations: Iterable[StoredEvent],
     plans: Iterable[StoredEvent],
-    findings: Iterable[StoredEvent],
+    inputs: _Inputs,
     *,
     plan_fn: PlanFunction,
     progress: Progress | None,
 ) -> ReplayReport:
     ordered = observations_in_stream_order(observations)
-    readings = findings_in_stream_order(findings)
-    taken = 0
-    # One planner moves both sequences forward only: ordering by both is publishing order.
+    readings = findings_in_stream_order(inputs.findings)
+    requests = scale_requests_in_stream_order(inputs.scale_decisions)
+    taken = scaled = 0
+    # One planner moves every sequence forward only: ordering by them is publishing order.
     recorded = sorted(
         (event for event in plans if event.type == PLAN_TYPE),
         key=lambda event: (
             int(event.data.get("obsSequence") or 0),
             int(event.data.get("monSequence") or 0),
+            int(event.data.get("scaleSequence") or 0),
             event.global_position,
         ),
     )
@@ -193,6 +236,9 @@ def _replay(
             while taken < len(readings) and readings[taken][0] <= decided.mon_sequence:
                 projection.apply_finding(readings[taken][1], sequence=readings[taken][0])
                 taken += 1
+            while scaled < len(requests) and requests[scaled][0] <= decided.scale_sequence:
+                projection.apply_scale_request(requests[scaled][1], sequence=requests[scaled][0])
+                scaled += 1
             verdicts.append(_judge(event, decided, projection, plan_fn))
         if progress is not None:
             progress(done, len(recorded))
@@ -366,6 +412,7 @@ async def replay_from_store(
     """Replay the recorded plans of one workload (every plan when ``workload_uid`` is None)."""
     observations = await store.read_by_type([OBSERVED_TYPE])
     findings = await store.read_by_type([FINDING_TYPE])
+    scale_decisions = await store.read_by_type([SCALE_TYPE])
     plans = await store.read_by_type([PLAN_TYPE])
     if workload_uid is not None:
         plans = [event for event in plans if _owner_uid(event) == workload_uid]
@@ -373,6 +420,7 @@ async def replay_from_store(
         observations=observations,
         plans=plans,
         findings=findings,
+        scale_decisions=scale_decisions,
         plan_fn=plan_fn,
         progress=progress,
     )

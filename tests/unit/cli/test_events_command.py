@@ -34,10 +34,16 @@ from kaiwo_contracts.events import (
     PlanDecidedV1,
     PreemptionDecidedV1,
     RawPayload,
+    ScaleDecidedV1,
 )
 from kaiwo_contracts.events.monitor import UtilizationV1
 from kaiwo_contracts.events.streams import PLAN_STREAM, bus_topology
-from kaiwo_contracts.events.subjects import monitor_subject, observed_subject, result_subject
+from kaiwo_contracts.events.subjects import (
+    monitor_subject,
+    observed_subject,
+    result_subject,
+    scale_subject,
+)
 from kaiwo_contracts.plans import ObjectRef
 from kaiwo_eventstore import NewEvent, open_event_store
 from kaiwo_planner.domain.planning import plan_object
@@ -57,6 +63,10 @@ NAMESPACE_UID = "1a2b3c4d-5555-4f6a-9b8c-7d6e5f4a3b2c"
 KAIWO = "kaiwo.silogen.ai/v1alpha1"
 JOB_REF = ObjectRef(
     api_version=KAIWO, kind="KaiwoJob", name="train", namespace="team-a", uid=JOB_UID
+)
+MODEL_UID = "3c4d5e6f-6666-4a7b-8c9d-0e1f2a3b4c5d"
+MODEL_REF = ObjectRef(
+    api_version="kubeai.org/v1", kind="Model", name="llm", namespace="team-a", uid=MODEL_UID
 )
 WIDE = {"COLUMNS": "240", "NO_COLOR": "1"}
 
@@ -176,6 +186,38 @@ def pod() -> dict[str, Any]:
     }
 
 
+def model() -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeai.org/v1",
+        "kind": "Model",
+        "metadata": {
+            "name": "llm",
+            "namespace": "team-a",
+            "uid": MODEL_UID,
+            "resourceVersion": "200",
+            "generation": 1,
+        },
+        "spec": {"url": "hf://org/llm", "engine": "VLLM", "resourceProfile": "cpu:1"},
+    }
+
+
+def scale_from_zero() -> ScaleDecidedV1:
+    return ScaleDecidedV1(
+        model=MODEL_REF,
+        generation=1,
+        from_replicas=0,
+        replicas=1,
+        cause="request",
+        active_requests=1,
+        average_active_requests=0,
+        window_seconds=600,
+        samples=60,
+        target_requests=100,
+        scale_down_delay_seconds=30,
+        reason="scale from zero: 1 request waits for a ready endpoint",
+    )
+
+
 @dataclass
 class Recorded:
     url: str
@@ -273,6 +315,20 @@ async def record_a_history(path: Path) -> None:
             correlationid=JOB_UID,
         ),
         monitor_subject(topic="utilization", namespace="team-a", uid=JOB_UID),
+    )
+    await plan_everything()
+    # A Model at zero replicas, and the autoscaler's decision to scale it from zero.
+    await bus.publish(*observed(model(), seconds=40 * 60))
+    await plan_everything()
+    await bus.publish(
+        Envelope.new(
+            data=scale_from_zero(),
+            source="/kaiwo/gateway",
+            time=T0 + timedelta(minutes=41),
+            subject="team-a/llm",
+            correlationid=MODEL_UID,
+        ),
+        scale_subject(namespace="team-a", uid=MODEL_UID),
     )
     await plan_everything()
 
@@ -562,15 +618,25 @@ async def read_findings(url: str) -> list[Any]:
         await store.close()
 
 
+async def read_scale_decisions(url: str) -> list[Any]:
+    store = await open_event_store(url)
+    try:
+        return await store.read_by_type([ScaleDecidedV1.EVENT_TYPE])
+    finally:
+        await store.close()
+
+
 def test_replay_is_a_function_of_recorded_events(recorded: Recorded) -> None:
     observations, plans = asyncio.run(read_recorded(recorded.url))
     findings = asyncio.run(read_findings(recorded.url))
+    decisions = asyncio.run(read_scale_decisions(recorded.url))
     ticks: list[tuple[int, int]] = []
 
     report = replay_recorded(
         observations=reversed(observations),
         plans=plans,
         findings=findings,
+        scale_decisions=decisions,
         progress=lambda d, t: ticks.append((d, t)),
     )
 
@@ -599,6 +665,44 @@ def test_a_plan_a_finding_drove_is_replayed_from_the_recorded_finding(recorded: 
     assert "ResourceUnderutilization" in without.plans[0].diff
 
 
+def test_a_plan_the_autoscaler_drove_is_replayed_from_the_recorded_decision(
+    recorded: Recorded,
+) -> None:
+    observations, plans = asyncio.run(read_recorded(recorded.url))
+    decisions = asyncio.run(read_scale_decisions(recorded.url))
+    driven = [p for p in plans if p.data["trigger"] == "scale"]
+    assert len(driven) == 1 and driven[0].data["scaleSequence"] == 1
+    assert driven[0].data["plan"]["scale"] == {
+        "target": MODEL_REF.model_dump(mode="json", by_alias=True),
+        "replicas": 1,
+        "fromReplicas": 0,
+    }
+
+    with_decisions = replay_recorded(
+        observations=observations, plans=driven, scale_decisions=decisions
+    )
+    without = replay_recorded(observations=observations, plans=driven)
+
+    assert (with_decisions.reproduced, without.differ) == (1, 1)
+    assert "-  scale:" in without.plans[0].diff
+
+
+def test_explain_says_why_a_model_scaled(recorded: Recorded) -> None:
+    result = run("explain", "Model/team-a/llm", "--store", recorded.url)
+
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    decided = next(i for i, line in enumerate(lines) if "scale decided" in line)
+    assert lines[decided].endswith(
+        "scale decided: 0 -> 1 replicas (scale from zero: 1 request waits for a ready "
+        "endpoint); window 600s of 60 samples, average 0, 1 active requests now, target 100 "
+        "per replica, scale-down delay 30s; Model generation 1"
+    )
+    plan = lines[decided + 1]
+    assert "(scale): status written;" in plan
+    assert plan.endswith("scale 0 -> 1 replicas")
+
+
 def test_replay_runs_with_the_cyclic_collector_paused(recorded: Recorded) -> None:
     observations, plans = asyncio.run(read_recorded(recorded.url))
     findings = asyncio.run(read_findings(recorded.url))
@@ -609,7 +713,11 @@ def test_replay_runs_with_the_cyclic_collector_paused(recorded: Recorded) -> Non
         return plan_object(**arguments)
 
     report = replay_recorded(
-        observations=observations, plans=plans, findings=findings, plan_fn=plan
+        observations=observations,
+        plans=plans,
+        findings=findings,
+        scale_decisions=asyncio.run(read_scale_decisions(recorded.url)),
+        plan_fn=plan,
     )
 
     assert report.reproduced == len(plans)
