@@ -6,7 +6,8 @@ not), ``/v1/completions``, ``/v1/embeddings`` and ``/v1/audio/transcriptions`` o
 was sent (``<name>|<model>|<traceparent>``), so tests see where the gateway routed. A
 streamed answer pauses ``PAUSE_SECONDS`` between its two chunks, so a test can tell a
 gateway that buffers from one that does not. A completion of the prompt ``hang up`` is read
-and never answered (the connection closes).
+and never answered (the connection closes); one of ``hold <seconds>`` is answered after that
+long (a request that keeps the server busy, as a long generation would).
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ async def completions(request: web.Request) -> web.Response:
     if body.get("prompt") == "hang up" and request.transport is not None:
         request.transport.close()  # read the request, answer nothing
         return web.Response()
+    prompt = body.get("prompt")
+    if isinstance(prompt, str) and prompt.startswith("hold "):
+        await asyncio.sleep(float(prompt.removeprefix("hold ")))
     return web.json_response(
         {
             "id": "cmpl-1",
