@@ -12,7 +12,7 @@ from kaiwo_contracts.events.permissions import service_identity
 from kaiwo_contracts.events.streams import bus_topology
 
 ARCHITECTURE: Final = Path(__file__).resolve().parents[3] / "docs" / "architecture.md"
-SERVICES: Final = ("watcher", "planner", "executor", "monitor", "recorder")
+SERVICES: Final = ("watcher", "planner", "executor", "monitor", "recorder", "gateway")
 EDGE: Final = re.compile(r"(\w+) --(kaiwo\.[a-z.*>]+)--> (?=(\w+))")
 
 
@@ -45,6 +45,7 @@ def test_the_drawing_has_the_bus_edges() -> None:
         ("watcher", "kaiwo.obs.*", "planner"),
         ("planner", "kaiwo.plan.*", "executor"),
         ("monitor", "kaiwo.mon.utilization.*", "planner"),
+        ("gateway", "kaiwo.gateway.scale.*", "planner"),
         ("executor", "kaiwo.res.*", "recorder"),
     }
 
