@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+import aiohttp
 import openai
 import pytest
 import pytest_asyncio
@@ -81,6 +82,31 @@ class Served:
         return openai.AsyncOpenAI(
             base_url=self.base_url, api_key="unused", max_retries=0, timeout=120
         )
+
+    async def gateway_metrics(self) -> dict[str, float]:
+        """The gateway's ``kaiwo_*`` samples: ``name{labels}`` -> value."""
+        port = self.pipeline.stack.services["gateway"].health_port
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"http://127.0.0.1:{port}/metrics") as response,
+        ):
+            text = await response.text()
+        return {
+            name: float(value)
+            for line in text.splitlines()
+            if line.startswith("kaiwo_")
+            for name, _, value in [line.rpartition(" ")]
+        }
+
+
+def sample(samples: dict[str, float], name: str, **labels: str) -> float:
+    """The sum of ``name``'s samples carrying ``labels``."""
+    return sum(
+        value
+        for key, value in samples.items()
+        if key.partition("{")[0] == name
+        and all(f'{label}="{wanted}"' in key for label, wanted in labels.items())
+    )
 
 
 async def start_standin(port: int) -> asyncio.subprocess.Process:
@@ -236,6 +262,14 @@ async def test_a_request_for_a_model_at_zero_scales_it_up_and_is_answered(served
         and (e.resource, e.subresource, e.name) == ("models", "scale", CHAT)
     ]
     assert [(e.verb, e.code) for e in scaled][:1] == [("patch", 200)]
+    metrics = await served.gateway_metrics()
+    waits = {"model": CHAT, "from_zero": "true", "outcome": "ready"}
+    assert sample(metrics, "kaiwo_gateway_endpoint_waits_total", **waits) == 1
+    assert sample(metrics, "kaiwo_gateway_endpoint_wait_seconds_count", model=CHAT) == 1
+    request = {"model": CHAT, "cause": "request", "direction": "up"}
+    assert sample(metrics, "kaiwo_autoscaler_decisions_total", **request) == 1
+    assert sample(metrics, "kaiwo_gateway_load_reports_total", trigger="waiting") >= 1
+    assert sample(metrics, "kaiwo_autoscaler_leading") == 1
 
 
 async def test_sustained_load_scales_up_to_the_maximum_and_down_after_the_delay(

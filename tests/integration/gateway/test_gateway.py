@@ -63,32 +63,38 @@ class Stack:
             return await response.text()
 
     async def observe(self, obj: dict[str, Any], event: str = "ADDED") -> None:
-        """Publish ``obj`` as the watcher would, with a resource version newer than before."""
-        metadata = obj["metadata"]
-        version = self.versions.get(metadata["uid"], 0) + 1
-        self.versions[metadata["uid"]] = version
-        metadata["resourceVersion"] = str(version)
-        payload = ObservedObjectV1(
-            kind=obj["kind"],
-            api_version=obj["apiVersion"],
-            namespace=metadata["namespace"],
-            name=metadata["name"],
-            uid=metadata["uid"],
-            resource_version=str(version),
-            event_type=event,
-            object=obj,
-        )
-        envelope = Envelope.new(
-            data=payload,
-            source="/kaiwo/watcher",
-            time=WHEN,
-            id=f"{metadata['uid']}:{version}",
-            correlationid=metadata["uid"],
-        )
-        subject = observed_subject(
-            kind=obj["kind"], namespace=metadata["namespace"], uid=metadata["uid"]
-        )
-        await self.watcher.publish(envelope, subject)
+        await observe(self.watcher, self.versions, obj, event)
+
+
+async def observe(
+    watcher: NatsBus, versions: dict[str, int], obj: dict[str, Any], event: str = "ADDED"
+) -> None:
+    """Publish ``obj`` as the watcher would, with a resource version newer than before."""
+    metadata = obj["metadata"]
+    version = versions.get(metadata["uid"], 0) + 1
+    versions[metadata["uid"]] = version
+    metadata["resourceVersion"] = str(version)
+    payload = ObservedObjectV1(
+        kind=obj["kind"],
+        api_version=obj["apiVersion"],
+        namespace=metadata["namespace"],
+        name=metadata["name"],
+        uid=metadata["uid"],
+        resource_version=str(version),
+        event_type=event,
+        object=obj,
+    )
+    envelope = Envelope.new(
+        data=payload,
+        source="/kaiwo/watcher",
+        time=WHEN,
+        id=f"{metadata['uid']}:{version}",
+        correlationid=metadata["uid"],
+    )
+    subject = observed_subject(
+        kind=obj["kind"], namespace=metadata["namespace"], uid=metadata["uid"]
+    )
+    await watcher.publish(envelope, subject)
 
 
 def standin_pod(name: str, *, model: str, model_uid: str, port: int, **extra: Any) -> dict:

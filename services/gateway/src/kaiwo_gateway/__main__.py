@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import uuid
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -58,7 +59,8 @@ async def serve(settings: GatewaySettings, stop: asyncio.Event) -> None:
         reporter = LoadReporter(
             counts=RequestCounts(),
             publisher=bus,
-            replica=this_replica(),
+            # Unique per start: a restarted replica's last report must not add to its new ones.
+            replica=f"{this_replica()}/{uuid.uuid4().hex[:8]}",
             interval_seconds=settings.autoscaler_interval_seconds,
             clock=utc_now,
             metrics=metrics,

@@ -89,13 +89,13 @@ class LoadReporter:
             await first_of(stop, self._urgent, seconds=max(due - loop.time(), 0.0))
 
     async def publish_once(self, *, trigger: str = "interval") -> None:
-        report = load_report(
-            self.counts, replica=self.replica, interval_seconds=self.interval_seconds
-        )
-        envelope = Envelope.new(
-            data=report, source=SOURCE, time=self.clock(), correlationid=self.replica
-        )
         try:
+            report = load_report(
+                self.counts, replica=self.replica, interval_seconds=self.interval_seconds
+            )
+            envelope = Envelope.new(
+                data=report, source=SOURCE, time=self.clock(), correlationid=self.replica
+            )
             await self.publisher.publish(envelope, load_report_subject(self.replica))
         except Exception as error:  # the next report says the same, newer
             self.metrics.load_reports.labels(outcome="failed", trigger=trigger).inc()
