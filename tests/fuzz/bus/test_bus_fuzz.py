@@ -32,6 +32,7 @@ from kaiwo_contracts.events import (
     decode_envelope,
     decode_event,
 )
+from kaiwo_contracts.events.autoscaling import ActiveRequestsV1, ScaleDecidedV1
 from kaiwo_contracts.events.monitor import PreemptionDecidedV1, UnderutilizedV1, UtilizationV1
 from kaiwo_contracts.events.observed import ObservedObjectV1
 from kaiwo_contracts.events.plans import PlanDecidedV1
@@ -40,11 +41,13 @@ from kaiwo_contracts.events.results import ApplyResultV1
 from kaiwo_contracts.events.subjects import (
     MonitorTopic,
     SubjectError,
+    load_report_subject,
     monitor_subject,
     observed_subject,
     plan_subject,
     public_workload_subject,
     result_subject,
+    scale_subject,
 )
 from kaiwo_recorder.records import MALFORMED_TYPE, record_of
 from kaiwo_runtime.bus import Delivery
@@ -126,17 +129,28 @@ def subject_for(envelope: Envelope[Any]) -> str | None:
             return result_subject(
                 outcome=data.outcome, kind=owner.kind, namespace=owner.namespace, uid=uid
             )
-        if isinstance(data, WorkloadEventV1):
-            workload_ref = data.workload
-            return public_workload_subject(
-                namespace=workload_ref.namespace, kind=workload_ref.kind, uid=workload_ref.uid
-            )
-        topic = MONITOR_TOPICS[type(data)]
-        workload = data.workload
-        uid = workload.uid or envelope.correlationid
-        return monitor_subject(topic=topic, namespace=workload.namespace, uid=uid)
+        return _finding_subject(envelope)
     except SubjectError:
         return None
+
+
+def _finding_subject(envelope: Envelope[Any]) -> str:
+    """The subject of a public event, a monitor finding or a gateway event."""
+    data = envelope.data
+    if isinstance(data, ActiveRequestsV1):
+        return load_report_subject(data.gateway)
+    if isinstance(data, ScaleDecidedV1):
+        uid = data.model.uid or envelope.correlationid
+        return scale_subject(namespace=data.model.namespace or "", uid=uid)
+    if isinstance(data, WorkloadEventV1):
+        workload_ref = data.workload
+        return public_workload_subject(
+            namespace=workload_ref.namespace, kind=workload_ref.kind, uid=workload_ref.uid
+        )
+    topic = MONITOR_TOPICS[type(data)]
+    workload = data.workload
+    uid = workload.uid or envelope.correlationid
+    return monitor_subject(topic=topic, namespace=workload.namespace, uid=uid)
 
 
 MONITOR_TOPICS: dict[type[Any], MonitorTopic] = {

@@ -16,7 +16,7 @@ from kaiwo_contracts.events.permissions import PLANNER
 from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.events.streams import DEAD_LETTER_STREAM, bus_topology
 from kaiwo_contracts.events.subjects import plan_subject
-from kaiwo_contracts.plans import ObjectRef, Plan, PruneRule
+from kaiwo_contracts.plans import ObjectRef, Plan, PruneRule, ScaleIntent
 from kaiwo_kube import NotFound, resources
 from kaiwo_runtime.bus import DLQ_REASON
 from kaiwo_runtime.nats_bus import NatsBus
@@ -144,6 +144,29 @@ async def test_plans_forged_with_the_planners_key_apply_nothing(pipeline: Any) -
             },
         }
     )
+    # Two Models at zero replicas that nothing scales (autoscaling disabled).
+    models = {}
+    for name in ("mine", "other"):
+        created = await kube.create(
+            {
+                "apiVersion": "kubeai.org/v1",
+                "kind": "Model",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {
+                    "url": "hf://org/m",
+                    "engine": "VLLM",
+                    "replicas": 0,
+                    "autoscalingDisabled": True,
+                },
+            }
+        )
+        models[name] = ObjectRef(
+            api_version="kubeai.org/v1",
+            kind="Model",
+            name=name,
+            namespace=namespace,
+            uid=created["metadata"]["uid"],
+        )
     evicting_taint = {
         "apiVersion": "v1",
         "kind": "Node",
@@ -162,6 +185,11 @@ async def test_plans_forged_with_the_planners_key_apply_nothing(pipeline: Any) -
             owner=owner.model_copy(update={"name": "ghost", "uid": "not-a-real-uid"}),
             desired=(),
         ),
+        Plan(
+            owner=models["mine"],
+            scale=ScaleIntent(target=models["other"], replicas=5, from_replicas=0),
+        ),
+        Plan(owner=owner, scale=ScaleIntent(target=owner, replicas=5, from_replicas=0)),
     ]
     for plan in forged:
         await publish_as_planner(pipeline, plan)
@@ -175,6 +203,9 @@ async def test_plans_forged_with_the_planners_key_apply_nothing(pipeline: Any) -
             REFUSED + "prune selector {'app.kubernetes.io/managed-by': 'kaiwo'} does not ask for "
             f"the owner's own {{'kaiwo.silogen.ai/owner-uid': '{meta['uid']}'}}",
             REFUSED + f"the owner KaiwoJob/{namespace}/ghost does not exist",
+            REFUSED + f"scale of Model/{namespace}/other: a plan scales only its owner "
+            f"Model/{namespace}/mine",
+            REFUSED + "a KaiwoJob may not be scaled by a plan",
         ]
     )
     # Nothing of any of them happened.
@@ -183,9 +214,16 @@ async def test_plans_forged_with_the_planners_key_apply_nothing(pipeline: Any) -
     node = await kube.get(resources.NODE, actors.GPU_NODE)
     assert not [t for t in node["spec"].get("taints") or () if t.get("effect") == "NoExecute"]
     assert await kube.get(resources.JOB, "theirs", namespace=tenant)
+    other = await kube.get(resources.KUBEAI_MODEL, "other", namespace=namespace)
+    assert other["spec"]["replicas"] == 0
     # People are told on the owners that exist.
     events = (await kube.list(resources.EVENT, namespace=namespace)).items
     refused = [e for e in events if e["reason"] == "PlanRefused"]
-    assert [e["involvedObject"]["name"] for e in refused] == ["victim", "victim"]
+    assert sorted(e["involvedObject"]["name"] for e in refused) == [
+        "mine",
+        "victim",
+        "victim",
+        "victim",
+    ]
     assert all(e["type"] == "Warning" for e in refused)
     await kube.delete(resources.NAMESPACE, tenant)

@@ -81,6 +81,7 @@ def test_stream_replicas_shape_every_stream_of_the_topology(
         "KAIWO_PLAN": 3,
         "KAIWO_RES": 3,
         "KAIWO_MON": 3,
+        "KAIWO_GATEWAY": 3,
         "KAIWO_DLQ": 3,
         "KAIWO_PUBLIC": 3,
     }
