@@ -127,6 +127,7 @@ def test_streams_and_buckets_are_kept_on_all_three_servers(
         "KAIWO_PLAN": (3, 3),
         "KAIWO_RES": (3, 3),
         "KAIWO_MON": (3, 3),
+        "KAIWO_GATEWAY": (3, 3),
         "KAIWO_DLQ": (3, 3),
         "KAIWO_PUBLIC": (3, 3),
     }

@@ -363,6 +363,15 @@ async def test_endpoints_follow_observations_and_a_request_waits_for_one(stack: 
         await client.completions.create(model="delta", prompt="x")
     assert gone.value.status_code == 503
     assert time.monotonic() - started >= 1.4  # it waited the configured 1.5 s for an endpoint
+    # delta sets no replicas: at zero, so the gateway asked for one and says so.
+    assert gone.value.body == {
+        "message": "no ready endpoint of model 'delta' within 1.5s (the model was at 0 replicas: "
+        "one was asked for and is not ready yet; model servers may take minutes to start, "
+        "try again)",
+        "type": "server_error",
+        "param": None,
+        "code": "no_ready_endpoint",
+    }
 
 
 async def test_a_model_whose_every_endpoint_refuses_gets_a_502_after_trying_each(
