@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import sys
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -249,7 +250,9 @@ async def test_a_request_for_a_model_at_zero_scales_it_up_and_is_answered(served
     assert await model_pods(pipeline.kube, pipeline.namespace, CHAT) == []
     mark = audit.mark()
 
+    started = time.monotonic()
     answer = await served.client().completions.create(model=CHAT, prompt="hello")
+    print(f"\nscale from zero: answered {time.monotonic() - started:.2f} s after the request")
 
     assert answer.choices[0].text == "vllm|chat|"
     [first, *_] = await decisions(served)
