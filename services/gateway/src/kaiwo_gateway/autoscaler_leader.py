@@ -129,16 +129,21 @@ class Autoscaler:
     # ------------------------------------------------------------------ every replica
 
     def receive(self, report: ActiveRequestsV1) -> None:
-        """Keep ``report`` as its replica's latest (received now)."""
+        """Keep ``report`` as its replica's latest (received now), and forget replicas whose
+        reports went stale (a restarted replica reports under a new name)."""
+        now = self._clock()
         active = {m.model.uid: m.active_requests for m in report.models if m.model.uid}
         waiting = {
             m.model.uid: m.waiting_requests
             for m in report.models
             if m.model.uid and m.waiting_requests > 0
         }
+        self._reports = {
+            gateway: kept for gateway, kept in self._reports.items() if kept.fresh(now)
+        }
         self._reports[report.gateway] = LoadReport(
             gateway=report.gateway,
-            received_at=self._clock(),
+            received_at=now,
             interval_seconds=report.interval_seconds,
             active=active,
             waiting=waiting,
