@@ -17,7 +17,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 import typer
 
@@ -419,6 +419,14 @@ def status(
     *,
     namespace: Namespace = None,
     output: Output = None,
+    watch: Annotated[
+        bool,
+        typer.Option(
+            "--watch",
+            "-w",
+            help="Print it again whenever it changes, until a final phase (or Ctrl-C).",
+        ),
+    ] = False,
     kubeconfig: Kubeconfig = None,
     context: Context = None,
     state: State = None,
@@ -428,27 +436,52 @@ def status(
     target = _target(kubeconfig, context, state)
     ns, name = _reference("status", workload, namespace=namespace, target=target)
 
-    async def work(kube: KubernetesPort) -> str:
-        from kaiwo_cli import cluster_access as access
-        from kaiwo_cli.workload_views import queue_position, status_report
+    async def work(kube: KubernetesPort) -> None:
+        from kaiwo_cli.workload_views import FINAL_PHASES, phase_of
 
-        found = await access.find_workload(kube, ns, name)
-        if output is not None:
-            return _dump([found], output, single=True)
-        children = await access.children_of(kube, found)
-        pods = await access.pods_of(kube, found, children)
-        events = await access.events_about(kube, ns, [found, *children, *pods])
-        queued = await access.kueue_workloads(kube, namespace=ns)
+        shown: str | None = None
+        while True:
+            found, text, comparable = await _status_now(kube, ns, name, output=output)
+            if comparable != shown:
+                if shown is not None:
+                    typer.echo("---")
+                typer.echo(text)
+                shown = comparable
+            if not watch or phase_of(found) in FINAL_PHASES:
+                return
+            await asyncio.sleep(POLL_SECONDS)
+
+    with contextlib.suppress(KeyboardInterrupt):  # ends -w
+        _run("status", target, work)
+
+
+_STILL: Final = datetime(2000, 1, 1, tzinfo=UTC)
+"""A fixed "now" for telling whether a report changed: ages move every second, the objects
+do not."""
+
+
+async def _status_now(
+    kube: KubernetesPort, ns: str, name: str, *, output: str | None
+) -> tuple[dict[str, Any], str, str]:
+    """The workload, its report now, and the report as compared between two looks."""
+    from kaiwo_cli import cluster_access as access
+    from kaiwo_cli.workload_views import queue_position, status_report
+
+    found = await access.find_workload(kube, ns, name)
+    if output is not None:
+        text = _dump([found], output, single=True)
+        return found, text, text
+    children = await access.children_of(kube, found)
+    pods = await access.pods_of(kube, found, children)
+    events = await access.events_about(kube, ns, [found, *children, *pods])
+    position = queue_position(found, await access.kueue_workloads(kube, namespace=ns))
+
+    def report(now: datetime) -> str:
         return status_report(
-            found,
-            children=children,
-            pods=pods,
-            events=events,
-            position=queue_position(found, queued),
-            now=_now(),
+            found, children=children, pods=pods, events=events, position=position, now=now
         )
 
-    typer.echo(_run("status", target, work))
+    return found, report(_now()), report(_STILL)
 
 
 # --------------------------------------------------------------------------- logs
@@ -457,7 +490,15 @@ def status(
 def logs(
     workload: WorkloadArgument,
     *,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep streaming.")] = False,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            "-f",
+            help="Keep streaming: wait for containers to start, follow each (and pods that "
+            "come later) until the workload ends; Ctrl-C stops.",
+        ),
+    ] = False,
     tail: Annotated[
         int | None, typer.Option("--tail", help="Only the last N lines of each container.")
     ] = None,
@@ -469,52 +510,110 @@ def logs(
     context: Context = None,
     state: State = None,
 ) -> None:
-    """The logs of the workload's pods. With several pods or containers each line starts
-    with [POD/CONTAINER]."""
-    from kaiwo_cli.cluster_access import ClusterError
-
+    """The logs of the workload's pods. With several pods or containers (and always with
+    -f, where pods come and go) each line starts with [POD/CONTAINER]."""
     target = _target(kubeconfig, context, state)
     ns, name = _reference("logs", workload, namespace=namespace, target=target)
 
     async def work(kube: KubernetesPort) -> int:
-        from kaiwo_cli import cluster_access as access
+        if follow:
+            return await _follow_logs(kube, ns, name, container=container, tail=tail)
+        return await _print_logs(kube, ns, name, container=container, tail=tail)
 
-        found = await access.find_workload(kube, ns, name)
-        pods = await access.pods_of(kube, found, await access.children_of(kube, found))
-        phases = {
-            pod["metadata"]["name"]: (pod.get("status") or {}).get("phase", "Pending")
-            for pod in pods
-        }
-        streams = [
-            (pod["metadata"]["name"], c["name"])
-            for pod in pods
-            for c in (pod.get("spec") or {}).get("containers") or []
-            if container is None or c["name"] == container
-        ]
-        if not streams:
-            phase = (found.get("status") or {}).get("status") or "NEW"
-            raise ClusterError(f"{found['kind']} {ns}/{name} has no pods yet (phase {phase})")
-        prefixed = len(streams) > 1
-        results = await asyncio.gather(
-            *(
-                _stream_log(
-                    kube,
-                    ns,
-                    pod,
-                    name_,
-                    phase=phases[pod],
-                    prefixed=prefixed,
-                    tail=tail,
-                    follow=follow,
-                )
-                for pod, name_ in streams
+    with contextlib.suppress(KeyboardInterrupt):  # ends -f
+        code = _run("logs", target, work)
+        if code:
+            raise typer.Exit(code)
+
+
+async def _print_logs(
+    kube: KubernetesPort, ns: str, name: str, *, container: str | None, tail: int | None
+) -> int:
+    from kaiwo_cli import cluster_access as access
+    from kaiwo_cli.cluster_access import ClusterError
+    from kaiwo_cli.workload_views import log_streams
+
+    found = await access.find_workload(kube, ns, name)
+    pods = await access.pods_of(kube, found, await access.children_of(kube, found))
+    streams = log_streams(pods, container=container)
+    if not streams:
+        phase = (found.get("status") or {}).get("status") or "NEW"
+        raise ClusterError(f"{found['kind']} {ns}/{name} has no pods yet (phase {phase})")
+    results = await asyncio.gather(
+        *(
+            _stream_log(
+                kube,
+                ns,
+                stream.pod,
+                stream.container,
+                phase=stream.phase,
+                prefixed=len(streams) > 1,
+                tail=tail,
+                follow=False,
             )
+            for stream in streams
         )
-        return 0 if any(results) else 1
+    )
+    return 0 if any(results) else 1
 
-    code = _run("logs", target, work)
-    if code:
-        raise typer.Exit(code)
+
+async def _follow_logs(
+    kube: KubernetesPort, ns: str, name: str, *, container: str | None, tail: int | None
+) -> int:
+    """Follow every container of the workload once it has started, pods that appear later
+    too (a KaiwoJob's download pod, then its workers), until the workload reaches a final
+    phase and every followed container has ended."""
+    from kaiwo_kube import NotFound
+
+    from kaiwo_cli import cluster_access as access
+    from kaiwo_cli.cluster_access import ClusterError
+    from kaiwo_cli.workload_views import FINAL_PHASES, log_streams, phase_of
+
+    following: dict[tuple[str, str], asyncio.Task[bool]] = {}
+    said_waiting = False
+    try:
+        while True:
+            try:
+                found = await access.find_workload(kube, ns, name)
+            except NotFound:
+                break  # deleted: nothing more will be written
+            pods = await access.pods_of(kube, found, await access.children_of(kube, found))
+            for stream in log_streams(pods, container=container):
+                key = (stream.pod, stream.container)
+                if stream.started and key not in following:
+                    following[key] = asyncio.create_task(
+                        _stream_log(
+                            kube,
+                            ns,
+                            stream.pod,
+                            stream.container,
+                            phase=stream.phase,
+                            prefixed=True,
+                            tail=tail,
+                            follow=True,
+                        )
+                    )
+            final = phase_of(found) in FINAL_PHASES
+            if not following and final:
+                raise ClusterError(
+                    f"{found['kind']} {ns}/{name} ended ({phase_of(found)}) with no container "
+                    "started"
+                )
+            if not following and not said_waiting:
+                said_waiting = True
+                typer.echo(
+                    f"kaiwo logs: waiting for a container of {found['kind']} {ns}/{name} to "
+                    f"start (phase {phase_of(found)})",
+                    err=True,
+                )
+            if final and all(task.done() for task in following.values()):
+                break
+            await asyncio.sleep(POLL_SECONDS)
+        results = [await task for task in following.values()]
+    finally:
+        for task in following.values():
+            task.cancel()
+    return 0 if any(results) else 1
 
 
 async def _stream_log(
