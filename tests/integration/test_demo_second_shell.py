@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -168,6 +169,24 @@ def test_with_the_demo_running_a_second_shell_submits_follows_and_inspects(
         assert "team-nlp" in queues and "research" in queues, queues
         explained = outputs["events explain ml-team/broken-tokenizer"]
         assert "broken-tokenizer" in explained and "plan" in explained, explained
+        # A KaiwoService's pods (a Deployment's) have logs too: it says it serves.
+        code, served = run(f"{kaiwo} logs ml-team/chat --tail 1", cwd=here, env=env)
+        assert code == 0, served
+        assert re.fullmatch(
+            r"\[sandbox\] (ready: serving until the pod is deleted|still serving after [\d.]+ s)",
+            served.strip(),
+        ), served
+        # The kubectl line as printed, with the kubeconfig it exports (CI installs kubectl).
+        kubeconfig = re.search(r"export KUBECONFIG=(\S+)", screen)
+        assert kubeconfig is not None
+        if shutil.which("kubectl"):
+            code, by_kubectl = run(
+                "kubectl logs -n ml-team -l kaiwo.silogen.ai/name=broken-tokenizer",
+                cwd=here,
+                env={**env, "KUBECONFIG": kubeconfig.group(1)},
+            )
+            assert code == 0, by_kubectl
+            assert "FileNotFoundError: /workload/tokenizer.json" in by_kubectl.splitlines()
 
         # The job the second shell submitted, with no flags.
         code, status = run(f"{kaiwo} status {SUBMITTED}", cwd=here, env=env)

@@ -229,24 +229,27 @@ def next_steps(
         if state_dir == DEFAULT_STATE_DIR
         else f"in another shell, after export KAIWO_STATE={state_dir.resolve()}"
     )
+    # Short enough for an 80-column terminal: a comment only where it explains the name.
     commands = [
-        (f"{kaiwo} submit -f examples/kaiwojob-gpu-training.yaml --wait", "submit, follow"),
-        (f"{kaiwo} list", "every workload and its phase"),
-        (f"{kaiwo} status {waited}", "why it waited: queue, children, Events"),
-        (f"{kaiwo} logs {failed}", "its container's log, last words included"),
-        (f"{kaiwo} queues", "quota and use per flavor, who waits"),
-        (f"{kaiwo} events explain {failed}", "observation → plan → children"),
-        (f"{kaiwo} events tail", "every event as it happens"),
+        (f"{kaiwo} submit -f examples/kaiwojob-gpu-training.yaml --wait", ""),
+        (f"{kaiwo} list", ""),
+        (f"{kaiwo} status {waited}", "why it waited"),
+        (f"{kaiwo} logs {failed}", "its last words"),
+        (f"{kaiwo} queues", ""),
+        (f"{kaiwo} events explain {failed}", ""),
+        (f"{kaiwo} events tail", ""),
     ]
-    width = max(len(command) for command, _ in commands)
-    lines = "".join(f"  {command:<{width}}  # {why}\n" for command, why in commands)
+    width = max(len(command) for command, why in commands if why)
+    lines = "".join(
+        f"  {command:<{width}}  # {why}\n" if why else f"  {command}\n" for command, why in commands
+    )
     return Text.from_markup(
         "\n[bold]The scenario has played out.[/] What happened:\n"
         f"{escape(story)}"
         f"Try, {escape(where)}:\n"
         f"{escape(lines)}"
         "With kubectl:\n"
-        f"  export KUBECONFIG={kubeconfig}\n"
+        f"  export KUBECONFIG={kubeconfig.resolve() if kubeconfig else ''}\n"
         "  kubectl get kaiwojobs,kaiwoservices -A      # the printer columns\n"
         "  kubectl get workloads.kueue.x-k8s.io -A     # the simulated Kueue's admissions\n"
         f"  kubectl logs -n {failed.partition('/')[0]} -l kaiwo.silogen.ai/name="
