@@ -588,20 +588,15 @@ async def _follow_logs(
     """Follow every container of the workload once it has started, pods that appear later
     too (a KaiwoJob's download pod, then its workers), until the workload reaches a final
     phase and every followed container has ended."""
-    from kaiwo_kube import NotFound
-
     from kaiwo_cli import cluster_access as access
     from kaiwo_cli.cluster_access import ClusterError
     from kaiwo_cli.workload_views import FINAL_PHASES, log_streams, phase_of
 
     following: dict[tuple[str, str], asyncio.Task[bool]] = {}
     said_waiting = False
+    found = await access.find_workload(kube, ns, name)  # not there: one line, exit 2
     try:
         while True:
-            try:
-                found = await access.find_workload(kube, ns, name)
-            except NotFound:
-                break  # deleted: nothing more will be written
             pods = await access.pods_of(kube, found, await access.children_of(kube, found))
             for stream in log_streams(pods, container=container):
                 key = (stream.pod, stream.container)
@@ -634,6 +629,10 @@ async def _follow_logs(
             if final and all(task.done() for task in following.values()):
                 break
             await asyncio.sleep(POLL_SECONDS)
+            try:
+                found = await access.find_workload(kube, ns, name)
+            except ClusterError:
+                break  # deleted while followed: its containers' streams end on their own
         results = [await task for task in following.values()]
     finally:
         for task in following.values():
