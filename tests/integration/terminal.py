@@ -12,6 +12,7 @@ import select
 import signal
 import struct
 import subprocess
+import sys
 import termios
 import threading
 import time
@@ -23,6 +24,17 @@ from typing import Self
 # Colours, cursor moves and erases (CSI), window titles (OSC), and carriage returns.
 _ESCAPES = re.compile(
     r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[()][A-Z0-9]|\r"
+)
+
+
+# A new session whose controlling terminal is the pty (so that a typed Ctrl-C reaches it),
+# then the command itself: done by a fresh interpreter rather than a preexec_fn, which is
+# unsafe in a process with threads (the test runner's).
+_IN_ITS_OWN_TERMINAL = (
+    "import fcntl, os, sys, termios\n"
+    "os.setsid()\n"
+    "fcntl.ioctl(0, termios.TIOCSCTTY, 0)\n"
+    "os.execvp(sys.argv[1], sys.argv[1:])\n"
 )
 
 
@@ -56,18 +68,13 @@ class Terminal:
         rows, columns = self.size
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
 
-        def controlling_terminal() -> None:  # in the child: a session whose terminal is the pty
-            os.setsid()
-            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
         self.process = subprocess.Popen(
-            self.argv,
+            [sys.executable, "-c", _IN_ITS_OWN_TERMINAL, *self.argv],
             cwd=self.cwd,
             env=self.env,
             stdin=slave,
             stdout=slave,
             stderr=slave,
-            preexec_fn=controlling_terminal,  # noqa: PLW1509 (no threads of ours yet)
             close_fds=True,
         )
         os.close(slave)
