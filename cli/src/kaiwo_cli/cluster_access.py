@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 
 OWNER_UID_LABEL: Final = "kaiwo.silogen.ai/owner-uid"
-"""What the planner labels every child with (``kaiwo_planner.domain.labels``)."""
+"""What the planner labels every child with (``kaiwo_planner.domain.children.labels``)."""
 RUN_ID_LABEL: Final = "kaiwo.silogen.ai/run-id"
 """What the planner puts on every pod template of a workload: its uid. A Deployment's pods
 carry only this (a Job's carry the Job's name as well)."""
