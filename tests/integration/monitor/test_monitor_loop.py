@@ -33,7 +33,6 @@ pytestmark = [pytest.mark.k8s, pytest.mark.nats, pytest.mark.slow]
 
 MONITOR_ENV: Final = {
     "KAIWO_MONITOR_POLLING_INTERVAL_SECONDS": "1",
-    "KAIWO_MONITOR_LEASE_DURATION_SECONDS": "3",
 }
 WITHIN: Final = 30.0
 PREEMPTION: Final = "kaiwo.silogen.ai/gpu-preemption."
