@@ -243,9 +243,9 @@ def derive_status(
         observation=observation,
         now=now,
     )
-    if observation.phase is WorkloadStatus.TERMINATING and termination is not None:
-        if termination.beneficiary is not None:
-            status[PREEMPTED_FOR] = _preempted_for(termination.beneficiary)
+    beneficiary = termination.beneficiary if termination is not None else None
+    if observation.phase is WorkloadStatus.TERMINATING and beneficiary is not None:
+        status[PREEMPTED_FOR] = _preempted_for(beneficiary)
     return StatusDecision(
         status=status,
         events=_transition_events(previous_phase, observation),
