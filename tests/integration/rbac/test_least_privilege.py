@@ -191,6 +191,7 @@ def stack_options(
     return StackOptions(
         state_dir=state_dir,
         kubeconfig=admin,  # kaiwo up's own look at the cluster; each service has its own
+        scheduler="existing",  # the operator's roles are measured, not the installer's
         seed_fake_cluster=False,
         metrics_endpoint=metrics,
         service_env=SERVICE_ENV,
