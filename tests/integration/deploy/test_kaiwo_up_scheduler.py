@@ -12,6 +12,7 @@ server stores, not that the scheduler schedules.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import subprocess
 from collections.abc import AsyncIterator
@@ -20,6 +21,8 @@ from typing import Any, Final
 
 import pytest
 import yaml
+from click.testing import CliRunner, Result
+from kaiwo_cli.main import app
 from kaiwo_cli.stack.local import LocalStack, StackOptions
 from kaiwo_cli.stack.scheduler import prepare_scheduler
 from kaiwo_kube import NotFound, Retryable, resources
@@ -171,9 +174,9 @@ async def test_kaiwo_up_deploys_what_kustomize_renders_and_a_second_run_changes_
     assert again == note
     for obj in rendered:
         found = await stored(kube, obj)
-        assert found["metadata"]["resourceVersion"] == versions[
-            obj["kind"], obj["metadata"]["name"]
-        ], f"{obj['kind']} {obj['metadata']['name']} was written again"
+        assert (
+            found["metadata"]["resourceVersion"] == versions[obj["kind"], obj["metadata"]["name"]]
+        ), f"{obj['kind']} {obj['metadata']['name']} was written again"
     config = await kube.get(resources.KAIWO_CONFIG, "kaiwo")
     assert config["metadata"]["resourceVersion"] == config_version
 
@@ -226,3 +229,32 @@ async def test_existing_leaves_the_cluster_as_it_is(kube: KubernetesAsyncioAdapt
     for obj in kustomize_rendering():
         with pytest.raises(NotFound):
             await stored(kube, obj)
+
+
+async def test_kaiwo_scheduler_name_says_what_it_did(
+    kube: KubernetesAsyncioAdapter, real_cluster: RealCluster
+) -> None:
+    def name(scheduler: str) -> Result:
+        arguments = ["scheduler", "name", scheduler, "--kubeconfig", str(real_cluster.kubeconfig)]
+        return CliRunner().invoke(app, arguments)
+
+    named = await asyncio.to_thread(name, "default-scheduler")
+    assert (named.exit_code, named.stdout) == (0, "KaiwoConfig kaiwo names default-scheduler\n")
+
+    await kube.apply(  # the platform team takes the field over on purpose
+        {
+            "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+            "kind": "KaiwoConfig",
+            "metadata": {"name": "kaiwo"},
+            "spec": {"scheduling": {"kubeSchedulerName": "volcano"}},
+        },
+        field_manager="platform-team",
+        force=True,
+    )
+    kept = await asyncio.to_thread(name, "kaiwo-scheduler")
+    assert kept.exit_code == 1
+    assert kept.stderr == (
+        "kaiwo scheduler: the KaiwoConfig names 'volcano', set by another manager; left as it "
+        "is (not 'kaiwo-scheduler')\n"
+    )
+    assert await scheduler_name_of(kube) == ("volcano", ["platform-team"])

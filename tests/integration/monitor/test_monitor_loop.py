@@ -80,6 +80,7 @@ async def preemption_decision(pipeline: Pipeline, uid: str) -> PreemptionV1:
     """The public preemption event of the workload ``uid`` (the KAIWO_PUBLIC stream)."""
     jsm = pipeline.nats.jsm()
     info = await jsm.stream_info(PUBLIC_STREAM)
+    assert info.state.messages, "no public event at all"
     for sequence in range(info.state.first_seq, info.state.last_seq + 1):
         message = await jsm.get_msg(PUBLIC_STREAM, seq=sequence)
         headers = {key.lower(): value for key, value in (message.headers or {}).items()}

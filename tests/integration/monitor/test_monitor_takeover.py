@@ -126,7 +126,9 @@ async def utilization_events(client: Client) -> list[tuple[int, UtilizationV1]]:
         info = await jsm.stream_info(MONITOR_STREAM)
     except NotFoundError:
         return []
-    found = []
+    found: list[tuple[int, UtilizationV1]] = []
+    if not info.state.messages:  # an empty stream's first and last sequence say nothing
+        return found
     for sequence in range(info.state.first_seq, info.state.last_seq + 1):
         message = await jsm.get_msg(MONITOR_STREAM, seq=sequence)
         if not message.subject.startswith("kaiwo.mon.utilization."):
