@@ -16,7 +16,7 @@ planner    read its consumers ``planner-obs`` (and stored observations), ``plann
            the ``planner`` lease
 executor   read ``executor-plan``, publish ``kaiwo.res.>`` and its dead letters; its
            bucket, the ``executor`` lease(s)
-monitor    publish ``kaiwo.mon.>``; its bucket ``kaiwo-monitor``
+monitor    publish ``kaiwo.mon.>``; its bucket ``kaiwo-monitor``, the ``monitor`` lease
 gateway    read stored observations of Models and Pods (``KAIWO_OBS``, by sequence) and
            subscribe to ``kaiwo.obs.model.>`` and ``kaiwo.obs.pod.>`` (wake-ups); publish
            its load reports and the autoscaler's decisions (``kaiwo.gateway.>``) and
@@ -97,7 +97,7 @@ SERVICE_BUCKETS: dict[str, str] = {
 }
 """The key-value bucket each service keeps its state in (the services' defaults)."""
 LEASE_BUCKET = "kaiwo-leases"
-"""The bucket of the planner's, the executor's and the autoscaler's leases
+"""The bucket of the planner's, the executor's, the monitor's and the autoscaler's leases
 (``KAIWO_LEASE_BUCKET``)."""
 AUTOSCALER_BUCKET = "kaiwo-autoscaler"
 """The autoscaler's moving averages, kept by whichever gateway replica leads it."""
@@ -315,6 +315,7 @@ def service_identity(name: str, topology: BusTopology) -> Identity:
                 family_filter(Family.MONITOR),
                 *_stream_info((MONITOR_STREAM,)),
                 *_bucket(SERVICE_BUCKETS[MONITOR]),
+                *_bucket(LEASE_BUCKET, keys=(MONITOR,)),
             ),
             streams=(MONITOR_STREAM,),
         )
