@@ -98,11 +98,12 @@ from kaiwo_runtime.kv import KeyValue
 from kaiwo_runtime.logging import bound_context
 
 from kaiwo_planner.domain.models.replanning import all_models
-from kaiwo_planner.domain.planning import plan_object_with_timer
+from kaiwo_planner.domain.planning import PlanningResult, plan_object
 from kaiwo_planner.domain.queues.default_objects import default_object_plans
-from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.cluster_settings import kaiwo_config
+from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
 from kaiwo_planner.domain.state.fanout import all_workloads, owners_to_replan, queue_config
+from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.projection import (
     Projection,
     SnapshotFormatError,
@@ -134,41 +135,16 @@ CHUNK_BYTES: Final = 512 * 1024
 
 
 class PlanFunction(Protocol):
-    """The pure planner: a :class:`Plan`, None, or a result with ``.plan`` and ``.replan_at``."""
+    """The pure planner (:func:`kaiwo_planner.domain.planning.plan_object`)."""
 
     def __call__(
-        self, *, owner: Mapping[str, Any], cluster: ClusterState, now: datetime
-    ) -> object: ...
-
-
-@dataclass(frozen=True, slots=True)
-class PlanningOutcome:
-    plan: Plan | None
-    replan_at: datetime | None = None
-    also_replan: tuple[ObjectRef, ...] = ()
-
-
-def planning_outcome(result: object) -> PlanningOutcome:
-    """Read what a :class:`PlanFunction` returned."""
-    if result is None:
-        return PlanningOutcome(plan=None)
-    if isinstance(result, Plan):
-        return PlanningOutcome(plan=result)
-    plan = getattr(result, "plan", None)
-    replan_at = getattr(result, "replan_at", None)
-    also_replan = tuple(getattr(result, "also_replan", ()))
-    if (
-        (plan is not None and not isinstance(plan, Plan))
-        or (replan_at is not None and not isinstance(replan_at, datetime))
-        or not all(isinstance(ref, ObjectRef) for ref in also_replan)
-    ):
-        raise TypeError(f"a planning function returned {type(result).__name__}, not a plan")
-    return PlanningOutcome(plan=plan, replan_at=replan_at, also_replan=also_replan)
+        self, *, owner: Mapping[str, Any], context: PlanningContext, now: datetime
+    ) -> PlanningResult: ...
 
 
 def default_plan_function() -> PlanFunction:
-    """The real planner: :func:`kaiwo_planner.domain.planning.plan_object_with_timer`."""
-    return plan_object_with_timer
+    """The real planner: :func:`kaiwo_planner.domain.planning.plan_object`."""
+    return plan_object
 
 
 @dataclass(slots=True)
@@ -316,6 +292,7 @@ class PlannerService:
         )
         self._store = SnapshotStore(kv)
         self._projection = Projection(tombstone_retention=self._settings.tombstone_retention)
+        self._contexts = PlanningContextKeeper()
         self._owners: dict[str, _OwnerRecord] = {}
         self._timers: dict[str, datetime] = {}
         self._timer_heap: list[tuple[datetime, str]] = []
@@ -510,7 +487,7 @@ class PlannerService:
     ) -> tuple[PublicEvent, ...]:
         if not is_public_workload(envelope.data.object):
             return ()
-        config = kaiwo_config(self._projection.cluster_state())
+        config = kaiwo_config(self._contexts.context(self._projection))
         return derive_public_events(
             told,
             envelope.data,
@@ -788,11 +765,11 @@ class PlannerService:
 
     def _plan(
         self, ref: ObjectRef, owner: Mapping[str, Any], *, now: datetime
-    ) -> PlanningOutcome | None:
+    ) -> PlanningResult | None:
         started = time.perf_counter()
         try:
-            result = self._plan_fn(owner=owner, cluster=self._projection.cluster_state(), now=now)
-            return planning_outcome(result)
+            context = self._contexts.context(self._projection)
+            return self._plan_fn(owner=owner, context=context, now=now)
         except Exception:
             log.exception("planning failed", owner=ref.display(), owner_uid=ref.uid)
             self.metrics.plans.labels(ref.kind, "error").inc()

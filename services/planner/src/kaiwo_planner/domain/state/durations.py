@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
-import functools
 import re
 from datetime import timedelta
 from decimal import Decimal
+from types import MappingProxyType
 
-_UNIT_SECONDS = {
-    "ns": Decimal("1e-9"),
-    "us": Decimal("1e-6"),
-    "µs": Decimal("1e-6"),
-    "ms": Decimal("1e-3"),
-    "s": Decimal(1),
-    "m": Decimal(60),
-    "h": Decimal(3600),
-}
+_UNIT_SECONDS = MappingProxyType(
+    {
+        "ns": Decimal("1e-9"),
+        "us": Decimal("1e-6"),
+        "µs": Decimal("1e-6"),
+        "ms": Decimal("1e-3"),
+        "s": Decimal(1),
+        "m": Decimal(60),
+        "h": Decimal(3600),
+    }
+)
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 
 
-@functools.lru_cache(maxsize=256)
 def parse_duration(text: str) -> timedelta:
     """Parse a Go duration string; ``"0"`` is zero. Raises ValueError for anything else.
 
