@@ -1,5 +1,5 @@
 """Fuzzing planning: every served kind through the one planning entry point
-(:func:`~kaiwo_planner.domain.planning.plan_object_with_timer`), against clusters drawn at
+(:func:`~kaiwo_planner.domain.planning.plan_object`), against clusters drawn at
 random and taken in the way the planner service takes them (through its projection).
 
 An owner is drawn from its kind's CRD schema (:mod:`tests.fuzz.schema_strategies`): valid

@@ -1,4 +1,4 @@
-"""The planner service with the real planning entry point (``plan_object_with_timer``).
+"""The planner service with the real planning entry point (``plan_object``).
 
 Besides publication, this checks the replay principle end to end: rebuilding the projection
 from the recorded observations up to a plan's ``obs_sequence`` and planning with its

@@ -33,7 +33,7 @@ from kaiwo_planner.domain.state.cluster_settings import (
     workload_queue,
     workloads,
 )
-from kaiwo_planner.domain.state.planning_context import PlanningContext
+from kaiwo_planner.domain.state.planning_context import EVERY_KIND, PlanningContext
 
 _RUNNING = frozenset({WorkloadStatus.RUNNING.value, WorkloadStatus.READY.value})
 _CANDIDATE_KINDS = (*WORKLOAD_KIND_PAIRS, KAIWO_CONFIG_KIND)
@@ -161,4 +161,5 @@ def preemption_decision(context: PlanningContext, *, now: datetime) -> Preemptio
             now=now,
         )
 
-    return context.derived(("preemption-decision", now), reads=_CANDIDATE_KINDS, compute=decide)
+    # Per state (EVERY_KIND): a value per ``now`` kept across states would pile up.
+    return context.derived(("preemption-decision", now), reads=EVERY_KIND, compute=decide)

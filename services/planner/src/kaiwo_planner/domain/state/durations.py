@@ -19,6 +19,9 @@ _UNIT_SECONDS = MappingProxyType(
     }
 )
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_WHOLE = re.compile(r"(\d{1,9})(h|m|s)")
+"""The common case (``30m``, ``1h``, ``90s``), read without Decimal arithmetic."""
+_WHOLE_SECONDS = MappingProxyType({"h": 3600, "m": 60, "s": 1})
 
 
 def parse_duration(text: str) -> timedelta:
@@ -27,6 +30,9 @@ def parse_duration(text: str) -> timedelta:
     Negative durations are rejected: every duration in these APIs is a length of time.
     """
     value = text.strip().removeprefix("+")
+    whole = _WHOLE.fullmatch(value)
+    if whole is not None:
+        return timedelta(seconds=int(whole.group(1)) * _WHOLE_SECONDS[whole.group(2)])
     if value == "0":
         return timedelta(0)
     if not value:

@@ -644,7 +644,10 @@ def _event_reason(text: str) -> str:
 def format_time(moment: datetime) -> str:
     """RFC 3339 in UTC with second precision, as metav1.Time is written."""
     aware = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-    return aware.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    t = aware if aware.tzinfo is UTC else aware.astimezone(UTC)
+    if t.year < 1000:  # strftime's %Y does not pad these the same on every platform
+        return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"{t.year}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}Z"
 
 
 def _time(value: object) -> datetime | None:
