@@ -6,8 +6,8 @@ kept, and values of one owner are kept per version of their inputs. A value kept
 should have been worked out again would make the service's plan differ from the one a
 fresh planner (another replica, a restart, replay) makes from the same observations.
 
-Each case is a sequence of observations, so the target runs a tenth of the profile's cases
-(100 in CI). So, for random sequences of observations (objects drawn from the models' schemas as in
+Each case is a sequence of observations, so the target runs a quarter of the profile's
+cases (250 in CI). So, for random sequences of observations (objects drawn from the models' schemas as in
 :mod:`tests.fuzz.planning.test_planning_fuzz`; later versions of the same objects with a
 new status, a new spec, new labels, or deleted; the owners' children as their first plans
 asked for them; the monitor's findings), after each one every owner the projection holds is
@@ -159,7 +159,7 @@ def finding(uid: str, at: datetime, draw: st.DrawFn) -> WorkloadFinding:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-@PROFILE.__class__(PROFILE, max_examples=max(PROFILE.max_examples // 10, 1))
+@PROFILE.__class__(PROFILE, max_examples=max(PROFILE.max_examples // 4, 1))
 @given(
     start=st.tuples(namespaces, st.lists(nodes(), max_size=2), st.lists(SETTINGS, max_size=3)),
     data=st.data(),
