@@ -7,13 +7,13 @@ should have been worked out again would make the service's plan differ from the 
 fresh planner (another replica, a restart, replay) makes from the same observations.
 
 Each case is a sequence of observations, so the target runs a quarter of the profile's
-cases (250 in CI). So, for random sequences of observations (objects drawn from the models' schemas as in
-:mod:`tests.fuzz.planning.test_planning_fuzz`; later versions of the same objects with a
-new status, a new spec, new labels, or deleted; the owners' children as their first plans
-asked for them; the monitor's findings), after each one every owner the projection holds is
-planned twice, with the carried context and with a fresh one: the canonical JSON of the two
-results must be equal. The API server's rule is kept: ``metadata.generation`` moves when,
-and only when, the spec does.
+cases (250 in CI). For random sequences of observations (objects drawn from the models'
+schemas as in :mod:`tests.fuzz.planning.test_planning_fuzz`; later versions of the same
+objects with a new status, a new spec, new labels, or deleted; the owners' children as
+their first plans asked for them; the monitor's findings), after each one every owner the
+projection holds is planned twice, with the carried context and with a fresh one: the
+canonical JSON of the two results must be equal. The API server's rule is kept:
+``metadata.generation`` moves when, and only when, the spec does.
 """
 
 from __future__ import annotations
