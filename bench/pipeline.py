@@ -1,8 +1,13 @@
-"""The whole pipeline under load: KaiwoJobs created at a fixed rate against ``kaiwo up --fake``
-(watcher, planner, executor, recorder as processes, a real nats-server, the fake API server),
-on SQLite and, when a server answers, on PostgreSQL.
+"""The whole pipeline under load: KaiwoJobs created at a fixed rate.
 
-Run: ``uv run python bench/pipeline.py`` (``--stores sqlite`` to skip PostgreSQL). Figures:
+By default, when the envtest archives are found (``KAIWO_ENVTEST_ASSETS`` or
+``../shared/envtest``), against a real kube-apiserver with etcd and the
+kube-controller-manager, the operator and then the kopf peer (``bench/peer_kopf.py``) with
+the same load, printed side by side: see ``bench/pipeline_envtest.py``.
+
+``--cluster fake``: against ``kaiwo up --fake`` (watcher, planner, executor, recorder as
+processes, a real nats-server, the fake API server), on SQLite and, when a server answers, on
+PostgreSQL (``--stores sqlite`` to skip PostgreSQL). Figures:
 
 * **child latency**: from sending the KaiwoJob's create to seeing its batch Job in a watch of
   the API server, at 50 workloads/s for a few seconds (p50, p99);
@@ -105,11 +110,11 @@ def queue_config() -> dict[str, Any]:
     }
 
 
-def kaiwo_job(name: str) -> dict[str, Any]:
+def kaiwo_job(name: str, namespace: str = NAMESPACE) -> dict[str, Any]:
     return {
         "apiVersion": "kaiwo.silogen.ai/v1alpha1",
         "kind": "KaiwoJob",
-        "metadata": {"name": name, "namespace": NAMESPACE},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "image": "ghcr.io/silogen/rocm-ray:6.4",
             "entrypoint": "python train.py",
@@ -122,14 +127,15 @@ def kaiwo_job(name: str) -> dict[str, Any]:
 class ChildClock:
     """Watches batch Jobs and notes when each one is first seen."""
 
-    def __init__(self, kube: KubernetesAsyncioAdapter) -> None:
+    def __init__(self, kube: KubernetesAsyncioAdapter, namespace: str = NAMESPACE) -> None:
         self._kube = kube
+        self._namespace = namespace
         self.seen: dict[str, float] = {}
         self._changed = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        listed = await self._kube.list(resources.JOB, namespace=NAMESPACE)
+        listed = await self._kube.list(resources.JOB, namespace=self._namespace)
         self._task = asyncio.create_task(self._follow(listed.resource_version))
 
     async def _follow(self, version: str) -> None:
@@ -137,7 +143,7 @@ class ChildClock:
             events = self._kube.watch(
                 resources.JOB,
                 resource_version=version,
-                namespace=NAMESPACE,
+                namespace=self._namespace,
                 timeout_seconds=600,
                 bookmarks=True,
             )
@@ -177,7 +183,13 @@ class Step:
 
 
 async def create_at_rate(
-    kube: KubernetesAsyncioAdapter, clock: ChildClock, *, prefix: str, rate: int, seconds: float
+    kube: KubernetesAsyncioAdapter,
+    clock: ChildClock,
+    *,
+    prefix: str,
+    rate: int,
+    seconds: float,
+    namespace: str = NAMESPACE,
 ) -> Step:
     """Create ``rate * seconds`` KaiwoJobs at ``rate``/s; wait for their Jobs."""
     count = int(rate * seconds)
@@ -188,7 +200,7 @@ async def create_at_rate(
         nonlocal failures
         sent[name] = time.perf_counter()
         try:
-            await kube.create(kaiwo_job(name))
+            await kube.create(kaiwo_job(name, namespace))
         except Exception:
             failures += 1
 
@@ -565,12 +577,28 @@ async def run(stores: list[str], *, keep: bool = False) -> list[Figures]:
 
 
 def main() -> None:
+    # Imported here: it imports this module's helpers.
+    import pipeline_envtest
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--stores", default="sqlite,postgresql")
+    parser.add_argument(
+        "--cluster",
+        choices=("envtest", "fake"),
+        default="envtest" if pipeline_envtest.assets_present() else "fake",
+        help="envtest: the operator and the kopf peer on a real API server (the default when "
+        "the envtest archives are found); fake: the operator alone on the fake API server",
+    )
+    parser.add_argument("--stores", default="sqlite,postgresql", help="with --cluster fake")
     parser.add_argument(
         "--keep", action="store_true", help="keep each run's event store and logs to inspect"
     )
+    parser.add_argument(
+        "--profile", type=Path, help="with --cluster envtest: py-spy profiles into this directory"
+    )
     arguments = parser.parse_args()
+    if arguments.cluster == "envtest":
+        pipeline_envtest.run(keep=arguments.keep, profile=arguments.profile)
+        return
     started = time.perf_counter()
     results = asyncio.run(run(arguments.stores.split(","), keep=arguments.keep))
     print()
