@@ -17,11 +17,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import kopf
+import yaml
 from kubernetes_asyncio import client, config
 
 GROUP = "kaiwo.silogen.ai"
@@ -70,6 +71,20 @@ async def open_batch_api(kubeconfig: str) -> client.BatchV1Api:
     return client.BatchV1Api(api)
 
 
+def connection_info(kubeconfig: str) -> kopf.ConnectionInfo:
+    """The current context of a kubeconfig with client-certificate files (as envtest's)."""
+    document = yaml.safe_load(Path(kubeconfig).read_text())
+    context = next(c for c in document["contexts"] if c["name"] == document["current-context"])
+    cluster = next(c for c in document["clusters"] if c["name"] == context["context"]["cluster"])
+    user = next(u for u in document["users"] if u["name"] == context["context"]["user"])
+    return kopf.ConnectionInfo(
+        server=cluster["cluster"]["server"],
+        ca_path=cluster["cluster"].get("certificate-authority"),
+        certificate_path=user["user"].get("client-certificate"),
+        private_key_path=user["user"].get("client-key"),
+    )
+
+
 def register(registry: kopf.OperatorRegistry, *, kubeconfig: str) -> None:
     @kopf.on.startup(registry=registry)
     async def connect(memo: kopf.Memo, settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -95,15 +110,13 @@ def main() -> int:
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--namespace", required=True)
     arguments = parser.parse_args()
-    os.environ["KUBECONFIG"] = arguments.kubeconfig
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     registry = kopf.OperatorRegistry()
     register(registry, kubeconfig=arguments.kubeconfig)
 
     @kopf.on.login(registry=registry)
-    async def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-        # kopf's own reading of a kubeconfig, from $KUBECONFIG (set above).
-        return await kopf.login_via_async_client(**kwargs)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        return connection_info(arguments.kubeconfig)
 
     ready = asyncio.Event()
 

@@ -37,6 +37,7 @@ import contextlib
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -57,6 +58,9 @@ from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_runtime.nats_connection import connect_client
 from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.integration.pipeline.cluster_actors import GpuNode, node_heartbeat, register_node
 
 NAMESPACE = "ml-team"
 LATENCY_RATE = 50
@@ -99,6 +103,19 @@ class Figures:
 
 
 # --------------------------------------------------------------------------- the cluster
+
+GPU_NODES = (GpuNode("bench-mi300x-a"), GpuNode("bench-mi300x-b"))
+"""A KaiwoJob asking for GPUs waits (NoGPUs) on a cluster without any."""
+
+
+@contextlib.asynccontextmanager
+async def gpu_nodes(kube: KubernetesAsyncioAdapter) -> AsyncIterator[None]:
+    """``GPU_NODES`` registered as their kubelets would, their Leases renewed meanwhile (the
+    node lifecycle controller of a real control plane taints a silent node)."""
+    for node in GPU_NODES:
+        await register_node(kube, node, not_ready_taint=False)
+    async with node_heartbeat(kube):
+        yield
 
 
 def queue_config() -> dict[str, Any]:
@@ -425,7 +442,11 @@ async def latency_step(
 async def measure(store_name: str, store_url: str | None, state_dir: Path) -> Figures:
     figures = Figures(store=store_name)
     options = StackOptions(
-        state_dir=state_dir, fake_cluster=True, store_url=store_url, service_env=SERVICE_ENV
+        state_dir=state_dir,
+        fake_cluster=True,
+        seed_fake_cluster=False,
+        store_url=store_url,
+        service_env=SERVICE_ENV,
     )
     async with LocalStack(options) as stack, contextlib.AsyncExitStack() as exits:
         assert stack.kubeconfig is not None and stack.nats is not None
@@ -434,7 +455,9 @@ async def measure(store_name: str, store_url: str | None, state_dir: Path) -> Fi
         client = await connect_client(stack.nats_connection(ADMIN))
         exits.push_async_callback(client.close)
         js = client.jetstream()
-        await kube.create(queue_config())
+        await exits.enter_async_context(gpu_nodes(kube))
+        # The operator creates the default "kaiwo" (empty spec) itself: apply ours over it.
+        await kube.apply(queue_config(), field_manager="kaiwo-bench")
         clock = ChildClock(kube)
         await clock.start()
         exits.push_async_callback(clock.stop)

@@ -48,7 +48,16 @@ from kaiwo_envtest import ControlPlane, ControlPlaneOptions, find_assets
 from kaiwo_kube import resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_runtime.nats_connection import connect_client
-from pipeline import ChildClock, Step, cpu_seconds, create_at_rate, idle, queue_config, rss_kb
+from pipeline import (
+    ChildClock,
+    Step,
+    cpu_seconds,
+    create_at_rate,
+    gpu_nodes,
+    idle,
+    queue_config,
+    rss_kb,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 ASSETS_FALLBACK = REPO.parent / "shared" / "envtest"
@@ -256,7 +265,8 @@ async def operator_side(
         client = await connect_client(stack.nats_connection(ADMIN))
         exits.push_async_callback(client.close)
         js = client.jetstream()
-        await kube.create(queue_config())
+        # The operator creates the default "kaiwo" (empty spec) itself: apply ours over it.
+        await kube.apply(queue_config(), field_manager="kaiwo-bench")
         clock = ChildClock(kube, OPERATOR_NAMESPACE)
         await clock.start()
         exits.push_async_callback(clock.stop)
@@ -479,7 +489,10 @@ def targets(operator: Side, peer: Side) -> str:
 
 
 async def compare(plane: ControlPlane, scratch: Path, profile: Path | None) -> tuple[Side, Side]:
-    async with await KubernetesAsyncioAdapter.from_kubeconfig(plane.kubeconfig) as kube:
+    async with (
+        await KubernetesAsyncioAdapter.from_kubeconfig(plane.kubeconfig) as kube,
+        gpu_nodes(kube),
+    ):
         await prepare_cluster(kube)
         operator = await operator_side(plane, kube, scratch, profile)
         peer = await peer_side(plane, kube, scratch, profile)
