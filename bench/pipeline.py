@@ -618,9 +618,16 @@ def main() -> None:
     parser.add_argument(
         "--profile", type=Path, help="with --cluster envtest: py-spy profiles into this directory"
     )
+    parser.add_argument(
+        "--sides", default="operator,kopf", help="with --cluster envtest: which sides to run"
+    )
     arguments = parser.parse_args()
     if arguments.cluster == "envtest":
-        pipeline_envtest.run(keep=arguments.keep, profile=arguments.profile)
+        pipeline_envtest.run(
+            keep=arguments.keep,
+            profile=arguments.profile,
+            sides=tuple(arguments.sides.split(",")),
+        )
         return
     started = time.perf_counter()
     results = asyncio.run(run(arguments.stores.split(","), keep=arguments.keep))

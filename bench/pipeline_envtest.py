@@ -116,15 +116,37 @@ class Side:
 # --------------------------------------------------------------------------- measuring
 
 
+def system_seconds(pids: Mapping[str, int]) -> dict[str, float]:
+    """System (kernel) CPU seconds used so far by each process."""
+    tick = os.sysconf("SC_CLK_TCK")
+    used = {}
+    for name, pid in pids.items():
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            used[name] = int(fields[12]) / tick
+    return used
+
+
 class CpuWindow:
     """CPU seconds of named processes between two moments."""
 
     def __init__(self, pids: Callable[[], Mapping[str, int]]) -> None:
         self._pids = pids
         self._before: dict[str, float] = {}
+        self._system_before: dict[str, float] = {}
 
     def start(self) -> None:
         self._before = cpu_seconds(self._pids())
+        self._system_before = system_seconds(self._pids())
+
+    def system_shares(self) -> dict[str, float]:
+        """Of each process's CPU since :meth:`start`, the kernel's share."""
+        total, system = cpu_seconds(self._pids()), system_seconds(self._pids())
+        return {
+            name: (system[name] - used) / max(total[name] - self._before[name], 1e-9)
+            for name, used in self._system_before.items()
+            if name in system and name in total
+        }
 
     def per_workload_ms(self, workloads: int) -> dict[str, float]:
         after = cpu_seconds(self._pids())
@@ -151,6 +173,7 @@ async def measured_step(
     await settle()
     await asyncio.sleep(QUIET_SECONDS)
     workloads = int(rate * STEP_SECONDS)
+    shares = window.system_shares()
     figures = StepFigures(
         rate=rate,
         reached=step.reached,
@@ -164,6 +187,8 @@ async def measured_step(
         f"  {rate}/s (reached {step.reached:.0f}/s): p50 {figures.p50 * 1000:.0f} ms, "
         f"p99 {figures.p99 * 1000:.0f} ms, missing {step.missing}; CPU ms/workload "
         + ", ".join(f"{n} {ms:.1f}" for n, ms in sorted(figures.cpu_ms.items()))
+        + "; kernel share "
+        + ", ".join(f"{n} {share:.0%}" for n, share in sorted(shares.items()))
     )
     return figures
 
@@ -488,18 +513,23 @@ def targets(operator: Side, peer: Side) -> str:
     )
 
 
-async def compare(plane: ControlPlane, scratch: Path, profile: Path | None) -> tuple[Side, Side]:
+async def compare(
+    plane: ControlPlane, scratch: Path, profile: Path | None, *, sides: tuple[str, ...]
+) -> tuple[Side | None, Side | None]:
+    operator = peer = None
     async with (
         await KubernetesAsyncioAdapter.from_kubeconfig(plane.kubeconfig) as kube,
         gpu_nodes(kube),
     ):
         await prepare_cluster(kube)
-        operator = await operator_side(plane, kube, scratch, profile)
-        peer = await peer_side(plane, kube, scratch, profile)
+        if "operator" in sides:
+            operator = await operator_side(plane, kube, scratch, profile)
+        if "kopf" in sides:
+            peer = await peer_side(plane, kube, scratch, profile)
     return operator, peer
 
 
-def run(*, keep: bool, profile: Path | None) -> None:
+def run(*, keep: bool, profile: Path | None, sides: tuple[str, ...] = ("operator", "kopf")) -> None:
     scratch = Path(tempfile.mkdtemp(prefix="kaiwo-bench-"))
     if keep:
         print(f"  scratch (event store, logs): {scratch}")
@@ -508,10 +538,13 @@ def run(*, keep: bool, profile: Path | None) -> None:
     try:
         with ControlPlane(ControlPlaneOptions(assets=assets, controller_manager=True)) as plane:
             print(f"envtest API server {plane.server} ({os.cpu_count()} cores, shared by all)")
-            operator, peer = asyncio.run(compare(plane, scratch, profile))
+            operator, peer = asyncio.run(compare(plane, scratch, profile, sides=sides))
     finally:
         if not keep:
             shutil.rmtree(scratch, ignore_errors=True)
+    if operator is None or peer is None:
+        print(f"(one side only; total {time.perf_counter() - started:.0f} s)")
+        return
     print()
     print(comparison_table(operator, peer))
     print()
