@@ -341,11 +341,28 @@ async def operator_side(
         )
         await settle()
         side.planner_kb = (rss_kb(planner_pid) - baseline) / MEMORY_WORKLOADS
+        await print_stream_messages(js, workloads=int(sum(RATES) * STEP_SECONDS) + MEMORY_WORKLOADS)
         print(
             f"  planner: plan p50 <= {side.plan_p50 * 1e6:.0f} us, p99 <= "
             f"{side.plan_p99 * 1e6:.0f} us; RSS {side.planner_kb:.1f} KB per tracked workload"
         )
     return side
+
+
+async def print_stream_messages(js: Any, *, workloads: int) -> None:
+    """Messages each stream (key-value buckets included) took in, per workload created."""
+    counts = {}
+    async for name in stream_names(js):
+        counts[name] = (await js.stream_info(name)).state.last_seq
+    print(
+        f"  messages per workload (of {workloads}): "
+        + ", ".join(f"{name} {count / workloads:.2f}" for name, count in sorted(counts.items()))
+    )
+
+
+async def stream_names(js: Any) -> Any:
+    for info in await js.streams_info():
+        yield info.config.name
 
 
 async def peer_side(
