@@ -52,6 +52,10 @@ def test_a_lone_surrogate_becomes_the_replacement_character() -> None:
     event = watch_event_of(b'{"type":"ADDED","object":{"metadata":{"name":"a\\ud800"}}}')
     assert event.object["metadata"]["name"] == "a\ufffd"
     assert decode_body(b'{"message":"\\udfff"}') == {"message": "\ufffd"}
+    # Found by fuzzing: the bytes that would encode U+D800 in UTF-8, not an escape.
+    assert decode_body(b'{"message":"a\xed\xa0\x80"}') == {"message": "a\ufffd"}
+    utf16 = '{"message":"a\ud800"}'.encode("utf-16-le", "surrogatepass")
+    assert decode_body(utf16) == {"message": "a\ufffd"}
 
 
 def test_an_escaped_pair_and_an_escaped_backslash_keep_their_text() -> None:
