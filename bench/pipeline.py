@@ -456,6 +456,9 @@ async def measure(store_name: str, store_url: str | None, state_dir: Path) -> Fi
         exits.push_async_callback(client.close)
         js = client.jetstream()
         await exits.enter_async_context(gpu_nodes(kube))
+        await kube.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+        )
         # The operator creates the default "kaiwo" (empty spec) itself: apply ours over it.
         await kube.apply(queue_config(), field_manager="kaiwo-bench")
         clock = ChildClock(kube)
