@@ -42,7 +42,7 @@ from typing import Any
 
 from kaiwo_contracts.events import ObservedObjectV1
 from kaiwo_planner.domain.planning import plan_object
-from kaiwo_planner.domain.projection import Projection
+from kaiwo_planner.domain.state.projection import Projection
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 STARTED = "2026-03-01T11:00:00Z"

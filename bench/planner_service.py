@@ -48,7 +48,7 @@ from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
 from kaiwo_contracts.events.streams import OBSERVED_STREAM, PLAN_STREAM, bus_topology
 from kaiwo_contracts.events.subjects import observed_subject
 from kaiwo_planner.domain.planning import plan_object
-from kaiwo_planner.domain.projection import Projection
+from kaiwo_planner.domain.state.projection import Projection
 from kaiwo_planner.metrics import PlannerMetrics
 from kaiwo_planner.service import PlannerService
 from kaiwo_planner.settings import PlannerSettings

@@ -18,7 +18,7 @@ steadier figure when other work shares the cores). Every replayed plan must be r
 the bench fails otherwise. Target: >= 100,000 events/s pure.
 
 The planner keeps per-workload values (parsed spec, children) for about 500 workloads
-(``kaiwo_planner.domain.kept_values.LIMIT``); replaying more workloads that are all active
+(``kaiwo_planner.domain.state.kept_values.LIMIT``); replaying more workloads that are all active
 at once rebuilds them for every plan, which ``--workloads 1000`` shows.
 """
 

@@ -22,6 +22,6 @@ def repo_root() -> Path:
 def _fresh_kept_values() -> None:
     """Each test plans from scratch: values the planner keeps between plans (kept_values)
     live for the process, and tests reuse uids and generations for different specs."""
-    from kaiwo_planner.domain.kept_values import forget_kept
+    from kaiwo_planner.domain.state.kept_values import forget_kept
 
     forget_kept()

@@ -15,14 +15,14 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, Final
 
-from kaiwo_planner.domain.cluster import (
+from kaiwo_planner.domain.queues.node_pools import NODEPOOL_LABEL
+from kaiwo_planner.domain.state.cluster import (
     AMD_PRODUCT_LABEL,
     GPU_RESOURCE_BY_VENDOR,
     NVIDIA_PRODUCT_LABEL,
     NodeInfo,
     parse_quantity,
 )
-from kaiwo_planner.domain.node_pools import NODEPOOL_LABEL
 
 from kaiwo_cli.text_tables import render_table
 from kaiwo_cli.workload_views import age

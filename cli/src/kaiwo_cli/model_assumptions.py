@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 from kaiwo_contracts.models_config import CONFIG_MAP_KEY, CONFIG_MAP_LABEL, CONFIG_MAP_LABEL_VALUE
-from kaiwo_planner.domain.cluster import ClusterState
 from kaiwo_planner.domain.planning import PlanningResult, plan_object_with_timer
+from kaiwo_planner.domain.state.cluster import ClusterState
 
 
 @dataclass(frozen=True, slots=True)

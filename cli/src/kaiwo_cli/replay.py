@@ -5,7 +5,7 @@ Every recorded plan (``PlanDecidedV1``) says what it was computed from: ``obs_se
 and ``planned_at``, the ``now`` it planned with. So, for each plan in order of
 ``obs_sequence``:
 
-1. apply to a fresh :class:`~kaiwo_planner.domain.projection.Projection` every recorded
+1. apply to a fresh :class:`~kaiwo_planner.domain.state.projection.Projection` every recorded
    observation — of *all* objects: nodes, configuration, other workloads, children — in order
    of its recorded stream sequence (the recorder keeps it in the event's metadata), up to and
    including ``obs_sequence``;
@@ -46,12 +46,12 @@ from kaiwo_contracts.events import ObservedObjectV1, PlanDecidedV1
 from kaiwo_contracts.events.monitor import UtilizationV1
 from kaiwo_contracts.plans import ObjectRef, Plan, canonical_json
 from kaiwo_eventstore import EventStore, StoredEvent, cyclic_gc_paused
-from kaiwo_planner.domain.cluster import ClusterState
-from kaiwo_planner.domain.default_objects import default_object_plans
-from kaiwo_planner.domain.findings import WorkloadFinding
-from kaiwo_planner.domain.planned_status import owner_with_status
 from kaiwo_planner.domain.planning import plan_object
-from kaiwo_planner.domain.projection import Projection
+from kaiwo_planner.domain.queues.default_objects import default_object_plans
+from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.projection import Projection
+from kaiwo_planner.domain.status.findings import WorkloadFinding
+from kaiwo_planner.domain.status.planned_status import owner_with_status
 from pydantic import ValidationError
 
 OBSERVED_TYPE: Final = ObservedObjectV1.EVENT_TYPE

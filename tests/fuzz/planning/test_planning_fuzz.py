@@ -40,9 +40,9 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1 import KaiwoJob, KaiwoQueueConfig, Kaiw
 from kaiwo_contracts.crds.kubeai_v1 import Model
 from kaiwo_contracts.events import ObservedObjectV1
 from kaiwo_contracts.plans import Plan
-from kaiwo_planner.domain.kept_values import forget_kept
 from kaiwo_planner.domain.planning import plan_object_with_timer
-from kaiwo_planner.domain.projection import Projection
+from kaiwo_planner.domain.state.kept_values import forget_kept
+from kaiwo_planner.domain.state.projection import Projection
 from pydantic import BaseModel, ValidationError
 
 from tests.fuzz.profiles import PROFILE

@@ -22,8 +22,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from kaiwo_cli.main import app
-from kaiwo_planner.domain.cluster import ClusterState
 from kaiwo_planner.domain.planning import plan_object
+from kaiwo_planner.domain.state.cluster import ClusterState
 
 from tests.hostile.manifests.corpus import HostileManifest, build_corpus
 

@@ -23,7 +23,7 @@ from kaiwo_kube import NotFound
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_kube.resources import DEPLOYMENT, JOB, KAIWO_JOB, KAIWO_SERVICE, NAMESPACE
 from kaiwo_planner.domain.planning import plan_object
-from kaiwo_planner.domain.projection import Projection
+from kaiwo_planner.domain.state.projection import Projection
 from kaiwo_runtime.kv import MemoryKeyValue
 
 from tests.real_cluster import RealCluster

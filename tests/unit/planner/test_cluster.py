@@ -4,7 +4,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from kaiwo_planner.domain.cluster import (
+from kaiwo_planner.domain.state.cluster import (
     ClusterState,
     NodeInfo,
     Taint,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from kaiwo_contracts.plans import ObjectRef
-from kaiwo_planner.domain.cluster import ClusterState
-from kaiwo_planner.domain.default_objects import default_object_plans
+from kaiwo_planner.domain.queues.default_objects import default_object_plans
+from kaiwo_planner.domain.state.cluster import ClusterState
 
 EMPTY_KAIWO_CONFIG = {
     "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",

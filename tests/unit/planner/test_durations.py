@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from kaiwo_planner.domain.durations import format_duration, parse_duration
+from kaiwo_planner.domain.state.durations import format_duration, parse_duration
 
 
 @pytest.mark.parametrize(

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kaiwo_planner.domain.cluster import NodeInfo
-from kaiwo_planner.domain.gpu_allocation import (
+from kaiwo_planner.domain.scheduling.gpu_allocation import (
     GpuAllocation,
     GpuStats,
     calculate_gpu_allocation,
     gpu_stats,
 )
+from kaiwo_planner.domain.state.cluster import NodeInfo
 
 
 def _nodes(make_node: Any, gpu: str, per_node: int, count: int) -> list[NodeInfo]:

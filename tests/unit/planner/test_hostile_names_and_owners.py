@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 from kaiwo_contracts.events.observed import ObservedObjectV1
-from kaiwo_planner.domain.cluster import ClusterState
-from kaiwo_planner.domain.naming import bounded_label, main_child_name
+from kaiwo_planner.domain.children.naming import bounded_label, main_child_name
 from kaiwo_planner.domain.planning import plan_object
-from kaiwo_planner.domain.projection import Projection
+from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.projection import Projection
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")

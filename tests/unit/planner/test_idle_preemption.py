@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from kaiwo_planner.domain.idle_preemption import (
+from kaiwo_planner.domain.scheduling.idle_preemption import (
     GpuDemand,
     IdleWorkload,
     decide_idle_preemptions,
 )
-from kaiwo_planner.domain.preemption import WorkloadKey
+from kaiwo_planner.domain.scheduling.preemption import WorkloadKey
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 GRACE = timedelta(minutes=10)

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from kaiwo_planner.domain.cluster_settings import kaiwo_config
-from kaiwo_planner.domain.kept_values import kept
-from kaiwo_planner.domain.projection import Projection
+from kaiwo_planner.domain.state.cluster_settings import kaiwo_config
+from kaiwo_planner.domain.state.kept_values import kept
+from kaiwo_planner.domain.state.projection import Projection
 
 from tests.unit.planner.observations import observed
 
@@ -94,7 +94,7 @@ def workload(name: str, namespace: str, queue: str | None, *, uid: str) -> dict[
 
 
 def test_the_queues_namespaces_follow_workloads_as_they_come_change_and_go() -> None:
-    from kaiwo_planner.domain.cluster_settings import namespaces_by_queue
+    from kaiwo_planner.domain.state.cluster_settings import namespaces_by_queue
 
     projection = Projection()
     sequence = 0
@@ -139,7 +139,7 @@ def aim_config(namespace: str, secret: str) -> dict[str, Any]:
 
 
 def test_a_namespace_config_is_kept_until_one_of_its_namespace_changes() -> None:
-    from kaiwo_planner.domain.cluster_settings import namespace_config
+    from kaiwo_planner.domain.state.cluster_settings import namespace_config
 
     projection = Projection()
     projection.apply(observed(aim_config("team-a", "registry-1"), 1), sequence=1)
@@ -160,7 +160,7 @@ def test_a_namespace_config_is_kept_until_one_of_its_namespace_changes() -> None
 
 
 def test_the_store_is_bounded_and_drops_the_least_recently_used() -> None:
-    from kaiwo_planner.domain.kept_values import LIMIT, forget_kept, kept_count
+    from kaiwo_planner.domain.state.kept_values import LIMIT, forget_kept, kept_count
 
     forget_kept()
     anchor = object()
@@ -176,8 +176,8 @@ def test_the_store_is_bounded_and_drops_the_least_recently_used() -> None:
 
 
 def test_a_replan_with_kept_children_equals_one_worked_out_afresh() -> None:
-    from kaiwo_planner.domain.kept_values import forget_kept
     from kaiwo_planner.domain.planning import plan_object
+    from kaiwo_planner.domain.state.kept_values import forget_kept
 
     forget_kept()
     projection = Projection()
@@ -222,9 +222,9 @@ def test_a_replan_with_kept_children_equals_one_worked_out_afresh() -> None:
 def test_children_are_built_again_for_a_new_spec_or_labels_but_not_for_a_new_status(
     monkeypatch: Any,
 ) -> None:
-    from kaiwo_planner.domain import children
-    from kaiwo_planner.domain.kept_values import forget_kept
+    from kaiwo_planner.domain.children import workload_children as children
     from kaiwo_planner.domain.planning import plan_object
+    from kaiwo_planner.domain.state.kept_values import forget_kept
 
     built: list[int] = []
     build = children._build_children
@@ -281,8 +281,8 @@ def gpu_node(name: str, gpus: str) -> dict[str, Any]:
 
 
 def test_values_follow_changes_of_the_kinds_they_read_and_only_those() -> None:
-    from kaiwo_planner.domain.cluster_settings import vendor_gpu_stats
-    from kaiwo_planner.domain.projection import StaleClusterStateError
+    from kaiwo_planner.domain.state.cluster_settings import vendor_gpu_stats
+    from kaiwo_planner.domain.state.projection import StaleClusterStateError
 
     projection = Projection()
     projection.apply(observed(gpu_node("a", "8"), 1), sequence=1)
@@ -312,8 +312,8 @@ def test_values_follow_changes_of_the_kinds_they_read_and_only_those() -> None:
 
 def test_manifests_without_a_uid_get_their_own_children_even_with_a_generation() -> None:
     from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import KaiwoJob
-    from kaiwo_planner.domain.children import plan_children
-    from kaiwo_planner.domain.gpu_allocation import GpuAllocation
+    from kaiwo_planner.domain.children.workload_children import plan_children
+    from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
 
     def manifest(image: str) -> KaiwoJob:
         return KaiwoJob.model_validate(

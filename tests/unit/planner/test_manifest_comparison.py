@@ -8,8 +8,8 @@ import copy
 from typing import Any
 
 import pytest
-from kaiwo_planner.domain.manifest_comparison import contains, differing_paths
-from kaiwo_planner.domain.projection import written_last_by_operator
+from kaiwo_planner.domain.state.manifest_comparison import contains, differing_paths
+from kaiwo_planner.domain.state.projection import written_last_by_operator
 
 WANTED_JOB: dict[str, Any] = {
     "kind": "Job",

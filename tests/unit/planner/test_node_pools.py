@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from kaiwo_planner.domain.cluster import NodeInfo
-from kaiwo_planner.domain.node_pools import (
+from kaiwo_planner.domain.queues.node_pools import (
     default_cluster_queue,
     default_resource_flavors,
     default_topology,
     discover_node_pools,
     node_changes,
 )
+from kaiwo_planner.domain.state.cluster import NodeInfo
 
 from tests.unit.planner.conftest import build_node
 

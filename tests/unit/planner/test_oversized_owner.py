@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kaiwo_contracts.events.observed import OversizedObject, reduced_object
-from kaiwo_planner.domain.cluster import ClusterState
 from kaiwo_planner.domain.planning import plan_object
+from kaiwo_planner.domain.state.cluster import ClusterState
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 T_NOW = "2026-01-01T12:00:00Z"

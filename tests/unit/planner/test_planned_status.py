@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kaiwo_planner.domain.planned_status import owner_with_status, status_to_assume
+from kaiwo_planner.domain.status.planned_status import owner_with_status, status_to_assume
 
 OWNER = {"kind": "KaiwoJob", "metadata": {"name": "train"}, "status": {"status": "PENDING"}}
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import yaml
 from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule, canonical_json
-from kaiwo_planner.domain.cluster import ClusterState
-from kaiwo_planner.domain.findings import WorkloadFinding
 from kaiwo_planner.domain.planning import plan_object, plan_object_with_timer
+from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.status.findings import WorkloadFinding
 
 EXPECTED = Path(__file__).parent / "planning_expected"
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)

@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 from kaiwo_contracts.confinement import refusals
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.plans import Plan, canonical_json, object_sort_key
-from kaiwo_planner.domain.cluster import ClusterState
 from kaiwo_planner.domain.planning import plan_object, plan_object_with_timer
+from kaiwo_planner.domain.state.cluster import ClusterState
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 KAIWO = "kaiwo.silogen.ai/v1alpha1"

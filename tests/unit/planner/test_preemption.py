@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoSchedulingConfig
 from kaiwo_contracts.plans import ObjectRef
-from kaiwo_planner.domain.preemption import (
+from kaiwo_planner.domain.scheduling.preemption import (
     PendingWorkload,
     Preemption,
     PreemptionDecision,
@@ -12,7 +12,7 @@ from kaiwo_planner.domain.preemption import (
     WorkloadKey,
     decide_preemptions,
 )
-from kaiwo_planner.domain.status import TerminationRequest
+from kaiwo_planner.domain.status.workload_status import TerminationRequest
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 FIVE_MINUTES = KaiwoSchedulingConfig()  # pendingThresholdForPreemption defaults to 5m

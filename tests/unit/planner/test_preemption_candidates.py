@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kaiwo_planner.domain.preemption import PendingWorkload, RunningWorkload, WorkloadKey
-from kaiwo_planner.domain.preemption_candidates import preemption_candidates
-from kaiwo_planner.domain.projection import Projection
+from kaiwo_planner.domain.scheduling.preemption import PendingWorkload, RunningWorkload, WorkloadKey
+from kaiwo_planner.domain.scheduling.preemption_candidates import preemption_candidates
+from kaiwo_planner.domain.state.projection import Projection
 
 from tests.unit.planner.observations import observed
 

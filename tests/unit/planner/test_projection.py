@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
 from kaiwo_contracts.plans import ObjectRef
-from kaiwo_planner.domain.cluster import ClusterState
-from kaiwo_planner.domain.projection import (
+from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.projection import (
     ObjectKey,
     Projection,
     SnapshotFormatError,

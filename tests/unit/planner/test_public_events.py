@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
-from kaiwo_planner.domain.public_events import (
+from kaiwo_planner.domain.status.public_events import (
     PublicEvent,
     PublicState,
     derive_public_events,

@@ -9,8 +9,8 @@ import pytest
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoConfig
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import KaiwoQueueConfig
 from kaiwo_contracts.plans import EventIntent, ObjectRef, PruneRule
-from kaiwo_planner.domain.cluster import ClusterState
-from kaiwo_planner.domain.queue_config import default_queue_config, plan_queue_config
+from kaiwo_planner.domain.queues.queue_config import default_queue_config, plan_queue_config
+from kaiwo_planner.domain.state.cluster import ClusterState
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 KUEUE = "kueue.x-k8s.io/v1beta1"

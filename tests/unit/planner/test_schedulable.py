@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import KaiwoQueueConfigSpec
-from kaiwo_planner.domain.gpu_allocation import GpuAllocation, GpuStats
-from kaiwo_planner.domain.schedulable import (
+from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation, GpuStats
+from kaiwo_planner.domain.scheduling.schedulable import (
     SchedulableVerdict,
     decide_schedulable,
     queue_namespaces,

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.plans import EventIntent
-from kaiwo_planner.domain.cluster import ClusterState
-from kaiwo_planner.domain.schedulable import SchedulableVerdict
-from kaiwo_planner.domain.status import (
+from kaiwo_planner.domain.scheduling.schedulable import SchedulableVerdict
+from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.status.workload_status import (
     ObservedChildren,
     StatusDecision,
     TerminationRequest,

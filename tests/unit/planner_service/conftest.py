@@ -22,7 +22,7 @@ from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.events.streams import DEAD_LETTER_STREAM, PLAN_STREAM, bus_topology
 from kaiwo_contracts.events.subjects import observed_subject
 from kaiwo_contracts.plans import ObjectRef, Plan
-from kaiwo_planner.domain.cluster import ClusterState
+from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.metrics import PlannerMetrics
 from kaiwo_planner.service import PlanFunction, PlannerService
 from kaiwo_planner.settings import PlannerSettings

@@ -14,9 +14,9 @@ from kaiwo_contracts.events.observed import ObservedObjectV1
 from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.events.streams import OBSERVED_STREAM
 from kaiwo_contracts.plans import ObjectRef, canonical_json, without_admission_gate
-from kaiwo_planner.domain.planned_status import owner_with_status
 from kaiwo_planner.domain.planning import plan_object
-from kaiwo_planner.domain.projection import Projection
+from kaiwo_planner.domain.state.projection import Projection
+from kaiwo_planner.domain.status.planned_status import owner_with_status
 
 KAIWO = "kaiwo.silogen.ai/v1alpha1"
 TRAIN_JOB = ObjectRef(api_version="batch/v1", kind="Job", name="train", namespace="team-a")

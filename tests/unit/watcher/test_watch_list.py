@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kaiwo_kube import resources
-from kaiwo_planner.domain import labels as planner_labels
+from kaiwo_planner.domain.children import labels as planner_labels
 from kaiwo_watcher import watch_list
 from kaiwo_watcher.service import watch_streams
 from kaiwo_watcher.watch_list import DEFAULT_WATCH_LIST, WatchTarget

@@ -46,11 +46,11 @@ import yaml
 from kaiwo_contracts.crds.config_v1alpha1 import KaiwoConfig
 from kaiwo_contracts.crds.registry import model_for
 from kaiwo_contracts.validation import Problem, validate_manifest
-from kaiwo_planner.domain.cluster import ClusterState
-from kaiwo_planner.domain.cluster_settings import requested_gpus, workload_queue
-from kaiwo_planner.domain.invalid_owner import spec_problems
 from kaiwo_planner.domain.planning import PlanningResult, plan_object_with_timer
-from kaiwo_planner.domain.queue_config import default_queue_config
+from kaiwo_planner.domain.queues.queue_config import default_queue_config
+from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.cluster_settings import requested_gpus, workload_queue
+from kaiwo_planner.domain.status.invalid_owner import spec_problems
 from pydantic import ValidationError
 
 from kaiwo_cli.manifest_files import ManifestReadError, manifest_paths, read_documents

@@ -2,9 +2,9 @@
 
 For each observation on the durable consumer ``planner-obs`` (stream ``KAIWO_OBS``):
 
-1. apply it to the :class:`~kaiwo_planner.domain.projection.Projection` (a stale or duplicate
+1. apply it to the :class:`~kaiwo_planner.domain.state.projection.Projection` (a stale or duplicate
    observation is acknowledged and dropped);
-2. find the owners it may affect (:func:`~kaiwo_planner.domain.fanout.owners_to_replan`);
+2. find the owners it may affect (:func:`~kaiwo_planner.domain.state.fanout.owners_to_replan`);
 3. plan each one with the pure planning function, ``now`` = the observation's envelope time;
 4. publish a ``PlanDecidedV1`` on ``kaiwo.plan.<kind>.<scope>.<uid>`` only when the plan's
    fingerprint differs from the last one published for that owner, or when desired objects
@@ -49,7 +49,7 @@ counted, and the other owners are still planned. A publish that fails raises, so
 redelivers the observation; the owners not yet published are planned again then.
 
 Public workload events. Before it plans, the service derives the public events the
-observation shows (:func:`~kaiwo_planner.domain.public_events.derive_public_events`: what the
+observation shows (:func:`~kaiwo_planner.domain.status.public_events.derive_public_events`: what the
 previous version in the projection told subscribers, against the new version) and publishes
 them on ``kaiwo.public.workload.…``. They go out before the plans of the same observation and
 are remembered with the unfinished owners, so a redelivery after a failed publish sends them
@@ -57,7 +57,7 @@ again, under the same ids (JetStream keeps one copy).
 
 Findings. The durable consumer ``planner-mon`` (stream ``KAIWO_MON``) delivers the monitor's
 ``UtilizationV1`` per workload and tick; the projection keeps the latest per workload
-(:mod:`kaiwo_planner.domain.findings`) and the workload is planned again, ``now`` = the
+(:mod:`kaiwo_planner.domain.status.findings`) and the workload is planned again, ``now`` = the
 finding's envelope time, when the finding may change its plan (an open underutilized or idle
 stretch, or a change of state). A workload a finding makes preemptable is planned on the
 finding; the pending workloads it is preempted for are named in its plan.
@@ -97,21 +97,21 @@ from kaiwo_runtime.bus import NON_RETRYABLE, Bus, BusError, Delivery, PoisonMess
 from kaiwo_runtime.kv import KeyValue
 from kaiwo_runtime.logging import bound_context
 
-from kaiwo_planner.domain.cluster import ClusterState
-from kaiwo_planner.domain.cluster_settings import kaiwo_config
-from kaiwo_planner.domain.default_objects import default_object_plans
-from kaiwo_planner.domain.fanout import all_workloads, owners_to_replan, queue_config
-from kaiwo_planner.domain.findings import WorkloadFinding
 from kaiwo_planner.domain.models.replanning import all_models
-from kaiwo_planner.domain.planned_status import owner_with_status, status_to_assume
 from kaiwo_planner.domain.planning import plan_object_with_timer
-from kaiwo_planner.domain.projection import (
+from kaiwo_planner.domain.queues.default_objects import default_object_plans
+from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.cluster_settings import kaiwo_config
+from kaiwo_planner.domain.state.fanout import all_workloads, owners_to_replan, queue_config
+from kaiwo_planner.domain.state.projection import (
     Projection,
     SnapshotFormatError,
     api_group,
     object_ref,
 )
-from kaiwo_planner.domain.public_events import (
+from kaiwo_planner.domain.status.findings import WorkloadFinding
+from kaiwo_planner.domain.status.planned_status import owner_with_status, status_to_assume
+from kaiwo_planner.domain.status.public_events import (
     PublicEvent,
     PublicState,
     derive_public_events,
@@ -182,7 +182,7 @@ class _OwnerRecord:
     """The owner's resourceVersion the last published plan was made from."""
     status: dict[str, Any] | None = None
     """The status of the last published plan: what the next plan starts from (see
-    :mod:`kaiwo_planner.domain.planned_status`)."""
+    :mod:`kaiwo_planner.domain.status.planned_status`)."""
 
 
 @dataclass(frozen=True, slots=True)

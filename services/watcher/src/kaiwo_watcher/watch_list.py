@@ -15,7 +15,7 @@
 * Kueue Workloads (Kueue creates them, so they carry none of our labels), Nodes and
   Namespaces: every object.
 
-The label keys mirror ``kaiwo_planner.domain.labels`` (services do not import each other; a
+The label keys mirror ``kaiwo_planner.domain.children.labels`` (services do not import each other; a
 unit test checks they agree).
 """
 

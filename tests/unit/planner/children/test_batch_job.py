@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from kaiwo_contracts.plans import canonical_json
-from kaiwo_planner.domain.children import ChildCondition, plan_children
-from kaiwo_planner.domain.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.children.workload_children import ChildCondition, plan_children
+from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
 
 NO_GPUS = GpuAllocation(gpus=0, gpus_per_replica=0, replicas=1, vendor="amd")
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from kaiwo_planner.domain.downloads import download_config, download_job
-from kaiwo_planner.domain.labels import WorkloadIdentity
-from kaiwo_planner.domain.workload_inputs import HfRepoInput, StorageInputs
+from kaiwo_planner.domain.children.downloads import download_config, download_job
+from kaiwo_planner.domain.children.labels import WorkloadIdentity
+from kaiwo_planner.domain.state.workload_inputs import HfRepoInput, StorageInputs
 
 IDENTITY = WorkloadIdentity(
     api_version="kaiwo.silogen.ai/v1alpha1",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from kaiwo_planner.domain.entrypoint import ray_entrypoint, shell_command
+from kaiwo_planner.domain.children.entrypoint import ray_entrypoint, shell_command
 
 
 @pytest.mark.parametrize(

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from kaiwo_planner.domain.children import ChildCondition, plan_children
-from kaiwo_planner.domain.gpu_allocation import GpuAllocation
-from kaiwo_planner.domain.job_changes import job_update
+from kaiwo_planner.domain.children.job_changes import job_update
+from kaiwo_planner.domain.children.workload_children import ChildCondition, plan_children
+from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
 
 DESIRED = {
     "apiVersion": "batch/v1",

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from kaiwo_planner.domain.labels import (
+from kaiwo_planner.domain.children.labels import (
     WorkloadIdentity,
     inherited_labels,
     queue_labels,
     topology_annotations,
 )
-from kaiwo_planner.domain.naming import child_name, rfc1123_label
-from kaiwo_planner.domain.ownership import child_metadata
+from kaiwo_planner.domain.children.naming import child_name, rfc1123_label
+from kaiwo_planner.domain.children.ownership import child_metadata
 
 IDENTITY = WorkloadIdentity(
     api_version="kaiwo.silogen.ai/v1alpha1",

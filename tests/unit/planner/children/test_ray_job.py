@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kaiwo_planner.domain.children import plan_children
-from kaiwo_planner.domain.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.children.workload_children import plan_children
+from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
 
 SIXTEEN_AMD = GpuAllocation(gpus=16, gpus_per_replica=8, replicas=2, vendor="amd")
 

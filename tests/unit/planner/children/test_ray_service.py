@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kaiwo_planner.domain.children import plan_children
-from kaiwo_planner.domain.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.children.workload_children import plan_children
+from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
 
 SERVE_CONFIG = "applications:\n  - name: echo\n    import_path: echo:app\n"
 NO_GPUS = GpuAllocation(gpus=0, gpus_per_replica=0, replicas=1, vendor="amd")

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kaiwo_planner.domain.resources import Resources, fill_resources, main_container_defaults
+from kaiwo_planner.domain.children.resources import (
+    Resources,
+    fill_resources,
+    main_container_defaults,
+)
 
 
 def defaults(

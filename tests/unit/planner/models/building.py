@@ -12,9 +12,9 @@ from typing import Any
 
 import yaml
 from kaiwo_contracts.plans import Plan
-from kaiwo_planner.domain.cluster import ClusterState
-from kaiwo_planner.domain.kept_values import forget_kept
 from kaiwo_planner.domain.planning import plan_object
+from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.kept_values import forget_kept
 
 EXPECTED_DIR = Path(__file__).parent / "expected"
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)

@@ -565,8 +565,8 @@ def test_every_model_plan_passes_admission() -> None:
 
 
 def test_parts_kept_per_spec_version_still_follow_the_model_as_observed_now() -> None:
-    from kaiwo_planner.domain.cluster import ClusterState
     from kaiwo_planner.domain.planning import plan_object
+    from kaiwo_planner.domain.state.cluster import ClusterState
 
     from tests.unit.planner.models.building import NOW
 

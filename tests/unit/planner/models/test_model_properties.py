@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kaiwo_contracts.confinement import refusals
 from kaiwo_contracts.plans import Plan, canonical_json
-from kaiwo_planner.domain.cluster import ClusterState
-from kaiwo_planner.domain.kept_values import forget_kept
 from kaiwo_planner.domain.planning import plan_object
+from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.kept_values import forget_kept
 
 from tests.unit.planner.models.building import NOW, model, models_config, observed_pod
 

@@ -8,7 +8,7 @@ By kind:
 
 * KaiwoJob, KaiwoService: the workload plan (:mod:`~kaiwo_planner.domain.workload_plan`).
 * KaiwoQueueConfig: the Kueue objects, node labels and status
-  (:func:`~kaiwo_planner.domain.queue_config.plan_queue_config`), with a LocalQueue in every
+  (:func:`~kaiwo_planner.domain.queues.queue_config.plan_queue_config`), with a LocalQueue in every
   namespace whose workloads use a queue that lists no namespaces: the KaiwoQueueConfig plan
   is the one owner of every LocalQueue (upstream also creates them from workload reconciles).
 * KaiwoConfig, AIMNamespaceConfig: None. They own nothing; they change the plans of others
@@ -20,7 +20,7 @@ By kind:
 
 An owner the models reject, or one observed only in part because it was too large for the
 bus (its object carries the ``oversized`` marker), gets a plan that reports the problem and
-changes nothing else (:mod:`~kaiwo_planner.domain.invalid_owner`).
+changes nothing else (:mod:`~kaiwo_planner.domain.status.invalid_owner`).
 """
 
 from __future__ import annotations
@@ -39,16 +39,20 @@ from kaiwo_contracts.plans import ObjectRef, Plan
 from kaiwo_contracts.validation import Problem
 from pydantic import ValidationError
 
-from kaiwo_planner.domain.cluster import ClusterState, api_group_of
-from kaiwo_planner.domain.cluster_settings import KAIWO_GROUP, kaiwo_config, namespaces_by_queue
-from kaiwo_planner.domain.invalid_owner import (
+from kaiwo_planner.domain.models.planning_entry import plan_model_object
+from kaiwo_planner.domain.queues.queue_config import plan_queue_config
+from kaiwo_planner.domain.state.cluster import ClusterState, api_group_of
+from kaiwo_planner.domain.state.cluster_settings import (
+    KAIWO_GROUP,
+    kaiwo_config,
+    namespaces_by_queue,
+)
+from kaiwo_planner.domain.state.kept_values import kept
+from kaiwo_planner.domain.status.invalid_owner import (
     invalid_owner_plan,
     oversized_owner_plan,
     spec_problems,
 )
-from kaiwo_planner.domain.kept_values import kept
-from kaiwo_planner.domain.models.planning_entry import plan_model_object
-from kaiwo_planner.domain.queue_config import plan_queue_config
 from kaiwo_planner.domain.workload_plan import plan_workload
 
 MODEL_KIND = ("kubeai.org", "Model")

@@ -3,17 +3,17 @@
 Steps, each a pure function of the workload, the cluster state and ``now``:
 
 1. KaiwoConfig, the AIMNamespaceConfig of the namespace and the KaiwoQueueConfig's queues
-   come from the cluster state (:mod:`~kaiwo_planner.domain.cluster_settings`).
+   come from the cluster state (:mod:`~kaiwo_planner.domain.state.cluster_settings`).
 2. GPU statistics of the vendor -> the allocation -> the Schedulable verdict.
 3. The observed children -> the download job's state -> the children to apply
-   (:func:`~kaiwo_planner.domain.children.plan_children`), reconciled with the existing main
-   child so that a Job change Kubernetes cannot apply is reported, not attempted.
+   (:func:`~kaiwo_planner.domain.children.workload_children.plan_children`), reconciled with the
+   existing main child so that a Job change Kubernetes cannot apply is reported, not attempted.
 4. Stopping it early: preemption by duration, when the workload runs past its ``duration``;
    GPU idle preemption and termination of an underutilized workload, from the monitor's
-   latest finding (:mod:`~kaiwo_planner.domain.findings`,
-   :mod:`~kaiwo_planner.domain.idle_preemption`); the ``ResourceUnderutilization``
+   latest finding (:mod:`~kaiwo_planner.domain.status.findings`,
+   :mod:`~kaiwo_planner.domain.scheduling.idle_preemption`); the ``ResourceUnderutilization``
    condition from the same finding.
-5. The status (:func:`~kaiwo_planner.domain.status.derive_status`) and its Events.
+5. The status (:func:`~kaiwo_planner.domain.status.workload_status.derive_status`) and its Events.
 
 What the plan applies and prunes depends on the phase:
 
@@ -42,14 +42,20 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import KaiwoJob
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoservice import KaiwoService
 from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule
 
-from kaiwo_planner.domain.children import (
+from kaiwo_planner.domain.children.job_changes import CONDITION_TYPE as CHILD_SPEC_APPLIED
+from kaiwo_planner.domain.children.labels import inventory_labels
+from kaiwo_planner.domain.children.workload_children import (
     PRUNED_KINDS,
     ChildrenDecision,
     DownloadState,
     plan_children,
 )
-from kaiwo_planner.domain.cluster import ClusterState
-from kaiwo_planner.domain.cluster_settings import (
+from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation, calculate_gpu_allocation
+from kaiwo_planner.domain.scheduling.idle_preemption_inputs import idle_preemption_decision
+from kaiwo_planner.domain.scheduling.preemption_candidates import preemption_decision
+from kaiwo_planner.domain.scheduling.schedulable import decide_schedulable
+from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.cluster_settings import (
     cluster_queue_namespaces,
     kaiwo_config,
     namespace_config,
@@ -57,20 +63,14 @@ from kaiwo_planner.domain.cluster_settings import (
     parse_time,
     vendor_gpu_stats,
 )
-from kaiwo_planner.domain.durations import parse_duration
-from kaiwo_planner.domain.findings import (
+from kaiwo_planner.domain.state.durations import parse_duration
+from kaiwo_planner.domain.status.findings import (
     WorkloadFinding,
     underutilization_condition,
     underutilization_termination,
 )
-from kaiwo_planner.domain.gpu_allocation import GpuAllocation, calculate_gpu_allocation
-from kaiwo_planner.domain.idle_preemption_inputs import idle_preemption_decision
-from kaiwo_planner.domain.invalid_owner import REASON_VALID, VALID_CONDITION
-from kaiwo_planner.domain.job_changes import CONDITION_TYPE as CHILD_SPEC_APPLIED
-from kaiwo_planner.domain.labels import inventory_labels
-from kaiwo_planner.domain.preemption_candidates import preemption_decision
-from kaiwo_planner.domain.schedulable import decide_schedulable
-from kaiwo_planner.domain.status import (
+from kaiwo_planner.domain.status.invalid_owner import REASON_VALID, VALID_CONDITION
+from kaiwo_planner.domain.status.workload_status import (
     DOWNLOAD_JOB_SUCCEEDED,
     ChildKind,
     ConditionSpec,

@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from kaiwo_contracts.models_config import SharedFilesystem
 
-from kaiwo_planner.domain.labels import LABEL_MANAGED_BY, MANAGED_BY_KAIWO
+from kaiwo_planner.domain.children.labels import LABEL_MANAGED_BY, MANAGED_BY_KAIWO
 from kaiwo_planner.domain.models.credentials import SourceAdditions, sorted_env
 from kaiwo_planner.domain.models.names import (
     LABEL_CACHE_PROFILE,

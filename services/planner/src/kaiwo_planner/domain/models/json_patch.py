@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kaiwo_planner.domain.json_trees import copy_tree
+from kaiwo_planner.domain.state.json_trees import copy_tree
 
 
 class JsonPatchError(ValueError):

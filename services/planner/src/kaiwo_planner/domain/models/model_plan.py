@@ -41,11 +41,7 @@ from kaiwo_contracts.crds.kubeai_v1.model import Model
 from kaiwo_contracts.models_config import ModelsConfig
 from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule, sort_objects
 
-from kaiwo_planner.domain.cluster import ClusterState
-from kaiwo_planner.domain.cluster_settings import namespace_config
-from kaiwo_planner.domain.invalid_owner import REASON_VALID, VALID_CONDITION
-from kaiwo_planner.domain.kept_values import kept
-from kaiwo_planner.domain.labels import inventory_labels
+from kaiwo_planner.domain.children.labels import inventory_labels
 from kaiwo_planner.domain.models.adapters import (
     adapters_config_map_manifest,
     loaded_everywhere,
@@ -85,8 +81,12 @@ from kaiwo_planner.domain.models.status import (
     model_status,
 )
 from kaiwo_planner.domain.models.system_config import models_config
-from kaiwo_planner.domain.namespace_config import namespace_settings
-from kaiwo_planner.domain.status import ConditionSpec
+from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.cluster_settings import namespace_config
+from kaiwo_planner.domain.state.kept_values import kept
+from kaiwo_planner.domain.state.namespace_config import namespace_settings
+from kaiwo_planner.domain.status.invalid_owner import REASON_VALID, VALID_CONDITION
+from kaiwo_planner.domain.status.workload_status import ConditionSpec
 
 REASON_INVALID_PATCH: Final = "InvalidJSONPatch"
 MODEL_PRUNE: Final = (

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kaiwo_planner.domain.labels import inventory_labels
+from kaiwo_planner.domain.children.labels import inventory_labels
 
 MODEL_API_VERSION: Final = "kubeai.org/v1"
 MODEL_KIND: Final = "Model"

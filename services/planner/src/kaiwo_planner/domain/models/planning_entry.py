@@ -16,16 +16,16 @@ from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan
 from kaiwo_contracts.validation import Problem
 from pydantic import ValidationError
 
-from kaiwo_planner.domain.cluster import ClusterState
-from kaiwo_planner.domain.invalid_owner import (
+from kaiwo_planner.domain.models.model_plan import plan_model
+from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.kept_values import kept
+from kaiwo_planner.domain.status.invalid_owner import (
     REASON_INVALID,
     VALID_CONDITION,
     problems_message,
     spec_problems,
 )
-from kaiwo_planner.domain.kept_values import kept
-from kaiwo_planner.domain.models.model_plan import plan_model
-from kaiwo_planner.domain.status import ConditionSpec, merge_conditions
+from kaiwo_planner.domain.status.workload_status import ConditionSpec, merge_conditions
 
 
 def plan_model_object(*, owner: Mapping[str, Any], cluster: ClusterState, now: datetime) -> Plan:

@@ -32,9 +32,9 @@ from kaiwo_contracts.models_config import (
     SharedFilesystem,
 )
 
-from kaiwo_planner.domain.cluster import parse_quantity
 from kaiwo_planner.domain.models.sources import ModelSource, parse_model_url
-from kaiwo_planner.domain.namespace_config import NamespaceSettings
+from kaiwo_planner.domain.state.cluster import parse_quantity
+from kaiwo_planner.domain.state.namespace_config import NamespaceSettings
 
 _NUMBER_AND_UNIT: Final = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([a-zA-Z]*)$")
 

@@ -29,9 +29,9 @@ from kaiwo_contracts.models_config import (
 )
 from pydantic import ValidationError
 
-from kaiwo_planner.domain.cluster import ClusterState
-from kaiwo_planner.domain.kept_values import kept
-from kaiwo_planner.domain.labels import LABEL_MANAGED_BY, MANAGED_BY_KAIWO
+from kaiwo_planner.domain.children.labels import LABEL_MANAGED_BY, MANAGED_BY_KAIWO
+from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.kept_values import kept
 
 CONFIG_MAP_KIND: Final = ("", "ConfigMap")
 MAX_PROBLEMS: Final = 5

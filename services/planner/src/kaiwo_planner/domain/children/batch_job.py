@@ -1,0 +1,127 @@
+"""KaiwoJob with ``ray: false`` -> a batch/v1 Job.
+
+Differences from upstream, on purpose: a ``backoffLimit`` given in ``spec.job`` is kept (the
+API reference offers it as a Job parameter to control; upstream forced it to 0), and it only
+defaults to 0. The Job is created suspended; Kueue unsuspends it on admission.
+``parallelism`` is set (1, Kubernetes' own default, unless ``spec.job`` says otherwise) so the
+operator owns it: a hand-edited value counts as drift and is put back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kaiwo_planner.domain.children.entrypoint import shell_command
+from kaiwo_planner.domain.children.labels import inherited_labels, queue_labels
+from kaiwo_planner.domain.children.naming import main_child_name
+from kaiwo_planner.domain.children.ownership import child_metadata
+from kaiwo_planner.domain.children.pod_template import (
+    PodAdditions,
+    complete_pod_template,
+    default_pod_template,
+)
+from kaiwo_planner.domain.children.resources import (
+    GPU_KEY_AMD,
+    GPU_KEY_NVIDIA,
+    main_container_defaults,
+    user_resource_defaults,
+)
+from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.state.json_trees import copy_tree
+from kaiwo_planner.domain.state.workload_inputs import ChildDefaults, WorkloadInputs
+
+JOB_CONTAINER = "workload"
+JOB_DSHM_SIZE = "1Gi"
+DEFAULT_TTL_SECONDS_AFTER_FINISHED = 3600
+
+
+def with_entrypoint(template: dict[str, Any], entrypoint: str) -> dict[str, Any]:
+    """``template`` whose first container runs ``entrypoint`` (its ``args`` stay as given)."""
+    if not entrypoint or not template.get("spec", {}).get("containers"):
+        return template
+    # Copy only the path to the first container; the rest is shared with ``template``.
+    containers = list(template["spec"]["containers"])
+    containers[0] = {**containers[0], "command": shell_command(entrypoint)}
+    return {**template, "spec": {**template["spec"], "containers": containers}}
+
+
+def complete_workload_template(
+    template: dict[str, Any],
+    inputs: WorkloadInputs,
+    *,
+    additions: PodAdditions,
+    generated: bool,
+    pod_gpus: int,
+    memory_override: str | None = None,
+) -> dict[str, Any]:
+    """A pod template with the resource defaults of a workload pod getting ``pod_gpus`` GPUs."""
+    main_defaults = main_container_defaults(
+        user_resources=inputs.resources,
+        gpus_per_replica=pod_gpus,
+        gpu_key=additions.gpu_key,
+        generated_template=generated,
+        memory_override=memory_override,
+    )
+    init_defaults = user_resource_defaults(
+        inputs.resources, gpu_keys=frozenset({GPU_KEY_AMD, GPU_KEY_NVIDIA, additions.gpu_key})
+    )
+    return complete_pod_template(
+        template,
+        additions,
+        pod_gpus=pod_gpus,
+        main_defaults=main_defaults,
+        init_defaults=init_defaults,
+    )
+
+
+def build_batch_job(
+    inputs: WorkloadInputs,
+    *,
+    allocation: GpuAllocation,
+    defaults: ChildDefaults,
+    additions: PodAdditions,
+) -> dict[str, Any]:
+    """The Job: ``spec.job`` (or the default) completed with the workload's settings.
+
+    Only ``gpusPerReplica`` reaches the single pod; ``replicas`` does not change parallelism
+    (the API reference: replicas are ignored for Jobs).
+    """
+    generated = inputs.job is None
+    if inputs.job is None:
+        spec: dict[str, Any] = {
+            "ttlSecondsAfterFinished": DEFAULT_TTL_SECONDS_AFTER_FINISHED,
+            "backoffLimit": 0,
+            "parallelism": 1,
+            "template": default_pod_template(
+                scheduler_name=defaults.scheduler_name,
+                container_name=JOB_CONTAINER,
+                dshm_size=JOB_DSHM_SIZE,
+                dangerous=inputs.dangerous,
+            ),
+        }
+    else:
+        spec = copy_tree(dict(inputs.job.get("spec") or {}))
+        spec.setdefault("ttlSecondsAfterFinished", DEFAULT_TTL_SECONDS_AFTER_FINISHED)
+        spec.setdefault("backoffLimit", 0)
+        spec.setdefault("parallelism", 1)
+    template = with_entrypoint(spec.get("template") or {}, inputs.entrypoint)
+    spec["template"] = complete_workload_template(
+        template,
+        inputs,
+        additions=additions,
+        generated=generated,
+        pod_gpus=allocation.gpus_per_replica,
+    )
+    spec["suspend"] = True
+    labels = {
+        **inherited_labels({}, inputs.identity),
+        **queue_labels(inputs.queue_name, inputs.priority_class),
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": child_metadata(
+            inputs.identity, name=main_child_name(inputs.identity.name), labels=labels
+        ),
+        "spec": spec,
+    }

@@ -1,0 +1,205 @@
+"""The download ConfigMap and download Job that fill a workload's volumes before it starts.
+
+Credentials never appear in a manifest: each secret reference of a download item becomes a
+Secret volume mounted under ``/app/secrets/<secretName>/`` (the downloader reads the file
+named in the item's ``file``), and the Hugging Face token, when the namespace provides one, is
+an ``env`` entry with ``valueFrom.secretKeyRef``.
+
+The config is written as JSON under ``config.yaml``: JSON is YAML, the downloader parses it
+unchanged, and sorted-key JSON is byte-identical from run to run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from kaiwo_planner.domain.children.labels import (
+    DOWNLOADER_TYPE,
+    LABEL_TYPE,
+    WorkloadIdentity,
+    system_labels,
+)
+from kaiwo_planner.domain.children.naming import child_name
+from kaiwo_planner.domain.children.ownership import child_metadata
+from kaiwo_planner.domain.children.pod_template import default_security_context
+from kaiwo_planner.domain.children.storage import (
+    DATA_VOLUME,
+    HF_VOLUME,
+    data_claim_name,
+    hf_claim_name,
+)
+from kaiwo_planner.domain.state.json_trees import copy_tree
+from kaiwo_planner.domain.state.workload_inputs import DOWNLOAD_KINDS, StorageInputs
+
+DOWNLOADER_IMAGE = "ghcr.io/silogen/kaiwo-python:0.6"
+DOWNLOADER_CONTAINER = "data-downloader"
+CONFIG_KEY = "config.yaml"
+CONFIG_VOLUME = "config"
+CONFIG_MOUNT_PATH = "/config"
+SECRETS_ROOT = "/app/secrets"
+
+# The fields of each download item that reference a Secret.
+SECRET_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "s3": ("accessKeyId", "secretKey"),
+    "gcs": ("applicationCredentials",),
+    "azureBlob": ("connectionString",),
+    "git": ("username", "token"),
+}
+
+
+def download_name(workload_name: str) -> str:
+    """Name of both the download ConfigMap and the download Job."""
+    return child_name(workload_name, "download")
+
+
+def _secret_refs(downloads: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    for kind in DOWNLOAD_KINDS:
+        for item in downloads.get(kind) or []:
+            for field_name in SECRET_FIELDS[kind]:
+                ref = item.get(field_name)
+                if ref and ref.get("secretName") and ref.get("secretKey"):
+                    yield ref
+
+
+def _with_secret_files(downloads: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of the download items where every secret reference names its mounted file."""
+    result = copy_tree(dict(downloads))
+    for ref in _secret_refs(result):
+        if not ref.get("file"):
+            ref["file"] = f"{SECRETS_ROOT}/{ref['secretName']}/{ref['secretKey']}"
+    return result
+
+
+def download_config(storage: StorageInputs) -> dict[str, Any]:
+    """The downloader's config: where to write and what to fetch, in the order it runs."""
+    config: dict[str, Any] = {
+        "downloadRoot": storage.data_mount_path if storage.has_data else "",
+        "hfHome": storage.hf_mount_path if storage.has_hf else "",
+    }
+    if storage.has_object_downloads:
+        with_files = _with_secret_files(storage.downloads)
+        config.update({kind: with_files[kind] for kind in DOWNLOAD_KINDS if with_files.get(kind)})
+    if storage.has_hf_downloads:
+        config["hf"] = [
+            {"repoId": repo.repo_id, "files": list(repo.files)}
+            if repo.files
+            else {"repoId": repo.repo_id}
+            for repo in storage.hf_repos
+        ]
+    return config
+
+
+def _labels(identity: WorkloadIdentity) -> dict[str, str]:
+    return {**system_labels(identity), LABEL_TYPE: DOWNLOADER_TYPE}
+
+
+def download_config_map(identity: WorkloadIdentity, storage: StorageInputs) -> dict[str, Any]:
+    text = json.dumps(download_config(storage), indent=2, sort_keys=True)
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": child_metadata(
+            identity, name=download_name(identity.name), labels=_labels(identity)
+        ),
+        "data": {CONFIG_KEY: text},
+    }
+
+
+def _secret_volumes(
+    downloads: Mapping[str, Any],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """One volume per Secret (its referenced keys as items) and its mount."""
+    keys_by_secret: dict[str, list[str]] = {}
+    for ref in _secret_refs(downloads):
+        keys = keys_by_secret.setdefault(ref["secretName"], [])
+        if ref["secretKey"] not in keys:
+            keys.append(ref["secretKey"])
+    volumes = []
+    mounts = []
+    for secret_name, keys in keys_by_secret.items():
+        volume_name = f"secret-{secret_name}"
+        items = [{"key": key, "path": key} for key in keys]
+        volumes.append({"name": volume_name, "secret": {"secretName": secret_name, "items": items}})
+        mounts.append({"name": volume_name, "mountPath": f"{SECRETS_ROOT}/{secret_name}"})
+    return volumes, mounts
+
+
+def download_job(
+    identity: WorkloadIdentity,
+    storage: StorageInputs,
+    *,
+    env: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    """The Job that runs the downloader once (no retries, not queued through Kueue).
+
+    ``env`` is the workload's ``spec.env`` plus, when the namespace provides one, the Hugging
+    Face token reference. It has no ``ttlSecondsAfterFinished``: the finished Job is the record
+    that the download succeeded, and deleting it would make the next plan download again.
+    """
+    name = download_name(identity.name)
+    volumes: list[dict[str, Any]] = [{"name": CONFIG_VOLUME, "configMap": {"name": name}}]
+    mounts: list[dict[str, Any]] = [{"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT_PATH}]
+    container_env: list[dict[str, Any]] = []
+    if storage.has_object_downloads:
+        volumes.append(
+            {
+                "name": DATA_VOLUME,
+                "persistentVolumeClaim": {"claimName": data_claim_name(identity.name)},
+            }
+        )
+        mounts.append({"name": DATA_VOLUME, "mountPath": storage.data_mount_path})
+        secret_volumes, secret_mounts = _secret_volumes(storage.downloads)
+        volumes.extend(secret_volumes)
+        mounts.extend(secret_mounts)
+    if storage.has_hf_downloads:
+        volumes.append(
+            {
+                "name": HF_VOLUME,
+                "persistentVolumeClaim": {"claimName": hf_claim_name(identity.name)},
+            }
+        )
+        mounts.append({"name": HF_VOLUME, "mountPath": storage.hf_mount_path})
+        container_env.append({"name": "HF_HOME", "value": storage.hf_mount_path})
+    for variable in env:
+        if all(existing["name"] != variable["name"] for existing in container_env):
+            container_env.append(dict(variable))
+    container: dict[str, Any] = {
+        "name": DOWNLOADER_CONTAINER,
+        "image": DOWNLOADER_IMAGE,
+        "imagePullPolicy": "Always",
+        "command": [
+            "python",
+            "-m",
+            "kaiwo.downloader",
+            "--log-level=INFO",
+            f"{CONFIG_MOUNT_PATH}/{CONFIG_KEY}",
+        ],
+        "resources": {
+            "requests": {"cpu": "1", "memory": "1Gi"},
+            "limits": {"cpu": "2", "memory": "4Gi"},
+        },
+        "volumeMounts": mounts,
+    }
+    if container_env:
+        container["env"] = container_env
+    labels = _labels(identity)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": child_metadata(identity, name=name, labels=labels),
+        "spec": {
+            "backoffLimit": 0,
+            "parallelism": 1,
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "securityContext": default_security_context(),
+                    "restartPolicy": "Never",
+                    "containers": [container],
+                    "volumes": volumes,
+                },
+            },
+        },
+    }

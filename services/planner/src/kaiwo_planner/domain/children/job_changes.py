@@ -1,0 +1,90 @@
+"""What of a changed KaiwoJob can still reach its existing batch Job.
+
+A Job's pod template, selector and completion settings cannot change after creation (the API
+server rejects the update), and ``suspend`` belongs to Kueue once the Job exists. So for an
+existing Job the manifest to apply keeps the immutable fields as they are, or their observed
+values where the desired ones differ, leaves
+``suspend`` out (see :data:`KUEUE_OWNED_SPEC_FIELDS`), takes everything else from the new
+desired Job, and the fields that could not be applied are reported so the workload's status
+can say what was not applied and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kaiwo_planner.domain.state.json_trees import copy_tree
+from kaiwo_planner.domain.state.manifest_comparison import differing_paths
+
+IMMUTABLE_JOB_SPEC_FIELDS = (
+    "template",
+    "selector",
+    "manualSelector",
+    "completions",
+    "completionMode",
+    "podFailurePolicy",
+    "successPolicy",
+    "backoffLimitPerIndex",
+    "maxFailedIndexes",
+)
+KUEUE_OWNED_SPEC_FIELDS = ("suspend",)
+"""Left out of the manifest of an existing child: the executor created it suspended under
+field manager ``kaiwo-create`` (see ``kaiwo_contracts.plans``), so leaving the field out of
+later applies never takes it away; Kueue unsuspends (and suspends) it from then on. Copying the
+observed value instead made every plan made from an older observation flip the Job back: on a
+real API server the Job controller answered each flip with a status write, and the operator
+flipped ``suspend`` ten times a second."""
+
+CONDITION_TYPE = "ChildSpecApplied"
+REASON_IMMUTABLE = "JobFieldsImmutable"
+
+
+@dataclass(frozen=True, slots=True)
+class JobUpdate:
+    """The manifest to apply to an existing Job, and the desired changes it had to leave out."""
+
+    manifest: dict[str, Any]
+    not_applied: tuple[str, ...]
+
+    @property
+    def message(self) -> str:
+        if not self.not_applied:
+            return ""
+        return (
+            "Not applied to the existing Job, because a Job's pod template, selector and "
+            "completion settings cannot change after it is created: "
+            + ", ".join(self.not_applied)
+            + ". Delete and re-create the KaiwoJob to run with these changes."
+        )
+
+
+def job_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> JobUpdate:
+    """The part of ``desired`` that can be applied to the ``observed`` Job, and what cannot."""
+    # Only the top level and spec change: the rest is shared with ``desired``, which nothing
+    # mutates afterwards (copying the whole Job was the largest cost of planning one).
+    manifest = dict(desired)
+    spec = manifest["spec"] = dict(manifest.get("spec") or {})
+    observed_spec = observed.get("spec")
+    if not isinstance(observed_spec, Mapping):  # damaged (a list, a string): nothing observed
+        observed_spec = {}
+    not_applied: list[str] = []
+    for field_name in IMMUTABLE_JOB_SPEC_FIELDS:
+        if field_name not in spec:
+            continue
+        differing = differing_paths(
+            observed_spec.get(field_name), spec[field_name], path=f"spec.{field_name}"
+        )
+        if not differing:
+            # As created (the server's defaults aside): the manifest keeps its own bytes, so
+            # the executor finds it applied already and writes nothing.
+            continue
+        not_applied += differing
+        if field_name in observed_spec:
+            spec[field_name] = copy_tree(observed_spec[field_name])
+        else:
+            spec.pop(field_name, None)
+    for field_name in KUEUE_OWNED_SPEC_FIELDS:
+        spec.pop(field_name, None)
+    return JobUpdate(manifest=manifest, not_applied=tuple(not_applied))

@@ -1,0 +1,91 @@
+"""What a workload adds to each of its pod templates, gathered once per plan."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kaiwo_planner.domain.children.labels import topology_annotations
+from kaiwo_planner.domain.children.pod_template import PodAdditions
+from kaiwo_planner.domain.children.resources import gpu_resource_key
+from kaiwo_planner.domain.children.storage import storage_env, storage_mounts, storage_volumes
+from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.state.namespace_config import (
+    HF_TOKEN_ENV,
+    NamespaceSettings,
+    hf_token_env,
+)
+from kaiwo_planner.domain.state.workload_inputs import (
+    ChildDefaults,
+    SecretVolumeInput,
+    WorkloadInputs,
+)
+
+
+def secret_volume(volume: SecretVolumeInput) -> dict[str, Any]:
+    """The pod volume of a ``secretVolumes`` entry.
+
+    With ``key`` only that key is projected, as the file ``subPath`` (or the key's name) in
+    the mount directory, which is what the API reference describes; upstream ignored ``key``.
+    """
+    secret: dict[str, Any] = {"secretName": volume.secret_name}
+    if volume.key:
+        secret["items"] = [{"key": volume.key, "path": volume.sub_path or volume.key}]
+    return {"name": volume.name, "secret": secret}
+
+
+def secret_volume_mount(volume: SecretVolumeInput) -> dict[str, Any]:
+    """The mount of a ``secretVolumes`` entry; ``subPath`` selects a file only without ``key``."""
+    mount = {"name": volume.name, "mountPath": volume.mount_path}
+    if volume.sub_path and not volume.key:
+        mount["subPath"] = volume.sub_path
+    return mount
+
+
+def workload_env(
+    inputs: WorkloadInputs, namespace: NamespaceSettings
+) -> tuple[Mapping[str, Any], ...]:
+    """``spec.env``, then ``HF_HOME`` for the HF cache, then the namespace's ``HF_TOKEN``."""
+    env: list[Mapping[str, Any]] = [*inputs.env, *storage_env(inputs.storage)]
+    token = hf_token_env(namespace)
+    if token is not None and all(v.get("name") != HF_TOKEN_ENV for v in inputs.env):
+        env.append(token)
+    return tuple(env)
+
+
+def pod_additions(
+    inputs: WorkloadInputs,
+    *,
+    allocation: GpuAllocation,
+    defaults: ChildDefaults,
+    namespace: NamespaceSettings,
+    extra_labels: Mapping[str, str] | None = None,
+) -> PodAdditions:
+    pull_secrets = list(inputs.image_pull_secrets)
+    pull_secrets += [name for name in namespace.image_pull_secrets if name not in pull_secrets]
+    return PodAdditions(
+        identity=inputs.identity,
+        default_image=inputs.image or defaults.default_ray_image,
+        gpu_key=gpu_resource_key(inputs.gpu_vendor, default_key=defaults.default_gpu_resource_key),
+        gpus_total=allocation.gpus,
+        replicas=allocation.replicas,
+        gpus_per_replica=allocation.gpus_per_replica,
+        pod_template_spec_labels=inputs.pod_template_spec_labels,
+        extra_labels=dict(extra_labels or {}),
+        topology_annotations=topology_annotations(
+            required_topology=inputs.required_topology,
+            preferred_topology=inputs.preferred_topology,
+        ),
+        image_pull_secrets=tuple(pull_secrets),
+        env=workload_env(inputs, namespace),
+        volumes=(
+            *storage_volumes(inputs.identity.name, inputs.storage),
+            *(secret_volume(v) for v in inputs.secret_volumes),
+        ),
+        volume_mounts=(
+            *storage_mounts(inputs.storage),
+            *(secret_volume_mount(v) for v in inputs.secret_volumes),
+        ),
+        gpu_models=inputs.gpu_models,
+        gpu_toleration_key=defaults.gpu_taint_key if defaults.add_taints_to_gpu_nodes else None,
+    )

@@ -1,0 +1,246 @@
+"""The pod template Kaiwo generates, and how it completes any pod template (generated or given).
+
+Applied to the batch Job template, the Deployment template and every Ray head and worker
+template. The input template is never modified: every function returns a new dict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kaiwo_planner.domain.children.labels import WorkloadIdentity, inherited_labels
+from kaiwo_planner.domain.children.resources import Resources, fill_resources
+from kaiwo_planner.domain.state.json_trees import copy_tree
+
+DSHM_VOLUME = "dshm"
+DSHM_PATH = "/dev/shm"  # noqa: S108 - the pod's shared-memory mount, not a temp file
+DEFAULT_USER_ID = 1000
+GPU_MODEL_LABEL = "kaiwo/gpu-model"
+# Annotations kubectl writes on the workload (e.g. the whole last-applied manifest) stay off pods.
+_ANNOTATION_PREFIXES_NOT_COPIED = ("kubectl.kubernetes.io/",)
+
+
+def default_security_context() -> dict[str, Any]:
+    return {"runAsUser": DEFAULT_USER_ID, "runAsGroup": DEFAULT_USER_ID, "fsGroup": DEFAULT_USER_ID}
+
+
+def default_pod_template(
+    *,
+    scheduler_name: str,
+    container_name: str,
+    dshm_size: str,
+    dangerous: bool,
+) -> dict[str, Any]:
+    """The template used when the workload gives no Job/Deployment/Ray spec of its own."""
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler_name,
+        "restartPolicy": "Never",
+        "containers": [
+            {
+                "name": container_name,
+                "imagePullPolicy": "Always",
+                "volumeMounts": [{"name": DSHM_VOLUME, "mountPath": DSHM_PATH}],
+            }
+        ],
+        "volumes": [
+            {"name": DSHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": dshm_size}}
+        ],
+    }
+    if not dangerous:
+        spec["securityContext"] = default_security_context()
+    return {"spec": spec}
+
+
+@dataclass(frozen=True, slots=True)
+class PodAdditions:
+    """Everything the workload adds to each of its pod templates."""
+
+    identity: WorkloadIdentity
+    default_image: str
+    gpu_key: str
+    gpus_total: int
+    replicas: int
+    gpus_per_replica: int
+    pod_template_spec_labels: Mapping[str, str] = field(default_factory=dict)
+    extra_labels: Mapping[str, str] = field(default_factory=dict)
+    topology_annotations: Mapping[str, str] = field(default_factory=dict)
+    image_pull_secrets: Sequence[str] = ()
+    env: Sequence[Mapping[str, Any]] = ()
+    volumes: Sequence[Mapping[str, Any]] = ()
+    volume_mounts: Sequence[Mapping[str, Any]] = ()
+    gpu_models: Sequence[str] = ()
+    gpu_toleration_key: str | None = None
+
+
+def merge_by_key(
+    existing: Iterable[Mapping[str, Any]], additions: Iterable[Mapping[str, Any]], *, key: str
+) -> list[dict[str, Any]]:
+    """``existing`` then ``additions``; an addition replaces an entry with the same ``key``.
+
+    Kubernetes treats env, volumes and mounts as maps keyed by name (or path): duplicates are
+    rejected by server-side apply, so a later value replaces the earlier one in place.
+    """
+    merged = [dict(item) for item in existing]
+    for addition in additions:
+        for index, item in enumerate(merged):
+            if item.get(key) == addition.get(key):
+                merged[index] = dict(addition)
+                break
+        else:
+            merged.append(dict(addition))
+    return merged
+
+
+def _labels(template: Mapping[str, Any], additions: PodAdditions) -> dict[str, str]:
+    labels = dict((template.get("metadata") or {}).get("labels") or {})
+    labels.update(additions.pod_template_spec_labels)
+    labels = inherited_labels(labels, additions.identity)
+    labels.update(additions.extra_labels)
+    return labels
+
+
+def _annotations(template: Mapping[str, Any], additions: PodAdditions) -> dict[str, str]:
+    annotations = dict((template.get("metadata") or {}).get("annotations") or {})
+    annotations.update(
+        {
+            key: value
+            for key, value in additions.identity.annotations.items()
+            if not key.startswith(_ANNOTATION_PREFIXES_NOT_COPIED)
+        }
+    )
+    annotations.update(additions.topology_annotations)
+    return annotations
+
+
+def _allocation_env(additions: PodAdditions) -> list[dict[str, Any]]:
+    return [
+        {"name": "NUM_GPUS", "value": str(additions.gpus_total)},
+        {"name": "NUM_REPLICAS", "value": str(additions.replicas)},
+        {"name": "NUM_GPUS_PER_REPLICA", "value": str(additions.gpus_per_replica)},
+    ]
+
+
+def _complete_container(
+    container: Mapping[str, Any],
+    additions: PodAdditions,
+    *,
+    defaults: Resources,
+    allocation_env: Sequence[Mapping[str, Any]],
+    enforced: frozenset[str],
+    main: bool,
+) -> dict[str, Any]:
+    result = dict(container)
+    mounts = merge_by_key(
+        result.get("volumeMounts") or [], additions.volume_mounts, key="mountPath"
+    )
+    if mounts:
+        result["volumeMounts"] = mounts
+    env = merge_by_key(result.get("env") or [], [*additions.env, *allocation_env], key="name")
+    if env:
+        result["env"] = env
+    if main and not result.get("image"):
+        result["image"] = additions.default_image
+    resources = fill_resources(result.get("resources"), defaults, enforced=enforced)
+    if resources:
+        result["resources"] = resources
+    return result
+
+
+def _requests_gpu(containers: Iterable[Mapping[str, Any]], gpu_key: str) -> bool:
+    gpu_keys = {"amd.com/gpu", "nvidia.com/gpu", gpu_key}
+    for container in containers:
+        resources = container.get("resources") or {}
+        for section in ("requests", "limits"):
+            if gpu_keys & set(resources.get(section) or {}):
+                return True
+    return False
+
+
+def _gpu_model_affinity(models: Sequence[str]) -> dict[str, Any]:
+    term = {
+        "matchExpressions": [{"key": GPU_MODEL_LABEL, "operator": "In", "values": list(models)}]
+    }
+    return {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+
+
+def complete_pod_template(
+    template: Mapping[str, Any],
+    additions: PodAdditions,
+    *,
+    pod_gpus: int,
+    main_defaults: Resources,
+    init_defaults: Resources,
+) -> dict[str, Any]:
+    """``template`` with the workload's labels, env, volumes, image and resources added.
+
+    ``pod_gpus`` is what this pod gets (0 for a Ray head); ``main_defaults`` already holds it
+    under the GPU key. The GPUs go to the primary (first) container only: a sidecar must not
+    multiply the pod's GPU request. Every main container gets the CPU/memory defaults and the
+    ``NUM_*`` variables; init containers get ``spec.resources``, env and mounts.
+    """
+    result = copy_tree(dict(template))
+    result["metadata"] = {
+        **(result.get("metadata") or {}),
+        "labels": _labels(template, additions),
+    }
+    annotations = _annotations(template, additions)
+    if annotations:
+        result["metadata"]["annotations"] = annotations
+    spec: dict[str, Any] = result.setdefault("spec", {})
+
+    allocation_env = _allocation_env(additions)
+    enforced = frozenset({additions.gpu_key}) if pod_gpus > 0 else frozenset()
+    sidecar_defaults = {
+        s: {k: v for k, v in d.items() if k != additions.gpu_key} for s, d in main_defaults.items()
+    }
+    spec["containers"] = [
+        _complete_container(
+            container,
+            additions,
+            defaults=main_defaults if index == 0 else sidecar_defaults,
+            allocation_env=allocation_env,
+            enforced=enforced if index == 0 else frozenset(),
+            main=True,
+        )
+        for index, container in enumerate(spec.get("containers") or [])
+    ]
+    if spec.get("initContainers"):
+        spec["initContainers"] = [
+            _complete_container(
+                container,
+                additions,
+                defaults=init_defaults,
+                allocation_env=(),
+                enforced=frozenset(),
+                main=False,
+            )
+            for container in spec["initContainers"]
+        ]
+    volumes = merge_by_key(spec.get("volumes") or [], additions.volumes, key="name")
+    if volumes:
+        spec["volumes"] = volumes
+    pull_secrets = merge_by_key(
+        spec.get("imagePullSecrets") or [],
+        [{"name": name} for name in additions.image_pull_secrets],
+        key="name",
+    )
+    if pull_secrets:
+        spec["imagePullSecrets"] = pull_secrets
+    if additions.gpu_models and pod_gpus > 0:
+        spec["affinity"] = {
+            **(spec.get("affinity") or {}),
+            "nodeAffinity": _gpu_model_affinity(additions.gpu_models),
+        }
+    if additions.gpu_toleration_key and _requests_gpu(spec["containers"], additions.gpu_key):
+        toleration = {
+            "key": additions.gpu_toleration_key,
+            "operator": "Exists",
+            "effect": "NoSchedule",
+        }
+        tolerations = list(spec.get("tolerations") or [])
+        if toleration not in tolerations:
+            tolerations.append(toleration)
+        spec["tolerations"] = tolerations
+    return result

@@ -1,0 +1,93 @@
+"""The Ray cluster inside a RayJob (``rayClusterSpec``) or a RayService (``rayClusterConfig``).
+
+Every worker group runs ``replicas`` pods with ``gpusPerReplica`` GPUs each, autoscaling off
+(Kueue admits a fixed size). The head gets no GPUs, KaiwoConfig's ``headPodMemory`` as memory
+request and limit, and the same ``NUM_*`` variables as the workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kaiwo_planner.domain.children.batch_job import complete_workload_template
+from kaiwo_planner.domain.children.pod_template import PodAdditions, default_pod_template
+from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.state.workload_inputs import ChildDefaults, WorkloadInputs
+
+HEAD_CONTAINER = "ray-head"
+WORKER_CONTAINER = "ray-worker"
+HEAD_DSHM_SIZE = "1Gi"
+WORKER_DSHM_SIZE = "200Gi"
+DEFAULT_WORKER_GROUP = "default-worker-group"
+
+
+def default_ray_cluster_spec(*, defaults: ChildDefaults, dangerous: bool) -> dict[str, Any]:
+    """One head and one worker group, on Kaiwo's default pod templates."""
+    return {
+        "enableInTreeAutoscaling": False,
+        "headGroupSpec": {
+            "rayStartParams": {"dashboard-host": "0.0.0.0"},  # noqa: S104 - in the pod
+            "template": default_pod_template(
+                scheduler_name=defaults.scheduler_name,
+                container_name=HEAD_CONTAINER,
+                dshm_size=HEAD_DSHM_SIZE,
+                dangerous=dangerous,
+            ),
+        },
+        "workerGroupSpecs": [
+            {
+                "groupName": DEFAULT_WORKER_GROUP,
+                "replicas": 1,
+                "minReplicas": 1,
+                "maxReplicas": 1,
+                "rayStartParams": {},
+                "template": default_pod_template(
+                    scheduler_name=defaults.scheduler_name,
+                    container_name=WORKER_CONTAINER,
+                    dshm_size=WORKER_DSHM_SIZE,
+                    dangerous=dangerous,
+                ),
+            }
+        ],
+    }
+
+
+def complete_ray_cluster_spec(
+    cluster: Mapping[str, Any],
+    inputs: WorkloadInputs,
+    *,
+    allocation: GpuAllocation,
+    defaults: ChildDefaults,
+    additions: PodAdditions,
+    generated: bool,
+) -> dict[str, Any]:
+    """``cluster`` with every head and worker template completed and worker groups sized."""
+    # Copied along the paths that change; templates are copied by complete_pod_template.
+    result = dict(cluster)
+    workers = []
+    for given in result.get("workerGroupSpecs") or []:
+        group = dict(given)
+        group["template"] = complete_workload_template(
+            group.get("template") or {},
+            inputs,
+            additions=additions,
+            generated=generated,
+            pod_gpus=allocation.gpus_per_replica,
+        )
+        group["replicas"] = group["minReplicas"] = group["maxReplicas"] = allocation.replicas
+        workers.append(group)
+    if workers:
+        result["workerGroupSpecs"] = workers
+    head = result.get("headGroupSpec")
+    if head is not None:
+        head = result["headGroupSpec"] = dict(head)
+        head["template"] = complete_workload_template(
+            head.get("template") or {},
+            inputs,
+            additions=additions,
+            generated=generated,
+            pod_gpus=0,
+            memory_override=defaults.head_pod_memory or None,
+        )
+    return result

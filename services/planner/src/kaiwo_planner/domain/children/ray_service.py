@@ -1,0 +1,105 @@
+"""KaiwoService with ``ray: true`` (or ``rayService`` given) -> a RayService inside an AppWrapper.
+
+Kueue admits the AppWrapper (it has no RayService integration); the AppWrapper controller then
+creates the RayService. Every worker group is declared as a pod set (upstream declared only the
+first), so Kueue reserves quota for all of them. The pod-set list is ``podSets`` on the wire.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kaiwo_planner.domain.children.labels import inherited_labels, queue_labels
+from kaiwo_planner.domain.children.naming import main_child_name
+from kaiwo_planner.domain.children.ownership import child_metadata
+from kaiwo_planner.domain.children.pod_template import PodAdditions
+from kaiwo_planner.domain.children.ray_cluster import (
+    complete_ray_cluster_spec,
+    default_ray_cluster_spec,
+)
+from kaiwo_planner.domain.children.ray_job import RAY_API_VERSION
+from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.state.json_trees import copy_tree
+from kaiwo_planner.domain.state.workload_inputs import ChildDefaults, WorkloadInputs
+
+APPWRAPPER_API_VERSION = "workload.codeflare.dev/v1beta2"
+SERVE_PORT = 8000
+
+
+def serve_service_name(workload_name: str) -> str:
+    """The Service KubeRay creates for Ray Serve traffic of RayService ``workload_name``."""
+    return f"{workload_name}-serve-svc"
+
+
+def build_ray_service(
+    inputs: WorkloadInputs,
+    *,
+    allocation: GpuAllocation,
+    defaults: ChildDefaults,
+    additions: PodAdditions,
+) -> dict[str, Any]:
+    """The RayService (not applied directly: it goes into the AppWrapper)."""
+    generated = inputs.ray_service is None
+    if inputs.ray_service is None:
+        spec: dict[str, Any] = {
+            "rayClusterConfig": default_ray_cluster_spec(
+                defaults=defaults, dangerous=inputs.dangerous
+            )
+        }
+    else:
+        spec = copy_tree(dict(inputs.ray_service.get("spec") or {}))
+    if inputs.serve_config_v2:
+        spec["serveConfigV2"] = inputs.serve_config_v2
+    if "rayClusterConfig" in spec:
+        spec["rayClusterConfig"] = complete_ray_cluster_spec(
+            spec["rayClusterConfig"],
+            inputs,
+            allocation=allocation,
+            defaults=defaults,
+            additions=additions,
+            generated=generated,
+        )
+    return {
+        "apiVersion": RAY_API_VERSION,
+        "kind": "RayService",
+        "metadata": {
+            "name": main_child_name(inputs.identity.name),
+            "namespace": inputs.identity.namespace,
+            "labels": inherited_labels({}, inputs.identity),
+        },
+        "spec": spec,
+    }
+
+
+def _pod_sets(ray_service: dict[str, Any]) -> list[dict[str, Any]]:
+    cluster = ray_service["spec"].get("rayClusterConfig") or {}
+    prefix = "template.spec.rayClusterConfig"
+    pod_sets: list[dict[str, Any]] = []
+    if "headGroupSpec" in cluster:
+        pod_sets.append({"replicas": 1, "path": f"{prefix}.headGroupSpec.template"})
+    for index, group in enumerate(cluster.get("workerGroupSpecs") or []):
+        pod_sets.append(
+            {
+                "replicas": group.get("replicas", 1),
+                "path": f"{prefix}.workerGroupSpecs[{index}].template",
+            }
+        )
+    return pod_sets
+
+
+def build_app_wrapper(inputs: WorkloadInputs, ray_service: dict[str, Any]) -> dict[str, Any]:
+    """The AppWrapper Kueue admits, wrapping ``ray_service`` (taken over, not copied: the
+    RayService exists only inside the AppWrapper)."""
+    labels = {
+        **inherited_labels({}, inputs.identity),
+        **queue_labels(inputs.queue_name, inputs.priority_class),
+    }
+    component = {"podSets": _pod_sets(ray_service), "template": ray_service}
+    return {
+        "apiVersion": APPWRAPPER_API_VERSION,
+        "kind": "AppWrapper",
+        "metadata": child_metadata(
+            inputs.identity, name=main_child_name(inputs.identity.name), labels=labels
+        ),
+        "spec": {"components": [component]},
+    }

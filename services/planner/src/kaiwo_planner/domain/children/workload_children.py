@@ -1,0 +1,378 @@
+"""The children a KaiwoJob or KaiwoService needs: the entry point of the child planners.
+
+:func:`plan_children` is pure: the GPU allocation, the download job's outcome and the observed
+main child (if any) are inputs. Its output is sorted and byte-identical for equal inputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal
+
+from kaiwo_contracts.crds.config_v1alpha1 import AIMNamespaceConfig, KaiwoConfig
+from kaiwo_contracts.plans import ObjectRef, PruneRule, sort_objects
+
+from kaiwo_planner.domain.children.batch_job import build_batch_job
+from kaiwo_planner.domain.children.deployment import (
+    build_deployment,
+    build_service,
+    deployment_pod_labels,
+    serving_port,
+)
+from kaiwo_planner.domain.children.downloads import download_config_map, download_job, download_name
+from kaiwo_planner.domain.children.job_changes import (
+    CONDITION_TYPE,
+    KUEUE_OWNED_SPEC_FIELDS,
+    REASON_IMMUTABLE,
+    job_update,
+)
+from kaiwo_planner.domain.children.labels import inventory_labels
+from kaiwo_planner.domain.children.naming import main_child_name
+from kaiwo_planner.domain.children.pod_additions import pod_additions
+from kaiwo_planner.domain.children.pod_additions import workload_env as _workload_env
+from kaiwo_planner.domain.children.ray_job import build_ray_job
+from kaiwo_planner.domain.children.ray_service import (
+    SERVE_PORT,
+    build_app_wrapper,
+    build_ray_service,
+    serve_service_name,
+)
+from kaiwo_planner.domain.children.resources import GPU_KEY_AMD, GPU_KEY_NVIDIA
+from kaiwo_planner.domain.children.storage import persistent_volume_claims
+from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.state.kept_values import kept
+from kaiwo_planner.domain.state.namespace_config import (
+    NamespaceSettings,
+    http_route,
+    namespace_settings,
+    with_default_credentials,
+)
+from kaiwo_planner.domain.state.workload_inputs import (
+    ChildDefaults,
+    Workload,
+    WorkloadInputs,
+    child_defaults,
+    workload_inputs,
+)
+
+DOWNLOAD_CONDITION = "DownloadJobSucceeded"
+
+# Kinds whose operator-labelled children are deleted when no longer desired. PVCs are left out
+# on purpose: they hold data, and they go with the workload (owner reference) anyway.
+PRUNED_KINDS = (
+    PruneRule(api_version="batch/v1", kind="Job"),
+    PruneRule(api_version="ray.io/v1", kind="RayJob"),
+    PruneRule(api_version="apps/v1", kind="Deployment"),
+    PruneRule(api_version="workload.codeflare.dev/v1beta2", kind="AppWrapper"),
+    PruneRule(api_version="v1", kind="ConfigMap"),
+    PruneRule(api_version="v1", kind="Service"),
+    PruneRule(api_version="gateway.networking.k8s.io/v1", kind="HTTPRoute"),
+)
+
+
+class DownloadState(StrEnum):
+    """What is known about the download job (only relevant when downloads are configured)."""
+
+    PENDING = "Pending"
+    """Not finished yet (or not created yet)."""
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+@dataclass(frozen=True, slots=True)
+class ChildCondition:
+    """A condition for the workload's status; the status step stamps the transition time."""
+
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChildrenDecision:
+    """What must exist for one workload, and what the status step should know about it.
+
+    ``main_child`` is the Job/RayJob/Deployment/AppWrapper when it is desired (None while
+    downloads gate it or after they failed). ``failed`` is set when the workload cannot start
+    (the download job failed). ``notes`` are remarks worth an event (ignored settings).
+    """
+
+    desired: tuple[dict[str, Any], ...]
+    conditions: tuple[ChildCondition, ...] = ()
+    notes: tuple[str, ...] = ()
+    main_child: ObjectRef | None = None
+    waiting_for_downloads: bool = False
+    failed: bool = False
+    prune: tuple[PruneRule, ...] = PRUNED_KINDS
+    prune_selector: dict[str, str] = field(default_factory=dict)
+
+
+def _ref(manifest: Mapping[str, Any]) -> ObjectRef:
+    meta = manifest["metadata"]
+    return ObjectRef(
+        api_version=manifest["apiVersion"],
+        kind=manifest["kind"],
+        name=meta["name"],
+        namespace=meta.get("namespace"),
+    )
+
+
+def _with_namespace_credentials(
+    inputs: WorkloadInputs, namespace: NamespaceSettings
+) -> WorkloadInputs:
+    if inputs.storage is None or not inputs.storage.downloads:
+        return inputs
+    downloads = with_default_credentials(inputs.storage.downloads, namespace)
+    storage = dataclasses.replace(inputs.storage, downloads=downloads)
+    return dataclasses.replace(inputs, storage=storage)
+
+
+def _notes(inputs: WorkloadInputs) -> tuple[str, ...]:
+    given = inputs.resources or {}
+    keys = {key for section in ("requests", "limits") for key in (given.get(section) or {})}
+    ignored = sorted(keys & {GPU_KEY_AMD, GPU_KEY_NVIDIA})
+    if not ignored:
+        return ()
+    return (
+        f"GPU quantities in spec.resources ({', '.join(ignored)}) are ignored; "
+        "GPUs are set with spec.gpus, spec.gpusPerReplica and spec.gpuVendor",
+    )
+
+
+def _download_condition(state: DownloadState, job_name: str) -> ChildCondition:
+    match state:
+        case DownloadState.SUCCEEDED:
+            return ChildCondition(
+                DOWNLOAD_CONDITION, "True", "JobCompleted", "Download job succeeded"
+            )
+        case DownloadState.FAILED:
+            return ChildCondition(
+                DOWNLOAD_CONDITION,
+                "False",
+                "JobFailed",
+                f"Download job {job_name} failed, so the workload will not start; "
+                f"see the logs of job {job_name} for the cause",
+            )
+        case _:
+            return ChildCondition(
+                DOWNLOAD_CONDITION,
+                "False",
+                "JobInProgress",
+                f"Waiting for download job {job_name}; the workload starts once it succeeds",
+            )
+
+
+def _job_children(
+    inputs: WorkloadInputs,
+    *,
+    allocation: GpuAllocation,
+    defaults: ChildDefaults,
+    namespace: NamespaceSettings,
+) -> list[dict[str, Any]]:
+    additions = pod_additions(inputs, allocation=allocation, defaults=defaults, namespace=namespace)
+    build = build_ray_job if inputs.ray else build_batch_job
+    return [build(inputs, allocation=allocation, defaults=defaults, additions=additions)]
+
+
+def _service_children(
+    inputs: WorkloadInputs,
+    *,
+    allocation: GpuAllocation,
+    defaults: ChildDefaults,
+    namespace: NamespaceSettings,
+) -> list[dict[str, Any]]:
+    identity = inputs.identity
+    if inputs.ray:
+        additions = pod_additions(
+            inputs, allocation=allocation, defaults=defaults, namespace=namespace
+        )
+        ray_service = build_ray_service(
+            inputs, allocation=allocation, defaults=defaults, additions=additions
+        )
+        children = [build_app_wrapper(inputs, ray_service)]
+        backend, port = serve_service_name(main_child_name(identity.name)), SERVE_PORT
+    else:
+        additions = pod_additions(
+            inputs,
+            allocation=allocation,
+            defaults=defaults,
+            namespace=namespace,
+            extra_labels=deployment_pod_labels(inputs),
+        )
+        deployment = build_deployment(
+            inputs, allocation=allocation, defaults=defaults, additions=additions
+        )
+        children = [deployment]
+        backend, port = main_child_name(identity.name), serving_port(deployment)
+        if namespace.gateway is not None:
+            children.append(build_service(identity, port=port))
+    if namespace.gateway is not None:
+        children.append(http_route(identity, namespace.gateway, service_name=backend, port=port))
+    return children
+
+
+JOB_MATCHES_SPEC = "The Job matches the workload's spec"
+
+
+def _reconcile_with_observed(
+    main: dict[str, Any], observed: Mapping[str, Any] | None
+) -> tuple[dict[str, Any], ChildCondition | None]:
+    """The main child to apply given the one that exists (None: it does not exist yet)."""
+    if main["kind"] == "Job" and observed is None:
+        # Created from the spec as it is, so nothing of it is left unapplied. Saying so from
+        # the start (rather than once the Job is observed) spares every new KaiwoJob a
+        # second status write, and the plan and observation that come with it.
+        return main, ChildCondition(CONDITION_TYPE, "True", "Applied", JOB_MATCHES_SPEC)
+    if observed is None or observed.get("kind") != main["kind"]:
+        return main, None
+    if main["kind"] == "Job":
+        update = job_update(main, observed)
+        if update.not_applied:
+            return update.manifest, ChildCondition(
+                CONDITION_TYPE, "False", REASON_IMMUTABLE, update.message
+            )
+        return update.manifest, ChildCondition(CONDITION_TYPE, "True", "Applied", JOB_MATCHES_SPEC)
+    if main["kind"] == "RayJob":
+        # Kueue owns suspend once the RayJob exists: left out, as for a Job (job_changes).
+        spec = {k: v for k, v in main["spec"].items() if k not in KUEUE_OWNED_SPEC_FIELDS}
+        return {**main, "spec": spec}, None
+    return main, None
+
+
+@dataclass(frozen=True, slots=True)
+class _BuiltChildren:
+    """The children as the workload's spec and settings make them, before the observed child."""
+
+    storage: tuple[dict[str, Any], ...]
+    main: dict[str, Any] | None
+    main_ref: ObjectRef | None
+    others: tuple[dict[str, Any], ...]
+    conditions: tuple[ChildCondition, ...]
+    notes: tuple[str, ...]
+    waiting: bool
+    failed: bool
+    selector: dict[str, str]
+
+
+def plan_children(
+    *,
+    workload: Workload,
+    allocation: GpuAllocation,
+    config: KaiwoConfig | None,
+    namespace_config: AIMNamespaceConfig | None = None,
+    download_state: DownloadState = DownloadState.PENDING,
+    observed_main_child: Mapping[str, Any] | None = None,
+) -> ChildrenDecision:
+    """Every child ``workload`` needs now, sorted, with the conditions the status step reports.
+
+    ``download_state`` matters only when downloads are configured: until it is SUCCEEDED only
+    the storage children (claims, download ConfigMap and Job) are desired; FAILED keeps it so
+    and marks the decision failed. ``observed_main_child`` is the existing Job/RayJob/
+    Deployment/AppWrapper (wire form), used to keep fields that cannot or must not change.
+
+    Building the children from the spec is most of the cost of a plan, and most plans are
+    made because a child's status or the workload's own status moved while its spec and the
+    settings stayed as they were; so that part is kept per spec version (:func:`kept`).
+    """
+    settings = (config, namespace_config)
+    meta = workload.metadata
+    built = kept(
+        ("children", meta.uid, *_spec_version(workload), allocation, download_state),
+        settings if meta.uid and meta.generation else (workload, *settings),
+        lambda: _build_children(
+            workload=workload,
+            allocation=allocation,
+            config=config,
+            namespace_config=namespace_config,
+            download_state=download_state,
+        ),
+    )
+    desired = list(built.storage)
+    conditions = list(built.conditions)
+    main_child = None
+    if built.main is not None:
+        main, applied = _reconcile_with_observed(built.main, observed_main_child)
+        if applied is not None:
+            conditions.append(applied)
+        desired += [main, *built.others]
+        main_child = built.main_ref
+    return ChildrenDecision(
+        desired=sort_objects(desired),
+        conditions=tuple(conditions),
+        notes=built.notes,
+        main_child=main_child,
+        waiting_for_downloads=built.waiting,
+        failed=built.failed,
+        prune_selector=built.selector,
+    )
+
+
+def _spec_version(workload: Workload) -> tuple[object, ...]:
+    """What identifies the part of a workload its children are built from.
+
+    The API server bumps ``metadata.generation`` on every spec change (and on nothing else
+    for a kind with a status subresource), so for one uid, with the labels and annotations,
+    which are copied to the children, it names the spec exactly. Without a uid or a
+    generation (a manifest planned offline) there is no such name, and the caller keys on
+    the object itself. (Hand-made objects that reuse a uid and generation for another spec
+    break that rule; no API server makes them.)
+    """
+    meta = workload.metadata
+    return (
+        meta.generation,
+        tuple(sorted((meta.labels or {}).items())),
+        tuple(sorted((meta.annotations or {}).items())),
+    )
+
+
+def _build_children(
+    *,
+    workload: Workload,
+    allocation: GpuAllocation,
+    config: KaiwoConfig | None,
+    namespace_config: AIMNamespaceConfig | None,
+    download_state: DownloadState,
+) -> _BuiltChildren:
+    defaults = child_defaults(config)
+    namespace = namespace_settings(namespace_config, workload.metadata.namespace or "")
+    inputs = _with_namespace_credentials(workload_inputs(workload, defaults), namespace)
+    identity = inputs.identity
+    storage = inputs.storage
+
+    storage_children = persistent_volume_claims(identity, storage, defaults)
+    conditions: list[ChildCondition] = []
+    waiting = failed = False
+    if storage is not None and storage.has_downloads:
+        env = [
+            variable
+            for variable in _workload_env(inputs, namespace)
+            if variable.get("name") != "HF_HOME"
+        ]
+        storage_children += [
+            download_config_map(identity, storage),
+            download_job(identity, storage, env=env),
+        ]
+        conditions.append(_download_condition(download_state, download_name(identity.name)))
+        waiting = download_state is DownloadState.PENDING
+        failed = download_state is DownloadState.FAILED
+
+    main: dict[str, Any] | None = None
+    others: list[dict[str, Any]] = []
+    if not (waiting or failed):
+        build = _job_children if identity.workload_type == "job" else _service_children
+        main, *others = build(inputs, allocation=allocation, defaults=defaults, namespace=namespace)
+    return _BuiltChildren(
+        storage=tuple(storage_children),
+        main=main,
+        main_ref=_ref(main) if main is not None else None,
+        others=tuple(others),
+        conditions=tuple(conditions),
+        notes=_notes(inputs),
+        waiting=waiting,
+        failed=failed,
+        selector=inventory_labels(identity.uid),
+    )

@@ -1,0 +1,1 @@
+"""KaiwoQueueConfig: node pools, the Kueue objects, and the default cluster singletons."""

@@ -1,0 +1,224 @@
+"""Node pools: nodes grouped by GPU vendor, model, count, CPU and memory (upstream Kaiwo §8.2).
+
+A pool becomes a default Kueue ResourceFlavor named like ``amd-mi300x-8gpu-115core-1843gi``
+(vendor, model, GPUs per node, 90 % of the node's cores, 90 % of its memory in GiB; CPU-only
+nodes are ``cpu-only-0gpu-...``). Its nodes are labelled ``kaiwo/nodepool=<pool>``,
+``kaiwo/worker=true`` and, for GPU pools, ``kaiwo/gpu-model=<model>``; with
+``addTaintsToGpuNodes`` GPU nodes also get the ``<defaultGpuTaintKey>=true:NoSchedule`` taint.
+
+Cordoned nodes are left out (their capacity leaves the default queue), and so are
+control-plane nodes when ``excludeMasterNodesFromNodePools`` is set, and nodes whose kubelet has
+not reported their capacity yet: a kubelet registers the Node first and fills its status a
+moment later, and such a node would otherwise form a transient ``...-0core-0gi`` pool.
+
+Choices that differ from upstream:
+
+* Memory quotas are whole GiB (90 % of the node's GiB, rounded down), the same number the pool
+  name shows; upstream counts bytes, a fraction of a GiB more per node.
+* The default ClusterQueue lists its resources in a fixed order (cpu, memory, then GPU keys
+  alphabetically) and its flavors by GPUs per node, cores, memory, then name; upstream's order
+  depends on Go map iteration.
+* Node changes are partial Node objects carrying only what Kaiwo owns: its labels and, while
+  ``addTaintsToGpuNodes`` is on, its one taint. The executor merges them into the node as it
+  is at that moment (``kaiwo_executor.node_merge``), so labels and taints set by others (the
+  node lifecycle controller's ``not-ready``, an admin's) are never removed or rewritten. Kaiwo
+  never removes its taint either (as upstream).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kaiwo_contracts.crds.quantity import MAX_QUANTITY
+
+from kaiwo_planner.domain.children.naming import child_name, label_value
+from kaiwo_planner.domain.state.cluster import GPU_RESOURCE_BY_VENDOR, NodeInfo, Taint
+
+NODEPOOL_LABEL = "kaiwo/nodepool"
+WORKER_LABEL = "kaiwo/worker"
+GPU_MODEL_LABEL = "kaiwo/gpu-model"
+TOPOLOGY_BLOCK_LABEL = "kaiwo/topology-block"
+TOPOLOGY_RACK_LABEL = "kaiwo/topology-rack"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+DEFAULT_TOPOLOGY_LEVELS = (TOPOLOGY_BLOCK_LABEL, TOPOLOGY_RACK_LABEL, HOSTNAME_LABEL)
+_DEFAULT_TOPOLOGY_VALUES = {TOPOLOGY_BLOCK_LABEL: "block-a", TOPOLOGY_RACK_LABEL: "rack-a"}
+
+_NOMINAL_SHARE = 0.9  # leave 10 % of each node to the system and daemons
+
+
+@dataclass(frozen=True, slots=True)
+class NodeShape:
+    """What puts a node in a pool."""
+
+    vendor: str  # "amd", "nvidia" or "cpu"
+    gpu_model: str  # "mi300x", ..., or "only" for CPU nodes
+    gpus: int
+    cores: int  # nominal: 90 % of capacity, rounded down
+    memory_gib: int  # nominal: 90 % of capacity in GiB, rounded down
+
+    @property
+    def pool_name(self) -> str:
+        """``<vendor>-<model>-<n>gpu-<n>core-<n>gi``: a ResourceFlavor name and the value of
+        the ``kaiwo/nodepool`` label, so within RFC 1123 and 63 characters. A product label
+        may hold what neither takes (``NVIDIA_A100``, 63 characters of its own): characters
+        outside ``[a-z0-9.-]`` become ``-`` and a model too long is cut and hashed."""
+        shape = f"{self.gpus}gpu-{self.cores}core-{self.memory_gib}gi"
+        return child_name(f"{self.vendor}-{self.gpu_model}", shape)
+
+    @property
+    def has_gpus(self) -> bool:
+        return self.vendor != "cpu"
+
+
+def node_shape(node: NodeInfo) -> NodeShape:
+    vendor = node.gpu_vendor
+    return NodeShape(
+        vendor=vendor or "cpu",
+        gpu_model=(node.gpu_model or "only") if vendor else "only",
+        gpus=node.gpu_count if vendor else 0,
+        cores=math.floor(node.cpu_cores * _NOMINAL_SHARE),
+        memory_gib=math.floor(node.memory_gib * _NOMINAL_SHARE),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class NodePool:
+    """A pool and its nodes (sorted by name); totals are nominal sums over the nodes."""
+
+    shape: NodeShape
+    nodes: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return self.shape.pool_name
+
+    @property
+    def cores(self) -> int:
+        return self.shape.cores * len(self.nodes)
+
+    @property
+    def memory_gib(self) -> int:
+        return self.shape.memory_gib * len(self.nodes)
+
+    @property
+    def gpus(self) -> int:
+        return self.shape.gpus * len(self.nodes)
+
+    @property
+    def gpu_resource(self) -> str | None:
+        return GPU_RESOURCE_BY_VENDOR.get(self.shape.vendor)
+
+    def quotas(self) -> dict[str, str]:
+        """Nominal quota per resource name, each at most the largest quantity Kubernetes holds
+        (the sum over many nodes of a huge reported capacity may exceed it)."""
+        quotas = {
+            "cpu": str(min(self.cores, MAX_QUANTITY)),
+            "memory": f"{min(self.memory_gib, MAX_QUANTITY >> 30)}Gi",
+        }
+        if self.gpu_resource and self.shape.gpus > 0:
+            quotas[self.gpu_resource] = str(min(self.gpus, MAX_QUANTITY))
+        return quotas
+
+
+def pool_members(nodes: Iterable[NodeInfo], *, exclude_control_plane: bool) -> list[NodeInfo]:
+    """The nodes that belong to some pool, by name."""
+    return sorted(
+        (
+            n
+            for n in nodes
+            if n.capacity_reported
+            and not n.unschedulable
+            and not (exclude_control_plane and n.is_control_plane)
+        ),
+        key=lambda n: n.name,
+    )
+
+
+def discover_node_pools(
+    nodes: Iterable[NodeInfo], *, exclude_control_plane: bool
+) -> tuple[NodePool, ...]:
+    """Group the schedulable nodes into pools, sorted by pool name."""
+    members: dict[NodeShape, list[str]] = {}
+    for node in pool_members(nodes, exclude_control_plane=exclude_control_plane):
+        members.setdefault(node_shape(node), []).append(node.name)
+    pools = (NodePool(shape=shape, nodes=tuple(names)) for shape, names in members.items())
+    return tuple(sorted(pools, key=lambda p: p.name))
+
+
+def default_resource_flavors(
+    pools: Sequence[NodePool], *, topology_name: str | None
+) -> list[dict[str, Any]]:
+    """KaiwoQueueConfig ``resourceFlavors`` entries (wire form) for the discovered pools."""
+    flavors = []
+    for pool in pools:
+        flavor: dict[str, Any] = {"name": pool.name, "nodeLabels": {NODEPOOL_LABEL: pool.name}}
+        if topology_name:
+            flavor["topologyName"] = topology_name
+        flavors.append(flavor)
+    return flavors
+
+
+def default_cluster_queue(pools: Sequence[NodePool], *, name: str, cohort: str) -> dict[str, Any]:
+    """A KaiwoQueueConfig ``clusterQueues`` entry whose quotas are the pools' capacity."""
+    quotas = {pool.name: pool.quotas() for pool in pools}
+    gpu_keys = sorted({key for q in quotas.values() for key in q} - {"cpu", "memory"})
+    covered = ["cpu", "memory", *gpu_keys]
+    ordered = sorted(pools, key=lambda p: (p.shape.gpus, p.shape.cores, p.shape.memory_gib, p.name))
+    flavors = [
+        {
+            "name": pool.name,
+            "resources": [
+                {"name": key, "nominalQuota": quotas[pool.name].get(key, "0")} for key in covered
+            ],
+        }
+        for pool in ordered
+    ]
+    spec: dict[str, Any] = {"namespaceSelector": {}, "cohort": cohort}
+    if flavors:
+        spec["resourceGroups"] = [{"coveredResources": covered, "flavors": flavors}]
+    return {"name": name, "spec": spec}
+
+
+def default_topology(name: str) -> dict[str, Any]:
+    """A KaiwoQueueConfig ``topologies`` entry: block, rack, host."""
+    return {
+        "metadata": {"name": name},
+        "spec": {"levels": [{"nodeLabel": label} for label in DEFAULT_TOPOLOGY_LEVELS]},
+    }
+
+
+def node_changes(
+    nodes: Iterable[NodeInfo],
+    *,
+    exclude_control_plane: bool,
+    add_gpu_taint: bool,
+    gpu_taint_key: str,
+) -> list[dict[str, Any]]:
+    """Partial Node objects with the labels (and taint) pool members must carry, by node name.
+
+    Only Kaiwo's own keys: the executor merges them key by key into the node as it finds it.
+    """
+    taint = Taint(key=gpu_taint_key, value="true", effect="NoSchedule")
+    changes = []
+    for node in pool_members(nodes, exclude_control_plane=exclude_control_plane):
+        shape = node_shape(node)
+        labels = {
+            # Keep an admin's topology placement; give unplaced nodes the default one.
+            **{key: node.labels.get(key, value) for key, value in _DEFAULT_TOPOLOGY_VALUES.items()},
+            NODEPOOL_LABEL: shape.pool_name,
+            WORKER_LABEL: "true",
+        }
+        if shape.has_gpus:
+            labels[GPU_MODEL_LABEL] = label_value(shape.gpu_model)
+        partial: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": node.name, "labels": dict(sorted(labels.items()))},
+        }
+        if add_gpu_taint and shape.has_gpus:
+            partial["spec"] = {"taints": [taint.to_wire()]}
+        changes.append(partial)
+    return changes

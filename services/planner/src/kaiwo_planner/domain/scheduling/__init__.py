@@ -1,0 +1,1 @@
+"""GPU allocation, schedulability, and preemption (by duration and by GPU idleness)."""

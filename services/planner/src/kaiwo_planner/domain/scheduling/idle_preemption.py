@@ -1,0 +1,171 @@
+"""GPU idle preemption (upstream §11): which idle workloads to stop, and for whom.
+
+A workload opted in by annotation is *eligible* once the monitor's evidence shows it idle for
+its grace period (the reading that confirmed the stretch is at least ``grace`` after the
+stretch's start) and that evidence is fresh. Then, by its policy:
+
+* ``Always``: it is preempted, for nobody in particular.
+* ``OnPressure``: it is preempted only for a PENDING KaiwoJob/KaiwoService that waits for GPUs
+  of the same vendor and that it would help satisfy. Pending workloads are served oldest
+  first; each one's demand is its GPUs less the GPUs already being freed by preemptions in
+  flight (victims still TERMINATING, or TERMINATED with pods left). For the rest of its
+  demand the **fewest** victims are chosen that together cover it, and among equally few the
+  **longest idle** first. When all unclaimed eligible victims together cannot cover it,
+  nobody is preempted for it (stopping some would free GPUs it still could not use). A
+  victim serves one beneficiary.
+
+Pure: every input is passed in, ``now`` included; the same inputs give the same victims.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Final, Literal
+
+from kaiwo_contracts.plans import ObjectRef
+
+from kaiwo_planner.domain.scheduling.preemption import WorkloadKey
+from kaiwo_planner.domain.status.workload_status import TerminationRequest
+
+REASON_IDLE: Final = "GpuIdlePreemption"
+IdlePolicy = Literal["OnPressure", "Always"]
+
+
+@dataclass(frozen=True, slots=True)
+class IdleWorkload:
+    """A running, opted-in workload that the monitor reports idle since ``idle_since``."""
+
+    key: WorkloadKey
+    vendor: str
+    gpus: int
+    idle_since: datetime
+    evidence_at: datetime
+    """Time of the reading that last confirmed the idle stretch."""
+    grace: timedelta
+    policy: IdlePolicy
+
+    @property
+    def idle_for(self) -> timedelta:
+        return self.evidence_at - self.idle_since
+
+
+@dataclass(frozen=True, slots=True)
+class GpuDemand:
+    """A PENDING workload waiting for ``gpus`` GPUs of ``vendor`` since ``pending_since``."""
+
+    key: WorkloadKey
+    vendor: str
+    gpus: int
+    pending_since: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class IdlePreemption:
+    """Terminate ``victim``; ``beneficiary`` is None under the ``Always`` policy."""
+
+    victim: ObjectRef
+    beneficiary: ObjectRef | None
+    request: TerminationRequest
+
+
+@dataclass(frozen=True, slots=True)
+class IdlePreemptionDecision:
+    preemptions: tuple[IdlePreemption, ...] = ()
+
+    def for_victim(self, ref: ObjectRef) -> IdlePreemption | None:
+        key = ref.sort_key()
+        return next((p for p in self.preemptions if p.victim.sort_key() == key), None)
+
+
+def decide_idle_preemptions(
+    *,
+    idle: Sequence[IdleWorkload],
+    pending: Sequence[GpuDemand],
+    in_flight: Mapping[str, int],
+    now: datetime,
+) -> IdlePreemptionDecision:
+    """Victims, beneficiaries and reasons (module docstring). ``in_flight``: GPUs per vendor
+    being freed by earlier preemptions; ``now`` is when the decision is made."""
+    eligible = sorted(
+        (w for w in idle if w.gpus > 0 and w.idle_for >= w.grace and w.idle_since <= now),
+        key=lambda w: (w.idle_since, w.key.sort_key()),
+    )
+    preemptions = [
+        IdlePreemption(victim=w.key.ref(), beneficiary=None, request=_always(w))
+        for w in eligible
+        if w.policy == "Always"
+    ]
+    unclaimed = [w for w in eligible if w.policy == "OnPressure"]
+    freeing = {vendor.lower(): count for vendor, count in in_flight.items()}
+    for waiting in sorted(pending, key=lambda p: (p.pending_since, p.key.sort_key())):
+        vendor = waiting.vendor.lower()
+        covered = min(freeing.get(vendor, 0), waiting.gpus)
+        freeing[vendor] = freeing.get(vendor, 0) - covered
+        demand = waiting.gpus - covered
+        if demand <= 0:
+            continue
+        candidates = [w for w in unclaimed if w.vendor.lower() == vendor]
+        victims = fewest_covering(candidates, demand)
+        for victim in victims:
+            unclaimed.remove(victim)
+            preemptions.append(
+                IdlePreemption(
+                    victim=victim.key.ref(),
+                    beneficiary=waiting.key.ref(),
+                    request=_on_pressure(victim, waiting, demand),
+                )
+            )
+    return IdlePreemptionDecision(preemptions=tuple(preemptions))
+
+
+def fewest_covering(candidates: Sequence[IdleWorkload], demand: int) -> tuple[IdleWorkload, ...]:
+    """The fewest ``candidates`` whose GPUs add up to ``demand``, preferring those earlier in
+    the sequence (longest idle); () when all of them together fall short."""
+    by_size = sorted((w.gpus for w in candidates), reverse=True)
+    count = next(
+        (k for k in range(1, len(by_size) + 1) if sum(by_size[:k]) >= demand),
+        None,
+    )
+    if count is None:
+        return ()
+    chosen: list[IdleWorkload] = []
+    for index, candidate in enumerate(candidates):
+        slots = count - len(chosen) - 1
+        if slots < 0:
+            break
+        rest = sorted((w.gpus for w in candidates[index + 1 :]), reverse=True)[:slots]
+        if sum(w.gpus for w in chosen) + candidate.gpus + sum(rest) >= demand:
+            chosen.append(candidate)
+    return tuple(chosen)
+
+
+def _always(victim: IdleWorkload) -> TerminationRequest:
+    return TerminationRequest(
+        reason=REASON_IDLE,
+        message=(
+            f"Preempted: GPUs idle since {_text(victim.idle_since)}, longer than the grace "
+            f"period of {_seconds(victim.grace)}; policy Always"
+        ),
+    )
+
+
+def _on_pressure(victim: IdleWorkload, waiting: GpuDemand, demand: int) -> TerminationRequest:
+    return TerminationRequest(
+        reason=REASON_IDLE,
+        message=(
+            f"Preempted to free {victim.gpus} {victim.vendor.lower()} GPU(s) for pending "
+            f"workload {waiting.key.ref().display()}, which needs {demand} more: GPUs idle since "
+            f"{_text(victim.idle_since)}, longer than the grace period of "
+            f"{_seconds(victim.grace)}; policy OnPressure"
+        ),
+    )
+
+
+def _text(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def _seconds(length: timedelta) -> str:
+    return f"{int(length.total_seconds())}s"

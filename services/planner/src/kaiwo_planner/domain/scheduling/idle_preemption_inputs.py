@@ -1,0 +1,113 @@
+"""Who is idle, who waits for GPUs and what is being freed, read from the cluster state and
+the monitor's findings: the inputs of
+:func:`~kaiwo_planner.domain.scheduling.idle_preemption.decide_idle_preemptions`.
+
+* idle: RUNNING (or READY) KaiwoJobs/KaiwoServices whose fresh finding has an idle stretch
+  and the resolved policy and grace period (the monitor resolves the annotations);
+* waiting: PENDING ones with GPUs, pending for longer than
+  ``KaiwoConfig.spec.scheduling.pendingThresholdForPreemption`` (every new workload passes
+  through PENDING briefly; that is not pressure), since their ``creationTimestamp``;
+* in flight: workloads this planner preempted for idleness (``WorkloadTerminatedEarly``
+  reason ``GpuIdlePreemption``) that are TERMINATING, or TERMINATED with pods still observed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
+
+from kaiwo_planner.domain.scheduling.idle_preemption import (
+    REASON_IDLE,
+    GpuDemand,
+    IdlePreemptionDecision,
+    IdleWorkload,
+    decide_idle_preemptions,
+)
+from kaiwo_planner.domain.scheduling.preemption_candidates import workload_key
+from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.cluster_settings import (
+    kaiwo_config,
+    parse_time,
+    requested_gpus,
+    workloads,
+)
+from kaiwo_planner.domain.state.durations import parse_duration
+from kaiwo_planner.domain.status.findings import WorkloadFinding
+from kaiwo_planner.domain.status.workload_status import RUN_ID_LABEL, WORKLOAD_TERMINATED_EARLY
+
+_RUNNING = frozenset({WorkloadStatus.RUNNING.value, WorkloadStatus.READY.value})
+_POLICIES = frozenset({"OnPressure", "Always"})
+
+
+def idle_preemption_decision(cluster: ClusterState, *, now: datetime) -> IdlePreemptionDecision:
+    """The idle-preemption decision at ``now`` (worked out once per snapshot and time)."""
+    return cluster.derived(("idle-preemption", now), lambda: _decide(cluster, now))
+
+
+def _decide(cluster: ClusterState, now: datetime) -> IdlePreemptionDecision:
+    threshold = parse_duration(
+        kaiwo_config(cluster).spec.scheduling.pending_threshold_for_preemption
+    )
+    idle: list[IdleWorkload] = []
+    pending: list[GpuDemand] = []
+    in_flight: dict[str, int] = defaultdict(int)
+    for obj in workloads(cluster):
+        status, spec = obj.get("status"), obj.get("spec")
+        if not isinstance(status, Mapping) or not isinstance(spec, Mapping):
+            continue
+        phase, gpus = status.get("status"), requested_gpus(spec)
+        vendor = str(spec.get("gpuVendor") or "amd").lower()
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        if phase in _RUNNING:
+            found = _idle(obj, cluster.findings.get(uid), vendor=vendor, gpus=gpus, now=now)
+            idle.extend([found] if found else [])
+        elif phase == WorkloadStatus.PENDING.value and gpus > 0:
+            since = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+            if since is not None and now - since > threshold:
+                pending.append(GpuDemand(workload_key(obj), vendor, gpus, since))
+        elif _preempted_for_idleness(status) and (
+            phase == WorkloadStatus.TERMINATING.value
+            or cluster.objects_labelled(RUN_ID_LABEL, uid, kind="Pod")
+        ):
+            in_flight[vendor] += gpus
+    return decide_idle_preemptions(idle=idle, pending=pending, in_flight=in_flight, now=now)
+
+
+def _idle(
+    obj: Mapping[str, Any],
+    finding: WorkloadFinding | None,
+    *,
+    vendor: str,
+    gpus: int,
+    now: datetime,
+) -> IdleWorkload | None:
+    if (
+        finding is None
+        or finding.idle_since is None
+        or finding.idle_grace is None
+        or finding.idle_policy not in _POLICIES
+        or not finding.fresh(now)
+    ):
+        return None
+    return IdleWorkload(
+        key=workload_key(obj),
+        vendor=vendor,
+        gpus=gpus,
+        idle_since=finding.idle_since,
+        evidence_at=finding.at,
+        grace=finding.idle_grace,
+        policy="Always" if finding.idle_policy == "Always" else "OnPressure",
+    )
+
+
+def _preempted_for_idleness(status: Mapping[str, Any]) -> bool:
+    return any(
+        isinstance(c, Mapping)
+        and c.get("type") == WORKLOAD_TERMINATED_EARLY
+        and c.get("reason") == REASON_IDLE
+        for c in status.get("conditions") or ()
+    )

@@ -1,0 +1,154 @@
+"""Who holds GPUs past their duration and who waits for them, read from the observed workloads.
+
+Builds the inputs of :func:`~kaiwo_planner.domain.scheduling.preemption.decide_preemptions` from the
+KaiwoJobs and KaiwoServices in the cluster state (wire form, read defensively: a workload that
+cannot be read simply does not take part). A RUNNING or READY workload with a ``startTime``
+is running; a PENDING one is waiting since its ``creationTimestamp`` (as upstream).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from kaiwo_contracts.crds.config_v1alpha1 import KaiwoConfig
+from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
+
+from kaiwo_planner.domain.scheduling.preemption import (
+    PendingWorkload,
+    PreemptionDecision,
+    RunningWorkload,
+    WorkloadKey,
+    decide_preemptions,
+)
+from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.cluster_settings import (
+    KAIWO_CONFIG_KIND,
+    KAIWO_GROUP,
+    WORKLOAD_KINDS,
+    kaiwo_config,
+    parse_optional_duration,
+    parse_time,
+    requested_gpus,
+    workload_queue,
+    workloads,
+)
+
+_RUNNING = frozenset({WorkloadStatus.RUNNING.value, WorkloadStatus.READY.value})
+_CANDIDATE_KINDS = (*((KAIWO_GROUP, kind) for kind in WORKLOAD_KINDS), KAIWO_CONFIG_KIND)
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionCandidates:
+    running: tuple[RunningWorkload, ...] = ()
+    pending: tuple[PendingWorkload, ...] = ()
+
+
+def workload_key(obj: Mapping[str, Any]) -> WorkloadKey:
+    meta = obj.get("metadata") or {}
+    return WorkloadKey(
+        api_version=str(obj.get("apiVersion", "")),
+        kind=str(obj.get("kind", "")),
+        name=str(meta.get("name") or ""),
+        namespace=meta.get("namespace") or None,
+        uid=meta.get("uid") or None,
+    )
+
+
+def running_workload(obj: Mapping[str, Any], config: KaiwoConfig) -> RunningWorkload | None:
+    """The workload as a running GPU holder, or None when it is not running."""
+    status = obj.get("status")
+    spec = obj.get("spec")
+    if not isinstance(status, Mapping) or not isinstance(spec, Mapping):
+        return None
+    start = parse_time(status.get("startTime"))
+    if status.get("status") not in _RUNNING or start is None:
+        return None
+    return RunningWorkload(
+        key=workload_key(obj),
+        gpu_vendor=str(spec.get("gpuVendor") or "amd"),
+        gpus=requested_gpus(spec),
+        cluster_queue=workload_queue(spec, config),
+        start_time=start,
+        duration=parse_optional_duration(spec.get("duration")),
+    )
+
+
+def pending_workload(obj: Mapping[str, Any], config: KaiwoConfig) -> PendingWorkload | None:
+    """The workload as one waiting for GPUs, or None when it is not PENDING."""
+    status = obj.get("status")
+    spec = obj.get("spec")
+    meta = obj.get("metadata")
+    if not isinstance(status, Mapping) or not isinstance(spec, Mapping):
+        return None
+    created = parse_time(
+        (meta or {}).get("creationTimestamp") if isinstance(meta, Mapping) else None
+    )
+    if status.get("status") != WorkloadStatus.PENDING.value or created is None:
+        return None
+    return PendingWorkload(
+        key=workload_key(obj),
+        gpu_vendor=str(spec.get("gpuVendor") or "amd"),
+        gpus=requested_gpus(spec),
+        cluster_queue=workload_queue(spec, config),
+        pending_since=created,
+    )
+
+
+_Candidate = RunningWorkload | PendingWorkload | None
+_Reads = dict[int, tuple[Mapping[str, Any], _Candidate]]
+"""What each workload object was read as, by ``id``. The entry holds its object, so no
+other object can take that id while the entry is there: an id found is that very object."""
+
+
+def preemption_candidates(cluster: ClusterState) -> PreemptionCandidates:
+    """Running and pending workloads of the cluster.
+
+    Kept across snapshots until a workload or the KaiwoConfig changes; then only the
+    workloads that changed are read again (see :func:`_candidates`).
+    """
+    return cluster.across_snapshots(
+        ("preemption-candidates",), _CANDIDATE_KINDS, lambda: _candidates(cluster)
+    )
+
+
+def _candidates(cluster: ClusterState) -> PreemptionCandidates:
+    config = kaiwo_config(cluster)
+    # The projection replaces an object when it changes and never edits one in place, so a
+    # read stays valid for its object while the KaiwoConfig is the same.
+    earlier: _Reads = cluster.across_snapshots(("preemption-reads",), (KAIWO_CONFIG_KIND,), dict)
+    objects = workloads(cluster)
+    ids = list(map(id, objects))
+    reads = [
+        read if read is not None else (obj, _read(obj, config))
+        for obj, read in zip(objects, map(earlier.get, ids), strict=True)
+    ]
+    # Only the current objects stay (the old versions are let go).
+    earlier.clear()
+    earlier.update(zip(ids, reads, strict=True))
+    candidates = [read[1] for read in reads]
+    return PreemptionCandidates(
+        running=tuple(c for c in candidates if type(c) is RunningWorkload),
+        pending=tuple(c for c in candidates if type(c) is PendingWorkload),
+    )
+
+
+def _read(obj: Mapping[str, Any], config: KaiwoConfig) -> _Candidate:
+    return running_workload(obj, config) or pending_workload(obj, config)
+
+
+def preemption_decision(cluster: ClusterState, *, now: datetime) -> PreemptionDecision:
+    """Which expired workloads to terminate at ``now`` (computed once per snapshot and time)."""
+
+    def decide() -> PreemptionDecision:
+        candidates = preemption_candidates(cluster)
+        return decide_preemptions(
+            running=candidates.running,
+            pending=candidates.pending,
+            scheduling=kaiwo_config(cluster).spec.scheduling,
+            now=now,
+        )
+
+    return cluster.derived(("preemption-decision", now), decide)

@@ -1,0 +1,99 @@
+"""Can this workload ever be scheduled here? The ``Schedulable`` condition (upstream Kaiwo §6.4).
+
+Checks, first failure wins: the cluster queue exists in the KaiwoQueueConfig; the queue admits
+the workload's namespace; the cluster has GPUs of the vendor; it has enough of them. A workload
+that fails is in ERROR and gets no children until something changes (the verdict is recomputed
+on every plan, so a new node or queue fixes it without touching the workload).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import KaiwoQueueConfigSpec
+
+from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation, GpuStats
+
+SCHEDULABLE = "Schedulable"
+QUEUE_CONFIG_NAME = "kaiwo"
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulableVerdict:
+    schedulable: bool
+    reason: str
+    message: str
+
+    @property
+    def condition_status(self) -> str:
+        return "True" if self.schedulable else "False"
+
+
+def queue_namespaces(spec: KaiwoQueueConfigSpec | None) -> dict[str, tuple[str, ...]]:
+    """Each cluster queue of a KaiwoQueueConfig and the namespaces it is limited to (sorted)."""
+    if spec is None:
+        return {}
+    return {q.name: tuple(sorted(set(q.namespaces or ()))) for q in spec.cluster_queues or ()}
+
+
+def decide_schedulable(
+    *,
+    cluster_queue: str,
+    namespace: str,
+    queue_namespaces: Mapping[str, Sequence[str]],
+    allocation: GpuAllocation,
+    stats: GpuStats,
+) -> SchedulableVerdict:
+    """The verdict for one workload.
+
+    ``queue_namespaces`` maps each cluster queue of the KaiwoQueueConfig to its ``namespaces``
+    (empty: any namespace may use it).
+    """
+    if cluster_queue not in queue_namespaces:
+        return SchedulableVerdict(
+            schedulable=False,
+            reason="ClusterQueueNotFound",
+            message=(
+                f"Cluster queue '{cluster_queue}' is not defined in "
+                f"KaiwoQueueConfig '{QUEUE_CONFIG_NAME}'"
+            ),
+        )
+    allowed = queue_namespaces[cluster_queue]
+    if allowed and namespace not in allowed:
+        return SchedulableVerdict(
+            schedulable=False,
+            reason="WrongQueueNamespace",
+            message=(
+                f"Cluster queue '{cluster_queue}' defines one or more namespaces, but workload "
+                f"namespace '{namespace}' is not one of them"
+            ),
+        )
+    return _gpu_verdict(allocation, stats)
+
+
+def _gpu_verdict(allocation: GpuAllocation, stats: GpuStats) -> SchedulableVerdict:
+    if allocation.gpus <= 0:
+        return SchedulableVerdict(
+            schedulable=True,
+            reason=SCHEDULABLE,
+            message="Workload does not require GPU resources",
+        )
+    if stats.total_gpus == 0:
+        return SchedulableVerdict(
+            schedulable=False,
+            reason="NoGPUs",
+            message=f"Cluster has 0 GPUs (vendor: {allocation.vendor})",
+        )
+    if allocation.gpus > stats.total_gpus:
+        return SchedulableVerdict(
+            schedulable=False,
+            reason="InsufficientGPUs",
+            message=(
+                f"Cluster has {stats.total_gpus} GPUs, but requested for {allocation.gpus} "
+                f"GPUs (vendor: {allocation.vendor})"
+            ),
+        )
+    return SchedulableVerdict(
+        schedulable=True, reason=SCHEDULABLE, message="Cluster has sufficient GPU resources"
+    )

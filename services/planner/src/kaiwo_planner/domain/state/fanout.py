@@ -1,0 +1,174 @@
+"""Which owners to plan again after one observed change.
+
+Plans are made per *owner*: a KaiwoJob, a KaiwoService, or the ``kaiwo`` KaiwoQueueConfig.
+An observed change matters to:
+
+* a KaiwoJob or KaiwoService: itself, and the KaiwoQueueConfig when the set of (queue,
+  namespace) pairs in use changed with it (its LocalQueues follow that set);
+* a child (a controller ownerReference, or the ``kaiwo.silogen.ai/owner-uid`` or
+  ``kaiwo.silogen.ai/run-id`` label): its owner, following owner references upward through
+  the projection (Pod -> Job -> KaiwoJob, Kueue Workload -> RayJob -> KaiwoJob, Pod ->
+  ReplicaSet -> Deployment -> KaiwoService) until a Kaiwo workload or the KaiwoQueueConfig.
+  A Kueue Workload also names its job by the ``kueue.x-k8s.io/job-uid`` label. Both the old
+  and the new version count, so a child that changes owner is re-planned by both owners;
+* a Node: the KaiwoQueueConfig (node pools, flavors) and every workload (GPU statistics,
+  schedulability) — but only when something planning reads changed (labels, taints,
+  schedulability, readiness, capacity): a heartbeat re-plans nothing;
+* the KaiwoConfig: the KaiwoQueueConfig and every workload;
+* the KaiwoQueueConfig: itself and every workload (queue names, the Schedulable check);
+* an AIMNamespaceConfig: the workloads of its namespace;
+* a Namespace that appears or disappears: the KaiwoQueueConfig (its LocalQueues);
+* a Kueue object the KaiwoQueueConfig manages (its label or owner reference): the
+  KaiwoQueueConfig;
+* a KubeAI Model: itself; its children follow it as above (it is an owner kind); the
+  system configuration, AIMNamespaceConfigs and cache volumes concern Models too
+  (:mod:`kaiwo_planner.domain.models.replanning`).
+
+Only owners the projection holds are returned (a plan needs the owner object), except a
+deleted workload, which is returned so the caller can forget it. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from kaiwo_contracts.plans import ObjectRef
+
+from kaiwo_planner.domain.models.replanning import models_concerned
+from kaiwo_planner.domain.state.cluster import NodeInfo
+from kaiwo_planner.domain.state.projection import (
+    CORE_GROUP,
+    KUEUE_GROUP,
+    KUEUE_JOB_UID_LABEL,
+    Change,
+    Projection,
+    api_group,
+    object_ref,
+)
+
+KAIWO_GROUP: Final = "kaiwo.silogen.ai"
+CONFIG_GROUP: Final = "config.kaiwo.silogen.ai"
+KUBEAI_GROUP: Final = "kubeai.org"
+
+KAIWO_JOB: Final = (KAIWO_GROUP, "KaiwoJob")
+KAIWO_SERVICE: Final = (KAIWO_GROUP, "KaiwoService")
+KAIWO_QUEUE_CONFIG: Final = (KAIWO_GROUP, "KaiwoQueueConfig")
+KAIWO_CONFIG: Final = (CONFIG_GROUP, "KaiwoConfig")
+AIM_NAMESPACE_CONFIG: Final = (CONFIG_GROUP, "AIMNamespaceConfig")
+KUBEAI_MODEL: Final = (KUBEAI_GROUP, "Model")
+NODE: Final = (CORE_GROUP, "Node")
+NAMESPACE: Final = (CORE_GROUP, "Namespace")
+
+WORKLOAD_KINDS: Final = (KAIWO_JOB, KAIWO_SERVICE)
+OWNER_KINDS: Final = (*WORKLOAD_KINDS, KAIWO_QUEUE_CONFIG, KUBEAI_MODEL)
+QUEUE_CONFIG_NAME: Final = "kaiwo"
+
+OWNER_UID_LABEL: Final = "kaiwo.silogen.ai/owner-uid"
+RUN_ID_LABEL: Final = "kaiwo.silogen.ai/run-id"
+QUEUE_CONFIG_LABEL: Final = "kaiwo.silogen.ai/queue-config"
+
+MAX_OWNER_DEPTH: Final = 8
+"""Owner chains are short (Pod -> ReplicaSet -> Deployment -> KaiwoService); this stops
+a reference cycle, which the API server does not forbid."""
+
+
+def owners_to_replan(change: Change, projection: Projection) -> tuple[ObjectRef, ...]:
+    """The owners whose plan ``change`` may alter, sorted (apiVersion, kind, namespace, name)."""
+    kind = (change.group, change.kind)
+    owners: list[ObjectRef]
+    if kind in WORKLOAD_KINDS:
+        # The queue config owns the LocalQueues in namespaces that use a queue, so it follows
+        # the set of (queue, namespace) pairs in use: the first workload of a pair, the last
+        # one going, one moving to another queue (not another workload of a pair in use).
+        kqc = queue_config(projection) if change.queue_uses_changed else []
+        owners = [change.ref, *kqc]
+    elif kind == KAIWO_QUEUE_CONFIG:
+        owners = [change.ref, *all_workloads(projection)]
+    elif kind == KAIWO_CONFIG:
+        owners = [*queue_config(projection), *all_workloads(projection)]
+    elif kind == AIM_NAMESPACE_CONFIG:
+        owners = list(all_workloads(projection, namespace=change.ref.namespace))
+    elif kind == NODE:
+        owners = (
+            [*queue_config(projection), *all_workloads(projection)]
+            if _node_facts_changed(change)
+            else []
+        )
+    elif kind == NAMESPACE:
+        appeared_or_went = change.previous is None or change.deleted
+        owners = list(queue_config(projection)) if appeared_or_went else []
+    elif kind == KUBEAI_MODEL:
+        owners = [change.ref]
+    else:
+        versions = [change.object] if change.previous is None else [change.previous, change.object]
+        owners = [ref for version in versions for ref in owners_of(version, projection)]
+    owners += models_concerned(change, projection)
+    return _sorted_unique(owners)
+
+
+def owners_of(obj: Mapping[str, Any], projection: Projection) -> tuple[ObjectRef, ...]:
+    """The owners (workloads, the KaiwoQueueConfig, Models) ``obj`` belongs to, sorted."""
+    return _sorted_unique(_walk(obj, projection, depth=0))
+
+
+def all_workloads(projection: Projection, *, namespace: str | None = None) -> list[ObjectRef]:
+    """Every KaiwoJob and KaiwoService the projection holds (in one namespace, if given)."""
+    return [
+        object_ref(obj)
+        for group, kind in WORKLOAD_KINDS
+        for obj in projection.objects_of_kind(group=group, kind=kind, namespace=namespace)
+    ]
+
+
+def queue_config(projection: Projection) -> list[ObjectRef]:
+    """The ``kaiwo`` KaiwoQueueConfig, when the projection holds it."""
+    group, kind = KAIWO_QUEUE_CONFIG
+    found = projection.find(group=group, kind=kind, name=QUEUE_CONFIG_NAME)
+    return [object_ref(found)] if found is not None else []
+
+
+def _walk(obj: Mapping[str, Any], projection: Projection, *, depth: int) -> Iterable[ObjectRef]:
+    if depth > MAX_OWNER_DEPTH:
+        return
+    meta = obj.get("metadata") or {}
+    for reference in _owner_references(meta):
+        uid = reference.get("uid")
+        if uid:
+            yield from _walk_uid(str(uid), projection, depth=depth)
+    labels = meta.get("labels") or {}
+    for label in (OWNER_UID_LABEL, RUN_ID_LABEL, KUEUE_JOB_UID_LABEL):
+        uid = labels.get(label)
+        if uid:
+            yield from _walk_uid(str(uid), projection, depth=depth)
+    if labels.get(QUEUE_CONFIG_LABEL) and api_group(str(obj.get("apiVersion", ""))) == KUEUE_GROUP:
+        yield from queue_config(projection)
+
+
+def _walk_uid(uid: str, projection: Projection, *, depth: int) -> Iterable[ObjectRef]:
+    found = projection.by_uid(uid)
+    if found is None:
+        return
+    found_kind = (api_group(str(found.get("apiVersion", ""))), str(found.get("kind", "")))
+    if found_kind in OWNER_KINDS:
+        yield object_ref(found)
+    else:
+        yield from _walk(found, projection, depth=depth + 1)
+
+
+def _owner_references(meta: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The controller reference when there is one, else every owner reference."""
+    references = [r for r in meta.get("ownerReferences") or () if isinstance(r, Mapping)]
+    controllers = [r for r in references if r.get("controller") is True]
+    return controllers or references
+
+
+def _node_facts_changed(change: Change) -> bool:
+    if change.previous is None or change.deleted:
+        return True
+    return NodeInfo.from_wire(change.previous) != NodeInfo.from_wire(change.object)
+
+
+def _sorted_unique(refs: Iterable[ObjectRef]) -> tuple[ObjectRef, ...]:
+    unique = {(*ref.sort_key(), ref.uid or ""): ref for ref in refs}
+    return tuple(unique[key] for key in sorted(unique))

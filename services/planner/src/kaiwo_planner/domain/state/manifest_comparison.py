@@ -1,0 +1,100 @@
+"""Does an object as the API server holds it carry what a manifest asks for?
+
+The API server never hands back exactly what was written: it fills in defaults (built-in
+types, and every ``default`` of a CRD's structural schema), omits zero values it does not
+store (``omitempty``), writes quantities in canonical form (``0.5`` -> ``500m``) and adds
+fields others manage (labels of the Job controller, list items of other field managers). So
+"equal" is the wrong test for "what we asked for is there"; :func:`contains` is the one every
+decision uses (drift, the fields a Job can no longer take):
+
+* a mapping contains another when it holds each of its keys with a contained value; a key
+  the server left out counts as holding a zero value (``None``, ``""``, ``0``, ``False``,
+  ``[]``, ``{}``), which is what ``omitempty`` drops;
+* a list of mappings (containers, env, ports, conditions: lists merged by key) contains each
+  wanted item in one of its own items, in any order, and may hold more;
+* any other list (args, command, access modes: atomic lists) must match item for item;
+* scalars match when equal, equal as text (``4`` and ``"4"``), or equal as quantities.
+
+Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kaiwo_planner.domain.state.cluster import parse_quantity
+
+_ZERO_VALUES: tuple[Any, ...] = (None, "", 0, False)
+
+
+def contains(observed: Any, wanted: Any) -> bool:
+    """Whether ``observed`` holds every value ``wanted`` sets (see the module docstring)."""
+    if isinstance(wanted, Mapping):
+        if not isinstance(observed, Mapping):
+            return observed is None and not wanted
+        return all(
+            contains(observed[key], value) if key in observed else _is_zero(value)
+            for key, value in wanted.items()
+        )
+    if isinstance(wanted, list):
+        if not isinstance(observed, list):
+            return observed is None and not wanted
+        if wanted and all(isinstance(item, Mapping) for item in wanted):
+            return all(any(contains(seen, item) for seen in observed) for item in wanted)
+        return len(observed) == len(wanted) and all(
+            contains(seen, item) for seen, item in zip(observed, wanted, strict=True)
+        )
+    return _same_scalar(observed, wanted)
+
+
+def differing_paths(observed: Any, wanted: Any, *, path: str) -> list[str]:
+    """The paths under ``path`` where ``wanted`` sets something ``observed`` does not hold."""
+    if contains(observed, wanted):
+        return []
+    if isinstance(wanted, Mapping) and isinstance(observed, Mapping):
+        paths: list[str] = []
+        for key in sorted(wanted):
+            if key in observed:
+                paths += differing_paths(observed[key], wanted[key], path=f"{path}.{key}")
+            elif not _is_zero(wanted[key]):
+                paths.append(f"{path}.{key}")
+        return paths
+    merged_lists = (
+        isinstance(wanted, list)
+        and isinstance(observed, list)
+        and all(isinstance(item, Mapping) for item in wanted)
+    )
+    if merged_lists and len(wanted) == len(observed):
+        paths = []
+        for index, (item, seen) in enumerate(zip(wanted, observed, strict=True)):
+            paths += differing_paths(seen, item, path=f"{path}[{index}]")
+        return paths
+    return [path]
+
+
+def _is_zero(value: Any) -> bool:
+    if isinstance(value, Mapping | Sequence) and not isinstance(value, str):
+        return not value
+    return any(
+        value is zero or (type(value) is type(zero) and value == zero) for zero in _ZERO_VALUES
+    )
+
+
+def _same_scalar(observed: Any, wanted: Any) -> bool:
+    if observed == wanted and type(observed) is type(wanted):
+        return True
+    if wanted is None or observed is None or isinstance(observed, bool) or isinstance(wanted, bool):
+        return False
+    if str(observed) == str(wanted):
+        return True
+    return _same_quantity(observed, wanted)
+
+
+def _same_quantity(observed: Any, wanted: Any) -> bool:
+    if not isinstance(observed, str | int | float) or not isinstance(wanted, str | int | float):
+        return False
+    try:
+        return parse_quantity(observed) == parse_quantity(wanted)
+    except (ValueError, ArithmeticError):
+        return False

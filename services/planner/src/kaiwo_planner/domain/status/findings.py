@@ -1,0 +1,200 @@
+"""The monitor's findings as planning inputs: the ``ResourceUnderutilization`` condition and
+termination of workloads that stay underutilized.
+
+The monitor publishes one ``UtilizationV1`` per workload and tick; the planner keeps the
+latest per workload uid (:class:`WorkloadFinding`, in the projection, replayed from the
+recorded ``KAIWO_MON`` stream like observations). Everything here is a pure function of the
+finding, the KaiwoConfig and ``now``:
+
+* **The condition** (upstream §12): ``ResourceUnderutilization`` True, reason
+  ``GpuUtilizationLow``, while the finding has an open underutilized stretch; False, reason
+  ``GpuUtilizationNormal``, once a reading at or above the threshold ends it. A finding
+  without a reading (no data) and a workload whose namespace is not monitored leave the
+  condition as it is. The message names the threshold and the stretch's start, never the
+  reading itself, so a settled workload's status does not change tick after tick.
+* **Termination** when ``terminateUnderutilized`` is on and the *evidence* covers
+  ``terminateUnderutilizedAfter``: the reading that last confirmed the stretch is at least
+  that long after its start. Only evidence counts, not the clock alone: a monitor that stops
+  reporting (or an endpoint that stops answering) never terminates anything.
+* **Fresh findings only** act: a finding older than :data:`FRESH_FOR` at ``now`` is history
+  (the monitor stopped, or the workload's pods are gone) and terminates or preempts nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoResourceMonitoringConfig
+from kaiwo_contracts.events.monitor import UtilizationV1
+
+from kaiwo_planner.domain.state.durations import parse_duration
+from kaiwo_planner.domain.status.workload_status import ConditionSpec, TerminationRequest
+
+RESOURCE_UNDERUTILIZATION: Final = "ResourceUnderutilization"
+REASON_LOW: Final = "GpuUtilizationLow"
+REASON_NORMAL: Final = "GpuUtilizationNormal"
+FRESH_FOR: Final = timedelta(minutes=5)
+"""How long a finding counts as current evidence (ten default monitor ticks)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadFinding:
+    """The latest ``UtilizationV1`` of one workload, reduced to what decisions read.
+
+    ``at``: the time of the reading (the end of its window). ``measured``: the reading had
+    samples (False: the endpoint knew none of the workload's pods).
+    """
+
+    uid: str
+    at: datetime
+    measured: bool
+    vendor: str
+    gpu_count: int
+    threshold_ratio: float | None = None
+    underutilized_since: datetime | None = None
+    idle_threshold_ratio: float | None = None
+    idle_since: datetime | None = None
+    idle_policy: str | None = None
+    idle_grace: timedelta | None = None
+
+    @classmethod
+    def of(cls, event: UtilizationV1, *, at: datetime) -> WorkloadFinding:
+        return cls(
+            uid=event.workload.uid or "",
+            at=at,
+            measured=event.utilization_ratio is not None,
+            vendor=event.vendor,
+            gpu_count=event.gpu_count,
+            threshold_ratio=event.low_utilization_threshold_ratio,
+            underutilized_since=event.underutilized_since,
+            idle_threshold_ratio=event.idle_threshold_ratio,
+            idle_since=event.idle_since,
+            idle_policy=event.idle_policy,
+            idle_grace=(
+                None
+                if event.idle_grace_seconds is None
+                else timedelta(seconds=event.idle_grace_seconds)
+            ),
+        )
+
+    def fresh(self, now: datetime) -> bool:
+        return self.measured and now - self.at <= FRESH_FOR
+
+    def to_document(self) -> dict[str, Any]:
+        return {
+            "uid": self.uid,
+            "at": self.at.isoformat(),
+            "measured": self.measured,
+            "vendor": self.vendor,
+            "gpuCount": self.gpu_count,
+            "thresholdRatio": self.threshold_ratio,
+            "underutilizedSince": _text(self.underutilized_since),
+            "idleThresholdRatio": self.idle_threshold_ratio,
+            "idleSince": _text(self.idle_since),
+            "idlePolicy": self.idle_policy,
+            "idleGraceSeconds": None
+            if self.idle_grace is None
+            else self.idle_grace.total_seconds(),
+        }
+
+    @classmethod
+    def from_document(cls, document: Mapping[str, Any]) -> WorkloadFinding:
+        return cls(
+            uid=str(document["uid"]),
+            at=datetime.fromisoformat(str(document["at"])),
+            measured=bool(document["measured"]),
+            vendor=str(document["vendor"]),
+            gpu_count=int(document["gpuCount"]),
+            threshold_ratio=document.get("thresholdRatio"),
+            underutilized_since=_moment(document.get("underutilizedSince")),
+            idle_threshold_ratio=document.get("idleThresholdRatio"),
+            idle_since=_moment(document.get("idleSince")),
+            idle_policy=document.get("idlePolicy"),
+            idle_grace=(
+                None
+                if document.get("idleGraceSeconds") is None
+                else timedelta(seconds=float(document["idleGraceSeconds"]))
+            ),
+        )
+
+    def decides_differently_from(self, other: WorkloadFinding | None) -> bool:
+        """Whether planning may come out differently with this finding than with ``other``.
+
+        Readings of a settled, busy workload change nothing; an open stretch may become due
+        with any new reading, so such a workload is planned on every one.
+        """
+        if other is None or self.underutilized_since or self.idle_since:
+            return True
+        if other.underutilized_since or other.idle_since:
+            return True  # a stretch just ended
+        return (self.measured, self.threshold_ratio, self.idle_threshold_ratio) != (
+            other.measured,
+            other.threshold_ratio,
+            other.idle_threshold_ratio,
+        )
+
+
+def underutilization_condition(finding: WorkloadFinding | None) -> ConditionSpec | None:
+    """``ResourceUnderutilization`` as the finding has it; None: leave the condition as is."""
+    if finding is None or not finding.measured or finding.threshold_ratio is None:
+        return None
+    threshold = _percent(finding.threshold_ratio)
+    if finding.underutilized_since is None:
+        return ConditionSpec(
+            RESOURCE_UNDERUTILIZATION,
+            "False",
+            REASON_NORMAL,
+            f"GPU utilization is at or above {threshold} of the requested GPUs",
+        )
+    return ConditionSpec(
+        RESOURCE_UNDERUTILIZATION,
+        "True",
+        REASON_LOW,
+        f"GPU utilization has been below {threshold} of the {finding.gpu_count} requested "
+        f"GPU(s) since {_text(finding.underutilized_since)}",
+    )
+
+
+def underutilization_termination(
+    finding: WorkloadFinding | None,
+    monitoring: KaiwoResourceMonitoringConfig,
+    *,
+    now: datetime,
+) -> TerminationRequest | None:
+    """Terminate the workload: it stayed underutilized for ``terminateUnderutilizedAfter``."""
+    if (
+        finding is None
+        or not monitoring.terminate_underutilized
+        or finding.underutilized_since is None
+        or not finding.fresh(now)
+    ):
+        return None
+    after = parse_duration(monitoring.terminate_underutilized_after)
+    if finding.at - finding.underutilized_since < after:
+        return None
+    return TerminationRequest(
+        reason=REASON_LOW,
+        message=(
+            "Terminating workload due to underutilized GPU resources: below "
+            f"{_percent(finding.threshold_ratio or 0.0)} since "
+            f"{_text(finding.underutilized_since)}, longer than "
+            f"terminateUnderutilizedAfter ({monitoring.terminate_underutilized_after})"
+        ),
+    )
+
+
+def _percent(ratio: float) -> str:
+    return f"{ratio * 100:g}%"
+
+
+def _text(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def _moment(value: object) -> datetime | None:
+    return datetime.fromisoformat(value) if isinstance(value, str) else None
