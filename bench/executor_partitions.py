@@ -42,7 +42,7 @@ from kaiwo_contracts.events.subjects import plan_subject
 from kaiwo_envtest import ControlPlane, ControlPlaneOptions, find_assets
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_planner.domain.planning import plan_object
-from kaiwo_planner.domain.projection import Projection
+from kaiwo_planner.domain.state.projection import Projection
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_connection import NatsConnection
 from kaiwo_runtime.nats_credentials import write_credentials
