@@ -16,7 +16,7 @@ HELM_SDK_VERSION := 0.1.32
 PACKAGES := kaiwo_contracts kaiwo_eventstore kaiwo_kube kaiwo_kubefake kaiwo_envtest kaiwo_sandbox kaiwo_runtime \
             kaiwo_watcher kaiwo_planner kaiwo_executor kaiwo_monitor kaiwo_recorder kaiwo_gateway kaiwo_cli
 
-.PHONY: help install lint fmt typecheck layers checks test test-fast crds asyncapi run demo bench nats-credentials fuzz hostile image deploy-tools
+.PHONY: help install lint fmt typecheck layers checks test test-fast crds asyncapi scheduler run demo bench nats-credentials fuzz hostile image deploy-tools
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -56,6 +56,10 @@ crds: install ## Regenerate deploy/k8s/crds/ (and the Helm chart's copy) from th
 
 asyncapi: install ## Regenerate docs/asyncapi.yaml (the public workload events) from the contracts
 	$(RUN) kaiwo asyncapi --out docs/asyncapi.yaml
+
+scheduler: install ## Copy deploy/k8s/scheduler into the CLI (kaiwo up installs it) and regenerate compose's config
+	cp deploy/k8s/scheduler/scheduler.yaml cli/src/kaiwo_cli/stack/kaiwo-scheduler.yaml
+	$(RUN) kaiwo scheduler manifests --compose > deploy/compose/kaiwo-scheduler.yaml
 
 run: install ## The main job: the operator on this machine against the current cluster (kaiwo up $(ARGS))
 	$(RUN) kaiwo up $(ARGS)

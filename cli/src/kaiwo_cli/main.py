@@ -67,6 +67,9 @@ COMMANDS: dict[str, CommandEntry] = {
         "kaiwo_cli.commands.asyncapi", "asyncapi", "The AsyncAPI document of the public events."
     ),
     "nats": CommandEntry("kaiwo_cli.commands.nats", "app", "NATS credentials for deployments."),
+    "scheduler": CommandEntry(
+        "kaiwo_cli.commands.scheduler", "app", "The kaiwo-scheduler: install it or name another."
+    ),
     "version": CommandEntry("kaiwo_cli.commands.version", "version", "The version."),
 }
 
