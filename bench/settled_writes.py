@@ -146,7 +146,10 @@ def operator_writes(log: AuditLog, *, since: int) -> Counter[tuple[str, str, str
 
 @contextlib.asynccontextmanager
 async def operator(plane: ControlPlane, state: Path) -> AsyncIterator[LocalStack]:
-    options = StackOptions(state_dir=state, kubeconfig=plane.kubeconfig_for(OPERATOR))
+    # The operator's own writes are measured: the scheduler is left as the cluster has it.
+    options = StackOptions(
+        state_dir=state, kubeconfig=plane.kubeconfig_for(OPERATOR), scheduler="existing"
+    )
     async with LocalStack(options) as stack:
         yield stack
 

@@ -43,7 +43,8 @@ from kaiwo_kube.resources import CUSTOM_RESOURCE_DEFINITION
 T = TypeVar("T")
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
-SHARED_DIR: Final = REPO_ROOT.parent / "shared"
+SHARED_DIR: Final = Path(os.environ.get("KAIWO_SHARED_DIR") or REPO_ROOT.parent / "shared")
+"""The shared reference material; ``KAIWO_SHARED_DIR`` for a checkout elsewhere (a worktree)."""
 ASSETS_FALLBACK: Final = SHARED_DIR / "envtest"
 THIRD_PARTY_CRDS: Final = SHARED_DIR / "crds" / "third-party"
 KUBECONFIG_VARIABLE: Final = "KAIWO_TEST_KUBECONFIG"

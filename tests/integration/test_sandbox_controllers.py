@@ -294,3 +294,63 @@ async def test_admission_quota_runs_failures_and_metrics(backend: Backend) -> No
             await kube.delete(resources.NODE, node)
         with contextlib.suppress(NotFound):
             await kube.delete(resources.LEASE, node, namespace="kube-node-lease")
+
+
+async def test_pods_naming_the_kaiwo_scheduler_are_scheduled_and_run(backend: Backend) -> None:
+    """The operator's pods name the kaiwo-scheduler (KaiwoConfig's default): in the sandbox,
+    which plays every scheduler, they are placed and run like any other (docs/sandbox.md)."""
+    kube = backend.kube
+    run = uuid.uuid4().hex[:6]
+    namespace, node = f"sandbox-{run}", f"sandbox-node-{run}"
+    await kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": namespace, "labels": {"kaiwo-tests/namespace": "true"}},
+        }
+    )
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "trainer", "namespace": namespace},
+        "spec": {
+            "schedulerName": "kaiwo-scheduler",
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "resources": {"requests": {"amd.com/gpu": "2"}, "limits": {"amd.com/gpu": "2"}},
+                }
+            ],
+        },
+    }
+    options = SandboxOptions(
+        fleet=(NodeSpec(node, NODE_TYPES["amd-mi300x"]),),
+        timing=Timing(admit_seconds=0, start_seconds=0.5, run_seconds=30),
+        tick=0.2,
+        play_controllers=not backend.real,
+        only_namespaces=(namespace,),
+    )
+    try:
+        async with Sandbox(kube, options):
+            await kube.create(pod)
+
+            async def running() -> dict[str, Any] | None:
+                found = await kube.get(resources.POD, "trainer", namespace=namespace)
+                phase = (found.get("status") or {}).get("phase")
+                return found if phase == "Running" else None
+
+            placed = await eventually(running, within=20, what="the pod runs")
+            assert placed["spec"]["schedulerName"] == "kaiwo-scheduler"
+            where = placed["spec"].get("nodeName") or placed["metadata"]["annotations"].get(
+                "sandbox.kaiwo.silogen.ai/node"
+            )
+            assert where == node
+    finally:
+        with contextlib.suppress(NotFound):
+            await kube.delete(resources.NAMESPACE, namespace)
+        with contextlib.suppress(NotFound):
+            await kube.delete(resources.NODE, node)
+        with contextlib.suppress(NotFound):
+            await kube.delete(resources.LEASE, node, namespace="kube-node-lease")

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 OWNER_UID_LABEL: Final = "kaiwo.silogen.ai/owner-uid"
 """What the planner labels every child with (``kaiwo_planner.domain.children.labels``)."""
+RUN_ID_LABEL: Final = "kaiwo.silogen.ai/run-id"
+"""What the planner puts on every pod template of a workload: its uid. A Deployment's pods
+carry only this (a Job's carry the Job's name as well)."""
 JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
 WORKLOAD_TYPES: Final = (resources.KAIWO_JOB, resources.KAIWO_SERVICE)
 CHILD_TYPES: Final = (
@@ -166,9 +169,13 @@ async def children_of(kube: KubernetesPort, workload: dict[str, Any]) -> list[di
 async def pods_of(
     kube: KubernetesPort, workload: dict[str, Any], children: Sequence[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """The workload's pods: labelled with its uid, or made by one of its Jobs."""
+    """The workload's pods: labelled with its uid (as a child or by its pod templates), or
+    made by one of its Jobs."""
     namespace = workload["metadata"]["namespace"]
-    selectors = [f"{OWNER_UID_LABEL}={_uid(workload)}"] + [
+    selectors = [
+        f"{OWNER_UID_LABEL}={_uid(workload)}",
+        f"{RUN_ID_LABEL}={_uid(workload)}",
+    ] + [
         f"{JOB_NAME_LABEL}={child['metadata']['name']}"
         for child in children
         if child.get("kind") == "Job"

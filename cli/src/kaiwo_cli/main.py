@@ -1,9 +1,9 @@
 """The ``kaiwo`` command: a click group that imports a command's module only when it runs.
 
 Every command lives in ``kaiwo_cli.commands``; the table below names its module, the attribute
-holding it (a typer app or a typer-annotated function) and the one line ``kaiwo --help`` shows,
-so that listing the commands imports neither typer nor the Kubernetes client, pydantic or
-NATS (a test keeps it so). Only the command that runs pays for what it needs.
+holding it (a click command, a typer app or a typer-annotated function) and the one line
+``kaiwo --help`` shows, so that listing the commands imports neither typer nor the Kubernetes
+client, pydantic or NATS (a test keeps it so). Only the command that runs pays for what it needs.
 """
 
 from __future__ import annotations
@@ -67,16 +67,27 @@ COMMANDS: dict[str, CommandEntry] = {
         "kaiwo_cli.commands.asyncapi", "asyncapi", "The AsyncAPI document of the public events."
     ),
     "nats": CommandEntry("kaiwo_cli.commands.nats", "app", "NATS credentials for deployments."),
+    "scheduler": CommandEntry(
+        "kaiwo_cli.commands.scheduler", "app", "The kaiwo-scheduler: install it or name another."
+    ),
     "version": CommandEntry("kaiwo_cli.commands.version", "version", "The version."),
 }
 
 
 def load_command(name: str, entry: CommandEntry) -> Any:
-    """The typer (click-like) command of ``entry``: a typer app, or a function made one."""
+    """The command of ``entry``: a click command as it is (the scientist's quick commands),
+    else a typer app, or a function made one."""
+    target: Any = getattr(importlib.import_module(entry.module), entry.attribute)
+    if isinstance(target, click.Command):
+        command: Any = target
+        command.name = name
+        command.context_settings["help_option_names"] = HELP_OPTIONS
+        command.context_settings.setdefault("max_content_width", 100)
+        hide_flag_types(command)
+        return command
     import typer
     import typer.main
 
-    target: Any = getattr(importlib.import_module(entry.module), entry.attribute)
     if not isinstance(target, typer.Typer):
         single = typer.Typer(add_completion=False)
         single.command(name)(target)

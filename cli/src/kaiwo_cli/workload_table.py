@@ -74,6 +74,16 @@ class PhaseHistory:
             for phase, detail in moments
         ]
 
+    def first_in(self, phase: str, *, with_reason: bool = False) -> str | None:
+        """The first workload (by name) seen in ``phase`` (with a reason given there)."""
+        keys = sorted(
+            key
+            for key, phases in self.seen.items()
+            if phase in phases
+            and (not with_reason or any(seen == phase for seen, _ in self.reasons.get(key, ())))
+        )
+        return keys[0] if keys else None
+
     def path(self, key: str) -> str:
         return " → ".join(self.seen.get(key, []))
 

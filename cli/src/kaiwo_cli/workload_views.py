@@ -320,6 +320,40 @@ def child_state(child: Mapping[str, Any]) -> str:
     return str(next((value for value in found if value), "-"))
 
 
+@dataclass(frozen=True, slots=True)
+class LogStream:
+    """One container whose log ``kaiwo logs`` reads."""
+
+    pod: str
+    container: str
+    phase: str
+    started: bool
+    """Running or ended: its kubelet has a log to give."""
+
+
+def log_streams(pods: Sequence[Mapping[str, Any]], *, container: str | None) -> list[LogStream]:
+    """Every container of ``pods`` (only those named ``container`` when given), in order."""
+    streams = []
+    for pod in pods:
+        status = _status(pod)
+        states = {
+            c.get("name"): c.get("state") or {} for c in status.get("containerStatuses") or []
+        }
+        for spec in _spec(pod).get("containers") or []:
+            if container is not None and spec.get("name") != container:
+                continue
+            state = states.get(spec.get("name")) or {}
+            streams.append(
+                LogStream(
+                    pod=str(_meta(pod).get("name")),
+                    container=str(spec.get("name")),
+                    phase=str(status.get("phase") or "Pending"),
+                    started=bool(state.get("running") or state.get("terminated")),
+                )
+            )
+    return streams
+
+
 def pod_state(pod: Mapping[str, Any]) -> str:
     status = _status(pod)
     phase = str(status.get("phase") or "Pending")

@@ -35,7 +35,7 @@ from kaiwo_contracts.events import (
 from kaiwo_contracts.events.monitor import PreemptionDecidedV1, UnderutilizedV1, UtilizationV1
 from kaiwo_contracts.events.observed import ObservedObjectV1
 from kaiwo_contracts.events.plans import PlanDecidedV1
-from kaiwo_contracts.events.public import WorkloadEventV1
+from kaiwo_contracts.events.public import PreemptionV1, WorkloadEventV1
 from kaiwo_contracts.events.results import ApplyResultV1
 from kaiwo_contracts.events.subjects import (
     MonitorTopic,
@@ -126,8 +126,8 @@ def subject_for(envelope: Envelope[Any]) -> str | None:
             return result_subject(
                 outcome=data.outcome, kind=owner.kind, namespace=owner.namespace, uid=uid
             )
-        if isinstance(data, WorkloadEventV1):
-            workload_ref = data.workload
+        if isinstance(data, WorkloadEventV1 | PreemptionV1):
+            workload_ref = data.workload if isinstance(data, WorkloadEventV1) else data.victim
             return public_workload_subject(
                 namespace=workload_ref.namespace, kind=workload_ref.kind, uid=workload_ref.uid
             )

@@ -13,7 +13,6 @@ from typing import Any, Final
 
 import pytest
 import yaml
-from kaiwo_monitor.settings import MonitorSettings
 from kaiwo_watcher.watch_list import DEFAULT_WATCH_LIST
 
 from tests.deploy_manifests import (
@@ -21,8 +20,8 @@ from tests.deploy_manifests import (
     KUSTOMIZATIONS,
     REPO_ROOT,
     DeployTree,
-    shared_deploy_tree,
     kubectl,
+    shared_deploy_tree,
 )
 from tests.real_cluster import OPERATOR_NAMESPACE, RealCluster
 from tests.unit.deploy.test_rbac import EXECUTOR_WRITES
@@ -196,17 +195,15 @@ def expected_reviews() -> list[tuple[dict[str, Any], bool]]:
         checks.append((review(watcher, verb="create", group=group, resource=plural), False))
     checks.append((review(watcher, verb="get", group="", resource="secrets"), False))
     monitor = account("monitor")
-    lease = MonitorSettings().monitor_lease_name
     checks += [
         (review(monitor, verb="list", group="", resource="pods"), True),
         (review(monitor, verb="get", group="config.kaiwo.silogen.ai", resource="kaiwoconfigs",
                 name="kaiwo"), True),  # fmt: skip
+        # It leads through the NATS lease bucket (decision 0025): no Lease of its own.
         (review(monitor, verb="create", group="coordination.k8s.io", resource="leases",
-                namespace=OPERATOR_NAMESPACE), True),  # fmt: skip
+                namespace=OPERATOR_NAMESPACE), False),  # fmt: skip
         (review(monitor, verb="update", group="coordination.k8s.io", resource="leases",
-                name=lease, namespace=OPERATOR_NAMESPACE), True),  # fmt: skip
-        (review(monitor, verb="update", group="coordination.k8s.io", resource="leases",
-                name=lease, namespace=WORKLOAD_NAMESPACE), False),  # fmt: skip
+                name="kaiwo-monitor", namespace=OPERATOR_NAMESPACE), False),  # fmt: skip
         (review(monitor, verb="patch", group="", resource="pods"), False),
     ]
     for service in ("planner", "recorder"):

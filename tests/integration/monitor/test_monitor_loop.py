@@ -22,6 +22,9 @@ from typing import Any, Final
 
 import pytest
 from kaiwo_cli.replay import replay_from_store
+from kaiwo_contracts.events.envelope import Envelope
+from kaiwo_contracts.events.public import PreemptionV1
+from kaiwo_contracts.events.streams import PUBLIC_STREAM
 from kaiwo_kube import AlreadyExists, resources
 
 from tests.integration.pipeline import cluster_actors as actors
@@ -33,7 +36,6 @@ pytestmark = [pytest.mark.k8s, pytest.mark.nats, pytest.mark.slow]
 
 MONITOR_ENV: Final = {
     "KAIWO_MONITOR_POLLING_INTERVAL_SECONDS": "1",
-    "KAIWO_MONITOR_LEASE_DURATION_SECONDS": "3",
 }
 WITHIN: Final = 30.0
 PREEMPTION: Final = "kaiwo.silogen.ai/gpu-preemption."
@@ -72,6 +74,22 @@ async def start_running(pipeline: Pipeline, job: dict[str, Any]) -> str:
     await pipeline.reaches(name, "RUNNING")
     pod = await pipeline.jobs.job_pod(name, namespace=ns)  # type: ignore[attr-defined]
     return str(pod["metadata"]["name"])
+
+
+async def preemption_decision(pipeline: Pipeline, uid: str) -> PreemptionV1:
+    """The public preemption event of the workload ``uid`` (the KAIWO_PUBLIC stream)."""
+    jsm = pipeline.nats.jsm()
+    info = await jsm.stream_info(PUBLIC_STREAM)
+    assert info.state.messages, "no public event at all"
+    for sequence in range(info.state.first_seq, info.state.last_seq + 1):
+        message = await jsm.get_msg(PUBLIC_STREAM, seq=sequence)
+        headers = {key.lower(): value for key, value in (message.headers or {}).items()}
+        if headers.get("ce-type") != PreemptionV1.EVENT_TYPE:
+            continue
+        decision = Envelope[PreemptionV1].from_nats(message.headers, message.data or b"").data
+        if decision.victim.uid == uid:
+            return decision
+    raise AssertionError(f"no preemption event for {uid}")
 
 
 def condition_of(job: dict[str, Any], kind: str) -> dict[str, Any] | None:
@@ -189,6 +207,19 @@ async def test_findings_flag_clear_terminate_and_preempt(
     reason = condition_of(preempted, "WorkloadTerminatedEarly")
     assert reason is not None and reason["reason"] == "GpuIdlePreemption"
     assert f"for pending workload KaiwoJob/{ns}/wants" in reason["message"]
+    wants = await pipeline.kaiwo_job("wants")
+    beneficiary = {
+        "kind": "KaiwoJob",
+        "namespace": ns,
+        "name": "wants",
+        "uid": wants["metadata"]["uid"],
+    }
+    assert preempted["status"]["preemptedFor"] == beneficiary  # stored by the real API server
+    decision = await preemption_decision(pipeline, preempted["metadata"]["uid"])
+    assert decision.victim.name == "holder"
+    assert decision.beneficiary is not None
+    assert decision.beneficiary.model_dump() == beneficiary
+    assert decision.reason == "GpuIdlePreemption"
     busy = await pipeline.kaiwo_job("busy")
     assert busy["status"]["status"] == "RUNNING", busy["status"]
     assert (await pipeline.kaiwo_job("quiet"))["status"]["status"] == "RUNNING"

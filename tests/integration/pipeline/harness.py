@@ -320,6 +320,8 @@ def _stack_options(
         kubeconfig=kubeconfig,
         fake_cluster=kubeconfig is None,
         seed_fake_cluster=False,
+        # The tests play the scheduler (and the kubelet); the KaiwoConfig keeps its default.
+        scheduler="existing",
         store_url=store_url,
         service_env=env,
         ready_timeout=90.0,

@@ -9,8 +9,8 @@ KaiwoJob with a download through to COMPLETE, a Ray KaiwoJob turned into a batch
 deleted, a KaiwoService behind a gateway (Deployment, Service, HTTPRoute) whose Deployment is
 deleted by hand, turned into a Ray service and back, and a KaiwoJob terminated for running past
 its duration while another waits (its PVC pruned); a KubeAI Model with adapters rolled and
-stripped of them, and one with a cache loaded, deleted and evicted; the monitor leads through
-its Lease and scrapes a Prometheus stub.
+stripped of them, and one with a cache loaded, deleted and evicted; the monitor leads (through
+its lease in NATS, as the planner and the executor do) and scrapes a Prometheus stub.
 
 The audit log holds every request of those ServiceAccounts (``tests.real_cluster``), and says:
 
@@ -19,7 +19,7 @@ The audit log holds every request of those ServiceAccounts (``tests.real_cluster
 * every grant was used in the run, except those in :data:`UNUSED_IN_THIS_RUN`, each with the
   reason: a grant the code no longer needs fails the test;
 * nobody wrote where it should not: the watcher wrote nothing, the planner and the recorder
-  made no request at all, the monitor wrote its Lease only, the executor only in the test's
+  made no request at all, the monitor wrote nothing, the executor only in the test's
   namespace, in ``default`` (Events about the cluster-scoped KaiwoQueueConfig) and to
   cluster-scoped objects, and on the node only Kaiwo's own labels and taint.
 """
@@ -38,11 +38,12 @@ from typing import Any, Final
 import pytest
 from aiohttp import web
 from kaiwo_cli.stack.local import LocalStack, StackOptions
-from kaiwo_contracts.events.permissions import ADMIN
+from kaiwo_contracts.events.permissions import ADMIN, LEASE_BUCKET, MONITOR
 from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_envtest import AuditEvent
 from kaiwo_kube import NotFound, Retryable, resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_runtime.leases import NatsLeaseStore
 from kaiwo_runtime.nats_connection import connect_client
 from kaiwo_runtime.nats_server import free_port
 
@@ -66,7 +67,7 @@ from tests.integration.rbac.service_accounts import (
     usage_table,
     used,
 )
-from tests.real_cluster import OPERATOR_NAMESPACE, RealCluster
+from tests.real_cluster import RealCluster
 
 pytestmark = [pytest.mark.k8s, pytest.mark.nats, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -74,7 +75,6 @@ SERVICES: Final = ("watcher", "planner", "executor", "monitor", "recorder")
 WITH_ROLES: Final = ("watcher", "executor", "monitor")
 KAIWO_API: Final = actors.KAIWO_API
 GPU_TAINT: Final = "kaiwo.silogen.ai/gpu"
-MONITOR_LEASE: Final = "kaiwo-monitor"
 
 REPLACED_CHILD: Final = (
     "read back only after a prune's delete failed its uid precondition, to tell a child "
@@ -187,14 +187,11 @@ def stack_options(
     state_dir: Path, admin: Path, kubeconfigs: dict[str, Path], metrics: str
 ) -> StackOptions:
     by_service = {name: {"KAIWO_KUBECONFIG": str(path)} for name, path in kubeconfigs.items()}
-    by_service["monitor"] |= {
-        # Its ServiceAccount's namespace, which it reads from the pod in a cluster.
-        "KAIWO_MONITOR_LEASE_NAMESPACE": OPERATOR_NAMESPACE,
-        "KAIWO_MONITOR_POLLING_INTERVAL_SECONDS": "1",
-    }
+    by_service["monitor"] |= {"KAIWO_MONITOR_POLLING_INTERVAL_SECONDS": "1"}
     return StackOptions(
         state_dir=state_dir,
         kubeconfig=admin,  # kaiwo up's own look at the cluster; each service has its own
+        scheduler="existing",  # the operator's roles are measured, not the installer's
         seed_fake_cluster=False,
         metrics_endpoint=metrics,
         service_env=SERVICE_ENV,
@@ -537,7 +534,8 @@ class Run:
     failure: Exception | None
     """How the scenarios failed (raised once the audit log has told what was refused)."""
     node: dict[str, Any]
-    lease: dict[str, Any] | None
+    monitor_holder: str | None
+    """Who held the monitor's lease (NATS) at the end of the scenarios."""
     scrapes: int
     seconds: float
 
@@ -569,12 +567,11 @@ async def run_the_scenarios(real: RealCluster, tmp_path: Path) -> Run:
                 await scenarios(p)
             except Exception as error:  # a refused call shows as a step that never happens
                 failure = error
-            lease = await actors.get_or_none(
-                kube, resources.LEASE, MONITOR_LEASE, namespace=OPERATOR_NAMESPACE
-            )
+            leases = await NatsLeaseStore.open(p.nats, LEASE_BUCKET, duration_seconds=5)
+            monitor_holder = await leases.holder(MONITOR)
             node = await kube.get(resources.NODE, actors.GPU_NODE)
         seconds = time.monotonic() - started
-        # The operator has stopped (the monitor released its Lease); its last requests are
+        # The operator has stopped; its last requests are
         # written to the log just after they were answered.
         await asyncio.sleep(1.0)
         requests = audit.requests(since=mark)
@@ -583,7 +580,7 @@ async def run_the_scenarios(real: RealCluster, tmp_path: Path) -> Run:
         requests={name: [r for r in requests if r.user == service_user(name)] for name in SERVICES},
         failure=failure,
         node=node,
-        lease=lease,
+        monitor_holder=monitor_holder,
         scrapes=len(metrics.queries),
         seconds=seconds,
     )
@@ -617,7 +614,7 @@ async def test_each_service_needs_its_whole_role_and_nothing_more(
     assert not refused, "refused:\n" + "\n".join(refused)
     if run.failure is not None:
         raise run.failure
-    assert run.lease is not None and run.lease["spec"]["holderIdentity"], "the monitor led"
+    assert run.monitor_holder, "the monitor led"
     assert run.scrapes >= 2, "the monitor scraped at start and on its ticks"
 
     # Necessary: every grant used, but for the few the run cannot reach, each with a reason.
@@ -633,9 +630,7 @@ async def test_each_service_needs_its_whole_role_and_nothing_more(
     writes = {name: [r for r in run.requests[name] if r.is_write] for name in SERVICES}
     assert run.requests["planner"] == [] and run.requests["recorder"] == []
     assert writes["watcher"] == []
-    assert {(r.resource, r.namespace) for r in writes["monitor"]} == {
-        ("leases", OPERATOR_NAMESPACE)
-    }
+    assert writes["monitor"] == []  # it leads through NATS, not a Lease (decision 0025)
     # The executor: in the workloads' namespace, Events about the cluster-scoped queue config
     # in "default", and cluster-scoped objects ("").
     assert {r.namespace for r in writes["executor"]} == {run.namespace, "default", ""}

@@ -353,6 +353,26 @@ async def test_services_open_their_own_buckets_and_leases_only(secured: SecuredB
         await executor.client.jetstream(timeout=REFUSED_WITHIN).key_value("kaiwo-planner")
 
 
+async def test_the_monitor_leads_through_its_own_lease_only(secured: SecuredBus) -> None:
+    """One leader-election mechanism (decision 0025): the monitor's lease sits beside the
+    planner's and the executor's, and it may touch no other."""
+    planner = await secured.bus(PLANNER)
+    monitor = await secured.bus(MONITOR)
+    planner_leases = await NatsLeaseStore.open(planner.client, "kaiwo-leases", duration_seconds=5)
+    assert await planner_leases.claim("planner", "planner-0") is not None
+
+    leases = await NatsLeaseStore.open(monitor.client, "kaiwo-leases", duration_seconds=5)
+    revision = await leases.claim("monitor", "monitor-0")
+    assert revision is not None
+    renewed = await leases.renew("monitor", "monitor-0", revision=revision)
+    assert renewed is not None
+    assert await planner_leases.holder("monitor") == "monitor-0"
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(leases.claim("executor", "monitor-0"), REFUSED_WITHIN * 3)
+    await leases.release("monitor", revision=renewed)
+    assert await planner_leases.holder("monitor") is None
+
+
 async def test_the_subscriber_reads_the_public_events_and_nothing_else(
     secured: SecuredBus,
 ) -> None:

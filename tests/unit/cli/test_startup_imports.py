@@ -79,12 +79,18 @@ def test_list_and_status_reach_the_cluster_without_the_kubernetes_client_library
         "users: [{name: me, user: {token: secret}}]\n"
         "contexts: [{name: here, context: {cluster: here, user: me}}]\n"
     )
-    for command in (("list",), ("status", "ml-team/train")):
+    for command in (("list",), ("status", "ml-team/train"), ("logs", "ml-team/train")):
         code, modules = loaded_by(*command, "--kubeconfig", str(kubeconfig))
 
         assert code == 2  # nothing listens on port 9: the request was made, and failed
         assert "kubernetes_asyncio" not in modules
         assert "kaiwo_kube" in modules
+        # Plain click commands: typer builds a pydantic adapter per parameter.
+        assert modules.isdisjoint({"typer", "pydantic", "rich"}), modules & {
+            "typer",
+            "pydantic",
+            "rich",
+        }
 
 
 @pytest.mark.parametrize(

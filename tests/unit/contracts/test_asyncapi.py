@@ -11,7 +11,12 @@ from typing import Any
 import jsonschema
 import yaml
 from kaiwo_cli.commands.asyncapi import asyncapi_yaml
-from kaiwo_contracts.events.public import WorkloadEventV1, WorkloadRef, WorkloadTransition
+from kaiwo_contracts.events.public import (
+    PreemptionV1,
+    WorkloadEventV1,
+    WorkloadRef,
+    WorkloadTransition,
+)
 from kaiwo_contracts.events.subjects import public_workload_subject
 
 REPO = Path(__file__).resolve().parents[3]
@@ -30,9 +35,11 @@ def asyncapi_validator() -> jsonschema.Draft7Validator:
     return jsonschema.Draft7Validator(json.loads(ASYNCAPI_SCHEMA.read_text(encoding="utf-8")))
 
 
-def payload_validator(document: dict[str, Any]) -> jsonschema.Draft202012Validator:
+def payload_validator(
+    document: dict[str, Any], message: str = "WorkloadEventV1"
+) -> jsonschema.Draft202012Validator:
     schema = {
-        "$ref": "#/components/messages/WorkloadEventV1/payload",
+        "$ref": f"#/components/messages/{message}/payload",
         "components": document["components"],
     }
     return jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
@@ -84,3 +91,24 @@ def test_the_documented_payload_accepts_a_real_event_and_nothing_else() -> None:
     assert not validator.is_valid({**event, "transition": "exploded"})
     assert not validator.is_valid({**event, "object": {"spec": {"env": []}}})
     assert not validator.is_valid({key: v for key, v in event.items() if key != "workload"})
+
+
+def test_the_preemption_decision_is_a_second_message_on_the_same_channel() -> None:
+    document = committed()
+    channel = document["channels"]["workloadEvents"]["messages"]
+    assert sorted(channel) == ["PreemptionV1", "WorkloadEventV1"]
+    headers = document["components"]["messages"]["PreemptionV1"]["headers"]
+    assert headers["properties"]["ce-type"]["const"] == "ai.silogen.kaiwo.public.preemption.v1"
+    event = PreemptionV1(
+        victim=WorkloadRef(kind="KaiwoJob", namespace="team-a", name="idle", uid="u-1"),
+        beneficiary=WorkloadRef(kind="KaiwoJob", namespace="team-b", name="next", uid="u-2"),
+        reason="GpuIdlePreemption",
+        observed_at=datetime(2026, 3, 1, 12, 0, tzinfo=UTC),
+        resource_version="71",
+    ).model_dump(mode="json")
+    validator = payload_validator(document, "PreemptionV1")
+
+    assert list(validator.iter_errors(event)) == []
+    assert list(validator.iter_errors({**event, "beneficiary": None})) == []
+    assert not validator.is_valid({key: v for key, v in event.items() if key != "victim"})
+    assert not validator.is_valid({**event, "policy": "Always"})

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any, Final
 
 import yaml
-from kaiwo_monitor.settings import MonitorSettings
 from kaiwo_watcher.service import BUILT_IN_GROUPS
 from kaiwo_watcher.watch_list import DEFAULT_WATCH_LIST
 
@@ -149,7 +148,7 @@ def test_each_service_account_is_bound_to_its_own_roles_only() -> None:
     assert bound_roles() == {
         "kaiwo-watcher": {("ClusterRole", "kaiwo-watcher")},
         "kaiwo-executor": {("ClusterRole", "kaiwo-executor")},
-        "kaiwo-monitor": {("ClusterRole", "kaiwo-monitor"), ("Role", "kaiwo-monitor-lease")},
+        "kaiwo-monitor": {("ClusterRole", "kaiwo-monitor")},
     }
     # Every role is bound, once, by a binding of the matching scope.
     bindings = [o for o in rbac() if o["kind"] in BINDING_KINDS]
@@ -238,13 +237,10 @@ def test_the_executor_writes_the_singletons_status_and_finalizers_by_name() -> N
     }
 
 
-def test_the_monitor_writes_its_own_lease_only_in_its_own_namespace() -> None:
-    lease = MonitorSettings().monitor_lease_name
+def test_the_monitor_only_reads_the_cluster() -> None:
+    """It leads through the NATS lease bucket, as the planner and the executor do (decision
+    0025): no Lease, no Role, no write of any kind."""
     every = roles()
     assert {g[2] for g in grants(every[("ClusterRole", "kaiwo-monitor")])} == {"get", "list"}
-    assert grants(every[("Role", "kaiwo-monitor-lease")], names=True) == {
-        ("coordination.k8s.io", "leases", "get", (lease,)),
-        ("coordination.k8s.io", "leases", "update", (lease,)),
-        ("coordination.k8s.io", "leases", "create", ()),
-    }
-    assert writes("monitor") == {("coordination.k8s.io", "leases"): {"create", "update"}}
+    assert not any(kind == "Role" for kind, _ in every)
+    assert writes("monitor") == {}

@@ -139,6 +139,14 @@ def test_partitions_give_the_executor_one_consumer_and_one_lease_per_partition()
     assert "kaiwo.dlq.KAIWO_PLAN.executor-plan-p1" in executor.permissions.publish
 
 
+def test_the_monitor_may_hold_the_monitor_lease_and_no_other() -> None:
+    monitor = service_identity("monitor", bus_topology())
+
+    leases = [s for s in monitor.permissions.publish if s.startswith(f"$KV.{LEASE_BUCKET}.")]
+    assert leases == ["$KV.kaiwo-leases.monitor"]
+    assert "$JS.API.STREAM.INFO.KV_kaiwo-leases" in monitor.permissions.publish
+
+
 def test_the_cli_publishes_nothing_and_reads_every_event() -> None:
     cli = cli_identity()
 
@@ -262,6 +270,7 @@ def test_the_buckets_are_the_services_defaults() -> None:
         "monitor": MonitorSettings().monitor_state_bucket,
     } == SERVICE_BUCKETS
     assert PlannerSettings().lease_bucket == LEASE_BUCKET
+    assert MonitorSettings().lease_bucket == LEASE_BUCKET
 
 
 def test_the_gateway_reads_stored_observations_of_models_and_pods_and_publishes_no_event() -> None:

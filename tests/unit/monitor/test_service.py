@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -14,18 +13,20 @@ from kaiwo_contracts.events import PAYLOAD_TYPES, Envelope
 from kaiwo_contracts.events.monitor import UnderutilizedV1, UtilizationV1
 from kaiwo_contracts.events.streams import MONITOR_STREAM, bus_topology
 from kaiwo_contracts.plans import ObjectRef
-from kaiwo_kube import NotFound, resources
+from kaiwo_kube import resources
 from kaiwo_monitor.__main__ import StartupError, serve
 from kaiwo_monitor.domain.samples import GpuSample
 from kaiwo_monitor.domain.utilization import UtilizationState
-from kaiwo_monitor.leader import LeaseTiming
 from kaiwo_monitor.metrics import MonitorMetrics
 from kaiwo_monitor.service import MonitorService
-from kaiwo_monitor.settings import MonitorSettings
+from kaiwo_monitor.settings import LEASE_ROLE, MonitorSettings
 from kaiwo_monitor.state_store import StateStore, decode_state, encode_state
 from kaiwo_runtime.kv import MemoryKeyValue
+from kaiwo_runtime.leases import MemoryLeaseStore
 from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
 from kaiwo_runtime.nats_server import free_port
+from kaiwo_runtime.single_active import SingleActive
+from kaiwo_runtime.startup import LeaseLostError
 
 if TYPE_CHECKING:  # conftest is not importable under --import-mode=importlib
     from conftest import Cluster, FakeScraper
@@ -48,7 +49,8 @@ CHAT = ObjectRef(
     namespace="team-b",
     uid=UID_CHAT,
 )
-FAST_LEASE = LeaseTiming(duration_seconds=1, renew_deadline=0.6, retry_period=0.1)
+LEASE_SECONDS = 1.0
+"""Renewals and claims every 0.13 s; a leader stops 0.67 s after its last renewal."""
 IDLE_TRAIN = [
     GpuSample(namespace="team-a", pod="train-0", gpu="0", percent=0.2, at=SEEN),
     GpuSample(namespace="team-a", pod="train-0", gpu="1", percent=0.4, at=SEEN),
@@ -105,8 +107,6 @@ def settings(**overrides: Any) -> MonitorSettings:
     values: dict[str, Any] = {
         "monitor_metrics_endpoint": "http://prometheus.example:9090",
         "monitor_polling_interval_seconds": 0.05,
-        "monitor_lease_namespace": "kaiwo-system",
-        "monitor_lease_duration_seconds": 1,
     }
     return MonitorSettings(**(values | overrides))
 
@@ -147,24 +147,21 @@ class Kit:
         self.scraper = scraper
         self.clock = Clock()
         self.kv = MemoryKeyValue()
+        self.leases = MemoryLeaseStore(duration_seconds=LEASE_SECONDS)
+        """One lease store for every instance, as the NATS bucket is in a deployment."""
 
-    def service(self, **options: Any) -> MonitorService:
+    def service(self, *, holder: str = "monitor-0", **options: Any) -> MonitorService:
         return MonitorService(
             options.pop("bus", MemoryBus(server=self.jetstream, topology=bus_topology())),
             self.cluster.kube,
             scraper=options.pop("scraper", self.scraper),
             clock=options.pop("clock", self.clock),
             settings=options.pop("settings", settings()),
+            single_active=SingleActive(self.leases, name=LEASE_ROLE, holder=holder),
             kv=options.pop("kv", self.kv),
             metrics=options.pop("metrics", MonitorMetrics()),
-            lease_timing=FAST_LEASE,
             **options,
         )
-
-    async def leader(self, **options: Any) -> MonitorService:
-        service = self.service(**options)
-        assert await service.elector.try_acquire_or_renew()
-        return service
 
 
 @pytest.fixture
@@ -179,7 +176,7 @@ async def test_a_tick_publishes_utilization_per_workload_and_the_underutilized_o
     kit: Kit,
 ) -> None:
     kit.scraper.samples = [*IDLE_TRAIN, *BUSY_CHAT]
-    service = await kit.leader()
+    service = kit.service()
 
     assessment = await service.tick()
 
@@ -238,7 +235,7 @@ async def test_a_tick_publishes_utilization_per_workload_and_the_underutilized_o
 
 async def test_metrics_of_a_tick(kit: Kit) -> None:
     kit.scraper.samples = [*IDLE_TRAIN, *BUSY_CHAT]
-    service = await kit.leader()
+    service = kit.service()
     await service.tick()
 
     metrics = service.metrics
@@ -250,7 +247,6 @@ async def test_metrics_of_a_tick(kit: Kit) -> None:
         metrics, gauge, {"namespace": "team-b", "workload_kind": "KaiwoService"}
     ) == pytest.approx(0.5)
     assert sample_value(metrics, "kaiwo_monitor_scrapes_total", {"outcome": "success"}) == 1
-    assert sample_value(metrics, "kaiwo_monitor_leader") == 1
     assert (
         sample_value(metrics, "kaiwo_monitor_events_published_total", {"topic": "utilization"}) == 2
     )
@@ -262,7 +258,7 @@ async def test_metrics_of_a_tick(kit: Kit) -> None:
 
 async def test_a_second_tick_continues_the_stretch_without_reporting_it_again(kit: Kit) -> None:
     kit.scraper.samples = [*IDLE_TRAIN]
-    service = await kit.leader()
+    service = kit.service()
     await service.tick()
     kit.clock.now = T0 + timedelta(minutes=1)
 
@@ -284,7 +280,7 @@ async def test_the_monitor_decides_nothing_a_long_stretch_is_restated_each_tick(
         kaiwo_config({"terminateUnderutilized": True, "terminateUnderutilizedAfter": "1h"}),
     )
     kit.scraper.samples = [*IDLE_TRAIN]
-    service = await kit.leader()
+    service = kit.service()
     for minutes in (0, 59, 60, 61):
         kit.clock.now = T0 + timedelta(minutes=minutes)
         await service.tick()
@@ -318,7 +314,7 @@ async def test_an_opted_in_workload_carries_its_resolved_idle_settings(kit: Kit)
     ref = TRAIN.model_copy(update={"uid": job["metadata"]["uid"]})
     kit.cluster.put(resources.POD, workload_pod("train-0", ref, gpus=2, workload_type="job"))
     kit.scraper.samples = [*IDLE_TRAIN]
-    service = await kit.leader()
+    service = kit.service()
     await service.tick()
     (train_use,) = [
         e.data
@@ -341,7 +337,7 @@ async def test_the_kaiwoconfig_threshold_and_namespaces_apply(kit: Kit) -> None:
         kaiwo_config({"lowUtilizationThreshold": 60, "targetNamespaces": ["team-b"]}),
     )
     kit.scraper.samples = [*IDLE_TRAIN, *BUSY_CHAT]
-    service = await kit.leader()
+    service = kit.service()
 
     await service.tick()
 
@@ -351,19 +347,24 @@ async def test_the_kaiwoconfig_threshold_and_namespaces_apply(kit: Kit) -> None:
     ]
 
 
-async def test_a_failed_scrape_ends_the_tick_and_marks_the_leader_unhealthy(kit: Kit) -> None:
+async def test_a_failed_scrape_ends_the_tick_and_marks_the_leader_unhealthy(
+    kit: Kit, wait_for: Callable[..., Awaitable[None]]
+) -> None:
     kit.scraper.failure = "http://prometheus.example:9090/api/v1/query is unreachable"
-    service = await kit.leader()
+    service = kit.service()
 
     assert await service.tick() is None
-
     assert published(kit.jetstream) == []
-    assert not service.healthy
     assert sample_value(service.metrics, "kaiwo_monitor_scrapes_total", {"outcome": "garbage"}) == 1
+    assert service.healthy  # a standby's failed scrape is nobody's concern
 
-    kit.scraper.failure = None
-    await service.tick()
-    assert service.healthy
+    async with running(service):
+        await wait_for(lambda: service.leading and kit.scraper.calls >= 2)
+        assert not service.healthy
+        kit.scraper.failure = None
+        calls = kit.scraper.calls
+        await wait_for(lambda: kit.scraper.calls > calls + 1)
+        assert service.healthy
 
 
 class FailingBus(MemoryBus):
@@ -380,7 +381,7 @@ class FailingBus(MemoryBus):
 async def test_a_failed_publish_keeps_the_old_state_and_the_next_tick_repeats(kit: Kit) -> None:
     bus = FailingBus(server=kit.jetstream, topology=bus_topology())
     kit.scraper.samples = [*IDLE_TRAIN]
-    service = await kit.leader(bus=bus)
+    service = kit.service(bus=bus)
 
     await service.tick()
 
@@ -402,16 +403,19 @@ async def test_a_failed_publish_keeps_the_old_state_and_the_next_tick_repeats(ki
     assert service.states[UID_TRAIN].below_since == T0 + timedelta(minutes=1)
 
 
-async def test_a_follower_publishes_nothing(kit: Kit) -> None:
+async def test_a_standby_neither_scrapes_nor_publishes(kit: Kit) -> None:
     kit.scraper.samples = [*IDLE_TRAIN]
-    leader = await kit.leader()
-    follower = kit.service()
-    assert not await follower.elector.try_acquire_or_renew()
+    assert await kit.leases.claim(LEASE_ROLE, "monitor-elsewhere") is not None
+    standby = kit.service(holder="monitor-here")
 
-    await follower.tick()
+    async with running(standby):
+        await asyncio.sleep(0.3)  # two claim attempts
+        assert not standby.leading
 
+    assert kit.scraper.calls == 0
     assert published(kit.jetstream) == []
-    assert leader.elector.leading
+    assert sample_value(standby.metrics, "kaiwo_monitor_leader") == 0
+    assert await kit.leases.holder(LEASE_ROLE) == "monitor-elsewhere"
 
 
 async def test_a_new_leader_continues_the_stretch_from_the_bucket(kit: Kit) -> None:
@@ -423,7 +427,7 @@ async def test_a_new_leader_continues_the_stretch_from_the_bucket(kit: Kit) -> N
         },
     )
     kit.scraper.samples = [*IDLE_TRAIN]
-    service = await kit.leader()
+    service = kit.service()
     await service.load_states()
 
     await service.tick()
@@ -434,7 +438,7 @@ async def test_a_new_leader_continues_the_stretch_from_the_bucket(kit: Kit) -> N
 
 async def test_a_finished_workload_s_state_is_removed(kit: Kit) -> None:
     kit.scraper.samples = [*IDLE_TRAIN]
-    service = await kit.leader()
+    service = kit.service()
     await service.tick()
     assert await kit.kv.get(UID_TRAIN) is not None
     kit.cluster.server.store.delete(
@@ -472,26 +476,66 @@ async def test_two_monitors_one_acts_and_the_other_takes_over_when_it_stops(
     first_scraper = fake_scraper(samples=list(IDLE_TRAIN))
     second_scraper = fake_scraper(samples=list(IDLE_TRAIN))
     real_clock = lambda: datetime.now(UTC)  # noqa: E731 - the lease needs time to pass
-    first = kit.service(scraper=first_scraper, clock=real_clock, identity="first")
-    second = kit.service(scraper=second_scraper, clock=real_clock, identity="second")
+    first = kit.service(scraper=first_scraper, clock=real_clock, holder="first")
+    second = kit.service(scraper=second_scraper, clock=real_clock, holder="second")
 
     async with running(first) as (stop_first, task_first):
         await wait_for(lambda: first_scraper.calls >= 2)
+        assert sample_value(first.metrics, "kaiwo_monitor_leader") == 1
         async with running(second):
             await asyncio.sleep(0.3)
             assert second_scraper.calls == 0
-            assert not second.elector.leading
+            assert not second.leading
+            assert await kit.leases.holder(LEASE_ROLE) == "first"
 
             stop_first.set()
             await asyncio.wait_for(task_first, 5)
             await wait_for(lambda: second_scraper.calls >= 2, within=5)
+            assert await kit.leases.holder(LEASE_ROLE) == "second"
+            assert sample_value(second.metrics, "kaiwo_monitor_leader") == 1
 
     underutilized = [
         event for _, event in published(kit.jetstream) if isinstance(event.data, UnderutilizedV1)
     ]
     assert len(underutilized) == 1  # the second leader continued the first one's stretch
     assert sample_value(first.metrics, "kaiwo_monitor_leader") == 0
-    assert sample_value(second.metrics, "kaiwo_monitor_leader") == 0  # released on stop
+    assert sample_value(second.metrics, "kaiwo_monitor_leader") == 0
+    assert await kit.leases.holder(LEASE_ROLE) is None  # released on stop
+
+
+class LeaseClock:
+    """The lease store's clock, moved by hand: a lease runs out when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_leader_whose_lease_was_taken_stops_ticking_and_exits(
+    kit: Kit, wait_for: Callable[..., Awaitable[None]]
+) -> None:
+    lease_clock = LeaseClock()
+    kit.leases = MemoryLeaseStore(duration_seconds=LEASE_SECONDS, clock=lease_clock)
+    kit.scraper.samples = [*IDLE_TRAIN]
+    leader = kit.service(holder="paused")
+    stop = asyncio.Event()
+    task = asyncio.create_task(leader.run(stop))
+    await wait_for(lambda: kit.scraper.calls >= 1)
+
+    # The leader's renewals stall past the lease (a frozen node): another replica claims it.
+    lease_clock.now += LEASE_SECONDS * 2
+    assert await kit.leases.claim(LEASE_ROLE, "successor") is not None
+
+    with pytest.raises(LeaseLostError, match="'monitor'"):
+        await asyncio.wait_for(task, 5)
+    calls = kit.scraper.calls
+    await asyncio.sleep(0.2)
+    assert kit.scraper.calls == calls  # it ticks no more
+    assert not leader.leading
+    assert sample_value(leader.metrics, "kaiwo_monitor_leader") == 0
+    assert await kit.leases.holder(LEASE_ROLE) == "successor"
 
 
 async def test_a_disabled_monitor_idles_until_stopped(kit: Kit) -> None:
@@ -500,8 +544,7 @@ async def test_a_disabled_monitor_idles_until_stopped(kit: Kit) -> None:
         await asyncio.sleep(0.2)
     assert kit.scraper.calls == 0
     assert sample_value(service.metrics, "kaiwo_monitor_leader") == 0
-    with pytest.raises(NotFound):
-        await kit.cluster.kube.get(resources.LEASE, "kaiwo-monitor", namespace="kaiwo-system")
+    assert await kit.leases.holder(LEASE_ROLE) is None
 
 
 # ------------------------------------------------------------------ state, settings, start-up
@@ -531,25 +574,19 @@ def test_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         "KAIWO_MONITOR_METRICS_ENDPOINT", "http://prometheus-operated.monitoring:9090"
     )
     monkeypatch.setenv("KAIWO_MONITOR_POLLING_INTERVAL_SECONDS", "15")
-    monkeypatch.setenv("KAIWO_MONITOR_LEASE_NAME", "gpu-monitor")
-    monkeypatch.setenv("KAIWO_MONITOR_LEASE_NAMESPACE", "ops")
+    monkeypatch.setenv("KAIWO_LEASE_SECONDS", "20")
+    monkeypatch.setenv("KAIWO_LEASE_BUCKET", "ops-leases")
     monkeypatch.setenv("KAIWO_MONITOR_ENABLED", "false")
     loaded = MonitorSettings()
     assert loaded.monitor_metrics_endpoint == "http://prometheus-operated.monitoring:9090"
     assert loaded.monitor_polling_interval_seconds == 15.0
-    assert (loaded.monitor_lease_name, loaded.lease_namespace()) == ("gpu-monitor", "ops")
+    assert (loaded.lease_bucket, loaded.lease_seconds) == ("ops-leases", 20.0)
     assert loaded.monitor_enabled is False
-    assert loaded.lease_timing() == LeaseTiming(
-        duration_seconds=15, renew_deadline=10.0, retry_period=2.0
-    )
 
 
-def test_the_lease_namespace_defaults_to_the_pod_s_own(tmp_path: Path) -> None:
-    account = tmp_path / "namespace"
-    account.write_text("kaiwo-system\n")
-    unset = settings(monitor_lease_namespace=None)
-    assert unset.lease_namespace(account) == "kaiwo-system"
-    assert unset.lease_namespace(tmp_path / "absent") == "default"
+def test_the_monitor_leases_like_the_planner_by_default() -> None:
+    assert (settings().lease_bucket, settings().lease_seconds) == ("kaiwo-leases", 15.0)
+    assert LEASE_ROLE == "monitor"
 
 
 async def test_start_up_without_an_endpoint_is_one_clear_error() -> None:

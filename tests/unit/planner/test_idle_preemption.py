@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from kaiwo_contracts.plans import ObjectRef
 from kaiwo_planner.domain.scheduling.idle_preemption import (
     GpuDemand,
     IdleWorkload,
@@ -130,4 +131,11 @@ def test_the_reason_names_the_beneficiary_and_the_policy() -> None:
         "Preempted to free 4 amd GPU(s) for pending workload KaiwoJob/team-a/p, which needs 4 "
         "more: GPUs idle since 2026-03-01T11:30:00Z, longer than the grace period of 600s; "
         "policy OnPressure"
+    )
+    assert preemption.request.beneficiary == ObjectRef(
+        api_version="kaiwo.silogen.ai/v1alpha1",
+        kind="KaiwoJob",
+        name="p",
+        namespace="team-a",
+        uid="uid-p",
     )

@@ -842,6 +842,12 @@ def test_an_idle_workload_is_preempted_for_a_pending_one_that_waited(cluster_wit
     early = condition(victim, "WorkloadTerminatedEarly")
     assert early["reason"] == "GpuIdlePreemption"
     assert "for pending workload KaiwoJob/team-a/next" in early["message"]
+    assert victim.status["preemptedFor"] == {
+        "kind": "KaiwoJob",
+        "namespace": "team-a",
+        "name": "next",
+        "uid": "next-uid",
+    }
 
     # Without pressure (nobody pending), OnPressure keeps it running.
     alone = cluster_with(owner, running_job(owner), workloads=(admitted("job-uid-job"),))

@@ -66,6 +66,7 @@ def request(beneficiary: str, gpus: int, vendor: str = "amd") -> TerminationRequ
             "Terminated since duration was exceeded and there is active GPU demand: "
             f"KaiwoJob/t/{beneficiary} has waited for {gpus} {vendor} GPUs longer than 5m0s"
         ),
+        beneficiary=ref(beneficiary),
     )
 
 

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
+from kaiwo_contracts.events.public import PreemptionV1, WorkloadEventV1, WorkloadRef
 from kaiwo_planner.domain.status.public_events import (
     PublicEvent,
     PublicState,
@@ -64,9 +65,11 @@ def observed(obj: dict[str, Any], event_type: WatchEventType = "MODIFIED") -> Ob
 
 
 def told(events: tuple[PublicEvent, ...]) -> list[tuple[str, str, str | None, str | None]]:
+    """The transitions (a preemption's decision event is checked on its own)."""
     return [
         (e.payload.transition.value, e.payload.phase, e.payload.previous_phase, e.payload.reason)
         for e in events
+        if isinstance(e.payload, WorkloadEventV1)
     ]
 
 
@@ -233,9 +236,10 @@ def test_a_preemption_reason_naming_preemption_or_a_preempted_condition_counts()
         "52", "RUNNING", ADMITTED, condition("Preempted", "True", "IdleGpus", "for team-b/x")
     )
 
-    assert [e.payload.transition.value for e in derive(running, idle_preempted)] == [
+    assert [e.label for e in derive(running, idle_preempted)] == [
         "phase-changed",
         "preempted",
+        "preemption",
     ]
     assert told(derive(running, marked)) == [("preempted", "RUNNING", None, "IdleGpus")]
 
@@ -282,3 +286,72 @@ def test_other_kinds_and_cluster_objects_tell_nothing() -> None:
     }
     assert derive(None, pod, "ADDED") == ()
     assert public_state(job("1")) == PublicState()
+
+
+def test_a_preemption_names_the_victim_the_beneficiary_and_the_reason() -> None:
+    running = job("70", "RUNNING", ADMITTED)
+    message = (
+        "Preempted to free 4 amd GPU(s) for pending workload KaiwoJob/team-b/next, which needs "
+        "4 more: GPUs idle since 2026-03-01T11:30:00Z, longer than the grace period of 600s; "
+        "policy OnPressure"
+    )
+    terminating = job(
+        "71",
+        "TERMINATING",
+        ADMITTED,
+        condition("WorkloadTerminatedEarly", "False", "GpuIdlePreemption", message),
+    )
+    terminating["status"]["preemptedFor"] = {
+        "kind": "KaiwoJob",
+        "namespace": "team-b",
+        "name": "next",
+        "uid": "11111111-2222-4333-8444-555555555555",
+    }
+
+    events = derive(running, terminating)
+
+    assert [e.label for e in events] == ["phase-changed", "preempted", "preemption"]
+    decision = events[2]
+    assert decision.id == f"{UID}:preemption:71"
+    assert decision.subject == f"kaiwo.public.workload.team-a.kaiwojob.{UID}"
+    assert decision.payload == PreemptionV1(
+        victim=WorkloadRef(kind="KaiwoJob", namespace="team-a", name="llama-sft", uid=UID),
+        beneficiary=WorkloadRef(
+            kind="KaiwoJob",
+            namespace="team-b",
+            name="next",
+            uid="11111111-2222-4333-8444-555555555555",
+        ),
+        reason="GpuIdlePreemption",
+        message=message,
+        observed_at=AT,
+        resource_version="71",
+    )
+    assert decision.workload == decision.payload.victim  # type: ignore[union-attr]
+    # Told once: the next version (TERMINATED) is no new decision.
+    terminated = job(
+        "72",
+        "TERMINATED",
+        ADMITTED,
+        condition("WorkloadTerminatedEarly", "True", "GpuIdlePreemption", message),
+    )
+    assert [e.label for e in derive(terminating, terminated)] == ["phase-changed", "terminated"]
+
+
+def test_a_preemption_for_nobody_in_particular_has_no_beneficiary() -> None:
+    running = job("80", "RUNNING", ADMITTED)
+    always = job(
+        "81",
+        "TERMINATING",
+        ADMITTED,
+        condition("WorkloadTerminatedEarly", "False", "GpuIdlePreemption", "policy Always"),
+    )
+
+    decision = derive(running, always)[-1].payload
+
+    assert isinstance(decision, PreemptionV1)
+    assert (decision.beneficiary, decision.reason, decision.message) == (
+        None,
+        "GpuIdlePreemption",
+        "policy Always",
+    )

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
-from kaiwo_contracts.plans import EventIntent
+from kaiwo_contracts.plans import EventIntent, ObjectRef
 from kaiwo_planner.domain.scheduling.schedulable import SchedulableVerdict
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.status.workload_status import (
@@ -532,6 +532,13 @@ def test_preempted_workload_terminates_then_is_terminated() -> None:
     termination = TerminationRequest(
         reason="DurationExceededWithActiveGpuDemand",
         message="Terminated since duration was exceeded and there is active GPU demand",
+        beneficiary=ObjectRef(
+            api_version="kaiwo.silogen.ai/v1alpha1",
+            kind="KaiwoJob",
+            name="waiting",
+            namespace="team-a",
+            uid="uid-waiting",
+        ),
     )
     terminating = derive(
         RUNNING_WITH_DURATION,
@@ -565,6 +572,12 @@ def test_preempted_workload_terminates_then_is_terminated() -> None:
         ],
         "startTime": "2026-01-01T11:30:00Z",
         "duration": 1800,
+        "preemptedFor": {
+            "kind": "KaiwoJob",
+            "namespace": "team-a",
+            "name": "waiting",
+            "uid": "uid-waiting",
+        },
     }
     assert terminating.events == (
         event("WorkloadTermination", "Workload has been flagged for termination"),
@@ -602,6 +615,7 @@ def test_a_termination_before_the_deadline_stops_a_running_workload_too() -> Non
         termination=TerminationRequest(reason="GpuUtilizationLow", message="idle"),
     )
     assert decision.status["status"] == "TERMINATING"
+    assert "preemptedFor" not in decision.status  # stopped for nobody in particular
     (early,) = [c for c in decision.status["conditions"] if c["type"] == "WorkloadTerminatedEarly"]
     assert (early["status"], early["reason"], early["message"]) == (
         "False",

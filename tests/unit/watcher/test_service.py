@@ -605,3 +605,30 @@ async def test_a_stream_whose_publish_keeps_failing_is_stuck_and_not_ready_until
     finally:
         stop.set()
         await asyncio.wait_for(task, 10)
+
+
+async def test_a_stop_ends_a_watch_whose_library_turns_the_cancellation_into_an_error(kit):
+    """aiohttp can answer a cancelled read with ``RuntimeError("Connection closed.")``; the
+    watcher must still stop instead of treating it as a dropped watch and retrying forever."""
+    service = kit.service()
+    blocked = asyncio.Event()
+    hidden: list[str] = []
+
+    async def watch_that_hides_the_cancellation(stream: Any, resume: str | None) -> str:
+        blocked.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            if hidden:  # only the first time, so a failing run ends when the test gives up
+                raise
+            hidden.append(stream.key)
+            raise RuntimeError("Connection closed.") from None
+        return resume or ""
+
+    service.watch = watch_that_hides_the_cancellation  # type: ignore[method-assign]
+    stop = asyncio.Event()
+    task = asyncio.create_task(service.run(stop))
+    await asyncio.wait_for(blocked.wait(), 10)
+    stop.set()
+    await asyncio.wait_for(task, 5)
+    assert task.done() and not task.cancelled()

@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from kaiwo_cli.cluster_access import ClusterError, ClusterTarget, cluster_target, connect
-from kaiwo_cli.commands.options import Context, Kubeconfig, State
+from kaiwo_cli.commands.options import HELP
 from kaiwo_cli.manifest_files import (
     ManifestDocument,
     ManifestReadError,
@@ -40,6 +40,12 @@ from kaiwo_cli.manifest_files import (
 )
 from kaiwo_cli.stack.state import state_dir_here
 
+Kubeconfig = Annotated[Path | None, typer.Option("--kubeconfig", help=HELP["kubeconfig"])]
+Context = Annotated[str | None, typer.Option("--context", help=HELP["context"])]
+State = Annotated[
+    Path | None,
+    typer.Option("--state", "--state-dir", envvar="KAIWO_STATE", help=HELP["state"]),
+]
 FIELD_MANAGER: Final = "kaiwo-apply"
 DEFAULT_NAMESPACE: Final = "default"
 

@@ -5,24 +5,29 @@ Rendering is :mod:`kaiwo_cli.capacity_views` (pure); this module only reads the 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-import typer
+import click
 
-from kaiwo_cli.commands.options import AllNamespaces, Context, Kubeconfig, Namespace, State
+from kaiwo_cli.commands.options import all_namespaces_option, cluster_options, namespace_option
 from kaiwo_cli.commands.workloads import _now, _run, _target
 
 if TYPE_CHECKING:
     from kaiwo_kube import KubernetesPort
 
 
+@click.command()
+@namespace_option
+@all_namespaces_option
+@cluster_options
 def queues(
     *,
-    namespace: Namespace = None,
-    all_namespaces: AllNamespaces = False,
-    kubeconfig: Kubeconfig = None,
-    context: Context = None,
-    state: State = None,
+    namespace: str | None,
+    all_namespaces: bool,
+    kubeconfig: Path | None,
+    context: str | None,
+    state: Path | None,
 ) -> None:
     """ClusterQueues (quota and use per flavor), LocalQueues and the workloads waiting.
 
@@ -54,19 +59,25 @@ def queues(
             ]
         )
 
-    typer.echo(_run("queues", _target(kubeconfig, context, state), work))
+    click.echo(_run("queues", _target(kubeconfig, context, state), work))
 
 
+@click.command()
+@click.argument("vendor", required=False, default=None, metavar="[amd|nvidia]")
+@cluster_options
 def nodes(
-    vendor: Annotated[str | None, typer.Argument(help="amd or nvidia (default: both).")] = None,
+    vendor: str | None,
     *,
-    kubeconfig: Kubeconfig = None,
-    context: Context = None,
-    state: State = None,
+    kubeconfig: Path | None,
+    context: str | None,
+    state: Path | None,
 ) -> None:
-    """GPU nodes by vendor and pool: model, GPUs in use of allocatable, readiness."""
+    """GPU nodes by vendor and pool: model, GPUs in use of allocatable, readiness.
+
+    VENDOR is amd or nvidia (default: both).
+    """
     if vendor is not None and vendor not in ("amd", "nvidia"):
-        raise typer.BadParameter("amd or nvidia", param_hint="VENDOR")
+        raise click.BadParameter("amd or nvidia", param_hint="VENDOR")
 
     async def work(kube: KubernetesPort) -> str:
         from kaiwo_kube import resources
@@ -77,4 +88,4 @@ def nodes(
         pods = (await kube.list(resources.POD)).items
         return f"{pool_summary(found, pods)}\n\n{node_table(found, pods, vendor=vendor)}"
 
-    typer.echo(_run("nodes", _target(kubeconfig, context, state), work))
+    click.echo(_run("nodes", _target(kubeconfig, context, state), work))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -214,22 +215,60 @@ async def current_rows(kube: KubernetesPort, *, now: datetime) -> list[WorkloadR
     )
 
 
-def next_steps(stack: LocalStack, history: PhaseHistory) -> Text:
-    kubeconfig = stack.kubeconfig
-    state = stack.options.state_dir
+def next_steps(
+    *, history: PhaseHistory, kubeconfig: Path | None, state_dir: Path, kaiwo: str
+) -> Text:
+    """What happened, and the commands to try in another shell, with the scenario's own
+    workloads: the one that failed, the one that waited (the end-to-end test runs them as
+    printed)."""
     story = "".join(f"  {line}\n" for line in history.story())
+    failed = history.first_in("FAILED") or history.first_in("COMPLETE") or "ml-team/NAME"
+    waited = history.first_in("PENDING", with_reason=True) or failed
+    where = (
+        "in another shell in this directory"
+        if state_dir == DEFAULT_STATE_DIR
+        else f"in another shell, after export KAIWO_STATE={state_dir.resolve()}"
+    )
+    # Short enough for an 80-column terminal: a comment only where it explains the name.
+    commands = [
+        (f"{kaiwo} submit -f examples/kaiwojob-gpu-training.yaml --wait", ""),
+        (f"{kaiwo} list", ""),
+        (f"{kaiwo} status {waited}", "why it waited"),
+        (f"{kaiwo} logs {failed}", "its last words"),
+        (f"{kaiwo} queues", ""),
+        (f"{kaiwo} events explain {failed}", ""),
+        (f"{kaiwo} events tail", ""),
+    ]
+    width = max(len(command) for command, why in commands if why)
+    lines = "".join(
+        f"  {command:<{width}}  # {why}\n" if why else f"  {command}\n" for command, why in commands
+    )
     return Text.from_markup(
         "\n[bold]The scenario has played out.[/] What happened:\n"
         f"{escape(story)}"
-        "Try, in another shell:\n"
-        f"  export KUBECONFIG={kubeconfig}\n"
+        f"Try, {escape(where)}:\n"
+        f"{escape(lines)}"
+        "With kubectl:\n"
+        f"  export KUBECONFIG={kubeconfig.resolve() if kubeconfig else ''}\n"
         "  kubectl get kaiwojobs,kaiwoservices -A      # the printer columns\n"
         "  kubectl get workloads.kueue.x-k8s.io -A     # the simulated Kueue's admissions\n"
-        "  kubectl apply -f examples/kaiwojob-gpu-training.yaml\n"
-        f"  .venv/bin/kaiwo events explain ml-team/broken-tokenizer --state-dir {state}\n"
-        f"  .venv/bin/kaiwo events tail --state-dir {state}\n"
+        f"  kubectl logs -n {failed.partition('/')[0]} -l kaiwo.silogen.ai/name="
+        f"{failed.partition('/')[2]}\n"
         "Ctrl-C stops everything.",
     )
+
+
+def kaiwo_executable(cwd: Path) -> str:
+    """How to type ``kaiwo`` here: the command beside this Python (``.venv/bin/kaiwo`` in a
+    checkout), relative to ``cwd`` when under it."""
+    beside = Path(sys.executable).parent / "kaiwo"
+    with contextlib.suppress(ValueError):
+        return str(beside.relative_to(cwd))
+    in_checkout = cwd / ".venv" / "bin" / "kaiwo"
+    with contextlib.suppress(OSError):
+        if in_checkout.samefile(beside):  # the checkout's .venv, linked elsewhere
+            return str(in_checkout.relative_to(cwd))
+    return str(beside)
 
 
 async def _watch(
@@ -265,7 +304,12 @@ async def _watch(
                             f"scenario played out after {settled_at:.1f} s",
                             style="dim",
                         ),
-                        next_steps(stack, history),
+                        next_steps(
+                            history=history,
+                            kubeconfig=stack.kubeconfig,
+                            state_dir=stack.options.state_dir,
+                            kaiwo=kaiwo_executable(Path.cwd()),
+                        ),
                     )
                 )
                 if exit_when_settled:

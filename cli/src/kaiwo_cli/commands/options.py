@@ -1,51 +1,68 @@
-"""The options the cluster commands share, spelt as kubectl spells them."""
+"""The options the cluster commands share, spelt as kubectl spells them.
+
+The scientist's commands (``submit``, ``list``, ``status``, ``logs``, ``delete``, ``queues``,
+``nodes``) are plain click commands: typer builds a pydantic adapter for every parameter of
+every command it runs, which cost these quick commands about a third of their start-up.
+``HELP`` carries the shared wording for the typer commands too (``kaiwo apply``).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Final
+from typing import Final, TypeVar
 
-import typer
+import click
+
+F = TypeVar("F", bound=Callable[..., object])
 
 OUTPUT_FORMATS: Final = ("wide", "yaml", "json", "name")
+HELP: Final = {
+    "namespace": "Namespace (default: the kubeconfig context's; list and queues: every one).",
+    "all_namespaces": "Every namespace.",
+    "kubeconfig": "Cluster to talk to; default: the one kaiwo up operates, else $KUBECONFIG, "
+    "else ~/.kube/config.",
+    "context": "The kubeconfig context to use.",
+    "state": "The state directory of kaiwo up (its stack.json); default: .kaiwo here or in a "
+    "parent directory.",
+    "output": "wide, yaml, json or name (default: a table).",
+    "watch": "Keep printing changes.",
+}
 
-Namespace = Annotated[
-    str | None,
-    typer.Option(
-        "--namespace",
-        "-n",
-        help="Namespace (default: the kubeconfig context's; list and queues: every one).",
-    ),
-]
-AllNamespaces = Annotated[bool, typer.Option("--all-namespaces", "-A", help="Every namespace.")]
-Kubeconfig = Annotated[
-    Path | None,
-    typer.Option(
-        "--kubeconfig",
-        help="Cluster to talk to; default: the one kaiwo up operates, else $KUBECONFIG, "
-        "else ~/.kube/config.",
-    ),
-]
-Context = Annotated[str | None, typer.Option("--context", help="The kubeconfig context to use.")]
-State = Annotated[
-    Path | None,
-    typer.Option(
+
+def namespace_option(command: F) -> F:
+    return click.option("--namespace", "-n", default=None, help=HELP["namespace"])(command)
+
+
+def all_namespaces_option(command: F) -> F:
+    return click.option(
+        "--all-namespaces", "-A", is_flag=True, default=False, help=HELP["all_namespaces"]
+    )(command)
+
+
+def output_option(command: F) -> F:
+    return click.option("--output", "-o", default=None, help=HELP["output"])(command)
+
+
+def cluster_options(command: F) -> F:
+    """``--kubeconfig``, ``--context`` and ``--state``: which cluster, which stack."""
+    command = click.option(
         "--state",
         "--state-dir",
+        "state",
+        type=click.Path(path_type=Path),
         envvar="KAIWO_STATE",
-        help="The state directory of kaiwo up (its stack.json); default: .kaiwo here or in a "
-        "parent directory.",
-    ),
-]
-Output = Annotated[
-    str | None,
-    typer.Option("--output", "-o", help="wide, yaml, json or name (default: a table)."),
-]
-Watch = Annotated[bool, typer.Option("--watch", "-w", help="Keep printing changes.")]
+        default=None,
+        help=HELP["state"],
+    )(command)
+    command = click.option("--context", default=None, help=HELP["context"])(command)
+    return click.option(
+        "--kubeconfig", type=click.Path(path_type=Path), default=None, help=HELP["kubeconfig"]
+    )(command)
 
 
 def check_output(output: str | None, *, allowed: tuple[str, ...] = OUTPUT_FORMATS) -> None:
     if output is not None and output not in allowed:
-        raise typer.BadParameter(
+        raise click.BadParameter(
             f"{output!r} is not one of {', '.join(allowed)}", param_hint="'--output' / '-o'"
         )

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kaiwo_cli.stack.local import LocalStack, StackError, StackOptions
+from kaiwo_cli.stack.scheduler import SCHEDULER_MODES, SchedulerMode
 from kaiwo_cli.stack.state import DEFAULT_STATE_DIR
 
 console = Console(stderr=True)
@@ -30,6 +31,14 @@ def up(
     install_crds: Annotated[
         bool, typer.Option("--install-crds", help="Install or update the operator's CRDs.")
     ] = False,
+    scheduler: Annotated[
+        str,
+        typer.Option(
+            help="install: deploy the kaiwo-scheduler into kaiwo-system and name it in the "
+            "KaiwoConfig; external: the cluster's own (KaiwoConfig names default-scheduler); "
+            "existing: leave both as the cluster has them.",
+        ),
+    ] = "install",
     fake: Annotated[
         bool,
         typer.Option("--fake", help="Operate a fake API server started here (no cluster needed)."),
@@ -80,6 +89,12 @@ def up(
             err=True,
         )
         raise typer.Exit(2)
+    if scheduler not in SCHEDULER_MODES:
+        typer.echo(
+            f"kaiwo up: --scheduler is one of {', '.join(SCHEDULER_MODES)}, not {scheduler!r}",
+            err=True,
+        )
+        raise typer.Exit(2)
     if (nats_tls_cert is None) != (nats_tls_key is None):
         typer.echo("kaiwo up: --nats-tls-cert and --nats-tls-key go together", err=True)
         raise typer.Exit(2)
@@ -97,6 +112,7 @@ def up(
         kubeconfig=kubeconfig,
         fake_cluster=fake,
         install_crds=install_crds,
+        scheduler=_mode(scheduler),
         nats_port=nats_port,
         nats_tls=tls,
         store_url=store,
@@ -108,6 +124,10 @@ def up(
     except StackError as error:
         typer.echo(f"kaiwo up: {error}", err=True)
         raise typer.Exit(2) from None
+
+
+def _mode(text: str) -> SchedulerMode:
+    return next(mode for mode in SCHEDULER_MODES if mode == text)
 
 
 def _port_is_taken(port: int) -> bool:
@@ -142,6 +162,7 @@ def _print_summary(stack: LocalStack) -> None:
     table.add_column("part")
     table.add_column("where")
     table.add_row("cluster", str(stack.kubeconfig or "$KUBECONFIG / ~/.kube/config"))
+    table.add_row("scheduler", stack.scheduler_note)
     assert stack.credentials is not None
     table.add_row("nats", f"{stack.nats.url} (127.0.0.1 only; NKey per service)")
     table.add_row("credentials", f"{stack.credentials.directory} (new at every start)")

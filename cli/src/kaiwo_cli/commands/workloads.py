@@ -17,19 +17,17 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-import typer
+import click
 
 from kaiwo_cli.commands.options import (
-    AllNamespaces,
-    Context,
-    Kubeconfig,
-    Namespace,
-    Output,
-    State,
-    Watch,
+    HELP,
+    all_namespaces_option,
     check_output,
+    cluster_options,
+    namespace_option,
+    output_option,
 )
 
 if TYPE_CHECKING:
@@ -38,6 +36,7 @@ if TYPE_CHECKING:
     from kaiwo_cli.cluster_access import ClusterTarget
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., object])
 POLL_SECONDS = 1.0
 USER_AGENT = "kaiwo-cli"
 
@@ -46,9 +45,9 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _fail(command: str, message: str, *, code: int = 2) -> typer.Exit:
-    typer.echo(f"kaiwo {command}: {message}", err=True)
-    return typer.Exit(code)
+def _fail(command: str, message: str, *, code: int = 2) -> click.exceptions.Exit:
+    click.echo(f"kaiwo {command}: {message}", err=True)
+    return click.exceptions.Exit(code)
 
 
 def _target(kubeconfig: Path | None, context: str | None, state: Path | None) -> ClusterTarget:
@@ -110,31 +109,41 @@ def _dump(objects: Sequence[dict[str, Any]], output: str, *, single: bool) -> st
 # --------------------------------------------------------------------------- submit
 
 
+@click.command()
+@click.option(
+    "--filename",
+    "-f",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="The manifest (a KaiwoJob or KaiwoService); - for stdin.",
+)
+@click.option(
+    "--user", default=None, help="spec.user when the manifest has none (over the config)."
+)
+@click.option(
+    "--queue",
+    default=None,
+    help="spec.clusterQueue when the manifest has none (over the config).",
+)
+@click.option(
+    "--wait", is_flag=True, default=False, help="Follow it to a final phase (a service: READY)."
+)
+@click.option(
+    "--timeout", type=float, default=None, help="With --wait: give up after this many seconds."
+)
+@namespace_option
+@cluster_options
 def submit(
     *,
-    filename: Annotated[
-        Path,
-        typer.Option(
-            "--filename", "-f", help="The manifest (a KaiwoJob or KaiwoService); - for stdin."
-        ),
-    ],
-    user: Annotated[
-        str | None, typer.Option(help="spec.user when the manifest has none (over the config).")
-    ] = None,
-    queue: Annotated[
-        str | None,
-        typer.Option(help="spec.clusterQueue when the manifest has none (over the config)."),
-    ] = None,
-    wait: Annotated[
-        bool, typer.Option("--wait", help="Follow it to a final phase (a service: READY).")
-    ] = False,
-    timeout: Annotated[
-        float | None, typer.Option(help="With --wait: give up after this many seconds.")
-    ] = None,
-    namespace: Namespace = None,
-    kubeconfig: Kubeconfig = None,
-    context: Context = None,
-    state: State = None,
+    filename: Path,
+    user: str | None,
+    queue: str | None,
+    wait: bool,
+    timeout: float | None,
+    namespace: str | None,
+    kubeconfig: Path | None,
+    context: str | None,
+    state: Path | None,
 ) -> None:
     """Validate a KaiwoJob or KaiwoService, fill in spec.user and spec.clusterQueue, create it.
 
@@ -172,7 +181,7 @@ def submit(
     for document, manifest in zip(documents, manifests, strict=True):
         for problem in validate_manifest(manifest):
             invalid = True
-            typer.echo(
+            click.echo(
                 f"kaiwo submit: {filename}:doc#{document.number} {document.label}: {problem}",
                 err=True,
             )
@@ -185,7 +194,7 @@ def submit(
     if wait and any(
         (obj.get("status") or {}).get("status") not in ("COMPLETE", "READY") for obj in settled
     ):
-        raise typer.Exit(1)
+        raise click.exceptions.Exit(1)
 
 
 async def _submit_all(
@@ -207,7 +216,7 @@ async def _submit_all(
                 "(kaiwo delete it first, or change metadata.name)"
             ) from None
         spec = manifest.get("spec") or {}
-        typer.echo(
+        click.echo(
             f"{qualified_name(obj)} submitted in {meta['namespace']} "
             f"(user {spec.get('user') or '-'}, queue {spec.get('clusterQueue') or '-'})"
         )
@@ -332,24 +341,31 @@ def _resource_of(workload: dict[str, Any]) -> Any:
 # --------------------------------------------------------------------------- list
 
 
+@click.command()
+@click.option(
+    "--user", "-u", default=None, help="Whose workloads (default: you, from the CLI config)."
+)
+@click.option("--all-users", is_flag=True, default=False, help="Everyone's workloads.")
+@click.option("--kind", default=None, help="KaiwoJob or KaiwoService.")
+@click.option("--status", "phase", default=None, help="Only this phase (PENDING, RUNNING, ...).")
+@namespace_option
+@all_namespaces_option
+@output_option
+@click.option("--watch", "-w", is_flag=True, default=False, help=HELP["watch"])
+@cluster_options
 def list_workloads(
     *,
-    user: Annotated[
-        str | None,
-        typer.Option("--user", "-u", help="Whose workloads (default: you, from the CLI config)."),
-    ] = None,
-    all_users: Annotated[bool, typer.Option("--all-users", help="Everyone's workloads.")] = False,
-    kind: Annotated[str | None, typer.Option("--kind", help="KaiwoJob or KaiwoService.")] = None,
-    phase: Annotated[
-        str | None, typer.Option("--status", help="Only this phase (PENDING, RUNNING, ...).")
-    ] = None,
-    namespace: Namespace = None,
-    all_namespaces: AllNamespaces = False,
-    output: Output = None,
-    watch: Watch = False,
-    kubeconfig: Kubeconfig = None,
-    context: Context = None,
-    state: State = None,
+    user: str | None,
+    all_users: bool,
+    kind: str | None,
+    phase: str | None,
+    namespace: str | None,
+    all_namespaces: bool,
+    output: str | None,
+    watch: bool,
+    kubeconfig: Path | None,
+    context: str | None,
+    state: Path | None,
 ) -> None:
     """KaiwoJobs and KaiwoServices: yours (spec.user) in every namespace unless told otherwise.
 
@@ -378,12 +394,12 @@ def list_workloads(
 
         workloads = selected(await read(kube, namespace=scope))
         if output in ("yaml", "json", "name"):
-            typer.echo(_dump(workloads, output, single=False))
+            click.echo(_dump(workloads, output, single=False))
         elif workloads:
-            typer.echo(list_table(workloads, now=_now(), wide=output == "wide"))
+            click.echo(list_table(workloads, now=_now(), wide=output == "wide"))
         elif not watch:
             whose = f" of {wanted_user}" if wanted_user else ""
-            typer.echo(f"No workloads{whose} found.", err=True)
+            click.echo(f"No workloads{whose} found.", err=True)
         if not watch:
             return 0
         seen = {_key(w): phase_of_(w) for w in workloads}
@@ -392,7 +408,7 @@ def list_workloads(
             for workload in selected(await read(kube, namespace=scope)):
                 if seen.get(_key(workload)) != phase_of_(workload):
                     seen[_key(workload)] = phase_of_(workload)
-                    typer.echo(watch_line(workload, now=_now()))
+                    click.echo(watch_line(workload, now=_now()))
 
     def phase_of_(workload: dict[str, Any]) -> str:
         from kaiwo_cli.workload_views import phase_of
@@ -411,110 +427,217 @@ def _key(workload: dict[str, Any]) -> tuple[str, str, str]:
 # --------------------------------------------------------------------------- status
 
 
-WorkloadArgument = Annotated[str, typer.Argument(help="NAMESPACE/NAME, or NAME with -n.")]
+def workload_argument(command: F) -> F:
+    """NAMESPACE/NAME, or NAME with -n (click arguments take no help text)."""
+    return click.argument("workload", metavar="NAMESPACE/NAME")(command)
 
 
+@click.command()
+@workload_argument
+@namespace_option
+@output_option
+@click.option(
+    "--watch",
+    "-w",
+    is_flag=True,
+    default=False,
+    help="Print it again whenever it changes, until a final phase (or Ctrl-C).",
+)
+@cluster_options
 def status(
-    workload: WorkloadArgument,
+    workload: str,
     *,
-    namespace: Namespace = None,
-    output: Output = None,
-    kubeconfig: Kubeconfig = None,
-    context: Context = None,
-    state: State = None,
+    namespace: str | None,
+    output: str | None,
+    watch: bool,
+    kubeconfig: Path | None,
+    context: str | None,
+    state: Path | None,
 ) -> None:
     """Phase, conditions, children and pods, recent Events, queue and place in it."""
     check_output(output, allowed=("yaml", "json", "name"))
     target = _target(kubeconfig, context, state)
     ns, name = _reference("status", workload, namespace=namespace, target=target)
 
-    async def work(kube: KubernetesPort) -> str:
-        from kaiwo_cli import cluster_access as access
-        from kaiwo_cli.workload_views import queue_position, status_report
+    async def work(kube: KubernetesPort) -> None:
+        from kaiwo_cli.workload_views import FINAL_PHASES, phase_of
 
-        found = await access.find_workload(kube, ns, name)
-        if output is not None:
-            return _dump([found], output, single=True)
-        children = await access.children_of(kube, found)
-        pods = await access.pods_of(kube, found, children)
-        events = await access.events_about(kube, ns, [found, *children, *pods])
-        queued = await access.kueue_workloads(kube, namespace=ns)
+        shown: str | None = None
+        while True:
+            found, text, comparable = await _status_now(kube, ns, name, output=output)
+            if comparable != shown:
+                if shown is not None:
+                    click.echo("---")
+                click.echo(text)
+                shown = comparable
+            if not watch or phase_of(found) in FINAL_PHASES:
+                return
+            await asyncio.sleep(POLL_SECONDS)
+
+    with contextlib.suppress(KeyboardInterrupt):  # ends -w
+        _run("status", target, work)
+
+
+_STILL: Final = datetime(2000, 1, 1, tzinfo=UTC)
+"""A fixed "now" for telling whether a report changed: ages move every second, the objects
+do not."""
+
+
+async def _status_now(
+    kube: KubernetesPort, ns: str, name: str, *, output: str | None
+) -> tuple[dict[str, Any], str, str]:
+    """The workload, its report now, and the report as compared between two looks."""
+    from kaiwo_cli import cluster_access as access
+    from kaiwo_cli.workload_views import queue_position, status_report
+
+    found = await access.find_workload(kube, ns, name)
+    if output is not None:
+        text = _dump([found], output, single=True)
+        return found, text, text
+    children = await access.children_of(kube, found)
+    pods = await access.pods_of(kube, found, children)
+    events = await access.events_about(kube, ns, [found, *children, *pods])
+    position = queue_position(found, await access.kueue_workloads(kube, namespace=ns))
+
+    def report(now: datetime) -> str:
         return status_report(
-            found,
-            children=children,
-            pods=pods,
-            events=events,
-            position=queue_position(found, queued),
-            now=_now(),
+            found, children=children, pods=pods, events=events, position=position, now=now
         )
 
-    typer.echo(_run("status", target, work))
+    return found, report(_now()), report(_STILL)
 
 
 # --------------------------------------------------------------------------- logs
 
 
+@click.command()
+@workload_argument
+@click.option(
+    "--follow",
+    "-f",
+    is_flag=True,
+    default=False,
+    help="Keep streaming: wait for containers to start, follow each (and pods that come "
+    "later) until the workload ends; Ctrl-C stops.",
+)
+@click.option("--tail", type=int, default=None, help="Only the last N lines of each container.")
+@click.option("--container", "-c", default=None, help="Only this container.")
+@namespace_option
+@cluster_options
 def logs(
-    workload: WorkloadArgument,
+    workload: str,
     *,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep streaming.")] = False,
-    tail: Annotated[
-        int | None, typer.Option("--tail", help="Only the last N lines of each container.")
-    ] = None,
-    container: Annotated[
-        str | None, typer.Option("--container", "-c", help="Only this container.")
-    ] = None,
-    namespace: Namespace = None,
-    kubeconfig: Kubeconfig = None,
-    context: Context = None,
-    state: State = None,
+    follow: bool,
+    tail: int | None,
+    container: str | None,
+    namespace: str | None,
+    kubeconfig: Path | None,
+    context: str | None,
+    state: Path | None,
 ) -> None:
-    """The logs of the workload's pods. With several pods or containers each line starts
-    with [POD/CONTAINER]."""
-    from kaiwo_cli.cluster_access import ClusterError
-
+    """The logs of the workload's pods. With several pods or containers (and always with
+    -f, where pods come and go) each line starts with [POD/CONTAINER]."""
     target = _target(kubeconfig, context, state)
     ns, name = _reference("logs", workload, namespace=namespace, target=target)
 
     async def work(kube: KubernetesPort) -> int:
-        from kaiwo_cli import cluster_access as access
+        if follow:
+            return await _follow_logs(kube, ns, name, container=container, tail=tail)
+        return await _print_logs(kube, ns, name, container=container, tail=tail)
 
-        found = await access.find_workload(kube, ns, name)
-        pods = await access.pods_of(kube, found, await access.children_of(kube, found))
-        phases = {
-            pod["metadata"]["name"]: (pod.get("status") or {}).get("phase", "Pending")
-            for pod in pods
-        }
-        streams = [
-            (pod["metadata"]["name"], c["name"])
-            for pod in pods
-            for c in (pod.get("spec") or {}).get("containers") or []
-            if container is None or c["name"] == container
-        ]
-        if not streams:
-            phase = (found.get("status") or {}).get("status") or "NEW"
-            raise ClusterError(f"{found['kind']} {ns}/{name} has no pods yet (phase {phase})")
-        prefixed = len(streams) > 1
-        results = await asyncio.gather(
-            *(
-                _stream_log(
-                    kube,
-                    ns,
-                    pod,
-                    name_,
-                    phase=phases[pod],
-                    prefixed=prefixed,
-                    tail=tail,
-                    follow=follow,
-                )
-                for pod, name_ in streams
+    with contextlib.suppress(KeyboardInterrupt):  # ends -f
+        code = _run("logs", target, work)
+        if code:
+            raise click.exceptions.Exit(code)
+
+
+async def _print_logs(
+    kube: KubernetesPort, ns: str, name: str, *, container: str | None, tail: int | None
+) -> int:
+    from kaiwo_cli import cluster_access as access
+    from kaiwo_cli.cluster_access import ClusterError
+    from kaiwo_cli.workload_views import log_streams
+
+    found = await access.find_workload(kube, ns, name)
+    pods = await access.pods_of(kube, found, await access.children_of(kube, found))
+    streams = log_streams(pods, container=container)
+    if not streams:
+        phase = (found.get("status") or {}).get("status") or "NEW"
+        raise ClusterError(f"{found['kind']} {ns}/{name} has no pods yet (phase {phase})")
+    results = await asyncio.gather(
+        *(
+            _stream_log(
+                kube,
+                ns,
+                stream.pod,
+                stream.container,
+                phase=stream.phase,
+                prefixed=len(streams) > 1,
+                tail=tail,
+                follow=False,
             )
+            for stream in streams
         )
-        return 0 if any(results) else 1
+    )
+    return 0 if any(results) else 1
 
-    code = _run("logs", target, work)
-    if code:
-        raise typer.Exit(code)
+
+async def _follow_logs(
+    kube: KubernetesPort, ns: str, name: str, *, container: str | None, tail: int | None
+) -> int:
+    """Follow every container of the workload once it has started, pods that appear later
+    too (a KaiwoJob's download pod, then its workers), until the workload reaches a final
+    phase and every followed container has ended."""
+    from kaiwo_cli import cluster_access as access
+    from kaiwo_cli.cluster_access import ClusterError
+    from kaiwo_cli.workload_views import FINAL_PHASES, log_streams, phase_of
+
+    following: dict[tuple[str, str], asyncio.Task[bool]] = {}
+    said_waiting = False
+    found = await access.find_workload(kube, ns, name)  # not there: one line, exit 2
+    try:
+        while True:
+            pods = await access.pods_of(kube, found, await access.children_of(kube, found))
+            for stream in log_streams(pods, container=container):
+                key = (stream.pod, stream.container)
+                if stream.started and key not in following:
+                    following[key] = asyncio.create_task(
+                        _stream_log(
+                            kube,
+                            ns,
+                            stream.pod,
+                            stream.container,
+                            phase=stream.phase,
+                            prefixed=True,
+                            tail=tail,
+                            follow=True,
+                        )
+                    )
+            final = phase_of(found) in FINAL_PHASES
+            if not following and final:
+                raise ClusterError(
+                    f"{found['kind']} {ns}/{name} ended ({phase_of(found)}) with no container "
+                    "started"
+                )
+            if not following and not said_waiting:
+                said_waiting = True
+                click.echo(
+                    f"kaiwo logs: waiting for a container of {found['kind']} {ns}/{name} to "
+                    f"start (phase {phase_of(found)})",
+                    err=True,
+                )
+            if final and all(task.done() for task in following.values()):
+                break
+            await asyncio.sleep(POLL_SECONDS)
+            try:
+                found = await access.find_workload(kube, ns, name)
+            except ClusterError:
+                break  # deleted while followed: its containers' streams end on their own
+        results = [await task for task in following.values()]
+    finally:
+        for task in following.values():
+            task.cancel()
+    return 0 if any(results) else 1
 
 
 async def _stream_log(
@@ -545,23 +668,27 @@ async def _stream_log(
             sys.stdout.write(f"{prefix}{line}\n")
             sys.stdout.flush()
     except KubeError as error:
-        typer.echo(f"{where}: {one_line(error)}", err=True)
+        click.echo(f"{where}: {one_line(error)}", err=True)
         return False
     if not written:
-        typer.echo(f"{where}: no output", err=True)
+        click.echo(f"{where}: no output", err=True)
     return True
 
 
 # --------------------------------------------------------------------------- delete
 
 
+@click.command()
+@workload_argument
+@namespace_option
+@cluster_options
 def delete(
-    workload: WorkloadArgument,
+    workload: str,
     *,
-    namespace: Namespace = None,
-    kubeconfig: Kubeconfig = None,
-    context: Context = None,
-    state: State = None,
+    namespace: str | None,
+    kubeconfig: Path | None,
+    context: str | None,
+    state: Path | None,
 ) -> None:
     """Delete a KaiwoJob or KaiwoService (its children go with it)."""
     target = _target(kubeconfig, context, state)
@@ -575,4 +702,4 @@ def delete(
         await kube.delete(_resource_of(found), name, namespace=ns, uid=found["metadata"].get("uid"))
         return f"{qualified_name(found)} deleted from {ns}"
 
-    typer.echo(_run("delete", target, work))
+    click.echo(_run("delete", target, work))

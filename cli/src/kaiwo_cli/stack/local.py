@@ -7,7 +7,9 @@ Order of start-up, each step failing with one clear line:
 2. the cluster answers (a namespace list within a few seconds), else :class:`StackError`;
 3. our CRDs are installed when asked (always on the fake, with open-schema stand-ins for
    Kueue, KubeRay, AppWrapper and Gateway API kinds; the fake also gets two 8-GPU nodes and
-   the namespaces ``examples/`` uses, see :mod:`kaiwo_cli.stack.demo_cluster`);
+   the namespaces ``examples/`` uses, see :mod:`kaiwo_cli.stack.demo_cluster`); on a real
+   cluster the kaiwo-scheduler is deployed and named in the KaiwoConfig, or the cluster's
+   own scheduler named (``--scheduler``, :mod:`kaiwo_cli.stack.scheduler`);
 4. new NKey credentials for every identity in ``<state>/credentials`` (one seed file each,
    0600; the state directory 0700), ``nats-server`` from the wheel on 127.0.0.1 only, with
    JetStream in ``<state>/nats``, each identity's permissions and no anonymous access (TLS
@@ -70,6 +72,7 @@ from kaiwo_cli.stack.processes import (
     ServiceProcess,
     log,
 )
+from kaiwo_cli.stack.scheduler import SchedulerError, SchedulerMode, prepare_scheduler
 from kaiwo_cli.stack.state import StackLockedError, StackState, StateLock
 from kaiwo_cli.stack.third_party import driven_kind_crds
 
@@ -89,6 +92,10 @@ class StackOptions:
     seed_fake_cluster: bool = True
     """Give the fake cluster the demo nodes and namespaces (tests set up their own)."""
     install_crds: bool = False
+    scheduler: SchedulerMode = "install"
+    """``install`` the kaiwo-scheduler and name it in the KaiwoConfig; name the cluster's own
+    (``external``: ``default-scheduler``); or leave both as they are (``existing``). On the
+    fake cluster nothing is installed: the sandbox schedules every pod."""
     nats_port: int | None = None
     nats_tls: ServerTls | None = None
     """Serve NATS over TLS with this certificate; clients verify it against ``ca_file``."""
@@ -143,6 +150,8 @@ class LocalStack:
         self._sandbox_kube: KubernetesAsyncioAdapter | None = None
         self._lock = StateLock(options.state_dir)
         self.nats_restarts = 0
+        self.scheduler_note = ""
+        """What ``kaiwo up`` did about the scheduler, for its summary."""
 
     @property
     def metrics_endpoint(self) -> str | None:
@@ -346,6 +355,19 @@ class LocalStack:
                 await kube.ensure_crds(crds, field_manager=FIELD_MANAGER)
             if self.options.fake_cluster and self.options.seed_fake_cluster:
                 await seed_demo_cluster(kube, self.options.sandbox)
+            await self._prepare_scheduler(kube)
+
+    async def _prepare_scheduler(self, kube: KubernetesAsyncioAdapter) -> None:
+        try:
+            self.scheduler_note = await prepare_scheduler(
+                kube,
+                mode=self.options.scheduler,
+                fake_cluster=self.options.fake_cluster,
+                field_manager=FIELD_MANAGER,
+            )
+        except SchedulerError as error:
+            raise StackError(str(error)) from error
+        log.info("scheduler", what=self.scheduler_note)
 
     async def _supervise_nats(self) -> None:
         """Start nats-server again when it exits, on the same port and JetStream directory,

@@ -110,6 +110,9 @@ CONFIG_MAP = _t("v1", "configmaps", "ConfigMap")
 SECRET = _t("v1", "secrets", "Secret")
 SERVICE = _t("v1", "services", "Service")
 POD = _t("v1", "pods", "Pod")
+BINDING = _t("v1", "bindings", "Binding")
+"""Assigns a pod to a node (create only): what a scheduler writes; the sandbox's on a real API
+server."""
 NODE = _t("v1", "nodes", "Node", namespaced=False)
 NAMESPACE = _t("v1", "namespaces", "Namespace", namespaced=False)
 EVENT = _t("v1", "events", "Event")
@@ -127,7 +130,7 @@ CATALOGUE: tuple[ResourceType, ...] = (
     ROLE_BINDING,
     KUEUE_RESOURCE_FLAVOR, KUEUE_CLUSTER_QUEUE, KUEUE_LOCAL_QUEUE, KUEUE_WORKLOAD_PRIORITY_CLASS,
     KUEUE_WORKLOAD, KUEUE_TOPOLOGY, PERSISTENT_VOLUME_CLAIM, CONFIG_MAP, SECRET, SERVICE, POD,
-    NODE, NAMESPACE, EVENT, LEASE, CUSTOM_RESOURCE_DEFINITION,
+    BINDING, NODE, NAMESPACE, EVENT, LEASE, CUSTOM_RESOURCE_DEFINITION,
 )  # fmt: skip
 
 _BY_KIND = {(t.api_version, t.kind): t for t in CATALOGUE}

@@ -25,6 +25,13 @@ from kaiwo_kubefake.patching import (
     STRATEGIC_MERGE_PATCH,
     apply_patch,
 )
+from kaiwo_kubefake.pod_logs import (
+    check_numbers,
+    chosen_container,
+    kubelet_location,
+    kubelet_url,
+    stream_from_kubelet,
+)
 from kaiwo_kubefake.scaling import scale_view, with_replicas
 from kaiwo_kubefake.selectors import FieldSelector, LabelSelector
 from kaiwo_kubefake.storage import ObjectStore, Preconditions
@@ -191,9 +198,10 @@ class ApiRoutes:
         if namespace is not None and not kind.namespaced:
             raise _not_served(request.path)
         if subresource and (
-            subresource not in ("status", "scale")
+            subresource not in ("status", "scale", "log")
             or (subresource == "status" and not kind.status_subresource)
             or (subresource == "scale" and kind.scale is None)
+            or (subresource == "log" and kind.key != ("", "pods"))
         ):
             raise _not_served(request.path)
         if kind.namespaced and name is not None and namespace is None:
@@ -203,6 +211,12 @@ class ApiRoutes:
     async def _handle(self, request: web.Request, target: Target) -> web.StreamResponse:
         if request.query.get("dryRun"):
             raise errors.bad_request("dryRun is not supported by the Kubernetes fake")
+        if target.subresource == "log":
+            if request.method != "GET":
+                raise errors.method_not_allowed(
+                    f"{request.method} is not supported on {request.path}"
+                )
+            return await self._pod_log(request, target)
         handlers: dict[
             tuple[bool, str], Callable[[web.Request, Target], Awaitable[web.StreamResponse]]
         ] = {
@@ -240,6 +254,32 @@ class ApiRoutes:
             version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
             return self._table(target, [obj], version)
         return self._answer(target, obj)
+
+    async def _pod_log(self, request: web.Request, target: Target) -> web.StreamResponse:
+        """As the real server: checked against the pod, then streamed from its node's
+        kubelet (see :mod:`kaiwo_kubefake.pod_logs`)."""
+        assert target.name is not None and target.namespace is not None
+        pod = self.store.get(target.kind, namespace=target.namespace, name=target.name)
+        container = chosen_container(pod, request.query.get("container"))
+        check_numbers(request.query)
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if not node_name:  # not on a node yet: nothing has written anything
+            return web.Response(text="", content_type="text/plain")
+        node_kind = self.store.kinds.lookup(group="", version="v1", plural="nodes")
+        node = self.store.find(node_kind, namespace=None, name=node_name) if node_kind else None
+        if node is None:
+            # The real server names the missing node as a pod (checked on 1.36).
+            raise errors.not_found(name=node_name, group="", plural="pods")
+        address, port = kubelet_location(node)
+        url = kubelet_url(
+            address,
+            port,
+            namespace=target.namespace,
+            pod=target.name,
+            container=container,
+            query=request.query,
+        )
+        return await stream_from_kubelet(request, url, pod=target.name)
 
     def _table(self, target: Target, items: list[dict[str, Any]], version: str) -> web.Response:
         crd = None

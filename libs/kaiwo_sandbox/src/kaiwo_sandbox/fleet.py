@@ -83,8 +83,11 @@ class NodeSpec:
             "metadata": {"name": self.name, "labels": self.labels()},
         }
 
-    def status(self, *, now: str) -> dict[str, Any]:
+    def status(self, *, now: str, kubelet: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The node's status; ``kubelet`` (:func:`kubelet_endpoint_status`) says where its
+        kubelet answers."""
         return {
+            **(kubelet or {}),
             "capacity": self.capacity(),
             "allocatable": self.capacity(),
             "conditions": [
@@ -99,6 +102,18 @@ class NodeSpec:
             ],
             "nodeInfo": {"kubeletVersion": "v1.33.0-sandbox", "operatingSystem": "linux"},
         }
+
+
+def kubelet_endpoint_status(host: str, port: int) -> dict[str, Any]:
+    """Where an API server finds a node's kubelet (for ``pods/log``): the address and port.
+
+    Only an InternalIP: API servers prefer a Hostname address by default, and the sandbox's
+    node names resolve nowhere.
+    """
+    return {
+        "addresses": [{"type": "InternalIP", "address": host}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
+    }
 
 
 def parse_fleet(text: str) -> tuple[NodeSpec, ...]:

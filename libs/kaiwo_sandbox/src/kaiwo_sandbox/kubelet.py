@@ -244,9 +244,10 @@ class WorkloadControllers:
 
 
 class Scheduler:
-    """Places pending pods on sandbox nodes with room. On the fake it binds them
-    (``spec.nodeName``); on a real API server, where binding needs a subresource the port
-    does not offer, it notes the node in an annotation the kubelet reads."""
+    """Places pending pods on sandbox nodes with room. On the fake it sets ``spec.nodeName``
+    itself; on a real API server it notes the node in an annotation (which the kubelet reads
+    at once) and then binds the pod through the ``bindings`` resource, as a scheduler does,
+    so that the API server knows the pod's node (``kubectl logs`` asks that node's kubelet)."""
 
     def __init__(self, kube: KubernetesPort, *, bind: bool) -> None:
         self.kube = kube
@@ -254,8 +255,12 @@ class Scheduler:
 
     async def reconcile(self, *, nodes: Sequence[NodeRoom], pods: list[dict[str, Any]]) -> None:
         for pod in pods:
-            if not node_of(pod) and is_active(pod):
+            if not is_active(pod):
+                continue
+            if not node_of(pod):
                 await self._schedule(pod, nodes=nodes, pods=pods)
+            if not self.bind and node_of(pod) and not (pod.get("spec") or {}).get("nodeName"):
+                await self._create_binding(pod, node_of(pod))
 
     async def _schedule(
         self, pod: dict[str, Any], *, nodes: Sequence[NodeRoom], pods: Sequence[dict[str, Any]]
@@ -281,6 +286,23 @@ class Scheduler:
                 field_manager="default-scheduler",
             )
             pod.update(updated)
+
+    async def _create_binding(self, pod: dict[str, Any], node: str) -> None:
+        metadata = pod["metadata"]
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {
+                "name": metadata["name"],
+                "namespace": metadata["namespace"],
+                "uid": metadata.get("uid"),
+            },
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        # Conflict: bound meanwhile (the next round's list shows it); the pod may be gone.
+        with contextlib.suppress(NotFound, Conflict):
+            await self.kube.create(binding, field_manager="default-scheduler")
+            pod.setdefault("spec", {})["nodeName"] = node
 
 
 async def report_unschedulable(kube: KubernetesPort, pod: dict[str, Any], node_count: int) -> None:

@@ -2,7 +2,9 @@
 controller in rounds (``tick`` apart) until stopped.
 
 ``async with Sandbox(kube, SandboxOptions()) as sandbox:`` — ``sandbox.metrics_url`` is the
-Prometheus-compatible endpoint for the monitor. A round that fails (the API server restarting,
+Prometheus-compatible endpoint for the monitor; ``sandbox.kubelet_port`` is where the nodes'
+kubelets answer an API server's ``pods/log`` requests (HTTPS on ``kubelet_host``), recorded in
+every node's status. A round that fails (the API server restarting,
 an object deleted under it) is logged and the next round starts from a fresh list.
 """
 
@@ -22,12 +24,19 @@ import aiohttp
 from aiohttp import web
 from kaiwo_kube import AlreadyExists, KubeError, KubernetesPort, resources
 
-from kaiwo_sandbox.fleet import DEFAULT_FLEET, SIMULATED_LABEL, NodeSpec
+from kaiwo_sandbox.fleet import (
+    DEFAULT_FLEET,
+    SIMULATED_LABEL,
+    NodeSpec,
+    kubelet_endpoint_status,
+)
 from kaiwo_sandbox.gpu_metrics import metrics_app
 from kaiwo_sandbox.kubelet import Kubelet, Scheduler, WorkloadControllers
+from kaiwo_sandbox.kubelet_endpoint import ContainerLogEndpoint
 from kaiwo_sandbox.kueue import KueueController
 from kaiwo_sandbox.lifecycle import Timing, format_time, node_room
 from kaiwo_sandbox.scope import NamespaceScope
+from kaiwo_sandbox.serving_certificate import CertificateError, self_signed_server_context
 from kaiwo_sandbox.volumes import VolumeBinder
 
 FIELD_MANAGER: Final = "kubelet-sandbox"
@@ -52,6 +61,10 @@ class SandboxOptions:
     """Act only on objects in these namespaces (empty: all); for a shared API server."""
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 0
+    kubelet_host: str = "127.0.0.1"
+    """Where the simulated kubelets serve container logs (HTTPS); the API server connects
+    to it, so it must be an address the API server reaches."""
+    kubelet_port: int = 0
 
 
 class Sandbox:
@@ -78,6 +91,9 @@ class Sandbox:
         self._task: asyncio.Task[None] | None = None
         self._runner: web.AppRunner | None = None
         self._metrics_port: int | None = None
+        self._kubelet_runner: web.AppRunner | None = None
+        self.kubelet_port: int | None = None
+        """The kubelets' log endpoint's port (None: not serving, e.g. without openssl)."""
 
     @property
     def metrics_url(self) -> str:
@@ -96,8 +112,35 @@ class Sandbox:
         self._metrics_port = sock.getsockname()[1]
         await web.SockSite(self._runner, sock).start()
 
+    async def start_kubelet_endpoint(self) -> None:
+        """Serve container logs where the nodes' status will say their kubelets are. Without
+        a certificate (no openssl) the sandbox runs on, and log requests fail."""
+        if self._kubelet_runner is not None:
+            return
+        try:
+            tls = self_signed_server_context("kaiwo-sandbox-kubelet")
+        except CertificateError as error:
+            log.warning("no container logs (kubectl logs, kaiwo logs): %s", error)
+            return
+        endpoint = ContainerLogEndpoint(
+            self.kube, timing=self.options.timing, clock=self.clock, poll_seconds=self.options.tick
+        )
+        self._kubelet_runner = web.AppRunner(endpoint.application(), shutdown_timeout=1.0)
+        await self._kubelet_runner.setup()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.options.kubelet_host, self.options.kubelet_port))
+        self.kubelet_port = sock.getsockname()[1]
+        await web.SockSite(self._kubelet_runner, sock, ssl_context=tls).start()
+
+    def _kubelet_status(self) -> dict[str, Any]:
+        if self.kubelet_port is None:
+            return {}
+        return kubelet_endpoint_status(self.options.kubelet_host, self.kubelet_port)
+
     async def register_nodes(self) -> None:
-        """The fleet's nodes and the namespaces asked for; existing ones are left alone."""
+        """The fleet's nodes and the namespaces asked for. An existing node is left alone but
+        for where its kubelet answers, which is this sandbox's endpoint now."""
         for namespace in self.options.namespaces:
             with contextlib.suppress(AlreadyExists):
                 await self.kube.create(
@@ -105,18 +148,23 @@ class Sandbox:
                     field_manager=FIELD_MANAGER,
                 )
         for node in self.options.fleet:
-            with contextlib.suppress(AlreadyExists):
+            try:
                 await self.kube.create(node.manifest(), field_manager=FIELD_MANAGER)
+                status = node.status(now=format_time(self.clock()), kubelet=self._kubelet_status())
+            except AlreadyExists:
+                status = self._kubelet_status()
+            if status:
                 await self.kube.patch_status(
                     resources.NODE,
                     node.name,
-                    node.status(now=format_time(self.clock())),
+                    status,
                     field_manager=FIELD_MANAGER,
                     method="merge",
                 )
 
     async def start(self) -> None:
         await self.start_metrics()
+        await self.start_kubelet_endpoint()
         await self.register_nodes()
         self._task = asyncio.create_task(self._loop(), name="kaiwo-sandbox")
 
@@ -129,6 +177,10 @@ class Sandbox:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self._kubelet_runner is not None:
+            await self._kubelet_runner.cleanup()
+            self._kubelet_runner = None
+            self.kubelet_port = None
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -147,10 +199,13 @@ class Sandbox:
         now = self.clock()
         await self._volumes.reconcile()
         await self._kueue.reconcile(now)
+        # Only this sandbox's nodes: another sandbox on a shared API server serves its own
+        # nodes' kubelet endpoint, and may have stopped.
+        own = {node.name for node in self.options.fleet}
         nodes = [
             node_room(n)
             for n in (await self.kube.list(resources.NODE, label_selector=SIMULATED_LABEL)).items
-            if not (n.get("spec") or {}).get("unschedulable")
+            if n["metadata"]["name"] in own and not (n.get("spec") or {}).get("unschedulable")
         ]
         pods = (await self.kube.list(resources.POD)).items
         if self.options.play_controllers:

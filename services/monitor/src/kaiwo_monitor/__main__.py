@@ -3,9 +3,10 @@
 Connects to NATS (declaring the streams), opens the ``kaiwo-monitor`` bucket, connects to the
 API server (``KAIWO_KUBECONFIG``, the usual kubeconfig, or in-cluster), checks the metrics
 endpoint answers, serves ``/healthz``, ``/readyz`` (NATS connected, API server reachable,
-the leader's last scrape succeeded) and ``/metrics``, and competes for the Lease until
-SIGTERM or SIGINT (the leader then releases it). A dependency that does not answer at start
-ends the process with status 1 and one line on stderr.
+the leader's last scrape succeeded) and ``/metrics``, and competes for the ``monitor`` lease
+in the NATS lease bucket until SIGTERM or SIGINT (the leader then releases it). A dependency
+that does not answer at start ends the process with status 1 and one line on stderr; so does
+a leader that lost its lease to another replica (its restart waits as a standby).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from kaiwo_runtime.startup import (
     configure_service_logging,
     open_api_server,
     open_bus_and_bucket,
+    open_single_active,
     run_until_signalled,
     utc_now,
     within,
@@ -31,7 +33,7 @@ from kaiwo_runtime.startup import (
 from kaiwo_monitor.metrics import MonitorMetrics
 from kaiwo_monitor.prometheus import PrometheusScraper
 from kaiwo_monitor.service import MonitorService
-from kaiwo_monitor.settings import MonitorSettings
+from kaiwo_monitor.settings import LEASE_ROLE, MonitorSettings
 
 log = structlog.get_logger("kaiwo.monitor")
 
@@ -63,12 +65,22 @@ async def serve(settings: MonitorSettings, stop: asyncio.Event) -> None:
             bucket=settings.monitor_state_bucket,
             within_seconds=timeout,
         )
+        single_active = await open_single_active(
+            bus, settings=settings, role=LEASE_ROLE, within_seconds=timeout
+        )
         kube = await open_api_server(
             stack, kubeconfig=settings.kubeconfig, within_seconds=timeout, service="monitor"
         )
         metrics = MonitorMetrics()
         service = MonitorService(
-            bus, kube, scraper=scraper, clock=utc_now, settings=settings, kv=kv, metrics=metrics
+            bus,
+            kube,
+            scraper=scraper,
+            clock=utc_now,
+            settings=settings,
+            single_active=single_active,
+            kv=kv,
+            metrics=metrics,
         )
 
         async def nats_connected() -> bool:
@@ -96,8 +108,7 @@ async def serve(settings: MonitorSettings, stop: asyncio.Event) -> None:
                 "monitor started",
                 health=health.url,
                 endpoint=scraper.url,
-                lease=f"{service.elector.namespace}/{service.elector.name}",
-                identity=service.elector.identity,
+                lease=f"{settings.lease_bucket}/{LEASE_ROLE}",
                 enabled=settings.monitor_enabled,
             )
             await service.run(stop)

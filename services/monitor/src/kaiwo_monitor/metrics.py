@@ -25,7 +25,7 @@ class MonitorMetrics:
         )
         self.leader = self.registry.gauge(
             "monitor_leader",
-            "1 while this instance holds the monitor Lease and acts, else 0",
+            "1 while this instance holds the monitor lease (NATS lease bucket) and acts, else 0",
         )
         self.events_published = self.registry.counter(
             "monitor_events_published",

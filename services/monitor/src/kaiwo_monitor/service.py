@@ -20,15 +20,19 @@ The monitor decides nothing and never changes the cluster: the planner consumes
 terminates underutilized workloads and preempts idle ones. A failing step ends the tick
 (counted in ``kaiwo_monitor_tick_failures_total`` or ``..._scrapes_total{outcome="error"}``,
 logged) and the next tick starts over; a tick that ends early publishes nothing, so a
-metrics endpoint that is down or answers garbage never moves a stretch on. Only one
-instance acts: see :mod:`kaiwo_monitor.leader`.
+metrics endpoint that is down or answers garbage never moves a stretch on.
+
+Only one instance acts: the one holding the ``monitor`` lease in NATS, through the same
+:class:`~kaiwo_runtime.single_active.SingleActive` as the planner and the executor (decision
+0025). The others wait as standbys; a leader that loses its lease stops ticking before the
+lease can expire for the others, and :meth:`MonitorService.run` then raises
+:class:`~kaiwo_runtime.startup.LeaseLostError` so the process restarts as a standby.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -41,6 +45,8 @@ from kaiwo_kube import KubeError, KubernetesPort, NotFound, resources
 from kaiwo_runtime.bus import Bus
 from kaiwo_runtime.kv import KeyValue, MemoryKeyValue
 from kaiwo_runtime.logging import bound_context
+from kaiwo_runtime.single_active import SingleActive
+from kaiwo_runtime.startup import run_while_active
 from pydantic import ValidationError
 
 from kaiwo_monitor.domain.pods import RUN_ID_SELECTOR, MonitoredPod, monitored_pod
@@ -52,7 +58,6 @@ from kaiwo_monitor.domain.utilization import (
     assess,
 )
 from kaiwo_monitor.findings import Finding, findings
-from kaiwo_monitor.leader import LeaseElector, LeaseTiming
 from kaiwo_monitor.metrics import MonitorMetrics
 from kaiwo_monitor.prometheus import ScrapeError, Scraper
 from kaiwo_monitor.settings import MonitorSettings
@@ -76,10 +81,9 @@ class MonitorService:
         scraper: Scraper,
         clock: Callable[[], datetime],
         settings: MonitorSettings,
+        single_active: SingleActive,
         kv: KeyValue | None = None,
         metrics: MonitorMetrics | None = None,
-        identity: str | None = None,
-        lease_timing: LeaseTiming | None = None,
     ) -> None:
         self._bus = bus
         self._kube = kube
@@ -88,71 +92,58 @@ class MonitorService:
         self.settings = settings
         self.metrics = metrics or MonitorMetrics()
         self._store = StateStore(kv if kv is not None else MemoryKeyValue())
+        self.single_active = single_active
         self.states: dict[str, UtilizationState] = {}
-        self._states_loaded = False
         self.last_scrape_failed = False
-        self.elector = LeaseElector(
-            kube,
-            name=settings.monitor_lease_name,
-            namespace=settings.lease_namespace(),
-            identity=identity or f"{settings.replica}-{secrets.token_hex(4)}",
-            clock=clock,
-            timing=lease_timing or settings.lease_timing(),
-            on_change=self._leadership_changed,
-        )
         self.metrics.leader.set(0)
 
     # ------------------------------------------------------------------ lifecycle
 
     @property
+    def leading(self) -> bool:
+        """This instance holds the ``monitor`` lease and ticks."""
+        return self.single_active.active
+
+    @property
     def healthy(self) -> bool:
         """False while this instance leads and its last scrape failed."""
-        return not (self.elector.leading and self.last_scrape_failed)
+        return not (self.leading and self.last_scrape_failed)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Compete for the Lease and, while leading, tick every polling interval."""
+        """Wait for the lease and, while holding it, tick every polling interval, until
+        ``stop``; :class:`~kaiwo_runtime.startup.LeaseLostError` if the lease was lost."""
         if not self.settings.monitor_enabled:
             log.info("monitor disabled (KAIWO_MONITOR_ENABLED=false); idling")
             await stop.wait()
             return
-        election = asyncio.create_task(self.elector.run(stop), name="monitor lease")
-        try:
-            while await self.elector.wait_until_leading(stop):
-                await self._lead(stop)
-        finally:
-            if stop.is_set():
-                await election  # releases the Lease
-            else:
-                election.cancel()
-                await asyncio.gather(election, return_exceptions=True)
+        await run_while_active(self.single_active, self.lead, stop)
 
-    async def _lead(self, stop: asyncio.Event) -> None:
-        await self.load_states()
-        while self.elector.leading and not stop.is_set():
-            await self.tick()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    self.elector.wait_until_following(stop),
-                    self.settings.monitor_polling_interval_seconds,
-                )
+    async def lead(self, until: asyncio.Event) -> None:
+        """The leader's work: continue the stretches the previous leader left, then tick
+        until ``until`` is set (stop, or the lease could not be renewed)."""
+        self.metrics.leader.set(1)
+        try:
+            await self.load_states()
+            while not until.is_set():
+                await self.tick(until=until)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(
+                        until.wait(), self.settings.monitor_polling_interval_seconds
+                    )
+        finally:
+            self.metrics.leader.set(0)
+            self.metrics.gpu_utilization.clear()
 
     async def load_states(self) -> None:
-        """Read the open stretches the previous leader left (once per leadership)."""
-        if not self._states_loaded:
-            self.states = await self._store.load()
-            self._states_loaded = True
-
-    def _leadership_changed(self, leading: bool) -> None:
-        self.metrics.leader.set(1 if leading else 0)
-        if not leading:
-            # Another instance may move the stretches on; read them again when leading again.
-            self._states_loaded = False
-            self.metrics.gpu_utilization.clear()
+        """Read the open stretches the previous leader left in the bucket."""
+        self.states = await self._store.load()
 
     # ------------------------------------------------------------------ one tick
 
-    async def tick(self) -> Assessment | None:
-        """Scrape, judge and publish once; None when a step failed (logged, counted)."""
+    async def tick(self, *, until: asyncio.Event | None = None) -> Assessment | None:
+        """Scrape, judge and publish once; None when a step failed (logged, counted).
+
+        Publishing stops part-way once ``until`` is set: the lease may be someone else's."""
         now = self._clock()
         try:
             config = await self._read_config()
@@ -171,7 +162,7 @@ class MonitorService:
             now=now,
             preemption=preemption,
         )
-        await self._publish(assessment, now=now)
+        await self._publish(assessment, now=now, until=until)
         self._report(assessment)
         return assessment
 
@@ -256,15 +247,17 @@ class MonitorService:
                 first=f"{missing[0].namespace}/{missing[0].name}",
             )
 
-    async def _publish(self, assessment: Assessment, *, now: datetime) -> None:
+    async def _publish(
+        self, assessment: Assessment, *, now: datetime, until: asyncio.Event | None
+    ) -> None:
         """Per workload: its events, then its state; stop at the first failure."""
         by_uid: dict[str, list[Finding]] = defaultdict(list)
         for finding in findings(assessment, now=now):
             by_uid[finding.uid].append(finding)
         before, after = dict(self.states), assessment.states
         for uid in sorted(set(before) | set(after) | set(by_uid)):
-            if not self.elector.leading:
-                log.info("leadership lost during a tick; leaving the rest to the new leader")
+            if until is not None and until.is_set():
+                log.info("the lease ends during a tick; leaving the rest to the next leader")
                 return
             with bound_context({"correlation_id": uid, "uid": uid}):
                 try:

@@ -391,7 +391,7 @@ class PlannerService:
     ) -> None:
         """Publish public workload events in order; a failure raises (the bus redelivers)."""
         for event in events:
-            workload = event.payload.workload
+            workload = event.workload
             envelope = Envelope.new(
                 data=event.payload,
                 source=SOURCE,
@@ -403,10 +403,10 @@ class PlannerService:
                 traceparent=cause.traceparent,
             )
             ack = await self._bus.publish(envelope, event.subject)
-            self.metrics.public_events.labels(event.payload.transition.value).inc()
+            self.metrics.public_events.labels(event.label).inc()
             log.info(
                 "public event published",
-                transition=event.payload.transition.value,
+                transition=event.label,
                 event_id=event.id,
                 duplicate=ack.duplicate,
             )

@@ -285,6 +285,7 @@ class WatcherService:
                 resume = None
                 await self._until_served(stream, delay=missing.next_delay())
             except (KubeError, OSError) as error:
+                _stop_if_cancelled()
                 # Resume after the last event handled (a relist in progress starts over).
                 resume = progress.resource_version if resume else None
                 self.metrics.watch_restarts.labels(kind=stream.kind).inc()
@@ -292,6 +293,7 @@ class WatcherService:
                 bound.warning("watch dropped; resuming", error=str(error), delay=round(delay, 2))
                 await asyncio.sleep(delay)
             except Exception:  # a bug must not silence the other streams, nor this one
+                _stop_if_cancelled()
                 resume = progress.resource_version if resume else None
                 delay = backoff.next_delay()
                 bound.exception("watch loop failed; resuming", delay=round(delay, 2))
@@ -556,3 +558,15 @@ class WatcherService:
             log.info("kind is served now", kind=stream.kind, stream=stream.key)
             self.metrics.kind_missing.labels(kind=stream.kind).set(0)
         progress.missing = False
+
+
+def _stop_if_cancelled() -> None:
+    """Re-raise a cancellation that a library turned into another error.
+
+    Cancelling a task blocked in aiohttp's stream read can surface as ``RuntimeError
+    ("Connection closed.")`` instead of ``CancelledError``; retrying then would swallow the
+    cancellation and the watcher would never stop (seen in CI: a replica's stop timed out).
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError

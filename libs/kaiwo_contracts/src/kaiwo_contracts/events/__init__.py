@@ -32,7 +32,12 @@ from kaiwo_contracts.events.envelope import (
 from kaiwo_contracts.events.monitor import PreemptionDecidedV1, UnderutilizedV1, UtilizationV1
 from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
 from kaiwo_contracts.events.plans import PlanDecidedV1
-from kaiwo_contracts.events.public import WorkloadEventV1, WorkloadRef, WorkloadTransition
+from kaiwo_contracts.events.public import (
+    PreemptionV1,
+    WorkloadEventV1,
+    WorkloadRef,
+    WorkloadTransition,
+)
 from kaiwo_contracts.events.results import ActionOutcome, ApplyResultV1
 
 __all__ = [
@@ -50,6 +55,7 @@ __all__ = [
     "ObservedObjectV1",
     "PlanDecidedV1",
     "PreemptionDecidedV1",
+    "PreemptionV1",
     "RawPayload",
     "UnderutilizedV1",
     "UtilizationV1",

@@ -35,7 +35,7 @@ from kaiwo_contracts.events.envelope import (
 from kaiwo_contracts.events.monitor import PreemptionDecidedV1, UnderutilizedV1, UtilizationV1
 from kaiwo_contracts.events.observed import ObservedObjectV1
 from kaiwo_contracts.events.plans import PlanDecidedV1
-from kaiwo_contracts.events.public import WorkloadEventV1
+from kaiwo_contracts.events.public import PreemptionV1, WorkloadEventV1
 from kaiwo_contracts.events.results import ApplyResultV1
 from kaiwo_contracts.events.subjects import (
     PUBLIC_WORKLOAD,
@@ -59,6 +59,7 @@ PAYLOAD_TYPES: dict[str, type[EventPayload]] = {
         UnderutilizedV1,
         PreemptionDecidedV1,
         WorkloadEventV1,
+        PreemptionV1,
     )
 }
 """CloudEvents ``type`` -> payload model, for consumers that read several types."""
@@ -159,11 +160,12 @@ def _route(envelope: Envelope[Any]) -> _Route | None:
                 uid=data.owner.uid or envelope.correlationid,
                 qualifier=data.outcome,
             )
-        if isinstance(data, WorkloadEventV1):
+        if isinstance(data, WorkloadEventV1 | PreemptionV1):
+            workload = data.workload if isinstance(data, WorkloadEventV1) else data.victim
             return _Route(
-                kind=kind_token(data.workload.kind),
-                namespace=data.workload.namespace,
-                uid=data.workload.uid,
+                kind=kind_token(workload.kind),
+                namespace=workload.namespace,
+                uid=workload.uid,
                 qualifier=PUBLIC_WORKLOAD,
             )
     except SubjectError as error:  # a kind that cannot be a token has no subject to match

@@ -15,7 +15,7 @@ planner    read its consumers ``planner-obs`` (and stored observations) and
            the ``planner`` lease
 executor   read ``executor-plan``, publish ``kaiwo.res.>`` and its dead letters; its
            bucket, the ``executor`` lease(s)
-monitor    publish ``kaiwo.mon.>``; its bucket ``kaiwo-monitor``
+monitor    publish ``kaiwo.mon.>``; its bucket ``kaiwo-monitor``, the ``monitor`` lease
 gateway    read stored observations of Models and Pods (``KAIWO_OBS``, by sequence) and
            subscribe to ``kaiwo.obs.model.>`` and ``kaiwo.obs.pod.>`` (wake-ups); publish
            no event. No consumer: a right to create consumers on ``KAIWO_OBS`` would let it
@@ -93,7 +93,7 @@ SERVICE_BUCKETS: dict[str, str] = {
 }
 """The key-value bucket each service keeps its state in (the services' defaults)."""
 LEASE_BUCKET = "kaiwo-leases"
-"""The bucket of the planner's and the executor's leases (``KAIWO_LEASE_BUCKET``)."""
+"""The bucket of the planner's, the executor's and the monitor's leases (``KAIWO_LEASE_BUCKET``)."""
 
 EVENT_STREAMS: tuple[str, ...] = (
     OBSERVED_STREAM,
@@ -302,6 +302,7 @@ def service_identity(name: str, topology: BusTopology) -> Identity:
                 family_filter(Family.MONITOR),
                 *_stream_info((MONITOR_STREAM,)),
                 *_bucket(SERVICE_BUCKETS[MONITOR]),
+                *_bucket(LEASE_BUCKET, keys=(MONITOR,)),
             ),
             streams=(MONITOR_STREAM,),
         )

@@ -10,6 +10,12 @@ Ids (``ce-id``, also ``Nats-Msg-Id``) are determined by what happened, so a prod
 derives the same transition twice (a redelivery, a restart) publishes the same id and
 JetStream keeps one copy: ``<uid>:submitted`` and ``<uid>:deleted`` (once per uid), else
 ``<uid>:<transition>:<resourceVersion>`` (the object version that showed it).
+
+A preemption is also told as a decision of its own, :class:`PreemptionV1` (type
+``...public.preemption.v1``, on the victim's subject, right after its ``preempted``
+transition): victim, beneficiary and reason as references. It is a type of its own because
+``WorkloadEventV1`` is closed (no field is added to a version); subscribers skip types they
+do not know, so those of v1 see no change.
 """
 
 from __future__ import annotations
@@ -90,6 +96,39 @@ class WorkloadEventV1(EventPayload):
     )
 
 
+class PreemptionV1(EventPayload):
+    """A preemption decision: which workload is stopped, for which pending one, and why."""
+
+    EVENT_TYPE: ClassVar[str] = event_type(PUBLIC_FAMILY, "preemption")
+
+    victim: WorkloadRef
+    beneficiary: WorkloadRef | None = Field(
+        default=None,
+        description=(
+            "The pending workload the GPUs are freed for (status.preemptedFor of the victim); "
+            "null when it was preempted for nobody in particular (GPU idle policy Always)"
+        ),
+    )
+    reason: str = Field(
+        description=(
+            "The victim's WorkloadTerminatedEarly (or Preempted) reason: DurationExceeded, "
+            "DurationExceededWithActiveGpuDemand, GpuIdlePreemption, ..."
+        )
+    )
+    message: str | None = Field(default=None, max_length=MESSAGE_MAX_CHARS)
+    observed_at: AwareDatetime = Field(
+        description="When the operator observed the victim's version that showed the decision"
+    )
+    resource_version: str = Field(
+        min_length=1, description="metadata.resourceVersion of the victim's version observed"
+    )
+
+
+def public_preemption_id(*, uid: str, resource_version: str) -> str:
+    """``<uid>:preemption:<resourceVersion>`` of the victim."""
+    return f"{uid}:preemption:{resource_version}"
+
+
 def public_event_id(*, uid: str, transition: WorkloadTransition, resource_version: str) -> str:
     """``<uid>:submitted``, ``<uid>:deleted``, else ``<uid>:<transition>:<resourceVersion>``."""
     if transition in (WorkloadTransition.SUBMITTED, WorkloadTransition.DELETED):
@@ -100,8 +139,10 @@ def public_event_id(*, uid: str, transition: WorkloadTransition, resource_versio
 __all__ = [
     "MESSAGE_MAX_CHARS",
     "PUBLIC_FAMILY",
+    "PreemptionV1",
     "WorkloadEventV1",
     "WorkloadRef",
     "WorkloadTransition",
     "public_event_id",
+    "public_preemption_id",
 ]

@@ -200,6 +200,15 @@ class WorkloadStatus(StrEnum):
 _TERMINAL = frozenset({WorkloadStatus.COMPLETE, WorkloadStatus.FAILED, WorkloadStatus.TERMINATED})
 
 
+class PreemptedFor(KubeModel):
+    """The pending workload a preemption stopped this one for (a KaiwoJob or KaiwoService)."""
+
+    kind: str = Field(description="KaiwoJob or KaiwoService.")
+    namespace: str = Field(description="Its namespace.")
+    name: str = Field(description="Its name.")
+    uid: str | None = Field(default=None, description="Its metadata.uid.")
+
+
 class CommonStatus(KubeModel):
     """The observed state fields KaiwoJob and KaiwoService share."""
 
@@ -217,6 +226,14 @@ class CommonStatus(KubeModel):
     )
     observed_generation: int | None = Field(
         default=None, ge=0, description="The metadata.generation last processed."
+    )
+    preempted_for: PreemptedFor | None = Field(
+        default=None,
+        description=(
+            "Not in upstream Kaiwo. The pending workload this one was preempted for (duration "
+            "preemption, or GPU idle preemption under OnPressure); unset when it was stopped "
+            "for nobody in particular."
+        ),
     )
 
     def condition(self, condition_type: str) -> Condition | None:

@@ -160,6 +160,7 @@ def _on_pressure(victim: IdleWorkload, waiting: GpuDemand, demand: int) -> Termi
             f"{_text(victim.idle_since)}, longer than the grace period of "
             f"{_seconds(victim.grace)}; policy OnPressure"
         ),
+        beneficiary=waiting.key.ref(),
     )
 
 

@@ -172,4 +172,5 @@ def _request(
             f"{beneficiary_ref.display()} has waited for {beneficiary.gpus} "
             f"{beneficiary.gpu_vendor.lower()} GPUs longer than {format_duration(threshold)}"
         ),
+        beneficiary=beneficiary_ref,
     )

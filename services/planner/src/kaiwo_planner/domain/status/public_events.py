@@ -11,7 +11,9 @@ new observation, and returns the public events that version shows, in this order
   True (the planner sets it from the monitor's findings);
 * ``preempted`` when the workload starts stopping (``TERMINATING`` or ``TERMINATED``) and the
   ``WorkloadTerminatedEarly`` reason names a preemption (:data:`PREEMPTION_REASONS`, or any
-  reason containing ``Preempt``), or a ``Preempted`` condition turns True;
+  reason containing ``Preempt``), or a ``Preempted`` condition turns True; right after it the
+  decision as a :class:`~kaiwo_contracts.events.public.PreemptionV1`: the victim, the
+  beneficiary (``status.preemptedFor``, none under the idle policy Always) and the reason;
 * ``terminated``, ``completed``, ``failed`` when the phase becomes ``TERMINATED``,
   ``COMPLETE``, ``FAILED``;
 * ``deleted`` for a ``DELETED`` observation (alone, for a workload never seen before).
@@ -32,10 +34,12 @@ from typing import Any, Final
 from kaiwo_contracts.events.observed import ObservedObjectV1
 from kaiwo_contracts.events.public import (
     MESSAGE_MAX_CHARS,
+    PreemptionV1,
     WorkloadEventV1,
     WorkloadRef,
     WorkloadTransition,
     public_event_id,
+    public_preemption_id,
 )
 from kaiwo_contracts.events.subjects import public_workload_subject
 
@@ -45,6 +49,9 @@ ADMITTED: Final = "Admitted"
 RESOURCE_UNDERUTILIZATION: Final = "ResourceUnderutilization"
 WORKLOAD_TERMINATED_EARLY: Final = "WorkloadTerminatedEarly"
 PREEMPTED: Final = "Preempted"
+PREEMPTED_FOR: Final = "preemptedFor"
+PREEMPTION_LABEL: Final = "preemption"
+"""How a :class:`PreemptionV1` is counted and logged beside the transitions' names."""
 PREEMPTION_REASONS: Final = frozenset(
     {"DurationExceeded", "DurationExceededWithActiveGpuDemand", "GpuIdlePreemption"}
 )
@@ -81,7 +88,21 @@ class PublicEvent:
 
     id: str
     subject: str
-    payload: WorkloadEventV1
+    payload: WorkloadEventV1 | PreemptionV1
+
+    @property
+    def workload(self) -> WorkloadRef:
+        """The workload it is about (a preemption's victim)."""
+        if isinstance(self.payload, PreemptionV1):
+            return self.payload.victim
+        return self.payload.workload
+
+    @property
+    def label(self) -> str:
+        """The transition's name, or ``preemption``: for metrics and logs."""
+        if isinstance(self.payload, PreemptionV1):
+            return PREEMPTION_LABEL
+        return self.payload.transition.value
 
 
 def is_public_workload(obj: Mapping[str, Any]) -> bool:
@@ -160,18 +181,22 @@ def derive_public_events(
         told.append((ending, None, _phase_condition(obj)))
     if deleted:
         told.append((WorkloadTransition.DELETED, None, None))
-    return tuple(
-        _event(
-            transition,
-            observed,
-            phase=current.phase,
-            previous_phase=previous_phase,
-            condition=condition,
-            observed_at=observed_at,
-            default_queue=default_queue,
+    events: list[PublicEvent] = []
+    for transition, previous_phase, condition in told:
+        events.append(
+            _event(
+                transition,
+                observed,
+                phase=current.phase,
+                previous_phase=previous_phase,
+                condition=condition,
+                observed_at=observed_at,
+                default_queue=default_queue,
+            )
         )
-        for transition, previous_phase, condition in told
-    )
+        if transition is WorkloadTransition.PREEMPTED:
+            events.append(_preemption(observed, condition=condition, observed_at=observed_at))
+    return tuple(events)
 
 
 # ------------------------------------------------------------------ reading the object
@@ -270,6 +295,39 @@ def _event(
         subject=public_workload_subject(namespace=namespace, kind=observed.kind, uid=observed.uid),
         payload=payload,
     )
+
+
+def _preemption(
+    observed: ObservedObjectV1, *, condition: Mapping[str, Any] | None, observed_at: datetime
+) -> PublicEvent:
+    """The decision behind a ``preempted`` transition: victim, beneficiary, reason."""
+    status = _mapping(observed.object.get("status"))
+    namespace = observed.namespace or ""
+    message = _text(condition.get("message")) if condition is not None else None
+    victim = WorkloadRef(
+        kind=observed.kind, namespace=namespace, name=observed.name, uid=observed.uid
+    )
+    payload = PreemptionV1(
+        victim=victim,
+        beneficiary=_beneficiary(_mapping(status.get(PREEMPTED_FOR))),
+        reason=(_text(condition.get("reason")) if condition is not None else None) or PREEMPTED,
+        message=message[:MESSAGE_MAX_CHARS] if message else None,
+        observed_at=observed_at,
+        resource_version=observed.resource_version,
+    )
+    return PublicEvent(
+        id=public_preemption_id(uid=observed.uid, resource_version=observed.resource_version),
+        subject=public_workload_subject(namespace=namespace, kind=observed.kind, uid=observed.uid),
+        payload=payload,
+    )
+
+
+def _beneficiary(named: Mapping[str, Any]) -> WorkloadRef | None:
+    """``status.preemptedFor`` as a reference; None when it is absent or incomplete."""
+    fields = {key: _text(named.get(key)) for key in ("kind", "namespace", "name", "uid")}
+    if any(value is None for value in fields.values()):
+        return None
+    return WorkloadRef.model_validate(fields)
 
 
 def _text(value: Any) -> str | None:

@@ -41,7 +41,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
-from kaiwo_contracts.plans import EventIntent
+from kaiwo_contracts.plans import EventIntent, ObjectRef
 
 from kaiwo_planner.domain.children.naming import child_name, main_child_name
 from kaiwo_planner.domain.scheduling.schedulable import SCHEDULABLE, SchedulableVerdict
@@ -55,6 +55,7 @@ ADMITTED = "Admitted"
 PVC_READY = "PvcReady"
 DOWNLOAD_JOB_SUCCEEDED = "DownloadJobSucceeded"
 PREEMPTABLE = "Preemptable"
+PREEMPTED_FOR = "preemptedFor"
 WORKLOAD_TERMINATED_EARLY = "WorkloadTerminatedEarly"
 
 DURATION_REFRESH = timedelta(seconds=60)
@@ -106,10 +107,12 @@ class ObservedChildren:
 
 @dataclass(frozen=True, slots=True)
 class TerminationRequest:
-    """Stop the workload early; ``reason`` becomes the WorkloadTerminatedEarly reason."""
+    """Stop the workload early; ``reason`` becomes the WorkloadTerminatedEarly reason and
+    ``beneficiary`` (a preemption's pending workload) ``status.preemptedFor``."""
 
     reason: str
     message: str
+    beneficiary: ObjectRef | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +245,9 @@ def derive_status(
         observation=observation,
         now=now,
     )
+    beneficiary = termination.beneficiary if termination is not None else None
+    if observation.phase is WorkloadStatus.TERMINATING and beneficiary is not None:
+        status[PREEMPTED_FOR] = _preempted_for(beneficiary)
     return StatusDecision(
         status=status,
         events=_transition_events(previous_phase, observation),
@@ -295,6 +301,16 @@ def _observe(
     conditions.append(ConditionSpec(ADMITTED, "True", "Admitted", "Workload is admitted"))
     phase = child_phase(observed, previous_phase=previous_phase)
     return _Observation(phase or WorkloadStatus.STARTING, conditions)
+
+
+def _preempted_for(beneficiary: ObjectRef) -> dict[str, Any]:
+    named = {
+        "kind": beneficiary.kind,
+        "namespace": beneficiary.namespace,
+        "name": beneficiary.name,
+        "uid": beneficiary.uid,
+    }
+    return {key: value for key, value in named.items() if value is not None}
 
 
 def _terminated(

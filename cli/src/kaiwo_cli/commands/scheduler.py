@@ -1,0 +1,119 @@
+"""``kaiwo scheduler``: the kaiwo-scheduler outside Helm and kustomize (decision 0026).
+
+* ``install`` — server-side apply the objects of ``deploy/k8s/scheduler`` into
+  ``kaiwo-system`` (what ``kaiwo up`` does by default), and make the KaiwoConfig name it;
+* ``name NAME`` — make the KaiwoConfig name the scheduler that serves the operator's pods
+  (``default-scheduler`` for a cluster that brings its own; compose's one-shot step);
+* ``manifests`` — print those objects as ``kubectl kustomize deploy/k8s/scheduler`` would, or
+  with ``--compose`` the KubeSchedulerConfiguration compose mounts (``make scheduler``).
+
+The name is written by server-side apply of that one field without force: a name another
+manager set stays, and the command says so (exit 1). Exit 2 when the cluster cannot be used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Annotated, Any, Final
+
+import typer
+import yaml
+from kaiwo_kube import KubeError
+
+from kaiwo_cli.cluster_access import ClusterError, ClusterTarget, connect
+from kaiwo_cli.commands.options import HELP
+from kaiwo_cli.stack.scheduler import (
+    KAIWO_SCHEDULER,
+    SchedulerNaming,
+    compose_scheduler_file,
+    install_scheduler,
+    name_scheduler,
+    scheduler_manifests,
+)
+
+FIELD_MANAGER: Final = "kaiwo-installer"
+"""The CLI's field manager for what it installs (the CRDs of ``kaiwo up --install-crds`` too)."""
+
+app = typer.Typer(
+    name="scheduler",
+    help="The kaiwo-scheduler: install it, name a scheduler in the KaiwoConfig, print it.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+Context = Annotated[str | None, typer.Option("--context", help=HELP["context"])]
+Kubeconfig = Annotated[
+    Path | None,
+    typer.Option("--kubeconfig", help="Cluster to change; default $KUBECONFIG, ~/.kube/config."),
+]
+
+
+@app.command("install")
+def install(kubeconfig: Kubeconfig = None, context: Context = None) -> None:
+    """Deploy the kaiwo-scheduler into kaiwo-system and name it in the KaiwoConfig."""
+
+    async def run() -> SchedulerNaming:
+        async with await connect(
+            ClusterTarget(kubeconfig=kubeconfig, context=context), user_agent="kaiwo-scheduler"
+        ) as kube:
+            await install_scheduler(kube, field_manager=FIELD_MANAGER)
+            return await name_scheduler(kube, KAIWO_SCHEDULER, field_manager=FIELD_MANAGER)
+
+    _report(_on_the_cluster(run), installed=True)
+
+
+@app.command("name")
+def name(
+    scheduler: Annotated[
+        str, typer.Argument(help="kaiwo-scheduler, default-scheduler or your scheduler's name.")
+    ],
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
+) -> None:
+    """Make the KaiwoConfig name SCHEDULER for the pods the operator makes."""
+
+    async def run() -> SchedulerNaming:
+        async with await connect(
+            ClusterTarget(kubeconfig=kubeconfig, context=context), user_agent="kaiwo-scheduler"
+        ) as kube:
+            return await name_scheduler(kube, scheduler, field_manager=FIELD_MANAGER)
+
+    _report(_on_the_cluster(run), installed=False)
+
+
+@app.command("manifests")
+def manifests(
+    compose: Annotated[
+        bool, typer.Option("--compose", help="The KubeSchedulerConfiguration compose mounts.")
+    ] = False,
+) -> None:
+    """Print the kaiwo-scheduler's objects (or compose's configuration) as YAML."""
+    objects = scheduler_manifests()
+    if compose:
+        typer.echo(compose_scheduler_file(objects), nl=False)
+        return
+    typer.echo(yaml.safe_dump_all(objects, sort_keys=False), nl=False)
+
+
+def _on_the_cluster(run: Callable[[], Coroutine[Any, Any, SchedulerNaming]]) -> SchedulerNaming:
+    try:
+        result = asyncio.run(run())
+    except (ClusterError, KubeError, OSError) as error:
+        typer.echo(f"kaiwo scheduler: {' '.join(str(error).split())}", err=True)
+        raise typer.Exit(2) from None
+    return result
+
+
+def _report(naming: SchedulerNaming, *, installed: bool) -> None:
+    if installed:
+        typer.echo("kaiwo-scheduler deployed in kaiwo-system")
+    if naming.kept_another:
+        typer.echo(
+            f"kaiwo scheduler: the KaiwoConfig names {naming.named!r}, set by another manager; "
+            f"left as it is (not {naming.wanted!r})",
+            err=True,
+        )
+        raise typer.Exit(1)
+    typer.echo(f"KaiwoConfig kaiwo names {naming.wanted}")
