@@ -25,6 +25,7 @@ from typing import Any
 
 from kaiwo_contracts.events import ObservedObjectV1
 from kaiwo_planner.domain.planning import plan_object
+from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
 from kaiwo_planner.domain.state.projection import Projection
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -141,6 +142,7 @@ class Cluster:
 
     def __init__(self) -> None:
         self.projection = Projection()
+        self.contexts = PlanningContextKeeper()
         self.sequence = 0
         self.version = 100
 
@@ -164,7 +166,9 @@ class Cluster:
     def settle(self, owner: dict[str, Any]) -> list[dict[str, Any]]:
         """Plan ``owner`` and observe its Pods running and Ready; returns the Pods."""
         self.observe(owner)
-        plan = plan_object(owner=owner, cluster=self.projection.cluster_state(), now=NOW)
+        plan = plan_object(
+            owner=owner, context=self.contexts.context(self.projection), now=NOW
+        ).plan
         assert plan is not None, owner
         pods = []
         for manifest in plan.desired:
@@ -212,9 +216,9 @@ def bench(shape: str, spec: dict[str, Any], *, plans: int) -> tuple[float, float
     cpu: list[float] = []
     for _ in range(plans):
         next(changes)
-        state = cluster.projection.cluster_state()
         started, started_cpu = time.perf_counter(), time.thread_time()
-        plan = plan_object(owner=owner, cluster=state, now=NOW)
+        context = cluster.contexts.context(cluster.projection)
+        plan = plan_object(owner=owner, context=context, now=NOW).plan
         cpu.append((time.thread_time() - started_cpu) * 1e6)
         wall.append((time.perf_counter() - started) * 1e6)
         assert plan is not None and not plan.delete, shape

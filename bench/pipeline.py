@@ -1,8 +1,13 @@
-"""The whole pipeline under load: KaiwoJobs created at a fixed rate against ``kaiwo up --fake``
-(watcher, planner, executor, recorder as processes, a real nats-server, the fake API server),
-on SQLite and, when a server answers, on PostgreSQL.
+"""The whole pipeline under load: KaiwoJobs created at a fixed rate.
 
-Run: ``uv run python bench/pipeline.py`` (``--stores sqlite`` to skip PostgreSQL). Figures:
+By default, when the envtest archives are found (``KAIWO_ENVTEST_ASSETS`` or
+``../shared/envtest``), against a real kube-apiserver with etcd and the
+kube-controller-manager, the operator and then the kopf peer (``bench/peer_kopf.py``) with
+the same load, printed side by side: see ``bench/pipeline_envtest.py``.
+
+``--cluster fake``: against ``kaiwo up --fake`` (watcher, planner, executor, recorder as
+processes, a real nats-server, the fake API server), on SQLite and, when a server answers, on
+PostgreSQL (``--stores sqlite`` to skip PostgreSQL). Figures:
 
 * **child latency**: from sending the KaiwoJob's create to seeing its batch Job in a watch of
   the API server, at 50 workloads/s for a few seconds (p50, p99);
@@ -32,6 +37,7 @@ import contextlib
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -52,6 +58,9 @@ from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_runtime.nats_connection import connect_client
 from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.integration.pipeline.cluster_actors import GpuNode, node_heartbeat, register_node
 
 NAMESPACE = "ml-team"
 LATENCY_RATE = 50
@@ -95,6 +104,19 @@ class Figures:
 
 # --------------------------------------------------------------------------- the cluster
 
+GPU_NODES = (GpuNode("bench-mi300x-a"), GpuNode("bench-mi300x-b"))
+"""A KaiwoJob asking for GPUs waits (NoGPUs) on a cluster without any."""
+
+
+@contextlib.asynccontextmanager
+async def gpu_nodes(kube: KubernetesAsyncioAdapter) -> AsyncIterator[None]:
+    """``GPU_NODES`` registered as their kubelets would, their Leases renewed meanwhile (the
+    node lifecycle controller of a real control plane taints a silent node)."""
+    for node in GPU_NODES:
+        await register_node(kube, node, not_ready_taint=False)
+    async with node_heartbeat(kube):
+        yield
+
 
 def queue_config() -> dict[str, Any]:
     return {
@@ -105,11 +127,11 @@ def queue_config() -> dict[str, Any]:
     }
 
 
-def kaiwo_job(name: str) -> dict[str, Any]:
+def kaiwo_job(name: str, namespace: str = NAMESPACE) -> dict[str, Any]:
     return {
         "apiVersion": "kaiwo.silogen.ai/v1alpha1",
         "kind": "KaiwoJob",
-        "metadata": {"name": name, "namespace": NAMESPACE},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "image": "ghcr.io/silogen/rocm-ray:6.4",
             "entrypoint": "python train.py",
@@ -122,14 +144,15 @@ def kaiwo_job(name: str) -> dict[str, Any]:
 class ChildClock:
     """Watches batch Jobs and notes when each one is first seen."""
 
-    def __init__(self, kube: KubernetesAsyncioAdapter) -> None:
+    def __init__(self, kube: KubernetesAsyncioAdapter, namespace: str = NAMESPACE) -> None:
         self._kube = kube
+        self._namespace = namespace
         self.seen: dict[str, float] = {}
         self._changed = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        listed = await self._kube.list(resources.JOB, namespace=NAMESPACE)
+        listed = await self._kube.list(resources.JOB, namespace=self._namespace)
         self._task = asyncio.create_task(self._follow(listed.resource_version))
 
     async def _follow(self, version: str) -> None:
@@ -137,7 +160,7 @@ class ChildClock:
             events = self._kube.watch(
                 resources.JOB,
                 resource_version=version,
-                namespace=NAMESPACE,
+                namespace=self._namespace,
                 timeout_seconds=600,
                 bookmarks=True,
             )
@@ -177,7 +200,13 @@ class Step:
 
 
 async def create_at_rate(
-    kube: KubernetesAsyncioAdapter, clock: ChildClock, *, prefix: str, rate: int, seconds: float
+    kube: KubernetesAsyncioAdapter,
+    clock: ChildClock,
+    *,
+    prefix: str,
+    rate: int,
+    seconds: float,
+    namespace: str = NAMESPACE,
 ) -> Step:
     """Create ``rate * seconds`` KaiwoJobs at ``rate``/s; wait for their Jobs."""
     count = int(rate * seconds)
@@ -188,7 +217,7 @@ async def create_at_rate(
         nonlocal failures
         sent[name] = time.perf_counter()
         try:
-            await kube.create(kaiwo_job(name))
+            await kube.create(kaiwo_job(name, namespace))
         except Exception:
             failures += 1
 
@@ -413,7 +442,11 @@ async def latency_step(
 async def measure(store_name: str, store_url: str | None, state_dir: Path) -> Figures:
     figures = Figures(store=store_name)
     options = StackOptions(
-        state_dir=state_dir, fake_cluster=True, store_url=store_url, service_env=SERVICE_ENV
+        state_dir=state_dir,
+        fake_cluster=True,
+        seed_fake_cluster=False,
+        store_url=store_url,
+        service_env=SERVICE_ENV,
     )
     async with LocalStack(options) as stack, contextlib.AsyncExitStack() as exits:
         assert stack.kubeconfig is not None and stack.nats is not None
@@ -422,7 +455,12 @@ async def measure(store_name: str, store_url: str | None, state_dir: Path) -> Fi
         client = await connect_client(stack.nats_connection(ADMIN))
         exits.push_async_callback(client.close)
         js = client.jetstream()
-        await kube.create(queue_config())
+        await exits.enter_async_context(gpu_nodes(kube))
+        await kube.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+        )
+        # The operator creates the default "kaiwo" (empty spec) itself: apply ours over it.
+        await kube.apply(queue_config(), field_manager="kaiwo-bench")
         clock = ChildClock(kube)
         await clock.start()
         exits.push_async_callback(clock.stop)
@@ -565,12 +603,35 @@ async def run(stores: list[str], *, keep: bool = False) -> list[Figures]:
 
 
 def main() -> None:
+    # Imported here: it imports this module's helpers.
+    import pipeline_envtest
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--stores", default="sqlite,postgresql")
+    parser.add_argument(
+        "--cluster",
+        choices=("envtest", "fake"),
+        default="envtest" if pipeline_envtest.assets_present() else "fake",
+        help="envtest: the operator and the kopf peer on a real API server (the default when "
+        "the envtest archives are found); fake: the operator alone on the fake API server",
+    )
+    parser.add_argument("--stores", default="sqlite,postgresql", help="with --cluster fake")
     parser.add_argument(
         "--keep", action="store_true", help="keep each run's event store and logs to inspect"
     )
+    parser.add_argument(
+        "--profile", type=Path, help="with --cluster envtest: py-spy profiles into this directory"
+    )
+    parser.add_argument(
+        "--sides", default="operator,kopf", help="with --cluster envtest: which sides to run"
+    )
     arguments = parser.parse_args()
+    if arguments.cluster == "envtest":
+        pipeline_envtest.run(
+            keep=arguments.keep,
+            profile=arguments.profile,
+            sides=tuple(arguments.sides.split(",")),
+        )
+        return
     started = time.perf_counter()
     results = asyncio.run(run(arguments.stores.split(","), keep=arguments.keep))
     print()

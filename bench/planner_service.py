@@ -48,6 +48,7 @@ from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
 from kaiwo_contracts.events.streams import OBSERVED_STREAM, PLAN_STREAM, bus_topology
 from kaiwo_contracts.events.subjects import observed_subject
 from kaiwo_planner.domain.planning import plan_object
+from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.projection import Projection
 from kaiwo_planner.metrics import PlannerMetrics
 from kaiwo_planner.service import PlannerService
@@ -196,9 +197,8 @@ def observations(workloads: int) -> Iterator[Observed]:
         created = emit(kaiwo_job(index, created=started), "ADDED")
         yield created
         owner = projection.by_uid(f"kaiwojob-{index}")
-        plan = plan_object(
-            owner=owner, cluster=projection.cluster_state(), now=created.envelope.time
-        )
+        context = PlanningContext.of(projection.cluster_state())
+        plan = plan_object(owner=owner, context=context, now=created.envelope.time).plan
         assert plan is not None and plan.desired, "the KaiwoJob got no plan"
         for child in plan.desired:
             meta = child["metadata"]

@@ -17,9 +17,10 @@ worst and best of the rounds, by the wall clock and per CPU second of this proce
 steadier figure when other work shares the cores). Every replayed plan must be reproduced;
 the bench fails otherwise. Target: >= 100,000 events/s pure.
 
-The planner keeps per-workload values (parsed spec, children) for about 500 workloads
-(``kaiwo_planner.domain.state.kept_values.LIMIT``); replaying more workloads that are all active
-at once rebuilds them for every plan, which ``--workloads 1000`` shows.
+Replay plans every recorded plan with a fresh planning context (decision 0029), so the
+settings (KaiwoConfig, KaiwoQueueConfig, node pools) and the owner's spec and children are
+worked out again for each plan: a value the planner service kept when it should not have
+shows as a difference.
 """
 
 from __future__ import annotations

@@ -16,12 +16,3 @@ SHARED_DIR = REPO_ROOT.parent / "shared"
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO_ROOT
-
-
-@pytest.fixture(autouse=True)
-def _fresh_kept_values() -> None:
-    """Each test plans from scratch: values the planner keeps between plans (kept_values)
-    live for the process, and tests reuse uids and generations for different specs."""
-    from kaiwo_planner.domain.state.kept_values import forget_kept
-
-    forget_kept()

@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import Any, Final
 
 from kaiwo_planner.domain.queues.node_pools import NODEPOOL_LABEL
-from kaiwo_planner.domain.state.cluster import (
+from kaiwo_planner.domain.state.nodes import (
     AMD_PRODUCT_LABEL,
     GPU_RESOURCE_BY_VENDOR,
     NVIDIA_PRODUCT_LABEL,

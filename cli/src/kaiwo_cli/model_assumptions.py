@@ -16,8 +16,9 @@ from typing import Any
 
 import yaml
 from kaiwo_contracts.models_config import CONFIG_MAP_KEY, CONFIG_MAP_LABEL, CONFIG_MAP_LABEL_VALUE
-from kaiwo_planner.domain.planning import PlanningResult, plan_object_with_timer
+from kaiwo_planner.domain.planning import PlanningResult, plan_object
 from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.planning_context import PlanningContext
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +79,7 @@ def model_with_pods(
     if spec.get("cacheProfile"):
         assumed["status"] = {**(assumed.get("status") or {}), "cache": {"loaded": True}}
         notes.append("once its cache is loaded")
-    later = plan_object_with_timer(owner=assumed, cluster=cluster, now=now)
+    later = plan_object(owner=assumed, context=PlanningContext.of(cluster), now=now)
     return AssumedPlan(
         source=f"{document.source}, {' and '.join(notes)} (assumed)",
         content=content,

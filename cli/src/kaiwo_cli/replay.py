@@ -15,7 +15,9 @@ and ``planned_at``, the ``now`` it planned with. So, for each plan in order of
    and every recorded autoscaler decision (``ScaleDecidedV1`` of ``KAIWO_GATEWAY``) up to and
    including the plan's ``scale_sequence``, so a Model's plan scales it as it did;
 2. call :func:`~kaiwo_planner.domain.planning.plan_object` with the plan's owner as the
-   projection holds it, the projection's cluster state and ``now = planned_at``;
+   projection holds it, a *fresh* planning context of the projection's cluster state (the
+   planner service carries its context from state to state, so a value it kept when it
+   should have worked it out again shows as a difference) and ``now = planned_at``;
 3. compare the replayed plan with the recorded one: equal fingerprints (the SHA-256 of the
    plan's canonical JSON) and observed resourceVersion, and every object the recorded plan
    named ``absent`` (``drifted``) is also one the projection does not hold (holds without
@@ -50,9 +52,9 @@ from kaiwo_contracts.events.monitor import UtilizationV1
 from kaiwo_contracts.plans import ObjectRef, Plan, canonical_json
 from kaiwo_eventstore import EventStore, StoredEvent, cyclic_gc_paused
 from kaiwo_planner.domain.models.autoscaling import ScaleRequest
-from kaiwo_planner.domain.planning import plan_object
+from kaiwo_planner.domain.planning import PlanningResult, plan_object
 from kaiwo_planner.domain.queues.default_objects import default_object_plans
-from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.projection import Projection
 from kaiwo_planner.domain.status.findings import WorkloadFinding
 from kaiwo_planner.domain.status.planned_status import owner_with_status
@@ -70,7 +72,7 @@ SCALE_TYPE: Final = ScaleDecidedV1.EVENT_TYPE
 GATEWAY_STREAM: Final = "KAIWO_GATEWAY"
 
 Outcome = Literal["reproduced", "differs", "skipped"]
-PlanFunction = Callable[..., Plan | None]
+PlanFunction = Callable[..., PlanningResult]
 Progress = Callable[[int, int], None]
 """Called with (plans done, plans in all) while replaying."""
 
@@ -263,8 +265,10 @@ def _judge(
         )
     # The planner planned from its own previous status when the observed one lagged behind.
     owner = owner_with_status(owner, decided.assumed_status)
-    cluster: ClusterState = projection.cluster_state()
-    replayed = plan_fn(owner=owner, cluster=cluster, now=decided.planned_at)
+    # A fresh context for every plan: the planner service carries its context from state
+    # to state, so a value it failed to work out again shows here as a difference.
+    context = PlanningContext.of(projection.cluster_state())
+    replayed = plan_fn(owner=owner, context=context, now=decided.planned_at).plan
     if replayed is not None and _same_as_recorded(decided, replayed, projection):
         return _verdict(event, decided, "reproduced")
     recorded_doc = comparable(decided.plan, absent=decided.absent, drifted=decided.drifted)

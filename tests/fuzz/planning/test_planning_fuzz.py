@@ -1,5 +1,5 @@
 """Fuzzing planning: every served kind through the one planning entry point
-(:func:`~kaiwo_planner.domain.planning.plan_object_with_timer`), against clusters drawn at
+(:func:`~kaiwo_planner.domain.planning.plan_object`), against clusters drawn at
 random and taken in the way the planner service takes them (through its projection).
 
 An owner is drawn from its kind's CRD schema (:mod:`tests.fuzz.schema_strategies`): valid
@@ -40,8 +40,6 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1 import KaiwoJob, KaiwoQueueConfig, Kaiw
 from kaiwo_contracts.crds.kubeai_v1 import Model
 from kaiwo_contracts.events import ObservedObjectV1
 from kaiwo_contracts.plans import Plan
-from kaiwo_planner.domain.planning import plan_object_with_timer
-from kaiwo_planner.domain.state.kept_values import forget_kept
 from kaiwo_planner.domain.state.projection import Projection
 from pydantic import BaseModel, ValidationError
 
@@ -55,6 +53,7 @@ from tests.fuzz.schema_strategies import (
     timestamps,
     uids,
 )
+from tests.planning_calls import planning
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 OWNER_KINDS: tuple[type[BaseModel], ...] = (
@@ -352,7 +351,7 @@ def cases(draw: st.DrawFn) -> tuple[dict[str, Any], list[Any], list[Any]]:
 
 def _plan(owner: dict[str, Any], objects: list[Any]) -> Plan | None:
     cluster = _projection(objects).cluster_state()
-    return plan_object_with_timer(owner=owner, cluster=cluster, now=NOW).plan
+    return planning(owner=owner, cluster=cluster, now=NOW).plan
 
 
 def _check(plan: Plan, owner: dict[str, Any]) -> None:
@@ -371,7 +370,6 @@ def test_every_plan_is_confined_and_well_formed(
     case: tuple[dict[str, Any], list[Any], list[Any]],
 ) -> None:
     owner, cluster, (data,) = case
-    forget_kept()
 
     first = _plan(owner, cluster)
     if first is None:

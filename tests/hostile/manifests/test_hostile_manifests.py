@@ -22,10 +22,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from kaiwo_cli.main import app
-from kaiwo_planner.domain.planning import plan_object
 from kaiwo_planner.domain.state.cluster import ClusterState
 
 from tests.hostile.manifests.corpus import HostileManifest, build_corpus
+from tests.planning_calls import planned
 
 BOUND_SECONDS = 5.0
 """Far above what a case takes (milliseconds), far below a stall: the billion laughs of the
@@ -90,7 +90,7 @@ def check_planned(manifest: HostileManifest) -> None:
         return
     owner = stored(manifest.text)
     if manifest.outcome == "Valid=False":
-        plan = plan_object(owner=owner, cluster=cluster(), now=NOW)
+        plan = planned(owner=owner, cluster=cluster(), now=NOW)
         assert plan is not None and plan.status is not None
         [valid] = [c for c in plan.status["conditions"] if c["type"] == "Valid"]
         assert (valid["status"], valid["reason"]) == ("False", "InvalidSpec")
@@ -98,15 +98,15 @@ def check_planned(manifest: HostileManifest) -> None:
         assert [(e.type, e.reason) for e in plan.events] == [("Warning", "InvalidSpec")]
         assert plan.desired == ()
     elif manifest.outcome == "bounded children":
-        plan = plan_object(owner=owner, cluster=cluster(), now=NOW)
+        plan = planned(owner=owner, cluster=cluster(), now=NOW)
         assert plan is not None and plan.desired
         for child in plan.desired:
             assert len(child["metadata"]["name"]) <= 63, child["metadata"]["name"]
             for value in labels_in(child):
                 assert len(value) <= 63 and LABEL_VALUE.match(value), value
     elif manifest.outcome == "reference ignored":
-        alone = plan_object(owner=owner, cluster=cluster(owner), now=NOW)
-        forged = plan_object(owner=owner, cluster=cluster(owner, *manifest.extra), now=NOW)
+        alone = planned(owner=owner, cluster=cluster(owner), now=NOW)
+        forged = planned(owner=owner, cluster=cluster(owner, *manifest.extra), now=NOW)
         assert forged == alone
 
 

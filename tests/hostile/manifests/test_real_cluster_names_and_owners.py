@@ -22,10 +22,10 @@ from kaiwo_executor.execution_memo import ExecutionMemo
 from kaiwo_kube import NotFound
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_kube.resources import DEPLOYMENT, JOB, KAIWO_JOB, KAIWO_SERVICE, NAMESPACE
-from kaiwo_planner.domain.planning import plan_object
 from kaiwo_planner.domain.state.projection import Projection
 from kaiwo_runtime.kv import MemoryKeyValue
 
+from tests.planning_calls import planned
 from tests.real_cluster import RealCluster
 
 pytestmark = [pytest.mark.k8s]
@@ -89,7 +89,7 @@ async def plan_and_execute(
     projection = Projection()
     for sequence, obj in enumerate([queue_config(), *seen, owner], start=1):
         projection.apply(observed(obj), sequence=sequence)
-    plan = plan_object(owner=owner, cluster=projection.cluster_state(), now=NOW)
+    plan = planned(owner=owner, cluster=projection.cluster_state(), now=NOW)
     assert plan is not None
     executor = PlanExecutor(adapter, ExecutionMemo(MemoryKeyValue()), clock=lambda: NOW)
     execution = await executor.execute(PlanDecidedV1.of(plan), plan_id=uuid.uuid4().hex)

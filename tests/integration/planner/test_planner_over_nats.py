@@ -14,7 +14,8 @@ from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.events.streams import PLAN_STREAM, bus_topology
 from kaiwo_contracts.events.subjects import observed_subject
 from kaiwo_contracts.plans import ObjectRef, Plan
-from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.planning import PlanningResult
+from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.metrics import PlannerMetrics
 from kaiwo_planner.service import PlannerService
 from kaiwo_planner.settings import PlannerSettings
@@ -27,7 +28,9 @@ pytestmark = pytest.mark.nats
 WHEN = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
 
-def one_job_planner(*, owner: Mapping[str, Any], cluster: ClusterState, now: datetime) -> Plan:
+def one_job_planner(
+    *, owner: Mapping[str, Any], context: PlanningContext, now: datetime
+) -> PlanningResult:
     """A KaiwoJob gets a batch Job of its name; the status counts the cluster's nodes."""
     meta = owner["metadata"]
     job = {
@@ -35,7 +38,7 @@ def one_job_planner(*, owner: Mapping[str, Any], cluster: ClusterState, now: dat
         "kind": "Job",
         "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
     }
-    return Plan(
+    plan = Plan(
         owner=ObjectRef(
             api_version=owner["apiVersion"],
             kind=owner["kind"],
@@ -44,8 +47,9 @@ def one_job_planner(*, owner: Mapping[str, Any], cluster: ClusterState, now: dat
             uid=meta["uid"],
         ),
         desired=(job,),
-        status={"nodes": len(cluster.nodes)},
+        status={"nodes": len(context.cluster.nodes)},
     )
+    return PlanningResult(plan=plan)
 
 
 @pytest.fixture

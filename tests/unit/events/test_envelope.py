@@ -17,6 +17,7 @@ from kaiwo_contracts.events import (
     observed_event_id,
     plan_event_id,
 )
+from kaiwo_contracts.events.envelope import body_json
 from kaiwo_contracts.plans import ObjectRef, Plan
 from pydantic import ValidationError
 
@@ -330,3 +331,15 @@ def test_observed_identity_must_agree_with_the_object_metadata() -> None:
             event_type="SYNC",
             object={"metadata": {"name": "node-2.example.com", "uid": "u-1"}},
         )
+
+
+def test_a_body_is_compact_json_with_sorted_keys() -> None:
+    assert body_json({"b": 1, "a": [True, None, "é", 2.5]}) == (
+        b'{"a":[true,null,"\xc3\xa9",2.5],"b":1}'
+    )
+
+
+def test_a_body_takes_integers_beyond_64_bits_and_refuses_a_lone_surrogate() -> None:
+    assert body_json({"n": 2**70}) == b'{"n":1180591620717411303424}'
+    with pytest.raises(UnicodeEncodeError):
+        body_json({"s": "\ud800"})

@@ -52,6 +52,30 @@ def test_a_lone_surrogate_becomes_the_replacement_character() -> None:
     event = watch_event_of(b'{"type":"ADDED","object":{"metadata":{"name":"a\\ud800"}}}')
     assert event.object["metadata"]["name"] == "a\ufffd"
     assert decode_body(b'{"message":"\\udfff"}') == {"message": "\ufffd"}
+    # Found by fuzzing: the bytes that would encode U+D800 in UTF-8, not an escape.
+    assert decode_body(b'{"message":"a\xed\xa0\x80"}') == {"message": "a\ufffd"}
+    utf16 = '{"message":"a\ud800"}'.encode("utf-16-le", "surrogatepass")
+    assert decode_body(utf16) == {"message": "a\ufffd"}
+
+
+def test_an_escaped_pair_and_an_escaped_backslash_keep_their_text() -> None:
+    # "\\ud800" is a backslash and the letters "ud800", not a surrogate; a pair is one
+    # character: neither is replaced.
+    event = watch_event_of(
+        b'{"type":"ADDED","object":{"metadata":{"name":"a\\\\ud800","uid":"\\ud83d\\ude00"}}}'
+    )
+    assert event.object["metadata"] == {"name": "a\\ud800", "uid": "\U0001f600"}
+
+
+def test_nesting_the_encoder_cannot_walk_is_malformed_whatever_the_bracket_count() -> None:
+    deep = b'{"type":"ADDED","object":{"metadata":{},"spec":' + b"[" * 990 + b"]" * 990 + b"}}"
+    with pytest.raises(MalformedResponse):
+        watch_event_of(deep)
+    shallow = b'{"type":"ADDED","object":{"metadata":{},"spec":' + b"[" * 150 + b"]" * 150 + b"}}"
+    nested: list[object] = []
+    for _ in range(149):
+        nested = [nested]
+    assert watch_event_of(shallow).object["spec"] == nested
 
 
 def test_list_pages() -> None:

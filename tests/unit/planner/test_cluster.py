@@ -4,8 +4,8 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from kaiwo_planner.domain.state.cluster import (
-    ClusterState,
+from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.nodes import (
     NodeInfo,
     Taint,
     clean_amd_gpu_name,
@@ -170,4 +170,4 @@ def test_cluster_state_indexes_children_and_workloads(make_node: Any) -> None:
     assert state.has_namespace("team")
     assert not state.has_namespace("kube-system")
     assert state.node("a") is not None
-    assert state.objects_labelled("x", "y") == ()
+    assert state.objects_labelled("kaiwo.silogen.ai/run-id", "nobody") == ()

@@ -25,7 +25,7 @@ EMPTY_QUEUE_CONFIG = {
 def cluster(
     *objects: dict[str, Any], namespaces: frozenset[str] = frozenset({"default"})
 ) -> ClusterState:
-    return ClusterState(objects=objects, namespaces=namespaces)
+    return ClusterState.of(objects=objects, namespaces=namespaces)
 
 
 def test_a_fresh_cluster_gets_both_singletons_created_only() -> None:

@@ -11,7 +11,7 @@ from kaiwo_planner.domain.scheduling.gpu_allocation import (
     calculate_gpu_allocation,
     gpu_stats,
 )
-from kaiwo_planner.domain.state.cluster import NodeInfo
+from kaiwo_planner.domain.state.nodes import NodeInfo
 
 
 def _nodes(make_node: Any, gpu: str, per_node: int, count: int) -> list[NodeInfo]:

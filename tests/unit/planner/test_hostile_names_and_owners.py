@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from kaiwo_contracts.events.observed import ObservedObjectV1
 from kaiwo_planner.domain.children.naming import bounded_label, main_child_name
-from kaiwo_planner.domain.planning import plan_object
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.projection import Projection
+
+from tests.planning_calls import planned
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
@@ -113,7 +114,7 @@ def test_every_child_of_a_long_named_workload_has_valid_names_and_labels(
     kind: str, length: int, spec: dict[str, Any]
 ) -> None:
     name = ("long-name-" * 30)[: length - 1] + "z"
-    plan = plan_object(owner=workload(kind, name, **spec), cluster=cluster(), now=NOW)
+    plan = planned(owner=workload(kind, name, **spec), cluster=cluster(), now=NOW)
 
     assert plan is not None and plan.desired
     for child in plan.desired:
@@ -125,7 +126,7 @@ def test_every_child_of_a_long_named_workload_has_valid_names_and_labels(
 
 
 def test_a_deployment_selector_matches_its_pod_labels_for_a_long_name() -> None:
-    plan = plan_object(owner=workload("KaiwoService", LONG_NAME), cluster=cluster(), now=NOW)
+    plan = planned(owner=workload("KaiwoService", LONG_NAME), cluster=cluster(), now=NOW)
     assert plan is not None
     [deployment] = [c for c in plan.desired if c["kind"] == "Deployment"]
     selector = deployment["spec"]["selector"]["matchLabels"]
@@ -173,7 +174,7 @@ def test_a_child_in_another_namespace_does_not_count_as_the_owners() -> None:
     forged = cluster(owner(), forged_failed_job())
 
     assert forged.children_of("owner-uid") == ()
-    assert plan_object(owner=owner(), cluster=forged, now=NOW) == plan_object(
+    assert planned(owner=owner(), cluster=forged, now=NOW) == planned(
         owner=owner(), cluster=alone, now=NOW
     )
 
@@ -200,7 +201,7 @@ def test_the_projection_ignores_a_reference_across_namespaces() -> None:
     state = projection.cluster_state()
 
     assert state.children_of("owner-uid") == ()
-    plan = plan_object(owner=owner(), cluster=state, now=NOW)
+    plan = planned(owner=owner(), cluster=state, now=NOW)
     assert plan is not None and plan.status is not None
     assert plan.status["status"] != "FAILED"
 
@@ -234,7 +235,7 @@ def valid_condition(plan: Any) -> dict[str, Any]:
 def test_a_value_that_would_overflow_gives_valid_false_and_a_warning(
     spec: dict[str, Any], message: str
 ) -> None:
-    plan = plan_object(owner=workload("KaiwoJob", "huge", **spec), cluster=cluster(), now=NOW)
+    plan = planned(owner=workload("KaiwoJob", "huge", **spec), cluster=cluster(), now=NOW)
 
     valid = valid_condition(plan)
     expected = f"The spec is invalid, nothing was changed: {message}"
@@ -253,7 +254,7 @@ def test_a_deadline_past_the_last_representable_date_is_reported_not_raised() ->
     job = workload("KaiwoJob", "late", duration="2h")
     job["status"] = {"status": "RUNNING", "startTime": "9999-12-31T23:00:00Z"}
 
-    plan = plan_object(owner=job, cluster=cluster(), now=NOW)
+    plan = planned(owner=job, cluster=cluster(), now=NOW)
 
     valid = valid_condition(plan)
     assert (valid["status"], valid["reason"]) == ("False", "InvalidSpec")

@@ -13,7 +13,7 @@ from kaiwo_planner.domain.queues.node_pools import (
     discover_node_pools,
     node_changes,
 )
-from kaiwo_planner.domain.state.cluster import NodeInfo
+from kaiwo_planner.domain.state.nodes import NodeInfo
 
 from tests.unit.planner.conftest import build_node
 

@@ -6,8 +6,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kaiwo_contracts.events.observed import OversizedObject, reduced_object
-from kaiwo_planner.domain.planning import plan_object
 from kaiwo_planner.domain.state.cluster import ClusterState
+
+from tests.planning_calls import planned
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 T_NOW = "2026-01-01T12:00:00Z"
@@ -41,7 +42,7 @@ def test_an_oversized_running_job_keeps_its_phase_and_children_and_says_why() ->
     }
     owner = reduced_object(whole, oversized=MARKER)
 
-    plan = plan_object(owner=owner, cluster=cluster(owner), now=NOW)
+    plan = planned(owner=owner, cluster=cluster(owner), now=NOW)
 
     assert plan is not None
     assert plan.model_dump(mode="json") == {
@@ -86,7 +87,7 @@ def test_an_oversized_new_queue_config_fails_without_an_observed_generation() ->
     }
     owner = reduced_object(whole, oversized=MARKER, minimal=True)
 
-    plan = plan_object(owner=owner, cluster=cluster(owner), now=NOW)
+    plan = planned(owner=owner, cluster=cluster(owner), now=NOW)
 
     assert plan is not None and plan.status is not None
     assert plan.status["status"] == "FAILED"

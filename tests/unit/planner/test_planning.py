@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 import yaml
 from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule, canonical_json
-from kaiwo_planner.domain.planning import plan_object, plan_object_with_timer
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.status.findings import WorkloadFinding
+
+from tests.planning_calls import planned, planning
 
 EXPECTED = Path(__file__).parent / "planning_expected"
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -186,7 +187,7 @@ TRAIN_SPEC["entrypoint"] = "python train.py"
 def test_kaiwojob_first_plan_creates_the_job_and_reports_pending(cluster_with):
     owner = kaiwo_job(TRAIN_SPEC)
 
-    result = plan_object_with_timer(owner=owner, cluster=cluster_with(owner), now=NOW)
+    result = planning(owner=owner, cluster=cluster_with(owner), now=NOW)
 
     assert dumped(result.plan) == expected_plan("kaiwojob_first_plan")
     # Planned again when its 5-minute wait (pendingThresholdForPreemption) is over.
@@ -202,7 +203,7 @@ def test_kaiwojob_runs_once_kueue_admits_its_job(cluster_with):
     job["spec"]["suspend"] = False
     job["status"] = {"active": 1, "ready": 1}
 
-    plan = plan_object(
+    plan = planned(
         owner=owner, cluster=cluster_with(owner, job, workloads=(admitted("child-uid"),)), now=NOW
     )
 
@@ -268,8 +269,8 @@ def test_a_kaiwoservice_change_rolls_out_to_its_deployment(cluster_with):
     before = kaiwo_service(first, status=running)
     after = kaiwo_service({**first, "image": "vllm:2", "replicas": 3}, generation=2, status=running)
 
-    old_plan = plan_object(owner=before, cluster=cluster_with(before, deployment), now=NOW)
-    new_plan = plan_object(owner=after, cluster=cluster_with(after, deployment), now=NOW)
+    old_plan = planned(owner=before, cluster=cluster_with(before, deployment), now=NOW)
+    new_plan = planned(owner=after, cluster=cluster_with(after, deployment), now=NOW)
 
     assert old_plan is not None and new_plan is not None
     (old_deployment,) = old_plan.desired
@@ -295,7 +296,7 @@ def test_a_job_change_kubernetes_cannot_apply_is_reported(cluster_with):
     running = {"status": "RUNNING", "startTime": T_EARLIER, "observedGeneration": 1}
     owner = kaiwo_job({**TRAIN_SPEC, "image": "rocm/pytorch:v2"}, generation=2, status=running)
 
-    plan = plan_object(
+    plan = planned(
         owner=owner,
         cluster=cluster_with(owner, observed, workloads=(admitted("child-uid"),)),
         now=NOW,
@@ -338,8 +339,8 @@ def test_a_kaiwoconfig_change_replans_image_scheduler_and_queue(cluster_with):
     }
     queues = queue_config({"name": "kaiwo"}, {"name": "research"})
 
-    before = plan_object(owner=owner, cluster=cluster_with(owner), now=NOW)
-    after = plan_object(owner=owner, cluster=cluster_with(owner, config, queues=queues), now=NOW)
+    before = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+    after = planned(owner=owner, cluster=cluster_with(owner, config, queues=queues), now=NOW)
 
     assert before is not None and after is not None
     (job_before,) = before.desired
@@ -373,9 +374,7 @@ def test_the_namespace_config_adds_its_pull_secrets(cluster_with):
     elsewhere["metadata"]["namespace"] = "team-b"
     elsewhere["spec"]["images"]["imagePullSecrets"] = ["not-ours"]
 
-    plan = plan_object(
-        owner=owner, cluster=cluster_with(owner, namespace_config, elsewhere), now=NOW
-    )
+    plan = planned(owner=owner, cluster=cluster_with(owner, namespace_config, elsewhere), now=NOW)
 
     assert plan is not None
     (job,) = plan.desired
@@ -388,7 +387,7 @@ def test_the_namespace_config_adds_its_pull_secrets(cluster_with):
 def test_an_invalid_spec_is_reported_and_nothing_is_applied_or_pruned(cluster_with):
     owner = kaiwo_job({"gpus": -1, "gpuz": 3})
 
-    plan = plan_object(owner=owner, cluster=cluster_with(owner), now=NOW)
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
 
     message = (
         "The spec is invalid, nothing was changed: spec.gpus: must be at least 0; "
@@ -430,7 +429,7 @@ def test_a_running_workload_made_invalid_keeps_its_phase_and_children(cluster_wi
     running = {"status": "RUNNING", "startTime": T_EARLIER, "observedGeneration": 1}
     owner = kaiwo_job({**TRAIN_SPEC, "duration": "soon"}, generation=2, status=running)
 
-    plan = plan_object(owner=owner, cluster=cluster_with(owner), now=NOW)
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
 
     assert plan is not None and plan.status is not None
     assert plan.status["status"] == "RUNNING"
@@ -459,7 +458,7 @@ def test_a_fixed_spec_turns_valid_again(cluster_with):
     }
     owner = kaiwo_job(TRAIN_SPEC, generation=2, status=invalid)
 
-    plan = plan_object(owner=owner, cluster=cluster_with(owner), now=NOW)
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
 
     assert plan is not None and plan.status is not None
     assert condition(plan, "Valid") == {
@@ -495,7 +494,7 @@ def test_terminating_workload_is_terminated_and_its_children_pruned(cluster_with
     }
     owner = kaiwo_job(TRAIN_SPEC, status=terminating)
 
-    plan = plan_object(owner=owner, cluster=cluster_with(owner), now=NOW)
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
 
     assert plan is not None
     assert plan.desired == ()
@@ -540,7 +539,7 @@ def test_a_completed_job_is_left_as_it_is(cluster_with):
     complete = {"status": "COMPLETE", "startTime": T_EARLIER, "observedGeneration": 1}
     owner = kaiwo_job(TRAIN_SPEC, generation=2, status=complete)
 
-    plan = plan_object(owner=owner, cluster=cluster_with(owner), now=NOW)
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
 
     assert plan is not None
     assert (plan.desired, plan.prune) == ((), ())
@@ -550,7 +549,7 @@ def test_a_completed_job_is_left_as_it_is(cluster_with):
 def test_an_unschedulable_workload_gets_no_children_and_deletes_none(cluster_with):
     owner = kaiwo_job({**TRAIN_SPEC, "gpus": 64})
 
-    plan = plan_object(owner=owner, cluster=cluster_with(owner), now=NOW)
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
 
     assert plan is not None and plan.status is not None
     assert (plan.desired, plan.prune) == ((), ())
@@ -581,8 +580,8 @@ def test_an_expired_workload_is_terminated_for_one_waiting_too_long(cluster_with
         expired, running_job(expired), waiting, workloads=(admitted("job-uid-job"),)
     )
 
-    victim = plan_object(owner=expired, cluster=cluster, now=NOW)
-    beneficiary = plan_object_with_timer(owner=waiting, cluster=cluster, now=NOW)
+    victim = planned(owner=expired, cluster=cluster, now=NOW)
+    beneficiary = planning(owner=waiting, cluster=cluster, now=NOW)
 
     assert victim is not None and victim.status is not None
     assert victim.status["status"] == "TERMINATING"
@@ -609,7 +608,7 @@ def test_a_running_workload_is_replanned_at_its_deadline(cluster_with):
     owner = kaiwo_job({**TRAIN_SPEC, "duration": "2h"}, status=running)
     cluster = cluster_with(owner, running_job(owner), workloads=(admitted("job-uid-job"),))
 
-    result = plan_object_with_timer(owner=owner, cluster=cluster, now=NOW)
+    result = planning(owner=owner, cluster=cluster, now=NOW)
 
     assert result.replan_at == datetime(2026, 1, 1, 13, 0, 0, tzinfo=UTC)
     assert result.plan is not None
@@ -630,7 +629,7 @@ def test_localqueues_exist_where_workloads_use_an_open_queue(gpu_nodes):
         nodes=gpu_nodes, objects=[queues, *workloads], namespaces=["team-a", "team-b", "vision"]
     )
 
-    plan = plan_object(owner=queues, cluster=cluster, now=NOW)
+    plan = planned(owner=queues, cluster=cluster, now=NOW)
 
     assert plan is not None
     local_queues = [d for d in plan.desired if d["kind"] == "LocalQueue"]
@@ -669,7 +668,7 @@ def test_an_invalid_queue_config_is_reported_without_observed_generation(cluster
     broken = queue_config({"name": "kaiwo"})
     broken["spec"]["clusterQueues"][0]["spec"]["resourceGroups"] = "many"
 
-    plan = plan_object(owner=broken, cluster=cluster_with(), now=NOW)
+    plan = planned(owner=broken, cluster=cluster_with(), now=NOW)
 
     assert plan is not None and plan.status is not None
     assert plan.status["status"] == "FAILED"
@@ -696,14 +695,14 @@ def test_an_invalid_queue_config_is_reported_without_observed_generation(cluster
     ids=["KaiwoConfig", "AIMNamespaceConfig", "Job"],
 )
 def test_objects_that_own_nothing_have_no_plan(owner, cluster_with):
-    assert plan_object(owner=owner, cluster=cluster_with(), now=NOW) is None
+    assert planned(owner=owner, cluster=cluster_with(), now=NOW) is None
 
 
 def test_the_same_inputs_give_the_same_bytes(cluster_with):
     owner = kaiwo_job({**TRAIN_SPEC, "env": [{"name": "B", "value": "2"}, {"name": "A"}]})
 
-    first = plan_object(owner=owner, cluster=cluster_with(owner), now=NOW)
-    second = plan_object(owner=copy.deepcopy(owner), cluster=cluster_with(owner), now=NOW)
+    first = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+    second = planned(owner=copy.deepcopy(owner), cluster=cluster_with(owner), now=NOW)
 
     assert canonical_json(dumped(first)) == canonical_json(dumped(second))
 
@@ -752,7 +751,7 @@ TERMINATE_AFTER_1H = {
 def test_an_underutilized_finding_sets_the_condition_and_a_normal_one_clears_it(cluster_with):
     owner = kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS)
     cluster = cluster_with(owner, running_job(owner), workloads=(admitted("job-uid-job"),))
-    low = plan_object(
+    low = planned(
         owner=owner,
         cluster=with_findings(cluster, finding(underutilized_since=NOW - timedelta(minutes=5))),
         now=NOW,
@@ -770,9 +769,7 @@ def test_an_underutilized_finding_sets_the_condition_and_a_normal_one_clears_it(
 
     flagged = kaiwo_job(TRAIN_SPEC, status=low.status)
     later = NOW + timedelta(minutes=1)
-    normal = plan_object(
-        owner=flagged, cluster=with_findings(cluster, finding(at=later)), now=later
-    )
+    normal = planned(owner=flagged, cluster=with_findings(cluster, finding(at=later)), now=later)
     cleared = condition(normal, "ResourceUnderutilization")
     assert (cleared["status"], cleared["reason"], cleared["lastTransitionTime"]) == (
         "False",
@@ -780,7 +777,7 @@ def test_an_underutilized_finding_sets_the_condition_and_a_normal_one_clears_it(
         "2026-01-01T12:01:00Z",
     )
     # No data: the condition stays as it was.
-    unknown = plan_object(
+    unknown = planned(
         owner=flagged, cluster=with_findings(cluster, finding(measured=False)), now=later
     )
     assert condition(unknown, "ResourceUnderutilization") == condition(
@@ -794,14 +791,14 @@ def test_underutilized_for_the_window_is_terminated_only_on_fresh_evidence(clust
         owner, running_job(owner), TERMINATE_AFTER_1H, workloads=(admitted("job-uid-job"),)
     )
     since = NOW - timedelta(hours=1)
-    short = plan_object(
+    short = planned(
         owner=owner,
         cluster=with_findings(cluster, finding(underutilized_since=since + timedelta(seconds=1))),
         now=NOW,
     )
     assert short.status is not None and short.status["status"] == "RUNNING"
 
-    due = plan_object(
+    due = planned(
         owner=owner, cluster=with_findings(cluster, finding(underutilized_since=since)), now=NOW
     )
     assert due.status is not None and due.status["status"] == "TERMINATING"
@@ -809,7 +806,7 @@ def test_underutilized_for_the_window_is_terminated_only_on_fresh_evidence(clust
     assert (early["status"], early["reason"]) == ("False", "GpuUtilizationLow")
 
     # The same evidence, but the monitor went quiet ten minutes ago: nothing happens.
-    stale = plan_object(
+    stale = planned(
         owner=owner,
         cluster=with_findings(
             cluster,
@@ -821,7 +818,7 @@ def test_underutilized_for_the_window_is_terminated_only_on_fresh_evidence(clust
     )
     assert stale.status is not None and stale.status["status"] == "RUNNING"
     # Missing data never terminates.
-    missing = plan_object(
+    missing = planned(
         owner=owner,
         cluster=with_findings(cluster, finding(measured=False, underutilized_since=since)),
         now=NOW,
@@ -840,7 +837,7 @@ def test_an_idle_workload_is_preempted_for_a_pending_one_that_waited(cluster_wit
     )
     cluster = cluster_with(owner, running_job(owner), waiting, workloads=(admitted("job-uid-job"),))
     idle = finding(idle_since=NOW - timedelta(minutes=11), policy="OnPressure")
-    victim = plan_object(owner=owner, cluster=with_findings(cluster, idle), now=NOW)
+    victim = planned(owner=owner, cluster=with_findings(cluster, idle), now=NOW)
     assert victim.status is not None and victim.status["status"] == "TERMINATING"
     early = condition(victim, "WorkloadTerminatedEarly")
     assert early["reason"] == "GpuIdlePreemption"
@@ -854,7 +851,7 @@ def test_an_idle_workload_is_preempted_for_a_pending_one_that_waited(cluster_wit
 
     # Without pressure (nobody pending), OnPressure keeps it running.
     alone = cluster_with(owner, running_job(owner), workloads=(admitted("job-uid-job"),))
-    kept = plan_object(owner=owner, cluster=with_findings(alone, idle), now=NOW)
+    kept = planned(owner=owner, cluster=with_findings(alone, idle), now=NOW)
     assert kept.status is not None and kept.status["status"] == "RUNNING"
 
 

@@ -25,8 +25,9 @@ from hypothesis import strategies as st
 from kaiwo_contracts.confinement import refusals
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.plans import Plan, canonical_json, object_sort_key
-from kaiwo_planner.domain.planning import plan_object, plan_object_with_timer
 from kaiwo_planner.domain.state.cluster import ClusterState
+
+from tests.planning_calls import planned, planning
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 KAIWO = "kaiwo.silogen.ai/v1alpha1"
@@ -554,10 +555,10 @@ def check_plan(plan: Plan | None, owner: dict[str, Any]) -> None:
 def test_planning_never_raises_and_is_byte_identical_across_runs(world: Any) -> None:
     owner, inputs = world
 
-    first = plan_object_with_timer(
+    first = planning(
         owner=copy.deepcopy(owner), cluster=cluster_from(inputs, reverse=False), now=NOW
     )
-    second = plan_object_with_timer(
+    second = planning(
         owner=copy.deepcopy(owner), cluster=cluster_from(inputs, reverse=True), now=NOW
     )
 
@@ -578,8 +579,8 @@ def test_planning_an_owner_twice_against_one_snapshot_gives_the_same_plan(
     # plans: the second plan, made from the warm snapshot, equals the first.
     cluster = ClusterState.from_wire(objects=[owner], namespaces=namespaces)
 
-    first = plan_object(owner=owner, cluster=cluster, now=NOW)
-    second = plan_object(owner=copy.deepcopy(owner), cluster=cluster, now=NOW)
+    first = planned(owner=owner, cluster=cluster, now=NOW)
+    second = planned(owner=copy.deepcopy(owner), cluster=cluster, now=NOW)
 
     assert first is not None and second is not None
     assert canonical_json(first.model_dump(mode="json")) == canonical_json(

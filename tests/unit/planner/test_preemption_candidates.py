@@ -7,6 +7,7 @@ from typing import Any
 
 from kaiwo_planner.domain.scheduling.preemption import PendingWorkload, RunningWorkload, WorkloadKey
 from kaiwo_planner.domain.scheduling.preemption_candidates import preemption_candidates
+from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
 from kaiwo_planner.domain.state.projection import Projection
 
 from tests.unit.planner.observations import observed
@@ -64,6 +65,7 @@ def key(name: str) -> WorkloadKey:
 
 
 def test_running_and_pending_workloads_are_read_from_the_objects() -> None:
+    contexts = PlanningContextKeeper()
     projection = projection_of(
         config("gpu-queue"),
         kaiwo_job("waits", PENDING),
@@ -71,7 +73,7 @@ def test_running_and_pending_workloads_are_read_from_the_objects() -> None:
         kaiwo_job("done", {"status": "COMPLETE"}),
     )
 
-    candidates = preemption_candidates(projection.cluster_state())
+    candidates = preemption_candidates(contexts.context(projection))
 
     assert candidates.running == (
         RunningWorkload(
@@ -95,20 +97,22 @@ def test_running_and_pending_workloads_are_read_from_the_objects() -> None:
 
 
 def test_a_change_to_another_kind_keeps_the_candidates() -> None:
+    contexts = PlanningContextKeeper()
     projection = projection_of(kaiwo_job("a", PENDING), kaiwo_job("b", RUNNING))
-    first = preemption_candidates(projection.cluster_state())
+    first = preemption_candidates(contexts.context(projection))
 
     projection.apply(observed(batch_job("a"), 10), sequence=10)
 
-    assert preemption_candidates(projection.cluster_state()) is first
+    assert preemption_candidates(contexts.context(projection)) is first
 
 
 def test_a_changed_workload_is_read_again_and_the_others_are_not() -> None:
+    contexts = PlanningContextKeeper()
     projection = projection_of(kaiwo_job("a", PENDING), kaiwo_job("b", PENDING))
-    first = preemption_candidates(projection.cluster_state())
+    first = preemption_candidates(contexts.context(projection))
 
     projection.apply(observed(kaiwo_job("a", RUNNING), 10), sequence=10)
-    second = preemption_candidates(projection.cluster_state())
+    second = preemption_candidates(contexts.context(projection))
 
     assert [w.key.name for w in second.running] == ["a"]
     assert [w.key.name for w in second.pending] == ["b"]
@@ -116,19 +120,23 @@ def test_a_changed_workload_is_read_again_and_the_others_are_not() -> None:
 
 
 def test_a_new_kaiwo_config_reads_every_workload_again() -> None:
+    contexts = PlanningContextKeeper()
     projection = projection_of(config("first"), kaiwo_job("a", PENDING))
-    assert preemption_candidates(projection.cluster_state()).pending[0].cluster_queue == "first"
+    assert preemption_candidates(contexts.context(projection)).pending[0].cluster_queue == "first"
 
     projection.apply(observed(config("second"), 10), sequence=10)
 
-    assert preemption_candidates(projection.cluster_state()).pending[0].cluster_queue == "second"
+    assert preemption_candidates(contexts.context(projection)).pending[0].cluster_queue == "second"
 
 
 def test_a_deleted_workload_leaves_the_candidates() -> None:
+    contexts = PlanningContextKeeper()
     projection = projection_of(kaiwo_job("a", PENDING), kaiwo_job("b", PENDING))
-    preemption_candidates(projection.cluster_state())
+    preemption_candidates(contexts.context(projection))
 
     gone = observed(kaiwo_job("a", PENDING), 10).model_copy(update={"event_type": "DELETED"})
     projection.apply(gone, sequence=10)
 
-    assert [w.key.name for w in preemption_candidates(projection.cluster_state()).pending] == ["b"]
+    assert [w.key.name for w in preemption_candidates(contexts.context(projection)).pending] == [
+        "b"
+    ]

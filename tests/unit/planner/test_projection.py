@@ -8,11 +8,11 @@ import pytest
 from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
 from kaiwo_contracts.plans import ObjectRef
 from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.object_index import NotIndexedError
 from kaiwo_planner.domain.state.projection import (
     ObjectKey,
     Projection,
     SnapshotFormatError,
-    StaleClusterStateError,
     is_newer,
 )
 
@@ -298,7 +298,13 @@ def test_missing_names_the_unobserved_manifests_sorted_and_without_uid() -> None
 
 def _populated() -> Projection:
     projection = Projection()
-    objects = [
+    for sequence, obj in enumerate(_objects(), start=1):
+        projection.apply(observe(obj, str(sequence), "ADDED"), sequence=sequence)
+    return projection
+
+
+def _objects() -> list[dict[str, Any]]:
+    return [
         node("node-b"),
         node("node-a", gpus=4),
         make_object("Namespace", "team-a", uid="ns-a", namespace=None),
@@ -333,9 +339,6 @@ def _populated() -> Projection:
             labels={"kueue.x-k8s.io/job-uid": JOB_UID},
         ),
     ]
-    for sequence, obj in enumerate(objects, start=1):
-        projection.apply(observe(obj, str(sequence), "ADDED"), sequence=sequence)
-    return projection
 
 
 def test_the_cluster_state_sorts_and_indexes_what_was_observed() -> None:
@@ -343,60 +346,61 @@ def test_the_cluster_state_sorts_and_indexes_what_was_observed() -> None:
     assert [n.name for n in state.nodes] == ["node-a", "node-b"]
     assert [n.gpu_count for n in state.nodes] == [4, 8]
     assert state.namespaces == frozenset({"team-a", "team-b"})
-    assert [w["metadata"]["name"] for w in state.kueue_workloads] == ["job-train-abc"]
-    # Sorted by apiVersion, kind, namespace, name: batch/v1 Job before v1 ConfigMap and Pods.
-    assert [(o["kind"], o["metadata"]["name"]) for o in state.objects] == [
-        ("Job", "train"),
-        ("ConfigMap", "unrelated"),
-        ("Pod", "train-0"),
-        ("Pod", "train-1"),
-    ]
+    assert len(state.index) == 9
     assert [c["metadata"]["name"] for c in state.children_of(JOB_UID)] == ["train-0", "train-1"]
     assert state.child_of(JOB_UID, kind="Pod", name="train-1") is not None
     assert [w["metadata"]["uid"] for w in state.kueue_workloads_for(JOB_UID)] == ["wl-1"]
     assert state.kueue_workloads_for("nobody") == ()
     labelled = state.objects_labelled("kaiwo.silogen.ai/run-id", KAIWOJOB_UID, kind="Pod")
     assert [p["metadata"]["name"] for p in labelled] == ["train-0", "train-1"]
+    # Sorted by apiVersion, kind, namespace, name: batch/v1 Job before v1 Pods.
     every_kind = state.objects_labelled("kaiwo.silogen.ai/run-id", KAIWOJOB_UID)
     assert [o["metadata"]["name"] for o in every_kind] == ["train", "train-0", "train-1"]
     assert state.node("node-a") is not None
     assert state.has_namespace("team-b")
+    assert state.namespace_of("pod-t0") == "team-a"
+    assert state.namespace_of("ns-a") == ""
+    assert state.namespace_of("nobody") is None
 
 
-def test_the_cluster_state_answers_like_a_freshly_indexed_one() -> None:
+def test_the_cluster_state_answers_like_one_built_from_the_objects() -> None:
     projected = _populated().cluster_state()
-    fresh = ClusterState(
-        nodes=projected.nodes,
-        objects=projected.objects,
-        kueue_workloads=projected.kueue_workloads,
-        namespaces=projected.namespaces,
+    objects = _objects()
+    nodes = [o for o in objects if o["kind"] == "Node"]
+    others = [o for o in objects if o["kind"] not in ("Node", "Namespace")]
+    fresh = ClusterState.from_wire(
+        nodes=nodes, objects=list(reversed(others)), namespaces=["team-a", "team-b"]
     )
-    assert (projected.nodes, projected.objects) == (fresh.nodes, fresh.objects)
-    assert projected.kueue_workloads == fresh.kueue_workloads
-    assert projected.children_of(JOB_UID) == fresh.children_of(JOB_UID)
-    assert projected.kueue_workloads_for(JOB_UID) == fresh.kueue_workloads_for(JOB_UID)
+
+    def uids(found: tuple[Any, ...]) -> list[str]:
+        return [o["metadata"]["uid"] for o in found]
+
+    assert (projected.nodes, projected.namespaces) == (fresh.nodes, fresh.namespaces)
+    assert uids(projected.children_of(JOB_UID)) == uids(fresh.children_of(JOB_UID))
+    assert uids(projected.kueue_workloads_for(JOB_UID)) == uids(fresh.kueue_workloads_for(JOB_UID))
     for kind in (None, "Pod", "Job"):
-        assert projected.objects_labelled(
-            "kaiwo.silogen.ai/run-id", KAIWOJOB_UID, kind=kind
-        ) == fresh.objects_labelled("kaiwo.silogen.ai/run-id", KAIWOJOB_UID, kind=kind)
+        assert uids(
+            projected.objects_labelled("kaiwo.silogen.ai/run-id", KAIWOJOB_UID, kind=kind)
+        ) == uids(fresh.objects_labelled("kaiwo.silogen.ai/run-id", KAIWOJOB_UID, kind=kind))
 
 
-def test_the_cluster_state_finds_objects_by_kind_like_a_fresh_one() -> None:
-    projected = _populated().cluster_state()
-    fresh = ClusterState(objects=projected.objects)
-    pods = projected.objects_of_kind(group="", kind="Pod")
-    assert [p["metadata"]["name"] for p in pods] == ["train-0", "train-1"]
-    assert pods == fresh.objects_of_kind(group="", kind="Pod")
-    jobs = projected.objects_of_kind(group="batch", kind="Job")
-    assert [j["metadata"]["name"] for j in jobs] == ["train"]
-    # Nodes, namespaces and Kueue Workloads are not among the objects, as in any ClusterState.
-    assert projected.objects_of_kind(group="", kind="Node") == ()
-    assert projected.objects_of_kind(group="", kind="Namespace") == ()
-    assert projected.objects_of_kind(group="kueue.x-k8s.io", kind="Workload") == ()
-    found = projected.find_object(group="", kind="ConfigMap", name="unrelated", namespace="team-a")
+def test_the_cluster_state_lists_only_the_kinds_and_labels_planning_asks_for() -> None:
+    projection = _populated()
+    later = make_object("KaiwoJob", "b", uid="kj-b", api_version="kaiwo.silogen.ai/v1alpha1")
+    other = make_object("KaiwoJob", "a", uid="kj-a", api_version="kaiwo.silogen.ai/v1alpha1")
+    projection.apply(observe(later, "50"), sequence=50)
+    projection.apply(observe(other, "51"), sequence=51)
+    state = projection.cluster_state()
+    jobs = state.objects_of_kind(group="kaiwo.silogen.ai", kind="KaiwoJob")
+    assert [j["metadata"]["name"] for j in jobs] == ["a", "b"]
+    with pytest.raises(NotIndexedError):
+        state.objects_of_kind(group="", kind="Pod")
+    with pytest.raises(NotIndexedError):
+        state.objects_labelled("app", "x")
+    found = state.find_object(group="", kind="ConfigMap", name="unrelated", namespace="team-a")
     assert found is not None
     assert found["metadata"]["uid"] == "cm-1"
-    assert projected.find_object(group="", kind="ConfigMap", name="unrelated") is None
+    assert state.find_object(group="", kind="ConfigMap", name="unrelated") is None
 
 
 def test_the_cluster_state_follows_deletions_and_relabelling() -> None:
@@ -413,21 +417,21 @@ def test_the_cluster_state_follows_deletions_and_relabelling() -> None:
     assert [n.name for n in projection.cluster_state().nodes] == ["node-b"]
 
 
-def test_the_cluster_state_is_reused_until_something_changes() -> None:
+def test_the_cluster_state_is_a_value_that_outlives_later_changes() -> None:
     projection = _populated()
     first = projection.cluster_state()
     assert projection.cluster_state() is first
     assert projection.apply(observe(POD, "1"), sequence=30) is not None
     second = projection.cluster_state()
     assert second is not first
-    # The old one refuses to answer from indexes that moved on.
-    with pytest.raises(StaleClusterStateError):
-        first.children_of(JOB_UID)
-    with pytest.raises(StaleClusterStateError):
-        first.objects_labelled("app", "x")
-    with pytest.raises(StaleClusterStateError):
-        first.objects_of_kind(group="", kind="Pod")
-    # A stale observation changes nothing, so the state stays valid.
+    assert [c["metadata"]["name"] for c in second.children_of(JOB_UID)] == [
+        "train-0",
+        "train-1",
+        "worker-0",
+    ]
+    # The earlier state still answers for the cluster it was taken from.
+    assert [c["metadata"]["name"] for c in first.children_of(JOB_UID)] == ["train-0", "train-1"]
+    # A stale observation changes nothing, so the state stays the same.
     assert projection.apply(observe(POD, "0"), sequence=31) is None
     assert projection.cluster_state() is second
 

@@ -22,7 +22,8 @@ from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.events.streams import DEAD_LETTER_STREAM, PLAN_STREAM, bus_topology
 from kaiwo_contracts.events.subjects import observed_subject
 from kaiwo_contracts.plans import ObjectRef, Plan
-from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.planning import PlanningResult
+from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.metrics import PlannerMetrics
 from kaiwo_planner.service import PlanFunction, PlannerService
 from kaiwo_planner.settings import PlannerSettings
@@ -49,14 +50,10 @@ class FakeClock:
         self.now += timedelta(seconds=seconds)
 
 
-@dataclass(frozen=True)
-class ToyOutcome:
-    plan: Plan | None
-    replan_at: datetime | None = None
-    also_replan: tuple[ObjectRef, ...] = ()
-
-
-def toy_planner(*, owner: Mapping[str, Any], cluster: ClusterState, now: datetime) -> ToyOutcome:
+def toy_planner(
+    *, owner: Mapping[str, Any], context: PlanningContext, now: datetime
+) -> PlanningResult:
+    cluster = context.cluster
     meta = owner["metadata"]
     if meta["name"] == "broken":
         raise RuntimeError("a planner bug")
@@ -106,7 +103,7 @@ def toy_planner(*, owner: Mapping[str, Any], cluster: ClusterState, now: datetim
         if also
         else ()
     )
-    return ToyOutcome(plan=plan, replan_at=replan_at, also_replan=also_replan)
+    return PlanningResult(plan=plan, replan_at=replan_at, also_replan=also_replan)
 
 
 def kaiwo_job(

@@ -8,7 +8,8 @@ from typing import Any
 from kaiwo_contracts.events.envelope import plan_event_id
 from kaiwo_contracts.events.streams import OBSERVED_STREAM, PLAN_STREAM
 from kaiwo_contracts.plans import ObjectRef
-from kaiwo_planner.service import SNAPSHOT_KEY, PlannerService, SnapshotStore
+from kaiwo_planner.service import PlannerService
+from kaiwo_planner.snapshot_store import SNAPSHOT_KEY, SnapshotStore
 from kaiwo_runtime.bus import BusError, Delivery
 from kaiwo_runtime.kv import MemoryKeyValue
 

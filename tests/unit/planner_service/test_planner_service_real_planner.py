@@ -1,4 +1,4 @@
-"""The planner service with the real planning entry point (``plan_object_with_timer``).
+"""The planner service with the real planning entry point (``plan_object``).
 
 Besides publication, this checks the replay principle end to end: rebuilding the projection
 from the recorded observations up to a plan's ``obs_sequence`` and planning with its
@@ -14,9 +14,10 @@ from kaiwo_contracts.events.observed import ObservedObjectV1
 from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.events.streams import OBSERVED_STREAM
 from kaiwo_contracts.plans import ObjectRef, canonical_json, without_admission_gate
-from kaiwo_planner.domain.planning import plan_object
 from kaiwo_planner.domain.state.projection import Projection
 from kaiwo_planner.domain.status.planned_status import owner_with_status
+
+from tests.planning_calls import planned
 
 KAIWO = "kaiwo.silogen.ai/v1alpha1"
 TRAIN_JOB = ObjectRef(api_version="batch/v1", kind="Job", name="train", namespace="team-a")
@@ -73,7 +74,7 @@ def replayed(harness: Any, plan: Envelope[PlanDecidedV1]) -> str:
     assert owner is not None
     owner = owner_with_status(owner, plan.data.assumed_status)
     assert plan.data.planned_at is not None
-    again = plan_object(owner=owner, cluster=projection.cluster_state(), now=plan.data.planned_at)
+    again = planned(owner=owner, cluster=projection.cluster_state(), now=plan.data.planned_at)
     assert again is not None
     return canonical_json(again.model_dump(mode="json"))
 

@@ -11,7 +11,6 @@ from kaiwo_contracts.events.envelope import Envelope
 from kaiwo_contracts.events.streams import GATEWAY_STREAM
 from kaiwo_contracts.events.subjects import scale_subject
 from kaiwo_contracts.plans import ObjectRef, ScaleIntent
-from kaiwo_planner.domain.planning import plan_object_with_timer
 
 MODEL = ObjectRef(api_version="kubeai.org/v1", kind="Model", name="llm", namespace="ai", uid="m-1")
 
@@ -57,7 +56,7 @@ async def decide(harness: Any, *, from_replicas: int, replicas: int, event_id: s
 async def test_a_decision_plans_the_model_with_its_scale_and_records_the_sequence(
     harness: Any,
 ) -> None:
-    service = harness.service(plan_fn=plan_object_with_timer)
+    service = harness.service(plan_fn=None)
     await service.start()
     await harness.observe(llm(None), "10", "ADDED")
     await harness.drain(service)
@@ -97,14 +96,14 @@ async def test_a_decision_plans_the_model_with_its_scale_and_records_the_sequenc
 
 
 async def test_the_decision_survives_a_restart_in_the_snapshot(harness: Any) -> None:
-    service = harness.service(plan_fn=plan_object_with_timer)
+    service = harness.service(plan_fn=None)
     await service.start()
     await harness.observe(llm(None), "10", "ADDED")
     await decide(harness, from_replicas=0, replicas=1, event_id="decision-1")
     await harness.drain(service)
     await service.save_snapshot()
 
-    restarted = harness.service(plan_fn=plan_object_with_timer)
+    restarted = harness.service(plan_fn=None)
     await restarted.start()
     assert restarted.projection.last_scale_sequence == 1
     request = restarted.projection.scale_request("m-1")

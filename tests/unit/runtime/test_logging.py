@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 import pytest
 import structlog
 from kaiwo_contracts.events import Envelope, ObservedObjectV1
-from kaiwo_runtime.logging import bind_event, bound_context, configure_logging
+from kaiwo_contracts.events.envelope import RawPayload
+from kaiwo_runtime.logging import bind_event, bound_context, configure_logging, event_fields
 
 UID = "0b8f0a52-2a4c-4c38-9a43-1f7d52a1c001"
 
@@ -93,3 +94,19 @@ def test_a_bound_context_is_undone_when_its_block_raises() -> None:
     with pytest.raises(RuntimeError), bound_context({"uid": "u1"}):
         raise RuntimeError("handler failed")
     assert structlog.contextvars.get_contextvars() == {}
+
+
+def test_event_fields_of_a_raw_payload_are_its_string_fields_of_those_names() -> None:
+    envelope = Envelope[RawPayload].from_nats(
+        {"ce-id": "e-1", "ce-source": "/kaiwo/tests", "ce-specversion": "1.0",
+         "ce-type": "ai.silogen.kaiwo.test.thing.v1", "ce-time": "2026-01-01T00:00:00Z",
+         "ce-correlationid": UID},
+        b'{"kind":"Job","name":"j","uid":7,"spec":{}}',
+    )  # fmt: skip
+    assert event_fields(envelope) == {
+        "event_id": "e-1",
+        "event_type": "ai.silogen.kaiwo.test.thing.v1",
+        "correlation_id": UID,
+        "kind": "Job",
+        "name": "j",
+    }

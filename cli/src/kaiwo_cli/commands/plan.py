@@ -46,10 +46,11 @@ import yaml
 from kaiwo_contracts.crds.config_v1alpha1 import KaiwoConfig
 from kaiwo_contracts.crds.registry import model_for
 from kaiwo_contracts.validation import Problem, validate_manifest
-from kaiwo_planner.domain.planning import PlanningResult, plan_object_with_timer
+from kaiwo_planner.domain.planning import PlanningResult, plan_object
 from kaiwo_planner.domain.queues.queue_config import default_queue_config
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.cluster_settings import requested_gpus, workload_queue
+from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.status.invalid_owner import spec_problems
 from pydantic import ValidationError
 
@@ -169,10 +170,10 @@ def plan(
     except InputError as error:
         typer.echo(str(error), err=True)
         raise typer.Exit(code=1) from error
-    state = cluster.state()
+    context = PlanningContext.of(cluster.state())
     results: list[tuple[Document, PlanningResult]] = []
     for document in cluster.manifests:
-        result = plan_object_with_timer(owner=document.content, cluster=state, now=moment)
+        result = plan_object(owner=document.content, context=context, now=moment)
         results.append((document, result))
         later = _after_downloads(document, result, cluster, now=moment)
         if later is None:
@@ -577,7 +578,7 @@ def _after_downloads(
         namespaces=cluster.namespaces,
     )
     source = f"{document.source}, once {_display(succeeded)} has succeeded (assumed)"
-    later = plan_object_with_timer(owner=document.content, cluster=state, now=now)
+    later = plan_object(owner=document.content, context=PlanningContext.of(state), now=now)
     return AssumedPlan(source=source, content=document.content, result=later)
 
 

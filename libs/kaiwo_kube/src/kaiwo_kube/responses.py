@@ -20,6 +20,11 @@ from kaiwo_kube.port import WatchEvent, WatchEventType
 
 WATCH_EVENT_TYPES: frozenset[str] = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK"})
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_MAYBE_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+"""Where a decoded string may hold a surrogate: an escape, or the three bytes that would
+encode one in UTF-8 (invalid UTF-8, which ``json.loads`` decodes with ``surrogatepass``)."""
+_SHALLOW_BRACKETS = 200
+"""Fewer opening brackets than this cannot nest deeper than the encoder recurses."""
 
 
 class ListPage(NamedTuple):
@@ -46,6 +51,14 @@ def _json(data: bytes) -> Any:
         decoded = json.loads(data)
     except (ValueError, RecursionError) as error:  # also bad UTF-8; nesting too deep
         raise MalformedResponse(f"not JSON: {_short(error)}") from error
+    if (
+        json.detect_encoding(data) == "utf-8"  # UTF-16 and UTF-32 carry surrogates as units
+        and _MAYBE_SURROGATE.search(data) is None
+        and data.count(b"{") + data.count(b"[") < _SHALLOW_BRACKETS
+    ):
+        # Nothing the check below could find; it encoded every answer again (a third of
+        # decoding a watch event).
+        return decoded
     try:
         json.dumps(decoded, ensure_ascii=False).encode()
     except UnicodeEncodeError:

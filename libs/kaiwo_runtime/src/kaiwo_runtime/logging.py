@@ -77,9 +77,10 @@ def event_fields(envelope: Envelope[Any]) -> dict[str, str]:
         "event_type": envelope.type,
         "correlation_id": envelope.correlationid,
     }
-    payload = envelope.data.model_dump(by_alias=False)
+    # Read by attribute (extra fields of a raw payload too): dumping the payload copied a
+    # whole observed object for four strings, on every message.
     for key in ("kind", "namespace", "name", "uid"):
-        value = payload.get(key)
+        value = getattr(envelope.data, key, None)
         if isinstance(value, str):
             fields[key] = value
     return fields

@@ -62,6 +62,10 @@ class ServiceSettings(BaseSettings):
     Streams are declared by whoever provisions them, buckets by the services: give every
     service and the provisioning the same value. Provisioning updates existing streams; an
     existing bucket keeps its own."""
+    gc_young_allocations: int = Field(default=10_000, ge=700)
+    """Container allocations between collections of the garbage collector's youngest
+    generation (CPython's default is 700; see
+    :func:`kaiwo_runtime.startup.collect_young_objects_every`)."""
     replica: str = "0"
     """This replica's stable identity (StatefulSet ordinal or host name)."""
     kubeconfig: Path | None = None

@@ -24,6 +24,7 @@ from kaiwo_runtime.startup import (
     StartupError,
     collect_young_objects_every,
     connect_bus,
+    freeze_startup_objects,
     open_single_active,
     run_while_active,
     utc_now,
@@ -85,6 +86,7 @@ async def serve(settings: PlannerSettings) -> int:
         host=settings.health_host,
         port=settings.health_port,
     )
+    freeze_startup_objects()
     try:
         async with health:
             log.info("planner starting", nats=shown_url, health_port=health.port)

@@ -76,15 +76,11 @@ last applied stream sequence), ``mon_sequence`` (the last finding's) and ``scale
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import heapq
-import json
 import time
-import zlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Final, Protocol, cast
+from typing import Any, Final, Protocol
 
 import structlog
 from kaiwo_contracts.events.autoscaling import ScaleDecidedV1
@@ -103,18 +99,20 @@ from kaiwo_contracts.events.streams import (
     ConsumerSpec,
 )
 from kaiwo_contracts.events.subjects import ANY_TAIL, ANY_TOKEN, plan_subject
-from kaiwo_contracts.plans import ObjectRef, Plan, created_suspended, without_admission_gate
+from kaiwo_contracts.plans import ObjectRef, Plan
 from kaiwo_runtime.bus import NON_RETRYABLE, Bus, BusError, Delivery, PoisonMessage
 from kaiwo_runtime.kv import KeyValue
 from kaiwo_runtime.logging import bound_context
 
 from kaiwo_planner.domain.models.autoscaling import ScaleRequest
 from kaiwo_planner.domain.models.replanning import all_models
-from kaiwo_planner.domain.planning import plan_object_with_timer
+from kaiwo_planner.domain.planning import PlanningResult, plan_object
+from kaiwo_planner.domain.publication import Published, publication
 from kaiwo_planner.domain.queues.default_objects import default_object_plans
-from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.cluster_settings import kaiwo_config
+from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
 from kaiwo_planner.domain.state.fanout import all_workloads, owners_to_replan, queue_config
+from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.projection import (
     Projection,
     SnapshotFormatError,
@@ -131,70 +129,29 @@ from kaiwo_planner.domain.status.public_events import (
     public_state,
 )
 from kaiwo_planner.metrics import PlannerMetrics
+from kaiwo_planner.replan_timers import ReplanTimers
 from kaiwo_planner.settings import PlannerSettings
+from kaiwo_planner.snapshot_store import SNAPSHOT_FORMAT, SnapshotStore
 
 log = structlog.get_logger("kaiwo.planner")
 
 SOURCE: Final = service_source("planner")
 OBSERVATION_CONSUMER: Final = "planner-obs"
-SNAPSHOT_KEY: Final = "snapshot"
-SNAPSHOT_FORMAT: Final = 1
 FINDINGS_WAIT_SECONDS: Final = 0.01
 """Findings are fetched after observations; waiting for them would delay observations."""
-CHUNK_BYTES: Final = 512 * 1024
-"""Chunk size of the snapshot in the bucket; NATS refuses messages over 1 MiB by default."""
 
 
 class PlanFunction(Protocol):
-    """The pure planner: a :class:`Plan`, None, or a result with ``.plan`` and ``.replan_at``."""
+    """The pure planner (:func:`kaiwo_planner.domain.planning.plan_object`)."""
 
     def __call__(
-        self, *, owner: Mapping[str, Any], cluster: ClusterState, now: datetime
-    ) -> object: ...
-
-
-@dataclass(frozen=True, slots=True)
-class PlanningOutcome:
-    plan: Plan | None
-    replan_at: datetime | None = None
-    also_replan: tuple[ObjectRef, ...] = ()
-
-
-def planning_outcome(result: object) -> PlanningOutcome:
-    """Read what a :class:`PlanFunction` returned."""
-    if result is None:
-        return PlanningOutcome(plan=None)
-    if isinstance(result, Plan):
-        return PlanningOutcome(plan=result)
-    plan = getattr(result, "plan", None)
-    replan_at = getattr(result, "replan_at", None)
-    also_replan = tuple(getattr(result, "also_replan", ()))
-    if (
-        (plan is not None and not isinstance(plan, Plan))
-        or (replan_at is not None and not isinstance(replan_at, datetime))
-        or not all(isinstance(ref, ObjectRef) for ref in also_replan)
-    ):
-        raise TypeError(f"a planning function returned {type(result).__name__}, not a plan")
-    return PlanningOutcome(plan=plan, replan_at=replan_at, also_replan=also_replan)
+        self, *, owner: Mapping[str, Any], context: PlanningContext, now: datetime
+    ) -> PlanningResult: ...
 
 
 def default_plan_function() -> PlanFunction:
-    """The real planner: :func:`kaiwo_planner.domain.planning.plan_object_with_timer`."""
-    return plan_object_with_timer
-
-
-@dataclass(slots=True)
-class _OwnerRecord:
-    """What was last published for an owner, and what was last found absent."""
-
-    fingerprint: str | None
-    absent: tuple[ObjectRef, ...] = ()
-    drifted: tuple[ObjectRef, ...] = ()
-    resource_version: str | None = None
-    """The owner's resourceVersion the last published plan was made from."""
-    status: dict[str, Any] | None = None
-    """The status of the last published plan: what the next plan starts from (see
-    :mod:`kaiwo_planner.domain.status.planned_status`)."""
+    """The real planner: :func:`kaiwo_planner.domain.planning.plan_object`."""
+    return plan_object
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,94 +162,6 @@ class _Unfinished:
     owners: tuple[ObjectRef, ...]
     announcements: tuple[PublicEvent, ...] = ()
     """Public events of the observation not yet published."""
-
-
-# --------------------------------------------------------------------------- snapshots
-
-
-class SnapshotStore:
-    """The service's state in a key-value bucket: chunks, then a manifest naming them.
-
-    The manifest is written last, so a crash while writing leaves the previous snapshot in
-    force; chunks of the previous generation are deleted afterwards.
-    """
-
-    def __init__(self, kv: KeyValue, *, chunk_bytes: int = CHUNK_BYTES) -> None:
-        self._kv = kv
-        self._chunk_bytes = chunk_bytes
-        self._manifest: dict[str, Any] | None = None
-
-    async def load(self) -> dict[str, Any] | None:
-        """The stored document, or None when there is none or it cannot be read (logged)."""
-        raw = await self._kv.get(SNAPSHOT_KEY)
-        if raw is None:
-            return None
-        try:
-            manifest = json.loads(raw)
-            generation, chunks = int(manifest["generation"]), int(manifest["chunks"])
-            parts = [await self._kv.get(_chunk_key(generation, i)) for i in range(chunks)]
-            if any(part is None for part in parts):
-                raise SnapshotFormatError("a chunk of the snapshot is missing")
-            compressed = b"".join(cast("list[bytes]", parts))
-            if hashlib.sha256(compressed).hexdigest() != manifest["sha256"]:
-                raise SnapshotFormatError("the snapshot's checksum does not match")
-            document = await asyncio.to_thread(_decode, compressed)
-        except (ValueError, KeyError, TypeError, zlib.error) as error:
-            log.warning("snapshot unreadable; starting without it", error=str(error))
-            return None
-        self._manifest = manifest
-        return document
-
-    async def save(self, document: Mapping[str, Any]) -> int:
-        """Write ``document``; returns the compressed size."""
-        compressed = await asyncio.to_thread(_encode, document)
-        previous = self._manifest or await self._stored_manifest()
-        generation = int(previous["generation"]) + 1 if previous else 1
-        chunks = [
-            compressed[start : start + self._chunk_bytes]
-            for start in range(0, len(compressed), self._chunk_bytes)
-        ] or [b""]
-        for index, chunk in enumerate(chunks):
-            await self._kv.put(_chunk_key(generation, index), chunk)
-        manifest = {
-            "format": SNAPSHOT_FORMAT,
-            "generation": generation,
-            "chunks": len(chunks),
-            "sha256": hashlib.sha256(compressed).hexdigest(),
-            "bytes": len(compressed),
-        }
-        await self._kv.put(SNAPSHOT_KEY, json.dumps(manifest).encode())
-        self._manifest = manifest
-        if previous:
-            for index in range(int(previous["chunks"])):
-                await self._kv.delete(_chunk_key(int(previous["generation"]), index))
-        return len(compressed)
-
-    async def _stored_manifest(self) -> dict[str, Any] | None:
-        raw = await self._kv.get(SNAPSHOT_KEY)
-        if raw is None:
-            return None
-        try:
-            manifest = json.loads(raw)
-            int(manifest["generation"]), int(manifest["chunks"])
-        except (ValueError, KeyError, TypeError):
-            return None
-        return cast("dict[str, Any]", manifest)
-
-
-def _chunk_key(generation: int, index: int) -> str:
-    return f"{SNAPSHOT_KEY}.{generation}.{index}"
-
-
-def _encode(document: Mapping[str, Any]) -> bytes:
-    return zlib.compress(json.dumps(document, separators=(",", ":")).encode(), 6)
-
-
-def _decode(compressed: bytes) -> dict[str, Any]:
-    document = json.loads(zlib.decompress(compressed))
-    if not isinstance(document, dict) or document.get("format") != SNAPSHOT_FORMAT:
-        raise SnapshotFormatError(f"not a planner snapshot of format {SNAPSHOT_FORMAT}")
-    return document
 
 
 # --------------------------------------------------------------------------- the service
@@ -332,9 +201,9 @@ class PlannerService:
         )
         self._store = SnapshotStore(kv)
         self._projection = Projection(tombstone_retention=self._settings.tombstone_retention)
-        self._owners: dict[str, _OwnerRecord] = {}
-        self._timers: dict[str, datetime] = {}
-        self._timer_heap: list[tuple[datetime, str]] = []
+        self._contexts = PlanningContextKeeper()
+        self._owners: dict[str, Published] = {}
+        self._timers = ReplanTimers()
         self._unfinished: _Unfinished | None = None
         self._changes_since_snapshot = 0
         self._last_snapshot_at: datetime | None = None
@@ -354,8 +223,7 @@ class PlannerService:
 
     @property
     def next_timer(self) -> datetime | None:
-        self._drop_cancelled_timers()
-        return self._timer_heap[0][0] if self._timer_heap else None
+        return self._timers.next_due
 
     def published_fingerprint(self, owner_uid: str) -> str | None:
         record = self._owners.get(owner_uid)
@@ -556,7 +424,7 @@ class PlannerService:
     ) -> tuple[PublicEvent, ...]:
         if not is_public_workload(envelope.data.object):
             return ()
-        config = kaiwo_config(self._projection.cluster_state())
+        config = kaiwo_config(self._contexts.context(self._projection))
         return derive_public_events(
             told,
             envelope.data,
@@ -626,8 +494,8 @@ class PlannerService:
         for plan in plans:
             key = f"default/{plan.owner.kind}"
             fingerprint = plan.fingerprint()
-            record = self._owners.get(key)
-            if record is not None and record.fingerprint == fingerprint:
+            known = self._owners.get(key)
+            if known is not None and known.fingerprint == fingerprint:
                 continue
             await self._publish(
                 plan.owner,
@@ -640,7 +508,7 @@ class PlannerService:
                 plan_fingerprint=fingerprint,
                 subject_uid=key.replace("/", "-").lower(),
             )
-            self._owners[key] = _OwnerRecord(fingerprint=fingerprint)
+            self._owners[key] = Published(fingerprint=fingerprint)
             published += 1
         return published
 
@@ -649,12 +517,8 @@ class PlannerService:
     async def fire_due_timers(self) -> int:
         """Plan every owner whose time has come, with ``now`` = its due time."""
         fired = 0
-        while True:
-            self._drop_cancelled_timers()
-            if not self._timer_heap or self._timer_heap[0][0] > self._clock():
-                break
-            due, uid = heapq.heappop(self._timer_heap)
-            del self._timers[uid]
+        while (found := self._timers.pop_due(self._clock())) is not None:
+            due, uid = found
             owner = self._projection.by_uid(uid)
             if owner is None:
                 continue
@@ -664,7 +528,7 @@ class PlannerService:
                     await self._plan_round((ref,), now=due, trigger="timer", cause=None)
                 except BaseException:
                     if uid not in self._timers:  # try again on the next round
-                        self._arm(uid, due)
+                        self._timers.arm(uid, due)
                     raise
             fired += 1
             self._changes_since_snapshot += 1
@@ -697,21 +561,10 @@ class PlannerService:
                 log.warning(
                     "planner asked to re-plan in the past; ignored", replan_at=str(replan_at)
                 )
-            self._timers.pop(uid, None)
+            self._timers.cancel(uid)
             return
-        self._arm(uid, replan_at)
-
-    def _arm(self, uid: str, due: datetime) -> None:
-        if self._timers.get(uid) == due:
-            return
-        self._timers[uid] = due
-        heapq.heappush(self._timer_heap, (due, uid))
+        self._timers.arm(uid, replan_at)
         self.metrics.timers_pending.set(len(self._timers))
-
-    def _drop_cancelled_timers(self) -> None:
-        heap = self._timer_heap
-        while heap and self._timers.get(heap[0][1]) != heap[0][0]:
-            heapq.heappop(heap)
 
     # ------------------------------------------------------------------ planning one owner
 
@@ -773,13 +626,13 @@ class PlannerService:
         owner = self._projection.by_uid(uid) if uid else None
         if owner is None:  # deleted, or never seen: its children go with it (owner refs)
             self._owners.pop(uid, None)
-            self._timers.pop(uid, None)
+            self._timers.cancel(uid)
             return ()
         record = self._owners.get(uid)
         assumed = status_to_assume(owner, record.status if record is not None else None)
         if assumed is None and record is not None and record.status is not None:
             # The write came back: hold the projection's equal copy, not a second one.
-            record.status = owner.get("status")
+            record = self._owners[uid] = replace(record, status=owner.get("status"))
         outcome = self._plan(ref, owner_with_status(owner, assumed), now=now)
         if outcome is None:
             return ()
@@ -791,54 +644,40 @@ class PlannerService:
         if plan is None:
             self.metrics.plans.labels(ref.kind, "no_plan").inc()
             return also
-        absent = self._projection.missing((*plan.desired, *plan.shared))
-        drifted = self._projection.drifted(plan.desired, ours_too=reapply_gaps)
-        fingerprint, own = _decision_fingerprint(plan)
-        if (
-            record is not None
-            and not _is_news(
-                record,
-                fingerprint=fingerprint,
-                absent=absent,
-                drifted=drifted,
-                reapply_gaps=reapply_gaps,
-            )
-            and not _status_left_behind(plan, owner, record)
-        ):
-            # Nothing new to apply; remember what is missing so a later change shows up.
-            record.absent, record.drifted = absent, drifted
+        decided = publication(
+            plan=plan,
+            owner=owner,
+            last=record,
+            absent=self._projection.missing((*plan.desired, *plan.shared)),
+            drifted=self._projection.drifted(plan.desired, ours_too=reapply_gaps),
+            reapply_gaps=reapply_gaps,
+        )
+        if not decided.publish:
+            self._owners[uid] = decided.record
             self.metrics.plans.labels(ref.kind, "unchanged").inc()
             return also
-        # A resync names every gap again; otherwise only what is new since the last planning.
-        before = record if record is not None and not reapply_gaps else _OwnerRecord(None)
         await self._publish(
             ref,
             plan,
             now=now,
             trigger=trigger,
             cause=cause,
-            gaps=(_newly(absent, before.absent), _newly(drifted, before.drifted)),
+            gaps=(decided.absent, decided.drifted),
             assumed=assumed,
             # Often the decision's fingerprint is the plan's own: then hash it once.
-            plan_fingerprint=fingerprint if own else None,
+            plan_fingerprint=decided.fingerprint if decided.fingerprint_is_the_plans else None,
         )
-        self._owners[uid] = _OwnerRecord(
-            fingerprint=fingerprint,
-            absent=absent,
-            drifted=drifted,
-            resource_version=plan.observed_resource_version,
-            status=plan.status if plan.status is not None else (record.status if record else None),
-        )
+        self._owners[uid] = decided.record
         self.metrics.plans.labels(ref.kind, "published").inc()
         return also
 
     def _plan(
         self, ref: ObjectRef, owner: Mapping[str, Any], *, now: datetime
-    ) -> PlanningOutcome | None:
+    ) -> PlanningResult | None:
         started = time.perf_counter()
         try:
-            result = self._plan_fn(owner=owner, cluster=self._projection.cluster_state(), now=now)
-            return planning_outcome(result)
+            context = self._contexts.context(self._projection)
+            return self._plan_fn(owner=owner, context=context, now=now)
         except Exception:
             log.exception("planning failed", owner=ref.display(), owner_uid=ref.uid)
             self.metrics.plans.labels(ref.kind, "error").inc()
@@ -924,17 +763,8 @@ class PlannerService:
         return {
             "format": SNAPSHOT_FORMAT,
             "projection": self._projection.to_document(),
-            "owners": {
-                uid: {
-                    "fingerprint": record.fingerprint,
-                    "absent": [ref.model_dump(mode="json") for ref in record.absent],
-                    "drifted": [ref.model_dump(mode="json") for ref in record.drifted],
-                    "resourceVersion": record.resource_version,
-                    "status": record.status,
-                }
-                for uid, record in sorted(self._owners.items())
-            },
-            "timers": {uid: due.isoformat() for uid, due in sorted(self._timers.items())},
+            "owners": {uid: record.to_document() for uid, record in sorted(self._owners.items())},
+            "timers": self._timers.to_document(),
         }
 
     async def save_snapshot(self) -> None:
@@ -966,88 +796,19 @@ class PlannerService:
                 document["projection"], tombstone_retention=self._settings.tombstone_retention
             )
             owners = {
-                str(uid): _OwnerRecord(
-                    fingerprint=record["fingerprint"],
-                    absent=tuple(ObjectRef.model_validate(r) for r in record["absent"]),
-                    drifted=tuple(ObjectRef.model_validate(r) for r in record.get("drifted") or ()),
-                    resource_version=record.get("resourceVersion"),
-                    status=record.get("status"),
-                )
+                str(uid): Published.from_document(record)
                 for uid, record in document["owners"].items()
             }
-            timers = {
-                str(uid): datetime.fromisoformat(due) for uid, due in document["timers"].items()
-            }
+            timers = ReplanTimers.from_document(document["timers"])
         except (SnapshotFormatError, KeyError, TypeError, ValueError) as error:
             log.warning("snapshot unreadable; starting without it", error=str(error))
             return False
         self._projection = projection
         self._owners = owners
         self._timers = timers
-        self._timer_heap = [(due, uid) for uid, due in timers.items()]
-        heapq.heapify(self._timer_heap)
         self.metrics.projection_objects.set(len(projection))
         self.metrics.timers_pending.set(len(timers))
         return True
-
-
-def _decision_fingerprint(plan: Plan) -> tuple[str, bool]:
-    """What makes a plan news: everything but its Events, and but the admission gate of its
-    children. Events announce a transition, and a transition always changes the status too;
-    a plan that differs from the last one only by not repeating its Events asks the executor
-    for nothing. Nor does one that no longer sends a child's ``spec.suspend`` because the
-    child exists now (``kaiwo_contracts.plans.without_admission_gate``).
-
-    Returns the fingerprint and whether it is the plan's own."""
-    gated = any(created_suspended(manifest) for manifest in plan.desired)
-    if not plan.events and not gated:
-        return plan.fingerprint(), True
-    update: dict[str, Any] = {"events": ()}
-    if gated:
-        update["desired"] = tuple(without_admission_gate(m) for m in plan.desired)
-    return plan.model_copy(update=update).fingerprint(), False
-
-
-def _newly(found: tuple[ObjectRef, ...], before: tuple[ObjectRef, ...]) -> tuple[ObjectRef, ...]:
-    """The refs of ``found`` not among ``before``."""
-    if not before:
-        return found
-    known = set(before)
-    return tuple(ref for ref in found if ref not in known)
-
-
-def _is_news(
-    record: _OwnerRecord,
-    *,
-    fingerprint: str,
-    absent: tuple[ObjectRef, ...],
-    drifted: tuple[ObjectRef, ...],
-    reapply_gaps: bool,
-) -> bool:
-    """Whether a plan asks the executor for something the last published one did not.
-
-    An absent or drifted object is news when it was not so last time. One still being created
-    or updated stays in the set until its observation comes back, and must not cause a plan
-    per observation meanwhile; nor does the set shrinking as the executor's writes come back
-    one by one (a plan per returning object would send every write again, n² in all). With
-    ``reapply_gaps`` (a periodic resync) a plan is news while anything is absent or drifted,
-    so what a failed or missed apply left behind is corrected once per resync.
-    """
-    if record.fingerprint != fingerprint:
-        return True
-    if reapply_gaps and (absent or drifted):
-        return True
-    return not set(absent) <= set(record.absent) or not set(drifted) <= set(record.drifted)
-
-
-def _status_left_behind(plan: Plan, owner: Mapping[str, Any], record: _OwnerRecord) -> bool:
-    """The owner changed since the last plan was made and does not show the planned status:
-    that plan's status write was (or will be) refused as stale, so publish it again."""
-    return (
-        plan.status is not None
-        and plan.observed_resource_version != record.resource_version
-        and owner.get("status") != plan.status
-    )
 
 
 def _subject_matches(pattern: str, subject: str) -> bool:

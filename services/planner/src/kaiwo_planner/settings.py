@@ -26,7 +26,3 @@ class PlannerSettings(SingleActiveSettings):
     tombstone_retention: int = Field(default=100_000, ge=1)
     """Observations after which a deleted object's last resource version is forgotten."""
     connect_timeout_seconds: float = Field(default=10.0, gt=0)
-    gc_young_allocations: int = Field(default=10_000, ge=700)
-    """Container allocations between collections of the garbage collector's youngest
-    generation (CPython's default is 700; see
-    :func:`kaiwo_runtime.startup.collect_young_objects_every`)."""

@@ -19,7 +19,13 @@ from kaiwo_eventstore import EventStore, open_event_store
 from kaiwo_runtime.health import HealthServer
 from kaiwo_runtime.logging import configure_logging
 from kaiwo_runtime.redaction import redact_secrets, redact_url
-from kaiwo_runtime.startup import StartupError, connect_bus, freeze_startup_objects, utc_now
+from kaiwo_runtime.startup import (
+    StartupError,
+    collect_young_objects_every,
+    connect_bus,
+    freeze_startup_objects,
+    utc_now,
+)
 
 from kaiwo_recorder.metrics import RecorderMetrics
 from kaiwo_recorder.service import RecorderService
@@ -115,6 +121,7 @@ def main() -> int:
     settings = RecorderSettings()
     json_logs = {"json": True, "console": False}.get(settings.log_format)
     configure_logging(level=settings.log_level, json=json_logs)
+    collect_young_objects_every(settings.gc_young_allocations)
     try:
         asyncio.run(serve(settings))
     except StartupError as error:

@@ -19,7 +19,9 @@ import structlog
 from kaiwo_kube.reachability import api_server_reachable
 from kaiwo_runtime.health import HealthServer
 from kaiwo_runtime.startup import (
+    collect_young_objects_every,
     configure_service_logging,
+    freeze_startup_objects,
     open_api_server,
     open_bus_and_bucket,
     run_until_signalled,
@@ -80,6 +82,7 @@ async def serve(settings: WatcherSettings, stop: asyncio.Event) -> None:
             host=settings.health_host,
             port=settings.health_port,
         )
+        freeze_startup_objects()
         async with health:
             log.info(
                 "watcher started",
@@ -94,6 +97,7 @@ async def serve(settings: WatcherSettings, stop: asyncio.Event) -> None:
 async def main() -> int:
     settings = WatcherSettings()
     configure_service_logging(settings)
+    collect_young_objects_every(settings.gc_young_allocations)
     return await run_until_signalled("kaiwo-watcher", lambda stop: serve(settings, stop))
 
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import yaml
 from kaiwo_contracts.plans import Plan
-from kaiwo_planner.domain.planning import plan_object
 from kaiwo_planner.domain.state.cluster import ClusterState
-from kaiwo_planner.domain.state.kept_values import forget_kept
+
+from tests.planning_calls import planned
 
 EXPECTED_DIR = Path(__file__).parent / "expected"
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -65,9 +65,8 @@ def models_config(text: str) -> dict[str, Any]:
 
 
 def plan_for(owner: dict[str, Any], *objects: dict[str, Any], now: datetime = NOW) -> Plan:
-    forget_kept()  # each test plans from scratch, as a fresh planner would
     cluster = ClusterState.from_wire(objects=[owner, *objects], namespaces=[NAMESPACE])
-    plan = plan_object(owner=owner, cluster=cluster, now=now)
+    plan = planned(owner=owner, cluster=cluster, now=now)
     assert plan is not None
     return plan
 

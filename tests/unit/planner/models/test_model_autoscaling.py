@@ -12,11 +12,10 @@ from kaiwo_contracts.confinement import refusals
 from kaiwo_contracts.events.autoscaling import ScaleDecidedV1
 from kaiwo_contracts.plans import ObjectRef, Plan, ScaleIntent
 from kaiwo_planner.domain.models.autoscaling import ScaleRequest
-from kaiwo_planner.domain.planning import plan_object
 from kaiwo_planner.domain.state.cluster import ClusterState
-from kaiwo_planner.domain.state.kept_values import forget_kept
 from kaiwo_planner.domain.state.projection import Projection
 
+from tests.planning_calls import planned
 from tests.unit.planner.models.building import NAMESPACE, NOW, desired, model
 
 BASE: dict[str, Any] = {"url": "hf://org/model", "engine": "VLLM", "resourceProfile": "cpu:1"}
@@ -33,11 +32,10 @@ def request(
 
 
 def plan_with(owner: dict[str, Any], found: ScaleRequest | None) -> Plan:
-    forget_kept()
     cluster = ClusterState.from_wire(objects=[owner], namespaces=[NAMESPACE])
     if found is not None:
         cluster = dataclasses.replace(cluster, scale_requests={"u-1": found})
-    plan = plan_object(owner=owner, cluster=cluster, now=NOW)
+    plan = planned(owner=owner, cluster=cluster, now=NOW)
     assert plan is not None
     return plan
 

@@ -567,12 +567,22 @@ def test_every_model_plan_passes_admission() -> None:
 def test_parts_kept_per_spec_version_still_follow_the_model_as_observed_now() -> None:
     from kaiwo_planner.domain.planning import plan_object
     from kaiwo_planner.domain.state.cluster import ClusterState
+    from kaiwo_planner.domain.state.planning_context import PlanningContext
 
     from tests.unit.planner.models.building import NOW
 
+    contexts: list[PlanningContext] = []
+
     def planned(owner: dict[str, Any]) -> Any:
+        # One context carried along, as the planner service keeps it.
         cluster = ClusterState.from_wire(objects=[owner], namespaces=["ai"])
-        return plan_object(owner=owner, cluster=cluster, now=NOW)
+        context = (
+            contexts[-1].moved_to(cluster, changed=[("kubeai.org", "Model")])
+            if contexts
+            else PlanningContext.of(cluster)
+        )
+        contexts.append(context)
+        return plan_object(owner=owner, context=context, now=NOW).plan
 
     one = planned(model({**BASE, "replicas": 1}))
     # Same uid and generation (the kept parts are reused), other replicas and finalizers.

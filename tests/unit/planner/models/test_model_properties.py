@@ -22,10 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kaiwo_contracts.confinement import refusals
 from kaiwo_contracts.plans import Plan, canonical_json
-from kaiwo_planner.domain.planning import plan_object
 from kaiwo_planner.domain.state.cluster import ClusterState
-from kaiwo_planner.domain.state.kept_values import forget_kept
 
+from tests.planning_calls import planned as plan_in_fresh_context
 from tests.unit.planner.models.building import NOW, model, models_config, observed_pod
 
 SETTINGS = settings(
@@ -148,18 +147,18 @@ def worlds(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         )
     # Pods of an earlier spec, then of this one: plan, observe, plan again.
     earlier = model(draw(model_specs()))
-    forget_kept()
     cluster = ClusterState.from_wire(objects=[earlier, *objects], namespaces=["ai"])
-    objects += pods_from(plan_object(owner=earlier, cluster=cluster, now=NOW), draw, "old")
+    objects += pods_from(
+        plan_in_fresh_context(owner=earlier, cluster=cluster, now=NOW), draw, "old"
+    )
     metadata: dict[str, Any] = {"generation": 2}
     if draw(st.integers(0, 4)) == 0:
         metadata["deletionTimestamp"] = "2026-01-01T11:59:00Z"
     if draw(st.booleans()):
         metadata["finalizers"] = ["kubeai.org/cache-eviction"]
     owner = model(draw(model_specs()), **metadata)
-    forget_kept()
     cluster = ClusterState.from_wire(objects=[owner, *objects], namespaces=["ai"])
-    first = plan_object(owner=owner, cluster=cluster, now=NOW)
+    first = plan_in_fresh_context(owner=owner, cluster=cluster, now=NOW)
     objects += pods_from(first, draw, "new")
     for job in (d for d in (first.desired if first else ()) if d["kind"] == "Job"):
         state = draw(st.sampled_from([None, "Complete", "Failed"]))
@@ -178,12 +177,11 @@ def worlds(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
 
 def planned(owner: dict[str, Any], objects: list[dict[str, Any]], *, reverse: bool) -> Plan:
-    forget_kept()
     fresh = copy.deepcopy(objects)
     if reverse:
         fresh.reverse()
     cluster = ClusterState.from_wire(objects=[*fresh, copy.deepcopy(owner)], namespaces=["ai"])
-    plan = plan_object(owner=copy.deepcopy(owner), cluster=cluster, now=NOW)
+    plan = plan_in_fresh_context(owner=copy.deepcopy(owner), cluster=cluster, now=NOW)
     assert plan is not None
     return plan
 

@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, ClassVar, Final, Generic, Literal, Self, TypeVar, cast
 
+import orjson
 from pydantic import (
     AwareDatetime,
     BaseModel,
@@ -125,6 +126,23 @@ class EnvelopeFormatError(ValueError):
         super().__init__(f"{failure.value}: {detail}")
         self.failure = failure
         self.detail = detail
+
+
+def body_json(value: Any) -> bytes:
+    """A message body: JSON with sorted keys and no insignificant whitespace.
+
+    orjson writes it in a third of the standard library's time (a body is encoded for every
+    message published); what orjson refuses (integers beyond 64 bits, strings with a lone
+    surrogate) goes to :func:`~kaiwo_contracts.plans.canonical_json`, which takes the
+    integers and raises for the surrogates as before. Floats below 1e-4 are written
+    ``0.00001`` where :func:`~kaiwo_contracts.plans.canonical_json` writes ``1e-05``: the
+    same number to every reader. Hashes never use this (fingerprints stay on
+    :func:`~kaiwo_contracts.plans.canonical_json`).
+    """
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # orjson.JSONEncodeError
+        return canonical_json(value).encode()
 
 
 def parse_body(body: bytes | str) -> dict[str, Any]:
@@ -350,8 +368,7 @@ class Envelope(BaseModel, Generic[T]):
         }
         headers[CONTENT_TYPE_HEADER] = self.datacontenttype
         headers[NATS_MSG_ID_HEADER] = self.id
-        body = canonical_json(self.data.model_dump(mode="json", by_alias=True)).encode()
-        return headers, body
+        return headers, body_json(self.data.model_dump(mode="json", by_alias=True))
 
     @classmethod
     def from_nats(cls, headers: Mapping[str, str] | None, body: bytes) -> Self:

@@ -1,8 +1,11 @@
-"""The one entry point of planning: an owner object and the cluster state in, its plan out.
+"""The one entry point of planning: an owner object and the planning context in, its plan out.
 
 :func:`plan_object` is what the planner service and replay call for every owner; it is pure
 (no I/O, no clock: ``now`` is given) and deterministic (equal inputs give plans whose
-:func:`~kaiwo_contracts.plans.canonical_json` is byte-identical).
+:func:`~kaiwo_contracts.plans.canonical_json` is byte-identical). The context
+(:class:`~kaiwo_planner.domain.state.planning_context.PlanningContext`) holds the cluster
+state and the values worked out from it; a fresh one and one carried along from earlier
+states give the same plans.
 
 By kind:
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
@@ -41,13 +45,13 @@ from pydantic import ValidationError
 
 from kaiwo_planner.domain.models.planning_entry import plan_model_object
 from kaiwo_planner.domain.queues.queue_config import plan_queue_config
-from kaiwo_planner.domain.state.cluster import ClusterState, api_group_of
+from kaiwo_planner.domain.state.cluster import api_group_of
 from kaiwo_planner.domain.state.cluster_settings import (
     KAIWO_GROUP,
     kaiwo_config,
     namespaces_by_queue,
 )
-from kaiwo_planner.domain.state.kept_values import kept
+from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.status.invalid_owner import (
     invalid_owner_plan,
     oversized_owner_plan,
@@ -56,10 +60,12 @@ from kaiwo_planner.domain.status.invalid_owner import (
 from kaiwo_planner.domain.workload_plan import plan_workload
 
 MODEL_KIND = ("kubeai.org", "Model")
-WORKLOAD_MODELS: Mapping[str, type[KaiwoJob] | type[KaiwoService]] = {
-    "KaiwoJob": KaiwoJob,
-    "KaiwoService": KaiwoService,
-}
+WORKLOAD_MODELS: Mapping[str, type[KaiwoJob] | type[KaiwoService]] = MappingProxyType(
+    {
+        "KaiwoJob": KaiwoJob,
+        "KaiwoService": KaiwoService,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,20 +83,16 @@ class PlanningResult:
     also_replan: tuple[ObjectRef, ...] = ()
 
 
-def plan_object(*, owner: Mapping[str, Any], cluster: ClusterState, now: datetime) -> Plan | None:
-    """The plan for ``owner`` (wire form) given the cluster state; None for non-owners."""
-    return plan_object_with_timer(owner=owner, cluster=cluster, now=now).plan
-
-
-def plan_object_with_timer(
-    *, owner: Mapping[str, Any], cluster: ClusterState, now: datetime
+def plan_object(
+    *, owner: Mapping[str, Any], context: PlanningContext, now: datetime
 ) -> PlanningResult:
-    """:func:`plan_object` plus when to plan again and whom else to plan (PlanningResult)."""
+    """The plan for ``owner`` (wire form) in ``context`` (its plan is None for non-owners),
+    when to plan it again and whom else to plan now."""
     moment = now if now.tzinfo else now.replace(tzinfo=UTC)
     group = api_group_of(str(owner.get("apiVersion", "")))
     kind = str(owner.get("kind", ""))
     if (group, kind) == MODEL_KIND:
-        return PlanningResult(plan=plan_model_object(owner=owner, cluster=cluster, now=moment))
+        return PlanningResult(plan=plan_model_object(owner=owner, context=context, now=moment))
     if group != KAIWO_GROUP:
         return PlanningResult(plan=None)
     if kind in WORKLOAD_MODELS or kind == "KaiwoQueueConfig":
@@ -108,9 +110,9 @@ def plan_object_with_timer(
                 )
             )
     if kind in WORKLOAD_MODELS:
-        return _plan_workload(owner, WORKLOAD_MODELS[kind], cluster=cluster, now=moment)
+        return _plan_workload(owner, WORKLOAD_MODELS[kind], context=context, now=moment)
     if kind == "KaiwoQueueConfig":
-        return PlanningResult(plan=_plan_queue_config(owner, cluster=cluster, now=moment))
+        return PlanningResult(plan=_plan_queue_config(owner, context=context, now=moment))
     return PlanningResult(plan=None)
 
 
@@ -118,13 +120,15 @@ def _plan_workload(
     owner: Mapping[str, Any],
     model: type[KaiwoJob] | type[KaiwoService],
     *,
-    cluster: ClusterState,
+    context: PlanningContext,
     now: datetime,
 ) -> PlanningResult:
     try:
         # Frozen models of an object the projection never edits: parse each version once.
         uid = (owner.get("metadata") or {}).get("uid")
-        workload = kept(("owner", model, uid), (owner,), lambda: model.model_validate(owner))
+        workload = context.owner_value(
+            ("owner", model, uid), (owner,), lambda: model.model_validate(owner)
+        )
     except ValidationError as error:
         return PlanningResult(
             plan=_invalid(owner, spec_problems(owner, error), WorkloadStatus.ERROR, now=now)
@@ -133,7 +137,7 @@ def _plan_workload(
     if missing:
         return PlanningResult(plan=_invalid(owner, missing, WorkloadStatus.ERROR, now=now))
     try:
-        result = plan_workload(workload=workload, cluster=cluster, now=now)
+        result = plan_workload(workload=workload, context=context, now=now)
     except ArithmeticError as error:
         # The models bound every number they know of; a value that still overflows (a date
         # past year 9999, a sum beyond what a float holds) is the spec's, not a crash.
@@ -144,7 +148,9 @@ def _plan_workload(
     )
 
 
-def _plan_queue_config(owner: Mapping[str, Any], *, cluster: ClusterState, now: datetime) -> Plan:
+def _plan_queue_config(
+    owner: Mapping[str, Any], *, context: PlanningContext, now: datetime
+) -> Plan:
     try:
         queue_config = KaiwoQueueConfig.model_validate(owner)
     except ValidationError as error:
@@ -157,10 +163,10 @@ def _plan_queue_config(owner: Mapping[str, Any], *, cluster: ClusterState, now: 
         )
     return plan_queue_config(
         queue_config=queue_config,
-        kaiwo_config=kaiwo_config(cluster),
-        cluster=cluster,
+        kaiwo_config=kaiwo_config(context),
+        cluster=context.cluster,
         now=now,
-        workload_namespaces=namespaces_by_queue(cluster),
+        workload_namespaces=namespaces_by_queue(context),
     )
 
 

@@ -54,16 +54,16 @@ from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation, calcul
 from kaiwo_planner.domain.scheduling.idle_preemption_inputs import idle_preemption_decision
 from kaiwo_planner.domain.scheduling.preemption_candidates import preemption_decision
 from kaiwo_planner.domain.scheduling.schedulable import decide_schedulable
-from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.cluster_settings import (
     cluster_queue_namespaces,
     kaiwo_config,
     namespace_config,
     parse_optional_duration,
     parse_time,
+    pending_threshold,
     vendor_gpu_stats,
 )
-from kaiwo_planner.domain.state.durations import parse_duration
+from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.status.findings import (
     WorkloadFinding,
     underutilization_condition,
@@ -114,11 +114,12 @@ class WorkloadPlanning:
 def plan_workload(
     *,
     workload: Workload,
-    cluster: ClusterState,
+    context: PlanningContext,
     now: datetime,
 ) -> WorkloadPlanning:
     """Everything that must be true for one valid KaiwoJob or KaiwoService (module docstring)."""
-    config = kaiwo_config(cluster)
+    cluster = context.cluster
+    config = kaiwo_config(context)
     meta = workload.metadata
     spec = workload.spec
     name, namespace, uid = meta.name or "", meta.namespace or "", meta.uid or ""
@@ -134,7 +135,7 @@ def plan_workload(
     previous_phase = workload.status.status
     queue = spec.cluster_queue or config.spec.default_cluster_queue_name
 
-    stats = vendor_gpu_stats(cluster, spec.gpu_vendor)
+    stats = vendor_gpu_stats(context, spec.gpu_vendor)
     allocation = calculate_gpu_allocation(
         gpus=spec.gpus,
         replicas=spec.replicas,
@@ -145,7 +146,7 @@ def plan_workload(
     verdict = decide_schedulable(
         cluster_queue=queue,
         namespace=namespace,
-        queue_namespaces=cluster_queue_namespaces(cluster),
+        queue_namespaces=cluster_queue_namespaces(context),
         allocation=allocation,
         stats=stats,
     )
@@ -164,9 +165,10 @@ def plan_workload(
             workload=workload,
             allocation=allocation,
             config=config,
-            namespace_config=namespace_config(cluster, namespace),
+            namespace_config=namespace_config(context, namespace),
             download_state=download_state(observed, previous),
             observed_main_child=observed.child,
+            context=context,
         )
     duration = parse_optional_duration(spec.duration)
     decision = derive_status(
@@ -178,7 +180,7 @@ def plan_workload(
         cluster_queue=queue,
         now=now,
         duration=duration,
-        termination=_termination(ref, previous, duration, cluster=cluster, now=now),
+        termination=_termination(ref, previous, duration, context=context, now=now),
         extra_conditions=(
             *_child_conditions(children),
             *_finding_conditions(cluster.findings.get(uid)),
@@ -204,8 +206,8 @@ def plan_workload(
     )
     return WorkloadPlanning(
         plan=plan,
-        replan_at=_replan_at(decision.replan_after, waiting_since, cluster=cluster, now=now),
-        also_replan=_victims_for(ref, waiting_since, cluster=cluster, now=now),
+        replan_at=_replan_at(decision.replan_after, waiting_since, context=context, now=now),
+        also_replan=_victims_for(ref, waiting_since, context=context, now=now),
     )
 
 
@@ -261,7 +263,7 @@ def _termination(
     previous: Mapping[str, Any],
     duration: timedelta | None,
     *,
-    cluster: ClusterState,
+    context: PlanningContext,
     now: datetime,
 ) -> TerminationRequest | None:
     """Why this running workload must stop now, if it must: its duration ran out while GPUs
@@ -270,17 +272,17 @@ def _termination(
         return None
     started = parse_time(previous.get("startTime"))
     if duration is not None and started is not None and started + duration <= now:
-        by_duration = preemption_decision(cluster, now=now).termination_for(ref)
+        by_duration = preemption_decision(context, now=now).termination_for(ref)
         if by_duration is not None:
             return by_duration
-    finding = cluster.findings.get(ref.uid or "")
+    finding = context.cluster.findings.get(ref.uid or "")
     if finding is None:
         return None
-    idle = idle_preemption_decision(cluster, now=now).for_victim(ref)
+    idle = idle_preemption_decision(context, now=now).for_victim(ref)
     if idle is not None:
         return idle.request
     return underutilization_termination(
-        finding, kaiwo_config(cluster).spec.resource_monitoring, now=now
+        finding, kaiwo_config(context).spec.resource_monitoring, now=now
     )
 
 
@@ -380,15 +382,11 @@ def _waiting_since(
     return parse_time(workload.metadata.creation_timestamp)
 
 
-def _threshold(cluster: ClusterState) -> timedelta:
-    return parse_duration(kaiwo_config(cluster).spec.scheduling.pending_threshold_for_preemption)
-
-
 def _replan_at(
     replan_after: timedelta | None,
     waiting_since: datetime | None,
     *,
-    cluster: ClusterState,
+    context: PlanningContext,
     now: datetime,
 ) -> datetime | None:
     """The earliest of: the duration deadline, and the moment this workload's wait becomes
@@ -398,17 +396,17 @@ def _replan_at(
         moments.append(now + replan_after)
     if waiting_since is not None:
         # Preemption needs a wait strictly longer than the threshold.
-        preempting_from = waiting_since + _threshold(cluster) + _ONE_SECOND
+        preempting_from = waiting_since + pending_threshold(context) + _ONE_SECOND
         if preempting_from > now:
             moments.append(preempting_from)
     return min(moments) if moments else None
 
 
 def _victims_for(
-    ref: ObjectRef, waiting_since: datetime | None, *, cluster: ClusterState, now: datetime
+    ref: ObjectRef, waiting_since: datetime | None, *, context: PlanningContext, now: datetime
 ) -> tuple[ObjectRef, ...]:
-    if waiting_since is None or now - waiting_since <= _threshold(cluster):
+    if waiting_since is None or now - waiting_since <= pending_threshold(context):
         return ()
-    decision = preemption_decision(cluster, now=now)
+    decision = preemption_decision(context, now=now)
     key = ref.sort_key()
     return tuple(p.victim for p in decision.preemptions if p.beneficiary.sort_key() == key)

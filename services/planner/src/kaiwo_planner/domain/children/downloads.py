@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from kaiwo_planner.domain.children.labels import (
@@ -41,12 +42,14 @@ CONFIG_MOUNT_PATH = "/config"
 SECRETS_ROOT = "/app/secrets"
 
 # The fields of each download item that reference a Secret.
-SECRET_FIELDS: Mapping[str, tuple[str, ...]] = {
-    "s3": ("accessKeyId", "secretKey"),
-    "gcs": ("applicationCredentials",),
-    "azureBlob": ("connectionString",),
-    "git": ("username", "token"),
-}
+SECRET_FIELDS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "s3": ("accessKeyId", "secretKey"),
+        "gcs": ("applicationCredentials",),
+        "azureBlob": ("connectionString",),
+        "git": ("username", "token"),
+    }
+)
 
 
 def download_name(workload_name: str) -> str:

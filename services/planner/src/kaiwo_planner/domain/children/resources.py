@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kaiwo_planner.domain.state.cluster import parse_quantity
+from kaiwo_planner.domain.state.nodes import parse_quantity
 
 GPU_KEY_AMD = "amd.com/gpu"
 GPU_KEY_NVIDIA = "nvidia.com/gpu"

@@ -43,13 +43,13 @@ from kaiwo_planner.domain.children.ray_service import (
 from kaiwo_planner.domain.children.resources import GPU_KEY_AMD, GPU_KEY_NVIDIA
 from kaiwo_planner.domain.children.storage import persistent_volume_claims
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
-from kaiwo_planner.domain.state.kept_values import kept
 from kaiwo_planner.domain.state.namespace_config import (
     NamespaceSettings,
     http_route,
     namespace_settings,
     with_default_credentials,
 )
+from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.workload_inputs import (
     ChildDefaults,
     Workload,
@@ -266,6 +266,7 @@ def plan_children(
     namespace_config: AIMNamespaceConfig | None = None,
     download_state: DownloadState = DownloadState.PENDING,
     observed_main_child: Mapping[str, Any] | None = None,
+    context: PlanningContext | None = None,
 ) -> ChildrenDecision:
     """Every child ``workload`` needs now, sorted, with the conditions the status step reports.
 
@@ -276,21 +277,29 @@ def plan_children(
 
     Building the children from the spec is most of the cost of a plan, and most plans are
     made because a child's status or the workload's own status moved while its spec and the
-    settings stayed as they were; so that part is kept per spec version (:func:`kept`).
+    settings stayed as they were; so, given a ``context``, that part is kept per spec version
+    (:meth:`~kaiwo_planner.domain.state.planning_context.PlanningContext.owner_value`).
     """
-    settings = (config, namespace_config)
-    meta = workload.metadata
-    built = kept(
-        ("children", meta.uid, *_spec_version(workload), allocation, download_state),
-        settings if meta.uid and meta.generation else (workload, *settings),
-        lambda: _build_children(
+
+    def build() -> _BuiltChildren:
+        return _build_children(
             workload=workload,
             allocation=allocation,
             config=config,
             namespace_config=namespace_config,
             download_state=download_state,
-        ),
-    )
+        )
+
+    if context is None:
+        built = build()
+    else:
+        meta = workload.metadata
+        settings = (config, namespace_config)
+        built = context.owner_value(
+            ("children", meta.uid, *_spec_version(workload), allocation, download_state),
+            settings if meta.uid and meta.generation else (workload, *settings),
+            build,
+        )
     desired = list(built.storage)
     conditions = list(built.conditions)
     main_child = None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Final
 
 from kaiwo_planner.domain.models.credentials import PVC_MOUNT
@@ -23,7 +24,7 @@ from kaiwo_planner.domain.models.names import SERVER_PORT, cache_directory
 from kaiwo_planner.domain.models.setup import ModelSetup
 
 VLLM_COMMAND: Final = ("python3", "-m", "vllm.entrypoints.openai.api_server")
-LORA_ENV: Final = {"name": "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "value": "True"}
+LORA_ENV: Final = MappingProxyType({"name": "VLLM_ALLOW_RUNTIME_LORA_UPDATING", "value": "True"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +119,7 @@ def _vllm(setup: ModelSetup) -> EngineContainer:
     env: list[Mapping[str, Any]] = []
     if spec.adapters is not None:
         args.append("--enable-lora")
-        env.append(LORA_ENV)
+        env.append(dict(LORA_ENV))
     # Large models take long to load: up to 3 hours (2 s x 5400).
     return _with_health_probes(
         command=VLLM_COMMAND, args=tuple(args), env=tuple(env), startup_failures=5400

@@ -94,8 +94,8 @@ from kaiwo_planner.domain.models.status import (
 from kaiwo_planner.domain.models.system_config import models_config
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.cluster_settings import namespace_config
-from kaiwo_planner.domain.state.kept_values import kept
 from kaiwo_planner.domain.state.namespace_config import namespace_settings
+from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.status.invalid_owner import REASON_VALID, VALID_CONDITION
 from kaiwo_planner.domain.status.workload_status import ConditionSpec
 
@@ -145,10 +145,11 @@ def effective_replicas(model: Model) -> int:
     return replicas
 
 
-def plan_model(*, model: Model, cluster: ClusterState, now: datetime) -> Plan:
+def plan_model(*, model: Model, context: PlanningContext, now: datetime) -> Plan:
     """Everything that must be true for one valid Model (module docstring)."""
+    cluster = context.cluster
     observed = _observe(model, cluster)
-    lookup = models_config(cluster)
+    lookup = models_config(context)
     if model.metadata.deletion_timestamp is not None:
         config = lookup.config or ModelsConfig.default()
         parts = _deleting(model, observed, config=config, cluster=cluster)
@@ -156,8 +157,8 @@ def plan_model(*, model: Model, cluster: ClusterState, now: datetime) -> Plan:
         message = f"the system configuration {lookup.source} is invalid: {lookup.problem}"
         parts = _not_configured(SetupProblem(REASON_INVALID_CONFIG, message))
     else:
-        namespace = namespace_config(cluster, observed.identity.namespace)
-        built = _built(model, lookup.config, namespace)
+        namespace = namespace_config(context, observed.identity.namespace)
+        built = _built(model, lookup.config, namespace, context=context)
         if isinstance(built, SetupProblem):
             parts = _not_configured(built)
         else:
@@ -179,7 +180,11 @@ class _Built:
 
 
 def _built(
-    model: Model, config: ModelsConfig, namespace: AIMNamespaceConfig | None
+    model: Model,
+    config: ModelsConfig,
+    namespace: AIMNamespaceConfig | None,
+    *,
+    context: PlanningContext,
 ) -> _Built | SetupProblem:
     """The built parts, kept per spec version: most plans of a Model are made because a Pod
     or its own status moved while its spec and the configuration stayed as they were.
@@ -192,7 +197,7 @@ def _built(
     versioned = bool(meta.uid and meta.generation)
     key = ("model-parts", meta.uid, meta.generation) if versioned else ("model-parts", meta.uid)
     inputs = (config, namespace) if versioned else (model, config, namespace)
-    return kept(key, inputs, lambda: _build(model, config, namespace))
+    return context.owner_value(key, inputs, lambda: _build(model, config, namespace))
 
 
 def _build(

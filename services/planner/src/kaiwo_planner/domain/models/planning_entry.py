@@ -17,8 +17,7 @@ from kaiwo_contracts.validation import Problem
 from pydantic import ValidationError
 
 from kaiwo_planner.domain.models.model_plan import plan_model
-from kaiwo_planner.domain.state.cluster import ClusterState
-from kaiwo_planner.domain.state.kept_values import kept
+from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.status.invalid_owner import (
     REASON_INVALID,
     VALID_CONDITION,
@@ -28,11 +27,13 @@ from kaiwo_planner.domain.status.invalid_owner import (
 from kaiwo_planner.domain.status.workload_status import ConditionSpec, merge_conditions
 
 
-def plan_model_object(*, owner: Mapping[str, Any], cluster: ClusterState, now: datetime) -> Plan:
+def plan_model_object(*, owner: Mapping[str, Any], context: PlanningContext, now: datetime) -> Plan:
     """The plan of a Model given in wire form (valid or not)."""
     uid = (owner.get("metadata") or {}).get("uid")
     try:
-        model = kept(("owner", Model, uid), (owner,), lambda: Model.model_validate(owner))
+        model = context.owner_value(
+            ("owner", Model, uid), (owner,), lambda: Model.model_validate(owner)
+        )
     except ValidationError as error:
         return invalid_model_plan(owner, spec_problems(owner, error), now=now)
     missing = [
@@ -42,7 +43,7 @@ def plan_model_object(*, owner: Mapping[str, Any], cluster: ClusterState, now: d
     ]
     if missing:
         return invalid_model_plan(owner, missing, now=now)
-    return plan_model(model=model, cluster=cluster, now=now)
+    return plan_model(model=model, context=context, now=now)
 
 
 def invalid_model_plan(owner: Mapping[str, Any], problems: list[Problem], *, now: datetime) -> Plan:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, Final, Literal
 
 from kaiwo_contracts.plans import EventIntent
@@ -35,18 +36,20 @@ CACHE_EVICTED: Final = "CacheEvicted"
 EventType = Literal["Normal", "Warning"]
 
 # (condition type, status, reason) -> (Event type, Event reason); None: any reason.
-_EVENTS: Final[Mapping[tuple[str, str, str | None], tuple[EventType, str]]] = {
-    (CONFIGURED, "False", None): ("Warning", "NotConfigured"),
-    (CONFIGURED, "True", None): ("Normal", "Configured"),
-    (CACHE_LOADED, "False", "Loading"): ("Normal", "CacheLoading"),
-    (CACHE_LOADED, "False", "LoadFailed"): ("Warning", "CacheLoadFailed"),
-    (CACHE_LOADED, "True", None): ("Normal", "CacheLoaded"),
-    (READY, "True", "ReplicasReady"): ("Normal", "ModelReady"),
-    (READY, "False", "RollingOut"): ("Normal", "RolloutStarted"),
-    (ADAPTERS_LOADED, "True", None): ("Normal", "AdaptersLoaded"),
-    (CACHE_EVICTED, "False", "EvictionFailed"): ("Warning", "CacheEvictionFailed"),
-    (CACHE_EVICTED, "True", None): ("Normal", "CacheEvicted"),
-}
+_EVENTS: Final[Mapping[tuple[str, str, str | None], tuple[EventType, str]]] = MappingProxyType(
+    {
+        (CONFIGURED, "False", None): ("Warning", "NotConfigured"),
+        (CONFIGURED, "True", None): ("Normal", "Configured"),
+        (CACHE_LOADED, "False", "Loading"): ("Normal", "CacheLoading"),
+        (CACHE_LOADED, "False", "LoadFailed"): ("Warning", "CacheLoadFailed"),
+        (CACHE_LOADED, "True", None): ("Normal", "CacheLoaded"),
+        (READY, "True", "ReplicasReady"): ("Normal", "ModelReady"),
+        (READY, "False", "RollingOut"): ("Normal", "RolloutStarted"),
+        (ADAPTERS_LOADED, "True", None): ("Normal", "AdaptersLoaded"),
+        (CACHE_EVICTED, "False", "EvictionFailed"): ("Warning", "CacheEvictionFailed"),
+        (CACHE_EVICTED, "True", None): ("Normal", "CacheEvicted"),
+    }
+)
 
 
 def replica_counts(pods: Sequence[ObservedPod]) -> dict[str, int]:

@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from kaiwo_planner.domain.children.labels import LABEL_MANAGED_BY, MANAGED_BY_KAIWO
 from kaiwo_planner.domain.state.cluster import ClusterState
-from kaiwo_planner.domain.state.kept_values import kept
+from kaiwo_planner.domain.state.planning_context import PlanningContext
 
 CONFIG_MAP_KIND: Final = ("", "ConfigMap")
 MAX_PROBLEMS: Final = 5
@@ -47,10 +47,14 @@ class ConfigLookup:
     problem: str = ""
 
 
-def models_config(cluster: ClusterState) -> ConfigLookup:
+def models_config(context: PlanningContext) -> ConfigLookup:
     """The configuration in force (see the module docstring)."""
-    return cluster.across_snapshots(
-        ("models-config",), (CONFIG_MAP_KIND,), lambda: _lookup(cluster)
+    cluster = context.cluster
+    return context.derived(
+        ("models-config",),
+        reads=(CONFIG_MAP_KIND,),
+        inputs=lambda: (config_map_of(cluster),),
+        compute=lambda: parse_config_map(config_map_of(cluster)),
     )
 
 
@@ -64,11 +68,6 @@ def config_map_of(cluster: ClusterState) -> Mapping[str, Any] | None:
         if _labels(found).get(LABEL_MANAGED_BY) != MANAGED_BY_KAIWO
     ]
     return candidates[0] if candidates else None
-
-
-def _lookup(cluster: ClusterState) -> ConfigLookup:
-    found = config_map_of(cluster)
-    return kept(("models-config",), (found,), lambda: parse_config_map(found))
 
 
 def parse_config_map(found: Mapping[str, Any] | None) -> ConfigLookup:

@@ -30,12 +30,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from kaiwo_contracts.crds.quantity import MAX_QUANTITY
 
 from kaiwo_planner.domain.children.naming import child_name, label_value
-from kaiwo_planner.domain.state.cluster import GPU_RESOURCE_BY_VENDOR, NodeInfo, Taint
+from kaiwo_planner.domain.state.nodes import GPU_RESOURCE_BY_VENDOR, NodeInfo, Taint
 
 NODEPOOL_LABEL = "kaiwo/nodepool"
 WORKER_LABEL = "kaiwo/worker"
@@ -44,7 +45,9 @@ TOPOLOGY_BLOCK_LABEL = "kaiwo/topology-block"
 TOPOLOGY_RACK_LABEL = "kaiwo/topology-rack"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 DEFAULT_TOPOLOGY_LEVELS = (TOPOLOGY_BLOCK_LABEL, TOPOLOGY_RACK_LABEL, HOSTNAME_LABEL)
-_DEFAULT_TOPOLOGY_VALUES = {TOPOLOGY_BLOCK_LABEL: "block-a", TOPOLOGY_RACK_LABEL: "rack-a"}
+_DEFAULT_TOPOLOGY_VALUES = MappingProxyType(
+    {TOPOLOGY_BLOCK_LABEL: "block-a", TOPOLOGY_RACK_LABEL: "rack-a"}
+)
 
 _NOMINAL_SHARE = 0.9  # leave 10 % of each node to the system and daemons
 

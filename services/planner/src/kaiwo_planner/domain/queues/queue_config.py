@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any
 
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoConfig
@@ -77,10 +78,12 @@ it as v1alpha1 only; current ones no longer serve v1alpha1)."""
 KQC_API_VERSION = "kaiwo.silogen.ai/v1alpha1"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 QUEUE_CONFIG_LABEL = "kaiwo.silogen.ai/queue-config"
-MANAGED_LABELS: Mapping[str, str] = {
-    MANAGED_BY_LABEL: "kaiwo",
-    QUEUE_CONFIG_LABEL: KAIWO_QUEUE_CONFIG_NAME,
-}
+MANAGED_LABELS: Mapping[str, str] = MappingProxyType(
+    {
+        MANAGED_BY_LABEL: "kaiwo",
+        QUEUE_CONFIG_LABEL: KAIWO_QUEUE_CONFIG_NAME,
+    }
+)
 READY_CONDITION = "Ready"
 
 PRUNE_RULES = (

@@ -23,7 +23,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kaiwo_planner.domain.state.cluster import GPU_RESOURCE_BY_VENDOR, NodeInfo
+from kaiwo_planner.domain.state.nodes import GPU_RESOURCE_BY_VENDOR, NodeInfo
 
 
 @dataclass(frozen=True, slots=True)

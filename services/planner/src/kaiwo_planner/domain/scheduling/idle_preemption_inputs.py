@@ -28,30 +28,31 @@ from kaiwo_planner.domain.scheduling.idle_preemption import (
     decide_idle_preemptions,
 )
 from kaiwo_planner.domain.scheduling.preemption_candidates import workload_key
-from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.cluster_settings import (
-    kaiwo_config,
     parse_time,
+    pending_threshold,
     requested_gpus,
     workloads,
 )
-from kaiwo_planner.domain.state.durations import parse_duration
+from kaiwo_planner.domain.state.object_index import RUN_ID_LABEL
+from kaiwo_planner.domain.state.planning_context import EVERY_KIND, PlanningContext
 from kaiwo_planner.domain.status.findings import WorkloadFinding
-from kaiwo_planner.domain.status.workload_status import RUN_ID_LABEL, WORKLOAD_TERMINATED_EARLY
+from kaiwo_planner.domain.status.workload_status import WORKLOAD_TERMINATED_EARLY
 
 _RUNNING = frozenset({WorkloadStatus.RUNNING.value, WorkloadStatus.READY.value})
 _POLICIES = frozenset({"OnPressure", "Always"})
 
 
-def idle_preemption_decision(cluster: ClusterState, *, now: datetime) -> IdlePreemptionDecision:
-    """The idle-preemption decision at ``now`` (worked out once per snapshot and time)."""
-    return cluster.derived(("idle-preemption", now), lambda: _decide(cluster, now))
-
-
-def _decide(cluster: ClusterState, now: datetime) -> IdlePreemptionDecision:
-    threshold = parse_duration(
-        kaiwo_config(cluster).spec.scheduling.pending_threshold_for_preemption
+def idle_preemption_decision(context: PlanningContext, *, now: datetime) -> IdlePreemptionDecision:
+    """The idle-preemption decision at ``now`` (worked out once per state and time)."""
+    return context.derived(
+        ("idle-preemption", now), reads=EVERY_KIND, compute=lambda: _decide(context, now)
     )
+
+
+def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
+    cluster = context.cluster
+    threshold = pending_threshold(context)
     idle: list[IdleWorkload] = []
     pending: list[GpuDemand] = []
     in_flight: dict[str, int] = defaultdict(int)

@@ -9,7 +9,7 @@ is running; a PENDING one is waiting since its ``creationTimestamp`` (as upstrea
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -23,11 +23,9 @@ from kaiwo_planner.domain.scheduling.preemption import (
     WorkloadKey,
     decide_preemptions,
 )
-from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.cluster_settings import (
     KAIWO_CONFIG_KIND,
-    KAIWO_GROUP,
-    WORKLOAD_KINDS,
+    WORKLOAD_KIND_PAIRS,
     kaiwo_config,
     parse_optional_duration,
     parse_time,
@@ -35,15 +33,26 @@ from kaiwo_planner.domain.state.cluster_settings import (
     workload_queue,
     workloads,
 )
+from kaiwo_planner.domain.state.planning_context import EVERY_KIND, PlanningContext
 
 _RUNNING = frozenset({WorkloadStatus.RUNNING.value, WorkloadStatus.READY.value})
-_CANDIDATE_KINDS = (*((KAIWO_GROUP, kind) for kind in WORKLOAD_KINDS), KAIWO_CONFIG_KIND)
+_CANDIDATE_KINDS = (*WORKLOAD_KIND_PAIRS, KAIWO_CONFIG_KIND)
+_CANDIDATES_KEY = ("preemption-candidates",)
+
+_Candidate = RunningWorkload | PendingWorkload | None
+_Reads = Mapping[int, tuple[Mapping[str, Any], _Candidate]]
+"""What each workload object was read as, by ``id``. The entry holds its object, so no
+other object can take that id while the entry is there: an id found is that very object."""
 
 
 @dataclass(frozen=True, slots=True)
 class PreemptionCandidates:
     running: tuple[RunningWorkload, ...] = ()
     pending: tuple[PendingWorkload, ...] = ()
+    config: KaiwoConfig | None = field(default=None, compare=False, repr=False)
+    """The KaiwoConfig the workloads were read with."""
+    reads: _Reads | None = field(default=None, compare=False, repr=False)
+    """How each workload object was read, for the next candidates to reuse."""
 
 
 def workload_key(obj: Mapping[str, Any]) -> WorkloadKey:
@@ -97,41 +106,42 @@ def pending_workload(obj: Mapping[str, Any], config: KaiwoConfig) -> PendingWork
     )
 
 
-_Candidate = RunningWorkload | PendingWorkload | None
-_Reads = dict[int, tuple[Mapping[str, Any], _Candidate]]
-"""What each workload object was read as, by ``id``. The entry holds its object, so no
-other object can take that id while the entry is there: an id found is that very object."""
-
-
-def preemption_candidates(cluster: ClusterState) -> PreemptionCandidates:
+def preemption_candidates(context: PlanningContext) -> PreemptionCandidates:
     """Running and pending workloads of the cluster.
 
-    Kept across snapshots until a workload or the KaiwoConfig changes; then only the
-    workloads that changed are read again (see :func:`_candidates`).
+    Kept across states until a workload or the KaiwoConfig changes; then only the workload
+    objects that changed are read again: the projection replaces an object when it changes
+    and never edits one in place, so an earlier read stays valid for its object while the
+    KaiwoConfig is the same.
     """
-    return cluster.across_snapshots(
-        ("preemption-candidates",), _CANDIDATE_KINDS, lambda: _candidates(cluster)
+    return context.derived(
+        _CANDIDATES_KEY,
+        reads=_CANDIDATE_KINDS,
+        carried=True,
+        compute=lambda: _candidates(context, context.earlier(_CANDIDATES_KEY)),
     )
 
 
-def _candidates(cluster: ClusterState) -> PreemptionCandidates:
-    config = kaiwo_config(cluster)
-    # The projection replaces an object when it changes and never edits one in place, so a
-    # read stays valid for its object while the KaiwoConfig is the same.
-    earlier: _Reads = cluster.across_snapshots(("preemption-reads",), (KAIWO_CONFIG_KIND,), dict)
-    objects = workloads(cluster)
+def _candidates(
+    context: PlanningContext, earlier: PreemptionCandidates | None
+) -> PreemptionCandidates:
+    config = kaiwo_config(context)
+    known: _Reads = {}
+    if earlier is not None and earlier.config is config and earlier.reads is not None:
+        known = earlier.reads
+    objects = workloads(context.cluster)
     ids = list(map(id, objects))
     reads = [
         read if read is not None else (obj, _read(obj, config))
-        for obj, read in zip(objects, map(earlier.get, ids), strict=True)
+        for obj, read in zip(objects, map(known.get, ids), strict=True)
     ]
-    # Only the current objects stay (the old versions are let go).
-    earlier.clear()
-    earlier.update(zip(ids, reads, strict=True))
     candidates = [read[1] for read in reads]
     return PreemptionCandidates(
         running=tuple(c for c in candidates if type(c) is RunningWorkload),
         pending=tuple(c for c in candidates if type(c) is PendingWorkload),
+        config=config,
+        # Only the current objects stay (the old versions are let go).
+        reads=dict(zip(ids, reads, strict=True)),
     )
 
 
@@ -139,16 +149,17 @@ def _read(obj: Mapping[str, Any], config: KaiwoConfig) -> _Candidate:
     return running_workload(obj, config) or pending_workload(obj, config)
 
 
-def preemption_decision(cluster: ClusterState, *, now: datetime) -> PreemptionDecision:
-    """Which expired workloads to terminate at ``now`` (computed once per snapshot and time)."""
+def preemption_decision(context: PlanningContext, *, now: datetime) -> PreemptionDecision:
+    """Which expired workloads to terminate at ``now`` (worked out once per state and time)."""
 
     def decide() -> PreemptionDecision:
-        candidates = preemption_candidates(cluster)
+        candidates = preemption_candidates(context)
         return decide_preemptions(
             running=candidates.running,
             pending=candidates.pending,
-            scheduling=kaiwo_config(cluster).spec.scheduling,
+            scheduling=kaiwo_config(context).spec.scheduling,
             now=now,
         )
 
-    return cluster.derived(("preemption-decision", now), decide)
+    # Per state (EVERY_KIND): a value per ``now`` kept across states would pile up.
+    return context.derived(("preemption-decision", now), reads=EVERY_KIND, compute=decide)

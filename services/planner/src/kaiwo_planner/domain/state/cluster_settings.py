@@ -1,9 +1,10 @@
-"""The configuration objects a plan reads from the cluster state, parsed once per snapshot.
+"""The configuration objects a plan reads from the cluster state, parsed once per context.
 
 KaiwoConfig ``kaiwo``, KaiwoQueueConfig ``kaiwo`` and the AIMNamespaceConfigs are observed
-objects like any other (the projection keeps them in :attr:`ClusterState.objects`). Parsing
-them is the costly part of planning, so each is parsed once per :class:`ClusterState` and
-shared by every plan made from it (:meth:`ClusterState.derived`).
+objects like any other (the projection files them in the cluster state's index). Parsing
+them is the costly part of planning, so each is parsed once per
+:class:`~kaiwo_planner.domain.state.planning_context.PlanningContext` and shared by every
+plan made with it.
 
 Choices:
 
@@ -13,13 +14,11 @@ Choices:
   ``ClusterQueueNotFound``); its own plan says what is wrong with it.
 * Several AIMNamespaceConfigs in one namespace: the first by name applies.
 
-Across snapshots. Nearly every observation makes a new snapshot, but few change what these
-values come from. A state taken from the projection keeps each of them until an object of
-a kind it reads changes (:meth:`ClusterState.across_snapshots`: the KaiwoConfig, the
-KaiwoQueueConfig, the nodes, the AIMNamespaceConfigs). Where that changed, the value is
-still reused if the very objects it came from are unchanged, by *identity*: the projection
-replaces an object when it changes and never edits one in place, so the same object means
-the same value (:mod:`kaiwo_planner.domain.state.kept_values`).
+Across states. Nearly every observation makes a new state, but few change what these
+values come from. Each is declared with the kinds it reads (the KaiwoConfig, the
+KaiwoQueueConfig, the nodes, the AIMNamespaceConfigs), so a context carried to the next
+state keeps it until an object of one of those kinds changes; and even then, when the very
+objects it came from are unchanged (``inputs``), the value is kept.
 """
 
 from __future__ import annotations
@@ -42,7 +41,7 @@ from kaiwo_planner.domain.scheduling.gpu_allocation import GpuStats, gpu_stats
 from kaiwo_planner.domain.scheduling.schedulable import queue_namespaces
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.durations import parse_duration
-from kaiwo_planner.domain.state.kept_values import kept
+from kaiwo_planner.domain.state.planning_context import PlanningContext
 
 KAIWO_GROUP = "kaiwo.silogen.ai"
 CONFIG_GROUP = "config.kaiwo.silogen.ai"
@@ -51,21 +50,21 @@ KAIWO_CONFIG_KIND = (CONFIG_GROUP, "KaiwoConfig")
 QUEUE_CONFIG_KIND = (KAIWO_GROUP, "KaiwoQueueConfig")
 NAMESPACE_CONFIG_KIND = (CONFIG_GROUP, "AIMNamespaceConfig")
 NODE_KIND = ("", "Node")
+WORKLOAD_KIND_PAIRS = tuple((KAIWO_GROUP, kind) for kind in WORKLOAD_KINDS)
 
 
-def kaiwo_config(cluster: ClusterState) -> KaiwoConfig:
+def kaiwo_config(context: PlanningContext) -> KaiwoConfig:
     """The KaiwoConfig in force (see the module docstring)."""
-    return cluster.across_snapshots(
-        ("kaiwo-config",), (KAIWO_CONFIG_KIND,), lambda: _parse_kaiwo_config(cluster)
+    cluster = context.cluster
+    return context.derived(
+        ("kaiwo-config",),
+        reads=(KAIWO_CONFIG_KIND,),
+        inputs=lambda: (_kaiwo_config_object(cluster),),
+        compute=lambda: _kaiwo_config_of(_kaiwo_config_object(cluster)),
     )
 
 
-def _parse_kaiwo_config(cluster: ClusterState) -> KaiwoConfig:
-    found = _kaiwo_config_object(cluster)
-    return kept(("kaiwo-config",), (found,), lambda: _kaiwo_config_of(found))
-
-
-def _kaiwo_config_object(cluster: ClusterState) -> dict[str, Any] | None:
+def _kaiwo_config_object(cluster: ClusterState) -> Mapping[str, Any] | None:
     return cluster.find_object(group=CONFIG_GROUP, kind="KaiwoConfig", name=KAIWO_CONFIG_NAME)
 
 
@@ -78,19 +77,18 @@ def _kaiwo_config_of(found: Mapping[str, Any] | None) -> KaiwoConfig:
         return KaiwoConfig.default()
 
 
-def queue_config(cluster: ClusterState) -> KaiwoQueueConfig | None:
+def queue_config(context: PlanningContext) -> KaiwoQueueConfig | None:
     """The KaiwoQueueConfig ``kaiwo``, or None when it is missing or invalid."""
-    return cluster.across_snapshots(
-        ("queue-config",), (QUEUE_CONFIG_KIND,), lambda: _parse_queue_config(cluster)
+    cluster = context.cluster
+    return context.derived(
+        ("queue-config",),
+        reads=(QUEUE_CONFIG_KIND,),
+        inputs=lambda: (_queue_config_object(cluster),),
+        compute=lambda: _queue_config_of(_queue_config_object(cluster)),
     )
 
 
-def _parse_queue_config(cluster: ClusterState) -> KaiwoQueueConfig | None:
-    found = _queue_config_object(cluster)
-    return kept(("queue-config",), (found,), lambda: _queue_config_of(found))
-
-
-def _queue_config_object(cluster: ClusterState) -> dict[str, Any] | None:
+def _queue_config_object(cluster: ClusterState) -> Mapping[str, Any] | None:
     return cluster.find_object(
         group=KAIWO_GROUP, kind="KaiwoQueueConfig", name=KAIWO_QUEUE_CONFIG_NAME
     )
@@ -105,32 +103,33 @@ def _queue_config_of(found: Mapping[str, Any] | None) -> KaiwoQueueConfig | None
         return None
 
 
-def cluster_queue_namespaces(cluster: ClusterState) -> Mapping[str, tuple[str, ...]]:
+def cluster_queue_namespaces(context: PlanningContext) -> Mapping[str, tuple[str, ...]]:
     """Each cluster queue in force and the namespaces it is limited to (for Schedulable).
 
     The queues in force are those of the KaiwoQueueConfig's effective spec: with
     ``dynamicallyUpdateDefaultClusterQueue`` the default queue counts before it is written back.
     """
-    return cluster.across_snapshots(
+    cluster = context.cluster
+    return context.derived(
         ("queue-namespaces",),
-        (QUEUE_CONFIG_KIND, KAIWO_CONFIG_KIND, NODE_KIND),
-        lambda: _queue_namespaces(cluster),
+        reads=(QUEUE_CONFIG_KIND, KAIWO_CONFIG_KIND, NODE_KIND),
+        # From the queue config, the KaiwoConfig and the nodes only.
+        inputs=lambda: (
+            _queue_config_object(cluster),
+            _kaiwo_config_object(cluster),
+            cluster.nodes,
+        ),
+        compute=lambda: _queue_namespaces_of(context),
     )
 
 
-def _queue_namespaces(cluster: ClusterState) -> dict[str, tuple[str, ...]]:
-    # From the queue config, the KaiwoConfig and the nodes only (see the module docstring).
-    inputs = (_queue_config_object(cluster), _kaiwo_config_object(cluster), cluster.nodes)
-    return kept(("queue-namespaces",), inputs, lambda: _queue_namespaces_of(cluster))
-
-
-def _queue_namespaces_of(cluster: ClusterState) -> dict[str, tuple[str, ...]]:
-    found = queue_config(cluster)
+def _queue_namespaces_of(context: PlanningContext) -> dict[str, tuple[str, ...]]:
+    found = queue_config(context)
     if found is None:
         return {}
-    config = kaiwo_config(cluster)
+    config = kaiwo_config(context)
     pools = discover_node_pools(
-        cluster.nodes,
+        context.cluster.nodes,
         exclude_control_plane=config.spec.nodes.exclude_master_nodes_from_node_pools,
     )
     try:
@@ -140,25 +139,26 @@ def _queue_namespaces_of(cluster: ClusterState) -> dict[str, tuple[str, ...]]:
     return queue_namespaces(spec)
 
 
-def namespace_config(cluster: ClusterState, namespace: str) -> AIMNamespaceConfig | None:
+def namespace_config(context: PlanningContext, namespace: str) -> AIMNamespaceConfig | None:
     """The AIMNamespaceConfig of ``namespace`` (the first valid one by name), or None."""
-    return cluster.across_snapshots(
+    cluster = context.cluster
+    return context.derived(
         ("namespace-config", namespace),
-        (NAMESPACE_CONFIG_KIND,),
-        lambda: _parse_namespace_config(cluster, namespace),
+        reads=(NAMESPACE_CONFIG_KIND,),
+        inputs=lambda: _namespace_configs(cluster, namespace),
+        compute=lambda: _first_valid(_namespace_configs(cluster, namespace)),
     )
 
 
-def _parse_namespace_config(cluster: ClusterState, namespace: str) -> AIMNamespaceConfig | None:
-    found = tuple(
+def _namespace_configs(cluster: ClusterState, namespace: str) -> tuple[Mapping[str, Any], ...]:
+    return tuple(
         obj
         for obj in cluster.objects_of_kind(group=CONFIG_GROUP, kind="AIMNamespaceConfig")
         if (obj.get("metadata") or {}).get("namespace") == namespace
     )
-    return kept(("namespace-config", namespace), found, lambda: _first_valid(found))
 
 
-def _first_valid(found: tuple[dict[str, Any], ...]) -> AIMNamespaceConfig | None:
+def _first_valid(found: tuple[Mapping[str, Any], ...]) -> AIMNamespaceConfig | None:
     for obj in found:
         try:
             return AIMNamespaceConfig.model_validate(obj)
@@ -167,19 +167,31 @@ def _first_valid(found: tuple[dict[str, Any], ...]) -> AIMNamespaceConfig | None
     return None
 
 
-def vendor_gpu_stats(cluster: ClusterState, vendor: str) -> GpuStats:
+def vendor_gpu_stats(context: PlanningContext, vendor: str) -> GpuStats:
     """GPU totals of ``vendor`` over the cluster's nodes."""
     wanted = vendor.lower()
-    return cluster.across_snapshots(
+    nodes = context.cluster.nodes
+    return context.derived(
         ("gpu-stats", wanted),
-        (NODE_KIND,),
-        lambda: kept(
-            ("gpu-stats", wanted), (cluster.nodes,), lambda: gpu_stats(cluster.nodes, wanted)
+        reads=(NODE_KIND,),
+        inputs=lambda: (nodes,),
+        compute=lambda: gpu_stats(nodes, wanted),
+    )
+
+
+def pending_threshold(context: PlanningContext) -> timedelta:
+    """How long a workload waits for GPUs before others may be preempted for it
+    (KaiwoConfig's ``pendingThresholdForPreemption``)."""
+    return context.derived(
+        ("pending-threshold",),
+        reads=(KAIWO_CONFIG_KIND,),
+        compute=lambda: parse_duration(
+            kaiwo_config(context).spec.scheduling.pending_threshold_for_preemption
         ),
     )
 
 
-def workloads(cluster: ClusterState) -> tuple[dict[str, Any], ...]:
+def workloads(cluster: ClusterState) -> tuple[Mapping[str, Any], ...]:
     """Every observed KaiwoJob and KaiwoService (wire form), KaiwoJobs first."""
     return tuple(
         obj
@@ -194,25 +206,21 @@ def workload_queue(spec: Mapping[str, Any], config: KaiwoConfig) -> str:
     return queue if isinstance(queue, str) and queue else config.spec.default_cluster_queue_name
 
 
-def namespaces_by_queue(cluster: ClusterState) -> Mapping[str, tuple[str, ...]]:
+def namespaces_by_queue(context: PlanningContext) -> Mapping[str, tuple[str, ...]]:
     """For each cluster queue, the namespaces of the workloads that use it (sorted)."""
-    return cluster.derived(("namespaces-by-queue",), lambda: _namespaces_by_queue(cluster))
+    return context.derived(
+        ("namespaces-by-queue",),
+        reads=(*WORKLOAD_KIND_PAIRS, KAIWO_CONFIG_KIND),
+        compute=lambda: _namespaces_by_queue(context),
+    )
 
 
-def _namespaces_by_queue(cluster: ClusterState) -> dict[str, tuple[str, ...]]:
-    config = kaiwo_config(cluster)
+def _namespaces_by_queue(context: PlanningContext) -> dict[str, tuple[str, ...]]:
+    default = kaiwo_config(context).spec.default_cluster_queue_name
     found: dict[str, set[str]] = {}
-    uses = cluster.workload_queue_uses()
-    if uses is not None:  # the projection counts them as workloads come and go
-        default = config.spec.default_cluster_queue_name
-        for declared, used_in in uses:
-            found.setdefault(declared or default, set()).add(used_in)
-        return {queue: tuple(sorted(names)) for queue, names in sorted(found.items())}
-    for obj in workloads(cluster):
-        namespace = (obj.get("metadata") or {}).get("namespace")
-        spec = obj.get("spec")
-        if isinstance(namespace, str) and namespace and isinstance(spec, Mapping):
-            found.setdefault(workload_queue(spec, config), set()).add(namespace)
+    # The index counts the (declared queue, namespace) pairs as workloads come and go.
+    for declared, used_in in context.cluster.workload_queue_uses():
+        found.setdefault(declared or default, set()).add(used_in)
     return {queue: tuple(sorted(names)) for queue, names in sorted(found.items())}
 
 

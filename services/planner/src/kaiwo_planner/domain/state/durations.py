@@ -2,30 +2,37 @@
 
 from __future__ import annotations
 
-import functools
 import re
 from datetime import timedelta
 from decimal import Decimal
+from types import MappingProxyType
 
-_UNIT_SECONDS = {
-    "ns": Decimal("1e-9"),
-    "us": Decimal("1e-6"),
-    "µs": Decimal("1e-6"),
-    "ms": Decimal("1e-3"),
-    "s": Decimal(1),
-    "m": Decimal(60),
-    "h": Decimal(3600),
-}
+_UNIT_SECONDS = MappingProxyType(
+    {
+        "ns": Decimal("1e-9"),
+        "us": Decimal("1e-6"),
+        "µs": Decimal("1e-6"),
+        "ms": Decimal("1e-3"),
+        "s": Decimal(1),
+        "m": Decimal(60),
+        "h": Decimal(3600),
+    }
+)
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_WHOLE = re.compile(r"(\d{1,9})(h|m|s)")
+"""The common case (``30m``, ``1h``, ``90s``), read without Decimal arithmetic."""
+_WHOLE_SECONDS = MappingProxyType({"h": 3600, "m": 60, "s": 1})
 
 
-@functools.lru_cache(maxsize=256)
 def parse_duration(text: str) -> timedelta:
     """Parse a Go duration string; ``"0"`` is zero. Raises ValueError for anything else.
 
     Negative durations are rejected: every duration in these APIs is a length of time.
     """
     value = text.strip().removeprefix("+")
+    whole = _WHOLE.fullmatch(value)
+    if whole is not None:
+        return timedelta(seconds=int(whole.group(1)) * _WHOLE_SECONDS[whole.group(2)])
     if value == "0":
         return timedelta(0)
     if not value:

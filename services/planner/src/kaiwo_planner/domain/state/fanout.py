@@ -36,7 +36,7 @@ from typing import Any, Final
 from kaiwo_contracts.plans import ObjectRef
 
 from kaiwo_planner.domain.models.replanning import models_concerned
-from kaiwo_planner.domain.state.cluster import NodeInfo
+from kaiwo_planner.domain.state.nodes import NodeInfo
 from kaiwo_planner.domain.state.projection import (
     CORE_GROUP,
     KUEUE_GROUP,

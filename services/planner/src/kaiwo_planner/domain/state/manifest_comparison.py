@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kaiwo_planner.domain.state.cluster import parse_quantity
+from kaiwo_planner.domain.state.nodes import parse_quantity
 
 _ZERO_VALUES: tuple[Any, ...] = (None, "", 0, False)
 

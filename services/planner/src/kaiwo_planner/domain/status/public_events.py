@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, Final
 
 from kaiwo_contracts.events.observed import ObservedObjectV1
@@ -59,11 +60,13 @@ STOPPING_PHASES: Final = frozenset({"TERMINATING", "TERMINATED"})
 FAILURE_CONDITIONS: Final = ("Valid", "Schedulable", "DownloadJobSucceeded", "ChildSpecApplied")
 """Conditions whose False reason explains a ``FAILED`` phase, most telling first."""
 
-_PHASE_ENDINGS: Final = {
-    "TERMINATED": WorkloadTransition.TERMINATED,
-    "COMPLETE": WorkloadTransition.COMPLETED,
-    "FAILED": WorkloadTransition.FAILED,
-}
+_PHASE_ENDINGS: Final = MappingProxyType(
+    {
+        "TERMINATED": WorkloadTransition.TERMINATED,
+        "COMPLETE": WorkloadTransition.COMPLETED,
+        "FAILED": WorkloadTransition.FAILED,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)

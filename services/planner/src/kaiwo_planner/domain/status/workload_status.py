@@ -34,10 +34,10 @@ Choices that differ from upstream, on purpose:
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
 from typing import Any, Literal
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
@@ -46,6 +46,7 @@ from kaiwo_contracts.plans import EventIntent, ObjectRef
 from kaiwo_planner.domain.children.naming import child_name, main_child_name
 from kaiwo_planner.domain.scheduling.schedulable import SCHEDULABLE, SchedulableVerdict
 from kaiwo_planner.domain.state.cluster import ClusterState, object_uid
+from kaiwo_planner.domain.state.object_index import RUN_ID_LABEL
 
 WorkloadKind = Literal["KaiwoJob", "KaiwoService"]
 ChildKind = Literal["Job", "RayJob", "Deployment", "AppWrapper"]
@@ -56,7 +57,6 @@ DOWNLOAD_JOB_SUCCEEDED = "DownloadJobSucceeded"
 PREEMPTABLE = "Preemptable"
 PREEMPTED_FOR = "preemptedFor"
 WORKLOAD_TERMINATED_EARLY = "WorkloadTerminatedEarly"
-RUN_ID_LABEL = "kaiwo.silogen.ai/run-id"
 
 DURATION_REFRESH = timedelta(seconds=60)
 
@@ -65,20 +65,22 @@ _ACTIVE_CHILD_PHASES = frozenset(
     {WorkloadStatus.RUNNING, WorkloadStatus.READY, WorkloadStatus.COMPLETE, WorkloadStatus.FAILED}
 )
 
-_EVENTS: Mapping[WorkloadStatus, tuple[Literal["Normal", "Warning"], str, str]] = {
-    WorkloadStatus.DOWNLOADING: ("Normal", "WorkloadDownloading", "Downloading data"),
-    WorkloadStatus.PENDING: ("Normal", "WorkloadPending", "Workload is pending admission"),
-    WorkloadStatus.STARTING: ("Normal", "WorkloadStarting", "Workload was admitted, starting"),
-    WorkloadStatus.RUNNING: ("Normal", "WorkloadRunning", "Workload has started"),
-    WorkloadStatus.READY: ("Normal", "WorkloadReady", "Workload is ready"),
-    WorkloadStatus.COMPLETE: ("Normal", "WorkloadComplete", "Workload has completed"),
-    WorkloadStatus.FAILED: ("Warning", "WorkloadFailed", "Workload has failed"),
-    WorkloadStatus.TERMINATING: (
-        "Normal",
-        "WorkloadTermination",
-        "Workload has been flagged for termination",
-    ),
-}
+_EVENTS: Mapping[WorkloadStatus, tuple[Literal["Normal", "Warning"], str, str]] = MappingProxyType(
+    {
+        WorkloadStatus.DOWNLOADING: ("Normal", "WorkloadDownloading", "Downloading data"),
+        WorkloadStatus.PENDING: ("Normal", "WorkloadPending", "Workload is pending admission"),
+        WorkloadStatus.STARTING: ("Normal", "WorkloadStarting", "Workload was admitted, starting"),
+        WorkloadStatus.RUNNING: ("Normal", "WorkloadRunning", "Workload has started"),
+        WorkloadStatus.READY: ("Normal", "WorkloadReady", "Workload is ready"),
+        WorkloadStatus.COMPLETE: ("Normal", "WorkloadComplete", "Workload has completed"),
+        WorkloadStatus.FAILED: ("Warning", "WorkloadFailed", "Workload has failed"),
+        WorkloadStatus.TERMINATING: (
+            "Normal",
+            "WorkloadTermination",
+            "Workload has been flagged for termination",
+        ),
+    }
+)
 
 
 # ------------------------------------------------------------------ inputs and outputs
@@ -95,12 +97,12 @@ class ObservedChildren:
     """
 
     child_kind: ChildKind
-    child: dict[str, Any] | None = None
-    ray_service: dict[str, Any] | None = None
-    kueue_workloads: tuple[dict[str, Any], ...] = ()
+    child: Mapping[str, Any] | None = None
+    ray_service: Mapping[str, Any] | None = None
+    kueue_workloads: tuple[Mapping[str, Any], ...] = ()
     downloads_configured: bool = False
-    download_job: dict[str, Any] | None = None
-    pvcs: tuple[dict[str, Any], ...] = ()
+    download_job: Mapping[str, Any] | None = None
+    pvcs: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -541,28 +543,35 @@ def _ray_service_phase(ray_service: Mapping[str, Any] | None) -> WorkloadStatus:
 
 _DOWNLOAD_MAP: Mapping[
     WorkloadStatus, tuple[WorkloadStatus, Literal["True", "False"], str, str]
-] = {
-    WorkloadStatus.PENDING: (WorkloadStatus.RUNNING, "False", "JobPending", "Download job pending"),
-    WorkloadStatus.STARTING: (
-        WorkloadStatus.STARTING,
-        "False",
-        "JobInProgress",
-        "Download job starting",
-    ),
-    WorkloadStatus.RUNNING: (
-        WorkloadStatus.RUNNING,
-        "False",
-        "JobInProgress",
-        "Download job in progress",
-    ),
-    WorkloadStatus.FAILED: (WorkloadStatus.FAILED, "False", "JobFailed", "Download job failed"),
-    WorkloadStatus.COMPLETE: (
-        WorkloadStatus.COMPLETE,
-        "True",
-        "JobCompleted",
-        "Download job succeeded",
-    ),
-}
+] = MappingProxyType(
+    {
+        WorkloadStatus.PENDING: (
+            WorkloadStatus.RUNNING,
+            "False",
+            "JobPending",
+            "Download job pending",
+        ),
+        WorkloadStatus.STARTING: (
+            WorkloadStatus.STARTING,
+            "False",
+            "JobInProgress",
+            "Download job starting",
+        ),
+        WorkloadStatus.RUNNING: (
+            WorkloadStatus.RUNNING,
+            "False",
+            "JobInProgress",
+            "Download job in progress",
+        ),
+        WorkloadStatus.FAILED: (WorkloadStatus.FAILED, "False", "JobFailed", "Download job failed"),
+        WorkloadStatus.COMPLETE: (
+            WorkloadStatus.COMPLETE,
+            "True",
+            "JobCompleted",
+            "Download job succeeded",
+        ),
+    }
+)
 
 
 def _download_observation(
@@ -648,12 +657,13 @@ def _event_reason(text: str) -> str:
     return cleaned[0].upper() + cleaned[1:]
 
 
-@functools.lru_cache(maxsize=256)
 def format_time(moment: datetime) -> str:
-    """RFC 3339 in UTC with second precision, as metav1.Time is written (one plan formats
-    the same few moments several times)."""
+    """RFC 3339 in UTC with second precision, as metav1.Time is written."""
     aware = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-    return aware.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    t = aware if aware.tzinfo is UTC else aware.astimezone(UTC)
+    if t.year < 1000:  # strftime's %Y does not pad these the same on every platform
+        return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"{t.year}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}Z"
 
 
 def _time(value: object) -> datetime | None:

@@ -1,13 +1,15 @@
-"""Values kept from one snapshot to the next, keyed by the identity of what they come from."""
+"""The planning context: values kept from one state to the next while what they read stays,
+and a context carried along that plans as a fresh one does."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
-import pytest
+from kaiwo_planner.domain.planning import plan_object
 from kaiwo_planner.domain.state.cluster_settings import kaiwo_config
-from kaiwo_planner.domain.state.kept_values import kept
+from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
+from kaiwo_planner.domain.state.planning_context import OwnerValues, PlanningContext
 from kaiwo_planner.domain.state.projection import Projection
 
 from tests.unit.planner.observations import observed
@@ -37,7 +39,8 @@ TRAIN: dict[str, Any] = {
 }
 
 
-def test_kept_reuses_the_value_only_for_the_very_same_inputs() -> None:
+def test_owner_values_are_reused_only_for_the_very_same_inputs() -> None:
+    context = PlanningContext.of(Projection().cluster_state())
     calls: list[str] = []
     first, equal_copy = {"a": 1}, {"a": 1}
 
@@ -45,38 +48,37 @@ def test_kept_reuses_the_value_only_for_the_very_same_inputs() -> None:
         calls.append(label)
         return label
 
-    assert kept(("test-kept",), (first,), lambda: compute("first")) == "first"
-    assert kept(("test-kept",), (first,), lambda: compute("again")) == "first"
+    assert context.owner_value(("test",), (first,), lambda: compute("first")) == "first"
+    assert context.owner_value(("test",), (first,), lambda: compute("again")) == "first"
     # An equal but different object is another version of it: worked out again.
-    assert kept(("test-kept",), (equal_copy,), lambda: compute("copy")) == "copy"
+    assert context.owner_value(("test",), (equal_copy,), lambda: compute("copy")) == "copy"
     assert calls == ["first", "copy"]
 
 
 def test_a_changed_kaiwoconfig_is_parsed_again_and_an_unrelated_change_reuses_it() -> None:
-    projection = Projection()
+    projection, contexts = Projection(), PlanningContextKeeper()
     projection.apply(observed(config("ray:1"), 1), sequence=1)
-    before = kaiwo_config(projection.cluster_state())
+    before = kaiwo_config(contexts.context(projection))
     assert before.spec.ray.default_ray_image == "ray:1"
 
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a", "uid": "n"}}
     projection.apply(observed(namespace, 2), sequence=2)
-    assert kaiwo_config(projection.cluster_state()) is before  # a new snapshot, same config
+    assert kaiwo_config(contexts.context(projection)) is before  # a new state, same config
 
     projection.apply(observed(config("ray:2"), 3), sequence=3)
-    after = kaiwo_config(projection.cluster_state())
+    after = kaiwo_config(contexts.context(projection))
     assert after.spec.ray.default_ray_image == "ray:2"
 
 
 def test_planning_the_same_owner_object_twice_gives_equal_plans() -> None:
-    from kaiwo_planner.domain.planning import plan_object
-
     projection = Projection()
     projection.apply(observed(TRAIN, 1), sequence=1)
     owner = projection.by_uid("job-uid")
     assert owner is not None
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    first = plan_object(owner=owner, cluster=projection.cluster_state(), now=now)
-    second = plan_object(owner=owner, cluster=projection.cluster_state(), now=now)
+    context = PlanningContext.of(projection.cluster_state())
+    first = plan_object(owner=owner, context=context, now=now).plan
+    second = plan_object(owner=owner, context=context, now=now).plan
     assert first is not None and second is not None
     assert first.fingerprint() == second.fingerprint()
 
@@ -96,7 +98,7 @@ def workload(name: str, namespace: str, queue: str | None, *, uid: str) -> dict[
 def test_the_queues_namespaces_follow_workloads_as_they_come_change_and_go() -> None:
     from kaiwo_planner.domain.state.cluster_settings import namespaces_by_queue
 
-    projection = Projection()
+    projection, contexts = Projection(), PlanningContextKeeper()
     sequence = 0
 
     def apply(obj: dict[str, Any], event: str = "ADDED") -> None:
@@ -109,21 +111,21 @@ def test_the_queues_namespaces_follow_workloads_as_they_come_change_and_go() -> 
     apply(workload("b", "team-a", None, uid="u2"))
     apply(workload("c", "team-b", "gpu", uid="u3"))
     apply(workload("d", "team-c", "", uid="u4"))  # empty means the default queue
-    assert namespaces_by_queue(projection.cluster_state()) == {
+    assert namespaces_by_queue(contexts.context(projection)) == {
         "gpu": ("team-b",),
         "kaiwo": ("team-a", "team-c"),
     }
 
     apply(workload("a", "team-a", None, uid="u1"), "DELETED")  # b still uses kaiwo in team-a
     apply(workload("c", "team-b", "other", uid="u3"), "MODIFIED")  # moved to another queue
-    assert namespaces_by_queue(projection.cluster_state()) == {
+    assert namespaces_by_queue(contexts.context(projection)) == {
         "kaiwo": ("team-a", "team-c"),
         "other": ("team-b",),
     }
 
     apply(workload("b", "team-a", None, uid="u2"), "DELETED")
     apply(config("ray:1") | {"spec": {"defaultClusterQueueName": "main"}})
-    assert namespaces_by_queue(projection.cluster_state()) == {
+    assert namespaces_by_queue(contexts.context(projection)) == {
         "main": ("team-c",),
         "other": ("team-b",),
     }
@@ -141,46 +143,39 @@ def aim_config(namespace: str, secret: str) -> dict[str, Any]:
 def test_a_namespace_config_is_kept_until_one_of_its_namespace_changes() -> None:
     from kaiwo_planner.domain.state.cluster_settings import namespace_config
 
-    projection = Projection()
+    projection, contexts = Projection(), PlanningContextKeeper()
     projection.apply(observed(aim_config("team-a", "registry-1"), 1), sequence=1)
     projection.apply(observed(aim_config("team-b", "registry-b"), 2), sequence=2)
-    before = namespace_config(projection.cluster_state(), "team-a")
+    before = namespace_config(contexts.context(projection), "team-a")
     assert before is not None
     assert before.spec.images.image_pull_secrets == ["registry-1"]
 
     # Another namespace's config changed: team-a's parsed config is the same object.
     projection.apply(observed(aim_config("team-b", "registry-b2"), 3), sequence=3)
-    assert namespace_config(projection.cluster_state(), "team-a") is before
+    assert namespace_config(contexts.context(projection), "team-a") is before
 
     projection.apply(observed(aim_config("team-a", "registry-2"), 4), sequence=4)
-    after = namespace_config(projection.cluster_state(), "team-a")
+    after = namespace_config(contexts.context(projection), "team-a")
     assert after is not None
     assert after.spec.images.image_pull_secrets == ["registry-2"]
-    assert namespace_config(projection.cluster_state(), "team-c") is None
+    assert namespace_config(contexts.context(projection), "team-c") is None
 
 
-def test_the_store_is_bounded_and_drops_the_least_recently_used() -> None:
-    from kaiwo_planner.domain.state.kept_values import LIMIT, forget_kept, kept_count
-
-    forget_kept()
+def test_owner_values_are_bounded_and_the_least_recently_used_go() -> None:
+    values = OwnerValues(limit=100)
     anchor = object()
-    kept(("test-anchor",), (anchor,), lambda: "anchor")
-    for index in range(LIMIT + 10):
-        kept(("test-fill", index), (), lambda index=index: index)
-        if index % 100 == 0:  # used now and then, as per-cluster values are by every plan
-            assert kept(("test-anchor",), (anchor,), lambda: "recomputed") == "anchor"
-    assert kept_count() == LIMIT
-    assert kept(("test-anchor",), (anchor,), lambda: "recomputed") == "anchor"
-    assert kept(("test-fill", 0), (), lambda: "recomputed") == "recomputed"  # the oldest went
-    forget_kept()
+    values.get(("test-anchor",), (anchor,), lambda: "anchor")
+    for index in range(110):
+        values.get(("test-fill", index), (), lambda index=index: index)
+        if index % 10 == 0:  # used now and then, as a busy owner's values are
+            assert values.get(("test-anchor",), (anchor,), lambda: "recomputed") == "anchor"
+    assert len(values) == 100
+    assert values.get(("test-anchor",), (anchor,), lambda: "recomputed") == "anchor"
+    assert values.get(("test-fill", 0), (), lambda: "recomputed") == "recomputed"  # it went
 
 
 def test_a_replan_with_kept_children_equals_one_worked_out_afresh() -> None:
-    from kaiwo_planner.domain.planning import plan_object
-    from kaiwo_planner.domain.state.kept_values import forget_kept
-
-    forget_kept()
-    projection = Projection()
+    projection, contexts = Projection(), PlanningContextKeeper()
 
     def child(active: int) -> dict[str, Any]:
         return {
@@ -202,14 +197,14 @@ def test_a_replan_with_kept_children_equals_one_worked_out_afresh() -> None:
     owner = projection.by_uid("job-uid")
     assert owner is not None
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    first = plan_object(owner=owner, cluster=projection.cluster_state(), now=now)
+    first = plan_object(owner=owner, context=contexts.context(projection), now=now).plan
     assert first is not None
     first_json = first.model_dump_json()
 
     projection.apply(observed(child(1), 4), sequence=4)  # the child moved, the owner did not
-    again = plan_object(owner=owner, cluster=projection.cluster_state(), now=now)
-    forget_kept()
-    afresh = plan_object(owner=owner, cluster=projection.cluster_state(), now=now)
+    again = plan_object(owner=owner, context=contexts.context(projection), now=now).plan
+    fresh = PlanningContext.of(projection.cluster_state())
+    afresh = plan_object(owner=owner, context=fresh, now=now).plan
     assert again is not None and afresh is not None
     assert again.model_dump_json() == afresh.model_dump_json()
     # The kept children are shared between plans; neither plan changed the other.
@@ -223,8 +218,6 @@ def test_children_are_built_again_for_a_new_spec_or_labels_but_not_for_a_new_sta
     monkeypatch: Any,
 ) -> None:
     from kaiwo_planner.domain.children import workload_children as children
-    from kaiwo_planner.domain.planning import plan_object
-    from kaiwo_planner.domain.state.kept_values import forget_kept
 
     built: list[int] = []
     build = children._build_children
@@ -234,8 +227,7 @@ def test_children_are_built_again_for_a_new_spec_or_labels_but_not_for_a_new_sta
         return build(**kwargs)
 
     monkeypatch.setattr(children, "_build_children", counting)
-    forget_kept()
-    projection = Projection()
+    projection, contexts = Projection(), PlanningContextKeeper()
     projection.apply(observed(QUEUES, 1), sequence=1)
     now = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -256,7 +248,8 @@ def test_children_are_built_again_for_a_new_spec_or_labels_but_not_for_a_new_sta
         projection.apply(observed(job, version), sequence=version)
         owner = projection.by_uid("job-uid")
         assert owner is not None
-        assert plan_object(owner=owner, cluster=projection.cluster_state(), now=now) is not None
+        context = contexts.context(projection)
+        assert plan_object(owner=owner, context=context, now=now).plan is not None
 
     plan(2, generation=1, labels={}, status="")
     plan(3, generation=1, labels={}, status="PENDING")  # our own status write: kept
@@ -264,7 +257,6 @@ def test_children_are_built_again_for_a_new_spec_or_labels_but_not_for_a_new_sta
     plan(4, generation=2, labels={}, status="PENDING")  # a new spec
     plan(5, generation=2, labels={"team": "x"}, status="PENDING")  # labels go to the children
     assert built == [1, 2, 2]
-    forget_kept()
 
 
 def gpu_node(name: str, gpus: str) -> dict[str, Any]:
@@ -282,22 +274,21 @@ def gpu_node(name: str, gpus: str) -> dict[str, Any]:
 
 def test_values_follow_changes_of_the_kinds_they_read_and_only_those() -> None:
     from kaiwo_planner.domain.state.cluster_settings import vendor_gpu_stats
-    from kaiwo_planner.domain.state.projection import StaleClusterStateError
 
-    projection = Projection()
+    projection, contexts = Projection(), PlanningContextKeeper()
     projection.apply(observed(gpu_node("a", "8"), 1), sequence=1)
     projection.apply(observed(config("ray:1"), 2), sequence=2)
-    state = projection.cluster_state()
+    state = contexts.context(projection)
     stats, settings = vendor_gpu_stats(state, "AMD"), kaiwo_config(state)
     assert stats.total_gpus == 8
 
     projection.apply(observed(TRAIN, 3), sequence=3)  # a workload: neither value reads it
-    state = projection.cluster_state()
+    state = contexts.context(projection)
     assert vendor_gpu_stats(state, "AMD") is stats
     assert kaiwo_config(state) is settings
 
     projection.apply(observed(gpu_node("b", "4"), 4), sequence=4)  # a new node
-    state = projection.cluster_state()
+    state = contexts.context(projection)
     assert vendor_gpu_stats(state, "AMD").total_gpus == 12
     assert kaiwo_config(state) is settings
 
@@ -305,9 +296,10 @@ def test_values_follow_changes_of_the_kinds_they_read_and_only_those() -> None:
     before_deletion = projection.cluster_state()  # not asked anything yet
     gone = observed(config("ray:1"), 6).model_copy(update={"event_type": "DELETED"})
     projection.apply(gone, sequence=6)
-    assert kaiwo_config(projection.cluster_state()).spec.ray.default_ray_image != "ray:1"
-    with pytest.raises(StaleClusterStateError):  # it would answer from a cluster gone by
-        kaiwo_config(before_deletion)
+    assert kaiwo_config(contexts.context(projection)).spec.ray.default_ray_image != "ray:1"
+    # A state is a value: taken before the deletion, it still holds that cluster.
+    earlier = kaiwo_config(PlanningContext.of(before_deletion))
+    assert earlier.spec.ray.default_ray_image == "ray:1"
 
 
 def test_manifests_without_a_uid_get_their_own_children_even_with_a_generation() -> None:

@@ -1,0 +1,569 @@
+"""The operator and its kopf peer on a real API server, same run, same load
+(``bench/pipeline.py``'s default when the envtest archives are found).
+
+One throw-away control plane (etcd, kube-apiserver, kube-controller-manager from
+``libs/kaiwo_envtest``, as the tests' ``real_cluster`` starts it) serves both, one after the
+other:
+
+1. the operator as ``kaiwo up`` runs it (watcher, planner, executor, recorder and nats-server
+   as processes, SQLite event store), on namespace ``ml-team``;
+2. then, the operator stopped, ``bench/peer_kopf.py`` (one process), on namespace
+   ``kopf-team``.
+
+Each gets a warm-up, then KaiwoJobs created at each rate of ``RATES`` for ``STEP_SECONDS``;
+the child Job latency is taken from a watch of Jobs (create sent -> Job ADDED). CPU is user +
+system time from ``/proc/<pid>/stat`` of each process, from the start of a step until the
+side is idle again (the operator: every consumer drained; kopf: every KaiwoJob carries its
+progress annotation), divided by the step's workloads. The control plane's processes are
+reported apart: they serve both sides. The operator's planner also gives its RSS growth per
+tracked workload (``MEMORY_WORKLOADS`` more at 50/s) and its plan-time histogram.
+``--profile DIR`` records py-spy flame graphs (collapsed stacks) of every Python process
+during the last step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from kaiwo_cli.stack.local import LocalStack, StackOptions
+from kaiwo_cli.stack.third_party import driven_kind_crds
+from kaiwo_contracts.crds.registry import SERVED_KINDS
+from kaiwo_contracts.crds.schema import custom_resource_definitions
+from kaiwo_contracts.events.permissions import ADMIN
+from kaiwo_envtest import ControlPlane, ControlPlaneOptions, find_assets
+from kaiwo_kube import resources
+from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_runtime.nats_connection import connect_client
+from pipeline import (
+    ChildClock,
+    Step,
+    cpu_seconds,
+    create_at_rate,
+    gpu_nodes,
+    idle,
+    queue_config,
+    rss_kb,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+ASSETS_FALLBACK = REPO.parent / "shared" / "envtest"
+PEER = Path(__file__).resolve().parent / "peer_kopf.py"
+OPERATOR_NAMESPACE = "ml-team"
+PEER_NAMESPACE = "kopf-team"
+RATES = (20, 50)
+STEP_SECONDS = 5.0
+WARM_UP = (20, 1.0)
+MEMORY_WORKLOADS = 1_000
+MEMORY_RATE = 50
+QUIET_SECONDS = 1.0
+"""After a side is idle: the last watch events of its own writes come back and are handled."""
+SERVICE_ENV = {"KAIWO_LOG_LEVEL": "WARNING", "KAIWO_SNAPSHOT_EVERY_SECONDS": "30"}
+PROGRESS_ANNOTATION = "kopf.zalando.org/last-handled-configuration"
+CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager")
+TARGETS = {"cpu ratio": 1.5, "p99 at 50/s": 1.0, "planner KB": 5.0, "plan p99": 0.000200}
+
+
+def assets_present() -> bool:
+    try:
+        find_assets(fallback=ASSETS_FALLBACK)
+    except Exception:
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------- figures
+
+
+@dataclass
+class StepFigures:
+    rate: int
+    reached: float
+    p50: float
+    p99: float
+    missing: int
+    workloads: int
+    cpu_ms: dict[str, float]
+    """CPU per workload of each process over the step, by process name."""
+
+    def side_ms(self, names: tuple[str, ...]) -> float:
+        return sum(ms for name, ms in self.cpu_ms.items() if name in names)
+
+
+@dataclass
+class Side:
+    name: str
+    processes: tuple[str, ...] = ()
+    steps: list[StepFigures] = field(default_factory=list)
+    planner_kb: float = float("nan")
+    plan_p99: float = float("nan")
+    plan_p50: float = float("nan")
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def system_seconds(pids: Mapping[str, int]) -> dict[str, float]:
+    """System (kernel) CPU seconds used so far by each process."""
+    tick = os.sysconf("SC_CLK_TCK")
+    used = {}
+    for name, pid in pids.items():
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            used[name] = int(fields[12]) / tick
+    return used
+
+
+class CpuWindow:
+    """CPU seconds of named processes between two moments."""
+
+    def __init__(self, pids: Callable[[], Mapping[str, int]]) -> None:
+        self._pids = pids
+        self._before: dict[str, float] = {}
+        self._system_before: dict[str, float] = {}
+
+    def start(self) -> None:
+        self._before = cpu_seconds(self._pids())
+        self._system_before = system_seconds(self._pids())
+
+    def system_shares(self) -> dict[str, float]:
+        """Of each process's CPU since :meth:`start`, the kernel's share."""
+        total, system = cpu_seconds(self._pids()), system_seconds(self._pids())
+        return {
+            name: (system[name] - used) / max(total[name] - self._before[name], 1e-9)
+            for name, used in self._system_before.items()
+            if name in system and name in total
+        }
+
+    def per_workload_ms(self, workloads: int) -> dict[str, float]:
+        after = cpu_seconds(self._pids())
+        return {
+            name: (after[name] - used) * 1000 / workloads
+            for name, used in self._before.items()
+            if name in after
+        }
+
+
+async def measured_step(
+    kube: KubernetesAsyncioAdapter,
+    clock: ChildClock,
+    *,
+    namespace: str,
+    rate: int,
+    window: CpuWindow,
+    settle: Callable[[], Any],
+) -> StepFigures:
+    window.start()
+    step: Step = await create_at_rate(
+        kube, clock, prefix=f"r{rate}", rate=rate, seconds=STEP_SECONDS, namespace=namespace
+    )
+    await settle()
+    await asyncio.sleep(QUIET_SECONDS)
+    workloads = int(rate * STEP_SECONDS)
+    shares = window.system_shares()
+    figures = StepFigures(
+        rate=rate,
+        reached=step.reached,
+        p50=step.percentile(0.5),
+        p99=step.percentile(0.99),
+        missing=step.missing,
+        workloads=workloads,
+        cpu_ms=window.per_workload_ms(workloads),
+    )
+    print(
+        f"  {rate}/s (reached {step.reached:.0f}/s): p50 {figures.p50 * 1000:.0f} ms, "
+        f"p99 {figures.p99 * 1000:.0f} ms, missing {step.missing}; CPU ms/workload "
+        + ", ".join(f"{n} {ms:.1f}" for n, ms in sorted(figures.cpu_ms.items()))
+        + "; kernel share "
+        + ", ".join(f"{n} {share:.0%}" for n, share in sorted(shares.items()))
+    )
+    return figures
+
+
+def histogram_buckets(text: str, metric: str) -> dict[float, float]:
+    """Cumulative counts by upper bound of a Prometheus histogram, summed over its labels."""
+    counts: dict[float, float] = {}
+    prefix = f"{metric}_bucket{{"
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            labels, value = line.rsplit(" ", 1)
+            bound = labels.split('le="', 1)[1].split('"', 1)[0]
+            key = math.inf if bound == "+Inf" else float(bound)
+            counts[key] = counts.get(key, 0.0) + float(value)
+    return counts
+
+
+def quantile_bound(before: Mapping[float, float], after: Mapping[float, float], q: float) -> float:
+    """The upper bound of the bucket holding quantile ``q`` of what was observed between
+    two scrapes (an upper bound of the quantile, as exact as the buckets)."""
+    grown = {bound: after[bound] - before.get(bound, 0.0) for bound in sorted(after)}
+    total = grown.get(math.inf, 0.0)
+    if total <= 0:
+        return float("nan")
+    for bound, count in grown.items():
+        if count >= q * total:
+            return bound
+    return math.inf
+
+
+async def scrape(port: int) -> str:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"http://127.0.0.1:{port}/metrics") as response,
+    ):
+        return await response.text()
+
+
+@contextlib.contextmanager
+def profiling(pids: Mapping[str, int], directory: Path | None) -> Iterator[None]:
+    """py-spy records each process (non-blocking sampling) while the block runs."""
+    if directory is None:
+        yield
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    recorders = [
+        subprocess.Popen(
+            [
+                spy,
+                "record",
+                "--nonblocking",
+                "--format",
+                "raw",
+                "--rate",
+                "200",
+                "-p",
+                str(pid),
+                "-o",
+                str(directory / f"{name}.txt"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for name, pid in pids.items()
+    ]
+    try:
+        yield
+    finally:
+        for recorder in recorders:
+            recorder.send_signal(signal.SIGINT)
+        for recorder in recorders:
+            try:
+                recorder.wait(30)
+            except subprocess.TimeoutExpired:
+                recorder.kill()
+
+
+# --------------------------------------------------------------------------- the two sides
+
+
+async def prepare_cluster(kube: KubernetesAsyncioAdapter) -> None:
+    crds = [*custom_resource_definitions(SERVED_KINDS), *driven_kind_crds()]
+    await kube.ensure_crds(crds, field_manager="kaiwo-bench", within=120)
+    for name in (OPERATOR_NAMESPACE, PEER_NAMESPACE):
+        await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+
+async def operator_side(
+    plane: ControlPlane, kube: KubernetesAsyncioAdapter, scratch: Path, profile: Path | None
+) -> Side:
+    print("operator (watcher, planner, executor, recorder, nats-server):")
+    options = StackOptions(
+        state_dir=scratch / "operator", kubeconfig=plane.kubeconfig, service_env=SERVICE_ENV
+    )
+    side = Side(name="operator")
+    async with LocalStack(options) as stack, contextlib.AsyncExitStack() as exits:
+        side.processes = tuple(stack.process_ids())
+        client = await connect_client(stack.nats_connection(ADMIN))
+        exits.push_async_callback(client.close)
+        js = client.jetstream()
+        # The operator creates the default "kaiwo" (empty spec) itself: apply ours over it.
+        await kube.apply(queue_config(), field_manager="kaiwo-bench")
+        clock = ChildClock(kube, OPERATOR_NAMESPACE)
+        await clock.start()
+        exits.push_async_callback(clock.stop)
+
+        async def settle() -> None:
+            if not await idle(js, within=60):
+                print("  (the operator was not idle within 60 s)")
+
+        rate, seconds = WARM_UP
+        await create_at_rate(
+            kube, clock, prefix="warm", rate=rate, seconds=seconds, namespace=OPERATOR_NAMESPACE
+        )
+        await settle()
+        window = CpuWindow(lambda: {**stack.process_ids(), **control_plane_pids(plane)})
+        planner_port = stack.services["planner"].health_port
+        plans_before = histogram_buckets(
+            await scrape(planner_port), "kaiwo_planner_plan_duration_seconds"
+        )
+        for rate in RATES:
+            last = rate == RATES[-1]
+            python_pids = {n: p for n, p in stack.process_ids().items() if n != "nats-server"}
+            with profiling(python_pids, profile / "operator" if profile and last else None):
+                side.steps.append(
+                    await measured_step(
+                        kube,
+                        clock,
+                        namespace=OPERATOR_NAMESPACE,
+                        rate=rate,
+                        window=window,
+                        settle=settle,
+                    )
+                )
+        plans_after = histogram_buckets(
+            await scrape(planner_port), "kaiwo_planner_plan_duration_seconds"
+        )
+        side.plan_p50 = quantile_bound(plans_before, plans_after, 0.50)
+        side.plan_p99 = quantile_bound(plans_before, plans_after, 0.99)
+        planner_pid = stack.services["planner"].pid
+        baseline = rss_kb(planner_pid)
+        await create_at_rate(
+            kube,
+            clock,
+            prefix="memory",
+            rate=MEMORY_RATE,
+            seconds=MEMORY_WORKLOADS / MEMORY_RATE,
+            namespace=OPERATOR_NAMESPACE,
+        )
+        await settle()
+        side.planner_kb = (rss_kb(planner_pid) - baseline) / MEMORY_WORKLOADS
+        await print_stream_messages(js, workloads=int(sum(RATES) * STEP_SECONDS) + MEMORY_WORKLOADS)
+        print(
+            f"  planner: plan p50 <= {side.plan_p50 * 1e6:.0f} us, p99 <= "
+            f"{side.plan_p99 * 1e6:.0f} us; RSS {side.planner_kb:.1f} KB per tracked workload"
+        )
+    return side
+
+
+async def print_stream_messages(js: Any, *, workloads: int) -> None:
+    """Messages each stream (key-value buckets included) took in, per workload created."""
+    counts = {}
+    async for name in stream_names(js):
+        counts[name] = (await js.stream_info(name)).state.last_seq
+    print(
+        f"  messages per workload (of {workloads}): "
+        + ", ".join(f"{name} {count / workloads:.2f}" for name, count in sorted(counts.items()))
+    )
+
+
+async def stream_names(js: Any) -> Any:
+    for info in await js.streams_info():
+        yield info.config.name
+
+
+async def peer_side(
+    plane: ControlPlane, kube: KubernetesAsyncioAdapter, scratch: Path, profile: Path | None
+) -> Side:
+    print("kopf peer (one process):")
+    side = Side(name="kopf", processes=("kopf",))
+    log = (scratch / "kopf.log").open("wb")
+    peer = subprocess.Popen(  # noqa: ASYNC220 - started once, before the load
+        [
+            sys.executable,
+            str(PEER),
+            "--kubeconfig",
+            str(plane.kubeconfig),
+            "--namespace",
+            PEER_NAMESPACE,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=log,
+        start_new_session=True,
+    )
+    try:
+        assert peer.stdout is not None
+        line = await asyncio.wait_for(asyncio.to_thread(peer.stdout.readline), 60)
+        if line.strip() != b"ready":
+            raise RuntimeError(f"the kopf peer did not start (see {scratch / 'kopf.log'})")
+        clock = ChildClock(kube, PEER_NAMESPACE)
+        await clock.start()
+        try:
+
+            async def settle() -> None:
+                await all_handled(kube, within=60)
+
+            rate, seconds = WARM_UP
+            await create_at_rate(
+                kube, clock, prefix="warm", rate=rate, seconds=seconds, namespace=PEER_NAMESPACE
+            )
+            await settle()
+            window = CpuWindow(lambda: {"kopf": peer.pid, **control_plane_pids(plane)})
+            for rate in RATES:
+                last = rate == RATES[-1]
+                with profiling({"kopf": peer.pid}, profile / "kopf" if profile and last else None):
+                    side.steps.append(
+                        await measured_step(
+                            kube,
+                            clock,
+                            namespace=PEER_NAMESPACE,
+                            rate=rate,
+                            window=window,
+                            settle=settle,
+                        )
+                    )
+        finally:
+            await clock.stop()
+    finally:
+        peer.send_signal(signal.SIGTERM)
+        try:
+            peer.wait(30)
+        except subprocess.TimeoutExpired:
+            peer.kill()
+            peer.wait()
+        log.close()
+    return side
+
+
+async def all_handled(kube: KubernetesAsyncioAdapter, *, within: float) -> None:
+    """Every KaiwoJob of the peer's namespace carries kopf's progress annotation."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        listed = await kube.list(resources.KAIWO_JOB, namespace=PEER_NAMESPACE)
+        if all(
+            PROGRESS_ANNOTATION in ((item.get("metadata") or {}).get("annotations") or {})
+            for item in listed.items
+        ):
+            return
+        await asyncio.sleep(0.2)
+    print(f"  (the kopf peer had not handled every KaiwoJob within {within:.0f} s)")
+
+
+def control_plane_pids(plane: ControlPlane) -> dict[str, int]:
+    return {c.name: c.process.pid for c in plane.components if c.process.poll() is None}
+
+
+# --------------------------------------------------------------------------- report
+
+
+def comparison_table(operator: Side, peer: Side) -> str:
+    rows = [("figure", "operator", "kopf peer", "operator/kopf")]
+
+    def ratio(a: float, b: float) -> str:
+        return f"{a / b:.2f}" if b else "-"
+
+    for mine, theirs in zip(operator.steps, peer.steps, strict=True):
+        rate = mine.rate
+        rows.append(
+            (
+                f"{rate}/s latency p50",
+                f"{mine.p50 * 1000:.0f} ms",
+                f"{theirs.p50 * 1000:.0f} ms",
+                ratio(mine.p50, theirs.p50),
+            )
+        )
+        rows.append(
+            (
+                f"{rate}/s latency p99",
+                f"{mine.p99 * 1000:.0f} ms",
+                f"{theirs.p99 * 1000:.0f} ms",
+                ratio(mine.p99, theirs.p99),
+            )
+        )
+        rows.append((f"{rate}/s missing", str(mine.missing), str(theirs.missing), ""))
+        own, peers = mine.side_ms(operator.processes), theirs.side_ms(peer.processes)
+        rows.append(
+            (f"{rate}/s operator CPU ms/workload", f"{own:.1f}", f"{peers:.1f}", ratio(own, peers))
+        )
+        rows.extend(
+            (f"  {name}", f"{mine.cpu_ms.get(name, float('nan')):.1f}", "", "")
+            for name in operator.processes
+        )
+        for name in CONTROL_PLANE:
+            a, b = mine.cpu_ms.get(name, float("nan")), theirs.cpu_ms.get(name, float("nan"))
+            rows.append((f"  {name} (shared)", f"{a:.1f}", f"{b:.1f}", ratio(a, b)))
+    rows.append(("planner RSS per tracked workload", f"{operator.planner_kb:.1f} KB", "", ""))
+    rows.append(
+        (
+            "planner plan p50 / p99 (bucket bound)",
+            f"{operator.plan_p50 * 1e6:.0f} / {operator.plan_p99 * 1e6:.0f} us",
+            "",
+            "",
+        )
+    )
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def targets(operator: Side, peer: Side) -> str:
+    last_mine, last_peer = operator.steps[-1], peer.steps[-1]
+    cpu_ratio = last_mine.side_ms(operator.processes) / last_peer.side_ms(peer.processes)
+    checks = (
+        (
+            f"operator CPU/workload <= {TARGETS['cpu ratio']}x kopf's at {last_mine.rate}/s",
+            f"{cpu_ratio:.2f}x",
+            cpu_ratio <= TARGETS["cpu ratio"],
+        ),
+        (
+            f"{last_mine.rate}/s kept up, p99 <= 1 s",
+            f"p99 {last_mine.p99 * 1000:.0f} ms, missing {last_mine.missing}",
+            last_mine.missing == 0 and last_mine.p99 <= TARGETS["p99 at 50/s"],
+        ),
+        (
+            "planner memory <= 5 KB per tracked workload",
+            f"{operator.planner_kb:.1f} KB",
+            operator.planner_kb <= TARGETS["planner KB"],
+        ),
+        (
+            "planner plan p99 <= 200 us",
+            f"<= {operator.plan_p99 * 1e6:.0f} us",
+            operator.plan_p99 <= TARGETS["plan p99"],
+        ),
+    )
+    return "\n".join(
+        f"  {label}: {value} -> {'met' if ok else 'NOT met'}" for label, value, ok in checks
+    )
+
+
+async def compare(
+    plane: ControlPlane, scratch: Path, profile: Path | None, *, sides: tuple[str, ...]
+) -> tuple[Side | None, Side | None]:
+    operator = peer = None
+    async with (
+        await KubernetesAsyncioAdapter.from_kubeconfig(plane.kubeconfig) as kube,
+        gpu_nodes(kube),
+    ):
+        await prepare_cluster(kube)
+        if "operator" in sides:
+            operator = await operator_side(plane, kube, scratch, profile)
+        if "kopf" in sides:
+            peer = await peer_side(plane, kube, scratch, profile)
+    return operator, peer
+
+
+def run(*, keep: bool, profile: Path | None, sides: tuple[str, ...] = ("operator", "kopf")) -> None:
+    scratch = Path(tempfile.mkdtemp(prefix="kaiwo-bench-"))
+    if keep:
+        print(f"  scratch (event store, logs): {scratch}")
+    started = time.perf_counter()
+    assets = find_assets(fallback=ASSETS_FALLBACK)
+    try:
+        with ControlPlane(ControlPlaneOptions(assets=assets, controller_manager=True)) as plane:
+            print(f"envtest API server {plane.server} ({os.cpu_count()} cores, shared by all)")
+            operator, peer = asyncio.run(compare(plane, scratch, profile, sides=sides))
+    finally:
+        if not keep:
+            shutil.rmtree(scratch, ignore_errors=True)
+    if operator is None or peer is None:
+        print(f"(one side only; total {time.perf_counter() - started:.0f} s)")
+        return
+    print()
+    print(comparison_table(operator, peer))
+    print()
+    print(targets(operator, peer))
+    print(f"(total {time.perf_counter() - started:.0f} s)")
