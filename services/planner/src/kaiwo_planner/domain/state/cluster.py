@@ -49,9 +49,7 @@ class ClusterState:
     namespaces: frozenset[str] = frozenset()
     findings: Mapping[str, WorkloadFinding] = field(default_factory=lambda: _NO_FINDINGS)
     index: ObjectIndex = field(default_factory=ObjectIndex)
-    scale_requests: Mapping[str, ScaleRequest] = field(
-        default_factory=lambda: _NO_SCALE_REQUESTS
-    )
+    scale_requests: Mapping[str, ScaleRequest] = field(default_factory=lambda: _NO_SCALE_REQUESTS)
 
     @classmethod
     def of(
