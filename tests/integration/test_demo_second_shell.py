@@ -256,6 +256,8 @@ def follow_a_job_from_submission(here: Path, *, env: dict[str, str], kaiwo: str)
     ], followed_out
     assert watch.returncode == 0, watched_out + watched_err
     reports = watched_out.split("\n---\n")
-    assert len(reports) >= 3, watched_out  # it changed while watched
+    # It changed while watched. How many reports it saw first depends on how soon the
+    # process started on a loaded machine (it once missed PENDING), so only >= 2.
+    assert len(reports) >= 2, watched_out
     assert "Phase:     COMPLETE" in reports[-1]
     assert "Phase:     COMPLETE" not in reports[0]
