@@ -419,3 +419,18 @@ def test_the_default_queue_and_topology_names_must_be_object_names() -> None:
             "must be a lowercase RFC 1123 name such as team-a or gpu.pool-1",
         ),
     ]
+
+
+def test_the_default_queue_name_fits_in_a_label_value() -> None:
+    # Found by fuzzing planning: a 76-character name became the kueue.x-k8s.io/queue-name
+    # label of every child, which the API server refuses (label values hold 63).
+    manifest = {
+        "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoConfig",
+        "metadata": {"name": "kaiwo"},
+        "spec": {"defaultClusterQueueName": "q" * 64},
+    }
+    assert validate_manifest(manifest) == [
+        Problem("spec.defaultClusterQueueName", "must be at most 63 characters long"),
+    ]
+    assert validate_manifest({**manifest, "spec": {"defaultClusterQueueName": "q" * 63}}) == []

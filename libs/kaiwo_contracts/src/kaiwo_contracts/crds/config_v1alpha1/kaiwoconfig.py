@@ -185,10 +185,12 @@ class KaiwoConfigSpec(KubeModel):
     gpu_preemption: KaiwoGpuPreemptionConfig = Field(
         default_factory=KaiwoGpuPreemptionConfig, json_schema_extra=_DEFAULT_EMPTY_OBJECT
     )
+    # It names the workloads' LocalQueues and so becomes their children's
+    # kueue.x-k8s.io/queue-name label value: at most 63 characters, or every child gets a 422.
     default_cluster_queue_name: str = Field(
         default="kaiwo",
         min_length=1,
-        max_length=253,
+        max_length=63,
         pattern=DNS_SUBDOMAIN_PATTERN,
         description="Cluster queue for workloads that name none.",
     )
