@@ -383,3 +383,25 @@ def test_whole_kueue_objects_listed_need_names_the_api_server_takes() -> None:
         # Found by fuzzing too: a Topology without a name was created as "None".
         Problem("spec.topologies[1]", "a Topology needs metadata.name"),
     ]
+
+
+def test_a_cluster_queues_namespace_selector_must_hold_kubernetes_label_keys() -> None:
+    # Found by fuzzing planning: the key "hf://org/model" reached the ClusterQueue, which the
+    # API server refuses (422) on every apply.
+    def problems(selector: dict[str, Any]) -> list[str]:
+        manifest = {
+            "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+            "kind": "KaiwoQueueConfig",
+            "metadata": {"name": "kaiwo"},
+            "spec": {"clusterQueues": [{"name": "q", "spec": {"namespaceSelector": selector}}]},
+        }
+        return [problem.path for problem in validate_manifest(manifest)]
+
+    assert problems({"matchLabels": {"team": "a"}}) == []
+    assert problems({"matchExpressions": [{"key": "team", "operator": "Exists"}]}) == []
+    assert problems({"matchLabels": {"hf://org/model": ""}}) == [
+        "spec.clusterQueues[0].spec.namespaceSelector.matchLabels"
+    ]
+    assert problems({"matchExpressions": [{"key": "a b", "operator": "Exists"}]}) == [
+        "spec.clusterQueues[0].spec.namespaceSelector.matchExpressions[0].key"
+    ]

@@ -72,6 +72,28 @@ def test_replicas_are_clamped_into_their_bounds_unless_autoscaling_is_off(
     assert pod_count(spec) == pods
 
 
+@pytest.mark.parametrize("autoscaling_disabled", [False, True])
+def test_a_model_asking_for_more_pods_than_a_plan_carries_runs_400_and_says_why(
+    autoscaling_disabled: bool,
+) -> None:
+    # 2**31 - 1 replicas once made planning build two billion Pod names (found by fuzzing).
+    spec = {**BASE, "replicas": 2_147_483_647, "autoscalingDisabled": autoscaling_disabled}
+    plan = plan_for(model(spec))
+    assert len(desired(plan, "Pod")) == 400
+    assert len(plan.model_dump_json()) < 1024 * 1024
+    ready = condition(plan, "Ready")
+    assert ready is not None and (ready["status"], ready["reason"], ready["message"]) == (
+        "False",
+        "ReplicasCapped",
+        "spec.replicas: 2147483647 asked, but a Model runs at most 400 server Pods (their"
+        " manifests travel in one bus message); 0 of 400 replicas Ready",
+    )
+    assert [(e.type, e.reason) for e in plan.events] == [
+        ("Normal", "Configured"),
+        ("Warning", "ReplicasCapped"),
+    ]
+
+
 def test_the_spec_is_never_written_and_the_scale_status_counts_pods() -> None:
     plan = plan_for(model({**BASE, "minReplicas": 2}))
     assert all(d["kind"] != "Model" for d in plan.desired)

@@ -10,11 +10,12 @@ Other modules may append classes at the end of this file; existing names stay st
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from kaiwo_contracts.crds.base import KubeModel
+from kaiwo_contracts.crds.label_syntax import checked_label_key, checked_labels
 from kaiwo_contracts.crds.quantity import Quantity
 
 # ------------------------------------------------------------------ object references
@@ -135,7 +136,7 @@ class Toleration(KubeModel):
 class LabelSelectorRequirement(KubeModel):
     """One expression of a label selector (meta/v1)."""
 
-    key: str
+    key: Annotated[str, AfterValidator(checked_label_key)]
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
     values: list[str] | None = None
 
@@ -146,7 +147,7 @@ class LabelSelector(KubeModel):
     An empty selector matches everything; a missing one (None) matches nothing.
     """
 
-    match_labels: dict[str, str] | None = None
+    match_labels: Annotated[dict[str, str] | None, AfterValidator(checked_labels)] = None
     match_expressions: list[LabelSelectorRequirement] | None = None
 
 

@@ -42,6 +42,7 @@ from kaiwo_contracts.crds.core_v1 import (
     ResourceRequirements,
 )
 from kaiwo_contracts.crds.go_duration import duration_nanoseconds, duration_schema
+from kaiwo_contracts.crds.label_syntax import checked_labels
 from kaiwo_contracts.crds.meta import Condition
 from kaiwo_contracts.crds.quantity import QuantityString
 from kaiwo_contracts.crds.schema import NoCrdDefault
@@ -424,38 +425,6 @@ class SecretVolume(KubeModel):
     mount_path: str = Field(min_length=1, description="Directory in the container.")
 
 
-_LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_LABEL_PREFIX = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-
-
-def _label_key_valid(key: str) -> bool:
-    prefix, slash, name = key.rpartition("/")
-    if slash and not (len(prefix) <= 253 and _LABEL_PREFIX.fullmatch(prefix)):
-        return False
-    return len(name) <= 63 and _LABEL_NAME.fullmatch(name) is not None
-
-
-def _pod_labels_valid(labels: dict[str, str] | None) -> dict[str, str] | None:
-    """Labels the pod template carries as they are: Kubernetes' key and value grammar, or
-    every child is refused (422) once the owner is planned."""
-    for key, value in (labels or {}).items():
-        if not _label_key_valid(key):
-            raise PydanticCustomError(
-                "label_key",
-                "{key} is no label key: an optional DNS prefix and '/', then at most 63 "
-                "letters, digits, '-', '_' and '.', beginning and ending with a letter or digit",
-                {"key": repr(key)},
-            )
-        if value and not (len(value) <= 63 and _LABEL_NAME.fullmatch(value)):
-            raise PydanticCustomError(
-                "label_value",
-                "the value of {key}, {value}, is no label value: at most 63 letters, digits, "
-                "'-', '_' and '.', beginning and ending with a letter or digit",
-                {"key": repr(key), "value": repr(value)},
-            )
-    return labels
-
-
 # ------------------------------------------------------------------ common spec
 
 
@@ -463,9 +432,9 @@ class CommonMetaSpec(KubeModel):
     """Fields KaiwoJobSpec and KaiwoServiceSpec share (inlined into both)."""
 
     user: str | None = Field(default=None, description="Owner's e-mail; labels the children.")
-    pod_template_spec_labels: Annotated[
-        dict[str, str] | None, AfterValidator(_pod_labels_valid)
-    ] = None
+    pod_template_spec_labels: Annotated[dict[str, str] | None, AfterValidator(checked_labels)] = (
+        None
+    )
     gpus: int = Field(
         default=0, ge=0, le=MAX_COUNT, description="Total GPUs for the whole workload."
     )

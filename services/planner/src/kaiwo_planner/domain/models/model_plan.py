@@ -21,7 +21,8 @@ value back into ``spec.replicas``; here the spec stays the user's (and the autos
 through the scale subresource), and the plan uses the clamped value. The autoscaler's latest
 decision for the Model, while it still applies, makes the plan set ``spec.replicas`` through
 the scale subresource (``Plan.scale``, :mod:`~kaiwo_planner.domain.models.autoscaling`); the
-Pods follow once the new replicas are observed.
+Pods follow once the new replicas are observed. A Model runs at most
+:data:`MAX_SERVER_PODS` Pods; asking for more is reported on its Ready condition.
 
 A Model being deleted (only one with a cache has a finalizer, so only such a Model is seen
 so): its Pods are deleted, its files evicted from the cache, and then its finalizer dropped.
@@ -117,6 +118,12 @@ class _Observed:
     previous: Mapping[str, Any]
     generation: int
     pods: tuple[ObservedPod, ...]
+
+
+MAX_SERVER_PODS: Final = 400
+"""The most server Pods a Model runs: the plan lists every wanted Pod's manifest, and with a
+few kilobytes each this many stay within one bus message (``MAX_MESSAGE_BYTES``). More is
+reported on the Ready condition, not attempted (decision 0032)."""
 
 
 @dataclass(slots=True)
@@ -264,14 +271,15 @@ def _serving(model: Model, built: _Built, observed: _Observed, *, cluster: Clust
     if built.files_map is not None:
         parts.desired.append(built.files_map)
     pods_allowed = _cache(built, observed, parts, cluster=cluster)
-    replicas = effective_replicas(model)
+    asked = effective_replicas(model)
+    replicas = min(asked, MAX_SERVER_PODS)
     decision = None
     if pods_allowed:
         decision = decide_pods(
             observed.pods,
             current_hash=pod.pod_hash,
             replicas=replicas,
-            surge=setup.config.model_rollouts.surge,
+            surge=min(setup.config.model_rollouts.surge, MAX_SERVER_PODS - replicas),
             name_for=lambda slot: pod.name(identity, slot),
         )
         parts.desired += [pod.manifest(identity, name) for name in decision.wanted]
@@ -282,9 +290,8 @@ def _serving(model: Model, built: _Built, observed: _Observed, *, cluster: Clust
             identity, pods=_loader_pods(observed, decision), account=service_account(setup)
         )
         parts.conditions += _adapter_conditions(setup, observed, pod)
-    parts.conditions.append(
-        _ready(observed, decision, pod, replicas=replicas, allowed=pods_allowed)
-    )
+    ready = _ready(observed, decision, pod, replicas=replicas, allowed=pods_allowed)
+    parts.conditions.append(_capped(ready, asked=asked) if asked > replicas else ready)
     parts.finalizers = _finalizers(model, wanted=setup.cache is not None)
     return parts
 
@@ -424,6 +431,17 @@ def _ready(
     if current_ready >= replicas:
         return ConditionSpec(READY, "True", "ReplicasReady", shown)
     return ConditionSpec(READY, "False", "ReplicasNotReady", shown)
+
+
+def _capped(ready: ConditionSpec, *, asked: int) -> ConditionSpec:
+    """The Ready condition of a Model asking for more Pods than one plan can carry."""
+    return ConditionSpec(
+        READY,
+        ready.status,
+        "ReplicasCapped",
+        f"spec.replicas: {asked} asked, but a Model runs at most {MAX_SERVER_PODS} server Pods"
+        f" (their manifests travel in one bus message); {ready.message}",
+    )
 
 
 def _finalizers(model: Model, *, wanted: bool) -> tuple[str, ...] | None:

@@ -45,6 +45,8 @@ _EVENTS: Final[Mapping[tuple[str, str, str | None], tuple[EventType, str]]] = Ma
         (CACHE_LOADED, "True", None): ("Normal", "CacheLoaded"),
         (READY, "True", "ReplicasReady"): ("Normal", "ModelReady"),
         (READY, "False", "RollingOut"): ("Normal", "RolloutStarted"),
+        (READY, "False", "ReplicasCapped"): ("Warning", "ReplicasCapped"),
+        (READY, "True", "ReplicasCapped"): ("Warning", "ReplicasCapped"),
         (ADAPTERS_LOADED, "True", None): ("Normal", "AdaptersLoaded"),
         (CACHE_EVICTED, "False", "EvictionFailed"): ("Warning", "CacheEvictionFailed"),
         (CACHE_EVICTED, "True", None): ("Normal", "CacheEvicted"),
