@@ -236,6 +236,16 @@ def test_a_model_list_round_trips() -> None:
             'must look like "<resource-profile>:<count>", for example "amd-gpu-mi300x:1"',
         ),
         ({"gpus": 1}, ("spec", "gpus"), "Extra inputs are not permitted"),
+        (
+            {"loadBalancing": {"prefixHash": {"replication": 0}}},
+            ("spec", "loadBalancing", "prefixHash", "replication"),
+            "Input should be greater than or equal to 1",
+        ),
+        (
+            {"loadBalancing": {"prefixHash": {"replication": 1001}}},
+            ("spec", "loadBalancing", "prefixHash", "replication"),
+            "Input should be less than or equal to 1000",
+        ),
     ],
 )
 def test_field_validations_name_the_field(

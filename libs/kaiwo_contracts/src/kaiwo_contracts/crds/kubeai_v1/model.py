@@ -13,6 +13,10 @@ Where the API reference (the seed) and upstream's Go code differ, the reference 
 * ``loadBalancing.prefixHash.replication`` defaults to 20 (upstream now 256);
 * ``features`` is optional (upstream's CRD requires the key, the reference does not).
 
+Beyond the reference, ``replication`` lies in [1, :data:`MAX_RING_REPLICATION`]: the gateway
+builds a ring of replication × endpoints points, and one Model with a huge value would take the
+memory of the gateway every Model shares (decision 0032).
+
 Upstream fields the reference predates are modelled too: ``envFrom``, ``files`` and
 ``priorityClassName``. Beyond upstream, ``resourceProfile`` is checked to have the
 ``<profile>:<count>`` form the controller otherwise rejects at reconcile time, and the CRD gets
@@ -37,6 +41,7 @@ from kaiwo_contracts.crds.schema import NoCrdDefault
 GROUP: Final = "kubeai.org"
 VERSION: Final = "v1"
 API_VERSION: Final = "kubeai.org/v1"
+MAX_RING_REPLICATION: Final = 1000
 
 CEL_VALIDATIONS = "x-kubernetes-validations"
 
@@ -201,6 +206,8 @@ class PrefixHash(KubeModel):
     )
     replication: int = Field(
         default=20,
+        ge=1,
+        le=MAX_RING_REPLICATION,
         description="Replicas of each endpoint on the hash ring. Immutable.",
         json_schema_extra={CEL_VALIDATIONS: [_REPLICATION_IMMUTABLE.schema_entry()]},
     )
