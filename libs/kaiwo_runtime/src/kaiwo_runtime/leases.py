@@ -26,10 +26,11 @@ from nats.js.errors import (
     KeyDeletedError,
     KeyNotFoundError,
     KeyWrongLastSequenceError,
+    NoKeysError,
 )
 from nats.js.kv import KeyValue as NatsKv
 
-from kaiwo_runtime.kv import escape_key
+from kaiwo_runtime.kv import escape_key, unescape_key
 
 log = structlog.get_logger("kaiwo.leases")
 
@@ -59,6 +60,10 @@ class LeaseStore(Protocol):
 
     async def holder(self, name: str) -> str | None:
         """Who holds the lease now (None: nobody)."""
+        ...
+
+    async def names(self, prefix: str) -> tuple[str, ...]:
+        """The leases held now whose names start with ``prefix``, sorted (membership)."""
         ...
 
 
@@ -103,6 +108,11 @@ class MemoryLeaseStore:
     async def holder(self, name: str) -> str | None:
         held = self._current(name)
         return held.holder if held else None
+
+    async def names(self, prefix: str) -> tuple[str, ...]:
+        return tuple(
+            sorted(n for n in self._leases if n.startswith(prefix) and self._current(n) is not None)
+        )
 
     def _current(self, name: str) -> _Held | None:
         held = self._leases.get(name)
@@ -185,3 +195,12 @@ class NatsLeaseStore:
         except (KeyNotFoundError, KeyDeletedError):
             return None
         return entry.value.decode() if entry.value else None
+
+    async def names(self, prefix: str) -> tuple[str, ...]:
+        try:
+            keys = await self._bucket.keys()
+        except NoKeysError:
+            return ()
+        # Few keys (a lease per role, partition and replica): filtering here is cheap, and a
+        # subject filter would need the escaped prefix to end on a token boundary.
+        return tuple(sorted(n for n in map(unescape_key, keys) if n.startswith(prefix)))

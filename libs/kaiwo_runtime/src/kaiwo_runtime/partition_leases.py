@@ -1,0 +1,220 @@
+"""Active-active replicas: each holds the leases of its share of the partitions.
+
+With ``KAIWO_BUS_PARTITIONS`` > 1 the planner and the executor run every replica at once;
+one partition is worked by one replica at a time, so the events of one workload (all in one
+partition) are still handled in order by one process. Every ``renew_every`` a replica:
+
+1. writes its membership entry ``<role>.member.<member>`` (a lease of its own, so it
+   vanishes ``duration`` after the replica died);
+2. lists the live members and computes its share with
+   :func:`~kaiwo_runtime.partition_assignment.assign_partitions` (the same answer on every
+   replica);
+3. renews the partition leases ``<role>.p<k>`` it holds; one refused (someone else holds it
+   now) or not renewed for ``renew_deadline`` is dropped at once;
+4. lets go of the partitions no longer its share: first the work on them ends (what is in
+   hand is finished), then the lease is released, so the next holder never overlaps;
+5. claims the partitions of its share it lacks; a claim refused (the previous holder is
+   still finishing, or died and its lease has not run out) is tried again next time.
+
+A replica that joins takes over partitions only after their holders let go of them, and a
+dead replica's partitions move once its leases expire (at most the lease duration).
+On stop every partition is let go of and released, and the membership entry deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+import structlog
+
+from kaiwo_runtime.leases import LeaseStore
+from kaiwo_runtime.partition_assignment import (
+    assign_partitions,
+    member_lease,
+    member_prefix,
+    partition_lease,
+)
+from kaiwo_runtime.single_active import LeaseTiming
+
+log = structlog.get_logger("kaiwo.partitions")
+_T = TypeVar("_T")
+
+
+class PartitionWork(Protocol):
+    """What a replica does with the partitions it holds."""
+
+    async def gained(self, partition: int) -> None:
+        """Start working on ``partition`` (its lease is held)."""
+        ...
+
+    async def released(self, partition: int) -> None:
+        """Stop working on ``partition``; return once nothing of it is in hand any more."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    revision: int
+    renewed_at: float
+
+
+class PartitionLeases:
+    """Claims, renews and lets go of one role's partition leases (module docstring)."""
+
+    def __init__(
+        self,
+        store: LeaseStore,
+        *,
+        role: str,
+        member: str,
+        partitions: int,
+        work: PartitionWork,
+        clock: Callable[[], float] = time.monotonic,
+        on_change: Callable[[frozenset[int]], None] | None = None,
+    ) -> None:
+        if partitions < 1:
+            raise ValueError("partitions must be >= 1")
+        self._store = store
+        self._role = role
+        self._member = member
+        self._partitions = partitions
+        self._work = work
+        self._clock = clock
+        self._on_change = on_change
+        self._timing = LeaseTiming.for_duration(store.duration_seconds)
+        self._held: dict[int, _Held] = {}
+        self._membership: int | None = None
+        self._log = log.bind(role=role, member=member)
+
+    @property
+    def held(self) -> frozenset[int]:
+        """The partitions this replica holds and works on now."""
+        return frozenset(self._held)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Keep this replica's share until ``stop``; then let go of everything."""
+        try:
+            while not stop.is_set():
+                await self.tick()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self._timing.renew_every)
+        finally:
+            await self.leave()
+
+    async def tick(self) -> None:
+        """One round: membership, renewals, releases, claims (module docstring)."""
+        members = await self._announce()
+        await self._renew()
+        if members is None:  # the store is out of reach: keep what is held, claim nothing
+            return
+        share = assign_partitions(partitions=self._partitions, members=members).get(
+            self._member, frozenset()
+        )
+        for partition in sorted(set(self._held) - share):
+            await self._let_go(partition, reason="rebalanced")
+        for partition in sorted(share - set(self._held)):
+            await self._claim(partition)
+
+    async def leave(self) -> None:
+        """Let go of every partition and of the membership (a graceful stop)."""
+        for partition in sorted(self._held):
+            await self._let_go(partition, reason="stopping")
+        if self._membership is not None:
+            revision, self._membership = self._membership, None
+            await self._attempt(
+                self._store.release(member_lease(self._role, self._member), revision=revision)
+            )
+
+    async def _announce(self) -> tuple[str, ...] | None:
+        """Renew (or write anew) the membership entry; the live members, None if unknown."""
+        name = member_lease(self._role, self._member)
+        revision = None
+        if self._membership is not None:
+            revision = await self._attempt(
+                self._store.renew(name, self._member, revision=self._membership)
+            )
+        if revision is None:
+            revision = await self._attempt(self._store.claim(name, self._member))
+        self._membership = revision
+        if revision is None:
+            return None
+        prefix = member_prefix(self._role)
+        names = await self._attempt(self._store.names(prefix))
+        if names is None:
+            return None
+        members = {entry.removeprefix(prefix) for entry in names}
+        # Our own entry is written: count us even if the listing raced with the write.
+        return tuple(sorted(members | {self._member}))
+
+    async def _renew(self) -> None:
+        for partition, held in sorted(self._held.items()):
+            sent_at = self._clock()
+            try:
+                revision = await asyncio.wait_for(
+                    self._store.renew(
+                        partition_lease(self._role, partition), self._member, revision=held.revision
+                    ),
+                    max(held.renewed_at + self._timing.renew_deadline - sent_at, 0.001),
+                )
+            except Exception as error:  # out of reach: keep it until the deadline
+                if self._clock() - held.renewed_at < self._timing.renew_deadline:
+                    self._log.warning(
+                        "partition lease renewal failed; retrying",
+                        partition=partition,
+                        error=str(error),
+                    )
+                    continue
+                revision = None
+            if revision is None:
+                # Lost (taken over, or not renewed in time): stop at once, release nothing.
+                self._log.error("partition lease lost", partition=partition)
+                del self._held[partition]
+                await self._work.released(partition)
+                self._changed()
+                continue
+            self._held[partition] = _Held(revision=revision, renewed_at=sent_at)
+
+    async def _claim(self, partition: int) -> None:
+        claimed_at = self._clock()
+        revision = await self._attempt(
+            self._store.claim(partition_lease(self._role, partition), self._member)
+        )
+        if revision is None:
+            return
+        self._held[partition] = _Held(revision=revision, renewed_at=claimed_at)
+        self._log.info("partition gained", partition=partition)
+        self._changed()
+        try:
+            await self._work.gained(partition)
+        except BaseException:
+            await self._let_go(partition, reason="failed to start")
+            raise
+
+    async def _let_go(self, partition: int, *, reason: str) -> None:
+        held = self._held.pop(partition, None)
+        if held is None:
+            return
+        try:
+            await self._work.released(partition)
+        finally:
+            await self._attempt(
+                self._store.release(partition_lease(self._role, partition), revision=held.revision)
+            )
+            self._log.info("partition released", partition=partition, reason=reason)
+            self._changed()
+
+    def _changed(self) -> None:
+        if self._on_change is not None:
+            self._on_change(self.held)
+
+    async def _attempt(self, step: Awaitable[_T]) -> _T | None:
+        try:
+            return await step
+        except Exception as error:  # the store is out of reach: the next round tries again
+            self._log.warning("lease store unavailable", error=str(error))
+            return None
