@@ -14,7 +14,7 @@ Where the API reference (the seed) and upstream's Go code differ, the reference 
 * ``features`` is optional (upstream's CRD requires the key, the reference does not).
 
 Beyond the reference, ``replication`` lies in [1, :data:`MAX_RING_REPLICATION`]: the gateway
-builds a ring of replication × endpoints points, and one Model with a huge value would take the
+builds a ring of replication x endpoints points, and one Model with a huge value would take the
 memory of the gateway every Model shares (decision 0032).
 
 Upstream fields the reference predates are modelled too: ``envFrom``, ``files`` and
