@@ -191,8 +191,11 @@ class PartitionLeases:
         self._changed()
         try:
             await self._work.gained(partition)
-        except BaseException:
+        except Exception:  # e.g. the bus is away: let it go, claim it again next round
+            self._log.exception("taking the partition on failed", partition=partition)
             await self._let_go(partition, reason="failed to start")
+        except BaseException:
+            await self._let_go(partition, reason="stopping")
             raise
 
     async def _let_go(self, partition: int, *, reason: str) -> None:
