@@ -144,3 +144,41 @@ async def test_held_partitions_are_reported_on_every_change() -> None:
     await leases.tick()
     await leases.leave()
     assert seen == [frozenset({0}), frozenset({0, 1}), frozenset({1}), frozenset()]
+
+
+class SlowToLetGo(Work):
+    """Work whose in-hand message takes longer than the lease's renewal deadline."""
+
+    def __init__(self, store: MemoryLeaseStore, name: str, *, seconds: float) -> None:
+        super().__init__(store, name)
+        self.seconds = seconds
+
+    async def released(self, partition: int) -> None:
+        await asyncio.sleep(self.seconds)
+        await super().released(partition)
+
+
+async def test_a_slow_hand_over_does_not_cost_the_other_partitions_their_leases() -> None:
+    store = MemoryLeaseStore(duration_seconds=0.3)  # renewals every 0.04 s, deadline 0.2 s
+    slow = SlowToLetGo(store, "a", seconds=0.5)
+    a = PartitionLeases(store, role="planner", member="a", partitions=PARTITIONS, work=slow)
+    b = PartitionLeases(
+        store, role="planner", member="b", partitions=PARTITIONS, work=Work(store, "b")
+    )
+    stop_a, stop_b = asyncio.Event(), asyncio.Event()
+    running_a = asyncio.create_task(a.run(stop_a))
+    await asyncio.sleep(0.2)
+    assert a.held == frozenset(range(PARTITIONS))
+    running_b = asyncio.create_task(b.run(stop_b))
+    for _ in range(100):
+        await asyncio.sleep(0.05)
+        if b.held == {0, 1, 4, 5} and not a.held & b.held:
+            break
+    # The shares of assign_partitions(8, [a, b]); a let go of b's four, slowly, all
+    # at once (0.5 s) and lost none of its own meanwhile.
+    assert (a.held, b.held) == ({2, 3, 6, 7}, {0, 1, 4, 5})
+    assert sorted(p for kind, p in slow.events if kind == "released") == [0, 1, 4, 5]
+    assert slow.holder_while_releasing == ["a"] * 4
+    stop_a.set()
+    stop_b.set()
+    await asyncio.gather(running_a, running_b)

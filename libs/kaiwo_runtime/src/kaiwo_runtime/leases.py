@@ -20,13 +20,13 @@ from typing import Protocol
 
 import structlog
 from nats.aio.client import Client
+from nats.js import JetStreamContext
 from nats.js.errors import (
     BadRequestError,
     BucketNotFoundError,
     KeyDeletedError,
     KeyNotFoundError,
     KeyWrongLastSequenceError,
-    NoKeysError,
 )
 from nats.js.kv import KeyValue as NatsKv
 
@@ -129,8 +129,12 @@ class MemoryLeaseStore:
 class NatsLeaseStore:
     """Leases in a JetStream key-value bucket whose ttl is the lease duration."""
 
-    def __init__(self, bucket: NatsKv, *, duration_seconds: float) -> None:
+    def __init__(
+        self, bucket: NatsKv, *, js: JetStreamContext, name: str, duration_seconds: float
+    ) -> None:
         self._bucket = bucket
+        self._js = js
+        self._name = name
         self._duration = duration_seconds
 
     @classmethod
@@ -162,7 +166,7 @@ class NatsLeaseStore:
                 bucket_seconds=ttl,
                 configured_seconds=duration_seconds,
             )
-        return cls(kv, duration_seconds=ttl)
+        return cls(kv, js=js, name=bucket, duration_seconds=ttl)
 
     @property
     def duration_seconds(self) -> float:
@@ -197,10 +201,14 @@ class NatsLeaseStore:
         return entry.value.decode() if entry.value else None
 
     async def names(self, prefix: str) -> tuple[str, ...]:
-        try:
-            keys = await self._bucket.keys()
-        except NoKeysError:
-            return ()
-        # Few keys (a lease per role, partition and replica): filtering here is cheap, and a
-        # subject filter would need the escaped prefix to end on a token boundary.
-        return tuple(sorted(n for n in map(unescape_key, keys) if n.startswith(prefix)))
+        # The subjects the bucket's stream holds, then a read of each under the prefix: the
+        # client's keys() ends early when entries are still in flight as it asks how many are
+        # left (seen under steady renewals), and a released lease leaves a delete marker.
+        info = await self._js.stream_info(f"KV_{self._name}", subjects_filter=f"$KV.{self._name}.>")
+        subjects = (info.state.subjects or {}) if info.state else {}
+        candidates = sorted(
+            name
+            for name in (unescape_key(s.removeprefix(f"$KV.{self._name}.")) for s in subjects)
+            if name.startswith(prefix)
+        )
+        return tuple([name for name in candidates if await self.holder(name) is not None])

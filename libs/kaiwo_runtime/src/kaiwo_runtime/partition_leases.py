@@ -28,7 +28,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Final, Protocol, TypeVar
 
 import structlog
 
@@ -64,7 +64,11 @@ class _Held:
 
 
 class PartitionLeases:
-    """Claims, renews and lets go of one role's partition leases (module docstring)."""
+    """Claims, renews and lets go of one role's partition leases (module docstring).
+
+    Renewals run on their own (:meth:`run`): letting go of a partition waits for the work in
+    hand on it, and that wait must not hold up the renewal of the others.
+    """
 
     def __init__(
         self,
@@ -88,6 +92,12 @@ class PartitionLeases:
         self._on_change = on_change
         self._timing = LeaseTiming.for_duration(store.duration_seconds)
         self._held: dict[int, _Held] = {}
+        self._leaving: set[int] = set()
+        """Partitions being let go of: still renewed until their work has stopped."""
+        self._stopping: dict[int, asyncio.Task[None]] = {}
+        """Work on lost partitions being stopped; such a partition is not claimed meanwhile."""
+        self._writes = asyncio.Lock()
+        """A renewal and a release of one lease must not cross (the revision changes)."""
         self._membership: int | None = None
         self._log = log.bind(role=role, member=member)
 
@@ -98,37 +108,58 @@ class PartitionLeases:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Keep this replica's share until ``stop``; then let go of everything."""
+        left = asyncio.Event()
+        renewals = asyncio.create_task(self._keep_renewing(left))
         try:
             while not stop.is_set():
-                await self.tick()
+                members = await self._announce()
+                if members is not None:
+                    await self._rebalance(members)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), self._timing.renew_every)
         finally:
-            await self.leave()
+            try:
+                await self.leave()
+            finally:
+                left.set()
+                await renewals
 
     async def tick(self) -> None:
-        """One round: membership, renewals, releases, claims (module docstring)."""
+        """One round, every step in turn: membership, renewals, releases, claims."""
         members = await self._announce()
         await self._renew()
-        if members is None:  # the store is out of reach: keep what is held, claim nothing
-            return
-        share = assign_partitions(partitions=self._partitions, members=members).get(
-            self._member, frozenset()
-        )
-        for partition in sorted(set(self._held) - share):
-            await self._let_go(partition, reason="rebalanced")
-        for partition in sorted(share - set(self._held)):
-            await self._claim(partition)
+        await self._stopped()
+        if members is not None:  # else the store is out of reach: keep, claim nothing
+            await self._rebalance(members)
 
     async def leave(self) -> None:
         """Let go of every partition and of the membership (a graceful stop)."""
-        for partition in sorted(self._held):
-            await self._let_go(partition, reason="stopping")
+        await asyncio.gather(*(self._let_go(p, reason="stopping") for p in sorted(self._held)))
+        await self._stopped()
         if self._membership is not None:
             revision, self._membership = self._membership, None
             await self._attempt(
                 self._store.release(member_lease(self._role, self._member), revision=revision)
             )
+
+    async def _keep_renewing(self, until: asyncio.Event) -> None:
+        while not until.is_set():
+            await self._renew()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(until.wait(), self._timing.renew_every)
+
+    async def _rebalance(self, members: tuple[str, ...]) -> None:
+        share = assign_partitions(partitions=self._partitions, members=members).get(
+            self._member, frozenset()
+        )
+        # At once: each waits for the work in hand on its partition (a fetch, a message).
+        surplus = sorted(set(self._held) - share - self._leaving)
+        await asyncio.gather(*(self._let_go(p, reason="rebalanced") for p in surplus))
+        for partition in sorted(share - set(self._held)):
+            stopping = self._stopping.get(partition)
+            if stopping is not None and not stopping.done():
+                continue  # the work of a lost lease is still stopping: next round
+            await self._claim(partition)
 
     async def _announce(self) -> tuple[str, ...] | None:
         """Renew (or write anew) the membership entry; the live members, None if unknown."""
@@ -152,32 +183,49 @@ class PartitionLeases:
         return tuple(sorted(members | {self._member}))
 
     async def _renew(self) -> None:
-        for partition, held in sorted(self._held.items()):
-            sent_at = self._clock()
-            try:
-                revision = await asyncio.wait_for(
-                    self._store.renew(
-                        partition_lease(self._role, partition), self._member, revision=held.revision
-                    ),
-                    max(held.renewed_at + self._timing.renew_deadline - sent_at, 0.001),
-                )
-            except Exception as error:  # out of reach: keep it until the deadline
-                if self._clock() - held.renewed_at < self._timing.renew_deadline:
-                    self._log.warning(
-                        "partition lease renewal failed; retrying",
-                        partition=partition,
-                        error=str(error),
-                    )
+        for partition in sorted(self._held):
+            async with self._writes:
+                held = self._held.get(partition)
+                if held is None:  # let go of meanwhile
                     continue
-                revision = None
-            if revision is None:
+                sent_at = self._clock()
+                revision = await self._renewed(partition, held)
+                if revision == _UNREACHABLE:
+                    if self._clock() - held.renewed_at < self._timing.renew_deadline:
+                        continue  # kept until the deadline
+                elif revision is not None:
+                    self._held[partition] = _Held(revision=revision, renewed_at=sent_at)
+                    continue
                 # Lost (taken over, or not renewed in time): stop at once, release nothing.
                 self._log.error("partition lease lost", partition=partition)
                 del self._held[partition]
-                await self._work.released(partition)
                 self._changed()
-                continue
-            self._held[partition] = _Held(revision=revision, renewed_at=sent_at)
+                if partition not in self._leaving:  # else its let-go is stopping it already
+                    self._stopping[partition] = asyncio.create_task(self._work.released(partition))
+
+    async def _renewed(self, partition: int, held: _Held) -> int | None:
+        """The new revision; None when refused or, past the deadline, unanswered."""
+        left = held.renewed_at + self._timing.renew_deadline - self._clock()
+        try:
+            return await asyncio.wait_for(
+                self._store.renew(
+                    partition_lease(self._role, partition), self._member, revision=held.revision
+                ),
+                max(left, 0.001),
+            )
+        except Exception as error:  # out of reach: kept until the deadline
+            self._log.warning(
+                "partition lease renewal failed; retrying", partition=partition, error=str(error)
+            )
+            return _UNREACHABLE
+
+    async def _stopped(self) -> None:
+        """Wait for the work of lost partitions to stop."""
+        for partition, task in sorted(self._stopping.items()):
+            try:
+                await task
+            finally:
+                del self._stopping[partition]
 
     async def _claim(self, partition: int) -> None:
         claimed_at = self._clock()
@@ -199,15 +247,22 @@ class PartitionLeases:
             raise
 
     async def _let_go(self, partition: int, *, reason: str) -> None:
-        held = self._held.pop(partition, None)
-        if held is None:
+        """Stop the work on ``partition`` (renewing its lease meanwhile), then release it."""
+        if partition not in self._held:
             return
+        self._leaving.add(partition)
         try:
             await self._work.released(partition)
         finally:
-            await self._attempt(
-                self._store.release(partition_lease(self._role, partition), revision=held.revision)
-            )
+            self._leaving.discard(partition)
+            async with self._writes:
+                held = self._held.pop(partition, None)
+                if held is not None:  # not lost meanwhile
+                    await self._attempt(
+                        self._store.release(
+                            partition_lease(self._role, partition), revision=held.revision
+                        )
+                    )
             self._log.info("partition released", partition=partition, reason=reason)
             self._changed()
 
@@ -221,3 +276,7 @@ class PartitionLeases:
         except Exception as error:  # the store is out of reach: the next round tries again
             self._log.warning("lease store unavailable", error=str(error))
             return None
+
+
+_UNREACHABLE: Final = -1
+"""What :meth:`PartitionLeases._renewed` answers when the store did not (a revision is > 0)."""
