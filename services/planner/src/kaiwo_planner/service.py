@@ -68,6 +68,16 @@ the autoscaler's ``ScaleDecidedV1`` per Model; the projection keeps the latest p
 decision's envelope time, trigger ``scale``: its plan sets the replicas through the scale
 subresource while the decision still applies.
 
+Active-active (``KAIWO_BUS_PARTITIONS`` > 1, decision 0030). Every replica reads the whole of
+``KAIWO_OBS``, the findings and the scale decisions by stream sequence instead of the durable
+consumers (one shared by active replicas would hand each a part), so its projection is the
+whole cluster, and plans only the owners of the partitions it holds (:meth:`holds`, the
+partition function of the subjects). :meth:`gained` reads to the stream's end, forgets the
+partition's records and timers and plans its owners once; :meth:`released` waits for the round
+in hand. Each round it also plans the preemption victims of its partitions (their
+beneficiaries may be another replica's). Public events are published by every replica under
+the same ids (JetStream keeps one); only the holder of partition 0 writes the snapshot.
+
 Replay: every plan records ``planned_at``, ``trigger``, ``obs_sequence`` (the projection's
 last applied stream sequence), ``mon_sequence`` (the last finding's) and ``scale_sequence``
 (the last scale decision's), which is all the pure planner needs to reproduce it.
