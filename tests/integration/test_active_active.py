@@ -59,6 +59,20 @@ async def every_partition_held_by(
     return await eventually(check, what=f"{role} partitions shared", within=60)
 
 
+async def members_are(leases: NatsLeaseStore, role: str, members: set[str]) -> None:
+    """Wait until the live membership entries of ``role`` are those of ``members`` (a dead
+    replica's runs out with its lease)."""
+
+    async def check() -> bool | Pending:
+        listed = {
+            entry.removeprefix(member_prefix(role))
+            for entry in await leases.names(member_prefix(role))
+        }
+        return listed == members or Pending(f"{role} members {sorted(listed)}")
+
+    await eventually(check, what=f"{role} members", within=30)
+
+
 async def test_three_planners_and_two_executors_lose_one_each_and_every_workload_converges(
     tmp_path: Path,
 ) -> None:
@@ -90,11 +104,8 @@ async def test_three_planners_and_two_executors_lose_one_each_and_every_workload
         # The survivors hold every partition; the dead replicas' entries ran out.
         await every_partition_held_by(leases, "planner", planners - killed_members)
         await every_partition_held_by(leases, "executor", executors - killed_members)
-        alive = {
-            entry.removeprefix(member_prefix("planner"))
-            for entry in await leases.names(member_prefix("planner"))
-        }
-        assert alive == planners - killed_members
+        await members_are(leases, "planner", planners - killed_members)
+        await members_are(leases, "executor", executors - killed_members)
 
         for job in finished:
             await has_all_children(pipeline, job)

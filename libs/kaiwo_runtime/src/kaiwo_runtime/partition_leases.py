@@ -4,7 +4,7 @@ With ``KAIWO_BUS_PARTITIONS`` > 1 the planner and the executor run every replica
 one partition is worked by one replica at a time, so the events of one workload (all in one
 partition) are still handled in order by one process. Every ``renew_every`` a replica:
 
-1. writes its membership entry ``<role>.member.<member>`` (a lease of its own, so it
+1. keeps its membership entry ``<role>.member.<member>`` (a lease of its own, so it
    vanishes ``duration`` after the replica died);
 2. lists the live members and computes its share with
    :func:`~kaiwo_runtime.partition_assignment.assign_partitions` (the same answer on every
@@ -136,11 +136,12 @@ class PartitionLeases:
         """Let go of every partition and of the membership (a graceful stop)."""
         await asyncio.gather(*(self._let_go(p, reason="stopping") for p in sorted(self._held)))
         await self._stopped()
-        if self._membership is not None:
-            revision, self._membership = self._membership, None
-            await self._attempt(
-                self._store.release(member_lease(self._role, self._member), revision=revision)
-            )
+        async with self._writes:
+            if self._membership is not None:
+                revision, self._membership = self._membership, None
+                await self._attempt(
+                    self._store.release(member_lease(self._role, self._member), revision=revision)
+                )
 
     async def _keep_renewing(self, until: asyncio.Event) -> None:
         while not until.is_set():
@@ -162,18 +163,15 @@ class PartitionLeases:
             await self._claim(partition)
 
     async def _announce(self) -> tuple[str, ...] | None:
-        """Renew (or write anew) the membership entry; the live members, None if unknown."""
-        name = member_lease(self._role, self._member)
-        revision = None
-        if self._membership is not None:
-            revision = await self._attempt(
-                self._store.renew(name, self._member, revision=self._membership)
-            )
-        if revision is None:
-            revision = await self._attempt(self._store.claim(name, self._member))
-        self._membership = revision
-        if revision is None:
-            return None
+        """Write the membership entry if it is not held (the renewals keep it); the live
+        members, None if unknown."""
+        async with self._writes:
+            if self._membership is None:
+                self._membership = await self._attempt(
+                    self._store.claim(member_lease(self._role, self._member), self._member)
+                )
+            if self._membership is None:
+                return None
         prefix = member_prefix(self._role)
         names = await self._attempt(self._store.names(prefix))
         if names is None:
@@ -183,6 +181,17 @@ class PartitionLeases:
         return tuple(sorted(members | {self._member}))
 
     async def _renew(self) -> None:
+        # The membership first: a partition taken on may take long (the planner reads to the
+        # stream's end), and the others must not count this replica out meanwhile.
+        async with self._writes:
+            if self._membership is not None:
+                self._membership = await self._attempt(
+                    self._store.renew(
+                        member_lease(self._role, self._member),
+                        self._member,
+                        revision=self._membership,
+                    )
+                )
         for partition in sorted(self._held):
             async with self._writes:
                 held = self._held.get(partition)
