@@ -182,3 +182,38 @@ async def test_a_slow_hand_over_does_not_cost_the_other_partitions_their_leases(
     stop_a.set()
     stop_b.set()
     await asyncio.gather(running_a, running_b)
+
+
+class Outage(MemoryLeaseStore):
+    """A store that stops answering while ``down`` is set (a partitioned network)."""
+
+    down = False
+
+    async def renew(self, name: str, holder: str, *, revision: int) -> int | None:
+        if self.down:
+            raise ConnectionError("no answer")
+        return await super().renew(name, holder, revision=revision)
+
+    async def names(self, prefix: str) -> tuple[str, ...]:
+        if self.down:
+            raise ConnectionError("no answer")
+        return await super().names(prefix)
+
+
+async def test_an_unreachable_store_keeps_the_partitions_until_the_renewal_deadline() -> None:
+    clock = Clock()
+    store = Outage(duration_seconds=DURATION, clock=clock)
+    a, work = replica(store, clock, "a")
+    await a.tick()
+    assert a.held == frozenset(range(PARTITIONS))
+
+    store.down = True
+    clock.now += 9  # within the deadline (2/3 of 15 s): kept, nothing claimed or let go
+    await a.tick()
+    assert a.held == frozenset(range(PARTITIONS))
+    assert work.events == [("gained", p) for p in range(PARTITIONS)]
+
+    clock.now += 2  # 11 s without a renewal: stop before anyone else may claim them
+    await a.tick()
+    assert a.held == frozenset()
+    assert sorted(p for kind, p in work.events if kind == "released") == list(range(PARTITIONS))

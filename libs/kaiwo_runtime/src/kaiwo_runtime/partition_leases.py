@@ -185,13 +185,14 @@ class PartitionLeases:
         # stream's end), and the others must not count this replica out meanwhile.
         async with self._writes:
             if self._membership is not None:
-                self._membership = await self._attempt(
-                    self._store.renew(
+                try:
+                    self._membership = await self._store.renew(
                         member_lease(self._role, self._member),
                         self._member,
                         revision=self._membership,
                     )
-                )
+                except Exception as error:  # out of reach: the same revision next time
+                    self._log.warning("membership renewal failed", error=str(error))
         for partition in sorted(self._held):
             async with self._writes:
                 held = self._held.get(partition)
