@@ -169,3 +169,19 @@ async def test_a_victim_is_planned_by_its_holder_though_its_beneficiary_is_elsew
     clock.advance(5)  # the next look finds the same victim: not planned again
     await first.step(wait_seconds=0)
     assert planned(first, "unchanged") == 1
+
+
+async def test_the_queue_config_is_planned_by_its_partitions_holder_alone(
+    harness: Any, build: Any
+) -> None:
+    # uid-kqc is in partition 1: the second replica plans it, from the nodes both have seen.
+    first, second = await replicas(harness)
+    await harness.observe(build.queue_config(), "10", "ADDED")
+    await harness.observe(build.gpu_node("gpu-1", gpus=8), "11", "ADDED")
+    await harness.drain(first)
+    assert plans_by_owner(harness) == []
+    await harness.drain(second)
+
+    assert plans_by_owner(harness) == ["kaiwo", "kaiwo"]
+    assert [p.data.plan.status["clusterGpus"] for p in harness.plans()] == [0, 8]
+    assert len(first.projection) == len(second.projection) == 2
