@@ -42,6 +42,7 @@ from kaiwo_contracts.events.subjects import plan_subject
 from kaiwo_envtest import ControlPlane, ControlPlaneOptions, find_assets
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_planner.domain.planning import plan_object
+from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
 from kaiwo_planner.domain.state.projection import Projection
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_connection import NatsConnection
@@ -112,6 +113,7 @@ async def plans_for(
 ) -> list[tuple[str, Envelope[PlanDecidedV1]]]:
     """Create the KaiwoJobs; plan each as the planner would (subject, envelope)."""
     projection = Projection()
+    contexts = PlanningContextKeeper()
     sequence = 0
     for obj in (*NODES, KAIWO_CONFIG, queue_config(namespace)):
         sequence += 1
@@ -130,9 +132,9 @@ async def plans_for(
         projection.apply(observed(owner, sequence), sequence=sequence)
         plan = plan_object(
             owner=projection.by_uid(owner["metadata"]["uid"]),
-            cluster=projection.cluster_state(),
+            context=contexts.context(projection),
             now=now,
-        )
+        ).plan
         assert plan is not None and plan.desired, "the KaiwoJob got no plan"
         meta = owner["metadata"]
         envelope = Envelope.new(
