@@ -154,10 +154,30 @@ async def test_every_example_and_every_engine_runs_its_pods_and_counts_them(
         assert labels["app.kubernetes.io/managed-by"] == "kaiwo"
         [owner] = pod["metadata"]["ownerReferences"]
         assert (owner["kind"], owner["name"], owner["controller"]) == ("Model", "embeddings", True)
+    # Each Model carries upstream's feature labels, and keeps the user's own.
+    embeddings = await model(pipeline, "embeddings")
+    assert embeddings["metadata"]["labels"] == {"features.kubeai.org/TextEmbedding": "true"}
+    await kube.merge_patch(
+        resources.KUBEAI_MODEL,
+        "whisper",
+        {"metadata": {"labels": {"team": "speech", "features.kubeai.org/Stale": "true"}}},
+        namespace=namespace,
+        field_manager="user",
+    )
+    labels = await eventually(
+        lambda: _labels_without(pipeline, "whisper", "features.kubeai.org/Stale"),
+        what="the stale feature label removed",
+    )
+    assert labels == {"team": "speech", "features.kubeai.org/SpeechToText": "true"}
     [ollama_pod] = await model_pods(kube, namespace, "nomic-embed-text-cpu")
     probe = ollama_pod["spec"]["containers"][0]["startupProbe"]["exec"]["command"]
     pull = "/bin/ollama pull nomic-embed-text"
     assert probe[-1] == f"{pull} && /bin/ollama cp nomic-embed-text nomic-embed-text-cpu"
+
+
+async def _labels_without(pipeline: Pipeline, name: str, key: str) -> dict[str, str] | Pending:
+    labels = (await model(pipeline, name))["metadata"].get("labels") or {}
+    return Pending(f"{key} still there") if key in labels else labels
 
 
 async def _ready_reason(pipeline: Pipeline, name: str) -> str | Pending:

@@ -178,11 +178,12 @@ async def test_a_killed_recorder_process_loses_nothing_and_stores_nothing_twice(
 
 async def test_the_process_exits_with_one_line_when_nats_is_unreachable(tmp_path: Path) -> None:
     nowhere = f"nats://127.0.0.1:{free_port()}"
+    env = recorder_process_env(nowhere, f"sqlite:///{tmp_path / 'events.db'}")
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "kaiwo_recorder",
-        env=recorder_process_env(nowhere, f"sqlite:///{tmp_path / 'events.db'}"),
+        env={**env, "KAIWO_STARTUP_TIMEOUT_SECONDS": "2"},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )

@@ -464,3 +464,15 @@ def test_a_model_plan_scales_its_own_model_and_nothing_else() -> None:
 def test_a_workload_plan_may_not_scale_anything() -> None:
     plan = Plan(owner=OWNER, scale=ScaleIntent(target=OWNER, replicas=2, from_replicas=1))
     assert refusals(plan, owner=LIVE_OWNER) == ("a KaiwoJob may not be scaled by a plan",)
+
+
+def test_a_model_sets_only_its_feature_labels_and_no_workload_sets_any() -> None:
+    own = {"features.kubeai.org/TextGeneration": "true"}
+    assert refusals(Plan(owner=MODEL, owner_labels=own), owner=LIVE_MODEL) == ()
+    assert refusals(
+        Plan(owner=MODEL, owner_labels={**own, "team": "b", "kubeai.org/x": "1"}),
+        owner=LIVE_MODEL,
+    ) == ("labels a Model may not set: kubeai.org/x, team",)
+    assert refusals(Plan(owner=OWNER, owner_labels=own), owner=LIVE_OWNER) == (
+        "labels a KaiwoJob may not set: features.kubeai.org/TextGeneration",
+    )

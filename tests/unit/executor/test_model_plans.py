@@ -213,4 +213,37 @@ async def test_the_models_finalizer_is_added_and_removed_and_others_are_kept(
     execution = await harness.run(plan(harness, finalizers=()), plan_id="p3")
     found = harness.find("kubeai.org/v1", "Model", "llm", namespace=NAMESPACE)
     assert found is not None and found["metadata"]["finalizers"] == ["example.com/keep"]
-    assert [a.reason for a in execution.actions if a.target.kind == "Model"] == ["finalizers"]
+    assert [a.reason for a in execution.actions if a.target.kind == "Model"] == ["owner metadata"]
+
+
+async def test_the_models_feature_labels_are_set_exactly_and_the_users_labels_kept(
+    model_harness: Harness,
+) -> None:
+    harness = model_harness
+    model_key = ("kubeai.org", "models", NAMESPACE, "llm")
+    await harness.kube.merge_patch(
+        resources.known_type("kubeai.org/v1", "Model"),
+        "llm",
+        {"metadata": {"labels": {"team": "a", "features.kubeai.org/SpeechToText": "true"}}},
+        namespace=NAMESPACE,
+    )
+    wanted = {
+        "features.kubeai.org/TextGeneration": "true",
+        "features.kubeai.org/TextEmbedding": "true",
+    }
+
+    await harness.run(plan(harness, owner_labels=wanted), plan_id="p1")
+
+    found = harness.find("kubeai.org/v1", "Model", "llm", namespace=NAMESPACE)
+    assert found is not None
+    assert found["metadata"]["labels"] == {
+        "team": "a",
+        "features.kubeai.org/TextGeneration": "true",
+        "features.kubeai.org/TextEmbedding": "true",
+    }
+    assert found["metadata"]["finalizers"] == ["example.com/keep"]
+
+    # Asked again: already so, no write.
+    before = harness.writes()[model_key]
+    await harness.run(plan(harness, owner_labels=wanted), plan_id="p2")
+    assert harness.writes()[model_key] == before

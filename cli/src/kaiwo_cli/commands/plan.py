@@ -639,6 +639,9 @@ def _as_yaml(results: Sequence[tuple[Document, PlanningResult]], cluster: Offlin
         if plan.finalizers is not None:
             listed = ", ".join(plan.finalizers) or "none"
             out.append(f"# Sets its own finalizers on {_display(owner)}: {listed}")
+        if plan.owner_labels is not None:
+            listed = ", ".join(f"{k}={v}" for k, v in sorted(plan.owner_labels.items())) or "none"
+            out.append(f"# Sets its own labels on {_display(owner)}: {listed}")
         if plan.prune:
             kinds = ", ".join(rule.kind for rule in plan.prune)
             labels = ",".join(f"{k}={v}" for k, v in sorted(plan.prune_selector.items()))

@@ -18,7 +18,8 @@ owner:
   before it deletes it);
 * shared objects (``Plan.shared``, a Model cache's PVC) are of the kinds the owner may
   share, in its namespace, managed by Kaiwo and controlled by nobody;
-* the finalizers a plan sets are the owner kind's own (``kubeai.org/cache-eviction``);
+* the finalizers a plan sets are the owner kind's own (``kubeai.org/cache-eviction``), and
+  so are the owner labels (``features.kubeai.org/…`` on a Model);
 * a plan scales (``Plan.scale``) only its owner, and only an owner of a kind with a scale
   the operator manages (a Model: its autoscaler);
 * a Model's Role grants only ``get``/``patch`` of named Pods (its adapter loaders report
@@ -41,6 +42,9 @@ KAIWO_API: Final = "kaiwo.silogen.ai/v1alpha1"
 KUBEAI_API: Final = "kubeai.org/v1"
 RBAC_API: Final = "rbac.authorization.k8s.io/v1"
 CACHE_EVICTION_FINALIZER: Final = "kubeai.org/cache-eviction"
+MODEL_FEATURE_LABEL_PREFIX: Final = "features.kubeai.org/"
+"""A Model carries ``features.kubeai.org/<feature>: "true"`` for each of its
+``spec.features`` (upstream's contract: ``kubectl get models -l ...`` finds them)."""
 CONFIG_API: Final = "config.kaiwo.silogen.ai/v1alpha1"
 KUEUE_API: Final = "kueue.x-k8s.io/v1beta1"
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
@@ -106,6 +110,11 @@ class Confinement:
     """The operator's finalizers on owners of this kind (``Plan.finalizers``)."""
     scalable: bool = False
     """Plans may set the owner's replicas through its scale subresource (``Plan.scale``)."""
+    label_prefixes: tuple[str, ...] = ()
+    """Label key prefixes the operator owns on owners of this kind (``Plan.owner_labels``)."""
+
+    def owns_label(self, key: str) -> bool:
+        return key.startswith(self.label_prefixes) if self.label_prefixes else False
 
 
 CONFINEMENTS: Final[Mapping[Kind, Confinement]] = {
@@ -122,6 +131,7 @@ CONFINEMENTS: Final[Mapping[Kind, Confinement]] = {
         shared=frozenset({PVC}),
         finalizers=frozenset({CACHE_EVICTION_FINALIZER}),
         scalable=True,
+        label_prefixes=(MODEL_FEATURE_LABEL_PREFIX,),
     ),
 }
 SINGLETON_KINDS: Final[frozenset[Kind]] = frozenset(
@@ -164,6 +174,9 @@ def refusals(
         if foreign:
             reasons.append(f"finalizers a {ref.kind} may not set: {', '.join(foreign)}")
     reasons += _scale_refusals(plan, confinement=confinement)
+    foreign_labels = sorted(k for k in plan.owner_labels or {} if not confinement.owns_label(k))
+    if foreign_labels:
+        reasons.append(f"labels a {ref.kind} may not set: {', '.join(foreign_labels)}")
     if plan.delete_owner and not confinement.may_delete_itself:
         reasons.append(f"a {ref.kind} may not be deleted by a plan")
     return tuple(reasons)
@@ -192,6 +205,7 @@ def _singleton_refusals(plan: Plan) -> tuple[str, ...]:
         or plan.shared
         or plan.finalizers is not None
         or plan.scale is not None
+        or plan.owner_labels is not None
     )
     if manifests != wanted or extra or plan.delete_owner or plan.status is not None:
         return (f"a plan creating {ref.display()} may create that object and nothing else",)

@@ -118,8 +118,12 @@ class Plan(_Contract):
     confinement (``kaiwo_contracts.confinement``).
     ``scale``: the owner's replicas to set through its scale subresource (a Model the
     autoscaler scales), or None.
+    ``owner_labels``: the operator's labels the owner must carry, exactly (None: leave the
+    owner's labels alone): keys under the owner kind's label prefixes (its confinement) not
+    listed are removed, every other label is the user's and kept (a Model's
+    ``features.kubeai.org/<feature>`` labels).
 
-    The last four are left out of the JSON while empty (None), like ``create_only``.
+    The last five are left out of the JSON while empty (None), like ``create_only``.
     """
 
     owner: ObjectRef
@@ -136,6 +140,7 @@ class Plan(_Contract):
     shared: tuple[dict[str, Any], ...] = ()
     finalizers: tuple[str, ...] | None = None
     scale: ScaleIntent | None = None
+    owner_labels: dict[str, str] | None = None
 
     @model_serializer(mode="wrap")
     def _without_unused_newer_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -149,6 +154,7 @@ class Plan(_Contract):
                 ("shared", "shared", not self.shared),
                 ("finalizers", "finalizers", self.finalizers is None),
                 ("scale", "scale", self.scale is None),
+                ("owner_labels", "ownerLabels", self.owner_labels is None),
             ):
                 if unused:
                     data.pop(alias, None)

@@ -51,11 +51,12 @@ order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` pe
    without a selector (an empty one would match every object of the kind). Skipped when the
    desired set, rules and selector equal those of the last complete prune: only a new plan
    can make a child undesired, so listing again would find nothing to do.
-7. **Finalizers** of the owner, when the plan names them (``Plan.finalizers``): the owner is
-   read and merge-patched with its resourceVersion as a precondition, adding the plan's and
-   removing the other finalizers the owner kind's confinement calls the operator's; other
-   controllers' finalizers are kept. Last, so that a Model whose finalizer goes has had its
-   status and Events written first.
+7. **Finalizers and labels** of the owner, when the plan names them (``Plan.finalizers``,
+   ``Plan.owner_labels``): the owner is read and merge-patched once, with its
+   resourceVersion as a precondition, adding the plan's and removing the other finalizers
+   and labels the owner kind's confinement calls the operator's; other controllers'
+   finalizers and the user's labels are kept. Last, so that a Model whose finalizer goes has
+   had its status and Events written first.
 8. **Delete the owner** when the plan says so (uid precondition, background propagation).
 
 Failures. 409 Conflict, 429, 5xx and lost connections are retried per call with exponential
@@ -124,6 +125,7 @@ from kaiwo_executor.execution_memo import (
 )
 from kaiwo_executor.metrics import ExecutorMetrics
 from kaiwo_executor.node_merge import node_patch
+from kaiwo_executor.owner_metadata import label_changes, merged_finalizers
 
 FIELD_MANAGER = OPERATOR_FIELD_MANAGER
 STALE_STATUS = "the owner changed since the plan was made; the plan of its newer version writes it"
@@ -202,11 +204,6 @@ def event_name(owner: ObjectRef, *, fingerprint: str, reason: str, about: str = 
     """The deterministic name of the Event a plan records (``<owner>.<16 hex digits>``)."""
     seed = "\x1f".join((owner.uid or ref_key(owner), fingerprint, reason, about))
     return f"{owner.name[:236]}.{hashlib.sha256(seed.encode()).hexdigest()[:16]}"
-
-
-def _operators_finalizers(owner: ObjectRef) -> frozenset[str]:
-    confinement = CONFINEMENTS.get((owner.api_version, owner.kind))
-    return confinement.finalizers if confinement is not None else frozenset()
 
 
 def label_selector(labels: dict[str, str]) -> str:
@@ -298,8 +295,8 @@ class PlanExecutor:
         for intent in plan.events:
             await self._emit(run, intent)
         await self._prune(run)
-        if plan.finalizers is not None:
-            await self._set_finalizers(run, plan.finalizers)
+        if plan.finalizers is not None or plan.owner_labels is not None:
+            await self._set_owner_metadata(run)
         if plan.delete_owner:
             await self._delete_owner(run)
         if run.must_retry:
@@ -427,9 +424,13 @@ class PlanExecutor:
             attempts=attempts,
         )
 
-    async def _set_finalizers(self, run: _Run, wanted: tuple[str, ...]) -> None:
-        owner = run.plan.owner
-        managed = _operators_finalizers(owner)
+    async def _set_owner_metadata(self, run: _Run) -> None:
+        """The operator's finalizers and labels on the owner, as the plan names them."""
+        plan = run.plan
+        owner = plan.owner
+        confinement = CONFINEMENTS.get((owner.api_version, owner.kind))
+        if confinement is None:
+            return
 
         async def patch() -> str:
             resource = await self._resource(owner.api_version, owner.kind)
@@ -440,21 +441,29 @@ class PlanExecutor:
             metadata = live.get("metadata") or {}
             if metadata.get("uid") != owner.uid:
                 return "gone"
-            current = list(metadata.get("finalizers") or [])
-            merged = [f for f in current if f not in managed or f in wanted]
-            merged += [f for f in wanted if f not in merged]
-            if merged == current:
+            # The resourceVersion makes the patch a compare-and-swap: a finalizer or label
+            # another controller or the user added meanwhile is not lost (Conflict, retry).
+            body: dict[str, Any] = {}
+            if plan.finalizers is not None:
+                current = list(metadata.get("finalizers") or [])
+                merged = merged_finalizers(current, plan.finalizers, managed=confinement.finalizers)
+                if merged != current:
+                    body["finalizers"] = merged
+            if plan.owner_labels is not None:
+                changes = label_changes(
+                    metadata.get("labels") or {}, plan.owner_labels, owns=confinement.owns_label
+                )
+                if changes:
+                    body["labels"] = changes
+            if not body:
                 return "unchanged"
-            # The resourceVersion makes the patch a compare-and-swap: a finalizer another
-            # controller added meanwhile is not lost (Conflict, read again, retry).
-            body = {
-                "metadata": {
-                    "finalizers": merged,
-                    "resourceVersion": metadata.get("resourceVersion"),
-                }
-            }
+            body["resourceVersion"] = metadata.get("resourceVersion")
             await self._kube.merge_patch(
-                resource, owner.name, body, namespace=owner.namespace, field_manager=FIELD_MANAGER
+                resource,
+                owner.name,
+                {"metadata": body},
+                namespace=owner.namespace,
+                field_manager=FIELD_MANAGER,
             )
             return "applied"
 
@@ -464,7 +473,7 @@ class PlanExecutor:
             return
         outcome, attempts = result
         recorded: ActionOutcomeKind = "applied" if outcome == "applied" else "unchanged"
-        reason = "the owner no longer exists" if outcome == "gone" else "finalizers"
+        reason = "the owner no longer exists" if outcome == "gone" else "owner metadata"
         self._record(run, "apply", owner, recorded, reason=reason, attempts=attempts)
 
     async def _apply(self, manifest: dict[str, Any]) -> str:

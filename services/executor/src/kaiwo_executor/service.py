@@ -100,7 +100,8 @@ class ExecutorService:
         consumers: Iterable[ConsumerSpec] | None = None,
         sleep: Sleep = asyncio.sleep,
         jitter: Jitter = random.random,
-        poll_timeout: float = 5.0,
+        # A stop is noticed between pulls: a pull waits at most this long for a plan.
+        poll_timeout: float = 1.0,
     ) -> None:
         self.bus = bus
         self.clock = clock

@@ -74,7 +74,9 @@ async def open_store(url: str) -> EventStore:
 async def serve(settings: RecorderSettings) -> None:
     store = await open_store(settings.eventstore_url)
     try:
-        bus = await connect_bus(settings=settings, service="recorder", within_seconds=15)
+        bus = await connect_bus(
+            settings=settings, service="recorder", within_seconds=settings.startup_timeout_seconds
+        )
     except BaseException:
         await store.close()
         raise

@@ -18,3 +18,5 @@ class RecorderSettings(ServiceSettings):
     recorder_linger_seconds: float = Field(default=0.25, ge=0, le=5)
     """After a pull that brought less than a batch, how long to wait for more before
     appending (fewer, larger transactions at low rates; 0 appends at once)."""
+    startup_timeout_seconds: float = Field(default=15.0, gt=0)
+    """How long to wait for NATS at start before giving up (one line, exit status 2)."""

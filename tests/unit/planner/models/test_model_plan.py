@@ -94,6 +94,28 @@ def test_a_model_asking_for_more_pods_than_a_plan_carries_runs_400_and_says_why(
     ]
 
 
+def test_the_models_feature_labels_follow_its_features_and_are_written_only_when_they_differ() -> (
+    None
+):
+    features = {**BASE, "features": ["TextGeneration", "TextEmbedding"]}
+    assert plan_for(model(features)).owner_labels == {
+        "features.kubeai.org/TextGeneration": "true",
+        "features.kubeai.org/TextEmbedding": "true",
+    }
+    labelled = model(
+        features,
+        labels={
+            "team": "a",
+            "features.kubeai.org/TextGeneration": "true",
+            "features.kubeai.org/TextEmbedding": "true",
+        },
+    )
+    assert plan_for(labelled).owner_labels is None
+    stale = model(BASE, labels={"team": "a", "features.kubeai.org/SpeechToText": "true"})
+    assert plan_for(stale).owner_labels == {}
+    assert plan_for(model(BASE, labels={"team": "a"})).owner_labels is None
+
+
 def test_the_spec_is_never_written_and_the_scale_status_counts_pods() -> None:
     plan = plan_for(model({**BASE, "minReplicas": 2}))
     assert all(d["kind"] != "Model" for d in plan.desired)

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from kaiwo_contracts.confinement import CACHE_EVICTION_FINALIZER
+from kaiwo_contracts.confinement import CACHE_EVICTION_FINALIZER, MODEL_FEATURE_LABEL_PREFIX
 from kaiwo_contracts.crds.config_v1alpha1 import AIMNamespaceConfig
 from kaiwo_contracts.crds.kubeai_v1.model import Model
 from kaiwo_contracts.models_config import ModelsConfig
@@ -556,7 +556,22 @@ def _plan(
         shared=sort_objects(parts.shared),
         finalizers=parts.finalizers,
         scale=scale,
+        owner_labels=None if model.metadata.deletion_timestamp else feature_labels(model),
     )
+
+
+def feature_labels(model: Model) -> dict[str, str] | None:
+    """``features.kubeai.org/<feature>: "true"`` for each of ``spec.features``, when the
+    Model's labels under that prefix are not exactly those (else None: no write)."""
+    wanted = {
+        f"{MODEL_FEATURE_LABEL_PREFIX}{feature}": "true" for feature in model.spec.features or ()
+    }
+    present = {
+        key: value
+        for key, value in (model.metadata.labels or {}).items()
+        if key.startswith(MODEL_FEATURE_LABEL_PREFIX)
+    }
+    return None if present == wanted else wanted
 
 
 def _condition_status(status: Mapping[str, Any], condition_type: str) -> str | None:
