@@ -185,3 +185,43 @@ async def test_the_queue_config_is_planned_by_its_partitions_holder_alone(
     assert plans_by_owner(harness) == ["kaiwo", "kaiwo"]
     assert [p.data.plan.status["clusterGpus"] for p in harness.plans()] == [0, 8]
     assert len(first.projection) == len(second.projection) == 2
+
+
+async def test_taking_a_partition_on_ends_though_observations_keep_coming(
+    harness: Any, build: Any
+) -> None:
+    # Every time the replica finds the end of the observations, the watcher has published
+    # one more (a busy cluster): reading "until nothing new comes" would never end.
+    from kaiwo_planner.metrics import PlannerMetrics
+    from kaiwo_planner.service import PlannerService
+    from kaiwo_planner.settings import PlannerSettings
+    from kaiwo_runtime.memory_bus import MemoryBus
+
+    from tests.unit.planner_service.conftest import toy_planner
+
+    published = 0
+
+    class BusyBus(MemoryBus):
+        async def read_next_stored(self, stream: str, sequence: int, *, subjects: str) -> Any:
+            nonlocal published
+            found = await super().read_next_stored(stream, sequence, subjects=subjects)
+            if found is None and stream == "KAIWO_OBS" and published < 50:
+                published += 1
+                await harness.observe(build.kaiwo_job("serve"), str(100 + published))
+            return found
+
+    service = PlannerService(
+        BusyBus(server=harness.server, topology=harness.topology),
+        harness.kv,
+        clock=harness.clock,
+        plan_fn=toy_planner,
+        settings=PlannerSettings(),
+        metrics=PlannerMetrics(),
+    )
+    await service.start()
+    await harness.observe(build.kaiwo_job("serve"), "11", "ADDED")
+
+    await service.gained(1)
+
+    assert published < 5
+    assert plans_by_owner(harness) == ["serve"]

@@ -334,7 +334,7 @@ class PlannerService:
         wait = self._seconds_to_wait() if wait_seconds is None else wait_seconds
         if self.active_active:
             async with self._lock:
-                handled = await self._read_streams()
+                handled, _ = await self._read_streams()
                 await self._round_tail()
             if handled == 0 and wait > 0:
                 await asyncio.sleep(min(wait, FOLLOW_IDLE_SECONDS))
@@ -413,10 +413,11 @@ class PlannerService:
             floor = self._projection.last_scale_sequence + 1
         return max(floor, self._read_from.get(stream, 1))
 
-    async def _read_streams(self, *, batch: int = FOLLOW_BATCH) -> int:
-        """Read each followed stream on by up to ``batch`` messages; how many were handled.
-        A failure to publish raises (the bus is away) and the message is read again."""
-        handled = 0
+    async def _read_streams(self, *, batch: int = FOLLOW_BATCH) -> tuple[int, bool]:
+        """Read each followed stream on by up to ``batch`` messages: how many were handled,
+        and whether every stream was read to its end. A failure to publish raises (the bus
+        is away) and the message is read again."""
+        handled, ends = 0, 0
         for followed in self._followed():
             for _ in range(batch):
                 stored = await self._bus.read_next_stored(
@@ -425,11 +426,12 @@ class PlannerService:
                     subjects=followed.subjects,
                 )
                 if stored is None:
+                    ends += 1
                     break
                 await self._handle_stored(followed, stored)
                 self._read_from[followed.stream] = stored.sequence + 1
                 handled += 1
-        return handled
+        return handled, ends == len(self._followed())
 
     async def _handle_stored(self, followed: _Followed, stored: StoredMessage) -> None:
         delivery = Delivery(
@@ -455,11 +457,13 @@ class PlannerService:
             )
 
     async def read_to_end(self) -> int:
-        """Read every followed stream to its current end; how many messages."""
-        handled = 0
-        while (found := await self._read_streams()) > 0:
-            handled += found
-        return handled
+        """Read every followed stream until each was read to its end once; how many
+        messages. (Not until nothing new comes: on a busy cluster something always does.)"""
+        total, at_end = 0, False
+        while not at_end:
+            handled, at_end = await self._read_streams()
+            total += handled
+        return total
 
     async def gained(self, partition: int) -> None:
         """Plan the owners of ``partition`` from now on (its lease is held).
