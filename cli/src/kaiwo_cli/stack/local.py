@@ -161,6 +161,7 @@ class LocalStack:
         self._sandbox_kube: KubernetesAsyncioAdapter | None = None
         self._lock = StateLock(options.state_dir)
         self.nats_restarts = 0
+        self._health_ports: set[int] = set()
         self.scheduler_note = ""
         """What ``kaiwo up`` did about the scheduler, for its summary."""
 
@@ -460,7 +461,7 @@ class LocalStack:
             count = self.options.replicas.get(name, 1)
             for replica in range(count):
                 process_name = name if count == 1 else f"{name}-{replica}"
-                port = free_port()
+                port = self._health_port()
                 env = {**self._service_env(port), **self.options.env_by_service.get(name, {})}
                 env["KAIWO_NATS_CREDENTIALS_FILE"] = str(self.credentials.seed(name))
                 env["KAIWO_REPLICA"] = str(replica)
@@ -474,6 +475,14 @@ class LocalStack:
                 await service.start()
                 self.services[process_name] = service
                 self._supervisors.append(asyncio.create_task(service.supervise()))
+
+    def _health_port(self) -> int:
+        """A free port no other service of this stack was given: the OS may hand the same
+        free port out twice before the first process binds it (seen with nine services)."""
+        while (port := free_port()) in self._health_ports:
+            pass
+        self._health_ports.add(port)
+        return port
 
     async def _wait_ready(self) -> None:
         for name in self.services:
