@@ -4,9 +4,9 @@ For each partition count P: a fresh nats-server whose streams are partitioned P 
 (``KAIWO_BUS_PARTITIONS``, a subject transform by uid), ``WORKLOADS`` KaiwoJobs created in
 the envtest API server, and for each the plan the planner's own function makes on a
 16-node cluster (its Job, its status, an Event), published to ``KAIWO_PLAN`` ahead. Then P
-executor processes start, replica ``i`` of ``P`` (``KAIWO_REPLICAS``/``KAIWO_REPLICA``;
-partition ``p`` belongs to replica ``p % P``), and carry every plan out; the run ends when
-every plan consumer is drained. Reported per replica: plans carried out and user + system
+executor processes start, share the partitions by lease (decision 0030: one each once all
+are up, which the run waits for) and carry every plan out; the run ends when every plan
+consumer is drained. Reported per replica: plans carried out (its ``/metrics``) and user + system
 CPU per plan (``/proc``), from start to drained (start-up included); and for the whole:
 executor CPU per plan summed over replicas, nats-server and kube-apiserver CPU per plan, and
 plans per second of wall time (on this machine's two cores, shared by every process).
@@ -42,6 +42,7 @@ from kaiwo_contracts.events.subjects import plan_subject
 from kaiwo_envtest import ControlPlane, ControlPlaneOptions, find_assets
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_planner.domain.planning import plan_object
+from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
 from kaiwo_planner.domain.state.projection import Projection
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_connection import NatsConnection
@@ -112,6 +113,7 @@ async def plans_for(
 ) -> list[tuple[str, Envelope[PlanDecidedV1]]]:
     """Create the KaiwoJobs; plan each as the planner would (subject, envelope)."""
     projection = Projection()
+    contexts = PlanningContextKeeper()
     sequence = 0
     for obj in (*NODES, KAIWO_CONFIG, queue_config(namespace)):
         sequence += 1
@@ -130,9 +132,9 @@ async def plans_for(
         projection.apply(observed(owner, sequence), sequence=sequence)
         plan = plan_object(
             owner=projection.by_uid(owner["metadata"]["uid"]),
-            cluster=projection.cluster_state(),
+            context=contexts.context(projection),
             now=now,
-        )
+        ).plan
         assert plan is not None and plan.desired, "the KaiwoJob got no plan"
         meta = owner["metadata"]
         envelope = Envelope.new(
@@ -202,6 +204,7 @@ async def measure(
             )
             for process in replicas:
                 await until_ready(process)
+            await until_shared(replicas, partitions)
             # Start-up (imports, connections, the lease) is not a plan's cost.
             apiserver = {c.name: c.process.pid for c in plane.components}
             pids = {p.name: p.pid or 0 for p in replicas}
@@ -213,7 +216,7 @@ async def measure(
                 print(f"  {partitions} partitions: not drained within 600 s")
             wall = time.perf_counter() - started
             used = cpu_seconds({**pids, "nats-server": nats.pid or 0, **apiserver})
-            handled = await plans_per_replica(bus, partitions)
+            handled = [await metric_sum(p, "kaiwo_executor_plans_total") for p in replicas]
         finally:
             await bus.close()
     finally:
@@ -257,7 +260,6 @@ async def start_replica(
             "KAIWO_HEALTH_HOST": "127.0.0.1",
             "KAIWO_HEALTH_PORT": str(port),
             "KAIWO_BUS_PARTITIONS": str(partitions),
-            "KAIWO_REPLICAS": str(partitions),
             "KAIWO_REPLICA": str(replica),
             "KAIWO_LEASE_SECONDS": "5",
         },
@@ -282,17 +284,30 @@ async def until_ready(process: ServiceProcess, *, within: float = 60) -> None:
     raise RuntimeError(f"{process.name} was not ready within {within:.0f} s")
 
 
-async def plans_per_replica(bus: NatsBus, partitions: int) -> list[int]:
-    """Plans acknowledged by each replica's consumers (partition p is replica p % P's)."""
-    js = bus.client.jetstream()
-    counts = [0] * partitions
-    for info in await js.consumers_info(PLAN_STREAM):
-        if info.name == "executor-plan":
-            counts[0] += info.delivered.consumer_seq or 0
-        elif info.name.startswith("executor-plan-p"):
-            partition = int(info.name.removeprefix("executor-plan-p"))
-            counts[partition % partitions] += info.delivered.consumer_seq or 0
-    return counts
+async def metric_sum(process: ServiceProcess, name: str) -> int:
+    """The sum of a metric's samples (every label) on the replica's ``/metrics``."""
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
+        url = f"http://127.0.0.1:{process.health_port}/metrics"
+        async with http.get(url) as response:
+            text = await response.text()
+    return int(
+        sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith((f"{name}{{", f"{name} "))
+        )
+    )
+
+
+async def until_shared(replicas: list[ServiceProcess], partitions: int) -> None:
+    """Every replica holds its share: with as many replicas as partitions, one each."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        held = [await metric_sum(p, "kaiwo_executor_partitions_held") for p in replicas]
+        if partitions == 1 or held == [1] * partitions:
+            return
+        await asyncio.sleep(0.5)
+    raise RuntimeError(f"the replicas did not share the {partitions} partitions within 60 s")
 
 
 async def run(workloads: int, partition_counts: list[int], scratch: Path) -> list[Figures]:

@@ -25,6 +25,8 @@ KAIWO: Final = REPO_ROOT / ".venv" / "bin" / "kaiwo"
 HELM_SDK: Final = REPO_ROOT / ".tools" / "helm-sdkpy"
 KUSTOMIZATIONS: Final = ("base", "scheduler", "overlays/dev", "overlays/production")
 EXTERNAL_SCHEDULER: Final = "overlays/production-external-scheduler"
+DEPLOY_PARTITIONS: Final = 12
+"""``KAIWO_BUS_PARTITIONS`` of the manifests and the chart (``make nats-credentials`` passes it)."""
 """A test-only overlay: production with components/external-scheduler."""
 
 
@@ -61,7 +63,9 @@ class DeployTree:
 def write_nats_credentials(out: Path, *, http: str | None = None) -> None:
     """What `kaiwo nats credentials --out OUT [--http HTTP]` writes, in this process (the same
     library calls, without the CLI's start-up time)."""
-    write_credentials(out, operator_identities(bus_topology()), tls=None, http=http)
+    write_credentials(
+        out, operator_identities(bus_topology(partitions=DEPLOY_PARTITIONS)), tls=None, http=http
+    )
 
 
 def deploy_tree(directory: Path) -> DeployTree:

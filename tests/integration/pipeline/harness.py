@@ -234,6 +234,8 @@ async def running_pipeline(
     gpu_cluster: bool = True,
     gateway_port: int | None = None,
     metrics_endpoint: str | None = None,
+    partitions: int = 1,
+    replicas: Mapping[str, int] | None = None,
 ) -> AsyncIterator[Pipeline]:
     """``kaiwo up`` with ``state_dir`` against a fresh fake API server (``--fake``), or against
     ``real`` in a namespace of its own.
@@ -244,7 +246,10 @@ async def running_pipeline(
     ``metrics_endpoint``: a Prometheus URL; the monitor runs too.
     On a real API server the Leases of every node the tests register are kept renewed.
     ``gateway_port``: start the OpenAI gateway too, on this port.
+    ``partitions`` and ``replicas``: the stack's (:class:`StackOptions`); active-active
+    planners and executors with ``partitions`` > 1.
     """
+    scale = {"partitions": partitions, "replicas": dict(replicas or {})}
     env = {**SERVICE_ENV, **(service_env or {})}
     async with contextlib.AsyncExitStack() as exits:
         if real is None:
@@ -257,6 +262,7 @@ async def running_pipeline(
                 env=env,
                 metrics=metrics_endpoint,
                 gateway_port=gateway_port,
+                **scale,
             )
             stack = await exits.enter_async_context(LocalStack(options))
             assert stack.kubeconfig is not None
@@ -276,6 +282,7 @@ async def running_pipeline(
                 env=env,
                 metrics=metrics_endpoint,
                 gateway_port=gateway_port,
+                **scale,
             )
             stack = await exits.enter_async_context(LocalStack(options))
             jobs = actors.Kubelet(kube)
@@ -297,7 +304,7 @@ async def running_pipeline(
             nats=client,
             js=client.jetstream(),
             store_url=options.event_store_url,
-            topology=bus_topology(),
+            topology=bus_topology(partitions=partitions),
             namespace=namespace,
             jobs=jobs,
             audit_log=real.audit_log if real is not None else None,
@@ -314,6 +321,8 @@ def _stack_options(
     env: Mapping[str, str],
     gateway_port: int | None = None,
     metrics: str | None = None,
+    partitions: int = 1,
+    replicas: Mapping[str, int] | None = None,
 ) -> StackOptions:
     return StackOptions(
         state_dir=state_dir,
@@ -327,6 +336,8 @@ def _stack_options(
         ready_timeout=90.0,
         gateway_port=gateway_port,
         metrics_endpoint=metrics,
+        partitions=partitions,
+        replicas=dict(replicas or {}),
     )
 
 

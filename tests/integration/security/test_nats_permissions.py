@@ -460,3 +460,49 @@ async def test_the_subscriber_reads_the_public_events_and_nothing_else(
     assert any("permissions violation for subscription" in e and "kaiwo.obs.>" in e for e in errors)
     assert any("permissions violation for publish" in e and public.lower() in e for e in errors)
     assert await stored(await secured.bus(ADMIN), PUBLIC_STREAM) == 1
+
+
+async def test_partitioned_planners_and_executors_hold_their_own_partition_leases_only(
+    tmp_path: Path,
+) -> None:
+    """Decision 0030: with partitions each planner replica reads the findings by sequence and
+    claims ``planner.p<k>``; neither role may touch the other's partition leases."""
+    topology = bus_topology(partitions=4)
+    credentials = write_credentials(tmp_path / "credentials", operator_identities(topology))
+    async with NatsServer(config=credentials.server_config.read_text()) as server:
+        secured = SecuredBus(server=server, credentials=credentials, topology=topology, opened=[])
+        try:
+            admin = await secured.bus(ADMIN)
+            await admin.ensure_streams()
+            planner = await secured.bus(PLANNER)
+            executor = await secured.bus(EXECUTOR)
+
+            planner_leases = await NatsLeaseStore.open(
+                planner.client, "kaiwo-leases", duration_seconds=5
+            )
+            assert await planner_leases.claim("planner.member.pod-a/1", "pod-a/1") is not None
+            assert await planner_leases.claim("planner.p3", "pod-a/1") is not None
+            assert await planner_leases.names("planner.member.") == ("planner.member.pod-a/1",)
+            assert await planner.read_next_stored("KAIWO_MON", 1, subjects="kaiwo.mon.>") is None
+
+            executor_leases = await NatsLeaseStore.open(
+                executor.client, "kaiwo-leases", duration_seconds=5
+            )
+            assert await executor_leases.claim("executor.p3", "pod-b/2") is not None
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(
+                    executor_leases.claim("planner.p2", "pod-b/2"), REFUSED_WITHIN * 3
+                )
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(
+                    planner_leases.claim("executor.p2", "pod-a/1"), REFUSED_WITHIN * 3
+                )
+            # The executor reads by sequence nothing of the monitor's.
+            with pytest.raises(BusError):
+                await asyncio.wait_for(
+                    executor.read_next_stored("KAIWO_MON", 1, subjects="kaiwo.mon.>"),
+                    REFUSED_WITHIN * 3,
+                )
+        finally:
+            for bus in secured.opened:
+                await bus.close()

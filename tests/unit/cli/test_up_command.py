@@ -24,3 +24,17 @@ def test_a_taken_gateway_port_is_refused_in_one_line(tmp_path: Path) -> None:
         "--gateway-port (0: no gateway)"
     )
     assert not (tmp_path / "credentials").exists()
+
+
+def test_several_planners_without_partitions_are_refused_in_one_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["up", "--fake", "--state-dir", str(tmp_path), "--gateway-port", "0", "--planners", "3"],
+    )
+
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        "kaiwo up: more than one planner or executor needs --partitions > 1 "
+        "(one partition has one active replica)"
+    )
+    assert not (tmp_path / "credentials").exists()

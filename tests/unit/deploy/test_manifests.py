@@ -192,3 +192,21 @@ def test_the_gateway_serves_the_openai_api_on_port_80_without_any_api_server_tok
         and any(s.get("name") == "kaiwo-gateway" for s in obj.get("subjects") or ())
     ]
     assert gateway_roles == []
+
+
+def test_planners_and_executors_run_active_active_on_one_partition_count_everywhere() -> None:
+    # Decision 0030: 2+ active replicas need partitions, and every service and the
+    # provisioning Job must agree on them (the streams' transform, the executor's consumers
+    # and the permissions all follow from the one number).
+    deployments = [o for o in kubernetes_objects() if o["kind"] == "Deployment"]
+    job = one("Job", "kaiwo-nats-provision")
+    for workload in (*deployments, job):
+        [container] = workload["spec"]["template"]["spec"]["containers"]
+        assert env_of(container)["KAIWO_BUS_PARTITIONS"] == "12", workload["metadata"]["name"]
+    for name in ("kaiwo-planner", "kaiwo-executor"):
+        assert one("Deployment", name)["spec"]["replicas"] >= 2
+    values = yaml.safe_load((DEPLOY / "helm" / "kaiwo" / "values.yaml").read_text())
+    assert values["bus"]["partitions"] == 12
+    assert values["replicas"]["planner"] >= 2 and values["replicas"]["executor"] >= 2
+    makefile = (DEPLOY.parent / "Makefile").read_text()
+    assert makefile.count("--http 127.0.0.1:8222 --partitions 12") == 2

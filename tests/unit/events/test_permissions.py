@@ -145,13 +145,21 @@ def test_partitions_give_the_executor_one_consumer_and_one_lease_per_partition()
 
     assert executor.consumers == ("executor-plan-p0", "executor-plan-p1", "executor-plan-p2")
     leases = [s for s in executor.permissions.publish if s.startswith(f"$KV.{LEASE_BUCKET}.")]
-    assert leases == [
-        "$KV.kaiwo-leases.executor",
-        "$KV.kaiwo-leases.executor-0",
-        "$KV.kaiwo-leases.executor-1",
-        "$KV.kaiwo-leases.executor-2",
-    ]
+    assert leases == ["$KV.kaiwo-leases.executor", "$KV.kaiwo-leases.executor.>"]
     assert "kaiwo.dlq.KAIWO_PLAN.executor-plan-p1" in executor.permissions.publish
+
+
+def test_partitioned_planners_read_three_streams_by_sequence_and_hold_planner_leases() -> None:
+    planner = service_identity("planner", bus_topology(partitions=3))
+    alone = service_identity("planner", bus_topology())
+
+    assert planner.consumers == ()
+    publish = planner.permissions.publish
+    for stream in ("KAIWO_OBS", "KAIWO_MON", "KAIWO_GATEWAY"):
+        assert f"$JS.API.DIRECT.GET.{stream}" in publish
+    assert "$JS.API.DIRECT.GET.KAIWO_MON" not in alone.permissions.publish
+    leases = [s for s in publish if s.startswith(f"$KV.{LEASE_BUCKET}.")]
+    assert leases == ["$KV.kaiwo-leases.planner", "$KV.kaiwo-leases.planner.>"]
 
 
 def test_the_monitor_may_hold_the_monitor_lease_and_no_other() -> None:

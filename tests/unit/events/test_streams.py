@@ -6,7 +6,6 @@ import pytest
 from kaiwo_contracts.events.streams import (
     ConsumerSpec,
     bus_topology,
-    cluster_facts_consumer,
     uid_partition,
 )
 
@@ -87,11 +86,13 @@ def test_partitions_add_a_transform_and_one_ordered_consumer_per_partition() -> 
     ]
 
 
-def test_each_replica_gets_its_own_consumer_of_cluster_scoped_facts() -> None:
-    consumer = cluster_facts_consumer(service="planner", replica="1", partitions=4)
+def test_partitioned_planners_have_no_consumer_they_would_have_to_share() -> None:
+    # Every active planner reads the whole streams by sequence (decision 0030).
+    partitioned = {c.durable_name for c in bus_topology(partitions=4).consumers}
+    alone = {c.durable_name for c in bus_topology().consumers}
 
-    assert consumer.durable_name == "planner-cluster-1"
-    assert consumer.filter_subjects == ("kaiwo.obs.*._cluster.*.*",)
+    assert {"planner-obs", "planner-mon", "planner-scale"} <= alone
+    assert not any(name.startswith("planner-") for name in partitioned)
 
 
 def test_uid_partition_matches_the_server() -> None:

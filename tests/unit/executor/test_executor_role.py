@@ -1,4 +1,4 @@
-"""Which lease an executor replica holds: one active executor per share of the partitions."""
+"""One active executor without partitions; with partitions every replica works."""
 
 from __future__ import annotations
 
@@ -6,13 +6,9 @@ import pytest
 from kaiwo_executor.settings import ExecutorSettings
 
 
-@pytest.mark.parametrize(
-    ("replicas", "replica", "role"),
-    [("1", "kaiwo-executor-7d9f", "executor"), ("3", "0", "executor-0"), ("3", "2", "executor-2")],
-)
-def test_replicas_of_one_share_hold_one_lease(
-    monkeypatch: pytest.MonkeyPatch, replicas: str, replica: str, role: str
+@pytest.mark.parametrize(("partitions", "active_active"), [("1", False), ("4", True)])
+def test_partitions_make_every_replica_active(
+    monkeypatch: pytest.MonkeyPatch, partitions: str, active_active: bool
 ) -> None:
-    monkeypatch.setenv("KAIWO_REPLICAS", replicas)
-    monkeypatch.setenv("KAIWO_REPLICA", replica)
-    assert ExecutorSettings().role == role
+    monkeypatch.setenv("KAIWO_BUS_PARTITIONS", partitions)
+    assert ExecutorSettings().active_active is active_active

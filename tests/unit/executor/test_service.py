@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
@@ -209,15 +210,15 @@ async def test_a_malformed_plan_goes_to_the_dead_letters(harness: Any) -> None:
     assert _results(bus) == []
 
 
-def test_a_replica_reads_its_share_of_the_partitions() -> None:
-    topology = bus_topology(partitions=4)
-
-    first = executor_consumers(topology, replica_index=0, replicas=2)
-    second = executor_consumers(topology, replica_index=1, replicas=2)
+def test_the_plan_consumers_are_one_or_one_per_partition() -> None:
+    partitioned = executor_consumers(bus_topology(partitions=3))
     alone = executor_consumers(bus_topology())
 
-    assert [c.durable_name for c in first] == ["executor-plan-p0", "executor-plan-p2"]
-    assert [c.durable_name for c in second] == ["executor-plan-p1", "executor-plan-p3"]
+    assert [c.durable_name for c in partitioned] == [
+        "executor-plan-p0",
+        "executor-plan-p1",
+        "executor-plan-p2",
+    ]
     assert [c.durable_name for c in alone] == ["executor-plan"]
 
 
@@ -274,3 +275,30 @@ async def test_a_plan_writing_outside_its_owners_namespace_is_refused_whole(
     assert event["type"] == "Warning"
     assert event["involvedObject"]["uid"] == harness.owner.uid
     assert "outside the owner's namespace team-a" in event["message"]
+
+
+async def test_a_gained_partition_is_read_until_it_is_released(harness: Any) -> None:
+    bus = MemoryBus(server=MemoryJetStream(), topology=bus_topology(partitions=2))
+    await bus.ensure_streams()
+    service = ExecutorService(bus, harness.kube, harness.kv, lambda: RESULT_TIME, poll_timeout=0.05)
+    await _publish_plan(bus, harness, harness.plan([harness.job()]))
+    [stored] = bus.server.stream_messages("KAIWO_PLAN")
+    partition = int(stored.subject.rsplit(".", 1)[1])
+    work = service.partition_work()
+
+    await work.gained(1 - partition)  # the other partition: the plan is not its to carry out
+    await asyncio.sleep(0.2)
+    assert _results(bus) == []
+
+    await work.gained(partition)
+    for _ in range(100):
+        if _results(bus):
+            break
+        await asyncio.sleep(0.02)
+    assert len(_results(bus)) == 1
+    assert work.partitions == {0, 1}
+
+    await work.released(partition)
+    await work.released(1 - partition)
+    assert work.partitions == frozenset()
+    assert harness.find("batch/v1", "Job", "train") is not None

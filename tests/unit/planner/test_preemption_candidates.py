@@ -6,7 +6,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kaiwo_planner.domain.scheduling.preemption import PendingWorkload, RunningWorkload, WorkloadKey
-from kaiwo_planner.domain.scheduling.preemption_candidates import preemption_candidates
+from kaiwo_planner.domain.scheduling.preemption_candidates import (
+    preemption_candidates,
+    preemption_victims,
+)
 from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
 from kaiwo_planner.domain.state.projection import Projection
 
@@ -140,3 +143,18 @@ def test_a_deleted_workload_leaves_the_candidates() -> None:
     assert [w.key.name for w in preemption_candidates(contexts.context(projection)).pending] == [
         "b"
     ]
+
+
+def test_the_victims_at_a_time_are_the_expired_workloads_a_long_waiter_needs() -> None:
+    contexts = PlanningContextKeeper()
+    projection = projection_of(
+        config("gpu-queue"),
+        kaiwo_job("waits", PENDING),  # pending since 10:00
+        kaiwo_job("runs", RUNNING, duration="1h"),  # started 11:00: expired at 12:00
+    )
+    context = contexts.context(projection)
+
+    before_expiry = datetime(2026, 1, 1, 11, 30, tzinfo=UTC)
+    after_expiry = datetime(2026, 1, 1, 12, 30, tzinfo=UTC)
+    assert preemption_victims(context, now=before_expiry) == ()
+    assert preemption_victims(context, now=after_expiry) == (key("runs").ref(),)

@@ -80,6 +80,21 @@ def up(
         Path | None,
         typer.Option(help="CA that signed --nats-tls-cert; every client verifies against it."),
     ] = None,
+    partitions: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=1024,
+            help="Partitions of the workload streams; more than 1 runs every planner and "
+            "executor active, each on its share (decision 0030).",
+        ),
+    ] = 1,
+    planners: Annotated[
+        int, typer.Option(min=1, help="Planner processes (active-active with --partitions).")
+    ] = 1,
+    executors: Annotated[
+        int, typer.Option(min=1, help="Executor processes (active-active with --partitions).")
+    ] = 1,
 ) -> None:
     """Start NATS, the event store and every service; stop them all on Ctrl-C."""
     if gateway_port and _port_is_taken(gateway_port):
@@ -92,6 +107,13 @@ def up(
     if scheduler not in SCHEDULER_MODES:
         typer.echo(
             f"kaiwo up: --scheduler is one of {', '.join(SCHEDULER_MODES)}, not {scheduler!r}",
+            err=True,
+        )
+        raise typer.Exit(2)
+    if partitions == 1 and max(planners, executors) > 1:
+        typer.echo(
+            "kaiwo up: more than one planner or executor needs --partitions > 1 "
+            "(one partition has one active replica)",
             err=True,
         )
         raise typer.Exit(2)
@@ -118,6 +140,8 @@ def up(
         store_url=store,
         metrics_endpoint=metrics_endpoint,
         gateway_port=gateway_port or None,
+        partitions=partitions,
+        replicas={"planner": planners, "executor": executors},
     )
     try:
         asyncio.run(_run(options))

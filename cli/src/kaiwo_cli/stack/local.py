@@ -117,6 +117,17 @@ class StackOptions:
     env_by_service: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     """Settings for one service only, by service name, over ``service_env``: e.g. a
     ``KAIWO_KUBECONFIG`` of its own, so that each service authenticates as itself."""
+    partitions: int = 1
+    """``KAIWO_BUS_PARTITIONS`` of every service: more than 1 runs the planner's and the
+    executor's replicas active-active (decision 0030)."""
+    replicas: Mapping[str, int] = field(default_factory=dict)
+    """Processes per service name (default 1); replica ``i`` of ``planner`` is named
+    ``planner-<i>`` in :attr:`LocalStack.services`. More than one planner or executor is
+    active only with ``partitions`` > 1 (else the others wait as standbys)."""
+
+    def __post_init__(self) -> None:
+        if self.partitions < 1 or any(count < 1 for count in self.replicas.values()):
+            raise ValueError("partitions and replicas must be >= 1")
 
     @property
     def event_store_url(self) -> str:
@@ -150,6 +161,7 @@ class LocalStack:
         self._sandbox_kube: KubernetesAsyncioAdapter | None = None
         self._lock = StateLock(options.state_dir)
         self.nats_restarts = 0
+        self._health_ports: set[int] = set()
         self.scheduler_note = ""
         """What ``kaiwo up`` did about the scheduler, for its summary."""
 
@@ -392,7 +404,7 @@ class LocalStack:
                     log.error("nats-server did not start again", error=str(error))
 
     async def _start_nats(self) -> None:
-        topology = bus_topology()
+        topology = bus_topology(partitions=self.options.partitions)
         # New keys at every start: the previous run's stop working (rotation for free).
         self.credentials = write_credentials(
             self.options.credentials_dir,
@@ -422,8 +434,10 @@ class LocalStack:
             "KAIWO_HEALTH_PORT": str(health_port),
             "KAIWO_EVENTSTORE_URL": self.options.event_store_url,
             "KAIWO_LOG_FORMAT": "json",
-            # One replica of each here: a crashed planner's restart waits out its own lease.
+            # A crashed planner's restart waits out its own lease (or, with partitions, the
+            # other replicas take its partitions over once its leases run out).
             "KAIWO_LEASE_SECONDS": "5",
+            "KAIWO_BUS_PARTITIONS": str(self.options.partitions),
         }
         if self.options.nats_tls is not None and self.options.nats_tls.ca_file is not None:
             env["KAIWO_NATS_TLS_CA_FILE"] = str(self.options.nats_tls.ca_file.resolve())
@@ -444,19 +458,31 @@ class LocalStack:
             services.append(("gateway", "kaiwo_gateway"))
         assert self.credentials is not None
         for name, module in services:
-            port = free_port()
-            env = {**self._service_env(port), **self.options.env_by_service.get(name, {})}
-            env["KAIWO_NATS_CREDENTIALS_FILE"] = str(self.credentials.seed(name))
-            service = ServiceProcess(
-                name=name,
-                module=module,
-                env=env,
-                log_path=self.options.state_dir / "logs" / f"{name}.log",
-                health_port=port,
-            )
-            await service.start()
-            self.services[name] = service
-            self._supervisors.append(asyncio.create_task(service.supervise()))
+            count = self.options.replicas.get(name, 1)
+            for replica in range(count):
+                process_name = name if count == 1 else f"{name}-{replica}"
+                port = self._health_port()
+                env = {**self._service_env(port), **self.options.env_by_service.get(name, {})}
+                env["KAIWO_NATS_CREDENTIALS_FILE"] = str(self.credentials.seed(name))
+                env["KAIWO_REPLICA"] = str(replica)
+                service = ServiceProcess(
+                    name=process_name,
+                    module=module,
+                    env=env,
+                    log_path=self.options.state_dir / "logs" / f"{process_name}.log",
+                    health_port=port,
+                )
+                await service.start()
+                self.services[process_name] = service
+                self._supervisors.append(asyncio.create_task(service.supervise()))
+
+    def _health_port(self) -> int:
+        """A free port no other service of this stack was given: the OS may hand the same
+        free port out twice before the first process binds it (seen with nine services)."""
+        while (port := free_port()) in self._health_ports:
+            pass
+        self._health_ports.add(port)
+        return port
 
     async def _wait_ready(self) -> None:
         for name in self.services:

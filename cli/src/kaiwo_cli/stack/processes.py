@@ -95,3 +95,11 @@ class ServiceProcess:
         """Kill without grace (fault tests); the supervisor restarts it."""
         if self._process is not None and self._process.returncode is None:
             self._process.kill()
+
+    async def kill_for_good(self) -> None:
+        """Kill without grace and without a restart (a replica lost for good: fault tests)."""
+        self._stopping = True
+        process = self._process
+        if process is not None and process.returncode is None:
+            process.kill()
+            await process.wait()

@@ -19,7 +19,11 @@ deployed, otherwise what kaiwoConfig names (default-scheduler when nothing does)
   value: /var/run/secrets/kaiwo/nats/nkey
 {{- end -}}
 
+{{/* The shape of the bus, the same for every service and the provisioning Job: the partitions
+(active-active planners and executors, decision 0030) and, last, the copies of each stream. */}}
 {{- define "kaiwo.streamReplicas" -}}
+- name: KAIWO_BUS_PARTITIONS
+  value: {{ .Values.bus.partitions | quote }}
 - name: KAIWO_BUS_STREAM_REPLICAS
   value: {{ .Values.nats.replicas | quote }}
 {{- end -}}

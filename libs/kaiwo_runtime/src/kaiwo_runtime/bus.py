@@ -227,6 +227,14 @@ class Bus(Protocol):
         """A stored message by sequence, or None when it is gone (aged out, deleted)."""
         ...
 
+    async def read_next_stored(
+        self, stream: str, sequence: int, *, subjects: str
+    ) -> StoredMessage | None:
+        """The first stored message at ``sequence`` or after whose subject matches
+        ``subjects`` (a NATS filter), or None when there is none yet. Skips what aged out or
+        was deleted, so a reader that follows a stream by sequence never stalls on a gap."""
+        ...
+
     async def process(
         self,
         consumer: ConsumerSpec,

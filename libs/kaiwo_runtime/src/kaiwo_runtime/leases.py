@@ -20,6 +20,7 @@ from typing import Protocol
 
 import structlog
 from nats.aio.client import Client
+from nats.js import JetStreamContext
 from nats.js.errors import (
     BadRequestError,
     BucketNotFoundError,
@@ -29,7 +30,7 @@ from nats.js.errors import (
 )
 from nats.js.kv import KeyValue as NatsKv
 
-from kaiwo_runtime.kv import escape_key
+from kaiwo_runtime.kv import escape_key, unescape_key
 
 log = structlog.get_logger("kaiwo.leases")
 
@@ -59,6 +60,10 @@ class LeaseStore(Protocol):
 
     async def holder(self, name: str) -> str | None:
         """Who holds the lease now (None: nobody)."""
+        ...
+
+    async def names(self, prefix: str) -> tuple[str, ...]:
+        """The leases held now whose names start with ``prefix``, sorted (membership)."""
         ...
 
 
@@ -104,6 +109,11 @@ class MemoryLeaseStore:
         held = self._current(name)
         return held.holder if held else None
 
+    async def names(self, prefix: str) -> tuple[str, ...]:
+        return tuple(
+            sorted(n for n in self._leases if n.startswith(prefix) and self._current(n) is not None)
+        )
+
     def _current(self, name: str) -> _Held | None:
         held = self._leases.get(name)
         if held is None or self._clock() - held.written_at >= self._duration:
@@ -119,8 +129,12 @@ class MemoryLeaseStore:
 class NatsLeaseStore:
     """Leases in a JetStream key-value bucket whose ttl is the lease duration."""
 
-    def __init__(self, bucket: NatsKv, *, duration_seconds: float) -> None:
+    def __init__(
+        self, bucket: NatsKv, *, js: JetStreamContext, name: str, duration_seconds: float
+    ) -> None:
         self._bucket = bucket
+        self._js = js
+        self._name = name
         self._duration = duration_seconds
 
     @classmethod
@@ -152,7 +166,7 @@ class NatsLeaseStore:
                 bucket_seconds=ttl,
                 configured_seconds=duration_seconds,
             )
-        return cls(kv, duration_seconds=ttl)
+        return cls(kv, js=js, name=bucket, duration_seconds=ttl)
 
     @property
     def duration_seconds(self) -> float:
@@ -185,3 +199,16 @@ class NatsLeaseStore:
         except (KeyNotFoundError, KeyDeletedError):
             return None
         return entry.value.decode() if entry.value else None
+
+    async def names(self, prefix: str) -> tuple[str, ...]:
+        # The subjects the bucket's stream holds, then a read of each under the prefix: the
+        # client's keys() ends early when entries are still in flight as it asks how many are
+        # left (seen under steady renewals), and a released lease leaves a delete marker.
+        info = await self._js.stream_info(f"KV_{self._name}", subjects_filter=f"$KV.{self._name}.>")
+        subjects = (info.state.subjects or {}) if info.state else {}
+        candidates = sorted(
+            name
+            for name in (unescape_key(s.removeprefix(f"$KV.{self._name}.")) for s in subjects)
+            if name.startswith(prefix)
+        )
+        return tuple([name for name in candidates if await self.holder(name) is not None])

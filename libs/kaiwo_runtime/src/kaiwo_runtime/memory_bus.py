@@ -214,6 +214,20 @@ class MemoryJetStream:
         self._expire(found)
         return found.messages.get(sequence)
 
+    def read_next(self, stream: str, sequence: int, subjects: str) -> StoredMessage | None:
+        found = self._streams.get(stream)
+        if found is None:
+            raise BusError(f"stream {stream} not found")
+        self._expire(found)
+        return next(
+            (
+                message
+                for at, message in sorted(found.messages.items())
+                if at >= sequence and subject_matches(subjects, message.subject)
+            ),
+            None,
+        )
+
     def take(self, durable_name: str, limit: int) -> list[Delivery]:
         """Deliver up to ``limit`` messages: due redeliveries first, then new ones."""
         consumer = self._consumer(durable_name)
@@ -381,6 +395,12 @@ class MemoryBus:
     async def read_stored(self, stream: str, sequence: int) -> StoredMessage | None:
         self._check_open()
         return self.server.read(stream, sequence)
+
+    async def read_next_stored(
+        self, stream: str, sequence: int, *, subjects: str
+    ) -> StoredMessage | None:
+        self._check_open()
+        return self.server.read_next(stream, sequence, subjects)
 
     async def process(
         self,

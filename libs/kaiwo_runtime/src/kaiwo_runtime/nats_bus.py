@@ -212,6 +212,23 @@ class NatsBus:
             body=raw.data or b"",
         )
 
+    async def read_next_stored(
+        self, stream: str, sequence: int, *, subjects: str
+    ) -> StoredMessage | None:
+        try:
+            raw = await self._js.get_msg(stream, seq=max(sequence, 1), subject=subjects, next=True)
+        except nats.js.errors.NotFoundError:
+            return None
+        except (nats.errors.Error, nats.js.errors.APIError) as error:
+            raise BusError(f"reading {stream} from {sequence} failed: {error!r}") from error
+        return StoredMessage(
+            stream=stream,
+            sequence=raw.seq or 0,
+            subject=raw.subject or "",
+            headers=dict(raw.headers or {}),
+            body=raw.data or b"",
+        )
+
     # ------------------------------------------------------------------ consuming
 
     async def process(

@@ -22,9 +22,10 @@ import structlog
 from kaiwo_contracts.events.permissions import service_identity
 
 from kaiwo_runtime.kv import NatsKeyValue
-from kaiwo_runtime.leases import NatsLeaseStore
+from kaiwo_runtime.leases import LeaseStore, NatsLeaseStore
 from kaiwo_runtime.logging import configure_logging
 from kaiwo_runtime.nats_bus import NatsBus
+from kaiwo_runtime.partition_leases import PartitionLeases, PartitionWork
 from kaiwo_runtime.redaction import redact_secrets
 from kaiwo_runtime.settings import ServiceSettings, SingleActiveSettings
 from kaiwo_runtime.single_active import SingleActive, this_replica
@@ -184,11 +185,11 @@ async def open_bus_and_bucket(
     return bus, kv
 
 
-async def open_single_active(
-    bus: NatsBus, *, settings: SingleActiveSettings, role: str, within_seconds: float
-) -> SingleActive:
-    """The lease that keeps this replica the only active one of ``role``, or a standby."""
-    leases = await within(
+async def open_lease_store(
+    bus: NatsBus, *, settings: SingleActiveSettings, within_seconds: float
+) -> NatsLeaseStore:
+    """The lease bucket (created with the configured duration when missing)."""
+    return await within(
         within_seconds,
         f"opening the lease bucket {settings.lease_bucket} failed",
         NatsLeaseStore.open(
@@ -198,7 +199,33 @@ async def open_single_active(
             replicas=settings.bus_stream_replicas,
         ),
     )
+
+
+async def open_single_active(
+    bus: NatsBus, *, settings: SingleActiveSettings, role: str, within_seconds: float
+) -> SingleActive:
+    """The lease that keeps this replica the only active one of ``role``, or a standby."""
+    leases = await open_lease_store(bus, settings=settings, within_seconds=within_seconds)
     return SingleActive(leases, name=role, holder=this_replica())
+
+
+def open_partition_leases(
+    leases: LeaseStore,
+    *,
+    role: str,
+    partitions: int,
+    work: PartitionWork,
+    on_change: Callable[[frozenset[int]], None] | None = None,
+) -> PartitionLeases:
+    """This replica's share of ``role``'s partitions (active-active replicas)."""
+    return PartitionLeases(
+        leases,
+        role=role,
+        member=this_replica(),
+        partitions=partitions,
+        work=work,
+        on_change=on_change,
+    )
 
 
 def user_agent(service: str) -> str:

@@ -3,11 +3,13 @@
 Connects to NATS (declaring the streams), opens the ``kaiwo-executor`` bucket, connects to the
 API server (``KAIWO_KUBECONFIG``, the usual kubeconfig, or in-cluster), serves ``/healthz``,
 ``/readyz`` (NATS connected, API server reachable) and ``/metrics``, and carries out plans
-until SIGTERM or SIGINT (the plan in hand is finished or, if cancelled, redelivered), while
-it holds the lease of its role (``executor``, or ``executor-<replica>`` with partitions):
-another replica of the same role waits as a standby (:mod:`kaiwo_runtime.single_active`).
-A dependency that does not answer at start, or a lease lost to another replica, ends the
-process with status 1 and one line on stderr.
+until SIGTERM or SIGINT (the plan in hand is finished or, if cancelled, redelivered).
+Without partitions it works while it holds the lease ``executor``: another replica waits as
+a standby (:mod:`kaiwo_runtime.single_active`). With ``KAIWO_BUS_PARTITIONS`` > 1 every
+replica works, on the partitions whose leases ``executor.p<k>`` it holds, and the shares
+rebalance as replicas come and go (:mod:`kaiwo_runtime.partition_leases`).
+A dependency that does not answer at start, or the single lease lost to another replica,
+ends the process with status 1 and one line on stderr.
 """
 
 from __future__ import annotations
@@ -20,13 +22,15 @@ from collections.abc import Awaitable, Callable
 import structlog
 from kaiwo_kube.reachability import api_server_reachable
 from kaiwo_runtime.health import HealthServer
+from kaiwo_runtime.single_active import SingleActive, this_replica
 from kaiwo_runtime.startup import (
     collect_young_objects_every,
     configure_service_logging,
     freeze_startup_objects,
     open_api_server,
     open_bus_and_bucket,
-    open_single_active,
+    open_lease_store,
+    open_partition_leases,
     run_until_signalled,
     run_while_active,
     utc_now,
@@ -49,9 +53,7 @@ async def serve(settings: ExecutorSettings, stop: asyncio.Event) -> None:
             bucket=settings.executor_bucket,
             within_seconds=timeout,
         )
-        single = await open_single_active(
-            bus, settings=settings, role=settings.role, within_seconds=timeout
-        )
+        leases = await open_lease_store(bus, settings=settings, within_seconds=timeout)
         kube = await open_api_server(
             stack, kubeconfig=settings.kubeconfig, within_seconds=timeout, service="executor"
         )
@@ -63,9 +65,7 @@ async def serve(settings: ExecutorSettings, stop: asyncio.Event) -> None:
             utc_now,
             metrics=metrics,
             retry=settings.retry_policy(),
-            consumers=executor_consumers(
-                bus.topology, replica_index=settings.replica_index, replicas=settings.replicas
-            ),
+            consumers=executor_consumers(bus.topology),
         )
 
         async def nats_connected() -> bool:
@@ -91,7 +91,18 @@ async def serve(settings: ExecutorSettings, stop: asyncio.Event) -> None:
                 consumers=[spec.durable_name for spec in service.consumers],
                 health=health.url,
             )
-            await run_while_active(single, service.run, stop)
+            if settings.active_active:
+                share = open_partition_leases(
+                    leases,
+                    role="executor",
+                    partitions=settings.bus_partitions,
+                    work=service.partition_work(),
+                    on_change=lambda held: metrics.partitions_held.set(len(held)),
+                )
+                await share.run(stop)
+            else:
+                single = SingleActive(leases, name="executor", holder=this_replica())
+                await run_while_active(single, service.run, stop)
         log.info("executor stopped")
 
 

@@ -47,3 +47,7 @@ class ExecutorMetrics:
             "Desired objects not written because their manifest equals the last one applied",
             ("kind",),
         )
+        self.partitions_held = self.registry.gauge(
+            "executor_partitions_held",
+            "Plan partitions whose lease this replica holds and reads (active-active only)",
+        )

@@ -66,20 +66,18 @@ BUCKET = "kaiwo-executor"
 log = structlog.get_logger("kaiwo.executor")
 
 
-def executor_consumers(
-    topology: BusTopology, *, replica_index: int = 0, replicas: int = 1
-) -> tuple[ConsumerSpec, ...]:
-    """The plan consumers this replica reads: all of them, or its share of the partitions
-    (partition ``p`` belongs to replica ``p % replicas``)."""
-    chosen = []
-    for spec in topology.consumers:
-        if spec.durable_name == PLAN_CONSUMER:
-            chosen.append(spec)
-        elif spec.durable_name.startswith(f"{PLAN_CONSUMER}-p"):
-            partition = int(spec.durable_name.removeprefix(f"{PLAN_CONSUMER}-p"))
-            if partition % replicas == replica_index:
-                chosen.append(spec)
-    return tuple(chosen)
+def executor_consumers(topology: BusTopology) -> tuple[ConsumerSpec, ...]:
+    """The plan consumers: ``executor-plan``, or one per partition in partition order."""
+    return tuple(
+        spec
+        for spec in topology.consumers
+        if spec.durable_name == PLAN_CONSUMER or spec.durable_name.startswith(f"{PLAN_CONSUMER}-p")
+    )
+
+
+def partition_consumer(topology: BusTopology, partition: int) -> ConsumerSpec:
+    """The plan consumer of one partition (``executor-plan-p<partition>``)."""
+    return topology.consumer(f"{PLAN_CONSUMER}-p{partition}")
 
 
 def result_id(plan_id: str) -> str:
@@ -136,6 +134,14 @@ class ExecutorService:
                         self.bus, spec, self.handle, stop=stop, poll_timeout=self._poll_timeout
                     )
                 )
+
+    def partition_work(self) -> PartitionConsumers:
+        """Reads the consumers of the partitions this replica holds, one task each."""
+        return PartitionConsumers(self)
+
+    async def run_partition(self, spec: ConsumerSpec, stop: asyncio.Event) -> None:
+        """Process one partition's consumer until ``stop`` (the batch in hand is finished)."""
+        await run_consumer(self.bus, spec, self.handle, stop=stop, poll_timeout=self._poll_timeout)
 
     async def step(self, *, wait_seconds: float = 0.0) -> int:
         """Pull once from each consumer and handle what came; how many messages (tests)."""
@@ -241,6 +247,34 @@ class ExecutorService:
         )
         await self.bus.publish(published, subject)
         return result
+
+
+class PartitionConsumers:
+    """The executor's :class:`~kaiwo_runtime.partition_leases.PartitionWork`: a partition
+    gained starts a task on its consumer; one released is stopped after the plans in hand
+    are carried out (and acknowledged), so its next holder starts after them."""
+
+    def __init__(self, service: ExecutorService) -> None:
+        self._service = service
+        self._running: dict[int, tuple[asyncio.Event, asyncio.Task[None]]] = {}
+
+    @property
+    def partitions(self) -> frozenset[int]:
+        return frozenset(self._running)
+
+    async def gained(self, partition: int) -> None:
+        spec = partition_consumer(self._service.bus.topology, partition)
+        stop = asyncio.Event()
+        task = asyncio.create_task(self._service.run_partition(spec, stop))
+        self._running[partition] = (stop, task)
+
+    async def released(self, partition: int) -> None:
+        found = self._running.pop(partition, None)
+        if found is None:
+            return
+        stop, task = found
+        stop.set()
+        await task
 
 
 def _retry_reason(execution: Execution) -> str:

@@ -14,7 +14,7 @@ from kaiwo_executor.service import BUCKET
 
 
 class ExecutorSettings(SingleActiveSettings):
-    """``KAIWO_EXECUTOR_BUCKET``, ``KAIWO_API_RETRY_ATTEMPTS``, ``KAIWO_REPLICAS``, ..."""
+    """``KAIWO_EXECUTOR_BUCKET``, ``KAIWO_API_RETRY_ATTEMPTS``, ..."""
 
     executor_bucket: str = BUCKET
     """The key-value bucket holding what the executor already applied, per owner."""
@@ -22,29 +22,20 @@ class ExecutorSettings(SingleActiveSettings):
     """Attempts per API call on 409/429/5xx/no answer before the plan is redelivered."""
     api_retry_initial_seconds: float = Field(default=0.2, ge=0)
     api_retry_max_seconds: float = Field(default=10.0, ge=0)
-    replicas: int = Field(default=1, ge=1)
-    """Executor replicas sharing the plan partitions; with ``KAIWO_REPLICA`` (an ordinal) it
-    picks this replica's partitions (partition p belongs to replica p % replicas)."""
     startup_timeout_seconds: float = Field(default=10.0, gt=0)
     """How long to wait for NATS and the API server at start before giving up."""
 
     @model_validator(mode="after")
-    def _replica_is_an_ordinal(self) -> ExecutorSettings:
-        if self.replicas > 1 and not (self.replica.isdigit() and int(self.replica) < self.replicas):
-            msg = f"KAIWO_REPLICA must be an ordinal below KAIWO_REPLICAS ({self.replicas})"
-            raise ValueError(msg)
+    def _delays_in_order(self) -> ExecutorSettings:
         if self.api_retry_initial_seconds > self.api_retry_max_seconds:
             raise ValueError("KAIWO_API_RETRY_INITIAL_SECONDS exceeds the maximum delay")
         return self
 
     @property
-    def role(self) -> str:
-        """The lease this replica must hold to work: one active executor per partition share."""
-        return "executor" if self.replicas == 1 else f"executor-{self.replica_index}"
-
-    @property
-    def replica_index(self) -> int:
-        return int(self.replica) if self.replicas > 1 else 0
+    def active_active(self) -> bool:
+        """With partitions every replica works, each on the partitions whose leases it
+        holds (:mod:`kaiwo_runtime.partition_leases`); without, one replica is active."""
+        return self.bus_partitions > 1
 
     def retry_policy(self) -> RetryPolicy:
         return RetryPolicy(

@@ -2,10 +2,14 @@
 
 Serves ``/healthz``, ``/readyz`` (NATS connected, projection restored and caught up) and
 ``/metrics`` on ``KAIWO_HEALTH_PORT``; stops on SIGTERM/SIGINT after writing a snapshot.
-Plans only while it holds the ``planner`` lease: a second replica waits as a standby and
-takes over when this one stops or dies (:mod:`kaiwo_runtime.single_active`).
+Without partitions it plans only while it holds the ``planner`` lease: a second replica
+waits as a standby and takes over when this one stops or dies
+(:mod:`kaiwo_runtime.single_active`). With ``KAIWO_BUS_PARTITIONS`` > 1 every replica is
+active: each reads every observation and plans the owners of the partitions whose leases
+``planner.p<k>`` it holds, and the shares rebalance as replicas come and go
+(:mod:`kaiwo_runtime.partition_leases`, decision 0030).
 Exits 1 with one line on stderr when NATS cannot be reached at start, or when another
-replica took the lease over (a restart then waits as a standby).
+replica took the single lease over (a restart then waits as a standby).
 """
 
 from __future__ import annotations
@@ -19,13 +23,15 @@ from kaiwo_runtime.health import HealthServer
 from kaiwo_runtime.kv import NatsKeyValue
 from kaiwo_runtime.logging import configure_logging
 from kaiwo_runtime.redaction import redact_secrets, redact_url
+from kaiwo_runtime.single_active import SingleActive, this_replica
 from kaiwo_runtime.startup import (
     LeaseLostError,
     StartupError,
     collect_young_objects_every,
     connect_bus,
     freeze_startup_objects,
-    open_single_active,
+    open_lease_store,
+    open_partition_leases,
     run_while_active,
     utc_now,
 )
@@ -50,8 +56,8 @@ async def serve(settings: PlannerSettings) -> int:
         kv = await NatsKeyValue.open(
             bus.client, settings.snapshot_bucket, replicas=settings.bus_stream_replicas
         )
-        single = await open_single_active(
-            bus, settings=settings, role="planner", within_seconds=settings.connect_timeout_seconds
+        leases = await open_lease_store(
+            bus, settings=settings, within_seconds=settings.connect_timeout_seconds
         )
     except Exception as error:  # any failure to reach NATS at start: one clear line
         await bus.close()
@@ -75,10 +81,37 @@ async def serve(settings: PlannerSettings) -> int:
     async def nats_connected() -> bool:
         return bus.client.is_connected
 
+    single = SingleActive(leases, name="planner", holder=this_replica())
+
     async def projection_ready() -> bool:
         # A standby is ready too: it is healthy and takes over when needed (and a rolling
         # update waits for the new pod to be ready before it stops the active one).
+        if service.active_active:
+            return service.ready
         return service.ready or not single.active
+
+    async def share_once_started() -> None:
+        # Claim partitions only with a caught-up projection: a partition taken on is planned
+        # at once, and its owners' plans must not come from an older state.
+        started = asyncio.create_task(service.started())
+        stopped = asyncio.create_task(stop.wait())
+        await asyncio.wait((started, stopped), return_when=asyncio.FIRST_COMPLETED)
+        started.cancel()
+        stopped.cancel()
+        if stop.is_set():
+            return
+        share = open_partition_leases(
+            leases,
+            role="planner",
+            partitions=settings.bus_partitions,
+            work=service,
+        )
+        await share.run(stop)
+
+    async def active_active() -> None:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(service.run(stop))
+            group.create_task(share_once_started())
 
     health = HealthServer(
         metrics=metrics.registry,
@@ -90,7 +123,10 @@ async def serve(settings: PlannerSettings) -> int:
     try:
         async with health:
             log.info("planner starting", nats=shown_url, health_port=health.port)
-            await run_while_active(single, service.run, stop)
+            if service.active_active:
+                await active_active()
+            else:
+                await run_while_active(single, service.run, stop)
     except LeaseLostError as error:
         print(f"kaiwo-planner: {error}", file=sys.stderr)  # noqa: T201
         return 1
@@ -105,12 +141,6 @@ def main() -> int:
     json_logs = None if settings.log_format == "auto" else settings.log_format == "json"
     configure_logging(level=settings.log_level, json=json_logs)
     collect_young_objects_every(settings.gc_young_allocations)
-    if settings.bus_partitions > 1:
-        print(  # noqa: T201
-            "kaiwo-planner: KAIWO_BUS_PARTITIONS > 1 is not supported yet; run one replica",
-            file=sys.stderr,
-        )
-        return 1
     return asyncio.run(serve(settings))
 
 

@@ -56,3 +56,7 @@ class PlannerMetrics:
             "Time to encode and write one snapshot",
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
         )
+        self.partitions_held = r.gauge(
+            "planner_partitions_held",
+            "Partitions whose owners this replica plans (active-active only)",
+        )

@@ -41,6 +41,10 @@ class ReplanTimers:
         self._due[uid] = due
         heapq.heappush(self._heap, (due, uid))
 
+    def uids(self) -> tuple[str, ...]:
+        """The owners with a pending time."""
+        return tuple(self._due)
+
     def cancel(self, uid: str) -> None:
         self._due.pop(uid, None)
 

@@ -68,6 +68,16 @@ the autoscaler's ``ScaleDecidedV1`` per Model; the projection keeps the latest p
 decision's envelope time, trigger ``scale``: its plan sets the replicas through the scale
 subresource while the decision still applies.
 
+Active-active (``KAIWO_BUS_PARTITIONS`` > 1, decision 0030). Every replica reads the whole of
+``KAIWO_OBS``, the findings and the scale decisions by stream sequence instead of the durable
+consumers (one shared by active replicas would hand each a part), so its projection is the
+whole cluster, and plans only the owners of the partitions it holds (:meth:`holds`, the
+partition function of the subjects). :meth:`gained` reads to the stream's end, forgets the
+partition's records and timers and plans its owners once; :meth:`released` waits for the round
+in hand. Each round it also plans the preemption victims of its partitions (their
+beneficiaries may be another replica's). Public events are published by every replica under
+the same ids (JetStream keeps one); only the holder of partition 0 writes the snapshot.
+
 Replay: every plan records ``planned_at``, ``trigger``, ``obs_sequence`` (the projection's
 last applied stream sequence), ``mon_sequence`` (the last finding's) and ``scale_sequence``
 (the last scale decision's), which is all the pure planner needs to reproduce it.
@@ -77,7 +87,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Final, Protocol
@@ -94,13 +104,17 @@ from kaiwo_contracts.events.monitor import UtilizationV1
 from kaiwo_contracts.events.observed import ObservedObjectV1
 from kaiwo_contracts.events.plans import PlanDecidedV1, PlanTrigger
 from kaiwo_contracts.events.streams import (
+    GATEWAY_STREAM,
+    MONITOR_STREAM,
+    OBSERVED_STREAM,
     PLANNER_FINDINGS_CONSUMER,
     PLANNER_SCALE_CONSUMER,
     ConsumerSpec,
+    uid_partition,
 )
-from kaiwo_contracts.events.subjects import ANY_TAIL, ANY_TOKEN, plan_subject
+from kaiwo_contracts.events.subjects import ANY_TAIL, ANY_TOKEN, Family, family_filter, plan_subject
 from kaiwo_contracts.plans import ObjectRef, Plan
-from kaiwo_runtime.bus import NON_RETRYABLE, Bus, BusError, Delivery, PoisonMessage
+from kaiwo_runtime.bus import NON_RETRYABLE, Bus, BusError, Delivery, PoisonMessage, StoredMessage
 from kaiwo_runtime.kv import KeyValue
 from kaiwo_runtime.logging import bound_context
 
@@ -109,6 +123,7 @@ from kaiwo_planner.domain.models.replanning import all_models
 from kaiwo_planner.domain.planning import PlanningResult, plan_object
 from kaiwo_planner.domain.publication import Published, publication
 from kaiwo_planner.domain.queues.default_objects import default_object_plans
+from kaiwo_planner.domain.scheduling.preemption_candidates import preemption_victims
 from kaiwo_planner.domain.state.cluster_settings import kaiwo_config
 from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
 from kaiwo_planner.domain.state.fanout import all_workloads, owners_to_replan, queue_config
@@ -139,6 +154,12 @@ SOURCE: Final = service_source("planner")
 OBSERVATION_CONSUMER: Final = "planner-obs"
 FINDINGS_WAIT_SECONDS: Final = 0.01
 """Findings are fetched after observations; waiting for them would delay observations."""
+FOLLOW_IDLE_SECONDS: Final = 0.2
+"""Active-active: how long a replica that found nothing new waits before reading again."""
+FOLLOW_BATCH: Final = 64
+"""Active-active: messages read from one stream per round (timers and snapshots between)."""
+VICTIM_SCAN_SECONDS: Final = 1.0
+"""Active-active: how often a replica looks for preemption victims in its partitions."""
 
 
 class PlanFunction(Protocol):
@@ -162,6 +183,15 @@ class _Unfinished:
     owners: tuple[ObjectRef, ...]
     announcements: tuple[PublicEvent, ...] = ()
     """Public events of the observation not yet published."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Followed:
+    """A stream an active-active replica reads by sequence, and what handles its messages."""
+
+    stream: str
+    subjects: str
+    handler: Callable[[Delivery], Awaitable[None]]
 
 
 # --------------------------------------------------------------------------- the service
@@ -190,7 +220,18 @@ class PlannerService:
         self._plan_fn = plan_fn or default_plan_function()
         self._settings = settings or PlannerSettings()
         self.metrics = metrics or PlannerMetrics()
-        self._consumer = consumer or bus.topology.consumer(OBSERVATION_CONSUMER)
+        self._partitions = bus.topology.partitions
+        self._held: frozenset[int] = frozenset()
+        """Active-active: the partitions whose owners this replica plans."""
+        self._lock = asyncio.Lock()
+        """Active-active: a partition changes hands between rounds, never during one."""
+        self._started = asyncio.Event()
+        self._read_from: dict[str, int] = {}
+        self._victims: frozenset[str] = frozenset()
+        self._next_victim_scan: datetime | None = None
+        self._consumer = (
+            None if self.active_active else consumer or bus.topology.consumer(OBSERVATION_CONSUMER)
+        )
         self._findings_consumer = next(
             (c for c in bus.topology.consumers if c.durable_name == PLANNER_FINDINGS_CONSUMER),
             None,
@@ -222,6 +263,23 @@ class PlannerService:
         return self._ready
 
     @property
+    def active_active(self) -> bool:
+        """Partitions: every replica reads everything and plans its partitions' owners."""
+        return self._partitions > 1
+
+    @property
+    def partitions_held(self) -> frozenset[int]:
+        return self._held
+
+    async def started(self) -> None:
+        """Returns once the projection is restored and caught up (:meth:`start`)."""
+        await self._started.wait()
+
+    def holds(self, uid: str) -> bool:
+        """Whether this replica plans the owner ``uid`` (always, without partitions)."""
+        return not self.active_active or uid_partition(uid, self._partitions) in self._held
+
+    @property
     def next_timer(self) -> datetime | None:
         return self._timers.next_due
 
@@ -250,6 +308,7 @@ class PlannerService:
         self._last_snapshot_at = now
         self._schedule_resync(now)
         self._ready = True
+        self._started.set()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Start, then handle observations and timers until ``stop`` is set; snapshot on exit."""
@@ -264,7 +323,8 @@ class PlannerService:
         finally:
             self._ready = False
             try:
-                await self.save_snapshot()
+                if self._writes_snapshots:
+                    await self.save_snapshot()
             except Exception as error:  # shutting down: say so, the next start catches up
                 log.warning("final snapshot failed", error=str(error))
 
@@ -272,6 +332,14 @@ class PlannerService:
         """One round: pull observations (waiting at most until the next timer), fire due
         timers, resync and snapshot when due. Returns the number of observations handled."""
         wait = self._seconds_to_wait() if wait_seconds is None else wait_seconds
+        if self.active_active:
+            async with self._lock:
+                handled, _ = await self._read_streams()
+                await self._round_tail()
+            if handled == 0 and wait > 0:
+                await asyncio.sleep(min(wait, FOLLOW_IDLE_SECONDS))
+            return handled
+        assert self._consumer is not None
         handled = await self._bus.process(
             self._consumer, self.handle, max_messages=64, wait_seconds=wait
         )
@@ -295,15 +363,171 @@ class PlannerService:
                 )
             except BusError as error:  # like findings: the rest of the round goes on
                 log.warning("scale decisions unavailable", error=str(error))
+        await self._round_tail()
+        return handled
+
+    async def _round_tail(self) -> None:
+        """After reading: defaults, timers, victims, resync and snapshot, when due."""
         await self.create_missing_defaults()
         await self.fire_due_timers()
         now = self._clock()
+        if self.active_active:
+            await self._plan_victims(now)
         if self._next_resync_at is not None and now >= self._next_resync_at:
             await self.resync()
             self._schedule_resync(now)
-        if self._snapshot_due(now):
+        if self._writes_snapshots and self._snapshot_due(now):
             await self.save_snapshot()
-        return handled
+
+    # ------------------------------------------------------------------ active-active
+
+    @property
+    def _writes_snapshots(self) -> bool:
+        """One writer of the shared snapshot at a time: the holder of partition 0 (every
+        replica's projection is the whole cluster, so any holder's snapshot serves all)."""
+        return not self.active_active or 0 in self._held
+
+    def _followed(self) -> tuple[_Followed, ...]:
+        mon, gateway = family_filter(Family.MONITOR), family_filter(Family.GATEWAY)
+        return (
+            _Followed(OBSERVED_STREAM, family_filter(Family.OBSERVED), self.handle),
+            _Followed(MONITOR_STREAM, f"{mon.removesuffix('>')}utilization.>", self.handle_finding),
+            _Followed(
+                GATEWAY_STREAM, f"{gateway.removesuffix('>')}scale.>", self.handle_scale_decision
+            ),
+        )
+
+    def _next_sequence(self, stream: str) -> int:
+        """Where to read ``stream`` on: after what the projection took in (an unfinished
+        observation again), or after what was read and skipped, whichever is later."""
+        if stream == OBSERVED_STREAM:
+            unfinished = self._unfinished
+            floor = (
+                unfinished.sequence
+                if unfinished is not None
+                else self._projection.last_sequence + 1
+            )
+        elif stream == MONITOR_STREAM:
+            floor = self._projection.last_finding_sequence + 1
+        else:
+            floor = self._projection.last_scale_sequence + 1
+        return max(floor, self._read_from.get(stream, 1))
+
+    async def _read_streams(self, *, batch: int = FOLLOW_BATCH) -> tuple[int, bool]:
+        """Read each followed stream on by up to ``batch`` messages: how many were handled,
+        and whether every stream was read to its end. A failure to publish raises (the bus
+        is away) and the message is read again."""
+        handled, ends = 0, 0
+        for followed in self._followed():
+            for _ in range(batch):
+                stored = await self._bus.read_next_stored(
+                    followed.stream,
+                    self._next_sequence(followed.stream),
+                    subjects=followed.subjects,
+                )
+                if stored is None:
+                    ends += 1
+                    break
+                await self._handle_stored(followed, stored)
+                self._read_from[followed.stream] = stored.sequence + 1
+                handled += 1
+        return handled, ends == len(self._followed())
+
+    async def _handle_stored(self, followed: _Followed, stored: StoredMessage) -> None:
+        delivery = Delivery(
+            stream=stored.stream,
+            consumer="planner",
+            stream_sequence=stored.sequence,
+            attempt=1,
+            subject=stored.subject,
+            headers=stored.headers,
+            body=stored.body,
+        )
+        try:
+            await followed.handler(delivery)
+        except NON_RETRYABLE as error:
+            # No consumer to dead-letter it: every replica skips it alike (the recorder
+            # keeps it, and the watcher's next observation of the object supersedes it).
+            self.metrics.observations.labels("rejected").inc()
+            log.warning(
+                "unreadable message skipped",
+                stream=stored.stream,
+                seq=stored.sequence,
+                error=str(error),
+            )
+
+    async def read_to_end(self) -> int:
+        """Read every followed stream until each was read to its end once; how many
+        messages. (Not until nothing new comes: on a busy cluster something always does.)"""
+        total, at_end = 0, False
+        while not at_end:
+            handled, at_end = await self._read_streams()
+            total += handled
+        return total
+
+    async def gained(self, partition: int) -> None:
+        """Plan the owners of ``partition`` from now on (its lease is held).
+
+        The projection is first read to the stream's end: the previous holder let go after
+        planning from some point of the stream, and this replica's plans must not come from
+        an older state than its last ones. The owners' records are forgotten, so each owner's
+        plan is published once (a whole desired state: the executor skips what is in place).
+        """
+        await self._started.wait()
+        async with self._lock:
+            await self.read_to_end()
+            self._forget(partition)
+            self._held = self._held | {partition}
+            self.metrics.partitions_held.set(len(self._held))
+            if partition == 0:
+                self._store.forget_manifest()  # another replica wrote snapshots meanwhile
+            owners = tuple(
+                ref
+                for ref in (
+                    *queue_config(self._projection),
+                    *all_workloads(self._projection),
+                    *all_models(self._projection),
+                )
+                if ref.uid and uid_partition(ref.uid, self._partitions) == partition
+            )
+            with bound_context({"trigger": "partition", "partition": str(partition)}):
+                await self._plan_round(owners, now=self._clock(), trigger="resync", cause=None)
+            log.info("partition taken on", partition=partition, owners=len(owners))
+
+    async def released(self, partition: int) -> None:
+        """Plan no owner of ``partition`` any more; returns after the round in hand."""
+        async with self._lock:
+            self._held = self._held - {partition}
+            self.metrics.partitions_held.set(len(self._held))
+            self._forget(partition)
+
+    def _forget(self, partition: int) -> None:
+        """Drop the records and timers of ``partition``'s owners: another replica plans
+        them meanwhile, so what this one published last says nothing about what is in force."""
+        for key in [k for k in self._owners if self._partition_of_record(k) == partition]:
+            del self._owners[key]
+        for uid in [
+            u for u in self._timers.uids() if uid_partition(u, self._partitions) == partition
+        ]:
+            self._timers.cancel(uid)
+        self.metrics.timers_pending.set(len(self._timers))
+
+    def _partition_of_record(self, key: str) -> int:
+        return uid_partition(_record_subject_uid(key), self._partitions)
+
+    async def _plan_victims(self, now: datetime) -> None:
+        """Plan the preemption victims of this replica's partitions that became victims since
+        the last look (their beneficiaries may be planned by another replica: decision 0030)."""
+        if self._next_victim_scan is not None and now < self._next_victim_scan:
+            return
+        self._next_victim_scan = now + timedelta(seconds=VICTIM_SCAN_SECONDS)
+        context = self._contexts.context(self._projection)
+        victims = {ref.uid: ref for ref in preemption_victims(context, now=now) if ref.uid}
+        new = [victims[uid] for uid in sorted(set(victims) - self._victims) if self.holds(uid)]
+        self._victims = frozenset(victims)
+        if new:
+            with bound_context({"trigger": "preemption"}):
+                await self._plan_round(tuple(new), now=now, trigger="timer", cause=None)
 
     def _seconds_to_wait(self) -> float:
         wait = self._settings.poll_seconds
@@ -459,6 +683,8 @@ class PlannerService:
 
     async def catch_up(self) -> int:
         """Apply what the stream holds after the projection's sequence; returns how many."""
+        if self._consumer is None:  # active-active: the replica reads the streams anyway
+            return await self.read_to_end()
         sequence = self._projection.last_sequence + 1
         handled = 0
         while (stored := await self._bus.read_stored(self._consumer.stream, sequence)) is not None:
@@ -493,6 +719,8 @@ class PlannerService:
         published = 0
         for plan in plans:
             key = f"default/{plan.owner.kind}"
+            if not self.holds(_record_subject_uid(key)):
+                continue
             fingerprint = plan.fingerprint()
             known = self._owners.get(key)
             if known is not None and known.fingerprint == fingerprint:
@@ -506,7 +734,7 @@ class PlannerService:
                 gaps=(self._projection.missing(plan.desired), ()),
                 assumed=None,
                 plan_fingerprint=fingerprint,
-                subject_uid=key.replace("/", "-").lower(),
+                subject_uid=_record_subject_uid(key),
             )
             self._owners[key] = Published(fingerprint=fingerprint)
             published += 1
@@ -623,6 +851,8 @@ class PlannerService:
     ) -> tuple[ObjectRef, ...]:
         """Plan one owner and publish the plan if it is news; returns the others to plan."""
         uid = ref.uid or ""
+        if not self.holds(uid):  # another replica's partition: it plans this owner
+            return ()
         owner = self._projection.by_uid(uid) if uid else None
         if owner is None:  # deleted, or never seen: its children go with it (owner refs)
             self._owners.pop(uid, None)
@@ -803,12 +1033,22 @@ class PlannerService:
         except (SnapshotFormatError, KeyError, TypeError, ValueError) as error:
             log.warning("snapshot unreadable; starting without it", error=str(error))
             return False
+        if self.active_active:
+            # Whoever held partition 0 wrote it: its records and timers are of its partitions,
+            # and each partition this replica takes on is planned afresh.
+            owners, timers = {}, ReplanTimers()
         self._projection = projection
         self._owners = owners
         self._timers = timers
         self.metrics.projection_objects.set(len(projection))
         self.metrics.timers_pending.set(len(timers))
         return True
+
+
+def _record_subject_uid(key: str) -> str:
+    """The uid token an owner record is published under: the owner's uid, or for a default
+    singleton (``default/KaiwoConfig``) the stand-in its plan's subject carries."""
+    return key.replace("/", "-").lower() if key.startswith("default/") else key
 
 
 def _subject_matches(pattern: str, subject: str) -> bool:

@@ -38,6 +38,11 @@ class SnapshotStore:
         self._chunk_bytes = chunk_bytes
         self._manifest: dict[str, Any] | None = None
 
+    def forget_manifest(self) -> None:
+        """Read the stored manifest again before the next write: another writer (a replica
+        that held partition 0 before) may have moved the generation on."""
+        self._manifest = None
+
     async def load(self) -> dict[str, Any] | None:
         """The stored document, or None when there is none or it cannot be read (logged)."""
         raw = await self._kv.get(SNAPSHOT_KEY)

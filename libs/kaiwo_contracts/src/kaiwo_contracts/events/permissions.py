@@ -13,9 +13,10 @@ planner    read its consumers ``planner-obs`` (and stored observations), ``plann
            (the monitor's utilization findings) and ``planner-scale`` (the autoscaler's
            decisions), publish ``kaiwo.plan.>``,
            the public workload events ``kaiwo.public.>`` and its dead letters; its bucket,
-           the ``planner`` lease
-executor   read ``executor-plan``, publish ``kaiwo.res.>`` and its dead letters; its
-           bucket, the ``executor`` lease(s)
+           the ``planner`` lease. With partitions: no consumer, stored reads of
+           ``KAIWO_OBS``, ``KAIWO_MON`` and ``KAIWO_GATEWAY``, the leases ``planner.>``
+executor   read ``executor-plan`` (or ``executor-plan-p<k>``), publish ``kaiwo.res.>`` and
+           its dead letters; its bucket, the ``executor`` lease (or ``executor.>``)
 monitor    publish ``kaiwo.mon.>``; its bucket ``kaiwo-monitor``, the ``monitor`` lease
 gateway    read stored observations of Models and Pods (``KAIWO_OBS``, by sequence) and
            subscribe to ``kaiwo.obs.model.>`` and ``kaiwo.obs.pod.>`` (wake-ups); publish
@@ -209,10 +210,10 @@ def _consumers(topology: BusTopology, service: str) -> tuple[ConsumerSpec, ...]:
     return tuple(spec for spec in topology.consumers if spec.durable_name.startswith(f"{service}-"))
 
 
-def executor_lease_names(partitions: int) -> tuple[str, ...]:
-    """``executor``, and ``executor-<i>`` for each share of the partitions."""
-    shares = tuple(f"{EXECUTOR}-{index}" for index in range(partitions)) if partitions > 1 else ()
-    return (EXECUTOR, *shares)
+def lease_keys(role: str, partitions: int) -> tuple[str, ...]:
+    """The lease ``role`` and, with partitions, every ``<role>.p<k>`` and ``<role>.member.*``
+    entry (``<role>.>``; :mod:`kaiwo_runtime.partition_leases`)."""
+    return (role, f"{role}.{EVERYTHING}") if partitions > 1 else (role,)
 
 
 def _unique(*groups: Iterable[str]) -> tuple[str, ...]:
@@ -286,8 +287,15 @@ def service_identity(name: str, topology: BusTopology) -> Identity:
                 ),
                 *(subject for spec in consumers for subject in _consuming(spec)),
                 *_stored_reads(OBSERVED_STREAM),
+                # Active-active replicas read the findings and scale decisions by sequence.
+                *(
+                    subject
+                    for stream in (MONITOR_STREAM, GATEWAY_STREAM)
+                    if topology.partitions > 1
+                    for subject in _stored_reads(stream)
+                ),
                 *_bucket(SERVICE_BUCKETS[PLANNER]),
-                *_bucket(LEASE_BUCKET, keys=(PLANNER,)),
+                *_bucket(LEASE_BUCKET, keys=lease_keys(PLANNER, topology.partitions)),
             ),
             streams=(OBSERVED_STREAM, PLAN_STREAM, MONITOR_STREAM, GATEWAY_STREAM, PUBLIC_STREAM),
             consumers=consumers,
@@ -302,7 +310,7 @@ def service_identity(name: str, topology: BusTopology) -> Identity:
                 *_stream_info((PLAN_STREAM, RESULT_STREAM)),
                 *(subject for spec in consumers for subject in _consuming(spec)),
                 *_bucket(SERVICE_BUCKETS[EXECUTOR]),
-                *_bucket(LEASE_BUCKET, keys=executor_lease_names(topology.partitions)),
+                *_bucket(LEASE_BUCKET, keys=lease_keys(EXECUTOR, topology.partitions)),
             ),
             streams=(PLAN_STREAM, RESULT_STREAM),
             consumers=consumers,
@@ -488,9 +496,9 @@ __all__ = [
     "Permissions",
     "admin_identity",
     "cli_identity",
-    "executor_lease_names",
     "gateway_identity",
     "inbox_prefix",
+    "lease_keys",
     "operator_identities",
     "reader_identity",
     "service_identity",

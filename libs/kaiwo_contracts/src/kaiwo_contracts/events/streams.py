@@ -47,13 +47,16 @@ at most one message is in flight. The planner and the executor need per-object o
 the planner's consumer has ``max_ack_pending=1``. The executor's has more in flight and is
 ``ordered_by_uid``: it carries out plans of different owners concurrently, those of one owner
 in order, and skips a redelivered plan that a later plan of its owner superseded (plans are
-whole desired states). To run N replicas without giving up per-object order,
+whole desired states). To run several active replicas without giving up per-object order,
 set ``partitions`` > 1: the workload streams then store every subject with one more token,
 ``{{partition(n, <uid token>)}}``, so all events of one uid land in one partition, and the
-planner and executor get one consumer per partition (``planner-obs-p3``); a replica owns a
-set of partitions (partition ``p`` belongs to replica ``p % replicas``) and processes each
-in order. Cluster-scoped facts (nodes, KaiwoConfig, KaiwoQueueConfig) must reach every
-replica: :func:`cluster_facts_consumer` gives each replica its own consumer of them.
+executor gets one consumer per partition (``executor-plan-p3``), read by whichever replica
+holds that partition's lease (``executor.p3``, :mod:`kaiwo_runtime.partition_leases`).
+The planner then has no consumer at all: every planner replica reads the whole of
+``KAIWO_OBS`` (and the findings and scale decisions) by stream sequence, so each keeps the
+whole cluster in its projection, and plans only the owners of the partitions it holds
+(``planner.p3``; decision 0030). A durable consumer shared by active planners would hand
+each one a part of the messages.
 Changing ``partitions`` on a live system re-partitions only new messages; drain first.
 """
 
@@ -350,32 +353,24 @@ def _partitioned(
     )
 
 
-def cluster_facts_consumer(*, service: str, replica: str, partitions: int = 1) -> ConsumerSpec:
-    """A replica's own consumer of cluster-scoped observations (nodes, singletons).
-
-    Needed only with partitions > 1, where a replica otherwise sees just its partitions.
-    ``replica`` must be stable across restarts (a StatefulSet ordinal, a host name).
-    """
-    return ConsumerSpec(
-        durable_name=f"{service}-cluster-{replica}",
-        stream=OBSERVED_STREAM,
-        filter_subjects=(
-            subscription_filter(Family.OBSERVED, cluster_scoped=True, partitioned=partitions > 1),
-        ),
-        description=f"Cluster-scoped facts for {service} replica {replica}",
-    )
-
-
 def consumer_specs(*, partitions: int = 1) -> tuple[ConsumerSpec, ...]:
-    """The durable consumers of the services, the recorder and the dead-letter relay."""
+    """The durable consumers of the services, the recorder and the dead-letter relay.
+
+    With ``partitions`` > 1 the planner has none: its replicas read the streams by sequence
+    (module docstring)."""
+    planner = partitions <= 1
     ordered = (
-        *_partitioned(
-            service="planner",
-            purpose="obs",
-            stream=OBSERVED_STREAM,
-            family=Family.OBSERVED,
-            partitions=partitions,
-            description="Planner input: observed objects, in order per object",
+        *(
+            _partitioned(
+                service="planner",
+                purpose="obs",
+                stream=OBSERVED_STREAM,
+                family=Family.OBSERVED,
+                partitions=partitions,
+                description="Planner input: observed objects, in order per object",
+            )
+            if planner
+            else ()
         ),
         *_partitioned(
             service="executor",
@@ -430,7 +425,7 @@ def consumer_specs(*, partitions: int = 1) -> tuple[ConsumerSpec, ...]:
         description="Planner input: the autoscaler's scale decisions",
         max_ack_pending=64,
     )
-    return (*ordered, findings, scaling, *recorders, relay)
+    return (*ordered, *((findings, scaling) if planner else ()), *recorders, relay)
 
 
 def bus_topology(
@@ -475,7 +470,6 @@ __all__ = [
     "StreamSpec",
     "SubjectTransform",
     "bus_topology",
-    "cluster_facts_consumer",
     "consumer_specs",
     "partition_transform",
     "stream_max_bytes",

@@ -15,6 +15,7 @@ from typing import Any
 
 from kaiwo_contracts.crds.config_v1alpha1 import KaiwoConfig
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
+from kaiwo_contracts.plans import ObjectRef
 
 from kaiwo_planner.domain.scheduling.preemption import (
     PendingWorkload,
@@ -163,3 +164,21 @@ def preemption_decision(context: PlanningContext, *, now: datetime) -> Preemptio
 
     # Per state (EVERY_KIND): a value per ``now`` kept across states would pile up.
     return context.derived(("preemption-decision", now), reads=EVERY_KIND, compute=decide)
+
+
+def preemption_victims(context: PlanningContext, *, now: datetime) -> tuple[ObjectRef, ...]:
+    """The workloads the preemption decision at ``now`` terminates, in decision order.
+
+    For active-active planners (decision 0030): the holder of a victim's partition need not
+    hold its beneficiary's, so it asks this on its own clock instead of being told by the
+    beneficiary's plan. Not kept in the context's cache: a new ``now`` every round would
+    pile values up in a state that does not change.
+    """
+    candidates = preemption_candidates(context)
+    decision = decide_preemptions(
+        running=candidates.running,
+        pending=candidates.pending,
+        scheduling=kaiwo_config(context).spec.scheduling,
+        now=now,
+    )
+    return tuple(p.victim for p in decision.preemptions)
