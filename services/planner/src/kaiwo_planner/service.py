@@ -434,15 +434,7 @@ class PlannerService:
         return handled, ends == len(self._followed())
 
     async def _handle_stored(self, followed: _Followed, stored: StoredMessage) -> None:
-        delivery = Delivery(
-            stream=stored.stream,
-            consumer="planner",
-            stream_sequence=stored.sequence,
-            attempt=1,
-            subject=stored.subject,
-            headers=stored.headers,
-            body=stored.body,
-        )
+        delivery = _first_delivery(stored, consumer="planner")
         try:
             await followed.handler(delivery)
         except NON_RETRYABLE as error:
@@ -689,15 +681,7 @@ class PlannerService:
         handled = 0
         while (stored := await self._bus.read_stored(self._consumer.stream, sequence)) is not None:
             if any(_subject_matches(f, stored.subject) for f in self._consumer.filter_subjects):
-                delivery = Delivery(
-                    stream=stored.stream,
-                    consumer=self._consumer.durable_name,
-                    stream_sequence=stored.sequence,
-                    attempt=1,
-                    subject=stored.subject,
-                    headers=stored.headers,
-                    body=stored.body,
-                )
+                delivery = _first_delivery(stored, consumer=self._consumer.durable_name)
                 try:
                     await self.handle(delivery)
                     handled += 1
@@ -1060,3 +1044,17 @@ def _subject_matches(pattern: str, subject: str) -> bool:
         if index >= len(given) or token not in (ANY_TOKEN, given[index]):
             return False
     return len(given) == len(wanted)
+
+
+def _first_delivery(stored: StoredMessage, *, consumer: str) -> Delivery:
+    """A stored message handed to a handler as its first delivery: read by sequence, not
+    delivered by a consumer."""
+    return Delivery(
+        stream=stored.stream,
+        consumer=consumer,
+        stream_sequence=stored.sequence,
+        attempt=1,
+        subject=stored.subject,
+        headers=stored.headers,
+        body=stored.body,
+    )
