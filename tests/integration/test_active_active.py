@@ -1,9 +1,9 @@
 """Active-active partitions as processes: 3 planners, 2 executors and 2 watchers on a bus of
-6 partitions, against the fake API server. While KaiwoJobs go through their whole life one of
-each is killed for good (no restart: the survivors must take its partitions over once its
-leases run out). Afterwards every workload has converged, the store holds every message of
-the streams exactly once, no plan was carried out twice, and each workload's plans and
-results keep its order (decision 0030)."""
+6 partitions, against the fake API server and the real one. While KaiwoJobs go through their
+whole life one of each is killed for good (no restart: the survivors must take its
+partitions over once its leases run out). Afterwards every workload has converged, the
+store holds every message of the streams exactly once, no plan was carried out twice, and
+each workload's plans and results keep its order (decision 0030)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from kaiwo_contracts.events.permissions import LEASE_BUCKET
 from kaiwo_runtime.leases import NatsLeaseStore
 from kaiwo_runtime.partition_assignment import member_prefix, partition_lease
 
+from tests.integration.conftest import real_cluster_if
 from tests.integration.pipeline.harness import Pending, Pipeline, eventually, running_pipeline
 from tests.integration.test_faults import has_all_children
 
@@ -73,11 +74,15 @@ async def members_are(leases: NatsLeaseStore, role: str, members: set[str]) -> N
     await eventually(check, what=f"{role} members", within=30)
 
 
+@pytest.mark.parametrize("backend", ["fake", pytest.param("real", marks=pytest.mark.k8s)])
 async def test_three_planners_and_two_executors_lose_one_each_and_every_workload_converges(
-    tmp_path: Path,
+    tmp_path: Path, request: pytest.FixtureRequest, backend: str
 ) -> None:
     async with running_pipeline(
-        tmp_path / "kaiwo", partitions=PARTITIONS, replicas=REPLICAS
+        tmp_path / "kaiwo",
+        real=real_cluster_if(request, backend),
+        partitions=PARTITIONS,
+        replicas=REPLICAS,
     ) as pipeline:
         leases = await NatsLeaseStore.open(
             pipeline.nats, LEASE_BUCKET, duration_seconds=LEASE_SECONDS
