@@ -226,36 +226,60 @@ class Harness:
 
 @pytest.fixture
 async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
-    async with contextlib.AsyncExitStack() as stack:
-        fake = await stack.enter_async_context(
-            FakeKubeServer(
-                kubeconfig_path=tmp_path / "kubeconfig", kinds=(KAIWO_JOB, KAIWO_QUEUE_CONFIG)
-            )
-        )
-        kube = await KubernetesAsyncioAdapter.from_kubeconfig(fake.kubeconfig_path)
-        stack.push_async_callback(kube.close)
-        await kube.create(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-        )
-        stored = fake.store.put(
-            KAIWO_JOB,
-            {
-                "apiVersion": "kaiwo.silogen.ai/v1alpha1",
-                "kind": "KaiwoJob",
-                "metadata": {"name": "train", "namespace": NAMESPACE},
-                "spec": {"image": "busybox:1.36"},
-            },
-        )
-        owner = ObjectRef(
-            api_version="kaiwo.silogen.ai/v1alpha1",
-            kind="KaiwoJob",
-            name="train",
-            namespace=NAMESPACE,
-            uid=stored["metadata"]["uid"],
-        )
-        yield Harness(fake=fake, kube=kube, kv=MemoryKeyValue(), owner=owner)
+    job = {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoJob",
+        "metadata": {"name": "train", "namespace": NAMESPACE},
+        "spec": {"image": "busybox:1.36"},
+    }
+    kinds = (KAIWO_JOB, KAIWO_QUEUE_CONFIG)
+    async for found in owner_harness(tmp_path, kinds=kinds, owner=job):
+        yield found
 
 
 @pytest.fixture
 def flaky(harness: Harness) -> FlakyKube:
     return FlakyKube(harness.kube)
+
+
+MODEL_NAMESPACE = "ai"
+
+
+async def owner_harness(
+    tmp_path: Path, *, kinds: tuple[ResourceKind, ...], owner: dict[str, Any]
+) -> AsyncIterator[Harness]:
+    """A fake API server serving ``kinds`` and holding ``owner`` (of the first kind), in its
+    namespace: the owner of the plans."""
+    namespace = owner["metadata"]["namespace"]
+    async with contextlib.AsyncExitStack() as stack:
+        fake = await stack.enter_async_context(
+            FakeKubeServer(kubeconfig_path=tmp_path / "kubeconfig", kinds=kinds)
+        )
+        kube = await KubernetesAsyncioAdapter.from_kubeconfig(fake.kubeconfig_path)
+        stack.push_async_callback(kube.close)
+        await kube.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        )
+        stored = fake.store.put(kinds[0], owner)
+        ref = ObjectRef(
+            api_version=owner["apiVersion"],
+            kind=owner["kind"],
+            name=owner["metadata"]["name"],
+            namespace=namespace,
+            uid=stored["metadata"]["uid"],
+        )
+        yield Harness(fake=fake, kube=kube, kv=MemoryKeyValue(), owner=ref, namespace=namespace)
+
+
+def model_owner_harness(
+    tmp_path: Path, *, kind: ResourceKind, metadata: dict[str, Any], spec: dict[str, Any]
+) -> AsyncIterator[Harness]:
+    """:func:`owner_harness` for KubeAI's Model ``llm`` in namespace ``ai``, with
+    ``metadata`` and ``spec`` added."""
+    model = {
+        "apiVersion": "kubeai.org/v1",
+        "kind": "Model",
+        "metadata": {"name": "llm", "namespace": MODEL_NAMESPACE, **metadata},
+        "spec": {"url": "hf://o/m", "engine": "VLLM", **spec},
+    }
+    return owner_harness(tmp_path, kinds=(kind,), owner=model)

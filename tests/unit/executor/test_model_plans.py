@@ -4,7 +4,6 @@ finalizer added and removed without touching anyone else's. Against the fake API
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,51 +13,22 @@ from kaiwo_contracts.plans import ObjectRef, Plan, PruneRule
 from kaiwo_executor.apply_plan import PlanExecutor
 from kaiwo_executor.execution_memo import ExecutionMemo
 from kaiwo_kube import resources
-from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
-from kaiwo_kubefake import FakeKubeServer, ResourceKind
-from kaiwo_runtime.kv import MemoryKeyValue
+from kaiwo_kubefake import ResourceKind
 
-from tests.unit.executor.conftest import NOW, Harness
+from tests.unit.executor.conftest import MODEL_NAMESPACE, NOW, Harness, model_owner_harness
 
 MODEL = ResourceKind(
     group="kubeai.org", version="v1", plural="models", kind="Model", namespaced=True
 )
-NAMESPACE = "ai"
+NAMESPACE = MODEL_NAMESPACE
 INVENTORY = {"app.kubernetes.io/managed-by": "kaiwo"}
 
 
 @pytest.fixture
 async def model_harness(tmp_path: Path) -> AsyncIterator[Harness]:
-    async with contextlib.AsyncExitStack() as stack:
-        fake = await stack.enter_async_context(
-            FakeKubeServer(kubeconfig_path=tmp_path / "kubeconfig", kinds=(MODEL,))
-        )
-        kube = await KubernetesAsyncioAdapter.from_kubeconfig(fake.kubeconfig_path)
-        stack.push_async_callback(kube.close)
-        await kube.create(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-        )
-        stored = fake.store.put(
-            MODEL,
-            {
-                "apiVersion": "kubeai.org/v1",
-                "kind": "Model",
-                "metadata": {
-                    "name": "llm",
-                    "namespace": NAMESPACE,
-                    "finalizers": ["example.com/keep"],
-                },
-                "spec": {"url": "hf://o/m", "engine": "VLLM"},
-            },
-        )
-        owner = ObjectRef(
-            api_version="kubeai.org/v1",
-            kind="Model",
-            name="llm",
-            namespace=NAMESPACE,
-            uid=stored["metadata"]["uid"],
-        )
-        yield Harness(fake=fake, kube=kube, kv=MemoryKeyValue(), owner=owner, namespace=NAMESPACE)
+    metadata = {"finalizers": ["example.com/keep"]}
+    async for harness in model_owner_harness(tmp_path, kind=MODEL, metadata=metadata, spec={}):
+        yield harness
 
 
 def selector(harness: Harness) -> dict[str, str]:

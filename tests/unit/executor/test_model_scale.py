@@ -4,19 +4,16 @@ fake API server, which serves the Model's scale subresource as a real one does."
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kaiwo_contracts.plans import ObjectRef, Plan, ScaleIntent
+from kaiwo_contracts.plans import Plan, ScaleIntent
 from kaiwo_kube import resources
-from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
-from kaiwo_kubefake import FakeKubeServer, ResourceKind, ScalePaths
-from kaiwo_runtime.kv import MemoryKeyValue
+from kaiwo_kubefake import ResourceKind, ScalePaths
 
-from tests.unit.executor.conftest import FlakyKube, Harness
+from tests.unit.executor.conftest import MODEL_NAMESPACE, FlakyKube, Harness, model_owner_harness
 
 MODEL = ResourceKind(
     group="kubeai.org",
@@ -26,36 +23,11 @@ MODEL = ResourceKind(
     namespaced=True,
     scale=ScalePaths(spec_replicas_path=".spec.replicas", status_replicas_path=".status.all"),
 )
-NAMESPACE = "ai"
+NAMESPACE = MODEL_NAMESPACE
 
 
-async def model_harness(tmp_path: Path, spec: dict[str, Any]) -> AsyncIterator[Harness]:
-    async with contextlib.AsyncExitStack() as stack:
-        fake = await stack.enter_async_context(
-            FakeKubeServer(kubeconfig_path=tmp_path / "kubeconfig", kinds=(MODEL,))
-        )
-        kube = await KubernetesAsyncioAdapter.from_kubeconfig(fake.kubeconfig_path)
-        stack.push_async_callback(kube.close)
-        await kube.create(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-        )
-        stored = fake.store.put(
-            MODEL,
-            {
-                "apiVersion": "kubeai.org/v1",
-                "kind": "Model",
-                "metadata": {"name": "llm", "namespace": NAMESPACE},
-                "spec": {"url": "hf://o/m", "engine": "VLLM", **spec},
-            },
-        )
-        owner = ObjectRef(
-            api_version="kubeai.org/v1",
-            kind="Model",
-            name="llm",
-            namespace=NAMESPACE,
-            uid=stored["metadata"]["uid"],
-        )
-        yield Harness(fake=fake, kube=kube, kv=MemoryKeyValue(), owner=owner, namespace=NAMESPACE)
+def model_harness(tmp_path: Path, spec: dict[str, Any]) -> AsyncIterator[Harness]:
+    return model_owner_harness(tmp_path, kind=MODEL, metadata={}, spec=spec)
 
 
 @pytest.fixture
