@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
+from kaiwo_cli.stack.third_party import driven_kind_crds
+from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_kubefake import FakeKubeServer
 
 from tests.integration.pipeline.harness import Pipeline, running_pipeline
 from tests.integration.pipeline.postgres import fresh_database, postgres_server
@@ -65,3 +69,34 @@ async def shared_pipeline(
     real = real_cluster_if(request, request.param)
     async with running_pipeline(tmp_path_factory.mktemp("kaiwo"), real=real) as running:
         yield running
+
+
+@dataclass(frozen=True)
+class SandboxCluster:
+    """A cluster for the sandbox's simulated controllers: the fake API server (with the
+    third-party kinds they drive) or the session's real one."""
+
+    kube: KubernetesAsyncioAdapter
+    kubeconfig: Path
+    real: bool
+
+
+@pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.k8s)])
+async def sandbox_cluster(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[SandboxCluster]:
+    async with contextlib.AsyncExitStack() as stack:
+        real = request.param == "real"
+        if real:
+            found: RealCluster = request.getfixturevalue("real_cluster")
+            kubeconfig = found.kubeconfig
+        else:
+            fake = await stack.enter_async_context(
+                FakeKubeServer(kubeconfig_path=tmp_path / "kubeconfig")
+            )
+            kubeconfig = fake.kubeconfig_path
+        kube = await KubernetesAsyncioAdapter.from_kubeconfig(kubeconfig)
+        stack.push_async_callback(kube.close)
+        if not real:  # the kinds the sandbox's Kueue reads (the real server has them)
+            await kube.ensure_crds(driven_kind_crds(), field_manager="test")
+        yield SandboxCluster(kube=kube, kubeconfig=kubeconfig, real=real)

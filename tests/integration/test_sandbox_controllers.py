@@ -11,49 +11,25 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
 import pytest
-from kaiwo_cli.stack.third_party import driven_kind_crds
-from kaiwo_kube import KubernetesPort, NotFound, resources
-from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
-from kaiwo_kubefake import FakeKubeServer
+from kaiwo_kube import NotFound, resources
 from kaiwo_sandbox import NodeSpec, Sandbox, SandboxOptions
 from kaiwo_sandbox.fleet import NODE_TYPES
 from kaiwo_sandbox.lifecycle import Timing
 from kaiwo_sandbox.volumes import PERSISTENT_VOLUME
 
-from tests.real_cluster import RealCluster
+from tests.integration.conftest import SandboxCluster
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
-@dataclass
-class Backend:
-    kube: KubernetesPort
-    real: bool
-
-
-@pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.k8s)])
-async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
-    async with contextlib.AsyncExitStack() as stack:
-        if request.param == "fake":
-            fake = await stack.enter_async_context(
-                FakeKubeServer(kubeconfig_path=tmp_path / "kubeconfig")
-            )
-            kubeconfig = fake.kubeconfig_path
-        else:
-            real: RealCluster = request.getfixturevalue("real_cluster")
-            kubeconfig = real.kubeconfig
-        kube = await KubernetesAsyncioAdapter.from_kubeconfig(kubeconfig)
-        stack.push_async_callback(kube.close)
-        if request.param == "fake":
-            await kube.ensure_crds(driven_kind_crds(), field_manager="test")
-        yield Backend(kube=kube, real=request.param == "real")
+@pytest.fixture
+def backend(sandbox_cluster: SandboxCluster) -> SandboxCluster:
+    return sandbox_cluster
 
 
 def job(name: str, namespace: str, *, annotations: dict[str, str]) -> dict[str, Any]:
@@ -104,7 +80,7 @@ def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any] | None:
     return None
 
 
-async def test_admission_quota_runs_failures_and_metrics(backend: Backend) -> None:
+async def test_admission_quota_runs_failures_and_metrics(backend: SandboxCluster) -> None:
     kube = backend.kube
     run = uuid.uuid4().hex[:6]
     namespace, queue, node = f"sandbox-{run}", f"sandbox-{run}", f"sandbox-node-{run}"
@@ -296,7 +272,9 @@ async def test_admission_quota_runs_failures_and_metrics(backend: Backend) -> No
             await kube.delete(resources.LEASE, node, namespace="kube-node-lease")
 
 
-async def test_pods_naming_the_kaiwo_scheduler_are_scheduled_and_run(backend: Backend) -> None:
+async def test_pods_naming_the_kaiwo_scheduler_are_scheduled_and_run(
+    backend: SandboxCluster,
+) -> None:
     """The operator's pods name the kaiwo-scheduler (KaiwoConfig's default): in the sandbox,
     which plays every scheduler, they are placed and run like any other (docs/sandbox.md)."""
     kube = backend.kube

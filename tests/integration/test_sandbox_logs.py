@@ -15,21 +15,18 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kaiwo_cli.stack.third_party import driven_kind_crds
 from kaiwo_kube import BadRequest, KubeError, NotFound, resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
-from kaiwo_kubefake import FakeKubeServer
 from kaiwo_sandbox import NodeSpec, Sandbox, SandboxOptions
 from kaiwo_sandbox.fleet import NODE_TYPES
 from kaiwo_sandbox.lifecycle import Timing
 
-from tests.real_cluster import RealCluster
+from tests.integration.conftest import SandboxCluster
 
 KUBECTL = shutil.which("kubectl")
 RUN_SECONDS = "sandbox.kaiwo.silogen.ai/run-seconds"
@@ -37,29 +34,9 @@ FAIL = "sandbox.kaiwo.silogen.ai/fail"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 
-@dataclass
-class Cluster:
-    kube: KubernetesAsyncioAdapter
-    kubeconfig: Path
-    real: bool
-
-
-@pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.k8s)])
-async def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Cluster]:
-    async with contextlib.AsyncExitStack() as stack:
-        if request.param == "fake":
-            fake = await stack.enter_async_context(
-                FakeKubeServer(kubeconfig_path=tmp_path / "kubeconfig")
-            )
-            kubeconfig = fake.kubeconfig_path
-        else:
-            real: RealCluster = request.getfixturevalue("real_cluster")
-            kubeconfig = real.kubeconfig
-        kube = await KubernetesAsyncioAdapter.from_kubeconfig(kubeconfig)
-        stack.push_async_callback(kube.close)
-        if request.param == "fake":  # the kinds the sandbox's Kueue reads
-            await kube.ensure_crds(driven_kind_crds(), field_manager="test")
-        yield Cluster(kube=kube, kubeconfig=kubeconfig, real=request.param == "real")
+@pytest.fixture
+def cluster(sandbox_cluster: SandboxCluster) -> SandboxCluster:
+    return sandbox_cluster
 
 
 def pod(
@@ -134,7 +111,7 @@ DONE = re.compile(r"^\[sandbox\] done after \d+ s: exit code 0$")
 
 
 async def test_logs_follow_tail_containers_and_failures_through_the_api_server(
-    cluster: Cluster,
+    cluster: SandboxCluster,
 ) -> None:
     kube = cluster.kube
     run = uuid.uuid4().hex[:6]
