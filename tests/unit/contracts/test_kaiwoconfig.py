@@ -434,3 +434,22 @@ def test_the_default_queue_name_fits_in_a_label_value() -> None:
         Problem("spec.defaultClusterQueueName", "must be at most 63 characters long"),
     ]
     assert validate_manifest({**manifest, "spec": {"defaultClusterQueueName": "q" * 63}}) == []
+
+
+@pytest.mark.parametrize("field", ["defaultGpuTaintKey", "defaultGpuResourceKey"])
+def test_the_gpu_taint_and_resource_keys_are_kubernetes_qualified_names(field: str) -> None:
+    # Found by fuzzing planning: defaultGpuTaintKey "" became the key of a Node taint, which
+    # the API server refuses.
+    def problems(value: str) -> list[str]:
+        manifest = {
+            "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+            "kind": "KaiwoConfig",
+            "metadata": {"name": "kaiwo"},
+            "spec": {"nodes": {field: value}},
+        }
+        return [problem.path for problem in validate_manifest(manifest)]
+
+    for good in ("kaiwo.silogen.ai/gpu", "amd.com/gpu", "gpu", "a/B_c.d-e"):
+        assert problems(good) == [], good
+    for bad in ("", "/gpu", "Amd.com/gpu", "amd.com/", "-gpu", "a b", "x/" + "n" * 64):
+        assert problems(bad) == [f"spec.nodes.{field}"], bad

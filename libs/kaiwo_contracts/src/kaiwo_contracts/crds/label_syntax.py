@@ -11,6 +11,15 @@ import re
 
 from pydantic_core import PydanticCustomError
 
+QUALIFIED_NAME_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]$"
+)
+"""A label key, taint key or extended resource name (Kubernetes' qualified name), as a
+schema pattern: the API server checks it too. The prefix's 253 characters are a
+``maxLength`` beside it."""
+QUALIFIED_NAME_MAX_LENGTH = 253 + 1 + 63
+
 _LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 _LABEL_PREFIX = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 

@@ -24,6 +24,7 @@ from pydantic import Field
 from kaiwo_contracts.crds.base import CrdInfo, KubeModel
 from kaiwo_contracts.crds.config_v1alpha1.durations import GoDuration, SimpleDuration
 from kaiwo_contracts.crds.config_v1alpha1.type_meta import TypedObject
+from kaiwo_contracts.crds.label_syntax import QUALIFIED_NAME_MAX_LENGTH, QUALIFIED_NAME_PATTERN
 from kaiwo_contracts.crds.meta import DNS_SUBDOMAIN_PATTERN, ListMeta, ObjectMeta
 from kaiwo_contracts.crds.quantity import QuantityString
 
@@ -70,12 +71,18 @@ class KaiwoStorageConfig(KubeModel):
 class KaiwoNodeConfig(KubeModel):
     """Node settings."""
 
+    # Both end up in every GPU pod or node the operator writes: outside Kubernetes' grammar
+    # each of those writes would be refused (422).
     default_gpu_resource_key: str = Field(
         default="amd.com/gpu",
+        pattern=QUALIFIED_NAME_PATTERN,
+        max_length=QUALIFIED_NAME_MAX_LENGTH,
         description="Resource key used to reserve GPU capacity for pods.",
     )
     default_gpu_taint_key: str = Field(
         default="kaiwo.silogen.ai/gpu",
+        pattern=QUALIFIED_NAME_PATTERN,
+        max_length=QUALIFIED_NAME_MAX_LENGTH,
         description="Key of the taint put on GPU nodes.",
     )
     exclude_master_nodes_from_node_pools: bool = Field(
