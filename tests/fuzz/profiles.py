@@ -1,10 +1,12 @@
 """The hypothesis settings every fuzz target runs under.
 
-``HYPOTHESIS_PROFILE=fuzz`` (``make fuzz``) runs 100,000 cases per target; anything else
-(CI, a plain ``pytest``) 1,000. ``KAIWO_FUZZ_CASES=N`` sets the number of the ``fuzz``
-profile (a run that must fit in a given time). No example database, so CI runs stay
-independent of what ran before on the machine; no deadline, since a case that builds a
-whole cluster is slow only on a busy machine.
+``HYPOTHESIS_PROFILE=fuzz`` (``make fuzz``) runs 100,000 cases per target, new ones on every
+run; anything else (CI, a plain ``pytest``) the same 1,000 every time (``derandomize``): a
+CI run must not turn red on a case no commit brought in. What ``make fuzz`` finds becomes a
+regression test, and the CI cases change when the strategies do. ``KAIWO_FUZZ_CASES=N``
+sets the number of the ``fuzz`` profile (a run that must fit in a given time). No example
+database, so CI runs stay independent of what ran before on the machine; no deadline, since
+a case that builds a whole cluster is slow only on a busy machine.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ for _profile, _examples in (("ci", CI_CASES), ("fuzz", FUZZ_CASES)):
     settings.register_profile(
         f"kaiwo-fuzz-{_profile}",
         max_examples=_examples,
+        derandomize=_profile == "ci",
         deadline=None,
         database=None,
         suppress_health_check=[

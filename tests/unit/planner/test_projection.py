@@ -231,6 +231,16 @@ def test_a_malformed_object_raises_and_changes_nothing() -> None:
     ]
 
 
+@pytest.mark.parametrize("part", ["spec", "status"])
+def test_an_object_whose_spec_or_status_is_not_an_object_is_refused(part: str) -> None:
+    # Found by fuzzing planning: a child Job whose spec was true made planning its owner raise.
+    projection = Projection()
+    projection.apply(observe(POD, "10"), sequence=1)
+    with pytest.raises(TypeError, match=f"{part} must be an object, not bool"):
+        projection.apply(observe({**POD, part: True}, "11"), sequence=2)
+    assert projection.resource_version(POD_KEY) == "10"
+
+
 # ---------------------------------------------------------------- lookups
 
 

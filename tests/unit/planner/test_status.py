@@ -373,7 +373,7 @@ def test_ray_job_mapping(ray_status: dict[str, Any], expected: str) -> None:
     assert decision.status["status"] == expected
 
 
-def deployment(*, replicas: int, available: int, **status: Any) -> dict[str, Any]:
+def deployment(*, replicas: int | None, available: int, **status: Any) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -407,8 +407,10 @@ def deployment(*, replicas: int, available: int, **status: Any) -> dict[str, Any
             ),
             "ERROR",
         ),
+        # Found by fuzzing: a null replicas is the API server's default of 1.
+        (deployment(replicas=None, available=1), "READY"),
     ],
-    ids=["no-pods", "some-pods", "all-available", "new-generation", "deadline"],
+    ids=["no-pods", "some-pods", "all-available", "new-generation", "deadline", "null-replicas"],
 )
 def test_deployment_mapping(child: dict[str, Any], expected: str) -> None:
     decision = derive(

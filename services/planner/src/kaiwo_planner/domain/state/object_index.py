@@ -137,6 +137,7 @@ class Entry:
 
         A malformed object raises here (TypeError, ValueError, ...) and nothing is filed.
         """
+        _check_shape(obj)
         meta = _metadata(obj)
         namespace = str(meta.get("namespace") or "")
         name = str(meta.get("name") or "")
@@ -380,6 +381,15 @@ class ObjectIndex:
 def label_group(key: str, value: str) -> str:
     """One string per label pair; "\\x00" cannot occur in a label key or value."""
     return f"{key}\x00{value}"
+
+
+def _check_shape(obj: Mapping[str, Any]) -> None:
+    """Every Kubernetes object's ``spec`` and ``status`` are objects: planning reads into them
+    without checking each level (found by fuzzing: a Job whose ``spec`` was ``true``)."""
+    for part in ("spec", "status"):
+        value = obj.get(part)
+        if value is not None and not isinstance(value, Mapping):
+            raise TypeError(f"{part} must be an object, not {type(value).__name__}")
 
 
 def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -510,7 +510,9 @@ def _deployment_phase(deployment: Mapping[str, Any]) -> WorkloadStatus:
             return WorkloadStatus.ERROR
     if int(status.get("observedGeneration") or 0) < int(meta.get("generation") or 0):
         return WorkloadStatus.STARTING
-    wanted = int((deployment.get("spec") or {}).get("replicas", 1))
+    replicas = (deployment.get("spec") or {}).get("replicas")
+    # The API server defaults a Deployment's replicas to 1 (found by fuzzing: a null one).
+    wanted = replicas if isinstance(replicas, int) else 1
     available = int(status.get("availableReplicas") or 0)
     if available >= wanted:
         return WorkloadStatus.READY
