@@ -136,7 +136,15 @@ async def _provision(settings: ServiceSettings, *, within: float) -> None:
                 ) from error
             await asyncio.sleep(1)
     try:
-        await asyncio.wait_for(bus.ensure_streams(), timeout=within)
+        while True:
+            try:
+                await asyncio.wait_for(bus.ensure_streams(), timeout=within)
+                break
+            except Exception as error:
+                # A cluster still forming has no peers to place a replicated stream on yet.
+                if not _forming(error) or loop.time() >= deadline:
+                    raise
+                await asyncio.sleep(1)
     except Exception as error:
         raise RuntimeError(
             f"declaring the streams and consumers failed ({str(error) or type(error).__name__}): "
@@ -144,3 +152,11 @@ async def _provision(settings: ServiceSettings, *, within: float) -> None:
         ) from error
     finally:
         await bus.close()
+
+
+_CLUSTER_FORMING_CODES = frozenset({10005, 10008})
+"""JetStream's "no suitable peers for placement" and "temporarily unavailable"."""
+
+
+def _forming(error: Exception) -> bool:
+    return getattr(error, "err_code", None) in _CLUSTER_FORMING_CODES
