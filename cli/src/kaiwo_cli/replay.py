@@ -43,7 +43,7 @@ import difflib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 import yaml
 from kaiwo_contracts.events import ObservedObjectV1, PlanDecidedV1
@@ -137,20 +137,17 @@ def observations_in_stream_order(events: Iterable[StoredEvent]) -> list[_Observa
     return [found[sequence] for sequence in sorted(found)]
 
 
+_Read = TypeVar("_Read")
+
+
 def findings_in_stream_order(events: Iterable[StoredEvent]) -> list[tuple[int, WorkloadFinding]]:
     """Recorded monitor findings of ``KAIWO_MON`` with a readable payload, by stream sequence."""
-    found: dict[int, WorkloadFinding] = {}
-    for event in events:
-        sequence = _sequence_in(event, MONITOR_STREAM)
-        if event.type != FINDING_TYPE or sequence is None or sequence in found:
-            continue
-        try:
-            reading = UtilizationV1.model_validate(event.data)
-        except ValidationError:
-            continue
-        if reading.workload.uid:
-            found[sequence] = WorkloadFinding.of(reading, at=event.time)
-    return [(sequence, found[sequence]) for sequence in sorted(found)]
+
+    def read(event: StoredEvent) -> WorkloadFinding | None:
+        reading = UtilizationV1.model_validate(event.data)
+        return WorkloadFinding.of(reading, at=event.time) if reading.workload.uid else None
+
+    return _in_stream_order(events, stream=MONITOR_STREAM, event_type=FINDING_TYPE, read=read)
 
 
 def scale_requests_in_stream_order(
@@ -158,17 +155,34 @@ def scale_requests_in_stream_order(
 ) -> list[tuple[int, ScaleRequest]]:
     """Recorded autoscaler decisions of ``KAIWO_GATEWAY`` with a readable payload, by stream
     sequence."""
-    found: dict[int, ScaleRequest] = {}
+
+    def read(event: StoredEvent) -> ScaleRequest | None:
+        decision = ScaleDecidedV1.model_validate(event.data)
+        return ScaleRequest.of(decision, at=event.time) if decision.model.uid else None
+
+    return _in_stream_order(events, stream=GATEWAY_STREAM, event_type=SCALE_TYPE, read=read)
+
+
+def _in_stream_order(
+    events: Iterable[StoredEvent],
+    *,
+    stream: str,
+    event_type: str,
+    read: Callable[[StoredEvent], _Read | None],
+) -> list[tuple[int, _Read]]:
+    """What ``read`` makes of each recorded event of ``event_type`` in ``stream`` (once per
+    stream sequence; unreadable payloads and None skipped), by stream sequence."""
+    found: dict[int, _Read] = {}
     for event in events:
-        sequence = _sequence_in(event, GATEWAY_STREAM)
-        if event.type != SCALE_TYPE or sequence is None or sequence in found:
+        sequence = _sequence_in(event, stream)
+        if event.type != event_type or sequence is None or sequence in found:
             continue
         try:
-            decision = ScaleDecidedV1.model_validate(event.data)
+            value = read(event)
         except ValidationError:
             continue
-        if decision.model.uid:
-            found[sequence] = ScaleRequest.of(decision, at=event.time)
+        if value is not None:
+            found[sequence] = value
     return [(sequence, found[sequence]) for sequence in sorted(found)]
 
 
