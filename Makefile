@@ -16,7 +16,7 @@ HELM_SDK_VERSION := 0.1.32
 PACKAGES := kaiwo_contracts kaiwo_eventstore kaiwo_kube kaiwo_kubefake kaiwo_envtest kaiwo_sandbox kaiwo_runtime \
             kaiwo_watcher kaiwo_planner kaiwo_executor kaiwo_monitor kaiwo_recorder kaiwo_gateway kaiwo_cli
 
-.PHONY: help install lint fmt typecheck layers checks test test-fast crds asyncapi scheduler run demo bench nats-credentials fuzz hostile image deploy-tools
+.PHONY: help install stack lint fmt typecheck layers checks test test-fast crds asyncapi scheduler run demo bench nats-credentials fuzz hostile image deploy-tools
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -27,6 +27,9 @@ $(CURDIR)/.tools/bin/uv:
 
 install: $(UV) ## Create .venv with every package and tool, exactly as uv.lock pins them
 	$(UV) sync --frozen --all-packages
+
+stack: install ## Build the real Kubernetes stack (control plane, kube-scheduler, Kueue, kwok, ...) from pinned Go modules into ~/.cache/kaiwo/k8s-stack; a no-op once built
+	$(RUN) python -m kaiwo_envtest build
 
 lint: install ## ruff lint and format check
 	$(RUN) ruff check .
@@ -44,7 +47,7 @@ layers: install ## import-linter: the layering contracts in .importlinter
 
 checks: lint typecheck layers ## Every static check
 
-test: checks deploy-tools ## The whole test suite with every static check (what CI runs)
+test: checks deploy-tools stack ## The whole test suite with every static check (what CI runs)
 	$(RUN) pytest
 
 test-fast: install ## Unit tests only
