@@ -12,7 +12,7 @@ executor CPU per plan summed over replicas, nats-server and kube-apiserver CPU p
 plans per second of wall time (on this machine's two cores, shared by every process).
 
 Run: ``uv run python bench/executor_partitions.py [--workloads N] [--partitions 1,2,4]``
-(needs the envtest archives: ``KAIWO_ENVTEST_ASSETS`` or ``../shared/envtest``).
+(needs the built stack, ``make stack``, or ``KAIWO_ENVTEST_ASSETS``).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from kaiwo_contracts.events.permissions import ADMIN, EXECUTOR, inbox_prefix, op
 from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.events.streams import PLAN_STREAM, bus_topology
 from kaiwo_contracts.events.subjects import plan_subject
-from kaiwo_envtest import ControlPlane, ControlPlaneOptions, find_assets
+from kaiwo_envtest import ControlPlane, ControlPlaneOptions, find_binaries
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_planner.domain.planning import plan_object
 from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
@@ -49,7 +49,6 @@ from kaiwo_runtime.nats_connection import NatsConnection
 from kaiwo_runtime.nats_credentials import write_credentials
 from kaiwo_runtime.nats_server import NatsServer, free_port
 from pipeline import cpu_seconds
-from pipeline_envtest import ASSETS_FALLBACK
 from planner import KAIWO_CONFIG, NODES
 
 WORKLOADS = 300
@@ -311,9 +310,9 @@ async def until_shared(replicas: list[ServiceProcess], partitions: int) -> None:
 
 
 async def run(workloads: int, partition_counts: list[int], scratch: Path) -> list[Figures]:
-    assets = find_assets(fallback=ASSETS_FALLBACK)
+    binaries = find_binaries()
     results = []
-    with ControlPlane(ControlPlaneOptions(assets=assets)) as plane:
+    with ControlPlane(ControlPlaneOptions(binaries=binaries)) as plane:
         async with await KubernetesAsyncioAdapter.from_kubeconfig(plane.kubeconfig) as kube:
             crds = [*custom_resource_definitions(SERVED_KINDS), *driven_kind_crds()]
             await kube.ensure_crds(crds, field_manager="kaiwo-bench", within=120)

@@ -1,9 +1,9 @@
 """The whole pipeline under load: KaiwoJobs created at a fixed rate.
 
-By default, when the envtest archives are found (``KAIWO_ENVTEST_ASSETS`` or
-``../shared/envtest``), against a real kube-apiserver with etcd and the
-kube-controller-manager, the operator and then the kopf peer (``bench/peer_kopf.py``) with
-the same load, printed side by side: see ``bench/pipeline_envtest.py``.
+By default, when the stack is built (``make stack``, or ``KAIWO_ENVTEST_ASSETS``), against a
+real kube-apiserver with etcd and the kube-controller-manager, the operator and then the kopf
+peer (``bench/peer_kopf.py``) with the same load, printed side by side: see
+``bench/pipeline_envtest.py``.
 
 ``--cluster fake``: against ``kaiwo up --fake`` (watcher, planner, executor, recorder as
 processes, a real nats-server, the fake API server), on SQLite and, when a server answers, on

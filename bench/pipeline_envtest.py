@@ -44,7 +44,7 @@ from kaiwo_cli.stack.third_party import driven_kind_crds
 from kaiwo_contracts.crds.registry import SERVED_KINDS
 from kaiwo_contracts.crds.schema import custom_resource_definitions
 from kaiwo_contracts.events.permissions import ADMIN
-from kaiwo_envtest import ControlPlane, ControlPlaneOptions, find_assets
+from kaiwo_envtest import ControlPlane, ControlPlaneOptions, find_binaries
 from kaiwo_kube import resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_runtime.nats_connection import connect_client
@@ -60,7 +60,6 @@ from pipeline import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
-ASSETS_FALLBACK = REPO.parent / "shared" / "envtest"
 PEER = Path(__file__).resolve().parent / "peer_kopf.py"
 OPERATOR_NAMESPACE = "ml-team"
 PEER_NAMESPACE = "kopf-team"
@@ -79,7 +78,7 @@ TARGETS = {"cpu ratio": 1.5, "p99 at 50/s": 1.0, "planner KB": 5.0, "plan p99": 
 
 def assets_present() -> bool:
     try:
-        find_assets(fallback=ASSETS_FALLBACK)
+        find_binaries()
     except Exception:
         return False
     return True
@@ -551,9 +550,9 @@ def run(*, keep: bool, profile: Path | None, sides: tuple[str, ...] = ("operator
     if keep:
         print(f"  scratch (event store, logs): {scratch}")
     started = time.perf_counter()
-    assets = find_assets(fallback=ASSETS_FALLBACK)
+    binaries = find_binaries()
     try:
-        with ControlPlane(ControlPlaneOptions(assets=assets, controller_manager=True)) as plane:
+        with ControlPlane(ControlPlaneOptions(binaries=binaries, controller_manager=True)) as plane:
             print(f"envtest API server {plane.server} ({os.cpu_count()} cores, shared by all)")
             operator, peer = asyncio.run(compare(plane, scratch, profile, sides=sides))
     finally:

@@ -1,8 +1,8 @@
 """API writes of a settled operator on a real API server, per minute, over a quiet window.
 
-A throw-away control plane (etcd, kube-apiserver v1.36 and kube-controller-manager from
-``KAIWO_ENVTEST_ASSETS`` or ``../shared/envtest``, with an audit log) gets the project's CRDs
-and the third-party ones, the example KaiwoConfig (``dynamicallyUpdateDefaultClusterQueue``
+A throw-away control plane (etcd, kube-apiserver v1.36 and kube-controller-manager from the
+stack ``make stack`` builds or ``KAIWO_ENVTEST_ASSETS``, with an audit log) gets the project's
+CRDs and the third-party ones, the example KaiwoConfig (``dynamicallyUpdateDefaultClusterQueue``
 and ``addTaintsToGpuNodes`` on) and KaiwoQueueConfig with the namespaces they name, and three
 8-GPU nodes that register the way kubelets do: the Node first, its status a moment later,
 then a Lease renewed every 10 s. The operator (``kaiwo up``) runs as its own user; the audit
@@ -29,12 +29,18 @@ import yaml
 from kaiwo_cli.stack.local import LocalStack, StackOptions
 from kaiwo_contracts.crds.registry import SERVED_KINDS
 from kaiwo_contracts.crds.schema import custom_resource_definitions
-from kaiwo_envtest import AuditLog, ControlPlane, ControlPlaneOptions, find_assets
+from kaiwo_envtest import (
+    AuditLog,
+    ControlPlane,
+    ControlPlaneOptions,
+    built_stack,
+    crds,
+    find_binaries,
+)
 from kaiwo_kube import resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
 EXAMPLES = REPO / "examples"
 OPERATOR = "kaiwo-operator"
 ADMIN = "kaiwo-bench"
@@ -43,10 +49,7 @@ SETTLE_SECONDS = 60.0
 
 
 def third_party_crds() -> list[dict[str, Any]]:
-    return [
-        yaml.load(path.read_text(), Loader=yaml.CSafeLoader)
-        for path in sorted((SHARED / "crds" / "third-party").glob("*.yaml"))
-    ]
+    return crds.third_party_crds(built_stack().crds, kueue_version=resources.KUEUE_WORKLOAD.version)
 
 
 def example(name: str) -> dict[str, Any]:
@@ -155,8 +158,7 @@ async def operator(plane: ControlPlane, state: Path) -> AsyncIterator[LocalStack
 
 
 async def measure(minutes: int) -> None:
-    assets = find_assets(fallback=SHARED / "envtest")
-    options = ControlPlaneOptions(assets=assets, controller_manager=True, audit=True)
+    options = ControlPlaneOptions(binaries=find_binaries(), controller_manager=True, audit=True)
     with ControlPlane(options) as plane, tempfile.TemporaryDirectory() as state:
         log = plane.audit_log
         assert log is not None

@@ -10,7 +10,6 @@ import pytest
 pytest_plugins = ("tests.real_cluster",)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_DIR = REPO_ROOT.parent / "shared"
 
 
 @pytest.fixture(scope="session")

@@ -4,14 +4,16 @@
 
 1. the cluster of ``KAIWO_TEST_KUBECONFIG``, when that is set;
 2. a throw-away control plane (etcd, kube-apiserver, kube-controller-manager, audit log) from
-   the archives in ``KAIWO_ENVTEST_ASSETS`` or ``../shared/envtest``, started once per session,
+   the stack ``make stack`` builds (or ``KAIWO_ENVTEST_ASSETS``), started once per session,
    with ``OwnerReferencesPermissionEnforcement`` admission and every request of the operator's
    ServiceAccounts audited.
 
-Either way our CRDs and the third-party ones from ``../shared/crds/third-party`` (Kueue,
-KubeRay, AppWrapper, Gateway API: test data, not a product dependency) are served and
-Established before the first test. With neither a kubeconfig nor the archives the test is
-skipped with the reason, unless ``KAIWO_REQUIRE_REAL_APISERVER=1`` (CI), when it fails.
+Either way our CRDs and the third-party ones (Kueue, KubeRay, AppWrapper, Gateway API, from
+their pinned Go modules' sources, copied out by the stack's build) are served and Established
+before the first test. No Kueue manager runs here, so Kueue's CRDs serve only the version the
+operator writes (:func:`kaiwo_envtest.crds.one_version`); ``tests/real_stack.py`` runs the
+real Kueue. With neither a kubeconfig nor a built stack the test is skipped with the reason,
+unless ``KAIWO_REQUIRE_REAL_APISERVER=1`` (CI), when it fails.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import pytest
-import yaml
 from kaiwo_contracts.crds.registry import SERVED_KINDS
 from kaiwo_contracts.crds.schema import custom_resource_definitions
 from kaiwo_envtest import (
@@ -34,19 +35,18 @@ from kaiwo_envtest import (
     AuditLog,
     ControlPlane,
     ControlPlaneOptions,
-    find_assets,
+    StackNotBuiltError,
+    built_stack,
+    find_binaries,
 )
+from kaiwo_envtest.crds import third_party_crds as third_party_crds_of
 from kaiwo_kube import NotFound
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
-from kaiwo_kube.resources import CUSTOM_RESOURCE_DEFINITION
+from kaiwo_kube.resources import CUSTOM_RESOURCE_DEFINITION, KUEUE_CLUSTER_QUEUE
 
 T = TypeVar("T")
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
-SHARED_DIR: Final = Path(os.environ.get("KAIWO_SHARED_DIR") or REPO_ROOT.parent / "shared")
-"""The shared reference material; ``KAIWO_SHARED_DIR`` for a checkout elsewhere (a worktree)."""
-ASSETS_FALLBACK: Final = SHARED_DIR / "envtest"
-THIRD_PARTY_CRDS: Final = SHARED_DIR / "crds" / "third-party"
 KUBECONFIG_VARIABLE: Final = "KAIWO_TEST_KUBECONFIG"
 REQUIRE_VARIABLE: Final = "KAIWO_REQUIRE_REAL_APISERVER"
 FIELD_MANAGER: Final = "kaiwo-tests"
@@ -91,11 +91,14 @@ def run_async(work: Callable[[], Awaitable[T]]) -> T:
 
 
 def third_party_crds() -> list[dict[str, Any]]:
-    # libyaml's loader: the pure-Python one takes seconds over these 5 MB.
-    return [
-        yaml.load(path.read_text(), Loader=yaml.CSafeLoader)
-        for path in sorted(THIRD_PARTY_CRDS.glob("*.yaml"))
-    ]
+    """Kueue's, KubeRay's, AppWrapper's and Gateway API's CRDs from the built stack; Kueue's
+    serving only the version the operator writes, as no Kueue converts here."""
+    try:
+        stack = built_stack()
+    except StackNotBuiltError as error:
+        unavailable(str(error))
+        raise
+    return third_party_crds_of(stack.crds, kueue_version=KUEUE_CLUSTER_QUEUE.version)
 
 
 async def install_crds(kubeconfig: Path, *, keep_existing_third_party: bool) -> None:
@@ -149,12 +152,12 @@ def real_cluster() -> Iterator[RealCluster]:
         yield RealCluster(kubeconfig=Path(configured), plane=None)
         return
     try:
-        assets = find_assets(fallback=ASSETS_FALLBACK)
+        binaries = find_binaries()
     except AssetsNotFoundError as error:
         unavailable(f"{KUBECONFIG_VARIABLE} is not set, and {error}")
         raise  # unavailable() skipped or failed; this line is never reached
     options = ControlPlaneOptions(
-        assets=assets,
+        binaries=binaries,
         controller_manager=True,
         audit=True,
         audit_every_request_of=AUDITED_IN_FULL,

@@ -25,9 +25,10 @@ from typing import Final
 
 import pytest
 import yaml
+from kaiwo_envtest import AssetsNotFoundError, find_binaries
 
 from tests.integration.terminal import Terminal
-from tests.real_cluster import ASSETS_FALLBACK, REPO_ROOT, unavailable
+from tests.real_cluster import REPO_ROOT, unavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.nats, pytest.mark.timeout(600)]
 
@@ -107,10 +108,12 @@ def test_with_the_demo_running_a_second_shell_submits_follows_and_inspects(
     env = user_environment(tmp_path / "home")
     demo = [".venv/bin/kaiwo", "demo", "--time-scale", "0.3"]
     if cluster == "envtest":
-        assets = os.environ.get("KAIWO_ENVTEST_ASSETS") or str(ASSETS_FALLBACK)
-        if not (Path(assets) / "kube-apiserver.xz").exists():
-            unavailable(f"no envtest archives in {assets}")
-        demo += ["--cluster", "envtest", "--envtest-assets", assets]
+        try:
+            binaries = find_binaries()
+        except AssetsNotFoundError as error:
+            unavailable(str(error))
+            raise
+        demo += ["--cluster", "envtest", "--envtest-assets", str(binaries.directory)]
     started = time.monotonic()
     with Terminal(demo, cwd=here, env=env) as terminal:
         terminal.wait_for(r"SIMULATION", within=60)

@@ -1,4 +1,5 @@
-"""Finding the control plane's archives and unpacking them once per archive version."""
+"""Finding the stack's executables: a directory the user names (plain, or archives unpacked
+once per archive version), else the built stack."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from kaiwo_envtest import (
     ArchiveStamp,
     Assets,
     AssetsNotFoundError,
+    Binaries,
     cache_key,
     default_cache_root,
-    find_assets,
+    find_binaries,
     unpack,
 )
 
@@ -25,40 +27,45 @@ def archives(directory: Path, *names: str) -> Path:
     return directory
 
 
-def test_the_variable_names_the_assets(tmp_path: Path) -> None:
+def executables(directory: Path, *names: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (directory / name).write_text(f"#!/bin/sh\necho {name}\n")
+        (directory / name).chmod(0o755)
+    return directory
+
+
+def test_the_variable_names_a_directory_of_executables(tmp_path: Path) -> None:
+    chosen = executables(tmp_path / "chosen", "etcd", "kube-apiserver")
+    found = find_binaries({"KAIWO_ENVTEST_ASSETS": str(chosen)})
+    assert found == Binaries(directory=chosen, origin=f"KAIWO_ENVTEST_ASSETS={chosen}")
+    assert found.path("etcd") == chosen / "etcd"
+
+
+def test_a_directory_of_archives_is_unpacked_into_the_cache(tmp_path: Path) -> None:
     chosen = archives(tmp_path / "chosen", "etcd", "kube-apiserver")
-    fallback = archives(tmp_path / "fallback", "etcd", "kube-apiserver")
-    found = find_assets(fallback=fallback, environ={"KAIWO_ENVTEST_ASSETS": str(chosen)})
-    assert found == Assets(directory=chosen)
-
-
-def test_without_the_variable_the_fallback_is_used(tmp_path: Path) -> None:
-    fallback = archives(tmp_path / "fallback", "etcd", "kube-apiserver")
-    assert find_assets(fallback=fallback, environ={}) == Assets(directory=fallback)
+    environ = {"KAIWO_ENVTEST_ASSETS": str(chosen), "KAIWO_ENVTEST_CACHE": str(tmp_path / "c")}
+    found = find_binaries(environ)
+    assert found.directory.parent == tmp_path / "c"
+    assert found.path("kube-apiserver").read_text() == "#!/bin/sh\necho kube-apiserver\n"
 
 
 def test_a_variable_pointing_at_nothing_is_reported_not_passed_over(tmp_path: Path) -> None:
-    fallback = archives(tmp_path / "fallback", "etcd", "kube-apiserver")
     empty = tmp_path / "empty"
     with pytest.raises(AssetsNotFoundError) as raised:
-        find_assets(fallback=fallback, environ={"KAIWO_ENVTEST_ASSETS": str(empty)})
+        find_binaries({"KAIWO_ENVTEST_ASSETS": str(empty)})
     assert str(raised.value) == (
-        f"KAIWO_ENVTEST_ASSETS={empty} holds no etcd.xz or kube-apiserver.xz"
+        f"KAIWO_ENVTEST_ASSETS={empty} holds no etcd (or etcd.xz) "
+        "or kube-apiserver (or kube-apiserver.xz)"
     )
 
 
-def test_a_fallback_without_the_api_server_is_reported(tmp_path: Path) -> None:
-    fallback = archives(tmp_path / "fallback", "etcd")
+def test_a_missing_program_is_named_with_where_it_was_looked_for(tmp_path: Path) -> None:
+    chosen = executables(tmp_path / "chosen", "etcd", "kube-apiserver")
+    found = find_binaries({"KAIWO_ENVTEST_ASSETS": str(chosen)})
     with pytest.raises(AssetsNotFoundError) as raised:
-        find_assets(fallback=fallback, environ={})
-    assert str(raised.value) == (
-        f"KAIWO_ENVTEST_ASSETS is not set and {fallback} holds no kube-apiserver.xz"
-    )
-
-
-def test_neither_variable_nor_fallback() -> None:
-    with pytest.raises(AssetsNotFoundError, match=r"^KAIWO_ENVTEST_ASSETS is not set$"):
-        find_assets(fallback=None, environ={})
+        found.path("kwok")
+    assert str(raised.value) == f"KAIWO_ENVTEST_ASSETS={chosen} holds no kwok"
 
 
 def test_the_cache_key_follows_size_and_modification_time() -> None:
@@ -84,25 +91,26 @@ def test_the_cache_root_is_configurable() -> None:
 def test_archives_are_unpacked_once_per_version(tmp_path: Path) -> None:
     assets = Assets(directory=archives(tmp_path / "assets", "etcd", "kube-apiserver"))
     first = unpack(assets, cache_root=tmp_path / "cache")
-    assert first.etcd.read_text() == "#!/bin/sh\necho etcd\n"
-    assert first.kube_apiserver.read_text() == "#!/bin/sh\necho kube-apiserver\n"
-    assert first.kube_controller_manager is None
-    assert os.access(first.etcd, os.X_OK)
+    assert (first / "etcd").read_text() == "#!/bin/sh\necho etcd\n"
+    assert (first / "kube-apiserver").read_text() == "#!/bin/sh\necho kube-apiserver\n"
+    assert os.access(first / "etcd", os.X_OK)
 
-    first.etcd.write_text("kept")  # a second unpack of the same archives reuses the files
+    (first / "etcd").write_text("kept")  # a second unpack of the same archives reuses the files
     assert unpack(assets, cache_root=tmp_path / "cache") == first
-    assert first.etcd.read_text() == "kept"
+    assert (first / "etcd").read_text() == "kept"
 
     os.utime(assets.archive("etcd"), ns=(1, 1))  # a new archive: a new directory
     renewed = unpack(assets, cache_root=tmp_path / "cache")
-    assert renewed.etcd.parent != first.etcd.parent
-    assert renewed.etcd.read_text() == "#!/bin/sh\necho etcd\n"
-    assert sorted(p.name for p in renewed.etcd.parent.iterdir()) == ["etcd", "kube-apiserver"]
+    assert renewed != first
+    assert (renewed / "etcd").read_text() == "#!/bin/sh\necho etcd\n"
+    assert sorted(p.name for p in renewed.iterdir()) == ["etcd", "kube-apiserver"]
 
 
-def test_the_controller_manager_is_unpacked_when_present(tmp_path: Path) -> None:
+def test_every_archive_present_is_unpacked(tmp_path: Path) -> None:
     directory = archives(tmp_path / "assets", "etcd", "kube-apiserver", "kube-controller-manager")
-    binaries = unpack(Assets(directory=directory), cache_root=tmp_path / "cache")
-    assert binaries.kube_controller_manager is not None
-    assert binaries.kube_controller_manager.name == "kube-controller-manager"
-    assert binaries.kube_controller_manager.read_text().endswith("echo kube-controller-manager\n")
+    unpacked = unpack(Assets(directory=directory), cache_root=tmp_path / "cache")
+    assert (
+        (unpacked / "kube-controller-manager")
+        .read_text()
+        .endswith("echo kube-controller-manager\n")
+    )

@@ -63,12 +63,15 @@ def demo(
         str,
         typer.Option(
             help="fake: the fake API server; envtest: a real kube-apiserver and "
-            "controller-manager from the envtest assets (kubectl works fully).",
+            "controller-manager from the stack `make stack` builds (kubectl works fully).",
         ),
     ] = "fake",
     envtest_assets: Annotated[
         Path | None,
-        typer.Option(help="With --cluster envtest: the archives; default $KAIWO_ENVTEST_ASSETS."),
+        typer.Option(
+            help="With --cluster envtest: a directory of the binaries (or their .xz archives); "
+            "default $KAIWO_ENVTEST_ASSETS, else the built stack."
+        ),
     ] = None,
     state_dir: Annotated[
         Path, typer.Option(help="NATS data, the SQLite event store and service logs.")

@@ -105,9 +105,10 @@ class StackOptions:
     """Start the OpenAI gateway on this port of 127.0.0.1 (None: no gateway)."""
     local_cluster: Literal["fake", "envtest"] = "fake"
     """With ``fake_cluster``: the fake API server, or a real kube-apiserver and
-    kube-controller-manager from the envtest assets (``python -m kaiwo_envtest``)."""
+    kube-controller-manager from the built stack (``python -m kaiwo_envtest``)."""
     envtest_assets: Path | None = None
-    """Where the envtest archives are; default ``$KAIWO_ENVTEST_ASSETS``."""
+    """A directory of the control plane's binaries; default ``$KAIWO_ENVTEST_ASSETS``, else the
+    stack ``make stack`` built."""
     sandbox: SandboxOptions | None = None
     """With ``fake_cluster``: run the sandbox's simulated controllers (Kueue, kubelet, volumes,
     GPU metrics for the monitor) beside the fake API server, see :mod:`kaiwo_sandbox`."""

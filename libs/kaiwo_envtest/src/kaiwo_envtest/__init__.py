@@ -1,8 +1,9 @@
 """A throw-away Kubernetes control plane for tests (what controller-runtime calls envtest).
 
-``with ControlPlane(ControlPlaneOptions(assets=find_assets(fallback=...))) as plane:`` starts
-etcd and kube-apiserver (and the kube-controller-manager with ``controller_manager=True``) from
-``*.xz`` archives, unpacked once into a cache; ``plane.kubeconfig`` is an administrator's
+``with ControlPlane(ControlPlaneOptions(binaries=find_binaries())) as plane:`` starts etcd and
+kube-apiserver (and the kube-controller-manager with ``controller_manager=True``) from the
+stack the project builds from pinned Go modules (:mod:`kaiwo_envtest.stack`, ``make stack``)
+or from ``KAIWO_ENVTEST_ASSETS``; ``plane.kubeconfig`` is an administrator's
 kubeconfig; with ``audit=True``, ``plane.audit_log`` counts the write requests each client
 made (and holds every request of the user groups in ``audit_every_request_of``).
 ``python -m kaiwo_envtest`` runs one until interrupted.
@@ -15,9 +16,10 @@ from kaiwo_envtest.assets import (
     Assets,
     AssetsNotFoundError,
     Binaries,
+    binaries_in,
     cache_key,
     default_cache_root,
-    find_assets,
+    find_binaries,
     unpack,
 )
 from kaiwo_envtest.audit import (
@@ -33,6 +35,13 @@ from kaiwo_envtest.control_plane import ControlPlane, ControlPlaneOptions
 from kaiwo_envtest.kubeconfig import kubeconfig_document, write_kubeconfig
 from kaiwo_envtest.pki import Credentials, Pki, client_credentials, make_pki, subject
 from kaiwo_envtest.processes import ControlPlaneError
+from kaiwo_envtest.stack import (
+    BuiltStack,
+    StackBuildError,
+    StackNotBuiltError,
+    build_stack,
+    built_stack,
+)
 
 __all__ = [
     "ASSETS_VARIABLE",
@@ -44,17 +53,23 @@ __all__ = [
     "AuditEvent",
     "AuditLog",
     "Binaries",
+    "BuiltStack",
     "ControlPlane",
     "ControlPlaneError",
     "ControlPlaneOptions",
     "Credentials",
     "Pki",
+    "StackBuildError",
+    "StackNotBuiltError",
     "audit_policy",
+    "binaries_in",
+    "build_stack",
+    "built_stack",
     "cache_key",
     "client_credentials",
     "count_writes",
     "default_cache_root",
-    "find_assets",
+    "find_binaries",
     "kubeconfig_document",
     "make_pki",
     "parse_event",

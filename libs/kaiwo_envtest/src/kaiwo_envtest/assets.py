@@ -1,5 +1,10 @@
-"""Where the control plane's binaries come from: ``<name>.xz`` archives in an assets directory,
-unpacked once into a cache directory keyed by the archives' size and modification time."""
+"""Where the stack's executables come from.
+
+By default, the build of ``tools/k8s`` (:mod:`kaiwo_envtest.stack`, ``make stack``). A user
+with binaries of their own points ``KAIWO_ENVTEST_ASSETS`` at a directory of them: plain
+executables (``etcd``, ``kube-apiserver``, ...), or ``<name>.xz`` archives, unpacked once into
+a cache directory keyed by the archives' size and modification time.
+"""
 
 from __future__ import annotations
 
@@ -13,20 +18,38 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from kaiwo_envtest.stack import StackBuildError, StackNotBuiltError, built_stack
+
 ASSETS_VARIABLE: Final = "KAIWO_ENVTEST_ASSETS"
 CACHE_VARIABLE: Final = "KAIWO_ENVTEST_CACHE"
 REQUIRED: Final = ("etcd", "kube-apiserver")
-CONTROLLER_MANAGER: Final = "kube-controller-manager"
 
 
 class AssetsNotFoundError(FileNotFoundError):
-    """No usable assets directory; the message says where it looked."""
+    """No usable binaries; the message says where it looked and how to get them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Binaries:
+    """Executables by name in one directory, and where that directory came from."""
+
+    directory: Path
+    origin: str
+    """For messages: ``KAIWO_ENVTEST_ASSETS=...`` or the built stack."""
+
+    def has(self, name: str) -> bool:
+        return (self.directory / name).is_file()
+
+    def path(self, name: str) -> Path:
+        """The executable ``name``; a missing one is an error naming both."""
+        if not self.has(name):
+            raise AssetsNotFoundError(f"{self.origin} holds no {name}")
+        return self.directory / name
 
 
 @dataclass(frozen=True, slots=True)
 class Assets:
-    """A directory holding ``etcd.xz`` and ``kube-apiserver.xz`` (and perhaps
-    ``kube-controller-manager.xz``)."""
+    """A directory holding ``etcd.xz`` and ``kube-apiserver.xz`` (and perhaps others)."""
 
     directory: Path
 
@@ -35,6 +58,9 @@ class Assets:
 
     def has(self, name: str) -> bool:
         return self.archive(name).is_file()
+
+    def names(self) -> list[str]:
+        return sorted(path.name.removesuffix(".xz") for path in self.directory.glob("*.xz"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,17 +77,8 @@ class ArchiveStamp:
         return cls(name=path.name, size=stat.st_size, mtime_ns=stat.st_mtime_ns)
 
 
-@dataclass(frozen=True, slots=True)
-class Binaries:
-    """Paths of the unpacked executables."""
-
-    etcd: Path
-    kube_apiserver: Path
-    kube_controller_manager: Path | None
-
-
-def find_assets(*, fallback: Path | None, environ: Mapping[str, str] | None = None) -> Assets:
-    """The directory named by ``KAIWO_ENVTEST_ASSETS``, else ``fallback``.
+def find_binaries(environ: Mapping[str, str] | None = None) -> Binaries:
+    """The directory named by ``KAIWO_ENVTEST_ASSETS``, else the built stack.
 
     A set variable is the only place looked at: pointing it somewhere wrong is a mistake to
     report, not a reason to use another directory.
@@ -69,18 +86,27 @@ def find_assets(*, fallback: Path | None, environ: Mapping[str, str] | None = No
     environ = os.environ if environ is None else environ
     configured = environ.get(ASSETS_VARIABLE)
     if configured:
-        return _usable(Path(configured), f"{ASSETS_VARIABLE}={configured}")
-    if fallback is None:
-        raise AssetsNotFoundError(f"{ASSETS_VARIABLE} is not set")
-    return _usable(fallback, f"{ASSETS_VARIABLE} is not set and {fallback}")
+        return binaries_in(Path(configured), environ=environ)
+    try:
+        stack = built_stack()
+    except (StackNotBuiltError, StackBuildError) as error:
+        raise AssetsNotFoundError(f"{ASSETS_VARIABLE} is not set, and {error}") from error
+    return Binaries(directory=stack.bin, origin=f"the built stack {stack.directory}")
 
 
-def _usable(directory: Path, described: str) -> Assets:
+def binaries_in(directory: Path, *, environ: Mapping[str, str] | None = None) -> Binaries:
+    """The executables of ``directory``, or of its ``.xz`` archives once unpacked."""
+    origin = f"{ASSETS_VARIABLE}={directory}"
     assets = Assets(directory=directory)
-    missing = [f"{name}.xz" for name in REQUIRED if not assets.has(name)]
+    if all(assets.has(name) for name in REQUIRED):
+        unpacked = unpack(assets, cache_root=default_cache_root(environ))
+        return Binaries(directory=unpacked, origin=origin)
+    binaries = Binaries(directory=directory, origin=origin)
+    missing = [name for name in REQUIRED if not binaries.has(name)]
     if missing:
-        raise AssetsNotFoundError(f"{described} holds no {' or '.join(missing)}")
-    return assets
+        wanted = " or ".join(f"{name} (or {name}.xz)" for name in missing)
+        raise AssetsNotFoundError(f"{origin} holds no {wanted}")
+    return binaries
 
 
 def cache_key(stamps: Iterable[ArchiveStamp]) -> str:
@@ -103,18 +129,15 @@ def default_cache_root(environ: Mapping[str, str] | None = None) -> Path:
     return Path(base) / "kaiwo-envtest"
 
 
-def unpack(assets: Assets, *, cache_root: Path) -> Binaries:
-    """Unpack every archive present into ``cache_root/<key>/`` unless already there."""
-    names = [*REQUIRED, *([CONTROLLER_MANAGER] if assets.has(CONTROLLER_MANAGER) else [])]
+def unpack(assets: Assets, *, cache_root: Path) -> Path:
+    """Unpack every archive of ``assets`` into ``cache_root/<key>/`` unless already there."""
+    names = assets.names()
     key = cache_key(ArchiveStamp.of(assets.archive(name)) for name in names)
     target = cache_root / key
     target.mkdir(parents=True, exist_ok=True)
-    paths = {name: _unpacked(assets.archive(name), target / name) for name in names}
-    return Binaries(
-        etcd=paths["etcd"],
-        kube_apiserver=paths["kube-apiserver"],
-        kube_controller_manager=paths.get(CONTROLLER_MANAGER),
-    )
+    for name in names:
+        _unpacked(assets.archive(name), target / name)
+    return target
 
 
 def _unpacked(archive: Path, executable: Path) -> Path:

@@ -1,7 +1,7 @@
 """A throw-away Kubernetes control plane: etcd, kube-apiserver and, when asked, the
 kube-controller-manager, on free loopback ports, in a directory removed when it stops.
 
-``with ControlPlane(ControlPlaneOptions(assets=find_assets(fallback=...))) as plane:`` then
+``with ControlPlane(ControlPlaneOptions(binaries=find_binaries())) as plane:`` then
 ``plane.kubeconfig`` authenticates as a cluster administrator. No scheduler and no kubelet run:
 Pods stay Pending unless a test writes their status.
 """
@@ -19,7 +19,7 @@ from typing import Final, Self
 
 import yaml
 
-from kaiwo_envtest.assets import Assets, Binaries, default_cache_root, unpack
+from kaiwo_envtest.assets import Binaries
 from kaiwo_envtest.audit import AuditLog, audit_policy
 from kaiwo_envtest.kubeconfig import kubeconfig_document, write_kubeconfig
 from kaiwo_envtest.pki import Credentials, Pki, client_credentials, make_pki
@@ -35,9 +35,8 @@ CONTROLLERS: Final = "*,-service-ca-certificate-publisher-controller"
 
 @dataclass(frozen=True, slots=True)
 class ControlPlaneOptions:
-    assets: Assets
-    cache_root: Path | None = None
-    """Where binaries are unpacked (default: :func:`~kaiwo_envtest.assets.default_cache_root`)."""
+    binaries: Binaries
+    """Where the executables are (:func:`~kaiwo_envtest.assets.find_binaries`)."""
     controller_manager: bool = False
     audit: bool = False
     """Write an audit log of every write request (:class:`~kaiwo_envtest.audit.AuditLog`)."""
@@ -123,9 +122,7 @@ class ControlPlane:
         self.stop()
 
     def start(self) -> None:
-        binaries = unpack(
-            self.options.assets, cache_root=self.options.cache_root or default_cache_root()
-        )
+        binaries = self.options.binaries
         self._pki = make_pki(self.directory / "pki")
         admin = client_credentials(self._pki, name="admin", user=ADMIN_USER, groups=ADMINS)
         self._write_kubeconfig(self.kubeconfig, ADMIN_USER, admin)
@@ -162,7 +159,7 @@ class ControlPlane:
         etcd = self._launch(
             "etcd",
             [
-                str(binaries.etcd),
+                str(binaries.path("etcd")),
                 f"--data-dir={self.directory / 'etcd'}",
                 f"--listen-client-url={client}",
                 f"--listen-peer-url=http://127.0.0.1:{self.endpoints.etcd_peer}",
@@ -173,7 +170,7 @@ class ControlPlane:
     def _start_apiserver(self, binaries: Binaries, admin: Credentials) -> None:
         pki = self._issued_pki()
         apiserver = self._launch(
-            "kube-apiserver", [str(binaries.kube_apiserver), *self._apiserver_flags(pki)]
+            "kube-apiserver", [str(binaries.path("kube-apiserver")), *self._apiserver_flags(pki)]
         )
         context = ssl.create_default_context(cafile=str(pki.ca.certificate))
         context.load_cert_chain(str(admin.certificate), str(admin.key))
@@ -214,17 +211,13 @@ class ControlPlane:
         return flags
 
     def _start_controller_manager(self, binaries: Binaries) -> None:
-        if binaries.kube_controller_manager is None:
-            raise ControlPlaneError(
-                f"the controller manager was asked for, but {self.options.assets.directory} "
-                "holds no kube-controller-manager.xz"
-            )
+        executable = binaries.path("kube-controller-manager")
         pki = self._issued_pki()
         kubeconfig = str(self.kubeconfig_for(CONTROLLER_MANAGER_USER, groups=()))
         manager = self._launch(
             "kube-controller-manager",
             [
-                str(binaries.kube_controller_manager),
+                str(executable),
                 f"--kubeconfig={kubeconfig}",
                 f"--authentication-kubeconfig={kubeconfig}",
                 f"--authorization-kubeconfig={kubeconfig}",
