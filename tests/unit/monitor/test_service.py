@@ -590,7 +590,11 @@ def test_the_monitor_leases_like_the_planner_by_default() -> None:
 
 
 async def test_start_up_without_an_endpoint_is_one_clear_error() -> None:
-    with pytest.raises(StartupError, match="KAIWO_MONITOR_METRICS_ENDPOINT is not set"):
+    with pytest.raises(
+        StartupError,
+        match=r"KAIWO_MONITOR_METRICS_ENDPOINT \(or RESOURCE_MONITORING_METRICS_ENDPOINT\) "
+        r"is not set",
+    ):
         await serve(settings(monitor_metrics_endpoint=""), asyncio.Event())
 
 
