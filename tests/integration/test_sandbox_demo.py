@@ -87,3 +87,54 @@ def test_the_demo_scenario_plays_out_in_the_live_table(tmp_path: Path) -> None:
     assert "kubectl get kaiwojobs,kaiwoservices -A" in output
     assert f"export KUBECONFIG={tmp_path / 'kaiwo' / 'fake-cluster' / 'kubeconfig'}" in output
     print(f"demo at 0.3 pace: {elapsed:.1f} s; {output.splitlines()[-12]}")
+
+
+@pytest.mark.slow
+def test_a_scientists_own_job_without_a_queue_runs_in_any_namespace(tmp_path: Path) -> None:
+    own = """
+---
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: my-project
+---
+apiVersion: kaiwo.silogen.ai/v1alpha1
+kind: KaiwoJob
+metadata:
+  name: my-experiment
+  namespace: my-project
+  annotations:
+    sandbox.kaiwo.silogen.ai/run-seconds: "3"
+spec:
+  user: dora@example.com
+  image: ghcr.io/silogen/rocm-ray:6.4
+  entrypoint: python my_experiment.py
+  gpus: 1
+"""
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(SCENARIO.read_text() + own)
+    result = CliRunner().invoke(
+        app,
+        [
+            "demo",
+            "--scenario",
+            str(scenario),
+            "--state-dir",
+            str(tmp_path / "kaiwo"),
+            "--time-scale",
+            "0.3",
+            "--exit-when-settled",
+            "--within",
+            "80",
+        ],
+        env={"COLUMNS": "260"},
+    )
+    assert result.exit_code == 0, result.output
+    rows = [
+        line
+        for line in result.output.splitlines()
+        if "my-project/my-experiment " in line and "│" in line
+    ]
+    assert rows, result.output
+    # The KaiwoConfig's default queue, which the demo's queue config now defines.
+    assert "kaiwo" in rows[-1].split("│")[3] and "COMPLETE" in rows[-1], rows[-1]
