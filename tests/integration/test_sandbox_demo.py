@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -26,25 +27,17 @@ def _row(output: str, name: str) -> str:
     return rows[-1]
 
 
+def play(scenario: Path, tmp_path: Path) -> Any:
+    """``kaiwo demo`` of ``scenario`` at 0.3 of its pace, until it settles (80 s at most)."""
+    arguments = ["demo", "--scenario", str(scenario), "--state-dir", str(tmp_path / "kaiwo")]
+    arguments += ["--time-scale", "0.3", "--exit-when-settled", "--within", "80"]
+    return CliRunner().invoke(app, arguments, env={"COLUMNS": "260"})
+
+
 @pytest.mark.slow
 def test_the_demo_scenario_plays_out_in_the_live_table(tmp_path: Path) -> None:
     started = time.monotonic()
-    result = CliRunner().invoke(
-        app,
-        [
-            "demo",
-            "--scenario",
-            str(SCENARIO),
-            "--state-dir",
-            str(tmp_path / "kaiwo"),
-            "--time-scale",
-            "0.3",
-            "--exit-when-settled",
-            "--within",
-            "80",
-        ],
-        env={"COLUMNS": "260"},
-    )
+    result = play(SCENARIO, tmp_path)
     elapsed = time.monotonic() - started
     output = result.output
     assert result.exit_code == 0, output
@@ -113,22 +106,7 @@ spec:
 """
     scenario = tmp_path / "scenario.yaml"
     scenario.write_text(SCENARIO.read_text() + own)
-    result = CliRunner().invoke(
-        app,
-        [
-            "demo",
-            "--scenario",
-            str(scenario),
-            "--state-dir",
-            str(tmp_path / "kaiwo"),
-            "--time-scale",
-            "0.3",
-            "--exit-when-settled",
-            "--within",
-            "80",
-        ],
-        env={"COLUMNS": "260"},
-    )
+    result = play(scenario, tmp_path)
     assert result.exit_code == 0, result.output
     rows = [
         line

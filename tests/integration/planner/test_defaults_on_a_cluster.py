@@ -70,6 +70,17 @@ def hf_home(plan_manifests: tuple[dict[str, Any], ...]) -> str:
     return str(next(e["value"] for e in env if e["name"] == "HF_HOME"))
 
 
+def planned_with(job: dict[str, Any], *objects: dict[str, Any]) -> Any:
+    """The plan of ``job`` in a cluster of the queue config and ``objects``."""
+    cluster = ClusterState.from_wire(
+        objects=[queue_config({"name": "kaiwo", "namespaces": [NAMESPACE]}), *objects],
+        namespaces=[NAMESPACE],
+    )
+    plan = planned(owner=job, cluster=cluster, now=NOW)
+    assert plan is not None
+    return plan
+
+
 async def stored(kube: KubernetesAsyncioAdapter, job: dict[str, Any]) -> dict[str, Any]:
     await kube.create(job)
     return await kube.get(resources.KAIWO_JOB, job["metadata"]["name"], namespace=NAMESPACE)
@@ -87,13 +98,9 @@ async def test_the_kaiwoconfig_defaults_apply_to_a_stored_workload(
     kube: KubernetesAsyncioAdapter,
 ) -> None:
     job = await stored(kube, job_with_storage("defaulted", {"storageSize": "1Gi"}))
-    config = kaiwo_config(defaultDataMountPath="/data", defaultHfMountPath="/models")
-    cluster = ClusterState.from_wire(
-        objects=[queue_config({"name": "kaiwo", "namespaces": [NAMESPACE]}), config],
-        namespaces=[NAMESPACE],
+    plan = planned_with(
+        job, kaiwo_config(defaultDataMountPath="/data", defaultHfMountPath="/models")
     )
-    plan = planned(owner=job, cluster=cluster, now=NOW)
-    assert plan is not None
     assert set(mount_paths(plan.desired).values()) >= {"/data", "/models"}
     assert hf_home(plan.desired) == "/models"
 
@@ -102,23 +109,12 @@ async def test_without_a_kaiwoconfig_the_seeds_defaults_apply(
     kube: KubernetesAsyncioAdapter,
 ) -> None:
     job = await stored(kube, job_with_storage("plain", {"storageSize": "1Gi"}))
-    cluster = ClusterState.from_wire(
-        objects=[queue_config({"name": "kaiwo", "namespaces": [NAMESPACE]})],
-        namespaces=[NAMESPACE],
-    )
-    plan = planned(owner=job, cluster=cluster, now=NOW)
-    assert plan is not None
+    plan = planned_with(job)
     assert set(mount_paths(plan.desired).values()) >= {"/workload", "/hf_cache"}
 
 
 async def test_a_workloads_own_mount_path_wins(kube: KubernetesAsyncioAdapter) -> None:
     job = await stored(kube, job_with_storage("own", {"storageSize": "1Gi", "mountPath": "/mine"}))
-    config = kaiwo_config(defaultDataMountPath="/data")
-    cluster = ClusterState.from_wire(
-        objects=[queue_config({"name": "kaiwo", "namespaces": [NAMESPACE]}), config],
-        namespaces=[NAMESPACE],
-    )
-    plan = planned(owner=job, cluster=cluster, now=NOW)
-    assert plan is not None
+    plan = planned_with(job, kaiwo_config(defaultDataMountPath="/data"))
     assert "/mine" in mount_paths(plan.desired).values()
     assert "/data" not in mount_paths(plan.desired).values()
