@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import shutil
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -27,8 +26,8 @@ from kaiwo_sandbox.fleet import NODE_TYPES
 from kaiwo_sandbox.lifecycle import Timing
 
 from tests.integration.conftest import SandboxCluster
+from tests.stack_programs import stack_program
 
-KUBECTL = shutil.which("kubectl")
 RUN_SECONDS = "sandbox.kaiwo.silogen.ai/run-seconds"
 FAIL = "sandbox.kaiwo.silogen.ai/fail"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -94,9 +93,8 @@ async def log_lines(
 
 
 async def kubectl(kubeconfig: Path, *args: str) -> tuple[int, str]:
-    assert KUBECTL is not None
     process = await asyncio.create_subprocess_exec(
-        KUBECTL,
+        stack_program("kubectl"),
         f"--kubeconfig={kubeconfig}",
         *args,
         stdout=asyncio.subprocess.PIPE,
@@ -209,8 +207,6 @@ async def test_logs_follow_tail_containers_and_failures_through_the_api_server(
 
             assert await log_lines(kube, "nowhere", namespace) == []
 
-            if KUBECTL is None:
-                return
             code, output = await kubectl(
                 cluster.kubeconfig, "logs", "-n", namespace, "two", "-c", "main", "--tail=2"
             )
