@@ -30,11 +30,16 @@ from kaiwo_runtime.nats_credentials import CredentialsDirectory, ServerTls, writ
 from kaiwo_runtime.nats_server import NatsServer, free_port
 
 from tests.integration.pipeline.harness import Pending, eventually
+from tests.required import unavailable
 
-pytestmark = [
-    pytest.mark.nats,
-    pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command"),
-]
+pytestmark = pytest.mark.nats
+
+
+@pytest.fixture(autouse=True)
+def openssl_is_installed() -> None:
+    """The test's certificates are made with the openssl command."""
+    if shutil.which("openssl") is None:
+        unavailable("the openssl command", "it makes the test's certificates")
 
 
 @dataclass(frozen=True)
