@@ -152,8 +152,11 @@ async def _ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
     raise AssertionError(f"prometheus was not ready within {READY_WITHIN} s")
 
 
-async def wait_for_series(url: str, query: str, count: int, *, within: float = 15.0) -> None:
-    """Until an instant ``query`` returns ``count`` series (scrapes and staleness land)."""
+async def wait_for_series(url: str, query: str, count: int, *, within: float = 60.0) -> None:
+    """Until an instant ``query`` returns ``count`` series (scrapes and staleness land).
+
+    A scrape every second lands it in a few seconds when idle; ``within`` only tells a hang
+    from a loaded machine."""
     deadline = time.monotonic() + within
     found: object = None
     async with aiohttp.ClientSession() as session:
