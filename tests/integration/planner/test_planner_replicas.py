@@ -95,7 +95,7 @@ async def test_a_second_planner_waits_and_takes_over_when_the_first_dies(
 ) -> None:
     server, store = leases
     first = start_planner(server.url, tmp_path / "first.log", planners)
-    await until_holder(store, holder_of(first), within=20)
+    await until_holder(store, holder_of(first), within=HANG_SECONDS)
     second = start_planner(server.url, tmp_path / "second.log", planners)
 
     # A loaded machine can take seconds to start a Python process: wait for it to say so.
@@ -122,7 +122,7 @@ async def test_a_planner_whose_lease_was_taken_over_exits_with_one_line(
 ) -> None:
     server, store = leases
     planner = start_planner(server.url, tmp_path / "planner.log", planners)
-    await until_holder(store, holder_of(planner), within=20)
+    await until_holder(store, holder_of(planner), within=HANG_SECONDS)
 
     planner.send_signal(signal.SIGSTOP)  # paused past its lease (a long GC, a frozen node)
     try:
