@@ -19,6 +19,8 @@ from kaiwo_contracts.events.permissions import operator_identities
 from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_runtime.nats_credentials import write_credentials
 
+from tests.stack_programs import stack_program
+
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
 DEPLOY: Final = REPO_ROOT / "deploy"
 KAIWO: Final = REPO_ROOT / ".venv" / "bin" / "kaiwo"
@@ -31,9 +33,8 @@ DEPLOY_PARTITIONS: Final = 12
 
 
 def kubectl() -> str:
-    found = shutil.which("kubectl")
-    assert found, "kubectl is needed to render kustomize (.ci/run installs it)"
-    return found
+    """The built stack's kubectl (``make stack``), whose kustomize renders the overlays."""
+    return stack_program("kubectl")
 
 
 @dataclass(frozen=True, slots=True)

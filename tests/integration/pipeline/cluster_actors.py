@@ -56,7 +56,8 @@ NODE_LEASE_SECONDS: Final = 40
 HEARTBEAT_SECONDS: Final = 10.0
 """A kubelet renews its node's Lease every 10 s; the node lifecycle controller marks a node
 whose Lease is older than its grace period (50 s) NotReady and taints it unreachable."""
-POD_APPEARS_SECONDS: Final = 30.0
+POD_APPEARS_SECONDS: Final = 60.0
+"""A guard against a hang, not a measure: the Job controller makes a pod in moments when idle."""
 REPLICA_SET: Final = ResourceType(
     group="apps", version="v1", plural="replicasets", kind="ReplicaSet", namespaced=True
 )

@@ -9,6 +9,9 @@ from kaiwo_cli.commands import up
 from kaiwo_cli.main import app
 from kaiwo_cli.stack.local import StackOptions
 
+NO_GATEWAY = ("--gateway-port", "0")
+"""Without it ``kaiwo up`` wants port 8000, and refuses to start when anything holds it."""
+
 
 @pytest.fixture
 def started(monkeypatch: pytest.MonkeyPatch) -> list[StackOptions]:
@@ -23,13 +26,17 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[StackOptions]:
 
 def test_the_environment_variable_is_enough(started: list[StackOptions]) -> None:
     result = CliRunner().invoke(
-        app, ["up"], env={"KAIWO_MONITOR_METRICS_ENDPOINT": "http://prometheus:9090"}
+        app,
+        ["up", *NO_GATEWAY],
+        env={"KAIWO_MONITOR_METRICS_ENDPOINT": "http://prometheus:9090"},
     )
     assert result.exit_code == 0, result.output
     assert [options.metrics_endpoint for options in started] == ["http://prometheus:9090"]
 
 
 def test_without_either_there_is_no_monitor(started: list[StackOptions]) -> None:
-    result = CliRunner().invoke(app, ["up"], env={"KAIWO_MONITOR_METRICS_ENDPOINT": ""})
+    result = CliRunner().invoke(
+        app, ["up", *NO_GATEWAY], env={"KAIWO_MONITOR_METRICS_ENDPOINT": ""}
+    )
     assert result.exit_code == 0, result.output
     assert [options.metrics_endpoint for options in started] == [None]
