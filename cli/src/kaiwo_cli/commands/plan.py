@@ -555,7 +555,7 @@ def _assume_priority_classes(cluster: OfflineCluster) -> None:
         if (spec := workload.get("spec") or {}).get("priorityClass")
     }
     for name in sorted(named - defined):
-        assumed = {
+        assumed: dict[str, Any] = {
             "apiVersion": "scheduling.k8s.io/v1",
             "kind": "PriorityClass",
             "metadata": {"name": name},
