@@ -175,8 +175,11 @@ async def test_once_the_name_is_free_the_next_plan_creates_the_child_and_clears_
     await harness.run(plan, plan_id="plan-1")
     # The same decision again (a resync: the child is still missing): nothing new to say.
     again = await harness.run(plan, plan_id="plan-2", absent=(ENTRYPOINT,))
-    assert len(harness.events(reason="NameConflict")) == 1  # once per object, not per plan
     assert [a.outcome for a in again.actions if a.operation == "status"] == ["unchanged"]
+    # A plan changed for another reason (its status) while the name is still taken.
+    changed = harness.plan([harness.job(), harness.config_map()], status={"status": "PENDING"})
+    await harness.run(changed, plan_id="plan-2b", absent=(ENTRYPOINT,))
+    assert len(harness.events(reason="NameConflict")) == 1  # once per object, not per plan
 
     await harness.kube.delete(resources.CONFIG_MAP, "train-entrypoint", namespace=NAMESPACE)
     execution = await harness.run(plan, plan_id="plan-3", absent=(ENTRYPOINT,))

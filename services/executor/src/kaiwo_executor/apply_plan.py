@@ -412,11 +412,13 @@ class PlanExecutor:
             )
         )
         log.warning("name taken by an object the owner does not control", target=target.display())
+        # Named after the object that holds the name, not the plan: a plan that changes for
+        # another reason while the conflict lasts does not repeat the Warning.
         await self._create_event(
             run,
             name=event_name(
                 run.plan.owner,
-                fingerprint=run.fingerprint,
+                fingerprint=target.uid or "",
                 reason=NAME_CONFLICT,
                 about=ref_key(target),
             ),
