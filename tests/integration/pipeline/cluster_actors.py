@@ -37,6 +37,7 @@ MI300X: Final = "AMD_Instinct_MI300X_OAM"
 KAIWO_CONFIG: Final = "kaiwo"
 TEST_NODE_LABEL: Final = "kaiwo-tests/node"
 TEST_NAMESPACE_LABEL: Final = "kaiwo-tests/namespace"
+WORKLOAD_NAMESPACE_LABEL: Final = "kaiwo.silogen.ai/workloads"
 NOT_READY_TAINT: Final = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
 """The taint a kubelet registers its Node with; the node lifecycle controller removes it once
 the node reports Ready."""
@@ -81,13 +82,17 @@ def now() -> str:
 
 async def create_namespace(kube: KubernetesPort, namespace: str) -> None:
     """A namespace labelled as the tests', so clean-up finds it (one left over by an earlier,
-    interrupted run is taken as it is)."""
+    interrupted run is taken as it is), and as one that holds workloads, as a platform team
+    labels it for the executor's admission policy (deploy/k8s/base/admission-policy.yaml)."""
     with contextlib.suppress(AlreadyExists):
         await kube.create(
             {
                 "apiVersion": "v1",
                 "kind": "Namespace",
-                "metadata": {"name": namespace, "labels": {TEST_NAMESPACE_LABEL: "true"}},
+                "metadata": {
+                    "name": namespace,
+                    "labels": {TEST_NAMESPACE_LABEL: "true", WORKLOAD_NAMESPACE_LABEL: "true"},
+                },
             }
         )
 
