@@ -38,7 +38,7 @@ import json
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import aiohttp
 import structlog
@@ -92,8 +92,8 @@ class CallerPolicy:
     """Who may call without a token, and what each caller may hold (decision 0040)."""
 
     anonymous: AnonymousAccess = "off"
-    """``loopback``: a request without a token from a loopback address is served as the
-    anonymous caller, for every namespace the gateway serves (``kaiwo up`` on a laptop)."""
+    """``loopback``: every request from a loopback address is served as the anonymous
+    caller, for every namespace the gateway serves (``kaiwo up`` on a laptop)."""
     limits: Limits = field(default_factory=Limits)
     bodies: BodyLimits = field(default_factory=BodyLimits)
 
@@ -119,12 +119,7 @@ class OpenAIError(Exception):
 
     def response(self) -> web.Response:
         error = {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}
-        response = web.json_response({"error": error}, status=self.status)
-        if self.status == 401:
-            response.headers["WWW-Authenticate"] = 'Bearer realm="kaiwo"'
-        elif self.status in (429, 503) and self.code != "model_scaled_to_zero":
-            response.headers["Retry-After"] = "1"
-        return response
+        return web.json_response({"error": error}, status=self.status)
 
 
 def bad_request(message: str, *, param: str | None = None) -> OpenAIError:
@@ -134,12 +129,20 @@ def bad_request(message: str, *, param: str | None = None) -> OpenAIError:
 class RefusedError(OpenAIError):
     """Refused before any Model was looked at; ``reason`` labels the metric."""
 
+    KINDS: ClassVar[dict[int, str]] = {429: "rate_limit_error", 503: "server_error"}
+
     def __init__(self, status: int, message: str, *, reason: str, code: str) -> None:
-        kind = "invalid_request_error" if status in (400, 401, 413) else "server_error"
-        if status == 429:
-            kind = "rate_limit_error"
+        kind = self.KINDS.get(status, "invalid_request_error")
         super().__init__(status, message, kind=kind, code=code)
         self.reason = reason
+
+    def response(self) -> web.Response:
+        response = super().response()
+        if self.status == 401:
+            response.headers["WWW-Authenticate"] = 'Bearer realm="kaiwo"'
+        elif self.status in (429, 503):  # a limit or the API server: soon again may pass
+            response.headers["Retry-After"] = "1"
+        return response
 
 
 @dataclass
