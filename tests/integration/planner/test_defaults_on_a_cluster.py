@@ -20,6 +20,7 @@ pytestmark = pytest.mark.k8s
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 NAMESPACE = "mount-defaults"
+WORKLOADS_LABEL = "kaiwo.silogen.ai/workloads"
 
 
 def kaiwo_config(**storage: str) -> dict[str, Any]:
@@ -53,9 +54,17 @@ def job_with_storage(name: str, data: dict[str, Any]) -> dict[str, Any]:
 @pytest.fixture
 async def kube(real_cluster: RealCluster) -> AsyncIterator[KubernetesAsyncioAdapter]:
     async with await KubernetesAsyncioAdapter.from_kubeconfig(real_cluster.kubeconfig) as kube:
-        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+        # Labelled as a workload namespace: the session's operator (other tests' pipeline) plans
+        # these KaiwoJobs too, and its executor may write only in such namespaces.
+        namespace = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": NAMESPACE, "labels": {WORKLOADS_LABEL: "true"}},
+        }
         await kube.apply(namespace, field_manager="test")
         yield kube
+        for job in (await kube.list(resources.KAIWO_JOB, namespace=NAMESPACE)).items:
+            await kube.delete(resources.KAIWO_JOB, job["metadata"]["name"], namespace=NAMESPACE)
 
 
 def mount_paths(plan_manifests: tuple[dict[str, Any], ...]) -> dict[str, str]:
