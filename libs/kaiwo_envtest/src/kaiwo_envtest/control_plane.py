@@ -29,8 +29,6 @@ ADMIN_USER: Final = "envtest-admin"
 ADMINS: Final = ("system:masters",)
 CONTROLLER_MANAGER_USER: Final = "system:kube-controller-manager"
 SERVICE_RANGE: Final = "10.96.0.0/16"
-# The OpenShift-only controller in this build puts a ConfigMap into every namespace.
-CONTROLLERS: Final = "*,-service-ca-certificate-publisher-controller"
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,13 +154,20 @@ class ControlPlane:
 
     def _start_etcd(self, binaries: Binaries) -> None:
         client = f"http://127.0.0.1:{self.endpoints.etcd}"
+        peer = f"http://127.0.0.1:{self.endpoints.etcd_peer}"
         etcd = self._launch(
             "etcd",
             [
                 str(binaries.path("etcd")),
                 f"--data-dir={self.directory / 'etcd'}",
-                f"--listen-client-url={client}",
-                f"--listen-peer-url=http://127.0.0.1:{self.endpoints.etcd_peer}",
+                f"--listen-client-urls={client}",
+                f"--advertise-client-urls={client}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=default={peer}",
+                # A throw-away store: what a crash would lose is never needed again, and
+                # fsync on every write is most of etcd's time on a shared disk.
+                "--unsafe-no-fsync",
             ],
         )
         etcd.wait_until(lambda: answers_ok(f"{client}/health"), within=self.options.ready_timeout)
@@ -229,7 +234,6 @@ class ControlPlane:
                 "--use-service-account-credentials=true",
                 f"--service-cluster-ip-range={SERVICE_RANGE}",
                 "--leader-elect=false",
-                f"--controllers={CONTROLLERS}",
             ],
         )
         # Its serving certificate is self-signed; /healthz is open to anyone.
