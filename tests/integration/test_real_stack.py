@@ -1,0 +1,294 @@
+"""The operator against the whole real stack (issue 22): the real Kueue admits, queues and
+preempts under the quotas the KaiwoQueueConfig writes, the kube-scheduler with the
+kaiwo-scheduler profile binds, kwok's nodes run the pods. Nothing is simulated by the tests
+and no Pod status is written by them: they create workloads and read what happens.
+
+One operator serves the module (the cluster singletons are one per cluster); each scenario has
+a namespace and a ClusterQueue of its own, so scenarios do not wait for each other's quota:
+
+========== ============ ====================================================================
+queue      namespace    quota (GPUs of one flavor)
+========== ============ ====================================================================
+``gpu``    ``-gpu``     8 MI300X and 8 H100: the vendor decides the flavor, so the node
+``small``  ``-quota``   8 MI300X: the second 8-GPU job waits for the first
+``prio``   ``-prio``    8 MI300X, preemption of lower priorities within the queue
+``dur``    ``-dur``     8 MI300X: the operator's own duration preemption
+``pack``   ``-pack``    16 MI250X, on two nodes of their own: the scheduler's bin-packing
+========== ============ ====================================================================
+
+A pod runs for its workload's annotation ``sandbox.kaiwo.silogen.ai/run-seconds`` (copied onto
+the pod template by the operator), or :data:`tests.real_stack.KWOK_TIMING`'s default.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Final
+
+import pytest
+import pytest_asyncio
+from click.testing import CliRunner
+from kaiwo_cli.main import app
+from kaiwo_kube import resources
+from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
+
+from tests.integration.pipeline import cluster_actors as actors
+from tests.integration.pipeline.harness import Pending, Pipeline, eventually, running_pipeline
+from tests.real_cluster import RealCluster
+from tests.real_stack import register_kwok_nodes, remove_nodes
+
+pytestmark = [
+    pytest.mark.k8s,
+    pytest.mark.nats,
+    pytest.mark.slow,
+    pytest.mark.asyncio(loop_scope="module"),
+]
+
+MI300X: Final = NODE_TYPES["amd-mi300x"]
+MI250X: Final = NODE_TYPES["amd-mi250x"]
+H100: Final = NODE_TYPES["nvidia-h100"]
+FLEET: Final = (
+    *(NodeSpec(f"stack-mi300x-{i}", MI300X) for i in range(1, 5)),
+    NodeSpec("stack-mi250x-1", MI250X),
+    NodeSpec("stack-mi250x-2", MI250X),
+    NodeSpec("stack-h100-1", H100),
+)
+RUN_SECONDS: Final = "sandbox.kaiwo.silogen.ai/run-seconds"
+FAIL: Final = "sandbox.kaiwo.silogen.ai/fail"
+STEP: Final = 60.0
+"""The longest wait for one step (Kueue, the scheduler and kwok each act within seconds; a
+loaded machine stretches that)."""
+SCENARIOS: Final = ("gpu", "quota", "prio", "dur", "pack")
+CPU_AND_MEMORY: Final = (
+    {"name": "cpu", "nominalQuota": "2000"},
+    {"name": "memory", "nominalQuota": "64Ti"},
+)
+
+
+def flavor(name: str, **gpus: int) -> dict[str, Any]:
+    """A flavor of a resource group covering cpu, memory and both GPU kinds."""
+    return {
+        "name": name,
+        "resources": [
+            *CPU_AND_MEMORY,
+            {"name": "amd.com/gpu", "nominalQuota": str(gpus.get("amd", 0))},
+            {"name": "nvidia.com/gpu", "nominalQuota": str(gpus.get("nvidia", 0))},
+        ],
+    }
+
+
+def queue(name: str, namespace: str, *flavors: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespaces": [namespace],
+        "spec": {
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu", "memory", "amd.com/gpu", "nvidia.com/gpu"],
+                    "flavors": list(flavors),
+                }
+            ],
+            **spec,
+        },
+    }
+
+
+def queue_config(namespaces: Mapping[str, str]) -> dict[str, Any]:
+    """The administrator's KaiwoQueueConfig: flavors by GPU product, a queue per scenario and
+    two priority classes."""
+    return {
+        "apiVersion": actors.KAIWO_API,
+        "kind": "KaiwoQueueConfig",
+        "metadata": {"name": actors.QUEUE_CONFIG},
+        "spec": {
+            "resourceFlavors": [
+                {"name": "mi300x", "nodeLabels": {"amd.com/gpu.product-name": MI300X.product}},
+                {"name": "mi250x", "nodeLabels": {"amd.com/gpu.product-name": MI250X.product}},
+                {"name": "h100", "nodeLabels": {"nvidia.com/gpu.product": H100.product}},
+            ],
+            "clusterQueues": [
+                queue("gpu", namespaces["gpu"], flavor("mi300x", amd=8), flavor("h100", nvidia=8)),
+                queue("small", namespaces["quota"], flavor("mi300x", amd=8)),
+                queue(
+                    "prio",
+                    namespaces["prio"],
+                    flavor("mi300x", amd=8),
+                    preemption={"withinClusterQueue": "LowerPriority"},
+                ),
+                queue("dur", namespaces["dur"], flavor("mi300x", amd=8)),
+                queue("pack", namespaces["pack"], flavor("mi250x", amd=16)),
+            ],
+            "workloadPriorityClasses": [
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta1",
+                    "kind": "WorkloadPriorityClass",
+                    "metadata": {"name": "low"},
+                    "value": 100,
+                },
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta1",
+                    "kind": "WorkloadPriorityClass",
+                    "metadata": {"name": "high"},
+                    "value": 1000,
+                },
+            ],
+        },
+    }
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def stack(
+    real_stack: RealCluster, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Pipeline]:
+    """One operator on the real stack, the fleet registered, the queues made."""
+    async with running_pipeline(
+        tmp_path_factory.mktemp("kaiwo"), real=real_stack, gpu_cluster=False
+    ) as pipeline:
+        kube = pipeline.kube
+        try:
+            await register_kwok_nodes(kube, FLEET)
+            for scenario in SCENARIOS:
+                await actors.create_namespace(kube, namespace_of(pipeline, scenario))
+            namespaces = {s: namespace_of(pipeline, s) for s in SCENARIOS}
+            await kube.apply(queue_config(namespaces), field_manager="cluster-admin", force=False)
+            yield pipeline
+        finally:
+            await remove_nodes(kube, (spec.name for spec in FLEET))
+
+
+def namespace_of(pipeline: Pipeline, scenario: str) -> str:
+    return f"{pipeline.namespace}-{scenario}"
+
+
+def kaiwo_job(
+    name: str,
+    namespace: str,
+    *,
+    queue_name: str,
+    gpus: int,
+    vendor: str = "amd",
+    run_seconds: float | None = None,
+    fail: str | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    annotations = {}
+    if run_seconds is not None:
+        annotations[RUN_SECONDS] = f"{run_seconds:g}"
+    if fail is not None:
+        annotations[FAIL] = fail
+    return {
+        "apiVersion": actors.KAIWO_API,
+        "kind": "KaiwoJob",
+        "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
+        "spec": {
+            "user": "alice@example.com",
+            "image": "ghcr.io/silogen/rocm-ray:6.4",
+            "entrypoint": "python train.py",
+            "clusterQueue": queue_name,
+            "gpus": gpus,
+            "gpuVendor": vendor,
+            **spec,
+        },
+    }
+
+
+async def kaiwo(state: str, *arguments: str) -> Any:
+    """The ``kaiwo`` command, in a thread (it runs its own event loop), on the module's stack."""
+    env = {**os.environ, "COLUMNS": "250", "KAIWO_STATE": state}
+    return await asyncio.to_thread(CliRunner().invoke, app, list(arguments), env=env)
+
+
+async def reaches(
+    pipeline: Pipeline,
+    name: str,
+    namespace: str,
+    phase: str,
+    *,
+    kind: resources.ResourceType = resources.KAIWO_JOB,
+    within: float = STEP,
+) -> dict[str, Any]:
+    async def check() -> dict[str, Any] | Pending:
+        found = await actors.get_or_none(pipeline.kube, kind, name, namespace=namespace)
+        if found is None:
+            return Pending("not created yet")
+        current = (found.get("status") or {}).get("status", "")
+        return found if current == phase else Pending(f"phase {current or '(none)'}")
+
+    return await eventually(check, what=f"{kind.kind} {namespace}/{name} in {phase}", within=within)
+
+
+def condition(obj: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    for found in (obj.get("status") or {}).get("conditions") or ():
+        if found.get("type") == kind:
+            return dict(found)
+    raise AssertionError(f"no {kind} condition in {obj.get('status')}")
+
+
+async def job_pods(pipeline: Pipeline, namespace: str, job: str) -> list[dict[str, Any]]:
+    listed = await pipeline.kube.list(
+        resources.POD, namespace=namespace, label_selector=f"{actors.JOB_NAME_LABEL}={job}"
+    )
+    return listed.items
+
+
+async def events_of(
+    pipeline: Pipeline, namespace: str, name: str, *, kind: str = "KaiwoJob"
+) -> list[tuple[str, str]]:
+    """The reasons and messages of the Events about the ``kind`` ``name``, oldest first."""
+    listed = await pipeline.kube.list(resources.EVENT, namespace=namespace)
+    about = [
+        e
+        for e in listed.items
+        if (e.get("involvedObject") or {}).get("name") == name
+        and (e.get("involvedObject") or {}).get("kind") == kind
+    ]
+    about.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+    return [(str(e.get("reason")), str(e.get("message"))) for e in about]
+
+
+async def has_events(
+    pipeline: Pipeline, namespace: str, name: str, *reasons: str, kind: str = "KaiwoJob"
+) -> list[tuple[str, str]]:
+    """Wait until Events of each of ``reasons`` were posted about ``name``; returns them all."""
+
+    async def check() -> list[tuple[str, str]] | Pending:
+        found = await events_of(pipeline, namespace, name, kind=kind)
+        missing = set(reasons) - {reason for reason, _ in found}
+        return found if not missing else Pending(f"missing {sorted(missing)} in {found}")
+
+    return await eventually(check, what=f"Events about {namespace}/{name}", within=STEP)
+
+
+# ---------------------------------------------------------------------- the scenarios
+
+
+async def test_a_gpu_kaiwojob_is_admitted_bound_to_its_vendor_run_and_complete(
+    stack: Pipeline,
+) -> None:
+    """An AMD and an NVIDIA job in the ``gpu`` queue: Kueue admits each in its vendor's flavor,
+    the kaiwo-scheduler binds its pod to a node of that vendor, kwok runs it to the end."""
+    ns = namespace_of(stack, "gpu")
+    await stack.kube.create(kaiwo_job("train-amd", ns, queue_name="gpu", gpus=4, run_seconds=4))
+    await stack.kube.create(
+        kaiwo_job("train-nvidia", ns, queue_name="gpu", gpus=2, vendor="nvidia", run_seconds=4)
+    )
+
+    async def runs_on_its_vendor_then_completes(name: str, label: str, product: str) -> None:
+        running = await reaches(stack, name, ns, "RUNNING")
+        assert condition(running, "Admitted")["status"] == "True"
+        [pod] = await job_pods(stack, ns, name)
+        assert pod["spec"]["schedulerName"] == "kaiwo-scheduler"
+        node = await stack.kube.get(resources.NODE, pod["spec"]["nodeName"])
+        assert node["metadata"]["labels"][label] == product
+        done = await reaches(stack, name, ns, "COMPLETE")
+        assert done["status"]["completionTime"]
+        await has_events(stack, ns, name, "WorkloadPending", "WorkloadRunning", "WorkloadComplete")
+
+    await asyncio.gather(
+        runs_on_its_vendor_then_completes("train-amd", "amd.com/gpu.product-name", MI300X.product),
+        runs_on_its_vendor_then_completes("train-nvidia", "nvidia.com/gpu.product", H100.product),
+    )
+    status = await kaiwo(str(stack.stack.options.state_dir), "status", "train-amd", "-n", ns)
+    assert "Phase:     COMPLETE" in status.output, status.output
