@@ -32,6 +32,7 @@ import pytest_asyncio
 from click.testing import CliRunner
 from kaiwo_cli.main import app
 from kaiwo_kube import resources
+from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
 
 from tests.integration.pipeline import cluster_actors as actors
@@ -142,20 +143,23 @@ def queue_config(namespaces: Mapping[str, str]) -> dict[str, Any]:
 async def stack(
     real_stack: RealCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Pipeline]:
-    """One operator on the real stack, the fleet registered, the queues made."""
-    async with running_pipeline(
-        tmp_path_factory.mktemp("kaiwo"), real=real_stack, gpu_cluster=False
-    ) as pipeline:
-        kube = pipeline.kube
+    """One operator on the real stack, the fleet registered, the queues made. The nodes go
+    last, once the namespaces are gone: a pod on a removed node has no kubelet to stop it."""
+    async with await KubernetesAsyncioAdapter.from_kubeconfig(real_stack.kubeconfig) as admin:
         try:
-            await register_kwok_nodes(kube, FLEET)
-            for scenario in SCENARIOS:
-                await actors.create_namespace(kube, namespace_of(pipeline, scenario))
-            namespaces = {s: namespace_of(pipeline, s) for s in SCENARIOS}
-            await kube.apply(queue_config(namespaces), field_manager="cluster-admin", force=False)
-            yield pipeline
+            await register_kwok_nodes(admin, FLEET)
+            async with running_pipeline(
+                tmp_path_factory.mktemp("kaiwo"), real=real_stack, gpu_cluster=False
+            ) as pipeline:
+                namespaces = {s: namespace_of(pipeline, s) for s in SCENARIOS}
+                for namespace in namespaces.values():
+                    await actors.create_namespace(admin, namespace)
+                await admin.apply(
+                    queue_config(namespaces), field_manager="cluster-admin", force=False
+                )
+                yield pipeline
         finally:
-            await remove_nodes(kube, (spec.name for spec in FLEET))
+            await remove_nodes(admin, (spec.name for spec in FLEET))
 
 
 def namespace_of(pipeline: Pipeline, scenario: str) -> str:
@@ -292,3 +296,133 @@ async def test_a_gpu_kaiwojob_is_admitted_bound_to_its_vendor_run_and_complete(
     )
     status = await kaiwo(str(stack.stack.options.state_dir), "status", "train-amd", "-n", ns)
     assert "Phase:     COMPLETE" in status.output, status.output
+
+
+async def test_a_full_queue_makes_the_next_job_wait_with_kueues_reason(stack: Pipeline) -> None:
+    """The ``small`` queue holds 8 GPUs: the second 8-GPU job waits, its status naming why in
+    Kueue's words, and runs once the first has ended and given the quota back."""
+    ns = namespace_of(stack, "quota")
+    await stack.kube.create(kaiwo_job("first", ns, queue_name="small", gpus=8, run_seconds=8))
+    await reaches(stack, "first", ns, "RUNNING")
+    await stack.kube.create(kaiwo_job("second", ns, queue_name="small", gpus=8, run_seconds=2))
+
+    async def waits_with_kueues_reason() -> dict[str, Any] | Pending:
+        found = await stack.kube.get(resources.KAIWO_JOB, "second", namespace=ns)
+        admitted = next(
+            (c for c in found.get("status", {}).get("conditions", []) if c["type"] == "Admitted"),
+            {},
+        )
+        message = str(admitted.get("message", ""))
+        return found if "insufficient unused quota" in message else Pending(message)
+
+    waiting = await eventually(waits_with_kueues_reason, what="second waits with Kueue's reason")
+    assert waiting["status"]["status"] == "PENDING"
+    print("\n[seen]", condition(waiting, "Admitted"))
+    first = await reaches(stack, "first", ns, "COMPLETE")
+    second = await reaches(stack, "second", ns, "COMPLETE")
+    assert second["status"]["startTime"] >= first["status"]["completionTime"]
+
+
+async def kueue_workload_of(pipeline: Pipeline, namespace: str, job: str) -> dict[str, Any]:
+    """The Kueue Workload of the KaiwoJob's Job (Kueue labels it with the Job's uid)."""
+    child = await pipeline.kube.get(resources.JOB, job, namespace=namespace)
+    listed = await pipeline.kube.list(
+        resources.KUEUE_WORKLOAD,
+        namespace=namespace,
+        label_selector=f"{actors.KUEUE_JOB_UID_LABEL}={child['metadata']['uid']}",
+    )
+    [workload] = listed.items
+    return workload
+
+
+async def test_kueue_preempts_a_lower_priority_job_and_the_operator_shows_it(
+    stack: Pipeline,
+) -> None:
+    """Priorities are the KaiwoQueueConfig's WorkloadPriorityClasses; in the ``prio`` queue a
+    high-priority job takes the GPUs of a running low-priority one. The victim shows Kueue's
+    preemption (condition, Event, waiting reason) and runs again once the quota is back."""
+    ns = namespace_of(stack, "prio")
+    await stack.kube.create(
+        kaiwo_job("victim", ns, queue_name="prio", gpus=8, run_seconds=300, priorityClass="low")
+    )
+    await reaches(stack, "victim", ns, "RUNNING")
+    assert (await kueue_workload_of(stack, ns, "victim"))["spec"]["priority"] == 100
+    await stack.kube.create(
+        kaiwo_job("urgent", ns, queue_name="prio", gpus=8, run_seconds=3, priorityClass="high")
+    )
+
+    async def shows_the_preemption() -> dict[str, Any] | Pending:
+        found = await stack.kube.get(resources.KAIWO_JOB, "victim", namespace=ns)
+        preempted = [
+            c
+            for c in (found.get("status") or {}).get("conditions") or ()
+            if c["type"] == "Preempted" and c["status"] == "True"
+        ]
+        return found if preempted else Pending(str((found.get("status") or {}).get("status")))
+
+    victim = await eventually(shows_the_preemption, what="the victim shows Kueue's preemption")
+    preempted = condition(victim, "Preempted")
+    assert preempted["reason"] == "InClusterQueue", preempted
+    print("\n[seen]", preempted, condition(victim, "Admitted"))
+    await has_events(stack, ns, "victim", "WorkloadPreempted")
+    urgent = await reaches(stack, "urgent", ns, "COMPLETE")
+    assert (await kueue_workload_of(stack, ns, "urgent"))["spec"]["priority"] == 1000
+    assert urgent["status"]["completionTime"]
+    # The quota is back: Kueue admits the victim again, and it runs.
+    await reaches(stack, "victim", ns, "RUNNING")
+    await stack.kube.delete(resources.KAIWO_JOB, "victim", namespace=ns)
+
+
+async def test_the_operators_duration_preemption_frees_quota_kueue_gives_to_the_waiting_job(
+    stack: Pipeline,
+) -> None:
+    """A job past its ``duration`` is terminated by the operator once a GPU job of its queue has
+    waited longer than the KaiwoConfig's threshold; Kueue then admits the waiting job."""
+    ns = namespace_of(stack, "dur")
+    await stack.kube.apply(
+        {
+            "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+            "kind": "KaiwoConfig",
+            "metadata": {"name": actors.KAIWO_CONFIG},
+            "spec": {"scheduling": {"pendingThresholdForPreemption": "1s"}},
+        },
+        field_manager="cluster-admin",
+        force=True,
+    )
+    await stack.kube.create(
+        kaiwo_job("overtime", ns, queue_name="dur", gpus=8, run_seconds=300, duration="4s")
+    )
+    await reaches(stack, "overtime", ns, "RUNNING")
+    await stack.kube.create(kaiwo_job("waiting", ns, queue_name="dur", gpus=8, run_seconds=2))
+    await reaches(stack, "waiting", ns, "PENDING")
+
+    stopped = await reaches(stack, "overtime", ns, "TERMINATED")
+    early = condition(stopped, "WorkloadTerminatedEarly")
+    assert early["reason"] == "DurationExceededWithActiveGpuDemand", early
+    assert stopped["status"]["preemptedFor"]["name"] == "waiting"
+    assert await actors.get_or_none(stack.kube, resources.JOB, "overtime", namespace=ns) is None
+    done = await reaches(stack, "waiting", ns, "COMPLETE")
+    assert (
+        done["status"]["startTime"]
+        >= condition(stopped, "WorkloadTerminatedEarly")["lastTransitionTime"]
+    )
+
+
+async def test_the_kaiwo_scheduler_packs_gpu_pods_onto_one_node_before_the_next(
+    stack: Pipeline,
+) -> None:
+    """Two empty 8-GPU MI250X nodes, four 4-GPU jobs one after the other: the second joins the
+    first on its node (bin-packing, not spreading), the third and fourth fill the other."""
+    ns = namespace_of(stack, "pack")
+    placed: list[str] = []
+    for index in range(4):
+        name = f"pack-{index}"
+        await stack.kube.create(kaiwo_job(name, ns, queue_name="pack", gpus=4, run_seconds=120))
+        await reaches(stack, name, ns, "RUNNING")
+        [pod] = await job_pods(stack, ns, name)
+        placed.append(pod["spec"]["nodeName"])
+    assert placed[0] == placed[1], placed
+    assert placed[2] == placed[3] != placed[0], placed
+    assert set(placed) == {"stack-mi250x-1", "stack-mi250x-2"}
+    for index in range(4):
+        await stack.kube.delete(resources.KAIWO_JOB, f"pack-{index}", namespace=ns)
