@@ -14,6 +14,9 @@ queue      namespace    quota (GPUs of one flavor)
 ``prio``   ``-prio``    8 MI300X, preemption of lower priorities within the queue
 ``dur``    ``-dur``     8 MI300X: the operator's own duration preemption
 ``pack``   ``-pack``    16 MI250X, on two nodes of their own: the scheduler's bin-packing
+``svc``    ``-svc``     8 MI300X; the namespace is Kueue-managed, so Kueue admits each pod
+``ray``    ``-ray``     8 MI300X, a RayJob's cluster
+(none)     ``-model``   a KubeAI Model's server pods (no queue: KubeAI's pods are not Kueue's)
 ========== ============ ====================================================================
 
 A pod runs for its workload's annotation ``sandbox.kaiwo.silogen.ai/run-seconds`` (copied onto
@@ -61,7 +64,10 @@ FAIL: Final = "sandbox.kaiwo.silogen.ai/fail"
 STEP: Final = 60.0
 """The longest wait for one step (Kueue, the scheduler and kwok each act within seconds; a
 loaded machine stretches that)."""
-SCENARIOS: Final = ("gpu", "quota", "prio", "dur", "pack")
+SCENARIOS: Final = ("gpu", "quota", "prio", "dur", "pack", "svc", "ray", "model")
+KUEUE_MANAGED: Final = {"kueue-managed": "true"}
+"""The label that makes Kueue manage a namespace's pods (and so a KaiwoService's), as upstream
+Kaiwo configures Kueue (``kaiwo_envtest.kueue``)."""
 CPU_AND_MEMORY: Final = (
     {"name": "cpu", "nominalQuota": "2000"},
     {"name": "memory", "nominalQuota": "64Ti"},
@@ -120,6 +126,8 @@ def queue_config(namespaces: Mapping[str, str]) -> dict[str, Any]:
                 ),
                 queue("dur", namespaces["dur"], flavor("mi300x", amd=8)),
                 queue("pack", namespaces["pack"], flavor("mi250x", amd=16)),
+                queue("svc", namespaces["svc"], flavor("mi300x", amd=8)),
+                queue("ray", namespaces["ray"], flavor("mi300x", amd=8)),
             ],
             "workloadPriorityClasses": [
                 {
@@ -154,6 +162,12 @@ async def stack(
                 namespaces = {s: namespace_of(pipeline, s) for s in SCENARIOS}
                 for namespace in namespaces.values():
                     await actors.create_namespace(admin, namespace)
+                await admin.merge_patch(
+                    resources.NAMESPACE,
+                    namespaces["svc"],
+                    {"metadata": {"labels": KUEUE_MANAGED}},
+                    field_manager="cluster-admin",
+                )
                 await admin.apply(
                     queue_config(namespaces), field_manager="cluster-admin", force=False
                 )
@@ -317,7 +331,10 @@ async def test_a_full_queue_makes_the_next_job_wait_with_kueues_reason(stack: Pi
 
     waiting = await eventually(waits_with_kueues_reason, what="second waits with Kueue's reason")
     assert waiting["status"]["status"] == "PENDING"
-    print("\n[seen]", condition(waiting, "Admitted"))
+    assert condition(waiting, "Admitted")["message"] == (
+        "Workload is pending admission into 'small': couldn't assign flavors to pod set main: "
+        "insufficient unused quota for amd.com/gpu in flavor mi300x, 8 more needed"
+    )
     first = await reaches(stack, "first", ns, "COMPLETE")
     second = await reaches(stack, "second", ns, "COMPLETE")
     assert second["status"]["startTime"] >= first["status"]["completionTime"]
@@ -363,8 +380,15 @@ async def test_kueue_preempts_a_lower_priority_job_and_the_operator_shows_it(
     victim = await eventually(shows_the_preemption, what="the victim shows Kueue's preemption")
     preempted = condition(victim, "Preempted")
     assert preempted["reason"] == "InClusterQueue", preempted
-    print("\n[seen]", preempted, condition(victim, "Admitted"))
-    await has_events(stack, ns, "victim", "WorkloadPreempted")
+    assert preempted["message"].startswith("Preempted to accommodate a workload"), preempted
+    waiting = await reaches(stack, "victim", ns, "PENDING")
+    assert "Preempted to accommodate" in condition(waiting, "Admitted")["message"]
+    [(_, warning)] = [
+        event
+        for event in await has_events(stack, ns, "victim", "WorkloadPreempted")
+        if event[0] == "WorkloadPreempted"
+    ]
+    assert warning.startswith("Kueue preempted the workload (InClusterQueue)"), warning
     urgent = await reaches(stack, "urgent", ns, "COMPLETE")
     assert (await kueue_workload_of(stack, ns, "urgent"))["spec"]["priority"] == 1000
     assert urgent["status"]["completionTime"]
@@ -426,3 +450,152 @@ async def test_the_kaiwo_scheduler_packs_gpu_pods_onto_one_node_before_the_next(
     assert set(placed) == {"stack-mi250x-1", "stack-mi250x-2"}
     for index in range(4):
         await stack.kube.delete(resources.KAIWO_JOB, f"pack-{index}", namespace=ns)
+
+
+async def test_a_kaiwoservice_becomes_ready_and_rolls_on_a_spec_change(stack: Pipeline) -> None:
+    """In a Kueue-managed namespace Kueue admits each of the Deployment's pods; the real
+    controllers, scheduler and kwok make them Ready; a new image rolls them."""
+    ns = namespace_of(stack, "svc")
+    service = {
+        "apiVersion": actors.KAIWO_API,
+        "kind": "KaiwoService",
+        "metadata": {"name": "chat", "namespace": ns},
+        "spec": {
+            "user": "erin@example.com",
+            "image": "vllm/vllm-openai:v0.8.5",
+            "entrypoint": "vllm serve Qwen/Qwen2.5-7B-Instruct --port 8000",
+            "clusterQueue": "svc",
+            "gpuVendor": "amd",
+            "replicas": 2,
+            "gpusPerReplica": 1,
+        },
+    }
+    await stack.kube.create(service)
+    ready = await reaches(stack, "chat", ns, "READY", kind=resources.KAIWO_SERVICE)
+    assert condition(ready, "Admitted")["status"] == "True"
+    first = await serving_pods(stack, ns, "chat", image="vllm/vllm-openai:v0.8.5")
+    workloads = await stack.kube.list(resources.KUEUE_WORKLOAD, namespace=ns)
+    admitted_pods = {
+        w["metadata"]["labels"].get(actors.KUEUE_JOB_UID_LABEL)
+        for w in workloads.items
+        if any(c["type"] == "Admitted" and c["status"] == "True" for c in w["status"]["conditions"])
+    }
+    assert {p["metadata"]["uid"] for p in first} <= admitted_pods
+
+    await stack.kube.merge_patch(
+        resources.KAIWO_SERVICE,
+        "chat",
+        {"spec": {"image": "vllm/vllm-openai:v0.9.0"}},
+        namespace=ns,
+        field_manager="kubectl-edit",
+    )
+    second = await serving_pods(stack, ns, "chat", image="vllm/vllm-openai:v0.9.0")
+    assert not {p["metadata"]["name"] for p in first} & {p["metadata"]["name"] for p in second}
+
+    async def ready_again() -> dict[str, Any] | Pending:
+        found = await stack.kube.get(resources.KAIWO_SERVICE, "chat", namespace=ns)
+        status = found.get("status") or {}
+        settled = status.get("status") == "READY" and status.get("observedGeneration") == 2
+        return (
+            found
+            if settled
+            else Pending(f"{status.get('status')} {status.get('observedGeneration')}")
+        )
+
+    await eventually(ready_again, what="chat READY at generation 2", within=STEP)
+    await stack.kube.delete(resources.KAIWO_SERVICE, "chat", namespace=ns)
+
+
+async def serving_pods(
+    pipeline: Pipeline, namespace: str, app: str, *, image: str
+) -> list[dict[str, Any]]:
+    """Wait until the only live pods of the Deployment ``app`` are its two replicas running
+    ``image``, Ready, bound to MI300X nodes; returns them."""
+
+    async def check() -> list[dict[str, Any]] | Pending:
+        listed = await pipeline.kube.list(
+            resources.POD, namespace=namespace, label_selector=f"app={app}"
+        )
+        live = [p for p in listed.items if "deletionTimestamp" not in p["metadata"]]
+        images = [c["image"] for p in live for c in p["spec"]["containers"]]
+        ready = [p for p in live if _ready(p)]
+        if images == [image, image] and len(ready) == 2:
+            return live
+        return Pending(f"images {images}, {len(ready)} ready")
+
+    pods = await eventually(check, what=f"two Ready pods of {app} running {image}", within=STEP)
+    for pod in pods:
+        node = await pipeline.kube.get(resources.NODE, pod["spec"]["nodeName"])
+        assert node["metadata"]["labels"]["amd.com/gpu.product-name"] == MI300X.product
+    return pods
+
+
+def _ready(pod: Mapping[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or ()
+    )
+
+
+async def test_a_ray_kaiwojob_is_admitted_and_its_ray_cluster_runs(stack: Pipeline) -> None:
+    """Kueue admits the RayJob, KubeRay makes its RayCluster, the scheduler and kwok run the
+    head and the GPU worker. It goes no further: KubeRay learns a Ray job's state from the
+    Ray dashboard's HTTP API on the head pod, and under kwok nothing listens there, so the
+    RayJob never reports the job RUNNING and the KaiwoJob stays STARTING."""
+    ns = namespace_of(stack, "ray")
+    await stack.kube.create(kaiwo_job("ray-train", ns, queue_name="ray", gpus=2, ray=True))
+    starting = await reaches(stack, "ray-train", ns, "STARTING")
+    assert condition(starting, "Admitted")["status"] == "True"
+    ray_job = await stack.kube.get(resources.RAY_JOB, "ray-train", namespace=ns)
+    assert ray_job["spec"].get("suspend") is not True
+
+    async def cluster_pods_running() -> list[dict[str, Any]] | Pending:
+        listed = await stack.kube.list(
+            resources.POD, namespace=ns, label_selector="ray.io/node-type"
+        )
+        running = [p for p in listed.items if (p.get("status") or {}).get("phase") == "Running"]
+        kinds = sorted(p["metadata"]["labels"]["ray.io/node-type"] for p in running)
+        return running if kinds == ["head", "worker"] else Pending(f"running {kinds}")
+
+    pods = await eventually(cluster_pods_running, what="the RayCluster's head and worker run")
+    [worker] = [p for p in pods if p["metadata"]["labels"]["ray.io/node-type"] == "worker"]
+    [container] = worker["spec"]["containers"]
+    assert container["resources"]["limits"]["amd.com/gpu"] == "2"
+    node = await stack.kube.get(resources.NODE, worker["spec"]["nodeName"])
+    assert node["metadata"]["labels"]["amd.com/gpu.product-name"] == MI300X.product
+    await stack.kube.delete(resources.KAIWO_JOB, "ray-train", namespace=ns)
+
+
+async def test_a_models_server_pods_are_scheduled_and_running(stack: Pipeline) -> None:
+    """A KubeAI Model on one MI300X per replica: its two server pods are bound by the default
+    scheduler, run by kwok, and the Model counts them Ready."""
+    ns = namespace_of(stack, "model")
+    await stack.kube.create(
+        {
+            "apiVersion": "kubeai.org/v1",
+            "kind": "Model",
+            "metadata": {"name": "llama", "namespace": ns},
+            "spec": {
+                "features": ["TextGeneration"],
+                "url": "hf://meta-llama/Llama-3.1-8B-Instruct",
+                "engine": "VLLM",
+                "resourceProfile": "amd-gpu-mi300x:1",
+                "replicas": 2,
+                "autoscalingDisabled": True,
+            },
+        }
+    )
+
+    async def serving() -> dict[str, Any] | Pending:
+        found = await stack.kube.get(resources.KUBEAI_MODEL, "llama", namespace=ns)
+        counted = (found.get("status") or {}).get("replicas")
+        return found if counted == {"all": 2, "ready": 2} else Pending(f"replicas {counted}")
+
+    await eventually(serving, what="the Model serves two ready replicas", within=STEP)
+    listed = await stack.kube.list(resources.POD, namespace=ns, label_selector="model=llama")
+    assert len(listed.items) == 2
+    for pod in listed.items:
+        assert pod["status"]["phase"] == "Running"
+        node = await stack.kube.get(resources.NODE, pod["spec"]["nodeName"])
+        assert node["metadata"]["labels"]["amd.com/gpu.product-name"] == MI300X.product
+    await stack.kube.delete(resources.KUBEAI_MODEL, "llama", namespace=ns)
