@@ -237,6 +237,14 @@ async def reaches(
     return await eventually(check, what=f"{kind.kind} {namespace}/{name} in {phase}", within=within)
 
 
+async def gone(pipeline: Pipeline, kind: resources.ResourceType, name: str, namespace: str) -> None:
+    async def check() -> bool | Pending:
+        found = await actors.get_or_none(pipeline.kube, kind, name, namespace=namespace)
+        return True if found is None else Pending("still there")
+
+    await eventually(check, what=f"{kind.kind} {namespace}/{name} deleted", within=STEP)
+
+
 def condition(obj: Mapping[str, Any], kind: str) -> dict[str, Any]:
     for found in (obj.get("status") or {}).get("conditions") or ():
         if found.get("type") == kind:
@@ -424,7 +432,7 @@ async def test_the_operators_duration_preemption_frees_quota_kueue_gives_to_the_
     early = condition(stopped, "WorkloadTerminatedEarly")
     assert early["reason"] == "DurationExceededWithActiveGpuDemand", early
     assert stopped["status"]["preemptedFor"]["name"] == "waiting"
-    assert await actors.get_or_none(stack.kube, resources.JOB, "overtime", namespace=ns) is None
+    await gone(stack, resources.JOB, "overtime", ns)
     done = await reaches(stack, "waiting", ns, "COMPLETE")
     assert (
         done["status"]["startTime"]
@@ -546,8 +554,12 @@ async def test_a_ray_kaiwojob_is_admitted_and_its_ray_cluster_runs(stack: Pipeli
     await stack.kube.create(kaiwo_job("ray-train", ns, queue_name="ray", gpus=2, ray=True))
     starting = await reaches(stack, "ray-train", ns, "STARTING")
     assert condition(starting, "Admitted")["status"] == "True"
-    ray_job = await stack.kube.get(resources.RAY_JOB, "ray-train", namespace=ns)
-    assert ray_job["spec"].get("suspend") is not True
+
+    async def resumed_by_kueue() -> dict[str, Any] | Pending:
+        found = await stack.kube.get(resources.RAY_JOB, "ray-train", namespace=ns)
+        return found if found["spec"].get("suspend") is not True else Pending("suspended")
+
+    await eventually(resumed_by_kueue, what="Kueue resumes the admitted RayJob", within=STEP)
 
     async def cluster_pods_running() -> list[dict[str, Any]] | Pending:
         listed = await stack.kube.list(

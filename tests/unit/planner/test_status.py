@@ -427,6 +427,41 @@ def test_kueues_preemption_shows_on_the_workload_with_one_warning() -> None:
     assert again.status == decision.status
 
 
+def test_a_workload_kueue_is_evicting_waits_at_once_with_kueues_reason() -> None:
+    """Kueue keeps a preempted Workload Admitted until the child has stopped; the child is
+    suspended already, so the workload is PENDING and says why, not "admitted"."""
+    evicting = kueue_workload(
+        {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "q"},
+        {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "a"},
+        {"type": "Evicted", "status": "True", "reason": "Preempted", "message": PREEMPTED_MESSAGE},
+    )
+    observed = ObservedChildren(
+        child_kind="Job",
+        child=job(conditions=[{"type": "Suspended", "status": "True"}]),
+        kueue_workloads=(evicting,),
+    )
+    decision = derive({"status": "RUNNING", "startTime": T_EARLIER}, observed)
+    assert decision.status["status"] == "PENDING"
+    assert decision.status["conditions"][1]["status"] == "False"
+    assert decision.status["conditions"][1]["message"] == (
+        f"Workload is pending admission into 'kaiwo': {PREEMPTED_MESSAGE}"
+    )
+
+
+def test_a_workload_kueue_admitted_again_after_an_eviction_is_admitted() -> None:
+    """Kueue turns Evicted False when it reserves quota again."""
+    readmitted = kueue_workload(
+        {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "a"},
+        {"type": "Evicted", "status": "False", "reason": "QuotaReserved", "message": "Previously"},
+    )
+    decision = derive(
+        None,
+        ObservedChildren(child_kind="Job", child=job(active=1), kueue_workloads=(readmitted,)),
+    )
+    assert decision.status["status"] == "STARTING"
+    assert decision.status["conditions"][1]["status"] == "True"
+
+
 def test_child_without_kueue_workload_counts_as_admitted_once_it_runs() -> None:
     decision = derive(None, ObservedChildren(child_kind="Job", child=job(active=1, ready=1)))
     assert decision.status["status"] == "RUNNING"

@@ -31,7 +31,9 @@ Choices that differ from upstream, on purpose:
   visibly running (a namespace Kueue does not manage); upstream would wait in PENDING forever.
 * While Kueue keeps the child waiting, the ``Admitted`` condition's message carries Kueue's own
   reason (its Workload's ``QuotaReserved``, or ``Evicted`` message: "couldn't assign flavors
-  ... insufficient unused quota for amd.com/gpu ..."); upstream says only which queue.
+  ... insufficient unused quota for amd.com/gpu ..."); upstream says only which queue. A
+  Workload Kueue is evicting counts as waiting at once (upstream: admitted until Kueue has
+  stopped the child and taken the quota back).
 * When Kueue preempts the child, the workload shows it: a ``Preempted`` condition mirroring
   Kueue's (reason and message, e.g. ``InClusterQueue``) and a Warning Event when it turns True.
 * Events are also emitted for DOWNLOADING, READY and ERROR (upstream emits none for these).
@@ -654,7 +656,7 @@ def kueue_waiting_reason(workloads: Sequence[Mapping[str, Any]]) -> str:
     when False (no quota, no such queue); "" when none says."""
     for workload in workloads:
         status = workload.get("status") or {}
-        if _has_condition(status, "Admitted"):
+        if _kueue_admitted(status):
             continue
         conditions = {c.get("type"): c for c in status.get("conditions") or ()}
         evicted = conditions.get(KUEUE_EVICTED) or {}
@@ -688,14 +690,19 @@ def kueue_preemption(workloads: Sequence[Mapping[str, Any]]) -> ConditionSpec | 
 
 def _is_admitted(observed: ObservedChildren) -> bool:
     if observed.kueue_workloads:
-        return all(
-            _has_condition(w.get("status") or {}, "Admitted") for w in observed.kueue_workloads
-        )
+        return all(_kueue_admitted(w.get("status") or {}) for w in observed.kueue_workloads)
     child = observed.child
     if child is None or (child.get("spec") or {}).get("suspend") is True:
         return False
     # No Workload: Kueue does not manage this namespace; believe the child once it runs.
     return child_phase(observed, previous_phase=WorkloadStatus.NEW) in _ACTIVE_CHILD_PHASES
+
+
+def _kueue_admitted(status: Mapping[str, Any]) -> bool:
+    """Kueue admitted the Workload and is not taking it back: while Kueue evicts (a
+    preemption), the Workload stays Admitted until the child has stopped, but the child is
+    already suspended and waiting again (Kueue resets ``Evicted`` when it admits anew)."""
+    return _has_condition(status, "Admitted") and not _has_condition(status, KUEUE_EVICTED)
 
 
 # ------------------------------------------------------------------ small helpers
