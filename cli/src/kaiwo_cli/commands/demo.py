@@ -245,7 +245,7 @@ def next_steps(
     printed)."""
     story = "".join(f"  {line}\n" for line in history.story())
     failed = history.first_in("FAILED") or history.first_in("COMPLETE") or "ml-team/NAME"
-    waited = history.first_in("PENDING", with_reason=True) or failed
+    waited = history.longest_wait() or failed
     where = (
         "in another shell in this directory"
         if state_dir == DEFAULT_STATE_DIR

@@ -365,8 +365,6 @@ def _pod_ready(pod: Mapping[str, Any]) -> bool:
     )
 
 
-
-
 def deployment_status(
     deployment: Mapping[str, Any], ready_pods: int, *, now: datetime
 ) -> dict[str, Any]:
