@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Final
 
@@ -318,6 +319,10 @@ async def test_a_gpu_kaiwojob_is_admitted_bound_to_its_vendor_run_and_complete(
     )
     status = await kaiwo(str(stack.stack.options.state_dir), "status", "train-amd", "-n", ns)
     assert "Phase:     COMPLETE" in status.output, status.output
+    [pod] = await job_pods(stack, ns, "train-amd")
+    assert re.search(rf"Pod/{pod['metadata']['name']}\s+Succeeded", status.output), status.output
+    for reason in ("WorkloadPending", "WorkloadRunning", "WorkloadComplete"):
+        assert reason in status.output, status.output
 
 
 async def test_a_full_queue_makes_the_next_job_wait_with_kueues_reason(stack: Pipeline) -> None:
@@ -339,6 +344,10 @@ async def test_a_full_queue_makes_the_next_job_wait_with_kueues_reason(stack: Pi
 
     waiting = await eventually(waits_with_kueues_reason, what="second waits with Kueue's reason")
     assert waiting["status"]["status"] == "PENDING"
+    status = await kaiwo(str(stack.stack.options.state_dir), "status", "second", "-n", ns)
+    assert "insufficient unused quota for amd.com/gpu in flavor mi300x" in status.output, (
+        status.output
+    )
     assert condition(waiting, "Admitted")["message"] == (
         "Workload is pending admission into 'small': couldn't assign flavors to pod set main: "
         "insufficient unused quota for amd.com/gpu in flavor mi300x, 8 more needed"
@@ -373,7 +382,7 @@ async def test_kueue_preempts_a_lower_priority_job_and_the_operator_shows_it(
     await reaches(stack, "victim", ns, "RUNNING")
     assert (await kueue_workload_of(stack, ns, "victim"))["spec"]["priority"] == 100
     await stack.kube.create(
-        kaiwo_job("urgent", ns, queue_name="prio", gpus=8, run_seconds=3, priorityClass="high")
+        kaiwo_job("urgent", ns, queue_name="prio", gpus=8, run_seconds=5, priorityClass="high")
     )
 
     async def shows_the_preemption() -> dict[str, Any] | Pending:
