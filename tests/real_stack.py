@@ -63,8 +63,8 @@ KWOK_TIMING: Final = KwokOptions(
     download_seconds=1.0,
 )
 """Short: a test's job runs in seconds unless its ``run-seconds`` annotation says more."""
-NODE_READY_WITHIN: Final = 60.0
-ESTABLISHED_WITHIN: Final = 60.0
+NODE_READY_WITHIN: Final = 120.0
+ESTABLISHED_WITHIN: Final = 120.0
 NOT_READY_TAINT_KEY: Final = "node.kubernetes.io/not-ready"
 
 
@@ -117,7 +117,7 @@ def real_stack() -> Iterator[RealCluster]:
         kueue=KueueOptions(),
         kuberay=True,
         manifests=manifests,
-        ready_timeout=120.0,
+        ready_timeout=180.0,
     )
     started = time.monotonic()
     try:

@@ -21,7 +21,13 @@ from tests.integration.pipeline.harness import Pending, eventually
 from tests.real_cluster import RealCluster
 from tests.real_stack import register_kwok_nodes, remove_nodes
 
-pytestmark = [pytest.mark.k8s, pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [
+    pytest.mark.k8s,
+    pytest.mark.slow,
+    pytest.mark.asyncio(loop_scope="module"),
+    # The first test starts the session's whole stack (20-45 s, minutes on a busy machine).
+    pytest.mark.timeout(600),
+]
 
 NAMESPACE: Final = "stack-components"
 NODE: Final = NodeSpec("components-mi300x-1", NODE_TYPES["amd-mi300x"])
@@ -32,7 +38,7 @@ CLUSTER_QUEUE_V1BETA2: Final = ResourceType(
     kind="ClusterQueue",
     namespaced=False,
 )
-STEP: Final = 60.0
+STEP: Final = 90.0
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

@@ -359,7 +359,9 @@ class ControlPlane:
         else:
             crds = [one_version(c, KUEUE_OPERATOR_VERSION) if is_kueue(c) else c for c in crds]
         api.apply_all(crds)
-        api.wait_established(crd["metadata"]["name"] for crd in crds)
+        api.wait_established(
+            (crd["metadata"]["name"] for crd in crds), within=self.options.ready_timeout
+        )
 
     def _kueue_certificates(self) -> kueue_setup.WebhookCertificates:
         directory = self.directory / "kueue-pki"

@@ -23,7 +23,11 @@ from kaiwo_envtest.processes import ControlPlaneError
 
 FIELD_MANAGER: Final = "kaiwo-envtest"
 TIMEOUT_SECONDS: Final = 60.0
-PARALLEL_APPLIES: Final = 8
+PARALLEL_APPLIES: Final = 4
+ATTEMPTS: Final = 5
+RETRIED_CODES: Final = frozenset({429, 500, 503, 504})
+"""An API server too busy to finish a request in time (a large CRD's schema on a loaded
+machine answers 504 after its 60 s): an apply is idempotent, so it is sent again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,15 +80,21 @@ class ApiClient:
         self._context.load_cert_chain(str(admin.certificate), str(admin.key))
 
     def apply(self, document: Mapping[str, Any]) -> dict[str, Any]:
-        """Server-side apply ``document`` (forced: the control plane's set-up owns it)."""
+        """Server-side apply ``document`` (forced: the control plane's set-up owns it), again
+        while the server is too busy to answer (:data:`RETRIED_CODES`, no answer in time)."""
         path = object_path(document)
         query = f"?fieldManager={FIELD_MANAGER}&force=true"
-        return self._request(
-            "PATCH",
-            path + query,
-            body=json.dumps(document).encode(),
-            content_type="application/apply-patch+yaml",
-        )
+        body = json.dumps(document).encode()
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                return self._request(
+                    "PATCH", path + query, body=body, content_type="application/apply-patch+yaml"
+                )
+            except _BusyError:
+                if attempt == ATTEMPTS:
+                    raise
+                time.sleep(attempt)
+        raise AssertionError("unreachable")
 
     def apply_all(self, documents: Iterable[Mapping[str, Any]]) -> None:
         """Apply every document, several at once: the server spends most of a large CRD's
@@ -112,7 +122,10 @@ class ApiClient:
                 time.sleep(0.1)
 
     def _established(self, name: str) -> bool:
-        crd = self.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+        try:
+            crd = self.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+        except _BusyError:
+            return False  # asked again at the next poll
         conditions = ((crd or {}).get("status") or {}).get("conditions") or []
         return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
@@ -135,4 +148,11 @@ class ApiClient:
             if error.code == 404 and method == "GET":
                 raise
             detail = error.read().decode(errors="replace")
-            raise ControlPlaneError(f"{method} {path}: {error.code} {detail}") from error
+            failure = _BusyError if error.code in RETRIED_CODES else ControlPlaneError
+            raise failure(f"{method} {path}: {error.code} {detail}") from error
+        except (TimeoutError, urllib.error.URLError) as error:
+            raise _BusyError(f"{method} {path}: no answer ({error})") from error
+
+
+class _BusyError(ControlPlaneError):
+    """The API server did not finish the request in time; it may succeed when sent again."""
