@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -48,6 +49,16 @@ def stack_assets() -> list[str]:
     return ["--envtest-assets", str(binaries.directory)]
 
 
+def play(scenario: Path, tmp_path: Path, *, cluster: str = "fake") -> Any:
+    """``kaiwo demo`` of ``scenario`` at 0.3 of its pace, until it settles (80 s at most; 240 s
+    with the whole stack to start first)."""
+    arguments = ["demo", "--cluster", cluster, *(stack_assets() if cluster == "kwok" else [])]
+    arguments += ["--scenario", str(scenario), "--state-dir", str(tmp_path / "kaiwo")]
+    within = "80" if cluster == "fake" else "240"
+    arguments += ["--time-scale", "0.3", "--exit-when-settled", "--within", within]
+    return CliRunner().invoke(app, arguments, env={"COLUMNS": "260"})
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "cluster",
@@ -55,27 +66,8 @@ def stack_assets() -> list[str]:
     ["fake", pytest.param("kwok", marks=[pytest.mark.k8s, pytest.mark.timeout(480)])],
 )
 def test_the_demo_scenario_plays_out_in_the_live_table(cluster: str, tmp_path: Path) -> None:
-    assets = stack_assets() if cluster == "kwok" else []
     started = time.monotonic()
-    result = CliRunner().invoke(
-        app,
-        [
-            "demo",
-            "--cluster",
-            cluster,
-            *assets,
-            "--scenario",
-            str(SCENARIO),
-            "--state-dir",
-            str(tmp_path / "kaiwo"),
-            "--time-scale",
-            "0.3",
-            "--exit-when-settled",
-            "--within",
-            "80" if cluster == "fake" else "240",
-        ],
-        env={"COLUMNS": "260"},
-    )
+    result = play(SCENARIO, tmp_path, cluster=cluster)
     elapsed = time.monotonic() - started
     output = result.output
     assert result.exit_code == 0, output
@@ -124,3 +116,39 @@ def test_the_demo_scenario_plays_out_in_the_live_table(cluster: str, tmp_path: P
     else:
         assert re.search(r"export KUBECONFIG=\S+/kaiwo-envtest-\w+/kubeconfig", output), output
     print(f"demo --cluster {cluster} at 0.3 pace: {elapsed:.1f} s; {output.splitlines()[-12]}")
+
+
+@pytest.mark.slow
+def test_a_scientists_own_job_without_a_queue_runs_in_any_namespace(tmp_path: Path) -> None:
+    own = """
+---
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: my-project
+---
+apiVersion: kaiwo.silogen.ai/v1alpha1
+kind: KaiwoJob
+metadata:
+  name: my-experiment
+  namespace: my-project
+  annotations:
+    sandbox.kaiwo.silogen.ai/run-seconds: "3"
+spec:
+  user: dora@example.com
+  image: ghcr.io/silogen/rocm-ray:6.4
+  entrypoint: python my_experiment.py
+  gpus: 1
+"""
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(SCENARIO.read_text() + own)
+    result = play(scenario, tmp_path)
+    assert result.exit_code == 0, result.output
+    rows = [
+        line
+        for line in result.output.splitlines()
+        if "my-project/my-experiment " in line and "│" in line
+    ]
+    assert rows, result.output
+    # The KaiwoConfig's default queue, which the demo's queue config now defines.
+    assert "kaiwo" in rows[-1].split("│")[3] and "COMPLETE" in rows[-1], rows[-1]

@@ -123,7 +123,9 @@ async def connect(server: NatsServer, credentials: CredentialsDirectory, name: s
     return await NatsBus.connect(connection, topology=bus_topology())
 
 
-async def until(condition: Any, *, within: float = 15.0) -> None:
+async def until(condition: Any, *, within: float = 60.0) -> None:
+    """Poll ``condition`` until it holds; ``within`` is a guard against a hang (the steps
+    take moments when idle), generous for a loaded machine."""
     deadline = time.monotonic() + within
     while not await condition():
         assert time.monotonic() < deadline, "condition not met in time"
@@ -197,7 +199,7 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
             return len(models.data) == 3
 
         try:
-            await until(serving, within=15)
+            await until(serving)
             yield stack
         finally:
             stop.set()

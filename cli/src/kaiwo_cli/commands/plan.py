@@ -22,7 +22,8 @@ still loading) is shown once more with one replica and its cache loaded, said in
 Without ``--nodes``, enough 8-GPU nodes of each vendor the workloads ask for are assumed;
 without a KaiwoQueueConfig, the one the operator creates at start-up, plus an open cluster
 queue for every queue a workload names; without Namespace objects, every
-namespace mentioned exists. An observed object without ``ownerReferences`` belongs to the
+namespace mentioned exists; a ``priorityClass`` nothing given defines is assumed to name an
+existing PriorityClass. An observed object without ``ownerReferences`` belongs to the
 planned workload of its namespace (when there is one); an owner reference without ``uid``
 is resolved by kind and name.
 
@@ -311,6 +312,7 @@ def _read_cluster(
     _resolve_owner_references(cluster)
     _assume_nodes(cluster, given=nodes is not None)
     _assume_queue_config(cluster)
+    _assume_priority_classes(cluster)
     _assume_namespaces(cluster)
     return cluster
 
@@ -533,6 +535,38 @@ def _assume_queue_config(cluster: OfflineCluster) -> None:
         "queue config: none given (--queue-config); assumed the default KaiwoQueueConfig "
         f"with open cluster queues {', '.join(sorted(queues))}"
     )
+
+
+def _assume_priority_classes(cluster: OfflineCluster) -> None:
+    """A PriorityClass for each ``priorityClass`` a workload names that nothing given defines
+    (neither a PriorityClass nor a WorkloadPriorityClass, of the queue config or observed): on
+    a cluster such a workload would wait for one (decision 0045)."""
+    defined = {
+        str(o["metadata"].get("name"))
+        for o in cluster.objects
+        if o.get("kind") in ("PriorityClass", "WorkloadPriorityClass")
+    }
+    for queue_config in (o for o in cluster.objects if o.get("kind") == "KaiwoQueueConfig"):
+        for priority in (queue_config.get("spec") or {}).get("workloadPriorityClasses") or ():
+            defined.add(str((priority.get("metadata") or {}).get("name")))
+    named = {
+        str(spec["priorityClass"])
+        for workload in _workloads(cluster)
+        if (spec := workload.get("spec") or {}).get("priorityClass")
+    }
+    for name in sorted(named - defined):
+        assumed: dict[str, Any] = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": 0,
+        }
+        assumed["metadata"]["uid"] = derived_uid(assumed)
+        cluster.objects.append(assumed)
+        cluster.assumptions.append(
+            f"priority class: {name} is named but not given (--observed); assumed a "
+            "PriorityClass of that name exists"
+        )
 
 
 def _assume_namespaces(cluster: OfflineCluster) -> None:

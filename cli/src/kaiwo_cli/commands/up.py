@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import socket
 from pathlib import Path
@@ -143,11 +144,25 @@ def up(
         partitions=partitions,
         replicas={"planner": planners, "executor": executors},
     )
+    typer.echo(identity_note(options), err=True)
     try:
         asyncio.run(_run(options))
     except StackError as error:
         typer.echo(f"kaiwo up: {error}", err=True)
         raise typer.Exit(2) from None
+
+
+def identity_note(options: StackOptions) -> str:
+    """The one line that says whose rights the services use: here, unlike in a cluster
+    install, not least-privilege ServiceAccounts and no admission policy (docs/operations.md,
+    "Threat model")."""
+    if options.fake_cluster:
+        return "kaiwo up: the services act as the fake cluster's administrator"
+    where = options.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+    return (
+        f"kaiwo up: every service acts with your kubeconfig's identity ({where}) and all its "
+        "rights, not the least-privilege ServiceAccounts of a cluster install"
+    )
 
 
 def _mode(text: str) -> SchedulerMode:

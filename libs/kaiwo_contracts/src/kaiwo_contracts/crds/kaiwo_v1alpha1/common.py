@@ -357,7 +357,12 @@ class ObjectStorageDownloadSpec(KubeModel):
 class DataStorageSpec(KubeModel):
     """The data volume: a PVC (created when ``storageSize`` is set) and optional downloads."""
 
-    mount_path: str = Field(default="/workload", description="Mount path in the containers.")
+    # No CRD default: the API server would fill it in before the planner saw the object, and
+    # KaiwoConfig.spec.storage.defaultDataMountPath could never apply (decision 0044).
+    mount_path: Annotated[str, NoCrdDefault] = Field(
+        default="/workload",
+        description="Mount path in the containers; KaiwoConfig's defaultDataMountPath if unset.",
+    )
     storage_size: QuantityString | None = Field(default=None, description='PVC size, e.g. "100Gi".')
     download: ObjectStorageDownloadSpec | None = None
 
@@ -365,7 +370,11 @@ class DataStorageSpec(KubeModel):
 class HfStorageSpec(KubeModel):
     """The Hugging Face cache volume; its mount path is also exported as ``HF_HOME``."""
 
-    mount_path: str = Field(default="/hf_cache", description="Mount path, also HF_HOME.")
+    # No CRD default, as for the data volume: KaiwoConfig's defaultHfMountPath applies.
+    mount_path: Annotated[str, NoCrdDefault] = Field(
+        default="/hf_cache",
+        description="Mount path, also HF_HOME; KaiwoConfig's defaultHfMountPath if unset.",
+    )
     storage_size: QuantityString | None = Field(default=None, description='PVC size, e.g. "50Gi".')
     pre_cache_repos: list[HuggingFaceDownloadItem] | None = None
 
