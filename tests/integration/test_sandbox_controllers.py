@@ -185,8 +185,8 @@ async def test_admission_quota_runs_failures_and_metrics(backend: SandboxCluster
             current = await workloads()
             assert condition(current["third"], "QuotaReserved") is not None
             assert condition(current["third"], "QuotaReserved")["message"] == (  # type: ignore[index]
-                "couldn't assign flavors: insufficient quota for amd.com/gpu in flavor mi300x, "
-                "4 more needed"
+                "couldn't assign flavors to pod set main: insufficient unused quota for "
+                "amd.com/gpu in flavor mi300x, 4 more needed"
             )
             for name in ("first", "broken"):
                 assert condition(current[name], "Admitted")["status"] == "True"  # type: ignore[index]
