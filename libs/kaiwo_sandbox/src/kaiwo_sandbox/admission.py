@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from kaiwo_sandbox.quantities import Requests, add
+from kaiwo_sandbox.quantities import Requests
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,10 +193,3 @@ def admit(
         usage = usage.plus(queue.name, assignment, workload.requests)
         admitted.append(Admission(workload.key, queue.name, assignment))
     return admitted, waiting
-
-
-def total_requests(parts: Sequence[Requests]) -> dict[str, Decimal]:
-    total: dict[str, Decimal] = {}
-    for part in parts:
-        total = add(total, part)
-    return total
