@@ -13,7 +13,15 @@ from typing import Any
 
 import pytest
 from kaiwo_contracts.events.plans import PlanDecidedV1
-from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule, sort_objects
+from kaiwo_contracts.plan_sources import source_of
+from kaiwo_contracts.plans import (
+    EventIntent,
+    ObjectRef,
+    Plan,
+    PlanSource,
+    PruneRule,
+    sort_objects,
+)
 from kaiwo_executor.api_retries import RetryPolicy
 from kaiwo_executor.apply_plan import Execution, PlanExecutor
 from kaiwo_executor.execution_memo import ExecutionMemo
@@ -197,7 +205,15 @@ class Harness:
             prune=prune,
             prune_selector={INVENTORY_LABEL: self.owner.uid},
             delete_owner=delete_owner,
+            sources=(self.owner_source(),),
         )
+
+    def owner_source(self) -> PlanSource:
+        """The owner as the fake holds it now, as a plan names it (made from it)."""
+        stored = self.find(self.owner.api_version, self.owner.kind, self.owner.name)
+        if stored is None:  # a plan for an owner that does not exist: a forged one
+            return PlanSource(ref=self.owner, digest="0" * 64)
+        return source_of(stored)
 
     # ------------------------------------------------------------------ the cluster
 

@@ -12,7 +12,13 @@ monitor's findings) and plans the Model with it. The plan then carries a
   replicas included (by the executor carrying the decision out, or by someone's
   ``kubectl scale``), voids the decision, so a late decision never undoes a newer change;
 * its ``spec.replicas`` (none: 0) are still those the decision started from, and the replicas
-  wanted, clamped into ``[minReplicas, maxReplicas]``, differ from them.
+  wanted, first cut to the cluster's ceiling (the Models' system configuration,
+  ``modelAutoscaling.maxReplicas``), then clamped into ``[minReplicas, maxReplicas]``, differ
+  from them.
+
+A decision is a claim of whoever holds the gateway's key, not an order (decision 0038): the
+ceiling, set by the platform team, bounds a Model without ``maxReplicas`` as well, and a
+decision for a Model the planner does not hold is refused by the service (counted).
 
 The Pods keep following ``spec.replicas``: they change once the new replicas come back
 through the watcher (decision 0027).
@@ -85,8 +91,11 @@ class ScaleRequest:
         )
 
 
-def scale_intent(model: Model, ref: ObjectRef, request: ScaleRequest | None) -> ScaleIntent | None:
-    """The scale the Model's plan carries (see the module docstring); None: none."""
+def scale_intent(
+    model: Model, ref: ObjectRef, request: ScaleRequest | None, *, ceiling: int
+) -> ScaleIntent | None:
+    """The scale the Model's plan carries (see the module docstring); None: none.
+    ``ceiling``: the most replicas the autoscaler may set on any Model."""
     spec, metadata = model.spec, model.metadata
     if (
         request is None
@@ -98,7 +107,7 @@ def scale_intent(model: Model, ref: ObjectRef, request: ScaleRequest | None) -> 
     current = spec.replicas or 0
     if current != request.from_replicas:
         return None
-    wanted = max(request.replicas, spec.min_replicas)
+    wanted = max(min(request.replicas, ceiling), spec.min_replicas)
     if spec.max_replicas is not None:
         wanted = min(wanted, spec.max_replicas)
     if wanted == current:

@@ -171,7 +171,12 @@ def plan_model(*, model: Model, context: PlanningContext, now: datetime) -> Plan
         else:
             parts = _serving(model, built, observed, cluster=cluster)
     request = cluster.scale_requests.get(observed.identity.uid)
-    scale = scale_intent(model, observed.ref, request) if observed.identity.uid else None
+    ceiling = (lookup.config or ModelsConfig.default()).model_autoscaling.max_replicas
+    scale = (
+        scale_intent(model, observed.ref, request, ceiling=ceiling)
+        if observed.identity.uid
+        else None
+    )
     return _plan(model, observed, parts, now=now, scale=scale)
 
 
