@@ -50,6 +50,7 @@ SOURCE_KINDS: Final = frozenset(
         ("config.kaiwo.silogen.ai/v1alpha1", "KaiwoConfig"),
         ("config.kaiwo.silogen.ai/v1alpha1", "AIMNamespaceConfig"),
         ("v1", "ConfigMap"),
+        ("v1", "Namespace"),
     }
 )
 """The kinds a plan may name as sources: the owners and the configuration objects."""

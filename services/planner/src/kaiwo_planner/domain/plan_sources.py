@@ -4,8 +4,10 @@ carries the plan out (decision 0038).
 
 By owner kind:
 
-* KaiwoJob, KaiwoService: the owner, the KaiwoConfig ``kaiwo`` and the AIMNamespaceConfig of
-  its namespace (the one in force: the first valid by name), each when it exists;
+* KaiwoJob, KaiwoService: the owner, the KaiwoConfig ``kaiwo``, the AIMNamespaceConfig of
+  its namespace (the one in force: the first valid by name), each when it exists, and its
+  Namespace when that carries GPU idle-preemption annotations (they opt the namespace's
+  workloads in: :mod:`kaiwo_contracts.gpu_preemption`);
 * KaiwoQueueConfig: the owner and the KaiwoConfig;
 * Model: the owner, the Models' system configuration (the ConfigMap in force) and the
   AIMNamespaceConfig of its namespace.
@@ -14,9 +16,9 @@ A configuration object that does not exist is not named: the plan then used the 
 defaults, which nobody has to have written. An object the planner holds only in part (too
 large for the bus) is named without a digest.
 
-Digests are worked out once per object version: the owner's with the context's owner values
+Sources are worked out once per object version: the owner's with the context's owner values
 (keyed by uid, held while the very same spec and metadata are planned), a configuration
-object's once per planning context.
+object's once per planning context and carried to the next while the object is the same.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from kaiwo_contracts.events.observed import oversized_marker
-from kaiwo_contracts.plan_sources import source_digest, source_of
+from kaiwo_contracts.gpu_preemption import ANNOTATION_PREFIX as GPU_PREEMPTION_PREFIX
+from kaiwo_contracts.plan_sources import source_of
 from kaiwo_contracts.plans import ObjectRef, Plan, PlanSource
 
 from kaiwo_planner.domain.models.system_config import CONFIG_MAP_KIND, config_map_of
@@ -38,6 +41,7 @@ from kaiwo_planner.domain.state.cluster_settings import (
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 
 WORKLOAD_KINDS: Final = frozenset({"KaiwoJob", "KaiwoService"})
+NAMESPACE_KIND: Final = ("", "Namespace")
 
 
 def with_sources(
@@ -58,6 +62,10 @@ def plan_sources(owner: Mapping[str, Any], *, context: PlanningContext) -> tuple
     if kind in WORKLOAD_KINDS or kind == "KaiwoQueueConfig":
         found = kaiwo_config_object(context.cluster)
         configs.extend(_config_source(context, "kaiwo-config", found))
+    if kind in WORKLOAD_KINDS:
+        found_namespace = context.cluster.find_object(group="", kind="Namespace", name=namespace)
+        if found_namespace is not None and _opts_in(found_namespace):
+            configs.extend(_config_source(context, ("namespace", namespace), found_namespace))
     if kind in WORKLOAD_KINDS or kind == "Model":
         configs.extend(
             _config_source(
@@ -75,11 +83,12 @@ def _owner_source(owner: Mapping[str, Any], context: PlanningContext) -> PlanSou
     if oversized_marker(owner) is not None:
         return source_of(owner, whole=False)
     uid = (owner.get("metadata") or {}).get("uid")
-    # A status assumed in place of the observed one (planned_status) makes a copy of the
-    # owner that shares everything else: the digest, which leaves status out, is reused.
+    # Worked out once per owner version: most plans of an owner are made because a child
+    # moved. A status assumed in place of the observed one (planned_status) makes a copy of
+    # the owner that shares everything else, so the source, which leaves status out, is
+    # reused for it too.
     written = tuple(value for key, value in owner.items() if key != "status")
-    digest = context.owner_value(("source-digest", uid), written, lambda: source_digest(owner))
-    return source_of(owner, digest=digest)
+    return context.owner_value(("plan-source", uid), written, lambda: source_of(owner))
 
 
 def _config_source(
@@ -90,10 +99,17 @@ def _config_source(
     return (
         context.derived(
             ("plan-source", key),
-            reads=(KAIWO_CONFIG_KIND, NAMESPACE_CONFIG_KIND, CONFIG_MAP_KIND),
+            reads=(KAIWO_CONFIG_KIND, NAMESPACE_CONFIG_KIND, CONFIG_MAP_KIND, NAMESPACE_KIND),
             inputs=lambda: (found,),
             compute=lambda: source_of(found, whole=oversized_marker(found) is None),
         ),
+    )
+
+
+def _opts_in(namespace: Mapping[str, Any]) -> bool:
+    annotations = (namespace.get("metadata") or {}).get("annotations")
+    return isinstance(annotations, Mapping) and any(
+        str(key).startswith(GPU_PREEMPTION_PREFIX) for key in annotations
     )
 
 

@@ -7,6 +7,8 @@ projection, replayed from the recorded ``KAIWO_GATEWAY`` stream by ``scaleSequen
 monitor's findings) and plans the Model with it. The plan then carries a
 :class:`~kaiwo_contracts.plans.ScaleIntent` (:func:`scale_intent`) while all of these hold:
 
+* the decision names this Model (its uid, namespace and name: a decision that borrows a
+  Model's uid under another namespace or name is not this Model's);
 * autoscaling is enabled and the Model is not being deleted;
 * the Model is still the generation the decision was made from: any change of its spec, the
   replicas included (by the executor carrying the decision out, or by someone's
@@ -49,6 +51,10 @@ class ScaleRequest:
     generation: int
     from_replicas: int
     replicas: int
+    namespace: str | None = None
+    name: str | None = None
+    """The Model the decision names besides its uid: a decision applies only to the Model
+    with that uid, namespace and name."""
 
     @classmethod
     def of(cls, event: ScaleDecidedV1, *, at: datetime) -> ScaleRequest:
@@ -58,6 +64,8 @@ class ScaleRequest:
             generation=event.generation,
             from_replicas=event.from_replicas,
             replicas=event.replicas,
+            namespace=event.model.namespace,
+            name=event.model.name,
         )
 
     def decides_differently_from(self, other: ScaleRequest | None) -> bool:
@@ -78,6 +86,8 @@ class ScaleRequest:
             "generation": self.generation,
             "fromReplicas": self.from_replicas,
             "replicas": self.replicas,
+            "namespace": self.namespace,
+            "name": self.name,
         }
 
     @classmethod
@@ -88,6 +98,8 @@ class ScaleRequest:
             generation=int(document["generation"]),
             from_replicas=int(document["fromReplicas"]),
             replicas=int(document["replicas"]),
+            namespace=document.get("namespace"),
+            name=document.get("name"),
         )
 
 
@@ -99,6 +111,7 @@ def scale_intent(
     spec, metadata = model.spec, model.metadata
     if (
         request is None
+        or (request.namespace, request.name) != (ref.namespace, ref.name)
         or spec.autoscaling_disabled
         or metadata.deletion_timestamp is not None
         or metadata.generation != request.generation
