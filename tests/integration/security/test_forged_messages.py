@@ -19,7 +19,7 @@ One operator serves the module; the tests run in order.
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
@@ -117,15 +117,23 @@ async def stored(pipeline: Pipeline, stream: str, subjects: str) -> AsyncIterato
         sequence = message.seq + 1
 
 
-async def refused(pipeline: Pipeline, uid: str) -> int:
-    """Wait for the executor's refusal of a plan of the owner ``uid``; its sequence."""
+Effect = Callable[[], Awaitable[str | None]]
+"""What the attack did to the cluster, when it did something (None: nothing yet)."""
 
-    async def check() -> int | Pending:
+
+async def refused(pipeline: Pipeline, uid: str, *, unless: Effect | None = None) -> int:
+    """Wait for the executor's refusal of a plan of the owner ``uid``; its sequence. Should
+    the attack take effect first (``unless`` says what it did), fail saying so."""
+
+    async def check() -> int | str | Pending:
         async for message in stored(pipeline, RESULT_STREAM, f"kaiwo.res.refused.*.*.{uid}"):
             return int(message.seq)
-        return Pending("no refusal yet")
+        done = await unless() if unless is not None else None
+        return done if done is not None else Pending("no refusal yet")
 
-    return await eventually(check, what=f"a plan of {uid} refused")
+    found = await eventually(check, what=f"a plan of {uid} refused")
+    assert isinstance(found, int), f"the attack worked: {found}"
+    return found
 
 
 async def observed_again(pipeline: Pipeline, uid: str) -> None:
@@ -211,10 +219,15 @@ async def test_a_forged_kaiwojob_observation_creates_no_job_and_the_real_one_com
     forged = copy.deepcopy(real)
     forged["spec"] = miner_spec()
 
-    await forge_observation(pipeline, forged)
-    refusal = await refused(pipeline, uid_of(real))
+    async def miner_created() -> str | None:
+        job = await pipeline.child(resources.JOB, "victim")
+        return None if job is None else f"Job {job['spec']['template']['spec']}"
 
-    assert await pipeline.child(resources.JOB, "victim") is None
+    await forge_observation(pipeline, forged)
+    refusal = await refused(pipeline, uid_of(real), unless=miner_created)
+
+    assert await miner_created() is None
+    # People were told on the KaiwoJob before the refusal went out.
     events = (await kube.list(resources.EVENT, namespace=namespace)).items
     told = [e for e in events if e["reason"] == "PlanRefused"]
     assert told and all(e["type"] == "Warning" for e in told)
@@ -262,11 +275,15 @@ async def test_a_forged_queue_config_observation_changes_no_quota_and_queues_not
         ]
     }
 
-    await forge_observation(pipeline, forged)
-    await refused(pipeline, uid_of(real))
+    async def queued_in_kube_system() -> str | None:
+        local_queues = await kube.list(resources.KUEUE_LOCAL_QUEUE, namespace="kube-system")
+        names = [q["metadata"]["name"] for q in local_queues.items]
+        return f"LocalQueues in kube-system: {names}" if names else None
 
-    local_queues = await kube.list(resources.KUEUE_LOCAL_QUEUE, namespace="kube-system")
-    assert local_queues.items == []
+    await forge_observation(pipeline, forged)
+    await refused(pipeline, uid_of(real), unless=queued_in_kube_system)
+
+    assert await queued_in_kube_system() is None
     queue = await kube.get(resources.KUEUE_CLUSTER_QUEUE, actors.QUEUE)
     quotas = [
         resource.get("nominalQuota")
@@ -305,7 +322,15 @@ async def test_forged_configurations_change_no_workload(shared_pipeline: Pipelin
     await kube.create(actors.training_job("after-forgery", namespace=namespace, download=False))
     created = await pipeline.kaiwo_job("after-forgery")
 
-    await refused(pipeline, uid_of(created))
+    async def forged_job() -> str | None:
+        job = await pipeline.child(resources.JOB, "after-forgery")
+        pod = (job or {}).get("spec", {}).get("template", {}).get("spec", {})
+        forged = pod.get("schedulerName") == "attacker-scheduler" or {
+            "name": "stolen-credentials"
+        } in (pod.get("imagePullSecrets") or [])
+        return f"Job with {pod}" if forged else None
+
+    await refused(pipeline, uid_of(created), unless=forged_job)
 
     # Both are observed again (the phantom as deleted), and the workload's Job comes as the
     # real configuration has it.
@@ -335,10 +360,14 @@ async def test_a_forged_model_observation_starts_no_pods(shared_pipeline: Pipeli
     forged = copy.deepcopy(real)
     forged["spec"]["replicas"] = 3
 
-    await forge_observation(pipeline, forged)
-    await refused(pipeline, uid_of(real))
+    async def pods_started() -> str | None:
+        pods = await model_pods(kube, namespace, "tenant-model")
+        return f"{len(pods)} Pods" if pods else None
 
-    assert await model_pods(kube, namespace, "tenant-model") == []
+    await forge_observation(pipeline, forged)
+    await refused(pipeline, uid_of(real), unless=pods_started)
+
+    assert await pods_started() is None
     await observed_again(pipeline, uid_of(real))
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from kaiwo_contracts.plan_sources import source_digest
 from kaiwo_contracts.plans import ObjectRef, Plan, PlanSource
 from kaiwo_planner.domain.planning import plan_object
@@ -86,12 +87,18 @@ def plan_of(owner: dict[str, Any], *objects: dict[str, Any]) -> Plan:
     return plan
 
 
-def test_a_workload_plan_names_its_owner_the_kaiwoconfig_and_its_namespaces_config() -> None:
-    plan = plan_of(JOB, KAIWO_CONFIG, TEAM_A_CONFIG, TEAM_B_CONFIG, QUEUE_CONFIG)
+SERVICE = obj(KAIWO, "KaiwoService", "chat", "svc-uid", namespace="team-a", spec={"image": "vllm"})
+
+
+@pytest.mark.parametrize("workload", [JOB, SERVICE], ids=["KaiwoJob", "KaiwoService"])
+def test_a_workload_plan_names_its_owner_the_kaiwoconfig_and_its_namespaces_config(
+    workload: dict[str, Any],
+) -> None:
+    plan = plan_of(workload, KAIWO_CONFIG, TEAM_A_CONFIG, TEAM_B_CONFIG, QUEUE_CONFIG)
 
     # The owner first, then the configurations in (apiVersion, kind, namespace, name) order;
     # another namespace's config and the queue config (status only) are not sources.
-    assert plan.sources == (named(JOB), named(TEAM_A_CONFIG), named(KAIWO_CONFIG))
+    assert plan.sources == (named(workload), named(TEAM_A_CONFIG), named(KAIWO_CONFIG))
 
 
 def test_a_configuration_that_does_not_exist_is_not_named() -> None:

@@ -51,6 +51,7 @@ from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.events.results import ApplyResultV1, PlanRefusedV1
 from kaiwo_contracts.events.streams import BusTopology, ConsumerSpec
 from kaiwo_contracts.events.subjects import result_subject
+from kaiwo_contracts.plans import ObjectRef
 from kaiwo_kube import KubeError, KubernetesPort
 from kaiwo_runtime.bus import Bus, Delivery, PoisonMessage, RetryLater, run_consumer
 from kaiwo_runtime.kv import KeyValue
@@ -209,7 +210,8 @@ class ExecutorService:
         )
 
     async def _refuse(self, envelope: Envelope[PlanDecidedV1], admission: Admission) -> None:
-        """Count, log, publish and tell the refusal, then dead-letter the plan."""
+        """Count, log and tell the refusal (on the owner, when it exists), publish it, then
+        dead-letter the plan."""
         plan = envelope.data.plan
         owner = plan.owner
         self.metrics.plans_refused.labels(owner_kind=owner.kind).inc()
@@ -219,9 +221,13 @@ class ExecutorService:
             reasons=list(admission.refusals),
             reobserve=[ref.display() for ref in admission.reobserve],
         )
+        if admission.owner_found:
+            await self._tell_refusal(owner, reason)
         await self._publish_refusal(envelope, admission)
-        if not admission.owner_found:
-            raise PoisonMessage(f"plan refused: {reason}")
+        raise PoisonMessage(f"plan refused: {reason}")
+
+    async def _tell_refusal(self, owner: ObjectRef, reason: str) -> None:
+        """A Warning Event ``PlanRefused`` on the owner (best effort: the refusal stands)."""
         with contextlib.suppress(KubeError):
             await self._kube.create_event(
                 involved={
@@ -243,7 +249,6 @@ class ExecutorService:
                 component="kaiwo-executor",
                 now=self.clock(),
             )
-        raise PoisonMessage(f"plan refused: {reason}")
 
     async def _publish_refusal(
         self, envelope: Envelope[PlanDecidedV1], admission: Admission
