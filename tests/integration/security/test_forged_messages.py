@@ -188,6 +188,7 @@ def miner_spec() -> dict[str, Any]:
             "spec": {
                 "template": {
                     "spec": {
+                        "restartPolicy": "Never",
                         "hostPID": True,
                         "hostNetwork": True,
                         "serviceAccountName": "kaiwo-executor",
