@@ -195,9 +195,11 @@ class PlanAdmission:
         try:
             live = await self._kube.get(resource, ref.name, namespace=ref.namespace)
         except NotFound:
-            self._read.pop(key, None)
-            return _Read(at=self._monotonic(), object=None, digest=None)
-        read = _Read(at=self._monotonic(), object=live, digest=source_digest(live))
+            # Remembered too (a refused plan reads it once); a source that exists after all
+            # does not match an absence, so it is read again at once.
+            read = _Read(at=self._monotonic(), object=None, digest=None)
+        else:
+            read = _Read(at=self._monotonic(), object=live, digest=source_digest(live))
         self._read[key] = read
         self._read.move_to_end(key)
         while len(self._read) > KNOWN_OBJECTS:

@@ -23,13 +23,9 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-import structlog
 from kaiwo_contracts.events.decoding import decode_envelope
-from kaiwo_contracts.events.envelope import EnvelopeFormatError
 from kaiwo_contracts.events.results import PlanRefusedV1
 from kaiwo_contracts.plans import ObjectRef
-
-log = structlog.get_logger("kaiwo.watcher")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +65,3 @@ class RecentlyRead:
             return False
         self._read[key] = now
         return True
-
-
-def describe_refusal_error(error: EnvelopeFormatError) -> str:
-    return f"{error.failure.value}: {error}"
