@@ -255,6 +255,38 @@ async def test_a_deleted_pod_is_replaced(shared_pipeline: Pipeline, models_confi
     await serving(pipeline, "rolling", 3)
 
 
+async def test_replicas_beyond_the_bounds_are_written_back_unless_autoscaling_is_off(
+    shared_pipeline: Pipeline, models_config: None
+) -> None:
+    pipeline = shared_pipeline
+    kube, namespace = pipeline.kube, pipeline.namespace
+    bounded = a_model(
+        "bounded",
+        namespace,
+        url="hf://org/bounded",
+        engine="VLLM",
+        resourceProfile="cpu:1",
+        replicas=5,
+        minReplicas=1,
+        maxReplicas=2,
+    )
+    fixed = {**bounded, "metadata": {"name": "fixed", "namespace": namespace}}
+    fixed["spec"] = {**bounded["spec"], "autoscalingDisabled": True}
+    await kube.create(bounded)
+    await kube.create(fixed)
+
+    async def clamped() -> dict[str, Any] | Pending:
+        found = await model(pipeline, "bounded")
+        return found if found["spec"]["replicas"] == 2 else Pending(found["spec"]["replicas"])
+
+    await eventually(clamped, what="spec.replicas written back as maxReplicas")
+    assert len(await model_pods(kube, namespace, "bounded")) == 2
+    # The user's own number stands where autoscaling is disabled: five Pods, as asked.
+    assert (await model(pipeline, "fixed"))["spec"]["replicas"] == 5
+    for name in ("bounded", "fixed"):
+        await kube.delete(resources.KUBEAI_MODEL, name, namespace=namespace)
+
+
 async def test_adapters_are_loaded_and_changed_without_restarting_a_pod(
     shared_pipeline: Pipeline, models_config: None
 ) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -26,25 +27,17 @@ def _row(output: str, name: str) -> str:
     return rows[-1]
 
 
+def play(scenario: Path, tmp_path: Path) -> Any:
+    """``kaiwo demo`` of ``scenario`` at 0.3 of its pace, until it settles (80 s at most)."""
+    arguments = ["demo", "--scenario", str(scenario), "--state-dir", str(tmp_path / "kaiwo")]
+    arguments += ["--time-scale", "0.3", "--exit-when-settled", "--within", "80"]
+    return CliRunner().invoke(app, arguments, env={"COLUMNS": "260"})
+
+
 @pytest.mark.slow
 def test_the_demo_scenario_plays_out_in_the_live_table(tmp_path: Path) -> None:
     started = time.monotonic()
-    result = CliRunner().invoke(
-        app,
-        [
-            "demo",
-            "--scenario",
-            str(SCENARIO),
-            "--state-dir",
-            str(tmp_path / "kaiwo"),
-            "--time-scale",
-            "0.3",
-            "--exit-when-settled",
-            "--within",
-            "80",
-        ],
-        env={"COLUMNS": "260"},
-    )
+    result = play(SCENARIO, tmp_path)
     elapsed = time.monotonic() - started
     output = result.output
     assert result.exit_code == 0, output
@@ -87,3 +80,39 @@ def test_the_demo_scenario_plays_out_in_the_live_table(tmp_path: Path) -> None:
     assert "kubectl get kaiwojobs,kaiwoservices -A" in output
     assert f"export KUBECONFIG={tmp_path / 'kaiwo' / 'fake-cluster' / 'kubeconfig'}" in output
     print(f"demo at 0.3 pace: {elapsed:.1f} s; {output.splitlines()[-12]}")
+
+
+@pytest.mark.slow
+def test_a_scientists_own_job_without_a_queue_runs_in_any_namespace(tmp_path: Path) -> None:
+    own = """
+---
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: my-project
+---
+apiVersion: kaiwo.silogen.ai/v1alpha1
+kind: KaiwoJob
+metadata:
+  name: my-experiment
+  namespace: my-project
+  annotations:
+    sandbox.kaiwo.silogen.ai/run-seconds: "3"
+spec:
+  user: dora@example.com
+  image: ghcr.io/silogen/rocm-ray:6.4
+  entrypoint: python my_experiment.py
+  gpus: 1
+"""
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(SCENARIO.read_text() + own)
+    result = play(scenario, tmp_path)
+    assert result.exit_code == 0, result.output
+    rows = [
+        line
+        for line in result.output.splitlines()
+        if "my-project/my-experiment " in line and "│" in line
+    ]
+    assert rows, result.output
+    # The KaiwoConfig's default queue, which the demo's queue config now defines.
+    assert "kaiwo" in rows[-1].split("│")[3] and "COMPLETE" in rows[-1], rows[-1]

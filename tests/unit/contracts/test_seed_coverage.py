@@ -376,6 +376,13 @@ ACCEPTED_DEVIATIONS = {
         "the older rendering's name of `storage` (seed 001); kept as a deprecated alias without "
         "a default so that it only counts when a user sets it (KaiwoConfigSpec.effective_storage)"
     ),
+    ("002", "DataStorageSpec", "mountPath"): (
+        "no CRD default, so that KaiwoConfig's defaultDataMountPath (the same /workload unless a "
+        "platform team changes it) applies on a cluster, as the seed says it does (decision 0044)"
+    ),
+    ("002", "HfStorageSpec", "mountPath"): (
+        "no CRD default, so that KaiwoConfig's defaultHfMountPath applies (decision 0044)"
+    ),
 }
 
 

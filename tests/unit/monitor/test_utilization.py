@@ -359,3 +359,14 @@ def test_the_policy_from_a_written_kaiwoconfig_section() -> None:
 
 def test_a_threshold_above_100_percent_is_a_ratio_of_one() -> None:
     assert MonitoringPolicy(threshold_percent=150.0).threshold_ratio == 1.0
+
+
+def test_the_gpu_profile_targets_pods_that_requested_gpus_in_monitored_namespaces() -> None:
+    from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoResourceMonitoringConfig
+
+    policy = MonitoringPolicy.from_config(KaiwoResourceMonitoringConfig(profile="gpu"))
+    assert policy.profile == "gpu"
+    assert policy.targets(a_pod("train-0", gpus=2))
+    assert not policy.targets(a_pod("train-1", gpus=0))
+    system = WorkloadRef(kind="KaiwoJob", name="sys", namespace="kube-system", uid="uid-sys")
+    assert not policy.targets(a_pod("sys-0", system, gpus=1))

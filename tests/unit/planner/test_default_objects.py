@@ -61,3 +61,17 @@ def test_existing_singletons_are_left_alone_and_others_named_otherwise_do_not_co
 
 def test_nothing_before_the_watcher_has_listed_anything() -> None:
     assert default_object_plans(cluster(namespaces=frozenset())) == ()
+
+
+def test_the_installations_default_queue_goes_into_the_kaiwoconfig_it_creates() -> None:
+    plans = default_object_plans(cluster(), default_cluster_queue="team-default")
+    assert plans[0].desired == (
+        {**EMPTY_KAIWO_CONFIG, "spec": {"defaultClusterQueueName": "team-default"}},
+    )
+    assert plans[1].desired == (EMPTY_QUEUE_CONFIG,)
+
+
+def test_an_existing_kaiwoconfig_is_not_touched_by_the_installations_default_queue() -> None:
+    mine = {**EMPTY_KAIWO_CONFIG, "metadata": {"name": "kaiwo", "uid": "u2"}}
+    plans = default_object_plans(cluster(mine), default_cluster_queue="team-default")
+    assert [p.owner.kind for p in plans] == ["KaiwoQueueConfig"]

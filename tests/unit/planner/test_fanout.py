@@ -461,3 +461,26 @@ def test_without_a_queue_config_a_node_change_replans_only_workloads() -> None:
     change = projection.apply(observe(node("gpu-9"), "1", "ADDED"), sequence=2)
     assert change is not None
     assert owners_to_replan(change, projection) == (TRAIN,)
+
+
+def test_a_priority_class_replans_every_workload(projection: Projection) -> None:
+    priority = obj("scheduling.k8s.io/v1", "PriorityClass", "urgent", "pc-uid", value=1000)
+    assert owners_to_replan(change_of(projection, priority, "ADDED"), projection) == (
+        EVERY_WORKLOAD
+    )
+
+
+def test_a_workload_priority_class_replans_every_workload_and_its_queue_config(
+    projection: Projection,
+) -> None:
+    managed = obj(
+        KUEUE,
+        "WorkloadPriorityClass",
+        "high",
+        "wpc-uid",
+        owners=[owner_ref(KAIWO, "KaiwoQueueConfig", "kaiwo", "kqc-uid")],
+        value=100,
+    )
+    assert owners_to_replan(change_of(projection, managed, "ADDED"), projection) == EVERYTHING
+    foreign = obj(KUEUE, "WorkloadPriorityClass", "theirs", "wpc-2", value=5)
+    assert owners_to_replan(change_of(projection, foreign, "ADDED"), projection) == (EVERY_WORKLOAD)

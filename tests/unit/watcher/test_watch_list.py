@@ -47,13 +47,12 @@ def test_children_and_managed_kueue_objects_are_filtered_by_the_managed_by_label
         resources.KUEUE_RESOURCE_FLAVOR,
         resources.KUEUE_CLUSTER_QUEUE,
         resources.KUEUE_LOCAL_QUEUE,
-        resources.KUEUE_WORKLOAD_PRIORITY_CLASS,
         resources.KUEUE_TOPOLOGY,
     ):
         assert found[str(resource)] == MANAGED, resource
 
 
-def test_pods_by_run_id_and_workloads_nodes_namespaces_whole():
+def test_pods_by_run_id_and_workloads_nodes_namespaces_priority_classes_whole():
     found = selectors()
     assert found["pods"] == "kaiwo.silogen.ai/run-id"
     # The Pods the operator makes itself (a Model's), in a stream of their own.
@@ -61,10 +60,13 @@ def test_pods_by_run_id_and_workloads_nodes_namespaces_whole():
     assert found["workloads.kueue.x-k8s.io/v1beta1"] is None
     assert found["nodes"] is None
     assert found["namespaces"] is None
+    # A workload's priorityClass may name one a platform team made (decision 0045).
+    assert found["priorityclasses.scheduling.k8s.io/v1"] is None
+    assert found["workloadpriorityclasses.kueue.x-k8s.io/v1beta1"] is None
     # Nothing the operator does not need: no Secrets, Events, Leases.
     assert "secrets" not in found
     assert "events" not in found
-    assert len(DEFAULT_WATCH_LIST) == 6 + 11 + 2 + 1 + 1 + 5 + 2
+    assert len(DEFAULT_WATCH_LIST) == 6 + 11 + 2 + 1 + 1 + 4 + 1 + 2 + 1
 
 
 def test_label_keys_agree_with_the_planner():

@@ -22,11 +22,13 @@ still loading) is shown once more with one replica and its cache loaded, said in
 Without ``--nodes``, enough 8-GPU nodes of each vendor the workloads ask for are assumed;
 without a KaiwoQueueConfig, the one the operator creates at start-up, plus an open cluster
 queue for every queue a workload names; without Namespace objects, every
-namespace mentioned exists. An observed object without ``ownerReferences`` belongs to the
+namespace mentioned exists; a ``priorityClass`` nothing given defines is assumed to name an
+existing PriorityClass. An observed object without ``ownerReferences`` belongs to the
 planned workload of its namespace (when there is one); an owner reference without ``uid``
 is resolved by kind and name.
 
-Invalid input is reported as ``FILE: FIELD: PROBLEM`` and exits with status 1.
+Invalid input, a kind that is not served among them, is reported as ``FILE: FIELD:
+PROBLEM`` and exits with status 1.
 """
 
 from __future__ import annotations
@@ -233,6 +235,16 @@ def _check_object(document: Document) -> None:
         raise InputError(f"{document.source}: metadata.name: required field is missing")
 
 
+def _check_plannable(document: Document) -> None:
+    """Only the served kinds have a plan: anything else (a typo in ``kind``, another
+    operator's kind) is an error, not an empty plan that exits 0."""
+    content = document.content
+    if model_for(str(content.get("apiVersion")), str(content.get("kind"))) is not None:
+        return
+    [problem] = validate_manifest(content)  # the unknown kind, with the served ones
+    raise InputError(f"{document.source}: {problem.path}: {problem.message}")
+
+
 def _check_served(document: Document) -> None:
     """Served kinds are checked as the API server and the operator would check them."""
     content = document.content
@@ -294,6 +306,7 @@ def _read_cluster(
         raise InputError(f"{filename}: no manifests found")
     for document in manifests:
         _check_object(document)
+        _check_plannable(document)
         _check_served(document)
     cluster = OfflineCluster(manifests=manifests)
     for document in manifests:
@@ -311,6 +324,7 @@ def _read_cluster(
     _resolve_owner_references(cluster)
     _assume_nodes(cluster, given=nodes is not None)
     _assume_queue_config(cluster)
+    _assume_priority_classes(cluster)
     _assume_namespaces(cluster)
     return cluster
 
@@ -533,6 +547,38 @@ def _assume_queue_config(cluster: OfflineCluster) -> None:
         "queue config: none given (--queue-config); assumed the default KaiwoQueueConfig "
         f"with open cluster queues {', '.join(sorted(queues))}"
     )
+
+
+def _assume_priority_classes(cluster: OfflineCluster) -> None:
+    """A PriorityClass for each ``priorityClass`` a workload names that nothing given defines
+    (neither a PriorityClass nor a WorkloadPriorityClass, of the queue config or observed): on
+    a cluster such a workload would wait for one (decision 0045)."""
+    defined = {
+        str(o["metadata"].get("name"))
+        for o in cluster.objects
+        if o.get("kind") in ("PriorityClass", "WorkloadPriorityClass")
+    }
+    for queue_config in (o for o in cluster.objects if o.get("kind") == "KaiwoQueueConfig"):
+        for priority in (queue_config.get("spec") or {}).get("workloadPriorityClasses") or ():
+            defined.add(str((priority.get("metadata") or {}).get("name")))
+    named = {
+        str(spec["priorityClass"])
+        for workload in _workloads(cluster)
+        if (spec := workload.get("spec") or {}).get("priorityClass")
+    }
+    for name in sorted(named - defined):
+        assumed: dict[str, Any] = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": 0,
+        }
+        assumed["metadata"]["uid"] = derived_uid(assumed)
+        cluster.objects.append(assumed)
+        cluster.assumptions.append(
+            f"priority class: {name} is named but not given (--observed); assumed a "
+            "PriorityClass of that name exists"
+        )
 
 
 def _assume_namespaces(cluster: OfflineCluster) -> None:

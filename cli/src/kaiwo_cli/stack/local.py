@@ -103,6 +103,10 @@ class StackOptions:
     metrics_endpoint: str | None = None
     gateway_port: int | None = None
     """Start the OpenAI gateway on this port of 127.0.0.1 (None: no gateway)."""
+    gateway_anonymous: bool = True
+    """Serve every caller on this machine without a token, for every namespace
+    (``KAIWO_GATEWAY_ANONYMOUS=loopback``); False: callers send Kubernetes bearer tokens,
+    checked with the stack's kubeconfig (decision 0040)."""
     local_cluster: Literal["fake", "envtest"] = "fake"
     """With ``fake_cluster``: the fake API server, or a real kube-apiserver and
     kube-controller-manager from the built stack (``python -m kaiwo_envtest``)."""
@@ -449,6 +453,7 @@ class LocalStack:
         if self.options.gateway_port is not None:
             env["KAIWO_GATEWAY_HOST"] = "127.0.0.1"
             env["KAIWO_GATEWAY_PORT"] = str(self.options.gateway_port)
+            env["KAIWO_GATEWAY_ANONYMOUS"] = "loopback" if self.options.gateway_anonymous else "off"
         return {**env, **self.options.service_env}
 
     async def _start_services(self) -> None:

@@ -114,6 +114,7 @@ BINDING = _t("v1", "bindings", "Binding")
 """Assigns a pod to a node (create only): what a scheduler writes; the sandbox's on a real API
 server."""
 NODE = _t("v1", "nodes", "Node", namespaced=False)
+PRIORITY_CLASS = _t("scheduling.k8s.io/v1", "priorityclasses", "PriorityClass", namespaced=False)
 NAMESPACE = _t("v1", "namespaces", "Namespace", namespaced=False)
 EVENT = _t("v1", "events", "Event")
 LEASE = _t("coordination.k8s.io/v1", "leases", "Lease")
@@ -130,7 +131,7 @@ CATALOGUE: tuple[ResourceType, ...] = (
     ROLE_BINDING,
     KUEUE_RESOURCE_FLAVOR, KUEUE_CLUSTER_QUEUE, KUEUE_LOCAL_QUEUE, KUEUE_WORKLOAD_PRIORITY_CLASS,
     KUEUE_WORKLOAD, KUEUE_TOPOLOGY, PERSISTENT_VOLUME_CLAIM, CONFIG_MAP, SECRET, SERVICE, POD,
-    BINDING, NODE, NAMESPACE, EVENT, LEASE, CUSTOM_RESOURCE_DEFINITION,
+    BINDING, NODE, PRIORITY_CLASS, NAMESPACE, EVENT, LEASE, CUSTOM_RESOURCE_DEFINITION,
 )  # fmt: skip
 
 _BY_KIND = {(t.api_version, t.kind): t for t in CATALOGUE}

@@ -143,6 +143,16 @@ BUILTIN_KINDS: tuple[ResourceKind, ...] = (
         has_generation=False,
     ),
     ResourceKind(
+        group="scheduling.k8s.io",
+        version="v1",
+        plural="priorityclasses",
+        kind="PriorityClass",
+        namespaced=False,
+        status_subresource=False,
+        short_names=("pc",),
+        has_generation=False,
+    ),
+    ResourceKind(
         group="apiextensions.k8s.io",
         version="v1",
         plural="customresourcedefinitions",

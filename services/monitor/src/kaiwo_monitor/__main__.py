@@ -30,6 +30,7 @@ from kaiwo_runtime.startup import (
     within,
 )
 
+from kaiwo_monitor.exporter import ExporterScraper, scraper_for
 from kaiwo_monitor.metrics import MonitorMetrics
 from kaiwo_monitor.prometheus import PrometheusScraper
 from kaiwo_monitor.service import MonitorService
@@ -38,11 +39,14 @@ from kaiwo_monitor.settings import LEASE_ROLE, MonitorSettings
 log = structlog.get_logger("kaiwo.monitor")
 
 
-def _scraper(settings: MonitorSettings) -> PrometheusScraper:
+def _scraper(settings: MonitorSettings) -> PrometheusScraper | ExporterScraper:
     if not settings.monitor_metrics_endpoint:
-        raise StartupError("KAIWO_MONITOR_METRICS_ENDPOINT is not set (a Prometheus URL)")
+        raise StartupError(
+            "KAIWO_MONITOR_METRICS_ENDPOINT (or RESOURCE_MONITORING_METRICS_ENDPOINT) is not set "
+            "(a Prometheus URL, or an exporter's /metrics page)"
+        )
     try:
-        return PrometheusScraper(
+        return scraper_for(
             settings.monitor_metrics_endpoint,
             query=settings.monitor_query,
             timeout=settings.monitor_scrape_timeout_seconds,

@@ -151,17 +151,23 @@ def samples_from_response(document: Any) -> tuple[GpuSample, ...]:
 
 def _sample(entry: Mapping[str, Any]) -> GpuSample | None:
     labels: Mapping[str, str] = entry.get("metric") or {}
-    namespace = _first_label(labels, NAMESPACE_LABELS)
-    pod = _first_label(labels, POD_LABELS)
     point = entry.get("value")
-    if not namespace or not pod or not isinstance(point, Sequence) or len(point) != 2:
+    if not isinstance(point, Sequence) or len(point) != 2:
         return None
     try:
         at = datetime.fromtimestamp(float(point[0]), UTC)
         percent = float(point[1])
     except (TypeError, ValueError, OverflowError):
         return None
-    if not math.isfinite(percent):
+    return sample_of(labels, percent, at)
+
+
+def sample_of(labels: Mapping[str, str], percent: float, at: datetime) -> GpuSample | None:
+    """One GPU's reading from a series' labels (see the module docstring for the names); None
+    for a GPU no pod uses and for a value that is not finite."""
+    namespace = _first_label(labels, NAMESPACE_LABELS)
+    pod = _first_label(labels, POD_LABELS)
+    if not namespace or not pod or not math.isfinite(percent):
         return None
     gpu = _first_label(labels, GPU_LABELS) or "?"
     partition = labels.get(PARTITION_LABEL)

@@ -710,7 +710,10 @@ class PlannerService:
         """Publish the create-only plans of the singletons the cluster lacks (the KaiwoConfig
         and KaiwoQueueConfig ``kaiwo``), each once while it stays missing; returns how many
         were published."""
-        plans = default_object_plans(self._projection.cluster_state())
+        plans = default_object_plans(
+            self._projection.cluster_state(),
+            default_cluster_queue=self._settings.default_cluster_queue_name,
+        )
         missing = {f"default/{plan.owner.kind}" for plan in plans}
         for key in [k for k in self._owners if k.startswith("default/") and k not in missing]:
             del self._owners[key]  # it exists now: should it go, it is created again

@@ -3,11 +3,28 @@
 from __future__ import annotations
 
 from kaiwo_runtime.settings import SingleActiveSettings
-from pydantic import Field
+from pydantic import AliasChoices, Field
+from pydantic_settings import SettingsConfigDict
 
 
 class PlannerSettings(SingleActiveSettings):
     """``KAIWO_SNAPSHOT_BUCKET``, ``KAIWO_SNAPSHOT_EVERY_EVENTS``, ... on top of the shared ones."""
+
+    # A field with the API reference's name as an alias is still set by name in code.
+    model_config = SettingsConfigDict(**SingleActiveSettings.model_config, populate_by_name=True)
+
+    default_cluster_queue_name: str = Field(
+        default="",
+        max_length=63,
+        pattern=r"^$|^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        validation_alias=AliasChoices(
+            "KAIWO_DEFAULT_CLUSTER_QUEUE_NAME", "DEFAULT_CLUSTER_QUEUE_NAME"
+        ),
+    )
+    """``DEFAULT_CLUSTER_QUEUE_NAME`` (the API reference's installation setting; the project's
+    ``KAIWO_DEFAULT_CLUSTER_QUEUE_NAME`` wins where both are set): the default queue written
+    into the KaiwoConfig the operator creates when there is none. The KaiwoConfig in the
+    cluster decides from then on (decision 0046). "": the CRD's default, ``kaiwo``."""
 
     snapshot_bucket: str = Field(default="kaiwo-planner", pattern=r"^[A-Za-z0-9_-]+$")
     """JetStream key-value bucket holding the projection snapshot."""

@@ -157,6 +157,7 @@ BUILT_IN_GROUPS = frozenset(
         "coordination.k8s.io",
         "apiextensions.k8s.io",
         "rbac.authorization.k8s.io",
+        "scheduling.k8s.io",
     }
 )
 """API groups the API server serves itself: no CRD to wait for."""

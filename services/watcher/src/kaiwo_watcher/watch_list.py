@@ -12,8 +12,9 @@
 * The system configuration of Models: ConfigMaps labelled
   ``kaiwo.silogen.ai/system-config=models`` in the operator's own namespace only (key
   ``configmaps#system-config``): configuration from any other namespace is never read.
-* Kueue Workloads (Kueue creates them, so they carry none of our labels), Nodes and
-  Namespaces: every object.
+* Kueue Workloads (Kueue creates them, so they carry none of our labels), Nodes, Namespaces,
+  PriorityClasses and Kueue WorkloadPriorityClasses (a workload's ``priorityClass`` may name
+  one a platform team made, decision 0045): every object.
 
 The label keys mirror ``kaiwo_planner.domain.children.labels`` (services do not import each other; a
 unit test checks they agree).
@@ -91,10 +92,10 @@ MANAGED_KUEUE_RESOURCES: tuple[ResourceType, ...] = (
     resources.KUEUE_RESOURCE_FLAVOR,
     resources.KUEUE_CLUSTER_QUEUE,
     resources.KUEUE_LOCAL_QUEUE,
-    resources.KUEUE_WORKLOAD_PRIORITY_CLASS,
     resources.KUEUE_TOPOLOGY,
 )
-"""Kueue objects the planner derives from the KaiwoQueueConfig."""
+"""Kueue objects the planner derives from the KaiwoQueueConfig (WorkloadPriorityClasses too,
+watched whole below)."""
 
 
 def default_watch_list(
@@ -117,8 +118,10 @@ def default_watch_list(
             WatchTarget(resource=r, label_selector=MANAGED_BY_SELECTOR)
             for r in MANAGED_KUEUE_RESOURCES
         ),
+        WatchTarget(resource=resources.KUEUE_WORKLOAD_PRIORITY_CLASS),
         WatchTarget(resource=resources.NODE),
         WatchTarget(resource=resources.NAMESPACE),
+        WatchTarget(resource=resources.PRIORITY_CLASS),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from kaiwo_contracts.plans import canonical_json
 from kaiwo_planner.domain.children.workload_children import ChildCondition, plan_children
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.state.priority_classes import PriorityChoice
 
 NO_GPUS = GpuAllocation(gpus=0, gpus_per_replica=0, replicas=1, vendor="amd")
 
@@ -42,7 +43,9 @@ def test_default_template_job_matches_the_hand_written_manifest(make_job, expect
         },
     )
 
-    decision = plan_children(workload=job, allocation=NO_GPUS, config=None)
+    # "high" is both a PriorityClass and a WorkloadPriorityClass in the cluster.
+    both = PriorityChoice(pod_priority_class="high", kueue_priority_class="high")
+    decision = plan_children(workload=job, allocation=NO_GPUS, config=None, priority=both)
 
     assert list(decision.desired) == expected("batch_job_default")
     assert decision.main_child is not None

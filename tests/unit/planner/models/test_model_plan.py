@@ -72,6 +72,28 @@ def test_replicas_are_clamped_into_their_bounds_unless_autoscaling_is_off(
     assert pod_count(spec) == pods
 
 
+@pytest.mark.parametrize(
+    ("spec", "written"),
+    [
+        ({"replicas": 5, "maxReplicas": 3}, (5, 3)),
+        ({"replicas": 0, "minReplicas": 2}, (0, 2)),
+        ({"minReplicas": 2}, (0, 2)),
+        ({"replicas": 2, "minReplicas": 1, "maxReplicas": 3}, None),
+        ({}, None),
+        ({"replicas": 5, "maxReplicas": 3, "autoscalingDisabled": True}, None),
+    ],
+    ids=["above-max", "below-min", "unset-below-min", "within", "unset", "autoscaling-off"],
+)
+def test_replicas_outside_the_bounds_are_written_back_as_kubeai_does(
+    spec: dict[str, Any], written: tuple[int, int] | None
+) -> None:
+    plan = plan_for(model({**BASE, **spec}))
+    scale = plan.scale
+    assert ((scale.from_replicas, scale.replicas) if scale else None) == written
+    if scale is not None:
+        assert scale.target == plan.owner
+
+
 @pytest.mark.parametrize("autoscaling_disabled", [False, True])
 def test_a_model_asking_for_more_pods_than_a_plan_carries_runs_400_and_says_why(
     autoscaling_disabled: bool,

@@ -35,7 +35,7 @@ underutilized stretch) have a state, and workloads without pods lose theirs.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Final, Literal
@@ -49,21 +49,37 @@ from kaiwo_monitor.domain.samples import GpuSample
 EXCLUDED_BY_DEFAULT: Final = frozenset({"kube-system"})
 AGGREGATION: Final[Literal["Avg"]] = "Avg"
 FULL_PERCENT: Final = 100.0
+PROFILE_RESOURCES: Final[Mapping[str, Callable[[MonitoredPod], bool]]] = {
+    "gpu": lambda pod: pod.requested_gpus > 0,
+}
+"""What each ``resourceMonitoring.profile`` monitors: whether a pod uses that resource."""
 
 
 @dataclass(frozen=True, slots=True)
 class MonitoringPolicy:
-    """``spec.resourceMonitoring`` of the KaiwoConfig, parsed once per tick."""
+    """``spec.resourceMonitoring`` of the KaiwoConfig, parsed once per tick.
+
+    ``profile`` chooses the resource monitored (the API reference; ``gpu`` is its only value):
+    with ``gpu``, only pods that requested GPUs are judged for underutilization, so a CPU-only
+    workload in a target namespace is never reported as idle GPUs (decision 0046).
+    """
 
     threshold_percent: float = 1.0
     target_namespaces: frozenset[str] = frozenset()
+    profile: str = "gpu"
 
     @classmethod
     def from_config(cls, config: KaiwoResourceMonitoringConfig) -> MonitoringPolicy:
         return cls(
             threshold_percent=config.low_utilization_threshold,
             target_namespaces=frozenset(config.target_namespaces or ()),
+            profile=config.profile,
         )
+
+    def targets(self, pod: MonitoredPod) -> bool:
+        """Whether resource monitoring judges ``pod``: in a monitored namespace, using the
+        profile's resource."""
+        return self.monitors(pod.namespace) and PROFILE_RESOURCES[self.profile](pod)
 
     def monitors(self, namespace: str) -> bool:
         if self.target_namespaces:
@@ -185,7 +201,7 @@ def assess(
     opted_in = preemption or {}
     pods_by_workload: dict[str, list[MonitoredPod]] = defaultdict(list)
     for pod in pods:
-        if policy.monitors(pod.namespace) or pod.workload.uid in opted_in:
+        if policy.targets(pod) or pod.workload.uid in opted_in:
             pods_by_workload[pod.workload.uid].append(pod)
     readings = readings_by_pod(samples)
     judgments: list[Judgment] = []
@@ -197,7 +213,7 @@ def assess(
         utilization = workload_utilization(running, readings, now=now) if running else None
         state = previous
         if utilization is not None:
-            monitored = policy.monitors(utilization.workload.namespace)
+            monitored = any(policy.targets(pod) for pod in pods_by_workload[uid])
             state, finding = judge(
                 utilization, previous, policy=policy, now=now, monitored=monitored
             )

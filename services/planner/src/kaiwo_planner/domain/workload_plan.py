@@ -58,6 +58,7 @@ from kaiwo_planner.domain.scheduling.schedulable import decide_schedulable
 from kaiwo_planner.domain.state.cluster_settings import (
     cluster_queue_namespaces,
     kaiwo_config,
+    known_priority_classes,
     namespace_config,
     parse_optional_duration,
     parse_time,
@@ -65,6 +66,7 @@ from kaiwo_planner.domain.state.cluster_settings import (
     vendor_gpu_stats,
 )
 from kaiwo_planner.domain.state.planning_context import PlanningContext
+from kaiwo_planner.domain.state.priority_classes import NO_PRIORITY, choose_priority
 from kaiwo_planner.domain.status.findings import (
     WorkloadFinding,
     underutilization_condition,
@@ -144,12 +146,15 @@ def plan_workload(
         vendor=spec.gpu_vendor,
         stats=stats,
     )
+    priority = choose_priority(spec.priority_class or "", known_priority_classes(context))
     verdict = decide_schedulable(
         cluster_queue=queue,
         namespace=namespace,
         queue_namespaces=cluster_queue_namespaces(context),
         allocation=allocation,
         stats=stats,
+        priority_class=spec.priority_class or "",
+        priority=priority,
     )
     observed = observe_children(
         cluster=cluster,
@@ -166,6 +171,7 @@ def plan_workload(
             workload=workload,
             allocation=allocation,
             config=config,
+            priority=priority or NO_PRIORITY,
             namespace_config=namespace_config(context, namespace),
             download_state=download_state(observed, previous),
             observed_main_child=observed.child,

@@ -115,7 +115,7 @@ def build_batch_job(
     spec["suspend"] = True
     labels = {
         **inherited_labels({}, inputs.identity),
-        **queue_labels(inputs.queue_name, inputs.priority_class),
+        **queue_labels(inputs.queue_name, inputs.kueue_priority_class),
     }
     return {
         "apiVersion": "batch/v1",

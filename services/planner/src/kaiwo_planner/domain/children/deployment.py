@@ -32,7 +32,7 @@ def deployment_pod_labels(inputs: WorkloadInputs) -> dict[str, str]:
     """Labels a Deployment's pods carry besides the inherited ones: app and Kueue queue."""
     return {
         LABEL_APP: bounded_label(inputs.identity.name),
-        **queue_labels(inputs.queue_name, inputs.priority_class),
+        **queue_labels(inputs.queue_name, inputs.kueue_priority_class),
     }
 
 

@@ -71,6 +71,7 @@ def pod_additions(
         replicas=allocation.replicas,
         gpus_per_replica=allocation.gpus_per_replica,
         pod_template_spec_labels=inputs.pod_template_spec_labels,
+        priority_class_name=inputs.pod_priority_class,
         extra_labels=dict(extra_labels or {}),
         topology_annotations=topology_annotations(
             required_topology=inputs.required_topology,

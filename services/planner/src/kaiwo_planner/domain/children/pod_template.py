@@ -72,6 +72,9 @@ class PodAdditions:
     volume_mounts: Sequence[Mapping[str, Any]] = ()
     gpu_models: Sequence[str] = ()
     gpu_toleration_key: str | None = None
+    priority_class_name: str = ""
+    """The workload's ``priorityClass`` when a Kubernetes PriorityClass of that name exists;
+    a pod template's own ``priorityClassName`` wins."""
 
 
 def merge_by_key(
@@ -189,6 +192,8 @@ def complete_pod_template(
     if annotations:
         result["metadata"]["annotations"] = annotations
     spec: dict[str, Any] = result.setdefault("spec", {})
+    if additions.priority_class_name:
+        spec.setdefault("priorityClassName", additions.priority_class_name)
 
     allocation_env = _allocation_env(additions)
     enforced = frozenset({additions.gpu_key}) if pod_gpus > 0 else frozenset()

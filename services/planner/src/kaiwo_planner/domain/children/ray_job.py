@@ -57,7 +57,7 @@ def build_ray_job(
     spec["suspend"] = True
     labels = {
         **inherited_labels({}, inputs.identity),
-        **queue_labels(inputs.queue_name, inputs.priority_class),
+        **queue_labels(inputs.queue_name, inputs.kueue_priority_class),
     }
     return {
         "apiVersion": RAY_API_VERSION,

@@ -92,7 +92,7 @@ def build_app_wrapper(inputs: WorkloadInputs, ray_service: dict[str, Any]) -> di
     RayService exists only inside the AppWrapper)."""
     labels = {
         **inherited_labels({}, inputs.identity),
-        **queue_labels(inputs.queue_name, inputs.priority_class),
+        **queue_labels(inputs.queue_name, inputs.kueue_priority_class),
     }
     component = {"podSets": _pod_sets(ray_service), "template": ray_service}
     return {

@@ -50,6 +50,7 @@ from kaiwo_planner.domain.state.namespace_config import (
     with_default_credentials,
 )
 from kaiwo_planner.domain.state.planning_context import PlanningContext
+from kaiwo_planner.domain.state.priority_classes import NO_PRIORITY, PriorityChoice
 from kaiwo_planner.domain.state.workload_inputs import (
     ChildDefaults,
     Workload,
@@ -263,6 +264,7 @@ def plan_children(
     workload: Workload,
     allocation: GpuAllocation,
     config: KaiwoConfig | None,
+    priority: PriorityChoice = NO_PRIORITY,
     namespace_config: AIMNamespaceConfig | None = None,
     download_state: DownloadState = DownloadState.PENDING,
     observed_main_child: Mapping[str, Any] | None = None,
@@ -286,6 +288,7 @@ def plan_children(
             workload=workload,
             allocation=allocation,
             config=config,
+            priority=priority,
             namespace_config=namespace_config,
             download_state=download_state,
         )
@@ -296,7 +299,7 @@ def plan_children(
         meta = workload.metadata
         settings = (config, namespace_config)
         built = context.owner_value(
-            ("children", meta.uid, *_spec_version(workload), allocation, download_state),
+            ("children", meta.uid, *_spec_version(workload), allocation, priority, download_state),
             settings if meta.uid and meta.generation else (workload, *settings),
             build,
         )
@@ -343,12 +346,13 @@ def _build_children(
     workload: Workload,
     allocation: GpuAllocation,
     config: KaiwoConfig | None,
+    priority: PriorityChoice,
     namespace_config: AIMNamespaceConfig | None,
     download_state: DownloadState,
 ) -> _BuiltChildren:
     defaults = child_defaults(config)
     namespace = namespace_settings(namespace_config, workload.metadata.namespace or "")
-    inputs = _with_namespace_credentials(workload_inputs(workload, defaults), namespace)
+    inputs = _with_namespace_credentials(workload_inputs(workload, defaults, priority), namespace)
     identity = inputs.identity
     storage = inputs.storage
 

@@ -152,6 +152,22 @@ def effective_replicas(model: Model) -> int:
     return replicas
 
 
+def replica_bounds_intent(model: Model, ref: ObjectRef) -> ScaleIntent | None:
+    """``spec.replicas`` brought within ``minReplicas``..``maxReplicas`` (written back, as
+    KubeAI does, so that the Model shows the replicas its Pods follow); None when it is
+    within them, when autoscaling is disabled (the user's number is the number), or while the
+    Model is deleted. An unset ``spec.replicas`` is written only when the bounds ask for more
+    than none."""
+    spec = model.spec
+    if spec.autoscaling_disabled or model.metadata.deletion_timestamp is not None:
+        return None
+    wanted = effective_replicas(model)
+    current = spec.replicas
+    if current == wanted or (current is None and wanted == 0):
+        return None
+    return ScaleIntent(target=ref, replicas=wanted, from_replicas=current or 0)
+
+
 def plan_model(*, model: Model, context: PlanningContext, now: datetime) -> Plan:
     """Everything that must be true for one valid Model (module docstring)."""
     cluster = context.cluster
@@ -172,11 +188,11 @@ def plan_model(*, model: Model, context: PlanningContext, now: datetime) -> Plan
             parts = _serving(model, built, observed, cluster=cluster)
     request = cluster.scale_requests.get(observed.identity.uid)
     ceiling = (lookup.config or ModelsConfig.default()).model_autoscaling.max_replicas
-    scale = (
-        scale_intent(model, observed.ref, request, ceiling=ceiling)
-        if observed.identity.uid
-        else None
-    )
+    scale = None
+    if observed.identity.uid:
+        scale = scale_intent(
+            model, observed.ref, request, ceiling=ceiling
+        ) or replica_bounds_intent(model, observed.ref)
     return _plan(model, observed, parts, now=now, scale=scale)
 
 

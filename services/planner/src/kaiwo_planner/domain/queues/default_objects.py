@@ -10,6 +10,11 @@ are the user's from then on, to edit or re-apply, and no field of theirs belongs
 operator. The KaiwoQueueConfig's empty spec means "the default queue over the discovered
 node pools" (:func:`kaiwo_planner.domain.queues.queue_config.effective_spec`).
 
+The installation's ``DEFAULT_CLUSTER_QUEUE_NAME`` (the API reference's setting, decision 0046)
+is written into the KaiwoConfig created here as ``defaultClusterQueueName``: from then on the
+KaiwoConfig in the cluster decides, as it does for every other setting, and a platform team
+changing it there is obeyed.
+
 A plan needs an owner; these name the object to create, without a uid. Pure.
 """
 
@@ -28,8 +33,11 @@ DEFAULT_OBJECTS: Final[tuple[tuple[str, str, str], ...]] = (
 )
 
 
-def default_object_plans(cluster: ClusterState) -> tuple[Plan, ...]:
-    """A create-only plan for each singleton the cluster does not hold, in a fixed order.
+def default_object_plans(
+    cluster: ClusterState, *, default_cluster_queue: str = ""
+) -> tuple[Plan, ...]:
+    """A create-only plan for each singleton the cluster does not hold, in a fixed order;
+    ``default_cluster_queue`` ("": the CRD's default) goes into a new KaiwoConfig.
 
     Only once the cluster state shows some Namespace: before that the watcher has listed
     nothing yet, and every singleton would look missing.
@@ -41,6 +49,8 @@ def default_object_plans(cluster: ClusterState) -> tuple[Plan, ...]:
         if cluster.find_object(group=group, kind=kind, name=SINGLETON_NAME) is not None:
             continue
         manifest = _empty(api_version=f"{group}/{version}", kind=kind)
+        if kind == "KaiwoConfig" and default_cluster_queue:
+            manifest["spec"]["defaultClusterQueueName"] = default_cluster_queue
         plans.append(
             Plan(
                 owner=ObjectRef(api_version=manifest["apiVersion"], kind=kind, name=SINGLETON_NAME),

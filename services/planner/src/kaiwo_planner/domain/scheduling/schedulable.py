@@ -1,7 +1,9 @@
 """Can this workload ever be scheduled here? The ``Schedulable`` condition (upstream Kaiwo §6.4).
 
 Checks, first failure wins: the cluster queue exists in the KaiwoQueueConfig; the queue admits
-the workload's namespace; the cluster has GPUs of the vendor; it has enough of them. A workload
+the workload's namespace; its ``priorityClass`` names something that exists
+(:mod:`~kaiwo_planner.domain.state.priority_classes`); the cluster has GPUs of the vendor; it has
+enough of them. A workload
 that fails is in ERROR and gets no children until something changes (the verdict is recomputed
 on every plan, so a new node or queue fixes it without touching the workload).
 """
@@ -14,6 +16,12 @@ from dataclasses import dataclass
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import KaiwoQueueConfigSpec
 
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation, GpuStats
+from kaiwo_planner.domain.state.priority_classes import (
+    NO_PRIORITY,
+    REASON_NOT_FOUND,
+    PriorityChoice,
+    not_found_message,
+)
 
 SCHEDULABLE = "Schedulable"
 QUEUE_CONFIG_NAME = "kaiwo"
@@ -44,11 +52,14 @@ def decide_schedulable(
     queue_namespaces: Mapping[str, Sequence[str]],
     allocation: GpuAllocation,
     stats: GpuStats,
+    priority_class: str = "",
+    priority: PriorityChoice | None = NO_PRIORITY,
 ) -> SchedulableVerdict:
     """The verdict for one workload.
 
     ``queue_namespaces`` maps each cluster queue of the KaiwoQueueConfig to its ``namespaces``
-    (empty: any namespace may use it).
+    (empty: any namespace may use it). ``priority`` is what ``priority_class`` (the spec's)
+    resolved to, None when it names nothing that exists.
     """
     if cluster_queue not in queue_namespaces:
         return SchedulableVerdict(
@@ -68,6 +79,12 @@ def decide_schedulable(
                 f"Cluster queue '{cluster_queue}' defines one or more namespaces, but workload "
                 f"namespace '{namespace}' is not one of them"
             ),
+        )
+    if priority is None:
+        return SchedulableVerdict(
+            schedulable=False,
+            reason=REASON_NOT_FOUND,
+            message=not_found_message(priority_class),
         )
     return _gpu_verdict(allocation, stats)
 

@@ -42,6 +42,7 @@ from kaiwo_planner.domain.scheduling.schedulable import queue_namespaces
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.durations import parse_duration
 from kaiwo_planner.domain.state.planning_context import PlanningContext
+from kaiwo_planner.domain.state.priority_classes import KnownPriorityClasses
 
 KAIWO_GROUP = "kaiwo.silogen.ai"
 CONFIG_GROUP = "config.kaiwo.silogen.ai"
@@ -50,6 +51,8 @@ KAIWO_CONFIG_KIND = (CONFIG_GROUP, "KaiwoConfig")
 QUEUE_CONFIG_KIND = (KAIWO_GROUP, "KaiwoQueueConfig")
 NAMESPACE_CONFIG_KIND = (CONFIG_GROUP, "AIMNamespaceConfig")
 NODE_KIND = ("", "Node")
+PRIORITY_CLASS_KIND = ("scheduling.k8s.io", "PriorityClass")
+WORKLOAD_PRIORITY_CLASS_KIND = ("kueue.x-k8s.io", "WorkloadPriorityClass")
 WORKLOAD_KIND_PAIRS = tuple((KAIWO_GROUP, kind) for kind in WORKLOAD_KINDS)
 
 
@@ -138,6 +141,45 @@ def _queue_namespaces_of(context: PlanningContext) -> dict[str, tuple[str, ...]]
     except (ValidationError, ValueError):
         spec = found.spec
     return queue_namespaces(spec)
+
+
+def known_priority_classes(context: PlanningContext) -> KnownPriorityClasses:
+    """The names a workload's ``priorityClass`` may resolve to: the observed PriorityClasses,
+    and the WorkloadPriorityClasses observed or declared by the KaiwoQueueConfig (which the
+    planner creates, so a workload naming one need not wait for it to be observed)."""
+    cluster = context.cluster
+    return context.derived(
+        ("priority-classes",),
+        reads=(PRIORITY_CLASS_KIND, WORKLOAD_PRIORITY_CLASS_KIND, QUEUE_CONFIG_KIND),
+        inputs=lambda: (
+            _objects(cluster, PRIORITY_CLASS_KIND),
+            _objects(cluster, WORKLOAD_PRIORITY_CLASS_KIND),
+            _queue_config_object(cluster),
+        ),
+        compute=lambda: _known_priority_classes(context),
+    )
+
+
+def _known_priority_classes(context: PlanningContext) -> KnownPriorityClasses:
+    cluster = context.cluster
+    found = queue_config(context)
+    declared = {
+        str(priority.metadata.name)
+        for priority in (found.spec.workload_priority_classes if found is not None else None) or ()
+    }
+    return KnownPriorityClasses(
+        kubernetes=frozenset(_names(_objects(cluster, PRIORITY_CLASS_KIND))),
+        kueue=frozenset(declared | set(_names(_objects(cluster, WORKLOAD_PRIORITY_CLASS_KIND)))),
+    )
+
+
+def _objects(cluster: ClusterState, kind: tuple[str, str]) -> tuple[Mapping[str, Any], ...]:
+    group, name = kind
+    return cluster.objects_of_kind(group=group, kind=name)
+
+
+def _names(objects: tuple[Mapping[str, Any], ...]) -> list[str]:
+    return [str((obj.get("metadata") or {}).get("name") or "") for obj in objects]
 
 
 def namespace_config(context: PlanningContext, namespace: str) -> AIMNamespaceConfig | None:

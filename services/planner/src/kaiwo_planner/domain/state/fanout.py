@@ -18,6 +18,8 @@ An observed change matters to:
 * the KaiwoQueueConfig: itself and every workload (queue names, the Schedulable check);
 * an AIMNamespaceConfig: the workloads of its namespace;
 * a Namespace that appears or disappears: the KaiwoQueueConfig (its LocalQueues);
+* a PriorityClass or a Kueue WorkloadPriorityClass: every workload (a ``priorityClass`` may
+  name it), and for a WorkloadPriorityClass the KaiwoQueueConfig managing it;
 * a Kueue object the KaiwoQueueConfig manages (its label or owner reference): the
   KaiwoQueueConfig;
 * a KubeAI Model: itself; its children follow it as above (it is an owner kind); the
@@ -59,6 +61,8 @@ AIM_NAMESPACE_CONFIG: Final = (CONFIG_GROUP, "AIMNamespaceConfig")
 KUBEAI_MODEL: Final = (KUBEAI_GROUP, "Model")
 NODE: Final = (CORE_GROUP, "Node")
 NAMESPACE: Final = (CORE_GROUP, "Namespace")
+PRIORITY_CLASS: Final = ("scheduling.k8s.io", "PriorityClass")
+WORKLOAD_PRIORITY_CLASS: Final = (KUEUE_GROUP, "WorkloadPriorityClass")
 
 WORKLOAD_KINDS: Final = (KAIWO_JOB, KAIWO_SERVICE)
 OWNER_KINDS: Final = (*WORKLOAD_KINDS, KAIWO_QUEUE_CONFIG, KUBEAI_MODEL)
@@ -100,11 +104,19 @@ def owners_to_replan(change: Change, projection: Projection) -> tuple[ObjectRef,
         owners = list(queue_config(projection)) if appeared_or_went else []
     elif kind == KUBEAI_MODEL:
         owners = [change.ref]
+    elif kind == PRIORITY_CLASS:
+        owners = all_workloads(projection)
+    elif kind == WORKLOAD_PRIORITY_CLASS:
+        owners = [*_owners_of_versions(change, projection), *all_workloads(projection)]
     else:
-        versions = [change.object] if change.previous is None else [change.previous, change.object]
-        owners = [ref for version in versions for ref in owners_of(version, projection)]
+        owners = _owners_of_versions(change, projection)
     owners += models_concerned(change, projection)
     return _sorted_unique(owners)
+
+
+def _owners_of_versions(change: Change, projection: Projection) -> list[ObjectRef]:
+    versions = [change.object] if change.previous is None else [change.previous, change.object]
+    return [ref for version in versions for ref in owners_of(version, projection)]
 
 
 def owners_of(obj: Mapping[str, Any], projection: Projection) -> tuple[ObjectRef, ...]:

@@ -56,6 +56,8 @@ LISTED_KINDS: Final = frozenset(
         (CONFIG_GROUP, "KaiwoConfig"),
         (CONFIG_GROUP, "AIMNamespaceConfig"),
         ("kubeai.org", "Model"),
+        ("scheduling.k8s.io", "PriorityClass"),
+        (KUEUE_GROUP, "WorkloadPriorityClass"),
     }
 )
 """(API group, kind) pairs :meth:`ObjectIndex.of_kind` answers for."""

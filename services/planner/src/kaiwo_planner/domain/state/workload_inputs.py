@@ -16,6 +16,7 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import KaiwoJob
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoservice import KaiwoService
 
 from kaiwo_planner.domain.children.labels import WorkloadIdentity
+from kaiwo_planner.domain.state.priority_classes import NO_PRIORITY, PriorityChoice
 
 DEFAULT_RAY_IMAGE = "ghcr.io/silogen/rocm-ray:6.4"
 DEFAULT_SCHEDULER_NAME = "kaiwo-scheduler"
@@ -109,7 +110,10 @@ class WorkloadInputs:
     identity: WorkloadIdentity
     ray: bool = False
     queue_name: str = ""
-    priority_class: str = ""
+    pod_priority_class: str = ""
+    """The pods' ``priorityClassName`` (:mod:`kaiwo_planner.domain.state.priority_classes`)."""
+    kueue_priority_class: str = ""
+    """Kueue's ``kueue.x-k8s.io/priority-class`` label."""
     entrypoint: str = ""
     image: str = ""
     image_pull_secrets: tuple[str, ...] = ()
@@ -196,13 +200,17 @@ def _identity(workload: Workload) -> WorkloadIdentity:
     )
 
 
-def workload_inputs(workload: Workload, defaults: ChildDefaults) -> WorkloadInputs:
-    """The planner's view of a KaiwoJob or KaiwoService."""
+def workload_inputs(
+    workload: Workload, defaults: ChildDefaults, priority: PriorityChoice = NO_PRIORITY
+) -> WorkloadInputs:
+    """The planner's view of a KaiwoJob or KaiwoService; ``priority`` is what its
+    ``priorityClass`` resolved to in the cluster."""
     spec = workload.spec
     common: dict[str, Any] = {
         "identity": _identity(workload),
         "queue_name": spec.cluster_queue or defaults.default_cluster_queue,
-        "priority_class": spec.priority_class or "",
+        "pod_priority_class": priority.pod_priority_class,
+        "kueue_priority_class": priority.kueue_priority_class,
         "entrypoint": spec.entrypoint or "",
         "image": spec.image or "",
         "image_pull_secrets": tuple(ref.name for ref in spec.image_pull_secrets or () if ref.name),
