@@ -63,6 +63,8 @@ class FlakyKube:
         self.inner = inner
         self.failures: dict[str, list[KubeError]] = defaultdict(list)
         self.calls: Counter[str] = Counter()
+        self.reads: Counter[str] = Counter()
+        """``get`` calls by the kind read."""
 
     def fail(self, method: str, *errors: KubeError) -> None:
         self.failures[method].extend(errors)
@@ -72,6 +74,8 @@ class FlakyKube:
 
         async def call(*args: Any, **kwargs: Any) -> Any:
             self.calls[name] += 1
+            if name == "get":
+                self.reads[args[0].kind] += 1
             if self.failures[name]:
                 raise self.failures[name].pop(0)
             return await target(*args, **kwargs)
