@@ -114,7 +114,11 @@ async def plans_for(
     projection = Projection()
     contexts = PlanningContextKeeper()
     sequence = 0
-    for obj in (*NODES, KAIWO_CONFIG, queue_config(namespace)):
+    # The KaiwoConfig the plans read exists in the cluster too: the executor compares every
+    # plan with the objects it was made from (decision 0038).
+    wanted = {**KAIWO_CONFIG, "metadata": {"name": KAIWO_CONFIG["metadata"]["name"]}}
+    config = await kube.apply(wanted, field_manager="kaiwo-bench", force=True)
+    for obj in (*NODES, config, queue_config(namespace)):
         sequence += 1
         projection.apply(observed(obj, sequence), sequence=sequence)
     semaphore = asyncio.Semaphore(16)

@@ -124,7 +124,7 @@ def plan_both_ways(cluster: Cluster, *, now: datetime) -> list[dict[str, Any]]:
 @st.composite
 def changed(draw: st.DrawFn, obj: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """A later version of ``obj``: a new status, a new spec, new labels, or its deletion."""
-    change = draw(st.sampled_from(["status", "spec", "labels", "deleted"]))
+    change = draw(st.sampled_from(["status", "spec", "labels", "annotations", "deleted"]))
     later = copy.deepcopy(obj)
     if change == "status":
         later["status"] = draw(statuses)
@@ -137,6 +137,11 @@ def changed(draw: st.DrawFn, obj: dict[str, Any]) -> tuple[dict[str, Any], str]:
     elif change == "labels":
         labels = draw(st.dictionaries(st.sampled_from(["team", "tier"]), st.sampled_from("ab")))
         later["metadata"] = {**later["metadata"], "labels": labels}
+    elif change == "annotations":
+        # Opted in to GPU idle preemption, or not: the planner reads the annotations itself.
+        policy = draw(st.sampled_from([None, "OnPressure", "Always"]))
+        annotations = {} if policy is None else {"kaiwo.silogen.ai/gpu-preemption.policy": policy}
+        later["metadata"] = {**later["metadata"], "annotations": annotations}
     return later, "DELETED" if change == "deleted" else "MODIFIED"
 
 
@@ -152,8 +157,9 @@ def finding(uid: str, at: datetime, draw: st.DrawFn) -> WorkloadFinding:
         underutilized_since=at - timedelta(minutes=draw(st.integers(0, 120))),
         idle_threshold_ratio=0.01 if idle else None,
         idle_since=at - timedelta(minutes=draw(st.integers(0, 120))) if idle else None,
-        idle_policy=draw(st.sampled_from(["OnPressure", "Always", None])) if idle else None,
-        idle_grace=timedelta(minutes=5) if idle else None,
+        utilization_ratio=draw(st.sampled_from([0.0, 0.1, 0.5])),
+        idle_utilization_ratio=draw(st.sampled_from([0.0, 0.005, 0.5])) if idle else None,
+        idle_aggregation=draw(st.sampled_from(["Min", "Max", "Avg"])) if idle else None,
     )
 
 

@@ -1,4 +1,6 @@
-"""``kaiwo events tail`` against a real nats-server: live events, filtered, one line each."""
+"""``kaiwo events tail`` against a real nats-server: live events, filtered, one line each.
+Observations are internal (``--internal``: a reader's key may read them, the CLI's may not,
+decision 0039; this server has no authentication)."""
 
 from __future__ import annotations
 
@@ -25,7 +27,10 @@ async def test_tail_prints_the_live_events_that_match(
         asyncio.to_thread(
             runner.invoke,
             app,
-            ["events", "tail", "--nats", nats_server.url, "--name", "pod-7", "--count", "1"],
+            [
+                *("events", "tail", "--nats", nats_server.url, "--internal"),
+                *("--name", "pod-7", "--count", "1"),
+            ],
             env={"COLUMNS": "200", "NO_COLOR": "1"},
         )
     )
@@ -59,7 +64,7 @@ async def test_tail_says_a_poison_message_is_unreadable_and_goes_on(
         asyncio.to_thread(
             runner.invoke,
             app,
-            ["events", "tail", "--nats", nats_server.url, "--count", "2"],
+            ["events", "tail", "--nats", nats_server.url, "--internal", "--count", "2"],
             env={"COLUMNS": "400", "NO_COLOR": "1"},
         )
     )

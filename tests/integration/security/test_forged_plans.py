@@ -1,7 +1,9 @@
 """Plans forged with the planner's own credentials, against the real API server: the attack of
 the trust-boundary issue, one step further than the bus permissions (which keep everyone
-else from publishing plans at all). The executor refuses every plan that leaves its owner's
-confinement, dead-letters it with the reason, and applies nothing of it."""
+else from publishing plans at all). The planner's key reads every observation, so its plans
+can name their owners' live content as their sources (decision 0038); the executor still
+refuses every plan that leaves its owner's confinement, dead-letters it with the reason,
+and applies nothing of it."""
 
 from __future__ import annotations
 
@@ -16,8 +18,10 @@ from kaiwo_contracts.events.permissions import PLANNER
 from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.events.streams import DEAD_LETTER_STREAM, bus_topology
 from kaiwo_contracts.events.subjects import plan_subject
-from kaiwo_contracts.plans import ObjectRef, Plan, PruneRule, ScaleIntent
+from kaiwo_contracts.plan_sources import source_of
+from kaiwo_contracts.plans import ObjectRef, Plan, PlanSource, PruneRule, ScaleIntent
 from kaiwo_kube import NotFound, resources
+from kaiwo_kube.resources import known_type
 from kaiwo_runtime.bus import DLQ_REASON
 from kaiwo_runtime.nats_bus import NatsBus
 
@@ -89,6 +93,19 @@ async def publish_as_planner(pipeline: Any, plan: Plan) -> None:
         await bus.publish(envelope, subject)
     finally:
         await bus.close()
+
+
+async def bound_to_the_live_owner(kube: Any, plan: Plan) -> Plan:
+    """``plan`` naming its owner as the API server holds it now (as the planner's key, which
+    reads every observation, could): only confinement stands between it and the cluster."""
+    owner = plan.owner
+    resource = known_type(owner.api_version, owner.kind)
+    assert resource is not None
+    try:
+        live = await kube.get(resource, owner.name, namespace=owner.namespace)
+    except NotFound:
+        return plan.model_copy(update={"sources": (PlanSource(ref=owner, digest="0" * 64),)})
+    return plan.model_copy(update={"sources": (source_of(live),)})
 
 
 async def dead_letter_reasons(pipeline: Any, count: int) -> list[str]:
@@ -192,7 +209,7 @@ async def test_plans_forged_with_the_planners_key_apply_nothing(pipeline: Any) -
         Plan(owner=owner, scale=ScaleIntent(target=owner, replicas=5, from_replicas=0)),
     ]
     for plan in forged:
-        await publish_as_planner(pipeline, plan)
+        await publish_as_planner(pipeline, await bound_to_the_live_owner(kube, plan))
 
     reasons = await dead_letter_reasons(pipeline, len(forged))
     assert sorted(reasons) == sorted(

@@ -113,7 +113,9 @@ async def test_events_tail_finds_the_stack_without_flags(stack: Pipeline) -> Non
 
     assert result.exit_code == 0, result.output
     (line,) = result.output.splitlines()
-    assert "obs.observed.v1" in line
+    # The CLI's key follows the public workload events, not the observed objects (0039).
+    assert "public.workload.v1" in line
+    assert " submitted " in line
     assert f"{actors.NAMESPACE}/tailed " in line
 
     # The store is found through the same state, once the recorder has the event.

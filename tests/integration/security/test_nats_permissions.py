@@ -260,9 +260,11 @@ async def test_each_service_publishes_its_own_family_only(secured: SecuredBus) -
                     await bus.publish_raw(foreign, body=b"{}", headers={})
 
 
-async def test_the_cli_reads_every_event_and_cannot_listen_to_another_identity_s_inbox(
+async def test_the_cli_reads_no_observed_object_and_no_other_identity_s_inbox(
     secured: SecuredBus,
 ) -> None:
+    """The cli key (the one handed to people for ``kaiwo events tail``) read every
+    namespace's observed objects and plans; now it follows what carries no object."""
     errors: list[str] = []
 
     async def collect(error: Exception) -> None:
@@ -270,21 +272,56 @@ async def test_the_cli_reads_every_event_and_cannot_listen_to_another_identity_s
 
     cli = await connect_client(secured.connection(CLI), error_cb=collect)
     try:
-        live = await cli.subscribe("kaiwo.>")
+        refused = {
+            subject: await cli.subscribe(subject)
+            for subject in ("kaiwo.obs.>", "kaiwo.plan.>", "kaiwo.dlq.>", "kaiwo.>")
+        }
+        results = await cli.subscribe("kaiwo.res.>")
         await cli.subscribe(f"{inbox_prefix(EXECUTOR)}.>")
         await cli.flush(timeout=2)
         watcher = await secured.bus(WATCHER)
-        subject = observed_subject(kind="Pod", namespace="team-a", uid=UID)
-        await watcher.publish_raw(subject, body=b"{}", headers={"Nats-Msg-Id": "seen"})
-        message = await live.next_msg(timeout=2)
-        assert message.subject == subject
-        await asyncio.sleep(0.2)
+        observed = observed_subject(kind="Pod", namespace="team-a", uid=UID)
+        await watcher.publish_raw(observed, body=b"{}", headers={"Nats-Msg-Id": "seen"})
+        executor = await secured.bus(EXECUTOR)
+        result = result_subject(outcome="applied", kind="KaiwoJob", namespace="team-a", uid=UID)
+        await executor.publish_raw(result, body=b"{}", headers={"Nats-Msg-Id": "done"})
+        message = await results.next_msg(timeout=2)
+        assert message.subject == result
+        for subscription in refused.values():
+            with pytest.raises(nats.errors.TimeoutError):
+                await subscription.next_msg(timeout=0.2)
     finally:
         await cli.close()
+    violations = [
+        e.lower() for e in errors if "permissions violation for subscription" in e.lower()
+    ]
+    for subject in ("kaiwo.obs.>", "kaiwo.plan.>", "kaiwo.dlq.>", f"{inbox_prefix(EXECUTOR)}.>"):
+        assert any(f'"{subject.lower()}"' in v or subject.lower() in v for v in violations), errors
+
+
+async def test_the_watcher_hears_the_executors_refusals_and_nothing_else(
+    secured: SecuredBus,
+) -> None:
+    errors: list[str] = []
+
+    async def collect(error: Exception) -> None:
+        errors.append(str(error))
+
+    watcher = await connect_client(secured.connection(WATCHER), error_cb=collect)
+    try:
+        refusals = await watcher.subscribe("kaiwo.res.refused.>")
+        await watcher.subscribe("kaiwo.plan.>")
+        await watcher.flush(timeout=2)
+        executor = await secured.bus(EXECUTOR)
+        subject = result_subject(outcome="refused", kind="KaiwoJob", namespace="team-a", uid=UID)
+        await executor.publish_raw(subject, body=b"{}", headers={"Nats-Msg-Id": "refused"})
+        assert (await refusals.next_msg(timeout=2)).subject == subject
+        await asyncio.sleep(0.2)
+    finally:
+        await watcher.close()
     assert any(
-        "permissions violation for subscription" in error.lower()
-        and f"{inbox_prefix(EXECUTOR)}.>".lower() in error.lower()
-        for error in errors
+        "permissions violation for subscription" in e.lower() and "kaiwo.plan.>" in e.lower()
+        for e in errors
     ), errors
 
 

@@ -461,6 +461,19 @@ def test_a_model_plan_scales_its_own_model_and_nothing_else() -> None:
     )
 
 
+def test_a_scale_stays_within_the_live_models_max_replicas_and_autoscaling() -> None:
+    plan = Plan(owner=MODEL, scale=ScaleIntent(target=MODEL, replicas=4, from_replicas=0))
+    bounded = {**LIVE_MODEL, "spec": {"maxReplicas": 3}}
+    assert refusals(plan, owner=bounded) == (
+        "scale to 4 replicas: above the owner's maxReplicas 3",
+    )
+    assert refusals(plan, owner={**LIVE_MODEL, "spec": {"maxReplicas": 4}}) == ()
+    switched_off = {**LIVE_MODEL, "spec": {"autoscalingDisabled": True}}
+    assert refusals(plan, owner=switched_off) == (
+        "a Model with autoscalingDisabled is scaled by its users only",
+    )
+
+
 def test_a_workload_plan_may_not_scale_anything() -> None:
     plan = Plan(owner=OWNER, scale=ScaleIntent(target=OWNER, replicas=2, from_replicas=1))
     assert refusals(plan, owner=LIVE_OWNER) == ("a KaiwoJob may not be scaled by a plan",)

@@ -170,11 +170,24 @@ def test_the_monitor_may_hold_the_monitor_lease_and_no_other() -> None:
     assert "$JS.API.STREAM.INFO.KV_kaiwo-leases" in monitor.permissions.publish
 
 
-def test_the_cli_publishes_nothing_and_reads_every_event() -> None:
+def test_the_cli_publishes_nothing_and_reads_only_events_without_objects() -> None:
     cli = cli_identity()
 
     assert cli.permissions.publish == ()
-    assert cli.permissions.subscribe == ("kaiwo.>", "_INBOX.cli.>")
+    # Not observations, plans or dead letters: whole objects of every namespace.
+    assert cli.permissions.subscribe == (
+        "kaiwo.public.>",
+        "kaiwo.res.>",
+        "kaiwo.mon.>",
+        "kaiwo.gateway.>",
+        "_INBOX.cli.>",
+    )
+
+
+def test_the_watcher_listens_to_the_executors_refusals_and_to_nothing_else() -> None:
+    watcher = service_identity("watcher", bus_topology())
+
+    assert watcher.permissions.subscribe == ("_INBOX.watcher.>", "kaiwo.res.refused.>")
 
 
 def test_the_administrator_declares_and_may_publish_events() -> None:

@@ -13,7 +13,15 @@ from typing import Any
 
 import pytest
 from kaiwo_contracts.events.plans import PlanDecidedV1
-from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule, sort_objects
+from kaiwo_contracts.plan_sources import source_of
+from kaiwo_contracts.plans import (
+    EventIntent,
+    ObjectRef,
+    Plan,
+    PlanSource,
+    PruneRule,
+    sort_objects,
+)
 from kaiwo_executor.api_retries import RetryPolicy
 from kaiwo_executor.apply_plan import Execution, PlanExecutor
 from kaiwo_executor.execution_memo import ExecutionMemo
@@ -55,6 +63,8 @@ class FlakyKube:
         self.inner = inner
         self.failures: dict[str, list[KubeError]] = defaultdict(list)
         self.calls: Counter[str] = Counter()
+        self.reads: Counter[str] = Counter()
+        """``get`` calls by the kind read."""
 
     def fail(self, method: str, *errors: KubeError) -> None:
         self.failures[method].extend(errors)
@@ -64,6 +74,8 @@ class FlakyKube:
 
         async def call(*args: Any, **kwargs: Any) -> Any:
             self.calls[name] += 1
+            if name == "get":
+                self.reads[args[0].kind] += 1
             if self.failures[name]:
                 raise self.failures[name].pop(0)
             return await target(*args, **kwargs)
@@ -197,7 +209,15 @@ class Harness:
             prune=prune,
             prune_selector={INVENTORY_LABEL: self.owner.uid},
             delete_owner=delete_owner,
+            sources=(self.owner_source(),),
         )
+
+    def owner_source(self) -> PlanSource:
+        """The owner as the fake holds it now, as a plan names it (made from it)."""
+        stored = self.find(self.owner.api_version, self.owner.kind, self.owner.name)
+        if stored is None:  # a plan for an owner that does not exist: a forged one
+            return PlanSource(ref=self.owner, digest="0" * 64)
+        return source_of(stored)
 
     # ------------------------------------------------------------------ the cluster
 

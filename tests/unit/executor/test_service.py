@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from kaiwo_contracts.events.envelope import Envelope
 from kaiwo_contracts.events.plans import PlanDecidedV1
-from kaiwo_contracts.events.results import ApplyResultV1
+from kaiwo_contracts.events.results import ApplyResultV1, PlanRefusedV1
 from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_contracts.events.subjects import plan_subject
 from kaiwo_executor.api_retries import RetryPolicy
@@ -77,6 +77,15 @@ def _results(bus: MemoryBus) -> list[tuple[str, Envelope[ApplyResultV1]]]:
     return [
         (stored.subject, Envelope[ApplyResultV1].from_nats(stored.headers, stored.body))
         for stored in bus.server.stream_messages("KAIWO_RES")
+        if not stored.subject.startswith("kaiwo.res.refused.")
+    ]
+
+
+def _refusals(bus: MemoryBus) -> list[tuple[str, Envelope[PlanRefusedV1]]]:
+    return [
+        (stored.subject, Envelope[PlanRefusedV1].from_nats(stored.headers, stored.body))
+        for stored in bus.server.stream_messages("KAIWO_RES")
+        if stored.subject.startswith("kaiwo.res.refused.")
     ]
 
 

@@ -21,8 +21,9 @@ def finding(uid: str, *, at: datetime = NOW, since: datetime | None = None) -> W
         underutilized_since=since,
         idle_threshold_ratio=0.05,
         idle_since=since,
-        idle_policy="OnPressure",
-        idle_grace=timedelta(minutes=10),
+        utilization_ratio=0.0,
+        idle_utilization_ratio=0.0,
+        idle_aggregation="Max",
     )
 
 

@@ -75,6 +75,21 @@ def test_an_oversized_running_job_keeps_its_phase_and_children_and_says_why() ->
         "prune": [],
         "pruneSelector": {},
         "deleteOwner": False,
+        # Held only in part: named without a digest (only its identity can be compared).
+        "sources": [
+            {
+                "ref": {
+                    "apiVersion": KAIWO,
+                    "kind": "KaiwoJob",
+                    "name": "train",
+                    "namespace": "team-a",
+                    "uid": "job-uid",
+                },
+                "generation": 3,
+                "resourceVersion": "9",
+                "digest": None,
+            }
+        ],
     }
 
 

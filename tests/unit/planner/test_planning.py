@@ -163,8 +163,12 @@ def expected_plan(name: str) -> dict[str, Any]:
 
 
 def dumped(plan: Plan | None) -> dict[str, Any]:
+    """The plan's JSON without its sources (what it was computed from: hashes of the inputs,
+    tested in tests/unit/planner/test_plan_sources.py)."""
     assert plan is not None
-    return plan.model_dump(mode="json")
+    document = plan.model_dump(mode="json")
+    document.pop("sources", None)
+    return document
 
 
 def condition(plan: Plan, condition_type: str) -> dict[str, Any]:
@@ -716,21 +720,36 @@ def finding(
     measured: bool = True,
     underutilized_since: datetime | None = None,
     idle_since: datetime | None = None,
-    policy: str | None = None,
+    reading: float | None = None,
+    threshold: float = 0.01,
+    idle_threshold: float = 0.05,
 ) -> WorkloadFinding:
+    """A finding as the monitor publishes it with the default KaiwoConfig (1 %; idle: 5 %,
+    aggregation Max); ``reading`` defaults to 0 during a stretch and 50 % otherwise."""
+    if reading is None:
+        reading = 0.0 if underutilized_since or idle_since else 0.5
     return WorkloadFinding(
         uid="job-uid",
         at=at,
         measured=measured,
         vendor="amd",
         gpu_count=4,
-        threshold_ratio=0.01,
+        threshold_ratio=threshold,
         underutilized_since=underutilized_since,
-        idle_threshold_ratio=0.05 if policy else None,
+        idle_threshold_ratio=idle_threshold,
         idle_since=idle_since,
-        idle_policy=policy,
-        idle_grace=timedelta(minutes=10) if policy else None,
+        utilization_ratio=reading if measured else None,
+        idle_utilization_ratio=reading if measured else None,
+        idle_aggregation="Max",
     )
+
+
+OPTED_IN = {"kaiwo.silogen.ai/gpu-preemption.policy": "OnPressure"}
+"""The workload's annotation that opts it in to GPU idle preemption (policy OnPressure)."""
+
+
+def opted_in(workload: dict[str, Any], annotations: dict[str, str] = OPTED_IN) -> dict[str, Any]:
+    return {**workload, "metadata": {**workload["metadata"], "annotations": dict(annotations)}}
 
 
 def with_findings(cluster: ClusterState, *found: WorkloadFinding) -> ClusterState:
@@ -827,7 +846,7 @@ def test_underutilized_for_the_window_is_terminated_only_on_fresh_evidence(clust
 
 
 def test_an_idle_workload_is_preempted_for_a_pending_one_that_waited(cluster_with):
-    owner = kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS)
+    owner = opted_in(kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS))
     waiting = kaiwo_job(
         {**TRAIN_SPEC, "gpus": 4},
         name="next",
@@ -836,7 +855,7 @@ def test_an_idle_workload_is_preempted_for_a_pending_one_that_waited(cluster_wit
         created="2026-01-01T11:50:00Z",
     )
     cluster = cluster_with(owner, running_job(owner), waiting, workloads=(admitted("job-uid-job"),))
-    idle = finding(idle_since=NOW - timedelta(minutes=11), policy="OnPressure")
+    idle = finding(idle_since=NOW - timedelta(minutes=11))
     victim = planned(owner=owner, cluster=with_findings(cluster, idle), now=NOW)
     assert victim.status is not None and victim.status["status"] == "TERMINATING"
     early = condition(victim, "WorkloadTerminatedEarly")
@@ -853,6 +872,109 @@ def test_an_idle_workload_is_preempted_for_a_pending_one_that_waited(cluster_wit
     alone = cluster_with(owner, running_job(owner), workloads=(admitted("job-uid-job"),))
     kept = planned(owner=owner, cluster=with_findings(alone, idle), now=NOW)
     assert kept.status is not None and kept.status["status"] == "RUNNING"
+
+
+ALWAYS_NOW = {
+    "kaiwo.silogen.ai/gpu-preemption.policy": "Always",
+    "kaiwo.silogen.ai/gpu-preemption.grace-period": "0s",
+}
+
+
+def idle_finding_claiming(**extra: Any) -> WorkloadFinding:
+    """What the monitor's key could publish: an idle stretch of an hour, measured now."""
+    found = finding(idle_since=NOW - timedelta(hours=1))
+    return dataclasses.replace(found, **extra)
+
+
+def test_a_finding_cannot_opt_a_workload_in_to_idle_preemption(cluster_with):
+    # The attack: a finding saying policy Always, grace 0, for a workload that never opted
+    # in. Only readings are taken from it; without an annotation nothing is preempted.
+    owner = kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS)
+    cluster = cluster_with(owner, running_job(owner), workloads=(admitted("job-uid-job"),))
+
+    kept = planned(owner=owner, cluster=with_findings(cluster, idle_finding_claiming()), now=NOW)
+
+    assert kept.status is not None and kept.status["status"] == "RUNNING"
+    assert kept.desired  # its Job stays
+
+
+def test_policy_and_grace_period_are_the_workloads_own_not_the_findings(cluster_with):
+    def plan_with(annotations: dict[str, str]) -> Plan | None:
+        owner = opted_in(kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS), annotations)
+        nobody_waits = cluster_with(owner, running_job(owner), workloads=(admitted("job-uid-job"),))
+        found = with_findings(nobody_waits, idle_finding_claiming())
+        return planned(owner=owner, cluster=found, now=NOW)
+
+    # Opted in with OnPressure (grace 10m): idle for an hour but nobody waits: it runs on.
+    on_pressure = plan_with(OPTED_IN)
+    assert on_pressure is not None and on_pressure.status is not None
+    assert on_pressure.status["status"] == "RUNNING"
+    # The user's own Always with grace 0: preempted.
+    always = plan_with(ALWAYS_NOW)
+    assert always is not None and always.status is not None
+    assert always.status["status"] == "TERMINATING"
+    assert condition(always, "WorkloadTerminatedEarly")["reason"] == "GpuIdlePreemption"
+
+
+def test_an_idle_stretch_counts_only_below_the_workloads_own_threshold(cluster_with):
+    owner = opted_in(kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS), ALWAYS_NOW)
+    cluster = cluster_with(owner, running_job(owner), workloads=(admitted("job-uid-job"),))
+    claims = {
+        # busy at 40 %, the threshold is 5 %
+        "a reading above the threshold": idle_finding_claiming(idle_utilization_ratio=0.4),
+        # judged against 90 %: below that says nothing about 5 %
+        "a looser threshold": idle_finding_claiming(idle_threshold_ratio=0.9),
+        # the workload's aggregation is Max (the default): a Min reading is another measure
+        "another aggregation": idle_finding_claiming(idle_aggregation="Min"),
+        "no reading": idle_finding_claiming(idle_utilization_ratio=None),
+    }
+    for what, claim in claims.items():
+        kept = planned(owner=owner, cluster=with_findings(cluster, claim), now=NOW)
+        assert kept.status is not None, what
+        assert kept.status["status"] == "RUNNING", what
+
+
+def test_underutilization_counts_only_below_the_configs_threshold_where_it_monitors(
+    cluster_with,
+):
+    owner = kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS)
+    cluster = cluster_with(
+        owner, running_job(owner), TERMINATE_AFTER_1H, workloads=(admitted("job-uid-job"),)
+    )
+    day = NOW - timedelta(hours=24)
+    claims = {
+        "a reading above 1 %": finding(underutilized_since=day, reading=0.3),
+        "judged against 50 %": finding(underutilized_since=day, threshold=0.5, reading=0.005),
+    }
+    for what, claim in claims.items():
+        kept = planned(owner=owner, cluster=with_findings(cluster, claim), now=NOW)
+        assert kept.status is not None, what
+        assert kept.status["status"] == "RUNNING", what
+        assert not [
+            c
+            for c in kept.status["conditions"]
+            if c["type"] == "ResourceUnderutilization" and c["status"] == "True"
+        ], what
+    # Only team-b is monitored: a finding about team-a decides nothing.
+    elsewhere = {
+        **TERMINATE_AFTER_1H,
+        "spec": {
+            "resourceMonitoring": {
+                **TERMINATE_AFTER_1H["spec"]["resourceMonitoring"],
+                "targetNamespaces": ["team-b"],
+            }
+        },
+    }
+    unmonitored = cluster_with(
+        owner, running_job(owner), elsewhere, workloads=(admitted("job-uid-job"),)
+    )
+    kept = planned(
+        owner=owner,
+        cluster=with_findings(unmonitored, finding(underutilized_since=day)),
+        now=NOW,
+    )
+    assert kept.status is not None and kept.status["status"] == "RUNNING"
+    assert all(c["type"] != "ResourceUnderutilization" for c in kept.status["conditions"])
 
 
 def test_a_stretch_that_ends_is_news_and_a_settled_busy_workload_is_not() -> None:

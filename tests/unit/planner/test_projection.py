@@ -472,3 +472,40 @@ def test_restoring_something_else_fails_clearly() -> None:
         Projection.restore(b'{"format": 99}')
     with pytest.raises(SnapshotFormatError):
         Projection.restore(b'{"format": 1, "lastSequence": 3}')
+
+
+# ------------------------------------------------------------------ observed again (0038)
+
+
+def test_a_reobserved_object_replaces_a_forged_version_that_looked_newer() -> None:
+    projection = Projection()
+    real = make_object("KaiwoJob", "train", uid=KAIWOJOB_UID, spec={"image": "busybox"})
+    forged = make_object("KaiwoJob", "train", uid=KAIWOJOB_UID, spec={"image": "evil/miner"})
+    projection.apply(observe(real, "10"), sequence=1)
+    projection.apply(observe(forged, "999999"), sequence=2)
+    # The real version is older than the forged one claims: an ordinary observation of it
+    # is dropped as stale ...
+    assert projection.apply(observe(real, "10"), sequence=3) is None
+    # ... but read again on the executor's request, it is taken in.
+    again = observe(real, "10").model_copy(update={"reobserved": True})
+
+    change = projection.apply(again, sequence=4)
+
+    assert change is not None
+    found = projection.by_uid(KAIWOJOB_UID)
+    assert found is not None and found["spec"] == {"image": "busybox"}
+    # Taken in once: the same again changes nothing.
+    assert projection.apply(again, sequence=5) is None
+    # And later ordinary versions follow as usual.
+    later = make_object("KaiwoJob", "train", uid=KAIWOJOB_UID, spec={"image": "busybox:2"})
+    assert projection.apply(observe(later, "11"), sequence=6) is not None
+
+
+def test_a_reobserved_deletion_removes_an_owner_the_api_server_does_not_hold() -> None:
+    projection = Projection()
+    ghost = make_object("KaiwoJob", "ghost", uid="forged-uid", spec={})
+    projection.apply(observe(ghost, "999999"), sequence=1)
+    deleted = observe(ghost, "12", "DELETED").model_copy(update={"reobserved": True})
+
+    assert projection.apply(deleted, sequence=2) is not None
+    assert projection.by_uid("forged-uid") is None

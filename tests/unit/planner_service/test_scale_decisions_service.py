@@ -27,9 +27,11 @@ def llm(replicas: int | None) -> dict[str, Any]:
     }
 
 
-async def decide(harness: Any, *, from_replicas: int, replicas: int, event_id: str) -> None:
+async def decide(
+    harness: Any, *, from_replicas: int, replicas: int, event_id: str, model: ObjectRef = MODEL
+) -> None:
     decision = ScaleDecidedV1(
-        model=MODEL,
+        model=model,
         generation=3,
         from_replicas=from_replicas,
         replicas=replicas,
@@ -46,11 +48,12 @@ async def decide(harness: Any, *, from_replicas: int, replicas: int, event_id: s
         data=decision,
         source="/kaiwo/gateway",
         time=harness.clock(),
-        correlationid="m-1",
-        subject="ai/llm",
+        correlationid=model.uid or "",
+        subject=f"ai/{model.name}",
         id=event_id,
     )
-    await harness.watcher.publish(envelope, scale_subject(namespace="ai", uid="m-1"))
+    subject = scale_subject(namespace=model.namespace or "", uid=model.uid or "")
+    await harness.watcher.publish(envelope, subject)
 
 
 async def test_a_decision_plans_the_model_with_its_scale_and_records_the_sequence(
@@ -109,3 +112,30 @@ async def test_the_decision_survives_a_restart_in_the_snapshot(harness: Any) -> 
     request = restarted.projection.scale_request("m-1")
     assert request is not None
     assert (request.from_replicas, request.replicas, request.generation) == (0, 1, 3)
+
+
+async def test_a_decision_for_a_model_that_does_not_exist_is_refused_and_counted(
+    harness: Any,
+) -> None:
+    service = harness.service(plan_fn=None)
+    await service.start()
+    await harness.observe(llm(None), "10", "ADDED")
+    await harness.drain(service)
+    plans_before = len(harness.plans())
+
+    ghost = MODEL.model_copy(update={"name": "ghost", "uid": "no-such-model"})
+    await decide(harness, from_replicas=0, replicas=4, event_id="forged-1", model=ghost)
+    # The uid of a Model, but in another namespace than the decision claims.
+    elsewhere = MODEL.model_copy(update={"namespace": "team-b"})
+    await decide(harness, from_replicas=0, replicas=4, event_id="forged-2", model=elsewhere)
+    await harness.drain(service)
+
+    assert len(harness.plans()) == plans_before
+    refused = service.metrics.registry.registry.get_sample_value(
+        "kaiwo_planner_scale_decisions_total", {"outcome": "refused"}
+    )
+    assert refused == 2
+    # Nor does the borrowed uid scale the real Model later, when it is planned again.
+    await harness.observe(llm(0), "11")
+    await harness.drain(service)
+    assert [p.data.plan.scale for p in harness.plans()[plans_before:]] == [None]

@@ -102,10 +102,11 @@ def test_the_server_configuration_has_users_with_permissions_and_no_anonymous_ac
     assert config.splitlines()[2:9] == [
         "authorization {",
         "  users = [",
-        "    # cli: kaiwo events tail: subscribes to every event, publishes nothing",
+        "    # cli: kaiwo events tail: follows the events that carry no object, publishes nothing",
         f'    {{nkey: "{issued.public_key}", permissions: {{',
         '      publish: {deny: [">"]}',
-        '      subscribe: {allow: ["kaiwo.>", "_INBOX.cli.>"]}',
+        '      subscribe: {allow: ["kaiwo.public.>", "kaiwo.res.>", "kaiwo.mon.>", '
+        '"kaiwo.gateway.>", "_INBOX.cli.>"]}',
         "    }}",
     ]
     assert "no_auth_user" not in config

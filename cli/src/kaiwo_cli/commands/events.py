@@ -1,6 +1,9 @@
 """``kaiwo events``: read what the operator saw, decided and did.
 
-* ``tail``    — live events from NATS (``kaiwo.>``), optionally after the recorded ones;
+* ``tail``    — live events from NATS, optionally after the recorded ones: those that carry
+  no object (public workload events, results, findings, the gateway's), which the CLI's key
+  may read; ``--internal`` adds observations, plans and dead letters (``kaiwo.>``), for a
+  key that may read them (a reader's, ``kaiwo nats credentials --reader``);
 * ``replay``  — re-run the pure planner over the recorded observations and check every
   recorded plan of a workload is reproduced byte for byte (exit 1 when one differs);
 * ``explain`` — a workload's story: each observation, the plan it caused, what the executor
@@ -32,7 +35,7 @@ from typing import Annotated, Any, Final
 import typer
 from kaiwo_contracts.events.decoding import decode_event
 from kaiwo_contracts.events.envelope import Envelope, EnvelopeFormatError, RawPayload
-from kaiwo_contracts.events.permissions import CLI, inbox_prefix
+from kaiwo_contracts.events.permissions import CLI, CLI_SUBJECTS, inbox_prefix
 from kaiwo_contracts.events.subjects import SubjectError, parse_subject
 from kaiwo_eventstore import EventStore, StoredEvent, open_event_store
 from kaiwo_runtime.nats_connection import (
@@ -417,19 +420,36 @@ def display_kind(nats_subject: str | None, data: Mapping[str, Any]) -> str:
 
 
 def change_and_phase(event_type: str, data: Mapping[str, Any]) -> tuple[str, str]:
-    """What happened (a watch event, a plan and its trigger, a result's outcome) and the
-    phase it shows (the workload's ``status.status``, a Pod's or PVC's phase, a Job's end)."""
+    """What happened (a watch event, a plan and its trigger, a result's outcome, a public
+    transition) and the phase it shows (the workload's ``status.status``, a Pod's or PVC's
+    phase, a Job's end)."""
     short = event_type.removeprefix(TYPE_PREFIX)
-    if short.startswith("obs.observed"):
-        return str(data.get("eventType") or "-"), _object_phase(_mapping(data.get("object")))
-    if short.startswith("plan.decided"):
-        status = _mapping(_mapping(data.get("plan")).get("status"))
-        return f"plan/{data.get('trigger') or '-'}", str(status.get("status") or "-")
-    if short.startswith("res."):
-        return str(data.get("outcome") or "-"), "-"
-    if short.startswith("dlq."):
-        return "dead-lettered", "-"
+    for prefix, read in _CHANGES:
+        if short.startswith(prefix):
+            return read(data)
     return "-", "-"
+
+
+def _observed_change(data: Mapping[str, Any]) -> tuple[str, str]:
+    return str(data.get("eventType") or "-"), _object_phase(_mapping(data.get("object")))
+
+
+def _plan_change(data: Mapping[str, Any]) -> tuple[str, str]:
+    status = _mapping(_mapping(data.get("plan")).get("status"))
+    return f"plan/{data.get('trigger') or '-'}", str(status.get("status") or "-")
+
+
+_CHANGES: Final[tuple[tuple[str, Callable[[Mapping[str, Any]], tuple[str, str]]], ...]] = (
+    ("obs.observed", _observed_change),
+    ("plan.decided", _plan_change),
+    ("res.refused", lambda _data: ("refused", "-")),
+    ("res.", lambda data: (str(data.get("outcome") or "-"), "-")),
+    (
+        "public.workload",
+        lambda data: (str(data.get("transition") or "-"), str(data.get("phase") or "-")),
+    ),
+    ("dlq.", lambda _data: ("dead-lettered", "-")),
+)
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -496,6 +516,14 @@ def tail(
     tls_ca: Annotated[
         Path | None, typer.Option("--tls-ca", help="CA to verify a TLS server with.")
     ] = None,
+    internal: Annotated[
+        bool,
+        typer.Option(
+            "--internal",
+            help="Also observations, plans and dead letters (whole objects): needs a key that "
+            "may read them, a reader's (kaiwo nats credentials --reader); the CLI's may not.",
+        ),
+    ] = False,
     store: StoreOption = None,
     state_dir: StateDirOption = None,
 ) -> None:
@@ -510,8 +538,13 @@ def tail(
             store_url=store_url(store, state_dir),
             from_store=from_store,
             count=count,
+            subjects=TAIL_ALL if internal else CLI_SUBJECTS,
         )
     )
+
+
+TAIL_ALL: Final = ("kaiwo.>",)
+"""``tail --internal``: every event, the internal families included."""
 
 
 async def _tail(
@@ -521,6 +554,7 @@ async def _tail(
     store_url: str,
     from_store: bool,
     count: int | None,
+    subjects: tuple[str, ...] = CLI_SUBJECTS,
 ) -> None:
     import nats.errors
 
@@ -540,7 +574,8 @@ async def _tail(
         loop.add_signal_handler(signal.SIGINT, stop.set)
     try:
         # Subscribe before reading the store, so nothing falls between the two.
-        await client.subscribe("kaiwo.>", cb=queue.put)
+        for subject in subjects:
+            await client.subscribe(subject, cb=queue.put)
         seen: set[str] = set()
         if from_store:
             async with opened_store(store_url) as opened:

@@ -21,7 +21,8 @@ owner:
 * the finalizers a plan sets are the owner kind's own (``kubeai.org/cache-eviction``), and
   so are the owner labels (``features.kubeai.org/…`` on a Model);
 * a plan scales (``Plan.scale``) only its owner, and only an owner of a kind with a scale
-  the operator manages (a Model: its autoscaler);
+  the operator manages (a Model: its autoscaler), that has not switched autoscaling off, and
+  no higher than the owner's ``maxReplicas`` (as the API server holds the owner);
 * a Model's Role grants only ``get``/``patch`` of named Pods (its adapter loaders report
   what they loaded on their own Pod) and its RoleBinding binds only that Role to service
   accounts of its namespace;
@@ -36,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kaiwo_contracts.plans import ObjectRef, Plan
+from kaiwo_contracts.plans import ObjectRef, Plan, ScaleIntent
 
 KAIWO_API: Final = "kaiwo.silogen.ai/v1alpha1"
 KUBEAI_API: Final = "kubeai.org/v1"
@@ -173,7 +174,7 @@ def refusals(
         foreign = sorted(set(plan.finalizers) - confinement.finalizers)
         if foreign:
             reasons.append(f"finalizers a {ref.kind} may not set: {', '.join(foreign)}")
-    reasons += _scale_refusals(plan, confinement=confinement)
+    reasons += _scale_refusals(plan, confinement=confinement, owner=owner)
     foreign_labels = sorted(k for k in plan.owner_labels or {} if not confinement.owns_label(k))
     if foreign_labels:
         reasons.append(f"labels a {ref.kind} may not set: {', '.join(foreign_labels)}")
@@ -321,10 +322,28 @@ def _deletion_refusals(plan: Plan, *, confinement: Confinement) -> list[str]:
     return reasons
 
 
-def _scale_refusals(plan: Plan, *, confinement: Confinement) -> list[str]:
+def _scale_refusals(
+    plan: Plan, *, confinement: Confinement, owner: Mapping[str, Any] | None
+) -> list[str]:
     if plan.scale is None:
         return []
-    owner, target = plan.owner, plan.scale.target
+    wrong_target = _scale_target_refusals(plan, plan.scale, confinement=confinement)
+    if wrong_target:
+        return wrong_target
+    live = (owner or {}).get("spec")
+    live = live if isinstance(live, Mapping) else {}
+    if live.get("autoscalingDisabled") is True:
+        return [f"a {plan.owner.kind} with autoscalingDisabled is scaled by its users only"]
+    maximum = live.get("maxReplicas")
+    if isinstance(maximum, int) and plan.scale.replicas > maximum:
+        return [f"scale to {plan.scale.replicas} replicas: above the owner's maxReplicas {maximum}"]
+    return []
+
+
+def _scale_target_refusals(
+    plan: Plan, scale: ScaleIntent, *, confinement: Confinement
+) -> list[str]:
+    owner, target = plan.owner, scale.target
     if not confinement.scalable:
         return [f"a {owner.kind} may not be scaled by a plan"]
     same = (target.api_version, target.kind, target.namespace, target.name, target.uid) == (

@@ -11,8 +11,9 @@ looked up in this order, the first valid value winning:
 
 Invalid annotation values are ignored, as upstream does. Upstream's environment variables
 (``GPU_PREEMPTION_DEFAULT_*``) have no counterpart: the KaiwoConfig is the one place for
-cluster-wide settings. The monitor reads threshold and aggregation (to judge idleness), the
-planner grace period and policy (to decide); both call this one function.
+cluster-wide settings. The monitor reads threshold and aggregation (to judge idleness); the
+planner resolves all of them itself, from the objects it observes, and takes only readings
+from the monitor's findings (decision 0038); both call this one function.
 """
 
 from __future__ import annotations

@@ -15,7 +15,11 @@ values replaced; a key set to null removes that default, e.g. a resource profile
 document, the chart's defaults apply.
 
 Beyond upstream: a cache profile's volume size (``sharedFilesystem.size``, upstream a fixed
-10Gi) and per-engine probes (``modelServers.<engine>.probes``; upstream's are built in).
+10Gi), per-engine probes (``modelServers.<engine>.probes``; upstream's are built in) and the
+autoscaler's cluster-wide ceiling (``modelAutoscaling.maxReplicas``, default
+:data:`DEFAULT_AUTOSCALING_MAX_REPLICAS`; upstream has none, and a Model without
+``maxReplicas`` had no bound at all). Upstream's other ``modelAutoscaling`` keys (interval,
+time window) are the gateway's settings here (``KAIWO_AUTOSCALER_*``).
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ CONFIG_MAP_LABEL_VALUE: Final = "models"
 CONFIG_MAP_KEY: Final = "models.yaml"
 
 DEFAULT_IMAGE_NAME: Final = "default"
+DEFAULT_AUTOSCALING_MAX_REPLICAS: Final = 8
+"""The most replicas the autoscaler gives any Model unless the platform team sets
+``modelAutoscaling.maxReplicas`` (decision 0038)."""
 DEFAULT_MODEL_LOADER_IMAGE: Final = "ghcr.io/kubeai-project/kubeai-model-loader:v0.14.0"
 
 _NVIDIA_TOLERATIONS = [
@@ -275,6 +282,19 @@ class ModelRollouts(KubeModel):
     surge: int = Field(default=1, ge=0)
 
 
+class ModelAutoscaling(KubeModel):
+    """Bounds on what the autoscaler's decisions may do (the gateway decides, the planner
+    bounds: a decision is a claim of whoever holds the gateway's key)."""
+
+    max_replicas: int = Field(
+        default=DEFAULT_AUTOSCALING_MAX_REPLICAS,
+        ge=1,
+        le=400,
+        description="The most replicas the autoscaler sets on any Model; a Model's own "
+        "maxReplicas may only lower it (400: the Pods a Model runs at most).",
+    )
+
+
 class ModelsConfig(KubeModel):
     """The whole system configuration of Models (see the module docstring)."""
 
@@ -285,6 +305,7 @@ class ModelsConfig(KubeModel):
     cache_profiles: dict[str, CacheProfile] = Field(default_factory=dict)
     model_server_pods: ModelServerPods = Field(default_factory=ModelServerPods)
     model_rollouts: ModelRollouts = Field(default_factory=ModelRollouts)
+    model_autoscaling: ModelAutoscaling = Field(default_factory=ModelAutoscaling)
 
     @field_validator("resource_profiles", "cache_profiles")
     @classmethod

@@ -93,6 +93,32 @@ class ScaleIntent(_Contract):
     from_replicas: int = Field(ge=0)
 
 
+class PlanSource(_Contract):
+    """One object a plan was computed from, as the planner held it: the owner itself and the
+    configuration objects whose values shaped the plan (the KaiwoConfig, the namespace's
+    AIMNamespaceConfig, the Models' system configuration).
+
+    ``digest`` is :func:`kaiwo_contracts.plan_sources.source_digest` of the object: what
+    people write in it (everything but ``metadata`` and ``status``, its labels but the
+    operator's own, its annotations, and whether it is being deleted). The executor compares
+    it with the object as the API server holds it and carries the plan out only when they
+    agree, so an observation that was forged (or the planner's copy that went wrong) produces
+    nothing. None: the planner held only part of the object (too large for the bus), and
+    only its identity is compared.
+
+    ``generation`` and ``resource_version`` say which version it was: a plan made from a
+    version older than the live one is *stale* (the planner plans the newer one as well),
+    not refused. The resourceVersion moves with every status write, the planner's own
+    included, so it is left out of the plan's fingerprint (as ``observed_resource_version``
+    is): a status write never makes a plan news.
+    """
+
+    ref: ObjectRef
+    generation: int | None = None
+    resource_version: str | None = None
+    digest: str | None = None
+
+
 class Plan(_Contract):
     """Everything that must be true for one owner object.
 
@@ -122,8 +148,11 @@ class Plan(_Contract):
     owner's labels alone): keys under the owner kind's label prefixes (its confinement) not
     listed are removed, every other label is the user's and kept (a Model's
     ``features.kubeai.org/<feature>`` labels).
+    ``sources``: what the plan was computed from (:class:`PlanSource`): its owner first, then
+    the configuration objects it read, sorted. The executor refuses a plan whose sources do
+    not match the live objects (decision 0038).
 
-    The last five are left out of the JSON while empty (None), like ``create_only``.
+    The last six are left out of the JSON while empty (None), like ``create_only``.
     """
 
     owner: ObjectRef
@@ -141,6 +170,7 @@ class Plan(_Contract):
     finalizers: tuple[str, ...] | None = None
     scale: ScaleIntent | None = None
     owner_labels: dict[str, str] | None = None
+    sources: tuple[PlanSource, ...] = ()
 
     @model_serializer(mode="wrap")
     def _without_unused_newer_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -155,6 +185,7 @@ class Plan(_Contract):
                 ("finalizers", "finalizers", self.finalizers is None),
                 ("scale", "scale", self.scale is None),
                 ("owner_labels", "ownerLabels", self.owner_labels is None),
+                ("sources", "sources", not self.sources),
             ):
                 if unused:
                     data.pop(alias, None)
@@ -164,11 +195,18 @@ class Plan(_Contract):
     def fingerprint(self) -> str:
         """A stable hash of what the plan asks for; equal plans have equal fingerprints.
 
-        Excludes the observed resourceVersion so a no-op update to the owner does not count
-        as a new plan.
+        Excludes the observed resourceVersion, the owner's and that of every source, so a
+        no-op update to the owner (its status written) does not count as a new plan.
         """
-        body = self.model_dump(mode="json", exclude={"observed_resource_version"})
+        body = self.model_dump(mode="json", exclude=_VERSIONS)
         return hashlib.sha256(canonical_json(body).encode()).hexdigest()
+
+
+_VERSIONS: Any = {
+    "observed_resource_version": True,
+    "sources": {"__all__": {"resource_version"}},
+}
+"""What :meth:`Plan.fingerprint` leaves out (pydantic's nested ``exclude``)."""
 
 
 def created_suspended(manifest: dict[str, Any]) -> bool:

@@ -33,14 +33,24 @@ class ExecutorMetrics:
             "executor_plans",
             "Plans handled: applied, failed (an action failed), skipped (already executed), "
             "superseded (a later plan of the owner was started), "
+            "stale (made from an older version of its owner or a configuration), "
             "retry (the API server kept failing; JetStream redelivers)",
             ("outcome",),
         )
         self.plans_refused = self.registry.counter(
             "executor_plans_refused",
-            "Plans refused by admission (an owner that does not exist, an object outside the "
-            "owner's confinement) and dead-lettered, by owner kind",
+            "Plans refused by admission (an owner that does not exist, a source that differs "
+            "from the live object, an object outside the owner's confinement) and "
+            "dead-lettered, by owner kind",
             ("owner_kind",),
+        )
+        self.source_mismatches = self.registry.counter(
+            "executor_source_mismatches",
+            "Sources of plans (the owner, a configuration object) that did not match the live "
+            "object, by source kind and verdict: stale (the object changed since; the plan is "
+            "dropped) or refused (the API server never held it so: forged, or the planner's "
+            "copy is wrong; the plan is refused and the object observed again)",
+            ("source_kind", "verdict"),
         )
         self.writes_skipped = self.registry.counter(
             "executor_writes_skipped",

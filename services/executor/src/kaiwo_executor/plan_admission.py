@@ -1,11 +1,28 @@
-"""Plan admission: read what the confinement rules need, and ask them.
+"""Plan admission: read what the confinement rules and the plan's sources need, and judge.
 
-:func:`kaiwo_contracts.confinement.refusals` decides; this reads its inputs from the API
-server: the plan's owner as it is now (so a plan for an owner that does not exist, or exists
-with another uid, is refused) and, for plans that touch Nodes, the GPU taint key the
-KaiwoConfig ``kaiwo`` sets. An owner found recently is not read again for
-``owner_ttl_seconds``: a deleted owner's children go with it anyway (garbage collection), and
-the namespace, kinds and selectors are checked on every plan.
+Two questions, both answered from the API server's view:
+
+* **Confinement** (:func:`kaiwo_contracts.confinement.refusals` decides): the plan's owner as
+  it is now (so a plan for an owner that does not exist, or exists with another uid, is
+  refused) and, for plans that touch Nodes, the GPU taint key the KaiwoConfig ``kaiwo`` sets.
+* **Sources** (decision 0038, :func:`kaiwo_contracts.plan_sources.source_verdict` decides):
+  every object the plan names as computed from (``Plan.sources``: its owner first, then the
+  configuration objects it read) is compared with the object as the API server holds it.
+  A plan that does not name its owner as its first source is refused. A source the live
+  object is a newer version of makes the plan *stale* (dropped quietly: the planner plans
+  the newer version as well); a source the API server never held (other content at the
+  same or an older version, another uid, or no object at all) makes it *refused*, and the
+  source is to be observed again (:attr:`Admission.reobserve`).
+
+What it costs. The owner was read before this check existed; the sources reuse that read.
+Every object read is remembered for ``ttl_seconds`` with the digest of what people wrote in
+it, so most plans cost no API call at all: the configuration objects are the same for every
+plan, and a workload's plans mostly follow each other within seconds. An object is read
+again at once when the remembered copy does not match a plan, so a change of the owner or a
+configuration costs one read, and a plan is never refused because of a remembered copy. A
+remembered copy that matches is trusted for ``ttl_seconds``: a plan made from a version at
+most that old is admitted (it was the user's a moment ago; a deleted owner's children go
+with it anyway, by garbage collection).
 """
 
 from __future__ import annotations
@@ -14,28 +31,80 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from kaiwo_contracts.confinement import DEFAULT_GPU_TAINT_KEY, NODE, refusals
-from kaiwo_contracts.plans import ObjectRef, Plan
+from kaiwo_contracts.plan_sources import SourceVerdict, source_digest, source_verdict
+from kaiwo_contracts.plans import ObjectRef, Plan, PlanSource
 from kaiwo_kube import KubernetesPort, NotFound, resources
 from kaiwo_kube.resources import known_type
 
-KNOWN_OWNERS = 4096
-"""Owners remembered as found; the oldest are forgotten first."""
+KNOWN_OBJECTS = 4096
+"""Objects remembered as read; the oldest are forgotten first."""
+SOURCE_KINDS: Final = frozenset(
+    {
+        ("kaiwo.silogen.ai/v1alpha1", "KaiwoJob"),
+        ("kaiwo.silogen.ai/v1alpha1", "KaiwoService"),
+        ("kaiwo.silogen.ai/v1alpha1", "KaiwoQueueConfig"),
+        ("kubeai.org/v1", "Model"),
+        ("config.kaiwo.silogen.ai/v1alpha1", "KaiwoConfig"),
+        ("config.kaiwo.silogen.ai/v1alpha1", "AIMNamespaceConfig"),
+        ("v1", "ConfigMap"),
+        ("v1", "Namespace"),
+    }
+)
+"""The kinds a plan may name as sources: the owners and the configuration objects."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceCheck:
+    """One source of a plan against the live object."""
+
+    source: PlanSource
+    verdict: SourceVerdict
+    live_version: str | None
+    """The live object's resourceVersion (None: no such object)."""
+
+    def describe(self) -> str:
+        ref = self.source.ref
+        planned = f"resourceVersion {self.source.resource_version or '?'}"
+        if self.live_version is None:
+            return f"{ref.display()}, which the plan was made from, does not exist"
+        if self.verdict == "stale":
+            return f"{ref.display()} changed since the plan was made from its {planned}"
+        return (
+            f"{ref.display()} as the plan was made from it ({planned}) is not what the API "
+            f"server holds (resourceVersion {self.live_version})"
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """Why a plan must not be carried out (nothing: it may), and whether its owner exists
-    with the plan's uid (then people can be told on it)."""
+    """Why a plan must not be carried out (nothing: it may), whether its owner exists with
+    the plan's uid (then people can be told on it), which sources are stale, and which
+    objects to observe again."""
 
     refusals: tuple[str, ...]
     owner_found: bool
+    stale: tuple[str, ...] = ()
+    """The plan was made from older versions of these sources: dropped quietly."""
+    checks: tuple[SourceCheck, ...] = ()
+    reobserve: tuple[ObjectRef, ...] = ()
 
     @property
     def admitted(self) -> bool:
-        return not self.refusals
+        return not self.refusals and not self.stale
+
+    @property
+    def mismatched(self) -> tuple[SourceCheck, ...]:
+        return tuple(check for check in self.checks if check.verdict != "match")
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    at: float
+    object: Mapping[str, Any] | None
+    digest: str | None
 
 
 class PlanAdmission:
@@ -45,44 +114,97 @@ class PlanAdmission:
         self,
         kube: KubernetesPort,
         *,
-        owner_ttl_seconds: float = 30.0,
+        ttl_seconds: float = 30.0,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._kube = kube
-        self._ttl = owner_ttl_seconds
+        self._ttl = ttl_seconds
         self._monotonic = monotonic
-        self._found: OrderedDict[str, tuple[float, Mapping[str, Any]]] = OrderedDict()
+        self._read: OrderedDict[str, _Read] = OrderedDict()
 
     async def check(self, plan: Plan) -> Admission:
-        owner = None if plan.create_only else await self._owner(plan.owner)
         taint_key = DEFAULT_GPU_TAINT_KEY
         if any((m.get("apiVersion"), m.get("kind")) == NODE for m in plan.desired):
             taint_key = await self._gpu_taint_key()
+        if plan.create_only:
+            return Admission(refusals=refusals(plan, owner=None), owner_found=False)
+        checks, unnamed = await self._checks(plan)
+        owner_read = await self._object(plan.owner)
+        owner = owner_read.object
         uid = (owner or {}).get("metadata", {}).get("uid")
+        found = refusals(plan, owner=owner, gpu_taint_key=taint_key)
+        differing = tuple(c for c in checks if c.verdict == "differs")
+        reobserve = {_key(c.source.ref): c.source.ref for c in differing}
+        owner_missing = uid is None or uid != plan.owner.uid
+        if owner_missing:
+            reobserve.setdefault(_key(plan.owner), plan.owner)
+        described = tuple(
+            c.describe()
+            for c in differing
+            # A missing owner is the confinement's first reason already.
+            if not (owner_missing and _key(c.source.ref) == _key(plan.owner))
+        )
         return Admission(
-            refusals=refusals(plan, owner=owner, gpu_taint_key=taint_key),
+            refusals=(*unnamed, *found, *described),
             owner_found=bool(uid) and uid == plan.owner.uid,
+            stale=tuple(c.describe() for c in checks if c.verdict == "stale"),
+            checks=checks,
+            reobserve=tuple(reobserve.values()),
         )
 
-    async def _owner(self, ref: ObjectRef) -> Mapping[str, Any] | None:
-        key = f"{ref.api_version}/{ref.kind}/{ref.namespace or ''}/{ref.name}/{ref.uid}"
-        found = self._found.get(key)
-        now = self._monotonic()
-        if found is not None and now - found[0] < self._ttl:
-            return found[1]
+    async def _checks(self, plan: Plan) -> tuple[tuple[SourceCheck, ...], tuple[str, ...]]:
+        """Each source against the live object; and why the sources cannot be judged."""
+        sources = plan.sources
+        if not sources or _key(sources[0].ref) != _key(plan.owner):
+            return (), (f"the plan does not name its owner {plan.owner.display()} as its source",)
+        unreadable = [
+            f"the plan names {s.ref.display()} as a source, which is not a kind plans read"
+            for s in sources
+            if (s.ref.api_version, s.ref.kind) not in SOURCE_KINDS
+        ]
+        if unreadable:
+            return (), tuple(unreadable)
+        return tuple([await self._check(source) for source in sources]), ()
+
+    async def _check(self, source: PlanSource) -> SourceCheck:
+        remembered = self._remembered(source.ref)
+        if remembered is not None:
+            verdict = source_verdict(source, remembered.object, live_digest=remembered.digest)
+            if verdict == "match":
+                return SourceCheck(source, verdict, _version(remembered.object))
+        live = await self._object(source.ref, fresh=True)
+        verdict = source_verdict(source, live.object, live_digest=live.digest)
+        return SourceCheck(source, verdict, _version(live.object))
+
+    def _remembered(self, ref: ObjectRef) -> _Read | None:
+        found = self._read.get(_key(ref))
+        if found is None or self._monotonic() - found.at >= self._ttl:
+            return None
+        return found
+
+    async def _object(self, ref: ObjectRef, *, fresh: bool = False) -> _Read:
+        """The object ``ref`` names as the API server holds it (remembered for the TTL)."""
+        key = _key(ref)
+        if not fresh:
+            remembered = self._remembered(ref)
+            if remembered is not None:
+                return remembered
         resource = known_type(ref.api_version, ref.kind)
         if resource is None:
-            return None  # not a kind the executor knows: the confinement refuses it
+            return _Read(at=self._monotonic(), object=None, digest=None)
         try:
-            owner = await self._kube.get(resource, ref.name, namespace=ref.namespace)
+            live = await self._kube.get(resource, ref.name, namespace=ref.namespace)
         except NotFound:
-            self._found.pop(key, None)
-            return None
-        self._found[key] = (now, owner)
-        self._found.move_to_end(key)
-        while len(self._found) > KNOWN_OWNERS:
-            self._found.popitem(last=False)
-        return owner
+            # Remembered too (a refused plan reads it once); a source that exists after all
+            # does not match an absence, so it is read again at once.
+            read = _Read(at=self._monotonic(), object=None, digest=None)
+        else:
+            read = _Read(at=self._monotonic(), object=live, digest=source_digest(live))
+        self._read[key] = read
+        self._read.move_to_end(key)
+        while len(self._read) > KNOWN_OBJECTS:
+            self._read.popitem(last=False)
+        return read
 
     async def _gpu_taint_key(self) -> str:
         try:
@@ -91,3 +213,16 @@ class PlanAdmission:
             return DEFAULT_GPU_TAINT_KEY
         nodes = (config.get("spec") or {}).get("nodes") or {}
         return str(nodes.get("defaultGpuTaintKey") or DEFAULT_GPU_TAINT_KEY)
+
+
+def _key(ref: ObjectRef) -> str:
+    """Objects are remembered by kind, namespace and name (not uid: a source with a wrong
+    uid is compared with the object that holds the name)."""
+    return f"{ref.api_version}/{ref.kind}/{ref.namespace or ''}/{ref.name}"
+
+
+def _version(obj: Mapping[str, Any] | None) -> str | None:
+    if obj is None:
+        return None
+    version = (obj.get("metadata") or {}).get("resourceVersion")
+    return version if isinstance(version, str) else "?"

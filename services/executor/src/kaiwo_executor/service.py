@@ -6,9 +6,14 @@ For each ``PlanDecidedV1`` delivery:
   :meth:`~kaiwo_runtime.bus.Delivery.envelope`, says so) is dead-lettered at once, never
   retried;
 * a plan that admission refuses (:mod:`~kaiwo_executor.plan_admission`: its owner does not
-  exist with its uid, or it writes or prunes outside its owner's confinement) is dead-lettered
-  with the reasons, counted, and told on its owner as a Warning Event ``PlanRefused``;
-  nothing of it is applied;
+  exist with its uid, a source it was made from is not what the API server holds, or it
+  writes or prunes outside its owner's confinement) is dead-lettered with the reasons,
+  counted, told on its owner as a Warning Event ``PlanRefused``, and published as a
+  ``PlanRefusedV1`` on ``kaiwo.res.refused.…`` naming the objects that differed: the watcher
+  observes them again, so the planner plans from what the API server holds (decision 0038).
+  Nothing of it is applied;
+* a plan made from an older version of its owner or a configuration object (*stale*: the
+  planner plans the newer version as well) is acknowledged without an API write or a result;
 * the plan is carried out by :class:`~kaiwo_executor.apply_plan.PlanExecutor`; a plan already
   carried out (redelivery after a crash), or superseded by a later plan of its owner (a retry
   that came back after it), is acknowledged without an API call or a result;
@@ -43,10 +48,10 @@ from kaiwo_contracts.events.envelope import (
     service_source,
 )
 from kaiwo_contracts.events.plans import PlanDecidedV1
-from kaiwo_contracts.events.results import ApplyResultV1
+from kaiwo_contracts.events.results import ApplyResultV1, PlanRefusedV1
 from kaiwo_contracts.events.streams import BusTopology, ConsumerSpec
 from kaiwo_contracts.events.subjects import result_subject
-from kaiwo_contracts.plans import Plan
+from kaiwo_contracts.plans import ObjectRef
 from kaiwo_kube import KubeError, KubernetesPort
 from kaiwo_runtime.bus import Bus, Delivery, PoisonMessage, RetryLater, run_consumer
 from kaiwo_runtime.kv import KeyValue
@@ -165,8 +170,17 @@ class ExecutorService:
 
     async def _carry_out(self, envelope: Envelope[PlanDecidedV1], delivery: Delivery) -> None:
         admission = await self.admission.check(envelope.data.plan)
-        if not admission.admitted:
-            await self._refuse(envelope.data.plan, admission)
+        for check in admission.mismatched:
+            verdict = "refused" if check.verdict == "differs" else "stale"
+            self.metrics.source_mismatches.labels(
+                source_kind=check.source.ref.kind, verdict=verdict
+            ).inc()
+        if admission.refusals:
+            await self._refuse(envelope, admission)
+        if admission.stale:
+            self.metrics.plans.labels(outcome="stale").inc()
+            log.info("plan made from an older version; dropped", sources=list(admission.stale))
+            return
         execution = await self.executor.execute(
             envelope.data, plan_id=envelope.id, sequence=delivery.stream_sequence
         )
@@ -195,14 +209,25 @@ class ExecutorService:
             failures=len(result.failures),
         )
 
-    async def _refuse(self, plan: Plan, admission: Admission) -> None:
-        """Count, log and tell the refusal, then dead-letter the plan."""
+    async def _refuse(self, envelope: Envelope[PlanDecidedV1], admission: Admission) -> None:
+        """Count, log and tell the refusal (on the owner, when it exists), publish it, then
+        dead-letter the plan."""
+        plan = envelope.data.plan
         owner = plan.owner
         self.metrics.plans_refused.labels(owner_kind=owner.kind).inc()
         reason = "; ".join(admission.refusals)
-        log.warning("plan refused", reasons=list(admission.refusals))
-        if not admission.owner_found:
-            raise PoisonMessage(f"plan refused: {reason}")
+        log.warning(
+            "plan refused",
+            reasons=list(admission.refusals),
+            reobserve=[ref.display() for ref in admission.reobserve],
+        )
+        if admission.owner_found:
+            await self._tell_refusal(owner, reason)
+        await self._publish_refusal(envelope, admission)
+        raise PoisonMessage(f"plan refused: {reason}")
+
+    async def _tell_refusal(self, owner: ObjectRef, reason: str) -> None:
+        """A Warning Event ``PlanRefused`` on the owner (best effort: the refusal stands)."""
         with contextlib.suppress(KubeError):
             await self._kube.create_event(
                 involved={
@@ -224,7 +249,34 @@ class ExecutorService:
                 component="kaiwo-executor",
                 now=self.clock(),
             )
-        raise PoisonMessage(f"plan refused: {reason}")
+
+    async def _publish_refusal(
+        self, envelope: Envelope[PlanDecidedV1], admission: Admission
+    ) -> None:
+        """``PlanRefusedV1`` on ``kaiwo.res.refused.…``: for the record, and for the watcher,
+        which observes ``reobserve`` again. Its id is derived from the plan's: a redelivered
+        plan refused again is one event."""
+        owner = envelope.data.plan.owner
+        refusal = PlanRefusedV1(
+            plan_id=envelope.id,
+            plan_fingerprint=envelope.data.fingerprint,
+            owner=owner,
+            reasons=tuple(reason[:1024] for reason in admission.refusals[:64]),
+            reobserve=admission.reobserve[:16],
+        )
+        published = envelope.caused(
+            data=refusal,
+            source=SOURCE,
+            time=self.clock(),
+            id=derived_event_id("refused", envelope.id),
+        )
+        subject = result_subject(
+            outcome="refused",
+            kind=owner.kind,
+            namespace=owner.namespace,
+            uid=owner.uid or envelope.correlationid,
+        )
+        await self.bus.publish(published, subject)
 
     async def _publish_result(
         self, envelope: Envelope[PlanDecidedV1], execution: Execution

@@ -37,6 +37,12 @@ class PlannerMetrics:
             "Observations handled, by outcome (applied, stale, skipped, rejected)",
             ("outcome",),
         )
+        self.scale_decisions = r.counter(
+            "planner_scale_decisions",
+            "The autoscaler's scale decisions taken in, by outcome: taken (the Model is "
+            "planned with it), unchanged (the same decision again), refused (no such Model)",
+            ("outcome",),
+        )
         self.public_events = r.counter(
             "planner_public_events",
             "Public workload events published (kaiwo.public.>), by transition",

@@ -66,7 +66,10 @@ Scale decisions. The durable consumer ``planner-scale`` (stream ``KAIWO_GATEWAY`
 the autoscaler's ``ScaleDecidedV1`` per Model; the projection keeps the latest per Model
 (:mod:`kaiwo_planner.domain.models.autoscaling`) and the Model is planned again, ``now`` = the
 decision's envelope time, trigger ``scale``: its plan sets the replicas through the scale
-subresource while the decision still applies.
+subresource while the decision still applies, bounded by the Model's ``maxReplicas`` and the
+cluster's ceiling. A decision for a Model the projection does not hold (by uid, kind and
+namespace) is refused: logged, counted (``kaiwo_planner_scale_decisions_total{outcome=
+"refused"}``) and nothing is planned.
 
 Active-active (``KAIWO_BUS_PARTITIONS`` > 1, decision 0030). Every replica reads the whole of
 ``KAIWO_OBS``, the findings and the scale decisions by stream sequence instead of the durable
@@ -159,6 +162,7 @@ FOLLOW_IDLE_SECONDS: Final = 0.2
 FOLLOW_BATCH: Final = 64
 """Active-active: messages read from one stream per round (timers and snapshots between)."""
 VICTIM_SCAN_SECONDS: Final = 1.0
+MODEL_GROUP: Final = "kubeai.org"
 """Active-active: how often a replica looks for preemption victims in its partitions."""
 
 
@@ -603,11 +607,21 @@ class PlannerService:
             raise PoisonMessage("a scale decision without the Model's uid")
         request = ScaleRequest.of(decision, at=envelope.time)
         with bound_context({"event_id": envelope.id, "uid": uid, "decision": "scale"}):
-            if not self._projection.apply_scale_request(request, sequence=delivery.stream_sequence):
-                return
+            # Taken in whatever it names, as replay takes it in (it bounds nothing then: only
+            # a Model with that uid ever reads it); acted on only for a Model that exists.
+            news = self._projection.apply_scale_request(request, sequence=delivery.stream_sequence)
             owner = self._projection.by_uid(uid)
-            if owner is None:
+            if owner is None or not _is_model(owner, namespace=decision.model.namespace):
+                self.metrics.scale_decisions.labels("refused").inc()
+                log.warning(
+                    "scale decision for a Model that does not exist; refused",
+                    model=decision.model.display(),
+                )
                 return
+            if not news:
+                self.metrics.scale_decisions.labels("unchanged").inc()
+                return
+            self.metrics.scale_decisions.labels("taken").inc()
             await self._plan_round(
                 (object_ref(owner),), now=envelope.time, trigger="scale", cause=envelope
             )
@@ -1030,6 +1044,16 @@ class PlannerService:
         self.metrics.projection_objects.set(len(projection))
         self.metrics.timers_pending.set(len(timers))
         return True
+
+
+def _is_model(owner: Mapping[str, Any], *, namespace: str | None) -> bool:
+    """``owner`` is a KubeAI Model in ``namespace`` (what a scale decision must name)."""
+    metadata = owner.get("metadata") or {}
+    return (
+        api_group(str(owner.get("apiVersion", ""))) == MODEL_GROUP
+        and owner.get("kind") == "Model"
+        and metadata.get("namespace") == namespace
+    )
 
 
 def _record_subject_uid(key: str) -> str:

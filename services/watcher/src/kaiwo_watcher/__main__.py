@@ -14,8 +14,10 @@ import asyncio
 import contextlib
 import sys
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import structlog
+from kaiwo_contracts.events.permissions import REFUSALS
 from kaiwo_kube.reachability import api_server_reachable
 from kaiwo_runtime.health import HealthServer
 from kaiwo_runtime.startup import (
@@ -82,6 +84,15 @@ async def serve(settings: WatcherSettings, stop: asyncio.Event) -> None:
             host=settings.health_host,
             port=settings.health_port,
         )
+
+        async def refused(message: Any) -> None:
+            try:
+                await service.handle_refusal(message.headers, message.data, subject=message.subject)
+            except Exception:  # one refusal must not end the subscription
+                log.exception("observing a refused plan's sources again failed")
+
+        # Plain subscription: a refusal missed while away is made good by the next one.
+        await bus.client.subscribe(REFUSALS, cb=refused)
         freeze_startup_objects()
         async with health:
             log.info(

@@ -50,6 +50,15 @@ class WatcherMetrics:
             "Events the bus refused in every form (even the identity alone): skipped",
             ("kind",),
         )
+        self.reobservations = self.registry.counter(
+            "watcher_reobservations",
+            "Objects observed again because the executor refused a plan made from them, by "
+            "kind and outcome: published (read and published marked reobserved), deleted (no "
+            "such object: published as a reobserved deletion), not_watched (a kind or "
+            "namespace the watcher does not watch), throttled (read again moments ago), "
+            "unreadable (the refusal itself)",
+            ("kind", "outcome"),
+        )
         self.publish_blocked_seconds = self.registry.gauge(
             "watcher_publish_blocked_seconds",
             "How long the oldest failing publish of the kind's streams has been retried "

@@ -200,6 +200,7 @@ def oversized_observations(
             event_type=data.event_type,
             object=reduced_object(data.object, oversized=marker, minimal=minimal),
             oversized=marker,
+            reobserved=data.reobserved,
         )
         return Observation(
             envelope=envelope.model_copy(update={"data": payload}), subject=observation.subject
@@ -242,6 +243,27 @@ def infer_deletion(
     return Observation(
         envelope=envelope,
         subject=observed_subject(kind=target.kind, namespace=known.namespace, uid=uid),
+    )
+
+
+REOBSERVED_ID_PREFIX = "reobserved"
+
+
+def reobserved(observation: Observation, *, refusal: str) -> Observation:
+    """``observation`` read again on the executor's request (``refusal``: the id of its
+    ``PlanRefusedV1``; a plan made from the planner's copy of the object was refused,
+    decision 0038): marked ``reobserved``, so the planner takes it in over whatever it holds,
+    caused by the refusal, under an id of its own
+    (``reobserved:<uid>:<resourceVersion>:<refusal>``): the first observation of that version
+    may have been published within JetStream's duplicate window, and one refusal handled
+    twice (two watcher replicas, a redelivery) is one message."""
+    envelope = observation.envelope
+    data = envelope.data.model_copy(update={"reobserved": True})
+    version = INFERRED_DELETION_VERSION if data.event_type == "DELETED" else data.resource_version
+    event_id = f"{REOBSERVED_ID_PREFIX}:{data.uid}:{version}:{refusal}"[:256]
+    return Observation(
+        envelope=envelope.model_copy(update={"data": data, "id": event_id, "causationid": refusal}),
+        subject=observation.subject,
     )
 
 

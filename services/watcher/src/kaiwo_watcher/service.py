@@ -21,6 +21,12 @@ One task per watch stream (resource type, and namespace when the watcher is limi
    (an API server may also answer 404 for a moment after a CRD is Established, which the
    short first delays cover). Nothing here ends the service but ``stop``.
 
+Observing again (:meth:`WatcherService.handle_refusal`, decision 0038): when the executor
+refuses a plan because an object it was made from is not what the API server holds, the
+watcher reads that object again and publishes it marked ``reobserved`` (or, when the API
+server has no object with the refused uid, a reobserved ``DELETED``), so the planner plans
+from the truth again; see :mod:`kaiwo_watcher.reobservation`.
+
 Two replicas may run at once: both publish the same ``Nats-Msg-Id`` for the same object
 version and JetStream keeps one copy. The watcher never writes to Kubernetes.
 """
@@ -33,13 +39,15 @@ import functools
 import math
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import structlog
+from kaiwo_contracts.events.envelope import EnvelopeFormatError
 from kaiwo_contracts.events.observed import WatchEventType
+from kaiwo_contracts.plans import ObjectRef
 from kaiwo_kube import KubeError, KubernetesPort, NotFound, ResourceExpired, WatchEvent, resources
 from kaiwo_kube.responses import crd_established
 from kaiwo_runtime.bus import Bus, PublishRefusedError
@@ -50,6 +58,7 @@ from pydantic import ValidationError
 from kaiwo_watcher.backoff import Backoff
 from kaiwo_watcher.metrics import WatcherMetrics
 from kaiwo_watcher.observation import (
+    KnownObject,
     Observation,
     child_owner,
     infer_deletion,
@@ -57,7 +66,9 @@ from kaiwo_watcher.observation import (
     log_identity,
     observe,
     oversized_observations,
+    reobserved,
 )
+from kaiwo_watcher.reobservation import RecentlyRead, refused_sources
 from kaiwo_watcher.watch_list import DEFAULT_WATCH_LIST, WatchTarget
 from kaiwo_watcher.watch_state import WatchState, WatchStream
 
@@ -79,6 +90,8 @@ class WatcherTuning:
     """Write each stream's checkpoint at most this often (0: after every event)."""
     stuck_after: float = 60.0
     """A stream whose publish has kept failing this long is stuck: readiness fails."""
+    reobserve_interval: float = 5.0
+    """An object the executor asks to observe again is read at most this often."""
 
 
 class StreamsStuckError(RuntimeError):
@@ -176,6 +189,7 @@ class WatcherService:
         self.streams = watch_streams(watch_list, namespaces)
         self.progress = {stream.key: StreamProgress() for stream in self.streams}
         self._owners = _Owners()
+        self._recently_read = RecentlyRead(min_interval=self._tuning.reobserve_interval)
         self._loaded = False
         for kind in {stream.kind for stream in self.streams}:
             self.metrics.publish_blocked_seconds.labels(kind=kind).set_function(
@@ -474,6 +488,95 @@ class WatcherService:
                     kind=stream.kind, type=envelope.data.event_type
                 ).inc()
                 log.debug("published", subject=observation.subject, sequence=ack.sequence)
+
+    # ------------------------------------------------------------------ observing again
+
+    async def handle_refusal(
+        self, headers: Mapping[str, str] | None, body: bytes, *, subject: str
+    ) -> int:
+        """Observe again what one ``PlanRefusedV1`` names; returns how many observations
+        were published. A message that is not a refusal is logged and counted, nothing more."""
+        try:
+            refused = refused_sources(headers, body, subject=subject)
+        except EnvelopeFormatError as error:
+            self.metrics.reobservations.labels(kind="-", outcome="unreadable").inc()
+            log.warning("unreadable refusal ignored", subject=subject, error=str(error))
+            return 0
+        published = 0
+        for ref in refused.objects:
+            published += await self.reobserve(ref, refusal=refused.refusal_id)
+        return published
+
+    async def reobserve(self, ref: ObjectRef, *, refusal: str) -> int:
+        """Read ``ref`` again (its name, within the stream that watches its kind there) and
+        publish what the API server holds, marked ``reobserved``; a reobserved deletion for
+        its uid when the API server holds no object with it. Returns how many were published."""
+        stream = self._stream_for(ref)
+        if stream is None:
+            self.metrics.reobservations.labels(kind=ref.kind, outcome="not_watched").inc()
+            log.warning("asked to observe a kind the watcher does not watch", object=ref.display())
+            return 0
+        if not self._recently_read.due(ref):
+            self.metrics.reobservations.labels(kind=ref.kind, outcome="throttled").inc()
+            return 0
+        namespace = ref.namespace if stream.target.resource.namespaced else None
+        listed = await self._kube.list(
+            stream.target.resource,
+            namespace=namespace,
+            label_selector=stream.target.label_selector,
+            field_selector=f"metadata.name={ref.name}",
+        )
+        items = [
+            item
+            for item in listed.items
+            if (item.get("metadata") or {}).get("name") == ref.name
+            and (item.get("metadata") or {}).get("namespace") == namespace
+        ]
+        published = 0
+        for item in items:
+            observation = observe(
+                item,
+                target=stream.target,
+                event_type="SYNC",
+                time=self._clock(),
+                owners=self._owners.by_child,
+            )
+            await self._publish_reobserved(stream, reobserved(observation, refusal=refusal))
+            self.metrics.reobservations.labels(kind=ref.kind, outcome="published").inc()
+            published += 1
+        held = {(item.get("metadata") or {}).get("uid") for item in items}
+        if ref.uid and ref.uid not in held:
+            known = KnownObject(namespace=namespace, name=ref.name, correlation=ref.uid)
+            deletion = infer_deletion(
+                known,
+                uid=ref.uid,
+                target=stream.target,
+                list_resource_version=listed.resource_version,
+                time=self._clock(),
+            )
+            await self._publish_reobserved(stream, reobserved(deletion, refusal=refusal))
+            self.metrics.reobservations.labels(kind=ref.kind, outcome="deleted").inc()
+            published += 1
+        log.info("observed again after a refused plan", object=ref.display(), published=published)
+        return published
+
+    def _stream_for(self, ref: ObjectRef) -> WatchStream | None:
+        """The stream that watches ``ref``'s kind where ``ref`` lives (one limited to that
+        namespace first: it has the narrower selector, e.g. the Models' configuration)."""
+        candidates = [
+            stream
+            for stream in self.streams
+            if (stream.target.resource.api_version, stream.kind) == (ref.api_version, ref.kind)
+            and (stream.namespace is None or stream.namespace == ref.namespace)
+        ]
+        candidates.sort(key=lambda stream: stream.namespace is None)
+        return candidates[0] if candidates else None
+
+    async def _publish_reobserved(self, stream: WatchStream, observation: Observation) -> None:
+        try:
+            await self._publish(stream, observation)
+        except PublishRefusedError as refused:
+            await self._publish_reduced(stream, observation, refused)
 
     # ------------------------------------------------------------------ kinds not served yet
 

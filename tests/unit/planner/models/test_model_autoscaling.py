@@ -27,7 +27,13 @@ def request(
     *, generation: int = 1, from_replicas: int = 1, replicas: int = 3, at: datetime = NOW
 ) -> ScaleRequest:
     return ScaleRequest(
-        uid="u-1", at=at, generation=generation, from_replicas=from_replicas, replicas=replicas
+        uid="u-1",
+        at=at,
+        generation=generation,
+        from_replicas=from_replicas,
+        replicas=replicas,
+        namespace="ai",
+        name="llm",
     )
 
 
@@ -88,6 +94,51 @@ def test_no_scale_when_the_decision_no_longer_applies(
     assert plan_with(model({**BASE, **spec}, **metadata), found).scale is None
 
 
+def system_config(document: str) -> dict[str, Any]:
+    """The Models' system configuration as the platform team writes it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "kaiwo-models",
+            "namespace": "kaiwo-system",
+            "uid": "config-uid",
+            "labels": {"kaiwo.silogen.ai/system-config": "models"},
+        },
+        "data": {"models.yaml": document},
+    }
+
+
+def plan_in(owner: dict[str, Any], found: ScaleRequest, *extra: dict[str, Any]) -> Plan:
+    cluster = ClusterState.from_wire(objects=[owner, *extra], namespaces=[NAMESPACE])
+    cluster = dataclasses.replace(cluster, scale_requests={"u-1": found})
+    plan = planned(owner=owner, cluster=cluster, now=NOW)
+    assert plan is not None
+    return plan
+
+
+def test_a_model_without_max_replicas_is_bounded_by_the_clusters_ceiling() -> None:
+    # The attack: the gateway's key decides 0 -> 100 for a Model without maxReplicas.
+    unbounded = model({**BASE, "replicas": 0})
+    greedy = request(from_replicas=0, replicas=100)
+
+    by_default = plan_in(unbounded, greedy)
+    assert by_default.scale == ScaleIntent(target=REF, replicas=8, from_replicas=0)
+
+    lowered = plan_in(unbounded, greedy, system_config("modelAutoscaling: {maxReplicas: 3}"))
+    assert lowered.scale == ScaleIntent(target=REF, replicas=3, from_replicas=0)
+    # A Model's own maxReplicas may lower it further, never raise it; its minReplicas (which
+    # its user wrote) still holds.
+    own = plan_in(model({**BASE, "replicas": 0, "maxReplicas": 20}), greedy)
+    assert own.scale is not None and own.scale.replicas == 8
+    floor = plan_in(
+        model({**BASE, "replicas": 0, "minReplicas": 5}),
+        greedy,
+        system_config("modelAutoscaling: {maxReplicas: 3}"),
+    )
+    assert floor.scale is not None and floor.scale.replicas == 5
+
+
 def test_a_model_being_deleted_is_not_scaled() -> None:
     deleting = model(
         {**BASE, "replicas": 1},
@@ -139,5 +190,14 @@ def test_a_request_is_read_from_the_decision_event() -> None:
     )
     at = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
     assert ScaleRequest.of(event, at=at) == ScaleRequest(
-        uid="u-1", at=at, generation=4, from_replicas=0, replicas=1
+        uid="u-1", at=at, generation=4, from_replicas=0, replicas=1, namespace="ai", name="llm"
     )
+
+
+def test_a_decision_borrowing_a_models_uid_under_another_name_is_not_its() -> None:
+    owner = model({**BASE, "replicas": 0})
+    for borrowed in (
+        dataclasses.replace(request(from_replicas=0), namespace="team-b"),
+        dataclasses.replace(request(from_replicas=0), name="other"),
+    ):
+        assert plan_with(owner, borrowed).scale is None

@@ -39,7 +39,7 @@ from kaiwo_contracts.events.public import (
     WorkloadRef,
     WorkloadTransition,
 )
-from kaiwo_contracts.events.results import ActionOutcome, ApplyResultV1
+from kaiwo_contracts.events.results import ActionOutcome, ApplyResultV1, PlanRefusedV1
 
 __all__ = [
     "EVENT_ID_NAMESPACE",
@@ -57,6 +57,7 @@ __all__ = [
     "ModelLoad",
     "ObservedObjectV1",
     "PlanDecidedV1",
+    "PlanRefusedV1",
     "PreemptionDecidedV1",
     "PreemptionV1",
     "RawPayload",

@@ -37,7 +37,7 @@ from kaiwo_contracts.events.monitor import PreemptionDecidedV1, UnderutilizedV1,
 from kaiwo_contracts.events.observed import ObservedObjectV1
 from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.events.public import PreemptionV1, WorkloadEventV1
-from kaiwo_contracts.events.results import ApplyResultV1
+from kaiwo_contracts.events.results import ApplyResultV1, PlanRefusedV1
 from kaiwo_contracts.events.subjects import (
     PUBLIC_WORKLOAD,
     ROOT,
@@ -56,6 +56,7 @@ PAYLOAD_TYPES: dict[str, type[EventPayload]] = {
         ObservedObjectV1,
         PlanDecidedV1,
         ApplyResultV1,
+        PlanRefusedV1,
         UtilizationV1,
         UnderutilizedV1,
         PreemptionDecidedV1,
@@ -162,6 +163,13 @@ def _route(envelope: Envelope[Any]) -> _Route | None:
                 namespace=data.owner.namespace,
                 uid=data.owner.uid or envelope.correlationid,
                 qualifier=data.outcome,
+            )
+        if isinstance(data, PlanRefusedV1):
+            return _Route(
+                kind=kind_token(data.owner.kind),
+                namespace=data.owner.namespace,
+                uid=data.owner.uid or envelope.correlationid,
+                qualifier="refused",
             )
         if isinstance(data, WorkloadEventV1 | PreemptionV1):
             workload = data.workload if isinstance(data, WorkloadEventV1) else data.victim

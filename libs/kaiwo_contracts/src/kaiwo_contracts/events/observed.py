@@ -63,6 +63,11 @@ class ObservedObjectV1(EventPayload):
     and the same marker under :data:`OVERSIZED_KEY`). Consumers must not plan from it: the
     planner reports such an owner as invalid. ``oversized`` is left out of the JSON when
     absent, so ordinary observations read as they always did.
+
+    ``reobserved``: the watcher read the object again because the executor refused a plan
+    made from the planner's copy of it (``PlanRefusedV1.reobserve``). Such an observation is
+    what the API server holds now, so the planner takes it in over whatever version it held,
+    a newer-looking (forged) one included (decision 0038). Left out of the JSON when false.
     """
 
     EVENT_TYPE: ClassVar[str] = event_type("obs", "observed")
@@ -76,6 +81,7 @@ class ObservedObjectV1(EventPayload):
     event_type: WatchEventType
     object: dict[str, Any]
     oversized: OversizedObject | None = None
+    reobserved: bool = False
 
     @model_validator(mode="after")
     def _identity_matches_object(self) -> Self:
@@ -107,6 +113,8 @@ class ObservedObjectV1(EventPayload):
         dumped: dict[str, Any] = handler(self)
         if self.oversized is None:
             dumped.pop("oversized", None)
+        if not self.reobserved:
+            dumped.pop("reobserved", None)
         return dumped
 
 

@@ -8,7 +8,8 @@ tests render the nats-server configuration from :func:`operator_identities`.
 identity   may
 =========  =========================================================================
 admin      declare streams and consumers (``$JS.API.>``), publish and read any event
-watcher    publish ``kaiwo.obs.>``; its bucket ``kaiwo-watcher``
+watcher    publish ``kaiwo.obs.>``; its bucket ``kaiwo-watcher``; subscribe to the
+           executor's refusals ``kaiwo.res.refused.>`` (it observes their sources again)
 planner    read its consumers ``planner-obs`` (and stored observations), ``planner-mon``
            (the monitor's utilization findings) and ``planner-scale`` (the autoscaler's
            decisions), publish ``kaiwo.plan.>``,
@@ -27,7 +28,10 @@ gateway    read stored observations of Models and Pods (``KAIWO_OBS``, by sequen
 recorder   read its ``recorder-*`` consumers and the dead-letter relay, read stored
            messages of every stream, publish dead letters ``kaiwo.dlq.>`` (the relay
            turns max-deliveries advisories into dead letters) and nothing else
-cli        subscribe ``kaiwo.>`` (``kaiwo events tail``); publish nothing
+cli        subscribe to what carries no object (``kaiwo events tail``): the public workload
+           events, results and refusals, findings and the gateway's reports and decisions;
+           not observations, plans or dead letters (whole objects, literal ``env`` values
+           included: a reader's key reads those). Publish nothing
 subscriber read the public workload events (``kaiwo.public.>``, stream ``KAIWO_PUBLIC``)
            live or through consumers of any name on that stream; nothing else
 reader     (:func:`reader_identity`, for external subscribers) subscribe ``kaiwo.>`` and
@@ -117,6 +121,8 @@ _OPERATOR_CONSUMER_PREFIXES: tuple[str, ...] = (
     *(f"{name}-" for name in (*SERVICES, GATEWAY)),
     "bus-",
 )
+REFUSALS = f"kaiwo.{Family.RESULT.value}.refused.{EVERYTHING}"
+"""The executor's refusals (``PlanRefusedV1``): the watcher observes their sources again."""
 _IDENTITY_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -227,12 +233,14 @@ def _service(
     publish: Iterable[str],
     streams: tuple[str, ...],
     consumers: tuple[ConsumerSpec, ...] = (),
+    subscribe: Iterable[str] = (),
 ) -> Identity:
     return Identity(
         name=name,
         description=description,
         permissions=Permissions(
-            publish=_unique(publish), subscribe=(f"{inbox_prefix(name)}.{EVERYTHING}",)
+            publish=_unique(publish),
+            subscribe=(f"{inbox_prefix(name)}.{EVERYTHING}", *subscribe),
         ),
         streams=streams,
         consumers=tuple(spec.durable_name for spec in consumers),
@@ -265,13 +273,14 @@ def service_identity(name: str, topology: BusTopology) -> Identity:
     if name == WATCHER:
         return _service(
             WATCHER,
-            "publishes observations",
+            "publishes observations; observes again what a refused plan was made from",
             publish=(
                 family_filter(Family.OBSERVED),
                 *_stream_info((OBSERVED_STREAM,)),
                 *_bucket(SERVICE_BUCKETS[WATCHER]),
             ),
             streams=(OBSERVED_STREAM,),
+            subscribe=(REFUSALS,),
         )
     if name == PLANNER:
         consumers = _consumers(topology, PLANNER)
@@ -375,13 +384,26 @@ def gateway_identity() -> Identity:
     )
 
 
+CLI_SUBJECTS: tuple[str, ...] = (
+    family_filter(Family.PUBLIC),
+    family_filter(Family.RESULT),
+    family_filter(Family.MONITOR),
+    family_filter(Family.GATEWAY),
+)
+"""What ``kaiwo events tail`` follows with the ``cli`` key: the families that carry no
+object. Observations and plans carry whole objects of every namespace (pod templates with
+literal ``env`` values), dead letters the bodies of either; the CLI does not need them to
+follow workloads, and the key is the one handed to people (decision 0039)."""
+
+
 def cli_identity() -> Identity:
-    """``kaiwo events tail``: live events only; publishes nothing."""
+    """``kaiwo events tail``: live events that carry no object (:data:`CLI_SUBJECTS`);
+    publishes nothing."""
     return Identity(
         name=CLI,
-        description="kaiwo events tail: subscribes to every event, publishes nothing",
+        description="kaiwo events tail: follows the events that carry no object, publishes nothing",
         permissions=Permissions(
-            publish=(), subscribe=(f"kaiwo.{EVERYTHING}", f"{inbox_prefix(CLI)}.{EVERYTHING}")
+            publish=(), subscribe=(*CLI_SUBJECTS, f"{inbox_prefix(CLI)}.{EVERYTHING}")
         ),
     )
 
@@ -481,6 +503,7 @@ __all__ = [
     "AUTOSCALER_BUCKET",
     "AUTOSCALER_LEASE",
     "CLI",
+    "CLI_SUBJECTS",
     "EVENT_STREAMS",
     "EXECUTOR",
     "GATEWAY",
@@ -488,6 +511,7 @@ __all__ = [
     "MONITOR",
     "PLANNER",
     "RECORDER",
+    "REFUSALS",
     "SERVICES",
     "SERVICE_BUCKETS",
     "SUBSCRIBER",

@@ -74,3 +74,24 @@ class ApplyResultV1(EventPayload):
     @property
     def failures(self) -> tuple[ActionOutcome, ...]:
         return tuple(action for action in self.actions if action.outcome == "failed")
+
+
+class PlanRefusedV1(EventPayload):
+    """A plan the executor refused: nothing of it was carried out (decision 0038).
+
+    ``reasons`` say why (its owner does not exist with the plan's uid, a source differs from
+    the live object, a write outside the owner's confinement). ``reobserve`` names the
+    objects the executor found different from what the plan was computed from (the owner, a
+    configuration object): the watcher observes each again from the API server and publishes
+    it marked ``reobserved``, which the planner takes in over whatever it held, so the next
+    plan is made from what the API server holds. Published on
+    ``kaiwo.res.refused.<kind>.<scope>.<uid>`` (the owner's), caused by the plan.
+    """
+
+    EVENT_TYPE: ClassVar[str] = event_type("res", "refused")
+
+    plan_id: str = Field(min_length=1)
+    plan_fingerprint: str = Field(min_length=1)
+    owner: ObjectRef
+    reasons: tuple[str, ...] = Field(min_length=1, max_length=64)
+    reobserve: tuple[ObjectRef, ...] = Field(default=(), max_length=16)

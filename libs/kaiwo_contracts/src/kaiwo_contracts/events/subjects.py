@@ -4,7 +4,8 @@ Families (most general token first, the object's uid last)::
 
     kaiwo.obs.<kind>.<scope>.<uid>             facts observed in the cluster
     kaiwo.plan.<kind>.<scope>.<uid>            plan decisions
-    kaiwo.res.<outcome>.<kind>.<scope>.<uid>   what the executor did (applied | failed)
+    kaiwo.res.<outcome>.<kind>.<scope>.<uid>   what the executor did (applied | failed |
+                                               refused)
     kaiwo.mon.<topic>.<scope>.<uid>            monitor findings (utilization, ...)
     kaiwo.gateway.load._cluster.<replica>      a gateway replica's active requests per Model
     kaiwo.gateway.scale.<namespace>.<uid>      the autoscaler's decision for one Model
@@ -34,7 +35,9 @@ CLUSTER_SCOPE = "_cluster"
 ANY_TOKEN = "*"  # noqa: S105 - a subject wildcard, not a secret
 ANY_TAIL = ">"
 
-ResultOutcomeToken = Literal["applied", "failed"]
+ResultOutcomeToken = Literal["applied", "failed", "refused"]
+"""``applied`` / ``failed``: a plan carried out (``ApplyResultV1``); ``refused``: a plan the
+executor refused (``PlanRefusedV1``), which the watcher reads to observe its sources again."""
 MonitorTopic = Literal["utilization", "underutilized", "preemption"]
 GatewayTopic = Literal["load", "scale"]
 """The gateway family's topics: load reports (``load``), autoscaling decisions (``scale``)."""

@@ -24,12 +24,15 @@ By kind:
 An owner the models reject, or one observed only in part because it was too large for the
 bus (its object carries the ``oversized`` marker), gets a plan that reports the problem and
 changes nothing else (:mod:`~kaiwo_planner.domain.status.invalid_owner`).
+
+Every plan names its sources: the owner and the configuration objects it read, with a digest
+of what people wrote in each (:mod:`~kaiwo_planner.domain.plan_sources`, decision 0038).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
@@ -44,6 +47,7 @@ from kaiwo_contracts.validation import Problem
 from pydantic import ValidationError
 
 from kaiwo_planner.domain.models.planning_entry import plan_model_object
+from kaiwo_planner.domain.plan_sources import with_sources
 from kaiwo_planner.domain.queues.queue_config import plan_queue_config
 from kaiwo_planner.domain.state.cluster import api_group_of
 from kaiwo_planner.domain.state.cluster_settings import (
@@ -87,7 +91,17 @@ def plan_object(
     *, owner: Mapping[str, Any], context: PlanningContext, now: datetime
 ) -> PlanningResult:
     """The plan for ``owner`` (wire form) in ``context`` (its plan is None for non-owners),
-    when to plan it again and whom else to plan now."""
+    when to plan it again and whom else to plan now. Every plan names what it was computed
+    from (``Plan.sources``, :mod:`~kaiwo_planner.domain.plan_sources`)."""
+    result = _plan_by_kind(owner=owner, context=context, now=now)
+    if result.plan is None:
+        return result
+    return replace(result, plan=with_sources(result.plan, owner=owner, context=context))
+
+
+def _plan_by_kind(
+    *, owner: Mapping[str, Any], context: PlanningContext, now: datetime
+) -> PlanningResult:
     moment = now if now.tzinfo else now.replace(tzinfo=UTC)
     group = api_group_of(str(owner.get("apiVersion", "")))
     kind = str(owner.get("kind", ""))

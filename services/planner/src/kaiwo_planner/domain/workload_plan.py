@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoResourceMonitoringConfig
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import CommonMetaSpec, WorkloadStatus
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import KaiwoJob
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoservice import KaiwoService
@@ -189,7 +190,9 @@ def plan_workload(
         termination=_termination(ref, previous, duration, context=context, now=now),
         extra_conditions=(
             *_child_conditions(children),
-            *_finding_conditions(cluster.findings.get(uid)),
+            *_finding_conditions(
+                cluster.findings.get(uid), config.spec.resource_monitoring, namespace
+            ),
         ),
     )
     status = _with_valid_spec(decision.status, previous, generation=generation, now=now)
@@ -288,12 +291,14 @@ def _termination(
     if idle is not None:
         return idle.request
     return underutilization_termination(
-        finding, kaiwo_config(context).spec.resource_monitoring, now=now
+        finding, kaiwo_config(context).spec.resource_monitoring, ref.namespace or "", now=now
     )
 
 
-def _finding_conditions(finding: WorkloadFinding | None) -> tuple[ConditionSpec, ...]:
-    condition = underutilization_condition(finding)
+def _finding_conditions(
+    finding: WorkloadFinding | None, monitoring: KaiwoResourceMonitoringConfig, namespace: str
+) -> tuple[ConditionSpec, ...]:
+    condition = underutilization_condition(finding, monitoring, namespace)
     return () if condition is None else (condition,)
 
 

@@ -7,12 +7,20 @@ projection, replayed from the recorded ``KAIWO_GATEWAY`` stream by ``scaleSequen
 monitor's findings) and plans the Model with it. The plan then carries a
 :class:`~kaiwo_contracts.plans.ScaleIntent` (:func:`scale_intent`) while all of these hold:
 
+* the decision names this Model (its uid, namespace and name: a decision that borrows a
+  Model's uid under another namespace or name is not this Model's);
 * autoscaling is enabled and the Model is not being deleted;
 * the Model is still the generation the decision was made from: any change of its spec, the
   replicas included (by the executor carrying the decision out, or by someone's
   ``kubectl scale``), voids the decision, so a late decision never undoes a newer change;
 * its ``spec.replicas`` (none: 0) are still those the decision started from, and the replicas
-  wanted, clamped into ``[minReplicas, maxReplicas]``, differ from them.
+  wanted, first cut to the cluster's ceiling (the Models' system configuration,
+  ``modelAutoscaling.maxReplicas``), then clamped into ``[minReplicas, maxReplicas]``, differ
+  from them.
+
+A decision is a claim of whoever holds the gateway's key, not an order (decision 0038): the
+ceiling, set by the platform team, bounds a Model without ``maxReplicas`` as well, and a
+decision for a Model the planner does not hold is refused by the service (counted).
 
 The Pods keep following ``spec.replicas``: they change once the new replicas come back
 through the watcher (decision 0027).
@@ -43,6 +51,10 @@ class ScaleRequest:
     generation: int
     from_replicas: int
     replicas: int
+    namespace: str | None = None
+    name: str | None = None
+    """The Model the decision names besides its uid: a decision applies only to the Model
+    with that uid, namespace and name."""
 
     @classmethod
     def of(cls, event: ScaleDecidedV1, *, at: datetime) -> ScaleRequest:
@@ -52,6 +64,8 @@ class ScaleRequest:
             generation=event.generation,
             from_replicas=event.from_replicas,
             replicas=event.replicas,
+            namespace=event.model.namespace,
+            name=event.model.name,
         )
 
     def decides_differently_from(self, other: ScaleRequest | None) -> bool:
@@ -72,6 +86,8 @@ class ScaleRequest:
             "generation": self.generation,
             "fromReplicas": self.from_replicas,
             "replicas": self.replicas,
+            "namespace": self.namespace,
+            "name": self.name,
         }
 
     @classmethod
@@ -82,14 +98,20 @@ class ScaleRequest:
             generation=int(document["generation"]),
             from_replicas=int(document["fromReplicas"]),
             replicas=int(document["replicas"]),
+            namespace=document.get("namespace"),
+            name=document.get("name"),
         )
 
 
-def scale_intent(model: Model, ref: ObjectRef, request: ScaleRequest | None) -> ScaleIntent | None:
-    """The scale the Model's plan carries (see the module docstring); None: none."""
+def scale_intent(
+    model: Model, ref: ObjectRef, request: ScaleRequest | None, *, ceiling: int
+) -> ScaleIntent | None:
+    """The scale the Model's plan carries (see the module docstring); None: none.
+    ``ceiling``: the most replicas the autoscaler may set on any Model."""
     spec, metadata = model.spec, model.metadata
     if (
         request is None
+        or (request.namespace, request.name) != (ref.namespace, ref.name)
         or spec.autoscaling_disabled
         or metadata.deletion_timestamp is not None
         or metadata.generation != request.generation
@@ -98,7 +120,7 @@ def scale_intent(model: Model, ref: ObjectRef, request: ScaleRequest | None) -> 
     current = spec.replicas or 0
     if current != request.from_replicas:
         return None
-    wanted = max(request.replicas, spec.min_replicas)
+    wanted = max(min(request.replicas, ceiling), spec.min_replicas)
     if spec.max_replicas is not None:
         wanted = min(wanted, spec.max_replicas)
     if wanted == current:

@@ -188,11 +188,12 @@ def plan_model(*, model: Model, context: PlanningContext, now: datetime) -> Plan
         else:
             parts = _serving(model, built, observed, cluster=cluster)
     request = cluster.scale_requests.get(observed.identity.uid)
+    ceiling = (lookup.config or ModelsConfig.default()).model_autoscaling.max_replicas
     scale = None
     if observed.identity.uid:
-        scale = scale_intent(model, observed.ref, request) or replica_bounds_intent(
-            model, observed.ref
-        )
+        scale = scale_intent(
+            model, observed.ref, request, ceiling=ceiling
+        ) or replica_bounds_intent(model, observed.ref)
     return _plan(model, observed, parts, now=now, scale=scale)
 
 

@@ -62,12 +62,13 @@ def kaiwo_config(context: PlanningContext) -> KaiwoConfig:
     return context.derived(
         ("kaiwo-config",),
         reads=(KAIWO_CONFIG_KIND,),
-        inputs=lambda: (_kaiwo_config_object(cluster),),
-        compute=lambda: _kaiwo_config_of(_kaiwo_config_object(cluster)),
+        inputs=lambda: (kaiwo_config_object(cluster),),
+        compute=lambda: _kaiwo_config_of(kaiwo_config_object(cluster)),
     )
 
 
-def _kaiwo_config_object(cluster: ClusterState) -> Mapping[str, Any] | None:
+def kaiwo_config_object(cluster: ClusterState) -> Mapping[str, Any] | None:
+    """The observed KaiwoConfig ``kaiwo`` (wire form), or None."""
     return cluster.find_object(group=CONFIG_GROUP, kind="KaiwoConfig", name=KAIWO_CONFIG_NAME)
 
 
@@ -119,7 +120,7 @@ def cluster_queue_namespaces(context: PlanningContext) -> Mapping[str, tuple[str
         # From the queue config, the KaiwoConfig and the nodes only.
         inputs=lambda: (
             _queue_config_object(cluster),
-            _kaiwo_config_object(cluster),
+            kaiwo_config_object(cluster),
             cluster.nodes,
         ),
         compute=lambda: _queue_namespaces_of(context),
@@ -183,6 +184,19 @@ def _names(objects: tuple[Mapping[str, Any], ...]) -> list[str]:
 
 def namespace_config(context: PlanningContext, namespace: str) -> AIMNamespaceConfig | None:
     """The AIMNamespaceConfig of ``namespace`` (the first valid one by name), or None."""
+    found = _namespace_config_in_force(context, namespace)
+    return found[1] if found is not None else None
+
+
+def namespace_config_object(context: PlanningContext, namespace: str) -> Mapping[str, Any] | None:
+    """The observed AIMNamespaceConfig in force in ``namespace`` (wire form), or None."""
+    found = _namespace_config_in_force(context, namespace)
+    return found[0] if found is not None else None
+
+
+def _namespace_config_in_force(
+    context: PlanningContext, namespace: str
+) -> tuple[Mapping[str, Any], AIMNamespaceConfig] | None:
     cluster = context.cluster
     return context.derived(
         ("namespace-config", namespace),
@@ -200,10 +214,12 @@ def _namespace_configs(cluster: ClusterState, namespace: str) -> tuple[Mapping[s
     )
 
 
-def _first_valid(found: tuple[Mapping[str, Any], ...]) -> AIMNamespaceConfig | None:
+def _first_valid(
+    found: tuple[Mapping[str, Any], ...],
+) -> tuple[Mapping[str, Any], AIMNamespaceConfig] | None:
     for obj in found:
         try:
-            return AIMNamespaceConfig.model_validate(obj)
+            return obj, AIMNamespaceConfig.model_validate(obj)
         except (ValidationError, TypeError, ValueError):
             continue
     return None

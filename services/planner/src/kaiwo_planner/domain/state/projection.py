@@ -8,7 +8,8 @@ otherwise a different version counts as newer. A ``DELETED`` observation removes
 object and leaves a *tombstone* with its last resource version, so a late, older
 ``MODIFIED`` for the same uid does not bring it back. Tombstones are forgotten once
 ``tombstone_retention`` further observations have been applied, so they cannot grow
-without bound.
+without bound. An observation marked ``reobserved`` (read again after the executor refused
+a plan made from the projection's copy) replaces the copy whatever its version.
 
 :meth:`Projection.cluster_state` is what the pure planners read: a plain immutable
 :class:`ClusterState`. The projection files objects in a persistent
@@ -407,13 +408,22 @@ class Projection:
 
         ``sequence`` is the observation's stream sequence; :attr:`last_sequence` advances
         whether or not the observation changes anything.
+
+        A *reobserved* object (the watcher read it again because the executor refused a plan
+        made from the projection's copy, decision 0038) is what the API server holds now: it
+        replaces whatever the projection holds, a version that looks newer (forged) or a
+        tombstone included, unless it is exactly that already. A reobserved ``DELETED`` (the
+        API server has no object with that uid) removes it likewise.
         """
         self._last_sequence = max(self._last_sequence, sequence)
         key = ObjectKey.of(api_version=observed.api_version, kind=observed.kind, uid=observed.uid)
         incoming = observed.resource_version
         deleting = observed.event_type == "DELETED"
         live = self._live.get(key)
-        if live is not None:
+        if observed.reobserved:
+            if live is not None and not deleting and self._holds(live, observed):
+                return None
+        elif live is not None:
             same = incoming == live.resource_version
             if (same and not deleting) or (
                 not same and not is_newer(incoming, live.resource_version)
@@ -464,6 +474,12 @@ class Projection:
                 old=live.queue_use if live is not None else None,
                 new=entry.queue_use if entry is not None else None,
             ),
+        )
+
+    def _holds(self, live: Entry, observed: ObservedObjectV1) -> bool:
+        """The projection holds exactly ``observed`` already (version and content)."""
+        return live.resource_version == observed.resource_version and live.object == (
+            _without_managed_fields(observed.object)
         )
 
     def _changed(self, kind: Kind) -> None:

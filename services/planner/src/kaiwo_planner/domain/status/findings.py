@@ -4,14 +4,23 @@ termination of workloads that stay underutilized.
 The monitor publishes one ``UtilizationV1`` per workload and tick; the planner keeps the
 latest per workload uid (:class:`WorkloadFinding`, in the projection, replayed from the
 recorded ``KAIWO_MON`` stream like observations). Everything here is a pure function of the
-finding, the KaiwoConfig and ``now``:
+finding, the KaiwoConfig, the workload's namespace and ``now``.
+
+**A finding is a measurement, not an order** (decision 0038). It contributes readings: the
+utilization, the time of the reading and since when a stretch has lasted. Whether the
+workload's namespace is monitored, the threshold, whether to terminate and after how long
+are the planner's, from the KaiwoConfig it observes. A stretch counts only when the reading
+is below the planner's threshold and the monitor judged it against a threshold no higher
+than the planner's (below that one since then, so below the planner's as well); a finding
+that says otherwise (forged, or from a monitor with another configuration) decides nothing.
 
 * **The condition** (upstream §12): ``ResourceUnderutilization`` True, reason
-  ``GpuUtilizationLow``, while the finding has an open underutilized stretch; False, reason
-  ``GpuUtilizationNormal``, once a reading at or above the threshold ends it. A finding
-  without a reading (no data) and a workload whose namespace is not monitored leave the
-  condition as it is. The message names the threshold and the stretch's start, never the
-  reading itself, so a settled workload's status does not change tick after tick.
+  ``GpuUtilizationLow``, while the finding has an open underutilized stretch that counts;
+  False, reason ``GpuUtilizationNormal``, once a reading at or above the threshold ends it. A
+  finding without a reading (no data), a stretch that does not count and a workload whose
+  namespace is not monitored leave the condition as it is. The message names the threshold
+  and the stretch's start, never the reading itself, so a settled workload's status does not
+  change tick after tick.
 * **Termination** when ``terminateUnderutilized`` is on and the *evidence* covers
   ``terminateUnderutilizedAfter``: the reading that last confirmed the stretch is at least
   that long after its start. Only evidence counts, not the clock alone: a monitor that stops
@@ -38,14 +47,21 @@ REASON_LOW: Final = "GpuUtilizationLow"
 REASON_NORMAL: Final = "GpuUtilizationNormal"
 FRESH_FOR: Final = timedelta(minutes=5)
 """How long a finding counts as current evidence (ten default monitor ticks)."""
+EXCLUDED_BY_DEFAULT: Final = frozenset({"kube-system"})
+"""Not monitored when ``targetNamespaces`` is empty (the API reference; the monitor's rule)."""
 
 
 @dataclass(frozen=True, slots=True)
 class WorkloadFinding:
-    """The latest ``UtilizationV1`` of one workload, reduced to what decisions read.
+    """The latest ``UtilizationV1`` of one workload, reduced to its readings.
 
     ``at``: the time of the reading (the end of its window). ``measured``: the reading had
-    samples (False: the endpoint knew none of the workload's pods).
+    samples (False: the endpoint knew none of the workload's pods). ``utilization_ratio``:
+    the reading (average over pods); ``threshold_ratio``: the threshold the monitor judged
+    ``underutilized_since`` against. ``idle_utilization_ratio``: the reading combined with
+    ``idle_aggregation``, which the monitor judged ``idle_since`` against
+    ``idle_threshold_ratio`` with. The policy and grace period the monitor resolved are not
+    kept: the planner resolves them itself (:mod:`kaiwo_contracts.gpu_preemption`).
     """
 
     uid: str
@@ -57,8 +73,9 @@ class WorkloadFinding:
     underutilized_since: datetime | None = None
     idle_threshold_ratio: float | None = None
     idle_since: datetime | None = None
-    idle_policy: str | None = None
-    idle_grace: timedelta | None = None
+    utilization_ratio: float | None = None
+    idle_utilization_ratio: float | None = None
+    idle_aggregation: str | None = None
 
     @classmethod
     def of(cls, event: UtilizationV1, *, at: datetime) -> WorkloadFinding:
@@ -72,12 +89,9 @@ class WorkloadFinding:
             underutilized_since=event.underutilized_since,
             idle_threshold_ratio=event.idle_threshold_ratio,
             idle_since=event.idle_since,
-            idle_policy=event.idle_policy,
-            idle_grace=(
-                None
-                if event.idle_grace_seconds is None
-                else timedelta(seconds=event.idle_grace_seconds)
-            ),
+            utilization_ratio=event.utilization_ratio,
+            idle_utilization_ratio=event.idle_utilization_ratio,
+            idle_aggregation=event.idle_aggregation,
         )
 
     def fresh(self, now: datetime) -> bool:
@@ -94,10 +108,9 @@ class WorkloadFinding:
             "underutilizedSince": _text(self.underutilized_since),
             "idleThresholdRatio": self.idle_threshold_ratio,
             "idleSince": _text(self.idle_since),
-            "idlePolicy": self.idle_policy,
-            "idleGraceSeconds": None
-            if self.idle_grace is None
-            else self.idle_grace.total_seconds(),
+            "utilizationRatio": self.utilization_ratio,
+            "idleUtilizationRatio": self.idle_utilization_ratio,
+            "idleAggregation": self.idle_aggregation,
         }
 
     @classmethod
@@ -112,12 +125,9 @@ class WorkloadFinding:
             underutilized_since=_moment(document.get("underutilizedSince")),
             idle_threshold_ratio=document.get("idleThresholdRatio"),
             idle_since=_moment(document.get("idleSince")),
-            idle_policy=document.get("idlePolicy"),
-            idle_grace=(
-                None
-                if document.get("idleGraceSeconds") is None
-                else timedelta(seconds=float(document["idleGraceSeconds"]))
-            ),
+            utilization_ratio=document.get("utilizationRatio"),
+            idle_utilization_ratio=document.get("idleUtilizationRatio"),
+            idle_aggregation=document.get("idleAggregation"),
         )
 
     def decides_differently_from(self, other: WorkloadFinding | None) -> bool:
@@ -130,57 +140,97 @@ class WorkloadFinding:
             return True
         if other.underutilized_since or other.idle_since:
             return True  # a stretch just ended
-        return (self.measured, self.threshold_ratio, self.idle_threshold_ratio) != (
+        return (
+            self.measured,
+            self.threshold_ratio,
+            self.idle_threshold_ratio,
+            self.idle_aggregation,
+        ) != (
             other.measured,
             other.threshold_ratio,
             other.idle_threshold_ratio,
+            other.idle_aggregation,
         )
 
 
-def underutilization_condition(finding: WorkloadFinding | None) -> ConditionSpec | None:
-    """``ResourceUnderutilization`` as the finding has it; None: leave the condition as is."""
-    if finding is None or not finding.measured or finding.threshold_ratio is None:
+def monitored(monitoring: KaiwoResourceMonitoringConfig, namespace: str) -> bool:
+    """Whether the KaiwoConfig has workloads of ``namespace`` monitored for underutilization."""
+    if monitoring.target_namespaces:
+        return namespace in monitoring.target_namespaces
+    return namespace not in EXCLUDED_BY_DEFAULT
+
+
+def threshold_ratio(monitoring: KaiwoResourceMonitoringConfig) -> float:
+    """``lowUtilizationThreshold`` as a fraction, at most 1 (over 100 % flags everything)."""
+    return min(monitoring.low_utilization_threshold / 100.0, 1.0)
+
+
+def underutilized_since(
+    finding: WorkloadFinding | None, monitoring: KaiwoResourceMonitoringConfig, namespace: str
+) -> datetime | None:
+    """The start of the finding's underutilized stretch when it counts (module docstring)."""
+    if finding is None or not finding.measured or not monitored(monitoring, namespace):
         return None
-    threshold = _percent(finding.threshold_ratio)
-    if finding.underutilized_since is None:
+    threshold = threshold_ratio(monitoring)
+    reading, judged_against = finding.utilization_ratio, finding.threshold_ratio
+    if reading is None or reading >= threshold:
+        return None
+    if judged_against is None or judged_against > threshold:
+        return None
+    return finding.underutilized_since
+
+
+def underutilization_condition(
+    finding: WorkloadFinding | None, monitoring: KaiwoResourceMonitoringConfig, namespace: str
+) -> ConditionSpec | None:
+    """``ResourceUnderutilization`` as the readings show it; None: leave the condition as is."""
+    if finding is None or not finding.measured or not monitored(monitoring, namespace):
+        return None
+    threshold = threshold_ratio(monitoring)
+    if finding.utilization_ratio is not None and finding.utilization_ratio >= threshold:
         return ConditionSpec(
             RESOURCE_UNDERUTILIZATION,
             "False",
             REASON_NORMAL,
-            f"GPU utilization is at or above {threshold} of the requested GPUs",
+            f"GPU utilization is at or above {_percent(threshold)} of the requested GPUs",
         )
+    since = underutilized_since(finding, monitoring, namespace)
+    if since is None:
+        return None
     return ConditionSpec(
         RESOURCE_UNDERUTILIZATION,
         "True",
         REASON_LOW,
-        f"GPU utilization has been below {threshold} of the {finding.gpu_count} requested "
-        f"GPU(s) since {_text(finding.underutilized_since)}",
+        f"GPU utilization has been below {_percent(threshold)} of the {finding.gpu_count} "
+        f"requested GPU(s) since {_text(since)}",
     )
 
 
 def underutilization_termination(
     finding: WorkloadFinding | None,
     monitoring: KaiwoResourceMonitoringConfig,
+    namespace: str,
     *,
     now: datetime,
 ) -> TerminationRequest | None:
     """Terminate the workload: it stayed underutilized for ``terminateUnderutilizedAfter``."""
+    since = underutilized_since(finding, monitoring, namespace)
     if (
         finding is None
+        or since is None
         or not monitoring.terminate_underutilized
-        or finding.underutilized_since is None
         or not finding.fresh(now)
     ):
         return None
     after = parse_duration(monitoring.terminate_underutilized_after)
-    if finding.at - finding.underutilized_since < after:
+    if finding.at - since < after:
         return None
     return TerminationRequest(
         reason=REASON_LOW,
         message=(
             "Terminating workload due to underutilized GPU resources: below "
-            f"{_percent(finding.threshold_ratio or 0.0)} since "
-            f"{_text(finding.underutilized_since)}, longer than "
+            f"{_percent(threshold_ratio(monitoring))} since "
+            f"{_text(since)}, longer than "
             f"terminateUnderutilizedAfter ({monitoring.terminate_underutilized_after})"
         ),
     )
