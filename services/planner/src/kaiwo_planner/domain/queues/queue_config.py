@@ -59,6 +59,7 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import (
 )
 from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule, sort_objects
 
+from kaiwo_planner.domain.queues.kueue_sync import ObjectVerdict, judge_kueue_objects
 from kaiwo_planner.domain.queues.node_pools import (
     WORKER_LABEL,
     NodePool,
@@ -85,6 +86,11 @@ MANAGED_LABELS: Mapping[str, str] = MappingProxyType(
     }
 )
 READY_CONDITION = "Ready"
+PENDING_REASON = "KueueObjectsPending"
+"""Some Kueue object is missing, being updated, replaced or held by another owner."""
+IN_USE_REASON = "KueueObjectInUse"
+"""An immutable change waits: the object it needs replaced is used by admitted workloads."""
+MAX_OBJECTS_NAMED = 5
 
 PRUNE_RULES = (
     PruneRule(api_version=KUEUE_API_VERSION, kind="ClusterQueue", namespaced=False),
@@ -145,8 +151,9 @@ def plan_queue_config(
         owner_reference=owner_reference,
         workload_namespaces=workload_namespaces,
     )
+    judged = judge_kueue_objects(kueue_objects, cluster=cluster, owner_uid=owner.uid)
     desired = [
-        *kueue_objects,
+        *(verdict.manifest for verdict in judged),
         *node_changes(
             cluster.nodes,
             exclude_control_plane=settings.nodes.exclude_master_nodes_from_node_pools,
@@ -154,17 +161,21 @@ def plan_queue_config(
             gpu_taint_key=settings.nodes.default_gpu_taint_key,
         ),
     ]
-    verdict = _verdict(spec, missing_namespaces, generated=_generated(spec, queue_config.spec))
+    verdict = _verdict(
+        spec, missing_namespaces, judged, generated=_generated(spec, queue_config.spec)
+    )
     status, events = _status(previous_status, verdict, generation=meta.generation, now=now)
+    replaced = [v for v in judged if v.delete is not None]
     return Plan(
         owner=owner,
         observed_generation=meta.generation,
         observed_resource_version=meta.resource_version,
         desired=sort_objects(desired),
         status=status,
-        events=events,
+        events=(*events, *_recreate_events(replaced)),
         prune=PRUNE_RULES,
         prune_selector=dict(MANAGED_LABELS),
+        delete=tuple(sorted((v.delete for v in replaced if v.delete), key=ObjectRef.sort_key)),
     )
 
 
@@ -354,7 +365,11 @@ def _generated(effective: KaiwoQueueConfigSpec, written: KaiwoQueueConfigSpec) -
 
 
 def _verdict(
-    spec: KaiwoQueueConfigSpec, missing_namespaces: Sequence[str], *, generated: str
+    spec: KaiwoQueueConfigSpec,
+    missing_namespaces: Sequence[str],
+    judged: Sequence[ObjectVerdict],
+    *,
+    generated: str,
 ) -> ConditionSpec:
     flavors = {f.name for f in spec.resource_flavors or ()}
     unknown = sorted(
@@ -380,12 +395,42 @@ def _verdict(
             "ResourceFlavorNotFound",
             "ClusterQueues refer to ResourceFlavors that are not defined: " + ", ".join(unknown),
         )
+    held = [v for v in judged if v.state == "held"]
+    if held:
+        return ConditionSpec(READY_CONDITION, "False", IN_USE_REASON, _named(held))
+    pending = [v for v in judged if v.state != "ok"]
+    if pending:
+        return ConditionSpec(
+            READY_CONDITION,
+            "False",
+            PENDING_REASON,
+            "Kueue objects are not yet as the KaiwoQueueConfig describes: " + _named(pending),
+        )
     return ConditionSpec(
         READY_CONDITION,
         "True",
-        "KueueObjectsPlanned",
+        "KueueObjectsMatch",
         "Kueue objects match the KaiwoQueueConfig" + generated,
     )
+
+
+def _named(verdicts: Sequence[ObjectVerdict]) -> str:
+    named = "; ".join(v.describe() for v in verdicts[:MAX_OBJECTS_NAMED])
+    more = len(verdicts) - MAX_OBJECTS_NAMED
+    return named + (f"; and {more} more" if more > 0 else "")
+
+
+def _recreate_events(replaced: Sequence[ObjectVerdict]) -> list[EventIntent]:
+    """Upstream's ``KaiwoQueueConfig<Kind>Recreated``, once per object the plan replaces."""
+    return [
+        EventIntent(
+            type="Normal",
+            reason=f"KaiwoQueueConfig{v.manifest.get('kind')}Recreated",
+            message=v.describe(),
+        )
+        for v in replaced
+        if v.state == "replaced"
+    ]
 
 
 def _status(
@@ -395,14 +440,31 @@ def _status(
     generation: int | None,
     now: datetime,
 ) -> tuple[dict[str, Any], tuple[EventIntent, ...]]:
-    phase = WorkloadStatus.READY if verdict.status == "True" else WorkloadStatus.FAILED
+    if verdict.status == "True":
+        phase = WorkloadStatus.READY
+    elif verdict.reason in (PENDING_REASON, IN_USE_REASON):
+        phase = WorkloadStatus.PENDING
+    else:
+        phase = WorkloadStatus.FAILED
     status = {
         "status": phase.value,
         "conditions": merge_conditions(
             previous.get("conditions") or (), [verdict], generation=generation or 0, now=now
         ),
     }
-    if previous.get("status") == phase.value:
+    before = next(
+        (
+            c
+            for c in previous.get("conditions") or ()
+            if isinstance(c, Mapping) and c.get("type") == READY_CONDITION
+        ),
+        {},
+    )
+    if verdict.reason == IN_USE_REASON:
+        if before.get("reason") == IN_USE_REASON and before.get("message") == verdict.message:
+            return status, ()
+        return status, (EventIntent(type="Warning", reason=IN_USE_REASON, message=verdict.message),)
+    if previous.get("status") == phase.value or phase is WorkloadStatus.PENDING:
         return status, ()
     if phase is WorkloadStatus.READY:
         return status, (
