@@ -8,9 +8,13 @@ the cluster's nodes and namespaces into one :class:`~kaiwo_contracts.plans.Plan`
   namespace whose KaiwoJobs or KaiwoServices use it) and WorkloadPriorityClasses;
 * partial Node objects carrying the node-pool labels and, optionally, the GPU taint
   (:mod:`kaiwo_planner.domain.queues.node_pools`);
-* the status: READY, or FAILED with a condition saying what is wrong; the Ready condition's
-  message names what the operator added to the user's spec (discovered flavors, the default
-  ClusterQueue).
+* the status, from the Kueue objects as observed (:mod:`~kaiwo_planner.domain.queues.kueue_sync`,
+  decision 0048): READY only when each is as desired, and then the Ready condition's message
+  names what the operator added to the user's spec (discovered flavors, the default
+  ClusterQueue); PENDING while one is missing, not yet updated, being replaced, or kept
+  because admitted workloads use it (reason ``KueueObjectInUse``); FAILED with a condition
+  saying what is wrong with the spec. A change Kueue's CRDs refuse in place is planned as a
+  delete (``Plan.delete``, by uid) and a create, with an Event.
 
 The KaiwoQueueConfig's spec belongs to the user and is never written: with
 ``dynamicallyUpdateDefaultClusterQueue`` the discovered flavors, the default ClusterQueue and
