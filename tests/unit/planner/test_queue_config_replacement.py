@@ -8,6 +8,7 @@ import copy
 from datetime import UTC, datetime
 from typing import Any
 
+from kaiwo_contracts.confinement import refusals
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoConfig
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import KaiwoQueueConfig
 from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan
