@@ -51,6 +51,7 @@ MANAGED_KINDS: Final = (
     KUEUE_LOCAL_QUEUE,
     KUEUE_WORKLOAD_PRIORITY_CLASS,
 )
+IN_USE: Final = "kueue.x-k8s.io/resource-in-use"
 ROUNDS: Final = 8
 """Rounds of observe, plan, execute a change may take (it settles in two or three)."""
 NOW: Final = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -180,6 +181,13 @@ async def flavor(kube: KubernetesAsyncioAdapter, name: str) -> dict[str, Any]:
     return await kube.get(KUEUE_RESOURCE_FLAVOR, name)
 
 
+async def held_by_kueue(kube: KubernetesAsyncioAdapter, name: str) -> dict[str, Any]:
+    """The flavor with Kueue's finalizer, as Kueue's controller adds it (Kueue then keeps a
+    flavor any ClusterQueue names; the test stack runs only Kueue's CRDs)."""
+    patch = {"metadata": {"finalizers": [IN_USE]}}
+    return await kube.merge_patch(KUEUE_RESOURCE_FLAVOR, name, patch, field_manager="kueue")
+
+
 async def events(kube: KubernetesAsyncioAdapter, reason: str) -> list[dict[str, Any]]:
     """This test's Events of ``reason`` on the KaiwoQueueConfig (each test has its own)."""
     owner = await kube.get(KAIWO_QUEUE_CONFIG, "kaiwo")
@@ -201,7 +209,7 @@ async def test_a_flavors_topology_removed_is_carried_out_by_delete_and_create(
     assert f"ResourceFlavor {name} is not created yet" in ready(first)["message"]
     settled = await operator.until(is_ready)
     assert ready(settled)["message"] == "Kueue objects match the KaiwoQueueConfig"
-    old = await flavor(kube, name)
+    old = await held_by_kueue(kube, name)
 
     # The API server refuses the change in place: Kueue's CEL rule.
     change = {
@@ -214,6 +222,7 @@ async def test_a_flavors_topology_removed_is_carried_out_by_delete_and_create(
         await kube.apply(change, field_manager="kaiwo", force=True)
 
     await queue_config(kube, spec({"name": name, "nodeLabels": {"pool": "a"}}, "qt-queue"))
+    rounds_before_the_change = operator.rounds
     replanned = await operator.round()
     # The plan that replaced it says so; the executor deleted and created it in that round.
     assert phase(replanned) == "PENDING"
@@ -229,6 +238,7 @@ async def test_a_flavors_topology_removed_is_carried_out_by_delete_and_create(
     new = await flavor(kube, name)
     assert new["metadata"]["uid"] != old["metadata"]["uid"]
     assert new["spec"] == {"nodeLabels": {"kaiwo/worker": "true", "pool": "a"}}
+    assert operator.rounds == rounds_before_the_change + 2, "replaced in one round, then READY"
     assert ready(settled)["message"] == "Kueue objects match the KaiwoQueueConfig"
     recreated = await events(kube, "KaiwoQueueConfigResourceFlavorRecreated")
     assert [e["type"] for e in recreated] == ["Normal"]
@@ -244,7 +254,7 @@ async def test_a_flavor_admitted_workloads_use_is_kept_until_they_are_gone(
     await queue_config(kube, spec(with_topology, "qt-busy"))
     operator = Operator(kube)
     await operator.until(is_ready)
-    old = await flavor(kube, name)
+    old = await held_by_kueue(kube, name)
     # Kueue admitted a workload on the flavor (the test plays Kueue's ClusterQueue status).
     usage = {
         "admittedWorkloads": 1,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kaiwo_contracts.plans import ObjectRef, Plan
+from kaiwo_contracts.plans import FinalizerRelease, ObjectRef, Plan
 from kaiwo_kube.resources import CONFIG_MAP
 
 FINALIZER = "example.com/hold"
@@ -83,6 +83,44 @@ async def test_a_replacement_waits_for_the_old_object_a_finalizer_holds(harness:
     created = harness.find("v1", "ConfigMap", "train-entrypoint")
     assert created["data"] == {"entrypoint.sh": "python eval.py"}
     assert outcomes(execution)[1][2:] == ("applied", "replaced")
+
+
+async def replaced_with_release(harness: Any, finalizers: list[str]) -> tuple[Any, Any]:
+    """A ConfigMap held by ``finalizers``, replaced by a plan releasing :data:`FINALIZER`:
+    the old object and the execution."""
+    held = harness.config_map()
+    held["metadata"]["finalizers"] = finalizers
+    await harness.run(harness.plan([held]), plan_id="plan-1")
+    old = harness.find("v1", "ConfigMap", "train-entrypoint")
+    new = harness.config_map(entrypoint="python eval.py")
+    release = FinalizerRelease(target=config_map_ref(old), finalizers=(FINALIZER,))
+    plan = replacing(harness, old, new).model_copy(update={"release_finalizers": (release,)})
+    return old, await harness.run(plan, plan_id="plan-2")
+
+
+async def test_a_finalizer_the_plan_releases_lets_the_replacement_happen_at_once(
+    harness: Any,
+) -> None:
+    old, execution = await replaced_with_release(harness, [FINALIZER])
+
+    created = harness.find("v1", "ConfigMap", "train-entrypoint")
+    assert created["metadata"]["uid"] != old["metadata"]["uid"]
+    assert created["data"] == {"entrypoint.sh": "python eval.py"}
+    assert outcomes(execution) == [
+        ("delete", "ConfigMap/team-a/train-entrypoint", "deleted", None),
+        ("delete", "ConfigMap/team-a/train-entrypoint", "deleted", f"released {FINALIZER}"),
+        ("apply", "ConfigMap/team-a/train-entrypoint", "applied", "replaced"),
+    ]
+
+
+async def test_only_the_released_finalizer_is_taken_off(harness: Any) -> None:
+    old, execution = await replaced_with_release(harness, [FINALIZER, "example.com/other"])
+
+    # Another controller's finalizer still holds the old object: the new one waits.
+    still = harness.find("v1", "ConfigMap", "train-entrypoint")
+    assert still["metadata"]["uid"] == old["metadata"]["uid"]
+    assert still["metadata"]["finalizers"] == ["example.com/other"]
+    assert [a.outcome for a in execution.actions] == ["deleted", "deleted", "unchanged"]
 
 
 async def test_a_refused_apply_shows_in_the_status_until_an_apply_goes_through(

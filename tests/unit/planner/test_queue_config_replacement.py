@@ -11,7 +11,7 @@ from typing import Any
 from kaiwo_contracts.confinement import refusals
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoConfig
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import KaiwoQueueConfig
-from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan
+from kaiwo_contracts.plans import EventIntent, FinalizerRelease, ObjectRef, Plan
 from kaiwo_planner.domain.queues.kueue_sync import ImmutableChange, immutable_changes
 from kaiwo_planner.domain.queues.queue_config import plan_queue_config
 from kaiwo_planner.domain.state.cluster import ClusterState
@@ -40,6 +40,7 @@ SPEC_WITHOUT_TOPOLOGY = {
     "resourceFlavors": [{"name": "gpu", "nodeLabels": {"pool": "a"}}],
     "clusterQueues": [{"name": "q", "spec": QUEUE_SPEC}],
 }
+IN_USE = "kueue.x-k8s.io/resource-in-use"
 TOPOLOGY_RULE = "topologyName is immutable when topologyName is set"
 LABELS_RULE = "nodeLabels are immutable when topologyName is set"
 RECREATE_MESSAGE = (
@@ -292,4 +293,57 @@ def test_the_fields_kueue_guards() -> None:
             "ClusterQueue", live={"spec": {"cohort": "a"}}, wanted={"spec": {"cohort": "b"}}
         )
         == ()
+    )
+
+
+def test_kueues_finalizer_is_released_from_a_flavor_replaced_and_only_then() -> None:
+    held_by_kueue = flavor_with_topology(finalizers=[IN_USE, "example.com/other"])
+    p = plan(SPEC_WITHOUT_TOPOLOGY, held_by_kueue, queue())
+
+    old = ObjectRef(api_version=KUEUE, kind="ResourceFlavor", name="gpu", uid="rf-old")
+    assert p.delete == (old,)
+    # Kueue keeps a flavor any ClusterQueue names; only its own finalizer is taken off.
+    assert p.release_finalizers == (FinalizerRelease(target=old, finalizers=(IN_USE,)),)
+    owner = {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoQueueConfig",
+        "metadata": {"name": "kaiwo", "uid": "kqc-uid"},
+    }
+    assert refusals(p, owner=owner) == ()
+
+    # Still deleting (a plan before did delete it): released again, as long as nobody uses it.
+    deleting = flavor_with_topology(finalizers=[IN_USE], deletionTimestamp="2026-01-01T11:59:00Z")
+    p = plan(SPEC_WITHOUT_TOPOLOGY, deleting, queue())
+    assert p.release_finalizers == (FinalizerRelease(target=old, finalizers=(IN_USE,)),)
+    busy = {"admittedWorkloads": 1, "reservingWorkloads": 1}
+    busy["flavorsUsage"] = [{"name": "gpu", "resources": [{"name": "cpu", "total": "1"}]}]
+    p = plan(SPEC_WITHOUT_TOPOLOGY, deleting, queue(busy))
+    assert p.delete == (old,)
+    assert p.release_finalizers == ()
+
+    # In use, nothing is deleted and nothing released.
+    p = plan(SPEC_WITHOUT_TOPOLOGY, held_by_kueue, queue(busy))
+    assert (p.delete, p.release_finalizers) == ((), ())
+
+
+def test_the_confinement_releases_only_kueues_finalizer_of_an_object_the_plan_deletes() -> None:
+    p = plan(SPEC_WITHOUT_TOPOLOGY, flavor_with_topology(finalizers=[IN_USE]), queue())
+    owner = {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoQueueConfig",
+        "metadata": {"name": "kaiwo", "uid": "kqc-uid"},
+    }
+    queue_ref = ObjectRef(api_version=KUEUE, kind="ClusterQueue", name="q", uid="cq-1")
+    [release] = p.release_finalizers
+    forged = p.model_copy(
+        update={
+            "release_finalizers": (
+                FinalizerRelease(target=queue_ref, finalizers=(IN_USE,)),
+                release.model_copy(update={"finalizers": ("example.com/other",)}),
+            )
+        }
+    )
+    assert refusals(forged, owner=owner) == (
+        "finalizers of ClusterQueue/q: not an object the plan deletes",
+        "finalizers of ResourceFlavor/gpu: may not release example.com/other",
     )

@@ -93,6 +93,15 @@ class ScaleIntent(_Contract):
     from_replicas: int = Field(ge=0)
 
 
+class FinalizerRelease(_Contract):
+    """Another controller's finalizers to take off a child the plan deletes (``Plan.delete``),
+    by uid: Kueue's ``resource-in-use`` on a ResourceFlavor still named by a ClusterQueue,
+    once the planner found no admitted workload using it (decision 0048)."""
+
+    target: ObjectRef
+    finalizers: tuple[str, ...]
+
+
 class Plan(_Contract):
     """Everything that must be true for one owner object.
 
@@ -122,8 +131,10 @@ class Plan(_Contract):
     owner's labels alone): keys under the owner kind's label prefixes (its confinement) not
     listed are removed, every other label is the user's and kept (a Model's
     ``features.kubeai.org/<feature>`` labels).
+    ``release_finalizers``: finalizers of other controllers to remove from children the plan
+    deletes, so that their deletion completes (the owner kind's confinement lists which).
 
-    The last five are left out of the JSON while empty (None), like ``create_only``.
+    The last six are left out of the JSON while empty (None), like ``create_only``.
     """
 
     owner: ObjectRef
@@ -141,6 +152,7 @@ class Plan(_Contract):
     finalizers: tuple[str, ...] | None = None
     scale: ScaleIntent | None = None
     owner_labels: dict[str, str] | None = None
+    release_finalizers: tuple[FinalizerRelease, ...] = ()
 
     @model_serializer(mode="wrap")
     def _without_unused_newer_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -155,6 +167,7 @@ class Plan(_Contract):
                 ("finalizers", "finalizers", self.finalizers is None),
                 ("scale", "scale", self.scale is None),
                 ("owner_labels", "ownerLabels", self.owner_labels is None),
+                ("release_finalizers", "releaseFinalizers", not self.release_finalizers),
             ):
                 if unused:
                     data.pop(alias, None)

@@ -11,7 +11,9 @@ order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` pe
    and with its uid as a precondition. A desired object the plan also deletes replaces it
    (a Kueue object whose change its CRD refuses in place, decision 0048): it is *created*
    after the delete, never applied over the old one; while the old one is still there (a
-   finalizer holds it) nothing is remembered, and a later plan creates it.
+   finalizer holds it) nothing is remembered, and a later plan creates it. The finalizers a
+   plan releases (``Plan.release_finalizers``: Kueue's on such an object) are taken off
+   right after the deletions, with the object's resourceVersion as a precondition.
 2. **Never adopt** (:mod:`kaiwo_executor.child_ownership`): each desired object about to be
    written that this executor has not applied before (or that the plan names ``absent`` or
    ``drifted``) and that names a controller is read first. One that exists and is not
@@ -104,6 +106,7 @@ from kaiwo_contracts.plans import (
     OPERATOR_FIELD_MANAGER,
     STATUS_FIELD_MANAGER,
     EventIntent,
+    FinalizerRelease,
     ObjectRef,
     Plan,
     PruneRule,
@@ -329,8 +332,7 @@ class PlanExecutor:
             first_touch=first_touch,
             replacing=frozenset(ref_key(target) for target in plan.delete),
         )
-        for target in plan.delete:
-            await self._delete_child(run, target)
+        await self._delete_children(run)
         await self._check_names(run)
         for manifest in plan.desired:
             await self._apply_desired(run, manifest)
@@ -584,6 +586,66 @@ class PlanExecutor:
             target,
             "deleted" if outcome == "deleted" else "unchanged",
             reason=reasons.get(outcome),
+            attempts=attempts,
+        )
+
+    async def _delete_children(self, run: _Run) -> None:
+        """Step 1: the plan's explicit deletions, then the finalizers it releases."""
+        for target in run.plan.delete:
+            await self._delete_child(run, target)
+        for release in run.plan.release_finalizers:
+            await self._release_finalizers(run, release)
+
+    async def _release_finalizers(self, run: _Run, release: FinalizerRelease) -> None:
+        """Take the named finalizers off a child the plan deleted, so its deletion completes;
+        only from the owner's own object of that uid, and only once it is being deleted."""
+        target = release.target
+
+        async def take_off() -> str:
+            resource = await self._resource(target.api_version, target.kind)
+            try:
+                live = await self._kube.get(resource, target.name, namespace=target.namespace)
+            except NotFound:
+                return "gone"
+            metadata = live.get("metadata") or {}
+            if metadata.get("uid") != target.uid:
+                return "gone"
+            owner_uid = run.plan.owner.uid
+            if not _is_owners(metadata, selector=run.plan.prune_selector, owner_uid=owner_uid):
+                return "foreign"
+            current = list(metadata.get("finalizers") or [])
+            kept = [f for f in current if f not in release.finalizers]
+            if not metadata.get("deletionTimestamp") or kept == current:
+                return "unchanged"
+            # The resourceVersion makes it a compare-and-swap: a finalizer added meanwhile
+            # is not lost (Conflict, retried from a fresh read).
+            patch = {"finalizers": kept, "resourceVersion": metadata.get("resourceVersion")}
+            await self._kube.merge_patch(
+                resource,
+                target.name,
+                {"metadata": patch},
+                namespace=target.namespace,
+                field_manager=FIELD_MANAGER,
+            )
+            return "released"
+
+        result = await self._guarded(take_off, "delete", target)
+        if isinstance(result, _Failure):
+            await self._fail(run, result, warning_reason="DeleteFailed")
+            return
+        outcome, attempts = result
+        reasons = {
+            "gone": "already deleted",
+            "foreign": "not the owner's (its inventory labels or controller differ); left alone",
+            "unchanged": "no finalizer to release",
+            "released": "released " + ", ".join(release.finalizers),
+        }
+        self._record(
+            run,
+            "delete",
+            target,
+            "deleted" if outcome == "released" else "unchanged",
+            reason=reasons[outcome],
             attempts=attempts,
         )
 

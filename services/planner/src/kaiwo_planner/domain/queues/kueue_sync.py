@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kaiwo_contracts.confinement import KUEUE_RESOURCE_IN_USE_FINALIZER
 from kaiwo_contracts.plans import ObjectRef
 
 from kaiwo_planner.domain.state.cluster import ClusterState, api_group_of
@@ -74,6 +75,8 @@ class ObjectVerdict:
     differing: tuple[str, ...] = ()
     delete: ObjectRef | None = None
     """The observed object to delete first (replaced, deleting)."""
+    release: tuple[str, ...] = ()
+    """Kueue's finalizers to take off the deleted object (no admitted workload uses it)."""
 
     @property
     def display(self) -> str:
@@ -134,7 +137,11 @@ def _judge(
     if owner_uid and not _controlled_by(live_meta, owner_uid):
         return ObjectVerdict(manifest, "foreign")
     if live_meta.get("deletionTimestamp"):
-        return ObjectVerdict(manifest, "deleting", delete=_ref(manifest, live_meta))
+        users = users_of(kind, live, cluster=cluster, owned=owned)
+        release = () if users else _kueue_finalizers(live_meta)
+        return ObjectVerdict(
+            manifest, "deleting", delete=_ref(manifest, live_meta), release=release
+        )
     changes = immutable_changes(kind, live=live, wanted=manifest)
     if changes:
         return _replace_or_hold(manifest, live, changes, cluster=cluster, owned=owned)
@@ -157,8 +164,25 @@ def _replace_or_hold(
     if users:
         kept = keep_guarded_fields(manifest, live=live, changes=changes)
         return ObjectVerdict(kept, "held", changes=changes, users=users)
-    delete = _ref(manifest, live.get("metadata") or {})
-    return ObjectVerdict(manifest, "replaced", changes=changes, delete=delete)
+    live_meta = live.get("metadata") or {}
+    return ObjectVerdict(
+        manifest,
+        "replaced",
+        changes=changes,
+        delete=_ref(manifest, live_meta),
+        release=_kueue_finalizers(live_meta),
+    )
+
+
+def _kueue_finalizers(meta: Mapping[str, Any]) -> tuple[str, ...]:
+    """Kueue's ``resource-in-use`` finalizer, when the object carries it. Kueue keeps a
+    ResourceFlavor while any ClusterQueue names it (ours always does, by the same name), so a
+    replacement would wait forever; upstream Kaiwo takes it off too. Only ever asked for once
+    no admitted workload uses the object."""
+    finalizers = meta.get("finalizers") or ()
+    return (
+        (KUEUE_RESOURCE_IN_USE_FINALIZER,) if KUEUE_RESOURCE_IN_USE_FINALIZER in finalizers else ()
+    )
 
 
 def immutable_changes(

@@ -61,7 +61,14 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import (
     KaiwoQueueConfig,
     KaiwoQueueConfigSpec,
 )
-from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule, sort_objects
+from kaiwo_contracts.plans import (
+    EventIntent,
+    FinalizerRelease,
+    ObjectRef,
+    Plan,
+    PruneRule,
+    sort_objects,
+)
 
 from kaiwo_planner.domain.queues.kueue_sync import ObjectVerdict, judge_kueue_objects
 from kaiwo_planner.domain.queues.node_pools import (
@@ -169,17 +176,25 @@ def plan_queue_config(
         spec, missing_namespaces, judged, generated=_generated(spec, queue_config.spec)
     )
     status, events = _status(previous_status, verdict, generation=meta.generation, now=now)
-    replaced = [v for v in judged if v.delete is not None]
+    deletions = sorted(
+        ((v.delete, v.release) for v in judged if v.delete is not None),
+        key=lambda deletion: ObjectRef.sort_key(deletion[0]),
+    )
     return Plan(
         owner=owner,
         observed_generation=meta.generation,
         observed_resource_version=meta.resource_version,
         desired=sort_objects(desired),
         status=status,
-        events=(*events, *_recreate_events(replaced)),
+        events=(*events, *_recreate_events(judged)),
         prune=PRUNE_RULES,
         prune_selector=dict(MANAGED_LABELS),
-        delete=tuple(sorted((v.delete for v in replaced if v.delete), key=ObjectRef.sort_key)),
+        delete=tuple(target for target, _ in deletions),
+        release_finalizers=tuple(
+            FinalizerRelease(target=target, finalizers=release)
+            for target, release in deletions
+            if release
+        ),
     )
 
 
@@ -424,7 +439,7 @@ def _named(verdicts: Sequence[ObjectVerdict]) -> str:
     return named + (f"; and {more} more" if more > 0 else "")
 
 
-def _recreate_events(replaced: Sequence[ObjectVerdict]) -> list[EventIntent]:
+def _recreate_events(judged: Sequence[ObjectVerdict]) -> list[EventIntent]:
     """Upstream's ``KaiwoQueueConfig<Kind>Recreated``, once per object the plan replaces."""
     return [
         EventIntent(
@@ -432,7 +447,7 @@ def _recreate_events(replaced: Sequence[ObjectVerdict]) -> list[EventIntent]:
             reason=f"KaiwoQueueConfig{v.manifest.get('kind')}Recreated",
             message=v.describe(),
         )
-        for v in replaced
+        for v in judged
         if v.state == "replaced"
     ]
 
