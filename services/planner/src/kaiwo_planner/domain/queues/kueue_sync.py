@@ -16,6 +16,10 @@ the operator labels) is judged:
 * **being deleted** (a ``deletionTimestamp``: replaced by an earlier plan, or deleted by
   hand, and a finalizer keeps it): pending until it is gone, then created again.
 
+A replaced or deleted object that carries Kueue's ``resource-in-use`` finalizer has it
+released by the plan when no admitted workload uses it (Kueue keeps a ResourceFlavor while
+any ClusterQueue names it, which ours always does).
+
 An object another owner holds is pending too; the executor never adopts it and says so
 (``NameConflict``).
 """
@@ -24,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from kaiwo_contracts.confinement import KUEUE_RESOURCE_IN_USE_FINALIZER
 from kaiwo_contracts.plans import ObjectRef
@@ -48,6 +52,9 @@ IMMUTABLE_FIELD: Final = "field is immutable"
 """The message of the ``self == oldSelf`` rules (a Topology's levels, a LocalQueue's queue)."""
 MAX_USERS_NAMED: Final = 3
 
+State = Literal["ok", "missing", "updating", "foreign", "replaced", "deleting", "held"]
+"""What a wanted Kueue object needs (see the module docstring)."""
+
 
 @dataclass(frozen=True, slots=True)
 class ImmutableChange:
@@ -64,12 +71,11 @@ class ImmutableChange:
 
 @dataclass(frozen=True, slots=True)
 class ObjectVerdict:
-    """What one wanted Kueue object needs (``state`` is one of the values below)."""
+    """What one wanted Kueue object needs, and the manifest the plan carries for it."""
 
     manifest: dict[str, Any]
     """The manifest to put in the plan (a held object's keeps its guarded fields)."""
-    state: str
-    """``ok``, ``missing``, ``updating``, ``foreign``, ``replaced``, ``deleting``, ``held``."""
+    state: State
     changes: tuple[ImmutableChange, ...] = ()
     users: tuple[str, ...] = ()
     differing: tuple[str, ...] = ()
