@@ -237,7 +237,7 @@ def test_two_flavors_two_queues(mixed_cluster_nodes: list[dict[str, Any]]) -> No
         ("Node", "mi300x-0"),
         ("Node", "mi300x-1"),
     ]
-    # Nothing is applied yet: the status says what is missing, and is not READY.
+    # Nothing is applied yet: not READY.
     assert plan.status == {
         "status": "PENDING",
         "conditions": [
@@ -247,14 +247,8 @@ def test_two_flavors_two_queues(mixed_cluster_nodes: list[dict[str, Any]]) -> No
                 "observedGeneration": 3,
                 "lastTransitionTime": "2026-01-01T12:00:00Z",
                 "reason": "KueueObjectsPending",
-                "message": (
-                    "Kueue objects are not yet as the KaiwoQueueConfig describes: "
-                    "ResourceFlavor amd-mi300x is not created yet; "
-                    "ResourceFlavor cpu is not created yet; "
-                    "ClusterQueue research is not created yet; "
-                    "LocalQueue ml/research is not created yet; "
-                    "LocalQueue vision/research is not created yet; and 2 more"
-                ),
+                "message": "Kueue objects are being created or updated to match the "
+                "KaiwoQueueConfig",
             }
         ],
     }

@@ -231,8 +231,7 @@ def test_a_mutable_change_is_applied_in_place() -> None:
     assert p.delete == ()
     assert p.events == ()
     assert ready_condition(p)["message"] == (
-        "Kueue objects are not yet as the KaiwoQueueConfig describes: "
-        "ResourceFlavor gpu does not yet hold spec.nodeTaints"
+        "Kueue objects are being created or updated to match the KaiwoQueueConfig"
     )
 
 

@@ -5,7 +5,8 @@ For each Kueue object the queue plan wants, the observed one (the watcher sees e
 the operator labels) is judged:
 
 * **missing**, or **not yet as desired** (an apply on its way, or one the API server refused):
-  pending. The KaiwoQueueConfig is READY only when none is.
+  pending. The KaiwoQueueConfig is READY only when none is. (Its status does not name these:
+  each one coming back would change it; the executor names a refused one.)
 * **an immutable change**: the wanted spec changes a field Kueue's CRDs guard with a CEL
   transition rule (:func:`immutable_changes`). The API server refuses such an update, so the
   object is *replaced*: the plan deletes the observed object (by uid) and the executor creates
@@ -34,7 +35,7 @@ from kaiwo_contracts.confinement import KUEUE_RESOURCE_IN_USE_FINALIZER
 from kaiwo_contracts.plans import ObjectRef
 
 from kaiwo_planner.domain.state.cluster import ClusterState, api_group_of
-from kaiwo_planner.domain.state.manifest_comparison import contains, differing_paths
+from kaiwo_planner.domain.state.manifest_comparison import contains
 
 KUEUE_GROUP: Final = "kueue.x-k8s.io"
 SYNCED_KINDS: Final = frozenset(
@@ -78,7 +79,6 @@ class ObjectVerdict:
     state: State
     changes: tuple[ImmutableChange, ...] = ()
     users: tuple[str, ...] = ()
-    differing: tuple[str, ...] = ()
     delete: ObjectRef | None = None
     """The observed object to delete first (replaced, deleting)."""
     release: tuple[str, ...] = ()
@@ -97,7 +97,7 @@ class ObjectVerdict:
         what = {
             "ok": "",
             "missing": "is not created yet",
-            "updating": f"does not yet hold {', '.join(self.differing)}",
+            "updating": "is being updated",
             "foreign": "exists and is not this KaiwoQueueConfig's",
             "replaced": f"is deleted to be created again: {changes}",
             "deleting": "is being deleted; it is created again once it is gone",
@@ -153,8 +153,7 @@ def _judge(
         return _replace_or_hold(manifest, live, changes, cluster=cluster, owned=owned)
     asked = {key: value for key, value in manifest.items() if key != "apiVersion"}
     if not contains(live, asked):
-        differing = differing_paths(live, asked, path="")[:3]
-        return ObjectVerdict(manifest, "updating", differing=tuple(p[1:] for p in differing))
+        return ObjectVerdict(manifest, "updating")
     return ObjectVerdict(manifest, "ok")
 
 

@@ -102,6 +102,7 @@ PENDING_REASON = "KueueObjectsPending"
 IN_USE_REASON = "KueueObjectInUse"
 """An immutable change waits: the object it needs replaced is used by admitted workloads."""
 MAX_OBJECTS_NAMED = 5
+ON_THE_WAY = "Kueue objects are being created or updated to match the KaiwoQueueConfig"
 
 PRUNE_RULES = (
     PruneRule(api_version=KUEUE_API_VERSION, kind="ClusterQueue", namespaced=False),
@@ -417,14 +418,18 @@ def _verdict(
     held = [v for v in judged if v.state == "held"]
     if held:
         return ConditionSpec(READY_CONDITION, "False", IN_USE_REASON, _named(held))
-    pending = [v for v in judged if v.state != "ok"]
-    if pending:
-        return ConditionSpec(
-            READY_CONDITION,
-            "False",
-            PENDING_REASON,
-            "Kueue objects are not yet as the KaiwoQueueConfig describes: " + _named(pending),
-        )
+    # Objects on their way (created or updated, not yet observed) are not named: each one
+    # coming back would change the message, and so publish a plan and write a status, for
+    # every object of a new KaiwoQueueConfig. A refused apply is named by the executor.
+    named = [v for v in judged if v.state in ("foreign", "replaced", "deleting")]
+    on_the_way = any(v.state in ("missing", "updating") for v in judged)
+    if named:
+        message = "Kueue objects are not yet as the KaiwoQueueConfig describes: " + _named(named)
+        if on_the_way:
+            message += "; other Kueue objects are being created or updated"
+        return ConditionSpec(READY_CONDITION, "False", PENDING_REASON, message)
+    if on_the_way:
+        return ConditionSpec(READY_CONDITION, "False", PENDING_REASON, ON_THE_WAY)
     return ConditionSpec(
         READY_CONDITION,
         "True",
