@@ -150,7 +150,8 @@ def test_json_output_holds_the_plans() -> None:
     assert code == 0, output
     (item,) = json.loads(output)["plans"]
     assert item["plan"]["owner"]["kind"] == "KaiwoQueueConfig"
-    assert item["plan"]["status"]["status"] == "READY"
+    # Planned from the files alone, no Kueue object exists yet (decision 0048).
+    assert item["plan"]["status"]["status"] == "PENDING"
     assert item["source"] == str(EXAMPLES / "kaiwoqueueconfig.yaml")
 
 

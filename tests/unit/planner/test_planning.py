@@ -665,7 +665,8 @@ def test_localqueues_exist_where_workloads_use_an_open_queue(gpu_nodes):
         },
         "spec": {"clusterQueue": "kaiwo"},
     }
-    assert plan.status is not None and plan.status["status"] == "READY"
+    # None of the Kueue objects is observed yet: not READY until they are (decision 0048).
+    assert plan.status is not None and plan.status["status"] == "PENDING"
 
 
 def test_an_invalid_queue_config_is_reported_without_observed_generation(cluster_with):

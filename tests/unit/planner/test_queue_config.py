@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from datetime import UTC, datetime
 from typing import Any
 
@@ -199,6 +200,19 @@ def kueue_part(desired: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
     return [o for o in desired if o["apiVersion"].startswith("kueue.x-k8s.io/")]
 
 
+def applied(
+    plan: Any, nodes: list[dict[str, Any]], namespaces: tuple[str, ...] = ("ml", "vision")
+) -> ClusterState:
+    """The cluster once the executor applied the plan's Kueue objects and the watcher saw them."""
+    objects = []
+    for number, manifest in enumerate(kueue_part(plan.desired), start=1):
+        obj = copy.deepcopy(manifest)
+        obj["metadata"]["uid"] = f"kueue-{number}"
+        obj["metadata"]["resourceVersion"] = str(number)
+        objects.append(obj)
+    return ClusterState.from_wire(nodes=nodes, objects=objects, namespaces=namespaces)
+
+
 def test_two_flavors_two_queues(mixed_cluster_nodes: list[dict[str, Any]]) -> None:
     plan = plan_queue_config(
         queue_config=kqc(TWO_QUEUES_SPEC),
@@ -223,20 +237,46 @@ def test_two_flavors_two_queues(mixed_cluster_nodes: list[dict[str, Any]]) -> No
         ("Node", "mi300x-0"),
         ("Node", "mi300x-1"),
     ]
+    # Nothing is applied yet: not READY.
     assert plan.status == {
+        "status": "PENDING",
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "False",
+                "observedGeneration": 3,
+                "lastTransitionTime": "2026-01-01T12:00:00Z",
+                "reason": "KueueObjectsPending",
+                "message": "Kueue objects are being created or updated to match the "
+                "KaiwoQueueConfig",
+            }
+        ],
+    }
+    assert plan.events == ()
+    assert plan.delete == ()
+
+    # Applied and observed: READY.
+    ready = plan_queue_config(
+        queue_config=kqc(TWO_QUEUES_SPEC, status=plan.status),
+        kaiwo_config=kaiwo_config(),
+        cluster=applied(plan, mixed_cluster_nodes),
+        now=datetime(2026, 1, 1, 12, 0, 5, tzinfo=UTC),
+    )
+    assert ready.desired == plan.desired
+    assert ready.status == {
         "status": "READY",
         "conditions": [
             {
                 "type": "Ready",
                 "status": "True",
                 "observedGeneration": 3,
-                "lastTransitionTime": "2026-01-01T12:00:00Z",
-                "reason": "KueueObjectsPlanned",
+                "lastTransitionTime": "2026-01-01T12:00:05Z",
+                "reason": "KueueObjectsMatch",
                 "message": "Kueue objects match the KaiwoQueueConfig",
             }
         ],
     }
-    assert plan.events == (
+    assert ready.events == (
         EventIntent(
             type="Normal",
             reason="KaiwoQueueConfigReady",
@@ -270,16 +310,23 @@ def test_plan_is_deterministic(mixed_cluster_nodes: list[dict[str, Any]]) -> Non
 
 
 def test_ready_status_is_stable(mixed_cluster_nodes: list[dict[str, Any]]) -> None:
-    first = plan_queue_config(
+    planned = plan_queue_config(
         queue_config=kqc(TWO_QUEUES_SPEC),
         kaiwo_config=kaiwo_config(),
         cluster=cluster(mixed_cluster_nodes),
         now=NOW,
     )
+    first = plan_queue_config(
+        queue_config=kqc(TWO_QUEUES_SPEC),
+        kaiwo_config=kaiwo_config(),
+        cluster=applied(planned, mixed_cluster_nodes),
+        now=NOW,
+    )
+    assert first.status is not None and first.status["status"] == "READY"
     again = plan_queue_config(
         queue_config=kqc(TWO_QUEUES_SPEC, status=first.status),
         kaiwo_config=kaiwo_config(),
-        cluster=cluster(mixed_cluster_nodes),
+        cluster=applied(planned, mixed_cluster_nodes),
         now=datetime(2026, 1, 2, tzinfo=UTC),
     )
     assert again.status == first.status
@@ -474,8 +521,14 @@ def test_the_dynamic_default_queue_reaches_kueue_and_never_the_users_spec(
     assert nodes_planned[0]["spec"] == {
         "taints": [{"key": "kaiwo.silogen.ai/gpu", "value": "true", "effect": "NoSchedule"}]
     }
-    assert plan.status is not None
-    assert plan.status["conditions"][0]["message"] == (
+    applied_plan = plan_queue_config(
+        queue_config=kqc(DYNAMIC_USER_SPEC),
+        kaiwo_config=kaiwo_config(**DYNAMIC_CONFIG),
+        cluster=applied(plan, nodes),
+        now=NOW,
+    )
+    assert applied_plan.status is not None
+    assert applied_plan.status["conditions"][0]["message"] == (
         "Kueue objects match the KaiwoQueueConfig (generated from the nodes: "
         f"ClusterQueues kaiwo; ResourceFlavors {AMD_POOL})"
     )
@@ -581,7 +634,12 @@ def test_an_empty_spec_means_the_default_queue_over_the_discovered_pools(
         },
     ]
     assert plan.status is not None
-    assert plan.status["status"] == "READY"
+    assert plan.status["status"] == "PENDING"
+    applied_plan = plan_queue_config(
+        queue_config=kqc({}), kaiwo_config=kaiwo_config(), cluster=applied(plan, nodes), now=NOW
+    )
+    assert applied_plan.status is not None
+    assert applied_plan.status["status"] == "READY"
 
 
 def test_a_node_reporting_more_than_kubernetes_holds_gives_a_valid_default_queue(

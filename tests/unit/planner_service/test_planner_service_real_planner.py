@@ -97,7 +97,8 @@ async def test_the_real_planner_plans_the_queue_config_and_a_job(harness: Any, c
         ("LocalQueue", "team-a", "kaiwo"),
     ]
     assert kqc.data.plan.status is not None
-    assert kqc.data.plan.status["status"] == "READY"
+    # Its Kueue objects are not observed yet: not READY (decision 0048).
+    assert kqc.data.plan.status["status"] == "PENDING"
     assert kqc.data.absent == (
         ObjectRef(api_version="kueue.x-k8s.io/v1beta1", kind="ClusterQueue", name="kaiwo"),
         ObjectRef(
@@ -256,7 +257,13 @@ async def test_created_children_coming_back_one_by_one_publish_nothing(
         clock.advance(1)
         await harness.observe(observed, str(3 + index), "ADDED")
         await harness.drain(service)
-    assert len(owner_plans(harness)) == 1
+    # One plan more: once all are back, the status turns READY (decision 0048); it names
+    # none of them while they come, so no plan per object.
+    first, ready = owner_plans(harness)
+    assert first.data.plan.status is not None and first.data.plan.status["status"] == "PENDING"
+    assert ready.data.plan.status is not None and ready.data.plan.status["status"] == "READY"
+    assert (ready.data.absent, ready.data.drifted) == ((), ())
+    assert ready.data.plan.desired == first.data.plan.desired
 
 
 async def test_an_older_version_of_our_own_write_is_not_drift_until_a_resync(

@@ -682,6 +682,10 @@ def _as_yaml(results: Sequence[tuple[Document, PlanningResult]], cluster: Offlin
         out += ["---", f"# Status of {_display(owner)} (written to its status)"]
         out += [f"# Event {e.type} {e.reason}: {e.message}" for e in plan.events]
         out += [f"# Deletes {ref.display()} (uid {ref.uid})" for ref in plan.delete]
+        out += [
+            f"# Takes {', '.join(r.finalizers)} off {r.target.display()} to let it go"
+            for r in plan.release_finalizers
+        ]
         if plan.finalizers is not None:
             listed = ", ".join(plan.finalizers) or "none"
             out.append(f"# Sets its own finalizers on {_display(owner)}: {listed}")

@@ -15,7 +15,8 @@ owner:
   inventory label;
 * explicit deletions (``Plan.delete``) name objects of those kinds, with a uid, in the
   owner's namespace (the executor also checks each one carries the owner's inventory labels
-  before it deletes it);
+  before it deletes it); finalizers released (``Plan.release_finalizers``) are the owner
+  kind's releasable ones, from objects the plan deletes;
 * shared objects (``Plan.shared``, a Model cache's PVC) are of the kinds the owner may
   share, in its namespace, managed by Kaiwo and controlled by nobody;
 * the finalizers a plan sets are the owner kind's own (``kubeai.org/cache-eviction``), and
@@ -57,6 +58,9 @@ DEFAULT_GPU_TAINT_KEY: Final = "kaiwo.silogen.ai/gpu"
 
 Kind = tuple[str, str]
 """(apiVersion, kind)."""
+
+KUEUE_RESOURCE_IN_USE_FINALIZER: Final = "kueue.x-k8s.io/resource-in-use"
+"""Kueue's finalizer on its objects while something refers to them (decision 0048)."""
 
 WORKLOAD_CHILDREN: Final[frozenset[Kind]] = frozenset(
     {
@@ -113,6 +117,8 @@ class Confinement:
     """Plans may set the owner's replicas through its scale subresource (``Plan.scale``)."""
     label_prefixes: tuple[str, ...] = ()
     """Label key prefixes the operator owns on owners of this kind (``Plan.owner_labels``)."""
+    releasable_finalizers: frozenset[str] = frozenset()
+    """Other controllers' finalizers a plan may take off children it deletes."""
 
     def owns_label(self, key: str) -> bool:
         return key.startswith(self.label_prefixes) if self.label_prefixes else False
@@ -124,7 +130,9 @@ CONFINEMENTS: Final[Mapping[Kind, Confinement]] = {
     (KAIWO_API, "KaiwoJob"): Confinement(children=WORKLOAD_CHILDREN, namespaced=True),
     (KAIWO_API, "KaiwoService"): Confinement(children=WORKLOAD_CHILDREN, namespaced=True),
     (KAIWO_API, "KaiwoQueueConfig"): Confinement(
-        children=KUEUE_CLUSTER_KINDS | {LOCAL_QUEUE, NODE}, namespaced=False
+        children=KUEUE_CLUSTER_KINDS | {LOCAL_QUEUE, NODE},
+        namespaced=False,
+        releasable_finalizers=frozenset({KUEUE_RESOURCE_IN_USE_FINALIZER}),
     ),
     (KUBEAI_API, "Model"): Confinement(
         children=MODEL_CHILDREN,
@@ -169,6 +177,7 @@ def refusals(
             reasons += _role_binding_refusals(manifest, ref, plan=plan)
     reasons += _prune_refusals(plan, confinement=confinement)
     reasons += _deletion_refusals(plan, confinement=confinement)
+    reasons += _release_refusals(plan, confinement=confinement)
     reasons += _shared_refusals(plan, confinement=confinement)
     if plan.finalizers is not None:
         foreign = sorted(set(plan.finalizers) - confinement.finalizers)
@@ -207,6 +216,7 @@ def _singleton_refusals(plan: Plan) -> tuple[str, ...]:
         or plan.finalizers is not None
         or plan.scale is not None
         or plan.owner_labels is not None
+        or plan.release_finalizers
     )
     if manifests != wanted or extra or plan.delete_owner or plan.status is not None:
         return (f"a plan creating {ref.display()} may create that object and nothing else",)
@@ -319,6 +329,22 @@ def _deletion_refusals(plan: Plan, *, confinement: Confinement) -> list[str]:
             reasons.append(f"{what}: outside the owner's namespace {plan.owner.namespace}")
         elif not target.uid:
             reasons.append(f"{what}: names no uid")
+    return reasons
+
+
+def _release_refusals(plan: Plan, *, confinement: Confinement) -> list[str]:
+    deleted = {(t.api_version, t.kind, t.namespace, t.name, t.uid) for t in plan.delete}
+    reasons = []
+    for release in plan.release_finalizers:
+        target = release.target
+        what = f"finalizers of {target.display()}"
+        if (target.api_version, target.kind, target.namespace, target.name, target.uid) not in (
+            deleted
+        ):
+            reasons.append(f"{what}: not an object the plan deletes")
+        foreign = sorted(set(release.finalizers) - confinement.releasable_finalizers)
+        if foreign:
+            reasons.append(f"{what}: may not release {', '.join(foreign)}")
     return reasons
 
 

@@ -119,6 +119,15 @@ class PlanSource(_Contract):
     digest: str | None = None
 
 
+class FinalizerRelease(_Contract):
+    """Another controller's finalizers to take off a child the plan deletes (``Plan.delete``),
+    by uid: Kueue's ``resource-in-use`` on a ResourceFlavor still named by a ClusterQueue,
+    once the planner found no admitted workload using it (decision 0048)."""
+
+    target: ObjectRef
+    finalizers: tuple[str, ...]
+
+
 class Plan(_Contract):
     """Everything that must be true for one owner object.
 
@@ -151,8 +160,11 @@ class Plan(_Contract):
     ``sources``: what the plan was computed from (:class:`PlanSource`): its owner first, then
     the configuration objects it read, sorted. The executor refuses a plan whose sources do
     not match the live objects (decision 0038).
+    ``release_finalizers``: finalizers of other controllers to remove from children the plan
+    deletes, so that their deletion completes (the owner kind's confinement lists which).
 
-    The last six are left out of the JSON while empty (None), like ``create_only``.
+    The fields from ``delete`` on are left out of the JSON while empty (None), like
+    ``create_only``.
     """
 
     owner: ObjectRef
@@ -171,6 +183,7 @@ class Plan(_Contract):
     scale: ScaleIntent | None = None
     owner_labels: dict[str, str] | None = None
     sources: tuple[PlanSource, ...] = ()
+    release_finalizers: tuple[FinalizerRelease, ...] = ()
 
     @model_serializer(mode="wrap")
     def _without_unused_newer_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -186,6 +199,7 @@ class Plan(_Contract):
                 ("scale", "scale", self.scale is None),
                 ("owner_labels", "ownerLabels", self.owner_labels is None),
                 ("sources", "sources", not self.sources),
+                ("release_finalizers", "releaseFinalizers", not self.release_finalizers),
             ):
                 if unused:
                     data.pop(alias, None)

@@ -8,7 +8,12 @@ order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` pe
    Then the plan's **explicit deletions** (``Plan.delete``: the Pods a Model's rollout
    replaces), first, as upstream KubeAI deletes before it creates (a freed GPU serves the
    new Pod): each is read, deleted only when it still carries the owner's inventory labels,
-   and with its uid as a precondition.
+   and with its uid as a precondition. A desired object the plan also deletes replaces it
+   (a Kueue object whose change its CRD refuses in place, decision 0048): it is *created*
+   after the delete, never applied over the old one; while the old one is still there (a
+   finalizer holds it) nothing is remembered, and a later plan creates it. The finalizers a
+   plan releases (``Plan.release_finalizers``: Kueue's on such an object) are taken off
+   right after the deletions, with the object's resourceVersion as a precondition.
 2. **Never adopt** (:mod:`kaiwo_executor.child_ownership`): each desired object about to be
    written that this executor has not applied before (or that the plan names ``absent`` or
    ``drifted``) and that names a controller is read first. One that exists and is not
@@ -74,7 +79,9 @@ is ``failed`` and :attr:`Execution.must_retry` is set: the caller lets JetStream
 plan, and the memo makes the redelivery cheap. Any other refusal (422 Invalid, 400, 403, a
 kind the server does not serve) is final for this plan: the action is ``failed`` with the
 API's message, a Warning Event on the owner names the object and reason, and the executor
-carries on with the other objects, so one bad manifest never blocks the rest. NotFound while
+carries on with the other objects, so one bad manifest never blocks the rest. A refused apply
+also shows in the status the plan writes, as the condition ``ApplyRefused`` quoting the API
+server (:mod:`kaiwo_executor.apply_refusals`). NotFound while
 pruning or deleting means the object is already gone, which is what was wanted.
 """
 
@@ -99,6 +106,7 @@ from kaiwo_contracts.plans import (
     OPERATOR_FIELD_MANAGER,
     STATUS_FIELD_MANAGER,
     EventIntent,
+    FinalizerRelease,
     ObjectRef,
     Plan,
     PruneRule,
@@ -125,6 +133,7 @@ from kaiwo_executor.api_retries import (
     Sleep,
     call_with_retries,
 )
+from kaiwo_executor.apply_refusals import Refusal, with_refusals
 from kaiwo_executor.child_ownership import (
     NAME_CONFLICT,
     NameConflict,
@@ -188,6 +197,10 @@ class _Failure:
     outcome: ActionOutcome
     exhausted: bool
     message: str
+    api_reason: str = ""
+    """The API server's reason for a final refusal (``Invalid``, ``Forbidden``...)."""
+    api_message: str = ""
+    """The API server's own message for a final refusal."""
 
 
 @dataclass(slots=True)
@@ -204,6 +217,11 @@ class _Run:
     """No executor ever acted for this owner: no child of ours can exist yet."""
     recreate: set[str] = field(default_factory=set)
     """Keys named ``absent`` whose manifest was applied before unchanged: create only."""
+    replacing: frozenset[str] = frozenset()
+    """Keys of desired objects the plan also deletes (``Plan.delete``): the old object goes
+    first, the new one is created, never applied over the old (decision 0048)."""
+    refusals: list[Refusal] = field(default_factory=list)
+    """Desired objects the API server refused to apply for good (``ApplyRefused``)."""
     conflicts: list[NameConflict] = field(default_factory=list)
     """Objects holding a name the plan wants without being the owner's (never adopted)."""
     unread: set[str] = field(default_factory=set)
@@ -312,9 +330,9 @@ class PlanExecutor:
             drifted=frozenset(ref_key(ref) for ref in decision.drifted),
             desired_keys=frozenset(manifest_key(manifest) for manifest in plan.desired),
             first_touch=first_touch,
+            replacing=frozenset(ref_key(target) for target in plan.delete),
         )
-        for target in plan.delete:
-            await self._delete_child(run, target)
+        await self._delete_children(run)
         await self._check_names(run)
         for manifest in plan.desired:
             await self._apply_desired(run, manifest)
@@ -324,9 +342,8 @@ class PlanExecutor:
         memo.objects = {k: v for k, v in memo.objects.items() if k in kept}
         if plan.status is not None:
             since = run.memo.name_conflict_since or self._clock()
-            await self._write_status(
-                run, with_name_conflicts(plan.status, run.conflicts, since=since)
-            )
+            status = with_name_conflicts(plan.status, run.conflicts, since=since)
+            await self._write_status(run, with_refusals(status, run.refusals, now=self._clock()))
         if plan.scale is not None:
             await self._scale(run, plan.scale)
         for intent in plan.events:
@@ -438,6 +455,9 @@ class PlanExecutor:
             why = f"withheld while {held.target.display()} is not this owner's"
             self._record(run, "apply", target, "unchanged", reason=why)
             return
+        if key in run.replacing:
+            await self._create_replacement(run, manifest)
+            return
         digest = content_hash(without_admission_gate(manifest))
         if run.memo.objects.get(key) == digest and key not in run.drifted:
             if key not in run.absent:
@@ -460,6 +480,7 @@ class PlanExecutor:
             result = await self._guarded(lambda: self._apply(manifest), "apply", target)
         self._metrics.apply_duration.labels(kind=target.kind).observe(time.perf_counter() - started)
         if isinstance(result, _Failure):
+            self._note_refusal(run, result)
             await self._fail(run, result, warning_reason="ApplyFailed")
             return
         outcome, attempts = result
@@ -473,6 +494,36 @@ class PlanExecutor:
             reason=reason,
             attempts=attempts,
         )
+
+    async def _create_replacement(self, run: _Run, manifest: dict[str, Any]) -> None:
+        """Create the object that replaces one the plan deleted (step 1). When the old one is
+        still there (a finalizer holds it), nothing is remembered: a later plan, made once the
+        old object is gone, creates it."""
+        key, target = manifest_key(manifest), manifest_ref(manifest)
+        run.memo.objects.pop(key, None)
+        result = await self._guarded(lambda: self._recreate(manifest), "apply", target)
+        if isinstance(result, _Failure):
+            self._note_refusal(run, result)
+            await self._fail(run, result, warning_reason="ApplyFailed")
+            return
+        outcome, attempts = result
+        if outcome == "unchanged":
+            waiting = "the object it replaces is still being deleted; created once it is gone"
+            self._record(run, "apply", target, "unchanged", reason=waiting, attempts=attempts)
+            return
+        run.memo.objects[key] = content_hash(without_admission_gate(manifest))
+        self._record(run, "apply", target, "applied", reason="replaced", attempts=attempts)
+
+    @staticmethod
+    def _note_refusal(run: _Run, failure: _Failure) -> None:
+        if not failure.exhausted:
+            run.refusals.append(
+                Refusal(
+                    target=failure.outcome.target,
+                    reason=failure.api_reason,
+                    message=failure.api_message or failure.message,
+                )
+            )
 
     async def _share(self, run: _Run, manifest: dict[str, Any]) -> None:
         """Create a shared object when missing; never update it (others use it too)."""
@@ -535,6 +586,66 @@ class PlanExecutor:
             target,
             "deleted" if outcome == "deleted" else "unchanged",
             reason=reasons.get(outcome),
+            attempts=attempts,
+        )
+
+    async def _delete_children(self, run: _Run) -> None:
+        """Step 1: the plan's explicit deletions, then the finalizers it releases."""
+        for target in run.plan.delete:
+            await self._delete_child(run, target)
+        for release in run.plan.release_finalizers:
+            await self._release_finalizers(run, release)
+
+    async def _release_finalizers(self, run: _Run, release: FinalizerRelease) -> None:
+        """Take the named finalizers off a child the plan deleted, so its deletion completes;
+        only from the owner's own object of that uid, and only once it is being deleted."""
+        target = release.target
+
+        async def take_off() -> str:
+            resource = await self._resource(target.api_version, target.kind)
+            try:
+                live = await self._kube.get(resource, target.name, namespace=target.namespace)
+            except NotFound:
+                return "gone"
+            metadata = live.get("metadata") or {}
+            if metadata.get("uid") != target.uid:
+                return "gone"
+            owner_uid = run.plan.owner.uid
+            if not _is_owners(metadata, selector=run.plan.prune_selector, owner_uid=owner_uid):
+                return "foreign"
+            current = list(metadata.get("finalizers") or [])
+            kept = [f for f in current if f not in release.finalizers]
+            if not metadata.get("deletionTimestamp") or kept == current:
+                return "unchanged"
+            # The resourceVersion makes it a compare-and-swap: a finalizer added meanwhile
+            # is not lost (Conflict, retried from a fresh read).
+            patch = {"finalizers": kept, "resourceVersion": metadata.get("resourceVersion")}
+            await self._kube.merge_patch(
+                resource,
+                target.name,
+                {"metadata": patch},
+                namespace=target.namespace,
+                field_manager=FIELD_MANAGER,
+            )
+            return "released"
+
+        result = await self._guarded(take_off, "delete", target)
+        if isinstance(result, _Failure):
+            await self._fail(run, result, warning_reason="DeleteFailed")
+            return
+        outcome, attempts = result
+        reasons = {
+            "gone": "already deleted",
+            "foreign": "not the owner's (its inventory labels or controller differ); left alone",
+            "unchanged": "no finalizer to release",
+            "released": "released " + ", ".join(release.finalizers),
+        }
+        self._record(
+            run,
+            "delete",
+            target,
+            "deleted" if outcome == "released" else "unchanged",
+            reason=reasons[outcome],
             attempts=attempts,
         )
 
@@ -979,6 +1090,8 @@ class PlanExecutor:
                 ),
                 exhausted=False,
                 message=_reason_of(error),
+                api_reason=error.reason,
+                api_message=error.message or f"the API server answered {error.code}",
             )
         return done.value, done.attempts
 

@@ -8,9 +8,13 @@ the cluster's nodes and namespaces into one :class:`~kaiwo_contracts.plans.Plan`
   namespace whose KaiwoJobs or KaiwoServices use it) and WorkloadPriorityClasses;
 * partial Node objects carrying the node-pool labels and, optionally, the GPU taint
   (:mod:`kaiwo_planner.domain.queues.node_pools`);
-* the status: READY, or FAILED with a condition saying what is wrong; the Ready condition's
-  message names what the operator added to the user's spec (discovered flavors, the default
-  ClusterQueue).
+* the status, from the Kueue objects as observed (:mod:`~kaiwo_planner.domain.queues.kueue_sync`,
+  decision 0048): READY only when each is as desired, and then the Ready condition's message
+  names what the operator added to the user's spec (discovered flavors, the default
+  ClusterQueue); PENDING while one is missing, not yet updated, being replaced, or kept
+  because admitted workloads use it (reason ``KueueObjectInUse``); FAILED with a condition
+  saying what is wrong with the spec. A change Kueue's CRDs refuse in place is planned as a
+  delete (``Plan.delete``, by uid) and a create, with an Event.
 
 The KaiwoQueueConfig's spec belongs to the user and is never written: with
 ``dynamicallyUpdateDefaultClusterQueue`` the discovered flavors, the default ClusterQueue and
@@ -57,8 +61,16 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import (
     KaiwoQueueConfig,
     KaiwoQueueConfigSpec,
 )
-from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule, sort_objects
+from kaiwo_contracts.plans import (
+    EventIntent,
+    FinalizerRelease,
+    ObjectRef,
+    Plan,
+    PruneRule,
+    sort_objects,
+)
 
+from kaiwo_planner.domain.queues.kueue_sync import ObjectVerdict, judge_kueue_objects
 from kaiwo_planner.domain.queues.node_pools import (
     WORKER_LABEL,
     NodePool,
@@ -85,6 +97,12 @@ MANAGED_LABELS: Mapping[str, str] = MappingProxyType(
     }
 )
 READY_CONDITION = "Ready"
+PENDING_REASON = "KueueObjectsPending"
+"""Some Kueue object is missing, being updated, replaced or held by another owner."""
+IN_USE_REASON = "KueueObjectInUse"
+"""An immutable change waits: the object it needs replaced is used by admitted workloads."""
+MAX_OBJECTS_NAMED = 5
+ON_THE_WAY = "Kueue objects are being created or updated to match the KaiwoQueueConfig"
 
 PRUNE_RULES = (
     PruneRule(api_version=KUEUE_API_VERSION, kind="ClusterQueue", namespaced=False),
@@ -145,8 +163,9 @@ def plan_queue_config(
         owner_reference=owner_reference,
         workload_namespaces=workload_namespaces,
     )
+    judged = judge_kueue_objects(kueue_objects, cluster=cluster, owner_uid=owner.uid)
     desired = [
-        *kueue_objects,
+        *(verdict.manifest for verdict in judged),
         *node_changes(
             cluster.nodes,
             exclude_control_plane=settings.nodes.exclude_master_nodes_from_node_pools,
@@ -154,17 +173,29 @@ def plan_queue_config(
             gpu_taint_key=settings.nodes.default_gpu_taint_key,
         ),
     ]
-    verdict = _verdict(spec, missing_namespaces, generated=_generated(spec, queue_config.spec))
+    verdict = _verdict(
+        spec, missing_namespaces, judged, generated=_generated(spec, queue_config.spec)
+    )
     status, events = _status(previous_status, verdict, generation=meta.generation, now=now)
+    deletions = sorted(
+        ((v.delete, v.release) for v in judged if v.delete is not None),
+        key=lambda deletion: ObjectRef.sort_key(deletion[0]),
+    )
     return Plan(
         owner=owner,
         observed_generation=meta.generation,
         observed_resource_version=meta.resource_version,
         desired=sort_objects(desired),
         status=status,
-        events=events,
+        events=(*events, *_recreate_events(judged)),
         prune=PRUNE_RULES,
         prune_selector=dict(MANAGED_LABELS),
+        delete=tuple(target for target, _ in deletions),
+        release_finalizers=tuple(
+            FinalizerRelease(target=target, finalizers=release)
+            for target, release in deletions
+            if release
+        ),
     )
 
 
@@ -354,7 +385,11 @@ def _generated(effective: KaiwoQueueConfigSpec, written: KaiwoQueueConfigSpec) -
 
 
 def _verdict(
-    spec: KaiwoQueueConfigSpec, missing_namespaces: Sequence[str], *, generated: str
+    spec: KaiwoQueueConfigSpec,
+    missing_namespaces: Sequence[str],
+    judged: Sequence[ObjectVerdict],
+    *,
+    generated: str,
 ) -> ConditionSpec:
     flavors = {f.name for f in spec.resource_flavors or ()}
     unknown = sorted(
@@ -380,12 +415,46 @@ def _verdict(
             "ResourceFlavorNotFound",
             "ClusterQueues refer to ResourceFlavors that are not defined: " + ", ".join(unknown),
         )
+    held = [v for v in judged if v.state == "held"]
+    if held:
+        return ConditionSpec(READY_CONDITION, "False", IN_USE_REASON, _named(held))
+    # Objects on their way (created or updated, not yet observed) are not named: each one
+    # coming back would change the message, and so publish a plan and write a status, for
+    # every object of a new KaiwoQueueConfig. A refused apply is named by the executor.
+    named = [v for v in judged if v.state in ("foreign", "replaced", "deleting")]
+    on_the_way = any(v.state in ("missing", "updating") for v in judged)
+    if named:
+        message = "Kueue objects are not yet as the KaiwoQueueConfig describes: " + _named(named)
+        if on_the_way:
+            message += "; other Kueue objects are being created or updated"
+        return ConditionSpec(READY_CONDITION, "False", PENDING_REASON, message)
+    if on_the_way:
+        return ConditionSpec(READY_CONDITION, "False", PENDING_REASON, ON_THE_WAY)
     return ConditionSpec(
         READY_CONDITION,
         "True",
-        "KueueObjectsPlanned",
+        "KueueObjectsMatch",
         "Kueue objects match the KaiwoQueueConfig" + generated,
     )
+
+
+def _named(verdicts: Sequence[ObjectVerdict]) -> str:
+    named = "; ".join(v.describe() for v in verdicts[:MAX_OBJECTS_NAMED])
+    more = len(verdicts) - MAX_OBJECTS_NAMED
+    return named + (f"; and {more} more" if more > 0 else "")
+
+
+def _recreate_events(judged: Sequence[ObjectVerdict]) -> list[EventIntent]:
+    """Upstream's ``KaiwoQueueConfig<Kind>Recreated``, once per object the plan replaces."""
+    return [
+        EventIntent(
+            type="Normal",
+            reason=f"KaiwoQueueConfig{v.manifest.get('kind')}Recreated",
+            message=v.describe(),
+        )
+        for v in judged
+        if v.state == "replaced"
+    ]
 
 
 def _status(
@@ -395,14 +464,31 @@ def _status(
     generation: int | None,
     now: datetime,
 ) -> tuple[dict[str, Any], tuple[EventIntent, ...]]:
-    phase = WorkloadStatus.READY if verdict.status == "True" else WorkloadStatus.FAILED
+    if verdict.status == "True":
+        phase = WorkloadStatus.READY
+    elif verdict.reason in (PENDING_REASON, IN_USE_REASON):
+        phase = WorkloadStatus.PENDING
+    else:
+        phase = WorkloadStatus.FAILED
     status = {
         "status": phase.value,
         "conditions": merge_conditions(
             previous.get("conditions") or (), [verdict], generation=generation or 0, now=now
         ),
     }
-    if previous.get("status") == phase.value:
+    before = next(
+        (
+            c
+            for c in previous.get("conditions") or ()
+            if isinstance(c, Mapping) and c.get("type") == READY_CONDITION
+        ),
+        {},
+    )
+    if verdict.reason == IN_USE_REASON:
+        if before.get("reason") == IN_USE_REASON and before.get("message") == verdict.message:
+            return status, ()
+        return status, (EventIntent(type="Warning", reason=IN_USE_REASON, message=verdict.message),)
+    if previous.get("status") == phase.value or phase is WorkloadStatus.PENDING:
         return status, ()
     if phase is WorkloadStatus.READY:
         return status, (

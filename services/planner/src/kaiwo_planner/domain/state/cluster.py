@@ -140,6 +140,18 @@ class ClusterState:
         found = self.kueue_workloads_for(job_uid)
         return found[0] if found else None
 
+    def all_kueue_workloads(self) -> tuple[Mapping[str, Any], ...]:
+        """Every observed Kueue Workload filed under a job, once each, in no set order.
+
+        Walks all of them: for the rare question no index answers (which admitted workloads
+        use a Kueue object the KaiwoQueueConfig must replace).
+        """
+        seen: dict[str, Mapping[str, Any]] = {}
+        for group in self.index.kueue_workloads.values():
+            for workload in group.objects:
+                seen.setdefault(object_uid(workload) or str(id(workload)), workload)
+        return tuple(seen.values())
+
     def workload_queue_uses(self) -> tuple[QueueUse, ...]:
         """Every distinct (declared queue, namespace) of the Kaiwo workloads, sorted."""
         return self.index.sorted_queue_uses()
