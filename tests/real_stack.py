@@ -48,9 +48,11 @@ from kaiwo_sandbox.fleet import SIMULATED_LABEL, NodeSpec
 from tests.real_cluster import (
     ADMISSION_PLUGINS,
     AUDITED_IN_FULL,
+    ESTABLISHED_WITHIN,
     FIELD_MANAGER,
     REPO_ROOT,
     RealCluster,
+    crd_ready,
     run_async,
     unavailable,
 )
@@ -64,7 +66,6 @@ KWOK_TIMING: Final = KwokOptions(
 )
 """Short: a test's job runs in seconds unless its ``run-seconds`` annotation says more."""
 NODE_READY_WITHIN: Final = 120.0
-ESTABLISHED_WITHIN: Final = 120.0
 NOT_READY_TAINT_KEY: Final = "node.kubernetes.io/not-ready"
 
 
@@ -83,16 +84,10 @@ async def install_our_crds(kubeconfig: Path) -> None:
         crds = list(custom_resource_definitions(SERVED_KINDS))
         await asyncio.gather(*(kube.apply_crd(crd, field_manager=FIELD_MANAGER) for crd in crds))
         deadline = time.monotonic() + ESTABLISHED_WITHIN
-        for crd in crds:
-            name = crd["metadata"]["name"]
-            while not _established(await kube.get(resources.CUSTOM_RESOURCE_DEFINITION, name)):
-                assert time.monotonic() < deadline, f"CRD {name} not Established"
-                await asyncio.sleep(0.2)
-
-
-def _established(crd: dict[str, Any]) -> bool:
-    conditions = (crd.get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+        while pending := [crd for crd in crds if not await crd_ready(kube, crd)]:
+            names = [crd["metadata"]["name"] for crd in pending]
+            assert time.monotonic() < deadline, f"CRDs not Established and served: {names}"
+            await asyncio.sleep(0.2)
 
 
 @pytest.fixture(scope="session")
