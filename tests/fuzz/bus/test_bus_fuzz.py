@@ -37,7 +37,7 @@ from kaiwo_contracts.events.monitor import PreemptionDecidedV1, UnderutilizedV1,
 from kaiwo_contracts.events.observed import ObservedObjectV1
 from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.events.public import PreemptionV1, WorkloadEventV1
-from kaiwo_contracts.events.results import ApplyResultV1
+from kaiwo_contracts.events.results import ApplyResultV1, PlanRefusedV1
 from kaiwo_contracts.events.subjects import (
     MonitorTopic,
     SubjectError,
@@ -123,11 +123,12 @@ def subject_for(envelope: Envelope[Any]) -> str | None:
             owner = data.plan.owner
             uid = owner.uid or envelope.correlationid
             return plan_subject(kind=owner.kind, namespace=owner.namespace, uid=uid)
-        if isinstance(data, ApplyResultV1):
+        if isinstance(data, ApplyResultV1 | PlanRefusedV1):
             owner = data.owner
             uid = owner.uid or envelope.correlationid
+            outcome = data.outcome if isinstance(data, ApplyResultV1) else "refused"
             return result_subject(
-                outcome=data.outcome, kind=owner.kind, namespace=owner.namespace, uid=uid
+                outcome=outcome, kind=owner.kind, namespace=owner.namespace, uid=uid
             )
         return _finding_subject(envelope)
     except SubjectError:

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kaiwo_contracts.crds.kaiwo_v1alpha1 import KaiwoJob
@@ -19,6 +20,7 @@ from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.events.results import ApplyResultV1
 from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_contracts.events.subjects import plan_subject
+from kaiwo_contracts.plan_sources import source_of
 from kaiwo_contracts.plans import ObjectRef, Plan, PruneRule
 from kaiwo_executor.service import BUCKET, ExecutorService
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
@@ -34,10 +36,11 @@ LABEL = "kaiwo.silogen.ai/owner-uid"
 KAIWO = "kaiwo.silogen.ai/v1alpha1"
 
 
-async def _owner_uid(kube: KubernetesAsyncioAdapter) -> str:
-    """The KaiwoJob the plan is for, created: the executor admits plans of existing owners."""
+async def _owner(kube: KubernetesAsyncioAdapter) -> dict[str, Any]:
+    """The KaiwoJob the plan is for, created: the executor admits plans of existing owners,
+    made from what the API server holds (decision 0038)."""
     await kube.ensure_crds(custom_resource_definitions([KaiwoJob]), field_manager="test")
-    created = await kube.create(
+    return await kube.create(
         {
             "apiVersion": KAIWO,
             "kind": "KaiwoJob",
@@ -45,10 +48,10 @@ async def _owner_uid(kube: KubernetesAsyncioAdapter) -> str:
             "spec": {"image": "busybox"},
         }
     )
-    return str(created["metadata"]["uid"])
 
 
-def _plan(owner_uid: str) -> Plan:
+def _plan(stored_owner: dict[str, Any]) -> Plan:
+    owner_uid = stored_owner["metadata"]["uid"]
     owner = ObjectRef(
         api_version=KAIWO, kind="KaiwoJob", name="train", namespace="default", uid=owner_uid
     )
@@ -69,6 +72,7 @@ def _plan(owner_uid: str) -> Plan:
         desired=(config_map,),
         prune=(PruneRule(api_version="v1", kind="ConfigMap"),),
         prune_selector={LABEL: owner_uid},
+        sources=(source_of(stored_owner),),
     )
 
 
@@ -100,8 +104,9 @@ async def test_a_plan_published_on_jetstream_is_applied_and_answered(tmp_path: P
         kv = await NatsKeyValue.open(bus.client, BUCKET)
         service = ExecutorService(bus, kube, kv, lambda: NOW, poll_timeout=0.2)
 
-        owner_uid = await _owner_uid(kube)
-        plan = PlanDecidedV1.of(_plan(owner_uid), planned_at=NOW)
+        stored_owner = await _owner(kube)
+        owner_uid = stored_owner["metadata"]["uid"]
+        plan = PlanDecidedV1.of(_plan(stored_owner), planned_at=NOW)
         envelope = Envelope.new(
             data=plan,
             source="/kaiwo/planner",
