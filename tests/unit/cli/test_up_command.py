@@ -1,29 +1,13 @@
-"""``kaiwo up`` refuses a gateway port that is taken before it starts anything."""
+"""``kaiwo up`` refuses options it cannot honour before it starts anything (a taken gateway
+port is not one of them: the rest runs without the gateway, see
+tests/integration/test_up_resilience.py)."""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 from click.testing import CliRunner
 from kaiwo_cli.main import app
-
-
-def test_a_taken_gateway_port_is_refused_in_one_line(tmp_path: Path) -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        result = CliRunner().invoke(
-            app, ["up", "--fake", "--state-dir", str(tmp_path), "--gateway-port", str(port)]
-        )
-
-    assert result.exit_code == 2
-    assert result.output.strip() == (
-        f"kaiwo up: port {port} of 127.0.0.1 is taken; choose the gateway's with "
-        "--gateway-port (0: no gateway)"
-    )
-    assert not (tmp_path / "credentials").exists()
 
 
 def test_several_planners_without_partitions_are_refused_in_one_line(tmp_path: Path) -> None:
