@@ -153,6 +153,8 @@ async def _run(
         if not await start_unless_stopped(stack, stop):
             console.print("kaiwo demo: stopped during start-up; everything it started is stopped")
             return False
+    if stack.cluster_note is not None:
+        console.print(f"kaiwo demo: {stack.cluster_note}", highlight=False)
     for name, reason in stack.not_ready.items():
         console.print(f"kaiwo demo: {name}: {reason}; the rest runs without it", highlight=False)
     try:

@@ -170,7 +170,8 @@ def _print_summary(stack: LocalStack) -> None:
     table = Table(title="kaiwo is running (Ctrl-C stops it)", show_lines=False)
     table.add_column("part")
     table.add_column("where")
-    table.add_row("cluster", str(stack.kubeconfig or "$KUBECONFIG / ~/.kube/config"))
+    kubeconfig = stack.kubeconfig or "$KUBECONFIG / ~/.kube/config"
+    table.add_row("cluster", f"{kubeconfig} (kube-system uid {stack.cluster_uid})")
     table.add_row("scheduler", stack.scheduler_note)
     assert stack.credentials is not None
     table.add_row("nats", f"{stack.nats.url} (127.0.0.1 only; NKey per service)")
@@ -190,6 +191,8 @@ def _print_summary(stack: LocalStack) -> None:
         if name not in stack.services:
             table.add_row(name, reason)
     console.print(table)
+    if stack.cluster_note is not None:
+        console.print(f"kaiwo up: {stack.cluster_note}", highlight=False)
     for name, reason in stack.not_ready.items():
         console.print(f"kaiwo up: {name}: {reason}; the rest runs without it", highlight=False)
     if stack.options.gateway_port is not None:

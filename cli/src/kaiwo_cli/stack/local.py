@@ -59,6 +59,7 @@ from kaiwo_contracts.events.permissions import (
 )
 from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_kube import KubeError, resources
+from kaiwo_kube.cluster_identity import cluster_identity
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_connection import ClientTls, NatsConnection
@@ -71,6 +72,7 @@ from kaiwo_runtime.nats_credentials import (
 from kaiwo_runtime.nats_server import NatsServer, NatsServerError, free_port
 from kaiwo_sandbox import Sandbox, SandboxOptions
 
+from kaiwo_cli.stack.cluster_state import bind_state_dir
 from kaiwo_cli.stack.demo_cluster import seed_demo_cluster
 from kaiwo_cli.stack.processes import (
     FIRST_RESTART_DELAY,
@@ -177,6 +179,10 @@ class LocalStack:
         self.not_ready: dict[str, str] = {}
         """Optional services that are not running ready after start-up, and why (one line)."""
         self._stopping = False
+        self.cluster_uid: str | None = None
+        """The cluster's identity (the uid of its kube-system), known once it answered."""
+        self.cluster_note: str | None = None
+        """One line when the state directory held another cluster's state (set aside)."""
 
     @property
     def metrics_endpoint(self) -> str | None:
@@ -221,6 +227,11 @@ class LocalStack:
         if self.options.fake_cluster:
             self.kubeconfig = await self._start_fake_cluster()
         await self._prepare_cluster()
+        assert self.cluster_uid is not None
+        # Before NATS opens its directory: the state there must be this cluster's.
+        self.cluster_note = bind_state_dir(self.options.state_dir, self.cluster_uid)
+        if self.cluster_note is not None:
+            log.warning("state of another cluster set aside", note=self.cluster_note)
         if self.options.fake_cluster and self.options.sandbox is not None:
             await self._start_sandbox(self.options.sandbox)
         await self._start_nats()
@@ -258,6 +269,7 @@ class LocalStack:
                 for name, service in self.services.items()
             },
             pid=os.getpid(),
+            cluster_uid=self.cluster_uid,
         )
 
     def _recorded_kubeconfig(self) -> Path | None:
@@ -374,6 +386,7 @@ class LocalStack:
             except (TimeoutError, KubeError, OSError, aiohttp.ClientError) as error:
                 reason = " ".join(str(error).split()) or type(error).__name__
                 raise StackError(f"no reachable Kubernetes cluster ({where}: {reason})") from error
+            self.cluster_uid = await self._identity(kube, where)
             crds = list(custom_resource_definitions(SERVED_KINDS))
             if self.options.fake_cluster:
                 crds += driven_kind_crds()
@@ -382,6 +395,17 @@ class LocalStack:
             if self.options.fake_cluster and self.options.seed_fake_cluster:
                 await seed_demo_cluster(kube, self.options.sandbox)
             await self._prepare_scheduler(kube)
+
+    @staticmethod
+    async def _identity(kube: KubernetesAsyncioAdapter, where: str) -> str:
+        try:
+            return await asyncio.wait_for(cluster_identity(kube), CLUSTER_CHECK_SECONDS)
+        except (TimeoutError, KubeError, OSError, aiohttp.ClientError) as error:
+            reason = " ".join(str(error).split()) or type(error).__name__
+            raise StackError(
+                f"cannot read the cluster's identity, the uid of namespace kube-system "
+                f"({where}: {reason})"
+            ) from error
 
     async def _prepare_scheduler(self, kube: KubernetesAsyncioAdapter) -> None:
         try:
