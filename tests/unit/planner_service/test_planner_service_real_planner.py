@@ -16,6 +16,7 @@ from kaiwo_contracts.events.streams import OBSERVED_STREAM
 from kaiwo_contracts.plans import ObjectRef, canonical_json, without_admission_gate
 from kaiwo_planner.domain.state.projection import Projection
 from kaiwo_planner.domain.status.planned_status import owner_with_status
+from kaiwo_planner.service import CHILD_GONE_GRACE
 
 from tests.planning_calls import planned
 
@@ -152,11 +153,49 @@ async def test_the_real_planner_recreates_a_job_deleted_by_hand(harness: Any, cl
     clock.advance(5)
     await harness.observe(child, "7", "DELETED")
     await harness.drain(service)
+    assert len(owner_plans(harness)) == 2  # the KaiwoJob may be going too: wait and see
+    clock.advance(CHILD_GONE_GRACE.total_seconds())
+    await service.step(wait_seconds=0)
     last = owner_plans(harness)[-1]
     assert last.correlationid == "uid-train"
     assert last.data.absent == (TRAIN_JOB,)
-    assert last.causationid == "uid-job-train:7"
+    assert last.data.trigger == "timer"
     assert replayed(harness, last) == canonical_json(last.data.plan.model_dump(mode="json"))
+
+
+async def test_a_deleted_workload_whose_job_is_seen_going_first_gets_no_plan(
+    harness: Any, clock: Any
+) -> None:
+    """kubectl delete kaiwojob: the KaiwoJob goes at once, the garbage collector deletes its
+    Job after it, and the two are watched apart, so the Job's deletion can come in first. A
+    plan re-creating the Job then would be refused by the executor (no such owner) and
+    dead-lettered: a false alarm per deleted workload."""
+    service = harness.service(plan_fn=None)
+    await service.start()
+    await harness.observe(namespace("team-a"), "1", "ADDED")
+    await harness.observe(queue_config(), "2", "ADDED")
+    await harness.observe(kaiwo_job(), "3", "ADDED")
+    await harness.drain(service)
+    [_, first] = owner_plans(harness)
+    child = dict(first.data.plan.desired[0])
+    child["metadata"] = {**child["metadata"], "uid": "uid-job-train"}
+    await harness.observe(child, "4", "ADDED")
+    await harness.observe({**kaiwo_job(), "status": first.data.plan.status}, "5")
+    await harness.drain(service)
+    assert len(owner_plans(harness)) == 2
+
+    clock.advance(1)
+    await harness.observe(child, "6", "DELETED")
+    await harness.drain(service)
+    clock.advance(1)
+    await harness.observe({**kaiwo_job(), "status": first.data.plan.status}, "7", "DELETED")
+    await harness.drain(service)
+    clock.advance(CHILD_GONE_GRACE.total_seconds() + 60)
+    await service.step(wait_seconds=0)
+
+    workload_plans = [p for p in owner_plans(harness) if p.correlationid == "uid-train"]
+    assert len(workload_plans) == 1
+    assert service.next_timer is None
 
 
 async def test_a_child_changed_by_hand_is_published_as_drifted_once(
