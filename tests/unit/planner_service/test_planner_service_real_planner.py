@@ -362,3 +362,51 @@ async def test_a_fresh_cluster_gets_the_default_singletons_created_once(
         "KaiwoQueueConfig",
         "KaiwoQueueConfig",
     ]
+
+
+def admitted_kueue_workload(job_uid: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {
+            "name": "job-train",
+            "namespace": "team-a",
+            "uid": "uid-kueue-train",
+            "labels": {"kueue.x-k8s.io/job-uid": job_uid},
+        },
+        "status": {"conditions": [{"type": "Admitted", "status": "True"}]},
+    }
+
+
+async def test_a_resync_does_not_rewrite_a_running_workloads_status(
+    harness: Any, clock: Any
+) -> None:
+    """Only ``status.duration`` would change, hours later: nothing a user reads (0043)."""
+    service = harness.service(plan_fn=None, resync_on_start=False, resync_every_seconds=0)
+    await service.start()
+    await harness.observe(namespace("team-a"), "1", "ADDED")
+    await harness.observe(queue_config(), "2", "ADDED")
+    await harness.observe(kaiwo_job(), "3", "ADDED")
+    await harness.drain(service)
+    [_, first] = owner_plans(harness)
+    child = dict(first.data.plan.desired[0])
+    child["metadata"] = {**child["metadata"], "uid": "uid-job-train"}
+    child["status"] = {"active": 1, "ready": 1}
+    clock.advance(5)
+    await harness.observe(child, "4", "ADDED")
+    await harness.observe(admitted_kueue_workload("uid-job-train"), "5", "ADDED")
+    await harness.drain(service)
+    running = owner_plans(harness)[-1]
+    assert running.data.plan.status is not None
+    assert running.data.plan.status["status"] == "RUNNING"
+    # The executor writes it; what comes back holds the plan.
+    await harness.observe({**kaiwo_job(), "status": running.data.plan.status}, "6")
+    await harness.drain(service)
+    published = len(owner_plans(harness))
+
+    for hours in (1, 5, 30):
+        clock.advance(hours * 3600)
+        await service.resync()
+        assert [
+            p.data.plan.status for p in owner_plans(harness)[published:] if p.subject != "kaiwo"
+        ] == []
