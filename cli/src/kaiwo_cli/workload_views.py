@@ -15,6 +15,9 @@ from kaiwo_cli.text_tables import render_table
 WORKLOAD_KINDS: Final = ("KaiwoJob", "KaiwoService")
 FINAL_PHASES: Final = frozenset({"COMPLETE", "FAILED", "TERMINATED"})
 """A workload in one of these phases changes no more (``kaiwo submit --wait`` stops)."""
+STUCK_PHASES: Final = frozenset({"ERROR"})
+"""Phases a workload does not leave by itself (its spec, its queue or the cluster must be
+changed first): ``--wait`` stops there and says why rather than spin for ever."""
 SERVING_PHASE: Final = "READY"
 """Where a KaiwoService's ``--wait`` stops: it serves and keeps serving."""
 PLURALS: Final = {"KaiwoJob": "kaiwojob", "KaiwoService": "kaiwoservice"}
@@ -62,9 +65,14 @@ def phase_of(obj: Mapping[str, Any]) -> str:
 
 
 def is_settled(obj: Mapping[str, Any]) -> bool:
-    """Where ``--wait`` stops: a final phase, or a KaiwoService that serves."""
+    """Where ``--wait`` stops: a final phase, a phase it will not leave by itself (ERROR), or a
+    KaiwoService that serves."""
     phase = phase_of(obj)
-    return phase in FINAL_PHASES or (obj.get("kind") == "KaiwoService" and phase == SERVING_PHASE)
+    return (
+        phase in FINAL_PHASES
+        or phase in STUCK_PHASES
+        or (obj.get("kind") == "KaiwoService" and phase == SERVING_PHASE)
+    )
 
 
 def qualified_name(obj: Mapping[str, Any]) -> str:

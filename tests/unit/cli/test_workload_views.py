@@ -108,6 +108,8 @@ def test_filters_by_user_kind_and_phase() -> None:
 def test_wait_stops_at_a_final_phase_or_a_serving_service() -> None:
     assert is_settled(workload("KaiwoJob", "a", phase="COMPLETE"))
     assert is_settled(workload("KaiwoJob", "a", phase="FAILED"))
+    assert is_settled(workload("KaiwoJob", "a", phase="ERROR"))  # not left by itself
+    assert not is_settled(workload("KaiwoJob", "a", phase="PENDING"))
     assert not is_settled(workload("KaiwoJob", "a", phase="READY"))
     assert is_settled(workload("KaiwoService", "a", phase="READY"))
     assert not is_settled(workload("KaiwoService", "a", phase="RUNNING"))

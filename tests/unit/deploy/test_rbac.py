@@ -217,7 +217,7 @@ def test_the_watcher_reads_exactly_what_it_watches_and_writes_nothing() -> None:
 
     assert grants(role, names=True) == {
         *((group, resource, verb, ()) for group, resource in watched for verb in ("list", "watch")),
-        ("", "namespaces", "get", ("default",)),
+        ("", "namespaces", "get", ("default", "kube-system")),
         *(
             ("apiextensions.k8s.io", "customresourcedefinitions", verb, tuple(sorted(custom)))
             for verb in ("list", "watch")
@@ -244,7 +244,7 @@ def test_the_executor_writes_the_singletons_status_and_finalizers_by_name() -> N
         ("kaiwo.silogen.ai", "kaiwoqueueconfigs", "patch"): ("kaiwo",),
         ("kaiwo.silogen.ai", "kaiwoqueueconfigs/status", "patch"): ("kaiwo",),
         ("kaiwo.silogen.ai", "kaiwoqueueconfigs/finalizers", "update"): ("kaiwo",),
-        ("", "namespaces", "get"): ("default",),
+        ("", "namespaces", "get"): ("default", "kube-system"),
     }
 
 

@@ -24,7 +24,6 @@ from kaiwo_monitor.state_store import StateStore, decode_state, encode_state
 from kaiwo_runtime.kv import MemoryKeyValue
 from kaiwo_runtime.leases import MemoryLeaseStore
 from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
-from kaiwo_runtime.nats_server import free_port
 from kaiwo_runtime.single_active import SingleActive
 from kaiwo_runtime.startup import LeaseLostError
 
@@ -608,9 +607,13 @@ async def test_start_up_without_an_endpoint_is_one_clear_error() -> None:
         await serve(settings(monitor_metrics_endpoint=""), asyncio.Event())
 
 
-async def test_start_up_with_an_unreachable_endpoint_is_one_clear_error() -> None:
-    endpoint = f"http://127.0.0.1:{free_port()}"
-    with pytest.raises(StartupError, match=f"the metrics endpoint {endpoint}/api/v1/query"):
-        await serve(
-            settings(monitor_metrics_endpoint=endpoint, startup_timeout_seconds=2), asyncio.Event()
-        )
+async def test_a_standby_whose_first_probe_failed_probes_again_for_readiness(kit: Kit) -> None:
+    kit.scraper.failure = "http://prometheus.example:9090/api/v1/query is unreachable"
+    service = kit.service()
+
+    assert await service.probe_endpoint() == kit.scraper.failure
+    assert not await service.endpoint_ready()
+
+    kit.scraper.failure = None
+    assert await service.endpoint_ready()
+    assert service.endpoint_unreached is None

@@ -749,7 +749,9 @@ def test_a_termination_before_the_deadline_stops_a_running_workload_too() -> Non
     )
 
 
-def test_duration_refreshes_at_most_once_a_minute() -> None:
+def test_a_running_workloads_duration_alone_never_rewrites_its_status() -> None:
+    # A resync or a restart plans every running workload again: nothing a user reads has
+    # changed, so its status stays as it is, however long it has run (decision 0043).
     running = {
         "status": "RUNNING",
         "observedGeneration": 1,
@@ -757,10 +759,30 @@ def test_duration_refreshes_at_most_once_a_minute() -> None:
         "startTime": T_NOW,
         "duration": 10,
     }
-    soon = derive(running, RUNNING_CHILD, now=NOW + timedelta(seconds=30))
-    assert soon.status == running
-    later = derive(running, RUNNING_CHILD, now=NOW + timedelta(seconds=75))
-    assert later.status == {**running, "duration": 75}
+    for later in (timedelta(seconds=75), timedelta(minutes=10), timedelta(days=3)):
+        assert derive(running, RUNNING_CHILD, now=NOW + later).status == running
+
+
+def test_duration_moves_with_a_status_change() -> None:
+    running = {
+        "status": "RUNNING",
+        "observedGeneration": 1,
+        "conditions": [SCHEDULABLE_COND, ADMITTED_COND],
+        "startTime": T_NOW,
+        "duration": 10,
+    }
+    # A change people read (here the phase) brings the duration up to date with it.
+    done = derive(
+        running,
+        ObservedChildren(
+            child_kind="Job",
+            child=job(succeeded=1, conditions=[{"type": "Complete", "status": "True"}]),
+            kueue_workloads=(admitted_workload(),),
+        ),
+        now=NOW + timedelta(hours=1),
+    )
+    assert done.status["status"] == "COMPLETE"
+    assert done.status["duration"] == 3600
 
 
 def test_observe_children_from_cluster_state() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 from kaiwo_contracts.events.envelope import plan_event_id
 from kaiwo_contracts.events.streams import OBSERVED_STREAM, PLAN_STREAM
 from kaiwo_contracts.plans import ObjectRef
-from kaiwo_planner.service import PlannerService
+from kaiwo_planner.service import CHILD_GONE_GRACE, PlannerService
 from kaiwo_planner.snapshot_store import SNAPSHOT_KEY, SnapshotStore
 from kaiwo_runtime.bus import BusError, Delivery
 from kaiwo_runtime.kv import MemoryKeyValue
@@ -169,7 +169,7 @@ async def test_a_node_change_replans_the_queue_config_and_every_workload(
 
 
 async def test_a_child_deleted_by_hand_republishes_the_plan_with_it_absent(
-    harness: Any, build: Any
+    harness: Any, build: Any, clock: Any
 ) -> None:
     service = harness.service()
     await service.start()
@@ -182,12 +182,18 @@ async def test_a_child_deleted_by_hand_republishes_the_plan_with_it_absent(
     await harness.drain(service)
     assert len(harness.plans()) == 1
 
-    deletion = await harness.observe(build.batch_job(job), "4", "DELETED")
+    deleted_at = clock.now
+    await harness.observe(build.batch_job(job), "4", "DELETED")
     await harness.drain(service)
+    assert len(harness.plans()) == 1  # its owner may be going too: planned after the grace
+    assert service.next_timer == deleted_at + CHILD_GONE_GRACE
+    clock.advance(CHILD_GONE_GRACE.total_seconds())
+    await service.step(wait_seconds=0)
     first, again = harness.plans()
     assert again.data.fingerprint == first.data.fingerprint
     assert again.data.absent == (TRAIN_JOB_REF,)
-    assert again.causationid == deletion.id
+    assert again.data.trigger == "timer"
+    assert again.data.planned_at == deleted_at + CHILD_GONE_GRACE
     assert again.data.obs_sequence == 4
     assert again.id != first.id
 
@@ -275,6 +281,8 @@ async def test_a_restart_restores_the_snapshot_and_replays_nothing(
     # The restored projection knows the Job: deleting it publishes the plan with it absent.
     await harness.observe(build.batch_job(job), "6", "DELETED")
     await harness.drain(second)
+    clock.advance(CHILD_GONE_GRACE.total_seconds())
+    await second.step(wait_seconds=0)
     assert harness.plans()[-1].data.absent == (TRAIN_JOB_REF,)
 
 
@@ -494,5 +502,7 @@ async def test_a_child_still_being_created_is_named_absent_once(
     await harness.observe(build.batch_job(job), "3", "ADDED")
     await harness.observe(build.batch_job(job), "4", "DELETED")
     await harness.drain(service)
+    clock.advance(CHILD_GONE_GRACE.total_seconds())
+    await service.step(wait_seconds=0)
     assert harness.plans()[-1].data.absent == (TRAIN_JOB_REF,)
     assert len(harness.plans()) == 3

@@ -16,6 +16,7 @@ from kaiwo_contracts.events.streams import OBSERVED_STREAM
 from kaiwo_contracts.plans import ObjectRef, canonical_json, without_admission_gate
 from kaiwo_planner.domain.state.projection import Projection
 from kaiwo_planner.domain.status.planned_status import owner_with_status
+from kaiwo_planner.service import CHILD_GONE_GRACE
 
 from tests.planning_calls import planned
 
@@ -153,11 +154,49 @@ async def test_the_real_planner_recreates_a_job_deleted_by_hand(harness: Any, cl
     clock.advance(5)
     await harness.observe(child, "7", "DELETED")
     await harness.drain(service)
+    assert len(owner_plans(harness)) == 2  # the KaiwoJob may be going too: wait and see
+    clock.advance(CHILD_GONE_GRACE.total_seconds())
+    await service.step(wait_seconds=0)
     last = owner_plans(harness)[-1]
     assert last.correlationid == "uid-train"
     assert last.data.absent == (TRAIN_JOB,)
-    assert last.causationid == "uid-job-train:7"
+    assert last.data.trigger == "timer"
     assert replayed(harness, last) == canonical_json(last.data.plan.model_dump(mode="json"))
+
+
+async def test_a_deleted_workload_whose_job_is_seen_going_first_gets_no_plan(
+    harness: Any, clock: Any
+) -> None:
+    """kubectl delete kaiwojob: the KaiwoJob goes at once, the garbage collector deletes its
+    Job after it, and the two are watched apart, so the Job's deletion can come in first. A
+    plan re-creating the Job then would be refused by the executor (no such owner) and
+    dead-lettered: a false alarm per deleted workload."""
+    service = harness.service(plan_fn=None)
+    await service.start()
+    await harness.observe(namespace("team-a"), "1", "ADDED")
+    await harness.observe(queue_config(), "2", "ADDED")
+    await harness.observe(kaiwo_job(), "3", "ADDED")
+    await harness.drain(service)
+    [_, first] = owner_plans(harness)
+    child = dict(first.data.plan.desired[0])
+    child["metadata"] = {**child["metadata"], "uid": "uid-job-train"}
+    await harness.observe(child, "4", "ADDED")
+    await harness.observe({**kaiwo_job(), "status": first.data.plan.status}, "5")
+    await harness.drain(service)
+    assert len(owner_plans(harness)) == 2
+
+    clock.advance(1)
+    await harness.observe(child, "6", "DELETED")
+    await harness.drain(service)
+    clock.advance(1)
+    await harness.observe({**kaiwo_job(), "status": first.data.plan.status}, "7", "DELETED")
+    await harness.drain(service)
+    clock.advance(CHILD_GONE_GRACE.total_seconds() + 60)
+    await service.step(wait_seconds=0)
+
+    workload_plans = [p for p in owner_plans(harness) if p.correlationid == "uid-train"]
+    assert len(workload_plans) == 1
+    assert service.next_timer is None
 
 
 async def test_a_child_changed_by_hand_is_published_as_drifted_once(
@@ -330,3 +369,51 @@ async def test_a_fresh_cluster_gets_the_default_singletons_created_once(
         "KaiwoQueueConfig",
         "KaiwoQueueConfig",
     ]
+
+
+def admitted_kueue_workload(job_uid: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {
+            "name": "job-train",
+            "namespace": "team-a",
+            "uid": "uid-kueue-train",
+            "labels": {"kueue.x-k8s.io/job-uid": job_uid},
+        },
+        "status": {"conditions": [{"type": "Admitted", "status": "True"}]},
+    }
+
+
+async def test_a_resync_does_not_rewrite_a_running_workloads_status(
+    harness: Any, clock: Any
+) -> None:
+    """Only ``status.duration`` would change, hours later: nothing a user reads (0043)."""
+    service = harness.service(plan_fn=None, resync_on_start=False, resync_every_seconds=0)
+    await service.start()
+    await harness.observe(namespace("team-a"), "1", "ADDED")
+    await harness.observe(queue_config(), "2", "ADDED")
+    await harness.observe(kaiwo_job(), "3", "ADDED")
+    await harness.drain(service)
+    [_, first] = owner_plans(harness)
+    child = dict(first.data.plan.desired[0])
+    child["metadata"] = {**child["metadata"], "uid": "uid-job-train"}
+    child["status"] = {"active": 1, "ready": 1}
+    clock.advance(5)
+    await harness.observe(child, "4", "ADDED")
+    await harness.observe(admitted_kueue_workload("uid-job-train"), "5", "ADDED")
+    await harness.drain(service)
+    running = owner_plans(harness)[-1]
+    assert running.data.plan.status is not None
+    assert running.data.plan.status["status"] == "RUNNING"
+    # The executor writes it; what comes back holds the plan.
+    await harness.observe({**kaiwo_job(), "status": running.data.plan.status}, "6")
+    await harness.drain(service)
+    published = len(owner_plans(harness))
+
+    for hours in (1, 5, 30):
+        clock.advance(hours * 3600)
+        await service.resync()
+        assert [
+            p.data.plan.status for p in owner_plans(harness)[published:] if p.subject != "kaiwo"
+        ] == []

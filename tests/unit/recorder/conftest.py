@@ -26,7 +26,7 @@ from kaiwo_contracts.events.subjects import (
     result_subject,
 )
 from kaiwo_contracts.plans import ObjectRef, Plan
-from kaiwo_eventstore import AppendResult, InMemoryEventStore, NewEvent
+from kaiwo_eventstore import AppendResult, InMemoryEventStore, NewEvent, StoreUnavailableError
 from kaiwo_recorder.metrics import RecorderMetrics
 from kaiwo_recorder.service import RecorderService
 from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
@@ -232,6 +232,23 @@ class UnavailableStore:
         return getattr(self.inner, name)
 
 
+class FullStore:
+    """The in-memory store on a full disk while ``full``: every append fails as the SQL store
+    reports it (reads still work, as they do on a full disk)."""
+
+    def __init__(self) -> None:
+        self.inner = InMemoryEventStore()
+        self.full = False
+
+    async def append_next(self, events: Sequence[NewEvent], **kwargs: Any) -> AppendResult:
+        if self.full:
+            raise StoreUnavailableError("SQLITE_FULL: database or disk is full")
+        return await self.inner.append_next(events, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
 @dataclass
 class RefusingStore:
     """Answers, but refuses (like a constraint or encoding error) any transaction holding an
@@ -321,6 +338,7 @@ class Samples:
     make_harness = staticmethod(make_harness)
     UnavailableStore = UnavailableStore
     RefusingStore = RefusingStore
+    FullStore = FullStore
 
 
 @pytest.fixture

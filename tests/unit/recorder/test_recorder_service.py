@@ -177,6 +177,36 @@ async def test_a_database_outage_holds_the_batch_until_the_store_is_back(samples
     assert (await harness.service.pump(consumer, wait_seconds=0)).messages == 0
 
 
+async def test_a_full_disk_holds_the_batch_although_reads_still_work(samples: Any) -> None:
+    # The store reads on a full disk, so probing with a read cannot tell "full" from "this row
+    # is refused": the recorder used to dead-letter and acknowledge every message.
+    store = samples.FullStore()
+    harness = await samples.make_harness(store)
+    await harness.publish(samples.job_observation(), samples.pod_observation())
+    consumer = next(c for c in harness.service.consumers if c.stream == OBSERVED_STREAM)
+    store.full = True
+
+    held = await harness.service.pump(consumer, wait_seconds=0)
+
+    assert (held.held, held.messages, held.dead_lettered) == (True, 2, 0)
+    assert harness.server.stream_messages(DEAD_LETTER_STREAM) == []
+    assert sample(harness.metrics.store_unavailable) == 1
+    assert sample(harness.metrics.held_messages) == 2
+    with pytest.raises(Exception, match="2 messages held, not recorded: SQLITE_FULL"):
+        await harness.service.store_ready()
+
+    store.full = False
+    recovered = await harness.service.pump(consumer, wait_seconds=0)
+
+    assert (recovered.held, recovered.appended) == (False, 2)
+    assert sample(harness.metrics.held_messages) == 0
+    assert await harness.service.store_ready()
+    assert [e.event_id for e in await store.inner.read_all()] == [
+        f"{samples.JOB_UID}:100",
+        f"{samples.POD_UID}:101",
+    ]
+
+
 async def test_messages_of_a_recorder_that_died_during_an_outage_are_not_lost(
     samples: Any,
 ) -> None:

@@ -35,7 +35,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from kaiwo_cli.manifest_files import read_documents
-from kaiwo_cli.stack.local import LocalStack, StackError, StackOptions
+from kaiwo_cli.stack.local import LocalStack, StackError, StackOptions, start_unless_stopped
 from kaiwo_cli.stack.state import DEFAULT_STATE_DIR
 from kaiwo_cli.workload_table import (
     JOB_NAME_LABEL,
@@ -167,9 +167,15 @@ async def _run(
         loop.add_signal_handler(signum, stop.set)
     kwok = options.local_cluster == "kwok"
     console.print(f"[bold yellow]{KWOK_NOTE if kwok else SIMULATION_NOTE}[/]")
+    stack = LocalStack(options)
     with console.status("starting the sandbox cluster, NATS, the event store and the services…"):
-        stack = LocalStack(options)
-        await stack.__aenter__()
+        if not await start_unless_stopped(stack, stop):
+            console.print("kaiwo demo: stopped during start-up; everything it started is stopped")
+            return False
+    if stack.cluster_note is not None:
+        console.print(f"kaiwo demo: {stack.cluster_note}", highlight=False)
+    for name, reason in stack.not_ready.items():
+        console.print(f"kaiwo demo: {name}: {reason}; the rest runs without it", highlight=False)
     try:
         assert stack.kubeconfig is not None
         kube = await KubernetesAsyncioAdapter.from_environment(

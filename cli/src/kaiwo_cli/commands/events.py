@@ -61,7 +61,13 @@ from kaiwo_cli.explain import (
     workload_events,
 )
 from kaiwo_cli.replay import ReplayReport, replay_from_store
-from kaiwo_cli.stack.state import StackState, StackStateError, state_dir_here
+from kaiwo_cli.stack.cluster_state import recorded_cluster
+from kaiwo_cli.stack.state import (
+    StackState,
+    StackStateError,
+    read_state_if_any,
+    state_dir_here,
+)
 
 TYPE_PREFIX: Final = "ai.silogen.kaiwo."
 EXTENSION_POSITION: Final = "kaiwoposition"
@@ -164,6 +170,26 @@ def store_url(given: str | None, state_dir: Path | None) -> str:
         return f"sqlite:///{directory / 'events.db'}"
 
 
+def cluster_of(given_store: str | None, state_dir: Path | None) -> str | None:
+    """The cluster (uid of its kube-system) whose events the store holds, when known: that of
+    the stack in the state directory, for its own store (decision 0042)."""
+    directory = state_dir_here(state_dir)
+    state = read_state_if_any(directory)
+    if state is not None and state.cluster_uid and given_store in (None, state.event_store_url):
+        return state.cluster_uid
+    if given_store is None or sqlite_file(given_store) == directory / "events.db":
+        return recorded_cluster(directory)
+    return None
+
+
+def name_the_cluster(given_store: str | None, state_dir: Path | None) -> None:
+    """One line on stderr naming the cluster of what the command shows, when it is known
+    (stdout stays the command's own: JSON lines, a tree)."""
+    cluster = cluster_of(given_store, state_dir)
+    if cluster is not None:
+        typer.echo(f"kaiwo events: cluster {cluster} (uid of its kube-system namespace)", err=True)
+
+
 def tail_connection(
     *, nats_url: str | None, credentials: Path | None, tls_ca: Path | None, state_dir: Path | None
 ) -> NatsConnection:
@@ -202,6 +228,7 @@ def explain(
     state_dir: StateDirOption = None,
 ) -> None:
     """How a workload got where it is: observations, plans, results and preemptions."""
+    name_the_cluster(store, state_dir)
     _run(_explain(workload, store_url(store, state_dir)))
 
 
@@ -242,6 +269,7 @@ def replay(
     state_dir: StateDirOption = None,
 ) -> None:
     """Re-plan from the recorded observations; exit 1 when a recorded plan is not reproduced."""
+    name_the_cluster(store, state_dir)
     report: ReplayReport = _run(_replay(workload, store_url(store, state_dir)))
     console = _stdout()
     for plan in report.plans:
@@ -302,6 +330,7 @@ def export(
     state_dir: StateDirOption = None,
 ) -> None:
     """Recorded events as JSON lines (CloudEvents structured mode) with their positions."""
+    name_the_cluster(store, state_dir)
     lines: list[str] = _run(
         _export(workload, since, until, tuple(event_type or ()), store_url(store, state_dir))
     )
@@ -528,6 +557,7 @@ def tail(
     state_dir: StateDirOption = None,
 ) -> None:
     """Follow events live from NATS (Ctrl-C stops)."""
+    name_the_cluster(store, state_dir)
     wanted = TailFilter(namespace=namespace, name=name, kind=kind, type=event_type)
     _run(
         _tail(

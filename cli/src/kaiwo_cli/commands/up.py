@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 from pathlib import Path
 from typing import Annotated
 
@@ -16,7 +15,7 @@ from kaiwo_runtime.redaction import redact_url
 from rich.console import Console
 from rich.table import Table
 
-from kaiwo_cli.stack.local import LocalStack, StackError, StackOptions
+from kaiwo_cli.stack.local import LocalStack, StackError, StackOptions, start_unless_stopped
 from kaiwo_cli.stack.scheduler import SCHEDULER_MODES, SchedulerMode
 from kaiwo_cli.stack.state import DEFAULT_STATE_DIR
 
@@ -107,13 +106,6 @@ def up(
     ] = 1,
 ) -> None:
     """Start NATS, the event store and every service; stop them all on Ctrl-C."""
-    if gateway_port and _port_is_taken(gateway_port):
-        typer.echo(
-            f"kaiwo up: port {gateway_port} of 127.0.0.1 is taken; choose the gateway's with "
-            "--gateway-port (0: no gateway)",
-            err=True,
-        )
-        raise typer.Exit(2)
     if scheduler not in SCHEDULER_MODES:
         typer.echo(
             f"kaiwo up: --scheduler is one of {', '.join(SCHEDULER_MODES)}, not {scheduler!r}",
@@ -179,24 +171,17 @@ def _mode(text: str) -> SchedulerMode:
     return next(mode for mode in SCHEDULER_MODES if mode == text)
 
 
-def _port_is_taken(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return True
-    return False
-
-
 async def _run(options: StackOptions) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
+    stack = LocalStack(options)
     with console.status("starting NATS, the event store and the services…"):
-        stack = LocalStack(options)
-        await stack.__aenter__()
+        started = await start_unless_stopped(stack, stop)
+    if not started:
+        console.print("kaiwo up: stopped during start-up; everything it started is stopped")
+        return
     try:
         _print_summary(stack)
         await stop.wait()
@@ -210,7 +195,8 @@ def _print_summary(stack: LocalStack) -> None:
     table = Table(title="kaiwo is running (Ctrl-C stops it)", show_lines=False)
     table.add_column("part")
     table.add_column("where")
-    table.add_row("cluster", str(stack.kubeconfig or "$KUBECONFIG / ~/.kube/config"))
+    kubeconfig = stack.kubeconfig or "$KUBECONFIG / ~/.kube/config"
+    table.add_row("cluster", f"{kubeconfig} (kube-system uid {stack.cluster_uid})")
     table.add_row("scheduler", stack.scheduler_note)
     assert stack.credentials is not None
     table.add_row("nats", f"{stack.nats.url} (127.0.0.1 only; NKey per service)")
@@ -226,7 +212,14 @@ def _print_summary(stack: LocalStack) -> None:
             f"pid {service.pid}, http://127.0.0.1:{service.health_port}/metrics, "
             f"log {service.log_path}",
         )
+    for name, reason in stack.not_ready.items():
+        if name not in stack.services:
+            table.add_row(name, reason)
     console.print(table)
+    if stack.cluster_note is not None:
+        console.print(f"kaiwo up: {stack.cluster_note}", highlight=False)
+    for name, reason in stack.not_ready.items():
+        console.print(f"kaiwo up: {name}: {reason}; the rest runs without it", highlight=False)
     if stack.options.gateway_port is not None:
         console.print(gateway_line(stack.options), highlight=False)
     console.print(

@@ -5,8 +5,9 @@ needed) and prints what :mod:`kaiwo_cli.workload_views` renders. Heavy modules (
 Kubernetes client, pydantic models, rich) are imported inside the commands, so that
 ``kaiwo --help`` and ``kaiwo list -h`` start at once.
 
-Exit status: 0 done; 1 the input is invalid, the workload failed (``--wait``), or there was
-nothing to show; 2 the cluster cannot be reached or refused the request.
+Exit status: 0 done; 1 the input is invalid, the workload failed or stopped in ERROR
+(``--wait``), or there was nothing to show; 2 the cluster cannot be reached or refused the
+request; 3 ``--wait --timeout`` ran out before the workload settled.
 """
 
 from __future__ import annotations
@@ -39,6 +40,13 @@ T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., object])
 POLL_SECONDS = 1.0
 USER_AGENT = "kaiwo-cli"
+EXIT_FAILED: Final = 1
+EXIT_UNREACHABLE: Final = 2
+EXIT_TIMED_OUT: Final = 3
+
+
+class NotSettledError(Exception):
+    """``--wait --timeout`` ran out: the workload is neither done nor stuck (exit 3)."""
 
 
 def _now() -> datetime:
@@ -188,13 +196,24 @@ def submit(
     if invalid:
         raise _fail("submit", "nothing submitted: the manifest is invalid", code=1)
     target = _target(kubeconfig, context, state)
-    settled = _run(
-        "submit", target, lambda kube: _submit_all(kube, manifests, wait=wait, within=timeout)
-    )
-    if wait and any(
-        (obj.get("status") or {}).get("status") not in ("COMPLETE", "READY") for obj in settled
-    ):
-        raise click.exceptions.Exit(1)
+    try:
+        settled = _run(
+            "submit", target, lambda kube: _submit_all(kube, manifests, wait=wait, within=timeout)
+        )
+    except NotSettledError as error:
+        raise _fail("submit", str(error), code=EXIT_TIMED_OUT) from None
+    unsuccessful = [
+        obj
+        for obj in settled
+        if wait and (obj.get("status") or {}).get("status") not in ("COMPLETE", "READY")
+    ]
+    for obj in unsuccessful:
+        click.echo(
+            f"kaiwo submit: {_label(obj, _phase(obj))}{_reason(obj) or ' (no reason given)'}",
+            err=True,
+        )
+    if unsuccessful:
+        raise click.exceptions.Exit(EXIT_FAILED)
 
 
 async def _submit_all(
@@ -233,8 +252,6 @@ async def _follow(
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from kaiwo_cli.cluster_access import ClusterError
-
     console = Console(stderr=True, highlight=False)
     with Progress(
         SpinnerColumn(),
@@ -250,7 +267,7 @@ async def _follow(
         try:
             return list(await asyncio.wait_for(asyncio.gather(*watches), within))
         except TimeoutError:
-            raise ClusterError(f"not settled within {within:g} s") from None
+            raise NotSettledError(f"not settled within {within:g} s") from None
 
 
 async def _follow_one(
@@ -312,6 +329,12 @@ async def _follow_one(
                             return current
         except ResourceExpired:
             continue
+
+
+def _phase(workload: dict[str, Any]) -> str:
+    from kaiwo_cli.workload_views import phase_of
+
+    return phase_of(workload)
 
 
 def _label(workload: dict[str, Any], phase: str) -> str:

@@ -17,13 +17,19 @@ Order of start-up, each step failing with one clear line:
 5. recorder, watcher, planner, executor (monitor when a metrics endpoint is given, the OpenAI
    gateway when a gateway port is) as
    supervised child processes, each with its health port; start-up waits for every
-   ``/readyz``; each service connects with its own identity;
+   ``/readyz`` of the four that carry the operator; each service connects with its own
+   identity. The monitor and the gateway are *optional*: one that cannot start (an
+   unreachable metrics endpoint, a taken port) is reported in one line
+   (:attr:`LocalStack.not_ready`) and left to its supervisor's retries, or left out, while
+   the others run;
 6. ``<state>/stack.json`` tells every ``kaiwo`` command where NATS, the event store, the
    cluster and the health endpoints are (:mod:`kaiwo_cli.stack.state`).
 
 The state directory is locked (``<state>/up.lock``) from the first step, so a second stack on
 it is refused in one line. nats-server is supervised like the services: restarted on the same
-port and JetStream directory, with the same back-off.
+port and JetStream directory, with the same back-off. Every child runs in a session of its
+own, so a Ctrl-C typed at the terminal reaches ``kaiwo`` alone, which stops them (services
+first, NATS last) and restarts none; :func:`start_unless_stopped` obeys it during start-up.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -53,6 +60,7 @@ from kaiwo_contracts.events.permissions import (
 )
 from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_kube import KubeError, resources
+from kaiwo_kube.cluster_identity import cluster_identity
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_connection import ClientTls, NatsConnection
@@ -66,6 +74,7 @@ from kaiwo_runtime.nats_server import NatsServer, NatsServerError, free_port
 from kaiwo_sandbox import Sandbox, SandboxOptions
 from kaiwo_sandbox.fleet import SIMULATED_LABEL
 
+from kaiwo_cli.stack.cluster_state import bind_state_dir
 from kaiwo_cli.stack.demo_cluster import seed_demo_cluster
 from kaiwo_cli.stack.processes import (
     FIRST_RESTART_DELAY,
@@ -84,6 +93,8 @@ from kaiwo_cli.stack.scheduler import (
 from kaiwo_cli.stack.state import StackLockedError, StackState, StateLock
 from kaiwo_cli.stack.third_party import driven_kind_crds
 
+OPTIONAL_SERVICES: tuple[str, ...] = ("monitor", "gateway")
+"""Services the operator runs without: reported when they cannot start, never fatal."""
 FIELD_MANAGER = "kaiwo-installer"
 CLUSTER_CHECK_SECONDS = 10.0
 ENVTEST_START_SECONDS = 240.0
@@ -182,6 +193,13 @@ class LocalStack:
         self._health_ports: set[int] = set()
         self.scheduler_note = ""
         """What ``kaiwo up`` did about the scheduler, for its summary."""
+        self.not_ready: dict[str, str] = {}
+        """Optional services that are not running ready after start-up, and why (one line)."""
+        self._stopping = False
+        self.cluster_uid: str | None = None
+        """The cluster's identity (the uid of its kube-system), known once it answered."""
+        self.cluster_note: str | None = None
+        """One line when the state directory held another cluster's state (set aside)."""
 
     @property
     def metrics_endpoint(self) -> str | None:
@@ -226,6 +244,11 @@ class LocalStack:
         if self.options.fake_cluster:
             self.kubeconfig = await self._start_fake_cluster()
         await self._prepare_cluster()
+        assert self.cluster_uid is not None
+        # Before NATS opens its directory: the state there must be this cluster's.
+        self.cluster_note = bind_state_dir(self.options.state_dir, self.cluster_uid)
+        if self.cluster_note is not None:
+            log.warning("state of another cluster set aside", note=self.cluster_note)
         if self.options.fake_cluster and self.options.sandbox is not None:
             await self._start_sandbox(self.options.sandbox)
         await self._start_nats()
@@ -263,6 +286,7 @@ class LocalStack:
                 for name, service in self.services.items()
             },
             pid=os.getpid(),
+            cluster_uid=self.cluster_uid,
         )
 
     def _recorded_kubeconfig(self) -> Path | None:
@@ -273,6 +297,7 @@ class LocalStack:
         return default_kubeconfig()
 
     async def stop(self) -> None:
+        self._stopping = True  # no supervisor restarts anything from here on
         # All at once: each finishes its current message and exits; none waits for another.
         await asyncio.gather(*(service.stop() for service in self.services.values()))
         for task in self._supervisors:
@@ -402,6 +427,7 @@ class LocalStack:
             except (TimeoutError, KubeError, OSError, aiohttp.ClientError) as error:
                 reason = " ".join(str(error).split()) or type(error).__name__
                 raise StackError(f"no reachable Kubernetes cluster ({where}: {reason})") from error
+            self.cluster_uid = await self._identity(kube, where)
             crds = list(custom_resource_definitions(SERVED_KINDS))
             # Stand-ins for the third-party kinds, unless the real ones are installed (kwok).
             if self.options.fake_cluster and self.options.local_cluster != "kwok":
@@ -411,6 +437,17 @@ class LocalStack:
             if self.options.fake_cluster and self.options.seed_fake_cluster:
                 await seed_demo_cluster(kube, self.options.sandbox)
             await self._prepare_scheduler(kube)
+
+    @staticmethod
+    async def _identity(kube: KubernetesAsyncioAdapter, where: str) -> str:
+        try:
+            return await asyncio.wait_for(cluster_identity(kube), CLUSTER_CHECK_SECONDS)
+        except (TimeoutError, KubeError, OSError, aiohttp.ClientError) as error:
+            reason = " ".join(str(error).split()) or type(error).__name__
+            raise StackError(
+                f"cannot read the cluster's identity, the uid of namespace kube-system "
+                f"({where}: {reason})"
+            ) from error
 
     async def _prepare_scheduler(self, kube: KubernetesAsyncioAdapter) -> None:
         if self.options.fake_cluster and self.options.local_cluster == "kwok":
@@ -437,7 +474,7 @@ class LocalStack:
         while self.nats is not None:
             started = loop.time()
             code = await self.nats.wait()
-            if self.nats is None:
+            if self.nats is None or self._stopping:
                 return
             if loop.time() - started >= STABLE_SECONDS:
                 delay = FIRST_RESTART_DELAY
@@ -445,7 +482,7 @@ class LocalStack:
             log.warning("nats-server exited; restarting", code=code, delay=delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, MAX_RESTART_DELAY)
-            if self.nats is not None:
+            if self.nats is not None and not self._stopping:
                 try:
                     await self.nats.start()
                 except NatsServerError as error:
@@ -464,6 +501,7 @@ class LocalStack:
             store_dir=self.options.state_dir / "nats",
             config=self.credentials.server_config.read_text(),
             tls=self.options.nats_tls is not None,
+            own_session=True,
         )
         await self.nats.start()
         bus = await NatsBus.connect(self.nats_connection(ADMIN), topology=topology)
@@ -503,7 +541,13 @@ class LocalStack:
         services = list(SERVICES)
         if self.metrics_endpoint:
             services.append(("monitor", "kaiwo_monitor"))
-        if self.options.gateway_port is not None:
+        gateway_port = self.options.gateway_port
+        if gateway_port is not None and port_is_taken(gateway_port):
+            self.not_ready["gateway"] = (
+                f"left out: port {gateway_port} of 127.0.0.1 is taken "
+                "(--gateway-port chooses another; 0: no gateway)"
+            )
+        elif gateway_port is not None:
             services.append(("gateway", "kaiwo_gateway"))
         assert self.credentials is not None
         for name, module in services:
@@ -521,8 +565,8 @@ class LocalStack:
                     log_path=self.options.state_dir / "logs" / f"{process_name}.log",
                     health_port=port,
                 )
+                self.services[process_name] = service  # before it runs: stop() must see it
                 await service.start()
-                self.services[process_name] = service
                 self._supervisors.append(asyncio.create_task(service.supervise()))
 
     def _health_port(self) -> int:
@@ -534,8 +578,35 @@ class LocalStack:
         return port
 
     async def _wait_ready(self) -> None:
+        optional = [name for name in self.services if _base_name(name) in OPTIONAL_SERVICES]
         for name in self.services:
-            await self.wait_ready(name, within=self.options.ready_timeout)
+            if name not in optional:
+                await self.wait_ready(name, within=self.options.ready_timeout)
+        for name in optional:
+            reason = await self._settle(name, within=self.options.ready_timeout)
+            if reason is not None:
+                self.not_ready[name] = reason
+                log.warning("service not ready; the others run without it", service=name)
+
+    async def _settle(self, name: str, *, within: float) -> str | None:
+        """Wait until optional service ``name`` is ready (None), or says why it is not, or
+        has exited (why, in one line): whichever comes first."""
+        service = self.services[name]
+        deadline = asyncio.get_running_loop().time() + within
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
+            while True:
+                if service.restarts or service.last_exit is not None:
+                    return (
+                        f"exited with code {service.last_exit}; restarted with back-off "
+                        f"(log: {service.log_path})"
+                    )
+                answer = await _readiness(http, service.health_port)
+                if answer is not None:
+                    ready, reason = answer
+                    return None if ready else f"running, not ready: {reason}"
+                if asyncio.get_running_loop().time() > deadline:
+                    return f"no /readyz answer in {within:.0f} s (log: {service.log_path})"
+                await asyncio.sleep(0.1)
 
     async def wait_ready(self, name: str, *, within: float) -> None:
         """Wait until service ``name`` answers ``/readyz`` (after a start or a restart)."""
@@ -575,6 +646,55 @@ def missing_kubeconfig(given: Path | None) -> str | None:
         "ARGS=--kubeconfig=FILE) or $KUBECONFIG at a cluster, or try the simulated one: "
         "make demo"
     )
+
+
+async def start_unless_stopped(stack: LocalStack, stop: asyncio.Event) -> bool:
+    """Start ``stack``, or, when ``stop`` is set first (Ctrl-C), abandon the start-up at once
+    and stop whatever had started; whether it started."""
+    starting = asyncio.create_task(stack.__aenter__())
+    stopped = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+    if starting.done():
+        starting.result()  # its StackError, if it failed
+        return True
+    starting.cancel()  # __aenter__ stops what had started when it is cancelled
+    with contextlib.suppress(asyncio.CancelledError):
+        await starting
+    await stack.stop()
+    return False
+
+
+def port_is_taken(port: int) -> bool:
+    """Someone listens on ``port`` of 127.0.0.1 already."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def _base_name(process_name: str) -> str:
+    """``planner`` of ``planner-1``."""
+    base, _, replica = process_name.rpartition("-")
+    return base if base and replica.isdigit() else process_name
+
+
+async def _readiness(http: aiohttp.ClientSession, port: int) -> tuple[bool, str] | None:
+    """``/readyz``'s answer: ready, and the checks that failed; None when it does not answer."""
+    try:
+        async with http.get(f"http://127.0.0.1:{port}/readyz") as response:
+            body = await response.json(content_type=None)
+            ready = response.status == 200
+    except (aiohttp.ClientError, TimeoutError, ValueError):
+        return None
+    checks = body.get("checks", {}) if isinstance(body, dict) else {}
+    failing = "; ".join(f"{name}: {result}" for name, result in checks.items() if result != "ok")
+    return ready, failing or "not ready"
 
 
 async def _ready(http: aiohttp.ClientSession, port: int) -> bool:

@@ -34,6 +34,8 @@ class ServiceProcess:
     log_path: Path
     health_port: int
     restarts: int = 0
+    last_exit: int | None = None
+    """The exit code of the last run that ended (None: none ended yet)."""
     _process: asyncio.subprocess.Process | None = field(default=None, repr=False)
     _stopping: bool = field(default=False, repr=False)
 
@@ -66,6 +68,7 @@ class ServiceProcess:
             assert self._process is not None
             started = loop.time()
             code = await self._process.wait()
+            self.last_exit = code
             if self._stopping:
                 return
             if loop.time() - started >= STABLE_SECONDS:

@@ -75,6 +75,8 @@ class StackState:
     """Each service's ``/readyz``, by service name."""
     pid: int | None = None
     """The ``kaiwo up`` process."""
+    cluster_uid: str | None = None
+    """The cluster's identity: the uid of its ``kube-system`` namespace (decision 0042)."""
 
     def write(self, state_dir: Path) -> Path:
         document: dict[str, Any] = {
@@ -88,6 +90,7 @@ class StackState:
             "kubeconfig": str(self.kubeconfig) if self.kubeconfig else None,
             "healthUrls": dict(self.health_urls),
             "pid": self.pid,
+            "clusterUid": self.cluster_uid,
         }
         return _write_private(state_dir / STATE_FILE, json.dumps(document, indent=2).encode())
 
@@ -108,6 +111,7 @@ class StackState:
                 kubeconfig=Path(kubeconfig) if kubeconfig else None,
                 health_urls={str(k): str(v) for k, v in (document.get("healthUrls") or {}).items()},
                 pid=int(document["pid"]) if document.get("pid") else None,
+                cluster_uid=str(document["clusterUid"]) if document.get("clusterUid") else None,
             )
         except FileNotFoundError as error:
             raise StackStateError(

@@ -8,7 +8,12 @@ the fake needs no database driver). The schema comes only from the alembic revis
 
 from kaiwo_eventstore.bulk import cyclic_gc_paused
 from kaiwo_eventstore.connect import MEMORY_URL, open_event_store
-from kaiwo_eventstore.errors import ConcurrencyError, EventStoreError, StoreBusyError
+from kaiwo_eventstore.errors import (
+    ConcurrencyError,
+    EventStoreError,
+    StoreBusyError,
+    StoreUnavailableError,
+)
 from kaiwo_eventstore.events import (
     ANY,
     NO_STREAM,
@@ -44,6 +49,7 @@ __all__ = [
     "InMemoryEventStore",
     "NewEvent",
     "StoreBusyError",
+    "StoreUnavailableError",
     "StoredEvent",
     "StreamState",
     "Tracking",

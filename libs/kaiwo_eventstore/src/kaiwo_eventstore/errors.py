@@ -1,4 +1,5 @@
-"""What can go wrong when appending: a stale expectation, or a store too busy to lock."""
+"""What can go wrong when appending: a stale expectation, or a store that cannot take writes now
+(too busy to lock, full, read-only, or its connection lost)."""
 
 from __future__ import annotations
 
@@ -22,5 +23,12 @@ class ConcurrencyError(EventStoreError):
         super().__init__(f"stream {stream_id!r}: expected {expected}, found {found}")
 
 
-class StoreBusyError(EventStoreError):
+class StoreUnavailableError(EventStoreError):
+    """The store cannot take writes now, whatever is written: its disk is full, it is
+    read-only, its connection is lost. Nothing was stored; retrying the same events later is
+    safe and is the only right answer (a caller must not take this as "these events are
+    refused")."""
+
+
+class StoreBusyError(StoreUnavailableError):
     """The append lock was not granted within the lock timeout; retrying later is safe."""

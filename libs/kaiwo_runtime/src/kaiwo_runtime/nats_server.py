@@ -93,7 +93,11 @@ class NatsServer:
         server_name: str = "kaiwo",
         config: str | None = None,
         tls: bool = False,
+        own_session: bool = False,
     ) -> None:
+        """``own_session``: start the server in a session of its own, so that a Ctrl-C typed
+        at its parent's terminal does not reach it (the parent stops it, after its clients)."""
+        self._own_session = own_session
         self._requested_port = port
         self._port: int | None = port
         self._binary = binary
@@ -180,6 +184,7 @@ class NatsServer:
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
+                start_new_session=self._own_session,
             )
         finally:
             log.close()

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, TypeVar
 import structlog
 from kaiwo_contracts.events.permissions import service_identity
 
-from kaiwo_runtime.kv import NatsKeyValue
+from kaiwo_runtime.cluster_binding import bind_bucket_to_cluster
+from kaiwo_runtime.kv import KeyValue, NatsKeyValue
 from kaiwo_runtime.leases import LeaseStore, NatsLeaseStore
 from kaiwo_runtime.logging import configure_logging
 from kaiwo_runtime.nats_bus import NatsBus
@@ -274,3 +275,30 @@ async def open_api_server(
     if not await within(within_seconds, f"the API server ({where})", api_server_reachable(kube)):
         raise StartupError(f"the API server ({where}) is unreachable")
     return kube
+
+
+async def bind_state_to_cluster(
+    kv: KeyValue,
+    kube: KubernetesAsyncioAdapter,
+    *,
+    bucket: str,
+    within_seconds: float,
+) -> str:
+    """The cluster's identity, recorded in ``bucket`` when it has none; a
+    :class:`StartupError` (one line) when the bucket belongs to another cluster."""
+    from kaiwo_kube.cluster_identity import cluster_identity
+
+    identity = await within(
+        within_seconds,
+        "reading the cluster's identity (namespace kube-system)",
+        cluster_identity(kube),
+    )
+    problem = await within(
+        within_seconds,
+        f"reading the key-value bucket {bucket}",
+        bind_bucket_to_cluster(kv, identity, bucket=bucket),
+    )
+    if problem is not None:
+        raise StartupError(problem)
+    log.info("state bound to the cluster", bucket=bucket, cluster=identity)
+    return identity

@@ -8,8 +8,10 @@ Without partitions it works while it holds the lease ``executor``: another repli
 a standby (:mod:`kaiwo_runtime.single_active`). With ``KAIWO_BUS_PARTITIONS`` > 1 every
 replica works, on the partitions whose leases ``executor.p<k>`` it holds, and the shares
 rebalance as replicas come and go (:mod:`kaiwo_runtime.partition_leases`).
-A dependency that does not answer at start, or the single lease lost to another replica,
-ends the process with status 1 and one line on stderr.
+Its bucket is bound to the cluster it was filled from (the uid of kube-system, decision
+0042): started against another cluster, it refuses the bucket. A dependency that does not
+answer at start, or the single lease lost to another replica, ends the process with status 1
+and one line on stderr.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from kaiwo_kube.reachability import api_server_reachable
 from kaiwo_runtime.health import HealthServer
 from kaiwo_runtime.single_active import SingleActive, this_replica
 from kaiwo_runtime.startup import (
+    bind_state_to_cluster,
     collect_young_objects_every,
     configure_service_logging,
     freeze_startup_objects,
@@ -56,6 +59,9 @@ async def serve(settings: ExecutorSettings, stop: asyncio.Event) -> None:
         leases = await open_lease_store(bus, settings=settings, within_seconds=timeout)
         kube = await open_api_server(
             stack, kubeconfig=settings.kubeconfig, within_seconds=timeout, service="executor"
+        )
+        await bind_state_to_cluster(
+            kv, kube, bucket=settings.executor_bucket, within_seconds=timeout
         )
         metrics = ExecutorMetrics()
         service = ExecutorService(

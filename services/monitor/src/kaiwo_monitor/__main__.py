@@ -1,12 +1,14 @@
 """``python -m kaiwo_monitor``: the monitor process.
 
 Connects to NATS (declaring the streams), opens the ``kaiwo-monitor`` bucket, connects to the
-API server (``KAIWO_KUBECONFIG``, the usual kubeconfig, or in-cluster), checks the metrics
-endpoint answers, serves ``/healthz``, ``/readyz`` (NATS connected, API server reachable,
-the leader's last scrape succeeded) and ``/metrics``, and competes for the ``monitor`` lease
-in the NATS lease bucket until SIGTERM or SIGINT (the leader then releases it). A dependency
-that does not answer at start ends the process with status 1 and one line on stderr; so does
-a leader that lost its lease to another replica (its restart waits as a standby).
+API server (``KAIWO_KUBECONFIG``, the usual kubeconfig, or in-cluster), asks the metrics
+endpoint once, serves ``/healthz``, ``/readyz`` (NATS connected, API server reachable, the
+metrics endpoint answered: the leader's last scrape, else the last probe) and ``/metrics``,
+and competes for the ``monitor`` lease in the NATS lease bucket until SIGTERM or SIGINT (the
+leader then releases it). NATS or the API server not answering at start ends the process with
+status 1 and one line on stderr; so does a leader that lost its lease to another replica (its
+restart waits as a standby). A metrics endpoint that does not answer does not: the monitor
+runs, says so in one line, reports itself not ready and scrapes again every interval.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from kaiwo_runtime.startup import (
     open_single_active,
     run_until_signalled,
     utc_now,
-    within,
 )
 
 from kaiwo_monitor.exporter import ExporterScraper, scraper_for
@@ -60,8 +61,6 @@ async def serve(settings: MonitorSettings, stop: asyncio.Event) -> None:
     scraper = _scraper(settings)
     async with contextlib.AsyncExitStack() as stack:
         stack.push_async_callback(scraper.close)
-        if settings.monitor_enabled:
-            await within(timeout, f"the metrics endpoint {scraper.url}", scraper.scrape())
         bus, kv = await open_bus_and_bucket(
             stack,
             settings=settings,
@@ -94,7 +93,17 @@ async def serve(settings: MonitorSettings, stop: asyncio.Event) -> None:
             return await api_server_reachable(kube)
 
         async def scraping() -> bool:
-            return service.healthy
+            return await service.endpoint_ready()
+
+        if settings.monitor_enabled:
+            unreached = await service.probe_endpoint()
+            if unreached is not None:
+                log.warning(
+                    "the metrics endpoint does not answer; running without it, not ready "
+                    "until it does",
+                    endpoint=scraper.url,
+                    error=unreached,
+                )
 
         checks: dict[str, Callable[[], Awaitable[bool]]] = {
             "nats": nats_connected,

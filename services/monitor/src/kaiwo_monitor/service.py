@@ -95,6 +95,9 @@ class MonitorService:
         self.single_active = single_active
         self.states: dict[str, UtilizationState] = {}
         self.last_scrape_failed = False
+        self.endpoint_unreached: str | None = None
+        """Why the metrics endpoint did not answer the last probe (None: it did, or no probe
+        yet); a standby has no scrapes of its own to tell."""
         self.metrics.leader.set(0)
 
     # ------------------------------------------------------------------ lifecycle
@@ -108,6 +111,30 @@ class MonitorService:
     def healthy(self) -> bool:
         """False while this instance leads and its last scrape failed."""
         return not (self.leading and self.last_scrape_failed)
+
+    async def probe_endpoint(self) -> str | None:
+        """Ask the metrics endpoint once; why it did not answer, or None.
+
+        The monitor starts without its endpoint (a Prometheus that is late or gone must not
+        stop the process, nor ``kaiwo up`` that waits for it): it reports itself not ready
+        until the endpoint answers.
+        """
+        try:
+            await self._scraper.scrape()
+        except ScrapeError as error:
+            self.endpoint_unreached = str(error)
+            return self.endpoint_unreached
+        self.endpoint_unreached = None
+        return None
+
+    async def endpoint_ready(self) -> bool:
+        """Readiness of the metrics endpoint: the leader's last scrape, or for a process whose
+        first probe failed and that does not scrape (yet), a new probe."""
+        if self.leading:
+            return self.healthy
+        if self.endpoint_unreached is not None:
+            await self.probe_endpoint()
+        return self.endpoint_unreached is None
 
     async def run(self, stop: asyncio.Event) -> None:
         """Wait for the lease and, while holding it, tick every polling interval, until
@@ -191,6 +218,7 @@ class MonitorService:
             )
             raise TickAborted(str(error)) from error
         self.last_scrape_failed = False
+        self.endpoint_unreached = None
         self.metrics.scrapes.labels(outcome="success").inc()
         return samples
 

@@ -41,6 +41,10 @@ class ReplanTimers:
         self._due[uid] = due
         heapq.heappush(self._heap, (due, uid))
 
+    def due(self, uid: str) -> datetime | None:
+        """When ``uid`` is to be planned again (None: no time set)."""
+        return self._due.get(uid)
+
     def uids(self) -> tuple[str, ...]:
         """The owners with a pending time."""
         return tuple(self._due)

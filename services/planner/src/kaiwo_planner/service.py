@@ -21,7 +21,8 @@ For each observation on the durable consumer ``planner-obs`` (stream ``KAIWO_OBS
    would make the executor create or apply it again each time (on a real API server: the
    twelve Kueue objects of a queue config re-created 60 times over while the first
    observations of a start-up came in). A child deleted or edited by hand causes exactly one
-   plan that names it.
+   plan that names it (a deleted one :data:`CHILD_GONE_GRACE` later, so that a deleted
+   owner, whose children go after it, gets none).
 
 Resync. At start-up and every ``resync_every_seconds`` (default 10 minutes, like a
 controller's resync) every owner is planned again. The periodic resync also publishes a plan
@@ -159,6 +160,14 @@ FINDINGS_WAIT_SECONDS: Final = 0.01
 """Findings are fetched after observations; waiting for them would delay observations."""
 FOLLOW_IDLE_SECONDS: Final = 0.2
 """Active-active: how long a replica that found nothing new waits before reading again."""
+CHILD_GONE_GRACE: Final = timedelta(seconds=5)
+"""How long the owners of a deleted child wait before they are planned again.
+
+Deleting a workload deletes it at once and its children after it (garbage collection), but
+the two kinds are watched apart: the child's deletion can reach the planner first. Planned at
+once, the owner would get a plan re-creating the child that the executor must refuse (the
+owner is gone) and dead-letter; after the grace the owner's own deletion has come in and
+nothing is planned. A child deleted by hand is re-created once the grace has passed."""
 FOLLOW_BATCH: Final = 64
 """Active-active: messages read from one stream per round (timers and snapshots between)."""
 VICTIM_SCAN_SECONDS: Final = 1.0
@@ -566,7 +575,7 @@ class PlannerService:
                 found = self._apply(observed, sequence)
                 if found is None:
                     return
-                owners = found
+                owners = self._plan_now(observed, found, at=envelope.time)
                 announcements = self._public_events(told, envelope)
             if announcements:
                 self._unfinished = _Unfinished(
@@ -641,6 +650,21 @@ class PlannerService:
             return None
         self.metrics.observations.labels("applied").inc()
         return owners_to_replan(change, self._projection)
+
+    def _plan_now(
+        self, observed: ObservedObjectV1, owners: tuple[ObjectRef, ...], *, at: datetime
+    ) -> tuple[ObjectRef, ...]:
+        """The owners to plan for ``observed`` now; the owners of a deleted child are planned
+        after :data:`CHILD_GONE_GRACE` instead (a timer no later than one they had)."""
+        if observed.event_type != "DELETED" or any(o.uid == observed.uid for o in owners):
+            return owners
+        due = at + CHILD_GONE_GRACE
+        for owner in owners:
+            if owner.uid and self.holds(owner.uid):
+                earlier = self._timers.due(owner.uid)
+                self._timers.arm(owner.uid, due if earlier is None else min(due, earlier))
+        self.metrics.timers_pending.set(len(self._timers))
+        return ()
 
     def _told(self, observed: ObservedObjectV1) -> PublicState | None:
         """What subscribers were told of the observed workload (None: never seen)."""

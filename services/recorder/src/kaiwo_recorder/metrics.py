@@ -50,5 +50,10 @@ class RecorderMetrics:
         )
         self.store_unavailable = self.registry.counter(
             "recorder_store_unavailable",
-            "Append attempts that failed because the event store did not answer",
+            "Append attempts that failed because the event store could not write "
+            "(unreachable, disk full, read-only, locked)",
+        )
+        self.held_messages = self.registry.gauge(
+            "recorder_held_messages",
+            "Messages held unacknowledged because the event store cannot write now",
         )

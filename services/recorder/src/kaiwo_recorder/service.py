@@ -12,10 +12,14 @@ One durable consumer per NATS stream (``recorder-obs``, ``recorder-plan``, ``rec
    redelivered or re-published message is one row;
 4. only after the commit, ``ack`` every message of the batch.
 
-When the store does not answer (connection refused, lock timeout, ...) the batch is *held*:
-nothing is acknowledged, the messages are kept "in progress" on the server so they are
-neither redelivered nor counted towards ``max_deliver``, and the append is retried with
-backoff until it commits. On stop, held messages are nak'ed for immediate redelivery.
+When the store cannot write (connection refused, lock timeout, disk full, read-only: the
+store's :class:`~kaiwo_eventstore.StoreUnavailableError`, or any error while a read fails too)
+the batch is *held*: nothing is acknowledged, ``/readyz`` fails with the reason,
+``kaiwo_recorder_held_messages`` counts what waits, and the messages are kept "in progress" on
+the server so they are neither redelivered nor counted towards ``max_deliver``, and the append
+is retried with backoff until it commits. On stop, held messages are nak'ed for immediate
+redelivery. A full disk is told apart by the error, not by probing: a read still works on a
+full disk.
 
 Gaps and lag. Each consumer's position is checked at start and every ``position_interval``
 seconds: ``kaiwo_recorder_lag_messages`` is what the stream holds that is not stored yet.
@@ -47,7 +51,7 @@ from kaiwo_contracts.events.streams import (
     BusTopology,
     ConsumerSpec,
 )
-from kaiwo_eventstore import EventStore, NewEvent, StoreBusyError
+from kaiwo_eventstore import EventStore, NewEvent, StoreUnavailableError
 from kaiwo_runtime.bus import Bus, BusError, dead_letter, dead_letter_relay, run_consumer
 from kaiwo_runtime.logging import bound_context
 
@@ -67,10 +71,6 @@ RECORDER_PREFIX = "recorder-"
 DEFAULT_RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0)
 """Pauses between append attempts while the store is down; the last one repeats. They stay
 below the consumers' first ack wait (5 s) so the held messages are extended in time."""
-
-
-class StoreUnavailableError(Exception):
-    """The event store did not answer; the batch must be held and retried."""
 
 
 def recorder_consumers(topology: BusTopology) -> tuple[ConsumerSpec, ...]:
@@ -138,6 +138,8 @@ class RecorderService:
         self._retry_delays = tuple(retry_delays) or DEFAULT_RETRY_DELAYS
         self._position_interval = position_interval
         self._held: dict[str, Sequence[PulledMessage]] = {}
+        self._unavailable: dict[str, str] = {}
+        """Consumer -> why the store could not take its held batch (readiness says it)."""
         self._trackers = {c.durable_name: SequenceTracker() for c in self.consumers}
 
     # ------------------------------------------------------------------ running
@@ -228,7 +230,12 @@ class RecorderService:
         )
 
     async def store_ready(self) -> bool:
-        """Readiness: the store answers a trivial read."""
+        """Readiness: no batch is held for want of the store, and the store answers a read."""
+        if self._unavailable:
+            reason = next(iter(self._unavailable.values()))
+            held = sum(len(batch) for batch in self._held.values())
+            msg = f"{held} messages held, not recorded: {reason}"
+            raise StoreUnavailableError(msg)
         await self.store.last_position()
         return True
 
@@ -249,19 +256,38 @@ class RecorderService:
             async with self._kept_in_progress(batch):
                 result = await self._record(consumer, batch)
         except StoreUnavailableError as error:
-            self.metrics.store_unavailable.inc()
-            if consumer.durable_name not in self._held:
-                log.warning(
-                    "event store unavailable; holding the batch",
-                    consumer=consumer.durable_name,
-                    messages=len(batch),
-                    error=str(error.__cause__ or error),
-                )
-            self._held[consumer.durable_name] = batch
+            self._hold(consumer, batch, reason=" ".join(str(error).split())[:1024])
             await _extend_all(batch)
             return PumpResult(messages=len(batch), held=True)
-        self._held.pop(consumer.durable_name, None)
+        self._release_hold(consumer, result)
         return result
+
+    def _hold(self, consumer: ConsumerSpec, batch: Sequence[PulledMessage], *, reason: str) -> None:
+        self.metrics.store_unavailable.inc()
+        if self._unavailable.get(consumer.durable_name) != reason:
+            log.error(
+                "event store cannot write; holding the batch unacknowledged until it can",
+                consumer=consumer.durable_name,
+                messages=len(batch),
+                reason=reason,
+            )
+        self._unavailable[consumer.durable_name] = reason
+        self._held[consumer.durable_name] = batch
+        self._set_held_gauge()
+
+    def _release_hold(self, consumer: ConsumerSpec, result: PumpResult) -> None:
+        self._held.pop(consumer.durable_name, None)
+        if self._unavailable.pop(consumer.durable_name, None) is not None:
+            log.warning(
+                "event store writes again; the held batch is recorded",
+                consumer=consumer.durable_name,
+                messages=result.messages,
+                appended=result.appended,
+            )
+        self._set_held_gauge()
+
+    def _set_held_gauge(self) -> None:
+        self.metrics.held_messages.set(sum(len(batch) for batch in self._held.values()))
 
     async def _pull_batch(
         self, consumer: ConsumerSpec, *, wait_seconds: float
@@ -290,6 +316,7 @@ class RecorderService:
     async def release(self, consumer: ConsumerSpec) -> None:
         """Give a held batch back to the server for immediate redelivery (on stop)."""
         batch = self._held.pop(consumer.durable_name, None)
+        self._unavailable.pop(consumer.durable_name, None)
         for message in batch or ():
             with contextlib.suppress(Exception):  # the connection may be gone already
                 await message.nak(delay=0)
@@ -387,8 +414,13 @@ class RecorderService:
         return None
 
     async def _raise_unless_store_answers(self, error: Exception) -> None:
-        if isinstance(error, StoreBusyError):
-            raise StoreUnavailableError(str(error)) from error
+        """Raise :class:`StoreUnavailableError` unless ``error`` may be about the rows alone.
+
+        The store names what refuses every write (full disk, read-only, lost connection);
+        for anything else a read tells whether the store is there at all.
+        """
+        if isinstance(error, StoreUnavailableError):
+            raise error
         try:
             await self.store.last_position()
         except Exception as probe_error:

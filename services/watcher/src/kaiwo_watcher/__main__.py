@@ -4,7 +4,9 @@ Connects to NATS (declaring the streams), opens the ``kaiwo-watcher`` bucket, co
 API server (``KAIWO_KUBECONFIG``, the usual kubeconfig, or in-cluster), serves ``/healthz``,
 ``/readyz`` (NATS connected, API server reachable, every kind listed once, no stream stuck
 on a publish that keeps failing) and ``/metrics``,
-and follows every kind until SIGTERM or SIGINT. A dependency that does not answer at start
+and follows every kind until SIGTERM or SIGINT.
+Its bucket is bound to the cluster it was filled from (the uid of kube-system, decision 0042):
+started against another cluster, it refuses the bucket. A dependency that does not answer at start
 ends the process with status 1 and one line on stderr.
 """
 
@@ -21,6 +23,7 @@ from kaiwo_contracts.events.permissions import REFUSALS
 from kaiwo_kube.reachability import api_server_reachable
 from kaiwo_runtime.health import HealthServer
 from kaiwo_runtime.startup import (
+    bind_state_to_cluster,
     collect_young_objects_every,
     configure_service_logging,
     freeze_startup_objects,
@@ -50,6 +53,9 @@ async def serve(settings: WatcherSettings, stop: asyncio.Event) -> None:
         )
         kube = await open_api_server(
             stack, kubeconfig=settings.kubeconfig, within_seconds=timeout, service="watcher"
+        )
+        await bind_state_to_cluster(
+            kv, kube, bucket=settings.watcher_bucket, within_seconds=timeout
         )
         metrics = WatcherMetrics()
         service = WatcherService(

@@ -23,7 +23,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.types import NullType
 
-from kaiwo_eventstore.errors import ConcurrencyError, StoreBusyError
+from kaiwo_eventstore.errors import ConcurrencyError, StoreBusyError, StoreUnavailableError
 from kaiwo_eventstore.events import (
     ANY,
     AppendResult,
@@ -36,6 +36,7 @@ from kaiwo_eventstore.events import (
 from kaiwo_eventstore.port import DEFAULT_BATCH, DEFAULT_PAGE
 from kaiwo_eventstore.selection import check_page, check_time_range, type_names
 from kaiwo_eventstore.sql.engines import WRITE_OPTION, create_engine, dump_json
+from kaiwo_eventstore.sql.failures import unavailable_reason
 from kaiwo_eventstore.sql.lookups import POSTGRES_LOOKUP, SQLITE_LOOKUP, StoreState, read_state
 from kaiwo_eventstore.sql.replay import fetch_range
 from kaiwo_eventstore.sql.rows import decode_rows, row_decoder
@@ -157,6 +158,10 @@ class SqlEventStore:
             if _is_lock_timeout(error):
                 msg = f"the events table stayed locked longer than {self._lock_timeout_ms} ms"
                 raise StoreBusyError(msg) from error
+            _raise_if_unavailable(error)
+            raise
+        except (OSError, TimeoutError) as error:  # the driver lost or never had its connection
+            _raise_if_unavailable(error)
             raise
         return AppendResult(stored=stored, duplicates=plan.duplicates)
 
@@ -412,6 +417,14 @@ def _row_of(event: StoredEvent) -> dict[str, Any]:
     row = event._asdict()
     row["event_type"] = row.pop("type")
     return row
+
+
+def _raise_if_unavailable(error: Exception) -> None:
+    """Raise :class:`StoreUnavailableError` when ``error`` refuses every write (full disk,
+    read-only, lost connection: :mod:`kaiwo_eventstore.sql.failures`)."""
+    reason = unavailable_reason(error)
+    if reason is not None:
+        raise StoreUnavailableError(reason) from error
 
 
 def _is_lock_timeout(error: DBAPIError) -> bool:

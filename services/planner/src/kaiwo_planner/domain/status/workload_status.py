@@ -23,8 +23,10 @@ Choices that differ from upstream, on purpose:
 * ``startTime`` is set once, when the workload first runs (the reference: "when the first pod
   started running"); upstream resets it each time RUNNING is re-entered.
 * ``completionTime`` (KaiwoJob) and ``observedGeneration`` are written; upstream never does.
-* ``duration`` is refreshed on every status change and, while running, at most once every
-  :data:`DURATION_REFRESH` so that writing our own status cannot re-trigger a write forever.
+* ``duration`` is written with every status change (phase, conditions) and when the workload
+  ends, never for itself: while it runs it is the time up to its last change, and
+  ``now - startTime`` is the live figure (decision 0043). Refreshing it alone rewrote the
+  status of every running workload at every resync and restart.
 * Conditions are compared by status, reason and message; ``lastTransitionTime`` moves only when
   a condition's status changes. Conditions written by others are kept as they are.
 * A Kueue-managed child is considered admitted when no Kueue Workload exists for it but it is
@@ -68,8 +70,6 @@ DOWNLOAD_JOB_SUCCEEDED = "DownloadJobSucceeded"
 PREEMPTABLE = "Preemptable"
 PREEMPTED_FOR = "preemptedFor"
 WORKLOAD_TERMINATED_EARLY = "WorkloadTerminatedEarly"
-
-DURATION_REFRESH = timedelta(seconds=60)
 
 _RUNNING_PHASES = frozenset({WorkloadStatus.RUNNING, WorkloadStatus.READY})
 _ACTIVE_CHILD_PHASES = frozenset(
@@ -400,9 +400,8 @@ def _write(
     ):
         ended = _time(status.get("completionTime")) if final else None
         elapsed = _whole_seconds((ended or now) - started)
-        stale = elapsed - int(previous.get("duration") or 0) >= DURATION_REFRESH.total_seconds()
         content_changed = phase_changed or conditions != list(previous.get("conditions") or ())
-        if content_changed or stale or "duration" not in previous:
+        if content_changed or "duration" not in previous:
             status["duration"] = elapsed
     return status
 

@@ -1,0 +1,110 @@
+"""``kaiwo up`` in a terminal, as a person runs it: one part that cannot start (a metrics
+endpoint that does not answer, a taken gateway port) is named in one line while the operator
+runs; Ctrl-C is obeyed at once in every phase, restarts nothing and leaves no process behind."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from kaiwo_runtime.nats_server import free_port
+
+from tests.integration.terminal import Terminal
+
+pytestmark = [pytest.mark.nats, pytest.mark.slow, pytest.mark.timeout(300)]
+
+KAIWO = str(Path(sys.executable).parent / "kaiwo")
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        yield int(taken.getsockname()[1])
+
+
+def processes_of(state_dir: Path) -> dict[int, str]:
+    """Processes whose command line or environment names ``state_dir`` (every child of
+    ``kaiwo up`` does: its credentials, logs, JetStream or kubeconfig live there)."""
+    marker = str(state_dir.resolve()).encode()
+    found: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes()
+            environment = (entry / "environ").read_bytes()
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if marker in command or marker in environment:
+            found[int(entry.name)] = command.replace(b"\0", b" ").decode(errors="replace")
+    return found
+
+
+def wait_until(condition: Callable[[], bool], *, within: float) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def up(state_dir: Path, *extra: str) -> list[str]:
+    return [KAIWO, "up", "--fake", "--state-dir", str(state_dir), *extra]
+
+
+def test_a_part_that_cannot_start_is_named_and_the_operator_runs(
+    tmp_path: Path, taken_port: int
+) -> None:
+    state = tmp_path / "state"
+    unreachable = f"http://127.0.0.1:{free_port()}"
+    argv = up(state, "--gateway-port", str(taken_port), "--metrics-endpoint", unreachable)
+    with Terminal(argv, cwd=tmp_path, env=dict(os.environ)) as terminal:
+        terminal.wait_for(r"kaiwo is running", within=180)
+        terminal.wait_for(r"kaiwo up: monitor: running, not ready: metrics-endpoint", within=10)
+        assert (
+            f"kaiwo up: gateway: left out: port {taken_port} of 127.0.0.1 is taken "
+            "(--gateway-port chooses another; 0: no gateway); the rest runs without it"
+        ) in terminal.text.replace("\n", "")
+        for name in ("recorder", "watcher", "planner", "executor", "monitor"):
+            assert f"{state.resolve() / 'logs' / name}.log" in terminal.text.replace("\n", "")
+        children = processes_of(state)
+        assert len(children) >= 6, children  # four services, the monitor, NATS, the fake
+
+        terminal.type_ctrl_c()
+        code = terminal.wait(within=60)
+
+    assert code == 0, terminal.text[-3000:]
+    assert "restarting" not in terminal.text
+    assert processes_of(state) == {}
+
+
+def test_ctrl_c_during_start_up_stops_at_once_and_leaves_nothing(tmp_path: Path) -> None:
+    # An event store that never answers keeps the recorder from becoming ready: start-up
+    # would wait its whole timeout (60 s) and then fail; Ctrl-C must not wait for that.
+    state = tmp_path / "state"
+    store = f"postgresql://kaiwo@127.0.0.1:{free_port()}/events"
+    argv = up(state, "--gateway-port", "0", "--store", store)
+    with Terminal(argv, cwd=tmp_path, env=dict(os.environ)) as terminal:
+        terminal.wait_for(r"starting NATS", within=60)
+        started = wait_until(
+            lambda: any("kaiwo_recorder" in c for c in processes_of(state).values()), within=120
+        )
+        assert started, f"the recorder never started:\n{terminal.text[-3000:]}"
+        assert any("nats-server" in command for command in processes_of(state).values())
+
+        terminal.type_ctrl_c()
+        code = terminal.wait(within=120)
+
+    assert "stopped during start-up" in terminal.text, terminal.text[-3000:]
+    assert "did not become ready" not in terminal.text
+    assert "restarting" not in terminal.text
+    assert code == 0
+    assert processes_of(state) == {}

@@ -1,0 +1,109 @@
+"""``kaiwo submit --wait`` stops where a workload will not move by itself, and its exit status
+tells "the workload failed" (1), "unreachable" (2) and "timed out" (3) apart."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+from kaiwo_cli.main import app
+from kaiwo_contracts.crds.registry import SERVED_KINDS
+from kaiwo_contracts.crds.schema import custom_resource_definitions
+from kaiwo_kube import resources
+from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_kubefake import FakeKubeServer
+
+JOB = {
+    "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+    "kind": "KaiwoJob",
+    "metadata": {"name": "train", "namespace": "ml-team"},
+    "spec": {"image": "busybox", "entrypoint": "echo hi", "user": "alice@example.com"},
+}
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[tuple[FakeKubeServer, KubernetesAsyncioAdapter]]:
+    async with FakeKubeServer(kubeconfig_path=tmp_path / "kubeconfig") as server:
+        for crd in custom_resource_definitions(SERVED_KINDS):
+            server.store.register_crd(crd)
+        kube = await KubernetesAsyncioAdapter.from_kubeconfig(server.kubeconfig_path)
+        async with kube:
+            await kube.create(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml-team"}}
+            )
+            yield server, kube
+
+
+async def submit(tmp_path: Path, kubeconfig: Path, *extra: str) -> Result:
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(yaml.safe_dump(JOB))
+    arguments = ["submit", "-f", str(manifest), "--wait", "--kubeconfig", str(kubeconfig), *extra]
+    env = {"KAIWO_STATE": str(tmp_path / "no-stack"), "KAIWOCONFIG": str(tmp_path / "none")}
+    return await asyncio.to_thread(CliRunner().invoke, app, arguments, env=env)
+
+
+async def created(kube: KubernetesAsyncioAdapter) -> dict[str, Any]:
+    for _ in range(200):
+        listed = await kube.list(resources.KAIWO_JOB, namespace="ml-team")
+        if listed.items:
+            return listed.items[0]
+        await asyncio.sleep(0.05)
+    raise AssertionError("kaiwo submit never created the job")
+
+
+async def test_wait_stops_on_error_and_names_the_reason(tmp_path: Path, cluster: Any) -> None:
+    server, kube = cluster
+    running = asyncio.create_task(submit(tmp_path, server.kubeconfig_path))
+    await created(kube)
+    await kube.patch_status(
+        resources.KAIWO_JOB,
+        "train",
+        {
+            "status": "ERROR",
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "False",
+                    "reason": "ClusterQueueNotFound",
+                    "message": "ClusterQueue kaiwo does not exist",
+                    "lastTransitionTime": "2026-03-01T12:00:00Z",
+                }
+            ],
+        },
+        namespace="ml-team",
+        field_manager="kaiwo-status",
+        method="merge",
+    )
+
+    result = await asyncio.wait_for(running, 60)
+
+    assert result.exit_code == 1, result.output
+    assert (
+        "kaiwo submit: KaiwoJob ml-team/train: ERROR "
+        "(ClusterQueueNotFound: ClusterQueue kaiwo does not exist)"
+    ) in result.output
+
+
+async def test_a_timeout_is_not_an_unreachable_cluster(tmp_path: Path, cluster: Any) -> None:
+    server, _kube = cluster
+
+    result = await submit(tmp_path, server.kubeconfig_path, "--timeout", "1")
+
+    assert result.exit_code == 3, result.output
+    assert "kaiwo submit: not settled within 1 s" in result.output
+
+
+async def test_an_unreachable_cluster_exits_2(tmp_path: Path, cluster: Any) -> None:
+    server, _kube = cluster
+    kubeconfig = tmp_path / "gone"
+    kubeconfig.write_text(server.kubeconfig_path.read_text())
+    await server.stop()
+
+    result = await submit(tmp_path, kubeconfig, "--timeout", "5")
+
+    assert result.exit_code == 2, result.output
