@@ -21,7 +21,7 @@ Properties of every plan:
   DNS-1035 label), and every label key and value is one Kubernetes takes (values of at most
   63 characters).
 
-Cases: 1,000 in CI, 100,000 with ``make fuzz`` (:mod:`tests.fuzz.profiles`).
+Cases: 300 in CI, 100,000 with ``make fuzz`` (:mod:`tests.fuzz.profiles`).
 """
 
 from __future__ import annotations
