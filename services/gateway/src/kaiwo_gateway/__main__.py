@@ -48,6 +48,7 @@ from kaiwo_gateway.domain.load import RequestCounts
 from kaiwo_gateway.http_api import CallerPolicy, Gateway, LoadTracking, ProxySettings
 from kaiwo_gateway.kubernetes_access import AccessSettings, KubernetesAccess
 from kaiwo_gateway.load_reports import LoadReporter
+from kaiwo_gateway.messenger import Messenger, MessengerSettings
 from kaiwo_gateway.metrics import GatewayMetrics
 from kaiwo_gateway.nats_source import NatsObservationSource, subscribe_load_reports
 from kaiwo_gateway.observations import ObservationFeed
@@ -114,6 +115,19 @@ async def serve(
             "nats": nats_connected,
             "observations": observations_read,
         }
+        messenger = _messenger(settings, bus, gateway, metrics)
+        if messenger is not None:
+            await within(
+                settings.startup_timeout_seconds,
+                "opening the messenger's consumer failed",
+                messenger.open(),
+            )
+            stack.push_async_callback(messenger.close)
+
+            async def messenger_reading() -> bool:
+                return messenger.reading
+
+            checks["messenger"] = messenger_reading
         runner = web.AppRunner(gateway.application(), access_log=None)
         await runner.setup()
         stack.push_async_callback(runner.cleanup)
@@ -137,9 +151,32 @@ async def serve(
             async with asyncio.TaskGroup() as tasks:
                 tasks.create_task(feed.run(stop))
                 tasks.create_task(reporter.run(stop))
+                if messenger is not None:
+                    tasks.create_task(messenger.run(stop))
                 if settings.autoscaler_enabled:
                     tasks.create_task(_lead_autoscaler(bus, catalog, metrics, settings, stop))
         log.info("gateway stopped")
+
+
+def _messenger(
+    settings: GatewaySettings, bus: NatsBus, gateway: Gateway, metrics: GatewayMetrics
+) -> Messenger | None:
+    if not settings.messenger_enabled:
+        return None
+    policy = caller_policy(settings)
+    return Messenger(
+        client=bus.client,
+        gateway=gateway,
+        metrics=metrics,
+        settings=MessengerSettings(
+            handlers=settings.messenger_handlers,
+            endpoint_wait_seconds=settings.messenger_endpoint_wait_seconds,
+            request_timeout_seconds=settings.messenger_request_timeout_seconds,
+            connect_timeout_seconds=settings.gateway_connect_timeout_seconds,
+            attempts=settings.gateway_attempts,
+            bodies=policy.bodies,
+        ),
+    )
 
 
 def caller_policy(settings: GatewaySettings) -> CallerPolicy:
