@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from kaiwo_runtime.nats_bus import nak_delay
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+from nats.js.api import ConsumerConfig
 
 from kaiwo_gateway.domain.bodies import BodyLimits
 from kaiwo_gateway.domain.load import ModelKey
@@ -136,9 +138,11 @@ class Messenger:
             except nats.js.errors.NotFoundError:
                 missing.append(f"stream {stream}")
         try:
-            await self._js.consumer_info(REQUEST_STREAM, MESSENGER_CONSUMER)
+            info = await self._js.consumer_info(REQUEST_STREAM, MESSENGER_CONSUMER)
         except nats.js.errors.NotFoundError:
             missing.append(f"consumer {MESSENGER_CONSUMER} of {REQUEST_STREAM}")
+        else:
+            self.consumer = _as_declared(self.consumer, info.config)
         if missing:
             raise MessengerNotProvisionedError(
                 f"the messenger's {', '.join(missing)} are not declared "
@@ -302,9 +306,14 @@ class Messenger:
 
     @contextlib.asynccontextmanager
     async def _kept_alive(self, message: Msg) -> AsyncIterator[None]:
+        # A third of the shortest ack wait: two progress acks may be late before the server
+        # hands the request to another replica.
+        ack_wait = min(self.consumer.backoff_seconds or (self.consumer.ack_wait_seconds,))
+        every = min(self.settings.progress_seconds, ack_wait / 3)
+
         async def report() -> None:
             while True:
-                await asyncio.sleep(self.settings.progress_seconds)
+                await asyncio.sleep(every)
                 with contextlib.suppress(nats.errors.Error):
                     await message.in_progress()
 
@@ -416,6 +425,18 @@ class Messenger:
 
     def _answer_limit(self) -> int:
         return max((self.client.max_payload or 1024 * 1024) - HEADER_ROOM, 1024)
+
+
+def _as_declared(spec: ConsumerSpec, config: ConsumerConfig) -> ConsumerSpec:
+    """``spec`` with the deliveries and backoff the administrator declared (the server
+    redelivers by those; the messenger decides its last delivery by them)."""
+    backoff = tuple(float(seconds) for seconds in config.backoff or ())
+    return dataclasses.replace(
+        spec,
+        max_deliver=config.max_deliver if (config.max_deliver or 0) > 0 else spec.max_deliver,
+        backoff_seconds=backoff,
+        ack_wait_seconds=float(config.ack_wait or spec.ack_wait_seconds),
+    )
 
 
 async def _read_limited(upstream: aiohttp.ClientResponse, limit: int) -> bytes | None:
