@@ -13,8 +13,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import nats
@@ -62,6 +65,7 @@ from tests.unit.gateway.model_objects import model_object
 
 pytestmark = [pytest.mark.nats, pytest.mark.asyncio(loop_scope="module")]
 
+BATCH_CLIENT = Path(__file__).parents[3] / "examples" / "batch_client.py"
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 TEST_CONSUMER = ConsumerSpec(
     durable_name=MESSENGER_CONSUMER,
@@ -402,3 +406,43 @@ async def test_a_tenant_key_reaches_only_its_own_subjects(messaging: Messaging) 
     )
     [answer] = await answers(b, "team-b", 1)
     assert document(answer)["body"]["choices"][0]["text"] == "b1|beta|"
+
+
+async def test_the_example_batch_client_sends_a_jsonl_file_and_writes_every_answer(
+    messaging: Messaging, tmp_path: Path
+) -> None:
+    prompts = tmp_path / "prompts.jsonl"
+    lines = [{"id": f"row-{n}", "model": "beta", "prompt": f"p{n}"} for n in range(40)]
+    lines.append({"model": "nobody", "prompt": "unknown"})  # line 41: its id is its number
+    output = tmp_path / "answers.jsonl"
+    key = tenant_key_name("team-b")
+    environment = {
+        **os.environ,
+        "KAIWO_NATS_URL": messaging.server.url,
+        "KAIWO_NATS_CREDENTIALS_FILE": str(messaging.credentials.seed(key)),
+    }
+    prompts.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(BATCH_CLIENT),
+        "--namespace",
+        "team-b",
+        "--input",
+        str(prompts),
+        "--output",
+        str(output),
+        "--within",
+        "120",
+        env=environment,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, stderr = await process.communicate()
+
+    assert process.returncode == 0, stderr.decode()
+    answers = {record["id"]: record for record in map(json.loads, output.read_text().splitlines())}
+    assert sorted(answers) == sorted([f"row-{n}" for n in range(40)] + ["41"])
+    assert answers["row-7"]["status_code"] == 200
+    assert answers["row-7"]["body"]["choices"][0]["text"] == "b1|beta|"
+    assert answers["41"]["status_code"] == 404
+    assert "41 answers" in stderr.decode()
