@@ -74,7 +74,7 @@ async def receive(js: Any, namespace: str, batch: str, wanted: set[str], output:
     )
     with output.open("a") as out:
         while wanted:
-            with contextlib.suppress(nats.errors.TimeoutError):
+            with contextlib.suppress(nats.errors.TimeoutError, TimeoutError):
                 for message in await subscription.fetch(min(len(wanted), 256), timeout=5):
                     answer = json.loads(message.data)
                     metadata = answer.get("metadata") or {}

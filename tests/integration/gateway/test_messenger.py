@@ -192,7 +192,7 @@ async def answers(client: Client, namespace: str, count: int, *, within: float =
     deadline = loop.time() + within
     while len(found) < count:
         assert loop.time() < deadline, f"{len(found)} of {count} answers"
-        with contextlib.suppress(nats.errors.TimeoutError):
+        with contextlib.suppress(nats.errors.TimeoutError, TimeoutError):
             for message in await subscription.fetch(count - len(found), timeout=1):
                 await message.ack()
                 found.append(message)

@@ -193,12 +193,13 @@ class Messenger:
                     messages = await self._subscription.fetch(
                         batch=free, timeout=self.settings.fetch_wait_seconds
                     )
-                except nats.errors.TimeoutError:
+                except (nats.errors.TimeoutError, TimeoutError):
+                    # nats-py raises either when no request came within the wait.
                     continue
-                except (nats.errors.ConnectionClosedError, nats.errors.Error) as error:
+                except Exception as error:  # the bus away for a while: try again, never die
                     if stop.is_set():
                         break
-                    log.warning("fetching requests failed; trying again", error=str(error))
+                    log.warning("fetching requests failed; trying again", error=repr(error))
                     await asyncio.sleep(self.settings.fetch_wait_seconds)
                     continue
                 for message in messages:
@@ -431,9 +432,10 @@ def _as_declared(spec: ConsumerSpec, config: ConsumerConfig) -> ConsumerSpec:
     """``spec`` with the deliveries and backoff the administrator declared (the server
     redelivers by those; the messenger decides its last delivery by them)."""
     backoff = tuple(float(seconds) for seconds in config.backoff or ())
+    declared = config.max_deliver or 0
     return dataclasses.replace(
         spec,
-        max_deliver=config.max_deliver if (config.max_deliver or 0) > 0 else spec.max_deliver,
+        max_deliver=declared if declared > 0 else spec.max_deliver,
         backoff_seconds=backoff,
         ack_wait_seconds=float(config.ack_wait or spec.ack_wait_seconds),
     )
