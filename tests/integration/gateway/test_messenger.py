@@ -4,7 +4,7 @@ routing by stand-in model servers on ``kaiwo-messenger.<namespace>.responses``.
 
 Models: ``alpha`` (team-a, endpoints a1 and a2), ``beta`` (team-b, endpoint b1), ``idle``
 (team-a, at zero replicas, no endpoint until a test gives it one), ``gone`` (team-a, one
-endpoint whose port nobody listens on). The messenger's consumer is declared with two
+endpoint whose port nobody listens on). The messenger's consumer is declared with three
 deliveries one second apart (the product's are minutes apart), so giving up is quick.
 """
 
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import nats
 import nats.errors
 import nats.js.errors
@@ -71,9 +72,9 @@ TEST_CONSUMER = ConsumerSpec(
     durable_name=MESSENGER_CONSUMER,
     stream=REQUEST_STREAM,
     filter_subjects=("kaiwo-messenger.*.requests",),
-    description="messenger, two deliveries 1 s apart",
-    max_deliver=2,
-    backoff_seconds=(1.0,),
+    description="messenger, three deliveries 1 s apart",
+    max_deliver=3,
+    backoff_seconds=(1.0, 1.0),
     max_ack_pending=64,
 )
 
@@ -87,6 +88,26 @@ class Messaging:
     ports: dict[str, int]
     clients: list[Client] = field(default_factory=list)
     versions: dict[str, int] = field(default_factory=dict)
+    settings: GatewaySettings | None = None
+    running: tuple[asyncio.Event, asyncio.Task[None]] | None = None
+
+    async def start_gateway(self) -> None:
+        assert self.settings is not None
+        stop = asyncio.Event()
+        access = TableAccess(tokens={}, namespaces={})
+        self.running = (stop, asyncio.create_task(serve(self.settings, stop, access=access)))
+
+    async def stop_gateway(self) -> None:
+        assert self.running is not None
+        stop, task = self.running
+        stop.set()
+        await asyncio.wait_for(task, 20)
+        self.running = None
+
+    async def metrics(self) -> str:
+        url = f"http://127.0.0.1:{self.ports['health']}/metrics"
+        async with aiohttp.ClientSession() as session, session.get(url) as response:
+            return await response.text()
 
     async def tenant(self, namespace: str) -> Client:
         """A client with the tenant's own key, as a batch job would connect."""
@@ -152,15 +173,12 @@ async def messaging(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[M
             messenger_enabled=True,
             messenger_endpoint_wait_seconds=15.0,
         )
-        stop = asyncio.Event()
-        gateway = asyncio.create_task(
-            serve(settings, stop, access=TableAccess(tokens={}, namespaces={}))
-        )
+        messaging.settings = settings
+        await messaging.start_gateway()
         try:
             yield messaging
         finally:
-            stop.set()
-            await asyncio.wait_for(gateway, 20)
+            await messaging.stop_gateway()
             for client in messaging.clients:
                 with contextlib.suppress(Exception):
                     await client.close()
@@ -282,12 +300,12 @@ async def test_a_model_whose_endpoints_all_fail_is_retried_then_answered_and_dea
     body = document(answer)
     assert body["status_code"] == 502
     assert body["metadata"] == {"number": 7}
-    assert "gave up after 2 deliveries" in body["body"]["error"]["message"]
+    assert "gave up after 3 deliveries" in body["body"]["error"]["message"]
     admin_js = messaging.admin.client.jetstream()
     dead = await admin_js.get_last_msg(RESPONSE_STREAM, dead_subject("team-a"))
     assert dead.headers is not None
     assert dead.headers["Kaiwo-Request-Id"] == "g-7"
-    assert dead.headers["Kaiwo-Deliveries"] == "2"
+    assert dead.headers["Kaiwo-Deliveries"] == "3"
     assert json.loads(dead.data or b"{}")["metadata"] == {"number": 7}
     info = await admin_js.stream_info(REQUEST_STREAM)
     assert info.state.messages == 0
@@ -446,3 +464,35 @@ async def test_the_example_batch_client_sends_a_jsonl_file_and_writes_every_answ
     assert answers["row-7"]["body"]["choices"][0]["text"] == "b1|beta|"
     assert answers["41"]["status_code"] == 404
     assert "41 answers" in stderr.decode()
+
+
+async def test_a_request_in_hand_when_the_gateway_stops_is_answered_after_it_starts_again(
+    messaging: Messaging,
+) -> None:
+    """At-least-once: the stopping replica gives the request back unanswered (it stays in
+    the work queue), and the next one answers it."""
+    client = await messaging.tenant("team-b")
+    await client.jetstream().publish(
+        request_subject("team-b"),
+        request("beta", "hold 3", number=11),
+        headers={"Nats-Msg-Id": "h"},
+    )
+    in_flight = 'kaiwo_gateway_requests_in_flight{model="beta",namespace="team-b"} 1.0'
+
+    async def in_hand() -> bool:
+        try:
+            return in_flight in await messaging.metrics()
+        except aiohttp.ClientError:  # not listening yet
+            return False
+
+    await until(in_hand)
+    await messaging.stop_gateway()
+    info = await messaging.admin.client.jetstream().stream_info(REQUEST_STREAM)
+    assert info.state.messages == 1  # not acknowledged, not lost
+    await messaging.start_gateway()
+
+    [answer] = await answers(client, "team-b", 1)
+
+    assert (answer.headers or {})["Kaiwo-Request-Id"] == "h"
+    assert document(answer)["status_code"] == 200
+    assert document(answer)["body"]["choices"][0]["text"] == "b1|beta|"

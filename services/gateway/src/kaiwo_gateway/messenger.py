@@ -234,8 +234,14 @@ class Messenger:
             async with self._kept_alive(message):
                 request_metadata, answer = await self.answer(namespace, message.data, headers)
         except asyncio.CancelledError:
+            # Given back, to come again once this replica's last pull request has expired:
+            # delivered at once, it could go to that request and be lost with the connection
+            # (a delivery spent for nothing).
+            later = nak_delay(
+                self.consumer, attempt=delivery, wanted=3 * self.settings.fetch_wait_seconds
+            )
             with contextlib.suppress(Exception):
-                await asyncio.shield(message.nak())
+                await asyncio.shield(message.nak(delay=later))
             raise
         settled = settle(answer, delivery=delivery, consumer=self.consumer)
         if isinstance(settled, Redeliver):
