@@ -9,7 +9,9 @@ on ``KAIWO_GATEWAY_PORT`` and ``/healthz``, ``/readyz`` (NATS connected, observa
 and ``/metrics`` on ``KAIWO_HEALTH_PORT`` until SIGTERM or SIGINT. Meanwhile it reports its
 load every ``KAIWO_AUTOSCALER_INTERVAL_SECONDS`` and, unless ``KAIWO_AUTOSCALER_ENABLED`` is
 false, waits for the ``autoscaler`` lease and runs the autoscaler while it holds it (a lost
-lease makes it a standby again; it keeps serving). NATS or the API server not answering at
+lease makes it a standby again; it keeps serving). With ``KAIWO_MESSENGER_ENABLED`` it also
+answers the requests of the messenger's consumer (:mod:`kaiwo_gateway.messenger`, decision
+0049; ``/readyz`` checks it is reading). NATS or the API server not answering at
 start ends the process with status 1 and one line on stderr.
 """
 
