@@ -76,6 +76,8 @@ from kaiwo_gateway.metrics import GatewayMetrics
 log = structlog.get_logger("kaiwo.gateway.messenger")
 
 READ_CHUNK = 64 * 1024
+PUBLISH_ATTEMPTS = 3
+PUBLISH_RETRY_SECONDS = 0.5
 HEADER_ROOM = 8 * 1024
 """Bytes of an answer's message kept for its headers."""
 
@@ -257,7 +259,7 @@ class Messenger:
             )
             return
         try:
-            await self._publish(namespace, message, settled, request_metadata, headers)
+            await self._publish_retried(namespace, message, settled, request_metadata, headers)
         except (nats.errors.Error, nats.js.errors.Error, OSError) as error:
             log.warning("answer not stored; request delivered again", error=str(error))
             self.metrics.messages.labels(namespace=namespace, outcome="unpublished").inc()
@@ -275,6 +277,28 @@ class Messenger:
         self.metrics.message_latency.labels(namespace=namespace).observe(
             time.perf_counter() - started
         )
+
+    async def _publish_retried(
+        self,
+        namespace: str,
+        message: Msg,
+        settled: Reply,
+        request_metadata: Any,
+        headers: Mapping[str, str],
+    ) -> None:
+        """:meth:`_publish`, tried :data:`PUBLISH_ATTEMPTS` times: on the consumer's last
+        delivery a nak brings nothing back, so a short outage must not leave the request
+        unanswered (a copy stored twice is dropped by its ``Nats-Msg-Id``)."""
+        for attempt in range(1, PUBLISH_ATTEMPTS + 1):
+            try:
+                await self._publish(namespace, message, settled, request_metadata, headers)
+                return
+            except (nats.errors.Error, nats.js.errors.Error, OSError):
+                if attempt == PUBLISH_ATTEMPTS:
+                    raise
+                with contextlib.suppress(nats.errors.Error):
+                    await message.in_progress()
+                await asyncio.sleep(PUBLISH_RETRY_SECONDS)
 
     async def _publish(
         self,
