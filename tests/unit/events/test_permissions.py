@@ -339,6 +339,14 @@ def test_the_gateway_reports_load_decides_scale_and_holds_only_the_autoscaler_le
         "$JS.API.CONSUMER.DELETE.KV_kaiwo-leases.>",
         "$JS.FC.KV_kaiwo-leases.>",
         "$KV.kaiwo-leases.autoscaler",
+        # The messenger (decision 0049): its consumer, every tenant's answers.
+        "$JS.API.STREAM.INFO.KAIWO_MSG_REQ",
+        "$JS.API.STREAM.INFO.KAIWO_MSG_RES",
+        "$JS.API.CONSUMER.INFO.KAIWO_MSG_REQ.gateway-messenger",
+        "$JS.API.CONSUMER.MSG.NEXT.KAIWO_MSG_REQ.gateway-messenger",
+        "$JS.ACK.KAIWO_MSG_REQ.gateway-messenger.>",
+        "kaiwo-messenger.*.responses",
+        "kaiwo-messenger.*.dead",
     )
     assert gateway.permissions.subscribe == (
         "_INBOX.gateway.>",

@@ -1,14 +1,15 @@
 """``kaiwo nats``: the bus's credentials and topology for deployments other than ``kaiwo up``.
 
-* ``credentials`` — one NKey per identity (the administrator, each service, the CLI, and
-  any ``--reader``) and the nats-server configuration with their permissions, into one
-  directory (files 0600, the directory 0700). ``deploy/compose`` and ``deploy/k8s`` read
-  them from there (``make nats-credentials``); ``--helm-values`` writes the same as a values
-  file for the Helm chart, which never holds keys among its own files (a packaged chart would
-  carry them).
+* ``credentials`` — one NKey per identity (the administrator, each service, the CLI, any
+  ``--reader`` and any messenger ``--tenant``) and the nats-server configuration with their
+  permissions, into one directory (files 0600, the directory 0700). ``deploy/compose`` and
+  ``deploy/k8s`` read them from there (``make nats-credentials``); ``--helm-values`` writes
+  the same as a values file for the Helm chart, which never holds keys among its own files (a
+  packaged chart would carry them).
 * ``provision`` — declare the streams and the operator's consumers as the administrator
   (``KAIWO_NATS_URL``, ``KAIWO_NATS_CREDENTIALS_FILE``, ``KAIWO_NATS_TLS_*``): the init step
   of compose and the Job of the Kubernetes deployment. The services only check for them.
+  ``--messenger`` declares the messenger's streams and consumer too (decision 0049).
 """
 
 from __future__ import annotations
@@ -19,7 +20,13 @@ from typing import Annotated
 
 import typer
 import yaml
-from kaiwo_contracts.events.permissions import ADMIN, operator_identities, reader_identity
+from kaiwo_contracts.events.messenger import messenger_topology
+from kaiwo_contracts.events.permissions import (
+    ADMIN,
+    operator_identities,
+    reader_identity,
+    tenant_identity,
+)
 from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_credentials import (
@@ -46,6 +53,13 @@ def credentials(
         list[str] | None,
         typer.Option(
             help="A read-only reader of the internal streams (repeatable); docs/bus-internals.md."
+        ),
+    ] = None,
+    tenant: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A messenger tenant (repeatable): a namespace whose key may send requests to "
+            "its Models and read their answers, nothing else (decision 0049)."
         ),
     ] = None,
     partitions: Annotated[
@@ -101,6 +115,7 @@ def credentials(
     )
     try:
         readers = [reader_identity(name) for name in reader or ()]
+        readers += [tenant_identity(namespace) for namespace in tenant or ()]
     except ValueError as error:
         typer.echo(f"kaiwo nats credentials: {error}", err=True)
         raise typer.Exit(2) from None
@@ -137,18 +152,24 @@ def provision(
     within: Annotated[
         float, typer.Option(help="Seconds to keep trying to reach NATS.", min=1)
     ] = 60.0,
+    messenger: Annotated[
+        bool,
+        typer.Option(
+            help="Also declare the messenger's streams and consumer (KAIWO_MESSENGER_ENABLED)."
+        ),
+    ] = False,
 ) -> None:
     """Declare the streams and consumers as the administrator (settings from KAIWO_NATS_*)."""
     settings = ServiceSettings()
     try:
-        asyncio.run(_provision(settings, within=within))
+        asyncio.run(_provision(settings, within=within, messenger=messenger))
     except Exception as error:  # one line, never a secret
         typer.echo(f"kaiwo nats provision: {redact_secrets(str(error))}", err=True)
         raise typer.Exit(1) from None
     typer.echo("streams and consumers declared")
 
 
-async def _provision(settings: ServiceSettings, *, within: float) -> None:
+async def _provision(settings: ServiceSettings, *, within: float, messenger: bool) -> None:
     connection = settings.nats_connection(ADMIN)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
@@ -169,6 +190,9 @@ async def _provision(settings: ServiceSettings, *, within: float) -> None:
         while True:
             try:
                 await asyncio.wait_for(bus.ensure_streams(), timeout=within)
+                if messenger:
+                    topology = messenger_topology(replicas=settings.bus_stream_replicas)
+                    await asyncio.wait_for(bus.declare(topology), timeout=within)
                 break
             except Exception as error:
                 # A cluster still forming has no peers to place a replicated stream on yet.

@@ -124,9 +124,14 @@ class NatsBus:
     # ------------------------------------------------------------------ topology
 
     async def ensure_streams(self) -> None:
-        for stream in self.topology.streams:
+        await self.declare(self.topology)
+
+    async def declare(self, topology: BusTopology) -> None:
+        """Create or update the streams and consumers of ``topology`` (the bus's own, or
+        another's, such as the messenger's)."""
+        for stream in topology.streams:
             await self._ensure_stream(stream)
-        for consumer in self.topology.consumers:
+        for consumer in topology.consumers:
             await self.ensure_consumer(consumer)
 
     async def _ensure_stream(self, spec: StreamSpec) -> None:

@@ -9,7 +9,9 @@ on ``KAIWO_GATEWAY_PORT`` and ``/healthz``, ``/readyz`` (NATS connected, observa
 and ``/metrics`` on ``KAIWO_HEALTH_PORT`` until SIGTERM or SIGINT. Meanwhile it reports its
 load every ``KAIWO_AUTOSCALER_INTERVAL_SECONDS`` and, unless ``KAIWO_AUTOSCALER_ENABLED`` is
 false, waits for the ``autoscaler`` lease and runs the autoscaler while it holds it (a lost
-lease makes it a standby again; it keeps serving). NATS or the API server not answering at
+lease makes it a standby again; it keeps serving). With ``KAIWO_MESSENGER_ENABLED`` it also
+answers the requests of the messenger's consumer (:mod:`kaiwo_gateway.messenger`, decision
+0049; ``/readyz`` checks it is reading). NATS or the API server not answering at
 start ends the process with status 1 and one line on stderr.
 """
 
@@ -48,6 +50,7 @@ from kaiwo_gateway.domain.load import RequestCounts
 from kaiwo_gateway.http_api import CallerPolicy, Gateway, LoadTracking, ProxySettings
 from kaiwo_gateway.kubernetes_access import AccessSettings, KubernetesAccess
 from kaiwo_gateway.load_reports import LoadReporter
+from kaiwo_gateway.messenger import Messenger, MessengerSettings
 from kaiwo_gateway.metrics import GatewayMetrics
 from kaiwo_gateway.nats_source import NatsObservationSource, subscribe_load_reports
 from kaiwo_gateway.observations import ObservationFeed
@@ -114,6 +117,19 @@ async def serve(
             "nats": nats_connected,
             "observations": observations_read,
         }
+        messenger = _messenger(settings, bus, gateway, metrics)
+        if messenger is not None:
+            await within(
+                settings.startup_timeout_seconds,
+                "opening the messenger's consumer failed",
+                messenger.open(),
+            )
+            stack.push_async_callback(messenger.close)
+
+            async def messenger_reading() -> bool:
+                return messenger.reading
+
+            checks["messenger"] = messenger_reading
         runner = web.AppRunner(gateway.application(), access_log=None)
         await runner.setup()
         stack.push_async_callback(runner.cleanup)
@@ -137,9 +153,32 @@ async def serve(
             async with asyncio.TaskGroup() as tasks:
                 tasks.create_task(feed.run(stop))
                 tasks.create_task(reporter.run(stop))
+                if messenger is not None:
+                    tasks.create_task(messenger.run(stop))
                 if settings.autoscaler_enabled:
                     tasks.create_task(_lead_autoscaler(bus, catalog, metrics, settings, stop))
         log.info("gateway stopped")
+
+
+def _messenger(
+    settings: GatewaySettings, bus: NatsBus, gateway: Gateway, metrics: GatewayMetrics
+) -> Messenger | None:
+    if not settings.messenger_enabled:
+        return None
+    policy = caller_policy(settings)
+    return Messenger(
+        client=bus.client,
+        gateway=gateway,
+        metrics=metrics,
+        settings=MessengerSettings(
+            handlers=settings.messenger_handlers,
+            endpoint_wait_seconds=settings.messenger_endpoint_wait_seconds,
+            request_timeout_seconds=settings.messenger_request_timeout_seconds,
+            connect_timeout_seconds=settings.gateway_connect_timeout_seconds,
+            attempts=settings.gateway_attempts,
+            bodies=policy.bodies,
+        ),
+    )
 
 
 def caller_policy(settings: GatewaySettings) -> CallerPolicy:

@@ -464,16 +464,28 @@ class Gateway:
         )
 
     async def _endpoint(self, parsed: _Parsed, *, exclude: set[str]) -> Choice:
-        """The endpoint for this attempt, waiting for one while the Model has none ready."""
-        route = parsed.route
+        return await self.endpoint_for(
+            parsed.route,
+            prefix=parsed.prefix,
+            exclude=exclude,
+            wait_seconds=self.settings.endpoint_wait_seconds,
+        )
+
+    async def endpoint_for(
+        self, route: Route, *, prefix: str, exclude: set[str], wait_seconds: float
+    ) -> Choice:
+        """The endpoint for this attempt, waiting up to ``wait_seconds`` for one while the
+        Model has none ready (the wait is counted, so it scales the Model from zero); the
+        messenger's requests come here too. The caller releases the choice
+        (``balancer.release``)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.settings.endpoint_wait_seconds
+        deadline = loop.time() + wait_seconds
         wait: _Wait | None = None
         try:
             while True:
                 changed = self._changed
                 endpoints = self.catalog.endpoints(route.model)
-                choice = self._choose(route, endpoints, parsed.prefix, exclude)
+                choice = self._choose(route, endpoints, prefix, exclude)
                 if choice is not None:
                     if wait is not None:
                         wait.outcome = "ready"
@@ -490,7 +502,7 @@ class Gateway:
                     wait = self._start_waiting(current, at=loop.time())
                 remaining = deadline - loop.time()
                 if remaining <= 0:
-                    raise _no_endpoint(route, current, self.settings.endpoint_wait_seconds, wait)
+                    raise _no_endpoint(route, current, wait_seconds, wait)
                 try:
                     await asyncio.wait_for(changed.wait(), remaining)
                 except TimeoutError:

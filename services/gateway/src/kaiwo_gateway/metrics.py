@@ -43,6 +43,19 @@ class GatewayMetrics:
             "load bound",
             ("namespace", "model", "endpoint", "strategy", "fallback"),
         )
+        self.messages = self.registry.counter(
+            "gateway_messenger_messages",
+            "Messenger requests settled, by tenant namespace and outcome (answered: its answer "
+            "is stored; redelivered: left for another delivery; dead: answered with the error "
+            "and kept as a dead letter; unpublished: its answer could not be stored)",
+            ("namespace", "outcome"),
+        )
+        self.message_latency = self.registry.histogram(
+            "gateway_messenger_duration_seconds",
+            "From a messenger request's delivery to its answer stored, per tenant namespace",
+            ("namespace",),
+            buckets=LATENCY_BUCKETS,
+        )
         self.endpoints = self.registry.gauge(
             "gateway_endpoints",
             "Ready endpoints known per Model",

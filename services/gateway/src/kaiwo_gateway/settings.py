@@ -72,6 +72,18 @@ class GatewaySettings(SingleActiveSettings):
     autoscaler_bucket: str = Field(default=AUTOSCALER_BUCKET, pattern=r"^[A-Za-z0-9_-]+$")
     """Key-value bucket of the averages, so a restart or a new leader continues them."""
 
+    messenger_enabled: bool = False
+    """``KAIWO_MESSENGER_ENABLED``: also serve requests that arrive through JetStream
+    (``kaiwo-messenger.<namespace>.requests``, decision 0049); the administrator declares its
+    streams and consumer (``kaiwo nats provision --messenger``)."""
+    messenger_handlers: int = Field(default=256, ge=1, le=4096)
+    """Messenger requests this replica handles at once (the autoscaler counts these)."""
+    messenger_endpoint_wait_seconds: float = Field(default=600.0, ge=0)
+    """How long a messenger request waits for a ready endpoint (scale from zero) before it
+    is left for another delivery."""
+    messenger_request_timeout_seconds: float = Field(default=900.0, gt=0)
+    """How long a model server may take to answer one messenger request."""
+
     @model_validator(mode="after")
     def _anonymous_only_on_loopback(self) -> Self:
         if self.gateway_anonymous == "loopback" and not _is_loopback_host(self.gateway_host):

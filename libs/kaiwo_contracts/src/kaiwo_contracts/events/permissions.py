@@ -24,7 +24,10 @@ gateway    read stored observations of Models and Pods (``KAIWO_OBS``, by sequen
            its load reports and the autoscaler's decisions (``kaiwo.gateway.>``) and
            subscribe to the load reports (``kaiwo.gateway.load.>``); its bucket
            ``kaiwo-autoscaler``, the ``autoscaler`` lease. No consumer: a right to create
-           consumers on ``KAIWO_OBS`` would let it reconfigure the planner's
+           consumers on ``KAIWO_OBS`` would let it reconfigure the planner's.
+           The messenger (decision 0049): read ``gateway-messenger`` of ``KAIWO_MSG_REQ``,
+           publish every tenant's answers and dead requests (``kaiwo-messenger.*.responses``,
+           ``.dead``)
 recorder   read its ``recorder-*`` consumers and the dead-letter relay, read stored
            messages of every stream, publish dead letters ``kaiwo.dlq.>`` (the relay
            turns max-deliveries advisories into dead letters) and nothing else
@@ -36,6 +39,9 @@ subscriber read the public workload events (``kaiwo.public.>``, stream ``KAIWO_P
            live or through consumers of any name on that stream; nothing else
 reader     (:func:`reader_identity`, for external subscribers) subscribe ``kaiwo.>`` and
            read the streams through durable consumers named after itself
+tenant-ns  (:func:`tenant_identity`, one per namespace using the messenger) publish
+           ``kaiwo-messenger.<ns>.requests``, read ``kaiwo-messenger.<ns>.responses`` live or
+           through its own durable consumer ``tenant-<ns>``; nothing else
 =========  =========================================================================
 
 Besides the subjects above, an identity that uses JetStream needs its API subjects. They
@@ -59,6 +65,16 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from kaiwo_contracts.events.messenger import (
+    DEAD,
+    REQUEST_STREAM,
+    RESPONSE_STREAM,
+    RESPONSES,
+    SUBJECT_ROOT,
+    TENANT_PREFIX,
+    TenantSubjects,
+    messenger_consumer,
+)
 from kaiwo_contracts.events.streams import (
     DEAD_LETTER_RELAY,
     DEAD_LETTER_STREAM,
@@ -120,6 +136,7 @@ EVENT_STREAMS: tuple[str, ...] = (
 _OPERATOR_CONSUMER_PREFIXES: tuple[str, ...] = (
     *(f"{name}-" for name in (*SERVICES, GATEWAY)),
     "bus-",
+    TENANT_PREFIX,
 )
 REFUSALS = f"kaiwo.{Family.RESULT.value}.refused.{EVERYTHING}"
 """The executor's refusals (``PlanRefusedV1``): the watcher observes their sources again."""
@@ -366,6 +383,7 @@ def gateway_identity() -> Identity:
         f"kaiwo.{Family.OBSERVED.value}.{kind}.{EVERYTHING}" for kind in GATEWAY_OBSERVED_KINDS
     )
     load_reports = f"kaiwo.{Family.GATEWAY.value}.load.{EVERYTHING}"
+    messenger = messenger_consumer()
     return Identity(
         name=GATEWAY,
         description="OpenAI gateway: reads observations of Models and Pods, reports its load, "
@@ -377,6 +395,11 @@ def gateway_identity() -> Identity:
                 _api("STREAM", "MSG", "GET", OBSERVED_STREAM),
                 *_bucket(AUTOSCALER_BUCKET),
                 *_bucket(LEASE_BUCKET, keys=(AUTOSCALER_LEASE,)),
+                # The messenger: its requests, and every tenant's answers (decision 0049).
+                *_stream_info((REQUEST_STREAM, RESPONSE_STREAM)),
+                *_consuming(messenger, dead_letters=False),
+                f"{SUBJECT_ROOT}.*.{RESPONSES}",
+                f"{SUBJECT_ROOT}.*.{DEAD}",
             ),
             subscribe=(f"{inbox_prefix(GATEWAY)}.{EVERYTHING}", *observed, load_reports),
         ),
@@ -394,6 +417,34 @@ CLI_SUBJECTS: tuple[str, ...] = (
 object. Observations and plans carry whole objects of every namespace (pod templates with
 literal ``env`` values), dead letters the bodies of either; the CLI does not need them to
 follow workloads, and the key is the one handed to people (decision 0039)."""
+
+
+def tenant_identity(namespace: str) -> Identity:
+    """One tenant of the messenger: sends requests for the Models of ``namespace`` and reads
+    their answers, live or through one durable consumer named after the key (created, read
+    and deleted by itself, filtered to its own answers: the server checks the filter in the
+    API subject against the consumer's). It reads no stream by sequence (that would reach
+    other tenants' answers), no event, and no subject of another tenant."""
+    tenant = TenantSubjects(namespace)
+    own = tenant.key
+    stream = RESPONSE_STREAM
+    return Identity(
+        name=own,
+        description=f"messenger tenant: requests to the Models of {namespace}, their answers",
+        permissions=Permissions(
+            publish=(
+                tenant.requests,
+                _api("CONSUMER", "CREATE", stream, own, tenant.responses),
+                _api("CONSUMER", "INFO", stream, own),
+                _api("CONSUMER", "DELETE", stream, own),
+                _api("CONSUMER", "MSG", "NEXT", stream, own),
+                f"{JS_ACK}.{stream}.{own}.{EVERYTHING}",
+            ),
+            subscribe=(tenant.responses, f"{inbox_prefix(own)}.{EVERYTHING}"),
+        ),
+        streams=(REQUEST_STREAM, RESPONSE_STREAM),
+        consumers=(own,),
+    )
 
 
 def cli_identity() -> Identity:
@@ -527,4 +578,5 @@ __all__ = [
     "reader_identity",
     "service_identity",
     "subscriber_identity",
+    "tenant_identity",
 ]

@@ -1,0 +1,483 @@
+"""The messenger: requests to Models that arrive through JetStream, answered there too
+(decision 0049; KubeAI's ``internal/messenger`` on the project's own bus).
+
+Each gateway replica with ``KAIWO_MESSENGER_ENABLED`` reads the durable consumer
+``gateway-messenger`` of ``KAIWO_MSG_REQ`` (declared by the administrator), at most
+``handlers`` requests at a time. A request on ``kaiwo-messenger.<namespace>.requests`` may use
+only the Models of ``<namespace>``; it goes the way an HTTP request goes (the same catalog,
+the same balancer and strategy, the same retries of refused connections, the same wait for a
+ready endpoint, counted in the same load reports, so it scales a Model from zero and drives
+the autoscaler), and its answer is published to ``kaiwo-messenger.<namespace>.responses``
+(stored in ``KAIWO_MSG_RES``) before the request is acknowledged. While it is handled it is
+kept alive with progress acks, so a long generation is not delivered twice.
+
+What is decided about each outcome (answer, deliver again, give up) is
+:mod:`kaiwo_gateway.domain.messages`; this module does the I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import nats.errors
+import nats.js.errors
+import structlog
+from kaiwo_contracts.events.messenger import (
+    MESSENGER_CONSUMER,
+    REQUEST_STREAM,
+    RESPONSE_STREAM,
+    NotATenantError,
+    dead_subject,
+    messenger_consumer,
+    response_subject,
+    tenant_of,
+)
+from kaiwo_contracts.events.streams import ConsumerSpec
+from kaiwo_runtime.nats_bus import nak_delay
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import ConsumerConfig
+
+from kaiwo_gateway.domain.bodies import BodyLimits
+from kaiwo_gateway.domain.load import ModelKey
+from kaiwo_gateway.domain.messages import (
+    DEAD_REASON_HEADER,
+    DELIVERIES_HEADER,
+    MESSAGE_ID_HEADER,
+    REQUEST_ID_HEADER,
+    Answer,
+    Failure,
+    MessageRequest,
+    Redeliver,
+    Reply,
+    backend_answer,
+    echoed_headers,
+    failure,
+    metadata_of,
+    parse_request,
+    request_id,
+    response_document,
+    settle,
+    trace_headers,
+)
+from kaiwo_gateway.domain.routing import Ambiguous, Route, Unknown, find_route, prompt_prefix
+from kaiwo_gateway.domain.selectors import LabelSelector
+from kaiwo_gateway.http_api import Gateway, OpenAIError
+from kaiwo_gateway.metrics import GatewayMetrics
+
+log = structlog.get_logger("kaiwo.gateway.messenger")
+
+READ_CHUNK = 64 * 1024
+PUBLISH_ATTEMPTS = 3
+PUBLISH_RETRY_SECONDS = 0.5
+HEADER_ROOM = 8 * 1024
+"""Bytes of an answer's message kept for its headers."""
+
+
+@dataclass(frozen=True, slots=True)
+class MessengerSettings:
+    handlers: int = 256
+    """Requests this replica handles at once. The autoscaler sees requests being handled,
+    not those queued behind them: with ``targetRequests`` 100 and 3 replicas of the gateway,
+    256 handlers each let a backlog drive a Model up to 7 replicas (decision 0049)."""
+    endpoint_wait_seconds: float = 600.0
+    """How long a request waits for a ready endpoint (a Model starting from zero) before it
+    is left for another delivery."""
+    request_timeout_seconds: float = 900.0
+    """How long a model server may take to answer one request."""
+    connect_timeout_seconds: float = 5.0
+    attempts: int = 4
+    progress_seconds: float = 10.0
+    """How often a request being handled is reported alive (below the consumer's ack wait)."""
+    fetch_wait_seconds: float = 1.0
+    bodies: BodyLimits = field(default_factory=BodyLimits)
+
+
+class MessengerNotProvisionedError(RuntimeError):
+    """The messenger's streams or consumer are not declared."""
+
+
+class Messenger:
+    """Reads the requests, sends each to its Model, publishes the answers."""
+
+    def __init__(
+        self,
+        *,
+        client: Client,
+        gateway: Gateway,
+        settings: MessengerSettings,
+        metrics: GatewayMetrics,
+        consumer: ConsumerSpec | None = None,
+    ) -> None:
+        self.client = client
+        self.gateway = gateway
+        self.settings = settings
+        self.metrics = metrics
+        self.consumer = consumer or messenger_consumer()
+        self._js: JetStreamContext = client.jetstream(timeout=5.0)
+        self._subscription: JetStreamContext.PullSubscription | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def reading(self) -> bool:
+        return self._subscription is not None
+
+    async def open(self) -> None:
+        """Bind to the consumer (declared by the administrator, checked here)."""
+        missing = []
+        for stream in (REQUEST_STREAM, RESPONSE_STREAM):
+            try:
+                await self._js.stream_info(stream)
+            except nats.js.errors.NotFoundError:
+                missing.append(f"stream {stream}")
+        try:
+            info = await self._js.consumer_info(REQUEST_STREAM, MESSENGER_CONSUMER)
+        except nats.js.errors.NotFoundError:
+            missing.append(f"consumer {MESSENGER_CONSUMER} of {REQUEST_STREAM}")
+        else:
+            self.consumer = _as_declared(self.consumer, info.config)
+        if missing:
+            raise MessengerNotProvisionedError(
+                f"the messenger's {', '.join(missing)} are not declared "
+                "(kaiwo nats provision --messenger, with the administrator's key)"
+            )
+        self._subscription = await self._js.pull_subscribe_bind(
+            durable=MESSENGER_CONSUMER, stream=REQUEST_STREAM
+        )
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=None),
+            timeout=aiohttp.ClientTimeout(
+                total=self.settings.request_timeout_seconds,
+                sock_connect=self.settings.connect_timeout_seconds,
+            ),
+            auto_decompress=True,
+        )
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._subscription is not None:
+            with contextlib.suppress(Exception):
+                await self._subscription.unsubscribe()
+            self._subscription = None
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Fetch and handle requests until ``stop``; requests still in hand are given back
+        (delivered again at once)."""
+        if self._subscription is None:
+            await self.open()
+        assert self._subscription is not None
+        try:
+            while not stop.is_set():
+                free = self.settings.handlers - len(self._tasks)
+                if free <= 0:
+                    await asyncio.wait(
+                        self._tasks,
+                        timeout=self.settings.fetch_wait_seconds,
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
+                    continue
+                try:
+                    messages = await self._subscription.fetch(
+                        batch=free, timeout=self.settings.fetch_wait_seconds
+                    )
+                except (nats.errors.TimeoutError, TimeoutError):
+                    # nats-py raises either when no request came within the wait.
+                    continue
+                except Exception as error:  # the bus away for a while: try again, never die
+                    if stop.is_set():
+                        break
+                    log.warning("fetching requests failed; trying again", error=repr(error))
+                    await asyncio.sleep(self.settings.fetch_wait_seconds)
+                    continue
+                for message in messages:
+                    task = asyncio.create_task(self._handle_logged(message))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+        finally:
+            await self.close()
+
+    # ------------------------------------------------------------------ one request
+
+    async def _handle_logged(self, message: Msg) -> None:
+        try:
+            await self.handle(message)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the bus went away mid-way: the request comes back after ack wait
+            log.exception("handling a request failed; it will be delivered again")
+
+    async def handle(self, message: Msg) -> None:
+        started = time.perf_counter()
+        metadata = message.metadata
+        delivery, sequence = metadata.num_delivered, metadata.sequence.stream
+        try:
+            namespace = tenant_of(message.subject)
+        except NotATenantError:  # the stream stores no other subject; never delivered again
+            log.error("not a requests subject; terminated", subject=message.subject)
+            await message.term()
+            return
+        headers = dict(message.headers or {})
+        try:
+            async with self._kept_alive(message):
+                request_metadata, answer = await self.answer(namespace, message.data, headers)
+        except asyncio.CancelledError:
+            # Given back, to come again once this replica's last pull request has expired:
+            # delivered at once, it could go to that request and be lost with the connection
+            # (a delivery spent for nothing).
+            later = nak_delay(
+                self.consumer, attempt=delivery, wanted=3 * self.settings.fetch_wait_seconds
+            )
+            with contextlib.suppress(Exception):
+                await asyncio.shield(message.nak(delay=later))
+            raise
+        settled = settle(answer, delivery=delivery, consumer=self.consumer)
+        if isinstance(settled, Redeliver):
+            delay = nak_delay(self.consumer, attempt=delivery, wanted=settled.delay_seconds)
+            await message.nak(delay=delay)
+            self.metrics.messages.labels(namespace=namespace, outcome="redelivered").inc()
+            log.info(
+                "request left for another delivery",
+                namespace=namespace,
+                seq=sequence,
+                delivery=delivery,
+                status=answer.status,
+            )
+            return
+        try:
+            await self._publish_retried(namespace, message, settled, request_metadata, headers)
+        except (nats.errors.Error, nats.js.errors.Error, OSError) as error:
+            log.warning("answer not stored; request delivered again", error=str(error))
+            self.metrics.messages.labels(namespace=namespace, outcome="unpublished").inc()
+            await message.nak(
+                delay=nak_delay(
+                    self.consumer,
+                    attempt=delivery,
+                    wanted=self.consumer.retry_delay(delivery),
+                )
+            )
+            return
+        await message.ack()
+        outcome = "dead" if settled.dead_reason else "answered"
+        self.metrics.messages.labels(namespace=namespace, outcome=outcome).inc()
+        self.metrics.message_latency.labels(namespace=namespace).observe(
+            time.perf_counter() - started
+        )
+
+    async def _publish_retried(
+        self,
+        namespace: str,
+        message: Msg,
+        settled: Reply,
+        request_metadata: Any,
+        headers: Mapping[str, str],
+    ) -> None:
+        """:meth:`_publish`, tried :data:`PUBLISH_ATTEMPTS` times: on the consumer's last
+        delivery a nak brings nothing back, so a short outage must not leave the request
+        unanswered (a copy stored twice is dropped by its ``Nats-Msg-Id``)."""
+        for attempt in range(1, PUBLISH_ATTEMPTS + 1):
+            try:
+                await self._publish(namespace, message, settled, request_metadata, headers)
+                return
+            except (nats.errors.Error, nats.js.errors.Error, OSError):
+                if attempt == PUBLISH_ATTEMPTS:
+                    raise
+                with contextlib.suppress(nats.errors.Error):
+                    await message.in_progress()
+                await asyncio.sleep(PUBLISH_RETRY_SECONDS)
+
+    async def _publish(
+        self,
+        namespace: str,
+        message: Msg,
+        settled: Reply,
+        request_metadata: Any,
+        headers: Mapping[str, str],
+    ) -> None:
+        sequence = message.metadata.sequence.stream
+        echoed = echoed_headers(headers.items())
+        identity = request_id(headers, sequence=sequence)
+        if settled.dead_reason is not None:
+            await self._js.publish(
+                dead_subject(namespace),
+                message.data,
+                headers={
+                    **echoed,
+                    REQUEST_ID_HEADER: identity,
+                    DEAD_REASON_HEADER: settled.dead_reason,
+                    DELIVERIES_HEADER: str(message.metadata.num_delivered),
+                    MESSAGE_ID_HEADER: f"dead-{sequence}",
+                },
+            )
+        # The answer's own id is the request's sequence: an answer stored again for a request
+        # delivered again (the ack was lost) is dropped by the stream as a copy.
+        await self._js.publish(
+            response_subject(namespace),
+            response_document(request_metadata, settled.answer),
+            headers={
+                **echoed,
+                REQUEST_ID_HEADER: identity,
+                MESSAGE_ID_HEADER: f"answer-{sequence}",
+            },
+        )
+
+    @contextlib.asynccontextmanager
+    async def _kept_alive(self, message: Msg) -> AsyncIterator[None]:
+        # A third of the shortest ack wait: two progress acks may be late before the server
+        # hands the request to another replica.
+        ack_wait = min(self.consumer.backoff_seconds or (self.consumer.ack_wait_seconds,))
+        every = min(self.settings.progress_seconds, ack_wait / 3)
+
+        async def report() -> None:
+            while True:
+                await asyncio.sleep(every)
+                with contextlib.suppress(nats.errors.Error):
+                    await message.in_progress()
+
+        reporter = asyncio.create_task(report())
+        try:
+            yield
+        finally:
+            reporter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reporter
+
+    async def answer(
+        self, namespace: str, raw: bytes, headers: Mapping[str, str]
+    ) -> tuple[Any, Answer]:
+        """The request's metadata and its answer (the model server's, or an error)."""
+        parsed = parse_request(raw, self.settings.bodies)
+        if isinstance(parsed, Failure):
+            return metadata_of(raw), parsed
+        found = find_route(
+            self.gateway.catalog, parsed.model, LabelSelector(), namespaces={namespace}
+        )
+        if isinstance(found, Unknown):
+            return parsed.metadata, failure(404, found.message, code="model_not_found")
+        if isinstance(found, Ambiguous):  # one namespace holds one Model of a name
+            return parsed.metadata, failure(400, found.message)
+        return parsed.metadata, await self._served(found, parsed, headers)
+
+    async def _served(
+        self, route: Route, request: MessageRequest, headers: Mapping[str, str]
+    ) -> Answer:
+        model = route.model
+        body = dict(request.body)
+        if route.adapter is not None:
+            body["model"] = route.backend_model
+        prefix = (
+            prompt_prefix(request.path, body, model.prefix_hash.prefix_char_length)
+            if model.strategy == "PrefixHash"
+            else ""
+        )
+        key = ModelKey(uid=model.uid, namespace=model.namespace, name=model.name)
+        in_flight = self.gateway.metrics.in_flight.labels(
+            namespace=model.namespace, model=model.name
+        )
+        in_flight.inc()
+        self.gateway.load.counts.started(key)
+        try:
+            return await self._forward(route, request.path, body, prefix, headers)
+        except OpenAIError as error:
+            return failure(error.status, error.message, code=error.code)
+        finally:
+            self.gateway.load.counts.finished(key)
+            in_flight.dec()
+
+    async def _forward(
+        self,
+        route: Route,
+        path: str,
+        body: Mapping[str, Any],
+        prefix: str,
+        headers: Mapping[str, str],
+    ) -> Answer:
+        assert self._session is not None
+        model = route.model
+        balancer = self.gateway.balancer
+        sent_headers = {"Content-Type": "application/json", **trace_headers(headers.items())}
+        tried: set[str] = set()
+        for _attempt in range(self.settings.attempts):
+            choice = await self.gateway.endpoint_for(
+                route,
+                prefix=prefix,
+                exclude=tried,
+                wait_seconds=self.settings.endpoint_wait_seconds,
+            )
+            endpoint = choice.endpoint
+            try:
+                async with self._session.post(
+                    f"http://{endpoint.address}{path}", json=body, headers=sent_headers
+                ) as upstream:
+                    data = await _read_limited(upstream, self._answer_limit())
+                    if data is None:
+                        return Failure(
+                            status=502,
+                            body={
+                                "error": {
+                                    "message": "the model server's answer is larger than a "
+                                    f"message may be ({self._answer_limit():,} bytes)",
+                                    "type": "server_error",
+                                    "code": "answer_too_large",
+                                }
+                            },
+                            retry=False,
+                        )
+                    return backend_answer(upstream.status, data)
+            except aiohttp.ClientConnectorError as error:
+                tried.add(endpoint.key)
+                self.gateway.metrics.retries.labels(
+                    namespace=model.namespace, model=model.name
+                ).inc()
+                log.info("endpoint refused the connection", endpoint=endpoint.key, error=str(error))
+                continue
+            except (aiohttp.ClientError, TimeoutError) as error:
+                return failure(502, f"the model server failed: {error!r}")
+            finally:
+                balancer.release(group=model.uid, endpoint=endpoint.key)
+        return failure(
+            502,
+            f"no endpoint of model {model.name!r} accepted a connection ({len(tried)} tried)",
+        )
+
+    def _answer_limit(self) -> int:
+        return max((self.client.max_payload or 1024 * 1024) - HEADER_ROOM, 1024)
+
+
+def _as_declared(spec: ConsumerSpec, config: ConsumerConfig) -> ConsumerSpec:
+    """``spec`` with the deliveries and backoff the administrator declared (the server
+    redelivers by those; the messenger decides its last delivery by them)."""
+    backoff = tuple(float(seconds) for seconds in config.backoff or ())
+    declared = config.max_deliver or 0
+    return dataclasses.replace(
+        spec,
+        max_deliver=declared if declared > 0 else spec.max_deliver,
+        backoff_seconds=backoff,
+        ack_wait_seconds=float(config.ack_wait or spec.ack_wait_seconds),
+    )
+
+
+async def _read_limited(upstream: aiohttp.ClientResponse, limit: int) -> bytes | None:
+    """The response body, or None once it passes ``limit`` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in upstream.content.iter_chunked(READ_CHUNK):
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
