@@ -27,6 +27,8 @@ gateway    read stored observations of Models and Pods (``KAIWO_OBS``, by sequen
 recorder   read its ``recorder-*`` consumers and the dead-letter relay, read stored
            messages of every stream, publish dead letters ``kaiwo.dlq.>`` (the relay
            turns max-deliveries advisories into dead letters) and nothing else
+console    read stored observations of every kind (``KAIWO_OBS``, by sequence) and subscribe
+           to ``kaiwo.obs.>`` (wake-ups); publishes nothing, no consumer, no bucket
 cli        subscribe ``kaiwo.>`` (``kaiwo events tail``); publish nothing
 subscriber read the public workload events (``kaiwo.public.>``, stream ``KAIWO_PUBLIC``)
            live or through consumers of any name on that stream; nothing else
@@ -84,6 +86,7 @@ MONITOR = "monitor"
 RECORDER = "recorder"
 CLI = "cli"
 GATEWAY = "gateway"
+CONSOLE = "console"
 SUBSCRIBER = "subscriber"
 SERVICES: tuple[str, ...] = (WATCHER, PLANNER, EXECUTOR, MONITOR, RECORDER)
 """The operator's services, each with an identity of its own."""
@@ -345,8 +348,8 @@ def service_identity(name: str, topology: BusTopology) -> Identity:
             streams=EVENT_STREAMS,
             consumers=consumers,
         )
-    if name == GATEWAY:
-        return gateway_identity()
+    if name in (GATEWAY, CONSOLE):
+        return gateway_identity() if name == GATEWAY else console_identity()
     raise ValueError(f"{name!r} is not one of the services {', '.join(SERVICES)}")
 
 
@@ -372,6 +375,27 @@ def gateway_identity() -> Identity:
             subscribe=(f"{inbox_prefix(GATEWAY)}.{EVERYTHING}", *observed, load_reports),
         ),
         streams=(OBSERVED_STREAM, GATEWAY_STREAM),
+    )
+
+
+def console_identity() -> Identity:
+    """The read-only web console: stored observations of every kind, read by sequence (no
+    consumer: a right to create consumers on ``KAIWO_OBS`` would let it reconfigure the
+    planner's), with wake-ups; it publishes no event."""
+    return Identity(
+        name=CONSOLE,
+        description="web console: reads observations, publishes nothing",
+        permissions=Permissions(
+            publish=(
+                *_stream_info((OBSERVED_STREAM,)),
+                _api("STREAM", "MSG", "GET", OBSERVED_STREAM),
+            ),
+            subscribe=(
+                f"{inbox_prefix(CONSOLE)}.{EVERYTHING}",
+                f"kaiwo.{Family.OBSERVED.value}.{EVERYTHING}",
+            ),
+        ),
+        streams=(OBSERVED_STREAM,),
     )
 
 
@@ -471,6 +495,7 @@ def operator_identities(topology: BusTopology) -> tuple[Identity, ...]:
         admin_identity(),
         *(service_identity(name, topology) for name in SERVICES),
         gateway_identity(),
+        console_identity(),
         cli_identity(),
         subscriber_identity(),
     )
@@ -481,6 +506,7 @@ __all__ = [
     "AUTOSCALER_BUCKET",
     "AUTOSCALER_LEASE",
     "CLI",
+    "CONSOLE",
     "EVENT_STREAMS",
     "EXECUTOR",
     "GATEWAY",
@@ -496,6 +522,7 @@ __all__ = [
     "Permissions",
     "admin_identity",
     "cli_identity",
+    "console_identity",
     "gateway_identity",
     "inbox_prefix",
     "lease_keys",
