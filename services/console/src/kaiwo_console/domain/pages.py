@@ -51,7 +51,7 @@ ul.tree{list-style:none;padding-left:18px;border-left:1px solid #ddd}
 ul.tree li{margin:2px 0}.t{color:#777;font-size:12px;margin-right:6px}
 """
 
-SCRIPT: Final = """
+SCRIPT: Final = """"use strict";
 (function(){var seen=null;var source=new EventSource('/events');
 source.onmessage=function(e){if(seen===null){seen=e.data;return}
 if(e.data===seen)return;seen=e.data;
@@ -73,6 +73,16 @@ class TimelineEntry:
     """The workload's phase an observation of it showed ("" otherwise)."""
 
 
+def login_body(message: str = "") -> str:
+    said = f"<p class=why>{escape(message)}</p>" if message else ""
+    return (
+        f"<h2>Sign in</h2>{said}<p>Paste a Kubernetes token (<code>kubectl create token "
+        "SERVICE-ACCOUNT</code>): the console shows the namespaces it may list KaiwoJobs in."
+        '</p><form method=post action="/login"><input type=password name=token size=60 '
+        "autocomplete=off> <button>Sign in</button></form>"
+    )
+
+
 def page(title: str, path: str, body: str, *, who: str) -> str:
     nav = "".join(
         f'<a href="{href}"{" class=on" if path.startswith(href) else ""}>{escape(label)}</a>'
@@ -82,7 +92,7 @@ def page(title: str, path: str, body: str, *, who: str) -> str:
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         f"<title>{escape(title)} · kaiwo</title><style>{STYLE}</style></head><body>"
         f"<header><strong>kaiwo</strong>{nav}<span class=who>{escape(who)}</span></header>"
-        f"<main>{body}</main><script>{SCRIPT}</script></body></html>"
+        f'<main>{body}</main><script src="/console.js"></script></body></html>'
     )
 
 
