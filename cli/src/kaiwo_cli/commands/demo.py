@@ -29,8 +29,15 @@ from rich.live import Live
 from rich.markup import escape
 from rich.text import Text
 
+from kaiwo_cli.commands.up import console_line
 from kaiwo_cli.manifest_files import read_documents
-from kaiwo_cli.stack.local import LocalStack, StackError, StackOptions
+from kaiwo_cli.stack.local import (
+    DEFAULT_CONSOLE_PORT,
+    LocalStack,
+    StackError,
+    StackOptions,
+    console_port_or_free,
+)
 from kaiwo_cli.stack.state import DEFAULT_STATE_DIR
 from kaiwo_cli.workload_table import (
     JOB_NAME_LABEL,
@@ -86,6 +93,13 @@ def demo(
     within: Annotated[
         float, typer.Option(help="With --exit-when-settled: give up after this many seconds.")
     ] = 120.0,
+    console_port: Annotated[
+        int,
+        typer.Option(
+            help="Port of the web console on 127.0.0.1 (anonymous, loopback only); 0: none. "
+            "If taken, a free one."
+        ),
+    ] = DEFAULT_CONSOLE_PORT,
 ) -> None:
     """Run the operator on a simulated cluster and watch a scenario play out."""
     try:
@@ -105,6 +119,7 @@ def demo(
     options = StackOptions(
         state_dir=state_dir,
         fake_cluster=True,
+        console_port=console_port_or_free(console_port),
         local_cluster="envtest" if cluster == "envtest" else "fake",
         envtest_assets=envtest_assets,
         sandbox=SandboxOptions(
@@ -163,6 +178,8 @@ async def _run(
                 f"stack up and scenario applied in {time.monotonic() - started:.1f} s",
                 style="dim",
             )
+            if options.console_url is not None:
+                console.print(console_line(options), highlight=False)
             return await _watch(
                 kube,
                 stack,
@@ -219,7 +236,12 @@ async def current_rows(kube: KubernetesPort, *, now: datetime) -> list[WorkloadR
 
 
 def next_steps(
-    *, history: PhaseHistory, kubeconfig: Path | None, state_dir: Path, kaiwo: str
+    *,
+    history: PhaseHistory,
+    kubeconfig: Path | None,
+    state_dir: Path,
+    kaiwo: str,
+    console_url: str | None = None,
 ) -> Text:
     """What happened, and the commands to try in another shell, with the scenario's own
     workloads: the one that failed, the one that waited (the end-to-end test runs them as
@@ -257,7 +279,13 @@ def next_steps(
         "  kubectl get workloads.kueue.x-k8s.io -A     # the simulated Kueue's admissions\n"
         f"  kubectl logs -n {failed.partition('/')[0]} -l kaiwo.silogen.ai/name="
         f"{failed.partition('/')[2]}\n"
-        "Ctrl-C stops everything.",
+        + (
+            f"In a browser: {escape(console_url)} (workloads, queues with ETA, GPU nodes, "
+            "Models; live)\n"
+            if console_url
+            else ""
+        )
+        + "Ctrl-C stops everything.",
     )
 
 
@@ -312,6 +340,7 @@ async def _watch(
                             kubeconfig=stack.kubeconfig,
                             state_dir=stack.options.state_dir,
                             kaiwo=kaiwo_executable(Path.cwd()),
+                            console_url=stack.options.console_url,
                         ),
                     )
                 )

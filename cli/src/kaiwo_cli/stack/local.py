@@ -15,7 +15,7 @@ Order of start-up, each step failing with one clear line:
    JetStream in ``<state>/nats``, each identity's permissions and no anonymous access (TLS
    when given); the administrator identity declares the streams and consumers;
 5. recorder, watcher, planner, executor (monitor when a metrics endpoint is given, the OpenAI
-   gateway when a gateway port is) as
+   gateway when a gateway port is, the web console when a console port is) as
    supervised child processes, each with its health port; start-up waits for every
    ``/readyz``; each service connects with its own identity;
 6. ``<state>/stack.json`` tells every ``kaiwo`` command where NATS, the event store, the
@@ -33,6 +33,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -107,6 +108,12 @@ class StackOptions:
     """Serve every caller on this machine without a token, for every namespace
     (``KAIWO_GATEWAY_ANONYMOUS=loopback``); False: callers send Kubernetes bearer tokens,
     checked with the stack's kubeconfig (decision 0040)."""
+    console_port: int | None = None
+    """Start the web console on this port of 127.0.0.1 (None: no console)."""
+    console_anonymous: bool = True
+    """Show every namespace to every caller on this machine without a token
+    (``KAIWO_CONSOLE_ANONYMOUS=loopback``); False: callers sign in with Kubernetes tokens,
+    checked with the stack's kubeconfig (decision 0051)."""
     local_cluster: Literal["fake", "envtest"] = "fake"
     """With ``fake_cluster``: the fake API server, or a real kube-apiserver and
     kube-controller-manager from the built stack (``python -m kaiwo_envtest``)."""
@@ -137,6 +144,10 @@ class StackOptions:
     @property
     def event_store_url(self) -> str:
         return self.store_url or f"sqlite:///{self.state_dir.resolve() / 'events.db'}"
+
+    @property
+    def console_url(self) -> str | None:
+        return None if self.console_port is None else f"http://127.0.0.1:{self.console_port}/"
 
     @property
     def credentials_dir(self) -> Path:
@@ -454,6 +465,10 @@ class LocalStack:
             env["KAIWO_GATEWAY_HOST"] = "127.0.0.1"
             env["KAIWO_GATEWAY_PORT"] = str(self.options.gateway_port)
             env["KAIWO_GATEWAY_ANONYMOUS"] = "loopback" if self.options.gateway_anonymous else "off"
+        if self.options.console_port is not None:
+            env["KAIWO_CONSOLE_HOST"] = "127.0.0.1"
+            env["KAIWO_CONSOLE_PORT"] = str(self.options.console_port)
+            env["KAIWO_CONSOLE_ANONYMOUS"] = "loopback" if self.options.console_anonymous else "off"
         return {**env, **self.options.service_env}
 
     async def _start_services(self) -> None:
@@ -462,6 +477,8 @@ class LocalStack:
             services.append(("monitor", "kaiwo_monitor"))
         if self.options.gateway_port is not None:
             services.append(("gateway", "kaiwo_gateway"))
+        if self.options.console_port is not None:
+            services.append(("console", "kaiwo_console"))
         assert self.credentials is not None
         for name, module in services:
             count = self.options.replicas.get(name, 1)
@@ -505,6 +522,19 @@ class LocalStack:
                         f"{name} did not become ready in {within:.0f} s (log: {service.log_path})"
                     )
                 await asyncio.sleep(0.1)
+
+
+DEFAULT_CONSOLE_PORT = 8090
+
+
+def console_port_or_free(port: int) -> int | None:
+    """The console's port: ``port``, a free one when it is taken, None for 0 (no console).
+    The console is for reading: a second stack on the machine should not fail for it."""
+    if not port:
+        return None
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        taken = probe.connect_ex(("127.0.0.1", port)) == 0
+    return free_port() if taken else port
 
 
 def default_kubeconfig() -> Path | None:
