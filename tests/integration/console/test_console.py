@@ -10,6 +10,7 @@ list nodes, ``alice`` team-a only.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -30,6 +31,7 @@ from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_credentials import write_credentials
 from kaiwo_runtime.nats_server import NatsServer, free_port
 
+from tests.chromium import Chromium
 from tests.integration.gateway.table_access import TableAccess
 from tests.integration.gateway.test_gateway import connect, observe, until
 from tests.unit.console.objects import cluster_queue, kaiwojob, kueue_workload, local_queue
@@ -258,3 +260,70 @@ async def _next_version(events: aiohttp.ClientResponse) -> str:
         line = (await events.content.readline()).decode().strip()
         if line.startswith("data: "):
             return line.removeprefix("data: ")
+
+
+# --------------------------------------------------------------------------- in Chromium
+
+SCREENSHOTS = Path(
+    os.environ.get("KAIWO_SCREENSHOTS_DIR", Path(__file__).parents[3] / ".artifacts" / "console")
+)
+"""Where the browser tests leave their screenshots (CI keeps the folder as artifacts)."""
+
+
+async def test_in_chromium_each_page_shows_what_the_reader_may_see(
+    stack: Stack, tmp_path: Path
+) -> None:
+    async with Chromium.start(tmp_path / "chromium") as browser:
+        async with browser.new_page(headers=OPERATOR) as page:
+            for path, name, expected in (
+                ("/workloads", "workloads", "train"),
+                ("/queues", "queues", "research"),
+                ("/nodes", "nodes", "GPU nodes"),
+                ("/models", "models", "Models"),
+                ("/workloads/team-a/eval", "workload", "Timeline"),
+            ):
+                await page.goto(stack.url + path)
+                text = await page.evaluate("document.querySelector('main').innerText")
+                assert expected in text, (path, text)
+                await page.screenshot(SCREENSHOTS / f"{name}.png")
+        async with browser.new_page(headers=ALICE) as page:
+            await page.goto(stack.url + "/workloads")
+            text = await page.evaluate("document.querySelector('main').innerText")
+            assert "train" in text
+            assert "other" not in text
+            assert "team-b" not in text
+            await page.goto(stack.url + "/workloads/team-b/other")
+            assert "No such workload." in await page.evaluate("document.body.innerText")
+
+
+async def test_in_chromium_a_workload_moves_from_pending_to_running_without_a_reload(
+    stack: Stack, tmp_path: Path
+) -> None:
+    await stack.observe(kaiwojob("watch-me", phase="PENDING"))
+    async with (
+        Chromium.start(tmp_path / "chromium") as browser,
+        browser.new_page(headers=ALICE) as page,
+    ):
+
+        async def row() -> str:
+            return str(
+                await page.evaluate(
+                    "[...document.querySelectorAll('#workloads tr')]"
+                    ".map(r => r.innerText).find(t => t.includes('watch-me')) || ''"
+                )
+            )
+
+        await page.goto(stack.url + "/workloads?namespace=team-a")
+        assert "PENDING" in await row()
+        # A mark on the window survives only if the page is never loaded again.
+        await page.evaluate("window.kaiwoMark = 'not reloaded'")
+        await page.screenshot(SCREENSHOTS / "live-before.png")
+
+        await stack.observe(kaiwojob("watch-me", phase="RUNNING"), "MODIFIED")
+
+        async def running() -> bool:
+            return "RUNNING" in await row()
+
+        await until(running)
+        assert await page.evaluate("window.kaiwoMark") == "not reloaded"
+        await page.screenshot(SCREENSHOTS / "live-after.png")

@@ -163,6 +163,7 @@ def test_production_admits_only_what_the_services_need(production: Any) -> None:
         name: o["spec"] for (kind, name), o in production.items() if kind == "NetworkPolicy"
     }
     assert sorted(policies) == [
+        "console-readers",
         "default-deny-ingress",
         "gateway-clients",
         "metrics-from-monitoring",
@@ -186,6 +187,12 @@ def test_production_admits_only_what_the_services_need(production: Any) -> None:
         "podSelector": {"matchLabels": {"app.kubernetes.io/name": "kaiwo-gateway"}},
         "policyTypes": ["Ingress"],
         "ingress": [{"ports": [{"protocol": "TCP", "port": 8000}]}],
+    }
+    # The console: any reader (each signs in with a token), on the pages' port only.
+    assert policies["console-readers"] == {
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": "kaiwo-console"}},
+        "policyTypes": ["Ingress"],
+        "ingress": [{"ports": [{"protocol": "TCP", "port": 8090}]}],
     }
 
 

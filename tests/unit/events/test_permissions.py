@@ -263,9 +263,7 @@ def test_a_reader_cannot_take_an_operator_name(name: str) -> None:
         reader_identity(name)
 
 
-def test_the_operator_identities_are_the_admin_the_services_gateway_console_cli_and_subscriber() -> (
-    None
-):
+def test_the_operator_identities_are_admin_services_gateway_console_cli_and_subscriber() -> None:
     names = [identity.name for identity in operator_identities(bus_topology())]
 
     assert names == [

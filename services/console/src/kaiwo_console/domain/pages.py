@@ -247,7 +247,7 @@ def _estimate_text(entry: PendingEntry, now: datetime) -> str:
     if eta.start is None:
         return f"#{eta.position} · no estimate ({escape(basis.method.value)})"
     spread = ""
-    if eta.earliest is not None and eta.latest is not None:
+    if eta.earliest is not None and eta.latest is not None and eta.earliest != eta.latest:
         spread = f" (80%: {eta.earliest:%H:%M} to {eta.latest:%H:%M})"
     rate = (
         f", {basis.admissions_per_hour:.1f} admissions/h"
