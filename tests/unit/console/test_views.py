@@ -195,3 +195,12 @@ def test_what_the_cluster_says_is_escaped_in_the_page() -> None:
 
     assert "<img src=x" not in html
     assert "&lt;img src=x onerror=alert(1)&gt;" in html
+
+
+def test_quota_bars_write_memory_short() -> None:
+    from kaiwo_console.domain.cluster import QuotaUse
+    from kaiwo_console.domain.pages import quota_bars
+
+    svg = quota_bars([QuotaUse("amd-mi300x", "memory", 2 * 2**40, 512 * 2**30)])
+
+    assert "amd-mi300x memory: 512Gi of 2Ti" in svg

@@ -302,6 +302,10 @@ def hourly_bars(counts: Sequence[int], *, width: int = 360, height: int = 40) ->
 
 
 def _number(value: float) -> str:
+    """A quota short: ``16``, ``1.5``, memory as ``512Gi``."""
+    for suffix, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20)):
+        if value >= size:
+            return f"{value / size:g}{suffix}"
     return f"{value:g}"
 
 
