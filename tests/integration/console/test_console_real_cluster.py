@@ -136,9 +136,15 @@ async def readers(
         )
 
 
-async def _delete(
-    admin: KubernetesAsyncioAdapter, resource: resources.ResourceType, name: str
-) -> None:
+async def _delete(admin: KubernetesAsyncioAdapter, kind: str, name: str) -> None:
+    """A cluster-scoped RBAC object (ClusterRole, ClusterRoleBinding) this module made."""
+    resource = resources.ResourceType(
+        group="rbac.authorization.k8s.io",
+        version="v1",
+        plural=f"{kind.lower()}s",
+        kind=kind,
+        namespaced=False,
+    )
     with contextlib.suppress(NotFound):
         await admin.delete(resource, name)
 
