@@ -27,10 +27,8 @@ from kaiwo_contracts.events.subjects import ANY_TAIL, ROOT, Family, SubjectError
 from kaiwo_eventstore import EventStore
 from kaiwo_eventstore.explain import (
     CausalNode,
-    WorkloadNotFoundError,
     causal_forest,
     describe,
-    find_workload,
     workload_events,
 )
 from kaiwo_runtime.stored_reads import ObservationSource, StoredObservation, StoredReader
@@ -124,17 +122,16 @@ class HistoryFeed:
                 log.warning("reading the event store failed", error=str(error))
 
 
-async def timeline(store: EventStore, namespace: str, name: str, kind: str) -> list[TimelineEntry]:
-    """The workload's recorded events as a causal tree, flattened depth-first (what
-    ``kaiwo events explain`` prints); empty when nothing is recorded of it."""
-    try:
-        identity = await find_workload(store, f"{kind}/{namespace}/{name}")
-    except (WorkloadNotFoundError, ValueError):
+async def timeline(store: EventStore, uid: str) -> list[TimelineEntry]:
+    """The recorded events of the workload ``uid`` (its stream and what correlates with it)
+    as a causal tree, flattened depth-first: what ``kaiwo events explain`` prints. The uid
+    comes from the live state, so no search of every recorded observation is needed."""
+    if not uid:
         return []
-    forest = causal_forest(await workload_events(store, identity.uid))
+    forest = causal_forest(await workload_events(store, uid))
     entries: list[TimelineEntry] = []
     for root in forest:
-        _flatten(root, 0, identity.uid, entries)
+        _flatten(root, 0, uid, entries)
     return entries
 
 

@@ -96,8 +96,8 @@ class Console:
     nodes_access: Access
     metrics: ConsoleMetrics
     clock: Callable[[], datetime]
-    timeline: Callable[[str, str, str], Awaitable[list[pages.TimelineEntry]]]
-    """``(namespace, name, kind)`` -> awaitable list of TimelineEntry (the event store)."""
+    timeline: Callable[[str], Awaitable[list[pages.TimelineEntry]]]
+    """A workload's uid -> its recorded timeline (the event store)."""
     anonymous: AnonymousAccess = "off"
     eta: EtaSettings | None = None
 
@@ -270,7 +270,7 @@ class Console:
                 )
                 if r.name == name and r.kind == kind
             ]
-            entries = await self.timeline(namespace, name, kind)
+            entries = await self.timeline(str(meta(obj).get("uid") or ""))
             estimate = pending_estimates(self.state, self.records, now=now, settings=self.eta).get(
                 (namespace, name)
             )
