@@ -172,3 +172,20 @@ def test_admissions_per_hour_counts_the_window_and_falls_back_to_everything() ->
 def test_the_naive_estimate_is_position_times_the_mean_admission_interval() -> None:
     assert naive_start(3, rate_per_hour=2.0, now=NOW) == NOW + minutes(90)
     assert naive_start(3, rate_per_hour=None, now=NOW) is None
+
+
+def test_a_long_running_workload_counts_as_a_long_run_not_yet_recorded() -> None:
+    # One recorded run of 10 min, and r running for 50 min already (longer than any run).
+    # a's run is drawn from the 10-minute one or, half the time, from r's 50 minutes so far
+    # (taken to double): b, waiting for a or r, starts at 10 min or at 50 when r ends.
+    history = QueueHistory(run_seconds=(600.0,))
+    queue = QueueNow(
+        16,
+        running=(Running(NOW - minutes(50), 8),),
+        pending=(Waiting("a", 8), Waiting("b", 8)),
+    )
+
+    a, b = estimate_starts(history, queue, now=NOW)
+
+    assert a.start == NOW
+    assert (b.earliest, b.latest) == (NOW + minutes(10), NOW + minutes(50))

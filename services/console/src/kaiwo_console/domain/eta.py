@@ -8,9 +8,11 @@ event store keeps every admission and every run. The estimate replays the queue 
   until they end, the pending ones start in admission order, each as soon as enough GPUs are
   free (one that can never fit is skipped, as Kueue's BestEffortFIFO does);
 * how long a workload runs is drawn from the queue's recorded run times (the most recent
-  ``recent_runs``); a running one's remaining time is drawn from the recorded runs that lasted
-  longer than it has run so far (a heavy tail makes a long-running job likely to run long
-  still), and where none did, it is taken to run as long again;
+  ``recent_runs``) and the running workloads' times so far (censored: continued by a longer
+  recorded run, or doubled, so that long runs not yet finished count); a running one's
+  remaining time is drawn from the recorded runs that lasted longer than it has run so far
+  (a heavy tail makes a long-running job likely to run long still), and where none did, it
+  is taken to run as long again;
 * a declared ``duration`` bounds a run: past it (and ``preemption_grace_seconds``, Kaiwo's
   ``pendingThresholdForPreemption``) a workload using GPUs that others wait for is preempted.
 
@@ -173,7 +175,14 @@ def _replayed(
 ) -> tuple[Eta, ...]:
     grace = settings.preemption_grace_seconds
     held = [(_remaining_draw(r, runs, now, grace), r.gpus) for r in queue.running]
-    waiting = [(w.gpus, _run_draw(w.duration_seconds, runs, grace)) for w in queue.pending]
+    censored = (
+        sorted(max((now - r.admitted_at).total_seconds(), 0.0) for r in queue.running)
+        if runs
+        else []
+    )
+    waiting = [
+        (w.gpus, _run_draw(w.duration_seconds, runs, grace, censored)) for w in queue.pending
+    ]
     samples = settings.samples if runs else 1
     rng = random.Random(settings.seed)  # noqa: S311 - sampling run times, not secrets
     starts: list[list[float]] = [[] for _ in queue.pending]
@@ -271,12 +280,28 @@ def _bound(seconds: float, duration: float | None, grace: float) -> float:
     return seconds if duration is None else min(seconds, duration + grace)
 
 
-def _run_draw(duration: float | None, runs: list[float], grace: float) -> Draw:
-    """How long a workload that has not started will run."""
+def _run_draw(
+    duration: float | None, runs: list[float], grace: float, censored: list[float]
+) -> Draw:
+    """How long a workload that has not started will run: a recorded run, or one of the
+    running workloads' times so far (the record alone is biased short: long runs have not
+    finished yet), then drawn on among the recorded runs longer than that, or taken to run
+    as long again (redistributing a censored time to the right, as Kaplan-Meier does)."""
     if not runs:
         declared = duration or 0.0
         return lambda _rng: declared
-    return lambda rng: _bound(runs[rng.randrange(len(runs))], duration, grace)
+    pool = len(runs) + len(censored)
+
+    def draw(rng: random.Random) -> float:
+        pick = rng.randrange(pool)
+        if pick < len(runs):
+            return _bound(runs[pick], duration, grace)
+        elapsed = censored[pick - len(runs)]
+        longer = bisect.bisect_right(runs, elapsed)
+        run = runs[rng.randrange(longer, len(runs))] if longer < len(runs) else 2 * elapsed
+        return _bound(run, duration, grace)
+
+    return draw
 
 
 def _remaining_draw(running: Running, runs: list[float], now: datetime, grace: float) -> Draw:
