@@ -14,7 +14,7 @@ IMAGE ?= ghcr.io/silogen/kaiwo-operator-py:$(VERSION)
 HELM_SDK := $(CURDIR)/.tools/helm-sdkpy
 HELM_SDK_VERSION := 0.1.32
 PACKAGES := kaiwo_contracts kaiwo_eventstore kaiwo_kube kaiwo_kubefake kaiwo_envtest kaiwo_sandbox kaiwo_runtime \
-            kaiwo_watcher kaiwo_planner kaiwo_executor kaiwo_monitor kaiwo_recorder kaiwo_gateway kaiwo_cli
+            kaiwo_watcher kaiwo_planner kaiwo_executor kaiwo_monitor kaiwo_recorder kaiwo_gateway kaiwo_console kaiwo_cli
 
 .PHONY: help install stack lint fmt typecheck layers checks test test-fast crds asyncapi scheduler run demo bench nats-credentials fuzz hostile image deploy-tools
 

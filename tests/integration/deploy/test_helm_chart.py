@@ -41,7 +41,7 @@ RELEASE: Final = "kaiwo"
 ERROR: Final = 3
 """helm lint's severity of an error."""
 GENERATED_SUFFIX: Final = re.compile(
-    r"\b(kaiwo-nats-(?:config|cluster|admin|watcher|planner|executor|monitor|recorder|gateway))-[a-z0-9]{10}\b"
+    r"\b(kaiwo-nats-(?:config|cluster|admin|watcher|planner|executor|monitor|recorder|gateway|console))-[a-z0-9]{10}\b"
 )
 
 

@@ -100,7 +100,7 @@ async def observe(
     payload = ObservedObjectV1(
         kind=obj["kind"],
         api_version=obj["apiVersion"],
-        namespace=metadata["namespace"],
+        namespace=metadata.get("namespace"),
         name=metadata["name"],
         uid=metadata["uid"],
         resource_version=str(version),
@@ -115,7 +115,7 @@ async def observe(
         correlationid=metadata["uid"],
     )
     subject = observed_subject(
-        kind=obj["kind"], namespace=metadata["namespace"], uid=metadata["uid"]
+        kind=obj["kind"], namespace=metadata.get("namespace"), uid=metadata["uid"]
     )
     await watcher.publish(envelope, subject)
 

@@ -81,3 +81,18 @@ def test_a_state_directory_elsewhere_is_named(tmp_path: Path) -> None:
         kaiwo="kaiwo",
     ).plain
     assert f"Try, in another shell, after export KAIWO_STATE={tmp_path / 'state'}:" in text
+
+
+def test_the_closing_text_gives_the_console_s_address() -> None:
+    text = next_steps(
+        history=history_of_the_scenario(),
+        kubeconfig=None,
+        state_dir=DEFAULT_STATE_DIR,
+        kaiwo="kaiwo",
+        console_url="http://127.0.0.1:8090/",
+    ).plain
+
+    assert (
+        "In a browser: http://127.0.0.1:8090/ (workloads, queues with ETA, GPU nodes, "
+        "Models; live)\nCtrl-C stops everything." in text
+    )

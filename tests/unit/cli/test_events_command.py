@@ -23,7 +23,6 @@ from kaiwo_cli.commands.events import (
     kind_of,
     tail_line,
 )
-from kaiwo_cli.explain import WORKLOAD_STREAM_PREFIX, CausalNode, tree_lines
 from kaiwo_cli.main import app
 from kaiwo_cli.replay import NATS_SEQUENCE_KEY, NATS_STREAM_KEY, replay_recorded
 from kaiwo_contracts.events import (
@@ -46,6 +45,7 @@ from kaiwo_contracts.events.subjects import (
 )
 from kaiwo_contracts.plans import ObjectRef
 from kaiwo_eventstore import NewEvent, open_event_store
+from kaiwo_eventstore.explain import WORKLOAD_STREAM_PREFIX, CausalNode, tree_lines
 from kaiwo_planner.domain.planning import plan_object
 from kaiwo_planner.service import PlannerService
 from kaiwo_planner.settings import PlannerSettings

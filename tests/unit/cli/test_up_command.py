@@ -66,3 +66,53 @@ def test_the_stack_passes_the_choice_to_the_gateway(tmp_path: Path) -> None:
             "127.0.0.1",
             expected,
         )
+
+
+def test_the_console_starts_anonymous_on_loopback_says_where_and_moves_off_a_taken_port(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    started: list[StackOptions] = []
+
+    async def run(options: StackOptions) -> None:
+        started.append(options)
+
+    monkeypatch.setattr(up, "_run", run)
+    gateway = str(free_port())
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        for arguments in (
+            ["--console-port", str(taken)],
+            ["--console-port", "0"],
+            ["--console-tokens"],
+        ):
+            result = CliRunner().invoke(app, ["up", "--gateway-port", gateway, *arguments])
+            assert result.exit_code == 0, result.output
+
+    moved, none, tokens = started
+    assert moved.console_port not in (None, taken)
+    assert none.console_port is None and none.console_url is None
+    assert up.console_line(moved) == (
+        f"Console: http://127.0.0.1:{moved.console_port}/ - anonymous access ON, loopback only: "
+        "anyone on this machine sees every namespace (--console-tokens to require tokens)"
+    )
+    assert tokens.console_anonymous is False
+    assert up.console_line(tokens).endswith(
+        "sign in with a Kubernetes token; each reader sees "
+        "the namespaces where it may list KaiwoJobs"
+    )
+
+
+def test_the_stack_passes_the_console_its_port_and_access(tmp_path: Path) -> None:
+    for anonymous, expected in ((True, "loopback"), (False, "off")):
+        stack = LocalStack(
+            StackOptions(state_dir=tmp_path, console_port=8090, console_anonymous=anonymous)
+        )
+        stack.nats = NatsServer(port=4222)
+        env = stack._service_env(health_port=9000)
+        assert (
+            env["KAIWO_CONSOLE_HOST"],
+            env["KAIWO_CONSOLE_PORT"],
+            env["KAIWO_CONSOLE_ANONYMOUS"],
+        ) == ("127.0.0.1", "8090", expected)

@@ -55,14 +55,13 @@ def test_the_compose_file_follows_the_compose_specification() -> None:
 def test_with_the_external_scheduler_override_too() -> None:
     override = yaml.safe_load(EXTERNAL_SCHEDULER.read_text())
     jsonschema.validate(override, schema(), cls=jsonschema.Draft201909Validator)
-    jsonschema.validate(
-        with_external_scheduler(), schema(), cls=jsonschema.Draft201909Validator
-    )
+    jsonschema.validate(with_external_scheduler(), schema(), cls=jsonschema.Draft201909Validator)
 
 
 def test_it_runs_every_service_and_provisions_nats_first() -> None:
     services = compose()["services"]
     assert sorted(services) == [
+        "console",
         "executor",
         "gateway",
         "kaiwo-scheduler",
@@ -79,7 +78,9 @@ def test_it_runs_every_service_and_provisions_nats_first() -> None:
 
 def test_the_kaiwo_scheduler_runs_the_cluster_s_image_and_configuration_unprivileged() -> None:
     service = compose()["services"]["kaiwo-scheduler"]
-    [deployment] = [d for d in yaml.safe_load_all(K8S_SCHEDULER.read_text()) if d["kind"] == "Deployment"]
+    [deployment] = [
+        d for d in yaml.safe_load_all(K8S_SCHEDULER.read_text()) if d["kind"] == "Deployment"
+    ]
     [container] = deployment["spec"]["template"]["spec"]["containers"]
 
     assert service["image"] == container["image"]  # the same pinned official image
@@ -108,7 +109,9 @@ def test_the_kaiwoconfig_names_the_kaiwo_scheduler_unless_the_cluster_brings_its
     name = ["kaiwo", "scheduler", "name"]
     connection = ["--kubeconfig", "/kube/config"]
     assert compose()["services"]["scheduler-name"]["command"] == [
-        *name, "kaiwo-scheduler", *connection
+        *name,
+        "kaiwo-scheduler",
+        *connection,
     ]
 
     external = with_external_scheduler()["services"]

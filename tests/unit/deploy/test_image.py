@@ -243,6 +243,7 @@ def test_every_command_the_manifests_run_exists_in_the_image() -> None:
         "kaiwo_executor",
         "kaiwo_monitor",
         "kaiwo_recorder",
+        "kaiwo_console",
         "kaiwo_gateway",
     }
     for module in modules:

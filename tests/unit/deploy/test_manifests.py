@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kaiwo_contracts.events.permissions import ADMIN, GATEWAY, SERVICES
+from kaiwo_contracts.events.permissions import ADMIN, CONSOLE, GATEWAY, SERVICES
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 CREDENTIALS_FILE = "/var/run/secrets/kaiwo/nats/nkey"
@@ -106,7 +106,7 @@ def test_each_deployment_mounts_its_own_nats_key_only() -> None:
     ]
 
     assert sorted(d["metadata"]["name"] for d in deployments) == sorted(
-        f"kaiwo-{service}" for service in (*SERVICES, GATEWAY)
+        f"kaiwo-{service}" for service in (*SERVICES, GATEWAY, CONSOLE)
     )
     for deployment in deployments:
         service = deployment["metadata"]["name"].removeprefix("kaiwo-")
@@ -171,7 +171,16 @@ def test_kustomize_generates_the_config_and_one_secret_per_identity() -> None:
     ]
     assert kustomization["secretGenerator"] == [
         {"name": f"kaiwo-nats-{identity}", "files": [f"nkey=nats-credentials/{identity}.nk"]}
-        for identity in (ADMIN, "watcher", "planner", "executor", "monitor", "recorder", GATEWAY)
+        for identity in (
+            ADMIN,
+            "watcher",
+            "planner",
+            "executor",
+            "monitor",
+            "recorder",
+            GATEWAY,
+            CONSOLE,
+        )
     ]
 
 
@@ -187,7 +196,8 @@ def test_the_gateway_serves_the_openai_api_on_port_80_bound_to_its_review_role_o
     assert container["command"] == ["python", "-m", "kaiwo_gateway"]
     assert deployment["metadata"]["labels"]["app.kubernetes.io/part-of"] == "kaiwo"
     gateway_roles = [
-        obj for obj in kubernetes_objects()
+        obj
+        for obj in kubernetes_objects()
         if obj["kind"] in ("RoleBinding", "ClusterRoleBinding")
         and any(s.get("name") == "kaiwo-gateway" for s in obj.get("subjects") or ())
     ]

@@ -13,7 +13,12 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy_manifests import EXTERNAL_SCHEDULER, DeployTree, by_kind_and_name, shared_deploy_tree
+from tests.deploy_manifests import (
+    EXTERNAL_SCHEDULER,
+    DeployTree,
+    by_kind_and_name,
+    shared_deploy_tree,
+)
 
 SERVICES = ("watcher", "planner", "executor", "monitor", "recorder")
 
@@ -81,7 +86,9 @@ def test_dev_brings_postgresql_and_the_recorder_reads_its_url_from_the_secret(de
 def test_production_runs_nats_as_a_three_node_cluster_with_three_copies(production: Any) -> None:
     nats = production[("StatefulSet", "nats")]
     [container] = pod_spec(nats)["containers"]
-    [cluster_conf] = [o for (kind, n), o in production.items() if n.startswith("kaiwo-nats-cluster")]
+    [cluster_conf] = [
+        o for (kind, n), o in production.items() if n.startswith("kaiwo-nats-cluster")
+    ]
     conf = cluster_conf["data"]["cluster.conf"]
 
     assert nats["spec"]["replicas"] == 3
@@ -100,7 +107,12 @@ def test_production_runs_nats_as_a_three_node_cluster_with_three_copies(producti
         if env_of(o).get("KAIWO_BUS_STREAM_REPLICAS") == "3"
     ]
     assert sorted(with_replicas) == sorted(
-        [*(f"kaiwo-{s}" for s in SERVICES), "kaiwo-gateway", "kaiwo-nats-provision"]
+        [
+            *(f"kaiwo-{s}" for s in SERVICES),
+            "kaiwo-gateway",
+            "kaiwo-console",
+            "kaiwo-nats-provision",
+        ]
     )
 
 
@@ -117,9 +129,12 @@ def test_production_replicas_budgets_and_spread(production: Any) -> None:
         "kaiwo-monitor": 2,
         "kaiwo-recorder": 1,
         "kaiwo-gateway": 2,
+        "kaiwo-console": 1,
         "kaiwo-scheduler": 2,
     }
-    budgets = {name: o["spec"] for (kind, name), o in production.items() if kind == "PodDisruptionBudget"}
+    budgets = {
+        name: o["spec"] for (kind, name), o in production.items() if kind == "PodDisruptionBudget"
+    }
     for name, count in replicas.items():
         if count > 1:
             assert budgets[name]["minAvailable"] == 1
@@ -144,8 +159,11 @@ def test_production_limits_every_container(production: Any) -> None:
 
 
 def test_production_admits_only_what_the_services_need(production: Any) -> None:
-    policies = {name: o["spec"] for (kind, name), o in production.items() if kind == "NetworkPolicy"}
+    policies = {
+        name: o["spec"] for (kind, name), o in production.items() if kind == "NetworkPolicy"
+    }
     assert sorted(policies) == [
+        "console-readers",
         "default-deny-ingress",
         "gateway-clients",
         "metrics-from-monitoring",
@@ -169,6 +187,12 @@ def test_production_admits_only_what_the_services_need(production: Any) -> None:
         "podSelector": {"matchLabels": {"app.kubernetes.io/name": "kaiwo-gateway"}},
         "policyTypes": ["Ingress"],
         "ingress": [{"ports": [{"protocol": "TCP", "port": 8000}]}],
+    }
+    # The console: any reader (each signs in with a token), on the pages' port only.
+    assert policies["console-readers"] == {
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": "kaiwo-console"}},
+        "policyTypes": ["Ingress"],
+        "ingress": [{"ports": [{"protocol": "TCP", "port": 8090}]}],
     }
 
 
@@ -220,7 +244,9 @@ def test_the_scheduler_packs_gpus(tree: DeployTree) -> None:
 
 def test_without_the_scheduler_the_operator_names_the_default_one(tree: DeployTree) -> None:
     objects = by_kind_and_name(tree.objects(EXTERNAL_SCHEDULER))
-    left = [key for key in objects if "kaiwo-scheduler" in key[1] and key[0] != "PodDisruptionBudget"]
+    left = [
+        key for key in objects if "kaiwo-scheduler" in key[1] and key[0] != "PodDisruptionBudget"
+    ]
 
     assert left == []
     assert objects[("KaiwoConfig", "kaiwo")]["spec"]["scheduling"] == {

@@ -151,6 +151,7 @@ def test_each_service_account_is_bound_to_its_own_roles_only() -> None:
         "kaiwo-executor": {("ClusterRole", "kaiwo-executor")},
         "kaiwo-monitor": {("ClusterRole", "kaiwo-monitor")},
         "kaiwo-gateway": {("ClusterRole", "kaiwo-gateway")},
+        "kaiwo-console": {("ClusterRole", "kaiwo-console")},
     }
     # Every role is bound, once, by a binding of the matching scope.
     bindings = [o for o in rbac() if o["kind"] in BINDING_KINDS]
@@ -164,6 +165,7 @@ def test_each_service_account_is_bound_to_its_own_roles_only() -> None:
 def test_the_planner_and_the_recorder_have_no_role_and_no_token() -> None:
     accounts = {o["metadata"]["name"]: o for o in rbac() if o["kind"] == "ServiceAccount"}
     assert sorted(accounts) == [
+        "kaiwo-console",
         "kaiwo-executor",
         "kaiwo-gateway",
         "kaiwo-monitor",

@@ -276,7 +276,7 @@ def test_a_reader_cannot_take_an_operator_name(name: str) -> None:
         reader_identity(name)
 
 
-def test_the_operator_identities_are_the_admin_the_services_gateway_cli_and_subscriber() -> None:
+def test_the_operator_identities_are_admin_services_gateway_console_cli_and_subscriber() -> None:
     names = [identity.name for identity in operator_identities(bus_topology())]
 
     assert names == [
@@ -287,6 +287,7 @@ def test_the_operator_identities_are_the_admin_the_services_gateway_cli_and_subs
         "monitor",
         "recorder",
         "gateway",
+        "console",
         "cli",
         "subscriber",
     ]
@@ -307,6 +308,18 @@ def test_the_buckets_are_the_services_defaults() -> None:
     } == SERVICE_BUCKETS
     assert PlannerSettings().lease_bucket == LEASE_BUCKET
     assert MonitorSettings().lease_bucket == LEASE_BUCKET
+
+
+def test_the_console_reads_stored_observations_and_publishes_nothing() -> None:
+    console = service_identity("console", bus_topology())
+
+    assert console.permissions.publish == (
+        "$JS.API.STREAM.INFO.KAIWO_OBS",
+        "$JS.API.STREAM.MSG.GET.KAIWO_OBS",
+    )
+    assert console.permissions.subscribe == ("_INBOX.console.>", "kaiwo.obs.>")
+    assert console.streams == ("KAIWO_OBS",)
+    assert console.consumers == ()
 
 
 def test_the_gateway_reports_load_decides_scale_and_holds_only_the_autoscaler_lease() -> None:

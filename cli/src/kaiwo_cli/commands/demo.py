@@ -34,8 +34,16 @@ from rich.live import Live
 from rich.markup import escape
 from rich.text import Text
 
+from kaiwo_cli.commands.up import console_line
 from kaiwo_cli.manifest_files import read_documents
-from kaiwo_cli.stack.local import LocalStack, StackError, StackOptions, start_unless_stopped
+from kaiwo_cli.stack.local import (
+    DEFAULT_CONSOLE_PORT,
+    LocalStack,
+    StackError,
+    StackOptions,
+    console_port_or_free,
+    start_unless_stopped,
+)
 from kaiwo_cli.stack.state import DEFAULT_STATE_DIR
 from kaiwo_cli.workload_table import (
     JOB_NAME_LABEL,
@@ -97,6 +105,13 @@ def demo(
     within: Annotated[
         float, typer.Option(help="With --exit-when-settled: give up after this many seconds.")
     ] = 120.0,
+    console_port: Annotated[
+        int,
+        typer.Option(
+            help="Port of the web console on 127.0.0.1 (anonymous, loopback only); 0: none. "
+            "If taken, a free one."
+        ),
+    ] = DEFAULT_CONSOLE_PORT,
 ) -> None:
     """Run the operator on a simulated cluster and watch a scenario play out."""
     try:
@@ -118,6 +133,7 @@ def demo(
     options = StackOptions(
         state_dir=state_dir,
         fake_cluster=True,
+        console_port=console_port_or_free(console_port),
         local_cluster="kwok"
         if cluster == "kwok"
         else "envtest"
@@ -188,6 +204,8 @@ async def _run(
                 f"stack up and scenario applied in {time.monotonic() - started:.1f} s",
                 style="dim",
             )
+            if options.console_url is not None:
+                console.print(console_line(options), highlight=False)
             return await _watch(
                 kube,
                 stack,
@@ -244,7 +262,12 @@ async def current_rows(kube: KubernetesPort, *, now: datetime) -> list[WorkloadR
 
 
 def next_steps(
-    *, history: PhaseHistory, kubeconfig: Path | None, state_dir: Path, kaiwo: str
+    *,
+    history: PhaseHistory,
+    kubeconfig: Path | None,
+    state_dir: Path,
+    kaiwo: str,
+    console_url: str | None = None,
 ) -> Text:
     """What happened, and the commands to try in another shell, with the scenario's own
     workloads: the one that failed, the one that waited (the end-to-end test runs them as
@@ -282,7 +305,13 @@ def next_steps(
         "  kubectl get workloads.kueue.x-k8s.io -A     # Kueue's admissions\n"
         f"  kubectl logs -n {failed.partition('/')[0]} -l kaiwo.silogen.ai/name="
         f"{failed.partition('/')[2]}\n"
-        "Ctrl-C stops everything.",
+        + (
+            f"In a browser: {escape(console_url)} (workloads, queues with ETA, GPU nodes, "
+            "Models; live)\n"
+            if console_url
+            else ""
+        )
+        + "Ctrl-C stops everything.",
     )
 
 
@@ -341,6 +370,7 @@ async def _watch(
                             kubeconfig=stack.kubeconfig,
                             state_dir=stack.options.state_dir,
                             kaiwo=kaiwo_executable(Path.cwd()),
+                            console_url=stack.options.console_url,
                         ),
                     )
                 )

@@ -38,6 +38,15 @@ from kaiwo_contracts.events.envelope import Envelope, EnvelopeFormatError, RawPa
 from kaiwo_contracts.events.permissions import CLI, CLI_SUBJECTS, inbox_prefix
 from kaiwo_contracts.events.subjects import SubjectError, parse_subject
 from kaiwo_eventstore import EventStore, StoredEvent, open_event_store
+from kaiwo_eventstore.explain import (
+    WorkloadNotFoundError,
+    causal_forest,
+    describe,
+    find_workload,
+    short_plan_id,
+    tree_lines,
+    workload_events,
+)
 from kaiwo_runtime.nats_connection import (
     ClientTls,
     NatsConnection,
@@ -51,15 +60,6 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.syntax import Syntax
 
-from kaiwo_cli.explain import (
-    WorkloadNotFoundError,
-    causal_forest,
-    describe,
-    find_workload,
-    short_plan_id,
-    tree_lines,
-    workload_events,
-)
 from kaiwo_cli.replay import ReplayReport, replay_from_store
 from kaiwo_cli.stack.cluster_state import recorded_cluster
 from kaiwo_cli.stack.state import (

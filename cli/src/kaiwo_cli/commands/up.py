@@ -15,7 +15,14 @@ from kaiwo_runtime.redaction import redact_url
 from rich.console import Console
 from rich.table import Table
 
-from kaiwo_cli.stack.local import LocalStack, StackError, StackOptions, start_unless_stopped
+from kaiwo_cli.stack.local import (
+    DEFAULT_CONSOLE_PORT,
+    LocalStack,
+    StackError,
+    StackOptions,
+    console_port_or_free,
+    start_unless_stopped,
+)
 from kaiwo_cli.stack.scheduler import SCHEDULER_MODES, SchedulerMode
 from kaiwo_cli.stack.state import DEFAULT_STATE_DIR
 
@@ -76,6 +83,22 @@ def up(
             "--gateway-anonymous/--gateway-tokens",
             help="Serve every caller on this machine without a token (loopback only), or "
             "require Kubernetes bearer tokens, checked with the cluster's TokenReview and "
+            "SubjectAccessReview, as in a cluster.",
+        ),
+    ] = True,
+    console_port: Annotated[
+        int,
+        typer.Option(
+            help="Port of the web console on 127.0.0.1; 0: none. If taken, a free one "
+            "(the banner says which)."
+        ),
+    ] = DEFAULT_CONSOLE_PORT,
+    console_anonymous: Annotated[
+        bool,
+        typer.Option(
+            "--console-anonymous/--console-tokens",
+            help="Show every namespace to anyone on this machine without a token (loopback "
+            "only), or require Kubernetes tokens, checked with TokenReview and "
             "SubjectAccessReview, as in a cluster.",
         ),
     ] = True,
@@ -143,6 +166,8 @@ def up(
         metrics_endpoint=metrics_endpoint,
         gateway_port=gateway_port or None,
         gateway_anonymous=gateway_anonymous,
+        console_port=console_port_or_free(console_port),
+        console_anonymous=console_anonymous,
         partitions=partitions,
         replicas={"planner": planners, "executor": executors},
     )
@@ -169,6 +194,21 @@ def identity_note(options: StackOptions) -> str:
 
 def _mode(text: str) -> SchedulerMode:
     return next(mode for mode in SCHEDULER_MODES if mode == text)
+
+
+def console_line(options: StackOptions) -> str:
+    """Where the console is and who may read it, in one line."""
+    if options.console_url is None:
+        return ""
+    if options.console_anonymous:
+        return (
+            f"Console: {options.console_url} - anonymous access ON, loopback only: anyone on "
+            "this machine sees every namespace (--console-tokens to require tokens)"
+        )
+    return (
+        f"Console: {options.console_url} - sign in with a Kubernetes token; each reader sees "
+        "the namespaces where it may list KaiwoJobs"
+    )
 
 
 async def _run(options: StackOptions) -> None:
@@ -222,6 +262,8 @@ def _print_summary(stack: LocalStack) -> None:
         console.print(f"kaiwo up: {name}: {reason}; the rest runs without it", highlight=False)
     if stack.options.gateway_port is not None:
         console.print(gateway_line(stack.options), highlight=False)
+    if stack.options.console_url is not None:
+        console.print(console_line(stack.options), highlight=False)
     console.print(
         next_steps(stack.options.state_dir, fake=stack.options.fake_cluster), highlight=False
     )

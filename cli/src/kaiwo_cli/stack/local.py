@@ -15,10 +15,10 @@ Order of start-up, each step failing with one clear line:
    JetStream in ``<state>/nats``, each identity's permissions and no anonymous access (TLS
    when given); the administrator identity declares the streams and consumers;
 5. recorder, watcher, planner, executor (monitor when a metrics endpoint is given, the OpenAI
-   gateway when a gateway port is) as
+   gateway when a gateway port is, the web console when a console port is) as
    supervised child processes, each with its health port; start-up waits for every
    ``/readyz`` of the four that carry the operator; each service connects with its own
-   identity. The monitor and the gateway are *optional*: one that cannot start (an
+   identity. The monitor, the gateway and the console are *optional*: one that cannot start (an
    unreachable metrics endpoint, a taken port) is reported in one line
    (:attr:`LocalStack.not_ready`) and left to its supervisor's retries, or left out, while
    the others run;
@@ -93,7 +93,7 @@ from kaiwo_cli.stack.scheduler import (
 from kaiwo_cli.stack.state import StackLockedError, StackState, StateLock
 from kaiwo_cli.stack.third_party import driven_kind_crds
 
-OPTIONAL_SERVICES: tuple[str, ...] = ("monitor", "gateway")
+OPTIONAL_SERVICES: tuple[str, ...] = ("monitor", "gateway", "console")
 """Services the operator runs without: reported when they cannot start, never fatal."""
 FIELD_MANAGER = "kaiwo-installer"
 CLUSTER_CHECK_SECONDS = 10.0
@@ -128,6 +128,12 @@ class StackOptions:
     """Serve every caller on this machine without a token, for every namespace
     (``KAIWO_GATEWAY_ANONYMOUS=loopback``); False: callers send Kubernetes bearer tokens,
     checked with the stack's kubeconfig (decision 0040)."""
+    console_port: int | None = None
+    """Start the web console on this port of 127.0.0.1 (None: no console)."""
+    console_anonymous: bool = True
+    """Show every namespace to every caller on this machine without a token
+    (``KAIWO_CONSOLE_ANONYMOUS=loopback``); False: callers sign in with Kubernetes tokens,
+    checked with the stack's kubeconfig (decision 0051)."""
     local_cluster: Literal["fake", "envtest", "kwok"] = "fake"
     """With ``fake_cluster``: the fake API server; a real kube-apiserver and
     kube-controller-manager from the built stack (``python -m kaiwo_envtest``); or ``kwok``,
@@ -161,6 +167,10 @@ class StackOptions:
     @property
     def event_store_url(self) -> str:
         return self.store_url or f"sqlite:///{self.state_dir.resolve() / 'events.db'}"
+
+    @property
+    def console_url(self) -> str | None:
+        return None if self.console_port is None else f"http://127.0.0.1:{self.console_port}/"
 
     @property
     def credentials_dir(self) -> Path:
@@ -535,6 +545,10 @@ class LocalStack:
             env["KAIWO_GATEWAY_HOST"] = "127.0.0.1"
             env["KAIWO_GATEWAY_PORT"] = str(self.options.gateway_port)
             env["KAIWO_GATEWAY_ANONYMOUS"] = "loopback" if self.options.gateway_anonymous else "off"
+        if self.options.console_port is not None:
+            env["KAIWO_CONSOLE_HOST"] = "127.0.0.1"
+            env["KAIWO_CONSOLE_PORT"] = str(self.options.console_port)
+            env["KAIWO_CONSOLE_ANONYMOUS"] = "loopback" if self.options.console_anonymous else "off"
         return {**env, **self.options.service_env}
 
     async def _start_services(self) -> None:
@@ -549,6 +563,8 @@ class LocalStack:
             )
         elif gateway_port is not None:
             services.append(("gateway", "kaiwo_gateway"))
+        if self.options.console_port is not None:
+            services.append(("console", "kaiwo_console"))
         assert self.credentials is not None
         for name, module in services:
             count = self.options.replicas.get(name, 1)
@@ -619,6 +635,19 @@ class LocalStack:
                         f"{name} did not become ready in {within:.0f} s (log: {service.log_path})"
                     )
                 await asyncio.sleep(0.1)
+
+
+DEFAULT_CONSOLE_PORT = 8090
+
+
+def console_port_or_free(port: int) -> int | None:
+    """The console's port: ``port``, a free one when it is taken, None for 0 (no console).
+    The console is for reading: a second stack on the machine should not fail for it."""
+    if not port:
+        return None
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        taken = probe.connect_ex(("127.0.0.1", port)) == 0
+    return free_port() if taken else port
 
 
 def default_kubeconfig() -> Path | None:

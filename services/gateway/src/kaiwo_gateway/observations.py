@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 from kaiwo_contracts.events.decoding import decode_envelope
@@ -25,6 +25,7 @@ from kaiwo_contracts.events.envelope import EnvelopeFormatError
 from kaiwo_contracts.events.observed import ObservedObjectV1
 from kaiwo_contracts.events.streams import OBSERVED_STREAM
 from kaiwo_contracts.events.subjects import ANY_TAIL, ROOT, Family, SubjectError, kind_token
+from kaiwo_runtime.stored_reads import ObservationSource, StoredObservation, StoredReader
 from pydantic import ValidationError
 
 from kaiwo_gateway.domain.catalog import MODEL_KIND, POD_KIND, Catalog
@@ -33,24 +34,6 @@ from kaiwo_gateway.metrics import GatewayMetrics
 log = structlog.get_logger("kaiwo.gateway.observations")
 
 OBSERVED_KINDS = (MODEL_KIND, POD_KIND)
-
-
-@dataclass(frozen=True, slots=True)
-class StoredObservation:
-    sequence: int
-    subject: str
-    headers: dict[str, str]
-    body: bytes
-
-
-class ObservationSource(Protocol):
-    """Stored messages of a stream, and wake-ups when one is published."""
-
-    async def next_stored(
-        self, *, stream: str, subject: str, after: int
-    ) -> StoredObservation | None: ...
-
-    async def subscribe(self, subject: str, wake: Callable[[], None]) -> None: ...
 
 
 def observed_filters() -> tuple[str, ...]:
@@ -63,62 +46,38 @@ def observed_filters() -> tuple[str, ...]:
 
 @dataclass
 class ObservationFeed:
+    """The gateway's :class:`~kaiwo_runtime.stored_reads.StoredReader` of Models and Pods,
+    applying each observation to the catalog."""
+
     source: ObservationSource
     catalog: Catalog
     metrics: GatewayMetrics
     on_change: Callable[[], None]
     resync_seconds: float = 30.0
     stream: str = OBSERVED_STREAM
-    cursors: dict[str, int] = field(default_factory=dict)
-    caught_up: bool = False
-    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    reader: StoredReader = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.reader = StoredReader(
+            source=self.source,
+            stream=self.stream,
+            filters=observed_filters(),
+            apply=self._apply,
+            on_change=self.on_change,
+            resync_seconds=self.resync_seconds,
+        )
+
+    @property
+    def caught_up(self) -> bool:
+        return self.reader.caught_up
 
     async def start(self) -> None:
         """Subscribe for wake-ups, then read everything stored so far."""
-        for subject in observed_filters():
-            await self.source.subscribe(subject, self._wake.set)
-        await self.catch_up()
-        self.caught_up = True
+        await self.reader.start()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Read new observations whenever woken, or every ``resync_seconds``, until ``stop``."""
-        stopping = asyncio.ensure_future(stop.wait())
-        try:
-            while not stop.is_set():
-                woken = asyncio.ensure_future(self._wake.wait())
-                await asyncio.wait(
-                    (woken, stopping),
-                    timeout=self.resync_seconds,
-                    return_when=asyncio.FIRST_COMPLETED,
-                )
-                woken.cancel()
-                if stop.is_set():
-                    return
-                await self._read_once()
-        finally:
-            stopping.cancel()
-
-    async def _read_once(self) -> None:
-        self._wake.clear()
-        try:
-            await self.catch_up()
-        except Exception as error:  # the next wake-up or resync tries again
-            log.warning("reading observations failed", error=str(error))
-
-    async def catch_up(self) -> None:
-        changed = False
-        for subject in observed_filters():
-            while True:
-                after = self.cursors.get(subject, 0)
-                stored = await self.source.next_stored(
-                    stream=self.stream, subject=subject, after=after
-                )
-                if stored is None:
-                    break
-                self.cursors[subject] = stored.sequence
-                changed = self._apply(stored) or changed
-        if changed:
-            self.on_change()
+        await self.reader.run(stop)
 
     def _apply(self, stored: StoredObservation) -> bool:
         try:

@@ -31,6 +31,8 @@ gateway    read stored observations of Models and Pods (``KAIWO_OBS``, by sequen
 recorder   read its ``recorder-*`` consumers and the dead-letter relay, read stored
            messages of every stream, publish dead letters ``kaiwo.dlq.>`` (the relay
            turns max-deliveries advisories into dead letters) and nothing else
+console    read stored observations of every kind (``KAIWO_OBS``, by sequence) and subscribe
+           to ``kaiwo.obs.>`` (wake-ups); publishes nothing, no consumer, no bucket
 cli        subscribe to what carries no object (``kaiwo events tail``): the public workload
            events, results and refusals, findings and the gateway's reports and decisions;
            not observations, plans or dead letters (whole objects, literal ``env`` values
@@ -104,6 +106,7 @@ MONITOR = "monitor"
 RECORDER = "recorder"
 CLI = "cli"
 GATEWAY = "gateway"
+CONSOLE = "console"
 SUBSCRIBER = "subscriber"
 SERVICES: tuple[str, ...] = (WATCHER, PLANNER, EXECUTOR, MONITOR, RECORDER)
 """The operator's services, each with an identity of its own."""
@@ -371,8 +374,8 @@ def service_identity(name: str, topology: BusTopology) -> Identity:
             streams=EVENT_STREAMS,
             consumers=consumers,
         )
-    if name == GATEWAY:
-        return gateway_identity()
+    if name in (GATEWAY, CONSOLE):
+        return gateway_identity() if name == GATEWAY else console_identity()
     raise ValueError(f"{name!r} is not one of the services {', '.join(SERVICES)}")
 
 
@@ -444,6 +447,27 @@ def tenant_identity(namespace: str) -> Identity:
         ),
         streams=(REQUEST_STREAM, RESPONSE_STREAM),
         consumers=(own,),
+    )
+
+
+def console_identity() -> Identity:
+    """The read-only web console: stored observations of every kind, read by sequence (no
+    consumer: a right to create consumers on ``KAIWO_OBS`` would let it reconfigure the
+    planner's), with wake-ups; it publishes no event."""
+    return Identity(
+        name=CONSOLE,
+        description="web console: reads observations, publishes nothing",
+        permissions=Permissions(
+            publish=(
+                *_stream_info((OBSERVED_STREAM,)),
+                _api("STREAM", "MSG", "GET", OBSERVED_STREAM),
+            ),
+            subscribe=(
+                f"{inbox_prefix(CONSOLE)}.{EVERYTHING}",
+                f"kaiwo.{Family.OBSERVED.value}.{EVERYTHING}",
+            ),
+        ),
+        streams=(OBSERVED_STREAM,),
     )
 
 
@@ -544,6 +568,7 @@ def operator_identities(topology: BusTopology) -> tuple[Identity, ...]:
         admin_identity(),
         *(service_identity(name, topology) for name in SERVICES),
         gateway_identity(),
+        console_identity(),
         cli_identity(),
         subscriber_identity(),
     )
@@ -555,6 +580,7 @@ __all__ = [
     "AUTOSCALER_LEASE",
     "CLI",
     "CLI_SUBJECTS",
+    "CONSOLE",
     "EVENT_STREAMS",
     "EXECUTOR",
     "GATEWAY",
@@ -571,6 +597,7 @@ __all__ = [
     "Permissions",
     "admin_identity",
     "cli_identity",
+    "console_identity",
     "gateway_identity",
     "inbox_prefix",
     "lease_keys",

@@ -31,7 +31,9 @@ from kaiwo_contracts.events import (
     UtilizationV1,
 )
 from kaiwo_contracts.plans import ObjectRef
-from kaiwo_eventstore import EventStore, StoredEvent
+
+from kaiwo_eventstore.events import StoredEvent
+from kaiwo_eventstore.port import EventStore
 
 WORKLOAD_STREAM_PREFIX: Final = "workload/"
 """The recorder's stream of one workload (``kaiwo_recorder.stream_ids``; a test keeps it)."""

@@ -1,0 +1,125 @@
+"""How long the console takes to render each page with 1,000 workloads and 100 GPU nodes
+(the issue's bound for a first paint: 1 s).
+
+1,000 KaiwoJobs over 10 namespaces and 3 ClusterQueues of 64 GPUs: 300 wait (each with its
+Kueue Workload), 700 run on 100 nodes of 8 GPUs (one Pod each); each queue has 500 recorded
+runs. Timed: the pure work of a request (rows, estimates, HTML), not the network or the
+browser. Run: ``uv run python bench/console_pages.py``.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kaiwo_console.domain.cluster import (
+    ClusterState,
+    WorkloadFilter,
+    everything,
+    model_rows,
+    node_rows,
+    workload_rows,
+)
+from kaiwo_console.domain.history import QueueRecords
+from kaiwo_console.domain.pages import (
+    models_body,
+    nodes_body,
+    queues_body,
+    workloads_body,
+)
+from kaiwo_console.domain.queues import pending_estimates, queue_views
+
+from tests.unit.console.objects import (
+    cluster_queue,
+    gpu_node,
+    gpu_pod,
+    kaiwojob,
+    kueue_workload,
+    local_queue,
+)
+
+NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
+QUEUES = ("q0", "q1", "q2")
+
+
+def cluster() -> tuple[ClusterState, QueueRecords]:
+    rng = random.Random(27)
+    state = ClusterState()
+    objects = [cluster_queue(q, amd=64) for q in QUEUES]
+    objects += [local_queue(f"ns-{n}", q, q) for n in range(10) for q in QUEUES]
+    objects += [gpu_node(f"node-{n:03d}") for n in range(100)]
+    for index in range(1000):
+        namespace, queue = f"ns-{index % 10}", QUEUES[index % 3]
+        name = f"job-{index:04d}"
+        running = index >= 300
+        gpus = rng.choice((1, 2, 4, 8))
+        objects.append(
+            kaiwojob(
+                name, namespace, phase="RUNNING" if running else "PENDING", queue=queue, gpus=gpus
+            )
+        )
+        objects.append(
+            kueue_workload(
+                name,
+                namespace,
+                gpus=gpus,
+                local_queue=queue,
+                admitted_to=queue if running else None,
+                admitted_at=NOW - timedelta(minutes=rng.uniform(1, 600)) if running else None,
+                created=NOW - timedelta(minutes=rng.uniform(1, 300)),
+            )
+        )
+        if running:
+            objects.append(gpu_pod(f"{name}-0", namespace, f"node-{index % 100:03d}", gpus=gpus))
+    for obj in objects:
+        state.apply(kind=obj["kind"], event="ADDED", obj=obj)
+    records = QueueRecords()
+    for queue in QUEUES:
+        records.runs[(queue, "amd.com/gpu")] = [rng.lognormvariate(7.5, 1.4) for _ in range(500)]
+    return state, records
+
+
+def timed(render: Callable[[], str], rounds: int = 5) -> tuple[float, int]:
+    times = []
+    size = 0
+    for _ in range(rounds):
+        began = time.perf_counter()
+        size = len(render())
+        times.append(time.perf_counter() - began)
+    return statistics.median(times), size
+
+
+def main() -> int:
+    state, records = cluster()
+    pages: dict[str, Callable[[], str]] = {
+        "workloads": lambda: workloads_body(
+            workload_rows(state, everything, WorkloadFilter()),
+            WorkloadFilter(),
+            now=NOW,
+            estimates=pending_estimates(state, records, now=NOW),
+        ),
+        "queues": lambda: queues_body(
+            queue_views(state, records, now=NOW, visible=everything), now=NOW
+        ),
+        "nodes": lambda: nodes_body(node_rows(state)),
+        "models": lambda: models_body(model_rows(state, everything)),
+    }
+    print("1,000 workloads (300 pending), 100 GPU nodes, 3 queues with 500 recorded runs each")
+    worst = 0.0
+    for name, render in pages.items():
+        seconds, size = timed(render)
+        worst = max(worst, seconds)
+        print(f"{name:<10} {seconds * 1000:8.0f} ms  {size / 1024:6.0f} KiB")
+    print("verdict:", "every page under 1 s" if worst < 1 else "a page takes 1 s or more")
+    return 0 if worst < 1 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""What keeps the console's state current: the watcher's observations from the bus (live)
+and the recorder's event store (history).
+
+* :func:`observation_reader`: every stored observation of ``KAIWO_OBS`` read in order with a
+  :class:`~kaiwo_runtime.stored_reads.StoredReader` (as the gateway reads Models and Pods)
+  into the :class:`~kaiwo_console.domain.cluster.ClusterState`. Malformed ones are counted
+  and skipped (the planner dead-letters them, the recorder keeps them).
+* :class:`HistoryFeed`: the event store's recorded observations of Kueue Workloads, read
+  from the last position every ``interval`` seconds and folded into the
+  :class:`~kaiwo_console.domain.history.QueueRecords`.
+* :func:`timeline`: one workload's recorded events as ``kaiwo events explain`` links them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+from kaiwo_contracts.events.decoding import decode_envelope
+from kaiwo_contracts.events.envelope import EnvelopeFormatError
+from kaiwo_contracts.events.observed import ObservedObjectV1
+from kaiwo_contracts.events.streams import OBSERVED_STREAM
+from kaiwo_contracts.events.subjects import ANY_TAIL, ROOT, Family, SubjectError
+from kaiwo_eventstore import EventStore
+from kaiwo_eventstore.explain import (
+    CausalNode,
+    causal_forest,
+    describe,
+    workload_events,
+)
+from kaiwo_runtime.stored_reads import ObservationSource, StoredObservation, StoredReader
+from pydantic import ValidationError
+
+from kaiwo_console.domain.cluster import KUEUE_WORKLOAD, ClusterState
+from kaiwo_console.domain.history import QueueRecords
+from kaiwo_console.domain.pages import TimelineEntry
+from kaiwo_console.metrics import ConsoleMetrics
+
+log = structlog.get_logger("kaiwo.console")
+
+EVERY_OBSERVATION = f"{ROOT}.{Family.OBSERVED.value}.{ANY_TAIL}"
+
+
+def observation_reader(
+    source: ObservationSource,
+    state: ClusterState,
+    metrics: ConsoleMetrics,
+    *,
+    on_change: Callable[[], None],
+    resync_seconds: float,
+) -> StoredReader:
+    def apply(stored: StoredObservation) -> bool:
+        try:
+            envelope = decode_envelope(
+                stored.headers, stored.body, ObservedObjectV1, subject=stored.subject
+            )
+        except (EnvelopeFormatError, ValidationError, SubjectError) as error:
+            metrics.observations.labels(outcome="malformed").inc()
+            log.warning("malformed observation skipped", subject=stored.subject, error=str(error))
+            return False
+        payload: ObservedObjectV1 = envelope.data
+        changed = state.apply(kind=payload.kind, event=payload.event_type, obj=payload.object)
+        metrics.observations.labels(outcome="applied" if changed else "unchanged").inc()
+        return changed
+
+    return StoredReader(
+        source=source,
+        stream=OBSERVED_STREAM,
+        filters=(EVERY_OBSERVATION,),
+        apply=apply,
+        on_change=on_change,
+        resync_seconds=resync_seconds,
+    )
+
+
+@dataclass
+class HistoryFeed:
+    store: EventStore
+    records: QueueRecords
+    metrics: ConsoleMetrics
+    on_change: Callable[[], None]
+    interval: float = 5.0
+    page: int = 1000
+    position: int = 0
+
+    async def catch_up(self) -> None:
+        changed = False
+        while True:
+            events = await self.store.read_by_type(
+                [ObservedObjectV1.EVENT_TYPE], from_position=self.position + 1, limit=self.page
+            )
+            for event in events:
+                self.position = event.global_position
+                if event.data.get("kind") != KUEUE_WORKLOAD:
+                    continue
+                try:
+                    observed = ObservedObjectV1.model_validate(event.data)
+                except ValidationError:
+                    continue
+                self.records.apply(
+                    event=observed.event_type, obj=observed.object, recorded=event.time
+                )
+                self.metrics.recorded.inc()
+                changed = True
+            if len(events) < self.page:
+                break
+        if changed:
+            self.on_change()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.interval)
+            if stop.is_set():
+                return
+            try:
+                await self.catch_up()
+            except Exception as error:  # the next round tries again
+                log.warning("reading the event store failed", error=str(error))
+
+
+async def timeline(store: EventStore, uid: str) -> list[TimelineEntry]:
+    """The recorded events of the workload ``uid`` (its stream and what correlates with it)
+    as a causal tree, flattened depth-first: what ``kaiwo events explain`` prints. The uid
+    comes from the live state, so no search of every recorded observation is needed."""
+    if not uid:
+        return []
+    forest = causal_forest(await workload_events(store, uid))
+    entries: list[TimelineEntry] = []
+    for root in forest:
+        _flatten(root, 0, uid, entries)
+    return entries
+
+
+def _flatten(node: CausalNode, depth: int, uid: str, into: list[TimelineEntry]) -> None:
+    event = node.event
+    phase = ""
+    if event.type == ObservedObjectV1.EVENT_TYPE and event.data.get("uid") == uid:
+        status = (event.data.get("object") or {}).get("status") or {}
+        phase = str(status.get("status") or "NEW")
+    into.append(
+        TimelineEntry(
+            depth=depth,
+            time=event.time,
+            kind=event.type.removeprefix("ai.silogen.kaiwo.").split(".")[0],
+            text=describe(event),
+            phase=phase,
+        )
+    )
+    for child in node.effects:
+        _flatten(child, depth + 1, uid, into)

@@ -1,0 +1,329 @@
+"""The console end to end: a real nats-server with every identity's key, the watcher's
+observations published as the watcher, a SQLite event store holding recorded history, the
+console process's ``serve``, and HTTP clients.
+
+Callers (:class:`TableAccess`; the API server's answers are tested on a real one in
+``test_console_real_cluster.py``): ``operator`` may list workloads in team-a and team-b and
+list nodes, ``alice`` team-a only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import pytest_asyncio
+from kaiwo_console.__main__ import serve
+from kaiwo_console.settings import ConsoleSettings
+from kaiwo_contracts.access import Caller
+from kaiwo_contracts.events.observed import ObservedObjectV1
+from kaiwo_contracts.events.permissions import ADMIN, WATCHER, operator_identities
+from kaiwo_contracts.events.streams import bus_topology
+from kaiwo_eventstore import NewEvent, open_event_store
+from kaiwo_runtime.nats_bus import NatsBus
+from kaiwo_runtime.nats_credentials import write_credentials
+from kaiwo_runtime.nats_server import NatsServer, free_port
+
+from tests.chromium import Chromium
+from tests.integration.gateway.table_access import TableAccess
+from tests.integration.gateway.test_gateway import connect, observe, until
+from tests.unit.console.objects import cluster_queue, kaiwojob, kueue_workload, local_queue
+
+pytestmark = [pytest.mark.nats, pytest.mark.asyncio(loop_scope="module")]
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+CALLERS = {"operator-token": Caller(name="operator"), "alice-token": Caller(name="alice")}
+WORKLOAD_NAMESPACES = {
+    "operator": frozenset({"team-a", "team-b"}),
+    "alice": frozenset({"team-a"}),
+}
+CLUSTER_SCOPE = {"operator": frozenset({""})}
+OPERATOR = {"Authorization": "Bearer operator-token"}
+ALICE = {"Authorization": "Bearer alice-token"}
+
+
+@dataclass
+class Stack:
+    watcher: NatsBus
+    url: str
+    versions: dict[str, int] = field(default_factory=dict)
+
+    async def observe(self, obj: dict[str, Any], event: str = "ADDED") -> None:
+        await observe(self.watcher, self.versions, obj, event)
+
+    async def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(self.url + path, headers=headers or {}, allow_redirects=False) as response,
+        ):
+            return response.status, await response.text()
+
+
+def recorded(obj: dict[str, Any], position: int, at: datetime) -> NewEvent:
+    """``obj`` as the recorder stores an observation of it."""
+    metadata = obj["metadata"]
+    payload = ObservedObjectV1(
+        kind=obj["kind"],
+        api_version=obj["apiVersion"],
+        namespace=metadata.get("namespace"),
+        name=metadata["name"],
+        uid=metadata["uid"],
+        resource_version=str(position),
+        event_type="MODIFIED",
+        object=obj,
+    )
+    return NewEvent(
+        event_id=f"{metadata['uid']}:{position}",
+        stream_id=f"workload/{metadata['uid']}",
+        type=ObservedObjectV1.EVENT_TYPE,
+        time=at,
+        source="/kaiwo/watcher",
+        correlation_id=metadata["uid"],
+        data=payload.model_dump(mode="json", by_alias=True),
+        subject=f"{metadata.get('namespace')}/{metadata['name']}",
+    )
+
+
+async def record_history(url: str) -> None:
+    """Five finished 60-minute runs in the research queue, and eval's own observations."""
+    store = await open_event_store(url)
+    try:
+        events = []
+        for index in range(5):
+            start = NOW - timedelta(hours=8 - index)
+            name = f"old-{index}"
+            events.append(
+                recorded(
+                    kueue_workload(name, admitted_to="research", admitted_at=start),
+                    index * 2,
+                    start,
+                )
+            )
+            events.append(
+                recorded(
+                    kueue_workload(
+                        name,
+                        admitted_to="research",
+                        admitted_at=start,
+                        finished_at=start + timedelta(hours=1),
+                    ),
+                    index * 2 + 1,
+                    start + timedelta(hours=1),
+                )
+            )
+        events.append(recorded(kaiwojob("eval", phase="NEW"), 100, NOW - timedelta(minutes=5)))
+        events.append(recorded(kaiwojob("eval", phase="PENDING"), 101, NOW - timedelta(minutes=4)))
+        await store.append(events)
+    finally:
+        await store.close()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
+    directory: Path = tmp_path_factory.mktemp("console")
+    credentials = write_credentials(directory / "credentials", operator_identities(bus_topology()))
+    store_url = f"sqlite:///{directory / 'events.db'}"
+    await record_history(store_url)
+    port = free_port()
+    async with NatsServer(config=credentials.server_config.read_text()) as server:
+        admin = await connect(server, credentials, ADMIN)
+        await admin.ensure_streams()
+        watcher = await connect(server, credentials, WATCHER)
+        stack = Stack(watcher=watcher, url=f"http://127.0.0.1:{port}")
+        for obj in (
+            cluster_queue("research", amd=16),
+            local_queue("team-a", "research", "research"),
+            kaiwojob("train", phase="RUNNING"),
+            kueue_workload(
+                "train",
+                gpus=16,
+                admitted_to="research",
+                admitted_at=NOW - timedelta(minutes=30),
+            ),
+            kaiwojob("eval", phase="PENDING"),
+            kueue_workload("eval", gpus=8, created=NOW - timedelta(minutes=4)),
+            kaiwojob("other", "team-b", phase="RUNNING", queue="team-b"),
+        ):
+            await stack.observe(obj)
+        settings = ConsoleSettings(
+            nats_url=server.url,
+            nats_credentials_file=credentials.seed("console"),
+            console_host="127.0.0.1",
+            console_port=port,
+            health_host="127.0.0.1",
+            health_port=free_port(),
+            eventstore_url=store_url,
+            console_history_seconds=0.2,
+        )
+        stop = asyncio.Event()
+        access = (
+            TableAccess(tokens=CALLERS, namespaces=WORKLOAD_NAMESPACES),
+            TableAccess(tokens=CALLERS, namespaces=CLUSTER_SCOPE),
+        )
+        console = asyncio.create_task(serve(settings, stop, access=access))
+
+        async def answering() -> bool:
+            assert not console.done(), console.exception()
+            try:
+                status, _ = await stack.get("/login")
+            except aiohttp.ClientConnectionError:
+                return False
+            return status == 200
+
+        await until(answering)
+        try:
+            yield stack
+        finally:
+            stop.set()
+            await console
+            await watcher.close()
+            await admin.close()
+
+
+async def test_without_a_token_the_console_asks_to_sign_in(stack: Stack) -> None:
+    status, html = await stack.get("/workloads")
+
+    assert status == 401
+    assert "Sign in" in html
+    assert "train" not in html
+
+
+async def test_a_tenant_sees_only_the_workloads_of_their_namespaces(stack: Stack) -> None:
+    _, everything = await stack.get("/workloads", OPERATOR)
+    status, alices = await stack.get("/workloads", ALICE)
+    hidden, _ = await stack.get("/workloads/team-b/other", ALICE)
+
+    assert status == 200
+    assert all(name in everything for name in (">train<", ">eval<", ">other<"))
+    assert ">train<" in alices and ">eval<" in alices
+    assert ">other<" not in alices
+    assert hidden == 404
+
+
+async def test_the_queue_shows_the_pending_workload_with_its_position_and_estimate(
+    stack: Stack,
+) -> None:
+    async def estimated_from_runs() -> bool:
+        _, html = await stack.get("/queues", ALICE)
+        return "from recorded run times: 5 runs" in html
+
+    await until(estimated_from_runs)
+    _, html = await stack.get("/queues", ALICE)
+
+    # train holds all 16 GPUs until 30 minutes after NOW (runs took 60): eval starts then.
+    assert f"#1 · starts ~{NOW + timedelta(minutes=30):%H:%M} UTC" in html
+    assert "16 of 16" in html
+
+
+async def test_a_workload_page_shows_its_summary_and_its_recorded_timeline(stack: Stack) -> None:
+    status, html = await stack.get("/workloads/team-a/eval", ALICE)
+
+    assert status == 200
+    assert "alice@example.com" in html
+    assert "observed KaiwoJob team-a/eval" in html
+    assert "<svg id=phases" in html
+
+
+async def test_gpu_nodes_need_the_right_to_list_nodes(stack: Stack) -> None:
+    refused, _ = await stack.get("/nodes", ALICE)
+    allowed, _ = await stack.get("/nodes", OPERATOR)
+
+    assert (refused, allowed) == (403, 200)
+
+
+async def test_a_change_reaches_an_open_page_through_server_sent_events(stack: Stack) -> None:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(stack.url + "/events", headers=ALICE) as events,
+    ):
+        first = await _next_version(events)
+        await stack.observe(kaiwojob("eval", phase="RUNNING"), "MODIFIED")
+        second = await asyncio.wait_for(_next_version(events), 60)
+
+    _, fragment = await stack.get(
+        "/workloads?namespace=team-a", {**ALICE, "X-Console-Fragment": "1"}
+    )
+    assert second != first
+    assert not fragment.startswith("<!doctype")
+    assert "RUNNING</span>" in fragment.split(">eval<")[1].split("</tr>")[0]
+
+
+async def _next_version(events: aiohttp.ClientResponse) -> str:
+    while True:
+        line = (await events.content.readline()).decode().strip()
+        if line.startswith("data: "):
+            return line.removeprefix("data: ")
+
+
+# --------------------------------------------------------------------------- in Chromium
+
+SCREENSHOTS = Path(
+    os.environ.get("KAIWO_SCREENSHOTS_DIR", Path(__file__).parents[3] / ".artifacts" / "console")
+)
+"""Where the browser tests leave their screenshots (CI keeps the folder as artifacts)."""
+
+
+async def test_in_chromium_each_page_shows_what_the_reader_may_see(
+    stack: Stack, tmp_path: Path
+) -> None:
+    async with Chromium.start(tmp_path / "chromium") as browser:
+        async with browser.new_page(headers=OPERATOR) as page:
+            for path, name, expected in (
+                ("/workloads", "workloads", "train"),
+                ("/queues", "queues", "research"),
+                ("/nodes", "nodes", "GPU nodes"),
+                ("/models", "models", "Models"),
+                ("/workloads/team-a/eval", "workload", "Timeline"),
+            ):
+                await page.goto(stack.url + path)
+                text = await page.evaluate("document.querySelector('main').innerText")
+                assert expected in text, (path, text)
+                await page.screenshot(SCREENSHOTS / f"{name}.png")
+        async with browser.new_page(headers=ALICE) as page:
+            await page.goto(stack.url + "/workloads")
+            text = await page.evaluate("document.querySelector('main').innerText")
+            assert "train" in text
+            assert "other" not in text
+            assert "team-b" not in text
+            await page.goto(stack.url + "/workloads/team-b/other")
+            assert "No such workload." in await page.evaluate("document.body.innerText")
+
+
+async def test_in_chromium_a_workload_moves_from_pending_to_running_without_a_reload(
+    stack: Stack, tmp_path: Path
+) -> None:
+    await stack.observe(kaiwojob("watch-me", phase="PENDING"))
+    async with (
+        Chromium.start(tmp_path / "chromium") as browser,
+        browser.new_page(headers=ALICE) as page,
+    ):
+
+        async def row() -> str:
+            return str(
+                await page.evaluate(
+                    "[...document.querySelectorAll('#workloads tr')]"
+                    ".map(r => r.innerText).find(t => t.includes('watch-me')) || ''"
+                )
+            )
+
+        await page.goto(stack.url + "/workloads?namespace=team-a")
+        assert "PENDING" in await row()
+        # A mark on the window survives only if the page is never loaded again.
+        await page.evaluate("window.kaiwoMark = 'not reloaded'")
+        await page.screenshot(SCREENSHOTS / "live-before.png")
+
+        await stack.observe(kaiwojob("watch-me", phase="RUNNING"), "MODIFIED")
+
+        async def running() -> bool:
+            return "RUNNING" in await row()
+
+        await until(running)
+        assert await page.evaluate("window.kaiwoMark") == "not reloaded"
+        await page.screenshot(SCREENSHOTS / "live-after.png")
