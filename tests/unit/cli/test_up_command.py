@@ -4,6 +4,7 @@ tests/integration/test_up_resilience.py), and says who may call the gateway it s
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
