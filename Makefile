@@ -16,7 +16,7 @@ HELM_SDK_VERSION := 0.1.32
 PACKAGES := kaiwo_contracts kaiwo_eventstore kaiwo_kube kaiwo_kubefake kaiwo_envtest kaiwo_sandbox kaiwo_runtime \
             kaiwo_watcher kaiwo_planner kaiwo_executor kaiwo_monitor kaiwo_recorder kaiwo_gateway kaiwo_console kaiwo_cli
 
-.PHONY: help install stack lint fmt typecheck layers checks test test-fast crds asyncapi scheduler run demo bench nats-credentials fuzz hostile image deploy-tools
+.PHONY: help install stack browser lint fmt typecheck layers checks test test-fast crds asyncapi scheduler run demo bench nats-credentials fuzz hostile image deploy-tools
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'
@@ -47,7 +47,15 @@ layers: install ## import-linter: the layering contracts in .importlinter
 
 checks: lint typecheck layers ## Every static check
 
-test: checks deploy-tools stack ## The whole test suite with every static check (what CI runs)
+# The console's browser tests drive Debian's chromium over the DevTools protocol (no driver).
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+browser: ## Debian's chromium for the console's browser tests, installed with apt when missing
+	@command -v chromium > /dev/null || { \
+	  echo "make browser: installing Debian's chromium (apt) for the console's browser tests"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	    $(SUDO) apt-get install -y -qq --no-install-recommends chromium; }
+
+test: checks deploy-tools stack browser ## The whole test suite with every static check (what CI runs)
 	$(RUN) pytest
 
 test-fast: install ## Unit tests only
