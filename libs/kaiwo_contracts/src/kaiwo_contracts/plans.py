@@ -93,6 +93,18 @@ class ScaleIntent(_Contract):
     from_replicas: int = Field(ge=0)
 
 
+class PreemptIntent(_Contract):
+    """Preempt the GPU workload rooted at ``target`` (GPU idle preemption of a workload no
+    Kaiwo kind owns, decision 0047): delete it (background propagation, its uid a
+    precondition), or set its replicas to 0 through its scale subresource if they still are
+    ``from_replicas``. Only a GpuWorkload's plan preempts, only the workload its spec names,
+    and only when that workload or its namespace opted in (``kaiwo_contracts.confinement``)."""
+
+    target: ObjectRef
+    action: Literal["delete", "scale-to-zero"]
+    from_replicas: int | None = Field(default=None, ge=0)
+
+
 class Plan(_Contract):
     """Everything that must be true for one owner object.
 
@@ -122,8 +134,9 @@ class Plan(_Contract):
     owner's labels alone): keys under the owner kind's label prefixes (its confinement) not
     listed are removed, every other label is the user's and kept (a Model's
     ``features.kubeai.org/<feature>`` labels).
+    ``preempt``: the workload a GpuWorkload's plan preempts (:class:`PreemptIntent`), or None.
 
-    The last five are left out of the JSON while empty (None), like ``create_only``.
+    The last six are left out of the JSON while empty (None), like ``create_only``.
     """
 
     owner: ObjectRef
@@ -141,6 +154,7 @@ class Plan(_Contract):
     finalizers: tuple[str, ...] | None = None
     scale: ScaleIntent | None = None
     owner_labels: dict[str, str] | None = None
+    preempt: PreemptIntent | None = None
 
     @model_serializer(mode="wrap")
     def _without_unused_newer_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -155,6 +169,7 @@ class Plan(_Contract):
                 ("finalizers", "finalizers", self.finalizers is None),
                 ("scale", "scale", self.scale is None),
                 ("owner_labels", "ownerLabels", self.owner_labels is None),
+                ("preempt", "preempt", self.preempt is None),
             ):
                 if unused:
                     data.pop(alias, None)

@@ -6,6 +6,11 @@ with another uid, is refused) and, for plans that touch Nodes, the GPU taint key
 KaiwoConfig ``kaiwo`` sets. An owner found recently is not read again for
 ``owner_ttl_seconds``: a deleted owner's children go with it anyway (garbage collection), and
 the namespace, kinds and selectors are checked on every plan.
+
+A plan that preempts a GPU workload no Kaiwo kind owns, or creates the GpuWorkload tracking
+one, is judged on that workload and its Namespace as they are *now*: both are read for every
+such plan, never remembered (an opt-in annotation removed a moment ago must count). Such plans
+are rare: one per workload tracked, one per preemption.
 """
 
 from __future__ import annotations
@@ -16,7 +21,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kaiwo_contracts.confinement import DEFAULT_GPU_TAINT_KEY, NODE, refusals
+from kaiwo_contracts.confinement import (
+    DEFAULT_GPU_TAINT_KEY,
+    NODE,
+    PreemptionTarget,
+    preemption_target_ref,
+    refusals,
+)
 from kaiwo_contracts.plans import ObjectRef, Plan
 from kaiwo_kube import KubernetesPort, NotFound, resources
 from kaiwo_kube.resources import known_type
@@ -58,9 +69,11 @@ class PlanAdmission:
         taint_key = DEFAULT_GPU_TAINT_KEY
         if any((m.get("apiVersion"), m.get("kind")) == NODE for m in plan.desired):
             taint_key = await self._gpu_taint_key()
+        wanted = preemption_target_ref(plan)
+        target = await self._preemption_target(wanted) if wanted is not None else None
         uid = (owner or {}).get("metadata", {}).get("uid")
         return Admission(
-            refusals=refusals(plan, owner=owner, gpu_taint_key=taint_key),
+            refusals=refusals(plan, owner=owner, gpu_taint_key=taint_key, target=target),
             owner_found=bool(uid) and uid == plan.owner.uid,
         )
 
@@ -83,6 +96,23 @@ class PlanAdmission:
         while len(self._found) > KNOWN_OWNERS:
             self._found.popitem(last=False)
         return owner
+
+    async def _preemption_target(self, ref: ObjectRef) -> PreemptionTarget:
+        resource = known_type(ref.api_version, ref.kind)
+        if resource is None or not ref.namespace:
+            return PreemptionTarget(workload=None, namespace=None)
+        return PreemptionTarget(
+            workload=await self._read(resource, ref.name, namespace=ref.namespace),
+            namespace=await self._read(resources.NAMESPACE, ref.namespace),
+        )
+
+    async def _read(
+        self, resource: resources.ResourceType, name: str, *, namespace: str | None = None
+    ) -> Mapping[str, Any] | None:
+        try:
+            return await self._kube.get(resource, name, namespace=namespace)
+        except NotFound:
+            return None
 
     async def _gpu_taint_key(self) -> str:
         try:

@@ -126,7 +126,12 @@ from kaiwo_planner.domain.queues.default_objects import default_object_plans
 from kaiwo_planner.domain.scheduling.preemption_candidates import preemption_victims
 from kaiwo_planner.domain.state.cluster_settings import kaiwo_config
 from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
-from kaiwo_planner.domain.state.fanout import all_workloads, owners_to_replan, queue_config
+from kaiwo_planner.domain.state.fanout import (
+    all_gpu_workloads,
+    all_workloads,
+    owners_to_replan,
+    queue_config,
+)
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.projection import (
     Projection,
@@ -751,7 +756,8 @@ class PlannerService:
         return fired
 
     async def resync(self, *, reapply_gaps: bool = True) -> int:
-        """Plan every owner now (the queue config, every workload and Model); returns how many.
+        """Plan every owner now (the queue config, every workload, Model and GpuWorkload);
+        returns how many.
 
         ``reapply_gaps``: publish again for owners whose desired objects are still absent or
         drifted, though nothing changed since the last plan.
@@ -761,6 +767,7 @@ class PlannerService:
             *queue_config(self._projection),
             *all_workloads(self._projection),
             *all_models(self._projection),
+            *all_gpu_workloads(self._projection),
         )
         with bound_context({"trigger": "resync"}):
             await self._plan_round(

@@ -45,7 +45,10 @@ class WorkloadFinding:
     """The latest ``UtilizationV1`` of one workload, reduced to what decisions read.
 
     ``at``: the time of the reading (the end of its window). ``measured``: the reading had
-    samples (False: the endpoint knew none of the workload's pods).
+    samples (False: the endpoint knew none of the workload's pods). ``utilization_ratio``:
+    the reading (average over pods); ``idle_utilization_ratio``: the reading combined with
+    ``idle_aggregation``, which the monitor judged ``idle_since`` against
+    ``idle_threshold_ratio`` with.
     """
 
     uid: str
@@ -59,6 +62,9 @@ class WorkloadFinding:
     idle_since: datetime | None = None
     idle_policy: str | None = None
     idle_grace: timedelta | None = None
+    utilization_ratio: float | None = None
+    idle_utilization_ratio: float | None = None
+    idle_aggregation: str | None = None
 
     @classmethod
     def of(cls, event: UtilizationV1, *, at: datetime) -> WorkloadFinding:
@@ -78,6 +84,9 @@ class WorkloadFinding:
                 if event.idle_grace_seconds is None
                 else timedelta(seconds=event.idle_grace_seconds)
             ),
+            utilization_ratio=event.utilization_ratio,
+            idle_utilization_ratio=event.idle_utilization_ratio,
+            idle_aggregation=event.idle_aggregation,
         )
 
     def fresh(self, now: datetime) -> bool:
@@ -98,6 +107,9 @@ class WorkloadFinding:
             "idleGraceSeconds": None
             if self.idle_grace is None
             else self.idle_grace.total_seconds(),
+            "utilizationRatio": self.utilization_ratio,
+            "idleUtilizationRatio": self.idle_utilization_ratio,
+            "idleAggregation": self.idle_aggregation,
         }
 
     @classmethod
@@ -118,6 +130,9 @@ class WorkloadFinding:
                 if document.get("idleGraceSeconds") is None
                 else timedelta(seconds=float(document["idleGraceSeconds"]))
             ),
+            utilization_ratio=document.get("utilizationRatio"),
+            idle_utilization_ratio=document.get("idleUtilizationRatio"),
+            idle_aggregation=document.get("idleAggregation"),
         )
 
     def decides_differently_from(self, other: WorkloadFinding | None) -> bool:
