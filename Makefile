@@ -84,7 +84,7 @@ bench: install ## Benchmarks that print figures
 nats-credentials: install ## New NATS keys and server config for deploy/compose, deploy/k8s and the Helm chart (rotates every key)
 	$(RUN) kaiwo nats credentials --out deploy/compose/nats-credentials
 	$(RUN) kaiwo nats credentials --out deploy/k8s/base/nats-credentials --http 127.0.0.1:8222 --partitions 12
-	$(RUN) kaiwo nats credentials --out deploy/helm/kaiwo/nats-credentials --http 127.0.0.1:8222 --partitions 12
+	$(RUN) kaiwo nats credentials --out deploy/helm/nats-credentials --http 127.0.0.1:8222 --partitions 12 --helm-values deploy/helm/nats-credentials.yaml
 
 image: ## Build the operator's image (docker build; needs a Docker engine)
 	@if ! command -v docker >/dev/null 2>&1; then \

@@ -1,9 +1,10 @@
 """Event store throughput: append (batched and single) and replay, on SQLite and PostgreSQL.
 
-Run: ``uv run python bench/eventstore.py``. PostgreSQL is measured when a server answers at
-``KAIWO_TEST_POSTGRES_URL`` (else ``postgresql://postgres@127.0.0.1:5432/postgres``); a
-scratch database is created and dropped. The replay corpus (100,000 events) is loaded with
-one set-based INSERT, since only reading it is being measured. Takes well under a minute.
+Run: ``uv run python bench/eventstore.py``. PostgreSQL is the server at
+``KAIWO_TEST_POSTGRES_URL``, else one of our own started for the run from the pinned wheel
+(:func:`kaiwo_eventstore.scratch.scratch_server`); a scratch database is created and dropped.
+The replay corpus (100,000 events) is loaded with one set-based INSERT, since only reading it
+is being measured. Takes well under a minute.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 from kaiwo_eventstore import EventStore, InMemoryEventStore, NewEvent
-from kaiwo_eventstore.scratch import NOT_FOUND, find_server, scratch_database
+from kaiwo_eventstore.scratch import scratch_database, scratch_server, why_no_server
 from kaiwo_eventstore.sql.engines import create_engine
 from kaiwo_eventstore.sql.migrate import upgrade_to_head
 from kaiwo_eventstore.sql.store import SqlEventStore
@@ -173,11 +174,12 @@ async def run_sqlite() -> Figures:
 
 
 async def run_postgres() -> Figures | str:
-    server = await find_server()
-    if server is None:
-        return f"postgresql skipped: {NOT_FOUND}"
-    async with scratch_database(server, prefix="kaiwo_es_bench") as url:
-        return await run_sql("postgresql", url)
+    reason = why_no_server()
+    if reason is not None:
+        return f"postgresql skipped: {reason}"
+    with scratch_server() as server:
+        async with scratch_database(server, prefix="kaiwo_es_bench") as url:
+            return await run_sql("postgresql", url)
 
 
 def table(rows: list[Figures]) -> str:

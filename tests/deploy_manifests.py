@@ -15,14 +15,19 @@ from pathlib import Path
 from typing import Any, Final
 
 import yaml
+from kaiwo_cli.commands.nats import chart_values
 from kaiwo_contracts.events.permissions import operator_identities
 from kaiwo_contracts.events.streams import bus_topology
-from kaiwo_runtime.nats_credentials import write_credentials
+from kaiwo_runtime.nats_credentials import CredentialsDirectory, write_credentials
+
+from tests.stack_programs import stack_program
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
 DEPLOY: Final = REPO_ROOT / "deploy"
 KAIWO: Final = REPO_ROOT / ".venv" / "bin" / "kaiwo"
 HELM_SDK: Final = REPO_ROOT / ".tools" / "helm-sdkpy"
+CHART_CREDENTIALS: Final = "nats-credentials.yaml"
+"""Next to the chart, not in it (deploy/helm/): what ``make nats-credentials`` writes."""
 KUSTOMIZATIONS: Final = ("base", "scheduler", "overlays/dev", "overlays/production")
 EXTERNAL_SCHEDULER: Final = "overlays/production-external-scheduler"
 DEPLOY_PARTITIONS: Final = 12
@@ -31,9 +36,8 @@ DEPLOY_PARTITIONS: Final = 12
 
 
 def kubectl() -> str:
-    found = shutil.which("kubectl")
-    assert found, "kubectl is needed to render kustomize (.ci/run installs it)"
-    return found
+    """The built stack's kubectl (``make stack``), whose kustomize renders the overlays."""
+    return stack_program("kubectl")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,11 +63,28 @@ class DeployTree:
     def chart(self) -> Path:
         return self.root / "helm" / "kaiwo"
 
+    def chart_values(self, values: dict[str, Any]) -> dict[str, Any]:
+        """``values`` with the NATS credentials, as ``helm install -f
+        deploy/helm/nats-credentials.yaml -f ...`` merges them (later files win)."""
+        credentials = yaml.safe_load((self.root / "helm" / CHART_CREDENTIALS).read_text())
+        return merged(credentials, values)
 
-def write_nats_credentials(out: Path, *, http: str | None = None) -> None:
+
+def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Helm's merge of two values files: maps merged key by key, anything else replaced."""
+    result = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = merged(result[key], value)
+        else:
+            result[key] = value
+    return result
+
+
+def write_nats_credentials(out: Path, *, http: str | None = None) -> CredentialsDirectory:
     """What `kaiwo nats credentials --out OUT [--http HTTP]` writes, in this process (the same
     library calls, without the CLI's start-up time)."""
-    write_credentials(
+    return write_credentials(
         out, operator_identities(bus_topology(partitions=DEPLOY_PARTITIONS)), tls=None, http=http
     )
 
@@ -73,9 +94,9 @@ def deploy_tree(directory: Path) -> DeployTree:
     root = directory / "deploy"
     shutil.copytree(DEPLOY, root, ignore=shutil.ignore_patterns("nats-credentials"))
     credentials = root / "k8s" / "base" / "nats-credentials"
-    write_nats_credentials(credentials, http="127.0.0.1:8222")
-    # The same files `make nats-credentials` writes for the chart (one generation is enough).
-    shutil.copytree(credentials, root / "helm" / "kaiwo" / "nats-credentials")
+    written = write_nats_credentials(credentials, http="127.0.0.1:8222")
+    # The values file `make nats-credentials` writes for the chart (one generation is enough).
+    (root / "helm" / CHART_CREDENTIALS).write_text(chart_values(written))
     test_overlay = root / "k8s" / EXTERNAL_SCHEDULER
     test_overlay.mkdir()
     (test_overlay / "kustomization.yaml").write_text(

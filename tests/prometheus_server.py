@@ -1,4 +1,4 @@
-"""A real Prometheus for tests: Debian's ``prometheus`` binary scraping a small GPU exporter.
+"""A real Prometheus for tests: the built stack's ``prometheus`` scraping a small GPU exporter.
 
 :class:`GpuExporter` is an HTTP server in the test's own event loop serving the Prometheus
 text format with the GPU series the test sets (AMD ``gpu_gfx_activity`` with ``gpu_id``,
@@ -8,17 +8,15 @@ scrapes the exporter every second, waits until it is ready, and stops it afterwa
 the exporter stops serving is marked stale at the next scrape, so an instant query no longer
 returns it, as with a pod that went away.
 
-The Debian package may run a system Prometheus on 9090; these tests never use it. Without the
-binary the tests are skipped with the reason, or fail under ``KAIWO_REQUIRE_REAL_APISERVER=1``
-(CI installs the package in ``.ci/run``).
+The binary is Prometheus 3 from the stack ``make stack`` builds (``tests/stack_programs.py``);
+a Prometheus the machine may run on 9090 is never used. Without the binary the tests are
+skipped with the reason, or fail under ``KAIWO_REQUIRE_REAL_APISERVER=1``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import shutil
 import socket
 import subprocess
 import time
@@ -28,10 +26,10 @@ from pathlib import Path
 from typing import Final
 
 import aiohttp
-import pytest
 from aiohttp import web
 
-REQUIRE_VARIABLE: Final = "KAIWO_REQUIRE_REAL_APISERVER"
+from tests.stack_programs import stack_program
+
 SCRAPE_SECONDS: Final = 1
 READY_WITHIN: Final = 30.0
 AMD: Final = "gpu_gfx_activity"
@@ -43,17 +41,6 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def prometheus_binary() -> str:
-    """The ``prometheus`` binary; skips the test (fails under CI) when there is none."""
-    found = shutil.which("prometheus")
-    if found is None:
-        reason = "the prometheus binary is not installed (apt-get install prometheus)"
-        if os.environ.get(REQUIRE_VARIABLE):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +99,7 @@ class Prometheus:
 @contextlib.asynccontextmanager
 async def running_prometheus(exporter: GpuExporter, workdir: Path) -> AsyncIterator[Prometheus]:
     """``prometheus`` on a free port scraping ``exporter`` every second, until the block ends."""
-    binary = prometheus_binary()
+    binary = stack_program("prometheus")
     port = free_port()
     config = workdir / "prometheus.yml"
     config.write_text(
@@ -165,8 +152,11 @@ async def _ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
     raise AssertionError(f"prometheus was not ready within {READY_WITHIN} s")
 
 
-async def wait_for_series(url: str, query: str, count: int, *, within: float = 15.0) -> None:
-    """Until an instant ``query`` returns ``count`` series (scrapes and staleness land)."""
+async def wait_for_series(url: str, query: str, count: int, *, within: float = 60.0) -> None:
+    """Until an instant ``query`` returns ``count`` series (scrapes and staleness land).
+
+    A scrape every second lands it in a few seconds when idle; ``within`` only tells a hang
+    from a loaded machine."""
     deadline = time.monotonic() + within
     found: object = None
     async with aiohttp.ClientSession() as session:

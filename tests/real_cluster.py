@@ -25,7 +25,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NoReturn, TypeVar
 
 import pytest
 from kaiwo_contracts.crds.registry import SERVED_KINDS
@@ -44,11 +44,12 @@ from kaiwo_kube import NotFound
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_kube.resources import CUSTOM_RESOURCE_DEFINITION, KUEUE_CLUSTER_QUEUE
 
+from tests.required import unavailable as missing
+
 T = TypeVar("T")
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
 KUBECONFIG_VARIABLE: Final = "KAIWO_TEST_KUBECONFIG"
-REQUIRE_VARIABLE: Final = "KAIWO_REQUIRE_REAL_APISERVER"
 FIELD_MANAGER: Final = "kaiwo-tests"
 ESTABLISHED_WITHIN: Final = 60.0
 OPERATOR_NAMESPACE: Final = "kaiwo-system"
@@ -136,11 +137,9 @@ async def _served(kube: KubernetesAsyncioAdapter, name: str) -> bool:
     return True
 
 
-def unavailable(reason: str) -> None:
+def unavailable(reason: str) -> NoReturn:
     """Skip with ``reason``; under ``KAIWO_REQUIRE_REAL_APISERVER=1`` fail with it."""
-    if os.environ.get(REQUIRE_VARIABLE) == "1":
-        pytest.fail(f"{REQUIRE_VARIABLE}=1 but there is no real API server: {reason}")
-    pytest.skip(f"no real Kubernetes API server: {reason}")
+    missing("a real Kubernetes API server", reason)
 
 
 @pytest.fixture(scope="session")

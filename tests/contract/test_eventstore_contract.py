@@ -1,16 +1,13 @@
 """One behavioural suite for every event store adapter: in-memory, SQLite file, PostgreSQL.
 
-PostgreSQL: ``KAIWO_TEST_POSTGRES_URL`` names the server, else the local defaults (TCP
-127.0.0.1:5432 as ``postgres``, then the unix socket) are tried. A fresh, uniquely named
-database is created for the session and dropped afterwards. When no server answers the
-PostgreSQL cases are skipped, except under CI (env ``CI`` set), where that is a failure.
+PostgreSQL: the session's own server (``postgres_server``, ``tests/postgres.py``). A fresh,
+uniquely named database is created for the session and dropped afterwards.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -34,10 +31,8 @@ from kaiwo_eventstore import (
     Tracking,
 )
 from kaiwo_eventstore.scratch import (
-    NOT_FOUND,
     create_scratch_database,
     drop_scratch_database,
-    find_server,
     run_admin_statement,
 )
 from kaiwo_eventstore.sql.engines import create_engine
@@ -64,13 +59,9 @@ def _run_apart(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
 
 
 @pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
-    """A fresh database on the reachable server, migrated to head; dropped at the end."""
-    server_url = _run_apart(find_server)
-    if server_url is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI is set but {NOT_FOUND}")
-        pytest.skip(NOT_FOUND)
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """A fresh database on the session's server, migrated to head; dropped at the end."""
+    server_url = postgres_server
     database_url = _run_apart(lambda: create_scratch_database(server_url, prefix="kaiwo_es_test"))
     try:
         _run_apart(lambda: upgrade_to_head(database_url))

@@ -1,6 +1,6 @@
 """Fixtures of the pipeline and fault tests (the harness lives in ``tests/integration/pipeline``):
 the whole operator as ``kaiwo up`` runs it, against the fake API server (``--fake``) with its
-event store on SQLite and, when a server answers, on PostgreSQL; and against the session's real
+event store on SQLite and on the session's PostgreSQL; and against the session's real
 API server (``real_cluster``, marker ``k8s``) on SQLite."""
 
 from __future__ import annotations
@@ -18,17 +18,18 @@ from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_kubefake import FakeKubeServer
 
 from tests.integration.pipeline.harness import Pipeline, running_pipeline
-from tests.integration.pipeline.postgres import fresh_database, postgres_server
+from tests.integration.pipeline.postgres import fresh_database
 from tests.real_cluster import RealCluster
 
 
 @contextlib.asynccontextmanager
-async def event_store_url(kind: str, state_dir: Path) -> AsyncIterator[str | None]:
-    """None (the stack's SQLite file in ``state_dir``) or a fresh PostgreSQL database."""
+async def event_store_url(kind: str, request: pytest.FixtureRequest) -> AsyncIterator[str | None]:
+    """None (the stack's SQLite file in its state directory) or a fresh database on the
+    session's PostgreSQL server."""
     if kind == "sqlite":
         yield None
         return
-    async with fresh_database(await postgres_server()) as url:
+    async with fresh_database(request.getfixturevalue("postgres_server")) as url:
         yield url
 
 
@@ -53,7 +54,7 @@ async def pipeline(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncItera
     backend, store = request.param
     real = real_cluster_if(request, backend)
     async with (
-        event_store_url(store, tmp_path) as url,
+        event_store_url(store, request) as url,
         running_pipeline(tmp_path / "kaiwo", store_url=url, real=real) as running,
     ):
         yield running

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ from kaiwo_envtest import AssetsNotFoundError, find_binaries
 
 from tests.integration.terminal import Terminal
 from tests.real_cluster import REPO_ROOT, unavailable
+from tests.stack_programs import stack_program
 
 pytestmark = [pytest.mark.slow, pytest.mark.nats, pytest.mark.timeout(600)]
 
@@ -179,17 +179,16 @@ def test_with_the_demo_running_a_second_shell_submits_follows_and_inspects(
             r"\[sandbox\] (ready: serving until the pod is deleted|still serving after [\d.]+ s)",
             served.strip(),
         ), served
-        # The kubectl line as printed, with the kubeconfig it exports (CI installs kubectl).
+        # The kubectl line as printed, with the kubeconfig it exports (the built stack's kubectl).
         kubeconfig = re.search(r"export KUBECONFIG=(\S+)", screen)
         assert kubeconfig is not None
-        if shutil.which("kubectl"):
-            code, by_kubectl = run(
-                "kubectl logs -n ml-team -l kaiwo.silogen.ai/name=broken-tokenizer",
-                cwd=here,
-                env={**env, "KUBECONFIG": kubeconfig.group(1)},
-            )
-            assert code == 0, by_kubectl
-            assert "FileNotFoundError: /workload/tokenizer.json" in by_kubectl.splitlines()
+        code, by_kubectl = run(
+            f"{stack_program('kubectl')} logs -n ml-team -l kaiwo.silogen.ai/name=broken-tokenizer",
+            cwd=here,
+            env={**env, "KUBECONFIG": kubeconfig.group(1)},
+        )
+        assert code == 0, by_kubectl
+        assert "FileNotFoundError: /workload/tokenizer.json" in by_kubectl.splitlines()
 
         # The job the second shell submitted, with no flags.
         code, status = run(f"{kaiwo} status {SUBMITTED}", cwd=here, env=env)

@@ -32,7 +32,7 @@ from sqlalchemy.engine import make_url
 
 from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import Pipeline, field_managers_of, running_pipeline
-from tests.integration.pipeline.postgres import TcpProxy, fresh_database, postgres_server
+from tests.integration.pipeline.postgres import TcpProxy, fresh_database
 
 pytestmark = [pytest.mark.nats, pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
@@ -189,8 +189,10 @@ async def recorder_appends(pipeline: Pipeline) -> float:
 
 
 @pytest.fixture
-async def postgres_behind_proxy(tmp_path: Path) -> AsyncIterator[tuple[Pipeline, TcpProxy]]:
-    async with fresh_database(await postgres_server()) as url:
+async def postgres_behind_proxy(
+    tmp_path: Path, postgres_server: str
+) -> AsyncIterator[tuple[Pipeline, TcpProxy]]:
+    async with fresh_database(postgres_server) as url:
         parsed = make_url(url)
         if not parsed.host or parsed.host.startswith("/"):
             pytest.skip("the PostgreSQL server is reached over a unix socket: no TCP to cut")

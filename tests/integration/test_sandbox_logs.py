@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import shutil
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -27,11 +26,14 @@ from kaiwo_sandbox.fleet import NODE_TYPES
 from kaiwo_sandbox.lifecycle import Timing
 
 from tests.integration.conftest import SandboxCluster
+from tests.stack_programs import stack_program
 
-KUBECTL = shutil.which("kubectl")
 RUN_SECONDS = "sandbox.kaiwo.silogen.ai/run-seconds"
 FAIL = "sandbox.kaiwo.silogen.ai/fail"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+HANG_SECONDS = 60.0
+"""How long a wait may last before the test calls it hung: a guard, not a measure (the
+simulated pods run for seconds), generous for a loaded machine."""
 
 
 @pytest.fixture
@@ -76,7 +78,7 @@ async def eventually(check: Callable[[], Awaitable[Any]], *, within: float, what
 async def create_pod(kube: KubernetesAsyncioAdapter, manifest: dict[str, Any]) -> None:
     """Create, retrying while a new namespace's default ServiceAccount is not there yet (the
     real API server's admission refuses pods until the controller manager has made it)."""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + HANG_SECONDS
     while True:
         try:
             await kube.create(manifest)
@@ -94,9 +96,8 @@ async def log_lines(
 
 
 async def kubectl(kubeconfig: Path, *args: str) -> tuple[int, str]:
-    assert KUBECTL is not None
     process = await asyncio.create_subprocess_exec(
-        KUBECTL,
+        stack_program("kubectl"),
         f"--kubeconfig={kubeconfig}",
         *args,
         stdout=asyncio.subprocess.PIPE,
@@ -156,7 +157,7 @@ async def test_logs_follow_tail_containers_and_failures_through_the_api_server(
                 found = await kube.get(resources.POD, name, namespace=namespace)
                 return (found.get("status") or {}).get("phase") == "Running"
 
-            await eventually(lambda: running("two"), within=30, what="pod two runs")
+            await eventually(lambda: running("two"), within=HANG_SECONDS, what="pod two runs")
             found = await kube.get(resources.POD, "two", namespace=namespace)
             assert found["spec"]["nodeName"] == node  # bound: the API server knows its kubelet
 
@@ -202,15 +203,13 @@ async def test_logs_follow_tail_containers_and_failures_through_the_api_server(
                 found = await kube.get(resources.POD, "broken", namespace=namespace)
                 return (found.get("status") or {}).get("phase") == "Failed"
 
-            await eventually(failed, within=30, what="pod broken fails")
+            await eventually(failed, within=HANG_SECONDS, what="pod broken fails")
             broken = await log_lines(kube, "broken", namespace)
             assert broken[-2] == "FileNotFoundError: /data/tokenizer.json"
             assert re.fullmatch(r"\[sandbox\] exited with code 1 after \d+ s", broken[-1])
 
             assert await log_lines(kube, "nowhere", namespace) == []
 
-            if KUBECTL is None:
-                return
             code, output = await kubectl(
                 cluster.kubeconfig, "logs", "-n", namespace, "two", "-c", "main", "--tail=2"
             )
@@ -235,7 +234,7 @@ async def test_logs_follow_tail_containers_and_failures_through_the_api_server(
             await create_pod(
                 kube, pod("late", namespace, containers=["main"], annotations={RUN_SECONDS: "3"})
             )
-            await eventually(lambda: running("late"), within=30, what="pod late runs")
+            await eventually(lambda: running("late"), within=HANG_SECONDS, what="pod late runs")
             code, output = await asyncio.wait_for(
                 kubectl(cluster.kubeconfig, "logs", "-f", "-n", namespace, "late"), 60
             )

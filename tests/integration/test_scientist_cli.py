@@ -32,6 +32,12 @@ from tests.real_cluster import REPO_ROOT, RealCluster
 pytestmark = [pytest.mark.k8s, pytest.mark.nats, pytest.mark.slow, pytest.mark.timeout(240)]
 
 EXAMPLE: Final = REPO_ROOT / "examples" / "kaiwojob-gpu-training.yaml"
+NORMAL_PRIORITY: Final = {
+    "apiVersion": "scheduling.k8s.io/v1",
+    "kind": "PriorityClass",
+    "metadata": {"name": "normal-priority"},
+    "value": 100,
+}
 NAME: Final = "llama-3-8b-sft"
 USER: Final = "alice@example.com"
 
@@ -170,6 +176,9 @@ async def test_on_the_real_api_server_submit_list_status_logs_and_delete(
     env = {**scientist_config(tmp_path), "KAIWO_STATE": str(state)}
     async with running_pipeline(state, real=real_cluster) as pipeline:
         ns = pipeline.namespace
+        # The example's priorityClass, as a platform team would have made it: a workload
+        # naming a PriorityClass the cluster lacks ends in ERROR (decision 0045).
+        await pipeline.kube.apply(NORMAL_PRIORITY, field_manager="test")
         submitted = asyncio.create_task(
             kaiwo(
                 "submit",

@@ -17,7 +17,7 @@ Everything here but the reads is pure.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -340,11 +340,3 @@ def _ref(ref: ObjectRef) -> str:
 
 def _percent(ratio: float) -> str:
     return f"{ratio * 100:.0f}%"
-
-
-def summarize_types(events: Iterable[StoredEvent]) -> dict[str, int]:
-    """How many events of each type (for the explain header)."""
-    counts: dict[str, int] = {}
-    for event in events:
-        counts[event.type] = counts.get(event.type, 0) + 1
-    return counts

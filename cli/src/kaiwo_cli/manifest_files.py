@@ -10,9 +10,10 @@ exhausting memory or the stack (limits recorded in docs/decisions, "hostile spec
   up to at most :data:`MAX_EXPANDED_NODES` values: an alias re-uses a whole subtree, so a few
   of them nested make a "billion laughs" document that expands to gigabytes when anything
   walks it;
-* an integer has at most :data:`MAX_INTEGER_DIGITS` digits (Python refuses to convert longer
-  ones; a manifest's largest number, 2**63, has 19). Smaller but too large values are the
-  models' to refuse, naming the field.
+* an integer has at most :data:`MAX_INTEGER_DIGITS` digits in its own base, hexadecimal and
+  binary ones too (Python refuses to convert longer decimal ones; a manifest's largest
+  number, 2**63, has 19). Smaller but too large values are the models' to refuse, naming the
+  field.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ class _BoundedLoader(yaml.SafeLoader):
         return size
 
     def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
-        digits = sum(character.isdigit() for character in str(node.value))
+        digits = numeral_digits(str(node.value))
         if digits > MAX_INTEGER_DIGITS:
             raise LimitExceededError(
                 f"an integer of {digits} digits (line {node.start_mark.line + 1}); "
@@ -105,6 +106,16 @@ class _BoundedLoader(yaml.SafeLoader):
             )
         value: int = super().construct_yaml_int(node)
         return value
+
+
+def numeral_digits(numeral: str) -> int:
+    """The digits of a YAML integer in its own base: ``0x`` followed by 200,000 ``f`` has
+    200,000 (Python converts a hexadecimal or binary numeral of any length, then fails to
+    print it in decimal, far from the reader)."""
+    body = numeral.lstrip("+-").replace("_", "")
+    if body[:2].lower() in {"0x", "0b", "0o"}:
+        body = body[2:]
+    return sum(character.isalnum() for character in body)
 
 
 _BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_yaml_int)
@@ -140,11 +151,26 @@ class ManifestDocument:
 
     @property
     def label(self) -> str:
-        """``kind/name`` for messages (``?`` for what the document does not say)."""
+        """``kind/name`` for messages (``?`` for what the document does not say), safe to
+        print: a hostile name must not reorder the terminal's line (U+202E) or flood it."""
         content = self.content if isinstance(self.content, dict) else {}
         metadata = content.get("metadata")
         name = metadata.get("name") if isinstance(metadata, dict) else None
-        return f"{content.get('kind') or '?'}/{name or '?'}"
+        return f"{printable(content.get('kind') or '?')}/{printable(name or '?')}"
+
+
+LABEL_CHARACTERS = 80
+
+
+def printable(value: object) -> str:
+    """``value`` as text for one line of output: characters other than printable ASCII as
+    ``\\u`` escapes, cut to :data:`LABEL_CHARACTERS` with the length said."""
+    text = str(value)
+    shown = text[:LABEL_CHARACTERS]
+    escaped = "".join(
+        c if c.isascii() and c.isprintable() else c.encode("unicode_escape").decode() for c in shown
+    )
+    return escaped if len(text) == len(shown) else f"{escaped}... ({len(text):,} characters)"
 
 
 class ManifestReadError(Exception):

@@ -40,7 +40,7 @@ other partitions may differ.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Literal, TypeVar
@@ -451,7 +451,3 @@ def _owner_uid(event: StoredEvent) -> str | None:
     owner = (event.data.get("plan") or {}).get("owner") or {}
     uid = owner.get("uid") if isinstance(owner, Mapping) else None
     return uid if isinstance(uid, str) else event.correlation_id
-
-
-def iter_differences(report: ReplayReport) -> Iterator[PlanReplay]:
-    return (plan for plan in report.plans if plan.outcome == "differs")

@@ -54,9 +54,13 @@ class PhaseHistory:
 
     seen: dict[str, list[str]] = field(default_factory=dict)
     reasons: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    waiting_looks: dict[str, int] = field(default_factory=dict)
+    """How many looks found each workload PENDING with a reason."""
 
     def record(self, rows: Iterable[WorkloadRow]) -> None:
         for row in rows:
+            if row.phase == "PENDING" and row.detail and row.detail != "waiting for Kueue":
+                self.waiting_looks[row.key] = self.waiting_looks.get(row.key, 0) + 1
             phases = self.seen.setdefault(row.key, [])
             if row.phase and (not phases or phases[-1] != row.phase):
                 phases.append(row.phase)
@@ -83,6 +87,14 @@ class PhaseHistory:
             and (not with_reason or any(seen == phase for seen, _ in self.reasons.get(key, ())))
         )
         return keys[0] if keys else None
+
+    def longest_wait(self) -> str | None:
+        """The workload seen waiting, with a reason, in the most looks (then by name): the
+        wait worth a look. On the real Kueue every job of a queue made at the same moment
+        waits a moment too ("ClusterQueue ... is inactive" until its flavors exist)."""
+        if not self.waiting_looks:
+            return None
+        return min(self.waiting_looks, key=lambda key: (-self.waiting_looks[key], key))
 
     def path(self, key: str) -> str:
         return " → ".join(self.seen.get(key, []))

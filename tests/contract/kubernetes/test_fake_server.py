@@ -146,6 +146,7 @@ async def test_group_discovery(http: aiohttp.ClientSession) -> None:
         "coordination.k8s.io",
         "events.k8s.io",
         "rbac.authorization.k8s.io",
+        "scheduling.k8s.io",
     ]
     _, apps = await call(http, "GET", "/apis/apps/v1")
     scale = next(entry for entry in apps["resources"] if entry["name"] == "deployments/scale")

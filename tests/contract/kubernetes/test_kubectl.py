@@ -1,13 +1,12 @@
 """kubectl against the fake as against a real API server: ``kubectl apply`` with no flags
 (the fake serves OpenAPI, so kubectl's validation finds the kinds) and ``kubectl get``
-showing the CRD's printer columns (the fake answers Table requests). Skipped only where
-kubectl is not installed."""
+showing the CRD's printer columns (the fake answers Table requests). kubectl is the built
+stack's (``tests/stack_programs.py``)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,9 +18,7 @@ from kaiwo_contracts.crds.schema import custom_resource_definitions
 from kaiwo_kubefake import FakeKubeServer
 
 from tests.real_cluster import RealCluster
-
-KUBECTL = shutil.which("kubectl")
-pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+from tests.stack_programs import stack_program
 
 JOB = """\
 apiVersion: kaiwo.silogen.ai/v1alpha1
@@ -37,9 +34,8 @@ spec:
 
 
 async def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> tuple[int, str]:
-    assert KUBECTL is not None
     process = await asyncio.create_subprocess_exec(
-        KUBECTL,
+        stack_program("kubectl"),
         f"--kubeconfig={kubeconfig}",
         *args,
         stdin=asyncio.subprocess.PIPE,

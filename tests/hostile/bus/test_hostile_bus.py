@@ -59,9 +59,12 @@ from tests.hostile.bus.corpus import (
 
 pytestmark = [pytest.mark.nats, pytest.mark.slow]
 
-INNOCENT_WITHIN = 5.0
-"""The consumers' first retry delay: an innocent message handled sooner proves the hostile
-one before it was settled on its first delivery."""
+HANG_SECONDS = 60.0
+"""How long a wait may last before the test calls it hung: a guard, not a measure."""
+RETRIED = "message will be retried"
+"""What a consumer logs when it leaves a message for a later delivery: never logged here means
+every hostile message was settled on its first delivery, so none held up the innocent one
+behind it (the figure in the table) for a retry delay."""
 REJECTED = "rejected: EnvelopeFormatError: "
 
 
@@ -102,7 +105,7 @@ class Stack:
     async def settled(self, stream: str, consumer: str, sequence: int) -> None:
         """Wait until ``consumer`` has acknowledged (or terminated) ``sequence``."""
         js = self.bus.client.jetstream()
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + HANG_SECONDS
         while time.monotonic() < deadline:
             info = await js.consumer_info(stream, consumer)
             if info.ack_floor.stream_seq >= sequence:
@@ -133,15 +136,15 @@ class Stack:
             answers = RESULT_STREAM
         started = time.monotonic()
         await self.bus.publish_raw(subject, body=body, headers=headers)
-        while time.monotonic() - started < 15:
+        while time.monotonic() - started < HANG_SECONDS:
             for stored in await self.new_messages(answers):
                 if stored.headers.get("ce-correlationid") == uid:
                     return time.monotonic() - started
             await asyncio.sleep(0.01)
-        raise AssertionError(f"the innocent {name} was not handled within 15 s")
+        raise AssertionError(f"the innocent {name} was not handled within {HANG_SECONDS} s")
 
     async def recorded(self, stream: str, sequence: int) -> StoredEvent:
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + HANG_SECONDS
         while time.monotonic() < deadline:
             for event in await self.store.read_all(limit=100_000):
                 metadata = event.metadata
@@ -333,10 +336,8 @@ async def test_every_hostile_message_meets_its_expected_outcome_and_nothing_cras
         != (message.expected.publish, message.expected.consumer, message.expected.recorder)
     ]
     assert mismatches == []
-    slow = [
-        (m.name, s.innocent_seconds) for m, s in rows if (s.innocent_seconds or 0) > INNOCENT_WITHIN
-    ]
-    assert slow == []
+    retried = [entry for entry in logs if entry["event"] == RETRIED]
+    assert retried == []
     assert crashed == []
     tracebacks = [
         entry for entry in logs if entry.get("exc_info") or entry["log_level"] == "critical"

@@ -82,6 +82,10 @@ def queue_config(quota: Any) -> dict[str, Any]:
     }
 
 
+def in_namespace(document: dict[str, Any], namespace: str) -> dict[str, Any]:
+    return {**document, "metadata": {**document["metadata"], "namespace": namespace}}
+
+
 def data(size: Any) -> dict[str, Any]:
     return {"storageEnabled": True, "data": {"storageSize": size}}
 
@@ -145,6 +149,15 @@ def build_corpus() -> list[HostileManifest]:
         case("name 253 with data", job(LONG, storage=data("1Gi")), "bounded children", ""),
         case("queue 64 chars", job(clusterQueue="q" * 64), "field error", "spec.clusterQueue"),
         case("priority Bad_", job(priorityClass="Bad_"), "field error", "spec.priorityClass"),
+        # ---- names outside Kubernetes' grammar (the API server refuses them too:
+        # test_api_server_grammar.py)
+        case("name 10,000 chars", job("n" * 10_000), "field error", "metadata.name"),
+        case("name zero-width space", job("ab\u200bc"), "field error", "metadata.name"),
+        case("name right-to-left", job("ab\u202ec"), "field error", "metadata.name"),
+        case("name a path", job("../../etc/passwd"), "field error", "metadata.name"),
+        case(
+            "namespace ML_Team", in_namespace(job(), "ML_Team"), "field error", "metadata.namespace"
+        ),
         # ---- quantities
         case(
             "size 1e100Gi",
@@ -249,6 +262,23 @@ def build_corpus() -> list[HostileManifest]:
             _header("pow") + "spec:\n  replicas: 2**63\n",
             "field error",
             "spec.replicas",
+        ),
+        HostileManifest(
+            "replicas 0x and 200,000 f",
+            _header("hex") + "spec:\n  replicas: 0x" + "f" * 200_000 + "\n",
+            "refused reading",
+            "an integer of 200000 digits",
+        ),
+        case(
+            "gpusPerReplica 0",
+            job(gpusPerReplica=0, replicas=1),
+            "Valid=False",
+            "spec.gpusPerReplica",
+        ),
+        case("gpuVendor newline", job(gpuVendor="amd\nx"), "Valid=False", "spec.gpuVendor"),
+        case("gpuVendor final newline", job(gpuVendor="amd\n"), "Valid=False", "spec.gpuVendor"),
+        case(
+            "queue final newline", job(clusterQueue="kaiwo\n"), "Valid=False", "spec.clusterQueue"
         ),
         HostileManifest(
             "replicas 1e400",

@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from kaiwo_kube import Invalid, NotFound
+from kaiwo_contracts.validation import validate_manifest
+from kaiwo_kube import Invalid, KubeError, NotFound
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_kube.resources import NAMESPACE
 
@@ -67,6 +68,20 @@ REFUSED_ON_A_JOB = [
     ("duration-with-days", {"duration": "1d"}, "spec.duration"),
     ("replicas-beyond-int32", {"replicas": 2**31}, "spec.replicas"),
     ("gpus-beyond-int32", {"gpus": 2**40}, "spec.gpus"),
+    ("gpus-per-replica-zero", {"gpusPerReplica": 0, "replicas": 1}, "spec.gpusPerReplica"),
+    ("gpu-vendor-newline", {"gpuVendor": "amd\nnvidia"}, "spec.gpuVendor"),
+    ("gpu-vendor-final-newline", {"gpuVendor": "amd\n"}, "spec.gpuVendor"),
+    ("queue-final-newline", {"clusterQueue": "kaiwo\n"}, "spec.clusterQueue"),
+]
+
+# Names `kaiwo validate` refuses; the API server must refuse each too (a custom resource's
+# name is a DNS-1123 subdomain, a namespace's a DNS-1123 label).
+REFUSED_NAMES = [
+    ("10,000 characters", "a" * 10_000),
+    ("zero-width space", "ab\u200bc"),
+    ("right-to-left override", "ab\u202ec"),
+    ("path", "../../etc/passwd"),
+    ("capitals and underscore", "ML_Team"),
 ]
 
 
@@ -149,3 +164,28 @@ async def test_a_queue_quota_and_the_config_durations_follow_the_same_grammar(
     fields = [cause.get("field") for cause in refused.value.causes]
     assert "spec.scheduling.pendingThresholdForPreemption" in fields, fields
     assert "spec.ray.headPodMemory" in fields, fields
+
+
+@pytest.mark.parametrize(("case", "name"), REFUSED_NAMES, ids=[c for c, _ in REFUSED_NAMES])
+async def test_the_api_server_refuses_the_names_kaiwo_validate_refuses(
+    kube: tuple[KubernetesAsyncioAdapter, str], case: str, name: str
+) -> None:
+    adapter, namespace = kube
+    manifest = job(name, namespace)
+    as_namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+    assert [p.path for p in validate_manifest(manifest)] == ["metadata.name"], case
+    assert [
+        p.path
+        for p in validate_manifest({**manifest, "metadata": {"name": "ok", "namespace": name}})
+    ] == ["metadata.namespace"], case
+    with pytest.raises(KubeError) as refused:
+        await adapter.create(manifest)
+    # A name with "/" cannot even be a path segment: refused before validation names a field.
+    assert refused.value.code in (400, 422), refused.value
+    if refused.value.code == 422:
+        assert isinstance(refused.value, Invalid)
+        assert "metadata.name" in [c.get("field") for c in refused.value.causes]
+    with pytest.raises(Invalid) as refused_namespace:
+        await adapter.create(as_namespace)
+    assert "metadata.name" in [c.get("field") for c in refused_namespace.value.causes]

@@ -13,7 +13,9 @@ import base64
 import gzip
 import json
 import re
+import shutil
 import subprocess
+import tarfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Final
@@ -28,6 +30,7 @@ from tests.deploy_manifests import (
     helm_sdk,
     kubectl,
     shared_deploy_tree,
+    write_nats_credentials,
 )
 from tests.integration.deploy.test_on_the_api_server import prepared, run_kubectl
 from tests.real_cluster import OPERATOR_NAMESPACE, RealCluster
@@ -59,12 +62,17 @@ async def cluster(real_cluster: RealCluster) -> AsyncIterator[RealCluster]:
         await helm.Uninstall(config).run(RELEASE, wait=False)
 
 
-async def install(cluster: RealCluster, chart: Path, values: dict[str, Any]) -> list[dict[str, Any]]:
-    """``helm install`` (not waiting for pods: no kubelet runs), then the manifest Helm stored."""
+async def install(
+    cluster: RealCluster, tree: DeployTree, values: dict[str, Any], *, credentials: bool = True
+) -> list[dict[str, Any]]:
+    """``helm install`` (not waiting for pods: no kubelet runs) with ``values`` over the NATS
+    credentials (as ``-f deploy/helm/nats-credentials.yaml -f ...``), then the manifest Helm
+    stored."""
     helm = helm_sdk()
     config = helm.Configuration(namespace=OPERATOR_NAMESPACE, kubeconfig=str(cluster.kubeconfig))
-    await helm.Install(config).run(RELEASE, str(chart), values=values, wait=False, timeout=120,
-                                   take_ownership=True)  # fmt: skip
+    values = tree.chart_values(values) if credentials else values
+    await helm.Install(config).run(RELEASE, str(tree.chart), values=values, wait=False,
+                                   timeout=120, take_ownership=True)  # fmt: skip
     stored = await asyncio.to_thread(
         run_kubectl, cluster, "-n", OPERATOR_NAMESPACE, "get", "secret",
         f"sh.helm.release.v1.{RELEASE}.v1", "-o", "jsonpath={.data.release}",
@@ -119,10 +127,30 @@ async def test_helm_lint_sees_a_broken_template(tree: DeployTree, tmp_path: Path
     assert [m["Path"] for m in result["Messages"] if m["Severity"] >= ERROR] == ["templates/"]
 
 
+async def test_a_packaged_chart_carries_no_nats_key(tree: DeployTree, tmp_path: Path) -> None:
+    """``helm package`` bundles every file of the chart that .helmignore does not exclude: keys
+    an older ``make nats-credentials`` left in the chart's directory stay out of the archive."""
+    chart = tmp_path / "kaiwo"
+    shutil.copytree(tree.chart, chart)
+    write_nats_credentials(chart / "nats-credentials")
+    (chart / "stray.nk").write_text("SUAKEY\n")
+    helm = helm_sdk()
+
+    archive = await helm.Package(helm.Configuration(namespace=OPERATOR_NAMESPACE)).run(
+        str(chart), dest_dir=str(tmp_path)
+    )
+
+    with tarfile.open(archive) as packaged:
+        names = packaged.getnames()
+    assert "kaiwo/templates/nats-credentials.yaml" in names
+    assert [n for n in names if n.endswith(".nk") or "/nats-credentials/" in n] == []
+    assert [n for n in names if n.endswith(".conf")] == []
+
+
 async def test_the_production_values_install_the_production_overlay(
     cluster: RealCluster, tree: DeployTree
 ) -> None:
-    installed = await install(cluster, tree.chart, values_file(tree, "values-production.yaml"))
+    installed = await install(cluster, tree, values_file(tree, "values-production.yaml"))
     overlay = tree.objects("overlays/production")
 
     chart, kustomized = normalised(installed), normalised(overlay)
@@ -134,7 +162,7 @@ async def test_the_production_values_install_the_production_overlay(
 async def test_the_default_values_install_all_but_the_service_monitor(
     cluster: RealCluster, tree: DeployTree
 ) -> None:
-    installed = await install(cluster, tree.chart, {})
+    installed = await install(cluster, tree, {})
     overlay = tree.objects("overlays/production")
 
     assert set(normalised(installed)) == set(normalised(overlay)) - {("ServiceMonitor", "kaiwo")}
@@ -152,7 +180,7 @@ async def test_without_the_scheduler_the_operator_is_told_the_default_one(
         "kaiwoQueueConfig": {"create": True, "spec": {}},
         "eventstore": {"url": "postgresql://kaiwo:secret@db:5432/kaiwo"},
     }
-    installed = by_kind_and_name(await install(cluster, tree.chart, values))
+    installed = by_kind_and_name(await install(cluster, tree, values))
 
     assert [key for key in installed if "scheduler" in key[1]] == []
     assert installed[("KaiwoConfig", "kaiwo")]["spec"] == {
@@ -170,11 +198,19 @@ async def test_without_the_scheduler_the_operator_is_told_the_default_one(
     assert not [key for key in installed if key[0] == "PodDisruptionBudget"]
 
 
+async def test_without_the_nats_credentials_the_install_says_what_to_do(
+    cluster: RealCluster, tree: DeployTree
+) -> None:
+    helm = helm_sdk()
+    with pytest.raises(helm.InstallError, match=r"run `make nats-credentials` and pass -f"):
+        await install(cluster, tree, {}, credentials=False)
+
+
 async def test_a_scheduler_name_no_scheduler_serves_is_refused(
     cluster: RealCluster, tree: DeployTree
 ) -> None:
     helm = helm_sdk()
     values = {"kaiwoConfig": {"spec": {"scheduling": {"kubeSchedulerName": "other"}}}}
     with pytest.raises(helm.InstallError, match=r"kubeSchedulerName must equal scheduler\.name"):
-        await install(cluster, tree.chart, values)
+        await install(cluster, tree, values)
     assert kubectl()

@@ -212,6 +212,19 @@ def expected_reviews() -> list[tuple[dict[str, Any], bool]]:
             (review(account(service), verb="get", group="", resource="namespaces",
                     name="default", namespace=""), False),  # fmt: skip
         ]
+    # The gateway asks who a caller is and what they may use, and nothing else (decision 0040).
+    gateway = account("gateway")
+    checks += [
+        (review(gateway, verb="create", group="authentication.k8s.io", resource="tokenreviews",
+                namespace=""), True),  # fmt: skip
+        (review(gateway, verb="create", group="authorization.k8s.io",
+                resource="subjectaccessreviews", namespace=""), True),  # fmt: skip
+        (review(gateway, verb="get", group="", resource="secrets"), False),
+        (review(gateway, verb="get", group="kubeai.org", resource="models"), False),
+        (review(gateway, verb="list", group="", resource="pods"), False),
+        (review(gateway, verb="create", group="authorization.k8s.io",
+                resource="localsubjectaccessreviews"), False),  # fmt: skip
+    ]
     scheduler = account("scheduler")
     checks += [
         (review(scheduler, verb="create", group="", resource="pods/binding"), True),

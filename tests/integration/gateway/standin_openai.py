@@ -7,7 +7,9 @@ was sent (``<name>|<model>|<traceparent>``), so tests see where the gateway rout
 streamed answer pauses ``PAUSE_SECONDS`` between its two chunks, so a test can tell a
 gateway that buffers from one that does not. A completion of the prompt ``hang up`` is read
 and never answered (the connection closes); one of ``hold <seconds>`` is answered after that
-long (a request that keeps the server busy, as a long generation would).
+long (a request that keeps the server busy, as a long generation would); one of ``headers``
+is answered with the request headers the server received (as JSON pairs, in ``text``) and
+tries to set a cookie.
 """
 
 from __future__ import annotations
@@ -71,6 +73,15 @@ async def completions(request: web.Request) -> web.Response:
     prompt = body.get("prompt")
     if isinstance(prompt, str) and prompt.startswith("hold "):
         await asyncio.sleep(float(prompt.removeprefix("hold ")))
+    if prompt == "headers":  # what reached the server, and a cookie it tries to set
+        received = json.dumps([[name.lower(), value] for name, value in request.headers.items()])
+        return web.json_response(
+            {"id": "cmpl-1", "object": "text_completion", "created": CREATED,
+             "model": body.get("model"),
+             "choices": [{"index": 0, "text": received, "finish_reason": "stop",
+                          "logprobs": None}]},
+            headers={"Set-Cookie": "session=from-the-model; Path=/", "X-Served-By": "standin"},
+        )  # fmt: skip
     return web.json_response(
         {
             "id": "cmpl-1",
@@ -112,7 +123,7 @@ async def transcriptions(request: web.Request) -> web.Response:
 
 
 async def main(name: str, port: int) -> None:
-    app = web.Application()
+    app = web.Application(client_max_size=64 * 1024 * 1024)  # the gateway sets the limits
     app["name"] = name
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_post("/v1/completions", completions)

@@ -70,6 +70,7 @@ class Cluster:
             nats_credentials_file=self.credentials.seed("gateway"),
             gateway_host="127.0.0.1",
             gateway_port=gateway_port,
+            gateway_anonymous="loopback",  # as kaiwo up runs it: no API server here
             health_host="127.0.0.1",
             health_port=health_port,
             # Long enough that a busy event loop (both replicas share the test's) never loses

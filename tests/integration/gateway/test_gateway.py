@@ -5,11 +5,17 @@ the gateway process's ``serve``, and the ``openai`` client.
 Models: ``alpha`` (team-a, LeastLoad, adapter ``sql`` loaded on a1 only; endpoints a1, a2
 and one whose port refuses connections), ``beta`` (team-b, labelled ``tenant=b``,
 PrefixHash, endpoint b1), ``whisper`` (team-a, SpeechToText, endpoint on b1's server).
+
+Callers (:class:`TableAccess`; the API server's answers are tested in
+``test_gateway_access_real_cluster.py``): ``operator`` may use team-a and team-b, ``alice``
+team-a, ``bob`` team-b, ``nobody`` nothing. Each caller may have 4 requests in flight
+holding 3 MiB of bodies.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -28,12 +34,14 @@ from kaiwo_contracts.events.permissions import ADMIN, WATCHER, inbox_prefix, ope
 from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_contracts.events.subjects import observed_subject
 from kaiwo_gateway.__main__ import serve
+from kaiwo_gateway.domain.access import Caller
 from kaiwo_gateway.settings import GatewaySettings
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_connection import NatsConnection
 from kaiwo_runtime.nats_credentials import CredentialsDirectory, write_credentials
 from kaiwo_runtime.nats_server import NatsServer, free_port
 
+from tests.integration.gateway.table_access import TableAccess
 from tests.unit.gateway.model_objects import model_object, pod_object
 
 pytestmark = [pytest.mark.nats, pytest.mark.asyncio(loop_scope="module")]
@@ -41,6 +49,20 @@ pytestmark = [pytest.mark.nats, pytest.mark.asyncio(loop_scope="module")]
 STANDIN = Path(__file__).with_name("standin_openai.py")
 WHEN = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+OPERATOR_TOKEN = "operator-token"
+CALLERS = {
+    OPERATOR_TOKEN: Caller(name="operator"),
+    "alice-token": Caller(name="alice", groups=("team-a",)),
+    "bob-token": Caller(name="bob", groups=("team-b",)),
+    "nobody-token": Caller(name="nobody"),
+}
+NAMESPACES = {
+    "operator": frozenset({"team-a", "team-b"}),
+    "alice": frozenset({"team-a"}),
+    "bob": frozenset({"team-b"}),
+}
+OPERATOR = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+MIB = 1024 * 1024
 
 
 @dataclass
@@ -51,11 +73,12 @@ class Stack:
     base_url: str
     metrics_url: str
     ports: dict[str, int]
+    access: TableAccess
     versions: dict[str, int] = field(default_factory=dict)
 
-    def client(self, **headers: str) -> openai.AsyncOpenAI:
+    def client(self, *, token: str = OPERATOR_TOKEN, **headers: str) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(
-            base_url=self.base_url, api_key="unused", default_headers=headers, max_retries=0
+            base_url=self.base_url, api_key=token, default_headers=headers, max_retries=0
         )
 
     async def metrics(self) -> str:
@@ -123,7 +146,9 @@ async def connect(server: NatsServer, credentials: CredentialsDirectory, name: s
     return await NatsBus.connect(connection, topology=bus_topology())
 
 
-async def until(condition: Any, *, within: float = 15.0) -> None:
+async def until(condition: Any, *, within: float = 60.0) -> None:
+    """Poll ``condition`` until it holds; ``within`` is a guard against a hang (the steps
+    take moments when idle), generous for a loaded machine."""
     deadline = time.monotonic() + within
     while not await condition():
         assert time.monotonic() < deadline, "condition not met in time"
@@ -149,6 +174,7 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
             base_url=f"http://127.0.0.1:{ports['gateway']}/openai/v1",
             metrics_url=f"http://127.0.0.1:{ports['health']}/metrics",
             ports=ports,
+            access=TableAccess(tokens=CALLERS, namespaces=NAMESPACES),
         )
         # Stored before the gateway starts (it reads the history), and after (it is woken).
         await stack.observe(model_object("alpha", uid="alpha", adapters=["sql"]))
@@ -164,9 +190,13 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
             health_port=ports["health"],
             gateway_endpoint_wait_seconds=1.5,
             gateway_connect_timeout_seconds=1.0,
+            gateway_caller_max_requests=4,
+            gateway_caller_max_body_bytes=3 * MIB,
+            gateway_max_body_bytes=MIB,
+            gateway_max_audio_body_bytes=MIB + MIB // 4,
         )
         stop = asyncio.Event()
-        gateway = asyncio.create_task(serve(settings, stop))
+        gateway = asyncio.create_task(serve(settings, stop, access=stack.access))
         await stack.observe(standin_pod("a2", model="alpha", model_uid="alpha", port=ports["a2"]))
         await stack.observe(
             standin_pod("dead", model="alpha", model_uid="alpha", port=ports["dead"])
@@ -197,7 +227,7 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
             return len(models.data) == 3
 
         try:
-            await until(serving, within=15)
+            await until(serving)
             yield stack
         finally:
             stop.set()
@@ -219,7 +249,7 @@ async def test_the_openai_client_lists_models_with_adapters_and_features(stack: 
     ]
     assert models.data[2].model_extra == {"features": ["TextGeneration", "TextEmbedding"]}
     async with (
-        aiohttp.ClientSession() as session,
+        aiohttp.ClientSession(headers=OPERATOR) as session,
         session.get(f"{stack.base_url}/models?feature=SpeechToText") as response,
     ):
         listed = await response.json()
@@ -273,7 +303,7 @@ async def test_least_load_spreads_and_a_refused_connection_is_retried_elsewhere(
 
 async def test_streaming_is_not_buffered(stack: Stack) -> None:
     body = {"model": "beta", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
-    async with aiohttp.ClientSession() as session:
+    async with aiohttp.ClientSession(headers=OPERATOR) as session:
         started = time.monotonic()
         async with session.post(f"{stack.base_url}/chat/completions", json=body) as response:
             assert response.headers["Content-Type"].startswith("text/event-stream")
@@ -287,7 +317,7 @@ async def test_errors_are_openai_json_400_without_model_and_404_for_unknown(
     stack: Stack,
 ) -> None:
     async with (
-        aiohttp.ClientSession() as session,
+        aiohttp.ClientSession(headers=OPERATOR) as session,
         session.post(f"{stack.base_url}/chat/completions", json={"messages": []}) as r,
     ):
         assert r.status == 400
@@ -412,3 +442,276 @@ async def test_a_server_that_hangs_up_after_the_request_is_a_502_and_not_retried
     retried = 'kaiwo_gateway_retries_total{model="beta",namespace="team-b"}'
     assert retried not in before
     assert retried not in await stack.metrics()
+
+
+# ------------------------------------------------------------------ callers (issue 23)
+
+
+async def post(
+    stack: Stack, route: str, body: bytes, *, token: str | None, **headers: str
+) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """POST raw bytes; the status, the JSON answer and the response headers."""
+    sent = {"Content-Type": "application/json", **headers}
+    if token is not None:
+        sent["Authorization"] = f"Bearer {token}"
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{stack.base_url}/{route}", data=body, headers=sent) as response,
+    ):
+        return response.status, await response.json(), dict(response.headers)
+
+
+def routed_to(metrics: str, model: str) -> list[str]:
+    """The samples that only a request routed to ``model`` makes: in flight, waiting for an
+    endpoint, load the autoscaler saw, a scale decision."""
+    routed = (
+        "kaiwo_gateway_requests_in_flight",
+        "kaiwo_gateway_endpoint_wait",
+        "kaiwo_autoscaler_decisions",
+    )
+    return [
+        line
+        for line in metrics.splitlines()
+        if f'model="{model}"' in line
+        and (
+            line.startswith(routed)
+            or (line.startswith("kaiwo_autoscaler_active_requests") and not line.endswith(" 0.0"))
+        )
+    ]
+
+
+async def test_without_a_valid_token_nothing_is_listed_or_served(stack: Stack) -> None:
+    ask = json.dumps({"model": "alpha", "prompt": "x"}).encode()
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"{stack.base_url}/models") as listed:
+            assert listed.status == 401
+            assert listed.headers["WWW-Authenticate"] == 'Bearer realm="kaiwo"'
+            assert (await listed.json())["error"] == {
+                "message": "no bearer token: send Authorization: Bearer <token>",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "invalid_api_key",
+            }
+        basic = {"Authorization": "Basic YWxpY2U6cHc="}
+        async with session.get(f"{stack.base_url}/models", headers=basic) as wrong_scheme:
+            assert wrong_scheme.status == 401
+
+    assert (await post(stack, "completions", ask, token=None))[0] == 401
+    status, answer, _ = await post(stack, "completions", ask, token="forged-token")
+    assert status == 401
+    assert answer["error"]["message"] == (
+        "the bearer token is not valid (expired, revoked or unknown)"
+    )
+    with pytest.raises(openai.AuthenticationError):
+        await stack.client(token="forged-token").models.list()
+
+
+async def test_models_lists_only_the_namespaces_the_caller_may_use(stack: Stack) -> None:
+    async def listed(token: str, **headers: str) -> list[str]:
+        return [m.id for m in (await stack.client(token=token, **headers).models.list()).data]
+
+    everything, alice, bob = (
+        await listed(OPERATOR_TOKEN),
+        await listed("alice-token"),
+        await listed("bob-token"),
+    )
+    assert bob == ["beta"]  # team-b's only (other tests add Models to team-a)
+    assert alice[:2] == ["alpha", "alpha_sql"] and "beta" not in alice
+    assert sorted(alice + bob) == everything
+    assert await listed("nobody-token") == []
+    # A label selector narrows what a caller may use; it never widens it.
+    assert await listed("alice-token", **{"X-Label-Selector": "tenant=b"}) == []
+
+
+async def test_another_namespace_s_model_is_not_found_and_never_scaled(stack: Stack) -> None:
+    # "private" (team-a) is at zero replicas: a request it may serve waits and scales it.
+    await stack.observe(model_object("private", uid="private"))
+    await stack.observe(model_object("shared", uid="shared-a"))
+    await stack.observe(model_object("shared", namespace="team-b", uid="shared-b"))
+    await stack.observe(
+        standin_pod("s-b", namespace="team-b", model="shared", model_uid="shared-b",
+                    port=stack.ports["b1"])
+    )  # fmt: skip
+
+    async def known() -> bool:
+        return 'kaiwo_gateway_endpoints{model="shared",namespace="team-b"} 1.0' in (
+            await stack.metrics()
+        )
+
+    await until(known)
+    with pytest.raises(openai.NotFoundError) as hidden:
+        await stack.client(token="bob-token").completions.create(model="private", prompt="x")
+    assert hidden.value.body["message"] == 'model not found: "private"'
+    # Never routed: not in flight, never waited for a replica, no load, no scale decision.
+    assert routed_to(await stack.metrics(), "private") == []
+    # Bob may use team-b's "shared" only: routed there, team-a's never named.
+    bob_shared = await stack.client(token="bob-token").completions.create(
+        model="shared", prompt="x"
+    )
+    assert bob_shared.choices[0].text == "b1|shared|"
+    with pytest.raises(openai.BadRequestError, match="team-a, team-b"):
+        await stack.client().completions.create(model="shared", prompt="x")
+
+    with pytest.raises(openai.InternalServerError) as waited:
+        await stack.client(token="alice-token").completions.create(model="private", prompt="x")
+    assert waited.value.body["code"] == "no_ready_endpoint"
+    assert (
+        'kaiwo_gateway_endpoint_waits_total{from_zero="true",model="private",'
+        'namespace="team-a",outcome="timeout"} 1.0'
+    ) in await stack.metrics()
+
+
+async def test_a_body_over_the_limit_is_refused_before_it_is_read(stack: Stack) -> None:
+    twelve_mb = b'{"model": "alpha", "prompt": "' + b"x" * (12 * 1000 * 1000) + b'"}'
+
+    async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: read until the limit
+        for _ in range(10):
+            yield b" " * MIB
+
+    status, answer, _ = await post(stack, "completions", twelve_mb, token="alice-token")
+    assert status == 413
+    assert answer["error"]["message"] == (
+        "the request body is larger than 1,048,576 bytes, the limit of this route"
+    )
+    streamed = await post(stack, "completions", chunks(), token="alice-token")  # type: ignore[arg-type]
+    assert streamed[0] == 413
+    # An audio upload has a larger limit: 1.1 MiB passes there.
+    heard = await stack.client(token="alice-token").audio.transcriptions.create(
+        model="whisper", file=("clip.wav", b"R" * (1100 * 1024))
+    )
+    assert heard.text.endswith(f"|clip.wav|{1100 * 1024}|None")
+    with pytest.raises(openai.APIStatusError) as too_long:
+        await stack.client(token="alice-token").audio.transcriptions.create(
+            model="whisper", file=("clip.wav", b"R" * (1300 * 1024))
+        )
+    assert too_long.value.status_code == 413
+    for content_type in ("multipart/form-data; boundary=b", "multipart/form-data"):
+        garbled = await post(
+            stack, "audio/transcriptions", b"x" * 100, token="alice-token",
+            **{"Content-Type": content_type},
+        )  # fmt: skip
+        assert garbled[0] == 400, garbled
+        assert garbled[1]["error"]["message"].startswith(
+            "bad request: the body is not a multipart form: "
+        )
+    assert 'kaiwo_gateway_refused_requests_total{reason="too_large"} 3.0' in await stack.metrics()
+
+
+async def test_json_nested_200000_deep_is_a_400_not_a_500(stack: Stack) -> None:
+    def nested(depth: int) -> bytes:  # the body object is the first level
+        inner = depth - 1
+        return b'{"model": "alpha", "prompt": "x", "n": ' + b"[" * inner + b"]" * inner + b"}"
+
+    cases = {
+        200_000: "bad request: the body has 200,000 arrays and objects; at most 100,000 are read",
+        5_000: "bad request: the body nests arrays and objects more than 64 levels deep",
+        65: "bad request: the body nests arrays and objects more than 64 levels deep",
+    }
+    for depth, message in cases.items():
+        status, answer, _ = await post(stack, "completions", nested(depth), token="alice-token")
+        assert (status, answer["error"]["message"]) == (400, message), depth
+        assert answer["error"]["code"] == "body_too_complex"
+    assert (await post(stack, "completions", nested(64), token="alice-token"))[0] == 200
+
+
+async def test_each_caller_has_at_most_four_requests_in_flight(stack: Stack) -> None:
+    alice = stack.client(token="alice-token")
+    held = [
+        asyncio.create_task(alice.completions.create(model="alpha", prompt="hold 1.5"))
+        for _ in range(4)
+    ]
+
+    async def four_in_flight() -> bool:
+        return 'kaiwo_gateway_requests_in_flight{model="alpha",namespace="team-a"} 4.0' in (
+            await stack.metrics()
+        )
+
+    await until(four_in_flight)
+    with pytest.raises(openai.RateLimitError) as refused:
+        await alice.completions.create(model="alpha", prompt="x")
+    assert refused.value.response.headers["Retry-After"] == "1"
+    assert refused.value.body["code"] == "too_many_requests_in_flight"
+    # Another caller is not held up by alice's requests.
+    bob = await stack.client(token="bob-token").completions.create(model="beta", prompt="y")
+    assert bob.choices[0].text == "b1|beta|"
+    assert len(await asyncio.gather(*held)) == 4
+    await alice.completions.create(model="alpha", prompt="x")  # free again
+
+
+async def test_each_caller_holds_at_most_three_mib_of_bodies(stack: Stack) -> None:
+    padded = json.dumps({"model": "beta", "prompt": "hold 1.5", "pad": "x" * (900 * 1024)})
+    held = [
+        asyncio.create_task(post(stack, "completions", padded.encode(), token="bob-token"))
+        for _ in range(3)
+    ]
+
+    async def three_held() -> bool:
+        return 'kaiwo_gateway_requests_in_flight{model="beta",namespace="team-b"} 3.0' in (
+            await stack.metrics()
+        )
+
+    await until(three_held)
+    status, answer, _ = await post(stack, "completions", padded.encode(), token="bob-token")
+    assert status == 429
+    assert answer["error"]["code"] == "too_many_bytes_in_flight"
+    assert [status for status, _, _ in await asyncio.gather(*held)] == [200, 200, 200]
+
+
+async def test_credentials_and_forwarding_headers_stay_at_the_gateway(stack: Stack) -> None:
+    sent = {
+        "Cookie": "session=caller",
+        "Proxy-Authorization": "Basic c2VjcmV0",
+        "X-Api-Key": "sk-caller",
+        "X-Forwarded-For": "10.66.66.66",
+        "Forwarded": "for=10.66.66.66",
+        "traceparent": TRACEPARENT,
+    }
+    body = json.dumps({"model": "alpha", "prompt": "headers"}).encode()
+
+    status, answer, headers = await post(stack, "completions", body, token="alice-token", **sent)
+
+    assert status == 200
+    received = dict(json.loads(answer["choices"][0]["text"]))
+    assert received["traceparent"] == TRACEPARENT
+    for name in ("authorization", "cookie", "proxy-authorization", "x-api-key",
+                 "x-forwarded-for", "forwarded"):  # fmt: skip
+        assert name not in received, received
+    assert "Set-Cookie" not in headers
+    assert headers["X-Served-By"] == "standin"
+
+
+async def test_anonymous_callers_are_served_on_loopback_only_where_switched_on(
+    stack: Stack,
+) -> None:
+    gateway_port, health_port = free_port(), free_port()
+    settings = GatewaySettings(
+        nats_url=stack.server.url,
+        nats_credentials_file=stack.credentials.seed("gateway"),
+        gateway_host="127.0.0.1",
+        gateway_port=gateway_port,
+        health_host="127.0.0.1",
+        health_port=health_port,
+        gateway_anonymous="loopback",
+        autoscaler_enabled=False,
+    )
+    stop = asyncio.Event()
+    local = asyncio.create_task(serve(settings, stop))
+    client = openai.AsyncOpenAI(
+        base_url=f"http://127.0.0.1:{gateway_port}/openai/v1", api_key="unused", max_retries=0
+    )
+
+    async def serving() -> bool:
+        try:
+            return len((await client.models.list()).data) >= 3
+        except openai.APIConnectionError:
+            return False
+
+    try:
+        await until(serving)
+        answer = await client.completions.create(model="beta", prompt="x")
+        assert answer.choices[0].text == "b1|beta|"
+    finally:
+        stop.set()
+        await asyncio.wait_for(local, 10)
+    with pytest.raises(ValueError, match="needs a loopback KAIWO_GATEWAY_HOST"):
+        GatewaySettings(gateway_host="0.0.0.0", gateway_anonymous="loopback")

@@ -1,4 +1,4 @@
-"""The monitor's scraper against a real Prometheus (Debian's ``prometheus`` binary) that
+"""The monitor's scraper against a real Prometheus (Prometheus 3, from the built stack) that
 scrapes a small exporter of chosen GPU series: both vendors' metric names and pod labels,
 a pod without data, an endpoint that is down, and an answer that is not Prometheus'."""
 

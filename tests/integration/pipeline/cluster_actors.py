@@ -37,6 +37,7 @@ MI300X: Final = "AMD_Instinct_MI300X_OAM"
 KAIWO_CONFIG: Final = "kaiwo"
 TEST_NODE_LABEL: Final = "kaiwo-tests/node"
 TEST_NAMESPACE_LABEL: Final = "kaiwo-tests/namespace"
+WORKLOAD_NAMESPACE_LABEL: Final = "kaiwo.silogen.ai/workloads"
 NOT_READY_TAINT: Final = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
 """The taint a kubelet registers its Node with; the node lifecycle controller removes it once
 the node reports Ready."""
@@ -56,7 +57,8 @@ NODE_LEASE_SECONDS: Final = 40
 HEARTBEAT_SECONDS: Final = 10.0
 """A kubelet renews its node's Lease every 10 s; the node lifecycle controller marks a node
 whose Lease is older than its grace period (50 s) NotReady and taints it unreachable."""
-POD_APPEARS_SECONDS: Final = 30.0
+POD_APPEARS_SECONDS: Final = 60.0
+"""A guard against a hang, not a measure: the Job controller makes a pod in moments when idle."""
 REPLICA_SET: Final = ResourceType(
     group="apps", version="v1", plural="replicasets", kind="ReplicaSet", namespaced=True
 )
@@ -80,13 +82,17 @@ def now() -> str:
 
 async def create_namespace(kube: KubernetesPort, namespace: str) -> None:
     """A namespace labelled as the tests', so clean-up finds it (one left over by an earlier,
-    interrupted run is taken as it is)."""
+    interrupted run is taken as it is), and as one that holds workloads, as a platform team
+    labels it for the executor's admission policy (deploy/k8s/base/admission-policy.yaml)."""
     with contextlib.suppress(AlreadyExists):
         await kube.create(
             {
                 "apiVersion": "v1",
                 "kind": "Namespace",
-                "metadata": {"name": namespace, "labels": {TEST_NAMESPACE_LABEL: "true"}},
+                "metadata": {
+                    "name": namespace,
+                    "labels": {TEST_NAMESPACE_LABEL: "true", WORKLOAD_NAMESPACE_LABEL: "true"},
+                },
             }
         )
 

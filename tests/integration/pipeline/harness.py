@@ -44,8 +44,10 @@ SERVICE_ENV: Final[Mapping[str, str]] = {
     "KAIWO_LEASE_SECONDS": "2",
     "KAIWO_LOG_LEVEL": "INFO",
 }
-STEP_SECONDS: Final = 30.0
-"""Longest wait for one step of a workload (a fault may cost a redelivery: 5 s ack wait)."""
+STEP_SECONDS: Final = 60.0
+"""Longest wait for one step of a workload before the test calls it hung: seconds when idle
+(a fault may cost a redelivery: 5 s ack wait), far more on a loaded 2-core machine running
+the whole operator."""
 OPERATOR_USER: Final = "kaiwo-operator"
 """Who the operator is on a real API server: its writes are told apart in the audit log."""
 NAMESPACE_GONE_SECONDS: Final = 60.0

@@ -1,28 +1,15 @@
 """A PostgreSQL database for the pipeline tests, and a TCP proxy to take it away for a while.
 
-The server is found as the event-store contract suite finds it
-(:func:`kaiwo_eventstore.scratch.find_server`).
+The server is the session's own (``postgres_server``, ``tests/postgres.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 
-import pytest
-from kaiwo_eventstore.scratch import NOT_FOUND, find_server, scratch_database
+from kaiwo_eventstore.scratch import scratch_database
 from kaiwo_runtime.nats_server import free_port
-
-
-async def postgres_server() -> str:
-    """The server's URL; skips the calling test when none answers (a failure under CI)."""
-    found = await find_server()
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI is set but {NOT_FOUND}")
-        pytest.skip(NOT_FOUND)
-    return found
 
 
 def fresh_database(server_url: str) -> contextlib.AbstractAsyncContextManager[str]:

@@ -20,6 +20,7 @@ pytestmark = pytest.mark.k8s
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 NAMESPACE = "mount-defaults"
+WORKLOADS_LABEL = "kaiwo.silogen.ai/workloads"
 
 
 def kaiwo_config(**storage: str) -> dict[str, Any]:
@@ -53,9 +54,17 @@ def job_with_storage(name: str, data: dict[str, Any]) -> dict[str, Any]:
 @pytest.fixture
 async def kube(real_cluster: RealCluster) -> AsyncIterator[KubernetesAsyncioAdapter]:
     async with await KubernetesAsyncioAdapter.from_kubeconfig(real_cluster.kubeconfig) as kube:
-        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+        # Labelled as a workload namespace: the session's operator (other tests' pipeline) plans
+        # these KaiwoJobs too, and its executor may write only in such namespaces.
+        namespace = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": NAMESPACE, "labels": {WORKLOADS_LABEL: "true"}},
+        }
         await kube.apply(namespace, field_manager="test")
         yield kube
+        for job in (await kube.list(resources.KAIWO_JOB, namespace=NAMESPACE)).items:
+            await kube.delete(resources.KAIWO_JOB, job["metadata"]["name"], namespace=NAMESPACE)
 
 
 def mount_paths(plan_manifests: tuple[dict[str, Any], ...]) -> dict[str, str]:
@@ -68,6 +77,17 @@ def hf_home(plan_manifests: tuple[dict[str, Any], ...]) -> str:
     job = next(m for m in plan_manifests if m["kind"] == "Job")
     env = job["spec"]["template"]["spec"]["containers"][0]["env"]
     return str(next(e["value"] for e in env if e["name"] == "HF_HOME"))
+
+
+def planned_with(job: dict[str, Any], *objects: dict[str, Any]) -> Any:
+    """The plan of ``job`` in a cluster of the queue config and ``objects``."""
+    cluster = ClusterState.from_wire(
+        objects=[queue_config({"name": "kaiwo", "namespaces": [NAMESPACE]}), *objects],
+        namespaces=[NAMESPACE],
+    )
+    plan = planned(owner=job, cluster=cluster, now=NOW)
+    assert plan is not None
+    return plan
 
 
 async def stored(kube: KubernetesAsyncioAdapter, job: dict[str, Any]) -> dict[str, Any]:
@@ -87,13 +107,9 @@ async def test_the_kaiwoconfig_defaults_apply_to_a_stored_workload(
     kube: KubernetesAsyncioAdapter,
 ) -> None:
     job = await stored(kube, job_with_storage("defaulted", {"storageSize": "1Gi"}))
-    config = kaiwo_config(defaultDataMountPath="/data", defaultHfMountPath="/models")
-    cluster = ClusterState.from_wire(
-        objects=[queue_config({"name": "kaiwo", "namespaces": [NAMESPACE]}), config],
-        namespaces=[NAMESPACE],
+    plan = planned_with(
+        job, kaiwo_config(defaultDataMountPath="/data", defaultHfMountPath="/models")
     )
-    plan = planned(owner=job, cluster=cluster, now=NOW)
-    assert plan is not None
     assert set(mount_paths(plan.desired).values()) >= {"/data", "/models"}
     assert hf_home(plan.desired) == "/models"
 
@@ -102,23 +118,12 @@ async def test_without_a_kaiwoconfig_the_seeds_defaults_apply(
     kube: KubernetesAsyncioAdapter,
 ) -> None:
     job = await stored(kube, job_with_storage("plain", {"storageSize": "1Gi"}))
-    cluster = ClusterState.from_wire(
-        objects=[queue_config({"name": "kaiwo", "namespaces": [NAMESPACE]})],
-        namespaces=[NAMESPACE],
-    )
-    plan = planned(owner=job, cluster=cluster, now=NOW)
-    assert plan is not None
+    plan = planned_with(job)
     assert set(mount_paths(plan.desired).values()) >= {"/workload", "/hf_cache"}
 
 
 async def test_a_workloads_own_mount_path_wins(kube: KubernetesAsyncioAdapter) -> None:
     job = await stored(kube, job_with_storage("own", {"storageSize": "1Gi", "mountPath": "/mine"}))
-    config = kaiwo_config(defaultDataMountPath="/data")
-    cluster = ClusterState.from_wire(
-        objects=[queue_config({"name": "kaiwo", "namespaces": [NAMESPACE]}), config],
-        namespaces=[NAMESPACE],
-    )
-    plan = planned(owner=job, cluster=cluster, now=NOW)
-    assert plan is not None
+    plan = planned_with(job, kaiwo_config(defaultDataMountPath="/data"))
     assert "/mine" in mount_paths(plan.desired).values()
     assert "/data" not in mount_paths(plan.desired).values()

@@ -1,5 +1,6 @@
 """The operator's RBAC on a real API server: deploy/k8s/base/rbac.yaml installed as kustomize
-installs it (namespaced objects in ``kaiwo-system``), a token per ServiceAccount (TokenRequest,
+installs it (namespaced objects in ``kaiwo-system``) with the executor's admission policies
+(deploy/k8s/base/admission-policy.yaml), a token per ServiceAccount (TokenRequest,
 ``create serviceaccounts/token``), a kubeconfig per service that authenticates with it, and
 what the audit log says each service did with its grants."""
 
@@ -22,10 +23,12 @@ from kubernetes_asyncio import config as k8s_config
 from tests.real_cluster import OPERATOR_NAMESPACE, REPO_ROOT
 
 RBAC_MANIFEST: Final = REPO_ROOT / "deploy" / "k8s" / "base" / "rbac.yaml"
+ADMISSION_MANIFEST: Final = REPO_ROOT / "deploy" / "k8s" / "base" / "admission-policy.yaml"
 FIELD_MANAGER: Final = "kaiwo-tests"
 NAMESPACED_KINDS: Final = ("ServiceAccount", "Role", "RoleBinding")
 REFUSED: Final = (401, 403)
 TOKEN_SECONDS: Final = 3600
+TERMINATING_SECONDS: Final = 60.0
 
 Grant = tuple[str, str, str]
 """(apiGroup, resource or ``resource/subresource``, verb), as a role rule names them."""
@@ -47,6 +50,11 @@ def rbac_objects() -> list[dict[str, Any]]:
         if obj["kind"] in NAMESPACED_KINDS:
             obj["metadata"]["namespace"] = OPERATOR_NAMESPACE
     return objects
+
+
+def admission_objects() -> list[dict[str, Any]]:
+    """The executor's ValidatingAdmissionPolicies and their bindings (cluster-scoped)."""
+    return [o for o in yaml.safe_load_all(ADMISSION_MANIFEST.read_text()) if o]
 
 
 def granted(service: str) -> set[Grant]:
@@ -98,17 +106,39 @@ def usage_table(requests: Iterable[AuditEvent]) -> dict[str, set[str]]:
 
 
 async def install_rbac(kube: KubernetesAsyncioAdapter) -> None:
+    await _namespace_not_terminating(kube)
     with contextlib.suppress(AlreadyExists):
         await kube.create(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NAMESPACE}}
         )
     for obj in rbac_objects():
         await kube.apply(obj, field_manager=FIELD_MANAGER, force=True)
+    for obj in admission_objects():
+        await kube.apply(obj, field_manager=FIELD_MANAGER, force=True)
+
+
+async def _namespace_not_terminating(kube: KubernetesAsyncioAdapter) -> None:
+    """An earlier test's uninstall deletes the namespace without waiting: nothing can be
+    created in it until the namespace controller has emptied and removed it."""
+    deadline = asyncio.get_running_loop().time() + TERMINATING_SECONDS
+    while True:
+        try:
+            found = await kube.get(resources.NAMESPACE, OPERATOR_NAMESPACE)
+        except NotFound:
+            return
+        if not found["metadata"].get("deletionTimestamp"):
+            return
+        assert asyncio.get_running_loop().time() < deadline, f"{OPERATOR_NAMESPACE} still going"
+        await asyncio.sleep(0.5)
 
 
 async def uninstall_rbac(kube: KubernetesAsyncioAdapter) -> None:
-    """The cluster-wide roles and bindings, and the namespace with everything else (not waited
-    for: nothing else uses it)."""
+    """The cluster-wide roles, bindings and admission policies, and the namespace with
+    everything else (not waited for: nothing else uses it)."""
+    for obj in admission_objects():
+        resource = await kube.resolve(obj["apiVersion"], obj["kind"])
+        with contextlib.suppress(NotFound):
+            await kube.delete(resource, obj["metadata"]["name"])
     for obj in rbac_objects():
         if obj["kind"] in ("ClusterRole", "ClusterRoleBinding"):
             resource = await kube.resolve(obj["apiVersion"], obj["kind"])

@@ -1,14 +1,12 @@
 """Fixtures for the recorder over a real nats-server: the server, the event store (SQLite file,
-and PostgreSQL when one answers), and envelopes to publish.
+and PostgreSQL), and envelopes to publish.
 
-PostgreSQL is found the way the event store's contract suite finds it
-(:mod:`kaiwo_eventstore.scratch`); a fresh database is created per test and dropped
-afterwards; skipped when none answers (a failure under ``CI``).
+PostgreSQL is the session's own server (``postgres_server``, ``tests/postgres.py``); a fresh
+database is created per test and dropped afterwards.
 """
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -18,7 +16,7 @@ from typing import Any
 import pytest
 from kaiwo_contracts.events import Envelope, ObservedObjectV1
 from kaiwo_contracts.events.subjects import observed_subject
-from kaiwo_eventstore.scratch import NOT_FOUND, find_server, scratch_database
+from kaiwo_eventstore.scratch import scratch_database
 from kaiwo_runtime.nats_server import NatsServer
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -36,11 +34,7 @@ async def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'events.db'}"
         return
-    server_url = await find_server()
-    if server_url is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI is set but {NOT_FOUND}")
-        pytest.skip(NOT_FOUND)
+    server_url: str = request.getfixturevalue("postgres_server")
     async with scratch_database(server_url, prefix="kaiwo_rec_test") as url:
         yield url
 

@@ -25,6 +25,10 @@ from kaiwo_runtime.nats_server import NatsServer, free_port
 pytestmark = [pytest.mark.nats, pytest.mark.slow]
 
 
+HANG_SECONDS = 60.0
+"""How long a wait may last before the test calls it hung: a guard, not a measure."""
+
+
 def utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -149,13 +153,17 @@ async def test_a_killed_recorder_process_loses_nothing_and_stores_nothing_twice(
     publisher = asyncio.create_task(publish(nats_server.url, sent, pause_every=100))
     store: EventStore | None = None
     try:
-        for _ in range(300):  # the process creates the schema; wait for it and some events
+        # The process creates the schema; wait for it and some events, however long a loaded
+        # machine takes to start a Python process (a count of polls would not tell).
+        deadline = time.monotonic() + HANG_SECONDS
+        stored = 0
+        while stored < 300:
+            assert time.monotonic() < deadline, log.read_text()
             with contextlib.suppress(Exception):
                 store = store or await open_event_store(store_url, migrate=False)
-                if await store.last_position() >= 300:
-                    break
+                stored = await store.last_position()
             await asyncio.sleep(0.05)
-        assert store is not None, log.read_text()
+        assert store is not None
         killed_at = await store.last_position()
         process.send_signal(signal.SIGKILL)  # mid-batch: acks may be lost, commits are not
         await process.wait()

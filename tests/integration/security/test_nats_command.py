@@ -5,10 +5,12 @@ by the administrator and found by a service that may not declare it."""
 from __future__ import annotations
 
 import asyncio
+import stat
 import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 from kaiwo_cli.main import app
 from kaiwo_contracts.events.permissions import RECORDER, inbox_prefix
@@ -69,6 +71,20 @@ def test_keep_adds_a_reader_without_rotating_and_rotate_replaces_every_key(
     assert {name: kept[name] for name in before} == before
     assert "audit-dashboard.nk" in kept
     assert all(rotated[name] != before[name] for name in before)
+
+
+def test_helm_values_hold_the_same_configuration_and_keys_privately(tmp_path: Path) -> None:
+    """The Helm chart takes the keys as values, never as files of its own (decision 0036)."""
+    out, values = tmp_path / "nats-credentials", tmp_path / "nats-credentials.yaml"
+    credentials(out, "--helm-values", str(values))
+
+    loaded = yaml.safe_load(values.read_text())["nats"]["credentials"]
+    assert loaded["config"] == (out / "nats-server.conf").read_text()
+    assert loaded["keys"] == {
+        path.stem: path.read_text().strip() for path in sorted(out.glob("*.nk"))
+    }
+    assert sorted(loaded["keys"]) == OPERATOR_KEYS
+    assert stat.S_IMODE(values.stat().st_mode) == 0o600
 
 
 def test_a_reader_name_of_the_operator_is_refused(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ def test_bad_options_are_named() -> None:
     assert "--fleet: unknown node type 'tpu'" in result.output
     result = runner.invoke(app, ["demo", "--cluster", "kind"])
     assert result.exit_code == 2
-    assert "--cluster: 'kind' is neither fake nor envtest" in result.output
+    assert "--cluster: 'kind' is not one of fake, envtest, kwok" in result.output
 
 
 def history_of_the_scenario() -> PhaseHistory:
@@ -66,7 +66,7 @@ def test_what_to_try_next_names_the_scenario_s_workloads(tmp_path: Path) -> None
         "With kubectl:",
         f"  export KUBECONFIG={tmp_path / 'kubeconfig'}",
         "  kubectl get kaiwojobs,kaiwoservices -A      # the printer columns",
-        "  kubectl get workloads.kueue.x-k8s.io -A     # the simulated Kueue's admissions",
+        "  kubectl get workloads.kueue.x-k8s.io -A     # Kueue's admissions",
         "  kubectl logs -n ml-team -l kaiwo.silogen.ai/name=broken-tokenizer",
         "Ctrl-C stops everything.",
     ]

@@ -280,6 +280,38 @@ def test_a_file_of_the_wrong_kind_is_refused(tmp_path: Path) -> None:
     assert output.strip() == f"{config_path}: kind: expected KaiwoConfig, got Node"
 
 
+def test_a_kind_that_is_not_served_is_an_error_not_an_empty_plan(tmp_path: Path) -> None:
+    unknown = {"apiVersion": "example.com/v1", "kind": "Frobnicator", "metadata": {"name": "f"}}
+    typo = {**yaml.safe_load((EXAMPLES / "kaiwojob-ray.yaml").read_text()), "kind": "KaiwoJobb"}
+
+    unknown_code, unknown_output = run("-f", str(write(tmp_path / "f.yaml", unknown)))
+    typo_code, typo_output = run("-f", str(write(tmp_path / "typo.yaml", typo)))
+
+    assert unknown_code == 1
+    assert unknown_output.startswith(
+        f"{tmp_path / 'f.yaml'}: apiVersion: unknown kind example.com/v1/Frobnicator; "
+        "served kinds: config.kaiwo.silogen.ai/v1alpha1/AIMNamespaceConfig, "
+    )
+    assert typo_code == 1
+    assert typo_output == (
+        f"{tmp_path / 'typo.yaml'}: kind: unknown kind KaiwoJobb in kaiwo.silogen.ai/v1alpha1; "
+        "known: KaiwoJob, KaiwoQueueConfig, KaiwoService\n"
+    )
+
+
+def test_a_hexadecimal_integer_of_200000_digits_is_refused_with_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "hex.yaml"
+    path.write_text(
+        "apiVersion: kaiwo.silogen.ai/v1alpha1\nkind: KaiwoJob\n"
+        "metadata: {name: hex, namespace: ml-team}\nspec:\n  replicas: 0x" + "f" * 200_000 + "\n"
+    )
+
+    assert run("-f", str(path)) == (
+        1,
+        f"{path}: refused: an integer of 200000 digits (line 5); at most 100 are read\n",
+    )
+
+
 def test_unreadable_input_is_reported(tmp_path: Path) -> None:
     not_yaml = tmp_path / "bad.yaml"
     not_yaml.write_text("kind: [unclosed\n")

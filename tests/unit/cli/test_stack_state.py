@@ -30,6 +30,42 @@ def test_the_state_round_trips_through_a_private_file(tmp_path: Path) -> None:
     assert StackState.read(tmp_path) == state
 
 
+def test_the_state_is_not_written_through_a_planted_link(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    (state_dir / ".stack.json.tmp").symlink_to(victim)
+    (state_dir / "stack.json").symlink_to(victim)
+
+    StackState(
+        nats_url="nats://127.0.0.1:40111",
+        cli_credentials_file=tmp_path / "cli.nk",
+        event_store_url="sqlite:///events.db",
+    ).write(state_dir)
+
+    assert victim.read_text() == "precious\n"
+    written = state_dir / "stack.json"
+    assert not written.is_symlink()
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    assert StackState.read(state_dir).nats_url == "nats://127.0.0.1:40111"
+    assert sorted(p.name for p in state_dir.iterdir()) == [".stack.json.tmp", "stack.json"]
+
+
+def test_a_lock_file_planted_as_a_link_is_refused_and_its_target_left_alone(
+    tmp_path: Path,
+) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    (state_dir / "up.lock").symlink_to(victim)
+
+    with pytest.raises(StackLockedError, match=r"cannot open .*up\.lock"):
+        StateLock(state_dir).acquire()
+    assert victim.read_text() == "precious\n"
+
+
 def test_the_commands_take_nats_and_the_store_from_the_state(tmp_path: Path) -> None:
     StackState(
         nats_url="nats://127.0.0.1:40111",

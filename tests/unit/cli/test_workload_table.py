@@ -100,6 +100,8 @@ def test_history_and_the_rendered_table() -> None:
         history.record([WorkloadRow("ml-team", "eval", "KaiwoJob", "research", phase, 5, detail)])
     assert history.path("ml-team/eval") == "PENDING → RUNNING → COMPLETE"
     assert history.story() == ["ml-team/eval waited: no quota"]
+    assert history.longest_wait() == "ml-team/eval"
+
     out = io.StringIO()
     rows = [WorkloadRow("ml-team", "eval", "KaiwoJob", "research", "COMPLETE", 135, "")]
     Console(file=out, width=160).print(render(rows, history, title="demo"))
@@ -123,3 +125,25 @@ def test_history_and_the_rendered_table() -> None:
         "2m15s",
         "",
     ]
+
+
+def test_the_longest_wait_is_the_one_worth_a_look() -> None:
+    """A queue made with the jobs keeps each a moment ("ClusterQueue research is inactive");
+    the job that waited for quota waited longest."""
+    history = PhaseHistory()
+    inactive = "ClusterQueue research is inactive"
+    history.record(
+        [
+            WorkloadRow("ml-team", "broken", "KaiwoJob", "research", "PENDING", 1, inactive),
+            WorkloadRow("ml-team", "eval", "KaiwoJob", "research", "PENDING", 1, "no quota"),
+        ]
+    )
+    for _ in range(3):
+        history.record(
+            [
+                WorkloadRow("ml-team", "broken", "KaiwoJob", "research", "RUNNING", 2),
+                WorkloadRow("ml-team", "eval", "KaiwoJob", "research", "PENDING", 2, "no quota"),
+            ]
+        )
+    assert history.longest_wait() == "ml-team/eval"
+    assert PhaseHistory().longest_wait() is None

@@ -314,13 +314,29 @@ def test_gpus_per_replica_requires_replicas() -> None:
     assert KaiwoJob.from_wire({"spec": {"gpusPerReplica": 2, "replicas": 3}}).spec.replicas == 3
 
 
-@pytest.mark.parametrize("field", ["gpus", "replicas", "gpusPerReplica"])
+@pytest.mark.parametrize("field", ["gpus", "replicas"])
 def test_gpu_and_replica_counts_cannot_be_negative(field: str) -> None:
     spec: dict[str, Any] = {field: -1, "replicas": 1} if field != "replicas" else {field: -1}
 
     assert _errors(KaiwoJob, {"spec": spec}) == [
         (("spec", field), "Input should be greater than or equal to 0")
     ]
+
+
+@pytest.mark.parametrize("count", [-1, 0])
+def test_gpus_per_replica_when_given_is_at_least_one(count: int) -> None:
+    assert _errors(KaiwoJob, {"spec": {"gpusPerReplica": count, "replicas": 1}}) == [
+        (("spec", "gpusPerReplica"), "Input should be greater than or equal to 1")
+    ]
+
+
+@pytest.mark.parametrize("vendor", ["amd\nnvidia", "amd\n", "", "a" * 64, "amd gpu"])
+def test_a_gpu_vendor_is_a_label_value(vendor: str) -> None:
+    [(where, _message)] = _errors(KaiwoJob, {"spec": {"gpuVendor": vendor}})
+
+    assert where == ("spec", "gpuVendor")
+    for accepted in ("amd", "NVIDIA", "intel", "vendor_x.1"):
+        assert KaiwoJob.from_wire({"spec": {"gpuVendor": accepted}}).spec.gpu_vendor == accepted
 
 
 def test_unknown_fields_are_rejected_with_their_path() -> None:

@@ -129,6 +129,8 @@ def test_the_rules_keep_out_what_must_never_be_sent() -> None:
         ".git/HEAD",
         "deploy/k8s/base/nats-credentials/admin.nk",
         "deploy/compose/nats-credentials/admin.nk",
+        "deploy/helm/nats-credentials/admin.nk",
+        "deploy/helm/nats-credentials.yaml",
         ".kaiwo/events.db",
         "libs/kaiwo_kube/src/kaiwo_kube/__pycache__/x.cpython-311.pyc",
         "tests/conftest.py",

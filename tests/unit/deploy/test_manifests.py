@@ -175,7 +175,7 @@ def test_kustomize_generates_the_config_and_one_secret_per_identity() -> None:
     ]
 
 
-def test_the_gateway_serves_the_openai_api_on_port_80_without_any_api_server_token() -> None:
+def test_the_gateway_serves_the_openai_api_on_port_80_bound_to_its_review_role_only() -> None:
     service = one("Service", "kaiwo-gateway")
     deployment = one("Deployment", "kaiwo-gateway")
     pod = deployment["spec"]["template"]["spec"]
@@ -191,7 +191,10 @@ def test_the_gateway_serves_the_openai_api_on_port_80_without_any_api_server_tok
         if obj["kind"] in ("RoleBinding", "ClusterRoleBinding")
         and any(s.get("name") == "kaiwo-gateway" for s in obj.get("subjects") or ())
     ]
-    assert gateway_roles == []
+    assert [(b["kind"], b["roleRef"]["name"]) for b in gateway_roles] == [
+        ("ClusterRoleBinding", "kaiwo-gateway")
+    ]
+    assert "KAIWO_GATEWAY_ANONYMOUS" not in env_of(container)  # tokens required (decision 0040)
 
 
 def test_planners_and_executors_run_active_active_on_one_partition_count_everywhere() -> None:

@@ -150,6 +150,7 @@ def test_each_service_account_is_bound_to_its_own_roles_only() -> None:
         "kaiwo-watcher": {("ClusterRole", "kaiwo-watcher")},
         "kaiwo-executor": {("ClusterRole", "kaiwo-executor")},
         "kaiwo-monitor": {("ClusterRole", "kaiwo-monitor")},
+        "kaiwo-gateway": {("ClusterRole", "kaiwo-gateway")},
     }
     # Every role is bound, once, by a binding of the matching scope.
     bindings = [o for o in rbac() if o["kind"] in BINDING_KINDS]
@@ -160,7 +161,7 @@ def test_each_service_account_is_bound_to_its_own_roles_only() -> None:
         assert binding["kind"] == expected
 
 
-def test_the_planner_the_recorder_and_the_gateway_have_no_role_and_no_token() -> None:
+def test_the_planner_and_the_recorder_have_no_role_and_no_token() -> None:
     accounts = {o["metadata"]["name"]: o for o in rbac() if o["kind"] == "ServiceAccount"}
     assert sorted(accounts) == [
         "kaiwo-executor",
@@ -170,11 +171,20 @@ def test_the_planner_the_recorder_and_the_gateway_have_no_role_and_no_token() ->
         "kaiwo-recorder",
         "kaiwo-watcher",
     ]
-    for name in ("kaiwo-planner", "kaiwo-recorder", "kaiwo-gateway"):
+    for name in ("kaiwo-planner", "kaiwo-recorder"):
         assert accounts[name]["automountServiceAccountToken"] is False
         assert name not in bound_roles()
-    for name in ("kaiwo-watcher", "kaiwo-executor", "kaiwo-monitor"):
+    for name in ("kaiwo-watcher", "kaiwo-executor", "kaiwo-monitor", "kaiwo-gateway"):
         assert "automountServiceAccountToken" not in accounts[name]  # in-cluster config
+
+
+def test_the_gateway_may_only_ask_who_a_caller_is_and_what_they_may_use() -> None:
+    """TokenReview and SubjectAccessReview, nothing else: no read of any object, Secrets
+    included (no API keys in Secrets, decision 0040), no write."""
+    assert service_grants("gateway") == {
+        ("authentication.k8s.io", "tokenreviews", "create"),
+        ("authorization.k8s.io", "subjectaccessreviews", "create"),
+    }
 
 
 def test_each_deployment_runs_as_its_own_service_account() -> None:

@@ -36,12 +36,27 @@ def selector(harness: Harness) -> dict[str, str]:
     return {**INVENTORY, "kaiwo.silogen.ai/owner-uid": harness.owner.uid}
 
 
-async def pod(harness: Harness, name: str, *, labels: dict[str, str]) -> dict[str, Any]:
+async def pod(
+    harness: Harness, name: str, *, labels: dict[str, str], controlled: bool = True
+) -> dict[str, Any]:
+    """A Pod; ``controlled``: the Model is its controller, as for the Pods the executor makes."""
+    metadata: dict[str, Any] = {"name": name, "namespace": NAMESPACE, "labels": labels}
+    if controlled:
+        owner = harness.owner
+        metadata["ownerReferences"] = [
+            {
+                "apiVersion": owner.api_version,
+                "kind": owner.kind,
+                "name": owner.name,
+                "uid": owner.uid,
+                "controller": True,
+            }
+        ]
     return await harness.kube.create(
         {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
+            "metadata": metadata,
             "spec": {"containers": [{"name": "server", "image": "vllm:1"}]},
         }
     )
@@ -73,19 +88,26 @@ async def test_the_pods_a_plan_names_are_deleted_and_only_those_of_the_owner(
     harness = model_harness
     old = await pod(harness, "model-llm-old-0", labels=selector(harness))
     kept = await pod(harness, "model-llm-old-1", labels=selector(harness))
-    foreign = await pod(harness, "db-0", labels={"app": "db"})
+    foreign = await pod(harness, "db-0", labels={"app": "db"}, controlled=False)
+    # The owner's labels copied onto someone else's Pod do not make it the owner's.
+    copied = await pod(harness, "model-llm-copy-0", labels=selector(harness), controlled=False)
 
-    execution = await harness.run(plan(harness, delete=(ref(old), ref(foreign))), plan_id="p1")
+    execution = await harness.run(
+        plan(harness, delete=(ref(old), ref(foreign), ref(copied))), plan_id="p1"
+    )
 
     assert harness.find("v1", "Pod", "model-llm-old-0", namespace=NAMESPACE) is None
     assert harness.find("v1", "Pod", "model-llm-old-1", namespace=NAMESPACE) == kept
     assert harness.find("v1", "Pod", "db-0", namespace=NAMESPACE) is not None
+    assert harness.find("v1", "Pod", "model-llm-copy-0", namespace=NAMESPACE) == copied
     outcomes = {
         (a.target.name, a.outcome, a.reason) for a in execution.actions if a.operation == "delete"
     }
+    left_alone = "not the owner's (its inventory labels or controller differ); left alone"
     assert outcomes == {
         ("model-llm-old-0", "deleted", None),
-        ("db-0", "unchanged", "does not carry the owner's inventory labels; left alone"),
+        ("db-0", "unchanged", left_alone),
+        ("model-llm-copy-0", "unchanged", left_alone),
     }
 
 

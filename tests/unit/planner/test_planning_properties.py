@@ -242,7 +242,7 @@ def workload_specs(draw: st.DrawFn, kind: str) -> dict[str, Any]:
     if draw(st.booleans()):
         spec["replicas"] = draw(st.integers(0, 6))
         if draw(st.booleans()):
-            spec["gpusPerReplica"] = draw(st.integers(0, 8))
+            spec["gpusPerReplica"] = draw(st.integers(1, 8))  # 0 is invalid: leave it out
     kind_fields = ("job", "rayJob") if kind == "KaiwoJob" else ("deployment", "rayService")
     chosen = draw(st.sampled_from((None, *kind_fields)))
     if chosen is not None:

@@ -339,6 +339,129 @@ def test_not_admitted_workload_stays_pending() -> None:
     assert decision.status["status"] == "PENDING"
 
 
+NO_QUOTA = (
+    "couldn't assign flavors to pod set main: insufficient unused quota for amd.com/gpu in "
+    "flavor mi300x, 8 more needed"
+)
+PREEMPTED_MESSAGE = (
+    "Preempted to accommodate a workload (UID: u-1, JobUID: j-1) due to prioritization in the "
+    "ClusterQueue"
+)
+
+
+def kueue_workload(*conditions: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {"name": "job-train", "namespace": "team"},
+        "status": {"conditions": list(conditions)},
+    }
+
+
+def test_a_waiting_workload_names_kueues_reason() -> None:
+    waiting = kueue_workload(
+        {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": NO_QUOTA}
+    )
+    decision = derive(
+        None,
+        ObservedChildren(child_kind="Job", child=job(), kueue_workloads=(waiting,)),
+    )
+    assert decision.status["conditions"][1] == {
+        **PENDING_COND,
+        "lastTransitionTime": T_NOW,
+        "message": f"Workload is pending admission into 'kaiwo': {NO_QUOTA}",
+    }
+
+
+def test_kueues_preemption_shows_on_the_workload_with_one_warning() -> None:
+    """Kueue evicted the running child for a higher priority: the workload waits again, says
+    why, carries Kueue's Preempted condition and warns once."""
+    evicted = kueue_workload(
+        {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "x"},
+        {"type": "Admitted", "status": "False", "reason": "NoReservation", "message": "y"},
+        {"type": "Evicted", "status": "True", "reason": "Preempted", "message": PREEMPTED_MESSAGE},
+        {
+            "type": "Preempted",
+            "status": "True",
+            "reason": "InClusterQueue",
+            "message": PREEMPTED_MESSAGE,
+        },
+    )
+    running = {
+        "status": "RUNNING",
+        "startTime": T_EARLIER,
+        "conditions": [SCHEDULABLE_COND, ADMITTED_COND],
+    }
+    observed = ObservedChildren(
+        child_kind="Job",
+        child=job(conditions=[{"type": "Suspended", "status": "True"}]),
+        kueue_workloads=(evicted,),
+    )
+    decision = derive(running, observed)
+    assert decision.status["status"] == "PENDING"
+    assert decision.status["conditions"][1:] == [
+        {
+            **PENDING_COND,
+            "lastTransitionTime": T_NOW,
+            "message": f"Workload is pending admission into 'kaiwo': {PREEMPTED_MESSAGE}",
+        },
+        {
+            "type": "Preempted",
+            "status": "True",
+            "observedGeneration": 1,
+            "lastTransitionTime": T_NOW,
+            "reason": "InClusterQueue",
+            "message": PREEMPTED_MESSAGE,
+        },
+    ]
+    assert decision.events == (
+        event("WorkloadPending", "Workload is pending admission"),
+        event(
+            "WorkloadPreempted",
+            f"Kueue preempted the workload (InClusterQueue): {PREEMPTED_MESSAGE}",
+            "Warning",
+        ),
+    )
+    again = derive(decision.status, observed)
+    assert again.events == ()
+    assert again.status == decision.status
+
+
+def test_a_workload_kueue_is_evicting_waits_at_once_with_kueues_reason() -> None:
+    """Kueue keeps a preempted Workload Admitted until the child has stopped; the child is
+    suspended already, so the workload is PENDING and says why, not "admitted"."""
+    evicting = kueue_workload(
+        {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "q"},
+        {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "a"},
+        {"type": "Evicted", "status": "True", "reason": "Preempted", "message": PREEMPTED_MESSAGE},
+    )
+    observed = ObservedChildren(
+        child_kind="Job",
+        child=job(conditions=[{"type": "Suspended", "status": "True"}]),
+        kueue_workloads=(evicting,),
+    )
+    decision = derive({"status": "RUNNING", "startTime": T_EARLIER}, observed)
+    assert decision.status["status"] == "PENDING"
+    assert decision.status["conditions"][1]["status"] == "False"
+    assert decision.status["conditions"][1]["message"] == (
+        f"Workload is pending admission into 'kaiwo': {PREEMPTED_MESSAGE}"
+    )
+
+
+def test_a_workload_kueue_admitted_again_after_an_eviction_is_admitted() -> None:
+    """Kueue turns Evicted False when it reserves quota again."""
+    readmitted = kueue_workload(
+        {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "a"},
+        {"type": "Evicted", "status": "False", "reason": "QuotaReserved", "message": "Previously"},
+    )
+    decision = derive(
+        None,
+        ObservedChildren(child_kind="Job", child=job(active=1), kueue_workloads=(readmitted,)),
+    )
+    assert decision.status["status"] == "STARTING"
+    assert decision.status["conditions"][1]["status"] == "True"
+
+
 def test_child_without_kueue_workload_counts_as_admitted_once_it_runs() -> None:
     decision = derive(None, ObservedChildren(child_kind="Job", child=job(active=1, ready=1)))
     assert decision.status["status"] == "RUNNING"

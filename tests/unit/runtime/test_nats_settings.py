@@ -112,3 +112,20 @@ def test_the_server_configuration_has_users_with_permissions_and_no_anonymous_ac
     assert issued.seed.decode() not in config
     with pytest.raises(ValueError, match="no anonymous access"):
         server_config([])
+
+
+def test_a_seed_is_not_written_through_a_link_planted_at_its_temporary_name(
+    tmp_path: Path,
+) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    keys = tmp_path / "credentials"
+    keys.mkdir()
+    (keys / ".cli.nk.tmp").symlink_to(victim)
+
+    seed = write_seed(keys, issue(cli_identity()))
+
+    assert victim.read_text() == "precious\n"
+    assert not seed.is_symlink()
+    assert seed.read_bytes().startswith(b"SU")
+    assert oct(seed.stat().st_mode & 0o777) == "0o600"

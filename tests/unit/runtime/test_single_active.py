@@ -1,26 +1,45 @@
-"""One active replica per role: standby, hand-over on stop, take-over after a crash, loss."""
+"""One active replica per role: standby, hand-over on stop, take-over after a crash, loss.
+
+Leases expire and renewal deadlines pass on a :class:`ManualClock` that only the test moves,
+not on the wall clock: a loaded machine that runs the event loop late cannot make a lease run
+out (or fail to) behind the test's back. Only the renewal rhythm (every 0.04 s) is real time.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import time
 
-import pytest
 from kaiwo_runtime.leases import MemoryLeaseStore
 from kaiwo_runtime.single_active import LeaseTiming, SingleActive
 
 DURATION = 0.3
 """Seconds: renewals every 0.04 s, a leader gives up 0.2 s after its last renewal."""
+HANG_SECONDS = 30.0
+"""How long an awaited step may take before the test calls it hung: only a guard, since no
+step depends on the wall clock (a step takes a few renewal rounds of 0.04 s)."""
+
+
+class ManualClock:
+    """Seconds that pass only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def __call__(self) -> float:
+        return self.now
 
 
 class Replica:
     """A replica whose work counts the moments it runs, until told to stop."""
 
-    def __init__(self, store: MemoryLeaseStore, name: str) -> None:
+    def __init__(self, store: MemoryLeaseStore, name: str, clock: ManualClock) -> None:
         self.stop = asyncio.Event()
         self.working = asyncio.Event()
         self.finished = asyncio.Event()
-        self.single = SingleActive(store, name="planner", holder=name)
+        self.single = SingleActive(store, name="planner", holder=name, clock=clock)
         self.task = asyncio.create_task(self.single.run(self.work, self.stop))
 
     async def work(self, until: asyncio.Event) -> None:
@@ -29,8 +48,12 @@ class Replica:
         self.finished.set()
 
 
-async def eventually(event: asyncio.Event, within: float = 2.0) -> None:
-    await asyncio.wait_for(event.wait(), within)
+async def eventually(event: asyncio.Event) -> None:
+    await asyncio.wait_for(event.wait(), HANG_SECONDS)
+
+
+def lease_store(clock: ManualClock) -> MemoryLeaseStore:
+    return MemoryLeaseStore(duration_seconds=DURATION, clock=clock)
 
 
 def test_timing_follows_the_lease_duration() -> None:
@@ -38,10 +61,11 @@ def test_timing_follows_the_lease_duration() -> None:
 
 
 async def test_only_one_replica_works_and_the_other_waits() -> None:
-    store = MemoryLeaseStore(duration_seconds=DURATION)
-    first = Replica(store, "pod-a")
+    clock = ManualClock()
+    store = lease_store(clock)
+    first = Replica(store, "pod-a", clock)
     await eventually(first.working)
-    second = Replica(store, "pod-b")
+    second = Replica(store, "pod-b", clock)
     await asyncio.sleep(DURATION * 3)  # several renewals and claim attempts
     assert first.single.active
     assert not second.working.is_set() and not second.single.active
@@ -52,32 +76,35 @@ async def test_only_one_replica_works_and_the_other_waits() -> None:
 
 
 async def test_a_stopped_leader_hands_over_at_the_standbys_next_try() -> None:
-    duration = 3.0  # claims every 0.4 s; the hand-over must not wait for the 3 s expiry
-    store = MemoryLeaseStore(duration_seconds=duration)
-    first = Replica(store, "pod-a")
+    # The clock stands still: the leader's lease never expires, so the standby can only get
+    # it because the leader released it on stopping, not by waiting for the expiry.
+    clock = ManualClock()
+    store = lease_store(clock)
+    first = Replica(store, "pod-a", clock)
     await eventually(first.working)
-    second = Replica(store, "pod-b")
-    await asyncio.sleep(0.1)  # the standby has tried once
-    loop = asyncio.get_running_loop()
-    stopped_at = loop.time()
+    second = Replica(store, "pod-b", clock)
+    await asyncio.sleep(0.1)  # the standby has tried
+    assert not second.working.is_set()
     first.stop.set()
     assert await first.task is False
     assert first.finished.is_set()
     await eventually(second.working)
-    assert loop.time() - stopped_at < duration / 2
+    assert clock.now == 0.0
     assert await store.holder("planner") == "pod-b"
     second.stop.set()
     await second.task
 
 
 async def test_a_crashed_leader_is_replaced_once_its_lease_runs_out() -> None:
-    store = MemoryLeaseStore(duration_seconds=DURATION)
-    first = Replica(store, "pod-a")
-    await eventually(first.working)
-    second = Replica(store, "pod-b")
-    first.task.cancel()  # dies without releasing
-    with pytest.raises(asyncio.CancelledError):
-        await first.task
+    clock = ManualClock()
+    store = lease_store(clock)
+    # A leader that claimed the lease and then crashed: it neither renews nor releases. (A
+    # cancelled SingleActive is no crash: on the way out it releases, as on a stop.)
+    await store.claim("planner", "pod-a")
+    second = Replica(store, "pod-b", clock)
+    await asyncio.sleep(0.1)  # the standby tries again and again: the lease is still held
+    assert not second.working.is_set()
+    clock.advance(DURATION)  # ... until it runs out
     await eventually(second.working)
     assert await store.holder("planner") == "pod-b"
     second.stop.set()
@@ -85,11 +112,11 @@ async def test_a_crashed_leader_is_replaced_once_its_lease_runs_out() -> None:
 
 
 async def test_a_leader_whose_lease_was_taken_stops_working_and_says_so() -> None:
-    clock = ShiftedClock()
-    store = MemoryLeaseStore(duration_seconds=DURATION, clock=clock)
-    first = Replica(store, "pod-a")
+    clock = ManualClock()
+    store = lease_store(clock)
+    first = Replica(store, "pod-a", clock)
     await eventually(first.working)
-    clock.shift(DURATION)  # its lease ran out unseen (a pause, a partition) ...
+    clock.advance(DURATION)  # its lease ran out unseen (a pause, a partition) ...
     assert await store.claim("planner", "pod-b") is not None  # ... and another took it
     await eventually(first.finished)
     assert await first.task is True
@@ -98,38 +125,29 @@ async def test_a_leader_whose_lease_was_taken_stops_working_and_says_so() -> Non
 
 
 async def test_a_leader_that_cannot_renew_stops_before_its_lease_runs_out() -> None:
-    store = UnreachableAfterClaim(duration_seconds=DURATION)
-    replica = Replica(store, "pod-a")
+    clock = ManualClock()
+    store = UnreachableAfterClaim(duration_seconds=DURATION, clock=clock)
+    replica = Replica(store, "pod-a", clock)
     await eventually(replica.working)
-    started = asyncio.get_running_loop().time()
+    await asyncio.sleep(0.1)  # renewals fail, but its renewal deadline has not passed
+    assert not replica.finished.is_set()
+    clock.advance(DURATION * 0.8)  # past the deadline (2/3 of the lease), not past the lease
     await eventually(replica.finished)
-    stopped_after = asyncio.get_running_loop().time() - started
     assert await replica.task is True
-    assert stopped_after < DURATION  # before another replica could claim it
+    # It stopped while its lease still stood: before another replica could claim it.
+    assert await store.holder("planner") == "pod-a"
 
 
 async def test_a_replica_stopped_while_waiting_never_works() -> None:
-    store = MemoryLeaseStore(duration_seconds=DURATION)
+    clock = ManualClock()
+    store = lease_store(clock)
     await store.claim("planner", "someone")
-    replica = Replica(store, "pod-a")
+    replica = Replica(store, "pod-a", clock)
     await asyncio.sleep(DURATION / 4)
     replica.stop.set()
     assert await replica.task is False
     assert not replica.working.is_set()
     assert await store.holder("planner") == "someone"
-
-
-class ShiftedClock:
-    """The monotonic clock, moved forward at will."""
-
-    def __init__(self) -> None:
-        self._shift = 0.0
-
-    def shift(self, seconds: float) -> None:
-        self._shift += seconds
-
-    def __call__(self) -> float:
-        return time.monotonic() + self._shift
 
 
 class UnreachableAfterClaim(MemoryLeaseStore):

@@ -69,8 +69,10 @@ def test_two_8_gpu_jobs_fill_16_and_the_third_waits_with_the_shortfall() -> None
     assert waiting == [
         Waiting(
             "ml-team/third",
-            "couldn't assign flavors: insufficient quota for amd.com/gpu in flavor "
-            "amd-mi300x, 8 more needed",
+            "couldn't assign flavors to pod set main: insufficient quota for amd.com/gpu in "
+            "flavor nvidia-h100, previously considered podsets requests (0) + current podset "
+            "request (8) > maximum capacity (0), insufficient unused quota for amd.com/gpu in "
+            "flavor amd-mi300x, 8 more needed",
         )
     ]
 
@@ -81,7 +83,12 @@ def test_quota_in_use_counts() -> None:
     assert assignment == {"amd.com/gpu": "amd-mi300x"}
     assignment, reason = assign_flavors(RESEARCH, {"amd.com/gpu": Decimal(5)}, usage)
     assert assignment is None
-    assert reason == "insufficient quota for amd.com/gpu in flavor amd-mi300x, 1 more needed"
+    # As Kueue v0.17 words it (seen on the real stack): every flavor's reason, sorted.
+    assert reason == (
+        "insufficient quota for amd.com/gpu in flavor nvidia-h100, previously considered "
+        "podsets requests (0) + current podset request (5) > maximum capacity (0), "
+        "insufficient unused quota for amd.com/gpu in flavor amd-mi300x, 1 more needed"
+    )
 
 
 def test_the_first_flavor_that_fits_is_taken() -> None:

@@ -38,6 +38,48 @@ def test_one_series_per_gpu_of_running_pods_only() -> None:
     assert series[0].labels["hostname"] == "amd-mi300x-1"
 
 
+def bound_pod(name: str, node: str, gpus: int, created: str) -> dict:
+    """A pod a real scheduler bound (``kaiwo demo --cluster kwok``): no GPU ids noted."""
+    return {
+        "metadata": {"name": name, "namespace": "ml-team", "creationTimestamp": created},
+        "spec": {
+            "nodeName": node,
+            "containers": [
+                {"name": "workload", "resources": {"requests": {"amd.com/gpu": str(gpus)}}}
+            ],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+def test_pods_a_real_scheduler_bound_hold_the_lowest_ids_left_on_their_node() -> None:
+    """In order of creation, around the ids the sandbox's scheduler noted on other pods."""
+    pods = [
+        bound_pod("second", "amd-mi300x-1", 2, "2026-01-01T12:00:02Z"),
+        {
+            **running_pod("noted", "0,1"),
+            "metadata": {
+                "name": "noted",
+                "namespace": "ml-team",
+                "annotations": {"sandbox.kaiwo.silogen.ai/gpu-ids": "0,1"},
+            },
+        },
+        bound_pod("first", "amd-mi300x-1", 3, "2026-01-01T12:00:01Z"),
+        bound_pod("elsewhere", "amd-mi300x-2", 1, "2026-01-01T12:00:00Z"),
+    ]
+    held = {(s.labels["pod"], s.labels["hostname"], s.labels["gpu_id"]) for s in utilization(pods)}
+    assert held == {
+        ("noted", "amd-mi300x-1", "0"),
+        ("noted", "amd-mi300x-1", "1"),
+        ("first", "amd-mi300x-1", "2"),
+        ("first", "amd-mi300x-1", "3"),
+        ("first", "amd-mi300x-1", "4"),
+        ("second", "amd-mi300x-1", "5"),
+        ("second", "amd-mi300x-1", "6"),
+        ("elsewhere", "amd-mi300x-2", "0"),
+    }
+
+
 def test_busy_gpus_report_between_70_and_95() -> None:
     [series] = utilization([running_pod("train", "5")])
     assert 70.0 <= series.value <= 95.0

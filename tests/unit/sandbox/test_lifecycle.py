@@ -166,8 +166,7 @@ def test_job_status_follows_its_pods() -> None:
             "type": "Failed",
             "status": "True",
             "reason": "BackoffLimitExceeded",
-            "message": "Job has reached the specified backoff limit: "
-            "container workload exited with code 1: no data",
+            "message": "Job has reached the specified backoff limit",
             "lastTransitionTime": "2026-01-01T12:00:00Z",
         }
     ]

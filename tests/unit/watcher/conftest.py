@@ -136,8 +136,13 @@ async def jetstream() -> MemoryJetStream:
     return server
 
 
+HANG_SECONDS = 30.0
+"""How long a wait may last before the test calls it hung: a guard only (the awaited steps
+take milliseconds when idle), so generous for a loaded machine."""
+
+
 async def eventually(
-    condition: Callable[[], bool | Awaitable[bool]], *, within: float = 10.0
+    condition: Callable[[], bool | Awaitable[bool]], *, within: float = HANG_SECONDS
 ) -> None:
     """Wait until ``condition`` holds (polling), or fail."""
     loop = asyncio.get_running_loop()
@@ -202,7 +207,7 @@ class WatcherKit:
         return [event.id for event in self.events()]
 
     async def eventually(
-        self, condition: Callable[[], bool | Awaitable[bool]], *, within: float = 10.0
+        self, condition: Callable[[], bool | Awaitable[bool]], *, within: float = HANG_SECONDS
     ) -> None:
         await eventually(condition, within=within)
 

@@ -4,6 +4,11 @@ Starts what ``kaiwo up --fake`` starts plus the sandbox's simulated controllers 
 scheduler and kubelet, volume binding, GPU metrics and so the monitor), applies the scenario
 (``kaiwo_cli/scenarios/demo.yaml`` by default) and shows a live table of the workloads until
 Ctrl-C. Nothing runs: it is a simulation, and says so.
+
+``--cluster kwok`` runs the real stack the project builds instead of the simulated Kueue,
+scheduler and kubelet: kube-apiserver, controller manager, the kube-scheduler with the
+kaiwo-scheduler's profile, Kueue, KubeRay, and kwok as the nodes' kubelet. The sandbox then
+only registers the nodes, binds volumes and serves GPU metrics and container logs.
 """
 
 from __future__ import annotations
@@ -46,6 +51,11 @@ SIMULATION_NOTE: Final = (
     "SIMULATION: a local API server with simulated nodes, Kueue, scheduler, kubelet and GPU "
     "metrics; nothing really runs."
 )
+KWOK_NOTE: Final = (
+    "SIMULATION of the nodes only: the real Kubernetes control plane, kube-scheduler, Kueue and "
+    "KubeRay, with kwok playing the nodes' kubelets and simulated GPU metrics; no container runs."
+)
+CLUSTERS: Final = ("fake", "envtest", "kwok")
 
 
 def demo(
@@ -63,14 +73,15 @@ def demo(
         str,
         typer.Option(
             help="fake: the fake API server; envtest: a real kube-apiserver and "
-            "controller-manager from the stack `make stack` builds (kubectl works fully).",
+            "controller-manager from the stack `make stack` builds (kubectl works fully); "
+            "kwok: those with the real kube-scheduler, Kueue, KubeRay and kwok's nodes.",
         ),
     ] = "fake",
     envtest_assets: Annotated[
         Path | None,
         typer.Option(
-            help="With --cluster envtest: a directory of the binaries (or their .xz archives); "
-            "default $KAIWO_ENVTEST_ASSETS, else the built stack."
+            help="With --cluster envtest or kwok: a directory of the binaries (or their .xz "
+            "archives); default $KAIWO_ENVTEST_ASSETS, else the built stack."
         ),
     ] = None,
     state_dir: Annotated[
@@ -96,8 +107,10 @@ def demo(
     if time_scale <= 0:
         typer.echo("kaiwo demo: --time-scale must be positive", err=True)
         raise typer.Exit(2)
-    if cluster not in ("fake", "envtest"):
-        typer.echo(f"kaiwo demo: --cluster: {cluster!r} is neither fake nor envtest", err=True)
+    if cluster not in CLUSTERS:
+        typer.echo(
+            f"kaiwo demo: --cluster: {cluster!r} is not one of {', '.join(CLUSTERS)}", err=True
+        )
         raise typer.Exit(2)
     if not scenario.exists():
         typer.echo(f"kaiwo demo: --scenario: {scenario} does not exist", err=True)
@@ -105,13 +118,18 @@ def demo(
     options = StackOptions(
         state_dir=state_dir,
         fake_cluster=True,
-        local_cluster="envtest" if cluster == "envtest" else "fake",
+        local_cluster="kwok"
+        if cluster == "kwok"
+        else "envtest"
+        if cluster == "envtest"
+        else "fake",
         envtest_assets=envtest_assets,
         sandbox=SandboxOptions(
             fleet=nodes,
             timing=Timing(scale=time_scale),
             # A real controller manager makes the pods and writes Job and Deployment status.
             play_controllers=cluster == "fake",
+            kwok=cluster == "kwok",
         ),
     )
     console = Console()
@@ -147,7 +165,8 @@ async def _run(
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    console.print(f"[bold yellow]{SIMULATION_NOTE}[/]")
+    kwok = options.local_cluster == "kwok"
+    console.print(f"[bold yellow]{KWOK_NOTE if kwok else SIMULATION_NOTE}[/]")
     with console.status("starting the sandbox cluster, NATS, the event store and the services…"):
         stack = LocalStack(options)
         await stack.__aenter__()
@@ -226,7 +245,7 @@ def next_steps(
     printed)."""
     story = "".join(f"  {line}\n" for line in history.story())
     failed = history.first_in("FAILED") or history.first_in("COMPLETE") or "ml-team/NAME"
-    waited = history.first_in("PENDING", with_reason=True) or failed
+    waited = history.longest_wait() or failed
     where = (
         "in another shell in this directory"
         if state_dir == DEFAULT_STATE_DIR
@@ -254,7 +273,7 @@ def next_steps(
         "With kubectl:\n"
         f"  export KUBECONFIG={kubeconfig.resolve() if kubeconfig else ''}\n"
         "  kubectl get kaiwojobs,kaiwoservices -A      # the printer columns\n"
-        "  kubectl get workloads.kueue.x-k8s.io -A     # the simulated Kueue's admissions\n"
+        "  kubectl get workloads.kueue.x-k8s.io -A     # Kueue's admissions\n"
         f"  kubectl logs -n {failed.partition('/')[0]} -l kaiwo.silogen.ai/name="
         f"{failed.partition('/')[2]}\n"
         "Ctrl-C stops everything.",
@@ -285,7 +304,11 @@ async def _watch(
     started: float,
 ) -> bool:
     history = PhaseHistory()
-    title = "kaiwo demo — SIMULATED cluster (Ctrl-C stops)"
+    title = (
+        "kaiwo demo — real Kueue and scheduler, SIMULATED nodes (Ctrl-C stops)"
+        if stack.options.local_cluster == "kwok"
+        else "kaiwo demo — SIMULATED cluster (Ctrl-C stops)"
+    )
     settled_at: float | None = None
     first_table: float | None = None
     with Live(console=console, refresh_per_second=4, transient=False) as live:

@@ -3,7 +3,9 @@
 * ``credentials`` — one NKey per identity (the administrator, each service, the CLI, and
   any ``--reader``) and the nats-server configuration with their permissions, into one
   directory (files 0600, the directory 0700). ``deploy/compose`` and ``deploy/k8s`` read
-  them from there (``make nats-credentials``).
+  them from there (``make nats-credentials``); ``--helm-values`` writes the same as a values
+  file for the Helm chart, which never holds keys among its own files (a packaged chart would
+  carry them).
 * ``provision`` — declare the streams and the operator's consumers as the administrator
   (``KAIWO_NATS_URL``, ``KAIWO_NATS_CREDENTIALS_FILE``, ``KAIWO_NATS_TLS_*``): the init step
   of compose and the Job of the Kubernetes deployment. The services only check for them.
@@ -16,10 +18,16 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+import yaml
 from kaiwo_contracts.events.permissions import ADMIN, operator_identities, reader_identity
 from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_runtime.nats_bus import NatsBus
-from kaiwo_runtime.nats_credentials import ServerTls, write_credentials
+from kaiwo_runtime.nats_credentials import (
+    CredentialsDirectory,
+    ServerTls,
+    write_credentials,
+    write_private,
+)
 from kaiwo_runtime.redaction import redact_secrets
 from kaiwo_runtime.settings import ServiceSettings
 
@@ -66,6 +74,13 @@ def credentials(
         str | None,
         typer.Option(help="Serve the monitoring endpoint here only, e.g. 127.0.0.1:8222."),
     ] = None,
+    helm_values: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also write the configuration and keys as a values file for the Helm chart "
+            "(secret, 0600): helm install -f FILE."
+        ),
+    ] = None,
 ) -> None:
     """Write one key per identity and the server configuration that admits exactly them."""
     if (tls_cert is None) != (tls_key is None):
@@ -99,6 +114,21 @@ def credentials(
     typer.echo(f"{written.server_config}: the server configuration (public keys only)")
     for name, seed in written.seeds.items():
         typer.echo(f"{seed}: the key of {name} (secret, 0600)")
+    if helm_values is not None:
+        write_private(helm_values, chart_values(written).encode())
+        typer.echo(f"{helm_values}: all of it as Helm values (secret, 0600)")
+
+
+def chart_values(written: CredentialsDirectory) -> str:
+    """The Helm chart's ``nats.credentials``: the server configuration and every key."""
+    credentials = {
+        "config": written.server_config.read_text(),
+        "keys": {name: seed.read_text().strip() for name, seed in written.seeds.items()},
+    }
+    header = (
+        "# NATS credentials for deploy/helm/kaiwo (make nats-credentials): secret, never in git\n"
+    )
+    return header + yaml.safe_dump({"nats": {"credentials": credentials}}, sort_keys=False)
 
 
 @app.command("provision")

@@ -27,7 +27,8 @@ existing PriorityClass. An observed object without ``ownerReferences`` belongs t
 planned workload of its namespace (when there is one); an owner reference without ``uid``
 is resolved by kind and name.
 
-Invalid input is reported as ``FILE: FIELD: PROBLEM`` and exits with status 1.
+Invalid input, a kind that is not served among them, is reported as ``FILE: FIELD:
+PROBLEM`` and exits with status 1.
 """
 
 from __future__ import annotations
@@ -234,6 +235,16 @@ def _check_object(document: Document) -> None:
         raise InputError(f"{document.source}: metadata.name: required field is missing")
 
 
+def _check_plannable(document: Document) -> None:
+    """Only the served kinds have a plan: anything else (a typo in ``kind``, another
+    operator's kind) is an error, not an empty plan that exits 0."""
+    content = document.content
+    if model_for(str(content.get("apiVersion")), str(content.get("kind"))) is not None:
+        return
+    [problem] = validate_manifest(content)  # the unknown kind, with the served ones
+    raise InputError(f"{document.source}: {problem.path}: {problem.message}")
+
+
 def _check_served(document: Document) -> None:
     """Served kinds are checked as the API server and the operator would check them."""
     content = document.content
@@ -295,6 +306,7 @@ def _read_cluster(
         raise InputError(f"{filename}: no manifests found")
     for document in manifests:
         _check_object(document)
+        _check_plannable(document)
         _check_served(document)
     cluster = OfflineCluster(manifests=manifests)
     for document in manifests:
@@ -555,7 +567,7 @@ def _assume_priority_classes(cluster: OfflineCluster) -> None:
         if (spec := workload.get("spec") or {}).get("priorityClass")
     }
     for name in sorted(named - defined):
-        assumed = {
+        assumed: dict[str, Any] = {
             "apiVersion": "scheduling.k8s.io/v1",
             "kind": "PriorityClass",
             "metadata": {"name": name},

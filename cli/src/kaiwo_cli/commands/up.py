@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import socket
 from pathlib import Path
@@ -70,6 +71,15 @@ def up(
         int,
         typer.Option(help="Port of the OpenAI gateway on 127.0.0.1 (/openai/v1); 0: none."),
     ] = 8000,
+    gateway_anonymous: Annotated[
+        bool,
+        typer.Option(
+            "--gateway-anonymous/--gateway-tokens",
+            help="Serve every caller on this machine without a token (loopback only), or "
+            "require Kubernetes bearer tokens, checked with the cluster's TokenReview and "
+            "SubjectAccessReview, as in a cluster.",
+        ),
+    ] = True,
     nats_tls_cert: Annotated[
         Path | None, typer.Option(help="Serve NATS over TLS with this certificate (PEM).")
     ] = None,
@@ -140,14 +150,29 @@ def up(
         store_url=store,
         metrics_endpoint=metrics_endpoint,
         gateway_port=gateway_port or None,
+        gateway_anonymous=gateway_anonymous,
         partitions=partitions,
         replicas={"planner": planners, "executor": executors},
     )
+    typer.echo(identity_note(options), err=True)
     try:
         asyncio.run(_run(options))
     except StackError as error:
         typer.echo(f"kaiwo up: {error}", err=True)
         raise typer.Exit(2) from None
+
+
+def identity_note(options: StackOptions) -> str:
+    """The one line that says whose rights the services use: here, unlike in a cluster
+    install, not least-privilege ServiceAccounts and no admission policy (docs/operations.md,
+    "Threat model")."""
+    if options.fake_cluster:
+        return "kaiwo up: the services act as the fake cluster's administrator"
+    where = options.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+    return (
+        f"kaiwo up: every service acts with your kubeconfig's identity ({where}) and all its "
+        "rights, not the least-privilege ServiceAccounts of a cluster install"
+    )
 
 
 def _mode(text: str) -> SchedulerMode:
@@ -203,11 +228,23 @@ def _print_summary(stack: LocalStack) -> None:
         )
     console.print(table)
     if stack.options.gateway_port is not None:
-        console.print(
-            f"OpenAI API: http://127.0.0.1:{stack.options.gateway_port}/openai/v1", highlight=False
-        )
+        console.print(gateway_line(stack.options), highlight=False)
     console.print(
         next_steps(stack.options.state_dir, fake=stack.options.fake_cluster), highlight=False
+    )
+
+
+def gateway_line(options: StackOptions) -> str:
+    """Where the OpenAI API is and who may call it, in one line."""
+    url = f"http://127.0.0.1:{options.gateway_port}/openai/v1"
+    if options.gateway_anonymous:
+        return (
+            f"OpenAI API: {url} - anonymous access ON, loopback only: any process on this "
+            "machine may call every Model without a token (--gateway-tokens to require them)"
+        )
+    return (
+        f"OpenAI API: {url} - send a Kubernetes bearer token (kubectl create token ...); "
+        "each caller may use the namespaces where it may get models"
     )
 
 

@@ -41,6 +41,7 @@ from types import TracebackType
 from typing import Literal, Self
 
 import aiohttp
+import yaml
 from kaiwo_contracts.crds.registry import SERVED_KINDS
 from kaiwo_contracts.crds.schema import custom_resource_definitions
 from kaiwo_contracts.events.permissions import (
@@ -63,6 +64,7 @@ from kaiwo_runtime.nats_credentials import (
 )
 from kaiwo_runtime.nats_server import NatsServer, NatsServerError, free_port
 from kaiwo_sandbox import Sandbox, SandboxOptions
+from kaiwo_sandbox.fleet import SIMULATED_LABEL
 
 from kaiwo_cli.stack.demo_cluster import seed_demo_cluster
 from kaiwo_cli.stack.processes import (
@@ -72,12 +74,20 @@ from kaiwo_cli.stack.processes import (
     ServiceProcess,
     log,
 )
-from kaiwo_cli.stack.scheduler import SchedulerError, SchedulerMode, prepare_scheduler
+from kaiwo_cli.stack.scheduler import (
+    SchedulerError,
+    SchedulerMode,
+    prepare_scheduler,
+    scheduler_configuration,
+    scheduler_manifests,
+)
 from kaiwo_cli.stack.state import StackLockedError, StackState, StateLock
 from kaiwo_cli.stack.third_party import driven_kind_crds
 
 FIELD_MANAGER = "kaiwo-installer"
 CLUSTER_CHECK_SECONDS = 10.0
+ENVTEST_START_SECONDS = 240.0
+"""The whole stack (``kwok``) takes 20-40 s on a busy 2-core machine; a cold disk more."""
 
 
 class StackError(RuntimeError):
@@ -103,9 +113,16 @@ class StackOptions:
     metrics_endpoint: str | None = None
     gateway_port: int | None = None
     """Start the OpenAI gateway on this port of 127.0.0.1 (None: no gateway)."""
-    local_cluster: Literal["fake", "envtest"] = "fake"
-    """With ``fake_cluster``: the fake API server, or a real kube-apiserver and
-    kube-controller-manager from the built stack (``python -m kaiwo_envtest``)."""
+    gateway_anonymous: bool = True
+    """Serve every caller on this machine without a token, for every namespace
+    (``KAIWO_GATEWAY_ANONYMOUS=loopback``); False: callers send Kubernetes bearer tokens,
+    checked with the stack's kubeconfig (decision 0040)."""
+    local_cluster: Literal["fake", "envtest", "kwok"] = "fake"
+    """With ``fake_cluster``: the fake API server; a real kube-apiserver and
+    kube-controller-manager from the built stack (``python -m kaiwo_envtest``); or ``kwok``,
+    those with the real kube-scheduler (the kaiwo-scheduler's profile), Kueue, KubeRay and kwok
+    as the sandbox nodes' kubelet (the sandbox then plays none of them, see
+    :attr:`SandboxOptions.kwok`)."""
     envtest_assets: Path | None = None
     """A directory of the control plane's binaries; default ``$KAIWO_ENVTEST_ASSETS``, else the
     stack ``make stack`` built."""
@@ -281,7 +298,7 @@ class LocalStack:
     # ------------------------------------------------------------------ steps
 
     async def _start_fake_cluster(self) -> Path:
-        if self.options.local_cluster == "envtest":
+        if self.options.local_cluster in ("envtest", "kwok"):
             return await self._start_envtest()
         kubeconfig = self.options.state_dir / "fake-cluster" / "kubeconfig"
         kubeconfig.parent.mkdir(parents=True, exist_ok=True)
@@ -309,11 +326,14 @@ class LocalStack:
         return kubeconfig
 
     async def _start_envtest(self) -> Path:
-        """etcd, kube-apiserver and kube-controller-manager in a child process, which removes
-        them when it stops; its first line names the administrator's kubeconfig."""
+        """etcd, kube-apiserver and kube-controller-manager (with ``kwok``, the whole stack) in
+        a child process, which removes them when it stops; its first line names the
+        administrator's kubeconfig."""
         (self.options.state_dir / "logs").mkdir(exist_ok=True)
         assets = self.options.envtest_assets
         arguments = ["--controller-manager", *(["--assets", str(assets)] if assets else [])]
+        if self.options.local_cluster == "kwok":
+            arguments += self._whole_stack_arguments()
         with (self.options.state_dir / "logs" / "envtest.log").open("ab") as log_file:
             self._fake = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -326,13 +346,34 @@ class LocalStack:
             )
         assert self._fake.stdout is not None
         try:
-            line = await asyncio.wait_for(self._fake.stdout.readline(), 120)
+            line = await asyncio.wait_for(self._fake.stdout.readline(), ENVTEST_START_SECONDS)
         except TimeoutError as error:
-            raise StackError("the envtest control plane did not start in 120 s") from error
+            raise StackError(
+                f"the envtest control plane did not start in {ENVTEST_START_SECONDS:g} s"
+            ) from error
         if not line.startswith(b"kubeconfig "):
             log = self.options.state_dir / "logs" / "envtest.log"
             raise StackError(f"the envtest control plane did not start (see {log})")
         return Path(line.decode().removeprefix("kubeconfig ").strip())
+
+    def _whole_stack_arguments(self) -> list[str]:
+        """The kaiwo-scheduler's configuration (the manifest this package carries), kwok for
+        the sandbox's nodes with the sandbox's timing, Kueue and KubeRay."""
+        configuration = self.options.state_dir / "kaiwo-scheduler-config.yaml"
+        configuration.write_text(
+            yaml.safe_dump(scheduler_configuration(scheduler_manifests()), sort_keys=False)
+        )
+        timing = (self.options.sandbox or SandboxOptions()).timing
+        return [
+            f"--scheduler-config={configuration}",
+            f"--kwok-node-selector={SIMULATED_LABEL}=true",
+            f"--kwok-start-seconds={timing.start_seconds:g}",
+            f"--kwok-run-seconds={timing.run_seconds:g}",
+            f"--kwok-download-seconds={timing.download_seconds:g}",
+            f"--kwok-time-scale={timing.scale:g}",
+            "--kueue",
+            "--kuberay",
+        ]
 
     async def _start_sandbox(self, options: SandboxOptions) -> None:
         self._sandbox_kube = await KubernetesAsyncioAdapter.from_environment(
@@ -362,7 +403,8 @@ class LocalStack:
                 reason = " ".join(str(error).split()) or type(error).__name__
                 raise StackError(f"no reachable Kubernetes cluster ({where}: {reason})") from error
             crds = list(custom_resource_definitions(SERVED_KINDS))
-            if self.options.fake_cluster:
+            # Stand-ins for the third-party kinds, unless the real ones are installed (kwok).
+            if self.options.fake_cluster and self.options.local_cluster != "kwok":
                 crds += driven_kind_crds()
             if self.options.install_crds or self.options.fake_cluster:
                 await kube.ensure_crds(crds, field_manager=FIELD_MANAGER)
@@ -371,6 +413,11 @@ class LocalStack:
             await self._prepare_scheduler(kube)
 
     async def _prepare_scheduler(self, kube: KubernetesAsyncioAdapter) -> None:
+        if self.options.fake_cluster and self.options.local_cluster == "kwok":
+            # Started with the control plane, serving the KaiwoConfig's default name.
+            self.scheduler_note = "the kaiwo-scheduler runs beside the local control plane"
+            log.info("scheduler", what=self.scheduler_note)
+            return
         try:
             self.scheduler_note = await prepare_scheduler(
                 kube,
@@ -449,6 +496,7 @@ class LocalStack:
         if self.options.gateway_port is not None:
             env["KAIWO_GATEWAY_HOST"] = "127.0.0.1"
             env["KAIWO_GATEWAY_PORT"] = str(self.options.gateway_port)
+            env["KAIWO_GATEWAY_ANONYMOUS"] = "loopback" if self.options.gateway_anonymous else "off"
         return {**env, **self.options.service_env}
 
     async def _start_services(self) -> None:

@@ -21,6 +21,7 @@ import contextlib
 import fcntl
 import json
 import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,16 +43,22 @@ class StackLockedError(RuntimeError):
 
 def _write_private(path: Path, content: bytes) -> Path:
     """Mode 0600 from the first byte, replaced whole (a reader never sees half a file); not
-    ``kaiwo_runtime``'s twin, whose module imports the bus contracts (slow to start)."""
+    ``kaiwo_runtime``'s twin, whose module imports the bus contracts (slow to start).
+
+    The temporary file is a new one with a random name (``mkstemp``: ``O_CREAT|O_EXCL``,
+    which never follows a symbolic link) in the same directory, renamed over ``path``: a
+    link planted at a predictable ``.stack.json.tmp`` would have been written through."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    temporary = Path(name)
     try:
-        os.fchmod(descriptor, 0o600)
-        os.write(descriptor, content)
-    finally:
-        os.close(descriptor)
-    temporary.replace(path)
+        with os.fdopen(descriptor, "wb") as output:
+            output.write(content)
+        temporary.replace(path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise
     return path
 
 
@@ -148,7 +155,12 @@ class StateLock:
 
     def acquire(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = self.path.open("a+")
+        # O_NOFOLLOW: the lock is truncated and written; a link must not redirect that.
+        try:
+            descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError as error:
+            raise StackLockedError(f"cannot open {self.path}: {error}") from error
+        handle = os.fdopen(descriptor, "r+")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

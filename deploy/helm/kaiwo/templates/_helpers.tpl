@@ -12,6 +12,12 @@ deployed, otherwise what kaiwoConfig names (default-scheduler when nothing does)
 {{- end -}}
 {{- end -}}
 
+{{/* Kaiwo's GPU taint: the KaiwoConfig's spec.nodes.defaultGpuTaintKey, or its default. The
+executor's admission policy lets it change this taint on Nodes and no other. */}}
+{{- define "kaiwo.gpuTaintKey" -}}
+{{ dig "nodes" "defaultGpuTaintKey" "kaiwo.silogen.ai/gpu" .Values.kaiwoConfig.spec }}
+{{- end -}}
+
 {{- define "kaiwo.natsEnv" -}}
 - name: KAIWO_NATS_URL
   value: nats://nats:4222

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -21,7 +22,13 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from kaiwo_contracts.crds.meta import DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN
-from kaiwo_contracts.crds.registry import model_for, served_types
+from kaiwo_contracts.crds.registry import SERVED_KINDS, model_for, served_types
+from kaiwo_contracts.crds.schema import crd_info
+
+MAX_NAME_LENGTH = 253
+"""A DNS-1123 subdomain, the API server's rule for the names of custom resources."""
+MAX_NAMESPACE_LENGTH = 63
+"""A namespace's name is a DNS-1123 label."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,15 +54,83 @@ def validate_manifest(document: Mapping[str, Any]) -> list[Problem]:
     model = model_for(document["apiVersion"], document["kind"])
     if model is None:
         return [_unknown_type(document["apiVersion"], document["kind"])]
+    metadata_problems = _metadata_problems(document, namespaced=_namespaced(model))
     try:
         text = json.dumps(document, default=_yaml_scalar_as_json)
-    except TypeError as error:
-        return [Problem("", f"holds a value that is not plain data ({error})")]
+    except (TypeError, ValueError) as error:
+        return [*metadata_problems, Problem("", f"holds a value that is not plain data ({error})")]
     try:
         model.model_validate_json(text, strict=True)
     except ValidationError as error:
-        return _problems(error.errors(), document)
-    return []
+        return _merged(metadata_problems, _problems(error.errors(), document))
+    return metadata_problems
+
+
+def _namespaced(model: type[Any]) -> bool | None:
+    """Whether objects of ``model`` live in a namespace; None for a ``...List``."""
+    if model not in SERVED_KINDS:
+        return None
+    return crd_info(model).scope == "Namespaced"
+
+
+def _merged(first: list[Problem], second: list[Problem]) -> list[Problem]:
+    """``first``, then the problems of ``second`` about other fields."""
+    paths = {problem.path for problem in first}
+    return [*first, *(problem for problem in second if problem.path not in paths)]
+
+
+# ------------------------------------------------------------------ metadata names
+
+_SUBDOMAIN = re.compile(DNS_SUBDOMAIN_PATTERN)
+_LABEL = re.compile(DNS_LABEL_PATTERN)
+
+
+def _metadata_problems(document: Mapping[str, Any], *, namespaced: bool | None) -> list[Problem]:
+    """The name and namespace against the API server's grammar: a custom resource's name is a
+    DNS-1123 subdomain (at most 253 characters), a namespace a DNS-1123 label (at most 63).
+    Names become the names and labels of children, path segments and log lines, so nothing
+    else passes: no ``/``, no capitals or ``_``, no invisible or right-to-left characters."""
+    metadata = document.get("metadata")
+    if namespaced is None or not isinstance(metadata, Mapping):
+        return []  # a list, or no metadata: the model names what is missing
+    problems: list[Problem] = []
+    name, generated = metadata.get("name"), metadata.get("generateName")
+    if name is None and generated is None:
+        problems.append(Problem("metadata.name", "required field is missing"))
+    if isinstance(name, str):
+        problems += _name_problem("metadata.name", name, _SUBDOMAIN, MAX_NAME_LENGTH, _NAME)
+    if isinstance(generated, str):
+        # The API server appends five characters and checks the result.
+        problems += _name_problem(
+            "metadata.generateName", generated + "x", _SUBDOMAIN, MAX_NAME_LENGTH, _NAME
+        )
+    namespace = metadata.get("namespace")
+    # The API server drops a namespace given to a cluster-scoped kind, as kubectl does.
+    if namespaced and isinstance(namespace, str):
+        problems += _name_problem(
+            "metadata.namespace", namespace, _LABEL, MAX_NAMESPACE_LENGTH, _NAMESPACE
+        )
+    return problems
+
+
+_NAME = "must be a lowercase RFC 1123 name such as team-a or gpu.pool-1"
+_NAMESPACE = "must be a lowercase RFC 1123 label such as team-a"
+
+
+def _name_problem(
+    path: str, value: str, grammar: re.Pattern[str], longest: int, wording: str
+) -> list[Problem]:
+    if len(value) > longest:
+        return [Problem(path, f"must be at most {longest} characters long, not {len(value):,}")]
+    if grammar.fullmatch(value):
+        return []
+    if not value:
+        return [Problem(path, "must not be empty")]
+    odd = next((c for c in value if not (c.isascii() and c.isprintable())), None)
+    if odd is not None:
+        what = unicodedata.name(odd, "a control character")
+        return [Problem(path, f"{wording}; it holds U+{ord(odd):04X} ({what})")]
+    return [Problem(path, f"{wording}, not {value!r}")]
 
 
 def _type_meta_problems(document: Mapping[str, Any]) -> list[Problem]:

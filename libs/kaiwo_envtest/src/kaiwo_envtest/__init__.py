@@ -6,6 +6,10 @@ stack the project builds from pinned Go modules (:mod:`kaiwo_envtest.stack`, ``m
 or from ``KAIWO_ENVTEST_ASSETS``; ``plane.kubeconfig`` is an administrator's
 kubeconfig; with ``audit=True``, ``plane.audit_log`` counts the write requests each client
 made (and holds every request of the user groups in ``audit_every_request_of``).
+On request it also runs the kube-scheduler with a given configuration
+(:mod:`kaiwo_envtest.scheduler`), kwok as the kubelet of selected nodes with our own Stages
+(:class:`KwokOptions`), the Kueue manager with its webhooks and conversion
+(:class:`KueueOptions`) and the KubeRay operator.
 ``python -m kaiwo_envtest`` runs one until interrupted.
 """
 
@@ -33,6 +37,8 @@ from kaiwo_envtest.audit import (
 )
 from kaiwo_envtest.control_plane import ControlPlane, ControlPlaneOptions
 from kaiwo_envtest.kubeconfig import kubeconfig_document, write_kubeconfig
+from kaiwo_envtest.kueue import KueueOptions
+from kaiwo_envtest.kwok import KwokOptions
 from kaiwo_envtest.pki import Credentials, Pki, client_credentials, make_pki, subject
 from kaiwo_envtest.processes import ControlPlaneError
 from kaiwo_envtest.stack import (
@@ -58,6 +64,8 @@ __all__ = [
     "ControlPlaneError",
     "ControlPlaneOptions",
     "Credentials",
+    "KueueOptions",
+    "KwokOptions",
     "Pki",
     "StackBuildError",
     "StackNotBuiltError",

@@ -1,6 +1,12 @@
 """``python -m kaiwo_envtest [--controller-manager] [--audit] [--assets DIR]``: start a control
 plane, print its kubeconfig path, run until SIGINT or SIGTERM, then remove everything.
 
+With ``--scheduler-config FILE`` the kube-scheduler runs with that KubeSchedulerConfiguration,
+with ``--kwok-node-selector SELECTOR`` kwok runs the pods of the nodes it selects (timing from
+the ``--kwok-*`` flags), with ``--kueue`` and ``--kuberay`` the Kueue manager and the KubeRay
+operator run, after the built stack's third-party CRDs are installed (``kaiwo demo --cluster
+kwok`` starts all of them).
+
 ``python -m kaiwo_envtest build``: build the stack from ``tools/k8s`` (a no-op once built);
 ``python -m kaiwo_envtest where``: print the built stack's directory, or say it is not built."""
 
@@ -12,10 +18,16 @@ import sys
 import threading
 from pathlib import Path
 
+import yaml
+
 from kaiwo_envtest.assets import AssetsNotFoundError, binaries_in, find_binaries
 from kaiwo_envtest.control_plane import ControlPlane, ControlPlaneOptions
+from kaiwo_envtest.kueue import KueueOptions
+from kaiwo_envtest.kwok import KwokOptions
 from kaiwo_envtest.processes import ControlPlaneError
 from kaiwo_envtest.stack import StackBuildError, StackNotBuiltError, build_stack, built_stack
+
+KWOK_DEFAULTS = KwokOptions()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,6 +72,18 @@ def _run(argv: list[str]) -> int:
     )
     parser.add_argument("--controller-manager", action="store_true")
     parser.add_argument("--audit", action="store_true", help="write an audit log of writes")
+    parser.add_argument(
+        "--scheduler-config", help="run the kube-scheduler with this KubeSchedulerConfiguration"
+    )
+    parser.add_argument("--kwok-node-selector", help="run kwok for the nodes this selects")
+    parser.add_argument("--kwok-start-seconds", type=float, default=KWOK_DEFAULTS.start_seconds)
+    parser.add_argument("--kwok-run-seconds", type=float, default=KWOK_DEFAULTS.run_seconds)
+    parser.add_argument(
+        "--kwok-download-seconds", type=float, default=KWOK_DEFAULTS.download_seconds
+    )
+    parser.add_argument("--kwok-time-scale", type=float, default=KWOK_DEFAULTS.time_scale)
+    parser.add_argument("--kueue", action="store_true", help="run the Kueue manager")
+    parser.add_argument("--kuberay", action="store_true", help="run the KubeRay operator")
     arguments = parser.parse_args(argv)
     stopping = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -70,6 +94,16 @@ def _run(argv: list[str]) -> int:
             binaries=binaries,
             controller_manager=arguments.controller_manager,
             audit=arguments.audit,
+            scheduler_configuration=(
+                yaml.safe_load(Path(arguments.scheduler_config).read_text())
+                if arguments.scheduler_config
+                else None
+            ),
+            kwok=_kwok(arguments),
+            kueue=KueueOptions() if arguments.kueue else None,
+            kuberay=arguments.kuberay,
+            manifests=built_stack().manifests if arguments.kueue or arguments.kuberay else None,
+            ready_timeout=120.0,
         )
         with ControlPlane(options) as plane:
             sys.stdout.write(f"kubeconfig {plane.kubeconfig}\n")
@@ -77,10 +111,22 @@ def _run(argv: list[str]) -> int:
                 sys.stdout.write(f"audit log {plane.audit_log.path}\n")
             sys.stdout.flush()
             stopping.wait()
-    except (AssetsNotFoundError, ControlPlaneError) as error:
+    except (AssetsNotFoundError, ControlPlaneError, StackNotBuiltError, OSError) as error:
         sys.stderr.write(f"{error}\n")
         return 1
     return 0
+
+
+def _kwok(arguments: argparse.Namespace) -> KwokOptions | None:
+    if not arguments.kwok_node_selector:
+        return None
+    return KwokOptions(
+        node_selector=arguments.kwok_node_selector,
+        start_seconds=arguments.kwok_start_seconds,
+        run_seconds=arguments.kwok_run_seconds,
+        download_seconds=arguments.kwok_download_seconds,
+        time_scale=arguments.kwok_time_scale,
+    )
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
 """A throw-away Kubernetes control plane: etcd, kube-apiserver and, when asked, the
-kube-controller-manager, on free loopback ports, in a directory removed when it stops.
+kube-controller-manager, the kube-scheduler, kwok (the simulated nodes' kubelets), the Kueue
+manager and the KubeRay operator, on free loopback ports, in a directory removed when it stops
+(every component's log in ``logs/``).
 
 ``with ControlPlane(ControlPlaneOptions(binaries=find_binaries())) as plane:`` then
-``plane.kubeconfig`` authenticates as a cluster administrator. No scheduler and no kubelet run:
-Pods stay Pending unless a test writes their status.
+``plane.kubeconfig`` authenticates as a cluster administrator. Without a scheduler and kwok,
+Pods stay Pending unless a test writes their status. With Kueue or KubeRay, the third-party
+CRDs of the built stack (``manifests``) are installed before they start.
 """
 
 from __future__ import annotations
@@ -11,24 +14,35 @@ from __future__ import annotations
 import shutil
 import ssl
 import tempfile
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
 from types import TracebackType
-from typing import Final, Self
+from typing import Any, Final, Self
 
 import yaml
 
+from kaiwo_envtest import kueue as kueue_setup
 from kaiwo_envtest.assets import Binaries
 from kaiwo_envtest.audit import AuditLog, audit_policy
+from kaiwo_envtest.crds import is_kueue, load_crds, one_version
 from kaiwo_envtest.kubeconfig import kubeconfig_document, write_kubeconfig
+from kaiwo_envtest.kueue import KueueOptions
+from kaiwo_envtest.kwok import KwokOptions, kwok_flags, stages
 from kaiwo_envtest.pki import Credentials, Pki, client_credentials, make_pki
 from kaiwo_envtest.processes import Component, ControlPlaneError, answers_ok, free_port
+from kaiwo_envtest.rest import ApiClient
+from kaiwo_envtest.scheduler import local_configuration, scheduler_flags
 
 ADMIN_USER: Final = "envtest-admin"
 ADMINS: Final = ("system:masters",)
 CONTROLLER_MANAGER_USER: Final = "system:kube-controller-manager"
+SCHEDULER_USER: Final = "system:kube-scheduler"
+"""Bound to ``system:kube-scheduler`` and ``system:volume-scheduler`` by the API server's own
+bootstrap policy."""
 SERVICE_RANGE: Final = "10.96.0.0/16"
+KUEUE_OPERATOR_VERSION: Final = "v1beta1"
+"""The Kueue version the CRDs serve alone when no Kueue manager runs to convert."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +58,17 @@ class ControlPlaneOptions:
     admission_plugins: tuple[str, ...] = ()
     """Admission plugins to turn on besides the API server's defaults (e.g.
     ``OwnerReferencesPermissionEnforcement``, which OpenShift runs)."""
+    scheduler_configuration: dict[str, Any] | None = None
+    """A KubeSchedulerConfiguration (e.g. the kaiwo-scheduler's): run the kube-scheduler with
+    it, adapted for a local process (:mod:`kaiwo_envtest.scheduler`)."""
+    kwok: KwokOptions | None = None
+    """Run kwok as the kubelet of the nodes its selector matches (:mod:`kaiwo_envtest.kwok`)."""
+    kueue: KueueOptions | None = None
+    """Run the Kueue manager (:mod:`kaiwo_envtest.kueue`); needs ``manifests``."""
+    kuberay: bool = False
+    """Run the KubeRay operator; needs ``manifests``."""
+    manifests: Path | None = None
+    """The built stack's ``manifests`` (third-party CRDs, Kueue's webhook configurations)."""
     ready_timeout: float = 60.0
 
 
@@ -53,6 +78,11 @@ class Endpoints:
     etcd_peer: int
     apiserver: int
     controller_manager: int
+    scheduler: int
+    kwok: int
+    kueue_webhook: int
+    kueue_health: int
+    kuberay_health: int
 
     @property
     def server(self) -> str:
@@ -60,10 +90,13 @@ class Endpoints:
 
     @classmethod
     def free(cls) -> Endpoints:
-        return cls(
-            etcd=free_port(), etcd_peer=free_port(), apiserver=free_port(),
-            controller_manager=free_port(),
-        )  # fmt: skip
+        """Ports free now, none given twice (the OS may hand a free port out again before the
+        first process binds it)."""
+        ports: list[int] = []
+        while len(ports) < len(fields(cls)):
+            if (port := free_port()) not in ports:
+                ports.append(port)
+        return cls(*ports)
 
 
 class ControlPlane:
@@ -128,6 +161,23 @@ class ControlPlane:
         self._start_apiserver(binaries, admin)
         if self.options.controller_manager:
             self._start_controller_manager(binaries)
+        options = self.options
+        # Launched together, then waited for: each spends its first seconds on its own.
+        starting: list[tuple[Component, Callable[[], bool]]] = []
+        if options.scheduler_configuration is not None:
+            starting.append(self._start_scheduler(binaries, options.scheduler_configuration))
+        if options.kwok is not None:
+            starting.append(self._start_kwok(binaries, options.kwok))
+        if options.kueue is not None or options.kuberay:
+            api = ApiClient(self.server, ca=self._issued_pki().ca, admin=admin)
+            self._install_third_party_crds(api)
+            if options.kuberay:
+                starting.append(self._start_kuberay(binaries))
+            if options.kueue is not None:
+                kueue = self._start_kueue(binaries, options.kueue, api)
+                self._wait_ready([kueue])
+                self._install_kueue_webhooks(api)
+        self._wait_ready(starting)
 
     def stop(self) -> None:
         """Stop every component, the last started first, and remove the directory."""
@@ -242,6 +292,151 @@ class ControlPlane:
         manager.wait_until(
             lambda: answers_ok(healthz, context=unverified), within=self.options.ready_timeout
         )
+
+    def _wait_ready(self, starting: Sequence[tuple[Component, Callable[[], bool]]]) -> None:
+        for component, ready in starting:
+            component.wait_until(ready, within=self.options.ready_timeout)
+
+    def _start_scheduler(
+        self, binaries: Binaries, configuration: dict[str, Any]
+    ) -> tuple[Component, Callable[[], bool]]:
+        executable = binaries.path("kube-scheduler")
+        kubeconfig = self.kubeconfig_for(SCHEDULER_USER, groups=())
+        path = self.directory / "scheduler.yaml"
+        local = local_configuration(configuration, kubeconfig=kubeconfig)
+        path.write_text(yaml.safe_dump(local, sort_keys=False))
+        port = self.endpoints.scheduler
+        scheduler = self._launch(
+            "kube-scheduler",
+            [
+                str(executable),
+                *scheduler_flags(
+                    configuration=path,
+                    kubeconfig=kubeconfig,
+                    port=port,
+                    cert_dir=self.directory / "scheduler-certs",
+                ),
+            ],
+        )
+        unverified = ssl._create_unverified_context()  # noqa: S323 - self-signed, open /healthz
+        healthz = f"https://127.0.0.1:{port}/healthz"
+        return scheduler, lambda: answers_ok(healthz, context=unverified)
+
+    def _start_kwok(
+        self, binaries: Binaries, options: KwokOptions
+    ) -> tuple[Component, Callable[[], bool]]:
+        executable = binaries.path("kwok")
+        configuration = self.directory / "kwok.yaml"
+        configuration.write_text(yaml.safe_dump_all(stages(options), sort_keys=False))
+        port = self.endpoints.kwok
+        kwok = self._launch(
+            "kwok",
+            [
+                str(executable),
+                *kwok_flags(
+                    kubeconfig=self.kubeconfig_for("kwok"),
+                    configuration=configuration,
+                    port=port,
+                    options=options,
+                ),
+            ],
+        )
+        healthz = f"http://127.0.0.1:{port}/healthz"
+        return kwok, lambda: answers_ok(healthz)
+
+    def _manifests(self) -> Path:
+        if self.options.manifests is None:
+            raise ControlPlaneError("Kueue and KubeRay need the built stack's manifests")
+        return self.options.manifests
+
+    def _install_third_party_crds(self, api: ApiClient) -> None:
+        """The stack's CRDs, Kueue's converting through the Kueue manager when it runs (else
+        serving the operator's version only: nothing could convert)."""
+        crds = load_crds(self._manifests() / "crds")
+        if self.options.kueue is not None:
+            url = f"https://127.0.0.1:{self.endpoints.kueue_webhook}/convert"
+            crds = kueue_setup.converted_crds(crds, url=url, ca=self._kueue_ca())
+        else:
+            crds = [one_version(c, KUEUE_OPERATOR_VERSION) if is_kueue(c) else c for c in crds]
+        api.apply_all(crds)
+        api.wait_established(
+            (crd["metadata"]["name"] for crd in crds), within=self.options.ready_timeout
+        )
+
+    def _kueue_certificates(self) -> kueue_setup.WebhookCertificates:
+        directory = self.directory / "kueue-pki"
+        if not (directory / "kueue-webhook.crt").exists():
+            return kueue_setup.webhook_certificates(directory)
+        return kueue_setup.WebhookCertificates(
+            ca=Credentials(directory / "kueue-ca.crt", directory / "kueue-ca.key"),
+            serving=Credentials(directory / "kueue-webhook.crt", directory / "kueue-webhook.key"),
+        )
+
+    def _kueue_ca(self) -> bytes:
+        return self._kueue_certificates().ca.certificate.read_bytes()
+
+    def _start_kueue(
+        self, binaries: Binaries, options: KueueOptions, api: ApiClient
+    ) -> tuple[Component, Callable[[], bool]]:
+        executable = binaries.path("kueue")
+        certificates = self._kueue_certificates()
+        api.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": kueue_setup.NAMESPACE},
+            }
+        )
+        api.apply(certificates.secret())
+        cert_dir = certificates.install_into(self.directory / "kueue-certs")
+        configuration = self.directory / "kueue.yaml"
+        document = kueue_setup.kueue_configuration(
+            options,
+            webhook_port=self.endpoints.kueue_webhook,
+            health_port=self.endpoints.kueue_health,
+            cert_dir=cert_dir,
+        )
+        configuration.write_text(yaml.safe_dump(document, sort_keys=False))
+        kueue = self._launch(
+            "kueue",
+            [
+                str(executable),
+                *kueue_setup.kueue_flags(
+                    configuration=configuration, kubeconfig=self.kubeconfig_for("kueue")
+                ),
+            ],
+        )
+        readyz = f"http://127.0.0.1:{self.endpoints.kueue_health}/readyz"
+        return kueue, lambda: answers_ok(readyz)
+
+    def _install_kueue_webhooks(self, api: ApiClient) -> None:
+        """Kueue's webhook configurations, once it serves them (before, every pod and Job
+        the API server admits would fail on the webhooks' ``failurePolicy: Fail``)."""
+        manifests = self._manifests() / "kueue" / "webhook-manifests.yaml"
+        documents = [d for d in yaml.safe_load_all(manifests.read_text()) if d]
+        api.apply_all(
+            kueue_setup.webhook_configurations(
+                documents,
+                base_url=f"https://127.0.0.1:{self.endpoints.kueue_webhook}",
+                ca=self._kueue_ca(),
+            )
+        )
+
+    def _start_kuberay(self, binaries: Binaries) -> tuple[Component, Callable[[], bool]]:
+        executable = binaries.path("kuberay")
+        port = self.endpoints.kuberay_health
+        kuberay = self._launch(
+            "kuberay",
+            [
+                str(executable),
+                f"--kubeconfig={self.kubeconfig_for('kuberay')}",
+                "--metrics-addr=0",
+                f"--health-probe-bind-address=127.0.0.1:{port}",
+                "--enable-leader-election=false",
+            ],
+        )
+        readyz = f"http://127.0.0.1:{port}/readyz"
+        return kuberay, lambda: answers_ok(readyz)
 
     def _launch(self, name: str, command: list[str]) -> Component:
         component = Component.start(name, command, log=self.directory / "logs" / f"{name}.log")

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-DAYS: Final = "7"
+DAYS: Final = 7
 EC_KEY: Final = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+RSA_KEY: Final = ("-newkey", "rsa:2048", "-nodes")
 # openssl's own default configuration would add CA:TRUE to every certificate it makes.
 MINIMAL_CONFIG: Final = "[req]\ndistinguished_name=dn\n[dn]\n"
 
@@ -47,15 +48,7 @@ def subject(user: str, groups: Sequence[str] = ()) -> str:
 
 def make_pki(directory: Path) -> Pki:
     directory.mkdir(parents=True, exist_ok=True)
-    config = directory / "openssl.cnf"
-    config.write_text(MINIMAL_CONFIG)
-    ca = _credentials(directory, "ca")
-    _openssl(
-        "req", "-x509", "-config", str(config), *EC_KEY, "-days", DAYS,
-        "-keyout", str(ca.key), "-out", str(ca.certificate), "-subj", "/CN=kaiwo-envtest-ca",
-        "-addext", "basicConstraints=critical,CA:TRUE",
-        "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
-    )  # fmt: skip
+    ca = certificate_authority(directory, "ca", common_name="kaiwo-envtest-ca")
     serving = _signed(
         directory,
         ca,
@@ -79,6 +72,63 @@ def make_pki(directory: Path) -> Pki:
     )
 
 
+def certificate_authority(
+    directory: Path,
+    name: str,
+    *,
+    common_name: str,
+    dns_names: Sequence[str] = (),
+    days: int = DAYS,
+    rsa: bool = False,
+) -> Credentials:
+    """A self-signed CA ``name`` in ``directory`` (``dns_names`` as subject alternative names,
+    for verifiers that check a CA's name too); with ``rsa``, an RSA key in the traditional
+    PKCS#1 form (for readers that take no other, such as Kueue's certificate rotator)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    config = directory / "openssl.cnf"
+    if not config.exists():
+        config.write_text(MINIMAL_CONFIG)
+    ca = _credentials(directory, name)
+    names = [f"subjectAltName={_alternative_names(dns_names, ())}"] if dns_names else []
+    added = [arg for extension in names for arg in ("-addext", extension)]
+    _openssl(
+        "req", "-x509", "-config", str(config), *(RSA_KEY if rsa else EC_KEY), "-days", str(days),
+        "-keyout", str(ca.key), "-out", str(ca.certificate), "-subj", f"/CN={common_name}",
+        "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature", *added,
+    )  # fmt: skip
+    if rsa:
+        _openssl("rsa", "-in", str(ca.key), "-out", str(ca.key), "-traditional")
+    return ca
+
+
+def serving_credentials(
+    directory: Path,
+    ca: Credentials,
+    *,
+    name: str,
+    dns_names: Sequence[str] = (),
+    ip_addresses: Sequence[str] = ("127.0.0.1",),
+    days: int = DAYS,
+) -> Credentials:
+    """A server certificate signed by ``ca`` for ``dns_names`` and ``ip_addresses``."""
+    return _signed(
+        directory,
+        ca,
+        name=name,
+        subject_line=f"/CN={(dns_names or ip_addresses)[0]}",
+        extensions=(
+            f"subjectAltName={_alternative_names(dns_names, ip_addresses)}",
+            "extendedKeyUsage=serverAuth",
+        ),
+        days=days,
+    )
+
+
+def _alternative_names(dns_names: Sequence[str], ip_addresses: Sequence[str]) -> str:
+    return ",".join([*(f"DNS:{n}" for n in dns_names), *(f"IP:{a}" for a in ip_addresses)])
+
+
 def client_credentials(
     pki: Pki, *, name: str, user: str, groups: Sequence[str] = ()
 ) -> Credentials:
@@ -99,11 +149,12 @@ def _signed(
     name: str,
     subject_line: str,
     extensions: Sequence[str],
+    days: int = DAYS,
 ) -> Credentials:
     made = _credentials(directory, name)
     added = [arg for extension in extensions for arg in ("-addext", extension)]
     _openssl(
-        "req", "-x509", "-config", str(directory / "openssl.cnf"), *EC_KEY, "-days", DAYS,
+        "req", "-x509", "-config", str(directory / "openssl.cnf"), *EC_KEY, "-days", str(days),
         "-keyout", str(made.key), "-out", str(made.certificate), "-subj", subject_line,
         "-CA", str(ca.certificate), "-CAkey", str(ca.key),
         "-addext", "basicConstraints=critical,CA:FALSE", *added,

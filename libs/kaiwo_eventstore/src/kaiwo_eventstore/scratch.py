@@ -1,44 +1,55 @@
-"""Throw-away PostgreSQL databases, for the test suites and benchmarks of the event store.
+"""Throw-away PostgreSQL servers and databases, for the test suites and benchmarks.
 
-A server is looked for at ``KAIWO_TEST_POSTGRES_URL`` when it is set, else at the local
-defaults (TCP 127.0.0.1:5432 as ``postgres``, then the unix socket); each database made on
-it has a fresh name and is dropped afterwards, so runs never see each other's events.
+:func:`scratch_server` is the server at ``KAIWO_TEST_POSTGRES_URL`` when that is set, else one
+of our own (:class:`kaiwo_eventstore.local_server.LocalPostgres`, from the pinned wheel, on a
+free port): whatever else runs on the machine, on 5432 or elsewhere, is never used. Each
+database made on it has a fresh name and is dropped afterwards, so runs never see each
+other's events.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Final
 
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from kaiwo_eventstore.local_server import LocalPostgres, PostgresUnavailableError, find_programs
+
 URL_ENV: Final = "KAIWO_TEST_POSTGRES_URL"
-LOCAL_URLS: Final = (
-    "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres",
-    "postgresql+asyncpg://postgres@/postgres?host=/var/run/postgresql",
-)
-NOT_FOUND: Final = (
-    f"no PostgreSQL server answers (set {URL_ENV}, or run one on 127.0.0.1:5432 or "
-    "/var/run/postgresql accepting user postgres)"
-)
 
 
-async def find_server(given: str | None = None) -> str | None:
-    """The first server URL that answers, with the asyncpg driver: ``given``, else
-    ``KAIWO_TEST_POSTGRES_URL``, else the local defaults; None when none does."""
-    given = given or os.environ.get(URL_ENV)
-    for candidate in (given,) if given else LOCAL_URLS:
-        url = make_url(candidate).set(drivername="postgresql+asyncpg")
-        rendered = url.render_as_string(hide_password=False)
-        if await _answers(rendered):
-            return rendered
+@contextlib.contextmanager
+def scratch_server() -> Iterator[str]:
+    """A PostgreSQL server's URL (asyncpg driver) for the block: ``KAIWO_TEST_POSTGRES_URL``,
+    else a :class:`LocalPostgres` started now and stopped at the end. Raises
+    :class:`~kaiwo_eventstore.local_server.PostgresUnavailableError` when there is neither."""
+    given = os.environ.get(URL_ENV)
+    if given:
+        yield with_asyncpg(given)
+        return
+    with LocalPostgres() as url:
+        yield url
+
+
+def why_no_server() -> str | None:
+    """Why :func:`scratch_server` cannot give a server (no URL and no programs), or None."""
+    if os.environ.get(URL_ENV):
+        return None
+    try:
+        find_programs()
+    except PostgresUnavailableError as error:
+        return f"{error} (or set {URL_ENV})"
     return None
+
+
+def with_asyncpg(url: str) -> str:
+    return make_url(url).set(drivername="postgresql+asyncpg").render_as_string(hide_password=False)
 
 
 @contextlib.asynccontextmanager
@@ -65,18 +76,6 @@ async def drop_scratch_database(server_url: str, database_url: str) -> None:
     open to it."""
     name = make_url(database_url).database
     await run_admin_statement(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-async def _answers(url: str) -> bool:
-    engine = create_async_engine(url)
-    try:
-        async with asyncio.timeout(5), engine.connect() as connection:
-            await connection.execute(sa.text("SELECT 1"))
-    except Exception:  # any failure to connect means: not this one
-        return False
-    finally:
-        await engine.dispose()
-    return True
 
 
 async def run_admin_statement(server_url: str, statement: str) -> None:

@@ -11,9 +11,11 @@ client without a known key is refused at connect.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,15 +78,21 @@ def private_directory(path: Path) -> Path:
 
 
 def write_private(path: Path, content: bytes) -> Path:
-    """Write ``content`` to ``path`` with mode 0600 from the first byte (replacing the file)."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
+    """Write ``content`` to ``path`` with mode 0600 from the first byte (replacing the file).
+
+    Through a new temporary file with a random name in the same directory (``mkstemp``:
+    ``O_CREAT|O_EXCL``, never through a symbolic link), renamed over ``path``."""
+    descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    temporary = Path(name)
     try:
         os.fchmod(descriptor, PRIVATE_FILE)
-        os.write(descriptor, content)
-    finally:
-        os.close(descriptor)
-    temporary.replace(path)
+        with os.fdopen(descriptor, "wb") as output:
+            output.write(content)
+        temporary.replace(path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise
     return path
 
 

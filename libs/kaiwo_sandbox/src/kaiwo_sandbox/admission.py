@@ -6,7 +6,9 @@ The rules (a subset of Kueue's, see docs/sandbox.md):
 * within a ClusterQueue, higher priority first, then first come (creation time, then name);
 * a ClusterQueue's resource groups each list flavors with a nominal quota per resource; a
   workload gets, for each group that covers something it asks for, the first flavor in
-  which everything it asks for of that group still fits (used + asked <= nominal);
+  which everything it asks for of that group still fits (used + asked <= nominal); when none
+  does, the reason is Kueue's, for every flavor (more than the flavor's quota at all, or more
+  than is left of it);
 * asking for a resource no group covers makes the workload inadmissible;
 * ``StrictFIFO`` stops at the first workload that does not fit; ``BestEffortFIFO`` (Kueue's
   default) lets later ones that fit go ahead.
@@ -20,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from kaiwo_sandbox.quantities import Requests, add
+from kaiwo_sandbox.quantities import Requests
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,21 +120,40 @@ def assign_flavors(
 def _first_fitting(
     queue: str, group: ResourceGroup, asked: Requests, usage: Usage
 ) -> tuple[str | None, str]:
-    shortfall = ""
+    """The first flavor where everything asked fits, or None and Kueue's reasons for every
+    flavor (sorted and joined, as Kueue writes them)."""
+    reasons: list[str] = []
     for flavor in group.flavors:
-        missing = [
-            (name, usage.of(queue, flavor.name, name) + amount - flavor.nominal.get(name, 0))
-            for name, amount in sorted(asked.items())
-        ]
-        over = [(name, more) for name, more in missing if more > 0]
-        if not over:
+        misfits = _misfits(queue, flavor, asked, usage)
+        if not misfits:
             return flavor.name, ""
-        if not shortfall:
-            name, more = over[0]
-            shortfall = (
-                f"insufficient quota for {name} in flavor {flavor.name}, {_plain(more)} more needed"
+        reasons += misfits
+    if not reasons:
+        return None, f"no flavor in ClusterQueue {queue} covers the request"
+    return None, ", ".join(sorted(reasons))
+
+
+def _misfits(queue: str, flavor: FlavorQuota, asked: Requests, usage: Usage) -> list[str]:
+    """Why ``asked`` does not fit ``flavor``, in Kueue's words: more than the flavor's quota
+    at all (no waiting helps; the flavor's other resources are not looked at), or more than
+    what is left of it now."""
+    reasons = []
+    for name, amount in sorted(asked.items()):
+        nominal = Decimal(flavor.nominal.get(name, 0))
+        if amount > nominal:
+            reasons.append(
+                f"insufficient quota for {name} in flavor {flavor.name}, previously considered "
+                f"podsets requests (0) + current podset request ({_plain(amount)}) > maximum "
+                f"capacity ({_plain(nominal)})"
             )
-    return None, shortfall or f"no flavor in ClusterQueue {queue} covers the request"
+            break
+        more = usage.of(queue, flavor.name, name) + amount - nominal
+        if more > 0:
+            reasons.append(
+                f"insufficient unused quota for {name} in flavor {flavor.name}, "
+                f"{_plain(more)} more needed"
+            )
+    return reasons
 
 
 def _plain(amount: Decimal) -> str:
@@ -163,17 +184,12 @@ def admit(
             continue
         assignment, reason = assign_flavors(queue, workload.requests, usage)
         if assignment is None:
-            waiting.append(Waiting(workload.key, f"couldn't assign flavors: {reason}"))
+            waiting.append(
+                Waiting(workload.key, f"couldn't assign flavors to pod set main: {reason}")
+            )
             if queue.strict_fifo:
                 blocked.add(queue.name)
             continue
         usage = usage.plus(queue.name, assignment, workload.requests)
         admitted.append(Admission(workload.key, queue.name, assignment))
     return admitted, waiting
-
-
-def total_requests(parts: Sequence[Requests]) -> dict[str, Decimal]:
-    total: dict[str, Decimal] = {}
-    for part in parts:
-        total = add(total, part)
-    return total

@@ -1,6 +1,7 @@
 """Simulated GPU utilization, served as Prometheus serves it.
 
-Every GPU a running pod holds (the ids the scheduler noted in the pod's annotations) has a
+Every GPU a running pod holds (the ids the sandbox's scheduler noted in the pod's annotations,
+or under a real scheduler the lowest ids left on its node) has a
 ``gpu_gfx_activity`` series labelled as the AMD device-metrics exporter labels it (``gpu_id``,
 ``gpu_partition_id``, ``namespace``, ``pod``, ``container``, ``hostname``). Its value is the
 pod's annotation :data:`~kaiwo_sandbox.lifecycle.GPU_UTILIZATION` when set (e.g. ``3`` for an
@@ -20,7 +21,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from kaiwo_sandbox.lifecycle import GPU_UTILIZATION, gpu_ids, node_of
+from kaiwo_sandbox.lifecycle import GPU_UTILIZATION, held_gpus, node_of
 
 METRIC: Final = "gpu_gfx_activity"
 
@@ -33,6 +34,8 @@ class GpuSeries:
 
 def utilization(pods: Iterable[Mapping[str, Any]]) -> list[GpuSeries]:
     """One series per GPU held by a Running pod."""
+    pods = list(pods)
+    held = held_gpus(pods)
     found = []
     for pod in pods:
         if (pod.get("status") or {}).get("phase") != "Running":
@@ -40,7 +43,7 @@ def utilization(pods: Iterable[Mapping[str, Any]]) -> list[GpuSeries]:
         metadata = pod.get("metadata") or {}
         given = (metadata.get("annotations") or {}).get(GPU_UTILIZATION)
         containers = (pod.get("spec") or {}).get("containers") or [{}]
-        for gpu in gpu_ids(pod):
+        for gpu in held.get(f"{metadata.get('namespace', '')}/{metadata.get('name', '')}", ()):
             labels = {
                 "gpu_id": str(gpu),
                 "gpu_partition_id": "0",

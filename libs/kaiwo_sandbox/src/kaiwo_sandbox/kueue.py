@@ -132,9 +132,7 @@ class KueueController:
             local = (workload.get("spec") or {}).get("queueName", "")
             target = local_queues.get((namespace, local))
             if target is None:
-                waiting.append(
-                    Waiting(_key(workload), f"LocalQueue {local} doesn't exist in {namespace}")
-                )
+                waiting.append(Waiting(_key(workload), f"LocalQueue {local} doesn't exist"))
                 continue
             pending.append(
                 QueuedWorkload(

@@ -229,6 +229,46 @@ def gpu_ids(pod: Mapping[str, Any]) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(",") if part.strip().isdigit())
 
 
+GPU_RESOURCES: Final = ("amd.com/gpu", "nvidia.com/gpu")
+
+
+def held_gpus(pods: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, ...]]:
+    """The GPU ids each active bound pod holds, by ``namespace/name``: those the sandbox's
+    scheduler noted on it, else (a real scheduler notes none; the device plugin would choose)
+    the lowest ids its node has left, pods taken in order of creation."""
+    held: dict[str, tuple[int, ...]] = {}
+    taken: dict[str, set[int]] = {}
+    active = [p for p in pods if is_active(p) and node_of(p)]
+    for pod in active:
+        if noted := gpu_ids(pod):
+            held[_key(pod)] = noted
+            taken.setdefault(node_of(pod), set()).update(noted)
+    for pod in sorted(active, key=_created):
+        if _key(pod) in held:
+            continue
+        requests = pod_requests(pod.get("spec") or {})
+        wanted = int(sum(requests.get(name, Decimal(0)) for name in GPU_RESOURCES))
+        used = taken.setdefault(node_of(pod), set())
+        ids: list[int] = []
+        candidate = 0
+        while len(ids) < wanted:
+            if candidate not in used:
+                ids.append(candidate)
+            candidate += 1
+        used.update(ids)
+        held[_key(pod)] = tuple(ids)
+    return held
+
+
+def _key(pod: Mapping[str, Any]) -> str:
+    metadata = pod.get("metadata") or {}
+    return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
+
+
+def _created(pod: Mapping[str, Any]) -> tuple[str, str]:
+    return (str((pod.get("metadata") or {}).get("creationTimestamp") or ""), _key(pod))
+
+
 def node_room(node: Mapping[str, Any]) -> NodeRoom:
     allocatable = (node.get("status") or {}).get("allocatable") or {}
     gpu_resource = next((r for r in ("amd.com/gpu", "nvidia.com/gpu") if r in allocatable), None)
@@ -278,21 +318,13 @@ def job_status(
     wanted = int(spec.get("completions") or spec.get("parallelism") or 1)
     at = format_time(now)
     if failed > int(spec.get("backoffLimit", 6)):
-        message = next(
-            (
-                _termination_message(p)
-                for p in pods
-                if (p.get("status") or {}).get("phase") == "Failed"
-            ),
-            "",
-        )
-        reason_text = "Job has reached the specified backoff limit"
+        # The real Job controller's words: what the container said stays on the pod.
         conditions.append(
             {
                 "type": "Failed",
                 "status": "True",
                 "reason": "BackoffLimitExceeded",
-                "message": f"{reason_text}: {message}" if message else reason_text,
+                "message": "Job has reached the specified backoff limit",
                 "lastTransitionTime": at,
             }
         )
@@ -331,16 +363,6 @@ def _pod_ready(pod: Mapping[str, Any]) -> bool:
         c.get("type") == "Ready" and c.get("status") == "True"
         for c in (pod.get("status") or {}).get("conditions") or ()
     )
-
-
-def _termination_message(pod: Mapping[str, Any]) -> str:
-    for container in (pod.get("status") or {}).get("containerStatuses") or ():
-        terminated = (container.get("state") or {}).get("terminated") or {}
-        if terminated.get("exitCode"):
-            text = f"container {container.get('name')} exited with code {terminated['exitCode']}"
-            message = terminated.get("message")
-            return f"{text}: {message}" if message else text
-    return ""
 
 
 def deployment_status(

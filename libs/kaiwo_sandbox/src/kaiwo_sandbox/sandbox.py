@@ -55,6 +55,10 @@ class SandboxOptions:
     play_controllers: bool = True
     """Play the Job and Deployment controllers and the scheduler (an API server without a
     controller manager: the fake)."""
+    kwok: bool = False
+    """A real Kueue and kube-scheduler run, and kwok is the nodes' kubelet (``kaiwo demo
+    --cluster kwok``): the sandbox only registers the nodes, binds volumes and serves GPU
+    metrics and container logs; it simulates no Kueue, scheduler, kubelet or Lease."""
     namespaces: tuple[str, ...] = ()
     """Namespaces to create at start."""
     only_namespaces: tuple[str, ...] = ()
@@ -149,7 +153,9 @@ class Sandbox:
                 )
         for node in self.options.fleet:
             try:
-                await self.kube.create(node.manifest(), field_manager=FIELD_MANAGER)
+                # With its capacity, as a kubelet registers it: kwok keeps what it finds.
+                registered = {**node.manifest(), "status": {"capacity": node.capacity()}}
+                await self.kube.create(registered, field_manager=FIELD_MANAGER)
                 status = node.status(now=format_time(self.clock()), kubelet=self._kubelet_status())
             except AlreadyExists:
                 status = self._kubelet_status()
@@ -198,6 +204,10 @@ class Sandbox:
         """Every controller once, in the order a cluster would act."""
         now = self.clock()
         await self._volumes.reconcile()
+        if self.options.kwok:
+            self.pods = (await self.kube.list(resources.POD)).items
+            self.rounds += 1
+            return
         await self._kueue.reconcile(now)
         # Only this sandbox's nodes: another sandbox on a shared API server serves its own
         # nodes' kubelet endpoint, and may have stopped.

@@ -9,7 +9,16 @@ order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` pe
    replaces), first, as upstream KubeAI deletes before it creates (a freed GPU serves the
    new Pod): each is read, deleted only when it still carries the owner's inventory labels,
    and with its uid as a precondition.
-2. **Desired objects**, in the plan's order. An object whose manifest hash equals the one last
+2. **Never adopt** (:mod:`kaiwo_executor.child_ownership`): each desired object about to be
+   written that this executor has not applied before (or that the plan names ``absent`` or
+   ``drifted``) and that names a controller is read first. One that exists and is not
+   controlled by the plan's owner is left as it is; so are the plan's objects that could use
+   it by name (those of its namespace; every object, for a cluster-scoped one). The action is
+   ``failed`` (reason ``NameConflict``), a Warning Event ``NameConflict`` names the object,
+   and the status written in step 4 carries the condition ``NameConflict``, which goes once
+   no object of the plan conflicts. Nothing of it is remembered as applied: the next plan
+   (the planner's resync sends one while the child is missing) looks again.
+   **Desired objects**, in the plan's order. An object whose manifest hash equals the one last
    applied is left alone, unless the plan lists it in ``absent`` (the planner saw it missing,
    e.g. deleted by hand): then it is *created*, and one that exists after all (the plan was
    made before its creation was observed) is left as it is, so a late plan never overwrites
@@ -76,6 +85,7 @@ pruning or deleting means the object is already gone, which is what was wanted.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import random
 import time
@@ -119,6 +129,15 @@ from kaiwo_executor.api_retries import (
     RetryPolicy,
     Sleep,
     call_with_retries,
+)
+from kaiwo_executor.child_ownership import (
+    NAME_CONFLICT,
+    NameConflict,
+    controlled_by,
+    name_conflict,
+    wanted_controller,
+    with_name_conflicts,
+    withheld_by,
 )
 from kaiwo_executor.execution_memo import (
     ExecutionMemo,
@@ -190,6 +209,10 @@ class _Run:
     """No executor ever acted for this owner: no child of ours can exist yet."""
     recreate: set[str] = field(default_factory=set)
     """Keys named ``absent`` whose manifest was applied before unchanged: create only."""
+    conflicts: list[NameConflict] = field(default_factory=list)
+    """Objects holding a name the plan wants without being the owner's (never adopted)."""
+    unread: set[str] = field(default_factory=set)
+    """Keys whose name could not be checked (the read failed): not written this time."""
     actions: list[ActionOutcome] = field(default_factory=list)
     must_retry: bool = False
 
@@ -217,6 +240,16 @@ def label_selector(labels: dict[str, str]) -> str:
 
 def _is_node(manifest: dict[str, Any]) -> bool:
     return (manifest.get("apiVersion"), manifest.get("kind")) == (NODE.api_version, NODE.kind)
+
+
+def _is_owners(
+    metadata: dict[str, Any], *, selector: dict[str, str], owner_uid: str | None
+) -> bool:
+    """Whether a child found by name is the owner's: its inventory labels and controller."""
+    labels = metadata.get("labels") or {}
+    if not selector or any(labels.get(k) != v for k, v in selector.items()):
+        return False
+    return not owner_uid or controlled_by(metadata, owner_uid)
 
 
 def _reason_of(error: KubeError) -> str:
@@ -287,6 +320,7 @@ class PlanExecutor:
         )
         for target in plan.delete:
             await self._delete_child(run, target)
+        await self._check_names(run)
         for manifest in plan.desired:
             await self._apply_desired(run, manifest)
         for manifest in plan.shared:
@@ -294,7 +328,10 @@ class PlanExecutor:
         kept = run.desired_keys | {manifest_key(m) for m in plan.shared}
         memo.objects = {k: v for k, v in memo.objects.items() if k in kept}
         if plan.status is not None:
-            await self._write_status(run, plan.status)
+            since = run.memo.name_conflict_since or self._clock()
+            await self._write_status(
+                run, with_name_conflicts(plan.status, run.conflicts, since=since)
+            )
         if plan.scale is not None:
             await self._scale(run, plan.scale)
         for intent in plan.events:
@@ -333,8 +370,86 @@ class PlanExecutor:
 
     # ------------------------------------------------------------------ steps
 
+    async def _check_names(self, run: _Run) -> None:
+        """Never adopt (step 2 of the module docstring): find the plan's objects whose name
+        is taken by an object its owner does not control, and tell the owner."""
+        for manifest in run.plan.desired:
+            if not self._name_unproven(run, manifest):
+                continue
+            key, target = manifest_key(manifest), manifest_ref(manifest)
+            found = await self._guarded(functools.partial(self._live, manifest), "apply", target)
+            if isinstance(found, _Failure):
+                await self._fail(run, found, warning_reason="ApplyFailed")
+                run.unread.add(key)
+                continue
+            conflict = name_conflict(manifest, found[0])
+            if conflict is not None:
+                run.conflicts.append(conflict)
+                run.memo.objects.pop(key, None)
+        run.memo.name_conflict_since = (
+            (run.memo.name_conflict_since or self._clock()) if run.conflicts else None
+        )
+        for conflict in run.conflicts:
+            await self._tell_name_conflict(run, conflict)
+
+    def _name_unproven(self, run: _Run, manifest: dict[str, Any]) -> bool:
+        """Whether the object is about to be written while nothing says it is the owner's:
+        this executor never applied it, or the planner saw it missing or changed since."""
+        if wanted_controller(manifest) is None or _is_node(manifest) or run.plan.create_only:
+            return False
+        key = manifest_key(manifest)
+        if key in run.absent or key in run.drifted:
+            return True
+        return key not in run.memo.objects
+
+    async def _live(self, manifest: dict[str, Any]) -> dict[str, Any] | None:
+        metadata = manifest.get("metadata") or {}
+        resource = await self._resource(str(manifest.get("apiVersion")), str(manifest.get("kind")))
+        try:
+            return await self._kube.get(
+                resource, str(metadata.get("name", "")), namespace=metadata.get("namespace")
+            )
+        except NotFound:
+            return None
+
+    async def _tell_name_conflict(self, run: _Run, conflict: NameConflict) -> None:
+        target = conflict.target
+        self._count(target, "name-conflict")
+        run.actions.append(
+            ActionOutcome(
+                operation="apply",
+                target=target,
+                outcome="failed",
+                reason=f"{NAME_CONFLICT}: {conflict.message}",
+            )
+        )
+        log.warning("name taken by an object the owner does not control", target=target.display())
+        # Named after the object that holds the name, not the plan: a plan that changes for
+        # another reason while the conflict lasts does not repeat the Warning.
+        await self._create_event(
+            run,
+            name=event_name(
+                run.plan.owner,
+                fingerprint=target.uid or "",
+                reason=NAME_CONFLICT,
+                about=ref_key(target),
+            ),
+            event_type="Warning",
+            reason=NAME_CONFLICT,
+            message=conflict.message,
+        )
+
     async def _apply_desired(self, run: _Run, manifest: dict[str, Any]) -> None:
         key, target = manifest_key(manifest), manifest_ref(manifest)
+        if key in run.unread:
+            return  # its read failed: reported, and not written blind
+        if any(ref_key(conflict.target) == key for conflict in run.conflicts):
+            return  # reported by _check_names
+        held = withheld_by(manifest, run.conflicts)
+        if held is not None:
+            why = f"withheld while {held.target.display()} is not this owner's"
+            self._record(run, "apply", target, "unchanged", reason=why)
+            return
         digest = content_hash(without_admission_gate(manifest))
         if run.memo.objects.get(key) == digest and key not in run.drifted:
             if key not in run.absent:
@@ -400,8 +515,7 @@ class PlanExecutor:
             metadata = live.get("metadata") or {}
             if metadata.get("uid") != target.uid:
                 return "replaced"
-            labels = metadata.get("labels") or {}
-            if not selector or any(labels.get(k) != v for k, v in selector.items()):
+            if not _is_owners(metadata, selector=selector, owner_uid=run.plan.owner.uid):
                 return "foreign"
             if metadata.get("deletionTimestamp"):
                 return "gone"
@@ -425,7 +539,7 @@ class PlanExecutor:
         reasons = {
             "gone": "already deleted",
             "replaced": "replaced by a new object of the same name; left to the next plan",
-            "foreign": "does not carry the owner's inventory labels; left alone",
+            "foreign": "not the owner's (its inventory labels or controller differ); left alone",
         }
         self._record(
             run,
@@ -773,6 +887,8 @@ class PlanExecutor:
             )
             if key in run.desired_keys or metadata.get("deletionTimestamp"):
                 continue
+            if owner.uid and not controlled_by(metadata, owner.uid):
+                continue  # carries the owner's labels, but another owner, or none, controls it
             target = ObjectRef(
                 api_version=rule.api_version,
                 kind=rule.kind,

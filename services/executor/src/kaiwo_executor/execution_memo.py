@@ -13,7 +13,10 @@ One JSON record per owner (key ``owner/<uid>``) holds:
   ours, and its first plan needs no list calls to find children to prune;
 * the ``KAIWO_PLAN`` stream sequence and ``planned_at`` of the newest plan started: plans of
   one owner may be in flight together, and a plan nak'ed for a retry comes back after a later
-  one; being a whole desired state, the later plan supersedes it (:meth:`OwnerMemo.superseded`).
+  one; being a whole desired state, the later plan supersedes it (:meth:`OwnerMemo.superseded`);
+* since when a name the owner's plans want has been taken by an object the owner does not
+  control (:mod:`kaiwo_executor.child_ownership`): the ``NameConflict`` condition keeps that
+  time while the conflict lasts.
 
 The record survives restarts, so a restarted executor does not re-apply what it applied
 before. It is a cache of the executor's own writes, never a view of the cluster: drift made by
@@ -79,6 +82,7 @@ class OwnerMemo:
     pruned_for: str | None = None
     latest_sequence: int = 0
     latest_planned_at: datetime | None = None
+    name_conflict_since: datetime | None = None
     stored: bool = False
     """Loaded from the bucket (False: no record, this executor never touched the owner)."""
 
@@ -114,6 +118,7 @@ class OwnerMemo:
     def forget_effects(self) -> None:
         """The owner is gone: keep only the plan ids."""
         self.objects, self.status, self.pruned_for = {}, None, None
+        self.name_conflict_since = None
         self.events_fingerprint, self.events_done = None, []
 
     def to_json(self) -> bytes:
@@ -128,6 +133,9 @@ class OwnerMemo:
                 "latestSequence": self.latest_sequence,
                 "latestPlannedAt": (
                     self.latest_planned_at.isoformat() if self.latest_planned_at else None
+                ),
+                "nameConflictSince": (
+                    self.name_conflict_since.isoformat() if self.name_conflict_since else None
                 ),
             },
             sort_keys=True,
@@ -146,6 +154,7 @@ class OwnerMemo:
                 pruned_for=data.get("prunedFor"),
                 latest_sequence=int(data.get("latestSequence") or 0),
                 latest_planned_at=_datetime_or_none(data.get("latestPlannedAt")),
+                name_conflict_since=_datetime_or_none(data.get("nameConflictSince")),
             )
         except (ValueError, AttributeError, TypeError):
             # An unreadable memo only costs writes: start afresh rather than stop.

@@ -1,13 +1,16 @@
 """``python -m kaiwo_gateway``: the gateway process.
 
 Connects to NATS as ``gateway`` (waiting for ``KAIWO_OBS`` and ``KAIWO_GATEWAY`` to be
-declared), reads the stored observations of Models and their Pods, then serves the OpenAI API
+declared) and to the API server (``KAIWO_KUBECONFIG``, else its in-cluster account), which it
+asks only who a caller is and what they may use (TokenReview, SubjectAccessReview; not with
+``KAIWO_GATEWAY_ANONYMOUS=loopback``, where every caller is a local anonymous one), reads
+the stored observations of Models and their Pods, then serves the OpenAI API
 on ``KAIWO_GATEWAY_PORT`` and ``/healthz``, ``/readyz`` (NATS connected, observations read)
 and ``/metrics`` on ``KAIWO_HEALTH_PORT`` until SIGTERM or SIGINT. Meanwhile it reports its
 load every ``KAIWO_AUTOSCALER_INTERVAL_SECONDS`` and, unless ``KAIWO_AUTOSCALER_ENABLED`` is
 false, waits for the ``autoscaler`` lease and runs the autoscaler while it holds it (a lost
-lease makes it a standby again; it keeps serving). NATS not answering at start ends the
-process with status 1 and one line on stderr.
+lease makes it a standby again; it keeps serving). NATS or the API server not answering at
+start ends the process with status 1 and one line on stderr.
 """
 
 from __future__ import annotations
@@ -28,17 +31,22 @@ from kaiwo_runtime.single_active import this_replica
 from kaiwo_runtime.startup import (
     configure_service_logging,
     connect_bus,
+    open_api_server,
     open_single_active,
     run_until_signalled,
     utc_now,
     within,
 )
 
+from kaiwo_gateway.access import LOOPBACK_ONLY, Access
 from kaiwo_gateway.autoscaler_leader import Autoscaler, AutoscalerSettings
+from kaiwo_gateway.domain.access import CacheSettings, Limits
 from kaiwo_gateway.domain.balancing import Balancer
+from kaiwo_gateway.domain.bodies import BodyLimits
 from kaiwo_gateway.domain.catalog import Catalog
 from kaiwo_gateway.domain.load import RequestCounts
-from kaiwo_gateway.http_api import Gateway, LoadTracking, ProxySettings
+from kaiwo_gateway.http_api import CallerPolicy, Gateway, LoadTracking, ProxySettings
+from kaiwo_gateway.kubernetes_access import AccessSettings, KubernetesAccess
 from kaiwo_gateway.load_reports import LoadReporter
 from kaiwo_gateway.metrics import GatewayMetrics
 from kaiwo_gateway.nats_source import NatsObservationSource, subscribe_load_reports
@@ -48,13 +56,22 @@ from kaiwo_gateway.settings import GatewaySettings
 log = structlog.get_logger("kaiwo.gateway")
 
 
-async def serve(settings: GatewaySettings, stop: asyncio.Event) -> None:
+async def serve(
+    settings: GatewaySettings, stop: asyncio.Event, *, access: Access | None = None
+) -> None:
+    """Serve until ``stop``; ``access`` answers who callers are (default: the API server)."""
     bus = await connect_bus(
         settings=settings, service="gateway", within_seconds=settings.startup_timeout_seconds
     )
     async with contextlib.AsyncExitStack() as stack:
         stack.push_async_callback(bus.close)
         metrics = GatewayMetrics()
+        if access is None:
+            access = (
+                LOOPBACK_ONLY
+                if settings.gateway_anonymous == "loopback"
+                else await _api_server_access(stack, settings, metrics)
+            )
         catalog = Catalog(namespaces=settings.gateway_namespaces)
         reporter = LoadReporter(
             counts=RequestCounts(),
@@ -74,6 +91,8 @@ async def serve(settings: GatewaySettings, stop: asyncio.Event) -> None:
                 connect_timeout_seconds=settings.gateway_connect_timeout_seconds,
                 attempts=settings.gateway_attempts,
             ),
+            access=access,
+            policy=caller_policy(settings),
             load=LoadTracking(counts=reporter.counts, on_first_wait=reporter.report_now),
         )
         feed = ObservationFeed(
@@ -113,6 +132,7 @@ async def serve(settings: GatewaySettings, stop: asyncio.Event) -> None:
                 openai=f"http://{settings.gateway_host}:{port}/openai/v1",
                 health=health.url,
                 models=len(catalog.models()),
+                anonymous=settings.gateway_anonymous,
             )
             async with asyncio.TaskGroup() as tasks:
                 tasks.create_task(feed.run(stop))
@@ -120,6 +140,45 @@ async def serve(settings: GatewaySettings, stop: asyncio.Event) -> None:
                 if settings.autoscaler_enabled:
                     tasks.create_task(_lead_autoscaler(bus, catalog, metrics, settings, stop))
         log.info("gateway stopped")
+
+
+def caller_policy(settings: GatewaySettings) -> CallerPolicy:
+    return CallerPolicy(
+        anonymous=settings.gateway_anonymous,
+        limits=Limits(
+            requests=settings.gateway_caller_max_requests,
+            body_bytes=settings.gateway_caller_max_body_bytes,
+        ),
+        bodies=BodyLimits(
+            json_bytes=settings.gateway_max_body_bytes,
+            audio_bytes=settings.gateway_max_audio_body_bytes,
+            json_depth=settings.gateway_max_json_depth,
+        ),
+    )
+
+
+async def _api_server_access(
+    stack: contextlib.AsyncExitStack, settings: GatewaySettings, metrics: GatewayMetrics
+) -> KubernetesAccess:
+    kube = await open_api_server(
+        stack,
+        kubeconfig=settings.kubeconfig,
+        within_seconds=settings.startup_timeout_seconds,
+        service="gateway",
+    )
+    return KubernetesAccess(
+        kube,
+        AccessSettings(
+            audiences=settings.gateway_token_audiences,
+            cache=CacheSettings(
+                allowed_seconds=settings.gateway_access_cache_seconds,
+                denied_seconds=settings.gateway_access_denied_cache_seconds,
+                entries=settings.gateway_access_cache_entries,
+            ),
+            reviews_in_flight=settings.gateway_token_reviews_in_flight,
+        ),
+        metrics=metrics,
+    )
 
 
 async def _lead_autoscaler(

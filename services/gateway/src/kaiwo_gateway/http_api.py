@@ -1,11 +1,22 @@
 """The OpenAI-compatible HTTP API (aiohttp): ``/openai/v1/models`` and the proxied routes.
 
-A proxied request is read whole (it is small, and a retry needs it again), routed by its
-``model`` (``<model>`` or ``<model>_<adapter>``, narrowed by ``X-Label-Selector`` headers),
-given an endpoint by the Model's strategy, and forwarded to ``/v1/<route>`` of that endpoint.
-The response is copied chunk by chunk as it arrives (server-sent events are not buffered),
-its bytes untouched (no decompression). Request headers go through except hop-by-hop ones,
-``Host`` and ``X-Label-Selector``: W3C ``traceparent``/``tracestate`` reach the backend.
+Every request first names its caller (decision 0040): a bearer token the API server
+authenticates (TokenReview; 401 without one), or, only where anonymous access is switched
+on, any request from a loopback address (the anonymous caller, for every namespace). A
+caller may use the Models of the namespaces where a SubjectAccessReview allows it ``get`` on
+``models.kubeai.org``: ``/models`` lists only those, and a request for any other Model is
+answered as for one that does not exist (404), before it is counted, so it never scales a
+Model. Each caller has at most ``limits.requests`` requests in flight holding at most
+``limits.body_bytes`` of bodies (429 past either).
+
+A proxied request's body is read up to its route's limit (413 past it; larger for audio),
+checked for depth and size before it is parsed (400), kept whole (a retry needs it again),
+routed by its ``model`` (``<model>`` or ``<model>_<adapter>``, narrowed by
+``X-Label-Selector`` headers), given an endpoint by the Model's strategy, and forwarded to
+``/v1/<route>`` of that endpoint. The response is copied chunk by chunk as it arrives
+(server-sent events are not buffered), its bytes untouched (no decompression). Credentials,
+hop-by-hop and forwarding headers stay behind, ``Set-Cookie`` does not come back
+(:mod:`kaiwo_gateway.domain.headers`); W3C ``traceparent``/``tracestate`` reach the backend.
 
 When a connection to an endpoint fails before a byte was sent, the request goes to another
 endpoint (up to ``attempts`` in all); any later failure is the client's to see. Without a ready
@@ -22,22 +33,39 @@ Errors are OpenAI's JSON, ``{"error": {"message", "type", "param", "code"}}``.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import aiohttp
 import structlog
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from kaiwo_gateway.access import Access, AccessBusyError, AccessUnavailableError
+from kaiwo_gateway.domain.access import Caller, CallerLimits, Limits
 from kaiwo_gateway.domain.autoscaling import ScalingSpec, replicas_for_a_request
 from kaiwo_gateway.domain.balancing import Balancer, Choice
+from kaiwo_gateway.domain.bodies import (
+    BodyLimits,
+    body_problem,
+    depth_problem,
+    document_depth,
+)
 from kaiwo_gateway.domain.catalog import Catalog, Endpoint, ServedModel
+from kaiwo_gateway.domain.headers import request_headers_for_backend, response_headers_for_caller
 from kaiwo_gateway.domain.load import ModelKey, RequestCounts
-from kaiwo_gateway.domain.routing import Ambiguous, Route, Unknown, find_route, prompt_prefix
+from kaiwo_gateway.domain.routing import (
+    Ambiguous,
+    Route,
+    Unknown,
+    candidate_namespaces,
+    find_route,
+    prompt_prefix,
+)
 from kaiwo_gateway.domain.selectors import LabelSelector, SelectorError, parse_selectors
 from kaiwo_gateway.metrics import GatewayMetrics
 
@@ -47,23 +75,9 @@ API_PREFIX = "/openai"
 PROXIED_ROUTES = ("chat/completions", "completions", "embeddings", "audio/transcriptions")
 LABEL_SELECTOR_HEADER = "X-Label-Selector"
 DEFAULT_FEATURE = "TextGeneration"
-_HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailer",
-        "trailers",
-        "transfer-encoding",
-        "upgrade",
-        "host",
-        "content-length",
-        "x-label-selector",
-    }
-)
-_RESPONSE_DROPPED = frozenset(_HOP_BY_HOP - {"content-length"})
+READ_CHUNK = 64 * 1024
+MAX_FORM_PARTS = 64
+AnonymousAccess = Literal["off", "loopback"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +85,17 @@ class ProxySettings:
     endpoint_wait_seconds: float = 60.0
     connect_timeout_seconds: float = 5.0
     attempts: int = 4
+
+
+@dataclass(frozen=True, slots=True)
+class CallerPolicy:
+    """Who may call without a token, and what each caller may hold (decision 0040)."""
+
+    anonymous: AnonymousAccess = "off"
+    """``loopback``: every request from a loopback address is served as the anonymous
+    caller, for every namespace the gateway serves (``kaiwo up`` on a laptop)."""
+    limits: Limits = field(default_factory=Limits)
+    bodies: BodyLimits = field(default_factory=BodyLimits)
 
 
 class OpenAIError(Exception):
@@ -99,6 +124,49 @@ class OpenAIError(Exception):
 
 def bad_request(message: str, *, param: str | None = None) -> OpenAIError:
     return OpenAIError(400, message, kind="invalid_request_error", param=param)
+
+
+class RefusedError(OpenAIError):
+    """Refused before any Model was looked at; ``reason`` labels the metric."""
+
+    KINDS: ClassVar[dict[int, str]] = {429: "rate_limit_error", 503: "server_error"}
+
+    def __init__(self, status: int, message: str, *, reason: str, code: str) -> None:
+        kind = self.KINDS.get(status, "invalid_request_error")
+        super().__init__(status, message, kind=kind, code=code)
+        self.reason = reason
+
+    def response(self) -> web.Response:
+        response = super().response()
+        if self.status == 401:
+            response.headers["WWW-Authenticate"] = 'Bearer realm="kaiwo"'
+        elif self.status in (429, 503):  # a limit or the API server: soon again may pass
+            response.headers["Retry-After"] = "1"
+        return response
+
+
+@dataclass
+class _Slot:
+    """One request counted against its caller's limits, and the body bytes it holds."""
+
+    caller: Caller
+    limits: CallerLimits
+    held: int = 0
+
+    def hold(self, size: int) -> None:
+        if not self.limits.hold(self.caller.limit_key, size):
+            raise RefusedError(
+                429,
+                f"too many request bytes in flight: at most "
+                f"{self.limits.limits.body_bytes:,} per caller; try again when some finish",
+                reason="too_many_bytes",
+                code="too_many_bytes_in_flight",
+            )
+        self.held += size
+
+    def release(self) -> None:
+        self.limits.leave(self.caller.limit_key, held=self.held)
+        self.held = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,12 +205,17 @@ class Gateway:
         balancer: Balancer,
         metrics: GatewayMetrics,
         settings: ProxySettings,
+        access: Access,
+        policy: CallerPolicy | None = None,
         load: LoadTracking | None = None,
     ) -> None:
         self.catalog = catalog
         self.balancer = balancer
         self.metrics = metrics
         self.settings = settings
+        self.access = access
+        self.policy = policy or CallerPolicy()
+        self.limits = CallerLimits(limits=self.policy.limits)
         self.load = load or LoadTracking()
         self._changed = asyncio.Event()
         self._session: aiohttp.ClientSession | None = None
@@ -159,7 +232,9 @@ class Gateway:
             )
 
     def application(self) -> web.Application:
-        app = web.Application(client_max_size=256 * 1024 * 1024)
+        bodies = self.policy.bodies
+        # Bodies are read by _read_body, chunk by chunk; this bounds what aiohttp itself reads.
+        app = web.Application(client_max_size=max(bodies.json_bytes, bodies.audio_bytes))
         app.router.add_get(f"{API_PREFIX}/v1/models", self.list_models)
         for route in PROXIED_ROUTES:
             app.router.add_post(f"{API_PREFIX}/v1/{route}", self.proxy)
@@ -185,10 +260,17 @@ class Gateway:
 
     async def list_models(self, request: web.Request) -> web.Response:
         try:
+            caller = await self._caller(request)
             selector = _selector(request.headers)
+            wanted = set(request.query.getall("feature", [DEFAULT_FEATURE]))
+            models = [
+                model
+                for model in self.catalog.models()
+                if selector.matches(model.labels) and wanted.intersection(model.features)
+            ]
+            usable = await self._usable(caller, {model.namespace for model in models})
         except OpenAIError as error:
-            return error.response()
-        wanted = set(request.query.getall("feature", [DEFAULT_FEATURE]))
+            return self._refused(error)
         data: list[dict[str, Any]] = [
             {
                 "id": f"{model.name}{suffix}",
@@ -197,11 +279,72 @@ class Gateway:
                 "owned_by": model.owner,
                 "features": list(model.features),
             }
-            for model in self.catalog.models()
-            if selector.matches(model.labels) and wanted.intersection(model.features)
+            for model in models
+            if model.namespace in usable
             for suffix in ("", *(f"_{adapter}" for adapter in model.adapters))
         ]
         return web.json_response({"object": "list", "data": data})
+
+    # ------------------------------------------------------------------ callers
+
+    async def _caller(self, request: web.Request) -> Caller:
+        """Who sends ``request``: where anonymous access is on, every caller from a
+        loopback address, as the anonymous caller (whatever ``Authorization`` it sends: the
+        OpenAI client always sends its ``api_key``); else the owner of its bearer token;
+        401 otherwise."""
+        if self.policy.anonymous == "loopback" and _is_loopback(request.remote):
+            return Caller.anonymous_on_loopback(str(request.remote))
+        authorization = request.headers.get("Authorization")
+        if authorization is None:
+            raise _unauthenticated("no bearer token: send Authorization: Bearer <token>")
+        scheme, _, token = authorization.strip().partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            raise _unauthenticated("the Authorization header must be: Bearer <token>")
+        try:
+            caller = await self.access.authenticate(token)
+        except AccessBusyError as error:
+            raise RefusedError(
+                429, str(error), reason="busy", code="too_many_token_checks"
+            ) from None
+        except AccessUnavailableError as error:
+            raise RefusedError(
+                503, str(error), reason="unavailable", code="access_check_unavailable"
+            ) from None
+        if caller is None:
+            raise _unauthenticated("the bearer token is not valid (expired, revoked or unknown)")
+        return caller
+
+    async def _usable(self, caller: Caller, namespaces: Collection[str]) -> set[str]:
+        """The namespaces among ``namespaces`` whose Models ``caller`` may use."""
+        if caller.anonymous:
+            return set(namespaces)
+        ordered = sorted(namespaces)
+        try:
+            answers = await asyncio.gather(
+                *(self.access.may_use(caller, namespace) for namespace in ordered)
+            )
+        except AccessUnavailableError as error:
+            raise RefusedError(
+                503, str(error), reason="unavailable", code="access_check_unavailable"
+            ) from None
+        return {namespace for namespace, allowed in zip(ordered, answers, strict=True) if allowed}
+
+    def _enter(self, caller: Caller) -> _Slot:
+        if not self.limits.enter(caller.limit_key):
+            raise RefusedError(
+                429,
+                f"too many requests in flight: at most {self.policy.limits.requests} per "
+                "caller; try again when some finish",
+                reason="too_many_requests",
+                code="too_many_requests_in_flight",
+            )
+        return _Slot(caller=caller, limits=self.limits)
+
+    def _refused(self, error: OpenAIError) -> web.Response:
+        if isinstance(error, RefusedError):
+            self.metrics.refused.labels(reason=error.reason).inc()
+        return error.response()
 
     # ------------------------------------------------------------------ proxied routes
 
@@ -210,8 +353,11 @@ class Gateway:
         route_name = request.path.removeprefix(f"{API_PREFIX}/v1/")
         namespace = model_name = ""
         status = 500
+        slot: _Slot | None = None
         try:
-            parsed = await self._parse(request, route_name)
+            caller = await self._caller(request)
+            slot = self._enter(caller)
+            parsed = await self._parse(request, route_name, slot)
             model = parsed.route.model
             namespace, model_name = model.namespace, model.name
             key = ModelKey(uid=model.uid, namespace=namespace, name=model_name)
@@ -227,28 +373,27 @@ class Gateway:
             return response
         except OpenAIError as error:
             status = error.status
-            return error.response()
+            return self._refused(error)
         finally:
+            if slot is not None:
+                slot.release()
             labels = {"route": route_name, "namespace": namespace, "model": model_name}
             self.metrics.requests.labels(**labels, code=str(status)).inc()
             self.metrics.latency.labels(**labels).observe(time.perf_counter() - started)
 
-    async def _parse(self, request: web.Request, route_name: str) -> _Parsed:
+    async def _parse(self, request: web.Request, route_name: str, slot: _Slot) -> _Parsed:
         selector = _selector(request.headers)
         content_type = request.headers.get("Content-Type")
+        limit = self.policy.bodies.bytes_for(route_name)
+        _refuse_declared_size(request, limit)
         requested: object
         if content_type and content_type.lower().startswith("multipart/form-data"):
-            fields, body, content_type = await _multipart_without_model(request)
+            fields, body, content_type = await _multipart_without_model(request, slot, limit)
             requested = fields.get("model", "")
             document: Mapping[str, Any] = {}
         else:
-            raw = await request.read()
-            try:
-                parsed = json.loads(raw)
-            except ValueError as error:
-                raise bad_request(f"bad request: the body is not JSON: {error}") from error
-            if not isinstance(parsed, dict):
-                raise bad_request("bad request: the body must be a JSON object")
+            raw = await _read_body(request, slot, limit)
+            parsed = _parsed_json(raw, self.policy.bodies)
             document = parsed
             requested = parsed.get("model")
             body = raw
@@ -256,7 +401,10 @@ class Gateway:
             raise bad_request(
                 "bad request: reading model from body: missing 'model' field", param="model"
             )
-        found = find_route(self.catalog, requested, selector)
+        usable = await self._usable(
+            slot.caller, candidate_namespaces(self.catalog, requested, selector)
+        )
+        found = find_route(self.catalog, requested, selector, namespaces=usable)
         if isinstance(found, Unknown):
             raise OpenAIError(
                 404,
@@ -439,19 +587,75 @@ def _selector(headers: CIMultiDictProxy[str]) -> LabelSelector:
 def _forwarded_headers(
     headers: CIMultiDictProxy[str], content_type: str | None
 ) -> CIMultiDict[str]:
-    forwarded = CIMultiDict(
-        (key, value) for key, value in headers.items() if key.lower() not in _HOP_BY_HOP
-    )
+    forwarded = CIMultiDict(request_headers_for_backend(headers.items()))
     forwarded.popall("Content-Type", None)
     forwarded["Content-Type"] = content_type or "application/json"
     return forwarded
 
 
+def _parsed_json(raw: bytes, limits: BodyLimits) -> dict[str, Any]:
+    """The body as a JSON object, within the limits of containers and depth (400 beyond)."""
+    problem = body_problem(raw, limits)
+    if problem is None:
+        try:
+            parsed = json.loads(raw)
+        except RecursionError:  # the parser's own stack ran out: far deeper than the limit
+            problem = depth_problem(limits.json_depth + 1, limits)
+        except ValueError as error:
+            raise bad_request(f"bad request: the body is not JSON: {error}") from error
+        else:
+            problem = depth_problem(document_depth(parsed, beyond=limits.json_depth), limits)
+    if problem is not None:
+        raise RefusedError(400, problem, reason="too_deep", code="body_too_complex")
+    if not isinstance(parsed, dict):
+        raise bad_request("bad request: the body must be a JSON object")
+    return parsed
+
+
+def _is_loopback(address: str | None) -> bool:
+    try:
+        return address is not None and ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def _unauthenticated(message: str) -> RefusedError:
+    return RefusedError(401, message, reason="unauthenticated", code="invalid_api_key")
+
+
+def _too_large(limit: int) -> RefusedError:
+    return RefusedError(
+        413,
+        f"the request body is larger than {limit:,} bytes, the limit of this route",
+        reason="too_large",
+        code="request_too_large",
+    )
+
+
+def _refuse_declared_size(request: web.Request, limit: int) -> None:
+    """A body declared larger than the limit is refused before a byte of it is read."""
+    if request.content_length is not None and request.content_length > limit:
+        raise _too_large(limit)
+
+
+async def _read_body(request: web.Request, slot: _Slot, limit: int) -> bytes:
+    """The body, read chunk by chunk up to ``limit`` bytes, each chunk counted against the
+    caller's bytes in flight."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.content.iter_chunked(READ_CHUNK):
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        slot.hold(len(chunk))
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 async def _relay(request: web.Request, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
     response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
-    for key, value in upstream.headers.items():
-        if key.lower() not in _RESPONSE_DROPPED:
-            response.headers.add(key, value)
+    for key, value in response_headers_for_caller(upstream.headers.items()):
+        response.headers.add(key, value)
     await response.prepare(request)
     async for chunk in upstream.content.iter_any():
         await response.write(chunk)
@@ -469,19 +673,43 @@ class _Collected:
         self.chunks.append(data)
 
 
-async def _multipart_without_model(request: web.Request) -> tuple[dict[str, str], bytes, str]:
+async def _multipart_without_model(
+    request: web.Request, slot: _Slot, limit: int
+) -> tuple[dict[str, str], bytes, str]:
     """The form's ``model`` field, and the form without it (as upstream: FasterWhisper
-    serves its one model whatever it is called)."""
+    serves its one model whatever it is called). Its parts are read chunk by chunk, at most
+    ``limit`` bytes and :data:`MAX_FORM_PARTS` parts in all; the form is held twice (read,
+    then rebuilt), and counted so. A body that is no form is a 400."""
+    try:
+        return await _read_form(request, slot, limit)
+    except ValueError as error:  # aiohttp: no boundary, or the body does not start with it
+        raise bad_request(f"bad request: the body is not a multipart form: {error}") from None
+
+
+async def _read_form(
+    request: web.Request, slot: _Slot, limit: int
+) -> tuple[dict[str, str], bytes, str]:
     reader = await request.multipart()
     writer = aiohttp.MultipartWriter("form-data")
     fields: dict[str, str] = {}
+    size = parts = 0
     while True:
         part = await reader.next()
         if part is None:
             break
         if not isinstance(part, aiohttp.BodyPartReader):
             raise bad_request("bad request: nested multipart bodies are not supported")
-        data = await part.read(decode=False)
+        parts += 1
+        if parts > MAX_FORM_PARTS:
+            raise bad_request(f"bad request: a form of more than {MAX_FORM_PARTS} parts")
+        chunks: list[bytes] = []
+        while chunk := await part.read_chunk(READ_CHUNK):
+            size += len(chunk)
+            if size > limit:
+                raise _too_large(limit)
+            slot.hold(2 * len(chunk))
+            chunks.append(chunk)
+        data = b"".join(chunks)
         if part.name == "model" and part.filename is None:
             fields["model"] = data.decode(errors="replace").strip()
             continue

@@ -48,6 +48,19 @@ class GatewayMetrics:
             "Ready endpoints known per Model",
             ("namespace", "model"),
         )
+        self.access_checks = self.registry.counter(
+            "gateway_access_checks",
+            "Callers' tokens and namespaces checked, by check (token, namespace), answer "
+            "(allowed, refused; error: the API server did not answer; busy: too many tokens "
+            "in review) and source (cache, api_server)",
+            ("check", "answer", "source"),
+        )
+        self.refused = self.registry.counter(
+            "gateway_refused_requests",
+            "Requests refused before they reached a Model, by reason (unauthenticated, "
+            "unavailable, busy, too_many_requests, too_many_bytes, too_large, too_deep)",
+            ("reason",),
+        )
         self.observations = self.registry.counter(
             "gateway_observations",
             "Observations read from the bus, by kind and outcome (applied, unchanged, malformed)",

@@ -3,11 +3,17 @@ variables, on top of the shared ones and the lease's)."""
 
 from __future__ import annotations
 
+import ipaddress
+from typing import Literal, Self
+
 from kaiwo_contracts.events.permissions import AUTOSCALER_BUCKET
 from kaiwo_runtime.settings import SingleActiveSettings
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from kaiwo_gateway.domain.catalog import ANY_NAMESPACE
+
+MIB = 1024 * 1024
+LOOPBACK_NAMES = frozenset({"localhost"})
 
 
 class GatewaySettings(SingleActiveSettings):
@@ -28,6 +34,32 @@ class GatewaySettings(SingleActiveSettings):
     """Endpoints tried per request when connections fail before a byte was sent."""
     gateway_resync_seconds: float = Field(default=30.0, gt=0)
     """How often the observations are read again without being woken (a missed wake-up)."""
+    gateway_anonymous: Literal["off", "loopback"] = "off"
+    """``KAIWO_GATEWAY_ANONYMOUS``: ``loopback`` serves every request from a loopback address
+    as the anonymous caller, for every namespace, without a token (``kaiwo up`` sets it), and
+    asks the API server nothing. Only with a loopback ``KAIWO_GATEWAY_HOST``: behind a proxy
+    or a mesh sidecar every request would come from 127.0.0.1."""
+    gateway_token_audiences: tuple[str, ...] = ()
+    """``KAIWO_GATEWAY_TOKEN_AUDIENCES`` (JSON list): audiences a bearer token must be valid
+    for (e.g. ``["kaiwo-gateway"]``); empty: the API server's own."""
+    gateway_access_cache_seconds: float = Field(default=30.0, ge=0)
+    """How long an authenticated token and an allowed namespace are remembered."""
+    gateway_access_denied_cache_seconds: float = Field(default=5.0, ge=0)
+    """How long a refused token or namespace is remembered."""
+    gateway_access_cache_entries: int = Field(default=4096, ge=1)
+    """Remembered answers per kind (tokens, namespaces; allowed and refused apart)."""
+    gateway_token_reviews_in_flight: int = Field(default=32, ge=1)
+    """TokenReviews at once; past that a request with an unknown token gets a 429."""
+    gateway_caller_max_requests: int = Field(default=64, ge=1)
+    """Requests one caller may have in flight; 429 past it."""
+    gateway_caller_max_body_bytes: int = Field(default=64 * MIB, ge=1)
+    """Request body bytes one caller's requests in flight may hold; 429 past it."""
+    gateway_max_body_bytes: int = Field(default=8 * MIB, ge=1)
+    """The body limit of the JSON routes; 413 past it."""
+    gateway_max_audio_body_bytes: int = Field(default=32 * MIB, ge=1)
+    """The body limit of ``audio/transcriptions``; 413 past it."""
+    gateway_max_json_depth: int = Field(default=64, ge=1, le=512)
+    """How deep a JSON body may nest arrays and objects; 400 past it."""
     startup_timeout_seconds: float = Field(default=10.0, gt=0)
     autoscaler_enabled: bool = True
     """``KAIWO_AUTOSCALER_ENABLED``: this replica may lead the autoscaler (one replica does,
@@ -39,3 +71,22 @@ class GatewaySettings(SingleActiveSettings):
     """The moving average's window (upstream's ``modelAutoscaling.timeWindow``)."""
     autoscaler_bucket: str = Field(default=AUTOSCALER_BUCKET, pattern=r"^[A-Za-z0-9_-]+$")
     """Key-value bucket of the averages, so a restart or a new leader continues them."""
+
+    @model_validator(mode="after")
+    def _anonymous_only_on_loopback(self) -> Self:
+        if self.gateway_anonymous == "loopback" and not _is_loopback_host(self.gateway_host):
+            raise ValueError(
+                "KAIWO_GATEWAY_ANONYMOUS=loopback needs a loopback KAIWO_GATEWAY_HOST "
+                f"(127.0.0.1 or ::1), not {self.gateway_host!r}: clients elsewhere would "
+                "reach it through a proxy that connects from loopback"
+            )
+        return self
+
+
+def _is_loopback_host(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -109,10 +109,6 @@ class ObservedObjectV1(EventPayload):
             dumped.pop("oversized", None)
         return dumped
 
-    @property
-    def is_cluster_scoped(self) -> bool:
-        return self.namespace is None
-
 
 def reduced_object(
     obj: Mapping[str, Any], *, oversized: OversizedObject, minimal: bool = False

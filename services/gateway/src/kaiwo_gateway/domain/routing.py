@@ -5,12 +5,13 @@ DNS labels and carry none). A Model is found when its name matches, every
 ``X-Label-Selector`` matches its labels and, for an adapter, its spec lists that adapter;
 otherwise it is unknown (404). Models live in many namespaces here (upstream serves one): a
 name found in more than one namespace after the selectors is ambiguous and refused, naming the
-namespaces, rather than routed to either.
+namespaces, rather than routed to either. Only the namespaces the caller may use count: a
+Model elsewhere is unknown to them (decision 0040).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,14 +63,29 @@ def split_model(requested: str) -> tuple[str, str | None]:
     return name, (adapter if separator else None)
 
 
+def candidate_namespaces(catalog: Catalog, requested: str, selector: LabelSelector) -> set[str]:
+    """The namespaces that hold a Model ``requested`` could name: the caller's access to
+    each is asked before the route is found."""
+    name, _adapter = split_model(requested)
+    return {model.namespace for model in catalog.named(name, selector)}
+
+
 def find_route(
-    catalog: Catalog, requested: str, selector: LabelSelector
+    catalog: Catalog,
+    requested: str,
+    selector: LabelSelector,
+    *,
+    namespaces: Collection[str] | None = None,
 ) -> Route | Unknown | Ambiguous:
+    """The route among the Models of ``namespaces`` (None: every namespace). A Model in a
+    namespace the caller may not use is not found, exactly as one that does not exist, and
+    is never named in an ambiguity: its existence is not the caller's to learn."""
     name, adapter = split_model(requested)
     found = [
         model
         for model in catalog.named(name, selector)
-        if adapter is None or adapter in model.adapters
+        if (adapter is None or adapter in model.adapters)
+        and (namespaces is None or model.namespace in namespaces)
     ]
     if not found:
         return Unknown(requested)

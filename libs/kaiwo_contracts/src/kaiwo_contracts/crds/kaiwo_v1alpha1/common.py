@@ -10,7 +10,9 @@ Choices where the reference is silent and upstream accepts anything (what a user
 
 * ``duration`` must match ``^([0-9]+(s|m|h))+$`` (the pattern the config API uses for durations);
   Go's ``metav1.Duration`` would also take ``1.5h`` or ``300ms``, which nobody needs here.
-* ``gpus``, ``replicas`` and ``gpusPerReplica`` cannot be negative.
+* ``gpus`` and ``replicas`` cannot be negative; ``gpusPerReplica``, when given, is at least 1
+  (upstream treats 0 as "not given": leave it out); ``gpuVendor`` is a label value (upstream
+  takes any string, then matches it against node pool labels and prints it in conditions).
 * ``storage.accessMode`` is one of the four Kubernetes access modes.
 * A ``ValueReference`` names both ``secretName`` and ``secretKey`` or neither.
 * ``SecretVolume`` needs ``name``, ``secretName`` and ``mountPath``; download items need the
@@ -65,7 +67,9 @@ def must_match(pattern: str, *, meaning: str) -> AfterValidator:
     compiled = re.compile(pattern)
 
     def check(value: str) -> str:
-        if compiled.search(value) is None:
+        # fullmatch: Python's "$" also matches before a final newline ("q\n"), the API
+        # server's (Go RE2) does not.
+        if compiled.fullmatch(value) is None:
             raise PydanticCustomError(
                 "string_format",
                 "{meaning}, got {value}",
@@ -113,6 +117,21 @@ LabelValue = Annotated[
 ]
 """A name that becomes a Kueue label value as it is (the queue, the priority class): Kueue
 matches it exactly, so it cannot be shortened and must fit a label (63 characters)."""
+
+GPU_VENDOR_PATTERN = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+
+GpuVendor = Annotated[
+    str,
+    Field(max_length=63, json_schema_extra={"pattern": GPU_VENDOR_PATTERN}),
+    must_match(
+        GPU_VENDOR_PATTERN,
+        meaning="must be a vendor name such as amd or nvidia (letters, digits, '-', '_', '.')",
+    ),
+]
+"""A GPU vendor: the reference says "e.g. amd, nvidia" and upstream maps any other to the
+default GPU resource key, so the set stays open; but the value is matched against node pool
+labels and printed in conditions and Events, so it has a label value's grammar (no newline,
+no space, at most 63 characters)."""
 
 
 def embedded_kind(kind: str) -> AfterValidator:
@@ -447,14 +466,14 @@ class CommonMetaSpec(KubeModel):
     gpus: int = Field(
         default=0, ge=0, le=MAX_COUNT, description="Total GPUs for the whole workload."
     )
-    gpu_vendor: str = Field(default="amd", description="GPU vendor, e.g. amd or nvidia.")
+    gpu_vendor: GpuVendor = Field(default="amd", description="GPU vendor, e.g. amd or nvidia.")
     gpu_models: list[str] | None = Field(
         default=None, description="Upstream: only nodes labelled with one of these GPU models."
     )
     version: str | None = Field(default=None, description="Free-form version, metadata only.")
     replicas: int = Field(default=1, ge=0, le=MAX_COUNT, description="Number of replicas.")
     gpus_per_replica: int | None = Field(
-        default=None, ge=0, le=MAX_COUNT, description="GPUs per replica."
+        default=None, ge=1, le=MAX_COUNT, description="GPUs per replica (leave out for none)."
     )
     duration: Duration | None = Field(
         default=None,

@@ -165,7 +165,8 @@ def replica_bounds_intent(model: Model, ref: ObjectRef) -> ScaleIntent | None:
     current = spec.replicas
     if current == wanted or (current is None and wanted == 0):
         return None
-    return ScaleIntent(target=ref, replicas=wanted, from_replicas=current or 0)
+    # A negative count (one the CRD's minimum would refuse, but a message may carry) reads as 0.
+    return ScaleIntent(target=ref, replicas=wanted, from_replicas=max(current or 0, 0))
 
 
 def plan_model(*, model: Model, context: PlanningContext, now: datetime) -> Plan:

@@ -29,6 +29,13 @@ Choices that differ from upstream, on purpose:
   a condition's status changes. Conditions written by others are kept as they are.
 * A Kueue-managed child is considered admitted when no Kueue Workload exists for it but it is
   visibly running (a namespace Kueue does not manage); upstream would wait in PENDING forever.
+* While Kueue keeps the child waiting, the ``Admitted`` condition's message carries Kueue's own
+  reason (its Workload's ``QuotaReserved``, or ``Evicted`` message: "couldn't assign flavors
+  ... insufficient unused quota for amd.com/gpu ..."); upstream says only which queue. A
+  Workload Kueue is evicting counts as waiting at once (upstream: admitted until Kueue has
+  stopped the child and taken the quota back).
+* When Kueue preempts the child, the workload shows it: a ``Preempted`` condition mirroring
+  Kueue's (reason and message, e.g. ``InClusterQueue``) and a Warning Event when it turns True.
 * Events are also emitted for DOWNLOADING, READY and ERROR (upstream emits none for these).
 """
 
@@ -52,6 +59,10 @@ WorkloadKind = Literal["KaiwoJob", "KaiwoService"]
 ChildKind = Literal["Job", "RayJob", "Deployment", "AppWrapper"]
 
 ADMITTED = "Admitted"
+PREEMPTED = "Preempted"
+"""Kueue's Workload condition of that name, mirrored on the workload."""
+KUEUE_QUOTA_RESERVED = "QuotaReserved"
+KUEUE_EVICTED = "Evicted"
 PVC_READY = "PvcReady"
 DOWNLOAD_JOB_SUCCEEDED = "DownloadJobSucceeded"
 PREEMPTABLE = "Preemptable"
@@ -250,7 +261,10 @@ def derive_status(
         status[PREEMPTED_FOR] = _preempted_for(beneficiary)
     return StatusDecision(
         status=status,
-        events=_transition_events(previous_phase, observation),
+        events=(
+            *_transition_events(previous_phase, observation),
+            *_preemption_events(previous, observation),
+        ),
         replan_after=replan_after,
     )
 
@@ -288,13 +302,18 @@ def _observe(
     if pvc_phase is WorkloadStatus.FAILED:
         return _Observation(WorkloadStatus.FAILED, conditions)
 
+    preemption = kueue_preemption(observed.kueue_workloads)
+    if preemption is not None:
+        conditions.append(preemption)
     if not _is_admitted(observed):
+        why = kueue_waiting_reason(observed.kueue_workloads)
         conditions.append(
             ConditionSpec(
                 ADMITTED,
                 "False",
                 "Pending",
-                f"Workload is pending admission into '{cluster_queue}'",
+                f"Workload is pending admission into '{cluster_queue}'"
+                + (f": {why}" if why else ""),
             )
         )
         return _Observation(WorkloadStatus.PENDING, conditions)
@@ -425,6 +444,25 @@ def merge_conditions(
         else:
             merged[index] = new
     return merged
+
+
+def _preemption_events(
+    previous: Mapping[str, Any], observation: _Observation
+) -> tuple[EventIntent, ...]:
+    """A Warning when Kueue's preemption of the child is first seen."""
+    now = next((c for c in observation.conditions if c.type == PREEMPTED), None)
+    if now is None or now.status != "True":
+        return ()
+    before = _condition(previous, PREEMPTED)
+    if before is not None and before.get("status") == "True":
+        return ()
+    return (
+        EventIntent(
+            type="Warning",
+            reason="WorkloadPreempted",
+            message=f"Kueue preempted the workload ({now.reason}): {now.message}",
+        ),
+    )
 
 
 def _transition_events(
@@ -612,16 +650,59 @@ def _pvc_observation(
     )
 
 
+def kueue_waiting_reason(workloads: Sequence[Mapping[str, Any]]) -> str:
+    """Why Kueue keeps a Workload of the child waiting, in Kueue's words: the message of its
+    ``Evicted`` condition (a preemption, a stop) while that holds, else of ``QuotaReserved``
+    when False (no quota, no such queue); "" when none says."""
+    for workload in workloads:
+        status = workload.get("status") or {}
+        if _kueue_admitted(status):
+            continue
+        conditions = {c.get("type"): c for c in status.get("conditions") or ()}
+        evicted = conditions.get(KUEUE_EVICTED) or {}
+        reserved = conditions.get(KUEUE_QUOTA_RESERVED) or {}
+        if evicted.get("status") == "True" and evicted.get("message"):
+            return str(evicted["message"])
+        if reserved.get("status") == "False" and reserved.get("message"):
+            return str(reserved["message"])
+    return ""
+
+
+def kueue_preemption(workloads: Sequence[Mapping[str, Any]]) -> ConditionSpec | None:
+    """Kueue's ``Preempted`` condition of the child's Workloads (a True one first), as the
+    workload's own; None when Kueue has never preempted them."""
+    found = [
+        c
+        for workload in workloads
+        for c in (workload.get("status") or {}).get("conditions") or ()
+        if c.get("type") == PREEMPTED and c.get("status") in ("True", "False")
+    ]
+    if not found:
+        return None
+    chosen = next((c for c in found if c.get("status") == "True"), found[0])
+    return ConditionSpec(
+        PREEMPTED,
+        "True" if chosen.get("status") == "True" else "False",
+        str(chosen.get("reason") or "Preempted"),
+        str(chosen.get("message") or ""),
+    )
+
+
 def _is_admitted(observed: ObservedChildren) -> bool:
     if observed.kueue_workloads:
-        return all(
-            _has_condition(w.get("status") or {}, "Admitted") for w in observed.kueue_workloads
-        )
+        return all(_kueue_admitted(w.get("status") or {}) for w in observed.kueue_workloads)
     child = observed.child
     if child is None or (child.get("spec") or {}).get("suspend") is True:
         return False
     # No Workload: Kueue does not manage this namespace; believe the child once it runs.
     return child_phase(observed, previous_phase=WorkloadStatus.NEW) in _ACTIVE_CHILD_PHASES
+
+
+def _kueue_admitted(status: Mapping[str, Any]) -> bool:
+    """Kueue admitted the Workload and is not taking it back: while Kueue evicts (a
+    preemption), the Workload stays Admitted until the child has stopped, but the child is
+    already suspended and waiting again (Kueue resets ``Evicted`` when it admits anew)."""
+    return _has_condition(status, "Admitted") and not _has_condition(status, KUEUE_EVICTED)
 
 
 # ------------------------------------------------------------------ small helpers

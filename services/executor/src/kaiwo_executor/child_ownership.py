@@ -1,0 +1,143 @@
+"""Never adopt: what the executor writes is only ever its owner's own.
+
+A child a plan wants names its owner as its controller (an ownerReference with
+``controller: true`` and the owner's uid). When an object of that name already exists and
+this owner does not control it (nobody does, or another owner does), applying the manifest
+over it would adopt it: server-side apply adds the owner reference, and deleting the owner
+lets the garbage collector delete an object that was never the operator's. So the executor
+changes nothing on it (:func:`name_conflict`), and withholds the plan's other objects that
+could use it by name (:func:`withheld_by`): children refer to each other and to
+cluster-scoped objects by name, never to objects of another namespace. The owner is told:
+a Warning Event and the condition ``NameConflict`` (:func:`with_name_conflicts`), which the
+executor alone writes and clears once no object of the plan conflicts any more.
+
+Pure: the caller reads the live objects and passes the time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from kaiwo_contracts.plans import ObjectRef
+
+NAME_CONFLICT: Final = "NameConflict"
+"""The condition type and the Event reason."""
+NAME_TAKEN: Final = "NameTaken"
+"""The condition's reason."""
+MAX_NAMED: Final = 5
+"""Conflicting objects named in the condition's message (the Events name each one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NameConflict:
+    """An object that holds a name the plan wants, and who controls it."""
+
+    target: ObjectRef
+    controller: str | None
+    """``Kind name (uid …)`` of its controller, or None: nobody controls it."""
+
+    @property
+    def message(self) -> str:
+        holder = f"controlled by {self.controller}" if self.controller else "controlled by nobody"
+        return (
+            f"{self.target.display()} exists and is not this owner's ({holder}): left as it "
+            "is; rename or remove it"
+        )
+
+
+def controller_reference(metadata: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The ownerReference marked ``controller: true``, if any."""
+    for reference in (metadata or {}).get("ownerReferences") or ():
+        if isinstance(reference, Mapping) and reference.get("controller") is True:
+            return reference
+    return None
+
+
+def controlled_by(metadata: Mapping[str, Any] | None, uid: str) -> bool:
+    """Whether the object's controller is the owner with ``uid``."""
+    reference = controller_reference(metadata)
+    return reference is not None and bool(uid) and reference.get("uid") == uid
+
+
+def wanted_controller(manifest: Mapping[str, Any]) -> str | None:
+    """The uid of the controller the manifest names (None: it names none, e.g. a Node intent
+    or a shared volume, which are never applied over someone else's object anyway)."""
+    reference = controller_reference(manifest.get("metadata"))
+    uid = reference.get("uid") if reference is not None else None
+    return str(uid) if uid else None
+
+
+def name_conflict(
+    manifest: Mapping[str, Any], live: Mapping[str, Any] | None
+) -> NameConflict | None:
+    """Whether writing ``manifest`` would take over ``live`` (None: it does not exist)."""
+    uid = wanted_controller(manifest)
+    if live is None or uid is None:
+        return None
+    metadata = live.get("metadata") or {}
+    if controlled_by(metadata, uid):
+        return None
+    reference = controller_reference(metadata)
+    controller = (
+        f"{reference.get('kind', '')} {reference.get('name', '')} (uid {reference.get('uid', '')})"
+        if reference is not None
+        else None
+    )
+    return NameConflict(
+        target=ObjectRef(
+            api_version=str(live.get("apiVersion") or manifest.get("apiVersion", "")),
+            kind=str(live.get("kind") or manifest.get("kind", "")),
+            name=str(metadata.get("name", "")),
+            namespace=metadata.get("namespace") or None,
+            uid=metadata.get("uid") or None,
+        ),
+        controller=controller,
+    )
+
+
+def withheld_by(
+    manifest: Mapping[str, Any], conflicts: Sequence[NameConflict]
+) -> NameConflict | None:
+    """The conflict that keeps ``manifest`` from being written: one in its namespace, or of a
+    cluster-scoped object (which objects of every namespace may name)."""
+    namespace = (manifest.get("metadata") or {}).get("namespace") or None
+    for conflict in conflicts:
+        if conflict.target.namespace is None or conflict.target.namespace == namespace:
+            return conflict
+    return None
+
+
+def with_name_conflicts(
+    status: Mapping[str, Any], conflicts: Sequence[NameConflict], *, since: datetime
+) -> dict[str, Any]:
+    """``status`` with the ``NameConflict`` condition when there are ``conflicts`` (its
+    ``lastTransitionTime`` is ``since``), and without it when there are none: the planner
+    never sets that condition, so whatever it carried over is the executor's to drop."""
+    conditions = [
+        dict(condition)
+        for condition in status.get("conditions") or ()
+        if not (isinstance(condition, Mapping) and condition.get("type") == NAME_CONFLICT)
+    ]
+    if conflicts:
+        named = "; ".join(conflict.message for conflict in conflicts[:MAX_NAMED])
+        more = len(conflicts) - MAX_NAMED
+        conditions.append(
+            {
+                "type": NAME_CONFLICT,
+                "status": "True",
+                "lastTransitionTime": _format_time(since),
+                "reason": NAME_TAKEN,
+                "message": named + (f"; and {more} more" if more > 0 else ""),
+            }
+        )
+    if not conditions and "conditions" not in status:
+        return dict(status)
+    return {**status, "conditions": conditions}
+
+
+def _format_time(moment: datetime) -> str:
+    """RFC 3339 in UTC, whole seconds: what ``metav1.Time`` holds."""
+    return moment.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,626 @@
+"""The operator against the whole real stack (issue 22): the real Kueue admits, queues and
+preempts under the quotas the KaiwoQueueConfig writes, the kube-scheduler with the
+kaiwo-scheduler profile binds, kwok's nodes run the pods. Nothing is simulated by the tests
+and no Pod status is written by them: they create workloads and read what happens.
+
+One operator serves the module (the cluster singletons are one per cluster); each scenario has
+a namespace and a ClusterQueue of its own, so scenarios do not wait for each other's quota:
+
+========== ============ ====================================================================
+queue      namespace    quota (GPUs of one flavor)
+========== ============ ====================================================================
+``gpu``    ``-gpu``     8 MI300X and 8 H100: the vendor decides the flavor, so the node
+``small``  ``-quota``   8 MI300X: the second 8-GPU job waits for the first
+``prio``   ``-prio``    8 MI300X, preemption of lower priorities within the queue
+``dur``    ``-dur``     8 MI300X: the operator's own duration preemption
+``pack``   ``-pack``    16 MI250X, on two nodes of their own: the scheduler's bin-packing
+``svc``    ``-svc``     8 MI300X; the namespace is Kueue-managed, so Kueue admits each pod
+``ray``    ``-ray``     8 MI300X, a RayJob's cluster
+(none)     ``-model``   a KubeAI Model's server pods (no queue: KubeAI's pods are not Kueue's)
+========== ============ ====================================================================
+
+A pod runs for its workload's annotation ``sandbox.kaiwo.silogen.ai/run-seconds`` (copied onto
+the pod template by the operator), or :data:`tests.real_stack.KWOK_TIMING`'s default.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Final
+
+import pytest
+import pytest_asyncio
+from click.testing import CliRunner
+from kaiwo_cli.main import app
+from kaiwo_kube import resources
+from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
+
+from tests.integration.pipeline import cluster_actors as actors
+from tests.integration.pipeline.harness import Pending, Pipeline, eventually, running_pipeline
+from tests.real_cluster import RealCluster
+from tests.real_stack import register_kwok_nodes, remove_nodes
+
+pytestmark = [
+    pytest.mark.k8s,
+    pytest.mark.nats,
+    pytest.mark.slow,
+    pytest.mark.asyncio(loop_scope="module"),
+    # The first test starts the session's whole stack (20-45 s, minutes on a machine busy
+    # with other work), and the module's operator.
+    pytest.mark.timeout(600),
+]
+
+MI300X: Final = NODE_TYPES["amd-mi300x"]
+MI250X: Final = NODE_TYPES["amd-mi250x"]
+H100: Final = NODE_TYPES["nvidia-h100"]
+FLEET: Final = (
+    *(NodeSpec(f"stack-mi300x-{i}", MI300X) for i in range(1, 5)),
+    NodeSpec("stack-mi250x-1", MI250X),
+    NodeSpec("stack-mi250x-2", MI250X),
+    NodeSpec("stack-h100-1", H100),
+)
+RUN_SECONDS: Final = "sandbox.kaiwo.silogen.ai/run-seconds"
+FAIL: Final = "sandbox.kaiwo.silogen.ai/fail"
+STEP: Final = 90.0
+"""The longest wait for one step (Kueue, the scheduler and kwok each act within seconds; a
+loaded machine stretches that)."""
+SCENARIOS: Final = ("gpu", "quota", "prio", "dur", "pack", "svc", "ray", "model")
+KUEUE_MANAGED: Final = {"kueue-managed": "true"}
+"""The label that makes Kueue manage a namespace's pods (and so a KaiwoService's), as upstream
+Kaiwo configures Kueue (``kaiwo_envtest.kueue``)."""
+CPU_AND_MEMORY: Final = (
+    {"name": "cpu", "nominalQuota": "2000"},
+    {"name": "memory", "nominalQuota": "64Ti"},
+)
+
+
+def flavor(name: str, **gpus: int) -> dict[str, Any]:
+    """A flavor of a resource group covering cpu, memory and both GPU kinds."""
+    return {
+        "name": name,
+        "resources": [
+            *CPU_AND_MEMORY,
+            {"name": "amd.com/gpu", "nominalQuota": str(gpus.get("amd", 0))},
+            {"name": "nvidia.com/gpu", "nominalQuota": str(gpus.get("nvidia", 0))},
+        ],
+    }
+
+
+def queue(name: str, namespace: str, *flavors: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespaces": [namespace],
+        "spec": {
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu", "memory", "amd.com/gpu", "nvidia.com/gpu"],
+                    "flavors": list(flavors),
+                }
+            ],
+            **spec,
+        },
+    }
+
+
+def queue_config(namespaces: Mapping[str, str]) -> dict[str, Any]:
+    """The administrator's KaiwoQueueConfig: flavors by GPU product, a queue per scenario and
+    two priority classes."""
+    return {
+        "apiVersion": actors.KAIWO_API,
+        "kind": "KaiwoQueueConfig",
+        "metadata": {"name": actors.QUEUE_CONFIG},
+        "spec": {
+            "resourceFlavors": [
+                {"name": "mi300x", "nodeLabels": {"amd.com/gpu.product-name": MI300X.product}},
+                {"name": "mi250x", "nodeLabels": {"amd.com/gpu.product-name": MI250X.product}},
+                {"name": "h100", "nodeLabels": {"nvidia.com/gpu.product": H100.product}},
+            ],
+            "clusterQueues": [
+                queue("gpu", namespaces["gpu"], flavor("mi300x", amd=8), flavor("h100", nvidia=8)),
+                queue("small", namespaces["quota"], flavor("mi300x", amd=8)),
+                queue(
+                    "prio",
+                    namespaces["prio"],
+                    flavor("mi300x", amd=8),
+                    preemption={"withinClusterQueue": "LowerPriority"},
+                ),
+                queue("dur", namespaces["dur"], flavor("mi300x", amd=8)),
+                queue("pack", namespaces["pack"], flavor("mi250x", amd=16)),
+                queue("svc", namespaces["svc"], flavor("mi300x", amd=8)),
+                queue("ray", namespaces["ray"], flavor("mi300x", amd=8)),
+            ],
+            "workloadPriorityClasses": [
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta1",
+                    "kind": "WorkloadPriorityClass",
+                    "metadata": {"name": "low"},
+                    "value": 100,
+                },
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta1",
+                    "kind": "WorkloadPriorityClass",
+                    "metadata": {"name": "high"},
+                    "value": 1000,
+                },
+            ],
+        },
+    }
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def stack(
+    real_stack: RealCluster, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Pipeline]:
+    """One operator on the real stack, the fleet registered, the queues made. The nodes go
+    last, once the namespaces are gone: a pod on a removed node has no kubelet to stop it."""
+    async with await KubernetesAsyncioAdapter.from_kubeconfig(real_stack.kubeconfig) as admin:
+        try:
+            await register_kwok_nodes(admin, FLEET)
+            async with running_pipeline(
+                tmp_path_factory.mktemp("kaiwo"), real=real_stack, gpu_cluster=False
+            ) as pipeline:
+                namespaces = {s: namespace_of(pipeline, s) for s in SCENARIOS}
+                for namespace in namespaces.values():
+                    await actors.create_namespace(admin, namespace)
+                await admin.merge_patch(
+                    resources.NAMESPACE,
+                    namespaces["svc"],
+                    {"metadata": {"labels": KUEUE_MANAGED}},
+                    field_manager="cluster-admin",
+                )
+                await admin.apply(
+                    queue_config(namespaces), field_manager="cluster-admin", force=False
+                )
+                yield pipeline
+        finally:
+            await remove_nodes(admin, (spec.name for spec in FLEET))
+
+
+def namespace_of(pipeline: Pipeline, scenario: str) -> str:
+    return f"{pipeline.namespace}-{scenario}"
+
+
+def kaiwo_job(
+    name: str,
+    namespace: str,
+    *,
+    queue_name: str,
+    gpus: int,
+    vendor: str = "amd",
+    run_seconds: float | None = None,
+    fail: str | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    annotations = {}
+    if run_seconds is not None:
+        annotations[RUN_SECONDS] = f"{run_seconds:g}"
+    if fail is not None:
+        annotations[FAIL] = fail
+    return {
+        "apiVersion": actors.KAIWO_API,
+        "kind": "KaiwoJob",
+        "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
+        "spec": {
+            "user": "alice@example.com",
+            "image": "ghcr.io/silogen/rocm-ray:6.4",
+            "entrypoint": "python train.py",
+            "clusterQueue": queue_name,
+            "gpus": gpus,
+            "gpuVendor": vendor,
+            **spec,
+        },
+    }
+
+
+async def kaiwo(state: str, *arguments: str) -> Any:
+    """The ``kaiwo`` command, in a thread (it runs its own event loop), on the module's stack."""
+    env = {**os.environ, "COLUMNS": "250", "KAIWO_STATE": state}
+    return await asyncio.to_thread(CliRunner().invoke, app, list(arguments), env=env)
+
+
+async def reaches(
+    pipeline: Pipeline,
+    name: str,
+    namespace: str,
+    phase: str,
+    *,
+    kind: resources.ResourceType = resources.KAIWO_JOB,
+    within: float = STEP,
+) -> dict[str, Any]:
+    async def check() -> dict[str, Any] | Pending:
+        found = await actors.get_or_none(pipeline.kube, kind, name, namespace=namespace)
+        if found is None:
+            return Pending("not created yet")
+        current = (found.get("status") or {}).get("status", "")
+        return found if current == phase else Pending(f"phase {current or '(none)'}")
+
+    return await eventually(check, what=f"{kind.kind} {namespace}/{name} in {phase}", within=within)
+
+
+async def gone(pipeline: Pipeline, kind: resources.ResourceType, name: str, namespace: str) -> None:
+    async def check() -> bool | Pending:
+        found = await actors.get_or_none(pipeline.kube, kind, name, namespace=namespace)
+        return True if found is None else Pending("still there")
+
+    await eventually(check, what=f"{kind.kind} {namespace}/{name} deleted", within=STEP)
+
+
+def condition(obj: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    for found in (obj.get("status") or {}).get("conditions") or ():
+        if found.get("type") == kind:
+            return dict(found)
+    raise AssertionError(f"no {kind} condition in {obj.get('status')}")
+
+
+async def job_pods(pipeline: Pipeline, namespace: str, job: str) -> list[dict[str, Any]]:
+    listed = await pipeline.kube.list(
+        resources.POD, namespace=namespace, label_selector=f"{actors.JOB_NAME_LABEL}={job}"
+    )
+    return listed.items
+
+
+async def events_of(
+    pipeline: Pipeline, namespace: str, name: str, *, kind: str = "KaiwoJob"
+) -> list[tuple[str, str]]:
+    """The reasons and messages of the Events about the ``kind`` ``name``, oldest first."""
+    listed = await pipeline.kube.list(resources.EVENT, namespace=namespace)
+    about = [
+        e
+        for e in listed.items
+        if (e.get("involvedObject") or {}).get("name") == name
+        and (e.get("involvedObject") or {}).get("kind") == kind
+    ]
+    about.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+    return [(str(e.get("reason")), str(e.get("message"))) for e in about]
+
+
+async def has_events(
+    pipeline: Pipeline, namespace: str, name: str, *reasons: str, kind: str = "KaiwoJob"
+) -> list[tuple[str, str]]:
+    """Wait until Events of each of ``reasons`` were posted about ``name``; returns them all."""
+
+    async def check() -> list[tuple[str, str]] | Pending:
+        found = await events_of(pipeline, namespace, name, kind=kind)
+        missing = set(reasons) - {reason for reason, _ in found}
+        return found if not missing else Pending(f"missing {sorted(missing)} in {found}")
+
+    return await eventually(check, what=f"Events about {namespace}/{name}", within=STEP)
+
+
+# ---------------------------------------------------------------------- the scenarios
+
+
+async def test_a_gpu_kaiwojob_is_admitted_bound_to_its_vendor_run_and_complete(
+    stack: Pipeline,
+) -> None:
+    """An AMD and an NVIDIA job in the ``gpu`` queue: Kueue admits each in its vendor's flavor,
+    the kaiwo-scheduler binds its pod to a node of that vendor, kwok runs it to the end."""
+    ns = namespace_of(stack, "gpu")
+    await stack.kube.create(kaiwo_job("train-amd", ns, queue_name="gpu", gpus=4, run_seconds=4))
+    await stack.kube.create(
+        kaiwo_job("train-nvidia", ns, queue_name="gpu", gpus=2, vendor="nvidia", run_seconds=4)
+    )
+
+    async def runs_on_its_vendor_then_completes(name: str, label: str, product: str) -> None:
+        running = await reaches(stack, name, ns, "RUNNING")
+        assert condition(running, "Admitted")["status"] == "True"
+        [pod] = await job_pods(stack, ns, name)
+        assert pod["spec"]["schedulerName"] == "kaiwo-scheduler"
+        node = await stack.kube.get(resources.NODE, pod["spec"]["nodeName"])
+        assert node["metadata"]["labels"][label] == product
+        done = await reaches(stack, name, ns, "COMPLETE")
+        assert done["status"]["completionTime"]
+        await has_events(stack, ns, name, "WorkloadPending", "WorkloadRunning", "WorkloadComplete")
+
+    await asyncio.gather(
+        runs_on_its_vendor_then_completes("train-amd", "amd.com/gpu.product-name", MI300X.product),
+        runs_on_its_vendor_then_completes("train-nvidia", "nvidia.com/gpu.product", H100.product),
+    )
+    status = await kaiwo(str(stack.stack.options.state_dir), "status", "train-amd", "-n", ns)
+    assert "Phase:     COMPLETE" in status.output, status.output
+    [pod] = await job_pods(stack, ns, "train-amd")
+    assert re.search(rf"Pod/{pod['metadata']['name']}\s+Succeeded", status.output), status.output
+    # The latest Events: Kueue's admission, the Job's, the workload's steps.
+    for told in ("Admitted by clusterQueue gpu", "WorkloadRunning", "WorkloadComplete"):
+        assert told in status.output, status.output
+
+
+async def test_a_full_queue_makes_the_next_job_wait_with_kueues_reason(stack: Pipeline) -> None:
+    """The ``small`` queue holds 8 GPUs: the second 8-GPU job waits, its status naming why in
+    Kueue's words, and runs once the first has ended and given the quota back."""
+    ns = namespace_of(stack, "quota")
+    await stack.kube.create(kaiwo_job("first", ns, queue_name="small", gpus=8, run_seconds=8))
+    await reaches(stack, "first", ns, "RUNNING")
+    await stack.kube.create(kaiwo_job("second", ns, queue_name="small", gpus=8, run_seconds=2))
+
+    async def waits_with_kueues_reason() -> dict[str, Any] | Pending:
+        found = await stack.kube.get(resources.KAIWO_JOB, "second", namespace=ns)
+        admitted = next(
+            (c for c in found.get("status", {}).get("conditions", []) if c["type"] == "Admitted"),
+            {},
+        )
+        message = str(admitted.get("message", ""))
+        return found if "insufficient unused quota" in message else Pending(message)
+
+    waiting = await eventually(waits_with_kueues_reason, what="second waits with Kueue's reason")
+    assert waiting["status"]["status"] == "PENDING"
+    status = await kaiwo(str(stack.stack.options.state_dir), "status", "second", "-n", ns)
+    assert "insufficient unused quota for amd.com/gpu in flavor mi300x" in status.output, (
+        status.output
+    )
+    assert condition(waiting, "Admitted")["message"] == (
+        "Workload is pending admission into 'small': couldn't assign flavors to pod set main: "
+        "insufficient unused quota for amd.com/gpu in flavor mi300x, 8 more needed"
+    )
+    first = await reaches(stack, "first", ns, "COMPLETE")
+    second = await reaches(stack, "second", ns, "COMPLETE")
+    assert second["status"]["startTime"] >= first["status"]["completionTime"]
+
+
+async def kueue_workload_of(pipeline: Pipeline, namespace: str, job: str) -> dict[str, Any]:
+    """The Kueue Workload of the KaiwoJob's Job (Kueue labels it with the Job's uid)."""
+    child = await pipeline.kube.get(resources.JOB, job, namespace=namespace)
+    listed = await pipeline.kube.list(
+        resources.KUEUE_WORKLOAD,
+        namespace=namespace,
+        label_selector=f"{actors.KUEUE_JOB_UID_LABEL}={child['metadata']['uid']}",
+    )
+    [workload] = listed.items
+    return workload
+
+
+async def test_kueue_preempts_a_lower_priority_job_and_the_operator_shows_it(
+    stack: Pipeline,
+) -> None:
+    """Priorities are the KaiwoQueueConfig's WorkloadPriorityClasses; in the ``prio`` queue a
+    high-priority job takes the GPUs of a running low-priority one. The victim shows Kueue's
+    preemption (condition, Event, waiting reason) and runs again once the quota is back."""
+    ns = namespace_of(stack, "prio")
+    await stack.kube.create(
+        kaiwo_job("victim", ns, queue_name="prio", gpus=8, run_seconds=300, priorityClass="low")
+    )
+    await reaches(stack, "victim", ns, "RUNNING")
+    assert (await kueue_workload_of(stack, ns, "victim"))["spec"]["priority"] == 100
+    await stack.kube.create(
+        kaiwo_job("urgent", ns, queue_name="prio", gpus=8, run_seconds=5, priorityClass="high")
+    )
+
+    async def shows_the_preemption() -> dict[str, Any] | Pending:
+        found = await stack.kube.get(resources.KAIWO_JOB, "victim", namespace=ns)
+        preempted = [
+            c
+            for c in (found.get("status") or {}).get("conditions") or ()
+            if c["type"] == "Preempted" and c["status"] == "True"
+        ]
+        return found if preempted else Pending(str((found.get("status") or {}).get("status")))
+
+    victim = await eventually(shows_the_preemption, what="the victim shows Kueue's preemption")
+    preempted = condition(victim, "Preempted")
+    assert preempted["reason"] == "InClusterQueue", preempted
+    assert preempted["message"].startswith("Preempted to accommodate a workload"), preempted
+    waiting = await reaches(stack, "victim", ns, "PENDING")
+    assert "Preempted to accommodate" in condition(waiting, "Admitted")["message"]
+    [(_, warning)] = [
+        event
+        for event in await has_events(stack, ns, "victim", "WorkloadPreempted")
+        if event[0] == "WorkloadPreempted"
+    ]
+    assert warning.startswith("Kueue preempted the workload (InClusterQueue)"), warning
+    urgent = await reaches(stack, "urgent", ns, "COMPLETE")
+    assert (await kueue_workload_of(stack, ns, "urgent"))["spec"]["priority"] == 1000
+    assert urgent["status"]["completionTime"]
+    # The quota is back: Kueue admits the victim again, and it runs.
+    await reaches(stack, "victim", ns, "RUNNING")
+    await stack.kube.delete(resources.KAIWO_JOB, "victim", namespace=ns)
+
+
+async def test_the_operators_duration_preemption_frees_quota_kueue_gives_to_the_waiting_job(
+    stack: Pipeline,
+) -> None:
+    """A job past its ``duration`` is terminated by the operator once a GPU job of its queue has
+    waited longer than the KaiwoConfig's threshold; Kueue then admits the waiting job."""
+    ns = namespace_of(stack, "dur")
+    await stack.kube.apply(
+        {
+            "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+            "kind": "KaiwoConfig",
+            "metadata": {"name": actors.KAIWO_CONFIG},
+            "spec": {"scheduling": {"pendingThresholdForPreemption": "1s"}},
+        },
+        field_manager="cluster-admin",
+        force=True,
+    )
+    await stack.kube.create(
+        kaiwo_job("overtime", ns, queue_name="dur", gpus=8, run_seconds=300, duration="4s")
+    )
+    await reaches(stack, "overtime", ns, "RUNNING")
+    await stack.kube.create(kaiwo_job("waiting", ns, queue_name="dur", gpus=8, run_seconds=2))
+    await reaches(stack, "waiting", ns, "PENDING")
+
+    stopped = await reaches(stack, "overtime", ns, "TERMINATED")
+    early = condition(stopped, "WorkloadTerminatedEarly")
+    assert early["reason"] == "DurationExceededWithActiveGpuDemand", early
+    assert stopped["status"]["preemptedFor"]["name"] == "waiting"
+    await gone(stack, resources.JOB, "overtime", ns)
+    done = await reaches(stack, "waiting", ns, "COMPLETE")
+    assert (
+        done["status"]["startTime"]
+        >= condition(stopped, "WorkloadTerminatedEarly")["lastTransitionTime"]
+    )
+
+
+async def test_the_kaiwo_scheduler_packs_gpu_pods_onto_one_node_before_the_next(
+    stack: Pipeline,
+) -> None:
+    """Two empty 8-GPU MI250X nodes, four 4-GPU jobs one after the other: the second joins the
+    first on its node (bin-packing, not spreading), the third and fourth fill the other."""
+    ns = namespace_of(stack, "pack")
+    placed: list[str] = []
+    for index in range(4):
+        name = f"pack-{index}"
+        await stack.kube.create(kaiwo_job(name, ns, queue_name="pack", gpus=4, run_seconds=120))
+        await reaches(stack, name, ns, "RUNNING")
+        [pod] = await job_pods(stack, ns, name)
+        placed.append(pod["spec"]["nodeName"])
+    assert placed[0] == placed[1], placed
+    assert placed[2] == placed[3] != placed[0], placed
+    assert set(placed) == {"stack-mi250x-1", "stack-mi250x-2"}
+    for index in range(4):
+        await stack.kube.delete(resources.KAIWO_JOB, f"pack-{index}", namespace=ns)
+
+
+async def test_a_kaiwoservice_becomes_ready_and_rolls_on_a_spec_change(stack: Pipeline) -> None:
+    """In a Kueue-managed namespace Kueue admits each of the Deployment's pods; the real
+    controllers, scheduler and kwok make them Ready; a new image rolls them."""
+    ns = namespace_of(stack, "svc")
+    service = {
+        "apiVersion": actors.KAIWO_API,
+        "kind": "KaiwoService",
+        "metadata": {"name": "chat", "namespace": ns},
+        "spec": {
+            "user": "erin@example.com",
+            "image": "vllm/vllm-openai:v0.8.5",
+            "entrypoint": "vllm serve Qwen/Qwen2.5-7B-Instruct --port 8000",
+            "clusterQueue": "svc",
+            "gpuVendor": "amd",
+            "replicas": 2,
+            "gpusPerReplica": 1,
+        },
+    }
+    await stack.kube.create(service)
+    ready = await reaches(stack, "chat", ns, "READY", kind=resources.KAIWO_SERVICE)
+    assert condition(ready, "Admitted")["status"] == "True"
+    first = await serving_pods(stack, ns, "chat", image="vllm/vllm-openai:v0.8.5")
+    workloads = await stack.kube.list(resources.KUEUE_WORKLOAD, namespace=ns)
+    admitted_pods = {
+        w["metadata"]["labels"].get(actors.KUEUE_JOB_UID_LABEL)
+        for w in workloads.items
+        if any(c["type"] == "Admitted" and c["status"] == "True" for c in w["status"]["conditions"])
+    }
+    assert {p["metadata"]["uid"] for p in first} <= admitted_pods
+
+    await stack.kube.merge_patch(
+        resources.KAIWO_SERVICE,
+        "chat",
+        {"spec": {"image": "vllm/vllm-openai:v0.9.0"}},
+        namespace=ns,
+        field_manager="kubectl-edit",
+    )
+    second = await serving_pods(stack, ns, "chat", image="vllm/vllm-openai:v0.9.0")
+    assert not {p["metadata"]["name"] for p in first} & {p["metadata"]["name"] for p in second}
+
+    async def ready_again() -> dict[str, Any] | Pending:
+        found = await stack.kube.get(resources.KAIWO_SERVICE, "chat", namespace=ns)
+        status = found.get("status") or {}
+        settled = status.get("status") == "READY" and status.get("observedGeneration") == 2
+        return (
+            found
+            if settled
+            else Pending(f"{status.get('status')} {status.get('observedGeneration')}")
+        )
+
+    await eventually(ready_again, what="chat READY at generation 2", within=STEP)
+    await stack.kube.delete(resources.KAIWO_SERVICE, "chat", namespace=ns)
+
+
+async def serving_pods(
+    pipeline: Pipeline, namespace: str, app: str, *, image: str
+) -> list[dict[str, Any]]:
+    """Wait until the only live pods of the Deployment ``app`` are its two replicas running
+    ``image``, Ready, bound to MI300X nodes; returns them."""
+
+    async def check() -> list[dict[str, Any]] | Pending:
+        listed = await pipeline.kube.list(
+            resources.POD, namespace=namespace, label_selector=f"app={app}"
+        )
+        live = [p for p in listed.items if "deletionTimestamp" not in p["metadata"]]
+        images = [c["image"] for p in live for c in p["spec"]["containers"]]
+        ready = [p for p in live if _ready(p)]
+        if images == [image, image] and len(ready) == 2:
+            return live
+        return Pending(f"images {images}, {len(ready)} ready")
+
+    pods = await eventually(check, what=f"two Ready pods of {app} running {image}", within=STEP)
+    for pod in pods:
+        node = await pipeline.kube.get(resources.NODE, pod["spec"]["nodeName"])
+        assert node["metadata"]["labels"]["amd.com/gpu.product-name"] == MI300X.product
+    return pods
+
+
+def _ready(pod: Mapping[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or ()
+    )
+
+
+async def test_a_ray_kaiwojob_is_admitted_and_its_ray_cluster_runs(stack: Pipeline) -> None:
+    """Kueue admits the RayJob, KubeRay makes its RayCluster, the scheduler and kwok run the
+    head and the GPU worker. It goes no further: KubeRay learns a Ray job's state from the
+    Ray dashboard's HTTP API on the head pod, and under kwok nothing listens there, so the
+    RayJob never reports the job RUNNING and the KaiwoJob stays STARTING."""
+    ns = namespace_of(stack, "ray")
+    await stack.kube.create(kaiwo_job("ray-train", ns, queue_name="ray", gpus=2, ray=True))
+    starting = await reaches(stack, "ray-train", ns, "STARTING")
+    assert condition(starting, "Admitted")["status"] == "True"
+
+    async def resumed_by_kueue() -> dict[str, Any] | Pending:
+        found = await stack.kube.get(resources.RAY_JOB, "ray-train", namespace=ns)
+        return found if found["spec"].get("suspend") is not True else Pending("suspended")
+
+    await eventually(resumed_by_kueue, what="Kueue resumes the admitted RayJob", within=STEP)
+
+    async def cluster_pods_running() -> list[dict[str, Any]] | Pending:
+        listed = await stack.kube.list(
+            resources.POD, namespace=ns, label_selector="ray.io/node-type"
+        )
+        running = [p for p in listed.items if (p.get("status") or {}).get("phase") == "Running"]
+        kinds = sorted(p["metadata"]["labels"]["ray.io/node-type"] for p in running)
+        return running if kinds == ["head", "worker"] else Pending(f"running {kinds}")
+
+    pods = await eventually(cluster_pods_running, what="the RayCluster's head and worker run")
+    [worker] = [p for p in pods if p["metadata"]["labels"]["ray.io/node-type"] == "worker"]
+    [container] = worker["spec"]["containers"]
+    assert container["resources"]["limits"]["amd.com/gpu"] == "2"
+    node = await stack.kube.get(resources.NODE, worker["spec"]["nodeName"])
+    assert node["metadata"]["labels"]["amd.com/gpu.product-name"] == MI300X.product
+    await stack.kube.delete(resources.KAIWO_JOB, "ray-train", namespace=ns)
+
+
+async def test_a_models_server_pods_are_scheduled_and_running(stack: Pipeline) -> None:
+    """A KubeAI Model on one MI300X per replica: its two server pods are bound by the default
+    scheduler, run by kwok, and the Model counts them Ready."""
+    ns = namespace_of(stack, "model")
+    await stack.kube.create(
+        {
+            "apiVersion": "kubeai.org/v1",
+            "kind": "Model",
+            "metadata": {"name": "llama", "namespace": ns},
+            "spec": {
+                "features": ["TextGeneration"],
+                "url": "hf://meta-llama/Llama-3.1-8B-Instruct",
+                "engine": "VLLM",
+                "resourceProfile": "amd-gpu-mi300x:1",
+                "replicas": 2,
+                "autoscalingDisabled": True,
+            },
+        }
+    )
+
+    async def serving() -> dict[str, Any] | Pending:
+        found = await stack.kube.get(resources.KUBEAI_MODEL, "llama", namespace=ns)
+        counted = (found.get("status") or {}).get("replicas")
+        return found if counted == {"all": 2, "ready": 2} else Pending(f"replicas {counted}")
+
+    await eventually(serving, what="the Model serves two ready replicas", within=STEP)
+    listed = await stack.kube.list(resources.POD, namespace=ns, label_selector="model=llama")
+    assert len(listed.items) == 2
+    for pod in listed.items:
+        assert pod["status"]["phase"] == "Running"
+        node = await stack.kube.get(resources.NODE, pod["spec"]["nodeName"])
+        assert node["metadata"]["labels"]["amd.com/gpu.product-name"] == MI300X.product
+    await stack.kube.delete(resources.KUBEAI_MODEL, "llama", namespace=ns)

@@ -1,0 +1,173 @@
+"""The whole real Kubernetes stack of a test session (a pytest plugin, see ``tests/conftest.py``).
+
+``real_stack`` is a control plane of its own, separate from ``real_cluster`` (whose tests
+assume no Kueue, no scheduler and no kubelet): etcd, kube-apiserver, the
+kube-controller-manager, the kube-scheduler with the project's kaiwo-scheduler profile
+(``deploy/k8s/scheduler/scheduler.yaml``), kwok as the kubelet of simulated GPU nodes, the
+Kueue manager with its webhooks and conversion, and the KubeRay operator, all built by
+``make stack`` (:mod:`kaiwo_envtest`). The third-party CRDs come from the stack's modules, ours
+from the models. It starts once per session, the first time a test asks for it.
+
+Nodes are the tests' to create (:func:`register_kwok_nodes`, from the sandbox's fleet types):
+kwok runs the pods of every node labelled ``sandbox.kaiwo.silogen.ai/simulated=true``, for
+:data:`KWOK_TIMING` (a pod runs ``run-seconds`` of its ``sandbox.kaiwo.silogen.ai/`` annotation,
+and fails with the message of ``.../fail``, as in the sandbox).
+
+No ``KAIWO_TEST_KUBECONFIG`` here: a given cluster has no kwok nodes to run pods. A missing
+binary skips the test with the reason, or fails it under ``KAIWO_REQUIRE_REAL_APISERVER=1``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+import yaml
+from kaiwo_contracts.crds.registry import SERVED_KINDS
+from kaiwo_contracts.crds.schema import custom_resource_definitions
+from kaiwo_envtest import (
+    AssetsNotFoundError,
+    ControlPlane,
+    ControlPlaneError,
+    ControlPlaneOptions,
+    StackNotBuiltError,
+    built_stack,
+    find_binaries,
+)
+from kaiwo_envtest.kueue import KueueOptions
+from kaiwo_envtest.kwok import KwokOptions
+from kaiwo_kube import AlreadyExists, KubernetesPort, NotFound, resources
+from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_sandbox.fleet import SIMULATED_LABEL, NodeSpec
+
+from tests.real_cluster import (
+    ADMISSION_PLUGINS,
+    AUDITED_IN_FULL,
+    FIELD_MANAGER,
+    REPO_ROOT,
+    RealCluster,
+    run_async,
+    unavailable,
+)
+
+SCHEDULER_MANIFEST: Final = REPO_ROOT / "deploy" / "k8s" / "scheduler" / "scheduler.yaml"
+KWOK_TIMING: Final = KwokOptions(
+    node_selector=f"{SIMULATED_LABEL}=true",
+    start_seconds=0.5,
+    run_seconds=3.0,
+    download_seconds=1.0,
+)
+"""Short: a test's job runs in seconds unless its ``run-seconds`` annotation says more."""
+NODE_READY_WITHIN: Final = 120.0
+ESTABLISHED_WITHIN: Final = 120.0
+NOT_READY_TAINT_KEY: Final = "node.kubernetes.io/not-ready"
+
+
+def kaiwo_scheduler_configuration(manifest: Path = SCHEDULER_MANIFEST) -> dict[str, Any]:
+    """The KubeSchedulerConfiguration of the kaiwo-scheduler's ConfigMap, as deployed."""
+    for document in yaml.safe_load_all(manifest.read_text()):
+        if document and document.get("kind") == "ConfigMap":
+            configuration: dict[str, Any] = yaml.safe_load(document["data"]["config.yaml"])
+            return configuration
+    raise ValueError(f"{manifest} holds no ConfigMap with the scheduler's configuration")
+
+
+async def install_our_crds(kubeconfig: Path) -> None:
+    """Our CRDs (the third-party ones the plane installed itself), Established."""
+    async with await KubernetesAsyncioAdapter.from_kubeconfig(kubeconfig) as kube:
+        crds = list(custom_resource_definitions(SERVED_KINDS))
+        await asyncio.gather(*(kube.apply_crd(crd, field_manager=FIELD_MANAGER) for crd in crds))
+        deadline = time.monotonic() + ESTABLISHED_WITHIN
+        for crd in crds:
+            name = crd["metadata"]["name"]
+            while not _established(await kube.get(resources.CUSTOM_RESOURCE_DEFINITION, name)):
+                assert time.monotonic() < deadline, f"CRD {name} not Established"
+                await asyncio.sleep(0.2)
+
+
+def _established(crd: dict[str, Any]) -> bool:
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+
+@pytest.fixture(scope="session")
+def real_stack() -> Iterator[RealCluster]:
+    """The session's whole real stack (see the module's doc), its CRDs Established."""
+    try:
+        binaries = find_binaries()
+        manifests = built_stack().manifests
+        for name in ("kube-scheduler", "kwok", "kueue", "kuberay"):
+            binaries.path(name)
+    except (AssetsNotFoundError, StackNotBuiltError) as error:
+        unavailable(f"the whole stack is not there: {error}")
+        raise  # unavailable() skipped or failed; this line is never reached
+    options = ControlPlaneOptions(
+        binaries=binaries,
+        controller_manager=True,
+        audit=True,
+        audit_every_request_of=AUDITED_IN_FULL,
+        admission_plugins=ADMISSION_PLUGINS,
+        scheduler_configuration=kaiwo_scheduler_configuration(),
+        kwok=KWOK_TIMING,
+        kueue=KueueOptions(),
+        kuberay=True,
+        manifests=manifests,
+        ready_timeout=180.0,
+    )
+    started = time.monotonic()
+    try:
+        plane = ControlPlane(options).__enter__()
+    except ControlPlaneError as error:
+        pytest.fail(f"the real stack did not start: {error}")
+    try:
+        run_async(lambda: install_our_crds(plane.kubeconfig))
+        print(f"\nreal stack ready in {time.monotonic() - started:.1f} s: {plane.server}")
+        yield RealCluster(kubeconfig=plane.kubeconfig, plane=plane)
+    finally:
+        plane.stop()
+
+
+# ---------------------------------------------------------------------- nodes kwok runs
+
+
+def kwok_node(spec: NodeSpec, *, extra_labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """``spec``'s Node as a kubelet registers it: labels and capacity (kwok reports it Ready,
+    its allocatable equal to its capacity)."""
+    node = spec.manifest()
+    node["metadata"]["labels"].update(extra_labels or {})
+    node["status"] = {"capacity": spec.capacity(), "allocatable": spec.capacity()}
+    return node
+
+
+async def register_kwok_nodes(
+    kube: KubernetesPort, specs: Iterable[NodeSpec], *, labels: dict[str, str] | None = None
+) -> None:
+    """Create the nodes (one already there is kept) and wait until each is Ready and free of
+    the not-ready taint, so the scheduler places pods on it."""
+    specs = list(specs)
+    for spec in specs:
+        with contextlib.suppress(AlreadyExists):
+            await kube.create(kwok_node(spec, extra_labels=labels), field_manager="kubelet")
+    deadline = time.monotonic() + NODE_READY_WITHIN
+    for spec in specs:
+        while not _schedulable(await kube.get(resources.NODE, spec.name)):
+            assert time.monotonic() < deadline, f"node {spec.name} is not Ready for pods"
+            await asyncio.sleep(0.2)
+
+
+def _schedulable(node: dict[str, Any]) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+    taints = (node.get("spec") or {}).get("taints") or []
+    return ready and not any(t.get("key") == NOT_READY_TAINT_KEY for t in taints)
+
+
+async def remove_nodes(kube: KubernetesPort, names: Iterable[str]) -> None:
+    for name in names:
+        with contextlib.suppress(NotFound):
+            await kube.delete(resources.NODE, name)

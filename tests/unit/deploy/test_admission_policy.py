@@ -1,0 +1,164 @@
+"""The executor's ValidatingAdmissionPolicies (deploy/k8s/base/admission-policy.yaml), read
+statically: each one enforced (Deny, failing closed) for the executor's ServiceAccount only,
+every write the executor's role grants checked by a policy of its own, and the chart shipping
+the same objects. What they refuse is tested on a real API server:
+tests/integration/rbac/test_admission_policy.py; that the operator's own work passes them:
+tests/integration/rbac/test_least_privilege.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from tests.deploy_manifests import shared_deploy_tree
+from tests.unit.deploy.test_rbac import writes
+
+DEPLOY: Final = Path(__file__).resolve().parents[3] / "deploy"
+POLICY: Final = DEPLOY / "k8s" / "base" / "admission-policy.yaml"
+CHART: Final = DEPLOY / "helm" / "kaiwo"
+EXECUTOR: Final = "system:serviceaccount:kaiwo-system:kaiwo-executor"
+NAMESPACES_POLICY: Final = "kaiwo-executor-namespaces"
+
+CHECKED_BY: Final[dict[tuple[str, str], str]] = {
+    # Children of workloads and Models, and the KaiwoQueueConfig's Kueue objects: only the
+    # operator's (managed-by, a Kaiwo owner as controller with its uid), never adopted.
+    **dict.fromkeys(
+        (
+            ("", "persistentvolumeclaims"),
+            ("", "configmaps"),
+            ("", "services"),
+            ("", "pods"),
+            ("batch", "jobs"),
+            ("apps", "deployments"),
+            ("ray.io", "rayjobs"),
+            ("workload.codeflare.dev", "appwrappers"),
+            ("gateway.networking.k8s.io", "httproutes"),
+            ("rbac.authorization.k8s.io", "roles"),
+            ("rbac.authorization.k8s.io", "rolebindings"),
+            ("kueue.x-k8s.io", "resourceflavors"),
+            ("kueue.x-k8s.io", "clusterqueues"),
+            ("kueue.x-k8s.io", "localqueues"),
+            ("kueue.x-k8s.io", "workloadpriorityclasses"),
+            ("kueue.x-k8s.io", "topologies"),
+        ),
+        "kaiwo-executor-ownership",
+    ),
+    ("", "nodes"): "kaiwo-executor-nodes",
+    ("config.kaiwo.silogen.ai", "kaiwoconfigs"): "kaiwo-executor-owners",
+    ("kaiwo.silogen.ai", "kaiwoqueueconfigs"): "kaiwo-executor-owners",
+    ("kubeai.org", "models"): "kaiwo-executor-owners",
+}
+"""The policy that checks what each write of the executor's role may contain, by hand."""
+NAMESPACE_ONLY: Final[dict[tuple[str, str], str]] = {
+    ("", "events"): "about Kaiwo's owners only, in no system namespace (namespaces policy)",
+    ("kaiwo.silogen.ai", "kaiwojobs/status"): "the owner's own status (namespaces policy)",
+    ("kaiwo.silogen.ai", "kaiwoservices/status"): "the owner's own status (namespaces policy)",
+    ("kubeai.org", "models/status"): "the owner's own status (namespaces policy)",
+    ("kubeai.org", "models/scale"): "the owner's replicas (namespaces policy)",
+    ("kaiwo.silogen.ai", "kaiwoqueueconfigs/status"): "RBAC grants it for `kaiwo` only",
+    **{
+        (group, f"{kind}/finalizers"): "never a request: checked within a child's write"
+        for group, kind in (
+            ("kaiwo.silogen.ai", "kaiwojobs"),
+            ("kaiwo.silogen.ai", "kaiwoservices"),
+            ("kaiwo.silogen.ai", "kaiwoqueueconfigs"),
+            ("kubeai.org", "models"),
+        )
+    },
+}
+"""Writes no policy but the namespaces one looks into, each with the reason."""
+
+
+def documents(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def policies() -> dict[str, dict[str, Any]]:
+    return {
+        d["metadata"]["name"]: d
+        for d in documents(POLICY)
+        if d["kind"] == "ValidatingAdmissionPolicy"
+    }
+
+
+def matched(policy: dict[str, Any]) -> set[tuple[str, str]]:
+    """(group, resource) pairs a policy's resource rules name (no wildcards)."""
+    return {
+        (group, resource)
+        for rule in policy["spec"]["matchConstraints"]["resourceRules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+
+
+def test_every_policy_binds_the_executor_alone_denies_and_fails_closed() -> None:
+    bindings = {
+        d["spec"]["policyName"]: d
+        for d in documents(POLICY)
+        if d["kind"] == "ValidatingAdmissionPolicyBinding"
+    }
+    assert sorted(bindings) == sorted(policies())
+    for name, policy in policies().items():
+        spec = policy["spec"]
+        assert spec["failurePolicy"] == "Fail", name
+        assert [c["expression"] for c in spec["matchConditions"]] == [
+            f"request.userInfo.username == '{EXECUTOR}'"
+        ], name
+        assert {v["reason"] for v in spec["validations"]} == {"Forbidden"}, name
+        binding = bindings[name]["spec"]
+        assert binding["validationActions"] == ["Deny"], name
+        assert "paramRef" not in binding and "matchResources" not in binding, name
+
+
+def test_the_namespaces_policy_sees_every_namespaced_write() -> None:
+    [rule] = policies()[NAMESPACES_POLICY]["spec"]["matchConstraints"]["resourceRules"]
+    assert rule == {
+        "apiGroups": ["*"],
+        "apiVersions": ["*"],
+        "resources": ["*/*"],
+        "operations": ["CREATE", "UPDATE", "DELETE"],
+        "scope": "Namespaced",
+    }
+
+
+def test_every_write_the_executor_may_make_is_checked_by_a_policy() -> None:
+    """A grant added to the executor's role without a policy for it fails here."""
+    granted = set(writes("executor"))
+    assert set(CHECKED_BY) | set(NAMESPACE_ONLY) == granted
+    for write, name in CHECKED_BY.items():
+        assert write in matched(policies()[name]), (write, name)
+
+
+def test_the_chart_ships_the_same_policies() -> None:
+    """Only the operator's namespace (the release's) and the GPU taint key are templated."""
+    template = (CHART / "templates" / "admission-policy.yaml").read_text()
+    rendered = template.replace("{{ .Release.Namespace }}", "kaiwo-system").replace(
+        '{{ include "kaiwo.gpuTaintKey" . }}', "kaiwo.silogen.ai/gpu"
+    )
+    body = rendered[rendered.index("apiVersion:") :]
+    assert [d for d in yaml.safe_load_all(body) if d] == documents(POLICY)
+
+
+def test_kustomize_renders_the_policies_as_written() -> None:
+    """Its YAML round trip changes a folded block with more-indented lines (blank lines
+    appear): multi-line CEL is written as literal blocks."""
+    rendered = {
+        d["metadata"]["name"] + d["kind"]: d
+        for d in shared_deploy_tree().objects("overlays/production")
+        if d["kind"].startswith("ValidatingAdmissionPolicy")
+    }
+    for document in documents(POLICY):
+        found = rendered[document["metadata"]["name"] + document["kind"]]
+        found["metadata"].pop("namespace")  # kustomize sets it; the API server drops it
+        assert found == document
+
+
+def test_the_chart_never_holds_keys_among_its_own_files() -> None:
+    """``helm package`` archives the chart's files: the NATS keys come as values
+    (tests/integration/deploy/test_helm_chart.py packages a chart with keys left in it)."""
+    ignored = (CHART / ".helmignore").read_text().splitlines()
+    assert {"nats-credentials/", "*.nk"} <= set(ignored)
+    for template in (CHART / "templates").iterdir():
+        assert ".Files" not in template.read_text(), template.name
