@@ -7,6 +7,7 @@ import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from kaiwo_planner.domain.gpu_workload_plan import whole_percent
 from kaiwo_planner.domain.planning import plan_object
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.planning_context import PlanningContext
@@ -397,3 +398,8 @@ def test_the_shown_utilization_moves_in_steps_of_five_points() -> None:
     assert utilization(43.4) == 40
     assert utilization(36.0) == 40
     assert utilization(45.2) == 45
+    assert utilization(34.5) == 35  # a half rounds up, not to the even 34
+
+
+def test_whole_percentages_round_halves_up() -> None:
+    assert [whole_percent(p) for p in (92.5, 92.49, 0.5, 0.0, 99.5)] == [93, 92, 1, 0, 100]

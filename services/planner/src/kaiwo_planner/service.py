@@ -948,14 +948,19 @@ class PlannerService:
             data=payload,
             source=SOURCE,
             time=self._clock(),
-            subject=object_subject(namespace=ref.namespace, name=ref.name),
+            subject=object_subject(namespace=plan.owner.namespace, name=plan.owner.name),
             correlationid=uid,
             causationid=cause.id if cause is not None else None,
             traceparent=cause.traceparent if cause is not None else None,
             id=plan_event_id(plan=plan, causation_id=cause_id, fingerprint=payload.fingerprint),
         )
+        # Under the plan's own owner: the root of a GPU workload no Kaiwo kind owns plans the
+        # creation of its GpuWorkload (decision 0047), which has no uid yet: the root's
+        # stands for it (the correlation id), as the subject check expects.
+        owner = plan.owner
         ack = await self._bus.publish(
-            envelope, plan_subject(kind=ref.kind, namespace=ref.namespace, uid=uid)
+            envelope,
+            plan_subject(kind=owner.kind, namespace=owner.namespace, uid=owner.uid or uid),
         )
         log.info(
             "plan published",

@@ -35,6 +35,7 @@ The status changes with the phase, and the utilization it shows only when it mov
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -242,7 +243,7 @@ def _start_preemption(
     status = {
         **_tracked(root, settings),
         "phase": PREEMPTING,
-        "utilization": None if reading.percent is None else round(reading.percent),
+        "utilization": None if reading.percent is None else whole_percent(reading.percent),
         "idleSince": format_time(reading.idle_since) if reading.idle_since else None,
         "verdict": message,
         "preemptedAt": format_time(now),
@@ -413,7 +414,7 @@ def _shown_utilization(
 ) -> int | None:
     if percent is None:
         return None
-    current = round(percent)
+    current = whole_percent(percent)
     shown = previous.get("utilization")
     if (
         previous.get("phase") == phase
@@ -422,6 +423,12 @@ def _shown_utilization(
     ):
         return shown
     return current
+
+
+def whole_percent(percent: float) -> int:
+    """A utilization as a whole percentage, halves rounded up (92.5 % shows as 93, not as
+    Python's round-half-to-even 92)."""
+    return math.floor(percent + 0.5)
 
 
 def _verdict(phase: str, settings: GpuPreemptionSettings, reading: Reading, *, vendor: str) -> str:
