@@ -68,8 +68,10 @@ order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` pe
    had its status and Events written first.
 8. **Preempt** (``Plan.preempt``: a GpuWorkload's plan, GPU idle preemption of a workload no
    Kaiwo kind owns): delete the workload (uid precondition, background propagation), or set
-   its replicas to 0 through its scale subresource as step 4 does. After the status, so the
-   GpuWorkload says why before its workload goes.
+   its ``spec.replicas`` to 0 by a JSON patch of the object itself, its uid and the replicas
+   read as tests (not the scale subresource: the admission policy must see the object's
+   opt-in annotations). After the status, so the GpuWorkload says why before its workload
+   goes.
 9. **Delete the owner** when the plan says so (uid precondition, background propagation).
 
 Failures. 409 Conflict, 429, 5xx and lost connections are retried per call with exponential
@@ -722,13 +724,8 @@ class PlanExecutor:
             if (current or 0) != intent.from_replicas:
                 return "moved"
             try:
-                await self._kube.patch_scale(
-                    resource,
-                    target.name,
-                    replicas=intent.replicas,
-                    expected_replicas=current,
-                    namespace=target.namespace,
-                    field_manager=FIELD_MANAGER,
+                await self._set_replicas(
+                    resource, target, current=current, replicas=intent.replicas, operation=operation
                 )
             except Invalid:
                 # The test of the replicas failed: they changed since they were read.
@@ -759,6 +756,42 @@ class PlanExecutor:
             "applied" if outcome == "applied" else "unchanged",
             reason=reasons[outcome],
             attempts=attempts,
+        )
+
+    async def _set_replicas(
+        self,
+        resource: ResourceType,
+        target: ObjectRef,
+        *,
+        current: int | None,
+        replicas: int,
+        operation: Operation,
+    ) -> None:
+        """Set the replicas, holding only while they are ``current`` (Invalid otherwise)."""
+        if operation != "preempt":
+            await self._kube.patch_scale(
+                resource,
+                target.name,
+                replicas=replicas,
+                expected_replicas=current,
+                namespace=target.namespace,
+                field_manager=FIELD_MANAGER,
+            )
+            return
+        # Preemption patches the object itself, not its scale subresource: the admission
+        # policy kaiwo-executor-gpu-preemption must see the whole object (its opt-in
+        # annotations, and that nothing else changes), which a Scale does not show. Its uid
+        # and the replicas read are the patch's tests.
+        await self._kube.json_patch(
+            resource,
+            target.name,
+            [
+                {"op": "test", "path": "/metadata/uid", "value": target.uid},
+                {"op": "test", "path": "/spec/replicas", "value": current},
+                {"op": "replace", "path": "/spec/replicas", "value": replicas},
+            ],
+            namespace=target.namespace,
+            field_manager=FIELD_MANAGER,
         )
 
     async def _emit(self, run: _Run, intent: EventIntent) -> None:
