@@ -46,6 +46,11 @@ COMMANDS: dict[str, CommandEntry] = {
     "nodes": CommandEntry(
         "kaiwo_cli.commands.capacity", "nodes", "GPU nodes by vendor and pool: capacity and use."
     ),
+    "gpus": CommandEntry(
+        "kaiwo_cli.commands.gpus",
+        "gpus",
+        "GPU workloads tracked for idle preemption: utilization, idle since, verdict.",
+    ),
     "apply": CommandEntry(
         "kaiwo_cli.commands.apply", "apply", "Validate, then server-side apply manifests."
     ),

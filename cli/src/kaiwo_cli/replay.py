@@ -46,6 +46,7 @@ from datetime import datetime
 from typing import Any, Final, Literal, TypeVar
 
 import yaml
+from kaiwo_contracts.confinement import preemption_target_ref
 from kaiwo_contracts.events import ObservedObjectV1, PlanDecidedV1
 from kaiwo_contracts.events.autoscaling import ScaleDecidedV1
 from kaiwo_contracts.events.monitor import UtilizationV1
@@ -266,9 +267,11 @@ def _judge(
 ) -> PlanReplay:
     if decided.planned_at is None:
         return _skipped(event, "planned outside the planner (no plannedAt)", decided)
-    if decided.plan.create_only and decided.plan.owner.uid is None:
+    # A GpuWorkload created for a GPU workload's root was planned from that root.
+    planned_from = preemption_target_ref(decided.plan) if decided.plan.create_only else None
+    if decided.plan.create_only and decided.plan.owner.uid is None and planned_from is None:
         return _judge_default_object(event, decided, projection)
-    uid = decided.plan.owner.uid
+    uid = planned_from.uid if planned_from is not None else decided.plan.owner.uid
     owner = projection.by_uid(uid) if uid else None
     if owner is None:
         return _skipped(

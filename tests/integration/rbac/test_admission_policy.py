@@ -443,15 +443,189 @@ async def test_deleting_someone_elses_objects_is_refused(
     for where in (cluster.elsewhere, cluster.workloads):
         await cluster.admin.create(manifest({"name": name, "namespace": where}))
 
-        # Elsewhere the namespaces policy refuses it as well.
+        # Elsewhere the namespaces policy refuses it as well. A Pod, Job or Deployment no
+        # Kaiwo kind owns, controlled by nothing, is judged as a GPU preemption (none opted in).
         also = ("kaiwo-executor-namespaces",) if where == cluster.elsewhere else ()
+        policy = (
+            GPU_PREEMPTION
+            if resource in (resources.POD, resources.JOB, resources.DEPLOYMENT)
+            else "kaiwo-executor-ownership"
+        )
         await refused(
             cluster.executor.delete(resource, name, namespace=where, propagation="Background"),
-            policy="kaiwo-executor-ownership",
+            policy=policy,
             also=also,
         )
 
         assert await actors.get_or_none(cluster.admin, resource, name, namespace=where) is not None
+
+
+# ---------------------------------------------------------------------- GPU idle preemption
+
+GPU_PREEMPTION: Final = "kaiwo-executor-gpu-preemption"
+OPTED_IN: Final = {"kaiwo.silogen.ai/gpu-preemption.policy": "Always"}
+
+
+def stateful_set(metadata: dict[str, Any]) -> dict[str, Any]:
+    found = deployment(metadata)
+    found["kind"] = "StatefulSet"
+    found["spec"]["serviceName"] = metadata["name"]
+    return found
+
+
+def ray_cluster(metadata: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": metadata,
+        "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": pod_spec()}}},
+    }
+
+
+def replicas_to_zero(live: dict[str, Any], *extra: dict[str, Any]) -> list[dict[str, Any]]:
+    """The executor's preemption patch (kaiwo_executor.apply_plan), and ``extra`` operations."""
+    return [
+        {"op": "test", "path": "/metadata/uid", "value": live["metadata"]["uid"]},
+        {"op": "test", "path": "/spec/replicas", "value": live["spec"]["replicas"]},
+        {"op": "replace", "path": "/spec/replicas", "value": 0},
+        *extra,
+    ]
+
+
+async def as_executor_patch(
+    cluster: Cluster, resource: ResourceType, live: dict[str, Any], *extra: dict[str, Any]
+) -> dict[str, Any]:
+    meta = live["metadata"]
+    return await cluster.executor.json_patch(
+        resource,
+        meta["name"],
+        replicas_to_zero(live, *extra),
+        namespace=meta["namespace"],
+        field_manager=MANAGER,
+    )
+
+
+async def test_an_opted_in_workload_no_kaiwo_kind_owns_is_preempted(cluster: Cluster) -> None:
+    """By its own annotations, in a namespace of someone else without the workloads label:
+    a bare Pod, a Job, a RayCluster deleted; a Deployment scaled to zero."""
+    where = cluster.elsewhere
+    for resource, manifest in (
+        (resources.POD, pod),
+        (resources.JOB, job),
+        (resources.RAY_CLUSTER, ray_cluster),
+    ):
+        name = f"idle-{resource.plural}"
+        meta = {"name": name, "namespace": where, "annotations": OPTED_IN}
+        await cluster.admin.create(manifest(meta))
+        await cluster.executor.delete(resource, name, namespace=where, propagation="Background")
+    deployed = await cluster.admin.create(
+        deployment({"name": "idle-serve", "namespace": where, "annotations": OPTED_IN})
+    )
+
+    scaled = await as_executor_patch(cluster, resources.DEPLOYMENT, deployed)
+
+    assert scaled["spec"]["replicas"] == 0
+    assert scaled["spec"]["template"] == deployed["spec"]["template"]
+
+
+async def test_a_namespace_that_opted_in_opts_its_workloads_in_unless_they_opt_out(
+    cluster: Cluster,
+) -> None:
+    """The namespace's annotations count for a StatefulSet without any; a Job's own
+    ``enabled: "false"`` wins over its namespace's."""
+    where = cluster.elsewhere
+    await cluster.admin.merge_patch(
+        resources.NAMESPACE, where, {"metadata": {"annotations": OPTED_IN}}
+    )
+    try:
+        stateful = await cluster.admin.create(stateful_set({"name": "db", "namespace": where}))
+        scaled = await as_executor_patch(cluster, resources.STATEFUL_SET, stateful)
+        assert scaled["spec"]["replicas"] == 0
+
+        opted_out = {"kaiwo.silogen.ai/gpu-preemption.enabled": "false"}
+        await cluster.admin.create(
+            job({"name": "keep-me", "namespace": where, "annotations": opted_out})
+        )
+        message = await refused(
+            cluster.executor.delete(resources.JOB, "keep-me", namespace=where),
+            policy=GPU_PREEMPTION,
+        )
+        assert "opted in to GPU idle preemption" in message
+    finally:
+        await cluster.admin.merge_patch(
+            resources.NAMESPACE,
+            where,
+            {"metadata": {"annotations": dict.fromkeys(OPTED_IN)}},
+        )
+
+
+async def test_preemption_changes_nothing_but_the_replicas_and_only_to_zero(
+    cluster: Cluster,
+) -> None:
+    where = cluster.elsewhere
+    meta = {"name": "busy-serve", "namespace": where, "annotations": OPTED_IN}
+    live = await cluster.admin.create(deployment(meta))
+    image = {"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": "evil"}
+    label = {
+        "op": "add",
+        "path": "/metadata/labels",
+        "value": {"app.kubernetes.io/managed-by": "kaiwo"},
+    }
+
+    for extra in (image, label):
+        message = await refused(
+            as_executor_patch(cluster, resources.DEPLOYMENT, live, extra), policy=GPU_PREEMPTION
+        )
+        assert "without any other change" in message
+    await refused(
+        cluster.executor.json_patch(
+            resources.DEPLOYMENT,
+            "busy-serve",
+            [{"op": "replace", "path": "/spec/replicas", "value": 5}],
+            namespace=where,
+            field_manager=MANAGER,
+        ),
+        policy=GPU_PREEMPTION,
+    )
+    # A Deployment is scaled, never deleted (RBAC grants no StatefulSet create at all).
+    await refused(
+        cluster.executor.delete(resources.DEPLOYMENT, "busy-serve", namespace=where),
+        policy=GPU_PREEMPTION,
+    )
+    unchanged = await cluster.admin.get(resources.DEPLOYMENT, "busy-serve", namespace=where)
+    # (Its controller writes its status meanwhile: its spec and metadata are the test's.)
+    assert unchanged["spec"] == live["spec"]
+    assert unchanged["metadata"].get("labels") is None
+    assert unchanged["metadata"]["generation"] == live["metadata"]["generation"]
+
+
+async def test_a_pod_some_controller_runs_is_never_preempted_by_itself(cluster: Cluster) -> None:
+    """Preemption stops a workload's root; a Pod its RayCluster controls is left to the
+    RayCluster (and is not the operator's either), opted in or not."""
+    where = cluster.elsewhere
+    owner = await cluster.admin.create(
+        ray_cluster({"name": "owner-cluster", "namespace": where, "annotations": OPTED_IN})
+    )
+    reference = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "name": "owner-cluster",
+        "uid": owner["metadata"]["uid"],
+        "controller": True,
+    }
+    meta = {
+        "name": "ray-head",
+        "namespace": where,
+        "annotations": OPTED_IN,
+        "ownerReferences": [reference],
+    }
+    await cluster.admin.create(pod(meta))
+
+    await refused(
+        cluster.executor.delete(resources.POD, "ray-head", namespace=where),
+        policy="kaiwo-executor-ownership",
+        also=("kaiwo-executor-namespaces",),
+    )
 
 
 async def test_taking_over_someone_elses_object_is_refused(cluster: Cluster) -> None:

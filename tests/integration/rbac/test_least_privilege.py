@@ -12,7 +12,12 @@ deleted by hand, turned into a Ray service and back, and a KaiwoJob terminated f
 its duration while another waits (its PVC pruned); a KubeAI Model with adapters rolled and
 stripped of them, one with a cache loaded, deleted and evicted, and one scaled from zero by an
 autoscaler's decision (the scale subresource); the monitor leads (through its lease in NATS,
-as the planner and the executor do) and scrapes a Prometheus stub.
+as the planner and the executor do) and scrapes a Prometheus stub, which reports idle GPUs for
+GPU workloads no Kaiwo kind owns, one of each root kind (a bare Pod, a Job, a Deployment, a
+StatefulSet, a RayJob and a RayCluster, the test making the Ray clusters and pods KubeRay
+would): the monitor finds their roots, the planner records them as GpuWorkloads and preempts
+them, the executor deletes or scales them to zero and, their TTL over, deletes the records of
+the deleted ones (decision 0047).
 
 The audit log holds every request of those ServiceAccounts (``tests.real_cluster``), and says:
 
@@ -106,6 +111,7 @@ UNUSED_IN_THIS_RUN: Final[dict[str, dict[Grant, str]]] = {
         ("kubeai.org", "models/finalizers", "update"): FINALIZERS,
         ("config.kaiwo.silogen.ai", "kaiwoconfigs", "create"): APPLY_CREATES,
         ("kaiwo.silogen.ai", "kaiwoqueueconfigs", "create"): APPLY_CREATES,
+        ("kaiwo.silogen.ai", "gpuworkloads", "create"): APPLY_CREATES,
     },
     "monitor": {},
 }
@@ -117,10 +123,12 @@ UNUSED_IN_THIS_RUN: Final[dict[str, dict[Grant, str]]] = {
 
 @dataclass
 class PrometheusStub:
-    """Answers the monitor's instant queries with an empty vector (no GPU is measured)."""
+    """Answers the monitor's instant queries: one idle GPU (1 %) for each pod of ``pods``
+    (namespace, name); none while it is empty."""
 
     port: int = field(default_factory=free_port)
     queries: list[str] = field(default_factory=list)
+    pods: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -128,8 +136,20 @@ class PrometheusStub:
 
     async def answer(self, request: web.Request) -> web.Response:
         self.queries.append(request.query.get("query", ""))
+        result = [
+            {
+                "metric": {
+                    "__name__": "gpu_gfx_activity",
+                    "namespace": namespace,
+                    "pod": pod,
+                    "gpu_id": "0",
+                },
+                "value": [time.time(), "1.0"],
+            }
+            for namespace, pod in self.pods
+        ]
         return web.json_response(
-            {"status": "success", "data": {"resultType": "vector", "result": []}}
+            {"status": "success", "data": {"resultType": "vector", "result": result}}
         )
 
 
@@ -476,6 +496,161 @@ async def replaced(p: Pipeline, model: str, uid: str) -> bool:
     return bool(uids) and uid not in uids
 
 
+# ---------------------------------------------------------------------- GPU idle preemption
+
+IDLE_AND_GONE: Final = {
+    "kaiwo.silogen.ai/gpu-preemption.policy": "Always",
+    "kaiwo.silogen.ai/gpu-preemption.grace-period": "1s",
+    "kaiwo.silogen.ai/gpu-preemption.ttl": "1s",
+}
+"""Preempted once idle for a second; the record of a deleted workload kept a second."""
+
+
+def gpu_pod_spec() -> dict[str, Any]:
+    gpu = {"limits": {"amd.com/gpu": "1"}}
+    return {"containers": [{"name": "main", "image": "busybox:1.36", "resources": gpu}]}
+
+
+def gpu_root(kind: str, name: str, namespace: str) -> dict[str, Any]:
+    """An opted-in GPU workload of ``kind`` (apiVersion/kind) no Kaiwo kind owns."""
+    api_version, _, kind_name = kind.rpartition("/")
+    labels = {"app": name}
+    template = {"metadata": {"labels": labels}, "spec": gpu_pod_spec()}
+    meta = {"name": name, "namespace": namespace, "annotations": IDLE_AND_GONE}
+    ray = {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": gpu_pod_spec()}}}
+    spec: dict[str, Any] = {
+        "v1/Pod": gpu_pod_spec(),
+        "batch/v1/Job": {"template": {"spec": {**gpu_pod_spec(), "restartPolicy": "Never"}}},
+        "apps/v1/Deployment": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": template,
+        },
+        "apps/v1/StatefulSet": {
+            "replicas": 1,
+            "serviceName": name,
+            "selector": {"matchLabels": labels},
+            "template": template,
+        },
+        "ray.io/v1/RayJob": {"entrypoint": "python train.py", "rayClusterSpec": ray},
+        "ray.io/v1/RayCluster": ray,
+    }[kind]
+    return {"apiVersion": api_version, "kind": kind_name, "metadata": meta, "spec": spec}
+
+
+async def controlled_by(p: Pipeline, owner: dict[str, Any], manifest: dict[str, Any]) -> Any:
+    """Create ``manifest`` controlled by ``owner``, as KubeRay makes a RayJob's cluster and a
+    cluster's pods."""
+    meta = owner["metadata"]
+    reference = {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    manifest["metadata"]["ownerReferences"] = [reference]
+    manifest["metadata"].pop("annotations", None)
+    return await p.kube.create(manifest)
+
+
+async def runs(p: Pipeline, selector: str) -> str:
+    """The kubelet's word that the one pod with ``selector`` runs; its name."""
+
+    async def found() -> list[dict[str, Any]] | Pending:
+        listed = await p.kube.list(resources.POD, namespace=p.namespace, label_selector=selector)
+        return listed.items or Pending(f"no pod with {selector} yet")
+
+    [pod] = await eventually(found, what=f"the pod with {selector}")
+    name = pod["metadata"]["name"]
+    await p.kube.patch_status(
+        resources.POD,
+        name,
+        {"phase": "Running", "startTime": actors.now()},
+        namespace=p.namespace,
+        field_manager="kubelet",
+        method="merge",
+    )
+    return str(name)
+
+
+async def gpu_workloads_no_kaiwo_kind_owns_preempted(p: Pipeline, metrics: PrometheusStub) -> None:
+    """One idle GPU workload of each root kind: found, recorded, preempted (module docstring)."""
+    ns = p.namespace
+    roots = {
+        kind: await p.kube.create(gpu_root(kind, f"gpu-{kind.rpartition('/')[2].lower()}", ns))
+        for kind in (
+            "v1/Pod",
+            "batch/v1/Job",
+            "apps/v1/Deployment",
+            "apps/v1/StatefulSet",
+            "ray.io/v1/RayJob",
+            "ray.io/v1/RayCluster",
+        )
+    }
+    job_cluster = await controlled_by(
+        p, roots["ray.io/v1/RayJob"], gpu_root("ray.io/v1/RayCluster", "gpu-rayjob-cluster", ns)
+    )
+    for name, owner in (
+        ("gpu-rayjob-head", job_cluster),
+        ("gpu-raycluster-head", roots["ray.io/v1/RayCluster"]),
+    ):
+        head = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "labels": {"app": name}},
+            "spec": gpu_pod_spec(),
+        }
+        await controlled_by(p, owner, head)
+    pods = [
+        await runs(p, f"app={name}")
+        for name in ("gpu-deployment", "gpu-statefulset", "gpu-rayjob-head", "gpu-raycluster-head")
+    ]
+    pods += [await runs(p, "job-name=gpu-job")]
+    await p.kube.patch_status(
+        resources.POD,
+        "gpu-pod",
+        {"phase": "Running", "startTime": actors.now()},
+        namespace=ns,
+        field_manager="kubelet",
+        method="merge",
+    )
+    metrics.pods[:] = [(ns, pod) for pod in [*pods, "gpu-pod"]]
+
+    for resource, name in (
+        (resources.POD, "gpu-pod"),
+        (resources.JOB, "gpu-job"),
+        (resources.RAY_JOB, "gpu-rayjob"),
+        (resources.RAY_CLUSTER, "gpu-raycluster"),
+    ):
+        await gone(p, resource, name, namespace=ns)
+    for resource, name in (
+        (resources.DEPLOYMENT, "gpu-deployment"),
+        (resources.STATEFUL_SET, "gpu-statefulset"),
+    ):
+        await holds(
+            f"{resource.kind} {name} scaled to zero",
+            lambda resource=resource, name=name: p.kube.get(resource, name, namespace=ns),
+            lambda found: found["spec"]["replicas"] == 0,
+        )
+
+    async def records() -> dict[str, str]:
+        listed = await p.kube.list(resources.GPU_WORKLOAD, namespace=ns)
+        return {
+            item["spec"]["workloadRef"]["kind"]: (item.get("status") or {}).get("phase")
+            for item in listed.items
+        }
+
+    # The deleted ones' records go after their TTL; the scaled ones' stay, Preempted.
+    await holds(
+        "the records of the deleted workloads gone, the scaled ones' Preempted",
+        records,
+        lambda found: found == {"Deployment": "Preempted", "StatefulSet": "Preempted"},
+    )
+    metrics.pods.clear()
+
+
 # ---------------------------------------------------------------------- the run
 
 
@@ -513,10 +688,11 @@ async def operator_under_its_roles(
         )
 
 
-async def scenarios(p: Pipeline) -> None:
+async def scenarios(p: Pipeline, metrics: PrometheusStub) -> None:
     await defaults_on_an_empty_cluster(p)
     await the_administrators_queue_config(p)
     await asyncio.gather(
+        gpu_workloads_no_kaiwo_kind_owns_preempted(p, metrics),
         p.run_to_completion("trained"),
         a_ray_job_turned_into_a_batch_job_then_deleted(p),
         a_service_behind_a_gateway_changed_every_way(p),
@@ -564,7 +740,7 @@ async def run_the_scenarios(real: RealCluster, tmp_path: Path) -> Run:
         started = time.monotonic()
         async with operator_under_its_roles(real, tmp_path, namespace, metrics) as p:
             try:
-                await scenarios(p)
+                await scenarios(p, metrics)
             except Exception as error:  # a refused call shows as a step that never happens
                 failure = error
             leases = await NatsLeaseStore.open(p.nats, LEASE_BUCKET, duration_seconds=5)

@@ -296,7 +296,7 @@ def test_a_kind_that_is_not_served_is_an_error_not_an_empty_plan(tmp_path: Path)
     assert typo_code == 1
     assert typo_output == (
         f"{tmp_path / 'typo.yaml'}: kind: unknown kind KaiwoJobb in kaiwo.silogen.ai/v1alpha1; "
-        "known: KaiwoJob, KaiwoQueueConfig, KaiwoService\n"
+        "known: GpuWorkload, KaiwoJob, KaiwoQueueConfig, KaiwoService\n"
     )
 
 

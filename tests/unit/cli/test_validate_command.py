@@ -214,6 +214,7 @@ def test_crds_prints_every_crd_as_multi_document_yaml() -> None:
     documents = list(yaml.safe_load_all(output))
     assert sorted(document["metadata"]["name"] for document in documents) == [
         "aimnamespaceconfigs.config.kaiwo.silogen.ai",
+        "gpuworkloads.kaiwo.silogen.ai",
         "kaiwoconfigs.config.kaiwo.silogen.ai",
         "kaiwojobs.kaiwo.silogen.ai",
         "kaiwoqueueconfigs.kaiwo.silogen.ai",
@@ -228,6 +229,7 @@ def test_crds_writes_one_file_per_crd(tmp_path: Path) -> None:
     assert sorted(path.name for path in tmp_path.iterdir()) == [
         "config.kaiwo.silogen.ai_aimnamespaceconfigs.yaml",
         "config.kaiwo.silogen.ai_kaiwoconfigs.yaml",
+        "kaiwo.silogen.ai_gpuworkloads.yaml",
         "kaiwo.silogen.ai_kaiwojobs.yaml",
         "kaiwo.silogen.ai_kaiwoqueueconfigs.yaml",
         "kaiwo.silogen.ai_kaiwoservices.yaml",

@@ -24,6 +24,7 @@ def test_every_served_kind_has_a_committed_crd() -> None:
     assert names == [
         "config.kaiwo.silogen.ai_aimnamespaceconfigs.yaml",
         "config.kaiwo.silogen.ai_kaiwoconfigs.yaml",
+        "kaiwo.silogen.ai_gpuworkloads.yaml",
         "kaiwo.silogen.ai_kaiwojobs.yaml",
         "kaiwo.silogen.ai_kaiwoqueueconfigs.yaml",
         "kaiwo.silogen.ai_kaiwoservices.yaml",

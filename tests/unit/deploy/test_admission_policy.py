@@ -20,6 +20,8 @@ POLICY: Final = DEPLOY / "k8s" / "base" / "admission-policy.yaml"
 CHART: Final = DEPLOY / "helm" / "kaiwo"
 EXECUTOR: Final = "system:serviceaccount:kaiwo-system:kaiwo-executor"
 NAMESPACES_POLICY: Final = "kaiwo-executor-namespaces"
+GPU_PREEMPTION_POLICY: Final = "kaiwo-executor-gpu-preemption"
+NOT_A_GPU_PREEMPTION: Final = "not-a-gpu-preemption"
 
 CHECKED_BY: Final[dict[tuple[str, str], str]] = {
     # Children of workloads and Models, and the KaiwoQueueConfig's Kueue objects: only the
@@ -45,6 +47,10 @@ CHECKED_BY: Final[dict[tuple[str, str], str]] = {
         ),
         "kaiwo-executor-ownership",
     ),
+    # GPU idle preemption of workloads no Kaiwo kind owns (decision 0047): kinds the operator
+    # never makes, written only to preempt an opted-in one.
+    ("apps", "statefulsets"): GPU_PREEMPTION_POLICY,
+    ("ray.io", "rayclusters"): GPU_PREEMPTION_POLICY,
     ("", "nodes"): "kaiwo-executor-nodes",
     ("config.kaiwo.silogen.ai", "kaiwoconfigs"): "kaiwo-executor-owners",
     ("kaiwo.silogen.ai", "kaiwoqueueconfigs"): "kaiwo-executor-owners",
@@ -58,6 +64,8 @@ NAMESPACE_ONLY: Final[dict[tuple[str, str], str]] = {
     ("kubeai.org", "models/status"): "the owner's own status (namespaces policy)",
     ("kubeai.org", "models/scale"): "the owner's replicas (namespaces policy)",
     ("kaiwo.silogen.ai", "kaiwoqueueconfigs/status"): "RBAC grants it for `kaiwo` only",
+    ("kaiwo.silogen.ai", "gpuworkloads"): "the operator's own record (namespaces policy)",
+    ("kaiwo.silogen.ai", "gpuworkloads/status"): "the record's status (namespaces policy)",
     **{
         (group, f"{kind}/finalizers"): "never a request: checked within a child's write"
         for group, kind in (
@@ -103,13 +111,46 @@ def test_every_policy_binds_the_executor_alone_denies_and_fails_closed() -> None
     for name, policy in policies().items():
         spec = policy["spec"]
         assert spec["failurePolicy"] == "Fail", name
-        assert [c["expression"] for c in spec["matchConditions"]] == [
-            f"request.userInfo.username == '{EXECUTOR}'"
-        ], name
+        assert spec["matchConditions"][0] == {
+            "name": "the-executor",
+            "expression": f"request.userInfo.username == '{EXECUTOR}'",
+        }, name
+        assert [c["name"] for c in spec["matchConditions"][1:]] == EXTRA_CONDITIONS.get(
+            name, []
+        ), name
         assert {v["reason"] for v in spec["validations"]} == {"Forbidden"}, name
         binding = bindings[name]["spec"]
         assert binding["validationActions"] == ["Deny"], name
         assert "paramRef" not in binding and "matchResources" not in binding, name
+
+
+EXTRA_CONDITIONS: Final = {
+    "kaiwo-executor-ownership": [NOT_A_GPU_PREEMPTION],
+    "kaiwo-executor-pods": [NOT_A_GPU_PREEMPTION],
+    GPU_PREEMPTION_POLICY: ["a-gpu-preemption-or-a-kind-only-it-writes"],
+}
+
+
+def test_a_gpu_preemption_is_judged_by_its_own_policy_alone() -> None:
+    """The ownership and pods policies leave out exactly the requests the GPU-preemption
+    policy takes in (an update or delete of a root kind's object the operator did not make
+    and nothing controls), and that policy requires the same of every request it judges."""
+    every = policies()
+    [excluded] = [
+        c["expression"]
+        for name in ("kaiwo-executor-ownership", "kaiwo-executor-pods")
+        for c in every[name]["spec"]["matchConditions"]
+        if c["name"] == NOT_A_GPU_PREEMPTION
+    ][:1]
+    assert excluded.startswith("!(") and excluded.endswith(")")
+    foreign = excluded[2:-1]
+    for name in ("kaiwo-executor-ownership", "kaiwo-executor-pods"):
+        conditions = {c["name"]: c["expression"] for c in every[name]["spec"]["matchConditions"]}
+        assert conditions[NOT_A_GPU_PREEMPTION] == excluded, name
+    spec = every[GPU_PREEMPTION_POLICY]["spec"]
+    assert spec["matchConditions"][1]["expression"].endswith(f"|| ({foreign})")
+    assert spec["validations"][0]["expression"] == foreign
+    assert f"&& !({foreign})" in every[NAMESPACES_POLICY]["spec"]["variables"][0]["expression"]
 
 
 def test_the_namespaces_policy_sees_every_namespaced_write() -> None:

@@ -59,6 +59,14 @@ EXECUTOR_WRITES: Final[dict[tuple[str, str], set[str]]] = {
     ("kubeai.org", "models/status"): {"patch"},
     ("kubeai.org", "models/scale"): {"patch"},
     ("kubeai.org", "models/finalizers"): {"update"},
+    # GPU idle preemption of workloads no Kaiwo kind owns (decision 0047): the GpuWorkload
+    # records (a create-only apply, their status, their deletion after the TTL), a
+    # StatefulSet scaled to zero by a patch of its replicas, a RayCluster deleted (Pods,
+    # Jobs, RayJobs and Deployments with the grants above).
+    ("kaiwo.silogen.ai", "gpuworkloads"): {"create", "patch", "delete"},
+    ("kaiwo.silogen.ai", "gpuworkloads/status"): {"patch"},
+    ("apps", "statefulsets"): {"patch"},
+    ("ray.io", "rayclusters"): {"delete"},
     # Kaiwo's node labels and taint; Events.
     ("", "nodes"): {"patch"},
     ("", "events"): {"create"},
@@ -225,7 +233,7 @@ def test_the_watcher_reads_exactly_what_it_watches_and_writes_nothing() -> None:
             for verb in ("list", "watch")
         ),
     }
-    assert len(custom) == 16
+    assert len(custom) == 18  # GpuWorkloads and RayClusters among them (decision 0047)
     assert writes("watcher") == {}
 
 
@@ -246,8 +254,9 @@ def test_the_executor_writes_the_singletons_status_and_finalizers_by_name() -> N
         ("kaiwo.silogen.ai", "kaiwoqueueconfigs", "patch"): ("kaiwo",),
         ("kaiwo.silogen.ai", "kaiwoqueueconfigs/status", "patch"): ("kaiwo",),
         ("kaiwo.silogen.ai", "kaiwoqueueconfigs/finalizers", "update"): ("kaiwo",),
-        ("", "namespaces", "get"): ("default", "kube-system"),
     }
+    # Any Namespace: admission reads the opt-in annotations of a preempted workload's.
+    assert ("", "namespaces", "get") in grants(executor)
 
 
 def test_the_monitor_only_reads_the_cluster() -> None:

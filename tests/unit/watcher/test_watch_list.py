@@ -24,6 +24,7 @@ def test_every_served_kind_is_watched_whole_and_correlates_with_itself():
         "KaiwoConfig",
         "AIMNamespaceConfig",
         "Model",
+        "GpuWorkload",
     ]
     assert all(t.label_selector is None for t in served)
     assert served[0].resource == resources.KAIWO_JOB
@@ -66,7 +67,28 @@ def test_pods_by_run_id_and_workloads_nodes_namespaces_priority_classes_whole():
     # Nothing the operator does not need: no Secrets, Events, Leases.
     assert "secrets" not in found
     assert "events" not in found
-    assert len(DEFAULT_WATCH_LIST) == 6 + 11 + 2 + 1 + 1 + 4 + 1 + 2 + 1
+    assert len(DEFAULT_WATCH_LIST) == 7 + 11 + 2 + 1 + 1 + 4 + 1 + 2 + 1 + 6
+
+
+def test_the_roots_of_gpu_workloads_come_in_streams_of_their_own():
+    found = selectors()
+    # Pods no controller made: none with the labels the Job, ReplicaSet, StatefulSet and
+    # KubeRay controllers or the operator put on theirs.
+    assert found["pods#gpu"] == (
+        "!pod-template-hash,!controller-revision-hash,!batch.kubernetes.io/controller-uid,"
+        "!controller-uid,!ray.io/node-type,!kaiwo.silogen.ai/run-id,!kaiwo.silogen.ai/owner-uid"
+    )
+    for key in (
+        "jobs.batch/v1#gpu",
+        "deployments.apps/v1#gpu",
+        "statefulsets.apps/v1#gpu",
+        "rayjobs.ray.io/v1#gpu",
+        "rayclusters.ray.io/v1#gpu",
+    ):
+        assert found[key] == "!kaiwo.silogen.ai/owner-uid", key
+    gpu = [t for t in DEFAULT_WATCH_LIST if t.stream == "gpu"]
+    assert all(t.accept is not None for t in gpu)
+    assert all(t.accept is None for t in DEFAULT_WATCH_LIST if t.stream != "gpu")
 
 
 def test_label_keys_agree_with_the_planner():

@@ -27,9 +27,20 @@ owner:
 * a Model's Role grants only ``get``/``patch`` of named Pods (its adapter loaders report
   what they loaded on their own Pod) and its RoleBinding binds only that Role to service
   accounts of its namespace;
-* no plan deletes its owner; a KaiwoQueueConfig not named ``kaiwo`` gets only its status.
+* no plan deletes its owner, but a GpuWorkload's, once its workload is gone and its TTL
+  has passed; a KaiwoQueueConfig not named ``kaiwo`` gets only its status;
+* a plan preempts (``Plan.preempt``) only as a GpuWorkload's plan, only the workload that
+  GpuWorkload's spec names (its root object, by uid, in its namespace), only in the way
+  preemption works for that kind (``kaiwo_contracts.gpu_workloads``: delete a Pod, Job, RayJob
+  or RayCluster, scale a Deployment or StatefulSet to zero), and only when the workload or its
+  Namespace carries the GPU-preemption opt-in annotations as the API server holds them now
+  (decision 0047): nothing that did not opt in is ever preempted, whatever a plan says;
+* a plan creating a GpuWorkload (``createOnly``) creates that one object, named after the
+  opted-in root it names, and nothing else.
 
-Pure: the caller supplies the owner as observed and the GPU taint key in force.
+Pure: the caller supplies the owner as observed, the GPU taint key in force, and for a plan
+that preempts or creates a GpuWorkload the workload and its Namespace as the API server holds
+them (:class:`PreemptionTarget`).
 """
 
 from __future__ import annotations
@@ -38,6 +49,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kaiwo_contracts.gpu_preemption import opted_in
+from kaiwo_contracts.gpu_workloads import gpu_workload_name, preempt_action
 from kaiwo_contracts.plans import ObjectRef, Plan, ScaleIntent
 
 KAIWO_API: Final = "kaiwo.silogen.ai/v1alpha1"
@@ -99,6 +112,16 @@ MODEL_CHILDREN: Final[frozenset[Kind]] = frozenset(
     }
 )
 ROLE_VERBS: Final = frozenset({"get", "patch"})
+GPU_WORKLOAD: Final[Kind] = (KAIWO_API, "GpuWorkload")
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionTarget:
+    """The workload a GpuWorkload names and its Namespace, as the API server holds them now
+    (None: not found)."""
+
+    workload: Mapping[str, Any] | None
+    namespace: Mapping[str, Any] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +142,8 @@ class Confinement:
     """Label key prefixes the operator owns on owners of this kind (``Plan.owner_labels``)."""
     releasable_finalizers: frozenset[str] = frozenset()
     """Other controllers' finalizers a plan may take off children it deletes."""
+    preempts: bool = False
+    """Plans may preempt the workload the owner's spec names (``Plan.preempt``)."""
 
     def owns_label(self, key: str) -> bool:
         return key.startswith(self.label_prefixes) if self.label_prefixes else False
@@ -142,6 +167,11 @@ CONFINEMENTS: Final[Mapping[Kind, Confinement]] = {
         scalable=True,
         label_prefixes=(MODEL_FEATURE_LABEL_PREFIX,),
     ),
+    # The record of a GPU workload no Kaiwo kind owns: its status, the preemption of the
+    # workload it names, and its own deletion once that workload is gone (its TTL).
+    GPU_WORKLOAD: Confinement(
+        children=frozenset(), namespaced=True, may_delete_itself=True, preempts=True
+    ),
 }
 SINGLETON_KINDS: Final[frozenset[Kind]] = frozenset(
     {(KAIWO_API, "KaiwoQueueConfig"), (CONFIG_API, "KaiwoConfig")}
@@ -149,10 +179,17 @@ SINGLETON_KINDS: Final[frozenset[Kind]] = frozenset(
 
 
 def refusals(
-    plan: Plan, *, owner: Mapping[str, Any] | None, gpu_taint_key: str = DEFAULT_GPU_TAINT_KEY
+    plan: Plan,
+    *,
+    owner: Mapping[str, Any] | None,
+    gpu_taint_key: str = DEFAULT_GPU_TAINT_KEY,
+    target: PreemptionTarget | None = None,
 ) -> tuple[str, ...]:
     """Why ``plan`` must not be carried out (empty: it may). ``owner`` is the owner as the
-    API server holds it now (None: it does not exist)."""
+    API server holds it now (None: it does not exist); ``target``, for a plan that preempts
+    or creates a GpuWorkload, the workload it names (:func:`preemption_target_ref`)."""
+    if plan.create_only and (plan.owner.api_version, plan.owner.kind) == GPU_WORKLOAD:
+        return _gpu_workload_creation_refusals(plan, target=target)
     if plan.create_only:
         return _singleton_refusals(plan)
     ref = plan.owner
@@ -179,17 +216,45 @@ def refusals(
     reasons += _deletion_refusals(plan, confinement=confinement)
     reasons += _release_refusals(plan, confinement=confinement)
     reasons += _shared_refusals(plan, confinement=confinement)
+    reasons += _scale_refusals(plan, confinement=confinement, owner=owner)
+    reasons += _preempt_refusals(plan, owner, confinement=confinement, target=target)
+    reasons += _owner_change_refusals(plan, confinement=confinement)
+    return tuple(reasons)
+
+
+def _owner_change_refusals(plan: Plan, *, confinement: Confinement) -> list[str]:
+    """What a plan changes of its owner itself: finalizers, labels, its deletion."""
+    kind = plan.owner.kind
+    reasons = []
     if plan.finalizers is not None:
         foreign = sorted(set(plan.finalizers) - confinement.finalizers)
         if foreign:
-            reasons.append(f"finalizers a {ref.kind} may not set: {', '.join(foreign)}")
-    reasons += _scale_refusals(plan, confinement=confinement, owner=owner)
+            reasons.append(f"finalizers a {kind} may not set: {', '.join(foreign)}")
     foreign_labels = sorted(k for k in plan.owner_labels or {} if not confinement.owns_label(k))
     if foreign_labels:
-        reasons.append(f"labels a {ref.kind} may not set: {', '.join(foreign_labels)}")
+        reasons.append(f"labels a {kind} may not set: {', '.join(foreign_labels)}")
     if plan.delete_owner and not confinement.may_delete_itself:
-        reasons.append(f"a {ref.kind} may not be deleted by a plan")
-    return tuple(reasons)
+        reasons.append(f"a {kind} may not be deleted by a plan")
+    return reasons
+
+
+def preemption_target_ref(plan: Plan) -> ObjectRef | None:
+    """The workload whose live state admission needs for ``plan``: the one it preempts, or
+    the one a GpuWorkload it creates names; None for every other plan."""
+    if plan.preempt is not None:
+        return plan.preempt.target
+    if plan.create_only and (plan.owner.api_version, plan.owner.kind) == GPU_WORKLOAD:
+        for manifest in plan.desired:
+            reference = ((manifest.get("spec") or {}).get("workloadRef")) or {}
+            if isinstance(reference, Mapping):
+                return ObjectRef(
+                    api_version=str(reference.get("apiVersion") or ""),
+                    kind=str(reference.get("kind") or ""),
+                    name=str(reference.get("name") or ""),
+                    namespace=(manifest.get("metadata") or {}).get("namespace"),
+                    uid=str(reference.get("uid") or "") or None,
+                )
+    return None
 
 
 def inventory_selector(owner: ObjectRef) -> dict[str, str]:
@@ -444,3 +509,85 @@ def _role_binding_refusals(
         f"{_what(manifest)}: may only bind a Role of the same plan to service accounts of "
         f"{owner.namespace}"
     ]
+
+
+def _preempt_refusals(
+    plan: Plan,
+    owner: Mapping[str, Any] | None,
+    *,
+    confinement: Confinement,
+    target: PreemptionTarget | None,
+) -> list[str]:
+    intent = plan.preempt
+    if intent is None:
+        return []
+    if not confinement.preempts:
+        return [f"a {plan.owner.kind} may not preempt anything"]
+    wanted = intent.target
+    what = f"preemption of {wanted.display()}"
+    named = ((owner or {}).get("spec") or {}).get("workloadRef") or {}
+    if (named.get("apiVersion"), named.get("kind"), named.get("name"), named.get("uid")) != (
+        wanted.api_version,
+        wanted.kind,
+        wanted.name,
+        wanted.uid,
+    ) or wanted.namespace != plan.owner.namespace:
+        return [f"{what}: not the workload {plan.owner.display()} names"]
+    if preempt_action(wanted.api_version, wanted.kind) != intent.action:
+        return [f"{what}: a {wanted.kind} is not preempted by {intent.action}"]
+    return _opt_in_refusals(what, wanted, target)
+
+
+def _opt_in_refusals(what: str, wanted: ObjectRef, target: PreemptionTarget | None) -> list[str]:
+    live = target.workload if target is not None else None
+    if live is None or (live.get("metadata") or {}).get("uid") != wanted.uid:
+        return [f"{what}: the workload does not exist with uid {wanted.uid}"]
+    namespace = target.namespace if target is not None else None
+    if not opted_in(
+        workload_annotations=_annotations_of(live),
+        namespace_annotations=_annotations_of(namespace or {}),
+    ):
+        return [f"{what}: neither the workload nor its namespace opted in to GPU idle preemption"]
+    return []
+
+
+def _annotations_of(obj: Mapping[str, Any]) -> dict[str, str]:
+    found = (obj.get("metadata") or {}).get("annotations") or {}
+    return (
+        {str(key): str(value) for key, value in found.items()} if isinstance(found, Mapping) else {}
+    )
+
+
+def _gpu_workload_creation_refusals(
+    plan: Plan, *, target: PreemptionTarget | None
+) -> tuple[str, ...]:
+    ref = plan.owner
+    extra = (
+        plan.prune
+        or plan.delete
+        or plan.shared
+        or plan.finalizers is not None
+        or plan.scale is not None
+        or plan.owner_labels is not None
+        or plan.preempt is not None
+        or plan.delete_owner
+        or plan.status is not None
+    )
+    identities = [
+        (
+            m.get("apiVersion"),
+            m.get("kind"),
+            (m.get("metadata") or {}).get("namespace"),
+            (m.get("metadata") or {}).get("name"),
+        )
+        for m in plan.desired
+    ]
+    if extra or identities != [(ref.api_version, ref.kind, ref.namespace, ref.name)]:
+        return (f"a plan creating {ref.display()} may create that object and nothing else",)
+    wanted = preemption_target_ref(plan)
+    if wanted is None or not wanted.uid or preempt_action(wanted.api_version, wanted.kind) is None:
+        return (f"{ref.display()} names no workload of a kind GPU idle preemption tracks",)
+    expected = gpu_workload_name(kind=wanted.kind, name=wanted.name, uid=wanted.uid)
+    if ref.name != expected or not ref.namespace:
+        return (f"{ref.display()} must be named {expected} in its workload's namespace",)
+    return tuple(_opt_in_refusals(f"tracking of {wanted.display()}", wanted, target))

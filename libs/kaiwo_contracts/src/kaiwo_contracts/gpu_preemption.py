@@ -7,7 +7,8 @@ looked up in this order, the first valid value winning:
 
 1. the workload's annotation, 2. the namespace's annotation,
 3. ``KaiwoConfig.spec.gpuPreemption.default*``, 4. upstream's built-in default
-   (threshold 5 %, grace period 10m, policy OnPressure, aggregation Max).
+   (threshold 5 %, grace period 10m, policy OnPressure, aggregation Max, and for the
+   GpuWorkload of a workload no Kaiwo kind owns a TTL of 24h).
 
 Invalid annotation values are ignored, as upstream does. Upstream's environment variables
 (``GPU_PREEMPTION_DEFAULT_*``) have no counterpart: the KaiwoConfig is the one place for
@@ -34,6 +35,7 @@ THRESHOLD: Final = f"{ANNOTATION_PREFIX}threshold"
 GRACE_PERIOD: Final = f"{ANNOTATION_PREFIX}grace-period"
 POLICY: Final = f"{ANNOTATION_PREFIX}policy"
 AGGREGATION: Final = f"{ANNOTATION_PREFIX}aggregation"
+TTL: Final = f"{ANNOTATION_PREFIX}ttl"
 
 Policy = Literal["OnPressure", "Always"]
 Aggregation = Literal["Min", "Max", "Avg"]
@@ -44,6 +46,8 @@ DEFAULT_THRESHOLD_PERCENT: Final = 5.0
 DEFAULT_GRACE_PERIOD: Final = timedelta(minutes=10)
 DEFAULT_POLICY: Final[Policy] = "OnPressure"
 DEFAULT_AGGREGATION: Final[Aggregation] = "Max"
+DEFAULT_TTL: Final = timedelta(hours=24)
+"""How long a GpuWorkload is kept once its workload is gone (upstream's default)."""
 
 _UNIT_SECONDS = {
     "ns": Decimal("1e-9"),
@@ -67,6 +71,9 @@ class GpuPreemptionSettings:
     grace_period: timedelta = DEFAULT_GRACE_PERIOD
     policy: Policy = DEFAULT_POLICY
     aggregation: Aggregation = DEFAULT_AGGREGATION
+    ttl: timedelta = DEFAULT_TTL
+    """How long the GpuWorkload of a workload no Kaiwo kind owns is kept once that workload
+    is gone (``0``: forever)."""
 
     @property
     def threshold_ratio(self) -> float:
@@ -80,13 +87,12 @@ def gpu_preemption_settings(
     config: KaiwoGpuPreemptionConfig,
 ) -> GpuPreemptionSettings | None:
     """The workload's settings, or None when it has not opted in (module docstring)."""
+    if not opted_in(
+        workload_annotations=workload_annotations, namespace_annotations=namespace_annotations
+    ):
+        return None
     own = _prefixed(workload_annotations)
     inherited = _prefixed(namespace_annotations)
-    if not own and not inherited:
-        return None
-    enabled = own.get(ENABLED, inherited.get(ENABLED, "true"))
-    if enabled.strip().lower() == "false":
-        return None
     return GpuPreemptionSettings(
         threshold_percent=_first(
             _percent(own.get(THRESHOLD)),
@@ -118,7 +124,25 @@ def gpu_preemption_settings(
                 DEFAULT_AGGREGATION,
             ),
         ),
+        ttl=_first(
+            _duration(own.get(TTL)),
+            _duration(inherited.get(TTL)),
+            _duration(config.default_ttl),
+            DEFAULT_TTL,
+        ),
     )
+
+
+def opted_in(
+    *, workload_annotations: Mapping[str, str], namespace_annotations: Mapping[str, str]
+) -> bool:
+    """Whether the workload takes part in GPU idle preemption (module docstring): the one
+    question the executor asks before it preempts a workload no Kaiwo kind owns."""
+    own = _prefixed(workload_annotations)
+    inherited = _prefixed(namespace_annotations)
+    if not own and not inherited:
+        return False
+    return own.get(ENABLED, inherited.get(ENABLED, "true")).strip().lower() != "false"
 
 
 def parse_go_duration(text: str) -> timedelta:

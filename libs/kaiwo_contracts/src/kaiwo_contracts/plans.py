@@ -128,6 +128,18 @@ class FinalizerRelease(_Contract):
     finalizers: tuple[str, ...]
 
 
+class PreemptIntent(_Contract):
+    """Preempt the GPU workload rooted at ``target`` (GPU idle preemption of a workload no
+    Kaiwo kind owns, decision 0047): delete it (background propagation, its uid a
+    precondition), or set its replicas to 0 through its scale subresource if they still are
+    ``from_replicas``. Only a GpuWorkload's plan preempts, only the workload its spec names,
+    and only when that workload or its namespace opted in (``kaiwo_contracts.confinement``)."""
+
+    target: ObjectRef
+    action: Literal["delete", "scale-to-zero"]
+    from_replicas: int | None = Field(default=None, ge=0)
+
+
 class Plan(_Contract):
     """Everything that must be true for one owner object.
 
@@ -162,6 +174,7 @@ class Plan(_Contract):
     not match the live objects (decision 0038).
     ``release_finalizers``: finalizers of other controllers to remove from children the plan
     deletes, so that their deletion completes (the owner kind's confinement lists which).
+    ``preempt``: the workload a GpuWorkload's plan preempts (:class:`PreemptIntent`), or None.
 
     The fields from ``delete`` on are left out of the JSON while empty (None), like
     ``create_only``.
@@ -184,6 +197,7 @@ class Plan(_Contract):
     owner_labels: dict[str, str] | None = None
     sources: tuple[PlanSource, ...] = ()
     release_finalizers: tuple[FinalizerRelease, ...] = ()
+    preempt: PreemptIntent | None = None
 
     @model_serializer(mode="wrap")
     def _without_unused_newer_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -200,6 +214,7 @@ class Plan(_Contract):
                 ("owner_labels", "ownerLabels", self.owner_labels is None),
                 ("sources", "sources", not self.sources),
                 ("release_finalizers", "releaseFinalizers", not self.release_finalizers),
+                ("preempt", "preempt", self.preempt is None),
             ):
                 if unused:
                     data.pop(alias, None)

@@ -18,7 +18,7 @@ import os
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -495,6 +495,23 @@ class KubernetesAsyncioAdapter:
             resource.path(namespace=namespace, name=name, subresource="scale"),
             query=[("fieldManager", field_manager)],
             body=operations,
+            content_type=JSON_PATCH,
+        )
+
+    async def json_patch(
+        self,
+        resource: ResourceType,
+        name: str,
+        operations: Sequence[dict[str, Any]],
+        *,
+        namespace: str | None = None,
+        field_manager: str,
+    ) -> dict[str, Any]:
+        return await self._request(
+            "PATCH",
+            resource.path(namespace=namespace, name=name),
+            query=[("fieldManager", field_manager)],
+            body=list(operations),
             content_type=JSON_PATCH,
         )
 

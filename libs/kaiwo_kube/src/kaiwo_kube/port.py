@@ -7,7 +7,7 @@ addressed by :class:`~kaiwo_kube.resources.ResourceType` values (see the catalog
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Iterable, Sequence
 from datetime import datetime
 from typing import Any, Literal, NamedTuple, Protocol
 
@@ -114,6 +114,20 @@ class KubernetesPort(Protocol):
         field_manager: str | None = None,
     ) -> dict[str, Any]:
         """A JSON merge patch (RFC 7386) of the object."""
+        ...
+
+    async def json_patch(
+        self,
+        resource: ResourceType,
+        name: str,
+        operations: Sequence[dict[str, Any]],
+        *,
+        namespace: str | None = None,
+        field_manager: str,
+    ) -> dict[str, Any]:
+        """A JSON patch (RFC 6902) of the object itself. A ``test`` operation that fails
+        raises :class:`~kaiwo_kube.errors.Invalid` and nothing changes: the patch's
+        preconditions (its uid, the value it replaces)."""
         ...
 
     async def patch_status(

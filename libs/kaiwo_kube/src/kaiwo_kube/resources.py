@@ -78,9 +78,13 @@ AIM_NAMESPACE_CONFIG = _t(
 )
 # KubeAI.
 KUBEAI_MODEL = _t("kubeai.org/v1", "models", "Model")
+GPU_WORKLOAD = _t("kaiwo.silogen.ai/v1alpha1", "gpuworkloads", "GpuWorkload")
 # Workload children.
 JOB = _t("batch/v1", "jobs", "Job")
 DEPLOYMENT = _t("apps/v1", "deployments", "Deployment")
+STATEFUL_SET = _t("apps/v1", "statefulsets", "StatefulSet")
+REPLICA_SET = _t("apps/v1", "replicasets", "ReplicaSet")
+RAY_CLUSTER = _t("ray.io/v1", "rayclusters", "RayCluster")
 RAY_JOB = _t("ray.io/v1", "rayjobs", "RayJob")
 RAY_SERVICE = _t("ray.io/v1", "rayservices", "RayService")
 APP_WRAPPER = _t("workload.codeflare.dev/v1beta2", "appwrappers", "AppWrapper")
@@ -127,8 +131,8 @@ CUSTOM_RESOURCE_DEFINITION = _t(
 
 CATALOGUE: tuple[ResourceType, ...] = (
     KAIWO_JOB, KAIWO_SERVICE, KAIWO_QUEUE_CONFIG, KAIWO_CONFIG, AIM_NAMESPACE_CONFIG,
-    KUBEAI_MODEL, JOB, DEPLOYMENT, RAY_JOB, RAY_SERVICE, APP_WRAPPER, HTTP_ROUTE, ROLE,
-    ROLE_BINDING,
+    KUBEAI_MODEL, GPU_WORKLOAD, JOB, DEPLOYMENT, STATEFUL_SET, REPLICA_SET, RAY_JOB,
+    RAY_CLUSTER, RAY_SERVICE, APP_WRAPPER, HTTP_ROUTE, ROLE, ROLE_BINDING,
     KUEUE_RESOURCE_FLAVOR, KUEUE_CLUSTER_QUEUE, KUEUE_LOCAL_QUEUE, KUEUE_WORKLOAD_PRIORITY_CLASS,
     KUEUE_WORKLOAD, KUEUE_TOPOLOGY, PERSISTENT_VOLUME_CLAIM, CONFIG_MAP, SECRET, SERVICE, POD,
     BINDING, NODE, PRIORITY_CLASS, NAMESPACE, EVENT, LEASE, CUSTOM_RESOURCE_DEFINITION,

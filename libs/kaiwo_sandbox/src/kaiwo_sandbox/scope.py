@@ -4,7 +4,7 @@ server the simulated controllers touch only what they were given."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Iterable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -143,6 +143,19 @@ class NamespaceScope:
             expected_replicas=expected_replicas,
             namespace=namespace,
             field_manager=field_manager,
+        )
+
+    async def json_patch(
+        self,
+        resource: ResourceType,
+        name: str,
+        operations: Sequence[dict[str, Any]],
+        *,
+        namespace: str | None = None,
+        field_manager: str,
+    ) -> dict[str, Any]:
+        return await self.kube.json_patch(
+            resource, name, operations, namespace=namespace, field_manager=field_manager
         )
 
     async def delete(

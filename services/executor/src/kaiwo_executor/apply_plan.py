@@ -71,7 +71,13 @@ order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` pe
    and labels the owner kind's confinement calls the operator's; other controllers'
    finalizers and the user's labels are kept. Last, so that a Model whose finalizer goes has
    had its status and Events written first.
-8. **Delete the owner** when the plan says so (uid precondition, background propagation).
+8. **Preempt** (``Plan.preempt``: a GpuWorkload's plan, GPU idle preemption of a workload no
+   Kaiwo kind owns): delete the workload (uid precondition, background propagation), or set
+   its ``spec.replicas`` to 0 by a JSON patch of the object itself, its uid and the replicas
+   read as tests (not the scale subresource: the admission policy must see the object's
+   opt-in annotations). After the status, so the GpuWorkload says why before its workload
+   goes.
+9. **Delete the owner** when the plan says so (uid precondition, background propagation).
 
 Failures. 409 Conflict, 429, 5xx and lost connections are retried per call with exponential
 backoff and jitter (:mod:`kaiwo_executor.api_retries`). When the attempts run out the action
@@ -109,6 +115,7 @@ from kaiwo_contracts.plans import (
     FinalizerRelease,
     ObjectRef,
     Plan,
+    PreemptIntent,
     PruneRule,
     ScaleIntent,
     created_suspended,
@@ -349,10 +356,7 @@ class PlanExecutor:
         for intent in plan.events:
             await self._emit(run, intent)
         await self._prune(run)
-        if plan.finalizers is not None or plan.owner_labels is not None:
-            await self._set_owner_metadata(run)
-        if plan.delete_owner:
-            await self._delete_owner(run)
+        await self._last_steps(run)
         if run.must_retry:
             # The next delivery repeats only what failed. A plan that went through is saved
             # once, with its id, by remember(): one bucket write per plan instead of two.
@@ -365,6 +369,16 @@ class PlanExecutor:
             must_retry=run.must_retry,
             memo=memo,
         )
+
+    async def _last_steps(self, run: _Run) -> None:
+        """Steps 7 to 9: the owner's own metadata, the preemption, the owner's deletion."""
+        plan = run.plan
+        if plan.finalizers is not None or plan.owner_labels is not None:
+            await self._set_owner_metadata(run)
+        if plan.preempt is not None:
+            await self._preempt(run, plan.preempt)
+        if plan.delete_owner:
+            await self._delete_owner(run)
 
     async def remember(self, execution: Execution) -> None:
         """Record that the plan was carried out and its result published."""
@@ -793,7 +807,18 @@ class PlanExecutor:
         run.memo.status = digest
         self._record(run, "status", owner, "applied", attempts=attempts)
 
-    async def _scale(self, run: _Run, intent: ScaleIntent) -> None:
+    async def _preempt(self, run: _Run, intent: PreemptIntent) -> None:
+        if intent.action == "delete":
+            await self._delete(run, intent.target, operation="preempt")
+            return
+        scale = ScaleIntent(
+            target=intent.target, replicas=0, from_replicas=intent.from_replicas or 0
+        )
+        await self._scale(run, scale, operation="preempt")
+
+    async def _scale(
+        self, run: _Run, intent: ScaleIntent, *, operation: Operation = "scale"
+    ) -> None:
         target = intent.target
 
         async def scale() -> str:
@@ -810,13 +835,8 @@ class PlanExecutor:
             if (current or 0) != intent.from_replicas:
                 return "moved"
             try:
-                await self._kube.patch_scale(
-                    resource,
-                    target.name,
-                    replicas=intent.replicas,
-                    expected_replicas=current,
-                    namespace=target.namespace,
-                    field_manager=FIELD_MANAGER,
+                await self._set_replicas(
+                    resource, target, current=current, replicas=intent.replicas, operation=operation
                 )
             except Invalid:
                 # The test of the replicas failed: they changed since they were read.
@@ -826,7 +846,7 @@ class PlanExecutor:
                 raise
             return "applied"
 
-        result = await self._guarded(scale, "scale", target)
+        result = await self._guarded(scale, operation, target)
         if isinstance(result, _Failure):
             await self._fail(run, result, warning_reason="ScaleFailed")
             return
@@ -842,11 +862,47 @@ class PlanExecutor:
         }
         self._record(
             run,
-            "scale",
+            operation,
             target,
             "applied" if outcome == "applied" else "unchanged",
             reason=reasons[outcome],
             attempts=attempts,
+        )
+
+    async def _set_replicas(
+        self,
+        resource: ResourceType,
+        target: ObjectRef,
+        *,
+        current: int | None,
+        replicas: int,
+        operation: Operation,
+    ) -> None:
+        """Set the replicas, holding only while they are ``current`` (Invalid otherwise)."""
+        if operation != "preempt":
+            await self._kube.patch_scale(
+                resource,
+                target.name,
+                replicas=replicas,
+                expected_replicas=current,
+                namespace=target.namespace,
+                field_manager=FIELD_MANAGER,
+            )
+            return
+        # Preemption patches the object itself, not its scale subresource: the admission
+        # policy kaiwo-executor-gpu-preemption must see the whole object (its opt-in
+        # annotations, and that nothing else changes), which a Scale does not show. Its uid
+        # and the replicas read are the patch's tests.
+        await self._kube.json_patch(
+            resource,
+            target.name,
+            [
+                {"op": "test", "path": "/metadata/uid", "value": target.uid},
+                {"op": "test", "path": "/spec/replicas", "value": current},
+                {"op": "replace", "path": "/spec/replicas", "value": replicas},
+            ],
+            namespace=target.namespace,
+            field_manager=FIELD_MANAGER,
         )
 
     async def _emit(self, run: _Run, intent: EventIntent) -> None:

@@ -23,6 +23,11 @@ configuration costs one read, and a plan is never refused because of a remembere
 remembered copy that matches is trusted for ``ttl_seconds``: a plan made from a version at
 most that old is admitted (it was the user's a moment ago; a deleted owner's children go
 with it anyway, by garbage collection).
+
+A plan that preempts a GPU workload no Kaiwo kind owns, or creates the GpuWorkload tracking
+one, is also judged on that workload and its Namespace as they are *now*: both are read for
+every such plan, never remembered (an opt-in annotation removed a moment ago must count).
+Such plans are rare: one per workload tracked, one per preemption (decision 0047).
 """
 
 from __future__ import annotations
@@ -33,7 +38,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kaiwo_contracts.confinement import DEFAULT_GPU_TAINT_KEY, NODE, refusals
+from kaiwo_contracts.confinement import (
+    DEFAULT_GPU_TAINT_KEY,
+    NODE,
+    PreemptionTarget,
+    preemption_target_ref,
+    refusals,
+)
 from kaiwo_contracts.plan_sources import SourceVerdict, source_digest, source_verdict
 from kaiwo_contracts.plans import ObjectRef, Plan, PlanSource
 from kaiwo_kube import KubernetesPort, NotFound, resources
@@ -51,6 +62,7 @@ SOURCE_KINDS: Final = frozenset(
         ("config.kaiwo.silogen.ai/v1alpha1", "AIMNamespaceConfig"),
         ("v1", "ConfigMap"),
         ("v1", "Namespace"),
+        ("kaiwo.silogen.ai/v1alpha1", "GpuWorkload"),
     }
 )
 """The kinds a plan may name as sources: the owners and the configuration objects."""
@@ -126,13 +138,15 @@ class PlanAdmission:
         taint_key = DEFAULT_GPU_TAINT_KEY
         if any((m.get("apiVersion"), m.get("kind")) == NODE for m in plan.desired):
             taint_key = await self._gpu_taint_key()
+        wanted = preemption_target_ref(plan)
+        target = await self._preemption_target(wanted) if wanted is not None else None
         if plan.create_only:
-            return Admission(refusals=refusals(plan, owner=None), owner_found=False)
+            return Admission(refusals=refusals(plan, owner=None, target=target), owner_found=False)
         checks, unnamed = await self._checks(plan)
         owner_read = await self._object(plan.owner)
         owner = owner_read.object
         uid = (owner or {}).get("metadata", {}).get("uid")
-        found = refusals(plan, owner=owner, gpu_taint_key=taint_key)
+        found = refusals(plan, owner=owner, gpu_taint_key=taint_key, target=target)
         differing = tuple(c for c in checks if c.verdict == "differs")
         reobserve = {_key(c.source.ref): c.source.ref for c in differing}
         owner_missing = uid is None or uid != plan.owner.uid
@@ -205,6 +219,24 @@ class PlanAdmission:
         while len(self._read) > KNOWN_OBJECTS:
             self._read.popitem(last=False)
         return read
+
+    async def _preemption_target(self, ref: ObjectRef) -> PreemptionTarget:
+        resource = known_type(ref.api_version, ref.kind)
+        if resource is None or not ref.namespace:
+            return PreemptionTarget(workload=None, namespace=None)
+        return PreemptionTarget(
+            workload=await self._live(resource, ref.name, namespace=ref.namespace),
+            namespace=await self._live(resources.NAMESPACE, ref.namespace),
+        )
+
+    async def _live(
+        self, resource: resources.ResourceType, name: str, *, namespace: str | None = None
+    ) -> Mapping[str, Any] | None:
+        """The object as the API server holds it now, never remembered."""
+        try:
+            return await self._kube.get(resource, name, namespace=namespace)
+        except NotFound:
+            return None
 
     async def _gpu_taint_key(self) -> str:
         try:

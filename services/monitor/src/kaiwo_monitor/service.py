@@ -7,8 +7,10 @@ Every ``KAIWO_MONITOR_POLLING_INTERVAL_SECONDS`` the leader:
 2. queries the metrics endpoint (:mod:`kaiwo_monitor.prometheus`);
 3. lists the pods carrying a workload uid (``kaiwo.silogen.ai/run-id``), in the target
    namespaces or everywhere;
-4. lists the KaiwoJobs, KaiwoServices and Namespaces for the GPU idle-preemption
-   annotations (:mod:`kaiwo_contracts.gpu_preemption`);
+4. finds the GPU workloads no Kaiwo kind owns among the pods with readings
+   (:mod:`kaiwo_monitor.discovery`: their roots, decision 0047), and lists the KaiwoJobs,
+   KaiwoServices and Namespaces for the GPU idle-preemption annotations
+   (:mod:`kaiwo_contracts.gpu_preemption`); of the former only opted-in ones are judged;
 5. :func:`~kaiwo_monitor.domain.utilization.assess` -> per workload ``UtilizationV1`` (the
    reading and the underutilized and idle stretches), and ``UnderutilizedV1`` when a
    workload falls below the threshold;
@@ -49,6 +51,7 @@ from kaiwo_runtime.single_active import SingleActive
 from kaiwo_runtime.startup import run_while_active
 from pydantic import ValidationError
 
+from kaiwo_monitor.discovery import ForeignWorkload, RootFinder, candidate_pods
 from kaiwo_monitor.domain.pods import RUN_ID_SELECTOR, MonitoredPod, monitored_pod
 from kaiwo_monitor.domain.samples import GpuSample
 from kaiwo_monitor.domain.utilization import (
@@ -92,6 +95,7 @@ class MonitorService:
         self.settings = settings
         self.metrics = metrics or MonitorMetrics()
         self._store = StateStore(kv if kv is not None else MemoryKeyValue())
+        self._roots = RootFinder(kube)
         self.single_active = single_active
         self.states: dict[str, UtilizationState] = {}
         self.last_scrape_failed = False
@@ -176,9 +180,11 @@ class MonitorService:
             config = await self._read_config()
             samples = await self._scrape()
             pods = await self._list_pods(config)
-            preemption = await self._preemption_settings(config)
+            foreign = await self._foreign_workloads(samples, pods)
+            preemption = await self._preemption_settings(config, foreign)
         except TickAborted:
             return None
+        pods += [pod for found in foreign if found.uid in preemption for pod in found.pods]
         policy = MonitoringPolicy.from_config(config.spec.resource_monitoring)
         self._count_missing(pods, samples)
         assessment = assess(
@@ -233,8 +239,22 @@ class MonitorService:
         found = (monitored_pod(item, gpu_resource_key=key) for item in listed.items)
         return [pod for pod in found if pod is not None]
 
-    async def _preemption_settings(self, config: KaiwoConfig) -> dict[str, GpuPreemptionSettings]:
-        """The idle-preemption settings of every opted-in workload, by uid."""
+    async def _foreign_workloads(
+        self, samples: tuple[GpuSample, ...], pods: list[MonitoredPod]
+    ) -> tuple[ForeignWorkload, ...]:
+        candidates = candidate_pods(samples, pods)
+        if not candidates:
+            return ()
+        try:
+            return await self._roots.workloads(candidates)
+        except KubeError as error:
+            raise self._abort("pods", "could not list the pods with readings", error) from error
+
+    async def _preemption_settings(
+        self, config: KaiwoConfig, foreign: tuple[ForeignWorkload, ...] = ()
+    ) -> dict[str, GpuPreemptionSettings]:
+        """The idle-preemption settings of every opted-in workload, by uid: the KaiwoJobs
+        and KaiwoServices, and the roots of ``foreign`` GPU workloads."""
         try:
             namespaces = await self._kube.list(resources.NAMESPACE)
             workloads = [
@@ -257,6 +277,15 @@ class MonitorService:
             )
             if settings is not None and meta.get("uid"):
                 found[str(meta["uid"])] = settings
+        for root in foreign:
+            namespace = str((root.root.get("metadata") or {}).get("namespace") or "")
+            settings = gpu_preemption_settings(
+                workload_annotations=root.annotations,
+                namespace_annotations=by_namespace.get(namespace, {}),
+                config=config.spec.gpu_preemption,
+            )
+            if settings is not None and root.uid:
+                found[root.uid] = settings
         return found
 
     def _count_missing(self, pods: list[MonitoredPod], samples: tuple[GpuSample, ...]) -> None:

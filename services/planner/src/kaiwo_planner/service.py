@@ -130,7 +130,12 @@ from kaiwo_planner.domain.queues.default_objects import default_object_plans
 from kaiwo_planner.domain.scheduling.preemption_candidates import preemption_victims
 from kaiwo_planner.domain.state.cluster_settings import kaiwo_config
 from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
-from kaiwo_planner.domain.state.fanout import all_workloads, owners_to_replan, queue_config
+from kaiwo_planner.domain.state.fanout import (
+    all_gpu_workloads,
+    all_workloads,
+    owners_to_replan,
+    queue_config,
+)
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.projection import (
     Projection,
@@ -789,7 +794,8 @@ class PlannerService:
         return fired
 
     async def resync(self, *, reapply_gaps: bool = True) -> int:
-        """Plan every owner now (the queue config, every workload and Model); returns how many.
+        """Plan every owner now (the queue config, every workload, Model and GpuWorkload);
+        returns how many.
 
         ``reapply_gaps``: publish again for owners whose desired objects are still absent or
         drifted, though nothing changed since the last plan.
@@ -799,6 +805,7 @@ class PlannerService:
             *queue_config(self._projection),
             *all_workloads(self._projection),
             *all_models(self._projection),
+            *all_gpu_workloads(self._projection),
         )
         with bound_context({"trigger": "resync"}):
             await self._plan_round(
@@ -979,14 +986,19 @@ class PlannerService:
             data=payload,
             source=SOURCE,
             time=self._clock(),
-            subject=object_subject(namespace=ref.namespace, name=ref.name),
+            subject=object_subject(namespace=plan.owner.namespace, name=plan.owner.name),
             correlationid=uid,
             causationid=cause.id if cause is not None else None,
             traceparent=cause.traceparent if cause is not None else None,
             id=plan_event_id(plan=plan, causation_id=cause_id, fingerprint=payload.fingerprint),
         )
+        # Under the plan's own owner: the root of a GPU workload no Kaiwo kind owns plans the
+        # creation of its GpuWorkload (decision 0047), which has no uid yet: the root's
+        # stands for it (the correlation id), as the subject check expects.
+        owner = plan.owner
         ack = await self._bus.publish(
-            envelope, plan_subject(kind=ref.kind, namespace=ref.namespace, uid=uid)
+            envelope,
+            plan_subject(kind=owner.kind, namespace=owner.namespace, uid=owner.uid or uid),
         )
         log.info(
             "plan published",

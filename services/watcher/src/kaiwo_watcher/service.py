@@ -394,7 +394,18 @@ class WatcherService:
         self, stream: WatchStream, obj: dict[str, Any], *, event_type: WatchEventType
     ) -> str | None:
         """Publish one object version (reduced when too large); remember or forget it.
-        Returns its uid (also when the bus refused even its identity: it exists)."""
+        Returns its uid (also when the bus refused even its identity: it exists), None for
+        an object the target does not accept (published as deleted if it was accepted
+        before)."""
+        accept = stream.target.accept
+        if accept is not None:
+            known = self._state.knows(stream, str((obj.get("metadata") or {}).get("uid") or ""))
+            if event_type == "DELETED" and not known:
+                return None
+            if event_type != "DELETED" and not accept(obj):
+                if not known:
+                    return None
+                event_type = "DELETED"
         try:
             observation = observe(
                 obj,

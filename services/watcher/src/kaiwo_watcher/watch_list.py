@@ -15,6 +15,14 @@
 * Kueue Workloads (Kueue creates them, so they carry none of our labels), Nodes, Namespaces,
   PriorityClasses and Kueue WorkloadPriorityClasses (a workload's ``priorityClass`` may name
   one a platform team made, decision 0045): every object.
+* The roots of GPU workloads no Kaiwo kind owns (decision 0047), a second stream of each kind
+  (key ``<plural>#gpu``): Jobs, Deployments, StatefulSets, RayJobs and RayClusters without
+  the ``kaiwo.silogen.ai/owner-uid`` label, and Pods without any label a controller puts on
+  the pods it makes (``kaiwo_contracts.gpu_workloads.BARE_POD_SELECTOR``: so a Job's or a
+  Deployment's pods never reach the watcher). Of what the API server sends, only the roots
+  asking for GPUs are published (:func:`kaiwo_contracts.gpu_workloads.is_gpu_root`, the
+  target's ``accept``); one that stops being one (its GPUs removed, an owner added) is
+  published as deleted.
 
 The label keys mirror ``kaiwo_planner.domain.children.labels`` (services do not import each other; a
 unit test checks they agree).
@@ -22,10 +30,13 @@ unit test checks they agree).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from kaiwo_contracts.crds.registry import SERVED_KINDS
 from kaiwo_contracts.crds.schema import crd_info
+from kaiwo_contracts.gpu_workloads import BARE_POD_SELECTOR, NOT_KAIWO_SELECTOR, is_gpu_root
 from kaiwo_kube import resources
 from kaiwo_kube.resources import ResourceType
 
@@ -52,6 +63,8 @@ class WatchTarget:
     correlates with the object's own uid rather than with an owner.
     ``namespace``: watched in this namespace only, whatever namespaces the watcher is
     limited to. ``stream``: names a second target of the same resource (its checkpoint key).
+    ``accept``: of the objects the selector lets through, those to publish (None: all); the
+    API server cannot select on what it decides (a pod spec's resources).
     """
 
     resource: ResourceType
@@ -59,6 +72,7 @@ class WatchTarget:
     workload: bool = False
     namespace: str | None = None
     stream: str = ""
+    accept: Callable[[Mapping[str, Any]], bool] | None = field(default=None, compare=False)
 
     @property
     def kind(self) -> str:
@@ -98,6 +112,38 @@ MANAGED_KUEUE_RESOURCES: tuple[ResourceType, ...] = (
 watched whole below)."""
 
 
+GPU_ROOT_RESOURCES: tuple[ResourceType, ...] = (
+    resources.JOB,
+    resources.DEPLOYMENT,
+    resources.STATEFUL_SET,
+    resources.RAY_JOB,
+    resources.RAY_CLUSTER,
+)
+"""Kinds whose roots may be GPU workloads no Kaiwo kind owns (bare Pods besides)."""
+GPU_STREAM = "gpu"
+
+
+def gpu_root_targets() -> tuple[WatchTarget, ...]:
+    """The streams of the roots of GPU workloads no Kaiwo kind owns (module docstring)."""
+    return (
+        WatchTarget(
+            resource=resources.POD,
+            label_selector=BARE_POD_SELECTOR,
+            stream=GPU_STREAM,
+            accept=is_gpu_root,
+        ),
+        *(
+            WatchTarget(
+                resource=resource,
+                label_selector=NOT_KAIWO_SELECTOR,
+                stream=GPU_STREAM,
+                accept=is_gpu_root,
+            )
+            for resource in GPU_ROOT_RESOURCES
+        ),
+    )
+
+
 def default_watch_list(
     operator_namespace: str = DEFAULT_OPERATOR_NAMESPACE,
 ) -> tuple[WatchTarget, ...]:
@@ -122,6 +168,7 @@ def default_watch_list(
         WatchTarget(resource=resources.NODE),
         WatchTarget(resource=resources.NAMESPACE),
         WatchTarget(resource=resources.PRIORITY_CLASS),
+        *gpu_root_targets(),
     )
 
 

@@ -146,6 +146,9 @@ class WatchState:
     def known(self, stream: WatchStream) -> Mapping[str, KnownObject]:
         return dict(self._known.get(stream.key, {}))
 
+    def knows(self, stream: WatchStream, uid: str) -> bool:
+        return uid in self._known.get(stream.key, {})
+
     async def remember(self, stream: WatchStream, uid: str, known: KnownObject) -> None:
         objects = self._known.setdefault(stream.key, {})
         if objects.get(uid) == known:

@@ -18,6 +18,8 @@ from kaiwo_contracts.crds.config_v1alpha1 import (
     KaiwoConfigList,
 )
 from kaiwo_contracts.crds.kaiwo_v1alpha1 import (
+    GpuWorkload,
+    GpuWorkloadList,
     KaiwoJob,
     KaiwoJobList,
     KaiwoQueueConfig,
@@ -35,6 +37,7 @@ SERVED_KINDS: tuple[type[BaseModel], ...] = (
     KaiwoConfig,
     AIMNamespaceConfig,
     Model,
+    GpuWorkload,
 )
 """Every top-level model with a CRD, in the order people meet them."""
 
@@ -45,6 +48,7 @@ LIST_KINDS: Mapping[type[BaseModel], type[BaseModel]] = {
     KaiwoConfig: KaiwoConfigList,
     AIMNamespaceConfig: AIMNamespaceConfigList,
     Model: ModelList,
+    GpuWorkload: GpuWorkloadList,
 }
 """The ``<Kind>List`` model of each served kind."""
 

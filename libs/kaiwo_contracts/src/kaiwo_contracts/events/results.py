@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 from kaiwo_contracts.events.envelope import EventPayload, WireModel, event_type
 from kaiwo_contracts.plans import ObjectRef
 
-Operation = Literal["apply", "delete", "status", "event", "delete-owner", "scale"]
+Operation = Literal["apply", "delete", "status", "event", "delete-owner", "scale", "preempt"]
 ActionOutcomeKind = Literal["applied", "unchanged", "deleted", "failed"]
 ResultOutcome = Literal["applied", "failed"]
 """``applied``: every action succeeded (or changed nothing); ``failed``: at least one failed."""

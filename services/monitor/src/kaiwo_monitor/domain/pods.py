@@ -3,7 +3,9 @@
 Kaiwo puts system labels on every pod template of a KaiwoJob or KaiwoService:
 ``kaiwo.silogen.ai/run-id`` (the workload's uid), ``kaiwo.silogen.ai/type`` (``job`` or
 ``service``) and ``kaiwo.silogen.ai/name``. Pods without them (the download job's pods, pods
-of other controllers) are not monitored: only KaiwoJobs and KaiwoServices are.
+of other controllers) are not KaiwoJobs' or KaiwoServices'; the GPU workloads no Kaiwo kind
+owns are found from the readings (:mod:`kaiwo_monitor.discovery`), their workload being their
+root object.
 """
 
 from __future__ import annotations
@@ -29,13 +31,19 @@ GPU_SUFFIX = "/gpu"
 
 @dataclass(frozen=True, slots=True)
 class WorkloadRef:
-    """The KaiwoJob or KaiwoService a pod runs for."""
+    """The KaiwoJob or KaiwoService a pod runs for, or the root object of a GPU workload no
+    Kaiwo kind owns (a Job, a Deployment, the Pod itself...)."""
 
     kind: str
     name: str
     namespace: str
     uid: str
     api_version: str = WORKLOAD_API_VERSION
+
+    @property
+    def kaiwo(self) -> bool:
+        """A KaiwoJob or KaiwoService (resource monitoring judges these only)."""
+        return self.api_version == WORKLOAD_API_VERSION and self.kind in WORKLOAD_KINDS.values()
 
     def object_ref(self) -> ObjectRef:
         return ObjectRef(

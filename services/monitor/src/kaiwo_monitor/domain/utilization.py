@@ -77,9 +77,14 @@ class MonitoringPolicy:
         )
 
     def targets(self, pod: MonitoredPod) -> bool:
-        """Whether resource monitoring judges ``pod``: in a monitored namespace, using the
-        profile's resource."""
-        return self.monitors(pod.namespace) and PROFILE_RESOURCES[self.profile](pod)
+        """Whether resource monitoring judges ``pod``: a KaiwoJob's or KaiwoService's, in a
+        monitored namespace, using the profile's resource (GPU workloads no Kaiwo kind owns
+        take part in idle preemption only)."""
+        return (
+            pod.workload.kaiwo
+            and self.monitors(pod.namespace)
+            and PROFILE_RESOURCES[self.profile](pod)
+        )
 
     def monitors(self, namespace: str) -> bool:
         if self.target_namespaces:

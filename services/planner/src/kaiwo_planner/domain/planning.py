@@ -19,6 +19,10 @@ By kind:
   planner re-plans those when they change.
 * Model (KubeAI): its model-server Pods, files, cache and adapters
   (:mod:`~kaiwo_planner.domain.models`).
+* GpuWorkload, and the root of a GPU workload no Kaiwo kind owns (a Pod, Job, Deployment,
+  StatefulSet, RayJob or RayCluster controlled by nothing, asking for GPUs): the record's
+  status and the preemption of its workload, and the record's creation
+  (:mod:`~kaiwo_planner.domain.gpu_workload_plan`, decision 0047).
 * Anything else: None (not an owner).
 
 An owner the models reject, or one observed only in part because it was too large for the
@@ -42,10 +46,12 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import KaiwoJob
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import KaiwoQueueConfig
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoservice import KaiwoService
 from kaiwo_contracts.events.observed import oversized_marker
+from kaiwo_contracts.gpu_workloads import ROOT_KINDS
 from kaiwo_contracts.plans import ObjectRef, Plan
 from kaiwo_contracts.validation import Problem
 from pydantic import ValidationError
 
+from kaiwo_planner.domain.gpu_workload_plan import plan_gpu_root, plan_gpu_workload
 from kaiwo_planner.domain.models.planning_entry import plan_model_object
 from kaiwo_planner.domain.plan_sources import with_sources
 from kaiwo_planner.domain.queues.queue_config import plan_queue_config
@@ -64,6 +70,7 @@ from kaiwo_planner.domain.status.invalid_owner import (
 from kaiwo_planner.domain.workload_plan import plan_workload
 
 MODEL_KIND = ("kubeai.org", "Model")
+GPU_WORKLOAD = "GpuWorkload"
 WORKLOAD_MODELS: Mapping[str, type[KaiwoJob] | type[KaiwoService]] = MappingProxyType(
     {
         "KaiwoJob": KaiwoJob,
@@ -105,8 +112,9 @@ def _plan_by_kind(
     moment = now if now.tzinfo else now.replace(tzinfo=UTC)
     group = api_group_of(str(owner.get("apiVersion", "")))
     kind = str(owner.get("kind", ""))
-    if (group, kind) == MODEL_KIND:
-        return PlanningResult(plan=plan_model_object(owner=owner, context=context, now=moment))
+    other = _plan_model_or_gpu_workload(owner, context=context, now=moment)
+    if other is not None:
+        return other
     if group != KAIWO_GROUP:
         return PlanningResult(plan=None)
     if kind in WORKLOAD_MODELS or kind == "KaiwoQueueConfig":
@@ -128,6 +136,22 @@ def _plan_by_kind(
     if kind == "KaiwoQueueConfig":
         return PlanningResult(plan=_plan_queue_config(owner, context=context, now=moment))
     return PlanningResult(plan=None)
+
+
+def _plan_model_or_gpu_workload(
+    owner: Mapping[str, Any], *, context: PlanningContext, now: datetime
+) -> PlanningResult | None:
+    """The plan of a Model, a GpuWorkload or a GPU workload's root; None for other kinds."""
+    api_version, kind = str(owner.get("apiVersion", "")), str(owner.get("kind", ""))
+    if (api_group_of(api_version), kind) == MODEL_KIND:
+        return PlanningResult(plan=plan_model_object(owner=owner, context=context, now=now))
+    if (api_version, kind) in ROOT_KINDS:
+        root = plan_gpu_root(root=owner, context=context, now=now)
+        return PlanningResult(plan=root.plan, also_replan=root.also_replan)
+    if (api_group_of(api_version), kind) == (KAIWO_GROUP, GPU_WORKLOAD):
+        record = plan_gpu_workload(record=owner, context=context, now=now)
+        return PlanningResult(plan=record.plan, replan_at=record.replan_at)
+    return None
 
 
 def _plan_workload(

@@ -29,6 +29,13 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.common import (
     embedded_kind,
     must_match,
 )
+from kaiwo_contracts.crds.kaiwo_v1alpha1.gpuworkload import (
+    GpuWorkload,
+    GpuWorkloadList,
+    GpuWorkloadSpec,
+    GpuWorkloadStatus,
+    WorkloadReference,
+)
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import (
     KaiwoJob,
     KaiwoJobList,
@@ -65,7 +72,7 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoservice import (
     KaiwoServiceStatus,
 )
 
-KINDS = (KaiwoJob, KaiwoService, KaiwoQueueConfig)
+KINDS = (KaiwoJob, KaiwoService, KaiwoQueueConfig, GpuWorkload)
 """The top-level kinds of this API group (each has a ``crd`` class variable)."""
 
 __all__ = [
@@ -96,6 +103,10 @@ __all__ = [
     "FlavorQuotas",
     "GCSDownloadItem",
     "GitDownloadItem",
+    "GpuWorkload",
+    "GpuWorkloadList",
+    "GpuWorkloadSpec",
+    "GpuWorkloadStatus",
     "HfStorageSpec",
     "HuggingFaceDownloadItem",
     "KaiwoJob",
@@ -122,6 +133,7 @@ __all__ = [
     "TopologySpec",
     "ValueReference",
     "WorkloadPriorityClass",
+    "WorkloadReference",
     "WorkloadStatus",
     "embedded_kind",
     "must_match",

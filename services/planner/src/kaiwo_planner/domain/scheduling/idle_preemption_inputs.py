@@ -16,6 +16,11 @@ the monitor's findings: the inputs of
   through PENDING briefly; that is not pressure), since their ``creationTimestamp``;
 * in flight: workloads this planner preempted for idleness (``WorkloadTerminatedEarly``
   reason ``GpuIdlePreemption``) that are TERMINATING, or TERMINATED with pods still observed.
+
+GPU workloads no Kaiwo kind owns (decision 0047) take part beside them: idle, the roots whose
+GpuWorkload is tracked, opted in as the planner observes the root and its Namespace, with a
+fresh finding whose idle stretch counts (:mod:`~kaiwo_planner.domain.scheduling.
+gpu_workload_state`); in flight, those whose GpuWorkload says ``Preempting``.
 """
 
 from __future__ import annotations
@@ -27,8 +32,15 @@ from typing import Any
 
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoGpuPreemptionConfig
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
-from kaiwo_contracts.gpu_preemption import GpuPreemptionSettings, gpu_preemption_settings
+from kaiwo_contracts.gpu_workloads import gpu_vendor, held_gpus
 
+from kaiwo_planner.domain.scheduling.gpu_workload_state import (
+    PREEMPTING,
+    gpu_workloads,
+    reading_of,
+    root_of,
+    settings_of,
+)
 from kaiwo_planner.domain.scheduling.idle_preemption import (
     REASON_IDLE,
     GpuDemand,
@@ -36,6 +48,7 @@ from kaiwo_planner.domain.scheduling.idle_preemption import (
     IdleWorkload,
     decide_idle_preemptions,
 )
+from kaiwo_planner.domain.scheduling.preemption import WorkloadKey
 from kaiwo_planner.domain.scheduling.preemption_candidates import workload_key
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.cluster_settings import (
@@ -75,7 +88,7 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
         vendor = str(spec.get("gpuVendor") or "amd").lower()
         uid = str((obj.get("metadata") or {}).get("uid") or "")
         if phase in _RUNNING:
-            settings = _settings(obj, cluster, defaults)
+            settings = settings_of(obj, cluster, defaults)
             finding = cluster.findings.get(uid)
             found = _idle(obj, finding, settings, vendor=vendor, gpus=gpus, now=now)
             idle.extend([found] if found else [])
@@ -88,30 +101,58 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
             or cluster.objects_labelled(RUN_ID_LABEL, uid, kind="Pod")
         ):
             in_flight[vendor] += gpus
+    _foreign(context, idle=idle, in_flight=in_flight, now=now)
     return decide_idle_preemptions(idle=idle, pending=pending, in_flight=in_flight, now=now)
 
 
-def _settings(
-    obj: Mapping[str, Any], cluster: ClusterState, defaults: KaiwoGpuPreemptionConfig
-) -> GpuPreemptionSettings | None:
-    """The workload's idle-preemption settings as the planner observes them (None: it has
-    not opted in)."""
-    metadata = obj.get("metadata") or {}
-    namespace = cluster.find_object(
-        group="", kind="Namespace", name=str(metadata.get("namespace") or "")
-    )
-    return gpu_preemption_settings(
-        workload_annotations=_annotations(obj),
-        namespace_annotations=_annotations(namespace or {}),
-        config=defaults,
-    )
+def _foreign(
+    context: PlanningContext, *, idle: list[IdleWorkload], in_flight: dict[str, int], now: datetime
+) -> None:
+    """Add the GPU workloads no Kaiwo kind owns to ``idle`` and ``in_flight`` (module doc)."""
+    cluster = context.cluster
+    defaults = kaiwo_config(context).spec.gpu_preemption
+    for record in gpu_workloads(cluster):
+        status = record.get("status") or {}
+        root = root_of(record, cluster)
+        if status.get("phase") == PREEMPTING:
+            vendor = gpu_vendor(root) if root else str(status.get("vendor") or "amd")
+            gpus = held_gpus(root) if root else int(status.get("gpus") or 0)
+            in_flight[vendor] += gpus
+            continue
+        settings = settings_of(root, cluster, defaults) if root is not None else None
+        if root is None or settings is None:
+            continue
+        metadata = root.get("metadata") or {}
+        reading = reading_of(
+            cluster.findings.get(str(metadata.get("uid") or "")),
+            settings,
+            now=now,
+            not_before=parse_time(status.get("preemptedAt")),
+        )
+        if reading.idle_since is None or reading.at is None:
+            continue
+        idle.append(
+            IdleWorkload(
+                key=root_key(root),
+                vendor=gpu_vendor(root),
+                gpus=held_gpus(root),
+                idle_since=reading.idle_since,
+                evidence_at=reading.at,
+                grace=settings.grace_period,
+                policy=settings.policy,
+            )
+        )
 
 
-def _annotations(obj: Mapping[str, Any]) -> Mapping[str, str]:
-    found = (obj.get("metadata") or {}).get("annotations")
-    if not isinstance(found, Mapping):
-        return {}
-    return {str(key): str(value) for key, value in found.items()}
+def root_key(root: Mapping[str, Any]) -> WorkloadKey:
+    metadata = root.get("metadata") or {}
+    return WorkloadKey(
+        api_version=str(root.get("apiVersion") or ""),
+        kind=str(root.get("kind") or ""),
+        name=str(metadata.get("name") or ""),
+        namespace=str(metadata.get("namespace") or "") or None,
+        uid=str(metadata.get("uid") or "") or None,
+    )
 
 
 def _idle(

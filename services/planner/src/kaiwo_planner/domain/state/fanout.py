@@ -24,7 +24,10 @@ An observed change matters to:
   KaiwoQueueConfig;
 * a KubeAI Model: itself; its children follow it as above (it is an owner kind); the
   system configuration, AIMNamespaceConfigs and cache volumes concern Models too
-  (:mod:`kaiwo_planner.domain.models.replanning`).
+  (:mod:`kaiwo_planner.domain.models.replanning`);
+* the root of a GPU workload no Kaiwo kind owns (decision 0047): itself (its plan creates
+  its GpuWorkload) and its GpuWorkload; a GpuWorkload: itself; the KaiwoConfig and a
+  Namespace whose GPU-preemption annotations changed: the GpuWorkloads (of that namespace).
 
 Only owners the projection holds are returned (a plan needs the owner object), except a
 deleted workload, which is returned so the caller can forget it. Pure.
@@ -35,6 +38,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from kaiwo_contracts.gpu_preemption import ANNOTATION_PREFIX
+from kaiwo_contracts.gpu_workloads import gpu_workload_name, is_gpu_root
 from kaiwo_contracts.plans import ObjectRef
 
 from kaiwo_planner.domain.models.replanning import models_concerned
@@ -63,6 +68,7 @@ NODE: Final = (CORE_GROUP, "Node")
 NAMESPACE: Final = (CORE_GROUP, "Namespace")
 PRIORITY_CLASS: Final = ("scheduling.k8s.io", "PriorityClass")
 WORKLOAD_PRIORITY_CLASS: Final = (KUEUE_GROUP, "WorkloadPriorityClass")
+GPU_WORKLOAD: Final = (KAIWO_GROUP, "GpuWorkload")
 
 WORKLOAD_KINDS: Final = (KAIWO_JOB, KAIWO_SERVICE)
 OWNER_KINDS: Final = (*WORKLOAD_KINDS, KAIWO_QUEUE_CONFIG, KUBEAI_MODEL)
@@ -90,7 +96,11 @@ def owners_to_replan(change: Change, projection: Projection) -> tuple[ObjectRef,
     elif kind == KAIWO_QUEUE_CONFIG:
         owners = [change.ref, *all_workloads(projection)]
     elif kind == KAIWO_CONFIG:
-        owners = [*queue_config(projection), *all_workloads(projection)]
+        owners = [
+            *queue_config(projection),
+            *all_workloads(projection),
+            *all_gpu_workloads(projection),
+        ]
     elif kind == AIM_NAMESPACE_CONFIG:
         owners = list(all_workloads(projection, namespace=change.ref.namespace))
     elif kind == NODE:
@@ -102,14 +112,16 @@ def owners_to_replan(change: Change, projection: Projection) -> tuple[ObjectRef,
     elif kind == NAMESPACE:
         appeared_or_went = change.previous is None or change.deleted
         owners = list(queue_config(projection)) if appeared_or_went else []
-    elif kind == KUBEAI_MODEL:
+        if _preemption_annotations_changed(change):
+            owners += all_gpu_workloads(projection, namespace=change.ref.name)
+    elif kind in (KUBEAI_MODEL, GPU_WORKLOAD):
         owners = [change.ref]
     elif kind == PRIORITY_CLASS:
         owners = all_workloads(projection)
     elif kind == WORKLOAD_PRIORITY_CLASS:
         owners = [*_owners_of_versions(change, projection), *all_workloads(projection)]
     else:
-        owners = _owners_of_versions(change, projection)
+        owners = [*_owners_of_versions(change, projection), *_gpu_roots(change, projection)]
     owners += models_concerned(change, projection)
     return _sorted_unique(owners)
 
@@ -131,6 +143,38 @@ def all_workloads(projection: Projection, *, namespace: str | None = None) -> li
         for group, kind in WORKLOAD_KINDS
         for obj in projection.objects_of_kind(group=group, kind=kind, namespace=namespace)
     ]
+
+
+def all_gpu_workloads(projection: Projection, *, namespace: str | None = None) -> list[ObjectRef]:
+    """Every GpuWorkload the projection holds (in one namespace, if given)."""
+    group, kind = GPU_WORKLOAD
+    return [
+        object_ref(obj)
+        for obj in projection.objects_of_kind(group=group, kind=kind, namespace=namespace)
+    ]
+
+
+def _gpu_roots(change: Change, projection: Projection) -> list[ObjectRef]:
+    """A GPU workload's root that changed: itself (unless deleted) and its GpuWorkload."""
+    versions = [v for v in (change.previous, change.object) if v is not None and is_gpu_root(v)]
+    if not versions:
+        return []
+    meta = versions[-1].get("metadata") or {}
+    name = gpu_workload_name(kind=change.kind, name=change.ref.name, uid=change.ref.uid or "")
+    group, kind = GPU_WORKLOAD
+    record = projection.find(
+        group=group, kind=kind, name=name, namespace=str(meta.get("namespace") or "")
+    )
+    found = [object_ref(record)] if record is not None else []
+    return found if change.deleted else [change.ref, *found]
+
+
+def _preemption_annotations_changed(change: Change) -> bool:
+    def prefixed(obj: Mapping[str, Any] | None) -> dict[str, Any]:
+        found = ((obj or {}).get("metadata") or {}).get("annotations") or {}
+        return {k: v for k, v in found.items() if str(k).startswith(ANNOTATION_PREFIX)}
+
+    return prefixed(change.previous) != prefixed(None if change.deleted else change.object)
 
 
 def queue_config(projection: Projection) -> list[ObjectRef]:

@@ -53,6 +53,7 @@ LISTED_KINDS: Final = frozenset(
         (KAIWO_GROUP, "KaiwoJob"),
         (KAIWO_GROUP, "KaiwoService"),
         (KAIWO_GROUP, "KaiwoQueueConfig"),
+        (KAIWO_GROUP, "GpuWorkload"),
         (CONFIG_GROUP, "KaiwoConfig"),
         (CONFIG_GROUP, "AIMNamespaceConfig"),
         ("kubeai.org", "Model"),

@@ -1,0 +1,291 @@
+"""GPU idle preemption of workloads no Kaiwo kind owns (decision 0047), end to end on the real
+API server: the whole operator (``kaiwo up``) with its monitor reading a GPU exporter's page,
+the real Job, Deployment, ReplicaSet and garbage-collector controllers making and removing
+pods, the test playing the kubelets and the exporter.
+
+One operator serves the scenario:
+
+1. discovery: an opted-in plain Job, a Deployment in an opted-in namespace and a bare Pod each
+   get their GpuWorkload (the watcher sees only their roots); a busy opted-in Job is tracked
+   Active; an idle GPU Job nobody opted in gets no record and is never touched;
+2. preemption, policy Always: the idle Job is deleted (its pods with it), the idle Deployment
+   scaled to zero and kept; policy OnPressure: the idle bare Pod is deleted for a KaiwoJob
+   that waits for GPUs, its record naming it;
+3. ``kaiwo gpus`` lists every record with its phase, utilization, policy and verdict;
+4. replay reproduces every recorded plan, the records' included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+from click.testing import CliRunner
+from kaiwo_cli.main import app
+from kaiwo_cli.replay import replay_from_store
+from kaiwo_kube import AlreadyExists, NotFound, resources
+
+from tests.integration.pipeline import cluster_actors as actors
+from tests.integration.pipeline.harness import Pending, Pipeline, eventually, running_pipeline
+from tests.prometheus_server import GpuExporter, GpuSeries
+from tests.real_cluster import RealCluster
+
+pytestmark = [pytest.mark.k8s, pytest.mark.nats, pytest.mark.slow, pytest.mark.timeout(300)]
+
+MONITOR_ENV: Final = {"KAIWO_MONITOR_POLLING_INTERVAL_SECONDS": "1"}
+WITHIN: Final = 45.0
+OPT_IN: Final = "kaiwo.silogen.ai/gpu-preemption."
+ALWAYS: Final = {f"{OPT_IN}policy": "Always", f"{OPT_IN}grace-period": "2s"}
+ON_PRESSURE: Final = {f"{OPT_IN}policy": "OnPressure", f"{OPT_IN}grace-period": "2s"}
+
+
+def gpu_pod_spec(gpus: int) -> dict[str, Any]:
+    resources_ = {"limits": {"amd.com/gpu": str(gpus)}}
+    return {
+        "restartPolicy": "Never",
+        "containers": [{"name": "main", "image": "busybox", "resources": resources_}],
+    }
+
+
+def plain_job(name: str, namespace: str, annotations: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
+        "spec": {"backoffLimit": 0, "template": {"spec": gpu_pod_spec(2)}},
+    }
+
+
+def deployment(name: str, namespace: str) -> dict[str, Any]:
+    labels = {"app": name}
+    spec = {**gpu_pod_spec(1), "restartPolicy": "Always"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": spec},
+        },
+    }
+
+
+def bare_pod(name: str, namespace: str, annotations: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
+        "spec": gpu_pod_spec(2),
+    }
+
+
+def waiting_kaiwo_job(name: str, namespace: str) -> dict[str, Any]:
+    job = actors.training_job(name, namespace=namespace, download=False)
+    job["spec"]["gpus"] = 2
+    return job
+
+
+async def report_running(kube: Any, pod: dict[str, Any]) -> None:
+    """The kubelet's word: the pod runs (no kubelet and no scheduler here)."""
+    metadata = pod["metadata"]
+    status = {
+        "phase": "Running",
+        "startTime": actors.now(),
+        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": actors.now()}],
+    }
+    await kube.patch_status(
+        resources.POD,
+        metadata["name"],
+        status,
+        namespace=metadata["namespace"],
+        field_manager="kubelet",
+        method="merge",
+    )
+
+
+async def pods_with(pipeline: Pipeline, namespace: str, selector: str) -> list[dict[str, Any]]:
+    async def check() -> list[dict[str, Any]] | Pending:
+        found = await pipeline.kube.list(
+            resources.POD, namespace=namespace, label_selector=selector
+        )
+        alive = [p for p in found.items if "deletionTimestamp" not in p["metadata"]]
+        return alive or Pending(f"no pod with {selector}")
+
+    return await eventually(check, what=f"pods with {selector}", within=WITHIN)
+
+
+async def running_pod_of(pipeline: Pipeline, namespace: str, selector: str) -> str:
+    [pod] = await pods_with(pipeline, namespace, selector)
+    await report_running(pipeline.kube, pod)
+    return str(pod["metadata"]["name"])
+
+
+async def record_of(
+    pipeline: Pipeline, namespace: str, kind: str, name: str, *, phase: str | None = None
+) -> dict[str, Any]:
+    """The GpuWorkload of ``kind``/``name``, once it exists (in ``phase``, when given)."""
+
+    async def check() -> dict[str, Any] | Pending:
+        listed = await pipeline.kube.list(resources.GPU_WORKLOAD, namespace=namespace)
+        for item in listed.items:
+            ref = item["spec"]["workloadRef"]
+            if (ref["kind"], ref["name"]) == (kind, name):
+                found = (item.get("status") or {}).get("phase")
+                if phase is None or found == phase:
+                    return item
+                return Pending(f"phase {found}")
+        return Pending("no GpuWorkload")
+
+    return await eventually(check, what=f"GpuWorkload of {kind} {name} {phase}", within=WITHIN)
+
+
+async def gone(pipeline: Pipeline, resource: resources.ResourceType, name: str, ns: str) -> None:
+    async def check() -> bool | Pending:
+        try:
+            await pipeline.kube.get(resource, name, namespace=ns)
+        except NotFound:
+            return True
+        return Pending("still there")
+
+    await eventually(check, what=f"{resource.kind} {name} deleted", within=WITHIN)
+
+
+@pytest.fixture
+async def operator(
+    real_cluster: RealCluster, tmp_path: Path
+) -> AsyncIterator[tuple[Pipeline, GpuExporter]]:
+    async with contextlib.AsyncExitStack() as stack:
+        exporter = await stack.enter_async_context(GpuExporter().serving())
+        pipeline = await stack.enter_async_context(
+            running_pipeline(
+                tmp_path / "stack",
+                real=real_cluster,
+                service_env=MONITOR_ENV,
+                metrics_endpoint=f"http://{exporter.target}/metrics",
+            )
+        )
+        yield pipeline, exporter
+
+
+async def test_plain_jobs_deployments_and_bare_pods_are_tracked_and_preempted(
+    operator: tuple[Pipeline, GpuExporter], real_cluster: RealCluster
+) -> None:
+    pipeline, exporter = operator
+    kube, ns = pipeline.kube, pipeline.namespace
+    team = f"{ns}-team"  # opted in as a whole, by its annotations
+    await actors.create_namespace(kube, team)
+    await kube.merge_patch(
+        resources.NAMESPACE,
+        team,
+        {"metadata": {"annotations": {**ALWAYS, f"{OPT_IN}threshold": "10"}}},
+        field_manager="cluster-admin",
+    )
+    try:
+        await kube.create(
+            {
+                "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+                "kind": "KaiwoConfig",
+                "metadata": {"name": "kaiwo"},
+                "spec": {"scheduling": {"pendingThresholdForPreemption": "1s"}},
+            },
+            field_manager="cluster-admin",
+        )
+    except AlreadyExists:
+        await kube.merge_patch(
+            resources.KAIWO_CONFIG,
+            "kaiwo",
+            {"spec": {"scheduling": {"pendingThresholdForPreemption": "1s"}}},
+            field_manager="cluster-admin",
+        )
+
+    # Busy and idle GPU workloads of every kind, all reported by the exporter.
+    await kube.create(plain_job("busy", ns, {**ALWAYS, f"{OPT_IN}threshold": "50"}))
+    await kube.create(plain_job("idle-job", ns, {**ALWAYS, f"{OPT_IN}threshold": "50"}))
+    await kube.create(plain_job("nobodys", ns, {}))
+    await kube.create(deployment("idle-deploy", team))
+    await kube.create(bare_pod("idle-pod", ns, {**ON_PRESSURE, f"{OPT_IN}threshold": "50"}))
+    busy = await running_pod_of(pipeline, ns, "job-name=busy")
+    idle_job = await running_pod_of(pipeline, ns, "job-name=idle-job")
+    nobodys = await running_pod_of(pipeline, ns, "job-name=nobodys")
+    idle_deploy = await running_pod_of(pipeline, team, "app=idle-deploy")
+    await report_running(kube, await kube.get(resources.POD, "idle-pod", namespace=ns))
+    busy_series = [GpuSeries(ns, busy, "0", 90.0), GpuSeries(ns, busy, "1", 95.0)]
+    idle_series = [
+        GpuSeries(ns, idle_job, "0", 1.0),
+        GpuSeries(ns, nobodys, "0", 0.0),
+        GpuSeries(team, idle_deploy, "0", 2.0),
+        GpuSeries(ns, "idle-pod", "0", 3.0),
+    ]
+    exporter.series = busy_series
+
+    # 1. Discovery: each opted-in root gets its record; the busy one is Active.
+    active = await record_of(pipeline, ns, "Job", "busy", phase="Active")
+    assert active["status"]["utilization"] == 93  # its pod: the mean of 90 % and 95 %
+    assert (active["status"]["gpus"], active["status"]["policy"]) == (2, "Always")
+    for kind, name, where in (
+        ("Job", "idle-job", ns),
+        ("Deployment", "idle-deploy", team),
+        ("Pod", "idle-pod", ns),
+    ):
+        await record_of(pipeline, where, kind, name)
+
+    # 2. Idle: Always preempts after its grace, OnPressure only for a waiting workload.
+    exporter.series = busy_series + idle_series
+    job_record = await record_of(pipeline, ns, "Job", "idle-job", phase="Preempted")
+    assert "policy Always" in job_record["status"]["preemptionReason"]
+    await gone(pipeline, resources.JOB, "idle-job", ns)
+    deploy_record = await record_of(pipeline, team, "Deployment", "idle-deploy", phase="Preempted")
+    assert deploy_record["status"]["threshold"] == 10.0  # the namespace's annotation
+    kept = await kube.get(resources.DEPLOYMENT, "idle-deploy", namespace=team)
+    assert kept["spec"]["replicas"] == 0
+    pod_record = await record_of(pipeline, ns, "Pod", "idle-pod", phase="Idle")
+    assert "policy OnPressure" in pod_record["status"]["verdict"]
+
+    await kube.create(waiting_kaiwo_job("wants", ns))
+    await pipeline.reaches("wants", "PENDING")
+    pod_record = await record_of(pipeline, ns, "Pod", "idle-pod", phase="Preempted")
+    wants = await pipeline.kaiwo_job("wants")
+    assert pod_record["status"]["preemptedFor"] == {
+        "kind": "KaiwoJob",
+        "namespace": ns,
+        "name": "wants",
+        "uid": wants["metadata"]["uid"],
+    }
+    await gone(pipeline, resources.POD, "idle-pod", ns)
+
+    # Nobody opted the idle Job in: no record, and it still runs.
+    listed = await kube.list(resources.GPU_WORKLOAD, namespace=ns)
+    assert "nobodys" not in {item["spec"]["workloadRef"]["name"] for item in listed.items}
+    assert await kube.get(resources.JOB, "nobodys", namespace=ns)
+    assert (await record_of(pipeline, ns, "Job", "busy"))["status"]["phase"] == "Active"
+    events = await kube.list(
+        resources.EVENT,
+        namespace=ns,
+        field_selector=f"involvedObject.uid={job_record['metadata']['uid']}",
+    )
+    assert {"GpuIdlePreemption", "WorkloadPreempted"} <= {e["reason"] for e in events.items}
+
+    # 3. The tracked set, as a platform team lists it.
+    arguments = ["gpus", "-A", "--kubeconfig", str(real_cluster.kubeconfig)]
+    result = await asyncio.to_thread(CliRunner().invoke, app, arguments, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].split()[:6] == ["NAMESPACE", "WORKLOAD", "PHASE", "GPUS", "UTIL", "IDLE"]
+    rows = {line.split()[1]: line.split() for line in lines[1:]}
+    assert rows["Job/busy"][2:4] == ["Active", "2"]
+    assert rows["Job/idle-job"][2] == "Preempted"
+    assert rows["Deployment/idle-deploy"][0] == team
+    assert rows["Pod/idle-pod"][2] == "Preempted"
+
+    # 4. Replay reproduces every plan, the records' too.
+    await pipeline.settled(within=WITHIN)
+    async with pipeline.store() as store:
+        report = await replay_from_store(store)
+    records = [p for p in report.plans if "GpuWorkload" in p.owner]
+    assert records, "no GpuWorkload plan was recorded"
+    assert report.differ == 0, [p.diff for p in report.plans if p.outcome == "differs"][:1]
