@@ -30,8 +30,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoGpuPreemptionConfig
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
+from kaiwo_contracts.gpu_preemption import GpuPreemptionSettings
 from kaiwo_contracts.gpu_workloads import gpu_vendor, held_gpus
 
 from kaiwo_planner.domain.scheduling.gpu_workload_state import (
@@ -50,7 +50,6 @@ from kaiwo_planner.domain.scheduling.idle_preemption import (
 )
 from kaiwo_planner.domain.scheduling.preemption import WorkloadKey
 from kaiwo_planner.domain.scheduling.preemption_candidates import workload_key
-from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.cluster_settings import (
     kaiwo_config,
     parse_time,
