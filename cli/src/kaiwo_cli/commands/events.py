@@ -45,7 +45,6 @@ from kaiwo_runtime.redaction import redact_secrets, redact_url
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.syntax import Syntax
 
 from kaiwo_cli.explain import (
@@ -57,7 +56,7 @@ from kaiwo_cli.explain import (
     tree_lines,
     workload_events,
 )
-from kaiwo_cli.replay import ReplayReport, replay_from_store
+from kaiwo_cli.replay import PlanReplay, ReplayReport, replay_from_store
 from kaiwo_cli.stack.state import StackState, StackStateError, state_dir_here
 
 TYPE_PREFIX: Final = "ai.silogen.kaiwo."
@@ -65,7 +64,6 @@ EXTENSION_POSITION: Final = "kaiwoposition"
 EXTENSION_STREAM: Final = "kaiwostreamid"
 EXTENSION_VERSION: Final = "kaiwostreamversion"
 EXTENSION_RECORDED_AT: Final = "kaiworecordedat"
-PROGRESS_THRESHOLD: Final = 50
 EXPLAIN_WIDTH: Final = 120
 """Columns to wrap ``explain`` at when the output is no terminal and COLUMNS is unset."""
 
@@ -239,44 +237,46 @@ def replay(
     state_dir: StateDirOption = None,
 ) -> None:
     """Re-plan from the recorded observations; exit 1 when a recorded plan is not reproduced."""
-    report: ReplayReport = _run(_replay(workload, store_url(store, state_dir)))
     console = _stdout()
-    for plan in report.plans:
-        mark = {"reproduced": "[green]reproduced[/]", "differs": "[red]differs[/]"}.get(
-            plan.outcome, "[yellow]skipped[/]"
-        )
-        console.print(
-            f"{mark}  {escape(plan.owner)}  plan {short_plan_id(plan.event_id)} "
-            f"({plan.trigger}, obs {plan.obs_sequence})"
-            + (f": {escape(plan.reason)}" if plan.reason else "")
-        )
-        if plan.diff:
-            console.print(Syntax(plan.diff, "diff", theme="ansi_dark", background_color="default"))
+    report: ReplayReport = _run(
+        _replay(workload, store_url(store, state_dir), lambda plan: _print_verdict(console, plan))
+    )
+    total = report.reproduced + report.differ + report.skipped
     console.print(
-        f"{len(report.plans)} plans, {report.reproduced} reproduced, {report.differ} differ, "
+        f"{total} plans, {report.reproduced} reproduced, {report.differ} differ, "
         f"{report.skipped} skipped ({report.observations} observations replayed)"
     )
+    if report.late_observations:
+        console.print(
+            f"[yellow]{report.late_observations} observations were recorded after the replay "
+            "had passed their stream sequence and were not applied[/]"
+        )
     if report.differ:
         raise typer.Exit(1)
 
 
-async def _replay(reference: str | None, url: str) -> ReplayReport:
+def _print_verdict(console: Console, plan: PlanReplay) -> None:
+    """One line per plan as it is judged (a large store prints as it goes, keeping none)."""
+    mark = {"reproduced": "[green]reproduced[/]", "differs": "[red]differs[/]"}.get(
+        plan.outcome, "[yellow]skipped[/]"
+    )
+    console.print(
+        f"{mark}  {escape(plan.owner)}  plan {short_plan_id(plan.event_id)} "
+        f"({plan.trigger}, obs {plan.obs_sequence})"
+        + (f": {escape(plan.reason)}" if plan.reason else "")
+    )
+    if plan.diff:
+        console.print(Syntax(plan.diff, "diff", theme="ansi_dark", background_color="default"))
+
+
+async def _replay(
+    reference: str | None, url: str, on_verdict: Callable[[PlanReplay], None]
+) -> ReplayReport:
     async with opened_store(url) as store:
         uid = (await find_workload(store, reference)).uid if reference else None
-        with Progress(
-            TextColumn("replaying plans"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            console=_stderr(),
-            transient=True,
-        ) as progress:
-            task = progress.add_task("replay", total=None)
-
-            def advance(done: int, total: int) -> None:
-                if total >= PROGRESS_THRESHOLD:
-                    progress.update(task, completed=done, total=total)
-
-            return await replay_from_store(store, workload_uid=uid, progress=advance)
+        return await replay_from_store(
+            store, workload_uid=uid, on_verdict=on_verdict, keep=lambda _plan: False
+        )
 
 
 # --------------------------------------------------------------------------- export
