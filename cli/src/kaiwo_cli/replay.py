@@ -508,6 +508,8 @@ def _sequence_in(event: StoredEvent, stream: str) -> int | None:
 # --------------------------------------------------------------------------- the store
 
 
+READ_BATCH: Final = 2000
+"""Events of one type read per round trip."""
 PLAN_WINDOW: Final = 4096
 """Plans read ahead and put in publishing order before each is judged (see below)."""
 
@@ -521,6 +523,7 @@ async def replay_from_store(
     on_verdict: VerdictSink | None = None,
     keep: Callable[[PlanReplay], bool] | None = None,
     plan_window: int = PLAN_WINDOW,
+    batch_size: int = READ_BATCH,
 ) -> ReplayReport:
     """Replay the recorded plans of one workload (every plan when ``workload_uid`` is None).
 
@@ -541,14 +544,18 @@ async def replay_from_store(
     ``obsSequence`` is *skipped*, saying so. Neither happens to a store one recorder wrote.
     """
     replayer = _Replayer(plan_fn, keep=keep, on_verdict=on_verdict)
-    observations = _InStreamOrder(store.iter_by_type(OBSERVED_TYPE), read=_observation_of)
-    findings = _InStreamOrder(store.iter_by_type(FINDING_TYPE), read=_finding_of)
-    requests = _InStreamOrder(store.iter_by_type(SCALE_TYPE), read=_scale_request_of)
+
+    def batches(event_type: str) -> AsyncGenerator[Sequence[StoredEvent], None]:
+        return store.iter_by_type(event_type, batch_size=batch_size)
+
+    observations = _InStreamOrder(batches(OBSERVED_TYPE), read=_observation_of)
+    findings = _InStreamOrder(batches(FINDING_TYPE), read=_finding_of)
+    requests = _InStreamOrder(batches(SCALE_TYPE), read=_scale_request_of)
     done = 0
     with cyclic_gc_paused():  # see kaiwo_eventstore.bulk; collected every few thousand plans
         try:
             async for event in _plans_in_order(
-                store.iter_by_type(PLAN_TYPE), window=plan_window, owner_uid=workload_uid
+                batches(PLAN_TYPE), window=plan_window, owner_uid=workload_uid
             ):
                 decided = _decided(event)
                 if decided is not None and decided.obs_sequence < replayer.obs_through:
