@@ -15,9 +15,11 @@ and ``planned_at``, the ``now`` it planned with. So, for each plan in order of
    and every recorded autoscaler decision (``ScaleDecidedV1`` of ``KAIWO_GATEWAY``) up to and
    including the plan's ``scale_sequence``, so a Model's plan scales it as it did;
 2. call :func:`~kaiwo_planner.domain.planning.plan_object` with the plan's owner as the
-   projection holds it, a *fresh* planning context of the projection's cluster state (the
-   planner service carries its context from state to state, so a value it kept when it
-   should have worked it out again shows as a difference) and ``now = planned_at``;
+   projection holds it, the planning context of the projection's cluster state and
+   ``now = planned_at``. The context is carried from plan to plan as the planner service
+   carries it, and a plan that differs is judged again from a fresh one; with
+   ``fresh_contexts`` every plan gets a fresh one, so a value the planner service kept when
+   it should have worked it out again shows as a difference (decision 0052);
 3. compare the replayed plan with the recorded one: equal fingerprints (the SHA-256 of the
    plan's canonical JSON) and observed resourceVersion, and every object the recorded plan
    named ``absent`` (``drifted``) is also one the projection does not hold (holds without
@@ -64,6 +66,7 @@ from kaiwo_eventstore import EventStore, StoredEvent, cyclic_gc_paused
 from kaiwo_planner.domain.models.autoscaling import ScaleRequest
 from kaiwo_planner.domain.planning import PlanningResult, plan_object
 from kaiwo_planner.domain.queues.default_objects import default_object_plans
+from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.projection import Projection
 from kaiwo_planner.domain.status.findings import WorkloadFinding
@@ -214,15 +217,16 @@ def replay_recorded(
     scale_decisions: Iterable[StoredEvent] = (),
     plan_fn: PlanFunction = plan_object,
     progress: Progress | None = None,
+    fresh_contexts: bool = False,
 ) -> ReplayReport:
     """Replay ``plans`` over ``observations``, ``findings`` and ``scale_decisions`` (as
-    recorded; any order)."""
+    recorded; any order). See :func:`replay_from_store` for ``fresh_contexts``."""
     with cyclic_gc_paused():  # every collection would walk the whole recorded history
         return _replay(
             observations,
             plans,
             _Inputs(findings=findings, scale_decisions=scale_decisions),
-            plan_fn=plan_fn,
+            replayer=_Replayer(plan_fn, fresh_contexts=fresh_contexts),
             progress=progress,
         )
 
@@ -240,14 +244,13 @@ def _replay(
     plans: Iterable[StoredEvent],
     inputs: _Inputs,
     *,
-    plan_fn: PlanFunction,
+    replayer: _Replayer,
     progress: Progress | None,
 ) -> ReplayReport:
     ordered = [(o.sequence, o.payload) for o in observations_in_stream_order(observations)]
     readings = findings_in_stream_order(inputs.findings)
     requests = scale_requests_in_stream_order(inputs.scale_decisions)
     recorded = sorted((event for event in plans if event.type == PLAN_TYPE), key=plan_order)
-    replayer = _Replayer(plan_fn)
     applied = taken = scaled = 0
     for done, event in enumerate(recorded, start=1):
         decided = _decided(event)
@@ -290,6 +293,10 @@ def plan_order(event: StoredEvent) -> tuple[int, int, int, int]:
 VerdictSink = Callable[[PlanReplay], None]
 
 
+def _fresh_context(projection: Projection) -> PlanningContext:
+    return PlanningContext.of(projection.cluster_state())
+
+
 class _Replayer:
     """The projection a replay builds, the verdicts on the plans it is handed in order, and
     their tally. Plans are judged as they come, so a caller may keep only some verdicts."""
@@ -300,8 +307,11 @@ class _Replayer:
         *,
         keep: Callable[[PlanReplay], bool] | None = None,
         on_verdict: VerdictSink | None = None,
+        fresh_contexts: bool = False,
     ) -> None:
         self._plan_fn = plan_fn
+        self._fresh_contexts = fresh_contexts
+        self._contexts = PlanningContextKeeper()
         self._keep = keep
         self._on_verdict = on_verdict
         # The observations are not shared with anything else: no copies with shared strings.
@@ -328,8 +338,12 @@ class _Replayer:
     def judge(self, event: StoredEvent, decided: PlanDecidedV1 | None) -> PlanReplay:
         if decided is None:
             verdict = _skipped(event, "the recorded plan does not parse as PlanDecidedV1")
+        elif self._fresh_contexts:
+            verdict = _judge(event, decided, self.projection, self._plan_fn, _fresh_context)
         else:
-            verdict = _judge(event, decided, self.projection, self._plan_fn)
+            verdict = _judge(event, decided, self.projection, self._plan_fn, self._contexts.context)
+            if verdict.outcome == "differs":  # confirmed from scratch: the reference
+                verdict = _judge(event, decided, self.projection, self._plan_fn, _fresh_context)
         self.record(verdict)
         return verdict
 
@@ -350,7 +364,11 @@ class _Replayer:
 
 
 def _judge(
-    event: StoredEvent, decided: PlanDecidedV1, projection: Projection, plan_fn: PlanFunction
+    event: StoredEvent,
+    decided: PlanDecidedV1,
+    projection: Projection,
+    plan_fn: PlanFunction,
+    context_of: Callable[[Projection], PlanningContext],
 ) -> PlanReplay:
     if decided.planned_at is None:
         return _skipped(event, "planned outside the planner (no plannedAt)", decided)
@@ -367,10 +385,7 @@ def _judge(
         )
     # The planner planned from its own previous status when the observed one lagged behind.
     owner = owner_with_status(owner, decided.assumed_status)
-    # A fresh context for every plan: the planner service carries its context from state
-    # to state, so a value it failed to work out again shows here as a difference.
-    context = PlanningContext.of(projection.cluster_state())
-    replayed = plan_fn(owner=owner, context=context, now=decided.planned_at).plan
+    replayed = plan_fn(owner=owner, context=context_of(projection), now=decided.planned_at).plan
     if replayed is not None and _same_as_recorded(decided, replayed, projection):
         return _verdict(event, decided, "reproduced")
     recorded_doc = comparable(decided.plan, absent=decided.absent, drifted=decided.drifted)
@@ -524,6 +539,7 @@ async def replay_from_store(
     keep: Callable[[PlanReplay], bool] | None = None,
     plan_window: int = PLAN_WINDOW,
     batch_size: int = READ_BATCH,
+    fresh_contexts: bool = False,
 ) -> ReplayReport:
     """Replay the recorded plans of one workload (every plan when ``workload_uid`` is None).
 
@@ -542,8 +558,16 @@ async def replay_from_store(
     replay has passed its sequence cannot be applied any more: it is counted in
     ``late_observations``; a plan that comes after the replay applied observations past its
     ``obsSequence`` is *skipped*, saying so. Neither happens to a store one recorder wrote.
+
+    Planning contexts. By default replay carries one planning context along the projection,
+    as the planner service does (:class:`PlanningContextKeeper`: values whose inputs did not
+    change are kept), and judges a plan that differs again with a fresh context, whose
+    verdict is the one reported: a difference is always one from scratch. Working
+    everything out afresh for every plan (``fresh_contexts``, ``--fresh-contexts``) is
+    several times slower, and also finds a value the planner service kept when it should
+    have worked it out again (it shows as a difference).
     """
-    replayer = _Replayer(plan_fn, keep=keep, on_verdict=on_verdict)
+    replayer = _Replayer(plan_fn, keep=keep, on_verdict=on_verdict, fresh_contexts=fresh_contexts)
 
     def batches(event_type: str) -> AsyncGenerator[Sequence[StoredEvent], None]:
         return store.iter_by_type(event_type, batch_size=batch_size)

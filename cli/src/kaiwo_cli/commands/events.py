@@ -233,13 +233,26 @@ def replay(
         str | None,
         typer.Option("--workload", help="NAMESPACE/NAME; every recorded plan when omitted."),
     ] = None,
+    fresh_contexts: Annotated[
+        bool,
+        typer.Option(
+            "--fresh-contexts",
+            help="Work every value out afresh for each plan (slower; also finds a value the "
+            "planner kept when it should have worked it out again).",
+        ),
+    ] = False,
     store: StoreOption = None,
     state_dir: StateDirOption = None,
 ) -> None:
     """Re-plan from the recorded observations; exit 1 when a recorded plan is not reproduced."""
     console = _stdout()
     report: ReplayReport = _run(
-        _replay(workload, store_url(store, state_dir), lambda plan: _print_verdict(console, plan))
+        _replay(
+            workload,
+            store_url(store, state_dir),
+            lambda plan: _print_verdict(console, plan),
+            fresh_contexts=fresh_contexts,
+        )
     )
     total = report.reproduced + report.differ + report.skipped
     console.print(
@@ -270,12 +283,20 @@ def _print_verdict(console: Console, plan: PlanReplay) -> None:
 
 
 async def _replay(
-    reference: str | None, url: str, on_verdict: Callable[[PlanReplay], None]
+    reference: str | None,
+    url: str,
+    on_verdict: Callable[[PlanReplay], None],
+    *,
+    fresh_contexts: bool,
 ) -> ReplayReport:
     async with opened_store(url) as store:
         uid = (await find_workload(store, reference)).uid if reference else None
         return await replay_from_store(
-            store, workload_uid=uid, on_verdict=on_verdict, keep=lambda _plan: False
+            store,
+            workload_uid=uid,
+            on_verdict=on_verdict,
+            keep=lambda _plan: False,
+            fresh_contexts=fresh_contexts,
         )
 
 
