@@ -693,3 +693,45 @@ async def _engine(url: str) -> AsyncIterator[AsyncEngine]:
         yield engine
     finally:
         await engine.dispose()
+
+
+_REFUSE_POISON = {
+    "sqlite": [
+        "CREATE TRIGGER refuse_poison BEFORE INSERT ON events WHEN NEW.event_id = 'poison'"
+        " BEGIN SELECT RAISE(ABORT, 'poison refused'); END"
+    ],
+    "postgresql": [
+        "CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$"
+        " BEGIN IF NEW.event_id = 'poison' THEN RAISE EXCEPTION 'poison refused'; END IF;"
+        " RETURN NEW; END $$",
+        "CREATE TRIGGER refuse_poison BEFORE INSERT ON events FOR EACH ROW"
+        " EXECUTE FUNCTION refuse_poison()",
+    ],
+}
+
+
+async def test_a_batch_the_database_refuses_midway_stores_none_of_its_events(
+    empty_database: str,
+) -> None:
+    """The recorder appends each fetch in one transaction (decision 0053): rows the
+    database took before it refused one in the middle must not stay."""
+    async with _engine(empty_database) as engine:
+        await upgrade_to_head(engine)
+        async with engine.begin() as connection:
+            for statement in _REFUSE_POISON[engine.dialect.name]:
+                await connection.exec_driver_sql(statement)
+    async with _engine(empty_database) as engine:
+        store = SqlEventStore(engine)
+        await store.append([event(1)])
+        batch = [event(2), event(3), event(4, event_id="poison"), event(5)]
+
+        # (SQLite reports a trigger's refusal as a constraint, hence a conflict.)
+        with pytest.raises((sa.exc.DBAPIError, ConcurrencyError)):
+            await store.append(batch, tracking=Tracking("recorder-obs", 99))
+
+        assert ids(await store.read_all()) == [f"{JOB}:1"]
+        assert await store.stream_version(JOB) == 1
+        assert await store.position("recorder-obs") == 0
+        # The same batch without the refused event is stored whole afterwards.
+        stored = await store.append([e for e in batch if e.event_id != "poison"])
+        assert [e.stream_version for e in stored.stored] == [2, 3, 4]

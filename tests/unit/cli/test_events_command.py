@@ -947,3 +947,41 @@ def test_an_observation_recorded_after_replay_passed_it_is_counted_late_and_a_pl
     assert verdict.outcome == "skipped"
     assert "is not among the recorded observations" in verdict.reason
     assert report.late_observations == 1
+
+
+def test_a_plan_that_differs_with_the_carried_context_is_judged_again_from_a_fresh_one(
+    recorded: Recorded,
+) -> None:
+    observations, plans = asyncio.run(read_recorded(recorded.url))
+    inputs = {
+        "findings": asyncio.run(read_findings(recorded.url)),
+        "scale_decisions": asyncio.run(read_scale_decisions(recorded.url)),
+    }
+    contexts: list[Any] = []
+
+    def planner_with_a_stale_first_answer(**arguments: Any) -> Any:
+        """Plans as the planner does, except that the first answer for the KaiwoJob is
+        wrong, as a value a carried context kept when it should not have would make it."""
+        result = plan_object(**arguments)
+        if arguments["owner"]["kind"] != "KaiwoJob" or contexts:
+            return result
+        contexts.append(arguments["context"])
+        assert result.plan is not None
+        stale = result.plan.model_copy(update={"status": {"status": "RUNNING"}})
+        return SimpleNamespace(plan=stale)
+
+    carried = replay_recorded(
+        observations=observations, plans=plans, plan_fn=planner_with_a_stale_first_answer, **inputs
+    )
+    assert carried.differ == 0 and carried.reproduced == len(plans)
+
+    contexts.clear()
+    fresh = replay_recorded(
+        observations=observations,
+        plans=plans,
+        plan_fn=planner_with_a_stale_first_answer,
+        fresh_contexts=True,
+        **inputs,
+    )
+    assert fresh.differ == 1
+    assert "RUNNING" in next(p.diff for p in fresh.plans if p.outcome == "differs")
