@@ -7,9 +7,10 @@ recorder stores every message; KaiwoJobs created, admitted, run, completed and d
 waves) is written once into a SQLite store (kept when ``--store`` names an existing one).
 Then each way of replaying runs in a process of its own, so its peak RSS is its own:
 
-* ``all in memory``: what ``kaiwo events replay`` did before decision 0052: read every
+* ``before``: what ``kaiwo events replay`` did before decision 0052: read every
   observation, finding, scale decision and plan into lists (``read_by_type``), then
-  :func:`~kaiwo_cli.replay.replay_recorded`;
+  :func:`~kaiwo_cli.replay.replay_recorded` with a fresh planning context for every plan;
+* ``all-in-memory``: the same reads, planning contexts carried along (0052);
 * ``streamed``: what it does now, :func:`~kaiwo_cli.replay.replay_from_store`, keeping no
   verdict (the command prints each as it comes).
 
@@ -55,7 +56,7 @@ async def count_events(url: str) -> tuple[int, int]:
         await store.close()
 
 
-async def replay_all_in_memory(url: str) -> dict[str, Any]:
+async def replay_all_in_memory(url: str, *, fresh_contexts: bool) -> dict[str, Any]:
     from kaiwo_cli.replay import FINDING_TYPE, OBSERVED_TYPE, PLAN_TYPE, SCALE_TYPE, replay_recorded
     from kaiwo_eventstore import open_event_store
 
@@ -79,6 +80,7 @@ async def replay_all_in_memory(url: str) -> dict[str, Any]:
         findings=findings,
         scale_decisions=decisions,
         progress=progress,
+        fresh_contexts=fresh_contexts,
     )
     return {"reproduced": report.reproduced, "differ": report.differ, "skipped": report.skipped,
             "quarters": quarters}  # fmt: skip
@@ -112,8 +114,8 @@ def measure(way: str, url: str, plans: int) -> None:
     wall, cpu = time.perf_counter(), time.process_time()
     if way == "streamed":
         outcome = asyncio.run(replay_streamed(url, plans))
-    else:
-        outcome = asyncio.run(replay_all_in_memory(url))
+    else:  # "before": fresh contexts, as replay planned before decision 0052
+        outcome = asyncio.run(replay_all_in_memory(url, fresh_contexts=way == "before"))
     outcome |= {
         "wall": time.perf_counter() - wall,
         "cpu": time.process_time() - cpu,
@@ -138,7 +140,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", type=int, default=DEFAULT_WORKLOADS)
     parser.add_argument("--store", help="sqlite:///PATH; recorded there unless it exists")
-    parser.add_argument("--ways", default="all-in-memory,streamed")
+    parser.add_argument("--ways", default="before,all-in-memory,streamed")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("--plans", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
