@@ -3,13 +3,23 @@
 Run: ``uv run python bench/eventstore.py``. PostgreSQL is the server at
 ``KAIWO_TEST_POSTGRES_URL``, else one of our own started for the run from the pinned wheel
 (:func:`kaiwo_eventstore.scratch.scratch_server`); a scratch database is created and dropped.
-The replay corpus (100,000 events) is loaded with one set-based INSERT, since only reading it
-is being measured. Takes well under a minute.
+The replay corpus (100,000 events) is loaded with bulk INSERTs, since only reading it is
+measured.
+
+Then the bytes per workload: the history of ``bench/history.py`` (200 KaiwoJobs by default,
+each created, run, completed and deleted; the real planner and recorder) is recorded into a
+fresh store, its size measured compacted (SQLite: the file after VACUUM; PostgreSQL: the
+events table with indexes and TOAST after VACUUM FULL), then the store is migrated down to
+revision 0001 (JSON columns, as before decision 0052) and measured again: the same events,
+before and after, in one run. ``--bytes-only`` skips the throughput.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
+import sqlite3
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -19,16 +29,20 @@ from pathlib import Path
 
 import sqlalchemy as sa
 from kaiwo_eventstore import EventStore, InMemoryEventStore, NewEvent
+from kaiwo_eventstore.codec import encode_document
 from kaiwo_eventstore.scratch import scratch_database, scratch_server, why_no_server
 from kaiwo_eventstore.sql.engines import create_engine
-from kaiwo_eventstore.sql.migrate import upgrade_to_head
+from kaiwo_eventstore.sql.migrate import migrate_to, upgrade_to_head
+from kaiwo_eventstore.sql.schema import events
 from kaiwo_eventstore.sql.store import SqlEventStore
+from kaiwo_runtime.logging import configure_logging
 
 BATCHED_EVENTS = 10_000
 BATCH = 100
 SINGLE_SECONDS = 2.0
 REPLAY_EVENTS = 100_000
 REPLAY_BATCH = 2_000
+BYTES_WORKLOADS = 200
 START = datetime(2025, 1, 1, tzinfo=UTC)
 
 
@@ -99,44 +113,43 @@ async def measure_replay(store: EventStore) -> tuple[float, int]:
     return count / (time.perf_counter() - started), count
 
 
-_CORPUS_SQLITE = """
-WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < :count)
-INSERT INTO events (event_id, stream_id, stream_version, event_type, subject, source, time,
-                    correlation_id, data, metadata, recorded_at)
-SELECT 'r-' || i, 'node/' || (i % 500), i / 500 + 1, 'ai.silogen.kaiwo.node.observed.v1',
-       'node-' || (i % 500), '/kaiwo/watcher',
-       strftime('%Y-%m-%d %H:%M:%f', '2025-01-01', '+' || i || ' seconds'), 'node-' || (i % 500),
-       json_object('kind', 'Node', 'metadata', json_object('name', 'node-' || (i % 500),
-                   'resourceVersion', i), 'status', json_object('allocatable',
-                   json_object('amd.com/gpu', 8, 'cpu', '192', 'memory', '1536Gi'))),
-       json_object('traceparent', '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'),
-       '2025-01-02 00:00:00.000000'
-FROM n
-"""
-
-_CORPUS_POSTGRES = """
-INSERT INTO events (event_id, stream_id, stream_version, event_type, subject, source, time,
-                    correlation_id, data, metadata, recorded_at)
-SELECT 'r-' || i, 'node/' || (i % 500), i / 500 + 1, 'ai.silogen.kaiwo.node.observed.v1',
-       'node-' || (i % 500), '/kaiwo/watcher', timestamptz '2025-01-01' + i * interval '1 second',
-       'node-' || (i % 500),
-       jsonb_build_object('kind', 'Node', 'metadata', jsonb_build_object('name', 'node-' ||
-                          (i % 500), 'resourceVersion', i), 'status', jsonb_build_object(
-                          'allocatable', jsonb_build_object('amd.com/gpu', 8, 'cpu', '192',
-                          'memory', '1536Gi'))),
-       jsonb_build_object('traceparent',
-                          '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'),
-       now()
-FROM generate_series(1, :count) AS i
-"""
+def corpus_rows(start: int, stop: int) -> list[dict[str, object]]:
+    """Node observations as stored (documents packed), for a bulk INSERT."""
+    recorded_at = datetime(2025, 1, 2, tzinfo=UTC)
+    return [
+        {
+            "event_id": f"r-{i}",
+            "stream_id": f"node/{i % 500}",
+            "stream_version": i // 500 + 1,
+            "event_type": "ai.silogen.kaiwo.node.observed.v1",
+            "subject": f"node-{i % 500}",
+            "source": "/kaiwo/watcher",
+            "time": START + timedelta(seconds=i),
+            "correlation_id": f"node-{i % 500}",
+            "data": encode_document(
+                {
+                    "kind": "Node",
+                    "metadata": {"name": f"node-{i % 500}", "resourceVersion": i},
+                    "status": {"allocatable": {"amd.com/gpu": 8, "cpu": "192", "memory": "1536Gi"}},
+                }
+            ),
+            "metadata": encode_document(
+                {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+            ),
+            "recorded_at": recorded_at,
+        }
+        for i in range(start, stop)
+    ]
 
 
 async def load_corpus(url: str) -> None:
+    """The replay corpus in one transaction of bulk INSERTs (only reading it is measured)."""
     engine = create_engine(url)
-    corpus = _CORPUS_POSTGRES if engine.dialect.name == "postgresql" else _CORPUS_SQLITE
     try:
         async with engine.begin() as connection:
-            await connection.execute(sa.text(corpus), {"count": REPLAY_EVENTS})
+            for start in range(1, REPLAY_EVENTS + 1, 10_000):
+                stop = min(start + 10_000, REPLAY_EVENTS + 1)
+                await connection.execute(sa.insert(events), corpus_rows(start, stop))
             if engine.dialect.name == "postgresql":
                 await connection.execute(sa.text("ANALYZE events"))
     finally:
@@ -207,12 +220,83 @@ async def gather_figures() -> tuple[list[Figures], list[str]]:
     return figures, notes
 
 
+# --------------------------------------------------------------------------- bytes per workload
+
+
+def compacted_file_size(path: str) -> int:
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        connection.execute("VACUUM")
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return Path(path).stat().st_size
+
+
+async def sqlite_bytes(url: str) -> int:
+    """The database file's size once compacted (VACUUM, WAL folded in)."""
+    return await asyncio.to_thread(compacted_file_size, url.removeprefix("sqlite:///"))
+
+
+async def postgres_bytes(url: str) -> int:
+    """The events table with its indexes and TOAST, once compacted (VACUUM FULL)."""
+    import asyncpg
+
+    connection = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://"))
+    try:
+        await connection.execute("VACUUM FULL events")
+        return int(await connection.fetchval("SELECT pg_total_relation_size('events')"))
+    finally:
+        await connection.close()
+
+
+async def bytes_per_workload(
+    backend: str, url: str, measure: Callable[[str], Awaitable[int]], workloads: int
+) -> str:
+    """The same recorded history stored as 0001 did (JSON) and as now (packed)."""
+    from history import record_history
+
+    events = await record_history(url, workloads=workloads)
+    packed = await measure(url)
+    await migrate_to(url, "0001")
+    as_json = await measure(url)
+    await migrate_to(url, "head")
+    return (
+        f"{backend:<12} {workloads:,} KaiwoJobs, {events:,} events: "
+        f"{as_json / workloads / 1024:.1f} KB per workload as JSON (0001), "
+        f"{packed / workloads / 1024:.1f} KB packed (0002): {packed / as_json:.0%}; "
+        f"{as_json / events:.0f} -> {packed / events:.0f} bytes per event"
+    )
+
+
+async def gather_bytes(workloads: int) -> list[str]:
+    lines = []
+    with tempfile.TemporaryDirectory() as directory:
+        url = f"sqlite:///{Path(directory) / 'bytes.db'}"
+        lines.append(await bytes_per_workload("sqlite", url, sqlite_bytes, workloads))
+    reason = why_no_server()
+    if reason is not None:
+        lines.append(f"postgresql skipped: {reason}")
+        return lines
+    with scratch_server() as server:
+        async with scratch_database(server, prefix="kaiwo_es_bytes") as url:
+            lines.append(await bytes_per_workload("postgresql", url, postgres_bytes, workloads))
+    return lines
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--bytes-only", action="store_true", help="only the bytes per workload, not throughput"
+    )
+    parser.add_argument("--workloads", type=int, default=BYTES_WORKLOADS)
+    args = parser.parse_args()
     started = time.perf_counter()
-    figures, notes = asyncio.run(gather_figures())
-    print(table(figures))
-    for note in notes:
-        print(note)
+    if not args.bytes_only:
+        figures, notes = asyncio.run(gather_figures())
+        print(table(figures))
+        for note in notes:
+            print(note)
+    configure_logging(level="ERROR")  # the history's two cluster-default results log warnings
+    for line in asyncio.run(gather_bytes(args.workloads)):
+        print(line)
     print(f"(total {time.perf_counter() - started:.1f} s)")
 
 

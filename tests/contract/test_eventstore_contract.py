@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from kaiwo_eventstore import (
@@ -30,15 +32,17 @@ from kaiwo_eventstore import (
     StoredEvent,
     Tracking,
 )
+from kaiwo_eventstore.codec import FORMAT_DEFLATE_V1, decode_document
 from kaiwo_eventstore.scratch import (
     create_scratch_database,
     drop_scratch_database,
     run_admin_statement,
 )
-from kaiwo_eventstore.sql.engines import create_engine
-from kaiwo_eventstore.sql.migrate import VERSION_TABLE, upgrade_to_head
-from kaiwo_eventstore.sql.schema import metadata
+from kaiwo_eventstore.sql.engines import WRITE_OPTION, create_engine
+from kaiwo_eventstore.sql.migrate import VERSION_TABLE, alembic_config, upgrade_to_head
+from kaiwo_eventstore.sql.schema import UtcDateTime, metadata
 from kaiwo_eventstore.sql.store import SqlEventStore
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -477,6 +481,27 @@ async def test_iter_all_can_stop_early(backend: Backend) -> None:
     assert await store.last_position() == (await store.read_all(limit=100))[-1].global_position
 
 
+async def test_iter_by_type_reads_one_type_in_batches_from_a_position(backend: Backend) -> None:
+    store = backend.store
+    plan = "ai.silogen.kaiwo.plan.decided.v1"
+    await store.append(
+        [
+            event(n, kind=plan if n % 3 == 0 else "ai.silogen.kaiwo.obs.observed.v1")
+            for n in range(1, 31)
+        ]
+    )
+
+    batches = [batch async for batch in store.iter_by_type(plan, batch_size=4)]
+    assert [len(batch) for batch in batches] == [4, 4, 2]
+    plans = [e for batch in batches for e in batch]
+    assert [e.data["number"] for e in plans] == [3, 6, 9, 12, 15, 18, 21, 24, 27, 30]
+    assert {e.type for e in plans} == {plan}
+
+    later = [e async for batch in store.iter_by_type(plan, plans[5].global_position) for e in batch]
+    assert [e.data["number"] for e in later] == [18, 21, 24, 27, 30]
+    assert [b async for b in store.iter_by_type("ai.silogen.kaiwo.none.v1")] == []
+
+
 # ---------------------------------------------------------------------- schema (SQL adapters)
 
 
@@ -529,7 +554,7 @@ async def test_upgrading_again_changes_nothing(migrated_engine: AsyncEngine) -> 
 
     async with migrated_engine.connect() as connection:
         versions = (await connection.execute(sa.text(f"SELECT * FROM {VERSION_TABLE}"))).all()
-    assert [tuple(row) for row in versions] == [("0001",)]
+    assert [tuple(row) for row in versions] == [("0002",)]
     assert await _differences(migrated_engine) == []
 
 
@@ -541,3 +566,172 @@ async def test_in_memory_sqlite_is_migrated_on_its_own_engine() -> None:
         assert await _differences(store.engine) == []
     finally:
         await store.close()
+
+
+# ---------------------------------------------------------------------- packed documents
+
+
+async def test_documents_are_stored_deflated_and_read_back_unchanged(
+    migrated_engine: AsyncEngine,
+) -> None:
+    document = {
+        "kind": "Pod",
+        "object": {
+            "metadata": {"name": "train-0", "labels": {"team": "ä-team ✓"}, "annotations": {}},
+            "spec": {"containers": [{"name": "main", "args": ["--lr", "0.5"]}] * 4},
+            "status": {"phase": "Running", "podIP": None, "restarts": 2**40, "ratio": 0.125},
+        },
+    }
+    store = SqlEventStore(migrated_engine)
+    await store.append(
+        [
+            NewEvent(
+                event_id="packed-1",
+                stream_id="workload/packed",
+                type="ai.silogen.kaiwo.obs.observed.v1",
+                time=T0,
+                source="/kaiwo/watcher",
+                correlation_id="packed",
+                data=document,
+                metadata={"natsStream": "KAIWO_OBS", "natsSequence": 7},
+            )
+        ]
+    )
+
+    async with migrated_engine.connect() as connection:
+        raw_data, raw_metadata = (
+            await connection.execute(
+                sa.text("SELECT data, metadata FROM events WHERE event_id = 'packed-1'")
+            )
+        ).one()
+    assert bytes(raw_data)[0] == FORMAT_DEFLATE_V1
+    assert len(raw_data) < len(json.dumps(document, separators=(",", ":"))) / 2
+    assert decode_document(bytes(raw_metadata)) == {"natsStream": "KAIWO_OBS", "natsSequence": 7}
+    [read] = await store.read_stream("workload/packed")
+    assert read.data == document
+    assert read.metadata == {"natsStream": "KAIWO_OBS", "natsSequence": 7}
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database with no schema yet, of its own (the migration test changes its schema)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'fresh.db'}"
+        return
+    server = request.getfixturevalue("postgres_server")
+    url = _run_apart(lambda: create_scratch_database(server, prefix="kaiwo_es_migrate"))
+    try:
+        yield url
+    finally:
+        _run_apart(lambda: drop_scratch_database(server, url))
+
+
+async def _migrate_to(engine: AsyncEngine, revision: str, *, down: bool = False) -> None:
+    def run(connection: Connection) -> None:
+        config = alembic_config()
+        config.attributes["connection"] = connection
+        (command.downgrade if down else command.upgrade)(config, revision)
+
+    async with engine.connect() as connection:
+        await connection.execution_options(**{WRITE_OPTION: True})
+        async with connection.begin():
+            await connection.run_sync(run)
+
+
+async def test_the_migration_packs_rows_stored_as_json_and_unpacks_them_on_downgrade(
+    empty_database: str,
+) -> None:
+    documents = [
+        ({"number": n, "object": {"name": f"job-{n}", "labels": {"é": "✓"}}}, {"seq": n})
+        for n in range(1, 2502)  # more than one chunk of the conversion
+    ]
+    json_type = sa.JSON().with_variant(JSONB(), "postgresql")
+    insert = sa.text(
+        "INSERT INTO events (event_id, stream_id, stream_version, event_type, source, time,"
+        " correlation_id, data, metadata) VALUES (:id, 's', :version, 't', '/x', :time, 'c',"
+        " :data, :metadata)"
+    ).bindparams(
+        sa.bindparam("data", type_=json_type),
+        sa.bindparam("metadata", type_=json_type),
+        sa.bindparam("time", type_=UtcDateTime()),
+    )
+    # A fresh engine for each schema: PostgreSQL refuses statements prepared on the old one.
+    async with _engine(empty_database) as engine:
+        await _migrate_to(engine, "0001")
+        async with engine.connect() as connection:
+            await connection.execution_options(**{WRITE_OPTION: True})
+            async with connection.begin():
+                await connection.execute(
+                    insert,
+                    [
+                        {"id": f"e{n}", "version": n, "time": T0, "data": d, "metadata": m}
+                        for n, (d, m) in enumerate(documents, start=1)
+                    ],
+                )
+        await upgrade_to_head(engine)
+
+    async with _engine(empty_database) as engine:
+        assert await _differences(engine) == []
+        store = SqlEventStore(engine)
+        read = [e async for batch in store.iter_all() for e in batch]
+        assert [(e.data, e.metadata) for e in read] == documents
+        await _migrate_to(engine, "0001", down=True)
+
+    async with _engine(empty_database) as engine, engine.connect() as connection:
+        row = (
+            await connection.execute(
+                sa.text("SELECT data, metadata FROM events WHERE event_id = 'e2501'")
+            )
+        ).one()
+    assert [json.loads(v) if isinstance(v, str) else v for v in row] == list(documents[-1])
+
+
+@contextlib.asynccontextmanager
+async def _engine(url: str) -> AsyncIterator[AsyncEngine]:
+    engine = create_engine(url)
+    try:
+        yield engine
+    finally:
+        await engine.dispose()
+
+
+_REFUSE_POISON = {
+    "sqlite": [
+        "CREATE TRIGGER refuse_poison BEFORE INSERT ON events WHEN NEW.event_id = 'poison'"
+        " BEGIN SELECT RAISE(ABORT, 'poison refused'); END"
+    ],
+    "postgresql": [
+        "CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$"
+        " BEGIN IF NEW.event_id = 'poison' THEN RAISE EXCEPTION 'poison refused'; END IF;"
+        " RETURN NEW; END $$",
+        "CREATE TRIGGER refuse_poison BEFORE INSERT ON events FOR EACH ROW"
+        " EXECUTE FUNCTION refuse_poison()",
+    ],
+}
+
+
+async def test_a_batch_the_database_refuses_midway_stores_none_of_its_events(
+    empty_database: str,
+) -> None:
+    """The recorder appends each fetch in one transaction (decision 0053): rows the
+    database took before it refused one in the middle must not stay."""
+    async with _engine(empty_database) as engine:
+        await upgrade_to_head(engine)
+        async with engine.begin() as connection:
+            for statement in _REFUSE_POISON[engine.dialect.name]:
+                await connection.exec_driver_sql(statement)
+    async with _engine(empty_database) as engine:
+        store = SqlEventStore(engine)
+        await store.append([event(1)])
+        batch = [event(2), event(3), event(4, event_id="poison"), event(5)]
+
+        # (SQLite reports a trigger's refusal as a constraint, hence a conflict.)
+        with pytest.raises((sa.exc.DBAPIError, ConcurrencyError)):
+            await store.append(batch, tracking=Tracking("recorder-obs", 99))
+
+        assert ids(await store.read_all()) == [f"{JOB}:1"]
+        assert await store.stream_version(JOB) == 1
+        assert await store.position("recorder-obs") == 0
+        # The same batch without the refused event is stored whole afterwards.
+        stored = await store.append([e for e in batch if e.event_id != "poison"])
+        assert [e.stream_version for e in stored.stored] == [2, 3, 4]

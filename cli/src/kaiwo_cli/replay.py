@@ -15,9 +15,11 @@ and ``planned_at``, the ``now`` it planned with. So, for each plan in order of
    and every recorded autoscaler decision (``ScaleDecidedV1`` of ``KAIWO_GATEWAY``) up to and
    including the plan's ``scale_sequence``, so a Model's plan scales it as it did;
 2. call :func:`~kaiwo_planner.domain.planning.plan_object` with the plan's owner as the
-   projection holds it, a *fresh* planning context of the projection's cluster state (the
-   planner service carries its context from state to state, so a value it kept when it
-   should have worked it out again shows as a difference) and ``now = planned_at``;
+   projection holds it, the planning context of the projection's cluster state and
+   ``now = planned_at``. The context is carried from plan to plan as the planner service
+   carries it, and a plan that differs is judged again from a fresh one; with
+   ``fresh_contexts`` every plan gets a fresh one, so a value the planner service kept when
+   it should have worked it out again shows as a difference (decision 0052);
 3. compare the replayed plan with the recorded one: equal fingerprints (the SHA-256 of the
    plan's canonical JSON) and observed resourceVersion, and every object the recorded plan
    named ``absent`` (``drifted``) is also one the projection does not hold (holds without
@@ -40,10 +42,20 @@ other partitions may differ.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import gc
+import heapq
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Generic, Literal, TypeVar
 
 import yaml
 from kaiwo_contracts.confinement import preemption_target_ref
@@ -55,6 +67,7 @@ from kaiwo_eventstore import EventStore, StoredEvent, cyclic_gc_paused
 from kaiwo_planner.domain.models.autoscaling import ScaleRequest
 from kaiwo_planner.domain.planning import PlanningResult, plan_object
 from kaiwo_planner.domain.queues.default_objects import default_object_plans
+from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.projection import Projection
 from kaiwo_planner.domain.status.findings import WorkloadFinding
@@ -74,8 +87,9 @@ GATEWAY_STREAM: Final = "KAIWO_GATEWAY"
 
 Outcome = Literal["reproduced", "differs", "skipped"]
 PlanFunction = Callable[..., PlanningResult]
-Progress = Callable[[int, int], None]
-"""Called with (plans done, plans in all) while replaying."""
+Progress = Callable[[int, int | None], None]
+"""Called with (plans done, plans in all, or None when not known: a streamed replay) while
+replaying."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,10 +110,19 @@ class PlanReplay:
 @dataclass(frozen=True, slots=True)
 class ReplayReport:
     plans: tuple[PlanReplay, ...]
+    """The verdicts kept: every one, unless the caller asked to keep only some (a replay of
+    a large store keeps the differences and prints the rest as they come)."""
     observations: int
     """Recorded observations applied (those at or below the last plan's obs_sequence)."""
+    tally: Mapping[Outcome, int] | None = None
+    """Verdicts by outcome, kept or not; None: count :attr:`plans`."""
+    late_observations: int = 0
+    """Observations recorded after the replay had passed their stream sequence (not
+    applied; see :func:`replay_from_store`)."""
 
     def count(self, outcome: Outcome) -> int:
+        if self.tally is not None:
+            return self.tally.get(outcome, 0)
         return sum(1 for plan in self.plans if plan.outcome == outcome)
 
     @property
@@ -195,15 +218,16 @@ def replay_recorded(
     scale_decisions: Iterable[StoredEvent] = (),
     plan_fn: PlanFunction = plan_object,
     progress: Progress | None = None,
+    fresh_contexts: bool = False,
 ) -> ReplayReport:
     """Replay ``plans`` over ``observations``, ``findings`` and ``scale_decisions`` (as
-    recorded; any order)."""
+    recorded; any order). See :func:`replay_from_store` for ``fresh_contexts``."""
     with cyclic_gc_paused():  # every collection would walk the whole recorded history
         return _replay(
             observations,
             plans,
             _Inputs(findings=findings, scale_decisions=scale_decisions),
-            plan_fn=plan_fn,
+            replayer=_Replayer(plan_fn, fresh_contexts=fresh_contexts),
             progress=progress,
         )
 
@@ -221,49 +245,131 @@ def _replay(
     plans: Iterable[StoredEvent],
     inputs: _Inputs,
     *,
-    plan_fn: PlanFunction,
+    replayer: _Replayer,
     progress: Progress | None,
 ) -> ReplayReport:
-    ordered = observations_in_stream_order(observations)
+    ordered = [(o.sequence, o.payload) for o in observations_in_stream_order(observations)]
     readings = findings_in_stream_order(inputs.findings)
     requests = scale_requests_in_stream_order(inputs.scale_decisions)
-    taken = scaled = 0
-    # One planner moves every sequence forward only: ordering by them is publishing order.
-    recorded = sorted(
-        (event for event in plans if event.type == PLAN_TYPE),
-        key=lambda event: (
-            int(event.data.get("obsSequence") or 0),
-            int(event.data.get("monSequence") or 0),
-            int(event.data.get("scaleSequence") or 0),
-            event.global_position,
-        ),
-    )
-    # The observations are held in memory anyway: no copies with shared strings.
-    projection = Projection(share_strings=False)
-    applied = 0
-    verdicts: list[PlanReplay] = []
+    recorded = sorted((event for event in plans if event.type == PLAN_TYPE), key=plan_order)
+    applied = taken = scaled = 0
     for done, event in enumerate(recorded, start=1):
         decided = _decided(event)
-        if decided is None:
-            verdicts.append(_skipped(event, "the recorded plan does not parse as PlanDecidedV1"))
-        else:
-            while applied < len(ordered) and ordered[applied].sequence <= decided.obs_sequence:
-                projection.apply(ordered[applied].payload, sequence=ordered[applied].sequence)
-                applied += 1
-            while taken < len(readings) and readings[taken][0] <= decided.mon_sequence:
-                projection.apply_finding(readings[taken][1], sequence=readings[taken][0])
-                taken += 1
-            while scaled < len(requests) and requests[scaled][0] <= decided.scale_sequence:
-                projection.apply_scale_request(requests[scaled][1], sequence=requests[scaled][0])
-                scaled += 1
-            verdicts.append(_judge(event, decided, projection, plan_fn))
+        if decided is not None:
+            upto = applied
+            while upto < len(ordered) and ordered[upto][0] <= decided.obs_sequence:
+                upto += 1
+            replayer.apply_observations(ordered[applied:upto])
+            applied = upto
+            upto = taken
+            while upto < len(readings) and readings[upto][0] <= decided.mon_sequence:
+                upto += 1
+            replayer.apply_findings(readings[taken:upto])
+            taken = upto
+            upto = scaled
+            while upto < len(requests) and requests[upto][0] <= decided.scale_sequence:
+                upto += 1
+            replayer.apply_scale_requests(requests[scaled:upto])
+            scaled = upto
+        replayer.judge(event, decided)
         if progress is not None:
             progress(done, len(recorded))
-    return ReplayReport(plans=tuple(verdicts), observations=applied)
+    return replayer.report()
+
+
+def plan_order(event: StoredEvent) -> tuple[int, int, int, int]:
+    """The order one planner published its plans in: every sequence only moves forward."""
+    data = event.data
+    try:
+        return (
+            int(data.get("obsSequence") or 0),
+            int(data.get("monSequence") or 0),
+            int(data.get("scaleSequence") or 0),
+            event.global_position,
+        )
+    except (TypeError, ValueError):  # unparsable: judged (and skipped) in recorded order
+        return (0, 0, 0, event.global_position)
+
+
+VerdictSink = Callable[[PlanReplay], None]
+
+
+def _fresh_context(projection: Projection) -> PlanningContext:
+    return PlanningContext.of(projection.cluster_state())
+
+
+class _Replayer:
+    """The projection a replay builds, the verdicts on the plans it is handed in order, and
+    their tally. Plans are judged as they come, so a caller may keep only some verdicts."""
+
+    def __init__(
+        self,
+        plan_fn: PlanFunction,
+        *,
+        keep: Callable[[PlanReplay], bool] | None = None,
+        on_verdict: VerdictSink | None = None,
+        fresh_contexts: bool = False,
+    ) -> None:
+        self._plan_fn = plan_fn
+        self._fresh_contexts = fresh_contexts
+        self._contexts = PlanningContextKeeper()
+        self._keep = keep
+        self._on_verdict = on_verdict
+        # The observations are not shared with anything else: no copies with shared strings.
+        self.projection = Projection(share_strings=False)
+        self.observations = 0
+        self.obs_through = 0
+        self._kept: list[PlanReplay] = []
+        self._tally: dict[Outcome, int] = {"reproduced": 0, "differs": 0, "skipped": 0}
+
+    def apply_observations(self, items: Iterable[tuple[int, ObservedObjectV1]]) -> None:
+        for sequence, payload in items:
+            self.projection.apply(payload, sequence=sequence)
+            self.observations += 1
+            self.obs_through = sequence
+
+    def apply_findings(self, items: Iterable[tuple[int, WorkloadFinding]]) -> None:
+        for sequence, finding in items:
+            self.projection.apply_finding(finding, sequence=sequence)
+
+    def apply_scale_requests(self, items: Iterable[tuple[int, ScaleRequest]]) -> None:
+        for sequence, request in items:
+            self.projection.apply_scale_request(request, sequence=sequence)
+
+    def judge(self, event: StoredEvent, decided: PlanDecidedV1 | None) -> PlanReplay:
+        if decided is None:
+            verdict = _skipped(event, "the recorded plan does not parse as PlanDecidedV1")
+        elif self._fresh_contexts:
+            verdict = _judge(event, decided, self.projection, self._plan_fn, _fresh_context)
+        else:
+            verdict = _judge(event, decided, self.projection, self._plan_fn, self._contexts.context)
+            if verdict.outcome == "differs":  # confirmed from scratch: the reference
+                verdict = _judge(event, decided, self.projection, self._plan_fn, _fresh_context)
+        self.record(verdict)
+        return verdict
+
+    def record(self, verdict: PlanReplay) -> None:
+        self._tally[verdict.outcome] += 1
+        if self._on_verdict is not None:
+            self._on_verdict(verdict)
+        if self._keep is None or self._keep(verdict):
+            self._kept.append(verdict)
+
+    def report(self, *, late_observations: int = 0) -> ReplayReport:
+        return ReplayReport(
+            plans=tuple(self._kept),
+            observations=self.observations,
+            tally=dict(self._tally),
+            late_observations=late_observations,
+        )
 
 
 def _judge(
-    event: StoredEvent, decided: PlanDecidedV1, projection: Projection, plan_fn: PlanFunction
+    event: StoredEvent,
+    decided: PlanDecidedV1,
+    projection: Projection,
+    plan_fn: PlanFunction,
+    context_of: Callable[[Projection], PlanningContext],
 ) -> PlanReplay:
     if decided.planned_at is None:
         return _skipped(event, "planned outside the planner (no plannedAt)", decided)
@@ -282,10 +388,7 @@ def _judge(
         )
     # The planner planned from its own previous status when the observed one lagged behind.
     owner = owner_with_status(owner, decided.assumed_status)
-    # A fresh context for every plan: the planner service carries its context from state
-    # to state, so a value it failed to work out again shows here as a difference.
-    context = PlanningContext.of(projection.cluster_state())
-    replayed = plan_fn(owner=owner, context=context, now=decided.planned_at).plan
+    replayed = plan_fn(owner=owner, context=context_of(projection), now=decided.planned_at).plan
     if replayed is not None and _same_as_recorded(decided, replayed, projection):
         return _verdict(event, decided, "reproduced")
     recorded_doc = comparable(decided.plan, absent=decided.absent, drifted=decided.drifted)
@@ -423,28 +526,224 @@ def _sequence_in(event: StoredEvent, stream: str) -> int | None:
 # --------------------------------------------------------------------------- the store
 
 
+READ_BATCH: Final = 2000
+"""Events of one type read per round trip."""
+PLAN_WINDOW: Final = 4096
+"""Plans read ahead and put in publishing order before each is judged (see below)."""
+
+
 async def replay_from_store(
     store: EventStore,
     *,
     workload_uid: str | None = None,
     plan_fn: PlanFunction = plan_object,
     progress: Progress | None = None,
+    on_verdict: VerdictSink | None = None,
+    keep: Callable[[PlanReplay], bool] | None = None,
+    plan_window: int = PLAN_WINDOW,
+    batch_size: int = READ_BATCH,
+    fresh_contexts: bool = False,
 ) -> ReplayReport:
-    """Replay the recorded plans of one workload (every plan when ``workload_uid`` is None)."""
-    observations = await store.read_by_type([OBSERVED_TYPE])
-    findings = await store.read_by_type([FINDING_TYPE])
-    scale_decisions = await store.read_by_type([SCALE_TYPE])
-    plans = await store.read_by_type([PLAN_TYPE])
-    if workload_uid is not None:
-        plans = [event for event in plans if _owner_uid(event) == workload_uid]
-    return replay_recorded(
-        observations=observations,
-        plans=plans,
-        findings=findings,
-        scale_decisions=scale_decisions,
-        plan_fn=plan_fn,
-        progress=progress,
-    )
+    """Replay the recorded plans of one workload (every plan when ``workload_uid`` is None).
+
+    Streamed, in memory that does not grow with the store: the plans, observations, findings
+    and scale decisions are each read as a stream of their own type
+    (:meth:`~kaiwo_eventstore.EventStore.iter_by_type`, in recording order, in batches), and
+    each input is read only as far as the plan being judged needs. No event of another type
+    is read or decoded. ``on_verdict`` sees every verdict as it is made; the report keeps
+    those ``keep`` accepts (all by default) and counts every one.
+
+    Order. The recorder stores each NATS stream through one consumer, in stream order, batch
+    by batch; one planner publishes its plans with every sequence moving forward. So
+    recording order is stream order, give or take a redelivered batch: each input is put in
+    stream-sequence order over what has been read (at least one batch past the plan's
+    sequence), and plans over a window of ``plan_window``. An observation recorded after the
+    replay has passed its sequence cannot be applied any more: it is counted in
+    ``late_observations``; a plan that comes after the replay applied observations past its
+    ``obsSequence`` is *skipped*, saying so. Neither happens to a store one recorder wrote.
+
+    Planning contexts. By default replay carries one planning context along the projection,
+    as the planner service does (:class:`PlanningContextKeeper`: values whose inputs did not
+    change are kept), and judges a plan that differs again with a fresh context, whose
+    verdict is the one reported: a difference is always one from scratch. Working
+    everything out afresh for every plan (``fresh_contexts``, ``--fresh-contexts``) is
+    several times slower, and also finds a value the planner service kept when it should
+    have worked it out again (it shows as a difference).
+    """
+    replayer = _Replayer(plan_fn, keep=keep, on_verdict=on_verdict, fresh_contexts=fresh_contexts)
+
+    def batches(event_type: str) -> AsyncGenerator[Sequence[StoredEvent], None]:
+        return store.iter_by_type(event_type, batch_size=batch_size)
+
+    observations = _InStreamOrder(batches(OBSERVED_TYPE), read=_observation_of)
+    findings = _InStreamOrder(batches(FINDING_TYPE), read=_finding_of)
+    requests = _InStreamOrder(batches(SCALE_TYPE), read=_scale_request_of)
+    done = 0
+    with cyclic_gc_paused():  # see kaiwo_eventstore.bulk; collected every few thousand plans
+        try:
+            async for event in _plans_in_order(
+                batches(PLAN_TYPE), window=plan_window, owner_uid=workload_uid
+            ):
+                decided = _decided(event)
+                if decided is not None and decided.obs_sequence < replayer.obs_through:
+                    replayer.record(
+                        _skipped(
+                            event,
+                            f"recorded out of order: the replay had applied observations up "
+                            f"to {replayer.obs_through}, past this plan's {decided.obs_sequence}",
+                            decided,
+                        )
+                    )
+                else:
+                    if decided is not None:
+                        replayer.apply_observations(
+                            await observations.take_through(decided.obs_sequence)
+                        )
+                        replayer.apply_findings(await findings.take_through(decided.mon_sequence))
+                        replayer.apply_scale_requests(
+                            await requests.take_through(decided.scale_sequence)
+                        )
+                    replayer.judge(event, decided)
+                done += 1
+                if done % _COLLECT_EVERY == 0:
+                    gc.collect()
+                if progress is not None:
+                    progress(done, None)
+        finally:
+            for source in (observations, findings, requests):
+                await source.close()
+    return replayer.report(late_observations=observations.late)
+
+
+_COLLECT_EVERY: Final = 5000
+_Item = TypeVar("_Item")
+
+
+class _InStreamOrder(Generic[_Item]):
+    """One input of replay, read from the store batch by batch, handed out in stream-sequence
+    order up to a bound. Holds only what was read past the last bound (a batch or so)."""
+
+    def __init__(
+        self,
+        batches: AsyncGenerator[Sequence[StoredEvent], None],
+        *,
+        read: Callable[[StoredEvent], tuple[int, Callable[[], _Item | None]] | None],
+    ) -> None:
+        self._batches = batches
+        self._read = read
+        self._heap: list[int] = []
+        self._pending: dict[int, Callable[[], _Item | None]] = {}
+        self._read_through = 0
+        self._taken_through = 0
+        self._exhausted = False
+        self.late = 0
+
+    async def take_through(self, bound: int) -> list[tuple[int, _Item]]:
+        """Every item with a sequence up to ``bound`` not handed out yet, in sequence order."""
+        while not self._exhausted and self._read_through <= bound:
+            batch = await anext(self._batches, None)
+            if batch is None:
+                self._exhausted = True
+                break
+            for event in batch:
+                self._add(event)
+        taken: list[tuple[int, _Item]] = []
+        while self._heap and self._heap[0] <= bound:
+            sequence = heapq.heappop(self._heap)
+            item = self._pending.pop(sequence)()
+            if item is not None:
+                taken.append((sequence, item))
+        self._taken_through = max(self._taken_through, bound)
+        return taken
+
+    def _add(self, event: StoredEvent) -> None:
+        found = self._read(event)
+        if found is None:
+            return
+        sequence, item = found
+        self._read_through = max(self._read_through, sequence)
+        if sequence <= self._taken_through:
+            self.late += 1
+        elif sequence not in self._pending:  # the first recording of a sequence counts
+            self._pending[sequence] = item
+            heapq.heappush(self._heap, sequence)
+
+    async def close(self) -> None:
+        await self._batches.aclose()
+
+
+def _observation_of(
+    event: StoredEvent,
+) -> tuple[int, Callable[[], ObservedObjectV1 | None]] | None:
+    """The observation's stream sequence, and how to read its payload (only when applied:
+    an observation past the last plan is never validated)."""
+    sequence = _obs_sequence_of(event)
+    if sequence is None:
+        return None
+
+    def payload() -> ObservedObjectV1 | None:
+        try:
+            return ObservedObjectV1.model_validate(event.data)
+        except ValidationError:  # the recorder would have stored it as malformed
+            return None
+
+    return sequence, payload
+
+
+def _finding_of(
+    event: StoredEvent,
+) -> tuple[int, Callable[[], WorkloadFinding | None]] | None:
+    sequence = _sequence_in(event, MONITOR_STREAM)
+    if sequence is None:
+        return None
+
+    def finding() -> WorkloadFinding | None:
+        try:
+            reading = UtilizationV1.model_validate(event.data)
+        except ValidationError:
+            return None
+        return WorkloadFinding.of(reading, at=event.time) if reading.workload.uid else None
+
+    return sequence, finding
+
+
+def _scale_request_of(
+    event: StoredEvent,
+) -> tuple[int, Callable[[], ScaleRequest | None]] | None:
+    sequence = _sequence_in(event, GATEWAY_STREAM)
+    if sequence is None:
+        return None
+
+    def request() -> ScaleRequest | None:
+        try:
+            decision = ScaleDecidedV1.model_validate(event.data)
+        except ValidationError:
+            return None
+        return ScaleRequest.of(decision, at=event.time) if decision.model.uid else None
+
+    return sequence, request
+
+
+async def _plans_in_order(
+    batches: AsyncGenerator[Sequence[StoredEvent], None],
+    *,
+    window: int,
+    owner_uid: str | None,
+) -> AsyncIterator[StoredEvent]:
+    """The recorded plans (of ``owner_uid``, or all) in publishing order over a window."""
+    heap: list[tuple[tuple[int, int, int, int], StoredEvent]] = []
+    try:
+        async for batch in batches:
+            for event in batch:
+                if owner_uid is not None and _owner_uid(event) != owner_uid:
+                    continue
+                heapq.heappush(heap, (plan_order(event), event))
+                if len(heap) > window:
+                    yield heapq.heappop(heap)[1]
+    finally:
+        await batches.aclose()
+    while heap:
+        yield heapq.heappop(heap)[1]
 
 
 def _owner_uid(event: StoredEvent) -> str | None:

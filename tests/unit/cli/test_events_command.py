@@ -24,7 +24,12 @@ from kaiwo_cli.commands.events import (
     tail_line,
 )
 from kaiwo_cli.main import app
-from kaiwo_cli.replay import NATS_SEQUENCE_KEY, NATS_STREAM_KEY, replay_recorded
+from kaiwo_cli.replay import (
+    NATS_SEQUENCE_KEY,
+    NATS_STREAM_KEY,
+    replay_from_store,
+    replay_recorded,
+)
 from kaiwo_contracts.events import (
     ActionOutcome,
     ApplyResultV1,
@@ -44,7 +49,7 @@ from kaiwo_contracts.events.subjects import (
     scale_subject,
 )
 from kaiwo_contracts.plans import ObjectRef
-from kaiwo_eventstore import NewEvent, open_event_store
+from kaiwo_eventstore import InMemoryEventStore, NewEvent, open_event_store
 from kaiwo_eventstore.explain import WORKLOAD_STREAM_PREFIX, CausalNode, tree_lines
 from kaiwo_planner.domain.planning import plan_object
 from kaiwo_planner.service import PlannerService
@@ -828,3 +833,155 @@ def test_tail_says_what_changed_and_the_phase_it_shows() -> None:
     )
     assert display_kind(f"kaiwo.plan.kaiwojob.team-a.{JOB_UID}", plan) == "KaiwoJob"
     assert display_kind(f"kaiwo.obs.pod.team-a.{POD_UID}", {}) == "pod"
+
+
+# --------------------------------------------------------------------------- streamed replay
+
+
+def _as_new(event: Any) -> NewEvent:
+    return NewEvent(
+        event_id=event.event_id,
+        stream_id=event.stream_id,
+        type=event.type,
+        time=event.time,
+        source=event.source,
+        correlation_id=event.correlation_id,
+        data=event.data,
+        subject=event.subject,
+        causation_id=event.causation_id,
+        metadata=event.metadata,
+    )
+
+
+def _pairs_swapped(events: list[Any]) -> list[Any]:
+    """1 0 3 2 5 4 ...: recorded out of order, but never by more than one place."""
+    swapped = list(events)
+    for index in range(0, len(swapped) - 1, 2):
+        swapped[index], swapped[index + 1] = swapped[index + 1], swapped[index]
+    return swapped
+
+
+def _verdicts(report: Any) -> list[tuple[str, str, int]]:
+    return sorted((p.event_id, p.outcome, p.obs_sequence) for p in report.plans)
+
+
+def test_the_streamed_replay_of_a_store_gives_the_verdicts_of_the_pure_replay(
+    recorded: Recorded,
+) -> None:
+    observations, plans = asyncio.run(read_recorded(recorded.url))
+    findings = asyncio.run(read_findings(recorded.url))
+    decisions = asyncio.run(read_scale_decisions(recorded.url))
+    pure = replay_recorded(
+        observations=observations, plans=plans, findings=findings, scale_decisions=decisions
+    )
+
+    async def streamed_from_sqlite() -> Any:
+        store = await open_event_store(recorded.url)
+        try:
+            return await replay_from_store(store)
+        finally:
+            await store.close()
+
+    async def streamed_out_of_order() -> Any:
+        # Recorded slightly out of order (a redelivered batch): the plans' window and the
+        # inputs' ordering put them back, and the verdicts stay the same.
+        store = InMemoryEventStore()
+        shuffled = [*_pairs_swapped(observations), *findings, *decisions, *_pairs_swapped(plans)]
+        await store.append([_as_new(event) for event in shuffled])
+        seen: list[str] = []
+        report = await replay_from_store(
+            store, plan_window=2, on_verdict=lambda v: seen.append(v.event_id)
+        )
+        assert sorted(seen) == sorted(p.event_id for p in plans)
+        return report
+
+    from_sqlite = asyncio.run(streamed_from_sqlite())
+    out_of_order = asyncio.run(streamed_out_of_order())
+
+    assert pure.reproduced == len(plans) and pure.differ == 0
+    assert _verdicts(from_sqlite) == _verdicts(pure)
+    assert _verdicts(out_of_order) == _verdicts(pure)
+    assert from_sqlite.observations == pure.observations
+    assert (from_sqlite.late_observations, out_of_order.late_observations) == (0, 0)
+
+
+def test_a_streamed_replay_keeps_only_the_verdicts_asked_for_and_counts_them_all(
+    recorded: Recorded,
+) -> None:
+    async def replay() -> Any:
+        store = await open_event_store(recorded.url)
+        try:
+            return await replay_from_store(
+                store, keep=lambda verdict: verdict.outcome != "reproduced"
+            )
+        finally:
+            await store.close()
+
+    report = asyncio.run(replay())
+
+    _, plans = asyncio.run(read_recorded(recorded.url))
+    assert report.plans == ()
+    assert (report.reproduced, report.differ, report.skipped) == (len(plans), 0, 0)
+
+
+def test_an_observation_recorded_after_replay_passed_it_is_counted_late_and_a_plan_skipped(
+    recorded: Recorded,
+) -> None:
+    observations, plans = asyncio.run(read_recorded(recorded.url))
+    job_plan = next(p for p in plans if p.data["plan"]["owner"]["kind"] == "KaiwoJob")
+    needed = job_plan.data["obsSequence"]
+    # The job's own observation is recorded after every plan and after later observations.
+    held_back = next(o for o in observations if o.metadata[NATS_SEQUENCE_KEY] == needed)
+
+    async def replay() -> Any:
+        store = InMemoryEventStore()
+        rest = [o for o in observations if o is not held_back]
+        await store.append([_as_new(e) for e in [*rest, *plans]])
+        await store.append([_as_new(held_back)])
+        # One event per read: the replay has passed the job's sequence before it reads it.
+        return await replay_from_store(store, plan_window=1, batch_size=1)
+
+    report = asyncio.run(replay())
+
+    verdict = next(p for p in report.plans if p.event_id == job_plan.event_id)
+    assert verdict.outcome == "skipped"
+    assert "is not among the recorded observations" in verdict.reason
+    assert report.late_observations == 1
+
+
+def test_a_plan_that_differs_with_the_carried_context_is_judged_again_from_a_fresh_one(
+    recorded: Recorded,
+) -> None:
+    observations, plans = asyncio.run(read_recorded(recorded.url))
+    inputs = {
+        "findings": asyncio.run(read_findings(recorded.url)),
+        "scale_decisions": asyncio.run(read_scale_decisions(recorded.url)),
+    }
+    contexts: list[Any] = []
+
+    def planner_with_a_stale_first_answer(**arguments: Any) -> Any:
+        """Plans as the planner does, except that the first answer for the KaiwoJob is
+        wrong, as a value a carried context kept when it should not have would make it."""
+        result = plan_object(**arguments)
+        if arguments["owner"]["kind"] != "KaiwoJob" or contexts:
+            return result
+        contexts.append(arguments["context"])
+        assert result.plan is not None
+        stale = result.plan.model_copy(update={"status": {"status": "RUNNING"}})
+        return SimpleNamespace(plan=stale)
+
+    carried = replay_recorded(
+        observations=observations, plans=plans, plan_fn=planner_with_a_stale_first_answer, **inputs
+    )
+    assert carried.differ == 0 and carried.reproduced == len(plans)
+
+    contexts.clear()
+    fresh = replay_recorded(
+        observations=observations,
+        plans=plans,
+        plan_fn=planner_with_a_stale_first_answer,
+        fresh_contexts=True,
+        **inputs,
+    )
+    assert fresh.differ == 1
+    assert "RUNNING" in next(p.diff for p in fresh.plans if p.outcome == "differs")

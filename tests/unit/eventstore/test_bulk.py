@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from kaiwo_eventstore import StoredEvent, cyclic_gc_paused
+from kaiwo_eventstore.codec import encode_document
 from kaiwo_eventstore.sql.rows import decode_rows, row_decoder
 
 
@@ -45,8 +46,8 @@ def test_rows_are_decoded_while_the_collector_is_paused() -> None:
         return sqlite(row)
 
     rows = [
-        (n, f"e{n}", "s", n, "t", None, "src", "2025-03-01 12:00:00", "c", None, f'{{"n":{n}}}',
-         "{}", "2025-03-01 12:00:01")
+        (n, f"e{n}", "s", n, "t", None, "src", "2025-03-01 12:00:00", "c", None,
+         encode_document({"n": n}), encode_document({}), "2025-03-01 12:00:01")
         for n in (1, 2)
     ]  # fmt: skip
 

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from kaiwo_eventstore import AppendResult, NewEvent, StoredEvent
+from kaiwo_eventstore.codec import encode_document
 from kaiwo_eventstore.sql.engines import async_url, is_memory_sqlite
 from kaiwo_eventstore.sql.rows import row_decoder
 from kaiwo_eventstore.sql.schema import UtcDateTime
@@ -69,11 +70,12 @@ def test_append_result_summaries() -> None:
     assert AppendResult(stored=()).last_position is None
 
 
-def test_sqlite_rows_decode_json_text_and_utc_timestamps() -> None:
+def test_sqlite_rows_inflate_documents_and_decode_utc_timestamps() -> None:
     decode = row_decoder("sqlite")
     row: tuple[object, ...] = (
         12, "u:1", "node/u", 3, "t", "team/x", "/kaiwo/watcher", "2025-03-01 12:00:00.250000",
-        "corr", "cause", '{"spec":{"n":2}}', '{"traceparent":"00-x"}', "2025-03-02 08:30:00",
+        "corr", "cause", encode_document({"spec": {"n": 2}}),
+        encode_document({"traceparent": "00-x"}), "2025-03-02 08:30:00",
     )  # fmt: skip
 
     event = decode(row)
@@ -111,8 +113,8 @@ def test_postgres_rows_are_normalised_to_utc() -> None:
         at_one,
         "c",
         None,
-        {"a": 1},
-        {},
+        encode_document({"a": 1}),
+        encode_document({}),
         NOON,
     )
 

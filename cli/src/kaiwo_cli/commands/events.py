@@ -57,10 +57,9 @@ from kaiwo_runtime.redaction import redact_secrets, redact_url
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.syntax import Syntax
 
-from kaiwo_cli.replay import ReplayReport, replay_from_store
+from kaiwo_cli.replay import PlanReplay, ReplayReport, replay_from_store
 from kaiwo_cli.stack.cluster_state import recorded_cluster
 from kaiwo_cli.stack.state import (
     StackState,
@@ -74,7 +73,6 @@ EXTENSION_POSITION: Final = "kaiwoposition"
 EXTENSION_STREAM: Final = "kaiwostreamid"
 EXTENSION_VERSION: Final = "kaiwostreamversion"
 EXTENSION_RECORDED_AT: Final = "kaiworecordedat"
-PROGRESS_THRESHOLD: Final = 50
 EXPLAIN_WIDTH: Final = 120
 """Columns to wrap ``explain`` at when the output is no terminal and COLUMNS is unset."""
 
@@ -265,49 +263,72 @@ def replay(
         str | None,
         typer.Option("--workload", help="NAMESPACE/NAME; every recorded plan when omitted."),
     ] = None,
+    fresh_contexts: Annotated[
+        bool,
+        typer.Option(
+            "--fresh-contexts",
+            help="Work every value out afresh for each plan (slower; also finds a value the "
+            "planner kept when it should have worked it out again).",
+        ),
+    ] = False,
     store: StoreOption = None,
     state_dir: StateDirOption = None,
 ) -> None:
     """Re-plan from the recorded observations; exit 1 when a recorded plan is not reproduced."""
     name_the_cluster(store, state_dir)
-    report: ReplayReport = _run(_replay(workload, store_url(store, state_dir)))
     console = _stdout()
-    for plan in report.plans:
-        mark = {"reproduced": "[green]reproduced[/]", "differs": "[red]differs[/]"}.get(
-            plan.outcome, "[yellow]skipped[/]"
+    report: ReplayReport = _run(
+        _replay(
+            workload,
+            store_url(store, state_dir),
+            lambda plan: _print_verdict(console, plan),
+            fresh_contexts=fresh_contexts,
         )
-        console.print(
-            f"{mark}  {escape(plan.owner)}  plan {short_plan_id(plan.event_id)} "
-            f"({plan.trigger}, obs {plan.obs_sequence})"
-            + (f": {escape(plan.reason)}" if plan.reason else "")
-        )
-        if plan.diff:
-            console.print(Syntax(plan.diff, "diff", theme="ansi_dark", background_color="default"))
+    )
+    total = report.reproduced + report.differ + report.skipped
     console.print(
-        f"{len(report.plans)} plans, {report.reproduced} reproduced, {report.differ} differ, "
+        f"{total} plans, {report.reproduced} reproduced, {report.differ} differ, "
         f"{report.skipped} skipped ({report.observations} observations replayed)"
     )
+    if report.late_observations:
+        console.print(
+            f"[yellow]{report.late_observations} observations were recorded after the replay "
+            "had passed their stream sequence and were not applied[/]"
+        )
     if report.differ:
         raise typer.Exit(1)
 
 
-async def _replay(reference: str | None, url: str) -> ReplayReport:
+def _print_verdict(console: Console, plan: PlanReplay) -> None:
+    """One line per plan as it is judged (a large store prints as it goes, keeping none)."""
+    mark = {"reproduced": "[green]reproduced[/]", "differs": "[red]differs[/]"}.get(
+        plan.outcome, "[yellow]skipped[/]"
+    )
+    console.print(
+        f"{mark}  {escape(plan.owner)}  plan {short_plan_id(plan.event_id)} "
+        f"({plan.trigger}, obs {plan.obs_sequence})"
+        + (f": {escape(plan.reason)}" if plan.reason else "")
+    )
+    if plan.diff:
+        console.print(Syntax(plan.diff, "diff", theme="ansi_dark", background_color="default"))
+
+
+async def _replay(
+    reference: str | None,
+    url: str,
+    on_verdict: Callable[[PlanReplay], None],
+    *,
+    fresh_contexts: bool,
+) -> ReplayReport:
     async with opened_store(url) as store:
         uid = (await find_workload(store, reference)).uid if reference else None
-        with Progress(
-            TextColumn("replaying plans"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            console=_stderr(),
-            transient=True,
-        ) as progress:
-            task = progress.add_task("replay", total=None)
-
-            def advance(done: int, total: int) -> None:
-                if total >= PROGRESS_THRESHOLD:
-                    progress.update(task, completed=done, total=total)
-
-            return await replay_from_store(store, workload_uid=uid, progress=advance)
+        return await replay_from_store(
+            store,
+            workload_uid=uid,
+            on_verdict=on_verdict,
+            keep=lambda _plan: False,
+            fresh_contexts=fresh_contexts,
+        )
 
 
 # --------------------------------------------------------------------------- export

@@ -124,6 +124,21 @@ class InMemoryEventStore:
                 return
             position = batch[-1].global_position + 1
 
+    async def iter_by_type(
+        self, event_type: str, from_position: int = 1, *, batch_size: int = DEFAULT_BATCH
+    ) -> AsyncGenerator[Sequence[StoredEvent], None]:
+        check_page(batch_size=batch_size)
+        start = bisect.bisect_left(self._positions, from_position)
+        batch: list[StoredEvent] = []
+        for event in self._events[start:]:
+            if event.type == event_type:
+                batch.append(event)
+                if len(batch) == batch_size:
+                    yield batch
+                    batch = []
+        if batch:
+            yield batch
+
     async def read_by_time(
         self,
         start: datetime,

@@ -74,6 +74,14 @@ class EventStore(Protocol):
         """Every event from ``from_position`` (to ``to_position``), in batches: for replay."""
         ...
 
+    def iter_by_type(
+        self, event_type: str, from_position: int = 1, *, batch_size: int = DEFAULT_BATCH
+    ) -> AsyncGenerator[Sequence[StoredEvent], None]:
+        """Every event of ``event_type`` from ``from_position`` on, in global order, in
+        batches: replay reads each type it needs as a stream of its own, in bounded memory,
+        and decodes no event of another type."""
+        ...
+
     async def read_by_time(
         self,
         start: datetime,

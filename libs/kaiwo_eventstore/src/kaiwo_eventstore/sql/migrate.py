@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from alembic import command
 from alembic.config import Config
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -37,6 +39,11 @@ async def upgrade_to_head(target: str | URL | AsyncEngine) -> None:
     Pass the engine itself for ``sqlite:///:memory:``: another engine would open another,
     empty, database.
     """
+    await migrate_to(target, "head")
+
+
+async def migrate_to(target: str | URL | AsyncEngine, revision: str) -> None:
+    """Bring the database at ``target`` to ``revision``, up or down (``head``: the latest)."""
     engine = target if isinstance(target, AsyncEngine) else create_engine(target)
     try:
         async with engine.connect() as connection:
@@ -46,13 +53,24 @@ async def upgrade_to_head(target: str | URL | AsyncEngine) -> None:
                     await connection.exec_driver_sql(
                         f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK_KEY})"
                     )
-                await connection.run_sync(_upgrade)
+                await connection.run_sync(_migrate, revision)
     finally:
         if engine is not target:
             await engine.dispose()
 
 
-def _upgrade(connection: Connection) -> None:
+def _migrate(connection: Connection, revision: str) -> None:
     config = alembic_config()
     config.attributes["connection"] = connection
-    command.upgrade(config, "head")
+    current = MigrationContext.configure(
+        connection, opts={"version_table": VERSION_TABLE}
+    ).get_current_revision()
+    script = ScriptDirectory.from_config(config)
+    target = script.get_revision(revision)
+    ahead = (
+        current is not None
+        and target is not None
+        and target.revision != current
+        and target.revision in {r.revision for r in script.iterate_revisions(current, "base")}
+    )
+    (command.downgrade if ahead else command.upgrade)(config, revision)

@@ -1,4 +1,4 @@
-"""The replay read: events in global order, straight from the driver.
+"""The replay reads: events in global order (all, or of one type), straight from the driver.
 
 ``read_all``/``iter_all`` are the hot path of replay and of every catching-up consumer. Going
 through SQLAlchemy's result rows costs about as much per event as the driver's own fetch, so
@@ -25,6 +25,18 @@ _POSTGRES_RANGE = (
     " FROM events WHERE global_position >= $1 AND global_position <= $2"
     " ORDER BY global_position LIMIT $3"
 )
+_SQLITE_TYPE = (
+    "SELECT global_position, event_id, stream_id, stream_version, event_type, subject,"
+    " source, time, correlation_id, causation_id, data, metadata, recorded_at"
+    " FROM events WHERE event_type = ? AND global_position >= ?"
+    " ORDER BY global_position LIMIT ?"
+)
+_POSTGRES_TYPE = (
+    "SELECT global_position, event_id, stream_id, stream_version, event_type, subject,"
+    " source, time, correlation_id, causation_id, data, metadata, recorded_at"
+    " FROM events WHERE event_type = $1 AND global_position >= $2"
+    " ORDER BY global_position LIMIT $3"
+)
 _NO_UPPER_BOUND = 2**63 - 1
 
 
@@ -38,3 +50,15 @@ async def fetch_range(
     if connection.dialect.name == "postgresql":
         return list(await driver.fetch(_POSTGRES_RANGE, from_position, upper, limit))
     return list(await driver.execute_fetchall(_SQLITE_RANGE, (from_position, upper, limit)))
+
+
+async def fetch_type(
+    connection: AsyncConnection, *, event_type: str, from_position: int, limit: int
+) -> list[Any]:
+    """Raw rows of one type from ``from_position`` on: one seek into ``ix_events_event_type``
+    (type, position), then the rows in position order."""
+    raw = await connection.get_raw_connection()
+    driver: Any = raw.driver_connection
+    if connection.dialect.name == "postgresql":
+        return list(await driver.fetch(_POSTGRES_TYPE, event_type, from_position, limit))
+    return list(await driver.execute_fetchall(_SQLITE_TYPE, (event_type, from_position, limit)))

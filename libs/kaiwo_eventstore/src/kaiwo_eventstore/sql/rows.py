@@ -1,7 +1,7 @@
 """Turn raw database rows into :class:`StoredEvent` without per-column SQLAlchemy processing.
 
-PostgreSQL (asyncpg) already returns decoded JSON (through the engine's codec) and aware
-datetimes; SQLite returns JSON text and UTC timestamps as text, decoded here.
+``data`` and ``metadata`` are stored deflated (:mod:`kaiwo_eventstore.codec`) and inflated
+here. PostgreSQL (asyncpg) returns aware datetimes; SQLite returns UTC timestamps as text.
 """
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic_core import from_json
-
 from kaiwo_eventstore.bulk import cyclic_gc_paused
+from kaiwo_eventstore.codec import decode_document
 from kaiwo_eventstore.events import StoredEvent
 
 _new_event = StoredEvent._make
@@ -44,8 +43,8 @@ def _decode_sqlite_row(row: tuple[Any, ...]) -> StoredEvent:
             _utc_from_text(time),
             correlation,
             causation,
-            from_json(data),
-            from_json(metadata),
+            decode_document(data),
+            decode_document(metadata),
             _utc_from_text(recorded_at),
         )
     )
@@ -66,8 +65,8 @@ def _decode_postgres_row(row: tuple[Any, ...]) -> StoredEvent:
             _as_utc(time),
             correlation,
             causation,
-            data,
-            metadata,
+            decode_document(data),
+            decode_document(metadata),
             _as_utc(recorded_at),
         )
     )

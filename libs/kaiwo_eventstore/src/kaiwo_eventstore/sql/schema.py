@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 
 
@@ -45,7 +44,8 @@ class UtcDateTime(sa.types.TypeDecorator[datetime]):
 
 # SQLite only auto-numbers a column declared exactly INTEGER PRIMARY KEY (the rowid alias).
 Position = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
-Document = sa.JSON().with_variant(JSONB(), "postgresql")
+# Deflated JSON (kaiwo_eventstore.codec): bytea on PostgreSQL, BLOB on SQLite.
+Document = sa.LargeBinary()
 
 metadata = sa.MetaData()
 

@@ -12,7 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Sequence,
+)
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,6 +30,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.types import NullType
 
+from kaiwo_eventstore.codec import encode_document
 from kaiwo_eventstore.errors import ConcurrencyError, StoreBusyError, StoreUnavailableError
 from kaiwo_eventstore.events import (
     ANY,
@@ -38,7 +46,7 @@ from kaiwo_eventstore.selection import check_page, check_time_range, type_names
 from kaiwo_eventstore.sql.engines import WRITE_OPTION, create_engine, dump_json
 from kaiwo_eventstore.sql.failures import unavailable_reason
 from kaiwo_eventstore.sql.lookups import POSTGRES_LOOKUP, SQLITE_LOOKUP, StoreState, read_state
-from kaiwo_eventstore.sql.replay import fetch_range
+from kaiwo_eventstore.sql.replay import fetch_range, fetch_type
 from kaiwo_eventstore.sql.rows import decode_rows, row_decoder
 from kaiwo_eventstore.sql.schema import consumer_positions, events
 from kaiwo_eventstore.versioning import AppendPlan, check_batch, plan_append
@@ -317,24 +325,49 @@ class SqlEventStore:
         batch_size: int = DEFAULT_BATCH,
         to_position: int | None = None,
     ) -> AsyncGenerator[Sequence[StoredEvent], None]:
-        """Batches in global order; the next batch is fetched while this one is consumed.
+        """Batches in global order (see :meth:`_prefetched`)."""
+        check_page(batch_size=batch_size)
+
+        def fetch(position: int) -> Awaitable[list[Any]]:
+            return self._fetch_rows(position, to_position=to_position, limit=batch_size)
+
+        async for batch in self._prefetched(fetch, from_position, batch_size=batch_size):
+            yield batch
+
+    async def iter_by_type(
+        self, event_type: str, from_position: int = 1, *, batch_size: int = DEFAULT_BATCH
+    ) -> AsyncGenerator[Sequence[StoredEvent], None]:
+        check_page(batch_size=batch_size)
+
+        async def fetch(position: int) -> list[Any]:
+            async with self._reading() as connection:
+                return await fetch_type(
+                    connection, event_type=event_type, from_position=position, limit=batch_size
+                )
+
+        async for batch in self._prefetched(fetch, from_position, batch_size=batch_size):
+            yield batch
+
+    async def _prefetched(
+        self,
+        fetch: Callable[[int], Awaitable[list[Any]]],
+        from_position: int,
+        *,
+        batch_size: int,
+    ) -> AsyncGenerator[Sequence[StoredEvent], None]:
+        """Decoded batches of ``fetch``; the next batch is fetched while this one is consumed.
 
         The prefetch lets the database (or SQLite's thread) work while Python decodes and
         the caller handles a batch. Close the iterator (``contextlib.aclosing``) when
         stopping early, so the prefetch is cancelled at once rather than on collection.
         """
-        check_page(batch_size=batch_size)
-        pending: asyncio.Future[list[Any]] | None = asyncio.ensure_future(
-            self._fetch_rows(from_position, to_position=to_position, limit=batch_size)
-        )
+        pending: asyncio.Future[list[Any]] | None = asyncio.ensure_future(fetch(from_position))
         try:
             while pending is not None:
                 rows = await pending
                 pending = None
                 if len(rows) == batch_size:
-                    pending = asyncio.ensure_future(
-                        self._fetch_rows(rows[-1][0] + 1, to_position=to_position, limit=batch_size)
-                    )
+                    pending = asyncio.ensure_future(fetch(rows[-1][0] + 1))
                 if rows:
                     yield decode_rows(self._decode, rows)
         finally:
@@ -416,6 +449,8 @@ class SqlEventStore:
 def _row_of(event: StoredEvent) -> dict[str, Any]:
     row = event._asdict()
     row["event_type"] = row.pop("type")
+    row["data"] = encode_document(event.data)
+    row["metadata"] = encode_document(event.metadata)
     return row
 
 
