@@ -49,7 +49,6 @@ from collections.abc import (
     AsyncIterator,
     Callable,
     Iterable,
-    Iterator,
     Mapping,
     Sequence,
 )
