@@ -169,10 +169,16 @@ hold."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for plane in ("real_cluster", "real_stack"):
-        first = next((item for item in items if plane in getattr(item, "fixturenames", ())), None)
-        if first is not None:
-            first.add_marker(pytest.mark.timeout(FIRST_TEST_TIMEOUT))
+    """Give the first test of each file that asks for a plane the time to start it: with
+    ``make test``'s workers (``pytest -n 2 --dist loadfile``) any such file may be the first
+    its worker runs, and each worker starts its own planes."""
+    seen: set[tuple[str, str]] = set()
+    for item in items:
+        for plane in ("real_cluster", "real_stack"):
+            key = (item.nodeid.partition("::")[0], plane)
+            if plane in getattr(item, "fixturenames", ()) and key not in seen:
+                seen.add(key)
+                item.add_marker(pytest.mark.timeout(FIRST_TEST_TIMEOUT))
 
 
 @pytest.fixture(scope="session")
