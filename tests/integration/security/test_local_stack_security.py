@@ -28,6 +28,7 @@ pytestmark = [pytest.mark.nats, pytest.mark.slow]
 IDENTITIES = (
     "admin",
     "cli",
+    "console",
     "executor",
     "gateway",
     "monitor",
@@ -112,7 +113,8 @@ async def test_events_tail_finds_the_stack_without_flags(stack: Pipeline) -> Non
     result = await asyncio.wait_for(tailing, 60)
 
     assert result.exit_code == 0, result.output
-    (line,) = result.output.splitlines()
+    # Besides the event, the cluster the stack's events are of (decision 0042).
+    (line,) = [text for text in result.output.splitlines() if not text.startswith("kaiwo events: ")]
     # The CLI's key follows the public workload events, not the observed objects (0039).
     assert "public.workload.v1" in line
     assert " submitted " in line

@@ -24,6 +24,7 @@ pytestmark = pytest.mark.nats
 OPERATOR_KEYS = [
     "admin",
     "cli",
+    "console",
     "executor",
     "gateway",
     "monitor",
