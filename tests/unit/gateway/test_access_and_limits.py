@@ -252,6 +252,6 @@ def test_a_model_in_a_namespace_the_caller_may_not_use_is_unknown_and_never_name
      ("::ffff:10.0.0.1", False), (None, False), ("not-an-address", False)],
 )  # fmt: skip
 def test_only_loopback_addresses_count_as_loopback(address: str | None, loopback: bool) -> None:
-    from kaiwo_gateway.http_api import _is_loopback
+    from kaiwo_contracts.access import is_loopback_address
 
-    assert _is_loopback(address) is loopback
+    assert is_loopback_address(address) is loopback

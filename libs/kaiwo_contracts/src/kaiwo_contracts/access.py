@@ -16,6 +16,7 @@ a caller that was let in. Time is passed in (``now``, seconds on a monotonic clo
 
 from __future__ import annotations
 
+import ipaddress
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -159,3 +160,25 @@ class Answers(Generic[K, V]):
     def sizes(self) -> tuple[int, int]:
         """(allowed, refused) entries held."""
         return len(self._allowed), len(self._denied)
+
+
+LOOPBACK_NAMES: Final = frozenset({"localhost"})
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether a service listening on ``host`` is reachable from this machine only: the one
+    place anonymous callers may be let in."""
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def is_loopback_address(address: str | None) -> bool:
+    """Whether a caller's peer address is this machine's (an anonymous caller must be)."""
+    try:
+        return address is not None and ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False

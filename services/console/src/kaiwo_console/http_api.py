@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,7 +25,7 @@ from typing import Final, Literal
 
 import structlog
 from aiohttp import web
-from kaiwo_contracts.access import Caller
+from kaiwo_contracts.access import Caller, is_loopback_address
 from kaiwo_runtime.kubernetes_access import Access, AccessBusyError, AccessUnavailableError
 
 from kaiwo_console.domain import pages
@@ -180,7 +179,7 @@ class Console:
     # ------------------------------------------------------------------ who is asking
 
     async def viewer(self, request: web.Request) -> Viewer:
-        if self.anonymous == "loopback" and _is_loopback(request.remote):
+        if self.anonymous == "loopback" and is_loopback_address(request.remote):
             anonymous = Caller.anonymous_on_loopback(str(request.remote))
             return Viewer(anonymous, everything, sees_nodes=True)
         token = _token(request)
@@ -379,10 +378,3 @@ def _token(request: web.Request) -> str:
     if scheme.lower() == "bearer" and token.strip():
         return token.strip()
     return request.cookies.get(TOKEN_COOKIE, "")
-
-
-def _is_loopback(address: str | None) -> bool:
-    try:
-        return address is not None and ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False

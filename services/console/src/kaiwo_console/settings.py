@@ -3,14 +3,13 @@ variables, on top of the shared ones)."""
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Literal, Self
 
+from kaiwo_contracts.access import is_loopback_host
 from kaiwo_runtime.settings import ServiceSettings
 from pydantic import Field, model_validator
 
 DEFAULT_EVENTSTORE_URL = "sqlite:///.kaiwo/events.db"
-LOOPBACK_NAMES = frozenset({"localhost"})
 
 
 class ConsoleSettings(ServiceSettings):
@@ -47,12 +46,3 @@ class ConsoleSettings(ServiceSettings):
                 "reach it through a proxy that connects from loopback"
             )
         return self
-
-
-def is_loopback_host(host: str) -> bool:
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

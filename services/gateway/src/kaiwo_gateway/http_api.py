@@ -33,7 +33,6 @@ Errors are OpenAI's JSON, ``{"error": {"message", "type", "param", "code"}}``.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -43,6 +42,7 @@ from typing import Any, ClassVar, Literal
 import aiohttp
 import structlog
 from aiohttp import web
+from kaiwo_contracts.access import is_loopback_address
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from kaiwo_gateway.access import Access, AccessBusyError, AccessUnavailableError
@@ -292,7 +292,7 @@ class Gateway:
         loopback address, as the anonymous caller (whatever ``Authorization`` it sends: the
         OpenAI client always sends its ``api_key``); else the owner of its bearer token;
         401 otherwise."""
-        if self.policy.anonymous == "loopback" and _is_loopback(request.remote):
+        if self.policy.anonymous == "loopback" and is_loopback_address(request.remote):
             return Caller.anonymous_on_loopback(str(request.remote))
         authorization = request.headers.get("Authorization")
         if authorization is None:
@@ -622,13 +622,6 @@ def _parsed_json(raw: bytes, limits: BodyLimits) -> dict[str, Any]:
     if not isinstance(parsed, dict):
         raise bad_request("bad request: the body must be a JSON object")
     return parsed
-
-
-def _is_loopback(address: str | None) -> bool:
-    try:
-        return address is not None and ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
 
 
 def _unauthenticated(message: str) -> RefusedError:

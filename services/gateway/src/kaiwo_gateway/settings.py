@@ -3,9 +3,9 @@ variables, on top of the shared ones and the lease's)."""
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Literal, Self
 
+from kaiwo_contracts.access import is_loopback_host
 from kaiwo_contracts.events.permissions import AUTOSCALER_BUCKET
 from kaiwo_runtime.settings import SingleActiveSettings
 from pydantic import Field, model_validator
@@ -13,7 +13,6 @@ from pydantic import Field, model_validator
 from kaiwo_gateway.domain.catalog import ANY_NAMESPACE
 
 MIB = 1024 * 1024
-LOOPBACK_NAMES = frozenset({"localhost"})
 
 
 class GatewaySettings(SingleActiveSettings):
@@ -86,19 +85,10 @@ class GatewaySettings(SingleActiveSettings):
 
     @model_validator(mode="after")
     def _anonymous_only_on_loopback(self) -> Self:
-        if self.gateway_anonymous == "loopback" and not _is_loopback_host(self.gateway_host):
+        if self.gateway_anonymous == "loopback" and not is_loopback_host(self.gateway_host):
             raise ValueError(
                 "KAIWO_GATEWAY_ANONYMOUS=loopback needs a loopback KAIWO_GATEWAY_HOST "
                 f"(127.0.0.1 or ::1), not {self.gateway_host!r}: clients elsewhere would "
                 "reach it through a proxy that connects from loopback"
             )
         return self
-
-
-def _is_loopback_host(host: str) -> bool:
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
