@@ -148,7 +148,8 @@ async def test_on_the_fake_a_scientist_submits_follows_and_inspects_a_job_with_n
             await asyncio.sleep(0.5)
         assert "status COMPLETE" in explained.output, explained.output
         via_child = await kaiwo("events", "explain", f"Job/ml-team/{NAME}-download", env=env)
-        assert via_child.output.startswith(f"Job ml-team/{NAME}-download belongs to KaiwoJob")
+        # stdout: stderr names the cluster the events are of (decision 0042).
+        assert via_child.stdout.startswith(f"Job ml-team/{NAME}-download belongs to KaiwoJob")
 
         deleted = await kaiwo("delete", f"ml-team/{NAME}", env=env)
         assert deleted.exit_code == 0, deleted.output

@@ -252,3 +252,48 @@ async def test_the_owner_read_serves_its_plans_and_is_read_again_when_it_changed
     # The remembered copy no longer matches the plan: read again, once, and admitted.
     assert flaky.reads["KaiwoJob"] == 2
     assert _counter(service, "kaiwo_executor_plans_total", outcome="applied") == 4
+
+
+async def test_a_plan_for_an_owner_deleted_meanwhile_is_dropped_without_a_dead_letter(
+    harness: Harness,
+) -> None:
+    bus, service = await _service(harness)
+    await _publish(bus, harness, harness.plan([harness.job()]), plan_id="while-it-lived")
+    await service.step()
+    stored = harness.find(harness.owner.api_version, harness.owner.kind, harness.owner.name)
+    assert stored is not None
+    # The planner saw it being deleted and planned that version; it is gone when the plan comes.
+    deleting = copy.deepcopy(stored)
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T12:00:00Z"
+    await harness.kube.delete(resources.KAIWO_JOB, "train", namespace="team-a")
+    late = harness.plan([harness.job()]).model_copy(update={"sources": (source_of(deleting),)})
+    await _publish(bus, harness, late, plan_id="after-it-went")
+
+    await service.step()
+
+    assert bus.server.stream_messages("KAIWO_DLQ") == []
+    assert _counter(service, "kaiwo_executor_plans_total", outcome="owner_deleted") == 1
+    [(_, refusal)] = _refusals(bus)  # for the record, and the watcher observes it again
+    assert refusal.data.plan_id == "after-it-went"
+
+
+async def test_a_plan_for_an_owner_never_seen_is_still_dead_lettered(harness: Harness) -> None:
+    bus, service = await _service(harness)
+    ghost = harness.owner.model_copy(update={"name": "ghost", "uid": "never-existed"})
+    plan = harness.plan([]).model_copy(update={"owner": ghost, "sources": ()})
+    envelope = Envelope.new(
+        data=PlanDecidedV1.of(plan, planned_at=PLANNED),
+        source="/kaiwo/planner",
+        time=PLANNED,
+        correlationid="never-existed",
+        id="ghost-plan",
+    )
+    await bus.publish(
+        envelope, plan_subject(kind="KaiwoJob", namespace="team-a", uid="never-existed")
+    )
+
+    await service.step()
+
+    [dead] = bus.server.stream_messages("KAIWO_DLQ")
+    assert "does not exist" in dead.headers[DLQ_REASON]
+    assert _counter(service, "kaiwo_executor_plans_total", outcome="owner_deleted") == 0

@@ -102,6 +102,9 @@ class Admission:
     """The plan was made from older versions of these sources: dropped quietly."""
     checks: tuple[SourceCheck, ...] = ()
     reobserve: tuple[ObjectRef, ...] = ()
+    owner_deleted: bool = False
+    """The owner is gone, and this executor read it with the plan's uid before: a plan made
+    just before its deletion was seen, not a claim about an object that never was."""
 
     @property
     def admitted(self) -> bool:
@@ -133,6 +136,8 @@ class PlanAdmission:
         self._ttl = ttl_seconds
         self._monotonic = monotonic
         self._read: OrderedDict[str, _Read] = OrderedDict()
+        self._deleted: OrderedDict[str, None] = OrderedDict()
+        """Uids of objects read here before and found gone since (the newest KNOWN_OBJECTS)."""
 
     async def check(self, plan: Plan) -> Admission:
         taint_key = DEFAULT_GPU_TAINT_KEY
@@ -161,6 +166,7 @@ class PlanAdmission:
         return Admission(
             refusals=(*unnamed, *found, *described),
             owner_found=bool(uid) and uid == plan.owner.uid,
+            owner_deleted=owner is None and plan.owner.uid in self._deleted,
             stale=tuple(c.describe() for c in checks if c.verdict == "stale"),
             checks=checks,
             reobserve=tuple(reobserve.values()),
@@ -212,6 +218,7 @@ class PlanAdmission:
             # Remembered too (a refused plan reads it once); a source that exists after all
             # does not match an absence, so it is read again at once.
             read = _Read(at=self._monotonic(), object=None, digest=None)
+            self._note_deleted(self._read.get(key))
         else:
             read = _Read(at=self._monotonic(), object=live, digest=source_digest(live))
         self._read[key] = read
@@ -219,6 +226,15 @@ class PlanAdmission:
         while len(self._read) > KNOWN_OBJECTS:
             self._read.popitem(last=False)
         return read
+
+    def _note_deleted(self, before: _Read | None) -> None:
+        uid = ((before.object if before else None) or {}).get("metadata", {}).get("uid")
+        if not uid:
+            return
+        self._deleted[uid] = None
+        self._deleted.move_to_end(uid)
+        while len(self._deleted) > KNOWN_OBJECTS:
+            self._deleted.popitem(last=False)
 
     async def _preemption_target(self, ref: ObjectRef) -> PreemptionTarget:
         resource = known_type(ref.api_version, ref.kind)

@@ -175,6 +175,13 @@ class ExecutorService:
             self.metrics.source_mismatches.labels(
                 source_kind=check.source.ref.kind, verdict=verdict
             ).inc()
+        if admission.refusals and admission.owner_deleted:
+            # Deleted while the plan was on its way: nothing to carry out and nothing to
+            # alarm anyone with (no dead letter); the watcher still observes it again.
+            self.metrics.plans.labels(outcome="owner_deleted").inc()
+            log.info("plan for an owner deleted meanwhile; dropped")
+            await self._publish_refusal(envelope, admission)
+            return
         if admission.refusals:
             await self._refuse(envelope, admission)
         if admission.stale:
