@@ -159,6 +159,25 @@ async def in_force(cluster: Cluster) -> None:
 
     await eventually(enforced, what="the executor's admission policies in force", interval=0.5)
 
+    # Each policy is picked up on its own, and on a busy machine the nodes' one has come
+    # seconds after the others: wait for it too, with a change it refuses.
+    probe_change = {"metadata": {"annotations": {"kaiwo-tests/policy-probe": "x"}}}
+    undo = {"metadata": {"annotations": {"kaiwo-tests/policy-probe": None}}}
+
+    async def nodes_enforced() -> bool | Pending:
+        try:
+            await cluster.executor.merge_patch(
+                resources.NODE, NODE, probe_change, field_manager=MANAGER
+            )
+        except KubeError as error:
+            if error.code == 403 and "kaiwo-executor-nodes" in error.message:
+                return True
+            return Pending(error.message)
+        await cluster.admin.merge_patch(resources.NODE, NODE, undo, field_manager=MANAGER)
+        return Pending("node patched: not enforced yet")
+
+    await eventually(nodes_enforced, what="the nodes' admission policy in force", interval=0.5)
+
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def cluster(
