@@ -4,8 +4,9 @@ routing by stand-in model servers on ``kaiwo-messenger.<namespace>.responses``.
 
 Models: ``alpha`` (team-a, endpoints a1 and a2), ``beta`` (team-b, endpoint b1), ``idle``
 (team-a, at zero replicas, no endpoint until a test gives it one), ``gone`` (team-a, one
-endpoint whose port nobody listens on). The messenger's consumer is declared with three
-deliveries one second apart (the product's are minutes apart), so giving up is quick.
+endpoint whose port nobody listens on), ``crowd`` (team-c, at zero replicas, for a backlog).
+The messenger's consumer is declared with three deliveries one second apart (the product's
+are minutes apart), so giving up is quick; it hands out at most 64 requests at once.
 """
 
 from __future__ import annotations
@@ -144,6 +145,7 @@ async def messaging(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[M
         *operator_identities(bus_topology()),
         tenant_identity("team-a"),
         tenant_identity("team-b"),
+        tenant_identity("team-c"),
     )
     credentials = write_credentials(directory / "credentials", identities)
     ports = {name: free_port() for name in ("a1", "a2", "b1", "gone", "gateway", "health")}
@@ -169,6 +171,15 @@ async def messaging(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[M
             model_object("idle", uid="idle", replicas=0, minReplicas=0, targetRequests=1),
             model_object("gone", uid="gone"),
             standin_pod("g1", model="gone", model_uid="gone", port=ports["gone"]),
+            model_object(
+                "crowd",
+                namespace="team-c",
+                uid="crowd",
+                replicas=0,
+                minReplicas=0,
+                maxReplicas=20,
+                targetRequests=100,
+            ),
         ):
             await messaging.observe(obj)
         settings = GatewaySettings(
@@ -504,3 +515,65 @@ async def test_a_request_in_hand_when_the_gateway_stops_is_answered_after_it_sta
     assert (answer.headers or {})["Kaiwo-Request-Id"] == "h"
     assert document(answer)["status_code"] == 200
     assert document(answer)["body"]["choices"][0]["text"] == "b1|beta|"
+
+
+async def test_a_backlog_of_a_thousand_requests_for_a_model_at_zero_scales_it_to_ten(
+    messaging: Messaging,
+) -> None:
+    """The consumer hands out at most 64 requests at once (``max_ack_pending``), so the
+    replica has 64 in hand and the other 936 wait in the stream; the autoscaler counts them
+    all for ``crowd``, the only Model they are for (decision 0057). targetRequests 100:
+    1,000 / 100 = 10 replicas once the window (4 samples) is full of the backlog; counting
+    only the requests in hand would give ceil(64 / 100) = 1, counting those in hand twice
+    ceil(1,064 / 100) = 11. Then the Model gets an endpoint and every request is answered."""
+    decisions: list[ScaleDecidedV1] = []
+
+    async def decided(message: Msg) -> None:
+        envelope = Envelope[ScaleDecidedV1].from_nats(message.headers or {}, message.data)
+        decisions.append(envelope.data)
+
+    watching = await messaging.admin.client.subscribe("kaiwo.gateway.scale.team-c.*", cb=decided)
+    client = await messaging.tenant("team-c")
+    js = client.jetstream()
+    for number in range(1000):
+        await js.publish(
+            request_subject("team-c"),
+            request("crowd", f"p{number}", number=number),
+            headers={"Nats-Msg-Id": f"crowd-{number}"},
+        )
+
+    async def scaled_to_ten() -> bool:
+        return any(d.cause == "load" and d.replicas == 10 for d in decisions)
+
+    await until(scaled_to_ten)
+    assert decisions[0].cause == "request"
+    assert (decisions[0].from_replicas, decisions[0].replicas) == (0, 1)
+    await messaging.observe(
+        model_object(
+            "crowd",
+            namespace="team-c",
+            uid="crowd",
+            replicas=10,
+            minReplicas=0,
+            maxReplicas=20,
+            targetRequests=100,
+        )
+    )
+    await messaging.observe(
+        standin_pod(
+            "c1",
+            namespace="team-c",
+            model="crowd",
+            model_uid="crowd",
+            port=messaging.ports["a1"],
+        )
+    )
+
+    found = await answers(client, "team-c", 1000, within=120)
+
+    await watching.unsubscribe()
+    numbers = sorted(document(m)["metadata"]["number"] for m in found)
+    assert numbers == list(range(1000))
+    assert {document(m)["status_code"] for m in found} == {200}
+    assert max(d.replicas for d in decisions) == 10
+    await messaging.requests_drained()

@@ -217,3 +217,95 @@ def test_request_counts_follow_requests_and_say_when_a_model_first_waits() -> No
     counts.finished(llm_key)
     assert counts.current() == ()
     assert counts.wait_started(llm_key) is True
+
+
+# ---------------------------------------------------------------- the messenger's backlog
+
+
+def model_in(namespace: str, uid: str, *, target: int = 10) -> AutoscaledModel:
+    spec = ScalingSpec(
+        replicas=0,
+        min_replicas=0,
+        max_replicas=None,
+        autoscaling_disabled=False,
+        target_requests=target,
+        scale_down_delay_seconds=30,
+    )
+    return AutoscaledModel(uid=uid, namespace=namespace, name=uid, generation=1, spec=spec)
+
+
+def messenger_report(gateway: str, **in_hand: int) -> LoadReport:
+    """A replica whose requests are all messenger requests (so active == messages)."""
+    return LoadReport(
+        gateway=gateway,
+        received_at=T0,
+        interval_seconds=INTERVAL,
+        active=dict(in_hand),
+        messages=dict(in_hand),
+    )
+
+
+def test_a_namespaces_backlog_beyond_the_requests_in_hand_counts_for_its_model() -> None:
+    # 1,000 stored in team-a's requests, 4 + 6 of them in hand at two replicas: the other
+    # 990 are attributed to the one Model they are for. Window of 3 starting empty:
+    # average 1000 / 3 = 333.3 -> ceil(333.3 / 10) = 34 replicas.
+    crowd = model_in("team-a", "crowd")
+    reports = [messenger_report("gw-a", crowd=4), messenger_report("gw-b", crowd=6)]
+
+    done = autoscale(
+        [crowd],
+        {},
+        reports,
+        now=T0,
+        interval_seconds=INTERVAL,
+        window_seconds=WINDOW,
+        backlog={"team-a": 1000},
+    )
+
+    [decision] = done.decisions
+    assert (decision.active_requests, decision.replicas) == (1000.0, 34)
+    # Without the backlog the same reports count 10 in hand: ceil(10 / 3 / 10) = 1.
+    [alone] = tick(crowd, {}, reports, T0).decisions
+    assert (alone.active_requests, alone.replicas) == (10.0, 1)
+
+
+def test_a_backlog_is_split_by_the_mix_in_hand_and_other_namespaces_are_left_alone() -> None:
+    # team-a: 100 stored, 20 in hand (15 for a1, 5 for a2): 80 left, split 60 / 20.
+    # team-b: 7 stored, 7 in hand: nothing left to add. team-c: 50 stored, nothing in hand:
+    # nothing to split it by. HTTP requests (active but not messages) are not a sample.
+    a1, a2 = model_in("team-a", "a1"), model_in("team-a", "a2")
+    b1, c1 = model_in("team-b", "b1"), model_in("team-c", "c1")
+    mixed = LoadReport(
+        gateway="gw",
+        received_at=T0,
+        interval_seconds=INTERVAL,
+        active={"a1": 15, "a2": 5 + 30, "b1": 7, "c1": 9},
+        messages={"a1": 15, "a2": 5, "b1": 7},
+    )
+
+    done = autoscale(
+        [a1, a2, b1, c1],
+        {},
+        [mixed],
+        now=T0,
+        interval_seconds=INTERVAL,
+        window_seconds=WINDOW,
+        backlog={"team-a": 100, "team-b": 7, "team-c": 50},
+    )
+
+    assert done.states["a1"].samples[-1] == 15 + 60
+    assert done.states["a2"].samples[-1] == 35 + 20
+    assert done.states["b1"].samples[-1] == 7
+    assert done.states["c1"].samples[-1] == 9
+
+
+def test_messenger_requests_are_counted_apart_in_the_replicas_counts() -> None:
+    counts = RequestCounts()
+    key = ModelKey(uid="m-1", namespace="ai", name="llm")
+    counts.started(key)
+    counts.started(key, message=True)
+    counts.started(key, message=True)
+    counts.finished(key, message=True)
+
+    [found] = counts.current()
+    assert (found.active, found.messages) == (2, 1)

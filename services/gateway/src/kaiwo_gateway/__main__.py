@@ -50,7 +50,7 @@ from kaiwo_gateway.domain.load import RequestCounts
 from kaiwo_gateway.http_api import CallerPolicy, Gateway, LoadTracking, ProxySettings
 from kaiwo_gateway.kubernetes_access import AccessSettings, KubernetesAccess
 from kaiwo_gateway.load_reports import LoadReporter
-from kaiwo_gateway.messenger import Messenger, MessengerSettings
+from kaiwo_gateway.messenger import Messenger, MessengerSettings, StreamBacklog
 from kaiwo_gateway.metrics import GatewayMetrics
 from kaiwo_gateway.nats_source import NatsObservationSource, subscribe_load_reports
 from kaiwo_gateway.observations import ObservationFeed
@@ -247,6 +247,8 @@ async def _lead_autoscaler(
             window_seconds=settings.autoscaler_window_seconds,
         ),
         metrics=metrics,
+        # The stream's backlog counts when this replica runs the messenger (decision 0057).
+        backlog=StreamBacklog(bus.client) if settings.messenger_enabled else None,
     )
     await subscribe_load_reports(bus.client, autoscaler.receive, metrics=metrics)
     single = await open_single_active(

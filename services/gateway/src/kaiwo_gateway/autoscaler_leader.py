@@ -12,6 +12,10 @@ at once. The leader (:meth:`Autoscaler.lead`, run by ``SingleActive``):
 3. whenever a report says requests wait for a Model at zero replicas, decides scale from
    zero at once (:func:`~kaiwo_gateway.domain.autoscaler.scale_from_zero`).
 
+With the messenger on, each tick also reads how many requests the request stream stores per
+tenant namespace (:class:`Backlog`), so a backlog no replica has in hand drives the Models
+too (decision 0057).
+
 A decision is published once per Model generation, from and to: the leader decides again
 every tick until the Model's new replicas come back through the observations, and the same
 decision need not travel twice. Its event id is derived from the same values, so a new
@@ -27,7 +31,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
+from typing import Final, Protocol
 
 import structlog
 from kaiwo_contracts.events.autoscaling import ActiveRequestsV1, ScaleDecidedV1
@@ -57,6 +61,12 @@ from kaiwo_gateway.metrics import GatewayMetrics
 log = structlog.get_logger("kaiwo.gateway.autoscaler")
 
 SOURCE: Final = service_source("gateway")
+
+
+class Backlog(Protocol):
+    """The messenger's request stream: requests stored per tenant namespace."""
+
+    async def stored_requests(self) -> Mapping[str, int]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +124,10 @@ class Autoscaler:
         clock: Callable[[], datetime],
         settings: AutoscalerSettings,
         metrics: GatewayMetrics,
+        backlog: Backlog | None = None,
     ) -> None:
         self._catalog = catalog
+        self._backlog = backlog
         self._publisher = publisher
         self._state = state
         self._clock = clock
@@ -138,6 +150,7 @@ class Autoscaler:
             for m in report.models
             if m.model.uid and m.waiting_requests > 0
         }
+        messages = {m.model.uid: m.messages for m in report.models if m.model.uid and m.messages}
         self._reports = {
             gateway: kept for gateway, kept in self._reports.items() if kept.fresh(now)
         }
@@ -147,6 +160,7 @@ class Autoscaler:
             interval_seconds=report.interval_seconds,
             active=active,
             waiting=waiting,
+            messages=messages,
         )
         self._metrics.autoscaler_reports.labels(outcome="taken").inc()
         if waiting:
@@ -187,6 +201,7 @@ class Autoscaler:
 
     async def tick_once(self) -> tuple[Decision, ...]:
         """One tick: sample, decide, publish, save."""
+        backlog = await self._stored_requests()
         tick = autoscale(
             autoscaled_models(self._catalog),
             self._states,
@@ -194,6 +209,7 @@ class Autoscaler:
             now=self._clock(),
             interval_seconds=self._settings.interval_seconds,
             window_seconds=self._settings.window_seconds,
+            backlog=backlog,
         )
         self._metrics.autoscaler_ticks.labels(
             outcome="sampled" if tick.sampled else "skipped"
@@ -205,6 +221,17 @@ class Autoscaler:
         published = await self._publish(tick.decisions)
         await self._save(tick.states)
         return published
+
+    async def _stored_requests(self) -> Mapping[str, int] | None:
+        """The messenger's backlog per namespace; None (requests in hand only) when the
+        messenger is off or the stream cannot be read this tick."""
+        if self._backlog is None:
+            return None
+        try:
+            return await self._backlog.stored_requests()
+        except Exception as error:  # counted without the backlog; read again next tick
+            log.warning("messenger backlog not read", error=repr(error))
+            return None
 
     async def scale_from_zero_once(self) -> tuple[Decision, ...]:
         decisions = scale_from_zero(

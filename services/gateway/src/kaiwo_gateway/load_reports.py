@@ -54,6 +54,7 @@ def load_report(
                 ),
                 active_requests=found.active,
                 waiting_requests=found.waiting,
+                messages=found.messages,
             )
             for found in counts.current()
         ),

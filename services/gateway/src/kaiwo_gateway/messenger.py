@@ -32,6 +32,7 @@ import structlog
 from kaiwo_contracts.events.messenger import (
     MESSENGER_CONSUMER,
     REQUEST_STREAM,
+    REQUESTS_FILTER,
     RESPONSE_STREAM,
     NotATenantError,
     dead_subject,
@@ -389,13 +390,13 @@ class Messenger:
             namespace=model.namespace, model=model.name
         )
         in_flight.inc()
-        self.gateway.load.counts.started(key)
+        self.gateway.load.counts.started(key, message=True)
         try:
             return await self._forward(route, request.path, body, prefix, headers)
         except OpenAIError as error:
             return failure(error.status, error.message, code=error.code)
         finally:
-            self.gateway.load.counts.finished(key)
+            self.gateway.load.counts.finished(key, message=True)
             in_flight.dec()
 
     async def _forward(
@@ -456,6 +457,24 @@ class Messenger:
 
     def _answer_limit(self) -> int:
         return max((self.client.max_payload or 1024 * 1024) - HEADER_ROOM, 1024)
+
+
+class StreamBacklog:
+    """The requests ``KAIWO_MSG_REQ`` stores per tenant namespace (a work queue: those in
+    hand included, until their answers are stored and they are acknowledged), from the
+    stream's per-subject counts (decision 0057)."""
+
+    def __init__(self, client: Client) -> None:
+        self._js = client.jetstream(timeout=5.0)
+
+    async def stored_requests(self) -> Mapping[str, int]:
+        info = await self._js.stream_info(REQUEST_STREAM, subjects_filter=REQUESTS_FILTER)
+        stored: dict[str, int] = {}
+        for subject, count in (info.state.subjects or {}).items():
+            with contextlib.suppress(NotATenantError):  # the stream stores no other subject
+                namespace = tenant_of(subject)
+                stored[namespace] = stored.get(namespace, 0) + count
+        return stored
 
 
 def _as_declared(spec: ConsumerSpec, config: ConsumerConfig) -> ConsumerSpec:

@@ -31,6 +31,9 @@ class ModelLoad(WireModel):
     """Requests being proxied or waiting for an endpoint (as upstream counts them)."""
     waiting_requests: int = Field(default=0, ge=0)
     """Of those, requests waiting for a ready endpoint."""
+    messages: int = Field(default=0, ge=0)
+    """Of those, messenger requests (decision 0057): the autoscaler attributes each tenant's
+    backlog in the request stream to its Models in proportion to these."""
 
 
 class ActiveRequestsV1(EventPayload):

@@ -36,6 +36,8 @@ DEAD = "dead"
 REQUEST_STREAM = "KAIWO_MSG_REQ"
 RESPONSE_STREAM = "KAIWO_MSG_RES"
 MESSENGER_CONSUMER = "gateway-messenger"
+REQUESTS_FILTER = f"{SUBJECT_ROOT}.*.{REQUESTS}"
+"""Every tenant's requests subject."""
 TENANT_PREFIX = "tenant-"
 """Tenant keys are named ``tenant-<namespace>``."""
 
@@ -128,7 +130,7 @@ def messenger_streams(
     return (
         StreamSpec(
             name=REQUEST_STREAM,
-            subjects=(f"{SUBJECT_ROOT}.*.{REQUESTS}",),
+            subjects=(REQUESTS_FILTER,),
             description="Messenger: requests to Models, one subject per tenant namespace",
             max_age_seconds=max_age_seconds,
             duplicate_window_seconds=MESSENGER_DUPLICATE_WINDOW_SECONDS,
@@ -152,7 +154,7 @@ def messenger_consumer() -> ConsumerSpec:
     return ConsumerSpec(
         durable_name=MESSENGER_CONSUMER,
         stream=REQUEST_STREAM,
-        filter_subjects=(f"{SUBJECT_ROOT}.*.{REQUESTS}",),
+        filter_subjects=(REQUESTS_FILTER,),
         description="Gateway messenger: requests to Models, answered on the responses subject",
         max_deliver=MESSENGER_MAX_DELIVER,
         backoff_seconds=MESSENGER_BACKOFF_SECONDS,
@@ -173,6 +175,7 @@ __all__ = [
     "DEAD",
     "MESSENGER_CONSUMER",
     "REQUESTS",
+    "REQUESTS_FILTER",
     "REQUEST_STREAM",
     "RESPONSES",
     "RESPONSE_STREAM",

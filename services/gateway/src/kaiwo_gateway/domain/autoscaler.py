@@ -14,6 +14,12 @@ and each Model's saved :class:`~kaiwo_gateway.domain.autoscaling.ScalingState`.
   missing from a report has no requests at that replica.
 * **Scale from zero.** A fresh report with requests *waiting* for an endpoint of an
   autoscaled Model at zero replicas asks for one replica at once, without a sample.
+* **The messenger's backlog** (decision 0057). Requests stored in the request stream that
+  no replica has in hand count too. The stream knows them per tenant namespace only (the
+  Model is named in the body), so each namespace's backlog beyond the messenger requests in
+  hand is split among its Models in proportion to those in hand (the head of the stream, read
+  in order): exact for a namespace whose backlog is for one Model. A namespace with a backlog
+  but no request in hand at any replica has nothing to split it by and adds nothing.
 * A Model with ``autoscalingDisabled`` gets no decision and keeps no state.
 
 Decisions carry the Model's generation: the planner acts on one only while the Model is
@@ -52,6 +58,8 @@ class LoadReport:
     """Model uid -> requests in flight (waiting ones included)."""
     waiting: Mapping[str, int] = field(default_factory=dict)
     """Model uid -> requests waiting for a ready endpoint."""
+    messages: Mapping[str, int] = field(default_factory=dict)
+    """Model uid -> messenger requests in hand (counted in ``active`` too)."""
 
     def fresh(self, now: datetime) -> bool:
         stale_after = timedelta(seconds=self.interval_seconds * STALE_AFTER_INTERVALS)
@@ -101,13 +109,42 @@ def fresh_reports(reports: Iterable[LoadReport], *, now: datetime) -> tuple[Load
     return tuple(report for report in reports if report.fresh(now))
 
 
-def summed(reports: Iterable[LoadReport], *, waiting: bool = False) -> dict[str, int]:
-    """Requests per Model uid over ``reports`` (waiting ones only, with ``waiting``)."""
+def summed(
+    reports: Iterable[LoadReport], *, waiting: bool = False, messages: bool = False
+) -> dict[str, int]:
+    """Requests per Model uid over ``reports`` (waiting ones only, with ``waiting``; messenger
+    requests only, with ``messages``)."""
     total: dict[str, int] = {}
     for report in reports:
-        for uid, count in (report.waiting if waiting else report.active).items():
+        counts = report.waiting if waiting else report.messages if messages else report.active
+        for uid, count in counts.items():
             total[uid] = total.get(uid, 0) + count
     return total
+
+
+def backlog_shares(
+    models: Iterable[AutoscaledModel],
+    in_hand: Mapping[str, int],
+    stored: Mapping[str, int],
+) -> dict[str, float]:
+    """Model uid -> the requests of its namespace's backlog that no replica has in hand,
+    attributed to it (see the module docstring). ``in_hand``: messenger requests in hand per
+    Model uid, summed over the fresh reports; ``stored``: requests stored in the request
+    stream per namespace (those in hand included: they are acknowledged once answered)."""
+    by_namespace: dict[str, list[tuple[str, int]]] = {}
+    for model in models:
+        count = in_hand.get(model.uid, 0)
+        if count > 0:
+            by_namespace.setdefault(model.namespace, []).append((model.uid, count))
+    shares: dict[str, float] = {}
+    for namespace, held in by_namespace.items():
+        held_total = sum(count for _, count in held)
+        left = stored.get(namespace, 0) - held_total
+        if left <= 0:
+            continue
+        for uid, count in held:
+            shares[uid] = left * count / held_total
+    return shares
 
 
 def autoscale(
@@ -118,21 +155,28 @@ def autoscale(
     now: datetime,
     interval_seconds: float,
     window_seconds: float,
+    backlog: Mapping[str, int] | None = None,
 ) -> Tick:
-    """One tick (see the module docstring)."""
+    """One tick (see the module docstring). ``backlog``: the messenger's stored requests per
+    namespace, None when the messenger is off or the stream could not be read."""
+    models = tuple(models)
     autoscaled = [model for model in models if not model.spec.autoscaling_disabled]
     fresh = fresh_reports(reports, now=now)
     if not fresh:
         kept = {m.uid: states[m.uid] for m in autoscaled if m.uid in states}
         return Tick(decisions=(), states=kept, sampled=False)
-    load = summed(fresh)
+    load: dict[str, float] = {uid: float(count) for uid, count in summed(fresh).items()}
+    if backlog:
+        shares = backlog_shares(models, summed(fresh, messages=True), backlog)
+        for uid, share in shares.items():
+            load[uid] = load.get(uid, 0.0) + share
     size = window_size(window_seconds=window_seconds, interval_seconds=interval_seconds)
     decisions: list[Decision] = []
     after: dict[str, ScalingState] = {}
     for model in autoscaled:
         before = states.get(model.uid)
         state = before.resized(size) if before is not None else ScalingState.starting(size=size)
-        active = float(load.get(model.uid, 0))
+        active = load.get(model.uid, 0.0)
         decided = decide_scale(model.spec, state, active_requests=active, now=now)
         after[model.uid] = decided.state
         if decided.replicas is not None:

@@ -25,6 +25,8 @@ class ModelRequests:
     model: ModelKey
     active: int
     waiting: int
+    messages: int = 0
+    """Of ``active``, messenger requests (the sample of the stream's backlog, decision 0057)."""
 
 
 @dataclass
@@ -33,12 +35,18 @@ class RequestCounts:
 
     _active: dict[ModelKey, int] = field(default_factory=dict)
     _waiting: dict[ModelKey, int] = field(default_factory=dict)
+    _messages: dict[ModelKey, int] = field(default_factory=dict)
 
-    def started(self, model: ModelKey) -> None:
+    def started(self, model: ModelKey, *, message: bool = False) -> None:
+        """Count a request; ``message``: one of the messenger's."""
         self._active[model] = self._active.get(model, 0) + 1
+        if message:
+            self._messages[model] = self._messages.get(model, 0) + 1
 
-    def finished(self, model: ModelKey) -> None:
+    def finished(self, model: ModelKey, *, message: bool = False) -> None:
         _decrement(self._active, model)
+        if message:
+            _decrement(self._messages, model)
 
     def wait_started(self, model: ModelKey) -> bool:
         """Count a request waiting for an endpoint; True when it is the Model's first (the
@@ -53,7 +61,12 @@ class RequestCounts:
     def current(self) -> tuple[ModelRequests, ...]:
         """The Models with requests, sorted by namespace and name."""
         return tuple(
-            ModelRequests(model=model, active=count, waiting=self._waiting.get(model, 0))
+            ModelRequests(
+                model=model,
+                active=count,
+                waiting=self._waiting.get(model, 0),
+                messages=self._messages.get(model, 0),
+            )
             for model, count in sorted(
                 self._active.items(), key=lambda item: (item[0].namespace, item[0].name)
             )
