@@ -30,6 +30,8 @@ CHART_CREDENTIALS: Final = "nats-credentials.yaml"
 """Next to the chart, not in it (deploy/helm/): what ``make nats-credentials`` writes."""
 KUSTOMIZATIONS: Final = ("base", "scheduler", "overlays/dev", "overlays/production")
 EXTERNAL_SCHEDULER: Final = "overlays/production-external-scheduler"
+MESSENGER: Final = "overlays/production-messenger"
+"""A test-only overlay: production with components/messenger."""
 DEPLOY_PARTITIONS: Final = 12
 """``KAIWO_BUS_PARTITIONS`` of the manifests and the chart (``make nats-credentials`` passes it)."""
 """A test-only overlay: production with components/external-scheduler."""
@@ -105,6 +107,13 @@ def deploy_tree(directory: Path) -> DeployTree:
                 "resources": ["../production"],
                 "components": ["../../components/external-scheduler"],
             }
+        )
+    )
+    messenger = root / "k8s" / MESSENGER
+    messenger.mkdir()
+    (messenger / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {"resources": ["../production"], "components": ["../../components/messenger"]}
         )
     )
     return DeployTree(root=root)

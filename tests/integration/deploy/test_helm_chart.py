@@ -25,10 +25,12 @@ import pytest_asyncio
 import yaml
 
 from tests.deploy_manifests import (
+    MESSENGER,
     DeployTree,
     by_kind_and_name,
     helm_sdk,
     kubectl,
+    merged,
     shared_deploy_tree,
     write_nats_credentials,
 )
@@ -157,6 +159,26 @@ async def test_the_production_values_install_the_production_overlay(
     assert sorted(chart) == sorted(kustomized)
     different = [key for key in chart if chart[key] != kustomized[key]]
     assert different == [], {key: (chart[key], kustomized[key]) for key in different[:2]}
+
+
+async def test_the_messenger_values_install_the_messenger_component(
+    cluster: RealCluster, tree: DeployTree
+) -> None:
+    """``gateway.messenger.enabled`` does what components/messenger does: the gateway's
+    ``KAIWO_MESSENGER_ENABLED`` and ``kaiwo nats provision --messenger``."""
+    values = merged(
+        values_file(tree, "values-production.yaml"), {"gateway": {"messenger": {"enabled": True}}}
+    )
+    installed = await install(cluster, tree, values)
+    overlay = tree.objects(MESSENGER)
+
+    chart, kustomized = normalised(installed), normalised(overlay)
+    assert sorted(chart) == sorted(kustomized)
+    different = [key for key in chart if chart[key] != kustomized[key]]
+    assert different == [], {key: (chart[key], kustomized[key]) for key in different[:2]}
+    gateway = chart[("Deployment", "kaiwo-gateway")]["spec"]["template"]["spec"]
+    [container] = gateway["containers"]
+    assert {"name": "KAIWO_MESSENGER_ENABLED", "value": "true"} in container["env"]
 
 
 async def test_the_default_values_install_all_but_the_service_monitor(

@@ -117,3 +117,35 @@ def test_the_stack_passes_the_console_its_port_and_access(tmp_path: Path) -> Non
             env["KAIWO_CONSOLE_PORT"],
             env["KAIWO_CONSOLE_ANONYMOUS"],
         ) == ("127.0.0.1", "8090", expected)
+
+
+def test_the_messenger_runs_with_the_gateway_unless_switched_off_and_tenants_are_checked(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    started: list[StackOptions] = []
+
+    async def run(options: StackOptions) -> None:
+        started.append(options)
+
+    monkeypatch.setattr(up, "_run", run)
+    port = str(free_port())
+    runner = CliRunner()
+    assert runner.invoke(app, ["up", "--gateway-port", port, "--tenant", "team-a"]).exit_code == 0
+    assert runner.invoke(app, ["up", "--gateway-port", port, "--no-messenger"]).exit_code == 0
+    bad = runner.invoke(app, ["up", "--gateway-port", port, "--tenant", "Team_A"])
+    off = runner.invoke(app, ["up", "--gateway-port", port, "--no-messenger", "--tenant", "a"])
+    without_gateway = runner.invoke(app, ["up", "--gateway-port", "0", "--tenant", "a"])
+
+    on, switched_off = started
+    assert (on.messenger_on, on.messenger_tenants) == (True, ("team-a",))
+    assert (switched_off.messenger_on, switched_off.messenger_tenants) == (False, ())
+    assert bad.exit_code == 2
+    assert "--tenant: 'Team_A' is not a namespace name" in bad.output
+    for refused in (off, without_gateway):
+        assert refused.exit_code == 2
+        assert "--tenant needs the messenger and the gateway" in refused.output
+    # The gateway is told; without a gateway there is no messenger.
+    for gateway_port, expected in ((8000, "true"), (None, None)):
+        stack = LocalStack(StackOptions(state_dir=tmp_path, gateway_port=gateway_port))
+        stack.nats = NatsServer(port=4222)
+        assert stack._service_env(health_port=9000).get("KAIWO_MESSENGER_ENABLED") == expected

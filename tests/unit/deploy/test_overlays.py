@@ -15,6 +15,7 @@ import yaml
 
 from tests.deploy_manifests import (
     EXTERNAL_SCHEDULER,
+    MESSENGER,
     DeployTree,
     by_kind_and_name,
     shared_deploy_tree,
@@ -261,3 +262,23 @@ def test_the_eventstore_secret_template_documents_the_key_the_recorder_reads() -
     [secret] = yaml.safe_load_all(template.read_text())
     assert secret["metadata"] == {"name": "kaiwo-eventstore", "namespace": "kaiwo-system"}
     assert list(secret["stringData"]) == ["url"]
+
+
+def test_the_messenger_is_off_unless_its_component_switches_it_on(
+    production: Any, tree: DeployTree
+) -> None:
+    """Off: the gateway says so and the provisioning Job declares no messenger stream. With
+    components/messenger: the gateway answers requests through NATS and the Job declares the
+    streams and consumer it reads (``kaiwo nats provision --messenger``)."""
+    with_messenger = by_kind_and_name(tree.objects(MESSENGER))
+
+    for objects, enabled, command in (
+        (production, "false", ["kaiwo", "nats", "provision"]),
+        (with_messenger, "true", ["kaiwo", "nats", "provision", "--messenger"]),
+    ):
+        assert env_of(objects[("Deployment", "kaiwo-gateway")])["KAIWO_MESSENGER_ENABLED"] == enabled
+        [job] = [o for (kind, _), o in objects.items() if kind == "Job"]
+        [container] = pod_spec(job)["containers"]
+        assert container["command"] == command
+    # Nothing else changes.
+    assert set(with_messenger) == set(production)

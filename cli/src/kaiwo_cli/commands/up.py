@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from kaiwo_contracts.events.messenger import NotATenantError, tenant_key_name
 from kaiwo_contracts.events.permissions import SUBSCRIBER
 from kaiwo_runtime.nats_credentials import ServerTls
 from kaiwo_runtime.redaction import redact_url
@@ -127,6 +128,21 @@ def up(
     executors: Annotated[
         int, typer.Option(min=1, help="Executor processes (active-active with --partitions).")
     ] = 1,
+    messenger: Annotated[
+        bool,
+        typer.Option(
+            "--messenger/--no-messenger",
+            help="With the gateway: also answer requests sent through NATS "
+            "(kaiwo-messenger.<namespace>.requests, decision 0057).",
+        ),
+    ] = True,
+    tenant: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A messenger tenant (repeatable): a namespace whose key, new at every start, "
+            "may send requests to its Models and read their answers, nothing else.",
+        ),
+    ] = None,
 ) -> None:
     """Start NATS, the event store and every service; stop them all on Ctrl-C."""
     if scheduler not in SCHEDULER_MODES:
@@ -154,6 +170,15 @@ def up(
         if nats_tls_cert is not None and nats_tls_key is not None
         else None
     )
+    if tenant and not (messenger and gateway_port):
+        typer.echo("kaiwo up: --tenant needs the messenger and the gateway", err=True)
+        raise typer.Exit(2)
+    for namespace in tenant or ():
+        try:
+            tenant_key_name(namespace)
+        except NotATenantError as error:
+            typer.echo(f"kaiwo up: --tenant: {error}", err=True)
+            raise typer.Exit(2) from None
     options = StackOptions(
         state_dir=state_dir,
         kubeconfig=kubeconfig,
@@ -170,6 +195,8 @@ def up(
         console_anonymous=console_anonymous,
         partitions=partitions,
         replicas={"planner": planners, "executor": executors},
+        messenger=messenger,
+        messenger_tenants=tuple(tenant or ()),
     )
     typer.echo(identity_note(options), err=True)
     try:
@@ -262,10 +289,29 @@ def _print_summary(stack: LocalStack) -> None:
         console.print(f"kaiwo up: {name}: {reason}; the rest runs without it", highlight=False)
     if stack.options.gateway_port is not None:
         console.print(gateway_line(stack.options), highlight=False)
+    line = messenger_line(stack)
+    if line:
+        console.print(line, highlight=False)
     if stack.options.console_url is not None:
         console.print(console_line(stack.options), highlight=False)
     console.print(
         next_steps(stack.options.state_dir, fake=stack.options.fake_cluster), highlight=False
+    )
+
+
+def messenger_line(stack: LocalStack) -> str:
+    """Where requests go through NATS and which keys may send them, in one line."""
+    options = stack.options
+    if not options.messenger_on or stack.credentials is None:
+        return ""
+    keys = ", ".join(
+        f"{namespace}: {stack.credentials.seed(tenant_key_name(namespace))}"
+        for namespace in options.messenger_tenants
+    )
+    return (
+        "Messenger: requests on kaiwo-messenger.<namespace>.requests, answers on "
+        "kaiwo-messenger.<namespace>.responses (python examples/batch_client.py); "
+        + (f"tenant keys {keys}" if keys else "no tenant keys (--tenant <namespace> issues one)")
     )
 
 

@@ -15,7 +15,9 @@ Order of start-up, each step failing with one clear line:
    JetStream in ``<state>/nats``, each identity's permissions and no anonymous access (TLS
    when given); the administrator identity declares the streams and consumers;
 5. recorder, watcher, planner, executor (monitor when a metrics endpoint is given, the OpenAI
-   gateway when a gateway port is, the web console when a console port is) as
+   gateway when a gateway port is, with the messenger unless switched off: its streams and
+   consumer are declared in step 4 and its tenants get keys there; the web console when a
+   console port is) as
    supervised child processes, each with its health port; start-up waits for every
    ``/readyz`` of the four that carry the operator; each service connects with its own
    identity. The monitor, the gateway and the console are *optional*: one that cannot start (an
@@ -51,12 +53,14 @@ import aiohttp
 import yaml
 from kaiwo_contracts.crds.registry import SERVED_KINDS
 from kaiwo_contracts.crds.schema import custom_resource_definitions
+from kaiwo_contracts.events.messenger import messenger_topology, tenant_key_name
 from kaiwo_contracts.events.permissions import (
     ADMIN,
     CLI,
     SUBSCRIBER,
     inbox_prefix,
     operator_identities,
+    tenant_identity,
 )
 from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_kube import KubeError, resources
@@ -160,9 +164,24 @@ class StackOptions:
     ``planner-<i>`` in :attr:`LocalStack.services`. More than one planner or executor is
     active only with ``partitions`` > 1 (else the others wait as standbys)."""
 
+    messenger: bool = True
+    """With the gateway: also serve requests that arrive through JetStream
+    (``KAIWO_MESSENGER_ENABLED``), the messenger's streams and consumer declared here by the
+    administrator identity (decision 0057). Without a gateway nothing is declared."""
+    messenger_tenants: tuple[str, ...] = ()
+    """Namespaces given a messenger tenant key (``tenant-<namespace>`` in the credentials
+    directory, new at every start like the others): it may send requests to that
+    namespace's Models and read their answers, nothing else."""
+
     def __post_init__(self) -> None:
         if self.partitions < 1 or any(count < 1 for count in self.replicas.values()):
             raise ValueError("partitions and replicas must be >= 1")
+        for namespace in self.messenger_tenants:
+            tenant_key_name(namespace)  # NotATenantError (a ValueError) names the namespace
+
+    @property
+    def messenger_on(self) -> bool:
+        return self.messenger and self.gateway_port is not None
 
     @property
     def event_store_url(self) -> str:
@@ -501,9 +520,10 @@ class LocalStack:
     async def _start_nats(self) -> None:
         topology = bus_topology(partitions=self.options.partitions)
         # New keys at every start: the previous run's stop working (rotation for free).
+        tenants = tuple(tenant_identity(ns) for ns in self.options.messenger_tenants)
         self.credentials = write_credentials(
             self.options.credentials_dir,
-            operator_identities(topology),
+            (*operator_identities(topology), *tenants),
             tls=self.options.nats_tls,
         )
         self.nats = NatsServer(
@@ -517,6 +537,8 @@ class LocalStack:
         bus = await NatsBus.connect(self.nats_connection(ADMIN), topology=topology)
         try:
             await bus.ensure_streams()
+            if self.options.messenger_on:
+                await bus.declare(messenger_topology())
         finally:
             await bus.close()
 
@@ -545,6 +567,7 @@ class LocalStack:
             env["KAIWO_GATEWAY_HOST"] = "127.0.0.1"
             env["KAIWO_GATEWAY_PORT"] = str(self.options.gateway_port)
             env["KAIWO_GATEWAY_ANONYMOUS"] = "loopback" if self.options.gateway_anonymous else "off"
+            env["KAIWO_MESSENGER_ENABLED"] = "true" if self.options.messenger_on else "false"
         if self.options.console_port is not None:
             env["KAIWO_CONSOLE_HOST"] = "127.0.0.1"
             env["KAIWO_CONSOLE_PORT"] = str(self.options.console_port)
