@@ -238,6 +238,7 @@ async def running_pipeline(
     metrics_endpoint: str | None = None,
     partitions: int = 1,
     replicas: Mapping[str, int] | None = None,
+    messenger_tenant: bool = False,
 ) -> AsyncIterator[Pipeline]:
     """``kaiwo up`` with ``state_dir`` against a fresh fake API server (``--fake``), or against
     ``real`` in a namespace of its own.
@@ -247,7 +248,9 @@ async def running_pipeline(
     with queue ``kaiwo`` for the namespace); without it the test sets up nodes and queues.
     ``metrics_endpoint``: a Prometheus URL; the monitor runs too.
     On a real API server the Leases of every node the tests register are kept renewed.
-    ``gateway_port``: start the OpenAI gateway too, on this port.
+    ``gateway_port``: start the OpenAI gateway too, on this port (with the messenger, as
+    ``kaiwo up`` runs it). ``messenger_tenant``: the namespace gets a messenger tenant key
+    (``tenant-<namespace>``, ``kaiwo up --tenant``).
     ``partitions`` and ``replicas``: the stack's (:class:`StackOptions`); active-active
     planners and executors with ``partitions`` > 1.
     """
@@ -264,6 +267,7 @@ async def running_pipeline(
                 env=env,
                 metrics=metrics_endpoint,
                 gateway_port=gateway_port,
+                tenants=(namespace,) if messenger_tenant else (),
                 **scale,
             )
             stack = await exits.enter_async_context(LocalStack(options))
@@ -284,6 +288,7 @@ async def running_pipeline(
                 env=env,
                 metrics=metrics_endpoint,
                 gateway_port=gateway_port,
+                tenants=(namespace,) if messenger_tenant else (),
                 **scale,
             )
             stack = await exits.enter_async_context(LocalStack(options))
@@ -325,6 +330,7 @@ def _stack_options(
     metrics: str | None = None,
     partitions: int = 1,
     replicas: Mapping[str, int] | None = None,
+    tenants: tuple[str, ...] = (),
 ) -> StackOptions:
     return StackOptions(
         state_dir=state_dir,
@@ -340,6 +346,7 @@ def _stack_options(
         metrics_endpoint=metrics,
         partitions=partitions,
         replicas=dict(replicas or {}),
+        messenger_tenants=tenants,
     )
 
 
