@@ -180,6 +180,10 @@ async def test_requests_for_a_model_at_zero_on_the_api_server_are_answered(
         assert message.headers["Kaiwo-Request-Id"] == f"row-{row}"
         assert message.headers["X-Batch"] == "real"
     [first, *_] = await decisions(tenant.served)
-    assert (first.from_replicas, first.replicas, first.cause) == (0, 1, "request")
+    # From zero to one: at once when a request waits for an endpoint ("request"), or by the
+    # tick that sampled the requests in hand first ("load"); the same decision either way,
+    # published once.
+    assert (first.from_replicas, first.replicas) == (0, 1)
+    assert first.cause in {"request", "load"}
     # The scale decision reached the API server: the Model has its replica.
     assert (await model(pipeline, CHAT))["spec"]["replicas"] >= 1
