@@ -187,3 +187,44 @@ async def test_a_replica_reports_its_requests_per_model() -> None:
         interval_seconds=10.0,
         models=(ModelLoad(model=LLM, active_requests=2, waiting_requests=1),),
     )
+
+
+class Stream:
+    """The messenger's request stream as the leader reads it: stored requests per namespace,
+    or a failure."""
+
+    def __init__(self, stored: dict[str, int] | None) -> None:
+        self.stored = stored
+
+    async def stored_requests(self) -> dict[str, int]:
+        if self.stored is None:
+            raise TimeoutError("no answer from the stream")
+        return self.stored
+
+
+def messenger_load(gateway: str, in_hand: int) -> ActiveRequestsV1:
+    models = (ModelLoad(model=LLM, active_requests=in_hand, messages=in_hand),)
+    return ActiveRequestsV1(gateway=gateway, interval_seconds=10.0, models=models)
+
+
+async def test_the_leader_adds_the_streams_backlog_and_ticks_without_it_when_unread() -> None:
+    for stored, expected in ((400, 400.0), (None, 20.0)):
+        clock, bucket, out = Clock(), MemoryKeyValue(), Published()
+        scaler = Autoscaler(
+            catalog=catalog_with(replicas=1, maxReplicas=50),
+            publisher=out,
+            state=bucket,
+            clock=clock,
+            settings=SETTINGS,
+            metrics=GatewayMetrics(),
+            backlog=Stream(None if stored is None else {"team-a": stored}),
+        )
+        await scaler.restore()
+        scaler.receive(messenger_load("gw-a", 20))
+
+        await scaler.tick_once()
+
+        # 400 stored, 20 of them in hand: 400 in all; (0 + 400) / 2 = 200 -> 20 replicas.
+        # Unread: the 20 in hand, (0 + 20) / 2 = 10 -> 1 replica, which it has already.
+        assert json.loads(await bucket.get("m-1") or b"")["samples"] == [0.0, expected]
+        assert [d.replicas for d in out.decisions()] == ([20] if stored else [])
