@@ -12,6 +12,8 @@ from click.testing import CliRunner
 from kaiwo_cli.commands import up
 from kaiwo_cli.main import app
 from kaiwo_cli.stack.local import LocalStack, StackOptions
+from kaiwo_contracts.events.permissions import tenant_identity
+from kaiwo_runtime.nats_credentials import write_credentials
 from kaiwo_runtime.nats_server import NatsServer, free_port
 
 
@@ -149,3 +151,20 @@ def test_the_messenger_runs_with_the_gateway_unless_switched_off_and_tenants_are
         stack = LocalStack(StackOptions(state_dir=tmp_path, gateway_port=gateway_port))
         stack.nats = NatsServer(port=4222)
         assert stack._service_env(health_port=9000).get("KAIWO_MESSENGER_ENABLED") == expected
+
+
+def test_the_summary_names_each_tenant_key_and_says_nothing_without_a_gateway(
+    tmp_path: Path,
+) -> None:
+    options = StackOptions(state_dir=tmp_path, gateway_port=8000, messenger_tenants=("team-a",))
+    stack = LocalStack(options)
+    stack.credentials = write_credentials(tmp_path / "credentials", [tenant_identity("team-a")])
+    key = tmp_path / "credentials" / "tenant-team-a.nk"
+
+    assert up.messenger_line(stack) == ""  # the gateway is not running (its port was taken)
+    stack.services["gateway"] = object()  # type: ignore[assignment]
+    assert up.messenger_line(stack) == (
+        "Messenger: requests on kaiwo-messenger.<namespace>.requests, answers on "
+        "kaiwo-messenger.<namespace>.responses (python examples/batch_client.py); "
+        f"tenant keys team-a: {key}"
+    )

@@ -302,8 +302,8 @@ def _print_summary(stack: LocalStack) -> None:
 def messenger_line(stack: LocalStack) -> str:
     """Where requests go through NATS and which keys may send them, in one line."""
     options = stack.options
-    if not options.messenger_on or stack.credentials is None:
-        return ""
+    if not options.messenger_on or "gateway" not in stack.services or stack.credentials is None:
+        return ""  # no gateway (none asked for, or its port taken): nothing answers
     keys = ", ".join(
         f"{namespace}: {stack.credentials.seed(tenant_key_name(namespace))}"
         for namespace in options.messenger_tenants
