@@ -352,11 +352,11 @@ async def test_a_request_for_a_model_at_zero_scales_it_from_zero_and_waits_for_i
     )
 
     async def scaled_from_zero() -> bool:
-        return any(d.replicas == 1 for d in decisions)
+        return any(d.model.name == "idle" and d.replicas == 1 for d in decisions)
 
     await until(scaled_from_zero)
     await watching.unsubscribe()
-    first = decisions[0]
+    [first] = [d for d in decisions if d.model.name == "idle"][:1]
     assert (first.model.name, first.from_replicas, first.replicas) == ("idle", 0, 1)
     assert first.cause in {"request", "load"}
     await messaging.observe(model_object("idle", uid="idle", replicas=1, targetRequests=1))
