@@ -48,9 +48,9 @@ from kaiwo_eventstore.explain import (
     workload_events,
 )
 from kaiwo_runtime.nats_connection import (
+    CONNECT_ERRORS,
     ClientTls,
     NatsConnection,
-    NatsCredentialsError,
     connect_client,
 )
 from kaiwo_runtime.redaction import redact_secrets, redact_url
@@ -607,14 +607,12 @@ async def _tail(
     count: int | None,
     subjects: tuple[str, ...] = CLI_SUBJECTS,
 ) -> None:
-    import nats.errors
-
     console = _stdout()
     queue: asyncio.Queue[Any] = asyncio.Queue()
     connection = connection_of()
     try:
         client = await connect_client(connection, connect_timeout=5, max_reconnect_attempts=3)
-    except (OSError, nats.errors.Error, NatsCredentialsError) as error:
+    except CONNECT_ERRORS as error:
         raise CommandError(
             f"NATS at {connection.redacted_url} is unreachable: {redact_secrets(str(error))}"
         ) from error

@@ -52,12 +52,12 @@ from kaiwo_contracts.events.streams import (
     ConsumerSpec,
 )
 from kaiwo_eventstore import EventStore, NewEvent, StoreUnavailableError
+from kaiwo_runtime.batch_consumer import MessagePuller, PulledMessage, puller_for
 from kaiwo_runtime.bus import Bus, BusError, dead_letter, dead_letter_relay, run_consumer
 from kaiwo_runtime.logging import bound_context
 
 from kaiwo_recorder.gaps import Gap, SequenceTracker
 from kaiwo_recorder.metrics import RecorderMetrics
-from kaiwo_recorder.pulling import MessagePuller, PulledMessage, puller_for
 from kaiwo_recorder.records import (
     MALFORMED_TYPE,
     UnrecordableError,
