@@ -16,19 +16,19 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from kaiwo_cli.commands.events import (
-    TailFilter,
-    change_and_phase,
-    display_kind,
-    kind_of,
-    tail_line,
-)
 from kaiwo_cli.main import app
 from kaiwo_cli.replay import (
     NATS_SEQUENCE_KEY,
     NATS_STREAM_KEY,
     replay_from_store,
     replay_recorded,
+)
+from kaiwo_cli.tail_lines import (
+    TailFilter,
+    change_and_phase,
+    display_kind,
+    kind_of,
+    tail_line,
 )
 from kaiwo_contracts.events import (
     ActionOutcome,
