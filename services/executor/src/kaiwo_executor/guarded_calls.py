@@ -10,7 +10,7 @@ import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 import structlog
 from kaiwo_contracts.events.results import ActionOutcome, ActionOutcomeKind, Operation
@@ -78,6 +78,16 @@ def event_name(owner: ObjectRef, *, fingerprint: str, reason: str, about: str = 
     """The deterministic name of the Event a plan records (``<owner>.<16 hex digits>``)."""
     seed = "\x1f".join((owner.uid or ref_key(owner), fingerprint, reason, about))
     return f"{owner.name[:236]}.{hashlib.sha256(seed.encode()).hexdigest()[:16]}"
+
+
+def involved_object(owner: ObjectRef) -> dict[str, Any]:
+    """``owner`` as the object an Event is about (the fields it has, and only those)."""
+    metadata = {
+        key: value
+        for key, value in (("name", owner.name), ("namespace", owner.namespace), ("uid", owner.uid))
+        if value
+    }
+    return {"apiVersion": owner.api_version, "kind": owner.kind, "metadata": metadata}
 
 
 def _reason_of(error: KubeError) -> str:
@@ -221,19 +231,7 @@ class GuardedCalls:
         """Create the Event once; False when creating it failed."""
         owner = run.plan.owner
         manifest = event_manifest(
-            involved={
-                "apiVersion": owner.api_version,
-                "kind": owner.kind,
-                "metadata": {
-                    key: value
-                    for key, value in (
-                        ("name", owner.name),
-                        ("namespace", owner.namespace),
-                        ("uid", owner.uid),
-                    )
-                    if value
-                },
-            },
+            involved=involved_object(owner),
             event_type=event_type,
             reason=reason,
             message=message,

@@ -60,6 +60,7 @@ from kaiwo_runtime.logging import bind_event, bound_context
 from kaiwo_executor.api_retries import Jitter, RetryPolicy, Sleep
 from kaiwo_executor.apply_plan import Execution, PlanExecutor
 from kaiwo_executor.execution_memo import ExecutionMemo
+from kaiwo_executor.guarded_calls import COMPONENT, involved_object
 from kaiwo_executor.metrics import ExecutorMetrics
 from kaiwo_executor.plan_admission import Admission, PlanAdmission
 
@@ -239,23 +240,11 @@ class ExecutorService:
         """A Warning Event ``PlanRefused`` on the owner (best effort: the refusal stands)."""
         with contextlib.suppress(KubeError):
             await self._kube.create_event(
-                involved={
-                    "apiVersion": owner.api_version,
-                    "kind": owner.kind,
-                    "metadata": {
-                        k: v
-                        for k, v in (
-                            ("name", owner.name),
-                            ("namespace", owner.namespace),
-                            ("uid", owner.uid),
-                        )
-                        if v
-                    },
-                },
+                involved=involved_object(owner),
                 type="Warning",
                 reason="PlanRefused",
                 message=f"A plan for this object was refused and not applied: {reason}"[:1024],
-                component="kaiwo-executor",
+                component=COMPONENT,
                 now=self.clock(),
             )
 
