@@ -133,14 +133,10 @@ class Deletions:
         target = release.target
 
         async def take_off() -> StepOutcome:
-            resource = await self._calls.resource(target.api_version, target.kind)
-            try:
-                live = await self._kube.get(resource, target.name, namespace=target.namespace)
-            except NotFound:
+            resource, live = await self._calls.read_same(target)
+            if live is None:
                 return StepOutcome.ALREADY_DELETED
             metadata = live.get("metadata") or {}
-            if metadata.get("uid") != target.uid:
-                return StepOutcome.ALREADY_DELETED
             owner_uid = run.plan.owner.uid
             if not is_owners(metadata, selector=run.plan.prune_selector, owner_uid=owner_uid):
                 return StepOutcome.FOREIGN

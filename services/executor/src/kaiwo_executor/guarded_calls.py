@@ -127,6 +127,18 @@ class GuardedCalls:
             return await self.kube.resolve(api_version, kind)
         raise NotFound(f"the executor does not know the kind {kind} in {api_version}", code=404)
 
+    async def read_same(self, target: ObjectRef) -> tuple[ResourceType, dict[str, Any] | None]:
+        """``target``'s resource type, and the live object while it is still the one of
+        ``target``'s uid (None: gone, or another object of that name stands there now)."""
+        resource = await self.resource(target.api_version, target.kind)
+        try:
+            live = await self.kube.get(resource, target.name, namespace=target.namespace)
+        except NotFound:
+            return resource, None
+        if (live.get("metadata") or {}).get("uid") != target.uid:
+            return resource, None
+        return resource, live
+
     async def guarded(
         self, call: Callable[[], Awaitable[T]], operation: Operation, target: ObjectRef
     ) -> tuple[T, int] | Failure:

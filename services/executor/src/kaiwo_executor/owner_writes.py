@@ -77,12 +77,8 @@ class OwnerWrites:
         target = intent.target
 
         async def scale() -> StepOutcome:
-            resource = await self._calls.resource(target.api_version, target.kind)
-            try:
-                live = await self._kube.get(resource, target.name, namespace=target.namespace)
-            except NotFound:
-                return StepOutcome.OWNER_GONE
-            if (live.get("metadata") or {}).get("uid") != target.uid:
+            resource, live = await self._calls.read_same(target)
+            if live is None:
                 return StepOutcome.OWNER_GONE
             current = (live.get("spec") or {}).get("replicas")
             if (current or 0) == intent.replicas:
@@ -135,14 +131,10 @@ class OwnerWrites:
             return
 
         async def patch() -> StepOutcome:
-            resource = await self._calls.resource(owner.api_version, owner.kind)
-            try:
-                live = await self._kube.get(resource, owner.name, namespace=owner.namespace)
-            except NotFound:
+            resource, live = await self._calls.read_same(owner)
+            if live is None:
                 return StepOutcome.OWNER_GONE
             metadata = live.get("metadata") or {}
-            if metadata.get("uid") != owner.uid:
-                return StepOutcome.OWNER_GONE
             # The resourceVersion makes the patch a compare-and-swap: a finalizer or label
             # another controller or the user added meanwhile is not lost (Conflict, retry).
             body: dict[str, Any] = {}
