@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,7 @@ from kaiwo_kube.resources import (
 from kaiwo_kubefake import FakeKubeServer
 
 from tests.real_cluster import RealCluster
+from tests.waiting import eventually
 
 
 @dataclass
@@ -214,14 +214,6 @@ async def collect(
 
     await asyncio.wait_for(read(), timeout=within)
     return seen
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], *, within: float = 30.0) -> None:
-    """Poll ``check`` until it holds (a real cluster's garbage collector works asynchronously)."""
-    deadline = time.monotonic() + within
-    while not await check():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.1)
 
 
 async def is_gone(kube: KubernetesPort, resource: ResourceType, name: str, namespace: str) -> bool:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +22,7 @@ from kaiwo_sandbox.lifecycle import Timing
 from kaiwo_sandbox.volumes import PERSISTENT_VOLUME
 
 from tests.integration.conftest import SandboxCluster
+from tests.waiting import eventually
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
@@ -64,18 +64,6 @@ def job(name: str, namespace: str, *, annotations: dict[str, str]) -> dict[str, 
 HANG_SECONDS = 60.0
 """How long a wait may last before the test calls it hung: a guard, not a measure (the
 simulated Jobs run for seconds), generous for a loaded machine."""
-
-
-async def eventually(
-    check: Callable[[], Any], *, within: float, what: str, every: float = 0.2
-) -> Any:
-    deadline = time.monotonic() + within
-    while True:
-        found = await check()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"not within {within} s: {what}"
-        await asyncio.sleep(every)
 
 
 def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any] | None:

@@ -14,7 +14,6 @@ import contextlib
 import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from kaiwo_sandbox.lifecycle import Timing
 
 from tests.integration.conftest import SandboxCluster
 from tests.stack_programs import stack_program
+from tests.waiting import eventually
 
 RUN_SECONDS = "sandbox.kaiwo.silogen.ai/run-seconds"
 FAIL = "sandbox.kaiwo.silogen.ai/fail"
@@ -65,14 +65,6 @@ def pod(
             ],
         },
     }
-
-
-async def eventually(check: Callable[[], Awaitable[Any]], *, within: float, what: str) -> Any:
-    deadline = time.monotonic() + within
-    while not (found := await check()):
-        assert time.monotonic() < deadline, f"not within {within} s: {what}"
-        await asyncio.sleep(0.2)
-    return found
 
 
 async def create_pod(kube: KubernetesAsyncioAdapter, manifest: dict[str, Any]) -> None:

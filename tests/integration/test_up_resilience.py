@@ -7,14 +7,14 @@ from __future__ import annotations
 import os
 import socket
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kaiwo_runtime.nats_server import free_port
 
 from tests.integration.terminal import Terminal
+from tests.waiting import Pending, eventually_blocking
 
 pytestmark = [pytest.mark.nats, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -45,15 +45,6 @@ def processes_of(state_dir: Path) -> dict[int, str]:
         if marker in command or marker in environment:
             found[int(entry.name)] = command.replace(b"\0", b" ").decode(errors="replace")
     return found
-
-
-def wait_until(condition: Callable[[], bool], *, within: float) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def up(state_dir: Path, *extra: str) -> list[str]:
@@ -97,10 +88,14 @@ def test_ctrl_c_during_start_up_stops_at_once_and_leaves_nothing(tmp_path: Path)
     argv = up(state, "--gateway-port", "0", "--store", store)
     with Terminal(argv, cwd=tmp_path, env=dict(os.environ)) as terminal:
         terminal.wait_for(r"starting NATS", within=60)
-        started = wait_until(
-            lambda: any("kaiwo_recorder" in c for c in processes_of(state).values()), within=120
+        eventually_blocking(
+            lambda: (
+                any("kaiwo_recorder" in c for c in processes_of(state).values())
+                or Pending(f"the terminal so far:\n{terminal.text[-3000:]}")
+            ),
+            what="the recorder starts",
+            within=120,
         )
-        assert started, f"the recorder never started:\n{terminal.text[-3000:]}"
         assert any("nats-server" in command for command in processes_of(state).values())
 
         terminal.type_ctrl_c()

@@ -12,9 +12,8 @@ import asyncio
 import json
 import ssl
 import sys
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
 from tests.real_cluster import RealCluster
+from tests.waiting import eventually
 
 
 @dataclass
@@ -110,14 +110,6 @@ async def call(
         if response.content_type == "text/plain":
             return response.status, await response.text()
         return response.status, await response.json(content_type=None)
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], *, within: float = 30.0) -> None:
-    """Poll ``check`` (a real server establishes CRDs and updates discovery asynchronously)."""
-    deadline = time.monotonic() + within
-    while not await check():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.1)
 
 
 async def test_core_discovery_lists_resources_and_subresources(api: Api) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from kaiwo_runtime.nats_server import NatsServer, free_port
 
 from tests.integration.gateway.test_gateway import connect, observe, standin_pod, start_standin
 from tests.unit.gateway.model_objects import model_object
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.nats, pytest.mark.asyncio(loop_scope="module")]
 
@@ -92,7 +92,7 @@ class Cluster:
             base_url=f"http://127.0.0.1:{gateway_port}/openai/v1",
             metrics_url=f"http://127.0.0.1:{health_port}/metrics",
         )
-        await until(lambda: answers(replica))
+        await eventually(lambda: answers(replica))
         return replica
 
     async def observe(self, obj: dict[str, Any]) -> None:
@@ -108,13 +108,6 @@ async def answers(replica: Replica) -> bool:
             return response.status == 200
     except aiohttp.ClientError:
         return False
-
-
-async def until(condition: Any, *, within: float = 30.0) -> None:
-    deadline = time.monotonic() + within
-    while not await condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.1)
 
 
 def chat(*, replicas: int, generation: int) -> dict[str, Any]:
@@ -162,7 +155,7 @@ async def test_the_next_leader_continues_the_windows_of_the_first(cluster: Clust
 
     await cluster.admin.client.subscribe("kaiwo.gateway.scale.>", cb=decided)
     first = await cluster.replica()
-    await until(first.leading)
+    await eventually(first.leading)
     second = await cluster.replica()
     assert not await second.leading()
 
@@ -176,10 +169,10 @@ async def test_the_next_leader_continues_the_windows_of_the_first(cluster: Clust
 
     first.stop.set()
     await asyncio.wait_for(first.task, 15)
-    await until(second.leading)
+    await eventually(second.leading)
     await cluster.observe(chat(replicas=4, generation=2))
 
-    await until(lambda: _decided_from_four(decisions))
+    await eventually(lambda: _decided_from_four(decisions))
     [down] = [d for d in decisions if d.generation == 2]
     assert down.from_replicas == 4
     # The average continued: some of the 60 samples still hold the load, so at least 1.

@@ -43,8 +43,14 @@ from kaiwo_runtime.nats_server import NatsServer, free_port
 
 from tests.integration.gateway.table_access import TableAccess
 from tests.unit.gateway.model_objects import model_object, pod_object
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.nats, pytest.mark.asyncio(loop_scope="module")]
+
+until = eventually
+"""The one waiting helper under the name the console, messenger and gateway-access tests
+import from here; those files were being changed on other branches (issue 26): import
+``tests.waiting.eventually`` there and drop this name once they are merged."""
 
 STANDIN = Path(__file__).with_name("standin_openai.py")
 WHEN = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -146,15 +152,6 @@ async def connect(server: NatsServer, credentials: CredentialsDirectory, name: s
     return await NatsBus.connect(connection, topology=bus_topology())
 
 
-async def until(condition: Any, *, within: float = 60.0) -> None:
-    """Poll ``condition`` until it holds; ``within`` is a guard against a hang (the steps
-    take moments when idle), generous for a loaded machine."""
-    deadline = time.monotonic() + within
-    while not await condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.02)
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
     directory = tmp_path_factory.mktemp("gateway")
@@ -227,7 +224,7 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
             return len(models.data) == 3
 
         try:
-            await until(serving)
+            await eventually(serving)
             yield stack
         finally:
             stop.set()
@@ -375,7 +372,9 @@ async def test_endpoints_follow_observations_and_a_request_waits_for_one(stack: 
             await stack.metrics()
         )
 
-    await until(no_endpoint)  # the gateway knows the Model (it reads observations as they come)
+    await eventually(
+        no_endpoint
+    )  # the gateway knows the Model (it reads observations as they come)
     waiting = asyncio.create_task(client.completions.create(model="delta", prompt="x"))
     await asyncio.sleep(0.3)
     assert not waiting.done()
@@ -387,7 +386,7 @@ async def test_endpoints_follow_observations_and_a_request_waits_for_one(stack: 
         standin_pod("d1", model="delta", model_uid="delta", port=stack.ports["a2"], ready=False)
     )
 
-    await until(no_endpoint)
+    await eventually(no_endpoint)
     started = time.monotonic()
     with pytest.raises(openai.InternalServerError) as gone:
         await client.completions.create(model="delta", prompt="x")
@@ -418,7 +417,7 @@ async def test_a_model_whose_every_endpoint_refuses_gets_a_502_after_trying_each
             await stack.metrics()
         )
 
-    await until(two_endpoints)
+    await eventually(two_endpoints)
     with pytest.raises(openai.APIStatusError) as refused:
         await stack.client().completions.create(model="omega", prompt="x")
     assert refused.value.status_code == 502
@@ -538,7 +537,7 @@ async def test_another_namespace_s_model_is_not_found_and_never_scaled(stack: St
             await stack.metrics()
         )
 
-    await until(known)
+    await eventually(known)
     with pytest.raises(openai.NotFoundError) as hidden:
         await stack.client(token="bob-token").completions.create(model="private", prompt="x")
     assert hidden.value.body["message"] == 'model not found: "private"'
@@ -626,7 +625,7 @@ async def test_each_caller_has_at_most_four_requests_in_flight(stack: Stack) -> 
             await stack.metrics()
         )
 
-    await until(four_in_flight)
+    await eventually(four_in_flight)
     with pytest.raises(openai.RateLimitError) as refused:
         await alice.completions.create(model="alpha", prompt="x")
     assert refused.value.response.headers["Retry-After"] == "1"
@@ -650,7 +649,7 @@ async def test_each_caller_holds_at_most_three_mib_of_bodies(stack: Stack) -> No
             await stack.metrics()
         )
 
-    await until(three_held)
+    await eventually(three_held)
     status, answer, _ = await post(stack, "completions", padded.encode(), token="bob-token")
     assert status == 429
     assert answer["error"]["code"] == "too_many_bytes_in_flight"
@@ -707,7 +706,7 @@ async def test_anonymous_callers_are_served_on_loopback_only_where_switched_on(
             return False
 
     try:
-        await until(serving)
+        await eventually(serving)
         answer = await client.completions.create(model="beta", prompt="x")
         assert answer.choices[0].text == "b1|beta|"
     finally:

@@ -8,7 +8,7 @@ import contextlib
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -32,6 +32,7 @@ from tests.integration.pipeline.ledger import (
     unsettled_consumers,
 )
 from tests.real_cluster import RealCluster
+from tests.waiting import Pending, eventually
 
 T = TypeVar("T")
 
@@ -53,35 +54,6 @@ OPERATOR_USER: Final = "kaiwo-operator"
 NAMESPACE_GONE_SECONDS: Final = 60.0
 QUIET_SECONDS: Final = 5.0
 """How long an idle operator is watched for writes it should not make."""
-
-
-class NotConvergedError(AssertionError):
-    """A condition did not hold in time; the message says what and where things stood."""
-
-
-@dataclass(frozen=True, slots=True)
-class Pending:
-    """A check's answer while the condition does not hold yet, with where things stand."""
-
-    reason: str
-
-
-async def eventually(
-    check: Callable[[], Awaitable[T | Pending]],
-    *,
-    what: str,
-    within: float = STEP_SECONDS,
-    interval: float = 0.1,
-) -> T:
-    """Poll ``check`` until it answers something other than :class:`Pending`; return that."""
-    deadline = time.monotonic() + within
-    while True:
-        value = await check()
-        if not isinstance(value, Pending):
-            return value
-        if time.monotonic() > deadline:
-            raise NotConvergedError(f"{what}: not within {within:g} s ({value.reason})")
-        await asyncio.sleep(interval)
 
 
 @dataclass

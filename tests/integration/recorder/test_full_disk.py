@@ -9,7 +9,6 @@ refused" -- the recorder used to take it as the latter and dead-letter everythin
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,21 +18,13 @@ from kaiwo_eventstore import open_event_store
 
 from tests.integration.recorder.small_filesystem import fill, small_filesystem
 from tests.integration.recorder.test_recorder_over_nats import publish, running_recorder
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.nats, pytest.mark.slow]
 
 BURST = 300
 FREE_WHEN_THE_BURST_STARTS = 96 * 1024
 """Room for some of the burst, not for all of it (one observation row is a few KiB)."""
-
-
-async def wait_until(condition: Any, *, within: float) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if await condition():
-            return True
-        await asyncio.sleep(0.1)
-    return False
 
 
 async def test_a_full_disk_holds_the_events_and_records_them_all_when_space_is_back(
@@ -50,7 +41,7 @@ async def test_a_full_disk_holds_the_events_and_records_them_all_when_space_is_b
                 async def holding() -> bool:
                     return service.metrics.held_messages._value.get() > 0
 
-                assert await wait_until(holding, within=60), "the recorder never held a batch"
+                await eventually(holding, what="the recorder holds a batch", within=60)
                 await asyncio.sleep(2)  # several retries against the full disk
                 stored_while_full = len(await store.read_all(limit=BURST + 100))
                 with pytest.raises(Exception, match="held, not recorded"):
@@ -65,8 +56,8 @@ async def test_a_full_disk_holds_the_events_and_records_them_all_when_space_is_b
                 async def all_recorded() -> bool:
                     return len(await store.read_all(limit=BURST + 100)) >= BURST
 
-                assert await wait_until(all_recorded, within=60)
-                assert await wait_until(service.store_ready, within=10)
+                await eventually(all_recorded, within=60)
+                await eventually(service.store_ready, within=10)
                 letters = await service.bus.client.jetstream().stream_info(DEAD_LETTER_STREAM)
             events = await store.read_all(limit=BURST + 100)
         finally:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from kaiwo_contracts.events.streams import bus_topology
-from kaiwo_recorder.pulling import NatsPuller
+from kaiwo_runtime.batch_consumer import NatsPuller
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_server import NatsServer
 

@@ -25,6 +25,8 @@ from kaiwo_runtime.nats_server import free_port
 from kaiwo_watcher.service import WatcherService, WatcherTuning
 from kaiwo_watcher.watch_list import WatchTarget
 
+from tests.waiting import eventually
+
 pytestmark = pytest.mark.nats
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -47,14 +49,6 @@ async def stored_events(bus: NatsBus) -> list[Envelope[ObservedObjectV1]]:
         if message is not None:
             events.append(Envelope[ObservedObjectV1].from_nats(message.headers, message.body))
     return events
-
-
-async def eventually(check: Any, *, within: float = 15.0) -> None:
-    deadline = asyncio.get_running_loop().time() + within
-    while not await check():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"condition not met within {within} s")
-        await asyncio.sleep(0.05)
 
 
 @dataclass

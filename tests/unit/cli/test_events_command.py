@@ -16,19 +16,19 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from kaiwo_cli.commands.events import (
-    TailFilter,
-    change_and_phase,
-    display_kind,
-    kind_of,
-    tail_line,
-)
 from kaiwo_cli.main import app
 from kaiwo_cli.replay import (
     NATS_SEQUENCE_KEY,
     NATS_STREAM_KEY,
     replay_from_store,
     replay_recorded,
+)
+from kaiwo_cli.tail_lines import (
+    TailFilter,
+    change_and_phase,
+    display_kind,
+    kind_of,
+    tail_line,
 )
 from kaiwo_contracts.events import (
     ActionOutcome,
@@ -58,6 +58,7 @@ from kaiwo_recorder import records, stream_ids
 from kaiwo_recorder.service import RecorderService
 from kaiwo_runtime.kv import MemoryKeyValue
 from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
+from kaiwo_runtime.nats_server import free_port
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 JOB_UID = "0b7c0a5e-1111-4c1e-9d0a-3f2e8a9c7d01"
@@ -985,3 +986,13 @@ def test_a_plan_that_differs_with_the_carried_context_is_judged_again_from_a_fre
     )
     assert fresh.differ == 1
     assert "RUNNING" in next(p.diff for p in fresh.plans if p.outcome == "differs")
+
+
+def test_tail_names_an_unreachable_nats_in_one_line_and_exits_2(tmp_path: Path) -> None:
+    # Nothing listens there: connecting fails inside nats-py, which the CLI does not import
+    # (kaiwo_runtime.nats_connection.CONNECT_ERRORS names what connecting may raise).
+    url = f"nats://127.0.0.1:{free_port()}"
+    result = run("tail", "--nats", url, "--store", f"sqlite:///{tmp_path / 'events.db'}")
+
+    assert result.exit_code == 2, result.output
+    assert f"NATS at {url} is unreachable" in result.output

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 from kaiwo_cli.commands.events import store_url, tail_connection
 from kaiwo_cli.main import app
-from kaiwo_cli.stack.local import missing_kubeconfig
+from kaiwo_cli.stack.cluster_setup import missing_kubeconfig
 from kaiwo_cli.stack.state import StackLockedError, StackState, StateLock, resolve_state_dir
 
 

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kaiwo_contracts.plans import ObjectRef
-from kaiwo_executor.apply_plan import STALE_STATUS
+from kaiwo_executor.step_outcomes import STALE_STATUS
 from kaiwo_kube import resources
 
 JOB_REF = ObjectRef(api_version="batch/v1", kind="Job", name="train", namespace="team-a")

@@ -3,7 +3,6 @@ in-memory JetStream, and a scraper that returns what the test sets."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,8 @@ from kaiwo_kubefake import FakeKubeServer
 from kaiwo_monitor.domain.samples import GpuSample
 from kaiwo_monitor.prometheus import ScrapeError
 from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
+
+from tests.waiting import eventually
 
 
 @dataclass
@@ -83,23 +84,6 @@ class FakeScraper:
         if self.failure is not None:
             raise ScrapeError(self.failure)
         return tuple(self.samples)
-
-
-async def eventually(
-    condition: Callable[[], bool | Awaitable[bool]], *, within: float = 10.0
-) -> None:
-    """Wait until ``condition`` holds (polling), or fail."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        outcome = condition()
-        if not isinstance(outcome, bool):
-            outcome = await outcome
-        if outcome:
-            return
-        if loop.time() > deadline:
-            raise AssertionError(f"condition not met within {within} s")
-        await asyncio.sleep(0.02)
 
 
 @pytest.fixture

@@ -12,11 +12,10 @@ import asyncio
 from kaiwo_runtime.leases import MemoryLeaseStore
 from kaiwo_runtime.single_active import LeaseTiming, SingleActive
 
+from tests.waiting import eventually
+
 DURATION = 0.3
 """Seconds: renewals every 0.04 s, a leader gives up 0.2 s after its last renewal."""
-HANG_SECONDS = 30.0
-"""How long an awaited step may take before the test calls it hung: only a guard, since no
-step depends on the wall clock (a step takes a few renewal rounds of 0.04 s)."""
 
 
 class ManualClock:
@@ -48,10 +47,6 @@ class Replica:
         self.finished.set()
 
 
-async def eventually(event: asyncio.Event) -> None:
-    await asyncio.wait_for(event.wait(), HANG_SECONDS)
-
-
 def lease_store(clock: ManualClock) -> MemoryLeaseStore:
     return MemoryLeaseStore(duration_seconds=DURATION, clock=clock)
 
@@ -64,7 +59,7 @@ async def test_only_one_replica_works_and_the_other_waits() -> None:
     clock = ManualClock()
     store = lease_store(clock)
     first = Replica(store, "pod-a", clock)
-    await eventually(first.working)
+    await eventually(first.working.is_set)
     second = Replica(store, "pod-b", clock)
     await asyncio.sleep(DURATION * 3)  # several renewals and claim attempts
     assert first.single.active
@@ -81,14 +76,14 @@ async def test_a_stopped_leader_hands_over_at_the_standbys_next_try() -> None:
     clock = ManualClock()
     store = lease_store(clock)
     first = Replica(store, "pod-a", clock)
-    await eventually(first.working)
+    await eventually(first.working.is_set)
     second = Replica(store, "pod-b", clock)
     await asyncio.sleep(0.1)  # the standby has tried
     assert not second.working.is_set()
     first.stop.set()
     assert await first.task is False
     assert first.finished.is_set()
-    await eventually(second.working)
+    await eventually(second.working.is_set)
     assert clock.now == 0.0
     assert await store.holder("planner") == "pod-b"
     second.stop.set()
@@ -105,7 +100,7 @@ async def test_a_crashed_leader_is_replaced_once_its_lease_runs_out() -> None:
     await asyncio.sleep(0.1)  # the standby tries again and again: the lease is still held
     assert not second.working.is_set()
     clock.advance(DURATION)  # ... until it runs out
-    await eventually(second.working)
+    await eventually(second.working.is_set)
     assert await store.holder("planner") == "pod-b"
     second.stop.set()
     assert await second.task is False
@@ -115,10 +110,10 @@ async def test_a_leader_whose_lease_was_taken_stops_working_and_says_so() -> Non
     clock = ManualClock()
     store = lease_store(clock)
     first = Replica(store, "pod-a", clock)
-    await eventually(first.working)
+    await eventually(first.working.is_set)
     clock.advance(DURATION)  # its lease ran out unseen (a pause, a partition) ...
     assert await store.claim("planner", "pod-b") is not None  # ... and another took it
-    await eventually(first.finished)
+    await eventually(first.finished.is_set)
     assert await first.task is True
     assert not first.single.active
     assert await store.holder("planner") == "pod-b"
@@ -128,11 +123,11 @@ async def test_a_leader_that_cannot_renew_stops_before_its_lease_runs_out() -> N
     clock = ManualClock()
     store = UnreachableAfterClaim(duration_seconds=DURATION, clock=clock)
     replica = Replica(store, "pod-a", clock)
-    await eventually(replica.working)
+    await eventually(replica.working.is_set)
     await asyncio.sleep(0.1)  # renewals fail, but its renewal deadline has not passed
     assert not replica.finished.is_set()
     clock.advance(DURATION * 0.8)  # past the deadline (2/3 of the lease), not past the lease
-    await eventually(replica.finished)
+    await eventually(replica.finished.is_set)
     assert await replica.task is True
     # It stopped while its lease still stood: before another replica could claim it.
     assert await store.holder("planner") == "pod-a"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +26,8 @@ from kaiwo_runtime.kv import MemoryKeyValue
 from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
 from kaiwo_runtime.nats_server import free_port
 from kaiwo_watcher.service import WatcherService, WatcherTuning
+
+from tests.waiting import eventually
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 THIRD_PARTY = (
@@ -136,28 +138,6 @@ async def jetstream() -> MemoryJetStream:
     return server
 
 
-HANG_SECONDS = 30.0
-"""How long a wait may last before the test calls it hung: a guard only (the awaited steps
-take milliseconds when idle), so generous for a loaded machine."""
-
-
-async def eventually(
-    condition: Callable[[], bool | Awaitable[bool]], *, within: float = HANG_SECONDS
-) -> None:
-    """Wait until ``condition`` holds (polling), or fail."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        outcome = condition()
-        if not isinstance(outcome, bool):
-            outcome = await outcome
-        if outcome:
-            return
-        if loop.time() > deadline:
-            raise AssertionError(f"condition not met within {within} s")
-        await asyncio.sleep(0.02)
-
-
 @dataclass
 class Running:
     """A service running in the background until the block ends."""
@@ -205,11 +185,6 @@ class WatcherKit:
 
     def ids(self) -> list[str]:
         return [event.id for event in self.events()]
-
-    async def eventually(
-        self, condition: Callable[[], bool | Awaitable[bool]], *, within: float = HANG_SECONDS
-    ) -> None:
-        await eventually(condition, within=within)
 
     async def stored_id(self, event_id: str) -> None:
         """Wait until an event with this id is stored."""

@@ -16,6 +16,8 @@ from kaiwo_watcher.service import WatcherService, WatcherTuning
 from kaiwo_watcher.watch_list import WatchTarget
 from kaiwo_watcher.watch_state import WatchState, WatchStream
 
+from tests.waiting import eventually
+
 KAIWO_JOB = resources.KAIWO_JOB
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 FAST_TUNING = WatcherTuning(
@@ -147,7 +149,7 @@ async def test_modify_and_delete_are_published_with_their_own_versions(kit):
         job = cluster.put(KAIWO_JOB, kaiwo_job("train"))
         changed = cluster.put(KAIWO_JOB, {**job, "spec": {"image": "alpine"}})
         cluster.delete(KAIWO_JOB, "train", "team-a")
-        await kit.eventually(lambda: len(kit.events()) == 3)
+        await eventually(lambda: len(kit.events()) == 3)
 
     added, modified, deleted = kit.events()
     uid = uid_of(job)
@@ -172,9 +174,9 @@ async def test_restart_from_checkpoint_publishes_only_what_changed_while_down(ki
         kept = cluster.put(KAIWO_JOB, kaiwo_job("kept"))
         edited = cluster.put(KAIWO_JOB, kaiwo_job("edited"))
         gone = cluster.put(KAIWO_JOB, kaiwo_job("gone"))
-        await kit.eventually(lambda: len(kit.events()) == 3)
+        await eventually(lambda: len(kit.events()) == 3)
         # Let the checkpoint move past the last event (bookmarks every 0.2 s).
-        await kit.eventually(lambda: first.progress[KAIWO_JOB_KEY].resource_version == rv_of(gone))
+        await eventually(lambda: first.progress[KAIWO_JOB_KEY].resource_version == rv_of(gone))
 
     # While no watcher runs:
     after_edit = cluster.put(KAIWO_JOB, {**edited, "spec": {"image": "alpine"}})
@@ -183,8 +185,8 @@ async def test_restart_from_checkpoint_publishes_only_what_changed_while_down(ki
 
     second = kit.service(kv=kv)
     async with kit.running(second):
-        await kit.eventually(lambda: len(kit.events()) == 6)
-        await kit.eventually(lambda: second.progress[KAIWO_JOB_KEY].resource_version == rv_of(new))
+        await eventually(lambda: len(kit.events()) == 6)
+        await eventually(lambda: second.progress[KAIWO_JOB_KEY].resource_version == rv_of(new))
 
     caught_up = kit.events()[3:]
     assert [(e.data.name, e.data.event_type) for e in caught_up] == [
@@ -205,7 +207,7 @@ async def test_compaction_while_down_relists_and_infers_the_missed_deletion(kit)
     async with kit.running(kit.service(kv=kv)):
         kept = cluster.put(KAIWO_JOB, kaiwo_job("kept"))
         gone = cluster.put(KAIWO_JOB, kaiwo_job("gone"))
-        await kit.eventually(lambda: len(kit.events()) == 2)
+        await eventually(lambda: len(kit.events()) == 2)
 
     cluster.delete(KAIWO_JOB, "gone", "team-a")
     cluster.server.store.compact()  # the DELETED event is no longer in the history
@@ -213,7 +215,7 @@ async def test_compaction_while_down_relists_and_infers_the_missed_deletion(kit)
 
     second = kit.service(kv=kv)
     async with kit.running(second):
-        await kit.eventually(lambda: len(kit.events()) == 3)
+        await eventually(lambda: len(kit.events()) == 3)
 
     inferred = kit.events()[2]
     assert inferred.id == f"{uid_of(gone)}:deleted"
@@ -264,7 +266,7 @@ async def test_two_replicas_store_each_object_version_once(kit):
             )
             return offered == 6 and dropped == 6
 
-        await kit.eventually(both_done)
+        await eventually(both_done)
 
     ids = kit.ids()
     assert len(ids) == 6
@@ -342,7 +344,7 @@ async def test_a_dropped_watch_resumes_from_the_last_version_without_relisting(k
         await kit.stored_id(f"{uid_of(job)}:{rv_of(job)}")
         await cluster.server.stop()  # every connection drops; the store stays
         changed = cluster.put(KAIWO_JOB, {**job, "spec": {"image": "alpine"}})
-        await kit.eventually(
+        await eventually(
             lambda: counter(service, "kaiwo_watcher_watch_restarts_total", kind="KaiwoJob") >= 1
         )
         await cluster.server.start()
@@ -464,7 +466,7 @@ async def test_a_periodic_relist_offers_every_object_again_as_sync(kit):
     service = kit.service(watch_list=(target,), tuning=tuning)
     job = cluster.put(KAIWO_JOB, kaiwo_job("train"))
     async with kit.running(service):
-        await kit.eventually(
+        await eventually(
             lambda: counter(service, "kaiwo_watcher_relists_total", kind="KaiwoJob") >= 3
         )
         later = cluster.put(KAIWO_JOB, {**job, "spec": {"image": "alpine"}})
@@ -499,7 +501,7 @@ async def test_an_object_too_large_for_the_bus_is_published_reduced_and_the_stre
         later = cluster.put(KAIWO_JOB, kaiwo_job("later", namespace="team-b"))
         await kit.stored_id(f"{uid_of(later)}:{rv_of(later)}")
         cluster.delete(KAIWO_JOB, "big", namespace="team-a")
-        await kit.eventually(lambda: len(kit.events()) == 3)
+        await eventually(lambda: len(kit.events()) == 3)
 
     added, observed_later, deleted = kit.events()
     assert added.id == f"{uid_of(big)}:{rv_of(big)}"
@@ -556,7 +558,7 @@ async def test_an_event_the_bus_refuses_in_every_form_is_skipped_and_counted(kit
     kit.cluster.put(KAIWO_JOB, kaiwo_job("one"))
     kit.cluster.put(KAIWO_JOB, kaiwo_job("two"))
     async with kit.running(service):
-        await kit.eventually(
+        await eventually(
             lambda: (
                 counter(service, "kaiwo_watcher_unpublishable_objects_total", kind="KaiwoJob")
                 == 2.0
@@ -587,7 +589,7 @@ async def test_a_stream_whose_publish_keeps_failing_is_stuck_and_not_ready_until
     stop = asyncio.Event()
     task = asyncio.create_task(service.run(stop))
     try:
-        await kit.eventually(lambda: bool(service.stuck_streams()))
+        await eventually(lambda: bool(service.stuck_streams()))
         with pytest.raises(StreamsStuckError, match=r"^publishing has failed: kaiwojobs\."):
             await service.publishing()
         blocked = service.metrics.registry.registry.get_sample_value(
@@ -596,7 +598,7 @@ async def test_a_stream_whose_publish_keeps_failing_is_stuck_and_not_ready_until
         assert blocked is not None and blocked >= 0.3
 
         bus.failures = 0  # NATS is back
-        await kit.eventually(lambda: not service.stuck_streams())
+        await eventually(lambda: not service.stuck_streams())
         assert await service.publishing() is True
         assert (
             service.metrics.registry.registry.get_sample_value(
@@ -672,7 +674,7 @@ async def test_a_watcher_killed_between_interval_checkpoints_loses_nothing_and_d
     first = kit.service(kv=kv, tuning=hourly)
     async with kit.running(first):
         jobs = [cluster.put(KAIWO_JOB, kaiwo_job(f"train-{n}")) for n in range(3)]
-        await kit.eventually(lambda: len(kit.events()) == 3)
+        await eventually(lambda: len(kit.events()) == 3)
         checkpoint = await kv.get(f"rv|{KAIWO_JOB_KEY}")
         # Within the interval: the published versions moved the checkpoint in memory only.
         assert checkpoint is not None and int(checkpoint) < int(rv_of(jobs[0]))
@@ -683,8 +685,8 @@ async def test_a_watcher_killed_between_interval_checkpoints_loses_nothing_and_d
     second = kit.service(kv=kv, tuning=hourly)
     kv.dead = False
     async with kit.running(second):
-        await kit.eventually(lambda: len(kit.events()) == 4)
-        await kit.eventually(
+        await eventually(lambda: len(kit.events()) == 4)
+        await eventually(
             lambda: counter(second, "kaiwo_watcher_duplicates_total", kind="KaiwoJob") == 3.0
         )
 

@@ -39,11 +39,10 @@ from kaiwo_cli.manifest_files import read_documents
 from kaiwo_cli.stack.local import (
     DEFAULT_CONSOLE_PORT,
     LocalStack,
-    StackError,
-    StackOptions,
     console_port_or_free,
     start_unless_stopped,
 )
+from kaiwo_cli.stack.options import StackError, StackOptions
 from kaiwo_cli.stack.state import DEFAULT_STATE_DIR
 from kaiwo_cli.workload_table import (
     JOB_NAME_LABEL,

@@ -19,11 +19,10 @@ from rich.table import Table
 from kaiwo_cli.stack.local import (
     DEFAULT_CONSOLE_PORT,
     LocalStack,
-    StackError,
-    StackOptions,
     console_port_or_free,
     start_unless_stopped,
 )
+from kaiwo_cli.stack.options import StackError, StackOptions
 from kaiwo_cli.stack.scheduler import SCHEDULER_MODES, SchedulerMode
 from kaiwo_cli.stack.state import DEFAULT_STATE_DIR
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +29,14 @@ from kaiwo_cli.commands.options import (
     namespace_option,
     output_option,
 )
+from kaiwo_cli.workload_follow import (
+    NotSettledError,
+    current_phase,
+    failure_reason,
+    follow_until_settled,
+    label,
+    resource_of,
+)
 
 if TYPE_CHECKING:
     from kaiwo_kube import KubernetesPort
@@ -43,10 +50,6 @@ USER_AGENT = "kaiwo-cli"
 EXIT_FAILED: Final = 1
 EXIT_UNREACHABLE: Final = 2
 EXIT_TIMED_OUT: Final = 3
-
-
-class NotSettledError(Exception):
-    """``--wait --timeout`` ran out: the workload is neither done nor stuck (exit 3)."""
 
 
 def _now() -> datetime:
@@ -208,10 +211,8 @@ def submit(
         if wait and (obj.get("status") or {}).get("status") not in ("COMPLETE", "READY")
     ]
     for obj in unsuccessful:
-        click.echo(
-            f"kaiwo submit: {_label(obj, _phase(obj))}{_reason(obj) or ' (no reason given)'}",
-            err=True,
-        )
+        why = failure_reason(obj) or " (no reason given)"
+        click.echo(f"kaiwo submit: {label(obj, current_phase(obj))}{why}", err=True)
     if unsuccessful:
         raise click.exceptions.Exit(EXIT_FAILED)
 
@@ -242,123 +243,7 @@ async def _submit_all(
         created.append(obj)
     if not wait:
         return created
-    return await _follow(kube, created, within=within)
-
-
-async def _follow(
-    kube: KubernetesPort, workloads: list[dict[str, Any]], *, within: float | None
-) -> list[dict[str, Any]]:
-    """Watch every workload until it settles: a spinner each, a line per phase it enters."""
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    console = Console(stderr=True, highlight=False)
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    ) as progress:
-        watches = [
-            _follow_one(kube, workload, progress, progress.add_task(_label(workload, "NEW")))
-            for workload in workloads
-        ]
-        try:
-            return list(await asyncio.wait_for(asyncio.gather(*watches), within))
-        except TimeoutError:
-            raise NotSettledError(f"not settled within {within:g} s") from None
-
-
-async def _follow_one(
-    kube: KubernetesPort, workload: dict[str, Any], progress: Any, task: Any
-) -> dict[str, Any]:
-    """List, then watch from the list's version (every phase is seen, however short), until
-    the workload settles; a watch the server ends or expires is started again."""
-    from kaiwo_kube import ResourceExpired
-
-    from kaiwo_cli.cluster_access import ClusterError, kueue_workloads
-    from kaiwo_cli.workload_views import is_settled, phase_of, queue_position
-
-    resource = _resource_of(workload)
-    meta = workload["metadata"]
-    where = {"namespace": meta["namespace"], "field_selector": f"metadata.name={meta['name']}"}
-    shown = ""
-
-    async def show(current: dict[str, Any]) -> None:
-        nonlocal shown
-        phase = phase_of(current)
-        position = queue_position(current, await kueue_workloads(kube, namespace=meta["namespace"]))
-        waiting = (
-            f" ({position.position} of {position.pending} waiting in {position.queue})"
-            if position is not None
-            else ""
-        )
-        progress.update(task, description=_label(current, phase) + waiting)
-        if phase != shown:
-            shown = phase
-            progress.console.print(
-                f"{_now().strftime('%H:%M:%S')}  {_label(current, phase)}{_reason(current)}"
-            )
-
-    current = workload
-    while True:
-        listed = await kube.list(resource, **where)
-        if not listed.items:
-            raise ClusterError(f"{_label(current, shown)}: deleted while waiting")
-        current = {"apiVersion": resource.api_version, "kind": resource.kind, **listed.items[0]}
-        await show(current)
-        if is_settled(current):
-            progress.update(task, total=1, completed=1)
-            return current
-        events = kube.watch(resource, resource_version=listed.resource_version, **where)
-        try:
-            async with contextlib.aclosing(events):
-                async for event in events:
-                    if event.type == "DELETED":
-                        raise ClusterError(f"{_label(current, shown)}: deleted while waiting")
-                    if event.type in ("ADDED", "MODIFIED"):
-                        current = {
-                            "apiVersion": resource.api_version,
-                            "kind": resource.kind,
-                            **event.object,
-                        }
-                        await show(current)
-                        if is_settled(current):
-                            progress.update(task, total=1, completed=1)
-                            return current
-        except ResourceExpired:
-            continue
-
-
-def _phase(workload: dict[str, Any]) -> str:
-    from kaiwo_cli.workload_views import phase_of
-
-    return phase_of(workload)
-
-
-def _label(workload: dict[str, Any], phase: str) -> str:
-    meta = workload["metadata"]
-    return f"{workload['kind']} {meta['namespace']}/{meta['name']}: {phase}"
-
-
-def _reason(workload: dict[str, Any]) -> str:
-    """The message of a failed workload's failing condition, to say why."""
-    status = workload.get("status") or {}
-    if status.get("status") not in ("FAILED", "ERROR", "TERMINATED"):
-        return ""
-    for condition in status.get("conditions") or []:
-        if condition.get("message") and condition.get("reason") not in (None, "", "AsExpected"):
-            return f" ({condition.get('reason')}: {condition['message']})"
-    return ""
-
-
-def _resource_of(workload: dict[str, Any]) -> Any:
-    from kaiwo_kube import resources
-
-    return (
-        resources.KAIWO_SERVICE if workload.get("kind") == "KaiwoService" else resources.KAIWO_JOB
-    )
+    return await follow_until_settled(kube, created, within=within)
 
 
 # --------------------------------------------------------------------------- list
@@ -564,138 +449,16 @@ def logs(
     ns, name = _reference("logs", workload, namespace=namespace, target=target)
 
     async def work(kube: KubernetesPort) -> int:
+        from kaiwo_cli.workload_logs import follow_logs, print_logs
+
         if follow:
-            return await _follow_logs(kube, ns, name, container=container, tail=tail)
-        return await _print_logs(kube, ns, name, container=container, tail=tail)
+            return await follow_logs(kube, ns, name, container=container, tail=tail)
+        return await print_logs(kube, ns, name, container=container, tail=tail)
 
     with contextlib.suppress(KeyboardInterrupt):  # ends -f
         code = _run("logs", target, work)
         if code:
             raise click.exceptions.Exit(code)
-
-
-async def _print_logs(
-    kube: KubernetesPort, ns: str, name: str, *, container: str | None, tail: int | None
-) -> int:
-    from kaiwo_cli import cluster_access as access
-    from kaiwo_cli.cluster_access import ClusterError
-    from kaiwo_cli.workload_views import log_streams
-
-    found = await access.find_workload(kube, ns, name)
-    pods = await access.pods_of(kube, found, await access.children_of(kube, found))
-    streams = log_streams(pods, container=container)
-    if not streams:
-        phase = (found.get("status") or {}).get("status") or "NEW"
-        raise ClusterError(f"{found['kind']} {ns}/{name} has no pods yet (phase {phase})")
-    results = await asyncio.gather(
-        *(
-            _stream_log(
-                kube,
-                ns,
-                stream.pod,
-                stream.container,
-                phase=stream.phase,
-                prefixed=len(streams) > 1,
-                tail=tail,
-                follow=False,
-            )
-            for stream in streams
-        )
-    )
-    return 0 if any(results) else 1
-
-
-async def _follow_logs(
-    kube: KubernetesPort, ns: str, name: str, *, container: str | None, tail: int | None
-) -> int:
-    """Follow every container of the workload once it has started, pods that appear later
-    too (a KaiwoJob's download pod, then its workers), until the workload reaches a final
-    phase and every followed container has ended."""
-    from kaiwo_cli import cluster_access as access
-    from kaiwo_cli.cluster_access import ClusterError
-    from kaiwo_cli.workload_views import FINAL_PHASES, log_streams, phase_of
-
-    following: dict[tuple[str, str], asyncio.Task[bool]] = {}
-    said_waiting = False
-    found = await access.find_workload(kube, ns, name)  # not there: one line, exit 2
-    try:
-        while True:
-            pods = await access.pods_of(kube, found, await access.children_of(kube, found))
-            for stream in log_streams(pods, container=container):
-                key = (stream.pod, stream.container)
-                if stream.started and key not in following:
-                    following[key] = asyncio.create_task(
-                        _stream_log(
-                            kube,
-                            ns,
-                            stream.pod,
-                            stream.container,
-                            phase=stream.phase,
-                            prefixed=True,
-                            tail=tail,
-                            follow=True,
-                        )
-                    )
-            final = phase_of(found) in FINAL_PHASES
-            if not following and final:
-                raise ClusterError(
-                    f"{found['kind']} {ns}/{name} ended ({phase_of(found)}) with no container "
-                    "started"
-                )
-            if not following and not said_waiting:
-                said_waiting = True
-                click.echo(
-                    f"kaiwo logs: waiting for a container of {found['kind']} {ns}/{name} to "
-                    f"start (phase {phase_of(found)})",
-                    err=True,
-                )
-            if final and all(task.done() for task in following.values()):
-                break
-            await asyncio.sleep(POLL_SECONDS)
-            try:
-                found = await access.find_workload(kube, ns, name)
-            except ClusterError:
-                break  # deleted while followed: its containers' streams end on their own
-        results = [await task for task in following.values()]
-    finally:
-        for task in following.values():
-            task.cancel()
-    return 0 if any(results) else 1
-
-
-async def _stream_log(
-    kube: Any,
-    namespace: str,
-    pod: str,
-    container: str,
-    *,
-    phase: str,
-    prefixed: bool,
-    tail: int | None,
-    follow: bool,
-) -> bool:
-    """Print one container's log; False (and a line on stderr saying why) when unreadable.
-    A container that wrote nothing says so on stderr, so that no pod goes unmentioned."""
-    from kaiwo_kube import KubeError
-
-    from kaiwo_cli.cluster_access import one_line
-
-    prefix = f"[{pod}/{container}] " if prefixed else ""
-    where = f"kaiwo logs: pod {pod} ({phase}), container {container}"
-    written = 0
-    try:
-        async for line in kube.pod_log_lines(
-            pod, namespace=namespace, container=container, tail_lines=tail, follow=follow
-        ):
-            written += 1
-            sys.stdout.write(f"{prefix}{line}\n")
-            sys.stdout.flush()
-    except KubeError as error:
-        click.echo(f"{where}: {one_line(error)}", err=True)
-        return False
-    if not written:
-        click.echo(f"{where}: no output", err=True)
-    return True
 
 
 # --------------------------------------------------------------------------- delete
@@ -722,7 +485,7 @@ def delete(
         from kaiwo_cli.workload_views import qualified_name
 
         found = await access.find_workload(kube, ns, name)
-        await kube.delete(_resource_of(found), name, namespace=ns, uid=found["metadata"].get("uid"))
+        await kube.delete(resource_of(found), name, namespace=ns, uid=found["metadata"].get("uid"))
         return f"{qualified_name(found)} deleted from {ns}"
 
     click.echo(_run("delete", target, work))

@@ -3,8 +3,9 @@
 Order of start-up, each step failing with one clear line:
 
 1. (``--fake``) a fake Kubernetes API server in a child process, for trying things without
-   a cluster;
-2. the cluster answers (a namespace list within a few seconds), else :class:`StackError`;
+   a cluster (:mod:`kaiwo_cli.stack.local_cluster`);
+2. the cluster answers (a namespace list within a few seconds), else :class:`StackError`
+   (steps 2 and 3: :mod:`kaiwo_cli.stack.cluster_setup`);
 3. our CRDs are installed when asked (always on the fake, with open-schema stand-ins for
    Kueue, KubeRay, AppWrapper and Gateway API kinds; the fake also gets two 8-GPU nodes and
    the namespaces ``examples/`` uses, see :mod:`kaiwo_cli.stack.demo_cluster`); on a real
@@ -38,22 +39,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
-import signal
 import socket
-import sys
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, Self
+from typing import Self
 
 import aiohttp
-import yaml
-from kaiwo_contracts.crds.registry import SERVED_KINDS
-from kaiwo_contracts.crds.schema import custom_resource_definitions
-from kaiwo_contracts.events.messenger import messenger_topology, tenant_key_name
+from kaiwo_contracts.events.messenger import messenger_topology
 from kaiwo_contracts.events.permissions import (
     ADMIN,
     CLI,
@@ -63,23 +56,21 @@ from kaiwo_contracts.events.permissions import (
     tenant_identity,
 )
 from kaiwo_contracts.events.streams import bus_topology
-from kaiwo_kube import KubeError, resources
-from kaiwo_kube.cluster_identity import cluster_identity
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_connection import ClientTls, NatsConnection
 from kaiwo_runtime.nats_credentials import (
     CredentialsDirectory,
-    ServerTls,
     private_directory,
     write_credentials,
 )
 from kaiwo_runtime.nats_server import NatsServer, NatsServerError, free_port
 from kaiwo_sandbox import Sandbox, SandboxOptions
-from kaiwo_sandbox.fleet import SIMULATED_LABEL
 
+from kaiwo_cli.stack.cluster_setup import default_kubeconfig, prepare_cluster
 from kaiwo_cli.stack.cluster_state import bind_state_dir
-from kaiwo_cli.stack.demo_cluster import seed_demo_cluster
+from kaiwo_cli.stack.local_cluster import LocalCluster
+from kaiwo_cli.stack.options import StackError, StackOptions
 from kaiwo_cli.stack.processes import (
     FIRST_RESTART_DELAY,
     MAX_RESTART_DELAY,
@@ -87,114 +78,10 @@ from kaiwo_cli.stack.processes import (
     ServiceProcess,
     log,
 )
-from kaiwo_cli.stack.scheduler import (
-    SchedulerError,
-    SchedulerMode,
-    prepare_scheduler,
-    scheduler_configuration,
-    scheduler_manifests,
-)
 from kaiwo_cli.stack.state import StackLockedError, StackState, StateLock
-from kaiwo_cli.stack.third_party import driven_kind_crds
 
 OPTIONAL_SERVICES: tuple[str, ...] = ("monitor", "gateway", "console")
 """Services the operator runs without: reported when they cannot start, never fatal."""
-FIELD_MANAGER = "kaiwo-installer"
-CLUSTER_CHECK_SECONDS = 10.0
-ENVTEST_START_SECONDS = 240.0
-"""The whole stack (``kwok``) takes 20-40 s on a busy 2-core machine; a cold disk more."""
-
-
-class StackError(RuntimeError):
-    """The stack cannot start; the message is one line for the user."""
-
-
-@dataclass(frozen=True, slots=True)
-class StackOptions:
-    state_dir: Path
-    kubeconfig: Path | None = None
-    fake_cluster: bool = False
-    seed_fake_cluster: bool = True
-    """Give the fake cluster the demo nodes and namespaces (tests set up their own)."""
-    install_crds: bool = False
-    scheduler: SchedulerMode = "install"
-    """``install`` the kaiwo-scheduler and name it in the KaiwoConfig; name the cluster's own
-    (``external``: ``default-scheduler``); or leave both as they are (``existing``). On the
-    fake cluster nothing is installed: the sandbox schedules every pod."""
-    nats_port: int | None = None
-    nats_tls: ServerTls | None = None
-    """Serve NATS over TLS with this certificate; clients verify it against ``ca_file``."""
-    store_url: str | None = None
-    metrics_endpoint: str | None = None
-    gateway_port: int | None = None
-    """Start the OpenAI gateway on this port of 127.0.0.1 (None: no gateway)."""
-    gateway_anonymous: bool = True
-    """Serve every caller on this machine without a token, for every namespace
-    (``KAIWO_GATEWAY_ANONYMOUS=loopback``); False: callers send Kubernetes bearer tokens,
-    checked with the stack's kubeconfig (decision 0040)."""
-    console_port: int | None = None
-    """Start the web console on this port of 127.0.0.1 (None: no console)."""
-    console_anonymous: bool = True
-    """Show every namespace to every caller on this machine without a token
-    (``KAIWO_CONSOLE_ANONYMOUS=loopback``); False: callers sign in with Kubernetes tokens,
-    checked with the stack's kubeconfig (decision 0051)."""
-    local_cluster: Literal["fake", "envtest", "kwok"] = "fake"
-    """With ``fake_cluster``: the fake API server; a real kube-apiserver and
-    kube-controller-manager from the built stack (``python -m kaiwo_envtest``); or ``kwok``,
-    those with the real kube-scheduler (the kaiwo-scheduler's profile), Kueue, KubeRay and kwok
-    as the sandbox nodes' kubelet (the sandbox then plays none of them, see
-    :attr:`SandboxOptions.kwok`)."""
-    envtest_assets: Path | None = None
-    """A directory of the control plane's binaries; default ``$KAIWO_ENVTEST_ASSETS``, else the
-    stack ``make stack`` built."""
-    sandbox: SandboxOptions | None = None
-    """With ``fake_cluster``: run the sandbox's simulated controllers (Kueue, kubelet, volumes,
-    GPU metrics for the monitor) beside the fake API server, see :mod:`kaiwo_sandbox`."""
-    ready_timeout: float = 60.0
-    service_env: Mapping[str, str] = field(default_factory=dict)
-    """Extra ``KAIWO_*`` settings for every service (timeouts, batch sizes, log level)."""
-    env_by_service: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    """Settings for one service only, by service name, over ``service_env``: e.g. a
-    ``KAIWO_KUBECONFIG`` of its own, so that each service authenticates as itself."""
-    partitions: int = 1
-    """``KAIWO_BUS_PARTITIONS`` of every service: more than 1 runs the planner's and the
-    executor's replicas active-active (decision 0030)."""
-    replicas: Mapping[str, int] = field(default_factory=dict)
-    """Processes per service name (default 1); replica ``i`` of ``planner`` is named
-    ``planner-<i>`` in :attr:`LocalStack.services`. More than one planner or executor is
-    active only with ``partitions`` > 1 (else the others wait as standbys)."""
-
-    messenger: bool = True
-    """With the gateway: also serve requests that arrive through JetStream
-    (``KAIWO_MESSENGER_ENABLED``), the messenger's streams and consumer declared here by the
-    administrator identity (decision 0057). Without a gateway nothing is declared."""
-    messenger_tenants: tuple[str, ...] = ()
-    """Namespaces given a messenger tenant key (``tenant-<namespace>`` in the credentials
-    directory, new at every start like the others): it may send requests to that
-    namespace's Models and read their answers, nothing else."""
-
-    def __post_init__(self) -> None:
-        if self.partitions < 1 or any(count < 1 for count in self.replicas.values()):
-            raise ValueError("partitions and replicas must be >= 1")
-        for namespace in self.messenger_tenants:
-            tenant_key_name(namespace)  # NotATenantError (a ValueError) names the namespace
-
-    @property
-    def messenger_on(self) -> bool:
-        return self.messenger and self.gateway_port is not None
-
-    @property
-    def event_store_url(self) -> str:
-        return self.store_url or f"sqlite:///{self.state_dir.resolve() / 'events.db'}"
-
-    @property
-    def console_url(self) -> str | None:
-        return None if self.console_port is None else f"http://127.0.0.1:{self.console_port}/"
-
-    @property
-    def credentials_dir(self) -> Path:
-        return self.state_dir.resolve() / "credentials"
-
 
 SERVICES: tuple[tuple[str, str], ...] = (
     ("recorder", "kaiwo_recorder"),
@@ -213,7 +100,7 @@ class LocalStack:
         self.services: dict[str, ServiceProcess] = {}
         self.kubeconfig: Path | None = options.kubeconfig
         self.credentials: CredentialsDirectory | None = None
-        self._fake: asyncio.subprocess.Process | None = None
+        self._local_cluster = LocalCluster(options)
         self._supervisors: list[asyncio.Task[None]] = []
         self.sandbox: Sandbox | None = None
         self._sandbox_kube: KubernetesAsyncioAdapter | None = None
@@ -258,8 +145,8 @@ class LocalStack:
         found = {name: s.pid for name, s in self.services.items() if s.pid is not None}
         if self.nats is not None and self.nats.pid is not None:
             found["nats-server"] = self.nats.pid
-        if self._fake is not None and self._fake.returncode is None:
-            found["fake-apiserver"] = self._fake.pid
+        if self._local_cluster.pid is not None:
+            found["fake-apiserver"] = self._local_cluster.pid
         return found
 
     async def start(self) -> None:
@@ -271,9 +158,9 @@ class LocalStack:
         except StackLockedError as error:
             raise StackError(str(error)) from None
         if self.options.fake_cluster:
-            self.kubeconfig = await self._start_fake_cluster()
-        await self._prepare_cluster()
-        assert self.cluster_uid is not None
+            self.kubeconfig = await self._local_cluster.start()
+        prepared = await prepare_cluster(self.options, self.kubeconfig)
+        self.cluster_uid, self.scheduler_note = prepared.uid, prepared.scheduler_note
         # Before NATS opens its directory: the state there must be this cluster's.
         self.cluster_note = bind_state_dir(self.options.state_dir, self.cluster_uid)
         if self.cluster_note is not None:
@@ -343,91 +230,10 @@ class LocalStack:
         if self._sandbox_kube is not None:
             await self._sandbox_kube.close()
             self._sandbox_kube = None
-        if self._fake is not None and self._fake.returncode is None:
-            self._fake.send_signal(signal.SIGTERM)
-            await self._fake.wait()
-        self._fake = None
+        await self._local_cluster.stop()
         self._lock.release()
 
     # ------------------------------------------------------------------ steps
-
-    async def _start_fake_cluster(self) -> Path:
-        if self.options.local_cluster in ("envtest", "kwok"):
-            return await self._start_envtest()
-        kubeconfig = self.options.state_dir / "fake-cluster" / "kubeconfig"
-        kubeconfig.parent.mkdir(parents=True, exist_ok=True)
-        (self.options.state_dir / "logs").mkdir(exist_ok=True)
-        with (self.options.state_dir / "logs" / "fake-cluster.log").open("ab") as log_file:
-            self._fake = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "kaiwo_kubefake",
-                "--port",
-                "0",
-                "--kubeconfig",
-                str(kubeconfig),
-                stdout=asyncio.subprocess.PIPE,
-                stderr=log_file,
-                start_new_session=True,
-            )
-        assert self._fake.stdout is not None
-        try:
-            line = await asyncio.wait_for(self._fake.stdout.readline(), 30)
-        except TimeoutError as error:
-            raise StackError("the fake Kubernetes API server did not start in 30 s") from error
-        if not line.startswith(b"listening on"):
-            raise StackError("the fake Kubernetes API server did not start (see its log)")
-        return kubeconfig
-
-    async def _start_envtest(self) -> Path:
-        """etcd, kube-apiserver and kube-controller-manager (with ``kwok``, the whole stack) in
-        a child process, which removes them when it stops; its first line names the
-        administrator's kubeconfig."""
-        (self.options.state_dir / "logs").mkdir(exist_ok=True)
-        assets = self.options.envtest_assets
-        arguments = ["--controller-manager", *(["--assets", str(assets)] if assets else [])]
-        if self.options.local_cluster == "kwok":
-            arguments += self._whole_stack_arguments()
-        with (self.options.state_dir / "logs" / "envtest.log").open("ab") as log_file:
-            self._fake = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "kaiwo_envtest",
-                *arguments,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=log_file,
-                start_new_session=True,
-            )
-        assert self._fake.stdout is not None
-        try:
-            line = await asyncio.wait_for(self._fake.stdout.readline(), ENVTEST_START_SECONDS)
-        except TimeoutError as error:
-            raise StackError(
-                f"the envtest control plane did not start in {ENVTEST_START_SECONDS:g} s"
-            ) from error
-        if not line.startswith(b"kubeconfig "):
-            log = self.options.state_dir / "logs" / "envtest.log"
-            raise StackError(f"the envtest control plane did not start (see {log})")
-        return Path(line.decode().removeprefix("kubeconfig ").strip())
-
-    def _whole_stack_arguments(self) -> list[str]:
-        """The kaiwo-scheduler's configuration (the manifest this package carries), kwok for
-        the sandbox's nodes with the sandbox's timing, Kueue and KubeRay."""
-        configuration = self.options.state_dir / "kaiwo-scheduler-config.yaml"
-        configuration.write_text(
-            yaml.safe_dump(scheduler_configuration(scheduler_manifests()), sort_keys=False)
-        )
-        timing = (self.options.sandbox or SandboxOptions()).timing
-        return [
-            f"--scheduler-config={configuration}",
-            f"--kwok-node-selector={SIMULATED_LABEL}=true",
-            f"--kwok-start-seconds={timing.start_seconds:g}",
-            f"--kwok-run-seconds={timing.run_seconds:g}",
-            f"--kwok-download-seconds={timing.download_seconds:g}",
-            f"--kwok-time-scale={timing.scale:g}",
-            "--kueue",
-            "--kuberay",
-        ]
 
     async def _start_sandbox(self, options: SandboxOptions) -> None:
         self._sandbox_kube = await KubernetesAsyncioAdapter.from_environment(
@@ -435,65 +241,6 @@ class LocalStack:
         )
         self.sandbox = Sandbox(self._sandbox_kube, options)
         await self.sandbox.start()
-
-    async def _prepare_cluster(self) -> None:
-        where = str(self.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config")
-        missing = missing_kubeconfig(self.kubeconfig)
-        if missing is not None:
-            raise StackError(missing)
-        try:
-            # The client library logs "Config not found" itself; the error below says it.
-            logging.getLogger("kubernetes_asyncio.config").setLevel(logging.ERROR)
-            kube = await KubernetesAsyncioAdapter.from_environment(
-                self.kubeconfig, user_agent="kaiwo-up"
-            )
-        except Exception as error:  # a missing or broken kubeconfig, in any of its forms
-            reason = " ".join(str(error).split())
-            raise StackError(f"no reachable Kubernetes cluster ({where}: {reason})") from error
-        async with kube:
-            try:
-                await asyncio.wait_for(kube.list(resources.NAMESPACE), CLUSTER_CHECK_SECONDS)
-            except (TimeoutError, KubeError, OSError, aiohttp.ClientError) as error:
-                reason = " ".join(str(error).split()) or type(error).__name__
-                raise StackError(f"no reachable Kubernetes cluster ({where}: {reason})") from error
-            self.cluster_uid = await self._identity(kube, where)
-            crds = list(custom_resource_definitions(SERVED_KINDS))
-            # Stand-ins for the third-party kinds, unless the real ones are installed (kwok).
-            if self.options.fake_cluster and self.options.local_cluster != "kwok":
-                crds += driven_kind_crds()
-            if self.options.install_crds or self.options.fake_cluster:
-                await kube.ensure_crds(crds, field_manager=FIELD_MANAGER)
-            if self.options.fake_cluster and self.options.seed_fake_cluster:
-                await seed_demo_cluster(kube, self.options.sandbox)
-            await self._prepare_scheduler(kube)
-
-    @staticmethod
-    async def _identity(kube: KubernetesAsyncioAdapter, where: str) -> str:
-        try:
-            return await asyncio.wait_for(cluster_identity(kube), CLUSTER_CHECK_SECONDS)
-        except (TimeoutError, KubeError, OSError, aiohttp.ClientError) as error:
-            reason = " ".join(str(error).split()) or type(error).__name__
-            raise StackError(
-                f"cannot read the cluster's identity, the uid of namespace kube-system "
-                f"({where}: {reason})"
-            ) from error
-
-    async def _prepare_scheduler(self, kube: KubernetesAsyncioAdapter) -> None:
-        if self.options.fake_cluster and self.options.local_cluster == "kwok":
-            # Started with the control plane, serving the KaiwoConfig's default name.
-            self.scheduler_note = "the kaiwo-scheduler runs beside the local control plane"
-            log.info("scheduler", what=self.scheduler_note)
-            return
-        try:
-            self.scheduler_note = await prepare_scheduler(
-                kube,
-                mode=self.options.scheduler,
-                fake_cluster=self.options.fake_cluster,
-                field_manager=FIELD_MANAGER,
-            )
-        except SchedulerError as error:
-            raise StackError(str(error)) from error
-        log.info("scheduler", what=self.scheduler_note)
 
     async def _supervise_nats(self) -> None:
         """Start nats-server again when it exits, on the same port and JetStream directory,
@@ -671,33 +418,6 @@ def console_port_or_free(port: int) -> int | None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         taken = probe.connect_ex(("127.0.0.1", port)) == 0
     return free_port() if taken else port
-
-
-def default_kubeconfig() -> Path | None:
-    """The kubeconfig file a client would read with none named: ``$KUBECONFIG``'s first
-    entry, else ``~/.kube/config`` (None when neither exists)."""
-    listed = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
-    candidate = Path(listed).expanduser() if listed else Path.home() / ".kube" / "config"
-    return candidate.resolve() if candidate.is_file() else None
-
-
-def missing_kubeconfig(given: Path | None) -> str | None:
-    """What is missing, in one line with what to do, when no kubeconfig file can be read
-    (None when there is one, or when running in a pod with its service account)."""
-    if given is not None:
-        return None if given.is_file() else f"no kubeconfig at {given} (--kubeconfig)"
-    if os.environ.get("KUBERNETES_SERVICE_HOST") or default_kubeconfig() is not None:
-        return None
-    where = (
-        f"$KUBECONFIG ({os.environ['KUBECONFIG']})"
-        if os.environ.get("KUBECONFIG")
-        else "~/.kube/config"
-    )
-    return (
-        f"no cluster to operate: {where} does not exist. Point --kubeconfig (make run "
-        "ARGS=--kubeconfig=FILE) or $KUBECONFIG at a cluster, or try the simulated one: "
-        "make demo"
-    )
 
 
 async def start_unless_stopped(stack: LocalStack, stop: asyncio.Event) -> bool:

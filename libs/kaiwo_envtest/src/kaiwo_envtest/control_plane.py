@@ -22,10 +22,8 @@ from typing import Any, Final, Self
 
 import yaml
 
-from kaiwo_envtest import kueue as kueue_setup
 from kaiwo_envtest.assets import Binaries
 from kaiwo_envtest.audit import AuditLog, audit_policy
-from kaiwo_envtest.crds import is_kueue, load_crds, one_version
 from kaiwo_envtest.kubeconfig import kubeconfig_document, write_kubeconfig
 from kaiwo_envtest.kueue import KueueOptions
 from kaiwo_envtest.kwok import KwokOptions, kwok_flags, stages
@@ -33,6 +31,7 @@ from kaiwo_envtest.pki import Credentials, Pki, client_credentials, make_pki
 from kaiwo_envtest.processes import Component, ControlPlaneError, answers_ok, free_port
 from kaiwo_envtest.rest import ApiClient
 from kaiwo_envtest.scheduler import local_configuration, scheduler_flags
+from kaiwo_envtest.third_party import ThirdParty
 
 ADMIN_USER: Final = "envtest-admin"
 ADMINS: Final = ("system:masters",)
@@ -41,8 +40,6 @@ SCHEDULER_USER: Final = "system:kube-scheduler"
 """Bound to ``system:kube-scheduler`` and ``system:volume-scheduler`` by the API server's own
 bootstrap policy."""
 SERVICE_RANGE: Final = "10.96.0.0/16"
-KUEUE_OPERATOR_VERSION: Final = "v1beta1"
-"""The Kueue version the CRDs serve alone when no Kueue manager runs to convert."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,13 +167,14 @@ class ControlPlane:
             starting.append(self._start_kwok(binaries, options.kwok))
         if options.kueue is not None or options.kuberay:
             api = ApiClient(self.server, ca=self._issued_pki().ca, admin=admin)
-            self._install_third_party_crds(api)
+            third_party = ThirdParty(self, api)
+            third_party.install_crds()
             if options.kuberay:
-                starting.append(self._start_kuberay(binaries))
+                starting.append(third_party.start_kuberay(binaries))
             if options.kueue is not None:
-                kueue = self._start_kueue(binaries, options.kueue, api)
+                kueue = third_party.start_kueue(binaries, options.kueue)
                 self._wait_ready([kueue])
-                self._install_kueue_webhooks(api)
+                third_party.install_kueue_webhooks()
         self._wait_ready(starting)
 
     def stop(self) -> None:
@@ -205,7 +203,7 @@ class ControlPlane:
     def _start_etcd(self, binaries: Binaries) -> None:
         client = f"http://127.0.0.1:{self.endpoints.etcd}"
         peer = f"http://127.0.0.1:{self.endpoints.etcd_peer}"
-        etcd = self._launch(
+        etcd = self.launch(
             "etcd",
             [
                 str(binaries.path("etcd")),
@@ -224,7 +222,7 @@ class ControlPlane:
 
     def _start_apiserver(self, binaries: Binaries, admin: Credentials) -> None:
         pki = self._issued_pki()
-        apiserver = self._launch(
+        apiserver = self.launch(
             "kube-apiserver", [str(binaries.path("kube-apiserver")), *self._apiserver_flags(pki)]
         )
         context = ssl.create_default_context(cafile=str(pki.ca.certificate))
@@ -269,7 +267,7 @@ class ControlPlane:
         executable = binaries.path("kube-controller-manager")
         pki = self._issued_pki()
         kubeconfig = str(self.kubeconfig_for(CONTROLLER_MANAGER_USER, groups=()))
-        manager = self._launch(
+        manager = self.launch(
             "kube-controller-manager",
             [
                 str(executable),
@@ -306,7 +304,7 @@ class ControlPlane:
         local = local_configuration(configuration, kubeconfig=kubeconfig)
         path.write_text(yaml.safe_dump(local, sort_keys=False))
         port = self.endpoints.scheduler
-        scheduler = self._launch(
+        scheduler = self.launch(
             "kube-scheduler",
             [
                 str(executable),
@@ -329,7 +327,7 @@ class ControlPlane:
         configuration = self.directory / "kwok.yaml"
         configuration.write_text(yaml.safe_dump_all(stages(options), sort_keys=False))
         port = self.endpoints.kwok
-        kwok = self._launch(
+        kwok = self.launch(
             "kwok",
             [
                 str(executable),
@@ -344,101 +342,8 @@ class ControlPlane:
         healthz = f"http://127.0.0.1:{port}/healthz"
         return kwok, lambda: answers_ok(healthz)
 
-    def _manifests(self) -> Path:
-        if self.options.manifests is None:
-            raise ControlPlaneError("Kueue and KubeRay need the built stack's manifests")
-        return self.options.manifests
-
-    def _install_third_party_crds(self, api: ApiClient) -> None:
-        """The stack's CRDs, Kueue's converting through the Kueue manager when it runs (else
-        serving the operator's version only: nothing could convert)."""
-        crds = load_crds(self._manifests() / "crds")
-        if self.options.kueue is not None:
-            url = f"https://127.0.0.1:{self.endpoints.kueue_webhook}/convert"
-            crds = kueue_setup.converted_crds(crds, url=url, ca=self._kueue_ca())
-        else:
-            crds = [one_version(c, KUEUE_OPERATOR_VERSION) if is_kueue(c) else c for c in crds]
-        api.apply_all(crds)
-        api.wait_established(
-            (crd["metadata"]["name"] for crd in crds), within=self.options.ready_timeout
-        )
-
-    def _kueue_certificates(self) -> kueue_setup.WebhookCertificates:
-        directory = self.directory / "kueue-pki"
-        if not (directory / "kueue-webhook.crt").exists():
-            return kueue_setup.webhook_certificates(directory)
-        return kueue_setup.WebhookCertificates(
-            ca=Credentials(directory / "kueue-ca.crt", directory / "kueue-ca.key"),
-            serving=Credentials(directory / "kueue-webhook.crt", directory / "kueue-webhook.key"),
-        )
-
-    def _kueue_ca(self) -> bytes:
-        return self._kueue_certificates().ca.certificate.read_bytes()
-
-    def _start_kueue(
-        self, binaries: Binaries, options: KueueOptions, api: ApiClient
-    ) -> tuple[Component, Callable[[], bool]]:
-        executable = binaries.path("kueue")
-        certificates = self._kueue_certificates()
-        api.apply(
-            {
-                "apiVersion": "v1",
-                "kind": "Namespace",
-                "metadata": {"name": kueue_setup.NAMESPACE},
-            }
-        )
-        api.apply(certificates.secret())
-        cert_dir = certificates.install_into(self.directory / "kueue-certs")
-        configuration = self.directory / "kueue.yaml"
-        document = kueue_setup.kueue_configuration(
-            options,
-            webhook_port=self.endpoints.kueue_webhook,
-            health_port=self.endpoints.kueue_health,
-            cert_dir=cert_dir,
-        )
-        configuration.write_text(yaml.safe_dump(document, sort_keys=False))
-        kueue = self._launch(
-            "kueue",
-            [
-                str(executable),
-                *kueue_setup.kueue_flags(
-                    configuration=configuration, kubeconfig=self.kubeconfig_for("kueue")
-                ),
-            ],
-        )
-        readyz = f"http://127.0.0.1:{self.endpoints.kueue_health}/readyz"
-        return kueue, lambda: answers_ok(readyz)
-
-    def _install_kueue_webhooks(self, api: ApiClient) -> None:
-        """Kueue's webhook configurations, once it serves them (before, every pod and Job
-        the API server admits would fail on the webhooks' ``failurePolicy: Fail``)."""
-        manifests = self._manifests() / "kueue" / "webhook-manifests.yaml"
-        documents = [d for d in yaml.safe_load_all(manifests.read_text()) if d]
-        api.apply_all(
-            kueue_setup.webhook_configurations(
-                documents,
-                base_url=f"https://127.0.0.1:{self.endpoints.kueue_webhook}",
-                ca=self._kueue_ca(),
-            )
-        )
-
-    def _start_kuberay(self, binaries: Binaries) -> tuple[Component, Callable[[], bool]]:
-        executable = binaries.path("kuberay")
-        port = self.endpoints.kuberay_health
-        kuberay = self._launch(
-            "kuberay",
-            [
-                str(executable),
-                f"--kubeconfig={self.kubeconfig_for('kuberay')}",
-                "--metrics-addr=0",
-                f"--health-probe-bind-address=127.0.0.1:{port}",
-                "--enable-leader-election=false",
-            ],
-        )
-        readyz = f"http://127.0.0.1:{port}/readyz"
-        return kuberay, lambda: answers_ok(readyz)
-
-    def _launch(self, name: str, command: list[str]) -> Component:
+    def launch(self, name: str, command: list[str]) -> Component:
+        """Start component ``name``; it is stopped with the control plane."""
         component = Component.start(name, command, log=self.directory / "logs" / f"{name}.log")
         self.components.append(component)
         return component

@@ -16,10 +16,11 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 import nats
+import nats.errors
 from nats.aio.client import Client
 
 from kaiwo_runtime.redaction import redact_url
@@ -31,6 +32,15 @@ DEFAULT_INBOX_PREFIX = "_INBOX"
 
 class NatsCredentialsError(RuntimeError):
     """The credentials or TLS files cannot be used; the message never contains a secret."""
+
+
+CONNECT_ERRORS: Final[tuple[type[Exception], ...]] = (
+    OSError,
+    nats.errors.Error,
+    NatsCredentialsError,
+)
+"""What :func:`connect_client` may raise when NATS cannot be reached, refuses the client, or
+the credentials cannot be used: callers catch these without importing nats-py."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
+from kaiwo_contracts.events.results import ResultOutcome
 from kaiwo_runtime.metrics import MetricsRegistry
+
+PlanOutcome = ResultOutcome | Literal["owner_deleted", "stale", "superseded", "skipped", "retry"]
+"""What became of a delivered plan: the ``outcome`` label values of ``kaiwo_executor_plans``."""
 
 _APPLY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
@@ -32,6 +38,7 @@ class ExecutorMetrics:
         self.plans = self.registry.counter(
             "executor_plans",
             "Plans handled: applied, failed (an action failed), skipped (already executed), "
+            "owner_deleted (its owner was deleted while the plan was on its way), "
             "superseded (a later plan of the owner was started), "
             "stale (made from an older version of its owner or a configuration), "
             "retry (the API server kept failing; JetStream redelivers)",
@@ -61,3 +68,7 @@ class ExecutorMetrics:
             "executor_partitions_held",
             "Plan partitions whose lease this replica holds and reads (active-active only)",
         )
+
+    def plan_handled(self, outcome: PlanOutcome) -> None:
+        """Count one delivered plan by what became of it."""
+        self.plans.labels(outcome=outcome).inc()

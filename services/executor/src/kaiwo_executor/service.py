@@ -60,6 +60,7 @@ from kaiwo_runtime.logging import bind_event, bound_context
 from kaiwo_executor.api_retries import Jitter, RetryPolicy, Sleep
 from kaiwo_executor.apply_plan import Execution, PlanExecutor
 from kaiwo_executor.execution_memo import ExecutionMemo
+from kaiwo_executor.guarded_calls import COMPONENT, involved_object
 from kaiwo_executor.metrics import ExecutorMetrics
 from kaiwo_executor.plan_admission import Admission, PlanAdmission
 
@@ -178,33 +179,33 @@ class ExecutorService:
         if admission.refusals and admission.owner_deleted:
             # Deleted while the plan was on its way: nothing to carry out and nothing to
             # alarm anyone with (no dead letter); the watcher still observes it again.
-            self.metrics.plans.labels(outcome="owner_deleted").inc()
+            self.metrics.plan_handled("owner_deleted")
             log.info("plan for an owner deleted meanwhile; dropped")
             await self._publish_refusal(envelope, admission)
             return
         if admission.refusals:
-            await self._refuse(envelope, admission)
+            raise await self._refuse(envelope, admission)
         if admission.stale:
-            self.metrics.plans.labels(outcome="stale").inc()
+            self.metrics.plan_handled("stale")
             log.info("plan made from an older version; dropped", sources=list(admission.stale))
             return
         execution = await self.executor.execute(
             envelope.data, plan_id=envelope.id, sequence=delivery.stream_sequence
         )
         if execution.superseded:
-            self.metrics.plans.labels(outcome="superseded").inc()
+            self.metrics.plan_handled("superseded")
             log.info("plan superseded by a later plan of its owner", attempt=delivery.attempt)
             return
         if execution.skipped:
-            self.metrics.plans.labels(outcome="skipped").inc()
+            self.metrics.plan_handled("skipped")
             log.info("plan already carried out", attempt=delivery.attempt)
             return
         last_delivery = delivery.attempt >= self._max_deliver.get(delivery.consumer, 1)
         if execution.must_retry and not last_delivery:
-            self.metrics.plans.labels(outcome="retry").inc()
+            self.metrics.plan_handled("retry")
             raise RetryLater(_retry_reason(execution))
         result = await self._publish_result(envelope, execution)
-        self.metrics.plans.labels(outcome=result.outcome).inc()
+        self.metrics.plan_handled(result.outcome)
         if execution.must_retry:
             # The last delivery: the failed result is out; the plan goes to the dead letters.
             raise RetryLater(_retry_reason(execution))
@@ -216,9 +217,11 @@ class ExecutorService:
             failures=len(result.failures),
         )
 
-    async def _refuse(self, envelope: Envelope[PlanDecidedV1], admission: Admission) -> None:
-        """Count, log and tell the refusal (on the owner, when it exists), publish it, then
-        dead-letter the plan."""
+    async def _refuse(
+        self, envelope: Envelope[PlanDecidedV1], admission: Admission
+    ) -> PoisonMessage:
+        """Count, log and tell the refusal (on the owner, when it exists) and publish it; the
+        error returned, once raised by the caller, dead-letters the plan."""
         plan = envelope.data.plan
         owner = plan.owner
         self.metrics.plans_refused.labels(owner_kind=owner.kind).inc()
@@ -231,29 +234,17 @@ class ExecutorService:
         if admission.owner_found:
             await self._tell_refusal(owner, reason)
         await self._publish_refusal(envelope, admission)
-        raise PoisonMessage(f"plan refused: {reason}")
+        return PoisonMessage(f"plan refused: {reason}")
 
     async def _tell_refusal(self, owner: ObjectRef, reason: str) -> None:
         """A Warning Event ``PlanRefused`` on the owner (best effort: the refusal stands)."""
         with contextlib.suppress(KubeError):
             await self._kube.create_event(
-                involved={
-                    "apiVersion": owner.api_version,
-                    "kind": owner.kind,
-                    "metadata": {
-                        k: v
-                        for k, v in (
-                            ("name", owner.name),
-                            ("namespace", owner.namespace),
-                            ("uid", owner.uid),
-                        )
-                        if v
-                    },
-                },
+                involved=involved_object(owner),
                 type="Warning",
                 reason="PlanRefused",
                 message=f"A plan for this object was refused and not applied: {reason}"[:1024],
-                component="kaiwo-executor",
+                component=COMPONENT,
                 now=self.clock(),
             )
 

@@ -39,9 +39,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 import structlog
@@ -51,17 +50,17 @@ from kaiwo_contracts.events.streams import (
     BusTopology,
     ConsumerSpec,
 )
-from kaiwo_eventstore import EventStore, NewEvent, StoreUnavailableError
+from kaiwo_eventstore import EventStore, StoreUnavailableError
+from kaiwo_runtime.batch_consumer import MessagePuller, PulledMessage, puller_for
 from kaiwo_runtime.bus import Bus, BusError, dead_letter, dead_letter_relay, run_consumer
 from kaiwo_runtime.logging import bound_context
 
+from kaiwo_recorder.appending import BatchAppender, Row
 from kaiwo_recorder.gaps import Gap, SequenceTracker
 from kaiwo_recorder.metrics import RecorderMetrics
-from kaiwo_recorder.pulling import MessagePuller, PulledMessage, puller_for
 from kaiwo_recorder.records import (
     MALFORMED_TYPE,
     UnrecordableError,
-    base64_record,
     record_of,
 )
 
@@ -88,23 +87,6 @@ class PumpResult:
     malformed: int = 0
     dead_lettered: int = 0
     held: bool = False
-
-
-@dataclass(slots=True)
-class _Row:
-    """One pulled message and the row that records it (None: dead-letter it)."""
-
-    message: PulledMessage
-    event: NewEvent | None
-    problem: str | None = None
-
-
-@dataclass(slots=True)
-class _Appended:
-    stored: int = 0
-    duplicates: int = 0
-    refused: dict[int, str] = field(default_factory=dict)
-    """Row index -> why the store refused it (those rows are dead-lettered)."""
 
 
 class RecorderService:
@@ -141,6 +123,7 @@ class RecorderService:
         self._unavailable: dict[str, str] = {}
         """Consumer -> why the store could not take its held batch (readiness says it)."""
         self._trackers = {c.durable_name: SequenceTracker() for c in self.consumers}
+        self._appender = BatchAppender(store, self.metrics)
 
     # ------------------------------------------------------------------ running
 
@@ -325,7 +308,7 @@ class RecorderService:
 
     async def _record(self, consumer: ConsumerSpec, batch: Sequence[PulledMessage]) -> PumpResult:
         rows = [self._row(message) for message in batch]
-        appended = await self._append(rows)
+        appended = await self._appender.append(rows)
         for index, reason in appended.refused.items():
             rows[index].event, rows[index].problem = None, reason
         stream = consumer.stream
@@ -349,12 +332,12 @@ class RecorderService:
             dead_lettered=len(dead),
         )
 
-    def _row(self, message: PulledMessage) -> _Row:
+    def _row(self, message: PulledMessage) -> Row:
         delivery = message.delivery
         try:
             event = record_of(delivery, now=self._clock())
         except UnrecordableError as error:
-            return _Row(message=message, event=None, problem=f"unrecordable: {error}")
+            return Row(message=message, event=None, problem=f"unrecordable: {error}")
         if event.type == MALFORMED_TYPE:
             with bound_context(
                 {"event_id": event.event_id, "correlation_id": event.correlation_id}
@@ -365,68 +348,9 @@ class RecorderService:
                     seq=delivery.stream_sequence,
                     reason=event.data.get("reason"),
                 )
-        return _Row(message=message, event=event)
+        return Row(message=message, event=event)
 
-    async def _append(self, rows: Sequence[_Row]) -> _Appended:
-        """Append the rows' events in one transaction; one by one if the store refuses it."""
-        present = [row.event for row in rows if row.event is not None]
-        if not present:
-            return _Appended()
-        try:
-            started = time.perf_counter()
-            result = await self.store.append_next(present)
-            self.metrics.append_batch_seconds.observe(time.perf_counter() - started)
-        except Exception as error:
-            await self._raise_unless_store_answers(error)
-            log.warning("the store refused a batch; appending one by one", error=str(error))
-            return await self._append_one_by_one(rows)
-        return _Appended(stored=len(result.stored), duplicates=len(result.duplicates))
-
-    async def _append_one_by_one(self, rows: Sequence[_Row]) -> _Appended:
-        outcome = _Appended()
-        for index, row in enumerate(rows):
-            if row.event is None:
-                continue
-            try:
-                result = await self.store.append_next([row.event])
-            except Exception as error:
-                await self._raise_unless_store_answers(error)
-                refused = await self._append_raw(row, reason=_one_line(error))
-                if refused is None:
-                    outcome.stored += 1
-                else:
-                    outcome.refused[index] = refused
-                continue
-            outcome.stored += len(result.stored)
-            outcome.duplicates += len(result.duplicates)
-        return outcome
-
-    async def _append_raw(self, row: _Row, *, reason: str) -> str | None:
-        """Store the row with its body as base64; why that failed too, or None when stored."""
-        assert row.event is not None
-        delivery = row.message.delivery
-        raw = base64_record(row.event, delivery=delivery, reason=f"store refused: {reason}")
-        try:
-            await self.store.append_next([raw])
-        except Exception as error:
-            await self._raise_unless_store_answers(error)
-            return f"store refused the event and its raw form: {_one_line(error)}"
-        return None
-
-    async def _raise_unless_store_answers(self, error: Exception) -> None:
-        """Raise :class:`StoreUnavailableError` unless ``error`` may be about the rows alone.
-
-        The store names what refuses every write (full disk, read-only, lost connection);
-        for anything else a read tells whether the store is there at all.
-        """
-        if isinstance(error, StoreUnavailableError):
-            raise error
-        try:
-            await self.store.last_position()
-        except Exception as probe_error:
-            raise StoreUnavailableError(_one_line(probe_error)) from error
-
-    async def _dead_letter(self, consumer: ConsumerSpec, row: _Row) -> None:
+    async def _dead_letter(self, consumer: ConsumerSpec, row: Row) -> None:
         delivery = row.message.delivery
         reason = row.problem or "unrecordable"
         log.error(
@@ -481,7 +405,3 @@ async def _extend_all(batch: Sequence[PulledMessage]) -> None:
 async def _pause(stop: asyncio.Event, seconds: float) -> None:
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), seconds)
-
-
-def _one_line(error: BaseException) -> str:
-    return " ".join(f"{type(error).__name__}: {error}".split())[:1024]

@@ -1,10 +1,12 @@
-"""Pull a *batch* of messages and settle each one later: what the recorder needs from the bus.
+"""The batch consumer: pull a *batch* of messages from a durable consumer and settle each one
+later (the recorder's way of reading the bus).
 
 The :class:`~kaiwo_runtime.bus.Bus` port settles every message as soon as its handler
 returns, one message at a time, so a consumer built on it commits one event per
 transaction (100-200 events/s on SQLite). The recorder instead pulls up to a few hundred
 messages, appends them in one transaction and only then acknowledges them, so it settles
-messages itself. This module gives it that, for the two bus adapters:
+messages itself. This module gives it that, for the two bus adapters, so that no service
+speaks nats-py itself (an import-linter contract holds it):
 
 * :class:`NatsPuller` sends JetStream pull requests for the durable consumer on the bus's
   own nats-py connection, collects the messages in a callback subscription, and settles
@@ -31,11 +33,12 @@ from typing import Protocol
 
 import nats.errors
 from kaiwo_contracts.events.streams import ConsumerSpec
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
 from kaiwo_runtime.bus import Bus, BusError, ConsumerPosition, Delivery
 from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
 from kaiwo_runtime.nats_bus import NatsBus, nak_delay
-from nats.aio.client import Client
-from nats.aio.msg import Msg
 
 JS_API_PREFIX = "$JS.API"
 STATUS_HEADER = "Status"

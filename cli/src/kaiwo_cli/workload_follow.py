@@ -1,0 +1,132 @@
+"""``kaiwo submit --wait``: follow workloads until they settle, a spinner each and a line
+per phase each enters, and say why one failed. Heavy modules are imported inside the
+functions (see :mod:`kaiwo_cli.commands.workloads`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kaiwo_kube import KubernetesPort
+
+
+class NotSettledError(Exception):
+    """``--wait --timeout`` ran out: the workload is neither done nor stuck (exit 3)."""
+
+
+async def follow_until_settled(
+    kube: KubernetesPort, workloads: list[dict[str, Any]], *, within: float | None
+) -> list[dict[str, Any]]:
+    """Watch every workload until it settles: a spinner each, a line per phase it enters."""
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True, highlight=False)
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        watches = [
+            _follow_one(kube, workload, progress, progress.add_task(label(workload, "NEW")))
+            for workload in workloads
+        ]
+        try:
+            return list(await asyncio.wait_for(asyncio.gather(*watches), within))
+        except TimeoutError:
+            raise NotSettledError(f"not settled within {within:g} s") from None
+
+
+async def _follow_one(
+    kube: KubernetesPort, workload: dict[str, Any], progress: Any, task: Any
+) -> dict[str, Any]:
+    """List, then watch from the list's version (every phase is seen, however short), until
+    the workload settles; a watch the server ends or expires is started again."""
+    from kaiwo_kube import ResourceExpired
+
+    from kaiwo_cli.cluster_access import ClusterError, kueue_workloads
+    from kaiwo_cli.workload_views import is_settled, phase_of, queue_position
+
+    resource = resource_of(workload)
+    meta = workload["metadata"]
+    where = {"namespace": meta["namespace"], "field_selector": f"metadata.name={meta['name']}"}
+    shown = ""
+
+    async def show(current: dict[str, Any]) -> None:
+        nonlocal shown
+        phase = phase_of(current)
+        position = queue_position(current, await kueue_workloads(kube, namespace=meta["namespace"]))
+        waiting = (
+            f" ({position.position} of {position.pending} waiting in {position.queue})"
+            if position is not None
+            else ""
+        )
+        progress.update(task, description=label(current, phase) + waiting)
+        if phase != shown:
+            shown = phase
+            moment = datetime.now(UTC).strftime("%H:%M:%S")
+            progress.console.print(f"{moment}  {label(current, phase)}{failure_reason(current)}")
+
+    current = workload
+    while True:
+        listed = await kube.list(resource, **where)
+        if not listed.items:
+            raise ClusterError(f"{label(current, shown)}: deleted while waiting")
+        current = {"apiVersion": resource.api_version, "kind": resource.kind, **listed.items[0]}
+        await show(current)
+        if is_settled(current):
+            progress.update(task, total=1, completed=1)
+            return current
+        events = kube.watch(resource, resource_version=listed.resource_version, **where)
+        try:
+            async with contextlib.aclosing(events):
+                async for event in events:
+                    if event.type == "DELETED":
+                        raise ClusterError(f"{label(current, shown)}: deleted while waiting")
+                    if event.type in ("ADDED", "MODIFIED"):
+                        current = {
+                            "apiVersion": resource.api_version,
+                            "kind": resource.kind,
+                            **event.object,
+                        }
+                        await show(current)
+                        if is_settled(current):
+                            progress.update(task, total=1, completed=1)
+                            return current
+        except ResourceExpired:
+            continue
+
+
+def current_phase(workload: dict[str, Any]) -> str:
+    from kaiwo_cli.workload_views import phase_of
+
+    return phase_of(workload)
+
+
+def label(workload: dict[str, Any], phase: str) -> str:
+    meta = workload["metadata"]
+    return f"{workload['kind']} {meta['namespace']}/{meta['name']}: {phase}"
+
+
+def failure_reason(workload: dict[str, Any]) -> str:
+    """The message of a failed workload's failing condition, to say why."""
+    status = workload.get("status") or {}
+    if status.get("status") not in ("FAILED", "ERROR", "TERMINATED"):
+        return ""
+    for condition in status.get("conditions") or []:
+        if condition.get("message") and condition.get("reason") not in (None, "", "AsExpected"):
+            return f" ({condition.get('reason')}: {condition['message']})"
+    return ""
+
+
+def resource_of(workload: dict[str, Any]) -> Any:
+    from kaiwo_kube import resources
+
+    return (
+        resources.KAIWO_SERVICE if workload.get("kind") == "KaiwoService" else resources.KAIWO_JOB
+    )

@@ -1,0 +1,138 @@
+"""``kaiwo logs``: the logs of a workload's pods, printed once or followed (``-f``) while
+pods come and go until the workload ends. Imported only when ``kaiwo logs`` runs."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+import click
+from kaiwo_kube import KubernetesPort
+
+POLL_SECONDS = 1.0
+"""How often ``-f`` looks again for pods and containers that started."""
+
+
+async def print_logs(
+    kube: KubernetesPort, ns: str, name: str, *, container: str | None, tail: int | None
+) -> int:
+    from kaiwo_cli import cluster_access as access
+    from kaiwo_cli.cluster_access import ClusterError
+    from kaiwo_cli.workload_views import log_streams
+
+    found = await access.find_workload(kube, ns, name)
+    pods = await access.pods_of(kube, found, await access.children_of(kube, found))
+    streams = log_streams(pods, container=container)
+    if not streams:
+        phase = (found.get("status") or {}).get("status") or "NEW"
+        raise ClusterError(f"{found['kind']} {ns}/{name} has no pods yet (phase {phase})")
+    results = await asyncio.gather(
+        *(
+            _stream_log(
+                kube,
+                ns,
+                stream.pod,
+                stream.container,
+                phase=stream.phase,
+                prefixed=len(streams) > 1,
+                tail=tail,
+                follow=False,
+            )
+            for stream in streams
+        )
+    )
+    return 0 if any(results) else 1
+
+
+async def follow_logs(
+    kube: KubernetesPort, ns: str, name: str, *, container: str | None, tail: int | None
+) -> int:
+    """Follow every container of the workload once it has started, pods that appear later
+    too (a KaiwoJob's download pod, then its workers), until the workload reaches a final
+    phase and every followed container has ended."""
+    from kaiwo_cli import cluster_access as access
+    from kaiwo_cli.cluster_access import ClusterError
+    from kaiwo_cli.workload_views import FINAL_PHASES, log_streams, phase_of
+
+    following: dict[tuple[str, str], asyncio.Task[bool]] = {}
+    said_waiting = False
+    found = await access.find_workload(kube, ns, name)  # not there: one line, exit 2
+    try:
+        while True:
+            pods = await access.pods_of(kube, found, await access.children_of(kube, found))
+            for stream in log_streams(pods, container=container):
+                key = (stream.pod, stream.container)
+                if stream.started and key not in following:
+                    following[key] = asyncio.create_task(
+                        _stream_log(
+                            kube,
+                            ns,
+                            stream.pod,
+                            stream.container,
+                            phase=stream.phase,
+                            prefixed=True,
+                            tail=tail,
+                            follow=True,
+                        )
+                    )
+            final = phase_of(found) in FINAL_PHASES
+            if not following and final:
+                raise ClusterError(
+                    f"{found['kind']} {ns}/{name} ended ({phase_of(found)}) with no container "
+                    "started"
+                )
+            if not following and not said_waiting:
+                said_waiting = True
+                click.echo(
+                    f"kaiwo logs: waiting for a container of {found['kind']} {ns}/{name} to "
+                    f"start (phase {phase_of(found)})",
+                    err=True,
+                )
+            if final and all(task.done() for task in following.values()):
+                break
+            await asyncio.sleep(POLL_SECONDS)
+            try:
+                found = await access.find_workload(kube, ns, name)
+            except ClusterError:
+                break  # deleted while followed: its containers' streams end on their own
+        results = [await task for task in following.values()]
+    finally:
+        for task in following.values():
+            task.cancel()
+    return 0 if any(results) else 1
+
+
+async def _stream_log(
+    kube: Any,
+    namespace: str,
+    pod: str,
+    container: str,
+    *,
+    phase: str,
+    prefixed: bool,
+    tail: int | None,
+    follow: bool,
+) -> bool:
+    """Print one container's log; False (and a line on stderr saying why) when unreadable.
+    A container that wrote nothing says so on stderr, so that no pod goes unmentioned."""
+    from kaiwo_kube import KubeError
+
+    from kaiwo_cli.cluster_access import one_line
+
+    prefix = f"[{pod}/{container}] " if prefixed else ""
+    where = f"kaiwo logs: pod {pod} ({phase}), container {container}"
+    written = 0
+    try:
+        async for line in kube.pod_log_lines(
+            pod, namespace=namespace, container=container, tail_lines=tail, follow=follow
+        ):
+            written += 1
+            sys.stdout.write(f"{prefix}{line}\n")
+            sys.stdout.flush()
+    except KubeError as error:
+        click.echo(f"{where}: {one_line(error)}", err=True)
+        return False
+    if not written:
+        click.echo(f"{where}: no output", err=True)
+    return True

@@ -1,0 +1,256 @@
+"""Steps 2 of :mod:`kaiwo_executor.apply_plan`: never adopt, then write the desired objects
+(server-side apply, create only, recreate, the Node merge patch) and the shared ones."""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any
+
+import structlog
+from kaiwo_contracts.events.results import ActionOutcome
+from kaiwo_contracts.plans import (
+    CREATE_SUSPENDED_FIELD_MANAGER,
+    created_suspended,
+    without_admission_gate,
+)
+from kaiwo_kube import AlreadyExists, NotFound
+from kaiwo_kube.resources import NODE, known_type
+
+from kaiwo_executor.child_ownership import (
+    NAME_CONFLICT,
+    NameConflict,
+    name_conflict,
+    wanted_controller,
+    withheld_by,
+)
+from kaiwo_executor.execution_memo import content_hash, manifest_key, ref_key
+from kaiwo_executor.guarded_calls import FIELD_MANAGER, Failure, GuardedCalls, event_name
+from kaiwo_executor.node_merge import node_patch
+from kaiwo_executor.plan_run import PlanRun, is_node, manifest_ref
+from kaiwo_executor.step_outcomes import StepOutcome
+
+REPLACED_STILL_THERE = "the object it replaces is still being deleted; created once it is gone"
+
+log = structlog.get_logger("kaiwo.executor")
+
+
+class DesiredObjects:
+    """Writes the plan's desired and shared objects, never over an object its owner does not
+    control."""
+
+    def __init__(self, calls: GuardedCalls) -> None:
+        self._calls = calls
+        self._kube = calls.kube
+
+    async def check_names(self, run: PlanRun) -> None:
+        """Never adopt (step 2 of the module docstring): find the plan's objects whose name
+        is taken by an object its owner does not control, and tell the owner."""
+        for manifest in run.plan.desired:
+            if not _name_unproven(run, manifest):
+                continue
+            key, target = manifest_key(manifest), manifest_ref(manifest)
+            found = await self._calls.guarded(
+                functools.partial(self._live, manifest), "apply", target
+            )
+            if isinstance(found, Failure):
+                await self._calls.fail(run, found, warning_reason="ApplyFailed")
+                run.unread.add(key)
+                continue
+            conflict = name_conflict(manifest, found[0])
+            if conflict is not None:
+                run.conflicts.append(conflict)
+                run.memo.objects.pop(key, None)
+        run.memo.name_conflict_since = (
+            (run.memo.name_conflict_since or self._calls.clock()) if run.conflicts else None
+        )
+        for conflict in run.conflicts:
+            await self._tell_name_conflict(run, conflict)
+
+    async def apply(self, run: PlanRun, manifest: dict[str, Any]) -> None:
+        """Write one desired object, unless it is unchanged since the last apply."""
+        key, target = manifest_key(manifest), manifest_ref(manifest)
+        if key in run.unread:
+            return  # its read failed: reported, and not written blind
+        if any(ref_key(conflict.target) == key for conflict in run.conflicts):
+            return  # reported by check_names
+        held = withheld_by(manifest, run.conflicts)
+        if held is not None:
+            why = f"withheld while {held.target.display()} is not this owner's"
+            self._calls.record(run, "apply", target, StepOutcome.UNCHANGED, reason=why)
+            return
+        if key in run.replacing:
+            await self._create_replacement(run, manifest)
+            return
+        digest = content_hash(without_admission_gate(manifest))
+        if run.memo.objects.get(key) == digest and key not in run.drifted:
+            if key not in run.absent:
+                self._calls.metrics.writes_skipped.labels(kind=target.kind).inc()
+                self._calls.record(run, "apply", target, StepOutcome.UNCHANGED)
+                return
+            run.recreate.add(key)
+        run.memo.objects.pop(key, None)
+        started = time.perf_counter()
+        result = await self._calls.guarded(lambda: self._write(run, manifest), "apply", target)
+        self._calls.metrics.apply_duration.labels(kind=target.kind).observe(
+            time.perf_counter() - started
+        )
+        if isinstance(result, Failure):
+            await self._refused(run, result)
+            return
+        outcome, attempts = result
+        run.memo.objects[key] = digest
+        self._calls.record(run, "apply", target, outcome, attempts=attempts)
+
+    async def share(self, run: PlanRun, manifest: dict[str, Any]) -> None:
+        """Create a shared object when missing; never update it (others use it too)."""
+        key, target = manifest_key(manifest), manifest_ref(manifest)
+        digest = content_hash(manifest)
+        if run.memo.objects.get(key) == digest and key not in run.absent:
+            self._calls.record(run, "apply", target, StepOutcome.UNCHANGED)
+            return
+        result = await self._calls.guarded(lambda: self._recreate(manifest), "apply", target)
+        if isinstance(result, Failure):
+            await self._calls.fail(run, result, warning_reason="ApplyFailed")
+            return
+        outcome, attempts = result
+        run.memo.objects[key] = digest
+        self._calls.record(run, "apply", target, outcome, attempts=attempts)
+
+    async def _write(self, run: PlanRun, manifest: dict[str, Any]) -> StepOutcome:
+        if is_node(manifest):
+            return await self._patch_node(manifest)
+        if run.plan.create_only:
+            return await self._create_only(manifest)
+        if manifest_key(manifest) in run.recreate:
+            # Applied before and unchanged: the planner saw it missing, perhaps only because
+            # it planned before observing the creation. Create it, never apply it again: a
+            # stale plan must not overwrite what others changed since (Kueue's suspend).
+            return await self._recreate(manifest)
+        return await self._apply(manifest)
+
+    async def _create_replacement(self, run: PlanRun, manifest: dict[str, Any]) -> None:
+        """Create the object that replaces one the plan deleted (step 1). When the old one is
+        still there (a finalizer holds it), nothing is remembered: a later plan, made once the
+        old object is gone, creates it."""
+        key, target = manifest_key(manifest), manifest_ref(manifest)
+        run.memo.objects.pop(key, None)
+        result = await self._calls.guarded(lambda: self._recreate(manifest), "apply", target)
+        if isinstance(result, Failure):
+            await self._refused(run, result)
+            return
+        outcome, attempts = result
+        if outcome is StepOutcome.UNCHANGED:
+            self._calls.record(
+                run, "apply", target, outcome, reason=REPLACED_STILL_THERE, attempts=attempts
+            )
+            return
+        run.memo.objects[key] = content_hash(without_admission_gate(manifest))
+        self._calls.record(run, "apply", target, outcome, reason="replaced", attempts=attempts)
+
+    async def _refused(self, run: PlanRun, failure: Failure) -> None:
+        """A failed apply: shown in the status as ``ApplyRefused`` when it is final."""
+        refusal = failure.refusal()
+        if refusal is not None:
+            run.refusals.append(refusal)
+        await self._calls.fail(run, failure, warning_reason="ApplyFailed")
+
+    async def _live(self, manifest: dict[str, Any]) -> dict[str, Any] | None:
+        metadata = manifest.get("metadata") or {}
+        resource = await self._calls.resource(
+            str(manifest.get("apiVersion")), str(manifest.get("kind"))
+        )
+        try:
+            return await self._kube.get(
+                resource, str(metadata.get("name", "")), namespace=metadata.get("namespace")
+            )
+        except NotFound:
+            return None
+
+    async def _tell_name_conflict(self, run: PlanRun, conflict: NameConflict) -> None:
+        target = conflict.target
+        self._calls.count(target, "name-conflict")
+        run.actions.append(
+            ActionOutcome(
+                operation="apply",
+                target=target,
+                outcome="failed",
+                reason=f"{NAME_CONFLICT}: {conflict.message}",
+            )
+        )
+        log.warning("name taken by an object the owner does not control", target=target.display())
+        # Named after the object that holds the name, not the plan: a plan that changes for
+        # another reason while the conflict lasts does not repeat the Warning.
+        await self._calls.create_event(
+            run,
+            name=event_name(
+                run.plan.owner,
+                fingerprint=target.uid or "",
+                reason=NAME_CONFLICT,
+                about=ref_key(target),
+            ),
+            event_type="Warning",
+            reason=NAME_CONFLICT,
+            message=conflict.message,
+        )
+
+    async def _apply(self, manifest: dict[str, Any]) -> StepOutcome:
+        resource = known_type(str(manifest.get("apiVersion")), str(manifest.get("kind")))
+        manager = CREATE_SUSPENDED_FIELD_MANAGER if created_suspended(manifest) else FIELD_MANAGER
+        await self._kube.apply(manifest, field_manager=manager, force=True, resource=resource)
+        return StepOutcome.APPLIED
+
+    async def _create_only(self, manifest: dict[str, Any]) -> StepOutcome:
+        """Create ``manifest`` unless it exists, which is then left as it is.
+
+        Created by server-side apply, not by POST: a POST's field manager owns every field the
+        API server fills in from the CRD's defaults (a KaiwoConfig's whole spec), so the user's
+        own apply of any of them would conflict with the operator; an apply owns only what it
+        sends (the empty spec). Not forced: should the object appear between the read and the
+        apply, a field the user set otherwise is a conflict (retried, then found existing),
+        never overwritten.
+        """
+        metadata = manifest.get("metadata") or {}
+        resource = await self._calls.resource(
+            str(manifest.get("apiVersion")), str(manifest.get("kind"))
+        )
+        try:
+            await self._kube.get(
+                resource, str(metadata.get("name", "")), namespace=metadata.get("namespace")
+            )
+        except NotFound:
+            await self._kube.apply(
+                manifest, field_manager=FIELD_MANAGER, force=False, resource=resource
+            )
+            return StepOutcome.APPLIED
+        return StepOutcome.UNCHANGED
+
+    async def _recreate(self, manifest: dict[str, Any]) -> StepOutcome:
+        try:
+            await self._kube.create(manifest, field_manager=FIELD_MANAGER)
+        except AlreadyExists:
+            return StepOutcome.UNCHANGED
+        return StepOutcome.APPLIED
+
+    async def _patch_node(self, intent: dict[str, Any]) -> StepOutcome:
+        name = str((intent.get("metadata") or {}).get("name", ""))
+        try:
+            live = await self._kube.get(NODE, name)
+        except NotFound:
+            return StepOutcome.NODE_GONE  # the planner stops asking once it sees it deleted
+        patch = node_patch(intent, live)
+        if patch is None:
+            return StepOutcome.UNCHANGED
+        await self._kube.merge_patch(NODE, name, patch, field_manager=FIELD_MANAGER)
+        return StepOutcome.APPLIED
+
+
+def _name_unproven(run: PlanRun, manifest: dict[str, Any]) -> bool:
+    """Whether the object is about to be written while nothing says it is the owner's:
+    this executor never applied it, or the planner saw it missing or changed since."""
+    if wanted_controller(manifest) is None or is_node(manifest) or run.plan.create_only:
+        return False
+    key = manifest_key(manifest)
+    if key in run.absent or key in run.drifted:
+        return True
+    return key not in run.memo.objects

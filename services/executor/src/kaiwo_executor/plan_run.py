@@ -1,0 +1,68 @@
+"""The state of one plan being carried out, and the small readings of manifests its steps share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kaiwo_contracts.events.results import ActionOutcome
+from kaiwo_contracts.plans import ObjectRef, Plan
+from kaiwo_kube.resources import NODE
+
+from kaiwo_executor.apply_refusals import Refusal
+from kaiwo_executor.child_ownership import NameConflict, controlled_by
+from kaiwo_executor.execution_memo import OwnerMemo
+
+
+@dataclass(slots=True)
+class PlanRun:
+    """The state of one plan being carried out."""
+
+    plan: Plan
+    fingerprint: str
+    memo: OwnerMemo
+    absent: frozenset[str]
+    drifted: frozenset[str]
+    desired_keys: frozenset[str]
+    first_touch: bool = False
+    """No executor ever acted for this owner: no child of ours can exist yet."""
+    recreate: set[str] = field(default_factory=set)
+    """Keys named ``absent`` whose manifest was applied before unchanged: create only."""
+    replacing: frozenset[str] = frozenset()
+    """Keys of desired objects the plan also deletes (``Plan.delete``): the old object goes
+    first, the new one is created, never applied over the old (decision 0048)."""
+    refusals: list[Refusal] = field(default_factory=list)
+    """Desired objects the API server refused to apply for good (``ApplyRefused``)."""
+    conflicts: list[NameConflict] = field(default_factory=list)
+    """Objects holding a name the plan wants without being the owner's (never adopted)."""
+    unread: set[str] = field(default_factory=set)
+    """Keys whose name could not be checked (the read failed): not written this time."""
+    actions: list[ActionOutcome] = field(default_factory=list)
+    must_retry: bool = False
+
+
+def manifest_ref(manifest: dict[str, Any]) -> ObjectRef:
+    metadata = manifest.get("metadata") or {}
+    return ObjectRef(
+        api_version=str(manifest.get("apiVersion", "")),
+        kind=str(manifest.get("kind", "")),
+        name=str(metadata.get("name", "")),
+        namespace=metadata.get("namespace") or None,
+        uid=metadata.get("uid") or None,
+    )
+
+
+def label_selector(labels: dict[str, str]) -> str:
+    return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+
+
+def is_node(manifest: dict[str, Any]) -> bool:
+    return (manifest.get("apiVersion"), manifest.get("kind")) == (NODE.api_version, NODE.kind)
+
+
+def is_owners(metadata: dict[str, Any], *, selector: dict[str, str], owner_uid: str | None) -> bool:
+    """Whether a child found by name is the owner's: its inventory labels and controller."""
+    labels = metadata.get("labels") or {}
+    if not selector or any(labels.get(k) != v for k, v in selector.items()):
+        return False
+    return not owner_uid or controlled_by(metadata, owner_uid)
