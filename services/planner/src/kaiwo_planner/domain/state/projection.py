@@ -147,6 +147,11 @@ class Change:
     previous: Mapping[str, Any] | None = None
     queue_uses_changed: bool = False
     """The set of (declared queue, namespace) pairs of the workloads changed with this."""
+    content_changed: bool = True
+    """False when only the object's ``resourceVersion`` moved (its ``managedFields`` too, as
+    long as the same party wrote it last): a relist after a restore, a no-op apply by another
+    field manager. Such a change alters no plan but the owner's own when a status write of
+    its last plan is still outstanding (the write must go onto the new version)."""
 
     @property
     def deleted(self) -> bool:
@@ -393,6 +398,18 @@ class Projection:
             return objects
         return tuple(o for o in objects if (o.get("metadata") or {}).get("namespace") == namespace)
 
+    def holds_version(self, uid: str, resource_version: str) -> bool:
+        """Whether the live object ``uid`` is at exactly ``resource_version``: an observation
+        of it (other than a reobserved one) changes nothing. A deletion is a write and brings
+        a version of its own, so it never matches."""
+        entry = self._index.entry(uid)
+        return entry is not None and entry.resource_version == resource_version
+
+    def pass_over(self, sequence: int) -> None:
+        """Count observation ``sequence`` as read without taking it in (it changes nothing:
+        :meth:`holds_version`), as :meth:`apply` would count it."""
+        self._last_sequence = max(self._last_sequence, sequence)
+
     def resource_version(self, key: ObjectKey) -> str | None:
         """The newest resource version known for ``key``, tombstones included."""
         entry = self._live.get(key)
@@ -474,6 +491,7 @@ class Projection:
                 old=live.queue_use if live is not None else None,
                 new=entry.queue_use if entry is not None else None,
             ),
+            content_changed=live is None or entry is None or not _same_but_version(live, entry),
         )
 
     def _holds(self, live: Entry, observed: ObservedObjectV1) -> bool:
@@ -632,6 +650,30 @@ class Projection:
         except ValueError as error:
             raise SnapshotFormatError(f"projection snapshot is not JSON: {error}") from error
         return cls.from_document(document, tombstone_retention=tombstone_retention)
+
+
+def _same_but_version(before: Entry, after: Entry) -> bool:
+    """``after`` is ``before`` at another resourceVersion: the same stored content (which has
+    no ``managedFields``) and the same party the last writer."""
+    if before.written_last_by_operator != after.written_last_by_operator:
+        return False
+    old, new = before.object, after.object
+    if old.keys() != new.keys():
+        return False
+    for key, value in old.items():
+        if key == "metadata" and isinstance(value, Mapping):
+            other = new[key]
+            if not isinstance(other, Mapping) or not _same_but_key(value, other, "resourceVersion"):
+                return False
+        elif value != new[key]:
+            return False
+    return True
+
+
+def _same_but_key(old: Mapping[str, Any], new: Mapping[str, Any], ignored: str) -> bool:
+    if old.keys() != new.keys():
+        return False
+    return all(key == ignored or value == new[key] for key, value in old.items())
 
 
 def _queue_uses_changed(
