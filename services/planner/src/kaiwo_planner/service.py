@@ -123,6 +123,7 @@ from kaiwo_contracts.events.streams import (
 from kaiwo_contracts.events.subjects import ANY_TAIL, ANY_TOKEN, Family, family_filter, plan_subject
 from kaiwo_contracts.plans import ObjectRef, Plan
 from kaiwo_runtime.bus import NON_RETRYABLE, Bus, BusError, Delivery, PoisonMessage, StoredMessage
+from kaiwo_runtime.cluster_binding import foreign_state_problem
 from kaiwo_runtime.kv import KeyValue
 from kaiwo_runtime.logging import bound_context
 
@@ -203,6 +204,11 @@ def default_plan_function() -> PlanFunction:
     return plan_object
 
 
+class ForeignSnapshotError(Exception):
+    """The stored snapshot is of another cluster: nothing is loaded, nothing overwritten
+    (which state is right is the administrator's call, decision 0042)."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Unfinished:
     """An observation applied whose owners were not all published (a publish failed)."""
@@ -242,8 +248,13 @@ class PlannerService:
         settings: PlannerSettings | None = None,
         metrics: PlannerMetrics | None = None,
         consumer: ConsumerSpec | None = None,
+        cluster: str | None = None,
     ) -> None:
+        """``cluster``: the identity of the cluster the observations come from (the uid of
+        kube-system, as the watcher recorded it; None: not known yet). Snapshots record it,
+        and a snapshot of another cluster is refused (:class:`ForeignSnapshotError`)."""
         self._bus = bus
+        self._cluster = cluster
         self._clock = clock
         self._plan_fn = plan_fn or default_plan_function()
         self._settings = settings or PlannerSettings()
@@ -1080,6 +1091,7 @@ class PlannerService:
         """Projection, owner records and timers as JSON-ready data."""
         return {
             "format": SNAPSHOT_FORMAT,
+            "cluster": self._cluster,
             "projection": self._projection.to_document(),
             "owners": {uid: record.to_document() for uid, record in sorted(self._owners.items())},
             "timers": self._timers.to_document(),
@@ -1109,6 +1121,17 @@ class PlannerService:
         document = await self._store.load()
         if document is None:
             return False
+        recorded = document.get("cluster")
+        problem = foreign_state_problem(
+            recorded if isinstance(recorded, str) else None,
+            self._cluster,
+            state=f"the planner's snapshot in {self._settings.snapshot_bucket}",
+        )
+        if problem is not None:
+            raise ForeignSnapshotError(
+                f"{problem}; give this cluster its own NATS (or buckets), or delete "
+                f"{self._settings.snapshot_bucket} to start it afresh"
+            )
         try:
             projection = Projection.from_document(
                 document["projection"], tombstone_retention=self._settings.tombstone_retention
