@@ -451,7 +451,11 @@ class Projection:
             if tombstone is not None and not is_newer(incoming, tombstone.resource_version):
                 return None
         entry = None
+        content_changed = True
         if not deleting:
+            same = live is not None and _same_content(
+                live.object, _without_managed_fields(observed.object)
+            )
             entry = Entry.of(
                 observed.object,
                 api_version=observed.api_version,
@@ -459,7 +463,15 @@ class Projection:
                 uid=observed.uid,
                 resource_version=incoming,
                 sequence=sequence,
-                stored=self._stored_form(observed.object),
+                # The same content at a new version: the stored copy is shared, not made again.
+                stored=_at_version(live.object, incoming)
+                if same and live is not None
+                else self._stored_form(observed.object),
+            )
+            content_changed = not (
+                same
+                and live is not None
+                and live.written_last_by_operator == entry.written_last_by_operator
             )
         uses_before = self._index.queue_uses
         if live is not None:
@@ -491,7 +503,7 @@ class Projection:
                 old=live.queue_use if live is not None else None,
                 new=entry.queue_use if entry is not None else None,
             ),
-            content_changed=live is None or entry is None or not _same_but_version(live, entry),
+            content_changed=content_changed,
         )
 
     def _holds(self, live: Entry, observed: ObservedObjectV1) -> bool:
@@ -652,12 +664,16 @@ class Projection:
         return cls.from_document(document, tombstone_retention=tombstone_retention)
 
 
-def _same_but_version(before: Entry, after: Entry) -> bool:
-    """``after`` is ``before`` at another resourceVersion: the same stored content (which has
-    no ``managedFields``) and the same party the last writer."""
-    if before.written_last_by_operator != after.written_last_by_operator:
-        return False
-    old, new = before.object, after.object
+def _at_version(stored: Mapping[str, Any], version: str) -> dict[str, Any]:
+    """A stored object at another resourceVersion, everything else shared with it."""
+    if len(version) <= _INTERNED_UP_TO:
+        version = sys.intern(version)
+    return {**stored, "metadata": {**stored["metadata"], "resourceVersion": version}}
+
+
+def _same_content(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """``new`` is ``old`` but for ``metadata.resourceVersion`` (both without
+    ``managedFields``)."""
     if old.keys() != new.keys():
         return False
     for key, value in old.items():
