@@ -24,7 +24,7 @@ published (0 is right: the cluster did not change). On a shared machine wall tim
 waiting for a core; CPU seconds are the planner's own.
 
 Measured at 1,500 workloads on a shared 2-core machine (wall s / CPU s), before and after
-decision 0054: unchanged 68.9 / 5.4 -> 2.5 / 0.3; touched 132.7 / 24.2 -> 5.0 / 1.9.
+decision 0054: unchanged 68.9 / 5.4 -> 0.8 / 0.3; touched 132.7 / 24.2 -> 4.6 / 1.7.
 
 Run: ``uv run python bench/relist.py [--workloads 1500]``.
 """
