@@ -12,14 +12,19 @@ KaiwoQueueConfig and N KaiwoJobs, each with its batch Job and the status its pla
 settled in a ``PlannerService`` on an in-memory bus. Then every Node, KaiwoJob and Job is
 relisted, and the planner steps until it has read everything:
 
-* ``unchanged``: the objects as they were (same resourceVersions: nothing happened);
-* ``touched``: every object with a new resourceVersion and the same content (a controller
-  wrote them all meanwhile, or the cluster was restored): every owner is planned again.
+* ``unchanged``: the objects as they were (same resourceVersions: nothing happened); each is
+  dropped by its message id before its envelope is decoded (decision 0054);
+* ``touched``: every object with a new resourceVersion and the same content (the cluster was
+  restored, or another field manager applied them all without a change): each is decoded
+  and taken in, and no owner is planned (before decision 0054 every owner was planned again).
 
 Columns: observations relisted; wall and CPU seconds (this process: the planner's work) from
 the first read to the last (convergence: nothing left to read, every plan published); plans
 published (0 is right: the cluster did not change). On a shared machine wall time includes
 waiting for a core; CPU seconds are the planner's own.
+
+Measured at 1,500 workloads on a shared 2-core machine (wall s / CPU s), before and after
+decision 0054: unchanged 68.9 / 5.4 -> 0.8 / 0.3; touched 132.7 / 24.2 -> 4.6 / 1.7.
 
 Run: ``uv run python bench/relist.py [--workloads 1500]``.
 """

@@ -108,7 +108,9 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         await upgrade_to_head(url)
     else:
         url = request.getfixturevalue("postgres_url")
-        await run_admin_statement(url, "TRUNCATE events, consumer_positions RESTART IDENTITY")
+        await run_admin_statement(
+            url, "TRUNCATE events, consumer_positions, store_cluster RESTART IDENTITY"
+        )
     try:
         yield Backend(request.param, await open_sql(url), lambda: open_sql(url))
     finally:
@@ -431,6 +433,19 @@ async def test_consumer_positions(backend: Backend) -> None:
     assert await store.position("recorder") == 5
 
 
+async def test_the_store_records_the_first_cluster_bound_to_it(backend: Backend) -> None:
+    store = backend.store
+    assert await store.cluster() is None
+
+    assert await store.bind_cluster("uid-of-cluster-a") == "uid-of-cluster-a"
+    # Bound again by the same cluster (a restart), or by another: the first one stays.
+    assert await store.bind_cluster("uid-of-cluster-a") == "uid-of-cluster-a"
+    assert await store.bind_cluster("uid-of-cluster-b") == "uid-of-cluster-a"
+    assert await store.cluster() == "uid-of-cluster-a"
+    # Kept by the store itself: another connection to it reads the same.
+    assert await (await backend.open_another()).cluster() == "uid-of-cluster-a"
+
+
 async def test_tracking_is_saved_with_the_append(backend: Backend) -> None:
     store = backend.store
     result = await store.append_next([event(1)], tracking=Tracking("recorder", 1001))
@@ -554,7 +569,7 @@ async def test_upgrading_again_changes_nothing(migrated_engine: AsyncEngine) -> 
 
     async with migrated_engine.connect() as connection:
         versions = (await connection.execute(sa.text(f"SELECT * FROM {VERSION_TABLE}"))).all()
-    assert [tuple(row) for row in versions] == [("0002",)]
+    assert [tuple(row) for row in versions] == [("0003",)]
     assert await _differences(migrated_engine) == []
 
 

@@ -53,6 +53,7 @@ from kaiwo_contracts.events.subjects import (
 )
 from kaiwo_contracts.plans import ObjectRef, Plan
 from kaiwo_runtime.bus import BusError, Delivery
+from kaiwo_runtime.cluster_binding import CLUSTER_KEY
 from kaiwo_runtime.kv import NatsKeyValue
 from kaiwo_runtime.leases import NatsLeaseStore
 from kaiwo_runtime.nats_bus import NatsBus
@@ -64,6 +65,7 @@ from kaiwo_runtime.nats_credentials import (
     write_seed,
 )
 from kaiwo_runtime.nats_server import NatsServer
+from kaiwo_runtime.startup import watchers_cluster
 
 pytestmark = pytest.mark.nats
 
@@ -427,6 +429,25 @@ async def test_services_open_their_own_buckets_and_leases_only(secured: SecuredB
         await asyncio.wait_for(executor_leases.claim("planner", "executor-0"), REFUSED_WITHIN * 3)
     with pytest.raises(nats.errors.TimeoutError):
         await executor.client.jetstream(timeout=REFUSED_WITHIN).key_value("kaiwo-planner")
+
+
+async def test_the_planner_and_the_recorder_read_the_watchers_cluster_and_write_nothing_there(
+    secured: SecuredBus,
+) -> None:
+    watcher = await secured.bus(WATCHER)
+    watcher_kv = await NatsKeyValue.open(watcher.client, "kaiwo-watcher")
+    await watcher_kv.put(CLUSTER_KEY, b"uid-of-the-cluster")
+    await watcher_kv.put("checkpoint.pods", b"41")
+
+    for name in (PLANNER, RECORDER):
+        service = await secured.bus(name)
+        assert await watchers_cluster(service.client, within_seconds=10) == "uid-of-the-cluster"
+        # Read only: the cluster the watcher recorded is the watcher's to write.
+        found = await NatsKeyValue.open_existing(service.client, "kaiwo-watcher")
+        assert found is not None
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(found.put(CLUSTER_KEY, b"forged"), REFUSED_WITHIN * 3)
+    assert await watcher_kv.get(CLUSTER_KEY) == b"uid-of-the-cluster"
 
 
 async def test_the_monitor_leads_through_its_own_lease_only(secured: SecuredBus) -> None:

@@ -463,6 +463,25 @@ def test_explain_of_an_unknown_workload_says_so(recorded: Recorded) -> None:
     assert "no recorded observation of a workload team-a/nope" in result.output
 
 
+def test_a_store_given_by_url_is_named_by_the_cluster_it_records(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'bound.db'}"
+
+    async def bound() -> None:
+        store = await open_event_store(url)
+        await store.bind_cluster("3f1c0e52-9d4b-4a51-8d7e-2b6a1c9e0f11")
+        await store.close()
+
+    asyncio.run(bound())
+
+    result = run("explain", "team-a/nope", "--store", url)
+
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0] == (
+        "kaiwo events: cluster 3f1c0e52-9d4b-4a51-8d7e-2b6a1c9e0f11 (uid of its kube-system "
+        "namespace)"
+    )
+
+
 def test_a_missing_store_is_one_clear_line(tmp_path: Path) -> None:
     result = run("explain", "team-a/train", "--store", f"sqlite:///{tmp_path / 'none.db'}")
 

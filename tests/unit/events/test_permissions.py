@@ -64,6 +64,11 @@ PLANNER_PUBLISH = (
     "$JS.API.CONSUMER.DELETE.KV_kaiwo-leases.>",
     "$JS.FC.KV_kaiwo-leases.>",
     "$KV.kaiwo-leases.planner",
+    # The watcher's bucket, read only: the cluster it records (decision 0042).
+    "$JS.API.STREAM.INFO.KV_kaiwo-watcher",
+    "$JS.API.STREAM.MSG.GET.KV_kaiwo-watcher",
+    "$JS.API.DIRECT.GET.KV_kaiwo-watcher",
+    "$JS.API.DIRECT.GET.KV_kaiwo-watcher.>",
 )
 
 
@@ -138,6 +143,18 @@ def test_the_recorder_reads_every_stream_through_its_consumers_and_the_relay() -
         recorder.permissions.publish
     )
     assert "$JS.API.STREAM.MSG.GET.KAIWO_RES" in recorder.permissions.publish
+
+
+def test_the_planner_and_the_recorder_may_read_the_watchers_bucket_and_not_write_it() -> None:
+    for name in ("planner", "recorder"):
+        publish = service_identity(name, bus_topology()).permissions.publish
+        watchers = [subject for subject in publish if "kaiwo-watcher" in subject]
+        assert watchers == [
+            "$JS.API.STREAM.INFO.KV_kaiwo-watcher",
+            "$JS.API.STREAM.MSG.GET.KV_kaiwo-watcher",
+            "$JS.API.DIRECT.GET.KV_kaiwo-watcher",
+            "$JS.API.DIRECT.GET.KV_kaiwo-watcher.>",
+        ], name
 
 
 def test_partitions_give_the_executor_one_consumer_and_one_lease_per_partition() -> None:

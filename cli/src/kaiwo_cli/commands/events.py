@@ -186,10 +186,23 @@ def cluster_of(given_store: str | None, state_dir: Path | None) -> str | None:
 
 def name_the_cluster(given_store: str | None, state_dir: Path | None) -> None:
     """One line on stderr naming the cluster of what the command shows, when it is known
-    (stdout stays the command's own: JSON lines, a tree)."""
+    (stdout stays the command's own: JSON lines, a tree): the stack's, or the one a store
+    given by URL records (decision 0042)."""
     cluster = cluster_of(given_store, state_dir)
+    if cluster is None and given_store is not None:
+        cluster = asyncio.run(recorded_by_store(given_store))
     if cluster is not None:
         typer.echo(f"kaiwo events: cluster {cluster} (uid of its kube-system namespace)", err=True)
+
+
+async def recorded_by_store(url: str) -> str | None:
+    """The cluster the store at ``url`` records; None when it records none or cannot be read
+    (the command opens it again and says what is wrong)."""
+    try:
+        async with opened_store(url) as store:
+            return await store.cluster()
+    except Exception:  # a missing file, a driver error, a store of an older schema
+        return None
 
 
 def tail_connection(

@@ -37,6 +37,15 @@ class InMemoryEventStore:
         self._ids: set[str] = set()
         self._streams: dict[str, list[StoredEvent]] = {}
         self._consumers: dict[str, int] = {}
+        self._cluster: str | None = None
+
+    async def cluster(self) -> str | None:
+        return self._cluster
+
+    async def bind_cluster(self, identity: str) -> str:
+        if self._cluster is None:
+            self._cluster = identity
+        return self._cluster
 
     async def append(
         self,

@@ -113,4 +113,14 @@ class EventStore(Protocol):
         """The position last saved for ``consumer``; 0 when none was."""
         ...
 
+    async def cluster(self) -> str | None:
+        """The identity of the cluster the store's events come from (the uid of
+        kube-system), None while none is recorded."""
+        ...
+
+    async def bind_cluster(self, identity: str) -> str:
+        """Record ``identity`` when the store records no cluster; returns the one recorded
+        (``identity``, or another cluster's: then the caller must not write)."""
+        ...
+
     async def close(self) -> None: ...

@@ -91,6 +91,15 @@ class NatsKeyValue:
             )
         return cls(kv)
 
+    @classmethod
+    async def open_existing(cls, client: Client, bucket: str) -> NatsKeyValue | None:
+        """Another service's bucket, to read: None while it does not exist (never created
+        here, which would take it over)."""
+        try:
+            return cls(await client.jetstream().key_value(bucket))
+        except BucketNotFoundError:
+            return None
+
     async def get(self, key: str) -> bytes | None:
         try:
             entry = await self._bucket.get(escape_key(key))

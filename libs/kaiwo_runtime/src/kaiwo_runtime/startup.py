@@ -20,8 +20,13 @@ from typing import TYPE_CHECKING, TypeVar
 
 import structlog
 from kaiwo_contracts.events.permissions import service_identity
+from nats.aio.client import Client
 
-from kaiwo_runtime.cluster_binding import bind_bucket_to_cluster
+from kaiwo_runtime.cluster_binding import (
+    WATCHER_BUCKET,
+    bind_bucket_to_cluster,
+    recorded_cluster,
+)
 from kaiwo_runtime.kv import KeyValue, NatsKeyValue
 from kaiwo_runtime.leases import LeaseStore, NatsLeaseStore
 from kaiwo_runtime.logging import configure_logging
@@ -41,6 +46,10 @@ T = TypeVar("T")
 
 class StartupError(RuntimeError):
     """A dependency is unreachable at start; the message is the one line to print."""
+
+
+class ForeignStateError(StartupError):
+    """Kept state belongs to another cluster (decision 0042): nothing is used or overwritten."""
 
 
 class LeaseLostError(RuntimeError):
@@ -299,6 +308,46 @@ async def bind_state_to_cluster(
         bind_bucket_to_cluster(kv, identity, bucket=bucket),
     )
     if problem is not None:
-        raise StartupError(problem)
+        raise ForeignStateError(problem)
+    log.info("state bound to the cluster", bucket=bucket, cluster=identity)
+    return identity
+
+
+async def watchers_cluster(
+    client: Client, *, within_seconds: float, watcher_bucket: str = WATCHER_BUCKET
+) -> str | None:
+    """The cluster the watcher records in its bucket (the uid of kube-system, read from the
+    API server and checked at its every start), or None while it has recorded none: what
+    the planner and the recorder, which never talk to the API server, bind their state to.
+    They keep what the watcher sends them, so the watcher's cluster is theirs."""
+    bucket = await within(
+        within_seconds,
+        f"opening the key-value bucket {watcher_bucket}",
+        NatsKeyValue.open_existing(client, watcher_bucket),
+    )
+    if bucket is None:
+        return None
+    return await within(
+        within_seconds, f"reading the key-value bucket {watcher_bucket}", recorded_cluster(bucket)
+    )
+
+
+async def bind_bucket_to_watchers_cluster(
+    client: Client, kv: KeyValue, *, bucket: str, within_seconds: float
+) -> str | None:
+    """The watcher's cluster (:func:`watchers_cluster`), recorded in ``bucket`` when it has
+    none; a :class:`StartupError` (one line) when ``bucket`` belongs to another cluster. None
+    (nothing checked, nothing recorded, said in the log) while the watcher recorded none."""
+    identity = await watchers_cluster(client, within_seconds=within_seconds)
+    if identity is None:
+        log.info("the watcher has recorded no cluster yet; state not bound", bucket=bucket)
+        return None
+    problem = await within(
+        within_seconds,
+        f"reading the key-value bucket {bucket}",
+        bind_bucket_to_cluster(kv, identity, bucket=bucket),
+    )
+    if problem is not None:
+        raise ForeignStateError(problem)
     log.info("state bound to the cluster", bucket=bucket, cluster=identity)
     return identity

@@ -8,8 +8,10 @@ waits as a standby and takes over when this one stops or dies
 active: each reads every observation and plans the owners of the partitions whose leases
 ``planner.p<k>`` it holds, and the shares rebalance as replicas come and go
 (:mod:`kaiwo_runtime.partition_leases`, decision 0030).
-Exits 1 with one line on stderr when NATS cannot be reached at start, or when another
-replica took the single lease over (a restart then waits as a standby).
+Exits 1 with one line on stderr when NATS cannot be reached at start, when another
+replica took the single lease over (a restart then waits as a standby), or when its bucket
+or snapshot holds the state of another cluster than the one the watcher records (the uid of
+kube-system, decision 0042).
 """
 
 from __future__ import annotations
@@ -21,12 +23,16 @@ import sys
 import structlog
 from kaiwo_runtime.health import HealthServer
 from kaiwo_runtime.kv import NatsKeyValue
+from kaiwo_runtime.leases import LeaseStore
 from kaiwo_runtime.logging import configure_logging
+from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.redaction import redact_secrets, redact_url
 from kaiwo_runtime.single_active import SingleActive, this_replica
 from kaiwo_runtime.startup import (
+    ForeignStateError,
     LeaseLostError,
     StartupError,
+    bind_bucket_to_watchers_cluster,
     collect_young_objects_every,
     connect_bus,
     freeze_startup_objects,
@@ -37,10 +43,42 @@ from kaiwo_runtime.startup import (
 )
 
 from kaiwo_planner.metrics import PlannerMetrics
-from kaiwo_planner.service import PlannerService
+from kaiwo_planner.service import ForeignSnapshotError, PlannerService
 from kaiwo_planner.settings import PlannerSettings
 
 log = structlog.get_logger("kaiwo.planner")
+
+
+async def open_state(
+    bus: NatsBus, settings: PlannerSettings
+) -> tuple[NatsKeyValue, LeaseStore, str | None]:
+    """The planner's bucket, bound to the watcher's cluster (None: not recorded yet), and
+    the lease store."""
+    kv = await NatsKeyValue.open(
+        bus.client, settings.snapshot_bucket, replicas=settings.bus_stream_replicas
+    )
+    leases = await open_lease_store(
+        bus, settings=settings, within_seconds=settings.connect_timeout_seconds
+    )
+    cluster = await bind_bucket_to_watchers_cluster(
+        bus.client,
+        kv,
+        bucket=settings.snapshot_bucket,
+        within_seconds=settings.connect_timeout_seconds,
+    )
+    return kv, leases, cluster
+
+
+def _start_failure(error: Exception, settings: PlannerSettings) -> str:
+    """The one line saying why the planner could not start on its state."""
+    if isinstance(error, ForeignStateError):
+        return str(error)
+    reason = (
+        f"no connection within {settings.connect_timeout_seconds:g} s"
+        if isinstance(error, TimeoutError)
+        else " ".join(str(error).split()) or type(error).__name__
+    )
+    return f"cannot use NATS at {redact_url(settings.nats_url)}: {redact_secrets(reason)}"
 
 
 async def serve(settings: PlannerSettings) -> int:
@@ -53,26 +91,15 @@ async def serve(settings: PlannerSettings) -> int:
         print(f"kaiwo-planner: cannot use NATS: {redact_secrets(str(error))}", file=sys.stderr)  # noqa: T201
         return 1
     try:
-        kv = await NatsKeyValue.open(
-            bus.client, settings.snapshot_bucket, replicas=settings.bus_stream_replicas
-        )
-        leases = await open_lease_store(
-            bus, settings=settings, within_seconds=settings.connect_timeout_seconds
-        )
-    except Exception as error:  # any failure to reach NATS at start: one clear line
+        kv, leases, cluster = await open_state(bus, settings)
+    except Exception as error:  # another cluster's bucket, or NATS unreachable: one line
         await bus.close()
-        reason = (
-            f"no connection within {settings.connect_timeout_seconds:g} s"
-            if isinstance(error, TimeoutError)
-            else " ".join(str(error).split()) or type(error).__name__
-        )
-        print(  # noqa: T201
-            f"kaiwo-planner: cannot use NATS at {shown_url}: {redact_secrets(reason)}",
-            file=sys.stderr,
-        )
+        print(f"kaiwo-planner: {_start_failure(error, settings)}", file=sys.stderr)  # noqa: T201
         return 1
     metrics = PlannerMetrics()
-    service = PlannerService(bus, kv, clock=utc_now, settings=settings, metrics=metrics)
+    service = PlannerService(
+        bus, kv, clock=utc_now, settings=settings, metrics=metrics, cluster=cluster
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -127,7 +154,7 @@ async def serve(settings: PlannerSettings) -> int:
                 await active_active()
             else:
                 await run_while_active(single, service.run, stop)
-    except LeaseLostError as error:
+    except (LeaseLostError, ForeignSnapshotError) as error:
         print(f"kaiwo-planner: {error}", file=sys.stderr)  # noqa: T201
         return 1
     finally:

@@ -3,8 +3,12 @@
 For each observation on the durable consumer ``planner-obs`` (stream ``KAIWO_OBS``):
 
 1. apply it to the :class:`~kaiwo_planner.domain.state.projection.Projection` (a stale or duplicate
-   observation is acknowledged and dropped);
+   observation is acknowledged and dropped; one whose message id ``<uid>:<resourceVersion>``
+   names the version the projection holds, as each of a relist's thousands does, before its
+   envelope is even decoded);
 2. find the owners it may affect (:func:`~kaiwo_planner.domain.state.fanout.owners_to_replan`);
+   none when only the object's resourceVersion moved (a relist after a restore: no plan can
+   change), but the object itself while the status its last plan set has not come back;
 3. plan each one with the pure planning function, ``now`` = the observation's envelope time;
 4. publish a ``PlanDecidedV1`` on ``kaiwo.plan.<kind>.<scope>.<uid>`` only when the plan's
    fingerprint differs from the last one published for that owner, or when desired objects
@@ -119,6 +123,7 @@ from kaiwo_contracts.events.streams import (
 from kaiwo_contracts.events.subjects import ANY_TAIL, ANY_TOKEN, Family, family_filter, plan_subject
 from kaiwo_contracts.plans import ObjectRef, Plan
 from kaiwo_runtime.bus import NON_RETRYABLE, Bus, BusError, Delivery, PoisonMessage, StoredMessage
+from kaiwo_runtime.cluster_binding import foreign_state_problem
 from kaiwo_runtime.kv import KeyValue
 from kaiwo_runtime.logging import bound_context
 
@@ -138,6 +143,7 @@ from kaiwo_planner.domain.state.fanout import (
 )
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.projection import (
+    Change,
     Projection,
     SnapshotFormatError,
     api_group,
@@ -163,6 +169,11 @@ SOURCE: Final = service_source("planner")
 OBSERVATION_CONSUMER: Final = "planner-obs"
 FINDINGS_WAIT_SECONDS: Final = 0.01
 """Findings are fetched after observations; waiting for them would delay observations."""
+OBSERVATIONS_PER_ROUND: Final = 256
+"""Observations handled in one round while they keep coming, before findings, timers, resync
+and snapshots have their turn. The consumer hands them out one at a time
+(``max_ack_pending=1``, for per-object order): a round per observation waited for findings
+and scale decisions after each one, a minute of waiting for a relist of 3,000 objects."""
 FOLLOW_IDLE_SECONDS: Final = 0.2
 """Active-active: how long a replica that found nothing new waits before reading again."""
 CHILD_GONE_GRACE: Final = timedelta(seconds=5)
@@ -191,6 +202,11 @@ class PlanFunction(Protocol):
 def default_plan_function() -> PlanFunction:
     """The real planner: :func:`kaiwo_planner.domain.planning.plan_object`."""
     return plan_object
+
+
+class ForeignSnapshotError(Exception):
+    """The stored snapshot is of another cluster: nothing is loaded, nothing overwritten
+    (which state is right is the administrator's call, decision 0042)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,8 +248,13 @@ class PlannerService:
         settings: PlannerSettings | None = None,
         metrics: PlannerMetrics | None = None,
         consumer: ConsumerSpec | None = None,
+        cluster: str | None = None,
     ) -> None:
+        """``cluster``: the identity of the cluster the observations come from (the uid of
+        kube-system, as the watcher recorded it; None: not known yet). Snapshots record it,
+        and a snapshot of another cluster is refused (:class:`ForeignSnapshotError`)."""
         self._bus = bus
+        self._cluster = cluster
         self._clock = clock
         self._plan_fn = plan_fn or default_plan_function()
         self._settings = settings or PlannerSettings()
@@ -358,9 +379,7 @@ class PlannerService:
                 await asyncio.sleep(min(wait, FOLLOW_IDLE_SECONDS))
             return handled
         assert self._consumer is not None
-        handled = await self._bus.process(
-            self._consumer, self.handle, max_messages=64, wait_seconds=wait
-        )
+        handled = await self._read_observations(self._consumer, wait_seconds=wait)
         if self._findings_consumer is not None:
             try:
                 handled += await self._bus.process(
@@ -382,6 +401,21 @@ class PlannerService:
             except BusError as error:  # like findings: the rest of the round goes on
                 log.warning("scale decisions unavailable", error=str(error))
         await self._round_tail()
+        return handled
+
+    async def _read_observations(self, consumer: ConsumerSpec, *, wait_seconds: float) -> int:
+        """Handle the observations that are there, up to :data:`OBSERVATIONS_PER_ROUND`
+        (waiting ``wait_seconds`` for the first); returns how many."""
+        handled = await self._bus.process(
+            consumer, self.handle, max_messages=64, wait_seconds=wait_seconds
+        )
+        while 0 < handled < OBSERVATIONS_PER_ROUND:
+            more = await self._bus.process(
+                consumer, self.handle, max_messages=64, wait_seconds=FINDINGS_WAIT_SECONDS
+            )
+            if more == 0:
+                break
+            handled += more
         return handled
 
     async def _round_tail(self) -> None:
@@ -560,6 +594,13 @@ class PlannerService:
         if not resuming and sequence <= self._projection.last_sequence:
             self.metrics.observations.labels("skipped").inc()
             return
+        if not resuming and self._holds_observed_version(delivery):
+            # A relist's copy of what the projection holds: dropped before the envelope is
+            # decoded (thousands of them after a relist; apply would drop each anyway).
+            self._projection.pass_over(sequence)
+            self.metrics.stale_events.inc()
+            self.metrics.observations.labels("stale").inc()
+            return
         envelope = delivery.envelope(ObservedObjectV1)
         observed = envelope.data
         context = {
@@ -577,10 +618,12 @@ class PlannerService:
                 announcements = unfinished.announcements
             else:
                 told = self._told(observed)
-                found = self._apply(observed, sequence)
-                if found is None:
+                change = self._apply(observed, sequence)
+                if change is None:
                     return
-                owners = self._plan_now(observed, found, at=envelope.time)
+                owners = self._plan_now(
+                    observed, self._owners_of(change, observed), at=envelope.time
+                )
                 announcements = self._public_events(told, envelope)
             if announcements:
                 self._unfinished = _Unfinished(
@@ -641,7 +684,27 @@ class PlannerService:
             )
             self._changes_since_snapshot += 1
 
-    def _apply(self, observed: ObservedObjectV1, sequence: int) -> tuple[ObjectRef, ...] | None:
+    def _holds_observed_version(self, delivery: Delivery) -> bool:
+        """The delivery's message id is ``<uid>:<resourceVersion>`` (:func:`~kaiwo_contracts.
+        events.envelope.observed_event_id`, the identity JetStream deduplicates observations
+        by) of a version the projection holds. A reobserved observation has another id
+        (``reobserved:…``) and is always taken in."""
+        uid, colon, version = (delivery.message_id or "").partition(":")
+        return bool(colon) and self._projection.holds_version(uid, version)
+
+    def _owners_of(self, change: Change, observed: ObservedObjectV1) -> tuple[ObjectRef, ...]:
+        """The owners to plan for ``change``. When only the object's resourceVersion moved,
+        no plan can change (plans leave versions out of their fingerprints), so none but the
+        object itself, and that only while the status its last plan set has not come back:
+        the write was made onto the old version and must be made again."""
+        if change.content_changed or observed.reobserved:
+            return owners_to_replan(change, self._projection)
+        record = self._owners.get(observed.uid)
+        if record is not None and status_to_assume(change.object, record.status) is not None:
+            return (change.ref,)
+        return ()
+
+    def _apply(self, observed: ObservedObjectV1, sequence: int) -> Change | None:
         try:
             change = self._projection.apply(observed, sequence=sequence)
         except (TypeError, ValueError, KeyError, AttributeError) as error:
@@ -651,10 +714,9 @@ class PlannerService:
         if change is None:
             self.metrics.stale_events.inc()
             self.metrics.observations.labels("stale").inc()
-            log.debug("stale or duplicate observation dropped")
             return None
         self.metrics.observations.labels("applied").inc()
-        return owners_to_replan(change, self._projection)
+        return change
 
     def _plan_now(
         self, observed: ObservedObjectV1, owners: tuple[ObjectRef, ...], *, at: datetime
@@ -1029,6 +1091,7 @@ class PlannerService:
         """Projection, owner records and timers as JSON-ready data."""
         return {
             "format": SNAPSHOT_FORMAT,
+            "cluster": self._cluster,
             "projection": self._projection.to_document(),
             "owners": {uid: record.to_document() for uid, record in sorted(self._owners.items())},
             "timers": self._timers.to_document(),
@@ -1058,6 +1121,17 @@ class PlannerService:
         document = await self._store.load()
         if document is None:
             return False
+        recorded = document.get("cluster")
+        problem = foreign_state_problem(
+            recorded if isinstance(recorded, str) else None,
+            self._cluster,
+            state=f"the planner's snapshot in {self._settings.snapshot_bucket}",
+        )
+        if problem is not None:
+            raise ForeignSnapshotError(
+                f"{problem}; give this cluster its own NATS (or buckets), or delete "
+                f"{self._settings.snapshot_bucket} to start it afresh"
+            )
         try:
             projection = Projection.from_document(
                 document["projection"], tombstone_retention=self._settings.tombstone_retention

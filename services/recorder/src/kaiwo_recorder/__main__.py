@@ -3,7 +3,9 @@
 Start-up: open the event store (migrating it to the latest schema), connect to NATS and make
 sure the streams and the recorder's consumers exist, then serve ``/healthz``, ``/readyz``
 (NATS connected and the store answering) and ``/metrics``. A dependency that cannot be reached
-at start ends the process with exit code 2 and one line saying which.
+at start ends the process with exit code 2 and one line saying which; so does a store that
+holds the events of another cluster than the one the watcher records (the uid of
+kube-system, decision 0042), which is recorded in a store that records none.
 """
 
 from __future__ import annotations
@@ -16,15 +18,18 @@ from pathlib import Path
 
 import structlog
 from kaiwo_eventstore import EventStore, open_event_store
+from kaiwo_runtime.cluster_binding import foreign_state_problem
 from kaiwo_runtime.health import HealthServer
 from kaiwo_runtime.logging import configure_logging
 from kaiwo_runtime.redaction import redact_secrets, redact_url
 from kaiwo_runtime.startup import (
+    ForeignStateError,
     StartupError,
     collect_young_objects_every,
     connect_bus,
     freeze_startup_objects,
     utc_now,
+    watchers_cluster,
 )
 
 from kaiwo_recorder.metrics import RecorderMetrics
@@ -71,6 +76,23 @@ async def open_store(url: str) -> EventStore:
         raise StartupError(f"event store {redact_url(url)} is unreachable: {reason}") from error
 
 
+async def bind_store_to_cluster(store: EventStore, identity: str | None, *, url: str) -> str | None:
+    """Record the watcher's cluster ``identity`` in a store that records none; a
+    :class:`ForeignStateError` (one line) when the store holds another cluster's events.
+    None (nothing checked) while the watcher has recorded no cluster."""
+    if identity is None:
+        log.info("the watcher has recorded no cluster yet; the event store is not bound")
+        return None
+    recorded = await store.bind_cluster(identity)
+    problem = foreign_state_problem(recorded, identity, state=f"the event store {redact_url(url)}")
+    if problem is not None:
+        raise ForeignStateError(
+            f"{problem}; point KAIWO_EVENTSTORE_URL at this cluster's own store"
+        )
+    log.info("event store bound to the cluster", cluster=identity)
+    return identity
+
+
 async def serve(settings: RecorderSettings) -> None:
     store = await open_store(settings.eventstore_url)
     try:
@@ -78,6 +100,15 @@ async def serve(settings: RecorderSettings) -> None:
             settings=settings, service="recorder", within_seconds=settings.startup_timeout_seconds
         )
     except BaseException:
+        await store.close()
+        raise
+    try:
+        identity = await watchers_cluster(
+            bus.client, within_seconds=settings.startup_timeout_seconds
+        )
+        await bind_store_to_cluster(store, identity, url=settings.eventstore_url)
+    except BaseException:
+        await bus.close()
         await store.close()
         raise
     metrics = RecorderMetrics()

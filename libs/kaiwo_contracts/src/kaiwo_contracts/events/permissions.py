@@ -14,8 +14,9 @@ planner    read its consumers ``planner-obs`` (and stored observations), ``plann
            (the monitor's utilization findings) and ``planner-scale`` (the autoscaler's
            decisions), publish ``kaiwo.plan.>``,
            the public workload events ``kaiwo.public.>`` and its dead letters; its bucket,
-           the ``planner`` lease. With partitions: no consumer, stored reads of
-           ``KAIWO_OBS``, ``KAIWO_MON`` and ``KAIWO_GATEWAY``, the leases ``planner.>``
+           the ``planner`` lease; read the watcher's bucket (the cluster it records).
+           With partitions: no consumer, stored reads of ``KAIWO_OBS``, ``KAIWO_MON`` and
+           ``KAIWO_GATEWAY``, the leases ``planner.>``
 executor   read ``executor-plan`` (or ``executor-plan-p<k>``), publish ``kaiwo.res.>`` and
            its dead letters; its bucket, the ``executor`` lease (or ``executor.>``)
 monitor    publish ``kaiwo.mon.>``; its bucket ``kaiwo-monitor``, the ``monitor`` lease
@@ -29,8 +30,9 @@ gateway    read stored observations of Models and Pods (``KAIWO_OBS``, by sequen
            publish every tenant's answers and dead requests (``kaiwo-messenger.*.responses``,
            ``.dead``)
 recorder   read its ``recorder-*`` consumers and the dead-letter relay, read stored
-           messages of every stream, publish dead letters ``kaiwo.dlq.>`` (the relay
-           turns max-deliveries advisories into dead letters) and nothing else
+           messages of every stream and the watcher's bucket (the cluster it records),
+           publish dead letters ``kaiwo.dlq.>`` (the relay turns max-deliveries
+           advisories into dead letters) and nothing else
 console    read stored observations of every kind (``KAIWO_OBS``, by sequence) and subscribe
            to ``kaiwo.obs.>`` (wake-ups); publishes nothing, no consumer, no bucket
 cli        subscribe to what carries no object (``kaiwo events tail``): the public workload
@@ -232,6 +234,13 @@ def _bucket(bucket: str, *, keys: Iterable[str] = (EVERYTHING,)) -> tuple[str, .
     )
 
 
+def _reading_bucket(bucket: str) -> tuple[str, ...]:
+    """Open another service's key-value bucket and read its keys; nothing else (the watcher's,
+    for the cluster identity it records: decision 0042)."""
+    stream = f"KV_{bucket}"
+    return (_api("STREAM", "INFO", stream), *_stored_reads(stream))
+
+
 def _consumers(topology: BusTopology, service: str) -> tuple[ConsumerSpec, ...]:
     return tuple(spec for spec in topology.consumers if spec.durable_name.startswith(f"{service}-"))
 
@@ -325,6 +334,7 @@ def service_identity(name: str, topology: BusTopology) -> Identity:
                 ),
                 *_bucket(SERVICE_BUCKETS[PLANNER]),
                 *_bucket(LEASE_BUCKET, keys=lease_keys(PLANNER, topology.partitions)),
+                *_reading_bucket(SERVICE_BUCKETS[WATCHER]),
             ),
             streams=(OBSERVED_STREAM, PLAN_STREAM, MONITOR_STREAM, GATEWAY_STREAM, PUBLIC_STREAM),
             consumers=consumers,
@@ -370,6 +380,7 @@ def service_identity(name: str, topology: BusTopology) -> Identity:
                     for subject in _consuming(spec, dead_letters=False)
                 ),
                 *(subject for stream in EVENT_STREAMS for subject in _stored_reads(stream)),
+                *_reading_bucket(SERVICE_BUCKETS[WATCHER]),
             ),
             streams=EVENT_STREAMS,
             consumers=consumers,

@@ -80,3 +80,10 @@ consumer_positions = sa.Table(
     sa.Column("consumer", sa.Text(), primary_key=True),
     sa.Column("global_position", sa.BigInteger(), nullable=False),
 )
+
+store_cluster = sa.Table(
+    "store_cluster",
+    metadata,
+    sa.Column("cluster_uid", sa.Text(), primary_key=True),
+)
+"""The cluster the store's events come from: one row at most (decision 0042)."""

@@ -48,7 +48,7 @@ from kaiwo_eventstore.sql.failures import unavailable_reason
 from kaiwo_eventstore.sql.lookups import POSTGRES_LOOKUP, SQLITE_LOOKUP, StoreState, read_state
 from kaiwo_eventstore.sql.replay import fetch_range, fetch_type
 from kaiwo_eventstore.sql.rows import decode_rows, row_decoder
-from kaiwo_eventstore.sql.schema import consumer_positions, events
+from kaiwo_eventstore.sql.schema import consumer_positions, events, store_cluster
 from kaiwo_eventstore.versioning import AppendPlan, check_batch, plan_append
 
 DEFAULT_LOCK_TIMEOUT = timedelta(seconds=10)
@@ -273,6 +273,25 @@ class SqlEventStore:
         async with self._reading() as connection:
             found = (await connection.execute(statement)).scalar_one_or_none()
         return int(found) if found is not None else 0
+
+    async def cluster(self) -> str | None:
+        async with self._reading() as connection:
+            found = (await connection.execute(sa.select(store_cluster.c.cluster_uid))).first()
+        return str(found[0]) if found is not None else None
+
+    async def bind_cluster(self, identity: str) -> str:
+        async with self._write_lock, self._engine.connect() as connection:
+            await connection.execution_options(**{WRITE_OPTION: True})
+            async with connection.begin():
+                found = (await connection.execute(sa.select(store_cluster.c.cluster_uid))).first()
+                if found is not None:
+                    return str(found[0])
+                insert = postgresql.insert if self._dialect == "postgresql" else sqlite.insert
+                # Replicas of one recorder starting together record the same identity once.
+                await connection.execute(
+                    insert(store_cluster).values(cluster_uid=identity).on_conflict_do_nothing()
+                )
+        return identity
 
     async def _upsert_position(self, connection: AsyncConnection, tracking: Tracking) -> None:
         insert = postgresql.insert if self._dialect == "postgresql" else sqlite.insert

@@ -147,6 +147,11 @@ class Change:
     previous: Mapping[str, Any] | None = None
     queue_uses_changed: bool = False
     """The set of (declared queue, namespace) pairs of the workloads changed with this."""
+    content_changed: bool = True
+    """False when only the object's ``resourceVersion`` moved (its ``managedFields`` too, as
+    long as the same party wrote it last): a relist after a restore, a no-op apply by another
+    field manager. Such a change alters no plan but the owner's own when a status write of
+    its last plan is still outstanding (the write must go onto the new version)."""
 
     @property
     def deleted(self) -> bool:
@@ -393,6 +398,18 @@ class Projection:
             return objects
         return tuple(o for o in objects if (o.get("metadata") or {}).get("namespace") == namespace)
 
+    def holds_version(self, uid: str, resource_version: str) -> bool:
+        """Whether the live object ``uid`` is at exactly ``resource_version``: an observation
+        of it (other than a reobserved one) changes nothing. A deletion is a write and brings
+        a version of its own, so it never matches."""
+        entry = self._index.entry(uid)
+        return entry is not None and entry.resource_version == resource_version
+
+    def pass_over(self, sequence: int) -> None:
+        """Count observation ``sequence`` as read without taking it in (it changes nothing:
+        :meth:`holds_version`), as :meth:`apply` would count it."""
+        self._last_sequence = max(self._last_sequence, sequence)
+
     def resource_version(self, key: ObjectKey) -> str | None:
         """The newest resource version known for ``key``, tombstones included."""
         entry = self._live.get(key)
@@ -434,7 +451,11 @@ class Projection:
             if tombstone is not None and not is_newer(incoming, tombstone.resource_version):
                 return None
         entry = None
+        content_changed = True
         if not deleting:
+            same = live is not None and _same_content(
+                live.object, _without_managed_fields(observed.object)
+            )
             entry = Entry.of(
                 observed.object,
                 api_version=observed.api_version,
@@ -442,7 +463,15 @@ class Projection:
                 uid=observed.uid,
                 resource_version=incoming,
                 sequence=sequence,
-                stored=self._stored_form(observed.object),
+                # The same content at a new version: the stored copy is shared, not made again.
+                stored=_at_version(live.object, incoming)
+                if same and live is not None
+                else self._stored_form(observed.object),
+            )
+            content_changed = not (
+                same
+                and live is not None
+                and live.written_last_by_operator == entry.written_last_by_operator
             )
         uses_before = self._index.queue_uses
         if live is not None:
@@ -474,6 +503,7 @@ class Projection:
                 old=live.queue_use if live is not None else None,
                 new=entry.queue_use if entry is not None else None,
             ),
+            content_changed=content_changed,
         )
 
     def _holds(self, live: Entry, observed: ObservedObjectV1) -> bool:
@@ -632,6 +662,34 @@ class Projection:
         except ValueError as error:
             raise SnapshotFormatError(f"projection snapshot is not JSON: {error}") from error
         return cls.from_document(document, tombstone_retention=tombstone_retention)
+
+
+def _at_version(stored: Mapping[str, Any], version: str) -> dict[str, Any]:
+    """A stored object at another resourceVersion, everything else shared with it."""
+    if len(version) <= _INTERNED_UP_TO:
+        version = sys.intern(version)
+    return {**stored, "metadata": {**stored["metadata"], "resourceVersion": version}}
+
+
+def _same_content(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """``new`` is ``old`` but for ``metadata.resourceVersion`` (both without
+    ``managedFields``)."""
+    if old.keys() != new.keys():
+        return False
+    for key, value in old.items():
+        if key == "metadata" and isinstance(value, Mapping):
+            other = new[key]
+            if not isinstance(other, Mapping) or not _same_but_key(value, other, "resourceVersion"):
+                return False
+        elif value != new[key]:
+            return False
+    return True
+
+
+def _same_but_key(old: Mapping[str, Any], new: Mapping[str, Any], ignored: str) -> bool:
+    if old.keys() != new.keys():
+        return False
+    return all(key == ignored or value == new[key] for key, value in old.items())
 
 
 def _queue_uses_changed(
