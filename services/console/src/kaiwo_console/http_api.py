@@ -26,6 +26,7 @@ from typing import Final, Literal
 import structlog
 from aiohttp import web
 from kaiwo_contracts.access import Caller, is_loopback_address
+from kaiwo_contracts.queue_estimates.eta import EtaSettings
 from kaiwo_runtime.kubernetes_access import Access, AccessBusyError, AccessUnavailableError
 
 from kaiwo_console.domain import pages
@@ -46,7 +47,6 @@ from kaiwo_console.domain.cluster import (
     status,
     workload_rows,
 )
-from kaiwo_console.domain.eta import EtaSettings
 from kaiwo_console.domain.history import QueueRecords
 from kaiwo_console.domain.queues import pending_estimates, queue_views
 from kaiwo_console.metrics import ConsoleMetrics

@@ -4,7 +4,7 @@ A Kueue Workload is admitted when its ``Admitted`` (or ``QuotaReserved``) condit
 True and holds its quota until ``Finished`` turns True, or until it loses its admission
 (evicted, preempted) or is deleted. The fold keeps, per ClusterQueue and GPU resource, when
 workloads were admitted and how long each finished one held its quota: the inputs of
-:func:`~kaiwo_console.domain.eta.estimate_starts`. Times are the conditions'
+:func:`~kaiwo_contracts.queue_estimates.eta.estimate_starts`. Times are the conditions'
 ``lastTransitionTime`` (when the API server says it happened), else the time the observation
 was recorded.
 """
@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from kaiwo_contracts.queue_estimates.eta import QueueHistory
+
 from kaiwo_console.domain.cluster import (
     admitted_at,
     condition,
@@ -26,7 +28,6 @@ from kaiwo_console.domain.cluster import (
     parse_time,
     status,
 )
-from kaiwo_console.domain.eta import QueueHistory
 
 Lane = tuple[str, str]
 """(ClusterQueue, GPU resource): the workloads that compete for the same GPUs."""

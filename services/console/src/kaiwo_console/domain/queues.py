@@ -15,6 +15,8 @@ from datetime import datetime
 from typing import Any
 
 from kaiwo_contracts.crds.go_duration import duration_nanoseconds
+from kaiwo_contracts.queue_estimates.eta import Eta, EtaSettings
+from kaiwo_contracts.queue_estimates.kueue import admission_order, lane_estimates, owner_name
 
 from kaiwo_console.domain.cluster import (
     CLUSTER_QUEUE,
@@ -23,23 +25,13 @@ from kaiwo_console.domain.cluster import (
     ClusterState,
     QuotaUse,
     Visible,
-    admitted_at,
     cluster_queue_of,
     gpu_quota,
     is_admitted,
     is_finished,
-    kueue_gpus,
     meta,
     quota_use,
     spec,
-)
-from kaiwo_console.domain.eta import (
-    Eta,
-    EtaSettings,
-    QueueNow,
-    Running,
-    Waiting,
-    estimate_starts,
 )
 from kaiwo_console.domain.history import QueueRecords
 
@@ -79,7 +71,7 @@ def queue_views(
         running = [w for w in mine if is_admitted(w) and not is_finished(w)]
         waiting = sorted(
             (w for w in mine if not is_admitted(w) and not is_finished(w)),
-            key=lambda w: (-_priority(w), str(meta(w).get("creationTimestamp") or "")),
+            key=admission_order,
         )
         views.append(
             QueueView(
@@ -118,70 +110,32 @@ def _estimated(
     visible: Visible,
     settings: EtaSettings | None,
 ) -> tuple[PendingEntry, ...]:
-    capacity = gpu_quota(state, queue)
-    entries: dict[str, PendingEntry] = {}
-    lanes = {kueue_gpus(w)[0] for w in waiting}
-    for resource in sorted(lanes):
-        lane_running = tuple(
-            Running(
-                admitted_at(w) or now,
-                kueue_gpus(w)[1],
-                _declared(state, w),
-            )
-            for w in running
-            if kueue_gpus(w)[0] == resource
-        )
-        lane_waiting = [w for w in waiting if kueue_gpus(w)[0] == resource]
-        etas = estimate_starts(
-            records.history((queue, resource)),
-            QueueNow(
-                capacity_gpus=capacity.get(resource, 0),
-                running=lane_running,
-                pending=tuple(
-                    Waiting(
-                        str(meta(w).get("uid") or meta(w).get("name")),
-                        kueue_gpus(w)[1],
-                        _declared(state, w),
-                    )
-                    for w in lane_waiting
-                ),
-            ),
-            now=now,
-            settings=settings,
-        )
-        for kueue_workload, eta in zip(lane_waiting, etas, strict=True):
-            namespace = str(meta(kueue_workload).get("namespace") or "")
-            entries[eta.name] = PendingEntry(
-                namespace=namespace,
-                name=_owner_name(kueue_workload) if visible(namespace) else "",
-                gpus=kueue_gpus(kueue_workload)[1],
-                resource=resource,
-                eta=eta,
-            )
-    # Admission order over every lane, as the queue lists them.
-    return tuple(
-        entries[str(meta(w).get("uid") or meta(w).get("name"))]
-        for w in waiting
-        if str(meta(w).get("uid") or meta(w).get("name")) in entries
+    placed = lane_estimates(
+        queue=queue,
+        capacity=gpu_quota(state, queue),
+        admitted=running,
+        waiting=waiting,
+        declared=lambda w: _declared(state, w),
+        records=records.history,
+        now=now,
+        settings=settings,
     )
-
-
-def _priority(kueue_workload: Mapping[str, Any]) -> int:
-    try:
-        return int(spec(kueue_workload).get("priority") or 0)
-    except (TypeError, ValueError):
-        return 0
-
-
-def _owner_name(kueue_workload: Mapping[str, Any]) -> str:
-    refs = meta(kueue_workload).get("ownerReferences") or ()
-    return str(refs[0].get("name")) if refs else str(meta(kueue_workload).get("name") or "")
+    return tuple(
+        PendingEntry(
+            namespace=one.namespace,
+            name=one.owner if visible(one.namespace) else "",
+            gpus=one.gpus,
+            resource=one.resource,
+            eta=one.eta,
+        )
+        for one in placed
+    )
 
 
 def _declared(state: ClusterState, kueue_workload: Mapping[str, Any]) -> float | None:
     """The ``duration`` the workload behind a Kueue Workload declared, in seconds."""
     namespace = str(meta(kueue_workload).get("namespace") or "")
-    name = _owner_name(kueue_workload)
+    name = owner_name(kueue_workload)
     for kind in WORKLOAD_KINDS:
         workload = state.get(kind, namespace, name)
         if workload is not None:
