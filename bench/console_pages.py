@@ -109,7 +109,7 @@ def main() -> int:
             queue_views(state, records, now=NOW, visible=everything), now=NOW
         ),
         "nodes": lambda: nodes_body(node_rows(state)),
-        "models": lambda: models_body(model_rows(state, everything)),
+        "models": lambda: models_body(model_rows(state, everything), loads={}),
     }
     print("1,000 workloads (300 pending), 100 GPU nodes, 3 queues with 500 recorded runs each")
     worst = 0.0

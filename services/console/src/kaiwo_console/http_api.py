@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final, Literal
 
@@ -36,7 +36,7 @@ from kaiwo_console.domain.cluster import (
     Visible,
     WorkloadFilter,
     children,
-    condition,
+    ending_of,
     everything,
     gpus_of,
     meta,
@@ -48,6 +48,7 @@ from kaiwo_console.domain.cluster import (
     workload_rows,
 )
 from kaiwo_console.domain.history import QueueRecords
+from kaiwo_console.domain.model_load import ModelLoads
 from kaiwo_console.domain.queues import pending_estimates, queue_views
 from kaiwo_console.metrics import ConsoleMetrics
 
@@ -95,10 +96,12 @@ class Console:
     nodes_access: Access
     metrics: ConsoleMetrics
     clock: Callable[[], datetime]
-    timeline: Callable[[str], Awaitable[list[pages.TimelineEntry]]]
-    """A workload's uid -> its recorded timeline (the event store)."""
+    timeline: Callable[[str], Awaitable[pages.WorkloadHistory]]
+    """A workload's uid -> its recorded timeline and GPU utilization (the event store)."""
     anonymous: AnonymousAccess = "off"
     eta: EtaSettings | None = None
+    loads: ModelLoads = field(default_factory=ModelLoads)
+    """The gateway's requests in flight and autoscaler decisions per Model."""
 
     def __post_init__(self) -> None:
         self._changed = asyncio.Condition()
@@ -269,7 +272,8 @@ class Console:
                 )
                 if r.name == name and r.kind == kind
             ]
-            entries = await self.timeline(str(meta(obj).get("uid") or ""))
+            history = await self.timeline(str(meta(obj).get("uid") or ""))
+            ending = ending_of(obj)
             estimate = pending_estimates(self.state, self.records, now=now, settings=self.eta).get(
                 (namespace, name)
             )
@@ -278,9 +282,11 @@ class Console:
                 summary=_summary(kind, obj),
                 conditions=_conditions(obj),
                 children=children(self.state, obj),
-                timeline=entries,
+                timeline=history.timeline,
                 estimate=estimate,
                 now=now,
+                utilization=history.utilization,
+                ending=None if ending is None else pages.Ending(*ending),
             )
             return f"{namespace}/{name}", body, 200
 
@@ -306,7 +312,17 @@ class Console:
 
     async def _models(self, request: web.Request) -> web.Response:
         async def render(viewer: Viewer) -> Rendered:
-            return "Models", pages.models_body(model_rows(self.state, viewer.visible)), 200
+            now = self.clock()
+            rows = model_rows(self.state, viewer.visible)
+            loads = {
+                (r.namespace, r.name): pages.ModelLoad(
+                    in_flight=self.loads.in_flight((r.namespace, r.name), now=now),
+                    points=self.loads.points((r.namespace, r.name)),
+                    decisions=self.loads.decisions_of((r.namespace, r.name)),
+                )
+                for r in rows
+            }
+            return "Models", pages.models_body(rows, loads=loads), 200
 
         return await self._serve(request, "models", render)
 
@@ -341,7 +357,7 @@ class Console:
 
 def _summary(kind: str, obj: dict[str, object]) -> list[tuple[str, str]]:
     workload_spec = spec(obj)
-    rows = [
+    return [
         ("Kind", kind),
         ("User", str(workload_spec.get("user") or "-")),
         ("Queue", str(workload_spec.get("clusterQueue") or "kaiwo (default)")),
@@ -353,10 +369,6 @@ def _summary(kind: str, obj: dict[str, object]) -> list[tuple[str, str]]:
         ("Created", str(meta(obj).get("creationTimestamp") or "-")),
         ("Started", str(status(obj).get("startTime") or "-")),
     ]
-    preempted = condition(obj, "WorkloadTerminatedEarly")
-    if preempted is not None:
-        rows.append(("Terminated early", f"{preempted.get('reason')}: {preempted.get('message')}"))
-    return rows
 
 
 def _conditions(obj: dict[str, object]) -> list[tuple[str, str, str, str]]:

@@ -460,3 +460,22 @@ def everything(_namespace: str) -> bool:
 def only(namespaces: Iterable[str]) -> Visible:
     allowed = frozenset(namespaces)
     return lambda namespace: namespace in allowed
+
+
+def ending_of(obj: Obj) -> tuple[str, str, str] | None:
+    """(reason, message, beneficiary) when the workload was stopped early: its
+    ``WorkloadTerminatedEarly`` condition (or a True ``Preempted`` one), and the pending
+    workload it was stopped for (``status.preemptedFor``, ``Kind namespace/name``; "" for
+    nobody in particular, as under the GPU idle policy Always)."""
+    found = condition(obj, "WorkloadTerminatedEarly")
+    if found is None or found.get("status") == "False":
+        found = condition(obj, "Preempted")
+        if found is None or found.get("status") != "True":
+            return None
+    named = status(obj).get("preemptedFor") or {}
+    beneficiary = (
+        f"{named.get('kind')} {named.get('namespace')}/{named.get('name')}"
+        if named.get("kind") and named.get("name")
+        else ""
+    )
+    return str(found.get("reason") or ""), str(found.get("message") or ""), beneficiary
