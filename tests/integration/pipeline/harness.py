@@ -238,6 +238,7 @@ async def running_pipeline(
     metrics_endpoint: str | None = None,
     partitions: int = 1,
     replicas: Mapping[str, int] | None = None,
+    console_port: int | None = None,
 ) -> AsyncIterator[Pipeline]:
     """``kaiwo up`` with ``state_dir`` against a fresh fake API server (``--fake``), or against
     ``real`` in a namespace of its own.
@@ -250,6 +251,7 @@ async def running_pipeline(
     ``gateway_port``: start the OpenAI gateway too, on this port.
     ``partitions`` and ``replicas``: the stack's (:class:`StackOptions`); active-active
     planners and executors with ``partitions`` > 1.
+    ``console_port``: start the web console too (anonymous on loopback, as ``kaiwo up``).
     """
     scale = {"partitions": partitions, "replicas": dict(replicas or {})}
     env = {**SERVICE_ENV, **(service_env or {})}
@@ -264,6 +266,7 @@ async def running_pipeline(
                 env=env,
                 metrics=metrics_endpoint,
                 gateway_port=gateway_port,
+                console_port=console_port,
                 **scale,
             )
             stack = await exits.enter_async_context(LocalStack(options))
@@ -284,6 +287,7 @@ async def running_pipeline(
                 env=env,
                 metrics=metrics_endpoint,
                 gateway_port=gateway_port,
+                console_port=console_port,
                 **scale,
             )
             stack = await exits.enter_async_context(LocalStack(options))
@@ -325,6 +329,7 @@ def _stack_options(
     metrics: str | None = None,
     partitions: int = 1,
     replicas: Mapping[str, int] | None = None,
+    console_port: int | None = None,
 ) -> StackOptions:
     return StackOptions(
         state_dir=state_dir,
@@ -340,6 +345,7 @@ def _stack_options(
         metrics_endpoint=metrics,
         partitions=partitions,
         replicas=dict(replicas or {}),
+        console_port=console_port,
     )
 
 

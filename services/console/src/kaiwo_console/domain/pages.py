@@ -507,18 +507,24 @@ def load_chart(
     path = (
         f'<polyline points="{line}" fill="none" stroke="#5b9bd5" stroke-width="2"/>'
         if len(points) > 1
-        else ""
+        else "".join(
+            f'<circle cx="{x(p.time):.1f}" cy="{height - p.active / top * height:.1f}" r="3" '
+            f'fill="#5b9bd5"><title>{p.active} in flight</title></circle>'
+            for p in points
+        )
     )
     ticks = "".join(
         f'<line x1="{x(d.time):.1f}" x2="{x(d.time):.1f}" y1="0" y2="{height}" '
         f'stroke="#8e44ad"><title>{d.time:%H:%M:%S} {d.from_replicas} → {d.replicas}: '
         f"{escape(d.reason)}</title></line>"
-        f'<text x="{x(d.time) + 2:.1f}" y="10" font-size="10">{d.replicas}</text>'
+        f'<text x="{min(x(d.time) + 2, width - 10):.1f}" y="10" font-size="10">'
+        f"{d.replicas}</text>"
         for d in decisions
     )
     return (
         f'<svg class=load width="{width}" height="{height}" role="img" '
-        f'aria-label="requests in flight and scaling decisions">{path}{ticks}</svg>'
+        f'aria-label="requests in flight and scaling decisions">'
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#f4f6f8"/>{path}{ticks}</svg>'
     )
 
 

@@ -9,8 +9,8 @@ NVIDIA GPUs to free. A pending workload of a namespace the caller may not see ke
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -93,11 +93,26 @@ def pending_estimates(
     settings: EtaSettings | None = None,
 ) -> dict[tuple[str, str], PendingEntry]:
     """(namespace, workload name) -> its place and estimate, over every queue."""
-    found = {}
-    for view in queue_views(state, records, now=now, visible=lambda _ns: True, settings=settings):
-        for entry in view.pending:
-            found[(entry.namespace, entry.name)] = entry
-    return found
+    return estimates_in(
+        queue_views(state, records, now=now, visible=lambda _ns: True, settings=settings)
+    )
+
+
+def estimates_in(views: Sequence[QueueView]) -> dict[tuple[str, str], PendingEntry]:
+    """(namespace, workload name) -> its place and estimate, from views that hide nothing."""
+    return {(e.namespace, e.name): e for view in views for e in view.pending}
+
+
+def seen_by(views: Sequence[QueueView], visible: Visible) -> list[QueueView]:
+    """Views computed for everyone, as ``visible`` may see them: a pending workload of a
+    namespace it may not see keeps its place but not its name."""
+    return [
+        replace(
+            view,
+            pending=tuple(e if visible(e.namespace) else replace(e, name="") for e in view.pending),
+        )
+        for view in views
+    ]
 
 
 def _estimated(
