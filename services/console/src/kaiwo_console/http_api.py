@@ -49,7 +49,7 @@ from kaiwo_console.domain.cluster import (
 )
 from kaiwo_console.domain.history import QueueRecords
 from kaiwo_console.domain.model_load import ModelLoads
-from kaiwo_console.domain.queues import QueueView, estimates_in, queue_views, seen_by
+from kaiwo_console.domain.queues import EstimateMemo, pending_estimates, queue_views
 from kaiwo_console.metrics import ConsoleMetrics
 
 log = structlog.get_logger("kaiwo.console.http")
@@ -104,29 +104,13 @@ class Console:
     """The gateway's requests in flight and autoscaler decisions per Model."""
 
     estimates_max_age_seconds: float = 30.0
-    """How long the queues' estimates computed for one version of the state and the history
-    serve every page and reader (decision 0051): estimates are absolute times, so a few
-    seconds old they say the same; a change of either recomputes them."""
+    """How long a queue's estimates serve every page and reader while nothing they read
+    changed (estimates are absolute times: a few seconds old, they say the same)."""
 
     def __post_init__(self) -> None:
         self._changed = asyncio.Condition()
         self._history_version = 0
-        self._views: tuple[str, datetime, list[QueueView]] | None = None
-
-    def _queue_views(self, now: datetime) -> list[QueueView]:
-        """Every queue's view for everyone, computed once per version and shared."""
-        cached = self._views
-        if (
-            cached is not None
-            and cached[0] == self.version
-            and 0 <= (now - cached[1]).total_seconds() < self.estimates_max_age_seconds
-        ):
-            return cached[2]
-        views = queue_views(
-            self.state, self.records, now=now, visible=everything, settings=self.eta
-        )
-        self._views = (self.version, now, views)
-        return views
+        self.memo = EstimateMemo(max_age_seconds=self.estimates_max_age_seconds)
 
     # ------------------------------------------------------------------ change notices
 
@@ -258,7 +242,9 @@ class Console:
         async def render(viewer: Viewer) -> Rendered:
             now = self.clock()
             rows = workload_rows(self.state, viewer.visible, chosen)
-            estimates = estimates_in(self._queue_views(now))
+            estimates = pending_estimates(
+                self.state, self.records, now=now, settings=self.eta, memo=self.memo
+            )
             return (
                 "Workloads",
                 pages.workloads_body(rows, chosen, now=now, estimates=estimates),
@@ -295,7 +281,9 @@ class Console:
             ]
             history = await self.timeline(str(meta(obj).get("uid") or ""))
             ending = ending_of(obj)
-            estimate = estimates_in(self._queue_views(now)).get((namespace, name))
+            estimate = pending_estimates(
+                self.state, self.records, now=now, settings=self.eta, memo=self.memo
+            ).get((namespace, name))
             body = pages.workload_body(
                 row,
                 summary=_summary(kind, obj),
@@ -314,7 +302,14 @@ class Console:
     async def _queues(self, request: web.Request) -> web.Response:
         async def render(viewer: Viewer) -> Rendered:
             now = self.clock()
-            views = seen_by(self._queue_views(now), viewer.visible)
+            views = queue_views(
+                self.state,
+                self.records,
+                now=now,
+                visible=viewer.visible,
+                settings=self.eta,
+                memo=self.memo,
+            )
             return "Queues", pages.queues_body(views, now=now), 200
 
         return await self._serve(request, "queues", render)

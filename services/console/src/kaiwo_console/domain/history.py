@@ -48,6 +48,8 @@ class QueueRecords:
     ended: set[str] = field(default_factory=set)
     hourly: dict[str, dict[datetime, int]] = field(default_factory=dict)
     """Admissions per ClusterQueue per hour (for the plot)."""
+    version: int = 0
+    """Counts changes of the admissions and run times (what the estimates read)."""
 
     def apply(self, *, event: str, obj: Mapping[str, Any], recorded: datetime) -> None:
         uid = str(meta(obj).get("uid") or "")
@@ -65,12 +67,14 @@ class QueueRecords:
             hour = at.replace(minute=0, second=0, microsecond=0)
             per_hour = self.hourly.setdefault(queue, {})
             per_hour[hour] = per_hour.get(hour, 0) + 1
+            self.version += 1
             return
         if known is not None and (is_finished(obj) or not admitted):
             finished = condition(obj, "Finished")
             at = (parse_time(finished.get("lastTransitionTime")) if finished else None) or recorded
             self.runs.setdefault(known.lane, []).append(max((at - known.at).total_seconds(), 0.0))
             del self.open[uid]
+            self.version += 1
             if is_finished(obj) or event == "DELETED":
                 self.ended.add(uid)
 

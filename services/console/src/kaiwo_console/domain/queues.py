@@ -9,8 +9,8 @@ NVIDIA GPUs to free. A pending workload of a namespace the caller may not see ke
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -63,7 +63,10 @@ def queue_views(
     visible: Visible,
     settings: EtaSettings | None = None,
     hours: int = 24,
+    memo: EstimateMemo | None = None,
 ) -> list[QueueView]:
+    """Every ClusterQueue's view as ``visible`` may see it. With ``memo``, a queue's
+    estimates are computed again only when what they read changed (or they grew too old)."""
     views = []
     for queue in sorted(state.of(CLUSTER_QUEUE), key=lambda q: str(meta(q).get("name"))):
         name = str(meta(queue).get("name") or "")
@@ -78,7 +81,10 @@ def queue_views(
                 name=name,
                 quota=tuple(quota_use(state, queue)),
                 admitted=len(running),
-                pending=_estimated(state, records, name, running, waiting, now, visible, settings),
+                pending=_hidden(
+                    _remembered(state, records, name, running, waiting, now, settings, memo),
+                    visible,
+                ),
                 admissions_by_hour=tuple(records.admissions_by_hour(name, now=now, hours=hours)),
             )
         )
@@ -91,28 +97,80 @@ def pending_estimates(
     *,
     now: datetime,
     settings: EtaSettings | None = None,
+    memo: EstimateMemo | None = None,
 ) -> dict[tuple[str, str], PendingEntry]:
     """(namespace, workload name) -> its place and estimate, over every queue."""
     return estimates_in(
-        queue_views(state, records, now=now, visible=lambda _ns: True, settings=settings)
+        queue_views(state, records, now=now, visible=lambda _ns: True, settings=settings, memo=memo)
     )
+
+
+@dataclass
+class EstimateMemo:
+    """Each queue's last estimates and what they were computed from (the console keeps one
+    for every page and reader): a change elsewhere in the cluster, or in another queue, does
+    not replay this one. Estimates are absolute times, so for ``max_age_seconds`` they say
+    the same; after that they are replayed from the new ``now``."""
+
+    max_age_seconds: float = 30.0
+    entries: dict[str, tuple[Hashable, datetime, tuple[PendingEntry, ...]]] = field(
+        default_factory=dict
+    )
+    computed: int = 0
+    """How many times a queue was estimated (replayed)."""
+
+
+def _remembered(
+    state: ClusterState,
+    records: QueueRecords,
+    queue: str,
+    running: list[dict[str, Any]],
+    waiting: list[dict[str, Any]],
+    now: datetime,
+    settings: EtaSettings | None,
+    memo: EstimateMemo | None,
+) -> tuple[PendingEntry, ...]:
+    if memo is None:
+        return _estimated(state, records, queue, running, waiting, now, settings)
+    inputs = (
+        records.version,
+        tuple(sorted(gpu_quota(state, queue).items())),
+        tuple(_input(state, w) for w in running),
+        tuple(_input(state, w) for w in waiting),
+    )
+    known = memo.entries.get(queue)
+    if (
+        known is not None
+        and known[0] == inputs
+        and 0 <= (now - known[1]).total_seconds() < memo.max_age_seconds
+    ):
+        return known[2]
+    entries = _estimated(state, records, queue, running, waiting, now, settings)
+    memo.entries[queue] = (inputs, now, entries)
+    memo.computed += 1
+    return entries
+
+
+def _input(state: ClusterState, kueue_workload: Mapping[str, Any]) -> Hashable:
+    """What an estimate reads of a Kueue Workload: which one, its version (its admission,
+    GPUs, order), and the duration its workload declared."""
+    metadata = meta(kueue_workload)
+    return (
+        str(metadata.get("uid") or metadata.get("name")),
+        str(metadata.get("resourceVersion") or ""),
+        _declared(state, kueue_workload),
+    )
+
+
+def _hidden(entries: tuple[PendingEntry, ...], visible: Visible) -> tuple[PendingEntry, ...]:
+    """A pending workload of a namespace the reader may not see keeps its place, not its
+    name."""
+    return tuple(e if visible(e.namespace) else replace(e, name="") for e in entries)
 
 
 def estimates_in(views: Sequence[QueueView]) -> dict[tuple[str, str], PendingEntry]:
     """(namespace, workload name) -> its place and estimate, from views that hide nothing."""
     return {(e.namespace, e.name): e for view in views for e in view.pending}
-
-
-def seen_by(views: Sequence[QueueView], visible: Visible) -> list[QueueView]:
-    """Views computed for everyone, as ``visible`` may see them: a pending workload of a
-    namespace it may not see keeps its place but not its name."""
-    return [
-        replace(
-            view,
-            pending=tuple(e if visible(e.namespace) else replace(e, name="") for e in view.pending),
-        )
-        for view in views
-    ]
 
 
 def _estimated(
@@ -122,9 +180,9 @@ def _estimated(
     running: list[dict[str, Any]],
     waiting: list[dict[str, Any]],
     now: datetime,
-    visible: Visible,
     settings: EtaSettings | None,
 ) -> tuple[PendingEntry, ...]:
+    """Estimated for a reader who sees everything."""
     placed = lane_estimates(
         queue=queue,
         capacity=gpu_quota(state, queue),
@@ -138,7 +196,7 @@ def _estimated(
     return tuple(
         PendingEntry(
             namespace=one.namespace,
-            name=one.owner if visible(one.namespace) else "",
+            name=one.owner,
             gpus=one.gpus,
             resource=one.resource,
             eta=one.eta,
