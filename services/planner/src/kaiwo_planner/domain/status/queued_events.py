@@ -30,6 +30,7 @@ from kaiwo_contracts.events.subjects import public_workload_subject
 from kaiwo_contracts.queue_estimates.kueue import (
     Placed,
     cluster_estimates,
+    cluster_queue_of,
     declared_durations,
     is_admitted,
     is_finished,
@@ -104,8 +105,16 @@ def derive_queued_event(
         or (previous is not None and is_waiting(previous))
     ):
         return None
+    # Only the ClusterQueue it waits in is replayed (the others cannot hold it up).
+    to_cluster_queue = {
+        (str(_meta(q).get("namespace") or ""), str(_meta(q).get("name") or "")): str(
+            (q.get("spec") or {}).get("clusterQueue") or ""
+        )
+        for q in queues.local_queues
+    }
+    waits_in = cluster_queue_of(kueue_workload, to_cluster_queue)
     estimates = cluster_estimates(
-        cluster_queues=queues.cluster_queues,
+        cluster_queues=[q for q in queues.cluster_queues if _meta(q).get("name") == waits_in],
         local_queues=queues.local_queues,
         kueue_workloads=queues.kueue_workloads,
         declared=declared_durations(queues.workloads),
@@ -153,6 +162,10 @@ def start_estimate(placed: Placed) -> StartEstimate:
         admissions_per_hour=eta.basis.admissions_per_hour,
         capacity_gpus=eta.basis.capacity_gpus,
     )
+
+
+def _meta(obj: Obj) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
 
 
 def _text(value: Any) -> str | None:
