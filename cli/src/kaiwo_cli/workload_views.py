@@ -215,6 +215,7 @@ def status_report(
     now: datetime,
     recent_events: int = 10,
     estimate: Placed | None = None,
+    estimate_partial: bool = False,
 ) -> str:
     """``kaiwo status``: what a person asks first, in the order they ask it; a pending one's
     place in its ClusterQueue and estimated start (decision 0055) when ``estimate`` is given."""
@@ -227,6 +228,11 @@ def status_report(
     ]
     if estimate is not None:
         lines += _estimate_lines(estimate, now=now)
+        if estimate_partial:
+            lines.append(
+                "           (from your namespace's workloads only: others' were not readable,"
+                " so it may start later)"
+            )
     lines.append(f"Age:       {age(meta.get('creationTimestamp'), now)}")
     if status.get("startTime"):
         lines.append(f"Started:   {status['startTime']}")

@@ -242,3 +242,32 @@ def test_status_of_a_pending_workload_shows_its_estimated_start_and_the_basis() 
         "Basis:     declared durations: 0 runs, 3 declared, 8 GPUs",
         "Age:       2m",
     ]
+
+
+def test_an_estimate_from_ones_own_namespace_only_says_so() -> None:
+    basis = Basis(
+        method=Method.NO_HISTORY,
+        recorded_runs=0,
+        declared=0,
+        admissions_per_hour=None,
+        capacity_gpus=8,
+    )
+    eta = Eta("uid-kw", 1, None, None, None, basis)
+
+    report = status_report(
+        workload("KaiwoJob", "train", phase="PENDING"),
+        children=[],
+        pods=[],
+        events=[],
+        position=QueuePosition(queue="team-nlp", position=1, pending=1),
+        now=NOW,
+        estimate=Placed("uid-kw", "ml-team", "train", "team-nlp", "amd.com/gpu", 8, eta),
+        estimate_partial=True,
+    )
+
+    assert report.splitlines()[4:7] == [
+        "Estimate:  #1 in team-nlp (amd.com/gpu), starts no estimate, 80% between -",
+        "Basis:     no history: 0 runs, 0 declared, 8 GPUs",
+        "           (from your namespace's workloads only: others' were not readable, so it "
+        "may start later)",
+    ]

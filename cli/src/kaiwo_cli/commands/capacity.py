@@ -60,6 +60,11 @@ def queues(
             now=now,
         )
         pending = pending_table(waiting, now=now, estimates=estimates)
+        if not world.whole:
+            pending += (
+                "\n(estimated from the workloads of this namespace only: others' were not "
+                "readable, so they may start later)"
+            )
         return "\n\n".join(
             [
                 cluster_queue_table(cluster_queues, waiting),

@@ -522,7 +522,7 @@ async def _status_now(
     pods = await access.pods_of(kube, found, children)
     events = await access.events_about(kube, ns, [found, *children, *pods])
     position = queue_position(found, await access.kueue_workloads(kube, namespace=ns))
-    estimate = await _estimate(kube, found) if position is not None else None
+    estimate, partial = await _estimate(kube, found) if position is not None else (None, False)
 
     def report(now: datetime, estimate: Placed | None) -> str:
         return status_report(
@@ -533,14 +533,16 @@ async def _status_now(
             position=position,
             now=now,
             estimate=estimate,
+            estimate_partial=partial,
         )
 
     # The estimate moves with the clock; a watch prints again when the objects change.
     return found, report(_now(), estimate), report(_STILL, None)
 
 
-async def _estimate(kube: KubernetesPort, workload: dict[str, Any]) -> Placed | None:
-    """The pending workload's place in its ClusterQueue and estimated start (decision 0055)."""
+async def _estimate(kube: KubernetesPort, workload: dict[str, Any]) -> tuple[Placed | None, bool]:
+    """The pending workload's place in its ClusterQueue and estimated start (decision 0055),
+    and whether it was estimated from its own namespace only."""
     from kaiwo_contracts.queue_estimates.kueue import (
         cluster_estimates,
         declared_durations,
@@ -558,7 +560,7 @@ async def _estimate(kube: KubernetesPort, workload: dict[str, Any]) -> Placed | 
         declared=declared_durations(world.workloads),
         now=_now(),
     )
-    return placed_for(workload, world.kueue_workloads, estimates)
+    return placed_for(workload, world.kueue_workloads, estimates), not world.whole
 
 
 # --------------------------------------------------------------------------- logs
