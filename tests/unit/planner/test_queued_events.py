@@ -75,6 +75,16 @@ def test_the_workload_is_found_through_the_job_it_owns_or_the_job_uid_label() ->
     assert owning_workload(stray, lookup) is None
 
 
+def test_a_workload_whose_job_was_not_seen_yet_is_found_by_the_jobs_name() -> None:
+    early = kueue_workload(ownerReferences=[{"kind": "Job", "name": "train", "uid": "uid-new"}])
+
+    def named(namespace: str, name: str) -> dict[str, Any] | None:
+        return JOB if (namespace, name) == ("ml", "train") else None
+
+    assert owning_workload(early, lookup) is None
+    assert owning_workload(early, lookup, named) is JOB
+
+
 def test_queued_once_per_wait_and_never_for_a_deletion() -> None:
     waiting, admitted = kueue_workload(), kueue_workload(admitted=True)
 

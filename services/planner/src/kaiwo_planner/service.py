@@ -714,7 +714,17 @@ class PlannerService:
         if not is_kueue_workload(observed):
             return ()
         projection = self._projection
-        workload = owning_workload(observed.object, projection.by_uid)
+
+        def named(namespace: str, name: str) -> Mapping[str, Any] | None:
+            for kind in ("KaiwoJob", "KaiwoService"):
+                found = projection.find(
+                    group=KAIWO_GROUP, kind=kind, name=name, namespace=namespace
+                )
+                if found is not None:
+                    return found
+            return None
+
+        workload = owning_workload(observed.object, projection.by_uid, named)
         if workload is None:
             return ()
 

@@ -43,6 +43,8 @@ KUEUE_GROUP: Final = "kueue.x-k8s.io"
 Obj = Mapping[str, Any]
 Lookup = Callable[[str], Obj | None]
 """An object the planner holds, by uid."""
+Named = Callable[[str, str], Obj | None]
+"""A KaiwoJob or KaiwoService the planner holds, by namespace and name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,10 +66,12 @@ def is_waiting(kueue_workload: Obj) -> bool:
     return not is_admitted(kueue_workload) and not is_finished(kueue_workload)
 
 
-def owning_workload(kueue_workload: Obj, lookup: Lookup) -> Obj | None:
+def owning_workload(kueue_workload: Obj, lookup: Lookup, named: Named | None = None) -> Obj | None:
     """The KaiwoJob or KaiwoService behind a Kueue Workload: its owner, or its owner's owner
     (a Kueue Workload is owned by the Job or Deployment the planner made for the workload),
-    or the object its ``kueue.x-k8s.io/job-uid`` label names."""
+    or the object its ``kueue.x-k8s.io/job-uid`` label names; when the planner has not seen
+    that Job yet (each kind is watched on its own, so the Workload may come first), the
+    workload of the Job's name in its namespace (the planner names the Job after it)."""
     metadata = kueue_workload.get("metadata") or {}
     uids = [str(r.get("uid")) for r in metadata.get("ownerReferences") or () if r.get("uid")]
     label = (metadata.get("labels") or {}).get("kueue.x-k8s.io/job-uid")
@@ -83,6 +87,14 @@ def owning_workload(kueue_workload: Obj, lookup: Lookup) -> Obj | None:
             above = lookup(str(ref.get("uid") or ""))
             if above is not None and is_public_workload(above):
                 return above
+    if named is None:
+        return None
+    namespace = str(metadata.get("namespace") or "")
+    for ref in metadata.get("ownerReferences") or ():
+        if lookup(str(ref.get("uid") or "")) is None and ref.get("name"):
+            found = named(namespace, str(ref["name"]))
+            if found is not None and is_public_workload(found):
+                return found
     return None
 
 
