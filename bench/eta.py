@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from kaiwo_console.domain.eta import (
+from kaiwo_contracts.queue_estimates.eta import (
     EtaSettings,
     QueueHistory,
     QueueNow,

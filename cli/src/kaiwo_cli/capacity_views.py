@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from kaiwo_planner.domain.queues.node_pools import NODEPOOL_LABEL
 from kaiwo_planner.domain.state.nodes import (
@@ -26,6 +26,9 @@ from kaiwo_planner.domain.state.nodes import (
 
 from kaiwo_cli.text_tables import render_table
 from kaiwo_cli.workload_views import age
+
+if TYPE_CHECKING:
+    from kaiwo_contracts.queue_estimates.kueue import Placed
 
 FINISHED_POD_PHASES: Final = frozenset({"Succeeded", "Failed"})
 
@@ -145,8 +148,15 @@ def local_queue_table(
     return render_table(["NAMESPACE", "LOCALQUEUE", "CLUSTERQUEUE", "PENDING", "ADMITTED"], rows)
 
 
-def pending_table(kueue_workloads: Sequence[Mapping[str, Any]], *, now: datetime) -> str:
-    """The Workloads not admitted yet, by LocalQueue in admission order (priority, then age)."""
+def pending_table(
+    kueue_workloads: Sequence[Mapping[str, Any]],
+    *,
+    now: datetime,
+    estimates: Mapping[str, Placed] | None = None,
+) -> str:
+    """The Workloads not admitted yet, by LocalQueue in admission order (priority, then age);
+    with ``estimates`` (by Kueue Workload uid), each one's place in its ClusterQueue's GPU lane
+    (#), estimated start, the 80% band and the basis (decision 0055)."""
     waiting = [w for w in kueue_workloads if not is_admitted(w) and not is_finished(w)]
     by_queue: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for workload in waiting:
@@ -163,16 +173,34 @@ def pending_table(kueue_workloads: Sequence[Mapping[str, Any]], *, now: datetime
             ),
         )
         for position, workload in enumerate(ordered, start=1):
-            rows.append(
-                [
-                    queue,
-                    str(position),
-                    _owner(workload),
-                    str(_spec(workload).get("priority") or 0),
-                    age(_meta(workload).get("creationTimestamp"), now),
-                ]
-            )
-    return render_table(["LOCALQUEUE", "POSITION", "WORKLOAD", "PRIORITY", "AGE"], rows)
+            row = [
+                queue,
+                str(position),
+                _owner(workload),
+                str(_spec(workload).get("priority") or 0),
+                age(_meta(workload).get("creationTimestamp"), now),
+            ]
+            if estimates is not None:
+                row += _estimate_cells(estimates.get(str(_meta(workload).get("uid"))), now=now)
+            rows.append(row)
+    header = ["LOCALQUEUE", "POSITION", "WORKLOAD", "PRIORITY", "AGE"]
+    if estimates is not None:
+        header += ["#", "STARTS", "80%", "BASIS"]
+    return render_table(header, rows)
+
+
+def _estimate_cells(placed: Placed | None, *, now: datetime) -> list[str]:
+    from kaiwo_contracts.queue_estimates.kueue import band_words, basis_words, start_words
+
+    if placed is None:
+        return ["-", "-", "-", "-"]
+    eta = placed.eta
+    return [
+        f"{eta.position} in {placed.queue}",
+        start_words(eta, now=now),
+        band_words(eta),
+        basis_words(eta),
+    ]
 
 
 def _owner(kueue_workload: Mapping[str, Any]) -> str:

@@ -29,6 +29,7 @@ RUN_ID_LABEL: Final = "kaiwo.silogen.ai/run-id"
 """What the planner puts on every pod template of a workload: its uid. A Deployment's pods
 carry only this (a Job's carry the Job's name as well)."""
 JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
+FORBIDDEN: Final = 403
 WORKLOAD_TYPES: Final = (resources.KAIWO_JOB, resources.KAIWO_SERVICE)
 CHILD_TYPES: Final = (
     resources.PERSISTENT_VOLUME_CLAIM,
@@ -214,3 +215,41 @@ async def kueue_workloads(kube: KubernetesPort, *, namespace: str | None) -> lis
 def one_line(error: KubeError | Exception) -> str:
     message = getattr(error, "message", "") or str(error) or type(error).__name__
     return " ".join(str(message).split())
+
+
+@dataclass(frozen=True, slots=True)
+class QueueWorld:
+    """What the estimates of a ClusterQueue read: its queues, every Workload that competes in
+    it, and the workloads that declare durations."""
+
+    cluster_queues: list[dict[str, Any]]
+    local_queues: list[dict[str, Any]]
+    kueue_workloads: list[dict[str, Any]]
+    workloads: list[dict[str, Any]]
+    whole: bool
+    """False when the caller may not list every namespace: the estimate then counts only the
+    Workloads of ``namespace`` (others' would hold it up, so it is optimistic)."""
+
+
+async def queue_world(kube: KubernetesPort, *, namespace: str | None) -> QueueWorld:
+    """Every namespace's Kueue Workloads, LocalQueues and workloads (a queue is shared: what
+    waits ahead in other namespaces counts), else, refused those (403), ``namespace``'s."""
+    cluster_queues = await optional_list(kube, resources.KUEUE_CLUSTER_QUEUE, namespace=None)
+    try:
+        return QueueWorld(
+            cluster_queues,
+            await optional_list(kube, resources.KUEUE_LOCAL_QUEUE, namespace=None),
+            await kueue_workloads(kube, namespace=None),
+            await list_workloads(kube, namespace=None),
+            whole=True,
+        )
+    except KubeError as error:
+        if error.code != FORBIDDEN or namespace is None:
+            raise
+    return QueueWorld(
+        cluster_queues,
+        await optional_list(kube, resources.KUEUE_LOCAL_QUEUE, namespace=namespace),
+        await kueue_workloads(kube, namespace=namespace),
+        await list_workloads(kube, namespace=namespace),
+        whole=False,
+    )

@@ -8,9 +8,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from kaiwo_cli.text_tables import render_table
+
+if TYPE_CHECKING:
+    from kaiwo_contracts.queue_estimates.kueue import Placed
 
 WORKLOAD_KINDS: Final = ("KaiwoJob", "KaiwoService")
 FINAL_PHASES: Final = frozenset({"COMPLETE", "FAILED", "TERMINATED"})
@@ -211,16 +214,26 @@ def status_report(
     position: QueuePosition | None,
     now: datetime,
     recent_events: int = 10,
+    estimate: Placed | None = None,
+    estimate_partial: bool = False,
 ) -> str:
-    """``kaiwo status``: what a person asks first, in the order they ask it."""
+    """``kaiwo status``: what a person asks first, in the order they ask it; a pending one's
+    place in its ClusterQueue and estimated start (decision 0055) when ``estimate`` is given."""
     meta, spec, status = _meta(workload), _spec(workload), _status(workload)
     lines = [
         f"{workload.get('kind')} {meta.get('namespace')}/{meta.get('name')}",
         f"Phase:     {phase_of(workload)}",
         f"User:      {spec.get('user') or '-'}",
         f"Queue:     {_queue_line(spec, position)}",
-        f"Age:       {age(meta.get('creationTimestamp'), now)}",
     ]
+    if estimate is not None:
+        lines += _estimate_lines(estimate, now=now)
+        if estimate_partial:
+            lines.append(
+                "           (from your namespace's workloads only: others' were not readable,"
+                " so it may start later)"
+            )
+    lines.append(f"Age:       {age(meta.get('creationTimestamp'), now)}")
     if status.get("startTime"):
         lines.append(f"Started:   {status['startTime']}")
     lines.append("")
@@ -283,6 +296,17 @@ def _queue_line(spec: Mapping[str, Any], position: QueuePosition | None) -> str:
     return (
         f"{queue} (waiting: {position.position} of {position.pending} pending in {position.queue})"
     )
+
+
+def _estimate_lines(estimate: Placed, *, now: datetime) -> list[str]:
+    from kaiwo_contracts.queue_estimates.kueue import band_words, basis_words, start_words
+
+    eta = estimate.eta
+    return [
+        f"Estimate:  #{eta.position} in {estimate.queue} ({estimate.resource or 'no GPUs'}), "
+        f"starts {start_words(eta, now=now)}, 80% between {band_words(eta)}",
+        f"Basis:     {basis_words(eta)}",
+    ]
 
 
 def _indent(text: str) -> str:

@@ -36,7 +36,7 @@ from kaiwo_contracts.events.autoscaling import ActiveRequestsV1, ScaleDecidedV1
 from kaiwo_contracts.events.monitor import PreemptionDecidedV1, UnderutilizedV1, UtilizationV1
 from kaiwo_contracts.events.observed import ObservedObjectV1
 from kaiwo_contracts.events.plans import PlanDecidedV1
-from kaiwo_contracts.events.public import PreemptionV1, WorkloadEventV1
+from kaiwo_contracts.events.public import PreemptionV1, WorkloadEventV1, WorkloadEventV2
 from kaiwo_contracts.events.results import ApplyResultV1, PlanRefusedV1
 from kaiwo_contracts.events.subjects import (
     MonitorTopic,
@@ -143,8 +143,8 @@ def _finding_subject(envelope: Envelope[Any]) -> str:
     if isinstance(data, ScaleDecidedV1):
         uid = data.model.uid or envelope.correlationid
         return scale_subject(namespace=data.model.namespace or "", uid=uid)
-    if isinstance(data, WorkloadEventV1 | PreemptionV1):
-        workload_ref = data.workload if isinstance(data, WorkloadEventV1) else data.victim
+    if isinstance(data, WorkloadEventV1 | WorkloadEventV2 | PreemptionV1):
+        workload_ref = data.victim if isinstance(data, PreemptionV1) else data.workload
         return public_workload_subject(
             namespace=workload_ref.namespace, kind=workload_ref.kind, uid=workload_ref.uid
         )

@@ -23,9 +23,12 @@ import pytest_asyncio
 from kaiwo_console.__main__ import serve
 from kaiwo_console.settings import ConsoleSettings
 from kaiwo_contracts.access import Caller
+from kaiwo_contracts.events.autoscaling import ActiveRequestsV1, ModelLoad, ScaleDecidedV1
+from kaiwo_contracts.events.monitor import UtilizationV1
 from kaiwo_contracts.events.observed import ObservedObjectV1
 from kaiwo_contracts.events.permissions import ADMIN, WATCHER, operator_identities
 from kaiwo_contracts.events.streams import bus_topology
+from kaiwo_contracts.plans import ObjectRef
 from kaiwo_eventstore import NewEvent, open_event_store
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_credentials import write_credentials
@@ -91,6 +94,103 @@ def recorded(obj: dict[str, Any], position: int, at: datetime) -> NewEvent:
     )
 
 
+def utilization(name: str, ratio: float, at: datetime) -> NewEvent:
+    uid = f"uid-team-a-{name}"
+    payload = UtilizationV1(
+        workload=ObjectRef(
+            api_version="kaiwo.silogen.ai/v1alpha1",
+            kind="KaiwoJob",
+            name=name,
+            namespace="team-a",
+            uid=uid,
+        ),
+        vendor="amd",
+        gpu_count=16,
+        pod_count=2,
+        utilization_ratio=ratio,
+        window_start=at - timedelta(minutes=1),
+        window_end=at,
+        low_utilization_threshold_ratio=0.2,
+    )
+    return NewEvent(
+        event_id=f"{uid}:utilization:{at.isoformat()}",
+        stream_id=f"workload/{uid}",
+        type=UtilizationV1.EVENT_TYPE,
+        time=at,
+        source="/kaiwo/monitor",
+        correlation_id=uid,
+        data=payload.model_dump(mode="json", by_alias=True),
+        subject=f"team-a/{name}",
+    )
+
+
+LLAMA = ObjectRef(
+    api_version="kubeai.org/v1", kind="Model", name="llama", namespace="team-a", uid="uid-llama"
+)
+
+
+def load_report(active: int, at: datetime) -> NewEvent:
+    payload = ActiveRequestsV1(
+        gateway="gateway-0",
+        interval_seconds=3600,
+        models=(ModelLoad(model=LLAMA, active_requests=active, waiting_requests=1),),
+    )
+    return NewEvent(
+        event_id=f"gateway-0:{at.isoformat()}",
+        stream_id="gateway/gateway-0",
+        type=ActiveRequestsV1.EVENT_TYPE,
+        time=at,
+        source="/kaiwo/gateway",
+        correlation_id="gateway-0",
+        data=payload.model_dump(mode="json", by_alias=True),
+    )
+
+
+def scale_decision(before: int, after: int, at: datetime) -> NewEvent:
+    payload = ScaleDecidedV1(
+        model=LLAMA,
+        generation=1,
+        from_replicas=before,
+        replicas=after,
+        active_requests=6,
+        average_active_requests=6,
+        window_seconds=60,
+        samples=12,
+        target_requests=4,
+        scale_down_delay_seconds=30,
+        reason="6.0 requests on average over 60 s, target 4 per replica",
+    )
+    return NewEvent(
+        event_id=f"uid-llama:scale:{at.isoformat()}",
+        stream_id="model/uid-llama",
+        type=ScaleDecidedV1.EVENT_TYPE,
+        time=at,
+        source="/kaiwo/gateway",
+        correlation_id="uid-llama",
+        data=payload.model_dump(mode="json", by_alias=True),
+    )
+
+
+def llama_model() -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeai.org/v1",
+        "kind": "Model",
+        "metadata": {"name": "llama", "namespace": "team-a", "uid": "uid-llama"},
+        "spec": {"engine": "VLLM", "replicas": 2, "minReplicas": 1, "maxReplicas": 3},
+        "status": {"replicas": {"all": 1, "ready": 1}},
+    }
+
+
+PREEMPTED = [
+    {
+        "type": "WorkloadTerminatedEarly",
+        "status": "True",
+        "reason": "GpuIdlePreemption",
+        "message": "GPUs idle below 20% for 30m",
+    }
+]
+
+
 async def record_history(url: str) -> None:
     """Five finished 60-minute runs in the research queue, and eval's own observations."""
     store = await open_event_store(url)
@@ -120,6 +220,13 @@ async def record_history(url: str) -> None:
             )
         events.append(recorded(kaiwojob("eval", phase="NEW"), 100, NOW - timedelta(minutes=5)))
         events.append(recorded(kaiwojob("eval", phase="PENDING"), 101, NOW - timedelta(minutes=4)))
+        # train's GPUs as the monitor read them: 90%, 10%, 40% (a minute apart).
+        for index, ratio in enumerate((0.9, 0.1, 0.4)):
+            events.append(utilization("train", ratio, NOW - timedelta(minutes=3 - index)))
+        # The gateway: 6 requests in flight for llama, then the autoscaler's 1 -> 2.
+        for seconds, active in ((60, 2), (40, 5), (20, 6)):
+            events.append(load_report(active, NOW - timedelta(seconds=seconds)))
+        events.append(scale_decision(1, 2, NOW - timedelta(seconds=10)))
         await store.append(events)
     finally:
         await store.close()
@@ -150,6 +257,15 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
             kaiwojob("eval", phase="PENDING"),
             kueue_workload("eval", gpus=8, created=NOW - timedelta(minutes=4)),
             kaiwojob("other", "team-b", phase="RUNNING", queue="team-b"),
+            {
+                **kaiwojob("idle", phase="TERMINATED", conditions=PREEMPTED),
+                "status": {
+                    "status": "TERMINATED",
+                    "conditions": PREEMPTED,
+                    "preemptedFor": {"kind": "KaiwoJob", "namespace": "team-a", "name": "eval"},
+                },
+            },
+            llama_model(),
         ):
             await stack.observe(obj)
         settings = ConsoleSettings(
@@ -231,6 +347,35 @@ async def test_a_workload_page_shows_its_summary_and_its_recorded_timeline(stack
     assert "<svg id=phases" in html
 
 
+async def test_a_workload_page_draws_its_gpu_utilization_from_the_monitors_readings(
+    stack: Stack,
+) -> None:
+    _, html = await stack.get("/workloads/team-a/train", ALICE)
+
+    assert "<svg id=utilization" in html
+    assert "3 readings; last 40% at" in html
+
+
+async def test_a_preempted_workload_says_why_and_for_whom(stack: Stack) -> None:
+    _, html = await stack.get("/workloads/team-a/idle", ALICE)
+
+    assert "<b>GpuIdlePreemption</b> for <b id=beneficiary>KaiwoJob team-a/eval</b>" in html
+
+
+async def test_the_models_page_shows_requests_in_flight_and_the_autoscalers_decisions(
+    stack: Stack,
+) -> None:
+    async def reported() -> bool:
+        _, html = await stack.get("/models", ALICE)
+        return "<td class=inflight>6 (1 waiting)</td>" in html
+
+    await until(reported)
+    _, html = await stack.get("/models", ALICE)
+
+    assert "1 → 2 (load, average 6.0): 6.0 requests on average over 60 s" in html
+    assert "<svg class=load" in html
+
+
 async def test_gpu_nodes_need_the_right_to_list_nodes(stack: Stack) -> None:
     refused, _ = await stack.get("/nodes", ALICE)
     allowed, _ = await stack.get("/nodes", OPERATOR)
@@ -279,8 +424,10 @@ async def test_in_chromium_each_page_shows_what_the_reader_may_see(
                 ("/workloads", "workloads", "train"),
                 ("/queues", "queues", "research"),
                 ("/nodes", "nodes", "GPU nodes"),
-                ("/models", "models", "Models"),
+                ("/models", "models", "llama"),
                 ("/workloads/team-a/eval", "workload", "Timeline"),
+                ("/workloads/team-a/train", "workload-utilization", "3 readings"),
+                ("/workloads/team-a/idle", "workload-preempted", "GpuIdlePreemption"),
             ):
                 await page.goto(stack.url + path)
                 text = await page.evaluate("document.querySelector('main').innerText")

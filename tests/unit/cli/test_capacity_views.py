@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kaiwo_cli.capacity_views import (
@@ -12,6 +12,8 @@ from kaiwo_cli.capacity_views import (
     pending_table,
     pool_summary,
 )
+from kaiwo_contracts.queue_estimates.eta import Basis, Eta, Method
+from kaiwo_contracts.queue_estimates.kueue import Placed
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -53,6 +55,7 @@ def kueue_workload(
         "metadata": {
             "name": f"job-{owner}",
             "namespace": "ml-team",
+            "uid": f"uid-{owner}",
             "creationTimestamp": created,
             "ownerReferences": [{"kind": "Job", "name": owner}],
         },
@@ -105,6 +108,35 @@ def test_pending_workloads_are_listed_in_admission_order() -> None:
         "ml-team/team-nlp   1          Job/d      10         5m\n"
         "ml-team/team-nlp   2          Job/c      0          10m"
     )
+
+
+def test_pending_workloads_show_their_place_and_estimated_start_in_the_cluster_queue() -> None:
+    basis = Basis(
+        method=Method.RUN_TIMES,
+        recorded_runs=12,
+        declared=1,
+        admissions_per_hour=2.5,
+        capacity_gpus=16,
+    )
+    estimate = Eta(
+        "uid-d",
+        1,
+        NOW + timedelta(minutes=20),
+        NOW + timedelta(minutes=5),
+        NOW + timedelta(hours=1, minutes=10),
+        basis,
+    )
+    placed = Placed("uid-d", "ml-team", "d", "team-nlp", "amd.com/gpu", 4, estimate)
+
+    assert pending_table(WORKLOADS, now=NOW, estimates={"uid-d": placed}).splitlines() == [
+        "LOCALQUEUE         POSITION   WORKLOAD   PRIORITY   AGE   "
+        "#               STARTS                80%           BASIS",
+        "ml-team/team-nlp   1          Job/d      10         5m    "
+        "1 in team-nlp   ~12:20 UTC (in 20m)   12:05-13:10   "
+        "recorded run times: 12 runs, 1 declared, 16 GPUs, 2.5 admissions/h",
+        "ml-team/team-nlp   2          Job/c      0          10m   "
+        "-               -                     -             -",
+    ]
 
 
 def node(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kaiwo_cli.text_tables import render_table
@@ -16,6 +16,8 @@ from kaiwo_cli.workload_views import (
     queue_position,
     status_report,
 )
+from kaiwo_contracts.queue_estimates.eta import Basis, Eta, Method
+from kaiwo_contracts.queue_estimates.kueue import Placed
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -203,3 +205,69 @@ def test_status_shows_phase_conditions_children_pods_events_and_the_queue() -> N
         "  AGE   TYPE     REASON            OBJECT           MESSAGE\n"
         "  60s   Normal   WorkloadPending   KaiwoJob/train   Workload is pending admission"
     )
+
+
+def test_status_of_a_pending_workload_shows_its_estimated_start_and_the_basis() -> None:
+    job = workload("KaiwoJob", "train", phase="PENDING")
+    basis = Basis(
+        method=Method.DECLARED,
+        recorded_runs=0,
+        declared=3,
+        admissions_per_hour=None,
+        capacity_gpus=8,
+    )
+    eta = Eta(
+        "uid-kw",
+        2,
+        NOW + timedelta(hours=1, minutes=30),
+        NOW + timedelta(hours=1, minutes=30),
+        NOW + timedelta(hours=1, minutes=30),
+        basis,
+    )
+
+    report = status_report(
+        job,
+        children=[],
+        pods=[],
+        events=[],
+        position=QueuePosition(queue="team-nlp", position=2, pending=3),
+        now=NOW,
+        estimate=Placed("uid-kw", "ml-team", "train", "team-nlp", "amd.com/gpu", 8, eta),
+    )
+
+    assert report.splitlines()[3:7] == [
+        "Queue:     team-nlp (waiting: 2 of 3 pending in team-nlp)",
+        "Estimate:  #2 in team-nlp (amd.com/gpu), starts ~13:30 UTC (in 1h30m), "
+        "80% between 13:30-13:30",
+        "Basis:     declared durations: 0 runs, 3 declared, 8 GPUs",
+        "Age:       2m",
+    ]
+
+
+def test_an_estimate_from_ones_own_namespace_only_says_so() -> None:
+    basis = Basis(
+        method=Method.NO_HISTORY,
+        recorded_runs=0,
+        declared=0,
+        admissions_per_hour=None,
+        capacity_gpus=8,
+    )
+    eta = Eta("uid-kw", 1, None, None, None, basis)
+
+    report = status_report(
+        workload("KaiwoJob", "train", phase="PENDING"),
+        children=[],
+        pods=[],
+        events=[],
+        position=QueuePosition(queue="team-nlp", position=1, pending=1),
+        now=NOW,
+        estimate=Placed("uid-kw", "ml-team", "train", "team-nlp", "amd.com/gpu", 8, eta),
+        estimate_partial=True,
+    )
+
+    assert report.splitlines()[4:7] == [
+        "Estimate:  #1 in team-nlp (amd.com/gpu), starts no estimate, 80% between -",
+        "Basis:     no history: 0 runs, 0 declared, 8 GPUs",
+        "           (from your namespace's workloads only: others' were not readable, so it "
+        "may start later)",
+    ]

@@ -13,10 +13,10 @@ from kaiwo_console.domain.cluster import (
     only,
     workload_rows,
 )
-from kaiwo_console.domain.eta import Method
 from kaiwo_console.domain.history import QueueRecords
 from kaiwo_console.domain.pages import workloads_body
 from kaiwo_console.domain.queues import pending_estimates, queue_views
+from kaiwo_contracts.queue_estimates.eta import Method
 
 from tests.unit.console.objects import (
     cluster_queue,

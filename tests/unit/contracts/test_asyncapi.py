@@ -12,10 +12,14 @@ import jsonschema
 import yaml
 from kaiwo_cli.commands.asyncapi import asyncapi_yaml
 from kaiwo_contracts.events.public import (
+    EstimateMethod,
     PreemptionV1,
+    StartEstimate,
     WorkloadEventV1,
+    WorkloadEventV2,
     WorkloadRef,
     WorkloadTransition,
+    WorkloadTransitionV2,
 )
 from kaiwo_contracts.events.subjects import public_workload_subject
 
@@ -96,7 +100,7 @@ def test_the_documented_payload_accepts_a_real_event_and_nothing_else() -> None:
 def test_the_preemption_decision_is_a_second_message_on_the_same_channel() -> None:
     document = committed()
     channel = document["channels"]["workloadEvents"]["messages"]
-    assert sorted(channel) == ["PreemptionV1", "WorkloadEventV1"]
+    assert sorted(channel) == ["PreemptionV1", "WorkloadEventV1", "WorkloadEventV2"]
     headers = document["components"]["messages"]["PreemptionV1"]["headers"]
     assert headers["properties"]["ce-type"]["const"] == "ai.silogen.kaiwo.public.preemption.v1"
     event = PreemptionV1(
@@ -112,3 +116,43 @@ def test_the_preemption_decision_is_a_second_message_on_the_same_channel() -> No
     assert list(validator.iter_errors({**event, "beneficiary": None})) == []
     assert not validator.is_valid({key: v for key, v in event.items() if key != "victim"})
     assert not validator.is_valid({**event, "policy": "Always"})
+
+
+def test_the_queued_transition_with_its_estimate_is_v2_on_the_same_channel() -> None:
+    document = committed()
+    headers = document["components"]["messages"]["WorkloadEventV2"]["headers"]
+    assert headers["properties"]["ce-type"]["const"] == "ai.silogen.kaiwo.public.workload.v2"
+    event = WorkloadEventV2(
+        transition=WorkloadTransitionV2.QUEUED,
+        workload=WorkloadRef(kind="KaiwoJob", namespace="team-a", name="train", uid="u-1"),
+        queue="kaiwo",
+        phase="PENDING",
+        observed_at=datetime(2026, 3, 1, 12, 0, tzinfo=UTC),
+        resource_version="71",
+        estimate=StartEstimate(
+            cluster_queue="kaiwo",
+            resource="nvidia.com/gpu",
+            gpus=4,
+            position=2,
+            start=datetime(2026, 3, 1, 12, 15, tzinfo=UTC),
+            earliest=datetime(2026, 3, 1, 12, 5, tzinfo=UTC),
+            latest=datetime(2026, 3, 1, 12, 40, tzinfo=UTC),
+            method=EstimateMethod.RUN_TIMES,
+            recorded_runs=12,
+            declared=0,
+            admissions_per_hour=2.5,
+            capacity_gpus=16,
+        ),
+    ).model_dump(mode="json")
+    validator = payload_validator(document, "WorkloadEventV2")
+
+    assert event["estimate"]["method"] == "recorded run times"
+    assert event["estimate"]["clusterQueue"] == "kaiwo"
+    assert list(validator.iter_errors(event)) == []
+    assert list(validator.iter_errors({**event, "estimate": None})) == []
+    assert not validator.is_valid({**event, "transition": "estimated"})
+    assert not validator.is_valid({**event, "estimate": {**event["estimate"], "position": 0}})
+    # v1 stays closed: the estimate is not one of its fields, queued not one of its transitions.
+    v1 = payload_validator(document, "WorkloadEventV1")
+    assert not v1.is_valid(event)
+    assert not v1.is_valid({key: v for key, v in event.items() if key != "estimate"})

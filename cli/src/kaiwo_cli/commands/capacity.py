@@ -36,10 +36,11 @@ def queues(
     scope = None if all_namespaces else namespace
 
     async def work(kube: KubernetesPort) -> str:
+        from kaiwo_contracts.queue_estimates.kueue import cluster_estimates, declared_durations
         from kaiwo_kube import resources
 
         from kaiwo_cli.capacity_views import cluster_queue_table, local_queue_table, pending_table
-        from kaiwo_cli.cluster_access import kueue_workloads, optional_list
+        from kaiwo_cli.cluster_access import kueue_workloads, optional_list, queue_world
 
         cluster_queues = await optional_list(kube, resources.KUEUE_CLUSTER_QUEUE, namespace=None)
         local_queues = await optional_list(kube, resources.KUEUE_LOCAL_QUEUE, namespace=scope)
@@ -49,7 +50,21 @@ def queues(
                 "No Kueue queues (is a KaiwoQueueConfig applied? kaiwo apply -f "
                 "examples/kaiwoqueueconfig.yaml)"
             )
-        pending = pending_table(waiting, now=_now())
+        now = _now()
+        world = await queue_world(kube, namespace=scope)
+        estimates = cluster_estimates(
+            cluster_queues=world.cluster_queues,
+            local_queues=world.local_queues,
+            kueue_workloads=world.kueue_workloads,
+            declared=declared_durations(world.workloads),
+            now=now,
+        )
+        pending = pending_table(waiting, now=now, estimates=estimates)
+        if not world.whole:
+            pending += (
+                "\n(estimated from the workloads of this namespace only: others' were not "
+                "readable, so they may start later)"
+            )
         return "\n\n".join(
             [
                 cluster_queue_table(cluster_queues, waiting),

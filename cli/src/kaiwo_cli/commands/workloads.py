@@ -39,6 +39,7 @@ from kaiwo_cli.workload_follow import (
 )
 
 if TYPE_CHECKING:
+    from kaiwo_contracts.queue_estimates.kueue import Placed
     from kaiwo_kube import KubernetesPort
 
     from kaiwo_cli.cluster_access import ClusterTarget
@@ -406,13 +407,45 @@ async def _status_now(
     pods = await access.pods_of(kube, found, children)
     events = await access.events_about(kube, ns, [found, *children, *pods])
     position = queue_position(found, await access.kueue_workloads(kube, namespace=ns))
+    estimate, partial = await _estimate(kube, found) if position is not None else (None, False)
 
-    def report(now: datetime) -> str:
+    def report(now: datetime, estimate: Placed | None) -> str:
         return status_report(
-            found, children=children, pods=pods, events=events, position=position, now=now
+            found,
+            children=children,
+            pods=pods,
+            events=events,
+            position=position,
+            now=now,
+            estimate=estimate,
+            estimate_partial=partial,
         )
 
-    return found, report(_now()), report(_STILL)
+    # The estimate moves with the clock; a watch prints again when the objects change.
+    return found, report(_now(), estimate), report(_STILL, None)
+
+
+async def _estimate(kube: KubernetesPort, workload: dict[str, Any]) -> tuple[Placed | None, bool]:
+    """The pending workload's place in its ClusterQueue and estimated start (decision 0055),
+    and whether it was estimated from its own namespace only."""
+    from kaiwo_contracts.queue_estimates.kueue import (
+        cluster_estimates,
+        declared_durations,
+        placed_for,
+    )
+
+    from kaiwo_cli import cluster_access as access
+
+    namespace = str((workload.get("metadata") or {}).get("namespace") or "")
+    world = await access.queue_world(kube, namespace=namespace)
+    estimates = cluster_estimates(
+        cluster_queues=world.cluster_queues,
+        local_queues=world.local_queues,
+        kueue_workloads=world.kueue_workloads,
+        declared=declared_durations(world.workloads),
+        now=_now(),
+    )
+    return placed_for(workload, world.kueue_workloads, estimates), not world.whole
 
 
 # --------------------------------------------------------------------------- logs

@@ -42,6 +42,7 @@ from kaiwo_runtime.stored_reads import NatsObservationSource
 
 from kaiwo_console.domain.cluster import ClusterState
 from kaiwo_console.domain.history import QueueRecords
+from kaiwo_console.domain.model_load import ModelLoads
 from kaiwo_console.feeds import HistoryFeed, observation_reader, timeline
 from kaiwo_console.http_api import Console
 from kaiwo_console.metrics import ConsoleMetrics
@@ -77,10 +78,11 @@ async def serve(
                 if settings.console_anonymous == "loopback"
                 else await _api_server_access(stack, settings, metrics)
             )
-        state, records = ClusterState(), QueueRecords()
+        state, records, loads = ClusterState(), QueueRecords(), ModelLoads()
         console = Console(
             state=state,
             records=records,
+            loads=loads,
             workloads_access=access[0],
             nodes_access=access[1],
             metrics=metrics,
@@ -98,6 +100,7 @@ async def serve(
         history = HistoryFeed(
             store=store,
             records=records,
+            loads=loads,
             metrics=metrics,
             on_change=console.history_changed,
             interval=settings.console_history_seconds,

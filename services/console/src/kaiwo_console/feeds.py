@@ -7,7 +7,8 @@ and the recorder's event store (history).
   and skipped (the planner dead-letters them, the recorder keeps them).
 * :class:`HistoryFeed`: the event store's recorded observations of Kueue Workloads, read
   from the last position every ``interval`` seconds and folded into the
-  :class:`~kaiwo_console.domain.history.QueueRecords`.
+  :class:`~kaiwo_console.domain.history.QueueRecords`; and the gateway's load reports and
+  autoscaler decisions, into the :class:`~kaiwo_console.domain.model_load.ModelLoads`.
 * :func:`timeline`: one workload's recorded events as ``kaiwo events explain`` links them.
 """
 
@@ -15,16 +16,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import structlog
+from kaiwo_contracts.events.autoscaling import ActiveRequestsV1, ScaleDecidedV1
 from kaiwo_contracts.events.decoding import decode_envelope
 from kaiwo_contracts.events.envelope import EnvelopeFormatError
+from kaiwo_contracts.events.monitor import UtilizationV1
 from kaiwo_contracts.events.observed import ObservedObjectV1
 from kaiwo_contracts.events.streams import OBSERVED_STREAM
 from kaiwo_contracts.events.subjects import ANY_TAIL, ROOT, Family, SubjectError
-from kaiwo_eventstore import EventStore
+from kaiwo_eventstore import EventStore, StoredEvent
 from kaiwo_eventstore.explain import (
     CausalNode,
     causal_forest,
@@ -36,12 +39,20 @@ from pydantic import ValidationError
 
 from kaiwo_console.domain.cluster import KUEUE_WORKLOAD, ClusterState
 from kaiwo_console.domain.history import QueueRecords
-from kaiwo_console.domain.pages import TimelineEntry
+from kaiwo_console.domain.model_load import ModelLoads, ScaleDecision
+from kaiwo_console.domain.pages import TimelineEntry, UtilizationPoint, WorkloadHistory
 from kaiwo_console.metrics import ConsoleMetrics
 
 log = structlog.get_logger("kaiwo.console")
 
 EVERY_OBSERVATION = f"{ROOT}.{Family.OBSERVED.value}.{ANY_TAIL}"
+FOLDED_TYPES = (
+    ObservedObjectV1.EVENT_TYPE,
+    ActiveRequestsV1.EVENT_TYPE,
+    ScaleDecidedV1.EVENT_TYPE,
+)
+"""What the history feed reads from the store: Kueue Workloads' observations (the queues'
+record) and the gateway's load reports and autoscaler decisions (the Models page)."""
 
 
 def observation_reader(
@@ -85,30 +96,62 @@ class HistoryFeed:
     interval: float = 5.0
     page: int = 1000
     position: int = 0
+    loads: ModelLoads = field(default_factory=ModelLoads)
 
     async def catch_up(self) -> None:
         changed = False
         while True:
             events = await self.store.read_by_type(
-                [ObservedObjectV1.EVENT_TYPE], from_position=self.position + 1, limit=self.page
+                list(FOLDED_TYPES), from_position=self.position + 1, limit=self.page
             )
             for event in events:
                 self.position = event.global_position
-                if event.data.get("kind") != KUEUE_WORKLOAD:
-                    continue
-                try:
-                    observed = ObservedObjectV1.model_validate(event.data)
-                except ValidationError:
-                    continue
-                self.records.apply(
-                    event=observed.event_type, obj=observed.object, recorded=event.time
-                )
-                self.metrics.recorded.inc()
-                changed = True
+                changed = self._fold(event) or changed
             if len(events) < self.page:
                 break
         if changed:
             self.on_change()
+
+    def _fold(self, event: StoredEvent) -> bool:
+        """Fold one recorded event; whether it changed anything (malformed ones do not)."""
+        try:
+            if event.type == ActiveRequestsV1.EVENT_TYPE:
+                report = ActiveRequestsV1.model_validate(event.data)
+                self.loads.report(
+                    gateway=report.gateway,
+                    time=event.time,
+                    interval_seconds=report.interval_seconds,
+                    models={
+                        (load.model.namespace or "", load.model.name): (
+                            load.active_requests,
+                            load.waiting_requests,
+                        )
+                        for load in report.models
+                    },
+                )
+                return True
+            if event.type == ScaleDecidedV1.EVENT_TYPE:
+                decision = ScaleDecidedV1.model_validate(event.data)
+                self.loads.decided(
+                    (decision.model.namespace or "", decision.model.name),
+                    ScaleDecision(
+                        time=event.time,
+                        from_replicas=decision.from_replicas,
+                        replicas=decision.replicas,
+                        cause=decision.cause,
+                        average_active_requests=decision.average_active_requests,
+                        reason=decision.reason,
+                    ),
+                )
+                return True
+            if event.data.get("kind") != KUEUE_WORKLOAD:
+                return False
+            observed = ObservedObjectV1.model_validate(event.data)
+        except ValidationError:
+            return False
+        self.records.apply(event=observed.event_type, obj=observed.object, recorded=event.time)
+        self.metrics.recorded.inc()
+        return True
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -122,17 +165,38 @@ class HistoryFeed:
                 log.warning("reading the event store failed", error=str(error))
 
 
-async def timeline(store: EventStore, uid: str) -> list[TimelineEntry]:
+async def timeline(store: EventStore, uid: str) -> WorkloadHistory:
     """The recorded events of the workload ``uid`` (its stream and what correlates with it)
-    as a causal tree, flattened depth-first: what ``kaiwo events explain`` prints. The uid
-    comes from the live state, so no search of every recorded observation is needed."""
+    as a causal tree, flattened depth-first: what ``kaiwo events explain`` prints; and the
+    monitor's utilization readings among them. The uid comes from the live state, so no
+    search of every recorded observation is needed."""
     if not uid:
-        return []
-    forest = causal_forest(await workload_events(store, uid))
+        return WorkloadHistory()
+    events = await workload_events(store, uid)
     entries: list[TimelineEntry] = []
-    for root in forest:
+    for root in causal_forest(events):
         _flatten(root, 0, uid, entries)
-    return entries
+    return WorkloadHistory(tuple(entries), utilization_points(events))
+
+
+def utilization_points(events: Sequence[StoredEvent]) -> tuple[UtilizationPoint, ...]:
+    """The monitor's ``UtilizationV1`` readings, oldest first (a malformed one is skipped)."""
+    points = []
+    for event in events:
+        if event.type != UtilizationV1.EVENT_TYPE:
+            continue
+        try:
+            reading = UtilizationV1.model_validate(event.data)
+        except ValidationError:
+            continue
+        points.append(
+            UtilizationPoint(
+                time=reading.window_end,
+                ratio=reading.utilization_ratio,
+                threshold=reading.low_utilization_threshold_ratio,
+            )
+        )
+    return tuple(sorted(points, key=lambda p: p.time))
 
 
 def _flatten(node: CausalNode, depth: int, uid: str, into: list[TimelineEntry]) -> None:

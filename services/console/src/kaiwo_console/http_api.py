@@ -19,13 +19,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final, Literal
 
 import structlog
 from aiohttp import web
 from kaiwo_contracts.access import Caller, is_loopback_address
+from kaiwo_contracts.queue_estimates.eta import EtaSettings
 from kaiwo_runtime.kubernetes_access import Access, AccessBusyError, AccessUnavailableError
 
 from kaiwo_console.domain import pages
@@ -35,7 +36,7 @@ from kaiwo_console.domain.cluster import (
     Visible,
     WorkloadFilter,
     children,
-    condition,
+    ending_of,
     everything,
     gpus_of,
     meta,
@@ -46,9 +47,9 @@ from kaiwo_console.domain.cluster import (
     status,
     workload_rows,
 )
-from kaiwo_console.domain.eta import EtaSettings
 from kaiwo_console.domain.history import QueueRecords
-from kaiwo_console.domain.queues import pending_estimates, queue_views
+from kaiwo_console.domain.model_load import ModelLoads
+from kaiwo_console.domain.queues import EstimateMemo, pending_estimates, queue_views
 from kaiwo_console.metrics import ConsoleMetrics
 
 log = structlog.get_logger("kaiwo.console.http")
@@ -95,14 +96,21 @@ class Console:
     nodes_access: Access
     metrics: ConsoleMetrics
     clock: Callable[[], datetime]
-    timeline: Callable[[str], Awaitable[list[pages.TimelineEntry]]]
-    """A workload's uid -> its recorded timeline (the event store)."""
+    timeline: Callable[[str], Awaitable[pages.WorkloadHistory]]
+    """A workload's uid -> its recorded timeline and GPU utilization (the event store)."""
     anonymous: AnonymousAccess = "off"
     eta: EtaSettings | None = None
+    loads: ModelLoads = field(default_factory=ModelLoads)
+    """The gateway's requests in flight and autoscaler decisions per Model."""
+
+    estimates_max_age_seconds: float = 30.0
+    """How long a queue's estimates serve every page and reader while nothing they read
+    changed (estimates are absolute times: a few seconds old, they say the same)."""
 
     def __post_init__(self) -> None:
         self._changed = asyncio.Condition()
         self._history_version = 0
+        self.memo = EstimateMemo(max_age_seconds=self.estimates_max_age_seconds)
 
     # ------------------------------------------------------------------ change notices
 
@@ -234,7 +242,9 @@ class Console:
         async def render(viewer: Viewer) -> Rendered:
             now = self.clock()
             rows = workload_rows(self.state, viewer.visible, chosen)
-            estimates = pending_estimates(self.state, self.records, now=now, settings=self.eta)
+            estimates = pending_estimates(
+                self.state, self.records, now=now, settings=self.eta, memo=self.memo
+            )
             return (
                 "Workloads",
                 pages.workloads_body(rows, chosen, now=now, estimates=estimates),
@@ -269,18 +279,21 @@ class Console:
                 )
                 if r.name == name and r.kind == kind
             ]
-            entries = await self.timeline(str(meta(obj).get("uid") or ""))
-            estimate = pending_estimates(self.state, self.records, now=now, settings=self.eta).get(
-                (namespace, name)
-            )
+            history = await self.timeline(str(meta(obj).get("uid") or ""))
+            ending = ending_of(obj)
+            estimate = pending_estimates(
+                self.state, self.records, now=now, settings=self.eta, memo=self.memo
+            ).get((namespace, name))
             body = pages.workload_body(
                 row,
                 summary=_summary(kind, obj),
                 conditions=_conditions(obj),
                 children=children(self.state, obj),
-                timeline=entries,
+                timeline=history.timeline,
                 estimate=estimate,
                 now=now,
+                utilization=history.utilization,
+                ending=None if ending is None else pages.Ending(*ending),
             )
             return f"{namespace}/{name}", body, 200
 
@@ -290,7 +303,12 @@ class Console:
         async def render(viewer: Viewer) -> Rendered:
             now = self.clock()
             views = queue_views(
-                self.state, self.records, now=now, visible=viewer.visible, settings=self.eta
+                self.state,
+                self.records,
+                now=now,
+                visible=viewer.visible,
+                settings=self.eta,
+                memo=self.memo,
             )
             return "Queues", pages.queues_body(views, now=now), 200
 
@@ -306,7 +324,17 @@ class Console:
 
     async def _models(self, request: web.Request) -> web.Response:
         async def render(viewer: Viewer) -> Rendered:
-            return "Models", pages.models_body(model_rows(self.state, viewer.visible)), 200
+            now = self.clock()
+            rows = model_rows(self.state, viewer.visible)
+            loads = {
+                (r.namespace, r.name): pages.ModelLoad(
+                    in_flight=self.loads.in_flight((r.namespace, r.name), now=now),
+                    points=self.loads.points((r.namespace, r.name)),
+                    decisions=self.loads.decisions_of((r.namespace, r.name)),
+                )
+                for r in rows
+            }
+            return "Models", pages.models_body(rows, loads=loads), 200
 
         return await self._serve(request, "models", render)
 
@@ -341,7 +369,7 @@ class Console:
 
 def _summary(kind: str, obj: dict[str, object]) -> list[tuple[str, str]]:
     workload_spec = spec(obj)
-    rows = [
+    return [
         ("Kind", kind),
         ("User", str(workload_spec.get("user") or "-")),
         ("Queue", str(workload_spec.get("clusterQueue") or "kaiwo (default)")),
@@ -353,10 +381,6 @@ def _summary(kind: str, obj: dict[str, object]) -> list[tuple[str, str]]:
         ("Created", str(meta(obj).get("creationTimestamp") or "-")),
         ("Started", str(status(obj).get("startTime") or "-")),
     ]
-    preempted = condition(obj, "WorkloadTerminatedEarly")
-    if preempted is not None:
-        rows.append(("Terminated early", f"{preempted.get('reason')}: {preempted.get('message')}"))
-    return rows
 
 
 def _conditions(obj: dict[str, object]) -> list[tuple[str, str, str, str]]:

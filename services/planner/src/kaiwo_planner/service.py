@@ -141,6 +141,7 @@ from kaiwo_planner.domain.state.fanout import (
     owners_to_replan,
     queue_config,
 )
+from kaiwo_planner.domain.state.object_index import KAIWO_GROUP, KUEUE_GROUP
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.projection import (
     Change,
@@ -157,6 +158,12 @@ from kaiwo_planner.domain.status.public_events import (
     derive_public_events,
     is_public_workload,
     public_state,
+)
+from kaiwo_planner.domain.status.queued_events import (
+    QueueObjects,
+    derive_queued_event,
+    is_kueue_workload,
+    owning_workload,
 )
 from kaiwo_planner.metrics import PlannerMetrics
 from kaiwo_planner.replan_timers import ReplanTimers
@@ -618,13 +625,14 @@ class PlannerService:
                 announcements = unfinished.announcements
             else:
                 told = self._told(observed)
+                waited = self._kueue_before(observed)
                 change = self._apply(observed, sequence)
                 if change is None:
                     return
                 owners = self._plan_now(
                     observed, self._owners_of(change, observed), at=envelope.time
                 )
-                announcements = self._public_events(told, envelope)
+                announcements = self._public_events(told, envelope) + self._queued(waited, envelope)
             if announcements:
                 self._unfinished = _Unfinished(
                     sequence=sequence, owners=owners, announcements=announcements
@@ -752,6 +760,54 @@ class PlannerService:
             observed_at=envelope.time,
             default_queue=config.spec.default_cluster_queue_name,
         )
+
+    def _kueue_before(self, observed: ObservedObjectV1) -> Mapping[str, Any] | None:
+        """The previous version of an observed Kueue Workload (None: first seen, or another
+        kind)."""
+        if not is_kueue_workload(observed):
+            return None
+        return self._projection.by_uid(observed.uid)
+
+    def _queued(
+        self, previous: Mapping[str, Any] | None, envelope: Envelope[ObservedObjectV1]
+    ) -> tuple[PublicEvent, ...]:
+        """``queued`` with the estimated start, when a Kueue Workload started waiting."""
+        observed = envelope.data
+        if not is_kueue_workload(observed):
+            return ()
+        projection = self._projection
+
+        def named(namespace: str, name: str) -> Mapping[str, Any] | None:
+            for kind in ("KaiwoJob", "KaiwoService"):
+                found = projection.find(
+                    group=KAIWO_GROUP, kind=kind, name=name, namespace=namespace
+                )
+                if found is not None:
+                    return found
+            return None
+
+        workload = owning_workload(observed.object, projection.by_uid, named)
+        if workload is None:
+            return ()
+
+        def listed(group: str, kind: str) -> tuple[Mapping[str, Any], ...]:
+            return projection.objects_of_kind(group=group, kind=kind)
+
+        config = kaiwo_config(self._contexts.context(projection))
+        event = derive_queued_event(
+            previous,
+            observed,
+            workload=workload,
+            queues=QueueObjects(
+                cluster_queues=listed(KUEUE_GROUP, "ClusterQueue"),
+                local_queues=listed(KUEUE_GROUP, "LocalQueue"),
+                kueue_workloads=listed(KUEUE_GROUP, "Workload"),
+                workloads=listed(KAIWO_GROUP, "KaiwoJob") + listed(KAIWO_GROUP, "KaiwoService"),
+            ),
+            observed_at=envelope.time,
+            default_queue=config.spec.default_cluster_queue_name,
+        )
+        return () if event is None else (event,)
 
     async def _announce(
         self, events: tuple[PublicEvent, ...], *, cause: Envelope[ObservedObjectV1]

@@ -36,6 +36,7 @@ from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.events.public import (
     PreemptionV1,
     WorkloadEventV1,
+    WorkloadEventV2,
     WorkloadRef,
     WorkloadTransition,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "WatchEventType",
     "WireModel",
     "WorkloadEventV1",
+    "WorkloadEventV2",
     "WorkloadRef",
     "WorkloadTransition",
     "decode_envelope",

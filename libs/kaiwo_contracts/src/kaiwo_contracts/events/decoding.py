@@ -36,7 +36,7 @@ from kaiwo_contracts.events.envelope import (
 from kaiwo_contracts.events.monitor import PreemptionDecidedV1, UnderutilizedV1, UtilizationV1
 from kaiwo_contracts.events.observed import ObservedObjectV1
 from kaiwo_contracts.events.plans import PlanDecidedV1
-from kaiwo_contracts.events.public import PreemptionV1, WorkloadEventV1
+from kaiwo_contracts.events.public import PreemptionV1, WorkloadEventV1, WorkloadEventV2
 from kaiwo_contracts.events.results import ApplyResultV1, PlanRefusedV1
 from kaiwo_contracts.events.subjects import (
     PUBLIC_WORKLOAD,
@@ -61,6 +61,7 @@ PAYLOAD_TYPES: dict[str, type[EventPayload]] = {
         UnderutilizedV1,
         PreemptionDecidedV1,
         WorkloadEventV1,
+        WorkloadEventV2,
         PreemptionV1,
         ActiveRequestsV1,
         ScaleDecidedV1,
@@ -171,8 +172,8 @@ def _route(envelope: Envelope[Any]) -> _Route | None:
                 uid=data.owner.uid or envelope.correlationid,
                 qualifier="refused",
             )
-        if isinstance(data, WorkloadEventV1 | PreemptionV1):
-            workload = data.workload if isinstance(data, WorkloadEventV1) else data.victim
+        if isinstance(data, WorkloadEventV1 | WorkloadEventV2 | PreemptionV1):
+            workload = data.victim if isinstance(data, PreemptionV1) else data.workload
             return _Route(
                 kind=kind_token(workload.kind),
                 namespace=workload.namespace,

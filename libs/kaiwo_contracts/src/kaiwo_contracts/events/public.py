@@ -16,6 +16,13 @@ A preemption is also told as a decision of its own, :class:`PreemptionV1` (type
 transition): victim, beneficiary and reason as references. It is a type of its own because
 ``WorkloadEventV1`` is closed (no field is added to a version); subscribers skip types they
 do not know, so those of v1 see no change.
+
+:class:`WorkloadEventV2` (type ``...public.workload.v2``, decision 0055) is v1 with one more
+field, ``estimate`` (the workload's place in its ClusterQueue and its estimated start, with
+the 80% band and the basis), and one more transition, ``queued``: its Kueue Workload started
+waiting in a ClusterQueue (first, or again after an eviction). The planner publishes
+``queued`` as v2 only; the other transitions stay v1 (subscribers of v1 see no change). Id
+``<uid>:queued:<resourceVersion of the Kueue Workload>``.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from typing import ClassVar
 from pydantic import AwareDatetime, Field
 
 from kaiwo_contracts.events.envelope import EventPayload, WireModel, event_type
+from kaiwo_contracts.queue_estimates.eta import Method
 
 PUBLIC_FAMILY = "public"
 MESSAGE_MAX_CHARS = 512
@@ -55,6 +63,46 @@ class WorkloadTransition(StrEnum):
     """It failed (phase ``FAILED``)."""
     DELETED = "deleted"
     """The object is gone from the API server."""
+
+
+class WorkloadTransitionV2(StrEnum):
+    """v2's transitions: v1's, and ``queued``."""
+
+    SUBMITTED = "submitted"
+    QUEUED = "queued"
+    """Its Kueue Workload waits in a ClusterQueue (first, or again after an eviction)."""
+    ADMITTED = "admitted"
+    PHASE_CHANGED = "phase-changed"
+    UNDERUTILIZED = "underutilized"
+    RECOVERED = "recovered"
+    PREEMPTED = "preempted"
+    TERMINATED = "terminated"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    DELETED = "deleted"
+
+
+EstimateMethod = Method
+"""What an estimated start rests on (decision 0050)."""
+
+
+class StartEstimate(WireModel):
+    """Where a waiting workload stands in its ClusterQueue and when it should start."""
+
+    cluster_queue: str
+    resource: str = Field(description='The GPU resource it waits for ("" for none)')
+    gpus: int = Field(ge=0)
+    position: int = Field(ge=1, description="1 for the next to start in its GPU lane")
+    start: AwareDatetime | None = Field(
+        default=None, description="The median estimated start (null: no estimate)"
+    )
+    earliest: AwareDatetime | None = Field(default=None, description="The band's 10th percentile")
+    latest: AwareDatetime | None = Field(default=None, description="The band's 90th percentile")
+    method: EstimateMethod
+    recorded_runs: int = Field(ge=0, description="Recorded run times the estimate drew from")
+    declared: int = Field(ge=0, description="Declared durations ahead of it that counted")
+    admissions_per_hour: float | None = Field(default=None, ge=0)
+    capacity_gpus: int = Field(ge=0, description="The queue's nominal quota of the resource")
 
 
 class WorkloadRef(WireModel):
@@ -96,6 +144,44 @@ class WorkloadEventV1(EventPayload):
     )
 
 
+class WorkloadEventV2(EventPayload):
+    """One transition of one workload, with its estimated start while it waits (v1 + the
+    ``estimate`` field and the ``queued`` transition)."""
+
+    EVENT_TYPE: ClassVar[str] = event_type(PUBLIC_FAMILY, "workload", 2)
+
+    transition: WorkloadTransitionV2
+    workload: WorkloadRef
+    user: str | None = Field(default=None, description="spec.user: who the workload runs for")
+    queue: str | None = Field(
+        default=None, description="The Kaiwo cluster queue it was submitted to (spec.clusterQueue)"
+    )
+    phase: str = Field(description='status.status after the transition ("" before the first)')
+    previous_phase: str | None = Field(
+        default=None, description="status.status before the transition (phase-changed only)"
+    )
+    reason: str | None = Field(
+        default=None, description="The reason of the condition behind the transition"
+    )
+    message: str | None = Field(default=None, max_length=MESSAGE_MAX_CHARS)
+    observed_at: AwareDatetime = Field(
+        description="When the operator observed the object version that showed the transition"
+    )
+    created_at: AwareDatetime | None = Field(
+        default=None, description="metadata.creationTimestamp of the workload"
+    )
+    resource_version: str = Field(
+        min_length=1, description="metadata.resourceVersion of the version observed"
+    )
+    estimate: StartEstimate | None = Field(
+        default=None,
+        description=(
+            "Its place in its ClusterQueue and estimated start, while it waits (queued); "
+            "computed from what the cluster holds when the transition is observed"
+        ),
+    )
+
+
 class PreemptionV1(EventPayload):
     """A preemption decision: which workload is stopped, for which pending one, and why."""
 
@@ -129,6 +215,11 @@ def public_preemption_id(*, uid: str, resource_version: str) -> str:
     return f"{uid}:preemption:{resource_version}"
 
 
+def public_queued_id(*, uid: str, kueue_resource_version: str) -> str:
+    """``<uid>:queued:<resourceVersion of the Kueue Workload>``."""
+    return f"{uid}:queued:{kueue_resource_version}"
+
+
 def public_event_id(*, uid: str, transition: WorkloadTransition, resource_version: str) -> str:
     """``<uid>:submitted``, ``<uid>:deleted``, else ``<uid>:<transition>:<resourceVersion>``."""
     if transition in (WorkloadTransition.SUBMITTED, WorkloadTransition.DELETED):
@@ -139,10 +230,15 @@ def public_event_id(*, uid: str, transition: WorkloadTransition, resource_versio
 __all__ = [
     "MESSAGE_MAX_CHARS",
     "PUBLIC_FAMILY",
+    "EstimateMethod",
     "PreemptionV1",
+    "StartEstimate",
     "WorkloadEventV1",
+    "WorkloadEventV2",
     "WorkloadRef",
     "WorkloadTransition",
+    "WorkloadTransitionV2",
     "public_event_id",
     "public_preemption_id",
+    "public_queued_id",
 ]

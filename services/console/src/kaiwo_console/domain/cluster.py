@@ -9,8 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
+
+from kaiwo_contracts.queue_estimates.kueue import (
+    GPU_RESOURCES,
+    admitted_at,
+    condition,
+    is_admitted,
+    is_finished,
+    is_true,
+    kueue_gpus,
+    parse_time,
+)
 
 WORKLOAD_KINDS: Final = ("KaiwoJob", "KaiwoService")
 MODEL_KIND: Final = "Model"
@@ -19,13 +30,23 @@ CLUSTER_QUEUE: Final = "ClusterQueue"
 LOCAL_QUEUE: Final = "LocalQueue"
 NODE: Final = "Node"
 POD: Final = "Pod"
-GPU_RESOURCES: Final = ("amd.com/gpu", "nvidia.com/gpu")
 DEFAULT_QUEUE: Final = "kaiwo"
 FINAL_PHASES: Final = frozenset({"COMPLETE", "FAILED", "TERMINATED"})
 
 Obj = Mapping[str, Any]
 Visible = Callable[[str], bool]
 """Whether the caller may see a namespace."""
+
+__all__ = [
+    "GPU_RESOURCES",
+    "admitted_at",
+    "condition",
+    "is_admitted",
+    "is_finished",
+    "is_true",
+    "kueue_gpus",
+    "parse_time",
+]
 
 
 def meta(obj: Obj) -> Mapping[str, Any]:
@@ -38,28 +59,6 @@ def spec(obj: Obj) -> Mapping[str, Any]:
 
 def status(obj: Obj) -> Mapping[str, Any]:
     return obj.get("status") or {}
-
-
-def parse_time(text: object) -> datetime | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def condition(obj: Obj, kind: str) -> Mapping[str, Any] | None:
-    for found in status(obj).get("conditions") or ():
-        if isinstance(found, Mapping) and found.get("type") == kind:
-            return found
-    return None
-
-
-def is_true(obj: Obj, kind: str) -> bool:
-    found = condition(obj, kind)
-    return found is not None and found.get("status") == "True"
 
 
 @dataclass
@@ -273,25 +272,6 @@ class QuotaUse:
     used: float
 
 
-def kueue_gpus(kueue_workload: Obj) -> tuple[str, int]:
-    """(GPU resource, count) a Kueue Workload asks for over its pod sets (("", 0): none)."""
-    wanted: dict[str, int] = {}
-    for pod_set in spec(kueue_workload).get("podSets") or ():
-        count = _int(pod_set.get("count")) or 1
-        pod_spec = (pod_set.get("template") or {}).get("spec") or {}
-        for container in pod_spec.get("containers") or ():
-            requests = (container.get("resources") or {}).get("requests") or {}
-            limits = (container.get("resources") or {}).get("limits") or {}
-            for resource in GPU_RESOURCES:
-                amount = _int(requests.get(resource, limits.get(resource)))
-                if amount:
-                    wanted[resource] = wanted.get(resource, 0) + amount * count
-    if not wanted:
-        return "", 0
-    resource = max(wanted, key=lambda r: wanted[r])
-    return resource, wanted[resource]
-
-
 def cluster_queue_of(state: ClusterState, kueue_workload: Obj) -> str:
     """The ClusterQueue a Kueue Workload is admitted to, else its LocalQueue's."""
     admission = status(kueue_workload).get("admission") or {}
@@ -305,22 +285,6 @@ def cluster_queue_of(state: ClusterState, kueue_workload: Obj) -> str:
     if local is not None and spec(local).get("clusterQueue"):
         return str(spec(local)["clusterQueue"])
     return str(spec(kueue_workload).get("queueName") or "")
-
-
-def is_admitted(kueue_workload: Obj) -> bool:
-    return bool(status(kueue_workload).get("admission")) or is_true(kueue_workload, "Admitted")
-
-
-def is_finished(kueue_workload: Obj) -> bool:
-    return is_true(kueue_workload, "Finished")
-
-
-def admitted_at(kueue_workload: Obj) -> datetime | None:
-    for kind in ("Admitted", "QuotaReserved"):
-        found = condition(kueue_workload, kind)
-        if found is not None and found.get("status") == "True":
-            return parse_time(found.get("lastTransitionTime"))
-    return None
 
 
 def quota_use(state: ClusterState, queue: Obj) -> list[QuotaUse]:
@@ -496,3 +460,22 @@ def everything(_namespace: str) -> bool:
 def only(namespaces: Iterable[str]) -> Visible:
     allowed = frozenset(namespaces)
     return lambda namespace: namespace in allowed
+
+
+def ending_of(obj: Obj) -> tuple[str, str, str] | None:
+    """(reason, message, beneficiary) when the workload was stopped early: its
+    ``WorkloadTerminatedEarly`` condition (or a True ``Preempted`` one), and the pending
+    workload it was stopped for (``status.preemptedFor``, ``Kind namespace/name``; "" for
+    nobody in particular, as under the GPU idle policy Always)."""
+    found = condition(obj, "WorkloadTerminatedEarly")
+    if found is None or found.get("status") == "False":
+        found = condition(obj, "Preempted")
+        if found is None or found.get("status") != "True":
+            return None
+    named = status(obj).get("preemptedFor") or {}
+    beneficiary = (
+        f"{named.get('kind')} {named.get('namespace')}/{named.get('name')}"
+        if named.get("kind") and named.get("name")
+        else ""
+    )
+    return str(found.get("reason") or ""), str(found.get("message") or ""), beneficiary

@@ -4,7 +4,7 @@ A Kueue Workload is admitted when its ``Admitted`` (or ``QuotaReserved``) condit
 True and holds its quota until ``Finished`` turns True, or until it loses its admission
 (evicted, preempted) or is deleted. The fold keeps, per ClusterQueue and GPU resource, when
 workloads were admitted and how long each finished one held its quota: the inputs of
-:func:`~kaiwo_console.domain.eta.estimate_starts`. Times are the conditions'
+:func:`~kaiwo_contracts.queue_estimates.eta.estimate_starts`. Times are the conditions'
 ``lastTransitionTime`` (when the API server says it happened), else the time the observation
 was recorded.
 """
@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from kaiwo_contracts.queue_estimates.eta import QueueHistory
+
 from kaiwo_console.domain.cluster import (
     admitted_at,
     condition,
@@ -26,7 +28,6 @@ from kaiwo_console.domain.cluster import (
     parse_time,
     status,
 )
-from kaiwo_console.domain.eta import QueueHistory
 
 Lane = tuple[str, str]
 """(ClusterQueue, GPU resource): the workloads that compete for the same GPUs."""
@@ -47,6 +48,8 @@ class QueueRecords:
     ended: set[str] = field(default_factory=set)
     hourly: dict[str, dict[datetime, int]] = field(default_factory=dict)
     """Admissions per ClusterQueue per hour (for the plot)."""
+    version: int = 0
+    """Counts changes of the admissions and run times (what the estimates read)."""
 
     def apply(self, *, event: str, obj: Mapping[str, Any], recorded: datetime) -> None:
         uid = str(meta(obj).get("uid") or "")
@@ -64,12 +67,14 @@ class QueueRecords:
             hour = at.replace(minute=0, second=0, microsecond=0)
             per_hour = self.hourly.setdefault(queue, {})
             per_hour[hour] = per_hour.get(hour, 0) + 1
+            self.version += 1
             return
         if known is not None and (is_finished(obj) or not admitted):
             finished = condition(obj, "Finished")
             at = (parse_time(finished.get("lastTransitionTime")) if finished else None) or recorded
             self.runs.setdefault(known.lane, []).append(max((at - known.at).total_seconds(), 0.0))
             del self.open[uid]
+            self.version += 1
             if is_finished(obj) or event == "DELETED":
                 self.ended.add(uid)
 

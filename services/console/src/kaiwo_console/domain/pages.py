@@ -8,7 +8,7 @@ the cluster is escaped.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from html import escape
@@ -16,6 +16,7 @@ from typing import Final
 from urllib.parse import quote
 
 from kaiwo_console.domain.cluster import ModelRow, NodeRow, QuotaUse, WorkloadFilter, WorkloadRow
+from kaiwo_console.domain.model_load import LoadPoint, ScaleDecision
 from kaiwo_console.domain.queues import PendingEntry, QueueView
 
 PAGES: Final = (
@@ -160,6 +161,8 @@ def workload_body(
     timeline: Sequence[TimelineEntry],
     estimate: PendingEntry | None,
     now: datetime,
+    utilization: Sequence[UtilizationPoint] = (),
+    ending: Ending | None = None,
 ) -> str:
     facts = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in summary)
     if estimate is not None:
@@ -184,6 +187,9 @@ def workload_body(
         f"{_phase(row.phase)}</h2>{why}"
         f"<section><table id=summary>{facts}</table></section>"
         f"<section><h3>Phases</h3>{phase_strip(timeline, now=now)}</section>"
+        f"{ending_section(ending)}"
+        "<section><h3>GPU utilization <span class=muted>(the monitor)</span></h3>"
+        f"{utilization_chart(utilization)}</section>"
         "<section><h3>Conditions</h3><table id=conditions><tr><th>Type</th><th>Status</th>"
         f"<th>Reason</th><th>Message</th></tr>{conds}</table></section>"
         "<section><h3>Children</h3><table id=children><tr><th>Kind</th><th>Name</th>"
@@ -212,6 +218,101 @@ def timeline_tree(entries: Sequence[TimelineEntry]) -> str:
         )
     out.append("</ul>" * (depth + 1))
     return "".join(out)
+
+
+@dataclass(frozen=True, slots=True)
+class UtilizationPoint:
+    """One of the monitor's readings of the workload's GPUs (the end of its window)."""
+
+    time: datetime
+    ratio: float | None
+    """None: the metrics endpoint had no sample for the window."""
+    threshold: float | None = None
+    """The low-utilization threshold then in force (None: not monitored)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """Why the workload was stopped early: the reason, the message, and for whom."""
+
+    reason: str
+    message: str
+    beneficiary: str
+    """``Kind namespace/name`` of the pending workload the GPUs were freed for ("": none)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadHistory:
+    """What the event store recorded of one workload."""
+
+    timeline: tuple[TimelineEntry, ...] = ()
+    utilization: tuple[UtilizationPoint, ...] = ()
+
+
+def utilization_chart(
+    points: Sequence[UtilizationPoint], *, width: int = 800, height: int = 80
+) -> str:
+    """GPU utilization over the workload's life: a line (gaps where the monitor had no
+    sample) from 0 to 100%, the low-utilization threshold dashed."""
+    known = sorted((p for p in points), key=lambda p: p.time)
+    if not any(p.ratio is not None for p in known):
+        return "<p class=muted>No GPU utilization recorded.</p>"
+    start, end = known[0].time, known[-1].time
+    span = max((end - start).total_seconds(), 1.0)
+
+    def x(at: datetime) -> float:
+        return (at - start).total_seconds() / span * width
+
+    def y(ratio: float) -> float:
+        return height - ratio * height
+
+    lines: list[list[str]] = [[]]
+    for point in known:
+        if point.ratio is None:
+            lines.append([])
+        else:
+            lines[-1].append(f"{x(point.time):.1f},{y(point.ratio):.1f}")
+    paths = "".join(
+        f'<polyline points="{" ".join(line)}" fill="none" stroke="#2e8b57" stroke-width="2"/>'
+        if len(line) > 1
+        else f'<circle cx="{line[0].split(",")[0]}" cy="{line[0].split(",")[1]}" r="2" '
+        'fill="#2e8b57"/>'
+        for line in lines
+        if line
+    )
+    threshold = next((p.threshold for p in reversed(known) if p.threshold is not None), None)
+    dashed = (
+        f'<line x1="0" x2="{width}" y1="{y(threshold):.1f}" y2="{y(threshold):.1f}" '
+        f'stroke="#c0392b" stroke-dasharray="4 3"><title>low-utilization threshold '
+        f"{threshold:.0%}</title></line>"
+        if threshold is not None
+        else ""
+    )
+    last = next(p for p in reversed(known) if p.ratio is not None)
+    assert last.ratio is not None
+    return (
+        f'<svg id=utilization width="{width}" height="{height + 14}" role="img" '
+        f'aria-label="GPU utilization over time">'
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#f4f6f8"/>'
+        f"{dashed}{paths}"
+        f'<text x="0" y="{height + 12}" font-size="11">{start:%H:%M}</text>'
+        f'<text x="{width - 34}" y="{height + 12}" font-size="11">{end:%H:%M}</text>'
+        "</svg>"
+        f"<p class=muted>{len(known)} readings; last {last.ratio:.0%} at {last.time:%H:%M:%S}</p>"
+    )
+
+
+def ending_section(ending: Ending | None) -> str:
+    if ending is None:
+        return ""
+    beneficiary = (
+        f" for <b id=beneficiary>{escape(ending.beneficiary)}</b>" if ending.beneficiary else ""
+    )
+    return (
+        "<section><h3>Stopped early</h3>"
+        f"<p id=ending><b>{escape(ending.reason)}</b>{beneficiary}: "
+        f"{escape(ending.message)}</p></section>"
+    )
 
 
 def phase_strip(entries: Sequence[TimelineEntry], *, now: datetime, width: int = 800) -> str:
@@ -373,19 +474,89 @@ def _usage_bar(used: int, total: int, width: int = 120) -> str:
     )
 
 
-def models_body(rows: Iterable[ModelRow]) -> str:
-    lines = (
-        "".join(
+@dataclass(frozen=True, slots=True)
+class ModelLoad:
+    """A Model's requests in flight now (active, waiting), over time, and the autoscaler's
+    decisions (the gateway's events)."""
+
+    in_flight: tuple[int, int] = (0, 0)
+    points: tuple[LoadPoint, ...] = ()
+    decisions: tuple[ScaleDecision, ...] = ()
+
+
+def load_chart(
+    points: Sequence[LoadPoint],
+    decisions: Sequence[ScaleDecision],
+    *,
+    width: int = 360,
+    height: int = 40,
+) -> str:
+    """Requests in flight over time (a line) with the autoscaler's decisions marked (a tick
+    labelled with the new replica count)."""
+    if not points and not decisions:
+        return "<span class=muted>No load reported.</span>"
+    times = [p.time for p in points] + [d.time for d in decisions]
+    start, end = min(times), max(times)
+    span = max((end - start).total_seconds(), 1.0)
+    top = max([p.active for p in points] + [1])
+
+    def x(at: datetime) -> float:
+        return (at - start).total_seconds() / span * width
+
+    line = " ".join(f"{x(p.time):.1f},{height - p.active / top * height:.1f}" for p in points)
+    path = (
+        f'<polyline points="{line}" fill="none" stroke="#5b9bd5" stroke-width="2"/>'
+        if len(points) > 1
+        else "".join(
+            f'<circle cx="{x(p.time):.1f}" cy="{height - p.active / top * height:.1f}" r="3" '
+            f'fill="#5b9bd5"><title>{p.active} in flight</title></circle>'
+            for p in points
+        )
+    )
+    ticks = "".join(
+        f'<line x1="{x(d.time):.1f}" x2="{x(d.time):.1f}" y1="0" y2="{height}" '
+        f'stroke="#8e44ad"><title>{d.time:%H:%M:%S} {d.from_replicas} → {d.replicas}: '
+        f"{escape(d.reason)}</title></line>"
+        f'<text x="{min(x(d.time) + 2, width - 10):.1f}" y="10" font-size="10">'
+        f"{d.replicas}</text>"
+        for d in decisions
+    )
+    return (
+        f'<svg class=load width="{width}" height="{height}" role="img" '
+        f'aria-label="requests in flight and scaling decisions">'
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#f4f6f8"/>{path}{ticks}</svg>'
+    )
+
+
+def decisions_list(decisions: Sequence[ScaleDecision], *, last: int = 5) -> str:
+    if not decisions:
+        return "<span class=muted>None.</span>"
+    items = "".join(
+        f"<li><span class=t>{d.time:%H:%M:%S}</span>{d.from_replicas} → {d.replicas} "
+        f"({escape(d.cause)}, average {d.average_active_requests:.1f}): {escape(d.reason)}</li>"
+        for d in reversed(decisions[-last:])
+    )
+    return f"<ul class=decisions>{items}</ul>"
+
+
+def models_body(rows: Iterable[ModelRow], *, loads: Mapping[tuple[str, str], ModelLoad]) -> str:
+    cells = []
+    for r in rows:
+        load = loads.get((r.namespace, r.name), ModelLoad())
+        active, waiting = load.in_flight
+        cells.append(
             f"<tr><td>{escape(r.namespace)}</td><td>{escape(r.name)}</td><td>{escape(r.engine)}</td>"
             f"<td>{r.ready} / {r.desired}</td><td>{r.min_replicas}-"
             f"{'∞' if r.max_replicas is None else r.max_replicas}</td>"
-            f"<td>{escape(', '.join(r.endpoints) or '-')}</td></tr>"
-            for r in rows
+            f"<td>{escape(', '.join(r.endpoints) or '-')}</td>"
+            f"<td class=inflight>{active}" + (f" ({waiting} waiting)" if waiting else "") + "</td>"
+            f"<td>{load_chart(load.points, load.decisions)}"
+            f"{decisions_list(load.decisions)}</td></tr>"
         )
-        or "<tr><td colspan=6 class=muted>No Model.</td></tr>"
-    )
+    lines = "".join(cells) or "<tr><td colspan=8 class=muted>No Model.</td></tr>"
     return (
         "<h2>Models</h2><table id=models><tr><th>Namespace</th><th>Name</th><th>Engine</th>"
-        "<th>Ready / desired</th><th>Replicas</th><th>Endpoints</th></tr>"
+        "<th>Ready / desired</th><th>Replicas</th><th>Endpoints</th><th>In flight</th>"
+        "<th>Load and autoscaler decisions</th></tr>"
         f"{lines}</table>"
     )

@@ -9,12 +9,14 @@ NVIDIA GPUs to free. A pending workload of a namespace the caller may not see ke
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from kaiwo_contracts.crds.go_duration import duration_nanoseconds
+from kaiwo_contracts.queue_estimates.eta import Eta, EtaSettings
+from kaiwo_contracts.queue_estimates.kueue import admission_order, lane_estimates, owner_name
 
 from kaiwo_console.domain.cluster import (
     CLUSTER_QUEUE,
@@ -23,23 +25,13 @@ from kaiwo_console.domain.cluster import (
     ClusterState,
     QuotaUse,
     Visible,
-    admitted_at,
     cluster_queue_of,
     gpu_quota,
     is_admitted,
     is_finished,
-    kueue_gpus,
     meta,
     quota_use,
     spec,
-)
-from kaiwo_console.domain.eta import (
-    Eta,
-    EtaSettings,
-    QueueNow,
-    Running,
-    Waiting,
-    estimate_starts,
 )
 from kaiwo_console.domain.history import QueueRecords
 
@@ -71,7 +63,10 @@ def queue_views(
     visible: Visible,
     settings: EtaSettings | None = None,
     hours: int = 24,
+    memo: EstimateMemo | None = None,
 ) -> list[QueueView]:
+    """Every ClusterQueue's view as ``visible`` may see it. With ``memo``, a queue's
+    estimates are computed again only when what they read changed (or they grew too old)."""
     views = []
     for queue in sorted(state.of(CLUSTER_QUEUE), key=lambda q: str(meta(q).get("name"))):
         name = str(meta(queue).get("name") or "")
@@ -79,14 +74,17 @@ def queue_views(
         running = [w for w in mine if is_admitted(w) and not is_finished(w)]
         waiting = sorted(
             (w for w in mine if not is_admitted(w) and not is_finished(w)),
-            key=lambda w: (-_priority(w), str(meta(w).get("creationTimestamp") or "")),
+            key=admission_order,
         )
         views.append(
             QueueView(
                 name=name,
                 quota=tuple(quota_use(state, queue)),
                 admitted=len(running),
-                pending=_estimated(state, records, name, running, waiting, now, visible, settings),
+                pending=_hidden(
+                    _remembered(state, records, name, running, waiting, now, settings, memo),
+                    visible,
+                ),
                 admissions_by_hour=tuple(records.admissions_by_hour(name, now=now, hours=hours)),
             )
         )
@@ -99,13 +97,80 @@ def pending_estimates(
     *,
     now: datetime,
     settings: EtaSettings | None = None,
+    memo: EstimateMemo | None = None,
 ) -> dict[tuple[str, str], PendingEntry]:
     """(namespace, workload name) -> its place and estimate, over every queue."""
-    found = {}
-    for view in queue_views(state, records, now=now, visible=lambda _ns: True, settings=settings):
-        for entry in view.pending:
-            found[(entry.namespace, entry.name)] = entry
-    return found
+    return estimates_in(
+        queue_views(state, records, now=now, visible=lambda _ns: True, settings=settings, memo=memo)
+    )
+
+
+@dataclass
+class EstimateMemo:
+    """Each queue's last estimates and what they were computed from (the console keeps one
+    for every page and reader): a change elsewhere in the cluster, or in another queue, does
+    not replay this one. Estimates are absolute times, so for ``max_age_seconds`` they say
+    the same; after that they are replayed from the new ``now``."""
+
+    max_age_seconds: float = 30.0
+    entries: dict[str, tuple[Hashable, datetime, tuple[PendingEntry, ...]]] = field(
+        default_factory=dict
+    )
+    computed: int = 0
+    """How many times a queue was estimated (replayed)."""
+
+
+def _remembered(
+    state: ClusterState,
+    records: QueueRecords,
+    queue: str,
+    running: list[dict[str, Any]],
+    waiting: list[dict[str, Any]],
+    now: datetime,
+    settings: EtaSettings | None,
+    memo: EstimateMemo | None,
+) -> tuple[PendingEntry, ...]:
+    if memo is None:
+        return _estimated(state, records, queue, running, waiting, now, settings)
+    inputs = (
+        records.version,
+        tuple(sorted(gpu_quota(state, queue).items())),
+        tuple(_input(state, w) for w in running),
+        tuple(_input(state, w) for w in waiting),
+    )
+    known = memo.entries.get(queue)
+    if (
+        known is not None
+        and known[0] == inputs
+        and 0 <= (now - known[1]).total_seconds() < memo.max_age_seconds
+    ):
+        return known[2]
+    entries = _estimated(state, records, queue, running, waiting, now, settings)
+    memo.entries[queue] = (inputs, now, entries)
+    memo.computed += 1
+    return entries
+
+
+def _input(state: ClusterState, kueue_workload: Mapping[str, Any]) -> Hashable:
+    """What an estimate reads of a Kueue Workload: which one, its version (its admission,
+    GPUs, order), and the duration its workload declared."""
+    metadata = meta(kueue_workload)
+    return (
+        str(metadata.get("uid") or metadata.get("name")),
+        str(metadata.get("resourceVersion") or ""),
+        _declared(state, kueue_workload),
+    )
+
+
+def _hidden(entries: tuple[PendingEntry, ...], visible: Visible) -> tuple[PendingEntry, ...]:
+    """A pending workload of a namespace the reader may not see keeps its place, not its
+    name."""
+    return tuple(e if visible(e.namespace) else replace(e, name="") for e in entries)
+
+
+def estimates_in(views: Sequence[QueueView]) -> dict[tuple[str, str], PendingEntry]:
+    """(namespace, workload name) -> its place and estimate, from views that hide nothing."""
+    return {(e.namespace, e.name): e for view in views for e in view.pending}
 
 
 def _estimated(
@@ -115,73 +180,35 @@ def _estimated(
     running: list[dict[str, Any]],
     waiting: list[dict[str, Any]],
     now: datetime,
-    visible: Visible,
     settings: EtaSettings | None,
 ) -> tuple[PendingEntry, ...]:
-    capacity = gpu_quota(state, queue)
-    entries: dict[str, PendingEntry] = {}
-    lanes = {kueue_gpus(w)[0] for w in waiting}
-    for resource in sorted(lanes):
-        lane_running = tuple(
-            Running(
-                admitted_at(w) or now,
-                kueue_gpus(w)[1],
-                _declared(state, w),
-            )
-            for w in running
-            if kueue_gpus(w)[0] == resource
-        )
-        lane_waiting = [w for w in waiting if kueue_gpus(w)[0] == resource]
-        etas = estimate_starts(
-            records.history((queue, resource)),
-            QueueNow(
-                capacity_gpus=capacity.get(resource, 0),
-                running=lane_running,
-                pending=tuple(
-                    Waiting(
-                        str(meta(w).get("uid") or meta(w).get("name")),
-                        kueue_gpus(w)[1],
-                        _declared(state, w),
-                    )
-                    for w in lane_waiting
-                ),
-            ),
-            now=now,
-            settings=settings,
-        )
-        for kueue_workload, eta in zip(lane_waiting, etas, strict=True):
-            namespace = str(meta(kueue_workload).get("namespace") or "")
-            entries[eta.name] = PendingEntry(
-                namespace=namespace,
-                name=_owner_name(kueue_workload) if visible(namespace) else "",
-                gpus=kueue_gpus(kueue_workload)[1],
-                resource=resource,
-                eta=eta,
-            )
-    # Admission order over every lane, as the queue lists them.
-    return tuple(
-        entries[str(meta(w).get("uid") or meta(w).get("name"))]
-        for w in waiting
-        if str(meta(w).get("uid") or meta(w).get("name")) in entries
+    """Estimated for a reader who sees everything."""
+    placed = lane_estimates(
+        queue=queue,
+        capacity=gpu_quota(state, queue),
+        admitted=running,
+        waiting=waiting,
+        declared=lambda w: _declared(state, w),
+        records=records.history,
+        now=now,
+        settings=settings,
     )
-
-
-def _priority(kueue_workload: Mapping[str, Any]) -> int:
-    try:
-        return int(spec(kueue_workload).get("priority") or 0)
-    except (TypeError, ValueError):
-        return 0
-
-
-def _owner_name(kueue_workload: Mapping[str, Any]) -> str:
-    refs = meta(kueue_workload).get("ownerReferences") or ()
-    return str(refs[0].get("name")) if refs else str(meta(kueue_workload).get("name") or "")
+    return tuple(
+        PendingEntry(
+            namespace=one.namespace,
+            name=one.owner,
+            gpus=one.gpus,
+            resource=one.resource,
+            eta=one.eta,
+        )
+        for one in placed
+    )
 
 
 def _declared(state: ClusterState, kueue_workload: Mapping[str, Any]) -> float | None:
     """The ``duration`` the workload behind a Kueue Workload declared, in seconds."""
     namespace = str(meta(kueue_workload).get("namespace") or "")
-    name = _owner_name(kueue_workload)
+    name = owner_name(kueue_workload)
     for kind in WORKLOAD_KINDS:
         workload = state.get(kind, namespace, name)
         if workload is not None:

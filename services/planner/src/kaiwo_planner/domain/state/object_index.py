@@ -59,6 +59,10 @@ LISTED_KINDS: Final = frozenset(
         ("kubeai.org", "Model"),
         ("scheduling.k8s.io", "PriorityClass"),
         (KUEUE_GROUP, "WorkloadPriorityClass"),
+        # What the queued public event's estimate reads (decision 0055).
+        (KUEUE_GROUP, "ClusterQueue"),
+        (KUEUE_GROUP, "LocalQueue"),
+        (KUEUE_GROUP, "Workload"),
     }
 )
 """(API group, kind) pairs :meth:`ObjectIndex.of_kind` answers for."""

@@ -36,6 +36,7 @@ from kaiwo_contracts.events.public import (
     MESSAGE_MAX_CHARS,
     PreemptionV1,
     WorkloadEventV1,
+    WorkloadEventV2,
     WorkloadRef,
     WorkloadTransition,
     public_event_id,
@@ -88,7 +89,7 @@ class PublicEvent:
 
     id: str
     subject: str
-    payload: WorkloadEventV1 | PreemptionV1
+    payload: WorkloadEventV1 | WorkloadEventV2 | PreemptionV1
 
     @property
     def workload(self) -> WorkloadRef:

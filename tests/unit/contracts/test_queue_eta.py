@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from kaiwo_console.domain.eta import (
+from kaiwo_contracts.queue_estimates.eta import (
     EtaSettings,
     Method,
     QueueHistory,

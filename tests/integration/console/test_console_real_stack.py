@@ -1,0 +1,212 @@
+"""The console on the whole running stack (issue 27): ``kaiwo up`` (watcher, planner,
+executor, recorder, console) against the real API server with the real Kueue, kube-scheduler
+and kwok's nodes (:func:`tests.real_stack.real_stack`). Nothing is published by the test: it
+creates KaiwoJobs and reads what the pages, the CLI and the public events show.
+
+One module-scoped operator and one 8-GPU MI300X node and ClusterQueue: ``first`` holds all 8
+GPUs for a while, ``second`` waits for them (PENDING, position 1 with an estimate), then runs.
+A browser on the workloads page watches ``second`` go from PENDING to RUNNING without a
+reload.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, Final
+
+import aiohttp
+import pytest
+import pytest_asyncio
+from kaiwo_contracts.events.public import WorkloadEventV2
+from kaiwo_contracts.events.streams import PUBLIC_STREAM
+from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_runtime.nats_server import free_port
+from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
+
+from tests.chromium import Chromium
+from tests.integration.gateway.test_gateway import until
+from tests.integration.pipeline import cluster_actors as actors
+from tests.integration.pipeline.harness import Pipeline, running_pipeline
+from tests.integration.test_real_stack import flavor, kaiwo, kaiwo_job, queue, reaches
+from tests.real_cluster import RealCluster
+from tests.real_stack import register_kwok_nodes, remove_nodes
+
+pytestmark = [
+    pytest.mark.k8s,
+    pytest.mark.nats,
+    pytest.mark.slow,
+    pytest.mark.asyncio(loop_scope="module"),
+    pytest.mark.timeout(600),
+]
+
+NODE: Final = NodeSpec("console-mi300x-1", NODE_TYPES["amd-mi300x"])
+QUEUE: Final = "console"
+SCREENSHOTS = Path(
+    os.environ.get("KAIWO_SCREENSHOTS_DIR", Path(__file__).parents[3] / ".artifacts" / "console")
+)
+
+
+def queue_config(namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": actors.KAIWO_API,
+        "kind": "KaiwoQueueConfig",
+        "metadata": {"name": actors.QUEUE_CONFIG},
+        "spec": {
+            "resourceFlavors": [
+                {
+                    "name": "mi300x",
+                    "nodeLabels": {"amd.com/gpu.product-name": NODE.type.product},
+                }
+            ],
+            "clusterQueues": [queue(QUEUE, namespace, flavor("mi300x", amd=8))],
+        },
+    }
+
+
+class Console:
+    def __init__(self, pipeline: Pipeline, url: str) -> None:
+        self.pipeline = pipeline
+        self.url = url.rstrip("/")
+
+    async def get(self, path: str) -> tuple[int, str]:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(self.url + path, allow_redirects=False) as response,
+        ):
+            return response.status, await response.text()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def console(
+    real_stack: RealCluster, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Console]:
+    port = free_port()
+    async with await KubernetesAsyncioAdapter.from_kubeconfig(real_stack.kubeconfig) as admin:
+        try:
+            await register_kwok_nodes(admin, [NODE])
+            async with running_pipeline(
+                tmp_path_factory.mktemp("kaiwo"),
+                real=real_stack,
+                gpu_cluster=False,
+                console_port=port,
+            ) as pipeline:
+                await admin.apply(
+                    queue_config(pipeline.namespace), field_manager="cluster-admin", force=False
+                )
+                url = pipeline.stack.options.console_url
+                assert url is not None
+                yield Console(pipeline, url)
+        finally:
+            await remove_nodes(admin, [NODE.name])
+
+
+async def test_each_page_a_pending_workload_and_its_move_to_running_in_chromium(
+    console: Console, tmp_path: Path
+) -> None:
+    pipeline, ns = console.pipeline, console.pipeline.namespace
+    await pipeline.kube.create(kaiwo_job("first", ns, queue_name=QUEUE, gpus=8, run_seconds=40))
+    await reaches(pipeline, "first", ns, "RUNNING")
+    await pipeline.kube.create(kaiwo_job("second", ns, queue_name=QUEUE, gpus=8, run_seconds=5))
+    await reaches(pipeline, "second", ns, "PENDING")
+
+    # The CLI on the same cluster: second's place in the ClusterQueue and the estimate's basis.
+    state = str(pipeline.stack.options.state_dir)
+    status = await kaiwo(state, "status", "second", "-n", ns)
+    assert status.exit_code == 0, status.output
+    assert f"Estimate:  #1 in {QUEUE} (amd.com/gpu), starts " in status.output
+    assert "Basis:     " in status.output
+    queues = await kaiwo(state, "queues")
+    assert queues.exit_code == 0, queues.output
+    assert f"1 in {QUEUE}" in queues.output
+
+    async with (
+        Chromium.start(tmp_path / "chromium") as browser,
+        browser.new_page() as page,
+    ):
+
+        async def main_text() -> str:
+            return str(await page.evaluate("document.querySelector('main').innerText"))
+
+        # The queue: second waits at position 1 behind first's 8 of 8 GPUs.
+        await page.goto(f"{console.url}/queues")
+
+        async def queued() -> bool:
+            text = await main_text()
+            return "second" in text and "#1" in text
+
+        await until(queued, within=60)
+        assert "8 of 8" in await main_text()
+        await page.screenshot(SCREENSHOTS / "real-stack-queues.png")
+
+        for path, expected in (
+            ("/nodes", NODE.name),
+            ("/models", "Models"),
+            (f"/workloads/{ns}/first", "Timeline"),
+        ):
+            await page.goto(console.url + path)
+
+            async def shows(expected: str = expected) -> bool:
+                return expected in await main_text()
+
+            await until(shows, within=60)
+        assert f"observed KaiwoJob {ns}/first" in await main_text()
+
+        async def row() -> str:
+            return str(
+                await page.evaluate(
+                    "[...document.querySelectorAll('#workloads tr')]"
+                    ".map(r => r.innerText).find(t => t.includes('second')) || ''"
+                )
+            )
+
+        await page.goto(f"{console.url}/workloads?namespace={ns}")
+        assert "PENDING" in await row()
+        await page.evaluate("window.kaiwoMark = 'not reloaded'")
+        await page.screenshot(SCREENSHOTS / "real-stack-pending.png")
+
+        async def running() -> bool:
+            return "RUNNING" in await row() or "COMPLETE" in await row()
+
+        await until(running, within=180)
+        assert await page.evaluate("window.kaiwoMark") == "not reloaded"
+        await page.screenshot(SCREENSHOTS / "real-stack-running.png")
+
+
+async def test_the_planner_told_queued_with_the_estimate_on_the_public_stream(
+    console: Console,
+) -> None:
+    """The queued transition (WorkloadEventV2) of the waiting job, as subscribers read it."""
+    pipeline, ns = console.pipeline, console.pipeline.namespace
+    subscription = await pipeline.js.subscribe(
+        f"kaiwo.public.workload.{ns}.kaiwojob.>", stream=PUBLIC_STREAM, ordered_consumer=True
+    )
+    queued: list[dict[str, Any]] = []
+
+    async def told() -> bool:
+        try:
+            message = await subscription.next_msg(timeout=1)
+        except TimeoutError:
+            return bool(queued)
+        if (message.headers or {}).get("ce-type") == WorkloadEventV2.EVENT_TYPE:
+            queued.append(json.loads(message.data))
+        return any(e["workload"]["name"] == "second" for e in queued)
+
+    try:
+        await until(told, within=60)
+    finally:
+        await subscription.unsubscribe()
+
+    second = next(e for e in queued if e["workload"]["name"] == "second")
+    assert second["transition"] == "queued"
+    estimate = second["estimate"]
+    assert (estimate["clusterQueue"], estimate["resource"], estimate["gpus"]) == (
+        QUEUE,
+        "amd.com/gpu",
+        8,
+    )
+    assert (estimate["position"], estimate["capacityGpus"]) == (1, 8)
+    # Nothing has finished in this queue yet and no duration was declared: the basis says so.
+    assert estimate["method"] in ("admission rate", "no history")

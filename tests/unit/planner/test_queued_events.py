@@ -1,0 +1,106 @@
+"""Which workload a waiting Kueue Workload is told ``queued`` for, and when (decision 0055)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from kaiwo_contracts.events.observed import ObservedObjectV1
+from kaiwo_planner.domain.status.queued_events import (
+    QueueObjects,
+    derive_queued_event,
+    owning_workload,
+)
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+JOB = {
+    "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+    "kind": "KaiwoJob",
+    "metadata": {"name": "train", "namespace": "ml", "uid": "uid-train", "resourceVersion": "9"},
+    "spec": {"clusterQueue": "team"},
+    "status": {"status": "PENDING"},
+}
+BATCH = {
+    "apiVersion": "batch/v1",
+    "kind": "Job",
+    "metadata": {
+        "name": "train",
+        "namespace": "ml",
+        "uid": "uid-batch",
+        "ownerReferences": [{"kind": "KaiwoJob", "name": "train", "uid": "uid-train"}],
+    },
+}
+NOTHING = QueueObjects(cluster_queues=(), local_queues=(), kueue_workloads=(), workloads=())
+
+
+def kueue_workload(*, admitted: bool = False, **metadata: Any) -> dict[str, Any]:
+    status: dict[str, Any] = {}
+    if admitted:
+        status["admission"] = {"clusterQueue": "team"}
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {"name": "job-train", "namespace": "ml", "uid": "uid-kw", **metadata},
+        "spec": {"queueName": "q"},
+        "status": status,
+    }
+
+
+def observed(obj: dict[str, Any], rv: str, event: str = "MODIFIED") -> ObservedObjectV1:
+    return ObservedObjectV1(
+        kind="Workload",
+        api_version="kueue.x-k8s.io/v1beta1",
+        namespace="ml",
+        name="job-train",
+        uid="uid-kw",
+        resource_version=rv,
+        event_type=event,  # type: ignore[arg-type]
+        object=obj,
+    )
+
+
+def lookup(uid: str) -> dict[str, Any] | None:
+    return {"uid-train": JOB, "uid-batch": BATCH}.get(uid)
+
+
+def test_the_workload_is_found_through_the_job_it_owns_or_the_job_uid_label() -> None:
+    by_owner = kueue_workload(
+        ownerReferences=[{"kind": "Job", "name": "train", "uid": "uid-batch"}]
+    )
+    by_label = kueue_workload(labels={"kueue.x-k8s.io/job-uid": "uid-train"})
+    stray = kueue_workload(ownerReferences=[{"kind": "Job", "name": "x", "uid": "uid-other"}])
+
+    assert owning_workload(by_owner, lookup) is JOB
+    assert owning_workload(by_label, lookup) is JOB
+    assert owning_workload(stray, lookup) is None
+
+
+def test_a_workload_whose_job_was_not_seen_yet_is_found_by_the_jobs_name() -> None:
+    early = kueue_workload(ownerReferences=[{"kind": "Job", "name": "train", "uid": "uid-new"}])
+
+    def named(namespace: str, name: str) -> dict[str, Any] | None:
+        return JOB if (namespace, name) == ("ml", "train") else None
+
+    assert owning_workload(early, lookup) is None
+    assert owning_workload(early, lookup, named) is JOB
+
+
+def test_queued_once_per_wait_and_never_for_a_deletion() -> None:
+    waiting, admitted = kueue_workload(), kueue_workload(admitted=True)
+
+    def told(previous: dict[str, Any] | None, now: ObservedObjectV1) -> str | None:
+        event = derive_queued_event(previous, now, workload=JOB, queues=NOTHING, observed_at=NOW)
+        return None if event is None else event.id
+
+    assert told(None, observed(waiting, "5")) == "uid-train:queued:5"
+    assert told(waiting, observed(waiting, "6")) is None  # still waiting
+    assert told(waiting, observed(admitted, "7")) is None
+    assert told(admitted, observed(waiting, "8")) == "uid-train:queued:8"  # evicted
+    assert told(waiting, observed(waiting, "9", "DELETED")) is None
+    # Its queue is not among the ClusterQueues the planner holds: told without an estimate.
+    event = derive_queued_event(
+        None, observed(waiting, "5"), workload=JOB, queues=NOTHING, observed_at=NOW
+    )
+    assert event is not None
+    assert event.payload.estimate is None  # type: ignore[union-attr]
+    assert event.subject == "kaiwo.public.workload.ml.kaiwojob.uid-train"
