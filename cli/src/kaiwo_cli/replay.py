@@ -449,11 +449,19 @@ def _same_plan_exactly(replayed: Plan, recorded: Plan) -> bool:
     takes ``1``, ``1.0`` and ``True`` (and ``0.0`` and ``-0.0``) for one value, which the
     canonical JSON the fingerprint hashes does not: there the types are compared too.
     """
-    return replayed == recorded and _strictly_equal(_documents(replayed), _documents(recorded))
+    return all(
+        getattr(replayed, name) == getattr(recorded, name) for name in _TYPED_PLAN_FIELDS
+    ) and _strictly_equal(_documents(replayed), _documents(recorded))
+
+
+_DOCUMENT_FIELDS: Final = ("desired", "status", "shared")
+_TYPED_PLAN_FIELDS: Final = tuple(
+    name for name in Plan.model_fields if name not in _DOCUMENT_FIELDS
+)
 
 
 def _documents(plan: Plan) -> tuple[object, ...]:
-    return (plan.desired, plan.status, plan.shared)
+    return tuple(getattr(plan, name) for name in _DOCUMENT_FIELDS)
 
 
 def _strictly_equal(one: object, other: object) -> bool:
