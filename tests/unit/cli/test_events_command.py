@@ -1015,3 +1015,59 @@ def test_tail_names_an_unreachable_nats_in_one_line_and_exits_2(tmp_path: Path) 
 
     assert result.exit_code == 2, result.output
     assert f"NATS at {url} is unreachable" in result.output
+
+
+def _first_integer_made_float(document: Any) -> bool:
+    """Turn the first integer found in ``document`` into the equal float, in place."""
+    items = document.items() if isinstance(document, dict) else enumerate(document)
+    for key, value in items:
+        if type(value) is int:
+            document[key] = float(value)
+            return True
+        if isinstance(value, dict | list) and _first_integer_made_float(value):
+            return True
+    return False
+
+
+def test_a_recorded_plan_changed_after_hashing_is_skipped_even_where_it_looks_equal(
+    recorded: Recorded,
+) -> None:
+    # Replay reads recorded plans without hashing them and proves each fingerprint by the
+    # replayed plan being the same exactly: 1.0 for 1 is equal to ==, not to the hash.
+    observations, plans = asyncio.run(read_recorded(recorded.url))
+    index = next(
+        i
+        for i, plan in enumerate(plans)
+        if plan.data["plan"]["owner"]["kind"] == "KaiwoJob" and plan.data["plan"]["desired"]
+    )
+    data = json.loads(json.dumps(plans[index].data))
+    assert _first_integer_made_float(data["plan"]["desired"])
+    retyped = plans[index]._replace(data=data)
+    data = json.loads(json.dumps(plans[index].data))
+    data["plan"]["status"] = {**(data["plan"]["status"] or {}), "status": "FORGED"}
+    restated = plans[index]._replace(data=data, event_id="restated")
+
+    report = replay_recorded(
+        observations=observations,
+        plans=[*plans[:index], retyped, restated, *plans[index + 1 :]],
+        findings=asyncio.run(read_findings(recorded.url)),
+        scale_decisions=asyncio.run(read_scale_decisions(recorded.url)),
+    )
+
+    skipped = {plan.event_id: plan.reason for plan in report.plans if plan.outcome == "skipped"}
+    assert skipped == {
+        plans[index].event_id: "the recorded plan does not parse as PlanDecidedV1",
+        "restated": "the recorded plan does not parse as PlanDecidedV1",
+    }
+    assert report.reproduced == len(plans) - 1
+
+
+def test_replay_compares_every_free_form_field_of_a_plan_with_its_types() -> None:
+    # A Plan field that holds free-form JSON (Any) must be among the documents replay walks
+    # with types; ``==`` alone takes 1 and 1.0 for one value, the fingerprint does not.
+    from kaiwo_cli.replay import _DOCUMENT_FIELDS, _TYPED_PLAN_FIELDS
+    from kaiwo_contracts.plans import Plan
+
+    assert set(_DOCUMENT_FIELDS) | set(_TYPED_PLAN_FIELDS) == set(Plan.model_fields)
+    free_form = {name for name, info in Plan.model_fields.items() if "Any" in str(info.annotation)}
+    assert free_form == {"desired", "status", "shared"} == set(_DOCUMENT_FIELDS)

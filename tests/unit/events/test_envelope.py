@@ -18,6 +18,7 @@ from kaiwo_contracts.events import (
     plan_event_id,
 )
 from kaiwo_contracts.events.envelope import body_json
+from kaiwo_contracts.events.plans import FINGERPRINT_CHECKED_BY_READER
 from kaiwo_contracts.plans import ObjectRef, Plan
 from pydantic import ValidationError
 
@@ -240,6 +241,21 @@ def test_a_plan_decision_rejects_a_fingerprint_of_another_plan() -> None:
 
     with pytest.raises(ValidationError, match="fingerprint"):
         PlanDecidedV1(plan=Plan(owner=owner), fingerprint="0" * 64)
+
+
+def test_a_reader_that_checks_the_fingerprint_itself_may_leave_it_to_later() -> None:
+    owner = ObjectRef(api_version="v1", kind="KaiwoJob", name="a", namespace="n", uid=UID)
+    plan = Plan(owner=owner, status={"status": "PENDING"})
+    data = {"plan": plan.model_dump(mode="json"), "fingerprint": "0" * 64}
+
+    deferred = PlanDecidedV1.model_validate(data, context={FINGERPRINT_CHECKED_BY_READER: True})
+
+    assert not deferred.fingerprint_holds()
+    assert PlanDecidedV1.of(plan).fingerprint_holds()
+    with pytest.raises(ValidationError, match="fingerprint"):
+        PlanDecidedV1.model_validate(data)
+    with pytest.raises(ValidationError, match="fingerprint"):
+        PlanDecidedV1.model_validate(data, context={FINGERPRINT_CHECKED_BY_READER: "yes"})
 
 
 def test_a_plan_decision_takes_the_fingerprint_its_caller_already_has() -> None:

@@ -8,7 +8,14 @@ import copy
 from typing import Any
 
 import pytest
-from kaiwo_planner.domain.state.manifest_comparison import contains, differing_paths
+from hypothesis import given
+from hypothesis import strategies as st
+from kaiwo_planner.domain.state.manifest_comparison import (
+    contains,
+    differing_paths,
+    may_be_quantity,
+)
+from kaiwo_planner.domain.state.nodes import parse_quantity
 from kaiwo_planner.domain.state.projection import written_last_by_operator
 
 WANTED_JOB: dict[str, Any] = {
@@ -230,6 +237,60 @@ def test_our_taint_among_the_nodes_own_with_the_time_the_server_added() -> None:
 )
 def test_scalars(stored: Any, wanted: Any, held: bool) -> None:
     assert contains(stored, wanted) is held
+
+
+@pytest.mark.parametrize(
+    ("text", "maybe"),
+    [
+        ("500m", True),
+        (" 1Gi", True),
+        ("-1", True),
+        ("+2", True),
+        (".5", True),
+        ("\u0663", True),  # an Arabic-Indic three: Decimal reads it
+        ("main", False),
+        ("IfNotPresent", False),
+        ("/bin/sh", False),
+        ("inf", False),
+        ("NaN", False),
+        ("", False),
+        ("  ", False),
+    ],
+)
+def test_a_text_that_may_be_a_quantity(text: str, maybe: bool) -> None:
+    assert may_be_quantity(text) is maybe
+
+
+@given(st.text(max_size=8))
+def test_what_may_not_be_a_quantity_does_not_parse_as_one(text: str) -> None:
+    # The fast refusal must never refuse what parse_quantity takes.
+    if not may_be_quantity(text):
+        with pytest.raises(ValueError):
+            parse_quantity(text)
+
+
+@given(st.text(alphabet="0123456789.+-eEkKmMGTiu n", max_size=8))
+def test_quantity_like_texts_are_never_refused_unparsed(text: str) -> None:
+    try:
+        parse_quantity(text)
+    except ValueError:
+        return
+    assert may_be_quantity(text)
+
+
+def test_differing_paths_are_found_in_one_walk_as_before() -> None:
+    stored = copy.deepcopy(STORED_JOB)
+    template = stored["spec"]["template"]
+    template["spec"]["containers"][0]["image"] = "other:1"
+    template["metadata"] = {"labels": {"team": "b"}}
+    wanted = copy.deepcopy(WANTED_JOB)
+    wanted["spec"]["template"]["metadata"] = {"labels": {"team": "a"}}
+
+    assert differing_paths(stored["spec"]["template"], wanted["spec"]["template"], path="t") == [
+        "t.metadata.labels.team",
+        "t.spec.containers[0].image",
+    ]
+    assert differing_paths(STORED_JOB, WANTED_JOB, path="job") == []
 
 
 def _managed(*entries: tuple[str, str, str | None]) -> dict[str, Any]:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from kaiwo_planner.domain.children.job_changes import job_update
+import copy
+from typing import Any
+
+from kaiwo_planner.domain.children.job_changes import job_update, job_update_in
 from kaiwo_planner.domain.children.workload_children import ChildCondition, plan_children
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.planning_context import PlanningContext
 
 DESIRED = {
     "apiVersion": "batch/v1",
@@ -149,4 +154,50 @@ def test_plan_children_reports_the_changes_an_existing_job_cannot_take(make_job)
             "spec.template.spec.containers[0].image. "
             "Delete and re-create the KaiwoJob to run with these changes.",
         ),
+    )
+
+
+def _observed_job(generation: int, *, image: str = "img:1", phase: str = "") -> dict[str, Any]:
+    job = copy.deepcopy(OBSERVED)
+    job["metadata"] |= {"uid": "job-uid", "generation": generation}
+    job["spec"]["template"]["spec"]["containers"][0]["image"] = image
+    job["status"] = {"active": 1} if phase == "running" else {}
+    return job
+
+
+def test_a_job_update_is_kept_while_the_observed_job_keeps_its_spec_version():
+    context = PlanningContext.of(ClusterState())
+    first = job_update_in(context, DESIRED, _observed_job(1))
+
+    # The Job's status moved: a new object, the same generation and spec.
+    again = job_update_in(context, DESIRED, _observed_job(1, phase="running"))
+
+    assert again is first
+    assert again == job_update(DESIRED, _observed_job(1, phase="running"))
+
+
+def test_a_job_update_is_worked_out_again_for_a_new_spec_or_a_new_desired_job():
+    context = PlanningContext.of(ClusterState())
+    first = job_update_in(context, DESIRED, _observed_job(1))
+
+    # The spec changed and the API server bumped the generation: the image now matches.
+    newer = job_update_in(context, DESIRED, _observed_job(2, image="img:2"))
+    assert newer.not_applied == ()
+    # A hand-made observation that changes the template without a new generation.
+    forged = job_update_in(context, DESIRED, _observed_job(1, image="img:3"))
+    assert forged.not_applied == ("spec.template.spec.containers[0].image",)
+    assert forged.manifest["spec"]["template"]["spec"]["containers"][0]["image"] == "img:3"
+    # Another desired Job (a new spec version of the KaiwoJob): not the kept one.
+    desired = copy.deepcopy(DESIRED)
+    other = job_update_in(context, desired, _observed_job(1))
+    assert other is not first
+    assert other == first
+
+
+def test_an_observed_job_without_uid_or_generation_is_compared_each_time():
+    context = PlanningContext.of(ClusterState())
+    anonymous = copy.deepcopy(OBSERVED)
+
+    assert job_update_in(context, DESIRED, anonymous) is not job_update_in(
+        context, DESIRED, anonymous
     )

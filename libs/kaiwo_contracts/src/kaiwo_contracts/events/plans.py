@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, Self
+from collections.abc import Mapping
+from typing import Any, ClassVar, Final, Literal, Self
 
-from pydantic import AwareDatetime, Field, model_validator
+from pydantic import AwareDatetime, Field, ValidationInfo, model_validator
 
 from kaiwo_contracts.events.envelope import EventPayload, event_type
 from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule, ScaleIntent
@@ -49,6 +50,16 @@ def _check_absent(plan: Plan, absent: tuple[ObjectRef, ...], *, name: str = "abs
 def _identity(ref: ObjectRef) -> tuple[str, str, str, str]:
     group = ref.api_version.rpartition("/")[0]
     return (group, ref.kind, ref.namespace or "", ref.name)
+
+
+FINGERPRINT_CHECKED_BY_READER: Final = "kaiwo.fingerprint-checked-by-reader"
+"""Validation context key: ``PlanDecidedV1.model_validate(data, context={key: True})`` leaves
+out the fingerprint check, for a reader that makes it itself before trusting the plan, in a
+cheaper way of its own (replay: the plan it makes again is the recorded one exactly and has
+the recorded fingerprint, decision 0059). Nothing that acts on a plan uses it."""
+FINGERPRINT_MISMATCH: Final = (
+    "fingerprint does not match the plan (the plan was changed after hashing)"
+)
 
 
 class PlanDecidedV1(EventPayload):
@@ -144,11 +155,18 @@ class PlanDecidedV1(EventPayload):
         return decision
 
     @model_validator(mode="after")
-    def _fingerprint_matches(self) -> Self:
-        if self.fingerprint != self.plan.fingerprint():
-            msg = "fingerprint does not match the plan (the plan was changed after hashing)"
-            raise ValueError(msg)
+    def _fingerprint_matches(self, info: ValidationInfo) -> Self:
+        context = info.context
+        if isinstance(context, Mapping) and context.get(FINGERPRINT_CHECKED_BY_READER) is True:
+            return self
+        if not self.fingerprint_holds():
+            raise ValueError(FINGERPRINT_MISMATCH)
         return self
+
+    def fingerprint_holds(self) -> bool:
+        """``fingerprint`` is the plan's (what validation checks unless the reader said it
+        checks it itself, :data:`FINGERPRINT_CHECKED_BY_READER`)."""
+        return self.fingerprint == self.plan.fingerprint()
 
     @model_validator(mode="after")
     def _absent_objects_are_desired(self) -> Self:

@@ -17,6 +17,7 @@ from typing import Any
 
 from kaiwo_planner.domain.state.json_trees import copy_tree
 from kaiwo_planner.domain.state.manifest_comparison import differing_paths
+from kaiwo_planner.domain.state.planning_context import PlanningContext
 
 IMMUTABLE_JOB_SPEC_FIELDS = (
     "template",
@@ -88,3 +89,43 @@ def job_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> JobUp
     for field_name in KUEUE_OWNED_SPEC_FIELDS:
         spec.pop(field_name, None)
     return JobUpdate(manifest=manifest, not_applied=tuple(not_applied))
+
+
+_ABSENT = object()
+
+
+def job_update_in(
+    context: PlanningContext, desired: Mapping[str, Any], observed: Mapping[str, Any]
+) -> JobUpdate:
+    """:func:`job_update`, kept in ``context`` for the observed Job's spec version.
+
+    Comparing the desired template with the observed one is the largest cost of planning a
+    KaiwoJob whose Job exists, and most of its plans come from a status that moved (the
+    Job's, the Workload's, the KaiwoJob's) while neither spec did. The value is kept while
+    ``desired`` is the very same object (children are kept per spec version, see
+    ``plan_children``) and the observed Job has the same uid and ``metadata.generation``
+    (the API server bumps it on every spec change of a kind with a status subresource) and
+    equal immutable fields (checked too, so a hand-made observation that changes them
+    without a new generation is compared afresh). The manifest is shared: not modified.
+    """
+    meta = observed.get("metadata")
+    uid = meta.get("uid") if isinstance(meta, Mapping) else None
+    generation = meta.get("generation") if isinstance(meta, Mapping) else None
+    if not isinstance(uid, str) or not uid or not isinstance(generation, int):
+        return job_update(desired, observed)
+    fields = _immutable_fields(observed)
+    held_fields, update = context.owner_value(
+        ("job-update", uid, generation),
+        (desired,),
+        lambda: (fields, job_update(desired, observed)),
+    )
+    if held_fields != fields:  # changed without a new generation: not from an API server
+        return job_update(desired, observed)
+    return update
+
+
+def _immutable_fields(observed: Mapping[str, Any]) -> tuple[object, ...]:
+    spec = observed.get("spec")
+    if not isinstance(spec, Mapping):
+        return ()
+    return tuple(spec.get(name, _ABSENT) for name in IMMUTABLE_JOB_SPEC_FIELDS)

@@ -28,6 +28,7 @@ from kaiwo_planner.domain.children.job_changes import (
     KUEUE_OWNED_SPEC_FIELDS,
     REASON_IMMUTABLE,
     job_update,
+    job_update_in,
 )
 from kaiwo_planner.domain.children.labels import inventory_labels
 from kaiwo_planner.domain.children.naming import main_child_name
@@ -220,7 +221,7 @@ JOB_MATCHES_SPEC = "The Job matches the workload's spec"
 
 
 def _reconcile_with_observed(
-    main: dict[str, Any], observed: Mapping[str, Any] | None
+    main: dict[str, Any], observed: Mapping[str, Any] | None, context: PlanningContext | None
 ) -> tuple[dict[str, Any], ChildCondition | None]:
     """The main child to apply given the one that exists (None: it does not exist yet)."""
     if main["kind"] == "Job" and observed is None:
@@ -231,7 +232,11 @@ def _reconcile_with_observed(
     if observed is None or observed.get("kind") != main["kind"]:
         return main, None
     if main["kind"] == "Job":
-        update = job_update(main, observed)
+        update = (
+            job_update(main, observed)
+            if context is None
+            else job_update_in(context, main, observed)
+        )
         if update.not_applied:
             return update.manifest, ChildCondition(
                 CONDITION_TYPE, "False", REASON_IMMUTABLE, update.message
@@ -307,7 +312,7 @@ def plan_children(
     conditions = list(built.conditions)
     main_child = None
     if built.main is not None:
-        main, applied = _reconcile_with_observed(built.main, observed_main_child)
+        main, applied = _reconcile_with_observed(built.main, observed_main_child, context)
         if applied is not None:
             conditions.append(applied)
         desired += [main, *built.others]

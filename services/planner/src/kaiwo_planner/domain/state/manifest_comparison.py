@@ -49,10 +49,13 @@ def contains(observed: Any, wanted: Any) -> bool:
 
 
 def differing_paths(observed: Any, wanted: Any, *, path: str) -> list[str]:
-    """The paths under ``path`` where ``wanted`` sets something ``observed`` does not hold."""
-    if contains(observed, wanted):
-        return []
+    """The paths under ``path`` where ``wanted`` sets something ``observed`` does not hold.
+
+    Empty exactly when ``contains(observed, wanted)``.
+    """
     if isinstance(wanted, Mapping) and isinstance(observed, Mapping):
+        # No ``contains`` first: the keys' paths are empty exactly when it holds, so one walk
+        # answers both (asking it at every level walked a Job's template once per level).
         paths: list[str] = []
         for key in sorted(wanted):
             if key in observed:
@@ -60,6 +63,8 @@ def differing_paths(observed: Any, wanted: Any, *, path: str) -> list[str]:
             elif not _is_zero(wanted[key]):
                 paths.append(f"{path}.{key}")
         return paths
+    if contains(observed, wanted):
+        return []
     merged_lists = (
         isinstance(wanted, list)
         and isinstance(observed, list)
@@ -94,7 +99,19 @@ def _same_scalar(observed: Any, wanted: Any) -> bool:
 def _same_quantity(observed: Any, wanted: Any) -> bool:
     if not isinstance(observed, str | int | float) or not isinstance(wanted, str | int | float):
         return False
+    if not (may_be_quantity(observed) and may_be_quantity(wanted)):
+        return False  # names, images, paths: most strings compared; parsing them raised
     try:
         return parse_quantity(observed) == parse_quantity(wanted)
     except (ValueError, ArithmeticError):
         return False
+
+
+def may_be_quantity(value: str | int | float) -> bool:
+    """False when :func:`~kaiwo_planner.domain.state.nodes.parse_quantity` surely refuses
+    ``value``: a text that, stripped, does not start with a digit, a sign or a point (what is
+    left, ``inf`` and ``nan``, it refuses too). A cheap test that spares an exception."""
+    if not isinstance(value, str):
+        return True
+    text = value.strip()
+    return bool(text) and (text[0] in "+-." or text[0].isdecimal())
