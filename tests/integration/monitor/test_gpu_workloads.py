@@ -42,6 +42,9 @@ pytestmark = [pytest.mark.k8s, pytest.mark.nats, pytest.mark.slow, pytest.mark.t
 
 MONITOR_ENV: Final = {"KAIWO_MONITOR_POLLING_INTERVAL_SECONDS": "1"}
 WITHIN: Final = 45.0
+CRON_JOB: Final = resources.ResourceType(
+    group="batch", version="v1", plural="cronjobs", kind="CronJob", namespaced=True
+)
 OPT_IN: Final = "kaiwo.silogen.ai/gpu-preemption."
 ALWAYS: Final = {f"{OPT_IN}policy": "Always", f"{OPT_IN}grace-period": "2s"}
 ON_PRESSURE: Final = {f"{OPT_IN}policy": "OnPressure", f"{OPT_IN}grace-period": "2s"}
@@ -452,3 +455,51 @@ async def test_tracked_workloads_waiting_for_gpus_are_pressure_for_on_pressure(
     assert second["status"]["preemptedFor"]["name"] == "notebook"
     assert "for pending workload Pod/" in second["status"]["preemptionReason"]
     await gone(pipeline, resources.JOB, "idle-b", ns)
+
+
+async def test_a_cronjobs_run_is_tracked_and_preempted_and_the_cronjob_stays(
+    operator: tuple[Pipeline, GpuExporter],
+) -> None:
+    """Decision 0056: the real CronJob controller makes a run each minute; the run carries the
+    job template's opt-in, is tracked as a Job of its own and, idle under Always, deleted. The
+    CronJob, its schedule and its template stay."""
+    pipeline, exporter = operator
+    kube, ns = pipeline.kube, pipeline.namespace
+    template = plain_job("unused", ns, {**ALWAYS, f"{OPT_IN}threshold": "50"})
+    cron = await kube.create(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "metadata": {"name": "nightly", "namespace": ns},
+            "spec": {
+                "schedule": "* * * * *",
+                "concurrencyPolicy": "Forbid",
+                "jobTemplate": {
+                    "metadata": {"annotations": template["metadata"]["annotations"]},
+                    "spec": template["spec"],
+                },
+            },
+        }
+    )
+
+    async def first_run() -> str | Pending:
+        jobs = await kube.list(resources.JOB, namespace=ns)
+        for job in jobs.items:
+            owners = job["metadata"].get("ownerReferences") or []
+            if any(o["uid"] == cron["metadata"]["uid"] for o in owners):
+                return str(job["metadata"]["name"])
+        return Pending("the CronJob has not run yet")
+
+    # The controller runs it at the next minute's start.
+    run = await eventually(first_run, what="the CronJob's first run", within=120.0)
+    pod = await running_pod_of(pipeline, ns, f"job-name={run}")
+    exporter.series = [GpuSeries(ns, pod, "0", 1.0)]
+
+    record = await record_of(pipeline, ns, "Job", run, phase="Preempted")
+    assert "policy Always" in record["status"]["preemptionReason"]
+    await gone(pipeline, resources.JOB, run, ns)
+    kept = await kube.get(CRON_JOB, "nightly", namespace=ns)
+    assert kept["metadata"]["uid"] == cron["metadata"]["uid"]
+    assert kept["spec"]["jobTemplate"] == cron["spec"]["jobTemplate"]
+    listed = await kube.list(resources.GPU_WORKLOAD, namespace=ns)
+    assert "CronJob" not in {item["spec"]["workloadRef"]["kind"] for item in listed.items}
