@@ -1,27 +1,124 @@
-"""``kaiwo gpus``: the GPU workloads GPU idle preemption tracks, from their GpuWorkload records
-(decision 0047), as a table. Pure: records in, text out."""
+"""``kaiwo gpus``: the GPU workloads GPU idle preemption tracks, as a table. Pure: objects in,
+text out.
+
+* GPU workloads no Kaiwo kind owns: their GpuWorkload records (decision 0047);
+* KaiwoJobs and KaiwoServices that opted in (their annotations or their namespace's): each is
+  its own record (decision 0056). Phase, utilization, idle since and verdict come from their
+  ``GpuIdle`` condition (the planner's judgement of the monitor's reading: ``<5%`` while an
+  idle stretch counts, ``>=5%`` while busy; the condition carries no reading, so a settled
+  workload's status is not rewritten tick after tick), or, preempted, from their
+  ``WorkloadTerminatedEarly`` condition; policy and grace as the planner resolves them.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from datetime import timedelta
+from typing import Any, Final
+
+from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoGpuPreemptionConfig
+from kaiwo_contracts.gpu_preemption import GpuPreemptionSettings, gpu_preemption_settings
 
 from kaiwo_cli.text_tables import render_table
 
 HEADERS = ("NAMESPACE", "WORKLOAD", "PHASE", "GPUS", "UTIL", "IDLE SINCE", "POLICY", "VERDICT")
 NONE_TRACKED = (
-    "No GPU workload is tracked: GPU idle preemption tracks Pods, Jobs, Deployments, "
-    "StatefulSets, RayJobs and RayClusters whose annotations or namespace opt in "
+    "No GPU workload is tracked: GPU idle preemption tracks KaiwoJobs, KaiwoServices, Pods, "
+    "Jobs (a CronJob's too), Deployments, StatefulSets, RayJobs and RayClusters whose "
+    "annotations or namespace opt in "
     "(kaiwo.silogen.ai/gpu-preemption.*; docs/operations.md)"
 )
 
 
-def gpu_workload_table(records: Sequence[Mapping[str, Any]]) -> str:
-    """One row per record, by namespace and workload; ``-`` where nothing is known yet."""
-    if not records:
+GPU_IDLE: Final = "GpuIdle"
+TERMINATED_EARLY: Final = "WorkloadTerminatedEarly"
+IDLE_PREEMPTION: Final = "GpuIdlePreemption"
+_IDLE_SINCE: Final = re.compile(r"^Idle since (\S+):")
+
+
+def gpu_workload_table(
+    records: Sequence[Mapping[str, Any]],
+    workloads: Sequence[Mapping[str, Any]] = (),
+    *,
+    namespaces: Mapping[str, Mapping[str, Any]] | None = None,
+    defaults: KaiwoGpuPreemptionConfig | None = None,
+) -> str:
+    """One row per record and per opted-in KaiwoJob or KaiwoService (``namespaces``: the
+    Namespaces by name, for their annotations), by namespace and workload; ``-`` where
+    nothing is known yet."""
+    config = defaults or KaiwoGpuPreemptionConfig()
+    rows = [_row(record) for record in records]
+    for workload in workloads:
+        namespace = str((workload.get("metadata") or {}).get("namespace") or "")
+        settings = gpu_preemption_settings(
+            workload_annotations=_annotations(workload),
+            namespace_annotations=_annotations((namespaces or {}).get(namespace) or {}),
+            config=config,
+        )
+        if settings is not None:
+            rows.append(_kaiwo_row(workload, settings))
+    if not rows:
         return NONE_TRACKED
-    rows = sorted((_row(record) for record in records), key=lambda row: (row[0], row[1]))
-    return render_table(HEADERS, rows)
+    return render_table(HEADERS, sorted(rows, key=lambda row: (row[0], row[1])))
+
+
+def _kaiwo_row(workload: Mapping[str, Any], settings: GpuPreemptionSettings) -> list[str]:
+    metadata = workload.get("metadata") or {}
+    status = workload.get("status") or {}
+    idle = _condition(status, GPU_IDLE)
+    early = _condition(status, TERMINATED_EARLY)
+    threshold = f"{settings.threshold_percent:g}%"
+    phase, utilization, since, verdict = str(status.get("status") or "-"), "-", "-", "-"
+    if early is not None and early.get("reason") == IDLE_PREEMPTION:
+        phase, verdict = "Preempted", str(early.get("message") or "-")
+    elif status.get("status") in ("RUNNING", "READY") and idle is not None:
+        busy = idle.get("status") != "True"
+        phase, utilization = ("Active", f">={threshold}") if busy else ("Idle", f"<{threshold}")
+        verdict = str(idle.get("message") or "-")
+        found = _IDLE_SINCE.match(verdict)
+        since = found.group(1) if found and not busy else "-"
+    return [
+        str(metadata.get("namespace") or ""),
+        f"{workload.get('kind', '?')}/{metadata.get('name', '?')}",
+        phase,
+        _text(_requested_gpus(workload.get("spec") or {})),
+        utilization,
+        since,
+        f"{settings.policy} ({_duration(settings.grace_period)})",
+        verdict,
+    ]
+
+
+def _requested_gpus(spec: Mapping[str, Any]) -> int | None:
+    gpus = spec.get("gpus")
+    if isinstance(gpus, int) and gpus > 0:
+        return gpus
+    per_replica, replicas = spec.get("gpusPerReplica"), spec.get("replicas")
+    if isinstance(per_replica, int) and per_replica > 0:
+        return per_replica * (replicas if isinstance(replicas, int) and replicas > 0 else 1)
+    return None
+
+
+def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    for found in status.get("conditions") or ():
+        if isinstance(found, Mapping) and found.get("type") == kind:
+            return found
+    return None
+
+
+def _annotations(obj: Mapping[str, Any]) -> dict[str, str]:
+    found = (obj.get("metadata") or {}).get("annotations") or {}
+    return {str(key): str(value) for key, value in found.items()}
+
+
+def _duration(value: timedelta) -> str:
+    """Go's form, as the planner writes a record's grace period (``10m0s``, ``1h30m0s``)."""
+    hours, rest = divmod(int(value.total_seconds()), 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m{seconds}s"
+    return f"{minutes}m{seconds}s" if minutes else f"{seconds}s"
 
 
 def _row(record: Mapping[str, Any]) -> list[str]:

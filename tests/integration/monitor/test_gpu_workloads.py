@@ -13,6 +13,10 @@ One operator serves the scenario:
    that waits for GPUs, its record naming it;
 3. ``kaiwo gpus`` lists every record with its phase, utilization, policy and verdict;
 4. replay reproduces every recorded plan, the records' included.
+
+A second operator shows that tracked workloads waiting for GPUs are pressure (decision 0056):
+a plain Job Kueue does not admit for GPUs and a bare Pod the scheduler cannot place for GPUs
+each get an idle OnPressure Job preempted for them, their records saying ``PendingGpu``.
 """
 
 from __future__ import annotations
@@ -38,6 +42,9 @@ pytestmark = [pytest.mark.k8s, pytest.mark.nats, pytest.mark.slow, pytest.mark.t
 
 MONITOR_ENV: Final = {"KAIWO_MONITOR_POLLING_INTERVAL_SECONDS": "1"}
 WITHIN: Final = 45.0
+CRON_JOB: Final = resources.ResourceType(
+    group="batch", version="v1", plural="cronjobs", kind="CronJob", namespaced=True
+)
 OPT_IN: Final = "kaiwo.silogen.ai/gpu-preemption."
 ALWAYS: Final = {f"{OPT_IN}policy": "Always", f"{OPT_IN}grace-period": "2s"}
 ON_PRESSURE: Final = {f"{OPT_IN}policy": "OnPressure", f"{OPT_IN}grace-period": "2s"}
@@ -172,19 +179,8 @@ async def operator(
         yield pipeline, exporter
 
 
-async def test_plain_jobs_deployments_and_bare_pods_are_tracked_and_preempted(
-    operator: tuple[Pipeline, GpuExporter], real_cluster: RealCluster
-) -> None:
-    pipeline, exporter = operator
-    kube, ns = pipeline.kube, pipeline.namespace
-    team = f"{ns}-team"  # opted in as a whole, by its annotations
-    await actors.create_namespace(kube, team)
-    await kube.merge_patch(
-        resources.NAMESPACE,
-        team,
-        {"metadata": {"annotations": {**ALWAYS, f"{OPT_IN}threshold": "10"}}},
-        field_manager="cluster-admin",
-    )
+async def short_pending_threshold(kube: Any) -> None:
+    """The KaiwoConfig: a workload waiting 1 s is pressure (the default is minutes)."""
     try:
         await kube.create(
             {
@@ -202,6 +198,22 @@ async def test_plain_jobs_deployments_and_bare_pods_are_tracked_and_preempted(
             {"spec": {"scheduling": {"pendingThresholdForPreemption": "1s"}}},
             field_manager="cluster-admin",
         )
+
+
+async def test_plain_jobs_deployments_and_bare_pods_are_tracked_and_preempted(
+    operator: tuple[Pipeline, GpuExporter], real_cluster: RealCluster
+) -> None:
+    pipeline, exporter = operator
+    kube, ns = pipeline.kube, pipeline.namespace
+    team = f"{ns}-team"  # opted in as a whole, by its annotations
+    await actors.create_namespace(kube, team)
+    await kube.merge_patch(
+        resources.NAMESPACE,
+        team,
+        {"metadata": {"annotations": {**ALWAYS, f"{OPT_IN}threshold": "10"}}},
+        field_manager="cluster-admin",
+    )
+    await short_pending_threshold(kube)
 
     # Busy and idle GPU workloads of every kind, all reported by the exporter.
     await kube.create(plain_job("busy", ns, {**ALWAYS, f"{OPT_IN}threshold": "50"}))
@@ -289,3 +301,205 @@ async def test_plain_jobs_deployments_and_bare_pods_are_tracked_and_preempted(
     records = [p for p in report.plans if "GpuWorkload" in p.owner]
     assert records, "no GpuWorkload plan was recorded"
     assert report.differ == 0, [p.diff for p in report.plans if p.outcome == "differs"][:1]
+
+
+QUOTA_FOR_GPUS: Final = (
+    "couldn't assign flavors to pod set main: insufficient unused quota for amd.com/gpu in "
+    "flavor mi300x, 2 more needed"
+)
+
+
+async def kueue_refuses_for_gpus(kube: Any, job: dict[str, Any]) -> str:
+    """Kueue's word (no Kueue manager here): the Job's Workload, its quota not reserved."""
+    metadata = job["metadata"]
+    name, namespace, uid = metadata["name"], metadata["namespace"], metadata["uid"]
+    await kube.create(
+        {
+            "apiVersion": resources.KUEUE_WORKLOAD.api_version,
+            "kind": "Workload",
+            "metadata": {
+                "name": f"job-{name}-{uid[:5]}",
+                "namespace": namespace,
+                "ownerReferences": [
+                    {
+                        "apiVersion": "batch/v1",
+                        "kind": "Job",
+                        "name": name,
+                        "uid": uid,
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": {
+                "queueName": "gpus",
+                "podSets": [{"name": "main", "count": 1, "template": job["spec"]["template"]}],
+            },
+        },
+        field_manager="kueue",
+    )
+    condition = {
+        "type": "QuotaReserved",
+        "status": "False",
+        "reason": "Pending",
+        "message": QUOTA_FOR_GPUS,
+        "lastTransitionTime": actors.now(),
+    }
+    await kube.patch_status(
+        resources.KUEUE_WORKLOAD,
+        f"job-{name}-{uid[:5]}",
+        {"conditions": [condition]},
+        namespace=namespace,
+        field_manager="kueue",
+        method="merge",
+    )
+    return f"job-{name}-{uid[:5]}"
+
+
+async def kueue_admits(kube: Any, workload: str, namespace: str) -> None:
+    """Kueue's word: quota reserved and admitted."""
+    conditions = [
+        {
+            "type": kind,
+            "status": "True",
+            "reason": kind,
+            "message": kind,
+            "lastTransitionTime": actors.now(),
+        }
+        for kind in ("QuotaReserved", "Admitted")
+    ]
+    await kube.patch_status(
+        resources.KUEUE_WORKLOAD,
+        workload,
+        {
+            "admission": {
+                "clusterQueue": "gpus",
+                "podSetAssignments": [{"name": "main", "count": 1}],
+            },
+            "conditions": conditions,
+        },
+        namespace=namespace,
+        field_manager="kueue",
+        method="merge",
+    )
+
+
+async def scheduler_cannot_place(kube: Any, namespace: str, name: str) -> None:
+    """The kube-scheduler's word (none runs here): no node has the GPUs."""
+    condition = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": "0/3 nodes are available: 3 Insufficient amd.com/gpu.",
+        "lastTransitionTime": actors.now(),
+    }
+    await kube.patch_status(
+        resources.POD,
+        name,
+        {"phase": "Pending", "conditions": [condition]},
+        namespace=namespace,
+        field_manager="kube-scheduler",
+        method="merge",
+    )
+
+
+async def test_tracked_workloads_waiting_for_gpus_are_pressure_for_on_pressure(
+    operator: tuple[Pipeline, GpuExporter],
+) -> None:
+    pipeline, exporter = operator
+    kube, ns = pipeline.kube, pipeline.namespace
+    await short_pending_threshold(kube)
+    idle_on_pressure = {**ON_PRESSURE, f"{OPT_IN}threshold": "50"}
+    await kube.create(plain_job("idle-a", ns, idle_on_pressure))
+    await kube.create(plain_job("idle-b", ns, idle_on_pressure))
+    idle_a = await running_pod_of(pipeline, ns, "job-name=idle-a")
+    idle_b = await running_pod_of(pipeline, ns, "job-name=idle-b")
+    # idle-b is busy (both its GPUs) until the queued Job is admitted.
+    busy_b = [GpuSeries(ns, idle_b, "0", 90.0), GpuSeries(ns, idle_b, "1", 90.0)]
+    exporter.series = [GpuSeries(ns, idle_a, "0", 1.0), *busy_b]
+    await record_of(pipeline, ns, "Job", "idle-a", phase="Idle")
+    await record_of(pipeline, ns, "Job", "idle-b", phase="Active")
+
+    # A plain Job, suspended as Kueue's webhook leaves it, opted in: tracked, not waiting yet.
+    queued = plain_job("queued", ns, ON_PRESSURE)
+    queued["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "gpus"}
+    queued["spec"]["suspend"] = True
+    queued = await kube.create(queued)
+    await record_of(pipeline, ns, "Job", "queued", phase="Unknown")
+    await pipeline.settled(within=WITHIN)
+    assert (await record_of(pipeline, ns, "Job", "idle-a"))["status"]["phase"] == "Idle"
+
+    # Kueue does not admit it for GPUs: it waits, and the idle Job goes for it.
+    workload = await kueue_refuses_for_gpus(kube, queued)
+    waiting = await record_of(pipeline, ns, "Job", "queued", phase="PendingGpu")
+    assert waiting["status"]["verdict"].startswith("Waiting for 2 amd GPUs since ")
+    first = await record_of(pipeline, ns, "Job", "idle-a", phase="Preempted")
+    assert first["status"]["preemptedFor"] == {
+        "kind": "Job",
+        "namespace": ns,
+        "name": "queued",
+        "uid": queued["metadata"]["uid"],
+    }
+    await gone(pipeline, resources.JOB, "idle-a", ns)
+    await kueue_admits(kube, workload, ns)  # the freed quota: the queued Job no longer waits
+    await record_of(pipeline, ns, "Job", "queued", phase="Unknown")
+    exporter.series = [GpuSeries(ns, idle_b, "0", 2.0)]
+    await record_of(pipeline, ns, "Job", "idle-b", phase="Idle")
+    await pipeline.settled(within=WITHIN)
+    assert (await record_of(pipeline, ns, "Job", "idle-b"))["status"]["phase"] == "Idle"
+
+    # A bare Pod the scheduler cannot place for GPUs: the other idle Job goes for it.
+    await kube.create(bare_pod("notebook", ns, ON_PRESSURE))
+    await scheduler_cannot_place(kube, ns, "notebook")
+    await record_of(pipeline, ns, "Pod", "notebook", phase="PendingGpu")
+    second = await record_of(pipeline, ns, "Job", "idle-b", phase="Preempted")
+    assert second["status"]["preemptedFor"]["name"] == "notebook"
+    assert "for pending workload Pod/" in second["status"]["preemptionReason"]
+    await gone(pipeline, resources.JOB, "idle-b", ns)
+
+
+async def test_a_cronjobs_run_is_tracked_and_preempted_and_the_cronjob_stays(
+    operator: tuple[Pipeline, GpuExporter],
+) -> None:
+    """Decision 0056: the real CronJob controller makes a run each minute; the run carries the
+    job template's opt-in, is tracked as a Job of its own and, idle under Always, deleted. The
+    CronJob, its schedule and its template stay."""
+    pipeline, exporter = operator
+    kube, ns = pipeline.kube, pipeline.namespace
+    template = plain_job("unused", ns, {**ALWAYS, f"{OPT_IN}threshold": "50"})
+    cron = await kube.create(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "metadata": {"name": "nightly", "namespace": ns},
+            "spec": {
+                "schedule": "* * * * *",
+                "concurrencyPolicy": "Forbid",
+                "jobTemplate": {
+                    "metadata": {"annotations": template["metadata"]["annotations"]},
+                    "spec": template["spec"],
+                },
+            },
+        }
+    )
+
+    async def first_run() -> str | Pending:
+        jobs = await kube.list(resources.JOB, namespace=ns)
+        for job in jobs.items:
+            owners = job["metadata"].get("ownerReferences") or []
+            if any(o["uid"] == cron["metadata"]["uid"] for o in owners):
+                return str(job["metadata"]["name"])
+        return Pending("the CronJob has not run yet")
+
+    # The controller runs it at the next minute's start.
+    run = await eventually(first_run, what="the CronJob's first run", within=120.0)
+    pod = await running_pod_of(pipeline, ns, f"job-name={run}")
+    exporter.series = [GpuSeries(ns, pod, "0", 1.0)]
+
+    record = await record_of(pipeline, ns, "Job", run, phase="Preempted")
+    assert "policy Always" in record["status"]["preemptionReason"]
+    await gone(pipeline, resources.JOB, run, ns)
+    kept = await kube.get(CRON_JOB, "nightly", namespace=ns)
+    assert kept["metadata"]["uid"] == cron["metadata"]["uid"]
+    assert kept["spec"]["jobTemplate"] == cron["spec"]["jobTemplate"]
+    listed = await kube.list(resources.GPU_WORKLOAD, namespace=ns)
+    assert "CronJob" not in {item["spec"]["workloadRef"]["kind"] for item in listed.items}

@@ -15,12 +15,15 @@ One operator serves the whole scenario, phase after phase (starting it is most o
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Final
 
 import pytest
+from click.testing import CliRunner
+from kaiwo_cli.main import app
 from kaiwo_cli.replay import replay_from_store
 from kaiwo_contracts.events.envelope import Envelope
 from kaiwo_contracts.events.public import PreemptionV1
@@ -130,8 +133,16 @@ async def loop(
         yield pipeline, exporter
 
 
+async def gpus_rows(real_cluster: RealCluster, namespace: str) -> dict[str, list[str]]:
+    """``kaiwo gpus -n``'s rows by workload (its columns split at runs of spaces)."""
+    arguments = ["gpus", "-n", namespace, "--kubeconfig", str(real_cluster.kubeconfig)]
+    result = await asyncio.to_thread(CliRunner().invoke, app, arguments, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return {line.split()[1]: line.split() for line in result.output.splitlines()[1:]}
+
+
 async def test_findings_flag_clear_terminate_and_preempt(
-    loop: tuple[Pipeline, GpuExporter],
+    loop: tuple[Pipeline, GpuExporter], real_cluster: RealCluster
 ) -> None:
     pipeline, exporter = loop
     ns = pipeline.namespace
@@ -201,9 +212,20 @@ async def test_findings_flag_clear_terminate_and_preempt(
         GpuSeries(ns, busy_pod, "0", 95.0),
         GpuSeries(ns, busy_pod, "1", 95.0),  # both requested GPUs busy
     ]
+    # Their GpuIdle condition, and kaiwo gpus listing them (decision 0056).
+    idle_now = await has_condition(pipeline, "holder", "GpuIdle", "True")
+    assert idle_now["message"].startswith("Idle since ")
+    assert idle_now["message"].endswith("needs amd GPUs (policy OnPressure)")
+    assert (await has_condition(pipeline, "busy", "GpuIdle", "False"))["reason"] == "GpuActive"
+    rows = await gpus_rows(real_cluster, ns)
+    assert rows["KaiwoJob/holder"][2:5] == ["Idle", "2", "<50%"]
+    assert rows["KaiwoJob/busy"][2:5] == ["Active", "2", ">=50%"]
+    assert "KaiwoJob/quiet" not in rows  # never opted in
+
     await pipeline.kube.create(gpu_job("wants", ns, gpus=2))
     await pipeline.reaches("wants", "PENDING")
     preempted = await pipeline.reaches("holder", "TERMINATED", within=WITHIN)
+    assert (await gpus_rows(real_cluster, ns))["KaiwoJob/holder"][2] == "Preempted"
     reason = condition_of(preempted, "WorkloadTerminatedEarly")
     assert reason is not None and reason["reason"] == "GpuIdlePreemption"
     assert f"for pending workload KaiwoJob/{ns}/wants" in reason["message"]

@@ -647,6 +647,68 @@ async def test_a_pod_some_controller_runs_is_never_preempted_by_itself(cluster: 
     )
 
 
+def cron_job(metadata: dict[str, Any], annotations: dict[str, str]) -> dict[str, Any]:
+    template = job({"annotations": annotations})
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": metadata,
+        "spec": {
+            "schedule": "@yearly",
+            "suspend": True,  # the test makes its run itself
+            "jobTemplate": {"metadata": template["metadata"], "spec": template["spec"]},
+        },
+    }
+
+
+async def test_a_cronjobs_opted_in_run_is_preempted_and_another_kinds_job_is_not(
+    cluster: Cluster,
+) -> None:
+    """Decision 0056: a Job a CronJob controls is a root of its own: deleted when it opted in
+    (its annotations come from the CronJob's job template); the CronJob is never touched; a
+    Job another kind controls stays the ownership policy's (not the operator's)."""
+    where = cluster.elsewhere
+    cron = await cluster.admin.create(cron_job({"name": "nightly", "namespace": where}, OPTED_IN))
+    reference = {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "name": "nightly",
+        "uid": cron["metadata"]["uid"],
+        "controller": True,
+    }
+    run = {"name": "nightly-1", "namespace": where, "annotations": OPTED_IN}
+    await cluster.admin.create(job({**run, "ownerReferences": [reference]}))
+    not_opted = {"name": "nightly-2", "namespace": where, "ownerReferences": [reference]}
+    await cluster.admin.create(job(not_opted))
+
+    await cluster.executor.delete(
+        resources.JOB, "nightly-1", namespace=where, propagation="Background"
+    )
+    message = await refused(
+        cluster.executor.delete(resources.JOB, "nightly-2", namespace=where),
+        policy=GPU_PREEMPTION,
+    )
+    assert "opted in to GPU idle preemption" in message
+
+    owner = await cluster.admin.create(
+        ray_cluster({"name": "job-owner", "namespace": where, "annotations": OPTED_IN})
+    )
+    ray_reference = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "name": "job-owner",
+        "uid": owner["metadata"]["uid"],
+        "controller": True,
+    }
+    theirs = {"name": "theirs", "namespace": where, "annotations": OPTED_IN}
+    await cluster.admin.create(job({**theirs, "ownerReferences": [ray_reference]}))
+    await refused(
+        cluster.executor.delete(resources.JOB, "theirs", namespace=where),
+        policy="kaiwo-executor-ownership",
+        also=("kaiwo-executor-namespaces",),
+    )
+
+
 async def test_taking_over_someone_elses_object_is_refused(cluster: Cluster) -> None:
     """A KaiwoJob ``payroll`` wanting a ConfigMap ``payroll-download`` that someone else's
     ConfigMap of that name already is: applying over it would adopt it (its owner reference

@@ -592,6 +592,35 @@ async def gpu_workloads_no_kaiwo_kind_owns_preempted(p: Pipeline, metrics: Prome
     job_cluster = await controlled_by(
         p, roots["ray.io/v1/RayJob"], gpu_root("ray.io/v1/RayCluster", "gpu-rayjob-cluster", ns)
     )
+    # A CronJob's run (decision 0056), made as the CronJob controller makes it: the template's
+    # opt-in on the Job, the CronJob its controller; the CronJob stays suspended.
+    run = gpu_root("batch/v1/Job", "gpu-cron-run", ns)
+    cron = await p.kube.create(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "metadata": {"name": "gpu-cron", "namespace": ns},
+            "spec": {
+                "schedule": "@yearly",
+                "suspend": True,
+                "jobTemplate": {
+                    "metadata": {"annotations": IDLE_AND_GONE},
+                    "spec": run["spec"],
+                },
+            },
+        }
+    )
+    run["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "name": "gpu-cron",
+            "uid": cron["metadata"]["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    await p.kube.create(run)
     for name, owner in (
         ("gpu-rayjob-head", job_cluster),
         ("gpu-raycluster-head", roots["ray.io/v1/RayCluster"]),
@@ -607,7 +636,7 @@ async def gpu_workloads_no_kaiwo_kind_owns_preempted(p: Pipeline, metrics: Prome
         await runs(p, f"app={name}")
         for name in ("gpu-deployment", "gpu-statefulset", "gpu-rayjob-head", "gpu-raycluster-head")
     ]
-    pods += [await runs(p, "job-name=gpu-job")]
+    pods += [await runs(p, "job-name=gpu-job"), await runs(p, "job-name=gpu-cron-run")]
     await p.kube.patch_status(
         resources.POD,
         "gpu-pod",
@@ -621,6 +650,7 @@ async def gpu_workloads_no_kaiwo_kind_owns_preempted(p: Pipeline, metrics: Prome
     for resource, name in (
         (resources.POD, "gpu-pod"),
         (resources.JOB, "gpu-job"),
+        (resources.JOB, "gpu-cron-run"),
         (resources.RAY_JOB, "gpu-rayjob"),
         (resources.RAY_CLUSTER, "gpu-raycluster"),
     ):

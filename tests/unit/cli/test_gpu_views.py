@@ -61,3 +61,70 @@ def test_each_tracked_workload_with_utilization_idle_since_policy_and_verdict() 
 def test_nothing_tracked_says_how_a_workload_opts_in() -> None:
     assert gpu_workload_table([]) == NONE_TRACKED
     assert "kaiwo.silogen.ai/gpu-preemption." in NONE_TRACKED
+
+
+def kaiwo_workload(
+    kind: str, name: str, *, annotations: dict[str, str], **status: Any
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": kind,
+        "metadata": {"namespace": "team-a", "name": name, "annotations": annotations},
+        "spec": {"gpus": 4},
+        "status": status,
+    }
+
+
+def test_opted_in_kaiwo_workloads_are_listed_beside_the_records() -> None:
+    """Decision 0056: a KaiwoJob or KaiwoService is its own record; its GpuIdle condition
+    gives phase, utilization, idle since and verdict."""
+    opted = {"kaiwo.silogen.ai/gpu-preemption.policy": "Always"}
+    idle_message = (
+        "Idle since 2026-03-01T11:50:00Z: GPU utilization below 5%; preempted once idle until "
+        "2026-03-01T12:00:00Z (policy Always)"
+    )
+    idle = kaiwo_workload(
+        "KaiwoJob",
+        "train",
+        annotations=opted,
+        status="RUNNING",
+        conditions=[{"type": "GpuIdle", "status": "True", "message": idle_message}],
+    )
+    preempted = kaiwo_workload(
+        "KaiwoService",
+        "chat",
+        annotations={},  # its namespace opted in
+        status="TERMINATED",
+        conditions=[
+            {
+                "type": "WorkloadTerminatedEarly",
+                "status": "True",
+                "reason": "GpuIdlePreemption",
+                "message": "Preempted: idle",
+            }
+        ],
+    )
+    nobodys = kaiwo_workload("KaiwoJob", "other", annotations={}, status="RUNNING")
+    team_b = {**nobodys, "metadata": {**nobodys["metadata"], "namespace": "team-b"}}
+    namespaces = {
+        "team-a": {"metadata": {"name": "team-a"}},
+        "team-b": {"metadata": {"name": "team-b"}},
+    }
+    # Only team-b's namespace opted in: chat and other are in team-a and team-b.
+    preempted["metadata"]["namespace"] = "team-b"
+    namespaces["team-b"]["metadata"]["annotations"] = {
+        "kaiwo.silogen.ai/gpu-preemption.grace-period": "1h"
+    }
+
+    table = gpu_workload_table([], [idle, preempted, nobodys, team_b], namespaces=namespaces)
+
+    assert table.splitlines() == [
+        "NAMESPACE   WORKLOAD            PHASE       GPUS   UTIL   IDLE SINCE             "
+        "POLICY                VERDICT",
+        "team-a      KaiwoJob/train      Idle        4      <5%    2026-03-01T11:50:00Z   "
+        f"Always (10m0s)        {idle_message}",
+        "team-b      KaiwoJob/other      RUNNING     4      -      -                      "
+        "OnPressure (1h0m0s)   -",
+        "team-b      KaiwoService/chat   Preempted   4      -      -                      "
+        "OnPressure (1h0m0s)   Preempted: idle",
+    ]

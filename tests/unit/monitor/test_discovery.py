@@ -27,6 +27,9 @@ REPLICA_SET = ResourceKind(
 CRON_JOB = ResourceKind(
     group="batch", version="v1", plural="cronjobs", kind="CronJob", namespaced=True
 )
+JOB_SET = ResourceKind(
+    group="jobset.x-k8s.io", version="v1alpha2", plural="jobsets", kind="JobSet", namespaced=True
+)
 GPU_SPEC = {"containers": [{"name": "main", "resources": {"limits": {"amd.com/gpu": "2"}}}]}
 
 
@@ -34,7 +37,9 @@ GPU_SPEC = {"containers": [{"name": "main", "resources": {"limits": {"amd.com/gp
 async def kube(tmp_path: Path) -> AsyncIterator[tuple[FakeKubeServer, KubernetesAsyncioAdapter]]:
     async with contextlib.AsyncExitStack() as stack:
         server = await stack.enter_async_context(
-            FakeKubeServer(kubeconfig_path=tmp_path / "kubeconfig", kinds=(REPLICA_SET, CRON_JOB))
+            FakeKubeServer(
+                kubeconfig_path=tmp_path / "kubeconfig", kinds=(REPLICA_SET, CRON_JOB, JOB_SET)
+            )
         )
         adapter = await KubernetesAsyncioAdapter.from_kubeconfig(server.kubeconfig_path)
         stack.push_async_callback(adapter.close)
@@ -102,14 +107,21 @@ async def test_pods_are_traced_to_their_roots_and_only_trackable_roots_count(
         adapter, "batch/v1", "Job", "nightly-1", ownerReferences=controlled_by(cron)
     )
     await make(adapter, "v1", "Pod", "nightly-1-y", ownerReferences=controlled_by(nightly))
+    # A Job another kind controls (a JobSet's): not a root, and nothing above it is either.
+    job_set = await make(adapter, "jobset.x-k8s.io/v1alpha2", "JobSet", "set")
+    theirs = await make(
+        adapter, "batch/v1", "Job", "theirs", ownerReferences=controlled_by(job_set)
+    )
+    await make(adapter, "v1", "Pod", "theirs-z", ownerReferences=controlled_by(theirs))
     await make(adapter, "v1", "Pod", "kaiwo-made", labels={"app.kubernetes.io/managed-by": "kaiwo"})
-    pods = ("serve-5d4f-x", "notebook", "nightly-1-y", "kaiwo-made", "gone")
+    pods = ("serve-5d4f-x", "notebook", "nightly-1-y", "theirs-z", "kaiwo-made", "gone")
     finder = RootFinder(adapter)
 
     found = await finder.workloads(candidate_pods([sample(p) for p in pods], []))
 
     by_root = {(w.root["kind"], w.root["metadata"]["name"]): w for w in found}
-    assert set(by_root) == {("Deployment", "serve"), ("Pod", "notebook")}
+    # A CronJob's Job is a root of its own (decision 0056): that run is tracked.
+    assert set(by_root) == {("Deployment", "serve"), ("Pod", "notebook"), ("Job", "nightly-1")}
     [served] = by_root[("Deployment", "serve")].pods
     assert served == MonitoredPod(
         namespace=NS,
@@ -125,12 +137,12 @@ async def test_pods_are_traced_to_their_roots_and_only_trackable_roots_count(
         vendor="amd",
         running=True,
     )
-    # One list of the namespace's pods; the ReplicaSet, the Deployment, the Job.
-    assert finder.reads == 4
+    # One list of the namespace's pods; the ReplicaSet, the Deployment, the two Jobs.
+    assert finder.reads == 5
 
     await finder.workloads(candidate_pods([sample("serve-5d4f-x")], []))
     # The list and the Deployment (its annotations may change); the ReplicaSet remembered.
-    assert finder.reads == 4 + 2
+    assert finder.reads == 5 + 2
 
 
 def test_only_pods_no_kaiwo_workload_holds_are_candidates() -> None:

@@ -484,3 +484,37 @@ def test_a_workload_priority_class_replans_every_workload_and_its_queue_config(
     assert owners_to_replan(change_of(projection, managed, "ADDED"), projection) == EVERYTHING
     foreign = obj(KUEUE, "WorkloadPriorityClass", "theirs", "wpc-2", value=5)
     assert owners_to_replan(change_of(projection, foreign, "ADDED"), projection) == (EVERY_WORKLOAD)
+
+
+def test_a_kueue_workload_of_a_gpu_root_replans_the_roots_gpuworkload(
+    projection: Projection,
+) -> None:
+    gpu = {"limits": {"amd.com/gpu": "1"}}
+    plain = obj(
+        "batch/v1",
+        "Job",
+        "plain",
+        "plain-0123456789",
+        namespace="team-a",
+        spec={"template": {"spec": {"containers": [{"name": "m", "resources": gpu}]}}},
+    )
+    record = obj(KAIWO, "GpuWorkload", "job-plain-plain-01", "rec-uid", namespace="team-a")
+    for sequence, item in enumerate((plain, record), start=50):
+        projection.apply(observe(item, "1", "ADDED"), sequence=sequence)
+    workload = obj(
+        KUEUE,
+        "Workload",
+        "job-plain-1",
+        "wl-plain",
+        namespace="team-a",
+        owners=[owner_ref("batch/v1", "Job", "plain", "plain-0123456789")],
+    )
+    change = change_of(projection, workload, "ADDED")
+    record_ref = ObjectRef(
+        api_version=KAIWO,
+        kind="GpuWorkload",
+        name="job-plain-plain-01",
+        namespace="team-a",
+        uid="rec-uid",
+    )
+    assert owners_to_replan(change, projection) == (record_ref,)

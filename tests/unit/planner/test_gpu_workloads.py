@@ -169,12 +169,45 @@ def test_a_root_is_tracked_when_its_namespace_opted_in_and_not_when_nobody_did()
 def test_a_controlled_job_or_one_made_by_kaiwo_is_no_root() -> None:
     owned = job(
         annotations=ALWAYS,
-        ownerReferences=[{"apiVersion": "batch/v1", "kind": "CronJob", "name": "c", "uid": "c"}],
+        ownerReferences=[
+            {
+                "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                "kind": "JobSet",
+                "name": "c",
+                "uid": "c",
+                "controller": True,
+            }
+        ],
     )
-    owned["metadata"]["ownerReferences"][0]["controller"] = True
     ours = job("ours", annotations=ALWAYS, labels={"kaiwo.silogen.ai/owner-uid": "kj"})
     assert plan_of(owned, cluster(owned)).plan is None
     assert plan_of(ours, cluster(ours)).plan is None
+
+
+def test_a_cronjobs_job_is_a_root_of_its_own_deleted_when_preempted() -> None:
+    """Decision 0056: each run of a CronJob is tracked; preempting it deletes that run."""
+    cron = {"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": "cron-uid"}
+    run = job(
+        "nightly-29000000",
+        annotations=ALWAYS,
+        ownerReferences=[{**cron, "controller": True}],
+    )
+    run["metadata"]["uid"] = "5f2c1a9e-0000-4000-8000-000000000001"
+    created = plan_of(run, cluster(run)).plan
+    assert created is not None and created.create_only
+    [manifest] = created.desired
+    assert manifest["metadata"]["name"] == "job-nightly-29000000-5f2c1a9e"
+    read = finding(run["metadata"]["uid"], percent=0.0, idle_since=NOW - timedelta(minutes=15))
+    name = manifest["metadata"]["name"]
+    preempting = plan_of(
+        record(run, name=name), cluster(run, record(run, name=name), findings=(read,))
+    ).plan
+    assert preempting.preempt is not None
+    assert (preempting.preempt.target.kind, preempting.preempt.target.name) == (
+        "Job",
+        "nightly-29000000",
+    )
+    assert preempting.preempt.action == "delete"
 
 
 def test_a_root_with_its_record_plans_the_record_too() -> None:
@@ -403,3 +436,155 @@ def test_the_shown_utilization_moves_in_steps_of_five_points() -> None:
 
 def test_whole_percentages_round_halves_up() -> None:
     assert [whole_percent(p) for p in (92.5, 92.49, 0.5, 0.0, 99.5)] == [93, 92, 1, 0, 100]
+
+
+# ------------------------------------------------------------------ waiting for GPUs (0056)
+
+ON_PRESSURE = {f"{OPT_IN}policy": "OnPressure", f"{OPT_IN}grace-period": "1m"}
+
+
+def kueue_workload(
+    owner: dict[str, Any], *, reserved: str, message: str, created: str = "2026-03-01T11:00:00Z"
+) -> dict[str, Any]:
+    meta = owner["metadata"]
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": f"job-{meta['name']}-abcde",
+            "namespace": meta["namespace"],
+            "uid": f"wl-{meta['name']}",
+            "creationTimestamp": created,
+            "ownerReferences": [
+                {
+                    "apiVersion": owner["apiVersion"],
+                    "kind": owner["kind"],
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                }
+            ],
+        },
+        "status": {
+            "conditions": [
+                {
+                    "type": "QuotaReserved",
+                    "status": reserved,
+                    "reason": "Pending",
+                    "message": message,
+                }
+            ]
+        },
+    }
+
+
+QUOTA_FOR_GPUS = (
+    "couldn't assign flavors to pod set main: insufficient unused quota for amd.com/gpu in "
+    "flavor mi300x, 2 more needed"
+)
+
+
+def test_a_plain_job_kueue_does_not_admit_for_gpus_is_pressure_for_an_idle_one() -> None:
+    idle = job("idle", annotations=ON_PRESSURE)
+    read = finding(idle["metadata"]["uid"], percent=0.0, idle_since=NOW - timedelta(minutes=5))
+    waits = job("waits", annotations=ON_PRESSURE, creationTimestamp="2026-03-01T11:00:00Z")
+    refused = kueue_workload(waits, reserved="False", message=QUOTA_FOR_GPUS)
+    state = cluster(
+        idle,
+        record(idle),
+        waits,
+        record(waits, name="job-waits-waits-01"),
+        refused,
+        findings=(read,),
+    )
+
+    pressed = plan_of(record(idle), state).plan
+    assert pressed.preempt is not None and pressed.preempt.action == "delete"
+    assert pressed.status["preemptedFor"] == {
+        "kind": "Job",
+        "name": "waits",
+        "namespace": "team-a",
+        "uid": "waits-0123456789",
+    }
+
+    waiting = plan_of(record(waits, name="job-waits-waits-01"), state).plan
+    assert waiting.status["phase"] == "PendingGpu"
+    assert waiting.status["verdict"] == (
+        "Waiting for 2 amd GPUs since 2026-03-01T11:00:00Z: idle workloads under the "
+        "OnPressure policy may be preempted for it"
+    )
+    assert [(e.type, e.reason) for e in waiting.events] == [("Warning", "WorkloadPendingGpu")]
+
+
+def test_waiting_for_cpu_or_being_admitted_or_not_opted_in_is_no_pressure() -> None:
+    idle = job("idle", annotations=ON_PRESSURE)
+    read = finding(idle["metadata"]["uid"], percent=0.0, idle_since=NOW - timedelta(minutes=5))
+    waits = job("waits", annotations=ON_PRESSURE)
+    cpu = "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor x"
+    nobodys = job("nobodys")
+    for others in (
+        (waits, record(waits), kueue_workload(waits, reserved="False", message=cpu)),
+        (waits, record(waits), kueue_workload(waits, reserved="True", message=QUOTA_FOR_GPUS)),
+        # Waiting, but nobody opted it in: it is not tracked, so it presses nobody.
+        (nobodys, kueue_workload(nobodys, reserved="False", message=QUOTA_FOR_GPUS)),
+    ):
+        state = cluster(idle, record(idle), *others, findings=(read,))
+        assert plan_of(record(idle), state).plan.preempt is None
+
+
+def test_a_recent_wait_is_no_pressure_until_the_pending_threshold() -> None:
+    idle = job("idle", annotations=ON_PRESSURE)
+    read = finding(idle["metadata"]["uid"], percent=0.0, idle_since=NOW - timedelta(minutes=5))
+    waits = job("waits", annotations=ON_PRESSURE)
+    just_now = kueue_workload(
+        waits, reserved="False", message=QUOTA_FOR_GPUS, created="2026-03-01T11:59:50Z"
+    )
+    state = cluster(idle, record(idle), waits, record(waits), just_now, findings=(read,))
+    assert plan_of(record(idle), state).plan.preempt is None  # the default threshold: 5m
+
+
+def test_a_bare_pod_the_scheduler_cannot_place_for_gpus_is_pressure() -> None:
+    idle = job("idle", annotations=ON_PRESSURE)
+    read = finding(idle["metadata"]["uid"], percent=0.0, idle_since=NOW - timedelta(minutes=5))
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "notebook",
+            "namespace": "team-a",
+            "uid": "pod-0123456789",
+            "creationTimestamp": "2026-03-01T11:00:00Z",
+            "annotations": ON_PRESSURE,
+        },
+        "spec": {"containers": [{"name": "main", "resources": GPU}]},
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/3 nodes are available: 3 Insufficient amd.com/gpu.",
+                }
+            ],
+        },
+    }
+    state = cluster(idle, record(idle), pod, record(pod), findings=(read,))
+    pressed = plan_of(record(idle), state).plan
+    assert pressed.preempt is not None
+    assert pressed.status["preemptedFor"]["name"] == "notebook"
+
+    memory = {
+        **pod,
+        "status": {
+            **pod["status"],
+            "conditions": [
+                {
+                    **pod["status"]["conditions"][0],
+                    "message": "0/3 nodes are available: 3 Insufficient memory.",
+                }
+            ],
+        },
+    }
+    state = cluster(idle, record(idle), memory, record(memory), findings=(read,))
+    assert plan_of(record(idle), state).plan.preempt is None

@@ -334,3 +334,25 @@ def _managed(*entries: tuple[str, str, str | None]) -> dict[str, Any]:
 )
 def test_who_wrote_an_object_last(entries: list[Any], ours: bool) -> None:
     assert written_last_by_operator(_managed(*entries)) is ours
+
+
+def test_kueue_stores_borrow_and_preempt_as_may_stop_search() -> None:
+    """Kueue 0.15+ serves a ClusterQueue's v1beta1 ``Borrow``/``Preempt`` back as
+    ``MayStopSearch`` (seen on the real Kueue); an older Kueue keeps them as written."""
+    wanted = {
+        "spec": {"flavorFungibility": {"whenCanBorrow": "Borrow", "whenCanPreempt": "Preempt"}}
+    }
+    served = {
+        "spec": {
+            "flavorFungibility": {
+                "whenCanBorrow": "MayStopSearch",
+                "whenCanPreempt": "MayStopSearch",
+            }
+        }
+    }
+    assert contains(served, wanted)
+    assert contains(wanted, wanted)
+    other = {"spec": {"flavorFungibility": {"whenCanBorrow": "TryNextFlavor"}}}
+    assert not contains(other, wanted)
+    # Only that way round: asking for MayStopSearch is not met by Borrow.
+    assert not contains(wanted, served)

@@ -986,3 +986,39 @@ def test_a_stretch_that_ends_is_news_and_a_settled_busy_workload_is_not() -> Non
     assert not busy_again.decides_differently_from(busy)
     assert low.decides_differently_from(busy)
     assert busy.decides_differently_from(None)
+
+
+def test_an_opted_in_workload_shows_its_idle_stretch_in_the_gpu_idle_condition(cluster_with):
+    """Decision 0056: ``kaiwo gpus`` reads it; no reading leaves it as it is."""
+    owner = opted_in(kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS))
+    cluster = cluster_with(owner, running_job(owner), workloads=(admitted("job-uid-job"),))
+
+    idle = planned(
+        owner=owner,
+        cluster=with_findings(cluster, finding(idle_since=NOW - timedelta(minutes=3))),
+        now=NOW,
+    )
+    assert idle is not None and idle.status is not None
+    assert idle.status["status"] == "RUNNING"  # OnPressure, nobody waits
+    found = condition(idle, "GpuIdle")
+    assert (found["status"], found["reason"]) == ("True", "GpuIdle")
+    assert found["message"] == (
+        "Idle since 2026-01-01T11:57:00Z: GPU utilization below 5%; from "
+        "2026-01-01T12:07:00Z preempted when a pending workload needs amd GPUs "
+        "(policy OnPressure)"
+    )
+
+    busy = planned(owner=owner, cluster=with_findings(cluster, finding()), now=NOW)
+    assert busy is not None
+    found = condition(busy, "GpuIdle")
+    assert (found["status"], found["reason"]) == ("False", "GpuActive")
+    assert found["message"] == (
+        "Busy: at or above the idle threshold of 5% (policy OnPressure, grace period 10m0s)"
+    )
+
+    # Not opted in: no condition at all.
+    plain = kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS)
+    cluster = cluster_with(plain, running_job(plain), workloads=(admitted("job-uid-job"),))
+    quiet = planned(owner=plain, cluster=with_findings(cluster, finding()), now=NOW)
+    assert quiet is not None and quiet.status is not None
+    assert "GpuIdle" not in {c["type"] for c in quiet.status.get("conditions") or ()}

@@ -1,5 +1,6 @@
 """``kaiwo gpus``: every GPU workload GPU idle preemption tracks, with its utilization, idle
-stretch, policy and verdict (the GpuWorkload records, decision 0047).
+stretch, policy and verdict (the GpuWorkload records, decision 0047, and the opted-in
+KaiwoJobs and KaiwoServices, decision 0056).
 
 Rendering is :mod:`kaiwo_cli.gpu_views` (pure); this module only reads the cluster.
 """
@@ -7,7 +8,7 @@ Rendering is :mod:`kaiwo_cli.gpu_views` (pure); this module only reads the clust
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,6 +16,7 @@ from kaiwo_cli.commands.options import all_namespaces_option, cluster_options, n
 from kaiwo_cli.commands.workloads import _run, _target
 
 if TYPE_CHECKING:
+    from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoGpuPreemptionConfig
     from kaiwo_kube import KubernetesPort
 
 
@@ -33,8 +35,9 @@ def gpus(
     """GPU workloads tracked for idle preemption: phase, GPUs, utilization, idle since,
     policy and verdict.
 
-    Pods, Jobs, Deployments, StatefulSets, RayJobs and RayClusters that opted in, by their
-    annotations or their namespace's. Every namespace unless -n names one.
+    KaiwoJobs, KaiwoServices, Pods, Jobs (a CronJob's runs too), Deployments, StatefulSets,
+    RayJobs and RayClusters that opted in, by their annotations or their namespace's. Every
+    namespace unless -n names one.
     """
     scope = None if all_namespaces else namespace
 
@@ -44,8 +47,44 @@ def gpus(
         from kaiwo_cli.cluster_access import optional_list
         from kaiwo_cli.gpu_views import gpu_workload_table
 
+        records = await optional_list(kube, resources.GPU_WORKLOAD, namespace=scope)
+        workloads = [
+            {**item, "kind": resource.kind}
+            for resource in (resources.KAIWO_JOB, resources.KAIWO_SERVICE)
+            for item in await optional_list(kube, resource, namespace=scope)
+        ]
         return gpu_workload_table(
-            await optional_list(kube, resources.GPU_WORKLOAD, namespace=scope)
+            records,
+            workloads,
+            namespaces=await _namespaces(kube, scope),
+            defaults=await _defaults(kube),
         )
 
     click.echo(_run("gpus", _target(kubeconfig, context, state), work))
+
+
+async def _namespaces(kube: KubernetesPort, scope: str | None) -> dict[str, dict[str, Any]]:
+    """The Namespaces by name (their annotations opt workloads in); those the user may not
+    read count as without annotations."""
+    from kaiwo_kube import KubeError, resources
+
+    try:
+        if scope is not None:
+            return {scope: await kube.get(resources.NAMESPACE, scope)}
+        listed = await kube.list(resources.NAMESPACE)
+    except KubeError:
+        return {}
+    return {str(item["metadata"]["name"]): item for item in listed.items}
+
+
+async def _defaults(kube: KubernetesPort) -> KaiwoGpuPreemptionConfig:
+    """The KaiwoConfig's ``gpuPreemption`` defaults (the built-in ones without it)."""
+    from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoGpuPreemptionConfig
+    from kaiwo_kube import KubeError, resources
+
+    try:
+        config = await kube.get(resources.KAIWO_CONFIG, "kaiwo")
+    except KubeError:
+        return KaiwoGpuPreemptionConfig()
+    found = (config.get("spec") or {}).get("gpuPreemption") or {}
+    return KaiwoGpuPreemptionConfig.model_validate(found)

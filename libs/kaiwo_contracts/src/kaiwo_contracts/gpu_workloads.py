@@ -11,8 +11,13 @@ it (:data:`ROOT_KINDS`):
 * a **Deployment**, a **StatefulSet**: scaled to zero replicas (upstream deletes them too):
   the object, its configuration and its history stay, and ``kubectl scale`` brings it back.
 
-A root of another kind (a CronJob, a LeaderWorkerSet, an operator's custom resource) is not
-tracked: what stopping it means is that kind's own business. Objects the operator makes
+A **CronJob**'s runs are tracked one by one (decision 0056): a Job whose controller is a
+CronJob is a root of its own (:data:`TRACKED_CONTROLLERS`), opted in by its own annotations
+(the CronJob's ``spec.jobTemplate.metadata.annotations``, which the CronJob controller copies
+onto every Job it makes) or its namespace's, and preempting it deletes that run only: the
+CronJob and its schedule stay. A root of another kind (a LeaderWorkerSet, a JobSet, an
+operator's custom resource) is not tracked: what stopping it means is that kind's own
+business. Objects the operator makes
 (``app.kubernetes.io/managed-by=kaiwo``, ``kaiwo.silogen.ai/owner-uid``,
 ``kaiwo.silogen.ai/run-id``) are Kaiwo workloads' and never roots here.
 
@@ -53,6 +58,12 @@ ROOT_KINDS: Final[Mapping[Kind, PreemptAction]] = MappingProxyType(
     }
 )
 """The kinds whose roots are tracked, and what preempting one does."""
+
+CRON_JOB: Final[Kind] = ("batch/v1", "CronJob")
+TRACKED_CONTROLLERS: Final[Mapping[Kind, frozenset[Kind]]] = MappingProxyType(
+    {JOB: frozenset({CRON_JOB})}
+)
+"""Controllers a root may have and still be one: a CronJob's Job is tracked run by run."""
 
 INTERMEDIATE_KINDS: Final[frozenset[Kind]] = frozenset({("apps/v1", "ReplicaSet")})
 """Kinds met between a pod and its root that are never roots themselves (a Deployment's
@@ -108,6 +119,19 @@ def controller_reference(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
         if isinstance(reference, Mapping) and reference.get("controller") is True:
             return reference
     return None
+
+
+def is_root(obj: Mapping[str, Any]) -> bool:
+    """Of a root kind, and controlled by nothing or by a controller :data:`TRACKED_CONTROLLERS`
+    allows for its kind (a CronJob above a Job)."""
+    kind = kind_of(obj)
+    if kind not in ROOT_KINDS:
+        return False
+    reference = controller_reference(obj)
+    if reference is None:
+        return True
+    above = (str(reference.get("apiVersion") or ""), str(reference.get("kind") or ""))
+    return above in TRACKED_CONTROLLERS.get(kind, frozenset())
 
 
 def made_by_kaiwo(obj: Mapping[str, Any]) -> bool:
@@ -210,14 +234,9 @@ def gpu_vendor(obj: Mapping[str, Any]) -> str:
 
 
 def is_gpu_root(obj: Mapping[str, Any]) -> bool:
-    """A root the operator tracks: of a root kind, controlled by nothing, not made by the
-    operator, asking for GPUs."""
-    return (
-        kind_of(obj) in ROOT_KINDS
-        and controller_reference(obj) is None
-        and not made_by_kaiwo(obj)
-        and requests_gpus(obj)
-    )
+    """A root the operator tracks: of a root kind, controlled by nothing (or a CronJob's Job,
+    :func:`is_root`), not made by the operator, asking for GPUs."""
+    return is_root(obj) and not made_by_kaiwo(obj) and requests_gpus(obj)
 
 
 def preempt_action(api_version: str, kind: str) -> PreemptAction | None:

@@ -9,10 +9,12 @@ the API server anything more, so a cluster without such pods costs no call at al
 2. each candidate pod asking for GPUs, and made by no Kaiwo kind: its root, found by walking
    controller owner references upward with GETs (:func:`kaiwo_contracts.gpu_workloads.
    controller_reference`), through ReplicaSets to a Pod, Job, Deployment, StatefulSet,
-   RayJob or RayCluster controlled by nothing (``ROOT_KINDS``). An intermediate object's
-   controller never changes, so it is remembered (by uid, :data:`REMEMBERED`); the root is
-   read every tick, since its annotations say whether it takes part;
-3. a root of another kind (a CronJob's Job, a RayService's cluster, an operator's resource),
+   RayJob or RayCluster controlled by nothing, or a Job a CronJob controls (``ROOT_KINDS``,
+   :func:`kaiwo_contracts.gpu_workloads.is_root`: a CronJob's runs are tracked one by one).
+   An intermediate object's controller never changes, so it is remembered (by uid,
+   :data:`REMEMBERED`); the root is read every tick, since its annotations say whether it
+   takes part;
+3. a root of another kind (a RayService's cluster, a JobSet's Job, an operator's resource),
    one the API server does not show (gone, forbidden) or one made by Kaiwo: not tracked.
 
 What comes out is a :class:`~kaiwo_monitor.domain.pods.MonitoredPod` per pod, its workload the
@@ -32,6 +34,7 @@ from kaiwo_contracts.gpu_workloads import (
     INTERMEDIATE_KINDS,
     ROOT_KINDS,
     controller_reference,
+    is_root,
     kind_of,
     made_by_kaiwo,
     pod_gpus,
@@ -130,11 +133,11 @@ class RootFinder:
                 found = await self._read(kind, reference, namespace)
                 if found is None:
                     return None
-                above = controller_reference(found)
-                if above is None:
+                if is_root(found):  # nothing above, or a CronJob above its Job
                     return found if _trackable(found) else None
+                above = controller_reference(found)
             else:
-                return None  # a CronJob's Job, a RayService's cluster, another operator's
+                return None  # a RayService's cluster, a JobSet's Job, another operator's
             if above is None:
                 return None
             reference = above

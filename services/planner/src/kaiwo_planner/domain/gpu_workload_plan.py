@@ -11,9 +11,11 @@ Two owners plan here:
 * **The GpuWorkload**: its status, and the preemption of its workload
   (``Plan.preempt``). Phases:
 
-  - ``Unknown``: no fresh reading; ``Active``: at or above the threshold; ``Idle``: an idle
-    stretch that counts (:func:`~kaiwo_planner.domain.scheduling.gpu_workload_state.
-    reading_of`);
+  - ``Unknown``: no fresh reading; ``PendingGpu``: waiting for GPUs (Kueue does not admit
+    it for GPUs, or the scheduler cannot place it for GPUs, decision 0056), which makes it a
+    pressure for the ``OnPressure`` policy; ``Active``: at or above the threshold;
+    ``Idle``: an idle stretch that counts (:func:`~kaiwo_planner.domain.scheduling.
+    gpu_workload_state.reading_of`);
   - ``Preempting``: the idle-preemption decision
     (:mod:`~kaiwo_planner.domain.scheduling.idle_preemption`, the one that preempts idle
     KaiwoJobs, with these workloads among its candidates) chose it. The plan writes the
@@ -59,6 +61,7 @@ from kaiwo_planner.domain.scheduling.gpu_workload_state import (
     DELETED,
     GPU_WORKLOAD,
     IDLE,
+    PENDING_GPU,
     PREEMPTED,
     PREEMPTING,
     UNKNOWN,
@@ -73,6 +76,7 @@ from kaiwo_planner.domain.scheduling.idle_preemption import IdlePreemption
 from kaiwo_planner.domain.scheduling.idle_preemption_inputs import (
     idle_preemption_decision,
     root_key,
+    waiting_of,
 )
 from kaiwo_planner.domain.state.cluster_settings import kaiwo_config, parse_time
 from kaiwo_planner.domain.state.durations import format_duration, parse_duration
@@ -85,6 +89,8 @@ REASON_IDLE_PREEMPTION: Final = "GpuIdlePreemption"
 REASON_PREEMPTED: Final = "WorkloadPreempted"
 REASON_IDLE: Final = "WorkloadIdle"
 REASON_DELETED: Final = "WorkloadDeleted"
+REASON_PENDING_GPU: Final = "WorkloadPendingGpu"
+"""Upstream's reason for the same transition."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +194,8 @@ def plan_gpu_workload(
     )
     if chosen is not None:
         return _start_preemption(ref, metadata, root, settings, chosen, reading, now=now)
-    return _judged(ref, metadata, previous, root, settings, reading)
+    waiting = waiting_of(root, cluster) if reading.percent is None else None
+    return _judged(ref, metadata, previous, root, settings, reading, waiting=waiting)
 
 
 def _judged(
@@ -198,8 +205,12 @@ def _judged(
     root: Mapping[str, Any],
     settings: GpuPreemptionSettings,
     reading: Reading,
+    *,
+    waiting: datetime | None = None,
 ) -> GpuWorkloadPlanning:
-    if reading.idle_since is not None:
+    if waiting is not None:
+        phase = PENDING_GPU
+    elif reading.idle_since is not None:
         phase = IDLE
     elif reading.percent is not None:
         phase = ACTIVE
@@ -211,9 +222,19 @@ def _judged(
         "phase": phase,
         "utilization": _shown_utilization(previous, phase, reading.percent),
         "idleSince": format_time(reading.idle_since) if reading.idle_since else None,
-        "verdict": _verdict(phase, settings, reading, vendor=gpu_vendor(root)),
+        "verdict": (
+            _waiting_verdict(root, waiting)
+            if waiting is not None
+            else _verdict(phase, settings, reading, vendor=gpu_vendor(root))
+        ),
     }
     events: tuple[EventIntent, ...] = ()
+    if waiting is not None and previous.get("phase") != PENDING_GPU:
+        events = (
+            EventIntent(
+                type="Warning", reason=REASON_PENDING_GPU, message=_waiting_verdict(root, waiting)
+            ),
+        )
     if phase == IDLE and previous.get("phase") != IDLE and reading.idle_since is not None:
         events = (
             EventIntent(
@@ -443,6 +464,13 @@ def _verdict(phase: str, settings: GpuPreemptionSettings, reading: Reading, *, v
     return (
         f"Idle below {threshold}: from {due} preempted when a pending workload needs "
         f"{vendor} GPUs (policy OnPressure)"
+    )
+
+
+def _waiting_verdict(root: Mapping[str, Any], since: datetime) -> str:
+    return (
+        f"Waiting for {held_gpus(root)} {gpu_vendor(root)} GPUs since {format_time(since)}: "
+        "idle workloads under the OnPressure policy may be preempted for it"
     )
 
 

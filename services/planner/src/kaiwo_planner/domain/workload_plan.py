@@ -72,6 +72,7 @@ from kaiwo_planner.domain.status.findings import (
     underutilization_condition,
     underutilization_termination,
 )
+from kaiwo_planner.domain.status.gpu_idle import gpu_idle_condition
 from kaiwo_planner.domain.status.invalid_owner import REASON_VALID, VALID_CONDITION
 from kaiwo_planner.domain.status.workload_status import (
     DOWNLOAD_JOB_SUCCEEDED,
@@ -193,6 +194,7 @@ def plan_workload(
             *_finding_conditions(
                 cluster.findings.get(uid), config.spec.resource_monitoring, namespace
             ),
+            *_gpu_idle_conditions(workload, previous, context=context, now=now),
         ),
     )
     status = _with_valid_spec(decision.status, previous, generation=generation, now=now)
@@ -300,6 +302,23 @@ def _finding_conditions(
 ) -> tuple[ConditionSpec, ...]:
     condition = underutilization_condition(finding, monitoring, namespace)
     return () if condition is None else (condition,)
+
+
+def _gpu_idle_conditions(
+    workload: Workload, previous: Mapping[str, Any], *, context: PlanningContext, now: datetime
+) -> tuple[ConditionSpec, ...]:
+    """``GpuIdle`` of a running workload that opted in to GPU idle preemption."""
+    if previous.get("status") not in {p.value for p in _RUNNING}:
+        return ()
+    meta = workload.metadata
+    found = gpu_idle_condition(
+        {"metadata": {"namespace": meta.namespace or "", "annotations": meta.annotations or {}}},
+        context.cluster.findings.get(meta.uid or ""),
+        vendor=str(workload.spec.gpu_vendor or "amd").lower(),
+        context=context,
+        now=now,
+    )
+    return () if found is None else (found,)
 
 
 # ------------------------------------------------------------------ outputs

@@ -28,7 +28,9 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.common import (
 )
 from kaiwo_contracts.crds.meta import ListMeta, ObjectMeta
 
-GpuWorkloadPhase = Literal["Unknown", "Active", "Idle", "Preempting", "Preempted", "Deleted"]
+GpuWorkloadPhase = Literal[
+    "Unknown", "PendingGpu", "Active", "Idle", "Preempting", "Preempted", "Deleted"
+]
 
 
 class WorkloadReference(KubeModel):
@@ -61,7 +63,9 @@ class GpuWorkloadStatus(KubeModel):
     phase: GpuWorkloadPhase | None = Field(
         default=None,
         description=(
-            "Unknown (no current reading), Active, Idle, Preempting, Preempted, or Deleted "
+            "Unknown (no current reading), PendingGpu (waiting for GPUs: Kueue does not admit "
+            "it for GPUs, or the scheduler cannot place it for GPUs), Active, Idle, "
+            "Preempting, Preempted, or Deleted "
             "(gone without being preempted)."
         ),
     )

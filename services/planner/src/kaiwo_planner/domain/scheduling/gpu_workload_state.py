@@ -30,6 +30,7 @@ DELETED: Final = "Deleted"
 IDLE: Final = "Idle"
 ACTIVE: Final = "Active"
 UNKNOWN: Final = "Unknown"
+PENDING_GPU: Final = "PendingGpu"
 
 
 def gpu_workloads(cluster: ClusterState) -> tuple[Mapping[str, Any], ...]:

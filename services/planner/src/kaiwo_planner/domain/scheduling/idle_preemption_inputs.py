@@ -20,7 +20,10 @@ the monitor's findings: the inputs of
 GPU workloads no Kaiwo kind owns (decision 0047) take part beside them: idle, the roots whose
 GpuWorkload is tracked, opted in as the planner observes the root and its Namespace, with a
 fresh finding whose idle stretch counts (:mod:`~kaiwo_planner.domain.scheduling.
-gpu_workload_state`); in flight, those whose GpuWorkload says ``Preempting``.
+gpu_workload_state`); waiting, the tracked roots that wait for GPUs
+(:mod:`~kaiwo_planner.domain.scheduling.gpu_waiting`, decision 0056: Kueue does not admit them
+for GPUs, or the scheduler cannot place a bare Pod for GPUs) for longer than the same pending
+threshold; in flight, those whose GpuWorkload says ``Preempting``.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.gpu_preemption import GpuPreemptionSettings
 from kaiwo_contracts.gpu_workloads import gpu_vendor, held_gpus
 
+from kaiwo_planner.domain.scheduling.gpu_waiting import waiting_for_gpus_since
 from kaiwo_planner.domain.scheduling.gpu_workload_state import (
     PREEMPTING,
     gpu_workloads,
@@ -50,6 +54,7 @@ from kaiwo_planner.domain.scheduling.idle_preemption import (
 )
 from kaiwo_planner.domain.scheduling.preemption import WorkloadKey
 from kaiwo_planner.domain.scheduling.preemption_candidates import workload_key
+from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.cluster_settings import (
     kaiwo_config,
     parse_time,
@@ -100,16 +105,23 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
             or cluster.objects_labelled(RUN_ID_LABEL, uid, kind="Pod")
         ):
             in_flight[vendor] += gpus
-    _foreign(context, idle=idle, in_flight=in_flight, now=now)
+    _foreign(context, idle=idle, pending=pending, in_flight=in_flight, now=now)
     return decide_idle_preemptions(idle=idle, pending=pending, in_flight=in_flight, now=now)
 
 
 def _foreign(
-    context: PlanningContext, *, idle: list[IdleWorkload], in_flight: dict[str, int], now: datetime
+    context: PlanningContext,
+    *,
+    idle: list[IdleWorkload],
+    pending: list[GpuDemand],
+    in_flight: dict[str, int],
+    now: datetime,
 ) -> None:
-    """Add the GPU workloads no Kaiwo kind owns to ``idle`` and ``in_flight`` (module doc)."""
+    """Add the GPU workloads no Kaiwo kind owns to ``idle``, ``pending`` and ``in_flight``
+    (module docstring)."""
     cluster = context.cluster
     defaults = kaiwo_config(context).spec.gpu_preemption
+    threshold = pending_threshold(context)
     for record in gpu_workloads(cluster):
         status = record.get("status") or {}
         root = root_of(record, cluster)
@@ -122,6 +134,13 @@ def _foreign(
         if root is None or settings is None:
             continue
         metadata = root.get("metadata") or {}
+        waiting = waiting_of(root, cluster)
+        if waiting is not None:
+            if now - waiting > threshold:
+                pending.append(
+                    GpuDemand(root_key(root), gpu_vendor(root), held_gpus(root), waiting)
+                )
+            continue
         reading = reading_of(
             cluster.findings.get(str(metadata.get("uid") or "")),
             settings,
@@ -141,6 +160,12 @@ def _foreign(
                 policy=settings.policy,
             )
         )
+
+
+def waiting_of(root: Mapping[str, Any], cluster: ClusterState) -> datetime | None:
+    """Since when the tracked ``root`` waits for GPUs (None: it does not)."""
+    uid = str((root.get("metadata") or {}).get("uid") or "")
+    return waiting_for_gpus_since(root, cluster.kueue_workloads_for(uid))
 
 
 def root_key(root: Mapping[str, Any]) -> WorkloadKey:

@@ -27,7 +27,9 @@ An observed change matters to:
   (:mod:`kaiwo_planner.domain.models.replanning`);
 * the root of a GPU workload no Kaiwo kind owns (decision 0047): itself (its plan creates
   its GpuWorkload) and its GpuWorkload; a GpuWorkload: itself; the KaiwoConfig and a
-  Namespace whose GPU-preemption annotations changed: the GpuWorkloads (of that namespace).
+  Namespace whose GPU-preemption annotations changed: the GpuWorkloads (of that namespace);
+  a Kueue Workload created for such a root: the root's GpuWorkload (whether Kueue admits it
+  says whether it waits for GPUs, decision 0056).
 
 Only owners the projection holds are returned (a plan needs the owner object), except a
 deleted workload, which is returned so the caller can forget it. Pure.
@@ -121,7 +123,11 @@ def owners_to_replan(change: Change, projection: Projection) -> tuple[ObjectRef,
     elif kind == WORKLOAD_PRIORITY_CLASS:
         owners = [*_owners_of_versions(change, projection), *all_workloads(projection)]
     else:
-        owners = [*_owners_of_versions(change, projection), *_gpu_roots(change, projection)]
+        owners = [
+            *_owners_of_versions(change, projection),
+            *_gpu_roots(change, projection),
+            *_records_of_kueue_jobs(change, projection),
+        ]
     owners += models_concerned(change, projection)
     return _sorted_unique(owners)
 
@@ -152,6 +158,36 @@ def all_gpu_workloads(projection: Projection, *, namespace: str | None = None) -
         object_ref(obj)
         for obj in projection.objects_of_kind(group=group, kind=kind, namespace=namespace)
     ]
+
+
+def _records_of_kueue_jobs(change: Change, projection: Projection) -> list[ObjectRef]:
+    """A Kueue Workload that changed: the GpuWorkloads of the GPU roots it was created for."""
+    if (change.group, change.kind) != (KUEUE_GROUP, "Workload"):
+        return []
+    found: list[ObjectRef] = []
+    for version in (change.previous, change.object):
+        meta = (version or {}).get("metadata") or {}
+        uids = [str(r.get("uid") or "") for r in _owner_references(meta)]
+        uids.append(str((meta.get("labels") or {}).get(KUEUE_JOB_UID_LABEL) or ""))
+        for uid in filter(None, uids):
+            root = projection.by_uid(uid)
+            if root is not None and is_gpu_root(root):
+                found += _record_ref(root, projection)
+    return found
+
+
+def _record_ref(root: Mapping[str, Any], projection: Projection) -> list[ObjectRef]:
+    meta = root.get("metadata") or {}
+    name = gpu_workload_name(
+        kind=str(root.get("kind") or ""),
+        name=str(meta.get("name") or ""),
+        uid=str(meta.get("uid") or ""),
+    )
+    group, kind = GPU_WORKLOAD
+    record = projection.find(
+        group=group, kind=kind, name=name, namespace=str(meta.get("namespace") or "")
+    )
+    return [object_ref(record)] if record is not None else []
 
 
 def _gpu_roots(change: Change, projection: Projection) -> list[ObjectRef]:

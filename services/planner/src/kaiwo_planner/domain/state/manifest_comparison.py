@@ -13,7 +13,8 @@ decision uses (drift, the fields a Job can no longer take):
 * a list of mappings (containers, env, ports, conditions: lists merged by key) contains each
   wanted item in one of its own items, in any order, and may hold more;
 * any other list (args, command, access modes: atomic lists) must match item for item;
-* scalars match when equal, equal as text (``4`` and ``"4"``), or equal as quantities.
+* scalars match when equal, equal as text (``4`` and ``"4"``), or equal as quantities, or
+  when the observed one is the value Kueue stores for the wanted one (:data:`KUEUE_STORES`).
 
 Pure.
 """
@@ -21,11 +22,19 @@ Pure.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from kaiwo_planner.domain.state.nodes import parse_quantity
 
 _ZERO_VALUES: tuple[Any, ...] = (None, "", 0, False)
+
+KUEUE_STORES: Final[Mapping[str, str]] = {"Borrow": "MayStopSearch", "Preempt": "MayStopSearch"}
+"""Values of the v1beta1 API (a ClusterQueue's ``flavorFungibility.whenCanBorrow`` and
+``whenCanPreempt``, as the KaiwoQueueConfig's seed names them) that Kueue 0.15 and later store
+as their v1beta2 equivalent and serve back, at v1beta1 too, as that: without this the real
+Kueue's ClusterQueue never looks as asked, and the KaiwoQueueConfig never READY (found by
+``tests/integration/test_real_stack_queue_config.py``). An older Kueue stores them as written,
+which matches as equal."""
 
 
 def contains(observed: Any, wanted: Any) -> bool:
@@ -92,6 +101,8 @@ def _same_scalar(observed: Any, wanted: Any) -> bool:
     if wanted is None or observed is None or isinstance(observed, bool) or isinstance(wanted, bool):
         return False
     if str(observed) == str(wanted):
+        return True
+    if isinstance(wanted, str) and KUEUE_STORES.get(wanted) == observed:
         return True
     return _same_quantity(observed, wanted)
 

@@ -1,0 +1,82 @@
+"""The ``GpuIdle`` condition of a KaiwoJob or KaiwoService that opted in to GPU idle preemption
+(decision 0056), pure.
+
+A GPU workload no Kaiwo kind owns has its GpuWorkload record (decision 0047); a KaiwoJob or
+KaiwoService is its own record: while it runs and the monitor's finding gives a fresh reading,
+its status carries
+
+* ``GpuIdle`` True, reason ``GpuIdle``: an idle stretch that counts (the workload's own
+  threshold and aggregation, :func:`~kaiwo_planner.domain.scheduling.gpu_workload_state.
+  reading_of`), the message beginning ``Idle since <time>`` and saying what the policy will do
+  and when (the words of the GpuWorkload's verdict);
+* ``GpuIdle`` False, reason ``GpuActive``: at or above the threshold.
+
+Without a fresh reading, or not opted in, the condition is left as it is: the message holds no
+reading, only the stretch's start and the settings, so a settled workload's status does not
+change tick after tick. ``kaiwo gpus`` lists these workloads beside the GpuWorkload records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Final
+
+from kaiwo_contracts.gpu_preemption import GpuPreemptionSettings
+
+from kaiwo_planner.domain.scheduling.gpu_workload_state import reading_of, settings_of
+from kaiwo_planner.domain.state.cluster_settings import kaiwo_config
+from kaiwo_planner.domain.state.durations import format_duration
+from kaiwo_planner.domain.state.planning_context import PlanningContext
+from kaiwo_planner.domain.status.findings import WorkloadFinding
+from kaiwo_planner.domain.status.workload_status import ConditionSpec, format_time
+
+GPU_IDLE: Final = "GpuIdle"
+REASON_IDLE: Final = "GpuIdle"
+REASON_ACTIVE: Final = "GpuActive"
+
+
+def gpu_idle_condition(
+    workload: Mapping[str, Any],
+    finding: WorkloadFinding | None,
+    *,
+    vendor: str,
+    context: PlanningContext,
+    now: datetime,
+) -> ConditionSpec | None:
+    """``GpuIdle`` as the reading shows it; None: leave the condition as it is (module doc)."""
+    defaults = kaiwo_config(context).spec.gpu_preemption
+    settings = settings_of(workload, context.cluster, defaults)
+    if settings is None:
+        return None
+    reading = reading_of(finding, settings, now=now)
+    if reading.percent is None:
+        return None
+    if reading.idle_since is None:
+        return ConditionSpec(GPU_IDLE, "False", REASON_ACTIVE, busy_message(settings))
+    return ConditionSpec(
+        GPU_IDLE, "True", REASON_IDLE, idle_message(settings, reading.idle_since, vendor=vendor)
+    )
+
+
+def busy_message(settings: GpuPreemptionSettings) -> str:
+    return (
+        f"Busy: at or above the idle threshold of {_percent(settings.threshold_percent)} "
+        f"(policy {settings.policy}, grace period {format_duration(settings.grace_period)})"
+    )
+
+
+def idle_message(settings: GpuPreemptionSettings, since: datetime, *, vendor: str) -> str:
+    threshold = _percent(settings.threshold_percent)
+    due = format_time(since + settings.grace_period)
+    if settings.policy == "Always":
+        then = f"preempted once idle until {due} (policy Always)"
+    else:
+        then = (
+            f"from {due} preempted when a pending workload needs {vendor} GPUs (policy OnPressure)"
+        )
+    return f"Idle since {format_time(since)}: GPU utilization below {threshold}; {then}"
+
+
+def _percent(value: float) -> str:
+    return f"{value:g}%"

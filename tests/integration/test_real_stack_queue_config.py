@@ -1,0 +1,225 @@
+"""A KaiwoQueueConfig's immutable change on the real Kueue (issue 25 item 1, decision 0048): the
+whole operator on the whole real stack (Kueue's manager, webhooks and CEL rules, the
+kube-scheduler, kwok's nodes). Nothing of Kueue is played by the test: Kueue admits the job,
+holds the flavor with its ``resource-in-use`` finalizer, counts the admitted workload on the
+ClusterQueue's status and releases it when the job is done.
+
+The scenario: a ResourceFlavor with a topology (Kueue's topology-aware scheduling) and a
+ClusterQueue using it; a KaiwoJob admitted on it and running; then the administrator removes the
+flavor's ``topologyName``, a change Kueue refuses in place. While the job holds quota of the
+flavor, the operator keeps the flavor and says ``KueueObjectInUse`` on the status, never
+READY; once the job completed and Kueue released the quota, it deletes and recreates the
+flavor, and the status turns READY only when Kueue's objects match.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Final
+
+import pytest
+import pytest_asyncio
+from kaiwo_kube import resources
+from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
+
+from tests.integration.pipeline import cluster_actors as actors
+from tests.integration.pipeline.harness import Pending, Pipeline, eventually, running_pipeline
+from tests.real_cluster import RealCluster
+from tests.real_stack import register_kwok_nodes, remove_nodes
+
+pytestmark = [
+    pytest.mark.k8s,
+    pytest.mark.nats,
+    pytest.mark.slow,
+    pytest.mark.asyncio(loop_scope="module"),
+    pytest.mark.timeout(600),
+]
+
+MI300X: Final = NODE_TYPES["amd-mi300x"]
+FLEET: Final = (NodeSpec("kqc-mi300x-1", MI300X),)
+STEP: Final = 90.0
+RUN_SECONDS: Final = "sandbox.kaiwo.silogen.ai/run-seconds"
+TOPOLOGY: Final = "kqc-hosts"
+IN_USE: Final = "kueue.x-k8s.io/resource-in-use"
+MATCH: Final = "Kueue objects match the KaiwoQueueConfig"
+
+
+def queue_config_spec(flavor: str, queue: str, namespace: str, *, topology: bool) -> dict[str, Any]:
+    node_labels = {"amd.com/gpu.product-name": MI300X.product}
+    return {
+        "topologies": [
+            {
+                "metadata": {"name": TOPOLOGY},
+                "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]},
+            }
+        ],
+        "resourceFlavors": [
+            {
+                "name": flavor,
+                "nodeLabels": node_labels,
+                **({"topologyName": TOPOLOGY} if topology else {}),
+            }
+        ],
+        "clusterQueues": [
+            {
+                "name": queue,
+                "namespaces": [namespace],
+                "spec": {
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["cpu", "memory", "amd.com/gpu"],
+                            "flavors": [
+                                {
+                                    "name": flavor,
+                                    "resources": [
+                                        {"name": "cpu", "nominalQuota": "256"},
+                                        {"name": "memory", "nominalQuota": "4Ti"},
+                                        {"name": "amd.com/gpu", "nominalQuota": "8"},
+                                    ],
+                                }
+                            ],
+                        }
+                    ]
+                },
+            }
+        ],
+    }
+
+
+async def apply_queue_config(kube: KubernetesAsyncioAdapter, spec: dict[str, Any]) -> None:
+    manifest = {
+        "apiVersion": actors.KAIWO_API,
+        "kind": "KaiwoQueueConfig",
+        "metadata": {"name": actors.QUEUE_CONFIG},
+        "spec": spec,
+    }
+    await kube.apply(manifest, field_manager="cluster-admin", force=True)
+
+
+def ready(queue_config: Mapping[str, Any]) -> dict[str, Any]:
+    for found in (queue_config.get("status") or {}).get("conditions") or ():
+        if found.get("type") == "Ready":
+            return dict(found)
+    return {}
+
+
+async def queue_config_where(
+    pipeline: Pipeline, what: str, holds: Any, *, within: float = STEP
+) -> dict[str, Any]:
+    async def check() -> dict[str, Any] | Pending:
+        found = await pipeline.kube.get(resources.KAIWO_QUEUE_CONFIG, actors.QUEUE_CONFIG)
+        status = found.get("status") or {}
+        return found if holds(found) else Pending(f"{status}")
+
+    return await eventually(check, what=what, within=within)
+
+
+def is_ready(found: Mapping[str, Any]) -> bool:
+    status = found.get("status") or {}
+    return status.get("status") == "READY" and ready(found).get("message") == MATCH
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def stack(
+    real_stack: RealCluster, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Pipeline]:
+    async with await KubernetesAsyncioAdapter.from_kubeconfig(real_stack.kubeconfig) as admin:
+        try:
+            await register_kwok_nodes(admin, FLEET)
+            async with running_pipeline(
+                tmp_path_factory.mktemp("kaiwo"), real=real_stack, gpu_cluster=False
+            ) as pipeline:
+                yield pipeline
+        finally:
+            await remove_nodes(admin, (spec.name for spec in FLEET))
+
+
+async def test_an_immutable_flavor_change_waits_for_the_admitted_job_then_recreates(
+    stack: Pipeline,
+) -> None:
+    pipeline, kube = stack, stack.kube
+    namespace = pipeline.namespace
+    flavor, queue = f"kqc-{uuid.uuid4().hex[:6]}", "kqc-queue"
+    await apply_queue_config(kube, queue_config_spec(flavor, queue, namespace, topology=True))
+    await queue_config_where(pipeline, "the queue config READY", is_ready)
+    old = await kube.get(resources.KUEUE_RESOURCE_FLAVOR, flavor)
+    assert old["spec"]["topologyName"] == TOPOLOGY
+
+    # A job Kueue admits on the flavor, running long enough for the change to meet it.
+    job = {
+        "apiVersion": actors.KAIWO_API,
+        "kind": "KaiwoJob",
+        "metadata": {
+            "name": "holds-quota",
+            "namespace": namespace,
+            "annotations": {RUN_SECONDS: "40"},
+        },
+        "spec": {
+            "user": "alice@example.com",
+            "image": "ghcr.io/silogen/rocm-ray:6.4",
+            "entrypoint": "python train.py",
+            "clusterQueue": queue,
+            "gpus": 1,
+            "gpuVendor": "amd",
+        },
+    }
+    await kube.create(job)
+    await pipeline.reaches("holds-quota", "RUNNING", within=STEP)
+
+    async def kueue_counts_it() -> dict[str, Any] | Pending:
+        found = await kube.get(resources.KUEUE_CLUSTER_QUEUE, queue)
+        admitted = (found.get("status") or {}).get("admittedWorkloads")
+        return found if admitted == 1 else Pending(f"admittedWorkloads {admitted}")
+
+    await eventually(kueue_counts_it, what="Kueue counting the admitted job", within=STEP)
+    held = await kube.get(resources.KUEUE_RESOURCE_FLAVOR, flavor)
+    assert IN_USE in held["metadata"].get("finalizers", [])  # Kueue's own finalizer
+
+    # Kueue refuses the change in place; the operator holds it while the job uses the flavor.
+    await apply_queue_config(kube, queue_config_spec(flavor, queue, namespace, topology=False))
+    waiting = await queue_config_where(
+        pipeline,
+        "KueueObjectInUse on the status",
+        lambda found: ready(found).get("reason") == "KueueObjectInUse",
+    )
+    assert waiting["status"]["status"] == "PENDING"
+    [admitted] = (await kube.list(resources.KUEUE_WORKLOAD, namespace=namespace)).items
+    assert ready(waiting)["message"] == (
+        f"ResourceFlavor {flavor}: spec.topologyName cannot change in place (topologyName is "
+        "immutable when topologyName is set); spec.nodeLabels cannot change in place "
+        "(nodeLabels are immutable when topologyName is set); it is not deleted to be created "
+        f"again while admitted workloads use it (ClusterQueue {queue} holds quota of it; "
+        f"Workloads {namespace}/{admitted['metadata']['name']})"
+    )
+    kept = await kube.get(resources.KUEUE_RESOURCE_FLAVOR, flavor)
+    assert kept["metadata"]["uid"] == old["metadata"]["uid"]
+    assert kept["spec"]["topologyName"] == TOPOLOGY
+    assert await pipeline.kaiwo_job("holds-quota")  # untouched
+
+    # The job completes, Kueue releases its quota, and the flavor is recreated: READY.
+    await pipeline.reaches("holds-quota", "COMPLETE", within=STEP)
+    settled = await queue_config_where(pipeline, "READY after the recreation", is_ready)
+    new = await kube.get(resources.KUEUE_RESOURCE_FLAVOR, flavor)
+    assert new["metadata"]["uid"] != old["metadata"]["uid"]
+    assert "topologyName" not in new["spec"]
+    # As the operator writes a flavor without a topology (its worker-node label added).
+    assert new["spec"]["nodeLabels"] == {
+        "amd.com/gpu.product-name": MI300X.product,
+        "kaiwo/worker": "true",
+    }
+    assert ready(settled)["reason"] == "KueueObjectsMatch"
+
+    # Kueue takes the new flavor: a second job is admitted on it and completes.
+    second = {**job, "metadata": {**job["metadata"], "name": "after", "annotations": {}}}
+    await kube.create(second)
+    await pipeline.reaches("after", "COMPLETE", within=STEP)
+    events = await kube.list(
+        resources.EVENT,
+        namespace="default",
+        field_selector="reason=KaiwoQueueConfigResourceFlavorRecreated",
+    )
+    assert any(flavor in e["message"] for e in events.items)
+    with_status = await kube.get(resources.KAIWO_QUEUE_CONFIG, actors.QUEUE_CONFIG)
+    assert is_ready(with_status)
