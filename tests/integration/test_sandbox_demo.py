@@ -119,7 +119,14 @@ def test_the_demo_scenario_plays_out_in_the_live_table(cluster: str, tmp_path: P
 
 
 @pytest.mark.slow
-def test_a_scientists_own_job_without_a_queue_runs_in_any_namespace(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "cluster",
+    # On kwok the real Kueue admits it to the KaiwoConfig's default queue.
+    ["fake", pytest.param("kwok", marks=[pytest.mark.k8s, pytest.mark.timeout(480)])],
+)
+def test_a_scientists_own_job_without_a_queue_runs_in_any_namespace(
+    cluster: str, tmp_path: Path
+) -> None:
     own = """
 ---
 apiVersion: v1
@@ -142,7 +149,7 @@ spec:
 """
     scenario = tmp_path / "scenario.yaml"
     scenario.write_text(SCENARIO.read_text() + own)
-    result = play(scenario, tmp_path)
+    result = play(scenario, tmp_path, cluster=cluster)
     assert result.exit_code == 0, result.output
     rows = [
         line
