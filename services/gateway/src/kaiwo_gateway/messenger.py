@@ -65,8 +65,9 @@ from kaiwo_gateway.domain.messages import (
 )
 from kaiwo_gateway.domain.routing import Ambiguous, Route, Unknown, find_route, prompt_prefix
 from kaiwo_gateway.domain.selectors import LabelSelector
-from kaiwo_gateway.http_api import Gateway, OpenAIError
+from kaiwo_gateway.http_api import Gateway
 from kaiwo_gateway.metrics import GatewayMetrics
+from kaiwo_gateway.openai_errors import OpenAIError
 
 log = structlog.get_logger("kaiwo.gateway.messenger")
 
