@@ -16,8 +16,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import AsyncGenerator, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,12 +24,11 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 
 import aiohttp
 
+from kaiwo_kube.api_transport import ApiTransport, KindDiscovery, Query
 from kaiwo_kube.errors import (
     AlreadyExists,
-    NotFound,
     ResourceExpired,
     Retryable,
-    error_from_status,
 )
 from kaiwo_kube.events import event_manifest
 from kaiwo_kube.plain_client import PlainApiClient, read_plain_credentials
@@ -41,9 +38,8 @@ from kaiwo_kube.resources import (
     EVENT,
     POD,
     ResourceType,
-    known_type,
 )
-from kaiwo_kube.responses import crd_established, decode_body, list_page_of, watch_event_of
+from kaiwo_kube.responses import crd_established, list_page_of, watch_event_of
 
 if TYPE_CHECKING:
     from kubernetes_asyncio import client as k8s_client
@@ -51,8 +47,6 @@ if TYPE_CHECKING:
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
-JSON = "application/json"
-Query = list[tuple[str, str]]
 
 
 def _flag(value: bool) -> str:
@@ -78,24 +72,6 @@ def _for_apply(obj: dict[str, Any]) -> dict[str, Any]:
     return {**obj, "metadata": metadata}
 
 
-def _resolve_environment_proxy_once(api_client: k8s_client.ApiClient) -> None:
-    """Read ``HTTPS_PROXY``/``NO_PROXY`` once, not on every request.
-
-    kubernetes_asyncio opens its aiohttp session with ``trust_env=True``, which makes every
-    request look up the proxy variables and parse ``~/.netrc`` in a worker thread: half of
-    the executor's CPU under load. The API server's address does not change, so the proxy
-    from the environment (if any, and unless the kubeconfig names one) is fixed here and the
-    per-request lookup turned off. ``.netrc`` never held Kubernetes credentials.
-    """
-    rest = api_client.rest_client
-    address = urllib.parse.urlsplit(str(api_client.configuration.host))
-    if not rest.proxy and not urllib.request.proxy_bypass(address.hostname or ""):
-        proxies = urllib.request.getproxies_environment()
-        rest.proxy = proxies.get(address.scheme or "https") or proxies.get("all") or ""
-    # aiohttp has no public setter; the flag is only read per request.
-    rest.pool_manager._trust_env = False
-
-
 class KubernetesAsyncioAdapter:
     """:class:`~kaiwo_kube.port.KubernetesPort` over a kubernetes_asyncio ApiClient."""
 
@@ -111,12 +87,9 @@ class KubernetesAsyncioAdapter:
         ``kaiwo-executor/0.1.0``), so an operator's writes can be told from others'."""
         if user_agent:
             api_client.user_agent = user_agent
-        self._api = api_client
-        self._request_timeout = request_timeout
+        self.transport = ApiTransport(api_client, request_timeout=request_timeout)
+        self._kinds = KindDiscovery(self.transport)
         self._page_size = page_size
-        self._discovered: dict[tuple[str, str], ResourceType] = {}
-        if not isinstance(api_client, PlainApiClient):  # which reads the environment itself
-            _resolve_environment_proxy_once(api_client)
 
     # ------------------------------------------------------------------ construction
 
@@ -178,7 +151,7 @@ class KubernetesAsyncioAdapter:
         return await cls.from_kubeconfig(kubeconfig, user_agent=user_agent)
 
     async def close(self) -> None:
-        await self._api.close()
+        await self.transport.close()
 
     async def __aenter__(self) -> Self:
         return self
@@ -191,104 +164,16 @@ class KubernetesAsyncioAdapter:
     ) -> None:
         await self.close()
 
-    # ------------------------------------------------------------------ transport
-
-    async def _open(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Query | None = None,
-        body: Any = None,
-        content_type: str = JSON,
-        request_timeout: float | aiohttp.ClientTimeout | None = None,
-        accept: str = JSON,
-    ) -> aiohttp.ClientResponse:
-        try:
-            response: aiohttp.ClientResponse = await self._api.call_api(
-                path,
-                method,
-                query_params=query or [],
-                header_params={"Content-Type": content_type, "Accept": accept},
-                body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=request_timeout or self._request_timeout,
-            )
-        except (aiohttp.ClientError, TimeoutError, OSError) as error:
-            raise Retryable(f"{method} {path}: {error}", code=0) from error
-        return response
-
-    async def _fail(self, response: aiohttp.ClientResponse) -> None:
-        """Raise the typed error for a non-2xx answer (and release the response)."""
-        try:
-            data = await response.read()
-        finally:
-            response.release()
-        raise error_from_status(
-            code=response.status,
-            status=decode_body(data),
-            retry_after_header=response.headers.get("Retry-After"),
-        )
-
-    async def _request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Query | None = None,
-        body: Any = None,
-        content_type: str = JSON,
-    ) -> dict[str, Any]:
-        response = await self._open(method, path, query=query, body=body, content_type=content_type)
-        if not 200 <= response.status < 300:
-            await self._fail(response)
-        try:
-            data = await response.read()
-        except (aiohttp.ClientError, TimeoutError) as error:
-            raise Retryable(f"{method} {path}: {error}", code=0) from error
-        finally:
-            response.release()
-        decoded = decode_body(data)
-        return decoded if isinstance(decoded, dict) else {}
-
-    # ------------------------------------------------------------------ kinds
+    # ------------------------------------------------------------------ reads
 
     async def resolve(self, api_version: str, kind: str) -> ResourceType:
         """The resource type of an apiVersion/kind: the catalogue first, then discovery."""
-        known = known_type(api_version, kind) or self._discovered.get((api_version, kind))
-        if known is not None:
-            return known
-        group, _, version = api_version.rpartition("/")
-        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
-        try:
-            listing = await self._request("GET", path)
-        except NotFound:
-            listing = {}
-        for entry in listing.get("resources") or []:
-            if entry.get("kind") == kind and "/" not in entry.get("name", ""):
-                found = ResourceType(
-                    group=group,
-                    version=version,
-                    plural=entry["name"],
-                    kind=kind,
-                    namespaced=bool(entry.get("namespaced")),
-                )
-                self._discovered[(api_version, kind)] = found
-                return found
-        raise NotFound(f"the server does not serve {kind} in {api_version}", code=404)
-
-    async def _type_of(self, obj: dict[str, Any], resource: ResourceType | None) -> ResourceType:
-        if resource is not None:
-            return resource
-        return await self.resolve(str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
-
-    # ------------------------------------------------------------------ reads
+        return await self._kinds.resolve(api_version, kind)
 
     async def get(
         self, resource: ResourceType, name: str, *, namespace: str | None = None
     ) -> dict[str, Any]:
-        return await self._request("GET", resource.path(namespace=namespace, name=name))
+        return await self.transport.request("GET", resource.path(namespace=namespace, name=name))
 
     async def list(
         self,
@@ -307,12 +192,12 @@ class KubernetesAsyncioAdapter:
             if token:
                 query.append(("continue", token))
             try:
-                page = await self._request("GET", path, query=query)
+                page = await self.transport.request("GET", path, query=query)
             except ResourceExpired:
                 if not token:
                     raise
                 # The continue token outlived the server's history: one full list instead.
-                page = await self._request("GET", path, query=selectors)
+                page = await self.transport.request("GET", path, query=selectors)
                 items = []
             decoded = list_page_of(page)
             items.extend(decoded.items)
@@ -339,7 +224,7 @@ class KubernetesAsyncioAdapter:
         if follow:
             query.append(("follow", "true"))
         path = f"{POD.path(namespace=namespace, name=name)}/log"
-        response = await self._open(
+        response = await self.transport.open(
             "GET",
             path,
             query=query,
@@ -347,7 +232,7 @@ class KubernetesAsyncioAdapter:
             request_timeout=aiohttp.ClientTimeout(total=None) if follow else None,
         )
         if not 200 <= response.status < 300:
-            await self._fail(response)
+            await self.transport.fail(response)
         try:
             async for line in response.content:
                 yield line.decode("utf-8", errors="replace").rstrip("\n")
@@ -378,16 +263,16 @@ class KubernetesAsyncioAdapter:
             query.append(("timeoutSeconds", str(timeout_seconds)))
         # No total timeout: only a read that stays silent far past the server's own timeout.
         read_timeout = float(timeout_seconds or 3600) + 60.0
-        response = await self._open(
+        response = await self.transport.open(
             "GET",
             resource.path(namespace=namespace),
             query=query,
             request_timeout=aiohttp.ClientTimeout(
-                connect=self._request_timeout, sock_read=read_timeout
+                connect=self.transport.request_timeout, sock_read=read_timeout
             ),
         )
         if not 200 <= response.status < 300:
-            await self._fail(response)
+            await self.transport.fail(response)
         buffer = b""
         try:
             async for chunk in response.content.iter_any():
@@ -415,19 +300,21 @@ class KubernetesAsyncioAdapter:
     async def create(
         self, obj: dict[str, Any], *, field_manager: str | None = None
     ) -> dict[str, Any]:
-        resource = await self._type_of(obj, None)
+        resource = await self._kinds.type_of(obj, None)
         namespace = (obj.get("metadata") or {}).get("namespace")
         query = [("fieldManager", field_manager)] if field_manager else []
-        return await self._request(
+        return await self.transport.request(
             "POST", resource.path(namespace=namespace), query=query, body=obj
         )
 
     async def replace(
         self, obj: dict[str, Any], *, field_manager: str | None = None
     ) -> dict[str, Any]:
-        resource = await self._type_of(obj, None)
+        resource = await self._kinds.type_of(obj, None)
         query = [("fieldManager", field_manager)] if field_manager else []
-        return await self._request("PUT", self._object_path(resource, obj), query=query, body=obj)
+        return await self.transport.request(
+            "PUT", self._object_path(resource, obj), query=query, body=obj
+        )
 
     async def apply(
         self,
@@ -437,8 +324,8 @@ class KubernetesAsyncioAdapter:
         force: bool = True,
         resource: ResourceType | None = None,
     ) -> dict[str, Any]:
-        resource = await self._type_of(obj, resource)
-        return await self._request(
+        resource = await self._kinds.type_of(obj, resource)
+        return await self.transport.request(
             "PATCH",
             self._object_path(resource, obj),
             query=[("fieldManager", field_manager), ("force", _flag(force))],
@@ -456,7 +343,7 @@ class KubernetesAsyncioAdapter:
         field_manager: str | None = None,
     ) -> dict[str, Any]:
         query = [("fieldManager", field_manager)] if field_manager else []
-        return await self._request(
+        return await self.transport.request(
             "PATCH",
             resource.path(namespace=namespace, name=name),
             query=query,
@@ -467,7 +354,7 @@ class KubernetesAsyncioAdapter:
     async def get_scale(
         self, resource: ResourceType, name: str, *, namespace: str | None = None
     ) -> dict[str, Any]:
-        return await self._request(
+        return await self.transport.request(
             "GET", resource.path(namespace=namespace, name=name, subresource="scale")
         )
 
@@ -490,7 +377,7 @@ class KubernetesAsyncioAdapter:
                 {"op": "test", "path": "/spec/replicas", "value": expected_replicas},
                 {"op": "replace", "path": "/spec/replicas", "value": replicas},
             ]
-        return await self._request(
+        return await self.transport.request(
             "PATCH",
             resource.path(namespace=namespace, name=name, subresource="scale"),
             query=[("fieldManager", field_manager)],
@@ -507,7 +394,7 @@ class KubernetesAsyncioAdapter:
         namespace: str | None = None,
         field_manager: str,
     ) -> dict[str, Any]:
-        return await self._request(
+        return await self.transport.request(
             "PATCH",
             resource.path(namespace=namespace, name=name),
             query=[("fieldManager", field_manager)],
@@ -530,7 +417,7 @@ class KubernetesAsyncioAdapter:
         path = resource.path(namespace=namespace, name=name, subresource="status")
         precondition = {"resourceVersion": resource_version} if resource_version else {}
         if method == "merge":
-            return await self._request(
+            return await self.transport.request(
                 "PATCH",
                 path,
                 query=[("fieldManager", field_manager)],
@@ -544,7 +431,7 @@ class KubernetesAsyncioAdapter:
             "metadata": metadata,
             "status": status,
         }
-        return await self._request(
+        return await self.transport.request(
             "PATCH",
             path,
             query=[("fieldManager", field_manager), ("force", _flag(force))],
@@ -574,7 +461,9 @@ class KubernetesAsyncioAdapter:
         }
         if preconditions:
             options["preconditions"] = preconditions
-        await self._request("DELETE", resource.path(namespace=namespace, name=name), body=options)
+        await self.transport.request(
+            "DELETE", resource.path(namespace=namespace, name=name), body=options
+        )
 
     async def create_event(
         self,
@@ -596,7 +485,7 @@ class KubernetesAsyncioAdapter:
         )
         namespace = event["metadata"]["namespace"]
         try:
-            return await self._request("POST", EVENT.path(namespace=namespace), body=event)
+            return await self.transport.request("POST", EVENT.path(namespace=namespace), body=event)
         except AlreadyExists:
             # The same event in the same second: count it, as kubectl's recorder does.
             existing = await self.get(EVENT, event["metadata"]["name"], namespace=namespace)
@@ -613,7 +502,7 @@ class KubernetesAsyncioAdapter:
     # ------------------------------------------------------------------ CRDs
 
     async def apply_crd(self, crd: dict[str, Any], *, field_manager: str) -> dict[str, Any]:
-        self._discovered.clear()
+        self._kinds.forget()
         return await self.apply(
             crd, field_manager=field_manager, force=True, resource=CUSTOM_RESOURCE_DEFINITION
         )
