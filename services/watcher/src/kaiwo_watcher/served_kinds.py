@@ -9,7 +9,7 @@ import contextlib
 import math
 
 import structlog
-from kaiwo_kube import KubeError, KubernetesPort, resources
+from kaiwo_kube import KubeError, ObjectReader, resources
 from kaiwo_kube.resources import ResourceType
 from kaiwo_kube.responses import crd_established
 
@@ -31,7 +31,7 @@ BUILT_IN_GROUPS = frozenset(
 """API groups the API server serves itself: no CRD to wait for."""
 
 
-async def until_served(kube: KubernetesPort, resource: ResourceType, *, delay: float) -> None:
+async def until_served(kube: ObjectReader, resource: ResourceType, *, delay: float) -> None:
     """Wait ``delay`` seconds, or less when the kind's CRD becomes Established meanwhile."""
     if resource.group in BUILT_IN_GROUPS:
         await asyncio.sleep(delay)
@@ -46,7 +46,7 @@ async def until_served(kube: KubernetesPort, resource: ResourceType, *, delay: f
         await asyncio.sleep(delay)
 
 
-async def _crd_established(kube: KubernetesPort, name: str, *, delay: float) -> None:
+async def _crd_established(kube: ObjectReader, name: str, *, delay: float) -> None:
     """Return once CRD ``name`` turns Established (after ``delay`` if it is already)."""
     selector = f"metadata.name={name}"
     listed = await kube.list(resources.CUSTOM_RESOURCE_DEFINITION, field_selector=selector)

@@ -47,7 +47,7 @@ import structlog
 from kaiwo_contracts.events.envelope import EnvelopeFormatError
 from kaiwo_contracts.events.observed import WatchEventType
 from kaiwo_contracts.plans import ObjectRef
-from kaiwo_kube import KubeError, KubernetesPort, NotFound, ResourceExpired, WatchEvent
+from kaiwo_kube import KubeError, NotFound, ObjectReader, ResourceExpired, WatchEvent
 from kaiwo_runtime.bus import Bus, PublishRefusedError
 from kaiwo_runtime.kv import KeyValue
 from pydantic import ValidationError
@@ -124,7 +124,7 @@ class WatcherService:
 
     def __init__(
         self,
-        kube: KubernetesPort,
+        kube: ObjectReader,
         bus: Bus,
         *,
         kv: KeyValue,
