@@ -72,99 +72,18 @@ def _for_apply(obj: dict[str, Any]) -> dict[str, Any]:
     return {**obj, "metadata": metadata}
 
 
-class KubernetesAsyncioAdapter:
-    """:class:`~kaiwo_kube.port.KubernetesPort` over a kubernetes_asyncio ApiClient."""
+class _Connected:
+    """What every part of the adapter shares: the connection, the kinds it discovered, and
+    the page size of its lists."""
 
-    def __init__(
-        self,
-        api_client: k8s_client.ApiClient | PlainApiClient,
-        *,
-        request_timeout: float = 30.0,
-        page_size: int = 500,
-        user_agent: str | None = None,
-    ) -> None:
-        """``user_agent`` names the caller in the API server's audit log (e.g.
-        ``kaiwo-executor/0.1.0``), so an operator's writes can be told from others'."""
-        if user_agent:
-            api_client.user_agent = user_agent
-        self.transport = ApiTransport(api_client, request_timeout=request_timeout)
-        self._kinds = KindDiscovery(self.transport)
+    def __init__(self, transport: ApiTransport, *, page_size: int) -> None:
+        self.transport = transport
+        self._kinds = KindDiscovery(transport)
         self._page_size = page_size
 
-    # ------------------------------------------------------------------ construction
 
-    @classmethod
-    async def from_kubeconfig(
-        cls,
-        path: str | Path | None = None,
-        *,
-        context: str | None = None,
-        request_timeout: float = 30.0,
-        page_size: int = 500,
-        user_agent: str | None = None,
-    ) -> Self:
-        """From a kubeconfig file (default: ``$KUBECONFIG`` or ``~/.kube/config``)."""
-        from kubernetes_asyncio import config as k8s_config
-
-        api = await k8s_config.new_client_from_config(
-            config_file=str(path) if path is not None else os.environ.get("KUBECONFIG"),
-            context=context,
-            persist_config=False,
-        )
-        return cls(api, request_timeout=request_timeout, page_size=page_size, user_agent=user_agent)
-
-    @classmethod
-    async def in_cluster(cls, *, user_agent: str | None = None) -> Self:
-        """From the pod's service account."""
-        from kubernetes_asyncio import client as k8s_client
-        from kubernetes_asyncio import config as k8s_config
-
-        configuration = k8s_client.Configuration()
-        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        return cls(k8s_client.ApiClient(configuration=configuration), user_agent=user_agent)
-
-    @classmethod
-    async def from_kubeconfig_quickly(
-        cls,
-        path: str | Path | None = None,
-        *,
-        context: str | None = None,
-        user_agent: str | None = None,
-    ) -> Self:
-        """As :meth:`from_kubeconfig`, without loading the client library when the kubeconfig
-        needs only certificates or a token (for commands, whose start-up it dominates)."""
-        listed = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
-        where = Path(path) if path is not None else Path(listed) if listed else None
-        where = where or Path.home() / ".kube" / "config"
-        credentials = read_plain_credentials(where.expanduser(), context=context)
-        if credentials is None:
-            return await cls.from_kubeconfig(path, context=context, user_agent=user_agent)
-        return cls(PlainApiClient(credentials), user_agent=user_agent)
-
-    @classmethod
-    async def from_environment(
-        cls, kubeconfig: str | Path | None = None, *, user_agent: str | None = None
-    ) -> Self:
-        """In-cluster when running in a pod and no kubeconfig is named, else the kubeconfig."""
-        if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-            return await cls.in_cluster(user_agent=user_agent)
-        return await cls.from_kubeconfig(kubeconfig, user_agent=user_agent)
-
-    async def close(self) -> None:
-        await self.transport.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-    # ------------------------------------------------------------------ reads
+class ObjectReads(_Connected):
+    """:class:`~kaiwo_kube.port.ObjectReader`, and a pod's log for the command."""
 
     async def resolve(self, api_version: str, kind: str) -> ResourceType:
         """The resource type of an apiVersion/kind: the catalogue first, then discovery."""
@@ -287,7 +206,9 @@ class KubernetesAsyncioAdapter:
         finally:
             response.close()
 
-    # ------------------------------------------------------------------ writes
+
+class ObjectWrites(_Connected):
+    """:class:`~kaiwo_kube.port.ObjectWriter`."""
 
     def _object_path(self, resource: ResourceType, obj: dict[str, Any], *, sub: str = "") -> str:
         metadata = obj.get("metadata") or {}
@@ -351,40 +272,6 @@ class KubernetesAsyncioAdapter:
             content_type=MERGE_PATCH,
         )
 
-    async def get_scale(
-        self, resource: ResourceType, name: str, *, namespace: str | None = None
-    ) -> dict[str, Any]:
-        return await self.transport.request(
-            "GET", resource.path(namespace=namespace, name=name, subresource="scale")
-        )
-
-    async def patch_scale(
-        self,
-        resource: ResourceType,
-        name: str,
-        *,
-        replicas: int,
-        expected_replicas: int | None = None,
-        namespace: str | None = None,
-        field_manager: str,
-    ) -> dict[str, Any]:
-        # "add" sets the field whether the object has it or not; "replace" needs it.
-        operations: list[dict[str, Any]] = [
-            {"op": "add", "path": "/spec/replicas", "value": replicas}
-        ]
-        if expected_replicas is not None:
-            operations = [
-                {"op": "test", "path": "/spec/replicas", "value": expected_replicas},
-                {"op": "replace", "path": "/spec/replicas", "value": replicas},
-            ]
-        return await self.transport.request(
-            "PATCH",
-            resource.path(namespace=namespace, name=name, subresource="scale"),
-            query=[("fieldManager", field_manager)],
-            body=operations,
-            content_type=JSON_PATCH,
-        )
-
     async def json_patch(
         self,
         resource: ResourceType,
@@ -401,6 +288,36 @@ class KubernetesAsyncioAdapter:
             body=list(operations),
             content_type=JSON_PATCH,
         )
+
+    async def delete(
+        self,
+        resource: ResourceType,
+        name: str,
+        *,
+        namespace: str | None = None,
+        propagation: PropagationPolicy = "Background",
+        uid: str | None = None,
+        resource_version: str | None = None,
+    ) -> None:
+        options: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "propagationPolicy": propagation,
+        }
+        preconditions = {
+            key: value
+            for key, value in (("uid", uid), ("resourceVersion", resource_version))
+            if value
+        }
+        if preconditions:
+            options["preconditions"] = preconditions
+        await self.transport.request(
+            "DELETE", resource.path(namespace=namespace, name=name), body=options
+        )
+
+
+class Subresources(_Connected):
+    """:class:`~kaiwo_kube.port.StatusWriter` and :class:`~kaiwo_kube.port.Scaler`."""
 
     async def patch_status(
         self,
@@ -439,31 +356,44 @@ class KubernetesAsyncioAdapter:
             content_type=APPLY_PATCH,
         )
 
-    async def delete(
+    async def get_scale(
+        self, resource: ResourceType, name: str, *, namespace: str | None = None
+    ) -> dict[str, Any]:
+        return await self.transport.request(
+            "GET", resource.path(namespace=namespace, name=name, subresource="scale")
+        )
+
+    async def patch_scale(
         self,
         resource: ResourceType,
         name: str,
         *,
+        replicas: int,
+        expected_replicas: int | None = None,
         namespace: str | None = None,
-        propagation: PropagationPolicy = "Background",
-        uid: str | None = None,
-        resource_version: str | None = None,
-    ) -> None:
-        options: dict[str, Any] = {
-            "apiVersion": "v1",
-            "kind": "DeleteOptions",
-            "propagationPolicy": propagation,
-        }
-        preconditions = {
-            key: value
-            for key, value in (("uid", uid), ("resourceVersion", resource_version))
-            if value
-        }
-        if preconditions:
-            options["preconditions"] = preconditions
-        await self.transport.request(
-            "DELETE", resource.path(namespace=namespace, name=name), body=options
+        field_manager: str,
+    ) -> dict[str, Any]:
+        # "add" sets the field whether the object has it or not; "replace" needs it.
+        operations: list[dict[str, Any]] = [
+            {"op": "add", "path": "/spec/replicas", "value": replicas}
+        ]
+        if expected_replicas is not None:
+            operations = [
+                {"op": "test", "path": "/spec/replicas", "value": expected_replicas},
+                {"op": "replace", "path": "/spec/replicas", "value": replicas},
+            ]
+        return await self.transport.request(
+            "PATCH",
+            resource.path(namespace=namespace, name=name, subresource="scale"),
+            query=[("fieldManager", field_manager)],
+            body=operations,
+            content_type=JSON_PATCH,
         )
+
+
+class EventsAndCrds(ObjectReads, ObjectWrites):
+    """:class:`~kaiwo_kube.port.EventRecorder` and :class:`~kaiwo_kube.port.CrdInstaller`
+    (an Event seen twice in a second is counted; a CRD is applied, then read until served)."""
 
     async def create_event(
         self,
@@ -499,8 +429,6 @@ class KubernetesAsyncioAdapter:
                 },
             )
 
-    # ------------------------------------------------------------------ CRDs
-
     async def apply_crd(self, crd: dict[str, Any], *, field_manager: str) -> dict[str, Any]:
         self._kinds.forget()
         return await self.apply(
@@ -520,3 +448,95 @@ class KubernetesAsyncioAdapter:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"CustomResourceDefinition {name} is not Established")
                 await asyncio.sleep(0.2)
+
+
+class KubernetesAsyncioAdapter(EventsAndCrds, Subresources):
+    """:class:`~kaiwo_kube.port.KubernetesPort` over a kubernetes_asyncio ApiClient: one part
+    per protocol of the port, and how to connect."""
+
+    def __init__(
+        self,
+        api_client: k8s_client.ApiClient | PlainApiClient,
+        *,
+        request_timeout: float = 30.0,
+        page_size: int = 500,
+        user_agent: str | None = None,
+    ) -> None:
+        """``user_agent`` names the caller in the API server's audit log (e.g.
+        ``kaiwo-executor/0.1.0``), so an operator's writes can be told from others'."""
+        if user_agent:
+            api_client.user_agent = user_agent
+        super().__init__(
+            ApiTransport(api_client, request_timeout=request_timeout), page_size=page_size
+        )
+
+    @classmethod
+    async def from_kubeconfig(
+        cls,
+        path: str | Path | None = None,
+        *,
+        context: str | None = None,
+        request_timeout: float = 30.0,
+        page_size: int = 500,
+        user_agent: str | None = None,
+    ) -> Self:
+        """From a kubeconfig file (default: ``$KUBECONFIG`` or ``~/.kube/config``)."""
+        from kubernetes_asyncio import config as k8s_config
+
+        api = await k8s_config.new_client_from_config(
+            config_file=str(path) if path is not None else os.environ.get("KUBECONFIG"),
+            context=context,
+            persist_config=False,
+        )
+        return cls(api, request_timeout=request_timeout, page_size=page_size, user_agent=user_agent)
+
+    @classmethod
+    async def in_cluster(cls, *, user_agent: str | None = None) -> Self:
+        """From the pod's service account."""
+        from kubernetes_asyncio import client as k8s_client
+        from kubernetes_asyncio import config as k8s_config
+
+        configuration = k8s_client.Configuration()
+        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        return cls(k8s_client.ApiClient(configuration=configuration), user_agent=user_agent)
+
+    @classmethod
+    async def from_kubeconfig_quickly(
+        cls,
+        path: str | Path | None = None,
+        *,
+        context: str | None = None,
+        user_agent: str | None = None,
+    ) -> Self:
+        """As :meth:`from_kubeconfig`, without loading the client library when the kubeconfig
+        needs only certificates or a token (for commands, whose start-up it dominates)."""
+        listed = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+        where = Path(path) if path is not None else Path(listed) if listed else None
+        where = where or Path.home() / ".kube" / "config"
+        credentials = read_plain_credentials(where.expanduser(), context=context)
+        if credentials is None:
+            return await cls.from_kubeconfig(path, context=context, user_agent=user_agent)
+        return cls(PlainApiClient(credentials), user_agent=user_agent)
+
+    @classmethod
+    async def from_environment(
+        cls, kubeconfig: str | Path | None = None, *, user_agent: str | None = None
+    ) -> Self:
+        """In-cluster when running in a pod and no kubeconfig is named, else the kubeconfig."""
+        if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            return await cls.in_cluster(user_agent=user_agent)
+        return await cls.from_kubeconfig(kubeconfig, user_agent=user_agent)
+
+    async def close(self) -> None:
+        await self.transport.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
