@@ -85,7 +85,7 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
             kubeconfig, bookmark_within = real.kubeconfig, 10
         if request.param.endswith("plain"):
             kube = await KubernetesAsyncioAdapter.from_kubeconfig_quickly(kubeconfig)
-            assert isinstance(kube._api, PlainApiClient)
+            assert isinstance(kube.transport.api_client, PlainApiClient)
         else:
             kube = await KubernetesAsyncioAdapter.from_kubeconfig(kubeconfig)
         stack.push_async_callback(kube.close)

@@ -381,9 +381,9 @@ async def test_a_watch_whose_client_left_is_dropped(
 ) -> None:
     async with http.get("/api/v1/namespaces/default/configmaps?watch=true") as response:
         assert response.status == 200
-        assert server.store.open_watches == 1
+        assert server.store.feed.open_watches == 1
     for _ in range(100):  # the server notices within about a second
-        if not server.store.open_watches:
+        if not server.store.feed.open_watches:
             break
         await asyncio.sleep(0.1)
-    assert server.store.open_watches == 0
+    assert server.store.feed.open_watches == 0

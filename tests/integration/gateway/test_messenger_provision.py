@@ -18,6 +18,7 @@ from kaiwo_runtime.nats_connection import NatsConnection
 from kaiwo_runtime.nats_credentials import write_credentials
 from kaiwo_runtime.nats_server import NatsServer
 from kaiwo_runtime.settings import ServiceSettings
+from kaiwo_runtime.work_queue import NatsWorkQueue
 
 pytestmark = [pytest.mark.nats]
 
@@ -39,7 +40,7 @@ async def test_provision_declares_the_messenger_only_when_asked(tmp_path: Path) 
         try:
             await _provision(settings, within=30, messenger=False)
             messenger = Messenger(
-                client=gateway.client,
+                queue=NatsWorkQueue(gateway),
                 gateway=None,  # type: ignore[arg-type]  # open() does not route
                 settings=MessengerSettings(),
                 metrics=None,  # type: ignore[arg-type]

@@ -93,7 +93,8 @@ FINALIZERS: Final = (
 )
 CRD_WAIT: Final = (
     "only while a custom kind is not served yet (Kueue or KubeRay installed after the watcher "
-    "started; watcher.service._until_served); here every CRD is there before the operator starts"
+    "started; watcher.served_kinds.until_served); here every CRD is there before the operator "
+    "starts"
 )
 APPLY_CREATES: Final = (
     "authorized within the server-side apply that creates the default singleton (the API "

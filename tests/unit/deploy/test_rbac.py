@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import yaml
-from kaiwo_watcher.service import BUILT_IN_GROUPS
+from kaiwo_watcher.served_kinds import BUILT_IN_GROUPS
 from kaiwo_watcher.watch_list import DEFAULT_WATCH_LIST
 
 BASE: Final = Path(__file__).resolve().parents[3] / "deploy" / "k8s" / "base"

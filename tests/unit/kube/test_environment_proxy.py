@@ -34,7 +34,7 @@ async def test_the_https_proxy_variable_is_used_for_the_api_server(
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.corp:3128")
     adapter = adapter_for("https://api.cluster.example:6443")
     try:
-        rest = adapter._api.rest_client
+        rest = adapter.transport.api_client.rest_client
         assert rest.proxy == "http://proxy.corp:3128"
         assert rest.pool_manager.trust_env is False
     finally:
@@ -48,7 +48,7 @@ async def test_no_proxy_naming_the_api_server_keeps_it_direct(
     monkeypatch.setenv("NO_PROXY", "localhost,.cluster.example")
     adapter = adapter_for("https://api.cluster.example:6443")
     try:
-        assert not adapter._api.rest_client.proxy
+        assert not adapter.transport.api_client.rest_client.proxy
     finally:
         await adapter.close()
 
@@ -59,7 +59,7 @@ async def test_a_proxy_from_the_kubeconfig_wins_over_the_environment(
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.corp:3128")
     adapter = adapter_for("https://api.cluster.example:6443", proxy="http://kube-proxy:8080")
     try:
-        assert adapter._api.rest_client.proxy == "http://kube-proxy:8080"
+        assert adapter.transport.api_client.rest_client.proxy == "http://kube-proxy:8080"
     finally:
         await adapter.close()
 
@@ -67,7 +67,7 @@ async def test_a_proxy_from_the_kubeconfig_wins_over_the_environment(
 async def test_without_proxy_variables_there_is_no_proxy() -> None:
     adapter = adapter_for("https://127.0.0.1:6443")
     try:
-        assert not adapter._api.rest_client.proxy
-        assert adapter._api.rest_client.pool_manager.trust_env is False
+        assert not adapter.transport.api_client.rest_client.proxy
+        assert adapter.transport.api_client.rest_client.pool_manager.trust_env is False
     finally:
         await adapter.close()

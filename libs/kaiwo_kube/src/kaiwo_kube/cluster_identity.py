@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from kaiwo_kube import resources
 from kaiwo_kube.errors import MalformedResponse
-from kaiwo_kube.port import KubernetesPort
+from kaiwo_kube.port import ObjectReader
 
 IDENTITY_NAMESPACE = "kube-system"
 
 
-async def cluster_identity(kube: KubernetesPort) -> str:
+async def cluster_identity(kube: ObjectReader) -> str:
     """The uid of the cluster's ``kube-system`` namespace."""
     namespace = await kube.get(resources.NAMESPACE, IDENTITY_NAMESPACE)
     metadata = namespace.get("metadata")

@@ -16,8 +16,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import AsyncGenerator, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,12 +24,11 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 
 import aiohttp
 
+from kaiwo_kube.api_transport import ApiTransport, KindDiscovery, Query
 from kaiwo_kube.errors import (
     AlreadyExists,
-    NotFound,
     ResourceExpired,
     Retryable,
-    error_from_status,
 )
 from kaiwo_kube.events import event_manifest
 from kaiwo_kube.plain_client import PlainApiClient, read_plain_credentials
@@ -41,9 +38,8 @@ from kaiwo_kube.resources import (
     EVENT,
     POD,
     ResourceType,
-    known_type,
 )
-from kaiwo_kube.responses import crd_established, decode_body, list_page_of, watch_event_of
+from kaiwo_kube.responses import crd_established, list_page_of, watch_event_of
 
 if TYPE_CHECKING:
     from kubernetes_asyncio import client as k8s_client
@@ -51,8 +47,6 @@ if TYPE_CHECKING:
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
-JSON = "application/json"
-Query = list[tuple[str, str]]
 
 
 def _flag(value: bool) -> str:
@@ -78,26 +72,387 @@ def _for_apply(obj: dict[str, Any]) -> dict[str, Any]:
     return {**obj, "metadata": metadata}
 
 
-def _resolve_environment_proxy_once(api_client: k8s_client.ApiClient) -> None:
-    """Read ``HTTPS_PROXY``/``NO_PROXY`` once, not on every request.
+class _Connected:
+    """What every part of the adapter shares: the connection, the kinds it discovered, and
+    the page size of its lists."""
 
-    kubernetes_asyncio opens its aiohttp session with ``trust_env=True``, which makes every
-    request look up the proxy variables and parse ``~/.netrc`` in a worker thread: half of
-    the executor's CPU under load. The API server's address does not change, so the proxy
-    from the environment (if any, and unless the kubeconfig names one) is fixed here and the
-    per-request lookup turned off. ``.netrc`` never held Kubernetes credentials.
-    """
-    rest = api_client.rest_client
-    address = urllib.parse.urlsplit(str(api_client.configuration.host))
-    if not rest.proxy and not urllib.request.proxy_bypass(address.hostname or ""):
-        proxies = urllib.request.getproxies_environment()
-        rest.proxy = proxies.get(address.scheme or "https") or proxies.get("all") or ""
-    # aiohttp has no public setter; the flag is only read per request.
-    rest.pool_manager._trust_env = False
+    def __init__(self, transport: ApiTransport, *, page_size: int) -> None:
+        self.transport = transport
+        self._kinds = KindDiscovery(transport)
+        self._page_size = page_size
 
 
-class KubernetesAsyncioAdapter:
-    """:class:`~kaiwo_kube.port.KubernetesPort` over a kubernetes_asyncio ApiClient."""
+class ObjectReads(_Connected):
+    """:class:`~kaiwo_kube.port.ObjectReader`, and a pod's log for the command."""
+
+    async def resolve(self, api_version: str, kind: str) -> ResourceType:
+        """The resource type of an apiVersion/kind: the catalogue first, then discovery."""
+        return await self._kinds.resolve(api_version, kind)
+
+    async def get(
+        self, resource: ResourceType, name: str, *, namespace: str | None = None
+    ) -> dict[str, Any]:
+        return await self.transport.request("GET", resource.path(namespace=namespace, name=name))
+
+    async def list(
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> ObjectList:
+        path = resource.path(namespace=namespace)
+        selectors = _selectors(label_selector, field_selector)
+        items: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            query = [*selectors, ("limit", str(self._page_size))]
+            if token:
+                query.append(("continue", token))
+            try:
+                page = await self.transport.request("GET", path, query=query)
+            except ResourceExpired:
+                if not token:
+                    raise
+                # The continue token outlived the server's history: one full list instead.
+                page = await self.transport.request("GET", path, query=selectors)
+                items = []
+            decoded = list_page_of(page)
+            items.extend(decoded.items)
+            token = decoded.continue_token
+            if not token:
+                return ObjectList(items=items, resource_version=decoded.resource_version)
+
+    async def pod_log_lines(
+        self,
+        name: str,
+        *,
+        namespace: str,
+        container: str | None = None,
+        tail_lines: int | None = None,
+        follow: bool = False,
+    ) -> AsyncGenerator[str, None]:
+        """A pod's log, line by line (``kaiwo logs``; not part of the operator's port: no
+        service reads logs). With ``follow`` it ends when the container does."""
+        query: Query = []
+        if container:
+            query.append(("container", container))
+        if tail_lines is not None:
+            query.append(("tailLines", str(tail_lines)))
+        if follow:
+            query.append(("follow", "true"))
+        path = f"{POD.path(namespace=namespace, name=name)}/log"
+        response = await self.transport.open(
+            "GET",
+            path,
+            query=query,
+            accept="text/plain, */*",
+            request_timeout=aiohttp.ClientTimeout(total=None) if follow else None,
+        )
+        if not 200 <= response.status < 300:
+            await self.transport.fail(response)
+        try:
+            async for line in response.content:
+                yield line.decode("utf-8", errors="replace").rstrip("\n")
+        except (aiohttp.ClientError, TimeoutError) as error:
+            raise Retryable(f"GET {path}: {error}", code=0) from error
+        finally:
+            response.release()
+
+    async def watch(
+        self,
+        resource: ResourceType,
+        *,
+        resource_version: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int | None = None,
+        bookmarks: bool = True,
+    ) -> AsyncGenerator[WatchEvent, None]:
+        """Events until the server ends the watch. Close it early with ``contextlib.aclosing``."""
+        query: Query = [
+            ("watch", "true"),
+            ("resourceVersion", resource_version),
+            ("allowWatchBookmarks", _flag(bookmarks)),
+            *_selectors(label_selector, field_selector),
+        ]
+        if timeout_seconds is not None:
+            query.append(("timeoutSeconds", str(timeout_seconds)))
+        # No total timeout: only a read that stays silent far past the server's own timeout.
+        read_timeout = float(timeout_seconds or 3600) + 60.0
+        response = await self.transport.open(
+            "GET",
+            resource.path(namespace=namespace),
+            query=query,
+            request_timeout=aiohttp.ClientTimeout(
+                connect=self.transport.request_timeout, sock_read=read_timeout
+            ),
+        )
+        if not 200 <= response.status < 300:
+            await self.transport.fail(response)
+        buffer = b""
+        try:
+            async for chunk in response.content.iter_any():
+                *lines, buffer = (buffer + chunk).split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield watch_event_of(line)
+            if buffer.strip():
+                yield watch_event_of(buffer)
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, TimeoutError) as error:
+            raise Retryable(f"watch {resource}: {error}", code=0) from error
+        finally:
+            response.close()
+
+
+class ObjectWrites(_Connected):
+    """:class:`~kaiwo_kube.port.ObjectWriter`."""
+
+    def _object_path(self, resource: ResourceType, obj: dict[str, Any], *, sub: str = "") -> str:
+        metadata = obj.get("metadata") or {}
+        return resource.path(
+            namespace=metadata.get("namespace"),
+            name=metadata.get("name", ""),
+            subresource=sub or None,
+        )
+
+    async def create(
+        self, obj: dict[str, Any], *, field_manager: str | None = None
+    ) -> dict[str, Any]:
+        resource = await self._kinds.type_of(obj, None)
+        namespace = (obj.get("metadata") or {}).get("namespace")
+        query = [("fieldManager", field_manager)] if field_manager else []
+        return await self.transport.request(
+            "POST", resource.path(namespace=namespace), query=query, body=obj
+        )
+
+    async def replace(
+        self, obj: dict[str, Any], *, field_manager: str | None = None
+    ) -> dict[str, Any]:
+        resource = await self._kinds.type_of(obj, None)
+        query = [("fieldManager", field_manager)] if field_manager else []
+        return await self.transport.request(
+            "PUT", self._object_path(resource, obj), query=query, body=obj
+        )
+
+    async def apply(
+        self,
+        obj: dict[str, Any],
+        *,
+        field_manager: str,
+        force: bool = True,
+        resource: ResourceType | None = None,
+    ) -> dict[str, Any]:
+        resource = await self._kinds.type_of(obj, resource)
+        return await self.transport.request(
+            "PATCH",
+            self._object_path(resource, obj),
+            query=[("fieldManager", field_manager), ("force", _flag(force))],
+            body=_for_apply(obj),
+            content_type=APPLY_PATCH,
+        )
+
+    async def merge_patch(
+        self,
+        resource: ResourceType,
+        name: str,
+        patch: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        field_manager: str | None = None,
+    ) -> dict[str, Any]:
+        query = [("fieldManager", field_manager)] if field_manager else []
+        return await self.transport.request(
+            "PATCH",
+            resource.path(namespace=namespace, name=name),
+            query=query,
+            body=patch,
+            content_type=MERGE_PATCH,
+        )
+
+    async def json_patch(
+        self,
+        resource: ResourceType,
+        name: str,
+        operations: Sequence[dict[str, Any]],
+        *,
+        namespace: str | None = None,
+        field_manager: str,
+    ) -> dict[str, Any]:
+        return await self.transport.request(
+            "PATCH",
+            resource.path(namespace=namespace, name=name),
+            query=[("fieldManager", field_manager)],
+            body=list(operations),
+            content_type=JSON_PATCH,
+        )
+
+    async def delete(
+        self,
+        resource: ResourceType,
+        name: str,
+        *,
+        namespace: str | None = None,
+        propagation: PropagationPolicy = "Background",
+        uid: str | None = None,
+        resource_version: str | None = None,
+    ) -> None:
+        options: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "propagationPolicy": propagation,
+        }
+        preconditions = {
+            key: value
+            for key, value in (("uid", uid), ("resourceVersion", resource_version))
+            if value
+        }
+        if preconditions:
+            options["preconditions"] = preconditions
+        await self.transport.request(
+            "DELETE", resource.path(namespace=namespace, name=name), body=options
+        )
+
+
+class Subresources(_Connected):
+    """:class:`~kaiwo_kube.port.StatusWriter` and :class:`~kaiwo_kube.port.Scaler`."""
+
+    async def patch_status(
+        self,
+        resource: ResourceType,
+        name: str,
+        status: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        field_manager: str,
+        method: Literal["apply", "merge"] = "apply",
+        force: bool = True,
+        resource_version: str | None = None,
+    ) -> dict[str, Any]:
+        path = resource.path(namespace=namespace, name=name, subresource="status")
+        precondition = {"resourceVersion": resource_version} if resource_version else {}
+        if method == "merge":
+            return await self.transport.request(
+                "PATCH",
+                path,
+                query=[("fieldManager", field_manager)],
+                body={"status": status, **({"metadata": precondition} if precondition else {})},
+                content_type=MERGE_PATCH,
+            )
+        metadata = {"name": name, **({"namespace": namespace} if namespace else {}), **precondition}
+        body = {
+            "apiVersion": resource.api_version,
+            "kind": resource.kind,
+            "metadata": metadata,
+            "status": status,
+        }
+        return await self.transport.request(
+            "PATCH",
+            path,
+            query=[("fieldManager", field_manager), ("force", _flag(force))],
+            body=body,
+            content_type=APPLY_PATCH,
+        )
+
+    async def get_scale(
+        self, resource: ResourceType, name: str, *, namespace: str | None = None
+    ) -> dict[str, Any]:
+        return await self.transport.request(
+            "GET", resource.path(namespace=namespace, name=name, subresource="scale")
+        )
+
+    async def patch_scale(
+        self,
+        resource: ResourceType,
+        name: str,
+        *,
+        replicas: int,
+        expected_replicas: int | None = None,
+        namespace: str | None = None,
+        field_manager: str,
+    ) -> dict[str, Any]:
+        # "add" sets the field whether the object has it or not; "replace" needs it.
+        operations: list[dict[str, Any]] = [
+            {"op": "add", "path": "/spec/replicas", "value": replicas}
+        ]
+        if expected_replicas is not None:
+            operations = [
+                {"op": "test", "path": "/spec/replicas", "value": expected_replicas},
+                {"op": "replace", "path": "/spec/replicas", "value": replicas},
+            ]
+        return await self.transport.request(
+            "PATCH",
+            resource.path(namespace=namespace, name=name, subresource="scale"),
+            query=[("fieldManager", field_manager)],
+            body=operations,
+            content_type=JSON_PATCH,
+        )
+
+
+class EventsAndCrds(ObjectReads, ObjectWrites):
+    """:class:`~kaiwo_kube.port.EventRecorder` and :class:`~kaiwo_kube.port.CrdInstaller`
+    (an Event seen twice in a second is counted; a CRD is applied, then read until served)."""
+
+    async def create_event(
+        self,
+        *,
+        involved: dict[str, Any],
+        type: EventType,
+        reason: str,
+        message: str,
+        component: str,
+        now: datetime | None = None,
+    ) -> dict[str, Any]:
+        event = event_manifest(
+            involved=involved,
+            event_type=type,
+            reason=reason,
+            message=message,
+            component=component,
+            now=now or datetime.now(UTC),
+        )
+        namespace = event["metadata"]["namespace"]
+        try:
+            return await self.transport.request("POST", EVENT.path(namespace=namespace), body=event)
+        except AlreadyExists:
+            # The same event in the same second: count it, as kubectl's recorder does.
+            existing = await self.get(EVENT, event["metadata"]["name"], namespace=namespace)
+            return await self.merge_patch(
+                EVENT,
+                event["metadata"]["name"],
+                namespace=namespace,
+                patch={
+                    "count": int(existing.get("count") or 1) + 1,
+                    "lastTimestamp": event["lastTimestamp"],
+                },
+            )
+
+    async def apply_crd(self, crd: dict[str, Any], *, field_manager: str) -> dict[str, Any]:
+        self._kinds.forget()
+        return await self.apply(
+            crd, field_manager=field_manager, force=True, resource=CUSTOM_RESOURCE_DEFINITION
+        )
+
+    async def ensure_crds(
+        self, crds: Iterable[dict[str, Any]], *, field_manager: str, within: float = 30.0
+    ) -> None:
+        names = [
+            (await self.apply_crd(crd, field_manager=field_manager))["metadata"]["name"]
+            for crd in crds
+        ]
+        deadline = time.monotonic() + within
+        for name in names:
+            while not crd_established(await self.get(CUSTOM_RESOURCE_DEFINITION, name)):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"CustomResourceDefinition {name} is not Established")
+                await asyncio.sleep(0.2)
+
+
+class KubernetesAsyncioAdapter(EventsAndCrds, Subresources):
+    """:class:`~kaiwo_kube.port.KubernetesPort` over a kubernetes_asyncio ApiClient: one part
+    per protocol of the port, and how to connect."""
 
     def __init__(
         self,
@@ -111,14 +466,9 @@ class KubernetesAsyncioAdapter:
         ``kaiwo-executor/0.1.0``), so an operator's writes can be told from others'."""
         if user_agent:
             api_client.user_agent = user_agent
-        self._api = api_client
-        self._request_timeout = request_timeout
-        self._page_size = page_size
-        self._discovered: dict[tuple[str, str], ResourceType] = {}
-        if not isinstance(api_client, PlainApiClient):  # which reads the environment itself
-            _resolve_environment_proxy_once(api_client)
-
-    # ------------------------------------------------------------------ construction
+        super().__init__(
+            ApiTransport(api_client, request_timeout=request_timeout), page_size=page_size
+        )
 
     @classmethod
     async def from_kubeconfig(
@@ -178,7 +528,7 @@ class KubernetesAsyncioAdapter:
         return await cls.from_kubeconfig(kubeconfig, user_agent=user_agent)
 
     async def close(self) -> None:
-        await self._api.close()
+        await self.transport.close()
 
     async def __aenter__(self) -> Self:
         return self
@@ -190,444 +540,3 @@ class KubernetesAsyncioAdapter:
         traceback: TracebackType | None,
     ) -> None:
         await self.close()
-
-    # ------------------------------------------------------------------ transport
-
-    async def _open(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Query | None = None,
-        body: Any = None,
-        content_type: str = JSON,
-        request_timeout: float | aiohttp.ClientTimeout | None = None,
-        accept: str = JSON,
-    ) -> aiohttp.ClientResponse:
-        try:
-            response: aiohttp.ClientResponse = await self._api.call_api(
-                path,
-                method,
-                query_params=query or [],
-                header_params={"Content-Type": content_type, "Accept": accept},
-                body=body,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=request_timeout or self._request_timeout,
-            )
-        except (aiohttp.ClientError, TimeoutError, OSError) as error:
-            raise Retryable(f"{method} {path}: {error}", code=0) from error
-        return response
-
-    async def _fail(self, response: aiohttp.ClientResponse) -> None:
-        """Raise the typed error for a non-2xx answer (and release the response)."""
-        try:
-            data = await response.read()
-        finally:
-            response.release()
-        raise error_from_status(
-            code=response.status,
-            status=decode_body(data),
-            retry_after_header=response.headers.get("Retry-After"),
-        )
-
-    async def _request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: Query | None = None,
-        body: Any = None,
-        content_type: str = JSON,
-    ) -> dict[str, Any]:
-        response = await self._open(method, path, query=query, body=body, content_type=content_type)
-        if not 200 <= response.status < 300:
-            await self._fail(response)
-        try:
-            data = await response.read()
-        except (aiohttp.ClientError, TimeoutError) as error:
-            raise Retryable(f"{method} {path}: {error}", code=0) from error
-        finally:
-            response.release()
-        decoded = decode_body(data)
-        return decoded if isinstance(decoded, dict) else {}
-
-    # ------------------------------------------------------------------ kinds
-
-    async def resolve(self, api_version: str, kind: str) -> ResourceType:
-        """The resource type of an apiVersion/kind: the catalogue first, then discovery."""
-        known = known_type(api_version, kind) or self._discovered.get((api_version, kind))
-        if known is not None:
-            return known
-        group, _, version = api_version.rpartition("/")
-        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
-        try:
-            listing = await self._request("GET", path)
-        except NotFound:
-            listing = {}
-        for entry in listing.get("resources") or []:
-            if entry.get("kind") == kind and "/" not in entry.get("name", ""):
-                found = ResourceType(
-                    group=group,
-                    version=version,
-                    plural=entry["name"],
-                    kind=kind,
-                    namespaced=bool(entry.get("namespaced")),
-                )
-                self._discovered[(api_version, kind)] = found
-                return found
-        raise NotFound(f"the server does not serve {kind} in {api_version}", code=404)
-
-    async def _type_of(self, obj: dict[str, Any], resource: ResourceType | None) -> ResourceType:
-        if resource is not None:
-            return resource
-        return await self.resolve(str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
-
-    # ------------------------------------------------------------------ reads
-
-    async def get(
-        self, resource: ResourceType, name: str, *, namespace: str | None = None
-    ) -> dict[str, Any]:
-        return await self._request("GET", resource.path(namespace=namespace, name=name))
-
-    async def list(
-        self,
-        resource: ResourceType,
-        *,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> ObjectList:
-        path = resource.path(namespace=namespace)
-        selectors = _selectors(label_selector, field_selector)
-        items: list[dict[str, Any]] = []
-        token = ""
-        while True:
-            query = [*selectors, ("limit", str(self._page_size))]
-            if token:
-                query.append(("continue", token))
-            try:
-                page = await self._request("GET", path, query=query)
-            except ResourceExpired:
-                if not token:
-                    raise
-                # The continue token outlived the server's history: one full list instead.
-                page = await self._request("GET", path, query=selectors)
-                items = []
-            decoded = list_page_of(page)
-            items.extend(decoded.items)
-            token = decoded.continue_token
-            if not token:
-                return ObjectList(items=items, resource_version=decoded.resource_version)
-
-    async def pod_log_lines(
-        self,
-        name: str,
-        *,
-        namespace: str,
-        container: str | None = None,
-        tail_lines: int | None = None,
-        follow: bool = False,
-    ) -> AsyncGenerator[str, None]:
-        """A pod's log, line by line (``kaiwo logs``; not part of the operator's port: no
-        service reads logs). With ``follow`` it ends when the container does."""
-        query: Query = []
-        if container:
-            query.append(("container", container))
-        if tail_lines is not None:
-            query.append(("tailLines", str(tail_lines)))
-        if follow:
-            query.append(("follow", "true"))
-        path = f"{POD.path(namespace=namespace, name=name)}/log"
-        response = await self._open(
-            "GET",
-            path,
-            query=query,
-            accept="text/plain, */*",
-            request_timeout=aiohttp.ClientTimeout(total=None) if follow else None,
-        )
-        if not 200 <= response.status < 300:
-            await self._fail(response)
-        try:
-            async for line in response.content:
-                yield line.decode("utf-8", errors="replace").rstrip("\n")
-        except (aiohttp.ClientError, TimeoutError) as error:
-            raise Retryable(f"GET {path}: {error}", code=0) from error
-        finally:
-            response.release()
-
-    async def watch(
-        self,
-        resource: ResourceType,
-        *,
-        resource_version: str,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        timeout_seconds: int | None = None,
-        bookmarks: bool = True,
-    ) -> AsyncGenerator[WatchEvent, None]:
-        """Events until the server ends the watch. Close it early with ``contextlib.aclosing``."""
-        query: Query = [
-            ("watch", "true"),
-            ("resourceVersion", resource_version),
-            ("allowWatchBookmarks", _flag(bookmarks)),
-            *_selectors(label_selector, field_selector),
-        ]
-        if timeout_seconds is not None:
-            query.append(("timeoutSeconds", str(timeout_seconds)))
-        # No total timeout: only a read that stays silent far past the server's own timeout.
-        read_timeout = float(timeout_seconds or 3600) + 60.0
-        response = await self._open(
-            "GET",
-            resource.path(namespace=namespace),
-            query=query,
-            request_timeout=aiohttp.ClientTimeout(
-                connect=self._request_timeout, sock_read=read_timeout
-            ),
-        )
-        if not 200 <= response.status < 300:
-            await self._fail(response)
-        buffer = b""
-        try:
-            async for chunk in response.content.iter_any():
-                *lines, buffer = (buffer + chunk).split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        yield watch_event_of(line)
-            if buffer.strip():
-                yield watch_event_of(buffer)
-        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, TimeoutError) as error:
-            raise Retryable(f"watch {resource}: {error}", code=0) from error
-        finally:
-            response.close()
-
-    # ------------------------------------------------------------------ writes
-
-    def _object_path(self, resource: ResourceType, obj: dict[str, Any], *, sub: str = "") -> str:
-        metadata = obj.get("metadata") or {}
-        return resource.path(
-            namespace=metadata.get("namespace"),
-            name=metadata.get("name", ""),
-            subresource=sub or None,
-        )
-
-    async def create(
-        self, obj: dict[str, Any], *, field_manager: str | None = None
-    ) -> dict[str, Any]:
-        resource = await self._type_of(obj, None)
-        namespace = (obj.get("metadata") or {}).get("namespace")
-        query = [("fieldManager", field_manager)] if field_manager else []
-        return await self._request(
-            "POST", resource.path(namespace=namespace), query=query, body=obj
-        )
-
-    async def replace(
-        self, obj: dict[str, Any], *, field_manager: str | None = None
-    ) -> dict[str, Any]:
-        resource = await self._type_of(obj, None)
-        query = [("fieldManager", field_manager)] if field_manager else []
-        return await self._request("PUT", self._object_path(resource, obj), query=query, body=obj)
-
-    async def apply(
-        self,
-        obj: dict[str, Any],
-        *,
-        field_manager: str,
-        force: bool = True,
-        resource: ResourceType | None = None,
-    ) -> dict[str, Any]:
-        resource = await self._type_of(obj, resource)
-        return await self._request(
-            "PATCH",
-            self._object_path(resource, obj),
-            query=[("fieldManager", field_manager), ("force", _flag(force))],
-            body=_for_apply(obj),
-            content_type=APPLY_PATCH,
-        )
-
-    async def merge_patch(
-        self,
-        resource: ResourceType,
-        name: str,
-        patch: dict[str, Any],
-        *,
-        namespace: str | None = None,
-        field_manager: str | None = None,
-    ) -> dict[str, Any]:
-        query = [("fieldManager", field_manager)] if field_manager else []
-        return await self._request(
-            "PATCH",
-            resource.path(namespace=namespace, name=name),
-            query=query,
-            body=patch,
-            content_type=MERGE_PATCH,
-        )
-
-    async def get_scale(
-        self, resource: ResourceType, name: str, *, namespace: str | None = None
-    ) -> dict[str, Any]:
-        return await self._request(
-            "GET", resource.path(namespace=namespace, name=name, subresource="scale")
-        )
-
-    async def patch_scale(
-        self,
-        resource: ResourceType,
-        name: str,
-        *,
-        replicas: int,
-        expected_replicas: int | None = None,
-        namespace: str | None = None,
-        field_manager: str,
-    ) -> dict[str, Any]:
-        # "add" sets the field whether the object has it or not; "replace" needs it.
-        operations: list[dict[str, Any]] = [
-            {"op": "add", "path": "/spec/replicas", "value": replicas}
-        ]
-        if expected_replicas is not None:
-            operations = [
-                {"op": "test", "path": "/spec/replicas", "value": expected_replicas},
-                {"op": "replace", "path": "/spec/replicas", "value": replicas},
-            ]
-        return await self._request(
-            "PATCH",
-            resource.path(namespace=namespace, name=name, subresource="scale"),
-            query=[("fieldManager", field_manager)],
-            body=operations,
-            content_type=JSON_PATCH,
-        )
-
-    async def json_patch(
-        self,
-        resource: ResourceType,
-        name: str,
-        operations: Sequence[dict[str, Any]],
-        *,
-        namespace: str | None = None,
-        field_manager: str,
-    ) -> dict[str, Any]:
-        return await self._request(
-            "PATCH",
-            resource.path(namespace=namespace, name=name),
-            query=[("fieldManager", field_manager)],
-            body=list(operations),
-            content_type=JSON_PATCH,
-        )
-
-    async def patch_status(
-        self,
-        resource: ResourceType,
-        name: str,
-        status: dict[str, Any],
-        *,
-        namespace: str | None = None,
-        field_manager: str,
-        method: Literal["apply", "merge"] = "apply",
-        force: bool = True,
-        resource_version: str | None = None,
-    ) -> dict[str, Any]:
-        path = resource.path(namespace=namespace, name=name, subresource="status")
-        precondition = {"resourceVersion": resource_version} if resource_version else {}
-        if method == "merge":
-            return await self._request(
-                "PATCH",
-                path,
-                query=[("fieldManager", field_manager)],
-                body={"status": status, **({"metadata": precondition} if precondition else {})},
-                content_type=MERGE_PATCH,
-            )
-        metadata = {"name": name, **({"namespace": namespace} if namespace else {}), **precondition}
-        body = {
-            "apiVersion": resource.api_version,
-            "kind": resource.kind,
-            "metadata": metadata,
-            "status": status,
-        }
-        return await self._request(
-            "PATCH",
-            path,
-            query=[("fieldManager", field_manager), ("force", _flag(force))],
-            body=body,
-            content_type=APPLY_PATCH,
-        )
-
-    async def delete(
-        self,
-        resource: ResourceType,
-        name: str,
-        *,
-        namespace: str | None = None,
-        propagation: PropagationPolicy = "Background",
-        uid: str | None = None,
-        resource_version: str | None = None,
-    ) -> None:
-        options: dict[str, Any] = {
-            "apiVersion": "v1",
-            "kind": "DeleteOptions",
-            "propagationPolicy": propagation,
-        }
-        preconditions = {
-            key: value
-            for key, value in (("uid", uid), ("resourceVersion", resource_version))
-            if value
-        }
-        if preconditions:
-            options["preconditions"] = preconditions
-        await self._request("DELETE", resource.path(namespace=namespace, name=name), body=options)
-
-    async def create_event(
-        self,
-        *,
-        involved: dict[str, Any],
-        type: EventType,
-        reason: str,
-        message: str,
-        component: str,
-        now: datetime | None = None,
-    ) -> dict[str, Any]:
-        event = event_manifest(
-            involved=involved,
-            event_type=type,
-            reason=reason,
-            message=message,
-            component=component,
-            now=now or datetime.now(UTC),
-        )
-        namespace = event["metadata"]["namespace"]
-        try:
-            return await self._request("POST", EVENT.path(namespace=namespace), body=event)
-        except AlreadyExists:
-            # The same event in the same second: count it, as kubectl's recorder does.
-            existing = await self.get(EVENT, event["metadata"]["name"], namespace=namespace)
-            return await self.merge_patch(
-                EVENT,
-                event["metadata"]["name"],
-                namespace=namespace,
-                patch={
-                    "count": int(existing.get("count") or 1) + 1,
-                    "lastTimestamp": event["lastTimestamp"],
-                },
-            )
-
-    # ------------------------------------------------------------------ CRDs
-
-    async def apply_crd(self, crd: dict[str, Any], *, field_manager: str) -> dict[str, Any]:
-        self._discovered.clear()
-        return await self.apply(
-            crd, field_manager=field_manager, force=True, resource=CUSTOM_RESOURCE_DEFINITION
-        )
-
-    async def ensure_crds(
-        self, crds: Iterable[dict[str, Any]], *, field_manager: str, within: float = 30.0
-    ) -> None:
-        names = [
-            (await self.apply_crd(crd, field_manager=field_manager))["metadata"]["name"]
-            for crd in crds
-        ]
-        deadline = time.monotonic() + within
-        for name in names:
-            while not crd_established(await self.get(CUSTOM_RESOURCE_DEFINITION, name)):
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"CustomResourceDefinition {name} is not Established")
-                await asyncio.sleep(0.2)

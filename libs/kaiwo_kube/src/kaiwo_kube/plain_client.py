@@ -135,7 +135,7 @@ def ssl_context(credentials: PlainCredentials) -> ssl.SSLContext | bool:
 
 def environment_proxy(server: str) -> str | None:
     """The proxy ``HTTPS_PROXY``/``NO_PROXY`` name for the server, read once (see the
-    adapter's ``_resolve_environment_proxy_once``)."""
+    transport's ``_resolve_environment_proxy_once``)."""
     address = urllib.parse.urlsplit(server)
     if urllib.request.proxy_bypass(address.hostname or ""):
         return None

@@ -1,4 +1,6 @@
-"""The Kubernetes port: everything the watcher, executor and command ask of the API server.
+"""The Kubernetes port: everything the watcher, executor and command ask of the API server,
+as the few protocols its callers need (read and watch, write, status, scale, events, CRDs)
+and :class:`KubernetesPort`, all of them together.
 
 Objects are plain dicts in their JSON form (``apiVersion``, ``kind``, ``metadata``...). Kinds are
 addressed by :class:`~kaiwo_kube.resources.ResourceType` values (see the catalogue in
@@ -38,8 +40,8 @@ class WatchEvent(NamedTuple):
         return str(version) if isinstance(version, str | int) else ""
 
 
-class KubernetesPort(Protocol):
-    """A Kubernetes API server as the operator sees it."""
+class ObjectReader(Protocol):
+    """Read and watch objects (the watcher, the monitor, the command's listings)."""
 
     async def get(
         self, resource: ResourceType, name: str, *, namespace: str | None = None
@@ -79,6 +81,11 @@ class KubernetesPort(Protocol):
         stream with ``contextlib.aclosing``.
         """
         ...
+
+
+class ObjectWriter(Protocol):
+    """Create, replace, apply, patch and delete objects (the executor, the sandbox, the
+    command's ``apply``)."""
 
     async def create(
         self, obj: dict[str, Any], *, field_manager: str | None = None
@@ -130,6 +137,23 @@ class KubernetesPort(Protocol):
         preconditions (its uid, the value it replaces)."""
         ...
 
+    async def delete(
+        self,
+        resource: ResourceType,
+        name: str,
+        *,
+        namespace: str | None = None,
+        propagation: PropagationPolicy = "Background",
+        uid: str | None = None,
+        resource_version: str | None = None,
+    ) -> None:
+        """Delete; ``uid``/``resource_version`` are preconditions (Conflict when they differ)."""
+        ...
+
+
+class StatusWriter(Protocol):
+    """Write an object's status through its status subresource."""
+
     async def patch_status(
         self,
         resource: ResourceType,
@@ -146,6 +170,10 @@ class KubernetesPort(Protocol):
 
         ``resource_version`` is a precondition: Conflict when the object has moved on since."""
         ...
+
+
+class Scaler(Protocol):
+    """Read and set replicas through the scale subresource."""
 
     async def get_scale(
         self, resource: ResourceType, name: str, *, namespace: str | None = None
@@ -172,18 +200,9 @@ class KubernetesPort(Protocol):
         object may lack it, which no test can express)."""
         ...
 
-    async def delete(
-        self,
-        resource: ResourceType,
-        name: str,
-        *,
-        namespace: str | None = None,
-        propagation: PropagationPolicy = "Background",
-        uid: str | None = None,
-        resource_version: str | None = None,
-    ) -> None:
-        """Delete; ``uid``/``resource_version`` are preconditions (Conflict when they differ)."""
-        ...
+
+class EventRecorder(Protocol):
+    """Record core/v1 Events (shown by ``kubectl describe``)."""
 
     async def create_event(
         self,
@@ -198,6 +217,10 @@ class KubernetesPort(Protocol):
         """Record a core/v1 Event about ``involved`` (shown by ``kubectl describe``)."""
         ...
 
+
+class CrdInstaller(Protocol):
+    """Install CustomResourceDefinitions and wait until they are served."""
+
     async def apply_crd(self, crd: dict[str, Any], *, field_manager: str) -> dict[str, Any]:
         """Apply one CustomResourceDefinition (forced) and return it."""
         ...
@@ -207,6 +230,14 @@ class KubernetesPort(Protocol):
     ) -> None:
         """Apply the CRDs and wait (``within`` seconds) until each is Established."""
         ...
+
+
+class KubernetesPort(
+    ObjectReader, ObjectWriter, StatusWriter, Scaler, EventRecorder, CrdInstaller, Protocol
+):
+    """A Kubernetes API server as the operator sees it: every protocol above, and a connection
+    to release. A caller that needs less asks for less (e.g. the watcher an
+    :class:`ObjectReader`); the adapter implements them all."""
 
     async def close(self) -> None:
         """Release connections."""

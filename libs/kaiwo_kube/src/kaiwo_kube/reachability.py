@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from kaiwo_kube import resources
 from kaiwo_kube.errors import KubeError, Retryable
-from kaiwo_kube.port import KubernetesPort
+from kaiwo_kube.port import ObjectReader
 
 
-async def api_server_reachable(kube: KubernetesPort) -> bool:
+async def api_server_reachable(kube: ObjectReader) -> bool:
     """Any answer but 429/5xx/no connection means the API server is reachable (a 403 or 404
     still proves it answers)."""
     try:

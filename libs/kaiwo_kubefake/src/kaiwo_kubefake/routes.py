@@ -2,29 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
-import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-import yaml
 from aiohttp import web
 
 from kaiwo_kubefake import discovery, errors
-from kaiwo_kubefake.custom_resources import served
 from kaiwo_kubefake.errors import ApiError
 from kaiwo_kubefake.kinds import CRD_KIND, ResourceKind
 from kaiwo_kubefake.openapi import openapi_v2, openapi_v3_group_version, openapi_v3_index
-from kaiwo_kubefake.patching import (
-    APPLY_PATCH,
-    MERGE_PATCH,
-    PATCH_TYPES,
-    STRATEGIC_MERGE_PATCH,
-    apply_patch,
-)
 from kaiwo_kubefake.pod_logs import (
     check_numbers,
     chosen_container,
@@ -32,32 +20,13 @@ from kaiwo_kubefake.pod_logs import (
     kubelet_url,
     stream_from_kubelet,
 )
-from kaiwo_kubefake.scaling import scale_view, with_replicas
-from kaiwo_kubefake.selectors import FieldSelector, LabelSelector
-from kaiwo_kubefake.storage import ObjectStore, Preconditions
+from kaiwo_kubefake.resource_writes import ResourceWrites
+from kaiwo_kubefake.storage import ObjectStore
 from kaiwo_kubefake.tables import printer_columns, table, wants_table
+from kaiwo_kubefake.targets import Target, answer, selectors, served_as, truthy
+from kaiwo_kubefake.watch_stream import ServerSettings, WatchStreams
 
 _NAMESPACE_SUBRESOURCES = ("status", "finalize")
-
-
-@dataclass(frozen=True, slots=True)
-class ServerSettings:
-    bookmark_interval: float = 1.0
-    default_watch_timeout: float = 1800.0
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """What a resource URL addresses."""
-
-    kind: ResourceKind
-    namespace: str | None
-    name: str | None
-    subresource: str
-
-
-def _truthy(value: str | None) -> bool:
-    return value is not None and value.lower() in ("1", "true")
 
 
 def _status_response(error: ApiError) -> web.Response:
@@ -97,15 +66,6 @@ def _at(items: list[str], index: int) -> str | None:
     return items[index] if len(items) > index else None
 
 
-def _manager(request: web.Request) -> str:
-    """The fieldManager query parameter, else the user agent's product, as the real server does."""
-    explicit = request.query.get("fieldManager")
-    if explicit:
-        return explicit
-    agent = request.headers.get("User-Agent", "")
-    return agent.split("/")[0] or "unknown"
-
-
 class ApiRoutes:
     """aiohttp handlers serving an :class:`ObjectStore`."""
 
@@ -113,6 +73,8 @@ class ApiRoutes:
         self.store = store
         self.settings = settings
         self.server_address = ""
+        self._watches = WatchStreams(store, settings)
+        self._writes = ResourceWrites(store)
 
     def install(self, app: web.Application) -> None:
         app.router.add_get("/version", self._version)
@@ -172,9 +134,6 @@ class ApiRoutes:
         except _GroupVersionNotServedError:
             return _page_not_found()
 
-    def _group_version_served(self, group: str, version: str) -> bool:
-        return any((k.group, k.version) == (group, version) for k in self.store.kinds)
-
     def _resource_list(self, request: web.Request, *, group: str, version: str) -> web.Response:
         kinds = [k for k in self.store.kinds if (k.group, k.version) == (group, version)]
         if not kinds:
@@ -191,7 +150,7 @@ class ApiRoutes:
             raise _not_served(request.path)
         namespace, plural, name, subresource = _split_resource_path(segments)
         kind = self.store.kinds.lookup(group=group, version=version, plural=plural)
-        if kind is None and not self._group_version_served(group, version):
+        if kind is None and not _group_version_served(self.store.kinds, group, version):
             raise _GroupVersionNotServedError
         if kind is None:
             raise _not_served(request.path)
@@ -221,12 +180,12 @@ class ApiRoutes:
             tuple[bool, str], Callable[[web.Request, Target], Awaitable[web.StreamResponse]]
         ] = {
             (False, "GET"): self._list_or_watch,
-            (False, "POST"): self._create,
-            (False, "DELETE"): self._delete_collection,
+            (False, "POST"): self._writes.create,
+            (False, "DELETE"): self._writes.delete_collection,
             (True, "GET"): self._get,
-            (True, "PUT"): self._replace,
-            (True, "PATCH"): self._patch,
-            (True, "DELETE"): self._delete,
+            (True, "PUT"): self._writes.replace,
+            (True, "PATCH"): self._writes.patch,
+            (True, "DELETE"): self._writes.delete,
         }
         handler = handlers.get((target.name is not None, request.method))
         if handler is None or (target.subresource and request.method in ("DELETE", "POST")):
@@ -235,25 +194,13 @@ class ApiRoutes:
 
     # ------------------------------------------------------------------ reads
 
-    def _served(self, target: Target, obj: dict[str, Any]) -> dict[str, Any]:
-        """The object as this version serves it (conversion strategy None: same fields, pruned
-        by this version's schema)."""
-        obj = served(target.kind, obj)
-        obj["apiVersion"] = target.kind.api_version
-        return obj
-
-    def _answer(self, target: Target, obj: dict[str, Any], *, status: int = 200) -> web.Response:
-        if target.subresource == "scale":
-            return web.json_response(scale_view(target.kind, obj), status=status)
-        return web.json_response(self._served(target, obj), status=status)
-
     async def _get(self, request: web.Request, target: Target) -> web.Response:
         assert target.name is not None
         obj = self.store.get(target.kind, namespace=target.namespace, name=target.name)
         if not target.subresource and wants_table(request.headers.get("Accept")):
             version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
             return self._table(target, [obj], version)
-        return self._answer(target, obj)
+        return answer(target, obj)
 
     async def _pod_log(self, request: web.Request, target: Target) -> web.StreamResponse:
         """As the real server: checked against the pod, then streamed from its node's
@@ -288,7 +235,7 @@ class ApiRoutes:
                 CRD_KIND, namespace=None, name=f"{target.kind.plural}.{target.kind.group}"
             )
         columns = printer_columns(crd, version=target.kind.version, plural=target.kind.plural)
-        served_items = [self._served(target, item) for item in items]
+        served_items = [served_as(target, item) for item in items]
         return web.json_response(table(served_items, columns, resource_version=version))
 
     async def _openapi_v2(self, _request: web.Request) -> web.Response:
@@ -308,20 +255,13 @@ class ApiRoutes:
     def _crds(self) -> list[dict[str, Any]]:
         return self.store.list_objects(CRD_KIND, namespace=None)[0]
 
-    def _selectors(
-        self, request: web.Request, target: Target
-    ) -> tuple[LabelSelector, FieldSelector]:
-        labels = LabelSelector.parse(request.query.get("labelSelector"))
-        fields = FieldSelector.parse(request.query.get("fieldSelector"), kind_key=target.kind.key)
-        return labels, fields
-
     async def _list_or_watch(self, request: web.Request, target: Target) -> web.StreamResponse:
-        if _truthy(request.query.get("watch")):
-            return await self._watch(request, target)
-        labels, fields = self._selectors(request, target)
+        if truthy(request.query.get("watch")):
+            return await self._watches.serve(request, target)
+        labels, fields = selectors(request, target)
         requested = request.query.get("resourceVersion")
         if requested and request.query.get("resourceVersionMatch") == "Exact":
-            self._check_exact_version(requested)
+            _check_exact_version(requested, current=self.store.resource_version)
         items, version = self.store.list_objects(
             target.kind, namespace=target.namespace, labels=labels, fields=fields
         )
@@ -336,235 +276,9 @@ class ApiRoutes:
                 "kind": f"{target.kind.kind}List",
                 "apiVersion": target.kind.api_version,
                 "metadata": metadata,
-                "items": [self._served(target, item) for item in items],
+                "items": [served_as(target, item) for item in items],
             }
         )
-
-    def _check_exact_version(self, requested: str) -> None:
-        """Only the current state is kept: an older exact version is gone, as after compaction."""
-        try:
-            wanted = int(requested)
-        except ValueError:
-            raise errors.bad_request(f"invalid resource version: {requested!r}") from None
-        if wanted != self.store.resource_version:
-            raise errors.gone(
-                f"The resourceVersion for the provided list is too old: {wanted} "
-                f"(current {self.store.resource_version})"
-            )
-
-    async def _watch(self, request: web.Request, target: Target) -> web.StreamResponse:
-        labels, fields = self._selectors(request, target)
-        timeout = float(request.query.get("timeoutSeconds") or self.settings.default_watch_timeout)
-        bookmarks = _truthy(request.query.get("allowWatchBookmarks"))
-        response = web.StreamResponse(headers={"Content-Type": "application/json"})
-        response.enable_chunked_encoding()
-        try:
-            watcher = self.store.watch(
-                target.kind,
-                namespace=target.namespace,
-                labels=labels,
-                fields=fields,
-                resource_version=request.query.get("resourceVersion"),
-            )
-        except ApiError as error:
-            if error.code != 410:
-                raise
-            await response.prepare(request)
-            await _send(response, "ERROR", error.status())
-            await response.write_eof()
-            return response
-        await response.prepare(request)
-        try:
-            await self._stream(
-                request, response, watcher.queue, target, duration=timeout, bookmarks=bookmarks
-            )
-        except ConnectionResetError:
-            pass  # the client went away; nothing left to tell it
-        finally:
-            self.store.unwatch(watcher)
-        return response
-
-    async def _stream(
-        self,
-        request: web.Request,
-        response: web.StreamResponse,
-        queue: asyncio.Queue[tuple[str, dict[str, Any]] | None],
-        target: Target,
-        *,
-        duration: float,
-        bookmarks: bool,
-    ) -> None:
-        deadline = time.monotonic() + duration
-        next_bookmark = time.monotonic() + self.settings.bookmark_interval
-        while (remaining := deadline - time.monotonic()) > 0:
-            wait = min(remaining, next_bookmark - time.monotonic()) if bookmarks else remaining
-            try:
-                # Queued events go first: waiting with a zero timeout (a bookmark due) would
-                # cancel every get and starve them. Wake at least every second to notice a
-                # client that has gone away.
-                item = (
-                    queue.get_nowait()
-                    if not queue.empty()
-                    else await asyncio.wait_for(queue.get(), timeout=min(max(wait, 0), 1.0))
-                )
-            except TimeoutError:
-                if request.transport is None or request.transport.is_closing():
-                    return
-                if bookmarks and time.monotonic() >= next_bookmark and queue.empty():
-                    await _send(response, "BOOKMARK", self._bookmark(target))
-                    next_bookmark = time.monotonic() + self.settings.bookmark_interval
-                continue
-            if item is None:
-                break
-            await _send(response, item[0], self._served(target, item[1]))
-        await response.write_eof()
-
-    def _bookmark(self, target: Target) -> dict[str, Any]:
-        return {
-            "kind": target.kind.kind,
-            "apiVersion": target.kind.api_version,
-            "metadata": {"resourceVersion": str(self.store.resource_version)},
-        }
-
-    # ------------------------------------------------------------------ writes
-
-    async def _body(self, request: web.Request) -> Any:
-        raw = await request.read()
-        content_type = request.content_type
-        if not raw:
-            return None
-        try:
-            if content_type == APPLY_PATCH and not raw.lstrip().startswith(b"{"):
-                return yaml.safe_load(raw)
-            # JSON is YAML; clients send apply bodies as JSON, and the YAML parser is slow.
-            return json.loads(raw)
-        except (ValueError, yaml.YAMLError) as error:
-            raise errors.bad_request(f"the request body could not be decoded: {error}") from None
-
-    async def _create(self, request: web.Request, target: Target) -> web.Response:
-        body = await self._body(request)
-        name = (
-            ((body or {}).get("metadata") or {}).get("name", "") if isinstance(body, dict) else ""
-        )
-        try:
-            created = self.store.create(
-                target.kind, namespace=target.namespace, body=body, manager=_manager(request)
-            )
-        finally:
-            self.store.count_write_request(target.kind, target.namespace, name)
-        return self._answer(target, created, status=201)
-
-    async def _replace(self, request: web.Request, target: Target) -> web.Response:
-        assert target.name is not None
-        self.store.count_write_request(target.kind, target.namespace, target.name)
-        body = await self._body(request)
-        if target.subresource == "scale":
-            live = self.store.get(target.kind, namespace=target.namespace, name=target.name)
-            body = with_replicas(target.kind, live, body or {})
-        updated = self.store.replace(
-            target.kind,
-            namespace=target.namespace,
-            name=target.name,
-            body=body,
-            manager=_manager(request),
-            subresource="status" if target.subresource == "status" else "",
-        )
-        return self._answer(target, updated)
-
-    async def _patch(self, request: web.Request, target: Target) -> web.Response:
-        assert target.name is not None
-        self.store.count_write_request(target.kind, target.namespace, target.name)
-        content_type = request.content_type
-        custom = target.kind.custom
-        if content_type not in PATCH_TYPES or (custom and content_type == STRATEGIC_MERGE_PATCH):
-            raise errors.unsupported_media_type(custom=custom)
-        body = await self._body(request)
-        if target.subresource == "scale":
-            live = self.store.get(target.kind, namespace=target.namespace, name=target.name)
-            scale = scale_view(target.kind, live, for_update=True)
-            patched_scale = apply_patch(
-                content_type=MERGE_PATCH if content_type == APPLY_PATCH else content_type,
-                target=scale,
-                body=body,
-            )
-            new = with_replicas(target.kind, live, patched_scale)
-            updated = self.store.replace(
-                target.kind,
-                namespace=target.namespace,
-                name=target.name,
-                body=new,
-                manager=_manager(request),
-            )
-            return self._answer(target, updated)
-        existed = (
-            self.store.find(target.kind, namespace=target.namespace, name=target.name) is not None
-        )
-        patched = self.store.patch(
-            target.kind,
-            namespace=target.namespace,
-            name=target.name,
-            content_type=content_type,
-            body=body,
-            manager=request.query.get("fieldManager")
-            or (None if content_type == APPLY_PATCH else _manager(request)),
-            force=_truthy(request.query.get("force")),
-            subresource="status" if target.subresource == "status" else "",
-        )
-        return self._answer(target, patched, status=200 if existed else 201)
-
-    def _delete_options(self, request: web.Request, body: Any) -> tuple[str | None, Preconditions]:
-        options = body if isinstance(body, dict) else {}
-        propagation = request.query.get("propagationPolicy") or options.get("propagationPolicy")
-        orphan = options.get("orphanDependents", request.query.get("orphanDependents"))
-        if propagation is None and orphan is not None:
-            propagation = "Orphan" if orphan in (True, "true") else "Background"
-        preconditions = options.get("preconditions") or {}
-        return propagation, Preconditions(
-            uid=preconditions.get("uid"), resource_version=preconditions.get("resourceVersion")
-        )
-
-    async def _delete(self, request: web.Request, target: Target) -> web.Response:
-        assert target.name is not None
-        self.store.count_write_request(target.kind, target.namespace, target.name)
-        propagation, preconditions = self._delete_options(request, await self._body(request))
-        deleted = self.store.delete(
-            target.kind,
-            namespace=target.namespace,
-            name=target.name,
-            propagation=propagation,
-            preconditions=preconditions,
-        )
-        still_there = (
-            self.store.find(target.kind, namespace=target.namespace, name=target.name) is not None
-        )
-        return self._answer(target, deleted, status=202 if still_there else 200)
-
-    async def _delete_collection(self, request: web.Request, target: Target) -> web.Response:
-        labels, fields = self._selectors(request, target)
-        propagation, _ = self._delete_options(request, await self._body(request))
-        deleted = self.store.delete_collection(
-            target.kind,
-            namespace=target.namespace,
-            labels=labels,
-            fields=fields,
-            propagation=propagation,
-        )
-        for obj in deleted:
-            metadata = obj["metadata"]
-            self.store.count_write_request(target.kind, metadata.get("namespace"), metadata["name"])
-        return web.json_response(
-            {
-                "kind": f"{target.kind.kind}List",
-                "apiVersion": target.kind.api_version,
-                "metadata": {"resourceVersion": str(self.store.resource_version)},
-                "items": [self._served(target, obj) for obj in deleted],
-            }
-        )
-
-
-async def _send(response: web.StreamResponse, event_type: str, obj: dict[str, Any]) -> None:
-    line = json.dumps({"type": event_type, "object": obj}, separators=(",", ":")) + "\n"
-    await response.write(line.encode())
 
 
 def _page(
@@ -593,3 +307,19 @@ def _page(
         json.dumps([last.get("namespace", ""), last["name"]]).encode()
     ).decode()
     return page, next_token
+
+
+def _group_version_served(kinds: Iterable[ResourceKind], group: str, version: str) -> bool:
+    return any((k.group, k.version) == (group, version) for k in kinds)
+
+
+def _check_exact_version(requested: str, *, current: int) -> None:
+    """Only the current state is kept: an older exact version is gone, as after compaction."""
+    try:
+        wanted = int(requested)
+    except ValueError:
+        raise errors.bad_request(f"invalid resource version: {requested!r}") from None
+    if wanted != current:
+        raise errors.gone(
+            f"The resourceVersion for the provided list is too old: {wanted} (current {current})"
+        )

@@ -11,8 +11,9 @@ import yaml
 from aiohttp import web
 
 from kaiwo_kubefake.kinds import ResourceKind
-from kaiwo_kubefake.routes import ApiRoutes, ServerSettings
+from kaiwo_kubefake.routes import ApiRoutes
 from kaiwo_kubefake.storage import ObjectStore
+from kaiwo_kubefake.watch_stream import ServerSettings
 
 CONTEXT_NAME = "kaiwo-kubefake"
 
@@ -101,7 +102,7 @@ class FakeKubeServer:
             self.write_kubeconfig(self._kubeconfig_path)
 
     async def stop(self) -> None:
-        self.store.close_watches()
+        self.store.feed.close_watches()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

@@ -1,4 +1,5 @@
-"""Watch subscriptions: which stored changes a watcher sees, and as which event type.
+"""Watch subscriptions: which stored changes a watcher sees, and as which event type; the
+history a watch resumes from (:class:`ChangeFeed`).
 
 A watch with a selector sees an object that starts matching as ADDED and one that stops
 matching as DELETED, as the real API server's watch cache does.
@@ -8,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from kaiwo_kubefake import errors
 from kaiwo_kubefake.selectors import FieldSelector, LabelSelector
 
 # What a queue carries: (event type, object), or None when the server stops the watch.
@@ -67,3 +70,55 @@ class Watcher:
 
     def close(self) -> None:
         self.queue.put_nowait(None)
+
+
+class ChangeFeed:
+    """The bounded history of committed changes and the open watches: every change is
+    offered to each watcher; a watch resumes from the history, or answers 410 Gone for a
+    resourceVersion older than what it keeps."""
+
+    def __init__(self, *, history_limit: int) -> None:
+        self._history: deque[Change] = deque()
+        self._history_limit = history_limit
+        self._compacted_through = 0
+        self._watchers: set[Watcher] = set()
+
+    @property
+    def compacted_through(self) -> int:
+        return self._compacted_through
+
+    @property
+    def open_watches(self) -> int:
+        return len(self._watchers)
+
+    def record(self, change: Change) -> None:
+        self._history.append(change)
+        while len(self._history) > self._history_limit:
+            self._compacted_through = self._history.popleft().resource_version
+        for watcher in list(self._watchers):
+            watcher.offer(change)
+
+    def compact(self, *, through: int) -> None:
+        """Forget the whole change history: older resourceVersions now answer 410 Gone."""
+        self._history.clear()
+        self._compacted_through = through
+
+    def resume(self, watcher: Watcher, *, since: int) -> None:
+        """Queue the changes after ``since`` for ``watcher`` and open it."""
+        if since < self._compacted_through:
+            raise errors.gone(f"too old resource version: {since} ({self._compacted_through})")
+        for change in self._history:
+            if change.resource_version > since:
+                watcher.offer(change)
+        self._watchers.add(watcher)
+
+    def open(self, watcher: Watcher) -> None:
+        self._watchers.add(watcher)
+
+    def unwatch(self, watcher: Watcher) -> None:
+        self._watchers.discard(watcher)
+
+    def close_watches(self) -> None:
+        for watcher in list(self._watchers):
+            watcher.close()
+        self._watchers.clear()

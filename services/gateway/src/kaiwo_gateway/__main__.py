@@ -39,6 +39,8 @@ from kaiwo_runtime.startup import (
     utc_now,
     within,
 )
+from kaiwo_runtime.subscriptions import NatsSubscriber
+from kaiwo_runtime.work_queue import NatsWorkQueue
 
 from kaiwo_gateway.access import LOOPBACK_ONLY, Access
 from kaiwo_gateway.autoscaler_leader import Autoscaler, AutoscalerSettings
@@ -167,7 +169,7 @@ def _messenger(
         return None
     policy = caller_policy(settings)
     return Messenger(
-        client=bus.client,
+        queue=NatsWorkQueue(bus),
         gateway=gateway,
         metrics=metrics,
         settings=MessengerSettings(
@@ -248,9 +250,9 @@ async def _lead_autoscaler(
         ),
         metrics=metrics,
         # The stream's backlog counts when this replica runs the messenger (decision 0057).
-        backlog=StreamBacklog(bus.client) if settings.messenger_enabled else None,
+        backlog=StreamBacklog(NatsWorkQueue(bus)) if settings.messenger_enabled else None,
     )
-    await subscribe_load_reports(bus.client, autoscaler.receive, metrics=metrics)
+    await subscribe_load_reports(NatsSubscriber(bus.client), autoscaler.receive, metrics=metrics)
     single = await open_single_active(
         bus, settings=settings, role=AUTOSCALER_LEASE, within_seconds=timeout
     )

@@ -37,7 +37,7 @@ import json
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import aiohttp
 import structlog
@@ -51,9 +51,6 @@ from kaiwo_gateway.domain.autoscaling import ScalingSpec, replicas_for_a_request
 from kaiwo_gateway.domain.balancing import Balancer, Choice
 from kaiwo_gateway.domain.bodies import (
     BodyLimits,
-    body_problem,
-    depth_problem,
-    document_depth,
 )
 from kaiwo_gateway.domain.catalog import Catalog, Endpoint, ServedModel
 from kaiwo_gateway.domain.headers import request_headers_for_backend, response_headers_for_caller
@@ -68,6 +65,14 @@ from kaiwo_gateway.domain.routing import (
 )
 from kaiwo_gateway.domain.selectors import LabelSelector, SelectorError, parse_selectors
 from kaiwo_gateway.metrics import GatewayMetrics
+from kaiwo_gateway.openai_errors import OpenAIError, RefusedError, bad_request, unauthenticated
+from kaiwo_gateway.request_bodies import (
+    Slot,
+    multipart_without_model,
+    parsed_json,
+    read_body,
+    refuse_declared_size,
+)
 
 log = structlog.get_logger("kaiwo.gateway")
 
@@ -75,8 +80,6 @@ API_PREFIX = "/openai"
 PROXIED_ROUTES = ("chat/completions", "completions", "embeddings", "audio/transcriptions")
 LABEL_SELECTOR_HEADER = "X-Label-Selector"
 DEFAULT_FEATURE = "TextGeneration"
-READ_CHUNK = 64 * 1024
-MAX_FORM_PARTS = 64
 AnonymousAccess = Literal["off", "loopback"]
 
 
@@ -96,77 +99,6 @@ class CallerPolicy:
     caller, for every namespace the gateway serves (``kaiwo up`` on a laptop)."""
     limits: Limits = field(default_factory=Limits)
     bodies: BodyLimits = field(default_factory=BodyLimits)
-
-
-class OpenAIError(Exception):
-    """An error answered in OpenAI's format."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        *,
-        kind: str,
-        code: str | None = None,
-        param: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.kind = kind
-        self.code = code
-        self.param = param
-
-    def response(self) -> web.Response:
-        error = {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}
-        return web.json_response({"error": error}, status=self.status)
-
-
-def bad_request(message: str, *, param: str | None = None) -> OpenAIError:
-    return OpenAIError(400, message, kind="invalid_request_error", param=param)
-
-
-class RefusedError(OpenAIError):
-    """Refused before any Model was looked at; ``reason`` labels the metric."""
-
-    KINDS: ClassVar[dict[int, str]] = {429: "rate_limit_error", 503: "server_error"}
-
-    def __init__(self, status: int, message: str, *, reason: str, code: str) -> None:
-        kind = self.KINDS.get(status, "invalid_request_error")
-        super().__init__(status, message, kind=kind, code=code)
-        self.reason = reason
-
-    def response(self) -> web.Response:
-        response = super().response()
-        if self.status == 401:
-            response.headers["WWW-Authenticate"] = 'Bearer realm="kaiwo"'
-        elif self.status in (429, 503):  # a limit or the API server: soon again may pass
-            response.headers["Retry-After"] = "1"
-        return response
-
-
-@dataclass
-class _Slot:
-    """One request counted against its caller's limits, and the body bytes it holds."""
-
-    caller: Caller
-    limits: CallerLimits
-    held: int = 0
-
-    def hold(self, size: int) -> None:
-        if not self.limits.hold(self.caller.limit_key, size):
-            raise RefusedError(
-                429,
-                f"too many request bytes in flight: at most "
-                f"{self.limits.limits.body_bytes:,} per caller; try again when some finish",
-                reason="too_many_bytes",
-                code="too_many_bytes_in_flight",
-            )
-        self.held += size
-
-    def release(self) -> None:
-        self.limits.leave(self.caller.limit_key, held=self.held)
-        self.held = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,7 +165,7 @@ class Gateway:
 
     def application(self) -> web.Application:
         bodies = self.policy.bodies
-        # Bodies are read by _read_body, chunk by chunk; this bounds what aiohttp itself reads.
+        # Bodies are read by read_body, chunk by chunk; this bounds what aiohttp itself reads.
         app = web.Application(client_max_size=max(bodies.json_bytes, bodies.audio_bytes))
         app.router.add_get(f"{API_PREFIX}/v1/models", self.list_models)
         for route in PROXIED_ROUTES:
@@ -296,11 +228,11 @@ class Gateway:
             return Caller.anonymous_on_loopback(str(request.remote))
         authorization = request.headers.get("Authorization")
         if authorization is None:
-            raise _unauthenticated("no bearer token: send Authorization: Bearer <token>")
+            raise unauthenticated("no bearer token: send Authorization: Bearer <token>")
         scheme, _, token = authorization.strip().partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
-            raise _unauthenticated("the Authorization header must be: Bearer <token>")
+            raise unauthenticated("the Authorization header must be: Bearer <token>")
         try:
             caller = await self.access.authenticate(token)
         except AccessBusyError as error:
@@ -312,7 +244,7 @@ class Gateway:
                 503, str(error), reason="unavailable", code="access_check_unavailable"
             ) from None
         if caller is None:
-            raise _unauthenticated("the bearer token is not valid (expired, revoked or unknown)")
+            raise unauthenticated("the bearer token is not valid (expired, revoked or unknown)")
         return caller
 
     async def _usable(self, caller: Caller, namespaces: Collection[str]) -> set[str]:
@@ -330,7 +262,7 @@ class Gateway:
             ) from None
         return {namespace for namespace, allowed in zip(ordered, answers, strict=True) if allowed}
 
-    def _enter(self, caller: Caller) -> _Slot:
+    def _enter(self, caller: Caller) -> Slot:
         if not self.limits.enter(caller.limit_key):
             raise RefusedError(
                 429,
@@ -339,7 +271,7 @@ class Gateway:
                 reason="too_many_requests",
                 code="too_many_requests_in_flight",
             )
-        return _Slot(caller=caller, limits=self.limits)
+        return Slot(caller=caller, limits=self.limits)
 
     def _refused(self, error: OpenAIError) -> web.Response:
         if isinstance(error, RefusedError):
@@ -353,7 +285,7 @@ class Gateway:
         route_name = request.path.removeprefix(f"{API_PREFIX}/v1/")
         namespace = model_name = ""
         status = 500
-        slot: _Slot | None = None
+        slot: Slot | None = None
         try:
             caller = await self._caller(request)
             slot = self._enter(caller)
@@ -381,19 +313,19 @@ class Gateway:
             self.metrics.requests.labels(**labels, code=str(status)).inc()
             self.metrics.latency.labels(**labels).observe(time.perf_counter() - started)
 
-    async def _parse(self, request: web.Request, route_name: str, slot: _Slot) -> _Parsed:
+    async def _parse(self, request: web.Request, route_name: str, slot: Slot) -> _Parsed:
         selector = _selector(request.headers)
         content_type = request.headers.get("Content-Type")
         limit = self.policy.bodies.bytes_for(route_name)
-        _refuse_declared_size(request, limit)
+        refuse_declared_size(request, limit)
         requested: object
         if content_type and content_type.lower().startswith("multipart/form-data"):
-            fields, body, content_type = await _multipart_without_model(request, slot, limit)
+            fields, body, content_type = await multipart_without_model(request, slot, limit)
             requested = fields.get("model", "")
             document: Mapping[str, Any] = {}
         else:
-            raw = await _read_body(request, slot, limit)
-            parsed = _parsed_json(raw, self.policy.bodies)
+            raw = await read_body(request, slot, limit)
+            parsed = parsed_json(raw, self.policy.bodies)
             document = parsed
             requested = parsed.get("model")
             body = raw
@@ -605,58 +537,6 @@ def _forwarded_headers(
     return forwarded
 
 
-def _parsed_json(raw: bytes, limits: BodyLimits) -> dict[str, Any]:
-    """The body as a JSON object, within the limits of containers and depth (400 beyond)."""
-    problem = body_problem(raw, limits)
-    if problem is None:
-        try:
-            parsed = json.loads(raw)
-        except RecursionError:  # the parser's own stack ran out: far deeper than the limit
-            problem = depth_problem(limits.json_depth + 1, limits)
-        except ValueError as error:
-            raise bad_request(f"bad request: the body is not JSON: {error}") from error
-        else:
-            problem = depth_problem(document_depth(parsed, beyond=limits.json_depth), limits)
-    if problem is not None:
-        raise RefusedError(400, problem, reason="too_deep", code="body_too_complex")
-    if not isinstance(parsed, dict):
-        raise bad_request("bad request: the body must be a JSON object")
-    return parsed
-
-
-def _unauthenticated(message: str) -> RefusedError:
-    return RefusedError(401, message, reason="unauthenticated", code="invalid_api_key")
-
-
-def _too_large(limit: int) -> RefusedError:
-    return RefusedError(
-        413,
-        f"the request body is larger than {limit:,} bytes, the limit of this route",
-        reason="too_large",
-        code="request_too_large",
-    )
-
-
-def _refuse_declared_size(request: web.Request, limit: int) -> None:
-    """A body declared larger than the limit is refused before a byte of it is read."""
-    if request.content_length is not None and request.content_length > limit:
-        raise _too_large(limit)
-
-
-async def _read_body(request: web.Request, slot: _Slot, limit: int) -> bytes:
-    """The body, read chunk by chunk up to ``limit`` bytes, each chunk counted against the
-    caller's bytes in flight."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.content.iter_chunked(READ_CHUNK):
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(limit)
-        slot.hold(len(chunk))
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 async def _relay(request: web.Request, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
     response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
     for key, value in response_headers_for_caller(upstream.headers.items()):
@@ -666,68 +546,3 @@ async def _relay(request: web.Request, upstream: aiohttp.ClientResponse) -> web.
         await response.write(chunk)
     await response.write_eof()
     return response
-
-
-class _Collected:
-    """Where a multipart writer puts its bytes."""
-
-    def __init__(self) -> None:
-        self.chunks: list[bytes] = []
-
-    async def write(self, data: bytes) -> None:
-        self.chunks.append(data)
-
-
-async def _multipart_without_model(
-    request: web.Request, slot: _Slot, limit: int
-) -> tuple[dict[str, str], bytes, str]:
-    """The form's ``model`` field, and the form without it (as upstream: FasterWhisper
-    serves its one model whatever it is called). Its parts are read chunk by chunk, at most
-    ``limit`` bytes and :data:`MAX_FORM_PARTS` parts in all; the form is held twice (read,
-    then rebuilt), and counted so. A body that is no form is a 400."""
-    try:
-        return await _read_form(request, slot, limit)
-    except ValueError as error:  # aiohttp: no boundary, or the body does not start with it
-        raise bad_request(f"bad request: the body is not a multipart form: {error}") from None
-
-
-async def _read_form(
-    request: web.Request, slot: _Slot, limit: int
-) -> tuple[dict[str, str], bytes, str]:
-    reader = await request.multipart()
-    writer = aiohttp.MultipartWriter("form-data")
-    fields: dict[str, str] = {}
-    size = parts = 0
-    while True:
-        part = await reader.next()
-        if part is None:
-            break
-        if not isinstance(part, aiohttp.BodyPartReader):
-            raise bad_request("bad request: nested multipart bodies are not supported")
-        parts += 1
-        if parts > MAX_FORM_PARTS:
-            raise bad_request(f"bad request: a form of more than {MAX_FORM_PARTS} parts")
-        chunks: list[bytes] = []
-        while chunk := await part.read_chunk(READ_CHUNK):
-            size += len(chunk)
-            if size > limit:
-                raise _too_large(limit)
-            slot.hold(2 * len(chunk))
-            chunks.append(chunk)
-        data = b"".join(chunks)
-        if part.name == "model" and part.filename is None:
-            fields["model"] = data.decode(errors="replace").strip()
-            continue
-        payload = aiohttp.payload.BytesPayload(
-            bytes(data), content_type=part.headers.get("Content-Type", "text/plain")
-        )
-        if part.filename is None:
-            payload.set_content_disposition("form-data", name=part.name or "")
-        else:
-            payload.set_content_disposition(
-                "form-data", name=part.name or "", filename=part.filename
-            )
-        writer.append_payload(payload)
-    collected = _Collected()
-    await writer.write(collected)  # type: ignore[arg-type]
-    return fields, b"".join(collected.chunks), writer.content_type

@@ -19,18 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
-import nats.errors
-import nats.js.errors
 import structlog
 from kaiwo_contracts.events.messenger import (
-    MESSENGER_CONSUMER,
     REQUEST_STREAM,
     REQUESTS_FILTER,
     RESPONSE_STREAM,
@@ -41,11 +37,9 @@ from kaiwo_contracts.events.messenger import (
     tenant_of,
 )
 from kaiwo_contracts.events.streams import ConsumerSpec
-from kaiwo_runtime.nats_bus import nak_delay
-from nats.aio.client import Client
-from nats.aio.msg import Msg
-from nats.js import JetStreamContext
-from nats.js.api import ConsumerConfig
+from kaiwo_runtime.batch_consumer import PulledMessage
+from kaiwo_runtime.bus import BusError
+from kaiwo_runtime.work_queue import NotDeclaredError
 
 from kaiwo_gateway.domain.bodies import BodyLimits
 from kaiwo_gateway.domain.load import ModelKey
@@ -71,8 +65,9 @@ from kaiwo_gateway.domain.messages import (
 )
 from kaiwo_gateway.domain.routing import Ambiguous, Route, Unknown, find_route, prompt_prefix
 from kaiwo_gateway.domain.selectors import LabelSelector
-from kaiwo_gateway.http_api import Gateway, OpenAIError
+from kaiwo_gateway.http_api import Gateway
 from kaiwo_gateway.metrics import GatewayMetrics
+from kaiwo_gateway.openai_errors import OpenAIError
 
 log = structlog.get_logger("kaiwo.gateway.messenger")
 
@@ -106,54 +101,65 @@ class MessengerNotProvisionedError(RuntimeError):
     """The messenger's streams or consumer are not declared."""
 
 
+class RequestQueue(Protocol):
+    """What the messenger needs of the bus (:class:`kaiwo_runtime.work_queue.NatsWorkQueue`):
+    bind to the declared consumer, pull requests (settled one by one), publish answers."""
+
+    @property
+    def message_limit(self) -> int: ...
+
+    async def bind(self, consumer: ConsumerSpec, *, streams: Sequence[str]) -> ConsumerSpec:
+        """The consumer as declared; :class:`NotDeclaredError` naming what is missing."""
+        ...
+
+    async def pull(
+        self, consumer: ConsumerSpec, *, max_messages: int, wait_seconds: float
+    ) -> Sequence[PulledMessage]: ...
+
+    async def publish(self, subject: str, *, body: bytes, headers: Mapping[str, str]) -> None: ...
+
+
+class StoredCounts(Protocol):
+    async def stored_per_subject(self, stream: str, *, subjects: str) -> Mapping[str, int]: ...
+
+
 class Messenger:
     """Reads the requests, sends each to its Model, publishes the answers."""
 
     def __init__(
         self,
         *,
-        client: Client,
+        queue: RequestQueue,
         gateway: Gateway,
         settings: MessengerSettings,
         metrics: GatewayMetrics,
         consumer: ConsumerSpec | None = None,
     ) -> None:
-        self.client = client
+        self.queue = queue
         self.gateway = gateway
         self.settings = settings
         self.metrics = metrics
         self.consumer = consumer or messenger_consumer()
-        self._js: JetStreamContext = client.jetstream(timeout=5.0)
-        self._subscription: JetStreamContext.PullSubscription | None = None
+        self._bound = False
         self._session: aiohttp.ClientSession | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
     def reading(self) -> bool:
-        return self._subscription is not None
+        return self._bound
 
     async def open(self) -> None:
         """Bind to the consumer (declared by the administrator, checked here)."""
-        missing = []
-        for stream in (REQUEST_STREAM, RESPONSE_STREAM):
-            try:
-                await self._js.stream_info(stream)
-            except nats.js.errors.NotFoundError:
-                missing.append(f"stream {stream}")
         try:
-            info = await self._js.consumer_info(REQUEST_STREAM, MESSENGER_CONSUMER)
-        except nats.js.errors.NotFoundError:
-            missing.append(f"consumer {MESSENGER_CONSUMER} of {REQUEST_STREAM}")
-        else:
-            self.consumer = _as_declared(self.consumer, info.config)
-        if missing:
-            raise MessengerNotProvisionedError(
-                f"the messenger's {', '.join(missing)} are not declared "
-                "(kaiwo nats provision --messenger, with the administrator's key)"
+            self.consumer = await self.queue.bind(
+                self.consumer, streams=(REQUEST_STREAM, RESPONSE_STREAM)
             )
-        self._subscription = await self._js.pull_subscribe_bind(
-            durable=MESSENGER_CONSUMER, stream=REQUEST_STREAM
-        )
+        except NotDeclaredError as missing:
+            raise MessengerNotProvisionedError(
+                f"the messenger's {', '.join(missing.missing)} are not declared "
+                "(kaiwo nats provision --messenger, with the administrator's key)"
+            ) from None
+        self._bound = True
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=None),
             timeout=aiohttp.ClientTimeout(
@@ -168,10 +174,7 @@ class Messenger:
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._subscription is not None:
-            with contextlib.suppress(Exception):
-                await self._subscription.unsubscribe()
-            self._subscription = None
+        self._bound = False
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -179,9 +182,8 @@ class Messenger:
     async def run(self, stop: asyncio.Event) -> None:
         """Fetch and handle requests until ``stop``; requests still in hand are given back
         (delivered again at once)."""
-        if self._subscription is None:
+        if not self._bound:
             await self.open()
-        assert self._subscription is not None
         try:
             while not stop.is_set():
                 free = self.settings.handlers - len(self._tasks)
@@ -193,12 +195,11 @@ class Messenger:
                     )
                     continue
                 try:
-                    messages = await self._subscription.fetch(
-                        batch=free, timeout=self.settings.fetch_wait_seconds
+                    messages = await self.queue.pull(
+                        self.consumer,
+                        max_messages=free,
+                        wait_seconds=self.settings.fetch_wait_seconds,
                     )
-                except (nats.errors.TimeoutError, TimeoutError):
-                    # nats-py raises either when no request came within the wait.
-                    continue
                 except Exception as error:  # the bus away for a while: try again, never die
                     if stop.is_set():
                         break
@@ -214,7 +215,7 @@ class Messenger:
 
     # ------------------------------------------------------------------ one request
 
-    async def _handle_logged(self, message: Msg) -> None:
+    async def _handle_logged(self, message: PulledMessage) -> None:
         try:
             await self.handle(message)
         except asyncio.CancelledError:
@@ -222,34 +223,31 @@ class Messenger:
         except Exception:  # the bus went away mid-way: the request comes back after ack wait
             log.exception("handling a request failed; it will be delivered again")
 
-    async def handle(self, message: Msg) -> None:
+    async def handle(self, message: PulledMessage) -> None:
         started = time.perf_counter()
-        metadata = message.metadata
-        delivery, sequence = metadata.num_delivered, metadata.sequence.stream
+        received = message.delivery
+        delivery, sequence = received.attempt, received.stream_sequence
         try:
-            namespace = tenant_of(message.subject)
+            namespace = tenant_of(received.subject)
         except NotATenantError:  # the stream stores no other subject; never delivered again
-            log.error("not a requests subject; terminated", subject=message.subject)
+            log.error("not a requests subject; terminated", subject=received.subject)
             await message.term()
             return
-        headers = dict(message.headers or {})
+        headers = dict(received.headers)
         try:
             async with self._kept_alive(message):
-                request_metadata, answer = await self.answer(namespace, message.data, headers)
+                request_metadata, answer = await self.answer(namespace, received.body, headers)
         except asyncio.CancelledError:
             # Given back, to come again once this replica's last pull request has expired:
             # delivered at once, it could go to that request and be lost with the connection
             # (a delivery spent for nothing).
-            later = nak_delay(
-                self.consumer, attempt=delivery, wanted=3 * self.settings.fetch_wait_seconds
-            )
+            later = 3 * self.settings.fetch_wait_seconds
             with contextlib.suppress(Exception):
                 await asyncio.shield(message.nak(delay=later))
             raise
         settled = settle(answer, delivery=delivery, consumer=self.consumer)
         if isinstance(settled, Redeliver):
-            delay = nak_delay(self.consumer, attempt=delivery, wanted=settled.delay_seconds)
-            await message.nak(delay=delay)
+            await message.nak(delay=settled.delay_seconds)
             self.metrics.messages.labels(namespace=namespace, outcome="redelivered").inc()
             log.info(
                 "request left for another delivery",
@@ -261,16 +259,10 @@ class Messenger:
             return
         try:
             await self._publish_retried(namespace, message, settled, request_metadata, headers)
-        except (nats.errors.Error, nats.js.errors.Error, OSError) as error:
+        except (BusError, OSError) as error:
             log.warning("answer not stored; request delivered again", error=str(error))
             self.metrics.messages.labels(namespace=namespace, outcome="unpublished").inc()
-            await message.nak(
-                delay=nak_delay(
-                    self.consumer,
-                    attempt=delivery,
-                    wanted=self.consumer.retry_delay(delivery),
-                )
-            )
+            await message.nak(delay=self.consumer.retry_delay(delivery))
             return
         await message.ack()
         outcome = "dead" if settled.dead_reason else "answered"
@@ -282,7 +274,7 @@ class Messenger:
     async def _publish_retried(
         self,
         namespace: str,
-        message: Msg,
+        message: PulledMessage,
         settled: Reply,
         request_metadata: Any,
         headers: Mapping[str, str],
@@ -294,41 +286,42 @@ class Messenger:
             try:
                 await self._publish(namespace, message, settled, request_metadata, headers)
                 return
-            except (nats.errors.Error, nats.js.errors.Error, OSError):
+            except (BusError, OSError):
                 if attempt == PUBLISH_ATTEMPTS:
                     raise
-                with contextlib.suppress(nats.errors.Error):
-                    await message.in_progress()
+                with contextlib.suppress(Exception):  # a missed extension: a redelivery
+                    await message.extend()
                 await asyncio.sleep(PUBLISH_RETRY_SECONDS)
 
     async def _publish(
         self,
         namespace: str,
-        message: Msg,
+        message: PulledMessage,
         settled: Reply,
         request_metadata: Any,
         headers: Mapping[str, str],
     ) -> None:
-        sequence = message.metadata.sequence.stream
+        received = message.delivery
+        sequence = received.stream_sequence
         echoed = echoed_headers(headers.items())
         identity = request_id(headers, sequence=sequence)
         if settled.dead_reason is not None:
-            await self._js.publish(
+            await self.queue.publish(
                 dead_subject(namespace),
-                message.data,
+                body=received.body,
                 headers={
                     **echoed,
                     REQUEST_ID_HEADER: identity,
                     DEAD_REASON_HEADER: settled.dead_reason,
-                    DELIVERIES_HEADER: str(message.metadata.num_delivered),
+                    DELIVERIES_HEADER: str(received.attempt),
                     MESSAGE_ID_HEADER: f"dead-{sequence}",
                 },
             )
         # The answer's own id is the request's sequence: an answer stored again for a request
         # delivered again (the ack was lost) is dropped by the stream as a copy.
-        await self._js.publish(
+        await self.queue.publish(
             response_subject(namespace),
-            response_document(request_metadata, settled.answer),
+            body=response_document(request_metadata, settled.answer),
             headers={
                 **echoed,
                 REQUEST_ID_HEADER: identity,
@@ -337,7 +330,7 @@ class Messenger:
         )
 
     @contextlib.asynccontextmanager
-    async def _kept_alive(self, message: Msg) -> AsyncIterator[None]:
+    async def _kept_alive(self, message: PulledMessage) -> AsyncIterator[None]:
         # A third of the shortest ack wait: two progress acks may be late before the server
         # hands the request to another replica.
         ack_wait = min(self.consumer.backoff_seconds or (self.consumer.ack_wait_seconds,))
@@ -346,8 +339,8 @@ class Messenger:
         async def report() -> None:
             while True:
                 await asyncio.sleep(every)
-                with contextlib.suppress(nats.errors.Error):
-                    await message.in_progress()
+                with contextlib.suppress(Exception):  # a missed one: the next may come
+                    await message.extend()
 
         reporter = asyncio.create_task(report())
         try:
@@ -456,7 +449,7 @@ class Messenger:
         )
 
     def _answer_limit(self) -> int:
-        return max((self.client.max_payload or 1024 * 1024) - HEADER_ROOM, 1024)
+        return max(self.queue.message_limit - HEADER_ROOM, 1024)
 
 
 class StreamBacklog:
@@ -464,30 +457,17 @@ class StreamBacklog:
     hand included, until their answers are stored and they are acknowledged), from the
     stream's per-subject counts (decision 0057)."""
 
-    def __init__(self, client: Client) -> None:
-        self._js = client.jetstream(timeout=5.0)
+    def __init__(self, stream: StoredCounts) -> None:
+        self._stream = stream
 
     async def stored_requests(self) -> Mapping[str, int]:
-        info = await self._js.stream_info(REQUEST_STREAM, subjects_filter=REQUESTS_FILTER)
+        counts = await self._stream.stored_per_subject(REQUEST_STREAM, subjects=REQUESTS_FILTER)
         stored: dict[str, int] = {}
-        for subject, count in (info.state.subjects or {}).items():
+        for subject, count in counts.items():
             with contextlib.suppress(NotATenantError):  # the stream stores no other subject
                 namespace = tenant_of(subject)
                 stored[namespace] = stored.get(namespace, 0) + count
         return stored
-
-
-def _as_declared(spec: ConsumerSpec, config: ConsumerConfig) -> ConsumerSpec:
-    """``spec`` with the deliveries and backoff the administrator declared (the server
-    redelivers by those; the messenger decides its last delivery by them)."""
-    backoff = tuple(float(seconds) for seconds in config.backoff or ())
-    declared = config.max_deliver or 0
-    return dataclasses.replace(
-        spec,
-        max_deliver=declared if declared > 0 else spec.max_deliver,
-        backoff_seconds=backoff,
-        ack_wait_seconds=float(config.ack_wait or spec.ack_wait_seconds),
-    )
 
 
 async def _read_limited(upstream: aiohttp.ClientResponse, limit: int) -> bytes | None:

@@ -20,12 +20,14 @@ refusal missed while the watcher is away is made good by the next plan's refusal
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from kaiwo_contracts.events.decoding import decode_envelope
 from kaiwo_contracts.events.results import PlanRefusedV1
 from kaiwo_contracts.plans import ObjectRef
+
+from kaiwo_watcher.watch_state import WatchStream
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,3 +67,16 @@ class RecentlyRead:
             return False
         self._read[key] = now
         return True
+
+
+def stream_for(streams: Iterable[WatchStream], ref: ObjectRef) -> WatchStream | None:
+    """The stream that watches ``ref``'s kind where ``ref`` lives (one limited to that
+    namespace first: it has the narrower selector, e.g. the Models' configuration)."""
+    candidates = [
+        stream
+        for stream in streams
+        if (stream.target.resource.api_version, stream.kind) == (ref.api_version, ref.kind)
+        and (stream.namespace is None or stream.namespace == ref.namespace)
+    ]
+    candidates.sort(key=lambda stream: stream.namespace is None)
+    return candidates[0] if candidates else None

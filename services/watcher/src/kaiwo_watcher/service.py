@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import math
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -48,69 +47,42 @@ import structlog
 from kaiwo_contracts.events.envelope import EnvelopeFormatError
 from kaiwo_contracts.events.observed import WatchEventType
 from kaiwo_contracts.plans import ObjectRef
-from kaiwo_kube import KubeError, KubernetesPort, NotFound, ResourceExpired, WatchEvent, resources
-from kaiwo_kube.responses import crd_established
+from kaiwo_kube import KubeError, NotFound, ObjectReader, ResourceExpired, WatchEvent
 from kaiwo_runtime.bus import Bus, PublishRefusedError
 from kaiwo_runtime.kv import KeyValue
-from kaiwo_runtime.logging import bind_event
 from pydantic import ValidationError
 
 from kaiwo_watcher.backoff import Backoff
 from kaiwo_watcher.metrics import WatcherMetrics
 from kaiwo_watcher.observation import (
     KnownObject,
-    Observation,
     child_owner,
     infer_deletion,
     known_from,
     log_identity,
     observe,
-    oversized_observations,
     reobserved,
 )
-from kaiwo_watcher.reobservation import RecentlyRead, refused_sources
+from kaiwo_watcher.progress import StreamProgress, WatcherTuning, relist_due, watch_timeout
+from kaiwo_watcher.publishing import ObservationPublisher
+from kaiwo_watcher.reobservation import RecentlyRead, refused_sources, stream_for
+from kaiwo_watcher.served_kinds import MISSING_KIND_FIRST_RETRY, until_served
 from kaiwo_watcher.watch_list import DEFAULT_WATCH_LIST, WatchTarget
 from kaiwo_watcher.watch_state import WatchState, WatchStream
 
 log = structlog.get_logger("kaiwo.watcher")
 
-
-@dataclass(frozen=True, slots=True)
-class WatcherTuning:
-    """Timings of the watch loop (seconds)."""
-
-    watch_timeout: int = 300
-    """The server ends each watch after this long; the watcher resumes at once."""
-    relist_interval: float = 0.0
-    """Relist (and re-publish everything as SYNC) this often; 0 never (only on 410)."""
-    missing_kind_retry: float = 60.0
-    backoff_initial: float = 0.5
-    backoff_max: float = 30.0
-    checkpoint_every: float = 0.0
-    """Write each stream's checkpoint at most this often (0: after every event)."""
-    stuck_after: float = 60.0
-    """A stream whose publish has kept failing this long is stuck: readiness fails."""
-    reobserve_interval: float = 5.0
-    """An object the executor asks to observe again is read at most this often."""
+__all__ = [
+    "StreamProgress",
+    "StreamsStuckError",
+    "WatcherService",
+    "WatcherTuning",
+    "watch_streams",
+]
 
 
 class StreamsStuckError(RuntimeError):
     """Some streams cannot publish (readiness says which, and for how long)."""
-
-
-@dataclass(slots=True)
-class StreamProgress:
-    """Where one stream stands, for readiness and tests."""
-
-    synced: bool = False
-    """Listed, or resumed from a checkpoint: what the stream publishes is complete."""
-    missing: bool = False
-    """The API server does not serve the kind right now."""
-    resource_version: str | None = None
-    relisted_at: float | None = None
-    blocked_since: float | None = None
-    """When the publish this stream waits on first failed (monotonic); None when not blocked."""
-    last_published_at: float | None = None
 
 
 @dataclass(slots=True)
@@ -147,28 +119,12 @@ def watch_streams(
     return tuple(streams)
 
 
-MISSING_KIND_FIRST_RETRY = 0.5
-"""Seconds before the first look again at a kind that is not served."""
-BUILT_IN_GROUPS = frozenset(
-    {
-        "",
-        "apps",
-        "batch",
-        "coordination.k8s.io",
-        "apiextensions.k8s.io",
-        "rbac.authorization.k8s.io",
-        "scheduling.k8s.io",
-    }
-)
-"""API groups the API server serves itself: no CRD to wait for."""
-
-
 class WatcherService:
     """List+watch every stream and publish observed events; see the module docstring."""
 
     def __init__(
         self,
-        kube: KubernetesPort,
+        kube: ObjectReader,
         bus: Bus,
         *,
         kv: KeyValue,
@@ -189,6 +145,9 @@ class WatcherService:
         self.streams = watch_streams(watch_list, namespaces)
         self.progress = {stream.key: StreamProgress() for stream in self.streams}
         self._owners = _Owners()
+        self._publisher = ObservationPublisher(
+            bus, metrics=self.metrics, progress=self.progress, backoff=self._backoff
+        )
         self._recently_read = RecentlyRead(min_interval=self._tuning.reobserve_interval)
         self._loaded = False
         for kind in {stream.kind for stream in self.streams}:
@@ -287,7 +246,7 @@ class WatcherService:
             bound.info("resuming from checkpoint", resource_version=resume)
         while True:
             try:
-                if not resume or self._relist_due(progress):
+                if not resume or relist_due(self._tuning, progress):
                     resume = await self.relist(stream)
                 resume = await self.watch(stream, resume)
                 backoff.reset()
@@ -298,13 +257,13 @@ class WatcherService:
             except NotFound as error:
                 self._mark_missing(stream, bound, reason=error.message)
                 resume = None
-                await self._until_served(stream, delay=missing.next_delay())
+                await until_served(self._kube, stream.target.resource, delay=missing.next_delay())
             except (KubeError, OSError) as error:
                 _stop_if_cancelled()
                 # Resume after the last event handled (a relist in progress starts over).
                 resume = progress.resource_version if resume else None
                 self.metrics.watch_restarts.labels(kind=stream.kind).inc()
-                delay = self._retry_delay(backoff, error)
+                delay = _retry_delay(backoff, error)
                 bound.warning("watch dropped; resuming", error=str(error), delay=round(delay, 2))
                 await asyncio.sleep(delay)
             except Exception:  # a bug must not silence the other streams, nor this one
@@ -342,9 +301,9 @@ class WatcherService:
                 time=self._clock(),
             )
             try:
-                await self._publish(stream, observation)
+                await self._publisher.publish(stream, observation)
             except PublishRefusedError as error:  # an identity alone: the bus is misconfigured
-                self._skip(stream, observation, error)
+                self._publisher.skip(stream, observation, error)
             await self._state.forget(stream, uid)
         await self._state.reset(stream, listed.resource_version)
         progress = self.progress[stream.key]
@@ -369,7 +328,7 @@ class WatcherService:
             resource_version=resource_version,
             namespace=stream.namespace,
             label_selector=stream.target.label_selector,
-            timeout_seconds=self._watch_timeout(progress),
+            timeout_seconds=watch_timeout(self._tuning, progress),
             bookmarks=True,
         )
         async with contextlib.aclosing(events):
@@ -377,7 +336,7 @@ class WatcherService:
                 self._mark_served(stream)
                 resource_version = await self.handle(stream, event) or resource_version
                 progress.resource_version = resource_version
-                if self._relist_due(progress):
+                if relist_due(self._tuning, progress):
                     break
         return resource_version
 
@@ -424,9 +383,9 @@ class WatcherService:
             )
             return None
         try:
-            await self._publish(stream, observation)
+            await self._publisher.publish(stream, observation)
         except PublishRefusedError as refused:
-            reduced = await self._publish_reduced(stream, observation, refused)
+            reduced = await self._publisher.publish_reduced(stream, observation, refused)
             if reduced is None:
                 return observation.uid
             observation = reduced
@@ -437,68 +396,6 @@ class WatcherService:
         else:
             await self._state.remember(stream, observation.uid, known_from(observation))
         return observation.uid
-
-    async def _publish_reduced(
-        self, stream: WatchStream, observation: Observation, refused: PublishRefusedError
-    ) -> Observation | None:
-        """Publish an object too large for the bus as its metadata (then its identity alone);
-        None when the bus refuses even that: the event is skipped, never retried, so it
-        cannot block the stream."""
-        self.metrics.oversized_objects.labels(kind=stream.kind).inc()
-        for reduced in oversized_observations(observation, limit_bytes=refused.limit):
-            try:
-                await self._publish(stream, reduced)
-            except PublishRefusedError as again:
-                refused = again
-                continue
-            marker = reduced.envelope.data.oversized
-            assert marker is not None
-            with bind_event(reduced.envelope):
-                log.warning(
-                    "object too large for the bus; published its metadata only",
-                    size_bytes=marker.size_bytes,
-                    limit_bytes=marker.limit_bytes,
-                )
-            return reduced
-        self._skip(stream, observation, refused)
-        return None
-
-    def _skip(self, stream: WatchStream, observation: Observation, error: Exception) -> None:
-        self.metrics.unpublishable_objects.labels(kind=stream.kind).inc()
-        with bind_event(observation.envelope):
-            log.error("the bus refuses this event in every form; skipped", error=str(error))
-
-    async def _publish(self, stream: WatchStream, observation: Observation) -> None:
-        """Publish until JetStream stores it (or says it already has it); a refusal for good
-        (:class:`PublishRefusedError`) is raised at once, for the caller to decide."""
-        envelope = observation.envelope
-        backoff = self._backoff()
-        progress = self.progress[stream.key]
-        with bind_event(envelope):
-            while True:
-                try:
-                    ack = await self._bus.publish(envelope, observation.subject)
-                except PublishRefusedError:
-                    raise
-                except Exception as error:  # the bus is down or slow: retry, never skip
-                    self.metrics.publish_failures.labels(kind=stream.kind).inc()
-                    if progress.blocked_since is None:
-                        progress.blocked_since = time.monotonic()
-                    delay = backoff.next_delay()
-                    log.warning("publish failed; retrying", error=str(error), delay=delay)
-                    await asyncio.sleep(delay)
-                    continue
-                break
-            progress.blocked_since = None
-            progress.last_published_at = time.monotonic()
-            if ack.duplicate:
-                self.metrics.duplicates.labels(kind=stream.kind).inc()
-                log.debug("duplicate dropped by JetStream", subject=observation.subject)
-            else:
-                self.metrics.events_published.labels(
-                    kind=stream.kind, type=envelope.data.event_type
-                ).inc()
-                log.debug("published", subject=observation.subject, sequence=ack.sequence)
 
     # ------------------------------------------------------------------ observing again
 
@@ -522,7 +419,7 @@ class WatcherService:
         """Read ``ref`` again (its name, within the stream that watches its kind there) and
         publish what the API server holds, marked ``reobserved``; a reobserved deletion for
         its uid when the API server holds no object with it. Returns how many were published."""
-        stream = self._stream_for(ref)
+        stream = stream_for(self.streams, ref)
         if stream is None:
             self.metrics.reobservations.labels(kind=ref.kind, outcome="not_watched").inc()
             log.warning("asked to observe a kind the watcher does not watch", object=ref.display())
@@ -552,7 +449,9 @@ class WatcherService:
                 time=self._clock(),
                 owners=self._owners.by_child,
             )
-            await self._publish_reobserved(stream, reobserved(observation, refusal=refusal))
+            await self._publisher.publish_reobserved(
+                stream, reobserved(observation, refusal=refusal)
+            )
             self.metrics.reobservations.labels(kind=ref.kind, outcome="published").inc()
             published += 1
         held = {(item.get("metadata") or {}).get("uid") for item in items}
@@ -565,95 +464,19 @@ class WatcherService:
                 list_resource_version=listed.resource_version,
                 time=self._clock(),
             )
-            await self._publish_reobserved(stream, reobserved(deletion, refusal=refusal))
+            await self._publisher.publish_reobserved(stream, reobserved(deletion, refusal=refusal))
             self.metrics.reobservations.labels(kind=ref.kind, outcome="deleted").inc()
             published += 1
         log.info("observed again after a refused plan", object=ref.display(), published=published)
         return published
 
-    def _stream_for(self, ref: ObjectRef) -> WatchStream | None:
-        """The stream that watches ``ref``'s kind where ``ref`` lives (one limited to that
-        namespace first: it has the narrower selector, e.g. the Models' configuration)."""
-        candidates = [
-            stream
-            for stream in self.streams
-            if (stream.target.resource.api_version, stream.kind) == (ref.api_version, ref.kind)
-            and (stream.namespace is None or stream.namespace == ref.namespace)
-        ]
-        candidates.sort(key=lambda stream: stream.namespace is None)
-        return candidates[0] if candidates else None
-
-    async def _publish_reobserved(self, stream: WatchStream, observation: Observation) -> None:
-        try:
-            await self._publish(stream, observation)
-        except PublishRefusedError as refused:
-            await self._publish_reduced(stream, observation, refused)
-
-    # ------------------------------------------------------------------ kinds not served yet
-
-    async def _until_served(self, stream: WatchStream, *, delay: float) -> None:
-        """Wait ``delay`` seconds, or less when the kind's CRD becomes Established meanwhile."""
-        resource = stream.target.resource
-        if resource.group in BUILT_IN_GROUPS:
-            await asyncio.sleep(delay)
-            return
-        name = f"{resource.plural}.{resource.group}"
-        try:
-            await asyncio.wait_for(self._crd_established(name, delay=delay), timeout=delay)
-        except TimeoutError:
-            return
-        except (KubeError, OSError) as error:  # e.g. no right to watch CRDs: just wait
-            log.debug("cannot watch the CRD; waiting", crd=name, error=str(error))
-            await asyncio.sleep(delay)
-
-    async def _crd_established(self, name: str, *, delay: float) -> None:
-        """Return once CRD ``name`` turns Established (after ``delay`` if it is already)."""
-        selector = f"metadata.name={name}"
-        listed = await self._kube.list(
-            resources.CUSTOM_RESOURCE_DEFINITION, field_selector=selector
-        )
-        if any(crd_established(crd) for crd in listed.items):
-            # Established, yet its kind was not served a moment ago: give the server a moment.
-            await asyncio.sleep(delay)
-            return
-        events = self._kube.watch(
-            resources.CUSTOM_RESOURCE_DEFINITION,
-            resource_version=listed.resource_version,
-            field_selector=selector,
-            timeout_seconds=max(1, math.ceil(delay)),
-            bookmarks=False,
-        )
-        async with contextlib.aclosing(events):
-            async for event in events:
-                if event.type in ("ADDED", "MODIFIED") and crd_established(event.object):
-                    return
-        await asyncio.sleep(delay)  # the watch ended early: the outer timeout ends the wait
-
     # ------------------------------------------------------------------ helpers
 
     def _backoff(self) -> Backoff:
+        """A fresh backoff for one stream's (or one publish's) failures in a row."""
         return Backoff(
             initial=self._tuning.backoff_initial, maximum=self._tuning.backoff_max, rng=self._rng
         )
-
-    def _retry_delay(self, backoff: Backoff, error: BaseException) -> float:
-        delay = backoff.next_delay()
-        retry_after = getattr(error, "retry_after", None)
-        return max(delay, float(retry_after)) if retry_after else delay
-
-    def _relist_due(self, progress: StreamProgress) -> bool:
-        interval = self._tuning.relist_interval
-        if interval <= 0 or progress.relisted_at is None:
-            return False
-        return time.monotonic() - progress.relisted_at >= interval
-
-    def _watch_timeout(self, progress: StreamProgress) -> int:
-        timeout = self._tuning.watch_timeout
-        interval = self._tuning.relist_interval
-        if interval > 0 and progress.relisted_at is not None:
-            remaining = interval - (time.monotonic() - progress.relisted_at)
-            timeout = min(timeout, max(1, int(remaining) + 1))
-        return timeout
 
     def _mark_missing(self, stream: WatchStream, bound: Any, *, reason: str) -> None:
         progress = self.progress[stream.key]
@@ -685,3 +508,10 @@ def _stop_if_cancelled() -> None:
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError
+
+
+def _retry_delay(backoff: Backoff, error: BaseException) -> float:
+    """The backoff's next delay, or longer when the server said when to come back."""
+    delay = backoff.next_delay()
+    retry_after = getattr(error, "retry_after", None)
+    return max(delay, float(retry_after)) if retry_after else delay

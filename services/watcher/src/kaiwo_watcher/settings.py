@@ -13,7 +13,7 @@ from kaiwo_runtime.settings import ServiceSettings
 from pydantic import Field, field_validator
 from pydantic_settings import NoDecode
 
-from kaiwo_watcher.service import WatcherTuning
+from kaiwo_watcher.progress import WatcherTuning
 from kaiwo_watcher.watch_list import DEFAULT_OPERATOR_NAMESPACE
 from kaiwo_watcher.watch_state import BUCKET
 

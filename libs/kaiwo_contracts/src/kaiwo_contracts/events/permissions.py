@@ -65,9 +65,7 @@ settings (the lease bucket's ttl) belong to the service.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from kaiwo_contracts.events.messenger import (
     DEAD,
@@ -78,6 +76,26 @@ from kaiwo_contracts.events.messenger import (
     TENANT_PREFIX,
     TenantSubjects,
     messenger_consumer,
+)
+from kaiwo_contracts.events.permission_blocks import (
+    EVERYTHING,
+    JS_ACK,
+    JS_API,
+    JS_FLOW_CONTROL,
+    KV_PREFIX,
+    Identity,
+    Permissions,
+    api,
+    bucket,
+    checked_name,
+    consuming,
+    inbox_prefix,
+    lease_keys,
+    reading_bucket,
+    service,
+    stored_reads,
+    stream_info,
+    unique,
 )
 from kaiwo_contracts.events.streams import (
     DEAD_LETTER_RELAY,
@@ -92,13 +110,6 @@ from kaiwo_contracts.events.streams import (
     ConsumerSpec,
 )
 from kaiwo_contracts.events.subjects import Family, family_filter
-
-JS_API = "$JS.API"
-JS_ACK = "$JS.ACK"
-JS_FLOW_CONTROL = "$JS.FC"
-KV_PREFIX = "$KV"
-INBOX_ROOT = "_INBOX"
-EVERYTHING = ">"
 
 ADMIN = "admin"
 WATCHER = "watcher"
@@ -145,135 +156,10 @@ _OPERATOR_CONSUMER_PREFIXES: tuple[str, ...] = (
 )
 REFUSALS = f"kaiwo.{Family.RESULT.value}.refused.{EVERYTHING}"
 """The executor's refusals (``PlanRefusedV1``): the watcher observes their sources again."""
-_IDENTITY_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-
-
-@dataclass(frozen=True, slots=True)
-class Permissions:
-    """Subjects an identity may publish to and subscribe to; nothing else is allowed.
-
-    An empty ``publish`` means no publish at all (rendered as a deny of everything: NATS
-    reads a missing list as "anything")."""
-
-    publish: tuple[str, ...]
-    subscribe: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Identity:
-    """One NATS user: a name, what it is for, what it may do, and what it relies on."""
-
-    name: str
-    description: str
-    permissions: Permissions
-    streams: tuple[str, ...] = ()
-    """Streams it publishes into or reads (they must exist before it starts)."""
-    consumers: tuple[str, ...] = ()
-    """Durable consumers it reads (declared by the administrator)."""
-
-    @property
-    def inbox_prefix(self) -> str:
-        return inbox_prefix(self.name)
-
-
-def inbox_prefix(name: str) -> str:
-    """``_INBOX.<name>``: where replies to ``name``'s requests and its deliveries arrive."""
-    return f"{INBOX_ROOT}.{_checked_name(name)}"
-
-
-def _checked_name(name: str) -> str:
-    if not _IDENTITY_NAME.fullmatch(name):
-        raise ValueError(f"{name!r} is not an identity name (a DNS label: [a-z0-9-])")
-    return name
-
-
-# --------------------------------------------------------------------------- building blocks
-
-
-def _api(*tokens: str) -> str:
-    return ".".join((JS_API, *tokens))
-
-
-def _stream_info(streams: Iterable[str]) -> tuple[str, ...]:
-    return tuple(_api("STREAM", "INFO", stream) for stream in streams)
-
-
-def _stored_reads(stream: str) -> tuple[str, ...]:
-    """Read a stored message by sequence (plain or direct get)."""
-    return (
-        _api("STREAM", "MSG", "GET", stream),
-        _api("DIRECT", "GET", stream),
-        _api("DIRECT", "GET", stream, EVERYTHING),
-    )
-
-
-def _consuming(spec: ConsumerSpec, *, dead_letters: bool = True) -> tuple[str, ...]:
-    """Pull from one durable consumer, settle its messages and dead-letter them."""
-    found = (
-        _api("CONSUMER", "INFO", spec.stream, spec.durable_name),
-        _api("CONSUMER", "MSG", "NEXT", spec.stream, spec.durable_name),
-        f"{JS_ACK}.{spec.stream}.{spec.durable_name}.{EVERYTHING}",
-    )
-    return (*found, spec.dead_letter_subject) if dead_letters else found
-
-
-def _bucket(bucket: str, *, keys: Iterable[str] = (EVERYTHING,)) -> tuple[str, ...]:
-    """Open (creating when missing), read, list and write ``keys`` of a key-value bucket."""
-    stream = f"KV_{bucket}"
-    return (
-        _api("STREAM", "INFO", stream),
-        _api("STREAM", "CREATE", stream),
-        *_stored_reads(stream),
-        # keys(): an ordered consumer, created, flow-controlled and deleted by the client.
-        _api("CONSUMER", "CREATE", stream),
-        _api("CONSUMER", "CREATE", stream, EVERYTHING),
-        _api("CONSUMER", "INFO", stream, EVERYTHING),
-        _api("CONSUMER", "DELETE", stream, EVERYTHING),
-        f"{JS_FLOW_CONTROL}.{stream}.{EVERYTHING}",
-        *(f"{KV_PREFIX}.{bucket}.{key}" for key in keys),
-    )
-
-
-def _reading_bucket(bucket: str) -> tuple[str, ...]:
-    """Open another service's key-value bucket and read its keys; nothing else (the watcher's,
-    for the cluster identity it records: decision 0042)."""
-    stream = f"KV_{bucket}"
-    return (_api("STREAM", "INFO", stream), *_stored_reads(stream))
 
 
 def _consumers(topology: BusTopology, service: str) -> tuple[ConsumerSpec, ...]:
     return tuple(spec for spec in topology.consumers if spec.durable_name.startswith(f"{service}-"))
-
-
-def lease_keys(role: str, partitions: int) -> tuple[str, ...]:
-    """The lease ``role`` and, with partitions, every ``<role>.p<k>`` and ``<role>.member.*``
-    entry (``<role>.>``; :mod:`kaiwo_runtime.partition_leases`)."""
-    return (role, f"{role}.{EVERYTHING}") if partitions > 1 else (role,)
-
-
-def _unique(*groups: Iterable[str]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(subject for group in groups for subject in group))
-
-
-def _service(
-    name: str,
-    description: str,
-    *,
-    publish: Iterable[str],
-    streams: tuple[str, ...],
-    consumers: tuple[ConsumerSpec, ...] = (),
-    subscribe: Iterable[str] = (),
-) -> Identity:
-    return Identity(
-        name=name,
-        description=description,
-        permissions=Permissions(
-            publish=_unique(publish),
-            subscribe=(f"{inbox_prefix(name)}.{EVERYTHING}", *subscribe),
-        ),
-        streams=streams,
-        consumers=tuple(spec.durable_name for spec in consumers),
-    )
 
 
 # --------------------------------------------------------------------------- identities
@@ -300,87 +186,83 @@ def admin_identity() -> Identity:
 def service_identity(name: str, topology: BusTopology) -> Identity:
     """The identity of one of :data:`SERVICES`."""
     if name == WATCHER:
-        return _service(
+        return service(
             WATCHER,
             "publishes observations; observes again what a refused plan was made from",
             publish=(
                 family_filter(Family.OBSERVED),
-                *_stream_info((OBSERVED_STREAM,)),
-                *_bucket(SERVICE_BUCKETS[WATCHER]),
+                *stream_info((OBSERVED_STREAM,)),
+                *bucket(SERVICE_BUCKETS[WATCHER]),
             ),
             streams=(OBSERVED_STREAM,),
             subscribe=(REFUSALS,),
         )
     if name == PLANNER:
         consumers = _consumers(topology, PLANNER)
-        return _service(
+        return service(
             PLANNER,
             "reads observations, monitor findings and scale decisions, publishes plans and "
             "public workload events",
             publish=(
                 family_filter(Family.PLAN),
                 family_filter(Family.PUBLIC),
-                *_stream_info(
+                *stream_info(
                     (OBSERVED_STREAM, PLAN_STREAM, MONITOR_STREAM, GATEWAY_STREAM, PUBLIC_STREAM)
                 ),
-                *(subject for spec in consumers for subject in _consuming(spec)),
-                *_stored_reads(OBSERVED_STREAM),
+                *(subject for spec in consumers for subject in consuming(spec)),
+                *stored_reads(OBSERVED_STREAM),
                 # Active-active replicas read the findings and scale decisions by sequence.
                 *(
                     subject
                     for stream in (MONITOR_STREAM, GATEWAY_STREAM)
                     if topology.partitions > 1
-                    for subject in _stored_reads(stream)
+                    for subject in stored_reads(stream)
                 ),
-                *_bucket(SERVICE_BUCKETS[PLANNER]),
-                *_bucket(LEASE_BUCKET, keys=lease_keys(PLANNER, topology.partitions)),
-                *_reading_bucket(SERVICE_BUCKETS[WATCHER]),
+                *bucket(SERVICE_BUCKETS[PLANNER]),
+                *bucket(LEASE_BUCKET, keys=lease_keys(PLANNER, topology.partitions)),
+                *reading_bucket(SERVICE_BUCKETS[WATCHER]),
             ),
             streams=(OBSERVED_STREAM, PLAN_STREAM, MONITOR_STREAM, GATEWAY_STREAM, PUBLIC_STREAM),
             consumers=consumers,
         )
     if name == EXECUTOR:
         consumers = _consumers(topology, EXECUTOR)
-        return _service(
+        return service(
             EXECUTOR,
             "reads plans, publishes results",
             publish=(
                 family_filter(Family.RESULT),
-                *_stream_info((PLAN_STREAM, RESULT_STREAM)),
-                *(subject for spec in consumers for subject in _consuming(spec)),
-                *_bucket(SERVICE_BUCKETS[EXECUTOR]),
-                *_bucket(LEASE_BUCKET, keys=lease_keys(EXECUTOR, topology.partitions)),
+                *stream_info((PLAN_STREAM, RESULT_STREAM)),
+                *(subject for spec in consumers for subject in consuming(spec)),
+                *bucket(SERVICE_BUCKETS[EXECUTOR]),
+                *bucket(LEASE_BUCKET, keys=lease_keys(EXECUTOR, topology.partitions)),
             ),
             streams=(PLAN_STREAM, RESULT_STREAM),
             consumers=consumers,
         )
     if name == MONITOR:
-        return _service(
+        return service(
             MONITOR,
             "publishes monitor findings",
             publish=(
                 family_filter(Family.MONITOR),
-                *_stream_info((MONITOR_STREAM,)),
-                *_bucket(SERVICE_BUCKETS[MONITOR]),
-                *_bucket(LEASE_BUCKET, keys=(MONITOR,)),
+                *stream_info((MONITOR_STREAM,)),
+                *bucket(SERVICE_BUCKETS[MONITOR]),
+                *bucket(LEASE_BUCKET, keys=(MONITOR,)),
             ),
             streams=(MONITOR_STREAM,),
         )
     if name == RECORDER:
         consumers = (*_consumers(topology, RECORDER), topology.consumer(DEAD_LETTER_RELAY))
-        return _service(
+        return service(
             RECORDER,
             "records every stream; publishes dead letters only",
             publish=(
                 family_filter(Family.DEAD_LETTER),
-                *_stream_info(EVENT_STREAMS),
-                *(
-                    subject
-                    for spec in consumers
-                    for subject in _consuming(spec, dead_letters=False)
-                ),
-                *(subject for stream in EVENT_STREAMS for subject in _stored_reads(stream)),
-                *_reading_bucket(SERVICE_BUCKETS[WATCHER]),
+                *stream_info(EVENT_STREAMS),
+                *(subject for spec in consumers for subject in consuming(spec, dead_letters=False)),
+                *(subject for stream in EVENT_STREAMS for subject in stored_reads(stream)),
+                *reading_bucket(SERVICE_BUCKETS[WATCHER]),
             ),
             streams=EVENT_STREAMS,
             consumers=consumers,
@@ -405,13 +287,13 @@ def gateway_identity() -> Identity:
         permissions=Permissions(
             publish=(
                 family_filter(Family.GATEWAY),
-                *_stream_info((OBSERVED_STREAM, GATEWAY_STREAM)),
-                _api("STREAM", "MSG", "GET", OBSERVED_STREAM),
-                *_bucket(AUTOSCALER_BUCKET),
-                *_bucket(LEASE_BUCKET, keys=(AUTOSCALER_LEASE,)),
+                *stream_info((OBSERVED_STREAM, GATEWAY_STREAM)),
+                api("STREAM", "MSG", "GET", OBSERVED_STREAM),
+                *bucket(AUTOSCALER_BUCKET),
+                *bucket(LEASE_BUCKET, keys=(AUTOSCALER_LEASE,)),
                 # The messenger: its requests, and every tenant's answers (decision 0049).
-                *_stream_info((REQUEST_STREAM, RESPONSE_STREAM)),
-                *_consuming(messenger, dead_letters=False),
+                *stream_info((REQUEST_STREAM, RESPONSE_STREAM)),
+                *consuming(messenger, dead_letters=False),
                 f"{SUBJECT_ROOT}.*.{RESPONSES}",
                 f"{SUBJECT_ROOT}.*.{DEAD}",
             ),
@@ -448,10 +330,10 @@ def tenant_identity(namespace: str) -> Identity:
         permissions=Permissions(
             publish=(
                 tenant.requests,
-                _api("CONSUMER", "CREATE", stream, own, tenant.responses),
-                _api("CONSUMER", "INFO", stream, own),
-                _api("CONSUMER", "DELETE", stream, own),
-                _api("CONSUMER", "MSG", "NEXT", stream, own),
+                api("CONSUMER", "CREATE", stream, own, tenant.responses),
+                api("CONSUMER", "INFO", stream, own),
+                api("CONSUMER", "DELETE", stream, own),
+                api("CONSUMER", "MSG", "NEXT", stream, own),
                 f"{JS_ACK}.{stream}.{own}.{EVERYTHING}",
             ),
             subscribe=(tenant.responses, f"{inbox_prefix(own)}.{EVERYTHING}"),
@@ -470,8 +352,8 @@ def console_identity() -> Identity:
         description="web console: reads observations, publishes nothing",
         permissions=Permissions(
             publish=(
-                *_stream_info((OBSERVED_STREAM,)),
-                _api("STREAM", "MSG", "GET", OBSERVED_STREAM),
+                *stream_info((OBSERVED_STREAM,)),
+                api("STREAM", "MSG", "GET", OBSERVED_STREAM),
             ),
             subscribe=(
                 f"{inbox_prefix(CONSOLE)}.{EVERYTHING}",
@@ -507,17 +389,17 @@ def subscriber_identity() -> Identity:
         description="external subscriber: reads the public workload events only",
         permissions=Permissions(
             publish=(
-                _api("INFO"),
-                _api("STREAM", "INFO", stream),
-                _api("CONSUMER", "CREATE", stream),
-                _api("CONSUMER", "CREATE", stream, EVERYTHING),
-                _api("CONSUMER", "DURABLE", "CREATE", stream, EVERYTHING),
-                _api("CONSUMER", "INFO", stream, EVERYTHING),
-                _api("CONSUMER", "DELETE", stream, EVERYTHING),
-                _api("CONSUMER", "MSG", "NEXT", stream, EVERYTHING),
+                api("INFO"),
+                api("STREAM", "INFO", stream),
+                api("CONSUMER", "CREATE", stream),
+                api("CONSUMER", "CREATE", stream, EVERYTHING),
+                api("CONSUMER", "DURABLE", "CREATE", stream, EVERYTHING),
+                api("CONSUMER", "INFO", stream, EVERYTHING),
+                api("CONSUMER", "DELETE", stream, EVERYTHING),
+                api("CONSUMER", "MSG", "NEXT", stream, EVERYTHING),
                 f"{JS_ACK}.{stream}.{EVERYTHING}",
                 f"{JS_FLOW_CONTROL}.{stream}.{EVERYTHING}",
-                *_stored_reads(stream),
+                *stored_reads(stream),
             ),
             subscribe=(
                 family_filter(Family.PUBLIC),
@@ -542,20 +424,20 @@ def reader_identity(name: str, *, streams: Iterable[str] = EVENT_STREAMS) -> Ide
     unknown = sorted(set(chosen) - set(EVENT_STREAMS))
     if unknown:
         raise ValueError(f"unknown streams {unknown}; choose among {', '.join(EVENT_STREAMS)}")
-    own = _checked_name(name)
-    publish = _unique(
+    own = checked_name(name)
+    publish = unique(
         *(
             (
-                _api("INFO"),
-                _api("STREAM", "INFO", stream),
-                _api("CONSUMER", "CREATE", stream, own),
-                _api("CONSUMER", "CREATE", stream, own, EVERYTHING),
-                _api("CONSUMER", "DURABLE", "CREATE", stream, own),
-                _api("CONSUMER", "INFO", stream, own),
-                _api("CONSUMER", "DELETE", stream, own),
-                _api("CONSUMER", "MSG", "NEXT", stream, own),
+                api("INFO"),
+                api("STREAM", "INFO", stream),
+                api("CONSUMER", "CREATE", stream, own),
+                api("CONSUMER", "CREATE", stream, own, EVERYTHING),
+                api("CONSUMER", "DURABLE", "CREATE", stream, own),
+                api("CONSUMER", "INFO", stream, own),
+                api("CONSUMER", "DELETE", stream, own),
+                api("CONSUMER", "MSG", "NEXT", stream, own),
                 f"{JS_ACK}.{stream}.{own}.{EVERYTHING}",
-                *_stored_reads(stream),
+                *stored_reads(stream),
             )
             for stream in chosen
         )
