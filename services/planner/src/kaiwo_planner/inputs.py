@@ -1,0 +1,83 @@
+"""What the planning loop reads off an input before it plans: pure look-ups in the
+projection."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from kaiwo_contracts.events.envelope import Envelope
+from kaiwo_contracts.events.observed import ObservedObjectV1
+from kaiwo_contracts.plans import ObjectRef
+from kaiwo_runtime.bus import Delivery
+
+from kaiwo_planner.domain.state.cluster_settings import kaiwo_config
+from kaiwo_planner.domain.state.planning_context import PlanningContext
+from kaiwo_planner.domain.state.projection import Projection, api_group, object_ref
+from kaiwo_planner.domain.status.public_events import (
+    PublicEvent,
+    PublicState,
+    derive_public_events,
+    is_public_workload,
+    public_state,
+)
+
+MODEL_GROUP: Final = "kubeai.org"
+
+
+def holds_observed_version(projection: Projection, delivery: Delivery) -> bool:
+    """The delivery's message id is ``<uid>:<resourceVersion>`` (:func:`~kaiwo_contracts.
+    events.envelope.observed_event_id`, the identity JetStream deduplicates observations
+    by) of a version the projection holds. A reobserved observation has another id
+    (``reobserved:…``) and is always taken in."""
+    uid, colon, version = (delivery.message_id or "").partition(":")
+    return bool(colon) and projection.holds_version(uid, version)
+
+
+def is_model(owner: Mapping[str, Any], *, namespace: str | None) -> bool:
+    """``owner`` is a KubeAI Model in ``namespace`` (what a scale decision must name)."""
+    metadata = owner.get("metadata") or {}
+    return (
+        api_group(str(owner.get("apiVersion", ""))) == MODEL_GROUP
+        and owner.get("kind") == "Model"
+        and metadata.get("namespace") == namespace
+    )
+
+
+def resolve(projection: Projection, ref: ObjectRef) -> ObjectRef | None:
+    """``ref`` with its uid, when the projection holds the object it names."""
+    if ref.uid:
+        found = projection.by_uid(ref.uid)
+    else:
+        found = projection.find(
+            group=api_group(ref.api_version),
+            kind=ref.kind,
+            name=ref.name,
+            namespace=ref.namespace,
+        )
+    return object_ref(found) if found is not None else None
+
+
+def told(projection: Projection, observed: ObservedObjectV1) -> PublicState | None:
+    """What subscribers were told of the observed workload (None: never seen)."""
+    if not is_public_workload(observed.object):
+        return None
+    previous = projection.by_uid(observed.uid)
+    return public_state(previous) if previous is not None else None
+
+
+def public_events(
+    was: PublicState | None,
+    envelope: Envelope[ObservedObjectV1],
+    context: Callable[[], PlanningContext],
+) -> tuple[PublicEvent, ...]:
+    """The public events the observation shows, against what subscribers were told."""
+    if not is_public_workload(envelope.data.object):
+        return ()
+    config = kaiwo_config(context())
+    return derive_public_events(
+        was,
+        envelope.data,
+        observed_at=envelope.time,
+        default_queue=config.spec.default_cluster_queue_name,
+    )
