@@ -1,5 +1,5 @@
-"""What the planning loop reads off an input before it plans: pure look-ups in the
-projection."""
+"""What the planning loop does with an input before it plans: take it into the projection,
+find the owners it affects, the public events it shows."""
 
 from __future__ import annotations
 
@@ -9,11 +9,14 @@ from typing import Any, Final
 from kaiwo_contracts.events.envelope import Envelope
 from kaiwo_contracts.events.observed import ObservedObjectV1
 from kaiwo_contracts.plans import ObjectRef
-from kaiwo_runtime.bus import Delivery
+from kaiwo_runtime.bus import Delivery, PoisonMessage
 
+from kaiwo_planner.domain.publication import Published
 from kaiwo_planner.domain.state.cluster_settings import kaiwo_config
+from kaiwo_planner.domain.state.fanout import owners_to_replan
 from kaiwo_planner.domain.state.planning_context import PlanningContext
-from kaiwo_planner.domain.state.projection import Projection, api_group, object_ref
+from kaiwo_planner.domain.state.projection import Change, Projection, api_group, object_ref
+from kaiwo_planner.domain.status.planned_status import status_to_assume
 from kaiwo_planner.domain.status.public_events import (
     PublicEvent,
     PublicState,
@@ -21,6 +24,7 @@ from kaiwo_planner.domain.status.public_events import (
     is_public_workload,
     public_state,
 )
+from kaiwo_planner.metrics import PlannerMetrics
 
 MODEL_GROUP: Final = "kubeai.org"
 
@@ -81,3 +85,37 @@ def public_events(
         observed_at=envelope.time,
         default_queue=config.spec.default_cluster_queue_name,
     )
+
+
+def apply_observation(
+    projection: Projection, observed: ObservedObjectV1, sequence: int, metrics: PlannerMetrics
+) -> Change | None:
+    """Take ``observed`` into the projection; None when it is stale. One that cannot be taken
+    in raises ``PoisonMessage``."""
+    try:
+        change = projection.apply(observed, sequence=sequence)
+    except (TypeError, ValueError, KeyError, AttributeError) as error:
+        metrics.observations.labels("rejected").inc()
+        raise PoisonMessage(f"cannot take in the observed object: {error!r}") from error
+    metrics.projection_objects.set(len(projection))
+    if change is None:
+        metrics.stale_events.inc()
+        metrics.observations.labels("stale").inc()
+        return None
+    metrics.observations.labels("applied").inc()
+    return change
+
+
+def owners_of(
+    change: Change, observed: ObservedObjectV1, projection: Projection, record: Published | None
+) -> tuple[ObjectRef, ...]:
+    """The owners to plan for ``change`` (``record``: the last publication for the observed
+    object). When only the object's resourceVersion moved, no plan can change (plans leave
+    versions out of their fingerprints), so none but the object itself, and that only while
+    the status its last plan set has not come back: the write was made onto the old version
+    and must be made again."""
+    if change.content_changed or observed.reobserved:
+        return owners_to_replan(change, projection)
+    if record is not None and status_to_assume(change.object, record.status) is not None:
+        return (change.ref,)
+    return ()

@@ -60,17 +60,18 @@ from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
 from kaiwo_planner.domain.state.fanout import (
     all_gpu_workloads,
     all_workloads,
-    owners_to_replan,
     queue_config,
 )
 from kaiwo_planner.domain.state.planning_context import PlanningContext
-from kaiwo_planner.domain.state.projection import Change, Projection, object_ref
+from kaiwo_planner.domain.state.projection import Projection, object_ref
 from kaiwo_planner.domain.status.findings import WorkloadFinding
 from kaiwo_planner.domain.status.planned_status import owner_with_status, status_to_assume
 from kaiwo_planner.domain.status.public_events import PublicEvent
 from kaiwo_planner.inputs import (
+    apply_observation,
     holds_observed_version,
     is_model,
+    owners_of,
     public_events,
     resolve,
     told,
@@ -191,11 +192,14 @@ class PlanningLoop:
                 announcements = unfinished.announcements
             else:
                 was = told(self._projection, observed)
-                change = self._apply(observed, sequence)
+                change = apply_observation(self._projection, observed, sequence, self._metrics)
                 if change is None:
                     return
+                record = self.records.get(OwnerKey.of_uid(observed.uid))
                 owners = self._plan_now(
-                    observed, self._owners_of(change, observed), at=envelope.time
+                    observed,
+                    owners_of(change, observed, self._projection, record),
+                    at=envelope.time,
                 )
                 announcements = public_events(was, envelope, self.context)
             if announcements:
@@ -250,32 +254,6 @@ class PlanningLoop:
             self._metrics.scale_decisions.labels("taken").inc()
             await self.plan_round((object_ref(owner),), Trigger("scale", envelope.time, envelope))
             self._snapshots.note_change()
-
-    def _owners_of(self, change: Change, observed: ObservedObjectV1) -> tuple[ObjectRef, ...]:
-        """The owners to plan for ``change``. When only the object's resourceVersion moved,
-        no plan can change (plans leave versions out of their fingerprints), so none but the
-        object itself, and that only while the status its last plan set has not come back:
-        the write was made onto the old version and must be made again."""
-        if change.content_changed or observed.reobserved:
-            return owners_to_replan(change, self._projection)
-        record = self.records.get(OwnerKey.of_uid(observed.uid))
-        if record is not None and status_to_assume(change.object, record.status) is not None:
-            return (change.ref,)
-        return ()
-
-    def _apply(self, observed: ObservedObjectV1, sequence: int) -> Change | None:
-        try:
-            change = self._projection.apply(observed, sequence=sequence)
-        except (TypeError, ValueError, KeyError, AttributeError) as error:
-            self._metrics.observations.labels("rejected").inc()
-            raise PoisonMessage(f"cannot take in the observed object: {error!r}") from error
-        self._metrics.projection_objects.set(len(self._projection))
-        if change is None:
-            self._metrics.stale_events.inc()
-            self._metrics.observations.labels("stale").inc()
-            return None
-        self._metrics.observations.labels("applied").inc()
-        return change
 
     def _plan_now(
         self, observed: ObservedObjectV1, owners: tuple[ObjectRef, ...], *, at: datetime
