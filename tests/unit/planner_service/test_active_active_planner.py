@@ -119,7 +119,7 @@ async def test_only_the_holder_of_partition_0_writes_the_shared_snapshot(
     third = harness.service()
     await third.start()
     assert len(third.projection) == 1
-    assert third.published_fingerprint("uid-train") is None
+    assert third.loop.records.fingerprint("uid-train") is None
     await first.released(0)
     await third.gained(0)
     assert plans_by_owner(harness) == ["train", "train"]

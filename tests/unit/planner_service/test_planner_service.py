@@ -236,9 +236,9 @@ async def test_a_timer_of_a_deleted_owner_is_dropped(harness: Any, build: Any, c
     await harness.observe(job, "2", "DELETED")
     await harness.drain(service)
     assert service.next_timer is None
-    assert service.published_fingerprint("uid-train") is None
+    assert service.loop.records.fingerprint("uid-train") is None
     clock.advance(120)
-    assert await service.fire_due_timers() == 0
+    assert await service.loop.fire_due_timers() == 0
     assert len(harness.plans()) == 1
 
 

@@ -42,7 +42,9 @@ from kaiwo_runtime.startup import (
     utc_now,
 )
 
+from kaiwo_planner.feeds import DurableFeed
 from kaiwo_planner.metrics import PlannerMetrics
+from kaiwo_planner.partitioned_feed import PartitionedFeed
 from kaiwo_planner.service import ForeignSnapshotError, PlannerService
 from kaiwo_planner.settings import PlannerSettings
 
@@ -97,8 +99,13 @@ async def serve(settings: PlannerSettings) -> int:
         print(f"kaiwo-planner: {_start_failure(error, settings)}", file=sys.stderr)  # noqa: T201
         return 1
     metrics = PlannerMetrics()
+    # More than one partition: every replica reads every stream by sequence and plans the
+    # owners of the partitions whose leases it holds (decision 0030); else the durable
+    # consumers, for the one active replica.
+    partitioned = bus.topology.partitions > 1
+    feed = PartitionedFeed(bus, metrics=metrics) if partitioned else DurableFeed(bus)
     service = PlannerService(
-        bus, kv, clock=utc_now, settings=settings, metrics=metrics, cluster=cluster
+        bus, kv, clock=utc_now, settings=settings, metrics=metrics, cluster=cluster, feed=feed
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -113,7 +120,7 @@ async def serve(settings: PlannerSettings) -> int:
     async def projection_ready() -> bool:
         # A standby is ready too: it is healthy and takes over when needed (and a rolling
         # update waits for the new pod to be ready before it stops the active one).
-        if service.active_active:
+        if partitioned:
             return service.ready
         return service.ready or not single.active
 
@@ -150,7 +157,7 @@ async def serve(settings: PlannerSettings) -> int:
     try:
         async with health:
             log.info("planner starting", nats=shown_url, health_port=health.port)
-            if service.active_active:
+            if partitioned:
                 await active_active()
             else:
                 await run_while_active(single, service.run, stop)

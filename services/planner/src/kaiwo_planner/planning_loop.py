@@ -1,0 +1,461 @@
+"""The planning loop: an input in, the projection moved on, owners planned, news published.
+
+For each observation (from whichever :class:`~kaiwo_planner.feeds.Feed` delivers it):
+
+1. apply it to the :class:`~kaiwo_planner.domain.state.projection.Projection` (a stale or duplicate
+   observation is dropped; one whose message id ``<uid>:<resourceVersion>`` names the version
+   the projection holds, as each of a relist's thousands does, before its envelope is even
+   decoded, decision 0054);
+2. find the owners it may affect (:func:`~kaiwo_planner.domain.state.fanout.owners_to_replan`);
+   none when only the object's resourceVersion moved (a relist after a restore: no plan can
+   change), but the object itself while the status its last plan set has not come back;
+3. plan each one with the pure planning function, ``now`` = the observation's envelope time;
+4. publish a ``PlanDecidedV1`` when :func:`~kaiwo_planner.domain.publication.publication` says
+   the plan is news (a new fingerprint, desired objects gone ``absent`` or ``drifted`` since
+   the owner was last planned, or a status left behind on an older owner version).
+
+A child deleted by hand causes exactly one plan that names it, :data:`CHILD_GONE_GRACE` later,
+so that a deleted owner, whose children go after it, gets none.
+
+Public workload events. Before it plans, the loop derives the public events the observation
+shows (what the previous version in the projection told subscribers, against the new one) and
+publishes them first. They are remembered with the unfinished owners, so a redelivery after a
+failed publish sends them again, under the same ids (JetStream keeps one copy).
+
+Findings (``UtilizationV1``) and scale decisions (``ScaleDecidedV1``) are kept by the
+projection, latest per workload or Model, and plan that owner again when they may change its
+plan; a scale decision for a Model the projection does not hold is refused and counted.
+
+Failures. A message that is not a valid observation raises ``PoisonMessage``. A planning
+function that raises for one owner is logged and counted, and the other owners are still
+planned. A publish that fails raises, so the input is delivered again; the owners not yet
+published are planned again then.
+
+Replay: every plan records ``planned_at``, ``trigger`` and the sequences of the three streams
+the projection took in, which is all the pure planner needs to reproduce it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any, Final, Protocol
+
+import structlog
+from kaiwo_contracts.events.autoscaling import ScaleDecidedV1
+from kaiwo_contracts.events.monitor import UtilizationV1
+from kaiwo_contracts.events.observed import ObservedObjectV1
+from kaiwo_contracts.plans import ObjectRef
+from kaiwo_runtime.bus import Delivery, PoisonMessage
+from kaiwo_runtime.logging import bound_context
+
+from kaiwo_planner.domain.models.autoscaling import ScaleRequest
+from kaiwo_planner.domain.models.replanning import all_models
+from kaiwo_planner.domain.planning import PlanningResult
+from kaiwo_planner.domain.publication import Published, publication
+from kaiwo_planner.domain.queues.default_objects import default_object_plans
+from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
+from kaiwo_planner.domain.state.fanout import (
+    all_gpu_workloads,
+    all_workloads,
+    queue_config,
+)
+from kaiwo_planner.domain.state.planning_context import PlanningContext
+from kaiwo_planner.domain.state.projection import Projection, object_ref
+from kaiwo_planner.domain.status.findings import WorkloadFinding
+from kaiwo_planner.domain.status.planned_status import owner_with_status, status_to_assume
+from kaiwo_planner.domain.status.public_events import PublicEvent
+from kaiwo_planner.inputs import (
+    apply_observation,
+    holds_observed_version,
+    is_model,
+    kueue_before,
+    owners_of,
+    public_events,
+    queued,
+    resolve,
+    told,
+)
+from kaiwo_planner.metrics import PlannerMetrics
+from kaiwo_planner.owner_key import OwnerKey
+from kaiwo_planner.owner_records import OwnerRecords
+from kaiwo_planner.publisher import PlanPublisher, Release, Sequences, Trigger
+from kaiwo_planner.snapshot_store import SNAPSHOT_FORMAT
+from kaiwo_planner.snapshots import Restored, Snapshots
+
+log = structlog.get_logger("kaiwo.planner")
+
+CHILD_GONE_GRACE: Final = timedelta(seconds=5)
+"""How long the owners of a deleted child wait before they are planned again.
+
+Deleting a workload deletes it at once and its children after it (garbage collection), but
+the two kinds are watched apart: the child's deletion can reach the planner first. Planned at
+once, the owner would get a plan re-creating the child that the executor must refuse (the
+owner is gone) and dead-letter; after the grace the owner's own deletion has come in and
+nothing is planned. A child deleted by hand is re-created once the grace has passed."""
+
+
+class PlanFunction(Protocol):
+    """The pure planner (:func:`kaiwo_planner.domain.planning.plan_object`)."""
+
+    def __call__(
+        self, *, owner: Mapping[str, Any], context: PlanningContext, now: datetime
+    ) -> PlanningResult: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Unfinished:
+    """An observation applied whose owners were not all published (a publish failed)."""
+
+    sequence: int
+    owners: tuple[ObjectRef, ...]
+    announcements: tuple[PublicEvent, ...] = ()
+    """Public events of the observation not yet published."""
+
+
+class PlanningLoop:
+    """Keeps the projection and the owner records; plans and publishes for each input.
+
+    ``holds`` says whether this replica plans an owner (by uid): always, but for a
+    partitioned feed. ``clock`` gives the time of timers and of the default objects' plans;
+    planning otherwise only ever sees the ``now`` of its trigger.
+    """
+
+    def __init__(
+        self,
+        *,
+        plan_fn: PlanFunction,
+        publisher: PlanPublisher,
+        snapshots: Snapshots,
+        metrics: PlannerMetrics,
+        clock: Callable[[], datetime],
+        holds: Callable[[str], bool],
+        tombstone_retention: int,
+        default_cluster_queue: str,
+    ) -> None:
+        self._plan_fn = plan_fn
+        self._publisher = publisher
+        self._snapshots = snapshots
+        self._metrics = metrics
+        self.clock = clock
+        self.holds = holds
+        self._default_cluster_queue = default_cluster_queue
+        self._projection = Projection(tombstone_retention=tombstone_retention)
+        self._contexts = PlanningContextKeeper()
+        self.records = OwnerRecords(metrics)
+        self._unfinished: _Unfinished | None = None
+
+    @property
+    def projection(self) -> Projection:
+        return self._projection
+
+    def context(self) -> PlanningContext:
+        return self._contexts.context(self._projection)
+
+    def observations_from(self) -> int:
+        """The observation to read next: an unfinished one again, or the one after what the
+        projection took in."""
+        unfinished = self._unfinished
+        return unfinished.sequence if unfinished is not None else self._projection.last_sequence + 1
+
+    # ------------------------------------------------------------------ inputs
+
+    async def handle_observation(self, delivery: Delivery) -> None:
+        """One observation in, zero or more plans out."""
+        sequence = delivery.stream_sequence
+        unfinished = self._unfinished
+        resuming = unfinished is not None and unfinished.sequence == sequence
+        if not resuming and sequence <= self._projection.last_sequence:
+            self._metrics.observations.labels("skipped").inc()
+            return
+        if not resuming and holds_observed_version(self._projection, delivery):
+            # A relist's copy of what the projection holds: dropped before the envelope is
+            # decoded (thousands of them after a relist; apply would drop each anyway).
+            self._projection.pass_over(sequence)
+            self._metrics.stale_events.inc()
+            self._metrics.observations.labels("stale").inc()
+            return
+        envelope = delivery.envelope(ObservedObjectV1)
+        observed = envelope.data
+        context = {
+            "event_id": envelope.id,
+            "kind": observed.kind,
+            "namespace": observed.namespace,
+            "name": observed.name,
+            "uid": observed.uid,
+            "seq": str(sequence),
+        }
+        with bound_context(context):
+            if resuming:
+                assert unfinished is not None
+                owners = unfinished.owners
+                announcements = unfinished.announcements
+            else:
+                was = told(self._projection, observed)
+                waited = kueue_before(self._projection, observed)
+                change = apply_observation(self._projection, observed, sequence, self._metrics)
+                if change is None:
+                    return
+                record = self.records.get(OwnerKey.of_uid(observed.uid))
+                owners = self._plan_now(
+                    observed,
+                    owners_of(change, observed, self._projection, record),
+                    at=envelope.time,
+                )
+                announcements = public_events(was, envelope, self.context) + queued(
+                    waited, envelope, self._projection, self.context
+                )
+            if announcements:
+                self._unfinished = _Unfinished(
+                    sequence=sequence, owners=owners, announcements=announcements
+                )
+                await self._publisher.announce(announcements, cause=envelope)
+            why = Trigger("observation", envelope.time, envelope)
+            await self.plan_round(owners, why, sequence=sequence)
+            self._snapshots.note_change()
+
+    async def handle_finding(self, delivery: Delivery) -> None:
+        """A monitor finding in, the workload's plan out."""
+        envelope = delivery.envelope(UtilizationV1)
+        reading = envelope.data
+        uid = reading.workload.uid or ""
+        if not uid:
+            raise PoisonMessage("a utilization finding without the workload's uid")
+        finding = WorkloadFinding.of(reading, at=envelope.time)
+        with bound_context({"event_id": envelope.id, "uid": uid, "finding": "utilization"}):
+            if not self._projection.apply_finding(finding, sequence=delivery.stream_sequence):
+                return
+            owner = self._projection.by_uid(uid)
+            if owner is None:
+                return
+            await self.plan_round((object_ref(owner),), Trigger("finding", envelope.time, envelope))
+            self._snapshots.note_change()
+
+    async def handle_scale_decision(self, delivery: Delivery) -> None:
+        """The autoscaler's decision in, the Model's plan (with its scale) out."""
+        envelope = delivery.envelope(ScaleDecidedV1)
+        decision = envelope.data
+        uid = decision.model.uid or ""
+        if not uid:
+            raise PoisonMessage("a scale decision without the Model's uid")
+        request = ScaleRequest.of(decision, at=envelope.time)
+        with bound_context({"event_id": envelope.id, "uid": uid, "decision": "scale"}):
+            # Taken in whatever it names, as replay takes it in (it bounds nothing then: only
+            # a Model with that uid ever reads it); acted on only for a Model that exists.
+            news = self._projection.apply_scale_request(request, sequence=delivery.stream_sequence)
+            owner = self._projection.by_uid(uid)
+            if owner is None or not is_model(owner, namespace=decision.model.namespace):
+                self._metrics.scale_decisions.labels("refused").inc()
+                log.warning(
+                    "scale decision for a Model that does not exist; refused",
+                    model=decision.model.display(),
+                )
+                return
+            if not news:
+                self._metrics.scale_decisions.labels("unchanged").inc()
+                return
+            self._metrics.scale_decisions.labels("taken").inc()
+            await self.plan_round((object_ref(owner),), Trigger("scale", envelope.time, envelope))
+            self._snapshots.note_change()
+
+    def _plan_now(
+        self, observed: ObservedObjectV1, owners: tuple[ObjectRef, ...], *, at: datetime
+    ) -> tuple[ObjectRef, ...]:
+        """The owners to plan for ``observed`` now; the owners of a deleted child are planned
+        after :data:`CHILD_GONE_GRACE` instead (a timer no later than one they had)."""
+        if observed.event_type != "DELETED" or any(o.uid == observed.uid for o in owners):
+            return owners
+        due = at + CHILD_GONE_GRACE
+        for owner in owners:
+            if owner.uid and self.holds(owner.uid):
+                self.records.no_later_than(owner.uid, due)
+        self._metrics.timers_pending.set(len(self.records.timers))
+        return ()
+
+    # ------------------------------------------------------------------ planning
+
+    async def plan_round(
+        self, owners: tuple[ObjectRef, ...], why: Trigger, *, sequence: int | None = None
+    ) -> None:
+        """Plan ``owners`` in order, then any others their plans ask for, each at most once.
+
+        With a ``sequence``, the owners still to plan are remembered until the round ends,
+        so a redelivery of that observation after a failed publish plans just those.
+        """
+        queue = list(owners)
+        seen = {ref.uid for ref in owners}
+        index = 0
+        while index < len(queue):
+            if sequence is not None:
+                self._unfinished = _Unfinished(sequence=sequence, owners=tuple(queue[index:]))
+            for ref in await self._plan_owner(queue[index], why):
+                if ref.uid not in seen:
+                    seen.add(ref.uid)
+                    queue.append(ref)
+            index += 1
+        self._unfinished = None
+
+    async def _plan_owner(self, ref: ObjectRef, why: Trigger) -> tuple[ObjectRef, ...]:
+        """Plan one owner and publish the plan if it is news; returns the others to plan."""
+        uid = ref.uid or ""
+        if not self.holds(uid):  # another replica's partition: it plans this owner
+            return ()
+        owner = self._projection.by_uid(uid) if uid else None
+        if owner is None:  # deleted, or never seen: its children go with it (owner refs)
+            self.records.gone(uid)
+            return ()
+        key = OwnerKey.of_uid(uid)
+        record = self.records.get(key)
+        assumed = status_to_assume(owner, record.status if record is not None else None)
+        if assumed is None and record is not None and record.status is not None:
+            # The write came back: hold the projection's equal copy, not a second one.
+            record = replace(record, status=owner.get("status"))
+            self.records.put(key, record)
+        outcome = self._plan(ref, owner_with_status(owner, assumed), now=why.now)
+        if outcome is None:
+            return ()
+        self.records.set_timer(uid, outcome.replan_at, now=why.now)
+        also = tuple(
+            found
+            for found in (resolve(self._projection, r) for r in outcome.also_replan)
+            if found is not None
+        )
+        plan = outcome.plan
+        if plan is None:
+            self._metrics.plans.labels(ref.kind, "no_plan").inc()
+            return also
+        decided = publication(
+            plan=plan,
+            owner=owner,
+            last=record,
+            absent=self._projection.missing((*plan.desired, *plan.shared)),
+            drifted=self._projection.drifted(plan.desired, ours_too=why.reapply_gaps),
+            reapply_gaps=why.reapply_gaps,
+        )
+        if decided.publish:
+            release = Release(
+                ref=ref,
+                plan=plan,
+                absent=decided.absent,
+                drifted=decided.drifted,
+                assumed=assumed,
+                # Often the decision's fingerprint is the plan's own: then hash it once.
+                fingerprint=decided.fingerprint if decided.fingerprint_is_the_plans else None,
+            )
+            await self._publisher.publish_plan(release, why, Sequences.of(self._projection))
+        self.records.put(key, decided.record)
+        self._metrics.plans.labels(ref.kind, "published" if decided.publish else "unchanged").inc()
+        return also
+
+    def _plan(
+        self, ref: ObjectRef, owner: Mapping[str, Any], *, now: datetime
+    ) -> PlanningResult | None:
+        started = time.perf_counter()
+        try:
+            return self._plan_fn(owner=owner, context=self.context(), now=now)
+        except Exception:
+            log.exception("planning failed", owner=ref.display(), owner_uid=ref.uid)
+            self._metrics.plans.labels(ref.kind, "error").inc()
+            return None
+        finally:
+            self._metrics.plan_duration.observe(time.perf_counter() - started)
+
+    async def fire_due_timers(self) -> int:
+        """Plan every owner whose time has come, with ``now`` = its due time."""
+        fired = 0
+        timers = self.records.timers
+        while (found := timers.pop_due(self.clock())) is not None:
+            due, uid = found
+            owner = self._projection.by_uid(uid)
+            if owner is None:
+                continue
+            with bound_context({"owner_uid": uid, "trigger": "timer"}):
+                try:
+                    await self.plan_round((object_ref(owner),), Trigger("timer", due))
+                except BaseException:
+                    if uid not in timers:  # try again on the next round
+                        timers.arm(uid, due)
+                    raise
+            fired += 1
+            self._snapshots.note_change()
+        self._metrics.timers_pending.set(len(timers))
+        return fired
+
+    async def resync(self, *, reapply_gaps: bool = True) -> int:
+        """Plan every owner now (the queue config, every workload, Model and GpuWorkload);
+        returns how many.
+
+        ``reapply_gaps``: publish again for owners whose desired objects are still absent or
+        drifted, though nothing changed since the last plan.
+        """
+        owners = (
+            *queue_config(self._projection),
+            *all_workloads(self._projection),
+            *all_models(self._projection),
+            *all_gpu_workloads(self._projection),
+        )
+        why = Trigger("resync", self.clock(), reapply_gaps=reapply_gaps)
+        with bound_context({"trigger": "resync"}):
+            await self.plan_round(owners, why)
+        if owners:
+            self._snapshots.note_change()
+        return len(owners)
+
+    async def create_missing_defaults(self) -> int:
+        """Publish the create-only plans of the singletons the cluster lacks (the KaiwoConfig
+        and KaiwoQueueConfig ``kaiwo``), each once while it stays missing; returns how many
+        were published."""
+        plans = default_object_plans(
+            self._projection.cluster_state(),
+            default_cluster_queue=self._default_cluster_queue,
+        )
+        missing = {OwnerKey.default(plan.owner.kind) for plan in plans}
+        for key in [k for k in self.records.defaults() if k not in missing]:
+            self.records.drop(key)  # it exists now: should it go, it is created again
+        published = 0
+        for plan in plans:
+            key = OwnerKey.default(plan.owner.kind)
+            if not self.holds(key.subject_uid):
+                continue
+            fingerprint = plan.fingerprint()
+            known = self.records.get(key)
+            if known is not None and known.fingerprint == fingerprint:
+                continue
+            release = Release(
+                ref=plan.owner,
+                plan=plan,
+                absent=self._projection.missing(plan.desired),
+                drifted=(),
+                assumed=None,
+                fingerprint=fingerprint,
+                subject_uid=key.subject_uid,
+            )
+            why = Trigger("resync", self.clock())
+            await self._publisher.publish_plan(release, why, Sequences.of(self._projection))
+            self.records.put(key, Published(fingerprint=fingerprint))
+            published += 1
+        return published
+
+    # ------------------------------------------------------------------ snapshots
+
+    def snapshot_document(self, cluster: str | None) -> dict[str, Any]:
+        """Projection, owner records and timers as JSON-ready data."""
+        return {
+            "format": SNAPSHOT_FORMAT,
+            "cluster": cluster,
+            "projection": self._projection.to_document(),
+            "owners": self.records.to_document(),
+            "timers": self.records.timers.to_document(),
+        }
+
+    def adopt(self, restored: Restored, *, with_records: bool) -> None:
+        """Continue from a snapshot; its owner records and timers only ``with_records``."""
+        self._projection = restored.projection
+        self.records = (
+            OwnerRecords(self._metrics, restored.owners, restored.timers)
+            if with_records
+            else OwnerRecords(self._metrics)
+        )
+        self._metrics.projection_objects.set(len(restored.projection))
