@@ -23,8 +23,8 @@ START = datetime(2026, 11, 28, 9, 0, tzinfo=UTC)
 NOW = datetime(2026, 11, 28, 11, 0, tzinfo=UTC)
 
 
-def at(hour: int, minute: int) -> datetime:
-    return datetime(2026, 11, 28, hour, minute, tzinfo=UTC)
+def at(hour: int, minute: int, second: int = 0) -> datetime:
+    return datetime(2026, 11, 28, hour, minute, second, tzinfo=UTC)
 
 
 def four_workloads() -> QueueRecords:
@@ -164,15 +164,23 @@ def test_the_depth_is_one_step_line_and_each_wait_one_dot() -> None:
         waits_in(stretches, start=START, now=NOW), start=START, now=NOW, width=120, height=30
     )
 
-    # 2 h over 120 px: a minute a pixel; depth 3 at the top, 1 px below the top edge.
+    # 2 h over 120 px: a minute a pixel; depth 3 at the top, 2 px below the top edge:
+    # depth 1 at 30 - 28/3 = 20.7 (21), 2 at 11.3 (11), 0 at 30.
     assert depth.count("<polyline") == 1
-    assert 'points="0.0,20.7 5.0,20.7 5.0,30.0 10.0,30.0 10.0,20.7 20.0,20.7 20.0,11.3 ' in depth
+    assert 'points="0,21 5,21 5,30 10,30 10,21 20,21 20,11 30,11 30,2 40,2 40,11 80,11 ' in depth
+    assert "80,21 120,21" in depth
     assert "<title>most 3 waiting</title>" in depth
+    # The longest wait (65 min) at the top, admitted at 09:05; 30 min at 09:40: 27 - 24 * 30/65.
     assert waits.count("<circle") == 3
-    # The longest wait (65 min) at the top; 30 min lower, admitted at 09:40 (40 px).
-    assert '<circle cx="5.0" cy="3.0"' in waits
-    assert '<circle cx="40.0" cy="' in waits
-    assert "admitted 10:20 after 60m" in waits
+    assert '<circle cx="5" cy="3" r="3"/>' in waits
+    assert '<circle cx="40" cy="16" r="3"/>' in waits
+    assert "<title>longest 65m</title>" in waits
+
+
+def test_workloads_admitted_in_one_pixel_after_equal_waits_make_one_dot() -> None:
+    points = [WaitPoint(at(9, 40), 600.0), WaitPoint(at(9, 40, 20), 600.0)]
+
+    assert wait_chart(points, start=START, now=NOW, width=120).count("<circle") == 1
 
 
 def test_the_queues_page_draws_both_charts_per_queue_with_their_summaries() -> None:

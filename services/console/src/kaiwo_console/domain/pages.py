@@ -404,30 +404,32 @@ def hourly_bars(counts: Sequence[int], *, width: int = 360, height: int = 40) ->
 
 
 def depth_chart(steps: Sequence[DepthStep], *, width: int = 360, height: int = 40) -> str:
-    """Workloads waiting over time: one step line from the window's start to now."""
+    """Workloads waiting over time: one step line from the window's start to now, in whole
+    pixels (a thousand changes in a day collapse to the few hundred corners one can see)."""
     if not steps:
         return ""
     start, end = steps[0].at, steps[-1].at
     span = max((end - start).total_seconds(), 1.0)
     top = max(*(s.depth for s in steps), 1)
 
-    def x(at: datetime) -> float:
-        return (at - start).total_seconds() / span * width
+    def x(at: datetime) -> int:
+        return round((at - start).total_seconds() / span * width)
 
-    def y(depth: int) -> float:
-        return height - depth / top * (height - 2)
+    def y(depth: int) -> int:
+        return round(height - depth / top * (height - 2))
 
-    corners: list[str] = []
+    corners: list[tuple[int, int]] = []
     for index, step in enumerate(steps):
-        corners.append(f"{x(step.at):.1f},{y(step.depth):.1f}")
+        corners.append((x(step.at), y(step.depth)))
         if index + 1 < len(steps):
-            corners.append(f"{x(steps[index + 1].at):.1f},{y(step.depth):.1f}")
+            corners.append((x(steps[index + 1].at), y(step.depth)))
+    shown = [c for i, c in enumerate(corners) if i == 0 or c != corners[i - 1]]
     return (
         f'<svg class=depth width="{width}" height="{height}" role="img" '
         f'aria-label="queue depth over time">'
         f'<rect x="0" y="0" width="{width}" height="{height}" fill="#f4f6f8"/>'
-        f'<polyline points="{" ".join(corners)}" fill="none" stroke="#e67e22" stroke-width="2">'
-        f"<title>most {top} waiting</title></polyline></svg>"
+        f'<polyline points="{" ".join(f"{cx},{cy}" for cx, cy in shown)}" fill="none" '
+        f'stroke="#e67e22" stroke-width="2"><title>most {top} waiting</title></polyline></svg>'
     )
 
 
@@ -440,21 +442,25 @@ def wait_chart(
     height: int = 40,
 ) -> str:
     """How long each workload admitted from ``start`` to ``now`` waited: a dot at its
-    admission, higher the longer it waited."""
+    admission, higher the longer it waited. Whole pixels, one dot per pixel drawn once, no
+    title per dot: a busy queue's day stays a few KiB (the summary line gives the figures)."""
     if not points:
         return "<span class=muted>No admission in this window.</span>"
     span = max((now - start).total_seconds(), 1.0)
     top = max(*(p.seconds for p in points), 1.0)
-    dots = "".join(
-        f'<circle cx="{(p.at - start).total_seconds() / span * width:.1f}" '
-        f'cy="{height - 3 - p.seconds / top * (height - 6):.1f}" r="3" fill="#8e44ad">'
-        f"<title>admitted {p.at:%H:%M} after {_age(p.seconds)}</title></circle>"
+    places = dict.fromkeys(
+        (
+            round((p.at - start).total_seconds() / span * width),
+            round(height - 3 - p.seconds / top * (height - 6)),
+        )
         for p in points
     )
+    dots = "".join(f'<circle cx="{cx}" cy="{cy}" r="3"/>' for cx, cy in places)
     return (
         f'<svg class=waits width="{width}" height="{height}" role="img" '
         f'aria-label="wait time over time">'
-        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#f4f6f8"/>{dots}</svg>'
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#f4f6f8"/>'
+        f'<g fill="#8e44ad"><title>longest {_age(top)}</title>{dots}</g></svg>'
     )
 
 
