@@ -195,7 +195,7 @@ def main() -> int:
             estimates=pending_estimates(state, records, now=NOW),
         ),
         "queues": lambda: queues_body(
-            queue_views(state, records, now=NOW, visible=everything), now=NOW
+            queue_views(state, records, now=NOW, visible=everything, plots=True), now=NOW
         ),
         "nodes": lambda: nodes_body(node_rows(state)),
         "models": lambda: models_body(model_rows(state, everything), loads={}),

@@ -146,7 +146,7 @@ def test_a_pending_workload_counts_in_its_local_queues_cluster_queue() -> None:
     records = QueueRecords()
     records.apply(event="ADDED", obj=kueue_workload("c", created=at(9, 30)), recorded=at(9, 30))
 
-    (view,) = queue_views(state, records, now=NOW, visible=everything, hours=2)
+    (view,) = queue_views(state, records, now=NOW, visible=everything, hours=2, plots=True)
 
     assert view.depth == (
         DepthStep(at(9, 0), 0),
@@ -189,7 +189,8 @@ def test_the_queues_page_draws_both_charts_per_queue_with_their_summaries() -> N
         state.apply(kind=obj["kind"], event="ADDED", obj=obj)
 
     html = queues_body(
-        queue_views(state, four_workloads(), now=NOW, visible=everything, hours=2), now=NOW
+        queue_views(state, four_workloads(), now=NOW, visible=everything, hours=2, plots=True),
+        now=NOW,
     )
 
     assert html.count("<svg class=depth") == 1

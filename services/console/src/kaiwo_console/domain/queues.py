@@ -76,12 +76,17 @@ def queue_views(
     settings: EtaSettings | None = None,
     hours: int = 24,
     memo: EstimateMemo | None = None,
+    plots: bool = False,
 ) -> list[QueueView]:
     """Every ClusterQueue's view as ``visible`` may see it. With ``memo``, a queue's
-    estimates are computed again only when what they read changed (or they grew too old)."""
+    estimates are computed again only when what they read changed (or they grew too old).
+    With ``plots``, its depth and waits over the ``hours`` too (only the queues page draws
+    them; the estimates' other readers skip the work)."""
     views = []
     since = now - timedelta(hours=hours)
-    stretches = records.stretches(lambda local: _cluster_queue_of_local(state, local))
+    stretches = (
+        records.stretches(lambda local: _cluster_queue_of_local(state, local)) if plots else {}
+    )
     for queue in sorted(state.of(CLUSTER_QUEUE), key=lambda q: str(meta(q).get("name"))):
         name = str(meta(queue).get("name") or "")
         mine = [w for w in state.of(KUEUE_WORKLOAD) if cluster_queue_of(state, w) == name]
@@ -100,7 +105,9 @@ def queue_views(
                     visible,
                 ),
                 admissions_by_hour=tuple(records.admissions_by_hour(name, now=now, hours=hours)),
-                depth=depth_over_time(stretches.get(name, ()), start=since, now=now),
+                depth=depth_over_time(stretches.get(name, ()), start=since, now=now)
+                if plots
+                else (),
                 waits=waits_in(stretches.get(name, ()), start=since, now=now),
             )
         )
