@@ -3,7 +3,9 @@
 
 1,000 KaiwoJobs over 10 namespaces and 3 ClusterQueues of 64 GPUs: 300 wait (each with its
 Kueue Workload), 700 run on 100 nodes of 8 GPUs (one Pod each); each queue has 500 recorded
-runs. Two measures:
+runs, and the history folds every Workload (700 admissions over the last 10 h, each after a
+wait of up to 2 h; what the queues page's admissions, depth and wait charts draw). Two
+measures:
 
 * server: the pure work of a request (rows, estimates, HTML), the median of 5;
 * browser: the console's HTTP application serving that state on 127.0.0.1, loaded in headless
@@ -74,6 +76,8 @@ def cluster() -> tuple[ClusterState, QueueRecords]:
                 name, namespace, phase="RUNNING" if running else "PENDING", queue=queue, gpus=gpus
             )
         )
+        admitted = NOW - timedelta(minutes=rng.uniform(1, 600)) if running else None
+        waited = timedelta(minutes=rng.uniform(1, 120))
         objects.append(
             kueue_workload(
                 name,
@@ -81,8 +85,8 @@ def cluster() -> tuple[ClusterState, QueueRecords]:
                 gpus=gpus,
                 local_queue=queue,
                 admitted_to=queue if running else None,
-                admitted_at=NOW - timedelta(minutes=rng.uniform(1, 600)) if running else None,
-                created=NOW - timedelta(minutes=rng.uniform(1, 300)),
+                admitted_at=admitted,
+                created=admitted - waited if admitted else NOW - timedelta(minutes=300) + waited,
             )
         )
         if running:
@@ -90,6 +94,9 @@ def cluster() -> tuple[ClusterState, QueueRecords]:
     for obj in objects:
         state.apply(kind=obj["kind"], event="ADDED", obj=obj)
     records = QueueRecords()
+    for obj in objects:  # the recorded history: each admission, and each wait for it
+        if obj["kind"] == "Workload":
+            records.apply(event="ADDED", obj=obj, recorded=NOW)
     for queue in QUEUES:
         records.runs[(queue, "amd.com/gpu")] = [rng.lognormvariate(7.5, 1.4) for _ in range(500)]
     return state, records
@@ -188,7 +195,7 @@ def main() -> int:
             estimates=pending_estimates(state, records, now=NOW),
         ),
         "queues": lambda: queues_body(
-            queue_views(state, records, now=NOW, visible=everything), now=NOW
+            queue_views(state, records, now=NOW, visible=everything, plots=True), now=NOW
         ),
         "nodes": lambda: nodes_body(node_rows(state)),
         "models": lambda: models_body(model_rows(state, everything), loads={}),

@@ -34,7 +34,7 @@ from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_credentials import write_credentials
 from kaiwo_runtime.nats_server import NatsServer, free_port
 
-from tests.chromium import Chromium
+from tests.chromium import Chromium, Page
 from tests.integration.gateway.table_access import TableAccess
 from tests.integration.gateway.test_gateway import connect, observe, until
 from tests.unit.console.objects import cluster_queue, kaiwojob, kueue_workload, local_queue
@@ -192,16 +192,20 @@ PREEMPTED = [
 
 
 async def record_history(url: str) -> None:
-    """Five finished 60-minute runs in the research queue, and eval's own observations."""
+    """Five finished 60-minute runs in the research queue, admitted after waits of 10 to 50
+    minutes; eval's own observations, and its Kueue Workload waiting."""
     store = await open_event_store(url)
     try:
         events = []
         for index in range(5):
             start = NOW - timedelta(hours=8 - index)
+            created = start - timedelta(minutes=10 * (index + 1))
             name = f"old-{index}"
             events.append(
                 recorded(
-                    kueue_workload(name, admitted_to="research", admitted_at=start),
+                    kueue_workload(
+                        name, admitted_to="research", admitted_at=start, created=created
+                    ),
                     index * 2,
                     start,
                 )
@@ -213,11 +217,14 @@ async def record_history(url: str) -> None:
                         admitted_to="research",
                         admitted_at=start,
                         finished_at=start + timedelta(hours=1),
+                        created=created,
                     ),
                     index * 2 + 1,
                     start + timedelta(hours=1),
                 )
             )
+        eval_waits = kueue_workload("eval", gpus=8, created=NOW - timedelta(minutes=4))
+        events.append(recorded(eval_waits, 102, NOW - timedelta(minutes=4)))
         events.append(recorded(kaiwojob("eval", phase="NEW"), 100, NOW - timedelta(minutes=5)))
         events.append(recorded(kaiwojob("eval", phase="PENDING"), 101, NOW - timedelta(minutes=4)))
         # train's GPUs as the monitor read them: 90%, 10%, 40% (a minute apart).
@@ -433,6 +440,8 @@ async def test_in_chromium_each_page_shows_what_the_reader_may_see(
                 text = await page.evaluate("document.querySelector('main').innerText")
                 assert expected in text, (path, text)
                 await page.screenshot(SCREENSHOTS / f"{name}.png")
+                if name == "queues":
+                    await _assert_queue_plots(page)
         async with browser.new_page(headers=ALICE) as page:
             await page.goto(stack.url + "/workloads")
             text = await page.evaluate("document.querySelector('main').innerText")
@@ -441,6 +450,22 @@ async def test_in_chromium_each_page_shows_what_the_reader_may_see(
             assert "team-b" not in text
             await page.goto(stack.url + "/workloads/team-b/other")
             assert "No such workload." in await page.evaluate("document.body.innerText")
+
+
+async def _assert_queue_plots(page: Page) -> None:
+    """One ClusterQueue: one depth line (eval waits now, and each old run waited alone) and
+    one wait chart with a dot per recorded admission (10 to 50 minutes' waits)."""
+    counts = await page.evaluate(
+        "({depth: document.querySelectorAll('svg.depth').length,"
+        " lines: document.querySelectorAll('svg.depth polyline').length,"
+        " waits: document.querySelectorAll('svg.waits').length,"
+        " dots: document.querySelectorAll('svg.waits circle').length})"
+    )
+    text = await page.evaluate("document.querySelector('main').innerText")
+
+    assert counts == {"depth": 1, "lines": 1, "waits": 1, "dots": 5}
+    assert "Waiting over the same hours (now 1, most 1)" in text
+    assert "Wait before admission (5 admitted, median 30m, longest 50m)" in text
 
 
 async def test_in_chromium_a_workload_moves_from_pending_to_running_without_a_reload(

@@ -309,6 +309,7 @@ class Console:
                 visible=viewer.visible,
                 settings=self.eta,
                 memo=self.memo,
+                plots=True,
             )
             return "Queues", pages.queues_body(views, now=now), 200
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from kaiwo_contracts.crds.go_duration import duration_nanoseconds
@@ -21,6 +21,7 @@ from kaiwo_contracts.queue_estimates.kueue import admission_order, lane_estimate
 from kaiwo_console.domain.cluster import (
     CLUSTER_QUEUE,
     KUEUE_WORKLOAD,
+    LOCAL_QUEUE,
     WORKLOAD_KINDS,
     ClusterState,
     QuotaUse,
@@ -33,7 +34,14 @@ from kaiwo_console.domain.cluster import (
     quota_use,
     spec,
 )
-from kaiwo_console.domain.history import QueueRecords
+from kaiwo_console.domain.history import (
+    DepthStep,
+    LocalQueueKey,
+    QueueRecords,
+    WaitPoint,
+    depth_over_time,
+    waits_in,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +61,10 @@ class QueueView:
     admitted: int
     pending: tuple[PendingEntry, ...]
     admissions_by_hour: tuple[int, ...]
+    depth: tuple[DepthStep, ...] = ()
+    """Workloads waiting over the same hours."""
+    waits: tuple[WaitPoint, ...] = ()
+    """How long each workload admitted in those hours had waited."""
 
 
 def queue_views(
@@ -64,10 +76,17 @@ def queue_views(
     settings: EtaSettings | None = None,
     hours: int = 24,
     memo: EstimateMemo | None = None,
+    plots: bool = False,
 ) -> list[QueueView]:
     """Every ClusterQueue's view as ``visible`` may see it. With ``memo``, a queue's
-    estimates are computed again only when what they read changed (or they grew too old)."""
+    estimates are computed again only when what they read changed (or they grew too old).
+    With ``plots``, its depth and waits over the ``hours`` too (only the queues page draws
+    them; the estimates' other readers skip the work)."""
     views = []
+    since = now - timedelta(hours=hours)
+    stretches = (
+        records.stretches(lambda local: _cluster_queue_of_local(state, local)) if plots else {}
+    )
     for queue in sorted(state.of(CLUSTER_QUEUE), key=lambda q: str(meta(q).get("name"))):
         name = str(meta(queue).get("name") or "")
         mine = [w for w in state.of(KUEUE_WORKLOAD) if cluster_queue_of(state, w) == name]
@@ -86,9 +105,20 @@ def queue_views(
                     visible,
                 ),
                 admissions_by_hour=tuple(records.admissions_by_hour(name, now=now, hours=hours)),
+                depth=depth_over_time(stretches.get(name, ()), start=since, now=now)
+                if plots
+                else (),
+                waits=waits_in(stretches.get(name, ()), start=since, now=now),
             )
         )
     return views
+
+
+def _cluster_queue_of_local(state: ClusterState, local: LocalQueueKey) -> str:
+    found = state.get(LOCAL_QUEUE, *local)
+    if found is not None and spec(found).get("clusterQueue"):
+        return str(spec(found)["clusterQueue"])
+    return local[1]
 
 
 def pending_estimates(
