@@ -452,9 +452,15 @@ class Kubelet:
         self, deployment: str, *, namespace: str
     ) -> list[dict[str, Any]] | None:
         """The pods of the Deployment's latest ReplicaSet, or None while the Deployment, that
-        ReplicaSet or some of its pods are not there yet."""
+        ReplicaSet or some of its pods are not there yet, or the controller has not yet seen
+        the Deployment's latest generation."""
         found = await get_or_none(self.kube, resources.DEPLOYMENT, deployment, namespace=namespace)
         if found is None:
+            return None
+        # Until the controller has seen the Deployment's latest spec, its revision annotation
+        # still names the old ReplicaSet: a new template would be answered with the old pods.
+        observed = (found.get("status") or {}).get("observedGeneration", 0)
+        if observed < found["metadata"].get("generation", 1):
             return None
         revision = (found["metadata"].get("annotations") or {}).get(REVISION_ANNOTATION)
         uid = found["metadata"]["uid"]

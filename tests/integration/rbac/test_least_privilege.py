@@ -224,11 +224,14 @@ async def gone(
 async def holds(
     what: str, read: Callable[[], Awaitable[Any]], condition: Callable[[Any], bool]
 ) -> Any:
-    async def check() -> Any:
+    async def check() -> tuple[Any] | Pending:
         value = await read()
-        return value if condition(value) else Pending(f"now {value!r}")
+        # Boxed: the value that satisfies the condition may be None (an object gone), which
+        # ``eventually`` would take for "not yet".
+        return (value,) if condition(value) else Pending(f"now {value!r}")
 
-    return await eventually(check, what=what)
+    [value] = await eventually(check, what=what)
+    return value
 
 
 async def kueue_names(p: Pipeline, resource: resources.ResourceType) -> set[str]:
