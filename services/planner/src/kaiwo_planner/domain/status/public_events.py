@@ -269,22 +269,22 @@ def _event(
     metadata = _mapping(obj.get("metadata"))
     spec = _mapping(obj.get("spec"))
     namespace = observed.namespace or ""
-    reason = _text(condition.get("reason")) if condition is not None else None
-    message = _text(condition.get("message")) if condition is not None else None
+    reason = optional_text(condition.get("reason")) if condition is not None else None
+    message = optional_text(condition.get("message")) if condition is not None else None
     queue = spec.get("clusterQueue")
     payload = WorkloadEventV1(
         transition=transition,
         workload=WorkloadRef(
             kind=observed.kind, namespace=namespace, name=observed.name, uid=observed.uid
         ),
-        user=_text(spec.get("user")),
-        queue=_text(queue) or default_queue,
+        user=optional_text(spec.get("user")),
+        queue=optional_text(queue) or default_queue,
         phase=phase,
         previous_phase=previous_phase,
         reason=reason,
         message=message[:MESSAGE_MAX_CHARS] if message else None,
         observed_at=observed_at,
-        created_at=_timestamp(metadata.get("creationTimestamp")),
+        created_at=aware_timestamp(metadata.get("creationTimestamp")),
         resource_version=observed.resource_version,
     )
     return PublicEvent(
@@ -304,14 +304,15 @@ def _preemption(
     """The decision behind a ``preempted`` transition: victim, beneficiary, reason."""
     status = _mapping(observed.object.get("status"))
     namespace = observed.namespace or ""
-    message = _text(condition.get("message")) if condition is not None else None
+    message = optional_text(condition.get("message")) if condition is not None else None
     victim = WorkloadRef(
         kind=observed.kind, namespace=namespace, name=observed.name, uid=observed.uid
     )
     payload = PreemptionV1(
         victim=victim,
         beneficiary=_beneficiary(_mapping(status.get(PREEMPTED_FOR))),
-        reason=(_text(condition.get("reason")) if condition is not None else None) or PREEMPTED,
+        reason=(optional_text(condition.get("reason")) if condition is not None else None)
+        or PREEMPTED,
         message=message[:MESSAGE_MAX_CHARS] if message else None,
         observed_at=observed_at,
         resource_version=observed.resource_version,
@@ -325,17 +326,19 @@ def _preemption(
 
 def _beneficiary(named: Mapping[str, Any]) -> WorkloadRef | None:
     """``status.preemptedFor`` as a reference; None when it is absent or incomplete."""
-    fields = {key: _text(named.get(key)) for key in ("kind", "namespace", "name", "uid")}
+    fields = {key: optional_text(named.get(key)) for key in ("kind", "namespace", "name", "uid")}
     if any(value is None for value in fields.values()):
         return None
     return WorkloadRef.model_validate(fields)
 
 
-def _text(value: Any) -> str | None:
+def optional_text(value: Any) -> str | None:
+    """A non-empty string, or None."""
     return value if isinstance(value, str) and value else None
 
 
-def _timestamp(value: Any) -> datetime | None:
+def aware_timestamp(value: Any) -> datetime | None:
+    """An ISO timestamp with its zone, or None (absent, malformed or naive)."""
     if not isinstance(value, str):
         return None
     try:
@@ -350,7 +353,9 @@ __all__ = [
     "PREEMPTION_REASONS",
     "PublicEvent",
     "PublicState",
+    "aware_timestamp",
     "derive_public_events",
     "is_public_workload",
+    "optional_text",
     "public_state",
 ]

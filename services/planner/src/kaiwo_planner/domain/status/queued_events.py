@@ -36,7 +36,12 @@ from kaiwo_contracts.queue_estimates.kueue import (
     is_finished,
 )
 
-from kaiwo_planner.domain.status.public_events import PublicEvent, is_public_workload
+from kaiwo_planner.domain.status.public_events import (
+    PublicEvent,
+    aware_timestamp,
+    is_public_workload,
+    optional_text,
+)
 
 KUEUE_GROUP: Final = "kueue.x-k8s.io"
 
@@ -143,11 +148,11 @@ def derive_queued_event(
         workload=WorkloadRef(
             kind=kind, namespace=namespace, name=str(metadata.get("name") or ""), uid=uid
         ),
-        user=_text(spec.get("user")),
-        queue=_text(spec.get("clusterQueue")) or default_queue,
+        user=optional_text(spec.get("user")),
+        queue=optional_text(spec.get("clusterQueue")) or default_queue,
         phase=str((workload.get("status") or {}).get("status") or ""),
         observed_at=observed_at,
-        created_at=_timestamp(metadata.get("creationTimestamp")),
+        created_at=aware_timestamp(metadata.get("creationTimestamp")),
         resource_version=str(metadata.get("resourceVersion") or observed.resource_version),
         estimate=None if placed is None else start_estimate(placed),
     )
@@ -178,20 +183,6 @@ def start_estimate(placed: Placed) -> StartEstimate:
 
 def _meta(obj: Obj) -> Mapping[str, Any]:
     return obj.get("metadata") or {}
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _timestamp(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None
 
 
 __all__ = [
