@@ -13,7 +13,7 @@ from kaiwo_kube import Conflict, NotFound, ResourceType
 
 from kaiwo_executor.child_ownership import controlled_by
 from kaiwo_executor.execution_memo import content_hash, object_key
-from kaiwo_executor.guarded_calls import FIELD_MANAGER, Failure, GuardedCalls
+from kaiwo_executor.guarded_calls import Failure, GuardedCalls
 from kaiwo_executor.plan_run import PlanRun, is_owners, label_selector
 from kaiwo_executor.step_outcomes import StepOutcome
 
@@ -144,15 +144,8 @@ class Deletions:
             kept = [f for f in current if f not in release.finalizers]
             if not metadata.get("deletionTimestamp") or kept == current:
                 return StepOutcome.NO_FINALIZER
-            # The resourceVersion makes it a compare-and-swap: a finalizer added meanwhile
-            # is not lost (Conflict, retried from a fresh read).
-            patch = {"finalizers": kept, "resourceVersion": metadata.get("resourceVersion")}
-            await self._kube.merge_patch(
-                resource,
-                target.name,
-                {"metadata": patch},
-                namespace=target.namespace,
-                field_manager=FIELD_MANAGER,
+            await self._calls.patch_metadata_unless_changed(
+                resource, target, {"finalizers": kept}, read_at=metadata.get("resourceVersion")
             )
             return StepOutcome.RELEASED
 

@@ -139,6 +139,25 @@ class GuardedCalls:
             return resource, None
         return resource, live
 
+    async def patch_metadata_unless_changed(
+        self,
+        resource: ResourceType,
+        target: ObjectRef,
+        changes: dict[str, Any],
+        *,
+        read_at: str | None,
+    ) -> None:
+        """Merge ``changes`` into ``target``'s metadata as a compare-and-swap on the
+        resourceVersion it was read at: a finalizer or label another controller or the user
+        added meanwhile is not lost (Conflict, retried from a fresh read)."""
+        await self.kube.merge_patch(
+            resource,
+            target.name,
+            {"metadata": {**changes, "resourceVersion": read_at}},
+            namespace=target.namespace,
+            field_manager=FIELD_MANAGER,
+        )
+
     async def guarded(
         self, call: Callable[[], Awaitable[T]], operation: Operation, target: ObjectRef
     ) -> tuple[T, int] | Failure:

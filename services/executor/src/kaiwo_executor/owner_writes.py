@@ -135,8 +135,6 @@ class OwnerWrites:
             if live is None:
                 return StepOutcome.OWNER_GONE
             metadata = live.get("metadata") or {}
-            # The resourceVersion makes the patch a compare-and-swap: a finalizer or label
-            # another controller or the user added meanwhile is not lost (Conflict, retry).
             body: dict[str, Any] = {}
             if plan.finalizers is not None:
                 current = list(metadata.get("finalizers") or [])
@@ -151,13 +149,8 @@ class OwnerWrites:
                     body["labels"] = changes
             if not body:
                 return StepOutcome.UNCHANGED
-            body["resourceVersion"] = metadata.get("resourceVersion")
-            await self._kube.merge_patch(
-                resource,
-                owner.name,
-                {"metadata": body},
-                namespace=owner.namespace,
-                field_manager=FIELD_MANAGER,
+            await self._calls.patch_metadata_unless_changed(
+                resource, owner, body, read_at=metadata.get("resourceVersion")
             )
             return StepOutcome.APPLIED
 
