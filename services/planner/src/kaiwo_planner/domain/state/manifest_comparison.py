@@ -22,13 +22,16 @@ Pure.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Final
 
 from kaiwo_planner.domain.state.nodes import parse_quantity
 
 _ZERO_VALUES: tuple[Any, ...] = (None, "", 0, False)
 
-KUEUE_STORES: Final[Mapping[str, str]] = {"Borrow": "MayStopSearch", "Preempt": "MayStopSearch"}
+KUEUE_STORES: Final[Mapping[str, str]] = MappingProxyType(
+    {"Borrow": "MayStopSearch", "Preempt": "MayStopSearch"}
+)
 """Values of the v1beta1 API (a ClusterQueue's ``flavorFungibility.whenCanBorrow`` and
 ``whenCanPreempt``, as the KaiwoQueueConfig's seed names them) that Kueue 0.15 and later store
 as their v1beta2 equivalent and serve back, at v1beta1 too, as that: without this the real
