@@ -22,6 +22,8 @@ from kaiwo_recorder.service import RecorderService
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_server import NatsServer, free_port
 
+from tests.waiting import eventually
+
 pytestmark = [pytest.mark.nats, pytest.mark.slow]
 
 
@@ -84,7 +86,14 @@ async def test_everything_published_is_stored_once(
             await publish(nats_server.url, sent)
             count = await wait_for_count(store, len(sent))
             elapsed = time.perf_counter() - started
-            appended = service.metrics.events_appended.labels(stream="KAIWO_OBS")._value.get()
+            counter = service.metrics.events_appended.labels(stream="KAIWO_OBS")
+
+            # The counter moves just after the batch's commit, which the store shows first.
+            def counted() -> float | None:
+                value: float = counter._value.get()
+                return value if value >= len(sent) else None
+
+            appended = await eventually(counted, what="every append counted")
         events = await store.read_all(limit=5000)
     finally:
         await store.close()
