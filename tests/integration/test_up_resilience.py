@@ -48,7 +48,10 @@ def processes_of(state_dir: Path) -> dict[int, str]:
 
 
 def up(state_dir: Path, *extra: str) -> list[str]:
-    return [KAIWO, "up", "--fake", "--state-dir", str(state_dir), *extra]
+    # A console port of its own: another stack on the machine (a parallel test) may take the
+    # default 8090 between kaiwo up's check and the console's bind.
+    console = ("--console-port", str(free_port()))
+    return [KAIWO, "up", "--fake", "--state-dir", str(state_dir), *console, *extra]
 
 
 def test_a_part_that_cannot_start_is_named_and_the_operator_runs(
