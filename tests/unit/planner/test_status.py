@@ -10,12 +10,11 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.plans import EventIntent, ObjectRef
 from kaiwo_planner.domain.scheduling.schedulable import SchedulableVerdict
 from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.status.child_phase import ObservedChildren, observe_children
 from kaiwo_planner.domain.status.workload_status import (
-    ObservedChildren,
     StatusDecision,
     TerminationRequest,
     derive_status,
-    observe_children,
 )
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)

@@ -81,7 +81,7 @@ from kaiwo_planner.domain.scheduling.idle_preemption_inputs import (
 from kaiwo_planner.domain.state.cluster_settings import kaiwo_config, parse_time
 from kaiwo_planner.domain.state.durations import format_duration, parse_duration
 from kaiwo_planner.domain.state.planning_context import PlanningContext
-from kaiwo_planner.domain.status.workload_status import format_time
+from kaiwo_planner.domain.status.conditions import format_time
 
 UTILIZATION_STEP: Final = 5
 """Percentage points the shown utilization must move by to be written again."""

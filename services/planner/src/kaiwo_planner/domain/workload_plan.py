@@ -67,6 +67,13 @@ from kaiwo_planner.domain.state.cluster_settings import (
 )
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.priority_classes import NO_PRIORITY, choose_priority
+from kaiwo_planner.domain.status.child_phase import (
+    ChildKind,
+    ObservedChildren,
+    batch_job_phase,
+    observe_children,
+)
+from kaiwo_planner.domain.status.conditions import ConditionSpec, merge_conditions
 from kaiwo_planner.domain.status.findings import (
     WorkloadFinding,
     underutilization_condition,
@@ -74,17 +81,11 @@ from kaiwo_planner.domain.status.findings import (
 )
 from kaiwo_planner.domain.status.gpu_idle import gpu_idle_condition
 from kaiwo_planner.domain.status.invalid_owner import REASON_VALID, VALID_CONDITION
+from kaiwo_planner.domain.status.storage_phase import DOWNLOAD_JOB_SUCCEEDED
 from kaiwo_planner.domain.status.workload_status import (
-    DOWNLOAD_JOB_SUCCEEDED,
-    ChildKind,
-    ConditionSpec,
-    ObservedChildren,
     TerminationRequest,
     WorkloadKind,
-    batch_job_phase,
     derive_status,
-    merge_conditions,
-    observe_children,
 )
 
 TERMINATION_PRUNE: tuple[PruneRule, ...] = (

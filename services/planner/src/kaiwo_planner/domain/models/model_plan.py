@@ -97,8 +97,8 @@ from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.cluster_settings import namespace_config
 from kaiwo_planner.domain.state.namespace_config import namespace_settings
 from kaiwo_planner.domain.state.planning_context import PlanningContext
+from kaiwo_planner.domain.status.conditions import ConditionSpec
 from kaiwo_planner.domain.status.invalid_owner import REASON_VALID, VALID_CONDITION
-from kaiwo_planner.domain.status.workload_status import ConditionSpec
 
 REASON_INVALID_PATCH: Final = "InvalidJSONPatch"
 MODEL_PRUNE: Final = (

@@ -18,13 +18,13 @@ from pydantic import ValidationError
 
 from kaiwo_planner.domain.models.model_plan import plan_model
 from kaiwo_planner.domain.state.planning_context import PlanningContext
+from kaiwo_planner.domain.status.conditions import ConditionSpec, merge_conditions
 from kaiwo_planner.domain.status.invalid_owner import (
     REASON_INVALID,
     VALID_CONDITION,
     problems_message,
     spec_problems,
 )
-from kaiwo_planner.domain.status.workload_status import ConditionSpec, merge_conditions
 
 
 def plan_model_object(*, owner: Mapping[str, Any], context: PlanningContext, now: datetime) -> Plan:

@@ -25,7 +25,7 @@ from typing import Any, Final, Literal
 from kaiwo_contracts.plans import EventIntent
 
 from kaiwo_planner.domain.models.rollout import ObservedPod
-from kaiwo_planner.domain.status.workload_status import ConditionSpec, merge_conditions
+from kaiwo_planner.domain.status.conditions import ConditionSpec, merge_conditions
 
 CONFIGURED: Final = "Configured"
 CACHE_LOADED: Final = "CacheLoaded"

@@ -81,7 +81,7 @@ from kaiwo_planner.domain.queues.node_pools import (
     node_changes,
 )
 from kaiwo_planner.domain.state.cluster import ClusterState
-from kaiwo_planner.domain.status.workload_status import ConditionSpec, merge_conditions
+from kaiwo_planner.domain.status.conditions import ConditionSpec, merge_conditions
 
 KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta1"
 TOPOLOGY_API_VERSION = KUEUE_API_VERSION

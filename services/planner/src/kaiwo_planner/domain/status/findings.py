@@ -40,7 +40,8 @@ from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoResourceMonito
 from kaiwo_contracts.events.monitor import UtilizationV1
 
 from kaiwo_planner.domain.state.durations import parse_duration
-from kaiwo_planner.domain.status.workload_status import ConditionSpec, TerminationRequest
+from kaiwo_planner.domain.status.conditions import ConditionSpec
+from kaiwo_planner.domain.status.workload_status import TerminationRequest
 
 RESOURCE_UNDERUTILIZATION: Final = "ResourceUnderutilization"
 REASON_LOW: Final = "GpuUtilizationLow"

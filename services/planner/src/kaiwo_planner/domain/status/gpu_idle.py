@@ -28,8 +28,8 @@ from kaiwo_planner.domain.scheduling.gpu_workload_state import reading_of, setti
 from kaiwo_planner.domain.state.cluster_settings import kaiwo_config
 from kaiwo_planner.domain.state.durations import format_duration
 from kaiwo_planner.domain.state.planning_context import PlanningContext
+from kaiwo_planner.domain.status.conditions import ConditionSpec, format_time
 from kaiwo_planner.domain.status.findings import WorkloadFinding
-from kaiwo_planner.domain.status.workload_status import ConditionSpec, format_time
 
 GPU_IDLE: Final = "GpuIdle"
 REASON_IDLE: Final = "GpuIdle"

@@ -26,7 +26,7 @@ from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan
 from kaiwo_contracts.validation import Problem, validate_manifest
 from pydantic import ValidationError
 
-from kaiwo_planner.domain.status.workload_status import ConditionSpec, merge_conditions
+from kaiwo_planner.domain.status.conditions import ConditionSpec, merge_conditions
 
 VALID_CONDITION = "Valid"
 REASON_INVALID = "InvalidSpec"

@@ -3,7 +3,10 @@
 :func:`derive_status` is the whole state machine: phase (``status.status``), conditions, start
 and completion times, duration, observedGeneration and the Events that tell people about a
 change. It reads the previous status and the observed children and returns the new status; it
-never looks at a clock (``now`` is given).
+never looks at a clock (``now`` is given). What it reads comes from its neighbours in this
+package: the children and the phase they show (:mod:`.child_phase`), Kueue's admission
+(:mod:`.kueue_admission`), the storage it waits for (:mod:`.storage_phase`); the Events it
+emits are in :mod:`.workload_events`, and conditions merge as :mod:`.conditions` says.
 
 Phases (upstream Kaiwo §7, with the API reference's READY):
 
@@ -43,77 +46,46 @@ Choices that differ from upstream, on purpose:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from types import MappingProxyType
 from typing import Any, Literal
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.plans import EventIntent, ObjectRef
 
-from kaiwo_planner.domain.children.naming import child_name, main_child_name
 from kaiwo_planner.domain.scheduling.schedulable import SCHEDULABLE, SchedulableVerdict
-from kaiwo_planner.domain.state.cluster import ClusterState, object_uid
-from kaiwo_planner.domain.state.object_index import RUN_ID_LABEL
+from kaiwo_planner.domain.status.child_phase import ObservedChildren, child_phase
+from kaiwo_planner.domain.status.conditions import (
+    ConditionSpec,
+    condition_of,
+    format_time,
+    merge_conditions,
+)
+from kaiwo_planner.domain.status.kueue_admission import (
+    ADMITTED,
+    is_admitted,
+    kueue_preemption,
+    kueue_waiting_reason,
+)
+from kaiwo_planner.domain.status.storage_phase import (
+    DOWNLOAD_JOB_SUCCEEDED,
+    download_observation,
+    pvc_observation,
+)
+from kaiwo_planner.domain.status.workload_events import (
+    event_reason,
+    preemption_events,
+    transition_events,
+)
 
 WorkloadKind = Literal["KaiwoJob", "KaiwoService"]
-ChildKind = Literal["Job", "RayJob", "Deployment", "AppWrapper"]
 
-ADMITTED = "Admitted"
-PREEMPTED = "Preempted"
-"""Kueue's Workload condition of that name, mirrored on the workload."""
-KUEUE_QUOTA_RESERVED = "QuotaReserved"
-KUEUE_EVICTED = "Evicted"
-PVC_READY = "PvcReady"
-DOWNLOAD_JOB_SUCCEEDED = "DownloadJobSucceeded"
 PREEMPTABLE = "Preemptable"
 PREEMPTED_FOR = "preemptedFor"
 WORKLOAD_TERMINATED_EARLY = "WorkloadTerminatedEarly"
 
 _RUNNING_PHASES = frozenset({WorkloadStatus.RUNNING, WorkloadStatus.READY})
-_ACTIVE_CHILD_PHASES = frozenset(
-    {WorkloadStatus.RUNNING, WorkloadStatus.READY, WorkloadStatus.COMPLETE, WorkloadStatus.FAILED}
-)
-
-_EVENTS: Mapping[WorkloadStatus, tuple[Literal["Normal", "Warning"], str, str]] = MappingProxyType(
-    {
-        WorkloadStatus.DOWNLOADING: ("Normal", "WorkloadDownloading", "Downloading data"),
-        WorkloadStatus.PENDING: ("Normal", "WorkloadPending", "Workload is pending admission"),
-        WorkloadStatus.STARTING: ("Normal", "WorkloadStarting", "Workload was admitted, starting"),
-        WorkloadStatus.RUNNING: ("Normal", "WorkloadRunning", "Workload has started"),
-        WorkloadStatus.READY: ("Normal", "WorkloadReady", "Workload is ready"),
-        WorkloadStatus.COMPLETE: ("Normal", "WorkloadComplete", "Workload has completed"),
-        WorkloadStatus.FAILED: ("Warning", "WorkloadFailed", "Workload has failed"),
-        WorkloadStatus.TERMINATING: (
-            "Normal",
-            "WorkloadTermination",
-            "Workload has been flagged for termination",
-        ),
-    }
-)
-
-
-# ------------------------------------------------------------------ inputs and outputs
-
-
-@dataclass(frozen=True, slots=True)
-class ObservedChildren:
-    """What exists of one workload's children, as JSON objects (None: not created yet).
-
-    ``child`` is the main child (``child_kind``); for a Ray KaiwoService it is the AppWrapper
-    and ``ray_service`` the RayService the AppWrapper created. ``kueue_workloads`` are the
-    Workloads Kueue made for the child (for a Deployment: for each of its pods).
-    ``downloads_configured`` says whether a download Job is part of the workload at all.
-    """
-
-    child_kind: ChildKind
-    child: Mapping[str, Any] | None = None
-    ray_service: Mapping[str, Any] | None = None
-    kueue_workloads: tuple[Mapping[str, Any], ...] = ()
-    downloads_configured: bool = False
-    download_job: Mapping[str, Any] | None = None
-    pvcs: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,55 +115,10 @@ class StatusDecision:
         return WorkloadStatus(self.status.get("status", ""))
 
 
-@dataclass(frozen=True, slots=True)
-class ConditionSpec:
-    """A condition as a planner observes it; :func:`merge_conditions` adds times and generation."""
-
-    type: str
-    status: Literal["True", "False", "Unknown"]
-    reason: str
-    message: str = ""
-
-
 @dataclass(slots=True)
 class _Observation:
     phase: WorkloadStatus
     conditions: list[ConditionSpec] = field(default_factory=list)
-
-
-def observe_children(
-    *,
-    cluster: ClusterState,
-    owner_uid: str,
-    name: str,
-    child_kind: ChildKind,
-    downloads_configured: bool,
-) -> ObservedChildren:
-    """Collect a workload's children from the cluster state (children are named after it)."""
-    child = cluster.child_of(owner_uid, kind=child_kind, name=main_child_name(name))
-    child_uid = object_uid(child) if child else ""
-    ray_service = None
-    if child_kind == "AppWrapper":
-        ray_service = (cluster.child_of(child_uid, kind="RayService") if child_uid else None) or (
-            cluster.child_of(owner_uid, kind="RayService")
-        )
-    if child_kind == "Deployment":
-        # Kueue admits a Deployment pod by pod: one Workload per pod carrying our run-id.
-        pods = cluster.objects_labelled(RUN_ID_LABEL, owner_uid, kind="Pod")
-        workloads = tuple(w for pod in pods for w in cluster.kueue_workloads_for(object_uid(pod)))
-    else:
-        workloads = cluster.kueue_workloads_for(child_uid) if child_uid else ()
-    return ObservedChildren(
-        child_kind=child_kind,
-        child=child,
-        ray_service=ray_service,
-        kueue_workloads=workloads,
-        downloads_configured=downloads_configured,
-        download_job=cluster.child_of(owner_uid, kind="Job", name=child_name(name, "download")),
-        pvcs=tuple(
-            c for c in cluster.children_of(owner_uid) if c.get("kind") == "PersistentVolumeClaim"
-        ),
-    )
 
 
 # ------------------------------------------------------------------ the state machine
@@ -262,8 +189,8 @@ def derive_status(
     return StatusDecision(
         status=status,
         events=(
-            *_transition_events(previous_phase, observation),
-            *_preemption_events(previous, observation),
+            *transition_events(previous_phase, observation.phase, observation.conditions),
+            *preemption_events(previous, observation.conditions),
         ),
         replan_after=replan_after,
     )
@@ -286,12 +213,12 @@ def _observe(
     if not schedulable.schedulable:
         return _Observation(WorkloadStatus.ERROR, [schedulable_condition])
     conditions = [schedulable_condition]
-    pvc_phase, pvc_condition = _pvc_observation(observed.pvcs)
+    pvc_phase, pvc_condition = pvc_observation(observed.pvcs)
     if pvc_condition is not None:
         conditions.append(pvc_condition)
     if observed.downloads_configured:
-        download_phase, download_condition = _download_observation(
-            observed.download_job, _condition(previous, DOWNLOAD_JOB_SUCCEEDED)
+        download_phase, download_condition = download_observation(
+            observed.download_job, condition_of(previous, DOWNLOAD_JOB_SUCCEEDED)
         )
         if download_condition is not None:
             conditions.append(download_condition)
@@ -305,7 +232,7 @@ def _observe(
     preemption = kueue_preemption(observed.kueue_workloads)
     if preemption is not None:
         conditions.append(preemption)
-    if not _is_admitted(observed):
+    if not is_admitted(observed):
         why = kueue_waiting_reason(observed.kueue_workloads)
         conditions.append(
             ConditionSpec(
@@ -335,7 +262,7 @@ def _preempted_for(beneficiary: ObjectRef) -> dict[str, Any]:
 def _terminated(
     workload_kind: WorkloadKind, generation: int, previous: Mapping[str, Any], now: datetime
 ) -> StatusDecision:
-    early = _condition(previous, WORKLOAD_TERMINATED_EARLY)
+    early = condition_of(previous, WORKLOAD_TERMINATED_EARLY)
     reason = str(early.get("reason")) if early else "EarlyTermination"
     message = (
         str(early.get("message"))
@@ -357,7 +284,7 @@ def _terminated(
         EventIntent(
             type="Normal", reason="WorkloadTerminated", message="Workload has been terminated"
         ),
-        EventIntent(type="Warning", reason=_event_reason(reason), message=message),
+        EventIntent(type="Warning", reason=event_reason(reason), message=message),
     )
     return StatusDecision(status=status, events=events)
 
@@ -406,307 +333,6 @@ def _write(
     return status
 
 
-def merge_conditions(
-    previous: Iterable[Mapping[str, Any]],
-    observed: Sequence[ConditionSpec],
-    *,
-    generation: int,
-    now: datetime,
-) -> list[dict[str, Any]]:
-    """Previous conditions updated with the observed ones (same order; new ones appended).
-
-    ``lastTransitionTime`` changes only when a condition's status does.
-    """
-    merged = [dict(c) for c in previous]
-    by_type = {c.get("type"): i for i, c in enumerate(merged)}
-    for condition in observed:
-        index = by_type.get(condition.type)
-        old = merged[index] if index is not None else None
-        transition = (
-            old["lastTransitionTime"]
-            if old is not None
-            and old.get("status") == condition.status
-            and old.get("lastTransitionTime")
-            else format_time(now)
-        )
-        new = {
-            "type": condition.type,
-            "status": condition.status,
-            "observedGeneration": generation,
-            "lastTransitionTime": transition,
-            "reason": condition.reason,
-            "message": condition.message,
-        }
-        if index is None:
-            by_type[condition.type] = len(merged)
-            merged.append(new)
-        else:
-            merged[index] = new
-    return merged
-
-
-def _preemption_events(
-    previous: Mapping[str, Any], observation: _Observation
-) -> tuple[EventIntent, ...]:
-    """A Warning when Kueue's preemption of the child is first seen."""
-    now = next((c for c in observation.conditions if c.type == PREEMPTED), None)
-    if now is None or now.status != "True":
-        return ()
-    before = _condition(previous, PREEMPTED)
-    if before is not None and before.get("status") == "True":
-        return ()
-    return (
-        EventIntent(
-            type="Warning",
-            reason="WorkloadPreempted",
-            message=f"Kueue preempted the workload ({now.reason}): {now.message}",
-        ),
-    )
-
-
-def _transition_events(
-    previous_phase: WorkloadStatus, observation: _Observation
-) -> tuple[EventIntent, ...]:
-    phase = observation.phase
-    if phase == previous_phase:
-        return ()
-    if phase is WorkloadStatus.ERROR:
-        cause = next((c for c in observation.conditions if c.status == "False"), None)
-        return (
-            EventIntent(
-                type="Warning",
-                reason="WorkloadError",
-                message=cause.message if cause else "Workload is in error",
-            ),
-        )
-    if phase in _EVENTS:
-        kind, reason, message = _EVENTS[phase]
-        return (EventIntent(type=kind, reason=reason, message=message),)
-    return ()
-
-
-# ------------------------------------------------------------------ children -> phase
-
-
-def child_phase(
-    observed: ObservedChildren, *, previous_phase: WorkloadStatus
-) -> WorkloadStatus | None:
-    """The phase the main child reports, or None when it does not exist yet."""
-    child = observed.child
-    if child is None:
-        return None
-    if observed.child_kind == "Job":
-        return batch_job_phase(child, previous_phase=previous_phase)
-    if observed.child_kind == "RayJob":
-        return _ray_job_phase(child)
-    if observed.child_kind == "Deployment":
-        return _deployment_phase(child)
-    return _ray_service_phase(observed.ray_service)
-
-
-def batch_job_phase(job: Mapping[str, Any], *, previous_phase: WorkloadStatus) -> WorkloadStatus:
-    """A batch/v1 Job's state as a workload phase (upstream §7.3, also accepting Complete).
-
-    First match wins; a Job that was RUNNING stays so while its pods finish.
-    """
-    status = job.get("status") or {}
-    rules = (
-        (_has_condition(status, "SuccessCriteriaMet"), WorkloadStatus.COMPLETE),
-        (_has_condition(status, "Complete"), WorkloadStatus.COMPLETE),
-        (_has_condition(status, "Failed"), WorkloadStatus.FAILED),
-        (_has_condition(status, "Suspended"), WorkloadStatus.PENDING),
-        (int(status.get("failed") or 0) > 0, WorkloadStatus.FAILED),
-        (int(status.get("ready") or 0) > 0, WorkloadStatus.RUNNING),
-        (previous_phase is WorkloadStatus.RUNNING, WorkloadStatus.RUNNING),
-        (int(status.get("active") or 0) > 0, WorkloadStatus.STARTING),
-    )
-    return next((phase for matches, phase in rules if matches), WorkloadStatus.PENDING)
-
-
-def _ray_job_phase(ray_job: Mapping[str, Any]) -> WorkloadStatus:
-    status = ray_job.get("status") or {}
-    if status.get("jobDeploymentStatus") == "Failed":
-        return WorkloadStatus.FAILED
-    return {
-        "RUNNING": WorkloadStatus.RUNNING,
-        "FAILED": WorkloadStatus.FAILED,
-        "SUCCEEDED": WorkloadStatus.COMPLETE,
-        "STOPPED": WorkloadStatus.TERMINATED,
-    }.get(str(status.get("jobStatus") or ""), WorkloadStatus.STARTING)
-
-
-def _deployment_phase(deployment: Mapping[str, Any]) -> WorkloadStatus:
-    status = deployment.get("status") or {}
-    meta = deployment.get("metadata") or {}
-    for condition in status.get("conditions") or ():
-        if (
-            condition.get("type") == "Progressing"
-            and condition.get("status") == "False"
-            and condition.get("reason") == "ProgressDeadlineExceeded"
-        ):
-            return WorkloadStatus.ERROR
-    if int(status.get("observedGeneration") or 0) < int(meta.get("generation") or 0):
-        return WorkloadStatus.STARTING
-    replicas = (deployment.get("spec") or {}).get("replicas")
-    # The API server defaults a Deployment's replicas to 1 (found by fuzzing: a null one).
-    wanted = replicas if isinstance(replicas, int) else 1
-    available = int(status.get("availableReplicas") or 0)
-    if available >= wanted:
-        return WorkloadStatus.READY
-    if available > 0 or int(status.get("readyReplicas") or 0) > 0:
-        return WorkloadStatus.RUNNING
-    return WorkloadStatus.STARTING
-
-
-def _ray_service_phase(ray_service: Mapping[str, Any] | None) -> WorkloadStatus:
-    if ray_service is None:
-        return WorkloadStatus.STARTING
-    status = ray_service.get("status") or {}
-    if _has_condition(status, "Ready"):
-        return WorkloadStatus.READY
-    applications = ((status.get("activeServiceStatus") or {}).get("applicationStatuses")) or {}
-    if any(
-        (a or {}).get("status") in {"UNHEALTHY", "DEPLOY_FAILED"} for a in applications.values()
-    ):
-        return WorkloadStatus.FAILED
-    cluster_state = ((status.get("activeServiceStatus") or {}).get("rayClusterStatus") or {}).get(
-        "state"
-    )
-    if cluster_state == "ready":
-        return WorkloadStatus.RUNNING
-    return WorkloadStatus.STARTING
-
-
-# ------------------------------------------------------------------ storage and admission
-
-
-_DOWNLOAD_MAP: Mapping[
-    WorkloadStatus, tuple[WorkloadStatus, Literal["True", "False"], str, str]
-] = MappingProxyType(
-    {
-        WorkloadStatus.PENDING: (
-            WorkloadStatus.RUNNING,
-            "False",
-            "JobPending",
-            "Download job pending",
-        ),
-        WorkloadStatus.STARTING: (
-            WorkloadStatus.STARTING,
-            "False",
-            "JobInProgress",
-            "Download job starting",
-        ),
-        WorkloadStatus.RUNNING: (
-            WorkloadStatus.RUNNING,
-            "False",
-            "JobInProgress",
-            "Download job in progress",
-        ),
-        WorkloadStatus.FAILED: (WorkloadStatus.FAILED, "False", "JobFailed", "Download job failed"),
-        WorkloadStatus.COMPLETE: (
-            WorkloadStatus.COMPLETE,
-            "True",
-            "JobCompleted",
-            "Download job succeeded",
-        ),
-    }
-)
-
-
-def _download_observation(
-    job: Mapping[str, Any] | None, previous: Mapping[str, Any] | None
-) -> tuple[WorkloadStatus, ConditionSpec | None]:
-    if job is None:
-        if previous is not None and previous.get("status") == "True":
-            # Finished earlier and since removed: the data is there.
-            return WorkloadStatus.COMPLETE, None
-        return WorkloadStatus.NEW, None
-    job_phase = batch_job_phase(job, previous_phase=WorkloadStatus.NEW)
-    storage_phase, status, reason, message = _DOWNLOAD_MAP[job_phase]
-    return storage_phase, ConditionSpec(DOWNLOAD_JOB_SUCCEEDED, status, reason, message)
-
-
-def _pvc_observation(
-    pvcs: Sequence[Mapping[str, Any]],
-) -> tuple[WorkloadStatus, ConditionSpec | None]:
-    if not pvcs:
-        return WorkloadStatus.NEW, None
-    phases = [str((p.get("status") or {}).get("phase") or "Pending") for p in pvcs]
-    names = [str((p.get("metadata") or {}).get("name", "")) for p in pvcs]
-    if "Lost" in phases:
-        name = names[phases.index("Lost")]
-        return WorkloadStatus.FAILED, ConditionSpec(
-            PVC_READY, "False", "Lost", f"PersistentVolumeClaim {name} is Lost"
-        )
-    waiting = [(n, p) for n, p in zip(names, phases, strict=True) if p != "Bound"]
-    if waiting:
-        name, phase = waiting[0]
-        return WorkloadStatus.PENDING, ConditionSpec(
-            PVC_READY, "False", _event_reason(phase), f"PersistentVolumeClaim {name} is {phase}"
-        )
-    return WorkloadStatus.COMPLETE, ConditionSpec(
-        PVC_READY, "True", "Bound", "All PersistentVolumeClaims are bound"
-    )
-
-
-def kueue_waiting_reason(workloads: Sequence[Mapping[str, Any]]) -> str:
-    """Why Kueue keeps a Workload of the child waiting, in Kueue's words: the message of its
-    ``Evicted`` condition (a preemption, a stop) while that holds, else of ``QuotaReserved``
-    when False (no quota, no such queue); "" when none says."""
-    for workload in workloads:
-        status = workload.get("status") or {}
-        if _kueue_admitted(status):
-            continue
-        conditions = {c.get("type"): c for c in status.get("conditions") or ()}
-        evicted = conditions.get(KUEUE_EVICTED) or {}
-        reserved = conditions.get(KUEUE_QUOTA_RESERVED) or {}
-        if evicted.get("status") == "True" and evicted.get("message"):
-            return str(evicted["message"])
-        if reserved.get("status") == "False" and reserved.get("message"):
-            return str(reserved["message"])
-    return ""
-
-
-def kueue_preemption(workloads: Sequence[Mapping[str, Any]]) -> ConditionSpec | None:
-    """Kueue's ``Preempted`` condition of the child's Workloads (a True one first), as the
-    workload's own; None when Kueue has never preempted them."""
-    found = [
-        c
-        for workload in workloads
-        for c in (workload.get("status") or {}).get("conditions") or ()
-        if c.get("type") == PREEMPTED and c.get("status") in ("True", "False")
-    ]
-    if not found:
-        return None
-    chosen = next((c for c in found if c.get("status") == "True"), found[0])
-    return ConditionSpec(
-        PREEMPTED,
-        "True" if chosen.get("status") == "True" else "False",
-        str(chosen.get("reason") or "Preempted"),
-        str(chosen.get("message") or ""),
-    )
-
-
-def _is_admitted(observed: ObservedChildren) -> bool:
-    if observed.kueue_workloads:
-        return all(_kueue_admitted(w.get("status") or {}) for w in observed.kueue_workloads)
-    child = observed.child
-    if child is None or (child.get("spec") or {}).get("suspend") is True:
-        return False
-    # No Workload: Kueue does not manage this namespace; believe the child once it runs.
-    return child_phase(observed, previous_phase=WorkloadStatus.NEW) in _ACTIVE_CHILD_PHASES
-
-
-def _kueue_admitted(status: Mapping[str, Any]) -> bool:
-    """Kueue admitted the Workload and is not taking it back: while Kueue evicts (a
-    preemption), the Workload stays Admitted until the child has stopped, but the child is
-    already suspended and waiting again (Kueue resets ``Evicted`` when it admits anew)."""
-    return _has_condition(status, "Admitted") and not _has_condition(status, KUEUE_EVICTED)
-
-
-# ------------------------------------------------------------------ small helpers
-
-
 def _preemptable(remaining: timedelta) -> ConditionSpec:
     if remaining > timedelta(0):
         return ConditionSpec(
@@ -716,36 +342,6 @@ def _preemptable(remaining: timedelta) -> ConditionSpec:
             "Workload is running and the duration has not been exceeded",
         )
     return ConditionSpec(PREEMPTABLE, "True", "DurationExceeded", "Workload duration has exceeded")
-
-
-def _has_condition(status: Mapping[str, Any], condition_type: str) -> bool:
-    return any(
-        c.get("type") == condition_type and c.get("status") == "True"
-        for c in status.get("conditions") or ()
-    )
-
-
-def _condition(status: Mapping[str, Any], condition_type: str) -> Mapping[str, Any] | None:
-    return next(
-        (c for c in status.get("conditions") or () if c.get("type") == condition_type), None
-    )
-
-
-def _event_reason(text: str) -> str:
-    """A PascalCase Event reason from a condition reason (which may contain , : or _)."""
-    cleaned = "".join(ch for ch in text if ch.isalnum())
-    if not cleaned or not cleaned[0].isalpha():
-        return "WorkloadTerminatedEarly"
-    return cleaned[0].upper() + cleaned[1:]
-
-
-def format_time(moment: datetime) -> str:
-    """RFC 3339 in UTC with second precision, as metav1.Time is written."""
-    aware = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-    t = aware if aware.tzinfo is UTC else aware.astimezone(UTC)
-    if t.year < 1000:  # strftime's %Y does not pad these the same on every platform
-        return t.strftime("%Y-%m-%dT%H:%M:%SZ")
-    return f"{t.year}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}Z"
 
 
 def _time(value: object) -> datetime | None:

@@ -1,0 +1,165 @@
+"""What a workload's children report: the children observed, and the phase they show.
+
+:func:`observe_children` collects a KaiwoJob's or KaiwoService's children from the cluster
+state (they are named after it); :func:`child_phase` reads the phase of its main child: a
+batch Job, a RayJob, a Deployment, or the RayService an AppWrapper made. The status state
+machine (:mod:`~kaiwo_planner.domain.status.workload_status`) builds on these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
+
+from kaiwo_planner.domain.children.naming import child_name, main_child_name
+from kaiwo_planner.domain.state.cluster import ClusterState, object_uid
+from kaiwo_planner.domain.state.object_index import RUN_ID_LABEL
+from kaiwo_planner.domain.status.conditions import has_condition
+
+ChildKind = Literal["Job", "RayJob", "Deployment", "AppWrapper"]
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedChildren:
+    """What exists of one workload's children, as JSON objects (None: not created yet).
+
+    ``child`` is the main child (``child_kind``); for a Ray KaiwoService it is the AppWrapper
+    and ``ray_service`` the RayService the AppWrapper created. ``kueue_workloads`` are the
+    Workloads Kueue made for the child (for a Deployment: for each of its pods).
+    ``downloads_configured`` says whether a download Job is part of the workload at all.
+    """
+
+    child_kind: ChildKind
+    child: Mapping[str, Any] | None = None
+    ray_service: Mapping[str, Any] | None = None
+    kueue_workloads: tuple[Mapping[str, Any], ...] = ()
+    downloads_configured: bool = False
+    download_job: Mapping[str, Any] | None = None
+    pvcs: tuple[Mapping[str, Any], ...] = ()
+
+
+def observe_children(
+    *,
+    cluster: ClusterState,
+    owner_uid: str,
+    name: str,
+    child_kind: ChildKind,
+    downloads_configured: bool,
+) -> ObservedChildren:
+    """Collect a workload's children from the cluster state (children are named after it)."""
+    child = cluster.child_of(owner_uid, kind=child_kind, name=main_child_name(name))
+    child_uid = object_uid(child) if child else ""
+    ray_service = None
+    if child_kind == "AppWrapper":
+        ray_service = (cluster.child_of(child_uid, kind="RayService") if child_uid else None) or (
+            cluster.child_of(owner_uid, kind="RayService")
+        )
+    if child_kind == "Deployment":
+        # Kueue admits a Deployment pod by pod: one Workload per pod carrying our run-id.
+        pods = cluster.objects_labelled(RUN_ID_LABEL, owner_uid, kind="Pod")
+        workloads = tuple(w for pod in pods for w in cluster.kueue_workloads_for(object_uid(pod)))
+    else:
+        workloads = cluster.kueue_workloads_for(child_uid) if child_uid else ()
+    return ObservedChildren(
+        child_kind=child_kind,
+        child=child,
+        ray_service=ray_service,
+        kueue_workloads=workloads,
+        downloads_configured=downloads_configured,
+        download_job=cluster.child_of(owner_uid, kind="Job", name=child_name(name, "download")),
+        pvcs=tuple(
+            c for c in cluster.children_of(owner_uid) if c.get("kind") == "PersistentVolumeClaim"
+        ),
+    )
+
+
+def child_phase(
+    observed: ObservedChildren, *, previous_phase: WorkloadStatus
+) -> WorkloadStatus | None:
+    """The phase the main child reports, or None when it does not exist yet."""
+    child = observed.child
+    if child is None:
+        return None
+    if observed.child_kind == "Job":
+        return batch_job_phase(child, previous_phase=previous_phase)
+    if observed.child_kind == "RayJob":
+        return _ray_job_phase(child)
+    if observed.child_kind == "Deployment":
+        return _deployment_phase(child)
+    return _ray_service_phase(observed.ray_service)
+
+
+def batch_job_phase(job: Mapping[str, Any], *, previous_phase: WorkloadStatus) -> WorkloadStatus:
+    """A batch/v1 Job's state as a workload phase (upstream §7.3, also accepting Complete).
+
+    First match wins; a Job that was RUNNING stays so while its pods finish.
+    """
+    status = job.get("status") or {}
+    rules = (
+        (has_condition(status, "SuccessCriteriaMet"), WorkloadStatus.COMPLETE),
+        (has_condition(status, "Complete"), WorkloadStatus.COMPLETE),
+        (has_condition(status, "Failed"), WorkloadStatus.FAILED),
+        (has_condition(status, "Suspended"), WorkloadStatus.PENDING),
+        (int(status.get("failed") or 0) > 0, WorkloadStatus.FAILED),
+        (int(status.get("ready") or 0) > 0, WorkloadStatus.RUNNING),
+        (previous_phase is WorkloadStatus.RUNNING, WorkloadStatus.RUNNING),
+        (int(status.get("active") or 0) > 0, WorkloadStatus.STARTING),
+    )
+    return next((phase for matches, phase in rules if matches), WorkloadStatus.PENDING)
+
+
+def _ray_job_phase(ray_job: Mapping[str, Any]) -> WorkloadStatus:
+    status = ray_job.get("status") or {}
+    if status.get("jobDeploymentStatus") == "Failed":
+        return WorkloadStatus.FAILED
+    return {
+        "RUNNING": WorkloadStatus.RUNNING,
+        "FAILED": WorkloadStatus.FAILED,
+        "SUCCEEDED": WorkloadStatus.COMPLETE,
+        "STOPPED": WorkloadStatus.TERMINATED,
+    }.get(str(status.get("jobStatus") or ""), WorkloadStatus.STARTING)
+
+
+def _deployment_phase(deployment: Mapping[str, Any]) -> WorkloadStatus:
+    status = deployment.get("status") or {}
+    meta = deployment.get("metadata") or {}
+    for condition in status.get("conditions") or ():
+        if (
+            condition.get("type") == "Progressing"
+            and condition.get("status") == "False"
+            and condition.get("reason") == "ProgressDeadlineExceeded"
+        ):
+            return WorkloadStatus.ERROR
+    if int(status.get("observedGeneration") or 0) < int(meta.get("generation") or 0):
+        return WorkloadStatus.STARTING
+    replicas = (deployment.get("spec") or {}).get("replicas")
+    # The API server defaults a Deployment's replicas to 1 (found by fuzzing: a null one).
+    wanted = replicas if isinstance(replicas, int) else 1
+    available = int(status.get("availableReplicas") or 0)
+    if available >= wanted:
+        return WorkloadStatus.READY
+    if available > 0 or int(status.get("readyReplicas") or 0) > 0:
+        return WorkloadStatus.RUNNING
+    return WorkloadStatus.STARTING
+
+
+def _ray_service_phase(ray_service: Mapping[str, Any] | None) -> WorkloadStatus:
+    if ray_service is None:
+        return WorkloadStatus.STARTING
+    status = ray_service.get("status") or {}
+    if has_condition(status, "Ready"):
+        return WorkloadStatus.READY
+    applications = ((status.get("activeServiceStatus") or {}).get("applicationStatuses")) or {}
+    if any(
+        (a or {}).get("status") in {"UNHEALTHY", "DEPLOY_FAILED"} for a in applications.values()
+    ):
+        return WorkloadStatus.FAILED
+    cluster_state = ((status.get("activeServiceStatus") or {}).get("rayClusterStatus") or {}).get(
+        "state"
+    )
+    if cluster_state == "ready":
+        return WorkloadStatus.RUNNING
+    return WorkloadStatus.STARTING

@@ -1,0 +1,82 @@
+"""Kueue's admission of a workload's children, read from its Workloads.
+
+A child is admitted when every Kueue Workload made for it is admitted and not being evicted;
+with no Workload at all (a namespace Kueue does not manage) the child is believed once it
+visibly runs. While Kueue keeps the child waiting, :func:`kueue_waiting_reason` gives Kueue's
+own words, and :func:`kueue_preemption` mirrors its ``Preempted`` condition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
+
+from kaiwo_planner.domain.status.child_phase import ObservedChildren, child_phase
+from kaiwo_planner.domain.status.conditions import ConditionSpec, has_condition
+
+ADMITTED = "Admitted"
+PREEMPTED = "Preempted"
+"""Kueue's Workload condition of that name, mirrored on the workload."""
+KUEUE_QUOTA_RESERVED = "QuotaReserved"
+KUEUE_EVICTED = "Evicted"
+
+_ACTIVE_CHILD_PHASES = frozenset(
+    {WorkloadStatus.RUNNING, WorkloadStatus.READY, WorkloadStatus.COMPLETE, WorkloadStatus.FAILED}
+)
+
+
+def kueue_waiting_reason(workloads: Sequence[Mapping[str, Any]]) -> str:
+    """Why Kueue keeps a Workload of the child waiting, in Kueue's words: the message of its
+    ``Evicted`` condition (a preemption, a stop) while that holds, else of ``QuotaReserved``
+    when False (no quota, no such queue); "" when none says."""
+    for workload in workloads:
+        status = workload.get("status") or {}
+        if kueue_admitted(status):
+            continue
+        conditions = {c.get("type"): c for c in status.get("conditions") or ()}
+        evicted = conditions.get(KUEUE_EVICTED) or {}
+        reserved = conditions.get(KUEUE_QUOTA_RESERVED) or {}
+        if evicted.get("status") == "True" and evicted.get("message"):
+            return str(evicted["message"])
+        if reserved.get("status") == "False" and reserved.get("message"):
+            return str(reserved["message"])
+    return ""
+
+
+def kueue_preemption(workloads: Sequence[Mapping[str, Any]]) -> ConditionSpec | None:
+    """Kueue's ``Preempted`` condition of the child's Workloads (a True one first), as the
+    workload's own; None when Kueue has never preempted them."""
+    found = [
+        c
+        for workload in workloads
+        for c in (workload.get("status") or {}).get("conditions") or ()
+        if c.get("type") == PREEMPTED and c.get("status") in ("True", "False")
+    ]
+    if not found:
+        return None
+    chosen = next((c for c in found if c.get("status") == "True"), found[0])
+    return ConditionSpec(
+        PREEMPTED,
+        "True" if chosen.get("status") == "True" else "False",
+        str(chosen.get("reason") or "Preempted"),
+        str(chosen.get("message") or ""),
+    )
+
+
+def is_admitted(observed: ObservedChildren) -> bool:
+    if observed.kueue_workloads:
+        return all(kueue_admitted(w.get("status") or {}) for w in observed.kueue_workloads)
+    child = observed.child
+    if child is None or (child.get("spec") or {}).get("suspend") is True:
+        return False
+    # No Workload: Kueue does not manage this namespace; believe the child once it runs.
+    return child_phase(observed, previous_phase=WorkloadStatus.NEW) in _ACTIVE_CHILD_PHASES
+
+
+def kueue_admitted(status: Mapping[str, Any]) -> bool:
+    """Kueue admitted the Workload and is not taking it back: while Kueue evicts (a
+    preemption), the Workload stays Admitted until the child has stopped, but the child is
+    already suspended and waiting again (Kueue resets ``Evicted`` when it admits anew)."""
+    return has_condition(status, "Admitted") and not has_condition(status, KUEUE_EVICTED)

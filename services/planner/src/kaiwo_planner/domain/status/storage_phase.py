@@ -1,0 +1,88 @@
+"""The storage a workload waits for: its PersistentVolumeClaims and its download Job.
+
+Each gives a phase for the workload (FAILED, still waiting, or COMPLETE: ready) and the
+condition that says so (``PvcReady``, ``DownloadJobSucceeded``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, Literal
+
+from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
+
+from kaiwo_planner.domain.status.child_phase import batch_job_phase
+from kaiwo_planner.domain.status.conditions import ConditionSpec
+from kaiwo_planner.domain.status.workload_events import event_reason
+
+PVC_READY = "PvcReady"
+DOWNLOAD_JOB_SUCCEEDED = "DownloadJobSucceeded"
+
+_DOWNLOAD_MAP: Mapping[
+    WorkloadStatus, tuple[WorkloadStatus, Literal["True", "False"], str, str]
+] = MappingProxyType(
+    {
+        WorkloadStatus.PENDING: (
+            WorkloadStatus.RUNNING,
+            "False",
+            "JobPending",
+            "Download job pending",
+        ),
+        WorkloadStatus.STARTING: (
+            WorkloadStatus.STARTING,
+            "False",
+            "JobInProgress",
+            "Download job starting",
+        ),
+        WorkloadStatus.RUNNING: (
+            WorkloadStatus.RUNNING,
+            "False",
+            "JobInProgress",
+            "Download job in progress",
+        ),
+        WorkloadStatus.FAILED: (WorkloadStatus.FAILED, "False", "JobFailed", "Download job failed"),
+        WorkloadStatus.COMPLETE: (
+            WorkloadStatus.COMPLETE,
+            "True",
+            "JobCompleted",
+            "Download job succeeded",
+        ),
+    }
+)
+
+
+def download_observation(
+    job: Mapping[str, Any] | None, previous: Mapping[str, Any] | None
+) -> tuple[WorkloadStatus, ConditionSpec | None]:
+    if job is None:
+        if previous is not None and previous.get("status") == "True":
+            # Finished earlier and since removed: the data is there.
+            return WorkloadStatus.COMPLETE, None
+        return WorkloadStatus.NEW, None
+    job_phase = batch_job_phase(job, previous_phase=WorkloadStatus.NEW)
+    storage_phase, status, reason, message = _DOWNLOAD_MAP[job_phase]
+    return storage_phase, ConditionSpec(DOWNLOAD_JOB_SUCCEEDED, status, reason, message)
+
+
+def pvc_observation(
+    pvcs: Sequence[Mapping[str, Any]],
+) -> tuple[WorkloadStatus, ConditionSpec | None]:
+    if not pvcs:
+        return WorkloadStatus.NEW, None
+    phases = [str((p.get("status") or {}).get("phase") or "Pending") for p in pvcs]
+    names = [str((p.get("metadata") or {}).get("name", "")) for p in pvcs]
+    if "Lost" in phases:
+        name = names[phases.index("Lost")]
+        return WorkloadStatus.FAILED, ConditionSpec(
+            PVC_READY, "False", "Lost", f"PersistentVolumeClaim {name} is Lost"
+        )
+    waiting = [(n, p) for n, p in zip(names, phases, strict=True) if p != "Bound"]
+    if waiting:
+        name, phase = waiting[0]
+        return WorkloadStatus.PENDING, ConditionSpec(
+            PVC_READY, "False", event_reason(phase), f"PersistentVolumeClaim {name} is {phase}"
+        )
+    return WorkloadStatus.COMPLETE, ConditionSpec(
+        PVC_READY, "True", "Bound", "All PersistentVolumeClaims are bound"
+    )
