@@ -1,0 +1,73 @@
+"""The plan of a Model being deleted: its Pods deleted, its files evicted from the cache,
+then its finalizer dropped.
+
+Only a Model with a cache has the operator's finalizer, so only such a Model is seen being
+deleted. Its files go by an evict Job; should that fail, the condition says how to delete the
+Model without evicting them.
+"""
+
+from __future__ import annotations
+
+from kaiwo_contracts.confinement import CACHE_EVICTION_FINALIZER
+from kaiwo_contracts.crds.kubeai_v1.model import Model
+from kaiwo_contracts.models_config import ModelsConfig
+
+from kaiwo_planner.domain.models.cache import JobState, evict_job_manifest, job_outcome
+from kaiwo_planner.domain.models.cache_jobs import job_settings
+from kaiwo_planner.domain.models.model_parts import ModelParts, ObservedModel, pod_ref
+from kaiwo_planner.domain.models.names import cache_volume, evict_job
+from kaiwo_planner.domain.models.status import CACHE_EVICTED, READY
+from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.status.conditions import ConditionSpec
+
+
+def deleting_parts(
+    model: Model, observed: ObservedModel, *, config: ModelsConfig, cluster: ClusterState
+) -> ModelParts:
+    """Delete the Pods; evict the files while the cache volume stays; then no finalizer."""
+    identity = observed.identity
+    parts = ModelParts(
+        delete=[pod_ref(identity, p) for p in observed.pods if not p.terminating],
+        conditions=[ConditionSpec(READY, "False", "Deleting", "The Model is being deleted")],
+        cache_loaded=(observed.previous.get("cache") or {}).get("loaded")
+        if model.spec.cache_profile
+        else None,
+    )
+    if CACHE_EVICTION_FINALIZER not in (model.metadata.finalizers or ()):
+        return parts
+    profile = model.spec.cache_profile
+    volume = (
+        cluster.find_object(
+            group="",
+            kind="PersistentVolumeClaim",
+            name=cache_volume(profile),
+            namespace=identity.namespace,
+        )
+        if profile
+        else None
+    )
+    if profile is None or volume is None or (volume.get("metadata") or {}).get("deletionTimestamp"):
+        parts.finalizers = ()
+        return parts
+    job = evict_job(identity.name)
+    outcome = job_outcome(cluster.child_of(identity.uid, kind="Job", name=job))
+    if outcome.state is JobState.COMPLETE:
+        parts.finalizers = ()
+        parts.conditions.append(
+            ConditionSpec(CACHE_EVICTED, "True", "Evicted", f"Job {job} removed the files")
+        )
+        return parts
+    parts.desired.append(
+        evict_job_manifest(identity, profile=profile, settings=job_settings(config))
+    )
+    if outcome.state is JobState.FAILED:
+        message = (
+            f"Job {job} failed ({outcome.message}); see its logs. To delete the Model without "
+            f"evicting its files, remove its finalizer {CACHE_EVICTION_FINALIZER}"
+        )
+        parts.conditions.append(ConditionSpec(CACHE_EVICTED, "False", "EvictionFailed", message))
+    else:
+        parts.conditions.append(
+            ConditionSpec(CACHE_EVICTED, "False", "Evicting", f"Job {job} removes the files")
+        )
+    return parts

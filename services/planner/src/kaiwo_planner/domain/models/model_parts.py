@@ -1,0 +1,70 @@
+"""The pieces a Model's plan is put together from, shared by its steps.
+
+:class:`ObservedModel` is what the plan reads about the Model from the cluster state,
+:class:`BuiltModel` what its spec and the configuration make (kept per spec version), and
+:class:`ModelParts` the plan being put together: serving (:mod:`.serving`), deleting
+(:mod:`.model_deletion`) and not configured each fill one in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kaiwo_contracts.plans import ObjectRef, PruneRule
+
+from kaiwo_planner.domain.models.ownership import ModelIdentity
+from kaiwo_planner.domain.models.rollout import ObservedPod
+from kaiwo_planner.domain.models.server_pod import ServerPod
+from kaiwo_planner.domain.models.setup import ModelSetup
+from kaiwo_planner.domain.status.conditions import ConditionSpec
+
+MODEL_PRUNE: Final = (
+    PruneRule(api_version="v1", kind="ConfigMap"),
+    PruneRule(api_version="batch/v1", kind="Job"),
+    PruneRule(api_version="rbac.authorization.k8s.io/v1", kind="Role"),
+    PruneRule(api_version="rbac.authorization.k8s.io/v1", kind="RoleBinding"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedModel:
+    """What the plan reads about the Model from the cluster state."""
+
+    identity: ModelIdentity
+    ref: ObjectRef
+    previous: Mapping[str, Any]
+    generation: int
+    pods: tuple[ObservedPod, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltModel:
+    """What the Model's spec and the configuration make, whatever the cluster holds."""
+
+    setup: ModelSetup
+    pod: ServerPod
+    files_map: dict[str, Any] | None
+    adapters_map: dict[str, Any] | None
+    load_job: dict[str, Any] | None
+
+
+@dataclass(slots=True)
+class ModelParts:
+    """The plan being put together."""
+
+    desired: list[dict[str, Any]] = field(default_factory=list)
+    shared: list[dict[str, Any]] = field(default_factory=list)
+    delete: list[ObjectRef] = field(default_factory=list)
+    conditions: list[ConditionSpec] = field(default_factory=list)
+    cache_loaded: bool | None = None
+    finalizers: tuple[str, ...] | None = None
+    prune: tuple[PruneRule, ...] = MODEL_PRUNE
+
+
+def pod_ref(identity: ModelIdentity, pod: ObservedPod) -> ObjectRef:
+    """The reference to delete one of the Model's server Pods by."""
+    return ObjectRef(
+        api_version="v1", kind="Pod", name=pod.name, namespace=identity.namespace, uid=pod.uid
+    )

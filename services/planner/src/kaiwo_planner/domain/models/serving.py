@@ -1,0 +1,185 @@
+"""The plan of a Model that is served: its files, cache, Pods, adapters and conditions.
+
+The cache comes first: no Pods until its files are loaded. Then the rollout decides which
+Pods to create and delete (:mod:`~kaiwo_planner.domain.models.rollout`), the adapters'
+ConfigMap and loader RBAC follow the Pods, and the Ready condition says how far it got.
+"""
+
+from __future__ import annotations
+
+from kaiwo_contracts.confinement import CACHE_EVICTION_FINALIZER
+from kaiwo_contracts.crds.kubeai_v1.model import Model
+
+from kaiwo_planner.domain.models.adapters import loaded_everywhere, loader_rbac, service_account
+from kaiwo_planner.domain.models.cache import (
+    JobOutcome,
+    JobState,
+    cache_volume_manifest,
+    job_outcome,
+)
+from kaiwo_planner.domain.models.model_parts import BuiltModel, ModelParts, ObservedModel, pod_ref
+from kaiwo_planner.domain.models.names import cache_volume, load_job
+from kaiwo_planner.domain.models.replicas import MAX_SERVER_PODS, effective_replicas
+from kaiwo_planner.domain.models.rollout import PodDecision, decide_pods
+from kaiwo_planner.domain.models.server_pod import ServerPod, identity_of
+from kaiwo_planner.domain.models.setup import ModelSetup
+from kaiwo_planner.domain.models.status import ADAPTERS_LOADED, CACHE_LOADED, CONFIGURED, READY
+from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.status.conditions import ConditionSpec
+
+
+def serving_parts(
+    model: Model, built: BuiltModel, observed: ObservedModel, *, cluster: ClusterState
+) -> ModelParts:
+    """``model`` as observed now; ``built`` from its spec version (whose ``setup.model`` may
+    be an earlier observation of the same spec)."""
+    setup, pod = built.setup, built.pod
+    identity = identity_of(setup)
+    parts = ModelParts(
+        conditions=[ConditionSpec(CONFIGURED, "True", "Configured", _configured_message(setup))]
+    )
+    if built.files_map is not None:
+        parts.desired.append(built.files_map)
+    pods_allowed = _cache(built, observed, parts, cluster=cluster)
+    asked = effective_replicas(model)
+    replicas = min(asked, MAX_SERVER_PODS)
+    decision = None
+    if pods_allowed:
+        decision = decide_pods(
+            observed.pods,
+            current_hash=pod.pod_hash,
+            replicas=replicas,
+            surge=min(setup.config.model_rollouts.surge, MAX_SERVER_PODS - replicas),
+            name_for=lambda slot: pod.name(identity, slot),
+        )
+        parts.desired += [pod.manifest(identity, name) for name in decision.wanted]
+        parts.delete += [pod_ref(identity, p) for p in decision.delete]
+    if built.adapters_map is not None:
+        parts.desired.append(built.adapters_map)
+        parts.desired += loader_rbac(
+            identity, pods=_loader_pods(observed, decision), account=service_account(setup)
+        )
+        parts.conditions += _adapter_conditions(setup, observed, pod)
+    ready = _ready(observed, decision, pod, replicas=replicas, allowed=pods_allowed)
+    parts.conditions.append(_capped(ready, asked=asked) if asked > replicas else ready)
+    parts.finalizers = _finalizers(model, wanted=setup.cache is not None)
+    return parts
+
+
+def _configured_message(setup: ModelSetup) -> str:
+    profile = setup.model.spec.resource_profile or "no resource profile"
+    return f"Served by {setup.image} with {profile}"
+
+
+def _cache(
+    built: BuiltModel, observed: ObservedModel, parts: ModelParts, *, cluster: ClusterState
+) -> bool:
+    """Add the cache's objects and condition; whether the Pods may run (files loaded)."""
+    setup = built.setup
+    cache = setup.cache
+    if cache is None or built.load_job is None:
+        return True
+    identity = identity_of(setup)
+    parts.shared.append(cache_volume_manifest(identity.namespace, cache.profile, cache.filesystem))
+    loaded_before = (observed.previous.get("cache") or {}).get("loaded") is True
+    outcome = job_outcome(cluster.child_of(identity.uid, kind="Job", name=load_job(identity.name)))
+    if loaded_before or outcome.state is JobState.COMPLETE:
+        parts.cache_loaded = True
+        parts.conditions.append(
+            ConditionSpec(
+                CACHE_LOADED, "True", "Loaded", f"The files are in {cache_volume(cache.profile)}"
+            )
+        )
+        return True
+    parts.cache_loaded = False
+    parts.desired.append(built.load_job)
+    parts.conditions.append(_loading(outcome, job=load_job(identity.name)))
+    return False
+
+
+def _loading(outcome: JobOutcome, *, job: str) -> ConditionSpec:
+    if outcome.state is JobState.FAILED:
+        return ConditionSpec(
+            CACHE_LOADED,
+            "False",
+            "LoadFailed",
+            f"Job {job} failed ({outcome.message}); see its logs, and delete it to try again",
+        )
+    return ConditionSpec(CACHE_LOADED, "False", "Loading", f"Job {job} loads the files")
+
+
+def _loader_pods(observed: ObservedModel, decision: PodDecision | None) -> list[str]:
+    """Every Pod whose adapter loader may report: the live ones and those being created."""
+    live = [p.name for p in observed.pods if not p.terminating]
+    return sorted({*live, *(decision.create if decision else ())})
+
+
+def _adapter_conditions(
+    setup: ModelSetup, observed: ObservedModel, pod: ServerPod
+) -> list[ConditionSpec]:
+    adapters = setup.model.spec.adapters or []
+    if not adapters:
+        return []
+    serving = [
+        p for p in observed.pods if p.ready and not p.terminating and p.pod_hash == pod.pod_hash
+    ]
+    done = loaded_everywhere([dict(p.adapters) for p in serving], adapters)
+    total = len(serving)
+    if total and done == total:
+        message = f"{len(adapters)} adapters loaded in {total} Pods"
+        return [ConditionSpec(ADAPTERS_LOADED, "True", "Loaded", message)]
+    return [
+        ConditionSpec(
+            ADAPTERS_LOADED,
+            "False",
+            "Loading",
+            f"{done} of {total} Ready Pods have loaded all {len(adapters)} adapters",
+        )
+    ]
+
+
+def _ready(
+    observed: ObservedModel,
+    decision: PodDecision | None,
+    pod: ServerPod,
+    *,
+    replicas: int,
+    allowed: bool,
+) -> ConditionSpec:
+    if not allowed or decision is None:
+        return ConditionSpec(READY, "False", "WaitingForCache", "No Pods until the cache is loaded")
+    current_ready = sum(
+        p.ready for p in observed.pods if not p.terminating and p.pod_hash == pod.pod_hash
+    )
+    shown = f"{min(current_ready, replicas)} of {replicas} replicas Ready"
+    if decision.out_of_date:
+        return ConditionSpec(
+            READY,
+            "False",
+            "RollingOut",
+            f"Replacing {decision.out_of_date} Pods of an earlier spec; {shown}",
+        )
+    if replicas == 0:
+        return ConditionSpec(READY, "True", "ScaledToZero", "No replicas wanted")
+    if current_ready >= replicas:
+        return ConditionSpec(READY, "True", "ReplicasReady", shown)
+    return ConditionSpec(READY, "False", "ReplicasNotReady", shown)
+
+
+def _capped(ready: ConditionSpec, *, asked: int) -> ConditionSpec:
+    """The Ready condition of a Model asking for more Pods than one plan can carry."""
+    return ConditionSpec(
+        READY,
+        ready.status,
+        "ReplicasCapped",
+        f"spec.replicas: {asked} asked, but a Model runs at most {MAX_SERVER_PODS} server Pods"
+        f" (their manifests travel in one bus message); {ready.message}",
+    )
+
+
+def _finalizers(model: Model, *, wanted: bool) -> tuple[str, ...] | None:
+    """The operator's finalizers when they must change, else None (no write)."""
+    present = CACHE_EVICTION_FINALIZER in (model.metadata.finalizers or ())
+    if present == wanted:
+        return None
+    return (CACHE_EVICTION_FINALIZER,) if wanted else ()
