@@ -7,7 +7,7 @@ import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kaiwo_planner.domain.gpu_workload_plan import whole_percent
+from kaiwo_planner.domain.gpu_workload_record import whole_percent
 from kaiwo_planner.domain.planning import plan_object
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.planning_context import PlanningContext

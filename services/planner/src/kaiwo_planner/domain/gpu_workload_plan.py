@@ -32,30 +32,47 @@ Two owners plan here:
   deletes its GpuWorkload.
 
 The status changes with the phase, and the utilization it shows only when it moved by
-:data:`UTILIZATION_STEP` points: a settled workload's record is not rewritten tick after tick.
+:data:`~kaiwo_planner.domain.gpu_workload_record.UTILIZATION_STEP` points: a settled
+workload's record is not rewritten tick after tick.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import API_VERSION
-from kaiwo_contracts.gpu_preemption import DEFAULT_TTL, GpuPreemptionSettings
+from kaiwo_contracts.gpu_preemption import GpuPreemptionSettings
 from kaiwo_contracts.gpu_workloads import (
     MANAGED_BY_LABEL,
     WORKLOAD_UID_LABEL,
     gpu_vendor,
     gpu_workload_name,
-    held_gpus,
     is_gpu_root,
-    preempt_action,
 )
-from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PreemptIntent
+from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan
 
+from kaiwo_planner.domain.gpu_root_preemption import preempt_intent, still_holds
+from kaiwo_planner.domain.gpu_workload_record import (
+    TRACKED_KEYS,
+    display_name,
+    history,
+    kept,
+    named_beneficiary,
+    percent_text,
+    preempted_event,
+    preempted_verdict,
+    record_plan,
+    record_ref,
+    shown_utilization,
+    tracked,
+    ttl_of,
+    verdict,
+    waiting_verdict,
+    whole_percent,
+)
 from kaiwo_planner.domain.scheduling.gpu_workload_state import (
     ACTIVE,
     DELETED,
@@ -79,14 +96,10 @@ from kaiwo_planner.domain.scheduling.idle_preemption_inputs import (
     waiting_of,
 )
 from kaiwo_planner.domain.state.cluster_settings import kaiwo_config, parse_time
-from kaiwo_planner.domain.state.durations import format_duration, parse_duration
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.status.conditions import format_time
 
-UTILIZATION_STEP: Final = 5
-"""Percentage points the shown utilization must move by to be written again."""
 REASON_IDLE_PREEMPTION: Final = "GpuIdlePreemption"
-REASON_PREEMPTED: Final = "WorkloadPreempted"
 REASON_IDLE: Final = "WorkloadIdle"
 REASON_DELETED: Final = "WorkloadDeleted"
 REASON_PENDING_GPU: Final = "WorkloadPendingGpu"
@@ -114,7 +127,7 @@ def plan_gpu_root(
     if not is_gpu_root(root):
         return GpuWorkloadPlanning(plan=None)
     record = record_of(root, cluster)
-    also = (_ref(record),) if record is not None else ()
+    also = (record_ref(record),) if record is not None else ()
     if settings_of(root, cluster, kaiwo_config(context).spec.gpu_preemption) is None:
         return GpuWorkloadPlanning(plan=None, also_replan=also)
     manifest = gpu_workload_manifest(root)
@@ -160,24 +173,24 @@ def plan_gpu_workload(
 ) -> GpuWorkloadPlanning:
     """The GpuWorkload's plan (module docstring)."""
     cluster = context.cluster
-    ref = _ref(record)
+    ref = record_ref(record)
     metadata = record.get("metadata") or {}
     found = record.get("status")
     previous: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     defaults = kaiwo_config(context).spec.gpu_preemption
-    named = _display(workload_reference(record))
+    named = display_name(workload_reference(record))
     root = root_of(record, cluster)
     if root is None:
         return _gone(
-            ref, metadata, previous, named, default_ttl=_ttl(defaults.default_ttl), now=now
+            ref, metadata, previous, named, default_ttl=ttl_of(defaults.default_ttl), now=now
         )
     settings = settings_of(root, cluster, defaults)
     if settings is None:  # opted out again: no longer tracked
-        return GpuWorkloadPlanning(plan=_plan(ref, metadata, delete_owner=True))
+        return GpuWorkloadPlanning(plan=record_plan(ref, metadata, delete_owner=True))
     phase = previous.get("phase")
-    if phase == PREEMPTING and _still_holds(root):
+    if phase == PREEMPTING and still_holds(root):
         return _preempting(ref, metadata, previous, root, settings)
-    if phase == PREEMPTING or (phase == PREEMPTED and not _still_holds(root)):
+    if phase == PREEMPTING or (phase == PREEMPTED and not still_holds(root)):
         # Scaled to zero (and not scaled up again): preempted, the object kept.
         return _preempted_in_place(ref, metadata, previous, root, settings, named, now=now)
     root_metadata = root.get("metadata") or {}
@@ -217,22 +230,22 @@ def _judged(
     else:
         phase = UNKNOWN
     status = {
-        **_tracked(root, settings),
-        **_history(previous),
+        **tracked(root, settings),
+        **history(previous),
         "phase": phase,
-        "utilization": _shown_utilization(previous, phase, reading.percent),
+        "utilization": shown_utilization(previous, phase, reading.percent),
         "idleSince": format_time(reading.idle_since) if reading.idle_since else None,
         "verdict": (
-            _waiting_verdict(root, waiting)
+            waiting_verdict(root, waiting)
             if waiting is not None
-            else _verdict(phase, settings, reading, vendor=gpu_vendor(root))
+            else verdict(phase, settings, reading, vendor=gpu_vendor(root))
         ),
     }
     events: tuple[EventIntent, ...] = ()
     if waiting is not None and previous.get("phase") != PENDING_GPU:
         events = (
             EventIntent(
-                type="Warning", reason=REASON_PENDING_GPU, message=_waiting_verdict(root, waiting)
+                type="Warning", reason=REASON_PENDING_GPU, message=waiting_verdict(root, waiting)
             ),
         )
     if phase == IDLE and previous.get("phase") != IDLE and reading.idle_since is not None:
@@ -241,12 +254,12 @@ def _judged(
                 type="Normal",
                 reason=REASON_IDLE,
                 message=(
-                    f"GPU utilization below {_percent(settings.threshold_percent)} since "
+                    f"GPU utilization below {percent_text(settings.threshold_percent)} since "
                     f"{format_time(reading.idle_since)}"
                 ),
             ),
         )
-    return GpuWorkloadPlanning(plan=_plan(ref, metadata, status=status, events=events))
+    return GpuWorkloadPlanning(plan=record_plan(ref, metadata, status=status, events=events))
 
 
 def _start_preemption(
@@ -262,18 +275,18 @@ def _start_preemption(
     message = chosen.request.message
     beneficiary = chosen.beneficiary
     status = {
-        **_tracked(root, settings),
+        **tracked(root, settings),
         "phase": PREEMPTING,
         "utilization": None if reading.percent is None else whole_percent(reading.percent),
         "idleSince": format_time(reading.idle_since) if reading.idle_since else None,
         "verdict": message,
         "preemptedAt": format_time(now),
-        "preemptedFor": _beneficiary(beneficiary) if beneficiary is not None else None,
+        "preemptedFor": named_beneficiary(beneficiary) if beneficiary is not None else None,
         "preemptionReason": message,
     }
     events = (EventIntent(type="Warning", reason=REASON_IDLE_PREEMPTION, message=message),)
     return GpuWorkloadPlanning(
-        plan=_plan(ref, metadata, status=status, events=events, preempt=_preempt(root))
+        plan=record_plan(ref, metadata, status=status, events=events, preempt=preempt_intent(root))
     )
 
 
@@ -285,8 +298,10 @@ def _preempting(
     settings: GpuPreemptionSettings,
 ) -> GpuWorkloadPlanning:
     """Asked again, level-triggered, until the workload is gone or at zero replicas."""
-    status = {**_tracked(root, settings), **_history(previous), **_kept(previous)}
-    return GpuWorkloadPlanning(plan=_plan(ref, metadata, status=status, preempt=_preempt(root)))
+    status = {**tracked(root, settings), **history(previous), **kept(previous)}
+    return GpuWorkloadPlanning(
+        plan=record_plan(ref, metadata, status=status, preempt=preempt_intent(root))
+    )
 
 
 def _preempted_in_place(
@@ -304,14 +319,14 @@ def _preempted_in_place(
     already = previous.get("phase") == PREEMPTED
     finished = (parse_time(previous.get("finishedAt")) if already else None) or now
     status = {
-        **_tracked(root, settings),
-        **_history(previous),
+        **tracked(root, settings),
+        **history(previous),
         "phase": PREEMPTED,
-        "verdict": _preempted_verdict(previous),
+        "verdict": preempted_verdict(previous),
         "finishedAt": format_time(finished),
     }
-    events = () if already else _preempted_event(named, previous)
-    return GpuWorkloadPlanning(plan=_plan(ref, metadata, status=status, events=events))
+    events = () if already else preempted_event(named, previous)
+    return GpuWorkloadPlanning(plan=record_plan(ref, metadata, status=status, events=events))
 
 
 def _gone(
@@ -327,23 +342,23 @@ def _gone(
     preempted = previous.get("phase") in (PREEMPTING, PREEMPTED)
     finished = parse_time(previous.get("finishedAt")) if not _finished_now(previous) else None
     finished = finished or now
-    ttl = _ttl(previous.get("ttl")) if previous.get("ttl") else default_ttl
+    ttl = ttl_of(previous.get("ttl")) if previous.get("ttl") else default_ttl
     if ttl > timedelta(0) and now >= finished + ttl:
-        return GpuWorkloadPlanning(plan=_plan(ref, metadata, delete_owner=True))
+        return GpuWorkloadPlanning(plan=record_plan(ref, metadata, delete_owner=True))
     phase = PREEMPTED if preempted else DELETED
     status = {
-        **{key: previous.get(key) for key in _TRACKED_KEYS},
-        **_history(previous),
+        **{key: previous.get(key) for key in TRACKED_KEYS},
+        **history(previous),
         "phase": phase,
         "utilization": None,
         "idleSince": None,
-        "verdict": _preempted_verdict(previous) if preempted else f"{named} no longer exists",
+        "verdict": preempted_verdict(previous) if preempted else f"{named} no longer exists",
         "finishedAt": format_time(finished),
     }
     events: tuple[EventIntent, ...] = ()
     if previous.get("phase") != phase:
         events = (
-            _preempted_event(named, previous)
+            preempted_event(named, previous)
             if preempted
             else (
                 EventIntent(
@@ -354,7 +369,7 @@ def _gone(
             )
         )
     return GpuWorkloadPlanning(
-        plan=_plan(ref, metadata, status=status, events=events),
+        plan=record_plan(ref, metadata, status=status, events=events),
         replan_at=finished + ttl if ttl > timedelta(0) else None,
     )
 
@@ -362,185 +377,3 @@ def _gone(
 def _finished_now(previous: Mapping[str, Any]) -> bool:
     """The record says the workload still runs: its end is this plan's ``now``."""
     return previous.get("phase") not in (PREEMPTED, DELETED)
-
-
-# ------------------------------------------------------------------ pieces
-
-
-_TRACKED_KEYS: Final = (
-    "gpus",
-    "vendor",
-    "policy",
-    "threshold",
-    "aggregation",
-    "gracePeriod",
-    "ttl",
-)
-_HISTORY_KEYS: Final = ("preemptedAt", "preemptedFor", "preemptionReason")
-
-
-def _tracked(root: Mapping[str, Any], settings: GpuPreemptionSettings) -> dict[str, Any]:
-    return {
-        "gpus": held_gpus(root),
-        "vendor": gpu_vendor(root),
-        "policy": settings.policy,
-        "threshold": settings.threshold_percent,
-        "aggregation": settings.aggregation,
-        "gracePeriod": format_duration(settings.grace_period),
-        "ttl": format_duration(settings.ttl),
-    }
-
-
-def _history(previous: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: previous.get(key) for key in _HISTORY_KEYS}
-
-
-def _kept(previous: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: previous.get(key) for key in ("phase", "utilization", "idleSince", "verdict")}
-
-
-def _still_holds(root: Mapping[str, Any]) -> bool:
-    """The preemption is not done: a workload preempted by deletion exists (it is gone once
-    done); one preempted by scaling still asks for replicas."""
-    kind = (str(root.get("apiVersion")), str(root.get("kind")))
-    if preempt_action(*kind) == "delete":
-        return True
-    return _replicas(root) > 0
-
-
-def _preempt(root: Mapping[str, Any]) -> PreemptIntent:
-    metadata = root.get("metadata") or {}
-    api_version, kind = str(root.get("apiVersion")), str(root.get("kind"))
-    action = preempt_action(api_version, kind) or "delete"
-    return PreemptIntent(
-        target=ObjectRef(
-            api_version=api_version,
-            kind=kind,
-            name=str(metadata.get("name") or ""),
-            namespace=str(metadata.get("namespace") or "") or None,
-            uid=str(metadata.get("uid") or "") or None,
-        ),
-        action=action,
-        from_replicas=_replicas(root) if action == "scale-to-zero" else None,
-    )
-
-
-def _replicas(root: Mapping[str, Any]) -> int:
-    value = (root.get("spec") or {}).get("replicas")
-    return value if isinstance(value, int) and not isinstance(value, bool) else 1
-
-
-def _shown_utilization(
-    previous: Mapping[str, Any], phase: str, percent: float | None
-) -> int | None:
-    if percent is None:
-        return None
-    current = whole_percent(percent)
-    shown = previous.get("utilization")
-    if (
-        previous.get("phase") == phase
-        and isinstance(shown, int)
-        and abs(current - shown) < UTILIZATION_STEP
-    ):
-        return shown
-    return current
-
-
-def whole_percent(percent: float) -> int:
-    """A utilization as a whole percentage, halves rounded up (92.5 % shows as 93, not as
-    Python's round-half-to-even 92)."""
-    return math.floor(percent + 0.5)
-
-
-def _verdict(phase: str, settings: GpuPreemptionSettings, reading: Reading, *, vendor: str) -> str:
-    threshold = _percent(settings.threshold_percent)
-    if phase == ACTIVE:
-        return f"Busy: at or above the idle threshold of {threshold}"
-    if phase == UNKNOWN or reading.idle_since is None:
-        return "No current GPU reading: not judged"
-    due = format_time(reading.idle_since + settings.grace_period)
-    if settings.policy == "Always":
-        return f"Idle below {threshold}: preempted once idle until {due} (policy Always)"
-    return (
-        f"Idle below {threshold}: from {due} preempted when a pending workload needs "
-        f"{vendor} GPUs (policy OnPressure)"
-    )
-
-
-def _waiting_verdict(root: Mapping[str, Any], since: datetime) -> str:
-    return (
-        f"Waiting for {held_gpus(root)} {gpu_vendor(root)} GPUs since {format_time(since)}: "
-        "idle workloads under the OnPressure policy may be preempted for it"
-    )
-
-
-def _preempted_verdict(previous: Mapping[str, Any]) -> str:
-    at = previous.get("preemptedAt") or "?"
-    reason = previous.get("preemptionReason") or "GPU idle preemption"
-    return f"Preempted at {at}: {reason}"
-
-
-def _preempted_event(named: str, previous: Mapping[str, Any]) -> tuple[EventIntent, ...]:
-    return (
-        EventIntent(
-            type="Warning",
-            reason=REASON_PREEMPTED,
-            message=(
-                f"{named} was preempted to free GPUs; "
-                f"reason: {previous.get('preemptionReason') or 'GPU idle preemption'}"
-            ),
-        ),
-    )
-
-
-def _display(reference: Mapping[str, Any]) -> str:
-    return f"{reference.get('kind') or '?'}/{reference.get('name') or '?'}"
-
-
-def _beneficiary(ref: ObjectRef) -> dict[str, Any]:
-    found = {"kind": ref.kind, "name": ref.name, "namespace": ref.namespace, "uid": ref.uid}
-    return {key: value for key, value in found.items() if value is not None}
-
-
-def _percent(value: float) -> str:
-    return f"{value:g}%"
-
-
-def _ttl(value: object) -> timedelta:
-    if not isinstance(value, str) or not value:
-        return DEFAULT_TTL
-    try:
-        return parse_duration(value)
-    except ValueError:
-        return DEFAULT_TTL
-
-
-def _plan(
-    ref: ObjectRef,
-    metadata: Mapping[str, Any],
-    *,
-    status: Mapping[str, Any] | None = None,
-    events: tuple[EventIntent, ...] = (),
-    preempt: PreemptIntent | None = None,
-    delete_owner: bool = False,
-) -> Plan:
-    return Plan(
-        owner=ref,
-        observed_generation=metadata.get("generation"),
-        observed_resource_version=metadata.get("resourceVersion"),
-        status=None if status is None else {k: v for k, v in status.items() if v is not None},
-        events=events,
-        preempt=preempt,
-        delete_owner=delete_owner,
-    )
-
-
-def _ref(record: Mapping[str, Any]) -> ObjectRef:
-    metadata = record.get("metadata") or {}
-    return ObjectRef(
-        api_version=str(record.get("apiVersion") or API_VERSION),
-        kind=GPU_WORKLOAD,
-        name=str(metadata.get("name") or ""),
-        namespace=str(metadata.get("namespace") or "") or None,
-        uid=str(metadata.get("uid") or "") or None,
-    )
