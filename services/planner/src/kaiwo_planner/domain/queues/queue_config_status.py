@@ -1,0 +1,160 @@
+"""The KaiwoQueueConfig's status: its Ready condition, its phase and the Events they tell.
+
+READY only when each Kueue object is as desired (the message then names what the operator
+added to the user's spec); PENDING while one is missing, on its way, being replaced, or held
+because admitted workloads use it (``KueueObjectInUse``, a Warning each time its message
+changes); FAILED with what is wrong with the spec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
+from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import KaiwoQueueConfigSpec
+from kaiwo_contracts.plans import EventIntent
+
+from kaiwo_planner.domain.queues.kueue_sync import ObjectVerdict
+from kaiwo_planner.domain.status.conditions import ConditionSpec, merge_conditions
+
+READY_CONDITION = "Ready"
+PENDING_REASON = "KueueObjectsPending"
+"""Some Kueue object is missing, being updated, replaced or held by another owner."""
+IN_USE_REASON = "KueueObjectInUse"
+"""An immutable change waits: the object it needs replaced is used by admitted workloads."""
+MAX_OBJECTS_NAMED = 5
+ON_THE_WAY = "Kueue objects are being created or updated to match the KaiwoQueueConfig"
+
+
+def generated_note(effective: KaiwoQueueConfigSpec, written: KaiwoQueueConfigSpec) -> str:
+    """What the spec in force adds to or changes in the user's spec, for the Ready message."""
+    user_flavors = {f.name: f for f in written.resource_flavors or ()}
+    user_queues = {q.name: q for q in written.cluster_queues or ()}
+    flavors = [f.name for f in effective.resource_flavors or () if user_flavors.get(f.name) != f]
+    queues = [q.name for q in effective.cluster_queues or () if user_queues.get(q.name) != q]
+    parts = []
+    if queues:
+        parts.append("ClusterQueues " + ", ".join(queues))
+    if flavors:
+        parts.append("ResourceFlavors " + ", ".join(flavors))
+    return f" (generated from the nodes: {'; '.join(parts)})" if parts else ""
+
+
+def ready_condition(
+    spec: KaiwoQueueConfigSpec,
+    missing_namespaces: Sequence[str],
+    judged: Sequence[ObjectVerdict],
+    *,
+    generated: str,
+) -> ConditionSpec:
+    """The Ready condition: the first problem found, or that the objects match."""
+    flavors = {f.name for f in spec.resource_flavors or ()}
+    unknown = sorted(
+        {
+            f"{queue.name}/{flavor.name}"
+            for queue in spec.cluster_queues or ()
+            for group in queue.spec.resource_groups or ()
+            for flavor in group.flavors
+            if flavor.name not in flavors
+        }
+    )
+    if missing_namespaces:
+        return ConditionSpec(
+            READY_CONDITION,
+            "False",
+            "NamespaceNotFound",
+            "LocalQueues cannot be created in missing namespaces: " + ", ".join(missing_namespaces),
+        )
+    if unknown:
+        return ConditionSpec(
+            READY_CONDITION,
+            "False",
+            "ResourceFlavorNotFound",
+            "ClusterQueues refer to ResourceFlavors that are not defined: " + ", ".join(unknown),
+        )
+    held = [v for v in judged if v.state == "held"]
+    if held:
+        return ConditionSpec(READY_CONDITION, "False", IN_USE_REASON, _named(held))
+    # Objects on their way (created or updated, not yet observed) are not named: each one
+    # coming back would change the message, and so publish a plan and write a status, for
+    # every object of a new KaiwoQueueConfig. A refused apply is named by the executor.
+    named = [v for v in judged if v.state in ("foreign", "replaced", "deleting")]
+    on_the_way = any(v.state in ("missing", "updating") for v in judged)
+    if named:
+        message = "Kueue objects are not yet as the KaiwoQueueConfig describes: " + _named(named)
+        if on_the_way:
+            message += "; other Kueue objects are being created or updated"
+        return ConditionSpec(READY_CONDITION, "False", PENDING_REASON, message)
+    if on_the_way:
+        return ConditionSpec(READY_CONDITION, "False", PENDING_REASON, ON_THE_WAY)
+    return ConditionSpec(
+        READY_CONDITION,
+        "True",
+        "KueueObjectsMatch",
+        "Kueue objects match the KaiwoQueueConfig" + generated,
+    )
+
+
+def _named(verdicts: Sequence[ObjectVerdict]) -> str:
+    """The first :data:`MAX_OBJECTS_NAMED` objects described, and how many more."""
+    named = "; ".join(v.describe() for v in verdicts[:MAX_OBJECTS_NAMED])
+    more = len(verdicts) - MAX_OBJECTS_NAMED
+    return named + (f"; and {more} more" if more > 0 else "")
+
+
+def recreate_events(judged: Sequence[ObjectVerdict]) -> list[EventIntent]:
+    """Upstream's ``KaiwoQueueConfig<Kind>Recreated``, once per object the plan replaces."""
+    return [
+        EventIntent(
+            type="Normal",
+            reason=f"KaiwoQueueConfig{v.manifest.get('kind')}Recreated",
+            message=v.describe(),
+        )
+        for v in judged
+        if v.state == "replaced"
+    ]
+
+
+def queue_config_status(
+    previous: Mapping[str, Any],
+    verdict: ConditionSpec,
+    *,
+    generation: int | None,
+    now: datetime,
+) -> tuple[dict[str, Any], tuple[EventIntent, ...]]:
+    """The status with ``verdict`` merged, and the Events of a change of phase."""
+    if verdict.status == "True":
+        phase = WorkloadStatus.READY
+    elif verdict.reason in (PENDING_REASON, IN_USE_REASON):
+        phase = WorkloadStatus.PENDING
+    else:
+        phase = WorkloadStatus.FAILED
+    status = {
+        "status": phase.value,
+        "conditions": merge_conditions(
+            previous.get("conditions") or (), [verdict], generation=generation or 0, now=now
+        ),
+    }
+    before = next(
+        (
+            c
+            for c in previous.get("conditions") or ()
+            if isinstance(c, Mapping) and c.get("type") == READY_CONDITION
+        ),
+        {},
+    )
+    if verdict.reason == IN_USE_REASON:
+        if before.get("reason") == IN_USE_REASON and before.get("message") == verdict.message:
+            return status, ()
+        return status, (EventIntent(type="Warning", reason=IN_USE_REASON, message=verdict.message),)
+    if previous.get("status") == phase.value or phase is WorkloadStatus.PENDING:
+        return status, ()
+    if phase is WorkloadStatus.READY:
+        return status, (
+            EventIntent(type="Normal", reason="KaiwoQueueConfigReady", message=verdict.message),
+        )
+    return status, (
+        EventIntent(type="Warning", reason="KaiwoQueueConfigFailed", message=verdict.message),
+    )
