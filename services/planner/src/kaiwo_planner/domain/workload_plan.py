@@ -8,7 +8,8 @@ Steps, each a pure function of the workload, the cluster state and ``now``:
 3. The observed children -> the download job's state -> the children to apply
    (:func:`~kaiwo_planner.domain.children.workload_children.plan_children`), reconciled with the
    existing main child so that a Job change Kubernetes cannot apply is reported, not attempted.
-4. Stopping it early: preemption by duration, when the workload runs past its ``duration``;
+4. Stopping it early (:mod:`~kaiwo_planner.domain.workload_preemption`): preemption by
+   duration, when the workload runs past its ``duration``;
    GPU idle preemption and termination of an underutilized workload, from the monitor's
    latest finding (:mod:`~kaiwo_planner.domain.status.findings`,
    :mod:`~kaiwo_planner.domain.scheduling.idle_preemption`); the ``ResourceUnderutilization``
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoResourceMonitoringConfig
@@ -51,9 +52,7 @@ from kaiwo_planner.domain.children.workload_children import (
     DownloadState,
     plan_children,
 )
-from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation, calculate_gpu_allocation
-from kaiwo_planner.domain.scheduling.idle_preemption_inputs import idle_preemption_decision
-from kaiwo_planner.domain.scheduling.preemption_candidates import preemption_decision
+from kaiwo_planner.domain.scheduling.gpu_allocation import calculate_gpu_allocation
 from kaiwo_planner.domain.scheduling.schedulable import decide_schedulable
 from kaiwo_planner.domain.state.cluster_settings import (
     cluster_queue_namespaces,
@@ -61,8 +60,6 @@ from kaiwo_planner.domain.state.cluster_settings import (
     known_priority_classes,
     namespace_config,
     parse_optional_duration,
-    parse_time,
-    pending_threshold,
     vendor_gpu_stats,
 )
 from kaiwo_planner.domain.state.planning_context import PlanningContext
@@ -73,19 +70,24 @@ from kaiwo_planner.domain.status.child_phase import (
     batch_job_phase,
     observe_children,
 )
-from kaiwo_planner.domain.status.conditions import ConditionSpec, merge_conditions
+from kaiwo_planner.domain.status.conditions import ConditionSpec, condition_of, merge_conditions
 from kaiwo_planner.domain.status.findings import (
     WorkloadFinding,
     underutilization_condition,
-    underutilization_termination,
 )
 from kaiwo_planner.domain.status.gpu_idle import gpu_idle_condition
 from kaiwo_planner.domain.status.invalid_owner import REASON_VALID, VALID_CONDITION
 from kaiwo_planner.domain.status.storage_phase import DOWNLOAD_JOB_SUCCEEDED
 from kaiwo_planner.domain.status.workload_status import (
-    TerminationRequest,
     WorkloadKind,
     derive_status,
+)
+from kaiwo_planner.domain.workload_preemption import (
+    is_running,
+    replan_moment,
+    termination_request,
+    victims_for,
+    waiting_since_of,
 )
 
 TERMINATION_PRUNE: tuple[PruneRule, ...] = (
@@ -96,9 +98,6 @@ TERMINATION_PRUNE: tuple[PruneRule, ...] = (
 
 SETTINGS_IGNORED = "SettingsIgnored"
 CHILD_SPEC_NOT_APPLIED = "ChildSpecNotApplied"
-
-_RUNNING = frozenset({WorkloadStatus.RUNNING, WorkloadStatus.READY})
-_ONE_SECOND = timedelta(seconds=1)
 
 Workload = KaiwoJob | KaiwoService
 
@@ -189,7 +188,7 @@ def plan_workload(
         cluster_queue=queue,
         now=now,
         duration=duration,
-        termination=_termination(ref, previous, duration, context=context, now=now),
+        termination=termination_request(ref, previous, duration, context=context, now=now),
         extra_conditions=(
             *_child_conditions(children),
             *_finding_conditions(
@@ -205,7 +204,7 @@ def plan_workload(
         *_settings_events(children, previous, generation),
         *_child_spec_events(status, previous),
     )
-    waiting_since = _waiting_since(workload, decision.phase, allocation)
+    waiting_since = waiting_since_of(workload, decision.phase, allocation)
     plan = Plan(
         owner=ref,
         observed_generation=meta.generation,
@@ -218,8 +217,8 @@ def plan_workload(
     )
     return WorkloadPlanning(
         plan=plan,
-        replan_at=_replan_at(decision.replan_after, waiting_since, context=context, now=now),
-        also_replan=_victims_for(ref, waiting_since, context=context, now=now),
+        replan_at=replan_moment(decision.replan_after, waiting_since, context=context, now=now),
+        also_replan=victims_for(ref, waiting_since, context=context, now=now),
     )
 
 
@@ -270,34 +269,6 @@ def download_state(observed: ObservedChildren, previous: Mapping[str, Any]) -> D
     return DownloadState.PENDING
 
 
-def _termination(
-    ref: ObjectRef,
-    previous: Mapping[str, Any],
-    duration: timedelta | None,
-    *,
-    context: PlanningContext,
-    now: datetime,
-) -> TerminationRequest | None:
-    """Why this running workload must stop now, if it must: its duration ran out while GPUs
-    are wanted, it is an idle GPU holder to preempt, or it stayed underutilized too long."""
-    if previous.get("status") not in {p.value for p in _RUNNING}:
-        return None
-    started = parse_time(previous.get("startTime"))
-    if duration is not None and started is not None and started + duration <= now:
-        by_duration = preemption_decision(context, now=now).termination_for(ref)
-        if by_duration is not None:
-            return by_duration
-    finding = context.cluster.findings.get(ref.uid or "")
-    if finding is None:
-        return None
-    idle = idle_preemption_decision(context, now=now).for_victim(ref)
-    if idle is not None:
-        return idle.request
-    return underutilization_termination(
-        finding, kaiwo_config(context).spec.resource_monitoring, ref.namespace or "", now=now
-    )
-
-
 def _finding_conditions(
     finding: WorkloadFinding | None, monitoring: KaiwoResourceMonitoringConfig, namespace: str
 ) -> tuple[ConditionSpec, ...]:
@@ -309,7 +280,7 @@ def _gpu_idle_conditions(
     workload: Workload, previous: Mapping[str, Any], *, context: PlanningContext, now: datetime
 ) -> tuple[ConditionSpec, ...]:
     """``GpuIdle`` of a running workload that opted in to GPU idle preemption."""
-    if previous.get("status") not in {p.value for p in _RUNNING}:
+    if not is_running(previous):
         return ()
     meta = workload.metadata
     found = gpu_idle_condition(
@@ -350,7 +321,7 @@ def _with_valid_spec(
     status: dict[str, Any], previous: Mapping[str, Any], *, generation: int, now: datetime
 ) -> dict[str, Any]:
     """``status`` with a ``Valid=False`` condition from an earlier invalid spec turned True."""
-    earlier = _condition(previous, VALID_CONDITION)
+    earlier = condition_of(previous, VALID_CONDITION)
     if earlier is None or earlier.get("status") == "True":
         return status
     conditions = merge_conditions(
@@ -377,10 +348,10 @@ def _settings_events(
 def _child_spec_events(
     status: Mapping[str, Any], previous: Mapping[str, Any]
 ) -> tuple[EventIntent, ...]:
-    now_applied = _condition(status, CHILD_SPEC_APPLIED)
+    now_applied = condition_of(status, CHILD_SPEC_APPLIED)
     if now_applied is None or now_applied.get("status") != "False":
         return ()
-    before = _condition(previous, CHILD_SPEC_APPLIED)
+    before = condition_of(previous, CHILD_SPEC_APPLIED)
     if before is not None and (before.get("status"), before.get("message")) == (
         "False",
         now_applied.get("message"),
@@ -393,51 +364,3 @@ def _child_spec_events(
             message=str(now_applied.get("message") or ""),
         ),
     )
-
-
-def _condition(status: Mapping[str, Any], condition_type: str) -> Mapping[str, Any] | None:
-    return next(
-        (c for c in status.get("conditions") or () if c.get("type") == condition_type), None
-    )
-
-
-# ------------------------------------------------------------------ timers and preemption
-
-
-def _waiting_since(
-    workload: Workload, phase: WorkloadStatus, allocation: GpuAllocation
-) -> datetime | None:
-    """When this workload started waiting for GPUs (None unless it is PENDING with GPUs)."""
-    if phase is not WorkloadStatus.PENDING or allocation.gpus <= 0:
-        return None
-    return parse_time(workload.metadata.creation_timestamp)
-
-
-def _replan_at(
-    replan_after: timedelta | None,
-    waiting_since: datetime | None,
-    *,
-    context: PlanningContext,
-    now: datetime,
-) -> datetime | None:
-    """The earliest of: the duration deadline, and the moment this workload's wait becomes
-    long enough to preempt others (it must be planned then to name them)."""
-    moments = []
-    if replan_after is not None:
-        moments.append(now + replan_after)
-    if waiting_since is not None:
-        # Preemption needs a wait strictly longer than the threshold.
-        preempting_from = waiting_since + pending_threshold(context) + _ONE_SECOND
-        if preempting_from > now:
-            moments.append(preempting_from)
-    return min(moments) if moments else None
-
-
-def _victims_for(
-    ref: ObjectRef, waiting_since: datetime | None, *, context: PlanningContext, now: datetime
-) -> tuple[ObjectRef, ...]:
-    if waiting_since is None or now - waiting_since <= pending_threshold(context):
-        return ()
-    decision = preemption_decision(context, now=now)
-    key = ref.sort_key()
-    return tuple(p.victim for p in decision.preemptions if p.beneficiary.sort_key() == key)
