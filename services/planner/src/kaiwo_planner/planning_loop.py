@@ -9,7 +9,9 @@ For each observation (from whichever :class:`~kaiwo_planner.feeds.Feed` delivers
 2. find the owners it may affect (:func:`~kaiwo_planner.domain.state.fanout.owners_to_replan`);
    none when only the object's resourceVersion moved (a relist after a restore: no plan can
    change), but the object itself while the status its last plan set has not come back;
-3. plan each one with the pure planning function, ``now`` = the observation's envelope time;
+3. plan each one with the pure planning function, ``now`` = the observation's envelope time,
+   in a round (:class:`~kaiwo_planner.owner_round.OwnerRounds`) that also plans the owners
+   their plans ask for;
 4. publish a ``PlanDecidedV1`` when :func:`~kaiwo_planner.domain.publication.publication` says
    the plan is news (a new fingerprint, desired objects gone ``absent`` or ``drifted`` since
    the owner was last planned, or a status left behind on an older owner version).
@@ -37,11 +39,9 @@ the projection took in, which is all the pure planner needs to reproduce it.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import structlog
 from kaiwo_contracts.events.autoscaling import ScaleDecidedV1
@@ -53,8 +53,7 @@ from kaiwo_runtime.logging import bound_context
 
 from kaiwo_planner.domain.models.autoscaling import ScaleRequest
 from kaiwo_planner.domain.models.replanning import all_models
-from kaiwo_planner.domain.planning import PlanningResult
-from kaiwo_planner.domain.publication import Published, publication
+from kaiwo_planner.domain.publication import Published
 from kaiwo_planner.domain.queues.default_objects import default_object_plans
 from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
 from kaiwo_planner.domain.state.fanout import (
@@ -65,8 +64,6 @@ from kaiwo_planner.domain.state.fanout import (
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.projection import Projection, object_ref
 from kaiwo_planner.domain.status.findings import WorkloadFinding
-from kaiwo_planner.domain.status.planned_status import owner_with_status, status_to_assume
-from kaiwo_planner.domain.status.public_events import PublicEvent
 from kaiwo_planner.inputs import (
     apply_observation,
     holds_observed_version,
@@ -75,12 +72,12 @@ from kaiwo_planner.inputs import (
     owners_of,
     public_events,
     queued,
-    resolve,
     told,
 )
 from kaiwo_planner.metrics import PlannerMetrics
 from kaiwo_planner.owner_key import OwnerKey
 from kaiwo_planner.owner_records import OwnerRecords
+from kaiwo_planner.owner_round import OwnerRounds, PlanFunction, Unfinished
 from kaiwo_planner.publisher import PlanPublisher, Release, Sequences, Trigger
 from kaiwo_planner.snapshot_store import SNAPSHOT_FORMAT
 from kaiwo_planner.snapshots import Restored, Snapshots
@@ -95,24 +92,6 @@ the two kinds are watched apart: the child's deletion can reach the planner firs
 once, the owner would get a plan re-creating the child that the executor must refuse (the
 owner is gone) and dead-letter; after the grace the owner's own deletion has come in and
 nothing is planned. A child deleted by hand is re-created once the grace has passed."""
-
-
-class PlanFunction(Protocol):
-    """The pure planner (:func:`kaiwo_planner.domain.planning.plan_object`)."""
-
-    def __call__(
-        self, *, owner: Mapping[str, Any], context: PlanningContext, now: datetime
-    ) -> PlanningResult: ...
-
-
-@dataclass(frozen=True, slots=True)
-class _Unfinished:
-    """An observation applied whose owners were not all published (a publish failed)."""
-
-    sequence: int
-    owners: tuple[ObjectRef, ...]
-    announcements: tuple[PublicEvent, ...] = ()
-    """Public events of the observation not yet published."""
 
 
 class PlanningLoop:
@@ -135,7 +114,6 @@ class PlanningLoop:
         tombstone_retention: int,
         default_cluster_queue: str,
     ) -> None:
-        self._plan_fn = plan_fn
         self._publisher = publisher
         self._snapshots = snapshots
         self._metrics = metrics
@@ -145,7 +123,9 @@ class PlanningLoop:
         self._projection = Projection(tombstone_retention=tombstone_retention)
         self._contexts = PlanningContextKeeper()
         self.records = OwnerRecords(metrics)
-        self._unfinished: _Unfinished | None = None
+        self._rounds = OwnerRounds(
+            state=self, plan_fn=plan_fn, publisher=publisher, metrics=metrics, holds=holds
+        )
 
     @property
     def projection(self) -> Projection:
@@ -157,7 +137,7 @@ class PlanningLoop:
     def observations_from(self) -> int:
         """The observation to read next: an unfinished one again, or the one after what the
         projection took in."""
-        unfinished = self._unfinished
+        unfinished = self._rounds.unfinished
         return unfinished.sequence if unfinished is not None else self._projection.last_sequence + 1
 
     # ------------------------------------------------------------------ inputs
@@ -165,7 +145,7 @@ class PlanningLoop:
     async def handle_observation(self, delivery: Delivery) -> None:
         """One observation in, zero or more plans out."""
         sequence = delivery.stream_sequence
-        unfinished = self._unfinished
+        unfinished = self._rounds.unfinished
         resuming = unfinished is not None and unfinished.sequence == sequence
         if not resuming and sequence <= self._projection.last_sequence:
             self._metrics.observations.labels("skipped").inc()
@@ -208,7 +188,7 @@ class PlanningLoop:
                     waited, envelope, self._projection, self.context
                 )
             if announcements:
-                self._unfinished = _Unfinished(
+                self._rounds.unfinished = Unfinished(
                     sequence=sequence, owners=owners, announcements=announcements
                 )
                 await self._publisher.announce(announcements, cause=envelope)
@@ -279,88 +259,8 @@ class PlanningLoop:
     async def plan_round(
         self, owners: tuple[ObjectRef, ...], why: Trigger, *, sequence: int | None = None
     ) -> None:
-        """Plan ``owners`` in order, then any others their plans ask for, each at most once.
-
-        With a ``sequence``, the owners still to plan are remembered until the round ends,
-        so a redelivery of that observation after a failed publish plans just those.
-        """
-        queue = list(owners)
-        seen = {ref.uid for ref in owners}
-        index = 0
-        while index < len(queue):
-            if sequence is not None:
-                self._unfinished = _Unfinished(sequence=sequence, owners=tuple(queue[index:]))
-            for ref in await self._plan_owner(queue[index], why):
-                if ref.uid not in seen:
-                    seen.add(ref.uid)
-                    queue.append(ref)
-            index += 1
-        self._unfinished = None
-
-    async def _plan_owner(self, ref: ObjectRef, why: Trigger) -> tuple[ObjectRef, ...]:
-        """Plan one owner and publish the plan if it is news; returns the others to plan."""
-        uid = ref.uid or ""
-        if not self.holds(uid):  # another replica's partition: it plans this owner
-            return ()
-        owner = self._projection.by_uid(uid) if uid else None
-        if owner is None:  # deleted, or never seen: its children go with it (owner refs)
-            self.records.gone(uid)
-            return ()
-        key = OwnerKey.of_uid(uid)
-        record = self.records.get(key)
-        assumed = status_to_assume(owner, record.status if record is not None else None)
-        if assumed is None and record is not None and record.status is not None:
-            # The write came back: hold the projection's equal copy, not a second one.
-            record = replace(record, status=owner.get("status"))
-            self.records.put(key, record)
-        outcome = self._plan(ref, owner_with_status(owner, assumed), now=why.now)
-        if outcome is None:
-            return ()
-        self.records.set_timer(uid, outcome.replan_at, now=why.now)
-        also = tuple(
-            found
-            for found in (resolve(self._projection, r) for r in outcome.also_replan)
-            if found is not None
-        )
-        plan = outcome.plan
-        if plan is None:
-            self._metrics.plans.labels(ref.kind, "no_plan").inc()
-            return also
-        decided = publication(
-            plan=plan,
-            owner=owner,
-            last=record,
-            absent=self._projection.missing((*plan.desired, *plan.shared)),
-            drifted=self._projection.drifted(plan.desired, ours_too=why.reapply_gaps),
-            reapply_gaps=why.reapply_gaps,
-        )
-        if decided.publish:
-            release = Release(
-                ref=ref,
-                plan=plan,
-                absent=decided.absent,
-                drifted=decided.drifted,
-                assumed=assumed,
-                # Often the decision's fingerprint is the plan's own: then hash it once.
-                fingerprint=decided.fingerprint if decided.fingerprint_is_the_plans else None,
-            )
-            await self._publisher.publish_plan(release, why, Sequences.of(self._projection))
-        self.records.put(key, decided.record)
-        self._metrics.plans.labels(ref.kind, "published" if decided.publish else "unchanged").inc()
-        return also
-
-    def _plan(
-        self, ref: ObjectRef, owner: Mapping[str, Any], *, now: datetime
-    ) -> PlanningResult | None:
-        started = time.perf_counter()
-        try:
-            return self._plan_fn(owner=owner, context=self.context(), now=now)
-        except Exception:
-            log.exception("planning failed", owner=ref.display(), owner_uid=ref.uid)
-            self._metrics.plans.labels(ref.kind, "error").inc()
-            return None
-        finally:
-            self._metrics.plan_duration.observe(time.perf_counter() - started)
+        """Plan ``owners`` and the others their plans ask for (:class:`OwnerRounds`)."""
+        await self._rounds.plan_round(owners, why, sequence=sequence)
 
     async def fire_due_timers(self) -> int:
         """Plan every owner whose time has come, with ``now`` = its due time."""
