@@ -1,7 +1,7 @@
 """Planning rounds: owners planned one by one, each plan published when it is news.
 
-A round plans the owners it is given in order, then any others their plans ask for
-(``also_replan``), each at most once. For one owner (:meth:`OwnerRounds.plan_round`):
+A round (:meth:`OwnerRounds.plan_round`) plans the owners it is given in order, then any
+others their plans ask for (``also_replan``), each at most once. For one owner:
 
 1. skip it when another replica's partition holds it, forget it when it is gone;
 2. plan it with the pure planner, as it is with the status its last plan set assumed until
