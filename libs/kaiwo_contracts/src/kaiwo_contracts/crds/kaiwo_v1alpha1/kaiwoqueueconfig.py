@@ -45,7 +45,7 @@ from kaiwo_contracts.crds.meta import (
     ObjectMeta,
 )
 from kaiwo_contracts.crds.quantity import Quantity
-from kaiwo_contracts.crds.schema import NoCrdDefault
+from kaiwo_contracts.crds.structural import NoCrdDefault
 
 KAIWO_QUEUE_CONFIG_NAME = "kaiwo"
 """The only KaiwoQueueConfig the controller acts on."""

@@ -14,7 +14,7 @@ from kaiwo_contracts.crds.core_v1 import (
     PersistentVolumeAccessMode,
 )
 from kaiwo_contracts.crds.quantity import QuantityString
-from kaiwo_contracts.crds.schema import NoCrdDefault
+from kaiwo_contracts.crds.structural import NoCrdDefault
 
 
 class ValueReference(KubeModel):

@@ -13,7 +13,7 @@ from pydantic_core import PydanticCustomError
 
 from kaiwo_contracts.crds.base import LIST_MAP_KEYS, LIST_TYPE, KubeModel
 from kaiwo_contracts.crds.meta import Condition
-from kaiwo_contracts.crds.schema import NoCrdDefault
+from kaiwo_contracts.crds.structural import NoCrdDefault
 
 
 def _distinct_condition_types(conditions: list[Condition]) -> list[Condition]:

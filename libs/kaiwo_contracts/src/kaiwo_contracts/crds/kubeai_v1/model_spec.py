@@ -30,7 +30,7 @@ from kaiwo_contracts.crds.kubeai_v1.spec_parts import (
     File,
     LoadBalancing,
 )
-from kaiwo_contracts.crds.schema import NoCrdDefault
+from kaiwo_contracts.crds.structural import NoCrdDefault
 
 Engine = Literal["OLlama", "VLLM", "FasterWhisper", "Infinity"]
 ModelFeature = Literal["TextGeneration", "TextEmbedding", "SpeechToText"]

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from kaiwo_contracts.crds.base import KubeModel
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import Conditions
-from kaiwo_contracts.crds.schema import NoCrdDefault
+from kaiwo_contracts.crds.structural import NoCrdDefault
 
 
 class ModelStatusReplicas(KubeModel):
