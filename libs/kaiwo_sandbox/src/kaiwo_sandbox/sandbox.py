@@ -34,7 +34,8 @@ from kaiwo_sandbox.gpu_metrics import metrics_app
 from kaiwo_sandbox.kubelet import Kubelet, Scheduler, WorkloadControllers
 from kaiwo_sandbox.kubelet_endpoint import ContainerLogEndpoint
 from kaiwo_sandbox.kueue import KueueController
-from kaiwo_sandbox.lifecycle import Timing, format_time, node_room
+from kaiwo_sandbox.lifecycle import Timing, format_time
+from kaiwo_sandbox.scheduling import node_room
 from kaiwo_sandbox.scope import NamespaceScope
 from kaiwo_sandbox.serving_certificate import CertificateError, self_signed_server_context
 from kaiwo_sandbox.volumes import VolumeBinder
