@@ -5,7 +5,7 @@ one global resourceVersion and hands the change to the
 :class:`~kaiwo_kubefake.watching.ChangeFeed` (a bounded history for watch resumption, and the
 watchers). A write that changes nothing commits nothing: no new resourceVersion, no event,
 as on the real API server. What a write may do is :mod:`kaiwo_kubefake.object_rules`;
-creation and updates are :mod:`kaiwo_kubefake.object_writes`; deletion, finalizers and garbage
+creation and updates are :mod:`kaiwo_kubefake.write_path`; deletion, finalizers and garbage
 collection are :mod:`kaiwo_kubefake.lifecycle`.
 
 Methods raise :class:`~kaiwo_kubefake.errors.ApiError` with the code and Status the real server
@@ -28,9 +28,9 @@ from kaiwo_kubefake.object_rules import (
     parse_resource_version,
 )
 from kaiwo_kubefake.object_table import ObjectKey, ObjectTable
-from kaiwo_kubefake.object_writes import ObjectWrites
 from kaiwo_kubefake.selectors import FieldSelector, LabelSelector
 from kaiwo_kubefake.watching import ChangeFeed, Watcher
+from kaiwo_kubefake.write_path import WritePath
 
 __all__ = [
     "DEFAULT_NAMESPACES",
@@ -71,7 +71,7 @@ class ObjectStore:
         )
         self._clock = clock
         self._lifecycle = ObjectLifecycle(self.table, now=self._now)
-        self._writes = ObjectWrites(self.table, lifecycle=self._lifecycle, now=self._now)
+        self._writes = WritePath(self.table, lifecycle=self._lifecycle, now=self._now)
         self.write_requests: Counter[tuple[str, str, str, str]] = Counter()
         self.changes = self.table.changes
         namespaces = self.kinds.lookup(group="", version="v1", plural="namespaces")

@@ -1,6 +1,7 @@
-"""Creating and updating objects as the API server does: defaults, the write rules of
-:mod:`kaiwo_kubefake.object_rules`, preconditions, field ownership (managedFields, server-side
-apply) and generations; an update that changes nothing commits nothing."""
+"""The fake API server's write path: creating and updating objects as the API server does
+(defaults, the write rules of :mod:`kaiwo_kubefake.object_rules`, preconditions, field
+ownership with managedFields and server-side apply, generations); an update that changes
+nothing commits nothing."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from kaiwo_kubefake.ownership import (
 from kaiwo_kubefake.patching import APPLY_PATCH, apply_patch
 
 
-class ObjectWrites:
+class WritePath:
     """Create, replace, patch (server-side apply included) and put, committed to the table."""
 
     def __init__(
