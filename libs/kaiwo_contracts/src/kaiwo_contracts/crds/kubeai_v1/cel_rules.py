@@ -17,9 +17,6 @@ CEL_VALIDATIONS = "x-kubernetes-validations"
 T = TypeVar("T")
 
 
-# ------------------------------------------------------------------ CEL rules, checked twice
-
-
 @dataclass(frozen=True, slots=True)
 class RuleViolation:
     """A broken validation rule: the field it is about (wire path) and the API's message."""
@@ -89,6 +86,3 @@ def checked(rule: CelRule[str], value: str) -> str:
     if not rule.holds(value):
         raise PydanticCustomError("cel_rule", rule.message)
     return value
-
-
-# ------------------------------------------------------------------ nested types

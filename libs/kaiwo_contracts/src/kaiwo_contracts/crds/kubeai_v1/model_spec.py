@@ -236,6 +236,3 @@ class ModelSpec(KubeModel):
             for rule in _SPEC_TRANSITION_RULES
             if not rule.holds(self, previous)
         ]
-
-
-# ------------------------------------------------------------------ status

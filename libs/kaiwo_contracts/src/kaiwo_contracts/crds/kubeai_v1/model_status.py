@@ -42,6 +42,3 @@ class ModelStatus(KubeModel):
         default=None,
         description="Configured, CacheLoaded, Ready, AdaptersLoaded, Valid (Kaiwo).",
     )
-
-
-# ------------------------------------------------------------------ the kind

@@ -116,6 +116,3 @@ class File(KubeModel):
     @classmethod
     def _path_is_absolute(cls, value: str) -> str:
         return checked(_FILE_PATH_RULE, value)
-
-
-# ------------------------------------------------------------------ spec
