@@ -22,11 +22,7 @@ from typing import Any
 
 from kaiwo_kubefake.kinds import CRD_KIND, KindRegistry, ResourceKind
 from kaiwo_kubefake.lifecycle import ObjectLifecycle
-from kaiwo_kubefake.object_rules import (
-    NO_PRECONDITIONS,
-    Preconditions,
-    parse_resource_version,
-)
+from kaiwo_kubefake.object_rules import NO_PRECONDITIONS, Preconditions, parse_resource_version
 from kaiwo_kubefake.object_table import ObjectKey, ObjectTable
 from kaiwo_kubefake.selectors import FieldSelector, LabelSelector
 from kaiwo_kubefake.watching import ChangeFeed, Watcher

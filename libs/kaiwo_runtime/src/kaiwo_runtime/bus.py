@@ -42,15 +42,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from kaiwo_contracts.events.decoding import decode_envelope
-from kaiwo_contracts.events.envelope import (
-    NATS_MSG_ID_HEADER,
-    Envelope,
-    EnvelopeFormatError,
-)
-from kaiwo_contracts.events.streams import (
-    BusTopology,
-    ConsumerSpec,
-)
+from kaiwo_contracts.events.envelope import NATS_MSG_ID_HEADER, Envelope, EnvelopeFormatError
+from kaiwo_contracts.events.streams import BusTopology, ConsumerSpec
 from pydantic import BaseModel, ValidationError
 
 T = TypeVar("T", bound=BaseModel)

@@ -6,15 +6,8 @@ largest message; and the relay that turns the server's max-deliveries advisories
 from __future__ import annotations
 
 import structlog
-from kaiwo_contracts.events.envelope import (
-    MAX_MESSAGE_BYTES,
-    NATS_MSG_ID_HEADER,
-    parse_body,
-)
-from kaiwo_contracts.events.streams import (
-    DEAD_LETTER_STREAM,
-    MAX_DELIVERIES_ADVISORY,
-)
+from kaiwo_contracts.events.envelope import MAX_MESSAGE_BYTES, NATS_MSG_ID_HEADER, parse_body
+from kaiwo_contracts.events.streams import DEAD_LETTER_STREAM, MAX_DELIVERIES_ADVISORY
 from kaiwo_contracts.events.subjects import dead_letter_subject
 
 from kaiwo_runtime.bus import Bus, Delivery, Handler, PoisonMessage, StoredMessage, message_size

@@ -13,18 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from kaiwo_contracts.events.envelope import Envelope
-from kaiwo_contracts.events.streams import (
-    BusTopology,
-    ConsumerSpec,
-)
+from kaiwo_contracts.events.streams import BusTopology, ConsumerSpec
 
-from kaiwo_runtime.bus import (
-    BusError,
-    Delivery,
-    Handler,
-    PublishAck,
-    StoredMessage,
-)
+from kaiwo_runtime.bus import BusError, Delivery, Handler, PublishAck, StoredMessage
 from kaiwo_runtime.dead_letters import dead_letter
 from kaiwo_runtime.memory_jetstream import MemoryJetStream
 from kaiwo_runtime.settlement import Ack, DeadLetter, Retry, Terminate, handle_batch, settle

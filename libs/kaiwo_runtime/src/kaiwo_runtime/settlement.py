@@ -11,10 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import structlog
-from kaiwo_contracts.events.streams import (
-    DEAD_LETTER_STREAM,
-    ConsumerSpec,
-)
+from kaiwo_contracts.events.streams import DEAD_LETTER_STREAM, ConsumerSpec
 from kaiwo_contracts.events.subjects import SubjectError, parse_subject
 
 from kaiwo_runtime.bus import NON_RETRYABLE, Bus, BusError, Delivery, Handler, RetryLater

@@ -24,12 +24,7 @@ import aiohttp
 from aiohttp import web
 from kaiwo_kube import AlreadyExists, KubeError, KubernetesPort, resources
 
-from kaiwo_sandbox.fleet import (
-    DEFAULT_FLEET,
-    SIMULATED_LABEL,
-    NodeSpec,
-    kubelet_endpoint_status,
-)
+from kaiwo_sandbox.fleet import DEFAULT_FLEET, SIMULATED_LABEL, NodeSpec, kubelet_endpoint_status
 from kaiwo_sandbox.gpu_metrics import metrics_app
 from kaiwo_sandbox.kubelet import Kubelet, Scheduler, WorkloadControllers
 from kaiwo_sandbox.kubelet_endpoint import ContainerLogEndpoint

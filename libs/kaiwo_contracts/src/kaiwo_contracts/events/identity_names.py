@@ -4,12 +4,8 @@ key-value buckets and leases they keep, and the event streams.
 
 from __future__ import annotations
 
-from kaiwo_contracts.events.messenger import (
-    TENANT_PREFIX,
-)
-from kaiwo_contracts.events.permission_blocks import (
-    EVERYTHING,
-)
+from kaiwo_contracts.events.messenger import TENANT_PREFIX
+from kaiwo_contracts.events.permission_blocks import EVERYTHING
 from kaiwo_contracts.events.streams import (
     DEAD_LETTER_STREAM,
     GATEWAY_STREAM,

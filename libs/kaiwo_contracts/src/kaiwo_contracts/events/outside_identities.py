@@ -16,11 +16,7 @@ from kaiwo_contracts.events.identity_names import (
     SERVICES,
     SUBSCRIBER,
 )
-from kaiwo_contracts.events.messenger import (
-    REQUEST_STREAM,
-    RESPONSE_STREAM,
-    TenantSubjects,
-)
+from kaiwo_contracts.events.messenger import REQUEST_STREAM, RESPONSE_STREAM, TenantSubjects
 from kaiwo_contracts.events.permission_blocks import (
     EVERYTHING,
     JS_ACK,
@@ -33,9 +29,7 @@ from kaiwo_contracts.events.permission_blocks import (
     stored_reads,
     unique,
 )
-from kaiwo_contracts.events.streams import (
-    PUBLIC_STREAM,
-)
+from kaiwo_contracts.events.streams import PUBLIC_STREAM
 from kaiwo_contracts.events.subjects import Family, family_filter
 
 CLI_SUBJECTS: tuple[str, ...] = (

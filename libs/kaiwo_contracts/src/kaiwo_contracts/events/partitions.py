@@ -6,10 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kaiwo_contracts.events.subjects import (
-    Family,
-    uid_token,
-)
+from kaiwo_contracts.events.subjects import Family, uid_token
 
 # Token index (wildcard number, from 1) of the uid in each partitioned family's source filter.
 _PARTITION_SOURCES: dict[Family, tuple[str, int]] = {

@@ -84,11 +84,7 @@ from kaiwo_contracts.events.stream_names import (
     PUBLIC_STREAM,
     RESULT_STREAM,
 )
-from kaiwo_contracts.events.subjects import (
-    CLUSTER_SCOPE,
-    Family,
-    family_filter,
-)
+from kaiwo_contracts.events.subjects import CLUSTER_SCOPE, Family, family_filter
 
 DAY = 24 * 3600.0
 

@@ -35,11 +35,7 @@ from pydantic import AfterValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from kaiwo_contracts.crds.base import CrdInfo, KubeModel
-from kaiwo_contracts.crds.core_v1 import (
-    EnvVar,
-    LocalObjectReference,
-    ResourceRequirements,
-)
+from kaiwo_contracts.crds.core_v1 import EnvVar, LocalObjectReference, ResourceRequirements
 from kaiwo_contracts.crds.kaiwo_v1alpha1.constrained import (
     DURATION_PATTERN,
     GPU_VENDOR_PATTERN,

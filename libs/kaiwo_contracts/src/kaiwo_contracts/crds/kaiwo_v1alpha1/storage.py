@@ -10,9 +10,7 @@ from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from kaiwo_contracts.crds.base import KubeModel
-from kaiwo_contracts.crds.core_v1 import (
-    PersistentVolumeAccessMode,
-)
+from kaiwo_contracts.crds.core_v1 import PersistentVolumeAccessMode
 from kaiwo_contracts.crds.quantity import QuantityString
 from kaiwo_contracts.crds.structural import NoCrdDefault
 
