@@ -42,7 +42,8 @@ from kaiwo_planner.settings import PlannerSettings
 from kaiwo_recorder.service import RecorderService
 from kaiwo_runtime.kv import MemoryKeyValue
 from kaiwo_runtime.logging import configure_logging
-from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
+from kaiwo_runtime.memory_bus import MemoryBus
+from kaiwo_runtime.memory_jetstream import MemoryJetStream
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 NAMESPACE = "ml-team"

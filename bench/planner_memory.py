@@ -43,7 +43,8 @@ from kaiwo_planner.service import PlannerService
 from kaiwo_planner.settings import PlannerSettings
 from kaiwo_runtime.bus import Delivery, PublishAck
 from kaiwo_runtime.kv import MemoryKeyValue
-from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
+from kaiwo_runtime.memory_bus import MemoryBus
+from kaiwo_runtime.memory_jetstream import MemoryJetStream
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from planner_service import Observed, observations

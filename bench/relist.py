@@ -47,7 +47,8 @@ from kaiwo_planner.service import PlannerService
 from kaiwo_planner.settings import PlannerSettings
 from kaiwo_runtime.kv import MemoryKeyValue
 from kaiwo_runtime.logging import configure_logging
-from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
+from kaiwo_runtime.memory_bus import MemoryBus
+from kaiwo_runtime.memory_jetstream import MemoryJetStream
 from planner_service import NODES, WATCHER, observations
 from resync import observe_queue_objects
 

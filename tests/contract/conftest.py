@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 import pytest
 from kaiwo_contracts.events.streams import BusTopology
 from kaiwo_runtime.bus import Bus
-from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
+from kaiwo_runtime.memory_bus import MemoryBus
+from kaiwo_runtime.memory_jetstream import MemoryJetStream
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_server import NatsServer
 

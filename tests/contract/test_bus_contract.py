@@ -18,7 +18,8 @@ from kaiwo_contracts.events.streams import (
     ConsumerSpec,
     bus_topology,
 )
-from kaiwo_runtime.bus import (
+from kaiwo_runtime.bus import Bus, BusError, Delivery, PublishRefusedError, message_size
+from kaiwo_runtime.dead_letters import (
     DLQ_BODY_BYTES,
     DLQ_CONSUMER,
     DLQ_DELIVERIES,
@@ -26,12 +27,7 @@ from kaiwo_runtime.bus import (
     DLQ_SEQUENCE,
     DLQ_STREAM,
     DLQ_SUBJECT,
-    Bus,
-    BusError,
-    Delivery,
-    PublishRefusedError,
     dead_letter_relay,
-    message_size,
 )
 
 UID_A = "0b8f0a52-2a4c-4c38-9a43-1f7d52a1c001"

@@ -23,9 +23,11 @@ from kaiwo_contracts.events.streams import (
     ConsumerSpec,
     bus_topology,
 )
-from kaiwo_runtime.bus import DLQ_REASON, Delivery, run_consumer
+from kaiwo_runtime.bus import Delivery
+from kaiwo_runtime.dead_letters import DLQ_REASON
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_server import NatsServer
+from kaiwo_runtime.settlement import run_consumer
 
 pytestmark = [pytest.mark.nats, pytest.mark.slow]
 

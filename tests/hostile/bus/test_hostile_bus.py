@@ -42,7 +42,8 @@ from kaiwo_planner.settings import PlannerSettings
 from kaiwo_recorder.metrics import RecorderMetrics
 from kaiwo_recorder.records import DEAD_LETTER_TYPE, MALFORMED_TYPE, MAX_DELIVERIES_TYPE
 from kaiwo_recorder.service import RecorderService
-from kaiwo_runtime.bus import DLQ_REASON, DLQ_SEQUENCE, DLQ_STREAM, PublishRefusedError
+from kaiwo_runtime.bus import PublishRefusedError
+from kaiwo_runtime.dead_letters import DLQ_REASON, DLQ_SEQUENCE, DLQ_STREAM
 from kaiwo_runtime.kv import NatsKeyValue
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_server import NatsServer

@@ -22,7 +22,7 @@ from kaiwo_contracts.plan_sources import source_of
 from kaiwo_contracts.plans import ObjectRef, Plan, PlanSource, PruneRule, ScaleIntent
 from kaiwo_kube import NotFound, resources
 from kaiwo_kube.resources import known_type
-from kaiwo_runtime.bus import DLQ_REASON
+from kaiwo_runtime.dead_letters import DLQ_REASON
 from kaiwo_runtime.nats_bus import NatsBus
 
 from tests.integration.conftest import real_sqlite

@@ -57,7 +57,8 @@ from kaiwo_planner.settings import PlannerSettings
 from kaiwo_recorder import records, stream_ids
 from kaiwo_recorder.service import RecorderService
 from kaiwo_runtime.kv import MemoryKeyValue
-from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
+from kaiwo_runtime.memory_bus import MemoryBus
+from kaiwo_runtime.memory_jetstream import MemoryJetStream
 from kaiwo_runtime.nats_server import free_port
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

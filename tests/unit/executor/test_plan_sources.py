@@ -22,8 +22,9 @@ from kaiwo_executor.api_retries import RetryPolicy
 from kaiwo_executor.service import ExecutorService
 from kaiwo_kube import resources
 from kaiwo_kubefake import ResourceKind
-from kaiwo_runtime.bus import DLQ_REASON
-from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
+from kaiwo_runtime.dead_letters import DLQ_REASON
+from kaiwo_runtime.memory_bus import MemoryBus
+from kaiwo_runtime.memory_jetstream import MemoryJetStream
 
 from tests.unit.executor.conftest import (
     KAIWO_JOB,

@@ -15,8 +15,10 @@ from kaiwo_contracts.events.subjects import plan_subject
 from kaiwo_executor.api_retries import RetryPolicy
 from kaiwo_executor.service import ExecutorService, executor_consumers
 from kaiwo_kube import Retryable
-from kaiwo_runtime.bus import DLQ_REASON, Delivery, RetryLater
-from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
+from kaiwo_runtime.bus import Delivery, RetryLater
+from kaiwo_runtime.dead_letters import DLQ_REASON
+from kaiwo_runtime.memory_bus import MemoryBus
+from kaiwo_runtime.memory_jetstream import MemoryJetStream
 
 PLANNED = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 RESULT_TIME = datetime(2025, 3, 1, 12, 0, 5, tzinfo=UTC)

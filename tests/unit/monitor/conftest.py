@@ -18,7 +18,8 @@ from kaiwo_kube.resources import ResourceType
 from kaiwo_kubefake import FakeKubeServer
 from kaiwo_monitor.domain.samples import GpuSample
 from kaiwo_monitor.prometheus import ScrapeError
-from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
+from kaiwo_runtime.memory_bus import MemoryBus
+from kaiwo_runtime.memory_jetstream import MemoryJetStream
 
 from tests.waiting import eventually
 

@@ -23,7 +23,8 @@ from kaiwo_monitor.settings import LEASE_ROLE, MonitorSettings
 from kaiwo_monitor.state_store import StateStore, decode_state, encode_state
 from kaiwo_runtime.kv import MemoryKeyValue
 from kaiwo_runtime.leases import MemoryLeaseStore
-from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
+from kaiwo_runtime.memory_bus import MemoryBus
+from kaiwo_runtime.memory_jetstream import MemoryJetStream
 from kaiwo_runtime.single_active import SingleActive
 from kaiwo_runtime.startup import LeaseLostError
 

@@ -29,7 +29,8 @@ from kaiwo_planner.service import PlanFunction, PlannerService
 from kaiwo_planner.settings import PlannerSettings
 from kaiwo_runtime.bus import StoredMessage
 from kaiwo_runtime.kv import MemoryKeyValue
-from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
+from kaiwo_runtime.memory_bus import MemoryBus
+from kaiwo_runtime.memory_jetstream import MemoryJetStream
 
 START = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 KAIWO = "kaiwo.silogen.ai/v1alpha1"

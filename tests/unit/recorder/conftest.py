@@ -29,7 +29,8 @@ from kaiwo_contracts.plans import ObjectRef, Plan
 from kaiwo_eventstore import AppendResult, InMemoryEventStore, NewEvent, StoreUnavailableError
 from kaiwo_recorder.metrics import RecorderMetrics
 from kaiwo_recorder.service import RecorderService
-from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
+from kaiwo_runtime.memory_bus import MemoryBus
+from kaiwo_runtime.memory_jetstream import MemoryJetStream
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 JOB_UID = "0b7c0a5e-1111-4c1e-9d0a-3f2e8a9c7d01"

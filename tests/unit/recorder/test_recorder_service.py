@@ -21,7 +21,8 @@ from kaiwo_contracts.plans import ObjectRef
 from kaiwo_eventstore import InMemoryEventStore
 from kaiwo_recorder.gaps import Gap
 from kaiwo_recorder.service import RecorderService
-from kaiwo_runtime.bus import DLQ_REASON, PoisonMessage, message_size
+from kaiwo_runtime.bus import PoisonMessage, message_size
+from kaiwo_runtime.dead_letters import DLQ_REASON
 from structlog.testing import capture_logs
 
 WORKLOAD = "workload/0b7c0a5e-1111-4c1e-9d0a-3f2e8a9c7d01"

@@ -16,7 +16,8 @@ from kaiwo_recorder.records import (
     decode_body,
     record_of,
 )
-from kaiwo_runtime.bus import Delivery, dead_letter
+from kaiwo_runtime.bus import Delivery
+from kaiwo_runtime.dead_letters import dead_letter
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 LATER = datetime(2026, 3, 1, 12, 5, tzinfo=UTC)

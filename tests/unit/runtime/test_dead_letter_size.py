@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from kaiwo_runtime.bus import (
-    DLQ_BODY_BYTES,
-    DLQ_REASON,
-    Delivery,
-    dead_letter,
-    message_size,
-)
+from kaiwo_runtime.bus import Delivery, message_size
+from kaiwo_runtime.dead_letters import DLQ_BODY_BYTES, DLQ_REASON, dead_letter
 
 
 def delivery(headers: dict[str, str], body: bytes) -> Delivery:

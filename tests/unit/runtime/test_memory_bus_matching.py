@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from kaiwo_contracts.events.streams import SubjectTransform
-from kaiwo_runtime.memory_bus import apply_transform, subject_matches
+from kaiwo_runtime.memory_jetstream import apply_transform, subject_matches
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 from kaiwo_contracts.events.streams import ConsumerSpec
-from kaiwo_runtime.bus import Ack, DeadLetter, Delivery, PoisonMessage, Retry, settle
+from kaiwo_runtime.bus import Delivery, PoisonMessage
+from kaiwo_runtime.settlement import Ack, DeadLetter, Retry, settle
 from structlog.testing import capture_logs
 
 CONSUMER = ConsumerSpec(

@@ -9,20 +9,12 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from kaiwo_sandbox.controller_status import deployment_status, job_status
 from kaiwo_sandbox.durations import duration_seconds
 from kaiwo_sandbox.fleet import DEFAULT_FLEET, parse_fleet
-from kaiwo_sandbox.lifecycle import (
-    NodeRoom,
-    Placement,
-    RunPlan,
-    Timing,
-    deployment_status,
-    job_status,
-    place,
-    pod_step,
-    run_plan,
-)
+from kaiwo_sandbox.lifecycle import RunPlan, Timing, pod_step, run_plan
 from kaiwo_sandbox.quantities import quantity, templates_requests
+from kaiwo_sandbox.scheduling import NodeRoom, Placement, place
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 TIMING = Timing(start_seconds=2, run_seconds=20, download_seconds=3)

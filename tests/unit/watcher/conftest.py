@@ -23,7 +23,8 @@ from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_kube.resources import ResourceType
 from kaiwo_kubefake import FakeKubeServer, ResourceKind
 from kaiwo_runtime.kv import MemoryKeyValue
-from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
+from kaiwo_runtime.memory_bus import MemoryBus
+from kaiwo_runtime.memory_jetstream import MemoryJetStream
 from kaiwo_runtime.nats_server import free_port
 from kaiwo_watcher.service import WatcherService, WatcherTuning
 

@@ -5,7 +5,8 @@ one global resourceVersion and hands the change to the
 :class:`~kaiwo_kubefake.watching.ChangeFeed` (a bounded history for watch resumption, and the
 watchers). A write that changes nothing commits nothing: no new resourceVersion, no event,
 as on the real API server. What a write may do is :mod:`kaiwo_kubefake.object_rules`;
-deletion, finalizers and garbage collection are :mod:`kaiwo_kubefake.lifecycle`.
+creation and updates are :mod:`kaiwo_kubefake.write_path`; deletion, finalizers and garbage
+collection are :mod:`kaiwo_kubefake.lifecycle`.
 
 Methods raise :class:`~kaiwo_kubefake.errors.ApiError` with the code and Status the real server
 would answer with. Objects go in and out as deep copies.
@@ -19,32 +20,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from kaiwo_kubefake import errors
-from kaiwo_kubefake.custom_resources import check_apply_configuration, conform
 from kaiwo_kubefake.kinds import CRD_KIND, KindRegistry, ResourceKind
 from kaiwo_kubefake.lifecycle import ObjectLifecycle
-from kaiwo_kubefake.object_rules import (
-    NO_PRECONDITIONS,
-    Preconditions,
-    check_preconditions,
-    content,
-    main_resource_update,
-    meta,
-    parse_resource_version,
-    prepare_new,
-    spec_changed,
-)
+from kaiwo_kubefake.object_rules import NO_PRECONDITIONS, Preconditions, parse_resource_version
 from kaiwo_kubefake.object_table import ObjectKey, ObjectTable
-from kaiwo_kubefake.ownership import (
-    Ownership,
-    read_ownership,
-    record_update,
-    server_side_apply,
-    write_ownership,
-)
-from kaiwo_kubefake.patching import APPLY_PATCH, apply_patch
 from kaiwo_kubefake.selectors import FieldSelector, LabelSelector
 from kaiwo_kubefake.watching import ChangeFeed, Watcher
+from kaiwo_kubefake.write_path import WritePath
 
 __all__ = [
     "DEFAULT_NAMESPACES",
@@ -85,6 +67,7 @@ class ObjectStore:
         )
         self._clock = clock
         self._lifecycle = ObjectLifecycle(self.table, now=self._now)
+        self._writes = WritePath(self.table, lifecycle=self._lifecycle, now=self._now)
         self.write_requests: Counter[tuple[str, str, str, str]] = Counter()
         self.changes = self.table.changes
         namespaces = self.kinds.lookup(group="", version="v1", plural="namespaces")
@@ -170,26 +153,7 @@ class ObjectStore:
         body: dict[str, Any],
         manager: str = "unknown",
     ) -> dict[str, Any]:
-        obj = self._new(kind, namespace=namespace, body=body)
-        metadata = obj["metadata"]
-        if self.table.bucket(kind).get(
-            self.table.key(kind, metadata.get("namespace"), metadata["name"])
-        ):
-            raise errors.already_exists(name=metadata["name"], group=kind.group, plural=kind.plural)
-        # The creator owns what it sent, not what the server defaulted; but a custom
-        # resource's body is pruned and defaulted by its schema before ownership is taken.
-        sent = conform(kind, body)
-        ownership = record_update(
-            old=None,
-            new={**sent, "metadata": {**(sent.get("metadata") or {}), "name": metadata["name"]}},
-            manager=manager,
-            subresource="",
-            status_subresource=kind.status_subresource,
-        )
-        write_ownership(obj, ownership, previous={}, now=self._now())
-        created = self.table.commit(kind, change_type="ADDED", obj=obj, old=None)
-        self._lifecycle.after_write(kind, created)
-        return created
+        return self._writes.create(kind, namespace=namespace, body=body, manager=manager)
 
     def replace(
         self,
@@ -201,32 +165,13 @@ class ObjectStore:
         manager: str = "unknown",
         subresource: str = "",
     ) -> dict[str, Any]:
-        if not isinstance(body, dict):
-            raise errors.bad_request("the body must be a JSON object")
-        body_name = (body.get("metadata") or {}).get("name")
-        if body_name != name:
-            raise errors.bad_request(
-                f"the name of the object ({body_name}) does not match the name on the URL ({name})"
-            )
-        live = self.table.live(kind, namespace, name)
-        check_preconditions(
+        return self._writes.replace(
             kind,
-            live,
-            Preconditions(
-                uid=(body.get("metadata") or {}).get("uid"),
-                resource_version=(body.get("metadata") or {}).get("resourceVersion"),
-            ),
-        )
-        body = conform(kind, body)
-        ownership = record_update(
-            old=live,
-            new=body,
+            namespace=namespace,
+            name=name,
+            body=body,
             manager=manager,
             subresource=subresource,
-            status_subresource=kind.status_subresource,
-        )
-        return self._settle(
-            kind, live=live, candidate=body, subresource=subresource, ownership=ownership
         )
 
     def patch(
@@ -241,134 +186,15 @@ class ObjectStore:
         force: bool = False,
         subresource: str = "",
     ) -> dict[str, Any]:
-        if content_type == APPLY_PATCH:
-            return self._apply(
-                kind,
-                namespace=namespace,
-                name=name,
-                body=body,
-                manager=manager,
-                force=force,
-                subresource=subresource,
-            )
-        live = self.table.live(kind, namespace, name)
-        candidate = conform(kind, apply_patch(content_type=content_type, target=live, body=body))
-        check_preconditions(
+        return self._writes.patch(
             kind,
-            live,
-            Preconditions(
-                uid=(candidate.get("metadata") or {}).get("uid"),
-                resource_version=(candidate.get("metadata") or {}).get("resourceVersion"),
-            ),
-        )
-        ownership = record_update(
-            old=live,
-            new=candidate,
-            manager=manager or "unknown",
-            subresource=subresource,
-            status_subresource=kind.status_subresource,
-        )
-        return self._settle(
-            kind, live=live, candidate=candidate, subresource=subresource, ownership=ownership
-        )
-
-    def _apply(
-        self,
-        kind: ResourceKind,
-        *,
-        namespace: str | None,
-        name: str,
-        body: Any,
-        manager: str | None,
-        force: bool,
-        subresource: str,
-    ) -> dict[str, Any]:
-        if not manager:
-            raise errors.bad_request("PATCH, application/apply-patch+yaml requires fieldManager")
-        if not isinstance(body, dict):
-            raise errors.bad_request("an apply configuration must be an object")
-        metadata = body.get("metadata") or {}
-        if not body.get("apiVersion") or not body.get("kind"):
-            raise errors.bad_request("an apply configuration needs apiVersion and kind")
-        if metadata.get("name") != name:
-            raise errors.bad_request(
-                f"the name of the object ({metadata.get('name')}) does not match the name on "
-                f"the URL ({name})"
-            )
-        check_apply_configuration(kind, body)
-        live = self.find(kind, namespace=namespace, name=name)
-        if live is None:
-            if subresource:
-                raise errors.not_found(name=name, group=kind.group, plural=kind.plural)
-            merged = server_side_apply(
-                live=None,
-                applied=body,
-                manager=manager,
-                force=force,
-                subresource="",
-                status_subresource=kind.status_subresource,
-            )
-            obj = merged.obj
-            obj["metadata"] = {**obj.get("metadata", {}), "name": name}
-            if kind.namespaced and namespace:
-                obj["metadata"]["namespace"] = namespace
-            obj = self._new(kind, namespace=namespace, body=obj, applied=True)
-            write_ownership(obj, merged.ownership, previous={}, now=self._now())
-            created = self.table.commit(kind, change_type="ADDED", obj=obj, old=None)
-            self._lifecycle.after_write(kind, created)
-            return created
-        check_preconditions(
-            kind, live, Preconditions(resource_version=metadata.get("resourceVersion"))
-        )
-        merged = server_side_apply(
-            live=live,
-            applied=body,
+            namespace=namespace,
+            name=name,
+            content_type=content_type,
+            body=body,
             manager=manager,
             force=force,
             subresource=subresource,
-            status_subresource=kind.status_subresource,
-        )
-        return self._settle(
-            kind,
-            live=live,
-            candidate=conform(kind, merged.obj, applied=True),
-            subresource=subresource,
-            ownership=merged.ownership,
-        )
-
-    def _settle(
-        self,
-        kind: ResourceKind,
-        *,
-        live: dict[str, Any],
-        candidate: dict[str, Any],
-        subresource: str,
-        ownership: Ownership,
-    ) -> dict[str, Any]:
-        """Turn a proposed new state into the stored one; commit it unless nothing changed."""
-        if subresource == "status":
-            new = copy.deepcopy(live)
-            if "status" in candidate:
-                new["status"] = copy.deepcopy(candidate["status"])
-            else:
-                new.pop("status", None)
-        else:
-            new = main_resource_update(kind, live=live, candidate=candidate)
-        write_ownership(new, ownership, previous=read_ownership(live), now=self._now())
-        new["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"]
-        if content(new) == content(live):
-            return copy.deepcopy(live)
-        if kind.has_generation and spec_changed(kind, live, new):
-            new["metadata"]["generation"] = int(live["metadata"].get("generation") or 0) + 1
-        updated = self.table.commit(kind, change_type="MODIFIED", obj=new, old=live)
-        self._lifecycle.after_write(kind, updated)
-        return (
-            self.find(
-                kind,
-                namespace=updated["metadata"].get("namespace"),
-                name=updated["metadata"]["name"],
-            )
-            or updated
         )
 
     def delete(
@@ -409,23 +235,6 @@ class ObjectStore:
             for item in items
         ]
 
-    def _new(
-        self,
-        kind: ResourceKind,
-        *,
-        namespace: str | None,
-        body: dict[str, Any],
-        applied: bool = False,
-    ) -> dict[str, Any]:
-        return prepare_new(
-            kind,
-            namespace=namespace,
-            body=body,
-            now=self._now(),
-            check_namespace=self.table.check_namespace,
-            applied=applied,
-        )
-
     # ------------------------------------------------------------------ custom resources
 
     def register_crd(self, crd: dict[str, Any]) -> dict[str, Any]:
@@ -445,32 +254,7 @@ class ObjectStore:
     def put(self, kind: ResourceKind, obj: dict[str, Any]) -> dict[str, Any]:
         """Store ``obj`` as given (status included), creating or overwriting; tests use this to
         play the part of other controllers. Server fields are filled in; watchers are told."""
-        metadata = obj.get("metadata") or {}
-        live = self.find(kind, namespace=metadata.get("namespace"), name=metadata.get("name", ""))
-        if live is None:
-            fresh = self._new(kind, namespace=metadata.get("namespace"), body=obj)
-            if "status" in obj:
-                fresh["status"] = copy.deepcopy(obj["status"])
-                fresh = conform(kind, fresh)
-            created = self.table.commit(kind, change_type="ADDED", obj=fresh, old=None)
-            self._lifecycle.after_write(kind, created)
-            return created
-        new = copy.deepcopy(obj)
-        new["apiVersion"], new["kind"] = live["apiVersion"], live["kind"]
-        new = conform(kind, new)
-        new_metadata = meta(new)
-        for fixed in ("uid", "creationTimestamp", "namespace", "managedFields"):
-            if fixed in live["metadata"]:
-                new_metadata.setdefault(fixed, live["metadata"][fixed])
-        if kind.has_generation and spec_changed(kind, live, new):
-            new_metadata["generation"] = int(live["metadata"].get("generation") or 0) + 1
-        else:
-            new_metadata["generation"] = live["metadata"].get("generation")
-            if new_metadata["generation"] is None:
-                del new_metadata["generation"]
-        updated = self.table.commit(kind, change_type="MODIFIED", obj=new, old=live)
-        self._lifecycle.after_write(kind, updated)
-        return updated
+        return self._writes.put(kind, obj)
 
     def set_status(
         self, kind: ResourceKind, *, namespace: str | None, name: str, status: dict[str, Any]

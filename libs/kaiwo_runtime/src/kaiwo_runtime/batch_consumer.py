@@ -37,7 +37,8 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from kaiwo_runtime.bus import Bus, BusError, ConsumerPosition, Delivery
-from kaiwo_runtime.memory_bus import MemoryBus, MemoryJetStream
+from kaiwo_runtime.memory_bus import MemoryBus
+from kaiwo_runtime.memory_jetstream import MemoryJetStream
 from kaiwo_runtime.nats_bus import NatsBus, nak_delay
 
 JS_API_PREFIX = "$JS.API"

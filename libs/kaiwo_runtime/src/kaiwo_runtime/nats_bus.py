@@ -25,22 +25,17 @@ from nats.js import JetStreamContext
 from nats.js import api as js_api
 
 from kaiwo_runtime.bus import (
-    Ack,
     BusError,
-    DeadLetter,
     Delivery,
     Handler,
     PublishAck,
     PublishRefusedError,
-    Retry,
     StoredMessage,
-    Terminate,
     check_size,
-    dead_letter,
-    handle_batch,
-    settle,
 )
+from kaiwo_runtime.dead_letters import dead_letter
 from kaiwo_runtime.nats_connection import NatsConnection, connect_client
+from kaiwo_runtime.settlement import Ack, DeadLetter, Retry, Terminate, handle_batch, settle
 
 log = structlog.get_logger("kaiwo.bus.nats")
 

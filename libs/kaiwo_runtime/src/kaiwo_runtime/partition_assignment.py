@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from math import ceil
 
-from kaiwo_contracts.events.streams import fnv1a_32
+from kaiwo_contracts.events.partitions import fnv1a_32
 
 MEMBER_SEGMENT = "member"
 """The key segment of membership entries: ``<role>.member.<member>``."""

@@ -20,14 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from kaiwo_sandbox.lifecycle import (
-    WORKLOAD_TYPE_LABEL,
-    RunPlan,
-    Timing,
-    gpu_ids,
-    node_of,
-    parse_time,
-)
+from kaiwo_sandbox.lifecycle import WORKLOAD_TYPE_LABEL, RunPlan, Timing, node_of, parse_time
+from kaiwo_sandbox.scheduling import gpu_ids
 
 PREFIX: Final = "[sandbox] "
 PROGRESS_PARTS: Final = 4

@@ -21,7 +21,8 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from kaiwo_sandbox.lifecycle import GPU_UTILIZATION, held_gpus, node_of
+from kaiwo_sandbox.lifecycle import GPU_UTILIZATION, node_of
+from kaiwo_sandbox.scheduling import held_gpus
 
 METRIC: Final = "gpu_gfx_activity"
 

@@ -2,7 +2,7 @@
 
 On the fake API server nothing makes pods, so :class:`WorkloadControllers` plays the Job and
 Deployment controllers (and the scheduler, by creating each pod on a node with room, see
-:func:`~kaiwo_sandbox.lifecycle.place`) and moves RayJobs on. :class:`Kubelet` moves every pod
+:func:`~kaiwo_sandbox.scheduling.place`) and moves RayJobs on. :class:`Kubelet` moves every pod
 bound to a sandbox node through its life; the Job and Deployment status follow from the pods.
 Decisions are in :mod:`kaiwo_sandbox.lifecycle`; this module only reads and writes.
 """
@@ -16,6 +16,12 @@ from typing import Any, Final
 
 from kaiwo_kube import AlreadyExists, Conflict, KubernetesPort, NotFound, resources
 
+from kaiwo_sandbox.controller_status import (
+    deployment_status,
+    job_is_finished,
+    job_status,
+    same_status,
+)
 from kaiwo_sandbox.durations import duration_seconds
 from kaiwo_sandbox.lifecycle import (
     CONTROLLER_UID_LABEL,
@@ -24,23 +30,16 @@ from kaiwo_sandbox.lifecycle import (
     NODE,
     RUN_SECONDS,
     WORKLOAD_TYPE_LABEL,
-    NodeRoom,
     Timing,
-    deployment_status,
     format_time,
-    is_active,
-    job_is_finished,
-    job_status,
     node_of,
     parse_time,
-    place,
     pod_status,
     pod_step,
     run_plan,
-    same_status,
-    unschedulable_message,
 )
 from kaiwo_sandbox.quantities import pod_requests
+from kaiwo_sandbox.scheduling import NodeRoom, is_active, place, unschedulable_message
 
 FIELD_MANAGER: Final = "sandbox-controllers"
 KUBELET: Final = "kubelet-sandbox"

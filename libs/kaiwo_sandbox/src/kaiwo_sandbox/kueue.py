@@ -25,7 +25,8 @@ from kaiwo_sandbox.admission import (
     Waiting,
     admit,
 )
-from kaiwo_sandbox.lifecycle import Timing, format_time, job_is_finished, parse_time
+from kaiwo_sandbox.controller_status import job_is_finished
+from kaiwo_sandbox.lifecycle import Timing, format_time, parse_time
 from kaiwo_sandbox.quantities import Requests, quantity, templates_requests
 
 FIELD_MANAGER: Final = "kueue-sandbox"

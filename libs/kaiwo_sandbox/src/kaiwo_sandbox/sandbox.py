@@ -24,17 +24,13 @@ import aiohttp
 from aiohttp import web
 from kaiwo_kube import AlreadyExists, KubeError, KubernetesPort, resources
 
-from kaiwo_sandbox.fleet import (
-    DEFAULT_FLEET,
-    SIMULATED_LABEL,
-    NodeSpec,
-    kubelet_endpoint_status,
-)
+from kaiwo_sandbox.fleet import DEFAULT_FLEET, SIMULATED_LABEL, NodeSpec, kubelet_endpoint_status
 from kaiwo_sandbox.gpu_metrics import metrics_app
 from kaiwo_sandbox.kubelet import Kubelet, Scheduler, WorkloadControllers
 from kaiwo_sandbox.kubelet_endpoint import ContainerLogEndpoint
 from kaiwo_sandbox.kueue import KueueController
-from kaiwo_sandbox.lifecycle import Timing, format_time, node_room
+from kaiwo_sandbox.lifecycle import Timing, format_time
+from kaiwo_sandbox.scheduling import node_room
 from kaiwo_sandbox.scope import NamespaceScope
 from kaiwo_sandbox.serving_certificate import CertificateError, self_signed_server_context
 from kaiwo_sandbox.volumes import VolumeBinder

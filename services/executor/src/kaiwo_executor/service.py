@@ -53,9 +53,10 @@ from kaiwo_contracts.events.streams import BusTopology, ConsumerSpec
 from kaiwo_contracts.events.subjects import result_subject
 from kaiwo_contracts.plans import ObjectRef
 from kaiwo_kube import KubeError, KubernetesPort
-from kaiwo_runtime.bus import Bus, Delivery, PoisonMessage, RetryLater, run_consumer
+from kaiwo_runtime.bus import Bus, Delivery, PoisonMessage, RetryLater
 from kaiwo_runtime.kv import KeyValue
 from kaiwo_runtime.logging import bind_event, bound_context
+from kaiwo_runtime.settlement import run_consumer
 
 from kaiwo_executor.api_retries import Jitter, RetryPolicy, Sleep
 from kaiwo_executor.apply_plan import Execution, PlanExecutor

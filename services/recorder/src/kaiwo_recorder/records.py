@@ -46,14 +46,14 @@ from kaiwo_contracts.events.envelope import (
 )
 from kaiwo_contracts.events.subjects import Family
 from kaiwo_eventstore import NewEvent
-from kaiwo_runtime.bus import (
+from kaiwo_runtime.bus import Delivery
+from kaiwo_runtime.dead_letters import (
     DLQ_CONSUMER,
     DLQ_DELIVERIES,
     DLQ_REASON,
     DLQ_SEQUENCE,
     DLQ_STREAM,
     DLQ_SUBJECT,
-    Delivery,
 )
 from pydantic_core import from_json, to_json
 

@@ -52,8 +52,10 @@ from kaiwo_contracts.events.streams import (
 )
 from kaiwo_eventstore import EventStore, StoreUnavailableError
 from kaiwo_runtime.batch_consumer import MessagePuller, PulledMessage, puller_for
-from kaiwo_runtime.bus import Bus, BusError, dead_letter, dead_letter_relay, run_consumer
+from kaiwo_runtime.bus import Bus, BusError
+from kaiwo_runtime.dead_letters import dead_letter, dead_letter_relay
 from kaiwo_runtime.logging import bound_context
+from kaiwo_runtime.settlement import run_consumer
 
 from kaiwo_recorder.appending import BatchAppender, Row
 from kaiwo_recorder.gaps import Gap, SequenceTracker

@@ -18,15 +18,11 @@ Nothing here reads a clock: ``time`` is always passed in.
 from __future__ import annotations
 
 import functools
-import math
-import re
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any, ClassVar, Final, Generic, Literal, Self, TypeVar, cast
 
-import orjson
 from pydantic import (
     AwareDatetime,
     BaseModel,
@@ -37,22 +33,71 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
-from pydantic_core import from_json
 
-from kaiwo_contracts.plans import Plan, canonical_json
+from kaiwo_contracts.events.event_ids import (
+    EVENT_ID_NAMESPACE,
+    SOURCE_PREFIX,
+    TYPE_PREFIX,
+    derived_event_id,
+    event_type,
+    object_subject,
+    observed_event_id,
+    plan_event_id,
+    service_source,
+)
+from kaiwo_contracts.events.message_body import (
+    MAX_JSON_DEPTH,
+    MAX_JSON_INTEGER,
+    MAX_MESSAGE_BYTES,
+    DecodeFailure,
+    EnvelopeFormatError,
+    body_json,
+    describe,
+    parse_body,
+    parse_json,
+)
+from kaiwo_contracts.plans import canonical_json
+
+__all__ = [
+    "CE_HEADER_PREFIX",
+    "CONTENT_TYPE_HEADER",
+    "EARLIEST_TIME",
+    "EVENT_ID_NAMESPACE",
+    "JSON_CONTENT_TYPE",
+    "LATEST_TIME",
+    "MAX_JSON_DEPTH",
+    "MAX_JSON_INTEGER",
+    "MAX_MESSAGE_BYTES",
+    "NATS_MSG_ID_HEADER",
+    "SOURCE_PREFIX",
+    "SPEC_VERSION",
+    "STRUCTURED_CONTENT_TYPE",
+    "TYPE_PREFIX",
+    "DecodeFailure",
+    "Envelope",
+    "EnvelopeFormatError",
+    "EventPayload",
+    "RawPayload",
+    "WireModel",
+    "body_json",
+    "derived_event_id",
+    "envelope_class",
+    "event_type",
+    "object_subject",
+    "observed_event_id",
+    "parse_body",
+    "parse_json",
+    "plan_event_id",
+    "service_source",
+]
+
 
 SPEC_VERSION: Final = "1.0"
 JSON_CONTENT_TYPE: Final = "application/json"
 STRUCTURED_CONTENT_TYPE = "application/cloudevents+json"
-TYPE_PREFIX = "ai.silogen.kaiwo"
-SOURCE_PREFIX = "/kaiwo/"
-
 NATS_MSG_ID_HEADER = "Nats-Msg-Id"
 CONTENT_TYPE_HEADER = "content-type"
 CE_HEADER_PREFIX = "ce-"
-
-EVENT_ID_NAMESPACE = uuid.UUID("6b1f3f2e-6c2d-5b7e-9a51-0c4b8e7d2a11")
-"""UUIDv5 namespace of every derived event id (fixed forever: changing it changes ids)."""
 
 _TYPE_PATTERN = r"^ai\.silogen\.kaiwo\.[a-z][a-z0-9-]*\.[a-z][a-z0-9-]*\.v[1-9][0-9]*$"
 _SOURCE_PATTERN = r"^/kaiwo/[a-z][a-z0-9-]*$"
@@ -61,26 +106,11 @@ _TRACEPARENT_PATTERN = r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"
 # header or forge another one.
 _HEADER_TEXT_PATTERN = r"^[^\x00-\x1f\x7f]+$"
 
-MAX_MESSAGE_BYTES: Final = 1024 * 1024
-"""The largest message, headers and body together, the operator publishes or accepts: NATS'
-default ``max_payload``. A server may be configured to allow more; the operator does not rely
-on it, so every consumer accepts whatever a producer of ours may send."""
-MAX_JSON_DEPTH: Final = 201
-"""How many levels a body may nest, the outermost object included: the limit of
-pydantic-core's parser, which refuses deeper input with an error instead of exhausting the
-interpreter's stack as ``json.loads`` does."""
-MAX_JSON_INTEGER: Final = 2**64
-"""Integers in a body must lie strictly between minus and plus this: the API server's widest
-integers are 64-bit; larger ones overflow ``float()`` and quantity arithmetic downstream."""
 EARLIEST_TIME: Final = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST_TIME: Final = datetime(9000, 1, 1, tzinfo=UTC)
 """An event's ``time`` lies in [EARLIEST_TIME, LATEST_TIME): consumers compute with it (the
 planner plans with it as ``now``), and a time at the end of what ``datetime`` holds
 (9999-12-31T23:59:59-14:00) overflows at the first addition or conversion to UTC."""
-# A number token with 20 or more digits, or an exponent of 3 or more digits: the only numbers
-# that can be out of range. Most bodies have none, so most are never walked.
-_MAYBE_OUT_OF_RANGE = re.compile(rb"(?:^|[:,\[])[ \t\r\n]*-?(?:\d{20}|[\d.]+[eE][+-]?\d{3})")
-
 # Header order of the optional and required attributes; data travels in the body.
 _HEADER_ATTRIBUTES = (
     "id",
@@ -96,168 +126,6 @@ _HEADER_ATTRIBUTES = (
 
 T = TypeVar("T", bound=BaseModel)
 U = TypeVar("U", bound=BaseModel)
-
-
-class DecodeFailure(StrEnum):
-    """Why a message could not be decoded (the first word of every decode error)."""
-
-    TOO_LARGE = "too-large"
-    NOT_JSON = "not-json"
-    TOO_DEEP = "too-deep"
-    NUMBER_OUT_OF_RANGE = "number-out-of-range"
-    NOT_AN_OBJECT = "not-an-object"
-    INVALID_ENVELOPE = "invalid-envelope"
-    WRONG_TYPE = "wrong-type"
-    INVALID_PAYLOAD = "invalid-payload"
-    WRONG_SUBJECT = "wrong-subject"
-
-
-class EnvelopeFormatError(ValueError):
-    """The headers or body do not form a valid envelope: a poison message, never retried.
-
-    The one error decoding raises, whatever went wrong (malformed JSON, nesting too deep, a
-    number out of range, an attribute or payload the models refuse, a subject that does not
-    match the payload); ``failure`` says which, and the message starts with it.
-    """
-
-    def __init__(
-        self, detail: str, *, failure: DecodeFailure = DecodeFailure.INVALID_ENVELOPE
-    ) -> None:
-        super().__init__(f"{failure.value}: {detail}")
-        self.failure = failure
-        self.detail = detail
-
-
-def body_json(value: Any) -> bytes:
-    """A message body: JSON with sorted keys and no insignificant whitespace.
-
-    orjson writes it in a third of the standard library's time (a body is encoded for every
-    message published); what orjson refuses (integers beyond 64 bits, strings with a lone
-    surrogate) goes to :func:`~kaiwo_contracts.plans.canonical_json`, which takes the
-    integers and raises for the surrogates as before. Floats below 1e-4 are written
-    ``0.00001`` where :func:`~kaiwo_contracts.plans.canonical_json` writes ``1e-05``: the
-    same number to every reader. Hashes never use this (fingerprints stay on
-    :func:`~kaiwo_contracts.plans.canonical_json`).
-    """
-    try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-    except TypeError:  # orjson.JSONEncodeError
-        return canonical_json(value).encode()
-
-
-def parse_body(body: bytes | str) -> dict[str, Any]:
-    """A message body as one JSON object, or :class:`EnvelopeFormatError` (see
-    :func:`parse_json`)."""
-    value = parse_json(body)
-    if not isinstance(value, dict):
-        raise EnvelopeFormatError(
-            f"the body is a JSON {_json_kind(value)}, not an object",
-            failure=DecodeFailure.NOT_AN_OBJECT,
-        )
-    return value
-
-
-def parse_json(body: bytes | str) -> Any:
-    """Any JSON value, or :class:`EnvelopeFormatError`.
-
-    Bounded on every axis that a hostile body could stretch: size (:data:`MAX_MESSAGE_BYTES`),
-    nesting (:data:`MAX_JSON_DEPTH`), numbers (no NaN or infinity, integers within
-    :data:`MAX_JSON_INTEGER`), and strict UTF-8 (no lone surrogates), so whatever it returns
-    can be serialised again and walked recursively without surprises.
-    """
-    raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else bytes(body)
-    if len(raw) > MAX_MESSAGE_BYTES:
-        raise EnvelopeFormatError(
-            f"the body has {len(raw)} bytes, more than {MAX_MESSAGE_BYTES}",
-            failure=DecodeFailure.TOO_LARGE,
-        )
-    try:
-        value = from_json(raw, allow_inf_nan=False)
-    except ValueError as error:
-        detail = _describe(error)
-        if "recursion limit" in detail:
-            raise EnvelopeFormatError(
-                f"nested deeper than {MAX_JSON_DEPTH} levels ({detail})",
-                failure=DecodeFailure.TOO_DEEP,
-            ) from error
-        if "number out of range" in detail:
-            raise EnvelopeFormatError(detail, failure=DecodeFailure.NUMBER_OUT_OF_RANGE) from error
-        raise EnvelopeFormatError(detail, failure=DecodeFailure.NOT_JSON) from error
-    if _MAYBE_OUT_OF_RANGE.search(raw):
-        _check_numbers(value)
-    return value
-
-
-def _check_numbers(value: Any) -> None:
-    # Iterative: the depth is bounded already, but a stack of our own costs nothing extra.
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, dict):
-            pending.extend(item.values())
-        elif isinstance(item, list):
-            pending.extend(item)
-        elif isinstance(item, float) and not math.isfinite(item):
-            raise EnvelopeFormatError(
-                "a number is too large for a 64-bit float",
-                failure=DecodeFailure.NUMBER_OUT_OF_RANGE,
-            )
-        elif (
-            isinstance(item, int)
-            and not isinstance(item, bool)
-            and not -MAX_JSON_INTEGER < item < MAX_JSON_INTEGER
-        ):
-            raise EnvelopeFormatError(
-                f"an integer of {len(str(abs(item)))} digits is outside the 64-bit range",
-                failure=DecodeFailure.NUMBER_OUT_OF_RANGE,
-            )
-
-
-def _json_kind(value: Any) -> str:
-    names = {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
-    return "null" if value is None else names.get(type(value), type(value).__name__)
-
-
-def event_type(family: str, event: str, version: int = 1) -> str:
-    """``ai.silogen.kaiwo.<family>.<event>.v<version>``, the CloudEvents ``type``."""
-    return f"{TYPE_PREFIX}.{family}.{event}.v{version}"
-
-
-def service_source(service: str) -> str:
-    """``/kaiwo/<service>``, the CloudEvents ``source`` of everything a service publishes."""
-    return f"{SOURCE_PREFIX}{service}"
-
-
-def object_subject(*, namespace: str | None, name: str) -> str:
-    """The CloudEvents ``subject``: ``<namespace>/<name>``, or ``<name>`` when cluster-scoped."""
-    return f"{namespace}/{name}" if namespace else name
-
-
-def derived_event_id(*parts: str) -> str:
-    """A UUID (v5) determined by ``parts``: the same parts always give the same id."""
-    return str(uuid.uuid5(EVENT_ID_NAMESPACE, "\x1f".join(parts)))
-
-
-def observed_event_id(*, uid: str, resource_version: str) -> str:
-    """``<uid>:<resourceVersion>``: one observation of one object version is one event.
-
-    Two watcher replicas (or a relist) observing the same version publish the same id, so
-    JetStream keeps one copy and the event store one row.
-    """
-    return f"{uid}:{resource_version}"
-
-
-def plan_event_id(*, plan: Plan, causation_id: str, fingerprint: str | None = None) -> str:
-    """The id of a plan decision: owner uid + plan fingerprint + the event that caused it.
-
-    A planner that re-processes the same cause (redelivery after a crash, a second replica)
-    republishes an identical plan under the same id, which JetStream drops. The cause is part
-    of the id on purpose: a plan that goes A -> B -> A within the duplicate window is a new
-    decision and must not be dropped as a copy of the first A. ``fingerprint``, when given,
-    must be ``plan.fingerprint()`` (saves hashing the plan again).
-    """
-    owner = plan.owner.uid or plan.owner.display()
-    return derived_event_id("plan", owner, fingerprint or plan.fingerprint(), causation_id)
 
 
 class Envelope(BaseModel, Generic[T]):
@@ -403,7 +271,7 @@ class Envelope(BaseModel, Generic[T]):
             ) from error
         except Exception as error:  # decoding is pure: any failure is the message's fault
             raise EnvelopeFormatError(
-                f"{type(error).__name__}: {_describe(error)}",
+                f"{type(error).__name__}: {describe(error)}",
                 failure=DecodeFailure.INVALID_ENVELOPE,
             ) from error
 
@@ -498,8 +366,4 @@ def _summarise(error: ValidationError) -> str:
         for detail in details[:_SHOWN_PROBLEMS]
     ]
     more = len(details) - _SHOWN_PROBLEMS
-    return _describe("; ".join(shown) + (f"; and {more} more" if more > 0 else ""))
-
-
-def _describe(error: BaseException | str) -> str:
-    return re.sub(r"\s+", " ", str(error)).strip()[:1024]
+    return describe("; ".join(shown) + (f"; and {more} more" if more > 0 else ""))

@@ -1,8 +1,10 @@
 """Who may do what on the bus: one NATS identity per service, the CLI and the administrator.
 
-Every permission set is derived here, from the topology (:mod:`kaiwo_contracts.events.streams`),
-and nowhere else: ``kaiwo up``, ``kaiwo nats credentials`` (compose, Kubernetes) and the
-tests render the nats-server configuration from :func:`operator_identities`.
+Every permission set is derived here (those outside the operator's in
+:mod:`kaiwo_contracts.events.outside_identities`), from the topology
+(:mod:`kaiwo_contracts.events.streams`), and nowhere else: ``kaiwo up``, ``kaiwo nats
+credentials`` (compose, Kubernetes) and the tests render the nats-server configuration from
+:func:`operator_identities`.
 
 =========  =========================================================================
 identity   may
@@ -65,17 +67,40 @@ settings (the lease bucket's ttl) belong to the service.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
+from kaiwo_contracts.events.identity_names import (
+    ADMIN,
+    AUTOSCALER_BUCKET,
+    AUTOSCALER_LEASE,
+    CLI,
+    CONSOLE,
+    EVENT_STREAMS,
+    EXECUTOR,
+    GATEWAY,
+    GATEWAY_OBSERVED_KINDS,
+    LEASE_BUCKET,
+    MONITOR,
+    PLANNER,
+    RECORDER,
+    REFUSALS,
+    SERVICE_BUCKETS,
+    SERVICES,
+    SUBSCRIBER,
+    WATCHER,
+)
 from kaiwo_contracts.events.messenger import (
     DEAD,
     REQUEST_STREAM,
     RESPONSE_STREAM,
     RESPONSES,
     SUBJECT_ROOT,
-    TENANT_PREFIX,
-    TenantSubjects,
     messenger_consumer,
+)
+from kaiwo_contracts.events.outside_identities import (
+    CLI_SUBJECTS,
+    cli_identity,
+    reader_identity,
+    subscriber_identity,
+    tenant_identity,
 )
 from kaiwo_contracts.events.permission_blocks import (
     EVERYTHING,
@@ -87,7 +112,6 @@ from kaiwo_contracts.events.permission_blocks import (
     Permissions,
     api,
     bucket,
-    checked_name,
     consuming,
     inbox_prefix,
     lease_keys,
@@ -95,11 +119,9 @@ from kaiwo_contracts.events.permission_blocks import (
     service,
     stored_reads,
     stream_info,
-    unique,
 )
 from kaiwo_contracts.events.streams import (
     DEAD_LETTER_RELAY,
-    DEAD_LETTER_STREAM,
     GATEWAY_STREAM,
     MONITOR_STREAM,
     OBSERVED_STREAM,
@@ -110,52 +132,6 @@ from kaiwo_contracts.events.streams import (
     ConsumerSpec,
 )
 from kaiwo_contracts.events.subjects import Family, family_filter
-
-ADMIN = "admin"
-WATCHER = "watcher"
-PLANNER = "planner"
-EXECUTOR = "executor"
-MONITOR = "monitor"
-RECORDER = "recorder"
-CLI = "cli"
-GATEWAY = "gateway"
-CONSOLE = "console"
-SUBSCRIBER = "subscriber"
-SERVICES: tuple[str, ...] = (WATCHER, PLANNER, EXECUTOR, MONITOR, RECORDER)
-"""The operator's services, each with an identity of its own."""
-GATEWAY_OBSERVED_KINDS: tuple[str, ...] = ("model", "pod")
-"""The observations the gateway reads (kind tokens)."""
-
-SERVICE_BUCKETS: dict[str, str] = {
-    WATCHER: "kaiwo-watcher",
-    PLANNER: "kaiwo-planner",
-    EXECUTOR: "kaiwo-executor",
-    MONITOR: "kaiwo-monitor",
-}
-"""The key-value bucket each service keeps its state in (the services' defaults)."""
-LEASE_BUCKET = "kaiwo-leases"
-"""The bucket of the planner's, the executor's, the monitor's and the autoscaler's leases
-(``KAIWO_LEASE_BUCKET``)."""
-AUTOSCALER_BUCKET = "kaiwo-autoscaler"
-"""The autoscaler's moving averages, kept by whichever gateway replica leads it."""
-AUTOSCALER_LEASE = "autoscaler"
-"""The lease of the gateway replica that runs the autoscaler."""
-
-EVENT_STREAMS: tuple[str, ...] = (
-    OBSERVED_STREAM,
-    PLAN_STREAM,
-    RESULT_STREAM,
-    MONITOR_STREAM,
-    GATEWAY_STREAM,
-    DEAD_LETTER_STREAM,
-)
-_OPERATOR_CONSUMER_PREFIXES: tuple[str, ...] = (
-    *(f"{name}-" for name in (*SERVICES, GATEWAY)),
-    "bus-",
-    TENANT_PREFIX,
-)
-REFUSALS = f"kaiwo.{Family.RESULT.value}.refused.{EVERYTHING}"
-"""The executor's refusals (``PlanRefusedV1``): the watcher observes their sources again."""
 
 
 def _consumers(topology: BusTopology, service: str) -> tuple[ConsumerSpec, ...]:
@@ -303,46 +279,6 @@ def gateway_identity() -> Identity:
     )
 
 
-CLI_SUBJECTS: tuple[str, ...] = (
-    family_filter(Family.PUBLIC),
-    family_filter(Family.RESULT),
-    family_filter(Family.MONITOR),
-    family_filter(Family.GATEWAY),
-)
-"""What ``kaiwo events tail`` follows with the ``cli`` key: the families that carry no
-object. Observations and plans carry whole objects of every namespace (pod templates with
-literal ``env`` values), dead letters the bodies of either; the CLI does not need them to
-follow workloads, and the key is the one handed to people (decision 0039)."""
-
-
-def tenant_identity(namespace: str) -> Identity:
-    """One tenant of the messenger: sends requests for the Models of ``namespace`` and reads
-    their answers, live or through one durable consumer named after the key (created, read
-    and deleted by itself, filtered to its own answers: the server checks the filter in the
-    API subject against the consumer's). It reads no stream by sequence (that would reach
-    other tenants' answers), no event, and no subject of another tenant."""
-    tenant = TenantSubjects(namespace)
-    own = tenant.key
-    stream = RESPONSE_STREAM
-    return Identity(
-        name=own,
-        description=f"messenger tenant: requests to the Models of {namespace}, their answers",
-        permissions=Permissions(
-            publish=(
-                tenant.requests,
-                api("CONSUMER", "CREATE", stream, own, tenant.responses),
-                api("CONSUMER", "INFO", stream, own),
-                api("CONSUMER", "DELETE", stream, own),
-                api("CONSUMER", "MSG", "NEXT", stream, own),
-                f"{JS_ACK}.{stream}.{own}.{EVERYTHING}",
-            ),
-            subscribe=(tenant.responses, f"{inbox_prefix(own)}.{EVERYTHING}"),
-        ),
-        streams=(REQUEST_STREAM, RESPONSE_STREAM),
-        consumers=(own,),
-    )
-
-
 def console_identity() -> Identity:
     """The read-only web console: stored observations of every kind, read by sequence (no
     consumer: a right to create consumers on ``KAIWO_OBS`` would let it reconfigure the
@@ -361,96 +297,6 @@ def console_identity() -> Identity:
             ),
         ),
         streams=(OBSERVED_STREAM,),
-    )
-
-
-def cli_identity() -> Identity:
-    """``kaiwo events tail``: live events that carry no object (:data:`CLI_SUBJECTS`);
-    publishes nothing."""
-    return Identity(
-        name=CLI,
-        description="kaiwo events tail: follows the events that carry no object, publishes nothing",
-        permissions=Permissions(
-            publish=(), subscribe=(*CLI_SUBJECTS, f"{inbox_prefix(CLI)}.{EVERYTHING}")
-        ),
-    )
-
-
-def subscriber_identity() -> Identity:
-    """Tools outside the operator: the public workload events and nothing else.
-
-    No operator consumer reads ``KAIWO_PUBLIC``, so this identity may create, read and delete
-    consumers of any name on it (ephemeral and ordered ones included), which a reader of the
-    internal streams may not. It publishes no event and reads no other stream or subject.
-    """
-    stream = PUBLIC_STREAM
-    return Identity(
-        name=SUBSCRIBER,
-        description="external subscriber: reads the public workload events only",
-        permissions=Permissions(
-            publish=(
-                api("INFO"),
-                api("STREAM", "INFO", stream),
-                api("CONSUMER", "CREATE", stream),
-                api("CONSUMER", "CREATE", stream, EVERYTHING),
-                api("CONSUMER", "DURABLE", "CREATE", stream, EVERYTHING),
-                api("CONSUMER", "INFO", stream, EVERYTHING),
-                api("CONSUMER", "DELETE", stream, EVERYTHING),
-                api("CONSUMER", "MSG", "NEXT", stream, EVERYTHING),
-                f"{JS_ACK}.{stream}.{EVERYTHING}",
-                f"{JS_FLOW_CONTROL}.{stream}.{EVERYTHING}",
-                *stored_reads(stream),
-            ),
-            subscribe=(
-                family_filter(Family.PUBLIC),
-                f"{inbox_prefix(SUBSCRIBER)}.{EVERYTHING}",
-            ),
-        ),
-        streams=(stream,),
-    )
-
-
-def reader_identity(name: str, *, streams: Iterable[str] = EVENT_STREAMS) -> Identity:
-    """An external subscriber: live events, and durable pull consumers *named* ``name`` on
-    ``streams`` (created, read and deleted by itself). It publishes no event.
-
-    Consumers are granted by name because a subject wildcard matches whole tokens only: a
-    right to create consumers of any name would let it reconfigure or drain the operator's.
-    """
-    operator_names = (ADMIN, CLI, GATEWAY, SUBSCRIBER, *SERVICES)
-    if name in operator_names or name.startswith(_OPERATOR_CONSUMER_PREFIXES):
-        raise ValueError(f"{name!r} is taken by the operator; choose another reader name")
-    chosen = tuple(streams)
-    unknown = sorted(set(chosen) - set(EVENT_STREAMS))
-    if unknown:
-        raise ValueError(f"unknown streams {unknown}; choose among {', '.join(EVENT_STREAMS)}")
-    own = checked_name(name)
-    publish = unique(
-        *(
-            (
-                api("INFO"),
-                api("STREAM", "INFO", stream),
-                api("CONSUMER", "CREATE", stream, own),
-                api("CONSUMER", "CREATE", stream, own, EVERYTHING),
-                api("CONSUMER", "DURABLE", "CREATE", stream, own),
-                api("CONSUMER", "INFO", stream, own),
-                api("CONSUMER", "DELETE", stream, own),
-                api("CONSUMER", "MSG", "NEXT", stream, own),
-                f"{JS_ACK}.{stream}.{own}.{EVERYTHING}",
-                *stored_reads(stream),
-            )
-            for stream in chosen
-        )
-    )
-    return Identity(
-        name=own,
-        description="external subscriber: reads events, publishes none",
-        permissions=Permissions(
-            publish=publish,
-            subscribe=(f"kaiwo.{EVERYTHING}", f"{inbox_prefix(own)}.{EVERYTHING}"),
-        ),
-        streams=chosen,
-        consumers=(own,),
     )
 
 

@@ -38,14 +38,9 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.common import (
     KaiwoObjectList,
     WorkloadStatus,
 )
-from kaiwo_contracts.crds.meta import (
-    DNS_LABEL_PATTERN,
-    DNS_SUBDOMAIN_PATTERN,
-    ListMeta,
-    ObjectMeta,
-)
+from kaiwo_contracts.crds.meta import DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN, ListMeta, ObjectMeta
 from kaiwo_contracts.crds.quantity import Quantity
-from kaiwo_contracts.crds.schema import NoCrdDefault
+from kaiwo_contracts.crds.structural import NoCrdDefault
 
 KAIWO_QUEUE_CONFIG_NAME = "kaiwo"
 """The only KaiwoQueueConfig the controller acts on."""

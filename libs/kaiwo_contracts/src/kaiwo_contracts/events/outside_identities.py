@@ -1,0 +1,162 @@
+"""The identities of those outside the operator: ``kaiwo events tail`` (the ``cli`` key),
+the subscriber of the public workload events, external readers and the messenger's tenants.
+None may publish an event, and none may touch the operator's consumers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from kaiwo_contracts.events.identity_names import (
+    ADMIN,
+    CLI,
+    EVENT_STREAMS,
+    GATEWAY,
+    OPERATOR_CONSUMER_PREFIXES,
+    SERVICES,
+    SUBSCRIBER,
+)
+from kaiwo_contracts.events.messenger import REQUEST_STREAM, RESPONSE_STREAM, TenantSubjects
+from kaiwo_contracts.events.permission_blocks import (
+    EVERYTHING,
+    JS_ACK,
+    JS_FLOW_CONTROL,
+    Identity,
+    Permissions,
+    api,
+    checked_name,
+    inbox_prefix,
+    stored_reads,
+    unique,
+)
+from kaiwo_contracts.events.streams import PUBLIC_STREAM
+from kaiwo_contracts.events.subjects import Family, family_filter
+
+CLI_SUBJECTS: tuple[str, ...] = (
+    family_filter(Family.PUBLIC),
+    family_filter(Family.RESULT),
+    family_filter(Family.MONITOR),
+    family_filter(Family.GATEWAY),
+)
+"""What ``kaiwo events tail`` follows with the ``cli`` key: the families that carry no
+object. Observations and plans carry whole objects of every namespace (pod templates with
+literal ``env`` values), dead letters the bodies of either; the CLI does not need them to
+follow workloads, and the key is the one handed to people (decision 0039)."""
+
+
+def tenant_identity(namespace: str) -> Identity:
+    """One tenant of the messenger: sends requests for the Models of ``namespace`` and reads
+    their answers, live or through one durable consumer named after the key (created, read
+    and deleted by itself, filtered to its own answers: the server checks the filter in the
+    API subject against the consumer's). It reads no stream by sequence (that would reach
+    other tenants' answers), no event, and no subject of another tenant."""
+    tenant = TenantSubjects(namespace)
+    own = tenant.key
+    stream = RESPONSE_STREAM
+    return Identity(
+        name=own,
+        description=f"messenger tenant: requests to the Models of {namespace}, their answers",
+        permissions=Permissions(
+            publish=(
+                tenant.requests,
+                api("CONSUMER", "CREATE", stream, own, tenant.responses),
+                api("CONSUMER", "INFO", stream, own),
+                api("CONSUMER", "DELETE", stream, own),
+                api("CONSUMER", "MSG", "NEXT", stream, own),
+                f"{JS_ACK}.{stream}.{own}.{EVERYTHING}",
+            ),
+            subscribe=(tenant.responses, f"{inbox_prefix(own)}.{EVERYTHING}"),
+        ),
+        streams=(REQUEST_STREAM, RESPONSE_STREAM),
+        consumers=(own,),
+    )
+
+
+def cli_identity() -> Identity:
+    """``kaiwo events tail``: live events that carry no object (:data:`CLI_SUBJECTS`);
+    publishes nothing."""
+    return Identity(
+        name=CLI,
+        description="kaiwo events tail: follows the events that carry no object, publishes nothing",
+        permissions=Permissions(
+            publish=(), subscribe=(*CLI_SUBJECTS, f"{inbox_prefix(CLI)}.{EVERYTHING}")
+        ),
+    )
+
+
+def subscriber_identity() -> Identity:
+    """Tools outside the operator: the public workload events and nothing else.
+
+    No operator consumer reads ``KAIWO_PUBLIC``, so this identity may create, read and delete
+    consumers of any name on it (ephemeral and ordered ones included), which a reader of the
+    internal streams may not. It publishes no event and reads no other stream or subject.
+    """
+    stream = PUBLIC_STREAM
+    return Identity(
+        name=SUBSCRIBER,
+        description="external subscriber: reads the public workload events only",
+        permissions=Permissions(
+            publish=(
+                api("INFO"),
+                api("STREAM", "INFO", stream),
+                api("CONSUMER", "CREATE", stream),
+                api("CONSUMER", "CREATE", stream, EVERYTHING),
+                api("CONSUMER", "DURABLE", "CREATE", stream, EVERYTHING),
+                api("CONSUMER", "INFO", stream, EVERYTHING),
+                api("CONSUMER", "DELETE", stream, EVERYTHING),
+                api("CONSUMER", "MSG", "NEXT", stream, EVERYTHING),
+                f"{JS_ACK}.{stream}.{EVERYTHING}",
+                f"{JS_FLOW_CONTROL}.{stream}.{EVERYTHING}",
+                *stored_reads(stream),
+            ),
+            subscribe=(
+                family_filter(Family.PUBLIC),
+                f"{inbox_prefix(SUBSCRIBER)}.{EVERYTHING}",
+            ),
+        ),
+        streams=(stream,),
+    )
+
+
+def reader_identity(name: str, *, streams: Iterable[str] = EVENT_STREAMS) -> Identity:
+    """An external subscriber: live events, and durable pull consumers *named* ``name`` on
+    ``streams`` (created, read and deleted by itself). It publishes no event.
+
+    Consumers are granted by name because a subject wildcard matches whole tokens only: a
+    right to create consumers of any name would let it reconfigure or drain the operator's.
+    """
+    operator_names = (ADMIN, CLI, GATEWAY, SUBSCRIBER, *SERVICES)
+    if name in operator_names or name.startswith(OPERATOR_CONSUMER_PREFIXES):
+        raise ValueError(f"{name!r} is taken by the operator; choose another reader name")
+    chosen = tuple(streams)
+    unknown = sorted(set(chosen) - set(EVENT_STREAMS))
+    if unknown:
+        raise ValueError(f"unknown streams {unknown}; choose among {', '.join(EVENT_STREAMS)}")
+    own = checked_name(name)
+    publish = unique(
+        *(
+            (
+                api("INFO"),
+                api("STREAM", "INFO", stream),
+                api("CONSUMER", "CREATE", stream, own),
+                api("CONSUMER", "CREATE", stream, own, EVERYTHING),
+                api("CONSUMER", "DURABLE", "CREATE", stream, own),
+                api("CONSUMER", "INFO", stream, own),
+                api("CONSUMER", "DELETE", stream, own),
+                api("CONSUMER", "MSG", "NEXT", stream, own),
+                f"{JS_ACK}.{stream}.{own}.{EVERYTHING}",
+                *stored_reads(stream),
+            )
+            for stream in chosen
+        )
+    )
+    return Identity(
+        name=own,
+        description="external subscriber: reads events, publishes none",
+        permissions=Permissions(
+            publish=publish,
+            subscribe=(f"kaiwo.{EVERYTHING}", f"{inbox_prefix(own)}.{EVERYTHING}"),
+        ),
+        streams=chosen,
+        consumers=(own,),
+    )
