@@ -1,6 +1,11 @@
-"""The Kubernetes port: everything the watcher, executor and command ask of the API server,
-as the few protocols its callers need (read and watch, write, status, scale, events, CRDs)
-and :class:`KubernetesPort`, all of them together.
+"""The Kubernetes port: everything the adapter offers, as six small protocols (read and watch,
+write, status, scale, events, CRDs) and :class:`KubernetesPort`, all of them together.
+
+A service does not take these: it declares, in its own ``cluster_port`` module, the Protocol
+of exactly the calls it makes (the executor's ``ExecutorCluster``, the monitor's
+``ClusterReader``, the sandbox's ``SandboxCluster``, the command's few), and the adapter
+satisfies it by its shape. These protocols are what the adapter's parts implement and what the
+one contract suite per protocol runs against every adapter.
 
 Objects are plain dicts in their JSON form (``apiVersion``, ``kind``, ``metadata``...). Kinds are
 addressed by :class:`~kaiwo_kube.resources.ResourceType` values (see the catalogue in
@@ -236,8 +241,7 @@ class KubernetesPort(
     ObjectReader, ObjectWriter, StatusWriter, Scaler, EventRecorder, CrdInstaller, Protocol
 ):
     """A Kubernetes API server as the operator sees it: every protocol above, and a connection
-    to release. A caller that needs less asks for less (e.g. the watcher an
-    :class:`ObjectReader`); the adapter implements them all."""
+    to release. The adapter implements them all; a caller asks for less (see above)."""
 
     async def close(self) -> None:
         """Release connections."""

@@ -24,8 +24,9 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from aiohttp import web
-from kaiwo_kube import KubeError, KubernetesPort, NotFound, resources
+from kaiwo_kube import KubeError, NotFound, resources
 
+from kaiwo_sandbox.cluster_port import ObjectGetter
 from kaiwo_sandbox.container_logs import (
     WORKLOAD_NAME_LABEL,
     LogLine,
@@ -50,7 +51,7 @@ class LogRequestError(Exception):
 class ContainerLogEndpoint:
     def __init__(
         self,
-        kube: KubernetesPort,
+        kube: ObjectGetter,
         *,
         timing: Timing,
         clock: Callable[[], datetime],

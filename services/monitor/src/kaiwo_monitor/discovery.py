@@ -39,9 +39,10 @@ from kaiwo_contracts.gpu_workloads import (
     made_by_kaiwo,
     pod_gpus,
 )
-from kaiwo_kube import KubeError, KubernetesPort, NotFound, resources
+from kaiwo_kube import KubeError, NotFound, resources
 from kaiwo_kube.resources import known_type
 
+from kaiwo_monitor.cluster_port import ClusterReader
 from kaiwo_monitor.domain.pods import GpuVendor, MonitoredPod, WorkloadRef
 from kaiwo_monitor.domain.samples import GpuSample
 
@@ -87,7 +88,7 @@ class RootFinder:
     """Finds the roots of candidate pods (module docstring); keeps intermediate objects'
     controller references between ticks."""
 
-    def __init__(self, kube: KubernetesPort, *, remembered: int = REMEMBERED) -> None:
+    def __init__(self, kube: ClusterReader, *, remembered: int = REMEMBERED) -> None:
         self._kube = kube
         self._limit = remembered
         self._controllers: OrderedDict[str, Mapping[str, Any] | None] = OrderedDict()
