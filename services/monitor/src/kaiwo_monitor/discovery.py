@@ -43,7 +43,7 @@ from kaiwo_kube import KubeError, NotFound, resources
 from kaiwo_kube.resources import known_type
 
 from kaiwo_monitor.cluster_port import ClusterReader
-from kaiwo_monitor.domain.pods import GpuVendor, MonitoredPod, WorkloadRef
+from kaiwo_monitor.domain.pods import GpuVendor, MonitoredPod, workload_ref
 from kaiwo_monitor.domain.samples import GpuSample
 
 log = structlog.get_logger("kaiwo.monitor")
@@ -199,7 +199,7 @@ def _monitored(pod: Mapping[str, Any], root: Mapping[str, Any]) -> MonitoredPod:
     return MonitoredPod(
         namespace=str(metadata.get("namespace") or ""),
         name=str(metadata.get("name") or ""),
-        workload=WorkloadRef(
+        workload=workload_ref(
             kind=kind,
             name=str(root_metadata.get("name") or ""),
             namespace=str(root_metadata.get("namespace") or ""),

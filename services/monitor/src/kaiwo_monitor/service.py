@@ -342,7 +342,7 @@ class MonitorService:
         ratios: dict[tuple[str, str], list[float]] = defaultdict(list)
         for item in assessment.utilizations:
             if item.ratio is not None:
-                ratios[(item.workload.namespace, item.workload.kind)].append(item.ratio)
+                ratios[(item.workload.namespace or "", item.workload.kind)].append(item.ratio)
         self.metrics.gpu_utilization.clear()
         for (namespace, kind), values in ratios.items():
             self.metrics.gpu_utilization.labels(namespace=namespace, workload_kind=kind).set(
