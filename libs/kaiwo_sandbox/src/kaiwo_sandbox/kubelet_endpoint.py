@@ -24,9 +24,8 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from aiohttp import web
-from kaiwo_kube import KubeError, NotFound, resources
+from kaiwo_kube import KubeError, NotFound, ObjectGetter, resources
 
-from kaiwo_sandbox.cluster_port import ObjectGetter
 from kaiwo_sandbox.container_logs import (
     WORKLOAD_NAME_LABEL,
     LogLine,

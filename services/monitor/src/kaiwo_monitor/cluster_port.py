@@ -1,24 +1,14 @@
-"""What the monitor asks of the API server: it only reads (the KaiwoConfig, the GPU pods, the
-workloads and the owners of pods it finds), declared here where it is used. The adapter and the
-fake API server satisfy it by their shape; the monitor cannot be handed a port that writes."""
+"""What the monitor asks of the API server, declared here where it is used: it only reads (the
+KaiwoConfig, the GPU pods, the workloads and the owners of pods it finds). The adapter and the
+fake API server satisfy it by their shape; the monitor cannot be handed a port that writes or
+watches."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
-from kaiwo_kube import ObjectList, ResourceType
+from kaiwo_kube import ObjectGetter, ObjectLister
 
 
-class ClusterReader(Protocol):
-    async def get(
-        self, resource: ResourceType, name: str, *, namespace: str | None = None
-    ) -> dict[str, Any]: ...
-
-    async def list(
-        self,
-        resource: ResourceType,
-        *,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> ObjectList: ...
+class ClusterReader(ObjectGetter, ObjectLister, Protocol):
+    """Get and list."""
