@@ -34,6 +34,7 @@ from typing import Any
 
 import aiohttp
 import nats
+from gateway import percentile, start  # the other bench's (a process is up once it says "ready")
 from kaiwo_contracts.events.envelope import Envelope
 from kaiwo_contracts.events.messenger import (
     messenger_topology,
@@ -139,17 +140,6 @@ async def serve_gateway(url: str, seed: str, port: int, health_port: int) -> Non
     await serve(settings, asyncio.Event())
 
 
-async def start(*arguments: str) -> asyncio.subprocess.Process:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, *arguments, stdout=asyncio.subprocess.PIPE
-    )
-    assert process.stdout is not None
-    line = await asyncio.wait_for(process.stdout.readline(), 30)
-    if line.strip() != b"ready":
-        raise RuntimeError(f"{arguments[0]} did not start")
-    return process
-
-
 class Tenant:
     """The tenant's client: publishes requests and awaits their answers, live."""
 
@@ -193,11 +183,6 @@ async def http_one(session: aiohttp.ClientSession, url: str) -> float:
         if response.status != 200:
             raise RuntimeError(f"{url} answered {response.status}")
     return time.perf_counter() - started
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
 def milliseconds(value: float) -> str:

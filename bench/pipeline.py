@@ -128,6 +128,45 @@ def queue_config() -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class BenchStack:
+    """A started stack and what a benchmark drives it through."""
+
+    stack: LocalStack
+    kube: KubernetesAsyncioAdapter
+    js: JetStreamContext
+    clock: ChildClock
+
+
+@contextlib.asynccontextmanager
+async def bench_stack(
+    options: StackOptions,
+    *,
+    kube: KubernetesAsyncioAdapter | None = None,
+    namespace: str = NAMESPACE,
+) -> AsyncIterator[BenchStack]:
+    """The one set-up of the benchmarks: start the stack, connect to its NATS as admin, apply
+    the bench's queue config over the operator's default and time the Jobs of ``namespace``.
+    Without ``kube`` (the fake cluster) it also connects to the stack's API server, registers
+    the GPU nodes and creates the namespace; with one (a control plane's) the caller did."""
+    async with LocalStack(options) as stack, contextlib.AsyncExitStack() as exits:
+        if kube is None:
+            assert stack.kubeconfig is not None
+            kube = await KubernetesAsyncioAdapter.from_kubeconfig(stack.kubeconfig)
+            exits.push_async_callback(kube.close)
+            await exits.enter_async_context(gpu_nodes(kube))
+            await kube.create(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+            )
+        client = await connect_client(stack.nats_connection(ADMIN))
+        exits.push_async_callback(client.close)
+        await kube.apply(queue_config(), field_manager="kaiwo-bench")
+        clock = ChildClock(kube, namespace)
+        await clock.start()
+        exits.push_async_callback(clock.stop)
+        yield BenchStack(stack, kube, client.jetstream(), clock)
+
+
 def kaiwo_job(name: str, namespace: str = NAMESPACE) -> dict[str, Any]:
     return {
         "apiVersion": "kaiwo.silogen.ai/v1alpha1",
@@ -449,22 +488,8 @@ async def measure(store_name: str, store_url: str | None, state_dir: Path) -> Fi
         store_url=store_url,
         service_env=SERVICE_ENV,
     )
-    async with LocalStack(options) as stack, contextlib.AsyncExitStack() as exits:
-        assert stack.kubeconfig is not None and stack.nats is not None
-        kube = await KubernetesAsyncioAdapter.from_kubeconfig(stack.kubeconfig)
-        exits.push_async_callback(kube.close)
-        client = await connect_client(stack.nats_connection(ADMIN))
-        exits.push_async_callback(client.close)
-        js = client.jetstream()
-        await exits.enter_async_context(gpu_nodes(kube))
-        await kube.create(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-        )
-        # The operator creates the default "kaiwo" (empty spec) itself: apply ours over it.
-        await kube.apply(queue_config(), field_manager="kaiwo-bench")
-        clock = ChildClock(kube)
-        await clock.start()
-        exits.push_async_callback(clock.stop)
+    async with bench_stack(options) as running:
+        stack, kube, js, clock = running.stack, running.kube, running.js, running.clock
         await create_at_rate(kube, clock, prefix="warm-up", rate=20, seconds=1)
         await idle(js, within=30)
         created = 20

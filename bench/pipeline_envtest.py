@@ -39,23 +39,21 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from kaiwo_cli.stack.local import LocalStack, StackOptions
+from kaiwo_cli.stack.local import StackOptions
 from kaiwo_cli.stack.third_party import driven_kind_crds
 from kaiwo_contracts.crds.registry import SERVED_KINDS
 from kaiwo_contracts.crds.schema import custom_resource_definitions
-from kaiwo_contracts.events.permissions import ADMIN
 from kaiwo_envtest import ControlPlane, ControlPlaneOptions, find_binaries
 from kaiwo_kube import resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
-from kaiwo_runtime.nats_connection import connect_client
 from pipeline import (
     ChildClock,
     Step,
+    bench_stack,
     cpu_seconds,
     create_at_rate,
     gpu_nodes,
     idle,
-    queue_config,
     rss_kb,
 )
 
@@ -284,16 +282,9 @@ async def operator_side(
         state_dir=scratch / "operator", kubeconfig=plane.kubeconfig, service_env=SERVICE_ENV
     )
     side = Side(name="operator")
-    async with LocalStack(options) as stack, contextlib.AsyncExitStack() as exits:
+    async with bench_stack(options, kube=kube, namespace=OPERATOR_NAMESPACE) as running:
+        stack, js, clock = running.stack, running.js, running.clock
         side.processes = tuple(stack.process_ids())
-        client = await connect_client(stack.nats_connection(ADMIN))
-        exits.push_async_callback(client.close)
-        js = client.jetstream()
-        # The operator creates the default "kaiwo" (empty spec) itself: apply ours over it.
-        await kube.apply(queue_config(), field_manager="kaiwo-bench")
-        clock = ChildClock(kube, OPERATOR_NAMESPACE)
-        await clock.start()
-        exits.push_async_callback(clock.stop)
 
         async def settle() -> None:
             if not await idle(js, within=60):

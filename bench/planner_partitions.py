@@ -15,26 +15,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from kaiwo_cli.stack.local import LocalStack, StackOptions
-from kaiwo_contracts.events.permissions import ADMIN
+from kaiwo_cli.stack.local import StackOptions
 from kaiwo_contracts.events.streams import OBSERVED_STREAM
-from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
-from kaiwo_runtime.nats_connection import connect_client
 from nats.js import JetStreamContext
 from pipeline import (
-    NAMESPACE,
     SERVICE_ENV,
-    ChildClock,
+    bench_stack,
     cpu_seconds,
     create_at_rate,
-    gpu_nodes,
-    queue_config,
 )
 
 WORKLOADS = 300
@@ -65,21 +58,8 @@ async def measure(replicas: int, workloads: int, scratch: Path) -> dict[str, flo
         partitions=PARTITIONS if replicas > 1 else 1,
         replicas={"planner": replicas},
     )
-    async with LocalStack(options) as stack, contextlib.AsyncExitStack() as exits:
-        assert stack.kubeconfig is not None
-        kube = await KubernetesAsyncioAdapter.from_kubeconfig(stack.kubeconfig)
-        exits.push_async_callback(kube.close)
-        client = await connect_client(stack.nats_connection(ADMIN))
-        exits.push_async_callback(client.close)
-        js = client.jetstream()
-        await exits.enter_async_context(gpu_nodes(kube))
-        await kube.create(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-        )
-        await kube.apply(queue_config(), field_manager="kaiwo-bench")
-        clock = ChildClock(kube)
-        await clock.start()
-        exits.push_async_callback(clock.stop)
+    async with bench_stack(options) as running:
+        stack, kube, js, clock = running.stack, running.kube, running.js, running.clock
         await quiet(js, within=60)
         planners = {
             name: service.pid

@@ -40,17 +40,14 @@ from typing import Any
 
 from kaiwo_contracts.events.envelope import Envelope, object_subject, observed_event_id
 from kaiwo_contracts.events.observed import ObservedObjectV1
-from kaiwo_contracts.events.streams import PLAN_STREAM, bus_topology
+from kaiwo_contracts.events.streams import PLAN_STREAM
 from kaiwo_contracts.events.subjects import observed_subject
-from kaiwo_planner.metrics import PlannerMetrics
 from kaiwo_planner.service import PlannerService
-from kaiwo_planner.settings import PlannerSettings
-from kaiwo_runtime.kv import MemoryKeyValue
 from kaiwo_runtime.logging import configure_logging
 from kaiwo_runtime.memory_bus import MemoryBus
 from kaiwo_runtime.memory_jetstream import MemoryJetStream
-from planner_service import NODES, WATCHER, observations
-from resync import observe_queue_objects
+from planner_service import NODES, WATCHER
+from resync import settled_planner
 
 
 class Clocks:
@@ -70,25 +67,7 @@ class Clocks:
 async def settled(workloads: int) -> tuple[PlannerService, MemoryJetStream, MemoryBus, Clocks]:
     clocks = Clocks()
     server = MemoryJetStream(clock=clocks.bus)
-    topology = bus_topology()
-    for stream in topology.streams:
-        server.add_stream(stream)
-    for consumer in topology.consumers:
-        server.add_consumer(consumer)
-    watcher = MemoryBus(server=server, topology=topology)
-    for observed in observations(workloads):
-        await watcher.publish(observed.envelope, observed.subject)
-    service = PlannerService(
-        MemoryBus(server=server, topology=topology),
-        MemoryKeyValue(),
-        clock=clocks.wall,
-        settings=PlannerSettings(resync_on_start=False, resync_every_seconds=0),
-        metrics=PlannerMetrics(),
-    )
-    await service.start()
-    while await service.step(wait_seconds=0):
-        pass
-    observe_queue_objects(service, server)
+    service, watcher = await settled_planner(server, clocks.wall, workloads)
     return service, server, watcher, clocks
 
 

@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import gc
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from kaiwo_contracts.events.envelope import Envelope
@@ -46,18 +47,16 @@ class Clock:
         return self.now
 
 
-async def settled_service(workloads: int) -> tuple[PlannerService, MemoryJetStream, Clock]:
-    """A planner that has taken in the whole cluster (and published its first plans)."""
-    server = MemoryJetStream()
+async def settled_planner(
+    server: MemoryJetStream, clock: Callable[[], datetime], workloads: int
+) -> tuple[PlannerService, MemoryBus]:
+    """A planner on ``server`` that has taken in a cluster of ``workloads`` (and published its
+    first plans), and the watcher's connection that fed it (relist.py feeds it more)."""
     topology = bus_topology()
-    for stream in topology.streams:
-        server.add_stream(stream)
-    for consumer in topology.consumers:
-        server.add_consumer(consumer)
     watcher = MemoryBus(server=server, topology=topology)
+    await watcher.ensure_streams()
     for observed in observations(workloads):
         await watcher.publish(observed.envelope, observed.subject)
-    clock = Clock()
     service = PlannerService(
         MemoryBus(server=server, topology=topology),
         MemoryKeyValue(),
@@ -69,6 +68,12 @@ async def settled_service(workloads: int) -> tuple[PlannerService, MemoryJetStre
     while await service.step(wait_seconds=0):
         pass
     observe_queue_objects(service, server)
+    return service, watcher
+
+
+async def settled_service(workloads: int) -> tuple[PlannerService, MemoryJetStream, Clock]:
+    server, clock = MemoryJetStream(), Clock()
+    service, _ = await settled_planner(server, clock, workloads)
     return service, server, clock
 
 

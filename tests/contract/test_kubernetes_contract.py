@@ -35,11 +35,10 @@ from kaiwo_kube.resources import (
     CUSTOM_RESOURCE_DEFINITION,
     DEPLOYMENT,
     EVENT,
-    NAMESPACE,
 )
 from kaiwo_kubefake import FakeKubeServer
 
-from tests.real_cluster import RealCluster
+from tests.kube_backends import api_server, delete_quietly, scratch_namespace
 from tests.waiting import eventually
 
 
@@ -72,28 +71,17 @@ class Backend:
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     run_id = uuid.uuid4().hex[:8]
     async with contextlib.AsyncExitStack() as stack:
-        fake: FakeKubeServer | None = None
-        if request.param.startswith("fake"):
-            fake = await stack.enter_async_context(
-                FakeKubeServer(kubeconfig_path=tmp_path / "kubeconfig", bookmark_interval=0.2)
-            )
-            kubeconfig, bookmark_within = fake.kubeconfig_path, 5
-        else:
-            real: RealCluster = request.getfixturevalue("real_cluster")
-            # A real server sends a watch's bookmark once a minute, or 2 s before the watch's
-            # own timeout when that comes sooner (the watch cache's nextBookmarkTime).
-            kubeconfig, bookmark_within = real.kubeconfig, 10
+        server = await api_server(request.param, request, stack, tmp_path, bookmark_interval=0.2)
+        # A real server sends a watch's bookmark once a minute, or 2 s before the watch's
+        # own timeout when that comes sooner (the watch cache's nextBookmarkTime).
+        fake, bookmark_within = server.fake, 5 if server.fake is not None else 10
         if request.param.endswith("plain"):
-            kube = await KubernetesAsyncioAdapter.from_kubeconfig_quickly(kubeconfig)
+            kube = await KubernetesAsyncioAdapter.from_kubeconfig_quickly(server.kubeconfig)
             assert isinstance(kube.transport.api_client, PlainApiClient)
         else:
-            kube = await KubernetesAsyncioAdapter.from_kubeconfig(kubeconfig)
+            kube = await KubernetesAsyncioAdapter.from_kubeconfig(server.kubeconfig)
         stack.push_async_callback(kube.close)
-        namespace = f"kaiwo-contract-{run_id}"
-        await kube.create(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-        )
-        stack.push_async_callback(_delete_quietly, kube, NAMESPACE, namespace, None)
+        namespace = await scratch_namespace(kube, stack, prefix="kaiwo-contract", run_id=run_id)
         yield Backend(
             kube=kube,
             namespace=namespace,
@@ -101,13 +89,6 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
             fake=fake,
             bookmark_within=bookmark_within,
         )
-
-
-async def _delete_quietly(
-    kube: KubernetesPort, resource: ResourceType, name: str, namespace: str | None
-) -> None:
-    with contextlib.suppress(NotFound):
-        await kube.delete(resource, name, namespace=namespace)
 
 
 def widget_crd(group: str) -> dict[str, Any]:
@@ -155,7 +136,7 @@ async def widgets(backend: Backend) -> AsyncIterator[ResourceType]:
             group=group, version="v1", plural="widgets", kind="Widget", namespaced=True
         )
     finally:
-        await _delete_quietly(backend.kube, CUSTOM_RESOURCE_DEFINITION, f"widgets.{group}", None)
+        await delete_quietly(backend.kube, CUSTOM_RESOURCE_DEFINITION, f"widgets.{group}")
 
 
 def config_map(
@@ -761,7 +742,7 @@ async def test_registering_a_crd_serves_its_kind(backend: Backend) -> None:
         listed = await kube.list(gadgets)
         assert [item["metadata"]["name"] for item in listed.items] == ["one"]
     finally:
-        await _delete_quietly(kube, CUSTOM_RESOURCE_DEFINITION, f"gadgets.{group}", None)
+        await delete_quietly(kube, CUSTOM_RESOURCE_DEFINITION, f"gadgets.{group}")
 
 
 async def test_events_are_recorded_on_the_involved_object(backend: Backend) -> None:

@@ -15,10 +15,10 @@ import pytest
 import pytest_asyncio
 from kaiwo_cli.stack.third_party import driven_kind_crds
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
-from kaiwo_kubefake import FakeKubeServer
 
 from tests.integration.pipeline.harness import Pipeline, running_pipeline
 from tests.integration.pipeline.postgres import fresh_database
+from tests.kube_backends import api_server
 from tests.real_cluster import RealCluster
 
 
@@ -87,15 +87,8 @@ async def sandbox_cluster(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[SandboxCluster]:
     async with contextlib.AsyncExitStack() as stack:
-        real = request.param == "real"
-        if real:
-            found: RealCluster = request.getfixturevalue("real_cluster")
-            kubeconfig = found.kubeconfig
-        else:
-            fake = await stack.enter_async_context(
-                FakeKubeServer(kubeconfig_path=tmp_path / "kubeconfig")
-            )
-            kubeconfig = fake.kubeconfig_path
+        server = await api_server(request.param, request, stack, tmp_path)
+        real, kubeconfig = server.fake is None, server.kubeconfig
         kube = await KubernetesAsyncioAdapter.from_kubeconfig(kubeconfig)
         stack.push_async_callback(kube.close)
         if not real:  # the kinds the sandbox's Kueue reads (the real server has them)

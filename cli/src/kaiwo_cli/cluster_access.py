@@ -2,7 +2,7 @@
 
 Which cluster: ``--kubeconfig``, else the kubeconfig of the stack ``kaiwo up`` runs (its
 ``stack.json``), else ``$KUBECONFIG`` / ``~/.kube/config``; ``--context`` picks a context.
-Reads go through :class:`~kaiwo_kube.port.KubernetesPort` (the kubernetes_asyncio adapter,
+Reads go through :class:`~kaiwo_cli.cluster_port.ClusterReader` (the kubernetes_asyncio adapter,
 over a plain aiohttp session when the kubeconfig allows: the client library is slow to import).
 """
 
@@ -15,13 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from kaiwo_kube import KubeError, KubernetesPort, NotFound, resources
+from kaiwo_kube import KubeError, NotFound, resources
 from kaiwo_kube.resources import ResourceType
 
 from kaiwo_cli.stack.state import read_state_if_any
 
 if TYPE_CHECKING:
     from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+
+    from kaiwo_cli.cluster_port import ClusterReader
 
 OWNER_UID_LABEL: Final = "kaiwo.silogen.ai/owner-uid"
 """What the planner labels every child with (``kaiwo_planner.domain.children.labels``)."""
@@ -112,7 +114,7 @@ def parse_reference(text: str, *, default_namespace: str) -> tuple[str, str]:
 
 
 async def optional_list(
-    kube: KubernetesPort,
+    kube: ClusterReader,
     resource: ResourceType,
     *,
     namespace: str | None,
@@ -125,7 +127,7 @@ async def optional_list(
         return []
 
 
-async def find_workload(kube: KubernetesPort, namespace: str, name: str) -> dict[str, Any]:
+async def find_workload(kube: ClusterReader, namespace: str, name: str) -> dict[str, Any]:
     """The KaiwoJob or KaiwoService of that name (a KaiwoJob when both exist)."""
     for resource in WORKLOAD_TYPES:
         try:
@@ -135,7 +137,7 @@ async def find_workload(kube: KubernetesPort, namespace: str, name: str) -> dict
     raise ClusterError(f"no KaiwoJob or KaiwoService {namespace}/{name}")
 
 
-async def list_workloads(kube: KubernetesPort, *, namespace: str | None) -> list[dict[str, Any]]:
+async def list_workloads(kube: ClusterReader, *, namespace: str | None) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     for resource in WORKLOAD_TYPES:
         # Lists leave out kind and apiVersion on each item.
@@ -150,7 +152,7 @@ def _uid(obj: dict[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("uid") or "")
 
 
-async def children_of(kube: KubernetesPort, workload: dict[str, Any]) -> list[dict[str, Any]]:
+async def children_of(kube: ClusterReader, workload: dict[str, Any]) -> list[dict[str, Any]]:
     """Every object the operator made for the workload (labelled with its uid)."""
     namespace = workload["metadata"]["namespace"]
     selector = f"{OWNER_UID_LABEL}={_uid(workload)}"
@@ -168,7 +170,7 @@ async def children_of(kube: KubernetesPort, workload: dict[str, Any]) -> list[di
 
 
 async def pods_of(
-    kube: KubernetesPort, workload: dict[str, Any], children: Sequence[dict[str, Any]]
+    kube: ClusterReader, workload: dict[str, Any], children: Sequence[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """The workload's pods: labelled with its uid (as a child or by its pod templates), or
     made by one of its Jobs."""
@@ -191,7 +193,7 @@ async def pods_of(
 
 
 async def events_about(
-    kube: KubernetesPort, namespace: str, objects: Sequence[dict[str, Any]]
+    kube: ClusterReader, namespace: str, objects: Sequence[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """The namespace's Events whose object is one of ``objects``."""
     uids = {_uid(obj) for obj in objects}
@@ -208,7 +210,7 @@ async def events_about(
     ]
 
 
-async def kueue_workloads(kube: KubernetesPort, *, namespace: str | None) -> list[dict[str, Any]]:
+async def kueue_workloads(kube: ClusterReader, *, namespace: str | None) -> list[dict[str, Any]]:
     return await optional_list(kube, resources.KUEUE_WORKLOAD, namespace=namespace)
 
 
@@ -231,7 +233,7 @@ class QueueWorld:
     Workloads of ``namespace`` (others' would hold it up, so it is optimistic)."""
 
 
-async def queue_world(kube: KubernetesPort, *, namespace: str | None) -> QueueWorld:
+async def queue_world(kube: ClusterReader, *, namespace: str | None) -> QueueWorld:
     """Every namespace's Kueue Workloads, LocalQueues and workloads (a queue is shared: what
     waits ahead in other namespaces counts), else, refused those (403), ``namespace``'s."""
     cluster_queues = await optional_list(kube, resources.KUEUE_CLUSTER_QUEUE, namespace=None)

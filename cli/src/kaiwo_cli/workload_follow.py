@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kaiwo_kube import KubernetesPort
+    from kaiwo_cli.cluster_port import ClusterWatcher
 
 
 class NotSettledError(Exception):
@@ -18,7 +18,7 @@ class NotSettledError(Exception):
 
 
 async def follow_until_settled(
-    kube: KubernetesPort, workloads: list[dict[str, Any]], *, within: float | None
+    kube: ClusterWatcher, workloads: list[dict[str, Any]], *, within: float | None
 ) -> list[dict[str, Any]]:
     """Watch every workload until it settles: a spinner each, a line per phase it enters."""
     from rich.console import Console
@@ -43,7 +43,7 @@ async def follow_until_settled(
 
 
 async def _follow_one(
-    kube: KubernetesPort, workload: dict[str, Any], progress: Any, task: Any
+    kube: ClusterWatcher, workload: dict[str, Any], progress: Any, task: Any
 ) -> dict[str, Any]:
     """List, then watch from the list's version (every phase is seen, however short), until
     the workload settles; a watch the server ends or expires is started again."""

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from typing import Any
 
 import click
-from kaiwo_kube import KubernetesPort
+
+from kaiwo_cli.cluster_port import PodLogReader
 
 POLL_SECONDS = 1.0
 """How often ``-f`` looks again for pods and containers that started."""
 
 
 async def print_logs(
-    kube: KubernetesPort, ns: str, name: str, *, container: str | None, tail: int | None
+    kube: PodLogReader, ns: str, name: str, *, container: str | None, tail: int | None
 ) -> int:
     from kaiwo_cli import cluster_access as access
     from kaiwo_cli.cluster_access import ClusterError
@@ -46,7 +46,7 @@ async def print_logs(
 
 
 async def follow_logs(
-    kube: KubernetesPort, ns: str, name: str, *, container: str | None, tail: int | None
+    kube: PodLogReader, ns: str, name: str, *, container: str | None, tail: int | None
 ) -> int:
     """Follow every container of the workload once it has started, pods that appear later
     too (a KaiwoJob's download pod, then its workers), until the workload reaches a final
@@ -104,7 +104,7 @@ async def follow_logs(
 
 
 async def _stream_log(
-    kube: Any,
+    kube: PodLogReader,
     namespace: str,
     pod: str,
     container: str,

@@ -22,14 +22,13 @@ from typing import Any
 import pytest
 from kaiwo_contracts.crds.kaiwo_v1alpha1 import KaiwoQueueConfig
 from kaiwo_contracts.crds.schema import custom_resource_definitions
-from kaiwo_kube import Invalid, KubernetesPort, NotFound, ResourceType
+from kaiwo_kube import Invalid, ResourceType
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
-from kaiwo_kube.resources import CUSTOM_RESOURCE_DEFINITION, NAMESPACE
-from kaiwo_kubefake import FakeKubeServer
+from kaiwo_kube.resources import CUSTOM_RESOURCE_DEFINITION
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
-from tests.real_cluster import RealCluster
+from tests.kube_backends import api_server, delete_quietly, scratch_namespace
 
 MANAGER = "kaiwo-contract"
 
@@ -48,31 +47,15 @@ class Backend:
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     run_id = uuid.uuid4().hex[:8]
     async with contextlib.AsyncExitStack() as stack:
-        if request.param == "fake":
-            fake = await stack.enter_async_context(
-                FakeKubeServer(kubeconfig_path=tmp_path / "kubeconfig")
-            )
-            kubeconfig = fake.kubeconfig_path
-        else:
-            real: RealCluster = request.getfixturevalue("real_cluster")
-            kubeconfig = real.kubeconfig
+        kubeconfig = (await api_server(request.param, request, stack, tmp_path)).kubeconfig
         kube = await KubernetesAsyncioAdapter.from_kubeconfig(kubeconfig)
         stack.push_async_callback(kube.close)
         raw = await k8s_config.new_client_from_config(
             config_file=str(kubeconfig), persist_config=False
         )
         stack.push_async_callback(raw.close)
-        namespace = f"kaiwo-schema-{run_id}"
-        await kube.create(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-        )
-        stack.push_async_callback(_delete_quietly, kube, NAMESPACE, name=namespace)
+        namespace = await scratch_namespace(kube, stack, prefix="kaiwo-schema", run_id=run_id)
         yield Backend(kube=kube, raw=raw, namespace=namespace, run_id=run_id)
-
-
-async def _delete_quietly(kube: KubernetesPort, resource: ResourceType, *, name: str) -> None:
-    with contextlib.suppress(NotFound):
-        await kube.delete(resource, name)
 
 
 async def raw_patch(
@@ -227,9 +210,7 @@ async def served(backend: Backend, crd: dict[str, Any]) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        await _delete_quietly(
-            backend.kube, CUSTOM_RESOURCE_DEFINITION, name=crd["metadata"]["name"]
-        )
+        await delete_quietly(backend.kube, CUSTOM_RESOURCE_DEFINITION, crd["metadata"]["name"])
 
 
 @pytest.fixture
@@ -864,7 +845,7 @@ async def test_a_cluster_queue_gets_kueues_defaults(backend: Backend) -> None:
             again = await backend.kube.apply(desired, field_manager=MANAGER)
             assert version_of(again) == version_of(first)
         finally:
-            await _delete_quietly(backend.kube, queues, name=desired["metadata"]["name"])
+            await delete_quietly(backend.kube, queues, desired["metadata"]["name"])
 
 
 async def test_the_generated_kaiwo_queue_config_crd_fills_its_defaults(backend: Backend) -> None:
@@ -925,4 +906,4 @@ async def test_the_generated_kaiwo_queue_config_crd_fills_its_defaults(backend: 
                 }
             ]
         finally:
-            await _delete_quietly(backend.kube, configs, name=name)
+            await delete_quietly(backend.kube, configs, name)

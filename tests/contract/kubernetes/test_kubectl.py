@@ -15,9 +15,8 @@ import pytest
 import yaml
 from kaiwo_contracts.crds.registry import SERVED_KINDS
 from kaiwo_contracts.crds.schema import custom_resource_definitions
-from kaiwo_kubefake import FakeKubeServer
 
-from tests.real_cluster import RealCluster
+from tests.kube_backends import api_server
 from tests.stack_programs import stack_program
 
 JOB = """\
@@ -50,18 +49,13 @@ async def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> tup
 @pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.k8s)])
 async def kubeconfig(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Path]:
     async with contextlib.AsyncExitStack() as stack:
-        if request.param == "fake":
-            fake = await stack.enter_async_context(
-                FakeKubeServer(kubeconfig_path=tmp_path / "kubeconfig")
-            )
+        server = await api_server(request.param, request, stack, tmp_path)
+        if server.fake is not None:  # the real server has the CRDs
             crds = yaml.safe_dump_all(list(custom_resource_definitions(SERVED_KINDS)))
-            code, output = await kubectl(fake.kubeconfig_path, "apply", "-f", "-", stdin=crds)
+            code, output = await kubectl(server.kubeconfig, "apply", "-f", "-", stdin=crds)
             assert code == 0, output
             await asyncio.sleep(0.2)  # discovery of the new kinds
-            yield fake.kubeconfig_path
-        else:
-            real: RealCluster = request.getfixturevalue("real_cluster")
-            yield real.kubeconfig
+        yield server.kubeconfig
 
 
 async def test_apply_without_flags_and_get_with_printer_columns(kubeconfig: Path) -> None:

@@ -35,10 +35,9 @@ from kaiwo_cli.main import app
 from kaiwo_contracts.events.autoscaling import ScaleDecidedV1
 from kaiwo_contracts.events.envelope import Envelope
 from kaiwo_contracts.events.streams import GATEWAY_STREAM
-from kaiwo_kube import AlreadyExists, KubernetesPort, NotFound, resources
+from kaiwo_kube import KubernetesPort, NotFound, resources
 from kaiwo_runtime.nats_server import free_port
 
-from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import (
     OPERATOR_USER,
     Pending,
@@ -50,9 +49,11 @@ from tests.integration.pipeline.model_actors import (
     MODELS_CONFIG_NAME,
     OPERATOR_NAMESPACE,
     a_model,
+    apply_models_config,
     is_ready,
     model,
     model_pods,
+    run_pods,
 )
 from tests.real_cluster import RealCluster
 
@@ -125,70 +126,41 @@ async def start_standin(port: int) -> asyncio.subprocess.Process:
     return process
 
 
-async def apply_models_config(kube: KubernetesPort, *, port: int) -> None:
+def models_serving_at(port: int) -> str:
     """The platform team's configuration: every model-server Pod serves on ``port``."""
-    with contextlib.suppress(AlreadyExists):
-        await actors.create_namespace(kube, OPERATOR_NAMESPACE)
     patches = [
         {"op": "replace", "path": "/metadata/annotations/model-pod-port", "value": str(port)}
     ]
-    config_map = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": MODELS_CONFIG_NAME,
-            "namespace": OPERATOR_NAMESPACE,
-            "labels": {"kaiwo.silogen.ai/system-config": "models"},
-        },
-        "data": {"models.yaml": json.dumps({"modelServerPods": {"jsonPatches": patches}})},
-    }
-    await kube.apply(config_map, field_manager="platform-team")
+    return json.dumps({"modelServerPods": {"jsonPatches": patches}})
 
 
 async def kubelet(kube: KubernetesPort, namespace: str, stop: asyncio.Event) -> None:
-    """Every Pod of a Model runs and turns Ready at 127.0.0.1, until ``stop``."""
+    """Every Pod of a Model runs and turns Ready at 127.0.0.1 (the stand-in), until ``stop``."""
     while not stop.is_set():
-        for name in (CHAT,):
-            for pod in await model_pods(kube, namespace, name):
-                if is_ready(pod) or pod["metadata"].get("deletionTimestamp"):
-                    continue
-                with contextlib.suppress(NotFound):
-                    await kube.patch_status(
-                        resources.POD,
-                        pod["metadata"]["name"],
-                        {
-                            "phase": "Running",
-                            "podIP": "127.0.0.1",
-                            "podIPs": [{"ip": "127.0.0.1"}],
-                            "conditions": [
-                                {"type": "Ready", "status": "True"},
-                                {"type": "ContainersReady", "status": "True"},
-                            ],
-                        },
-                        namespace=namespace,
-                        field_manager="kubelet",
-                        method="merge",
-                    )
+        await run_pods(kube, namespace, CHAT, pod_ip="127.0.0.1")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), 0.2)
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def served(
-    real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory
+@contextlib.asynccontextmanager
+async def serving_models(
+    real_cluster: RealCluster, scratch: Path, **pipeline_options: Any
 ) -> AsyncIterator[Served]:
+    """The pipeline with the gateway and the autoscaler, every Model's pods played Ready at
+    the stand-in server (the one copy of this set-up: the messenger's tests use it too)."""
     port = free_port()
     standin = await start_standin(port)
     gateway_port = free_port()
     try:
         async with running_pipeline(
-            tmp_path_factory.mktemp("kaiwo"),
+            scratch,
             real=real_cluster,
             gpu_cluster=False,
             gateway_port=gateway_port,
             service_env=AUTOSCALER_ENV,
+            **pipeline_options,
         ) as pipeline:
-            await apply_models_config(pipeline.kube, port=port)
+            await apply_models_config(pipeline.kube, models_yaml=models_serving_at(port))
             stop = asyncio.Event()
             playing = asyncio.create_task(kubelet(pipeline.kube, pipeline.namespace, stop))
             try:
@@ -203,6 +175,14 @@ async def served(
     finally:
         standin.terminate()
         await standin.wait()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def served(
+    real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Served]:
+    async with serving_models(real_cluster, tmp_path_factory.mktemp("kaiwo")) as found:
+        yield found
 
 
 async def listed(served: Served, name: str) -> bool | Pending:

@@ -29,26 +29,19 @@ from kaiwo_contracts.events.messenger import (
     tenant_key_name,
 )
 from kaiwo_contracts.events.permissions import inbox_prefix
-from kaiwo_kube import NotFound, resources
-from kaiwo_runtime.nats_server import free_port
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from tests.integration.gateway.test_autoscaling_end_to_end import (
-    AUTOSCALER_ENV,
     CHAT,
     SCALE_WITHIN,
     Served,
-    apply_models_config,
     decisions,
-    kubelet,
     listed,
-    start_standin,
+    serving_models,
 )
-from tests.integration.pipeline.harness import eventually, running_pipeline
+from tests.integration.pipeline.harness import eventually
 from tests.integration.pipeline.model_actors import (
-    MODELS_CONFIG_NAME,
-    OPERATOR_NAMESPACE,
     a_model,
     model,
 )
@@ -79,42 +72,21 @@ class Tenant:
 async def tenant(
     real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Tenant]:
-    port = free_port()
-    standin = await start_standin(port)
-    gateway_port = free_port()
-    try:
-        async with running_pipeline(
-            tmp_path_factory.mktemp("kaiwo"),
-            real=real_cluster,
-            gpu_cluster=False,
-            gateway_port=gateway_port,
-            service_env=AUTOSCALER_ENV,
-            messenger_tenant=True,
-        ) as pipeline:
-            await apply_models_config(pipeline.kube, port=port)
-            stop = asyncio.Event()
-            playing = asyncio.create_task(kubelet(pipeline.kube, pipeline.namespace, stop))
-            stack = pipeline.stack
-            assert stack.nats is not None and stack.credentials is not None
-            key = tenant_key_name(pipeline.namespace)
-            client = await nats.connect(
-                stack.nats.url,
-                nkeys_seed=str(stack.credentials.seed(key)),
-                inbox_prefix=inbox_prefix(key),
-            )
-            try:
-                yield Tenant(Served(pipeline, f"http://127.0.0.1:{gateway_port}/openai/v1"), client)
-            finally:
-                await client.close()
-                stop.set()
-                await playing
-                with contextlib.suppress(NotFound):
-                    await pipeline.kube.delete(
-                        resources.CONFIG_MAP, MODELS_CONFIG_NAME, namespace=OPERATOR_NAMESPACE
-                    )
-    finally:
-        standin.terminate()
-        await standin.wait()
+    async with serving_models(
+        real_cluster, tmp_path_factory.mktemp("kaiwo"), messenger_tenant=True
+    ) as served:
+        stack = served.pipeline.stack
+        assert stack.nats is not None and stack.credentials is not None
+        key = tenant_key_name(served.pipeline.namespace)
+        client = await nats.connect(
+            stack.nats.url,
+            nkeys_seed=str(stack.credentials.seed(key)),
+            inbox_prefix=inbox_prefix(key),
+        )
+        try:
+            yield Tenant(served, client)
+        finally:
+            await client.close()
 
 
 async def answers(tenant: Tenant, count: int) -> list[Msg]:

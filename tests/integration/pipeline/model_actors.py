@@ -30,7 +30,7 @@ cacheProfiles:
 """
 
 
-async def apply_models_config(kube: KubernetesPort) -> None:
+async def apply_models_config(kube: KubernetesPort, *, models_yaml: str = MODELS_CONFIG) -> None:
     """The system configuration of Models, in the operator's namespace."""
     with contextlib.suppress(AlreadyExists):
         await actors.create_namespace(kube, OPERATOR_NAMESPACE)
@@ -42,7 +42,7 @@ async def apply_models_config(kube: KubernetesPort) -> None:
             "namespace": OPERATOR_NAMESPACE,
             "labels": {"kaiwo.silogen.ai/system-config": "models"},
         },
-        "data": {"models.yaml": MODELS_CONFIG},
+        "data": {"models.yaml": models_yaml},
     }
     await kube.apply(config_map, field_manager="platform-team")
 
@@ -82,33 +82,36 @@ def is_ready(pod: dict[str, Any]) -> bool:
     )
 
 
-async def run_pods(kube: KubernetesPort, namespace: str, name: str) -> int:
-    """The kubelet: every Pod of the Model not being deleted runs and turns Ready.
-    Returns how many it started."""
+async def run_pods(
+    kube: KubernetesPort, namespace: str, name: str, *, pod_ip: str | None = None
+) -> int:
+    """The kubelet: every Pod of the Model not being deleted runs and turns Ready (at
+    ``pod_ip``, where a test serves the model itself). Returns how many it started; a pod
+    deleted meanwhile is passed over."""
     started = 0
     for pod in await model_pods(kube, namespace, name):
         if is_ready(pod) or pod["metadata"].get("deletionTimestamp"):
             continue
-        await kube.patch_status(
-            resources.POD,
-            pod["metadata"]["name"],
-            {
-                "phase": "Running",
-                "startTime": actors.now(),
-                "conditions": [
-                    {"type": "Ready", "status": "True", "lastTransitionTime": actors.now()},
-                    {
-                        "type": "ContainersReady",
-                        "status": "True",
-                        "lastTransitionTime": actors.now(),
-                    },
-                ],
-            },
-            namespace=namespace,
-            field_manager="kubelet",
-            method="merge",
-        )
-        started += 1
+        status: dict[str, Any] = {
+            "phase": "Running",
+            "startTime": actors.now(),
+            "conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": actors.now()},
+                {"type": "ContainersReady", "status": "True", "lastTransitionTime": actors.now()},
+            ],
+        }
+        if pod_ip is not None:
+            status |= {"podIP": pod_ip, "podIPs": [{"ip": pod_ip}]}
+        with contextlib.suppress(NotFound):
+            await kube.patch_status(
+                resources.POD,
+                pod["metadata"]["name"],
+                status,
+                namespace=namespace,
+                field_manager="kubelet",
+                method="merge",
+            )
+            started += 1
     return started
 
 

@@ -16,7 +16,7 @@ from kaiwo_gateway.domain.autoscaler import (
     scale_from_zero,
 )
 from kaiwo_gateway.domain.autoscaling import ScalingSpec, ScalingState
-from kaiwo_gateway.domain.load import ModelKey, RequestCounts
+from kaiwo_gateway.domain.load import RequestCounts, model_ref
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
@@ -201,7 +201,10 @@ def test_a_damaged_saved_state_is_refused(document: dict[str, object]) -> None:
 
 def test_request_counts_follow_requests_and_say_when_a_model_first_waits() -> None:
     counts = RequestCounts()
-    llm_key, other = ModelKey("m-1", "ai", "llm"), ModelKey("m-2", "ai", "chat")
+    llm_key, other = (
+        model_ref(uid="m-1", namespace="ai", name="llm"),
+        model_ref(uid="m-2", namespace="ai", name="chat"),
+    )
     counts.started(llm_key)
     counts.started(llm_key)
     counts.started(other)
@@ -301,7 +304,7 @@ def test_a_backlog_is_split_by_the_mix_in_hand_and_other_namespaces_are_left_alo
 
 def test_messenger_requests_are_counted_apart_in_the_replicas_counts() -> None:
     counts = RequestCounts()
-    key = ModelKey(uid="m-1", namespace="ai", name="llm")
+    key = model_ref(uid="m-1", namespace="ai", name="llm")
     counts.started(key)
     counts.started(key, message=True)
     counts.started(key, message=True)

@@ -13,7 +13,7 @@ from kaiwo_contracts.events.envelope import Envelope
 from kaiwo_contracts.plans import ObjectRef
 from kaiwo_gateway.autoscaler_leader import Autoscaler, AutoscalerSettings
 from kaiwo_gateway.domain.catalog import Catalog
-from kaiwo_gateway.domain.load import ModelKey, RequestCounts
+from kaiwo_gateway.domain.load import RequestCounts, model_ref
 from kaiwo_gateway.load_reports import LoadReporter
 from kaiwo_gateway.metrics import GatewayMetrics
 from kaiwo_runtime.kv import MemoryKeyValue
@@ -173,7 +173,7 @@ async def test_a_replica_reports_its_requests_per_model() -> None:
         clock=Clock(),
         metrics=GatewayMetrics(),
     )
-    key = ModelKey(uid="m-1", namespace="team-a", name="llm")
+    key = model_ref(uid="m-1", namespace="team-a", name="llm")
     counts.started(key)
     counts.started(key)
     counts.wait_started(key)

@@ -16,7 +16,7 @@ from kaiwo_kube import resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_kubefake import FakeKubeServer, ResourceKind
 from kaiwo_monitor.discovery import RootFinder, candidate_pods
-from kaiwo_monitor.domain.pods import MonitoredPod, WorkloadRef
+from kaiwo_monitor.domain.pods import MonitoredPod, workload_ref
 from kaiwo_monitor.domain.samples import GpuSample
 
 NS = "team-a"
@@ -126,7 +126,7 @@ async def test_pods_are_traced_to_their_roots_and_only_trackable_roots_count(
     assert served == MonitoredPod(
         namespace=NS,
         name="serve-5d4f-x",
-        workload=WorkloadRef(
+        workload=workload_ref(
             kind="Deployment",
             name="serve",
             namespace=NS,
@@ -149,7 +149,7 @@ def test_only_pods_no_kaiwo_workload_holds_are_candidates() -> None:
     ours = MonitoredPod(
         namespace=NS,
         name="train-0",
-        workload=WorkloadRef(kind="KaiwoJob", name="train", namespace=NS, uid="u"),
+        workload=workload_ref(kind="KaiwoJob", name="train", namespace=NS, uid="u"),
         requested_gpus=1,
         vendor="amd",
         running=True,

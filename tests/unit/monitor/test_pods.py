@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kaiwo_monitor.domain.pods import MonitoredPod, WorkloadRef, monitored_pod
+from kaiwo_monitor.domain.pods import MonitoredPod, monitored_pod, workload_ref
 
 UID = "6f1c2d3e-0000-4000-8000-000000000001"
 
@@ -48,7 +48,7 @@ def test_a_kaiwojob_pod_with_two_amd_gpus() -> None:
     assert found == MonitoredPod(
         namespace="team-a",
         name="train-0",
-        workload=WorkloadRef(kind="KaiwoJob", name="train", namespace="team-a", uid=UID),
+        workload=workload_ref(kind="KaiwoJob", name="train", namespace="team-a", uid=UID),
         requested_gpus=2,
         vendor="amd",
         running=True,
@@ -108,7 +108,7 @@ def test_pods_of_other_controllers_and_downloaders_are_not_monitored() -> None:
 
 
 def test_the_object_ref_names_the_workload() -> None:
-    ref = WorkloadRef(kind="KaiwoJob", name="train", namespace="team-a", uid=UID).object_ref()
+    ref = workload_ref(kind="KaiwoJob", name="train", namespace="team-a", uid=UID)
     assert ref.model_dump() == {
         "apiVersion": "kaiwo.silogen.ai/v1alpha1",
         "kind": "KaiwoJob",

@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoResourceMonitoringConfig
 from kaiwo_contracts.gpu_preemption import GpuPreemptionSettings
-from kaiwo_monitor.domain.pods import GpuVendor, MonitoredPod, WorkloadRef
+from kaiwo_contracts.plans import ObjectRef
+from kaiwo_monitor.domain.pods import GpuVendor, MonitoredPod, workload_ref
 from kaiwo_monitor.domain.samples import GpuSample
 from kaiwo_monitor.domain.utilization import (
     Assessment,
@@ -20,14 +21,14 @@ NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SEEN = datetime(2026, 3, 1, 11, 59, 50, tzinfo=UTC)
 UID_A = "00000000-0000-4000-8000-00000000000a"
 UID_B = "00000000-0000-4000-8000-00000000000b"
-TRAIN = WorkloadRef(kind="KaiwoJob", name="train", namespace="team-a", uid=UID_A)
-CHAT = WorkloadRef(kind="KaiwoService", name="chat", namespace="team-b", uid=UID_B)
+TRAIN = workload_ref(kind="KaiwoJob", name="train", namespace="team-a", uid=UID_A)
+CHAT = workload_ref(kind="KaiwoService", name="chat", namespace="team-b", uid=UID_B)
 DEFAULT = MonitoringPolicy()
 
 
 def a_pod(
     name: str,
-    workload: WorkloadRef = TRAIN,
+    workload: ObjectRef = TRAIN,
     *,
     gpus: int = 1,
     running: bool = True,
@@ -174,7 +175,7 @@ def test_workloads_come_out_in_uid_order() -> None:
 
 
 def test_without_target_namespaces_everything_but_kube_system_is_monitored() -> None:
-    system = WorkloadRef(kind="KaiwoJob", name="sys", namespace="kube-system", uid="uid-sys")
+    system = workload_ref(kind="KaiwoJob", name="sys", namespace="kube-system", uid="uid-sys")
     result = run(
         [a_pod("train-0"), a_pod("sys-0", system), a_pod("chat-0", CHAT)],
         [
@@ -368,5 +369,5 @@ def test_the_gpu_profile_targets_pods_that_requested_gpus_in_monitored_namespace
     assert policy.profile == "gpu"
     assert policy.targets(a_pod("train-0", gpus=2))
     assert not policy.targets(a_pod("train-1", gpus=0))
-    system = WorkloadRef(kind="KaiwoJob", name="sys", namespace="kube-system", uid="uid-sys")
+    system = workload_ref(kind="KaiwoJob", name="sys", namespace="kube-system", uid="uid-sys")
     assert not policy.targets(a_pod("sys-0", system, gpus=1))

@@ -25,12 +25,13 @@ import aiohttp
 import typer
 from kaiwo_contracts.crds.registry import model_for
 from kaiwo_contracts.validation import validate_manifest
-from kaiwo_kube import KubeError, KubernetesPort
+from kaiwo_kube import KubeError
 from kaiwo_kube.resources import ResourceType, known_type
 from rich.console import Console
 from rich.markup import escape
 
 from kaiwo_cli.cluster_access import ClusterError, ClusterTarget, cluster_target, connect
+from kaiwo_cli.cluster_port import ClusterWriter
 from kaiwo_cli.commands.options import HELP
 from kaiwo_cli.manifest_files import (
     ManifestDocument,
@@ -151,7 +152,7 @@ async def _apply_all(
 
 
 async def apply_document(
-    kube: KubernetesPort, document: ManifestDocument, *, namespace: str, force: bool
+    kube: ClusterWriter, document: ManifestDocument, *, namespace: str, force: bool
 ) -> str:
     """Apply one document; the line to print (``error: ...`` when it was not applied)."""
     content = document.content

@@ -14,7 +14,7 @@ from kaiwo_cli.commands.options import all_namespaces_option, cluster_options, n
 from kaiwo_cli.commands.workloads import _now, _run, _target
 
 if TYPE_CHECKING:
-    from kaiwo_kube import KubernetesPort
+    from kaiwo_cli.cluster_port import ClusterReader
 
 
 @click.command()
@@ -35,7 +35,7 @@ def queues(
     """
     scope = None if all_namespaces else namespace
 
-    async def work(kube: KubernetesPort) -> str:
+    async def work(kube: ClusterReader) -> str:
         from kaiwo_contracts.queue_estimates.kueue import cluster_estimates, declared_durations
         from kaiwo_kube import resources
 
@@ -94,7 +94,7 @@ def nodes(
     if vendor is not None and vendor not in ("amd", "nvidia"):
         raise click.BadParameter("amd or nvidia", param_hint="VENDOR")
 
-    async def work(kube: KubernetesPort) -> str:
+    async def work(kube: ClusterReader) -> str:
         from kaiwo_kube import resources
 
         from kaiwo_cli.capacity_views import node_table, pool_summary

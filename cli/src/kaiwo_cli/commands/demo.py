@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Annotated, Any, Final
 
 import typer
-from kaiwo_kube import KubeError, KubernetesPort, known_type, resources
+from kaiwo_kube import KubeError, known_type, resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_runtime.logging import configure_logging
 from kaiwo_sandbox import SandboxOptions, parse_fleet
@@ -34,6 +34,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.text import Text
 
+from kaiwo_cli.cluster_port import ClusterReader, ClusterWriter
 from kaiwo_cli.commands.up import console_line
 from kaiwo_cli.manifest_files import read_documents
 from kaiwo_cli.stack.local import (
@@ -219,7 +220,7 @@ async def _run(
             await stack.stop()
 
 
-async def apply_scenario(kube: KubernetesPort, scenario: Path) -> list[str]:
+async def apply_scenario(kube: ClusterWriter, scenario: Path) -> list[str]:
     """Apply every document (server-side, as ``kaiwo-demo``); one line per document."""
     lines = []
     for document in read_documents(scenario):
@@ -245,7 +246,7 @@ def _name(content: dict[str, Any]) -> str:
     return f"{namespace}/{metadata.get('name')}" if namespace else str(metadata.get("name"))
 
 
-async def current_rows(kube: KubernetesPort, *, now: datetime) -> list[WorkloadRow]:
+async def current_rows(kube: ClusterReader, *, now: datetime) -> list[WorkloadRow]:
     workloads = []
     for kind in (resources.KAIWO_JOB, resources.KAIWO_SERVICE):
         for obj in (await kube.list(kind)).items:
@@ -328,7 +329,7 @@ def kaiwo_executable(cwd: Path) -> str:
 
 
 async def _watch(
-    kube: KubernetesPort,
+    kube: ClusterReader,
     stack: LocalStack,
     *,
     console: Console,

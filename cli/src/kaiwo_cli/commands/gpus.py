@@ -17,7 +17,8 @@ from kaiwo_cli.commands.workloads import _run, _target
 
 if TYPE_CHECKING:
     from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoGpuPreemptionConfig
-    from kaiwo_kube import KubernetesPort
+
+    from kaiwo_cli.cluster_port import ClusterReader
 
 
 @click.command()
@@ -41,7 +42,7 @@ def gpus(
     """
     scope = None if all_namespaces else namespace
 
-    async def work(kube: KubernetesPort) -> str:
+    async def work(kube: ClusterReader) -> str:
         from kaiwo_kube import resources
 
         from kaiwo_cli.cluster_access import optional_list
@@ -63,7 +64,7 @@ def gpus(
     click.echo(_run("gpus", _target(kubeconfig, context, state), work))
 
 
-async def _namespaces(kube: KubernetesPort, scope: str | None) -> dict[str, dict[str, Any]]:
+async def _namespaces(kube: ClusterReader, scope: str | None) -> dict[str, dict[str, Any]]:
     """The Namespaces by name (their annotations opt workloads in); those the user may not
     read count as without annotations."""
     from kaiwo_kube import KubeError, resources
@@ -77,7 +78,7 @@ async def _namespaces(kube: KubernetesPort, scope: str | None) -> dict[str, dict
     return {str(item["metadata"]["name"]): item for item in listed.items}
 
 
-async def _defaults(kube: KubernetesPort) -> KaiwoGpuPreemptionConfig:
+async def _defaults(kube: ClusterReader) -> KaiwoGpuPreemptionConfig:
     """The KaiwoConfig's ``gpuPreemption`` defaults (the built-in ones without it)."""
     from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoGpuPreemptionConfig
     from kaiwo_kube import KubeError, resources

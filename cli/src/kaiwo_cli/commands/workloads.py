@@ -40,9 +40,9 @@ from kaiwo_cli.workload_follow import (
 
 if TYPE_CHECKING:
     from kaiwo_contracts.queue_estimates.kueue import Placed
-    from kaiwo_kube import KubernetesPort
 
     from kaiwo_cli.cluster_access import ClusterTarget
+    from kaiwo_cli.cluster_port import CommandCluster
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., object])
@@ -81,7 +81,7 @@ def _reference(
         raise _fail(command, str(error), code=1) from None
 
 
-def _run(command: str, target: ClusterTarget, work: Callable[[KubernetesPort], Awaitable[T]]) -> T:
+def _run(command: str, target: ClusterTarget, work: Callable[[CommandCluster], Awaitable[T]]) -> T:
     """Connect, run ``work`` and turn every cluster failure into one line and exit 2."""
     import aiohttp
     from kaiwo_kube import KubeError
@@ -219,7 +219,7 @@ def submit(
 
 
 async def _submit_all(
-    kube: KubernetesPort, manifests: list[dict[str, Any]], *, wait: bool, within: float | None
+    kube: CommandCluster, manifests: list[dict[str, Any]], *, wait: bool, within: float | None
 ) -> list[dict[str, Any]]:
     from kaiwo_kube import AlreadyExists
 
@@ -294,7 +294,7 @@ def list_workloads(
     scope = None if all_namespaces or namespace is None else namespace
     target = _target(kubeconfig, context, state)
 
-    async def work(kube: KubernetesPort) -> int:
+    async def work(kube: CommandCluster) -> int:
         from kaiwo_cli.cluster_access import list_workloads as read
         from kaiwo_cli.workload_views import list_table, matches, watch_line
 
@@ -368,7 +368,7 @@ def status(
     target = _target(kubeconfig, context, state)
     ns, name = _reference("status", workload, namespace=namespace, target=target)
 
-    async def work(kube: KubernetesPort) -> None:
+    async def work(kube: CommandCluster) -> None:
         from kaiwo_cli.workload_views import FINAL_PHASES, phase_of
 
         shown: str | None = None
@@ -393,7 +393,7 @@ do not."""
 
 
 async def _status_now(
-    kube: KubernetesPort, ns: str, name: str, *, output: str | None
+    kube: CommandCluster, ns: str, name: str, *, output: str | None
 ) -> tuple[dict[str, Any], str, str]:
     """The workload, its report now, and the report as compared between two looks."""
     from kaiwo_cli import cluster_access as access
@@ -425,7 +425,7 @@ async def _status_now(
     return found, report(_now(), estimate), report(_STILL, None)
 
 
-async def _estimate(kube: KubernetesPort, workload: dict[str, Any]) -> tuple[Placed | None, bool]:
+async def _estimate(kube: CommandCluster, workload: dict[str, Any]) -> tuple[Placed | None, bool]:
     """The pending workload's place in its ClusterQueue and estimated start (decision 0055),
     and whether it was estimated from its own namespace only."""
     from kaiwo_contracts.queue_estimates.kueue import (
@@ -481,7 +481,7 @@ def logs(
     target = _target(kubeconfig, context, state)
     ns, name = _reference("logs", workload, namespace=namespace, target=target)
 
-    async def work(kube: KubernetesPort) -> int:
+    async def work(kube: CommandCluster) -> int:
         from kaiwo_cli.workload_logs import follow_logs, print_logs
 
         if follow:
@@ -513,7 +513,7 @@ def delete(
     target = _target(kubeconfig, context, state)
     ns, name = _reference("delete", workload, namespace=namespace, target=target)
 
-    async def work(kube: KubernetesPort) -> str:
+    async def work(kube: CommandCluster) -> str:
         from kaiwo_cli import cluster_access as access
         from kaiwo_cli.workload_views import qualified_name
 

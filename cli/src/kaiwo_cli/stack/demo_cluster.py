@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from kaiwo_kube import KubernetesPort
 from kaiwo_sandbox import Sandbox, SandboxOptions
+from kaiwo_sandbox.cluster_port import SandboxCluster
 
 DEMO_NAMESPACES: Final = (
     "ml-team",
@@ -20,7 +20,7 @@ DEMO_NAMESPACES: Final = (
 )
 
 
-async def seed_demo_cluster(kube: KubernetesPort, options: SandboxOptions | None = None) -> None:
+async def seed_demo_cluster(kube: SandboxCluster, options: SandboxOptions | None = None) -> None:
     """Create the fleet's nodes and the demo namespaces; existing ones are left as they are."""
     chosen = options or SandboxOptions()
     sandbox = Sandbox(kube, SandboxOptions(fleet=chosen.fleet, namespaces=DEMO_NAMESPACES))

@@ -31,7 +31,9 @@ from typing import Any, Final, Literal
 
 import yaml
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KAIWO_CONFIG_NAME
-from kaiwo_kube import AlreadyExists, Conflict, KubeError, KubernetesPort, NotFound, resources
+from kaiwo_kube import AlreadyExists, Conflict, KubeError, NotFound, resources
+
+from kaiwo_cli.cluster_port import ClusterWriter
 
 SchedulerMode = Literal["install", "external", "existing"]
 SCHEDULER_MODES: Final[tuple[SchedulerMode, ...]] = ("install", "external", "existing")
@@ -96,7 +98,7 @@ def scheduler_name(mode: SchedulerMode) -> str | None:
     return {"install": KAIWO_SCHEDULER, "external": DEFAULT_SCHEDULER, "existing": None}[mode]
 
 
-async def install_scheduler(kube: KubernetesPort, *, field_manager: str) -> None:
+async def install_scheduler(kube: ClusterWriter, *, field_manager: str) -> None:
     """``kaiwo-system`` (created when missing, never taken over) and every object of the
     kaiwo-scheduler, server-side applied: a second run changes nothing."""
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SCHEDULER_NAMESPACE}}
@@ -120,7 +122,7 @@ class SchedulerNaming:
 
 
 async def name_scheduler(
-    kube: KubernetesPort, wanted: str, *, field_manager: str
+    kube: ClusterWriter, wanted: str, *, field_manager: str
 ) -> SchedulerNaming:
     """Make the KaiwoConfig ``kaiwo`` name ``wanted`` (created when missing), unless another
     manager set the name: then it stays, and the result says which one it is."""
@@ -146,7 +148,7 @@ class SchedulerError(RuntimeError):
 
 
 async def prepare_scheduler(
-    kube: KubernetesPort, *, mode: SchedulerMode, fake_cluster: bool, field_manager: str
+    kube: ClusterWriter, *, mode: SchedulerMode, fake_cluster: bool, field_manager: str
 ) -> str:
     """What ``kaiwo up`` does about the scheduler before the services start (module
     docstring); returns one line saying what it did."""

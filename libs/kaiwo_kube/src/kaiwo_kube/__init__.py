@@ -1,7 +1,8 @@
 """The Kubernetes port of the operator and its kubernetes_asyncio adapter.
 
-Services depend on :class:`KubernetesPort` (``kaiwo_kube.port``), or on the one of its protocols
-they need (:class:`ObjectReader`, :class:`ObjectWriter`, ...), and the resource catalogue
+Each service declares the Protocol of the calls it makes in its own ``cluster_port`` module
+(the watcher takes :class:`ObjectReader`); :class:`KubernetesPort` (``kaiwo_kube.port``) is
+the whole of what the adapter offers. Services use the resource catalogue
 (``kaiwo_kube.resources``); only :mod:`kaiwo_kube.kubernetes_asyncio_adapter` imports the client
 library.
 """
@@ -20,12 +21,24 @@ from kaiwo_kube.errors import (
 from kaiwo_kube.port import (
     CrdInstaller,
     EventRecorder,
+    EventType,
+    JsonPatcher,
     KubernetesPort,
+    MergePatcher,
+    ObjectApplier,
+    ObjectCreator,
+    ObjectDeleter,
+    ObjectGetter,
     ObjectList,
+    ObjectLister,
     ObjectReader,
+    ObjectReplacer,
+    ObjectWatcher,
     ObjectWriter,
     PropagationPolicy,
+    ScalePatcher,
     Scaler,
+    ScaleReader,
     StatusWriter,
     WatchEvent,
 )
@@ -37,18 +50,30 @@ __all__ = [
     "Conflict",
     "CrdInstaller",
     "EventRecorder",
+    "EventType",
     "Invalid",
+    "JsonPatcher",
     "KubeError",
     "KubernetesPort",
     "MalformedResponse",
+    "MergePatcher",
     "NotFound",
+    "ObjectApplier",
+    "ObjectCreator",
+    "ObjectDeleter",
+    "ObjectGetter",
     "ObjectList",
+    "ObjectLister",
     "ObjectReader",
+    "ObjectReplacer",
+    "ObjectWatcher",
     "ObjectWriter",
     "PropagationPolicy",
     "ResourceExpired",
     "ResourceType",
     "Retryable",
+    "ScalePatcher",
+    "ScaleReader",
     "Scaler",
     "StatusWriter",
     "WatchEvent",

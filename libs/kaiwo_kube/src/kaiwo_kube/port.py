@@ -1,6 +1,13 @@
-"""The Kubernetes port: everything the watcher, executor and command ask of the API server,
-as the few protocols its callers need (read and watch, write, status, scale, events, CRDs)
-and :class:`KubernetesPort`, all of them together.
+"""The Kubernetes port: everything the adapter offers, one Protocol per call (``ObjectGetter``,
+``ObjectLister``, ``ObjectApplier``, ``StatusWriter``, ``ScalePatcher``...), each signature
+written once here; the groups the adapter's parts implement (read and watch, write, status,
+scale, events, CRDs); and :class:`KubernetesPort`, all of them together.
+
+A service does not take a group: it declares, in its own ``cluster_port`` module, the Protocol
+of exactly the calls it makes, composed from the one-call protocols here (the executor's
+``ExecutorCluster``, the monitor's ``ClusterReader``, the sandbox's ``SandboxCluster``, the
+command's few), and the adapter satisfies it by its shape. The groups are what the one
+contract suite per protocol runs against every adapter.
 
 Objects are plain dicts in their JSON form (``apiVersion``, ``kind``, ``metadata``...). Kinds are
 addressed by :class:`~kaiwo_kube.resources.ResourceType` values (see the catalogue in
@@ -40,14 +47,18 @@ class WatchEvent(NamedTuple):
         return str(version) if isinstance(version, str | int) else ""
 
 
-class ObjectReader(Protocol):
-    """Read and watch objects (the watcher, the monitor, the command's listings)."""
+class ObjectGetter(Protocol):
+    """Read one object."""
 
     async def get(
         self, resource: ResourceType, name: str, *, namespace: str | None = None
     ) -> dict[str, Any]:
         """The object; :class:`~kaiwo_kube.errors.NotFound` when absent."""
         ...
+
+
+class ObjectLister(Protocol):
+    """List objects."""
 
     async def list(
         self,
@@ -62,6 +73,10 @@ class ObjectReader(Protocol):
         ``namespace=None`` lists a namespaced type across all namespaces.
         """
         ...
+
+
+class ObjectWatcher(Protocol):
+    """Watch objects."""
 
     def watch(
         self,
@@ -83,9 +98,12 @@ class ObjectReader(Protocol):
         ...
 
 
-class ObjectWriter(Protocol):
-    """Create, replace, apply, patch and delete objects (the executor, the sandbox, the
-    command's ``apply``)."""
+class ObjectReader(ObjectGetter, ObjectLister, ObjectWatcher, Protocol):
+    """Read and watch objects (the watcher)."""
+
+
+class ObjectCreator(Protocol):
+    """Create an object."""
 
     async def create(
         self, obj: dict[str, Any], *, field_manager: str | None = None
@@ -93,11 +111,19 @@ class ObjectWriter(Protocol):
         """Create; :class:`~kaiwo_kube.errors.AlreadyExists` when the name is taken."""
         ...
 
+
+class ObjectReplacer(Protocol):
+    """Replace an object."""
+
     async def replace(
         self, obj: dict[str, Any], *, field_manager: str | None = None
     ) -> dict[str, Any]:
         """Replace (PUT); a stale ``metadata.resourceVersion`` raises Conflict."""
         ...
+
+
+class ObjectApplier(Protocol):
+    """Server-side apply an object."""
 
     async def apply(
         self,
@@ -111,6 +137,10 @@ class ObjectWriter(Protocol):
         by another manager with a different value raises Conflict."""
         ...
 
+
+class MergePatcher(Protocol):
+    """Merge-patch an object."""
+
     async def merge_patch(
         self,
         resource: ResourceType,
@@ -122,6 +152,10 @@ class ObjectWriter(Protocol):
     ) -> dict[str, Any]:
         """A JSON merge patch (RFC 7386) of the object."""
         ...
+
+
+class JsonPatcher(Protocol):
+    """JSON-patch an object."""
 
     async def json_patch(
         self,
@@ -137,6 +171,10 @@ class ObjectWriter(Protocol):
         preconditions (its uid, the value it replaces)."""
         ...
 
+
+class ObjectDeleter(Protocol):
+    """Delete an object."""
+
     async def delete(
         self,
         resource: ResourceType,
@@ -149,6 +187,12 @@ class ObjectWriter(Protocol):
     ) -> None:
         """Delete; ``uid``/``resource_version`` are preconditions (Conflict when they differ)."""
         ...
+
+
+class ObjectWriter(
+    ObjectCreator, ObjectReplacer, ObjectApplier, MergePatcher, JsonPatcher, ObjectDeleter, Protocol
+):
+    """Create, replace, apply, patch and delete objects."""
 
 
 class StatusWriter(Protocol):
@@ -172,8 +216,8 @@ class StatusWriter(Protocol):
         ...
 
 
-class Scaler(Protocol):
-    """Read and set replicas through the scale subresource."""
+class ScaleReader(Protocol):
+    """Read an object's scale subresource."""
 
     async def get_scale(
         self, resource: ResourceType, name: str, *, namespace: str | None = None
@@ -182,6 +226,10 @@ class Scaler(Protocol):
         without its spec replicas field has none to read: the API server answers 500
         (:class:`~kaiwo_kube.errors.Retryable`); read the object itself instead."""
         ...
+
+
+class ScalePatcher(Protocol):
+    """Set replicas through the scale subresource."""
 
     async def patch_scale(
         self,
@@ -199,6 +247,10 @@ class Scaler(Protocol):
         nothing changes. Without, the field is set whether the object had it or not (a custom
         object may lack it, which no test can express)."""
         ...
+
+
+class Scaler(ScaleReader, ScalePatcher, Protocol):
+    """Read and set replicas through the scale subresource."""
 
 
 class EventRecorder(Protocol):
@@ -236,8 +288,7 @@ class KubernetesPort(
     ObjectReader, ObjectWriter, StatusWriter, Scaler, EventRecorder, CrdInstaller, Protocol
 ):
     """A Kubernetes API server as the operator sees it: every protocol above, and a connection
-    to release. A caller that needs less asks for less (e.g. the watcher an
-    :class:`ObjectReader`); the adapter implements them all."""
+    to release. The adapter implements them all; a caller asks for less (see above)."""
 
     async def close(self) -> None:
         """Release connections."""

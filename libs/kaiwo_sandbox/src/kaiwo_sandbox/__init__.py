@@ -2,7 +2,7 @@
 
 An API server alone (the fake, or envtest's kube-apiserver) stores objects but nothing acts on
 them. The sandbox plays the missing parts, talking to the API server only through
-:class:`~kaiwo_kube.KubernetesPort`:
+:class:`~kaiwo_sandbox.cluster_port.SandboxCluster` (the few calls it makes, declared there):
 
 * :mod:`kaiwo_sandbox.fleet`: the nodes (GPU vendor labels and capacity as the GPU operators
   set them);

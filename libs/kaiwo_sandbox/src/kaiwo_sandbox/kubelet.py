@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
-from kaiwo_kube import AlreadyExists, Conflict, KubernetesPort, NotFound, resources
+from kaiwo_kube import AlreadyExists, Conflict, NotFound, resources
 
+from kaiwo_sandbox.cluster_port import SandboxCluster
 from kaiwo_sandbox.controller_status import (
     deployment_status,
     job_is_finished,
@@ -50,7 +51,7 @@ NAME_LABEL: Final = "kaiwo.silogen.ai/name"
 class WorkloadControllers:
     """The Job and Deployment controllers and the scheduler, for an API server without them."""
 
-    def __init__(self, kube: KubernetesPort, *, timing: Timing) -> None:
+    def __init__(self, kube: SandboxCluster, *, timing: Timing) -> None:
         self.kube = kube
         self.timing = timing
 
@@ -248,7 +249,7 @@ class Scheduler:
     at once) and then binds the pod through the ``bindings`` resource, as a scheduler does,
     so that the API server knows the pod's node (``kubectl logs`` asks that node's kubelet)."""
 
-    def __init__(self, kube: KubernetesPort, *, bind: bool) -> None:
+    def __init__(self, kube: SandboxCluster, *, bind: bool) -> None:
         self.kube = kube
         self.bind = bind
 
@@ -304,7 +305,7 @@ class Scheduler:
             pod.setdefault("spec", {})["nodeName"] = node
 
 
-async def report_unschedulable(kube: KubernetesPort, pod: dict[str, Any], node_count: int) -> None:
+async def report_unschedulable(kube: SandboxCluster, pod: dict[str, Any], node_count: int) -> None:
     """The PodScheduled=False condition a scheduler reports for a pod no node has room for."""
     message = unschedulable_message(pod_requests(pod.get("spec") or {}), node_count)
     condition = {
@@ -334,7 +335,7 @@ def _is_unschedulable(pod: Mapping[str, Any]) -> bool:
 class Kubelet:
     """Every sandbox node's kubelet: starts bound pods and ends them after their run time."""
 
-    def __init__(self, kube: KubernetesPort, *, timing: Timing) -> None:
+    def __init__(self, kube: SandboxCluster, *, timing: Timing) -> None:
         self.kube = kube
         self.timing = timing
 

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from aiohttp import web
-from kaiwo_kube import KubeError, KubernetesPort, NotFound, resources
+from kaiwo_kube import KubeError, NotFound, ObjectGetter, resources
 
 from kaiwo_sandbox.container_logs import (
     WORKLOAD_NAME_LABEL,
@@ -50,7 +50,7 @@ class LogRequestError(Exception):
 class ContainerLogEndpoint:
     def __init__(
         self,
-        kube: KubernetesPort,
+        kube: ObjectGetter,
         *,
         timing: Timing,
         clock: Callable[[], datetime],

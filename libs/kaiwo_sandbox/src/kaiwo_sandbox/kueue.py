@@ -1,6 +1,6 @@
 """The simulated Kueue: a Workload per queued Job, RayJob or AppWrapper, admitted by
 :func:`kaiwo_sandbox.admission.admit`; the admitted object unsuspended; quota given back when
-it finishes. Reads and writes through the KubernetesPort only, each round from a fresh list
+it finishes. Reads and writes through its port only, each round from a fresh list
 (level-triggered: a settled queue writes nothing)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, Final
 
-from kaiwo_kube import AlreadyExists, Conflict, KubernetesPort, NotFound, resources
+from kaiwo_kube import AlreadyExists, Conflict, NotFound, resources
 from kaiwo_kube.resources import ResourceType
 
 from kaiwo_sandbox.admission import (
@@ -25,6 +25,7 @@ from kaiwo_sandbox.admission import (
     Waiting,
     admit,
 )
+from kaiwo_sandbox.cluster_port import SandboxCluster
 from kaiwo_sandbox.controller_status import job_is_finished
 from kaiwo_sandbox.lifecycle import Timing, format_time, parse_time
 from kaiwo_sandbox.quantities import Requests, quantity, templates_requests
@@ -86,7 +87,7 @@ def owner_finished(owner: Mapping[str, Any]) -> bool:
 class KueueController:
     """One :meth:`reconcile` is one Kueue scheduling round."""
 
-    def __init__(self, kube: KubernetesPort, *, timing: Timing) -> None:
+    def __init__(self, kube: SandboxCluster, *, timing: Timing) -> None:
         self.kube = kube
         self.timing = timing
 

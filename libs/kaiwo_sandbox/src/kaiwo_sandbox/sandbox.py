@@ -22,8 +22,9 @@ from typing import Any, Final, Self
 
 import aiohttp
 from aiohttp import web
-from kaiwo_kube import AlreadyExists, KubeError, KubernetesPort, resources
+from kaiwo_kube import AlreadyExists, KubeError, resources
 
+from kaiwo_sandbox.cluster_port import SandboxCluster
 from kaiwo_sandbox.fleet import DEFAULT_FLEET, SIMULATED_LABEL, NodeSpec, kubelet_endpoint_status
 from kaiwo_sandbox.gpu_metrics import metrics_app
 from kaiwo_sandbox.kubelet import Kubelet, Scheduler, WorkloadControllers
@@ -70,7 +71,7 @@ class SandboxOptions:
 class Sandbox:
     def __init__(
         self,
-        kube: KubernetesPort,
+        kube: SandboxCluster,
         options: SandboxOptions,
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),

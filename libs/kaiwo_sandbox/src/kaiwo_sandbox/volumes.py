@@ -12,8 +12,10 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any, Final
 
-from kaiwo_kube import AlreadyExists, Conflict, KubernetesPort, NotFound, resources
+from kaiwo_kube import AlreadyExists, Conflict, NotFound, resources
 from kaiwo_kube.resources import ResourceType
+
+from kaiwo_sandbox.cluster_port import SandboxCluster
 
 FIELD_MANAGER: Final = "persistentvolume-binder-sandbox"
 PERSISTENT_VOLUME: Final = ResourceType(
@@ -69,7 +71,7 @@ def _storage(claim: Mapping[str, Any]) -> str:
 
 
 class VolumeBinder:
-    def __init__(self, kube: KubernetesPort, *, provision: bool) -> None:
+    def __init__(self, kube: SandboxCluster, *, provision: bool) -> None:
         self.kube = kube
         self.provision = provision
 

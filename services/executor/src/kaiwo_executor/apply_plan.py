@@ -54,7 +54,7 @@ order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` pe
    scale moves on.
 5. **Events**, once per plan and reason. The Event's name is derived from the owner's uid,
    the plan fingerprint and the reason, and it is created with a plain create: after a crash
-   the retry finds it (AlreadyExists) and stops. (``KubernetesPort.create_event`` names
+   the retry finds it (AlreadyExists) and stops. (``ExecutorCluster.create_event`` names
    Events by time and counts repeats, which is right for a recorder but would double an
    Event on redelivery.) A plan is identified by its fingerprint here, not its event id, so
    the same decision re-published under a new id (``absent`` changed, a planner restart)
@@ -109,11 +109,11 @@ from datetime import datetime
 from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.events.results import ActionOutcome
 from kaiwo_contracts.plans import ObjectRef, PreemptIntent, ScaleIntent
-from kaiwo_kube import KubernetesPort
 
 from kaiwo_executor.api_retries import Jitter, RetryPolicy, Sleep
 from kaiwo_executor.apply_refusals import with_refusals
 from kaiwo_executor.child_ownership import with_name_conflicts
+from kaiwo_executor.cluster_port import ExecutorCluster
 from kaiwo_executor.deletions import Deletions
 from kaiwo_executor.desired_objects import DesiredObjects
 from kaiwo_executor.execution_memo import ExecutionMemo, OwnerMemo, manifest_key, ref_key
@@ -147,7 +147,7 @@ class PlanExecutor:
 
     def __init__(
         self,
-        kube: KubernetesPort,
+        kube: ExecutorCluster,
         memo: ExecutionMemo,
         *,
         clock: Callable[[], datetime],

@@ -15,7 +15,7 @@ from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 import structlog
 from kaiwo_contracts.events.results import ActionOutcome, ActionOutcomeKind, Operation
 from kaiwo_contracts.plans import OPERATOR_FIELD_MANAGER, ObjectRef
-from kaiwo_kube import AlreadyExists, KubeError, KubernetesPort, NotFound, ResourceType
+from kaiwo_kube import AlreadyExists, KubeError, NotFound, ResourceType
 from kaiwo_kube.events import event_manifest
 from kaiwo_kube.resources import known_type
 
@@ -27,6 +27,7 @@ from kaiwo_executor.api_retries import (
     call_with_retries,
 )
 from kaiwo_executor.apply_refusals import Refusal
+from kaiwo_executor.cluster_port import ExecutorCluster
 from kaiwo_executor.execution_memo import ref_key
 from kaiwo_executor.metrics import ExecutorMetrics
 from kaiwo_executor.plan_run import PlanRun
@@ -104,7 +105,7 @@ class GuardedCalls:
 
     def __init__(
         self,
-        kube: KubernetesPort,
+        kube: ExecutorCluster,
         *,
         clock: Callable[[], datetime],
         retry: RetryPolicy | None = None,

@@ -47,8 +47,10 @@ from kaiwo_contracts.confinement import (
 )
 from kaiwo_contracts.plan_sources import SourceVerdict, source_digest, source_verdict
 from kaiwo_contracts.plans import ObjectRef, Plan, PlanSource
-from kaiwo_kube import KubernetesPort, NotFound, resources
+from kaiwo_kube import NotFound, resources
 from kaiwo_kube.resources import known_type
+
+from kaiwo_executor.cluster_port import LiveReader
 
 KNOWN_OBJECTS = 4096
 """Objects remembered as read; the oldest are forgotten first."""
@@ -127,7 +129,7 @@ class PlanAdmission:
 
     def __init__(
         self,
-        kube: KubernetesPort,
+        kube: LiveReader,
         *,
         ttl_seconds: float = 30.0,
         monotonic: Callable[[], float] = time.monotonic,

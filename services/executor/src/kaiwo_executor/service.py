@@ -52,7 +52,7 @@ from kaiwo_contracts.events.results import ApplyResultV1, PlanRefusedV1
 from kaiwo_contracts.events.streams import BusTopology, ConsumerSpec
 from kaiwo_contracts.events.subjects import result_subject
 from kaiwo_contracts.plans import ObjectRef
-from kaiwo_kube import KubeError, KubernetesPort
+from kaiwo_kube import KubeError
 from kaiwo_runtime.bus import Bus, Delivery, PoisonMessage, RetryLater
 from kaiwo_runtime.kv import KeyValue
 from kaiwo_runtime.logging import bind_event, bound_context
@@ -60,6 +60,7 @@ from kaiwo_runtime.settlement import run_consumer
 
 from kaiwo_executor.api_retries import Jitter, RetryPolicy, Sleep
 from kaiwo_executor.apply_plan import Execution, PlanExecutor
+from kaiwo_executor.cluster_port import ExecutorCluster
 from kaiwo_executor.execution_memo import ExecutionMemo
 from kaiwo_executor.guarded_calls import COMPONENT, involved_object
 from kaiwo_executor.metrics import ExecutorMetrics
@@ -98,7 +99,7 @@ class ExecutorService:
     def __init__(
         self,
         bus: Bus,
-        kube: KubernetesPort,
+        kube: ExecutorCluster,
         kv: KeyValue,
         clock: Callable[[], datetime],
         *,

@@ -55,7 +55,8 @@ from kaiwo_gateway.domain.autoscaler import (
 )
 from kaiwo_gateway.domain.autoscaling import ScalingState
 from kaiwo_gateway.domain.catalog import Catalog
-from kaiwo_gateway.load_reports import MODEL_API_VERSION, Publisher
+from kaiwo_gateway.domain.load import MODEL_API_VERSION
+from kaiwo_gateway.load_reports import Publisher
 from kaiwo_gateway.metrics import GatewayMetrics
 
 log = structlog.get_logger("kaiwo.gateway.autoscaler")

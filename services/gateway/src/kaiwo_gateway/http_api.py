@@ -43,6 +43,7 @@ import aiohttp
 import structlog
 from aiohttp import web
 from kaiwo_contracts.access import is_loopback_address
+from kaiwo_contracts.plans import ObjectRef
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from kaiwo_gateway.access import Access, AccessBusyError, AccessUnavailableError
@@ -54,7 +55,7 @@ from kaiwo_gateway.domain.bodies import (
 )
 from kaiwo_gateway.domain.catalog import Catalog, Endpoint, ServedModel
 from kaiwo_gateway.domain.headers import request_headers_for_backend, response_headers_for_caller
-from kaiwo_gateway.domain.load import ModelKey, RequestCounts
+from kaiwo_gateway.domain.load import RequestCounts, model_ref
 from kaiwo_gateway.domain.routing import (
     Ambiguous,
     Route,
@@ -113,7 +114,7 @@ class _Parsed:
 class _Wait:
     """A request waiting for a ready endpoint of its Model."""
 
-    model: ModelKey
+    model: ObjectRef
     started: float
     from_zero: bool
     outcome: str = "timeout"
@@ -292,7 +293,7 @@ class Gateway:
             parsed = await self._parse(request, route_name, slot)
             model = parsed.route.model
             namespace, model_name = model.namespace, model.name
-            key = ModelKey(uid=model.uid, namespace=namespace, name=model_name)
+            key = model_ref(uid=model.uid, namespace=namespace, name=model_name)
             in_flight = self.metrics.in_flight.labels(namespace=namespace, model=model_name)
             in_flight.inc()
             self.load.counts.started(key)
@@ -446,7 +447,7 @@ class Gateway:
     def _start_waiting(self, model: ServedModel, *, at: float) -> _Wait:
         """Count the request as waiting (the first one reports at once); a Model at zero
         replicas whose autoscaling is disabled is refused instead: no request scales it."""
-        key = ModelKey(uid=model.uid, namespace=model.namespace, name=model.name)
+        key = model_ref(uid=model.uid, namespace=model.namespace, name=model.name)
         if _never_scaled_by_requests(model.scaling):
             self.metrics.endpoint_waits.labels(
                 namespace=model.namespace,

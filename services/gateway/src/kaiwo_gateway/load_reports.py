@@ -19,7 +19,6 @@ import structlog
 from kaiwo_contracts.events.autoscaling import ActiveRequestsV1, ModelLoad
 from kaiwo_contracts.events.envelope import Envelope, service_source
 from kaiwo_contracts.events.subjects import load_report_subject
-from kaiwo_contracts.plans import ObjectRef
 
 from kaiwo_gateway.asyncio_waits import first_of
 from kaiwo_gateway.domain.load import RequestCounts
@@ -28,7 +27,6 @@ from kaiwo_gateway.metrics import GatewayMetrics
 log = structlog.get_logger("kaiwo.gateway.load")
 
 SOURCE: Final = service_source("gateway")
-MODEL_API_VERSION: Final = "kubeai.org/v1"
 
 
 class Publisher(Protocol):
@@ -45,13 +43,7 @@ def load_report(
         interval_seconds=interval_seconds,
         models=tuple(
             ModelLoad(
-                model=ObjectRef(
-                    api_version=MODEL_API_VERSION,
-                    kind="Model",
-                    name=found.model.name,
-                    namespace=found.model.namespace,
-                    uid=found.model.uid,
-                ),
+                model=found.model,
                 active_requests=found.active,
                 waiting_requests=found.waiting,
                 messages=found.messages,

@@ -42,7 +42,7 @@ from kaiwo_runtime.bus import BusError
 from kaiwo_runtime.work_queue import NotDeclaredError
 
 from kaiwo_gateway.domain.bodies import BodyLimits
-from kaiwo_gateway.domain.load import ModelKey
+from kaiwo_gateway.domain.load import model_ref
 from kaiwo_gateway.domain.messages import (
     DEAD_REASON_HEADER,
     DELIVERIES_HEADER,
@@ -378,7 +378,7 @@ class Messenger:
             if model.strategy == "PrefixHash"
             else ""
         )
-        key = ModelKey(uid=model.uid, namespace=model.namespace, name=model.name)
+        key = model_ref(uid=model.uid, namespace=model.namespace, name=model.name)
         in_flight = self.gateway.metrics.in_flight.labels(
             namespace=model.namespace, model=model.name
         )

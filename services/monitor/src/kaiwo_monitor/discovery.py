@@ -39,10 +39,11 @@ from kaiwo_contracts.gpu_workloads import (
     made_by_kaiwo,
     pod_gpus,
 )
-from kaiwo_kube import KubeError, KubernetesPort, NotFound, resources
+from kaiwo_kube import KubeError, NotFound, resources
 from kaiwo_kube.resources import known_type
 
-from kaiwo_monitor.domain.pods import GpuVendor, MonitoredPod, WorkloadRef
+from kaiwo_monitor.cluster_port import ClusterReader
+from kaiwo_monitor.domain.pods import GpuVendor, MonitoredPod, workload_ref
 from kaiwo_monitor.domain.samples import GpuSample
 
 log = structlog.get_logger("kaiwo.monitor")
@@ -87,7 +88,7 @@ class RootFinder:
     """Finds the roots of candidate pods (module docstring); keeps intermediate objects'
     controller references between ticks."""
 
-    def __init__(self, kube: KubernetesPort, *, remembered: int = REMEMBERED) -> None:
+    def __init__(self, kube: ClusterReader, *, remembered: int = REMEMBERED) -> None:
         self._kube = kube
         self._limit = remembered
         self._controllers: OrderedDict[str, Mapping[str, Any] | None] = OrderedDict()
@@ -198,7 +199,7 @@ def _monitored(pod: Mapping[str, Any], root: Mapping[str, Any]) -> MonitoredPod:
     return MonitoredPod(
         namespace=str(metadata.get("namespace") or ""),
         name=str(metadata.get("name") or ""),
-        workload=WorkloadRef(
+        workload=workload_ref(
             kind=kind,
             name=str(root_metadata.get("name") or ""),
             namespace=str(root_metadata.get("namespace") or ""),

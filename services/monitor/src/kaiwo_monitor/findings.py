@@ -24,8 +24,8 @@ from kaiwo_contracts.events.envelope import (
 )
 from kaiwo_contracts.events.monitor import UnderutilizedV1, UtilizationV1
 from kaiwo_contracts.events.subjects import MonitorTopic, monitor_subject
+from kaiwo_contracts.plans import ObjectRef
 
-from kaiwo_monitor.domain.pods import WorkloadRef
 from kaiwo_monitor.domain.utilization import (
     AGGREGATION,
     Assessment,
@@ -62,7 +62,7 @@ def _utilization(judgment: Judgment, *, now: datetime) -> Finding:
     item = judgment.utilization
     idle = judgment.idle
     payload = UtilizationV1(
-        workload=item.workload.object_ref(),
+        workload=item.workload,
         vendor=item.vendor,
         gpu_count=item.gpu_count,
         pod_count=item.pod_count,
@@ -79,14 +79,14 @@ def _utilization(judgment: Judgment, *, now: datetime) -> Finding:
         idle_utilization_ratio=_rounded(_ratio(idle.percent)) if idle else None,
         idle_since=idle.since if idle else None,
     )
-    event_id = derived_event_id("mon-utilization", item.workload.uid, now.isoformat())
+    event_id = derived_event_id("mon-utilization", item.workload.uid or "", now.isoformat())
     return _finding(item.workload, "utilization", payload, event_id=event_id, now=now)
 
 
 def _underutilized(item: Underutilization, *, now: datetime) -> Finding:
     used = item.utilization
     payload = UnderutilizedV1(
-        workload=used.workload.object_ref(),
+        workload=used.workload,
         vendor=used.vendor,
         gpu_count=used.gpu_count,
         utilization_ratio=_rounded(used.ratio) or 0.0,
@@ -98,28 +98,31 @@ def _underutilized(item: Underutilization, *, now: datetime) -> Finding:
             f"is below the threshold of {_percent(item.threshold_ratio)}"
         ),
     )
-    event_id = derived_event_id("mon-underutilized", used.workload.uid, item.since.isoformat())
+    event_id = derived_event_id(
+        "mon-underutilized", used.workload.uid or "", item.since.isoformat()
+    )
     return _finding(used.workload, "underutilized", payload, event_id=event_id, now=now)
 
 
 def _finding(
-    workload: WorkloadRef,
+    workload: ObjectRef,
     topic: MonitorTopic,
     payload: UtilizationV1 | UnderutilizedV1,
     *,
     event_id: str,
     now: datetime,
 ) -> Finding:
+    uid = workload.uid or ""  # a monitored workload's reference always carries its uid
     envelope = Envelope.new(
         data=payload,
         source=SOURCE,
         time=now,
-        correlationid=workload.uid,
+        correlationid=uid,
         subject=object_subject(namespace=workload.namespace, name=workload.name),
         id=event_id,
     )
-    subject = monitor_subject(topic=topic, namespace=workload.namespace, uid=workload.uid)
-    return Finding(uid=workload.uid, topic=topic, subject=subject, envelope=envelope)
+    subject = monitor_subject(topic=topic, namespace=workload.namespace, uid=uid)
+    return Finding(uid=uid, topic=topic, subject=subject, envelope=envelope)
 
 
 def _rounded(ratio: float | None) -> float | None:

@@ -43,7 +43,7 @@ from typing import Any
 import structlog
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KAIWO_CONFIG_NAME, KaiwoConfig
 from kaiwo_contracts.gpu_preemption import GpuPreemptionSettings, gpu_preemption_settings
-from kaiwo_kube import KubeError, KubernetesPort, NotFound, resources
+from kaiwo_kube import KubeError, NotFound, resources
 from kaiwo_runtime.bus import Bus
 from kaiwo_runtime.kv import KeyValue, MemoryKeyValue
 from kaiwo_runtime.logging import bound_context
@@ -51,6 +51,7 @@ from kaiwo_runtime.single_active import SingleActive
 from kaiwo_runtime.startup import run_while_active
 from pydantic import ValidationError
 
+from kaiwo_monitor.cluster_port import ClusterReader
 from kaiwo_monitor.discovery import ForeignWorkload, RootFinder, candidate_pods
 from kaiwo_monitor.domain.pods import RUN_ID_SELECTOR, MonitoredPod, monitored_pod
 from kaiwo_monitor.domain.samples import GpuSample
@@ -79,7 +80,7 @@ class MonitorService:
     def __init__(
         self,
         bus: Bus,
-        kube: KubernetesPort,
+        kube: ClusterReader,
         *,
         scraper: Scraper,
         clock: Callable[[], datetime],
@@ -341,7 +342,7 @@ class MonitorService:
         ratios: dict[tuple[str, str], list[float]] = defaultdict(list)
         for item in assessment.utilizations:
             if item.ratio is not None:
-                ratios[(item.workload.namespace, item.workload.kind)].append(item.ratio)
+                ratios[(item.workload.namespace or "", item.workload.kind)].append(item.ratio)
         self.metrics.gpu_utilization.clear()
         for (namespace, kind), values in ratios.items():
             self.metrics.gpu_utilization.labels(namespace=namespace, workload_kind=kind).set(

@@ -9,20 +9,24 @@ servers (upstream counts them under ``<model>_<adapter>``, which its autoscaler 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Final
+
+from kaiwo_contracts.plans import ObjectRef
+
+MODEL_API_VERSION: Final = "kubeai.org/v1"
 
 
-@dataclass(frozen=True, slots=True)
-class ModelKey:
-    """A Model as a load report names it."""
-
-    uid: str
-    namespace: str
-    name: str
+def model_ref(*, uid: str, namespace: str, name: str) -> ObjectRef:
+    """A Model as a load report names it (the one reference type, frozen and hashable, so it
+    keys the counts below and goes on the wire as it is)."""
+    return ObjectRef(
+        api_version=MODEL_API_VERSION, kind="Model", name=name, namespace=namespace, uid=uid
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class ModelRequests:
-    model: ModelKey
+    model: ObjectRef
     active: int
     waiting: int
     messages: int = 0
@@ -33,29 +37,29 @@ class ModelRequests:
 class RequestCounts:
     """Active and waiting requests per Model at this replica."""
 
-    _active: dict[ModelKey, int] = field(default_factory=dict)
-    _waiting: dict[ModelKey, int] = field(default_factory=dict)
-    _messages: dict[ModelKey, int] = field(default_factory=dict)
+    _active: dict[ObjectRef, int] = field(default_factory=dict)
+    _waiting: dict[ObjectRef, int] = field(default_factory=dict)
+    _messages: dict[ObjectRef, int] = field(default_factory=dict)
 
-    def started(self, model: ModelKey, *, message: bool = False) -> None:
+    def started(self, model: ObjectRef, *, message: bool = False) -> None:
         """Count a request; ``message``: one of the messenger's."""
         self._active[model] = self._active.get(model, 0) + 1
         if message:
             self._messages[model] = self._messages.get(model, 0) + 1
 
-    def finished(self, model: ModelKey, *, message: bool = False) -> None:
+    def finished(self, model: ObjectRef, *, message: bool = False) -> None:
         _decrement(self._active, model)
         if message:
             _decrement(self._messages, model)
 
-    def wait_started(self, model: ModelKey) -> bool:
+    def wait_started(self, model: ObjectRef) -> bool:
         """Count a request waiting for an endpoint; True when it is the Model's first (the
         replica reports at once, so a Model at zero is scaled up without waiting a tick)."""
         waiting = self._waiting.get(model, 0) + 1
         self._waiting[model] = waiting
         return waiting == 1
 
-    def wait_ended(self, model: ModelKey) -> None:
+    def wait_ended(self, model: ObjectRef) -> None:
         _decrement(self._waiting, model)
 
     def current(self) -> tuple[ModelRequests, ...]:
@@ -68,12 +72,12 @@ class RequestCounts:
                 messages=self._messages.get(model, 0),
             )
             for model, count in sorted(
-                self._active.items(), key=lambda item: (item[0].namespace, item[0].name)
+                self._active.items(), key=lambda item: (item[0].namespace or "", item[0].name)
             )
         )
 
 
-def _decrement(counts: dict[ModelKey, int], model: ModelKey) -> None:
+def _decrement(counts: dict[ObjectRef, int], model: ObjectRef) -> None:
     left = counts.get(model, 0) - 1
     if left > 0:
         counts[model] = left

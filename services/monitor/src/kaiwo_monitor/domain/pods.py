@@ -29,30 +29,18 @@ NVIDIA_PREFIX = "nvidia.com/"
 GPU_SUFFIX = "/gpu"
 
 
-@dataclass(frozen=True, slots=True)
-class WorkloadRef:
+def workload_ref(
+    *, kind: str, name: str, namespace: str, uid: str, api_version: str = WORKLOAD_API_VERSION
+) -> ObjectRef:
     """The KaiwoJob or KaiwoService a pod runs for, or the root object of a GPU workload no
-    Kaiwo kind owns (a Job, a Deployment, the Pod itself...)."""
+    Kaiwo kind owns (a Job, a Deployment, the Pod itself...): the one reference type, as the
+    findings carry it."""
+    return ObjectRef(api_version=api_version, kind=kind, name=name, namespace=namespace, uid=uid)
 
-    kind: str
-    name: str
-    namespace: str
-    uid: str
-    api_version: str = WORKLOAD_API_VERSION
 
-    @property
-    def kaiwo(self) -> bool:
-        """A KaiwoJob or KaiwoService (resource monitoring judges these only)."""
-        return self.api_version == WORKLOAD_API_VERSION and self.kind in WORKLOAD_KINDS.values()
-
-    def object_ref(self) -> ObjectRef:
-        return ObjectRef(
-            api_version=self.api_version,
-            kind=self.kind,
-            name=self.name,
-            namespace=self.namespace,
-            uid=self.uid,
-        )
+def is_kaiwo_workload(workload: ObjectRef) -> bool:
+    """A KaiwoJob or KaiwoService (resource monitoring judges these only)."""
+    return workload.api_version == WORKLOAD_API_VERSION and workload.kind in WORKLOAD_KINDS.values()
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +49,7 @@ class MonitoredPod:
 
     namespace: str
     name: str
-    workload: WorkloadRef
+    workload: ObjectRef
     requested_gpus: int
     vendor: GpuVendor
     running: bool
@@ -86,7 +74,7 @@ def monitored_pod(pod: Mapping[str, Any], *, gpu_resource_key: str) -> Monitored
     return MonitoredPod(
         namespace=namespace,
         name=str(metadata["name"]),
-        workload=WorkloadRef(kind=kind, name=name, namespace=namespace, uid=uid),
+        workload=workload_ref(kind=kind, name=name, namespace=namespace, uid=uid),
         requested_gpus=requested,
         vendor=vendor,
         running=(pod.get("status") or {}).get("phase") == "Running",

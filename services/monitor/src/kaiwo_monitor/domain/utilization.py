@@ -42,8 +42,9 @@ from typing import Final, Literal
 
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoResourceMonitoringConfig
 from kaiwo_contracts.gpu_preemption import Aggregation, GpuPreemptionSettings
+from kaiwo_contracts.plans import ObjectRef
 
-from kaiwo_monitor.domain.pods import GpuVendor, MonitoredPod, WorkloadRef
+from kaiwo_monitor.domain.pods import GpuVendor, MonitoredPod, is_kaiwo_workload
 from kaiwo_monitor.domain.samples import GpuSample
 
 EXCLUDED_BY_DEFAULT: Final = frozenset({"kube-system"})
@@ -81,7 +82,7 @@ class MonitoringPolicy:
         monitored namespace, using the profile's resource (GPU workloads no Kaiwo kind owns
         take part in idle preemption only)."""
         return (
-            pod.workload.kaiwo
+            is_kaiwo_workload(pod.workload)
             and self.monitors(pod.namespace)
             and PROFILE_RESOURCES[self.profile](pod)
         )
@@ -116,7 +117,7 @@ class UtilizationState:
 class WorkloadUtilization:
     """One workload's utilization on one tick."""
 
-    workload: WorkloadRef
+    workload: ObjectRef
     vendor: GpuVendor
     gpu_count: int
     pod_count: int
@@ -206,8 +207,9 @@ def assess(
     opted_in = preemption or {}
     pods_by_workload: dict[str, list[MonitoredPod]] = defaultdict(list)
     for pod in pods:
-        if policy.targets(pod) or pod.workload.uid in opted_in:
-            pods_by_workload[pod.workload.uid].append(pod)
+        uid = pod.workload.uid or ""  # a monitored pod's workload always carries its uid
+        if policy.targets(pod) or uid in opted_in:
+            pods_by_workload[uid].append(pod)
     readings = readings_by_pod(samples)
     judgments: list[Judgment] = []
     underutilized: list[Underutilization] = []
