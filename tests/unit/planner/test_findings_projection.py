@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from kaiwo_planner.domain.state.projection import Projection
-from kaiwo_planner.domain.status.findings import WorkloadFinding
+from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

@@ -11,9 +11,9 @@ from kaiwo_contracts.events.observed import ObservedObjectV1
 from kaiwo_contracts.plans import ObjectRef
 from kaiwo_runtime.bus import Delivery, PoisonMessage
 
+from kaiwo_planner.domain.fanout import owners_to_replan
 from kaiwo_planner.domain.publication import Published
-from kaiwo_planner.domain.state.cluster_settings import kaiwo_config
-from kaiwo_planner.domain.state.fanout import owners_to_replan
+from kaiwo_planner.domain.settings.cluster_settings import kaiwo_config
 from kaiwo_planner.domain.state.object_index import KAIWO_GROUP, KUEUE_GROUP
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.projection import Change, Projection, api_group, object_ref

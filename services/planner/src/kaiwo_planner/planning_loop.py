@@ -6,7 +6,7 @@ For each observation (from whichever :class:`~kaiwo_planner.feeds.Feed` delivers
    observation is dropped; one whose message id ``<uid>:<resourceVersion>`` names the version
    the projection holds, as each of a relist's thousands does, before its envelope is even
    decoded, decision 0054);
-2. find the owners it may affect (:func:`~kaiwo_planner.domain.state.fanout.owners_to_replan`);
+2. find the owners it may affect (:func:`~kaiwo_planner.domain.fanout.owners_to_replan`);
    none when only the object's resourceVersion moved (a relist after a restore: no plan can
    change), but the object itself while the status its last plan set has not come back;
 3. plan each one with the pure planning function, ``now`` = the observation's envelope time;
@@ -51,20 +51,20 @@ from kaiwo_contracts.plans import ObjectRef
 from kaiwo_runtime.bus import Delivery, PoisonMessage
 from kaiwo_runtime.logging import bound_context
 
-from kaiwo_planner.domain.models.autoscaling import ScaleRequest
+from kaiwo_planner.domain.fanout import (
+    all_gpu_workloads,
+    all_workloads,
+    queue_config,
+)
 from kaiwo_planner.domain.models.replanning import all_models
 from kaiwo_planner.domain.planning import PlanningResult
 from kaiwo_planner.domain.publication import Published, publication
 from kaiwo_planner.domain.queues.default_objects import default_object_plans
 from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
-from kaiwo_planner.domain.state.fanout import (
-    all_gpu_workloads,
-    all_workloads,
-    queue_config,
-)
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.projection import Projection, object_ref
-from kaiwo_planner.domain.status.findings import WorkloadFinding
+from kaiwo_planner.domain.state.scale_request import ScaleRequest
+from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 from kaiwo_planner.domain.status.planned_status import owner_with_status, status_to_assume
 from kaiwo_planner.domain.status.public_events import PublicEvent
 from kaiwo_planner.inputs import (

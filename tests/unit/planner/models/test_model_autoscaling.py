@@ -11,9 +11,9 @@ import pytest
 from kaiwo_contracts.confinement import refusals
 from kaiwo_contracts.events.autoscaling import ScaleDecidedV1
 from kaiwo_contracts.plans import ObjectRef, Plan, ScaleIntent
-from kaiwo_planner.domain.models.autoscaling import ScaleRequest
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.projection import Projection
+from kaiwo_planner.domain.state.scale_request import ScaleRequest
 
 from tests.planning_calls import planned
 from tests.unit.planner.models.building import NAMESPACE, NOW, desired, model

@@ -78,7 +78,7 @@ from kaiwo_planner.domain.scheduling.idle_preemption_inputs import (
     root_key,
     waiting_of,
 )
-from kaiwo_planner.domain.state.cluster_settings import kaiwo_config, parse_time
+from kaiwo_planner.domain.settings.cluster_settings import kaiwo_config, parse_time
 from kaiwo_planner.domain.state.durations import format_duration, parse_duration
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.status.workload_status import format_time

@@ -55,12 +55,12 @@ from kaiwo_planner.domain.gpu_workload_plan import plan_gpu_root, plan_gpu_workl
 from kaiwo_planner.domain.models.planning_entry import plan_model_object
 from kaiwo_planner.domain.plan_sources import with_sources
 from kaiwo_planner.domain.queues.queue_config import plan_queue_config
-from kaiwo_planner.domain.state.cluster import api_group_of
-from kaiwo_planner.domain.state.cluster_settings import (
+from kaiwo_planner.domain.settings.cluster_settings import (
     KAIWO_GROUP,
     kaiwo_config,
     namespaces_by_queue,
 )
+from kaiwo_planner.domain.state.cluster import api_group_of
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.status.invalid_owner import (
     invalid_owner_plan,

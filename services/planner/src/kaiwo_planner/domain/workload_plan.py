@@ -3,7 +3,7 @@
 Steps, each a pure function of the workload, the cluster state and ``now``:
 
 1. KaiwoConfig, the AIMNamespaceConfig of the namespace and the KaiwoQueueConfig's queues
-   come from the cluster state (:mod:`~kaiwo_planner.domain.state.cluster_settings`).
+   come from the cluster state (:mod:`~kaiwo_planner.domain.settings.cluster_settings`).
 2. GPU statistics of the vendor -> the allocation -> the Schedulable verdict.
 3. The observed children -> the download job's state -> the children to apply
    (:func:`~kaiwo_planner.domain.children.workload_children.plan_children`), reconciled with the
@@ -51,24 +51,27 @@ from kaiwo_planner.domain.children.workload_children import (
     DownloadState,
     plan_children,
 )
-from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation, calculate_gpu_allocation
+from kaiwo_planner.domain.queues.queues_in_force import cluster_queue_namespaces
+from kaiwo_planner.domain.scheduling.gpu_allocation import (
+    GpuAllocation,
+    calculate_gpu_allocation,
+    vendor_gpu_stats,
+)
 from kaiwo_planner.domain.scheduling.idle_preemption_inputs import idle_preemption_decision
 from kaiwo_planner.domain.scheduling.preemption_candidates import preemption_decision
 from kaiwo_planner.domain.scheduling.schedulable import decide_schedulable
-from kaiwo_planner.domain.state.cluster_settings import (
-    cluster_queue_namespaces,
+from kaiwo_planner.domain.settings.cluster_settings import (
     kaiwo_config,
     known_priority_classes,
     namespace_config,
     parse_optional_duration,
     parse_time,
     pending_threshold,
-    vendor_gpu_stats,
 )
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.priority_classes import NO_PRIORITY, choose_priority
+from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 from kaiwo_planner.domain.status.findings import (
-    WorkloadFinding,
     underutilization_condition,
     underutilization_termination,
 )

@@ -93,9 +93,9 @@ from kaiwo_planner.domain.models.status import (
     model_status,
 )
 from kaiwo_planner.domain.models.system_config import models_config
+from kaiwo_planner.domain.settings.cluster_settings import namespace_config
+from kaiwo_planner.domain.settings.namespace_config import namespace_settings
 from kaiwo_planner.domain.state.cluster import ClusterState
-from kaiwo_planner.domain.state.cluster_settings import namespace_config
-from kaiwo_planner.domain.state.namespace_config import namespace_settings
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.status.invalid_owner import REASON_VALID, VALID_CONDITION
 from kaiwo_planner.domain.status.workload_status import ConditionSpec

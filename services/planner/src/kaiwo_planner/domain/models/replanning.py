@@ -1,7 +1,7 @@
 """Which Models an observed change concerns beyond their own objects.
 
 A Model's Pods, Jobs, ConfigMaps and Role name it as their controller, so the general
-fan-out (:mod:`kaiwo_planner.domain.state.fanout`) follows them to it. Here the rest:
+fan-out (:mod:`kaiwo_planner.domain.fanout`) follows them to it. Here the rest:
 
 * the system configuration's ConfigMap (label ``kaiwo.silogen.ai/system-config=models``,
   in either the old or the new version): every Model (images, profiles, surge);

@@ -54,17 +54,17 @@ from kaiwo_planner.domain.scheduling.idle_preemption import (
 )
 from kaiwo_planner.domain.scheduling.preemption import WorkloadKey
 from kaiwo_planner.domain.scheduling.preemption_candidates import workload_key
-from kaiwo_planner.domain.state.cluster import ClusterState
-from kaiwo_planner.domain.state.cluster_settings import (
+from kaiwo_planner.domain.settings.cluster_settings import (
     kaiwo_config,
     parse_time,
     pending_threshold,
     requested_gpus,
     workloads,
 )
+from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.object_index import RUN_ID_LABEL
 from kaiwo_planner.domain.state.planning_context import EVERY_KIND, PlanningContext
-from kaiwo_planner.domain.status.findings import WorkloadFinding
+from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 from kaiwo_planner.domain.status.workload_status import WORKLOAD_TERMINATED_EARLY
 
 _RUNNING = frozenset({WorkloadStatus.RUNNING.value, WorkloadStatus.READY.value})

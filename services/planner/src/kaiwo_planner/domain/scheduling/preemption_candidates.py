@@ -24,7 +24,7 @@ from kaiwo_planner.domain.scheduling.preemption import (
     WorkloadKey,
     decide_preemptions,
 )
-from kaiwo_planner.domain.state.cluster_settings import (
+from kaiwo_planner.domain.settings.cluster_settings import (
     KAIWO_CONFIG_KIND,
     WORKLOAD_KIND_PAIRS,
     kaiwo_config,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from kaiwo_planner.domain.state.nodes import NodeInfo
 from kaiwo_planner.domain.state.object_index import (
@@ -22,10 +22,8 @@ from kaiwo_planner.domain.state.object_index import (
     QueueUse,
     api_group_of,
 )
-
-if TYPE_CHECKING:
-    from kaiwo_planner.domain.models.autoscaling import ScaleRequest
-    from kaiwo_planner.domain.status.findings import WorkloadFinding
+from kaiwo_planner.domain.state.scale_request import ScaleRequest
+from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 
 __all__ = ("ClusterState", "api_group_of", "object_uid")
 
@@ -38,11 +36,10 @@ class ClusterState:
     """A read-only snapshot of the cluster as the planner's projection knows it.
 
     ``nodes``: the Nodes, by name. ``namespaces``: names of the namespaces that exist.
-    ``findings``: the monitor's latest finding per workload uid
-    (:mod:`kaiwo_planner.domain.status.findings`). ``scale_requests``: the autoscaler's latest
-    decision per Model uid (:mod:`kaiwo_planner.domain.models.autoscaling`). ``index``: every
-    other observed object (children, Kueue Workloads, configuration, workloads), filed for the
-    queries below.
+    ``findings``: the monitor's latest finding per workload uid (:mod:`.workload_finding`).
+    ``scale_requests``: the autoscaler's latest decision per Model uid
+    (:mod:`.scale_request`). ``index``: every other observed object (children, Kueue
+    Workloads, configuration, workloads), filed for the queries below.
     """
 
     nodes: tuple[NodeInfo, ...] = ()

@@ -39,7 +39,6 @@ from typing import Any, Final
 from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
 from kaiwo_contracts.plans import ObjectRef, canonical_json
 
-from kaiwo_planner.domain.models.autoscaling import SCALE_REQUEST_RETENTION, ScaleRequest
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.manifest_comparison import contains
 from kaiwo_planner.domain.state.nodes import NodeInfo
@@ -59,7 +58,8 @@ from kaiwo_planner.domain.state.object_index import (
     written_last_by_operator,
 )
 from kaiwo_planner.domain.state.planning_context import FINDINGS, SCALE_REQUESTS
-from kaiwo_planner.domain.status.findings import WorkloadFinding
+from kaiwo_planner.domain.state.scale_request import SCALE_REQUEST_RETENTION, ScaleRequest
+from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 
 __all__ = (
     "CORE_GROUP",
