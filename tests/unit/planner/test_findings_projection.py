@@ -35,7 +35,7 @@ def test_the_latest_finding_is_kept_and_snapshotted() -> None:
     # A redelivered older message changes nothing.
     assert not projection.apply_finding(finding("a"), sequence=1)
     restored = Projection.from_document(projection.to_document())
-    assert restored.last_finding_sequence == 1
+    assert restored.findings.last_sequence == 1
     assert restored.cluster_state().findings == {"a": low}
 
 

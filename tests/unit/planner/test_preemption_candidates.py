@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kaiwo_planner.domain.scheduling.preemption import PendingWorkload, RunningWorkload, WorkloadKey
+from kaiwo_contracts.plans import ObjectRef, RefKey
+from kaiwo_planner.domain.scheduling.preemption import PendingWorkload, RunningWorkload
 from kaiwo_planner.domain.scheduling.preemption_candidates import (
     preemption_candidates,
     preemption_victims,
@@ -61,10 +62,8 @@ def projection_of(*objects: dict[str, Any]) -> Projection:
     return projection
 
 
-def key(name: str) -> WorkloadKey:
-    return WorkloadKey(
-        api_version=KAIWO, kind="KaiwoJob", name=name, namespace="team", uid=f"uid-{name}"
-    )
+def key(name: str) -> RefKey:
+    return (KAIWO, "KaiwoJob", "team", name, f"uid-{name}")
 
 
 def test_running_and_pending_workloads_are_read_from_the_objects() -> None:
@@ -157,4 +156,4 @@ def test_the_victims_at_a_time_are_the_expired_workloads_a_long_waiter_needs() -
     before_expiry = datetime(2026, 1, 1, 11, 30, tzinfo=UTC)
     after_expiry = datetime(2026, 1, 1, 12, 30, tzinfo=UTC)
     assert preemption_victims(context, now=before_expiry) == ()
-    assert preemption_victims(context, now=after_expiry) == (key("runs").ref(),)
+    assert preemption_victims(context, now=after_expiry) == (ObjectRef.of_key(key("runs")),)

@@ -121,13 +121,13 @@ class PartitionedFeed:
                 MONITOR_STREAM,
                 f"{mon.removesuffix('>')}utilization.>",
                 loop.handle_finding,
-                lambda: projection.last_finding_sequence + 1,
+                lambda: projection.findings.last_sequence + 1,
             ),
             _Followed(
                 GATEWAY_STREAM,
                 f"{gateway.removesuffix('>')}scale.>",
                 loop.handle_scale_decision,
-                lambda: projection.last_scale_sequence + 1,
+                lambda: projection.scale_requests.last_sequence + 1,
             ),
         )
 

@@ -62,7 +62,7 @@ from kaiwo_planner.domain.publication import Published, publication
 from kaiwo_planner.domain.queues.default_objects import default_object_plans
 from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
 from kaiwo_planner.domain.state.planning_context import PlanningContext
-from kaiwo_planner.domain.state.projection import Projection, object_ref
+from kaiwo_planner.domain.state.projection import Projection
 from kaiwo_planner.domain.state.scale_request import ScaleRequest
 from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 from kaiwo_planner.domain.status.planned_status import owner_with_status, status_to_assume
@@ -230,7 +230,9 @@ class PlanningLoop:
             owner = self._projection.by_uid(uid)
             if owner is None:
                 return
-            await self.plan_round((object_ref(owner),), Trigger("finding", envelope.time, envelope))
+            await self.plan_round(
+                (ObjectRef.of(owner),), Trigger("finding", envelope.time, envelope)
+            )
             self._snapshots.note_change()
 
     async def handle_scale_decision(self, delivery: Delivery) -> None:
@@ -257,7 +259,7 @@ class PlanningLoop:
                 self._metrics.scale_decisions.labels("unchanged").inc()
                 return
             self._metrics.scale_decisions.labels("taken").inc()
-            await self.plan_round((object_ref(owner),), Trigger("scale", envelope.time, envelope))
+            await self.plan_round((ObjectRef.of(owner),), Trigger("scale", envelope.time, envelope))
             self._snapshots.note_change()
 
     def _plan_now(
@@ -373,7 +375,7 @@ class PlanningLoop:
                 continue
             with bound_context({"owner_uid": uid, "trigger": "timer"}):
                 try:
-                    await self.plan_round((object_ref(owner),), Trigger("timer", due))
+                    await self.plan_round((ObjectRef.of(owner),), Trigger("timer", due))
                 except BaseException:
                     if uid not in timers:  # try again on the next round
                         timers.arm(uid, due)

@@ -161,7 +161,7 @@ def test_the_projection_keeps_the_latest_decision_per_model_and_snapshots_it() -
     assert projection.apply_scale_request(newer, sequence=7) is True
 
     restored = Projection.from_document(projection.to_document())
-    assert restored.last_scale_sequence == 7
+    assert restored.scale_requests.last_sequence == 7
     assert restored.cluster_state().scale_requests == {"u-1": newer}
 
 

@@ -124,7 +124,7 @@ def _plan_by_kind(
             return PlanningResult(
                 plan=oversized_owner_plan(
                     owner=owner,
-                    owner_ref=_owner_ref(owner),
+                    owner_ref=ObjectRef.of(owner),
                     oversized=oversized,
                     invalid_phase=WorkloadStatus.FAILED if queue_config else WorkloadStatus.ERROR,
                     now=moment,
@@ -227,25 +227,9 @@ def _invalid(
 ) -> Plan:
     return invalid_owner_plan(
         owner=owner,
-        owner_ref=_owner_ref(owner),
+        owner_ref=ObjectRef.of(owner),
         problems=problems,
         invalid_phase=phase,
         now=now,
         writes_observed_generation=writes_observed_generation,
-    )
-
-
-def _owner_ref(owner: Mapping[str, Any]) -> ObjectRef:
-    meta = owner.get("metadata")
-    meta = meta if isinstance(meta, Mapping) else {}
-
-    def text(value: object) -> str | None:
-        return value if isinstance(value, str) and value else None
-
-    return ObjectRef(
-        api_version=str(owner.get("apiVersion", "")),
-        kind=str(owner.get("kind", "")),
-        name=text(meta.get("name")) or "",
-        namespace=text(meta.get("namespace")),
-        uid=text(meta.get("uid")),
     )

@@ -113,16 +113,6 @@ class ChildrenDecision:
     prune_selector: dict[str, str] = field(default_factory=dict)
 
 
-def _ref(manifest: Mapping[str, Any]) -> ObjectRef:
-    meta = manifest["metadata"]
-    return ObjectRef(
-        api_version=manifest["apiVersion"],
-        kind=manifest["kind"],
-        name=meta["name"],
-        namespace=meta.get("namespace"),
-    )
-
-
 def _with_namespace_credentials(
     inputs: WorkloadInputs, namespace: NamespaceSettings
 ) -> WorkloadInputs:
@@ -386,7 +376,7 @@ def _build_children(
     return _BuiltChildren(
         storage=tuple(storage_children),
         main=main,
-        main_ref=_ref(main) if main is not None else None,
+        main_ref=ObjectRef.of(main) if main is not None else None,
         others=tuple(others),
         conditions=tuple(conditions),
         notes=_notes(inputs),

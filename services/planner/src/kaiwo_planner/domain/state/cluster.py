@@ -15,13 +15,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
+from kaiwo_planner.domain.state.index_entry import Entry, QueueUse, api_group_of
 from kaiwo_planner.domain.state.nodes import NodeInfo
-from kaiwo_planner.domain.state.object_index import (
-    Entry,
-    ObjectIndex,
-    QueueUse,
-    api_group_of,
-)
+from kaiwo_planner.domain.state.object_index import ObjectIndex
 from kaiwo_planner.domain.state.scale_request import ScaleRequest
 from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 
@@ -157,13 +153,13 @@ class ClusterState:
         self, key: str, value: str, *, kind: str | None = None
     ) -> tuple[Mapping[str, Any], ...]:
         """Observed objects carrying label ``key=value`` (optionally of one kind), in plan
-        order; ``key`` must be one of the indexed labels (``object_index.INDEXED_LABELS``)."""
+        order; ``key`` must be one of the indexed labels (``index_entry.INDEXED_LABELS``)."""
         found = self.index.labelled_with(key, value)
         return found if kind is None else tuple(obj for obj in found if obj.get("kind") == kind)
 
     def objects_of_kind(self, *, group: str, kind: str) -> tuple[Mapping[str, Any], ...]:
         """Observed objects of one API group (``""`` for core) and kind, in plan order; the
-        kind must be a listed one (``object_index.LISTED_KINDS``)."""
+        kind must be a listed one (``index_entry.LISTED_KINDS``)."""
         return self.index.of_kind(group, kind)
 
     def find_object(

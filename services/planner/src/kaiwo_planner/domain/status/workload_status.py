@@ -55,7 +55,7 @@ from kaiwo_contracts.plans import EventIntent, ObjectRef
 from kaiwo_planner.domain.children.naming import child_name, main_child_name
 from kaiwo_planner.domain.scheduling.schedulable import SCHEDULABLE, SchedulableVerdict
 from kaiwo_planner.domain.state.cluster import ClusterState, object_uid
-from kaiwo_planner.domain.state.object_index import RUN_ID_LABEL
+from kaiwo_planner.domain.state.index_entry import RUN_ID_LABEL
 
 WorkloadKind = Literal["KaiwoJob", "KaiwoService"]
 ChildKind = Literal["Job", "RayJob", "Deployment", "AppWrapper"]
