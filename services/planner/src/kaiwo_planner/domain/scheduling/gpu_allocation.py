@@ -23,10 +23,9 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from kaiwo_planner.domain.settings.cluster_settings import NODE_KIND
 from kaiwo_planner.domain.state.nodes import GPU_RESOURCE_BY_VENDOR, NodeInfo
 from kaiwo_planner.domain.state.planning_context import PlanningContext
-
-NODE_KIND = ("", "Node")
 
 
 @dataclass(frozen=True, slots=True)
