@@ -116,8 +116,8 @@ def test_a_changed_workload_is_read_again_and_the_others_are_not() -> None:
     projection.apply(observed(kaiwo_job("a", RUNNING), 10), sequence=10)
     second = preemption_candidates(contexts.context(projection))
 
-    assert [w.key.name for w in second.running] == ["a"]
-    assert [w.key.name for w in second.pending] == ["b"]
+    assert [w.key for w in second.running] == [key("a")]
+    assert [w.key for w in second.pending] == [key("b")]
     assert second.pending[0] is first.pending[1]  # b: the very read of the first snapshot
 
 
@@ -139,9 +139,8 @@ def test_a_deleted_workload_leaves_the_candidates() -> None:
     gone = observed(kaiwo_job("a", PENDING), 10).model_copy(update={"event_type": "DELETED"})
     projection.apply(gone, sequence=10)
 
-    assert [w.key.name for w in preemption_candidates(contexts.context(projection)).pending] == [
-        "b"
-    ]
+    pending = preemption_candidates(contexts.context(projection)).pending
+    assert [w.key for w in pending] == [key("b")]
 
 
 def test_the_victims_at_a_time_are_the_expired_workloads_a_long_waiter_needs() -> None:
