@@ -15,8 +15,8 @@ from typing import Any
 from kaiwo_contracts.crds.config_v1alpha1 import KaiwoConfig
 from kaiwo_contracts.validation import validate_manifest
 from kaiwo_planner.domain.queues.queue_config import default_queue_config
+from kaiwo_planner.domain.settings.cluster_settings import requested_gpus, workload_queue
 from kaiwo_planner.domain.state.cluster import ClusterState
-from kaiwo_planner.domain.state.cluster_settings import requested_gpus, workload_queue
 
 WORKLOAD_KINDS = frozenset({"KaiwoJob", "KaiwoService"})
 NAMESPACED_SERVED_KINDS = frozenset({"KaiwoJob", "KaiwoService", "AIMNamespaceConfig", "Model"})

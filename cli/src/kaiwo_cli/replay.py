@@ -64,13 +64,13 @@ from kaiwo_contracts.events.monitor import UtilizationV1
 from kaiwo_contracts.events.plans import FINGERPRINT_CHECKED_BY_READER
 from kaiwo_contracts.plans import ObjectRef, Plan, canonical_json
 from kaiwo_eventstore import EventStore, StoredEvent, cyclic_gc_paused
-from kaiwo_planner.domain.models.autoscaling import ScaleRequest
 from kaiwo_planner.domain.planning import PlanningResult, plan_object
 from kaiwo_planner.domain.queues.default_objects import default_object_plans
 from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.projection import Projection
-from kaiwo_planner.domain.status.findings import WorkloadFinding
+from kaiwo_planner.domain.state.scale_request import ScaleRequest
+from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 from kaiwo_planner.domain.status.planned_status import owner_with_status
 from pydantic import ValidationError
 

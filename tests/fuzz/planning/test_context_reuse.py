@@ -31,7 +31,7 @@ from kaiwo_planner.domain.planning import PlanningResult, plan_object
 from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.projection import Projection
-from kaiwo_planner.domain.status.findings import WorkloadFinding
+from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 
 from tests.fuzz.planning.test_planning_fuzz import (
     OWNER_KINDS,

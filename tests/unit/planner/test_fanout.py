@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
 from kaiwo_contracts.plans import ObjectRef
-from kaiwo_planner.domain.state.fanout import owners_to_replan
-from kaiwo_planner.domain.state.projection import Change, Projection
+from kaiwo_planner.domain.fanout import owners_to_replan
+from kaiwo_planner.domain.state.observed_objects import Change
+from kaiwo_planner.domain.state.projection import Projection
 
 KAIWO = "kaiwo.silogen.ai/v1alpha1"
 CONFIG = "config.kaiwo.silogen.ai/v1alpha1"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from kaiwo_planner.domain.state.projection import Projection
-from kaiwo_planner.domain.status.findings import WorkloadFinding
+from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -35,7 +35,7 @@ def test_the_latest_finding_is_kept_and_snapshotted() -> None:
     # A redelivered older message changes nothing.
     assert not projection.apply_finding(finding("a"), sequence=1)
     restored = Projection.from_document(projection.to_document())
-    assert restored.last_finding_sequence == 1
+    assert restored.findings.last_sequence == 1
     assert restored.cluster_state().findings == {"a": low}
 
 

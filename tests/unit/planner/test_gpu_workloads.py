@@ -11,7 +11,7 @@ from kaiwo_planner.domain.gpu_workload_record import whole_percent
 from kaiwo_planner.domain.planning import plan_object
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.planning_context import PlanningContext
-from kaiwo_planner.domain.status.findings import WorkloadFinding
+from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 KAIWO = "kaiwo.silogen.ai/v1alpha1"

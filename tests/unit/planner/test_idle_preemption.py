@@ -4,20 +4,19 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from kaiwo_contracts.plans import ObjectRef
+from kaiwo_contracts.plans import ObjectRef, RefKey
 from kaiwo_planner.domain.scheduling.idle_preemption import (
     GpuDemand,
     IdleWorkload,
     decide_idle_preemptions,
 )
-from kaiwo_planner.domain.scheduling.preemption import WorkloadKey
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 GRACE = timedelta(minutes=10)
 
 
-def key(name: str) -> WorkloadKey:
-    return WorkloadKey("kaiwo.silogen.ai/v1alpha1", "KaiwoJob", name, "team-a", f"uid-{name}")
+def key(name: str) -> RefKey:
+    return ("kaiwo.silogen.ai/v1alpha1", "KaiwoJob", "team-a", name, f"uid-{name}")
 
 
 def idle(

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from kaiwo_planner.domain.state.index_entry import written_last_by_operator
 from kaiwo_planner.domain.state.manifest_comparison import (
     contains,
     differing_paths,
     may_be_quantity,
 )
 from kaiwo_planner.domain.state.nodes import parse_quantity
-from kaiwo_planner.domain.state.projection import written_last_by_operator
 
 WANTED_JOB: dict[str, Any] = {
     "kind": "Job",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kaiwo_planner.domain.state.object_index import Entry, ObjectIndex
+from kaiwo_planner.domain.state.index_entry import Entry
+from kaiwo_planner.domain.state.object_index import ObjectIndex
 from kaiwo_planner.domain.state.planning_context import FINDINGS, PlanningContext
 from kaiwo_planner.domain.state.projection import Projection
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule, canonical_json
 from kaiwo_planner.domain.state.cluster import ClusterState
-from kaiwo_planner.domain.status.findings import WorkloadFinding
+from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 
 from tests.planning_calls import planned, planning
 

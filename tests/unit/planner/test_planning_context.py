@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kaiwo_planner.domain.planning import plan_object
-from kaiwo_planner.domain.state.cluster_settings import kaiwo_config
+from kaiwo_planner.domain.settings.cluster_settings import kaiwo_config
 from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
 from kaiwo_planner.domain.state.planning_context import OwnerValues, PlanningContext
 from kaiwo_planner.domain.state.projection import Projection
@@ -96,7 +96,7 @@ def workload(name: str, namespace: str, queue: str | None, *, uid: str) -> dict[
 
 
 def test_the_queues_namespaces_follow_workloads_as_they_come_change_and_go() -> None:
-    from kaiwo_planner.domain.state.cluster_settings import namespaces_by_queue
+    from kaiwo_planner.domain.settings.cluster_settings import namespaces_by_queue
 
     projection, contexts = Projection(), PlanningContextKeeper()
     sequence = 0
@@ -141,7 +141,7 @@ def aim_config(namespace: str, secret: str) -> dict[str, Any]:
 
 
 def test_a_namespace_config_is_kept_until_one_of_its_namespace_changes() -> None:
-    from kaiwo_planner.domain.state.cluster_settings import namespace_config
+    from kaiwo_planner.domain.settings.cluster_settings import namespace_config
 
     projection, contexts = Projection(), PlanningContextKeeper()
     projection.apply(observed(aim_config("team-a", "registry-1"), 1), sequence=1)
@@ -273,7 +273,7 @@ def gpu_node(name: str, gpus: str) -> dict[str, Any]:
 
 
 def test_values_follow_changes_of_the_kinds_they_read_and_only_those() -> None:
-    from kaiwo_planner.domain.state.cluster_settings import vendor_gpu_stats
+    from kaiwo_planner.domain.scheduling.gpu_allocation import vendor_gpu_stats
 
     projection, contexts = Projection(), PlanningContextKeeper()
     projection.apply(observed(gpu_node("a", "8"), 1), sequence=1)

@@ -3,13 +3,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoSchedulingConfig
-from kaiwo_contracts.plans import ObjectRef
+from kaiwo_contracts.plans import ObjectRef, RefKey
 from kaiwo_planner.domain.scheduling.preemption import (
     PendingWorkload,
     Preemption,
     PreemptionDecision,
     RunningWorkload,
-    WorkloadKey,
     decide_preemptions,
 )
 from kaiwo_planner.domain.status.workload_status import TerminationRequest
@@ -22,10 +21,8 @@ def ref(name: str, kind: str = "KaiwoJob") -> ObjectRef:
     return ObjectRef(api_version="kaiwo.silogen.ai/v1alpha1", kind=kind, name=name, namespace="t")
 
 
-def key(name: str) -> WorkloadKey:
-    return WorkloadKey(
-        api_version="kaiwo.silogen.ai/v1alpha1", kind="KaiwoJob", name=name, namespace="t"
-    )
+def key(name: str) -> RefKey:
+    return ("kaiwo.silogen.ai/v1alpha1", "KaiwoJob", "t", name, "")
 
 
 def running(

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kaiwo_planner.domain.scheduling.preemption import PendingWorkload, RunningWorkload, WorkloadKey
+from kaiwo_contracts.plans import ObjectRef, RefKey
+from kaiwo_planner.domain.scheduling.preemption import PendingWorkload, RunningWorkload
 from kaiwo_planner.domain.scheduling.preemption_candidates import (
     preemption_candidates,
     preemption_victims,
@@ -61,10 +62,8 @@ def projection_of(*objects: dict[str, Any]) -> Projection:
     return projection
 
 
-def key(name: str) -> WorkloadKey:
-    return WorkloadKey(
-        api_version=KAIWO, kind="KaiwoJob", name=name, namespace="team", uid=f"uid-{name}"
-    )
+def key(name: str) -> RefKey:
+    return (KAIWO, "KaiwoJob", "team", name, f"uid-{name}")
 
 
 def test_running_and_pending_workloads_are_read_from_the_objects() -> None:
@@ -117,8 +116,8 @@ def test_a_changed_workload_is_read_again_and_the_others_are_not() -> None:
     projection.apply(observed(kaiwo_job("a", RUNNING), 10), sequence=10)
     second = preemption_candidates(contexts.context(projection))
 
-    assert [w.key.name for w in second.running] == ["a"]
-    assert [w.key.name for w in second.pending] == ["b"]
+    assert [w.key for w in second.running] == [key("a")]
+    assert [w.key for w in second.pending] == [key("b")]
     assert second.pending[0] is first.pending[1]  # b: the very read of the first snapshot
 
 
@@ -140,9 +139,8 @@ def test_a_deleted_workload_leaves_the_candidates() -> None:
     gone = observed(kaiwo_job("a", PENDING), 10).model_copy(update={"event_type": "DELETED"})
     projection.apply(gone, sequence=10)
 
-    assert [w.key.name for w in preemption_candidates(contexts.context(projection)).pending] == [
-        "b"
-    ]
+    pending = preemption_candidates(contexts.context(projection)).pending
+    assert [w.key for w in pending] == [key("b")]
 
 
 def test_the_victims_at_a_time_are_the_expired_workloads_a_long_waiter_needs() -> None:
@@ -157,4 +155,4 @@ def test_the_victims_at_a_time_are_the_expired_workloads_a_long_waiter_needs() -
     before_expiry = datetime(2026, 1, 1, 11, 30, tzinfo=UTC)
     after_expiry = datetime(2026, 1, 1, 12, 30, tzinfo=UTC)
     assert preemption_victims(context, now=before_expiry) == ()
-    assert preemption_victims(context, now=after_expiry) == (key("runs").ref(),)
+    assert preemption_victims(context, now=after_expiry) == (ObjectRef.of_key(key("runs")),)

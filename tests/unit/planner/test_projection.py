@@ -9,12 +9,8 @@ from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
 from kaiwo_contracts.plans import ObjectRef
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.object_index import NotIndexedError
-from kaiwo_planner.domain.state.projection import (
-    ObjectKey,
-    Projection,
-    SnapshotFormatError,
-    is_newer,
-)
+from kaiwo_planner.domain.state.observed_objects import is_newer
+from kaiwo_planner.domain.state.projection import Projection, SnapshotFormatError
 
 JOB_UID = "job-uid-1"
 KAIWOJOB_UID = "kj-uid-1"
@@ -59,7 +55,7 @@ def observe(obj: dict[str, Any], rv: str, event: WatchEventType = "MODIFIED") ->
 
 
 POD = make_object("Pod", "worker-0", uid="pod-1", owners=[JOB_UID])
-POD_KEY = ObjectKey(type="v1/Pod", uid="pod-1")
+POD_REF = ObjectRef.of(POD)
 
 
 def node(name: str, *, gpus: int = 8, **extra: Any) -> dict[str, Any]:
@@ -86,7 +82,7 @@ def test_a_new_object_is_stored_and_reported_as_a_change() -> None:
     )
     assert change.previous is None
     assert change.event_type == "ADDED"
-    assert projection.get(POD_KEY) is not None
+    assert projection.objects.get(POD_REF) is not None
     assert projection.by_uid("pod-1") is not None
     assert len(projection) == 1
     assert projection.last_sequence == 1
@@ -109,7 +105,7 @@ def test_resource_versions_compare_as_numbers_when_both_are_integers() -> None:
     assert change is not None
     assert change.previous is not None
     assert change.previous["metadata"]["resourceVersion"] == "10"
-    assert projection.resource_version(POD_KEY) == "11"
+    assert projection.objects.resource_version(POD_REF) == "11"
 
 
 def test_a_different_non_numeric_version_counts_as_newer() -> None:
@@ -117,7 +113,7 @@ def test_a_different_non_numeric_version_counts_as_newer() -> None:
     projection.apply(observe(POD, "abc"), sequence=1)
     assert projection.apply(observe(POD, "abc"), sequence=2) is None
     assert projection.apply(observe(POD, "abb"), sequence=3) is not None
-    assert projection.resource_version(POD_KEY) == "abb"
+    assert projection.objects.resource_version(POD_REF) == "abb"
 
 
 @pytest.mark.parametrize(
@@ -140,10 +136,10 @@ def test_a_deletion_leaves_a_tombstone_that_drops_late_older_versions() -> None:
     deleted = projection.apply(observe(POD, "12", "DELETED"), sequence=2)
     assert deleted is not None
     assert deleted.deleted
-    assert projection.get(POD_KEY) is None
+    assert projection.objects.get(POD_REF) is None
     assert projection.by_uid("pod-1") is None
-    assert projection.tombstone_count == 1
-    assert projection.resource_version(POD_KEY) == "12"
+    assert projection.objects.tombstone_count == 1
+    assert projection.objects.resource_version(POD_REF) == "12"
     # A MODIFIED delivered late (older, or the deletion's own version) does not resurrect it.
     assert projection.apply(observe(POD, "11"), sequence=3) is None
     assert projection.apply(observe(POD, "12"), sequence=4) is None
@@ -158,7 +154,7 @@ def test_a_deletion_with_the_last_known_version_is_accepted() -> None:
     change = projection.apply(observe(POD, "10", "DELETED"), sequence=2)
     assert change is not None
     assert change.deleted
-    assert projection.get(POD_KEY) is None
+    assert projection.objects.get(POD_REF) is None
 
 
 def test_a_newer_version_after_a_deletion_brings_the_object_back() -> None:
@@ -166,8 +162,8 @@ def test_a_newer_version_after_a_deletion_brings_the_object_back() -> None:
     projection = Projection()
     projection.apply(observe(POD, "10", "DELETED"), sequence=1)
     assert projection.apply(observe(POD, "13", "ADDED"), sequence=2) is not None
-    assert projection.get(POD_KEY) is not None
-    assert projection.tombstone_count == 0
+    assert projection.objects.get(POD_REF) is not None
+    assert projection.objects.tombstone_count == 0
 
 
 def test_tombstones_are_forgotten_after_the_retention() -> None:
@@ -176,16 +172,16 @@ def test_tombstones_are_forgotten_after_the_retention() -> None:
     other = make_object("Pod", "other", uid="pod-2")
     for sequence in range(2, 5):
         projection.apply(observe(other, str(sequence)), sequence=sequence)
-    assert projection.tombstone_count == 1
+    assert projection.objects.tombstone_count == 1
     projection.apply(observe(other, "5"), sequence=5)
-    assert projection.tombstone_count == 0
+    assert projection.objects.tombstone_count == 0
 
 
 def test_managed_fields_are_not_kept() -> None:
     projection = Projection()
     pod = {**POD, "metadata": {**POD["metadata"], "managedFields": [{"manager": "kubectl"}]}}
     projection.apply(observe(pod, "10"), sequence=1)
-    stored = projection.get(POD_KEY)
+    stored = projection.objects.get(POD_REF)
     assert stored is not None
     assert "managedFields" not in stored["metadata"]
     assert stored["metadata"]["name"] == "worker-0"
@@ -196,7 +192,7 @@ def test_without_shared_strings_the_observed_object_itself_is_kept() -> None:
     observed = observe(POD, "10")
     projection.apply(observed, sequence=1)
 
-    assert projection.get(POD_KEY) is observed.object
+    assert projection.objects.get(POD_REF) is observed.object
 
 
 def test_without_shared_strings_managed_fields_are_still_dropped() -> None:
@@ -204,7 +200,7 @@ def test_without_shared_strings_managed_fields_are_still_dropped() -> None:
     pod = {**POD, "metadata": {**POD["metadata"], "managedFields": [{"manager": "kubectl"}]}}
     projection.apply(observe(pod, "10"), sequence=1)
 
-    stored = projection.get(POD_KEY)
+    stored = projection.objects.get(POD_REF)
     assert stored is not None
     assert "managedFields" not in stored["metadata"]
     assert stored["metadata"]["name"] == "worker-0"
@@ -215,8 +211,8 @@ def test_shared_strings_change_no_value() -> None:
     for projection in (shared, unshared):
         projection.apply(observe(POD, "10"), sequence=1)
 
-    assert shared.get(POD_KEY) == unshared.get(POD_KEY)
-    assert shared.get(POD_KEY) is not unshared.get(POD_KEY)
+    assert shared.objects.get(POD_REF) == unshared.objects.get(POD_REF)
+    assert shared.objects.get(POD_REF) is not unshared.objects.get(POD_REF)
 
 
 def test_a_malformed_object_raises_and_changes_nothing() -> None:
@@ -225,7 +221,7 @@ def test_a_malformed_object_raises_and_changes_nothing() -> None:
     broken = {**POD, "metadata": {**POD["metadata"], "ownerReferences": 5}}
     with pytest.raises(TypeError):
         projection.apply(observe(broken, "11"), sequence=2)
-    assert projection.resource_version(POD_KEY) == "10"
+    assert projection.objects.resource_version(POD_REF) == "10"
     assert [p["metadata"]["name"] for p in projection.cluster_state().children_of(JOB_UID)] == [
         "worker-0"
     ]
@@ -238,7 +234,7 @@ def test_an_object_whose_spec_or_status_is_not_an_object_is_refused(part: str) -
     projection.apply(observe(POD, "10"), sequence=1)
     with pytest.raises(TypeError, match=f"{part} must be an object, not bool"):
         projection.apply(observe({**POD, part: True}, "11"), sequence=2)
-    assert projection.resource_version(POD_KEY) == "10"
+    assert projection.objects.resource_version(POD_REF) == "10"
 
 
 # ---------------------------------------------------------------- lookups
@@ -273,16 +269,6 @@ def test_find_and_objects_of_kind() -> None:
         group="kaiwo.silogen.ai", kind="KaiwoJob", namespace="team-a"
     )
     assert [o["metadata"]["name"] for o in in_team_a] == ["a", "b"]
-    assert projection.contains(
-        ObjectRef(
-            api_version="kaiwo.silogen.ai/v1alpha1", kind="KaiwoJob", name="c", namespace="team-b"
-        )
-    )
-    assert not projection.contains(
-        ObjectRef(
-            api_version="kaiwo.silogen.ai/v1alpha1", kind="KaiwoJob", name="c", namespace="team-a"
-        )
-    )
 
 
 def test_missing_names_the_unobserved_manifests_sorted_and_without_uid() -> None:
@@ -457,7 +443,7 @@ def test_a_snapshot_restores_exactly() -> None:
     assert restored.snapshot() == data
     assert restored.last_sequence == 40
     assert len(restored) == len(projection) == 9
-    assert restored.tombstone_count == 1
+    assert restored.objects.tombstone_count == 1
     # The tombstone still drops a late, older version after the restart.
     assert restored.apply(observe(POD, "39"), sequence=41) is None
     state = restored.cluster_state()

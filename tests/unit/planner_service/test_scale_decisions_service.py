@@ -108,8 +108,8 @@ async def test_the_decision_survives_a_restart_in_the_snapshot(harness: Any) -> 
 
     restarted = harness.service(plan_fn=None)
     await restarted.start()
-    assert restarted.projection.last_scale_sequence == 1
-    request = restarted.projection.scale_request("m-1")
+    assert restarted.projection.scale_requests.last_sequence == 1
+    request = restarted.projection.scale_requests.get("m-1")
     assert request is not None
     assert (request.from_replicas, request.replicas, request.generation) == (0, 1, 3)
 

@@ -11,12 +11,13 @@ from kaiwo_contracts.events.observed import ObservedObjectV1
 from kaiwo_contracts.plans import ObjectRef
 from kaiwo_runtime.bus import Delivery, PoisonMessage
 
+from kaiwo_planner.domain.fanout import owners_to_replan
 from kaiwo_planner.domain.publication import Published
-from kaiwo_planner.domain.state.cluster_settings import kaiwo_config
-from kaiwo_planner.domain.state.fanout import owners_to_replan
-from kaiwo_planner.domain.state.object_index import KAIWO_GROUP, KUEUE_GROUP
+from kaiwo_planner.domain.settings.cluster_settings import kaiwo_config
+from kaiwo_planner.domain.state.index_entry import KAIWO_GROUP, KUEUE_GROUP, api_group_of
+from kaiwo_planner.domain.state.observed_objects import Change
 from kaiwo_planner.domain.state.planning_context import PlanningContext
-from kaiwo_planner.domain.state.projection import Change, Projection, api_group, object_ref
+from kaiwo_planner.domain.state.projection import Projection
 from kaiwo_planner.domain.status.planned_status import status_to_assume
 from kaiwo_planner.domain.status.public_events import (
     PublicEvent,
@@ -42,14 +43,14 @@ def holds_observed_version(projection: Projection, delivery: Delivery) -> bool:
     by) of a version the projection holds. A reobserved observation has another id
     (``reobserved:…``) and is always taken in."""
     uid, colon, version = (delivery.message_id or "").partition(":")
-    return bool(colon) and projection.holds_version(uid, version)
+    return bool(colon) and projection.objects.holds_version(uid, version)
 
 
 def is_model(owner: Mapping[str, Any], *, namespace: str | None) -> bool:
     """``owner`` is a KubeAI Model in ``namespace`` (what a scale decision must name)."""
     metadata = owner.get("metadata") or {}
     return (
-        api_group(str(owner.get("apiVersion", ""))) == MODEL_GROUP
+        api_group_of(str(owner.get("apiVersion", ""))) == MODEL_GROUP
         and owner.get("kind") == "Model"
         and metadata.get("namespace") == namespace
     )
@@ -61,12 +62,12 @@ def resolve(projection: Projection, ref: ObjectRef) -> ObjectRef | None:
         found = projection.by_uid(ref.uid)
     else:
         found = projection.find(
-            group=api_group(ref.api_version),
+            group=api_group_of(ref.api_version),
             kind=ref.kind,
             name=ref.name,
             namespace=ref.namespace,
         )
-    return object_ref(found) if found is not None else None
+    return ObjectRef.of(found) if found is not None else None
 
 
 def told(projection: Projection, observed: ObservedObjectV1) -> PublicState | None:

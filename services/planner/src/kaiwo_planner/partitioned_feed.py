@@ -29,9 +29,9 @@ from kaiwo_contracts.events.subjects import Family, family_filter
 from kaiwo_runtime.bus import NON_RETRYABLE, Bus, Delivery, StoredMessage
 from kaiwo_runtime.logging import bound_context
 
+from kaiwo_planner.domain.fanout import all_workloads, queue_config
 from kaiwo_planner.domain.models.replanning import all_models
 from kaiwo_planner.domain.scheduling.preemption_candidates import preemption_victims
-from kaiwo_planner.domain.state.fanout import all_workloads, queue_config
 from kaiwo_planner.feeds import RoundTail, first_delivery
 from kaiwo_planner.metrics import PlannerMetrics
 from kaiwo_planner.planning_loop import PlanningLoop
@@ -121,13 +121,13 @@ class PartitionedFeed:
                 MONITOR_STREAM,
                 f"{mon.removesuffix('>')}utilization.>",
                 loop.handle_finding,
-                lambda: projection.last_finding_sequence + 1,
+                lambda: projection.findings.last_sequence + 1,
             ),
             _Followed(
                 GATEWAY_STREAM,
                 f"{gateway.removesuffix('>')}scale.>",
                 loop.handle_scale_decision,
-                lambda: projection.last_scale_sequence + 1,
+                lambda: projection.scale_requests.last_sequence + 1,
             ),
         )
 

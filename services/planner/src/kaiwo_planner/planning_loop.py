@@ -6,7 +6,7 @@ For each observation (from whichever :class:`~kaiwo_planner.feeds.Feed` delivers
    observation is dropped; one whose message id ``<uid>:<resourceVersion>`` names the version
    the projection holds, as each of a relist's thousands does, before its envelope is even
    decoded, decision 0054);
-2. find the owners it may affect (:func:`~kaiwo_planner.domain.state.fanout.owners_to_replan`);
+2. find the owners it may affect (:func:`~kaiwo_planner.domain.fanout.owners_to_replan`);
    none when only the object's resourceVersion moved (a relist after a restore: no plan can
    change), but the object itself while the status its last plan set has not come back;
 3. plan each one with the pure planning function, ``now`` = the observation's envelope time,
@@ -51,19 +51,19 @@ from kaiwo_contracts.plans import ObjectRef
 from kaiwo_runtime.bus import Delivery, PoisonMessage
 from kaiwo_runtime.logging import bound_context
 
-from kaiwo_planner.domain.models.autoscaling import ScaleRequest
-from kaiwo_planner.domain.models.replanning import all_models
-from kaiwo_planner.domain.publication import Published
-from kaiwo_planner.domain.queues.default_objects import default_object_plans
-from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
-from kaiwo_planner.domain.state.fanout import (
+from kaiwo_planner.domain.fanout import (
     all_gpu_workloads,
     all_workloads,
     queue_config,
 )
+from kaiwo_planner.domain.models.replanning import all_models
+from kaiwo_planner.domain.publication import Published
+from kaiwo_planner.domain.queues.default_objects import default_object_plans
+from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
 from kaiwo_planner.domain.state.planning_context import PlanningContext
-from kaiwo_planner.domain.state.projection import Projection, object_ref
-from kaiwo_planner.domain.status.findings import WorkloadFinding
+from kaiwo_planner.domain.state.projection import Projection
+from kaiwo_planner.domain.state.scale_request import ScaleRequest
+from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 from kaiwo_planner.inputs import (
     apply_observation,
     holds_observed_version,
@@ -210,7 +210,9 @@ class PlanningLoop:
             owner = self._projection.by_uid(uid)
             if owner is None:
                 return
-            await self.plan_round((object_ref(owner),), Trigger("finding", envelope.time, envelope))
+            await self.plan_round(
+                (ObjectRef.of(owner),), Trigger("finding", envelope.time, envelope)
+            )
             self._snapshots.note_change()
 
     async def handle_scale_decision(self, delivery: Delivery) -> None:
@@ -237,7 +239,7 @@ class PlanningLoop:
                 self._metrics.scale_decisions.labels("unchanged").inc()
                 return
             self._metrics.scale_decisions.labels("taken").inc()
-            await self.plan_round((object_ref(owner),), Trigger("scale", envelope.time, envelope))
+            await self.plan_round((ObjectRef.of(owner),), Trigger("scale", envelope.time, envelope))
             self._snapshots.note_change()
 
     def _plan_now(
@@ -273,7 +275,7 @@ class PlanningLoop:
                 continue
             with bound_context({"owner_uid": uid, "trigger": "timer"}):
                 try:
-                    await self.plan_round((object_ref(owner),), Trigger("timer", due))
+                    await self.plan_round((ObjectRef.of(owner),), Trigger("timer", due))
                 except BaseException:
                     if uid not in timers:  # try again on the next round
                         timers.arm(uid, due)

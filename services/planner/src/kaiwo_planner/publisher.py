@@ -53,8 +53,8 @@ class Sequences:
     def of(cls, projection: Projection) -> Sequences:
         return cls(
             projection.last_sequence,
-            projection.last_finding_sequence,
-            projection.last_scale_sequence,
+            projection.findings.last_sequence,
+            projection.scale_requests.last_sequence,
         )
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from kaiwo_planner.domain.children.downloads import download_config, download_job
-from kaiwo_planner.domain.children.labels import WorkloadIdentity
-from kaiwo_planner.domain.state.workload_inputs import HfRepoInput, StorageInputs
+from kaiwo_planner.domain.settings.workload_inputs import HfRepoInput, StorageInputs
+from kaiwo_planner.domain.state.workload_identity import WorkloadIdentity
 
 IDENTITY = WorkloadIdentity(
     api_version="kaiwo.silogen.ai/v1alpha1",

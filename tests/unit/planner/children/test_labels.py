@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 from kaiwo_planner.domain.children.labels import (
-    WorkloadIdentity,
     inherited_labels,
     queue_labels,
     topology_annotations,
 )
 from kaiwo_planner.domain.children.naming import child_name, rfc1123_label
 from kaiwo_planner.domain.children.ownership import child_metadata
+from kaiwo_planner.domain.state.workload_identity import WorkloadIdentity
 
 IDENTITY = WorkloadIdentity(
     api_version="kaiwo.silogen.ai/v1alpha1",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kaiwo_planner.domain.children.workload_children import plan_children
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
-from kaiwo_planner.domain.state.namespace_config import (
+from kaiwo_planner.domain.settings.namespace_config import (
     NamespaceSettings,
     S3Credential,
     SecretKeyRef,

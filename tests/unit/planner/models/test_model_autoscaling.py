@@ -11,9 +11,9 @@ import pytest
 from kaiwo_contracts.confinement import refusals
 from kaiwo_contracts.events.autoscaling import ScaleDecidedV1
 from kaiwo_contracts.plans import ObjectRef, Plan, ScaleIntent
-from kaiwo_planner.domain.models.autoscaling import ScaleRequest
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.projection import Projection
+from kaiwo_planner.domain.state.scale_request import ScaleRequest
 
 from tests.planning_calls import planned
 from tests.unit.planner.models.building import NAMESPACE, NOW, desired, model
@@ -161,7 +161,7 @@ def test_the_projection_keeps_the_latest_decision_per_model_and_snapshots_it() -
     assert projection.apply_scale_request(newer, sequence=7) is True
 
     restored = Projection.from_document(projection.to_document())
-    assert restored.last_scale_sequence == 7
+    assert restored.scale_requests.last_sequence == 7
     assert restored.cluster_state().scale_requests == {"u-1": newer}
 
 

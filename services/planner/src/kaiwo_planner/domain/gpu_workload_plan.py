@@ -92,10 +92,9 @@ from kaiwo_planner.domain.scheduling.gpu_workload_state import (
 from kaiwo_planner.domain.scheduling.idle_preemption import IdlePreemption
 from kaiwo_planner.domain.scheduling.idle_preemption_inputs import (
     idle_preemption_decision,
-    root_key,
     waiting_of,
 )
-from kaiwo_planner.domain.state.cluster_settings import kaiwo_config, parse_time
+from kaiwo_planner.domain.settings.cluster_settings import kaiwo_config, parse_time
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.status.conditions import format_time
 
@@ -201,7 +200,7 @@ def plan_gpu_workload(
         not_before=parse_time(previous.get("preemptedAt")),
     )
     chosen = (
-        idle_preemption_decision(context, now=now).for_victim(root_key(root).ref())
+        idle_preemption_decision(context, now=now).for_victim(ObjectRef.of(root))
         if reading.idle_since is not None
         else None
     )

@@ -32,7 +32,7 @@ from kaiwo_contracts.plan_sources import source_of
 from kaiwo_contracts.plans import ObjectRef, Plan, PlanSource
 
 from kaiwo_planner.domain.models.system_config import CONFIG_MAP_KIND, config_map_of
-from kaiwo_planner.domain.state.cluster_settings import (
+from kaiwo_planner.domain.settings.cluster_settings import (
     KAIWO_CONFIG_KIND,
     NAMESPACE_CONFIG_KIND,
     kaiwo_config_object,

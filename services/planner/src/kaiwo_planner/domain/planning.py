@@ -55,12 +55,12 @@ from kaiwo_planner.domain.gpu_workload_plan import plan_gpu_root, plan_gpu_workl
 from kaiwo_planner.domain.models.planning_entry import plan_model_object
 from kaiwo_planner.domain.plan_sources import with_sources
 from kaiwo_planner.domain.queues.queue_config import plan_queue_config
-from kaiwo_planner.domain.state.cluster import api_group_of
-from kaiwo_planner.domain.state.cluster_settings import (
+from kaiwo_planner.domain.settings.cluster_settings import (
     KAIWO_GROUP,
     kaiwo_config,
     namespaces_by_queue,
 )
+from kaiwo_planner.domain.state.cluster import api_group_of
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.status.invalid_owner import (
     invalid_owner_plan,
@@ -124,7 +124,7 @@ def _plan_by_kind(
             return PlanningResult(
                 plan=oversized_owner_plan(
                     owner=owner,
-                    owner_ref=_owner_ref(owner),
+                    owner_ref=ObjectRef.of(owner),
                     oversized=oversized,
                     invalid_phase=WorkloadStatus.FAILED if queue_config else WorkloadStatus.ERROR,
                     now=moment,
@@ -227,25 +227,9 @@ def _invalid(
 ) -> Plan:
     return invalid_owner_plan(
         owner=owner,
-        owner_ref=_owner_ref(owner),
+        owner_ref=ObjectRef.of(owner),
         problems=problems,
         invalid_phase=phase,
         now=now,
         writes_observed_generation=writes_observed_generation,
-    )
-
-
-def _owner_ref(owner: Mapping[str, Any]) -> ObjectRef:
-    meta = owner.get("metadata")
-    meta = meta if isinstance(meta, Mapping) else {}
-
-    def text(value: object) -> str | None:
-        return value if isinstance(value, str) and value else None
-
-    return ObjectRef(
-        api_version=str(owner.get("apiVersion", "")),
-        kind=str(owner.get("kind", "")),
-        name=text(meta.get("name")) or "",
-        namespace=text(meta.get("namespace")),
-        uid=text(meta.get("uid")),
     )

@@ -3,7 +3,7 @@
 Steps, each a pure function of the workload, the cluster state and ``now``:
 
 1. KaiwoConfig, the AIMNamespaceConfig of the namespace and the KaiwoQueueConfig's queues
-   come from the cluster state (:mod:`~kaiwo_planner.domain.state.cluster_settings`).
+   come from the cluster state (:mod:`~kaiwo_planner.domain.settings.cluster_settings`).
 2. GPU statistics of the vendor -> the allocation -> the Schedulable verdict.
 3. The observed children -> the download job's state -> the children to apply
    (:func:`~kaiwo_planner.domain.children.workload_children.plan_children`), reconciled with the
@@ -52,18 +52,21 @@ from kaiwo_planner.domain.children.workload_children import (
     DownloadState,
     plan_children,
 )
-from kaiwo_planner.domain.scheduling.gpu_allocation import calculate_gpu_allocation
+from kaiwo_planner.domain.queues.queues_in_force import cluster_queue_namespaces
+from kaiwo_planner.domain.scheduling.gpu_allocation import (
+    calculate_gpu_allocation,
+    vendor_gpu_stats,
+)
 from kaiwo_planner.domain.scheduling.schedulable import decide_schedulable
-from kaiwo_planner.domain.state.cluster_settings import (
-    cluster_queue_namespaces,
+from kaiwo_planner.domain.settings.cluster_settings import (
     kaiwo_config,
     known_priority_classes,
     namespace_config,
     parse_optional_duration,
-    vendor_gpu_stats,
 )
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.priority_classes import NO_PRIORITY, choose_priority
+from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 from kaiwo_planner.domain.status.child_phase import (
     ChildKind,
     ObservedChildren,
@@ -72,7 +75,6 @@ from kaiwo_planner.domain.status.child_phase import (
 )
 from kaiwo_planner.domain.status.conditions import ConditionSpec, condition_of, merge_conditions
 from kaiwo_planner.domain.status.findings import (
-    WorkloadFinding,
     underutilization_condition,
 )
 from kaiwo_planner.domain.status.gpu_idle import gpu_idle_condition

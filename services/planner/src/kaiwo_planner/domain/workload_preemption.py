@@ -21,7 +21,11 @@ from kaiwo_contracts.plans import ObjectRef
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
 from kaiwo_planner.domain.scheduling.idle_preemption_inputs import idle_preemption_decision
 from kaiwo_planner.domain.scheduling.preemption_candidates import preemption_decision
-from kaiwo_planner.domain.state.cluster_settings import kaiwo_config, parse_time, pending_threshold
+from kaiwo_planner.domain.settings.cluster_settings import (
+    kaiwo_config,
+    parse_time,
+    pending_threshold,
+)
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.status.findings import underutilization_termination
 from kaiwo_planner.domain.status.workload_status import TerminationRequest

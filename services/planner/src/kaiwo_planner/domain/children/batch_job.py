@@ -27,8 +27,8 @@ from kaiwo_planner.domain.children.resources import (
     user_resource_defaults,
 )
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.settings.workload_inputs import ChildDefaults, WorkloadInputs
 from kaiwo_planner.domain.state.json_trees import copy_tree
-from kaiwo_planner.domain.state.workload_inputs import ChildDefaults, WorkloadInputs
 
 JOB_CONTAINER = "workload"
 JOB_DSHM_SIZE = "1Gi"

@@ -12,7 +12,6 @@ from kaiwo_planner.domain.children.batch_job import complete_workload_template, 
 from kaiwo_planner.domain.children.labels import (
     LABEL_APP,
     LABEL_RUN_ID,
-    WorkloadIdentity,
     inherited_labels,
     queue_labels,
 )
@@ -20,8 +19,9 @@ from kaiwo_planner.domain.children.naming import bounded_label, main_child_name
 from kaiwo_planner.domain.children.ownership import child_metadata
 from kaiwo_planner.domain.children.pod_template import PodAdditions, default_pod_template
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.settings.workload_inputs import ChildDefaults, WorkloadInputs
 from kaiwo_planner.domain.state.json_trees import copy_tree
-from kaiwo_planner.domain.state.workload_inputs import ChildDefaults, WorkloadInputs
+from kaiwo_planner.domain.state.workload_identity import WorkloadIdentity
 
 DEPLOYMENT_CONTAINER = "workload"
 DEPLOYMENT_DSHM_SIZE = "1Gi"

@@ -16,12 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
-from kaiwo_planner.domain.children.labels import (
-    DOWNLOADER_TYPE,
-    LABEL_TYPE,
-    WorkloadIdentity,
-    system_labels,
-)
+from kaiwo_planner.domain.children.labels import DOWNLOADER_TYPE, LABEL_TYPE, system_labels
 from kaiwo_planner.domain.children.naming import child_name
 from kaiwo_planner.domain.children.ownership import child_metadata
 from kaiwo_planner.domain.children.pod_template import default_security_context
@@ -31,8 +26,9 @@ from kaiwo_planner.domain.children.storage import (
     data_claim_name,
     hf_claim_name,
 )
+from kaiwo_planner.domain.settings.workload_inputs import DOWNLOAD_KINDS, StorageInputs
 from kaiwo_planner.domain.state.json_trees import copy_tree
-from kaiwo_planner.domain.state.workload_inputs import DOWNLOAD_KINDS, StorageInputs
+from kaiwo_planner.domain.state.workload_identity import WorkloadIdentity
 
 DOWNLOADER_IMAGE = "ghcr.io/silogen/kaiwo-python:0.6"
 DOWNLOADER_CONTAINER = "data-downloader"

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Literal
 
 from kaiwo_planner.domain.children.naming import bounded_label
+from kaiwo_planner.domain.state.workload_identity import WorkloadIdentity
 
 LABEL_USER = "kaiwo.silogen.ai/user"
 LABEL_NAME = "kaiwo.silogen.ai/name"
@@ -24,23 +23,6 @@ DOWNLOADER_TYPE = "downloader"
 
 ANNOTATION_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
 ANNOTATION_PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
-
-WorkloadType = Literal["job", "service"]
-
-
-@dataclass(frozen=True, slots=True)
-class WorkloadIdentity:
-    """Who a child belongs to: the workload's identity and the metadata children inherit."""
-
-    api_version: str
-    kind: str
-    name: str
-    namespace: str
-    uid: str
-    workload_type: WorkloadType
-    user: str = ""
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 def inventory_labels(owner_uid: str) -> dict[str, str]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kaiwo_planner.domain.children.labels import WorkloadIdentity, inventory_labels
+from kaiwo_planner.domain.children.labels import inventory_labels
+from kaiwo_planner.domain.state.workload_identity import WorkloadIdentity
 
 
 def owner_reference(identity: WorkloadIdentity) -> dict[str, Any]:

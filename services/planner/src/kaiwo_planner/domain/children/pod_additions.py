@@ -10,12 +10,12 @@ from kaiwo_planner.domain.children.pod_template import PodAdditions
 from kaiwo_planner.domain.children.resources import gpu_resource_key
 from kaiwo_planner.domain.children.storage import storage_env, storage_mounts, storage_volumes
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
-from kaiwo_planner.domain.state.namespace_config import (
+from kaiwo_planner.domain.settings.namespace_config import (
     HF_TOKEN_ENV,
     NamespaceSettings,
     hf_token_env,
 )
-from kaiwo_planner.domain.state.workload_inputs import (
+from kaiwo_planner.domain.settings.workload_inputs import (
     ChildDefaults,
     SecretVolumeInput,
     WorkloadInputs,

@@ -10,9 +10,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kaiwo_planner.domain.children.labels import WorkloadIdentity, inherited_labels
+from kaiwo_planner.domain.children.labels import inherited_labels
 from kaiwo_planner.domain.children.resources import Resources, fill_resources
 from kaiwo_planner.domain.state.json_trees import copy_tree
+from kaiwo_planner.domain.state.workload_identity import WorkloadIdentity
 
 DSHM_VOLUME = "dshm"
 DSHM_PATH = "/dev/shm"  # noqa: S108 - the pod's shared-memory mount, not a temp file

@@ -13,7 +13,7 @@ from typing import Any
 from kaiwo_planner.domain.children.batch_job import complete_workload_template
 from kaiwo_planner.domain.children.pod_template import PodAdditions, default_pod_template
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
-from kaiwo_planner.domain.state.workload_inputs import ChildDefaults, WorkloadInputs
+from kaiwo_planner.domain.settings.workload_inputs import ChildDefaults, WorkloadInputs
 
 HEAD_CONTAINER = "ray-head"
 WORKER_CONTAINER = "ray-worker"

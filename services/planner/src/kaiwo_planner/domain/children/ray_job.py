@@ -19,8 +19,8 @@ from kaiwo_planner.domain.children.ray_cluster import (
     default_ray_cluster_spec,
 )
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.settings.workload_inputs import ChildDefaults, WorkloadInputs
 from kaiwo_planner.domain.state.json_trees import copy_tree
-from kaiwo_planner.domain.state.workload_inputs import ChildDefaults, WorkloadInputs
 
 RAY_API_VERSION = "ray.io/v1"
 

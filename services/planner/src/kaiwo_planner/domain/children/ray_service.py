@@ -19,8 +19,8 @@ from kaiwo_planner.domain.children.ray_cluster import (
 )
 from kaiwo_planner.domain.children.ray_job import RAY_API_VERSION
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.settings.workload_inputs import ChildDefaults, WorkloadInputs
 from kaiwo_planner.domain.state.json_trees import copy_tree
-from kaiwo_planner.domain.state.workload_inputs import ChildDefaults, WorkloadInputs
 
 APPWRAPPER_API_VERSION = "workload.codeflare.dev/v1beta2"
 SERVE_PORT = 8000

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kaiwo_planner.domain.children.labels import WorkloadIdentity, inherited_labels
+from kaiwo_planner.domain.children.labels import inherited_labels
 from kaiwo_planner.domain.children.naming import child_name
 from kaiwo_planner.domain.children.ownership import child_metadata
-from kaiwo_planner.domain.state.workload_inputs import ChildDefaults, StorageInputs
+from kaiwo_planner.domain.settings.workload_inputs import ChildDefaults, StorageInputs
+from kaiwo_planner.domain.state.workload_identity import WorkloadIdentity
 
 DATA_VOLUME = "data"
 HF_VOLUME = "hf"

@@ -23,6 +23,7 @@ from kaiwo_planner.domain.children.deployment import (
     serving_port,
 )
 from kaiwo_planner.domain.children.downloads import download_config_map, download_job, download_name
+from kaiwo_planner.domain.children.http_route import http_route
 from kaiwo_planner.domain.children.job_changes import (
     CONDITION_TYPE,
     KUEUE_OWNED_SPEC_FIELDS,
@@ -44,21 +45,20 @@ from kaiwo_planner.domain.children.ray_service import (
 from kaiwo_planner.domain.children.resources import GPU_KEY_AMD, GPU_KEY_NVIDIA
 from kaiwo_planner.domain.children.storage import persistent_volume_claims
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
-from kaiwo_planner.domain.state.namespace_config import (
+from kaiwo_planner.domain.settings.namespace_config import (
     NamespaceSettings,
-    http_route,
     namespace_settings,
     with_default_credentials,
 )
-from kaiwo_planner.domain.state.planning_context import PlanningContext
-from kaiwo_planner.domain.state.priority_classes import NO_PRIORITY, PriorityChoice
-from kaiwo_planner.domain.state.workload_inputs import (
+from kaiwo_planner.domain.settings.workload_inputs import (
     ChildDefaults,
     Workload,
     WorkloadInputs,
     child_defaults,
     workload_inputs,
 )
+from kaiwo_planner.domain.state.planning_context import PlanningContext
+from kaiwo_planner.domain.state.priority_classes import NO_PRIORITY, PriorityChoice
 
 DOWNLOAD_CONDITION = "DownloadJobSucceeded"
 
@@ -111,16 +111,6 @@ class ChildrenDecision:
     failed: bool = False
     prune: tuple[PruneRule, ...] = PRUNED_KINDS
     prune_selector: dict[str, str] = field(default_factory=dict)
-
-
-def _ref(manifest: Mapping[str, Any]) -> ObjectRef:
-    meta = manifest["metadata"]
-    return ObjectRef(
-        api_version=manifest["apiVersion"],
-        kind=manifest["kind"],
-        name=meta["name"],
-        namespace=meta.get("namespace"),
-    )
 
 
 def _with_namespace_credentials(
@@ -386,7 +376,7 @@ def _build_children(
     return _BuiltChildren(
         storage=tuple(storage_children),
         main=main,
-        main_ref=_ref(main) if main is not None else None,
+        main_ref=ObjectRef.of(main) if main is not None else None,
         others=tuple(others),
         conditions=tuple(conditions),
         notes=_notes(inputs),

@@ -20,7 +20,7 @@ from typing import Any, Final
 from kaiwo_contracts.models_config import SecretNames
 
 from kaiwo_planner.domain.models.sources import ModelSource
-from kaiwo_planner.domain.state.namespace_config import NamespaceSettings, SecretKeyRef
+from kaiwo_planner.domain.settings.namespace_config import NamespaceSettings, SecretKeyRef
 
 GCP_CREDENTIALS_DIR: Final = "/secrets/gcp-credentials"
 GCP_CREDENTIALS_FILE: Final = "credentials.json"

@@ -64,9 +64,9 @@ from kaiwo_planner.domain.models.serving import serving_parts
 from kaiwo_planner.domain.models.setup import REASON_INVALID_CONFIG, SetupProblem, model_setup
 from kaiwo_planner.domain.models.status import CONFIGURED, READY, condition_events, model_status
 from kaiwo_planner.domain.models.system_config import models_config
+from kaiwo_planner.domain.settings.cluster_settings import namespace_config
+from kaiwo_planner.domain.settings.namespace_config import namespace_settings
 from kaiwo_planner.domain.state.cluster import ClusterState
-from kaiwo_planner.domain.state.cluster_settings import namespace_config
-from kaiwo_planner.domain.state.namespace_config import namespace_settings
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.status.conditions import ConditionSpec
 from kaiwo_planner.domain.status.invalid_owner import REASON_VALID, VALID_CONDITION

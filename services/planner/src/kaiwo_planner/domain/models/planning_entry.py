@@ -69,22 +69,9 @@ def invalid_model_plan(owner: Mapping[str, Any], problems: list[Problem], *, now
         status["observedGeneration"] = generation
     version = meta.get("resourceVersion")
     return Plan(
-        owner=_ref(owner, meta),
+        owner=ObjectRef.of(owner),
         observed_generation=generation,
         observed_resource_version=version if isinstance(version, str) else None,
         status=status,
         events=(EventIntent(type="Warning", reason=REASON_INVALID, message=message),),
-    )
-
-
-def _ref(owner: Mapping[str, Any], meta: Mapping[str, Any]) -> ObjectRef:
-    def text(value: object) -> str | None:
-        return value if isinstance(value, str) and value else None
-
-    return ObjectRef(
-        api_version=str(owner.get("apiVersion", "")),
-        kind=str(owner.get("kind", "")),
-        name=text(meta.get("name")) or "",
-        namespace=text(meta.get("namespace")),
-        uid=text(meta.get("uid")),
     )

@@ -1,7 +1,7 @@
 """Which Models an observed change concerns beyond their own objects.
 
 A Model's Pods, Jobs, ConfigMaps and Role name it as their controller, so the general
-fan-out (:mod:`kaiwo_planner.domain.state.fanout`) follows them to it. Here the rest:
+fan-out (:mod:`kaiwo_planner.domain.fanout`) follows them to it. Here the rest:
 
 * the system configuration's ConfigMap (label ``kaiwo.silogen.ai/system-config=models``,
   in either the old or the new version): every Model (images, profiles, surge);
@@ -22,7 +22,8 @@ from kaiwo_contracts.models_config import CONFIG_MAP_LABEL, CONFIG_MAP_LABEL_VAL
 from kaiwo_contracts.plans import ObjectRef
 
 from kaiwo_planner.domain.models.names import LABEL_CACHE_PROFILE
-from kaiwo_planner.domain.state.projection import Change, Projection, object_ref
+from kaiwo_planner.domain.state.observed_objects import Change
+from kaiwo_planner.domain.state.projection import Projection
 
 MODEL: Final = ("kubeai.org", "Model")
 AIM_NAMESPACE_CONFIG: Final = ("config.kaiwo.silogen.ai", "AIMNamespaceConfig")
@@ -47,7 +48,7 @@ def all_models(projection: Projection, *, namespace: str | None = None) -> list[
     """Every Model the projection holds (in one namespace, if given)."""
     group, kind = MODEL
     return [
-        object_ref(found)
+        ObjectRef.of(found)
         for found in projection.objects_of_kind(group=group, kind=kind, namespace=namespace)
     ]
 

@@ -33,7 +33,7 @@ from kaiwo_contracts.models_config import (
 )
 
 from kaiwo_planner.domain.models.sources import ModelSource, parse_model_url
-from kaiwo_planner.domain.state.namespace_config import NamespaceSettings
+from kaiwo_planner.domain.settings.namespace_config import NamespaceSettings
 from kaiwo_planner.domain.state.nodes import parse_quantity
 
 _NUMBER_AND_UNIT: Final = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([a-zA-Z]*)$")

@@ -23,7 +23,9 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from kaiwo_planner.domain.settings.cluster_settings import NODE_KIND
 from kaiwo_planner.domain.state.nodes import GPU_RESOURCE_BY_VENDOR, NodeInfo
+from kaiwo_planner.domain.state.planning_context import PlanningContext
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,18 @@ class GpuAllocation:
     @property
     def allocated_gpus(self) -> int:
         return self.replicas * self.gpus_per_replica
+
+
+def vendor_gpu_stats(context: PlanningContext, vendor: str) -> GpuStats:
+    """GPU totals of ``vendor`` over the cluster's nodes."""
+    wanted = vendor.lower()
+    nodes = context.cluster.nodes
+    return context.derived(
+        ("gpu-stats", wanted),
+        reads=(NODE_KIND,),
+        inputs=lambda: (nodes,),
+        compute=lambda: gpu_stats(nodes, wanted),
+    )
 
 
 def calculate_gpu_allocation(

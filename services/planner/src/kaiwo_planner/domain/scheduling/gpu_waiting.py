@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from kaiwo_contracts.gpu_workloads import POD, kind_of, pod_gpus, pod_templates
 
-from kaiwo_planner.domain.state.cluster_settings import parse_time
+from kaiwo_planner.domain.settings.cluster_settings import parse_time
 
 QUOTA_RESERVED: Final = "QuotaReserved"
 POD_SCHEDULED: Final = "PodScheduled"

@@ -20,8 +20,8 @@ from kaiwo_contracts.gpu_preemption import GpuPreemptionSettings, gpu_preemption
 from kaiwo_contracts.gpu_workloads import gpu_workload_name, is_gpu_root, kind_of
 
 from kaiwo_planner.domain.state.cluster import ClusterState
-from kaiwo_planner.domain.state.object_index import KAIWO_GROUP
-from kaiwo_planner.domain.status.findings import WorkloadFinding
+from kaiwo_planner.domain.state.index_entry import KAIWO_GROUP
+from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 
 GPU_WORKLOAD: Final = "GpuWorkload"
 PREEMPTING: Final = "Preempting"

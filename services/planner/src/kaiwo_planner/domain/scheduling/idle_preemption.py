@@ -24,9 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final, Literal
 
-from kaiwo_contracts.plans import ObjectRef
+from kaiwo_contracts.plans import ObjectRef, RefKey
 
-from kaiwo_planner.domain.scheduling.preemption import WorkloadKey
 from kaiwo_planner.domain.status.workload_status import TerminationRequest
 
 REASON_IDLE: Final = "GpuIdlePreemption"
@@ -37,7 +36,7 @@ IdlePolicy = Literal["OnPressure", "Always"]
 class IdleWorkload:
     """A running, opted-in workload that the monitor reports idle since ``idle_since``."""
 
-    key: WorkloadKey
+    key: RefKey
     vendor: str
     gpus: int
     idle_since: datetime
@@ -55,7 +54,7 @@ class IdleWorkload:
 class GpuDemand:
     """A PENDING workload waiting for ``gpus`` GPUs of ``vendor`` since ``pending_since``."""
 
-    key: WorkloadKey
+    key: RefKey
     vendor: str
     gpus: int
     pending_since: datetime
@@ -90,16 +89,16 @@ def decide_idle_preemptions(
     being freed by earlier preemptions; ``now`` is when the decision is made."""
     eligible = sorted(
         (w for w in idle if w.gpus > 0 and w.idle_for >= w.grace and w.idle_since <= now),
-        key=lambda w: (w.idle_since, w.key.sort_key()),
+        key=lambda w: (w.idle_since, w.key),
     )
     preemptions = [
-        IdlePreemption(victim=w.key.ref(), beneficiary=None, request=_always(w))
+        IdlePreemption(victim=ObjectRef.of_key(w.key), beneficiary=None, request=_always(w))
         for w in eligible
         if w.policy == "Always"
     ]
     unclaimed = [w for w in eligible if w.policy == "OnPressure"]
     freeing = {vendor.lower(): count for vendor, count in in_flight.items()}
-    for waiting in sorted(pending, key=lambda p: (p.pending_since, p.key.sort_key())):
+    for waiting in sorted(pending, key=lambda p: (p.pending_since, p.key)):
         vendor = waiting.vendor.lower()
         covered = min(freeing.get(vendor, 0), waiting.gpus)
         freeing[vendor] = freeing.get(vendor, 0) - covered
@@ -112,8 +111,8 @@ def decide_idle_preemptions(
             unclaimed.remove(victim)
             preemptions.append(
                 IdlePreemption(
-                    victim=victim.key.ref(),
-                    beneficiary=waiting.key.ref(),
+                    victim=ObjectRef.of_key(victim.key),
+                    beneficiary=ObjectRef.of_key(waiting.key),
                     request=_on_pressure(victim, waiting, demand),
                 )
             )
@@ -156,11 +155,12 @@ def _on_pressure(victim: IdleWorkload, waiting: GpuDemand, demand: int) -> Termi
         reason=REASON_IDLE,
         message=(
             f"Preempted to free {victim.gpus} {victim.vendor.lower()} GPU(s) for pending "
-            f"workload {waiting.key.ref().display()}, which needs {demand} more: GPUs idle since "
+            f"workload {ObjectRef.of_key(waiting.key).display()}, which needs {demand} more: "
+            "GPUs idle since "
             f"{_text(victim.idle_since)}, longer than the grace period of "
             f"{_seconds(victim.grace)}; policy OnPressure"
         ),
-        beneficiary=waiting.key.ref(),
+        beneficiary=ObjectRef.of_key(waiting.key),
     )
 
 

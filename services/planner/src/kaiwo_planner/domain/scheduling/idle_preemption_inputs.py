@@ -36,6 +36,7 @@ from typing import Any
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.gpu_preemption import GpuPreemptionSettings
 from kaiwo_contracts.gpu_workloads import gpu_vendor, held_gpus
+from kaiwo_contracts.plans import ObjectRef
 
 from kaiwo_planner.domain.scheduling.gpu_waiting import waiting_for_gpus_since
 from kaiwo_planner.domain.scheduling.gpu_workload_state import (
@@ -52,19 +53,17 @@ from kaiwo_planner.domain.scheduling.idle_preemption import (
     IdleWorkload,
     decide_idle_preemptions,
 )
-from kaiwo_planner.domain.scheduling.preemption import WorkloadKey
-from kaiwo_planner.domain.scheduling.preemption_candidates import workload_key
-from kaiwo_planner.domain.state.cluster import ClusterState
-from kaiwo_planner.domain.state.cluster_settings import (
+from kaiwo_planner.domain.settings.cluster_settings import (
     kaiwo_config,
     parse_time,
     pending_threshold,
     requested_gpus,
     workloads,
 )
-from kaiwo_planner.domain.state.object_index import RUN_ID_LABEL
+from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.index_entry import RUN_ID_LABEL
 from kaiwo_planner.domain.state.planning_context import EVERY_KIND, PlanningContext
-from kaiwo_planner.domain.status.findings import WorkloadFinding
+from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 from kaiwo_planner.domain.status.workload_status import WORKLOAD_TERMINATED_EARLY
 
 _RUNNING = frozenset({WorkloadStatus.RUNNING.value, WorkloadStatus.READY.value})
@@ -99,7 +98,7 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
         elif phase == WorkloadStatus.PENDING.value and gpus > 0:
             since = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
             if since is not None and now - since > threshold:
-                pending.append(GpuDemand(workload_key(obj), vendor, gpus, since))
+                pending.append(GpuDemand(ObjectRef.key_of(obj), vendor, gpus, since))
         elif _preempted_for_idleness(status) and (
             phase == WorkloadStatus.TERMINATING.value
             or cluster.objects_labelled(RUN_ID_LABEL, uid, kind="Pod")
@@ -138,7 +137,7 @@ def _foreign(
         if waiting is not None:
             if now - waiting > threshold:
                 pending.append(
-                    GpuDemand(root_key(root), gpu_vendor(root), held_gpus(root), waiting)
+                    GpuDemand(ObjectRef.key_of(root), gpu_vendor(root), held_gpus(root), waiting)
                 )
             continue
         reading = reading_of(
@@ -151,7 +150,7 @@ def _foreign(
             continue
         idle.append(
             IdleWorkload(
-                key=root_key(root),
+                key=ObjectRef.key_of(root),
                 vendor=gpu_vendor(root),
                 gpus=held_gpus(root),
                 idle_since=reading.idle_since,
@@ -166,17 +165,6 @@ def waiting_of(root: Mapping[str, Any], cluster: ClusterState) -> datetime | Non
     """Since when the tracked ``root`` waits for GPUs (None: it does not)."""
     uid = str((root.get("metadata") or {}).get("uid") or "")
     return waiting_for_gpus_since(root, cluster.kueue_workloads_for(uid))
-
-
-def root_key(root: Mapping[str, Any]) -> WorkloadKey:
-    metadata = root.get("metadata") or {}
-    return WorkloadKey(
-        api_version=str(root.get("apiVersion") or ""),
-        kind=str(root.get("kind") or ""),
-        name=str(metadata.get("name") or ""),
-        namespace=str(metadata.get("namespace") or "") or None,
-        uid=str(metadata.get("uid") or "") or None,
-    )
 
 
 def _idle(
@@ -197,7 +185,7 @@ def _idle(
     ):
         return None
     return IdleWorkload(
-        key=workload_key(obj),
+        key=ObjectRef.key_of(obj),
         vendor=vendor,
         gpus=gpus,
         idle_since=finding.idle_since,

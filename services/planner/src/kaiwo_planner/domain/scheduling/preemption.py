@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoSchedulingConfig
-from kaiwo_contracts.plans import ObjectRef
+from kaiwo_contracts.plans import ObjectRef, RefKey
 
 from kaiwo_planner.domain.state.durations import format_duration, parse_duration
 from kaiwo_planner.domain.status.workload_status import TerminationRequest
@@ -40,35 +40,10 @@ PREEMPTION_REASON = "DurationExceededWithActiveGpuDemand"
 
 
 @dataclass(frozen=True, slots=True)
-class WorkloadKey:
-    """Names a workload. The planner keeps one per workload in the cluster, so this is a
-    plain value (about a tenth of an :class:`ObjectRef`'s memory); decisions name their
-    workloads with the ObjectRef :meth:`ref` makes."""
-
-    api_version: str
-    kind: str
-    name: str
-    namespace: str | None = None
-    uid: str | None = None
-
-    def sort_key(self) -> tuple[str, str, str, str]:
-        return (self.api_version, self.kind, self.namespace or "", self.name)
-
-    def ref(self) -> ObjectRef:
-        return ObjectRef(
-            api_version=self.api_version,
-            kind=self.kind,
-            name=self.name,
-            namespace=self.namespace,
-            uid=self.uid,
-        )
-
-
-@dataclass(frozen=True, slots=True)
 class RunningWorkload:
     """A RUNNING (or READY) KaiwoJob/KaiwoService and what it holds."""
 
-    key: WorkloadKey
+    key: RefKey
     gpu_vendor: str
     gpus: int
     cluster_queue: str
@@ -84,7 +59,7 @@ class RunningWorkload:
 class PendingWorkload:
     """A PENDING KaiwoJob/KaiwoService; ``pending_since`` is its creation time (as upstream)."""
 
-    key: WorkloadKey
+    key: RefKey
     gpu_vendor: str
     gpus: int
     cluster_queue: str
@@ -124,20 +99,20 @@ def decide_preemptions(
     threshold = parse_duration(scheduling.pending_threshold_for_preemption)
     expired = sorted(
         (w for w in running if w.deadline is not None and w.deadline <= now),
-        key=lambda w: (w.deadline, w.key.sort_key()),
+        key=lambda w: (w.deadline, w.key),
     )
     waiting = sorted(
         (p for p in pending if p.gpus > 0 and now - p.pending_since > threshold),
-        key=lambda p: (p.pending_since, p.key.sort_key()),
+        key=lambda p: (p.pending_since, p.key),
     )
-    expired_refs = tuple(w.key.ref() for w in expired)
+    expired_refs = tuple(ObjectRef.of_key(w.key) for w in expired)
     # Still free to take, in the order above; once none is left, nobody else can be served.
     free = list(zip(expired, expired_refs, strict=True))
     preemptions: list[Preemption] = []
     for beneficiary in waiting:
         if not free:
             break
-        freed, left, beneficiary_ref = 0, [], beneficiary.key.ref()
+        freed, left, beneficiary_ref = 0, [], ObjectRef.of_key(beneficiary.key)
         for victim, victim_ref in free:
             if freed < beneficiary.gpus and _competes(victim, beneficiary):
                 freed += victim.gpus

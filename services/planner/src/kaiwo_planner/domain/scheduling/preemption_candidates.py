@@ -21,10 +21,9 @@ from kaiwo_planner.domain.scheduling.preemption import (
     PendingWorkload,
     PreemptionDecision,
     RunningWorkload,
-    WorkloadKey,
     decide_preemptions,
 )
-from kaiwo_planner.domain.state.cluster_settings import (
+from kaiwo_planner.domain.settings.cluster_settings import (
     KAIWO_CONFIG_KIND,
     WORKLOAD_KIND_PAIRS,
     kaiwo_config,
@@ -56,17 +55,6 @@ class PreemptionCandidates:
     """How each workload object was read, for the next candidates to reuse."""
 
 
-def workload_key(obj: Mapping[str, Any]) -> WorkloadKey:
-    meta = obj.get("metadata") or {}
-    return WorkloadKey(
-        api_version=str(obj.get("apiVersion", "")),
-        kind=str(obj.get("kind", "")),
-        name=str(meta.get("name") or ""),
-        namespace=meta.get("namespace") or None,
-        uid=meta.get("uid") or None,
-    )
-
-
 def running_workload(obj: Mapping[str, Any], config: KaiwoConfig) -> RunningWorkload | None:
     """The workload as a running GPU holder, or None when it is not running."""
     status = obj.get("status")
@@ -77,7 +65,7 @@ def running_workload(obj: Mapping[str, Any], config: KaiwoConfig) -> RunningWork
     if status.get("status") not in _RUNNING or start is None:
         return None
     return RunningWorkload(
-        key=workload_key(obj),
+        key=ObjectRef.key_of(obj),
         gpu_vendor=str(spec.get("gpuVendor") or "amd"),
         gpus=requested_gpus(spec),
         cluster_queue=workload_queue(spec, config),
@@ -99,7 +87,7 @@ def pending_workload(obj: Mapping[str, Any], config: KaiwoConfig) -> PendingWork
     if status.get("status") != WorkloadStatus.PENDING.value or created is None:
         return None
     return PendingWorkload(
-        key=workload_key(obj),
+        key=ObjectRef.key_of(obj),
         gpu_vendor=str(spec.get("gpuVendor") or "amd"),
         gpus=requested_gpus(spec),
         cluster_queue=workload_queue(spec, config),

@@ -1,2 +1,3 @@
-"""What the planner knows: the projection of observed objects, the cluster state read from it,
-and the settings parsed from it."""
+"""The ground of the planner's domain: the projection of observed objects, the facts taken in
+beside them (the monitor's findings, the autoscaler's decisions, a workload's identity) and the
+immutable cluster state read from it. Imports nothing of the domain above it."""

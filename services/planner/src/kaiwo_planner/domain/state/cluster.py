@@ -13,19 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
+from kaiwo_planner.domain.state.index_entry import Entry, QueueUse, api_group_of
 from kaiwo_planner.domain.state.nodes import NodeInfo
-from kaiwo_planner.domain.state.object_index import (
-    Entry,
-    ObjectIndex,
-    QueueUse,
-    api_group_of,
-)
-
-if TYPE_CHECKING:
-    from kaiwo_planner.domain.models.autoscaling import ScaleRequest
-    from kaiwo_planner.domain.status.findings import WorkloadFinding
+from kaiwo_planner.domain.state.object_index import ObjectIndex
+from kaiwo_planner.domain.state.scale_request import ScaleRequest
+from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 
 __all__ = ("ClusterState", "api_group_of", "object_uid")
 
@@ -38,11 +32,10 @@ class ClusterState:
     """A read-only snapshot of the cluster as the planner's projection knows it.
 
     ``nodes``: the Nodes, by name. ``namespaces``: names of the namespaces that exist.
-    ``findings``: the monitor's latest finding per workload uid
-    (:mod:`kaiwo_planner.domain.status.findings`). ``scale_requests``: the autoscaler's latest
-    decision per Model uid (:mod:`kaiwo_planner.domain.models.autoscaling`). ``index``: every
-    other observed object (children, Kueue Workloads, configuration, workloads), filed for the
-    queries below.
+    ``findings``: the monitor's latest finding per workload uid (:mod:`.workload_finding`).
+    ``scale_requests``: the autoscaler's latest decision per Model uid
+    (:mod:`.scale_request`). ``index``: every other observed object (children, Kueue
+    Workloads, configuration, workloads), filed for the queries below.
     """
 
     nodes: tuple[NodeInfo, ...] = ()
@@ -160,13 +153,13 @@ class ClusterState:
         self, key: str, value: str, *, kind: str | None = None
     ) -> tuple[Mapping[str, Any], ...]:
         """Observed objects carrying label ``key=value`` (optionally of one kind), in plan
-        order; ``key`` must be one of the indexed labels (``object_index.INDEXED_LABELS``)."""
+        order; ``key`` must be one of the indexed labels (``index_entry.INDEXED_LABELS``)."""
         found = self.index.labelled_with(key, value)
         return found if kind is None else tuple(obj for obj in found if obj.get("kind") == kind)
 
     def objects_of_kind(self, *, group: str, kind: str) -> tuple[Mapping[str, Any], ...]:
         """Observed objects of one API group (``""`` for core) and kind, in plan order; the
-        kind must be a listed one (``object_index.LISTED_KINDS``)."""
+        kind must be a listed one (``index_entry.LISTED_KINDS``)."""
         return self.index.of_kind(group, kind)
 
     def find_object(

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from kaiwo_planner.domain.state.cluster import ClusterState
-from kaiwo_planner.domain.state.object_index import Kind
+from kaiwo_planner.domain.state.index_entry import Kind
 
 _T = TypeVar("_T")
 

@@ -16,7 +16,7 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 
 from kaiwo_planner.domain.children.naming import child_name, main_child_name
 from kaiwo_planner.domain.state.cluster import ClusterState, object_uid
-from kaiwo_planner.domain.state.object_index import RUN_ID_LABEL
+from kaiwo_planner.domain.state.index_entry import RUN_ID_LABEL
 from kaiwo_planner.domain.status.conditions import has_condition
 
 ChildKind = Literal["Job", "RayJob", "Deployment", "AppWrapper"]

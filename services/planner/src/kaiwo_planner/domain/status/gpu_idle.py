@@ -25,11 +25,11 @@ from typing import Any, Final
 from kaiwo_contracts.gpu_preemption import GpuPreemptionSettings
 
 from kaiwo_planner.domain.scheduling.gpu_workload_state import reading_of, settings_of
-from kaiwo_planner.domain.state.cluster_settings import kaiwo_config
+from kaiwo_planner.domain.settings.cluster_settings import kaiwo_config
 from kaiwo_planner.domain.state.durations import format_duration
 from kaiwo_planner.domain.state.planning_context import PlanningContext
+from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 from kaiwo_planner.domain.status.conditions import ConditionSpec, format_time
-from kaiwo_planner.domain.status.findings import WorkloadFinding
 
 GPU_IDLE: Final = "GpuIdle"
 REASON_IDLE: Final = "GpuIdle"

@@ -44,7 +44,7 @@ from kaiwo_contracts.events.public import (
 )
 from kaiwo_contracts.events.subjects import public_workload_subject
 
-from kaiwo_planner.domain.state.cluster_settings import KAIWO_GROUP, WORKLOAD_KINDS
+from kaiwo_planner.domain.settings.cluster_settings import KAIWO_GROUP, WORKLOAD_KINDS
 
 ADMITTED: Final = "Admitted"
 RESOURCE_UNDERUTILIZATION: Final = "ResourceUnderutilization"

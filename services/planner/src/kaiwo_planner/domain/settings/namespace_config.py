@@ -6,7 +6,8 @@
   ``huggingFaceToken`` becomes ``HF_TOKEN`` (``valueFrom.secretKeyRef``) in the download job
   and in the workload's containers unless the workload sets ``HF_TOKEN`` itself.
 * ``gateway`` exposes every KaiwoService through a Gateway API HTTPRoute attached to that
-  Gateway, under the path prefix ``/<namespace>/<name>`` (rewritten to ``/``).
+  Gateway, under the path prefix ``/<namespace>/<name>`` (rewritten to ``/``;
+  :mod:`kaiwo_planner.domain.children.http_route` builds it).
 
 See docs/aimnamespaceconfig.md for the user-facing description.
 """
@@ -19,13 +20,9 @@ from typing import Any
 
 from kaiwo_contracts.crds.config_v1alpha1 import AIMNamespaceConfig, SecretValueReference
 
-from kaiwo_planner.domain.children.labels import WorkloadIdentity, inherited_labels
-from kaiwo_planner.domain.children.naming import main_child_name
-from kaiwo_planner.domain.children.ownership import child_metadata
 from kaiwo_planner.domain.state.json_trees import copy_tree
 
 HF_TOKEN_ENV = "HF_TOKEN"  # noqa: S105 - a variable name, not a secret
-GATEWAY_GROUP = "gateway.networking.k8s.io"
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,54 +149,3 @@ def with_default_credentials(
             if not _names_secret(item.get(field_name)) and refs:
                 item[field_name] = refs[0].as_value_reference()
     return result
-
-
-def route_path_prefix(identity: WorkloadIdentity) -> str:
-    return f"/{identity.namespace}/{identity.name}"
-
-
-def http_route(
-    identity: WorkloadIdentity,
-    gateway: GatewayTarget,
-    *,
-    service_name: str,
-    port: int,
-) -> dict[str, Any]:
-    """An HTTPRoute on ``gateway`` sending ``/<namespace>/<name>/...`` to the service at ``/...``.
-
-    The Gateway must allow routes from the workload's namespace (its listeners'
-    ``allowedRoutes``) when it lives in another namespace; that is the gateway owner's setting.
-    """
-    return {
-        "apiVersion": f"{GATEWAY_GROUP}/v1",
-        "kind": "HTTPRoute",
-        "metadata": child_metadata(
-            identity, name=main_child_name(identity.name), labels=inherited_labels({}, identity)
-        ),
-        "spec": {
-            "parentRefs": [
-                {
-                    "group": GATEWAY_GROUP,
-                    "kind": "Gateway",
-                    "name": gateway.name,
-                    "namespace": gateway.namespace,
-                }
-            ],
-            "rules": [
-                {
-                    "matches": [
-                        {"path": {"type": "PathPrefix", "value": route_path_prefix(identity)}}
-                    ],
-                    "filters": [
-                        {
-                            "type": "URLRewrite",
-                            "urlRewrite": {
-                                "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}
-                            },
-                        }
-                    ],
-                    "backendRefs": [{"name": service_name, "port": port}],
-                }
-            ],
-        },
-    }

@@ -45,16 +45,15 @@ from kaiwo_contracts.gpu_workloads import gpu_workload_name, is_gpu_root
 from kaiwo_contracts.plans import ObjectRef
 
 from kaiwo_planner.domain.models.replanning import models_concerned
-from kaiwo_planner.domain.state.nodes import NodeInfo
-from kaiwo_planner.domain.state.projection import (
+from kaiwo_planner.domain.state.index_entry import (
     CORE_GROUP,
     KUEUE_GROUP,
     KUEUE_JOB_UID_LABEL,
-    Change,
-    Projection,
-    api_group,
-    object_ref,
+    api_group_of,
 )
+from kaiwo_planner.domain.state.nodes import NodeInfo
+from kaiwo_planner.domain.state.observed_objects import Change
+from kaiwo_planner.domain.state.projection import Projection
 
 KAIWO_GROUP: Final = "kaiwo.silogen.ai"
 CONFIG_GROUP: Final = "config.kaiwo.silogen.ai"
@@ -145,7 +144,7 @@ def owners_of(obj: Mapping[str, Any], projection: Projection) -> tuple[ObjectRef
 def all_workloads(projection: Projection, *, namespace: str | None = None) -> list[ObjectRef]:
     """Every KaiwoJob and KaiwoService the projection holds (in one namespace, if given)."""
     return [
-        object_ref(obj)
+        ObjectRef.of(obj)
         for group, kind in WORKLOAD_KINDS
         for obj in projection.objects_of_kind(group=group, kind=kind, namespace=namespace)
     ]
@@ -155,7 +154,7 @@ def all_gpu_workloads(projection: Projection, *, namespace: str | None = None) -
     """Every GpuWorkload the projection holds (in one namespace, if given)."""
     group, kind = GPU_WORKLOAD
     return [
-        object_ref(obj)
+        ObjectRef.of(obj)
         for obj in projection.objects_of_kind(group=group, kind=kind, namespace=namespace)
     ]
 
@@ -187,7 +186,7 @@ def _record_ref(root: Mapping[str, Any], projection: Projection) -> list[ObjectR
     record = projection.find(
         group=group, kind=kind, name=name, namespace=str(meta.get("namespace") or "")
     )
-    return [object_ref(record)] if record is not None else []
+    return [ObjectRef.of(record)] if record is not None else []
 
 
 def _gpu_roots(change: Change, projection: Projection) -> list[ObjectRef]:
@@ -201,7 +200,7 @@ def _gpu_roots(change: Change, projection: Projection) -> list[ObjectRef]:
     record = projection.find(
         group=group, kind=kind, name=name, namespace=str(meta.get("namespace") or "")
     )
-    found = [object_ref(record)] if record is not None else []
+    found = [ObjectRef.of(record)] if record is not None else []
     return found if change.deleted else [change.ref, *found]
 
 
@@ -217,7 +216,7 @@ def queue_config(projection: Projection) -> list[ObjectRef]:
     """The ``kaiwo`` KaiwoQueueConfig, when the projection holds it."""
     group, kind = KAIWO_QUEUE_CONFIG
     found = projection.find(group=group, kind=kind, name=QUEUE_CONFIG_NAME)
-    return [object_ref(found)] if found is not None else []
+    return [ObjectRef.of(found)] if found is not None else []
 
 
 def _walk(obj: Mapping[str, Any], projection: Projection, *, depth: int) -> Iterable[ObjectRef]:
@@ -233,7 +232,10 @@ def _walk(obj: Mapping[str, Any], projection: Projection, *, depth: int) -> Iter
         uid = labels.get(label)
         if uid:
             yield from _walk_uid(str(uid), projection, depth=depth)
-    if labels.get(QUEUE_CONFIG_LABEL) and api_group(str(obj.get("apiVersion", ""))) == KUEUE_GROUP:
+    if (
+        labels.get(QUEUE_CONFIG_LABEL)
+        and api_group_of(str(obj.get("apiVersion", ""))) == KUEUE_GROUP
+    ):
         yield from queue_config(projection)
 
 
@@ -241,9 +243,9 @@ def _walk_uid(uid: str, projection: Projection, *, depth: int) -> Iterable[Objec
     found = projection.by_uid(uid)
     if found is None:
         return
-    found_kind = (api_group(str(found.get("apiVersion", ""))), str(found.get("kind", "")))
+    found_kind = (api_group_of(str(found.get("apiVersion", ""))), str(found.get("kind", "")))
     if found_kind in OWNER_KINDS:
-        yield object_ref(found)
+        yield ObjectRef.of(found)
     else:
         yield from _walk(found, projection, depth=depth + 1)
 

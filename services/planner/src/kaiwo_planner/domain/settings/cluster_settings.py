@@ -35,10 +35,6 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import (
 )
 from pydantic import ValidationError
 
-from kaiwo_planner.domain.queues.node_pools import discover_node_pools
-from kaiwo_planner.domain.queues.queue_config import effective_spec
-from kaiwo_planner.domain.scheduling.gpu_allocation import GpuStats, gpu_stats
-from kaiwo_planner.domain.scheduling.schedulable import queue_namespaces
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.durations import parse_duration
 from kaiwo_planner.domain.state.planning_context import PlanningContext
@@ -87,12 +83,12 @@ def queue_config(context: PlanningContext) -> KaiwoQueueConfig | None:
     return context.derived(
         ("queue-config",),
         reads=(QUEUE_CONFIG_KIND,),
-        inputs=lambda: (_queue_config_object(cluster),),
-        compute=lambda: _queue_config_of(_queue_config_object(cluster)),
+        inputs=lambda: (queue_config_object(cluster),),
+        compute=lambda: _queue_config_of(queue_config_object(cluster)),
     )
 
 
-def _queue_config_object(cluster: ClusterState) -> Mapping[str, Any] | None:
+def queue_config_object(cluster: ClusterState) -> Mapping[str, Any] | None:
     return cluster.find_object(
         group=KAIWO_GROUP, kind="KaiwoQueueConfig", name=KAIWO_QUEUE_CONFIG_NAME
     )
@@ -107,42 +103,6 @@ def _queue_config_of(found: Mapping[str, Any] | None) -> KaiwoQueueConfig | None
         return None
 
 
-def cluster_queue_namespaces(context: PlanningContext) -> Mapping[str, tuple[str, ...]]:
-    """Each cluster queue in force and the namespaces it is limited to (for Schedulable).
-
-    The queues in force are those of the KaiwoQueueConfig's effective spec: with
-    ``dynamicallyUpdateDefaultClusterQueue`` the default queue counts before it is written back.
-    """
-    cluster = context.cluster
-    return context.derived(
-        ("queue-namespaces",),
-        reads=(QUEUE_CONFIG_KIND, KAIWO_CONFIG_KIND, NODE_KIND),
-        # From the queue config, the KaiwoConfig and the nodes only.
-        inputs=lambda: (
-            _queue_config_object(cluster),
-            kaiwo_config_object(cluster),
-            cluster.nodes,
-        ),
-        compute=lambda: _queue_namespaces_of(context),
-    )
-
-
-def _queue_namespaces_of(context: PlanningContext) -> dict[str, tuple[str, ...]]:
-    found = queue_config(context)
-    if found is None:
-        return {}
-    config = kaiwo_config(context)
-    pools = discover_node_pools(
-        context.cluster.nodes,
-        exclude_control_plane=config.spec.nodes.exclude_master_nodes_from_node_pools,
-    )
-    try:
-        spec = effective_spec(found.spec, kaiwo_config=config, pools=pools)
-    except (ValidationError, ValueError):
-        spec = found.spec
-    return queue_namespaces(spec)
-
-
 def known_priority_classes(context: PlanningContext) -> KnownPriorityClasses:
     """The names a workload's ``priorityClass`` may resolve to: the observed PriorityClasses,
     and the WorkloadPriorityClasses observed or declared by the KaiwoQueueConfig (which the
@@ -154,7 +114,7 @@ def known_priority_classes(context: PlanningContext) -> KnownPriorityClasses:
         inputs=lambda: (
             _objects(cluster, PRIORITY_CLASS_KIND),
             _objects(cluster, WORKLOAD_PRIORITY_CLASS_KIND),
-            _queue_config_object(cluster),
+            queue_config_object(cluster),
         ),
         compute=lambda: _known_priority_classes(context),
     )
@@ -223,18 +183,6 @@ def _first_valid(
         except (ValidationError, TypeError, ValueError):
             continue
     return None
-
-
-def vendor_gpu_stats(context: PlanningContext, vendor: str) -> GpuStats:
-    """GPU totals of ``vendor`` over the cluster's nodes."""
-    wanted = vendor.lower()
-    nodes = context.cluster.nodes
-    return context.derived(
-        ("gpu-stats", wanted),
-        reads=(NODE_KIND,),
-        inputs=lambda: (nodes,),
-        compute=lambda: gpu_stats(nodes, wanted),
-    )
 
 
 def pending_threshold(context: PlanningContext) -> timedelta:

@@ -15,8 +15,8 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.common import StorageSpec
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import KaiwoJob
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoservice import KaiwoService
 
-from kaiwo_planner.domain.children.labels import WorkloadIdentity
 from kaiwo_planner.domain.state.priority_classes import NO_PRIORITY, PriorityChoice
+from kaiwo_planner.domain.state.workload_identity import WorkloadIdentity
 
 DEFAULT_RAY_IMAGE = "ghcr.io/silogen/rocm-ray:6.4"
 DEFAULT_SCHEDULER_NAME = "kaiwo-scheduler"
