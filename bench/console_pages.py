@@ -39,12 +39,10 @@ from kaiwo_console.domain.cluster import (
     workload_rows,
 )
 from kaiwo_console.domain.history import QueueRecords
-from kaiwo_console.domain.pages import (
-    models_body,
-    nodes_body,
-    queues_body,
-    workloads_body,
-)
+from kaiwo_console.domain.pages.models import models_body
+from kaiwo_console.domain.pages.nodes import nodes_body
+from kaiwo_console.domain.pages.queues import queues_body
+from kaiwo_console.domain.pages.workloads import workloads_body
 from kaiwo_console.domain.queues import pending_estimates, queue_views
 
 from tests.unit.console.objects import (
@@ -131,7 +129,7 @@ async def first_paints(
     servers of the same state, loaded in turn, so that the machine's other work weighs on
     both alike."""
     from aiohttp import web
-    from kaiwo_console.domain.pages import WorkloadHistory
+    from kaiwo_console.domain.pages.workloads import WorkloadHistory
     from kaiwo_console.http_api import Console
     from kaiwo_console.metrics import ConsoleMetrics
     from kaiwo_runtime.kubernetes_access import LOOPBACK_ONLY

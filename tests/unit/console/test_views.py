@@ -14,7 +14,7 @@ from kaiwo_console.domain.cluster import (
     workload_rows,
 )
 from kaiwo_console.domain.history import QueueRecords
-from kaiwo_console.domain.pages import workloads_body
+from kaiwo_console.domain.pages.workloads import workloads_body
 from kaiwo_console.domain.queues import pending_estimates, queue_views
 from kaiwo_contracts.queue_estimates.eta import Method
 
@@ -199,7 +199,7 @@ def test_what_the_cluster_says_is_escaped_in_the_page() -> None:
 
 def test_quota_bars_write_memory_short() -> None:
     from kaiwo_console.domain.cluster import QuotaUse
-    from kaiwo_console.domain.pages import quota_bars
+    from kaiwo_console.domain.pages.queues import quota_bars
 
     svg = quota_bars([QuotaUse("amd-mi300x", "memory", 2 * 2**40, 512 * 2**30)])
 
