@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from kaiwo_console.domain.cluster import ending_of
 from kaiwo_console.domain.model_load import LoadPoint, ModelLoads, ScaleDecision
 from kaiwo_console.domain.pages.models import ModelLoad, load_chart
 from kaiwo_console.domain.pages.workloads import (
@@ -14,6 +13,7 @@ from kaiwo_console.domain.pages.workloads import (
     ending_section,
     utilization_chart,
 )
+from kaiwo_console.domain.workload_rows import ending_of
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 MODEL = ("serving", "llama")

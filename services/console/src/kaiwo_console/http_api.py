@@ -33,27 +33,28 @@ from kaiwo_console.domain.cluster import (
     WORKLOAD_KINDS,
     ClusterState,
     Visible,
-    WorkloadFilter,
-    children,
-    ending_of,
     everything,
-    gpus_of,
     meta,
-    model_rows,
-    node_rows,
     only,
-    spec,
-    status,
-    workload_rows,
 )
 from kaiwo_console.domain.history import QueueRecords
 from kaiwo_console.domain.model_load import ModelLoads
+from kaiwo_console.domain.model_rows import model_rows
+from kaiwo_console.domain.node_rows import node_rows
 from kaiwo_console.domain.pages import frame
 from kaiwo_console.domain.pages import models as model_page
 from kaiwo_console.domain.pages import nodes as node_page
 from kaiwo_console.domain.pages import queues as queue_page
 from kaiwo_console.domain.pages import workloads as workload_pages
 from kaiwo_console.domain.queues import EstimateMemo, pending_estimates, queue_views
+from kaiwo_console.domain.workload_rows import (
+    WorkloadFilter,
+    children,
+    condition_rows,
+    ending_of,
+    summary_facts,
+    workload_rows,
+)
 from kaiwo_console.metrics import ConsoleMetrics
 
 log = structlog.get_logger("kaiwo.console.http")
@@ -290,8 +291,8 @@ class Console:
             ).get((namespace, name))
             body = workload_pages.workload_body(
                 row,
-                summary=_summary(kind, obj),
-                conditions=_conditions(obj),
+                summary=summary_facts(kind, obj),
+                conditions=condition_rows(obj),
                 children=children(self.state, obj),
                 timeline=history.timeline,
                 estimate=estimate,
@@ -370,35 +371,6 @@ class Console:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._changed.wait(), timeout=HEARTBEAT_SECONDS)
         return response
-
-
-def _summary(kind: str, obj: dict[str, object]) -> list[tuple[str, str]]:
-    workload_spec = spec(obj)
-    return [
-        ("Kind", kind),
-        ("User", str(workload_spec.get("user") or "-")),
-        ("Queue", str(workload_spec.get("clusterQueue") or "kaiwo (default)")),
-        ("GPUs", str(gpus_of(obj) or "-") + f" {workload_spec.get('gpuVendor') or ''}".rstrip()),
-        ("Image", str(workload_spec.get("image") or "-")),
-        ("Replicas", str(workload_spec.get("replicas") or 1)),
-        ("Duration", str(workload_spec.get("duration") or "-")),
-        ("Priority class", str(workload_spec.get("priorityClass") or "-")),
-        ("Created", str(meta(obj).get("creationTimestamp") or "-")),
-        ("Started", str(status(obj).get("startTime") or "-")),
-    ]
-
-
-def _conditions(obj: dict[str, object]) -> list[tuple[str, str, str, str]]:
-    return [
-        (
-            str(c.get("type") or ""),
-            str(c.get("status") or ""),
-            str(c.get("reason") or ""),
-            str(c.get("message") or ""),
-        )
-        for c in status(obj).get("conditions") or ()
-        if isinstance(c, dict)
-    ]
 
 
 def _token(request: web.Request) -> str:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from html import escape
 
-from kaiwo_console.domain.cluster import ModelRow
 from kaiwo_console.domain.model_load import LoadPoint, ScaleDecision
+from kaiwo_console.domain.model_rows import ModelRow
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-from kaiwo_console.domain.cluster import NodeRow
+from kaiwo_console.domain.node_rows import NodeRow
 
 
 def nodes_body(rows: Sequence[NodeRow]) -> str:

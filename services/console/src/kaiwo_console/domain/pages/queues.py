@@ -8,10 +8,10 @@ from datetime import datetime
 from html import escape
 from urllib.parse import quote
 
-from kaiwo_console.domain.cluster import QuotaUse
 from kaiwo_console.domain.history import DepthStep, WaitPoint
 from kaiwo_console.domain.pages.format import age, estimate_text
 from kaiwo_console.domain.queues import PendingEntry, QueueView
+from kaiwo_console.domain.quota import QuotaUse
 
 
 def quota_bars(rows: Sequence[QuotaUse], *, width: int = 360) -> str:

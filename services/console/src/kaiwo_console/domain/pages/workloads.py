@@ -9,9 +9,9 @@ from datetime import datetime
 from html import escape
 from urllib.parse import quote
 
-from kaiwo_console.domain.cluster import WorkloadFilter, WorkloadRow
 from kaiwo_console.domain.pages.format import PHASE_COLOURS, age, estimate_text, phase_badge
 from kaiwo_console.domain.queues import PendingEntry
+from kaiwo_console.domain.workload_rows import WorkloadFilter, WorkloadRow
 
 
 @dataclass(frozen=True, slots=True)
