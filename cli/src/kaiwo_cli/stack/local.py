@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import socket
 from pathlib import Path
@@ -69,6 +70,7 @@ from kaiwo_sandbox import Sandbox, SandboxOptions
 
 from kaiwo_cli.stack.cluster_setup import default_kubeconfig, prepare_cluster
 from kaiwo_cli.stack.cluster_state import bind_state_dir
+from kaiwo_cli.stack.console_listener import ConsoleListener, listen_for_console
 from kaiwo_cli.stack.local_cluster import LocalCluster
 from kaiwo_cli.stack.options import StackError, StackOptions
 from kaiwo_cli.stack.processes import (
@@ -116,6 +118,9 @@ class LocalStack:
         """The cluster's identity (the uid of its kube-system), known once it answered."""
         self.cluster_note: str | None = None
         """One line when the state directory held another cluster's state (set aside)."""
+        self._console_listener: ConsoleListener | None = None
+        self.console_note: str | None = None
+        """One line when the console's port was taken and it listens on another."""
 
     @property
     def metrics_endpoint(self) -> str | None:
@@ -169,6 +174,7 @@ class LocalStack:
             await self._start_sandbox(self.options.sandbox)
         await self._start_nats()
         self._supervisors.append(asyncio.create_task(self._supervise_nats()))
+        self._listen_for_console()
         await self._start_services()
         await self._wait_ready()
         self.state().write(self.options.state_dir)
@@ -231,9 +237,25 @@ class LocalStack:
             await self._sandbox_kube.close()
             self._sandbox_kube = None
         await self._local_cluster.stop()
+        if self._console_listener is not None:
+            self._console_listener.close()
+            self._console_listener = None
         self._lock.release()
 
     # ------------------------------------------------------------------ steps
+
+    def _listen_for_console(self) -> None:
+        """Claim the console's port before the console starts (see
+        :mod:`kaiwo_cli.stack.console_listener`); from here on ``options.console_port`` is
+        the port it listens on."""
+        if self.options.console_port is None:
+            return
+        listener = listen_for_console(self.options.console_port)
+        self._console_listener = listener
+        self.console_note = listener.note
+        if listener.note is not None:
+            log.warning("console port taken", note=listener.note)
+        self.options = dataclasses.replace(self.options, console_port=listener.port)
 
     async def _start_sandbox(self, options: SandboxOptions) -> None:
         self._sandbox_kube = await KubernetesAsyncioAdapter.from_environment(
@@ -318,6 +340,8 @@ class LocalStack:
         if self.options.console_port is not None:
             env["KAIWO_CONSOLE_HOST"] = "127.0.0.1"
             env["KAIWO_CONSOLE_PORT"] = str(self.options.console_port)
+            if self._console_listener is not None:
+                env["KAIWO_CONSOLE_LISTEN_FD"] = str(self._console_listener.fd)
             env["KAIWO_CONSOLE_ANONYMOUS"] = "loopback" if self.options.console_anonymous else "off"
         return {**env, **self.options.service_env}
 
@@ -350,10 +374,16 @@ class LocalStack:
                     env=env,
                     log_path=self.options.state_dir / "logs" / f"{process_name}.log",
                     health_port=port,
+                    pass_fds=self._inherited_fds(name),
                 )
                 self.services[process_name] = service  # before it runs: stop() must see it
                 await service.start()
                 self._supervisors.append(asyncio.create_task(service.supervise()))
+
+    def _inherited_fds(self, service: str) -> tuple[int, ...]:
+        if service == "console" and self._console_listener is not None:
+            return (self._console_listener.fd,)
+        return ()
 
     def _health_port(self) -> int:
         """A free port no other service of this stack was given: the OS may hand the same
@@ -408,16 +438,6 @@ class LocalStack:
 
 
 DEFAULT_CONSOLE_PORT = 8090
-
-
-def console_port_or_free(port: int) -> int | None:
-    """The console's port: ``port``, a free one when it is taken, None for 0 (no console).
-    The console is for reading: a second stack on the machine should not fail for it."""
-    if not port:
-        return None
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        taken = probe.connect_ex(("127.0.0.1", port)) == 0
-    return free_port() if taken else port
 
 
 async def start_unless_stopped(stack: LocalStack, stop: asyncio.Event) -> bool:
