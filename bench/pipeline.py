@@ -48,7 +48,8 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from kaiwo_cli.replay import OBSERVED_TYPE, PLAN_TYPE, replay_recorded
+from kaiwo_cli.replay.recorded import OBSERVED_TYPE, PLAN_TYPE
+from kaiwo_cli.replay.replanning import replay_recorded
 from kaiwo_cli.stack.local import LocalStack, StackOptions
 from kaiwo_contracts.events.permissions import ADMIN
 from kaiwo_contracts.events.streams import OBSERVED_STREAM, PLAN_STREAM, RESULT_STREAM

@@ -57,7 +57,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.syntax import Syntax
 
-from kaiwo_cli.replay import PlanReplay, ReplayReport, replay_from_store
+from kaiwo_cli.replay.comparison import PlanReplay, ReplayReport
+from kaiwo_cli.replay.store import replay_from_store
 from kaiwo_cli.stack.cluster_state import recorded_cluster
 from kaiwo_cli.stack.state import (
     StackState,
