@@ -9,9 +9,9 @@ Then each way of replaying runs in a process of its own, so its peak RSS is its 
 
 * ``before``: what ``kaiwo events replay`` did before decision 0052: read every
   observation, finding, scale decision and plan into lists (``read_by_type``), then
-  :func:`~kaiwo_cli.replay.replay_recorded` with a fresh planning context for every plan;
+  :func:`~kaiwo_cli.replay.replanning.replay_recorded` with a fresh planning context for every plan;
 * ``all-in-memory``: the same reads, planning contexts carried along (0052);
-* ``streamed``: what it does now, :func:`~kaiwo_cli.replay.replay_from_store`, keeping no
+* ``streamed``: what it does now, :func:`~kaiwo_cli.replay.store.replay_from_store`, keeping no
   verdict (the command prints each as it comes).
 
 Figures: events in the store per second of wall clock (and per CPU second, the steadier

@@ -39,9 +39,9 @@ from kaiwo_cli.manifest_files import read_documents
 from kaiwo_cli.stack.local import (
     DEFAULT_CONSOLE_PORT,
     LocalStack,
-    start_unless_stopped,
 )
 from kaiwo_cli.stack.options import StackError, StackOptions
+from kaiwo_cli.stack.start_up import start_unless_stopped
 from kaiwo_cli.stack.state import DEFAULT_STATE_DIR
 from kaiwo_cli.workload_table import (
     JOB_NAME_LABEL,

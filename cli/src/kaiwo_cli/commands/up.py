@@ -19,10 +19,10 @@ from rich.table import Table
 from kaiwo_cli.stack.local import (
     DEFAULT_CONSOLE_PORT,
     LocalStack,
-    start_unless_stopped,
 )
 from kaiwo_cli.stack.options import StackError, StackOptions
 from kaiwo_cli.stack.scheduler import SCHEDULER_MODES, SchedulerMode
+from kaiwo_cli.stack.start_up import start_unless_stopped
 from kaiwo_cli.stack.state import DEFAULT_STATE_DIR
 
 console = Console(stderr=True)

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from kaiwo_cli.stack.console_listener import listen_for_console
+from kaiwo_cli.stack.ports import listen_for_console
 
 
 @pytest.fixture

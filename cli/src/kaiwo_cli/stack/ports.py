@@ -1,4 +1,6 @@
-"""The console's listening socket, bound by ``kaiwo up`` itself and handed to the console.
+"""Ports of 127.0.0.1 that ``kaiwo up`` gives its optional servers.
+
+The console's listening socket is bound by ``kaiwo up`` itself and handed to the console.
 
 Probing a port and letting the console bind it later is a race: two ``kaiwo up`` at once both
 found 8090 free, and the loser's console failed to bind and was restarted in a loop. Binding
@@ -64,3 +66,14 @@ def _listening(port: int) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+def port_is_taken(port: int) -> bool:
+    """Someone listens on ``port`` of 127.0.0.1 already."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
