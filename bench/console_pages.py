@@ -30,22 +30,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kaiwo_console.domain.cluster import (
-    ClusterState,
-    WorkloadFilter,
-    everything,
-    model_rows,
-    node_rows,
-    workload_rows,
-)
+from kaiwo_console.domain.cluster import ClusterState, everything
 from kaiwo_console.domain.history import QueueRecords
-from kaiwo_console.domain.pages import (
-    models_body,
-    nodes_body,
-    queues_body,
-    workloads_body,
-)
+from kaiwo_console.domain.model_rows import model_rows
+from kaiwo_console.domain.node_rows import node_rows
+from kaiwo_console.domain.pages.models import models_body
+from kaiwo_console.domain.pages.nodes import nodes_body
+from kaiwo_console.domain.pages.queues import queues_body
+from kaiwo_console.domain.pages.workloads import workloads_body
 from kaiwo_console.domain.queues import pending_estimates, queue_views
+from kaiwo_console.domain.workload_rows import WorkloadFilter, workload_rows
 
 from tests.unit.console.objects import (
     cluster_queue,
@@ -131,7 +125,7 @@ async def first_paints(
     servers of the same state, loaded in turn, so that the machine's other work weighs on
     both alike."""
     from aiohttp import web
-    from kaiwo_console.domain.pages import WorkloadHistory
+    from kaiwo_console.domain.pages.workloads import WorkloadHistory
     from kaiwo_console.http_api import Console
     from kaiwo_console.metrics import ConsoleMetrics
     from kaiwo_runtime.kubernetes_access import LOOPBACK_ONLY

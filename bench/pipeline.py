@@ -20,8 +20,8 @@ sqlite`` to skip it). Figures:
 * **append rate**: 20,000 copies of a result event (new ids) are published as fast as the
   client can, and the recorder's ``events_appended_total`` is followed until all are in
   (only the recorder consumes ``KAIWO_RES``);
-* **replay rate**: ``kaiwo_cli.replay.replay_recorded`` over every recorded observation and
-  plan (pure, in memory), and the same including reading them from the store;
+* **replay rate**: ``kaiwo_cli.replay.replanning.replay_recorded`` over every recorded
+  observation and plan (pure, in memory), and the same including reading them from the store;
 * **CPU per workload**: user + system time of every process (services, nats-server, the
   fake API server, this client) over the latency step, divided by its workloads: the sum
   bounds the rate two cores can carry;
@@ -48,7 +48,8 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from kaiwo_cli.replay import OBSERVED_TYPE, PLAN_TYPE, replay_recorded
+from kaiwo_cli.replay.recorded import OBSERVED_TYPE, PLAN_TYPE
+from kaiwo_cli.replay.replanning import replay_recorded
 from kaiwo_cli.stack.local import LocalStack, StackOptions
 from kaiwo_contracts.events.permissions import ADMIN
 from kaiwo_contracts.events.streams import OBSERVED_STREAM, PLAN_STREAM, RESULT_STREAM

@@ -9,9 +9,9 @@ Then each way of replaying runs in a process of its own, so its peak RSS is its 
 
 * ``before``: what ``kaiwo events replay`` did before decision 0052: read every
   observation, finding, scale decision and plan into lists (``read_by_type``), then
-  :func:`~kaiwo_cli.replay.replay_recorded` with a fresh planning context for every plan;
+  :func:`~kaiwo_cli.replay.replanning.replay_recorded` with a fresh planning context for every plan;
 * ``all-in-memory``: the same reads, planning contexts carried along (0052);
-* ``streamed``: what it does now, :func:`~kaiwo_cli.replay.replay_from_store`, keeping no
+* ``streamed``: what it does now, :func:`~kaiwo_cli.replay.store.replay_from_store`, keeping no
   verdict (the command prints each as it comes).
 
 Figures: events in the store per second of wall clock (and per CPU second, the steadier
@@ -42,7 +42,7 @@ def peak_rss_mb() -> float:
 
 
 async def count_events(url: str) -> tuple[int, int]:
-    from kaiwo_cli.replay import PLAN_TYPE
+    from kaiwo_cli.replay.recorded import PLAN_TYPE
     from kaiwo_eventstore import open_event_store
 
     store = await open_event_store(url, migrate=False)
@@ -57,7 +57,8 @@ async def count_events(url: str) -> tuple[int, int]:
 
 
 async def replay_all_in_memory(url: str, *, fresh_contexts: bool) -> dict[str, Any]:
-    from kaiwo_cli.replay import FINDING_TYPE, OBSERVED_TYPE, PLAN_TYPE, SCALE_TYPE, replay_recorded
+    from kaiwo_cli.replay.recorded import FINDING_TYPE, OBSERVED_TYPE, PLAN_TYPE, SCALE_TYPE
+    from kaiwo_cli.replay.replanning import replay_recorded
     from kaiwo_eventstore import open_event_store
 
     store = await open_event_store(url, migrate=False)
@@ -87,7 +88,7 @@ async def replay_all_in_memory(url: str, *, fresh_contexts: bool) -> dict[str, A
 
 
 async def replay_streamed(url: str, plans: int) -> dict[str, Any]:
-    from kaiwo_cli.replay import replay_from_store
+    from kaiwo_cli.replay.store import replay_from_store
     from kaiwo_eventstore import open_event_store
 
     quarters: list[float] = []

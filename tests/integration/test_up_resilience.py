@@ -5,8 +5,10 @@ runs; Ctrl-C is obeyed at once in every phase, restarts nothing and leaves no pr
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,10 +50,9 @@ def processes_of(state_dir: Path) -> dict[int, str]:
 
 
 def up(state_dir: Path, *extra: str) -> list[str]:
-    # A console port of its own: another stack on the machine (a parallel test) may take the
-    # default 8090 between kaiwo up's check and the console's bind.
-    console = ("--console-port", str(free_port()))
-    return [KAIWO, "up", "--fake", "--state-dir", str(state_dir), *console, *extra]
+    # The default console port: stacks of parallel tests share it safely, since kaiwo up
+    # claims the port itself and the loser of a race falls back to a free one.
+    return [KAIWO, "up", "--fake", "--state-dir", str(state_dir), *extra]
 
 
 def test_a_part_that_cannot_start_is_named_and_the_operator_runs(
@@ -59,14 +60,32 @@ def test_a_part_that_cannot_start_is_named_and_the_operator_runs(
 ) -> None:
     state = tmp_path / "state"
     unreachable = f"http://127.0.0.1:{free_port()}"
-    argv = up(state, "--gateway-port", str(taken_port), "--metrics-endpoint", unreachable)
+    taken = ("--gateway-port", str(taken_port), "--console-port", str(taken_port))
+    argv = up(state, *taken, "--metrics-endpoint", unreachable)
     with Terminal(argv, cwd=tmp_path, env=dict(os.environ)) as terminal:
         terminal.wait_for(r"kaiwo is running", within=180)
         terminal.wait_for(r"kaiwo up: monitor: running, not ready: metrics-endpoint", within=10)
+        text = terminal.text.replace("\n", "")
         assert (
             f"kaiwo up: gateway: left out: port {taken_port} of 127.0.0.1 is taken "
             "(--gateway-port chooses another; 0: no gateway); the rest runs without it"
-        ) in terminal.text.replace("\n", "")
+        ) in text
+        # The console is not left out: kaiwo up claimed another port and handed it over.
+        moved = re.search(
+            rf"kaiwo up: console: port {taken_port} of 127\.0\.0\.1 is taken; the console "
+            r"listens on (\d+) instead \(--console-port chooses another\)",
+            text,
+        )
+        assert moved is not None, text[-3000:]
+        console_port = int(moved.group(1))
+        assert console_port != taken_port
+        assert f"Console: http://127.0.0.1:{console_port}/" in text
+        assert "kaiwo up: console:" not in text.replace(moved.group(0), "")
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{console_port}/workloads", timeout=10
+        ) as page:
+            assert page.status == 200
+            assert "<table id=workloads>" in page.read().decode()
         # Each service is in the table and writes its log (the table's paths may be wrapped
         # or cut to the terminal's width, so the files are looked for where they are).
         for name in ("recorder", "watcher", "planner", "executor", "monitor"):

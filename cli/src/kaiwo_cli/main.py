@@ -26,7 +26,7 @@ HELP_OPTIONS = ["-h", "--help"]
 
 COMMANDS: dict[str, CommandEntry] = {
     "submit": CommandEntry(
-        "kaiwo_cli.commands.workloads", "submit", "Validate and submit a KaiwoJob or KaiwoService."
+        "kaiwo_cli.commands.submit", "submit", "Validate and submit a KaiwoJob or KaiwoService."
     ),
     "list": CommandEntry(
         "kaiwo_cli.commands.workloads", "list_workloads", "List workloads (yours by default)."

@@ -33,7 +33,7 @@ class AssumedPlan:
 def models_config_map(path: Path) -> dict[str, Any]:
     """``--models-config`` as the ConfigMap the planner looks for: a ConfigMap file is
     taken as it is (and labelled), any other YAML is the ``models.yaml`` document."""
-    from kaiwo_cli.commands.plan import InputError
+    from kaiwo_cli.commands.plan_input import InputError
 
     try:
         text = path.read_text(encoding="utf-8")

@@ -11,7 +11,8 @@ from kaiwo_cli.commands.nats import _provision
 from kaiwo_contracts.events.messenger import MESSENGER_CONSUMER, REQUEST_STREAM, RESPONSE_STREAM
 from kaiwo_contracts.events.permissions import ADMIN, inbox_prefix, operator_identities
 from kaiwo_contracts.events.streams import bus_topology
-from kaiwo_gateway.messenger import Messenger, MessengerNotProvisionedError, MessengerSettings
+from kaiwo_gateway.messenger import Messenger
+from kaiwo_gateway.messenger_settings import MessengerNotProvisionedError, MessengerSettings
 from kaiwo_gateway.settings import GatewaySettings
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_connection import NatsConnection

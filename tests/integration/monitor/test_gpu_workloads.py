@@ -30,7 +30,7 @@ from typing import Any, Final
 import pytest
 from click.testing import CliRunner
 from kaiwo_cli.main import app
-from kaiwo_cli.replay import replay_from_store
+from kaiwo_cli.replay.store import replay_from_store
 from kaiwo_kube import AlreadyExists, NotFound, resources
 
 from tests.integration.pipeline import cluster_actors as actors

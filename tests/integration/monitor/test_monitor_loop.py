@@ -24,7 +24,7 @@ from typing import Any, Final
 import pytest
 from click.testing import CliRunner
 from kaiwo_cli.main import app
-from kaiwo_cli.replay import replay_from_store
+from kaiwo_cli.replay.store import replay_from_store
 from kaiwo_contracts.events.envelope import Envelope
 from kaiwo_contracts.events.public import PreemptionV1
 from kaiwo_contracts.events.streams import PUBLIC_STREAM

@@ -22,7 +22,8 @@ from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_runtime.kv import NatsKeyValue
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_server import free_port
-from kaiwo_watcher.service import WatcherService, WatcherTuning
+from kaiwo_watcher.progress import WatcherTuning
+from kaiwo_watcher.service import WatcherService
 from kaiwo_watcher.watch_list import WatchTarget
 
 from tests.waiting import eventually

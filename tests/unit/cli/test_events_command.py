@@ -17,12 +17,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from kaiwo_cli.main import app
-from kaiwo_cli.replay import (
-    NATS_SEQUENCE_KEY,
-    NATS_STREAM_KEY,
-    replay_from_store,
-    replay_recorded,
-)
+from kaiwo_cli.replay.recorded import NATS_SEQUENCE_KEY, NATS_STREAM_KEY
+from kaiwo_cli.replay.replanning import replay_recorded
+from kaiwo_cli.replay.store import replay_from_store
 from kaiwo_cli.tail_lines import (
     TailFilter,
     change_and_phase,
@@ -1066,7 +1063,7 @@ def test_a_recorded_plan_changed_after_hashing_is_skipped_even_where_it_looks_eq
 def test_replay_compares_every_free_form_field_of_a_plan_with_its_types() -> None:
     # A Plan field that holds free-form JSON (Any) must be among the documents replay walks
     # with types; ``==`` alone takes 1 and 1.0 for one value, the fingerprint does not.
-    from kaiwo_cli.replay import _DOCUMENT_FIELDS, _TYPED_PLAN_FIELDS
+    from kaiwo_cli.replay.comparison import _DOCUMENT_FIELDS, _TYPED_PLAN_FIELDS
     from kaiwo_contracts.plans import Plan
 
     assert set(_DOCUMENT_FIELDS) | set(_TYPED_PLAN_FIELDS) == set(Plan.model_fields)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from kaiwo_cli.commands.events import store_url, tail_connection
+from kaiwo_cli.commands.events.store_access import store_url
+from kaiwo_cli.commands.events.tail import tail_connection
 from kaiwo_cli.main import app
 from kaiwo_cli.stack.cluster_setup import missing_kubeconfig
 from kaiwo_cli.stack.state import StackLockedError, StackState, StateLock, resolve_state_dir

@@ -4,6 +4,7 @@ tests/integration/test_up_resilience.py), and says who may call the gateway it s
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 
@@ -71,7 +72,7 @@ def test_the_stack_passes_the_choice_to_the_gateway(tmp_path: Path) -> None:
         )
 
 
-def test_the_console_starts_anonymous_on_loopback_says_where_and_moves_off_a_taken_port(
+def test_the_console_starts_anonymous_on_loopback_says_where_and_asks_for_the_port_given(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     started: list[StackOptions] = []
@@ -93,8 +94,9 @@ def test_the_console_starts_anonymous_on_loopback_says_where_and_moves_off_a_tak
             result = CliRunner().invoke(app, ["up", "--gateway-port", gateway, *arguments])
             assert result.exit_code == 0, result.output
 
+    # The stack claims the port when it starts (and moves off it when taken: test_ports).
     moved, none, tokens = started
-    assert moved.console_port not in (None, taken)
+    assert moved.console_port == taken
     assert none.console_port is None and none.console_url is None
     assert up.console_line(moved) == (
         f"Console: http://127.0.0.1:{moved.console_port}/ - anonymous access ON, loopback only: "
@@ -105,6 +107,35 @@ def test_the_console_starts_anonymous_on_loopback_says_where_and_moves_off_a_tak
         "sign in with a Kubernetes token; each reader sees "
         "the namespaces where it may list KaiwoJobs"
     )
+
+
+def test_the_stack_moves_the_console_off_a_taken_port_and_hands_it_the_socket(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        stack = LocalStack(StackOptions(state_dir=tmp_path, console_port=taken))
+        stack.nats = NatsServer(port=4222)
+        stack._listen_for_console()
+        try:
+            port = stack.options.console_port
+            assert port is not None and port != taken
+            assert stack.console_note == (
+                f"port {taken} of 127.0.0.1 is taken; the console listens on {port} instead "
+                "(--console-port chooses another)"
+            )
+            env = stack._service_env(health_port=9000)
+            assert env["KAIWO_CONSOLE_PORT"] == str(port)
+            descriptor = int(env["KAIWO_CONSOLE_LISTEN_FD"])
+            with socket.socket(fileno=os.dup(descriptor)) as inherited:
+                assert inherited.getsockname()[1] == port
+            assert stack._inherited_fds("console") == (descriptor,)
+            assert stack._inherited_fds("planner") == ()
+        finally:
+            assert stack._console_listener is not None
+            stack._console_listener.close()
 
 
 def test_the_stack_passes_the_console_its_port_and_access(tmp_path: Path) -> None:

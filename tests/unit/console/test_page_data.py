@@ -5,16 +5,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from kaiwo_console.domain.cluster import ending_of
 from kaiwo_console.domain.model_load import LoadPoint, ModelLoads, ScaleDecision
-from kaiwo_console.domain.pages import (
+from kaiwo_console.domain.pages.models import ModelLoad, load_chart
+from kaiwo_console.domain.pages.workloads import (
     Ending,
-    ModelLoad,
     UtilizationPoint,
     ending_section,
-    load_chart,
     utilization_chart,
 )
+from kaiwo_console.domain.workload_rows import ending_of
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 MODEL = ("serving", "llama")

@@ -14,7 +14,7 @@ from kaiwo_console.domain.history import (
     depth_over_time,
     waits_in,
 )
-from kaiwo_console.domain.pages import depth_chart, queues_body, wait_chart
+from kaiwo_console.domain.pages.queues import depth_chart, queues_body, wait_chart
 from kaiwo_console.domain.queues import queue_views
 
 from tests.unit.console.objects import cluster_queue, kueue_workload, local_queue

@@ -5,17 +5,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from kaiwo_console.domain.cluster import (
-    ClusterState,
-    WorkloadFilter,
-    everything,
-    node_rows,
-    only,
-    workload_rows,
-)
+from kaiwo_console.domain.cluster import ClusterState, everything, only
 from kaiwo_console.domain.history import QueueRecords
-from kaiwo_console.domain.pages import workloads_body
+from kaiwo_console.domain.node_rows import node_rows
+from kaiwo_console.domain.pages.workloads import workloads_body
 from kaiwo_console.domain.queues import pending_estimates, queue_views
+from kaiwo_console.domain.workload_rows import WorkloadFilter, workload_rows
 from kaiwo_contracts.queue_estimates.eta import Method
 
 from tests.unit.console.objects import (
@@ -198,8 +193,8 @@ def test_what_the_cluster_says_is_escaped_in_the_page() -> None:
 
 
 def test_quota_bars_write_memory_short() -> None:
-    from kaiwo_console.domain.cluster import QuotaUse
-    from kaiwo_console.domain.pages import quota_bars
+    from kaiwo_console.domain.pages.queues import quota_bars
+    from kaiwo_console.domain.quota import QuotaUse
 
     svg = quota_bars([QuotaUse("amd-mi300x", "memory", 2 * 2**40, 512 * 2**30)])
 

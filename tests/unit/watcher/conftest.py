@@ -26,7 +26,8 @@ from kaiwo_runtime.kv import MemoryKeyValue
 from kaiwo_runtime.memory_bus import MemoryBus
 from kaiwo_runtime.memory_jetstream import MemoryJetStream
 from kaiwo_runtime.nats_server import free_port
-from kaiwo_watcher.service import WatcherService, WatcherTuning
+from kaiwo_watcher.progress import WatcherTuning
+from kaiwo_watcher.service import WatcherService
 
 from tests.waiting import eventually
 

@@ -12,7 +12,8 @@ import structlog
 from kaiwo_cli.stack.third_party import open_schema_crd
 from kaiwo_kube import WatchEvent, resources
 from kaiwo_runtime.kv import MemoryKeyValue
-from kaiwo_watcher.service import WatcherService, WatcherTuning
+from kaiwo_watcher.progress import WatcherTuning
+from kaiwo_watcher.service import WatcherService
 from kaiwo_watcher.watch_list import WatchTarget
 from kaiwo_watcher.watch_state import WatchState, WatchStream
 

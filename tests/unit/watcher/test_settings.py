@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kaiwo_watcher.service import WatcherTuning
+from kaiwo_watcher.progress import WatcherTuning
 from kaiwo_watcher.settings import WatcherSettings
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from kaiwo_kube import resources
 from kaiwo_planner.domain.children import labels as planner_labels
 from kaiwo_watcher import watch_list
-from kaiwo_watcher.service import watch_streams
 from kaiwo_watcher.watch_list import DEFAULT_WATCH_LIST, WatchTarget
+from kaiwo_watcher.watch_state import watch_streams
 
 MANAGED = "app.kubernetes.io/managed-by=kaiwo"
 

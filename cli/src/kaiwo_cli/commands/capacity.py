@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from kaiwo_cli.commands.options import all_namespaces_option, cluster_options, namespace_option
-from kaiwo_cli.commands.workloads import _now, _run, _target
+from kaiwo_cli.commands.workload_access import resolve_target, run_on_cluster, utc_now
 
 if TYPE_CHECKING:
     from kaiwo_cli.cluster_port import ClusterReader
@@ -50,7 +50,7 @@ def queues(
                 "No Kueue queues (is a KaiwoQueueConfig applied? kaiwo apply -f "
                 "examples/kaiwoqueueconfig.yaml)"
             )
-        now = _now()
+        now = utc_now()
         world = await queue_world(kube, namespace=scope)
         estimates = cluster_estimates(
             cluster_queues=world.cluster_queues,
@@ -74,7 +74,7 @@ def queues(
             ]
         )
 
-    click.echo(_run("queues", _target(kubeconfig, context, state), work))
+    click.echo(run_on_cluster("queues", resolve_target(kubeconfig, context, state), work))
 
 
 @click.command()
@@ -103,4 +103,4 @@ def nodes(
         pods = (await kube.list(resources.POD)).items
         return f"{pool_summary(found, pods)}\n\n{node_table(found, pods, vendor=vendor)}"
 
-    click.echo(_run("nodes", _target(kubeconfig, context, state), work))
+    click.echo(run_on_cluster("nodes", resolve_target(kubeconfig, context, state), work))

@@ -40,10 +40,9 @@ from kaiwo_cli.manifest_files import read_documents
 from kaiwo_cli.stack.local import (
     DEFAULT_CONSOLE_PORT,
     LocalStack,
-    console_port_or_free,
-    start_unless_stopped,
 )
 from kaiwo_cli.stack.options import StackError, StackOptions
+from kaiwo_cli.stack.start_up import start_unless_stopped
 from kaiwo_cli.stack.state import DEFAULT_STATE_DIR
 from kaiwo_cli.workload_table import (
     JOB_NAME_LABEL,
@@ -133,7 +132,7 @@ def demo(
     options = StackOptions(
         state_dir=state_dir,
         fake_cluster=True,
-        console_port=console_port_or_free(console_port),
+        console_port=console_port or None,
         local_cluster="kwok"
         if cluster == "kwok"
         else "envtest"
@@ -204,8 +203,10 @@ async def _run(
                 f"stack up and scenario applied in {time.monotonic() - started:.1f} s",
                 style="dim",
             )
-            if options.console_url is not None:
-                console.print(console_line(options), highlight=False)
+            if stack.console_note is not None:
+                console.print(f"kaiwo demo: console: {stack.console_note}", highlight=False)
+            if stack.options.console_url is not None:
+                console.print(console_line(stack.options), highlight=False)
             return await _watch(
                 kube,
                 stack,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kaiwo_cli.commands.options import all_namespaces_option, cluster_options, namespace_option
-from kaiwo_cli.commands.workloads import _run, _target
+from kaiwo_cli.commands.workload_access import resolve_target, run_on_cluster
 
 if TYPE_CHECKING:
     from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoGpuPreemptionConfig
@@ -61,7 +61,7 @@ def gpus(
             defaults=await _defaults(kube),
         )
 
-    click.echo(_run("gpus", _target(kubeconfig, context, state), work))
+    click.echo(run_on_cluster("gpus", resolve_target(kubeconfig, context, state), work))
 
 
 async def _namespaces(kube: ClusterReader, scope: str | None) -> dict[str, dict[str, Any]]:

@@ -19,11 +19,10 @@ from rich.table import Table
 from kaiwo_cli.stack.local import (
     DEFAULT_CONSOLE_PORT,
     LocalStack,
-    console_port_or_free,
-    start_unless_stopped,
 )
 from kaiwo_cli.stack.options import StackError, StackOptions
 from kaiwo_cli.stack.scheduler import SCHEDULER_MODES, SchedulerMode
+from kaiwo_cli.stack.start_up import start_unless_stopped
 from kaiwo_cli.stack.state import DEFAULT_STATE_DIR
 
 console = Console(stderr=True)
@@ -190,7 +189,7 @@ def up(
         metrics_endpoint=metrics_endpoint,
         gateway_port=gateway_port or None,
         gateway_anonymous=gateway_anonymous,
-        console_port=console_port_or_free(console_port),
+        console_port=console_port or None,
         console_anonymous=console_anonymous,
         partitions=partitions,
         replicas={"planner": planners, "executor": executors},
@@ -291,6 +290,8 @@ def _print_summary(stack: LocalStack) -> None:
     line = messenger_line(stack)
     if line:
         console.print(line, highlight=False)
+    if stack.console_note is not None:
+        console.print(f"kaiwo up: console: {stack.console_note}", highlight=False)
     if stack.options.console_url is not None:
         console.print(console_line(stack.options), highlight=False)
     console.print(

@@ -32,20 +32,20 @@ The state directory is locked (``<state>/up.lock``) from the first step, so a se
 it is refused in one line. nats-server is supervised like the services: restarted on the same
 port and JetStream directory, with the same back-off. Every child runs in a session of its
 own, so a Ctrl-C typed at the terminal reaches ``kaiwo`` alone, which stops them (services
-first, NATS last) and restarts none; :func:`start_unless_stopped` obeys it during start-up.
+first, NATS last) and restarts none;
+:func:`~kaiwo_cli.stack.start_up.start_unless_stopped` obeys it during start-up.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
-import socket
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-import aiohttp
 from kaiwo_contracts.events.messenger import messenger_topology
 from kaiwo_contracts.events.permissions import (
     ADMIN,
@@ -71,6 +71,7 @@ from kaiwo_cli.stack.cluster_setup import default_kubeconfig, prepare_cluster
 from kaiwo_cli.stack.cluster_state import bind_state_dir
 from kaiwo_cli.stack.local_cluster import LocalCluster
 from kaiwo_cli.stack.options import StackError, StackOptions
+from kaiwo_cli.stack.ports import ConsoleListener, listen_for_console, port_is_taken
 from kaiwo_cli.stack.processes import (
     FIRST_RESTART_DELAY,
     MAX_RESTART_DELAY,
@@ -78,6 +79,8 @@ from kaiwo_cli.stack.processes import (
     ServiceProcess,
     log,
 )
+from kaiwo_cli.stack.readiness import settle, wait_until_ready
+from kaiwo_cli.stack.service_env import service_env
 from kaiwo_cli.stack.state import StackLockedError, StackState, StateLock
 
 OPTIONAL_SERVICES: tuple[str, ...] = ("monitor", "gateway", "console")
@@ -116,6 +119,9 @@ class LocalStack:
         """The cluster's identity (the uid of its kube-system), known once it answered."""
         self.cluster_note: str | None = None
         """One line when the state directory held another cluster's state (set aside)."""
+        self._console_listener: ConsoleListener | None = None
+        self.console_note: str | None = None
+        """One line when the console's port was taken and it listens on another."""
 
     @property
     def metrics_endpoint(self) -> str | None:
@@ -169,6 +175,7 @@ class LocalStack:
             await self._start_sandbox(self.options.sandbox)
         await self._start_nats()
         self._supervisors.append(asyncio.create_task(self._supervise_nats()))
+        self._listen_for_console()
         await self._start_services()
         await self._wait_ready()
         self.state().write(self.options.state_dir)
@@ -231,9 +238,25 @@ class LocalStack:
             await self._sandbox_kube.close()
             self._sandbox_kube = None
         await self._local_cluster.stop()
+        if self._console_listener is not None:
+            self._console_listener.close()
+            self._console_listener = None
         self._lock.release()
 
     # ------------------------------------------------------------------ steps
+
+    def _listen_for_console(self) -> None:
+        """Claim the console's port before the console starts (see
+        :mod:`kaiwo_cli.stack.ports`); from here on ``options.console_port`` is
+        the port it listens on."""
+        if self.options.console_port is None:
+            return
+        listener = listen_for_console(self.options.console_port)
+        self._console_listener = listener
+        self.console_note = listener.note
+        if listener.note is not None:
+            log.warning("console port taken", note=listener.note)
+        self.options = dataclasses.replace(self.options, console_port=listener.port)
 
     async def _start_sandbox(self, options: SandboxOptions) -> None:
         self._sandbox_kube = await KubernetesAsyncioAdapter.from_environment(
@@ -291,35 +314,15 @@ class LocalStack:
 
     def _service_env(self, health_port: int) -> dict[str, str]:
         assert self.nats is not None
-        env = {
-            "KAIWO_NATS_URL": self.nats.url,
-            # The administrator declared the topology; each service only checks it.
-            "KAIWO_NATS_DECLARE_STREAMS": "false",
-            "KAIWO_HEALTH_HOST": "127.0.0.1",
-            "KAIWO_HEALTH_PORT": str(health_port),
-            "KAIWO_EVENTSTORE_URL": self.options.event_store_url,
-            "KAIWO_LOG_FORMAT": "json",
-            # A crashed planner's restart waits out its own lease (or, with partitions, the
-            # other replicas take its partitions over once its leases run out).
-            "KAIWO_LEASE_SECONDS": "5",
-            "KAIWO_BUS_PARTITIONS": str(self.options.partitions),
-        }
-        if self.options.nats_tls is not None and self.options.nats_tls.ca_file is not None:
-            env["KAIWO_NATS_TLS_CA_FILE"] = str(self.options.nats_tls.ca_file.resolve())
-        if self.kubeconfig is not None:
-            env["KAIWO_KUBECONFIG"] = str(self.kubeconfig.resolve())
-        if self.metrics_endpoint:
-            env["KAIWO_MONITOR_METRICS_ENDPOINT"] = self.metrics_endpoint
-        if self.options.gateway_port is not None:
-            env["KAIWO_GATEWAY_HOST"] = "127.0.0.1"
-            env["KAIWO_GATEWAY_PORT"] = str(self.options.gateway_port)
-            env["KAIWO_GATEWAY_ANONYMOUS"] = "loopback" if self.options.gateway_anonymous else "off"
-            env["KAIWO_MESSENGER_ENABLED"] = "true" if self.options.messenger_on else "false"
-        if self.options.console_port is not None:
-            env["KAIWO_CONSOLE_HOST"] = "127.0.0.1"
-            env["KAIWO_CONSOLE_PORT"] = str(self.options.console_port)
-            env["KAIWO_CONSOLE_ANONYMOUS"] = "loopback" if self.options.console_anonymous else "off"
-        return {**env, **self.options.service_env}
+        listener = self._console_listener
+        return service_env(
+            self.options,
+            nats_url=self.nats.url,
+            kubeconfig=self.kubeconfig,
+            metrics_endpoint=self.metrics_endpoint,
+            health_port=health_port,
+            console_fd=None if listener is None else listener.fd,
+        )
 
     async def _start_services(self) -> None:
         services = list(SERVICES)
@@ -350,10 +353,16 @@ class LocalStack:
                     env=env,
                     log_path=self.options.state_dir / "logs" / f"{process_name}.log",
                     health_port=port,
+                    pass_fds=self._inherited_fds(name),
                 )
                 self.services[process_name] = service  # before it runs: stop() must see it
                 await service.start()
                 self._supervisors.append(asyncio.create_task(service.supervise()))
+
+    def _inherited_fds(self, service: str) -> tuple[int, ...]:
+        if service == "console" and self._console_listener is not None:
+            return (self._console_listener.fd,)
+        return ()
 
     def _health_port(self) -> int:
         """A free port no other service of this stack was given: the OS may hand the same
@@ -367,111 +376,18 @@ class LocalStack:
         optional = [name for name in self.services if _base_name(name) in OPTIONAL_SERVICES]
         for name in self.services:
             if name not in optional:
-                await self.wait_ready(name, within=self.options.ready_timeout)
+                await wait_until_ready(name, self.services[name], within=self.options.ready_timeout)
         for name in optional:
-            reason = await self._settle(name, within=self.options.ready_timeout)
+            reason = await settle(self.services[name], within=self.options.ready_timeout)
             if reason is not None:
                 self.not_ready[name] = reason
                 log.warning("service not ready; the others run without it", service=name)
 
-    async def _settle(self, name: str, *, within: float) -> str | None:
-        """Wait until optional service ``name`` is ready (None), or says why it is not, or
-        has exited (why, in one line): whichever comes first."""
-        service = self.services[name]
-        deadline = asyncio.get_running_loop().time() + within
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
-            while True:
-                if service.restarts or service.last_exit is not None:
-                    return (
-                        f"exited with code {service.last_exit}; restarted with back-off "
-                        f"(log: {service.log_path})"
-                    )
-                answer = await _readiness(http, service.health_port)
-                if answer is not None:
-                    ready, reason = answer
-                    return None if ready else f"running, not ready: {reason}"
-                if asyncio.get_running_loop().time() > deadline:
-                    return f"no /readyz answer in {within:.0f} s (log: {service.log_path})"
-                await asyncio.sleep(0.1)
-
-    async def wait_ready(self, name: str, *, within: float) -> None:
-        """Wait until service ``name`` answers ``/readyz`` (after a start or a restart)."""
-        service = self.services[name]
-        deadline = asyncio.get_running_loop().time() + within
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
-            while not (service.running and await _ready(http, service.health_port)):
-                if asyncio.get_running_loop().time() > deadline:
-                    raise StackError(
-                        f"{name} did not become ready in {within:.0f} s (log: {service.log_path})"
-                    )
-                await asyncio.sleep(0.1)
-
 
 DEFAULT_CONSOLE_PORT = 8090
-
-
-def console_port_or_free(port: int) -> int | None:
-    """The console's port: ``port``, a free one when it is taken, None for 0 (no console).
-    The console is for reading: a second stack on the machine should not fail for it."""
-    if not port:
-        return None
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        taken = probe.connect_ex(("127.0.0.1", port)) == 0
-    return free_port() if taken else port
-
-
-async def start_unless_stopped(stack: LocalStack, stop: asyncio.Event) -> bool:
-    """Start ``stack``, or, when ``stop`` is set first (Ctrl-C), abandon the start-up at once
-    and stop whatever had started; whether it started."""
-    starting = asyncio.create_task(stack.__aenter__())
-    stopped = asyncio.create_task(stop.wait())
-    try:
-        await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopped.cancel()
-    if starting.done():
-        starting.result()  # its StackError, if it failed
-        return True
-    starting.cancel()  # __aenter__ stops what had started when it is cancelled
-    with contextlib.suppress(asyncio.CancelledError):
-        await starting
-    await stack.stop()
-    return False
-
-
-def port_is_taken(port: int) -> bool:
-    """Someone listens on ``port`` of 127.0.0.1 already."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return True
-    return False
 
 
 def _base_name(process_name: str) -> str:
     """``planner`` of ``planner-1``."""
     base, _, replica = process_name.rpartition("-")
     return base if base and replica.isdigit() else process_name
-
-
-async def _readiness(http: aiohttp.ClientSession, port: int) -> tuple[bool, str] | None:
-    """``/readyz``'s answer: ready, and the checks that failed; None when it does not answer."""
-    try:
-        async with http.get(f"http://127.0.0.1:{port}/readyz") as response:
-            body = await response.json(content_type=None)
-            ready = response.status == 200
-    except (aiohttp.ClientError, TimeoutError, ValueError):
-        return None
-    checks = body.get("checks", {}) if isinstance(body, dict) else {}
-    failing = "; ".join(f"{name}: {result}" for name, result in checks.items() if result != "ok")
-    return ready, failing or "not ready"
-
-
-async def _ready(http: aiohttp.ClientSession, port: int) -> bool:
-    try:
-        async with http.get(f"http://127.0.0.1:{port}/readyz") as response:
-            return response.status == 200
-    except (aiohttp.ClientError, TimeoutError):
-        return False

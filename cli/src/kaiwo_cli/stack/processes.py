@@ -33,6 +33,8 @@ class ServiceProcess:
     env: dict[str, str]
     log_path: Path
     health_port: int
+    pass_fds: tuple[int, ...] = ()
+    """Descriptors the process inherits at every start (the console's listening socket)."""
     restarts: int = 0
     last_exit: int | None = None
     """The exit code of the last run that ended (None: none ended yet)."""
@@ -58,6 +60,7 @@ class ServiceProcess:
                 stdout=output,
                 stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,
+                pass_fds=self.pass_fds,
             )
 
     async def supervise(self) -> None:

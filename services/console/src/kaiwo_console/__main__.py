@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import sys
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -122,10 +123,10 @@ async def serve(
         runner = web.AppRunner(console.application(), access_log=None)
         await runner.setup()
         stack.push_async_callback(runner.cleanup)
-        site = web.TCPSite(runner, settings.console_host, settings.console_port)
+        site = _site(runner, settings)
         await site.start()
-        port = runner.addresses[0][1]
-        url = f"http://{settings.console_host}:{port}/"
+        host, port = runner.addresses[0][:2]
+        url = f"http://{host}:{port}/"
         health = HealthServer(
             metrics=metrics.registry,
             checks=checks,
@@ -175,6 +176,12 @@ async def _api_server_access(
         )
 
     return reviews(WORKLOADS_ACCESS), reviews(NODES_ACCESS)
+
+
+def _site(runner: web.AppRunner, settings: ConsoleSettings) -> web.BaseSite:
+    if settings.console_listen_fd is not None:
+        return web.SockSite(runner, socket.socket(fileno=settings.console_listen_fd))
+    return web.TCPSite(runner, settings.console_host, settings.console_port)
 
 
 async def main() -> int:

@@ -40,7 +40,7 @@ from pydantic import ValidationError
 from kaiwo_console.domain.cluster import KUEUE_WORKLOAD, ClusterState
 from kaiwo_console.domain.history import QueueRecords
 from kaiwo_console.domain.model_load import ModelLoads, ScaleDecision
-from kaiwo_console.domain.pages import TimelineEntry, UtilizationPoint, WorkloadHistory
+from kaiwo_console.domain.pages.workloads import TimelineEntry, UtilizationPoint, WorkloadHistory
 from kaiwo_console.metrics import ConsoleMetrics
 
 log = structlog.get_logger("kaiwo.console")

@@ -29,27 +29,32 @@ from kaiwo_contracts.access import Caller, is_loopback_address
 from kaiwo_contracts.queue_estimates.eta import EtaSettings
 from kaiwo_runtime.kubernetes_access import Access, AccessBusyError, AccessUnavailableError
 
-from kaiwo_console.domain import pages
 from kaiwo_console.domain.cluster import (
     WORKLOAD_KINDS,
     ClusterState,
     Visible,
-    WorkloadFilter,
-    children,
-    ending_of,
     everything,
-    gpus_of,
     meta,
-    model_rows,
-    node_rows,
     only,
-    spec,
-    status,
-    workload_rows,
 )
 from kaiwo_console.domain.history import QueueRecords
 from kaiwo_console.domain.model_load import ModelLoads
+from kaiwo_console.domain.model_rows import model_rows
+from kaiwo_console.domain.node_rows import node_rows
+from kaiwo_console.domain.pages import frame
+from kaiwo_console.domain.pages import models as model_page
+from kaiwo_console.domain.pages import nodes as node_page
+from kaiwo_console.domain.pages import queues as queue_page
+from kaiwo_console.domain.pages import workloads as workload_pages
 from kaiwo_console.domain.queues import EstimateMemo, pending_estimates, queue_views
+from kaiwo_console.domain.workload_rows import (
+    WorkloadFilter,
+    children,
+    condition_rows,
+    ending_of,
+    summary_facts,
+    workload_rows,
+)
 from kaiwo_console.metrics import ConsoleMetrics
 
 log = structlog.get_logger("kaiwo.console.http")
@@ -96,7 +101,7 @@ class Console:
     nodes_access: Access
     metrics: ConsoleMetrics
     clock: Callable[[], datetime]
-    timeline: Callable[[str], Awaitable[pages.WorkloadHistory]]
+    timeline: Callable[[str], Awaitable[workload_pages.WorkloadHistory]]
     """A workload's uid -> its recorded timeline and GPU utilization (the event store)."""
     anonymous: AnonymousAccess = "off"
     eta: EtaSettings | None = None
@@ -161,17 +166,17 @@ class Console:
         raise web.HTTPFound("/workloads")
 
     async def _script(self, _request: web.Request) -> web.Response:
-        return web.Response(text=pages.SCRIPT, content_type="application/javascript")
+        return web.Response(text=frame.SCRIPT, content_type="application/javascript")
 
     async def _login_page(self, _request: web.Request) -> web.Response:
-        return self._html("Sign in", "/login", pages.login_body(), who="", status=200)
+        return self._html("Sign in", "/login", frame.login_body(), who="", status=200)
 
     async def _login(self, request: web.Request) -> web.Response:
         form = await request.post()
         token = str(form.get("token") or "").strip()
         if not token:
             return self._html(
-                "Sign in", "/login", pages.login_body("No token."), who="", status=400
+                "Sign in", "/login", frame.login_body("No token."), who="", status=400
             )
         response = web.HTTPSeeOther("/workloads")
         response.set_cookie(
@@ -216,7 +221,7 @@ class Console:
             viewer = await self.viewer(request)
         except RefusedError as refused:
             self.metrics.pages.labels(page=name, status=str(refused.status)).inc()
-            body = pages.login_body(str(refused))
+            body = frame.login_body(str(refused))
             return self._html("Sign in", request.path, body, who="", status=refused.status)
         title, html, status_code = await render(viewer)
         self.metrics.pages.labels(page=name, status=str(status_code)).inc()
@@ -226,7 +231,7 @@ class Console:
 
     def _html(self, title: str, path: str, body: str, *, who: str, status: int) -> web.Response:
         return web.Response(
-            text=pages.page(title, path, body, who=who), content_type="text/html", status=status
+            text=frame.page(title, path, body, who=who), content_type="text/html", status=status
         )
 
     # ------------------------------------------------------------------ pages
@@ -247,7 +252,7 @@ class Console:
             )
             return (
                 "Workloads",
-                pages.workloads_body(rows, chosen, now=now, estimates=estimates),
+                workload_pages.workloads_body(rows, chosen, now=now, estimates=estimates),
                 200,
             )
 
@@ -284,16 +289,16 @@ class Console:
             estimate = pending_estimates(
                 self.state, self.records, now=now, settings=self.eta, memo=self.memo
             ).get((namespace, name))
-            body = pages.workload_body(
+            body = workload_pages.workload_body(
                 row,
-                summary=_summary(kind, obj),
-                conditions=_conditions(obj),
+                summary=summary_facts(kind, obj),
+                conditions=condition_rows(obj),
                 children=children(self.state, obj),
                 timeline=history.timeline,
                 estimate=estimate,
                 now=now,
                 utilization=history.utilization,
-                ending=None if ending is None else pages.Ending(*ending),
+                ending=None if ending is None else workload_pages.Ending(*ending),
             )
             return f"{namespace}/{name}", body, 200
 
@@ -311,7 +316,7 @@ class Console:
                 memo=self.memo,
                 plots=True,
             )
-            return "Queues", pages.queues_body(views, now=now), 200
+            return "Queues", queue_page.queues_body(views, now=now), 200
 
         return await self._serve(request, "queues", render)
 
@@ -319,7 +324,7 @@ class Console:
         async def render(viewer: Viewer) -> Rendered:
             if not viewer.sees_nodes:
                 return "GPU nodes", "<h2>You may not list nodes.</h2>", 403
-            return "GPU nodes", pages.nodes_body(node_rows(self.state)), 200
+            return "GPU nodes", node_page.nodes_body(node_rows(self.state)), 200
 
         return await self._serve(request, "nodes", render)
 
@@ -328,14 +333,14 @@ class Console:
             now = self.clock()
             rows = model_rows(self.state, viewer.visible)
             loads = {
-                (r.namespace, r.name): pages.ModelLoad(
+                (r.namespace, r.name): model_page.ModelLoad(
                     in_flight=self.loads.in_flight((r.namespace, r.name), now=now),
                     points=self.loads.points((r.namespace, r.name)),
                     decisions=self.loads.decisions_of((r.namespace, r.name)),
                 )
                 for r in rows
             }
-            return "Models", pages.models_body(rows, loads=loads), 200
+            return "Models", model_page.models_body(rows, loads=loads), 200
 
         return await self._serve(request, "models", render)
 
@@ -366,35 +371,6 @@ class Console:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._changed.wait(), timeout=HEARTBEAT_SECONDS)
         return response
-
-
-def _summary(kind: str, obj: dict[str, object]) -> list[tuple[str, str]]:
-    workload_spec = spec(obj)
-    return [
-        ("Kind", kind),
-        ("User", str(workload_spec.get("user") or "-")),
-        ("Queue", str(workload_spec.get("clusterQueue") or "kaiwo (default)")),
-        ("GPUs", str(gpus_of(obj) or "-") + f" {workload_spec.get('gpuVendor') or ''}".rstrip()),
-        ("Image", str(workload_spec.get("image") or "-")),
-        ("Replicas", str(workload_spec.get("replicas") or 1)),
-        ("Duration", str(workload_spec.get("duration") or "-")),
-        ("Priority class", str(workload_spec.get("priorityClass") or "-")),
-        ("Created", str(meta(obj).get("creationTimestamp") or "-")),
-        ("Started", str(status(obj).get("startTime") or "-")),
-    ]
-
-
-def _conditions(obj: dict[str, object]) -> list[tuple[str, str, str, str]]:
-    return [
-        (
-            str(c.get("type") or ""),
-            str(c.get("status") or ""),
-            str(c.get("reason") or ""),
-            str(c.get("message") or ""),
-        )
-        for c in status(obj).get("conditions") or ()
-        if isinstance(c, dict)
-    ]
 
 
 def _token(request: web.Request) -> str:

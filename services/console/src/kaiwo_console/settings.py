@@ -18,6 +18,9 @@ class ConsoleSettings(ServiceSettings):
     console_host: str = "0.0.0.0"  # noqa: S104 - people reach the console through a Service
     console_port: int = Field(default=8090, ge=0, le=65535)
     """Port of the pages (``/workloads``, ``/queues``, ``/nodes``, ``/models``); 0: a free one."""
+    console_listen_fd: int | None = Field(default=None, ge=0)
+    """A listening socket inherited from the parent (``kaiwo up`` binds the port itself, so
+    two stacks cannot both choose it); host and port are then the socket's."""
     console_anonymous: Literal["off", "loopback"] = "off"
     """``loopback``: every request from a loopback address is the anonymous caller, who sees
     every namespace, without a token (``kaiwo up`` and the demo set it), and the API server

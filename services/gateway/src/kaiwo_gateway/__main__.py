@@ -44,15 +44,18 @@ from kaiwo_runtime.work_queue import NatsWorkQueue
 
 from kaiwo_gateway.access import LOOPBACK_ONLY, Access
 from kaiwo_gateway.autoscaler_leader import Autoscaler, AutoscalerSettings
+from kaiwo_gateway.backlog import StreamBacklog
 from kaiwo_gateway.domain.access import CacheSettings, Limits
 from kaiwo_gateway.domain.balancing import Balancer
 from kaiwo_gateway.domain.bodies import BodyLimits
 from kaiwo_gateway.domain.catalog import Catalog
 from kaiwo_gateway.domain.load import RequestCounts
-from kaiwo_gateway.http_api import CallerPolicy, Gateway, LoadTracking, ProxySettings
+from kaiwo_gateway.endpoint_wait import LoadTracking
+from kaiwo_gateway.http_api import CallerPolicy, Gateway, ProxySettings
 from kaiwo_gateway.kubernetes_access import AccessSettings, KubernetesAccess
 from kaiwo_gateway.load_reports import LoadReporter
-from kaiwo_gateway.messenger import Messenger, MessengerSettings, StreamBacklog
+from kaiwo_gateway.messenger import Messenger
+from kaiwo_gateway.messenger_settings import MessengerSettings
 from kaiwo_gateway.metrics import GatewayMetrics
 from kaiwo_gateway.nats_source import NatsObservationSource, subscribe_load_reports
 from kaiwo_gateway.observations import ObservationFeed

@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -43,19 +43,16 @@ import aiohttp
 import structlog
 from aiohttp import web
 from kaiwo_contracts.access import is_loopback_address
-from kaiwo_contracts.plans import ObjectRef
-from multidict import CIMultiDict, CIMultiDictProxy
+from multidict import CIMultiDictProxy
 
 from kaiwo_gateway.access import Access, AccessBusyError, AccessUnavailableError
 from kaiwo_gateway.domain.access import Caller, CallerLimits, Limits
-from kaiwo_gateway.domain.autoscaling import ScalingSpec, replicas_for_a_request
 from kaiwo_gateway.domain.balancing import Balancer, Choice
 from kaiwo_gateway.domain.bodies import (
     BodyLimits,
 )
-from kaiwo_gateway.domain.catalog import Catalog, Endpoint, ServedModel
-from kaiwo_gateway.domain.headers import request_headers_for_backend, response_headers_for_caller
-from kaiwo_gateway.domain.load import RequestCounts, model_ref
+from kaiwo_gateway.domain.catalog import Catalog
+from kaiwo_gateway.domain.load import model_ref
 from kaiwo_gateway.domain.routing import (
     Ambiguous,
     Route,
@@ -65,8 +62,10 @@ from kaiwo_gateway.domain.routing import (
     prompt_prefix,
 )
 from kaiwo_gateway.domain.selectors import LabelSelector, SelectorError, parse_selectors
+from kaiwo_gateway.endpoint_wait import EndpointWaiter, LoadTracking
 from kaiwo_gateway.metrics import GatewayMetrics
 from kaiwo_gateway.openai_errors import OpenAIError, RefusedError, bad_request, unauthenticated
+from kaiwo_gateway.relay import forwarded_headers, relay
 from kaiwo_gateway.request_bodies import (
     Slot,
     multipart_without_model,
@@ -110,24 +109,6 @@ class _Parsed:
     prefix: str
 
 
-@dataclass
-class _Wait:
-    """A request waiting for a ready endpoint of its Model."""
-
-    model: ObjectRef
-    started: float
-    from_zero: bool
-    outcome: str = "timeout"
-
-
-@dataclass
-class LoadTracking:
-    """This replica's requests per Model, and what to do when one first waits."""
-
-    counts: RequestCounts = field(default_factory=RequestCounts)
-    on_first_wait: Callable[[], None] = lambda: None
-
-
 class Gateway:
     """The request path: lookup, balancing, forwarding; and the waiters for endpoints."""
 
@@ -150,15 +131,16 @@ class Gateway:
         self.policy = policy or CallerPolicy()
         self.limits = CallerLimits(limits=self.policy.limits)
         self.load = load or LoadTracking()
-        self._changed = asyncio.Event()
+        self.waiter = EndpointWaiter(
+            catalog=catalog, balancer=balancer, metrics=metrics, load=self.load
+        )
         self._session: aiohttp.ClientSession | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
     def catalog_changed(self) -> None:
         """Wake every request waiting for an endpoint (the catalog has news)."""
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        self.waiter.wake()
         for model in self.catalog.models():
             self.metrics.endpoints.labels(namespace=model.namespace, model=model.name).set(
                 len(self.catalog.endpoints(model))
@@ -363,7 +345,7 @@ class Gateway:
     ) -> web.StreamResponse:
         assert self._session is not None
         model = parsed.route.model
-        headers = _forwarded_headers(request.headers, parsed.content_type)
+        headers = forwarded_headers(request.headers, parsed.content_type)
         tried: set[str] = set()
         for _attempt in range(self.settings.attempts):
             choice = await self._endpoint(parsed, exclude=tried)
@@ -385,7 +367,7 @@ class Gateway:
                     502, f"Bad Gateway: the model server failed: {error}", kind="server_error"
                 ) from error
             try:
-                return await _relay(request, upstream)
+                return await relay(request, upstream)
             finally:
                 upstream.release()
                 self.balancer.release(group=model.uid, endpoint=endpoint.key)
@@ -397,129 +379,12 @@ class Gateway:
         )
 
     async def _endpoint(self, parsed: _Parsed, *, exclude: set[str]) -> Choice:
-        return await self.endpoint_for(
+        return await self.waiter.endpoint_for(
             parsed.route,
             prefix=parsed.prefix,
             exclude=exclude,
             wait_seconds=self.settings.endpoint_wait_seconds,
         )
-
-    async def endpoint_for(
-        self, route: Route, *, prefix: str, exclude: set[str], wait_seconds: float
-    ) -> Choice:
-        """The endpoint for this attempt, waiting up to ``wait_seconds`` for one while the
-        Model has none ready (the wait is counted, so it scales the Model from zero); the
-        messenger's requests come here too. The caller releases the choice
-        (``balancer.release``)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait_seconds
-        wait: _Wait | None = None
-        try:
-            while True:
-                changed = self._changed
-                endpoints = self.catalog.endpoints(route.model)
-                choice = self._choose(route, endpoints, prefix, exclude)
-                if choice is not None:
-                    if wait is not None:
-                        wait.outcome = "ready"
-                    return choice
-                if exclude and any(e.key in exclude for e in endpoints):
-                    raise OpenAIError(
-                        502,
-                        f"Bad Gateway: no endpoint of model {route.model.name!r} accepted a "
-                        f"connection ({len(exclude)} tried)",
-                        kind="server_error",
-                    )
-                current = self.catalog.model(route.model.uid) or route.model
-                if wait is None:
-                    wait = self._start_waiting(current, at=loop.time())
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    raise _no_endpoint(route, current, wait_seconds, wait)
-                try:
-                    await asyncio.wait_for(changed.wait(), remaining)
-                except TimeoutError:
-                    continue
-        finally:
-            if wait is not None:
-                self._stop_waiting(wait, at=loop.time())
-
-    def _start_waiting(self, model: ServedModel, *, at: float) -> _Wait:
-        """Count the request as waiting (the first one reports at once); a Model at zero
-        replicas whose autoscaling is disabled is refused instead: no request scales it."""
-        key = model_ref(uid=model.uid, namespace=model.namespace, name=model.name)
-        if _never_scaled_by_requests(model.scaling):
-            self.metrics.endpoint_waits.labels(
-                namespace=model.namespace,
-                model=model.name,
-                outcome="not_scalable",
-                from_zero="true",
-            ).inc()
-            raise OpenAIError(
-                503,
-                f"model {model.name!r} has 0 replicas and autoscalingDisabled is set, so no "
-                "request scales it up: scale it (kubectl scale model/"
-                f"{model.name} -n {model.namespace} --replicas=1) or enable autoscaling",
-                kind="server_error",
-                code="model_scaled_to_zero",
-            )
-        from_zero = replicas_for_a_request(model.scaling) is not None
-        if self.load.counts.wait_started(key):
-            self.load.on_first_wait()
-        return _Wait(model=key, started=at, from_zero=from_zero)
-
-    def _stop_waiting(self, wait: _Wait, *, at: float) -> None:
-        self.load.counts.wait_ended(wait.model)
-        labels = {"namespace": wait.model.namespace, "model": wait.model.name}
-        from_zero = "true" if wait.from_zero else "false"
-        self.metrics.endpoint_waits.labels(
-            **labels, outcome=wait.outcome, from_zero=from_zero
-        ).inc()
-        self.metrics.endpoint_wait.labels(**labels, from_zero=from_zero).observe(at - wait.started)
-
-    def _choose(
-        self, route: Route, endpoints: tuple[Endpoint, ...], prefix: str, exclude: set[str]
-    ) -> Choice | None:
-        model = route.model
-        choice = self.balancer.choose(
-            group=model.uid,
-            endpoints=endpoints,
-            strategy=model.strategy,
-            adapter=route.adapter,
-            prefix=prefix,
-            replication=model.prefix_hash.replication,
-            mean_load_factor=model.prefix_hash.mean_load_factor,
-            exclude=exclude,
-        )
-        if choice is not None:
-            self.metrics.endpoint_choices.labels(
-                namespace=model.namespace,
-                model=model.name,
-                endpoint=choice.endpoint.key,
-                strategy=model.strategy,
-                fallback="true" if choice.fallback else "false",
-            ).inc()
-        return choice
-
-
-def _never_scaled_by_requests(scaling: ScalingSpec) -> bool:
-    return scaling.autoscaling_disabled and (scaling.replicas or 0) == 0
-
-
-def _no_endpoint(route: Route, model: ServedModel, waited: float, wait: _Wait) -> OpenAIError:
-    adapter = f" with adapter {route.adapter!r}" if route.adapter else ""
-    why = (
-        " (the model was at 0 replicas: one was asked for and is not ready yet; "
-        "model servers may take minutes to start, try again)"
-        if wait.from_zero
-        else ""
-    )
-    return OpenAIError(
-        503,
-        f"no ready endpoint of model {model.name!r}{adapter} within {waited:g}s{why}",
-        kind="server_error",
-        code="no_ready_endpoint",
-    )
 
 
 def _selector(headers: CIMultiDictProxy[str]) -> LabelSelector:
@@ -527,23 +392,3 @@ def _selector(headers: CIMultiDictProxy[str]) -> LabelSelector:
         return parse_selectors(headers.getall(LABEL_SELECTOR_HEADER, []))
     except SelectorError as error:
         raise bad_request(str(error)) from error
-
-
-def _forwarded_headers(
-    headers: CIMultiDictProxy[str], content_type: str | None
-) -> CIMultiDict[str]:
-    forwarded = CIMultiDict(request_headers_for_backend(headers.items()))
-    forwarded.popall("Content-Type", None)
-    forwarded["Content-Type"] = content_type or "application/json"
-    return forwarded
-
-
-async def _relay(request: web.Request, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
-    response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
-    for key, value in response_headers_for_caller(upstream.headers.items()):
-        response.headers.add(key, value)
-    await response.prepare(request)
-    async for chunk in upstream.content.iter_any():
-        await response.write(chunk)
-    await response.write_eof()
-    return response

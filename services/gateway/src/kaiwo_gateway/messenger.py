@@ -21,19 +21,15 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import aiohttp
 import structlog
 from kaiwo_contracts.events.messenger import (
     REQUEST_STREAM,
-    REQUESTS_FILTER,
     RESPONSE_STREAM,
     NotATenantError,
-    dead_subject,
     messenger_consumer,
-    response_subject,
     tenant_of,
 )
 from kaiwo_contracts.events.streams import ConsumerSpec
@@ -41,64 +37,35 @@ from kaiwo_runtime.batch_consumer import PulledMessage
 from kaiwo_runtime.bus import BusError
 from kaiwo_runtime.work_queue import NotDeclaredError
 
-from kaiwo_gateway.domain.bodies import BodyLimits
 from kaiwo_gateway.domain.load import model_ref
 from kaiwo_gateway.domain.messages import (
-    DEAD_REASON_HEADER,
-    DELIVERIES_HEADER,
-    MESSAGE_ID_HEADER,
-    REQUEST_ID_HEADER,
     Answer,
     Failure,
     MessageRequest,
     Redeliver,
     Reply,
     backend_answer,
-    echoed_headers,
     failure,
     metadata_of,
     parse_request,
-    request_id,
-    response_document,
     settle,
     trace_headers,
 )
 from kaiwo_gateway.domain.routing import Ambiguous, Route, Unknown, find_route, prompt_prefix
 from kaiwo_gateway.domain.selectors import LabelSelector
 from kaiwo_gateway.http_api import Gateway
+from kaiwo_gateway.message_replies import publish_settled
+from kaiwo_gateway.messenger_settings import MessengerNotProvisionedError, MessengerSettings
 from kaiwo_gateway.metrics import GatewayMetrics
 from kaiwo_gateway.openai_errors import OpenAIError
+from kaiwo_gateway.relay import read_limited
 
 log = structlog.get_logger("kaiwo.gateway.messenger")
 
-READ_CHUNK = 64 * 1024
 PUBLISH_ATTEMPTS = 3
 PUBLISH_RETRY_SECONDS = 0.5
 HEADER_ROOM = 8 * 1024
 """Bytes of an answer's message kept for its headers."""
-
-
-@dataclass(frozen=True, slots=True)
-class MessengerSettings:
-    handlers: int = 256
-    """Requests this replica handles at once. The autoscaler sees requests being handled,
-    not those queued behind them: with ``targetRequests`` 100 and 3 replicas of the gateway,
-    256 handlers each let a backlog drive a Model up to 7 replicas (decision 0049)."""
-    endpoint_wait_seconds: float = 600.0
-    """How long a request waits for a ready endpoint (a Model starting from zero) before it
-    is left for another delivery."""
-    request_timeout_seconds: float = 900.0
-    """How long a model server may take to answer one request."""
-    connect_timeout_seconds: float = 5.0
-    attempts: int = 4
-    progress_seconds: float = 10.0
-    """How often a request being handled is reported alive (below the consumer's ack wait)."""
-    fetch_wait_seconds: float = 1.0
-    bodies: BodyLimits = field(default_factory=BodyLimits)
-
-
-class MessengerNotProvisionedError(RuntimeError):
-    """The messenger's streams or consumer are not declared."""
 
 
 class RequestQueue(Protocol):
@@ -117,10 +84,6 @@ class RequestQueue(Protocol):
     ) -> Sequence[PulledMessage]: ...
 
     async def publish(self, subject: str, *, body: bytes, headers: Mapping[str, str]) -> None: ...
-
-
-class StoredCounts(Protocol):
-    async def stored_per_subject(self, stream: str, *, subjects: str) -> Mapping[str, int]: ...
 
 
 class Messenger:
@@ -279,12 +242,15 @@ class Messenger:
         request_metadata: Any,
         headers: Mapping[str, str],
     ) -> None:
-        """:meth:`_publish`, tried :data:`PUBLISH_ATTEMPTS` times: on the consumer's last
-        delivery a nak brings nothing back, so a short outage must not leave the request
-        unanswered (a copy stored twice is dropped by its ``Nats-Msg-Id``)."""
+        """:func:`~kaiwo_gateway.message_replies.publish_settled`, tried
+        :data:`PUBLISH_ATTEMPTS` times: on the consumer's last delivery a nak brings nothing
+        back, so a short outage must not leave the request unanswered (a copy stored twice is
+        dropped by its ``Nats-Msg-Id``)."""
         for attempt in range(1, PUBLISH_ATTEMPTS + 1):
             try:
-                await self._publish(namespace, message, settled, request_metadata, headers)
+                await publish_settled(
+                    self.queue, namespace, message, settled, request_metadata, headers
+                )
                 return
             except (BusError, OSError):
                 if attempt == PUBLISH_ATTEMPTS:
@@ -292,42 +258,6 @@ class Messenger:
                 with contextlib.suppress(Exception):  # a missed extension: a redelivery
                     await message.extend()
                 await asyncio.sleep(PUBLISH_RETRY_SECONDS)
-
-    async def _publish(
-        self,
-        namespace: str,
-        message: PulledMessage,
-        settled: Reply,
-        request_metadata: Any,
-        headers: Mapping[str, str],
-    ) -> None:
-        received = message.delivery
-        sequence = received.stream_sequence
-        echoed = echoed_headers(headers.items())
-        identity = request_id(headers, sequence=sequence)
-        if settled.dead_reason is not None:
-            await self.queue.publish(
-                dead_subject(namespace),
-                body=received.body,
-                headers={
-                    **echoed,
-                    REQUEST_ID_HEADER: identity,
-                    DEAD_REASON_HEADER: settled.dead_reason,
-                    DELIVERIES_HEADER: str(received.attempt),
-                    MESSAGE_ID_HEADER: f"dead-{sequence}",
-                },
-            )
-        # The answer's own id is the request's sequence: an answer stored again for a request
-        # delivered again (the ack was lost) is dropped by the stream as a copy.
-        await self.queue.publish(
-            response_subject(namespace),
-            body=response_document(request_metadata, settled.answer),
-            headers={
-                **echoed,
-                REQUEST_ID_HEADER: identity,
-                MESSAGE_ID_HEADER: f"answer-{sequence}",
-            },
-        )
 
     @contextlib.asynccontextmanager
     async def _kept_alive(self, message: PulledMessage) -> AsyncIterator[None]:
@@ -406,7 +336,7 @@ class Messenger:
         sent_headers = {"Content-Type": "application/json", **trace_headers(headers.items())}
         tried: set[str] = set()
         for _attempt in range(self.settings.attempts):
-            choice = await self.gateway.endpoint_for(
+            choice = await self.gateway.waiter.endpoint_for(
                 route,
                 prefix=prefix,
                 exclude=tried,
@@ -417,7 +347,7 @@ class Messenger:
                 async with self._session.post(
                     f"http://{endpoint.address}{path}", json=body, headers=sent_headers
                 ) as upstream:
-                    data = await _read_limited(upstream, self._answer_limit())
+                    data = await read_limited(upstream, self._answer_limit())
                     if data is None:
                         return Failure(
                             status=502,
@@ -450,33 +380,3 @@ class Messenger:
 
     def _answer_limit(self) -> int:
         return max(self.queue.message_limit - HEADER_ROOM, 1024)
-
-
-class StreamBacklog:
-    """The requests ``KAIWO_MSG_REQ`` stores per tenant namespace (a work queue: those in
-    hand included, until their answers are stored and they are acknowledged), from the
-    stream's per-subject counts (decision 0057)."""
-
-    def __init__(self, stream: StoredCounts) -> None:
-        self._stream = stream
-
-    async def stored_requests(self) -> Mapping[str, int]:
-        counts = await self._stream.stored_per_subject(REQUEST_STREAM, subjects=REQUESTS_FILTER)
-        stored: dict[str, int] = {}
-        for subject, count in counts.items():
-            with contextlib.suppress(NotATenantError):  # the stream stores no other subject
-                namespace = tenant_of(subject)
-                stored[namespace] = stored.get(namespace, 0) + count
-        return stored
-
-
-async def _read_limited(upstream: aiohttp.ClientResponse, limit: int) -> bytes | None:
-    """The response body, or None once it passes ``limit`` bytes."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in upstream.content.iter_chunked(READ_CHUNK):
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -59,6 +59,7 @@ from kaiwo_runtime.settlement import run_consumer
 
 from kaiwo_recorder.appending import BatchAppender, Row
 from kaiwo_recorder.gaps import Gap, SequenceTracker
+from kaiwo_recorder.keep_alive import extend_all, kept_in_progress
 from kaiwo_recorder.metrics import RecorderMetrics
 from kaiwo_recorder.records import (
     MALFORMED_TYPE,
@@ -238,11 +239,11 @@ class RecorderService:
         if not batch:
             return PumpResult(messages=0)
         try:
-            async with self._kept_in_progress(batch):
+            async with kept_in_progress(batch, every=self._extend_interval):
                 result = await self._record(consumer, batch)
         except StoreUnavailableError as error:
             self._hold(consumer, batch, reason=" ".join(str(error).split())[:1024])
-            await _extend_all(batch)
+            await extend_all(batch)
             return PumpResult(messages=len(batch), held=True)
         self._release_hold(consumer, result)
         return result
@@ -377,31 +378,6 @@ class RecorderService:
             await row.message.nak(delay=consumer.retry_delay(delivery.attempt))
             return
         await row.message.term()
-
-    # ------------------------------------------------------------------ keep-alive
-
-    @contextlib.asynccontextmanager
-    async def _kept_in_progress(self, batch: Sequence[PulledMessage]) -> AsyncIterator[None]:
-        """Extend the batch's ack wait every ``extend_interval`` while it is being recorded."""
-
-        async def keep_alive() -> None:
-            while True:
-                await asyncio.sleep(self._extend_interval)
-                await _extend_all(batch)
-
-        task = asyncio.create_task(keep_alive())
-        try:
-            yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-
-async def _extend_all(batch: Sequence[PulledMessage]) -> None:
-    for message in batch:
-        with contextlib.suppress(Exception):  # best effort: a missed extension = a redelivery
-            await message.extend()
 
 
 async def _pause(stop: asyncio.Event, seconds: float) -> None:

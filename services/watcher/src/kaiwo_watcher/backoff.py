@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 from dataclasses import dataclass, field
 
@@ -23,3 +24,22 @@ class Backoff:
 
     def reset(self) -> None:
         self.failures = 0
+
+
+def stop_if_cancelled() -> None:
+    """Re-raise a cancellation that a library turned into another error.
+
+    Cancelling a task blocked in aiohttp's stream read can surface as ``RuntimeError
+    ("Connection closed.")`` instead of ``CancelledError``; retrying then would swallow the
+    cancellation and the watcher would never stop (seen in CI: a replica's stop timed out).
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
+def retry_delay(backoff: Backoff, error: BaseException) -> float:
+    """The backoff's next delay, or longer when the server said when to come back."""
+    delay = backoff.next_delay()
+    retry_after = getattr(error, "retry_after", None)
+    return max(delay, float(retry_after)) if retry_after else delay

@@ -20,7 +20,7 @@ drop stale versions keep it), and its object is the identity the watcher remembe
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -274,3 +274,20 @@ def known_from(observation: Observation) -> KnownObject:
         name=envelope.data.name,
         correlation=envelope.correlationid,
     )
+
+
+@dataclass(slots=True)
+class ChildOwners:
+    """Child uid -> workload uid, learned from children's owner-uid label (memory only)."""
+
+    by_child: dict[str, str] = field(default_factory=dict)
+
+    def learn(self, obj: dict[str, Any], *, deleted: bool) -> None:
+        found = child_owner(obj)
+        if found is None:
+            return
+        uid, owner = found
+        if deleted:
+            self.by_child.pop(uid, None)
+        else:
+            self.by_child[uid] = owner

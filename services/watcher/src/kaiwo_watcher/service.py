@@ -39,84 +39,38 @@ import functools
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import structlog
-from kaiwo_contracts.events.envelope import EnvelopeFormatError
 from kaiwo_contracts.events.observed import WatchEventType
-from kaiwo_contracts.plans import ObjectRef
 from kaiwo_kube import KubeError, NotFound, ObjectReader, ResourceExpired, WatchEvent
 from kaiwo_runtime.bus import Bus, PublishRefusedError
 from kaiwo_runtime.kv import KeyValue
 from pydantic import ValidationError
 
-from kaiwo_watcher.backoff import Backoff
+from kaiwo_watcher.backoff import Backoff, retry_delay, stop_if_cancelled
 from kaiwo_watcher.metrics import WatcherMetrics
 from kaiwo_watcher.observation import (
-    KnownObject,
-    child_owner,
+    ChildOwners,
     infer_deletion,
     known_from,
     log_identity,
     observe,
-    reobserved,
 )
 from kaiwo_watcher.progress import StreamProgress, WatcherTuning, relist_due, watch_timeout
 from kaiwo_watcher.publishing import ObservationPublisher
-from kaiwo_watcher.reobservation import RecentlyRead, refused_sources, stream_for
+from kaiwo_watcher.refusals import Reobserver
+from kaiwo_watcher.reobservation import RecentlyRead
 from kaiwo_watcher.served_kinds import MISSING_KIND_FIRST_RETRY, until_served
 from kaiwo_watcher.watch_list import DEFAULT_WATCH_LIST, WatchTarget
-from kaiwo_watcher.watch_state import WatchState, WatchStream
+from kaiwo_watcher.watch_state import WatchState, WatchStream, watch_streams
 
 log = structlog.get_logger("kaiwo.watcher")
-
-__all__ = [
-    "StreamProgress",
-    "StreamsStuckError",
-    "WatcherService",
-    "WatcherTuning",
-    "watch_streams",
-]
 
 
 class StreamsStuckError(RuntimeError):
     """Some streams cannot publish (readiness says which, and for how long)."""
-
-
-@dataclass(slots=True)
-class _Owners:
-    """Child uid -> workload uid, learned from children's owner-uid label (memory only)."""
-
-    by_child: dict[str, str] = field(default_factory=dict)
-
-    def learn(self, obj: dict[str, Any], *, deleted: bool) -> None:
-        found = child_owner(obj)
-        if found is None:
-            return
-        uid, owner = found
-        if deleted:
-            self.by_child.pop(uid, None)
-        else:
-            self.by_child[uid] = owner
-
-
-def watch_streams(
-    watch_list: Iterable[WatchTarget], namespaces: Iterable[str] = ()
-) -> tuple[WatchStream, ...]:
-    """One stream per target, or per target and namespace for namespaced kinds when the
-    watcher is limited to ``namespaces``; a target of one namespace is watched there only."""
-    limited = tuple(dict.fromkeys(namespaces))
-    streams: list[WatchStream] = []
-    for target in watch_list:
-        if target.namespace is not None:
-            streams.append(WatchStream(target=target, namespace=target.namespace))
-        elif target.resource.namespaced and limited:
-            streams.extend(WatchStream(target=target, namespace=ns) for ns in limited)
-        else:
-            streams.append(WatchStream(target=target))
-    return tuple(streams)
 
 
 class WatcherService:
@@ -144,11 +98,19 @@ class WatcherService:
         self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
         self.streams = watch_streams(watch_list, namespaces)
         self.progress = {stream.key: StreamProgress() for stream in self.streams}
-        self._owners = _Owners()
+        self._owners = ChildOwners()
         self._publisher = ObservationPublisher(
             bus, metrics=self.metrics, progress=self.progress, backoff=self._backoff
         )
-        self._recently_read = RecentlyRead(min_interval=self._tuning.reobserve_interval)
+        self._reobserver = Reobserver(
+            kube,
+            self.streams,
+            clock=clock,
+            owners=self._owners.by_child,
+            publisher=self._publisher,
+            metrics=self.metrics,
+            recently_read=RecentlyRead(min_interval=self._tuning.reobserve_interval),
+        )
         self._loaded = False
         for kind in {stream.kind for stream in self.streams}:
             self.metrics.publish_blocked_seconds.labels(kind=kind).set_function(
@@ -259,15 +221,15 @@ class WatcherService:
                 resume = None
                 await until_served(self._kube, stream.target.resource, delay=missing.next_delay())
             except (KubeError, OSError) as error:
-                _stop_if_cancelled()
+                stop_if_cancelled()
                 # Resume after the last event handled (a relist in progress starts over).
                 resume = progress.resource_version if resume else None
                 self.metrics.watch_restarts.labels(kind=stream.kind).inc()
-                delay = _retry_delay(backoff, error)
+                delay = retry_delay(backoff, error)
                 bound.warning("watch dropped; resuming", error=str(error), delay=round(delay, 2))
                 await asyncio.sleep(delay)
             except Exception:  # a bug must not silence the other streams, nor this one
-                _stop_if_cancelled()
+                stop_if_cancelled()
                 resume = progress.resource_version if resume else None
                 delay = backoff.next_delay()
                 bound.exception("watch loop failed; resuming", delay=round(delay, 2))
@@ -402,73 +364,8 @@ class WatcherService:
     async def handle_refusal(
         self, headers: Mapping[str, str] | None, body: bytes, *, subject: str
     ) -> int:
-        """Observe again what one ``PlanRefusedV1`` names; returns how many observations
-        were published. A message that is not a refusal is logged and counted, nothing more."""
-        try:
-            refused = refused_sources(headers, body, subject=subject)
-        except EnvelopeFormatError as error:
-            self.metrics.reobservations.labels(kind="-", outcome="unreadable").inc()
-            log.warning("unreadable refusal ignored", subject=subject, error=str(error))
-            return 0
-        published = 0
-        for ref in refused.objects:
-            published += await self.reobserve(ref, refusal=refused.refusal_id)
-        return published
-
-    async def reobserve(self, ref: ObjectRef, *, refusal: str) -> int:
-        """Read ``ref`` again (its name, within the stream that watches its kind there) and
-        publish what the API server holds, marked ``reobserved``; a reobserved deletion for
-        its uid when the API server holds no object with it. Returns how many were published."""
-        stream = stream_for(self.streams, ref)
-        if stream is None:
-            self.metrics.reobservations.labels(kind=ref.kind, outcome="not_watched").inc()
-            log.warning("asked to observe a kind the watcher does not watch", object=ref.display())
-            return 0
-        if not self._recently_read.due(ref):
-            self.metrics.reobservations.labels(kind=ref.kind, outcome="throttled").inc()
-            return 0
-        namespace = ref.namespace if stream.target.resource.namespaced else None
-        listed = await self._kube.list(
-            stream.target.resource,
-            namespace=namespace,
-            label_selector=stream.target.label_selector,
-            field_selector=f"metadata.name={ref.name}",
-        )
-        items = [
-            item
-            for item in listed.items
-            if (item.get("metadata") or {}).get("name") == ref.name
-            and (item.get("metadata") or {}).get("namespace") == namespace
-        ]
-        published = 0
-        for item in items:
-            observation = observe(
-                item,
-                target=stream.target,
-                event_type="SYNC",
-                time=self._clock(),
-                owners=self._owners.by_child,
-            )
-            await self._publisher.publish_reobserved(
-                stream, reobserved(observation, refusal=refusal)
-            )
-            self.metrics.reobservations.labels(kind=ref.kind, outcome="published").inc()
-            published += 1
-        held = {(item.get("metadata") or {}).get("uid") for item in items}
-        if ref.uid and ref.uid not in held:
-            known = KnownObject(namespace=namespace, name=ref.name, correlation=ref.uid)
-            deletion = infer_deletion(
-                known,
-                uid=ref.uid,
-                target=stream.target,
-                list_resource_version=listed.resource_version,
-                time=self._clock(),
-            )
-            await self._publisher.publish_reobserved(stream, reobserved(deletion, refusal=refusal))
-            self.metrics.reobservations.labels(kind=ref.kind, outcome="deleted").inc()
-            published += 1
-        log.info("observed again after a refused plan", object=ref.display(), published=published)
-        return published
+        """See :meth:`Reobserver.handle_refusal`."""
+        return await self._reobserver.handle_refusal(headers, body, subject=subject)
 
     # ------------------------------------------------------------------ helpers
 
@@ -496,22 +393,3 @@ class WatcherService:
             log.info("kind is served now", kind=stream.kind, stream=stream.key)
             self.metrics.kind_missing.labels(kind=stream.kind).set(0)
         progress.missing = False
-
-
-def _stop_if_cancelled() -> None:
-    """Re-raise a cancellation that a library turned into another error.
-
-    Cancelling a task blocked in aiohttp's stream read can surface as ``RuntimeError
-    ("Connection closed.")`` instead of ``CancelledError``; retrying then would swallow the
-    cancellation and the watcher would never stop (seen in CI: a replica's stop timed out).
-    """
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
-
-
-def _retry_delay(backoff: Backoff, error: BaseException) -> float:
-    """The backoff's next delay, or longer when the server said when to come back."""
-    delay = backoff.next_delay()
-    retry_after = getattr(error, "retry_after", None)
-    return max(delay, float(retry_after)) if retry_after else delay

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from kaiwo_runtime.kv import KeyValue
@@ -182,3 +182,20 @@ def _decode_known(value: bytes) -> KnownObject:
         name=str(document.get("name", "")),
         correlation=str(document.get("correlation", "")),
     )
+
+
+def watch_streams(
+    watch_list: Iterable[WatchTarget], namespaces: Iterable[str] = ()
+) -> tuple[WatchStream, ...]:
+    """One stream per target, or per target and namespace for namespaced kinds when the
+    watcher is limited to ``namespaces``; a target of one namespace is watched there only."""
+    limited = tuple(dict.fromkeys(namespaces))
+    streams: list[WatchStream] = []
+    for target in watch_list:
+        if target.namespace is not None:
+            streams.append(WatchStream(target=target, namespace=target.namespace))
+        elif target.resource.namespaced and limited:
+            streams.extend(WatchStream(target=target, namespace=ns) for ns in limited)
+        else:
+            streams.append(WatchStream(target=target))
+    return tuple(streams)

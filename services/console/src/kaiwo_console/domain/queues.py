@@ -24,14 +24,10 @@ from kaiwo_console.domain.cluster import (
     LOCAL_QUEUE,
     WORKLOAD_KINDS,
     ClusterState,
-    QuotaUse,
     Visible,
-    cluster_queue_of,
-    gpu_quota,
     is_admitted,
     is_finished,
     meta,
-    quota_use,
     spec,
 )
 from kaiwo_console.domain.history import (
@@ -42,6 +38,7 @@ from kaiwo_console.domain.history import (
     depth_over_time,
     waits_in,
 )
+from kaiwo_console.domain.quota import QuotaUse, cluster_queue_of, gpu_quota, quota_use
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,101 @@
+"""``kaiwo events replay``: re-run the pure planner over the recorded observations and check
+every recorded plan is reproduced byte for byte (exit 1 when one differs)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated
+
+import typer
+from kaiwo_eventstore.explain import (
+    find_workload,
+    short_plan_id,
+)
+from rich.console import Console
+from rich.markup import escape
+from rich.syntax import Syntax
+
+from kaiwo_cli.commands.events.store_access import (
+    StateDirOption,
+    StoreOption,
+    name_the_cluster,
+    opened_store,
+    run_coroutine,
+    stdout_console,
+    store_url,
+)
+from kaiwo_cli.replay.comparison import PlanReplay, ReplayReport
+from kaiwo_cli.replay.store import replay_from_store
+
+
+def replay(
+    workload: Annotated[
+        str | None,
+        typer.Option("--workload", help="NAMESPACE/NAME; every recorded plan when omitted."),
+    ] = None,
+    fresh_contexts: Annotated[
+        bool,
+        typer.Option(
+            "--fresh-contexts",
+            help="Work every value out afresh for each plan (slower; also finds a value the "
+            "planner kept when it should have worked it out again).",
+        ),
+    ] = False,
+    store: StoreOption = None,
+    state_dir: StateDirOption = None,
+) -> None:
+    """Re-plan from the recorded observations; exit 1 when a recorded plan is not reproduced."""
+    name_the_cluster(store, state_dir)
+    console = stdout_console()
+    report: ReplayReport = run_coroutine(
+        _replay(
+            workload,
+            store_url(store, state_dir),
+            lambda plan: _print_verdict(console, plan),
+            fresh_contexts=fresh_contexts,
+        )
+    )
+    total = report.reproduced + report.differ + report.skipped
+    console.print(
+        f"{total} plans, {report.reproduced} reproduced, {report.differ} differ, "
+        f"{report.skipped} skipped ({report.observations} observations replayed)"
+    )
+    if report.late_observations:
+        console.print(
+            f"[yellow]{report.late_observations} observations were recorded after the replay "
+            "had passed their stream sequence and were not applied[/]"
+        )
+    if report.differ:
+        raise typer.Exit(1)
+
+
+def _print_verdict(console: Console, plan: PlanReplay) -> None:
+    """One line per plan as it is judged (a large store prints as it goes, keeping none)."""
+    mark = {"reproduced": "[green]reproduced[/]", "differs": "[red]differs[/]"}.get(
+        plan.outcome, "[yellow]skipped[/]"
+    )
+    console.print(
+        f"{mark}  {escape(plan.owner)}  plan {short_plan_id(plan.event_id)} "
+        f"({plan.trigger}, obs {plan.obs_sequence})"
+        + (f": {escape(plan.reason)}" if plan.reason else "")
+    )
+    if plan.diff:
+        console.print(Syntax(plan.diff, "diff", theme="ansi_dark", background_color="default"))
+
+
+async def _replay(
+    reference: str | None,
+    url: str,
+    on_verdict: Callable[[PlanReplay], None],
+    *,
+    fresh_contexts: bool,
+) -> ReplayReport:
+    async with opened_store(url) as store:
+        uid = (await find_workload(store, reference)).uid if reference else None
+        return await replay_from_store(
+            store,
+            workload_uid=uid,
+            on_verdict=on_verdict,
+            keep=lambda _plan: False,
+            fresh_contexts=fresh_contexts,
+        )

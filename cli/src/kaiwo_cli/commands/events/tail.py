@@ -1,0 +1,234 @@
+"""``kaiwo events tail``: live events from NATS, optionally after the recorded ones."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Final
+
+import typer
+from kaiwo_contracts.events.decoding import decode_event
+from kaiwo_contracts.events.envelope import EnvelopeFormatError
+from kaiwo_contracts.events.permissions import CLI, CLI_SUBJECTS, inbox_prefix
+from kaiwo_eventstore import StoredEvent
+from kaiwo_runtime.nats_connection import (
+    CONNECT_ERRORS,
+    ClientTls,
+    NatsConnection,
+    connect_client,
+)
+from kaiwo_runtime.redaction import redact_secrets
+from rich.console import Console
+from rich.markup import escape
+
+from kaiwo_cli.commands.events.store_access import (
+    CommandError,
+    StateDirOption,
+    StoreOption,
+    name_the_cluster,
+    opened_store,
+    run_coroutine,
+    stdout_console,
+    store_url,
+)
+from kaiwo_cli.stack.state import (
+    StackState,
+    StackStateError,
+    state_dir_here,
+)
+from kaiwo_cli.tail_lines import (
+    TailFilter,
+    change_and_phase,
+    display_kind,
+    kind_of,
+    tail_line,
+)
+
+
+def tail_connection(
+    *, nats_url: str | None, credentials: Path | None, tls_ca: Path | None, state_dir: Path | None
+) -> NatsConnection:
+    """``--nats`` with its credentials, or the CLI identity of the stack in the state
+    directory; never a guessed server."""
+    if nats_url is None:
+        try:
+            state = StackState.read(state_dir_here(state_dir))
+        except StackStateError as error:
+            raise CommandError(str(error)) from error
+        nats_url = state.nats_url
+        credentials = credentials or state.cli_credentials_file
+        tls_ca = tls_ca or state.nats_tls_ca_file
+    return NatsConnection(
+        url=nats_url,
+        credentials_file=credentials,
+        tls=ClientTls(ca_file=tls_ca) if tls_ca else None,
+        inbox_prefix=inbox_prefix(CLI),
+        name="kaiwo-events-tail",
+    )
+
+
+def tail(
+    *,
+    namespace: Annotated[str | None, typer.Option("--namespace", "-n")] = None,
+    name: Annotated[str | None, typer.Option()] = None,
+    kind: Annotated[str | None, typer.Option(help="KaiwoJob, Pod, Node, ...")] = None,
+    event_type: Annotated[
+        str | None, typer.Option("--type", help="Type, or part of it: plan.decided")
+    ] = None,
+    from_store: Annotated[
+        bool, typer.Option("--from-store", help="Print the recorded events first.")
+    ] = False,
+    count: Annotated[
+        int | None, typer.Option(help="Stop after this many live events.", min=1)
+    ] = None,
+    nats_url: Annotated[
+        str | None,
+        typer.Option("--nats", help="NATS URL; default: the one kaiwo up runs (stack.json)."),
+    ] = None,
+    credentials: Annotated[
+        Path | None,
+        typer.Option(help="NKey seed or .creds file for --nats (default: kaiwo up's CLI key)."),
+    ] = None,
+    tls_ca: Annotated[
+        Path | None, typer.Option("--tls-ca", help="CA to verify a TLS server with.")
+    ] = None,
+    internal: Annotated[
+        bool,
+        typer.Option(
+            "--internal",
+            help="Also observations, plans and dead letters (whole objects): needs a key that "
+            "may read them, a reader's (kaiwo nats credentials --reader); the CLI's may not.",
+        ),
+    ] = False,
+    store: StoreOption = None,
+    state_dir: StateDirOption = None,
+) -> None:
+    """Follow events live from NATS (Ctrl-C stops)."""
+    name_the_cluster(store, state_dir)
+    wanted = TailFilter(namespace=namespace, name=name, kind=kind, type=event_type)
+    run_coroutine(
+        _tail(
+            wanted,
+            connection_of=lambda: tail_connection(
+                nats_url=nats_url, credentials=credentials, tls_ca=tls_ca, state_dir=state_dir
+            ),
+            store_url=store_url(store, state_dir),
+            from_store=from_store,
+            count=count,
+            subjects=TAIL_ALL if internal else CLI_SUBJECTS,
+        )
+    )
+
+
+TAIL_ALL: Final = ("kaiwo.>",)
+"""``tail --internal``: every event, the internal families included."""
+
+
+async def _tail(
+    wanted: TailFilter,
+    *,
+    connection_of: Callable[[], NatsConnection],
+    store_url: str,
+    from_store: bool,
+    count: int | None,
+    subjects: tuple[str, ...] = CLI_SUBJECTS,
+) -> None:
+    console = stdout_console()
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    connection = connection_of()
+    try:
+        client = await connect_client(connection, connect_timeout=5, max_reconnect_attempts=3)
+    except CONNECT_ERRORS as error:
+        raise CommandError(
+            f"NATS at {connection.redacted_url} is unreachable: {redact_secrets(str(error))}"
+        ) from error
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    # Not on every platform, and only in the main thread.
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        loop.add_signal_handler(signal.SIGINT, stop.set)
+    try:
+        # Subscribe before reading the store, so nothing falls between the two.
+        for subject in subjects:
+            await client.subscribe(subject, cb=queue.put)
+        seen: set[str] = set()
+        if from_store:
+            async with opened_store(store_url) as opened:
+                async for batch in opened.iter_all():
+                    for event in batch:
+                        seen.add(event.event_id)
+                        _print_stored(console, event, wanted)
+        printed = 0
+        while not stop.is_set() and (count is None or printed < count):
+            getter = asyncio.ensure_future(queue.get())
+            stopper = asyncio.ensure_future(stop.wait())
+            done, _ = await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            for pending in (getter, stopper):
+                if pending not in done:
+                    pending.cancel()
+            if getter not in done:
+                break
+            message = getter.result()
+            printed += _print_live(console, message, wanted, seen)
+    finally:
+        await client.close()
+
+
+def _print_stored(console: Console, event: StoredEvent, wanted: TailFilter) -> None:
+    kind = kind_of(event.metadata.get("natsSubject"), event.data)
+    if wanted.matches(event_type=event.type, subject=event.subject, kind=kind):
+        change, phase = change_and_phase(event.type, event.data)
+        console.print(
+            escape(
+                tail_line(
+                    time=event.time,
+                    event_type=event.type,
+                    kind=display_kind(event.metadata.get("natsSubject"), event.data),
+                    subject=event.subject,
+                    change=change,
+                    phase=phase,
+                    event_id=event.event_id,
+                    correlation_id=event.correlation_id,
+                    causation_id=event.causation_id,
+                )
+            ),
+            style="dim",
+        )
+
+
+def _print_live(console: Console, message: Any, wanted: TailFilter, seen: set[str]) -> int:
+    try:  # the decoder every consumer uses: poison here is poison for the services too
+        decoded = decode_event(message.headers, message.data, subject=message.subject)
+    except EnvelopeFormatError as error:
+        if wanted == TailFilter():
+            console.print(escape(f"(unreadable message on {message.subject}: {error})"))
+            return 1
+        return 0
+    envelope = decoded.envelope
+    if envelope.id in seen:
+        return 0
+    seen.add(envelope.id)
+    data = decoded.body
+    kind = kind_of(message.subject, data)
+    if not wanted.matches(event_type=envelope.type, subject=envelope.subject, kind=kind):
+        return 0
+    change, phase = change_and_phase(envelope.type, data)
+    console.print(
+        escape(
+            tail_line(
+                time=envelope.time,
+                event_type=envelope.type,
+                kind=display_kind(message.subject, data),
+                subject=envelope.subject,
+                change=change,
+                phase=phase,
+                event_id=envelope.id,
+                correlation_id=envelope.correlationid,
+                causation_id=envelope.causationid,
+            )
+        )
+    )
+    return 1

@@ -1,0 +1,290 @@
+"""Comparing a replayed plan with the recorded one, and the verdicts: reproduced, differs (with
+a unified diff of the two as canonical YAML) or skipped (with the reason)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import (
+    Callable,
+    Mapping,
+    Sequence,
+)
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final, Literal
+
+import yaml
+from kaiwo_contracts.confinement import preemption_target_ref
+from kaiwo_contracts.events import PlanDecidedV1
+from kaiwo_contracts.plans import ObjectRef, Plan, canonical_json
+from kaiwo_eventstore import StoredEvent
+from kaiwo_planner.domain.planning import PlanningResult
+from kaiwo_planner.domain.queues.default_objects import default_object_plans
+from kaiwo_planner.domain.state.planning_context import PlanningContext
+from kaiwo_planner.domain.state.projection import Projection
+from kaiwo_planner.domain.status.planned_status import owner_with_status
+
+Outcome = Literal["reproduced", "differs", "skipped"]
+PlanFunction = Callable[..., PlanningResult]
+"""The planner's ``plan_object`` (a benchmark passes a counting stand-in)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlanReplay:
+    """The verdict on one recorded plan."""
+
+    event_id: str
+    position: int
+    owner: str
+    trigger: str
+    planned_at: datetime | None
+    obs_sequence: int
+    outcome: Outcome
+    reason: str = ""
+    diff: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayReport:
+    plans: tuple[PlanReplay, ...]
+    """The verdicts kept: every one, unless the caller asked to keep only some (a replay of
+    a large store keeps the differences and prints the rest as they come)."""
+    observations: int
+    """Recorded observations applied (those at or below the last plan's obs_sequence)."""
+    tally: Mapping[Outcome, int] | None = None
+    """Verdicts by outcome, kept or not; None: count :attr:`plans`."""
+    late_observations: int = 0
+    """Observations recorded after the replay had passed their stream sequence (not
+    applied; see :func:`replay_from_store`)."""
+
+    def count(self, outcome: Outcome) -> int:
+        if self.tally is not None:
+            return self.tally.get(outcome, 0)
+        return sum(1 for plan in self.plans if plan.outcome == outcome)
+
+    @property
+    def reproduced(self) -> int:
+        return self.count("reproduced")
+
+    @property
+    def differ(self) -> int:
+        return self.count("differs")
+
+    @property
+    def skipped(self) -> int:
+        return self.count("skipped")
+
+
+VerdictSink = Callable[[PlanReplay], None]
+
+
+def judge_plan(
+    event: StoredEvent,
+    decided: PlanDecidedV1,
+    projection: Projection,
+    plan_fn: PlanFunction,
+    context_of: Callable[[Projection], PlanningContext],
+) -> PlanReplay:
+    """The verdict on ``decided``, read without its fingerprint check (:func:`decided_plan`).
+
+    A replayed plan that is the recorded one exactly and has its fingerprint proves the
+    recorded fingerprint right; any other verdict is given only once the recorded plan has
+    passed the check, and a plan that fails it is skipped as not parsing, as before.
+    """
+    verdict, proven = _judge_unchecked(event, decided, projection, plan_fn, context_of)
+    if proven or decided.fingerprint_holds():
+        return verdict
+    return skipped_verdict(event, UNPARSABLE)
+
+
+UNPARSABLE: Final = "the recorded plan does not parse as PlanDecidedV1"
+
+
+def _judge_unchecked(
+    event: StoredEvent,
+    decided: PlanDecidedV1,
+    projection: Projection,
+    plan_fn: PlanFunction,
+    context_of: Callable[[Projection], PlanningContext],
+) -> tuple[PlanReplay, bool]:
+    """The verdict, and whether the replayed plan proved the recorded fingerprint right."""
+    if decided.planned_at is None:
+        return skipped_verdict(event, "planned outside the planner (no plannedAt)", decided), False
+    # A GpuWorkload created for a GPU workload's root was planned from that root.
+    planned_from = preemption_target_ref(decided.plan) if decided.plan.create_only else None
+    if decided.plan.create_only and decided.plan.owner.uid is None and planned_from is None:
+        return _judge_default_object(event, decided, projection), False
+    uid = planned_from.uid if planned_from is not None else decided.plan.owner.uid
+    owner = projection.by_uid(uid) if uid else None
+    if owner is None:
+        return skipped_verdict(
+            event,
+            f"the owner {decided.plan.owner.display()} is not among the recorded observations "
+            f"up to sequence {decided.obs_sequence}",
+            decided,
+        ), False
+    # The planner planned from its own previous status when the observed one lagged behind.
+    owner = owner_with_status(owner, decided.assumed_status)
+    replayed = plan_fn(owner=owner, context=context_of(projection), now=decided.planned_at).plan
+    if replayed is not None and _same_as_recorded(decided, replayed, projection):
+        return _verdict(event, decided, "reproduced"), _same_plan_exactly(replayed, decided.plan)
+    recorded_doc = comparable(decided.plan, absent=decided.absent, drifted=decided.drifted)
+    replayed_doc = (
+        comparable(replayed, **_confirmed_gaps(decided, replayed, projection))
+        if replayed
+        else {"plan": None}
+    )
+    if canonical_json(recorded_doc) == canonical_json(replayed_doc):
+        return _verdict(event, decided, "reproduced"), False
+    diff = unified_yaml_diff(recorded_doc, replayed_doc)
+    return _verdict(event, decided, "differs", diff=diff), False
+
+
+def _judge_default_object(
+    event: StoredEvent, decided: PlanDecidedV1, projection: Projection
+) -> PlanReplay:
+    """A plan that creates a missing singleton: the cluster then lacked it, and the plan for
+    it is the one recorded."""
+    replayed = {
+        plan.owner.kind: plan for plan in default_object_plans(projection.cluster_state())
+    }.get(decided.plan.owner.kind)
+    if replayed is not None and replayed.fingerprint() == decided.fingerprint:
+        return _verdict(event, decided, "reproduced")
+    recorded_doc = comparable(decided.plan, absent=decided.absent)
+    replayed_doc = comparable(replayed, absent=decided.absent) if replayed else {"plan": None}
+    return _verdict(event, decided, "differs", diff=unified_yaml_diff(recorded_doc, replayed_doc))
+
+
+def _same_plan_exactly(replayed: Plan, recorded: Plan) -> bool:
+    """The two plans are equal, types included: so they have one fingerprint.
+
+    The typed fields hold validated strings, integers and booleans, which ``==`` compares
+    exactly; in the free-form documents (desired and shared objects, the status) ``==``
+    takes ``1``, ``1.0`` and ``True`` (and ``0.0`` and ``-0.0``) for one value, which the
+    canonical JSON the fingerprint hashes does not: there the types are compared too.
+    """
+    return all(
+        getattr(replayed, name) == getattr(recorded, name) for name in _TYPED_PLAN_FIELDS
+    ) and _strictly_equal(_documents(replayed), _documents(recorded))
+
+
+_DOCUMENT_FIELDS: Final = ("desired", "status", "shared")
+
+
+_TYPED_PLAN_FIELDS: Final = tuple(
+    name for name in Plan.model_fields if name not in _DOCUMENT_FIELDS
+)
+
+
+def _documents(plan: Plan) -> tuple[object, ...]:
+    return tuple(getattr(plan, name) for name in _DOCUMENT_FIELDS)
+
+
+def _strictly_equal(one: object, other: object) -> bool:
+    """Equal JSON values, and of the same types all the way down (keys in any order)."""
+    kind = type(one)
+    if kind is not type(other):
+        return False
+    if kind is str:
+        return one == other
+    if kind is dict:
+        assert isinstance(one, dict) and isinstance(other, dict)  # for mypy
+        return len(one) == len(other) and all(
+            type(key) is str and key in other and _strictly_equal(value, other[key])
+            for key, value in one.items()
+        )
+    if kind is list or kind is tuple:
+        assert isinstance(one, list | tuple) and isinstance(other, list | tuple)  # for mypy
+        return len(one) == len(other) and all(map(_strictly_equal, one, other))
+    if kind is float:
+        return repr(one) == repr(other)
+    return one == other
+
+
+def _same_as_recorded(decided: PlanDecidedV1, replayed: Plan, projection: Projection) -> bool:
+    """The replayed plan equals the recorded one: equal fingerprints (a hash of the canonical
+    JSON of everything but the observed resourceVersion, checked against the recorded plan
+    when it was parsed), that version, and the gaps it named are gaps of the projection."""
+    confirmed = _confirmed_gaps(decided, replayed, projection)
+    return (
+        decided.fingerprint == replayed.fingerprint()
+        and decided.plan.observed_resource_version == replayed.observed_resource_version
+        and confirmed["absent"] == decided.absent
+        and confirmed["drifted"] == decided.drifted
+    )
+
+
+def _confirmed_gaps(
+    decided: PlanDecidedV1, replayed: Plan, projection: Projection
+) -> dict[str, tuple[ObjectRef, ...]]:
+    """The recorded ``absent`` and ``drifted`` refs that the projection confirms."""
+    missing = set(projection.missing((*replayed.desired, *replayed.shared)))
+    # A resync also names objects the operator wrote last: confirm against that wider set.
+    drifted = set(projection.drifted(replayed.desired, ours_too=True))
+    return {
+        "absent": tuple(ref for ref in decided.absent if ref in missing),
+        "drifted": tuple(ref for ref in decided.drifted if ref in drifted),
+    }
+
+
+def comparable(
+    plan: Plan, *, absent: Sequence[ObjectRef], drifted: Sequence[ObjectRef] = ()
+) -> dict[str, Any]:
+    """What replay compares: the plan and the desired objects the cluster lacked or held
+    without what the plan asks."""
+    return {
+        "plan": plan.model_dump(mode="json", by_alias=True),
+        "absent": [ref.model_dump(mode="json", by_alias=True) for ref in absent],
+        "drifted": [ref.model_dump(mode="json", by_alias=True) for ref in drifted],
+    }
+
+
+def unified_yaml_diff(recorded: Mapping[str, Any], replayed: Mapping[str, Any]) -> str:
+    """A unified diff of the two documents as canonical YAML (sorted keys)."""
+
+    def lines(document: Mapping[str, Any]) -> list[str]:
+        return yaml.safe_dump(dict(document), sort_keys=True, default_flow_style=False).splitlines(
+            keepends=True
+        )
+
+    return "".join(
+        difflib.unified_diff(lines(recorded), lines(replayed), "recorded", "replayed", n=3)
+    )
+
+
+def _verdict(
+    event: StoredEvent,
+    decided: PlanDecidedV1,
+    outcome: Outcome,
+    *,
+    reason: str = "",
+    diff: str = "",
+) -> PlanReplay:
+    return PlanReplay(
+        event_id=event.event_id,
+        position=event.global_position,
+        owner=decided.plan.owner.display(),
+        trigger=decided.trigger,
+        planned_at=decided.planned_at,
+        obs_sequence=decided.obs_sequence,
+        outcome=outcome,
+        reason=reason,
+        diff=diff,
+    )
+
+
+def skipped_verdict(
+    event: StoredEvent, reason: str, decided: PlanDecidedV1 | None = None
+) -> PlanReplay:
+    if decided is not None:
+        return _verdict(event, decided, "skipped", reason=reason)
+    return PlanReplay(
+        event_id=event.event_id,
+        position=event.global_position,
+        owner=str(event.subject or "?"),
+        trigger="?",
+        planned_at=None,
+        obs_sequence=0,
+        outcome="skipped",
+        reason=reason,
+    )

@@ -1,0 +1,212 @@
+"""Reading what was recorded: each event's stream and sequence, observations, monitor findings
+and autoscaler decisions in stream order, and plans in the order they were published."""
+
+from __future__ import annotations
+
+from collections.abc import (
+    Callable,
+    Iterable,
+    Mapping,
+)
+from dataclasses import dataclass
+from typing import Final, TypeVar
+
+from kaiwo_contracts.events import ObservedObjectV1, PlanDecidedV1
+from kaiwo_contracts.events.autoscaling import ScaleDecidedV1
+from kaiwo_contracts.events.monitor import UtilizationV1
+from kaiwo_contracts.events.plans import FINGERPRINT_CHECKED_BY_READER
+from kaiwo_eventstore import StoredEvent
+from kaiwo_planner.domain.state.scale_request import ScaleRequest
+from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
+from pydantic import ValidationError
+
+OBSERVED_TYPE: Final = ObservedObjectV1.EVENT_TYPE
+
+
+PLAN_TYPE: Final = PlanDecidedV1.EVENT_TYPE
+
+
+NATS_STREAM_KEY: Final = "natsStream"
+
+
+NATS_SEQUENCE_KEY: Final = "natsSequence"
+"""Metadata keys the recorder writes (``kaiwo_recorder.records``); a test keeps them equal."""
+
+
+OBSERVED_STREAM: Final = "KAIWO_OBS"
+
+
+FINDING_TYPE: Final = UtilizationV1.EVENT_TYPE
+
+
+MONITOR_STREAM: Final = "KAIWO_MON"
+
+
+SCALE_TYPE: Final = ScaleDecidedV1.EVENT_TYPE
+
+
+GATEWAY_STREAM: Final = "KAIWO_GATEWAY"
+
+
+@dataclass(frozen=True, slots=True)
+class _Observation:
+    sequence: int
+    payload: ObservedObjectV1
+
+
+def observations_in_stream_order(events: Iterable[StoredEvent]) -> list[_Observation]:
+    """Recorded observations of ``KAIWO_OBS`` with a readable payload, by stream sequence."""
+    found: dict[int, _Observation] = {}
+    for event in events:
+        sequence = _obs_sequence_of(event)
+        if event.type != OBSERVED_TYPE or sequence is None or sequence in found:
+            continue
+        try:
+            found[sequence] = _Observation(sequence, ObservedObjectV1.model_validate(event.data))
+        except ValidationError:
+            continue  # the recorder would have stored it as malformed; nothing to apply
+    return [found[sequence] for sequence in sorted(found)]
+
+
+_Read = TypeVar("_Read")
+
+
+def findings_in_stream_order(events: Iterable[StoredEvent]) -> list[tuple[int, WorkloadFinding]]:
+    """Recorded monitor findings of ``KAIWO_MON`` with a readable payload, by stream sequence."""
+
+    def read(event: StoredEvent) -> WorkloadFinding | None:
+        reading = UtilizationV1.model_validate(event.data)
+        return WorkloadFinding.of(reading, at=event.time) if reading.workload.uid else None
+
+    return _in_stream_order(events, stream=MONITOR_STREAM, event_type=FINDING_TYPE, read=read)
+
+
+def scale_requests_in_stream_order(
+    events: Iterable[StoredEvent],
+) -> list[tuple[int, ScaleRequest]]:
+    """Recorded autoscaler decisions of ``KAIWO_GATEWAY`` with a readable payload, by stream
+    sequence."""
+
+    def read(event: StoredEvent) -> ScaleRequest | None:
+        decision = ScaleDecidedV1.model_validate(event.data)
+        return ScaleRequest.of(decision, at=event.time) if decision.model.uid else None
+
+    return _in_stream_order(events, stream=GATEWAY_STREAM, event_type=SCALE_TYPE, read=read)
+
+
+def _in_stream_order(
+    events: Iterable[StoredEvent],
+    *,
+    stream: str,
+    event_type: str,
+    read: Callable[[StoredEvent], _Read | None],
+) -> list[tuple[int, _Read]]:
+    """What ``read`` makes of each recorded event of ``event_type`` in ``stream`` (once per
+    stream sequence; unreadable payloads and None skipped), by stream sequence."""
+    found: dict[int, _Read] = {}
+    for event in events:
+        sequence = _sequence_in(event, stream)
+        if event.type != event_type or sequence is None or sequence in found:
+            continue
+        try:
+            value = read(event)
+        except ValidationError:
+            continue
+        if value is not None:
+            found[sequence] = value
+    return [(sequence, found[sequence]) for sequence in sorted(found)]
+
+
+def plan_order(event: StoredEvent) -> tuple[int, int, int, int]:
+    """The order one planner published its plans in: every sequence only moves forward."""
+    data = event.data
+    try:
+        return (
+            int(data.get("obsSequence") or 0),
+            int(data.get("monSequence") or 0),
+            int(data.get("scaleSequence") or 0),
+            event.global_position,
+        )
+    except (TypeError, ValueError):  # unparsable: judged (and skipped) in recorded order
+        return (0, 0, 0, event.global_position)
+
+
+def decided_plan(event: StoredEvent) -> PlanDecidedV1 | None:
+    """The recorded decision, its fingerprint not checked yet: :func:`judge_plan` checks it, most
+    often by finding the replayed plan equal to it, which spares hashing the plan twice."""
+    try:
+        return PlanDecidedV1.model_validate(
+            event.data, context={FINGERPRINT_CHECKED_BY_READER: True}
+        )
+    except ValidationError:
+        return None
+
+
+def _obs_sequence_of(event: StoredEvent) -> int | None:
+    return _sequence_in(event, OBSERVED_STREAM)
+
+
+def _sequence_in(event: StoredEvent, stream: str) -> int | None:
+    metadata = event.metadata
+    if metadata.get(NATS_STREAM_KEY) != stream:
+        return None
+    sequence = metadata.get(NATS_SEQUENCE_KEY)
+    return sequence if isinstance(sequence, int) and sequence > 0 else None
+
+
+def observation_of(
+    event: StoredEvent,
+) -> tuple[int, Callable[[], ObservedObjectV1 | None]] | None:
+    """The observation's stream sequence, and how to read its payload (only when applied:
+    an observation past the last plan is never validated)."""
+    sequence = _obs_sequence_of(event)
+    if sequence is None:
+        return None
+
+    def payload() -> ObservedObjectV1 | None:
+        try:
+            return ObservedObjectV1.model_validate(event.data)
+        except ValidationError:  # the recorder would have stored it as malformed
+            return None
+
+    return sequence, payload
+
+
+def finding_of(
+    event: StoredEvent,
+) -> tuple[int, Callable[[], WorkloadFinding | None]] | None:
+    sequence = _sequence_in(event, MONITOR_STREAM)
+    if sequence is None:
+        return None
+
+    def finding() -> WorkloadFinding | None:
+        try:
+            reading = UtilizationV1.model_validate(event.data)
+        except ValidationError:
+            return None
+        return WorkloadFinding.of(reading, at=event.time) if reading.workload.uid else None
+
+    return sequence, finding
+
+
+def scale_request_of(
+    event: StoredEvent,
+) -> tuple[int, Callable[[], ScaleRequest | None]] | None:
+    sequence = _sequence_in(event, GATEWAY_STREAM)
+    if sequence is None:
+        return None
+
+    def request() -> ScaleRequest | None:
+        try:
+            decision = ScaleDecidedV1.model_validate(event.data)
+        except ValidationError:
+            return None
+        return ScaleRequest.of(decision, at=event.time) if decision.model.uid else None
+
+    return sequence, request
+
+
+def owner_uid_of(event: StoredEvent) -> str | None:
+    owner = (event.data.get("plan") or {}).get("owner") or {}
+    uid = owner.get("uid") if isinstance(owner, Mapping) else None
+    return uid if isinstance(uid, str) else event.correlation_id

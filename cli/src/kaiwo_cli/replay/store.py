@@ -1,0 +1,218 @@
+"""Replay straight from the event store, streamed: plans read in batches and put in publishing
+order, observations, findings and scale decisions read up to each plan's sequences."""
+
+from __future__ import annotations
+
+import gc
+import heapq
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Sequence,
+)
+from typing import Final, Generic, TypeVar
+
+from kaiwo_eventstore import EventStore, StoredEvent, cyclic_gc_paused
+from kaiwo_planner.domain.planning import plan_object
+
+from kaiwo_cli.replay.comparison import (
+    PlanFunction,
+    PlanReplay,
+    ReplayReport,
+    VerdictSink,
+    skipped_verdict,
+)
+from kaiwo_cli.replay.recorded import (
+    FINDING_TYPE,
+    OBSERVED_TYPE,
+    PLAN_TYPE,
+    SCALE_TYPE,
+    decided_plan,
+    finding_of,
+    observation_of,
+    owner_uid_of,
+    plan_order,
+    scale_request_of,
+)
+from kaiwo_cli.replay.replanning import (
+    Progress,
+    Replayer,
+)
+
+READ_BATCH: Final = 2000
+"""Events of one type read per round trip."""
+
+
+PLAN_WINDOW: Final = 4096
+"""Plans read ahead and put in publishing order before each is judged (see below)."""
+
+
+async def replay_from_store(
+    store: EventStore,
+    *,
+    workload_uid: str | None = None,
+    plan_fn: PlanFunction = plan_object,
+    progress: Progress | None = None,
+    on_verdict: VerdictSink | None = None,
+    keep: Callable[[PlanReplay], bool] | None = None,
+    plan_window: int = PLAN_WINDOW,
+    batch_size: int = READ_BATCH,
+    fresh_contexts: bool = False,
+) -> ReplayReport:
+    """Replay the recorded plans of one workload (every plan when ``workload_uid`` is None).
+
+    Streamed, in memory that does not grow with the store: the plans, observations, findings
+    and scale decisions are each read as a stream of their own type
+    (:meth:`~kaiwo_eventstore.EventStore.iter_by_type`, in recording order, in batches), and
+    each input is read only as far as the plan being judged needs. No event of another type
+    is read or decoded. ``on_verdict`` sees every verdict as it is made; the report keeps
+    those ``keep`` accepts (all by default) and counts every one.
+
+    Order. The recorder stores each NATS stream through one consumer, in stream order, batch
+    by batch; one planner publishes its plans with every sequence moving forward. So
+    recording order is stream order, give or take a redelivered batch: each input is put in
+    stream-sequence order over what has been read (at least one batch past the plan's
+    sequence), and plans over a window of ``plan_window``. An observation recorded after the
+    replay has passed its sequence cannot be applied any more: it is counted in
+    ``late_observations``; a plan that comes after the replay applied observations past its
+    ``obsSequence`` is *skipped*, saying so. Neither happens to a store one recorder wrote.
+
+    Planning contexts. By default replay carries one planning context along the projection,
+    as the planner service does (:class:`PlanningContextKeeper`: values whose inputs did not
+    change are kept), and judges a plan that differs again with a fresh context, whose
+    verdict is the one reported: a difference is always one from scratch. Working
+    everything out afresh for every plan (``fresh_contexts``, ``--fresh-contexts``) is
+    several times slower, and also finds a value the planner service kept when it should
+    have worked it out again (it shows as a difference).
+    """
+    replayer = Replayer(plan_fn, keep=keep, on_verdict=on_verdict, fresh_contexts=fresh_contexts)
+
+    def batches(event_type: str) -> AsyncGenerator[Sequence[StoredEvent], None]:
+        return store.iter_by_type(event_type, batch_size=batch_size)
+
+    observations = _InStreamOrder(batches(OBSERVED_TYPE), read=observation_of)
+    findings = _InStreamOrder(batches(FINDING_TYPE), read=finding_of)
+    requests = _InStreamOrder(batches(SCALE_TYPE), read=scale_request_of)
+    done = 0
+    with cyclic_gc_paused():  # see kaiwo_eventstore.bulk; collected every few thousand plans
+        try:
+            async for event in _plans_in_order(
+                batches(PLAN_TYPE), window=plan_window, owner_uid=workload_uid
+            ):
+                decided = decided_plan(event)
+                if (
+                    decided is not None
+                    and decided.obs_sequence < replayer.obs_through
+                    and not decided.fingerprint_holds()
+                ):
+                    decided = None  # judged as not parsing, as a plan that failed validation
+                if decided is not None and decided.obs_sequence < replayer.obs_through:
+                    replayer.record(
+                        skipped_verdict(
+                            event,
+                            f"recorded out of order: the replay had applied observations up "
+                            f"to {replayer.obs_through}, past this plan's {decided.obs_sequence}",
+                            decided,
+                        )
+                    )
+                else:
+                    if decided is not None:
+                        replayer.apply_observations(
+                            await observations.take_through(decided.obs_sequence)
+                        )
+                        replayer.apply_findings(await findings.take_through(decided.mon_sequence))
+                        replayer.apply_scale_requests(
+                            await requests.take_through(decided.scale_sequence)
+                        )
+                    replayer.judge(event, decided)
+                done += 1
+                if done % _COLLECT_EVERY == 0:
+                    gc.collect()
+                if progress is not None:
+                    progress(done, None)
+        finally:
+            for source in (observations, findings, requests):
+                await source.close()
+    return replayer.report(late_observations=observations.late)
+
+
+_COLLECT_EVERY: Final = 5000
+
+
+_Item = TypeVar("_Item")
+
+
+class _InStreamOrder(Generic[_Item]):
+    """One input of replay, read from the store batch by batch, handed out in stream-sequence
+    order up to a bound. Holds only what was read past the last bound (a batch or so)."""
+
+    def __init__(
+        self,
+        batches: AsyncGenerator[Sequence[StoredEvent], None],
+        *,
+        read: Callable[[StoredEvent], tuple[int, Callable[[], _Item | None]] | None],
+    ) -> None:
+        self._batches = batches
+        self._read = read
+        self._heap: list[int] = []
+        self._pending: dict[int, Callable[[], _Item | None]] = {}
+        self._read_through = 0
+        self._taken_through = 0
+        self._exhausted = False
+        self.late = 0
+
+    async def take_through(self, bound: int) -> list[tuple[int, _Item]]:
+        """Every item with a sequence up to ``bound`` not handed out yet, in sequence order."""
+        while not self._exhausted and self._read_through <= bound:
+            batch = await anext(self._batches, None)
+            if batch is None:
+                self._exhausted = True
+                break
+            for event in batch:
+                self._add(event)
+        taken: list[tuple[int, _Item]] = []
+        while self._heap and self._heap[0] <= bound:
+            sequence = heapq.heappop(self._heap)
+            item = self._pending.pop(sequence)()
+            if item is not None:
+                taken.append((sequence, item))
+        self._taken_through = max(self._taken_through, bound)
+        return taken
+
+    def _add(self, event: StoredEvent) -> None:
+        found = self._read(event)
+        if found is None:
+            return
+        sequence, item = found
+        self._read_through = max(self._read_through, sequence)
+        if sequence <= self._taken_through:
+            self.late += 1
+        elif sequence not in self._pending:  # the first recording of a sequence counts
+            self._pending[sequence] = item
+            heapq.heappush(self._heap, sequence)
+
+    async def close(self) -> None:
+        await self._batches.aclose()
+
+
+async def _plans_in_order(
+    batches: AsyncGenerator[Sequence[StoredEvent], None],
+    *,
+    window: int,
+    owner_uid: str | None,
+) -> AsyncIterator[StoredEvent]:
+    """The recorded plans (of ``owner_uid``, or all) in publishing order over a window."""
+    heap: list[tuple[tuple[int, int, int, int], StoredEvent]] = []
+    try:
+        async for batch in batches:
+            for event in batch:
+                if owner_uid is not None and owner_uid_of(event) != owner_uid:
+                    continue
+                heapq.heappush(heap, (plan_order(event), event))
+                if len(heap) > window:
+                    yield heapq.heappop(heap)[1]
+    finally:
+        await batches.aclose()
+    while heap:
+        yield heapq.heappop(heap)[1]

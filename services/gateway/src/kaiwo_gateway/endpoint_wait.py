@@ -1,0 +1,175 @@
+"""Waiting for a ready endpoint of a Model: the balancer's choice, or a wait (counted, so a
+Model at zero replicas is scaled up by the request) until the catalog has news or time runs out.
+
+The proxy and the messenger both come here (:meth:`EndpointWaiter.endpoint_for`)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kaiwo_contracts.plans import ObjectRef
+
+from kaiwo_gateway.domain.autoscaling import ScalingSpec, replicas_for_a_request
+from kaiwo_gateway.domain.balancing import Balancer, Choice
+from kaiwo_gateway.domain.catalog import Catalog, Endpoint, ServedModel
+from kaiwo_gateway.domain.load import RequestCounts, model_ref
+from kaiwo_gateway.domain.routing import (
+    Route,
+)
+from kaiwo_gateway.metrics import GatewayMetrics
+from kaiwo_gateway.openai_errors import OpenAIError
+
+
+@dataclass
+class Wait:
+    """A request waiting for a ready endpoint of its Model."""
+
+    model: ObjectRef
+    started: float
+    from_zero: bool
+    outcome: str = "timeout"
+
+
+@dataclass
+class LoadTracking:
+    """This replica's requests per Model, and what to do when one first waits."""
+
+    counts: RequestCounts = field(default_factory=RequestCounts)
+    on_first_wait: Callable[[], None] = lambda: None
+
+
+class EndpointWaiter:
+    """Requests waiting for an endpoint, woken together whenever the catalog changes."""
+
+    def __init__(
+        self, *, catalog: Catalog, balancer: Balancer, metrics: GatewayMetrics, load: LoadTracking
+    ) -> None:
+        self.catalog = catalog
+        self.balancer = balancer
+        self.metrics = metrics
+        self.load = load
+        self._changed = asyncio.Event()
+
+    def wake(self) -> None:
+        """Wake every request waiting for an endpoint (the catalog has news)."""
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def endpoint_for(
+        self, route: Route, *, prefix: str, exclude: set[str], wait_seconds: float
+    ) -> Choice:
+        """The endpoint for this attempt, waiting up to ``wait_seconds`` for one while the
+        Model has none ready (the wait is counted, so it scales the Model from zero); the
+        messenger's requests come here too. The caller releases the choice
+        (``balancer.release``)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_seconds
+        wait: Wait | None = None
+        try:
+            while True:
+                changed = self._changed
+                endpoints = self.catalog.endpoints(route.model)
+                choice = self._choose(route, endpoints, prefix, exclude)
+                if choice is not None:
+                    if wait is not None:
+                        wait.outcome = "ready"
+                    return choice
+                if exclude and any(e.key in exclude for e in endpoints):
+                    raise OpenAIError(
+                        502,
+                        f"Bad Gateway: no endpoint of model {route.model.name!r} accepted a "
+                        f"connection ({len(exclude)} tried)",
+                        kind="server_error",
+                    )
+                current = self.catalog.model(route.model.uid) or route.model
+                if wait is None:
+                    wait = self._start_waiting(current, at=loop.time())
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise _no_endpoint(route, current, wait_seconds, wait)
+                try:
+                    await asyncio.wait_for(changed.wait(), remaining)
+                except TimeoutError:
+                    continue
+        finally:
+            if wait is not None:
+                self._stop_waiting(wait, at=loop.time())
+
+    def _start_waiting(self, model: ServedModel, *, at: float) -> Wait:
+        """Count the request as waiting (the first one reports at once); a Model at zero
+        replicas whose autoscaling is disabled is refused instead: no request scales it."""
+        key = model_ref(uid=model.uid, namespace=model.namespace, name=model.name)
+        if _never_scaled_by_requests(model.scaling):
+            self.metrics.endpoint_waits.labels(
+                namespace=model.namespace,
+                model=model.name,
+                outcome="not_scalable",
+                from_zero="true",
+            ).inc()
+            raise OpenAIError(
+                503,
+                f"model {model.name!r} has 0 replicas and autoscalingDisabled is set, so no "
+                "request scales it up: scale it (kubectl scale model/"
+                f"{model.name} -n {model.namespace} --replicas=1) or enable autoscaling",
+                kind="server_error",
+                code="model_scaled_to_zero",
+            )
+        from_zero = replicas_for_a_request(model.scaling) is not None
+        if self.load.counts.wait_started(key):
+            self.load.on_first_wait()
+        return Wait(model=key, started=at, from_zero=from_zero)
+
+    def _stop_waiting(self, wait: Wait, *, at: float) -> None:
+        self.load.counts.wait_ended(wait.model)
+        labels = {"namespace": wait.model.namespace, "model": wait.model.name}
+        from_zero = "true" if wait.from_zero else "false"
+        self.metrics.endpoint_waits.labels(
+            **labels, outcome=wait.outcome, from_zero=from_zero
+        ).inc()
+        self.metrics.endpoint_wait.labels(**labels, from_zero=from_zero).observe(at - wait.started)
+
+    def _choose(
+        self, route: Route, endpoints: tuple[Endpoint, ...], prefix: str, exclude: set[str]
+    ) -> Choice | None:
+        model = route.model
+        choice = self.balancer.choose(
+            group=model.uid,
+            endpoints=endpoints,
+            strategy=model.strategy,
+            adapter=route.adapter,
+            prefix=prefix,
+            replication=model.prefix_hash.replication,
+            mean_load_factor=model.prefix_hash.mean_load_factor,
+            exclude=exclude,
+        )
+        if choice is not None:
+            self.metrics.endpoint_choices.labels(
+                namespace=model.namespace,
+                model=model.name,
+                endpoint=choice.endpoint.key,
+                strategy=model.strategy,
+                fallback="true" if choice.fallback else "false",
+            ).inc()
+        return choice
+
+
+def _never_scaled_by_requests(scaling: ScalingSpec) -> bool:
+    return scaling.autoscaling_disabled and (scaling.replicas or 0) == 0
+
+
+def _no_endpoint(route: Route, model: ServedModel, waited: float, wait: Wait) -> OpenAIError:
+    adapter = f" with adapter {route.adapter!r}" if route.adapter else ""
+    why = (
+        " (the model was at 0 replicas: one was asked for and is not ready yet; "
+        "model servers may take minutes to start, try again)"
+        if wait.from_zero
+        else ""
+    )
+    return OpenAIError(
+        503,
+        f"no ready endpoint of model {model.name!r}{adapter} within {waited:g}s{why}",
+        kind="server_error",
+        code="no_ready_endpoint",
+    )
