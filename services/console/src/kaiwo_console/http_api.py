@@ -41,7 +41,6 @@ from kaiwo_console.domain.cluster import (
     gpus_of,
     meta,
     model_rows,
-    node_rows,
     only,
     spec,
     status,
@@ -49,6 +48,7 @@ from kaiwo_console.domain.cluster import (
 )
 from kaiwo_console.domain.history import QueueRecords
 from kaiwo_console.domain.model_load import ModelLoads
+from kaiwo_console.domain.nodes import NodeRecords, node_views
 from kaiwo_console.domain.queues import EstimateMemo, pending_estimates, queue_views
 from kaiwo_console.metrics import ConsoleMetrics
 
@@ -102,6 +102,8 @@ class Console:
     eta: EtaSettings | None = None
     loads: ModelLoads = field(default_factory=ModelLoads)
     """The gateway's requests in flight and autoscaler decisions per Model."""
+    nodes: NodeRecords = field(default_factory=NodeRecords)
+    """The monitor's latest reading per workload and each node's GPUs busy over time."""
 
     estimates_max_age_seconds: float = 30.0
     """How long a queue's estimates serve every page and reader while nothing they read
@@ -319,7 +321,8 @@ class Console:
         async def render(viewer: Viewer) -> Rendered:
             if not viewer.sees_nodes:
                 return "GPU nodes", "<h2>You may not list nodes.</h2>", 403
-            return "GPU nodes", pages.nodes_body(node_rows(self.state)), 200
+            views = node_views(self.state, self.nodes, visible=viewer.visible, now=self.clock())
+            return "GPU nodes", pages.nodes_body(views), 200
 
         return await self._serve(request, "nodes", render)
 

@@ -15,9 +15,10 @@ from html import escape
 from typing import Final
 from urllib.parse import quote
 
-from kaiwo_console.domain.cluster import ModelRow, NodeRow, QuotaUse, WorkloadFilter, WorkloadRow
+from kaiwo_console.domain.cluster import ModelRow, QuotaUse, WorkloadFilter, WorkloadRow
 from kaiwo_console.domain.history import DepthStep, WaitPoint
 from kaiwo_console.domain.model_load import LoadPoint, ScaleDecision
+from kaiwo_console.domain.nodes import NodeView, NodeWorkload
 from kaiwo_console.domain.queues import PendingEntry, QueueView
 
 PAGES: Final = (
@@ -50,7 +51,8 @@ th{background:#f0f2f5;font-weight:600}.phase{font-weight:600}.muted{color:#777}
 .why{color:#8a5a00}form.filters{margin:0 0 10px;display:flex;gap:8px;flex-wrap:wrap}
 form.filters input{width:120px}section{margin-bottom:22px}h2{margin:8px 0}
 ul.tree{list-style:none;padding-left:18px;border-left:1px solid #ddd}
-ul.tree li{margin:2px 0}.t{color:#777;font-size:12px;margin-right:6px}
+ul.tree li{margin:2px 0}ul.on-node{margin:0;padding-left:16px}
+.t{color:#777;font-size:12px;margin-right:6px}
 """
 
 SCRIPT: Final = """"use strict";
@@ -251,10 +253,16 @@ class WorkloadHistory:
 
 
 def utilization_chart(
-    points: Sequence[UtilizationPoint], *, width: int = 800, height: int = 80
+    points: Sequence[UtilizationPoint],
+    *,
+    width: int = 800,
+    height: int = 80,
+    label: str = "id=utilization",
+    summary: bool = True,
 ) -> str:
-    """GPU utilization over the workload's life: a line (gaps where the monitor had no
-    sample) from 0 to 100%, the low-utilization threshold dashed."""
+    """GPU utilization over time (a workload's life, a node's day): a line (gaps where the
+    monitor had no sample) from 0 to 100%, the low-utilization threshold dashed. ``label``:
+    the svg's id or class; ``summary``: the line of figures below it."""
     known = sorted((p for p in points), key=lambda p: p.time)
     if not any(p.ratio is not None for p in known):
         return "<p class=muted>No GPU utilization recorded.</p>"
@@ -291,15 +299,19 @@ def utilization_chart(
     )
     last = next(p for p in reversed(known) if p.ratio is not None)
     assert last.ratio is not None
+    figures = (
+        f"<p class=muted>{len(known)} readings; last {last.ratio:.0%} at {last.time:%H:%M:%S}</p>"
+        if summary
+        else ""
+    )
     return (
-        f'<svg id=utilization width="{width}" height="{height + 14}" role="img" '
+        f'<svg {label} width="{width}" height="{height + 14}" role="img" '
         f'aria-label="GPU utilization over time">'
         f'<rect x="0" y="0" width="{width}" height="{height}" fill="#f4f6f8"/>'
         f"{dashed}{paths}"
         f'<text x="0" y="{height + 12}" font-size="11">{start:%H:%M}</text>'
         f'<text x="{width - 34}" y="{height + 12}" font-size="11">{end:%H:%M}</text>'
-        "</svg>"
-        f"<p class=muted>{len(known)} readings; last {last.ratio:.0%} at {last.time:%H:%M:%S}</p>"
+        f"</svg>{figures}"
     )
 
 
@@ -538,24 +550,80 @@ def _workload_link(entry: PendingEntry) -> str:
     return f'<a href="{href}">{escape(entry.name)}</a>'
 
 
-def nodes_body(rows: Sequence[NodeRow]) -> str:
-    total = sum(r.gpus for r in rows)
-    allocated = sum(r.allocated for r in rows)
+def nodes_body(views: Sequence[NodeView], *, chart_width: int = 240) -> str:
+    """Per GPU node: GPUs allocated (a bar) and busy now, its utilization over time, and the
+    workloads on it, the idle ones flagged with why and linked to their page."""
+    total = sum(v.row.gpus for v in views)
+    allocated = sum(v.row.allocated for v in views)
+    busy = sum(v.used or 0.0 for v in views)
+    idle_workloads = sum(1 for v in views for w in v.workloads if w.idle)
     lines = (
         "".join(
-            f"<tr><td>{escape(r.name)}</td><td>{escape(r.vendor)}</td><td>{escape(r.product)}</td>"
-            f"<td>{r.allocated} / {r.gpus}</td><td>{_usage_bar(r.allocated, r.gpus)}</td>"
-            f"<td>{'Ready' if r.ready else 'NotReady'}</td>"
-            f"<td>{'idle' if r.allocated == 0 else ''}</td></tr>"
-            for r in rows
+            f'<tr id="node-{escape(v.row.name)}"><td>{escape(v.row.name)}</td>'
+            f"<td>{escape(v.row.vendor)}</td><td>{escape(v.row.product)}</td>"
+            f"<td>{v.row.allocated} / {v.row.gpus}"
+            f"<br>{_usage_bar(v.row.allocated, v.row.gpus)}</td>"
+            f"<td class=used>{_used_text(v)}</td>"
+            f"<td>{_node_chart(v, width=chart_width)}</td>"
+            f"<td>{'Ready' if v.row.ready else 'NotReady'}"
+            f"{'<br><b>idle</b>' if v.row.allocated == 0 else ''}</td>"
+            f"<td>{_node_workloads(v.workloads)}</td></tr>"
+            for v in views
         )
-        or "<tr><td colspan=7 class=muted>No GPU node.</td></tr>"
+        or "<tr><td colspan=8 class=muted>No GPU node.</td></tr>"
     )
     return (
-        f"<h2>GPU nodes <span class=muted>{allocated} of {total} GPUs allocated</span></h2>"
+        f"<h2>GPU nodes <span class=muted>{allocated} of {total} GPUs allocated, "
+        f"{busy:.1f} busy; {idle_workloads} idle workloads</span></h2>"
         "<table id=nodes><tr><th>Node</th><th>Vendor</th><th>Product</th><th>Allocated</th>"
-        f"<th></th><th>Status</th><th></th></tr>{lines}</table>"
+        "<th>Busy now</th><th>Utilization over time</th><th>Status</th>"
+        f"<th>Workloads (idle first)</th></tr>{lines}</table>"
     )
+
+
+def _used_text(view: NodeView) -> str:
+    if view.used is None:
+        return "<span class=muted>no reading</span>"
+    share = view.used / view.row.gpus if view.row.gpus else 0.0
+    return f"{view.used:.1f} GPUs ({share:.0%})"
+
+
+def _node_chart(view: NodeView, *, width: int) -> str:
+    """The node's GPUs busy over time as a share of its GPUs, drawn by the workload page's
+    chart; at most one point per pixel column (a day of minutes is 1,440 samples)."""
+    capacity = max(view.row.gpus, 1)
+    by_column: dict[int, UtilizationPoint] = {}
+    if view.usage:
+        start, end = view.usage[0].at, view.usage[-1].at
+        span = max((end - start).total_seconds(), 1.0)
+        for sample in view.usage:
+            column = round((sample.at - start).total_seconds() / span * width)
+            ratio = None if sample.used is None else min(sample.used / capacity, 1.0)
+            by_column[column] = UtilizationPoint(sample.at, ratio)
+    return utilization_chart(
+        list(by_column.values()), width=width, height=30, label="class=node-use", summary=False
+    )
+
+
+def _node_workloads(workloads: Sequence[NodeWorkload]) -> str:
+    if not workloads:
+        return "<span class=muted>none</span>"
+    items = []
+    for w in workloads:
+        name = (
+            f'<a href="/workloads/{quote(w.namespace)}/{quote(w.name)}">'
+            f"{escape(w.namespace)}/{escape(w.name)}</a>"
+            if w.name
+            else "<span class=muted>another tenant's workload</span>"
+        )
+        reading = "" if w.ratio is None else f" {w.ratio:.0%}"
+        flag = (
+            f' <b class="why idle">idle</b> <span class=why>{escape(w.idle)}</span>'
+            if w.idle
+            else ""
+        )
+        items.append(f"<li>{name} <span class=muted>{w.gpus} GPUs{reading}</span>{flag}</li>")
+    return f"<ul class=on-node>{''.join(items)}</ul>"
 
 
 def _usage_bar(used: int, total: int, width: int = 120) -> str:
