@@ -4,8 +4,9 @@
 1,000 KaiwoJobs over 10 namespaces and 3 ClusterQueues of 64 GPUs: 300 wait (each with its
 Kueue Workload), 700 run on 100 nodes of 8 GPUs (one Pod each); each queue has 500 recorded
 runs, and the history folds every Workload (700 admissions over the last 10 h, each after a
-wait of up to 2 h; what the queues page's admissions, depth and wait charts draw). Two
-measures:
+wait of up to 2 h; what the queues page's admissions, depth and wait charts draw); the GPU
+nodes' day folds a reading of every running workload each minute (what the nodes page's
+utilization charts and "busy now" draw, a tenth of the workloads idle). Two measures:
 
 * server: the pure work of a request (rows, estimates, HTML), the median of 5;
 * browser: the console's HTTP application serving that state on 127.0.0.1, loaded in headless
@@ -35,10 +36,10 @@ from kaiwo_console.domain.cluster import (
     WorkloadFilter,
     everything,
     model_rows,
-    node_rows,
     workload_rows,
 )
 from kaiwo_console.domain.history import QueueRecords
+from kaiwo_console.domain.nodes import NodeRecords, Reading, node_views
 from kaiwo_console.domain.pages import (
     models_body,
     nodes_body,
@@ -90,7 +91,8 @@ def cluster() -> tuple[ClusterState, QueueRecords]:
             )
         )
         if running:
-            objects.append(gpu_pod(f"{name}-0", namespace, f"node-{index % 100:03d}", gpus=gpus))
+            node = f"node-{index % 100:03d}"
+            objects.append(gpu_pod(f"{name}-0", namespace, node, gpus=gpus, workload=name))
     for obj in objects:
         state.apply(kind=obj["kind"], event="ADDED", obj=obj)
     records = QueueRecords()
@@ -100,6 +102,29 @@ def cluster() -> tuple[ClusterState, QueueRecords]:
     for queue in QUEUES:
         records.runs[(queue, "amd.com/gpu")] = [rng.lognormvariate(7.5, 1.4) for _ in range(500)]
     return state, records
+
+
+def node_history(state: ClusterState) -> tuple[NodeRecords, float]:
+    """The GPU nodes' day as the console folds it from the store: every running Pod placed
+    a day ago, then the monitor's reading of each running workload every minute (700 x
+    1,440 readings); a tenth of them idle (2%) for the last hour. Returns the record and the
+    seconds the fold took (the console's catch-up at its start)."""
+    rng = random.Random(28)
+    records = NodeRecords()
+    began = time.perf_counter()
+    pods = state.of("Pod")
+    for pod in pods:
+        records.pod(event="ADDED", obj=pod, recorded=NOW - timedelta(hours=24))
+    uids = [pod["metadata"]["labels"]["kaiwo.silogen.ai/run-id"] for pod in pods]
+    levels = {uid: rng.uniform(0.3, 1.0) for uid in uids}
+    for minute in range(1440, 0, -1):
+        at = NOW - timedelta(minutes=minute)
+        for index, uid in enumerate(uids):
+            idle = index % 10 == 0 and minute <= 60
+            ratio = 0.02 if idle else min(levels[uid] + rng.uniform(-0.2, 0.2), 1.0)
+            since = NOW - timedelta(minutes=60) if idle else None
+            records.reading(uid, Reading(at, max(ratio, 0.0), below_since=since))
+    return records, time.perf_counter() - began
 
 
 def timed(render: Callable[[], str], rounds: int = 5) -> tuple[float, int]:
@@ -123,7 +148,12 @@ FIRST_PAINT = """new Promise(done => {
 
 
 async def first_paints(
-    state: ClusterState, records: QueueRecords, paths: list[str], *, loads: int = 5
+    state: ClusterState,
+    records: QueueRecords,
+    nodes: NodeRecords,
+    paths: list[str],
+    *,
+    loads: int = 5,
 ) -> dict[str, tuple[float, float]]:
     """Each page's first contentful paint in headless Chromium, in seconds (medians): with
     the estimates computed for the request (what the first reader after a change waits for)
@@ -147,6 +177,7 @@ async def first_paints(
         console = Console(
             state=state,
             records=records,
+            nodes=nodes,
             workloads_access=LOOPBACK_ONLY,
             nodes_access=LOOPBACK_ONLY,
             metrics=ConsoleMetrics(),
@@ -187,6 +218,8 @@ async def first_paints(
 
 def main() -> int:
     state, records = cluster()
+    nodes, folded = node_history(state)
+    print(f"the GPU nodes' day (700 x 1,440 readings) folded in {folded:.1f} s")
     pages: dict[str, Callable[[], str]] = {
         "workloads": lambda: workloads_body(
             workload_rows(state, everything, WorkloadFilter()),
@@ -197,7 +230,7 @@ def main() -> int:
         "queues": lambda: queues_body(
             queue_views(state, records, now=NOW, visible=everything, plots=True), now=NOW
         ),
-        "nodes": lambda: nodes_body(node_rows(state)),
+        "nodes": lambda: nodes_body(node_views(state, nodes, visible=everything, now=NOW)),
         "models": lambda: models_body(model_rows(state, everything), loads={}),
     }
     print("1,000 workloads (300 pending), 100 GPU nodes, 3 queues with 500 recorded runs each")
@@ -209,7 +242,7 @@ def main() -> int:
     if "--server-only" not in sys.argv:
         paths = ["/workloads", "/queues", "/nodes", "/models", "/workloads/ns-0/job-0000"]
         print("first contentful paint in headless Chromium (estimates computed / cached):")
-        for path, (cold, warm) in asyncio.run(first_paints(state, records, paths)).items():
+        for path, (cold, warm) in asyncio.run(first_paints(state, records, nodes, paths)).items():
             worst = max(worst, cold, warm)
             print(f"{path:<26} {cold * 1000:8.0f} ms {warm * 1000:8.0f} ms")
     print("verdict:", "every page under 1 s" if worst < 1 else "a page takes 1 s or more")
