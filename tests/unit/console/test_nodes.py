@@ -209,7 +209,7 @@ def test_the_page_shows_busy_gpus_the_chart_and_links_idle_workloads() -> None:
 
     # 4 x 0.125 = 0.5 of 8 GPUs busy now.
     assert "<td class=used>0.5 GPUs (6%)</td>" in html
-    assert "6 of 8 GPUs allocated, 0.5 busy; 1 idle workloads" in html
+    assert "6 of 8 GPUs allocated, 0.5 busy; 1 idle workload<" in html
     # The chart: 3 minutes over 300 px, 30 px high; None then 4 x 0.5 = 2 of 8 (y 22.5),
     # then 0.5 of 8 (y 28.1).
     assert '<svg class=node-use width="300" height="44"' in html

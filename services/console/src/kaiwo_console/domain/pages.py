@@ -51,7 +51,7 @@ th{background:#f0f2f5;font-weight:600}.phase{font-weight:600}.muted{color:#777}
 .why{color:#8a5a00}form.filters{margin:0 0 10px;display:flex;gap:8px;flex-wrap:wrap}
 form.filters input{width:120px}section{margin-bottom:22px}h2{margin:8px 0}
 ul.tree{list-style:none;padding-left:18px;border-left:1px solid #ddd}
-ul.tree li{margin:2px 0}ul.on-node{margin:0;padding-left:16px}
+ul.tree li{margin:2px 0}ul.on-node{margin:0;padding-left:16px}td.used{white-space:nowrap}
 .t{color:#777;font-size:12px;margin-right:6px}
 """
 
@@ -574,7 +574,8 @@ def nodes_body(views: Sequence[NodeView], *, chart_width: int = 240) -> str:
     )
     return (
         f"<h2>GPU nodes <span class=muted>{allocated} of {total} GPUs allocated, "
-        f"{busy:.1f} busy; {idle_workloads} idle workloads</span></h2>"
+        f"{busy:.1f} busy; {idle_workloads} idle "
+        f"workload{'' if idle_workloads == 1 else 's'}</span></h2>"
         "<table id=nodes><tr><th>Node</th><th>Vendor</th><th>Product</th><th>Allocated</th>"
         "<th>Busy now</th><th>Utilization over time</th><th>Status</th>"
         f"<th>Workloads (idle first)</th></tr>{lines}</table>"
