@@ -191,7 +191,10 @@ class NodeRecords:
 
     def over_time(self, node: str, *, since: datetime) -> tuple[UsedSample, ...]:
         """The node's samples from ``since`` on."""
-        return tuple(s for s in self.samples.get(node, ()) if s.at >= since)
+        series = self.samples.get(node, ())
+        if not series or series[0].at >= since:
+            return tuple(series)  # the whole window: no sample to test
+        return tuple(s for s in series if s.at >= since)
 
 
 def _slot(at: datetime, resolution: timedelta) -> int:

@@ -8,9 +8,10 @@ the cluster is escaped.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from html import escape
 from typing import Final
 from urllib.parse import quote
@@ -18,7 +19,7 @@ from urllib.parse import quote
 from kaiwo_console.domain.cluster import ModelRow, QuotaUse, WorkloadFilter, WorkloadRow
 from kaiwo_console.domain.history import DepthStep, WaitPoint
 from kaiwo_console.domain.model_load import LoadPoint, ScaleDecision
-from kaiwo_console.domain.nodes import NodeView, NodeWorkload
+from kaiwo_console.domain.nodes import NodeView, NodeWorkload, UsedSample
 from kaiwo_console.domain.queues import PendingEntry, QueueView
 
 PAGES: Final = (
@@ -591,19 +592,29 @@ def _used_text(view: NodeView) -> str:
 
 def _node_chart(view: NodeView, *, width: int) -> str:
     """The node's GPUs busy over time as a share of its GPUs, drawn by the workload page's
-    chart; at most one point per pixel column (a day of minutes is 1,440 samples)."""
+    chart: the last sample of each two-pixel column, found by bisection (a day of minutes
+    is 1,440 samples; a hundred nodes' charts stay small and quick)."""
     capacity = max(view.row.gpus, 1)
-    by_column: dict[int, UtilizationPoint] = {}
-    if view.usage:
-        start, end = view.usage[0].at, view.usage[-1].at
-        span = max((end - start).total_seconds(), 1.0)
-        for sample in view.usage:
-            column = round((sample.at - start).total_seconds() / span * width)
-            ratio = None if sample.used is None else min(sample.used / capacity, 1.0)
-            by_column[column] = UtilizationPoint(sample.at, ratio)
-    return utilization_chart(
-        list(by_column.values()), width=width, height=30, label="class=node-use", summary=False
-    )
+    usage = view.usage
+    points = []
+    if usage:
+        start, columns = usage[0].at, max(width // 2, 1)
+        step = max((usage[-1].at - start).total_seconds(), 1.0) / columns
+        low = 0
+        for column in range(columns + 1):
+            high = bisect_left(
+                usage, start + timedelta(seconds=(column + 0.5) * step), key=_sample_time
+            )
+            if high > low:
+                last = usage[high - 1]
+                share = None if last.used is None else min(last.used / capacity, 1.0)
+                points.append(UtilizationPoint(last.at, share))
+                low = high
+    return utilization_chart(points, width=width, height=30, label="class=node-use", summary=False)
+
+
+def _sample_time(sample: UsedSample) -> datetime:
+    return sample.at
 
 
 def _node_workloads(workloads: Sequence[NodeWorkload]) -> str:
