@@ -109,7 +109,7 @@ def cluster() -> tuple[ClusterState, QueueRecords]:
 def node_history(state: ClusterState) -> tuple[NodeRecords, float]:
     """The GPU nodes' day as the console folds it from the store: every running Pod placed
     a day ago, then the monitor's reading of each running workload every 5 minutes (700 x
-    288 readings: the page draws a point per two pixels, 120 a day, so finer readings
+    288 readings: the page draws a point per three pixels, 80 a day, so finer readings
     change its cost little); a tenth of them idle (2%) for the last hour. Returns the record
     and the seconds the fold took (the console's catch-up at its start)."""
     rng = random.Random(28)

@@ -592,13 +592,13 @@ def _used_text(view: NodeView) -> str:
 
 def _node_chart(view: NodeView, *, width: int) -> str:
     """The node's GPUs busy over time as a share of its GPUs, drawn by the workload page's
-    chart: the last sample of each two-pixel column, found by bisection (a day of minutes
+    chart: the last sample of each three-pixel column, found by bisection (a day of minutes
     is 1,440 samples; a hundred nodes' charts stay small and quick)."""
     capacity = max(view.row.gpus, 1)
     usage = view.usage
     points = []
     if usage:
-        start, columns = usage[0].at, max(width // 2, 1)
+        start, columns = usage[0].at, max(width // 3, 1)
         step = max((usage[-1].at - start).total_seconds(), 1.0) / columns
         low = 0
         for column in range(columns + 1):
