@@ -598,13 +598,12 @@ def _node_chart(view: NodeView, *, width: int) -> str:
     usage = view.usage
     points = []
     if usage:
-        start, columns = usage[0].at, max(width // 3, 1)
-        step = max((usage[-1].at - start).total_seconds(), 1.0) / columns
-        low = 0
-        for column in range(columns + 1):
-            high = bisect_left(
-                usage, start + timedelta(seconds=(column + 0.5) * step), key=_sample_time
-            )
+        columns = max(width // 3, 1)
+        step = timedelta(seconds=max((usage[-1].at - usage[0].at).total_seconds(), 1.0) / columns)
+        boundary, low = usage[0].at + step / 2, 0
+        for _ in range(columns + 1):
+            high = bisect_left(usage, boundary, lo=low, key=_sample_time)
+            boundary += step
             if high > low:
                 last = usage[high - 1]
                 share = None if last.used is None else min(last.used / capacity, 1.0)
