@@ -4,8 +4,9 @@
 1,000 KaiwoJobs over 10 namespaces and 3 ClusterQueues of 64 GPUs: 300 wait (each with its
 Kueue Workload), 700 run on 100 nodes of 8 GPUs (one Pod each); each queue has 500 recorded
 runs, and the history folds every Workload (700 admissions over the last 10 h, each after a
-wait of up to 2 h; what the queues page's admissions, depth and wait charts draw). Two
-measures:
+wait of up to 2 h; what the queues page's admissions, depth and wait charts draw); the GPU
+nodes' day folds a reading of every running workload every 5 minutes (what the nodes page's
+utilization charts and "busy now" draw, a tenth of the workloads idle). Two measures:
 
 * server: the pure work of a request (rows, estimates, HTML), the median of 5;
 * browser: the console's HTTP application serving that state on 127.0.0.1, loaded in headless
@@ -33,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kaiwo_console.domain.cluster import ClusterState, everything
 from kaiwo_console.domain.history import QueueRecords
 from kaiwo_console.domain.model_rows import model_rows
-from kaiwo_console.domain.node_rows import node_rows
+from kaiwo_console.domain.nodes import NodeRecords, Reading, node_views
 from kaiwo_console.domain.pages.models import models_body
 from kaiwo_console.domain.pages.nodes import nodes_body
 from kaiwo_console.domain.pages.queues import queues_body
@@ -52,6 +53,8 @@ from tests.unit.console.objects import (
 
 NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 QUEUES = ("q0", "q1", "q2")
+EVERY_MINUTES = 5
+"""How often the bench's monitor reads each workload."""
 
 
 def cluster() -> tuple[ClusterState, QueueRecords]:
@@ -84,7 +87,8 @@ def cluster() -> tuple[ClusterState, QueueRecords]:
             )
         )
         if running:
-            objects.append(gpu_pod(f"{name}-0", namespace, f"node-{index % 100:03d}", gpus=gpus))
+            node = f"node-{index % 100:03d}"
+            objects.append(gpu_pod(f"{name}-0", namespace, node, gpus=gpus, workload=name))
     for obj in objects:
         state.apply(kind=obj["kind"], event="ADDED", obj=obj)
     records = QueueRecords()
@@ -94,6 +98,30 @@ def cluster() -> tuple[ClusterState, QueueRecords]:
     for queue in QUEUES:
         records.runs[(queue, "amd.com/gpu")] = [rng.lognormvariate(7.5, 1.4) for _ in range(500)]
     return state, records
+
+
+def node_history(state: ClusterState) -> tuple[NodeRecords, float]:
+    """The GPU nodes' day as the console folds it from the store: every running Pod placed
+    a day ago, then the monitor's reading of each running workload every 5 minutes (700 x
+    288 readings: the page draws a point per three pixels, 80 a day, so finer readings
+    change its cost little); a tenth of them idle (2%) for the last hour. Returns the record
+    and the seconds the fold took (the console's catch-up at its start)."""
+    rng = random.Random(28)
+    records = NodeRecords()
+    began = time.perf_counter()
+    pods = state.of("Pod")
+    for pod in pods:
+        records.pod(event="ADDED", obj=pod, recorded=NOW - timedelta(hours=24))
+    uids = [pod["metadata"]["labels"]["kaiwo.silogen.ai/run-id"] for pod in pods]
+    levels = {uid: rng.uniform(0.3, 1.0) for uid in uids}
+    for minute in range(1440 - EVERY_MINUTES + 1, 0, -EVERY_MINUTES):  # the last 1 min ago
+        at = NOW - timedelta(minutes=minute)
+        for index, uid in enumerate(uids):
+            idle = index % 10 == 0 and minute <= 60
+            ratio = 0.02 if idle else min(levels[uid] + rng.uniform(-0.2, 0.2), 1.0)
+            since = NOW - timedelta(minutes=60) if idle else None
+            records.reading(uid, Reading(at, max(ratio, 0.0), below_since=since))
+    return records, time.perf_counter() - began
 
 
 def timed(render: Callable[[], str], rounds: int = 5) -> tuple[float, int]:
@@ -117,7 +145,12 @@ FIRST_PAINT = """new Promise(done => {
 
 
 async def first_paints(
-    state: ClusterState, records: QueueRecords, paths: list[str], *, loads: int = 5
+    state: ClusterState,
+    records: QueueRecords,
+    nodes: NodeRecords,
+    paths: list[str],
+    *,
+    loads: int = 5,
 ) -> dict[str, tuple[float, float]]:
     """Each page's first contentful paint in headless Chromium, in seconds (medians): with
     the estimates computed for the request (what the first reader after a change waits for)
@@ -141,6 +174,7 @@ async def first_paints(
         console = Console(
             state=state,
             records=records,
+            nodes=nodes,
             workloads_access=LOOPBACK_ONLY,
             nodes_access=LOOPBACK_ONLY,
             metrics=ConsoleMetrics(),
@@ -181,6 +215,9 @@ async def first_paints(
 
 def main() -> int:
     state, records = cluster()
+    nodes, folded = node_history(state)
+    readings = len(state.of("Pod")) * 1440 // EVERY_MINUTES
+    print(f"the GPU nodes' day ({readings:,} readings) folded in {folded:.1f} s")
     pages: dict[str, Callable[[], str]] = {
         "workloads": lambda: workloads_body(
             workload_rows(state, everything, WorkloadFilter()),
@@ -191,7 +228,7 @@ def main() -> int:
         "queues": lambda: queues_body(
             queue_views(state, records, now=NOW, visible=everything, plots=True), now=NOW
         ),
-        "nodes": lambda: nodes_body(node_rows(state)),
+        "nodes": lambda: nodes_body(node_views(state, nodes, visible=everything, now=NOW)),
         "models": lambda: models_body(model_rows(state, everything), loads={}),
     }
     print("1,000 workloads (300 pending), 100 GPU nodes, 3 queues with 500 recorded runs each")
@@ -203,7 +240,7 @@ def main() -> int:
     if "--server-only" not in sys.argv:
         paths = ["/workloads", "/queues", "/nodes", "/models", "/workloads/ns-0/job-0000"]
         print("first contentful paint in headless Chromium (estimates computed / cached):")
-        for path, (cold, warm) in asyncio.run(first_paints(state, records, paths)).items():
+        for path, (cold, warm) in asyncio.run(first_paints(state, records, nodes, paths)).items():
             worst = max(worst, cold, warm)
             print(f"{path:<26} {cold * 1000:8.0f} ms {warm * 1000:8.0f} ms")
     print("verdict:", "every page under 1 s" if worst < 1 else "a page takes 1 s or more")

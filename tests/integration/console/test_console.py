@@ -37,7 +37,14 @@ from kaiwo_runtime.nats_server import NatsServer, free_port
 from tests.chromium import Chromium, Page
 from tests.integration.gateway.table_access import TableAccess
 from tests.integration.gateway.test_gateway import connect, observe, until
-from tests.unit.console.objects import cluster_queue, kaiwojob, kueue_workload, local_queue
+from tests.unit.console.objects import (
+    cluster_queue,
+    gpu_node,
+    gpu_pod,
+    kaiwojob,
+    kueue_workload,
+    local_queue,
+)
 
 pytestmark = [pytest.mark.nats, pytest.mark.asyncio(loop_scope="module")]
 
@@ -56,6 +63,7 @@ ALICE = {"Authorization": "Bearer alice-token"}
 class Stack:
     watcher: NatsBus
     url: str
+    store_url: str
     versions: dict[str, int] = field(default_factory=dict)
 
     async def observe(self, obj: dict[str, Any], event: str = "ADDED") -> None:
@@ -94,7 +102,11 @@ def recorded(obj: dict[str, Any], position: int, at: datetime) -> NewEvent:
     )
 
 
-def utilization(name: str, ratio: float, at: datetime) -> NewEvent:
+def utilization(
+    name: str, ratio: float, at: datetime, *, below_since: datetime | None = None
+) -> NewEvent:
+    """The monitor's reading of team-a's ``name`` (``below_since``: the open stretch below
+    the 20% threshold)."""
     uid = f"uid-team-a-{name}"
     payload = UtilizationV1(
         workload=ObjectRef(
@@ -111,6 +123,7 @@ def utilization(name: str, ratio: float, at: datetime) -> NewEvent:
         window_start=at - timedelta(minutes=1),
         window_end=at,
         low_utilization_threshold_ratio=0.2,
+        underutilized_since=below_since,
     )
     return NewEvent(
         event_id=f"{uid}:utilization:{at.isoformat()}",
@@ -181,6 +194,19 @@ def llama_model() -> dict[str, Any]:
     }
 
 
+TRAIN_PODS = (
+    gpu_pod("train-0", "team-a", "mi300x-1", gpus=8, workload="train"),
+    gpu_pod("train-1", "team-a", "mi300x-2", gpus=8, workload="train"),
+)
+SLEEPY_POD = gpu_pod("sleepy-0", "team-a", "mi300x-3", gpus=4, workload="sleepy")
+UNDERUTILIZED = [
+    {
+        "type": "ResourceUnderutilization",
+        "status": "True",
+        "reason": "GpuUtilizationLow",
+        "message": "GPU utilization has been below 20% of the 4 requested GPU(s)",
+    }
+]
 PREEMPTED = [
     {
         "type": "WorkloadTerminatedEarly",
@@ -227,7 +253,10 @@ async def record_history(url: str) -> None:
         events.append(recorded(eval_waits, 102, NOW - timedelta(minutes=4)))
         events.append(recorded(kaiwojob("eval", phase="NEW"), 100, NOW - timedelta(minutes=5)))
         events.append(recorded(kaiwojob("eval", phase="PENDING"), 101, NOW - timedelta(minutes=4)))
-        # train's GPUs as the monitor read them: 90%, 10%, 40% (a minute apart).
+        # train's Pods on two GPU nodes, then its GPUs as the monitor read them: 90%, 10%,
+        # 40% (a minute apart).
+        for position, pod in enumerate(TRAIN_PODS, start=200):
+            events.append(recorded(pod, position, NOW - timedelta(minutes=5)))
         for index, ratio in enumerate((0.9, 0.1, 0.4)):
             events.append(utilization("train", ratio, NOW - timedelta(minutes=3 - index)))
         # The gateway: 6 requests in flight for llama, then the autoscaler's 1 -> 2.
@@ -250,7 +279,7 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
         admin = await connect(server, credentials, ADMIN)
         await admin.ensure_streams()
         watcher = await connect(server, credentials, WATCHER)
-        stack = Stack(watcher=watcher, url=f"http://127.0.0.1:{port}")
+        stack = Stack(watcher=watcher, url=f"http://127.0.0.1:{port}", store_url=store_url)
         for obj in (
             cluster_queue("research", amd=16),
             local_queue("team-a", "research", "research"),
@@ -273,6 +302,12 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
                 },
             },
             llama_model(),
+            gpu_node("mi300x-1"),
+            gpu_node("mi300x-2"),
+            gpu_node("mi300x-3"),
+            *TRAIN_PODS,
+            kaiwojob("sleepy", phase="RUNNING", gpus=4, queue=None, conditions=UNDERUTILIZED),
+            SLEEPY_POD,
         ):
             await stack.observe(obj)
         settings = ConsoleSettings(
@@ -390,6 +425,45 @@ async def test_gpu_nodes_need_the_right_to_list_nodes(stack: Stack) -> None:
     assert (refused, allowed) == (403, 200)
 
 
+async def test_gpu_nodes_show_gpus_busy_their_day_and_the_idle_workloads_on_them(
+    stack: Stack,
+) -> None:
+    """sleepy (4 GPUs on mi300x-3) read now at 2%, below its threshold since a minute ago
+    and flagged by the planner; train's two Pods (8 GPUs on each of mi300x-1 and -2) read
+    90%, 10%, 40% over the recorded minutes."""
+    now = datetime.now(UTC)
+    store = await open_event_store(stack.store_url)
+    try:
+        await store.append(
+            [utilization("sleepy", 0.02, now, below_since=now - timedelta(minutes=1))]
+        )
+    finally:
+        await store.close()
+
+    def node_row(html: str, node: str) -> str:
+        return html.split(f'<tr id="node-{node}">')[1].split("</tr>", maxsplit=1)[0]
+
+    async def read() -> bool:
+        _, html = await stack.get("/nodes", OPERATOR)
+        return "0.1 GPUs (1%)" in node_row(html, "mi300x-3")
+
+    await until(read)
+    _, html = await stack.get("/nodes", OPERATOR)
+
+    sleepy = node_row(html, "mi300x-3")  # 4 x 0.02 = 0.08 of 8 GPUs
+    assert "<td>4 / 8<br>" in sleepy
+    assert '<a href="/workloads/team-a/sleepy">team-a/sleepy</a>' in sleepy
+    assert '<b class="why idle">idle</b>' in sleepy
+    assert "GpuUtilizationLow: GPU utilization has been below 20%" in sleepy
+    for node in ("mi300x-1", "mi300x-2"):
+        train = node_row(html, node)
+        assert '<a href="/workloads/team-a/train">team-a/train</a>' in train
+        assert "idle</b>" not in train
+        # Placed 5 minutes before NOW with no reading (a gap at x 0), then 8 x 90%, 10%,
+        # 40% of 8 GPUs a minute apart: 4 minutes over 240 px, 30 px high.
+        assert '<polyline points="120.0,3.0 180.0,27.0 240.0,18.0"' in train
+
+
 async def test_a_change_reaches_an_open_page_through_server_sent_events(stack: Stack) -> None:
     async with (
         aiohttp.ClientSession() as session,
@@ -430,7 +504,7 @@ async def test_in_chromium_each_page_shows_what_the_reader_may_see(
             for path, name, expected in (
                 ("/workloads", "workloads", "train"),
                 ("/queues", "queues", "research"),
-                ("/nodes", "nodes", "GPU nodes"),
+                ("/nodes", "nodes", "team-a/sleepy"),
                 ("/models", "models", "llama"),
                 ("/workloads/team-a/eval", "workload", "Timeline"),
                 ("/workloads/team-a/train", "workload-utilization", "3 readings"),

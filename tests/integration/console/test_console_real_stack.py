@@ -7,6 +7,11 @@ One module-scoped operator and one 8-GPU MI300X node and ClusterQueue: ``first``
 GPUs for a while, ``second`` waits for them (PENDING, position 1 with an estimate), then runs.
 A browser on the workloads page watches ``second`` go from PENDING to RUNNING without a
 reload.
+
+The monitor runs too, reading a real Prometheus that scrapes a small exporter of the GPU
+series the test sets (:mod:`tests.prometheus_server`): ``first``'s GPUs idle at 3%, below the
+KaiwoConfig's 10%, and the GPU nodes page shows the node's GPUs busy and ``first`` flagged
+idle, from the readings the recorder stored and the Pods the watcher observed.
 """
 
 from __future__ import annotations
@@ -22,15 +27,17 @@ import pytest
 import pytest_asyncio
 from kaiwo_contracts.events.public import WorkloadEventV2
 from kaiwo_contracts.events.streams import PUBLIC_STREAM
+from kaiwo_kube import resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_runtime.nats_server import free_port
 from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
 
-from tests.chromium import Chromium
+from tests.chromium import Chromium, Page
 from tests.integration.gateway.test_gateway import until
 from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import Pipeline, running_pipeline
 from tests.integration.test_real_stack import flavor, kaiwo, kaiwo_job, queue, reaches
+from tests.prometheus_server import GpuExporter, GpuSeries, running_prometheus
 from tests.real_cluster import RealCluster
 from tests.real_stack import register_kwok_nodes, remove_nodes
 
@@ -66,10 +73,22 @@ def queue_config(namespace: str) -> dict[str, Any]:
     }
 
 
+MONITORING: Final = {
+    "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+    "kind": "KaiwoConfig",
+    "metadata": {"name": actors.KAIWO_CONFIG},
+    "spec": {"resourceMonitoring": {"lowUtilizationThreshold": 10}},
+}
+"""Below 10% a workload is underutilized (never terminated: ``terminateUnderutilized`` is
+off by default)."""
+IDLE_PERCENT: Final = 3.0
+
+
 class Console:
-    def __init__(self, pipeline: Pipeline, url: str) -> None:
+    def __init__(self, pipeline: Pipeline, url: str, exporter: GpuExporter) -> None:
         self.pipeline = pipeline
         self.url = url.rstrip("/")
+        self.exporter = exporter
 
     async def get(self, path: str) -> tuple[int, str]:
         async with (
@@ -84,7 +103,11 @@ async def console(
     real_stack: RealCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Console]:
     port = free_port()
-    async with await KubernetesAsyncioAdapter.from_kubeconfig(real_stack.kubeconfig) as admin:
+    async with (
+        await KubernetesAsyncioAdapter.from_kubeconfig(real_stack.kubeconfig) as admin,
+        GpuExporter().serving() as exporter,
+        running_prometheus(exporter, tmp_path_factory.mktemp("prometheus")) as prometheus,
+    ):
         try:
             await register_kwok_nodes(admin, [NODE])
             async with running_pipeline(
@@ -92,13 +115,20 @@ async def console(
                 real=real_stack,
                 gpu_cluster=False,
                 console_port=port,
+                metrics_endpoint=prometheus.url,
+                service_env={
+                    "KAIWO_MONITOR_POLLING_INTERVAL_SECONDS": "1",
+                    "KAIWO_CONSOLE_HISTORY_SECONDS": "1",
+                },
             ) as pipeline:
                 await admin.apply(
                     queue_config(pipeline.namespace), field_manager="cluster-admin", force=False
                 )
+                # The pipeline's clean-up removes the KaiwoConfig once the operator stopped.
+                await admin.apply(MONITORING, field_manager="cluster-admin", force=True)
                 url = pipeline.stack.options.console_url
                 assert url is not None
-                yield Console(pipeline, url)
+                yield Console(pipeline, url, exporter)
         finally:
             await remove_nodes(admin, [NODE.name])
 
@@ -107,8 +137,14 @@ async def test_each_page_a_pending_workload_and_its_move_to_running_in_chromium(
     console: Console, tmp_path: Path
 ) -> None:
     pipeline, ns = console.pipeline, console.pipeline.namespace
-    await pipeline.kube.create(kaiwo_job("first", ns, queue_name=QUEUE, gpus=8, run_seconds=40))
+    await pipeline.kube.create(kaiwo_job("first", ns, queue_name=QUEUE, gpus=8, run_seconds=90))
     await reaches(pipeline, "first", ns, "RUNNING")
+    # first's 8 GPUs, as the exporter reports them for its Pod: idle at 3%.
+    pods = await pipeline.kube.list(
+        resources.POD, namespace=ns, label_selector="kaiwo.silogen.ai/name=first"
+    )
+    (pod,) = [p["metadata"]["name"] for p in pods.items]
+    console.exporter.series = [GpuSeries(ns, pod, str(gpu), IDLE_PERCENT) for gpu in range(8)]
     await pipeline.kube.create(kaiwo_job("second", ns, queue_name=QUEUE, gpus=8, run_seconds=5))
     await reaches(pipeline, "second", ns, "PENDING")
 
@@ -141,8 +177,9 @@ async def test_each_page_a_pending_workload_and_its_move_to_running_in_chromium(
         assert "8 of 8" in await main_text()
         await page.screenshot(SCREENSHOTS / "real-stack-queues.png")
 
+        await _nodes_page_shows_first_idle(page, console, ns)
+
         for path, expected in (
-            ("/nodes", NODE.name),
             ("/models", "Models"),
             (f"/workloads/{ns}/first", "Timeline"),
         ):
@@ -173,6 +210,35 @@ async def test_each_page_a_pending_workload_and_its_move_to_running_in_chromium(
         await until(running, within=180)
         assert await page.evaluate("window.kaiwoMark") == "not reloaded"
         await page.screenshot(SCREENSHOTS / "real-stack-running.png")
+
+
+async def _nodes_page_shows_first_idle(page: Page, console: Console, ns: str) -> None:
+    """The node's 8 GPUs held by first, 8 x 3% = 0.24 of them busy (shown 0.2, 3%), and first
+    flagged idle with a link to its page: by the monitor's reading at once, by the planner's
+    ResourceUnderutilization verdict soon after."""
+    await page.goto(f"{console.url}/nodes")
+
+    async def node_row() -> str:
+        return str(
+            await page.evaluate(
+                f"(document.getElementById('node-{NODE.name}') || {{innerText: ''}}).innerText"
+            )
+        )
+
+    async def flagged_by_the_planner() -> bool:
+        row = await node_row()
+        return "0.2 GPUs (3%)" in row and "GpuUtilizationLow" in row
+
+    await until(flagged_by_the_planner, within=120)
+    row = await node_row()
+    assert "8 / 8" in row
+    assert f"{ns}/first" in row
+    assert "idle" in row
+    link = await page.evaluate(
+        f"document.querySelector('#node-{NODE.name} a').getAttribute('href')"
+    )
+    assert link == f"/workloads/{ns}/first"
+    await page.screenshot(SCREENSHOTS / "real-stack-nodes.png")
 
 
 async def test_the_planner_told_queued_with_the_estimate_on_the_public_stream(

@@ -187,20 +187,36 @@ def gpu_node(name: str, *, gpus: int = 8, resource: str = "amd.com/gpu") -> dict
 
 
 def gpu_pod(
-    name: str, namespace: str, node: str, *, gpus: int, resource: str = "amd.com/gpu"
+    name: str,
+    namespace: str,
+    node: str,
+    *,
+    gpus: int,
+    resource: str = "amd.com/gpu",
+    workload: str | None = None,
+    phase: str = "Running",
 ) -> dict[str, Any]:
+    """A Pod on ``node``; ``workload``: the KaiwoJob it runs for (Kaiwo's system labels, its
+    uid as :func:`kaiwojob` makes it)."""
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "uid": f"pod-{name}",
+        "resourceVersion": "1",
+    }
+    if workload is not None:
+        metadata["labels"] = {
+            "kaiwo.silogen.ai/run-id": f"uid-{namespace}-{workload}",
+            "kaiwo.silogen.ai/type": "job",
+            "kaiwo.silogen.ai/name": workload,
+        }
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": f"pod-{name}",
-            "resourceVersion": "1",
-        },
+        "metadata": metadata,
         "spec": {
             "nodeName": node,
             "containers": [{"name": "main", "resources": {"requests": {resource: str(gpus)}}}],
         },
-        "status": {"phase": "Running"},
+        "status": {"phase": phase},
     }

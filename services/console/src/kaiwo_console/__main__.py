@@ -44,6 +44,7 @@ from kaiwo_runtime.stored_reads import NatsObservationSource
 from kaiwo_console.domain.cluster import ClusterState
 from kaiwo_console.domain.history import QueueRecords
 from kaiwo_console.domain.model_load import ModelLoads
+from kaiwo_console.domain.nodes import NodeRecords
 from kaiwo_console.feeds import HistoryFeed, observation_reader, timeline
 from kaiwo_console.http_api import Console
 from kaiwo_console.metrics import ConsoleMetrics
@@ -79,11 +80,12 @@ async def serve(
                 if settings.console_anonymous == "loopback"
                 else await _api_server_access(stack, settings, metrics)
             )
-        state, records, loads = ClusterState(), QueueRecords(), ModelLoads()
+        state, records, loads, nodes = ClusterState(), QueueRecords(), ModelLoads(), NodeRecords()
         console = Console(
             state=state,
             records=records,
             loads=loads,
+            nodes=nodes,
             workloads_access=access[0],
             nodes_access=access[1],
             metrics=metrics,
@@ -102,6 +104,7 @@ async def serve(
             store=store,
             records=records,
             loads=loads,
+            nodes=nodes,
             metrics=metrics,
             on_change=console.history_changed,
             interval=settings.console_history_seconds,

@@ -37,9 +37,10 @@ from kaiwo_eventstore.explain import (
 from kaiwo_runtime.stored_reads import ObservationSource, StoredObservation, StoredReader
 from pydantic import ValidationError
 
-from kaiwo_console.domain.cluster import KUEUE_WORKLOAD, ClusterState
+from kaiwo_console.domain.cluster import KUEUE_WORKLOAD, POD, ClusterState
 from kaiwo_console.domain.history import QueueRecords
 from kaiwo_console.domain.model_load import ModelLoads, ScaleDecision
+from kaiwo_console.domain.nodes import NodeRecords, Reading
 from kaiwo_console.domain.pages.workloads import TimelineEntry, UtilizationPoint, WorkloadHistory
 from kaiwo_console.metrics import ConsoleMetrics
 
@@ -50,9 +51,11 @@ FOLDED_TYPES = (
     ObservedObjectV1.EVENT_TYPE,
     ActiveRequestsV1.EVENT_TYPE,
     ScaleDecidedV1.EVENT_TYPE,
+    UtilizationV1.EVENT_TYPE,
 )
 """What the history feed reads from the store: Kueue Workloads' observations (the queues'
-record) and the gateway's load reports and autoscaler decisions (the Models page)."""
+record), the gateway's load reports and autoscaler decisions (the Models page), and Pods'
+observations with the monitor's readings (the GPU nodes page)."""
 
 
 def observation_reader(
@@ -97,6 +100,7 @@ class HistoryFeed:
     page: int = 1000
     position: int = 0
     loads: ModelLoads = field(default_factory=ModelLoads)
+    nodes: NodeRecords = field(default_factory=NodeRecords)
 
     async def catch_up(self) -> None:
         changed = False
@@ -116,41 +120,67 @@ class HistoryFeed:
         """Fold one recorded event; whether it changed anything (malformed ones do not)."""
         try:
             if event.type == ActiveRequestsV1.EVENT_TYPE:
-                report = ActiveRequestsV1.model_validate(event.data)
-                self.loads.report(
-                    gateway=report.gateway,
-                    time=event.time,
-                    interval_seconds=report.interval_seconds,
-                    models={
-                        (load.model.namespace or "", load.model.name): (
-                            load.active_requests,
-                            load.waiting_requests,
-                        )
-                        for load in report.models
-                    },
-                )
-                return True
+                return self._load(ActiveRequestsV1.model_validate(event.data), event)
             if event.type == ScaleDecidedV1.EVENT_TYPE:
-                decision = ScaleDecidedV1.model_validate(event.data)
-                self.loads.decided(
-                    (decision.model.namespace or "", decision.model.name),
-                    ScaleDecision(
-                        time=event.time,
-                        from_replicas=decision.from_replicas,
-                        replicas=decision.replicas,
-                        cause=decision.cause,
-                        average_active_requests=decision.average_active_requests,
-                        reason=decision.reason,
-                    ),
-                )
-                return True
-            if event.data.get("kind") != KUEUE_WORKLOAD:
+                return self._decision(ScaleDecidedV1.model_validate(event.data), event)
+            if event.type == UtilizationV1.EVENT_TYPE:
+                return self._reading(UtilizationV1.model_validate(event.data))
+            if event.data.get("kind") not in (KUEUE_WORKLOAD, POD):
                 return False
             observed = ObservedObjectV1.model_validate(event.data)
         except ValidationError:
             return False
+        return self._observed(observed, event)
+
+    def _observed(self, observed: ObservedObjectV1, event: StoredEvent) -> bool:
+        if observed.kind == POD:
+            self.nodes.pod(event=observed.event_type, obj=observed.object, recorded=event.time)
+            return False  # the live state shows the Pods; the readings move the samples
         self.records.apply(event=observed.event_type, obj=observed.object, recorded=event.time)
         self.metrics.recorded.inc()
+        return True
+
+    def _load(self, report: ActiveRequestsV1, event: StoredEvent) -> bool:
+        self.loads.report(
+            gateway=report.gateway,
+            time=event.time,
+            interval_seconds=report.interval_seconds,
+            models={
+                (load.model.namespace or "", load.model.name): (
+                    load.active_requests,
+                    load.waiting_requests,
+                )
+                for load in report.models
+            },
+        )
+        return True
+
+    def _decision(self, decision: ScaleDecidedV1, event: StoredEvent) -> bool:
+        self.loads.decided(
+            (decision.model.namespace or "", decision.model.name),
+            ScaleDecision(
+                time=event.time,
+                from_replicas=decision.from_replicas,
+                replicas=decision.replicas,
+                cause=decision.cause,
+                average_active_requests=decision.average_active_requests,
+                reason=decision.reason,
+            ),
+        )
+        return True
+
+    def _reading(self, reading: UtilizationV1) -> bool:
+        if not reading.workload.uid:
+            return False
+        below = [s for s in (reading.underutilized_since, reading.idle_since) if s is not None]
+        self.nodes.reading(
+            reading.workload.uid,
+            Reading(
+                at=reading.window_end,
+                ratio=reading.utilization_ratio,
+                below_since=min(below) if below else None,
+            ),
+        )
         return True
 
     async def run(self, stop: asyncio.Event) -> None:

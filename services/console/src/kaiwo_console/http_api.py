@@ -40,7 +40,7 @@ from kaiwo_console.domain.cluster import (
 from kaiwo_console.domain.history import QueueRecords
 from kaiwo_console.domain.model_load import ModelLoads
 from kaiwo_console.domain.model_rows import model_rows
-from kaiwo_console.domain.node_rows import node_rows
+from kaiwo_console.domain.nodes import NodeRecords, node_views
 from kaiwo_console.domain.pages import frame
 from kaiwo_console.domain.pages import models as model_page
 from kaiwo_console.domain.pages import nodes as node_page
@@ -107,6 +107,8 @@ class Console:
     eta: EtaSettings | None = None
     loads: ModelLoads = field(default_factory=ModelLoads)
     """The gateway's requests in flight and autoscaler decisions per Model."""
+    nodes: NodeRecords = field(default_factory=NodeRecords)
+    """The monitor's latest reading per workload and each node's GPUs busy over time."""
 
     estimates_max_age_seconds: float = 30.0
     """How long a queue's estimates serve every page and reader while nothing they read
@@ -324,7 +326,8 @@ class Console:
         async def render(viewer: Viewer) -> Rendered:
             if not viewer.sees_nodes:
                 return "GPU nodes", "<h2>You may not list nodes.</h2>", 403
-            return "GPU nodes", node_page.nodes_body(node_rows(self.state)), 200
+            views = node_views(self.state, self.nodes, visible=viewer.visible, now=self.clock())
+            return "GPU nodes", node_page.nodes_body(views), 200
 
         return await self._serve(request, "nodes", render)
 

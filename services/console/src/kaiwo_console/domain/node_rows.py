@@ -13,6 +13,7 @@ from kaiwo_console.domain.cluster import (
     NODE,
     POD,
     ClusterState,
+    Obj,
     as_int,
     meta,
     spec,
@@ -30,6 +31,17 @@ class NodeRow:
     ready: bool
 
 
+def pod_gpus(pod: Obj) -> int:
+    """GPUs a Pod's containers request (their limits where no request is set)."""
+    total = 0
+    for container in spec(pod).get("containers") or ():
+        resources = container.get("resources") or {}
+        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+        for resource in GPU_RESOURCES:
+            total += as_int(requests.get(resource, limits.get(resource)))
+    return total
+
+
 def node_rows(state: ClusterState) -> list[NodeRow]:
     """GPU nodes: capacity and what running Pods on each request."""
     allocated: dict[str, int] = {}
@@ -37,13 +49,7 @@ def node_rows(state: ClusterState) -> list[NodeRow]:
         on = str(spec(pod).get("nodeName") or "")
         if not on or status(pod).get("phase") in ("Succeeded", "Failed"):
             continue
-        for container in spec(pod).get("containers") or ():
-            requests = (container.get("resources") or {}).get("requests") or {}
-            limits = (container.get("resources") or {}).get("limits") or {}
-            for resource in GPU_RESOURCES:
-                allocated[on] = allocated.get(on, 0) + as_int(
-                    requests.get(resource, limits.get(resource))
-                )
+        allocated[on] = allocated.get(on, 0) + pod_gpus(pod)
     rows = []
     for node in state.of(NODE):
         capacity = status(node).get("capacity") or {}

@@ -23,7 +23,8 @@ th{background:#f0f2f5;font-weight:600}.phase{font-weight:600}.muted{color:#777}
 .why{color:#8a5a00}form.filters{margin:0 0 10px;display:flex;gap:8px;flex-wrap:wrap}
 form.filters input{width:120px}section{margin-bottom:22px}h2{margin:8px 0}
 ul.tree{list-style:none;padding-left:18px;border-left:1px solid #ddd}
-ul.tree li{margin:2px 0}.t{color:#777;font-size:12px;margin-right:6px}
+ul.tree li{margin:2px 0}ul.on-node{margin:0;padding-left:16px}td.used{white-space:nowrap}
+.t{color:#777;font-size:12px;margin-right:6px}
 """
 
 SCRIPT: Final = """"use strict";

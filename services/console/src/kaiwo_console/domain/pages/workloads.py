@@ -164,10 +164,16 @@ class WorkloadHistory:
 
 
 def utilization_chart(
-    points: Sequence[UtilizationPoint], *, width: int = 800, height: int = 80
+    points: Sequence[UtilizationPoint],
+    *,
+    width: int = 800,
+    height: int = 80,
+    label: str = "id=utilization",
+    summary: bool = True,
 ) -> str:
-    """GPU utilization over the workload's life: a line (gaps where the monitor had no
-    sample) from 0 to 100%, the low-utilization threshold dashed."""
+    """GPU utilization over time (a workload's life, a node's day): a line (gaps where the
+    monitor had no sample) from 0 to 100%, the low-utilization threshold dashed. ``label``:
+    the svg's id or class; ``summary``: the line of figures below it."""
     known = sorted((p for p in points), key=lambda p: p.time)
     if not any(p.ratio is not None for p in known):
         return "<p class=muted>No GPU utilization recorded.</p>"
@@ -204,15 +210,19 @@ def utilization_chart(
     )
     last = next(p for p in reversed(known) if p.ratio is not None)
     assert last.ratio is not None
+    figures = (
+        f"<p class=muted>{len(known)} readings; last {last.ratio:.0%} at {last.time:%H:%M:%S}</p>"
+        if summary
+        else ""
+    )
     return (
-        f'<svg id=utilization width="{width}" height="{height + 14}" role="img" '
+        f'<svg {label} width="{width}" height="{height + 14}" role="img" '
         f'aria-label="GPU utilization over time">'
         f'<rect x="0" y="0" width="{width}" height="{height}" fill="#f4f6f8"/>'
         f"{dashed}{paths}"
         f'<text x="0" y="{height + 12}" font-size="11">{start:%H:%M}</text>'
         f'<text x="{width - 34}" y="{height + 12}" font-size="11">{end:%H:%M}</text>'
-        "</svg>"
-        f"<p class=muted>{len(known)} readings; last {last.ratio:.0%} at {last.time:%H:%M:%S}</p>"
+        f"</svg>{figures}"
     )
 
 
