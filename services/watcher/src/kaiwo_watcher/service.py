@@ -282,6 +282,7 @@ class WatcherService:
             stream.target.resource,
             namespace=stream.namespace,
             label_selector=stream.target.label_selector,
+            field_selector=stream.target.field_selector,
         )
         self._mark_served(stream)
         self.metrics.relists.labels(kind=stream.kind).inc()
@@ -328,6 +329,7 @@ class WatcherService:
             resource_version=resource_version,
             namespace=stream.namespace,
             label_selector=stream.target.label_selector,
+            field_selector=stream.target.field_selector,
             timeout_seconds=watch_timeout(self._tuning, progress),
             bookmarks=True,
         )
@@ -432,7 +434,9 @@ class WatcherService:
             stream.target.resource,
             namespace=namespace,
             label_selector=stream.target.label_selector,
-            field_selector=f"metadata.name={ref.name}",
+            field_selector=",".join(
+                filter(None, (f"metadata.name={ref.name}", stream.target.field_selector))
+            ),
         )
         items = [
             item

@@ -12,10 +12,10 @@ Two owners plan here:
   (``Plan.preempt``). Phases:
 
   - ``Unknown``: no fresh reading; ``PendingGpu``: waiting for GPUs (Kueue does not admit
-    it for GPUs, or the scheduler cannot place it for GPUs, decision 0056), which makes it a
-    pressure for the ``OnPressure`` policy; ``Active``: at or above the threshold;
-    ``Idle``: an idle stretch that counts (:func:`~kaiwo_planner.domain.scheduling.
-    gpu_workload_state.reading_of`);
+    it for GPUs, or the scheduler cannot place it or one of its pods for GPUs, decisions 0056
+    and 0066), which makes it a pressure for the ``OnPressure`` policy; ``Active``: at or
+    above the threshold; ``Idle``: an idle stretch that counts
+    (:func:`~kaiwo_planner.domain.scheduling.gpu_workload_state.reading_of`);
   - ``Preempting``: the idle-preemption decision
     (:mod:`~kaiwo_planner.domain.scheduling.idle_preemption`, the one that preempts idle
     KaiwoJobs, with these workloads among its candidates) chose it. The plan writes the
@@ -56,6 +56,7 @@ from kaiwo_contracts.gpu_workloads import (
 )
 from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PreemptIntent
 
+from kaiwo_planner.domain.scheduling.gpu_waiting import GpuWait
 from kaiwo_planner.domain.scheduling.gpu_workload_state import (
     ACTIVE,
     DELETED,
@@ -206,7 +207,7 @@ def _judged(
     settings: GpuPreemptionSettings,
     reading: Reading,
     *,
-    waiting: datetime | None = None,
+    waiting: GpuWait | None = None,
 ) -> GpuWorkloadPlanning:
     if waiting is not None:
         phase = PENDING_GPU
@@ -467,10 +468,11 @@ def _verdict(phase: str, settings: GpuPreemptionSettings, reading: Reading, *, v
     )
 
 
-def _waiting_verdict(root: Mapping[str, Any], since: datetime) -> str:
+def _waiting_verdict(root: Mapping[str, Any], waiting: GpuWait) -> str:
     return (
-        f"Waiting for {held_gpus(root)} {gpu_vendor(root)} GPUs since {format_time(since)}: "
-        "idle workloads under the OnPressure policy may be preempted for it"
+        f"Waiting for {waiting.gpus} {gpu_vendor(root)} GPUs since "
+        f"{format_time(waiting.since)}: idle workloads under the OnPressure policy may be "
+        "preempted for it"
     )
 
 

@@ -22,8 +22,9 @@ GpuWorkload is tracked, opted in as the planner observes the root and its Namesp
 fresh finding whose idle stretch counts (:mod:`~kaiwo_planner.domain.scheduling.
 gpu_workload_state`); waiting, the tracked roots that wait for GPUs
 (:mod:`~kaiwo_planner.domain.scheduling.gpu_waiting`, decision 0056: Kueue does not admit them
-for GPUs, or the scheduler cannot place a bare Pod for GPUs) for longer than the same pending
-threshold; in flight, those whose GpuWorkload says ``Preempting``.
+for GPUs, or the scheduler cannot place a bare Pod, or a pod of a Job, Deployment or
+StatefulSet, for GPUs: decision 0066) for longer than the same pending threshold, for the GPUs
+they wait for; in flight, those whose GpuWorkload says ``Preempting``.
 """
 
 from __future__ import annotations
@@ -35,9 +36,16 @@ from typing import Any
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.gpu_preemption import GpuPreemptionSettings
-from kaiwo_contracts.gpu_workloads import gpu_vendor, held_gpus
+from kaiwo_contracts.gpu_workloads import (
+    DEPLOYMENT,
+    JOB,
+    STATEFUL_SET,
+    gpu_vendor,
+    held_gpus,
+    kind_of,
+)
 
-from kaiwo_planner.domain.scheduling.gpu_waiting import waiting_for_gpus_since
+from kaiwo_planner.domain.scheduling.gpu_waiting import GpuWait, gpu_wait
 from kaiwo_planner.domain.scheduling.gpu_workload_state import (
     PREEMPTING,
     gpu_workloads,
@@ -136,9 +144,9 @@ def _foreign(
         metadata = root.get("metadata") or {}
         waiting = waiting_of(root, cluster)
         if waiting is not None:
-            if now - waiting > threshold:
+            if now - waiting.since > threshold:
                 pending.append(
-                    GpuDemand(root_key(root), gpu_vendor(root), held_gpus(root), waiting)
+                    GpuDemand(root_key(root), gpu_vendor(root), waiting.gpus, waiting.since)
                 )
             continue
         reading = reading_of(
@@ -162,10 +170,24 @@ def _foreign(
         )
 
 
-def waiting_of(root: Mapping[str, Any], cluster: ClusterState) -> datetime | None:
-    """Since when the tracked ``root`` waits for GPUs (None: it does not)."""
+def waiting_of(root: Mapping[str, Any], cluster: ClusterState) -> GpuWait | None:
+    """Since when the tracked ``root`` waits for GPUs, and for how many (None: it does not)."""
     uid = str((root.get("metadata") or {}).get("uid") or "")
-    return waiting_for_gpus_since(root, cluster.kueue_workloads_for(uid))
+    return gpu_wait(root, cluster.kueue_workloads_for(uid), pods_of(root, cluster))
+
+
+def pods_of(root: Mapping[str, Any], cluster: ClusterState) -> tuple[Mapping[str, Any], ...]:
+    """The observed pods of a root that are not the root itself: a Job's or a StatefulSet's
+    (their controller), a Deployment's (its ReplicaSet's, filed under its name). The watcher
+    publishes those that wait for GPUs (decision 0066)."""
+    metadata = root.get("metadata") or {}
+    if kind_of(root) == DEPLOYMENT:
+        namespace = str(metadata.get("namespace") or "")
+        return cluster.pods_of_deployment(namespace, str(metadata.get("name") or ""))
+    if kind_of(root) in (JOB, STATEFUL_SET):
+        children = cluster.children_of(str(metadata.get("uid") or ""))
+        return tuple(child for child in children if child.get("kind") == "Pod")
+    return ()
 
 
 def root_key(root: Mapping[str, Any]) -> WorkloadKey:

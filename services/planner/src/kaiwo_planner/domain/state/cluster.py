@@ -21,6 +21,7 @@ from kaiwo_planner.domain.state.object_index import (
     ObjectIndex,
     QueueUse,
     api_group_of,
+    deployment_key,
 )
 
 if TYPE_CHECKING:
@@ -127,6 +128,11 @@ class ClusterState:
             if child.get("kind") == kind and (name is None or meta.get("name") == name):
                 return child
         return None
+
+    def pods_of_deployment(self, namespace: str, name: str) -> tuple[Mapping[str, Any], ...]:
+        """The observed pods of the Deployment ``namespace/name`` that the operator did not
+        make (filed by their ReplicaSet's name, decision 0066)."""
+        return self.index.children_of(deployment_key(namespace, name))
 
     def kueue_workloads_for(self, job_uid: str) -> tuple[Mapping[str, Any], ...]:
         """Kueue Workloads created for the Kueue-managed object with this uid.

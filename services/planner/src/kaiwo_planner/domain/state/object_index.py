@@ -9,7 +9,10 @@ valid, and unchanged, however far the projection has moved on.
 What is filed, and under what:
 
 * every object by uid and by identity (API group, kind, namespace, name);
-* children by the uid of each owner in their ``ownerReferences``;
+* children by the uid of each owner in their ``ownerReferences``; a pod the operator did not
+  make whose ReplicaSet belongs to a Deployment also under that Deployment's namespace and
+  name (:func:`deployment_key`; the ReplicaSet, not observed, is named after it: decision
+  0066);
 * Kueue Workloads by the uid of the job they were created for (an owner reference or the
   ``kueue.x-k8s.io/job-uid`` label);
 * objects by the labels in :data:`INDEXED_LABELS` only: the questions planning asks (a
@@ -32,6 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
+from kaiwo_contracts.gpu_workloads import deployment_of_pod, made_by_kaiwo
 from kaiwo_contracts.models_config import CONFIG_MAP_LABEL
 from kaiwo_contracts.plans import OPERATOR_FIELD_MANAGERS
 from rpds import HashTrieMap
@@ -158,7 +162,7 @@ class Entry:
         elif category == KUEUE_WORKLOAD:
             owners = _workload_owner_uids(obj)
         elif category == OBJECT:
-            owners = owner_uids(obj)
+            owners = owner_uids(obj) + _deployment_of(group, kind, namespace, obj)
             label_groups = tuple(
                 label_group(key, value)
                 for key, value in _labels(obj).items()
@@ -415,6 +419,21 @@ def owner_uids(obj: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(
         dict.fromkeys(str(r["uid"]) for r in refs if isinstance(r, Mapping) and r.get("uid"))
     )
+
+
+def deployment_key(namespace: str, name: str) -> str:
+    """What a Deployment's pods are filed under besides their ReplicaSet's uid: no uid has a
+    NUL in it, so it is never taken for one."""
+    return f"Deployment\x00{namespace}\x00{name}"
+
+
+def _deployment_of(
+    group: str, kind: str, namespace: str, obj: Mapping[str, Any]
+) -> tuple[str, ...]:
+    if (group, kind) != (CORE_GROUP, "Pod") or made_by_kaiwo(obj):
+        return ()
+    deployment = deployment_of_pod(obj)
+    return (deployment_key(namespace, deployment),) if deployment else ()
 
 
 def _workload_owner_uids(workload: Mapping[str, Any]) -> tuple[str, ...]:
