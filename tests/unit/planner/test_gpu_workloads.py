@@ -725,3 +725,30 @@ def test_pods_waiting_for_other_things_or_of_others_are_no_pressure() -> None:
     ):
         state = idle_job_state(*others)
         assert plan_of(record(job("idle", annotations=ON_PRESSURE)), state).plan.preempt is None
+
+
+def test_a_workload_a_preemption_served_is_no_pressure_while_the_freed_gpus_come() -> None:
+    """The first victim preempted for ``waits`` is gone, but the scheduler has not placed the
+    waiting pod yet: no second victim for the same demand, for two minutes; still waiting
+    after that, it presses again (seen on the real stack: both holders went)."""
+    waits = job("waits", annotations=ON_PRESSURE)
+    served = record(
+        job("first", annotations=ON_PRESSURE),
+        name="job-first-first-01",
+        status={
+            "phase": "Preempted",
+            "preemptedAt": "2026-03-01T11:59:30Z",
+            "preemptedFor": {
+                "kind": "Job",
+                "namespace": "team-a",
+                "name": "waits",
+                "uid": "waits-0123456789",
+            },
+        },
+    )
+    state = idle_job_state(waits, record(waits), pod_of(waits, "waits-x7k2p"), served)
+    idle = record(job("idle", annotations=ON_PRESSURE))
+    assert plan_of(idle, state).plan.preempt is None
+    later = plan_of(idle, state, now=NOW + timedelta(minutes=2)).plan
+    assert later.preempt is not None
+    assert later.status["preemptedFor"]["name"] == "waits"
