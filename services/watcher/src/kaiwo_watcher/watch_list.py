@@ -19,10 +19,10 @@
   (key ``<plural>#gpu``): Jobs, Deployments, StatefulSets, RayJobs and RayClusters without
   the ``kaiwo.silogen.ai/owner-uid`` label, and Pods without any label a controller puts on
   the pods it makes (``kaiwo_contracts.gpu_workloads.BARE_POD_SELECTOR``: so a Job's or a
-  Deployment's pods never reach the watcher on this stream). Of what the API server sends, only the roots
-  asking for GPUs are published (:func:`kaiwo_contracts.gpu_workloads.is_gpu_root`, the
-  target's ``accept``); one that stops being one (its GPUs removed, an owner added) is
-  published as deleted.
+  Deployment's pods never reach the watcher on this stream). Of what the API server sends,
+  only the roots asking for GPUs are published
+  (:func:`kaiwo_contracts.gpu_workloads.is_gpu_root`, the target's ``accept``); one that
+  stops being one (its GPUs removed, an owner added) is published as deleted.
 * The pods of Jobs, Deployments and StatefulSets that wait for GPUs (decision 0066, key
   ``pods#waiting-gpu``): the API server sends only pods not yet bound to a node and not made
   by the operator (``spec.nodeName=,status.phase=Pending``, the kube-scheduler's own
