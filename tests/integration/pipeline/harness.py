@@ -136,6 +136,29 @@ class Pipeline:
         await self.jobs.pod_succeeded(name, namespace=ns)
         return await self.reaches(name, "COMPLETE")
 
+    # ------------------------------------------------------------------ its processes
+
+    async def restart_with(
+        self, service: str, settings: Mapping[str, str | None], *, within: float = STEP_SECONDS
+    ) -> None:
+        """Restart ``service`` with its environment changed by ``settings`` (None: unset), as
+        a Deployment's pods restart when its environment is edited, and wait until it is
+        ready again. Only the process's own variables change; it still inherits the test's."""
+        process = self.stack.services[service]
+        for name, value in settings.items():
+            if value is None:
+                process.env.pop(name, None)
+            else:
+                process.env[name] = value
+        pid = process.pid
+        await process.kill()  # its supervisor starts it again with the new environment
+
+        async def restarted() -> bool | Pending:
+            return True if process.running and process.pid != pid else Pending("not yet")
+
+        await eventually(restarted, what=f"{service} restarted", within=within)
+        await self.stack.wait_ready(service, within=within)
+
     # ------------------------------------------------------------------ the event log
 
     @contextlib.asynccontextmanager

@@ -519,3 +519,54 @@ def test_a_kueue_workload_of_a_gpu_root_replans_the_roots_gpuworkload(
         uid="rec-uid",
     )
     assert owners_to_replan(change, projection) == (record_ref,)
+
+
+def test_a_waiting_pod_of_a_gpu_root_replans_the_roots_gpuworkload(
+    projection: Projection,
+) -> None:
+    """Decision 0066: a Job's pod by its controller's uid, a Deployment's pod by its
+    ReplicaSet's name (``<deployment>-<pod-template-hash>``; the ReplicaSet is not observed)."""
+    gpu = {"limits": {"amd.com/gpu": "1"}}
+    template = {"template": {"spec": {"containers": [{"name": "m", "resources": gpu}]}}}
+    plain = obj("batch/v1", "Job", "plain", "plain-0123456789", namespace="team-a", spec=template)
+    serve = obj("apps/v1", "Deployment", "web", "web-0123456789", namespace="team-a", spec=template)
+    records = [
+        obj(KAIWO, "GpuWorkload", "job-plain-plain-01", "rec-job", namespace="team-a"),
+        obj(KAIWO, "GpuWorkload", "deployment-web-web-0123", "rec-web", namespace="team-a"),
+    ]
+    for sequence, item in enumerate((plain, serve, *records), start=50):
+        projection.apply(observe(item, "1", "ADDED"), sequence=sequence)
+
+    def record_ref(name: str, uid: str) -> ObjectRef:
+        return ObjectRef(
+            api_version=KAIWO, kind="GpuWorkload", name=name, namespace="team-a", uid=uid
+        )
+
+    job_pod = obj(
+        "v1",
+        "Pod",
+        "plain-x7k2p",
+        "pod-1",
+        namespace="team-a",
+        owners=[owner_ref("batch/v1", "Job", "plain", "plain-0123456789")],
+    )
+    found = owners_to_replan(change_of(projection, job_pod, "ADDED"), projection)
+    assert found == (record_ref("job-plain-plain-01", "rec-job"),)
+
+    web_pod = obj(
+        "v1",
+        "Pod",
+        "web-5d8f9c7b6-abcde",
+        "pod-2",
+        namespace="team-a",
+        labels={"pod-template-hash": "5d8f9c7b6"},
+        owners=[owner_ref("apps/v1", "ReplicaSet", "web-5d8f9c7b6", "rs-uid")],
+    )
+    found = owners_to_replan(change_of(projection, web_pod, "ADDED"), projection)
+    assert found == (record_ref("deployment-web-web-0123", "rec-web"),)
+
+    # A ReplicaSet made by hand, not named after its pods' hash: no Deployment's.
+    by_hand = copy.deepcopy(web_pod)
+    by_hand["metadata"].update(name="web-by-hand-abcde", uid="pod-3")
+    by_hand["metadata"]["ownerReferences"][0]["name"] = "web-by-hand"
+    assert owners_to_replan(change_of(projection, by_hand, "ADDED"), projection) == ()

@@ -588,3 +588,167 @@ def test_a_bare_pod_the_scheduler_cannot_place_for_gpus_is_pressure() -> None:
     }
     state = cluster(idle, record(idle), memory, record(memory), findings=(read,))
     assert plan_of(record(idle), state).plan.preempt is None
+
+
+# ------------------------------------------------------------------ pods of roots waiting (0066)
+
+UNPLACED = {
+    "phase": "Pending",
+    "conditions": [
+        {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": "0/3 nodes are available: 3 Insufficient amd.com/gpu.",
+        }
+    ],
+}
+
+
+def pod_of(
+    owner: dict[str, Any],
+    name: str,
+    *,
+    status: dict[str, Any] | None = None,
+    replica_set: str | None = None,
+    template_hash: str = "5d8f9c7b6",
+) -> dict[str, Any]:
+    """A pod the owner's controller made: a Job's or StatefulSet's directly, a Deployment's
+    through the ReplicaSet ``replica_set`` (default ``<deployment>-<hash>``)."""
+    meta = owner["metadata"]
+    labels: dict[str, str] = {}
+    if owner["kind"] == "Deployment":
+        labels["pod-template-hash"] = template_hash
+        controller = {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "name": replica_set or f"{meta['name']}-{template_hash}",
+            "uid": "rs-0123456789",
+            "controller": True,
+        }
+    else:
+        controller = {
+            "apiVersion": owner["apiVersion"],
+            "kind": owner["kind"],
+            "name": meta["name"],
+            "uid": meta["uid"],
+            "controller": True,
+        }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "team-a",
+            "uid": f"pod-{name}",
+            "creationTimestamp": "2026-03-01T11:00:00Z",
+            "labels": labels,
+            "ownerReferences": [controller],
+        },
+        "spec": {"containers": [{"name": "main", "resources": GPU}]},
+        "status": status if status is not None else UNPLACED,
+    }
+
+
+def idle_job_state(*others: dict[str, Any]) -> ClusterState:
+    idle = job("idle", annotations=ON_PRESSURE)
+    read = finding(idle["metadata"]["uid"], percent=0.0, idle_since=NOW - timedelta(minutes=5))
+    return cluster(idle, record(idle), *others, findings=(read,))
+
+
+def test_a_plain_jobs_pod_the_scheduler_cannot_place_for_gpus_is_pressure() -> None:
+    waits = job("waits", annotations=ON_PRESSURE)
+    state = idle_job_state(waits, record(waits), pod_of(waits, "waits-x7k2p"))
+
+    pressed = plan_of(record(job("idle", annotations=ON_PRESSURE)), state).plan
+    assert pressed.preempt is not None and pressed.preempt.action == "delete"
+    assert pressed.status["preemptedFor"]["name"] == "waits"
+    waiting = plan_of(record(waits), state).plan
+    assert waiting.status["phase"] == "PendingGpu"
+    assert waiting.status["verdict"] == (
+        "Waiting for 2 amd GPUs since 2026-03-01T11:00:00Z: idle workloads under the "
+        "OnPressure policy may be preempted for it"
+    )
+
+
+def test_a_deployment_waits_for_the_gpus_of_its_unplaced_pods_only() -> None:
+    """Three replicas of 2 GPUs, two placed, one not: it waits for 2 GPUs, which the idle
+    2-GPU job frees (waiting for all 6, it would preempt nobody: all or nothing)."""
+    serve = deployment(3, annotations=ON_PRESSURE)
+    state = idle_job_state(serve, record(serve), pod_of(serve, "serve-5d8f9c7b6-abcde"))
+
+    pressed = plan_of(record(job("idle", annotations=ON_PRESSURE)), state).plan
+    assert pressed.preempt is not None
+    assert pressed.status["preemptedFor"] == {
+        "kind": "Deployment",
+        "name": "serve",
+        "namespace": "team-a",
+        "uid": "serve-0123456789",
+    }
+    assert (
+        plan_of(record(serve), state)
+        .plan.status["verdict"]
+        .startswith("Waiting for 2 amd GPUs since 2026-03-01T11:00:00Z")
+    )
+
+
+def test_a_statefulsets_pod_the_scheduler_cannot_place_for_gpus_is_pressure() -> None:
+    ranks = deployment(1, annotations=ON_PRESSURE)
+    ranks["kind"] = "StatefulSet"
+    state = idle_job_state(ranks, record(ranks), pod_of(ranks, "serve-0"))
+    pressed = plan_of(record(job("idle", annotations=ON_PRESSURE)), state).plan
+    assert pressed.preempt is not None
+    assert pressed.status["preemptedFor"]["kind"] == "StatefulSet"
+
+
+def test_pods_waiting_for_other_things_or_of_others_are_no_pressure() -> None:
+    waits = job("waits", annotations=ON_PRESSURE)
+    serve = deployment(1, annotations=ON_PRESSURE)
+    memory = {
+        **UNPLACED,
+        "conditions": [
+            {
+                **UNPLACED["conditions"][0],
+                "message": "0/3 nodes are available: 3 Insufficient memory.",
+            }
+        ],
+    }
+    placed = {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]}
+    nobodys = job("nobodys")
+    for others in (
+        (waits, record(waits), pod_of(waits, "waits-a", status=memory)),
+        (waits, record(waits), pod_of(waits, "waits-b", status=placed)),
+        # Not opted in: not tracked, so its waiting pod presses nobody.
+        (nobodys, pod_of(nobodys, "nobodys-a")),
+        # A ReplicaSet not named after the pods' hash is no Deployment's.
+        (serve, record(serve), pod_of(serve, "serve-c", replica_set="made-by-hand")),
+    ):
+        state = idle_job_state(*others)
+        assert plan_of(record(job("idle", annotations=ON_PRESSURE)), state).plan.preempt is None
+
+
+def test_a_workload_a_preemption_served_is_no_pressure_while_the_freed_gpus_come() -> None:
+    """The first victim preempted for ``waits`` is gone, but the scheduler has not placed the
+    waiting pod yet: no second victim for the same demand, for two minutes; still waiting
+    after that, it presses again (seen on the real stack: both holders went)."""
+    waits = job("waits", annotations=ON_PRESSURE)
+    served = record(
+        job("first", annotations=ON_PRESSURE),
+        name="job-first-first-01",
+        status={
+            "phase": "Preempted",
+            "preemptedAt": "2026-03-01T11:59:30Z",
+            "preemptedFor": {
+                "kind": "Job",
+                "namespace": "team-a",
+                "name": "waits",
+                "uid": "waits-0123456789",
+            },
+        },
+    )
+    state = idle_job_state(waits, record(waits), pod_of(waits, "waits-x7k2p"), served)
+    idle = record(job("idle", annotations=ON_PRESSURE))
+    assert plan_of(idle, state).plan.preempt is None
+    later = plan_of(idle, state, now=NOW + timedelta(minutes=2)).plan
+    assert later.preempt is not None
+    assert later.status["preemptedFor"]["name"] == "waits"

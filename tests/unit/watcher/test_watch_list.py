@@ -67,7 +67,7 @@ def test_pods_by_run_id_and_workloads_nodes_namespaces_priority_classes_whole():
     # Nothing the operator does not need: no Secrets, Events, Leases.
     assert "secrets" not in found
     assert "events" not in found
-    assert len(DEFAULT_WATCH_LIST) == 7 + 11 + 2 + 1 + 1 + 4 + 1 + 2 + 1 + 6
+    assert len(DEFAULT_WATCH_LIST) == 7 + 11 + 2 + 1 + 1 + 4 + 1 + 2 + 1 + 6 + 1
 
 
 def test_the_roots_of_gpu_workloads_come_in_streams_of_their_own():
@@ -86,9 +86,22 @@ def test_the_roots_of_gpu_workloads_come_in_streams_of_their_own():
         "rayclusters.ray.io/v1#gpu",
     ):
         assert found[key] == "!kaiwo.silogen.ai/owner-uid", key
-    gpu = [t for t in DEFAULT_WATCH_LIST if t.stream == "gpu"]
+    gpu = [t for t in DEFAULT_WATCH_LIST if t.stream in ("gpu", "waiting-gpu")]
     assert all(t.accept is not None for t in gpu)
-    assert all(t.accept is None for t in DEFAULT_WATCH_LIST if t.stream != "gpu")
+    assert all(t.accept is None for t in DEFAULT_WATCH_LIST if t not in gpu)
+
+
+def test_pods_waiting_for_gpus_come_unbound_and_not_the_operators():
+    """Decision 0066: the kube-scheduler's own selection (pods no node was chosen for), the
+    operator's pods left out; the API server filters, the watcher publishes only the waiting
+    pods of Jobs, ReplicaSets and StatefulSets."""
+    [waiting] = [t for t in DEFAULT_WATCH_LIST if t.stream == "waiting-gpu"]
+    assert waiting.resource == resources.POD
+    assert waiting.field_selector == "spec.nodeName=,status.phase=Pending"
+    assert waiting.label_selector == "!kaiwo.silogen.ai/run-id,!kaiwo.silogen.ai/owner-uid"
+    assert [t.field_selector for t in DEFAULT_WATCH_LIST if t is not waiting] == [None] * (
+        len(DEFAULT_WATCH_LIST) - 1
+    )
 
 
 def test_label_keys_agree_with_the_planner():

@@ -68,8 +68,9 @@ def up(
     metrics_endpoint: Annotated[
         str | None,
         typer.Option(
-            help="Prometheus URL; starts the monitor when given.",
-            envvar="KAIWO_MONITOR_METRICS_ENDPOINT",
+            help="Prometheus URL, or an exporter's /metrics page; starts the monitor when given.",
+            # The API reference's name too; the project's own decides where both are set.
+            envvar=["KAIWO_MONITOR_METRICS_ENDPOINT", "RESOURCE_MONITORING_METRICS_ENDPOINT"],
         ),
     ] = None,
     gateway_port: Annotated[

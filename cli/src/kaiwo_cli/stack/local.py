@@ -15,7 +15,8 @@ Order of start-up, each step failing with one clear line:
    0600; the state directory 0700), ``nats-server`` from the wheel on 127.0.0.1 only, with
    JetStream in ``<state>/nats``, each identity's permissions and no anonymous access (TLS
    when given); the administrator identity declares the streams and consumers;
-5. recorder, watcher, planner, executor (monitor when a metrics endpoint is given, the OpenAI
+5. recorder, watcher, planner, executor (monitor when a metrics endpoint is given, under the
+   project's name or the API reference's, the OpenAI
    gateway when a gateway port is, with the messenger unless switched off: its streams and
    consumer are declared in step 4 and its tenants get keys there; the web console when a
    console port is) as
@@ -85,6 +86,11 @@ from kaiwo_cli.stack.state import StackLockedError, StackState, StateLock
 
 OPTIONAL_SERVICES: tuple[str, ...] = ("monitor", "gateway", "console")
 """Services the operator runs without: reported when they cannot start, never fatal."""
+MONITOR_ENDPOINT_SETTINGS: tuple[str, ...] = (
+    "KAIWO_MONITOR_METRICS_ENDPOINT",
+    "RESOURCE_MONITORING_METRICS_ENDPOINT",
+)
+"""The monitor's names for its metrics endpoint, its own first (it decides where both are set)."""
 
 SERVICES: tuple[tuple[str, str], ...] = (
     ("recorder", "kaiwo_recorder"),
@@ -129,6 +135,17 @@ class LocalStack:
         if self.options.metrics_endpoint:
             return self.options.metrics_endpoint
         return self.sandbox.metrics_url if self.sandbox is not None else None
+
+    @property
+    def runs_monitor(self) -> bool:
+        """Whether the stack runs the monitor: a metrics endpoint given as the option, by the
+        sandbox, or in the monitor's own settings under either of its names (decision 0046),
+        so that a monitor configured only by the API reference's
+        ``RESOURCE_MONITORING_METRICS_ENDPOINT`` runs as configured."""
+        if self.metrics_endpoint:
+            return True
+        env = {**self.options.service_env, **self.options.env_by_service.get("monitor", {})}
+        return any(env.get(name) for name in MONITOR_ENDPOINT_SETTINGS)
 
     async def __aenter__(self) -> Self:
         try:
@@ -326,7 +343,7 @@ class LocalStack:
 
     async def _start_services(self) -> None:
         services = list(SERVICES)
-        if self.metrics_endpoint:
+        if self.runs_monitor:
             services.append(("monitor", "kaiwo_monitor"))
         gateway_port = self.options.gateway_port
         if gateway_port is not None and port_is_taken(gateway_port):

@@ -65,9 +65,14 @@ TRACKED_CONTROLLERS: Final[Mapping[Kind, frozenset[Kind]]] = MappingProxyType(
 )
 """Controllers a root may have and still be one: a CronJob's Job is tracked run by run."""
 
-INTERMEDIATE_KINDS: Final[frozenset[Kind]] = frozenset({("apps/v1", "ReplicaSet")})
+REPLICA_SET: Final[Kind] = ("apps/v1", "ReplicaSet")
+INTERMEDIATE_KINDS: Final[frozenset[Kind]] = frozenset({REPLICA_SET})
 """Kinds met between a pod and its root that are never roots themselves (a Deployment's
 ReplicaSet): resolving a pod's root walks through them."""
+WAITING_POD_CONTROLLERS: Final[frozenset[Kind]] = frozenset({JOB, REPLICA_SET, STATEFUL_SET})
+"""The controllers of the pods whose wait for GPUs presses for a tracked root (decision
+0066): a Job's (a CronJob's run's too), a Deployment's ReplicaSet's, a StatefulSet's."""
+POD_TEMPLATE_HASH_LABEL: Final = "pod-template-hash"
 
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 OWNER_UID_LABEL: Final = "kaiwo.silogen.ai/owner-uid"
@@ -77,7 +82,7 @@ WORKLOAD_UID_LABEL: Final = "kaiwo.silogen.ai/workload-uid"
 NAME_LIMIT: Final = 253
 
 CONTROLLER_MADE_POD_LABELS: Final = (
-    "pod-template-hash",  # a ReplicaSet's (a Deployment's) pods
+    POD_TEMPLATE_HASH_LABEL,  # a ReplicaSet's (a Deployment's) pods
     "controller-revision-hash",  # a StatefulSet's and a DaemonSet's
     "batch.kubernetes.io/controller-uid",  # a Job's (Kubernetes 1.27 and later)
     "controller-uid",  # a Job's (every version)
@@ -87,11 +92,18 @@ CONTROLLER_MADE_POD_LABELS: Final = (
 )
 """Labels the controllers put on the pods they make: a Pod carrying none of them may be a
 bare one. The watcher asks the API server only for Pods without them (a label selector), so
-the pods of Jobs, Deployments, StatefulSets and Ray clusters never reach it."""
+the pods of Jobs, Deployments, StatefulSets and Ray clusters never reach it on that stream
+(only on the stream of unbound pods, when they wait for GPUs: decision 0066)."""
 BARE_POD_SELECTOR: Final = ",".join(f"!{label}" for label in CONTROLLER_MADE_POD_LABELS)
 NOT_KAIWO_SELECTOR: Final = f"!{OWNER_UID_LABEL}"
 """Roots that are no children of a Kaiwo workload (the watcher's selector for the root kinds;
 the operator's own Deployments and Jobs carry the owner-uid label)."""
+UNBOUND_PENDING_POD_FIELDS: Final = "spec.nodeName=,status.phase=Pending"
+"""Pods no node was chosen for yet (the kube-scheduler's own selection): the watcher's field
+selector for the pods of Jobs, Deployments and StatefulSets that may wait for GPUs. A pod is
+in it from its creation until it is bound, usually a moment (decision 0066)."""
+NOT_KAIWO_POD_SELECTOR: Final = f"!{RUN_ID_LABEL},!{OWNER_UID_LABEL}"
+"""Pods the operator did not make (a Kaiwo workload's pods are watched on their own)."""
 
 _DNS_TRIM: Final = re.compile(r"[-.]+$")
 
@@ -250,3 +262,56 @@ def gpu_workload_name(*, kind: str, name: str, uid: str) -> str:
     prefix = f"{kind.lower()}-"
     room = NAME_LIMIT - len(prefix) - len(suffix)
     return f"{prefix}{_DNS_TRIM.sub('', name[:room])}{suffix}"
+
+
+def unschedulable_for_gpus(pod: Mapping[str, Any]) -> frozenset[str]:
+    """The GPU resources a ``Pending`` pod cannot be placed for: its ``PodScheduled=False``
+    reason ``Unschedulable`` message names "insufficient <resource>" for them (the
+    kube-scheduler's "0/3 nodes are available: 3 Insufficient amd.com/gpu."; upstream's
+    test). Empty for a pod placed, waiting for anything else, or asking for no GPUs."""
+    status = _mapping(pod.get("status"))
+    if status.get("phase") != "Pending":
+        return frozenset()
+    scheduled = next(
+        (
+            _mapping(c)
+            for c in _sequence(status.get("conditions"))
+            if _mapping(c).get("type") == "PodScheduled"
+        ),
+        None,
+    )
+    if scheduled is None or scheduled.get("status") != "False":
+        return frozenset()
+    if scheduled.get("reason") != "Unschedulable":
+        return frozenset()
+    message = str(scheduled.get("message") or "").lower()
+    asked = pod_gpus(_mapping(pod.get("spec")))
+    return frozenset(name for name in asked if f"insufficient {name.lower()}" in message)
+
+
+def is_controlled_pod_waiting_for_gpus(pod: Mapping[str, Any]) -> bool:
+    """A pod a Job, ReplicaSet or StatefulSet controls (:data:`WAITING_POD_CONTROLLERS`), not
+    made by the operator, that the scheduler cannot place for GPUs: what the watcher publishes
+    of the unbound pods (decision 0066). Bare Pods are roots, watched on their own."""
+    reference = controller_reference(pod)
+    if reference is None or made_by_kaiwo(pod):
+        return False
+    controller = (str(reference.get("apiVersion") or ""), str(reference.get("kind") or ""))
+    return controller in WAITING_POD_CONTROLLERS and bool(unschedulable_for_gpus(pod))
+
+
+def deployment_of_pod(pod: Mapping[str, Any]) -> str | None:
+    """The name of the Deployment whose ReplicaSet controls ``pod``, or None.
+
+    The Deployment controller names each ReplicaSet ``<deployment>-<pod-template-hash>`` and
+    labels its pods with that hash, so the name is read off the two without observing the
+    ReplicaSet. A ReplicaSet named otherwise (made by hand) has no Deployment: None."""
+    reference = controller_reference(pod)
+    if reference is None or kind_of(reference) != REPLICA_SET:
+        return None
+    template_hash = _mapping(_metadata(pod).get("labels")).get(POD_TEMPLATE_HASH_LABEL)
+    replica_set = str(reference.get("name") or "")
+    suffix = f"-{template_hash}"
+    if not template_hash or not replica_set.endswith(suffix) or replica_set == suffix:
+        return None
+    return replica_set[: -len(suffix)]

@@ -82,7 +82,9 @@ class Reobserver:
             stream.target.resource,
             namespace=namespace,
             label_selector=stream.target.label_selector,
-            field_selector=f"metadata.name={ref.name}",
+            field_selector=",".join(
+                filter(None, (f"metadata.name={ref.name}", stream.target.field_selector))
+            ),
         )
         items = [
             item

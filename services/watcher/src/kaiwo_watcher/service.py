@@ -244,6 +244,7 @@ class WatcherService:
             stream.target.resource,
             namespace=stream.namespace,
             label_selector=stream.target.label_selector,
+            field_selector=stream.target.field_selector,
         )
         self._mark_served(stream)
         self.metrics.relists.labels(kind=stream.kind).inc()
@@ -290,6 +291,7 @@ class WatcherService:
             resource_version=resource_version,
             namespace=stream.namespace,
             label_selector=stream.target.label_selector,
+            field_selector=stream.target.field_selector,
             timeout_seconds=watch_timeout(self._tuning, progress),
             bookmarks=True,
         )

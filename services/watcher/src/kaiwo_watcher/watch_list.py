@@ -19,10 +19,17 @@
   (key ``<plural>#gpu``): Jobs, Deployments, StatefulSets, RayJobs and RayClusters without
   the ``kaiwo.silogen.ai/owner-uid`` label, and Pods without any label a controller puts on
   the pods it makes (``kaiwo_contracts.gpu_workloads.BARE_POD_SELECTOR``: so a Job's or a
-  Deployment's pods never reach the watcher). Of what the API server sends, only the roots
-  asking for GPUs are published (:func:`kaiwo_contracts.gpu_workloads.is_gpu_root`, the
-  target's ``accept``); one that stops being one (its GPUs removed, an owner added) is
-  published as deleted.
+  Deployment's pods never reach the watcher on this stream). Of what the API server sends,
+  only the roots asking for GPUs are published
+  (:func:`kaiwo_contracts.gpu_workloads.is_gpu_root`, the target's ``accept``); one that
+  stops being one (its GPUs removed, an owner added) is published as deleted.
+* The pods of Jobs, Deployments and StatefulSets that wait for GPUs (decision 0066, key
+  ``pods#waiting-gpu``): the API server sends only pods not yet bound to a node and not made
+  by the operator (``spec.nodeName=,status.phase=Pending``, the kube-scheduler's own
+  selection); of those, only the ones such a controller owns and the scheduler marked
+  ``Unschedulable`` for lack of GPUs are published
+  (:func:`kaiwo_contracts.gpu_workloads.is_controlled_pod_waiting_for_gpus`). A pod placed
+  at last leaves the selection and is published as deleted.
 
 The label keys mirror ``kaiwo_planner.domain.children.labels`` (services do not import each other; a
 unit test checks they agree).
@@ -36,7 +43,14 @@ from typing import Any
 
 from kaiwo_contracts.crds.registry import SERVED_KINDS
 from kaiwo_contracts.crds.schema import crd_info
-from kaiwo_contracts.gpu_workloads import BARE_POD_SELECTOR, NOT_KAIWO_SELECTOR, is_gpu_root
+from kaiwo_contracts.gpu_workloads import (
+    BARE_POD_SELECTOR,
+    NOT_KAIWO_POD_SELECTOR,
+    NOT_KAIWO_SELECTOR,
+    UNBOUND_PENDING_POD_FIELDS,
+    is_controlled_pod_waiting_for_gpus,
+    is_gpu_root,
+)
 from kaiwo_kube import resources
 from kaiwo_kube.resources import ResourceType
 
@@ -61,7 +75,9 @@ class WatchTarget:
 
     ``workload``: the objects are workloads themselves (the served kinds), so each event
     correlates with the object's own uid rather than with an owner.
-    ``namespace``: watched in this namespace only, whatever namespaces the watcher is
+    ``field_selector``: the API server's field selector besides the labels (an object
+    leaving it is sent as deleted). ``namespace``: watched in this namespace only, whatever
+    namespaces the watcher is
     limited to. ``stream``: names a second target of the same resource (its checkpoint key).
     ``accept``: of the objects the selector lets through, those to publish (None: all); the
     API server cannot select on what it decides (a pod spec's resources).
@@ -69,6 +85,7 @@ class WatchTarget:
 
     resource: ResourceType
     label_selector: str | None = None
+    field_selector: str | None = None
     workload: bool = False
     namespace: str | None = None
     stream: str = ""
@@ -121,10 +138,12 @@ GPU_ROOT_RESOURCES: tuple[ResourceType, ...] = (
 )
 """Kinds whose roots may be GPU workloads no Kaiwo kind owns (bare Pods besides)."""
 GPU_STREAM = "gpu"
+WAITING_GPU_STREAM = "waiting-gpu"
 
 
 def gpu_root_targets() -> tuple[WatchTarget, ...]:
-    """The streams of the roots of GPU workloads no Kaiwo kind owns (module docstring)."""
+    """The streams of the roots of GPU workloads no Kaiwo kind owns, and of their pods that
+    wait for GPUs (module docstring)."""
     return (
         WatchTarget(
             resource=resources.POD,
@@ -140,6 +159,13 @@ def gpu_root_targets() -> tuple[WatchTarget, ...]:
                 accept=is_gpu_root,
             )
             for resource in GPU_ROOT_RESOURCES
+        ),
+        WatchTarget(
+            resource=resources.POD,
+            label_selector=NOT_KAIWO_POD_SELECTOR,
+            field_selector=UNBOUND_PENDING_POD_FIELDS,
+            stream=WAITING_GPU_STREAM,
+            accept=is_controlled_pod_waiting_for_gpus,
         ),
     )
 

@@ -29,7 +29,9 @@ An observed change matters to:
   its GpuWorkload) and its GpuWorkload; a GpuWorkload: itself; the KaiwoConfig and a
   Namespace whose GPU-preemption annotations changed: the GpuWorkloads (of that namespace);
   a Kueue Workload created for such a root: the root's GpuWorkload (whether Kueue admits it
-  says whether it waits for GPUs, decision 0056).
+  says whether it waits for GPUs, decision 0056); a pod of such a root's Job, StatefulSet or
+  Deployment (its ReplicaSet, named after the Deployment): the root's GpuWorkload (whether
+  the scheduler can place it says whether it waits for GPUs, decision 0066).
 
 Only owners the projection holds are returned (a plan needs the owner object), except a
 deleted workload, which is returned so the caller can forget it. Pure.
@@ -41,7 +43,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from kaiwo_contracts.gpu_preemption import ANNOTATION_PREFIX
-from kaiwo_contracts.gpu_workloads import gpu_workload_name, is_gpu_root
+from kaiwo_contracts.gpu_workloads import (
+    controller_reference,
+    deployment_of_pod,
+    gpu_workload_name,
+    is_gpu_root,
+    made_by_kaiwo,
+)
 from kaiwo_contracts.plans import ObjectRef
 
 from kaiwo_planner.domain.models.replanning import models_concerned
@@ -126,6 +134,7 @@ def owners_to_replan(change: Change, projection: Projection) -> tuple[ObjectRef,
             *_owners_of_versions(change, projection),
             *_gpu_roots(change, projection),
             *_records_of_kueue_jobs(change, projection),
+            *_records_of_pods(change, projection),
         ]
     owners += models_concerned(change, projection)
     return _sorted_unique(owners)
@@ -172,6 +181,32 @@ def _records_of_kueue_jobs(change: Change, projection: Projection) -> list[Objec
             root = projection.by_uid(uid)
             if root is not None and is_gpu_root(root):
                 found += _record_ref(root, projection)
+    return found
+
+
+def _records_of_pods(change: Change, projection: Projection) -> list[ObjectRef]:
+    """A pod that changed: the GpuWorkload of the GPU root its controller is, or whose
+    ReplicaSet is named after (a Deployment)."""
+    if (change.group, change.kind) != (CORE_GROUP, "Pod"):
+        return []
+    found: list[ObjectRef] = []
+    for version in (change.previous, change.object):
+        if version is None or made_by_kaiwo(version):  # a Kaiwo workload's: planned as such
+            continue
+        meta = version.get("metadata") or {}
+        namespace = str(meta.get("namespace") or "")
+        deployment = deployment_of_pod(version)
+        reference = controller_reference(version)
+        if deployment is not None:
+            root = projection.find(
+                group="apps", kind="Deployment", name=deployment, namespace=namespace
+            )
+        elif reference is not None and reference.get("uid"):
+            root = projection.by_uid(str(reference["uid"]))
+        else:
+            continue
+        if root is not None and is_gpu_root(root):
+            found += _record_ref(root, projection)
     return found
 
 

@@ -12,10 +12,10 @@ Two owners plan here:
   (``Plan.preempt``). Phases:
 
   - ``Unknown``: no fresh reading; ``PendingGpu``: waiting for GPUs (Kueue does not admit
-    it for GPUs, or the scheduler cannot place it for GPUs, decision 0056), which makes it a
-    pressure for the ``OnPressure`` policy; ``Active``: at or above the threshold;
-    ``Idle``: an idle stretch that counts (:func:`~kaiwo_planner.domain.scheduling.
-    gpu_workload_state.reading_of`);
+    it for GPUs, or the scheduler cannot place it or one of its pods for GPUs, decisions 0056
+    and 0066), which makes it a pressure for the ``OnPressure`` policy; ``Active``: at or
+    above the threshold; ``Idle``: an idle stretch that counts
+    (:func:`~kaiwo_planner.domain.scheduling.gpu_workload_state.reading_of`);
   - ``Preempting``: the idle-preemption decision
     (:mod:`~kaiwo_planner.domain.scheduling.idle_preemption`, the one that preempts idle
     KaiwoJobs, with these workloads among its candidates) chose it. The plan writes the
@@ -73,6 +73,7 @@ from kaiwo_planner.domain.gpu_workload_record import (
     waiting_verdict,
     whole_percent,
 )
+from kaiwo_planner.domain.scheduling.gpu_waiting import GpuWait
 from kaiwo_planner.domain.scheduling.gpu_workload_state import (
     ACTIVE,
     DELETED,
@@ -218,7 +219,7 @@ def _judged(
     settings: GpuPreemptionSettings,
     reading: Reading,
     *,
-    waiting: datetime | None = None,
+    waiting: GpuWait | None = None,
 ) -> GpuWorkloadPlanning:
     if waiting is not None:
         phase = PENDING_GPU

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, Final
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import API_VERSION
@@ -18,6 +18,7 @@ from kaiwo_contracts.gpu_preemption import DEFAULT_TTL, GpuPreemptionSettings
 from kaiwo_contracts.gpu_workloads import gpu_vendor, held_gpus
 from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PreemptIntent
 
+from kaiwo_planner.domain.scheduling.gpu_waiting import GpuWait
 from kaiwo_planner.domain.scheduling.gpu_workload_state import (
     ACTIVE,
     GPU_WORKLOAD,
@@ -105,11 +106,12 @@ def verdict(phase: str, settings: GpuPreemptionSettings, reading: Reading, *, ve
     )
 
 
-def waiting_verdict(root: Mapping[str, Any], since: datetime) -> str:
+def waiting_verdict(root: Mapping[str, Any], waiting: GpuWait) -> str:
     """The verdict on a workload waiting for GPUs (a pressure under ``OnPressure``)."""
     return (
-        f"Waiting for {held_gpus(root)} {gpu_vendor(root)} GPUs since {format_time(since)}: "
-        "idle workloads under the OnPressure policy may be preempted for it"
+        f"Waiting for {waiting.gpus} {gpu_vendor(root)} GPUs since "
+        f"{format_time(waiting.since)}: idle workloads under the OnPressure policy may be "
+        "preempted for it"
     )
 
 

@@ -8,16 +8,20 @@ when one of these holds:
   (``QuotaReserved`` is not ``True``) and its ``QuotaReserved=False`` message names one of
   the GPU resources the root asks for (Kueue writes "insufficient unused quota for
   amd.com/gpu in flavor ..."). Waiting since the Kueue Workload's creation.
-* **The scheduler cannot place it for GPUs**: the root is a bare Pod, ``Pending``, with
+* **The scheduler cannot place it for GPUs**: one of its pods is ``Pending`` with
   ``PodScheduled=False``, reason ``Unschedulable`` and a message naming "insufficient
   <resource>" for one of its GPU resources (the kube-scheduler's "0/3 nodes are available: 3
-  Insufficient amd.com/gpu."). Waiting since the Pod's creation.
+  Insufficient amd.com/gpu."): the root itself when it is a bare Pod, else a pod its Job,
+  its StatefulSet or its Deployment's ReplicaSet controls (decision 0066; the watcher
+  publishes exactly those pods, :func:`kaiwo_contracts.gpu_workloads.
+  is_controlled_pod_waiting_for_gpus`). Waiting since the earliest such pod's creation.
+
+How many GPUs it waits for: all its pods hold when Kueue does not admit it (Kueue admits a
+workload whole), else those of its pods the scheduler cannot place (a Deployment with two of
+three replicas running waits for the third's GPUs only).
 
 What does *not* count: a pod waiting for an image, a volume or a node of another kind (upstream
-``PendingOther``), a Kueue Workload refused for CPU or memory, and the pods of a Job,
-Deployment or StatefulSet not under Kueue: the watcher observes roots, not their pods
-(decision 0047), and one stream of every pending pod of the cluster is a price this does not
-pay. Such a workload waits without pressing; put it under Kueue to make it press.
+``PendingOther``) and a Kueue Workload refused for CPU or memory.
 
 The caller applies ``KaiwoConfig.spec.scheduling.pendingThresholdForPreemption`` to the
 returned time, as it does for a PENDING KaiwoJob.
@@ -26,16 +30,30 @@ returned time, as it does for a PENDING KaiwoJob.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from kaiwo_contracts.gpu_workloads import POD, kind_of, pod_gpus, pod_templates
+from kaiwo_contracts.gpu_workloads import (
+    POD,
+    held_gpus,
+    kind_of,
+    pod_gpus,
+    pod_templates,
+    unschedulable_for_gpus,
+)
 
 from kaiwo_planner.domain.settings.cluster_settings import parse_time
 
 QUOTA_RESERVED: Final = "QuotaReserved"
-POD_SCHEDULED: Final = "PodScheduled"
-UNSCHEDULABLE: Final = "Unschedulable"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuWait:
+    """A root waiting for GPUs: since when, and for how many."""
+
+    since: datetime
+    gpus: int
 
 
 def gpu_resources(root: Mapping[str, Any]) -> frozenset[str]:
@@ -43,23 +61,34 @@ def gpu_resources(root: Mapping[str, Any]) -> frozenset[str]:
     return frozenset(name for spec, _ in pod_templates(root) for name in pod_gpus(spec))
 
 
-def waiting_for_gpus_since(
-    root: Mapping[str, Any], kueue_workloads: Iterable[Mapping[str, Any]]
-) -> datetime | None:
-    """Since when the root waits for GPUs (module docstring), or None when it does not."""
+def gpu_wait(
+    root: Mapping[str, Any],
+    kueue_workloads: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]] = (),
+) -> GpuWait | None:
+    """Whether the root waits for GPUs (module docstring), given the Kueue Workloads created
+    for it and its observed pods; None when it does not."""
     names = gpu_resources(root)
     if not names:
         return None
-    found = [
+    refused = [
         since
         for workload in kueue_workloads
         if _refused_for_gpus(workload, names)
         and (since := parse_time(_metadata(workload).get("creationTimestamp"))) is not None
     ]
-    if kind_of(root) == POD and _unschedulable_for_gpus(root, names):
-        since = parse_time(_metadata(root).get("creationTimestamp"))
-        found += [since] if since is not None else []
-    return min(found, default=None)
+    candidates = [root] if kind_of(root) == POD else list(pods)
+    unplaced = [
+        (since, sum(pod_gpus(pod.get("spec") or {}).values()))
+        for pod in candidates
+        if unschedulable_for_gpus(pod) & names
+        and (since := parse_time(_metadata(pod).get("creationTimestamp"))) is not None
+    ]
+    if not refused and not unplaced:
+        return None
+    since = min([*refused, *(at for at, _ in unplaced)])
+    gpus = held_gpus(root) if refused else sum(count for _, count in unplaced)
+    return GpuWait(since=since, gpus=gpus)
 
 
 def _refused_for_gpus(workload: Mapping[str, Any], names: frozenset[str]) -> bool:
@@ -67,19 +96,6 @@ def _refused_for_gpus(workload: Mapping[str, Any], names: frozenset[str]) -> boo
     if reserved is None or reserved.get("status") != "False":
         return False
     return _names_any(str(reserved.get("message") or ""), names)
-
-
-def _unschedulable_for_gpus(pod: Mapping[str, Any], names: frozenset[str]) -> bool:
-    status = pod.get("status")
-    if not isinstance(status, Mapping) or status.get("phase") != "Pending":
-        return False
-    scheduled = _condition(pod, POD_SCHEDULED)
-    if scheduled is None or scheduled.get("status") != "False":
-        return False
-    if scheduled.get("reason") != UNSCHEDULABLE:
-        return False
-    message = str(scheduled.get("message") or "").lower()
-    return any(f"insufficient {name.lower()}" in message for name in names)
 
 
 def _names_any(message: str, names: frozenset[str]) -> bool:

@@ -22,24 +22,40 @@ GpuWorkload is tracked, opted in as the planner observes the root and its Namesp
 fresh finding whose idle stretch counts (:mod:`~kaiwo_planner.domain.scheduling.
 gpu_workload_state`); waiting, the tracked roots that wait for GPUs
 (:mod:`~kaiwo_planner.domain.scheduling.gpu_waiting`, decision 0056: Kueue does not admit them
-for GPUs, or the scheduler cannot place a bare Pod for GPUs) for longer than the same pending
-threshold; in flight, those whose GpuWorkload says ``Preempting``.
+for GPUs, or the scheduler cannot place a bare Pod, or a pod of a Job, Deployment or
+StatefulSet, for GPUs: decision 0066) for longer than the same pending threshold, for the GPUs
+they wait for; in flight, those whose GpuWorkload says ``Preempting``.
+
+Once a GpuWorkload says ``Preempted`` for a waiting workload, that workload is no pressure for
+:data:`FREED_GPUS_SETTLE`: the GPUs freed for it are on their way (the victim's pods
+terminate, the scheduler or Kueue places it on the next event), and the one decision that
+chose the victims covered its whole demand. Without it, a second victim went for the same
+demand in the seconds between the first one's deletion and the scheduler placing the waiting
+pod (seen on the real stack). Still waiting after that, it presses again.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Final
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.gpu_preemption import GpuPreemptionSettings
-from kaiwo_contracts.gpu_workloads import gpu_vendor, held_gpus
+from kaiwo_contracts.gpu_workloads import (
+    DEPLOYMENT,
+    JOB,
+    STATEFUL_SET,
+    gpu_vendor,
+    held_gpus,
+    kind_of,
+)
 from kaiwo_contracts.plans import ObjectRef
 
-from kaiwo_planner.domain.scheduling.gpu_waiting import waiting_for_gpus_since
+from kaiwo_planner.domain.scheduling.gpu_waiting import GpuWait, gpu_wait
 from kaiwo_planner.domain.scheduling.gpu_workload_state import (
+    PREEMPTED,
     PREEMPTING,
     gpu_workloads,
     reading_of,
@@ -67,6 +83,8 @@ from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 from kaiwo_planner.domain.status.workload_status import WORKLOAD_TERMINATED_EARLY
 
 _RUNNING = frozenset({WorkloadStatus.RUNNING.value, WorkloadStatus.READY.value})
+FREED_GPUS_SETTLE: Final = timedelta(minutes=2)
+"""How long GPUs freed for a waiting workload count as on their way to it (decision 0066)."""
 
 
 def idle_preemption_decision(context: PlanningContext, *, now: datetime) -> IdlePreemptionDecision:
@@ -121,9 +139,11 @@ def _foreign(
     cluster = context.cluster
     defaults = kaiwo_config(context).spec.gpu_preemption
     threshold = pending_threshold(context)
+    served: set[str] = set()
     for record in gpu_workloads(cluster):
         status = record.get("status") or {}
         root = root_of(record, cluster)
+        served |= _served_recently(status, now)
         if status.get("phase") == PREEMPTING:
             vendor = gpu_vendor(root) if root else str(status.get("vendor") or "amd")
             gpus = held_gpus(root) if root else int(status.get("gpus") or 0)
@@ -135,9 +155,9 @@ def _foreign(
         metadata = root.get("metadata") or {}
         waiting = waiting_of(root, cluster)
         if waiting is not None:
-            if now - waiting > threshold:
+            if now - waiting.since > threshold:
                 pending.append(
-                    GpuDemand(ObjectRef.key_of(root), gpu_vendor(root), held_gpus(root), waiting)
+                    GpuDemand(ObjectRef.key_of(root), gpu_vendor(root), waiting.gpus, waiting.since)
                 )
             continue
         reading = reading_of(
@@ -159,12 +179,38 @@ def _foreign(
                 policy=settings.policy,
             )
         )
+    pending[:] = [demand for demand in pending if demand.key[4] not in served]
 
 
-def waiting_of(root: Mapping[str, Any], cluster: ClusterState) -> datetime | None:
-    """Since when the tracked ``root`` waits for GPUs (None: it does not)."""
+def _served_recently(status: Mapping[str, Any], now: datetime) -> set[str]:
+    """The uid of the workload a GpuWorkload's workload was preempted for, while that is
+    less than :data:`FREED_GPUS_SETTLE` ago (module docstring); else nothing."""
+    at = parse_time(status.get("preemptedAt"))
+    beneficiary = status.get("preemptedFor")
+    if status.get("phase") != PREEMPTED or at is None or not isinstance(beneficiary, Mapping):
+        return set()
+    uid = str(beneficiary.get("uid") or "")
+    return {uid} if uid and now - at < FREED_GPUS_SETTLE else set()
+
+
+def waiting_of(root: Mapping[str, Any], cluster: ClusterState) -> GpuWait | None:
+    """Since when the tracked ``root`` waits for GPUs, and for how many (None: it does not)."""
     uid = str((root.get("metadata") or {}).get("uid") or "")
-    return waiting_for_gpus_since(root, cluster.kueue_workloads_for(uid))
+    return gpu_wait(root, cluster.kueue_workloads_for(uid), pods_of(root, cluster))
+
+
+def pods_of(root: Mapping[str, Any], cluster: ClusterState) -> tuple[Mapping[str, Any], ...]:
+    """The observed pods of a root that are not the root itself: a Job's or a StatefulSet's
+    (their controller), a Deployment's (its ReplicaSet's, filed under its name). The watcher
+    publishes those that wait for GPUs (decision 0066)."""
+    metadata = root.get("metadata") or {}
+    if kind_of(root) == DEPLOYMENT:
+        namespace = str(metadata.get("namespace") or "")
+        return cluster.pods_of_deployment(namespace, str(metadata.get("name") or ""))
+    if kind_of(root) in (JOB, STATEFUL_SET):
+        children = cluster.children_of(str(metadata.get("uid") or ""))
+        return tuple(child for child in children if child.get("kind") == "Pod")
+    return ()
 
 
 def _idle(

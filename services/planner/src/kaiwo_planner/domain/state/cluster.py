@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
-from kaiwo_planner.domain.state.index_entry import Entry, QueueUse, api_group_of
+from kaiwo_planner.domain.state.index_entry import Entry, QueueUse, api_group_of, deployment_key
 from kaiwo_planner.domain.state.nodes import NodeInfo
 from kaiwo_planner.domain.state.object_index import ObjectIndex
 from kaiwo_planner.domain.state.scale_request import ScaleRequest
@@ -120,6 +120,11 @@ class ClusterState:
             if child.get("kind") == kind and (name is None or meta.get("name") == name):
                 return child
         return None
+
+    def pods_of_deployment(self, namespace: str, name: str) -> tuple[Mapping[str, Any], ...]:
+        """The observed pods of the Deployment ``namespace/name`` that the operator did not
+        make (filed by their ReplicaSet's name, decision 0066)."""
+        return self.index.children_of(deployment_key(namespace, name))
 
     def kueue_workloads_for(self, job_uid: str) -> tuple[Mapping[str, Any], ...]:
         """Kueue Workloads created for the Kueue-managed object with this uid.

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kaiwo_contracts.gpu_workloads import deployment_of_pod, made_by_kaiwo
 from kaiwo_contracts.models_config import CONFIG_MAP_LABEL
 from kaiwo_contracts.plans import OPERATOR_FIELD_MANAGERS
 
@@ -142,7 +143,7 @@ class Entry:
         elif category == KUEUE_WORKLOAD:
             owners = _workload_owner_uids(obj)
         elif category == OBJECT:
-            owners = owner_uids(obj)
+            owners = owner_uids(obj) + _deployment_of(group, kind, namespace, obj)
             label_groups = tuple(
                 label_group(key, value)
                 for key, value in _labels(obj).items()
@@ -205,6 +206,21 @@ def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
     labels = _metadata(obj).get("labels")
     return labels if isinstance(labels, Mapping) else {}
+
+
+def deployment_key(namespace: str, name: str) -> str:
+    """What a Deployment's pods are filed under besides their ReplicaSet's uid: no uid has a
+    NUL in it, so it is never taken for one."""
+    return f"Deployment\x00{namespace}\x00{name}"
+
+
+def _deployment_of(
+    group: str, kind: str, namespace: str, obj: Mapping[str, Any]
+) -> tuple[str, ...]:
+    if (group, kind) != (CORE_GROUP, "Pod") or made_by_kaiwo(obj):
+        return ()
+    deployment = deployment_of_pod(obj)
+    return (deployment_key(namespace, deployment),) if deployment else ()
 
 
 def owner_uids(obj: Mapping[str, Any]) -> tuple[str, ...]:

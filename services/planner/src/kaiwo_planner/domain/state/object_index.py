@@ -9,7 +9,10 @@ valid, and unchanged, however far the projection has moved on.
 What is filed, and under what:
 
 * every object by uid and by identity (API group, kind, namespace, name);
-* children by the uid of each owner in their ``ownerReferences``;
+* children by the uid of each owner in their ``ownerReferences``; a pod the operator did not
+  make whose ReplicaSet belongs to a Deployment also under that Deployment's namespace and
+  name (:func:`deployment_key`; the ReplicaSet, not observed, is named after it: decision
+  0066);
 * Kueue Workloads by the uid of the job they were created for (an owner reference or the
   ``kueue.x-k8s.io/job-uid`` label);
 * objects by the labels in :data:`INDEXED_LABELS` only: the questions planning asks (a
