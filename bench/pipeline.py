@@ -232,6 +232,8 @@ class Step:
     reached: float
     latencies: list[float]
     missing: int
+    cleared: float = float("nan")
+    """Seconds from the last create sent to the last child seen (nan: some never came)."""
 
     def percentile(self, fraction: float) -> float:
         if not self.latencies:
@@ -248,8 +250,10 @@ async def create_at_rate(
     rate: int,
     seconds: float,
     namespace: str = NAMESPACE,
+    grace: float = CHILD_GRACE_SECONDS,
 ) -> Step:
-    """Create ``rate * seconds`` KaiwoJobs at ``rate``/s; wait for their Jobs."""
+    """Create ``rate * seconds`` KaiwoJobs at ``rate``/s; wait for their Jobs (at most
+    ``grace`` seconds after the last create)."""
     count = int(rate * seconds)
     sent: dict[str, float] = {}
     failures = 0
@@ -270,13 +274,16 @@ async def create_at_rate(
             await asyncio.sleep(delay)
         tasks.append(asyncio.create_task(create(f"{prefix}-{index}")))
     await asyncio.gather(*tasks)
-    reached = count / (time.perf_counter() - started)
+    ended = time.perf_counter()
+    reached = count / (ended - started)
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(clock.all_seen(sent), CHILD_GRACE_SECONDS)
+        await asyncio.wait_for(clock.all_seen(sent), grace)
     latencies = [clock.seen[n] - t for n, t in sent.items() if n in clock.seen]
-    return Step(
-        rate=rate, reached=reached, latencies=latencies, missing=count - len(latencies) + failures
-    )
+    missing = count - len(latencies) + failures
+    cleared = float("nan")
+    if sent and not missing:
+        cleared = max(0.0, max(clock.seen[n] for n in sent) - ended)
+    return Step(rate=rate, reached=reached, latencies=latencies, missing=missing, cleared=cleared)
 
 
 # --------------------------------------------------------------------------- the log
@@ -651,12 +658,19 @@ def main() -> None:
     parser.add_argument(
         "--sides", default="operator,kopf", help="with --cluster envtest: which sides to run"
     )
+    parser.add_argument(
+        "--memory-workloads",
+        type=int,
+        default=pipeline_envtest.MEMORY_WORKLOADS,
+        help="with --cluster envtest: KaiwoJobs each side gets after its steps (memory, RSS)",
+    )
     arguments = parser.parse_args()
     if arguments.cluster == "envtest":
         pipeline_envtest.run(
             keep=arguments.keep,
             profile=arguments.profile,
             sides=tuple(arguments.sides.split(",")),
+            memory_workloads=arguments.memory_workloads,
         )
         return
     started = time.perf_counter()

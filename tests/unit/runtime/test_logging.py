@@ -110,3 +110,41 @@ def test_event_fields_of_a_raw_payload_are_its_string_fields_of_those_names() ->
         "kind": "Job",
         "name": "j",
     }
+
+
+def test_a_line_below_the_level_runs_no_processor_and_one_at_it_is_written() -> None:
+    out = io.StringIO()
+    configure_logging(level="WARNING", json=True, stream=out)
+    ran: list[str] = []
+
+    def spy(_logger: object, method: str, event: dict[str, object]) -> dict[str, object]:
+        ran.append(method)
+        return event
+
+    # A spy before the last processor: it sees every line the chain processes.
+    processors = structlog.get_config()["processors"]
+    structlog.configure(processors=[*processors[:-1], spy, processors[-1]])
+    log = structlog.get_logger("kaiwo.test")
+
+    log.debug("dropped")
+    log.info("dropped too")
+    log.warning("kept", level_of="warning")
+
+    assert ran == ["warning"]
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [line["event"] for line in lines] == ["kept"]
+
+
+def test_debug_lines_are_written_at_debug_level() -> None:
+    out = io.StringIO()
+    configure_logging(level="DEBUG", json=True, stream=out)
+
+    structlog.get_logger("kaiwo.test").debug("published", sequence=7)
+    structlog.get_logger("kaiwo.test").info("planned")
+
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(line["event"], line["level"]) for line in lines] == [
+        ("published", "debug"),
+        ("planned", "info"),
+    ]
+    assert lines[0]["sequence"] == 7
