@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from kaiwo_contracts.crds.kubeai_v1.model import Adapter, Model
+from kaiwo_contracts.plans import ObjectRef
 
 from kaiwo_planner.domain.models.credentials import every_credential, sorted_env
 from kaiwo_planner.domain.models.loader_script import ADAPTER_LOADER_SCRIPT
@@ -38,7 +39,7 @@ from kaiwo_planner.domain.models.names import (
     adapter_loader_role,
     adapters_config_map,
 )
-from kaiwo_planner.domain.models.ownership import ModelIdentity, model_child_metadata
+from kaiwo_planner.domain.models.ownership import model_child_metadata
 from kaiwo_planner.domain.models.setup import ModelSetup
 
 LOADER_CONTAINER: Final = "loader"
@@ -78,7 +79,7 @@ def wanted_adapters(adapters: Sequence[Adapter]) -> list[dict[str, str]]:
     ]
 
 
-def adapters_config_map_manifest(identity: ModelIdentity, model: Model) -> dict[str, Any]:
+def adapters_config_map_manifest(identity: ObjectRef, model: Model) -> dict[str, Any]:
     """The sidecar's input: the wanted adapters and the loader script."""
     wanted = wanted_adapters(model.spec.adapters or ())
     return {
@@ -96,9 +97,7 @@ def service_account(setup: ModelSetup) -> str:
     return setup.config.model_server_pods.service_account_name or DEFAULT_SERVICE_ACCOUNT
 
 
-def loader_rbac(
-    identity: ModelIdentity, *, pods: Sequence[str], account: str
-) -> list[dict[str, Any]]:
+def loader_rbac(identity: ObjectRef, *, pods: Sequence[str], account: str) -> list[dict[str, Any]]:
     """The Role letting the sidecars label their own Pods, and its binding (none without
     Pods: a Role must name something)."""
     if not pods:
@@ -122,7 +121,9 @@ def loader_rbac(
         "kind": "RoleBinding",
         "metadata": model_child_metadata(identity, name=name),
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": identity.namespace}],
+        "subjects": [
+            {"kind": "ServiceAccount", "name": account, "namespace": identity.namespace or ""}
+        ],
     }
     return [role, binding]
 
@@ -164,7 +165,7 @@ def loader_container(setup: ModelSetup) -> dict[str, Any]:
     return container
 
 
-def adapter_volumes(identity: ModelIdentity, setup: ModelSetup) -> list[Mapping[str, Any]]:
+def adapter_volumes(identity: ObjectRef, setup: ModelSetup) -> list[Mapping[str, Any]]:
     credentials = every_credential(
         secrets=setup.config.secret_names,
         namespace=setup.namespace,

@@ -28,6 +28,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from kaiwo_contracts.models_config import SharedFilesystem
+from kaiwo_contracts.plans import ObjectRef
 
 from kaiwo_planner.domain.children.labels import LABEL_MANAGED_BY, MANAGED_BY_KAIWO
 from kaiwo_planner.domain.models.credentials import SourceAdditions, sorted_env
@@ -38,7 +39,7 @@ from kaiwo_planner.domain.models.names import (
     evict_job,
     load_job,
 )
-from kaiwo_planner.domain.models.ownership import ModelIdentity, model_child_metadata
+from kaiwo_planner.domain.models.ownership import model_child_metadata
 
 CACHE_VOLUME: Final = "models"
 CACHE_ROOT: Final = "/models"
@@ -102,9 +103,9 @@ def cache_pod_volume(profile: str) -> dict[str, Any]:
     return {"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": cache_volume(profile)}}
 
 
-def server_cache_mount(identity: ModelIdentity) -> dict[str, Any]:
+def server_cache_mount(identity: ObjectRef) -> dict[str, Any]:
     """The Model's directory, read-only, where the server reads its files."""
-    directory = cache_directory(identity.name, identity.uid)
+    directory = cache_directory(identity.name, identity.uid or "")
     return {
         "name": CACHE_VOLUME,
         "mountPath": f"/{directory}",
@@ -124,7 +125,7 @@ class JobSettings:
 
 
 def load_job_manifest(
-    identity: ModelIdentity,
+    identity: ObjectRef,
     *,
     url: str,
     profile: str,
@@ -134,7 +135,7 @@ def load_job_manifest(
     env_from: tuple[Mapping[str, Any], ...],
 ) -> dict[str, Any]:
     """``load-cache-<name>``: the model-loader image's ``load <url> <directory>``."""
-    directory = cache_directory(identity.name, identity.uid)
+    directory = cache_directory(identity.name, identity.uid or "")
     container: dict[str, Any] = {
         "name": "loader",
         "image": settings.image,
@@ -152,13 +153,13 @@ def load_job_manifest(
 
 
 def evict_job_manifest(
-    identity: ModelIdentity, *, profile: str, settings: JobSettings
+    identity: ObjectRef, *, profile: str, settings: JobSettings
 ) -> dict[str, Any]:
     """``evict-cache-<name>``: removes the Model's directory from the volume."""
     container = {
         "name": "evictor",
         "image": settings.image,
-        "command": ["bash", "-c", f"rm -rf {CACHE_ROOT}/{identity.name}-{identity.uid}"],
+        "command": ["bash", "-c", f"rm -rf {CACHE_ROOT}/{identity.name}-{identity.uid or ''}"],
         "volumeMounts": [{"name": CACHE_VOLUME, "mountPath": CACHE_ROOT, "subPath": "models"}],
     }
     return _job(
@@ -167,7 +168,7 @@ def evict_job_manifest(
 
 
 def _job(
-    identity: ModelIdentity,
+    identity: ObjectRef,
     name: str,
     container: dict[str, Any],
     volumes: list[Mapping[str, Any]],

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from kaiwo_contracts.models_config import ModelsConfig
+from kaiwo_contracts.plans import ObjectRef
 
 from kaiwo_planner.domain.models.cache import JobSettings, load_job_manifest
 from kaiwo_planner.domain.models.credentials import source_additions
-from kaiwo_planner.domain.models.ownership import ModelIdentity
 from kaiwo_planner.domain.models.setup import ModelSetup
 
 
@@ -28,7 +28,7 @@ def job_settings(config: ModelsConfig, setup: ModelSetup | None = None) -> JobSe
     )
 
 
-def load_job_of(setup: ModelSetup, identity: ModelIdentity) -> dict[str, Any]:
+def load_job_of(setup: ModelSetup, identity: ObjectRef) -> dict[str, Any]:
     """The Job that loads the Model's files into its cache (``setup.cache`` is set)."""
     spec = setup.model.spec
     assert setup.cache is not None

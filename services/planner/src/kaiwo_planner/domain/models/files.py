@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from kaiwo_contracts.plans import ObjectRef
+
 from kaiwo_planner.domain.models.names import files_config_map
-from kaiwo_planner.domain.models.ownership import ModelIdentity, model_child_metadata
+from kaiwo_planner.domain.models.ownership import model_child_metadata
 
 FILES_VOLUME: Final = "model-files"
 
@@ -24,7 +26,7 @@ def file_key(path: str) -> str:
 
 
 def files_config_map_manifest(
-    identity: ModelIdentity, files: Mapping[str, str]
+    identity: ObjectRef, files: Mapping[str, str]
 ) -> dict[str, Any] | None:
     """The ConfigMap of ``files`` (path -> content), or None without files."""
     if not files:
@@ -37,7 +39,7 @@ def files_config_map_manifest(
     }
 
 
-def files_volume(identity: ModelIdentity, files: Mapping[str, str]) -> tuple[dict[str, Any], ...]:
+def files_volume(identity: ObjectRef, files: Mapping[str, str]) -> tuple[dict[str, Any], ...]:
     if not files:
         return ()
     return ({"name": FILES_VOLUME, "configMap": {"name": files_config_map(identity.name)}},)

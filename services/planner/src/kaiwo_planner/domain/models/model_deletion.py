@@ -41,7 +41,7 @@ def deleting_parts(
             group="",
             kind="PersistentVolumeClaim",
             name=cache_volume(profile),
-            namespace=identity.namespace,
+            namespace=identity.namespace or "",
         )
         if profile
         else None
@@ -50,7 +50,7 @@ def deleting_parts(
         parts.finalizers = ()
         return parts
     job = evict_job(identity.name)
-    outcome = job_outcome(cluster.child_of(identity.uid, kind="Job", name=job))
+    outcome = job_outcome(cluster.child_of(identity.uid or "", kind="Job", name=job))
     if outcome.state is JobState.COMPLETE:
         parts.finalizers = ()
         parts.conditions.append(

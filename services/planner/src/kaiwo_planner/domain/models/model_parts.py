@@ -14,7 +14,6 @@ from typing import Any, Final
 
 from kaiwo_contracts.plans import ObjectRef, PruneRule
 
-from kaiwo_planner.domain.models.ownership import ModelIdentity
 from kaiwo_planner.domain.models.rollout import ObservedPod
 from kaiwo_planner.domain.models.server_pod import ServerPod
 from kaiwo_planner.domain.models.setup import ModelSetup
@@ -32,7 +31,7 @@ MODEL_PRUNE: Final = (
 class ObservedModel:
     """What the plan reads about the Model from the cluster state."""
 
-    identity: ModelIdentity
+    identity: ObjectRef
     ref: ObjectRef
     previous: Mapping[str, Any]
     generation: int
@@ -63,8 +62,12 @@ class ModelParts:
     prune: tuple[PruneRule, ...] = MODEL_PRUNE
 
 
-def pod_ref(identity: ModelIdentity, pod: ObservedPod) -> ObjectRef:
+def pod_ref(identity: ObjectRef, pod: ObservedPod) -> ObjectRef:
     """The reference to delete one of the Model's server Pods by."""
     return ObjectRef(
-        api_version="v1", kind="Pod", name=pod.name, namespace=identity.namespace, uid=pod.uid
+        api_version="v1",
+        kind="Pod",
+        name=pod.name,
+        namespace=identity.namespace or "",
+        uid=pod.uid,
     )

@@ -56,7 +56,7 @@ from kaiwo_planner.domain.models.json_patch import JsonPatchError
 from kaiwo_planner.domain.models.model_deletion import deleting_parts
 from kaiwo_planner.domain.models.model_parts import BuiltModel, ModelParts, ObservedModel
 from kaiwo_planner.domain.models.names import LABEL_MODEL
-from kaiwo_planner.domain.models.ownership import ModelIdentity
+from kaiwo_planner.domain.models.ownership import model_ref
 from kaiwo_planner.domain.models.replicas import replica_bounds_intent
 from kaiwo_planner.domain.models.rollout import ObservedPod
 from kaiwo_planner.domain.models.server_pod import identity_of, server_pod
@@ -86,13 +86,13 @@ def plan_model(*, model: Model, context: PlanningContext, now: datetime) -> Plan
         message = f"the system configuration {lookup.source} is invalid: {lookup.problem}"
         parts = _not_configured(SetupProblem(REASON_INVALID_CONFIG, message))
     else:
-        namespace = namespace_config(context, observed.identity.namespace)
+        namespace = namespace_config(context, observed.identity.namespace or "")
         built = _built(model, lookup.config, namespace, context=context)
         if isinstance(built, SetupProblem):
             parts = _not_configured(built)
         else:
             parts = serving_parts(model, built, observed, cluster=cluster)
-    request = cluster.scale_requests.get(observed.identity.uid)
+    request = cluster.scale_requests.get(observed.identity.uid or "")
     ceiling = (lookup.config or ModelsConfig.default()).model_autoscaling.max_replicas
     scale = None
     if observed.identity.uid:
@@ -149,12 +149,10 @@ def _build(
 
 def _observe(model: Model, cluster: ClusterState) -> ObservedModel:
     meta = model.metadata
-    identity = ModelIdentity(
-        name=meta.name or "", namespace=meta.namespace or "", uid=meta.uid or ""
-    )
+    identity = model_ref(name=meta.name or "", namespace=meta.namespace or "", uid=meta.uid or "")
     pods = tuple(
         ObservedPod.from_wire(child)
-        for child in cluster.children_of(identity.uid)
+        for child in cluster.children_of(identity.uid or "")
         if child.get("kind") == "Pod"
         and ((child.get("metadata") or {}).get("labels") or {}).get(LABEL_MODEL) == identity.name
     )
@@ -164,7 +162,7 @@ def _observe(model: Model, cluster: ClusterState) -> ObservedModel:
             api_version=model.api_version,
             kind=model.kind,
             name=identity.name,
-            namespace=identity.namespace,
+            namespace=identity.namespace or "",
             uid=identity.uid or None,
         ),
         previous=model.status.to_wire() if model.status is not None else {},
@@ -208,7 +206,7 @@ def _plan(
         conditions=conditions,
         now=now,
     )
-    uid = observed.identity.uid
+    uid = observed.identity.uid or ""
     events: tuple[EventIntent, ...] = condition_events(observed.previous, conditions)
     return Plan(
         owner=observed.ref,

@@ -4,8 +4,9 @@ executor prunes and the watcher selects by."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Final
+
+from kaiwo_contracts.plans import ObjectRef
 
 from kaiwo_planner.domain.children.labels import inventory_labels
 
@@ -13,27 +14,31 @@ MODEL_API_VERSION: Final = "kubeai.org/v1"
 MODEL_KIND: Final = "Model"
 
 
-@dataclass(frozen=True, slots=True)
-class ModelIdentity:
-    name: str
-    namespace: str
-    uid: str
+def model_ref(*, name: str, namespace: str, uid: str) -> ObjectRef:
+    """The reference to a Model (its uid None until the API server gave it one)."""
+    return ObjectRef(
+        api_version=MODEL_API_VERSION,
+        kind=MODEL_KIND,
+        name=name,
+        namespace=namespace,
+        uid=uid or None,
+    )
 
 
-def model_owner_reference(identity: ModelIdentity) -> dict[str, Any]:
+def model_owner_reference(identity: ObjectRef) -> dict[str, Any]:
     """The controller reference: deleting the Model garbage-collects the object."""
     return {
         "apiVersion": MODEL_API_VERSION,
         "kind": MODEL_KIND,
         "name": identity.name,
-        "uid": identity.uid,
+        "uid": identity.uid or "",
         "controller": True,
         "blockOwnerDeletion": True,
     }
 
 
 def model_child_metadata(
-    identity: ModelIdentity,
+    identity: ObjectRef,
     *,
     name: str,
     labels: Mapping[str, str] | None = None,
@@ -42,8 +47,8 @@ def model_child_metadata(
     """``metadata`` of an object the Model owns; the inventory labels always hold."""
     metadata: dict[str, Any] = {
         "name": name,
-        "namespace": identity.namespace,
-        "labels": {**(labels or {}), **inventory_labels(identity.uid)},
+        "namespace": identity.namespace or "",
+        "labels": {**(labels or {}), **inventory_labels(identity.uid or "")},
         "ownerReferences": [model_owner_reference(identity)],
     }
     if annotations:

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kaiwo_contracts.plans import canonical_json
+from kaiwo_contracts.plans import ObjectRef, canonical_json
 
 from kaiwo_planner.domain.models.adapters import (
     adapter_volumes,
@@ -57,7 +57,7 @@ from kaiwo_planner.domain.models.names import (
     engine_label,
     pod_name,
 )
-from kaiwo_planner.domain.models.ownership import ModelIdentity, model_child_metadata
+from kaiwo_planner.domain.models.ownership import model_child_metadata, model_ref
 from kaiwo_planner.domain.models.setup import ModelSetup
 
 HASH_LENGTH: Final = 10
@@ -72,7 +72,7 @@ class ServerPod:
     spec: Mapping[str, Any]
     pod_hash: str
 
-    def manifest(self, identity: ModelIdentity, slot_name: str) -> dict[str, Any]:
+    def manifest(self, identity: ObjectRef, slot_name: str) -> dict[str, Any]:
         return {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -82,12 +82,12 @@ class ServerPod:
             "spec": self.spec,
         }
 
-    def name(self, identity: ModelIdentity, slot: int) -> str:
+    def name(self, identity: ObjectRef, slot: int) -> str:
         return pod_name(identity.name, self.pod_hash, slot)
 
 
-def identity_of(setup: ModelSetup) -> ModelIdentity:
-    return ModelIdentity(name=setup.name, namespace=setup.namespace_name, uid=setup.uid)
+def identity_of(setup: ModelSetup) -> ObjectRef:
+    return model_ref(name=setup.name, namespace=setup.namespace_name, uid=setup.uid)
 
 
 def server_pod(setup: ModelSetup) -> ServerPod:
@@ -100,7 +100,7 @@ def server_pod(setup: ModelSetup) -> ServerPod:
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "namespace": identity.namespace,
+            "namespace": identity.namespace or "",
             "labels": {
                 LABEL_MODEL: setup.name,
                 LABEL_APP: APP_MODEL,
@@ -139,7 +139,7 @@ def _source(setup: ModelSetup) -> SourceAdditions:
     )
 
 
-def _server_container(setup: ModelSetup, identity: ModelIdentity) -> dict[str, Any]:
+def _server_container(setup: ModelSetup, identity: ObjectRef) -> dict[str, Any]:
     spec = setup.model.spec
     engine = engine_container(setup)
     source = _source(setup)
@@ -189,7 +189,7 @@ def _resources(setup: ModelSetup) -> dict[str, Any]:
     return resources
 
 
-def _pod_spec(setup: ModelSetup, identity: ModelIdentity) -> dict[str, Any]:
+def _pod_spec(setup: ModelSetup, identity: ObjectRef) -> dict[str, Any]:
     spec = setup.model.spec
     files = {f.path: f.content for f in spec.files or ()}
     containers = [_server_container(setup, identity)]

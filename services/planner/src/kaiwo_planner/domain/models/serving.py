@@ -80,9 +80,13 @@ def _cache(
     if cache is None or built.load_job is None:
         return True
     identity = identity_of(setup)
-    parts.shared.append(cache_volume_manifest(identity.namespace, cache.profile, cache.filesystem))
+    parts.shared.append(
+        cache_volume_manifest(identity.namespace or "", cache.profile, cache.filesystem)
+    )
     loaded_before = (observed.previous.get("cache") or {}).get("loaded") is True
-    outcome = job_outcome(cluster.child_of(identity.uid, kind="Job", name=load_job(identity.name)))
+    outcome = job_outcome(
+        cluster.child_of(identity.uid or "", kind="Job", name=load_job(identity.name))
+    )
     if loaded_before or outcome.state is JobState.COMPLETE:
         parts.cache_loaded = True
         parts.conditions.append(
