@@ -11,6 +11,7 @@ import structlog
 from kaiwo_contracts.events.results import ActionOutcome
 from kaiwo_contracts.plans import (
     CREATE_SUSPENDED_FIELD_MANAGER,
+    ObjectRef,
     created_suspended,
     without_admission_gate,
 )
@@ -27,7 +28,7 @@ from kaiwo_executor.child_ownership import (
 from kaiwo_executor.execution_memo import content_hash, manifest_key, ref_key
 from kaiwo_executor.guarded_calls import FIELD_MANAGER, Failure, GuardedCalls, event_name
 from kaiwo_executor.node_merge import node_patch
-from kaiwo_executor.plan_run import PlanRun, is_node, manifest_ref
+from kaiwo_executor.plan_run import PlanRun, is_node
 from kaiwo_executor.step_outcomes import StepOutcome
 
 REPLACED_STILL_THERE = "the object it replaces is still being deleted; created once it is gone"
@@ -49,7 +50,7 @@ class DesiredObjects:
         for manifest in run.plan.desired:
             if not _name_unproven(run, manifest):
                 continue
-            key, target = manifest_key(manifest), manifest_ref(manifest)
+            key, target = manifest_key(manifest), ObjectRef.of(manifest)
             found = await self._calls.guarded(
                 functools.partial(self._live, manifest), "apply", target
             )
@@ -69,7 +70,7 @@ class DesiredObjects:
 
     async def apply(self, run: PlanRun, manifest: dict[str, Any]) -> None:
         """Write one desired object, unless it is unchanged since the last apply."""
-        key, target = manifest_key(manifest), manifest_ref(manifest)
+        key, target = manifest_key(manifest), ObjectRef.of(manifest)
         if key in run.unread:
             return  # its read failed: reported, and not written blind
         if any(ref_key(conflict.target) == key for conflict in run.conflicts):
@@ -104,7 +105,7 @@ class DesiredObjects:
 
     async def share(self, run: PlanRun, manifest: dict[str, Any]) -> None:
         """Create a shared object when missing; never update it (others use it too)."""
-        key, target = manifest_key(manifest), manifest_ref(manifest)
+        key, target = manifest_key(manifest), ObjectRef.of(manifest)
         digest = content_hash(manifest)
         if run.memo.objects.get(key) == digest and key not in run.absent:
             self._calls.record(run, "apply", target, StepOutcome.UNCHANGED)
@@ -133,7 +134,7 @@ class DesiredObjects:
         """Create the object that replaces one the plan deleted (step 1). When the old one is
         still there (a finalizer holds it), nothing is remembered: a later plan, made once the
         old object is gone, creates it."""
-        key, target = manifest_key(manifest), manifest_ref(manifest)
+        key, target = manifest_key(manifest), ObjectRef.of(manifest)
         run.memo.objects.pop(key, None)
         result = await self._calls.guarded(lambda: self._recreate(manifest), "apply", target)
         if isinstance(result, Failure):

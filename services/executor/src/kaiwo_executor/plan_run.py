@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kaiwo_contracts.events.results import ActionOutcome
-from kaiwo_contracts.plans import ObjectRef, Plan
+from kaiwo_contracts.plans import Plan
 from kaiwo_kube.resources import NODE
 
 from kaiwo_executor.apply_refusals import Refusal
@@ -39,17 +39,6 @@ class PlanRun:
     """Keys whose name could not be checked (the read failed): not written this time."""
     actions: list[ActionOutcome] = field(default_factory=list)
     must_retry: bool = False
-
-
-def manifest_ref(manifest: dict[str, Any]) -> ObjectRef:
-    metadata = manifest.get("metadata") or {}
-    return ObjectRef(
-        api_version=str(manifest.get("apiVersion", "")),
-        kind=str(manifest.get("kind", "")),
-        name=str(metadata.get("name", "")),
-        namespace=metadata.get("namespace") or None,
-        uid=metadata.get("uid") or None,
-    )
 
 
 def label_selector(labels: dict[str, str]) -> str:
