@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from kaiwo_cli.stack.local import LocalStack, StackOptions
+from kaiwo_cli.stack.readiness import wait_until_ready
 from kaiwo_contracts.events.permissions import ADMIN
 from kaiwo_contracts.events.streams import BusTopology, bus_topology
 from kaiwo_envtest import AuditLog
@@ -157,7 +158,7 @@ class Pipeline:
             return True if process.running and process.pid != pid else Pending("not yet")
 
         await eventually(restarted, what=f"{service} restarted", within=within)
-        await self.stack.wait_ready(service, within=within)
+        await wait_until_ready(service, process, within=within)
 
     # ------------------------------------------------------------------ the event log
 
