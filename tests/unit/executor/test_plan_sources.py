@@ -278,6 +278,30 @@ async def test_a_plan_for_an_owner_deleted_meanwhile_is_dropped_without_a_dead_l
     assert refusal.data.plan_id == "after-it-went"
 
 
+async def test_after_a_restart_a_plan_for_an_owner_carried_out_before_and_gone_is_dropped(
+    harness: Harness,
+) -> None:
+    """The restarted executor never read the owner, but its memo says it carried out a plan
+    for that uid: the owner existed, so a plan that comes after its deletion is no claim
+    about an object that never was (seen in CI: a Model deleted with a plan on its way)."""
+    bus, service = await _service(harness)
+    await _publish(bus, harness, harness.plan([harness.job()]), plan_id="while-it-lived")
+    await service.step()
+    stored = harness.find(harness.owner.api_version, harness.owner.kind, harness.owner.name)
+    assert stored is not None
+    deleting = copy.deepcopy(stored)
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T12:00:00Z"
+    await harness.kube.delete(resources.KAIWO_JOB, "train", namespace="team-a")
+    bus, restarted = await _service(harness)  # a new process: nothing read, the memo kept
+    late = harness.plan([harness.job()]).model_copy(update={"sources": (source_of(deleting),)})
+    await _publish(bus, harness, late, plan_id="after-it-went")
+
+    await restarted.step()
+
+    assert bus.server.stream_messages("KAIWO_DLQ") == []
+    assert _counter(restarted, "kaiwo_executor_plans_total", outcome="owner_deleted") == 1
+
+
 async def test_a_plan_for_an_owner_never_seen_is_still_dead_lettered(harness: Harness) -> None:
     bus, service = await _service(harness)
     ghost = harness.owner.model_copy(update={"name": "ghost", "uid": "never-existed"})

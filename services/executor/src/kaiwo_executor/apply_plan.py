@@ -165,6 +165,10 @@ class PlanExecutor:
         self._deletions = Deletions(calls)
         self._owner = OwnerWrites(calls)
 
+    async def carried_out_for(self, owner: ObjectRef) -> bool:
+        """Whether this executor has a record for ``owner``'s uid (it carried out a plan)."""
+        return bool(owner.uid) and (await self._memo.load(owner)).stored
+
     async def execute(
         self, decision: PlanDecidedV1, *, plan_id: str, sequence: int = 0
     ) -> Execution:

@@ -107,6 +107,8 @@ class Admission:
     owner_deleted: bool = False
     """The owner is gone, and this executor read it with the plan's uid before: a plan made
     just before its deletion was seen, not a claim about an object that never was."""
+    owner_absent: bool = False
+    """The API server holds no object of the owner's name (whatever this process read)."""
 
     @property
     def admitted(self) -> bool:
@@ -169,6 +171,7 @@ class PlanAdmission:
             refusals=(*unnamed, *found, *described),
             owner_found=bool(uid) and uid == plan.owner.uid,
             owner_deleted=owner is None and plan.owner.uid in self._deleted,
+            owner_absent=owner is None,
             stale=tuple(c.describe() for c in checks if c.verdict == "stale"),
             checks=checks,
             reobserve=tuple(reobserve.values()),

@@ -51,7 +51,7 @@ from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.events.results import ApplyResultV1, PlanRefusedV1
 from kaiwo_contracts.events.streams import BusTopology, ConsumerSpec
 from kaiwo_contracts.events.subjects import result_subject
-from kaiwo_contracts.plans import ObjectRef
+from kaiwo_contracts.plans import ObjectRef, Plan
 from kaiwo_kube import KubeError
 from kaiwo_runtime.bus import Bus, Delivery, PoisonMessage, RetryLater
 from kaiwo_runtime.kv import KeyValue
@@ -178,7 +178,7 @@ class ExecutorService:
             self.metrics.source_mismatches.labels(
                 source_kind=check.source.ref.kind, verdict=verdict
             ).inc()
-        if admission.refusals and admission.owner_deleted:
+        if admission.refusals and await self._deleted_meanwhile(envelope.data.plan, admission):
             # Deleted while the plan was on its way: nothing to carry out and nothing to
             # alarm anyone with (no dead letter); the watcher still observes it again.
             self.metrics.plan_handled("owner_deleted")
@@ -218,6 +218,15 @@ class ExecutorService:
             actions=len(result.actions),
             failures=len(result.failures),
         )
+
+    async def _deleted_meanwhile(self, plan: Plan, admission: Admission) -> bool:
+        """The owner is gone, and it existed with the plan's uid: this process read it before,
+        or this executor carried out plans for that uid (its memo, which survives restarts,
+        was written only for owners admission found). Anything else is a claim about an
+        object that never was, and is refused."""
+        if admission.owner_deleted:
+            return True
+        return admission.owner_absent and await self.executor.carried_out_for(plan.owner)
 
     async def _refuse(
         self, envelope: Envelope[PlanDecidedV1], admission: Admission
