@@ -1,12 +1,12 @@
 """The Kubernetes port over kubernetes_asyncio's ApiClient (the only module that imports it).
 
 Requests go through ``ApiClient.call_api`` with raw paths and JSON bodies, so every kind, built-in
-or custom, is handled the same way and objects stay plain dicts. The client's own
-authentication (kubeconfig, exec plugins, in-cluster service account) and TLS set-up are used
-as they are. :meth:`KubernetesAsyncioAdapter.from_kubeconfig_quickly` swaps the ApiClient
-for :class:`~kaiwo_kube.plain_client.PlainApiClient` when the kubeconfig needs only
-certificates or a token, so that a command starts without importing the client library
-(``kubernetes_asyncio`` is imported on first use, not with this module). This adapter does
+or custom, is handled the same way and objects stay plain dicts. Whenever the credentials are
+only certificates or a token (a pod's service account, most kubeconfigs), the ApiClient is
+:class:`~kaiwo_kube.plain_client.PlainApiClient`, so neither a command nor a service imports
+the client library (hundreds of modules, some 65 MB per process). Anything more in a
+kubeconfig (exec plugins, auth providers, proxies) is left to the library's own ApiClient,
+imported then. This adapter does
 not retry: it raises :class:`~kaiwo_kube.errors.Retryable` and
 the caller (the executor's backoff) decides.
 
@@ -33,7 +33,12 @@ from kaiwo_kube.errors import (
     AlreadyExists,
 )
 from kaiwo_kube.events import event_manifest
-from kaiwo_kube.plain_client import PlainApiClient, read_plain_credentials
+from kaiwo_kube.plain_client import (
+    SERVICE_ACCOUNT,
+    PlainApiClient,
+    in_cluster_credentials,
+    read_plain_credentials,
+)
 from kaiwo_kube.port import EventType
 from kaiwo_kube.resources import (
     CUSTOM_RESOURCE_DEFINITION,
@@ -146,13 +151,14 @@ class KubernetesAsyncioAdapter(EventsAndCrds, Subresources):
 
     @classmethod
     async def in_cluster(cls, *, user_agent: str | None = None) -> Self:
-        """From the pod's service account."""
-        from kubernetes_asyncio import client as k8s_client
-        from kubernetes_asyncio import config as k8s_config
-
-        configuration = k8s_client.Configuration()
-        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        return cls(k8s_client.ApiClient(configuration=configuration), user_agent=user_agent)
+        """From the pod's service account (its token re-read as the kubelet rotates it)."""
+        credentials = in_cluster_credentials(os.environ)
+        if credentials is None:
+            raise RuntimeError(
+                "not in a pod: KUBERNETES_SERVICE_HOST/PORT or the service account token "
+                f"({SERVICE_ACCOUNT}) is missing"
+            )
+        return cls(PlainApiClient(credentials), user_agent=user_agent)
 
     @classmethod
     async def from_kubeconfig_quickly(
@@ -163,7 +169,9 @@ class KubernetesAsyncioAdapter(EventsAndCrds, Subresources):
         user_agent: str | None = None,
     ) -> Self:
         """As :meth:`from_kubeconfig`, without loading the client library when the kubeconfig
-        needs only certificates or a token (for commands, whose start-up it dominates)."""
+        needs only certificates or a token: the library's every API class and model cost a
+        command most of its start-up, and a service some 65 MB of memory for calls it never
+        makes (the adapter sends raw paths either way)."""
         listed = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
         where = Path(path) if path is not None else Path(listed) if listed else None
         where = where or Path.home() / ".kube" / "config"
@@ -176,10 +184,11 @@ class KubernetesAsyncioAdapter(EventsAndCrds, Subresources):
     async def from_environment(
         cls, kubeconfig: str | Path | None = None, *, user_agent: str | None = None
     ) -> Self:
-        """In-cluster when running in a pod and no kubeconfig is named, else the kubeconfig."""
+        """In-cluster when running in a pod and no kubeconfig is named, else the kubeconfig;
+        over the plain client whenever the credentials allow it."""
         if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
             return await cls.in_cluster(user_agent=user_agent)
-        return await cls.from_kubeconfig(kubeconfig, user_agent=user_agent)
+        return await cls.from_kubeconfig_quickly(kubeconfig, user_agent=user_agent)
 
     async def close(self) -> None:
         await self.transport.close()

@@ -15,12 +15,14 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import math
 import os
 import ssl
 import tempfile
+import time
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,29 @@ class PlainCredentials:
     certificate: bytes | None = None
     key: bytes | None = None
     token: str | None = None
+    token_file: Path | None = None
+    """Read again while the client runs: a service account's projected token is rotated in
+    place by the kubelet (hourly), and a token read once would expire."""
+
+
+SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+TOKEN_REREAD_SECONDS = 60.0
+"""As client-go does for a token file: rotation is hours apart, a minute is quick enough."""
+
+
+def in_cluster_credentials(
+    environ: Mapping[str, str], *, account: Path = SERVICE_ACCOUNT
+) -> PlainCredentials | None:
+    """The pod's own service account, as the kubelet mounts it, or None outside a pod."""
+    host, port = environ.get("KUBERNETES_SERVICE_HOST"), environ.get("KUBERNETES_SERVICE_PORT")
+    if not host or not port or not (account / "token").is_file():
+        return None
+    address = f"[{host}]" if ":" in host else host  # an IPv6 service address
+    return PlainCredentials(
+        server=f"https://{address}:{port}",
+        ca_file=account / "ca.crt",
+        token_file=account / "token",
+    )
 
 
 def read_plain_credentials(path: Path, *, context: str | None = None) -> PlainCredentials | None:
@@ -72,9 +97,9 @@ def read_plain_credentials(path: Path, *, context: str | None = None) -> PlainCr
     if set(user) - SUPPORTED_USER_FIELDS or set(cluster) - SUPPORTED_CLUSTER_FIELDS:
         return None
     try:
-        token = user.get("token") or (
-            _file(base, user["tokenFile"]).read_text().strip() if user.get("tokenFile") else None
-        )
+        token_file = _file(base, user["tokenFile"]) if user.get("tokenFile") else None
+        if token_file is not None and not token_file.is_file():
+            return None
         return PlainCredentials(
             server=str(cluster["server"]).rstrip("/"),
             ca_file=_file(base, cluster["certificate-authority"])
@@ -86,7 +111,8 @@ def read_plain_credentials(path: Path, *, context: str | None = None) -> PlainCr
             insecure=bool(cluster.get("insecure-skip-tls-verify")),
             certificate=_bytes(base, user, "client-certificate"),
             key=_bytes(base, user, "client-key"),
-            token=token,
+            token=user.get("token") or None,
+            token_file=None if user.get("token") else token_file,
         )
     except (OSError, ValueError, KeyError):
         return None
@@ -146,12 +172,24 @@ def environment_proxy(server: str) -> str | None:
 class PlainApiClient:
     """``call_api`` as :class:`KubernetesAsyncioAdapter` calls it, over one aiohttp session."""
 
-    def __init__(self, credentials: PlainCredentials) -> None:
+    def __init__(
+        self, credentials: PlainCredentials, *, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
         self.credentials = credentials
         self.user_agent = "kaiwo"
         self._ssl = ssl_context(credentials)
         self._proxy = environment_proxy(credentials.server)
         self._session: aiohttp.ClientSession | None = None
+        self._monotonic = monotonic
+        self._token, self._token_read_at = credentials.token, -math.inf
+
+    def _bearer_token(self) -> str | None:
+        source = self.credentials.token_file
+        if source is not None and self._monotonic() - self._token_read_at >= TOKEN_REREAD_SECONDS:
+            with contextlib.suppress(OSError):  # mid-rotation: the last token serves a while
+                self._token = source.read_text().strip() or self._token
+            self._token_read_at = self._monotonic()
+        return self._token
 
     async def call_api(
         self,
@@ -168,8 +206,9 @@ class PlainApiClient:
         if self._session is None:
             self._session = aiohttp.ClientSession(trust_env=False)
         headers = {**header_params, "User-Agent": self.user_agent}
-        if self.credentials.token:
-            headers["Authorization"] = f"Bearer {self.credentials.token}"
+        token = self._bearer_token()
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
         data = None if body is None else body if isinstance(body, str | bytes) else json.dumps(body)
         timeout = (
             _request_timeout

@@ -265,15 +265,15 @@ async def open_api_server(
     within_seconds: float,
     service: str,
 ) -> KubernetesAsyncioAdapter:
-    # Imported here: the Kubernetes client costs a second of start-up, and the planner and
-    # the recorder, which share this module, never talk to the API server.
-    from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
-    from kaiwo_kube.reachability import api_server_reachable
-
     """A client of the API server named by ``kubeconfig`` (or the defaults), known to answer.
 
     Its requests carry the user agent ``kaiwo-<service>/<version>``, which the API server's
     audit log shows for each write."""
+    # Imported here: the planner and the recorder, which share this module, never talk to
+    # the API server.
+    from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+    from kaiwo_kube.reachability import api_server_reachable
+
     where = str(kubeconfig or "the default kubeconfig or in-cluster account")
     kube = await within(
         within_seconds,
