@@ -15,8 +15,10 @@ the child Job latency is taken from a watch of Jobs (create sent -> Job ADDED). 
 system time from ``/proc/<pid>/stat`` of each process, from the start of a step until the
 side is idle again (the operator: every consumer drained; kopf: every KaiwoJob carries its
 progress annotation), divided by the step's workloads. The control plane's processes are
-reported apart: they serve both sides. The operator's planner also gives its RSS growth per
-tracked workload (``MEMORY_WORKLOADS`` more at 50/s) and its plan-time histogram.
+reported apart: they serve both sides, and so are the API requests per workload (the API
+server's own ``apiserver_request_total``, by verb and resource, watches left out). The
+operator's planner also gives its RSS growth per tracked workload (``MEMORY_WORKLOADS``
+more at 50/s) and its plan-time histogram.
 ``--profile DIR`` records py-spy flame graphs (collapsed stacks) of every Python process
 during the last step.
 
@@ -118,9 +120,15 @@ class StepFigures:
     missing: int
     workloads: int
     cpu_ms: dict[str, float]
+    """CPU per workload of each process over the step, by process name."""
     cleared: float = float("nan")
     """Seconds from the step's last create to its last child seen."""
-    """CPU per workload of each process over the step, by process name."""
+    api_calls: dict[str, float] = field(default_factory=dict)
+    """API requests per workload over the step, by verb and resource (every client's)."""
+
+    @property
+    def api_total(self) -> float:
+        return sum(self.api_calls.values())
 
     def side_ms(self, names: tuple[str, ...]) -> float:
         return sum(ms for name, ms in self.cpu_ms.items() if name in names)
@@ -190,6 +198,43 @@ class CpuWindow:
         }
 
 
+async def api_requests(kube: KubernetesAsyncioAdapter) -> dict[str, float]:
+    """The API server's ``apiserver_request_total`` so far, by verb and resource (watches
+    left out: one per informer, not per workload)."""
+    response = await kube.transport.open("GET", "/metrics", accept="text/plain")
+    try:
+        text = (await response.read()).decode()
+    finally:
+        response.release()
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels_text, value = line.rsplit(" ", 1)
+        labels = dict(
+            pair.split("=", 1) for pair in labels_text.split("{", 1)[1].rstrip("}").split(",")
+        )
+        verb = labels.get("verb", "").strip('"')
+        if verb == "WATCH":
+            continue
+        resource = labels.get("resource", "").strip('"') or "-"
+        if labels.get("subresource", '""').strip('"'):
+            resource += "/" + labels["subresource"].strip('"')
+        key = f"{verb} {resource}"
+        counts[key] = counts.get(key, 0.0) + float(value)
+    return counts
+
+
+def grown_per_workload(
+    before: Mapping[str, float], after: Mapping[str, float], workloads: int
+) -> dict[str, float]:
+    return {
+        key: (value - before.get(key, 0.0)) / workloads
+        for key, value in after.items()
+        if value - before.get(key, 0.0) > 0
+    }
+
+
 async def measured_step(
     kube: KubernetesAsyncioAdapter,
     clock: ChildClock,
@@ -200,6 +245,7 @@ async def measured_step(
     settle: Callable[[], Any],
 ) -> StepFigures:
     window.start()
+    requests_before = await api_requests(kube)
     step: Step = await create_at_rate(
         kube,
         clock,
@@ -213,6 +259,7 @@ async def measured_step(
     await asyncio.sleep(QUIET_SECONDS)
     workloads = int(rate * STEP_SECONDS)
     shares = window.system_shares()
+    api_calls = grown_per_workload(requests_before, await api_requests(kube), workloads)
     figures = StepFigures(
         rate=rate,
         reached=step.reached,
@@ -222,6 +269,7 @@ async def measured_step(
         workloads=workloads,
         cpu_ms=window.per_workload_ms(workloads),
         cleared=step.cleared,
+        api_calls=api_calls,
     )
     print(
         f"  {rate}/s (reached {step.reached:.0f}/s): p50 {figures.p50 * 1000:.0f} ms, "
@@ -230,6 +278,15 @@ async def measured_step(
         + ", ".join(f"{n} {ms:.1f}" for n, ms in sorted(figures.cpu_ms.items()))
         + "; kernel share "
         + ", ".join(f"{n} {share:.0%}" for n, share in sorted(shares.items()))
+    )
+    print(
+        f"    API requests per workload {figures.api_total:.2f} (every client's, the bench's "
+        "create included): "
+        + ", ".join(
+            f"{key} {count:.2f}"
+            for key, count in sorted(api_calls.items(), key=lambda item: -item[1])
+            if count >= 0.01
+        )
     )
     return figures
 
@@ -592,6 +649,14 @@ def comparison_table(operator: Side, peer: Side) -> str:
         for name in CONTROL_PLANE:
             a, b = mine.cpu_ms.get(name, float("nan")), theirs.cpu_ms.get(name, float("nan"))
             rows.append((f"  {name} (shared)", f"{a:.1f}", f"{b:.1f}", ratio(a, b)))
+        rows.append(
+            (
+                f"{rate}/s API requests/workload (all clients)",
+                f"{mine.api_total:.2f}",
+                f"{theirs.api_total:.2f}",
+                ratio(mine.api_total, theirs.api_total),
+            )
+        )
     rows.append(
         (
             "RSS after the run (all processes)",
