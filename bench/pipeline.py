@@ -120,12 +120,12 @@ async def gpu_nodes(kube: KubernetesAsyncioAdapter) -> AsyncIterator[None]:
         yield
 
 
-def queue_config() -> dict[str, Any]:
+def queue_config(namespace: str = NAMESPACE) -> dict[str, Any]:
     return {
         "apiVersion": "kaiwo.silogen.ai/v1alpha1",
         "kind": "KaiwoQueueConfig",
         "metadata": {"name": "kaiwo"},
-        "spec": {"clusterQueues": [{"name": "kaiwo", "namespaces": [NAMESPACE], "spec": {}}]},
+        "spec": {"clusterQueues": [{"name": "kaiwo", "namespaces": [namespace], "spec": {}}]},
     }
 
 
@@ -161,7 +161,7 @@ async def bench_stack(
             )
         client = await connect_client(stack.nats_connection(ADMIN))
         exits.push_async_callback(client.close)
-        await kube.apply(queue_config(), field_manager="kaiwo-bench")
+        await kube.apply(queue_config(namespace), field_manager="kaiwo-bench")
         clock = ChildClock(kube, namespace)
         await clock.start()
         exits.push_async_callback(clock.stop)
@@ -656,7 +656,9 @@ def main() -> None:
         "--profile", type=Path, help="with --cluster envtest: py-spy profiles into this directory"
     )
     parser.add_argument(
-        "--sides", default="operator,kopf", help="with --cluster envtest: which sides to run"
+        "--sides",
+        default="operator,one-process,kopf",
+        help="with --cluster envtest: which sides to run (operator, one-process, kopf)",
     )
     parser.add_argument(
         "--memory-workloads",

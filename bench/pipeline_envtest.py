@@ -7,7 +7,9 @@ other:
 
 1. the operator as ``kaiwo up`` runs it (watcher, planner, executor, recorder and nats-server
    as processes, SQLite event store), on namespace ``ml-team``;
-2. then, the operator stopped, ``bench/peer_kopf.py`` (one process), on namespace
+2. then, stopped, the operator as ``kaiwo up --one-process`` runs it (the four services in
+   one process, and nats-server), watching namespace ``ml-solo`` only;
+3. then, the operator stopped, ``bench/peer_kopf.py`` (one process), on namespace
    ``kopf-team``.
 
 Each gets a warm-up, then KaiwoJobs created at each rate of ``RATES`` for ``STEP_SECONDS``;
@@ -50,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from kaiwo_cli.stack.local import StackOptions
+from kaiwo_cli.stack.local import TOGETHER, StackOptions
 from kaiwo_cli.stack.third_party import driven_kind_crds
 from kaiwo_contracts.crds.registry import SERVED_KINDS
 from kaiwo_contracts.crds.schema import custom_resource_definitions
@@ -72,6 +74,9 @@ from pipeline import (
 REPO = Path(__file__).resolve().parent.parent
 PEER = Path(__file__).resolve().parent / "peer_kopf.py"
 OPERATOR_NAMESPACE = "ml-team"
+ONE_PROCESS_NAMESPACE = "ml-solo"
+"""The operator in one process (``kaiwo up --one-process``), third: it watches only this
+namespace, so the first side's workloads, still in the cluster, are not its load."""
 PEER_NAMESPACE = "kopf-team"
 RATES = (20, 50)
 STEP_SECONDS = 5.0
@@ -371,7 +376,7 @@ def profiling(pids: Mapping[str, int], directory: Path | None) -> Iterator[None]
 async def prepare_cluster(kube: KubernetesAsyncioAdapter) -> None:
     crds = [*custom_resource_definitions(SERVED_KINDS), *driven_kind_crds()]
     await kube.ensure_crds(crds, field_manager="kaiwo-bench", within=120)
-    for name in (OPERATOR_NAMESPACE, PEER_NAMESPACE):
+    for name in (OPERATOR_NAMESPACE, ONE_PROCESS_NAMESPACE, PEER_NAMESPACE):
         await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
 
 
@@ -382,13 +387,23 @@ async def operator_side(
     profile: Path | None,
     *,
     memory_workloads: int = MEMORY_WORKLOADS,
+    one_process: bool = False,
 ) -> Side:
-    print("operator (watcher, planner, executor, recorder, nats-server):")
+    if one_process:
+        print("operator in one process (kaiwo up --one-process; and nats-server):")
+        namespace, name = ONE_PROCESS_NAMESPACE, "one-process"
+        env = {**SERVICE_ENV, "KAIWO_WATCH_NAMESPACES": namespace}
+    else:
+        print("operator (watcher, planner, executor, recorder, nats-server):")
+        namespace, name, env = OPERATOR_NAMESPACE, "operator", SERVICE_ENV
     options = StackOptions(
-        state_dir=scratch / "operator", kubeconfig=plane.kubeconfig, service_env=SERVICE_ENV
+        state_dir=scratch / name,
+        kubeconfig=plane.kubeconfig,
+        service_env=env,
+        one_process=one_process,
     )
-    side = Side(name="operator")
-    async with bench_stack(options, kube=kube, namespace=OPERATOR_NAMESPACE) as running:
+    side = Side(name=name)
+    async with bench_stack(options, kube=kube, namespace=namespace) as running:
         stack, js, clock = running.stack, running.js, running.clock
         side.processes = tuple(stack.process_ids())
 
@@ -398,11 +413,11 @@ async def operator_side(
 
         rate, seconds = WARM_UP
         await create_at_rate(
-            kube, clock, prefix="warm", rate=rate, seconds=seconds, namespace=OPERATOR_NAMESPACE
+            kube, clock, prefix="warm", rate=rate, seconds=seconds, namespace=namespace
         )
         await settle()
         window = CpuWindow(lambda: {**stack.process_ids(), **control_plane_pids(plane)})
-        planner_port = stack.services["planner"].health_port
+        planner_port = stack.health_ports["planner"]
         plans_before = histogram_buckets(
             await scrape(planner_port), "kaiwo_planner_plan_duration_seconds"
         )
@@ -414,7 +429,7 @@ async def operator_side(
                     await measured_step(
                         kube,
                         clock,
-                        namespace=OPERATOR_NAMESPACE,
+                        namespace=namespace,
                         rate=rate,
                         window=window,
                         settle=settle,
@@ -425,7 +440,9 @@ async def operator_side(
         )
         side.plan_p50 = quantile_bound(plans_before, plans_after, 0.50)
         side.plan_p99 = quantile_bound(plans_before, plans_after, 0.99)
-        planner_pid = stack.services["planner"].pid
+        # In one process, the planner's growth is the whole process's.
+        planner_pid = stack.services[TOGETHER if one_process else "planner"].pid
+        assert planner_pid is not None
         baseline = rss_kb(planner_pid)
         await create_at_rate(
             kube,
@@ -433,7 +450,7 @@ async def operator_side(
             prefix="memory",
             rate=MEMORY_RATE,
             seconds=memory_workloads / MEMORY_RATE,
-            namespace=OPERATOR_NAMESPACE,
+            namespace=namespace,
             grace=STEP_GRACE_SECONDS,
         )
         await settle()
@@ -751,8 +768,8 @@ async def compare(
     *,
     sides: tuple[str, ...],
     memory_workloads: int = MEMORY_WORKLOADS,
-) -> tuple[Side | None, Side | None]:
-    operator = peer = None
+) -> tuple[Side | None, Side | None, Side | None]:
+    operator = solo = peer = None
     async with (
         await KubernetesAsyncioAdapter.from_kubeconfig(plane.kubeconfig) as kube,
         gpu_nodes(kube),
@@ -762,16 +779,25 @@ async def compare(
             operator = await operator_side(
                 plane, kube, scratch, profile, memory_workloads=memory_workloads
             )
+        if "one-process" in sides:
+            solo = await operator_side(
+                plane,
+                kube,
+                scratch,
+                profile,
+                memory_workloads=memory_workloads,
+                one_process=True,
+            )
         if "kopf" in sides:
             peer = await peer_side(plane, kube, scratch, profile, memory_workloads=memory_workloads)
-    return operator, peer
+    return operator, solo, peer
 
 
 def run(
     *,
     keep: bool,
     profile: Path | None,
-    sides: tuple[str, ...] = ("operator", "kopf"),
+    sides: tuple[str, ...] = ("operator", "one-process", "kopf"),
     memory_workloads: int = MEMORY_WORKLOADS,
 ) -> None:
     scratch = Path(tempfile.mkdtemp(prefix="kaiwo-bench-"))
@@ -785,18 +811,20 @@ def run(
                 f"envtest API server {plane.server} ({os.cpu_count()} cores, shared by all); "
                 f"load average {load_average()}"
             )
-            operator, peer = asyncio.run(
+            operator, solo, peer = asyncio.run(
                 compare(plane, scratch, profile, sides=sides, memory_workloads=memory_workloads)
             )
             print(f"load average at the end {load_average()}")
     finally:
         if not keep:
             shutil.rmtree(scratch, ignore_errors=True)
-    if operator is None or peer is None:
+    if peer is None or (operator is None and solo is None):
         print(f"(one side only; total {time.perf_counter() - started:.0f} s)")
         return
-    print()
-    print(comparison_table(operator, peer))
-    print()
-    print(targets(operator, peer))
+    for mine, heading in ((operator, "processes"), (solo, "one process")):
+        if mine is not None:
+            print(f"\nthe operator as {heading}, beside the peer:")
+            print(comparison_table(mine, peer))
+            print()
+            print(targets(mine, peer))
     print(f"(total {time.perf_counter() - started:.0f} s)")

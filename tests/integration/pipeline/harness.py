@@ -236,6 +236,7 @@ async def running_pipeline(
     replicas: Mapping[str, int] | None = None,
     messenger_tenant: bool = False,
     console_port: int | None = None,
+    one_process: bool = False,
 ) -> AsyncIterator[Pipeline]:
     """``kaiwo up`` with ``state_dir`` against a fresh fake API server (``--fake``), or against
     ``real`` in a namespace of its own.
@@ -251,8 +252,9 @@ async def running_pipeline(
     ``partitions`` and ``replicas``: the stack's (:class:`StackOptions`); active-active
     planners and executors with ``partitions`` > 1.
     ``console_port``: start the web console too (anonymous on loopback, as ``kaiwo up``).
+    ``one_process``: the core services in one process (``kaiwo up --one-process``).
     """
-    scale = {"partitions": partitions, "replicas": dict(replicas or {})}
+    scale = {"partitions": partitions, "replicas": dict(replicas or {}), "one_process": one_process}
     env = {**SERVICE_ENV, **(service_env or {})}
     async with contextlib.AsyncExitStack() as exits:
         if real is None:
@@ -332,6 +334,7 @@ def _stack_options(
     replicas: Mapping[str, int] | None = None,
     tenants: tuple[str, ...] = (),
     console_port: int | None = None,
+    one_process: bool = False,
 ) -> StackOptions:
     return StackOptions(
         state_dir=state_dir,
@@ -349,6 +352,7 @@ def _stack_options(
         replicas=dict(replicas or {}),
         messenger_tenants=tenants,
         console_port=console_port,
+        one_process=one_process,
     )
 
 

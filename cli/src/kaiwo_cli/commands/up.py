@@ -18,6 +18,7 @@ from rich.table import Table
 
 from kaiwo_cli.stack.local import (
     DEFAULT_CONSOLE_PORT,
+    TOGETHER,
     LocalStack,
 )
 from kaiwo_cli.stack.options import StackError, StackOptions
@@ -142,6 +143,14 @@ def up(
             "may send requests to its Models and read their answers, nothing else.",
         ),
     ] = None,
+    one_process: Annotated[
+        bool,
+        typer.Option(
+            "--one-process",
+            help="Run the recorder, watcher, planner and executor in one process (one "
+            "interpreter's memory instead of four, on one core; decision 0075).",
+        ),
+    ] = False,
 ) -> None:
     """Start NATS, the event store and every service; stop them all on Ctrl-C."""
     if scheduler not in SCHEDULER_MODES:
@@ -149,6 +158,9 @@ def up(
             f"kaiwo up: --scheduler is one of {', '.join(SCHEDULER_MODES)}, not {scheduler!r}",
             err=True,
         )
+        raise typer.Exit(2)
+    if one_process and max(planners, executors) > 1:
+        typer.echo("kaiwo up: --one-process runs one planner and one executor", err=True)
         raise typer.Exit(2)
     if partitions == 1 and max(planners, executors) > 1:
         typer.echo(
@@ -194,6 +206,7 @@ def up(
         console_anonymous=console_anonymous,
         partitions=partitions,
         replicas={"planner": planners, "executor": executors},
+        one_process=one_process,
         messenger=messenger,
         messenger_tenants=tuple(tenant or ()),
     )
@@ -273,11 +286,17 @@ def _print_summary(stack: LocalStack) -> None:
         f"kaiwo.public.> with {stack.credentials.seed(SUBSCRIBER)} (python examples/subscriber.py)",
     )
     for name, service in stack.services.items():
+        if name == TOGETHER:
+            members = ", ".join(stack.member_ports)
+            table.add_row(name, f"pid {service.pid} ({members}), log {service.log_path}")
+            continue
         table.add_row(
             name,
             f"pid {service.pid}, http://127.0.0.1:{service.health_port}/metrics, "
             f"log {service.log_path}",
         )
+    for name, port in stack.member_ports.items():
+        table.add_row(name, f"in {TOGETHER}, http://127.0.0.1:{port}/metrics")
     for name, reason in stack.not_ready.items():
         if name not in stack.services:
             table.add_row(name, reason)

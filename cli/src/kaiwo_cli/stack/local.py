@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import os
 from pathlib import Path
 from types import TracebackType
@@ -83,6 +84,7 @@ from kaiwo_cli.stack.processes import (
 from kaiwo_cli.stack.readiness import settle, wait_until_ready
 from kaiwo_cli.stack.service_env import service_env
 from kaiwo_cli.stack.state import StackLockedError, StackState, StateLock
+from kaiwo_cli.stack.together import MEMBERS, TOGETHER_ENV
 
 OPTIONAL_SERVICES: tuple[str, ...] = ("monitor", "gateway", "console")
 """Services the operator runs without: reported when they cannot start, never fatal."""
@@ -100,6 +102,10 @@ SERVICES: tuple[tuple[str, str], ...] = (
 )
 
 
+TOGETHER = "operator"
+"""The process of the core services with ``one_process``."""
+
+
 class LocalStack:
     """Start with ``async with LocalStack(options) as stack``; everything stops on exit."""
 
@@ -107,6 +113,8 @@ class LocalStack:
         self.options = options
         self.nats: NatsServer | None = None
         self.services: dict[str, ServiceProcess] = {}
+        self.member_ports: dict[str, int] = {}
+        """With ``one_process``: the health port of each service inside ``operator``."""
         self.kubeconfig: Path | None = options.kubeconfig
         self.credentials: CredentialsDirectory | None = None
         self._local_cluster = LocalCluster(options)
@@ -162,6 +170,14 @@ class LocalStack:
         traceback: TracebackType | None,
     ) -> None:
         await self.stop()
+
+    @property
+    def health_ports(self) -> dict[str, int]:
+        """Each service's health port by name, inside the one process too."""
+        ports = {name: service.health_port for name, service in self.services.items()}
+        if self.member_ports:
+            ports.pop(TOGETHER, None)
+        return {**self.member_ports, **ports}
 
     def process_ids(self) -> dict[str, int]:
         """The running child processes by name (services, NATS, the fake API server)."""
@@ -222,8 +238,7 @@ class LocalStack:
             subscriber_credentials_file=self.credentials.seed(SUBSCRIBER),
             kubeconfig=self._recorded_kubeconfig(),
             health_urls={
-                name: f"http://127.0.0.1:{service.health_port}/readyz"
-                for name, service in self.services.items()
+                name: f"http://127.0.0.1:{port}/readyz" for name, port in self.health_ports.items()
             },
             pid=os.getpid(),
             cluster_uid=self.cluster_uid,
@@ -356,6 +371,7 @@ class LocalStack:
         if self.options.console_port is not None:
             services.append(("console", "kaiwo_console"))
         assert self.credentials is not None
+        together = {}
         for name, module in services:
             count = self.options.replicas.get(name, 1)
             for replica in range(count):
@@ -364,17 +380,34 @@ class LocalStack:
                 env = {**self._service_env(port), **self.options.env_by_service.get(name, {})}
                 env["KAIWO_NATS_CREDENTIALS_FILE"] = str(self.credentials.seed(name))
                 env["KAIWO_REPLICA"] = str(replica)
-                service = ServiceProcess(
-                    name=process_name,
-                    module=module,
-                    env=env,
-                    log_path=self.options.state_dir / "logs" / f"{process_name}.log",
-                    health_port=port,
-                    pass_fds=self._inherited_fds(name),
-                )
-                self.services[process_name] = service  # before it runs: stop() must see it
-                await service.start()
-                self._supervisors.append(asyncio.create_task(service.supervise()))
+                if self.options.one_process and name in MEMBERS:
+                    together[name] = env
+                    self.member_ports[name] = port
+                    continue
+                await self._start_process(process_name, module, env, port)
+        if together:
+            # Its own port is never served: each member answers on its own.
+            await self._start_process(
+                TOGETHER,
+                "kaiwo_cli.stack.together",
+                {TOGETHER_ENV: json.dumps(together)},
+                self.member_ports["planner"],
+            )
+
+    async def _start_process(
+        self, process_name: str, module: str, env: dict[str, str], port: int
+    ) -> None:
+        service = ServiceProcess(
+            name=process_name,
+            module=module,
+            env=env,
+            log_path=self.options.state_dir / "logs" / f"{process_name}.log",
+            health_port=port,
+            pass_fds=self._inherited_fds(_base_name(process_name)),
+        )
+        self.services[process_name] = service  # before it runs: stop() must see it
+        await service.start()
+        self._supervisors.append(asyncio.create_task(service.supervise()))
 
     def _inherited_fds(self, service: str) -> tuple[int, ...]:
         if service == "console" and self._console_listener is not None:
@@ -392,8 +425,12 @@ class LocalStack:
     async def _wait_ready(self) -> None:
         optional = [name for name in self.services if _base_name(name) in OPTIONAL_SERVICES]
         for name in self.services:
-            if name not in optional:
+            if name not in optional and name != TOGETHER:
                 await wait_until_ready(name, self.services[name], within=self.options.ready_timeout)
+        for name, port in self.member_ports.items():
+            await wait_until_ready(
+                name, self.services[TOGETHER], within=self.options.ready_timeout, port=port
+            )
         for name in optional:
             reason = await settle(self.services[name], within=self.options.ready_timeout)
             if reason is not None:

@@ -73,6 +73,11 @@ class StackOptions:
     """Processes per service name (default 1); replica ``i`` of ``planner`` is named
     ``planner-<i>`` in :attr:`LocalStack.services`. More than one planner or executor is
     active only with ``partitions`` > 1 (else the others wait as standbys)."""
+    one_process: bool = False
+    """Run the four core services (recorder, watcher, planner, executor) in one process,
+    :mod:`kaiwo_cli.stack.together`, named ``operator`` in :attr:`LocalStack.services`: one
+    interpreter's memory instead of four, on one core (decision 0075). Each keeps its own
+    NATS identity, settings and health port; one replica each."""
     messenger: bool = True
     """With the gateway: also serve requests that arrive through JetStream
     (``KAIWO_MESSENGER_ENABLED``), the messenger's streams and consumer declared here by the
@@ -85,6 +90,8 @@ class StackOptions:
     def __post_init__(self) -> None:
         if self.partitions < 1 or any(count < 1 for count in self.replicas.values()):
             raise ValueError("partitions and replicas must be >= 1")
+        if self.one_process and any(count > 1 for count in self.replicas.values()):
+            raise ValueError("one process runs one replica of each service")
         for namespace in self.messenger_tenants:
             tenant_key_name(namespace)  # NotATenantError (a ValueError) names the namespace
 

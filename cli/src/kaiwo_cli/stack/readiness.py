@@ -37,11 +37,14 @@ async def settle(service: ServiceProcess, *, within: float) -> str | None:
             await asyncio.sleep(POLL_SECONDS)
 
 
-async def wait_until_ready(name: str, service: ServiceProcess, *, within: float) -> None:
-    """Wait until ``service`` answers ``/readyz`` (after a start or a restart)."""
+async def wait_until_ready(
+    name: str, service: ServiceProcess, *, within: float, port: int | None = None
+) -> None:
+    """Wait until ``service`` answers ``/readyz`` (after a start or a restart); on ``port``
+    for one of the services inside ``kaiwo_cli.stack.together``'s process."""
     deadline = asyncio.get_running_loop().time() + within
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
-        while not (service.running and await _ready(http, service.health_port)):
+        while not (service.running and await _ready(http, port or service.health_port)):
             if asyncio.get_running_loop().time() > deadline:
                 raise StackError(
                     f"{name} did not become ready in {within:.0f} s (log: {service.log_path})"

@@ -83,7 +83,8 @@ def _start_failure(error: Exception, settings: PlannerSettings) -> str:
     return f"cannot use NATS at {redact_url(settings.nats_url)}: {redact_secrets(reason)}"
 
 
-async def serve(settings: PlannerSettings) -> int:
+async def serve(settings: PlannerSettings, stop: asyncio.Event) -> int:
+    """Plan until ``stop`` is set; the exit status (1: could not start, or lost its lease)."""
     shown_url = redact_url(settings.nats_url)
     try:
         bus = await connect_bus(
@@ -107,10 +108,6 @@ async def serve(settings: PlannerSettings) -> int:
     service = PlannerService(
         bus, kv, clock=utc_now, settings=settings, metrics=metrics, cluster=cluster, feed=feed
     )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
 
     async def nats_connected() -> bool:
         return bus.client.is_connected
@@ -175,7 +172,15 @@ def main() -> int:
     json_logs = None if settings.log_format == "auto" else settings.log_format == "json"
     configure_logging(level=settings.log_level, json=json_logs)
     collect_young_objects_every(settings.gc_young_allocations)
-    return asyncio.run(serve(settings))
+    return asyncio.run(until_signalled(settings))
+
+
+async def until_signalled(settings: PlannerSettings) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    return await serve(settings, stop)
 
 
 if __name__ == "__main__":

@@ -93,7 +93,7 @@ async def bind_store_to_cluster(store: EventStore, identity: str | None, *, url:
     return identity
 
 
-async def serve(settings: RecorderSettings) -> None:
+async def serve(settings: RecorderSettings, stop: asyncio.Event) -> None:
     store = await open_store(settings.eventstore_url)
     try:
         bus = await connect_bus(
@@ -126,10 +126,6 @@ async def serve(settings: RecorderSettings) -> None:
         return bool(bus.client.is_connected)
 
     freeze_startup_objects()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
     health = HealthServer(
         metrics=metrics.registry,
         checks={"nats": nats_connected, "eventstore": service.store_ready},
@@ -150,13 +146,21 @@ async def serve(settings: RecorderSettings) -> None:
         log.info("recorder stopped")
 
 
+async def until_signalled(settings: RecorderSettings) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    await serve(settings, stop)
+
+
 def main() -> int:
     settings = RecorderSettings()
     json_logs = {"json": True, "console": False}.get(settings.log_format)
     configure_logging(level=settings.log_level, json=json_logs)
     collect_young_objects_every(settings.gc_young_allocations)
     try:
-        asyncio.run(serve(settings))
+        asyncio.run(until_signalled(settings))
     except StartupError as error:
         print(f"kaiwo-recorder: {redact_secrets(str(error))}", file=sys.stderr)  # noqa: T201 - the one line asked for
         return EXIT_UNREACHABLE
