@@ -199,3 +199,23 @@ def test_the_summary_names_each_tenant_key_and_says_nothing_without_a_gateway(
         "kaiwo-messenger.<namespace>.responses (python examples/batch_client.py); "
         f"tenant keys team-a: {key}"
     )
+
+
+def test_the_core_services_run_in_one_process_unless_replicated_or_asked_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    started: list[StackOptions] = []
+
+    async def run(options: StackOptions) -> None:
+        started.append(options)
+
+    monkeypatch.setattr(up, "_run", run)
+    base = ["up", "--gateway-port", "0"]
+    replicated = ["--partitions", "2", "--planners", "2"]
+    for extra in ([], ["--processes"], replicated, ["--one-process"]):
+        assert CliRunner().invoke(app, [*base, *extra]).exit_code == 0
+
+    assert [options.one_process for options in started] == [True, False, False, True]
+    refused = CliRunner().invoke(app, [*base, "--one-process", *replicated])
+    assert refused.exit_code == 2
+    assert refused.output.strip() == "kaiwo up: --one-process runs one planner and one executor"

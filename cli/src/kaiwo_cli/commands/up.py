@@ -144,13 +144,15 @@ def up(
         ),
     ] = None,
     one_process: Annotated[
-        bool,
+        bool | None,
         typer.Option(
-            "--one-process",
-            help="Run the recorder, watcher, planner and executor in one process (one "
-            "interpreter's memory instead of four, on one core; decision 0075).",
+            "--one-process/--processes",
+            help="The recorder, watcher, planner and executor in one process (the default: "
+            "one interpreter's memory, less CPU per workload, on one core), or a process "
+            "each (the default with more than one planner or executor); decision 0075.",
+            show_default=False,
         ),
-    ] = False,
+    ] = None,
 ) -> None:
     """Start NATS, the event store and every service; stop them all on Ctrl-C."""
     if scheduler not in SCHEDULER_MODES:
@@ -159,7 +161,8 @@ def up(
             err=True,
         )
         raise typer.Exit(2)
-    if one_process and max(planners, executors) > 1:
+    replicated = max(planners, executors) > 1
+    if one_process and replicated:
         typer.echo("kaiwo up: --one-process runs one planner and one executor", err=True)
         raise typer.Exit(2)
     if partitions == 1 and max(planners, executors) > 1:
@@ -206,7 +209,7 @@ def up(
         console_anonymous=console_anonymous,
         partitions=partitions,
         replicas={"planner": planners, "executor": executors},
-        one_process=one_process,
+        one_process=not replicated if one_process is None else one_process,
         messenger=messenger,
         messenger_tenants=tuple(tenant or ()),
     )
