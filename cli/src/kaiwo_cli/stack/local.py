@@ -20,7 +20,8 @@ Order of start-up, each step failing with one clear line:
    gateway when a gateway port is, with the messenger unless switched off: its streams and
    consumer are declared in step 4 and its tenants get keys there; the web console when a
    console port is) as
-   supervised child processes, each with its health port; start-up waits for every
+   supervised child processes, each with its health port (the four core services in one
+   process, :mod:`kaiwo_cli.stack.together`, when ``one_process``); start-up waits for every
    ``/readyz`` of the four that carry the operator; each service connects with its own
    identity. The monitor, the gateway and the console are *optional*: one that cannot start (an
    unreachable metrics endpoint, a taken port) is reported in one line
@@ -81,7 +82,7 @@ from kaiwo_cli.stack.processes import (
     ServiceProcess,
     log,
 )
-from kaiwo_cli.stack.readiness import settle, wait_until_ready
+from kaiwo_cli.stack.readiness import wait_for_services
 from kaiwo_cli.stack.service_env import service_env
 from kaiwo_cli.stack.state import StackLockedError, StackState, StateLock
 from kaiwo_cli.stack.together import MEMBERS, TOGETHER_ENV
@@ -423,19 +424,15 @@ class LocalStack:
         return port
 
     async def _wait_ready(self) -> None:
-        optional = [name for name in self.services if _base_name(name) in OPTIONAL_SERVICES]
-        for name in self.services:
-            if name not in optional and name != TOGETHER:
-                await wait_until_ready(name, self.services[name], within=self.options.ready_timeout)
-        for name, port in self.member_ports.items():
-            await wait_until_ready(
-                name, self.services[TOGETHER], within=self.options.ready_timeout, port=port
+        self.not_ready.update(
+            await wait_for_services(
+                self.services,
+                self.member_ports,
+                together=TOGETHER,
+                optional=[n for n in self.services if _base_name(n) in OPTIONAL_SERVICES],
+                within=self.options.ready_timeout,
             )
-        for name in optional:
-            reason = await settle(self.services[name], within=self.options.ready_timeout)
-            if reason is not None:
-                self.not_ready[name] = reason
-                log.warning("service not ready; the others run without it", service=name)
+        )
 
 
 DEFAULT_CONSOLE_PORT = 8090

@@ -8,13 +8,42 @@ whichever way it settled (:func:`settle`).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection, Mapping
 
 import aiohttp
+import structlog
 
 from kaiwo_cli.stack.options import StackError
 from kaiwo_cli.stack.processes import ServiceProcess
 
 POLL_SECONDS = 0.1
+
+log = structlog.get_logger("kaiwo.stack")
+
+
+async def wait_for_services(
+    services: Mapping[str, ServiceProcess],
+    member_ports: Mapping[str, int],
+    *,
+    together: str,
+    optional: Collection[str],
+    within: float,
+) -> dict[str, str]:
+    """Wait for every service that carries the operator (:class:`StackError` when one is not
+    ready in time), those inside the ``together`` process on their own ports; then give each
+    optional one the same time. Returns the optional ones not ready, and why."""
+    for name, service in services.items():
+        if name not in optional and name != together:
+            await wait_until_ready(name, service, within=within)
+    for name, port in member_ports.items():
+        await wait_until_ready(name, services[together], within=within, port=port)
+    not_ready = {}
+    for name in optional:
+        reason = await settle(services[name], within=within)
+        if reason is not None:
+            not_ready[name] = reason
+            log.warning("service not ready; the others run without it", service=name)
+    return not_ready
 
 
 async def settle(service: ServiceProcess, *, within: float) -> str | None:
