@@ -18,6 +18,17 @@ from kaiwo_runtime.nats_credentials import write_credentials
 from kaiwo_runtime.nats_server import NatsServer, free_port
 
 
+def options_started(monkeypatch: pytest.MonkeyPatch) -> list[StackOptions]:
+    """The options ``kaiwo up`` would start each stack with (none is started)."""
+    started: list[StackOptions] = []
+
+    async def run(options: StackOptions) -> None:
+        started.append(options)
+
+    monkeypatch.setattr(up, "_run", run)
+    return started
+
+
 def test_several_planners_without_partitions_are_refused_in_one_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         app,
@@ -35,12 +46,7 @@ def test_several_planners_without_partitions_are_refused_in_one_line(tmp_path: P
 def test_the_gateway_is_anonymous_on_loopback_by_default_and_says_so(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    started: list[StackOptions] = []
-
-    async def run(options: StackOptions) -> None:
-        started.append(options)
-
-    monkeypatch.setattr(up, "_run", run)
+    started = options_started(monkeypatch)
     port = str(free_port())
     assert CliRunner().invoke(app, ["up", "--gateway-port", port]).exit_code == 0
     assert (
@@ -75,12 +81,7 @@ def test_the_stack_passes_the_choice_to_the_gateway(tmp_path: Path) -> None:
 def test_the_console_starts_anonymous_on_loopback_says_where_and_asks_for_the_port_given(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    started: list[StackOptions] = []
-
-    async def run(options: StackOptions) -> None:
-        started.append(options)
-
-    monkeypatch.setattr(up, "_run", run)
+    started = options_started(monkeypatch)
     gateway = str(free_port())
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
@@ -155,12 +156,7 @@ def test_the_stack_passes_the_console_its_port_and_access(tmp_path: Path) -> Non
 def test_the_messenger_runs_with_the_gateway_unless_switched_off_and_tenants_are_checked(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    started: list[StackOptions] = []
-
-    async def run(options: StackOptions) -> None:
-        started.append(options)
-
-    monkeypatch.setattr(up, "_run", run)
+    started = options_started(monkeypatch)
     port = str(free_port())
     runner = CliRunner()
     assert runner.invoke(app, ["up", "--gateway-port", port, "--tenant", "team-a"]).exit_code == 0
@@ -204,12 +200,7 @@ def test_the_summary_names_each_tenant_key_and_says_nothing_without_a_gateway(
 def test_the_core_services_run_in_one_process_unless_replicated_or_asked_otherwise(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    started: list[StackOptions] = []
-
-    async def run(options: StackOptions) -> None:
-        started.append(options)
-
-    monkeypatch.setattr(up, "_run", run)
+    started = options_started(monkeypatch)
     base = ["up", "--gateway-port", "0"]
     replicated = ["--partitions", "2", "--planners", "2"]
     for extra in ([], ["--processes"], replicated, ["--one-process"]):
