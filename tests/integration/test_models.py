@@ -485,7 +485,7 @@ async def test_replay_reproduces_every_model_plan_and_explain_tells_the_story(
             pipeline.store_url,
         )
         assert replayed.exit_code == 0, replayed.output
-        summary = replayed.output.strip().splitlines()[-1]
+        summary = replayed.stdout.strip().splitlines()[-1]
         plans = int(summary.split()[0])
         assert plans > 0, summary
         assert summary.startswith(f"{plans} plans, {plans} reproduced, 0 differ, 0 skipped"), (
@@ -495,6 +495,7 @@ async def test_replay_reproduces_every_model_plan_and_explain_tells_the_story(
         "events", "explain", f"{pipeline.namespace}/rolling", "--store", pipeline.store_url
     )
     assert explained.exit_code == 0, explained.output
-    assert explained.output.startswith(f"Model {pipeline.namespace}/rolling")
+    # Standard output only: the cluster line goes to stderr, which ``output`` interleaves.
+    assert explained.stdout.startswith(f"Model {pipeline.namespace}/rolling")
     # Long lines are wrapped under their branch: read them joined again.
-    assert "delete Pod" in " ".join(line.lstrip("│├└─ ") for line in explained.output.splitlines())
+    assert "delete Pod" in " ".join(line.lstrip("│├└─ ") for line in explained.stdout.splitlines())

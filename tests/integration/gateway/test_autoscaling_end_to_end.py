@@ -363,7 +363,7 @@ async def test_explain_names_the_scale_decisions_and_replay_reproduces_every_pla
 
     replayed = await kaiwo("events", "replay", "--workload", f"{pipeline.namespace}/{CHAT}", *store)
     assert replayed.exit_code == 0, replayed.output
-    summary = replayed.output.strip().splitlines()[-1]
+    summary = replayed.stdout.strip().splitlines()[-1]
     plans = int(summary.split(" plans")[0])
     assert summary.startswith(f"{plans} plans, {plans} reproduced, 0 differ, 0 skipped")
     assert "(scale, obs" in replayed.output
