@@ -106,14 +106,25 @@ def configure_service_logging(settings: ServiceSettings) -> None:
     configure_logging(level=settings.log_level, json=json_logs)
 
 
-async def run_until_signalled(name: str, serve: Callable[[asyncio.Event], Awaitable[None]]) -> int:
-    """Run ``serve(stop)`` until SIGTERM/SIGINT; the process exit status."""
+def stop_on_signals() -> asyncio.Event:
+    """An event SIGTERM or SIGINT sets (call it in the running loop): how a service is told
+    to stop."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    return stop
+
+
+async def until_signalled(serve: Callable[[asyncio.Event], Awaitable[T]]) -> T:
+    """``serve(stop)``, with ``stop`` set by SIGTERM or SIGINT."""
+    return await serve(stop_on_signals())
+
+
+async def run_until_signalled(name: str, serve: Callable[[asyncio.Event], Awaitable[None]]) -> int:
+    """Run ``serve(stop)`` until SIGTERM/SIGINT; the process exit status."""
     try:
-        await serve(stop)
+        await until_signalled(serve)
     except (StartupError, LeaseLostError) as error:
         sys.stderr.write(f"{name}: {redact_secrets(str(error))}\n")
         return EXIT_UNAVAILABLE

@@ -17,7 +17,6 @@ kube-system, decision 0042).
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
 
 import structlog
@@ -39,6 +38,7 @@ from kaiwo_runtime.startup import (
     open_lease_store,
     open_partition_leases,
     run_while_active,
+    until_signalled,
     utc_now,
 )
 
@@ -172,15 +172,7 @@ def main() -> int:
     json_logs = None if settings.log_format == "auto" else settings.log_format == "json"
     configure_logging(level=settings.log_level, json=json_logs)
     collect_young_objects_every(settings.gc_young_allocations)
-    return asyncio.run(until_signalled(settings))
-
-
-async def until_signalled(settings: PlannerSettings) -> int:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    return await serve(settings, stop)
+    return asyncio.run(until_signalled(lambda stop: serve(settings, stop)))
 
 
 if __name__ == "__main__":

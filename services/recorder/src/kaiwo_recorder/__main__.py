@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import sys
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from kaiwo_runtime.startup import (
     collect_young_objects_every,
     connect_bus,
     freeze_startup_objects,
+    until_signalled,
     utc_now,
     watchers_cluster,
 )
@@ -146,21 +146,13 @@ async def serve(settings: RecorderSettings, stop: asyncio.Event) -> None:
         log.info("recorder stopped")
 
 
-async def until_signalled(settings: RecorderSettings) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    await serve(settings, stop)
-
-
 def main() -> int:
     settings = RecorderSettings()
     json_logs = {"json": True, "console": False}.get(settings.log_format)
     configure_logging(level=settings.log_level, json=json_logs)
     collect_young_objects_every(settings.gc_young_allocations)
     try:
-        asyncio.run(until_signalled(settings))
+        asyncio.run(until_signalled(lambda stop: serve(settings, stop)))
     except StartupError as error:
         print(f"kaiwo-recorder: {redact_secrets(str(error))}", file=sys.stderr)  # noqa: T201 - the one line asked for
         return EXIT_UNREACHABLE
