@@ -15,6 +15,7 @@ import aiohttp
 import pytest
 from kaiwo_cli.stack import together
 from kaiwo_cli.stack.local import TOGETHER
+from kaiwo_cli.stack.processes import RestartBackOff
 from kaiwo_cli.stack.together import TOGETHER_ENV
 
 from tests.integration.conftest import FAKE_SQLITE, real_cluster_if, real_sqlite
@@ -87,11 +88,11 @@ async def test_a_failed_member_starts_again_and_the_others_go_on(
 
     monkeypatch.setattr(together, "settings_of", lambda member: member.name)
     monkeypatch.setattr(together, "serve_of", lambda member: serve)
-    monkeypatch.setattr(together, "FIRST_RESTART_DELAY", 0.01)
     members = together.members_of(json.dumps({"planner": {}, "executor": {}}))
+    quickly = RestartBackOff(first=0.01)
 
     await asyncio.wait_for(
-        asyncio.gather(*(together.run_member(member, stop) for member in members)), 30
+        asyncio.gather(*(together.run_member(member, stop, quickly) for member in members)), 30
     )
 
     assert started.count("planner") == 2

@@ -21,6 +21,25 @@ STABLE_SECONDS = 60.0
 
 
 @dataclass
+class RestartBackOff:
+    """Like a pod's CrashLoopBackOff: the delay before each new start doubles up to
+    :data:`MAX_RESTART_DELAY`, back to :data:`FIRST_RESTART_DELAY` after a stable run."""
+
+    first: float = FIRST_RESTART_DELAY
+    delay: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.delay = self.first
+
+    def after(self, ran_seconds: float) -> float:
+        """The delay before starting again what has just ended after ``ran_seconds``."""
+        if ran_seconds >= STABLE_SECONDS:
+            self.delay = self.first
+        delay, self.delay = self.delay, min(self.delay * 2, MAX_RESTART_DELAY)
+        return delay
+
+
+@dataclass
 class ServiceProcess:
     """``python -m <module>`` with ``env``; output goes to ``log_path``.
 
@@ -65,7 +84,7 @@ class ServiceProcess:
 
     async def supervise(self) -> None:
         """Wait for exits and restart, until :meth:`stop` is called."""
-        delay = FIRST_RESTART_DELAY
+        back_off = RestartBackOff()
         loop = asyncio.get_running_loop()
         while not self._stopping:
             assert self._process is not None
@@ -74,12 +93,10 @@ class ServiceProcess:
             self.last_exit = code
             if self._stopping:
                 return
-            if loop.time() - started >= STABLE_SECONDS:
-                delay = FIRST_RESTART_DELAY
+            delay = back_off.after(loop.time() - started)
             self.restarts += 1
             log.warning("service exited; restarting", service=self.name, code=code, delay=delay)
             await asyncio.sleep(delay)
-            delay = min(delay * 2, MAX_RESTART_DELAY)
             if not self._stopping:
                 await self.start()
 

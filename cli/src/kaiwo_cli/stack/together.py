@@ -20,13 +20,14 @@ import contextlib
 import importlib
 import json
 import os
-import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
+
+from kaiwo_cli.stack.processes import RestartBackOff
 
 TOGETHER_ENV = "KAIWO_TOGETHER"
 MEMBERS: Mapping[str, tuple[str, str]] = {
@@ -37,8 +38,6 @@ MEMBERS: Mapping[str, tuple[str, str]] = {
 }
 """What may run together: the member's ``__main__`` (its ``serve(settings, stop)``) and the
 settings class it reads its environment with."""
-FIRST_RESTART_DELAY = 1.0
-MAX_RESTART_DELAY = 30.0
 
 log = structlog.get_logger("kaiwo.together")
 
@@ -89,10 +88,13 @@ def serve_of(member: Member) -> Callable[[Any, asyncio.Event], Awaitable[int | N
     return serve
 
 
-async def run_member(member: Member, stop: asyncio.Event) -> None:
-    """Serve ``member`` until ``stop``, starting it again after each failure."""
+async def run_member(
+    member: Member, stop: asyncio.Event, back_off: RestartBackOff | None = None
+) -> None:
+    """Serve ``member`` until ``stop``, starting it again after each failure, as the process
+    supervisor does (:class:`~kaiwo_cli.stack.processes.RestartBackOff`)."""
+    back_off = back_off or RestartBackOff()
     structlog.contextvars.bind_contextvars(service=member.name)  # this task's lines only
-    delay = FIRST_RESTART_DELAY
     loop = asyncio.get_running_loop()
     while not stop.is_set():
         started = loop.time()
@@ -103,21 +105,18 @@ async def run_member(member: Member, stop: asyncio.Event) -> None:
             failure = f"{type(error).__name__}: {error}"
         if stop.is_set():
             return
-        if loop.time() - started >= 60.0:
-            delay = FIRST_RESTART_DELAY
+        delay = back_off.after(loop.time() - started)
         log.warning(
             "service ended; restarting", service=member.name, why=failure or "ended", delay=delay
         )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), delay)
-        delay = min(delay * 2, MAX_RESTART_DELAY)
 
 
 async def run_together(members: tuple[Member, ...]) -> int:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+    from kaiwo_runtime.startup import stop_on_signals
+
+    stop = stop_on_signals()
     async with asyncio.TaskGroup() as group:
         for member in members:
             group.create_task(run_member(member, stop))
