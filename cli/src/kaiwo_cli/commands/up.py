@@ -165,7 +165,7 @@ def up(
     if one_process and replicated:
         typer.echo("kaiwo up: --one-process runs one planner and one executor", err=True)
         raise typer.Exit(2)
-    if partitions == 1 and max(planners, executors) > 1:
+    if partitions == 1 and replicated:
         typer.echo(
             "kaiwo up: more than one planner or executor needs --partitions > 1 "
             "(one partition has one active replica)",

@@ -175,9 +175,7 @@ class LocalStack:
     @property
     def health_ports(self) -> dict[str, int]:
         """Each service's health port by name, inside the one process too."""
-        ports = {name: service.health_port for name, service in self.services.items()}
-        if self.member_ports:
-            ports.pop(TOGETHER, None)
+        ports = {name: s.health_port for name, s in self.services.items() if name != TOGETHER}
         return {**self.member_ports, **ports}
 
     def process_ids(self) -> dict[str, int]:
