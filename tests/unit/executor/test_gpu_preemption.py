@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from kaiwo_contracts.plans import ObjectRef, Plan, PreemptIntent
+from kaiwo_executor.step_outcomes import STATUS_FIRST
 from kaiwo_kube import resources
 from kaiwo_kubefake import ResourceKind
 
@@ -116,8 +117,8 @@ async def test_a_deployment_someone_scaled_meanwhile_is_left_to_the_next_decisio
     ]
 
 
-async def test_a_job_is_deleted(harness: Harness) -> None:
-    job = await harness.kube.create(
+async def train(harness: Harness) -> dict[str, Any]:
+    return await harness.kube.create(
         {
             "apiVersion": "batch/v1",
             "kind": "Job",
@@ -133,8 +134,49 @@ async def test_a_job_is_deleted(harness: Harness) -> None:
         }
     )
 
+
+async def test_a_job_is_deleted(harness: Harness) -> None:
+    job = await train(harness)
+
     execution = await harness.run(preempting(harness, job, action="delete"), plan_id="p1")
 
     assert harness.find("batch/v1", "Job", "train", namespace=NAMESPACE) is None
     assert [outcome for outcome, _ in preempt_actions(execution)] == ["deleted"]
     assert (await harness.kube.list(resources.JOB, namespace=NAMESPACE)).items == []
+
+
+async def test_no_workload_goes_while_its_record_does_not_say_why(harness: Harness) -> None:
+    """A preempting plan made from an older version of the record writes no status (the
+    record changed meanwhile): its workload stays, or the record would still say Idle once it
+    is gone, and the planner, finding GPUs freed by a deletion it cannot explain, would
+    preempt another workload for the same demand (seen on the real stack). The plan of the
+    record's newer version preempts."""
+    job = await train(harness)
+    record = harness.find("kaiwo.silogen.ai/v1alpha1", "GpuWorkload", "deployment-serve-0")
+    assert record is not None
+    planned_from = record["metadata"]["resourceVersion"]
+    await harness.kube.patch_status(
+        resources.GPU_WORKLOAD,
+        "deployment-serve-0",
+        {"phase": "Idle"},
+        namespace=NAMESPACE,
+        field_manager="kaiwo-status",
+    )
+    late = preempting(harness, job, action="delete").model_copy(
+        update={"observed_resource_version": planned_from}
+    )
+
+    execution = await harness.run(late, plan_id="p1")
+
+    assert harness.find("batch/v1", "Job", "train", namespace=NAMESPACE) is not None
+    assert preempt_actions(execution) == [("unchanged", STATUS_FIRST)]
+
+    current = harness.find("kaiwo.silogen.ai/v1alpha1", "GpuWorkload", "deployment-serve-0")
+    assert current is not None
+    newer = preempting(harness, job, action="delete").model_copy(
+        update={"observed_resource_version": current["metadata"]["resourceVersion"]}
+    )
+    execution = await harness.run(newer, plan_id="p2")
+
+    assert harness.find("batch/v1", "Job", "train", namespace=NAMESPACE) is None
+    assert [outcome for outcome, _ in preempt_actions(execution)] == ["deleted"]

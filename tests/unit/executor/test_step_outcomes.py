@@ -22,6 +22,7 @@ def test_every_step_outcome_is_published_as_one_of_the_three_kinds_a_success_can
         StepOutcome.STALE: "unchanged",
         StepOutcome.NO_FINALIZER: "unchanged",
         StepOutcome.MOVED: "unchanged",
+        StepOutcome.STATUS_FIRST: "unchanged",
     }
 
 
@@ -41,6 +42,9 @@ def test_the_default_reasons_say_why_nothing_was_written() -> None:
         StepOutcome.STALE: STALE_STATUS,
         StepOutcome.NO_FINALIZER: "no finalizer to release",
         StepOutcome.MOVED: None,
+        StepOutcome.STATUS_FIRST: (
+            "its status, which says why, was not written; left to the plan that writes it"
+        ),
     }
 
 

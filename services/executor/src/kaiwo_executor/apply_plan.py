@@ -76,7 +76,8 @@ order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` pe
    its ``spec.replicas`` to 0 by a JSON patch of the object itself, its uid and the replicas
    read as tests (not the scale subresource: the admission policy must see the object's
    opt-in annotations). After the status, so the GpuWorkload says why before its workload
-   goes.
+   goes, and only when that status was written: one planned from an older record is not,
+   and the plan of the newer record preempts.
 9. **Delete the owner** when the plan says so (uid precondition, background propagation).
 
 Failures. 409 Conflict, 429, 5xx and lost connections are retried per call with exponential
@@ -121,6 +122,7 @@ from kaiwo_executor.guarded_calls import GuardedCalls
 from kaiwo_executor.metrics import ExecutorMetrics
 from kaiwo_executor.owner_writes import OwnerWrites
 from kaiwo_executor.plan_run import PlanRun
+from kaiwo_executor.step_outcomes import StepOutcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +163,7 @@ class PlanExecutor:
         calls = GuardedCalls(
             kube, clock=clock, retry=retry, metrics=metrics, sleep=sleep, jitter=jitter
         )
+        self._calls = calls
         self._desired = DesiredObjects(calls)
         self._deletions = Deletions(calls)
         self._owner = OwnerWrites(calls)
@@ -265,7 +268,14 @@ class PlanExecutor:
             await self._deletions.delete_owner(run)
 
     async def _preempt(self, run: PlanRun, intent: PreemptIntent) -> None:
-        """Step 8: delete the preempted workload, or scale it to zero."""
+        """Step 8: delete the preempted workload, or scale it to zero; not before the status
+        saying why is written. A status planned from an older record is not written, and the
+        workload going without it would leave the record saying Idle: the planner would take
+        the freed GPUs for a deletion by someone else and preempt another workload for the
+        same demand. The plan of the record's newer version preempts."""
+        if run.status_unwritten:
+            self._calls.record(run, "preempt", intent.target, StepOutcome.STATUS_FIRST)
+            return
         if intent.action == "delete":
             await self._deletions.delete(run, intent.target, operation="preempt")
             return

@@ -61,10 +61,12 @@ class OwnerWrites:
 
         result = await self._calls.guarded(write, "status", owner)
         if isinstance(result, Failure):
+            run.status_unwritten = True
             await self._calls.fail(run, result, warning_reason="StatusUpdateFailed")
             return
         outcome, attempts = result
         if outcome is not StepOutcome.APPLIED:
+            run.status_unwritten = True
             self._calls.record(run, "status", owner, outcome)
             return
         run.memo.status = digest

@@ -39,6 +39,9 @@ class PlanRun:
     """Keys whose name could not be checked (the read failed): not written this time."""
     actions: list[ActionOutcome] = field(default_factory=list)
     must_retry: bool = False
+    status_unwritten: bool = False
+    """The plan's status was not written (planned from an older owner, or the write failed):
+    the preemption that must follow it waits for the plan that writes it."""
 
 
 def label_selector(labels: dict[str, str]) -> str:

@@ -20,6 +20,7 @@ from kaiwo_contracts.events.results import ActionOutcomeKind
 STALE_STATUS = "the owner changed since the plan was made; the plan of its newer version writes it"
 NOT_THE_OWNERS = "not the owner's (its inventory labels or controller differ); left alone"
 REPLACED_SINCE = "replaced by a new object of the same name; left to the next plan"
+STATUS_FIRST = "its status, which says why, was not written; left to the plan that writes it"
 
 
 class StepOutcome(Enum):
@@ -49,6 +50,8 @@ class StepOutcome(Enum):
     """No finalizer to release (not being deleted yet, or none of them is left)."""
     MOVED = "moved"
     """The replicas are no longer those the scale decision started from."""
+    STATUS_FIRST = "status-first"
+    """Not preempted: the status that must precede the preemption was not written."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +75,7 @@ REPORTED: Final[Mapping[StepOutcome, Reported]] = {
     StepOutcome.STALE: Reported("unchanged", STALE_STATUS),
     StepOutcome.NO_FINALIZER: Reported("unchanged", "no finalizer to release"),
     StepOutcome.MOVED: Reported("unchanged"),
+    StepOutcome.STATUS_FIRST: Reported("unchanged", STATUS_FIRST),
 }
 
 
