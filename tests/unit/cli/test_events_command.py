@@ -688,6 +688,30 @@ def test_a_plan_a_finding_drove_is_replayed_from_the_recorded_finding(recorded: 
     assert "ResourceUnderutilization" in without.plans[0].diff
 
 
+def test_a_plan_is_replayed_with_the_preemptions_it_counted_under_way(recorded: Recorded) -> None:
+    """``preempting`` is an input the cluster state does not hold (decision 0076): replay
+    hands the recorded set to the planner, as the planner service had it."""
+    observations, plans = asyncio.run(read_recorded(recorded.url))
+    job_plan = next(p for p in plans if p.data["plan"]["owner"]["kind"] == "KaiwoJob")
+    marked = job_plan._replace(data={**job_plan.data, "preempting": ["uid-victim"]})
+    given: list[frozenset[str]] = []
+
+    def planner(**arguments: Any) -> Any:
+        given.append(arguments["context"].preempting)
+        return plan_object(**arguments)
+
+    report = replay_recorded(
+        observations=observations,
+        plans=[marked],
+        plan_fn=planner,
+        findings=asyncio.run(read_findings(recorded.url)),
+        scale_decisions=asyncio.run(read_scale_decisions(recorded.url)),
+    )
+
+    assert report.reproduced == 1
+    assert given == [frozenset({"uid-victim"})]
+
+
 def test_a_plan_the_autoscaler_drove_is_replayed_from_the_recorded_decision(
     recorded: Recorded,
 ) -> None:

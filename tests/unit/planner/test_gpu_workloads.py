@@ -752,3 +752,53 @@ def test_a_workload_a_preemption_served_is_no_pressure_while_the_freed_gpus_come
     later = plan_of(idle, state, now=NOW + timedelta(minutes=2)).plan
     assert later.preempt is not None
     assert later.status["preemptedFor"]["name"] == "waits"
+
+
+def test_the_gpus_of_a_workload_gone_before_its_record_says_so_are_on_their_way() -> None:
+    """The first victim's deletion reached the planner before the ``Preempting`` its record
+    was given first (the watcher observes them on separate watches): its record still says
+    Idle. Its 2 GPUs are being freed, so no second victim goes for the same demand (seen on
+    the real stack). Once the record says Deleted, nothing of it is in flight any more."""
+    waits = job("waits", annotations=ON_PRESSURE)
+    first = job("first", annotations=ON_PRESSURE)
+    told = {"phase": "Idle", "gpus": 2, "vendor": "amd"}
+    waiting = (waits, record(waits), pod_of(waits, "waits-x7k2p"))
+    idle = record(job("idle", annotations=ON_PRESSURE))
+
+    gone = record(first, name="job-first-first-01", status=told)
+    assert plan_of(idle, idle_job_state(*waiting, gone)).plan.preempt is None
+
+    deleted = record(first, name="job-first-first-01", status={**told, "phase": "Deleted"})
+    pressed = plan_of(idle, idle_job_state(*waiting, deleted)).plan
+    assert pressed.preempt is not None
+    assert pressed.status["preemptedFor"]["name"] == "waits"
+
+
+def test_a_preemption_published_and_not_observed_yet_frees_gpus_for_its_demand() -> None:
+    """Two idle holders, one confirmed idle a moment after the other: the decision made then
+    chose ``first``, whose preemption is published but not observed yet (its record still
+    says Idle). The next decision, made from ``second``'s newer reading, must count
+    ``first``'s GPUs as being freed rather than choose ``second`` too (seen on the real
+    stack: both holders went for one 2-GPU demand)."""
+    waits = job("waits", annotations=ON_PRESSURE)
+    first, second = (job(name, annotations=ON_PRESSURE) for name in ("first", "second"))
+    first_record = record(first, status={"phase": "Idle", "gpus": 2, "vendor": "amd"})
+    first_record["metadata"]["uid"] = "first-record"
+    second_record = record(second)
+    second_record["metadata"]["uid"] = "second-record"
+    idle_since = NOW - timedelta(minutes=5)
+    state = cluster(
+        waits,
+        record(waits),
+        pod_of(waits, "waits-x7k2p"),
+        first,
+        first_record,
+        second,
+        second_record,
+        findings=(finding(second["metadata"]["uid"], percent=0.0, idle_since=idle_since),),
+    )
+    unaware = plan_object(owner=second_record, context=PlanningContext.of(state), now=NOW)
+    assert unaware.plan.preempt is not None
+
+    aware = PlanningContext.of(state).with_preempting(frozenset({"first-record"}))
+    assert plan_object(owner=second_record, context=aware, now=NOW).plan.preempt is None

@@ -125,7 +125,9 @@ def _judge_unchecked(
         ), False
     # The planner planned from its own previous status when the observed one lagged behind.
     owner = owner_with_status(owner, decided.assumed_status)
-    replayed = plan_fn(owner=owner, context=context_of(projection), now=decided.planned_at).plan
+    # And counted the preemptions it had published and not observed yet as under way.
+    context = context_of(projection).with_preempting(frozenset(decided.preempting))
+    replayed = plan_fn(owner=owner, context=context, now=decided.planned_at).plan
     if replayed is not None and _same_as_recorded(decided, replayed, projection):
         return _verdict(event, decided, "reproduced"), _same_plan_exactly(replayed, decided.plan)
     recorded_doc = comparable(decided.plan, absent=decided.absent, drifted=decided.drifted)

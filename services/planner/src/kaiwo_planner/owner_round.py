@@ -5,7 +5,9 @@ others their plans ask for (``also_replan``), each at most once. For one owner:
 
 1. skip it when another replica's partition holds it, forget it when it is gone;
 2. plan it with the pure planner, as it is with the status its last plan set assumed until
-   that status comes back (:mod:`~kaiwo_planner.domain.status.planned_status`);
+   that status comes back (:mod:`~kaiwo_planner.domain.status.planned_status`), and with
+   the preemptions for idleness published and not observed yet (``PlanDecidedV1.
+   preempting``);
 3. arm its timer, and publish its plan when
    :func:`~kaiwo_planner.domain.publication.publication` says the plan is news.
 
@@ -26,6 +28,7 @@ from kaiwo_contracts.plans import ObjectRef
 
 from kaiwo_planner.domain.planning import PlanningResult
 from kaiwo_planner.domain.publication import publication
+from kaiwo_planner.domain.scheduling.idle_preemption_inputs import preemption_unobserved
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.projection import Projection
 from kaiwo_planner.domain.status.planned_status import owner_with_status, status_to_assume
@@ -91,6 +94,10 @@ class OwnerRounds:
         self._metrics = metrics
         self._holds = holds
         self.unfinished: Unfinished | None = None
+        self._preempting: set[str] = set()
+        """Owners whose preemption for idleness was published and not observed yet
+        (:func:`~kaiwo_planner.domain.scheduling.idle_preemption_inputs.
+        preemption_unobserved`): every decision counts their GPUs as being freed."""
 
     async def plan_round(
         self, owners: tuple[ObjectRef, ...], why: Trigger, *, sequence: int | None = None
@@ -122,15 +129,19 @@ class OwnerRounds:
         owner = projection.by_uid(uid) if uid else None
         if owner is None:  # deleted, or never seen: its children go with it (owner refs)
             records.gone(uid)
+            self._preempting.discard(uid)
             return ()
         key = OwnerKey.of_uid(uid)
         record = records.get(key)
         assumed = status_to_assume(owner, record.status if record is not None else None)
-        if assumed is None and record is not None and record.status is not None:
-            # The write came back: hold the projection's equal copy, not a second one.
-            record = replace(record, status=owner.get("status"))
-            records.put(key, record)
-        outcome = self._plan(ref, owner_with_status(owner, assumed), now=why.now)
+        if assumed is None:
+            self._preempting.discard(uid)  # its status, as planned, has been observed
+            if record is not None and record.status is not None:
+                # The write came back: hold the projection's equal copy, not a second one.
+                record = replace(record, status=owner.get("status"))
+                records.put(key, record)
+        preempting = frozenset(self._preempting)
+        outcome = self._plan(ref, owner_with_status(owner, assumed), preempting, now=why.now)
         if outcome is None:
             return ()
         records.set_timer(uid, outcome.replan_at, now=why.now)
@@ -158,22 +169,31 @@ class OwnerRounds:
                 absent=decided.absent,
                 drifted=decided.drifted,
                 assumed=assumed,
+                preempting=preempting,
                 # Often the decision's fingerprint is the plan's own: then hash it once.
                 fingerprint=decided.fingerprint if decided.fingerprint_is_the_plans else None,
             )
             await self._publisher.publish_plan(release, why, Sequences.of(projection))
+            if preemption_unobserved(plan, owner):
+                self._preempting.add(uid)
         records.put(key, decided.record)
         self._metrics.plans.labels(ref.kind, "published" if decided.publish else "unchanged").inc()
         return also
 
     def _plan(
-        self, ref: ObjectRef, owner: Mapping[str, Any], *, now: datetime
+        self,
+        ref: ObjectRef,
+        owner: Mapping[str, Any],
+        preempting: frozenset[str],
+        *,
+        now: datetime,
     ) -> PlanningResult | None:
         """The pure planner's result; None when it raised (logged and counted: the other
         owners are still planned)."""
         started = time.perf_counter()
+        context = self._state.context().with_preempting(preempting)
         try:
-            return self._plan_fn(owner=owner, context=self._state.context(), now=now)
+            return self._plan_fn(owner=owner, context=context, now=now)
         except Exception:
             log.exception("planning failed", owner=ref.display(), owner_uid=ref.uid)
             self._metrics.plans.labels(ref.kind, "error").inc()

@@ -71,6 +71,8 @@ class Release:
     fingerprint: str | None
     """The plan's own fingerprint when known (it is then not hashed again)."""
     subject_uid: str | None = None
+    preempting: frozenset[str] = frozenset()
+    """Owners whose preemption for idleness was published and not observed yet."""
 
 
 class PlanPublisher:
@@ -101,6 +103,7 @@ class PlanPublisher:
             absent=release.absent,
             drifted=release.drifted,
             assumed_status=release.assumed,
+            preempting=release.preempting,
             fingerprint=release.fingerprint,
         )
         envelope = Envelope.new(

@@ -89,6 +89,10 @@ class PlanDecidedV1(EventPayload):
       decision is the truth; planning from the observed (older) status instead would
       re-announce every transition and move every ``lastTransitionTime`` on each
       observation until the write lands. None: the observed status was used.
+    * ``preempting`` — the uids of the owners (a GpuWorkload, a KaiwoJob or KaiwoService)
+      whose preemption for idleness the planner had decided and not yet observed (sorted).
+      Their GPUs count as being freed, so a decision made before that preemption is seen
+      does not choose a second victim for the same demand.
 
     What the executor needs:
 
@@ -113,6 +117,7 @@ class PlanDecidedV1(EventPayload):
     absent: tuple[ObjectRef, ...] = ()
     drifted: tuple[ObjectRef, ...] = ()
     assumed_status: dict[str, Any] | None = None
+    preempting: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -127,6 +132,7 @@ class PlanDecidedV1(EventPayload):
         absent: tuple[ObjectRef, ...] = (),
         drifted: tuple[ObjectRef, ...] = (),
         assumed_status: dict[str, Any] | None = None,
+        preempting: frozenset[str] = frozenset(),
         fingerprint: str | None = None,
     ) -> PlanDecidedV1:
         """The decision for ``plan``. ``fingerprint``, when given, must be
@@ -149,6 +155,7 @@ class PlanDecidedV1(EventPayload):
             absent=tuple(sorted(absent, key=ObjectRef.sort_key)),
             drifted=tuple(sorted(drifted, key=ObjectRef.sort_key)),
             assumed_status=assumed_status,
+            preempting=tuple(sorted(preempting)),
         )
         _check_absent(plan, decision.absent)
         _check_absent(plan, decision.drifted, name="drifted")

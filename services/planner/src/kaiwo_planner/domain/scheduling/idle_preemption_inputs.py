@@ -15,7 +15,12 @@ the monitor's findings: the inputs of
   ``KaiwoConfig.spec.scheduling.pendingThresholdForPreemption`` (every new workload passes
   through PENDING briefly; that is not pressure), since their ``creationTimestamp``;
 * in flight: workloads this planner preempted for idleness (``WorkloadTerminatedEarly``
-  reason ``GpuIdlePreemption``) that are TERMINATING, or TERMINATED with pods still observed.
+  reason ``GpuIdlePreemption``) that are TERMINATING, or TERMINATED with pods still observed;
+  and those whose preemption it decided and has not observed yet
+  (:attr:`~kaiwo_planner.domain.state.planning_context.PlanningContext.preempting`): a
+  decision made in the moments before it is observed, from other readings (another
+  workload's idle stretch confirmed meanwhile), would otherwise choose a second victim for the
+  same demand (seen on the real stack).
 
 GPU workloads no Kaiwo kind owns (decision 0047) take part beside them: idle, the roots whose
 GpuWorkload is tracked, opted in as the planner observes the root and its Namespace, with a
@@ -24,7 +29,11 @@ gpu_workload_state`); waiting, the tracked roots that wait for GPUs
 (:mod:`~kaiwo_planner.domain.scheduling.gpu_waiting`, decision 0056: Kueue does not admit them
 for GPUs, or the scheduler cannot place a bare Pod, or a pod of a Job, Deployment or
 StatefulSet, for GPUs: decision 0066) for longer than the same pending threshold, for the GPUs
-they wait for; in flight, those whose GpuWorkload says ``Preempting``.
+they wait for; in flight, those whose GpuWorkload says ``Preempting``, and those gone whose
+GpuWorkload does not say so yet (neither ``Preempted`` nor ``Deleted``). The watcher observes
+a root and its record on separate watches: the root's deletion can reach the planner before
+the ``Preempting`` the executor wrote first, and the GPUs being freed must not look like room
+nobody asked for (seen on the real stack: a second idle workload went for the same demand).
 
 Once a GpuWorkload says ``Preempted`` for a waiting workload, that workload is no pressure for
 :data:`FREED_GPUS_SETTLE`: the GPUs freed for it are on their way (the victim's pods
@@ -51,10 +60,11 @@ from kaiwo_contracts.gpu_workloads import (
     held_gpus,
     kind_of,
 )
-from kaiwo_contracts.plans import ObjectRef
+from kaiwo_contracts.plans import ObjectRef, Plan
 
 from kaiwo_planner.domain.scheduling.gpu_waiting import GpuWait, gpu_wait
 from kaiwo_planner.domain.scheduling.gpu_workload_state import (
+    DELETED,
     PREEMPTED,
     PREEMPTING,
     gpu_workloads,
@@ -90,7 +100,9 @@ FREED_GPUS_SETTLE: Final = timedelta(minutes=2)
 def idle_preemption_decision(context: PlanningContext, *, now: datetime) -> IdlePreemptionDecision:
     """The idle-preemption decision at ``now`` (worked out once per state and time)."""
     return context.derived(
-        ("idle-preemption", now), reads=EVERY_KIND, compute=lambda: _decide(context, now)
+        ("idle-preemption", now, context.preempting),
+        reads=EVERY_KIND,
+        compute=lambda: _decide(context, now),
     )
 
 
@@ -108,7 +120,9 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
         phase, gpus = status.get("status"), requested_gpus(spec)
         vendor = str(spec.get("gpuVendor") or "amd").lower()
         uid = str((obj.get("metadata") or {}).get("uid") or "")
-        if phase in _RUNNING:
+        if uid in context.preempting:
+            in_flight[vendor] += gpus
+        elif phase in _RUNNING:
             settings = settings_of(obj, cluster, defaults)
             finding = cluster.findings.get(uid)
             found = _idle(obj, finding, settings, vendor=vendor, gpus=gpus, now=now)
@@ -144,7 +158,11 @@ def _foreign(
         status = record.get("status") or {}
         root = root_of(record, cluster)
         served |= _served_recently(status, now)
-        if status.get("phase") == PREEMPTING:
+        if (
+            status.get("phase") == PREEMPTING
+            or (root is None and _still_told_held(status))
+            or _uid(record) in context.preempting
+        ):
             vendor = gpu_vendor(root) if root else str(status.get("vendor") or "amd")
             gpus = held_gpus(root) if root else int(status.get("gpus") or 0)
             in_flight[vendor] += gpus
@@ -180,6 +198,30 @@ def _foreign(
             )
         )
     pending[:] = [demand for demand in pending if demand.key[4] not in served]
+
+
+def preemption_unobserved(plan: Plan, owner: Mapping[str, Any]) -> bool:
+    """``plan`` preempts for idleness (a GpuWorkload's plan preempting its workload, a
+    KaiwoJob's or KaiwoService's status terminating it for ``GpuIdlePreemption``) and the
+    observed ``owner`` does not say so yet: its uid belongs in
+    :attr:`~kaiwo_planner.domain.state.planning_context.PlanningContext.preempting` until
+    it does."""
+    observed = owner.get("status")
+    seen: Mapping[str, Any] = observed if isinstance(observed, Mapping) else {}
+    if plan.preempt is not None:
+        return seen.get("phase") not in (PREEMPTING, PREEMPTED)
+    planned = plan.status or {}
+    return _preempted_for_idleness(planned) and not _preempted_for_idleness(seen)
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+def _still_told_held(status: Mapping[str, Any]) -> bool:
+    """The record of a workload that is gone still says it holds its GPUs: they are being
+    freed, whoever deleted it, until the record's plan says Preempted or Deleted."""
+    return bool(status) and status.get("phase") not in (PREEMPTED, DELETED)
 
 
 def _served_recently(status: Mapping[str, Any], now: datetime) -> set[str]:

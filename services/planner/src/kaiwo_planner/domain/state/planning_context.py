@@ -105,7 +105,7 @@ class PlanningContext:
     Values are worked out on first use; a caller must not modify one it is given.
     """
 
-    __slots__ = ("_cluster", "_earlier", "_owner_values", "_values")
+    __slots__ = ("_cluster", "_earlier", "_owner_values", "_preempting", "_values")
 
     def __init__(
         self,
@@ -114,11 +114,13 @@ class PlanningContext:
         owner_values: OwnerValues | None = None,
         earlier: dict[Hashable, _Derived] | None = None,
         values: dict[Hashable, _Derived] | None = None,
+        preempting: frozenset[str] = frozenset(),
     ) -> None:
         self._cluster = cluster
         self._owner_values = owner_values if owner_values is not None else OwnerValues()
         self._earlier: dict[Hashable, _Derived] = earlier if earlier is not None else {}
         self._values: dict[Hashable, _Derived] = values if values is not None else {}
+        self._preempting = preempting
 
     @classmethod
     def of(cls, cluster: ClusterState) -> PlanningContext:
@@ -128,6 +130,26 @@ class PlanningContext:
     @property
     def cluster(self) -> ClusterState:
         return self._cluster
+
+    @property
+    def preempting(self) -> frozenset[str]:
+        """The uids of the owners whose preemption for idleness the planner decided and has
+        not observed yet (``PlanDecidedV1.preempting``): the one input that is not in the
+        cluster state. A value that reads it names it in its key."""
+        return self._preempting
+
+    def with_preempting(self, uids: frozenset[str]) -> PlanningContext:
+        """This context, with ``uids`` preempting; it shares the values worked out (those
+        that read :attr:`preempting` are keyed by it)."""
+        if uids == self._preempting:
+            return self
+        return PlanningContext(
+            self._cluster,
+            owner_values=self._owner_values,
+            earlier=self._earlier,
+            values=self._values,
+            preempting=uids,
+        )
 
     def moved_to(self, cluster: ClusterState, *, changed: Iterable[Kind]) -> PlanningContext:
         """The context of ``cluster``, a later state than this one's in which only objects
@@ -145,7 +167,11 @@ class PlanningContext:
             elif derived.inputs is not None or derived.carried:
                 earlier[key] = derived
         return PlanningContext(
-            cluster, owner_values=self._owner_values, earlier=earlier, values=kept
+            cluster,
+            owner_values=self._owner_values,
+            earlier=earlier,
+            values=kept,
+            preempting=self._preempting,
         )
 
     def derived(
