@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 from kaiwo_contracts.events.envelope import Envelope
+from kaiwo_contracts.events.observed import ObservedObjectV1
 from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.events.results import PlanRefusedV1
 from kaiwo_contracts.events.streams import bus_topology
-from kaiwo_contracts.events.subjects import plan_subject
+from kaiwo_contracts.events.subjects import observed_subject, plan_subject
 from kaiwo_contracts.plan_sources import source_of
 from kaiwo_contracts.plans import ObjectRef, Plan
 from kaiwo_executor.api_retries import RetryPolicy
@@ -322,3 +323,36 @@ async def test_a_plan_for_an_owner_never_seen_is_still_dead_lettered(harness: Ha
     [dead] = bus.server.stream_messages("KAIWO_DLQ")
     assert "does not exist" in dead.headers[DLQ_REASON]
     assert _counter(service, "kaiwo_executor_plans_total", outcome="owner_deleted") == 0
+
+
+async def test_a_plan_for_an_owner_deleted_before_any_plan_of_it_ran_is_dropped(
+    harness: Harness,
+) -> None:
+    """No executor ever read the owner or carried out a plan of it: it was deleted while its
+    first plan was on its way (seen in CI: a Model deleted seconds after its creation). The
+    watcher observed it, and only the watcher's key publishes observations: no ghost."""
+    bus, service = await _service(harness)
+    owner = harness.owner
+    assert owner.uid is not None
+    observed = ObservedObjectV1(
+        kind=owner.kind,
+        api_version=owner.api_version,
+        namespace=owner.namespace,
+        name=owner.name,
+        uid=owner.uid,
+        resource_version="7",
+        event_type="ADDED",
+        object={"apiVersion": owner.api_version, "kind": owner.kind, "metadata": {}},
+    )
+    await bus.publish(
+        Envelope.new(data=observed, source="/kaiwo/watcher", time=PLANNED, correlationid=owner.uid),
+        observed_subject(kind=owner.kind, namespace=owner.namespace, uid=owner.uid),
+    )
+    await harness.kube.delete(resources.KAIWO_JOB, "train", namespace="team-a")
+    await _publish(bus, harness, harness.plan([harness.job()]), plan_id="first-and-late")
+
+    await service.step()
+
+    assert bus.server.stream_messages("KAIWO_DLQ") == []
+    assert _counter(service, "kaiwo_executor_plans_total", outcome="owner_deleted") == 1
+    assert harness.find("batch/v1", "Job", "train") is None

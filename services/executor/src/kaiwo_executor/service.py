@@ -11,7 +11,9 @@ For each ``PlanDecidedV1`` delivery:
   counted, told on its owner as a Warning Event ``PlanRefused``, and published as a
   ``PlanRefusedV1`` on ``kaiwo.res.refused.…`` naming the objects that differed: the watcher
   observes them again, so the planner plans from what the API server holds (decision 0038).
-  Nothing of it is applied;
+  Nothing of it is applied. Except when the owner was deleted while its plan was on its way
+  (this executor read it or carried out a plan of it before, or the watcher observed it):
+  then the plan is dropped, without a dead letter, and only the refusal is published;
 * a plan made from an older version of its owner or a configuration object (*stale*: the
   planner plans the newer version as well) is acknowledged without an API write or a result;
 * the plan is carried out by :class:`~kaiwo_executor.apply_plan.PlanExecutor`; a plan already
@@ -47,13 +49,14 @@ from kaiwo_contracts.events.envelope import (
     derived_event_id,
     service_source,
 )
+from kaiwo_contracts.events.partitions import stored_subject
 from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.events.results import ApplyResultV1, PlanRefusedV1
-from kaiwo_contracts.events.streams import BusTopology, ConsumerSpec
-from kaiwo_contracts.events.subjects import result_subject
+from kaiwo_contracts.events.streams import OBSERVED_STREAM, BusTopology, ConsumerSpec
+from kaiwo_contracts.events.subjects import observed_subject, result_subject
 from kaiwo_contracts.plans import ObjectRef, Plan
 from kaiwo_kube import KubeError
-from kaiwo_runtime.bus import Bus, Delivery, PoisonMessage, RetryLater
+from kaiwo_runtime.bus import Bus, BusError, Delivery, PoisonMessage, RetryLater
 from kaiwo_runtime.kv import KeyValue
 from kaiwo_runtime.logging import bind_event, bound_context
 from kaiwo_runtime.settlement import run_consumer
@@ -221,12 +224,28 @@ class ExecutorService:
 
     async def _deleted_meanwhile(self, plan: Plan, admission: Admission) -> bool:
         """The owner is gone, and it existed with the plan's uid: this process read it before,
-        or this executor carried out plans for that uid (its memo, which survives restarts,
-        was written only for owners admission found). Anything else is a claim about an
-        object that never was, and is refused."""
+        this executor carried out plans for that uid (its memo, which survives restarts, was
+        written only for owners admission found), or the watcher observed it (only the
+        watcher's key publishes observations). Anything else is a claim about an object that
+        never was, and is refused."""
         if admission.owner_deleted:
             return True
-        return admission.owner_absent and await self.executor.carried_out_for(plan.owner)
+        if not admission.owner_absent or not plan.owner.uid:
+            return False
+        return await self.executor.carried_out_for(plan.owner) or await self._observed(plan.owner)
+
+    async def _observed(self, owner: ObjectRef) -> bool:
+        """Whether ``KAIWO_OBS`` holds an observation of ``owner``'s uid: a plan made from
+        it, for an owner deleted before any plan of it was carried out, is no forgery. One
+        stored read, only when an owner is missing."""
+        uid = owner.uid or ""
+        subject = observed_subject(kind=owner.kind, namespace=owner.namespace, uid=uid)
+        stored = stored_subject(subject, uid=uid, partitions=self.bus.topology.partitions)
+        try:
+            return await self.bus.read_next_stored(OBSERVED_STREAM, 1, subjects=stored) is not None
+        except BusError as error:
+            log.warning("could not read the owner's observations", error=str(error))
+            return False
 
     async def _refuse(
         self, envelope: Envelope[PlanDecidedV1], admission: Admission

@@ -36,6 +36,12 @@ def uid_partition(uid: str, partitions: int) -> int:
     return fnv1a_32(uid_token(uid).encode()) % partitions
 
 
+def stored_subject(subject: str, *, uid: str, partitions: int) -> str:
+    """The subject JetStream stores an event of ``uid`` published on ``subject`` under: with
+    its partition as one more token when there are several (:func:`partition_transform`)."""
+    return subject if partitions <= 1 else f"{subject}.{uid_partition(uid, partitions)}"
+
+
 def partition_transform(family: Family, partitions: int) -> SubjectTransform | None:
     """The stream transform that appends the uid's partition, or None for one partition."""
     if partitions <= 1:

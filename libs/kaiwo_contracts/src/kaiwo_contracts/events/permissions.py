@@ -20,7 +20,9 @@ planner    read its consumers ``planner-obs`` (and stored observations), ``plann
            With partitions: no consumer, stored reads of ``KAIWO_OBS``, ``KAIWO_MON`` and
            ``KAIWO_GATEWAY``, the leases ``planner.>``
 executor   read ``executor-plan`` (or ``executor-plan-p<k>``), publish ``kaiwo.res.>`` and
-           its dead letters; its bucket, the ``executor`` lease (or ``executor.>``)
+           its dead letters; its bucket, the ``executor`` lease (or ``executor.>``); read
+           stored observations (``KAIWO_OBS``, plain get: whether the watcher observed the
+           missing owner of a plan, told from a forged plan's ghost)
 monitor    publish ``kaiwo.mon.>``; its bucket ``kaiwo-monitor``, the ``monitor`` lease
 gateway    read stored observations of Models and Pods (``KAIWO_OBS``, by sequence) and
            subscribe to ``kaiwo.obs.model.>`` and ``kaiwo.obs.pod.>`` (wake-ups); publish
@@ -210,6 +212,7 @@ def service_identity(name: str, topology: BusTopology) -> Identity:
                 family_filter(Family.RESULT),
                 *stream_info((PLAN_STREAM, RESULT_STREAM)),
                 *(subject for spec in consumers for subject in consuming(spec)),
+                api("STREAM", "MSG", "GET", OBSERVED_STREAM),
                 *bucket(SERVICE_BUCKETS[EXECUTOR]),
                 *bucket(LEASE_BUCKET, keys=lease_keys(EXECUTOR, topology.partitions)),
             ),
