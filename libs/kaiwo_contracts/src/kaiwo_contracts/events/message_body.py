@@ -27,8 +27,17 @@ MAX_JSON_INTEGER: Final = 2**64
 """Integers in a body must lie strictly between minus and plus this: the API server's widest
 integers are 64-bit; larger ones overflow ``float()`` and quantity arithmetic downstream."""
 # A number token with 20 or more digits, or an exponent of 3 or more digits: the only numbers
-# that can be out of range. Most bodies have none, so most are never walked.
-_MAYBE_OUT_OF_RANGE = re.compile(rb"(?:^|[:,\[])[ \t\r\n]*-?(?:\d{20}|[\d.]+[eE][+-]?\d{3})")
+# that can be out of range. Most bodies have none, so most are never walked. A number inside
+# a body follows ``:``, ``,`` or ``[``; one that is the whole body starts it. Two patterns,
+# not one with ``(?:^|...)``: a pattern that starts with a character set is searched for
+# that character first, twice as fast (3% of the operator's CPU went to this search).
+_NUMBER_TOKEN = rb"[ \t\r\n]*-?(?:\d{20}|[\d.]+[eE][+-]?\d{3})"
+_MAYBE_OUT_OF_RANGE_INSIDE = re.compile(rb"[:,\[]" + _NUMBER_TOKEN)
+_MAYBE_OUT_OF_RANGE_ALONE = re.compile(_NUMBER_TOKEN)
+
+
+def _maybe_out_of_range(raw: bytes) -> bool:
+    return bool(_MAYBE_OUT_OF_RANGE_ALONE.match(raw) or _MAYBE_OUT_OF_RANGE_INSIDE.search(raw))
 
 
 class DecodeFailure(StrEnum):
@@ -116,7 +125,7 @@ def parse_json(body: bytes | str) -> Any:
         if "number out of range" in detail:
             raise EnvelopeFormatError(detail, failure=DecodeFailure.NUMBER_OUT_OF_RANGE) from error
         raise EnvelopeFormatError(detail, failure=DecodeFailure.NOT_JSON) from error
-    if _MAYBE_OUT_OF_RANGE.search(raw):
+    if _maybe_out_of_range(raw):
         _check_numbers(value)
     return value
 
