@@ -4,7 +4,7 @@ every recorded plan is reproduced byte for byte (exit 1 when one differs)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, Final
 
 import typer
 from kaiwo_eventstore.explain import (
@@ -12,7 +12,6 @@ from kaiwo_eventstore.explain import (
     short_plan_id,
 )
 from rich.console import Console
-from rich.markup import escape
 from rich.syntax import Syntax
 
 from kaiwo_cli.commands.events.store_access import (
@@ -69,16 +68,26 @@ def replay(
         raise typer.Exit(1)
 
 
+_MARKS: Final = {"reproduced": ("reproduced", "32"), "differs": ("differs", "31")}
+_SKIPPED: Final = ("skipped", "33")
+_NO_CONTROL_CHARACTERS: Final = dict.fromkeys([*range(0x20), 0x7F])
+"""Recorded text is a claim, not terminal output: no escape sequence of it reaches the screen."""
+
+
 def _print_verdict(console: Console, plan: PlanReplay) -> None:
-    """One line per plan as it is judged (a large store prints as it goes, keeping none)."""
-    mark = {"reproduced": "[green]reproduced[/]", "differs": "[red]differs[/]"}.get(
-        plan.outcome, "[yellow]skipped[/]"
-    )
-    console.print(
-        f"{mark}  {escape(plan.owner)}  plan {short_plan_id(plan.event_id)} "
-        f"({plan.trigger}, obs {plan.obs_sequence})"
-        + (f": {escape(plan.reason)}" if plan.reason else "")
-    )
+    """One line per plan as it is judged (a large store prints as it goes, keeping none).
+
+    Written to the console's file directly, coloured with one ANSI code when the console
+    has colours: rich's ``print`` took 0.47 ms a line (markup, wrapping, control codes), a
+    quarter of a replay that prints ten thousand plans."""
+    word, colour = _MARKS.get(plan.outcome, _SKIPPED)
+    mark = f"\x1b[{colour}m{word}\x1b[0m" if console.color_system else word
+    reason = f": {plan.reason}" if plan.reason else ""
+    line = (
+        f"{plan.owner}  plan {short_plan_id(plan.event_id)} "
+        f"({plan.trigger}, obs {plan.obs_sequence}){reason}"
+    ).translate(_NO_CONTROL_CHARACTERS)
+    console.file.write(f"{mark}  {line}\n")
     if plan.diff:
         console.print(Syntax(plan.diff, "diff", theme="ansi_dark", background_color="default"))
 
