@@ -94,10 +94,11 @@ class OwnerRounds:
         self._metrics = metrics
         self._holds = holds
         self.unfinished: Unfinished | None = None
-        self._preempting: set[str] = set()
+        self._preempting: frozenset[str] = frozenset()
         """Owners whose preemption for idleness was published and not observed yet
         (:func:`~kaiwo_planner.domain.scheduling.idle_preemption_inputs.
-        preemption_unobserved`): every decision counts their GPUs as being freed."""
+        preemption_unobserved`): every decision counts their GPUs as being freed. Frozen,
+        and replaced when it changes (rarely), so no plan copies it."""
 
     async def plan_round(
         self, owners: tuple[ObjectRef, ...], why: Trigger, *, sequence: int | None = None
@@ -129,18 +130,18 @@ class OwnerRounds:
         owner = projection.by_uid(uid) if uid else None
         if owner is None:  # deleted, or never seen: its children go with it (owner refs)
             records.gone(uid)
-            self._preempting.discard(uid)
+            self._preempting -= {uid}
             return ()
         key = OwnerKey.of_uid(uid)
         record = records.get(key)
         assumed = status_to_assume(owner, record.status if record is not None else None)
         if assumed is None:
-            self._preempting.discard(uid)  # its status, as planned, has been observed
+            self._preempting -= {uid}  # its status, as planned, has been observed
             if record is not None and record.status is not None:
                 # The write came back: hold the projection's equal copy, not a second one.
                 record = replace(record, status=owner.get("status"))
                 records.put(key, record)
-        preempting = frozenset(self._preempting)
+        preempting = self._preempting
         outcome = self._plan(ref, owner_with_status(owner, assumed), preempting, now=why.now)
         if outcome is None:
             return ()
@@ -175,7 +176,7 @@ class OwnerRounds:
             )
             await self._publisher.publish_plan(release, why, Sequences.of(projection))
             if preemption_unobserved(plan, owner):
-                self._preempting.add(uid)
+                self._preempting |= {uid}
         records.put(key, decided.record)
         self._metrics.plans.labels(ref.kind, "published" if decided.publish else "unchanged").inc()
         return also

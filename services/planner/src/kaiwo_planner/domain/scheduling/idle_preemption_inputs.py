@@ -119,7 +119,7 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
             continue
         phase, gpus = status.get("status"), requested_gpus(spec)
         vendor = str(spec.get("gpuVendor") or "amd").lower()
-        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        uid = _uid(obj)
         if uid in context.preempting:
             in_flight[vendor] += gpus
         elif phase in _RUNNING:
@@ -237,8 +237,7 @@ def _served_recently(status: Mapping[str, Any], now: datetime) -> set[str]:
 
 def waiting_of(root: Mapping[str, Any], cluster: ClusterState) -> GpuWait | None:
     """Since when the tracked ``root`` waits for GPUs, and for how many (None: it does not)."""
-    uid = str((root.get("metadata") or {}).get("uid") or "")
-    return gpu_wait(root, cluster.kueue_workloads_for(uid), pods_of(root, cluster))
+    return gpu_wait(root, cluster.kueue_workloads_for(_uid(root)), pods_of(root, cluster))
 
 
 def pods_of(root: Mapping[str, Any], cluster: ClusterState) -> tuple[Mapping[str, Any], ...]:
