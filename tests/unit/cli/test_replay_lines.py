@@ -4,6 +4,7 @@ from the recorded text (a reason is a claim, not terminal output)."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 from kaiwo_cli.commands.events.replay import _print_verdict
@@ -41,12 +42,9 @@ def test_on_a_terminal_the_mark_is_coloured() -> None:
 
 
 def test_no_control_character_of_a_recorded_reason_reaches_the_screen() -> None:
-    hostile = PlanReplay(
-        event_id=PLAN.event_id,
-        position=7,
-        owner="KaiwoJob/team-a/train",
+    hostile = dataclasses.replace(
+        PLAN,
         trigger="timer",
-        planned_at=None,
         obs_sequence=3,
         outcome="skipped",
         reason="no plannedAt\x1b]0;owned\x07\nfake line",
