@@ -30,11 +30,11 @@ CHART_CREDENTIALS: Final = "nats-credentials.yaml"
 """Next to the chart, not in it (deploy/helm/): what ``make nats-credentials`` writes."""
 KUSTOMIZATIONS: Final = ("base", "scheduler", "overlays/dev", "overlays/production")
 EXTERNAL_SCHEDULER: Final = "overlays/production-external-scheduler"
+"""A test-only overlay: production with components/external-scheduler."""
 MESSENGER: Final = "overlays/production-messenger"
 """A test-only overlay: production with components/messenger."""
 DEPLOY_PARTITIONS: Final = 12
 """``KAIWO_BUS_PARTITIONS`` of the manifests and the chart (``make nats-credentials`` passes it)."""
-"""A test-only overlay: production with components/external-scheduler."""
 
 
 def kubectl() -> str:

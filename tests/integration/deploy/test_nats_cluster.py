@@ -13,7 +13,9 @@ import contextlib
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
@@ -31,6 +33,7 @@ pytestmark = [pytest.mark.nats, pytest.mark.timeout(120)]
 NATS_SERVER: Final = Path(sys.executable).parent / "nats-server"
 CLUSTER_CONF: Final = DEPLOY / "k8s" / "overlays" / "production" / "nats-cluster.conf"
 SERVERS: Final = 3
+UNANSWERED_SECONDS: Final = 7.0
 
 
 def local_config(*, ordinal: int, client: int, routes: list[int], store: Path) -> str:
@@ -46,38 +49,51 @@ def local_config(*, ordinal: int, client: int, routes: list[int], store: Path) -
     return text
 
 
+@dataclass(frozen=True)
+class Cluster:
+    """Three servers' configurations, started one by one; a client URL and the admin's key."""
+
+    url: str
+    admin: Path
+    configs: tuple[Path, ...]
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def start(self, ordinal: int) -> None:
+        self.processes.append(
+            subprocess.Popen(
+                [str(NATS_SERVER), "-c", str(self.configs[ordinal])],
+                env={**os.environ, "POD_NAME": f"nats-{ordinal}"},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+
+
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """Three servers in one JetStream cluster; yields a client URL and the admin's key."""
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
     credentials = tmp_path / "conf" / "kaiwo"
     write_nats_credentials(credentials)
     routes = [free_port() for _ in range(SERVERS)]
     clients = [free_port() for _ in range(SERVERS)]
-    processes = []
+    configs = []
+    for ordinal in range(SERVERS):
+        config = tmp_path / "conf" / f"cluster-{ordinal}.conf"
+        config.write_text(
+            local_config(
+                ordinal=ordinal,
+                client=clients[ordinal],
+                routes=routes,
+                store=tmp_path / f"data-{ordinal}",
+            )
+        )
+        configs.append(config)
+    started = Cluster(f"nats://127.0.0.1:{clients[0]}", credentials / "admin.nk", tuple(configs))
     try:
-        for ordinal in range(SERVERS):
-            config = tmp_path / "conf" / f"cluster-{ordinal}.conf"
-            config.write_text(
-                local_config(
-                    ordinal=ordinal,
-                    client=clients[ordinal],
-                    routes=routes,
-                    store=tmp_path / f"data-{ordinal}",
-                )
-            )
-            processes.append(
-                subprocess.Popen(
-                    [str(NATS_SERVER), "-c", str(config)],
-                    env={**os.environ, "POD_NAME": f"nats-{ordinal}"},
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-            )
-        yield f"nats://127.0.0.1:{clients[0]}", credentials / "admin.nk"
+        yield started
     finally:
-        for process in processes:
+        for process in started.processes:
             process.terminate()
-        for process in processes:
+        for process in started.processes:
             process.wait(timeout=10)
 
 
@@ -116,19 +132,25 @@ async def start_as_services(url: str, keys: Path) -> None:
         await open_single_active(bus, settings=planner, role="planner", within_seconds=30)
 
 
-def test_streams_and_buckets_are_kept_on_all_three_servers(
-    cluster: tuple[str, Path],
-) -> None:
-    url, admin = cluster
-    provision = subprocess.run(
-        [str(KAIWO), "nats", "provision", "--within", "45"],
-        env={**os.environ, "KAIWO_NATS_URL": url, "KAIWO_NATS_CREDENTIALS_FILE": str(admin),
+def test_streams_and_buckets_are_kept_on_all_three_servers(cluster: Cluster) -> None:
+    # Provisioning starts while one server is up, as a Job may beside pods still starting:
+    # with no quorum there is no JetStream leader, so requests go unanswered until the
+    # other two join, longer than one request's timeout (nats-py's 5 s).
+    cluster.start(0)
+    provision = subprocess.Popen(
+        [str(KAIWO), "nats", "provision", "--within", "60"],
+        env={**os.environ, "KAIWO_NATS_URL": cluster.url,
+             "KAIWO_NATS_CREDENTIALS_FILE": str(cluster.admin),
              "KAIWO_BUS_STREAM_REPLICAS": "3", "KAIWO_BUS_PARTITIONS": str(DEPLOY_PARTITIONS)},
-        capture_output=True, text=True, check=False, timeout=90,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    assert provision.returncode == 0, provision.stderr
+    time.sleep(UNANSWERED_SECONDS)
+    cluster.start(1)
+    cluster.start(2)
+    _, stderr = provision.communicate(timeout=90)
+    assert provision.returncode == 0, stderr
     streams = [spec.name for spec in stream_specs()]
-    assert asyncio.run(stream_replicas(url, admin, streams)) == {
+    assert asyncio.run(stream_replicas(cluster.url, cluster.admin, streams)) == {
         "KAIWO_OBS": (3, 3),
         "KAIWO_PLAN": (3, 3),
         "KAIWO_RES": (3, 3),
@@ -138,7 +160,9 @@ def test_streams_and_buckets_are_kept_on_all_three_servers(
         "KAIWO_PUBLIC": (3, 3),
     }
 
-    asyncio.run(start_as_services(url, admin.parent))
+    asyncio.run(start_as_services(cluster.url, cluster.admin.parent))
 
     buckets = ["KV_kaiwo-watcher", "KV_kaiwo-planner", "KV_kaiwo-leases"]
-    assert asyncio.run(stream_replicas(url, admin, buckets)) == dict.fromkeys(buckets, (3, 3))
+    assert asyncio.run(stream_replicas(cluster.url, cluster.admin, buckets)) == dict.fromkeys(
+        buckets, (3, 3)
+    )

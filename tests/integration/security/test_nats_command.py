@@ -143,6 +143,7 @@ async def test_provision_with_a_service_key_fails_in_one_line(tmp_path: Path) ->
     assert result.exit_code == 1
     # (the bus's own warnings come first: the server refused the administrator's inbox)
     assert result.output.splitlines()[-1] == (
-        "kaiwo nats provision: declaring the streams and consumers failed (TimeoutError): "
-        "is KAIWO_NATS_CREDENTIALS_FILE the administrator's key?"
+        "kaiwo nats provision: declaring the streams and consumers failed: JetStream did not "
+        "answer within 1 s; is KAIWO_NATS_CREDENTIALS_FILE the administrator's key, and has "
+        "the NATS cluster formed?"
     )

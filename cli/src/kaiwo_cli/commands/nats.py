@@ -189,16 +189,21 @@ async def _provision(settings: ServiceSettings, *, within: float, messenger: boo
     try:
         while True:
             try:
-                await asyncio.wait_for(bus.ensure_streams(), timeout=within)
-                if messenger:
-                    topology = messenger_topology(replicas=settings.bus_stream_replicas)
-                    await asyncio.wait_for(bus.declare(topology), timeout=within)
+                await asyncio.wait_for(
+                    _declare(bus, settings, messenger=messenger),
+                    timeout=max(deadline - loop.time(), 1.0),
+                )
                 break
             except Exception as error:
-                # A cluster still forming has no peers to place a replicated stream on yet.
                 if not _forming(error) or loop.time() >= deadline:
                     raise
                 await asyncio.sleep(1)
+    except TimeoutError as error:
+        raise RuntimeError(
+            f"declaring the streams and consumers failed: JetStream did not answer within "
+            f"{within:g} s; is KAIWO_NATS_CREDENTIALS_FILE the administrator's key, and has "
+            "the NATS cluster formed?"
+        ) from error
     except Exception as error:
         raise RuntimeError(
             f"declaring the streams and consumers failed ({str(error) or type(error).__name__}): "
@@ -208,9 +213,21 @@ async def _provision(settings: ServiceSettings, *, within: float, messenger: boo
         await bus.close()
 
 
+async def _declare(bus: NatsBus, settings: ServiceSettings, *, messenger: bool) -> None:
+    await bus.ensure_streams()
+    if messenger:
+        await bus.declare(messenger_topology(replicas=settings.bus_stream_replicas))
+
+
 _CLUSTER_FORMING_CODES = frozenset({10005, 10008})
 """JetStream's "no suitable peers for placement" and "temporarily unavailable"."""
 
 
 def _forming(error: Exception) -> bool:
-    return getattr(error, "err_code", None) in _CLUSTER_FORMING_CODES
+    """A cluster still forming: no peers yet to place a replicated stream on, or no
+    JetStream leader at all, so a request goes unanswered (nats-py's TimeoutError); both
+    pass once the servers have a quorum. A key that may not read its replies looks the
+    same, which is why the deadline's error names both."""
+    return isinstance(error, TimeoutError) or (
+        getattr(error, "err_code", None) in _CLUSTER_FORMING_CODES
+    )
