@@ -92,13 +92,7 @@ def bucket(bucket: str, *, keys: Iterable[str] = (EVERYTHING,)) -> tuple[str, ..
     return (
         api("STREAM", "INFO", stream),
         api("STREAM", "CREATE", stream),
-        *stored_reads(stream),
-        # keys(): an ordered consumer, created, flow-controlled and deleted by the client.
-        api("CONSUMER", "CREATE", stream),
-        api("CONSUMER", "CREATE", stream, EVERYTHING),
-        api("CONSUMER", "INFO", stream, EVERYTHING),
-        api("CONSUMER", "DELETE", stream, EVERYTHING),
-        f"{JS_FLOW_CONTROL}.{stream}.{EVERYTHING}",
+        *stored_reads(stream),  # listing the keys too: the stream read by sequence
         *(f"{KV_PREFIX}.{bucket}.{key}" for key in keys),
     )
 

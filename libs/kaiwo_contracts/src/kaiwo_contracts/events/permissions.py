@@ -56,8 +56,8 @@ Besides the subjects above, an identity that uses JetStream needs its API subjec
 are granted per object, never ``$JS.API.>``: ``STREAM.INFO`` of the streams it uses,
 ``CONSUMER.INFO`` and ``CONSUMER.MSG.NEXT`` of its own durable consumers and their ack
 subjects ``$JS.ACK.<stream>.<consumer>.>``, and for each key-value bucket it owns the
-bucket's stream ``KV_<bucket>`` (create when missing, info, direct and stored reads, the
-ordered consumer that lists keys, its flow control) and its keys ``$KV.<bucket>.>``.
+bucket's stream ``KV_<bucket>`` (create when missing, info, direct and stored reads, which
+list the keys too) and its keys ``$KV.<bucket>.>``.
 Replies arrive on an inbox of the identity's own (``_INBOX.<identity>.>``, see
 :func:`inbox_prefix`), so no identity can read the answers meant for another.
 
