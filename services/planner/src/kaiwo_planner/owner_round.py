@@ -121,6 +121,11 @@ class OwnerRounds:
             index += 1
         self.unfinished = None
 
+    def _no_longer_preempting(self, uid: str) -> None:
+        # Replaced only when it holds ``uid``: this runs for nearly every owner planned.
+        if uid in self._preempting:
+            self._preempting -= {uid}
+
     async def _plan_owner(self, ref: ObjectRef, why: Trigger) -> tuple[ObjectRef, ...]:
         """Plan one owner and publish the plan if it is news; returns the others to plan."""
         uid = ref.uid or ""
@@ -130,13 +135,13 @@ class OwnerRounds:
         owner = projection.by_uid(uid) if uid else None
         if owner is None:  # deleted, or never seen: its children go with it (owner refs)
             records.gone(uid)
-            self._preempting -= {uid}
+            self._no_longer_preempting(uid)
             return ()
         key = OwnerKey.of_uid(uid)
         record = records.get(key)
         assumed = status_to_assume(owner, record.status if record is not None else None)
         if assumed is None:
-            self._preempting -= {uid}  # its status, as planned, has been observed
+            self._no_longer_preempting(uid)  # its status, as planned, has been observed
             if record is not None and record.status is not None:
                 # The write came back: hold the projection's equal copy, not a second one.
                 record = replace(record, status=owner.get("status"))
