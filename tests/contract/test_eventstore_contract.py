@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -494,6 +495,32 @@ async def test_iter_all_can_stop_early(backend: Backend) -> None:
 
     assert [e.event_id for e in first] == [f"s-{n}" for n in range(10)]
     assert await store.last_position() == (await store.read_all(limit=100))[-1].global_position
+
+
+@pytest.mark.parametrize("reader", ["iter_all", "iter_by_type"])
+async def test_a_batch_iterator_closed_early_leaves_no_read_running(
+    backend: Backend, reader: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Replay closes its input streams with the next batch being read: that read must end
+    with the iterator, not run on until the loop shuts down and the connection pool logs its
+    cancelled rollback as an error."""
+    store = backend.store
+    await store.append([event(n, event_id=f"c-{n}") for n in range(30)])
+    iterators = {
+        "iter_all": lambda: store.iter_all(batch_size=10),
+        "iter_by_type": lambda: store.iter_by_type(
+            "ai.silogen.kaiwo.kaiwojob.observed.v1", batch_size=10
+        ),
+    }
+
+    async with contextlib.aclosing(iterators[reader]()) as batches:
+        first = await anext(batches)
+        await asyncio.sleep(0)  # the next batch's read has started
+
+    assert len(first) == 10
+    assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
+    assert len(await store.read_all(limit=100)) == 30
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
 async def test_iter_by_type_reads_one_type_in_batches_from_a_position(backend: Backend) -> None:

@@ -96,8 +96,11 @@ class SqlReader:
         def fetch(position: int) -> Awaitable[list[Any]]:
             return self._fetch_rows(position, to_position=to_position, limit=batch_size)
 
-        async for batch in self._prefetched(fetch, from_position, batch_size=batch_size):
-            yield batch
+        async with contextlib.aclosing(
+            self._prefetched(fetch, from_position, batch_size=batch_size)
+        ) as batches:
+            async for batch in batches:
+                yield batch
 
     async def iter_by_type(
         self, event_type: str, from_position: int = 1, *, batch_size: int = DEFAULT_BATCH
@@ -110,8 +113,11 @@ class SqlReader:
                     connection, event_type=event_type, from_position=position, limit=batch_size
                 )
 
-        async for batch in self._prefetched(fetch, from_position, batch_size=batch_size):
-            yield batch
+        async with contextlib.aclosing(
+            self._prefetched(fetch, from_position, batch_size=batch_size)
+        ) as batches:
+            async for batch in batches:
+                yield batch
 
     async def read_by_time(
         self,
