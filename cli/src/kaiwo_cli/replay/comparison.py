@@ -207,26 +207,29 @@ def _same_as_recorded(decided: PlanDecidedV1, replayed: Plan, projection: Projec
     """The replayed plan equals the recorded one: equal fingerprints (a hash of the canonical
     JSON of everything but the observed resourceVersion, checked against the recorded plan
     when it was parsed), that version, and the gaps it named are gaps of the projection."""
+    if decided.plan.observed_resource_version != replayed.observed_resource_version:
+        return False
+    if decided.fingerprint != replayed.fingerprint():
+        return False
     confirmed = _confirmed_gaps(decided, replayed, projection)
-    return (
-        decided.fingerprint == replayed.fingerprint()
-        and decided.plan.observed_resource_version == replayed.observed_resource_version
-        and confirmed["absent"] == decided.absent
-        and confirmed["drifted"] == decided.drifted
-    )
+    return confirmed["absent"] == decided.absent and confirmed["drifted"] == decided.drifted
 
 
 def _confirmed_gaps(
     decided: PlanDecidedV1, replayed: Plan, projection: Projection
 ) -> dict[str, tuple[ObjectRef, ...]]:
-    """The recorded ``absent`` and ``drifted`` refs that the projection confirms."""
-    missing = set(projection.missing((*replayed.desired, *replayed.shared)))
-    # A resync also names objects the operator wrote last: confirm against that wider set.
-    drifted = set(projection.drifted(replayed.desired, ours_too=True))
-    return {
-        "absent": tuple(ref for ref in decided.absent if ref in missing),
-        "drifted": tuple(ref for ref in decided.drifted if ref in drifted),
-    }
+    """The recorded ``absent`` and ``drifted`` refs that the projection confirms (most plans
+    name none: then the projection is not searched)."""
+    absent: tuple[ObjectRef, ...] = ()
+    drifted: tuple[ObjectRef, ...] = ()
+    if decided.absent:
+        missing = set(projection.missing((*replayed.desired, *replayed.shared)))
+        absent = tuple(ref for ref in decided.absent if ref in missing)
+    if decided.drifted:
+        # A resync also names objects the operator wrote last: confirm against that wider set.
+        differing = set(projection.drifted(replayed.desired, ours_too=True))
+        drifted = tuple(ref for ref in decided.drifted if ref in differing)
+    return {"absent": absent, "drifted": drifted}
 
 
 def comparable(

@@ -95,7 +95,7 @@ async def replay_from_store(
     findings = _InStreamOrder(batches(FINDING_TYPE), read=finding_of)
     requests = _InStreamOrder(batches(SCALE_TYPE), read=scale_request_of)
     done = 0
-    with cyclic_gc_paused():  # see kaiwo_eventstore.bulk; collected every few thousand plans
+    with cyclic_gc_paused():  # see kaiwo_eventstore.bulk, and _COLLECT_EVERY
         try:
             async for event in _plans_in_order(
                 batches(PLAN_TYPE), window=plan_window, owner_uid=workload_uid
@@ -137,7 +137,10 @@ async def replay_from_store(
     return replayer.report(late_observations=observations.late)
 
 
-_COLLECT_EVERY: Final = 5000
+_COLLECT_EVERY: Final = 50_000
+"""Plans between two collections of cycles. Replay makes none that measurement found (over
+23,101 plans, collections every 5,000 freed nothing, and each walked the projection for a
+third of a second), so this only bounds what a future cycle could hold."""
 
 
 _Item = TypeVar("_Item")
