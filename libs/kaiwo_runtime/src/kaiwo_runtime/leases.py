@@ -30,7 +30,7 @@ from nats.js.errors import (
 )
 from nats.js.kv import KeyValue as NatsKv
 
-from kaiwo_runtime.kv import escape_key, unescape_key
+from kaiwo_runtime.kv import NatsKeyValue, escape_key
 
 log = structlog.get_logger("kaiwo.leases")
 
@@ -133,8 +133,7 @@ class NatsLeaseStore:
         self, bucket: NatsKv, *, js: JetStreamContext, name: str, duration_seconds: float
     ) -> None:
         self._bucket = bucket
-        self._js = js
-        self._name = name
+        self._entries = NatsKeyValue(bucket, js=js, name=name)
         self._duration = duration_seconds
 
     @classmethod
@@ -201,14 +200,8 @@ class NatsLeaseStore:
         return entry.value.decode() if entry.value else None
 
     async def names(self, prefix: str) -> tuple[str, ...]:
-        # The subjects the bucket's stream holds, then a read of each under the prefix: the
-        # client's keys() ends early when entries are still in flight as it asks how many are
-        # left (seen under steady renewals), and a released lease leaves a delete marker.
-        info = await self._js.stream_info(f"KV_{self._name}", subjects_filter=f"$KV.{self._name}.>")
-        subjects = (info.state.subjects or {}) if info.state else {}
-        candidates = sorted(
-            name
-            for name in (unescape_key(s.removeprefix(f"$KV.{self._name}.")) for s in subjects)
-            if name.startswith(prefix)
-        )
-        return tuple([name for name in candidates if await self.holder(name) is not None])
+        # Read from the bucket's stream (NatsKeyValue.items), not nats-py's keys(), which
+        # can end before the first key arrives; a released lease is a delete marker there,
+        # and the server drops one not renewed within the ttl.
+        held = [name async for name, _ in self._entries.items() if name.startswith(prefix)]
+        return tuple(sorted(held))
