@@ -83,7 +83,7 @@ class SqlReader:
         rows = await self._fetch_rows(from_position, to_position=None, limit=limit)
         return decode_rows(self._decode, rows)
 
-    async def iter_all(
+    def iter_all(
         self,
         from_position: int = 1,
         *,
@@ -96,13 +96,9 @@ class SqlReader:
         def fetch(position: int) -> Awaitable[list[Any]]:
             return self._fetch_rows(position, to_position=to_position, limit=batch_size)
 
-        async with contextlib.aclosing(
-            self._prefetched(fetch, from_position, batch_size=batch_size)
-        ) as batches:
-            async for batch in batches:
-                yield batch
+        return self._prefetched(fetch, from_position, batch_size=batch_size)
 
-    async def iter_by_type(
+    def iter_by_type(
         self, event_type: str, from_position: int = 1, *, batch_size: int = DEFAULT_BATCH
     ) -> AsyncGenerator[Sequence[StoredEvent], None]:
         check_page(batch_size=batch_size)
@@ -113,11 +109,7 @@ class SqlReader:
                     connection, event_type=event_type, from_position=position, limit=batch_size
                 )
 
-        async with contextlib.aclosing(
-            self._prefetched(fetch, from_position, batch_size=batch_size)
-        ) as batches:
-            async for batch in batches:
-                yield batch
+        return self._prefetched(fetch, from_position, batch_size=batch_size)
 
     async def read_by_time(
         self,
