@@ -193,6 +193,39 @@ async def test_consumer_receives_the_typed_envelope_it_was_sent(bus_harness) -> 
     assert await bus.process(TEST_CONSUMER, handle, wait_seconds=0.3) == 0
 
 
+async def test_a_consumer_loop_whose_cancellation_was_swallowed_stops_at_its_next_fetch(
+    bus_harness,
+) -> None:  # type: ignore[no-untyped-def]
+    """A handler's publish can return normally from a cancellation (Python 3.11's wait_for,
+    in nats-py's request): the task is still being cancelled, and its loop must stop at the
+    next fetch instead of fetching (and acknowledging) on for ever."""
+    bus = await bus_harness.connect(topology())
+    await bus.ensure_streams()
+    await bus.publish(observed(UID_A, "1"), obs_subject(UID_A))
+    handled: list[str | None] = []
+
+    async def handle(delivery: Delivery) -> None:
+        handled.append(delivery.message_id)
+
+    async def consumer_loop() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(0)  # swallowed, as the library did
+        while True:
+            await bus.process(TEST_CONSUMER, handle, wait_seconds=0.2)
+
+    loop = asyncio.create_task(consumer_loop())
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.wait_for(loop, 5)
+
+    assert loop.cancelled()
+    assert handled == []  # nothing taken: the message stays for the next reader
+    await drain(bus, TEST_CONSUMER, handle)
+    assert handled == [f"{UID_A}:1"]
+
+
 async def test_durable_consumer_resumes_where_it_stopped_after_reconnect(bus_harness) -> None:  # type: ignore[no-untyped-def]
     first = await bus_harness.connect(topology())
     await first.ensure_streams()

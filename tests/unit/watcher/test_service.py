@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -636,6 +637,57 @@ async def test_a_stop_ends_a_watch_whose_library_turns_the_cancellation_into_an_
     await asyncio.wait_for(blocked.wait(), 10)
     stop.set()
     await asyncio.wait_for(task, 5)
+    assert task.done() and not task.cancelled()
+
+
+class _SwallowsACancellation:
+    """A bus whose publish, once armed, returns normally when cancelled, as Python 3.11's
+    ``asyncio.wait_for`` (inside nats-py's request) does when the reply arrives with the
+    cancellation: the task is still being cancelled, but nothing raised."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.topology = inner.topology
+        self.armed = False
+        self.waiting = asyncio.Event()
+
+    async def publish(self, envelope: Any, subject: str) -> Any:
+        if self.armed:
+            self.armed = False
+            self.waiting.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.Event().wait()
+        return await self._inner.publish(envelope, subject)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+async def test_a_stop_ends_a_watch_whose_publish_swallowed_the_cancellation(kit):
+    """Seen in a loaded CI run: a replica's stop timed out with its stream back in the
+    watch's read, waiting for an event that never came."""
+    from kaiwo_contracts.events.streams import bus_topology
+    from kaiwo_runtime.memory_bus import MemoryBus
+
+    bus = _SwallowsACancellation(MemoryBus(server=kit.jetstream, topology=bus_topology()))
+    service = WatcherService(
+        kit.cluster.kube,
+        bus,
+        kv=MemoryKeyValue(),
+        clock=lambda: NOW,
+        watch_list=(WatchTarget(resource=KAIWO_JOB, workload=True),),
+        tuning=FAST_TUNING,
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(service.run(stop))
+    try:
+        await eventually(lambda: service.progress[KAIWO_JOB_KEY].synced)
+        bus.armed = True
+        kit.cluster.put(KAIWO_JOB, kaiwo_job("train"))  # watched, and published
+        await asyncio.wait_for(bus.waiting.wait(), 10)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 5)
     assert task.done() and not task.cancelled()
 
 

@@ -16,6 +16,7 @@ from kaiwo_contracts.events.envelope import Envelope
 from kaiwo_contracts.events.streams import BusTopology, ConsumerSpec
 
 from kaiwo_runtime.bus import BusError, Delivery, Handler, PublishAck, StoredMessage
+from kaiwo_runtime.cancellation import stop_if_cancelled
 from kaiwo_runtime.dead_letters import dead_letter
 from kaiwo_runtime.memory_jetstream import MemoryJetStream
 from kaiwo_runtime.settlement import Ack, DeadLetter, Retry, Terminate, handle_batch, settle
@@ -78,6 +79,7 @@ class MemoryBus:
         wait_seconds: float = 1.0,
     ) -> int:
         self._check_open()
+        stop_if_cancelled()  # as NatsBus.process
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_seconds
         batch = max(1, min(max_messages, consumer.max_ack_pending))

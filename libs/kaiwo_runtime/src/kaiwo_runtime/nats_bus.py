@@ -33,6 +33,7 @@ from kaiwo_runtime.bus import (
     StoredMessage,
     check_size,
 )
+from kaiwo_runtime.cancellation import stop_if_cancelled
 from kaiwo_runtime.dead_letters import dead_letter
 from kaiwo_runtime.nats_connection import NatsConnection, connect_client
 from kaiwo_runtime.settlement import Ack, DeadLetter, Retry, Terminate, handle_batch, settle
@@ -239,6 +240,7 @@ class NatsBus:
         max_messages: int = 16,
         wait_seconds: float = 1.0,
     ) -> int:
+        stop_if_cancelled()  # a handler's publish may have swallowed it; its loop calls again
         subscription = await self._subscription(consumer)
         batch = max(1, min(max_messages, consumer.max_ack_pending))
         try:

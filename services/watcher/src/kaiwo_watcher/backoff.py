@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import random
 from dataclasses import dataclass, field
 
@@ -24,18 +23,6 @@ class Backoff:
 
     def reset(self) -> None:
         self.failures = 0
-
-
-def stop_if_cancelled() -> None:
-    """Re-raise a cancellation that a library turned into another error.
-
-    Cancelling a task blocked in aiohttp's stream read can surface as ``RuntimeError
-    ("Connection closed.")`` instead of ``CancelledError``; retrying then would swallow the
-    cancellation and the watcher would never stop (seen in CI: a replica's stop timed out).
-    """
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
 
 
 def retry_delay(backoff: Backoff, error: BaseException) -> float:

@@ -46,10 +46,11 @@ import structlog
 from kaiwo_contracts.events.observed import WatchEventType
 from kaiwo_kube import KubeError, NotFound, ObjectReader, ResourceExpired, WatchEvent
 from kaiwo_runtime.bus import Bus, PublishRefusedError
+from kaiwo_runtime.cancellation import stop_if_cancelled
 from kaiwo_runtime.kv import KeyValue
 from pydantic import ValidationError
 
-from kaiwo_watcher.backoff import Backoff, retry_delay, stop_if_cancelled
+from kaiwo_watcher.backoff import Backoff, retry_delay
 from kaiwo_watcher.metrics import WatcherMetrics
 from kaiwo_watcher.observation import (
     ChildOwners,
@@ -286,6 +287,7 @@ class WatcherService:
         """Watch from ``resource_version`` until the server ends the watch or a relist is due;
         returns the last resourceVersion handled."""
         progress = self.progress[stream.key]
+        stop_if_cancelled()  # a publish of the relist may have swallowed it (see below)
         events = self._kube.watch(
             stream.target.resource,
             resource_version=resource_version,
@@ -300,6 +302,9 @@ class WatcherService:
                 self._mark_served(stream)
                 resource_version = await self.handle(stream, event) or resource_version
                 progress.resource_version = resource_version
+                # A publish may have swallowed a cancellation (kaiwo_runtime.cancellation):
+                # the next read would wait for an event that may never come.
+                stop_if_cancelled()
                 if relist_due(self._tuning, progress):
                     break
         return resource_version
