@@ -156,11 +156,18 @@ class WatcherKit:
     cluster: Cluster
     jetstream: MemoryJetStream
 
-    def service(self, *, kv: MemoryKeyValue | None = None, **options: Any) -> WatcherService:
-        """A watcher on the cluster with its own bus connection (and a new KV unless given)."""
+    def bus(self) -> MemoryBus:
+        """A bus connection of its own, to the test's JetStream."""
+        return MemoryBus(server=self.jetstream, topology=bus_topology())
+
+    def service(
+        self, *, kv: MemoryKeyValue | None = None, bus: Any = None, **options: Any
+    ) -> WatcherService:
+        """A watcher on the cluster with its own bus connection (or ``bus``, a wrapper of
+        :meth:`bus` that fails on purpose) and a new KV unless given."""
         return WatcherService(
             self.cluster.kube,
-            MemoryBus(server=self.jetstream, topology=bus_topology()),
+            bus if bus is not None else self.bus(),
             kv=kv if kv is not None else MemoryKeyValue(),
             clock=fixed_clock,
             tuning=options.pop("tuning", FAST),

@@ -378,18 +378,10 @@ class FlakyBus:
 
 
 async def test_a_failed_publish_is_retried_until_stored(kit):
-    from kaiwo_contracts.events.streams import bus_topology
-    from kaiwo_runtime.memory_bus import MemoryBus
-
-    bus = FlakyBus(MemoryBus(server=kit.jetstream, topology=bus_topology()), failures=3)
+    bus = FlakyBus(kit.bus(), failures=3)
     kv = MemoryKeyValue()
-    service = WatcherService(
-        kit.cluster.kube,
-        bus,
-        kv=kv,
-        clock=lambda: NOW,
-        watch_list=(WatchTarget(resource=KAIWO_JOB, workload=True),),
-        tuning=FAST_TUNING,
+    service = kit.service(
+        bus=bus, kv=kv, watch_list=(WatchTarget(resource=KAIWO_JOB, workload=True),)
     )
     job = kit.cluster.put(KAIWO_JOB, kaiwo_job("train"))
     async with kit.running(service):
@@ -545,18 +537,8 @@ class RefusingBus(FlakyBus):
 
 
 async def test_an_event_the_bus_refuses_in_every_form_is_skipped_and_counted(kit):
-    from kaiwo_contracts.events.streams import bus_topology
-    from kaiwo_runtime.memory_bus import MemoryBus
-
-    bus = RefusingBus(MemoryBus(server=kit.jetstream, topology=bus_topology()), failures=0)
-    service = WatcherService(
-        kit.cluster.kube,
-        bus,
-        kv=MemoryKeyValue(),
-        clock=lambda: NOW,
-        watch_list=(WatchTarget(resource=KAIWO_JOB, workload=True),),
-        tuning=FAST_TUNING,
-    )
+    bus = RefusingBus(kit.bus(), failures=0)
+    service = kit.service(bus=bus, watch_list=(WatchTarget(resource=KAIWO_JOB, workload=True),))
     kit.cluster.put(KAIWO_JOB, kaiwo_job("one"))
     kit.cluster.put(KAIWO_JOB, kaiwo_job("two"))
     async with kit.running(service):
@@ -572,16 +554,11 @@ async def test_an_event_the_bus_refuses_in_every_form_is_skipped_and_counted(kit
 
 
 async def test_a_stream_whose_publish_keeps_failing_is_stuck_and_not_ready_until_it_recovers(kit):
-    from kaiwo_contracts.events.streams import bus_topology
-    from kaiwo_runtime.memory_bus import MemoryBus
     from kaiwo_watcher.service import StreamsStuckError
 
-    bus = FlakyBus(MemoryBus(server=kit.jetstream, topology=bus_topology()), failures=10**6)
-    service = WatcherService(
-        kit.cluster.kube,
-        bus,
-        kv=MemoryKeyValue(),
-        clock=lambda: NOW,
+    bus = FlakyBus(kit.bus(), failures=10**6)
+    service = kit.service(
+        bus=bus,
         watch_list=(WatchTarget(resource=KAIWO_JOB, workload=True),),
         tuning=WatcherTuning(
             watch_timeout=30, backoff_initial=0.05, backoff_max=0.1, stuck_after=0.3
@@ -666,18 +643,8 @@ class _SwallowsACancellation:
 async def test_a_stop_ends_a_watch_whose_publish_swallowed_the_cancellation(kit):
     """Seen in a loaded CI run: a replica's stop timed out with its stream back in the
     watch's read, waiting for an event that never came."""
-    from kaiwo_contracts.events.streams import bus_topology
-    from kaiwo_runtime.memory_bus import MemoryBus
-
-    bus = _SwallowsACancellation(MemoryBus(server=kit.jetstream, topology=bus_topology()))
-    service = WatcherService(
-        kit.cluster.kube,
-        bus,
-        kv=MemoryKeyValue(),
-        clock=lambda: NOW,
-        watch_list=(WatchTarget(resource=KAIWO_JOB, workload=True),),
-        tuning=FAST_TUNING,
-    )
+    bus = _SwallowsACancellation(kit.bus())
+    service = kit.service(bus=bus, watch_list=(WatchTarget(resource=KAIWO_JOB, workload=True),))
     stop = asyncio.Event()
     task = asyncio.create_task(service.run(stop))
     try:
