@@ -29,6 +29,7 @@ from kaiwo_runtime.dead_letters import (
     DLQ_SUBJECT,
     dead_letter_relay,
 )
+from kaiwo_runtime.settlement import run_consumer
 
 UID_A = "0b8f0a52-2a4c-4c38-9a43-1f7d52a1c001"
 UID_B = "5d2e9c1e-77a1-4f0e-8f0a-0c1b2d3e4f02"
@@ -435,6 +436,92 @@ async def test_uid_ordered_consumer_overlaps_uids_and_keeps_each_uids_order(bus_
     assert [i for i in handled if i.startswith(UID_A)] == [f"{UID_A}:{v}" for v in (1, 2, 3)]
     assert [i for i in handled if i.startswith(UID_B)] == [f"{UID_B}:{v}" for v in (1, 2, 3)]
     assert overlapped == {frozenset({UID_A, UID_B})}
+
+
+LANES_LOOP = replace(
+    UID_LANES, durable_name="test-lanes-loop", max_deliver=2, backoff_seconds=(HANG_SECONDS,)
+)
+"""As ``UID_LANES``, with an ack wait no held message reaches (it would come back)."""
+
+
+async def test_a_uid_ordered_consumer_loop_handles_a_new_uid_while_another_is_held(
+    bus_harness,
+) -> None:  # type: ignore[no-untyped-def]
+    """A message that arrives while another uid's message is still being handled starts
+    at once: it does not wait for the batch fetched before it (an owner whose API calls
+    retry for minutes must not hold up every other owner's plans)."""
+    bus = await bus_harness.connect(topology(LANES_LOOP))
+    await bus.ensure_streams()
+    held = asyncio.Event()
+    release = asyncio.Event()
+    handled: list[str] = []
+
+    async def handle(delivery: Delivery) -> None:
+        event = delivery.envelope(ObservedObjectV1)
+        if event.data.uid == UID_A:
+            held.set()
+            await release.wait()
+        handled.append(event.id)
+
+    stop = asyncio.Event()
+    loop = asyncio.create_task(run_consumer(bus, LANES_LOOP, handle, stop=stop, poll_timeout=0.2))
+    await bus.publish(observed(UID_A, "1"), obs_subject(UID_A))
+    await asyncio.wait_for(held.wait(), HANG_SECONDS)
+    await bus.publish(observed(UID_B, "1"), obs_subject(UID_B))
+    await bus.publish(observed(UID_A, "2"), obs_subject(UID_A))
+    await wait_until(lambda: handled == [f"{UID_B}:1"])
+
+    release.set()
+    await wait_until(lambda: len(handled) == 3)
+    stop.set()
+    await asyncio.wait_for(loop, HANG_SECONDS)
+
+    assert handled == [f"{UID_B}:1", f"{UID_A}:1", f"{UID_A}:2"]  # A's in their order
+    await drain(bus, LANES_LOOP, handle)
+    assert len(handled) == 3  # every one acknowledged: none comes back
+
+
+async def test_a_uid_ordered_consumer_loop_holds_no_more_than_its_max_ack_pending(
+    bus_harness,
+) -> None:  # type: ignore[no-untyped-def]
+    """Busy lanes stop the fetching: the loop never takes more messages than it may have
+    unacknowledged, and a stop finishes the ones in hand."""
+    narrow = replace(LANES_LOOP, durable_name="test-lanes-narrow", max_ack_pending=2)
+    bus = await bus_harness.connect(topology(narrow))
+    await bus.ensure_streams()
+    uids = [f"{UID_A[:-3]}{n:03d}" for n in range(5)]
+    for uid in uids:
+        await bus.publish(observed(uid, "1"), obs_subject(uid))
+    release = asyncio.Event()
+    started: list[str] = []
+    handled: list[str] = []
+
+    async def handle(delivery: Delivery) -> None:
+        event = delivery.envelope(ObservedObjectV1)
+        started.append(event.data.uid)
+        await release.wait()
+        handled.append(event.data.uid)
+
+    stop = asyncio.Event()
+    loop = asyncio.create_task(run_consumer(bus, narrow, handle, stop=stop, poll_timeout=0.2))
+    await wait_until(lambda: len(started) == 2)
+    await asyncio.sleep(0.5)  # several pulls' time: a loop that fetched on would start more
+    assert len(started) == 2
+
+    stop.set()
+    release.set()
+    await asyncio.wait_for(loop, HANG_SECONDS)
+    assert len(started) == 2  # nothing fetched after the stop
+    assert sorted(handled) == sorted(started)  # the two in hand were finished
+    await drain(bus, narrow, handle)
+    assert sorted(handled) == sorted(uids)
+
+
+async def wait_until(condition, *, within: float = HANG_SECONDS) -> None:  # type: ignore[no-untyped-def]
+    deadline = asyncio.get_running_loop().time() + within
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "the condition never held"
+        await asyncio.sleep(0.01)
 
 
 async def test_partitioned_streams_store_the_uid_partition_the_server_computes(

@@ -46,6 +46,8 @@ from kaiwo_contracts.events.envelope import NATS_MSG_ID_HEADER, Envelope, Envelo
 from kaiwo_contracts.events.streams import BusTopology, ConsumerSpec
 from pydantic import BaseModel, ValidationError
 
+from kaiwo_runtime.lanes import Lanes
+
 T = TypeVar("T", bound=BaseModel)
 
 
@@ -205,10 +207,13 @@ class Bus(Protocol):
         *,
         max_messages: int = 16,
         wait_seconds: float = 1.0,
+        lanes: Lanes | None = None,
     ) -> int:
         """Pull once (waiting up to ``wait_seconds``), handle in stream order, settle each message.
 
-        Returns how many messages were handled.
+        Returns how many messages were handled. With ``lanes`` (a consumer ``ordered_by_uid``),
+        at most their free slots are fetched, and each message is started in its lane and
+        settled when it is done: the call returns without waiting for them.
         """
         ...
 

@@ -18,8 +18,17 @@ from kaiwo_contracts.events.streams import BusTopology, ConsumerSpec
 from kaiwo_runtime.bus import BusError, Delivery, Handler, PublishAck, StoredMessage
 from kaiwo_runtime.cancellation import stop_if_cancelled
 from kaiwo_runtime.dead_letters import dead_letter
+from kaiwo_runtime.lanes import Lanes
 from kaiwo_runtime.memory_jetstream import MemoryJetStream
-from kaiwo_runtime.settlement import Ack, DeadLetter, Retry, Terminate, handle_batch, settle
+from kaiwo_runtime.settlement import (
+    Ack,
+    DeadLetter,
+    Retry,
+    Terminate,
+    fetch_size,
+    handle_batch,
+    settle,
+)
 
 _POLL_SECONDS = 0.005
 
@@ -77,18 +86,22 @@ class MemoryBus:
         *,
         max_messages: int = 16,
         wait_seconds: float = 1.0,
+        lanes: Lanes | None = None,
     ) -> int:
         self._check_open()
         stop_if_cancelled()  # as NatsBus.process
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_seconds
-        batch = max(1, min(max_messages, consumer.max_ack_pending))
+        batch = await fetch_size(consumer, max_messages, lanes)
         deliveries = self.server.take(consumer.durable_name, batch)
         while not deliveries and loop.time() < deadline:
             await asyncio.sleep(_POLL_SECONDS)
             deliveries = self.server.take(consumer.durable_name, batch)
         await handle_batch(
-            deliveries, consumer, lambda delivery: self._handle(delivery, consumer, handler)
+            deliveries,
+            consumer,
+            lambda delivery: self._handle(delivery, consumer, handler),
+            lanes=lanes,
         )
         return len(deliveries)
 

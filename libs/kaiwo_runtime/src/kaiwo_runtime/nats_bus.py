@@ -35,8 +35,17 @@ from kaiwo_runtime.bus import (
 )
 from kaiwo_runtime.cancellation import stop_if_cancelled
 from kaiwo_runtime.dead_letters import dead_letter
+from kaiwo_runtime.lanes import Lanes
 from kaiwo_runtime.nats_connection import NatsConnection, connect_client
-from kaiwo_runtime.settlement import Ack, DeadLetter, Retry, Terminate, handle_batch, settle
+from kaiwo_runtime.settlement import (
+    Ack,
+    DeadLetter,
+    Retry,
+    Terminate,
+    fetch_size,
+    handle_batch,
+    settle,
+)
 
 log = structlog.get_logger("kaiwo.bus.nats")
 
@@ -239,10 +248,11 @@ class NatsBus:
         *,
         max_messages: int = 16,
         wait_seconds: float = 1.0,
+        lanes: Lanes | None = None,
     ) -> int:
         stop_if_cancelled()  # a handler's publish may have swallowed it; its loop calls again
         subscription = await self._subscription(consumer)
-        batch = max(1, min(max_messages, consumer.max_ack_pending))
+        batch = await fetch_size(consumer, max_messages, lanes)
         try:
             messages = await subscription.fetch(batch, timeout=wait_seconds)
         except TimeoutError:
@@ -252,7 +262,10 @@ class NatsBus:
         except (nats.errors.Error, nats.js.errors.APIError) as error:
             raise BusError(f"fetch for {consumer.durable_name} failed: {error!r}") from error
         await handle_batch(
-            messages, consumer, lambda message: self._handle(message, consumer, handler)
+            messages,
+            consumer,
+            lambda message: self._handle(message, consumer, handler),
+            lanes=lanes,
         )
         return len(messages)
 

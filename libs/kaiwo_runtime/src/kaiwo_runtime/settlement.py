@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 import structlog
@@ -16,6 +17,7 @@ from kaiwo_contracts.events.subjects import SubjectError, parse_subject
 
 from kaiwo_runtime.bus import NON_RETRYABLE, Bus, BusError, Delivery, Handler, RetryLater
 from kaiwo_runtime.dead_letters import describe_error
+from kaiwo_runtime.lanes import Lanes
 
 log = structlog.get_logger("kaiwo.bus")
 
@@ -97,25 +99,46 @@ def _delivery_log(delivery: Delivery) -> Any:
     )
 
 
+async def fetch_size(consumer: ConsumerSpec, max_messages: int, lanes: Lanes | None) -> int:
+    """How many messages to fetch: at most ``max_messages`` and the consumer's
+    ``max_ack_pending``, and, with ``lanes``, at most their free slots (waiting for one)."""
+    size = max(1, min(max_messages, consumer.max_ack_pending))
+    return size if lanes is None else min(size, await lanes.free_slots())
+
+
 async def handle_batch(
-    messages: Sequence[M], consumer: ConsumerSpec, handle_one: Callable[[M], Awaitable[None]]
+    messages: Sequence[M],
+    consumer: ConsumerSpec,
+    handle_one: Callable[[M], Awaitable[None]],
+    *,
+    lanes: Lanes | None = None,
 ) -> None:
     """Handle one fetched batch: in stream order, or, for a consumer ``ordered_by_uid``, in
     one lane per uid, the lanes concurrently (so one owner's slow API calls do not hold up
-    the others). Every lane runs to its end; the first error is raised afterwards."""
+    the others). Every lane runs to its end; the first error is raised afterwards.
+
+    With ``lanes`` (a consumer ``ordered_by_uid`` that :func:`run_consumer` reads), each
+    message is only started in the lane of its uid, and the batch is not waited for: the
+    next fetch need not wait for this batch's slowest message."""
+    if lanes is not None:
+        for message in messages:
+            lanes.start(ordering_key(message.subject), partial(handle_one, message))
+        return
     if not consumer.ordered_by_uid or len(messages) < 2:
         for message in messages:
             await handle_one(message)
         return
-    lanes: dict[str, list[M]] = {}
+    by_uid: dict[str, list[M]] = {}
     for message in messages:
-        lanes.setdefault(ordering_key(message.subject), []).append(message)
+        by_uid.setdefault(ordering_key(message.subject), []).append(message)
 
     async def run(lane: list[M]) -> None:
         for message in lane:
             await handle_one(message)
 
-    outcomes = await asyncio.gather(*(run(lane) for lane in lanes.values()), return_exceptions=True)
+    outcomes = await asyncio.gather(
+        *(run(lane) for lane in by_uid.values()), return_exceptions=True
+    )
     for outcome in outcomes:
         if isinstance(outcome, BaseException):
             raise outcome
@@ -137,11 +160,47 @@ async def run_consumer(
     stop: asyncio.Event | None = None,
     poll_timeout: float = 5.0,
 ) -> None:
-    """Process ``consumer`` until ``stop`` is set or the task is cancelled."""
+    """Process ``consumer`` until ``stop`` is set or the task is cancelled.
+
+    A consumer ``ordered_by_uid`` is read through :class:`~kaiwo_runtime.lanes.Lanes`: each
+    message starts as soon as it is fetched, in the lane of its uid, up to its
+    ``max_ack_pending`` at once. On ``stop`` the messages in hand are finished; on
+    cancellation they are cancelled (and redelivered, unacknowledged)."""
     stop = stop or asyncio.Event()
+    lanes = Lanes(consumer.max_ack_pending) if consumer.ordered_by_uid else None
+    try:
+        await _consume(bus, consumer, handler, stop=stop, poll_timeout=poll_timeout, lanes=lanes)
+        if lanes is not None:
+            await _finish(lanes, consumer)
+    except BaseException:
+        if lanes is not None:
+            await lanes.abandon()
+        raise
+
+
+async def _finish(lanes: Lanes, consumer: ConsumerSpec) -> None:
+    try:
+        await lanes.drain()
+    except Exception as error:  # as in the loop: logged, the message is redelivered
+        log.warning("handling failed at stop", consumer=consumer.durable_name, error=repr(error))
+
+
+async def _consume(
+    bus: Bus,
+    consumer: ConsumerSpec,
+    handler: Handler,
+    *,
+    stop: asyncio.Event,
+    poll_timeout: float,
+    lanes: Lanes | None,
+) -> None:
     while not stop.is_set():
         try:
-            await bus.process(consumer, handler, wait_seconds=poll_timeout)
+            if lanes is not None:
+                await lanes.free_slots()  # busy lanes: a stop meanwhile fetches nothing more
+                if stop.is_set():
+                    break
+            await bus.process(consumer, handler, wait_seconds=poll_timeout, lanes=lanes)
         except BusError as error:  # e.g. disconnected: wait for the client to reconnect
             log.warning("pull failed", consumer=consumer.durable_name, error=str(error))
             await asyncio.sleep(min(poll_timeout, 1.0))
