@@ -27,7 +27,7 @@ def test_a_first_plan_is_published_with_every_gap() -> None:
         resource_version="1",
         status={"status": "PENDING"},
     )
-    assert decided.fingerprint_is_the_plans
+    assert decided.plan_fingerprint == plan().fingerprint()
 
 
 def test_the_same_plan_with_the_same_gaps_is_not_news_and_the_gaps_are_remembered() -> None:
@@ -97,3 +97,47 @@ def test_events_alone_do_not_make_news() -> None:
     )
     fingerprint, own = decision_fingerprint(with_event)
     assert (fingerprint, own) == (plan().fingerprint(), False)
+
+
+GATED_JOB = {
+    "apiVersion": "batch/v1",
+    "kind": "Job",
+    "metadata": {"name": "a", "namespace": "t"},
+    "spec": {"suspend": True, "parallelism": 1, "template": {"spec": {"containers": []}}},
+}
+
+
+def gated_plan_with_an_event() -> Plan:
+    from kaiwo_contracts.plans import EventIntent
+
+    return plan().model_copy(
+        update={
+            "desired": (GATED_JOB,),
+            "events": (EventIntent(type="Normal", reason="R", message="m"),),
+        }
+    )
+
+
+def test_the_decision_of_a_gated_plan_leaves_out_its_events_and_the_gate_only() -> None:
+    ungated = {**GATED_JOB, "spec": {"parallelism": 1, "template": {"spec": {"containers": []}}}}
+    same_decision = plan().model_copy(update={"desired": (ungated,)})
+
+    fingerprint, own = decision_fingerprint(gated_plan_with_an_event())
+
+    assert (fingerprint, own) == (same_decision.fingerprint(), False)
+
+
+def test_a_published_plan_carries_its_own_fingerprint_and_an_unpublished_one_none() -> None:
+    gated = gated_plan_with_an_event()
+    first = publication(plan=gated, owner={}, last=None, absent=(), drifted=(), reapply_gaps=False)
+    again = publication(
+        plan=gated,
+        owner={"status": {"status": "PENDING"}},
+        last=first.record,
+        absent=(),
+        drifted=(),
+        reapply_gaps=False,
+    )
+
+    assert first.plan_fingerprint == gated.fingerprint() != first.fingerprint
+    assert (again.publish, again.plan_fingerprint) == (False, None)

@@ -270,8 +270,19 @@ class Plan(_Contract):
         Excludes the observed resourceVersion, the owner's and that of every source, so a
         no-op update to the owner (its status written) does not count as a new plan.
         """
-        body = self.model_dump(mode="json", exclude=_VERSIONS)
-        return hashlib.sha256(canonical_json(body).encode()).hexdigest()
+        return document_fingerprint(self.fingerprint_document())
+
+    def fingerprint_document(self) -> dict[str, Any]:
+        """What :meth:`fingerprint` hashes, as JSON-ready data (field names as keys): a
+        caller that hashes a variant of the plan too edits this instead of dumping again."""
+        document: dict[str, Any] = self.model_dump(mode="json", exclude=_VERSIONS)
+        return document
+
+
+def document_fingerprint(document: Mapping[str, Any]) -> str:
+    """The SHA-256 of ``document``'s canonical JSON (:meth:`Plan.fingerprint` of a plan's
+    :meth:`Plan.fingerprint_document`)."""
+    return hashlib.sha256(canonical_json(document).encode()).hexdigest()
 
 
 _VERSIONS: Any = {

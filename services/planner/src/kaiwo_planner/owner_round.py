@@ -176,8 +176,7 @@ class OwnerRounds:
                 drifted=decided.drifted,
                 assumed=assumed,
                 preempting=preempting,
-                # Often the decision's fingerprint is the plan's own: then hash it once.
-                fingerprint=decided.fingerprint if decided.fingerprint_is_the_plans else None,
+                fingerprint=decided.plan_fingerprint,
             )
             await self._publisher.publish_plan(release, why, Sequences.of(projection))
             if preemption_unobserved(plan, owner):

@@ -20,7 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kaiwo_contracts.plans import ObjectRef, Plan, created_suspended, without_admission_gate
+from kaiwo_contracts.plans import (
+    ObjectRef,
+    Plan,
+    created_suspended,
+    document_fingerprint,
+    without_admission_gate,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +70,10 @@ class Publication:
 
     publish: bool
     fingerprint: str
-    fingerprint_is_the_plans: bool
-    """The decision's fingerprint is the plan's own (then it need not be hashed again)."""
+    """The decision's fingerprint (:func:`decision_fingerprint`)."""
+    plan_fingerprint: str | None
+    """The plan's own fingerprint when it is published (worked out with the decision's, so
+    the plan is not dumped again), else None."""
     absent: tuple[ObjectRef, ...]
     drifted: tuple[ObjectRef, ...]
     record: Published
@@ -82,7 +90,8 @@ def publication(
 ) -> Publication:
     """Whether ``plan`` of ``owner`` (as planned) is news against ``last`` (None: nothing
     published yet), given the desired objects found ``absent`` and ``drifted`` now."""
-    fingerprint, own = decision_fingerprint(plan)
+    hashed = _decision(plan)
+    fingerprint = hashed.decision
     if (
         last is not None
         and not is_news(
@@ -99,7 +108,7 @@ def publication(
         return Publication(
             publish=False,
             fingerprint=fingerprint,
-            fingerprint_is_the_plans=own,
+            plan_fingerprint=None,
             absent=(),
             drifted=(),
             record=kept,
@@ -116,7 +125,7 @@ def publication(
     return Publication(
         publish=True,
         fingerprint=fingerprint,
-        fingerprint_is_the_plans=own,
+        plan_fingerprint=hashed.plans(),
         absent=newly(absent, before.absent),
         drifted=newly(drifted, before.drifted),
         record=record,
@@ -131,13 +140,32 @@ def decision_fingerprint(plan: Plan) -> tuple[str, bool]:
     child exists now (``kaiwo_contracts.plans.without_admission_gate``).
 
     Returns the fingerprint and whether it is the plan's own."""
+    hashed = _decision(plan)
+    return hashed.decision, hashed.document is None
+
+
+@dataclass(frozen=True, slots=True)
+class _Hashed:
+    decision: str
+    document: Mapping[str, Any] | None
+    """The plan's fingerprint document, when the decision's fingerprint is not the plan's."""
+
+    def plans(self) -> str:
+        """The plan's own fingerprint."""
+        return self.decision if self.document is None else document_fingerprint(self.document)
+
+
+def _decision(plan: Plan) -> _Hashed:
+    # The plan is dumped once: the decision's document is the plan's without its Events and
+    # the admission gate, edited as JSON (removing a key changes nothing else of the dump).
     gated = any(created_suspended(manifest) for manifest in plan.desired)
     if not plan.events and not gated:
-        return plan.fingerprint(), True
-    update: dict[str, Any] = {"events": ()}
+        return _Hashed(decision=plan.fingerprint(), document=None)
+    document = plan.fingerprint_document()
+    decided = {**document, "events": []}
     if gated:
-        update["desired"] = tuple(without_admission_gate(m) for m in plan.desired)
-    return plan.model_copy(update=update).fingerprint(), False
+        decided["desired"] = [without_admission_gate(m) for m in document["desired"]]
+    return _Hashed(decision=document_fingerprint(decided), document=document)
 
 
 def newly(found: tuple[ObjectRef, ...], before: tuple[ObjectRef, ...]) -> tuple[ObjectRef, ...]:
