@@ -469,7 +469,54 @@ async def operator_side(
         f"{side.store_events} events: {side.store_bytes / side.workloads / 1024:.1f} KB per "
         f"workload, {side.store_events / side.workloads:.2f} events per workload"
     )
+    for rate in RATES:
+        print(f"  {rate}/s stages, {await stages(options.event_store_url, prefix=f'r{rate}-')}")
     return side
+
+
+async def stages(url: str, *, prefix: str) -> str:
+    """Where the latency of the KaiwoJobs named ``prefix``... went, from the times of the
+    events the recorder kept (each service stamps its own): the KaiwoJob's first observation
+    to its first plan (watcher publish, planner), and that plan to the first observation of
+    its Job (executor, API server, watcher). p50 / p99 in ms."""
+    from kaiwo_cli.replay.recorded import OBSERVED_TYPE, PLAN_TYPE
+    from kaiwo_eventstore import open_event_store
+
+    store = await open_event_store(url, migrate=False)
+    try:
+        events = await store.read_by_type([OBSERVED_TYPE, PLAN_TYPE])
+    finally:
+        await store.close()
+    firsts: dict[str, dict[str, float]] = {}
+    for event in sorted(events, key=lambda e: e.global_position):
+        stage = _stage(event.type == PLAN_TYPE, event.data, prefix)
+        if stage is not None:
+            firsts.setdefault(event.correlation_id, {}).setdefault(stage, event.time.timestamp())
+    ours = [f for f in firsts.values() if {"owner", "plan", "child"} <= f.keys()]
+    planned = [f["plan"] - f["owner"] for f in ours]
+    applied = [f["child"] - f["plan"] for f in ours]
+    return (
+        f"{len(planned)} workloads: observation -> plan {_p50_p99(planned)}, "
+        f"plan -> Job observed {_p50_p99(applied)}"
+    )
+
+
+def _stage(is_plan: bool, data: Mapping[str, Any], prefix: str) -> str | None:
+    if is_plan:
+        return "plan"
+    observed = data.get("object") or {}
+    if observed.get("kind") == "Job":
+        return "child"
+    name = str((observed.get("metadata") or {}).get("name") or "")
+    return "owner" if observed.get("kind") == "KaiwoJob" and name.startswith(prefix) else None
+
+
+def _p50_p99(seconds: list[float]) -> str:
+    if not seconds:
+        return "-"
+    ordered = sorted(seconds)
+    p50, p99 = ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return f"{p50 * 1000:.0f} / {p99 * 1000:.0f} ms"
 
 
 def side_workloads(memory_workloads: int) -> int:
