@@ -275,8 +275,7 @@ class Plan(_Contract):
     def fingerprint_document(self) -> dict[str, Any]:
         """What :meth:`fingerprint` hashes, as JSON-ready data (field names as keys): a
         caller that hashes a variant of the plan too edits this instead of dumping again."""
-        document: dict[str, Any] = self.model_dump(mode="json", exclude=_VERSIONS)
-        return document
+        return self.model_dump(mode="json", exclude=_VERSIONS)
 
 
 def document_fingerprint(document: Mapping[str, Any]) -> str:

@@ -12,7 +12,6 @@ once, so a consumer never holds more messages than its ``max_ack_pending`` lets 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -76,9 +75,9 @@ class Lanes:
         task = asyncio.current_task()
         try:
             if before is not None:
-                # In order within the lane; the earlier work's error is its own (kept below).
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(before)
+                # In order within the lane. The earlier run keeps its own error, so waiting
+                # for it raises nothing; shielded, so a cancelled wait leaves it running.
+                await asyncio.shield(before)
             await work()
         except Exception as error:
             if self._error is None:
