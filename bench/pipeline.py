@@ -236,10 +236,15 @@ class Step:
     """Seconds from the last create sent to the last child seen (nan: some never came)."""
 
     def percentile(self, fraction: float) -> float:
-        if not self.latencies:
-            return float("nan")
-        ordered = sorted(self.latencies)
-        return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+        return percentile(self.latencies, fraction)
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """The nearest-rank ``fraction`` quantile of ``values`` (nan when there are none)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 async def create_at_rate(

@@ -68,6 +68,7 @@ from pipeline import (
     create_at_rate,
     gpu_nodes,
     idle,
+    percentile,
     rss_kb,
 )
 
@@ -488,7 +489,7 @@ async def stages(url: str, *, prefix: str) -> str:
     finally:
         await store.close()
     firsts: dict[str, dict[str, float]] = {}
-    for event in sorted(events, key=lambda e: e.global_position):
+    for event in events:  # in the order recorded
         stage = _stage(event.type == PLAN_TYPE, event.data, prefix)
         if stage is not None:
             firsts.setdefault(event.correlation_id, {}).setdefault(stage, event.time.timestamp())
@@ -514,9 +515,7 @@ def _stage(is_plan: bool, data: Mapping[str, Any], prefix: str) -> str | None:
 def _p50_p99(seconds: list[float]) -> str:
     if not seconds:
         return "-"
-    ordered = sorted(seconds)
-    p50, p99 = ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-    return f"{p50 * 1000:.0f} / {p99 * 1000:.0f} ms"
+    return f"{percentile(seconds, 0.50) * 1000:.0f} / {percentile(seconds, 0.99) * 1000:.0f} ms"
 
 
 def side_workloads(memory_workloads: int) -> int:
