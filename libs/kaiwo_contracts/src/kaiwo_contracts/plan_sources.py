@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any, Final, Literal
 
 from kaiwo_contracts.confinement import CONFINEMENTS
-from kaiwo_contracts.plans import ObjectRef, PlanSource, canonical_json
+from kaiwo_contracts.plans import ObjectRef, PlanSource, canonical_json_bytes
 
 SourceVerdict = Literal["match", "stale", "differs"]
 
@@ -53,7 +53,7 @@ def source_digest(obj: Mapping[str, Any]) -> str:
         "annotations": metadata.get("annotations") or {},
         "deleting": bool(metadata.get("deletionTimestamp")),
     }
-    return hashlib.sha256(canonical_json(written).encode()).hexdigest()
+    return hashlib.sha256(canonical_json_bytes(written)).hexdigest()
 
 
 def source_of(

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
-from typing import Any, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
+import orjson
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -281,7 +283,7 @@ class Plan(_Contract):
 def document_fingerprint(document: Mapping[str, Any]) -> str:
     """The SHA-256 of ``document``'s canonical JSON (:meth:`Plan.fingerprint` of a plan's
     :meth:`Plan.fingerprint_document`)."""
-    return hashlib.sha256(canonical_json(document).encode()).hexdigest()
+    return hashlib.sha256(canonical_json_bytes(document)).hexdigest()
 
 
 _VERSIONS: Any = {
@@ -326,6 +328,41 @@ def sort_objects(objects: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
 def canonical_json(value: Any) -> str:
     """JSON with sorted keys and no insignificant whitespace: equal values, equal bytes."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def canonical_json_bytes(value: Any) -> bytes:
+    """``canonical_json(value).encode()``, byte for byte, in a fraction of the time, for a
+    JSON value (no NaN or infinity: orjson writes them ``null``, this module's JSON
+    ``NaN``; a JSON-mode dump and parsed JSON hold none).
+
+    orjson writes everything else as the standard library does, but a float below 1e-4 (it
+    writes ``0.00001`` and ``1e-9`` for ``1e-05`` and ``1e-09``). Those, and what orjson
+    refuses (integers beyond 64 bits, lone surrogates, keys that are not strings), are
+    written by :func:`canonical_json`: a hash over these bytes is the one over its bytes.
+    """
+    try:
+        written = orjson.dumps(value, option=_SORTED_NOTHING_BEYOND_JSON)
+    except TypeError:  # orjson.JSONEncodeError
+        return canonical_json(value).encode()
+    if not _maybe_a_small_float(written):
+        return written
+    return canonical_json(value).encode()
+
+
+_SORTED_NOTHING_BEYOND_JSON: Final = (
+    orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+)
+"""Sorted keys; a datetime or dataclass refused, as the standard library refuses them."""
+_ONE_DIGIT_NEGATIVE_EXPONENT: Final = re.compile(rb"e-\d(?=[,\]}]|\Z)")
+"""Where orjson writes a float below 1e-4 otherwise than the standard library: ``1e-9`` for
+``1e-09`` (from ``e-10`` on, both write the same; what ends a number follows), or
+``0.00001`` for ``1e-05`` (four zeros after the point). A string holding either
+(``"0.00001"``, ``"x1e-5,"``) takes the slow path too, to the same bytes. Both are searched
+for their literal start: fast (a uid's ``…5e-0ea1…`` does not match)."""
+
+
+def _maybe_a_small_float(written: bytes) -> bool:
+    return b"0.0000" in written or _ONE_DIGIT_NEGATIVE_EXPONENT.search(written) is not None
 
 
 def _text(value: object) -> str:

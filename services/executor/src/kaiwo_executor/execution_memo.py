@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from kaiwo_contracts.plans import ObjectRef, canonical_json
+from kaiwo_contracts.plans import ObjectRef, canonical_json_bytes
 from kaiwo_runtime.kv import KeyValue
 
 RECENT_PLANS = 16
@@ -41,7 +41,7 @@ RECENT_PLANS = 16
 
 
 def content_hash(value: Any) -> str:
-    return hashlib.sha256(canonical_json(value).encode()).hexdigest()
+    return hashlib.sha256(canonical_json_bytes(value)).hexdigest()
 
 
 def object_key(*, api_version: str, kind: str, namespace: str | None, name: str) -> str:

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kaiwo_contracts.plans import ObjectRef, canonical_json
+from kaiwo_contracts.plans import ObjectRef, canonical_json_bytes
 
 from kaiwo_planner.domain.models.adapters import (
     adapter_volumes,
@@ -118,7 +118,7 @@ def server_pod(setup: ModelSetup) -> ServerPod:
         pod = apply_patches(pod, patches)
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
-    pod_hash = hashlib.sha256(canonical_json(spec).encode()).hexdigest()[:HASH_LENGTH]
+    pod_hash = hashlib.sha256(canonical_json_bytes(spec)).hexdigest()[:HASH_LENGTH]
     return ServerPod(
         labels={**(meta.get("labels") or {}), LABEL_POD_HASH: pod_hash},
         annotations=dict(meta.get("annotations") or {}),

@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from kaiwo_contracts.events.observed import ObservedObjectV1
-from kaiwo_contracts.plans import ObjectRef, canonical_json
+from kaiwo_contracts.plans import ObjectRef, canonical_json_bytes
 
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.index_entry import LISTED_KINDS, Kind, api_group_of, object_identity
@@ -243,7 +243,7 @@ class Projection:
 
     def snapshot(self) -> bytes:
         """Canonical JSON of :meth:`to_document`: equal projections give equal bytes."""
-        return canonical_json(self.to_document()).encode()
+        return canonical_json_bytes(self.to_document())
 
     @classmethod
     def from_document(
