@@ -26,18 +26,20 @@ interpreter's stack as ``json.loads`` does."""
 MAX_JSON_INTEGER: Final = 2**64
 """Integers in a body must lie strictly between minus and plus this: the API server's widest
 integers are 64-bit; larger ones overflow ``float()`` and quantity arithmetic downstream."""
-# A number token with 20 or more digits, or an exponent of 3 or more digits: the only numbers
-# that can be out of range. Most bodies have none, so most are never walked. A number inside
-# a body follows ``:``, ``,`` or ``[``; one that is the whole body starts it. Two patterns,
-# not one with ``(?:^|...)``: a pattern that starts with a character set is searched for
-# that character first, twice as fast (3% of the operator's CPU went to this search).
-_NUMBER_TOKEN = rb"[ \t\r\n]*-?(?:\d{20}|[\d.]+[eE][+-]?\d{3})"
-_MAYBE_OUT_OF_RANGE_INSIDE = re.compile(rb"[:,\[]" + _NUMBER_TOKEN)
-_MAYBE_OUT_OF_RANGE_ALONE = re.compile(_NUMBER_TOKEN)
+# The screen for the only numbers that can be out of range: 20 or more digits, or an exponent
+# of 3 or more digits. Most bodies have none, so most are never walked. Every digit is read
+# as 0 first (one ``bytes.translate``), so both are searched for from a literal: a pattern
+# that starts with a character set tried every ``:`` and ``,`` and took longer than the
+# parse itself. What ends a number (``,``, ``]``, ``}``, white space or the end) follows an
+# exponent; a string holding the same (``"1e000,"``, 20 digits) is walked, and found fine.
+_DIGITS_READ_AS_ZERO: Final = bytes.maketrans(b"123456789E+", b"000000000e-")
+_TWENTY_DIGITS: Final = b"0" * 20
+_THREE_DIGIT_EXPONENT: Final = re.compile(rb"e-?000+(?=[,\]}\s]|\Z)")
 
 
 def _maybe_out_of_range(raw: bytes) -> bool:
-    return bool(_MAYBE_OUT_OF_RANGE_ALONE.match(raw) or _MAYBE_OUT_OF_RANGE_INSIDE.search(raw))
+    read = raw.translate(_DIGITS_READ_AS_ZERO)
+    return _TWENTY_DIGITS in read or _THREE_DIGIT_EXPONENT.search(read) is not None
 
 
 class DecodeFailure(StrEnum):
