@@ -31,33 +31,43 @@ _NUMBER = st.one_of(
         [b"1e400", b"-1.5E+999", b"1e99", b"2e-0400", b"0.5e-300", b"12E3", b"9" * 19, b"1" * 20]
     ),
 )
-_STRING = st.text(alphabet="0123456789eE+-.,:[]{} x", max_size=12).map(
-    lambda text: b'"' + text.encode() + b'"'
-)
+
+
+def _strings(alphabet: str) -> st.SearchStrategy[bytes]:
+    return st.text(alphabet=alphabet, max_size=12).map(lambda text: b'"' + text.encode() + b'"')
 
 
 def _joined(items: list[bytes], space: bytes, opening: bytes, closing: bytes) -> bytes:
     return opening + space + (b"," + space).join(items) + space + closing
 
 
-_JSON = st.recursive(
-    st.tuples(_SPACE, _NUMBER | _STRING, _SPACE).map(b"".join),
-    lambda inner: (
-        st.builds(_joined, st.lists(inner, max_size=4), _SPACE, st.just(b"["), st.just(b"]"))
-        | st.builds(
-            _joined,
-            st.lists(st.builds(lambda key, value: key + b":" + value, _STRING, inner), max_size=4),
-            _SPACE,
-            st.just(b"{"),
-            st.just(b"}"),
-        )
-    ),
-    max_leaves=12,
-)
+def _json(strings: st.SearchStrategy[bytes]) -> st.SearchStrategy[bytes]:
+    return st.recursive(
+        st.tuples(_SPACE, _NUMBER | strings, _SPACE).map(b"".join),
+        lambda inner: (
+            st.builds(_joined, st.lists(inner, max_size=4), _SPACE, st.just(b"["), st.just(b"]"))
+            | st.builds(
+                _joined,
+                st.lists(
+                    st.builds(lambda key, value: key + b":" + value, strings, inner), max_size=4
+                ),
+                _SPACE,
+                st.just(b"{"),
+                st.just(b"}"),
+            )
+        ),
+        max_leaves=12,
+    )
 
 
-@given(_JSON)
-def test_the_screen_picks_out_every_body_the_one_pattern_did(raw: bytes) -> None:
+_JSON = _json(_strings("0123456789eE+-.,:[]{} x"))
+_JSON_WITH_NO_DIGIT_IN_A_STRING = _json(_strings("eE+-.,:[]{} x"))
+
+
+@given(_JSON_WITH_NO_DIGIT_IN_A_STRING)
+def test_the_screen_picks_out_every_number_the_one_pattern_did(raw: bytes) -> None:
+    # Inside a string the old pattern also took ``",0E000"`` for a number; the screen does
+    # not, and need not: only numbers are ever out of range (the test below).
     if THE_ONE_PATTERN_BEFORE.search(raw):
         assert screen(raw)
 
