@@ -23,8 +23,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    SerializerFunctionWrapHandler,
-    model_serializer,
 )
 from pydantic.alias_generators import to_camel
 
@@ -185,6 +183,14 @@ class PreemptIntent(_Contract):
     from_replicas: int | None = Field(default=None, ge=0)
 
 
+def _empty(value: object) -> bool:
+    return not value
+
+
+def _none(value: object) -> bool:
+    return value is None
+
+
 class Plan(_Contract):
     """Everything that must be true for one owner object.
 
@@ -234,37 +240,18 @@ class Plan(_Contract):
     prune: tuple[PruneRule, ...] = ()
     prune_selector: dict[str, str] = Field(default_factory=dict)
     delete_owner: bool = False
-    create_only: bool = False
-    delete: tuple[ObjectRef, ...] = ()
-    shared: tuple[dict[str, Any], ...] = ()
-    finalizers: tuple[str, ...] | None = None
-    scale: ScaleIntent | None = None
-    owner_labels: dict[str, str] | None = None
-    sources: tuple[PlanSource, ...] = ()
-    release_finalizers: tuple[FinalizerRelease, ...] = ()
-    preempt: PreemptIntent | None = None
-
-    @model_serializer(mode="wrap")
-    def _without_unused_newer_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
-        # Left out unless set: plans recorded before the fields existed keep their bytes and
-        # fingerprints, and external readers of ordinary plans see nothing new.
-        data = handler(self)
-        if isinstance(data, dict):
-            for name, alias, unused in (
-                ("create_only", "createOnly", not self.create_only),
-                ("delete", "delete", not self.delete),
-                ("shared", "shared", not self.shared),
-                ("finalizers", "finalizers", self.finalizers is None),
-                ("scale", "scale", self.scale is None),
-                ("owner_labels", "ownerLabels", self.owner_labels is None),
-                ("sources", "sources", not self.sources),
-                ("release_finalizers", "releaseFinalizers", not self.release_finalizers),
-                ("preempt", "preempt", self.preempt is None),
-            ):
-                if unused:
-                    data.pop(alias, None)
-                    data.pop(name, None)
-        return data
+    # Fields added later are left out while unused: plans recorded before they existed keep
+    # their bytes and fingerprints, and external readers of ordinary plans see nothing new.
+    # (``exclude_if`` rather than a wrap serializer: a third of the cost of every dump.)
+    create_only: bool = Field(default=False, exclude_if=_empty)
+    delete: tuple[ObjectRef, ...] = Field(default=(), exclude_if=_empty)
+    shared: tuple[dict[str, Any], ...] = Field(default=(), exclude_if=_empty)
+    finalizers: tuple[str, ...] | None = Field(default=None, exclude_if=_none)
+    scale: ScaleIntent | None = Field(default=None, exclude_if=_none)
+    owner_labels: dict[str, str] | None = Field(default=None, exclude_if=_none)
+    sources: tuple[PlanSource, ...] = Field(default=(), exclude_if=_empty)
+    release_finalizers: tuple[FinalizerRelease, ...] = Field(default=(), exclude_if=_empty)
+    preempt: PreemptIntent | None = Field(default=None, exclude_if=_none)
 
     def fingerprint(self) -> str:
         """A stable hash of what the plan asks for; equal plans have equal fingerprints.
