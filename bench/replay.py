@@ -16,9 +16,9 @@ Then each way of replaying runs in a process of its own, so its peak RSS is its 
 
 Figures: events in the store per second of wall clock (and per CPU second, the steadier
 figure on a shared machine), from the first read to the last verdict (the imports before
-are timed apart: a fixed cost, 1-3 s, that a store of millions of events does not feel),
-and peak RSS, also after a quarter, half and three quarters of
-the plans: a streamed replay's should stop growing once the projection holds the cluster.
+are timed apart: a fixed cost, about a second here, that a store of millions of events does
+not feel), and peak RSS, also after a quarter, half and three quarters of the plans: a
+streamed replay's should stop growing once the projection holds the cluster.
 Every plan must be reproduced; the bench fails otherwise. Target: 20,000 events/s.
 """
 

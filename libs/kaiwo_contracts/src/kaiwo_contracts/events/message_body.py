@@ -80,8 +80,8 @@ def body_json(value: Any) -> bytes:
     surrogate) goes to :func:`~kaiwo_contracts.plans.canonical_json`, which takes the
     integers and raises for the surrogates as before. Floats below 1e-4 are written
     ``0.00001`` where :func:`~kaiwo_contracts.plans.canonical_json` writes ``1e-05``: the
-    same number to every reader. Hashes never use this (fingerprints stay on
-    :func:`~kaiwo_contracts.plans.canonical_json`).
+    same number to every reader. Hashes never use this: fingerprints hash
+    :func:`~kaiwo_contracts.plans.canonical_json_bytes`, which checks for those floats.
     """
     try:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
