@@ -87,33 +87,19 @@ def judge_plan(
 ) -> PlanReplay:
     """The verdict on ``decided``, read without its fingerprint check (:func:`decided_plan`).
 
-    A replayed plan that is the recorded one exactly and has its fingerprint proves the
-    recorded fingerprint right; any other verdict is given only once the recorded plan has
-    passed the check, and a plan that fails it is skipped as not parsing, as before.
+    The check comes first: a recorded plan whose fingerprint is not its own is skipped as
+    not parsing, as a plan that failed validation. Hashing it costs less than proving it
+    by walking the replayed plan and the recorded one side by side, types included (1 and
+    1.0 are equal to ``==`` and not to the hash), which replay did before decision 0081.
     """
-    verdict, proven = _judge_unchecked(event, decided, projection, plan_fn, context_of)
-    if proven or decided.fingerprint_holds():
-        return verdict
-    return skipped_verdict(event, UNPARSABLE)
-
-
-UNPARSABLE: Final = "the recorded plan does not parse as PlanDecidedV1"
-
-
-def _judge_unchecked(
-    event: StoredEvent,
-    decided: PlanDecidedV1,
-    projection: Projection,
-    plan_fn: PlanFunction,
-    context_of: Callable[[Projection], PlanningContext],
-) -> tuple[PlanReplay, bool]:
-    """The verdict, and whether the replayed plan proved the recorded fingerprint right."""
+    if not decided.fingerprint_holds():
+        return skipped_verdict(event, UNPARSABLE)
     if decided.planned_at is None:
-        return skipped_verdict(event, "planned outside the planner (no plannedAt)", decided), False
+        return skipped_verdict(event, "planned outside the planner (no plannedAt)", decided)
     # A GpuWorkload created for a GPU workload's root was planned from that root.
     planned_from = preemption_target_ref(decided.plan) if decided.plan.create_only else None
     if decided.plan.create_only and decided.plan.owner.uid is None and planned_from is None:
-        return _judge_default_object(event, decided, projection), False
+        return _judge_default_object(event, decided, projection)
     uid = planned_from.uid if planned_from is not None else decided.plan.owner.uid
     owner = projection.by_uid(uid) if uid else None
     if owner is None:
@@ -122,14 +108,14 @@ def _judge_unchecked(
             f"the owner {decided.plan.owner.display()} is not among the recorded observations "
             f"up to sequence {decided.obs_sequence}",
             decided,
-        ), False
+        )
     # The planner planned from its own previous status when the observed one lagged behind.
     owner = owner_with_status(owner, decided.assumed_status)
     # And counted the preemptions it had published and not observed yet as under way.
     context = context_of(projection).with_preempting(frozenset(decided.preempting))
     replayed = plan_fn(owner=owner, context=context, now=decided.planned_at).plan
     if replayed is not None and _same_as_recorded(decided, replayed, projection):
-        return _verdict(event, decided, "reproduced"), _same_plan_exactly(replayed, decided.plan)
+        return _verdict(event, decided, "reproduced")
     recorded_doc = comparable(decided.plan, absent=decided.absent, drifted=decided.drifted)
     replayed_doc = (
         comparable(replayed, **_confirmed_gaps(decided, replayed, projection))
@@ -137,9 +123,12 @@ def _judge_unchecked(
         else {"plan": None}
     )
     if canonical_json(recorded_doc) == canonical_json(replayed_doc):
-        return _verdict(event, decided, "reproduced"), False
+        return _verdict(event, decided, "reproduced")
     diff = unified_yaml_diff(recorded_doc, replayed_doc)
-    return _verdict(event, decided, "differs", diff=diff), False
+    return _verdict(event, decided, "differs", diff=diff)
+
+
+UNPARSABLE: Final = "the recorded plan does not parse as PlanDecidedV1"
 
 
 def _judge_default_object(
@@ -155,52 +144,6 @@ def _judge_default_object(
     recorded_doc = comparable(decided.plan, absent=decided.absent)
     replayed_doc = comparable(replayed, absent=decided.absent) if replayed else {"plan": None}
     return _verdict(event, decided, "differs", diff=unified_yaml_diff(recorded_doc, replayed_doc))
-
-
-def _same_plan_exactly(replayed: Plan, recorded: Plan) -> bool:
-    """The two plans are equal, types included: so they have one fingerprint.
-
-    The typed fields hold validated strings, integers and booleans, which ``==`` compares
-    exactly; in the free-form documents (desired and shared objects, the status) ``==``
-    takes ``1``, ``1.0`` and ``True`` (and ``0.0`` and ``-0.0``) for one value, which the
-    canonical JSON the fingerprint hashes does not: there the types are compared too.
-    """
-    return all(
-        getattr(replayed, name) == getattr(recorded, name) for name in _TYPED_PLAN_FIELDS
-    ) and _strictly_equal(_documents(replayed), _documents(recorded))
-
-
-_DOCUMENT_FIELDS: Final = ("desired", "status", "shared")
-
-
-_TYPED_PLAN_FIELDS: Final = tuple(
-    name for name in Plan.model_fields if name not in _DOCUMENT_FIELDS
-)
-
-
-def _documents(plan: Plan) -> tuple[object, ...]:
-    return tuple(getattr(plan, name) for name in _DOCUMENT_FIELDS)
-
-
-def _strictly_equal(one: object, other: object) -> bool:
-    """Equal JSON values, and of the same types all the way down (keys in any order)."""
-    kind = type(one)
-    if kind is not type(other):
-        return False
-    if kind is str:
-        return one == other
-    if kind is dict:
-        assert isinstance(one, dict) and isinstance(other, dict)  # for mypy
-        return len(one) == len(other) and all(
-            type(key) is str and key in other and _strictly_equal(value, other[key])
-            for key, value in one.items()
-        )
-    if kind is list or kind is tuple:
-        assert isinstance(one, list | tuple) and isinstance(other, list | tuple)  # for mypy
-        return len(one) == len(other) and all(map(_strictly_equal, one, other))
-    if kind is float:
-        return repr(one) == repr(other)
-    return one == other
 
 
 def _same_as_recorded(decided: PlanDecidedV1, replayed: Plan, projection: Projection) -> bool:

@@ -132,8 +132,8 @@ def plan_order(event: StoredEvent) -> tuple[int, int, int, int]:
 
 
 def decided_plan(event: StoredEvent) -> PlanDecidedV1 | None:
-    """The recorded decision, its fingerprint not checked yet: :func:`judge_plan` checks it, most
-    often by finding the replayed plan equal to it, which spares hashing the plan twice."""
+    """The recorded decision, its fingerprint not checked yet: :func:`judge_plan` checks it,
+    and a plan that is never judged (another workload's) is never hashed."""
     try:
         return PlanDecidedV1.model_validate(
             event.data, context={FINGERPRINT_CHECKED_BY_READER: True}
