@@ -323,6 +323,29 @@ def quantile_bound(before: Mapping[float, float], after: Mapping[float, float], 
     return math.inf
 
 
+def counter_values(text: str, metric: str) -> dict[str, float]:
+    """A Prometheus counter's values by their labels as written (``{kind="..",...}``)."""
+    prefix = f"{metric}_total{{"
+    return {
+        labels: float(value)
+        for labels, _, value in (line.rpartition(" ") for line in text.splitlines())
+        if labels.startswith(prefix)
+    }
+
+
+def plans_per_workload(
+    before: Mapping[str, float], after: Mapping[str, float], *, workloads: int
+) -> str:
+    """Owners planned per workload created between two scrapes, by kind and outcome."""
+    grown = {
+        labels.split("{", 1)[1].rstrip("}"): after[labels] - before.get(labels, 0.0)
+        for labels in sorted(after)
+    }
+    return ", ".join(
+        f"{labels} {count / workloads:.2f}" for labels, count in grown.items() if count
+    )
+
+
 async def scrape(port: int) -> str:
     async with (
         aiohttp.ClientSession() as http,
@@ -419,9 +442,9 @@ async def operator_side(
         await settle()
         window = CpuWindow(lambda: {**stack.process_ids(), **control_plane_pids(plane)})
         planner_port = stack.health_ports["planner"]
-        plans_before = histogram_buckets(
-            await scrape(planner_port), "kaiwo_planner_plan_duration_seconds"
-        )
+        scraped = await scrape(planner_port)
+        plans_before = histogram_buckets(scraped, "kaiwo_planner_plan_duration_seconds")
+        planned_before = counter_values(scraped, "kaiwo_planner_plans")
         for rate in RATES:
             last = rate == RATES[-1]
             python_pids = {n: p for n, p in stack.process_ids().items() if n != "nats-server"}
@@ -436,9 +459,14 @@ async def operator_side(
                         settle=settle,
                     )
                 )
-        plans_after = histogram_buckets(
-            await scrape(planner_port), "kaiwo_planner_plan_duration_seconds"
+        scraped = await scrape(planner_port)
+        plans_after = histogram_buckets(scraped, "kaiwo_planner_plan_duration_seconds")
+        planned = plans_per_workload(
+            planned_before,
+            counter_values(scraped, "kaiwo_planner_plans"),
+            workloads=int(sum(RATES) * STEP_SECONDS),
         )
+        print(f"  owners planned per workload created (kind, outcome): {planned}")
         side.plan_p50 = quantile_bound(plans_before, plans_after, 0.50)
         side.plan_p99 = quantile_bound(plans_before, plans_after, 0.99)
         # In one process, the planner's growth is the whole process's.
