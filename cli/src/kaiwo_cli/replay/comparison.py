@@ -94,6 +94,20 @@ def judge_plan(
     """
     if not decided.fingerprint_holds():
         return skipped_verdict(event, UNPARSABLE)
+    return _judge(event, decided, projection, plan_fn, context_of)
+
+
+UNPARSABLE: Final = "the recorded plan does not parse as PlanDecidedV1"
+
+
+def _judge(
+    event: StoredEvent,
+    decided: PlanDecidedV1,
+    projection: Projection,
+    plan_fn: PlanFunction,
+    context_of: Callable[[Projection], PlanningContext],
+) -> PlanReplay:
+    """The verdict on ``decided``, whose fingerprint holds."""
     if decided.planned_at is None:
         return skipped_verdict(event, "planned outside the planner (no plannedAt)", decided)
     # A GpuWorkload created for a GPU workload's root was planned from that root.
@@ -126,9 +140,6 @@ def judge_plan(
         return _verdict(event, decided, "reproduced")
     diff = unified_yaml_diff(recorded_doc, replayed_doc)
     return _verdict(event, decided, "differs", diff=diff)
-
-
-UNPARSABLE: Final = "the recorded plan does not parse as PlanDecidedV1"
 
 
 def _judge_default_object(
