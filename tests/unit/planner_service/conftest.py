@@ -217,6 +217,7 @@ class PlannerHarness:
         event: WatchEventType = "MODIFIED",
         *,
         event_id: str | None = None,
+        reobserved: bool = False,
     ) -> Envelope[ObservedObjectV1]:
         """Publish what the watcher would: the object at ``rv``, stamped with the clock."""
         meta = obj["metadata"]
@@ -230,6 +231,7 @@ class PlannerHarness:
             resource_version=rv,
             event_type=event,
             object=body,
+            reobserved=reobserved,
         )
         envelope = Envelope.new(
             data=observed,

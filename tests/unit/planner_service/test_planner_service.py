@@ -506,3 +506,61 @@ async def test_a_child_still_being_created_is_named_absent_once(
     await service.step(wait_seconds=0)
     assert harness.plans()[-1].data.absent == (TRAIN_JOB_REF,)
     assert len(harness.plans()) == 3
+
+
+async def test_the_echo_of_a_status_already_planned_from_is_not_planned_again(
+    harness: Any, build: Any
+) -> None:
+    service = harness.service()
+    await service.start()
+    job = build.kaiwo_job("train")
+    await harness.observe(job, "1", "ADDED")
+    await harness.drain(service)
+    written = harness.plans()[0].data.plan.status
+    # The child comes back first: planned with the status just published, assumed.
+    await harness.observe(build.batch_job(job), "2", "ADDED")
+    await harness.drain(service)
+    assert sample(service, "kaiwo_planner_plans_total", kind="KaiwoJob", outcome="unchanged") == 1
+    # Then the status write: the owner is the one that plan was worked out from.
+    await harness.observe({**job, "status": written}, "3")
+    await harness.drain(service)
+    assert sample(service, "kaiwo_planner_plans_total", kind="KaiwoJob", outcome="repeated") == 1
+    assert sample(service, "kaiwo_planner_plans_total", kind="KaiwoJob", outcome="unchanged") == 1
+    assert len(harness.plans()) == 1
+
+    # Another status is planned: the planned one goes out again, to be written over it.
+    await harness.observe({**job, "status": {**written, "note": "by hand"}}, "4")
+    await harness.drain(service)
+    assert len(harness.plans()) == 2
+    # So is a change of the spec, with the status as planned.
+    before = worked_out(service)
+    await harness.observe({**job, "spec": {"image": "newer"}, "status": written}, "5")
+    await harness.drain(service)
+    assert worked_out(service) == before + 1
+    assert sample(service, "kaiwo_planner_plans_total", kind="KaiwoJob", outcome="repeated") == 1
+
+
+def worked_out(service: PlannerService) -> float:
+    """KaiwoJob plans the planner worked out, published or not."""
+    return sum(
+        sample(service, "kaiwo_planner_plans_total", kind="KaiwoJob", outcome=outcome)
+        for outcome in ("published", "unchanged")
+    )
+
+
+async def test_an_echo_asked_for_again_is_planned(
+    harness: Any, build: Any
+) -> None:
+    service = harness.service()
+    await service.start()
+    job = build.kaiwo_job("train")
+    await harness.observe(job, "1", "ADDED")
+    await harness.drain(service)
+    written = harness.plans()[0].data.plan.status
+    await harness.observe(build.batch_job(job), "2", "ADDED")
+    await harness.drain(service)
+    # Asked for again (a re-observation), the same owner is planned.
+    await harness.observe({**job, "status": written}, "3", reobserved=True)
+    await harness.drain(service)
+    assert sample(service, "kaiwo_planner_plans_total", kind="KaiwoJob", outcome="repeated") == 0
+    assert sample(service, "kaiwo_planner_plans_total", kind="KaiwoJob", outcome="unchanged") == 2
