@@ -548,9 +548,7 @@ def worked_out(service: PlannerService) -> float:
     )
 
 
-async def test_an_echo_asked_for_again_is_planned(
-    harness: Any, build: Any
-) -> None:
+async def test_an_echo_asked_for_again_is_planned(harness: Any, build: Any) -> None:
     service = harness.service()
     await service.start()
     job = build.kaiwo_job("train")
