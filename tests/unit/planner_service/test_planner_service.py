@@ -562,3 +562,31 @@ async def test_an_echo_asked_for_again_is_planned(harness: Any, build: Any) -> N
     await harness.drain(service)
     assert sample(service, "kaiwo_planner_plans_total", kind="KaiwoJob", outcome="repeated") == 0
     assert sample(service, "kaiwo_planner_plans_total", kind="KaiwoJob", outcome="unchanged") == 2
+
+
+async def test_an_echo_is_planned_when_the_latest_planning_failed(harness: Any, build: Any) -> None:
+    failing = {"on": False}
+
+    def planner(**kwargs: Any) -> Any:
+        if failing["on"]:
+            raise RuntimeError("planning failed")
+        return build.toy_planner(**kwargs)
+
+    service = harness.service(plan_fn=planner)
+    await service.start()
+    job = build.kaiwo_job("train")
+    await harness.observe(job, "1", "ADDED")
+    await harness.drain(service)
+    written = harness.plans()[0].data.plan.status
+    child = build.batch_job(job)
+    await harness.observe(child, "2", "ADDED")  # planned with the status assumed
+    await harness.drain(service)
+    failing["on"] = True  # the child's next change: its planning fails
+    await harness.observe({**child, "status": {"active": 1}}, "3")
+    await harness.drain(service)
+    failing["on"] = False
+    await harness.observe({**job, "status": written}, "4")
+    await harness.drain(service)
+    assert sample(service, "kaiwo_planner_plans_total", kind="KaiwoJob", outcome="error") == 1
+    assert sample(service, "kaiwo_planner_plans_total", kind="KaiwoJob", outcome="repeated") == 0
+    assert sample(service, "kaiwo_planner_plans_total", kind="KaiwoJob", outcome="unchanged") == 2

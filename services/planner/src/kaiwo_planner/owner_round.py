@@ -156,6 +156,8 @@ class OwnerRounds:
         ):
             # The echo of a status the planner assumed already: its latest plan was worked
             # out from this very owner, so planning it again could only repeat that plan.
+            # Hold the projection's equal owner from now on, not the copy planned from.
+            records.put(key, replace(record, planned_from=PlannedFrom(planned, preempting)))
             self._metrics.plans.labels(ref.kind, "repeated").inc()
             return ()
         outcome = self._plan(ref, planned, preempting, now=why.now)
