@@ -217,7 +217,6 @@ class PlannerHarness:
         event: WatchEventType = "MODIFIED",
         *,
         event_id: str | None = None,
-        reobserved: bool = False,
     ) -> Envelope[ObservedObjectV1]:
         """Publish what the watcher would: the object at ``rv``, stamped with the clock."""
         meta = obj["metadata"]
@@ -231,7 +230,6 @@ class PlannerHarness:
             resource_version=rv,
             event_type=event,
             object=body,
-            reobserved=reobserved,
         )
         envelope = Envelope.new(
             data=observed,

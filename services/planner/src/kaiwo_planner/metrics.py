@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from kaiwo_runtime.metrics import MetricsRegistry
 
-PLAN_OUTCOMES = ("published", "unchanged", "repeated", "no_plan", "error")
+PLAN_OUTCOMES = ("published", "unchanged", "no_plan", "error")
 """``published``: a plan event went out; ``unchanged``: same fingerprint and nothing newly
-absent; ``repeated``: not planned, the owner is as its latest plan was worked out from (the
-echo of a status write the planner had assumed already); ``no_plan``: the planner had
-nothing to plan for the owner; ``error``: planning raised (logged; nothing published for
-that owner)."""
+absent; ``no_plan``: the planner had nothing to plan for the owner; ``error``: planning
+raised (logged; nothing published for that owner)."""
 
 
 class PlannerMetrics:

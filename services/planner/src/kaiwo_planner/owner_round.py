@@ -24,11 +24,10 @@ from datetime import datetime
 from typing import Any, Protocol
 
 import structlog
-from kaiwo_contracts.events import ObservedObjectV1
 from kaiwo_contracts.plans import ObjectRef
 
 from kaiwo_planner.domain.planning import PlanningResult
-from kaiwo_planner.domain.publication import PlannedFrom, Published, publication
+from kaiwo_planner.domain.publication import publication
 from kaiwo_planner.domain.scheduling.idle_preemption_inputs import preemption_unobserved
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.projection import Projection
@@ -148,21 +147,8 @@ class OwnerRounds:
                 record = replace(record, status=owner.get("status"))
                 records.put(key, record)
         preempting = self._preempting
-        planned = owner_with_status(owner, assumed)
-        if (
-            assumed is None
-            and record is not None
-            and _repeats(record, planned, preempting, why, uid=uid)
-        ):
-            # The echo of a status the planner assumed already: its latest plan was worked
-            # out from this very owner, so planning it again could only repeat that plan.
-            # Hold the projection's equal owner from now on, not the copy planned from.
-            records.put(key, replace(record, planned_from=PlannedFrom(planned, preempting)))
-            self._metrics.plans.labels(ref.kind, "repeated").inc()
-            return ()
-        outcome = self._plan(ref, planned, preempting, now=why.now)
+        outcome = self._plan(ref, owner_with_status(owner, assumed), preempting, now=why.now)
         if outcome is None:
-            _forget_planned_from(records, key)
             return ()
         records.set_timer(uid, outcome.replan_at, now=why.now)
         also = tuple(
@@ -173,7 +159,6 @@ class OwnerRounds:
         plan = outcome.plan
         if plan is None:
             self._metrics.plans.labels(ref.kind, "no_plan").inc()
-            _forget_planned_from(records, key)
             return also
         decided = publication(
             plan=plan,
@@ -196,7 +181,7 @@ class OwnerRounds:
             await self._publisher.publish_plan(release, why, Sequences.of(projection))
             if preemption_unobserved(plan, owner):
                 self._preempting |= {uid}
-        records.put(key, replace(decided.record, planned_from=PlannedFrom(planned, preempting)))
+        records.put(key, decided.record)
         self._metrics.plans.labels(ref.kind, "published" if decided.publish else "unchanged").inc()
         return also
 
@@ -220,37 +205,3 @@ class OwnerRounds:
             return None
         finally:
             self._metrics.plan_duration.observe(time.perf_counter() - started)
-
-
-def _repeats(
-    record: Published,
-    planned: Mapping[str, Any],
-    preempting: frozenset[str],
-    why: Trigger,
-    *,
-    uid: str,
-) -> bool:
-    """The round was triggered by an observation of the owner ``uid`` itself (not one asked
-    for again), and the owner as planned now is the one its latest plan was worked out from.
-
-    Every other input of a plan moves by an observation of its own, which plans the owner
-    when it matters (:func:`~kaiwo_planner.inputs.owners_to_replan`), and ``now`` by the
-    timer the latest plan set: so nothing the latest plan read has changed since.
-    """
-    planned_from, cause = record.planned_from, why.cause
-    if planned_from is None or cause is None or why.kind != "observation" or why.reapply_gaps:
-        return False
-    observed = cause.data
-    return (
-        isinstance(observed, ObservedObjectV1)
-        and observed.uid == uid
-        and not observed.reobserved
-        and planned_from.repeated_by(planned, preempting)
-    )
-
-
-def _forget_planned_from(records: OwnerRecords, key: OwnerKey) -> None:
-    """The latest planning of the owner failed or gave no plan: the next one plans it."""
-    record = records.get(key)
-    if record is not None and record.planned_from is not None:
-        records.put(key, replace(record, planned_from=None))

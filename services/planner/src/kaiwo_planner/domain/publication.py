@@ -17,7 +17,7 @@ plan with its gaps, and returns what to publish and what to remember.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kaiwo_contracts.plans import (
@@ -27,21 +27,6 @@ from kaiwo_contracts.plans import (
     document_fingerprint,
     without_admission_gate,
 )
-
-from kaiwo_planner.domain.state.stored_form import same_content
-
-
-@dataclass(frozen=True, slots=True)
-class PlannedFrom:
-    """The inputs of a plan that are the owner's own: the owner as planned (with the status
-    the planner assumed for it) and the preemptions counted as under way."""
-
-    owner: Mapping[str, Any]
-    preempting: frozenset[str]
-
-    def repeated_by(self, owner: Mapping[str, Any], preempting: frozenset[str]) -> bool:
-        """``owner`` is this one at another resourceVersion, with the same preemptions."""
-        return preempting == self.preempting and same_content(self.owner, owner)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,9 +41,6 @@ class Published:
     status: Mapping[str, Any] | None = None
     """The status of the last published plan: what the next plan starts from (see
     :mod:`kaiwo_planner.domain.status.planned_status`)."""
-    planned_from: PlannedFrom | None = field(default=None, compare=False)
-    """What the owner's latest plan, published or not, was worked out from. Held in memory
-    only: a snapshot leaves it out, so after a restart every owner is planned again."""
 
     def to_document(self) -> dict[str, Any]:
         return {
