@@ -81,6 +81,8 @@ namespace, so the first side's workloads, still in the cluster, are not its load
 PEER_NAMESPACE = "kopf-team"
 RATES = (20, 50)
 STEP_SECONDS = 5.0
+STEPPED_WORKLOADS = int(sum(RATES) * STEP_SECONDS)
+"""KaiwoJobs created by the measured steps (every rate of ``RATES`` for ``STEP_SECONDS``)."""
 WARM_UP = (20, 1.0)
 MEMORY_WORKLOADS = 1_000
 MEMORY_RATE = 50
@@ -464,7 +466,7 @@ async def operator_side(
         planned = plans_per_workload(
             planned_before,
             counter_values(scraped, "kaiwo_planner_plans"),
-            workloads=int(sum(RATES) * STEP_SECONDS),
+            workloads=STEPPED_WORKLOADS,
         )
         print(f"  owners planned per workload created (kind, outcome): {planned}")
         side.plan_p50 = quantile_bound(plans_before, plans_after, 0.50)
@@ -486,7 +488,7 @@ async def operator_side(
         side.planner_kb = (rss_kb(planner_pid) - baseline) / memory_workloads
         side.rss_kb = {name: rss_kb(pid) for name, pid in stack.process_ids().items()}
         side.workloads = side_workloads(memory_workloads)
-        await print_stream_messages(js, workloads=int(sum(RATES) * STEP_SECONDS) + memory_workloads)
+        await print_stream_messages(js, workloads=STEPPED_WORKLOADS + memory_workloads)
         print(
             f"  planner: plan p50 <= {side.plan_p50 * 1e6:.0f} us, p99 <= "
             f"{side.plan_p99 * 1e6:.0f} us; RSS {side.planner_kb:.1f} KB per tracked workload"
@@ -549,7 +551,7 @@ def _p50_p99(seconds: list[float]) -> str:
 def side_workloads(memory_workloads: int) -> int:
     """KaiwoJobs a side creates: warm-up, the steps, the memory load."""
     rate, seconds = WARM_UP
-    return int(rate * seconds) + int(sum(RATES) * STEP_SECONDS) + memory_workloads
+    return int(rate * seconds) + STEPPED_WORKLOADS + memory_workloads
 
 
 def print_rss(side: Side) -> None:
