@@ -68,3 +68,23 @@ async def test_every_listing_of_a_bucket_finds_its_keys(kv: KeyValue) -> None:
     await kv.put("only", b"1")
     listings = [[key async for key, _ in kv.items()] for _ in range(3000)]
     assert [found for found in listings if found != ["only"]] == []
+
+
+async def test_create_writes_a_new_key_and_returns_none(kv: KeyValue) -> None:
+    assert await kv.create("owner/uid-1", b"first") is None
+    assert await kv.get("owner/uid-1") == b"first"
+
+
+async def test_create_leaves_a_held_key_and_returns_its_value(kv: KeyValue) -> None:
+    await kv.put("owner/uid-1", b"held")
+    assert await kv.create("owner/uid-1", b"other") == b"held"
+    assert await kv.create("owner/uid-1", b"again") == b"held"
+    assert await kv.get("owner/uid-1") == b"held"
+
+
+async def test_create_writes_a_key_deleted_before(kv: KeyValue) -> None:
+    await kv.put("owner/uid-1", b"old")
+    await kv.delete("owner/uid-1")
+    assert await kv.create("owner/uid-1", b"new") is None
+    assert await kv.create("owner/uid-1", b"newer") == b"new"
+    assert [(key, value) async for key, value in kv.items()] == [("owner/uid-1", b"new")]

@@ -4,24 +4,35 @@ a change that removes one lowers the figure on purpose."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from kaiwo_runtime.kv import MemoryKeyValue
 
 
 class CountingKeyValue(MemoryKeyValue):
-    """A memory bucket that counts its writes."""
+    """A memory bucket that counts its calls, each a round trip to JetStream."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.puts = 0
+        self.calls: Counter[str] = Counter()
+
+    async def get(self, key: str) -> bytes | None:
+        self.calls["get"] += 1
+        return await super().get(key)
 
     async def put(self, key: str, value: bytes) -> None:
-        self.puts += 1
+        self.calls["put"] += 1
         await super().put(key, value)
 
+    async def create(self, key: str, value: bytes) -> bytes | None:
+        self.calls["create"] += 1
+        return await super().create(key, value)
 
-async def test_a_new_owners_first_plan_writes_the_memo_twice(harness: Any, flaky: Any) -> None:
+
+async def test_a_new_owners_first_plan_creates_the_memo_then_writes_it_once(
+    harness: Any, flaky: Any
+) -> None:
     kv = CountingKeyValue()
     executor = harness.executor(kube=flaky, kv=kv)
 
@@ -29,11 +40,41 @@ async def test_a_new_owners_first_plan_writes_the_memo_twice(harness: Any, flaky
         harness.plan([harness.job(), harness.config_map()]), plan_id="plan-1", executor=executor
     )
 
-    # Once before the first API call (no record = no children of ours), once when done.
-    assert kv.puts == 2
+    # Created before the first API call (no record = no children of ours), without reading
+    # it first; written once more when done.
+    assert dict(kv.calls) == {"create": 1, "put": 1}
     # "Never adopt": one read per child the memo does not know, then one apply per child.
     assert dict(flaky.calls) == {"get": 2, "apply": 2}
     assert dict(flaky.reads) == {"Job": 1, "ConfigMap": 1}
+
+
+async def test_an_owner_this_executor_wrote_for_is_read_not_created(harness: Any) -> None:
+    kv = CountingKeyValue()
+    executor = harness.executor(kv=kv)
+    await harness.run(harness.plan([harness.job()]), plan_id="plan-1", executor=executor)
+    kv.calls.clear()
+
+    await harness.run(harness.plan([harness.job()]), plan_id="plan-2", executor=executor)
+
+    assert dict(kv.calls) == {"get": 1, "put": 1}
+
+
+async def test_a_restarted_executor_finds_the_record_by_its_refused_create(
+    harness: Any, flaky: Any
+) -> None:
+    kv = CountingKeyValue()
+    plan = harness.plan([harness.job()])
+    await harness.run(plan, plan_id="plan-1", executor=harness.executor(kv=kv))
+    before = await kv.get("owner/" + plan.owner.uid)
+    kv.calls.clear()
+
+    # The same plan delivered again to a new executor: the record it refuses to replace
+    # says the plan was carried out, so not one API call and not one write.
+    await harness.run(plan, plan_id="plan-1", executor=harness.executor(kube=flaky, kv=kv))
+
+    assert dict(kv.calls) == {"create": 1}
+    assert await kv.get("owner/" + plan.owner.uid) == before
+    assert dict(flaky.calls) == {}
 
 
 async def test_a_settled_replan_writes_the_memo_once_and_the_objects_never(
@@ -42,10 +83,10 @@ async def test_a_settled_replan_writes_the_memo_once_and_the_objects_never(
     kv = CountingKeyValue()
     plan = harness.plan([harness.job(), harness.config_map()])
     await harness.run(plan, plan_id="plan-1", executor=harness.executor(kv=kv))
-    kv.puts = 0
+    kv.calls.clear()
 
     await harness.run(plan, plan_id="plan-2", executor=harness.executor(kube=flaky, kv=kv))
 
-    assert kv.puts == 1
+    assert kv.calls["put"] == 1
     # Only the plan id is remembered; nothing changed, so not one API call.
     assert dict(flaky.calls) == {}

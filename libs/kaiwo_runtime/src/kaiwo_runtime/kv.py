@@ -17,9 +17,18 @@ from typing import Protocol
 
 from nats.aio.client import Client
 from nats.js.client import JetStreamContext
-from nats.js.errors import BucketNotFoundError, KeyNotFoundError, NotFoundError
+from nats.js.errors import (
+    BucketNotFoundError,
+    KeyNotFoundError,
+    KeyValueError,
+    KeyWrongLastSequenceError,
+    NotFoundError,
+)
 from nats.js.kv import KV_DEL, KV_OP, KV_PURGE
 from nats.js.kv import KeyValue as NatsKv
+
+_CREATE_ATTEMPTS = 3
+"""Writes a create tries while another writer deletes and writes the key in between."""
 
 _UNSAFE = re.compile(r"[^-/_=.a-zA-Z0-9]|_")
 
@@ -49,6 +58,14 @@ class KeyValue(Protocol):
 
     async def put(self, key: str, value: bytes) -> None: ...
 
+    async def create(self, key: str, value: bytes) -> bytes | None:
+        """Write ``value`` only if ``key`` holds nothing (never written, or deleted).
+
+        Returns None when written, else the value ``key`` holds (and writes nothing): one
+        round trip, where a read and then a write are two, for a key that is usually new.
+        """
+        ...
+
     async def delete(self, key: str) -> None: ...
 
     def items(self) -> AsyncIterator[tuple[str, bytes]]: ...
@@ -65,6 +82,12 @@ class MemoryKeyValue:
 
     async def put(self, key: str, value: bytes) -> None:
         self._data[key] = bytes(value)
+
+    async def create(self, key: str, value: bytes) -> bytes | None:
+        held = self._data.get(key)
+        if held is None:
+            self._data[key] = bytes(value)
+        return held
 
     async def delete(self, key: str) -> None:
         self._data.pop(key, None)
@@ -115,6 +138,24 @@ class NatsKeyValue:
 
     async def put(self, key: str, value: bytes) -> None:
         await self._bucket.put(escape_key(key), value)
+
+    async def create(self, key: str, value: bytes) -> bytes | None:
+        # Not nats-py's create(): when the key exists it reads it only to tell a deletion
+        # apart, and a third round trip would then read the value. Here a refused write
+        # reads the value once; a deleted key is written over its marker's revision.
+        escaped = escape_key(key)
+        last = 0
+        for _ in range(_CREATE_ATTEMPTS):
+            try:
+                await self._bucket.update(escaped, value, last=last)
+                return None
+            except KeyWrongLastSequenceError:
+                pass
+            try:
+                return (await self._bucket.get(escaped)).value or b""
+            except KeyNotFoundError as deleted:
+                last = (deleted.entry.revision or 0) if deleted.entry is not None else 0
+        raise KeyValueError(description=f"key {key!r} kept changing while it was created")
 
     async def delete(self, key: str) -> None:
         try:

@@ -184,7 +184,10 @@ class PlanExecutor:
         A plan superseded by a later plan of its owner is skipped (see the memo).
         """
         plan = decision.plan
-        memo = await self._memo.load(plan.owner)
+        fresh = OwnerMemo()
+        fresh.start_plan(sequence=sequence, planned_at=decision.planned_at)
+        # Recorded before any write, so "no record" keeps meaning "nothing of ours exists".
+        memo, first_touch = await self._memo.claim(plan.owner, fresh)
         if memo.executed(plan_id):
             return Execution(plan_id=plan_id, owner=plan.owner, skipped=True, memo=memo)
         if memo.superseded(sequence=sequence, planned_at=decision.planned_at):
@@ -192,10 +195,6 @@ class PlanExecutor:
                 plan_id=plan_id, owner=plan.owner, skipped=True, superseded=True, memo=memo
             )
         memo.start_plan(sequence=sequence, planned_at=decision.planned_at)
-        first_touch = not memo.stored
-        if first_touch:
-            # Recorded before any write, so "no record" keeps meaning "nothing of ours exists".
-            await self._memo.save(plan.owner, memo)
         run = PlanRun(
             plan=plan,
             fingerprint=decision.fingerprint,

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -165,19 +166,61 @@ def _datetime_or_none(value: Any) -> datetime | None:
     return datetime.fromisoformat(value) if isinstance(value, str) else None
 
 
-class ExecutionMemo:
-    """Loads and saves :class:`OwnerMemo` records in a :class:`KeyValue` bucket."""
+KNOWN_OWNERS_LIMIT = 20_000
+"""Owners remembered as having a record, at about 200 bytes each. One forgotten costs a
+refused create and a read at its next plan, instead of a read."""
 
-    def __init__(self, kv: KeyValue) -> None:
+
+class ExecutionMemo:
+    """Loads and saves :class:`OwnerMemo` records in a :class:`KeyValue` bucket.
+
+    It remembers which owners have a record (read or written here): their plans read it,
+    and any other owner's first plan creates it, in one round trip where reading the
+    missing record and then writing it would take two (issue 28).
+    """
+
+    def __init__(self, kv: KeyValue, *, known_limit: int = KNOWN_OWNERS_LIMIT) -> None:
         self._kv = kv
+        self._known: OrderedDict[str, None] = OrderedDict()
+        self._known_limit = known_limit
 
     async def load(self, owner: ObjectRef) -> OwnerMemo:
-        raw = await self._kv.get(owner_memo_key(owner))
+        key = owner_memo_key(owner)
+        raw = await self._kv.get(key)
         if raw is None:
             return OwnerMemo()
-        memo = OwnerMemo.from_json(raw)
-        memo.stored = True
-        return memo
+        self._know(key)
+        return _stored(raw)
+
+    async def claim(self, owner: ObjectRef, fresh: OwnerMemo) -> tuple[OwnerMemo, bool]:
+        """The owner's record, and whether it is ``fresh``, written just now because the
+        owner had none: "no record" keeps meaning that nothing of ours exists for it."""
+        key = owner_memo_key(owner)
+        if key in self._known:
+            raw = await self._kv.get(key)
+            if raw is not None:
+                self._know(key)
+                return _stored(raw), False
+        held = await self._kv.create(key, fresh.to_json())
+        self._know(key)
+        if held is not None:
+            return _stored(held), False
+        fresh.stored = True
+        return fresh, True
 
     async def save(self, owner: ObjectRef, memo: OwnerMemo) -> None:
-        await self._kv.put(owner_memo_key(owner), memo.to_json())
+        key = owner_memo_key(owner)
+        await self._kv.put(key, memo.to_json())
+        self._know(key)
+
+    def _know(self, key: str) -> None:
+        self._known[key] = None
+        self._known.move_to_end(key)
+        if len(self._known) > self._known_limit:
+            self._known.popitem(last=False)
+
+
+def _stored(raw: bytes) -> OwnerMemo:
+    memo = OwnerMemo.from_json(raw)
+    memo.stored = True
+    return memo
