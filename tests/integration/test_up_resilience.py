@@ -135,7 +135,10 @@ def test_ctrl_c_during_start_up_stops_at_once_and_leaves_nothing(tmp_path: Path)
             what="the recorder starts",
             within=120,
         )
-        assert any("nats-server" in command for command in processes_of(state).values())
+        servers = [pid for pid, command in processes_of(state).items() if "nats-server" in command]
+        assert servers
+        # One Go processor for NATS by default (decision 0082).
+        assert b"GOMAXPROCS=1" in Path(f"/proc/{servers[0]}/environ").read_bytes().split(b"\0")
 
         terminal.type_ctrl_c()
         code = terminal.wait(within=120)

@@ -37,6 +37,18 @@ async def test_a_taken_port_is_a_clear_error() -> None:
             await NatsServer(port=port).start()
 
 
+def _environment(pid: int | None) -> list[bytes]:
+    return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+
+
+@pytest.mark.nats
+async def test_cpus_is_the_servers_gomaxprocs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GOMAXPROCS", raising=False)
+    async with NatsServer(cpus=1) as limited, NatsServer() as default:
+        assert b"GOMAXPROCS=1" in _environment(limited.pid)
+        assert not [v for v in _environment(default.pid) if v.startswith(b"GOMAXPROCS=")]
+
+
 @pytest.mark.nats
 async def test_restart_keeps_the_port_and_the_jetstream_store(tmp_path: Path) -> None:
     async with NatsServer(store_dir=tmp_path / "js") as server:

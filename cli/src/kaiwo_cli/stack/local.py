@@ -333,6 +333,7 @@ class LocalStack:
             config=self.credentials.server_config.read_text(),
             tls=self.options.nats_tls is not None,
             own_session=True,
+            cpus=self.options.nats_cpus,
         )
         await self.nats.start()
         bus = await NatsBus.connect(self.nats_connection(ADMIN), topology=topology)

@@ -34,6 +34,10 @@ class StackOptions:
     nats_port: int | None = None
     nats_tls: ServerTls | None = None
     """Serve NATS over TLS with this certificate; clients verify it against ``ca_file``."""
+    nats_cpus: int | None = 1
+    """The nats-server's ``GOMAXPROCS`` (None: one per core). One: on a machine whose cores
+    the control plane and the services share, a second one mostly added the Go scheduler's
+    hand-offs, and cost a quarter more of its CPU per workload (decision 0082)."""
     store_url: str | None = None
     metrics_endpoint: str | None = None
     gateway_port: int | None = None

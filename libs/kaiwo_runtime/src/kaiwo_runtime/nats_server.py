@@ -94,10 +94,13 @@ class NatsServer:
         config: str | None = None,
         tls: bool = False,
         own_session: bool = False,
+        cpus: int | None = None,
     ) -> None:
         """``own_session``: start the server in a session of its own, so that a Ctrl-C typed
-        at its parent's terminal does not reach it (the parent stops it, after its clients)."""
+        at its parent's terminal does not reach it (the parent stops it, after its clients).
+        ``cpus``: the server's ``GOMAXPROCS`` (None: Go's default, one per core)."""
         self._own_session = own_session
+        self._cpus = cpus
         self._requested_port = port
         self._port: int | None = port
         self._binary = binary
@@ -185,6 +188,7 @@ class NatsServer:
                 stdout=log,
                 stderr=log,
                 start_new_session=self._own_session,
+                env=None if self._cpus is None else {**os.environ, "GOMAXPROCS": str(self._cpus)},
             )
         finally:
             log.close()
