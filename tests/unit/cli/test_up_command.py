@@ -210,3 +210,11 @@ def test_the_core_services_run_in_one_process_unless_replicated_or_asked_otherwi
     refused = CliRunner().invoke(app, [*base, "--one-process", *replicated])
     assert refused.exit_code == 2
     assert refused.output.strip() == "kaiwo up: --one-process runs one planner and one executor"
+
+
+def test_nats_runs_on_one_core_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    started = options_started(monkeypatch)
+    for argv in (["up"], ["up", "--nats-cpus", "2"], ["up", "--nats-cpus", "0"]):
+        assert CliRunner().invoke(app, [*argv, "--gateway-port", "0"]).exit_code == 0
+
+    assert [options.nats_cpus for options in started] == [1, 2, None]

@@ -62,6 +62,10 @@ def up(
     nats_port: Annotated[
         int | None, typer.Option(help="NATS client port; default: a free one.")
     ] = None,
+    nats_cpus: Annotated[
+        int,
+        typer.Option(min=0, help="Cores nats-server uses at once (GOMAXPROCS); 0: one per core."),
+    ] = 1,
     store: Annotated[
         str | None,
         typer.Option(help="Event store URL; default sqlite:///<state-dir>/events.db."),
@@ -201,6 +205,7 @@ def up(
         scheduler=_mode(scheduler),
         nats_port=nats_port,
         nats_tls=tls,
+        nats_cpus=nats_cpus or None,
         store_url=store,
         metrics_endpoint=metrics_endpoint,
         gateway_port=gateway_port or None,
