@@ -11,6 +11,7 @@ from kaiwo_runtime.startup import (
     StartupError,
     collect_young_objects_every,
     freeze_startup_objects,
+    run_service,
     run_until_signalled,
     within,
 )
@@ -86,3 +87,13 @@ def test_start_up_objects_are_frozen_out_of_full_collections() -> None:
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+
+
+def test_a_service_runs_on_uvloop_and_gets_its_main_coroutines_result() -> None:
+    import uvloop
+
+    async def main() -> type[asyncio.AbstractEventLoop]:
+        await asyncio.sleep(0)
+        return type(asyncio.get_running_loop())
+
+    assert run_service(main()) is uvloop.Loop

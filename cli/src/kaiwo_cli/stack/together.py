@@ -124,7 +124,11 @@ async def run_together(members: tuple[Member, ...]) -> int:
 
 
 def main() -> int:
-    from kaiwo_runtime.startup import collect_young_objects_every, configure_service_logging
+    from kaiwo_runtime.startup import (
+        collect_young_objects_every,
+        configure_service_logging,
+        run_service,
+    )
 
     try:
         members = members_of(os.environ.get(TOGETHER_ENV, ""))
@@ -137,7 +141,7 @@ def main() -> int:
     # large long-lived heap the threshold is tuned for).
     tuned = next((m for m in members if m.name == "planner"), members[0])
     collect_young_objects_every(settings_of(tuned).gc_young_allocations)
-    return asyncio.run(run_together(members))
+    return run_service(run_together(members))
 
 
 if __name__ == "__main__":

@@ -12,11 +12,11 @@ import gc
 import importlib.metadata
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 from kaiwo_contracts.events.permissions import service_identity
@@ -99,6 +99,18 @@ def freeze_startup_objects() -> None:
     """
     gc.collect()
     gc.freeze()
+
+
+def run_service(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(main)`` on uvloop's event loop (libuv), where uvloop is installed (every
+    platform but Windows): its socket writes, polling and callbacks cost the services about
+    7% less CPU per workload than the standard loop's (decision 0083)."""
+    try:
+        import uvloop
+    except ImportError:  # Windows: the standard loop
+        return asyncio.run(main)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(main)
 
 
 def configure_service_logging(settings: ServiceSettings) -> None:

@@ -35,6 +35,7 @@ from kaiwo_runtime.startup import (
     configure_service_logging,
     connect_bus,
     open_api_server,
+    run_service,
     run_until_signalled,
     utc_now,
     within,
@@ -194,4 +195,4 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    sys.exit(run_service(main()))

@@ -34,6 +34,7 @@ from kaiwo_runtime.startup import (
     open_bus_and_bucket,
     open_lease_store,
     open_partition_leases,
+    run_service,
     run_until_signalled,
     run_while_active,
     utc_now,
@@ -120,4 +121,4 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    sys.exit(run_service(main()))

@@ -35,6 +35,7 @@ from kaiwo_runtime.startup import (
     connect_bus,
     open_api_server,
     open_single_active,
+    run_service,
     run_until_signalled,
     utc_now,
     within,
@@ -271,4 +272,4 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    sys.exit(run_service(main()))

@@ -27,6 +27,7 @@ from kaiwo_runtime.startup import (
     open_api_server,
     open_bus_and_bucket,
     open_single_active,
+    run_service,
     run_until_signalled,
     utc_now,
 )
@@ -135,4 +136,4 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    sys.exit(run_service(main()))

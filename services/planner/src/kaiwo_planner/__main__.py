@@ -37,6 +37,7 @@ from kaiwo_runtime.startup import (
     freeze_startup_objects,
     open_lease_store,
     open_partition_leases,
+    run_service,
     run_while_active,
     until_signalled,
     utc_now,
@@ -172,7 +173,7 @@ def main() -> int:
     json_logs = None if settings.log_format == "auto" else settings.log_format == "json"
     configure_logging(level=settings.log_level, json=json_logs)
     collect_young_objects_every(settings.gc_young_allocations)
-    return asyncio.run(until_signalled(lambda stop: serve(settings, stop)))
+    return run_service(until_signalled(lambda stop: serve(settings, stop)))
 
 
 if __name__ == "__main__":

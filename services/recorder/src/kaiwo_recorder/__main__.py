@@ -27,6 +27,7 @@ from kaiwo_runtime.startup import (
     collect_young_objects_every,
     connect_bus,
     freeze_startup_objects,
+    run_service,
     until_signalled,
     utc_now,
     watchers_cluster,
@@ -152,7 +153,7 @@ def main() -> int:
     configure_logging(level=settings.log_level, json=json_logs)
     collect_young_objects_every(settings.gc_young_allocations)
     try:
-        asyncio.run(until_signalled(lambda stop: serve(settings, stop)))
+        run_service(until_signalled(lambda stop: serve(settings, stop)))
     except StartupError as error:
         print(f"kaiwo-recorder: {redact_secrets(str(error))}", file=sys.stderr)  # noqa: T201 - the one line asked for
         return EXIT_UNREACHABLE

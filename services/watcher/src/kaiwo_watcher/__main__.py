@@ -29,6 +29,7 @@ from kaiwo_runtime.startup import (
     freeze_startup_objects,
     open_api_server,
     open_bus_and_bucket,
+    run_service,
     run_until_signalled,
     utc_now,
 )
@@ -119,4 +120,4 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    sys.exit(run_service(main()))
