@@ -36,8 +36,8 @@ class StackOptions:
     """Serve NATS over TLS with this certificate; clients verify it against ``ca_file``."""
     nats_cpus: int | None = 1
     """The nats-server's ``GOMAXPROCS`` (None: one per core). One: on a machine whose cores
-    the control plane and the services share, a second one mostly added the Go scheduler's
-    hand-offs, and cost a quarter more of its CPU per workload (decision 0082)."""
+    the control plane and the services share, more processors mostly add the Go scheduler's
+    hand-offs between them (decision 0082)."""
     store_url: str | None = None
     metrics_endpoint: str | None = None
     gateway_port: int | None = None
