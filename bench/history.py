@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import kaiwo_planner.feeds as planner_feeds
 from kaiwo_contracts.events import ApplyResultV1, Envelope, ObservedObjectV1, PlanDecidedV1
 from kaiwo_contracts.events.results import ActionOutcome
 from kaiwo_contracts.events.streams import PLAN_STREAM, bus_topology
@@ -558,9 +557,6 @@ def _correlation(obj: dict[str, Any], uid: str) -> str:
 
 async def record_history(url: str, *, workloads: int, wave: int = DEFAULT_WAVE) -> int:
     """Write the history of ``workloads`` KaiwoJobs into the store at ``url``; its events."""
-    # Each planner step waits 10 ms for monitor findings and scale decisions that never come
-    # here: with 100,000 events that is most of the run, for nothing.
-    planner_feeds.FINDINGS_WAIT_SECONDS = 0  # type: ignore[misc]
     server = MemoryJetStream()
     bus = MemoryBus(server=server, topology=bus_topology())
     await bus.ensure_streams()

@@ -194,6 +194,30 @@ async def test_consumer_receives_the_typed_envelope_it_was_sent(bus_harness) -> 
     assert await bus.process(TEST_CONSUMER, handle, wait_seconds=0.3) == 0
 
 
+async def test_a_process_that_may_not_wait_takes_what_is_there(bus_harness) -> None:  # type: ignore[no-untyped-def]
+    """``wait_seconds=0``: what the consumer has now, or nothing (how the planner reads findings
+    and scale decisions between observations)."""
+    bus = await bus_harness.connect(topology())
+    await bus.ensure_streams()
+    seen: list[str | None] = []
+
+    async def handle(delivery: Delivery) -> None:
+        seen.append(delivery.message_id)
+
+    nothing = await bus.process(TEST_CONSUMER, handle, wait_seconds=0)
+    await bus.publish(observed(UID_A, "1"), obs_subject(UID_A))
+    taken = 0
+    for _ in range(50):  # the stream takes the message in before the consumer offers it
+        taken = await bus.process(TEST_CONSUMER, handle, wait_seconds=0)
+        if taken:
+            break
+        await asyncio.sleep(0.02)
+
+    assert (nothing, taken) == (0, 1)
+    assert seen == [f"{UID_A}:1"]
+    assert await bus.process(TEST_CONSUMER, handle, wait_seconds=0) == 0
+
+
 async def test_a_consumer_loop_whose_cancellation_was_swallowed_stops_at_its_next_fetch(
     bus_harness,
 ) -> None:  # type: ignore[no-untyped-def]

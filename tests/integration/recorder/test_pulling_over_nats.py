@@ -3,10 +3,13 @@ server has messages, nothing delivered is dropped between pulls, and everything 
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import nats
 import pytest
 from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_runtime.batch_consumer import NatsPuller
@@ -77,3 +80,121 @@ async def test_an_empty_pull_waits_for_the_first_message_then_returns_it(
     assert list(nothing) == []
     assert [m.delivery.stream_sequence for m in one] == [1]
     assert one[0].delivery.attempt == 1
+
+
+# --------------------------------------------------------------------------- requests sent
+# Every pull, the bus's included, goes through one PullInbox: the pull requests it sends
+# are counted on the wire, by a second connection that subscribes to their subject.
+
+
+class RequestSpy:
+    """The pull requests sent for ``CONSUMER``, as their JSON bodies."""
+
+    def __init__(self, client: Any, subscription: Any) -> None:
+        self._client = client
+        self._subscription = subscription
+        self.requests: list[dict[str, Any]] = []
+
+    @classmethod
+    async def on(cls, nats_server: NatsServer) -> RequestSpy:
+        client = await nats.connect(nats_server.url)
+        subscription = await client.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.KAIWO_OBS.{CONSUMER}")
+        await client.flush()
+        return cls(client, subscription)
+
+    async def take(self) -> int:
+        """Take in the copies that came; how many requests so far."""
+        while self._subscription.pending_msgs:
+            message = await self._subscription.next_msg(timeout=1)
+            self.requests.append(json.loads(message.data))
+        return len(self.requests)
+
+    async def sent(self, bus: NatsBus) -> list[str]:
+        """Each request so far: "no-wait" or "waits"."""
+        await bus.client.flush()  # the server has every request the bus sent,
+        await self._client.flush()  # and this connection has read its copy of each
+        await self.take()
+        return ["no-wait" if r.get("no_wait") else "waits" for r in self.requests]
+
+    async def close(self) -> None:
+        await self._client.close()
+
+
+@pytest.fixture
+async def spy(nats_server: NatsServer) -> AsyncIterator[RequestSpy]:
+    found = await RequestSpy.on(nats_server)
+    try:
+        yield found
+    finally:
+        await found.close()
+
+
+async def test_a_pull_that_may_not_wait_sends_one_no_wait_request(
+    bus: NatsBus, spy: RequestSpy
+) -> None:
+    puller = NatsPuller(bus)
+    consumer = bus.topology.consumer(CONSUMER)
+
+    nothing = await puller.pull(consumer, max_messages=10, wait_seconds=0)
+
+    assert list(nothing) == []
+    assert await spy.sent(bus) == ["no-wait"]
+
+
+async def test_a_reader_that_found_nothing_waits_again_with_one_request(
+    bus: NatsBus, spy: RequestSpy
+) -> None:
+    """A no-wait probe that found the consumer empty is not sent again before the next wait:
+    the planner looks between observations and then waits, one request instead of two."""
+    puller = NatsPuller(bus)
+    consumer = bus.topology.consumer(CONSUMER)
+
+    first = await puller.pull(consumer, max_messages=10, wait_seconds=0)
+    second = await puller.pull(consumer, max_messages=10, wait_seconds=0.2)
+
+    assert (list(first), list(second)) == ([], [])
+    assert await spy.sent(bus) == ["no-wait", "waits"]
+
+
+async def test_a_request_still_open_brings_the_next_messages_without_another(
+    bus: NatsBus, spy: RequestSpy, make_observation: Any
+) -> None:
+    puller = NatsPuller(bus)
+    consumer = bus.topology.consumer(CONSUMER)
+    waiting = asyncio.create_task(puller.pull(consumer, max_messages=10, wait_seconds=30))
+
+    async def waits() -> bool | Pending:
+        return await spy.take() == 2 or Pending(f"requests {spy.requests}")
+
+    await eventually(waits, what="the pull waits", within=30)
+    await publish(bus, make_observation, 1)
+    first = await waiting
+    for number in (1, 2):
+        envelope, subject = make_observation(number)
+        await bus.publish(envelope, subject)
+    later: list[int] = []
+    while len(later) < 2:  # the open request brings them; each pull takes what came
+        pulled = await puller.pull(consumer, max_messages=10, wait_seconds=30)
+        later += [m.delivery.stream_sequence for m in pulled]
+
+    assert [m.delivery.stream_sequence for m in first] == [1]
+    assert later == [2, 3]
+    assert await spy.sent(bus) == ["no-wait", "waits"]
+
+
+async def test_the_bus_reads_with_the_same_requests(
+    bus: NatsBus, spy: RequestSpy, make_observation: Any
+) -> None:
+    """``process`` pulls like the batch puller: a wait of 0 is one no-wait request."""
+    consumer = bus.topology.consumer(CONSUMER)
+    handled: list[int] = []
+
+    async def handle(delivery: Any) -> None:
+        handled.append(delivery.stream_sequence)
+
+    assert await bus.process(consumer, handle, wait_seconds=0) == 0
+    await publish(bus, make_observation, 1)
+    assert await bus.process(consumer, handle, wait_seconds=0) == 1
+
+    assert handled == [1]
+    assert await spy.sent(bus) == ["no-wait", "no-wait"]

@@ -8,8 +8,8 @@ messages, appends them in one transaction and only then acknowledges them, so it
 messages itself. This module gives it that, for the two bus adapters, so that no service
 speaks nats-py itself (an import-linter contract holds it):
 
-* :class:`NatsPuller` sends JetStream pull requests for the durable consumer on the bus's
-  own nats-py connection, collects the messages in a callback subscription, and settles
+* :class:`NatsPuller` pulls the durable consumer on the bus's own nats-py connection (a
+  :class:`~kaiwo_runtime.pull_inbox.PullInbox`, as the bus's ``process`` does), and settles
   with ``ack`` / ``nak(delay)`` / ``term`` / ``in_progress``;
 * :class:`MemoryPuller` does the same on the in-memory JetStream of unit tests.
 
@@ -24,26 +24,19 @@ and for gaps: messages the stream dropped before the recorder read them).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import nats.errors
 from kaiwo_contracts.events.streams import ConsumerSpec
-from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from kaiwo_runtime.bus import Bus, BusError, ConsumerPosition, Delivery
 from kaiwo_runtime.memory_bus import MemoryBus
 from kaiwo_runtime.memory_jetstream import MemoryJetStream
 from kaiwo_runtime.nats_bus import NatsBus, nak_delay
-
-JS_API_PREFIX = "$JS.API"
-STATUS_HEADER = "Status"
-DESCRIPTION_HEADER = "Description"
+from kaiwo_runtime.pull_inbox import SETTLE_SECONDS, PullInbox
 
 
 class PulledMessage(Protocol):
@@ -110,100 +103,17 @@ class _NatsMessage:
         await self.message.in_progress()
 
 
-_NO_MESSAGES = "404"
-_REQUEST_TIMEOUT = "408"
-_CONFLICT = "409"  # e.g. "Exceeded MaxAckPending": this request ends, a later one may not
-_HEARTBEAT = "100"
-_REQUEST_ENDS = frozenset({_NO_MESSAGES, _REQUEST_TIMEOUT, _CONFLICT})
-_SETTLE_SECONDS = 5.0
-"""How long a no-wait request may take to answer before the server counts as gone."""
-
-
-class _PullInbox:
-    """One consumer's inbox: the messages its pull requests brought, in arrival order.
-
-    A callback subscription rather than nats-py's ``PullSubscription.fetch``, which awaits
-    each message through a task and a timer of its own: a third of the recorder's NATS time.
-    Messages that arrive after a pull returned (its request was still open) wait here for
-    the next pull; they are never dropped, so every delivered message is settled.
-    """
-
-    def __init__(self, client: Client, *, request_subject: str) -> None:
-        self._client = client
-        self._request_subject = request_subject
-        self._inbox = client.new_inbox()
-        self._messages: deque[Msg] = deque()
-        self._changed = asyncio.Event()
-        self._request_ended = False
-        self._failure: str | None = None
-
-    async def open(self) -> None:
-        await self._client.subscribe(self._inbox, cb=self._receive)
-
-    async def pull(self, *, batch: int, wait_seconds: float) -> list[Msg]:
-        """Up to ``batch`` messages: what is waiting, else what the server has, else the
-        first to come within ``wait_seconds``."""
-        if not self._messages:
-            await self._request(batch=batch, expires=None)
-            await self._until(lambda: len(self._messages) >= batch, within=_SETTLE_SECONDS)
-        if not self._messages:
-            await self._request(batch=batch, expires=wait_seconds)
-            await self._until(lambda: bool(self._messages), within=wait_seconds + _SETTLE_SECONDS)
-        if self._failure is not None:
-            failure, self._failure = self._failure, None
-            raise BusError(failure)
-        return [self._messages.popleft() for _ in range(min(batch, len(self._messages)))]
-
-    async def _request(self, *, batch: int, expires: float | None) -> None:
-        # Without expires the server answers at once (404 when it has nothing); with it,
-        # it keeps the request open until a message comes or the time is up (408).
-        request: dict[str, object] = {"batch": batch}
-        if expires is None:
-            request["no_wait"] = True
-        else:
-            request["expires"] = int(expires * 1_000_000_000)
-        self._request_ended = False
-        await self._client.publish(
-            self._request_subject, json.dumps(request).encode(), reply=self._inbox
-        )
-
-    async def _until(self, done: Callable[[], bool], *, within: float) -> None:
-        """Wait until ``done()``, a request ends, or ``within`` seconds pass."""
-        deadline = asyncio.get_running_loop().time() + within
-        while not (done() or self._request_ended or self._failure):
-            self._changed.clear()
-            remaining = deadline - asyncio.get_running_loop().time()
-            if remaining <= 0:
-                return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), remaining)
-
-    async def _receive(self, message: Msg) -> None:
-        status = (message.headers or {}).get(STATUS_HEADER) if not message.data else None
-        if status is None:
-            self._messages.append(message)
-        elif status in _REQUEST_ENDS:
-            self._request_ended = True
-        elif status != _HEARTBEAT:
-            description = (message.headers or {}).get(DESCRIPTION_HEADER, "")
-            self._failure = f"pull from {self._request_subject} refused: {status} {description}"
-        self._changed.set()
-
-
 class NatsPuller:
     def __init__(self, bus: NatsBus) -> None:
         self._bus = bus
-        self._inboxes: dict[str, _PullInbox] = {}
+        self._inboxes: dict[str, PullInbox] = {}
 
     async def pull(
         self, consumer: ConsumerSpec, *, max_messages: int, wait_seconds: float
     ) -> Sequence[PulledMessage]:
         inbox = await self._inbox(consumer)
         batch = max(1, min(max_messages, consumer.max_ack_pending))
-        try:
-            messages = await inbox.pull(batch=batch, wait_seconds=max(wait_seconds, 0.05))
-        except nats.errors.ConnectionClosedError as error:
-            raise BusError(f"fetch for {consumer.durable_name} failed: {error!r}") from error
+        messages = await inbox.pull(batch=batch, wait_seconds=wait_seconds)
         return tuple(
             _NatsMessage(message, _delivery(message, consumer), consumer) for message in messages
         )
@@ -217,7 +127,7 @@ class NatsPuller:
             raise BusError(f"flush failed: {error!r}") from error
 
     async def position(self, consumer: ConsumerSpec) -> ConsumerPosition:
-        js = self._bus.client.jetstream(timeout=_SETTLE_SECONDS)
+        js = self._bus.client.jetstream(timeout=SETTLE_SECONDS)
         try:
             info = await js.consumer_info(consumer.stream, consumer.durable_name)
             stream = await js.stream_info(consumer.stream)
@@ -230,18 +140,10 @@ class NatsPuller:
             unsettled=(info.num_pending or 0) + (info.num_ack_pending or 0),
         )
 
-    async def _inbox(self, consumer: ConsumerSpec) -> _PullInbox:
+    async def _inbox(self, consumer: ConsumerSpec) -> PullInbox:
         found = self._inboxes.get(consumer.durable_name)
         if found is None:
-            found = _PullInbox(
-                self._bus.client,
-                request_subject=f"{JS_API_PREFIX}.CONSUMER.MSG.NEXT."
-                f"{consumer.stream}.{consumer.durable_name}",
-            )
-            try:
-                await found.open()
-            except nats.errors.Error as error:
-                raise BusError(f"cannot pull {consumer.durable_name}: {error!r}") from error
+            found = await PullInbox.opened(self._bus.client, consumer)
             self._inboxes[consumer.durable_name] = found
         return found
 

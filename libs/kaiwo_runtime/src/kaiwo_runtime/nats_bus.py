@@ -37,6 +37,7 @@ from kaiwo_runtime.cancellation import stop_if_cancelled
 from kaiwo_runtime.dead_letters import dead_letter
 from kaiwo_runtime.lanes import Lanes
 from kaiwo_runtime.nats_connection import NatsConnection, connect_client
+from kaiwo_runtime.pull_inbox import PullInbox
 from kaiwo_runtime.settlement import (
     Ack,
     DeadLetter,
@@ -64,7 +65,7 @@ class NatsBus:
         self._client = client
         self._js: JetStreamContext = client.jetstream(timeout=publish_timeout)
         self._publish_timeout = publish_timeout
-        self._subscriptions: dict[str, JetStreamContext.PullSubscription] = {}
+        self._inboxes: dict[str, PullInbox] = {}
         # Set by close(): nats-py reports its own close through the disconnect callback.
         self.closing = False
 
@@ -116,7 +117,7 @@ class NatsBus:
         return self._client
 
     async def close(self) -> None:
-        self._subscriptions.clear()
+        self._inboxes.clear()
         # Acks are already written; flush them, then close. (drain() would wait out its
         # full timeout on the pull subscriptions' inboxes.)
         if self._client.is_connected:
@@ -251,16 +252,9 @@ class NatsBus:
         lanes: Lanes | None = None,
     ) -> int:
         stop_if_cancelled()  # a handler's publish may have swallowed it; its loop calls again
-        subscription = await self._subscription(consumer)
+        inbox = await self._inbox(consumer)
         batch = await fetch_size(consumer, max_messages, lanes)
-        try:
-            messages = await subscription.fetch(batch, timeout=wait_seconds)
-        except TimeoutError:
-            # nats-py raises its own TimeoutError, or asyncio's bare one from a batch fetch
-            # cut short by a reconnect; both mean "nothing arrived in time".
-            return 0
-        except (nats.errors.Error, nats.js.errors.APIError) as error:
-            raise BusError(f"fetch for {consumer.durable_name} failed: {error!r}") from error
+        messages = await inbox.pull(batch=batch, wait_seconds=wait_seconds)
         await handle_batch(
             messages,
             consumer,
@@ -269,13 +263,11 @@ class NatsBus:
         )
         return len(messages)
 
-    async def _subscription(self, consumer: ConsumerSpec) -> JetStreamContext.PullSubscription:
-        found = self._subscriptions.get(consumer.durable_name)
+    async def _inbox(self, consumer: ConsumerSpec) -> PullInbox:
+        found = self._inboxes.get(consumer.durable_name)
         if found is None:
-            found = await self._js.pull_subscribe_bind(
-                durable=consumer.durable_name, stream=consumer.stream
-            )
-            self._subscriptions[consumer.durable_name] = found
+            found = await PullInbox.opened(self._client, consumer)
+            self._inboxes[consumer.durable_name] = found
         return found
 
     async def _handle(self, message: Msg, consumer: ConsumerSpec, handler: Handler) -> None:

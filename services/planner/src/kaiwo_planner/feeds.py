@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Final, Protocol
@@ -30,8 +32,13 @@ from kaiwo_planner.planning_loop import PlanningLoop
 log = structlog.get_logger("kaiwo.planner")
 
 OBSERVATION_CONSUMER: Final = "planner-obs"
-FINDINGS_WAIT_SECONDS: Final = 0.01
-"""Findings are fetched after observations; waiting for them would delay observations."""
+TAKE_WHAT_IS_THERE: Final = 0.0
+"""The wait of every read of a round but its first: what the stream holds, without waiting,
+so that neither findings nor scale decisions hold up the next observation."""
+SIDE_STREAMS_SECONDS: Final = 0.1
+"""While observations keep coming, findings and scale decisions are read at most this often
+(a round that read no observation always reads them): under load a round plans about one
+observation, and two reads that find nothing cost more than its planning."""
 OBSERVATIONS_PER_ROUND: Final = 256
 """Observations handled in one round while they keep coming, before findings, timers, resync
 and snapshots have their turn. The consumer hands them out one at a time
@@ -80,14 +87,24 @@ class DurableFeed:
     writes_snapshots: Final = True
     keeps_restored_records: Final = True
 
-    def __init__(self, bus: Bus, *, consumer: ConsumerSpec | None = None) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        *,
+        consumer: ConsumerSpec | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._bus = bus
+        self._monotonic = monotonic
         consumers = bus.topology.consumers
         self._observations = consumer or bus.topology.consumer(OBSERVATION_CONSUMER)
         self._findings = next(
             (c for c in consumers if c.durable_name == PLANNER_FINDINGS_CONSUMER), None
         )
         self._scale = next((c for c in consumers if c.durable_name == PLANNER_SCALE_CONSUMER), None)
+        self._side_streams_due = -math.inf
+        """When findings and scale decisions are read next while observations keep coming
+        (on ``monotonic``)."""
 
     def holds(self, uid: str) -> bool:  # noqa: ARG002 -- every owner is this replica's
         return True
@@ -97,27 +114,30 @@ class DurableFeed:
 
     async def round(self, loop: PlanningLoop, tail: RoundTail, *, wait_seconds: float) -> int:
         handled = await self._read_observations(loop, wait_seconds=wait_seconds)
-        if self._findings is not None:
-            try:
-                handled += await self._bus.process(
-                    self._findings,
-                    loop.handle_finding,
-                    max_messages=64,
-                    wait_seconds=FINDINGS_WAIT_SECONDS,
-                )
-            except BusError as error:  # findings wait; timers, resync and snapshots must not
-                log.warning("monitor findings unavailable", error=str(error))
-        if self._scale is not None:
-            try:
-                handled += await self._bus.process(
-                    self._scale,
-                    loop.handle_scale_decision,
-                    max_messages=64,
-                    wait_seconds=FINDINGS_WAIT_SECONDS,
-                )
-            except BusError as error:  # like findings: the rest of the round goes on
-                log.warning("scale decisions unavailable", error=str(error))
+        now = self._monotonic()
+        if handled == 0 or now >= self._side_streams_due:
+            self._side_streams_due = now + SIDE_STREAMS_SECONDS
+            handled += await self._read_side_streams(loop)
         await tail()
+        return handled
+
+    async def _read_side_streams(self, loop: PlanningLoop) -> int:
+        """The findings and scale decisions that are there (without waiting); how many."""
+        handled = 0
+        for consumer, handle in (
+            (self._findings, loop.handle_finding),
+            (self._scale, loop.handle_scale_decision),
+        ):
+            if consumer is None:
+                continue
+            try:
+                handled += await self._bus.process(
+                    consumer, handle, max_messages=64, wait_seconds=TAKE_WHAT_IS_THERE
+                )
+            except BusError as error:  # they wait; timers, resync and snapshots must not
+                log.warning(
+                    "side stream unavailable", consumer=consumer.durable_name, error=str(error)
+                )
         return handled
 
     async def _read_observations(self, loop: PlanningLoop, *, wait_seconds: float) -> int:
@@ -129,7 +149,7 @@ class DurableFeed:
         )
         while 0 < handled < OBSERVATIONS_PER_ROUND:
             more = await self._bus.process(
-                consumer, handle, max_messages=64, wait_seconds=FINDINGS_WAIT_SECONDS
+                consumer, handle, max_messages=64, wait_seconds=TAKE_WHAT_IS_THERE
             )
             if more == 0:
                 break
