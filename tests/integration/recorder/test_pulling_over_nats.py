@@ -88,7 +88,7 @@ async def test_an_empty_pull_waits_for_the_first_message_then_returns_it(
 
 
 class RequestSpy:
-    """The pull requests sent for ``CONSUMER``, as their JSON bodies."""
+    """The pull requests sent for one consumer (``CONSUMER``), as their JSON bodies."""
 
     def __init__(self, client: Any, subscription: Any) -> None:
         self._client = client
@@ -96,9 +96,9 @@ class RequestSpy:
         self.requests: list[dict[str, Any]] = []
 
     @classmethod
-    async def on(cls, nats_server: NatsServer) -> RequestSpy:
+    async def on(cls, nats_server: NatsServer, consumer: str = CONSUMER) -> RequestSpy:
         client = await nats.connect(nats_server.url)
-        subscription = await client.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.KAIWO_OBS.{CONSUMER}")
+        subscription = await client.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.KAIWO_OBS.{consumer}")
         await client.flush()
         return cls(client, subscription)
 
@@ -198,3 +198,35 @@ async def test_the_bus_reads_with_the_same_requests(
 
     assert handled == [1]
     assert await spy.sent(bus) == ["no-wait", "no-wait"]
+
+
+async def test_one_message_at_a_time_the_acknowledgement_asks_for_the_next(
+    bus: NatsBus, nats_server: NatsServer, make_observation: Any
+) -> None:
+    """``planner-obs`` hands out one observation at a time: after the first probe, each
+    acknowledgement asks for the next (``+NXT``), and no pull request is sent."""
+    consumer = bus.topology.consumer("planner-obs")
+    assert consumer.max_ack_pending == 1
+    spy = await RequestSpy.on(nats_server, consumer.durable_name)
+    await publish(bus, make_observation, 3)
+    handled: list[int] = []
+
+    async def handle(delivery: Any) -> None:
+        handled.append(delivery.stream_sequence)
+
+    try:
+        counts = [await bus.process(consumer, handle, wait_seconds=0) for _ in range(4)]
+        requests = await spy.sent(bus)
+    finally:
+        await spy.close()
+
+    assert counts == [1, 1, 1, 0]
+    assert handled == [1, 2, 3]
+    assert requests == ["no-wait"]
+
+    async def settled() -> bool | Pending:
+        info = await bus.client.jetstream().consumer_info("KAIWO_OBS", consumer.durable_name)
+        pending = (info.num_ack_pending, info.num_pending)
+        return True if pending == (0, 0) else Pending(f"ack pending, pending: {pending}")
+
+    await eventually(settled, what="every observation acknowledged", within=30)

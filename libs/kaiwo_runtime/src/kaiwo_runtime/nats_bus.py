@@ -282,6 +282,9 @@ class NatsBus:
             body=message.data,
         )
         match await settle(handler, delivery, consumer):
+            case Ack() if consumer.max_ack_pending == 1:
+                # The next message can only come once this one is settled: ask for it now.
+                await self._inboxes[consumer.durable_name].acknowledge_asking_for_the_next(message)
             case Ack():
                 await message.ack()
             case Retry(delay=delay):

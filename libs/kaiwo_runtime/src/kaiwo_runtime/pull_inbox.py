@@ -12,7 +12,10 @@ A pull here sends a no-wait probe first, so that a backlog comes in batches, the
 found nothing and may wait, one lingering request. The probe is left out when the last
 request found the consumer empty and nothing came since: a reader that looked a moment ago
 and waits again (the planner, between two observations) sends one request, not two. With
-``wait_seconds`` 0 only the probe is sent. Messages that arrive after a pull returned (its
+``wait_seconds`` 0 only the probe is sent. A consumer that hands out one message at a time
+(``max_ack_pending`` 1, the planner's observations) asks for the next message in the
+acknowledgement of the last (:meth:`PullInbox.acknowledge_asking_for_the_next`), so the
+next pull sends nothing. Messages that arrive after a pull returned (its
 request was still open) wait here for the next pull; they are never dropped, so every
 delivered message is settled.
 """
@@ -48,6 +51,8 @@ SETTLE_SECONDS: Final = 5.0
 """How long a no-wait request may take to answer before the server counts as gone."""
 SHORTEST_WAIT_SECONDS: Final = 0.05
 """The shortest lingering request: shorter waits are rounded up to it (0 sends none)."""
+_ACK_NEXT: Final = b'+NXT {"batch":1,"no_wait":true}'
+"""An acknowledgement that asks for the next message, without waiting, in the same publish."""
 
 
 @dataclass(slots=True)
@@ -56,6 +61,8 @@ class _OpenRequest:
 
     remaining: int
     """Messages it may still bring: the server ends it without a word once it brought all."""
+    waits: bool
+    """A lingering request; a no-wait one is answered at once."""
     ends_by: float
     """The event loop's time after which it counts as ended even unanswered (a reconnect
     loses requests and their answers)."""
@@ -97,7 +104,10 @@ class PullInbox:
     async def pull(self, *, batch: int, wait_seconds: float) -> list[Msg]:
         """Up to ``batch`` messages: what is waiting, else what the server has, else (when
         ``wait_seconds`` > 0) the first to come within ``wait_seconds``."""
-        empty_when_last_asked = self._found_empty and wait_seconds > 0
+        answered = not self._messages and self._asked_without_waiting()
+        if answered:  # an acknowledgement asked for the next message: its answer is the probe
+            await self._until(lambda: bool(self._messages), within=SETTLE_SECONDS)
+        empty_when_last_asked = self._found_empty and (wait_seconds > 0 or answered)
         if not (self._messages or self._request_open() or empty_when_last_asked):
             await self._request(batch=batch, expires=None)
             await self._until(lambda: len(self._messages) >= batch, within=SETTLE_SECONDS)
@@ -110,6 +120,24 @@ class PullInbox:
             failure, self._failure = self._failure, None
             raise BusError(failure)
         return [self._messages.popleft() for _ in range(min(batch, len(self._messages)))]
+
+    async def acknowledge_asking_for_the_next(self, message: Msg) -> None:
+        """Acknowledge ``message`` and, in the same publish, ask for the next message without
+        waiting (JetStream's ``+NXT``): the request the next pull of a consumer that hands out
+        one message at a time would send. A plain acknowledgement while a request is open."""
+        if self._request_open() or not message.reply:
+            await message.ack()
+            return
+        ends_by = asyncio.get_running_loop().time() + SETTLE_SECONDS
+        self._open = _OpenRequest(remaining=1, waits=False, ends_by=ends_by)
+        try:
+            await self._client.publish(message.reply, _ACK_NEXT, reply=self._inbox)
+        except nats.errors.Error:
+            self._open = None
+            raise
+
+    def _asked_without_waiting(self) -> bool:
+        return self._request_open() and self._open is not None and not self._open.waits
 
     def _request_open(self) -> bool:
         if self._open is not None and asyncio.get_running_loop().time() >= self._open.ends_by:
@@ -125,7 +153,7 @@ class PullInbox:
         else:
             request["expires"] = int(expires * 1_000_000_000)
         ends_by = asyncio.get_running_loop().time() + (expires or 0) + SETTLE_SECONDS
-        self._open = _OpenRequest(remaining=batch, ends_by=ends_by)
+        self._open = _OpenRequest(remaining=batch, waits=expires is not None, ends_by=ends_by)
         try:
             await self._client.publish(
                 self._request_subject, json.dumps(request).encode(), reply=self._inbox
