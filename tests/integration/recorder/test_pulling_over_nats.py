@@ -39,6 +39,18 @@ async def publish(bus: NatsBus, make_observation: Any, count: int) -> None:
         await bus.publish(envelope, subject)
 
 
+async def every_message_acknowledged(bus: NatsBus, consumer: str) -> None:
+    """Wait until ``consumer`` has nothing pending, acknowledged or not (a hang guard)."""
+
+    async def settled() -> bool | Pending:
+        # The server takes an ack in after the flush's round trip, not before it.
+        info = await bus.client.jetstream().consumer_info("KAIWO_OBS", consumer)
+        pending = (info.num_ack_pending, info.num_pending)
+        return True if pending == (0, 0) else Pending(f"ack pending, pending: {pending}")
+
+    await eventually(settled, what=f"every message of {consumer} acknowledged", within=30)
+
+
 async def test_a_pull_takes_what_is_there_and_leaves_the_rest_for_the_next(
     bus: NatsBus, make_observation: Any
 ) -> None:
@@ -58,13 +70,7 @@ async def test_a_pull_takes_what_is_there_and_leaves_the_rest_for_the_next(
         await message.ack()
     await puller.flush()
 
-    async def settled() -> bool | Pending:
-        # The server takes an ack in after the flush's round trip, not before it.
-        info = await bus.client.jetstream().consumer_info("KAIWO_OBS", CONSUMER)
-        pending = (info.num_ack_pending, info.num_pending)
-        return True if pending == (0, 0) else Pending(f"ack pending, pending: {pending}")
-
-    await eventually(settled, what="every message acknowledged", within=30)  # a hang guard
+    await every_message_acknowledged(bus, CONSUMER)
 
 
 async def test_an_empty_pull_waits_for_the_first_message_then_returns_it(
@@ -223,10 +229,4 @@ async def test_one_message_at_a_time_the_acknowledgement_asks_for_the_next(
     assert counts == [1, 1, 1, 0]
     assert handled == [1, 2, 3]
     assert requests == ["no-wait"]
-
-    async def settled() -> bool | Pending:
-        info = await bus.client.jetstream().consumer_info("KAIWO_OBS", consumer.durable_name)
-        pending = (info.num_ack_pending, info.num_pending)
-        return True if pending == (0, 0) else Pending(f"ack pending, pending: {pending}")
-
-    await eventually(settled, what="every observation acknowledged", within=30)
+    await every_message_acknowledged(bus, consumer.durable_name)
