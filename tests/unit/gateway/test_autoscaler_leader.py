@@ -140,6 +140,42 @@ async def test_a_waiting_request_scales_a_model_at_zero_without_a_tick() -> None
     assert await bucket.get("m-1") is None  # no sample was taken
 
 
+class ReportArrivesDuringTheRead:
+    """The backlog read, during which a replica's report that a request waits comes in."""
+
+    def __init__(self) -> None:
+        self.scaler: Autoscaler | None = None
+
+    async def stored_requests(self) -> dict[str, int]:
+        assert self.scaler is not None
+        self.scaler.receive(load("gw-a", 1, waiting=1))
+        return {}
+
+
+async def test_a_request_waiting_when_a_tick_decides_is_named_as_the_cause() -> None:
+    clock, bucket, out = Clock(), MemoryKeyValue(), Published()
+    stream = ReportArrivesDuringTheRead()
+    scaler = Autoscaler(
+        catalog=catalog_with(),
+        publisher=out,
+        state=bucket,
+        clock=clock,
+        settings=SETTINGS,
+        metrics=GatewayMetrics(),
+        backlog=stream,
+    )
+    stream.scaler = scaler
+    await scaler.restore()
+
+    # The tick alone would scale to 1 replica for load ((0 + 1) / 2 = 0.5 active requests,
+    # target 10); the waiting request asked for that replica, and is named.
+    [decision] = await scaler.tick_once()
+    assert (decision.from_replicas, decision.replicas, decision.cause) == (0, 1, "request")
+    assert [d.cause for d in out.decisions()] == ["request"]
+    assert await scaler.scale_from_zero_once() == ()  # the same decision, not sent again
+    assert json.loads(await bucket.get("m-1") or b"")["samples"] == [0.0, 1.0]
+
+
 async def test_a_model_no_longer_autoscaled_loses_its_window_and_damaged_ones_start_empty() -> None:
     clock, bucket, out = Clock(), MemoryKeyValue(), Published()
     await bucket.put("m-1", json.dumps({"samples": [4.0, 4.0]}).encode())

@@ -10,7 +10,8 @@ at once. The leader (:meth:`Autoscaler.lead`, run by ``SingleActive``):
    over the Models of the catalog, publishes a ``ScaleDecidedV1`` for each decision and saves
    the windows that changed (and forgets those of Models no longer autoscaled);
 3. whenever a report says requests wait for a Model at zero replicas, decides scale from
-   zero at once (:func:`~kaiwo_gateway.domain.autoscaler.scale_from_zero`).
+   zero at once (:func:`~kaiwo_gateway.domain.autoscaler.scale_from_zero`), and a tick
+   does so before its own decisions.
 
 With the messenger on, each tick also reads how many requests the request stream stores per
 tenant namespace (:class:`Backlog`), so a backlog no replica has in hand drives the Models
@@ -201,13 +202,22 @@ class Autoscaler:
         self._states = restored
 
     async def tick_once(self) -> tuple[Decision, ...]:
-        """One tick: sample, decide, publish, save."""
+        """One tick: sample, decide, publish, save.
+
+        A report saying requests wait for a Model at zero may come in while the backlog is
+        read; the tick then scales that Model from zero first, from the same reports, so the
+        decision is published as the request's (the tick's own one to the same replicas is
+        then the same decision, and is not sent again)."""
         backlog = await self._stored_requests()
+        models = autoscaled_models(self._catalog)
+        reports = tuple(self._reports.values())
+        now = self._clock()
+        from_zero = scale_from_zero(models, reports, self._states, now=now)
         tick = autoscale(
-            autoscaled_models(self._catalog),
+            models,
             self._states,
-            self._reports.values(),
-            now=self._clock(),
+            reports,
+            now=now,
             interval_seconds=self._settings.interval_seconds,
             window_seconds=self._settings.window_seconds,
             backlog=backlog,
@@ -219,7 +229,7 @@ class Autoscaler:
             return ()
         self._record_gauges(tick.states)
         self._forget_superseded()
-        published = await self._publish(tick.decisions)
+        published = await self._publish(from_zero + tick.decisions)
         await self._save(tick.states)
         return published
 
