@@ -32,6 +32,7 @@ from tests.integration.pipeline.ledger import (
     ledgers,
     unsettled_consumers,
 )
+from tests.integration.pipeline.trail import stall_explained
 from tests.real_cluster import RealCluster
 from tests.waiting import Pending, eventually
 
@@ -121,21 +122,34 @@ class Pipeline:
 
     async def run_to_completion(self, name: str) -> dict[str, Any]:
         """Create a KaiwoJob with a download and play the Job controller and Kueue through its
-        whole life, waiting for the phase each step causes; returns the finished KaiwoJob."""
+        whole life, waiting for the phase each step causes; returns the finished KaiwoJob.
+        A step that does not come fails with the KaiwoJob's trail (:mod:`.trail`)."""
         ns = self.namespace
         await self.kube.create(actors.training_job(name, namespace=ns))
-        await self.reaches(name, "DOWNLOADING")
-        await self.appears(resources.JOB, f"{name}-download")
-        await self.jobs.pod_succeeded(f"{name}-download", namespace=ns)
-        main = await self.appears(resources.JOB, name)
-        await self.reaches(name, "PENDING")
-        await actors.kueue_admits(self.kube, main)
-        await self.jobs.pod_running(name, namespace=ns, ready=False)
-        await self.reaches(name, "STARTING")
-        await self.jobs.pod_running(name, namespace=ns, ready=True)
-        await self.reaches(name, "RUNNING")
-        await self.jobs.pod_succeeded(name, namespace=ns)
-        return await self.reaches(name, "COMPLETE")
+        async with self.stall_explained(name):
+            await self.reaches(name, "DOWNLOADING")
+            await self.appears(resources.JOB, f"{name}-download")
+            await self.jobs.pod_succeeded(f"{name}-download", namespace=ns)
+            main = await self.appears(resources.JOB, name)
+            await self.reaches(name, "PENDING")
+            await actors.kueue_admits(self.kube, main)
+            await self.jobs.pod_running(name, namespace=ns, ready=False)
+            await self.reaches(name, "STARTING")
+            await self.jobs.pod_running(name, namespace=ns, ready=True)
+            await self.reaches(name, "RUNNING")
+            await self.jobs.pod_succeeded(name, namespace=ns)
+            return await self.reaches(name, "COMPLETE")
+
+    def stall_explained(self, name: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """A wait inside that fails says where the KaiwoJob ``name`` stands (:mod:`.trail`)."""
+        return stall_explained(
+            self.kube,
+            self.js,
+            self.topology,
+            self.stack.services,
+            namespace=self.namespace,
+            name=name,
+        )
 
     # ------------------------------------------------------------------ its processes
 
