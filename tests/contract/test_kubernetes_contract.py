@@ -596,6 +596,25 @@ async def test_apply_conflicts_on_another_managers_field_unless_forced(backend: 
     assert managers == {"second"}
 
 
+async def test_apply_conflicts_on_a_field_another_manager_patched_unless_forced(
+    backend: Backend,
+) -> None:
+    # Kueue unsuspends a Job with a patch of its own; the executor's creation-time apply of
+    # ``suspend: true``, carried out again, must meet a conflict rather than undo it.
+    kube, ns = backend.kube, backend.namespace
+    await kube.apply(config_map(ns, "gate", data={"open": "no"}), field_manager="creator")
+    await kube.merge_patch(
+        CONFIG_MAP, "gate", {"data": {"open": "yes"}}, namespace=ns, field_manager="admitter"
+    )
+    with pytest.raises(Conflict) as raised:
+        await kube.apply(
+            config_map(ns, "gate", data={"open": "no"}), field_manager="creator", force=False
+        )
+    assert raised.value.code == 409
+    assert "admitter" in raised.value.message
+    assert (await kube.get(CONFIG_MAP, "gate", namespace=ns))["data"] == {"open": "yes"}
+
+
 async def test_an_empty_map_created_by_one_manager_takes_another_managers_apply_inside(
     backend: Backend, widgets: ResourceType
 ) -> None:

@@ -31,8 +31,9 @@ from kaiwo_kube import resources
 from sqlalchemy.engine import make_url
 
 from tests.integration.pipeline import cluster_actors as actors
-from tests.integration.pipeline.harness import Pipeline, field_managers_of, running_pipeline
+from tests.integration.pipeline.harness import Pipeline, running_pipeline
 from tests.integration.pipeline.postgres import TcpProxy, fresh_database
+from tests.managed_fields import field_managers_of
 
 pytestmark = [pytest.mark.nats, pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 

@@ -17,7 +17,7 @@ from kaiwo_cli.main import app
 from kaiwo_kube import resources
 
 from tests.integration.conftest import FAKE_POSTGRES, FAKE_SQLITE, real_sqlite
-from tests.integration.pipeline.harness import field_managers_of
+from tests.managed_fields import field_managers_of
 
 pytestmark = [pytest.mark.nats, pytest.mark.slow]
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from kaiwo_contracts.events.plans import PlanDecidedV1
 from kaiwo_contracts.plans import ObjectRef
 from kaiwo_executor.step_outcomes import STALE_STATUS
 from kaiwo_kube import resources
+
+from tests.managed_fields import field_managers_of
 
 JOB_REF = ObjectRef(api_version="batch/v1", kind="Job", name="train", namespace="team-a")
 
@@ -85,6 +88,39 @@ async def test_a_child_named_absent_by_a_late_plan_is_not_applied_over_newer_cha
     execution = await harness.run(harness.plan([job]), plan_id="plan-3", absent=(JOB_REF,))
     assert harness.find("batch/v1", "Job", "train")["spec"]["suspend"] is True
     assert outcomes(execution) == [("apply", "Job/team-a/train", "applied", None)]
+
+
+async def test_a_plan_carried_out_again_after_kueue_admitted_its_job_leaves_suspend_alone(
+    harness: Any,
+) -> None:
+    """The executor created the Job and died before remembering it; the plan comes back (to
+    it or another replica) after Kueue admitted the Job. Found by the active-active test on
+    the real API server: the Job was suspended again, its Pod deleted, and it never ran."""
+    job = harness.job()
+    job["spec"]["suspend"] = True
+    plan = harness.plan([job])
+    decision = PlanDecidedV1.of(plan, absent=(JOB_REF,))
+    await harness.executor().execute(decision, plan_id="plan-1")  # never remembered
+    await harness.kube.merge_patch(
+        resources.JOB,
+        "train",
+        {"spec": {"suspend": False}},
+        namespace="team-a",
+        field_manager="kueue-admission",
+    )
+
+    execution = await harness.run(plan, plan_id="plan-1", absent=(JOB_REF,))
+
+    found = harness.find("batch/v1", "Job", "train")
+    assert found["spec"]["suspend"] is False
+    assert field_managers_of(found, "spec", "suspend") == {"kueue-admission"}
+    assert outcomes(execution) == [("apply", "Job/team-a/train", "applied", None)]
+
+    # Not yet admitted, the same plan carried out again keeps the Job suspended.
+    harness.fake.store.delete(harness.served("batch/v1", "Job"), namespace="team-a", name="train")
+    await harness.executor().execute(decision, plan_id="plan-2")
+    await harness.run(plan, plan_id="plan-2", absent=(JOB_REF,))
+    assert harness.find("batch/v1", "Job", "train")["spec"]["suspend"] is True
 
 
 async def test_a_plan_retried_after_a_later_plan_of_its_owner_is_superseded(

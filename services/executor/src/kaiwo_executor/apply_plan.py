@@ -36,7 +36,9 @@ order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` pe
    ``kaiwo``, forced: the executor is the one owner of the fields it sets. A manifest that
    sets ``spec.suspend: true`` (a child created suspended for Kueue) is applied under
    ``kaiwo-create`` instead, so the later applies, which leave ``suspend`` to Kueue, never
-   remove it (``kaiwo_contracts.plans.CREATE_SUSPENDED_FIELD_MANAGER``). Nodes are the
+   remove it (``kaiwo_contracts.plans.CREATE_SUSPENDED_FIELD_MANAGER``), and not forced:
+   once Kueue owns ``suspend``, the conflict makes it applied without ``suspend`` under
+   ``kaiwo`` (decision 0085). Nodes are the
    exception: see :mod:`kaiwo_executor.node_merge` (merge patch, taints merged with the
    node's own). **Shared objects** (``Plan.shared``: a Model cache's volume) are created
    when missing and otherwise left alone.

@@ -15,7 +15,7 @@ from kaiwo_contracts.plans import (
     created_suspended,
     without_admission_gate,
 )
-from kaiwo_kube import AlreadyExists, NotFound
+from kaiwo_kube import AlreadyExists, Conflict, NotFound
 from kaiwo_kube.resources import NODE, known_type
 
 from kaiwo_executor.child_ownership import (
@@ -197,8 +197,23 @@ class DesiredObjects:
 
     async def _apply(self, manifest: dict[str, Any]) -> StepOutcome:
         resource = known_type(str(manifest.get("apiVersion")), str(manifest.get("kind")))
-        manager = CREATE_SUSPENDED_FIELD_MANAGER if created_suspended(manifest) else FIELD_MANAGER
-        await self._kube.apply(manifest, field_manager=manager, force=True, resource=resource)
+        if created_suspended(manifest):
+            # Not forced: suspend is the creation's only until Kueue takes it over. A plan
+            # made while the child was missing and carried out again after Kueue admitted it
+            # (its executor died before remembering the child) must not suspend it anew: its
+            # Pod would go and the workload would wait for an admission it already had. The
+            # conflict says so, and the rest of the manifest is applied as a later plan would.
+            try:
+                await self._kube.apply(
+                    manifest,
+                    field_manager=CREATE_SUSPENDED_FIELD_MANAGER,
+                    force=False,
+                    resource=resource,
+                )
+                return StepOutcome.APPLIED
+            except Conflict:
+                manifest = without_admission_gate(manifest)
+        await self._kube.apply(manifest, field_manager=FIELD_MANAGER, force=True, resource=resource)
         return StepOutcome.APPLIED
 
     async def _create_only(self, manifest: dict[str, Any]) -> StepOutcome:
