@@ -54,10 +54,12 @@ async def stall_explained(
     namespace: str,
     name: str,
 ) -> AsyncIterator[None]:
-    """Re-raise a :class:`NotConvergedError` inside with the KaiwoJob's trail appended."""
+    """Raise a failed wait inside (:class:`NotConvergedError`, or an actor's assertion that
+    the cluster did not do its part) as a :class:`NotConvergedError` with the KaiwoJob's
+    trail appended."""
     try:
         yield
-    except NotConvergedError as error:
+    except AssertionError as error:
         try:
             trail = await workload_trail(
                 kube, js, topology, services, namespace=namespace, name=name
