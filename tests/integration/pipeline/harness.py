@@ -32,7 +32,7 @@ from tests.integration.pipeline.ledger import (
     ledgers,
     unsettled_consumers,
 )
-from tests.integration.pipeline.trail import stall_explained
+from tests.integration.pipeline.trail import stall_explained, workload_trail
 from tests.real_cluster import RealCluster
 from tests.waiting import Pending, eventually
 
@@ -143,12 +143,14 @@ class Pipeline:
     def stall_explained(self, name: str) -> contextlib.AbstractAsyncContextManager[None]:
         """A wait inside that fails says where the KaiwoJob ``name`` stands (:mod:`.trail`)."""
         return stall_explained(
-            self.kube,
-            self.js,
-            self.topology,
-            self.stack.services,
-            namespace=self.namespace,
-            name=name,
+            lambda: workload_trail(
+                self.kube,
+                self.js,
+                self.topology,
+                self.stack.services,
+                namespace=self.namespace,
+                name=name,
+            )
         )
 
     # ------------------------------------------------------------------ its processes

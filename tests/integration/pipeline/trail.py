@@ -10,7 +10,7 @@ for, from one failed run on a loaded machine.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Final
 
 import nats.js.errors
@@ -45,25 +45,15 @@ EVENTS_PER_STREAM: Final = 40
 
 
 @contextlib.asynccontextmanager
-async def stall_explained(
-    kube: KubernetesPort,
-    js: JetStreamContext,
-    topology: BusTopology,
-    services: Mapping[str, Any],
-    *,
-    namespace: str,
-    name: str,
-) -> AsyncIterator[None]:
+async def stall_explained(trail_of: Callable[[], Awaitable[str]]) -> AsyncIterator[None]:
     """Raise a failed wait inside (:class:`NotConvergedError`, or an actor's assertion that
-    the cluster did not do its part) as a :class:`NotConvergedError` with the KaiwoJob's
-    trail appended."""
+    the cluster did not do its part) as a :class:`NotConvergedError` with ``trail_of()``
+    (:func:`workload_trail`) appended."""
     try:
         yield
     except AssertionError as error:
         try:
-            trail = await workload_trail(
-                kube, js, topology, services, namespace=namespace, name=name
-            )
+            trail = await trail_of()
         except Exception as failure:  # the failure it was to explain still stands
             trail = f"(its trail could not be read: {failure!r})"
         raise NotConvergedError(f"{error}\n{trail}") from error

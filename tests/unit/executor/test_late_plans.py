@@ -30,6 +30,17 @@ def owner_resource_version(harness: Any) -> str:
     return str(owner["metadata"]["resourceVersion"])
 
 
+async def kueue_unsuspends(harness: Any) -> None:
+    """Kueue admits the Job: it unsuspends it with its own field manager."""
+    await harness.kube.merge_patch(
+        resources.JOB,
+        "train",
+        {"spec": {"suspend": False}},
+        namespace="team-a",
+        field_manager="kueue-admission",
+    )
+
+
 async def test_a_status_planned_from_an_older_owner_version_is_not_written(harness: Any) -> None:
     planned_from = owner_resource_version(harness)
     pending = harness.plan([], status={"status": "PENDING"}).model_copy(
@@ -68,14 +79,7 @@ async def test_a_child_named_absent_by_a_late_plan_is_not_applied_over_newer_cha
     job = harness.job()
     job["spec"]["suspend"] = True
     await harness.run(harness.plan([job]), plan_id="plan-1")
-    # Kueue admits the Job: it unsuspends it with its own field manager.
-    await harness.kube.merge_patch(
-        resources.JOB,
-        "train",
-        {"spec": {"suspend": False}},
-        namespace="team-a",
-        field_manager="kueue-admission",
-    )
+    await kueue_unsuspends(harness)
 
     # A plan made before the Job was observed names it absent, with the manifest of plan-1.
     execution = await harness.run(harness.plan([job]), plan_id="plan-2", absent=(JOB_REF,))
@@ -101,13 +105,7 @@ async def test_a_plan_carried_out_again_after_kueue_admitted_its_job_leaves_susp
     plan = harness.plan([job])
     decision = PlanDecidedV1.of(plan, absent=(JOB_REF,))
     await harness.executor().execute(decision, plan_id="plan-1")  # never remembered
-    await harness.kube.merge_patch(
-        resources.JOB,
-        "train",
-        {"spec": {"suspend": False}},
-        namespace="team-a",
-        field_manager="kueue-admission",
-    )
+    await kueue_unsuspends(harness)
 
     execution = await harness.run(plan, plan_id="plan-1", absent=(JOB_REF,))
 

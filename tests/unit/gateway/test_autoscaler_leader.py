@@ -11,7 +11,7 @@ import pytest
 from kaiwo_contracts.events.autoscaling import ActiveRequestsV1, ModelLoad, ScaleDecidedV1
 from kaiwo_contracts.events.envelope import Envelope
 from kaiwo_contracts.plans import ObjectRef
-from kaiwo_gateway.autoscaler_leader import Autoscaler, AutoscalerSettings
+from kaiwo_gateway.autoscaler_leader import Autoscaler, AutoscalerSettings, Backlog
 from kaiwo_gateway.domain.catalog import Catalog
 from kaiwo_gateway.domain.load import RequestCounts, model_ref
 from kaiwo_gateway.load_reports import LoadReporter
@@ -69,7 +69,12 @@ def load(gateway: str, active: int, waiting: int = 0) -> ActiveRequestsV1:
 
 
 def autoscaler(
-    catalog: Catalog, bucket: MemoryKeyValue, clock: Clock, out: Published
+    catalog: Catalog,
+    bucket: MemoryKeyValue,
+    clock: Clock,
+    out: Published,
+    *,
+    backlog: Backlog | None = None,
 ) -> Autoscaler:
     return Autoscaler(
         catalog=catalog,
@@ -78,6 +83,7 @@ def autoscaler(
         clock=clock,
         settings=SETTINGS,
         metrics=GatewayMetrics(),
+        backlog=backlog,
     )
 
 
@@ -155,15 +161,7 @@ class ReportArrivesDuringTheRead:
 async def test_a_request_waiting_when_a_tick_decides_is_named_as_the_cause() -> None:
     clock, bucket, out = Clock(), MemoryKeyValue(), Published()
     stream = ReportArrivesDuringTheRead()
-    scaler = Autoscaler(
-        catalog=catalog_with(),
-        publisher=out,
-        state=bucket,
-        clock=clock,
-        settings=SETTINGS,
-        metrics=GatewayMetrics(),
-        backlog=stream,
-    )
+    scaler = autoscaler(catalog_with(), bucket, clock, out, backlog=stream)
     stream.scaler = scaler
     await scaler.restore()
 
@@ -246,15 +244,9 @@ def messenger_load(gateway: str, in_hand: int) -> ActiveRequestsV1:
 async def test_the_leader_adds_the_streams_backlog_and_ticks_without_it_when_unread() -> None:
     for stored, expected in ((400, 400.0), (None, 20.0)):
         clock, bucket, out = Clock(), MemoryKeyValue(), Published()
-        scaler = Autoscaler(
-            catalog=catalog_with(replicas=1, maxReplicas=50),
-            publisher=out,
-            state=bucket,
-            clock=clock,
-            settings=SETTINGS,
-            metrics=GatewayMetrics(),
-            backlog=Stream(None if stored is None else {"team-a": stored}),
-        )
+        backlog = Stream(None if stored is None else {"team-a": stored})
+        catalog = catalog_with(replicas=1, maxReplicas=50)
+        scaler = autoscaler(catalog, bucket, clock, out, backlog=backlog)
         await scaler.restore()
         scaler.receive(messenger_load("gw-a", 20))
 
