@@ -715,10 +715,9 @@ async def test_finalizers_hold_deletion_until_removed(backend: Backend) -> None:
 # ---------------------------------------------------------------------- CRDs and events
 
 
-async def test_registering_a_crd_serves_its_kind(backend: Backend) -> None:
-    kube = backend.kube
-    group = f"g{backend.run_id}.contract.kaiwo.test"
-    crd = {
+def gadget_crd(group: str) -> dict[str, Any]:
+    """A cluster-scoped kind with an open schema."""
+    return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {"name": f"gadgets.{group}"},
@@ -741,6 +740,12 @@ async def test_registering_a_crd_serves_its_kind(backend: Backend) -> None:
             ],
         },
     }
+
+
+async def test_registering_a_crd_serves_its_kind(backend: Backend) -> None:
+    kube = backend.kube
+    group = f"g{backend.run_id}.contract.kaiwo.test"
+    crd = gadget_crd(group)
     await kube.ensure_crds([crd], field_manager="kaiwo-contract")
     try:
         gadgets = await kube.resolve(f"{group}/v1alpha1", "Gadget")
@@ -762,6 +767,26 @@ async def test_registering_a_crd_serves_its_kind(backend: Backend) -> None:
         assert [item["metadata"]["name"] for item in listed.items] == ["one"]
     finally:
         await delete_quietly(kube, CUSTOM_RESOURCE_DEFINITION, f"gadgets.{group}")
+
+
+async def test_a_crd_is_usable_by_kind_once_ensured_though_discovery_lags(
+    tmp_path: Path,
+) -> None:
+    """A real API server lists a new CRD in discovery a moment after Established (a CI run
+    failed on it); the fake, told to lag, makes that moment long enough to be sure of."""
+    async with (
+        FakeKubeServer(kubeconfig_path=tmp_path / "kubeconfig", discovery_lag=1.0) as fake,
+        await KubernetesAsyncioAdapter.from_kubeconfig(fake.kubeconfig_path) as kube,
+    ):
+        await kube.ensure_crds([gadget_crd("lagging.contract.kaiwo.test")], field_manager="t")
+        created = await kube.create(
+            {
+                "apiVersion": "lagging.contract.kaiwo.test/v1alpha1",
+                "kind": "Gadget",
+                "metadata": {"name": "first"},
+            }
+        )
+        assert created["metadata"]["name"] == "first"
 
 
 async def test_events_are_recorded_on_the_involved_object(backend: Backend) -> None:

@@ -280,7 +280,8 @@ class CrdInstaller(Protocol):
     async def ensure_crds(
         self, crds: Iterable[dict[str, Any]], *, field_manager: str, within: float = 30.0
     ) -> None:
-        """Apply the CRDs and wait (``within`` seconds) until each is Established."""
+        """Apply the CRDs and wait (``within`` seconds) until each is Established and every
+        served version is listed in discovery, so its kind can be used at once."""
         ...
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -223,15 +224,31 @@ class KindRegistry:
 
     def __init__(self, kinds: tuple[ResourceKind, ...] = BUILTIN_KINDS) -> None:
         self._by_path: dict[tuple[str, str, str], ResourceKind] = {}
+        self._registered_at: dict[tuple[str, str, str], float] = {}
         for kind in kinds:
             self.register(kind)
 
     def register(self, kind: ResourceKind) -> None:
-        self._by_path[(kind.group, kind.version, kind.plural)] = kind
+        path_key = (kind.group, kind.version, kind.plural)
+        if path_key not in self._by_path:
+            self._registered_at[path_key] = time.monotonic()
+        self._by_path[path_key] = kind
 
     def unregister(self, *, group: str, plural: str) -> None:
         for path_key in [k for k in self._by_path if (k[0], k[2]) == (group, plural)]:
             del self._by_path[path_key]
+            del self._registered_at[path_key]
+
+    def replace(self, *, group: str, plural: str, kinds: list[ResourceKind]) -> None:
+        """Serve exactly ``kinds`` for the group's plural (a CRD applied); versions served
+        before stay listed in discovery."""
+        versions = {kind.version for kind in kinds}
+        for path_key in [k for k in self._by_path if (k[0], k[2]) == (group, plural)]:
+            if path_key[1] not in versions:
+                del self._by_path[path_key]
+                del self._registered_at[path_key]
+        for kind in kinds:
+            self.register(kind)
 
     def lookup(self, *, group: str, version: str, plural: str) -> ResourceKind | None:
         return self._by_path.get((group, version, plural))
@@ -244,3 +261,13 @@ class KindRegistry:
 
     def __iter__(self) -> Iterator[ResourceKind]:
         return iter(sorted(self._by_path.values(), key=lambda k: (k.group, k.version, k.plural)))
+
+    def discoverable(self, *, lag: float) -> list[ResourceKind]:
+        """The kinds served at least ``lag`` seconds: a real API server serves a new CRD's
+        resources at once but lists them in discovery a moment after Established."""
+        settled = time.monotonic() - lag
+        return [
+            kind
+            for kind in self
+            if self._registered_at[(kind.group, kind.version, kind.plural)] <= settled
+        ]

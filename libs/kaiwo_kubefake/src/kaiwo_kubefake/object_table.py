@@ -122,9 +122,7 @@ class ObjectTable:
     def serve_crd(self, crd: dict[str, Any]) -> None:
         spec = crd.get("spec") or {}
         kinds = kinds_from_crd(crd)
-        self.kinds.unregister(group=spec["group"], plural=spec["names"]["plural"])
-        for served in kinds:
-            self.kinds.register(served)
+        self.kinds.replace(group=spec["group"], plural=spec["names"]["plural"], kinds=kinds)
         # The real server prunes and defaults objects as it reads them from storage, so a
         # changed schema shows at once, with no new resourceVersion and no watch event.
         storage = next((served for served in kinds if served.storage_version), None)

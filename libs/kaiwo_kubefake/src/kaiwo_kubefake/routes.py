@@ -93,6 +93,9 @@ class ApiRoutes:
     async def _version(self, _request: web.Request) -> web.Response:
         return web.json_response(discovery.server_version())
 
+    def _discoverable(self) -> list[ResourceKind]:
+        return self.store.kinds.discoverable(lag=self.settings.discovery_lag)
+
     async def _healthz(self, _request: web.Request) -> web.Response:
         return web.Response(text="ok")
 
@@ -100,7 +103,7 @@ class ApiRoutes:
         return web.json_response(discovery.core_versions(server_address=self.server_address))
 
     async def _group_list(self, _request: web.Request) -> web.Response:
-        return web.json_response(discovery.group_list(self.store.kinds))
+        return web.json_response(discovery.group_list(self._discoverable()))
 
     # ------------------------------------------------------------------ dispatch
 
@@ -112,7 +115,7 @@ class ApiRoutes:
         rest = [part for part in request.match_info["rest"].split("/") if part]
         group_name = request.match_info["group"]
         if not rest:
-            found = discovery.group(group_name, self.store.kinds)
+            found = discovery.group(group_name, self._discoverable())
             if found is None:
                 return _page_not_found()
             if request.method != "GET":
@@ -135,7 +138,7 @@ class ApiRoutes:
             return _page_not_found()
 
     def _resource_list(self, request: web.Request, *, group: str, version: str) -> web.Response:
-        kinds = [k for k in self.store.kinds if (k.group, k.version) == (group, version)]
+        kinds = [k for k in self._discoverable() if (k.group, k.version) == (group, version)]
         if not kinds:
             raise _GroupVersionNotServedError
         if request.method != "GET":

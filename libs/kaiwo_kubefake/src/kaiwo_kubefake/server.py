@@ -24,7 +24,8 @@ class FakeKubeServer:
     ``server.store`` is the cluster state tests may read and change directly (see
     :class:`~kaiwo_kubefake.storage.ObjectStore`: ``put``, ``set_status``, ``compact``,
     ``write_requests``, ``changes``); ``server.kubeconfig_path`` names a kubeconfig any client
-    (kubernetes_asyncio, kubectl) can use.
+    (kubernetes_asyncio, kubectl) can use. ``discovery_lag`` keeps a new kind out of discovery
+    that long after its CRD is Established, as a real server may for a moment.
     """
 
     def __init__(
@@ -38,6 +39,7 @@ class FakeKubeServer:
         require_namespaces: bool = True,
         kubeconfig_path: Path | None = None,
         kinds: tuple[ResourceKind, ...] = (),
+        discovery_lag: float = 0.0,
     ) -> None:
         self.store = ObjectStore(history_limit=history_limit, require_namespaces=require_namespaces)
         for kind in kinds:
@@ -45,7 +47,9 @@ class FakeKubeServer:
         self._routes = ApiRoutes(
             self.store,
             ServerSettings(
-                bookmark_interval=bookmark_interval, default_watch_timeout=default_watch_timeout
+                bookmark_interval=bookmark_interval,
+                default_watch_timeout=default_watch_timeout,
+                discovery_lag=discovery_lag,
             ),
         )
         self._host, self._requested_port = host, port

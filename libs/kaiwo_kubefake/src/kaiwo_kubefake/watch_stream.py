@@ -21,6 +21,8 @@ from kaiwo_kubefake.targets import Target, selectors, served_as, truthy
 class ServerSettings:
     bookmark_interval: float = 1.0
     default_watch_timeout: float = 1800.0
+    # How long a new kind stays out of discovery (a real server's discovery lags Established).
+    discovery_lag: float = 0.0
 
 
 class WatchStreams:
