@@ -40,9 +40,9 @@ from kaiwo_envtest import (
     find_binaries,
 )
 from kaiwo_envtest.crds import third_party_crds as third_party_crds_of
-from kaiwo_kube import KubeError, NotFound
+from kaiwo_kube import NotFound
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
-from kaiwo_kube.resources import CUSTOM_RESOURCE_DEFINITION, KUEUE_CLUSTER_QUEUE, ResourceType
+from kaiwo_kube.resources import CUSTOM_RESOURCE_DEFINITION, KUEUE_CLUSTER_QUEUE
 
 from tests.required import unavailable as missing
 
@@ -105,9 +105,8 @@ def third_party_crds() -> list[dict[str, Any]]:
 
 
 async def install_crds(kubeconfig: Path, *, keep_existing_third_party: bool) -> None:
-    """The third-party CRDs and ours (as ``kaiwo up --install-crds`` applies them), applied
-    concurrently (the server spends most of a large CRD's time on its own), then waited for
-    until each is Established.
+    """The third-party CRDs and ours (as ``kaiwo up --install-crds`` applies them), each
+    Established and served when this returns.
 
     On a cluster we did not start, a third-party CRD already there is left alone: it may be a
     newer release with its own conversion webhook.
@@ -117,35 +116,7 @@ async def install_crds(kubeconfig: Path, *, keep_existing_third_party: bool) -> 
         if keep_existing_third_party:
             crds = [crd for crd in crds if not await _served(kube, crd["metadata"]["name"])]
         crds += custom_resource_definitions(SERVED_KINDS)
-        await asyncio.gather(*(kube.apply_crd(crd, field_manager=FIELD_MANAGER) for crd in crds))
-        deadline = time.monotonic() + ESTABLISHED_WITHIN
-        while pending := [crd for crd in crds if not await crd_ready(kube, crd)]:
-            names = [crd["metadata"]["name"] for crd in pending]
-            assert time.monotonic() < deadline, f"CRDs not Established and served: {names}"
-            await asyncio.sleep(0.2)
-
-
-async def crd_ready(kube: KubernetesAsyncioAdapter, crd: dict[str, Any]) -> bool:
-    """Established, and its objects listed: an Established CRD's storage can still answer
-    "storage is (re)initializing" for a moment, which a test's first write would meet."""
-    live = await kube.get(CUSTOM_RESOURCE_DEFINITION, crd["metadata"]["name"])
-    conditions = (live.get("status") or {}).get("conditions") or []
-    if not any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
-        return False
-    spec = crd["spec"]
-    version = next(v["name"] for v in spec["versions"] if v.get("served", True))
-    resource = ResourceType(
-        group=spec["group"],
-        version=version,
-        plural=spec["names"]["plural"],
-        kind=spec["names"]["kind"],
-        namespaced=spec["scope"] == "Namespaced",
-    )
-    try:
-        await kube.list(resource)
-    except KubeError:
-        return False
-    return True
+        await kube.ensure_crds(crds, field_manager=FIELD_MANAGER, within=ESTABLISHED_WITHIN)
 
 
 async def _served(kube: KubernetesAsyncioAdapter, name: str) -> bool:

@@ -52,7 +52,6 @@ from tests.real_cluster import (
     FIELD_MANAGER,
     REPO_ROOT,
     RealCluster,
-    crd_ready,
     run_async,
     unavailable,
 )
@@ -81,13 +80,11 @@ def kaiwo_scheduler_configuration(manifest: Path = SCHEDULER_MANIFEST) -> dict[s
 async def install_our_crds(kubeconfig: Path) -> None:
     """Our CRDs (the third-party ones the plane installed itself), Established."""
     async with await KubernetesAsyncioAdapter.from_kubeconfig(kubeconfig) as kube:
-        crds = list(custom_resource_definitions(SERVED_KINDS))
-        await asyncio.gather(*(kube.apply_crd(crd, field_manager=FIELD_MANAGER) for crd in crds))
-        deadline = time.monotonic() + ESTABLISHED_WITHIN
-        while pending := [crd for crd in crds if not await crd_ready(kube, crd)]:
-            names = [crd["metadata"]["name"] for crd in pending]
-            assert time.monotonic() < deadline, f"CRDs not Established and served: {names}"
-            await asyncio.sleep(0.2)
+        await kube.ensure_crds(
+            custom_resource_definitions(SERVED_KINDS),
+            field_manager=FIELD_MANAGER,
+            within=ESTABLISHED_WITHIN,
+        )
 
 
 @pytest.fixture(scope="session")

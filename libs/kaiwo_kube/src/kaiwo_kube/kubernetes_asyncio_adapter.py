@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Self
 from kaiwo_kube.adapter_reads import ObjectReads
 from kaiwo_kube.adapter_writes import ObjectWrites, Subresources
 from kaiwo_kube.api_transport import ApiTransport
-from kaiwo_kube.errors import AlreadyExists, NotFound
+from kaiwo_kube.errors import AlreadyExists, KubeError
 from kaiwo_kube.events import event_manifest
 from kaiwo_kube.plain_client import (
     SERVICE_ACCOUNT,
@@ -95,31 +95,40 @@ class EventsAndCrds(ObjectReads, ObjectWrites):
     async def ensure_crds(
         self, crds: Iterable[dict[str, Any]], *, field_manager: str, within: float = 30.0
     ) -> None:
-        applied = [await self.apply_crd(crd, field_manager=field_manager) for crd in crds]
+        # Applied together: the server spends most of a large CRD's time on its own
+        # (compiling its schema), so one at a time is mostly waiting.
+        applied = await asyncio.gather(
+            *(self.apply_crd(crd, field_manager=field_manager) for crd in crds)
+        )
         deadline = time.monotonic() + within
         for answer in applied:
             name, crd = answer["metadata"]["name"], answer
-            while not crd_established(crd) or not await self._discovery_serves(crd):
+            while not crd_established(crd) or not await self._usable(crd):
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"CustomResourceDefinition {name} is not served")
                 await asyncio.sleep(0.2)
                 crd = await self.get(CUSTOM_RESOURCE_DEFINITION, name)
 
-    async def _discovery_serves(self, crd: dict[str, Any]) -> bool:
-        """Every served version of the CRD lists its plural in discovery. Established comes
-        first: the API server adds the versions to discovery a moment later, and until then
-        a client that resolves kinds by discovery (this one, kubectl) cannot use them."""
+    async def _usable(self, crd: dict[str, Any]) -> bool:
+        """Every served version is listed in discovery, and the stored one answers a list.
+        Established comes first: a real API server adds the versions to discovery a moment
+        later (until then a client that resolves kinds by discovery, this one or kubectl,
+        cannot use them), and its storage may answer "initializing" for a moment too."""
         group = crd["spec"]["group"]
         plural = crd["spec"]["names"]["plural"]
-        for version in crd["spec"].get("versions") or []:
-            if not version.get("served", True):
-                continue
-            try:
-                listing = await self.transport.request("GET", f"/apis/{group}/{version['name']}")
-            except NotFound:
-                return False
-            if not any(entry.get("name") == plural for entry in listing.get("resources") or []):
-                return False
+        try:
+            for version in crd["spec"].get("versions") or []:
+                path = f"/apis/{group}/{version['name']}"
+                if version.get("served", True):
+                    listing = await self.transport.request("GET", path)
+                    listed = listing.get("resources") or []
+                    if not any(entry.get("name") == plural for entry in listed):
+                        return False
+                if version.get("storage") and version.get("served", True):
+                    # Only the stored version: another may need a conversion webhook.
+                    await self.transport.request("GET", f"{path}/{plural}", query=[("limit", "1")])
+        except KubeError:
+            return False
         return True
 
 
