@@ -78,7 +78,7 @@ def kaiwo_scheduler_configuration(manifest: Path = SCHEDULER_MANIFEST) -> dict[s
 
 
 async def install_our_crds(kubeconfig: Path) -> None:
-    """Our CRDs (the third-party ones the plane installed itself), Established."""
+    """Our CRDs (the third-party ones the plane installed itself), Established and served."""
     async with await KubernetesAsyncioAdapter.from_kubeconfig(kubeconfig) as kube:
         await kube.ensure_crds(
             custom_resource_definitions(SERVED_KINDS),

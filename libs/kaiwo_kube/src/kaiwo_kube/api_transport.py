@@ -132,12 +132,7 @@ class KindDiscovery:
         if known is not None:
             return known
         group, _, version = api_version.rpartition("/")
-        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
-        try:
-            listing = await self._transport.request("GET", path)
-        except NotFound:
-            listing = {}
-        for entry in listing.get("resources") or []:
+        for entry in await self.listed(group, version):
             if entry.get("kind") == kind and "/" not in entry.get("name", ""):
                 found = ResourceType(
                     group=group,
@@ -149,6 +144,15 @@ class KindDiscovery:
                 self._found[(api_version, kind)] = found
                 return found
         raise NotFound(f"the server does not serve {kind} in {api_version}", code=404)
+
+    async def listed(self, group: str, version: str) -> list[dict[str, Any]]:
+        """What discovery lists now for a group/version (nothing when it serves none)."""
+        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        try:
+            listing = await self._transport.request("GET", path)
+        except NotFound:
+            return []
+        return list(listing.get("resources") or [])
 
     async def type_of(self, obj: dict[str, Any], resource: ResourceType | None) -> ResourceType:
         if resource is not None:

@@ -118,15 +118,15 @@ class EventsAndCrds(ObjectReads, ObjectWrites):
         plural = crd["spec"]["names"]["plural"]
         try:
             for version in crd["spec"].get("versions") or []:
-                path = f"/apis/{group}/{version['name']}"
-                if version.get("served", True):
-                    listing = await self.transport.request("GET", path)
-                    listed = listing.get("resources") or []
-                    if not any(entry.get("name") == plural for entry in listed):
-                        return False
-                if version.get("storage") and version.get("served", True):
+                if not version.get("served", True):
+                    continue
+                listed = await self._kinds.listed(group, version["name"])
+                if not any(entry.get("name") == plural for entry in listed):
+                    return False
+                if version.get("storage"):
                     # Only the stored version: another may need a conversion webhook.
-                    await self.transport.request("GET", f"{path}/{plural}", query=[("limit", "1")])
+                    path = f"/apis/{group}/{version['name']}/{plural}"
+                    await self.transport.request("GET", path, query=[("limit", "1")])
         except KubeError:
             return False
         return True

@@ -280,8 +280,9 @@ class CrdInstaller(Protocol):
     async def ensure_crds(
         self, crds: Iterable[dict[str, Any]], *, field_manager: str, within: float = 30.0
     ) -> None:
-        """Apply the CRDs and wait (``within`` seconds) until each is Established and every
-        served version is listed in discovery, so its kind can be used at once."""
+        """Apply the CRDs and wait (``within`` seconds) until each is Established, every
+        served version is listed in discovery and the stored one answers a list, so its
+        kind can be used at once."""
         ...
 
 

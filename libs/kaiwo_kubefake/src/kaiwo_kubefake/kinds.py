@@ -235,9 +235,7 @@ class KindRegistry:
         self._by_path[path_key] = kind
 
     def unregister(self, *, group: str, plural: str) -> None:
-        for path_key in [k for k in self._by_path if (k[0], k[2]) == (group, plural)]:
-            del self._by_path[path_key]
-            del self._registered_at[path_key]
+        self.replace(group=group, plural=plural, kinds=[])
 
     def replace(self, *, group: str, plural: str, kinds: list[ResourceKind]) -> None:
         """Serve exactly ``kinds`` for the group's plural (a CRD applied); versions served
