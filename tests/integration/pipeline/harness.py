@@ -378,6 +378,8 @@ async def clean_up_real_cluster(kube: KubernetesAsyncioAdapter, namespace: str) 
     for name in sorted(namespaces):
         with contextlib.suppress(NotFound):
             await kube.delete(resources.NAMESPACE, name)
+    for name in sorted(namespaces):
+        await _release_claims(kube, name)
 
     async def gone() -> bool | Pending:
         left = [
@@ -392,6 +394,21 @@ async def clean_up_real_cluster(kube: KubernetesAsyncioAdapter, namespace: str) 
         what=f"namespaces {', '.join(sorted(namespaces))} deleted",
         within=NAMESPACE_GONE_SECONDS,
     )
+
+
+async def _release_claims(kube: KubernetesAsyncioAdapter, namespace: str) -> None:
+    """The namespace's pods removed at once and its volume claims deleted.
+
+    The namespace controller first acts 5 s after the namespace's deletion (a fixed grace
+    for HA API servers). In one pass it deletes the pods and the claims together, finds a
+    claim still held by its protection finalizer (a pod used it a moment ago) and comes back
+    5 s later. With the pods gone and the claims released before that pass, it removes the
+    namespace in one. The namespace is terminating already, so no controller can create a
+    pod that would hold a claim again."""
+    now = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+    for resource in (resources.POD, resources.PERSISTENT_VOLUME_CLAIM):
+        with contextlib.suppress(NotFound):
+            await kube.transport.request("DELETE", resource.path(namespace=namespace), body=now)
 
 
 def _what_holds(namespaces: list[dict[str, Any]]) -> str:
