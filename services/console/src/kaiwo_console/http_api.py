@@ -116,6 +116,7 @@ class Console:
 
     def __post_init__(self) -> None:
         self._changed = asyncio.Condition()
+        self._closing = False
         self._history_version = 0
         self.memo = EstimateMemo(max_age_seconds=self.estimates_max_age_seconds)
 
@@ -150,7 +151,16 @@ class Console:
         app.router.add_get("/queues", self._queues)
         app.router.add_get("/nodes", self._nodes)
         app.router.add_get("/models", self._models)
+        app.on_shutdown.append(self._end_live_updates)
         return app
+
+    async def _end_live_updates(self, _app: web.Application) -> None:
+        """End every live-update stream as the console stops. aiohttp waits up to 60 s for
+        its handlers to return, and a stream returns only once a write fails: with a page
+        open, never. A pod would outlast Kubernetes' 30 s grace and be killed; each page's
+        ``EventSource`` connects again, to a console that runs."""
+        self._closing = True
+        await self._notify()
 
     @web.middleware
     async def _headers(
@@ -363,14 +373,16 @@ class Console:
         )
         await response.prepare(request)
         sent = ""
-        with contextlib.suppress(ConnectionResetError, asyncio.CancelledError):
-            while True:
+        with contextlib.suppress(ConnectionResetError):  # the page went away
+            while not self._closing:
                 if self.version != sent:
                     sent = self.version
                     await response.write(f"data: {sent}\n\n".encode())
                 else:
                     await response.write(b": still here\n\n")
                 async with self._changed:
+                    if self._closing:
+                        break
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._changed.wait(), timeout=HEARTBEAT_SECONDS)
         return response
