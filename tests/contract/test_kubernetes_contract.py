@@ -39,6 +39,7 @@ from kaiwo_kube.resources import (
 from kaiwo_kubefake import FakeKubeServer
 
 from tests.kube_backends import api_server, delete_quietly, scratch_namespace
+from tests.sample_crds import gadget_crd
 from tests.waiting import eventually
 
 
@@ -713,33 +714,6 @@ async def test_finalizers_hold_deletion_until_removed(backend: Backend) -> None:
 
 
 # ---------------------------------------------------------------------- CRDs and events
-
-
-def gadget_crd(group: str) -> dict[str, Any]:
-    """A cluster-scoped kind with an open schema."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"gadgets.{group}"},
-        "spec": {
-            "group": group,
-            "scope": "Cluster",
-            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
-            "versions": [
-                {
-                    "name": "v1alpha1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
 
 
 async def test_registering_a_crd_serves_its_kind(backend: Backend) -> None:

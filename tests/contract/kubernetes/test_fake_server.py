@@ -27,6 +27,7 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
 from tests.real_cluster import RealCluster
+from tests.sample_crds import gadget_crd
 from tests.waiting import eventually
 
 
@@ -150,18 +151,7 @@ async def test_group_discovery(http: aiohttp.ClientSession) -> None:
 async def test_a_lagging_fake_serves_a_new_kind_at_once_and_lists_it_after_the_lag(
     tmp_path: Path,
 ) -> None:
-    schema = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
-    crd = {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.lag.kaiwo.test"},
-        "spec": {
-            "group": "lag.kaiwo.test",
-            "scope": "Cluster",
-            "names": {"plural": "widgets", "kind": "Widget"},
-            "versions": [{"name": "v1", "served": True, "storage": True, "schema": schema}],
-        },
-    }
+    crd = gadget_crd("lag.kaiwo.test")
     crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
     async with (
         FakeKubeServer(kubeconfig_path=tmp_path / "kubeconfig", discovery_lag=0.5) as fake,
@@ -173,18 +163,18 @@ async def test_a_lagging_fake_serves_a_new_kind_at_once_and_lists_it_after_the_l
             "NamesAccepted": "True",
             "Established": "True",
         }
-        assert (await call(http, "GET", "/apis/lag.kaiwo.test/v1/widgets"))[0] == 200
-        assert (await call(http, "GET", "/apis/lag.kaiwo.test/v1"))[0] == 404
+        assert (await call(http, "GET", "/apis/lag.kaiwo.test/v1alpha1/gadgets"))[0] == 200
+        assert (await call(http, "GET", "/apis/lag.kaiwo.test/v1alpha1"))[0] == 404
         assert (await call(http, "GET", "/apis/lag.kaiwo.test"))[0] == 404
 
         await asyncio.sleep(0.6)
-        _, listed = await call(http, "GET", "/apis/lag.kaiwo.test/v1")
-        assert [entry["name"] for entry in listed["resources"]] == ["widgets"]
+        _, listed = await call(http, "GET", "/apis/lag.kaiwo.test/v1alpha1")
+        assert [entry["name"] for entry in listed["resources"]] == ["gadgets"]
         # Applying the CRD again (a new schema, say) does not take it out of discovery.
         crd["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"]
-        status, _ = await call(http, "PUT", f"{crds}/widgets.lag.kaiwo.test", body=crd)
+        status, _ = await call(http, "PUT", f"{crds}/gadgets.lag.kaiwo.test", body=crd)
         assert status == 200
-        assert (await call(http, "GET", "/apis/lag.kaiwo.test/v1"))[0] == 200
+        assert (await call(http, "GET", "/apis/lag.kaiwo.test/v1alpha1"))[0] == 200
 
 
 async def test_a_posted_crd_appears_in_discovery_with_its_preferred_version(api: Api) -> None:
