@@ -4,29 +4,50 @@ from __future__ import annotations
 
 from typing import Any
 
+OPEN_SCHEMA: dict[str, Any] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+"""A schema that takes any object and keeps every field."""
 
-def gadget_crd(group: str) -> dict[str, Any]:
-    """A cluster-scoped kind with an open schema."""
+
+def crd_for(
+    group: str,
+    *,
+    kind: str,
+    plural: str,
+    versions: dict[str, dict[str, Any]],
+    scope: str = "Namespaced",
+    status_subresource: bool = True,
+) -> dict[str, Any]:
+    """A CRD serving ``versions`` (name -> schema); the first is the storage version."""
+    subresources = {"subresources": {"status": {}}} if status_subresource else {}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"gadgets.{group}"},
+        "metadata": {"name": f"{plural}.{group}"},
         "spec": {
             "group": group,
-            "scope": "Cluster",
-            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "scope": scope,
+            "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
             "versions": [
                 {
-                    "name": "v1alpha1",
+                    "name": name,
                     "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
+                    "storage": index == 0,
+                    "schema": {"openAPIV3Schema": schema},
+                    **subresources,
                 }
+                for index, (name, schema) in enumerate(versions.items())
             ],
         },
     }
+
+
+def gadget_crd(group: str) -> dict[str, Any]:
+    """A cluster-scoped kind with an open schema and no status subresource."""
+    return crd_for(
+        group,
+        kind="Gadget",
+        plural="gadgets",
+        versions={"v1alpha1": OPEN_SCHEMA},
+        scope="Cluster",
+        status_subresource=False,
+    )

@@ -29,6 +29,7 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
 from tests.kube_backends import api_server, delete_quietly, scratch_namespace
+from tests.sample_crds import crd_for
 
 MANAGER = "kaiwo-contract"
 
@@ -171,37 +172,6 @@ SAMPLE_SCHEMA: dict[str, Any] = {
 
 # What every stored sample's spec holds when the request named none of these fields.
 SPEC_DEFAULTS = {"replicas": 1, "policy": {"mode": "Auto"}, "timeout": "30s", "priority": "normal"}
-
-
-def crd_for(
-    group: str,
-    *,
-    kind: str,
-    plural: str,
-    versions: dict[str, dict[str, Any]],
-    scope: str = "Namespaced",
-) -> dict[str, Any]:
-    """A CRD serving ``versions`` (name -> schema); the first is the storage version."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}"},
-        "spec": {
-            "group": group,
-            "scope": scope,
-            "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
-            "versions": [
-                {
-                    "name": name,
-                    "served": True,
-                    "storage": index == 0,
-                    "schema": {"openAPIV3Schema": schema},
-                    "subresources": {"status": {}},
-                }
-                for index, (name, schema) in enumerate(versions.items())
-            ],
-        },
-    }
 
 
 @contextlib.asynccontextmanager
