@@ -4,9 +4,9 @@ and kwok's nodes (:func:`tests.real_stack.real_stack`). Nothing is published by 
 creates KaiwoJobs and reads what the pages, the CLI and the public events show.
 
 One module-scoped operator and one 8-GPU MI300X node and ClusterQueue: ``first`` holds all 8
-GPUs for a while, ``second`` waits for them (PENDING, position 1 with an estimate), then runs.
-A browser on the workloads page watches ``second`` go from PENDING to RUNNING without a
-reload.
+GPUs for a while, ``second`` waits for them (PENDING, position 1 with an estimate), then runs
+once ``first`` is deleted. A browser on the workloads page watches ``second`` go from PENDING
+to RUNNING without a reload.
 
 The monitor runs too, reading a real Prometheus that scrapes a small exporter of the GPU
 series the test sets (:mod:`tests.prometheus_server`): ``first``'s GPUs idle at 3%, below the
@@ -203,6 +203,8 @@ async def test_each_page_a_pending_workload_and_its_move_to_running_in_chromium(
         assert "PENDING" in await row()
         await page.evaluate("window.kaiwoMark = 'not reloaded'")
         await page.screenshot(SCREENSHOTS / "real-stack-pending.png")
+        # The user frees first's GPUs rather than wait out its 90 s run: second is admitted.
+        await pipeline.kube.delete(resources.KAIWO_JOB, "first", namespace=ns)
 
         async def running() -> bool:
             return "RUNNING" in await row() or "COMPLETE" in await row()
