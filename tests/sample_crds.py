@@ -7,6 +7,8 @@ from typing import Any
 OPEN_SCHEMA: dict[str, Any] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 """A schema that takes any object and keeps every field."""
 
+STATUS_ONLY: dict[str, Any] = {"status": {}}
+
 
 def crd_for(
     group: str,
@@ -15,10 +17,11 @@ def crd_for(
     plural: str,
     versions: dict[str, dict[str, Any]],
     scope: str = "Namespaced",
-    status_subresource: bool = True,
+    subresources: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A CRD serving ``versions`` (name -> schema); the first is the storage version."""
-    subresources = {"subresources": {"status": {}}} if status_subresource else {}
+    """A CRD serving ``versions`` (name -> schema); the first is the storage version. Every
+    version has ``subresources`` (None: the status subresource; ``{}``: none)."""
+    served = STATUS_ONLY if subresources is None else subresources
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -33,7 +36,7 @@ def crd_for(
                     "served": True,
                     "storage": index == 0,
                     "schema": {"openAPIV3Schema": schema},
-                    **subresources,
+                    **({"subresources": served} if served else {}),
                 }
                 for index, (name, schema) in enumerate(versions.items())
             ],
@@ -49,5 +52,5 @@ def gadget_crd(group: str) -> dict[str, Any]:
         plural="gadgets",
         versions={"v1alpha1": OPEN_SCHEMA},
         scope="Cluster",
-        status_subresource=False,
+        subresources={},
     )

@@ -39,7 +39,7 @@ from kaiwo_kube.resources import (
 from kaiwo_kubefake import FakeKubeServer
 
 from tests.kube_backends import api_server, delete_quietly, scratch_namespace
-from tests.sample_crds import gadget_crd
+from tests.sample_crds import OPEN_SCHEMA, STATUS_ONLY, crd_for, gadget_crd
 from tests.waiting import eventually
 
 
@@ -93,37 +93,17 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
 
 
 def widget_crd(group: str) -> dict[str, Any]:
-    open_object = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"widgets.{group}"},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "properties": {"spec": open_object, "status": open_object},
-                        }
-                    },
-                    "subresources": {
-                        "status": {},
-                        "scale": {
-                            "specReplicasPath": ".spec.replicas",
-                            "statusReplicasPath": ".status.replicas",
-                        },
-                    },
-                }
-            ],
-        },
-    }
+    """A namespaced kind with an open spec and status, and the status and scale
+    subresources."""
+    schema = {"type": "object", "properties": {"spec": OPEN_SCHEMA, "status": OPEN_SCHEMA}}
+    scale = {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}
+    return crd_for(
+        group,
+        kind="Widget",
+        plural="widgets",
+        versions={"v1": schema},
+        subresources={**STATUS_ONLY, "scale": scale},
+    )
 
 
 @pytest.fixture
