@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -22,12 +23,14 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from kaiwo_eventstore import (
     ANY,
     NO_STREAM,
     STREAM_EXISTS,
     ConcurrencyError,
     EventStore,
+    EventStoreError,
     InMemoryEventStore,
     NewEvent,
     StoredEvent,
@@ -41,7 +44,9 @@ from kaiwo_eventstore.scratch import (
 )
 from kaiwo_eventstore.sql.engines import WRITE_OPTION, create_engine
 from kaiwo_eventstore.sql.migrate import VERSION_TABLE, alembic_config, upgrade_to_head
+from kaiwo_eventstore.sql.revision import SCHEMA_HEAD
 from kaiwo_eventstore.sql.schema import UtcDateTime, metadata
+from kaiwo_eventstore.sql.sqlite_file import SqliteFileEventStore, upgrade_apart
 from kaiwo_eventstore.sql.store import SqlEventStore
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection
@@ -87,14 +92,16 @@ class Backend:
     open_another: Callable[[], Awaitable[EventStore]]
 
 
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(
+    params=["memory", "sqlite", "sqlite-file", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    """``sqlite``: the SQLAlchemy store on a file; ``sqlite-file``: the sqlite3 one."""
     opened: list[EventStore] = []
 
-    async def open_sql(url: str) -> EventStore:
-        store = SqlEventStore(create_engine(url))
-        opened.append(store)
-        return store
+    async def opening(store: Awaitable[EventStore]) -> EventStore:
+        opened.append(await store)
+        return opened[-1]
 
     if request.param == "memory":
         memory = InMemoryEventStore()
@@ -104,19 +111,29 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
 
         yield Backend("memory", memory, same_memory)
         return
-    if request.param == "sqlite":
-        url = f"sqlite+aiosqlite:///{tmp_path / 'events.db'}"
-        await upgrade_to_head(url)
-    else:
+    if request.param == "postgres":
         url = request.getfixturevalue("postgres_url")
         await run_admin_statement(
             url, "TRUNCATE events, consumer_positions, store_cluster RESTART IDENTITY"
         )
+    else:
+        url = f"sqlite:///{tmp_path / 'events.db'}"
+        await upgrade_to_head(url)
+
+    def open_another() -> Awaitable[EventStore]:
+        if request.param == "sqlite-file":
+            return opening(SqliteFileEventStore.open(tmp_path / "events.db", migrate=False))
+        return opening(_as_store(SqlEventStore(create_engine(url))))
+
     try:
-        yield Backend(request.param, await open_sql(url), lambda: open_sql(url))
+        yield Backend(request.param, await open_another(), open_another)
     finally:
         for store in opened:
             await store.close()
+
+
+async def _as_store(store: EventStore) -> EventStore:
+    return store
 
 
 def event(
@@ -610,6 +627,66 @@ async def test_in_memory_sqlite_is_migrated_on_its_own_engine() -> None:
         await store.close()
 
 
+# ---------------------------------------------------------------------- the sqlite3 store
+
+
+def test_the_sqlite3_store_knows_the_head_revision() -> None:
+    """It checks the revision itself, to load alembic only when a migration is due."""
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head == SCHEMA_HEAD
+
+
+@pytest.mark.parametrize("apart", [False, True], ids=["in-process", "child-process"])
+async def test_the_sqlite3_store_migrates_a_new_file_then_finds_it_at_the_head(
+    tmp_path: Path, apart: bool
+) -> None:
+    path = tmp_path / "new.db"
+    store = await SqliteFileEventStore.open(path, migrate_apart=apart)
+    try:
+        assert await store.revision() == SCHEMA_HEAD
+        await store.append([event(1)])
+        assert ids(await store.read_all()) == [f"{JOB}:1"]
+    finally:
+        await store.close()
+    engine = create_engine(f"sqlite:///{path}")
+    try:
+        assert await _differences(engine) == []
+    finally:
+        await engine.dispose()
+
+
+async def test_a_migration_in_a_child_process_that_fails_says_so(tmp_path: Path) -> None:
+    directory = tmp_path / "not-a-database.db"
+    directory.mkdir()
+
+    with pytest.raises(EventStoreError, match=r"migrating .*not-a-database\.db failed"):
+        await upgrade_apart(directory)
+
+
+async def test_the_two_sqlite_stores_read_each_others_events_unchanged(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    await upgrade_to_head(url)
+    by_sqlalchemy = SqlEventStore(create_engine(url))
+    by_sqlite3 = await SqliteFileEventStore.open(tmp_path / "shared.db", migrate=False)
+    east = timezone(timedelta(hours=5, minutes=30))
+    try:
+        first = await by_sqlalchemy.append(
+            [event(1, time=datetime(2025, 3, 1, 17, 30, tzinfo=east))]
+        )
+        second = await by_sqlite3.append([event(2, time=T0 + timedelta(microseconds=7))])
+        written = [*first.stored, *second.stored]
+
+        assert await by_sqlite3.read_all() == written
+        assert await by_sqlalchemy.read_all() == written
+        assert [e.time for e in written] == [T0, T0 + timedelta(microseconds=7)]
+        for store in (by_sqlalchemy, by_sqlite3):
+            in_range = await store.read_by_time(T0, T0 + timedelta(microseconds=7))
+            assert ids(in_range) == [f"{JOB}:1"]
+    finally:
+        await by_sqlalchemy.close()
+        await by_sqlite3.close()
+
+
 # ---------------------------------------------------------------------- packed documents
 
 
@@ -763,17 +840,34 @@ async def test_a_batch_the_database_refuses_midway_stores_none_of_its_events(
             for statement in _REFUSE_POISON[engine.dialect.name]:
                 await connection.exec_driver_sql(statement)
     async with _engine(empty_database) as engine:
-        store = SqlEventStore(engine)
-        await store.append([event(1)])
-        batch = [event(2), event(3), event(4, event_id="poison"), event(5)]
+        await _a_refused_batch_leaves_nothing(SqlEventStore(engine))
 
-        # (SQLite reports a trigger's refusal as a constraint, hence a conflict.)
-        with pytest.raises((sa.exc.DBAPIError, ConcurrencyError)):
-            await store.append(batch, tracking=Tracking("recorder-obs", 99))
 
-        assert ids(await store.read_all()) == [f"{JOB}:1"]
-        assert await store.stream_version(JOB) == 1
-        assert await store.position("recorder-obs") == 0
-        # The same batch without the refused event is stored whole afterwards.
-        stored = await store.append([e for e in batch if e.event_id != "poison"])
-        assert [e.stream_version for e in stored.stored] == [2, 3, 4]
+async def test_the_sqlite3_store_keeps_none_of_a_batch_the_database_refuses_midway(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "refusing.db"
+    await upgrade_to_head(f"sqlite:///{path}")
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        connection.execute(_REFUSE_POISON["sqlite"][0])
+    store = await SqliteFileEventStore.open(path)
+    try:
+        await _a_refused_batch_leaves_nothing(store)
+    finally:
+        await store.close()
+
+
+async def _a_refused_batch_leaves_nothing(store: EventStore) -> None:
+    await store.append([event(1)])
+    batch = [event(2), event(3), event(4, event_id="poison"), event(5)]
+
+    # (SQLite reports a trigger's refusal as a constraint, hence a conflict.)
+    with pytest.raises((sa.exc.DBAPIError, ConcurrencyError)):
+        await store.append(batch, tracking=Tracking("recorder-obs", 99))
+
+    assert ids(await store.read_all()) == [f"{JOB}:1"]
+    assert await store.stream_version(JOB) == 1
+    assert await store.position("recorder-obs") == 0
+    # The same batch without the refused event is stored whole afterwards.
+    stored = await store.append([e for e in batch if e.event_id != "poison"])
+    assert [e.stream_version for e in stored.stored] == [2, 3, 4]

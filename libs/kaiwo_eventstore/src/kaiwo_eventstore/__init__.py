@@ -1,13 +1,15 @@
-"""Append-only event store (SQLAlchemy 2 async; SQLite embedded, PostgreSQL in production).
+"""Append-only event store (an SQLite file embedded, PostgreSQL in production).
 
-The port is :class:`EventStore`; adapters are :class:`InMemoryEventStore` and
-``kaiwo_eventstore.sql.store.SqlEventStore`` (imported lazily by :func:`open_event_store`, so
-the fake needs no database driver). The schema comes only from the alembic revisions in
-``kaiwo_eventstore/migrations``, applied by :func:`upgrade_to_head`.
+The port is :class:`EventStore`; adapters are :class:`InMemoryEventStore`,
+``kaiwo_eventstore.sql.sqlite_file.SqliteFileEventStore`` (``sqlite3``) and
+``kaiwo_eventstore.sql.store.SqlEventStore`` (SQLAlchemy 2 async), the last two imported
+lazily by :func:`open_event_store`, so the fake needs no database driver. The schema comes
+only from the alembic revisions in ``kaiwo_eventstore/migrations``, applied by
+:func:`upgrade_to_head`.
 """
 
 from kaiwo_eventstore.bulk import cyclic_gc_paused
-from kaiwo_eventstore.connect import MEMORY_URL, open_event_store
+from kaiwo_eventstore.connect import MEMORY_URL, open_event_store, sqlite_file
 from kaiwo_eventstore.errors import (
     ConcurrencyError,
     EventStoreError,
@@ -55,5 +57,6 @@ __all__ = [
     "Tracking",
     "cyclic_gc_paused",
     "open_event_store",
+    "sqlite_file",
     "upgrade_to_head",
 ]

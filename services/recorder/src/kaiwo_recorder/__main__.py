@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import structlog
-from kaiwo_eventstore import EventStore, open_event_store
+from kaiwo_eventstore import EventStore, open_event_store, sqlite_file
 from kaiwo_runtime.cluster_binding import foreign_state_problem
 from kaiwo_runtime.health import HealthServer
 from kaiwo_runtime.logging import configure_logging
@@ -43,15 +43,6 @@ EXIT_UNREACHABLE = 2
 SQLITE_COMPANIONS = ("-wal", "-shm", "-journal")
 
 
-def sqlite_file(url: str) -> Path | None:
-    """The database file of a ``sqlite:///<path>`` URL (None for memory or other databases)."""
-    scheme, separator, rest = url.partition(":///")
-    if not separator or not scheme.startswith("sqlite"):
-        return None
-    path = rest.partition("?")[0]
-    return Path(path) if path and path != ":memory:" else None
-
-
 def private_sqlite_file(database: Path) -> None:
     """Create the SQLite file readable by its owner only (0600), in a directory of its own
     (0700) when we create that too: the store keeps whole objects, literal env values
@@ -71,7 +62,7 @@ async def open_store(url: str) -> EventStore:
     if database is not None:
         private_sqlite_file(database)
     try:
-        return await asyncio.wait_for(open_event_store(url), timeout=30)
+        return await asyncio.wait_for(open_event_store(url, migrate_apart=True), timeout=30)
     except Exception as error:  # any driver error: the operator needs the one line below
         reason = redact_secrets(" ".join(str(error).split()) or type(error).__name__)
         raise StartupError(f"event store {redact_url(url)} is unreachable: {reason}") from error

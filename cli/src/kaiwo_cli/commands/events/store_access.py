@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from kaiwo_eventstore import EventStore, open_event_store
+from kaiwo_eventstore import EventStore, open_event_store, sqlite_file
 from kaiwo_eventstore.explain import (
     WorkloadNotFoundError,
 )
@@ -64,14 +64,6 @@ def stderr_console() -> Console:
 def exit_for(error: Exception) -> typer.Exit:
     stderr_console().print(f"kaiwo events: {escape(str(error))}", style="red")
     return typer.Exit(2)
-
-
-def sqlite_file(url: str) -> Path | None:
-    scheme, separator, rest = url.partition(":///")
-    if not separator or not scheme.startswith("sqlite"):
-        return None
-    path = rest.partition("?")[0]
-    return Path(path) if path and path != ":memory:" else None
 
 
 @contextlib.asynccontextmanager

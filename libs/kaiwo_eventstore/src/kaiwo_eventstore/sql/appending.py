@@ -55,7 +55,7 @@ class SqlAppender:
         self._connections = connections
         self._clock = clock
         self._lock_timeout_ms = int(lock_timeout.total_seconds() * 1000)
-        self._lookup = POSTGRES_LOOKUP if connections.is_postgresql else SQLITE_LOOKUP
+        self._lookup = sa.text(POSTGRES_LOOKUP if connections.is_postgresql else SQLITE_LOOKUP)
 
     async def append(
         self,

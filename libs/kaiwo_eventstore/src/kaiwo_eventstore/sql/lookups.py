@@ -14,9 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import sqlalchemy as sa
-
-POSTGRES_LOOKUP = sa.text(
+# Plain SQL text: the SQLAlchemy store runs it as ``sa.text``, the sqlite3 one as it is.
+POSTGRES_LOOKUP = (
     "SELECT 'id', event_id, NULL::bigint FROM events"
     " WHERE event_id = ANY(CAST(:ids AS text[]))"
     " UNION ALL"
@@ -25,7 +24,7 @@ POSTGRES_LOOKUP = sa.text(
     " FROM unnest(CAST(:streams AS text[])) AS s(id)"
 )
 
-SQLITE_LOOKUP = sa.text(
+SQLITE_LOOKUP = (
     "SELECT 'id', event_id, NULL FROM events"
     " WHERE event_id IN (SELECT value FROM json_each(:ids))"
     " UNION ALL"

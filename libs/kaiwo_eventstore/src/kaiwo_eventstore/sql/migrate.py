@@ -15,10 +15,11 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from kaiwo_eventstore.sql.engines import WRITE_OPTION, create_engine
+from kaiwo_eventstore.sql.revision import VERSION_TABLE
+
+__all__ = ["SCRIPT_LOCATION", "VERSION_TABLE", "alembic_config", "migrate_to", "upgrade_to_head"]
 
 SCRIPT_LOCATION = "kaiwo_eventstore:migrations"
-VERSION_TABLE = "eventstore_alembic_version"
-"""Own version table, so the event store can share a database with other alembic users."""
 
 _MIGRATION_LOCK_KEY = 0x6B6169776F5F6573  # pg_advisory_xact_lock key: "kaiwo_es" in ASCII
 
@@ -74,3 +75,21 @@ def _migrate(connection: Connection, revision: str) -> None:
         and target.revision in {r.revision for r in script.iterate_revisions(current, "base")}
     )
     (command.downgrade if ahead else command.upgrade)(config, revision)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m kaiwo_eventstore.sql.migrate URL``: bring the store at ``URL`` to the head
+    (:func:`kaiwo_eventstore.sql.sqlite_file.upgrade_apart` runs it as a child process)."""
+    import asyncio
+    import sys
+
+    arguments = sys.argv[1:] if argv is None else argv
+    if len(arguments) != 1:
+        print("usage: python -m kaiwo_eventstore.sql.migrate URL", file=sys.stderr)  # noqa: T201
+        return 2
+    asyncio.run(upgrade_to_head(arguments[0]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -3,9 +3,7 @@ replay), by time, type and correlation."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -16,6 +14,7 @@ from kaiwo_eventstore.events import StoredEvent
 from kaiwo_eventstore.port import DEFAULT_BATCH, DEFAULT_PAGE
 from kaiwo_eventstore.selection import check_page, check_time_range, type_names
 from kaiwo_eventstore.sql.connections import SqlConnections
+from kaiwo_eventstore.sql.prefetch import prefetched
 from kaiwo_eventstore.sql.replay import fetch_range, fetch_type
 from kaiwo_eventstore.sql.rows import decode_rows, row_decoder
 from kaiwo_eventstore.sql.schema import events
@@ -90,13 +89,13 @@ class SqlReader:
         batch_size: int = DEFAULT_BATCH,
         to_position: int | None = None,
     ) -> AsyncGenerator[Sequence[StoredEvent], None]:
-        """Batches in global order (see :meth:`_prefetched`)."""
+        """Batches in global order (see :func:`~kaiwo_eventstore.sql.prefetch.prefetched`)."""
         check_page(batch_size=batch_size)
 
         def fetch(position: int) -> Awaitable[list[Any]]:
             return self._fetch_rows(position, to_position=to_position, limit=batch_size)
 
-        return self._prefetched(fetch, from_position, batch_size=batch_size)
+        return prefetched(fetch, from_position, batch_size=batch_size, decode=self._decode)
 
     def iter_by_type(
         self, event_type: str, from_position: int = 1, *, batch_size: int = DEFAULT_BATCH
@@ -109,7 +108,7 @@ class SqlReader:
                     connection, event_type=event_type, from_position=position, limit=batch_size
                 )
 
-        return self._prefetched(fetch, from_position, batch_size=batch_size)
+        return prefetched(fetch, from_position, batch_size=batch_size, decode=self._decode)
 
     async def read_by_time(
         self,
@@ -137,34 +136,6 @@ class SqlReader:
     ) -> list[StoredEvent]:
         statement = _after(from_position, limit).where(events.c.correlation_id == correlation_id)
         return await self._fetch(statement)
-
-    async def _prefetched(
-        self,
-        fetch: Callable[[int], Awaitable[list[Any]]],
-        from_position: int,
-        *,
-        batch_size: int,
-    ) -> AsyncGenerator[Sequence[StoredEvent], None]:
-        """Decoded batches of ``fetch``; the next batch is fetched while this one is consumed.
-
-        The prefetch lets the database (or SQLite's thread) work while Python decodes and
-        the caller handles a batch. Close the iterator (``contextlib.aclosing``) when
-        stopping early, so the prefetch is cancelled at once rather than on collection.
-        """
-        pending: asyncio.Future[list[Any]] | None = asyncio.ensure_future(fetch(from_position))
-        try:
-            while pending is not None:
-                rows = await pending
-                pending = None
-                if len(rows) == batch_size:
-                    pending = asyncio.ensure_future(fetch(rows[-1][0] + 1))
-                if rows:
-                    yield decode_rows(self._decode, rows)
-        finally:
-            if pending is not None:
-                pending.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await pending
 
     async def _fetch_rows(
         self, from_position: int, *, to_position: int | None, limit: int

@@ -8,12 +8,14 @@ underneath the pooled SQLAlchemy connection (same pool, same settings, JSON code
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
 # Columns in the order of StoredEvent's fields; the statements are constants (no user text).
-_SQLITE_RANGE = (
+# The SQLite ones serve the sqlite3 store too (kaiwo_eventstore.sql.sqlite_file).
+SQLITE_RANGE = (
     "SELECT global_position, event_id, stream_id, stream_version, event_type, subject,"
     " source, time, correlation_id, causation_id, data, metadata, recorded_at"
     " FROM events WHERE global_position >= ? AND global_position <= ?"
@@ -25,7 +27,7 @@ _POSTGRES_RANGE = (
     " FROM events WHERE global_position >= $1 AND global_position <= $2"
     " ORDER BY global_position LIMIT $3"
 )
-_SQLITE_TYPE = (
+SQLITE_TYPE = (
     "SELECT global_position, event_id, stream_id, stream_version, event_type, subject,"
     " source, time, correlation_id, causation_id, data, metadata, recorded_at"
     " FROM events WHERE event_type = ? AND global_position >= ?"
@@ -37,19 +39,19 @@ _POSTGRES_TYPE = (
     " FROM events WHERE event_type = $1 AND global_position >= $2"
     " ORDER BY global_position LIMIT $3"
 )
-_NO_UPPER_BOUND = 2**63 - 1
+NO_UPPER_BOUND = 2**63 - 1
 
 
 async def fetch_range(
     connection: AsyncConnection, *, from_position: int, to_position: int | None, limit: int
 ) -> list[Any]:
     """Raw rows (positional, in StoredEvent field order) from ``from_position`` on."""
-    upper = _NO_UPPER_BOUND if to_position is None else to_position
+    upper = NO_UPPER_BOUND if to_position is None else to_position
     raw = await connection.get_raw_connection()
     driver: Any = raw.driver_connection
     if connection.dialect.name == "postgresql":
         return list(await driver.fetch(_POSTGRES_RANGE, from_position, upper, limit))
-    return list(await driver.execute_fetchall(_SQLITE_RANGE, (from_position, upper, limit)))
+    return list(await driver.execute_fetchall(SQLITE_RANGE, (from_position, upper, limit)))
 
 
 async def fetch_type(
@@ -61,4 +63,4 @@ async def fetch_type(
     driver: Any = raw.driver_connection
     if connection.dialect.name == "postgresql":
         return list(await driver.fetch(_POSTGRES_TYPE, event_type, from_position, limit))
-    return list(await driver.execute_fetchall(_SQLITE_TYPE, (event_type, from_position, limit)))
+    return list(await driver.execute_fetchall(SQLITE_TYPE, (event_type, from_position, limit)))
