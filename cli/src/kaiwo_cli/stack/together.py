@@ -23,11 +23,10 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import structlog
-
-from kaiwo_cli.stack.processes import RestartBackOff
+if TYPE_CHECKING:
+    from kaiwo_cli.stack.processes import RestartBackOff
 
 TOGETHER_ENV = "KAIWO_TOGETHER"
 MEMBERS: Mapping[str, tuple[str, str]] = {
@@ -38,8 +37,6 @@ MEMBERS: Mapping[str, tuple[str, str]] = {
 }
 """What may run together: the member's ``__main__`` (its ``serve(settings, stop)``) and the
 settings class it reads its environment with."""
-
-log = structlog.get_logger("kaiwo.together")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +90,11 @@ async def run_member(
 ) -> None:
     """Serve ``member`` until ``stop``, starting it again after each failure, as the process
     supervisor does (:class:`~kaiwo_cli.stack.processes.RestartBackOff`)."""
+    import structlog
+
+    from kaiwo_cli.stack.processes import RestartBackOff
+
+    log = structlog.get_logger("kaiwo.together")
     back_off = back_off or RestartBackOff()
     structlog.contextvars.bind_contextvars(service=member.name)  # this task's lines only
     loop = asyncio.get_running_loop()
@@ -123,7 +125,20 @@ async def run_together(members: tuple[Member, ...]) -> int:
     return 0
 
 
+def leave_out_console_rendering() -> None:
+    """Keep structlog from loading rich (and with it pygments, 7 MB) in this process.
+
+    structlog imports rich for its console renderer whenever rich is installed, as it is
+    beside the command; this process writes JSON lines to its log file and never renders
+    for a terminal. An import blocked in ``sys.modules`` fails, and structlog then goes on
+    as it does without rich. Call it before anything imports structlog: this module imports
+    nothing that does until :func:`main` runs.
+    """
+    sys.modules.setdefault("rich", None)  # type: ignore[arg-type]
+
+
 def main() -> int:
+    leave_out_console_rendering()
     from kaiwo_runtime.startup import (
         collect_young_objects_every,
         configure_service_logging,
