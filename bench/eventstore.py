@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import sqlalchemy as sa
-from kaiwo_eventstore import EventStore, InMemoryEventStore, NewEvent
+from kaiwo_eventstore import EventStore, InMemoryEventStore, NewEvent, open_event_store
 from kaiwo_eventstore.codec import encode_document
 from kaiwo_eventstore.scratch import scratch_database, scratch_server, why_no_server
 from kaiwo_eventstore.sql.engines import create_engine
@@ -156,15 +156,23 @@ async def load_corpus(url: str) -> None:
         await engine.dispose()
 
 
-async def run_sql(name: str, url: str) -> Figures:
+async def run_sql(name: str, url: str, *, sqlalchemy: bool = False) -> Figures:
+    """The store ``open_event_store`` gives for ``url`` (with ``sqlalchemy``: the SQLAlchemy
+    one whatever the URL, to compare it with the sqlite3 store on a file)."""
+
+    async def opened() -> EventStore:
+        if sqlalchemy:
+            return SqlEventStore(create_engine(url))
+        return await open_event_store(url, migrate=False)
+
     await upgrade_to_head(url)
-    store = SqlEventStore(create_engine(url))
+    store = await opened()
     try:
         batched, single = await measure_appends(store)
     finally:
         await store.close()
     await load_corpus(url)
-    store = SqlEventStore(create_engine(url))
+    store = await opened()
     try:
         replay, replayed = await measure_replay(store)
     finally:
@@ -182,8 +190,16 @@ async def run_memory() -> Figures:
 
 
 async def run_sqlite() -> Figures:
+    """What ``kaiwo up`` records into: an SQLite file through ``sqlite3`` (decision 0088)."""
     with tempfile.TemporaryDirectory() as directory:
         return await run_sql("sqlite (file, WAL)", f"sqlite:///{Path(directory) / 'bench.db'}")
+
+
+async def run_sqlite_sqlalchemy() -> Figures:
+    """The same file through the SQLAlchemy store, as before decision 0088."""
+    with tempfile.TemporaryDirectory() as directory:
+        url = f"sqlite:///{Path(directory) / 'bench.db'}"
+        return await run_sql("sqlite (SQLAlchemy)", url, sqlalchemy=True)
 
 
 async def run_postgres() -> Figures | str:
@@ -211,7 +227,12 @@ def table(rows: list[Figures]) -> str:
 
 
 async def gather_figures() -> tuple[list[Figures], list[str]]:
-    runs: list[Callable[[], Awaitable[Figures | str]]] = [run_memory, run_sqlite, run_postgres]
+    runs: list[Callable[[], Awaitable[Figures | str]]] = [
+        run_memory,
+        run_sqlite,
+        run_sqlite_sqlalchemy,
+        run_postgres,
+    ]
     figures: list[Figures] = []
     notes: list[str] = []
     for run in runs:
