@@ -125,19 +125,10 @@ async def run_together(members: tuple[Member, ...]) -> int:
     return 0
 
 
-def leave_out_console_rendering() -> None:
-    """Keep structlog from loading rich (and with it pygments, 7 MB) in this process.
-
-    structlog imports rich for its console renderer whenever rich is installed, as it is
-    beside the command; this process writes JSON lines to its log file and never renders
-    for a terminal. An import blocked in ``sys.modules`` fails, and structlog then goes on
-    as it does without rich. Call it before anything imports structlog: this module imports
-    nothing that does until :func:`main` runs.
-    """
-    sys.modules.setdefault("rich", None)  # type: ignore[arg-type]
-
-
 def main() -> int:
+    # Before anything imports structlog: this module imports nothing that does.
+    from kaiwo_runtime.console_rendering import leave_out_console_rendering
+
     leave_out_console_rendering()
     from kaiwo_runtime.startup import (
         collect_young_objects_every,

@@ -16,6 +16,11 @@ kube-system, decision 0042).
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # a service process: first of all (decision 0088)
+    from kaiwo_runtime.console_rendering import leave_out_console_rendering
+
+    leave_out_console_rendering()
+
 import asyncio
 import sys
 
