@@ -26,7 +26,8 @@ during the last step.
 
 Both sides then get the same ``MEMORY_WORKLOADS`` more (``--memory-workloads``), and their
 RSS is read after the run: the sum over the operator's processes (services and nats-server)
-against the peer's one process. The backlog of each step is the time from its last create to
+against the peer's one process (and, for each process, once it has started, before the
+first workload). The backlog of each step is the time from its last create to
 its last child Job seen (the issue's 50/s target: cleared within 30 s, nothing lost). The
 operator's event store (SQLite, what its recorder wrote) is measured in bytes per workload
 created, indexes included. The load average is printed at the start and the end: the
@@ -152,6 +153,8 @@ class Side:
     plan_p50: float = float("nan")
     rss_kb: dict[str, float] = field(default_factory=dict)
     """RSS of each of the side's processes after the run."""
+    idle_rss_kb: dict[str, float] = field(default_factory=dict)
+    """RSS of each of the side's processes once started, before the first workload."""
     workloads: int = 0
     """KaiwoJobs created on this side (warm-up, steps and the memory load)."""
     store_bytes: float = float("nan")
@@ -160,6 +163,10 @@ class Side:
     @property
     def rss_total_kb(self) -> float:
         return sum(self.rss_kb.values()) if self.rss_kb else float("nan")
+
+    @property
+    def idle_rss_total_kb(self) -> float:
+        return sum(self.idle_rss_kb.values()) if self.idle_rss_kb else float("nan")
 
 
 # --------------------------------------------------------------------------- measuring
@@ -432,6 +439,7 @@ async def operator_side(
     async with bench_stack(options, kube=kube, namespace=namespace) as running:
         stack, js, clock = running.stack, running.js, running.clock
         side.processes = tuple(stack.process_ids())
+        side.idle_rss_kb = {name: rss_kb(pid) for name, pid in stack.process_ids().items()}
 
         async def settle() -> None:
             if not await idle(js, within=60):
@@ -555,10 +563,14 @@ def side_workloads(memory_workloads: int) -> int:
 
 
 def print_rss(side: Side) -> None:
-    print(
-        f"  RSS after the run {side.rss_total_kb / 1024:.0f} MB: "
-        + ", ".join(f"{name} {kb / 1024:.0f}" for name, kb in sorted(side.rss_kb.items()))
-    )
+    for when, total, each in (
+        ("idle, before the first workload", side.idle_rss_total_kb, side.idle_rss_kb),
+        ("after the run", side.rss_total_kb, side.rss_kb),
+    ):
+        print(
+            f"  RSS {when} {total / 1024:.0f} MB: "
+            + ", ".join(f"{name} {kb / 1024:.0f}" for name, kb in sorted(each.items()))
+        )
 
 
 def store_size(url: str) -> tuple[float, int]:
@@ -620,6 +632,7 @@ async def peer_side(
         line = await asyncio.wait_for(asyncio.to_thread(peer.stdout.readline), 60)
         if line.strip() != b"ready":
             raise RuntimeError(f"the kopf peer did not start (see {scratch / 'kopf.log'})")
+        side.idle_rss_kb = {"kopf": rss_kb(peer.pid)}
         clock = ChildClock(kube, PEER_NAMESPACE)
         await clock.start()
         try:
@@ -750,6 +763,14 @@ def comparison_table(operator: Side, peer: Side) -> str:
                 ratio(mine.api_total, theirs.api_total),
             )
         )
+    rows.append(
+        (
+            "RSS idle, before the first workload",
+            f"{operator.idle_rss_total_kb / 1024:.0f} MB",
+            f"{peer.idle_rss_total_kb / 1024:.0f} MB",
+            ratio(operator.idle_rss_total_kb, peer.idle_rss_total_kb),
+        )
+    )
     rows.append(
         (
             "RSS after the run (all processes)",
