@@ -16,7 +16,7 @@ from kaiwo_eventstore.events import (
 )
 from kaiwo_eventstore.port import DEFAULT_BATCH, DEFAULT_PAGE
 from kaiwo_eventstore.selection import check_page, check_time_range, type_names
-from kaiwo_eventstore.versioning import plan_append
+from kaiwo_eventstore.versioning import plan_append, stored_events
 
 
 def _utc_now() -> datetime:
@@ -65,33 +65,18 @@ class InMemoryEventStore:
                 if stream in self._streams
             },
         )
-        recorded_at = self._clock()
-        stored: list[StoredEvent] = []
-        for item in plan.to_store:
-            new = item.event
-            event = StoredEvent(
-                global_position=len(self._events) + 1,
-                event_id=new.event_id,
-                stream_id=new.stream_id,
-                stream_version=item.stream_version,
-                type=new.type,
-                subject=new.subject,
-                source=new.source,
-                time=new.time.astimezone(UTC),
-                correlation_id=new.correlation_id,
-                causation_id=new.causation_id,
-                data=new.data,
-                metadata=new.metadata,
-                recorded_at=recorded_at,
-            )
+        first = len(self._events) + 1
+        stored = stored_events(
+            plan, positions=range(first, first + len(plan.to_store)), recorded_at=self._clock()
+        )
+        for event in stored:
             self._events.append(event)
             self._positions.append(event.global_position)
             self._ids.add(event.event_id)
             self._streams.setdefault(event.stream_id, []).append(event)
-            stored.append(event)
         if tracking is not None:
             self._consumers[tracking.consumer] = tracking.position
-        return AppendResult(stored=tuple(stored), duplicates=plan.duplicates)
+        return AppendResult(stored=stored, duplicates=plan.duplicates)
 
     async def append_next(
         self, events: Sequence[NewEvent], *, tracking: Tracking | None = None

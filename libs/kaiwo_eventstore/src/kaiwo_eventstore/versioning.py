@@ -7,8 +7,9 @@ the in-memory fake and the SQL adapters identical semantics.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from kaiwo_eventstore.errors import ConcurrencyError
 from kaiwo_eventstore.events import (
@@ -17,6 +18,7 @@ from kaiwo_eventstore.events import (
     STREAM_EXISTS,
     ExpectedVersion,
     NewEvent,
+    StoredEvent,
     describe_expectation,
 )
 
@@ -99,3 +101,28 @@ def _check_expectation(
         raise ConcurrencyError(
             stream_id=stream_id, expected=describe_expectation(expected), actual=actual
         )
+
+
+def stored_events(
+    plan: AppendPlan, *, positions: Iterable[int], recorded_at: datetime
+) -> tuple[StoredEvent, ...]:
+    """The events ``plan`` stores, as stored: at ``positions`` (one for each, in order), their
+    times in UTC, recorded at ``recorded_at``."""
+    return tuple(
+        StoredEvent(
+            global_position=position,
+            event_id=item.event.event_id,
+            stream_id=item.event.stream_id,
+            stream_version=item.stream_version,
+            type=item.event.type,
+            subject=item.event.subject,
+            source=item.event.source,
+            time=item.event.time.astimezone(UTC),
+            correlation_id=item.event.correlation_id,
+            causation_id=item.event.causation_id,
+            data=item.event.data,
+            metadata=item.event.metadata,
+            recorded_at=recorded_at,
+        )
+        for position, item in zip(positions, plan.to_store, strict=True)
+    )

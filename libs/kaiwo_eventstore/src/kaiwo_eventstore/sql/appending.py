@@ -9,7 +9,6 @@ Readers are not blocked by that lock.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -19,7 +18,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kaiwo_eventstore.codec import encode_document
-from kaiwo_eventstore.errors import ConcurrencyError, StoreBusyError, StoreUnavailableError
+from kaiwo_eventstore.errors import ConcurrencyError, StoreBusyError
 from kaiwo_eventstore.events import (
     ANY,
     AppendResult,
@@ -32,13 +31,13 @@ from kaiwo_eventstore.events import (
 from kaiwo_eventstore.sql.bookkeeping import upsert_position
 from kaiwo_eventstore.sql.connections import SqlConnections
 from kaiwo_eventstore.sql.engines import dump_json
-from kaiwo_eventstore.sql.failures import unavailable_reason
+from kaiwo_eventstore.sql.failures import raise_if_unavailable
 from kaiwo_eventstore.sql.lookups import POSTGRES_LOOKUP, SQLITE_LOOKUP, StoreState, read_state
+from kaiwo_eventstore.sql.retries import appended_with_retries
 from kaiwo_eventstore.sql.schema import events
-from kaiwo_eventstore.versioning import AppendPlan, check_batch, plan_append
+from kaiwo_eventstore.versioning import AppendPlan, check_batch, plan_append, stored_events
 
 DEFAULT_LOCK_TIMEOUT = timedelta(seconds=10)
-APPEND_ATTEMPTS = 8
 _LOCK_NOT_AVAILABLE = "55P03"  # PostgreSQL SQLSTATE raised when lock_timeout expires
 
 
@@ -90,24 +89,19 @@ class SqlAppender:
             if _is_lock_timeout(error):
                 msg = f"the events table stayed locked longer than {self._lock_timeout_ms} ms"
                 raise StoreBusyError(msg) from error
-            _raise_if_unavailable(error)
+            raise_if_unavailable(error)
             raise
         except (OSError, TimeoutError) as error:  # the driver lost or never had its connection
-            _raise_if_unavailable(error)
+            raise_if_unavailable(error)
             raise
         return AppendResult(stored=stored, duplicates=plan.duplicates)
 
     async def append_next(
         self, events: Sequence[NewEvent], *, tracking: Tracking | None = None
     ) -> AppendResult:
-        delay = 0.01
-        for _attempt in range(APPEND_ATTEMPTS - 1):
-            try:
-                return await self.append(events, expected_version=ANY, tracking=tracking)
-            except (ConcurrencyError, StoreBusyError):
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
-        return await self.append(events, expected_version=ANY, tracking=tracking)
+        return await appended_with_retries(
+            lambda: self.append(events, expected_version=ANY, tracking=tracking)
+        )
 
     async def _lock_for_append(self, connection: AsyncConnection) -> None:
         if self._connections.is_postgresql:
@@ -142,24 +136,7 @@ class SqlAppender:
             return ()
         recorded_at = self._clock().astimezone(UTC)
         positions = await self._next_positions(connection, len(plan.to_store), state=state)
-        stored = tuple(
-            StoredEvent(
-                global_position=position,
-                event_id=item.event.event_id,
-                stream_id=item.event.stream_id,
-                stream_version=item.stream_version,
-                type=item.event.type,
-                subject=item.event.subject,
-                source=item.event.source,
-                time=item.event.time.astimezone(UTC),
-                correlation_id=item.event.correlation_id,
-                causation_id=item.event.causation_id,
-                data=item.event.data,
-                metadata=item.event.metadata,
-                recorded_at=recorded_at,
-            )
-            for position, item in zip(positions, plan.to_store, strict=True)
-        )
+        stored = stored_events(plan, positions=positions, recorded_at=recorded_at)
         # One executemany without RETURNING: numbering ourselves under the write lock is
         # what keeps a 100-event append to a single round trip.
         await connection.execute(sa.insert(events), [_row_of(event) for event in stored])
@@ -189,14 +166,6 @@ def _row_of(event: StoredEvent) -> dict[str, Any]:
     row["data"] = encode_document(event.data)
     row["metadata"] = encode_document(event.metadata)
     return row
-
-
-def _raise_if_unavailable(error: Exception) -> None:
-    """Raise :class:`StoreUnavailableError` when ``error`` refuses every write (full disk,
-    read-only, lost connection: :mod:`kaiwo_eventstore.sql.failures`)."""
-    reason = unavailable_reason(error)
-    if reason is not None:
-        raise StoreUnavailableError(reason) from error
 
 
 def _is_lock_timeout(error: DBAPIError) -> bool:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from kaiwo_eventstore.errors import StoreUnavailableError
+
 _SQLITE_UNAVAILABLE = (
     "SQLITE_FULL",  # database or disk is full
     "SQLITE_IOERR",  # disk I/O error (ENOSPC while writing the WAL, a vanished mount...)
@@ -48,6 +50,14 @@ _POSTGRES_UNAVAILABLE_CODES = (
     "55P03",  # lock_not_available (lock_timeout)
     "57014",  # query_canceled (statement_timeout)
 )
+
+
+def raise_if_unavailable(error: Exception) -> None:
+    """Raise :class:`StoreUnavailableError` when ``error`` refuses every write (full disk,
+    read-only, lost connection), from ``error``."""
+    reason = unavailable_reason(error)
+    if reason is not None:
+        raise StoreUnavailableError(reason) from error
 
 
 def unavailable_reason(error: BaseException) -> str | None:

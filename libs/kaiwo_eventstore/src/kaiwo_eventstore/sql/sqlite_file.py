@@ -35,7 +35,6 @@ from kaiwo_eventstore.errors import (
     ConcurrencyError,
     EventStoreError,
     StoreBusyError,
-    StoreUnavailableError,
 )
 from kaiwo_eventstore.events import (
     ANY,
@@ -48,18 +47,18 @@ from kaiwo_eventstore.events import (
 )
 from kaiwo_eventstore.port import DEFAULT_BATCH, DEFAULT_PAGE
 from kaiwo_eventstore.selection import check_page, check_time_range, type_names
-from kaiwo_eventstore.sql.failures import unavailable_reason
+from kaiwo_eventstore.sql.failures import raise_if_unavailable
 from kaiwo_eventstore.sql.lookups import SQLITE_LOOKUP, read_state
 from kaiwo_eventstore.sql.prefetch import prefetched
 from kaiwo_eventstore.sql.replay import NO_UPPER_BOUND, SQLITE_RANGE, SQLITE_TYPE
+from kaiwo_eventstore.sql.retries import appended_with_retries
 from kaiwo_eventstore.sql.revision import SCHEMA_HEAD
 from kaiwo_eventstore.sql.rows import decode_rows, row_decoder
-from kaiwo_eventstore.versioning import check_batch, plan_append
+from kaiwo_eventstore.versioning import check_batch, plan_append, stored_events
 
 __all__ = ["SqliteFileEventStore", "upgrade_apart"]
 
 BUSY_TIMEOUT_MS: Final = 30_000
-APPEND_ATTEMPTS: Final = 8
 
 # Columns in the order of StoredEvent's fields, as in .replay's statements.
 _SELECT: Final = (
@@ -189,23 +188,18 @@ class SqliteFileEventStore:
             if "database is locked" in str(error):
                 msg = f"the database stayed locked longer than {BUSY_TIMEOUT_MS} ms"
                 raise StoreBusyError(msg) from error
-            _raise_if_unavailable(error)
+            raise_if_unavailable(error)
             raise
         except (sqlite3.Error, OSError) as error:
-            _raise_if_unavailable(error)
+            raise_if_unavailable(error)
             raise
 
     async def append_next(
         self, events: Sequence[NewEvent], *, tracking: Tracking | None = None
     ) -> AppendResult:
-        delay = 0.01
-        for _attempt in range(APPEND_ATTEMPTS - 1):
-            try:
-                return await self.append(events, expected_version=ANY, tracking=tracking)
-            except (ConcurrencyError, StoreBusyError):
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
-        return await self.append(events, expected_version=ANY, tracking=tracking)
+        return await appended_with_retries(
+            lambda: self.append(events, expected_version=ANY, tracking=tracking)
+        )
 
     # ------------------------------------------------------------------ bookkeeping
 
@@ -409,24 +403,8 @@ class SqliteFileEventStore:
             )
             recorded_at = self._clock().astimezone(UTC)
             first = state.last_position + 1
-            stored = tuple(
-                StoredEvent(
-                    global_position=position,
-                    event_id=item.event.event_id,
-                    stream_id=item.event.stream_id,
-                    stream_version=item.stream_version,
-                    type=item.event.type,
-                    subject=item.event.subject,
-                    source=item.event.source,
-                    time=item.event.time.astimezone(UTC),
-                    correlation_id=item.event.correlation_id,
-                    causation_id=item.event.causation_id,
-                    data=item.event.data,
-                    metadata=item.event.metadata,
-                    recorded_at=recorded_at,
-                )
-                for position, item in enumerate(plan.to_store, start=first)
-            )
+            positions = range(first, first + len(plan.to_store))
+            stored = stored_events(plan, positions=positions, recorded_at=recorded_at)
             connection.executemany(_INSERT, [_row_of(event) for event in stored])
             if tracking is not None:
                 connection.execute(_UPSERT_POSITION, (tracking.consumer, tracking.position))
@@ -451,9 +429,3 @@ def _row_of(event: StoredEvent) -> tuple[Any, ...]:
         encode_document(event.metadata),
         utc_text(event.recorded_at),
     )
-
-
-def _raise_if_unavailable(error: Exception) -> None:
-    reason = unavailable_reason(error)
-    if reason is not None:
-        raise StoreUnavailableError(reason) from error

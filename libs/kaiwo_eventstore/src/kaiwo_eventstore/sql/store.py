@@ -25,11 +25,12 @@ from kaiwo_eventstore.events import (
     Tracking,
 )
 from kaiwo_eventstore.port import DEFAULT_BATCH, DEFAULT_PAGE
-from kaiwo_eventstore.sql.appending import APPEND_ATTEMPTS, DEFAULT_LOCK_TIMEOUT, SqlAppender
+from kaiwo_eventstore.sql.appending import DEFAULT_LOCK_TIMEOUT, SqlAppender
 from kaiwo_eventstore.sql.bookkeeping import SqlClusterBinding, SqlPositions
 from kaiwo_eventstore.sql.connections import SqlConnections
 from kaiwo_eventstore.sql.engines import create_engine
 from kaiwo_eventstore.sql.reading import SqlReader
+from kaiwo_eventstore.sql.retries import APPEND_ATTEMPTS
 
 __all__ = ["APPEND_ATTEMPTS", "DEFAULT_LOCK_TIMEOUT", "SqlEventStore"]
 
