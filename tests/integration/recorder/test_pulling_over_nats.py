@@ -93,6 +93,20 @@ async def test_an_empty_pull_waits_for_the_first_message_then_returns_it(
 # are counted on the wire, by a second connection that subscribes to their subject.
 
 
+async def processed(client: Any) -> None:
+    """Return once the server has processed every command ``client`` sent so far.
+
+    Not ``flush()``: nats-py writes its PING straight to the socket, ahead of the commands
+    still waiting in its buffer, so the PONG can come before the server has them (a spy's
+    SUB was seen arriving after a request it was meant to see). A message to a subject of
+    its own goes through that buffer behind them, and comes back after them.
+    """
+    subject = client.new_inbox()
+    echo = await client.subscribe(subject, max_msgs=1)
+    await client.publish(subject, b"")
+    await echo.next_msg(timeout=10)
+
+
 class RequestSpy:
     """The pull requests sent for one consumer (``CONSUMER``), as their JSON bodies."""
 
@@ -105,7 +119,7 @@ class RequestSpy:
     async def on(cls, nats_server: NatsServer, consumer: str = CONSUMER) -> RequestSpy:
         client = await nats.connect(nats_server.url)
         subscription = await client.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.KAIWO_OBS.{consumer}")
-        await client.flush()
+        await processed(client)
         return cls(client, subscription)
 
     async def take(self) -> int:
@@ -117,8 +131,8 @@ class RequestSpy:
 
     async def sent(self, bus: NatsBus) -> list[str]:
         """Each request so far: "no-wait" or "waits"."""
-        await bus.client.flush()  # the server has every request the bus sent,
-        await self._client.flush()  # and this connection has read its copy of each
+        await processed(bus.client)  # the server has every request the bus sent,
+        await processed(self._client)  # and this connection has read its copy of each
         await self.take()
         return ["no-wait" if r.get("no_wait") else "waits" for r in self.requests]
 
