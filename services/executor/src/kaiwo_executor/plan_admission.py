@@ -22,7 +22,10 @@ again at once when the remembered copy does not match a plan, so a change of the
 configuration costs one read, and a plan is never refused because of a remembered copy. A
 remembered copy that matches is trusted for ``ttl_seconds``: a plan made from a version at
 most that old is admitted (it was the user's a moment ago; a deleted owner's children go
-with it anyway, by garbage collection).
+with it anyway, by garbage collection). Past that, a copy is of no use and is forgotten at
+the next read, so the copies held are the last ``ttl_seconds`` of reads (at most
+:data:`KNOWN_OBJECTS`); only the uid read under each name is kept longer, to tell an owner
+deleted since from one that never was.
 
 A plan that preempts a GPU workload no Kaiwo kind owns, or creates the GpuWorkload tracking
 one, is also judged on that workload and its Namespace as they are *now*: both are read for
@@ -36,7 +39,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from kaiwo_contracts.confinement import (
     DEFAULT_GPU_TAINT_KEY,
@@ -52,8 +55,11 @@ from kaiwo_kube.resources import known_type
 
 from kaiwo_executor.cluster_port import LiveReader
 
+_V = TypeVar("_V")
+
 KNOWN_OBJECTS = 4096
-"""Objects remembered as read; the oldest are forgotten first."""
+"""Objects remembered as read (and uids of objects read), at most; the oldest are forgotten
+first."""
 SOURCE_KINDS: Final = frozenset(
     {
         ("kaiwo.silogen.ai/v1alpha1", "KaiwoJob"),
@@ -140,6 +146,9 @@ class PlanAdmission:
         self._ttl = ttl_seconds
         self._monotonic = monotonic
         self._read: OrderedDict[str, _Read] = OrderedDict()
+        """The reads of the last ``ttl_seconds``, oldest first."""
+        self._uids: OrderedDict[str, str] = OrderedDict()
+        """The uid last read under each name (the newest KNOWN_OBJECTS)."""
         self._deleted: OrderedDict[str, None] = OrderedDict()
         """Uids of objects read here before and found gone since (the newest KNOWN_OBJECTS)."""
 
@@ -223,23 +232,32 @@ class PlanAdmission:
             # Remembered too (a refused plan reads it once); a source that exists after all
             # does not match an absence, so it is read again at once.
             read = _Read(at=self._monotonic(), object=None, digest=None)
-            self._note_deleted(self._read.get(key))
+            self._note_deleted(self._uids.get(key))
         else:
             read = _Read(at=self._monotonic(), object=live, digest=source_digest(live))
+            uid = (live.get("metadata") or {}).get("uid")
+            if isinstance(uid, str):
+                _keep_newest(self._uids, key, uid)
+        self._read.pop(key, None)  # re-inserted last: the reads stay in the order of `at`
         self._read[key] = read
-        self._read.move_to_end(key)
-        while len(self._read) > KNOWN_OBJECTS:
-            self._read.popitem(last=False)
+        self._forget_expired(now=read.at)
         return read
 
-    def _note_deleted(self, before: _Read | None) -> None:
-        uid = ((before.object if before else None) or {}).get("metadata", {}).get("uid")
-        if not uid:
-            return
-        self._deleted[uid] = None
-        self._deleted.move_to_end(uid)
-        while len(self._deleted) > KNOWN_OBJECTS:
-            self._deleted.popitem(last=False)
+    @property
+    def remembered_objects(self) -> int:
+        """How many reads are held (those of the last ``ttl_seconds``, until the next read)."""
+        return len(self._read)
+
+    def _forget_expired(self, *, now: float) -> None:
+        while self._read:
+            key, oldest = next(iter(self._read.items()))
+            if now - oldest.at < self._ttl and len(self._read) <= KNOWN_OBJECTS:
+                return
+            del self._read[key]
+
+    def _note_deleted(self, uid: str | None) -> None:
+        if uid:
+            _keep_newest(self._deleted, uid, None)
 
     async def _preemption_target(self, ref: ObjectRef) -> PreemptionTarget:
         resource = known_type(ref.api_version, ref.kind)
@@ -266,6 +284,14 @@ class PlanAdmission:
             return DEFAULT_GPU_TAINT_KEY
         nodes = (config.get("spec") or {}).get("nodes") or {}
         return str(nodes.get("defaultGpuTaintKey") or DEFAULT_GPU_TAINT_KEY)
+
+
+def _keep_newest(kept: OrderedDict[str, _V], key: str, value: _V) -> None:
+    """``kept[key] = value`` as the newest entry, the oldest dropped past KNOWN_OBJECTS."""
+    kept[key] = value
+    kept.move_to_end(key)
+    while len(kept) > KNOWN_OBJECTS:
+        kept.popitem(last=False)
 
 
 def _key(ref: ObjectRef) -> str:
