@@ -64,6 +64,20 @@ def test_documents_round_trip(document: dict[str, object]) -> None:
     assert decode_document(stored) == document
 
 
+def test_each_document_is_the_bytes_a_new_compressor_writes_alone() -> None:
+    """Every document is compressed by a copy of one primed compressor: its bytes are those
+    of a compressor made for it alone, whatever was compressed before it."""
+    documents = [OBSERVATION, {"small": 1}, {**OBSERVATION, "name": "train-8-0"}, {}]
+
+    def alone(document: object) -> bytes:
+        deflate = zlib.compressobj(6, zlib.DEFLATED, -15, zdict=DICTIONARY_V1)
+        text = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
+        return bytes((FORMAT_DEFLATE_V1,)) + deflate.compress(text) + deflate.flush()
+
+    assert [encode_document(d) for d in documents] == [alone(d) for d in documents]
+    assert encode_document(OBSERVATION) == alone(OBSERVATION)  # once more, after the others
+
+
 def test_the_dictionary_makes_a_small_observation_a_fraction_of_its_json() -> None:
     as_json = json.dumps(OBSERVATION, separators=(",", ":")).encode()
     assert len(as_json) == 452

@@ -172,9 +172,15 @@ class DocumentFormatError(ValueError):
     """Stored bytes in no format this version reads (a newer writer, or damage)."""
 
 
+_PRIMED_V1: Final = zlib.compressobj(LEVEL, zlib.DEFLATED, _WBITS, zdict=DICTIONARY_V1)
+"""A compressor that has taken in the dictionary and nothing else; never used itself, only
+copied. A copy writes the very bytes a new compressor would, without hashing the dictionary
+again for every document (a third of a small document's time, a tenth of a large one's)."""
+
+
 def encode_document(document: Any) -> bytes:
     """``document`` (JSON-serialisable) as stored: the format byte, then deflated JSON."""
-    deflate = zlib.compressobj(LEVEL, zlib.DEFLATED, _WBITS, zdict=DICTIONARY_V1)
+    deflate = _PRIMED_V1.copy()
     return bytes((FORMAT_DEFLATE_V1,)) + deflate.compress(to_json(document)) + deflate.flush()
 
 
