@@ -18,7 +18,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from kaiwo_eventstore.codec import encode_document
-from kaiwo_eventstore.errors import ConcurrencyError, StoreBusyError
+from kaiwo_eventstore.errors import StoreBusyError
 from kaiwo_eventstore.events import (
     ANY,
     AppendResult,
@@ -26,12 +26,11 @@ from kaiwo_eventstore.events import (
     NewEvent,
     StoredEvent,
     Tracking,
-    describe_expectation,
 )
 from kaiwo_eventstore.sql.bookkeeping import upsert_position
 from kaiwo_eventstore.sql.connections import SqlConnections
 from kaiwo_eventstore.sql.engines import dump_json
-from kaiwo_eventstore.sql.failures import raise_if_unavailable
+from kaiwo_eventstore.sql.failures import bypassed_lock_conflict, raise_if_unavailable
 from kaiwo_eventstore.sql.lookups import POSTGRES_LOOKUP, SQLITE_LOOKUP, StoreState, read_state
 from kaiwo_eventstore.sql.retries import appended_with_retries
 from kaiwo_eventstore.sql.schema import events
@@ -80,11 +79,7 @@ class SqlAppender:
                 if tracking is not None:
                     await upsert_position(self._connections, connection, tracking)
         except IntegrityError as error:
-            # Only a writer that bypassed the lock can get here; report it as a conflict.
-            stream = events[0].stream_id if events else "?"
-            raise ConcurrencyError(
-                stream_id=stream, expected=describe_expectation(expected_version), actual=None
-            ) from error
+            raise bypassed_lock_conflict(events, expected_version) from error
         except DBAPIError as error:
             if _is_lock_timeout(error):
                 msg = f"the events table stayed locked longer than {self._lock_timeout_ms} ms"

@@ -13,8 +13,10 @@ is the fallback); PostgreSQL gives a SQLSTATE whose class says the same thing.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 
-from kaiwo_eventstore.errors import StoreUnavailableError
+from kaiwo_eventstore.errors import ConcurrencyError, StoreUnavailableError
+from kaiwo_eventstore.events import ExpectedVersion, NewEvent, describe_expectation
 
 _SQLITE_UNAVAILABLE = (
     "SQLITE_FULL",  # database or disk is full
@@ -58,6 +60,17 @@ def raise_if_unavailable(error: Exception) -> None:
     reason = unavailable_reason(error)
     if reason is not None:
         raise StoreUnavailableError(reason) from error
+
+
+def bypassed_lock_conflict(
+    events: Sequence[NewEvent], expected_version: ExpectedVersion
+) -> ConcurrencyError:
+    """What a unique constraint's refusal of an append means: only a writer that bypassed the
+    write lock can get there, so it is reported as a conflict on the batch's stream."""
+    stream = events[0].stream_id if events else "?"
+    return ConcurrencyError(
+        stream_id=stream, expected=describe_expectation(expected_version), actual=None
+    )
 
 
 def unavailable_reason(error: BaseException) -> str | None:

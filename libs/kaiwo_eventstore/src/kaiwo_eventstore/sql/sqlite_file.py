@@ -32,7 +32,6 @@ from typing import Any, Final, ParamSpec, TypeVar
 
 from kaiwo_eventstore.codec import encode_document
 from kaiwo_eventstore.errors import (
-    ConcurrencyError,
     EventStoreError,
     StoreBusyError,
 )
@@ -43,11 +42,10 @@ from kaiwo_eventstore.events import (
     NewEvent,
     StoredEvent,
     Tracking,
-    describe_expectation,
 )
 from kaiwo_eventstore.port import DEFAULT_BATCH, DEFAULT_PAGE
 from kaiwo_eventstore.selection import check_page, check_time_range, type_names
-from kaiwo_eventstore.sql.failures import raise_if_unavailable
+from kaiwo_eventstore.sql.failures import bypassed_lock_conflict, raise_if_unavailable
 from kaiwo_eventstore.sql.lookups import SQLITE_LOOKUP, read_state
 from kaiwo_eventstore.sql.prefetch import prefetched
 from kaiwo_eventstore.sql.replay import NO_UPPER_BOUND, SQLITE_RANGE, SQLITE_TYPE
@@ -179,11 +177,7 @@ class SqliteFileEventStore:
         try:
             return await self._run(self._append, events, expected_version, tracking)
         except sqlite3.IntegrityError as error:
-            # Only a writer that bypassed the write lock can get here; report a conflict.
-            stream = events[0].stream_id if events else "?"
-            raise ConcurrencyError(
-                stream_id=stream, expected=describe_expectation(expected_version), actual=None
-            ) from error
+            raise bypassed_lock_conflict(events, expected_version) from error
         except sqlite3.OperationalError as error:
             if "database is locked" in str(error):
                 msg = f"the database stayed locked longer than {BUSY_TIMEOUT_MS} ms"
