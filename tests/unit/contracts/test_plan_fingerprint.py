@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from kaiwo_contracts.plans import ObjectRef, Plan
+import dataclasses
+import enum
+import math
+import uuid
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kaiwo_contracts.plans import ObjectRef, Plan, document_fingerprint
 
 OWNER = ObjectRef(
     api_version="kaiwo.silogen.ai/v1alpha1", kind="KaiwoJob", name="t", namespace="a", uid="u"
@@ -32,3 +42,78 @@ def test_fields_added_later_stay_out_of_the_json_while_unused() -> None:
     assert dumped["finalizers"] == []
     assert Plan.model_validate(dumped) == used
     assert used.fingerprint() != used.model_copy(update={"finalizers": None}).fingerprint()
+
+
+class _Text(str):
+    pass
+
+
+class _Size(enum.IntEnum):
+    SMALL = 1
+
+
+class _Colour(enum.StrEnum):
+    RED = "red"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Point:
+    x: int
+
+
+_BEYOND_JSON = st.sampled_from(
+    [
+        math.nan,
+        math.inf,
+        -math.inf,
+        1e-05,
+        2.5e-09,
+        2**70,
+        _Text("sub"),
+        _Size.SMALL,
+        _Colour.RED,
+        uuid.UUID(int=7),
+        datetime(2026, 1, 1, tzinfo=UTC),
+        Decimal("1.5"),
+        frozenset({"a"}),
+        b"bytes",
+        _Point(1),
+        {1: "integer key"},
+        (1, "tuple"),
+    ]
+)
+_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.floats()
+    | st.text()
+    | _BEYOND_JSON,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=12,
+)
+_DOCUMENTS = st.dictionaries(st.text(max_size=5), _VALUES, max_size=4)
+
+
+@settings(max_examples=300)
+@given(desired=st.lists(_DOCUMENTS, max_size=2), shared=st.lists(_DOCUMENTS, max_size=1),
+       status=st.none() | _DOCUMENTS)  # fmt: skip
+def test_the_fingerprint_is_the_hash_of_the_json_mode_dump_whatever_the_documents_hold(
+    desired: list[dict[str, Any]], shared: list[dict[str, Any]], status: dict[str, Any] | None
+) -> None:
+    # The fingerprint is mostly written from the plan's own documents, not from a dump of
+    # them; recorded fingerprints must still be the dump's.
+    plan = Plan(owner=OWNER, desired=tuple(desired), shared=tuple(shared), status=status)
+
+    assert plan.fingerprint() == document_fingerprint(plan.fingerprint_document())
+
+
+def test_documents_the_dump_changes_hash_as_dumped() -> None:
+    # Written by hand: NaN is null either way, a datetime is the dump's text.
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    plan = Plan(owner=OWNER, desired=({"a": math.nan, "t": (1,)},), status={"at": at})
+    same = Plan(
+        owner=OWNER, desired=({"a": None, "t": [1]},), status={"at": "2026-01-01T00:00:00Z"}
+    )
+
+    assert plan.fingerprint() == same.fingerprint()

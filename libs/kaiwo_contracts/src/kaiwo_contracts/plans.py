@@ -258,13 +258,30 @@ class Plan(_Contract):
 
         Excludes the observed resourceVersion, the owner's and that of every source, so a
         no-op update to the owner (its status written) does not count as a new plan.
+
+        The hash of :meth:`fingerprint_document`'s canonical JSON, mostly written without
+        that document: see :func:`_written_as_dumped`.
         """
-        return document_fingerprint(self.fingerprint_document())
+        written = _written_as_dumped(self._fingerprint_parts())
+        if written is None:
+            written = canonical_json_bytes(self.fingerprint_document())
+        return hashlib.sha256(written).hexdigest()
 
     def fingerprint_document(self) -> dict[str, Any]:
         """What :meth:`fingerprint` hashes, as JSON-ready data (field names as keys): a
         caller that hashes a variant of the plan too edits this instead of dumping again."""
         return self.model_dump(mode="json", exclude=_VERSIONS)
+
+    def _fingerprint_parts(self) -> dict[str, Any]:
+        """:meth:`fingerprint_document` with the plan's own free-form documents (``desired``,
+        ``shared``, ``status``) in it, not copies: a JSON-mode dump copies them whole, and
+        that copy was a third of a plan's hashing (decision 0091)."""
+        document = self.model_dump(mode="json", exclude=_VERSIONS_AND_DOCUMENTS)
+        document["desired"] = self.desired
+        document["status"] = self.status
+        if self.shared:  # left out while empty, as the dump does (``exclude_if``)
+            document["shared"] = self.shared
+        return document
 
 
 def document_fingerprint(document: Mapping[str, Any]) -> str:
@@ -278,6 +295,28 @@ _VERSIONS: Any = {
     "sources": {"__all__": {"resource_version"}},
 }
 """What :meth:`Plan.fingerprint` leaves out (pydantic's nested ``exclude``)."""
+_VERSIONS_AND_DOCUMENTS: Any = {**_VERSIONS, "desired": True, "shared": True, "status": True}
+
+
+def _written_as_dumped(parts: Mapping[str, Any]) -> bytes | None:
+    """The canonical JSON of ``parts`` as orjson writes it, when these are exactly the bytes
+    of the canonical JSON of its JSON-mode dump; otherwise None.
+
+    They are, for what orjson writes without refusing and without a float below 1e-4
+    (:func:`canonical_json_bytes` writes those otherwise). The dump changes only values
+    that are not JSON, and orjson writes each of those as the dump's result would be
+    written, or refuses it:
+    - NaN and infinities become None in the dump; orjson writes them ``null`` too;
+    - tuples become lists, subclasses of str, int, dict and list their base, enums their
+      value, UUIDs their text: orjson writes each so;
+    - a datetime, date or time, a dataclass, a Decimal, a set, bytes, a model, a key that
+      is not text, an integer beyond 64 bits, a lone surrogate: orjson refuses them.
+    """
+    try:
+        written = orjson.dumps(parts, option=_SORTED_NOTHING_BEYOND_JSON)
+    except TypeError:  # orjson.JSONEncodeError
+        return None
+    return None if _maybe_a_small_float(written) else written
 
 
 def created_suspended(manifest: dict[str, Any]) -> bool:
