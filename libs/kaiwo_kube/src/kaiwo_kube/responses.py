@@ -15,6 +15,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple, cast
 
+from pydantic_core import from_json
+
 from kaiwo_kube.errors import KubeError, MalformedResponse, error_from_status
 from kaiwo_kube.port import WatchEvent, WatchEventType
 
@@ -47,6 +49,13 @@ def decode_body(data: bytes) -> Any:
 
 
 def _json(data: bytes) -> Any:
+    try:
+        # pydantic's parser (jiter): a watch event in less than half json.loads's time.
+        # What it takes, it reads as json.loads does; it refuses a lone surrogate, a byte
+        # order mark, UTF-16 and nesting beyond 200 levels, which are read below as before.
+        return from_json(data)
+    except ValueError:
+        pass
     try:
         decoded = json.loads(data)
     except (ValueError, RecursionError) as error:  # also bad UTF-8; nesting too deep
