@@ -50,6 +50,14 @@ async def test_cpus_is_the_servers_gomaxprocs(monkeypatch: pytest.MonkeyPatch) -
 
 
 @pytest.mark.nats
+async def test_gc_percent_is_the_servers_gogc(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GOGC", raising=False)
+    async with NatsServer(gc_percent=50) as lean, NatsServer() as default:
+        assert b"GOGC=50" in _environment(lean.pid)
+        assert not [v for v in _environment(default.pid) if v.startswith(b"GOGC=")]
+
+
+@pytest.mark.nats
 async def test_restart_keeps_the_port_and_the_jetstream_store(tmp_path: Path) -> None:
     async with NatsServer(store_dir=tmp_path / "js") as server:
         url = server.url

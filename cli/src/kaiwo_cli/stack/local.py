@@ -334,6 +334,7 @@ class LocalStack:
             tls=self.options.nats_tls is not None,
             own_session=True,
             cpus=self.options.nats_cpus,
+            gc_percent=self.options.nats_gc_percent,
         )
         await self.nats.start()
         bus = await NatsBus.connect(self.nats_connection(ADMIN), topology=topology)

@@ -95,12 +95,16 @@ class NatsServer:
         tls: bool = False,
         own_session: bool = False,
         cpus: int | None = None,
+        gc_percent: int | None = None,
     ) -> None:
         """``own_session``: start the server in a session of its own, so that a Ctrl-C typed
         at its parent's terminal does not reach it (the parent stops it, after its clients).
-        ``cpus``: the server's ``GOMAXPROCS`` (None: Go's default, one per core)."""
+        ``cpus``: the server's ``GOMAXPROCS`` (None: Go's default, one per core).
+        ``gc_percent``: the server's ``GOGC`` (None: Go's default, 100): how far its heap may
+        grow past what was live at the last collection before the next one."""
         self._own_session = own_session
         self._cpus = cpus
+        self._gc_percent = gc_percent
         self._requested_port = port
         self._port: int | None = port
         self._binary = binary
@@ -188,7 +192,7 @@ class NatsServer:
                 stdout=log,
                 stderr=log,
                 start_new_session=self._own_session,
-                env=None if self._cpus is None else {**os.environ, "GOMAXPROCS": str(self._cpus)},
+                env=self._environment(),
             )
         finally:
             log.close()
@@ -220,6 +224,16 @@ class NatsServer:
         """Stop and start again on the same port with the same store directory."""
         await self.stop()
         await self.start()
+
+    def _environment(self) -> dict[str, str] | None:
+        """The server's environment: this process's, with the Go runtime's settings asked for
+        (None: this process's as it is)."""
+        runtime = {
+            name: str(value)
+            for name, value in (("GOMAXPROCS", self._cpus), ("GOGC", self._gc_percent))
+            if value is not None
+        }
+        return {**os.environ, **runtime} if runtime else None
 
     async def _wait_until_ready(self) -> None:
         """Wait for the INFO line and for JetStream to be enabled (it is logged when ready)."""
