@@ -260,9 +260,9 @@ class Plan(_Contract):
         no-op update to the owner (its status written) does not count as a new plan.
 
         The hash of :meth:`fingerprint_document`'s canonical JSON, mostly written without
-        that document: see :func:`_written_as_dumped`.
+        that document: see :meth:`_fingerprint_parts`.
         """
-        written = _written_as_dumped(self._fingerprint_parts())
+        written = _written_by_orjson(self._fingerprint_parts())
         if written is None:
             written = canonical_json_bytes(self.fingerprint_document())
         return hashlib.sha256(written).hexdigest()
@@ -275,7 +275,18 @@ class Plan(_Contract):
     def _fingerprint_parts(self) -> dict[str, Any]:
         """:meth:`fingerprint_document` with the plan's own free-form documents (``desired``,
         ``shared``, ``status``) in it, not copies: a JSON-mode dump copies them whole, and
-        that copy was a third of a plan's hashing (decision 0091)."""
+        that copy was a third of a plan's hashing (decision 0091).
+
+        Wherever orjson writes these parts as the standard library would
+        (:func:`_written_by_orjson`), the bytes are those of the dump's canonical JSON. The
+        dump changes only values that are not JSON, and orjson writes each of those as the
+        dump's result would be written, or refuses it:
+        - NaN and infinities become None in the dump; orjson writes them ``null`` too;
+        - tuples become lists, subclasses of str, int, dict and list their base, enums their
+          value, UUIDs their text: orjson writes each so;
+        - a datetime, date or time, a dataclass, a Decimal, a set, bytes, a model, a key that
+          is not text, an integer beyond 64 bits, a lone surrogate: orjson refuses them.
+        """
         document = self.model_dump(mode="json", exclude=_VERSIONS_AND_DOCUMENTS)
         document["desired"] = self.desired
         document["status"] = self.status
@@ -296,27 +307,6 @@ _VERSIONS: Any = {
 }
 """What :meth:`Plan.fingerprint` leaves out (pydantic's nested ``exclude``)."""
 _VERSIONS_AND_DOCUMENTS: Any = {**_VERSIONS, "desired": True, "shared": True, "status": True}
-
-
-def _written_as_dumped(parts: Mapping[str, Any]) -> bytes | None:
-    """The canonical JSON of ``parts`` as orjson writes it, when these are exactly the bytes
-    of the canonical JSON of its JSON-mode dump; otherwise None.
-
-    They are, for what orjson writes without refusing and without a float below 1e-4
-    (:func:`canonical_json_bytes` writes those otherwise). The dump changes only values
-    that are not JSON, and orjson writes each of those as the dump's result would be
-    written, or refuses it:
-    - NaN and infinities become None in the dump; orjson writes them ``null`` too;
-    - tuples become lists, subclasses of str, int, dict and list their base, enums their
-      value, UUIDs their text: orjson writes each so;
-    - a datetime, date or time, a dataclass, a Decimal, a set, bytes, a model, a key that
-      is not text, an integer beyond 64 bits, a lone surrogate: orjson refuses them.
-    """
-    try:
-        written = orjson.dumps(parts, option=_SORTED_NOTHING_BEYOND_JSON)
-    except TypeError:  # orjson.JSONEncodeError
-        return None
-    return None if _maybe_a_small_float(written) else written
 
 
 def created_suspended(manifest: dict[str, Any]) -> bool:
@@ -366,13 +356,18 @@ def canonical_json_bytes(value: Any) -> bytes:
     refuses (integers beyond 64 bits, lone surrogates, keys that are not strings), are
     written by :func:`canonical_json`: a hash over these bytes is the one over its bytes.
     """
+    written = _written_by_orjson(value)
+    return canonical_json(value).encode() if written is None else written
+
+
+def _written_by_orjson(value: Any) -> bytes | None:
+    """``value``'s canonical JSON as orjson writes it, when it writes it at all and writes no
+    float below 1e-4 (see :func:`canonical_json_bytes`); otherwise None."""
     try:
         written = orjson.dumps(value, option=_SORTED_NOTHING_BEYOND_JSON)
     except TypeError:  # orjson.JSONEncodeError
-        return canonical_json(value).encode()
-    if not _maybe_a_small_float(written):
-        return written
-    return canonical_json(value).encode()
+        return None
+    return None if _maybe_a_small_float(written) else written
 
 
 _SORTED_NOTHING_BEYOND_JSON: Final = (
