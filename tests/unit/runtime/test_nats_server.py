@@ -42,19 +42,16 @@ def _environment(pid: int | None) -> list[bytes]:
 
 
 @pytest.mark.nats
-async def test_cpus_is_the_servers_gomaxprocs(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("GOMAXPROCS", raising=False)
-    async with NatsServer(cpus=1) as limited, NatsServer() as default:
-        assert b"GOMAXPROCS=1" in _environment(limited.pid)
-        assert not [v for v in _environment(default.pid) if v.startswith(b"GOMAXPROCS=")]
-
-
-@pytest.mark.nats
-async def test_gc_percent_is_the_servers_gogc(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("GOGC", raising=False)
-    async with NatsServer(gc_percent=50) as lean, NatsServer() as default:
-        assert b"GOGC=50" in _environment(lean.pid)
-        assert not [v for v in _environment(default.pid) if v.startswith(b"GOGC=")]
+@pytest.mark.parametrize(
+    ("option", "value", "variable"), [("cpus", 1, "GOMAXPROCS"), ("gc_percent", 50, "GOGC")]
+)
+async def test_a_go_runtime_option_is_the_servers_variable(
+    monkeypatch: pytest.MonkeyPatch, option: str, value: int, variable: str
+) -> None:
+    monkeypatch.delenv(variable, raising=False)
+    async with NatsServer(**{option: value}) as set_, NatsServer() as default:
+        assert f"{variable}={value}".encode() in _environment(set_.pid)
+        assert not [v for v in _environment(default.pid) if v.startswith(f"{variable}=".encode())]
 
 
 @pytest.mark.nats
