@@ -16,7 +16,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -221,23 +221,34 @@ def request(model: str, prompt: str, *, number: int, **extra: Any) -> bytes:
     ).encode()
 
 
-async def answers(client: Client, namespace: str, count: int, *, within: float = 60) -> list[Msg]:
-    """``count`` answers read from the tenant's responses, through its durable consumer."""
+async def answers(
+    client: Client, namespace: str, request_ids: Sequence[str], *, within: float = 60
+) -> list[Msg]:
+    """The answers to the requests ``request_ids`` (their ``Nats-Msg-Id``), in that order,
+    read from the tenant's responses through its durable consumer.
+
+    The module's tests share each tenant's consumer, and one of them recreates team-a's from
+    the stream's start: an answer to another test's request can come first. It is
+    acknowledged and passed over; an answer to one of these requests must come once."""
     js = client.jetstream()
     subscription = await js.pull_subscribe(
         response_subject(namespace), durable=tenant_key_name(namespace), stream=RESPONSE_STREAM
     )
-    found: list[Msg] = []
+    wanted = set(request_ids)
+    found: dict[str, Msg] = {}
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
-    while len(found) < count:
-        assert loop.time() < deadline, f"{len(found)} of {count} answers"
+    while len(found) < len(wanted):
+        assert loop.time() < deadline, f"{len(found)} of {len(wanted)} answers"
         with contextlib.suppress(nats.errors.TimeoutError, TimeoutError):
-            for message in await subscription.fetch(count - len(found), timeout=1):
+            for message in await subscription.fetch(len(wanted) - len(found), timeout=1):
                 await message.ack()
-                found.append(message)
+                request_id = (message.headers or {}).get("Kaiwo-Request-Id", "")
+                if request_id in wanted:
+                    assert request_id not in found, f"{request_id} answered twice"
+                    found[request_id] = message
     await subscription.unsubscribe()
-    return found
+    return [found[request_id] for request_id in request_ids]
 
 
 def document(message: Msg) -> dict[str, Any]:
@@ -261,7 +272,7 @@ async def test_a_tenants_requests_are_answered_with_their_ids_and_acknowledged(
             },
         )
 
-    found = await answers(client, "team-a", 6)
+    found = await answers(client, "team-a", [f"batch-1-{n}" for n in range(6)])
 
     by_number = {document(m)["metadata"]["number"]: m for m in found}
     assert sorted(by_number) == [0, 1, 2, 3, 4, 5]
@@ -296,7 +307,7 @@ async def test_bad_requests_and_unknown_models_are_answered_with_the_error(
 
     found = {
         (m.headers or {})["Kaiwo-Request-Id"]: document(m)
-        for m in await answers(client, "team-a", 3)
+        for m in await answers(client, "team-a", ["bad-1", "bad-2", "bad-3"])
     }
 
     assert found["bad-1"]["status_code"] == 400
@@ -316,7 +327,7 @@ async def test_a_model_whose_endpoints_all_fail_is_retried_then_answered_and_dea
         request_subject("team-a"), request("gone", "x", number=7), headers={"Nats-Msg-Id": "g-7"}
     )
 
-    [answer] = await answers(client, "team-a", 1)
+    [answer] = await answers(client, "team-a", ["g-7"])
 
     body = document(answer)
     assert body["status_code"] == 502
@@ -364,7 +375,7 @@ async def test_a_request_for_a_model_at_zero_scales_it_from_zero_and_waits_for_i
         standin_pod("i1", model="idle", model_uid="idle", port=messaging.ports["a1"])
     )
 
-    [answer] = await answers(client, "team-a", 1)
+    [answer] = await answers(client, "team-a", ["z"])
 
     body = document(answer)
     assert (body["status_code"], body["metadata"]) == (200, {"number": 9})
@@ -444,7 +455,7 @@ async def test_a_tenant_key_reaches_only_its_own_subjects(messaging: Messaging) 
     await b.jetstream().publish(
         request_subject("team-b"), request("beta", "mine", number=2), headers={"Nats-Msg-Id": "b2"}
     )
-    [answer] = await answers(b, "team-b", 1)
+    [answer] = await answers(b, "team-b", ["b2"])
     assert document(answer)["body"]["choices"][0]["text"] == "b1|beta|"
 
 
@@ -513,7 +524,7 @@ async def test_a_request_in_hand_when_the_gateway_stops_is_answered_after_it_sta
     assert info.state.messages == 1  # not acknowledged, not lost
     await messaging.start_gateway()
 
-    [answer] = await answers(client, "team-b", 1)
+    [answer] = await answers(client, "team-b", ["h"])
 
     assert (answer.headers or {})["Kaiwo-Request-Id"] == "h"
     assert document(answer)["status_code"] == 200
@@ -573,7 +584,7 @@ async def test_a_backlog_of_a_thousand_requests_for_a_model_at_zero_scales_it_to
         )
     )
 
-    found = await answers(client, "team-c", 1000, within=120)
+    found = await answers(client, "team-c", [f"crowd-{n}" for n in range(1000)], within=120)
 
     await watching.unsubscribe()
     numbers = sorted(document(m)["metadata"]["number"] for m in found)
