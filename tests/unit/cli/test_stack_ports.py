@@ -1,23 +1,32 @@
-"""Every service of one local stack gets a health port of its own."""
+"""Every service of one local stack gets a health socket of its own, held by the stack."""
 
 from __future__ import annotations
 
+import errno
+import socket
 from pathlib import Path
 
 import pytest
-from kaiwo_cli.stack import local
-from kaiwo_cli.stack.local import LocalStack, StackOptions
+from kaiwo_cli.stack.local import StackOptions
+from kaiwo_cli.stack.ports import listen_on_a_free_port
 
 
-def test_a_port_the_os_hands_out_twice_goes_to_one_service_only(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    # The OS may offer a free port again before the first process has bound it.
-    offered = iter([41000, 41000, 41001])
-    monkeypatch.setattr(local, "free_port", lambda: next(offered))
-    stack = LocalStack(StackOptions(state_dir=tmp_path))
-
-    assert [stack._health_port(), stack._health_port()] == [41000, 41001]
+def test_each_health_socket_has_its_own_port_and_no_one_else_can_take_it() -> None:
+    """A port is claimed when it is chosen: nothing can take it before the service serves it
+    (a port found free and bound later was taken in between, and the service restarted in a
+    loop)."""
+    held = [listen_on_a_free_port() for _ in range(9)]
+    try:
+        ports = {sock.getsockname()[1] for sock in held}
+        assert len(ports) == len(held)
+        for port in ports:
+            with socket.socket() as other, pytest.raises(OSError) as refused:
+                other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                other.bind(("127.0.0.1", port))
+            assert refused.value.errno == errno.EADDRINUSE
+    finally:
+        for sock in held:
+            sock.close()
 
 
 def test_replicas_and_partitions_are_positive(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -92,3 +93,22 @@ async def test_the_port_is_released_on_exit() -> None:
         assert health.port > 0
     with pytest.raises(RuntimeError):
         _ = health.port
+
+
+async def test_an_inherited_socket_is_served_and_stays_open_for_the_next_start(
+    http: aiohttp.ClientSession,
+) -> None:
+    """As ``kaiwo up`` hands each service its health socket: the port is the socket's, and a
+    service started again in the same process (``kaiwo up --one-process``) serves it again."""
+    with socket.socket() as inherited:
+        inherited.bind(("127.0.0.1", 0))
+        inherited.listen()
+        port = inherited.getsockname()[1]
+        for _start in range(2):
+            health = HealthServer(metrics=MetricsRegistry(), port=1, listen_fd=inherited.fileno())
+            async with health:
+                assert health.port == port
+                async with http.get(f"http://127.0.0.1:{port}/healthz") as response:
+                    assert response.status == 200
+        assert inherited.fileno() >= 0
+        assert inherited.getsockname()[1] == port  # still bound: no one else can take it

@@ -45,6 +45,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import socket
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -67,14 +68,19 @@ from kaiwo_runtime.nats_credentials import (
     private_directory,
     write_credentials,
 )
-from kaiwo_runtime.nats_server import NatsServer, NatsServerError, free_port
+from kaiwo_runtime.nats_server import NatsServer, NatsServerError
 from kaiwo_sandbox import Sandbox, SandboxOptions
 
 from kaiwo_cli.stack.cluster_setup import default_kubeconfig, prepare_cluster
 from kaiwo_cli.stack.cluster_state import bind_state_dir
 from kaiwo_cli.stack.local_cluster import LocalCluster
 from kaiwo_cli.stack.options import StackError, StackOptions
-from kaiwo_cli.stack.ports import ConsoleListener, listen_for_console, port_is_taken
+from kaiwo_cli.stack.ports import (
+    ConsoleListener,
+    listen_for_console,
+    listen_on_a_free_port,
+    port_is_taken,
+)
 from kaiwo_cli.stack.processes import (
     FIRST_RESTART_DELAY,
     MAX_RESTART_DELAY,
@@ -124,7 +130,9 @@ class LocalStack:
         self._sandbox_kube: KubernetesAsyncioAdapter | None = None
         self._lock = StateLock(options.state_dir)
         self.nats_restarts = 0
-        self._health_ports: set[int] = set()
+        self._health_listeners: dict[str, socket.socket] = {}
+        """Each service's health socket (by process name, or member name inside
+        ``operator``), held while the stack runs: see :func:`listen_on_a_free_port`."""
         self.scheduler_note = ""
         """What ``kaiwo up`` did about the scheduler, for its summary."""
         self.not_ready: dict[str, str] = {}
@@ -272,6 +280,9 @@ class LocalStack:
         if self._console_listener is not None:
             self._console_listener.close()
             self._console_listener = None
+        for listener in self._health_listeners.values():
+            listener.close()
+        self._health_listeners.clear()
         self._lock.release()
 
     # ------------------------------------------------------------------ steps
@@ -345,7 +356,7 @@ class LocalStack:
         finally:
             await bus.close()
 
-    def _service_env(self, health_port: int) -> dict[str, str]:
+    def _service_env(self, health_port: int, health_fd: int | None = None) -> dict[str, str]:
         assert self.nats is not None
         listener = self._console_listener
         return service_env(
@@ -354,6 +365,7 @@ class LocalStack:
             kubeconfig=self.kubeconfig,
             metrics_endpoint=self.metrics_endpoint,
             health_port=health_port,
+            health_fd=health_fd,
             console_fd=None if listener is None else listener.fd,
         )
 
@@ -373,19 +385,27 @@ class LocalStack:
             services.append(("console", "kaiwo_console"))
         assert self.credentials is not None
         together = {}
+        member_fds: dict[str, tuple[int, ...]] = {}
         for name, module in services:
             count = self.options.replicas.get(name, 1)
             for replica in range(count):
                 process_name = name if count == 1 else f"{name}-{replica}"
-                port = self._health_port()
-                env = {**self._service_env(port), **self.options.env_by_service.get(name, {})}
+                health = self._health_listeners[process_name] = listen_on_a_free_port()
+                port = int(health.getsockname()[1])
+                env = {
+                    **self._service_env(port, health.fileno()),
+                    **self.options.env_by_service.get(name, {}),
+                }
                 env["KAIWO_NATS_CREDENTIALS_FILE"] = str(self.credentials.seed(name))
                 env["KAIWO_REPLICA"] = str(replica)
                 if self.options.one_process and name in MEMBERS:
                     together[name] = env
                     self.member_ports[name] = port
+                    member_fds[name] = self._inherited_fds(process_name)
                     continue
-                await self._start_process(process_name, module, env, port)
+                await self._start_process(
+                    process_name, module, env, port, fds=self._inherited_fds(process_name)
+                )
         if together:
             # Its own port is never served: each member answers on its own.
             await self._start_process(
@@ -393,10 +413,17 @@ class LocalStack:
                 "kaiwo_cli.stack.together",
                 {TOGETHER_ENV: json.dumps(together)},
                 self.member_ports["planner"],
+                fds=tuple(fd for fds in member_fds.values() for fd in fds),
             )
 
     async def _start_process(
-        self, process_name: str, module: str, env: dict[str, str], port: int
+        self,
+        process_name: str,
+        module: str,
+        env: dict[str, str],
+        port: int,
+        *,
+        fds: tuple[int, ...],
     ) -> None:
         service = ServiceProcess(
             name=process_name,
@@ -404,24 +431,20 @@ class LocalStack:
             env=env,
             log_path=self.options.state_dir / "logs" / f"{process_name}.log",
             health_port=port,
-            pass_fds=self._inherited_fds(_base_name(process_name)),
+            pass_fds=fds,
         )
         self.services[process_name] = service  # before it runs: stop() must see it
         await service.start()
         self._supervisors.append(asyncio.create_task(service.supervise()))
 
-    def _inherited_fds(self, service: str) -> tuple[int, ...]:
-        if service == "console" and self._console_listener is not None:
-            return (self._console_listener.fd,)
-        return ()
-
-    def _health_port(self) -> int:
-        """A free port no other service of this stack was given: the OS may hand the same
-        free port out twice before the first process binds it (seen with nine services)."""
-        while (port := free_port()) in self._health_ports:
-            pass
-        self._health_ports.add(port)
-        return port
+    def _inherited_fds(self, process_name: str) -> tuple[int, ...]:
+        """The sockets ``process_name`` serves, bound here: its health socket, and the
+        console's listening socket for the console."""
+        health = self._health_listeners.get(process_name)
+        fds: tuple[int, ...] = () if health is None else (health.fileno(),)
+        if _base_name(process_name) == "console" and self._console_listener is not None:
+            fds += (self._console_listener.fd,)
+        return fds
 
     async def _wait_ready(self) -> None:
         self.not_ready.update(

@@ -1,6 +1,7 @@
-"""Ports of 127.0.0.1 that ``kaiwo up`` gives its optional servers.
+"""Ports of 127.0.0.1 that ``kaiwo up`` gives its servers.
 
-The console's listening socket is bound by ``kaiwo up`` itself and handed to the console.
+The console's listening socket, and each service's health socket (``/healthz``, ``/readyz``,
+``/metrics``), are bound by ``kaiwo up`` itself and handed to the process that serves them.
 
 Probing a port and letting the console bind it later is a race: two ``kaiwo up`` at once both
 found 8090 free, and the loser's console failed to bind and was restarted in a loop. Binding
@@ -52,6 +53,14 @@ def listen_for_console(port: int) -> ConsoleListener:
         f"{fallback.getsockname()[1]} instead (--console-port chooses another)"
     )
     return ConsoleListener(fallback, note=note)
+
+
+def listen_on_a_free_port() -> socket.socket:
+    """A socket listening on a port of 127.0.0.1 the OS gives out, for a service's health
+    endpoint. A port found free and bound by the service later is a race too: with many
+    processes on the machine, an outgoing connection can be given it as its local port in
+    between (seen in CI: a recorder restarted for 90 s, its port held by another process)."""
+    return _listening(0)
 
 
 def _listening(port: int) -> socket.socket:

@@ -15,16 +15,19 @@ def service_env(
     kubeconfig: Path | None,
     metrics_endpoint: str | None,
     health_port: int,
+    health_fd: int | None,
     console_fd: int | None,
 ) -> dict[str, str]:
-    """``console_fd``: the console's listening socket, which it inherits (see
-    :mod:`kaiwo_cli.stack.ports`)."""
+    """``health_fd`` and ``console_fd``: the service's health socket and the console's
+    listening socket, bound on ``health_port`` and the console's port, which the service
+    inherits (see :mod:`kaiwo_cli.stack.ports`)."""
     env = {
         "KAIWO_NATS_URL": nats_url,
         # The administrator declared the topology; each service only checks it.
         "KAIWO_NATS_DECLARE_STREAMS": "false",
         "KAIWO_HEALTH_HOST": "127.0.0.1",
         "KAIWO_HEALTH_PORT": str(health_port),
+        **({} if health_fd is None else {"KAIWO_HEALTH_LISTEN_FD": str(health_fd)}),
         "KAIWO_EVENTSTORE_URL": options.event_store_url,
         "KAIWO_LOG_FORMAT": "json",
         # A crashed planner's restart waits out its own lease (or, with partitions, the

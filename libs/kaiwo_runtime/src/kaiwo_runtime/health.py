@@ -10,6 +10,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Self
@@ -32,12 +34,17 @@ class HealthServer:
         checks: Mapping[str, ReadinessCheck] | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        listen_fd: int | None = None,
         check_timeout: float = 2.0,
     ) -> None:
+        """``listen_fd``: a socket listening already, served instead of binding ``host`` and
+        ``port`` (it stays open: each start serves a copy, so a service started again in the
+        same process serves it again)."""
         self._metrics = metrics
         self._checks = dict(checks or {})
         self._host = host
         self._requested_port = port
+        self._listen_fd = listen_fd
         self._check_timeout = check_timeout
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
@@ -63,7 +70,11 @@ class HealthServer:
     async def start(self) -> None:
         runner = web.AppRunner(self.application(), access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, self._host, self._requested_port)
+        site: web.BaseSite
+        if self._listen_fd is None:
+            site = web.TCPSite(runner, self._host, self._requested_port)
+        else:
+            site = web.SockSite(runner, socket.socket(fileno=os.dup(self._listen_fd)))
         await site.start()
         self._runner = runner
         self._port = int(runner.addresses[0][1])

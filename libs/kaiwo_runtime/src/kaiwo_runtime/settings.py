@@ -46,6 +46,10 @@ class ServiceSettings(BaseSettings):
     health_host: str = ALL_INTERFACES
     health_port: int = Field(default=8080, ge=0, le=65535)
     """Port of ``/healthz``, ``/readyz`` and ``/metrics``; 0 picks a free one."""
+    health_listen_fd: int | None = Field(default=None, ge=0)
+    """``KAIWO_HEALTH_LISTEN_FD``: a socket already listening, inherited from the process that
+    started this one (``kaiwo up``), served instead of binding ``health_host`` and
+    ``health_port``. A port chosen free and bound later can be taken in between."""
     log_level: LogLevel = "INFO"
     log_format: LogFormat = "auto"
     """``auto``: console lines on a terminal, JSON otherwise."""

@@ -141,6 +141,7 @@ async def serve(
             checks=checks,
             host=settings.health_host,
             port=settings.health_port,
+            listen_fd=settings.health_listen_fd,
         )
         async with health:
             log.info(

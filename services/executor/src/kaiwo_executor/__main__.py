@@ -95,6 +95,7 @@ async def serve(settings: ExecutorSettings, stop: asyncio.Event) -> None:
             checks=checks,
             host=settings.health_host,
             port=settings.health_port,
+            listen_fd=settings.health_listen_fd,
         )
         freeze_startup_objects()
         async with health:

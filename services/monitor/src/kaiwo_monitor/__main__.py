@@ -121,6 +121,7 @@ async def serve(settings: MonitorSettings, stop: asyncio.Event) -> None:
             checks=checks,
             host=settings.health_host,
             port=settings.health_port,
+            listen_fd=settings.health_listen_fd,
         )
         async with health:
             log.info(

@@ -155,6 +155,7 @@ async def serve(settings: PlannerSettings, stop: asyncio.Event) -> int:
         checks={"nats": nats_connected, "projection": projection_ready},
         host=settings.health_host,
         port=settings.health_port,
+        listen_fd=settings.health_listen_fd,
     )
     freeze_startup_objects()
     try:

@@ -128,6 +128,7 @@ async def serve(settings: RecorderSettings, stop: asyncio.Event) -> None:
         checks={"nats": nats_connected, "eventstore": service.store_ready},
         host=settings.health_host,
         port=settings.health_port,
+        listen_fd=settings.health_listen_fd,
     )
     try:
         async with health:
