@@ -93,6 +93,19 @@ def _put(groups: Groups, group: object, key: SortKey, obj: Mapping[str, Any]) ->
     return groups.insert(group, groups.get(group, _NO_GROUP).putting(key, obj))
 
 
+def _filed_alike(old: Entry, new: Entry) -> bool:
+    """Both versions of an object are filed under the same keys and groups."""
+    return (
+        old.uid == new.uid
+        and old.identity == new.identity
+        and old.sort_key == new.sort_key
+        and old.category == new.category
+        and old.owners == new.owners
+        and old.label_groups == new.label_groups
+        and old.queue_use == new.queue_use
+    )
+
+
 def _drop(groups: Groups, group: object, key: SortKey) -> Groups:
     found = groups.get(group)
     if found is None:
@@ -193,6 +206,40 @@ class ObjectIndex:
             labelled=labelled,
             listed=listed,
             queue_uses=uses,
+        )
+
+    def replacing(self, old: Entry, new: Entry) -> ObjectIndex:
+        """``self.removing(old).adding(new)``, the same index, for a new version of an object
+        this index holds: in one step when both versions are filed under the same groups (a
+        change that moved no owner, label, kind or queue: most changes), each group keeping
+        the object's place and taking the new one, not losing it and finding it again."""
+        if not _filed_alike(old, new) or self.by_uid.get(old.uid) is not old:
+            return self.removing(old).adding(new)
+        same = self.by_identity.get(old.identity, ())
+        if same != (old,):  # two entries of one identity (a deletion missed): keep the order
+            return self.removing(old).adding(new)
+        key, obj = new.sort_key, new.object
+        children, workloads = self.children, self.kueue_workloads
+        labelled, listed = self.labelled, self.listed
+        if new.category == KUEUE_WORKLOAD:
+            for owner in new.owners:
+                workloads = _put(workloads, owner, key, obj)
+        elif new.category == OBJECT:
+            for owner in new.owners:
+                children = _put(children, owner, key, obj)
+            for group in new.label_groups:
+                labelled = _put(labelled, group, key, obj)
+        kind = (new.identity[0], new.identity[1])
+        if kind in LISTED_KINDS:
+            listed = _put(listed, kind, key, obj)
+        return ObjectIndex(
+            by_uid=self.by_uid.insert(new.uid, new),
+            by_identity=self.by_identity.insert(new.identity, (new,)),
+            children=children,
+            kueue_workloads=workloads,
+            labelled=labelled,
+            listed=listed,
+            queue_uses=self.queue_uses,
         )
 
     # ------------------------------------------------------------------ reading

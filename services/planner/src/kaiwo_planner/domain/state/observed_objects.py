@@ -173,13 +173,16 @@ class ObservedObjects:
             return None
         entry, content_changed = self._entry_for(live, observed, sequence)
         uses_before = self._index.queue_uses
-        if live is not None:
-            self._unfile(key, live)
         self._tombstones.pop(key, None)
-        if entry is None:
-            self._tombstones[key] = Tombstone(observed.resource_version, sequence)
+        if live is not None and entry is not None:
+            self._refile(key, live, entry)
         else:
-            self._file(key, entry)
+            if live is not None:
+                self._unfile(key, live)
+            if entry is None:
+                self._tombstones[key] = Tombstone(observed.resource_version, sequence)
+            else:
+                self._file(key, entry)
         self._forget_old_tombstones()
         return Change(
             ref=ObjectRef(
@@ -268,6 +271,23 @@ class ObservedObjects:
             self._node_tuple = tuple(self._nodes[n] for n in sorted(self._nodes))
         elif entry.category == NAMESPACE:
             self._namespaces = self._namespaces | {name}
+
+    def _refile(self, key: _Key, live: Entry, entry: Entry) -> None:
+        """``_unfile(key, live)`` then ``_file(key, entry)``, the index changed in one step."""
+        if (
+            live.node is not None
+            or entry.node is not None
+            or NAMESPACE
+            in (
+                live.category,
+                entry.category,
+            )
+        ):
+            self._unfile(key, live)
+            self._file(key, entry)
+            return
+        self._live[key] = entry
+        self._index = self._index.replacing(live, entry)
 
     def _unfile(self, key: _Key, entry: Entry) -> None:
         del self._live[key]
