@@ -25,7 +25,7 @@ from kaiwo_contracts.events.streams import MONITOR_STREAM
 from kaiwo_kube import NotFound, resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_runtime.leases import NatsLeaseStore
-from kaiwo_runtime.nats_server import NatsServer, free_port
+from kaiwo_runtime.nats_server import NatsServer
 from nats.aio.client import Client
 from nats.js.errors import NotFoundError
 
@@ -105,7 +105,7 @@ def start_monitor(
         "KAIWO_MONITOR_POLLING_INTERVAL_SECONDS": "0.5",
         "KAIWO_LEASE_SECONDS": str(LEASE_SECONDS),
         "KAIWO_HEALTH_HOST": "127.0.0.1",
-        "KAIWO_HEALTH_PORT": str(free_port()),
+        "KAIWO_HEALTH_PORT": "0",  # a port of its own, bound by the service
         "KAIWO_STARTUP_TIMEOUT_SECONDS": "30",
         "KAIWO_LOG_FORMAT": "json",
     }

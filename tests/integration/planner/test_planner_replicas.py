@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from kaiwo_runtime.leases import NatsLeaseStore
-from kaiwo_runtime.nats_server import NatsServer, free_port
+from kaiwo_runtime.nats_server import NatsServer
 from nats.aio.client import Client
 
 from tests.integration.pipeline.harness import Pending, eventually
@@ -56,7 +56,7 @@ def start_planner(
         **os.environ,
         "KAIWO_NATS_URL": nats_url,
         "KAIWO_HEALTH_HOST": "127.0.0.1",
-        "KAIWO_HEALTH_PORT": str(free_port()),
+        "KAIWO_HEALTH_PORT": "0",  # a port of its own, bound by the service
         "KAIWO_LEASE_SECONDS": str(LEASE_SECONDS),
         "KAIWO_LOG_FORMAT": "json",
     }

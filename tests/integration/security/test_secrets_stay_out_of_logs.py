@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kaiwo_runtime.nats_server import NatsServer, free_port
+from kaiwo_runtime.nats_server import NatsServer
 
 from tests.integration.pipeline.harness import Pending, eventually
 
@@ -47,7 +47,7 @@ def start_planner(
         "KAIWO_NATS_URL": nats_url,
         "KAIWO_NATS_DECLARE_STREAMS": "true",
         "KAIWO_HEALTH_HOST": "127.0.0.1",
-        "KAIWO_HEALTH_PORT": str(free_port()),
+        "KAIWO_HEALTH_PORT": "0",  # a port of its own, bound by the service
         "KAIWO_LEASE_SECONDS": "2",
         "KAIWO_CONNECT_TIMEOUT_SECONDS": "3",
         "KAIWO_LOG_FORMAT": "json",
