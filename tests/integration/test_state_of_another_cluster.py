@@ -15,7 +15,7 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -26,10 +26,11 @@ from kaiwo_kubefake import FakeKubeServer
 from kaiwo_planner.snapshot_store import SnapshotStore
 from kaiwo_runtime.cluster_binding import CLUSTER_KEY
 from kaiwo_runtime.kv import NatsKeyValue
-from kaiwo_runtime.nats_server import NatsServer, free_port
+from kaiwo_runtime.nats_server import NatsServer
 from kaiwo_runtime.startup import bind_state_to_cluster
 from nats.aio.client import Client
 
+from tests.health_sockets import HealthSocket, health_socket, inherited_fds
 from tests.integration.pipeline.harness import Pending, eventually
 from tests.integration.pipeline.postgres import fresh_database
 
@@ -68,15 +69,20 @@ async def watcher_bucket_of(client: Client, kube: KubernetesAsyncioAdapter) -> s
     return await bind_state_to_cluster(bucket, kube, bucket="kaiwo-watcher", within_seconds=30)
 
 
-def service_env(nats_url: str, **extra: str) -> dict[str, str]:
+def service_env(nats_url: str, health: HealthSocket, **extra: str) -> dict[str, str]:
     return {
         **os.environ,
         "KAIWO_NATS_URL": nats_url,
-        "KAIWO_HEALTH_HOST": "127.0.0.1",
-        "KAIWO_HEALTH_PORT": str(free_port()),
+        **health.env(),
         "KAIWO_LOG_FORMAT": "json",
         **extra,
     }
+
+
+@pytest.fixture
+def health() -> Iterator[HealthSocket]:
+    with health_socket() as held:
+        yield held
 
 
 async def start(module: str, env: dict[str, str]) -> asyncio.subprocess.Process:
@@ -87,6 +93,7 @@ async def start(module: str, env: dict[str, str]) -> asyncio.subprocess.Process:
         env=env,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
+        pass_fds=inherited_fds(env),
     )
 
 
@@ -110,7 +117,9 @@ async def refusal(module: str, env: dict[str, str]) -> tuple[int, list[str]]:
     return process.returncode, lines
 
 
-async def test_a_watcher_process_refuses_the_bucket_of_another_cluster(tmp_path: Path) -> None:
+async def test_a_watcher_process_refuses_the_bucket_of_another_cluster(
+    tmp_path: Path, health: HealthSocket
+) -> None:
     async with (
         bus(tmp_path) as (nats_url, client),
         fake_cluster(tmp_path / "first") as (first, _),
@@ -119,7 +128,7 @@ async def test_a_watcher_process_refuses_the_bucket_of_another_cluster(tmp_path:
         first_uid = await watcher_bucket_of(client, first)
         second_uid = await cluster_identity(second)
         status, lines = await refusal(
-            "kaiwo_watcher", service_env(nats_url, KAIWO_KUBECONFIG=str(second_kubeconfig))
+            "kaiwo_watcher", service_env(nats_url, health, KAIWO_KUBECONFIG=str(second_kubeconfig))
         )
         bucket = await NatsKeyValue.open(client, "kaiwo-watcher")
         kept = await bucket.get(CLUSTER_KEY)
@@ -133,7 +142,9 @@ async def test_a_watcher_process_refuses_the_bucket_of_another_cluster(tmp_path:
     assert kept == first_uid.encode()
 
 
-async def test_a_planner_process_refuses_the_state_of_another_cluster(tmp_path: Path) -> None:
+async def test_a_planner_process_refuses_the_state_of_another_cluster(
+    tmp_path: Path, health: HealthSocket
+) -> None:
     async with (
         bus(tmp_path) as (nats_url, client),
         fake_cluster(tmp_path / "first") as (first, _),
@@ -141,7 +152,7 @@ async def test_a_planner_process_refuses_the_state_of_another_cluster(tmp_path: 
     ):
         first_uid = await watcher_bucket_of(client, first)
         # The planner's run on the first cluster binds its bucket and snapshots on the way out.
-        env = service_env(nats_url)
+        env = service_env(nats_url, health)
         planner = await start("kaiwo_planner", env)
         await eventually(lambda: _ready(env["KAIWO_HEALTH_PORT"]), what="planner ready")
         assert await stop(planner) == 0
@@ -153,7 +164,7 @@ async def test_a_planner_process_refuses_the_state_of_another_cluster(tmp_path: 
 
         # The bus is reused by a second cluster: its watcher's bucket is made afresh for it.
         second_uid = await watcher_bucket_of(client, second)
-        status, lines = await refusal("kaiwo_planner", service_env(nats_url))
+        status, lines = await refusal("kaiwo_planner", service_env(nats_url, health))
         kept = await state.get(CLUSTER_KEY)
         snapshot_after = await SnapshotStore(state).load()
 
@@ -185,7 +196,7 @@ async def _ready(port: str) -> bool | Pending:
 
 @pytest.mark.parametrize("store", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def test_a_recorder_process_refuses_an_event_store_of_another_cluster(
-    store: str, tmp_path: Path, request: pytest.FixtureRequest
+    store: str, tmp_path: Path, request: pytest.FixtureRequest, health: HealthSocket
 ) -> None:
     async with contextlib.AsyncExitStack() as stack:
         if store == "sqlite":
@@ -197,7 +208,7 @@ async def test_a_recorder_process_refuses_an_event_store_of_another_cluster(
         nats_url, client = await stack.enter_async_context(bus(tmp_path))
         first, _ = await stack.enter_async_context(fake_cluster(tmp_path / "first"))
         second, _ = await stack.enter_async_context(fake_cluster(tmp_path / "second"))
-        env = service_env(nats_url, KAIWO_EVENTSTORE_URL=url)
+        env = service_env(nats_url, health, KAIWO_EVENTSTORE_URL=url)
 
         first_uid = await watcher_bucket_of(client, first)
         recorder = await start("kaiwo_recorder", env)

@@ -26,6 +26,7 @@ from kaiwo_watcher.progress import WatcherTuning
 from kaiwo_watcher.service import WatcherService
 from kaiwo_watcher.watch_list import WatchTarget
 
+from tests.health_sockets import HealthSocket, health_socket
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.nats
@@ -187,13 +188,16 @@ async def _readyz(port: int) -> int:
         return 0
 
 
-def _environment(nats_url: str, kubeconfig: Any, port: int) -> dict[str, str]:
+def _environment(
+    nats_url: str, kubeconfig: Any, health: HealthSocket | None = None
+) -> dict[str, str]:
     return {
         **os.environ,
         "KAIWO_NATS_URL": nats_url,
         "KAIWO_KUBECONFIG": str(kubeconfig),
-        "KAIWO_HEALTH_HOST": "127.0.0.1",
-        "KAIWO_HEALTH_PORT": str(port),
+        **(
+            health.env() if health else {"KAIWO_HEALTH_HOST": "127.0.0.1", "KAIWO_HEALTH_PORT": "0"}
+        ),
         "KAIWO_LOG_FORMAT": "json",
         "KAIWO_STARTUP_TIMEOUT_SECONDS": "3",
         "KAIWO_MISSING_KIND_RETRY_SECONDS": "1",
@@ -203,39 +207,40 @@ def _environment(nats_url: str, kubeconfig: Any, port: int) -> dict[str, str]:
 async def test_the_process_gets_ready_publishes_and_stops_on_sigterm(
     fake_cluster, nats_server, kaiwo_job_kind
 ):
-    port = free_port()
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "kaiwo_watcher",
-        env=_environment(nats_server.url, fake_cluster.kubeconfig_path, port),
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-
-        async def ready() -> bool:
-            return await _readyz(port) == 200
-
-        # Kueue, KubeRay... are missing from this cluster: skipped, not blocking readiness.
-        await eventually(ready, within=30)
-        created = fake_cluster.store.put(kaiwo_job_kind, job("train"))
-        bus = await NatsBus.connect(nats_server.url, topology=bus_topology(), name="reader")
+    with health_socket() as health:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "kaiwo_watcher",
+            env=_environment(nats_server.url, fake_cluster.kubeconfig_path, health),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+            pass_fds=(health.fd,),
+        )
         try:
-            expected = f"{created['metadata']['uid']}:{created['metadata']['resourceVersion']}"
 
-            async def stored() -> bool:
-                return expected in {e.id for e in await stored_events(bus)}
+            async def ready() -> bool:
+                return await _readyz(health.port) == 200
 
-            await eventually(stored)
+            # Kueue, KubeRay... are missing from this cluster: skipped, not blocking readiness.
+            await eventually(ready, within=30)
+            created = fake_cluster.store.put(kaiwo_job_kind, job("train"))
+            bus = await NatsBus.connect(nats_server.url, topology=bus_topology(), name="reader")
+            try:
+                expected = f"{created['metadata']['uid']}:{created['metadata']['resourceVersion']}"
+
+                async def stored() -> bool:
+                    return expected in {e.id for e in await stored_events(bus)}
+
+                await eventually(stored)
+            finally:
+                await bus.close()
+            process.send_signal(signal.SIGTERM)
+            assert await asyncio.wait_for(process.wait(), 15) == 0
         finally:
-            await bus.close()
-        process.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(process.wait(), 15) == 0
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
 
 
 async def test_the_process_exits_with_one_line_when_nats_is_unreachable(fake_cluster):
@@ -243,7 +248,7 @@ async def test_the_process_exits_with_one_line_when_nats_is_unreachable(fake_clu
         sys.executable,
         "-m",
         "kaiwo_watcher",
-        env=_environment(f"nats://127.0.0.1:{free_port()}", fake_cluster.kubeconfig_path, 0),
+        env=_environment(f"nats://127.0.0.1:{free_port()}", fake_cluster.kubeconfig_path),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )
