@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from kaiwo_cli.stack.ports import Listener
 from kaiwo_eventstore import open_event_store
 from kaiwo_kube.cluster_identity import cluster_identity
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
@@ -30,7 +31,7 @@ from kaiwo_runtime.nats_server import NatsServer
 from kaiwo_runtime.startup import bind_state_to_cluster
 from nats.aio.client import Client
 
-from tests.health_sockets import HealthSocket, health_socket, inherited_fds
+from tests.health_sockets import health_env, health_socket, inherited_fds
 from tests.integration.pipeline.harness import Pending, eventually
 from tests.integration.pipeline.postgres import fresh_database
 
@@ -69,18 +70,18 @@ async def watcher_bucket_of(client: Client, kube: KubernetesAsyncioAdapter) -> s
     return await bind_state_to_cluster(bucket, kube, bucket="kaiwo-watcher", within_seconds=30)
 
 
-def service_env(nats_url: str, health: HealthSocket, **extra: str) -> dict[str, str]:
+def service_env(nats_url: str, health: Listener, **extra: str) -> dict[str, str]:
     return {
         **os.environ,
         "KAIWO_NATS_URL": nats_url,
-        **health.env(),
+        **health_env(health),
         "KAIWO_LOG_FORMAT": "json",
         **extra,
     }
 
 
 @pytest.fixture
-def health() -> Iterator[HealthSocket]:
+def health() -> Iterator[Listener]:
     with health_socket() as held:
         yield held
 
@@ -118,7 +119,7 @@ async def refusal(module: str, env: dict[str, str]) -> tuple[int, list[str]]:
 
 
 async def test_a_watcher_process_refuses_the_bucket_of_another_cluster(
-    tmp_path: Path, health: HealthSocket
+    tmp_path: Path, health: Listener
 ) -> None:
     async with (
         bus(tmp_path) as (nats_url, client),
@@ -143,7 +144,7 @@ async def test_a_watcher_process_refuses_the_bucket_of_another_cluster(
 
 
 async def test_a_planner_process_refuses_the_state_of_another_cluster(
-    tmp_path: Path, health: HealthSocket
+    tmp_path: Path, health: Listener
 ) -> None:
     async with (
         bus(tmp_path) as (nats_url, client),
@@ -196,7 +197,7 @@ async def _ready(port: str) -> bool | Pending:
 
 @pytest.mark.parametrize("store", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def test_a_recorder_process_refuses_an_event_store_of_another_cluster(
-    store: str, tmp_path: Path, request: pytest.FixtureRequest, health: HealthSocket
+    store: str, tmp_path: Path, request: pytest.FixtureRequest, health: Listener
 ) -> None:
     async with contextlib.AsyncExitStack() as stack:
         if store == "sqlite":

@@ -21,7 +21,7 @@ from kaiwo_contracts.crds.schema import custom_resource_definitions
 from kaiwo_kubefake import FakeKubeServer
 from kaiwo_runtime.nats_server import NatsServer, free_port
 
-from tests.health_sockets import health_socket, inherited_fds
+from tests.health_sockets import health_env, health_socket, inherited_fds
 from tests.integration.pipeline.harness import Pending, eventually
 
 pytestmark = [pytest.mark.nats, pytest.mark.slow]
@@ -86,7 +86,7 @@ async def test_an_unreachable_endpoint_leaves_the_monitor_running_and_not_ready(
                 "KAIWO_MONITOR_METRICS_ENDPOINT": f"http://127.0.0.1:{endpoint_port}",
                 "KAIWO_MONITOR_POLLING_INTERVAL_SECONDS": "0.5",
                 "KAIWO_MONITOR_SCRAPE_TIMEOUT_SECONDS": "1",
-                **health.env(),
+                **health_env(health),
                 "KAIWO_STARTUP_TIMEOUT_SECONDS": "30",
                 "KAIWO_LOG_FORMAT": "json",
             }

@@ -14,6 +14,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from kaiwo_cli.stack.ports import Listener
 from kaiwo_contracts.events.envelope import Envelope
 from kaiwo_contracts.events.observed import ObservedObjectV1
 from kaiwo_contracts.events.streams import OBSERVED_STREAM, bus_topology
@@ -26,7 +27,7 @@ from kaiwo_watcher.progress import WatcherTuning
 from kaiwo_watcher.service import WatcherService
 from kaiwo_watcher.watch_list import WatchTarget
 
-from tests.health_sockets import HealthSocket, health_socket
+from tests.health_sockets import health_env, health_socket
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.nats
@@ -188,15 +189,15 @@ async def _readyz(port: int) -> int:
         return 0
 
 
-def _environment(
-    nats_url: str, kubeconfig: Any, health: HealthSocket | None = None
-) -> dict[str, str]:
+def _environment(nats_url: str, kubeconfig: Any, health: Listener | None = None) -> dict[str, str]:
     return {
         **os.environ,
         "KAIWO_NATS_URL": nats_url,
         "KAIWO_KUBECONFIG": str(kubeconfig),
         **(
-            health.env() if health else {"KAIWO_HEALTH_HOST": "127.0.0.1", "KAIWO_HEALTH_PORT": "0"}
+            health_env(health)
+            if health
+            else {"KAIWO_HEALTH_HOST": "127.0.0.1", "KAIWO_HEALTH_PORT": "0"}
         ),
         "KAIWO_LOG_FORMAT": "json",
         "KAIWO_STARTUP_TIMEOUT_SECONDS": "3",

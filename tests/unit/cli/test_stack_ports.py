@@ -17,7 +17,7 @@ def test_each_health_socket_has_its_own_port_and_no_one_else_can_take_it() -> No
     loop)."""
     held = [listen_on_a_free_port() for _ in range(9)]
     try:
-        ports = {sock.getsockname()[1] for sock in held}
+        ports = {listener.port for listener in held}
         assert len(ports) == len(held)
         for port in ports:
             with socket.socket() as other, pytest.raises(OSError) as refused:
@@ -25,8 +25,8 @@ def test_each_health_socket_has_its_own_port_and_no_one_else_can_take_it() -> No
                 other.bind(("127.0.0.1", port))
             assert refused.value.errno == errno.EADDRINUSE
     finally:
-        for sock in held:
-            sock.close()
+        for listener in held:
+            listener.close()
 
 
 def test_replicas_and_partitions_are_positive(tmp_path: Path) -> None:

@@ -45,7 +45,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import socket
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -76,7 +75,7 @@ from kaiwo_cli.stack.cluster_state import bind_state_dir
 from kaiwo_cli.stack.local_cluster import LocalCluster
 from kaiwo_cli.stack.options import StackError, StackOptions
 from kaiwo_cli.stack.ports import (
-    ConsoleListener,
+    Listener,
     listen_for_console,
     listen_on_a_free_port,
     port_is_taken,
@@ -130,7 +129,7 @@ class LocalStack:
         self._sandbox_kube: KubernetesAsyncioAdapter | None = None
         self._lock = StateLock(options.state_dir)
         self.nats_restarts = 0
-        self._health_listeners: dict[str, socket.socket] = {}
+        self._health_listeners: dict[str, Listener] = {}
         """Each service's health socket (by process name, or member name inside
         ``operator``), held while the stack runs: see :func:`listen_on_a_free_port`."""
         self.scheduler_note = ""
@@ -142,7 +141,7 @@ class LocalStack:
         """The cluster's identity (the uid of its kube-system), known once it answered."""
         self.cluster_note: str | None = None
         """One line when the state directory held another cluster's state (set aside)."""
-        self._console_listener: ConsoleListener | None = None
+        self._console_listener: Listener | None = None
         self.console_note: str | None = None
         """One line when the console's port was taken and it listens on another."""
 
@@ -391,9 +390,9 @@ class LocalStack:
             for replica in range(count):
                 process_name = name if count == 1 else f"{name}-{replica}"
                 health = self._health_listeners[process_name] = listen_on_a_free_port()
-                port = int(health.getsockname()[1])
+                port = health.port
                 env = {
-                    **self._service_env(port, health.fileno()),
+                    **self._service_env(port, health.fd),
                     **self.options.env_by_service.get(name, {}),
                 }
                 env["KAIWO_NATS_CREDENTIALS_FILE"] = str(self.credentials.seed(name))
@@ -441,7 +440,7 @@ class LocalStack:
         """The sockets ``process_name`` serves, bound here: its health socket, and the
         console's listening socket for the console."""
         health = self._health_listeners.get(process_name)
-        fds: tuple[int, ...] = () if health is None else (health.fileno(),)
+        fds: tuple[int, ...] = () if health is None else (health.fd,)
         if _base_name(process_name) == "console" and self._console_listener is not None:
             fds += (self._console_listener.fd,)
         return fds

@@ -21,11 +21,11 @@ BACKLOG = 128
 
 
 @dataclass(frozen=True, slots=True)
-class ConsoleListener:
+class Listener:
     """A socket listening on ``HOST``; ``note`` says why it is not on the port asked for."""
 
     sock: socket.socket
-    note: str | None
+    note: str | None = None
 
     @property
     def port(self) -> int:
@@ -39,11 +39,11 @@ class ConsoleListener:
         self.sock.close()
 
 
-def listen_for_console(port: int) -> ConsoleListener:
+def listen_for_console(port: int) -> Listener:
     """A socket listening on ``port`` of 127.0.0.1, or on a free port when ``port`` is taken
     (the console is for reading: a second stack on the machine should not fail for it)."""
     try:
-        return ConsoleListener(_listening(port), note=None)
+        return Listener(_listening(port))
     except OSError as error:
         if error.errno != errno.EADDRINUSE:
             raise
@@ -52,15 +52,15 @@ def listen_for_console(port: int) -> ConsoleListener:
         f"port {port} of {HOST} is taken; the console listens on "
         f"{fallback.getsockname()[1]} instead (--console-port chooses another)"
     )
-    return ConsoleListener(fallback, note=note)
+    return Listener(fallback, note=note)
 
 
-def listen_on_a_free_port() -> socket.socket:
+def listen_on_a_free_port() -> Listener:
     """A socket listening on a port of 127.0.0.1 the OS gives out, for a service's health
     endpoint. A port found free and bound by the service later is a race too: with many
     processes on the machine, an outgoing connection can be given it as its local port in
     between (seen in CI: a recorder restarted for 90 s, its port held by another process)."""
-    return _listening(0)
+    return Listener(_listening(0))
 
 
 def _listening(port: int) -> socket.socket:
