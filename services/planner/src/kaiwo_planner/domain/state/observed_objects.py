@@ -24,7 +24,13 @@ from typing import Any
 from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
 from kaiwo_contracts.plans import ObjectRef
 
-from kaiwo_planner.domain.state.index_entry import NAMESPACE, Entry, QueueUse, api_group_of
+from kaiwo_planner.domain.state.index_entry import (
+    NAMESPACE,
+    NODE,
+    Entry,
+    QueueUse,
+    api_group_of,
+)
 from kaiwo_planner.domain.state.nodes import NodeInfo
 from kaiwo_planner.domain.state.object_index import ObjectIndex
 from kaiwo_planner.domain.state.stored_form import at_version, same_content, without_managed_fields
@@ -273,16 +279,9 @@ class ObservedObjects:
             self._namespaces = self._namespaces | {name}
 
     def _refile(self, key: _Key, live: Entry, entry: Entry) -> None:
-        """``_unfile(key, live)`` then ``_file(key, entry)``, the index changed in one step."""
-        if (
-            live.node is not None
-            or entry.node is not None
-            or NAMESPACE
-            in (
-                live.category,
-                entry.category,
-            )
-        ):
+        """``_unfile(key, live)`` then ``_file(key, entry)``, the index changed in one step.
+        Both versions are of one kind (the key holds it), so of one category."""
+        if live.category in (NODE, NAMESPACE):  # kept beside the index as well: see _file
             self._unfile(key, live)
             self._file(key, entry)
             return
