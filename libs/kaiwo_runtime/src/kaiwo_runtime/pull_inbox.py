@@ -112,14 +112,33 @@ class PullInbox:
             await self._request(batch=batch, expires=None)
             await self._until(lambda: len(self._messages) >= batch, within=SETTLE_SECONDS)
         if not self._messages and wait_seconds > 0:
-            wait = max(wait_seconds, SHORTEST_WAIT_SECONDS)
-            if not self._request_open():
-                await self._request(batch=batch, expires=wait)
-            await self._until(lambda: bool(self._messages), within=wait)
+            await self._linger(batch=batch, wait=max(wait_seconds, SHORTEST_WAIT_SECONDS))
         if self._failure is not None:
             failure, self._failure = self._failure, None
             raise BusError(failure)
         return [self._messages.popleft() for _ in range(min(batch, len(self._messages)))]
+
+    async def _linger(self, *, batch: int, wait: float) -> None:
+        """Wait up to ``wait`` for the first message, a lingering request open all the while.
+
+        The request open when this starts may be an earlier pull's, which the server has let
+        expire and whose end (408) is still on its way: a message published meanwhile goes
+        to no request. When that request ends first, one of this pull's own is sent for the
+        time left. This pull's own request ending (its time up, or refused) ends the wait.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        asked = False
+        while not self._messages and self._failure is None:
+            left = deadline - loop.time()
+            if left <= 0:
+                return
+            if not self._request_open():
+                if asked:
+                    return
+                await self._request(batch=batch, expires=max(left, SHORTEST_WAIT_SECONDS))
+                asked = True
+            await self._until(lambda: bool(self._messages), within=left)
 
     async def acknowledge_asking_for_the_next(self, message: Msg) -> None:
         """Acknowledge ``message`` and, in the same publish, ask for the next message without
