@@ -11,8 +11,12 @@ Then each way of replaying runs in a process of its own, so its peak RSS is its 
   observation, finding, scale decision and plan into lists (``read_by_type``), then
   :func:`~kaiwo_cli.replay.replanning.replay_recorded` with a fresh planning context for every plan;
 * ``all-in-memory``: the same reads, planning contexts carried along (0052);
-* ``streamed``: what it does now, :func:`~kaiwo_cli.replay.store.replay_from_store`, keeping no
-  verdict (the command prints each as it comes).
+* ``streamed``: :func:`~kaiwo_cli.replay.store.replay_from_store` in one process, keeping no
+  verdict (the command prints each as it comes): ``kaiwo events replay --processes 1``;
+* ``processes``: what ``kaiwo events replay`` does by default,
+  :func:`~kaiwo_cli.replay.processes.replay_in_processes`, one process per core (at most 4),
+  each judging the plans of some workloads; its peak RSS is that of the largest process,
+  and there are as many as the line says.
 
 Figures: events in the store per second of wall clock (and per CPU second, the steadier
 figure on a shared machine), from the first read to the last verdict (the imports before
@@ -126,6 +130,17 @@ def import_replay_modules() -> None:
         importlib.import_module(module)
 
 
+def replay_processes(url: str) -> dict[str, Any]:
+    from kaiwo_cli.replay.processes import default_processes, replay_in_processes
+
+    processes = default_processes()
+    report = replay_in_processes(url, processes=processes, on_verdict=lambda _verdict: None)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)  # the largest peak of the processes
+    return {"reproduced": report.reproduced, "differ": report.differ, "skipped": report.skipped,
+            "processes": processes, "process_peak_rss_mb": children.ru_maxrss / 1024,
+            "children_cpu": children.ru_utime + children.ru_stime}  # fmt: skip
+
+
 def measure(way: str, url: str, plans: int) -> None:
     """Run one way of replaying in this process and print its figures as JSON."""
     from kaiwo_runtime.logging import configure_logging
@@ -138,11 +153,13 @@ def measure(way: str, url: str, plans: int) -> None:
     wall, cpu = time.perf_counter(), time.process_time()
     if way == "streamed":
         outcome = asyncio.run(replay_streamed(url, plans))
+    elif way == "processes":
+        outcome = replay_processes(url)
     else:  # "before": fresh contexts, as replay planned before decision 0052
         outcome = asyncio.run(replay_all_in_memory(url, fresh_contexts=way == "before"))
     outcome |= {
         "wall": time.perf_counter() - wall,
-        "cpu": time.process_time() - cpu,
+        "cpu": time.process_time() - cpu + outcome.pop("children_cpu", 0.0),
         "peak_rss_mb": peak_rss_mb(),
         "rss_at_start_mb": before_rss,
         "imports": imports,
@@ -161,11 +178,23 @@ def run_apart(way: str, url: str, plans: int) -> dict[str, Any]:
     return result
 
 
+def memory(figures: dict[str, Any]) -> str:
+    if "processes" in figures:
+        return (
+            f"{figures['processes']} processes, peak RSS {figures['process_peak_rss_mb']:.0f} MB "
+            f"the largest (and {figures['peak_rss_mb']:.0f} MB the parent)"
+        )
+    quarters = ", ".join(f"{mb:.0f}" for mb in figures["quarters"])
+    return (
+        f"peak RSS {figures['peak_rss_mb']:.0f} MB (at 1/4, 1/2, 3/4 of the plans: {quarters} MB)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", type=int, default=DEFAULT_WORKLOADS)
     parser.add_argument("--store", help="sqlite:///PATH; recorded there unless it exists")
-    parser.add_argument("--ways", default="before,all-in-memory,streamed")
+    parser.add_argument("--ways", default="before,all-in-memory,streamed,processes")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("--plans", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -186,12 +215,10 @@ def main() -> None:
         print(f"store: {events:,} events, {plans:,} plans ({url})")
         for way in args.ways.split(","):
             figures = run_apart(way, url, plans)
-            quarters = ", ".join(f"{mb:.0f}" for mb in figures["quarters"])
             print(
                 f"replay, {way:<14} {events / figures['wall']:>8,.0f} events/s "
                 f"({events / figures['cpu']:>8,.0f} per CPU second; {figures['wall']:.1f} s), "
-                f"peak RSS {figures['peak_rss_mb']:.0f} MB (at 1/4, 1/2, 3/4 of the plans: "
-                f"{quarters} MB); {figures['reproduced']:,} reproduced, {figures['differ']} "
+                f"{memory(figures)}; {figures['reproduced']:,} reproduced, {figures['differ']} "
                 f"differ, {figures['skipped']} skipped; start-up (imports) "
                 f"{figures['imports']:.1f} s more"
             )

@@ -561,6 +561,37 @@ async def test_iter_by_type_reads_one_type_in_batches_from_a_position(backend: B
     assert [b async for b in store.iter_by_type("ai.silogen.kaiwo.none.v1")] == []
 
 
+async def test_iter_by_type_gives_only_the_events_of_the_correlations_asked_for(
+    backend: Backend,
+) -> None:
+    """A replay process reads the plans of its workloads only (by correlation id): in order,
+    in batches that are never empty (where a batch ends is the adapter's choice)."""
+    store = backend.store
+    plan = "ai.silogen.kaiwo.plan.decided.v1"
+    await store.append(
+        [
+            event(
+                n,
+                kind=plan if n % 2 == 0 else "ai.silogen.kaiwo.obs.observed.v1",
+                correlation="workload-a" if n in {2, 4, 10, 16, 18} else "workload-b",
+            )
+            for n in range(1, 21)
+        ]
+    )
+    asked: list[str] = []
+
+    def workload_a(correlation_id: str) -> bool:
+        asked.append(correlation_id)
+        return correlation_id == "workload-a"
+
+    batches = [b async for b in store.iter_by_type(plan, batch_size=3, correlated=workload_a)]
+
+    assert [e.data["number"] for batch in batches for e in batch] == [2, 4, 10, 16, 18]
+    assert all(0 < len(batch) <= 3 for batch in batches)
+    assert sorted(set(asked)) == ["workload-a", "workload-b"]
+    assert [b async for b in store.iter_by_type(plan, correlated=lambda _c: False)] == []
+
+
 # ---------------------------------------------------------------------- schema (SQL adapters)
 
 

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from kaiwo_cli.main import app
-from kaiwo_cli.replay.recorded import NATS_SEQUENCE_KEY, NATS_STREAM_KEY
+from kaiwo_cli.replay.processes import ReplayProcessError, replay_in_processes
+from kaiwo_cli.replay.recorded import NATS_SEQUENCE_KEY, NATS_STREAM_KEY, Shard
 from kaiwo_cli.replay.replanning import replay_recorded
 from kaiwo_cli.replay.store import replay_from_store
 from kaiwo_cli.tail_lines import (
@@ -559,6 +560,15 @@ def test_replay_reproduces_every_recorded_plan(recorded: Recorded) -> None:
     assert summary.startswith(f"{plans} plans, {plans} reproduced, 0 differ, 0 skipped")
 
 
+def test_replay_in_processes_prints_what_one_process_prints(recorded: Recorded) -> None:
+    alone = run("replay", "--processes", "1", "--store", recorded.url)
+    several = run("replay", "--processes", "2", "--store", recorded.url)
+
+    assert alone.exit_code == several.exit_code == 0, several.output
+    assert several.output == alone.output
+    assert len(several.output.splitlines()) > 3
+
+
 def test_replay_of_one_workload_checks_only_its_plans(recorded: Recorded) -> None:
     result = run("replay", "--workload", "team-a/train", "--store", recorded.url)
 
@@ -619,6 +629,13 @@ def test_a_tampered_plan_is_reported_with_a_diff_and_exit_1(
     assert "-    status: RUNNING" in result.output
     assert "+    status: PENDING" in result.output
     assert ", 1 differ," in result.output
+
+    several = run("replay", "--processes", "2", "--store", url)
+
+    assert several.exit_code == 1, several.output
+    assert "differs  KaiwoJob/team-a/train  plan forged-p" in several.output
+    assert "-    status: RUNNING" in several.output
+    assert ", 1 differ," in several.output
 
 
 async def read_recorded(url: str) -> tuple[list[Any], list[Any]]:
@@ -945,6 +962,41 @@ def test_the_streamed_replay_of_a_store_gives_the_verdicts_of_the_pure_replay(
     assert _verdicts(out_of_order) == _verdicts(pure)
     assert from_sqlite.observations == pure.observations
     assert (from_sqlite.late_observations, out_of_order.late_observations) == (0, 0)
+
+
+def test_replay_in_processes_gives_the_verdicts_of_one_process_in_the_same_order(
+    recorded: Recorded,
+) -> None:
+    _, plans = asyncio.run(read_recorded(recorded.url))
+    assert {Shard(0, 2).holds(p.correlation_id) for p in plans} == {True, False}
+    one: list[Any] = []
+
+    async def in_one_process() -> Any:
+        store = await open_event_store(recorded.url)
+        try:
+            return await replay_from_store(store, on_verdict=one.append)
+        finally:
+            await store.close()
+
+    alone = asyncio.run(in_one_process())
+    for processes in (2, 3):
+        several: list[Any] = []
+        report = replay_in_processes(recorded.url, processes=processes, on_verdict=several.append)
+
+        assert several == one
+        assert (report.reproduced, report.differ, report.skipped) == (len(plans), 0, 0)
+        assert report.observations == alone.observations
+        assert report.plans == ()
+
+
+def test_a_replay_process_that_fails_is_reported_without_the_stores_password() -> None:
+    url = f"postgresql://kaiwo:s3cret-pw@127.0.0.1:{free_port()}/events"
+
+    with pytest.raises(ReplayProcessError) as failed:
+        replay_in_processes(url, processes=2, on_verdict=lambda _verdict: None)
+
+    assert str(failed.value).startswith("replay process ")
+    assert "s3cret-pw" not in str(failed.value)
 
 
 def test_a_streamed_replay_keeps_only_the_verdicts_asked_for_and_counts_them_all(

@@ -37,6 +37,8 @@ other partitions may differ.
 
 Modules: ``recorded`` (reading the store's events in stream order), ``replanning`` (the pure
 replay, :func:`~kaiwo_cli.replay.replanning.replay_recorded`: events in, verdicts out, for
-tests and benchmarks), ``comparison`` (verdicts and diffs) and ``store``
-(:func:`~kaiwo_cli.replay.store.replay_from_store`, which reads the events as it goes).
+tests and benchmarks), ``comparison`` (verdicts and diffs), ``store``
+(:func:`~kaiwo_cli.replay.store.replay_from_store`, which reads the events as it goes) and
+``processes`` (:func:`~kaiwo_cli.replay.processes.replay_in_processes`: one process per
+part of the workloads, the verdicts merged in publishing order).
 """

@@ -24,6 +24,8 @@ from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.projection import Projection
 from kaiwo_planner.domain.status.planned_status import owner_with_status
 
+from kaiwo_cli.replay.recorded import PlanOrder, plan_order
+
 Outcome = Literal["reproduced", "differs", "skipped"]
 PlanFunction = Callable[..., PlanningResult]
 """The planner's ``plan_object`` (a benchmark passes a counting stand-in)."""
@@ -42,6 +44,9 @@ class PlanReplay:
     outcome: Outcome
     reason: str = ""
     diff: str = ""
+    order: PlanOrder = (0, 0, 0, 0)
+    """Where the plan stands in publishing order: the order verdicts are given in, also when
+    several processes judge them (:mod:`kaiwo_cli.replay.processes`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +234,7 @@ def _verdict(
         outcome=outcome,
         reason=reason,
         diff=diff,
+        order=plan_order(event),
     )
 
 
@@ -246,4 +252,5 @@ def skipped_verdict(
         obs_sequence=0,
         outcome="skipped",
         reason=reason,
+        order=plan_order(event),
     )

@@ -3,6 +3,7 @@ and autoscaler decisions in stream order, and plans in the order they were publi
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import (
     Callable,
     Iterable,
@@ -117,7 +118,11 @@ def _in_stream_order(
     return [(sequence, found[sequence]) for sequence in sorted(found)]
 
 
-def plan_order(event: StoredEvent) -> tuple[int, int, int, int]:
+PlanOrder = tuple[int, int, int, int]
+"""Where a plan stands in the order its planner published it (:func:`plan_order`)."""
+
+
+def plan_order(event: StoredEvent) -> PlanOrder:
     """The order one planner published its plans in: every sequence only moves forward."""
     data = event.data
     try:
@@ -210,3 +215,25 @@ def owner_uid_of(event: StoredEvent) -> str | None:
     owner = (event.data.get("plan") or {}).get("owner") or {}
     uid = owner.get("uid") if isinstance(owner, Mapping) else None
     return uid if isinstance(uid, str) else event.correlation_id
+
+
+@dataclass(frozen=True, slots=True)
+class Shard:
+    """One of ``count`` parts of the recorded plans, split by workload: a replay process
+    judges the plans of its part only (every part applies every observation, so each plan is
+    judged against the whole cluster as recorded)."""
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.index < self.count:
+            msg = f"shard {self.index} of {self.count}: the index must be from 0 to count - 1"
+            raise ValueError(msg)
+
+    def holds(self, correlation_id: str) -> bool:
+        """Whether this part judges the plans of ``correlation_id``: the uid of the workload
+        a plan is for, a column of the store, so known without decoding the plan. All of a
+        workload's plans go to one process, whose planning context then keeps the workload's
+        values from plan to plan, as the planner did."""
+        return self.count == 1 or zlib.crc32(correlation_id.encode()) % self.count == self.index

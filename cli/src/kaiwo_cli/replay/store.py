@@ -28,6 +28,7 @@ from kaiwo_cli.replay.recorded import (
     OBSERVED_TYPE,
     PLAN_TYPE,
     SCALE_TYPE,
+    Shard,
     decided_plan,
     finding_of,
     observation_of,
@@ -59,8 +60,11 @@ async def replay_from_store(
     plan_window: int = PLAN_WINDOW,
     batch_size: int = READ_BATCH,
     fresh_contexts: bool = False,
+    shard: Shard | None = None,
 ) -> ReplayReport:
-    """Replay the recorded plans of one workload (every plan when ``workload_uid`` is None).
+    """Replay the recorded plans of one workload (every plan when ``workload_uid`` is None),
+    or of one ``shard`` of the workloads (:func:`~kaiwo_cli.replay.processes.replay_in_processes`
+    runs one process per shard).
 
     Streamed, in memory that does not grow with the store: the plans, observations, findings
     and scale decisions are each read as a stream of their own type
@@ -88,8 +92,13 @@ async def replay_from_store(
     """
     replayer = Replayer(plan_fn, keep=keep, on_verdict=on_verdict, fresh_contexts=fresh_contexts)
 
-    def batches(event_type: str) -> AsyncGenerator[Sequence[StoredEvent], None]:
-        return store.iter_by_type(event_type, batch_size=batch_size)
+    def batches(
+        event_type: str, correlated: Callable[[str], bool] | None = None
+    ) -> AsyncGenerator[Sequence[StoredEvent], None]:
+        return store.iter_by_type(event_type, batch_size=batch_size, correlated=correlated)
+
+    # Another shard's plans are left in the store, not decoded.
+    plans = batches(PLAN_TYPE, None if shard is None else shard.holds)
 
     observations = _InStreamOrder(batches(OBSERVED_TYPE), read=observation_of)
     findings = _InStreamOrder(batches(FINDING_TYPE), read=finding_of)
@@ -97,9 +106,7 @@ async def replay_from_store(
     done = 0
     with cyclic_gc_paused():  # see kaiwo_eventstore.bulk, and _COLLECT_EVERY
         try:
-            async for event in _plans_in_order(
-                batches(PLAN_TYPE), window=plan_window, owner_uid=workload_uid
-            ):
+            async for event in _plans_in_order(plans, window=plan_window, owner_uid=workload_uid):
                 decided = decided_plan(event)
                 if (
                     decided is not None

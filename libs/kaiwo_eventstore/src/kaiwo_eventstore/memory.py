@@ -119,13 +119,20 @@ class InMemoryEventStore:
             position = batch[-1].global_position + 1
 
     async def iter_by_type(
-        self, event_type: str, from_position: int = 1, *, batch_size: int = DEFAULT_BATCH
+        self,
+        event_type: str,
+        from_position: int = 1,
+        *,
+        batch_size: int = DEFAULT_BATCH,
+        correlated: Callable[[str], bool] | None = None,
     ) -> AsyncGenerator[Sequence[StoredEvent], None]:
         check_page(batch_size=batch_size)
         start = bisect.bisect_left(self._positions, from_position)
         batch: list[StoredEvent] = []
         for event in self._events[start:]:
-            if event.type == event_type:
+            if event.type == event_type and (
+                correlated is None or correlated(event.correlation_id)
+            ):
                 batch.append(event)
                 if len(batch) == batch_size:
                     yield batch

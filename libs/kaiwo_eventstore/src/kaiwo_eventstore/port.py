@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterable, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -75,11 +75,18 @@ class EventStore(Protocol):
         ...
 
     def iter_by_type(
-        self, event_type: str, from_position: int = 1, *, batch_size: int = DEFAULT_BATCH
+        self,
+        event_type: str,
+        from_position: int = 1,
+        *,
+        batch_size: int = DEFAULT_BATCH,
+        correlated: Callable[[str], bool] | None = None,
     ) -> AsyncGenerator[Sequence[StoredEvent], None]:
         """Every event of ``event_type`` from ``from_position`` on, in global order, in
         batches: replay reads each type it needs as a stream of its own, in bounded memory,
-        and decodes no event of another type."""
+        and decodes no event of another type. With ``correlated``, only the events whose
+        correlation id it accepts, the others not decoded (a replay process takes the plans
+        of some workloads). A batch holds up to ``batch_size`` events, and none is empty."""
         ...
 
     async def read_by_time(

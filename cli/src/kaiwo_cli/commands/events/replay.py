@@ -4,6 +4,7 @@ every recorded plan is reproduced byte for byte (exit 1 when one differs)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Annotated, Final
 
 import typer
@@ -12,6 +13,7 @@ from kaiwo_eventstore.explain import (
     short_plan_id,
 )
 from rich.console import Console
+from rich.markup import escape
 from rich.syntax import Syntax
 
 from kaiwo_cli.commands.events.store_access import (
@@ -24,6 +26,11 @@ from kaiwo_cli.commands.events.store_access import (
     store_url,
 )
 from kaiwo_cli.replay.comparison import PlanReplay, ReplayReport
+from kaiwo_cli.replay.processes import (
+    ReplayProcessError,
+    default_processes,
+    replay_in_processes,
+)
 from kaiwo_cli.replay.store import replay_from_store
 
 
@@ -40,20 +47,37 @@ def replay(
             "planner kept when it should have worked it out again).",
         ),
     ] = False,
+    processes: Annotated[
+        int | None,
+        typer.Option(
+            "--processes",
+            "-j",
+            min=1,
+            help="Replay processes, each judging the plans of some workloads (each also holds "
+            "the whole cluster). Default: one per core, at most 4; one with --workload.",
+        ),
+    ] = None,
     store: StoreOption = None,
     state_dir: StateDirOption = None,
 ) -> None:
     """Re-plan from the recorded observations; exit 1 when a recorded plan is not reproduced."""
     name_the_cluster(store, state_dir)
     console = stdout_console()
-    report: ReplayReport = run_coroutine(
-        _replay(
-            workload,
-            store_url(store, state_dir),
-            lambda plan: _print_verdict(console, plan),
-            fresh_contexts=fresh_contexts,
-        )
-    )
+    url = store_url(store, state_dir)
+    say = partial(_print_verdict, console)
+    count = 1 if workload else (processes or default_processes())
+    report: ReplayReport
+    if count == 1:
+        report = run_coroutine(_replay(workload, url, say, fresh_contexts=fresh_contexts))
+    else:
+        run_coroutine(_check_opens(url))  # one clear line when it does not, before any fork
+        try:
+            report = replay_in_processes(
+                url, processes=count, on_verdict=say, fresh_contexts=fresh_contexts
+            )
+        except ReplayProcessError as error:
+            console.print(f"[red]{escape(str(error))}[/]")
+            raise typer.Exit(2) from None
     total = report.reproduced + report.differ + report.skipped
     console.print(
         f"{total} plans, {report.reproduced} reproduced, {report.differ} differ, "
@@ -90,6 +114,11 @@ def _print_verdict(console: Console, plan: PlanReplay) -> None:
     console.file.write(f"{mark}  {line}\n")
     if plan.diff:
         console.print(Syntax(plan.diff, "diff", theme="ansi_dark", background_color="default"))
+
+
+async def _check_opens(url: str) -> None:
+    async with opened_store(url):
+        pass
 
 
 async def _replay(

@@ -9,7 +9,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any
 
 from kaiwo_eventstore.events import StoredEvent
-from kaiwo_eventstore.sql.rows import RowDecoder, decode_rows
+from kaiwo_eventstore.sql.rows import CORRELATION_COLUMN, RowDecoder, decode_rows
 
 
 async def prefetched(
@@ -18,9 +18,11 @@ async def prefetched(
     *,
     batch_size: int,
     decode: RowDecoder,
+    correlated: Callable[[str], bool] | None = None,
 ) -> AsyncGenerator[Sequence[StoredEvent], None]:
     """Decoded batches of ``fetch`` (raw rows from a position on, the position first in
-    each row); the next batch is fetched while this one is consumed.
+    each row); the next batch is fetched while this one is consumed. With ``correlated``,
+    only the rows whose correlation id it accepts are decoded and given.
 
     The prefetch lets the database (or SQLite's thread) work while Python decodes and the
     caller handles a batch. Close the iterator (``contextlib.aclosing``) when stopping early,
@@ -33,6 +35,8 @@ async def prefetched(
             pending = None
             if len(rows) == batch_size:
                 pending = asyncio.ensure_future(fetch(rows[-1][0] + 1))
+            if correlated is not None:
+                rows = [row for row in rows if correlated(row[CORRELATION_COLUMN])]
             if rows:
                 yield decode_rows(decode, rows)
     finally:

@@ -3,7 +3,7 @@ replay), by time, type and correlation."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Awaitable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -98,7 +98,12 @@ class SqlReader:
         return prefetched(fetch, from_position, batch_size=batch_size, decode=self._decode)
 
     def iter_by_type(
-        self, event_type: str, from_position: int = 1, *, batch_size: int = DEFAULT_BATCH
+        self,
+        event_type: str,
+        from_position: int = 1,
+        *,
+        batch_size: int = DEFAULT_BATCH,
+        correlated: Callable[[str], bool] | None = None,
     ) -> AsyncGenerator[Sequence[StoredEvent], None]:
         check_page(batch_size=batch_size)
 
@@ -108,7 +113,9 @@ class SqlReader:
                     connection, event_type=event_type, from_position=position, limit=batch_size
                 )
 
-        return prefetched(fetch, from_position, batch_size=batch_size, decode=self._decode)
+        return prefetched(
+            fetch, from_position, batch_size=batch_size, correlated=correlated, decode=self._decode
+        )
 
     async def read_by_time(
         self,

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from kaiwo_eventstore.bulk import cyclic_gc_paused
 from kaiwo_eventstore.codec import decode_document
 from kaiwo_eventstore.events import StoredEvent
 
 _new_event = StoredEvent._make
+CORRELATION_COLUMN: Final = StoredEvent._fields.index("correlation_id")
+"""Where a raw row (its columns in StoredEvent's field order) holds the correlation id."""
 RowDecoder = Callable[[tuple[Any, ...]], StoredEvent]
 
 

@@ -257,14 +257,21 @@ class SqliteFileEventStore:
         return prefetched(fetch, from_position, batch_size=batch_size, decode=_decode)
 
     def iter_by_type(
-        self, event_type: str, from_position: int = 1, *, batch_size: int = DEFAULT_BATCH
+        self,
+        event_type: str,
+        from_position: int = 1,
+        *,
+        batch_size: int = DEFAULT_BATCH,
+        correlated: Callable[[str], bool] | None = None,
     ) -> AsyncGenerator[Sequence[StoredEvent], None]:
         check_page(batch_size=batch_size)
 
         async def fetch(position: int) -> list[Any]:
             return await self._run(self._rows, SQLITE_TYPE, (event_type, position, batch_size))
 
-        return prefetched(fetch, from_position, batch_size=batch_size, decode=_decode)
+        return prefetched(
+            fetch, from_position, batch_size=batch_size, correlated=correlated, decode=_decode
+        )
 
     async def read_by_time(
         self,

@@ -142,9 +142,16 @@ class SqlEventStore:
         return self._reader.iter_all(from_position, batch_size=batch_size, to_position=to_position)
 
     def iter_by_type(
-        self, event_type: str, from_position: int = 1, *, batch_size: int = DEFAULT_BATCH
+        self,
+        event_type: str,
+        from_position: int = 1,
+        *,
+        batch_size: int = DEFAULT_BATCH,
+        correlated: Callable[[str], bool] | None = None,
     ) -> AsyncGenerator[Sequence[StoredEvent], None]:
-        return self._reader.iter_by_type(event_type, from_position, batch_size=batch_size)
+        return self._reader.iter_by_type(
+            event_type, from_position, batch_size=batch_size, correlated=correlated
+        )
 
     async def read_by_time(
         self,

@@ -1,0 +1,82 @@
+"""Replay in several processes: how plans are split among them, and how their verdicts come
+back in publishing order (the processes played by hand over real pipes)."""
+
+from __future__ import annotations
+
+import multiprocessing
+from multiprocessing.connection import Connection
+
+import pytest
+from kaiwo_cli.replay.comparison import PlanReplay
+from kaiwo_cli.replay.processes import ReplayProcessError, _Done, _merged
+from kaiwo_cli.replay.recorded import Shard
+
+
+def verdict(obs_sequence: int, position: int) -> PlanReplay:
+    return PlanReplay(
+        event_id=f"plan-{position}",
+        position=position,
+        owner="KaiwoJob/team-a/train",
+        trigger="observation",
+        planned_at=None,
+        obs_sequence=obs_sequence,
+        outcome="reproduced",
+        order=(obs_sequence, 0, 0, position),
+    )
+
+
+def done(reproduced: int) -> _Done:
+    return _Done(
+        tally={"reproduced": reproduced, "differs": 0, "skipped": 0},
+        observations=9,
+        late_observations=0,
+    )
+
+
+def pipes(count: int) -> tuple[list[Connection], list[Connection]]:
+    pairs = [multiprocessing.Pipe(duplex=False) for _ in range(count)]
+    return [receiving for receiving, _ in pairs], [sending for _, sending in pairs]
+
+
+def test_every_correlation_belongs_to_exactly_one_shard() -> None:
+    workloads = [f"uid-{n}" for n in range(200)]
+
+    for count in (1, 2, 3, 4):
+        shards = [Shard(index, count) for index in range(count)]
+        owners = [[shard for shard in shards if shard.holds(uid)] for uid in workloads]
+        assert all(len(owning) == 1 for owning in owners)
+        if count > 1:  # and the split is not lopsided
+            sizes = [sum(1 for owning in owners if owning == [shard]) for shard in shards]
+            assert min(sizes) >= 200 // count // 2
+
+
+@pytest.mark.parametrize(("index", "count"), [(-1, 2), (2, 2), (0, 0)])
+def test_a_shard_outside_its_count_is_refused(index: int, count: int) -> None:
+    with pytest.raises(ValueError, match="the index must be from 0 to count - 1"):
+        Shard(index, count)
+
+
+def test_verdicts_come_back_in_publishing_order_while_a_process_runs_ahead() -> None:
+    receiving, sending = pipes(2)
+    # Process 0 has judged all its plans before process 1 sends its first.
+    sending[0].send([verdict(1, 10), verdict(4, 40), verdict(6, 60)])
+    sending[0].send(done(3))
+    sending[1].send([verdict(2, 20), verdict(3, 30)])
+    sending[1].send([verdict(5, 50)])
+    sending[1].send(done(3))
+    given: list[int] = []
+
+    reports = _merged(receiving, lambda v: given.append(v.position))
+
+    assert given == [10, 20, 30, 40, 50, 60]
+    assert [report.tally["reproduced"] for report in reports] == [3, 3]
+
+
+def test_a_process_that_ends_without_its_report_stops_the_replay() -> None:
+    receiving, sending = pipes(2)
+    sending[0].send([verdict(1, 10)])
+    sending[0].close()  # killed before its report
+    sending[1].send(done(0))
+
+    with pytest.raises(ReplayProcessError, match="replay process 0 ended without a report"):
+        _merged(receiving, lambda _v: None)
