@@ -22,6 +22,7 @@ ahead until the others catch up (verdicts are small: a few hundred bytes each).
 from __future__ import annotations
 
 import asyncio
+import gc
 import heapq
 import multiprocessing
 import os
@@ -185,6 +186,9 @@ def _combined(done: list[_Done]) -> ReplayReport:
 
 def _replay_shard(url: str, shard: Shard, fresh_contexts: bool, channel: Connection) -> None:
     """A replay process: its shard's verdicts to ``channel`` in batches, then its figures."""
+    # Replay pauses the cyclic collector throughout; left paused, it does not walk the whole
+    # projection once more at the end of a process that is about to exit.
+    gc.disable()
     try:
         report = asyncio.run(_replayed(url, shard, fresh_contexts, channel))
         channel.send(
