@@ -28,6 +28,7 @@ from kaiwo_cli.replay.recorded import (
     OBSERVED_TYPE,
     PLAN_TYPE,
     SCALE_TYPE,
+    PlanOrder,
     Shard,
     decided_plan,
     finding_of,
@@ -213,7 +214,7 @@ async def _plans_in_order(
     owner_uid: str | None,
 ) -> AsyncIterator[StoredEvent]:
     """The recorded plans (of ``owner_uid``, or all) in publishing order over a window."""
-    heap: list[tuple[tuple[int, int, int, int], StoredEvent]] = []
+    heap: list[tuple[PlanOrder, StoredEvent]] = []
     try:
         async for batch in batches:
             for event in batch:
