@@ -4,11 +4,19 @@ back in publishing order (the processes played by hand over real pipes)."""
 from __future__ import annotations
 
 import multiprocessing
+import os
 from multiprocessing.connection import Connection
+from pathlib import Path
 
 import pytest
 from kaiwo_cli.replay.comparison import PlanReplay
-from kaiwo_cli.replay.processes import ReplayProcessError, _Done, _merged
+from kaiwo_cli.replay.processes import (
+    MOST_DEFAULT_PROCESSES,
+    ReplayProcessError,
+    _Done,
+    _merged,
+    default_processes,
+)
 from kaiwo_cli.replay.recorded import Shard
 
 
@@ -80,3 +88,23 @@ def test_a_process_that_ends_without_its_report_stops_the_replay() -> None:
 
     with pytest.raises(ReplayProcessError, match="replay process 0 ended without a report"):
         _merged(receiving, lambda _v: None)
+
+
+def test_by_default_one_process_per_core_it_may_use_at_most_four(tmp_path: Path) -> None:
+    cores = len(os.sched_getaffinity(0))
+    no_file = tmp_path / "absent"
+    unlimited = tmp_path / "unlimited"
+    unlimited.write_text("max 100000\n")
+    one_cpu = tmp_path / "one"
+    one_cpu.write_text("100000 100000\n")
+    half_a_cpu = tmp_path / "half"
+    half_a_cpu.write_text("50000 100000\n")
+    three_cpus = tmp_path / "three"
+    three_cpus.write_text("300000 100000\n")
+
+    expected = min(cores, MOST_DEFAULT_PROCESSES)
+    assert default_processes(no_file) == expected
+    assert default_processes(unlimited) == expected
+    assert default_processes(one_cpu) == 1
+    assert default_processes(half_a_cpu) == 1
+    assert default_processes(three_cpus) == min(cores, 3)

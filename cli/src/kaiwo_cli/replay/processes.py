@@ -31,6 +31,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
+from pathlib import Path
 from typing import Final
 
 from kaiwo_eventstore import open_event_store
@@ -54,14 +55,33 @@ class ReplayProcessError(RuntimeError):
     """A replay process stopped with an error (its message says which and why)."""
 
 
-def default_processes() -> int:
-    """One replay process per core this process may run on, at most
-    :data:`MOST_DEFAULT_PROCESSES`."""
+CGROUP_CPU_MAX: Final = Path("/sys/fs/cgroup/cpu.max")
+"""Where cgroup v2 says how much CPU time this process's group may use (``quota period``,
+or ``max period`` for no limit): a container's CPU limit."""
+
+
+def default_processes(cpu_max: Path = CGROUP_CPU_MAX) -> int:
+    """One replay process per core this process may use, at most
+    :data:`MOST_DEFAULT_PROCESSES`: the cores it may run on, fewer under a CPU limit (in a
+    pod limited to one CPU, a second process would only repeat the reading of the
+    observations)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
+    limit = _cpu_limit(cpu_max)
+    if limit is not None:
+        cores = min(cores, limit)
     return max(1, min(cores, MOST_DEFAULT_PROCESSES))
+
+
+def _cpu_limit(cpu_max: Path) -> int | None:
+    """Whole CPUs the cgroup's quota allows (at least 1), or None without a quota."""
+    try:
+        quota, period = cpu_max.read_text().split()[:2]
+        return max(1, int(quota) // int(period))
+    except (OSError, ValueError):  # no cgroup v2 file, "max", or a form not known here
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,7 +54,8 @@ def replay(
             "-j",
             min=1,
             help="Replay processes, each judging the plans of some workloads (each also holds "
-            "the whole cluster). Default: one per core, at most 4; one with --workload.",
+            "the whole cluster). Default: one per core it may use (a CPU limit counts), at "
+            "most 4; one with --workload.",
         ),
     ] = None,
     store: StoreOption = None,
