@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+from collections import deque
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from kaiwo_cli.replay.processes import (
     ReplayProcessError,
     _Done,
     _merged,
+    _readable,
     default_processes,
 )
 from kaiwo_cli.replay.recorded import Shard
@@ -78,6 +80,27 @@ def test_verdicts_come_back_in_publishing_order_while_a_process_runs_ahead() -> 
 
     assert given == [10, 20, 30, 40, 50, 60]
     assert [report.tally["reproduced"] for report in reports] == [3, 3]
+
+
+def test_the_verdicts_held_for_a_process_that_runs_ahead_are_bounded() -> None:
+    receiving, sending = pipes(2)
+    sending[0].send([verdict(n, n) for n in (1, 3, 5)])
+    sending[0].send([verdict(n, n) for n in (7, 9, 11)])
+    sending[0].send(done(6))
+    sending[1].send([verdict(2, 2)])
+    sending[1].send([verdict(4, 4)])
+    sending[1].send(done(2))
+    given: list[int] = []
+
+    reports = _merged(receiving, lambda v: given.append(v.position), hold=2)
+
+    assert given == [1, 2, 3, 4, 5, 7, 9, 11]
+    assert len(reports) == 2
+    # Holding 2 or more of one process's verdicts, the parent reads only from the other.
+    ahead = deque([verdict(1, 1), verdict(3, 3)])
+    channels = {receiving[0]: 0, receiving[1]: 1}
+    assert _readable(channels, [ahead, deque()], 2) == [receiving[1]]
+    assert _readable(channels, [deque([verdict(1, 1)]), deque()], 2) == receiving
 
 
 def test_a_process_that_ends_without_its_report_stops_the_replay() -> None:

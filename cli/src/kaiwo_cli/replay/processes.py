@@ -16,7 +16,8 @@ same process moved the replay past it.
 
 Order. Each process gives its verdicts in publishing order; the parent merges them by
 :attr:`~kaiwo_cli.replay.comparison.PlanReplay.order`, holding those of a process that runs
-ahead until the others catch up (verdicts are small: a few hundred bytes each).
+ahead until the others catch up, up to :data:`HELD_PER_PROCESS`; past that it stops reading
+from that process, which then waits.
 """
 
 from __future__ import annotations
@@ -142,13 +143,20 @@ def replay_in_processes(
     return _combined(done)
 
 
-def _merged(channels: list[Connection], on_verdict: VerdictSink) -> list[_Done]:
+HELD_PER_PROCESS: Final = 8 * VERDICTS_PER_MESSAGE
+"""Verdicts the parent holds for a process that runs ahead before it stops reading from it
+(the process then waits on its full pipe): the parent's memory stays bounded."""
+
+
+def _merged(
+    channels: list[Connection], on_verdict: VerdictSink, *, hold: int = HELD_PER_PROCESS
+) -> list[_Done]:
     """Every process's verdicts to ``on_verdict`` in publishing order; their last messages."""
     pending: list[deque[PlanReplay]] = [deque() for _ in channels]
     done: list[_Done | None] = [None] * len(channels)
     open_channels = {channel: index for index, channel in enumerate(channels)}
     while open_channels:
-        for ready in wait(list(open_channels)):
+        for ready in wait(_readable(open_channels, pending, hold)):
             assert isinstance(ready, Connection)
             index = open_channels[ready]
             message = _received(ready, index)
@@ -159,6 +167,14 @@ def _merged(channels: list[Connection], on_verdict: VerdictSink) -> list[_Done]:
                 pending[index].extend(message)
         _give_in_order(pending, lambda index: done[index] is not None, on_verdict)
     return [message for message in done if message is not None]
+
+
+def _readable(
+    open_channels: dict[Connection, int], pending: list[deque[PlanReplay]], hold: int
+) -> list[Connection]:
+    """The channels to read from: those of processes with fewer than ``hold`` verdicts held.
+    Never none: after verdicts are given in order, some running process has none held."""
+    return [channel for channel, index in open_channels.items() if len(pending[index]) < hold]
 
 
 def _received(channel: Connection, index: int) -> _Done | list[PlanReplay]:
