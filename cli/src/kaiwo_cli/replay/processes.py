@@ -1,4 +1,4 @@
-"""Replay in several processes: the recorded plans split by owner (:class:`Shard`), one
+"""Replay in several processes: the recorded plans split by workload (:class:`Shard`), one
 process per part, the verdicts given back in publishing order.
 
 Why processes. Replay is CPU-bound Python: one process uses one core. The planner's work per
