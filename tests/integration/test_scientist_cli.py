@@ -139,13 +139,15 @@ async def test_on_the_fake_a_scientist_submits_follows_and_inspects_a_job_with_n
         assert queues.exit_code == 0, queues.output
         assert re.search(r"ml-team\s+team-nlp\s+team-nlp", queues.output), queues.output
 
-        # The recorder stores events as they come: the last plan may land a moment later.
+        # The recorder stores events as they come, in its own process: on a loaded machine
+        # it may not have stored the workload's observations yet, or its last plan.
         for _ in range(30):
             explained = await kaiwo(*explain, env=env)
-            assert explained.exit_code == 0, explained.output
-            if "status COMPLETE" in explained.output:
+            if explained.exit_code == 0 and "status COMPLETE" in explained.output:
                 break
+            assert explained.exit_code == 0 or "no recorded observation" in explained.output
             await asyncio.sleep(0.5)
+        assert explained.exit_code == 0, explained.output
         assert "status COMPLETE" in explained.output, explained.output
         via_child = await kaiwo("events", "explain", f"Job/ml-team/{NAME}-download", env=env)
         # stdout: stderr names the cluster the events are of (decision 0042).
