@@ -10,6 +10,7 @@ import aiohttp
 import pytest
 from kaiwo_runtime.health import HealthServer, ReadinessCheck
 from kaiwo_runtime.metrics import MetricsRegistry
+from kaiwo_runtime.settings import ServiceSettings
 
 
 async def passes() -> bool:
@@ -112,3 +113,23 @@ async def test_an_inherited_socket_is_served_and_stays_open_for_the_next_start(
                     assert response.status == 200
         assert inherited.fileno() >= 0
         assert inherited.getsockname()[1] == port  # still bound: no one else can take it
+
+
+async def test_a_service_serves_the_socket_its_settings_say_it_inherited(
+    http: aiohttp.ClientSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What every service does with ``KAIWO_HEALTH_LISTEN_FD``, which ``kaiwo up`` sets."""
+    with socket.socket() as inherited:
+        inherited.bind(("127.0.0.1", 0))
+        inherited.listen()
+        port = inherited.getsockname()[1]
+        monkeypatch.setenv("KAIWO_HEALTH_PORT", "1")
+        monkeypatch.setenv("KAIWO_HEALTH_LISTEN_FD", str(inherited.fileno()))
+
+        health = HealthServer.of_service(
+            ServiceSettings(), metrics=MetricsRegistry(), checks={"nats": fails}
+        )
+        async with health:
+            assert health.port == port
+            async with http.get(f"http://127.0.0.1:{port}/readyz") as response:
+                assert response.status == 503

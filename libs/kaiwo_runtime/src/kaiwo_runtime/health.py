@@ -14,11 +14,14 @@ import os
 import socket
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from aiohttp import web
 
 from kaiwo_runtime.metrics import EXPOSITION_CONTENT_TYPE, MetricsRegistry
+
+if TYPE_CHECKING:
+    from kaiwo_runtime.settings import ServiceSettings
 
 ReadinessCheck = Callable[[], Awaitable[bool]]
 """Returns True when ready; False or an exception means not ready."""
@@ -48,6 +51,24 @@ class HealthServer:
         self._check_timeout = check_timeout
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
+
+    @classmethod
+    def of_service(
+        cls,
+        settings: ServiceSettings,
+        *,
+        metrics: MetricsRegistry,
+        checks: Mapping[str, ReadinessCheck] | None = None,
+    ) -> HealthServer:
+        """A service's endpoint where its settings put it: ``health_host`` and
+        ``health_port``, or the socket ``health_listen_fd`` it inherited."""
+        return cls(
+            metrics=metrics,
+            checks=checks,
+            host=settings.health_host,
+            port=settings.health_port,
+            listen_fd=settings.health_listen_fd,
+        )
 
     @property
     def port(self) -> int:

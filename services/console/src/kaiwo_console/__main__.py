@@ -136,13 +136,7 @@ async def serve(
         await site.start()
         host, port = runner.addresses[0][:2]
         url = f"http://{host}:{port}/"
-        health = HealthServer(
-            metrics=metrics.registry,
-            checks=checks,
-            host=settings.health_host,
-            port=settings.health_port,
-            listen_fd=settings.health_listen_fd,
-        )
+        health = HealthServer.of_service(settings, metrics=metrics.registry, checks=checks)
         async with health:
             log.info(
                 "console started",

@@ -90,13 +90,7 @@ async def serve(settings: ExecutorSettings, stop: asyncio.Event) -> None:
             "nats": nats_connected,
             "kubernetes": kubernetes_reachable,
         }
-        health = HealthServer(
-            metrics=metrics.registry,
-            checks=checks,
-            host=settings.health_host,
-            port=settings.health_port,
-            listen_fd=settings.health_listen_fd,
-        )
+        health = HealthServer.of_service(settings, metrics=metrics.registry, checks=checks)
         freeze_startup_objects()
         async with health:
             log.info(

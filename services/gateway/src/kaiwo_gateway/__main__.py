@@ -147,13 +147,7 @@ async def serve(
         site = web.TCPSite(runner, settings.gateway_host, settings.gateway_port)
         await site.start()
         port = runner.addresses[0][1]
-        health = HealthServer(
-            metrics=metrics.registry,
-            checks=checks,
-            host=settings.health_host,
-            port=settings.health_port,
-            listen_fd=settings.health_listen_fd,
-        )
+        health = HealthServer.of_service(settings, metrics=metrics.registry, checks=checks)
         async with health:
             log.info(
                 "gateway started",

@@ -116,13 +116,7 @@ async def serve(settings: MonitorSettings, stop: asyncio.Event) -> None:
             "kubernetes": kubernetes_reachable,
             "metrics-endpoint": scraping,
         }
-        health = HealthServer(
-            metrics=metrics.registry,
-            checks=checks,
-            host=settings.health_host,
-            port=settings.health_port,
-            listen_fd=settings.health_listen_fd,
-        )
+        health = HealthServer.of_service(settings, metrics=metrics.registry, checks=checks)
         async with health:
             log.info(
                 "monitor started",

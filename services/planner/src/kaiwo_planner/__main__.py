@@ -150,12 +150,10 @@ async def serve(settings: PlannerSettings, stop: asyncio.Event) -> int:
             group.create_task(service.run(stop))
             group.create_task(share_once_started())
 
-    health = HealthServer(
+    health = HealthServer.of_service(
+        settings,
         metrics=metrics.registry,
         checks={"nats": nats_connected, "projection": projection_ready},
-        host=settings.health_host,
-        port=settings.health_port,
-        listen_fd=settings.health_listen_fd,
     )
     freeze_startup_objects()
     try:

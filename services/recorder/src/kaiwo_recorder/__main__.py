@@ -123,12 +123,10 @@ async def serve(settings: RecorderSettings, stop: asyncio.Event) -> None:
         return bool(bus.client.is_connected)
 
     freeze_startup_objects()
-    health = HealthServer(
+    health = HealthServer.of_service(
+        settings,
         metrics=metrics.registry,
         checks={"nats": nats_connected, "eventstore": service.store_ready},
-        host=settings.health_host,
-        port=settings.health_port,
-        listen_fd=settings.health_listen_fd,
     )
     try:
         async with health:

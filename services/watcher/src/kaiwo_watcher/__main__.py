@@ -90,13 +90,7 @@ async def serve(settings: WatcherSettings, stop: asyncio.Event) -> None:
             "initial-lists": kinds_listed,
             "publishing": service.publishing,
         }
-        health = HealthServer(
-            metrics=metrics.registry,
-            checks=checks,
-            host=settings.health_host,
-            port=settings.health_port,
-            listen_fd=settings.health_listen_fd,
-        )
+        health = HealthServer.of_service(settings, metrics=metrics.registry, checks=checks)
 
         async def refused(message: Any) -> None:
             try:
