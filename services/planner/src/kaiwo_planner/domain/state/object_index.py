@@ -31,7 +31,7 @@ order the objects came in.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
@@ -139,20 +139,10 @@ class ObjectIndex:
 
     def adding(self, entry: Entry) -> ObjectIndex:
         """This index with ``entry`` filed (an entry of its uid must have been removed)."""
-        key = entry.sort_key
-        children, workloads = self.children, self.kueue_workloads
-        labelled, listed = self.labelled, self.listed
-        if entry.category == KUEUE_WORKLOAD:
-            for owner in entry.owners:
-                workloads = _put(workloads, owner, key, entry.object)
-        elif entry.category == OBJECT:
-            for owner in entry.owners:
-                children = _put(children, owner, key, entry.object)
-            for group in entry.label_groups:
-                labelled = _put(labelled, group, key, entry.object)
-        kind = (entry.identity[0], entry.identity[1])
-        if kind in LISTED_KINDS:
-            listed = _put(listed, kind, key, entry.object)
+        key, obj = entry.sort_key, entry.object
+        children, workloads, labelled, listed = self._regrouped(
+            entry, lambda groups, group: _put(groups, group, key, obj)
+        )
         uses = self.queue_uses
         if entry.queue_use is not None:
             uses = uses.insert(entry.queue_use, uses.get(entry.queue_use, 0) + 1)
@@ -170,19 +160,9 @@ class ObjectIndex:
     def removing(self, entry: Entry) -> ObjectIndex:
         """This index without ``entry`` (which it must hold)."""
         key = entry.sort_key
-        children, workloads = self.children, self.kueue_workloads
-        labelled, listed = self.labelled, self.listed
-        if entry.category == KUEUE_WORKLOAD:
-            for owner in entry.owners:
-                workloads = _drop(workloads, owner, key)
-        elif entry.category == OBJECT:
-            for owner in entry.owners:
-                children = _drop(children, owner, key)
-            for group in entry.label_groups:
-                labelled = _drop(labelled, group, key)
-        kind = (entry.identity[0], entry.identity[1])
-        if kind in LISTED_KINDS:
-            listed = _drop(listed, kind, key)
+        children, workloads, labelled, listed = self._regrouped(
+            entry, lambda groups, group: _drop(groups, group, key)
+        )
         uses = self.queue_uses
         if entry.queue_use is not None:
             count = uses.get(entry.queue_use, 0) - 1
@@ -219,19 +199,9 @@ class ObjectIndex:
         if same != (old,):  # two entries of one identity (a deletion missed): keep the order
             return self.removing(old).adding(new)
         key, obj = new.sort_key, new.object
-        children, workloads = self.children, self.kueue_workloads
-        labelled, listed = self.labelled, self.listed
-        if new.category == KUEUE_WORKLOAD:
-            for owner in new.owners:
-                workloads = _put(workloads, owner, key, obj)
-        elif new.category == OBJECT:
-            for owner in new.owners:
-                children = _put(children, owner, key, obj)
-            for group in new.label_groups:
-                labelled = _put(labelled, group, key, obj)
-        kind = (new.identity[0], new.identity[1])
-        if kind in LISTED_KINDS:
-            listed = _put(listed, kind, key, obj)
+        children, workloads, labelled, listed = self._regrouped(
+            new, lambda groups, group: _put(groups, group, key, obj)
+        )
         return ObjectIndex(
             by_uid=self.by_uid.insert(new.uid, new),
             by_identity=self.by_identity.insert(new.identity, (new,)),
@@ -241,6 +211,26 @@ class ObjectIndex:
             listed=listed,
             queue_uses=self.queue_uses,
         )
+
+    def _regrouped(
+        self, entry: Entry, change: Callable[[Groups, object], Groups]
+    ) -> tuple[Groups, Groups, Groups, Groups]:
+        """``children``, ``kueue_workloads``, ``labelled`` and ``listed`` with ``change`` made
+        to each group ``entry`` is filed under: where adding, removing and replacing agree."""
+        children, workloads = self.children, self.kueue_workloads
+        labelled, listed = self.labelled, self.listed
+        if entry.category == KUEUE_WORKLOAD:
+            for owner in entry.owners:
+                workloads = change(workloads, owner)
+        elif entry.category == OBJECT:
+            for owner in entry.owners:
+                children = change(children, owner)
+            for group in entry.label_groups:
+                labelled = change(labelled, group)
+        kind = (entry.identity[0], entry.identity[1])
+        if kind in LISTED_KINDS:
+            listed = change(listed, kind)
+        return children, workloads, labelled, listed
 
     # ------------------------------------------------------------------ reading
 
