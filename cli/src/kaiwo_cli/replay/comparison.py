@@ -11,7 +11,7 @@ from collections.abc import (
 )
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 import yaml
 from kaiwo_contracts.confinement import preemption_target_ref
@@ -81,6 +81,11 @@ class ReplayReport:
 
 
 VerdictSink = Callable[[PlanReplay], None]
+
+
+def no_verdicts() -> dict[Outcome, int]:
+    """A tally of verdicts by outcome, every outcome at 0."""
+    return dict.fromkeys(get_args(Outcome), 0)
 
 
 def judge_plan(

@@ -38,7 +38,13 @@ from typing import Final
 from kaiwo_eventstore import open_event_store
 from kaiwo_runtime.redaction import redact_secrets
 
-from kaiwo_cli.replay.comparison import Outcome, PlanReplay, ReplayReport, VerdictSink
+from kaiwo_cli.replay.comparison import (
+    Outcome,
+    PlanReplay,
+    ReplayReport,
+    VerdictSink,
+    no_verdicts,
+)
 from kaiwo_cli.replay.recorded import Shard
 from kaiwo_cli.replay.store import replay_from_store
 
@@ -206,7 +212,7 @@ def _give_in_order(
 
 
 def _combined(done: list[_Done]) -> ReplayReport:
-    tally: dict[Outcome, int] = {"reproduced": 0, "differs": 0, "skipped": 0}
+    tally = no_verdicts()
     for part in done:
         for outcome, count in part.tally.items():
             tally[outcome] += count

@@ -20,12 +20,12 @@ from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 
 from kaiwo_cli.replay.comparison import (
     UNPARSABLE,
-    Outcome,
     PlanFunction,
     PlanReplay,
     ReplayReport,
     VerdictSink,
     judge_plan,
+    no_verdicts,
     skipped_verdict,
 )
 from kaiwo_cli.replay.recorded import (
@@ -135,7 +135,7 @@ class Replayer:
         self.observations = 0
         self.obs_through = 0
         self._kept: list[PlanReplay] = []
-        self._tally: dict[Outcome, int] = {"reproduced": 0, "differs": 0, "skipped": 0}
+        self._tally = no_verdicts()
 
     def apply_observations(self, items: Iterable[tuple[int, ObservedObjectV1]]) -> None:
         for sequence, payload in items:
