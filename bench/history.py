@@ -43,6 +43,7 @@ from kaiwo_runtime.kv import MemoryKeyValue
 from kaiwo_runtime.logging import configure_logging
 from kaiwo_runtime.memory_bus import MemoryBus
 from kaiwo_runtime.memory_jetstream import MemoryJetStream
+from kaiwo_watcher.observation import without_field_sets
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 NAMESPACE = "ml-team"
@@ -536,7 +537,10 @@ def observed(
         uid=uid,
         resource_version=version,
         event_type=event_type,
-        object={**obj, "metadata": {**meta, "uid": uid, "resourceVersion": version}},
+        # As the watcher publishes it: managedFields without their field sets.
+        object=without_field_sets(
+            {**obj, "metadata": {**meta, "uid": uid, "resourceVersion": version}}
+        ),
     )
     envelope = Envelope.new(
         data=payload,

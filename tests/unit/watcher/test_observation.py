@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 from kaiwo_kube import resources
+from kaiwo_planner.domain.state.index_entry import written_last_by_operator
 from kaiwo_watcher.observation import (
     KnownObject,
     child_owner,
@@ -93,6 +94,93 @@ def test_observe_builds_the_envelope_and_subject():
     assert envelope.data.object == job
     headers, _ = envelope.to_nats()
     assert headers["Nats-Msg-Id"] == f"{JOB_UID}:417"
+
+
+def _managed(manager: str, time: str, **extra: object) -> dict[str, object]:
+    return {
+        "manager": manager,
+        "operation": "Apply",
+        "apiVersion": "batch/v1",
+        "time": time,
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:spec": {"f:parallelism": {}}, "f:metadata": {"f:labels": {}}},
+        **extra,
+    }
+
+
+def test_managed_fields_are_published_without_their_field_sets():
+    entries = [
+        _managed("kaiwo", "2026-03-01T12:00:00Z"),
+        _managed("kube-controller-manager", "2026-03-01T12:00:05Z", subresource="status"),
+        "not-an-entry",
+    ]
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "train",
+            "uid": JOB_UID,
+            "resourceVersion": "5",
+            "managedFields": entries,
+        },
+    }
+    published = observe(job, target=CHILD, event_type="MODIFIED", time=NOW).envelope.data.object
+
+    assert published["metadata"]["managedFields"] == [
+        {
+            "manager": "kaiwo",
+            "operation": "Apply",
+            "apiVersion": "batch/v1",
+            "time": "2026-03-01T12:00:00Z",
+        },
+        {
+            "manager": "kube-controller-manager",
+            "operation": "Apply",
+            "apiVersion": "batch/v1",
+            "time": "2026-03-01T12:00:05Z",
+            "subresource": "status",
+        },
+        "not-an-entry",
+    ]
+    assert {
+        key: value for key, value in published["metadata"].items() if key != "managedFields"
+    } == {
+        "name": "train",
+        "uid": JOB_UID,
+        "resourceVersion": "5",
+    }
+    assert job["metadata"]["managedFields"] is entries  # the object read is left as it was
+    assert "fieldsV1" in entries[0]
+
+
+@pytest.mark.parametrize(
+    ("newest", "by_operator"),
+    [
+        ([_managed("kaiwo", "2026-03-01T12:00:09Z")], True),
+        ([_managed("kubectl", "2026-03-01T12:00:09Z")], False),
+        ([_managed("kubectl", "2026-03-01T12:00:09Z", subresource="status")], False),
+        ([_managed("kaiwo", "2026-03-01T12:00:09Z"), _managed("x", "2026-03-01T12:00:09Z")], False),
+    ],
+)
+def test_the_planner_reads_the_same_last_writer_from_what_is_published(newest, by_operator):
+    entries = [_managed("kubectl", "2026-03-01T12:00:01Z"), *newest]
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j", "uid": JOB_UID, "resourceVersion": "5", "managedFields": entries},
+    }
+    published = observe(job, target=CHILD, event_type="MODIFIED", time=NOW).envelope.data.object
+    assert written_last_by_operator(job) is by_operator
+    assert written_last_by_operator(published) is by_operator
+
+
+def test_an_object_without_managed_fields_is_published_as_read():
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "n", "uid": "n-1", "resourceVersion": "9"},
+    }
+    assert observe(node, target=NODES, event_type="SYNC", time=NOW).envelope.data.object == node
 
 
 def test_list_items_without_type_meta_get_it_from_the_target():

@@ -15,6 +15,9 @@ DELETED event fell into a 410 gap) has no resourceVersion of its own: its id is
 ``<uid>:deleted`` (a uid is deleted once, so every replica infers the same id), its payload's
 ``resourceVersion`` is the relist's (newer than anything seen of the object, so consumers that
 drop stale versions keep it), and its object is the identity the watcher remembered.
+
+What is published of an object is what the API server returned but the field sets of its
+``managedFields`` (:func:`published_form`, decision 0097): who wrote it, how and when stays.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from kaiwo_contracts.events.envelope import (
     Envelope,
@@ -135,6 +138,38 @@ def with_type_meta(obj: Mapping[str, Any], target: WatchTarget) -> dict[str, Any
     }
 
 
+FIELD_SET_KEYS: Final = frozenset({"fieldsType", "fieldsV1"})
+"""What a ``managedFields`` entry says of the fields its manager owns: a third of an observed
+Job's JSON, and read by nothing downstream (decision 0097)."""
+
+
+def published_form(obj: Mapping[str, Any], target: WatchTarget) -> dict[str, Any]:
+    """``obj`` as the watcher publishes it: with its type (:func:`with_type_meta`), and
+    :func:`without_field_sets`."""
+    return without_field_sets(with_type_meta(obj, target))
+
+
+def without_field_sets(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` with each ``managedFields`` entry without its field set (a copy where there
+    is one to drop). The planner reads who wrote an object last (manager, subresource and
+    time: ``written_last_by_operator``); no consumer reads which fields each manager owns,
+    and server-side apply keeps that on the API server."""
+    metadata = _metadata(obj)
+    entries = metadata.get("managedFields")
+    if not isinstance(entries, list) or not entries:
+        return obj
+    return {
+        **obj,
+        "metadata": {**metadata, "managedFields": [_without_field_set(e) for e in entries]},
+    }
+
+
+def _without_field_set(entry: Any) -> Any:
+    if not isinstance(entry, Mapping):
+        return entry
+    return {key: value for key, value in entry.items() if key not in FIELD_SET_KEYS}
+
+
 def observe(
     obj: Mapping[str, Any],
     *,
@@ -148,7 +183,7 @@ def observe(
     Raises ``ValueError`` (pydantic's ValidationError, SubjectError) for an object that
     cannot be an event (no uid, no resourceVersion).
     """
-    complete = with_type_meta(obj, target)
+    complete = published_form(obj, target)
     metadata = _metadata(complete)
     uid = str(metadata.get("uid") or "")
     resource_version = str(metadata.get("resourceVersion") or "")
