@@ -434,6 +434,54 @@ async def test_read_by_correlation(backend: Backend) -> None:
     assert len(await store.read_by_correlation("job-1", limit=1)) == 1
 
 
+async def test_read_by_subject_gives_the_events_of_one_object_and_types(backend: Backend) -> None:
+    """Finding a workload by name reads the history of that name only."""
+    store = backend.store
+    observed, plan = "ai.silogen.kaiwo.obs.observed.v1", "ai.silogen.kaiwo.plan.decided.v1"
+    await store.append(
+        [
+            event(1, kind=observed),  # subject team-a/job-1, as every event(n) is team-a/job-n
+            event(2, kind=observed),
+            event(3, kind=plan),
+            event(4, stream=NODE, kind=observed),
+        ]
+    )
+    later = [
+        NewEvent(
+            event_id=f"again:{n}",
+            stream_id=JOB,
+            type=kind,
+            subject="team-a/job-1",
+            time=T0 + timedelta(minutes=n),
+            source="/kaiwo/watcher",
+            correlation_id="job-1",
+            causation_id=None,
+            data={"number": 100 + n},
+            metadata={},
+        )
+        for n, kind in ((1, plan), (2, observed), (3, observed))
+    ]
+    await store.append(later)
+
+    found = await store.read_by_subject("team-a/job-1", [observed])
+    assert [e.data["number"] for e in found] == [1, 102, 103]
+    both = await store.read_by_subject("team-a/job-1", [observed, plan])
+    assert [e.data["number"] for e in both] == [1, 101, 102, 103]
+    assert [e.data["number"] for e in await store.read_by_subject("team-a/job-4", [observed])] == [
+        4
+    ]
+    assert [
+        e.data["number"] for e in await store.read_by_subject("team-a/job-1", [observed], limit=2)
+    ] == [1, 102]
+    after = await store.read_by_subject(
+        "team-a/job-1", [observed], from_position=found[1].global_position + 1
+    )
+    assert [e.data["number"] for e in after] == [103]
+    assert await store.read_by_subject("team-a/job-1", []) == []
+    assert await store.read_by_subject("team-b/job-1", [observed]) == []
+    assert await store.read_by_subject("team-a/job-3", [observed]) == []  # a plan only
+
+
 # ---------------------------------------------------------------------- tracking
 
 

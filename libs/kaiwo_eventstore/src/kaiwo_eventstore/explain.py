@@ -76,31 +76,36 @@ def parse_reference(text: str) -> tuple[str | None, str, str]:
 async def find_workload(store: EventStore, reference: str) -> WorkloadIdentity:
     """The workload ``NS/NAME`` (or ``KaiwoJob/NS/NAME``) names, or the workload that owns
     the child ``KIND/NS/NAME`` (e.g. ``Job/ml-team/train-download``), from the recorded
-    observations (the newest if the name was used by several objects over time)."""
+    observations (the newest if the name was used by several objects over time).
+
+    Reads the observations of that name (:meth:`~kaiwo_eventstore.EventStore.read_by_subject`)
+    and, for a child, its workload's stream: never the whole store, so finding a workload
+    takes the same time and memory however much else the store holds."""
     kind, namespace, name = parse_reference(reference)
     subject = f"{namespace}/{name}"
-    observed = await store.read_by_type([ObservedObjectV1.EVENT_TYPE])
+    observed = await store.read_by_subject(subject, [ObservedObjectV1.EVENT_TYPE])
     workload_kinds = {k.lower(): k for k in WORKLOAD_KINDS}
     if kind is None or kind.lower() in workload_kinds:
         wanted = (workload_kinds[kind.lower()],) if kind else WORKLOAD_KINDS
-        found = _newest(observed, lambda e: e.subject == subject and e.data.get("kind") in wanted)
+        found = _newest(observed, lambda e: e.data.get("kind") in wanted)
         if found is None:
             raise WorkloadNotFoundError(f"no recorded observation of a workload {subject}")
         return found
     child = [
         event
         for event in observed
-        if event.subject == subject
-        and str(event.data.get("kind", "")).lower() == kind.lower()
+        if str(event.data.get("kind", "")).lower() == kind.lower()
         and event.stream_id.startswith(WORKLOAD_STREAM_PREFIX)
     ]
     if not child:
         raise WorkloadNotFoundError(
             f"no recorded observation of a {kind} {subject} that belongs to a workload"
         )
-    owner_uid = child[-1].stream_id.removeprefix(WORKLOAD_STREAM_PREFIX)
+    stream = child[-1].stream_id
+    owner_uid = stream.removeprefix(WORKLOAD_STREAM_PREFIX)
     owner = _newest(
-        observed, lambda e: e.data.get("uid") == owner_uid and e.data.get("kind") in WORKLOAD_KINDS
+        [e for e in await store.read_stream(stream) if e.type == ObservedObjectV1.EVENT_TYPE],
+        lambda e: e.data.get("uid") == owner_uid and e.data.get("kind") in WORKLOAD_KINDS,
     )
     if owner is None:
         raise WorkloadNotFoundError(f"{kind} {subject} belongs to no recorded workload")

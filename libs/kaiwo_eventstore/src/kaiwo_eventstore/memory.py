@@ -164,6 +164,19 @@ class InMemoryEventStore:
             lambda event: event.correlation_id == correlation_id, from_position, limit
         )
 
+    async def read_by_subject(
+        self,
+        subject: str,
+        types: Iterable[str],
+        *,
+        from_position: int = 1,
+        limit: int | None = None,
+    ) -> list[StoredEvent]:
+        wanted = set(type_names(types))
+        return self._select(
+            lambda event: event.subject == subject and event.type in wanted, from_position, limit
+        )
+
     async def last_position(self) -> int:
         return self._positions[-1] if self._positions else 0
 

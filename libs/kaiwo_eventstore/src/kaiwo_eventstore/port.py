@@ -108,6 +108,19 @@ class EventStore(Protocol):
         self, correlation_id: str, *, from_position: int = 1, limit: int | None = None
     ) -> list[StoredEvent]: ...
 
+    async def read_by_subject(
+        self,
+        subject: str,
+        types: Iterable[str],
+        *,
+        from_position: int = 1,
+        limit: int | None = None,
+    ) -> list[StoredEvent]:
+        """Events of ``types`` about ``subject`` (an object's ``namespace/name``, or a
+        cluster-scoped object's name), in global order. Only those are decoded: finding a
+        workload by name reads one object's history, not every observation in the store."""
+        ...
+
     async def last_position(self) -> int:
         """The greatest global position stored; 0 when the store is empty."""
         ...

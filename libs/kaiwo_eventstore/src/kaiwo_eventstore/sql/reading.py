@@ -144,6 +144,22 @@ class SqlReader:
         statement = _after(from_position, limit).where(events.c.correlation_id == correlation_id)
         return await self._fetch(statement)
 
+    async def read_by_subject(
+        self,
+        subject: str,
+        types: Iterable[str],
+        *,
+        from_position: int = 1,
+        limit: int | None = None,
+    ) -> list[StoredEvent]:
+        wanted = type_names(types)
+        if not wanted:
+            return []
+        statement = _after(from_position, limit).where(
+            events.c.event_type.in_(wanted), events.c.subject == subject
+        )
+        return await self._fetch(statement)
+
     async def _fetch_rows(
         self, from_position: int, *, to_position: int | None, limit: int
     ) -> list[Any]:

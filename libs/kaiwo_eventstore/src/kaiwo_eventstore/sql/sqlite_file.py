@@ -304,6 +304,24 @@ class SqliteFileEventStore:
     ) -> list[StoredEvent]:
         return await self._after(from_position, limit, "correlation_id = ?", (correlation_id,))
 
+    async def read_by_subject(
+        self,
+        subject: str,
+        types: Iterable[str],
+        *,
+        from_position: int = 1,
+        limit: int | None = None,
+    ) -> list[StoredEvent]:
+        wanted = type_names(types)
+        if not wanted:
+            return []
+        return await self._after(
+            from_position,
+            limit,
+            "event_type IN (SELECT value FROM json_each(?)) AND subject = ?",
+            (json.dumps(list(wanted)), subject),
+        )
+
     # ------------------------------------------------------------------ the thread's side
 
     async def _run(self, call: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:

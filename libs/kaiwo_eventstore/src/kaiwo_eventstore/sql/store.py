@@ -174,3 +174,15 @@ class SqlEventStore:
         return await self._reader.read_by_correlation(
             correlation_id, from_position=from_position, limit=limit
         )
+
+    async def read_by_subject(
+        self,
+        subject: str,
+        types: Iterable[str],
+        *,
+        from_position: int = 1,
+        limit: int | None = None,
+    ) -> list[StoredEvent]:
+        return await self._reader.read_by_subject(
+            subject, types, from_position=from_position, limit=limit
+        )
