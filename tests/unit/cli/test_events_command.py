@@ -5,9 +5,11 @@ preemption, everything recorded by the recorder."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import re
+import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -576,6 +578,31 @@ def test_replay_of_one_workload_checks_only_its_plans(recorded: Recorded) -> Non
     assert "KaiwoJob/team-a/train" in result.output
     assert "KaiwoQueueConfig" not in result.output
     assert "0 differ" in result.output
+
+
+def test_replay_of_one_workload_leaves_the_other_workloads_plans_undecoded(
+    recorded: Recorded, tmp_path: Path
+) -> None:
+    """Only the workload's own plans are decoded (found by their correlation id): another
+    owner's plan whose stored bytes no longer read does not stop it, and the replay says
+    what it says on the intact store."""
+    copy = tmp_path / "damaged.db"
+    copy.write_bytes(recorded.path.read_bytes())
+    with contextlib.closing(sqlite3.connect(copy)) as database, database:
+        damaged = database.execute(
+            "UPDATE events SET data = ? WHERE event_type = ? AND correlation_id != ?",
+            (b"\x7fnot a document", "ai.silogen.kaiwo.plan.decided.v1", JOB_UID),
+        ).rowcount
+    assert damaged > 0
+
+    intact = run("replay", "--workload", "team-a/train", "--store", recorded.url)
+    result = run("replay", "--workload", "team-a/train", "--store", f"sqlite:///{copy}")
+
+    assert result.exit_code == 0, result.output
+    assert result.output == intact.output
+    assert "KaiwoJob/team-a/train" in result.output
+    whole = run("replay", "--processes", "1", "--store", f"sqlite:///{copy}")
+    assert whole.exit_code != 0  # the damage is there for a replay of every plan
 
 
 async def forge_a_plan(url: str) -> None:

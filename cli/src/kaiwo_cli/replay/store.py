@@ -98,8 +98,8 @@ async def replay_from_store(
     ) -> AsyncGenerator[Sequence[StoredEvent], None]:
         return store.iter_by_type(event_type, batch_size=batch_size, correlated=correlated)
 
-    # Another shard's plans are left in the store, not decoded.
-    plans = batches(PLAN_TYPE, None if shard is None else shard.holds)
+    # Another workload's or shard's plans are left in the store, not decoded.
+    plans = batches(PLAN_TYPE, _plans_wanted(workload_uid, shard))
 
     observations = _InStreamOrder(batches(OBSERVED_TYPE), read=observation_of)
     findings = _InStreamOrder(batches(FINDING_TYPE), read=finding_of)
@@ -143,6 +143,19 @@ async def replay_from_store(
             for source in (observations, findings, requests):
                 await source.close()
     return replayer.report(late_observations=observations.late)
+
+
+def _plans_wanted(workload_uid: str | None, shard: Shard | None) -> Callable[[str], bool] | None:
+    """Which plans to decode, by their correlation id: one workload's, one shard's, or all.
+
+    A plan's correlation id is its owner's uid, or, for a plan whose owner has none yet (a
+    GpuWorkload to create), the uid of the object it was planned for, which is what
+    :func:`owner_uid_of` falls back to: the planner publishes them so (its tests hold it).
+    So the plans this skips are never the workload's; :func:`_plans_in_order` still matches
+    each plan it reads by its owner."""
+    if workload_uid is not None:
+        return lambda correlation_id: correlation_id == workload_uid
+    return None if shard is None else shard.holds
 
 
 _COLLECT_EVERY: Final = 50_000
