@@ -154,8 +154,7 @@ class InMemoryEventStore:
     async def read_by_type(
         self, types: Iterable[str], *, from_position: int = 1, limit: int | None = None
     ) -> list[StoredEvent]:
-        wanted = set(type_names(types))
-        return self._select(lambda event: event.type in wanted, from_position, limit)
+        return self._of_types(types, from_position, limit)
 
     async def read_by_correlation(
         self, correlation_id: str, *, from_position: int = 1, limit: int | None = None
@@ -172,9 +171,22 @@ class InMemoryEventStore:
         from_position: int = 1,
         limit: int | None = None,
     ) -> list[StoredEvent]:
+        return self._of_types(types, from_position, limit, subject=subject)
+
+    def _of_types(
+        self,
+        types: Iterable[str],
+        from_position: int,
+        limit: int | None,
+        *,
+        subject: str | None = None,
+    ) -> list[StoredEvent]:
+        """Events of ``types`` (about ``subject`` only, when given)."""
         wanted = set(type_names(types))
         return self._select(
-            lambda event: event.subject == subject and event.type in wanted, from_position, limit
+            lambda event: event.type in wanted and (subject is None or event.subject == subject),
+            from_position,
+            limit,
         )
 
     async def last_position(self) -> int:

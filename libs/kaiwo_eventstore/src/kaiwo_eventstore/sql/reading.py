@@ -132,11 +132,7 @@ class SqlReader:
     async def read_by_type(
         self, types: Iterable[str], *, from_position: int = 1, limit: int | None = None
     ) -> list[StoredEvent]:
-        wanted = type_names(types)
-        if not wanted:
-            return []
-        statement = _after(from_position, limit).where(events.c.event_type.in_(wanted))
-        return await self._fetch(statement)
+        return await self._of_types(types, from_position, limit)
 
     async def read_by_correlation(
         self, correlation_id: str, *, from_position: int = 1, limit: int | None = None
@@ -152,12 +148,23 @@ class SqlReader:
         from_position: int = 1,
         limit: int | None = None,
     ) -> list[StoredEvent]:
+        return await self._of_types(types, from_position, limit, subject=subject)
+
+    async def _of_types(
+        self,
+        types: Iterable[str],
+        from_position: int,
+        limit: int | None,
+        *,
+        subject: str | None = None,
+    ) -> list[StoredEvent]:
+        """Events of ``types`` (about ``subject`` only, when given)."""
         wanted = type_names(types)
         if not wanted:
             return []
-        statement = _after(from_position, limit).where(
-            events.c.event_type.in_(wanted), events.c.subject == subject
-        )
+        statement = _after(from_position, limit).where(events.c.event_type.in_(wanted))
+        if subject is not None:
+            statement = statement.where(events.c.subject == subject)
         return await self._fetch(statement)
 
     async def _fetch_rows(

@@ -289,15 +289,7 @@ class SqliteFileEventStore:
     async def read_by_type(
         self, types: Iterable[str], *, from_position: int = 1, limit: int | None = None
     ) -> list[StoredEvent]:
-        wanted = type_names(types)
-        if not wanted:
-            return []
-        return await self._after(
-            from_position,
-            limit,
-            "event_type IN (SELECT value FROM json_each(?))",
-            (json.dumps(list(wanted)),),
-        )
+        return await self._of_types(types, from_position, limit)
 
     async def read_by_correlation(
         self, correlation_id: str, *, from_position: int = 1, limit: int | None = None
@@ -312,15 +304,26 @@ class SqliteFileEventStore:
         from_position: int = 1,
         limit: int | None = None,
     ) -> list[StoredEvent]:
+        return await self._of_types(types, from_position, limit, subject=subject)
+
+    async def _of_types(
+        self,
+        types: Iterable[str],
+        from_position: int,
+        limit: int | None,
+        *,
+        subject: str | None = None,
+    ) -> list[StoredEvent]:
+        """Events of ``types`` (about ``subject`` only, when given)."""
         wanted = type_names(types)
         if not wanted:
             return []
-        return await self._after(
-            from_position,
-            limit,
-            "event_type IN (SELECT value FROM json_each(?)) AND subject = ?",
-            (json.dumps(list(wanted)), subject),
-        )
+        condition = "event_type IN (SELECT value FROM json_each(?))"
+        parameters: list[Any] = [json.dumps(list(wanted))]
+        if subject is not None:
+            condition += " AND subject = ?"
+            parameters.append(subject)
+        return await self._after(from_position, limit, condition, parameters)
 
     # ------------------------------------------------------------------ the thread's side
 
