@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import (
     Callable,
     Iterable,
+    Sequence,
 )
 from dataclasses import dataclass
 
@@ -137,11 +138,14 @@ class Replayer:
         self._kept: list[PlanReplay] = []
         self._tally = no_verdicts()
 
-    def apply_observations(self, items: Iterable[tuple[int, ObservedObjectV1]]) -> None:
-        for sequence, payload in items:
-            self.projection.apply(payload, sequence=sequence)
-            self.observations += 1
-            self.obs_through = sequence
+    def apply_observations(self, items: Sequence[tuple[int, ObservedObjectV1]]) -> None:
+        """Take in the observations up to the next plan, in sequence order: each object's
+        once (:meth:`Projection.fast_forward`), to the same projection as one by one."""
+        if not items:
+            return
+        self.projection.fast_forward(items)
+        self.observations += len(items)
+        self.obs_through = items[-1][0]
 
     def apply_findings(self, items: Iterable[tuple[int, WorkloadFinding]]) -> None:
         for sequence, finding in items:

@@ -17,7 +17,8 @@ as they arrive, so the cluster state made from them costs O(1) per change.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,6 +97,37 @@ def is_newer(incoming: str, known: str) -> bool:
     return incoming != known
 
 
+def superseded(observations: Iterable[tuple[int, ObservedObjectV1]]) -> frozenset[int]:
+    """The sequences of ``observations`` (in sequence order) whose taking-in a later one of the
+    same object undoes: :meth:`ObservedObjects.fast_forward` skips them.
+
+    An object's observations are all but its last superseded when none is ``reobserved`` and
+    their resource versions are integers that rise strictly. Then, whatever the projection
+    holds for the object, each is taken in exactly when it would be after the skipped ones
+    (integers compare transitively; a version that is not an integer is unequal to all of
+    them), and the last one taken in replaces whatever the earlier ones would have left,
+    object or tombstone. Any other object's observations are all taken in.
+    """
+    by_object: dict[_Key, list[tuple[int, str, bool]]] = {}
+    for sequence, observed in observations:
+        key = _key(observed.api_version, observed.kind, observed.uid)
+        version = observed.resource_version
+        plain = not observed.reobserved and version.isascii() and version.isdigit()
+        by_object.setdefault(key, []).append((sequence, version, plain))
+    skipped: list[int] = []
+    for versions in by_object.values():
+        if len(versions) > 1 and _rising(versions):
+            skipped.extend(sequence for sequence, _, _ in versions[:-1])
+    return frozenset(skipped)
+
+
+def _rising(versions: list[tuple[int, str, bool]]) -> bool:
+    if not all(plain for _, _, plain in versions):
+        return False
+    numbers = [int(version) for _, version, _ in versions]
+    return all(earlier < later for earlier, later in itertools.pairwise(numbers))
+
+
 class ObservedObjects:
     """The live objects by key, their index, the tombstones, and the nodes and namespaces."""
 
@@ -162,6 +194,34 @@ class ObservedObjects:
         """Count observation ``sequence`` as read without taking it in (it changes nothing:
         :meth:`holds_version`), as :meth:`apply` would count it."""
         self._last_sequence = max(self._last_sequence, sequence)
+
+    def fast_forward(self, observations: Sequence[tuple[int, ObservedObjectV1]]) -> list[Change]:
+        """Take in ``observations`` (in sequence order) as :meth:`apply` would one by one, to
+        the same objects, tombstones and sequence, without filing the versions that a later
+        one of the same object replaces anyway (:func:`superseded`). Such a version is passed
+        over with what taking it in would do to the other objects: if it would be taken in,
+        the tombstones that forgets. Returns the changes of the observations filed."""
+        skipped = superseded(observations) if len(observations) > 1 else frozenset()
+        changes: list[Change] = []
+        for sequence, observed in observations:
+            if sequence in skipped:
+                self._pass_over_superseded(observed, sequence)
+            else:
+                change = self.apply(observed, sequence=sequence)
+                if change is not None:
+                    changes.append(change)
+        return changes
+
+    def _pass_over_superseded(self, observed: ObservedObjectV1, sequence: int) -> None:
+        """Pass over ``observed``, forgetting the tombstones :meth:`apply` would forget.
+
+        Whether :meth:`apply` would take it in is whether it is newer than what is held for
+        its object here, where its skipped earlier versions left nothing: had one of them
+        been taken in, this one, a higher integer, is newer than what that one replaced."""
+        self.pass_over(sequence)
+        key = _key(observed.api_version, observed.kind, observed.uid)
+        if not self._is_stale(key, self._live.get(key), observed):
+            self._forget_old_tombstones()
 
     def apply(self, observed: ObservedObjectV1, *, sequence: int) -> Change | None:
         """Take in one observation; None when it is stale or a duplicate.
