@@ -12,6 +12,7 @@ import re
 import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -19,8 +20,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from kaiwo_cli.main import app
+from kaiwo_cli.replay import processes as replay_processes
 from kaiwo_cli.replay.processes import ReplayProcessError, replay_in_processes
-from kaiwo_cli.replay.recorded import NATS_SEQUENCE_KEY, NATS_STREAM_KEY, Shard
+from kaiwo_cli.replay.recorded import NATS_SEQUENCE_KEY, NATS_STREAM_KEY, spans
 from kaiwo_cli.replay.replanning import replay_recorded
 from kaiwo_cli.replay.store import replay_from_store
 from kaiwo_cli.tail_lines import (
@@ -994,8 +996,12 @@ def test_the_streamed_replay_of_a_store_gives_the_verdicts_of_the_pure_replay(
 def test_replay_in_processes_gives_the_verdicts_of_one_process_in_the_same_order(
     recorded: Recorded,
 ) -> None:
-    _, plans = asyncio.run(read_recorded(recorded.url))
-    assert {Shard(0, 2).holds(p.correlation_id) for p in plans} == {True, False}
+    observations, plans = asyncio.run(read_recorded(recorded.url))
+    last = max(event.global_position for event in [*observations, *plans])
+    for count in (2, 3):  # a later span judges plans: its process fast-forwards to them
+        later = spans(last, count)[-1]
+        assert any(later.start <= plan.global_position for plan in plans)
+        assert any(observed.global_position < later.start for observed in observations)
     one: list[Any] = []
 
     async def in_one_process() -> Any:
@@ -1016,14 +1022,27 @@ def test_replay_in_processes_gives_the_verdicts_of_one_process_in_the_same_order
         assert report.plans == ()
 
 
-def test_a_replay_process_that_fails_is_reported_without_the_stores_password() -> None:
+def test_a_replay_process_that_fails_is_reported_without_the_stores_password(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     url = f"postgresql://kaiwo:s3cret-pw@127.0.0.1:{free_port()}/events"
 
+    with pytest.raises(ReplayProcessError) as not_started:
+        replay_in_processes(url, processes=2, on_verdict=lambda _verdict: None)
+    # The store answered the parent, and then not the processes.
+    monkeypatch.setattr(replay_processes, "_last_position", partial(_answered, 100))
     with pytest.raises(ReplayProcessError) as failed:
         replay_in_processes(url, processes=2, on_verdict=lambda _verdict: None)
 
+    assert str(not_started.value).startswith("replay processes not started, the store not read")
     assert str(failed.value).startswith("replay process ")
-    assert "s3cret-pw" not in str(failed.value)
+    for error in (not_started, failed):
+        assert "s3cret-pw" not in str(error.value)
+        assert "Connect call failed" in str(error.value) or "refused" in str(error.value)
+
+
+async def _answered(position: int, _url: str) -> int:
+    return position
 
 
 def test_a_streamed_replay_keeps_only_the_verdicts_asked_for_and_counts_them_all(

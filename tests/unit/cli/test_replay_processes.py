@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections import deque
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -15,11 +14,11 @@ from kaiwo_cli.replay.processes import (
     MOST_DEFAULT_PROCESSES,
     ReplayProcessError,
     _Done,
+    _Held,
     _merged,
-    _readable,
     default_processes,
 )
-from kaiwo_cli.replay.recorded import Shard
+from kaiwo_cli.replay.recorded import Span, spans
 
 
 def verdict(obs_sequence: int, position: int) -> PlanReplay:
@@ -48,22 +47,32 @@ def pipes(count: int) -> tuple[list[Connection], list[Connection]]:
     return [receiving for receiving, _ in pairs], [sending for _, sending in pairs]
 
 
-def test_every_correlation_belongs_to_exactly_one_shard() -> None:
-    workloads = [f"uid-{n}" for n in range(200)]
+def test_the_spans_cover_every_position_once_the_later_ones_shorter() -> None:
+    for last, count in ((10_000, 1), (10_000, 2), (29_021, 3), (100_000, 4)):
+        parts = spans(last, count, before_share=0.15)
+        assert parts[0].start == 1 and parts[-1].end is None
+        assert [part.end for part in parts[:-1]] == [part.start for part in parts[1:]]
+        lengths = [(part.end or last + 1) - part.start for part in parts]
+        # Each span's cost: its positions, and 0.15 of each before it: the same for all.
+        costs = [
+            length + 0.15 * (part.start - 1) for length, part in zip(lengths, parts, strict=False)
+        ]
+        assert max(costs) - min(costs) <= 2, costs
+        assert lengths == sorted(lengths, reverse=True)
 
-    for count in (1, 2, 3, 4):
-        shards = [Shard(index, count) for index in range(count)]
-        owners = [[shard for shard in shards if shard.holds(uid)] for uid in workloads]
-        assert all(len(owning) == 1 for owning in owners)
-        if count > 1:  # and the split is not lopsided
-            sizes = [sum(1 for owning in owners if owning == [shard]) for shard in shards]
-            assert min(sizes) >= 200 // count // 2
+    assert spans(10_000, 2, before_share=0) == [Span(1, 5001), Span(5001)]
+    assert spans(2_000, 2, before_share=0.15) == [Span(1, 1082), Span(1082)]
 
 
-@pytest.mark.parametrize(("index", "count"), [(-1, 2), (2, 2), (0, 0)])
-def test_a_shard_outside_its_count_is_refused(index: int, count: int) -> None:
-    with pytest.raises(ValueError, match="the index must be from 0 to count - 1"):
-        Shard(index, count)
+def test_more_spans_than_positions_are_still_spans() -> None:
+    assert spans(1, 3) == [Span(1, 2), Span(2, 3), Span(3)]
+    assert spans(0, 1) == [Span(1)]
+
+
+@pytest.mark.parametrize(("start", "end"), [(0, None), (5, 5), (5, 3)])
+def test_a_span_that_is_not_one_is_refused(start: int, end: int | None) -> None:
+    with pytest.raises(ValueError, match="positions start at 1 and end after the start"):
+        Span(start, end)
 
 
 def test_verdicts_come_back_in_publishing_order_while_a_process_runs_ahead() -> None:
@@ -82,25 +91,38 @@ def test_verdicts_come_back_in_publishing_order_while_a_process_runs_ahead() -> 
     assert [report.tally["reproduced"] for report in reports] == [3, 3]
 
 
-def test_the_verdicts_held_for_a_process_that_runs_ahead_are_bounded() -> None:
+def test_the_verdicts_of_a_process_far_ahead_wait_in_a_file_not_in_memory() -> None:
     receiving, sending = pipes(2)
-    sending[0].send([verdict(n, n) for n in (1, 3, 5)])
-    sending[0].send([verdict(n, n) for n in (7, 9, 11)])
+    # Process 1 (a later span) has judged everything before process 0 sends anything.
+    sending[1].send([verdict(n, n) for n in (7, 8)])
+    sending[1].send([verdict(n, n) for n in (9, 10)])
+    sending[1].send([verdict(11, 11)])
+    sending[1].send(done(5))
+    sending[0].send([verdict(n, n) for n in (1, 2, 3)])
+    sending[0].send([verdict(n, n) for n in (4, 5, 6)])
     sending[0].send(done(6))
-    sending[1].send([verdict(2, 2)])
-    sending[1].send([verdict(4, 4)])
-    sending[1].send(done(2))
     given: list[int] = []
 
-    reports = _merged(receiving, lambda v: given.append(v.position), hold=2)
+    reports = _merged(receiving, lambda v: given.append(v.position), in_memory=2)
 
-    assert given == [1, 2, 3, 4, 5, 7, 9, 11]
-    assert len(reports) == 2
-    # Holding 2 or more of one process's verdicts, the parent reads only from the other.
-    ahead = deque([verdict(1, 1), verdict(3, 3)])
-    channels = {receiving[0]: 0, receiving[1]: 1}
-    assert _readable(channels, [ahead, deque()], 2) == [receiving[1]]
-    assert _readable(channels, [deque([verdict(1, 1)]), deque()], 2) == receiving
+    assert given == list(range(1, 12))
+    assert sorted(report.tally["reproduced"] for report in reports) == [5, 6]
+
+
+def test_held_verdicts_past_the_memory_bound_come_back_from_the_file_in_order() -> None:
+    held = _Held(in_memory=2)
+    held.add([verdict(1, 1), verdict(2, 2)])
+    held.add([verdict(3, 3)])
+    held.add([verdict(4, 4), verdict(5, 5)])
+
+    assert len(held._first) == 2 and held._batches_in_file == 2
+    taken = [held.take().position]
+    held.add([verdict(6, 6)])  # after some are given: still behind those in the file
+    while held:
+        taken.append(held.take().position)
+    held.close()
+
+    assert taken == [1, 2, 3, 4, 5, 6]
 
 
 def test_a_process_that_ends_without_its_report_stops_the_replay() -> None:

@@ -1,13 +1,16 @@
-"""Replay in several processes: the recorded plans split by workload (:class:`Shard`), one
-process per part, the verdicts given back in publishing order.
+"""Replay in several processes: the store split into consecutive spans of positions
+(:func:`~kaiwo_cli.replay.recorded.spans`), one process per span, the verdicts given back in
+publishing order.
 
-Why processes. Replay is CPU-bound Python: one process uses one core. The planner's work per
-plan, about two thirds of a replay, splits over the processes; what does not split is the
-reading of the observations and their application to the projection, which every process
-does whole, since a plan may depend on any object of the cluster (another workload's queue
-use, a node, the configuration). So each process holds a projection of the whole cluster:
-peak memory is that of a one-process replay times the processes, and still does not grow
-with the store.
+Why processes. Replay is CPU-bound Python: one process uses one core. A process judges the
+plans recorded in its span, against the whole cluster as recorded at each: it takes in every
+observation up to its last plan, those before its span each object's once
+(:meth:`~kaiwo_planner.domain.state.projection.Projection.fast_forward`), and reads no plan
+outside its span. So nearly all of a replay splits: what does not is the reading and
+validating of the observations before a span, and the filing of each object there once. The
+later spans are shorter by that much, so that the processes end together. Each process holds
+a projection of the whole cluster: peak memory is that of a one-process replay times the
+processes, and still does not grow with the store.
 
 What a process sees. A process judges its plans exactly as a one-process replay does, with
 one difference where the store was written out of order (which one recorder does not do):
@@ -15,9 +18,10 @@ a plan recorded after the replay passed its ``obsSequence`` is skipped only if a
 same process moved the replay past it.
 
 Order. Each process gives its verdicts in publishing order; the parent merges them by
-:attr:`~kaiwo_cli.replay.comparison.PlanReplay.order`, holding those of a process that runs
-ahead until the others catch up, up to :data:`HELD_PER_PROCESS`; past that it stops reading
-from that process, which then waits.
+:attr:`~kaiwo_cli.replay.comparison.PlanReplay.order`. A later span's process runs ahead of
+the earlier ones from the start: the parent holds its verdicts until theirs are given, up to
+:data:`HELD_IN_MEMORY` of each process in memory and the rest in a temporary file, so neither
+the processes wait nor the parent's memory grows with the store.
 """
 
 from __future__ import annotations
@@ -27,13 +31,15 @@ import gc
 import heapq
 import multiprocessing
 import os
+import pickle
 import sys
+import tempfile
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Final
+from typing import IO, Final
 
 from kaiwo_eventstore import open_event_store
 from kaiwo_runtime.redaction import redact_secrets
@@ -45,7 +51,7 @@ from kaiwo_cli.replay.comparison import (
     VerdictSink,
     no_verdicts,
 )
-from kaiwo_cli.replay.recorded import Shard
+from kaiwo_cli.replay.recorded import Span, spans
 from kaiwo_cli.replay.store import replay_from_store
 
 VERDICTS_PER_MESSAGE: Final = 256
@@ -113,9 +119,16 @@ def replay_in_processes(
     fresh_contexts: bool = False,
 ) -> ReplayReport:
     """Replay every recorded plan of the store at ``url`` in ``processes`` processes, each
-    judging one :class:`Shard`. ``on_verdict`` sees every verdict, in publishing order; the
+    judging one :class:`Span`. ``on_verdict`` sees every verdict, in publishing order; the
     report keeps none and counts every one. Raises :class:`ReplayProcessError` when a
     process fails (the others are stopped)."""
+    try:
+        last_position = asyncio.run(_last_position(url))
+    except Exception as error:
+        reason = redact_secrets(f"{type(error).__name__}: {error}")
+        msg = f"replay processes not started, the store not read: {reason}"
+        raise ReplayProcessError(msg) from None
+    parts = spans(last_position, processes)
     # Forked on Linux: a process starts at once, with the modules already imported (spawning
     # imports them again, a second each). Elsewhere fork is unsafe (macOS) or missing.
     context = (
@@ -126,11 +139,11 @@ def replay_in_processes(
     channels: list[Connection] = []
     workers: list[multiprocessing.process.BaseProcess] = []
     try:
-        for index in range(processes):
+        for index, span in enumerate(parts):
             receiving, sending = context.Pipe(duplex=False)
             worker = context.Process(
-                target=_replay_shard,
-                args=(url, Shard(index, processes), fresh_contexts, sending),
+                target=_replay_span,
+                args=(url, span, fresh_contexts, sending),
                 name=f"kaiwo-replay-{index}",
                 daemon=True,
             )
@@ -149,38 +162,79 @@ def replay_in_processes(
     return _combined(done)
 
 
-HELD_PER_PROCESS: Final = 8 * VERDICTS_PER_MESSAGE
-"""Verdicts the parent holds for a process that runs ahead before it stops reading from it
-(the process then waits on its full pipe): the parent's memory stays bounded."""
+HELD_IN_MEMORY: Final = 8 * VERDICTS_PER_MESSAGE
+"""Verdicts of one process the parent holds in memory; those past them wait in a file."""
+
+
+class _Held:
+    """One process's verdicts received and not given yet, in order: the first
+    ``in_memory`` in memory, the rest in a temporary file, read back as the first are given."""
+
+    def __init__(self, *, in_memory: int) -> None:
+        self._first: deque[PlanReplay] = deque()
+        self._in_memory = in_memory
+        self._file: IO[bytes] | None = None
+        self._batches_in_file = 0
+        self._read_at = 0
+
+    def add(self, verdicts: list[PlanReplay]) -> None:
+        if not self._batches_in_file and len(self._first) < self._in_memory:
+            self._first.extend(verdicts)
+            return
+        if self._file is None:
+            self._file = tempfile.TemporaryFile(prefix="kaiwo-replay-")  # noqa: SIM115
+        self._file.seek(0, os.SEEK_END)
+        pickle.dump(verdicts, self._file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._batches_in_file += 1
+
+    def __bool__(self) -> bool:
+        return bool(self._first) or self._batches_in_file > 0
+
+    def first(self) -> PlanReplay:
+        if not self._first:
+            self._read_back()
+        return self._first[0]
+
+    def take(self) -> PlanReplay:
+        verdict = self.first()
+        self._first.popleft()
+        return verdict
+
+    def _read_back(self) -> None:
+        assert self._file is not None and self._batches_in_file > 0
+        self._file.seek(self._read_at)
+        self._first.extend(pickle.load(self._file))  # noqa: S301 - written by this process
+        self._read_at = self._file.tell()
+        self._batches_in_file -= 1
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
 
 
 def _merged(
-    channels: list[Connection], on_verdict: VerdictSink, *, hold: int = HELD_PER_PROCESS
+    channels: list[Connection], on_verdict: VerdictSink, *, in_memory: int = HELD_IN_MEMORY
 ) -> list[_Done]:
     """Every process's verdicts to ``on_verdict`` in publishing order; their last messages."""
-    pending: list[deque[PlanReplay]] = [deque() for _ in channels]
+    held = [_Held(in_memory=in_memory) for _ in channels]
     done: list[_Done | None] = [None] * len(channels)
     open_channels = {channel: index for index, channel in enumerate(channels)}
-    while open_channels:
-        for ready in wait(_readable(open_channels, pending, hold)):
-            assert isinstance(ready, Connection)
-            index = open_channels[ready]
-            message = _received(ready, index)
-            if isinstance(message, _Done):
-                done[index] = message
-                del open_channels[ready]
-            else:
-                pending[index].extend(message)
-        _give_in_order(pending, lambda index: done[index] is not None, on_verdict)
+    try:
+        while open_channels:
+            for ready in wait(list(open_channels)):
+                assert isinstance(ready, Connection)
+                index = open_channels[ready]
+                message = _received(ready, index)
+                if isinstance(message, _Done):
+                    done[index] = message
+                    del open_channels[ready]
+                else:
+                    held[index].add(message)
+            _give_in_order(held, lambda index: done[index] is not None, on_verdict)
+    finally:
+        for verdicts in held:
+            verdicts.close()
     return [message for message in done if message is not None]
-
-
-def _readable(
-    open_channels: dict[Connection, int], pending: list[deque[PlanReplay]], hold: int
-) -> list[Connection]:
-    """The channels to read from: those of processes with fewer than ``hold`` verdicts held.
-    Never none: after verdicts are given in order, some running process has none held."""
-    return [channel for channel, index in open_channels.items() if len(pending[index]) < hold]
 
 
 def _received(channel: Connection, index: int) -> _Done | list[PlanReplay]:
@@ -196,19 +250,19 @@ def _received(channel: Connection, index: int) -> _Done | list[PlanReplay]:
 
 
 def _give_in_order(
-    pending: list[deque[PlanReplay]],
+    held: list[_Held],
     finished: Callable[[int], bool],
     on_verdict: VerdictSink,
 ) -> None:
-    """Give the earliest pending verdict while every process still running has one pending:
-    a process with none may yet send an earlier one."""
-    heads = [(queue[0].order, index) for index, queue in enumerate(pending) if queue]
+    """Give the earliest held verdict while every process still running has one held: a
+    process with none may yet send an earlier one."""
+    heads = [(verdicts.first().order, index) for index, verdicts in enumerate(held) if verdicts]
     heapq.heapify(heads)
-    while heads and all(pending[index] or finished(index) for index in range(len(pending))):
+    while heads and all(held[index] or finished(index) for index in range(len(held))):
         _, index = heapq.heappop(heads)
-        on_verdict(pending[index].popleft())
-        if pending[index]:
-            heapq.heappush(heads, (pending[index][0].order, index))
+        on_verdict(held[index].take())
+        if held[index]:
+            heapq.heappush(heads, (held[index].first().order, index))
 
 
 def _combined(done: list[_Done]) -> ReplayReport:
@@ -226,13 +280,21 @@ def _combined(done: list[_Done]) -> ReplayReport:
     )
 
 
-def _replay_shard(url: str, shard: Shard, fresh_contexts: bool, channel: Connection) -> None:
-    """A replay process: its shard's verdicts to ``channel`` in batches, then its figures."""
+async def _last_position(url: str) -> int:
+    store = await open_event_store(url, migrate=False)
+    try:
+        return await store.last_position()
+    finally:
+        await store.close()
+
+
+def _replay_span(url: str, span: Span, fresh_contexts: bool, channel: Connection) -> None:
+    """A replay process: its span's verdicts to ``channel`` in batches, then its figures."""
     # Replay pauses the cyclic collector throughout; left paused, it does not walk the whole
     # projection once more at the end of a process that is about to exit.
     gc.disable()
     try:
-        report = asyncio.run(_replayed(url, shard, fresh_contexts, channel))
+        report = asyncio.run(_replayed(url, span, fresh_contexts, channel))
         channel.send(
             _Done(
                 tally=dict(report.tally or {}),
@@ -247,7 +309,7 @@ def _replay_shard(url: str, shard: Shard, fresh_contexts: bool, channel: Connect
 
 
 async def _replayed(
-    url: str, shard: Shard, fresh_contexts: bool, channel: Connection
+    url: str, span: Span, fresh_contexts: bool, channel: Connection
 ) -> ReplayReport:
     batch: list[PlanReplay] = []
 
@@ -264,7 +326,7 @@ async def _replayed(
             on_verdict=send,
             keep=lambda _verdict: False,
             fresh_contexts=fresh_contexts,
-            shard=shard,
+            span=span,
         )
     finally:
         await store.close()

@@ -3,7 +3,6 @@ and autoscaler decisions in stream order, and plans in the order they were publi
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import (
     Callable,
     Iterable,
@@ -218,22 +217,47 @@ def owner_uid_of(event: StoredEvent) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
-class Shard:
-    """One of ``count`` parts of the recorded plans, split by workload: a replay process
-    judges the plans of its part only (every part applies every observation, so each plan is
-    judged against the whole cluster as recorded)."""
+class Span:
+    """The plans recorded at store positions from ``start`` up to ``end`` (excluded; None: to
+    the last): the part of a replay one process judges (:func:`spans`). Each plan is still
+    judged against the whole cluster as recorded: the process takes in every observation up
+    to its plans, those before its first plan each object's once."""
 
-    index: int
-    count: int
+    start: int
+    end: int | None = None
 
     def __post_init__(self) -> None:
-        if not 0 <= self.index < self.count:
-            msg = f"shard {self.index} of {self.count}: the index must be from 0 to count - 1"
+        if self.start < 1 or (self.end is not None and self.end <= self.start):
+            msg = f"span {self.start} to {self.end}: positions start at 1 and end after the start"
             raise ValueError(msg)
 
-    def holds(self, correlation_id: str) -> bool:
-        """Whether this part judges the plans of ``correlation_id``: the uid of the workload
-        a plan is for, a column of the store, so known without decoding the plan. All of a
-        workload's plans go to one process, whose planning context then keeps the workload's
-        values from plan to plan, as the planner did."""
-        return self.count == 1 or zlib.crc32(correlation_id.encode()) % self.count == self.index
+
+FAST_FORWARD_SHARE: Final = 0.15
+"""What a store position before a replay process's span costs it, against one in its span:
+the observations there are read, decoded and validated, and each object filed once; no
+plan there is read (``bench/replay.py``'s store: 0.14)."""
+
+
+def spans(
+    last_position: int, count: int, *, before_share: float = FAST_FORWARD_SHARE
+) -> list[Span]:
+    """``count`` spans covering store positions 1 to ``last_position``, each of about the same
+    cost: its positions, and ``before_share`` of each position before it. So the later spans
+    are shorter: with share *a*, span *k* starting at *b(k)* and of length *L(k)*, every
+    *L(k) + a b(k)* is the same *C*, so *b(k) = C (1 - (1 - a)^k) / a*."""
+    if count < 1:
+        raise ValueError(f"{count} spans: there must be at least one")
+    positions = max(last_position, 1)
+    keep = 1.0 - before_share
+    if before_share > 0:
+        each = positions * before_share / (1.0 - keep**count)
+        offsets = [each * (1.0 - keep**index) / before_share for index in range(count)]
+    else:
+        offsets = [positions * index / count for index in range(count)]
+    boundaries = [1]
+    for offset in offsets[1:]:
+        boundaries.append(max(boundaries[-1] + 1, 1 + round(offset)))
+    return [
+        Span(start, boundaries[index + 1] if index + 1 < count else None)
+        for index, start in enumerate(boundaries)
+    ]

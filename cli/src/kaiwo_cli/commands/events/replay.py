@@ -53,9 +53,9 @@ def replay(
             "--processes",
             "-j",
             min=1,
-            help="Replay processes, each judging the plans of some workloads (each also holds "
-            "the whole cluster). Default: one per core it may use (a CPU limit counts), at "
-            "most 4; one with --workload.",
+            help="Replay processes, each judging the plans of one span of the store (each "
+            "also holds the whole cluster). Default: one per core it may use (a CPU limit "
+            "counts), at most 4; one with --workload.",
         ),
     ] = None,
     store: StoreOption = None,
