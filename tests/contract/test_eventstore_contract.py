@@ -434,6 +434,25 @@ async def test_read_by_correlation(backend: Backend) -> None:
     assert len(await store.read_by_correlation("job-1", limit=1)) == 1
 
 
+async def test_positions_of_type_split_the_events_of_one_type_by_share(backend: Backend) -> None:
+    """A replay splits its plans into spans: the positions only, at shares of their count."""
+    store = backend.store
+    plan, result = "ai.silogen.kaiwo.plan.decided.v1", "ai.silogen.kaiwo.exec.result.v1"
+    assert await store.positions_of_type(plan, [0.0, 0.5]) == []
+    # Plans at the 2nd, 4th, 6th, 8th and 10th positions stored, results between them.
+    await store.append([event(n, kind=plan if n % 2 == 0 else result) for n in range(1, 11)])
+    positions = [e.global_position for e in await store.read_by_type([plan])]
+    assert len(positions) == 5
+
+    found = await store.positions_of_type(plan, [0.0, 0.2, 0.5, 0.59, 0.6, 0.99])
+
+    # floor(share * 5): the 0th, 1st, 2nd, 2nd, 3rd and 4th plan.
+    assert found == [positions[n] for n in (0, 1, 2, 2, 3, 4)]
+    assert await store.positions_of_type("no.such.type", [0.0]) == []
+    with pytest.raises(ValueError, match="it must be from 0 to 1, 1 excluded"):
+        await store.positions_of_type(plan, [1.0])
+
+
 async def test_read_by_subject_gives_the_events_of_one_object_and_types(backend: Backend) -> None:
     """Finding a workload by name reads the history of that name only."""
     store = backend.store

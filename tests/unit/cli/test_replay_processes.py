@@ -18,7 +18,7 @@ from kaiwo_cli.replay.processes import (
     _merged,
     default_processes,
 )
-from kaiwo_cli.replay.recorded import Span, spans
+from kaiwo_cli.replay.recorded import Span, span_shares, spans_from
 
 
 def verdict(obs_sequence: int, position: int) -> PlanReplay:
@@ -47,26 +47,27 @@ def pipes(count: int) -> tuple[list[Connection], list[Connection]]:
     return [receiving for receiving, _ in pairs], [sending for _, sending in pairs]
 
 
-def test_the_spans_cover_every_position_once_the_later_ones_shorter() -> None:
-    for last, count in ((10_000, 1), (10_000, 2), (29_021, 3), (100_000, 4)):
-        parts = spans(last, count, before_share=0.15)
-        assert parts[0].start == 1 and parts[-1].end is None
-        assert [part.end for part in parts[:-1]] == [part.start for part in parts[1:]]
-        lengths = [(part.end or last + 1) - part.start for part in parts]
-        # Each span's cost: its positions, and 0.15 of each before it: the same for all.
-        costs = [
-            length + 0.15 * (part.start - 1) for length, part in zip(lengths, parts, strict=False)
-        ]
-        assert max(costs) - min(costs) <= 2, costs
+def test_the_spans_cost_alike_the_later_ones_with_fewer_plans() -> None:
+    for count in (1, 2, 3, 4):
+        starts = span_shares(count, before_share=0.15)
+        assert starts[0] == 0.0 and starts == sorted(starts)
+        lengths = [end - start for start, end in zip(starts, [*starts[1:], 1.0], strict=True)]
+        # Each span's cost: its plans, and 0.15 of each plan before it: the same for all.
+        costs = [length + 0.15 * start for length, start in zip(lengths, starts, strict=True)]
+        assert max(costs) - min(costs) < 1e-9, costs
         assert lengths == sorted(lengths, reverse=True)
 
-    assert spans(10_000, 2, before_share=0) == [Span(1, 5001), Span(5001)]
-    assert spans(2_000, 2, before_share=0.15) == [Span(1, 1082), Span(1082)]
+    assert span_shares(2, before_share=0) == [0.0, 0.5]
+    # 1 - 0.85 = 0.15 of 1 - 0.85² = 0.2775: the second span starts at 54% of the plans.
+    assert span_shares(2) == pytest.approx([0.0, 0.15 / 0.2775])
 
 
-def test_more_spans_than_positions_are_still_spans() -> None:
-    assert spans(1, 3) == [Span(1, 2), Span(2, 3), Span(3)]
-    assert spans(0, 1) == [Span(1)]
+def test_spans_start_at_the_plans_given_the_first_at_position_1() -> None:
+    assert spans_from([40, 75]) == [Span(1, 40), Span(40, 75), Span(75)]
+    # Two shares that fall on one plan (few plans), or a first plan at position 1: no empty span.
+    assert spans_from([40, 40]) == [Span(1, 40), Span(40)]
+    assert spans_from([1, 40]) == [Span(1, 40), Span(40)]
+    assert spans_from([]) == [Span(1)]
 
 
 @pytest.mark.parametrize(("start", "end"), [(0, None), (5, 5), (5, 3)])

@@ -1,6 +1,6 @@
-"""Replay in several processes: the store split into consecutive spans of positions
-(:func:`~kaiwo_cli.replay.recorded.spans`), one process per span, the verdicts given back in
-publishing order.
+"""Replay in several processes: the store split into consecutive spans of positions, each
+starting at a recorded plan (:func:`~kaiwo_cli.replay.recorded.span_shares`), one process per
+span, the verdicts given back in publishing order.
 
 Why processes. Replay is CPU-bound Python: one process uses one core. A process judges the
 plans recorded in its span, against the whole cluster as recorded at each: it takes in every
@@ -8,7 +8,7 @@ observation up to its last plan, those before its span each object's once
 (:meth:`~kaiwo_planner.domain.state.projection.Projection.fast_forward`), and reads no plan
 outside its span. So nearly all of a replay splits: what does not is the reading and
 validating of the observations before a span, and the filing of each object there once. The
-later spans are shorter by that much, so that the processes end together. Each process holds
+later spans hold fewer plans by that much, so that the processes end together. Each process holds
 a projection of the whole cluster: peak memory is that of a one-process replay times the
 processes, and still does not grow with the store.
 
@@ -51,7 +51,7 @@ from kaiwo_cli.replay.comparison import (
     VerdictSink,
     no_verdicts,
 )
-from kaiwo_cli.replay.recorded import Span, spans
+from kaiwo_cli.replay.recorded import PLAN_TYPE, Span, span_shares, spans_from
 from kaiwo_cli.replay.store import replay_from_store
 
 VERDICTS_PER_MESSAGE: Final = 256
@@ -123,12 +123,12 @@ def replay_in_processes(
     report keeps none and counts every one. Raises :class:`ReplayProcessError` when a
     process fails (the others are stopped)."""
     try:
-        last_position = asyncio.run(_last_position(url))
+        starts = asyncio.run(_span_starts(url, span_shares(processes)[1:]))
     except Exception as error:
         reason = redact_secrets(f"{type(error).__name__}: {error}")
         msg = f"replay processes not started, the store not read: {reason}"
         raise ReplayProcessError(msg) from None
-    parts = spans(last_position, processes)
+    parts = spans_from(starts)
     # Forked on Linux: a process starts at once, with the modules already imported (spawning
     # imports them again, a second each). Elsewhere fork is unsafe (macOS) or missing.
     context = (
@@ -280,10 +280,11 @@ def _combined(done: list[_Done]) -> ReplayReport:
     )
 
 
-async def _last_position(url: str) -> int:
+async def _span_starts(url: str, shares: list[float]) -> list[int]:
+    """The positions of the plans at ``shares`` of the store's plans (none are read)."""
     store = await open_event_store(url, migrate=False)
     try:
-        return await store.last_position()
+        return await store.positions_of_type(PLAN_TYPE, shares)
     finally:
         await store.close()
 

@@ -7,6 +7,7 @@ from collections.abc import (
     Callable,
     Iterable,
     Mapping,
+    Sequence,
 )
 from dataclasses import dataclass
 from typing import Final, TypeVar
@@ -219,7 +220,7 @@ def owner_uid_of(event: StoredEvent) -> str | None:
 @dataclass(frozen=True, slots=True)
 class Span:
     """The plans recorded at store positions from ``start`` up to ``end`` (excluded; None: to
-    the last): the part of a replay one process judges (:func:`spans`). Each plan is still
+    the last): the part of a replay one process judges (:func:`spans_from`). Each plan is still
     judged against the whole cluster as recorded: the process takes in every observation up
     to its plans, those before its first plan each object's once."""
 
@@ -233,31 +234,30 @@ class Span:
 
 
 FAST_FORWARD_SHARE: Final = 0.15
-"""What a store position before a replay process's span costs it, against one in its span:
-the observations there are read, decoded and validated, and each object filed once; no
-plan there is read (``bench/replay.py``'s store: 0.14)."""
+"""What a plan before a replay process's span costs it, against one in its span: the
+observations up to it are read, decoded and validated, each object filed once, and the plan
+is not read (``bench/replay.py``'s store: 0.14)."""
 
 
-def spans(
-    last_position: int, count: int, *, before_share: float = FAST_FORWARD_SHARE
-) -> list[Span]:
-    """``count`` spans covering store positions 1 to ``last_position``, each of about the same
-    cost: its positions, and ``before_share`` of each position before it. So the later spans
-    are shorter: with share *a*, span *k* starting at *b(k)* and of length *L(k)*, every
-    *L(k) + a b(k)* is the same *C*, so *b(k) = C (1 - (1 - a)^k) / a*."""
+def span_shares(count: int, *, before_share: float = FAST_FORWARD_SHARE) -> list[float]:
+    """Where each of ``count`` spans of the recorded plans starts, as a share of the plans,
+    so that each costs about the same: its plans, and ``before_share`` of each plan before
+    it. So the later spans are shorter: with share *a*, span *k* starting at *b(k)* and of
+    length *L(k)*, every *L(k) + a b(k)* is the same, so *b(k)* is proportional to
+    *1 - (1 - a)^k*."""
     if count < 1:
         raise ValueError(f"{count} spans: there must be at least one")
-    positions = max(last_position, 1)
+    if before_share <= 0:
+        return [index / count for index in range(count)]
     keep = 1.0 - before_share
-    if before_share > 0:
-        each = positions * before_share / (1.0 - keep**count)
-        offsets = [each * (1.0 - keep**index) / before_share for index in range(count)]
-    else:
-        offsets = [positions * index / count for index in range(count)]
-    boundaries = [1]
-    for offset in offsets[1:]:
-        boundaries.append(max(boundaries[-1] + 1, 1 + round(offset)))
+    return [(1.0 - keep**index) / (1.0 - keep**count) for index in range(count)]
+
+
+def spans_from(starts: Sequence[int]) -> list[Span]:
+    """Consecutive spans, the first from position 1, the others from ``starts`` (plans'
+    positions), the last to the end. Spans that would be empty are left out."""
+    boundaries = sorted({1, *starts})
     return [
-        Span(start, boundaries[index + 1] if index + 1 < count else None)
+        Span(start, boundaries[index + 1] if index + 1 < len(boundaries) else None)
         for index, start in enumerate(boundaries)
     ]

@@ -15,7 +15,13 @@ from kaiwo_eventstore.events import (
     Tracking,
 )
 from kaiwo_eventstore.port import DEFAULT_BATCH, DEFAULT_PAGE
-from kaiwo_eventstore.selection import check_page, check_time_range, type_names
+from kaiwo_eventstore.selection import (
+    check_page,
+    check_shares,
+    check_time_range,
+    nth_of,
+    type_names,
+)
 from kaiwo_eventstore.versioning import plan_append, stored_events
 
 
@@ -191,6 +197,11 @@ class InMemoryEventStore:
 
     async def last_position(self) -> int:
         return self._positions[-1] if self._positions else 0
+
+    async def positions_of_type(self, event_type: str, shares: Sequence[float]) -> list[int]:
+        check_shares(shares)
+        positions = [event.global_position for event in self._events if event.type == event_type]
+        return [positions[nth_of(share, len(positions))] for share in shares] if positions else []
 
     async def save_position(self, consumer: str, position: int) -> None:
         self._consumers[consumer] = position

@@ -125,6 +125,13 @@ class EventStore(Protocol):
         """The greatest global position stored; 0 when the store is empty."""
         ...
 
+    async def positions_of_type(self, event_type: str, shares: Sequence[float]) -> list[int]:
+        """For each share from 0 to 1 (excluded), the global position of the event of
+        ``event_type`` that far into those stored: the ``floor(share * count)``-th, counted
+        from 0. None are read, only their positions (a replay splits its plans so); an empty
+        list when there is no such event."""
+        ...
+
     async def save_position(self, consumer: str, position: int) -> None:
         """Record how far ``consumer`` got (overwrites, so a consumer may rewind)."""
         ...

@@ -22,3 +22,15 @@ def check_page(*, batch_size: int) -> None:
     if batch_size < 1:
         msg = f"batch size and limit must be >= 1, got {batch_size}"
         raise ValueError(msg)
+
+
+def check_shares(shares: Iterable[float]) -> None:
+    """The shares of ``positions_of_type``: each from 0 to 1, 1 excluded."""
+    for share in shares:
+        if not 0 <= share < 1:
+            raise ValueError(f"share {share}: it must be from 0 to 1, 1 excluded")
+
+
+def nth_of(share: float, count: int) -> int:
+    """Which of ``count`` events (from 0) lies ``share`` of the way into them."""
+    return min(int(share * count), count - 1)

@@ -12,7 +12,13 @@ from sqlalchemy.types import NullType
 
 from kaiwo_eventstore.events import StoredEvent
 from kaiwo_eventstore.port import DEFAULT_BATCH, DEFAULT_PAGE
-from kaiwo_eventstore.selection import check_page, check_time_range, type_names
+from kaiwo_eventstore.selection import (
+    check_page,
+    check_shares,
+    check_time_range,
+    nth_of,
+    type_names,
+)
 from kaiwo_eventstore.sql.connections import SqlConnections
 from kaiwo_eventstore.sql.prefetch import prefetched
 from kaiwo_eventstore.sql.replay import fetch_range, fetch_type
@@ -64,6 +70,27 @@ class SqlReader:
         async with self._connections.reading() as connection:
             found = (await connection.execute(statement)).scalar_one_or_none()
         return int(found) if found is not None else 0
+
+    async def positions_of_type(self, event_type: str, shares: Sequence[float]) -> list[int]:
+        check_shares(shares)
+        of_type = events.c.event_type == event_type
+        async with self._connections.reading() as connection:
+            count = (
+                await connection.execute(
+                    sa.select(sa.func.count()).select_from(events).where(of_type)
+                )
+            ).scalar_one()
+            found: list[int] = []
+            for share in shares if count else ():
+                statement = (
+                    sa.select(events.c.global_position)
+                    .where(of_type)
+                    .order_by(events.c.global_position)
+                    .limit(1)
+                    .offset(nth_of(share, count))
+                )
+                found.append(int((await connection.execute(statement)).scalar_one()))
+        return found
 
     async def read_stream(
         self, stream_id: str, *, from_version: int = 1, to_version: int | None = None

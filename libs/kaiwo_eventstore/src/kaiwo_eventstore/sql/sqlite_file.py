@@ -44,7 +44,13 @@ from kaiwo_eventstore.events import (
     Tracking,
 )
 from kaiwo_eventstore.port import DEFAULT_BATCH, DEFAULT_PAGE
-from kaiwo_eventstore.selection import check_page, check_time_range, type_names
+from kaiwo_eventstore.selection import (
+    check_page,
+    check_shares,
+    check_time_range,
+    nth_of,
+    type_names,
+)
 from kaiwo_eventstore.sql.failures import bypassed_lock_conflict, raise_if_unavailable
 from kaiwo_eventstore.sql.lookups import SQLITE_LOOKUP, read_state
 from kaiwo_eventstore.sql.prefetch import prefetched
@@ -224,6 +230,19 @@ class SqliteFileEventStore:
     async def last_position(self) -> int:
         found = await self._value("SELECT max(global_position) FROM events", ())
         return int(found) if found is not None else 0
+
+    async def positions_of_type(self, event_type: str, shares: Sequence[float]) -> list[int]:
+        check_shares(shares)
+        count = int(
+            await self._value("SELECT count(*) FROM events WHERE event_type = ?", (event_type,))
+        )
+        if not count:
+            return []
+        nth = (
+            "SELECT global_position FROM events WHERE event_type = ?"
+            " ORDER BY global_position LIMIT 1 OFFSET ?"
+        )
+        return [int(await self._value(nth, (event_type, nth_of(share, count)))) for share in shares]
 
     async def read_stream(
         self, stream_id: str, *, from_version: int = 1, to_version: int | None = None

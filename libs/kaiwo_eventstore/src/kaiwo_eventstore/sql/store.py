@@ -120,6 +120,9 @@ class SqlEventStore:
     async def last_position(self) -> int:
         return await self._reader.last_position()
 
+    async def positions_of_type(self, event_type: str, shares: Sequence[float]) -> list[int]:
+        return await self._reader.positions_of_type(event_type, shares)
+
     async def read_stream(
         self, stream_id: str, *, from_version: int = 1, to_version: int | None = None
     ) -> list[StoredEvent]:
