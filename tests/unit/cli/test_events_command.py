@@ -21,6 +21,7 @@ import pytest
 from click.testing import CliRunner
 from kaiwo_cli.main import app
 from kaiwo_cli.replay import processes as replay_processes
+from kaiwo_cli.replay import store as replay_store
 from kaiwo_cli.replay.processes import ReplayProcessError, replay_in_processes
 from kaiwo_cli.replay.recorded import NATS_SEQUENCE_KEY, NATS_STREAM_KEY
 from kaiwo_cli.replay.replanning import replay_recorded
@@ -954,7 +955,7 @@ def _verdicts(report: Any) -> list[tuple[str, str, int]]:
 
 
 def test_the_streamed_replay_of_a_store_gives_the_verdicts_of_the_pure_replay(
-    recorded: Recorded,
+    recorded: Recorded, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     observations, plans = asyncio.run(read_recorded(recorded.url))
     findings = asyncio.run(read_findings(recorded.url))
@@ -970,7 +971,7 @@ def test_the_streamed_replay_of_a_store_gives_the_verdicts_of_the_pure_replay(
         finally:
             await store.close()
 
-    async def streamed_out_of_order() -> Any:
+    async def streamed_out_of_order(batch_size: int = 2000) -> Any:
         # Recorded slightly out of order (a redelivered batch): the plans' window and the
         # inputs' ordering put them back, and the verdicts stay the same.
         store = InMemoryEventStore()
@@ -978,19 +979,27 @@ def test_the_streamed_replay_of_a_store_gives_the_verdicts_of_the_pure_replay(
         await store.append([_as_new(event) for event in shuffled])
         seen: list[str] = []
         report = await replay_from_store(
-            store, plan_window=2, on_verdict=lambda v: seen.append(v.event_id)
+            store,
+            plan_window=2,
+            batch_size=batch_size,
+            on_verdict=lambda v: seen.append(v.event_id),
         )
         assert sorted(seen) == sorted(p.event_id for p in plans)
         return report
 
     from_sqlite = asyncio.run(streamed_from_sqlite())
     out_of_order = asyncio.run(streamed_out_of_order())
+    # Observations fast-forwarded one chunk per batch of two read: still none taken early.
+    monkeypatch.setattr(replay_store, "FAST_FORWARD_CHUNK", 1)
+    in_chunks = asyncio.run(streamed_out_of_order(batch_size=2))
 
     assert pure.reproduced == len(plans) and pure.differ == 0
     assert _verdicts(from_sqlite) == _verdicts(pure)
     assert _verdicts(out_of_order) == _verdicts(pure)
-    assert from_sqlite.observations == pure.observations
+    assert _verdicts(in_chunks) == _verdicts(pure)
+    assert from_sqlite.observations == pure.observations == in_chunks.observations
     assert (from_sqlite.late_observations, out_of_order.late_observations) == (0, 0)
+    assert in_chunks.late_observations == 0
 
 
 def test_replay_in_processes_gives_the_verdicts_of_one_process_in_the_same_order(
