@@ -15,7 +15,7 @@ Then each way of replaying runs in a process of its own, so its peak RSS is its 
   verdict (the command prints each as it comes): ``kaiwo events replay --processes 1``;
 * ``processes``: what ``kaiwo events replay`` does by default,
   :func:`~kaiwo_cli.replay.processes.replay_in_processes`, one process per core (at most 4),
-  each judging the plans of some workloads; its peak RSS is that of the largest process,
+  each judging the plans of one span of the store; its peak RSS is that of the largest process,
   and there are as many as the line says.
 
 Figures: events in the store per second of wall clock (and per CPU second, the steadier
