@@ -103,6 +103,7 @@ async def replay_from_store(
     have worked it out again (it shows as a difference).
     """
     replayer = Replayer(plan_fn, keep=keep, on_verdict=on_verdict, fresh_contexts=fresh_contexts)
+    span = span or Span(1)  # the whole store
 
     def batches(
         event_type: str, from_position: int = 1, correlated: Callable[[str], bool] | None = None
@@ -112,11 +113,7 @@ async def replay_from_store(
         )
 
     # Another workload's plans are left in the store, not decoded; another span's, not read.
-    plans = batches(
-        PLAN_TYPE,
-        span.start if span is not None else 1,
-        _plans_of(workload_uid),
-    )
+    plans = batches(PLAN_TYPE, span.start, _plans_of(workload_uid))
 
     observations = _InStreamOrder(batches(OBSERVED_TYPE), read=observation_of)
     findings = _InStreamOrder(batches(FINDING_TYPE), read=finding_of)
@@ -128,7 +125,7 @@ async def replay_from_store(
                 plans,
                 window=plan_window,
                 owner_uid=workload_uid,
-                end=span.end if span is not None else None,
+                end=span.end,
             ):
                 decided = decided_plan(event)
                 if (

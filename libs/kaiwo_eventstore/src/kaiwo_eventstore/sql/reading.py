@@ -80,8 +80,10 @@ class SqlReader:
                     sa.select(sa.func.count()).select_from(events).where(of_type)
                 )
             ).scalar_one()
+            if not count:
+                return []
             found: list[int] = []
-            for share in shares if count else ():
+            for share in shares:
                 statement = (
                     sa.select(events.c.global_position)
                     .where(of_type)

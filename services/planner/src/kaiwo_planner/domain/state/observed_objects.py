@@ -108,24 +108,31 @@ def superseded(observations: Iterable[tuple[int, ObservedObjectV1]]) -> frozense
     them), and the last one taken in replaces whatever the earlier ones would have left,
     object or tombstone. Any other object's observations are all taken in.
     """
-    by_object: dict[_Key, list[tuple[int, str, bool]]] = {}
+    by_object: dict[_Key, list[tuple[int, int | None]]] = {}
     for sequence, observed in observations:
         key = _key(observed.api_version, observed.kind, observed.uid)
-        version = observed.resource_version
-        plain = not observed.reobserved and version.isascii() and version.isdigit()
-        by_object.setdefault(key, []).append((sequence, version, plain))
+        by_object.setdefault(key, []).append((sequence, _plain_number(observed)))
     skipped: list[int] = []
     for versions in by_object.values():
-        if len(versions) > 1 and _rising(versions):
-            skipped.extend(sequence for sequence, _, _ in versions[:-1])
+        numbers = [number for _, number in versions]
+        if len(numbers) > 1 and _rising(numbers):
+            skipped.extend(sequence for sequence, _ in versions[:-1])
     return frozenset(skipped)
 
 
-def _rising(versions: list[tuple[int, str, bool]]) -> bool:
-    if not all(plain for _, _, plain in versions):
-        return False
-    numbers = [int(version) for _, version, _ in versions]
-    return all(earlier < later for earlier, later in itertools.pairwise(numbers))
+def _plain_number(observed: ObservedObjectV1) -> int | None:
+    """The resource version as an integer, unless it is not one or the object was reobserved."""
+    version = observed.resource_version
+    if observed.reobserved or not (version.isascii() and version.isdigit()):
+        return None
+    return int(version)
+
+
+def _rising(numbers: list[int | None]) -> bool:
+    return all(
+        earlier is not None and later is not None and earlier < later
+        for earlier, later in itertools.pairwise(numbers)
+    )
 
 
 class ObservedObjects:
