@@ -12,7 +12,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kaiwo_contracts.plans import ObjectRef, Plan, document_fingerprint
+from kaiwo_contracts.plans import ObjectRef, Plan, document_fingerprint, fingerprint_of
 
 OWNER = ObjectRef(
     api_version="kaiwo.silogen.ai/v1alpha1", kind="KaiwoJob", name="t", namespace="a", uid="u"
@@ -117,3 +117,21 @@ def test_documents_the_dump_changes_hash_as_dumped() -> None:
     )
 
     assert plan.fingerprint() == same.fingerprint()
+
+
+def test_the_fingerprint_hashes_the_bytes_a_caller_can_compare_instead() -> None:
+    # Replay hashes the recorded plan's bytes once and compares the replayed plan's bytes
+    # with them: equal bytes must be equal fingerprints and the other way round, types
+    # included (1 and 1.0 are equal to == and not here).
+    plan = Plan(owner=OWNER, desired=({"kind": "Job", "replicas": 1},), status={"n": 1})
+    same = Plan(
+        owner=OWNER, desired=({"replicas": 1, "kind": "Job"},), status={"n": 1},
+        observed_resource_version="9",
+    )  # fmt: skip
+    as_float = Plan(owner=OWNER, desired=({"kind": "Job", "replicas": 1.0},), status={"n": 1})
+
+    assert plan.fingerprint() == fingerprint_of(plan.fingerprint_bytes())
+    assert plan.fingerprint_bytes() == same.fingerprint_bytes()
+    assert plan.fingerprint_bytes() != as_float.fingerprint_bytes()
+    assert plan.fingerprint() != as_float.fingerprint()
+    assert plan.fingerprint_bytes().startswith(b'{"deleteOwner":false,"desired":[{"kind"')

@@ -16,7 +16,7 @@ from typing import Any, Final, Literal, get_args
 import yaml
 from kaiwo_contracts.confinement import preemption_target_ref
 from kaiwo_contracts.events import PlanDecidedV1
-from kaiwo_contracts.plans import ObjectRef, Plan, canonical_json
+from kaiwo_contracts.plans import ObjectRef, Plan, canonical_json, fingerprint_of
 from kaiwo_eventstore import StoredEvent
 from kaiwo_planner.domain.planning import PlanningResult
 from kaiwo_planner.domain.queues.default_objects import default_object_plans
@@ -88,6 +88,18 @@ def no_verdicts() -> dict[Outcome, int]:
     return dict.fromkeys(get_args(Outcome), 0)
 
 
+@dataclass(frozen=True, slots=True)
+class _Recorded:
+    """A recorded decision whose fingerprint holds, and the bytes it hashes
+    (:meth:`~kaiwo_contracts.plans.Plan.fingerprint_bytes`)."""
+
+    decided: PlanDecidedV1
+    fingerprint_bytes: bytes
+
+    def reproduced_by(self, replayed: Plan) -> bool:
+        return replayed.fingerprint_bytes() == self.fingerprint_bytes
+
+
 def judge_plan(
     event: StoredEvent,
     decided: PlanDecidedV1,
@@ -101,10 +113,13 @@ def judge_plan(
     not parsing, as a plan that failed validation. Hashing it costs less than proving it
     by walking the replayed plan and the recorded one side by side, types included (1 and
     1.0 are equal to ``==`` and not to the hash), which replay did before decision 0081.
+    The bytes hashed are kept: the replayed plan's are compared with them, equal exactly
+    when the fingerprints are, without hashing a second time.
     """
-    if not decided.fingerprint_holds():
+    recorded = decided.plan.fingerprint_bytes()
+    if fingerprint_of(recorded) != decided.fingerprint:
         return skipped_verdict(event, UNPARSABLE)
-    return _judge(event, decided, projection, plan_fn, context_of)
+    return _judge(event, _Recorded(decided, recorded), projection, plan_fn, context_of)
 
 
 UNPARSABLE: Final = "the recorded plan does not parse as PlanDecidedV1"
@@ -112,18 +127,19 @@ UNPARSABLE: Final = "the recorded plan does not parse as PlanDecidedV1"
 
 def _judge(
     event: StoredEvent,
-    decided: PlanDecidedV1,
+    recorded: _Recorded,
     projection: Projection,
     plan_fn: PlanFunction,
     context_of: Callable[[Projection], PlanningContext],
 ) -> PlanReplay:
-    """The verdict on ``decided``, whose fingerprint holds."""
+    """The verdict on the recorded decision, whose fingerprint holds."""
+    decided = recorded.decided
     if decided.planned_at is None:
         return skipped_verdict(event, "planned outside the planner (no plannedAt)", decided)
     # A GpuWorkload created for a GPU workload's root was planned from that root.
     planned_from = preemption_target_ref(decided.plan) if decided.plan.create_only else None
     if decided.plan.create_only and decided.plan.owner.uid is None and planned_from is None:
-        return _judge_default_object(event, decided, projection)
+        return _judge_default_object(event, recorded, projection)
     uid = planned_from.uid if planned_from is not None else decided.plan.owner.uid
     owner = projection.by_uid(uid) if uid else None
     if owner is None:
@@ -138,7 +154,7 @@ def _judge(
     # And counted the preemptions it had published and not observed yet as under way.
     context = context_of(projection).with_preempting(frozenset(decided.preempting))
     replayed = plan_fn(owner=owner, context=context, now=decided.planned_at).plan
-    if replayed is not None and _same_as_recorded(decided, replayed, projection):
+    if replayed is not None and _same_as_recorded(recorded, replayed, projection):
         return _verdict(event, decided, "reproduced")
     recorded_doc = comparable(decided.plan, absent=decided.absent, drifted=decided.drifted)
     replayed_doc = (
@@ -153,27 +169,29 @@ def _judge(
 
 
 def _judge_default_object(
-    event: StoredEvent, decided: PlanDecidedV1, projection: Projection
+    event: StoredEvent, recorded: _Recorded, projection: Projection
 ) -> PlanReplay:
     """A plan that creates a missing singleton: the cluster then lacked it, and the plan for
     it is the one recorded."""
+    decided = recorded.decided
     replayed = {
         plan.owner.kind: plan for plan in default_object_plans(projection.cluster_state())
     }.get(decided.plan.owner.kind)
-    if replayed is not None and replayed.fingerprint() == decided.fingerprint:
+    if replayed is not None and recorded.reproduced_by(replayed):
         return _verdict(event, decided, "reproduced")
     recorded_doc = comparable(decided.plan, absent=decided.absent)
     replayed_doc = comparable(replayed, absent=decided.absent) if replayed else {"plan": None}
     return _verdict(event, decided, "differs", diff=unified_yaml_diff(recorded_doc, replayed_doc))
 
 
-def _same_as_recorded(decided: PlanDecidedV1, replayed: Plan, projection: Projection) -> bool:
-    """The replayed plan equals the recorded one: equal fingerprints (a hash of the canonical
-    JSON of everything but the observed resourceVersion, checked against the recorded plan
-    when it was parsed), that version, and the gaps it named are gaps of the projection."""
+def _same_as_recorded(recorded: _Recorded, replayed: Plan, projection: Projection) -> bool:
+    """The replayed plan equals the recorded one: equal fingerprints (equal canonical JSON
+    of everything but the observed resourceVersion), that version, and the gaps it named
+    are gaps of the projection."""
+    decided = recorded.decided
     if decided.plan.observed_resource_version != replayed.observed_resource_version:
         return False
-    if decided.fingerprint != replayed.fingerprint():
+    if not recorded.reproduced_by(replayed):
         return False
     confirmed = _confirmed_gaps(decided, replayed, projection)
     return confirmed["absent"] == decided.absent and confirmed["drifted"] == decided.drifted

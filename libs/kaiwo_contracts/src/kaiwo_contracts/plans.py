@@ -262,10 +262,16 @@ class Plan(_Contract):
         The hash of :meth:`fingerprint_document`'s canonical JSON, mostly written without
         that document: see :meth:`_fingerprint_parts`.
         """
+        return fingerprint_of(self.fingerprint_bytes())
+
+    def fingerprint_bytes(self) -> bytes:
+        """What :meth:`fingerprint` hashes: the canonical JSON of
+        :meth:`fingerprint_document`. Two plans have equal fingerprints exactly when these
+        are equal, so a caller holding one plan's bytes compares another's without hashing."""
         written = _written_by_orjson(self._fingerprint_parts())
         if written is None:
             written = canonical_json_bytes(self.fingerprint_document())
-        return hashlib.sha256(written).hexdigest()
+        return written
 
     def fingerprint_document(self) -> dict[str, Any]:
         """What :meth:`fingerprint` hashes, as JSON-ready data (field names as keys): a
@@ -295,10 +301,15 @@ class Plan(_Contract):
         return document
 
 
+def fingerprint_of(written: bytes) -> str:
+    """The fingerprint of a plan whose :meth:`Plan.fingerprint_bytes` are ``written``."""
+    return hashlib.sha256(written).hexdigest()
+
+
 def document_fingerprint(document: Mapping[str, Any]) -> str:
     """The SHA-256 of ``document``'s canonical JSON (:meth:`Plan.fingerprint` of a plan's
     :meth:`Plan.fingerprint_document`)."""
-    return hashlib.sha256(canonical_json_bytes(document)).hexdigest()
+    return fingerprint_of(canonical_json_bytes(document))
 
 
 _VERSIONS: Any = {
