@@ -24,6 +24,12 @@ are timed apart: a fixed cost, about a second here, that a store of millions of 
 not feel), and peak RSS, also after a quarter, half and three quarters of the plans: a
 streamed replay's should stop growing once the projection holds the cluster.
 Every plan must be reproduced; the bench fails otherwise. Target: 20,000 events/s.
+
+``--instructions`` also counts the instructions of a streamed replay under valgrind's
+callgrind, less those of the same run that opens the store and replays nothing: per plan and
+per event, a figure that neither the machine's speed nor its load moves (wall clock and CPU
+time on a shared machine swing by half between runs), to compare two versions of the code.
+About fifty times slower than the replay: use a small store (``--workloads 100``).
 """
 
 from __future__ import annotations
@@ -32,7 +38,9 @@ import argparse
 import asyncio
 import importlib
 import json
+import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -122,6 +130,14 @@ async def replay_streamed(url: str, plans: int) -> dict[str, Any]:
             "quarters": quarters}  # fmt: skip
 
 
+async def open_and_close(url: str) -> dict[str, Any]:
+    from kaiwo_eventstore import open_event_store
+
+    store = await open_event_store(url, migrate=False)
+    await store.close()
+    return {"reproduced": 0, "differ": 0, "skipped": 0, "quarters": []}
+
+
 def import_replay_modules() -> None:
     """What a replay imports before it reads the first event (the SQL store, SQLAlchemy, the
     planner): timed apart, as a start-up cost that does not grow with the store. With
@@ -151,7 +167,9 @@ def measure(way: str, url: str, plans: int) -> None:
     import_replay_modules()
     imports = time.perf_counter() - started
     wall, cpu = time.perf_counter(), time.process_time()
-    if way == "streamed":
+    if way == "nothing":  # the baseline of --instructions: everything but the replay
+        outcome = asyncio.run(open_and_close(url))
+    elif way == "streamed":
         outcome = asyncio.run(replay_streamed(url, plans))
     elif way == "processes":
         outcome = replay_processes(url)
@@ -178,6 +196,32 @@ def run_apart(way: str, url: str, plans: int) -> dict[str, Any]:
     return result
 
 
+COLLECTED = re.compile(r"Collected : (\d+)")
+
+
+def instructions(way: str, url: str, plans: int) -> int:
+    """Instructions run by ``--measure way``, counted by callgrind."""
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+         __file__, "--measure", way, "--store", url, "--plans", str(plans)],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    found = COLLECTED.search(done.stderr)
+    if found is None:
+        raise SystemExit(f"callgrind printed no count: {done.stderr[-500:]}")
+    return int(found.group(1))
+
+
+def print_instructions(url: str, events: int, plans: int) -> None:
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (Debian: apt-get install valgrind)")
+    replay = instructions("streamed", url, plans) - instructions("nothing", url, plans)
+    print(
+        f"replay, streamed, instructions: {replay / plans:,.0f} per plan, "
+        f"{replay / events:,.0f} per event (callgrind; {replay:,} in all)"
+    )
+
+
 def memory(figures: dict[str, Any]) -> str:
     if "processes" in figures:
         return (
@@ -195,6 +239,9 @@ def main() -> None:
     parser.add_argument("--workloads", type=int, default=DEFAULT_WORKLOADS)
     parser.add_argument("--store", help="sqlite:///PATH; recorded there unless it exists")
     parser.add_argument("--ways", default="before,all-in-memory,streamed,processes")
+    parser.add_argument(
+        "--instructions", action="store_true", help="also count a streamed replay's instructions"
+    )
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("--plans", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -224,6 +271,8 @@ def main() -> None:
             )
             if figures["reproduced"] != plans:
                 raise SystemExit(f"{way}: not every plan was reproduced")
+        if args.instructions:
+            print_instructions(url, events, plans)
     print(f"target: {TARGET:,.0f} events/s")
 
 
