@@ -16,7 +16,7 @@ from typing import Any, Final, Literal, get_args
 import yaml
 from kaiwo_contracts.confinement import preemption_target_ref
 from kaiwo_contracts.events import PlanDecidedV1
-from kaiwo_contracts.plans import ObjectRef, Plan, canonical_json, fingerprint_of
+from kaiwo_contracts.plans import ObjectRef, Plan, canonical_json
 from kaiwo_eventstore import StoredEvent
 from kaiwo_planner.domain.planning import PlanningResult
 from kaiwo_planner.domain.queues.default_objects import default_object_plans
@@ -116,8 +116,8 @@ def judge_plan(
     The bytes hashed are kept: the replayed plan's are compared with them, equal exactly
     when the fingerprints are, without hashing a second time.
     """
-    recorded = decided.plan.fingerprint_bytes()
-    if fingerprint_of(recorded) != decided.fingerprint:
+    recorded = decided.checked_fingerprint_bytes()
+    if recorded is None:
         return skipped_verdict(event, UNPARSABLE)
     return _judge(event, _Recorded(decided, recorded), projection, plan_fn, context_of)
 

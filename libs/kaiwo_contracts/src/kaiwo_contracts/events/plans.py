@@ -8,7 +8,14 @@ from typing import Any, ClassVar, Final, Literal, Self
 from pydantic import AwareDatetime, Field, ValidationInfo, model_validator
 
 from kaiwo_contracts.events.envelope import EventPayload, event_type
-from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule, ScaleIntent
+from kaiwo_contracts.plans import (
+    EventIntent,
+    ObjectRef,
+    Plan,
+    PruneRule,
+    ScaleIntent,
+    fingerprint_of,
+)
 
 __all__ = [
     "EventIntent",
@@ -173,7 +180,14 @@ class PlanDecidedV1(EventPayload):
     def fingerprint_holds(self) -> bool:
         """``fingerprint`` is the plan's (what validation checks unless the reader said it
         checks it itself, :data:`FINGERPRINT_CHECKED_BY_READER`)."""
-        return self.fingerprint == self.plan.fingerprint()
+        return self.checked_fingerprint_bytes() is not None
+
+    def checked_fingerprint_bytes(self) -> bytes | None:
+        """The plan's :meth:`~kaiwo_contracts.plans.Plan.fingerprint_bytes` when
+        ``fingerprint`` is their hash, else None: a reader that checks the fingerprint and
+        then compares other plans with this one hashes it once."""
+        written = self.plan.fingerprint_bytes()
+        return written if fingerprint_of(written) == self.fingerprint else None
 
     @model_validator(mode="after")
     def _absent_objects_are_desired(self) -> Self:
