@@ -35,6 +35,8 @@ finding came in, or the autoscaler decided a Model's replicas."""
 
 def _check_absent(plan: Plan, absent: tuple[ObjectRef, ...], *, name: str = "absent") -> None:
     """``absent`` (or ``drifted``) names only desired (or shared) objects, sorted."""
+    if not absent:  # most plans name none: no set of the desired objects to build
+        return
     desired = {
         _identity(
             ObjectRef(
