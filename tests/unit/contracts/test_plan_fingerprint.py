@@ -12,7 +12,17 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kaiwo_contracts.plans import ObjectRef, Plan, document_fingerprint, fingerprint_of
+from kaiwo_contracts.events import PlanDecidedV1
+from kaiwo_contracts.events.message_body import body_json
+from kaiwo_contracts.plans import (
+    ObjectRef,
+    Plan,
+    PlanSource,
+    document_fingerprint,
+    fingerprint_bytes_of_wire,
+    fingerprint_of,
+)
+from pydantic_core import from_json
 
 OWNER = ObjectRef(
     api_version="kaiwo.silogen.ai/v1alpha1", kind="KaiwoJob", name="t", namespace="a", uid="u"
@@ -135,3 +145,56 @@ def test_the_fingerprint_hashes_the_bytes_a_caller_can_compare_instead() -> None
     assert plan.fingerprint_bytes() != as_float.fingerprint_bytes()
     assert plan.fingerprint() != as_float.fingerprint()
     assert plan.fingerprint_bytes().startswith(b'{"deleteOwner":false,"desired":[{"kind"')
+
+
+def _wire(decision: PlanDecidedV1) -> dict[str, Any]:
+    """The decision as published (the envelope's data) and read back as the store reads it."""
+    loaded: dict[str, Any] = from_json(body_json(decision.model_dump(mode="json", by_alias=True)))
+    return loaded
+
+
+@settings(max_examples=300)
+@given(desired=st.lists(_DOCUMENTS, max_size=2), shared=st.lists(_DOCUMENTS, max_size=1),
+       status=st.none() | _DOCUMENTS, version=st.none() | st.text(max_size=3),
+       sourced=st.booleans())  # fmt: skip
+def test_a_published_plan_gives_its_fingerprint_bytes_from_its_wire_form(
+    desired: list[dict[str, Any]],
+    shared: list[dict[str, Any]],
+    status: dict[str, Any] | None,
+    version: str | None,
+    sourced: bool,
+) -> None:
+    # Replay writes a recorded plan's bytes from its JSON instead of dumping the validated
+    # plan again: for every plan as published they must be the plan's own.
+    sources = (PlanSource(ref=OWNER, generation=1, resource_version="7", digest="d"),)
+    plan = Plan(
+        owner=OWNER, desired=tuple(desired), shared=tuple(shared), status=status,
+        observed_resource_version=version, sources=sources if sourced else (),
+    )  # fmt: skip
+    wire = _wire(PlanDecidedV1.of(plan))
+
+    assert fingerprint_bytes_of_wire(wire["plan"]) == plan.fingerprint_bytes()
+    assert PlanDecidedV1.checked_wire_fingerprint_bytes(wire) == plan.fingerprint_bytes()
+
+
+def test_a_wire_form_that_is_not_the_hashed_dump_is_not_taken() -> None:
+    source = PlanSource(ref=OWNER, generation=1, resource_version="7", digest="d")
+    plan = Plan(
+        owner=OWNER, desired=({"kind": "Job", "replicas": 1},), status={"n": 1},
+        observed_resource_version="9", sources=(source,),
+    )  # fmt: skip
+    wire = _wire(PlanDecidedV1.of(plan))
+    # Only the observed versions are left out: the owner's and each source's.
+    moved = {**wire, "plan": {**wire["plan"], "observedResourceVersion": "10"}}
+    moved["plan"]["sources"] = [{**wire["plan"]["sources"][0], "resourceVersion": "8"}]
+    retyped = {**wire, "plan": {**wire["plan"], "desired": [{"kind": "Job", "replicas": 1.0}]}}
+    extra = {**wire, "plan": {**wire["plan"], "extra": True}}
+    source_digest = {**wire, "plan": {**wire["plan"], "sources": [{**source.model_dump(
+        mode="json", by_alias=True), "digest": "e"}]}}  # fmt: skip
+
+    assert PlanDecidedV1.checked_wire_fingerprint_bytes(moved) == plan.fingerprint_bytes()
+    assert PlanDecidedV1.checked_wire_fingerprint_bytes(retyped) is None
+    assert PlanDecidedV1.checked_wire_fingerprint_bytes(extra) is None
+    assert PlanDecidedV1.checked_wire_fingerprint_bytes(source_digest) is None
+    assert PlanDecidedV1.checked_wire_fingerprint_bytes({**wire, "plan": [1]}) is None
+    assert PlanDecidedV1.checked_wire_fingerprint_bytes({**wire, "fingerprint": 1}) is None

@@ -301,6 +301,27 @@ class Plan(_Contract):
         return document
 
 
+def fingerprint_bytes_of_wire(document: Mapping[str, Any]) -> bytes:
+    """What :meth:`Plan.fingerprint` would hash for the plan whose wire form (its JSON dump,
+    as published and recorded) is ``document``, written from that form without validating
+    it: the document less the observed resourceVersions, as canonical JSON.
+
+    A plan's wire form is the very dump its fingerprint document is (field names are the
+    aliases in both), so for a plan as published these are :meth:`Plan.fingerprint_bytes`.
+    A document that is not such a dump gives other bytes, which its fingerprint does not
+    hash (a caller checks the hash before trusting them)."""
+    written = {key: value for key, value in document.items() if key != _OBSERVED_VERSION_KEY}
+    sources = written.get(_SOURCES_KEY)
+    if isinstance(sources, list):
+        written[_SOURCES_KEY] = [
+            {key: value for key, value in source.items() if key != _SOURCE_VERSION_KEY}
+            if isinstance(source, Mapping)
+            else source
+            for source in sources
+        ]
+    return canonical_json_bytes(written)
+
+
 def fingerprint_of(written: bytes) -> str:
     """The fingerprint of a plan whose :meth:`Plan.fingerprint_bytes` are ``written``."""
     return hashlib.sha256(written).hexdigest()
@@ -318,6 +339,10 @@ _VERSIONS: Any = {
 }
 """What :meth:`Plan.fingerprint` leaves out (pydantic's nested ``exclude``)."""
 _VERSIONS_AND_DOCUMENTS: Any = {**_VERSIONS, "desired": True, "shared": True, "status": True}
+_OBSERVED_VERSION_KEY: Final = to_camel("observed_resource_version")
+_SOURCES_KEY: Final = to_camel("sources")
+_SOURCE_VERSION_KEY: Final = to_camel("resource_version")
+"""The wire names of what :data:`_VERSIONS` leaves out (:func:`fingerprint_bytes_of_wire`)."""
 
 
 def created_suspended(manifest: dict[str, Any]) -> bool:

@@ -14,6 +14,7 @@ from kaiwo_contracts.plans import (
     Plan,
     PruneRule,
     ScaleIntent,
+    fingerprint_bytes_of_wire,
     fingerprint_of,
 )
 
@@ -190,6 +191,20 @@ class PlanDecidedV1(EventPayload):
         then compares other plans with this one hashes it once."""
         written = self.plan.fingerprint_bytes()
         return written if fingerprint_of(written) == self.fingerprint else None
+
+    @staticmethod
+    def checked_wire_fingerprint_bytes(data: Mapping[str, Any]) -> bytes | None:
+        """:meth:`checked_fingerprint_bytes` of the decision whose wire form is ``data``,
+        written from that form (:func:`~kaiwo_contracts.plans.fingerprint_bytes_of_wire`),
+        without dumping the validated plan again. None when its ``fingerprint`` does not hash
+        them, which is also the answer for a plan written otherwise than as its planner
+        dumped it (the reader then checks the validated decision): bytes that hash to the
+        recorded fingerprint are the bytes its planner hashed."""
+        plan, fingerprint = data.get("plan"), data.get("fingerprint")
+        if not isinstance(plan, Mapping) or not isinstance(fingerprint, str):
+            return None
+        written = fingerprint_bytes_of_wire(plan)
+        return written if fingerprint_of(written) == fingerprint else None
 
     @model_validator(mode="after")
     def _absent_objects_are_desired(self) -> Self:
