@@ -259,6 +259,45 @@ def test_children_are_built_again_for_a_new_spec_or_labels_but_not_for_a_new_sta
     assert built == [1, 2, 2]
 
 
+def test_a_workload_spec_is_parsed_once_per_generation_unless_it_changed_without_one(
+    monkeypatch: Any,
+) -> None:
+    from kaiwo_planner.domain import planning
+
+    planned: list[Any] = []
+    plan_workload = planning.plan_workload
+
+    def capturing(*, workload: Any, **kwargs: Any) -> Any:
+        planned.append(workload)
+        return plan_workload(workload=workload, **kwargs)
+
+    monkeypatch.setattr(planning, "plan_workload", capturing)
+    projection, contexts = Projection(), PlanningContextKeeper()
+    projection.apply(observed(QUEUES, 1), sequence=1)
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def plan(version: int, spec: dict[str, Any], status: str) -> Any:
+        job = {**TRAIN, "spec": spec, "status": {"status": status}}
+        projection.apply(observed(job, version), sequence=version)
+        owner = projection.by_uid("job-uid")
+        assert owner is not None
+        return plan_object(owner=owner, context=contexts.context(projection), now=now).plan
+
+    spec = {"image": "busybox", "entrypoint": "sleep 1"}
+    plan(2, dict(spec), "")
+    plan(3, dict(spec), "PENDING")  # our own status write, an equal spec: parsed before
+    assert planned[1].spec is planned[0].spec
+    assert planned[1] == planned[1].model_validate(projection.by_uid("job-uid"))
+    # Hand-made: another spec under the same generation is parsed afresh, not taken as held.
+    plan(4, {**spec, "image": "alpine"}, "PENDING")
+    assert planned[2].spec.image == "alpine"
+    invalid = plan(5, {**spec, "gpus": "many"}, "PENDING")
+    assert len(planned) == 3  # not planned as a workload: its spec does not parse
+    (valid,) = invalid.status["conditions"]
+    assert (valid["type"], valid["status"], valid["reason"]) == ("Valid", "False", "InvalidSpec")
+    assert "spec.gpus" in valid["message"]
+
+
 def gpu_node(name: str, gpus: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",

@@ -165,7 +165,7 @@ def _plan_workload(
         # Frozen models of an object the projection never edits: parse each version once.
         uid = (owner.get("metadata") or {}).get("uid")
         workload = context.owner_value(
-            ("owner", model, uid), (owner,), lambda: model.model_validate(owner)
+            ("owner", model, uid), (owner,), lambda: _parsed(owner, model, context)
         )
     except ValidationError as error:
         return PlanningResult(
@@ -184,6 +184,33 @@ def _plan_workload(
     return PlanningResult(
         plan=result.plan, replan_at=result.replan_at, also_replan=result.also_replan
     )
+
+
+def _parsed(
+    owner: Mapping[str, Any],
+    model: type[KaiwoJob] | type[KaiwoService],
+    context: PlanningContext,
+) -> KaiwoJob | KaiwoService:
+    """``owner`` as ``model``, its spec parsed once per spec version.
+
+    Most versions of a workload differ from the last only in status and metadata (the
+    operator's own status writes), and the spec was most of the parsing. The API server
+    bumps ``metadata.generation`` on every spec change, so for one uid it names the spec
+    (as for the children, ``plan_children``); the spec is compared too, so a hand-made
+    object that changes it without a new generation is parsed afresh. The parsed spec is a
+    frozen model: the owner parsed with it is the owner parsed whole."""
+    metadata = owner.get("metadata") or {}
+    uid, generation, spec = metadata.get("uid"), metadata.get("generation"), owner.get("spec")
+    if not uid or not isinstance(generation, int) or not isinstance(spec, Mapping):
+        return model.model_validate(owner)
+    held_spec, parsed_spec = context.owner_value(
+        ("owner-spec", model, uid, generation),
+        (),
+        lambda: (spec, model.model_validate(owner).spec),
+    )
+    if held_spec != spec:
+        return model.model_validate(owner)
+    return model.model_validate({**owner, "spec": parsed_spec})
 
 
 def _plan_queue_config(

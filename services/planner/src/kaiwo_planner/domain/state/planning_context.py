@@ -50,9 +50,9 @@ SCALE_REQUESTS: Final[Kind] = ("gateway.kaiwo.silogen.ai", "ScaleDecision")
 EVERY_KIND: Final = None
 """``reads`` of a value that any change invalidates (a decision over the whole state)."""
 
-OWNER_VALUES_LIMIT: Final = 1536
-"""Owner values kept at most: about three per recently planned owner (its parsed object, its
-children and its plan source), so some 500 active owners."""
+OWNER_VALUES_LIMIT: Final = 2048
+"""Owner values kept at most: about four per recently planned owner (its parsed object and
+spec, its children and its plan source), so some 500 active owners."""
 
 Reads = tuple[Kind, ...] | None
 
