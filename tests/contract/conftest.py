@@ -6,11 +6,12 @@ test on a free port with a temporary store (marker ``nats``).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import pytest
-from kaiwo_contracts.events.streams import BusTopology
+from kaiwo_contracts.events.streams import BusTopology, ConsumerSpec
 from kaiwo_runtime.bus import Bus
 from kaiwo_runtime.memory_bus import MemoryBus
 from kaiwo_runtime.memory_jetstream import MemoryJetStream
@@ -40,6 +41,28 @@ class BusHarness:
     async def restart(self) -> None:
         if self.server is not None:
             await self.server.restart()
+
+    async def acknowledged(
+        self, bus: Bus, consumer: ConsumerSpec, *, through: int, within: float = 10.0
+    ) -> None:
+        """Wait until the server has taken in ``consumer``'s acknowledgements up to stream
+        sequence ``through``. An acknowledgement is sent without an answer (decision 0089):
+        one still on its way when the server stops is lost, and its message delivered again,
+        which the contract allows. A test that asserts no redelivery after a restart waits
+        for this first. The memory server takes an acknowledgement as it is made."""
+        if not isinstance(bus, NatsBus):
+            return
+        js = bus.client.jetstream()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        while True:
+            info = await js.consumer_info(consumer.stream, consumer.durable_name)
+            if info.ack_floor.stream_seq >= through:
+                return
+            if loop.time() > deadline:
+                msg = f"acknowledged through {info.ack_floor.stream_seq}, not {through}"
+                raise AssertionError(msg)
+            await asyncio.sleep(0.02)
 
     async def close_all(self) -> None:
         for bus in self.opened:
