@@ -6,7 +6,6 @@ test on a free port with a temporary store (marker ``nats``).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -17,6 +16,8 @@ from kaiwo_runtime.memory_bus import MemoryBus
 from kaiwo_runtime.memory_jetstream import MemoryJetStream
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_server import NatsServer
+
+from tests.waiting import Pending, eventually
 
 
 @dataclass
@@ -42,9 +43,7 @@ class BusHarness:
         if self.server is not None:
             await self.server.restart()
 
-    async def acknowledged(
-        self, bus: Bus, consumer: ConsumerSpec, *, through: int, within: float = 10.0
-    ) -> None:
+    async def acknowledged(self, bus: Bus, consumer: ConsumerSpec, *, through: int) -> None:
         """Wait until the server has taken in ``consumer``'s acknowledgements up to stream
         sequence ``through``. An acknowledgement is sent without an answer (decision 0089):
         one still on its way when the server stops is lost, and its message delivered again,
@@ -53,16 +52,13 @@ class BusHarness:
         if not isinstance(bus, NatsBus):
             return
         js = bus.client.jetstream()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + within
-        while True:
+
+        async def ack_floor_reached() -> bool | Pending:
             info = await js.consumer_info(consumer.stream, consumer.durable_name)
-            if info.ack_floor.stream_seq >= through:
-                return
-            if loop.time() > deadline:
-                msg = f"acknowledged through {info.ack_floor.stream_seq}, not {through}"
-                raise AssertionError(msg)
-            await asyncio.sleep(0.02)
+            floor = info.ack_floor.stream_seq
+            return floor >= through or Pending(f"acknowledged through {floor}")
+
+        await eventually(ack_floor_reached, what=f"acknowledged through {through}", within=10.0)
 
     async def close_all(self) -> None:
         for bus in self.opened:
