@@ -165,7 +165,7 @@ def _plan_workload(
         # Frozen models of an object the projection never edits: parse each version once.
         uid = (owner.get("metadata") or {}).get("uid")
         workload = context.owner_value(
-            ("owner", model, uid), (owner,), lambda: _parsed(owner, model, context)
+            ("owner", model, uid), (owner,), lambda: _parsed(owner, model, uid, context)
         )
     except ValidationError as error:
         return PlanningResult(
@@ -189,6 +189,7 @@ def _plan_workload(
 def _parsed(
     owner: Mapping[str, Any],
     model: type[KaiwoJob] | type[KaiwoService],
+    uid: object,
     context: PlanningContext,
 ) -> KaiwoJob | KaiwoService:
     """``owner`` as ``model``, its spec parsed once per spec version.
@@ -199,8 +200,7 @@ def _parsed(
     (as for the children, ``plan_children``); the spec is compared too, so a hand-made
     object that changes it without a new generation is parsed afresh. The parsed spec is a
     frozen model: the owner parsed with it is the owner parsed whole."""
-    metadata = owner.get("metadata") or {}
-    uid, generation, spec = metadata.get("uid"), metadata.get("generation"), owner.get("spec")
+    generation, spec = (owner.get("metadata") or {}).get("generation"), owner.get("spec")
     if not uid or not isinstance(generation, int) or not isinstance(spec, Mapping):
         return model.model_validate(owner)
     held_spec, parsed_spec = context.owner_value(
