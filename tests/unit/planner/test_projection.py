@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from kaiwo_contracts.events.observed import ObservedObjectV1, WatchEventType
 from kaiwo_contracts.plans import ObjectRef
+from kaiwo_contracts.queue_estimates.kueue import kueue_gpus
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.object_index import NotIndexedError
 from kaiwo_planner.domain.state.observed_objects import is_newer
@@ -213,6 +214,161 @@ def test_shared_strings_change_no_value() -> None:
 
     assert shared.objects.get(POD_REF) == unshared.objects.get(POD_REF)
     assert shared.objects.get(POD_REF) is not unshared.objects.get(POD_REF)
+
+
+# ---------------------------------------------------------------- Kueue Workloads
+
+
+def kueue_workload(*, env: str = "1") -> dict[str, Any]:
+    """A Kueue Workload as Kueue writes it: each pod set holds a whole copy of the pod
+    template of its job."""
+    return make_object(
+        "Workload",
+        "job-train-7-1a2b3",
+        uid="wl-1",
+        api_version="kueue.x-k8s.io/v1beta1",
+        labels={"kueue.x-k8s.io/job-uid": JOB_UID},
+        owners=[JOB_UID],
+        spec={
+            "queueName": "kaiwo",
+            "priority": 100,
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 2,
+                    "minCount": 1,
+                    "template": {
+                        "metadata": {"labels": {"job-name": "train-7"}},
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "main",
+                                    "image": "rocm/pytorch:latest",
+                                    "command": ["python", "train.py"],
+                                    "env": [{"name": "EPOCHS", "value": env}],
+                                    "resources": {
+                                        "requests": {"amd.com/gpu": "4", "cpu": "8"},
+                                        "limits": {"amd.com/gpu": "4"},
+                                    },
+                                    "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                                }
+                            ],
+                            "initContainers": [
+                                {
+                                    "name": "fetch",
+                                    "image": "busybox",
+                                    "resources": {"requests": {"cpu": "1"}},
+                                }
+                            ],
+                            "volumes": [{"name": "data", "emptyDir": {}}],
+                            "tolerations": [{"key": "amd.com/gpu", "operator": "Exists"}],
+                            "restartPolicy": "Never",
+                        },
+                    },
+                },
+                {"name": "no-template", "count": 1},
+            ],
+        },
+        status={
+            "admission": {"clusterQueue": "kaiwo", "podSetAssignments": [{"name": "main"}]},
+            "conditions": [{"type": "Admitted", "status": "True"}],
+        },
+    )
+
+
+WORKLOAD_REF = ObjectRef.of(kueue_workload())
+
+
+@pytest.mark.parametrize("share_strings", [True, False])
+def test_a_kueue_workload_is_kept_without_its_pod_templates_but_their_containers_resources(
+    share_strings: bool,
+) -> None:
+    whole = kueue_workload()
+    projection = Projection(share_strings=share_strings)
+    projection.apply(observe(whole, "10"), sequence=1)
+
+    stored = projection.objects.get(WORKLOAD_REF)
+    assert stored is not None
+    assert stored["spec"]["podSets"] == [
+        {
+            "name": "main",
+            "count": 2,
+            "minCount": 1,
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "main",
+                            "resources": {
+                                "requests": {"amd.com/gpu": "4", "cpu": "8"},
+                                "limits": {"amd.com/gpu": "4"},
+                            },
+                        }
+                    ],
+                    "initContainers": [{"name": "fetch", "resources": {"requests": {"cpu": "1"}}}],
+                }
+            },
+        },
+        {"name": "no-template", "count": 1},
+    ]
+    assert {k: v for k, v in stored["spec"].items() if k != "podSets"} == {
+        "queueName": "kaiwo",
+        "priority": 100,
+    }
+    assert stored["status"] == whole["status"]
+    assert stored["metadata"] == {**whole["metadata"], "resourceVersion": "10"}
+    # What the planner reads of a Workload's pod sets is unchanged.
+    assert kueue_gpus(stored) == kueue_gpus(whole) == ("amd.com/gpu", 8)
+    # The observation itself is left whole (the recorder stores it so).
+    assert "image" in whole["spec"]["podSets"][0]["template"]["spec"]["containers"][0]
+
+
+def test_a_workload_observed_again_is_a_duplicate_and_a_new_version_of_it_shares_its_content() -> (
+    None
+):
+    projection = Projection()
+    assert projection.apply(observe(kueue_workload(), "10"), sequence=1) is not None
+
+    assert projection.apply(observe(kueue_workload(), "10"), sequence=2) is None
+    before = projection.objects.get(WORKLOAD_REF)
+    # A new version differing only in what the projection does not keep: no new content.
+    change = projection.apply(observe(kueue_workload(env="2"), "11"), sequence=3)
+    assert change is not None
+    assert not change.content_changed
+    after = projection.objects.get(WORKLOAD_REF)
+    assert after is not None and before is not None
+    assert after["spec"] is before["spec"]
+    assert after["metadata"]["resourceVersion"] == "11"
+
+
+@pytest.mark.parametrize(
+    "workload",
+    [
+        {**kueue_workload(), "apiVersion": "example.com/v1"},
+        {**kueue_workload(), "spec": {"podSets": "not a list"}},
+        {**kueue_workload(), "spec": {"podSets": [{"name": "main", "template": "not a map"}]}},
+    ],
+    ids=["another group's Workload", "pod sets not a list", "a template not a map"],
+)
+def test_a_workload_kueue_did_not_write_or_in_no_known_shape_is_kept_as_observed(
+    workload: dict[str, Any],
+) -> None:
+    projection = Projection(share_strings=False)
+    observation = observe(workload, "10")
+    projection.apply(observation, sequence=1)
+
+    assert projection.objects.get(ObjectRef.of(workload)) == observation.object
+
+
+def test_a_snapshot_holding_a_kueue_workload_restores_exactly() -> None:
+    projection = Projection()
+    projection.apply(observe(kueue_workload(), "10"), sequence=1)
+    data = projection.snapshot()
+
+    restored = Projection.restore(data)
+
+    assert restored.snapshot() == data
+    assert restored.objects.get(WORKLOAD_REF) == projection.objects.get(WORKLOAD_REF)
 
 
 def test_a_malformed_object_raises_and_changes_nothing() -> None:

@@ -34,7 +34,7 @@ from kaiwo_planner.domain.state.index_entry import (
 )
 from kaiwo_planner.domain.state.nodes import NodeInfo
 from kaiwo_planner.domain.state.object_index import ObjectIndex
-from kaiwo_planner.domain.state.stored_form import at_version, same_content, without_managed_fields
+from kaiwo_planner.domain.state.stored_form import at_version, projected_form, same_content
 
 _Key = tuple[str, str]
 """How an object is filed: (``apiVersion/kind``, uid), its name left out, so that a snapshot's
@@ -299,9 +299,7 @@ class ObservedObjects:
         if observed.event_type == "DELETED":
             return None, True
         incoming = observed.resource_version
-        same = live is not None and same_content(
-            live.object, without_managed_fields(observed.object)
-        )
+        same = live is not None and same_content(live.object, projected_form(observed.object))
         entry = Entry.of(
             observed.object,
             api_version=observed.api_version,
@@ -324,7 +322,7 @@ class ObservedObjects:
     def _holds(self, live: Entry, observed: ObservedObjectV1) -> bool:
         """Exactly ``observed`` is held already (version and content)."""
         return live.resource_version == observed.resource_version and live.object == (
-            without_managed_fields(observed.object)
+            projected_form(observed.object)
         )
 
     def _forget_old_tombstones(self) -> None:

@@ -14,7 +14,8 @@ made in O(1) per change, shares everything unchanged with the previous one, and 
 after the projection has moved on.
 
 Objects are kept in their stored form (:mod:`~kaiwo_planner.domain.state.stored_form`:
-without ``managedFields``, strings shared unless ``share_strings=False``).
+without ``managedFields`` and a Kueue Workload's pod templates but their containers'
+resources, strings shared unless ``share_strings=False``).
 
 Pure: no I/O, no clock. :meth:`Projection.snapshot` / :meth:`Projection.restore` turn the
 whole state (objects, tombstones, sequence) into canonical JSON bytes and back, exactly.
@@ -38,7 +39,7 @@ from kaiwo_planner.domain.state.object_index import NotIndexedError
 from kaiwo_planner.domain.state.observed_objects import Change, ObservedObjects
 from kaiwo_planner.domain.state.planning_context import FINDINGS, SCALE_REQUESTS
 from kaiwo_planner.domain.state.scale_request import SCALE_REQUEST_RETENTION, ScaleRequest
-from kaiwo_planner.domain.state.stored_form import stored_form, without_managed_fields
+from kaiwo_planner.domain.state.stored_form import projected_form, stored_form
 from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 
 SNAPSHOT_FORMAT: Final = 1
@@ -72,15 +73,15 @@ class Projection:
         tombstone_retention: int = DEFAULT_TOMBSTONE_RETENTION,
         share_strings: bool = True,
     ) -> None:
-        """``share_strings=False`` keeps each observed object as given (still without
-        ``managedFields``): for a short-lived projection, such as replay's, whose observations
+        """``share_strings=False`` keeps each observed object as given (still in its
+        ``projected_form``): for a short-lived projection, such as replay's, whose observations
         are held in memory anyway, where copying them to share strings only costs time."""
         if tombstone_retention < 1:
             raise ValueError("tombstone_retention must be >= 1")
         self._retention = tombstone_retention
         self.objects: Final = ObservedObjects(
             retention=tombstone_retention,
-            stored_form=stored_form if share_strings else without_managed_fields,
+            stored_form=stored_form if share_strings else projected_form,
         )
         self.findings: Final = LatestReadings[WorkloadFinding](
             retention=FINDING_RETENTION, prune_every=FINDING_PRUNE_EVERY

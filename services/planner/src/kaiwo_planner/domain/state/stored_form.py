@@ -1,6 +1,8 @@
-"""How the projection keeps an observed object: without ``metadata.managedFields`` (large, and
-no decision reads it), with its keys and short strings interned (shared between objects), and
-shared with the previous version when only the ``resourceVersion`` moved."""
+"""How the projection keeps an observed object: without what no decision reads
+(:func:`projected_form`: ``metadata.managedFields``, and a Kueue Workload's copies of its pod
+templates but their containers' resources), with its keys and short strings interned (shared
+between objects), and shared with the previous version when only the ``resourceVersion``
+moved."""
 
 from __future__ import annotations
 
@@ -13,10 +15,32 @@ INTERNED_UP_TO: Final = 64
 
 
 def stored_form(obj: dict[str, Any]) -> dict[str, Any]:
-    """``obj`` as the projection keeps it: without ``metadata.managedFields``, and with its
-    keys and short strings interned. Every object decoded from JSON has its own copy of
-    each key; shared, they take 44% less memory per tracked workload."""
-    return _interned(without_managed_fields(obj))  # type: ignore[no-any-return]
+    """``obj`` as the projection keeps it: its :func:`projected_form`, with its keys and
+    short strings interned. Every object decoded from JSON has its own copy of each key;
+    shared, they take 44% less memory per tracked workload."""
+    return _interned(projected_form(obj))  # type: ignore[no-any-return]
+
+
+def projected_form(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` without what no decision reads: ``metadata.managedFields``, and, of a Kueue
+    Workload, each pod set's template but its containers' names and resources.
+
+    Kueue copies the whole pod template of its job into the Workload's pod sets: about half
+    of a Workload, and a copy of the child the projection holds already. The planner reads a
+    Workload's pod sets only for the GPUs they ask for
+    (:func:`~kaiwo_contracts.queue_estimates.kueue.kueue_gpus`). Not a plan's source (the
+    executor never hashes it), so holding it in part changes no digest."""
+    obj = without_managed_fields(obj)
+    if obj.get("kind") == "Workload" and str(obj.get("apiVersion", "")).startswith(
+        KUEUE_API_PREFIX
+    ):
+        return _with_pod_sets_reduced(obj)
+    return obj
+
+
+KUEUE_API_PREFIX: Final = "kueue.x-k8s.io/"
+_POD_SET_CONTAINERS: Final = ("containers", "initContainers")
+_CONTAINER_PARTS_READ: Final = ("name", "resources")
 
 
 def without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
@@ -24,6 +48,35 @@ def without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
     if isinstance(meta, dict) and "managedFields" in meta:
         return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
     return obj
+
+
+def _with_pod_sets_reduced(workload: dict[str, Any]) -> dict[str, Any]:
+    spec = workload.get("spec")
+    pod_sets = spec.get("podSets") if isinstance(spec, dict) else None
+    if not isinstance(spec, dict) or not isinstance(pod_sets, list):
+        return workload
+    reduced = [_pod_set_reduced(pod_set) for pod_set in pod_sets]
+    return {**workload, "spec": {**spec, "podSets": reduced}}
+
+
+def _pod_set_reduced(pod_set: Any) -> Any:
+    template = pod_set.get("template") if isinstance(pod_set, dict) else None
+    if not isinstance(template, dict):
+        return pod_set
+    pod_spec = template.get("spec")
+    kept: dict[str, Any] = {}
+    if isinstance(pod_spec, dict):
+        for key in _POD_SET_CONTAINERS:
+            containers = pod_spec.get(key)
+            if isinstance(containers, list):
+                kept[key] = [_container_reduced(container) for container in containers]
+    return {**pod_set, "template": {"spec": kept}}
+
+
+def _container_reduced(container: Any) -> Any:
+    if not isinstance(container, dict):
+        return container
+    return {key: container[key] for key in _CONTAINER_PARTS_READ if key in container}
 
 
 def _interned(value: Any) -> Any:
