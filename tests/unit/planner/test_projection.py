@@ -371,6 +371,59 @@ def test_a_snapshot_holding_a_kueue_workload_restores_exactly() -> None:
     assert restored.objects.get(WORKLOAD_REF) == projection.objects.get(WORKLOAD_REF)
 
 
+# ---------------------------------------------------------------- Nodes' images
+
+
+def node_with_images(*digest: str) -> dict[str, Any]:
+    """A Node as its kubelet reports it, with the images it holds."""
+    whole = node("gpu-node-1", gpus=8)
+    images = [
+        {
+            "names": [f"registry.example/train@sha256:{d}", f"registry.example/train:{d}"],
+            "sizeBytes": 9,
+        }
+        for d in digest
+    ]
+    conditions = [{"type": "Ready", "status": "True"}]
+    return {**whole, "status": {**whole["status"], "images": images, "conditions": conditions}}
+
+
+NODE_REF = ObjectRef.of(node("gpu-node-1"))
+
+
+@pytest.mark.parametrize("share_strings", [True, False])
+def test_a_node_is_kept_without_its_images(share_strings: bool) -> None:
+    whole = node_with_images("a1", "b2")
+    projection = Projection(share_strings=share_strings)
+    projection.apply(observe(whole, "10"), sequence=1)
+
+    stored = projection.objects.get(NODE_REF)
+    assert stored is not None
+    assert stored["status"] == {
+        "capacity": {"amd.com/gpu": "8"},
+        "allocatable": {"amd.com/gpu": "8"},
+        "conditions": [{"type": "Ready", "status": "True"}],
+    }
+    assert stored["metadata"] == {**whole["metadata"], "resourceVersion": "10"}
+    [held] = projection.cluster_state().nodes
+    assert (held.name, held.ready, dict(held.gpu_allocatable)) == (
+        "gpu-node-1",
+        True,
+        {"amd.com/gpu": 8},
+    )
+    assert len(whole["status"]["images"]) == 2  # the observation itself is left whole
+
+
+def test_a_node_whose_images_alone_changed_is_no_content_change() -> None:
+    projection = Projection()
+    projection.apply(observe(node_with_images("a1"), "10"), sequence=1)
+
+    assert projection.apply(observe(node_with_images("a1"), "10"), sequence=2) is None
+    change = projection.apply(observe(node_with_images("a1", "c3"), "11"), sequence=3)
+    assert change is not None
+    assert not change.content_changed
+
+
 def test_a_malformed_object_raises_and_changes_nothing() -> None:
     projection = Projection()
     projection.apply(observe(POD, "10"), sequence=1)

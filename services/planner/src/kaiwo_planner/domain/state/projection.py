@@ -14,8 +14,8 @@ made in O(1) per change, shares everything unchanged with the previous one, and 
 after the projection has moved on.
 
 Objects are kept in their stored form (:mod:`~kaiwo_planner.domain.state.stored_form`:
-without ``managedFields`` and a Kueue Workload's pod templates but their containers'
-resources, strings shared unless ``share_strings=False``).
+without ``managedFields``, a Kueue Workload's pod templates but their containers'
+resources and a Node's images, strings shared unless ``share_strings=False``).
 
 Pure: no I/O, no clock. :meth:`Projection.snapshot` / :meth:`Projection.restore` turn the
 whole state (objects, tombstones, sequence) into canonical JSON bytes and back, exactly.

@@ -1,8 +1,8 @@
 """How the projection keeps an observed object: without what no decision reads
-(:func:`projected_form`: ``metadata.managedFields``, and a Kueue Workload's copies of its pod
-templates but their containers' resources), with its keys and short strings interned (shared
-between objects), and shared with the previous version when only the ``resourceVersion``
-moved."""
+(:func:`projected_form`: ``metadata.managedFields``, a Kueue Workload's copies of its pod
+templates but their containers' resources, a Node's list of images), with its keys and short
+strings interned (shared between objects), and shared with the previous version when only
+the ``resourceVersion`` moved."""
 
 from __future__ import annotations
 
@@ -22,19 +22,24 @@ def stored_form(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def projected_form(obj: dict[str, Any]) -> dict[str, Any]:
-    """``obj`` without what no decision reads: ``metadata.managedFields``, and, of a Kueue
-    Workload, each pod set's template but its containers' names and resources.
+    """``obj`` without what no decision reads: ``metadata.managedFields``; of a Kueue
+    Workload, each pod set's template but its containers' names and resources; of a Node,
+    ``status.images``.
 
     Kueue copies the whole pod template of its job into the Workload's pod sets: about half
     of a Workload, and a copy of the child the projection holds already. The planner reads a
     Workload's pod sets only for the GPUs they ask for
-    (:func:`~kaiwo_contracts.queue_estimates.kueue.kueue_gpus`). Not a plan's source (the
-    executor never hashes it), so holding it in part changes no digest."""
+    (:func:`~kaiwo_contracts.queue_estimates.kueue.kueue_gpus`). A kubelet lists up to 50 of
+    its node's images, two names and a size each: most of a Node, and read by no decision
+    (:class:`~kaiwo_planner.domain.state.nodes.NodeInfo` is what planning reads of a node).
+    Neither kind is a plan's source (the executor never hashes them), so holding them in part
+    changes no digest."""
     obj = without_managed_fields(obj)
-    if obj.get("kind") == "Workload" and str(obj.get("apiVersion", "")).startswith(
-        KUEUE_API_PREFIX
-    ):
+    kind, api_version = obj.get("kind"), str(obj.get("apiVersion", ""))
+    if kind == "Workload" and api_version.startswith(KUEUE_API_PREFIX):
         return _with_pod_sets_reduced(obj)
+    if kind == "Node" and api_version == "v1":
+        return _without_images(obj)
     return obj
 
 
@@ -48,6 +53,13 @@ def without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
     if isinstance(meta, dict) and "managedFields" in meta:
         return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
     return obj
+
+
+def _without_images(node: dict[str, Any]) -> dict[str, Any]:
+    status = node.get("status")
+    if isinstance(status, dict) and "images" in status:
+        return {**node, "status": {k: v for k, v in status.items() if k != "images"}}
+    return node
 
 
 def _with_pod_sets_reduced(workload: dict[str, Any]) -> dict[str, Any]:
