@@ -10,6 +10,13 @@ import sys
 from collections.abc import Mapping
 from typing import Any, Final
 
+from kaiwo_planner.domain.state.index_entry import (
+    KUEUE_WORKLOAD,
+    NODE,
+    api_group_of,
+    category_of,
+)
+
 INTERNED_UP_TO: Final = 64
 """Strings this short are shared between stored objects (keys, kinds, labels, phases...)."""
 
@@ -35,31 +42,28 @@ def projected_form(obj: dict[str, Any]) -> dict[str, Any]:
     Neither kind is a plan's source (the executor never hashes them), so holding them in part
     changes no digest."""
     obj = without_managed_fields(obj)
-    kind, api_version = obj.get("kind"), str(obj.get("apiVersion", ""))
-    if kind == "Workload" and api_version.startswith(KUEUE_API_PREFIX):
+    category = category_of(api_group_of(str(obj.get("apiVersion", ""))), str(obj.get("kind")))
+    if category == KUEUE_WORKLOAD:
         return _with_pod_sets_reduced(obj)
-    if kind == "Node" and api_version == "v1":
-        return _without_images(obj)
+    if category == NODE:
+        return _without(obj, "status", "images")
     return obj
 
 
-KUEUE_API_PREFIX: Final = "kueue.x-k8s.io/"
 _POD_SET_CONTAINERS: Final = ("containers", "initContainers")
 _CONTAINER_PARTS_READ: Final = ("name", "resources")
 
 
 def without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata")
-    if isinstance(meta, dict) and "managedFields" in meta:
-        return {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+    return _without(obj, "metadata", "managedFields")
+
+
+def _without(obj: dict[str, Any], part: str, key: str) -> dict[str, Any]:
+    """``obj`` without ``obj[part][key]``; ``obj`` itself when it has none."""
+    found = obj.get(part)
+    if isinstance(found, dict) and key in found:
+        return {**obj, part: {k: v for k, v in found.items() if k != key}}
     return obj
-
-
-def _without_images(node: dict[str, Any]) -> dict[str, Any]:
-    status = node.get("status")
-    if isinstance(status, dict) and "images" in status:
-        return {**node, "status": {k: v for k, v in status.items() if k != "images"}}
-    return node
 
 
 def _with_pod_sets_reduced(workload: dict[str, Any]) -> dict[str, Any]:
