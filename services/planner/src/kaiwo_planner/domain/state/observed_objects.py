@@ -18,7 +18,7 @@ as they arrive, so the cluster state made from them costs O(1) per change.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,12 @@ from kaiwo_planner.domain.state.index_entry import (
 )
 from kaiwo_planner.domain.state.nodes import NodeInfo
 from kaiwo_planner.domain.state.object_index import ObjectIndex
-from kaiwo_planner.domain.state.stored_form import at_version, projected_form, same_content
+from kaiwo_planner.domain.state.stored_form import (
+    at_version,
+    projected_form,
+    same_content,
+    with_shared_strings,
+)
 
 _Key = tuple[str, str]
 """How an object is filed: (``apiVersion/kind``, uid), its name left out, so that a snapshot's
@@ -138,11 +143,11 @@ def _rising(numbers: list[int | None]) -> bool:
 class ObservedObjects:
     """The live objects by key, their index, the tombstones, and the nodes and namespaces."""
 
-    def __init__(
-        self, *, retention: int, stored_form: Callable[[dict[str, Any]], dict[str, Any]]
-    ) -> None:
+    def __init__(self, *, retention: int, share_strings: bool) -> None:
+        """``share_strings``: each object filed is kept with its strings shared
+        (:func:`with_shared_strings`), else as its :func:`projected_form` is."""
         self._retention = retention
-        self._stored_form = stored_form
+        self._share_strings = share_strings
         self._live: dict[_Key, Entry] = {}
         self._tombstones: dict[_Key, Tombstone] = {}
         self._index = ObjectIndex()
@@ -299,7 +304,8 @@ class ObservedObjects:
         if observed.event_type == "DELETED":
             return None, True
         incoming = observed.resource_version
-        same = live is not None and same_content(live.object, projected_form(observed.object))
+        projected = projected_form(observed.object)
+        same = live is not None and same_content(live.object, projected)
         entry = Entry.of(
             observed.object,
             api_version=observed.api_version,
@@ -310,7 +316,7 @@ class ObservedObjects:
             # The same content at a new version: the stored copy is shared, not made again.
             stored=at_version(live.object, incoming)
             if same and live is not None
-            else self._stored_form(observed.object),
+            else self._kept(projected),
         )
         content_changed = not (
             same
@@ -318,6 +324,9 @@ class ObservedObjects:
             and live.written_last_by_operator == entry.written_last_by_operator
         )
         return entry, content_changed
+
+    def _kept(self, projected: dict[str, Any]) -> dict[str, Any]:
+        return with_shared_strings(projected) if self._share_strings else projected
 
     def _holds(self, live: Entry, observed: ObservedObjectV1) -> bool:
         """Exactly ``observed`` is held already (version and content)."""
@@ -409,7 +418,7 @@ class ObservedObjects:
                 uid=key[1],
                 resource_version=str(item["resourceVersion"]),
                 sequence=int(item["sequence"]),
-                stored=self._stored_form(obj),
+                stored=self._kept(projected_form(obj)),
             )
             self._file(key, entry)
         for item in tombstones:

@@ -39,7 +39,6 @@ from kaiwo_planner.domain.state.object_index import NotIndexedError
 from kaiwo_planner.domain.state.observed_objects import Change, ObservedObjects
 from kaiwo_planner.domain.state.planning_context import FINDINGS, SCALE_REQUESTS
 from kaiwo_planner.domain.state.scale_request import SCALE_REQUEST_RETENTION, ScaleRequest
-from kaiwo_planner.domain.state.stored_form import projected_form, stored_form
 from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 
 SNAPSHOT_FORMAT: Final = 1
@@ -80,8 +79,7 @@ class Projection:
             raise ValueError("tombstone_retention must be >= 1")
         self._retention = tombstone_retention
         self.objects: Final = ObservedObjects(
-            retention=tombstone_retention,
-            stored_form=stored_form if share_strings else projected_form,
+            retention=tombstone_retention, share_strings=share_strings
         )
         self.findings: Final = LatestReadings[WorkloadFinding](
             retention=FINDING_RETENTION, prune_every=FINDING_PRUNE_EVERY
