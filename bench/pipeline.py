@@ -663,7 +663,8 @@ def main() -> None:
     parser.add_argument(
         "--sides",
         default="operator,one-process,kopf",
-        help="with --cluster envtest: which sides to run (operator, one-process, kopf)",
+        help="with --cluster envtest: which sides to run (operator, one-process, kopf; floor: "
+        "also the bus traffic alone, bench/bus_floor.py)",
     )
     parser.add_argument(
         "--memory-workloads",

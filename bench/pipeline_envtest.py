@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import os
 import shutil
@@ -75,6 +76,7 @@ from pipeline import (
 
 REPO = Path(__file__).resolve().parent.parent
 PEER = Path(__file__).resolve().parent / "peer_kopf.py"
+BUS_FLOOR = Path(__file__).resolve().parent / "bus_floor.py"
 OPERATOR_NAMESPACE = "ml-team"
 ONE_PROCESS_NAMESPACE = "ml-solo"
 """The operator in one process (``kaiwo up --one-process``), third: it watches only this
@@ -700,6 +702,22 @@ async def all_handled(kube: KubernetesAsyncioAdapter, *, within: float) -> None:
     print(f"  (the kopf peer had not handled every KaiwoJob within {within:.0f} s)")
 
 
+def bus_floors() -> dict[str, dict[str, float]]:
+    """What the operator's bus traffic alone costs per workload, and the least a watcher,
+    planner, executor and store could send (``bench/bus_floor.py``, its own process)."""
+    floors = {}
+    for shape in ("operator", "minimal"):
+        print(f"bus traffic alone, the {shape} shape (bench/bus_floor.py) ...", flush=True)
+        done = subprocess.run(
+            [sys.executable, str(BUS_FLOOR), "--shape", shape, "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        floors[shape] = json.loads(done.stdout.strip().splitlines()[-1])
+    return floors
+
+
 def load_average() -> str:
     return " / ".join(f"{load:.1f}" for load in os.getloadavg()) + " (1 / 5 / 15 min)"
 
@@ -911,6 +929,7 @@ def run(
             operator, solo, peer = asyncio.run(
                 compare(plane, scratch, profile, sides=sides, memory_workloads=memory_workloads)
             )
+            floors = bus_floors() if "floor" in sides else {}
             print(f"load average at the end {load_average()}")
     finally:
         if not keep:
@@ -924,4 +943,11 @@ def run(
             print(comparison_table(mine, peer))
             print()
             print(targets(mine, peer))
+    for shape, floor in floors.items():
+        print(
+            f"bus traffic alone, the {shape} shape (bench/bus_floor.py): {floor['total_ms']:.1f} "
+            f"ms/workload ({floor['services_ms']:.1f} bare nats-py, {floor['nats_server_ms']:.1f} "
+            f"nats-server), {floor['total_ms'] / peer.steps[0].side_ms(peer.processes):.2f}x "
+            "the kopf peer's whole CPU at 20/s"
+        )
     print(f"(total {time.perf_counter() - started:.0f} s)")
