@@ -10,7 +10,10 @@ other:
 2. then, stopped, the operator as ``kaiwo up --one-process`` runs it (the four services in
    one process, and nats-server), watching namespace ``ml-solo`` only;
 3. then, the operator stopped, ``bench/peer_kopf.py`` (one process), on namespace
-   ``kopf-team``.
+   ``kopf-team``;
+4. with ``floor`` among the sides, last, ``bench/bus_floor.py``: the operator's messages per
+   workload sent alone with bare nats-py, and the least an event-sourced operator can send,
+   each printed beside the peer's whole CPU (decision 0104).
 
 Each gets a warm-up, then KaiwoJobs created at each rate of ``RATES`` for ``STEP_SECONDS``;
 the child Job latency is taken from a watch of Jobs (create sent -> Job ADDED). CPU is user +
@@ -718,6 +721,22 @@ def bus_floors() -> dict[str, dict[str, float]]:
     return floors
 
 
+def print_floors(floors: Mapping[str, Mapping[str, float]], peer: Side | None) -> None:
+    """Each shape's bus traffic alone, and beside the peer's whole CPU at 20/s when it ran."""
+    for shape, floor in floors.items():
+        beside = (
+            f", {floor['total_ms'] / peer.steps[0].side_ms(peer.processes):.2f}x the kopf "
+            "peer's whole CPU at 20/s"
+            if peer is not None
+            else ""
+        )
+        print(
+            f"bus traffic alone, the {shape} shape (bench/bus_floor.py): {floor['total_ms']:.1f} "
+            f"ms/workload ({floor['services_ms']:.1f} bare nats-py, {floor['nats_server_ms']:.1f} "
+            f"nats-server){beside}"
+        )
+
+
 def load_average() -> str:
     return " / ".join(f"{load:.1f}" for load in os.getloadavg()) + " (1 / 5 / 15 min)"
 
@@ -935,6 +954,7 @@ def run(
         if not keep:
             shutil.rmtree(scratch, ignore_errors=True)
     if peer is None or (operator is None and solo is None):
+        print_floors(floors, peer)
         print(f"(one side only; total {time.perf_counter() - started:.0f} s)")
         return
     for mine, heading in ((operator, "processes"), (solo, "one process")):
@@ -943,11 +963,5 @@ def run(
             print(comparison_table(mine, peer))
             print()
             print(targets(mine, peer))
-    for shape, floor in floors.items():
-        print(
-            f"bus traffic alone, the {shape} shape (bench/bus_floor.py): {floor['total_ms']:.1f} "
-            f"ms/workload ({floor['services_ms']:.1f} bare nats-py, {floor['nats_server_ms']:.1f} "
-            f"nats-server), {floor['total_ms'] / peer.steps[0].side_ms(peer.processes):.2f}x "
-            "the kopf peer's whole CPU at 20/s"
-        )
+    print_floors(floors, peer)
     print(f"(total {time.perf_counter() - started:.0f} s)")
