@@ -535,6 +535,32 @@ async def test_apply_creates_updates_and_a_repeat_changes_nothing(backend: Backe
     assert changed["metadata"]["resourceVersion"] != created["metadata"]["resourceVersion"]
 
 
+async def test_an_apply_if_absent_creates_and_never_touches_an_existing_object(
+    backend: Backend,
+) -> None:
+    kube, ns = backend.kube, backend.namespace
+    created = await kube.apply(
+        config_map(ns, "first-come", data={"a": "1"}), field_manager="kaiwo", if_absent=True
+    )
+    assert created["data"] == {"a": "1"}
+    assert [(e["manager"], e["operation"]) for e in created["metadata"]["managedFields"]] == [
+        ("kaiwo", "Apply")
+    ]
+    # Someone else's object of that name: refused, forced or not, and left exactly as it is.
+    theirs = await kube.create(config_map(ns, "taken", data={"theirs": "1"}))
+    for force in (True, False):
+        with pytest.raises(Conflict):
+            await kube.apply(
+                config_map(ns, "taken", data={"mine": "1"}),
+                field_manager="kaiwo",
+                force=force,
+                if_absent=True,
+            )
+    after = await kube.get(CONFIG_MAP, "taken", namespace=ns)
+    assert after["data"] == {"theirs": "1"}
+    assert after["metadata"]["resourceVersion"] == theirs["metadata"]["resourceVersion"]
+
+
 async def test_apply_removes_fields_the_manager_stops_sending(backend: Backend) -> None:
     kube, ns = backend.kube, backend.namespace
     await kube.apply(

@@ -48,6 +48,21 @@ async def test_a_new_owners_first_plan_creates_the_memo_then_writes_it_once(
     assert dict(flaky.reads) == {"Job": 1, "ConfigMap": 1}
 
 
+async def test_a_plans_one_new_child_is_created_by_one_apply_and_not_read(
+    harness: Any, flaky: Any
+) -> None:
+    # The apply only creates (an existing object of that name is a Conflict), so it is the
+    # check of the name as well as the write: no GET before it.
+    await harness.run(
+        harness.plan([harness.job()]), plan_id="plan-1", executor=harness.executor(kube=flaky)
+    )
+
+    assert dict(flaky.calls) == {"apply": 1}
+    job = harness.find("batch/v1", "Job", "train")
+    assert job is not None
+    assert job["metadata"]["ownerReferences"][0]["uid"] == harness.owner.uid
+
+
 async def test_an_owner_this_executor_wrote_for_is_read_not_created(harness: Any) -> None:
     kv = CountingKeyValue()
     executor = harness.executor(kv=kv)

@@ -16,6 +16,9 @@ MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 
 
+NO_OBJECT_HAS_THIS_VERSION = "1"
+
+
 def _for_apply(obj: dict[str, Any]) -> dict[str, Any]:
     """The apply body: server-maintained metadata the API server refuses in an apply is dropped."""
     metadata = {
@@ -63,13 +66,20 @@ class ObjectWrites(Connected):
         field_manager: str,
         force: bool = True,
         resource: ResourceType | None = None,
+        if_absent: bool = False,
     ) -> dict[str, Any]:
         resource = await self._kinds.type_of(obj, resource)
+        body = _for_apply(obj)
+        if if_absent:
+            # A resourceVersion in an apply is a precondition on an existing object, and
+            # ignored when the apply creates one. No object has this one (etcd's first write
+            # is revision 2), so an existing object is always a Conflict.
+            body["metadata"]["resourceVersion"] = NO_OBJECT_HAS_THIS_VERSION
         return await self.transport.request(
             "PATCH",
             self._object_path(resource, obj),
             query=[("fieldManager", field_manager), ("force", flag(force))],
-            body=_for_apply(obj),
+            body=body,
             content_type=APPLY_PATCH,
         )
 

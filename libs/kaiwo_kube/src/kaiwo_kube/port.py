@@ -132,9 +132,12 @@ class ObjectApplier(Protocol):
         field_manager: str,
         force: bool = True,
         resource: ResourceType | None = None,
+        if_absent: bool = False,
     ) -> dict[str, Any]:
         """Server-side apply of ``obj`` (created when absent). Without ``force`` a field owned
-        by another manager with a different value raises Conflict."""
+        by another manager with a different value raises Conflict. With ``if_absent`` it only
+        creates: an object of that name that exists already raises Conflict and is left as it
+        is, in the same request."""
         ...
 
 

@@ -30,7 +30,9 @@ class ObjectTable:
         self.kinds = kinds
         self.feed = feed
         self._objects: dict[tuple[str, str], dict[ObjectKey, dict[str, Any]]] = {}
-        self._resource_version = 0
+        # As etcd's: revision 1 is the empty store, so the first object written has "2", and
+        # "1" (the version an apply that must only create names) is no object's.
+        self._resource_version = 1
         self._require_namespaces = require_namespaces
         self.changes: Counter[tuple[str, str, str, str]] = Counter()
 

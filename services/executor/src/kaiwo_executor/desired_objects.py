@@ -46,10 +46,18 @@ class DesiredObjects:
 
     async def check_names(self, run: PlanRun) -> None:
         """Never adopt (step 2 of the module docstring): find the plan's objects whose name
-        is taken by an object its owner does not control, and tell the owner."""
-        for manifest in run.plan.desired:
-            if not _name_unproven(run, manifest):
-                continue
+        is taken by an object its owner does not control, and tell the owner.
+
+        A plan with one such object, new to the plan (neither ``absent``, ``drifted`` nor
+        replaced), checks it by an apply that only creates: no read, and no moment between
+        the read and the write in which someone else's object could appear and be adopted.
+        An object of that name that exists already is read as before. With two or more, each
+        is read first: a conflict found on the last must withhold the others unwritten."""
+        unproven = [manifest for manifest in run.plan.desired if _name_unproven(run, manifest)]
+        if len(unproven) == 1 and _new_to_the_plan(run, unproven[0]):  # noqa: SIM102
+            if await self._created_first(run, unproven[0]):
+                unproven = []
+        for manifest in unproven:
             key, target = manifest_key(manifest), ObjectRef.of(manifest)
             found = await self._calls.guarded(
                 functools.partial(self._live, manifest), "apply", target
@@ -71,14 +79,7 @@ class DesiredObjects:
     async def apply(self, run: PlanRun, manifest: dict[str, Any]) -> None:
         """Write one desired object, unless it is unchanged since the last apply."""
         key, target = manifest_key(manifest), ObjectRef.of(manifest)
-        if key in run.unread:
-            return  # its read failed: reported, and not written blind
-        if any(ref_key(conflict.target) == key for conflict in run.conflicts):
-            return  # reported by check_names
-        held = withheld_by(manifest, run.conflicts)
-        if held is not None:
-            why = f"withheld while {held.target.display()} is not this owner's"
-            self._calls.record(run, "apply", target, StepOutcome.UNCHANGED, reason=why)
+        if self._settled_by_check(run, manifest):
             return
         if key in run.replacing:
             await self._create_replacement(run, manifest)
@@ -102,6 +103,25 @@ class DesiredObjects:
         outcome, attempts = result
         run.memo.objects[key] = digest
         self._calls.record(run, "apply", target, outcome, attempts=attempts)
+
+    def _settled_by_check(self, run: PlanRun, manifest: dict[str, Any]) -> bool:
+        """Whether the check of names (``check_names``) settled this object already: created
+        it, failed to check it, found its name taken, or withholds it for another's."""
+        key, target = manifest_key(manifest), ObjectRef.of(manifest)
+        if key in run.created_first:
+            run.memo.objects[key] = content_hash(without_admission_gate(manifest))
+            self._calls.record(
+                run, "apply", target, StepOutcome.APPLIED, attempts=run.created_first[key]
+            )
+            return True
+        if key in run.unread or any(ref_key(c.target) == key for c in run.conflicts):
+            return True  # reported by check_names, and not written blind
+        held = withheld_by(manifest, run.conflicts)
+        if held is not None:
+            why = f"withheld while {held.target.display()} is not this owner's"
+            self._calls.record(run, "apply", target, StepOutcome.UNCHANGED, reason=why)
+            return True
+        return False
 
     async def share(self, run: PlanRun, manifest: dict[str, Any]) -> None:
         """Create a shared object when missing; never update it (others use it too)."""
@@ -155,6 +175,45 @@ class DesiredObjects:
         if refusal is not None:
             run.refusals.append(refusal)
         await self._calls.fail(run, failure, warning_reason="ApplyFailed")
+
+    async def _created_first(self, run: PlanRun, manifest: dict[str, Any]) -> bool:
+        """Whether an apply that only creates settled ``manifest``: it wrote it, or failed
+        as any apply of it would have (reported as such, not written again this time). One
+        that found the name taken leaves the object to be read and written the usual way."""
+        key = manifest_key(manifest)
+        started = time.perf_counter()
+        result = await self._calls.guarded(
+            functools.partial(self._create_if_absent, manifest), "apply", ObjectRef.of(manifest)
+        )
+        if isinstance(result, Failure):
+            await self._refused(run, result)
+            run.unread.add(key)
+            return True
+        created, attempts = result
+        if not created:
+            return False
+        self._calls.metrics.apply_duration.labels(kind=str(manifest.get("kind"))).observe(
+            time.perf_counter() - started
+        )
+        run.created_first[key] = attempts
+        return True
+
+    async def _create_if_absent(self, manifest: dict[str, Any]) -> bool:
+        resource = known_type(str(manifest.get("apiVersion")), str(manifest.get("kind")))
+        # The field manager and force of a first apply (see _apply): a child created
+        # suspended is created under the manager that leaves suspend to Kueue later.
+        suspended = created_suspended(manifest)
+        try:
+            await self._kube.apply(
+                manifest,
+                field_manager=CREATE_SUSPENDED_FIELD_MANAGER if suspended else FIELD_MANAGER,
+                force=not suspended,
+                resource=resource,
+                if_absent=True,
+            )
+        except Conflict:
+            return False  # the name is taken: whose object it is, the read says
+        return True
 
     async def _live(self, manifest: dict[str, Any]) -> dict[str, Any] | None:
         metadata = manifest.get("metadata") or {}
@@ -259,6 +318,13 @@ class DesiredObjects:
             return StepOutcome.UNCHANGED
         await self._kube.merge_patch(NODE, name, patch, field_manager=FIELD_MANAGER)
         return StepOutcome.APPLIED
+
+
+def _new_to_the_plan(run: PlanRun, manifest: dict[str, Any]) -> bool:
+    """Neither seen missing or changed by the planner nor replaced: never written by this
+    executor for all it knows, so creating it is the write the plan asks for."""
+    key = manifest_key(manifest)
+    return key not in run.absent and key not in run.drifted and key not in run.replacing
 
 
 def _name_unproven(run: PlanRun, manifest: dict[str, Any]) -> bool:

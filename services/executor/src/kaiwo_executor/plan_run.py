@@ -36,7 +36,11 @@ class PlanRun:
     conflicts: list[NameConflict] = field(default_factory=list)
     """Objects holding a name the plan wants without being the owner's (never adopted)."""
     unread: set[str] = field(default_factory=set)
-    """Keys whose name could not be checked (the read failed): not written this time."""
+    """Keys whose name could not be checked (the read, or the apply that only creates,
+    failed): reported, and not written this time."""
+    created_first: dict[str, int] = field(default_factory=dict)
+    """Keys created by the apply that checked their name (it only creates), and its
+    attempts: written already, reported at their turn."""
     actions: list[ActionOutcome] = field(default_factory=list)
     must_retry: bool = False
     status_unwritten: bool = False
