@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pytest
+from kaiwo_contracts.plans import ObjectRef
 from kaiwo_runtime.kv import MemoryKeyValue
 
 
@@ -48,13 +50,19 @@ async def test_a_new_owners_first_plan_creates_the_memo_then_writes_it_once(
     assert dict(flaky.reads) == {"Job": 1, "ConfigMap": 1}
 
 
+@pytest.mark.parametrize("named_absent", [False, True], ids=["new", "absent"])
 async def test_a_plans_one_new_child_is_created_by_one_apply_and_not_read(
-    harness: Any, flaky: Any
+    harness: Any, flaky: Any, named_absent: bool
 ) -> None:
     # The apply only creates (an existing object of that name is a Conflict), so it is the
-    # check of the name as well as the write: no GET before it.
+    # check of the name as well as the write: no GET before it. A new owner's first plan
+    # names its children absent (the planner has not seen them).
+    job = harness.job()
     await harness.run(
-        harness.plan([harness.job()]), plan_id="plan-1", executor=harness.executor(kube=flaky)
+        harness.plan([job]),
+        plan_id="plan-1",
+        absent=(ObjectRef.of(job),) if named_absent else (),
+        executor=harness.executor(kube=flaky),
     )
 
     assert dict(flaky.calls) == {"apply": 1}

@@ -23,9 +23,9 @@ order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` pe
    and the status written in step 4 carries the condition ``NameConflict``, which goes once
    no object of the plan conflicts. Nothing of it is remembered as applied: the next plan
    (the planner's resync sends one while the child is missing) looks again. When only one
-   object of the plan is to be checked, and the plan does not name it absent, drifted or
-   replaced, the check is an apply that only creates (decision 0105): written at once if the
-   name is free, read as above if it is taken.
+   object of the plan is to be checked, and the plan does not name it drifted or replace
+   it, the check is an apply that only creates (decision 0105): written at once if the name
+   is free, read as above if it is taken.
    **Desired objects**, in the plan's order. An object whose manifest hash equals the one last
    applied is left alone, unless the plan lists it in ``absent`` (the planner saw it missing,
    e.g. deleted by hand): then it is *created*, and one that exists after all (the plan was

@@ -48,13 +48,14 @@ class DesiredObjects:
         """Never adopt (step 2 of the module docstring): find the plan's objects whose name
         is taken by an object its owner does not control, and tell the owner.
 
-        A plan with one such object, new to the plan (neither ``absent``, ``drifted`` nor
-        replaced), checks it by an apply that only creates: no read, and no moment between
-        the read and the write in which someone else's object could appear and be adopted.
-        An object of that name that exists already is read as before. With two or more, each
-        is read first: a conflict found on the last must withhold the others unwritten."""
+        A plan with one such object that it wants created (not ``drifted``, not replaced)
+        checks it by an apply that only creates: no read, and no moment between the read and
+        the write in which someone else's object could appear and be adopted. An object of
+        that name that exists already is read as before (and, if the owner's, written as
+        before). With two or more, each is read first: a conflict found on the last must
+        withhold the others unwritten."""
         unproven = [manifest for manifest in run.plan.desired if _name_unproven(run, manifest)]
-        if len(unproven) == 1 and _new_to_the_plan(run, unproven[0]):  # noqa: SIM102
+        if len(unproven) == 1 and _to_be_created(run, unproven[0]):  # noqa: SIM102
             if await self._created_first(run, unproven[0]):
                 unproven = []
         for manifest in unproven:
@@ -320,11 +321,12 @@ class DesiredObjects:
         return StepOutcome.APPLIED
 
 
-def _new_to_the_plan(run: PlanRun, manifest: dict[str, Any]) -> bool:
-    """Neither seen missing or changed by the planner nor replaced: never written by this
-    executor for all it knows, so creating it is the write the plan asks for."""
+def _to_be_created(run: PlanRun, manifest: dict[str, Any]) -> bool:
+    """Whether creating the object is what the plan asks for when its name is free: it is
+    new to this executor or the planner saw it missing (``absent``), not changed
+    (``drifted``: applied again over the one there) nor replaced (created after a delete)."""
     key = manifest_key(manifest)
-    return key not in run.absent and key not in run.drifted and key not in run.replacing
+    return key not in run.drifted and key not in run.replacing
 
 
 def _name_unproven(run: PlanRun, manifest: dict[str, Any]) -> bool:
