@@ -55,9 +55,12 @@ class DesiredObjects:
         before). With two or more, each is read first: a conflict found on the last must
         withhold the others unwritten."""
         unproven = [manifest for manifest in run.plan.desired if _name_unproven(run, manifest)]
-        if len(unproven) == 1 and _to_be_created(run, unproven[0]):  # noqa: SIM102
-            if await self._created_first(run, unproven[0]):
-                unproven = []
+        if (
+            len(unproven) == 1
+            and _to_be_created(run, unproven[0])
+            and await self._created_first(run, unproven[0])
+        ):
+            unproven = []
         for manifest in unproven:
             key, target = manifest_key(manifest), ObjectRef.of(manifest)
             found = await self._calls.guarded(
