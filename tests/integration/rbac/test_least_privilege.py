@@ -96,6 +96,11 @@ CRD_WAIT: Final = (
     "started; watcher.served_kinds.until_served); here every CRD is there before the operator "
     "starts"
 )
+NAME_TAKEN: Final = (
+    "a plan's one new child is created by an apply that only creates, and read only when its "
+    "name is taken or the planner saw it changed (decision 0105); the run's AppWrapper is "
+    "created once, its name free, and pruned"
+)
 APPLY_CREATES: Final = (
     "authorized within the server-side apply that creates the default singleton (the API "
     "server checks create as well as patch), which the audit log records as a patch"
@@ -113,6 +118,7 @@ UNUSED_IN_THIS_RUN: Final[dict[str, dict[Grant, str]]] = {
         ("config.kaiwo.silogen.ai", "kaiwoconfigs", "create"): APPLY_CREATES,
         ("kaiwo.silogen.ai", "kaiwoqueueconfigs", "create"): APPLY_CREATES,
         ("kaiwo.silogen.ai", "gpuworkloads", "create"): APPLY_CREATES,
+        ("workload.codeflare.dev", "appwrappers", "get"): NAME_TAKEN,
     },
     "monitor": {},
 }
