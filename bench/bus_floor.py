@@ -28,6 +28,7 @@ import json
 import math
 import os
 import random
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
@@ -40,7 +41,8 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import StreamConfig
 
-TICK = os.sysconf("SC_CLK_TCK")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pipeline import cpu_seconds
 
 
 @dataclass(frozen=True)
@@ -61,11 +63,6 @@ SHAPES = {
     "minimal": Shape(1.0, 1.0, 1.0, 0.0, 0.0, 0.0),
 }
 SIZES = {"observation": 2600, "plan": 3000, "result": 1200, "public": 600, "kv": 300}
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def share(count: float, index: int) -> int:
@@ -193,8 +190,8 @@ async def measure(server: NatsServer, shape: Shape, rate: float, workloads: int)
     await traffic.create_streams()
     consumers = traffic.consumers()
     await asyncio.sleep(1.0)
-    pids = (os.getpid(), server.pid or 0)
-    before = [cpu_seconds(pid) for pid in pids]
+    pids = {"services": os.getpid(), "nats-server": server.pid or 0}
+    before = cpu_seconds(pids)
     started = time.monotonic()
     for index in range(workloads):
         await asyncio.sleep(max(0.0, started + index / rate - time.monotonic()))
@@ -207,9 +204,8 @@ async def measure(server: NatsServer, shape: Shape, rate: float, workloads: int)
     if not finished.done():
         raise SystemExit(f"only {traffic.stored} of {traffic.expected} stored within 120 s")
     elapsed = time.monotonic() - started
-    services, server_cpu = (
-        (cpu_seconds(pid) - used) * 1000 / workloads for pid, used in zip(pids, before, strict=True)
-    )
+    after = cpu_seconds(pids)
+    services, server_cpu = ((after[name] - before[name]) * 1000 / workloads for name in pids)
     traffic.stop.set()
     await asyncio.gather(*consumers)
     for connection in connections:
