@@ -127,7 +127,7 @@ class LazyCommand(click.Command):
     """Stands for one command until it runs; then its typer command parses the rest of the
     line itself (typer carries a click of its own, so the two never share a context)."""
 
-    def __init__(self, name: str, entry: CommandEntry) -> None:
+    def __init__(self, name: str, entry: CommandEntry, *, prog_name: str) -> None:
         super().__init__(
             name,
             help=entry.summary,
@@ -135,26 +135,55 @@ class LazyCommand(click.Command):
             context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
         )
         self.entry = entry
+        self.prog_name = prog_name
 
     def invoke(self, ctx: click.Context) -> Any:
         command = load_command(str(self.name), self.entry)
-        return command.main(args=ctx.args, prog_name=f"kaiwo {self.name}")
+        return command.main(args=ctx.args, prog_name=self.prog_name)
 
 
 class LazyGroup(click.Group):
-    """Lists commands from :data:`COMMANDS` and imports one only when it is asked for."""
+    """Lists the commands of its table (``commands``, :data:`COMMANDS` by default) and imports
+    one only when it is asked for; ``prog_name`` is what its usage lines start with."""
+
+    def __init__(
+        self,
+        *args: Any,
+        commands: dict[str, CommandEntry] | None = None,
+        prog_name: str = "kaiwo",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.table = COMMANDS if commands is None else commands
+        self.prog_name = prog_name
 
     def list_commands(self, ctx: click.Context) -> list[str]:  # noqa: ARG002 (click's)
-        return list(COMMANDS)
+        return list(self.table)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:  # noqa: ARG002
-        entry = COMMANDS.get(cmd_name)
-        return LazyCommand(cmd_name, entry) if entry is not None else None
+        entry = self.table.get(cmd_name)
+        if entry is None:
+            return None
+        return LazyCommand(cmd_name, entry, prog_name=f"{self.prog_name} {cmd_name}")
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:  # noqa: ARG002
-        rows = [(name, entry.summary) for name, entry in COMMANDS.items()]
+        rows = [(name, entry.summary) for name, entry in self.table.items()]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+def lazy_group(
+    name: str, commands: dict[str, CommandEntry], *, help_text: str, prog_name: str
+) -> LazyGroup:
+    """A group of subcommands that imports only the one that runs (``kaiwo events``)."""
+    return LazyGroup(
+        name,
+        commands=commands,
+        prog_name=prog_name,
+        help=help_text,
+        no_args_is_help=True,
+        context_settings={"help_option_names": HELP_OPTIONS, "max_content_width": 100},
+    )
 
 
 @click.group(

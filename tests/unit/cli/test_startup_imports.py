@@ -69,6 +69,26 @@ def test_a_cluster_command_s_help_imports_nothing_heavy(command: tuple[str, ...]
     assert modules.isdisjoint(HEAVY), modules & set(HEAVY)
 
 
+@pytest.mark.parametrize(
+    ("command", "not_needed"),
+    [
+        ("explain", {"nats", "aiohttp", "kaiwo_planner"}),
+        ("export", {"nats", "aiohttp", "kaiwo_planner"}),
+        ("replay", {"nats", "aiohttp"}),
+        ("tail", {"kaiwo_planner"}),
+    ],
+)
+def test_an_events_subcommand_imports_what_it_needs_and_not_its_siblings_needs(
+    command: str, not_needed: set[str]
+) -> None:
+    # tail follows NATS, replay runs the planner, explain and export read the store only.
+    code, modules = loaded_by("events", command, "-h")
+
+    assert code == 0
+    assert "kaiwo_eventstore" in modules or command == "tail"
+    assert modules.isdisjoint(not_needed), modules & not_needed
+
+
 def test_list_and_status_reach_the_cluster_without_the_kubernetes_client_library(
     tmp_path: Path,
 ) -> None:
@@ -94,7 +114,15 @@ def test_list_and_status_reach_the_cluster_without_the_kubernetes_client_library
 
 
 @pytest.mark.parametrize(
-    "command", [("-h",), ("list", "-h"), ("events", "-h"), ("events", "tail", "-h"), ("up", "-h")]
+    "command",
+    [
+        ("-h",),
+        ("list", "-h"),
+        ("events", "-h"),
+        ("events", "tail", "-h"),
+        ("events", "replay", "-h"),
+        ("up", "-h"),
+    ],
 )
 def test_h_is_help_and_flags_show_no_type(command: tuple[str, ...]) -> None:
     result = CliRunner().invoke(app, list(command), env={"COLUMNS": "200"}, prog_name="kaiwo")

@@ -18,24 +18,38 @@ directory (``--state``, ``$KAIWO_STATE``, else ``.kaiwo`` here or in a parent di
 ``--nats`` it connects there instead, with ``--credentials`` (an NKey seed or ``.creds``
 file) and ``--tls-ca`` as needed. It never guesses a server.
 
-One module per subcommand; ``store_access`` holds what they share.
+One module per subcommand, imported only when it runs (``tail`` needs NATS, ``replay`` the
+planner, ``explain`` neither); ``store_access`` holds what they share.
 """
 
 from __future__ import annotations
 
-import typer
+from kaiwo_cli.main import CommandEntry, lazy_group
 
-from kaiwo_cli.commands.events.explain import explain
-from kaiwo_cli.commands.events.export import export
-from kaiwo_cli.commands.events.replay import replay
-from kaiwo_cli.commands.events.tail import tail
+_HERE = "kaiwo_cli.commands.events"
 
-app = typer.Typer(
-    name="events",
-    help="Read the recorded events: tail, replay, explain, export.",
-    no_args_is_help=True,
+COMMANDS: dict[str, CommandEntry] = {
+    "explain": CommandEntry(
+        f"{_HERE}.explain",
+        "explain",
+        "How a workload got where it is: observations, plans, results and preemptions.",
+    ),
+    "replay": CommandEntry(
+        f"{_HERE}.replay",
+        "replay",
+        "Re-plan from the recorded observations; exit 1 when a recorded plan is not reproduced.",
+    ),
+    "export": CommandEntry(
+        f"{_HERE}.export",
+        "export",
+        "Recorded events as JSON lines (CloudEvents structured mode) with their positions.",
+    ),
+    "tail": CommandEntry(f"{_HERE}.tail", "tail", "Follow events live from NATS (Ctrl-C stops)."),
+}
+
+app = lazy_group(
+    "events",
+    COMMANDS,
+    help_text="Read the recorded events: tail, replay, explain, export.",
+    prog_name="kaiwo events",
 )
-app.command("explain")(explain)
-app.command("replay")(replay)
-app.command("export")(export)
-app.command("tail")(tail)
