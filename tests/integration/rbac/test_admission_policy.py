@@ -123,14 +123,20 @@ async def apply_as_executor(cluster: Cluster, obj: dict[str, Any]) -> dict[str, 
 # ---------------------------------------------------------------------- the cluster
 
 
-async def namespace(admin: KubernetesAsyncioAdapter, name: str, **labels: str) -> None:
-    await admin.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": name, "labels": {actors.TEST_NAMESPACE_LABEL: "true", **labels}},
-        }
-    )
+async def namespace(
+    admin: KubernetesAsyncioAdapter,
+    name: str,
+    *,
+    annotations: dict[str, str] | None = None,
+    **labels: str,
+) -> None:
+    metadata: dict[str, Any] = {
+        "name": name,
+        "labels": {actors.TEST_NAMESPACE_LABEL: "true", **labels},
+    }
+    if annotations:
+        metadata["annotations"] = annotations
+    await admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": metadata})
 
     async def default_account() -> bool | Pending:
         found = await actors.get_or_none(admin, SERVICE_ACCOUNT, "default", namespace=name)
@@ -551,14 +557,25 @@ async def test_a_namespace_that_opted_in_opts_its_workloads_in_unless_they_opt_o
     cluster: Cluster,
 ) -> None:
     """The namespace's annotations count for a StatefulSet without any; a Job's own
-    ``enabled: "false"`` wins over its namespace's."""
-    where = cluster.elsewhere
-    await cluster.admin.merge_patch(
-        resources.NAMESPACE, where, {"metadata": {"annotations": OPTED_IN}}
-    )
+    ``enabled: "false"`` wins over its namespace's.
+
+    In a namespace of its own, opted in from its creation: the API server's admission reads
+    namespaces from a cache that follows a change a moment later, so an opt-in patched onto
+    the shared namespace could be missed here, and its removal missed by the next test."""
+    where = f"{cluster.elsewhere}-opted-in"
+    await namespace(cluster.admin, where, annotations=OPTED_IN)
     try:
         stateful = await cluster.admin.create(stateful_set({"name": "db", "namespace": where}))
-        scaled = await as_executor_patch(cluster, resources.STATEFUL_SET, stateful)
+
+        async def scaled_down() -> dict[str, Any] | Pending:
+            try:
+                return await as_executor_patch(cluster, resources.STATEFUL_SET, stateful)
+            except KubeError as error:
+                if error.code != 403:
+                    raise
+                return Pending(error.message)  # admission may not see the namespace yet
+
+        scaled = await eventually(scaled_down, what="the StatefulSet scaled down as opted in")
         assert scaled["spec"]["replicas"] == 0
 
         opted_out = {"kaiwo.silogen.ai/gpu-preemption.enabled": "false"}
@@ -571,11 +588,8 @@ async def test_a_namespace_that_opted_in_opts_its_workloads_in_unless_they_opt_o
         )
         assert "opted in to GPU idle preemption" in message
     finally:
-        await cluster.admin.merge_patch(
-            resources.NAMESPACE,
-            where,
-            {"metadata": {"annotations": dict.fromkeys(OPTED_IN)}},
-        )
+        with contextlib.suppress(NotFound):
+            await cluster.admin.delete(resources.NAMESPACE, where)
 
 
 async def test_preemption_changes_nothing_but_the_replicas_and_only_to_zero(
