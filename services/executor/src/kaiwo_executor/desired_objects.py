@@ -204,14 +204,12 @@ class DesiredObjects:
 
     async def _create_if_absent(self, manifest: dict[str, Any]) -> bool:
         resource = known_type(str(manifest.get("apiVersion")), str(manifest.get("kind")))
-        # The field manager and force of a first apply (see _apply): a child created
-        # suspended is created under the manager that leaves suspend to Kueue later.
-        suspended = created_suspended(manifest)
+        field_manager, force = _creating_apply(manifest)
         try:
             await self._kube.apply(
                 manifest,
-                field_manager=CREATE_SUSPENDED_FIELD_MANAGER if suspended else FIELD_MANAGER,
-                force=not suspended,
+                field_manager=field_manager,
+                force=force,
                 resource=resource,
                 if_absent=True,
             )
@@ -260,18 +258,16 @@ class DesiredObjects:
 
     async def _apply(self, manifest: dict[str, Any]) -> StepOutcome:
         resource = known_type(str(manifest.get("apiVersion")), str(manifest.get("kind")))
-        if created_suspended(manifest):
-            # Not forced: suspend is the creation's only until Kueue takes it over. A plan
-            # made while the child was missing and carried out again after Kueue admitted it
-            # (its executor died before remembering the child) must not suspend it anew: its
-            # Pod would go and the workload would wait for an admission it already had. The
-            # conflict says so, and the rest of the manifest is applied as a later plan would.
+        field_manager, force = _creating_apply(manifest)
+        if not force:
+            # Created suspended (see _creating_apply). A plan made while the child was
+            # missing and carried out again after Kueue admitted it (its executor died before
+            # remembering the child) must not suspend it anew: its Pod would go and the
+            # workload would wait for an admission it already had. The conflict says so, and
+            # the rest of the manifest is applied as a later plan would.
             try:
                 await self._kube.apply(
-                    manifest,
-                    field_manager=CREATE_SUSPENDED_FIELD_MANAGER,
-                    force=False,
-                    resource=resource,
+                    manifest, field_manager=field_manager, force=False, resource=resource
                 )
                 return StepOutcome.APPLIED
             except Conflict:
@@ -322,6 +318,16 @@ class DesiredObjects:
             return StepOutcome.UNCHANGED
         await self._kube.merge_patch(NODE, name, patch, field_manager=FIELD_MANAGER)
         return StepOutcome.APPLIED
+
+
+def _creating_apply(manifest: dict[str, Any]) -> tuple[str, bool]:
+    """The field manager and force of an apply that may create ``manifest``. A child created
+    suspended for Kueue: under the manager that leaves ``suspend`` to Kueue once it exists,
+    and not forced, since ``suspend`` is the creation's only until Kueue takes it over.
+    Anything else: under the operator's own manager, forced."""
+    if created_suspended(manifest):
+        return CREATE_SUSPENDED_FIELD_MANAGER, False
+    return FIELD_MANAGER, True
 
 
 def _to_be_created(run: PlanRun, manifest: dict[str, Any]) -> bool:
