@@ -143,18 +143,14 @@ class LazyCommand(click.Command):
 
 
 class LazyGroup(click.Group):
-    """Lists the commands of its table (``commands``, :data:`COMMANDS` by default) and imports
-    one only when it is asked for; ``prog_name`` is what its usage lines start with."""
+    """Lists the commands of its table and imports one only when it is asked for;
+    ``prog_name`` is what its usage lines start with."""
 
     def __init__(
-        self,
-        *args: Any,
-        commands: dict[str, CommandEntry] | None = None,
-        prog_name: str = "kaiwo",
-        **kwargs: Any,
+        self, *args: Any, commands: dict[str, CommandEntry], prog_name: str, **kwargs: Any
     ) -> None:
         super().__init__(*args, **kwargs)
-        self.table = COMMANDS if commands is None else commands
+        self.table = commands
         self.prog_name = prog_name
 
     def list_commands(self, ctx: click.Context) -> list[str]:  # noqa: ARG002 (click's)
@@ -175,7 +171,7 @@ class LazyGroup(click.Group):
 def lazy_group(
     name: str, commands: dict[str, CommandEntry], *, help_text: str, prog_name: str
 ) -> LazyGroup:
-    """A group of subcommands that imports only the one that runs (``kaiwo events``)."""
+    """A group of commands that imports only the one that runs (``kaiwo``, ``kaiwo events``)."""
     return LazyGroup(
         name,
         commands=commands,
@@ -186,17 +182,16 @@ def lazy_group(
     )
 
 
-@click.group(
-    cls=LazyGroup,
-    context_settings={"help_option_names": HELP_OPTIONS, "max_content_width": 100},
-    no_args_is_help=True,
-)
-def app() -> None:
-    """Kaiwo: AI/GPU workloads on Kubernetes.
+app = lazy_group(
+    "kaiwo",
+    COMMANDS,
+    help_text="""Kaiwo: AI/GPU workloads on Kubernetes.
 
     After `kaiwo up` (or `make demo`), every command finds the stack it started through its
     state directory: --state DIR, else $KAIWO_STATE, else .kaiwo here or in a parent directory.
-    """
+    """,
+    prog_name="kaiwo",
+)
 
 
 if __name__ == "__main__":
