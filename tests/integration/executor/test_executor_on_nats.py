@@ -29,6 +29,8 @@ from kaiwo_runtime.kv import NatsKeyValue
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_server import NatsServer
 
+from tests.waiting import eventually
+
 pytestmark = pytest.mark.nats
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
@@ -78,11 +80,11 @@ def _plan(stored_owner: dict[str, Any]) -> Plan:
 
 async def _wait_for_results(bus: NatsBus, count: int) -> list[Envelope[ApplyResultV1]]:
     js = bus.client.jetstream()
-    for _ in range(200):
-        info = await js.stream_info("KAIWO_RES")
-        if info.state.messages >= count:
-            break
-        await asyncio.sleep(0.05)
+
+    async def stored() -> bool:
+        return (await js.stream_info("KAIWO_RES")).state.messages >= count
+
+    await eventually(stored, what=f"{count} results stored")
     results = []
     for sequence in range(1, count + 1):
         stored = await bus.read_stored("KAIWO_RES", sequence)

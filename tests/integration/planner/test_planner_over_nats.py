@@ -23,6 +23,8 @@ from kaiwo_runtime.kv import NatsKeyValue
 from kaiwo_runtime.nats_bus import NatsBus
 from kaiwo_runtime.nats_server import NatsServer
 
+from tests.waiting import Pending, eventually
+
 pytestmark = pytest.mark.nats
 
 WHEN = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -93,12 +95,11 @@ async def stored_plans(bus: NatsBus) -> list[Envelope[PlanDecidedV1]]:
 
 
 async def wait_for_plans(bus: NatsBus, count: int) -> list[Envelope[PlanDecidedV1]]:
-    for _ in range(500):
+    async def enough() -> list[Envelope[PlanDecidedV1]] | Pending:
         plans = await stored_plans(bus)
-        if len(plans) >= count:
-            return plans
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"expected {count} plans, found {len(await stored_plans(bus))}")
+        return plans if len(plans) >= count else Pending(f"{len(plans)} plans stored")
+
+    return await eventually(enough, what=f"{count} plans stored")
 
 
 async def start_planner(
@@ -163,10 +164,9 @@ async def test_plans_flow_and_a_restart_resumes_from_the_snapshot(nats_server: N
         }
         await publish_observation(watcher, child, "2", "ADDED")
         service, bus, stop, task = await start_planner(nats_server)
-        for _ in range(500):
-            if service.projection.last_sequence == 2:
-                break
-            await asyncio.sleep(0.02)
+        await eventually(
+            lambda: service.projection.last_sequence == 2, what="both observations projected"
+        )
         assert service.projection.by_uid("uid-train") is not None
         assert service.projection.by_uid("uid-job") is not None
         # Same plan, nothing absent any more: nothing new was published.

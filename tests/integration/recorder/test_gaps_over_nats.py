@@ -3,7 +3,6 @@ recorder read it is reported as a gap, with the lag, and the rest is recorded.""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import replace
 from typing import Any
 
@@ -18,6 +17,7 @@ from kaiwo_runtime.nats_server import NatsServer
 from structlog.testing import capture_logs
 
 from tests.integration.recorder.test_recorder_over_nats import utc_now
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.nats]
 
@@ -64,8 +64,13 @@ async def test_messages_the_stream_dropped_before_the_recorder_read_them_are_a_g
         appended = 0
         while appended < last - first + 1:
             appended += (await service.pump(consumer, wait_seconds=0.5)).appended
-        await asyncio.sleep(0.1)  # the acks reach the server
-        await service.check_position(consumer)
+
+        async def acknowledgements_taken_in() -> bool:
+            # Acknowledgements are sent without waiting for the server to take them in.
+            await service.check_position(consumer)
+            return sample(service.metrics.lag, stream=OBSERVED_STREAM) == 0
+
+        await eventually(acknowledgements_taken_in, what="the lag back to 0")
         events = await store.read_all(limit=SENT)
     finally:
         await store.close()
