@@ -81,10 +81,10 @@ def _plan(stored_owner: dict[str, Any]) -> Plan:
 async def _wait_for_results(bus: NatsBus, count: int) -> list[Envelope[ApplyResultV1]]:
     js = bus.client.jetstream()
 
-    async def stored() -> bool:
+    async def all_stored() -> bool:
         return (await js.stream_info("KAIWO_RES")).state.messages >= count
 
-    await eventually(stored, what=f"{count} results stored")
+    await eventually(all_stored, what=f"{count} results stored")
     results = []
     for sequence in range(1, count + 1):
         stored = await bus.read_stored("KAIWO_RES", sequence)

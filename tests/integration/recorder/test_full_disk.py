@@ -65,7 +65,7 @@ async def test_a_full_disk_holds_the_events_and_records_them_all_when_space_is_b
                         return Pending(str(held))
 
                 await eventually(all_recorded, within=60)
-                await eventually(ready_again, what="the recorder ready again")
+                await eventually(ready_again, what="the recorder ready again", within=10)
                 letters = await service.bus.client.jetstream().stream_info(DEAD_LETTER_STREAM)
             events = await store.read_all(limit=BURST + 100)
         finally:
