@@ -27,6 +27,7 @@ from kaiwo_kube.plain_client import read_plain_credentials
 from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import Pipeline, running_pipeline
 from tests.real_cluster import REPO_ROOT, RealCluster
+from tests.waiting import Pending, eventually
 
 # A shared, loaded machine may start the session's real API server inside this module.
 pytestmark = [pytest.mark.k8s, pytest.mark.nats, pytest.mark.slow, pytest.mark.timeout(240)]
@@ -141,14 +142,14 @@ async def test_on_the_fake_a_scientist_submits_follows_and_inspects_a_job_with_n
 
         # The recorder stores events as they come, in its own process: on a loaded machine
         # it may not have stored the workload's observations yet, or its last plan.
-        for _ in range(30):
+        async def explained_complete() -> Any:
             explained = await kaiwo(*explain, env=env)
-            if explained.exit_code == 0 and "status COMPLETE" in explained.output:
-                break
             assert explained.exit_code == 0 or "no recorded observation" in explained.output
-            await asyncio.sleep(0.5)
-        assert explained.exit_code == 0, explained.output
-        assert "status COMPLETE" in explained.output, explained.output
+            if explained.exit_code == 0 and "status COMPLETE" in explained.output:
+                return explained
+            return Pending(explained.output)
+
+        await eventually(explained_complete, what="kaiwo events explain tells of COMPLETE")
         via_child = await kaiwo("events", "explain", f"Job/ml-team/{NAME}-download", env=env)
         # stdout: stderr names the cluster the events are of (decision 0042).
         assert via_child.stdout.startswith(f"Job ml-team/{NAME}-download belongs to KaiwoJob")

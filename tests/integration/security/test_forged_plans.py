@@ -7,8 +7,6 @@ and applies nothing of it."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,6 +25,7 @@ from kaiwo_runtime.nats_bus import NatsBus
 
 from tests.integration.conftest import real_sqlite
 from tests.integration.pipeline import cluster_actors as actors
+from tests.waiting import Pending, eventually
 
 pytestmark = [pytest.mark.nats, pytest.mark.slow]
 
@@ -109,14 +108,13 @@ async def bound_to_the_live_owner(kube: Any, plan: Plan) -> Plan:
 
 
 async def dead_letter_reasons(pipeline: Any, count: int) -> list[str]:
-    deadline = time.monotonic() + 30
-    while True:
-        info = await pipeline.js.stream_info(DEAD_LETTER_STREAM)
-        if info.state.messages >= count or time.monotonic() > deadline:
-            break
-        await asyncio.sleep(0.2)
+    async def dead_lettered() -> int | Pending:
+        messages = (await pipeline.js.stream_info(DEAD_LETTER_STREAM)).state.messages
+        return messages if messages >= count else Pending(f"{messages} of {count} dead-lettered")
+
+    messages = await eventually(dead_lettered, what="every forged plan dead-lettered")
     reasons = []
-    for sequence in range(1, info.state.messages + 1):
+    for sequence in range(1, messages + 1):
         stored = await pipeline.js.get_msg(DEAD_LETTER_STREAM, sequence)
         reasons.append(stored.headers[DLQ_REASON])
     return reasons

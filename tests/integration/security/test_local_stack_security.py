@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import stat
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,11 +18,14 @@ import nats.errors
 import pytest
 import pytest_asyncio
 from click.testing import CliRunner
+from kaiwo_cli.commands.events import tail
 from kaiwo_cli.main import app
+from kaiwo_contracts.events.permissions import CLI_SUBJECTS
 from kaiwo_runtime.nats_server import free_port
 
 from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import Pending, Pipeline, eventually, running_pipeline
+from tests.waiting import HANG_SECONDS
 
 pytestmark = [pytest.mark.nats, pytest.mark.slow]
 
@@ -103,12 +107,40 @@ async def kaiwo(*arguments: str) -> Any:
     return await asyncio.to_thread(CliRunner().invoke, app, list(arguments), env=env)
 
 
-async def test_events_tail_finds_the_stack_without_flags(stack: Pipeline) -> None:
+def noting_subscriptions(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Set once ``kaiwo events tail`` (run in this process) has subscribed to every subject
+    and the server has seen it: an event published before then would pass it by."""
+    subscribed = threading.Event()
+    connect = tail.connect_client
+
+    async def connect_noting(*arguments: Any, **options: Any) -> Any:
+        client = await connect(*arguments, **options)
+        subscribe, subjects = client.subscribe, set(CLI_SUBJECTS)
+
+        async def subscribe_noting(subject: str, **kwargs: Any) -> Any:
+            subscription = await subscribe(subject, **kwargs)
+            subjects.discard(subject)
+            if not subjects:
+                await client.flush()
+                subscribed.set()
+            return subscription
+
+        client.subscribe = subscribe_noting
+        return client
+
+    monkeypatch.setattr(tail, "connect_client", connect_noting)
+    return subscribed
+
+
+async def test_events_tail_finds_the_stack_without_flags(
+    stack: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
     state_dir = str(stack.stack.options.state_dir)
+    subscribed = noting_subscriptions(monkeypatch)
     tailing = asyncio.create_task(
         kaiwo("events", "tail", "--state-dir", state_dir, "--kind", "KaiwoJob", "--count", "1")
     )
-    await asyncio.sleep(2)  # tail subscribes when it has started
+    assert await asyncio.to_thread(subscribed.wait, HANG_SECONDS), "tail never subscribed"
     await stack.kube.create(actors.training_job("tailed"))
     result = await asyncio.wait_for(tailing, 60)
 
