@@ -2,26 +2,45 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 
 import pytest
+from kaiwo_runtime.bus import BusError
 from kaiwo_runtime.kv import KeyValue, MemoryKeyValue, NatsKeyValue, escape_key, unescape_key
 from kaiwo_runtime.nats_server import NatsServer
 from nats.aio.client import Client
 
 
+@dataclass(frozen=True)
+class Bucket:
+    kv: KeyValue
+    close: Callable[[], Awaitable[None]]
+    """Takes the bucket out of reach: its connection closed."""
+
+
 @pytest.fixture(params=["memory", pytest.param("nats", marks=pytest.mark.nats)])
-async def kv(request: pytest.FixtureRequest) -> AsyncIterator[KeyValue]:
+async def bucket(request: pytest.FixtureRequest) -> AsyncIterator[Bucket]:
     if request.param == "memory":
-        yield MemoryKeyValue()
+        memory = MemoryKeyValue()
+
+        async def close_memory() -> None:
+            memory.close()
+
+        yield Bucket(memory, close_memory)
         return
     async with NatsServer() as server:
         client = Client()
         await client.connect(server.url)
         try:
-            yield await NatsKeyValue.open(client, "kaiwo-test")
+            yield Bucket(await NatsKeyValue.open(client, "kaiwo-test"), client.close)
         finally:
             await client.close()
+
+
+@pytest.fixture
+def kv(bucket: Bucket) -> KeyValue:
+    return bucket.kv
 
 
 async def test_missing_key_reads_none(kv: KeyValue) -> None:
@@ -88,3 +107,25 @@ async def test_create_writes_a_key_deleted_before(kv: KeyValue) -> None:
     assert await kv.create("owner/uid-1", b"new") is None
     assert await kv.create("owner/uid-1", b"newer") == b"new"
     assert [(key, value) async for key, value in kv.items()] == [("owner/uid-1", b"new")]
+
+
+async def _listed(kv: KeyValue) -> list[str]:
+    return [key async for key, _ in kv.items()]
+
+
+CALLS: dict[str, Callable[[KeyValue], Awaitable[object]]] = {
+    "get": lambda kv: kv.get("held"),
+    "put": lambda kv: kv.put("held", b"2"),
+    "create": lambda kv: kv.create("new", b"1"),
+    "delete": lambda kv: kv.delete("held"),
+    "items": _listed,
+}
+
+
+@pytest.mark.parametrize("call", sorted(CALLS))
+async def test_a_bucket_out_of_reach_raises_bus_error(bucket: Bucket, call: str) -> None:
+    # The error services already wait out for the bus, never the client library's own.
+    await bucket.kv.put("held", b"1")
+    await bucket.close()
+    with pytest.raises(BusError):
+        await CALLS[call](bucket.kv)

@@ -28,6 +28,8 @@ from kaiwo_runtime.memory_jetstream import MemoryJetStream
 from kaiwo_runtime.single_active import SingleActive
 from kaiwo_runtime.startup import LeaseLostError
 
+from tests.unreachable_bucket import UnansweredReads
+
 if TYPE_CHECKING:  # conftest is not importable under --import-mode=importlib
     from conftest import Cluster, FakeScraper
 
@@ -444,6 +446,24 @@ async def test_a_new_leader_continues_the_stretch_from_the_bucket(kit: Kit) -> N
 
     assert topics_of(kit.jetstream) == [("utilization", UID_TRAIN), ("utilization", UID_CHAT)]
     assert service.states[UID_TRAIN].below_since == T0 - timedelta(hours=5)
+
+
+async def test_a_leader_whose_bucket_is_out_of_reach_at_first_continues_the_stretch(
+    kit: Kit, wait_for: Callable[..., Awaitable[None]]
+) -> None:
+    below_since = T0 - timedelta(hours=5)
+    await StateStore(kit.kv).save(
+        UID_TRAIN,
+        before={},
+        after={UID_TRAIN: UtilizationState(workload_uid=UID_TRAIN, below_since=below_since)},
+    )
+    kit.scraper.samples = [*IDLE_TRAIN]
+    bucket = UnansweredReads(kit.kv, failed_listings=2)
+    service = kit.service(kv=bucket)
+    async with running(service):
+        await wait_for(lambda: kit.scraper.calls >= 1)
+    assert bucket.listings == 3
+    assert service.states[UID_TRAIN].below_since == below_since
 
 
 async def test_a_finished_workload_s_state_is_removed(kit: Kit) -> None:

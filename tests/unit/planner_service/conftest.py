@@ -28,7 +28,7 @@ from kaiwo_planner.metrics import PlannerMetrics
 from kaiwo_planner.service import PlanFunction, PlannerService
 from kaiwo_planner.settings import PlannerSettings
 from kaiwo_runtime.bus import StoredMessage
-from kaiwo_runtime.kv import MemoryKeyValue
+from kaiwo_runtime.kv import KeyValue, MemoryKeyValue
 from kaiwo_runtime.memory_bus import MemoryBus
 from kaiwo_runtime.memory_jetstream import MemoryJetStream
 
@@ -199,11 +199,15 @@ class PlannerHarness:
         return bus
 
     def service(
-        self, *, plan_fn: PlanFunction | None = toy_planner, **settings: Any
+        self,
+        *,
+        plan_fn: PlanFunction | None = toy_planner,
+        kv: KeyValue | None = None,
+        **settings: Any,
     ) -> PlannerService:
         return PlannerService(
             self.bus(),
-            self.kv,
+            kv or self.kv,
             clock=self.clock,
             plan_fn=plan_fn,
             settings=PlannerSettings(**settings),

@@ -13,6 +13,9 @@ from kaiwo_planner.snapshot_store import SNAPSHOT_KEY, SnapshotStore
 from kaiwo_runtime.bus import BusError, Delivery
 from kaiwo_runtime.kv import MemoryKeyValue
 
+from tests.unreachable_bucket import UnansweredReads
+from tests.waiting import HANG_SECONDS, eventually
+
 TRAIN_JOB_REF = ObjectRef(api_version="batch/v1", kind="Job", name="train", namespace="team-a")
 
 
@@ -436,6 +439,53 @@ async def test_run_serves_until_stopped_and_writes_a_snapshot(harness: Any, buil
     await asyncio.wait_for(task, 5)
     assert not service.ready
     assert await harness.kv.get(SNAPSHOT_KEY) is not None
+
+
+async def snapshot_of_train(harness: Any, build: Any) -> bytes | None:
+    """A planner plans the KaiwoJob train and writes its snapshot; the stored manifest."""
+    first = harness.service()
+    await first.start()
+    await harness.observe(build.kaiwo_job("train"), "1", "ADDED")
+    await harness.drain(first)
+    await first.save_snapshot()
+    return await harness.kv.get(SNAPSHOT_KEY)
+
+
+async def test_a_start_the_bus_interrupts_begins_again_from_the_snapshot(
+    harness: Any, build: Any
+) -> None:
+    await snapshot_of_train(harness, build)
+    await harness.observe(build.kaiwo_job("serve"), "2", "ADDED")
+
+    bucket = UnansweredReads(harness.kv, failed_gets=2)
+    second = harness.service(kv=bucket, poll_seconds=0.01)
+    stop = asyncio.Event()
+    running = asyncio.create_task(second.run(stop))
+    await asyncio.wait_for(second.started(), HANG_SECONDS)
+
+    assert bucket.gets > 2
+    assert second.projection.last_sequence == 2
+    assert second.projection.by_uid("uid-train") is not None
+    stop.set()
+    await asyncio.wait_for(running, HANG_SECONDS)  # no exception: the process ends with 0
+
+
+async def test_a_planner_stopped_before_it_could_start_keeps_the_stored_snapshot(
+    harness: Any, build: Any
+) -> None:
+    stored = await snapshot_of_train(harness, build)
+
+    bucket = UnansweredReads(harness.kv, failed_gets=1_000_000)
+    second = harness.service(kv=bucket, poll_seconds=0.01)
+    stop = asyncio.Event()
+    running = asyncio.create_task(second.run(stop))
+    await eventually(lambda: bucket.gets >= 3, what="the snapshot read, tried again")
+    stop.set()
+    await asyncio.wait_for(running, HANG_SECONDS)
+
+    assert not second.ready
+    # An empty projection written now would replace the stored one.
+    assert await harness.kv.get(SNAPSHOT_KEY) == stored
 
 
 async def test_owners_a_plan_names_are_planned_in_the_same_round_once(

@@ -7,12 +7,14 @@ import gc
 from collections.abc import Iterator
 
 import pytest
+from kaiwo_runtime.bus import BusError
 from kaiwo_runtime.startup import (
     StartupError,
     collect_young_objects_every,
     freeze_startup_objects,
     run_service,
     run_until_signalled,
+    start_when_the_bus_answers,
     within,
 )
 
@@ -97,3 +99,44 @@ def test_a_service_runs_on_uvloop_and_gets_its_main_coroutines_result() -> None:
         return type(asyncio.get_running_loop())
 
     assert run_service(main()) is uvloop.Loop
+
+
+async def test_a_start_the_bus_interrupts_begins_again_until_it_completes() -> None:
+    attempts: list[int] = []
+
+    async def start() -> None:
+        attempts.append(len(attempts) + 1)
+        if len(attempts) < 3:
+            raise BusError("nats: timeout")
+
+    stop = asyncio.Event()
+    assert await start_when_the_bus_answers(start, stop, what="the test", pause_seconds=0)
+    assert attempts == [1, 2, 3]
+
+
+async def test_a_start_stopped_while_the_bus_is_out_of_reach_reports_it_never_completed() -> None:
+    stop = asyncio.Event()
+    attempts = 0
+
+    async def start() -> None:
+        nonlocal attempts
+        attempts += 1
+        if attempts == 2:
+            stop.set()  # SIGTERM while the second attempt waits for NATS
+        raise BusError("nats: timeout")
+
+    assert not await start_when_the_bus_answers(start, stop, what="the test", pause_seconds=0)
+    assert attempts == 2
+
+
+async def test_a_start_that_fails_for_anything_but_the_bus_is_not_begun_again() -> None:
+    attempts = 0
+
+    async def start() -> None:
+        nonlocal attempts
+        attempts += 1
+        raise ValueError("a snapshot of another cluster")
+
+    with pytest.raises(ValueError, match="another cluster"):
+        await start_when_the_bus_answers(start, asyncio.Event(), what="the test", pause_seconds=0)
+    assert attempts == 1

@@ -22,7 +22,7 @@ from kaiwo_kube import resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_kube.resources import ResourceType
 from kaiwo_kubefake import FakeKubeServer, ResourceKind
-from kaiwo_runtime.kv import MemoryKeyValue
+from kaiwo_runtime.kv import KeyValue, MemoryKeyValue
 from kaiwo_runtime.memory_bus import MemoryBus
 from kaiwo_runtime.memory_jetstream import MemoryJetStream
 from kaiwo_runtime.nats_server import free_port
@@ -161,7 +161,7 @@ class WatcherKit:
         return MemoryBus(server=self.jetstream, topology=bus_topology())
 
     def service(
-        self, *, kv: MemoryKeyValue | None = None, bus: Any = None, **options: Any
+        self, *, kv: KeyValue | None = None, bus: Any = None, **options: Any
     ) -> WatcherService:
         """A watcher on the cluster with its own bus connection (or ``bus``, a wrapper of
         :meth:`bus` that fails on purpose) and a new KV unless given."""

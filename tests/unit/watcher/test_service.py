@@ -18,6 +18,7 @@ from kaiwo_watcher.service import WatcherService
 from kaiwo_watcher.watch_list import WatchTarget
 from kaiwo_watcher.watch_state import WatchState, WatchStream
 
+from tests.unreachable_bucket import UnansweredReads
 from tests.waiting import eventually
 
 KAIWO_JOB = resources.KAIWO_JOB
@@ -390,6 +391,21 @@ async def test_a_failed_publish_is_retried_until_stored(kit):
     assert bus.failures == 0
     assert counter(service, "kaiwo_watcher_publish_failures_total", kind="KaiwoJob") == 3.0
     assert kit.ids() == [f"{uid_of(job)}:{rv_of(job)}"]
+
+
+async def test_a_bucket_out_of_reach_at_start_delays_the_watch_and_loses_nothing(kit):
+    # The known objects' listing fails, then every stream's first checkpoint read: each is
+    # tried again, and no stream is left unwatched.
+    bucket = UnansweredReads(MemoryKeyValue(), failed_listings=2)
+    service = kit.service(kv=bucket)
+    bucket.failed_gets = len(service.streams)
+    job = kit.cluster.put(KAIWO_JOB, kaiwo_job("train"))
+    async with kit.running(service):
+        await kit.stored_id(f"{uid_of(job)}:{rv_of(job)}")
+        node = kit.cluster.put(resources.NODE, {"metadata": {"name": "node-1"}})
+        await kit.stored_id(f"{uid_of(node)}:{rv_of(node)}")
+    assert bucket.listings == 3
+    assert bucket.gets > len(service.streams)
 
 
 async def test_bookmarks_move_the_checkpoint_and_publish_nothing(kit):

@@ -6,18 +6,23 @@ behaviour (checked by ``tests/contract/test_kv_contract.py``): :class:`NatsKeyVa
 JetStream key-value bucket, and :class:`MemoryKeyValue` for unit tests.
 
 Keys are free text; they are escaped into the bucket's key alphabet (``[-/_=.a-zA-Z0-9]``)
-so a Kubernetes name or a ``kind/uid`` can be used as is.
+so a Kubernetes name or a ``kind/uid`` can be used as is. A bucket out of reach (NATS
+restarting, the connection closed, a request unanswered) raises :class:`BusError`, the error
+callers already wait out for the bus itself.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from typing import Protocol
 
+import nats.errors
 from nats.aio.client import Client
 from nats.js.client import JetStreamContext
 from nats.js.errors import (
+    APIError,
     BucketNotFoundError,
     KeyNotFoundError,
     KeyValueError,
@@ -26,6 +31,8 @@ from nats.js.errors import (
 )
 from nats.js.kv import KV_DEL, KV_OP, KV_PURGE
 from nats.js.kv import KeyValue as NatsKv
+
+from kaiwo_runtime.bus import BusError
 
 _CREATE_ATTEMPTS = 3
 """Writes a create tries while another writer deletes and writes the key in between."""
@@ -51,8 +58,18 @@ def unescape_key(key: str) -> str:
     return raw.decode()
 
 
+@contextmanager
+def _out_of_reach(what: str) -> Iterator[None]:
+    """nats-py's errors as the port's :class:`BusError` (those a method answers itself, such
+    as a missing key, are caught before they get here)."""
+    try:
+        yield
+    except (nats.errors.Error, APIError) as error:
+        raise BusError(f"{what}: {error!r}") from error
+
+
 class KeyValue(Protocol):
-    """Latest value per key; no history is promised."""
+    """Latest value per key; no history is promised. Out of reach: :class:`BusError`."""
 
     async def get(self, key: str) -> bytes | None: ...
 
@@ -72,29 +89,42 @@ class KeyValue(Protocol):
 
 
 class MemoryKeyValue:
-    """In-memory :class:`KeyValue`; share one instance to simulate a restart."""
+    """In-memory :class:`KeyValue`; share one instance to simulate a restart, and
+    :meth:`close` it to be out of reach."""
 
     def __init__(self) -> None:
         self._data: dict[str, bytes] = {}
+        self._closed = False
+
+    def close(self) -> None:
+        """Every call from now on raises :class:`BusError`, as a closed connection's would."""
+        self._closed = True
+
+    def _reachable(self) -> dict[str, bytes]:
+        if self._closed:
+            raise BusError("the bucket's connection is closed")
+        return self._data
 
     async def get(self, key: str) -> bytes | None:
-        return self._data.get(key)
+        return self._reachable().get(key)
 
     async def put(self, key: str, value: bytes) -> None:
-        self._data[key] = bytes(value)
+        self._reachable()[key] = bytes(value)
 
     async def create(self, key: str, value: bytes) -> bytes | None:
-        held = self._data.get(key)
+        data = self._reachable()
+        held = data.get(key)
         if held is None:
-            self._data[key] = bytes(value)
+            data[key] = bytes(value)
         return held
 
     async def delete(self, key: str) -> None:
-        self._data.pop(key, None)
+        self._reachable().pop(key, None)
 
     async def items(self) -> AsyncIterator[tuple[str, bytes]]:
-        for key in sorted(self._data):
-            yield key, self._data[key]
+        data = self._reachable()
+        for key in sorted(data):
+            yield key, data[key]
 
 
 class NatsKeyValue:
@@ -130,14 +160,16 @@ class NatsKeyValue:
             return None
 
     async def get(self, key: str) -> bytes | None:
-        try:
-            entry = await self._bucket.get(escape_key(key))
-        except KeyNotFoundError:
-            return None
+        with _out_of_reach(f"reading {key!r} from {self._stream}"):
+            try:
+                entry = await self._bucket.get(escape_key(key))
+            except KeyNotFoundError:
+                return None
         return entry.value
 
     async def put(self, key: str, value: bytes) -> None:
-        await self._bucket.put(escape_key(key), value)
+        with _out_of_reach(f"writing {key!r} to {self._stream}"):
+            await self._bucket.put(escape_key(key), value)
 
     async def create(self, key: str, value: bytes) -> bytes | None:
         # Not nats-py's create(): when the key exists it reads it only to tell a deletion
@@ -146,22 +178,24 @@ class NatsKeyValue:
         escaped = escape_key(key)
         last = 0
         for _ in range(_CREATE_ATTEMPTS):
-            try:
-                await self._bucket.update(escaped, value, last=last)
-                return None
-            except KeyWrongLastSequenceError:
-                pass
-            try:
-                return (await self._bucket.get(escaped)).value or b""
-            except KeyNotFoundError as deleted:
-                last = (deleted.entry.revision or 0) if deleted.entry is not None else 0
+            with _out_of_reach(f"creating {key!r} in {self._stream}"):
+                try:
+                    await self._bucket.update(escaped, value, last=last)
+                    return None
+                except KeyWrongLastSequenceError:
+                    pass
+                try:
+                    return (await self._bucket.get(escaped)).value or b""
+                except KeyNotFoundError as deleted:
+                    last = (deleted.entry.revision or 0) if deleted.entry is not None else 0
         raise KeyValueError(description=f"key {key!r} kept changing while it was created")
 
     async def delete(self, key: str) -> None:
-        try:
-            await self._bucket.purge(escape_key(key))
-        except KeyNotFoundError:
-            return
+        with _out_of_reach(f"deleting {key!r} from {self._stream}"):
+            try:
+                await self._bucket.purge(escape_key(key))
+            except KeyNotFoundError:
+                return
 
     async def items(self) -> AsyncIterator[tuple[str, bytes]]:
         """Every key and its value: the bucket's stream read in order up to its last message,
@@ -173,6 +207,15 @@ class NatsKeyValue:
         key is on its way: about one listing in 200 came back empty for a bucket that was not
         (a monitor taking over restarted every underutilized stretch).
         """
+        with _out_of_reach(f"listing {self._stream}"):
+            latest = await self._latest()
+        for key in sorted(latest):
+            value = latest[key]
+            if value is not None:
+                yield unescape_key(key), value
+
+    async def _latest(self) -> dict[str, bytes | None]:
+        """Each key's last value in the bucket's stream (None: deleted or purged)."""
         last = (await self._js.stream_info(self._stream)).state.last_seq
         latest: dict[str, bytes | None] = {}
         sequence = 1
@@ -189,7 +232,4 @@ class NatsKeyValue:
             removed = (stored.headers or {}).get(KV_OP) in (KV_DEL, KV_PURGE)
             key = (stored.subject or "").removeprefix(self._prefix)
             latest[key] = None if removed else (stored.data or b"")
-        for key in sorted(latest):
-            value = latest[key]
-            if value is not None:
-                yield unescape_key(key), value
+        return latest

@@ -215,6 +215,8 @@ class NatsBus:
             raw = await self._js.get_msg(stream, seq=sequence)
         except nats.js.errors.NotFoundError:
             return None
+        except (nats.errors.Error, nats.js.errors.APIError) as error:
+            raise BusError(f"reading {stream} at {sequence} failed: {error!r}") from error
         return StoredMessage(
             stream=stream,
             sequence=sequence,

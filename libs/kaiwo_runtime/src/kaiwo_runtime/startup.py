@@ -8,6 +8,7 @@ event the service runs until; logs are configured from the shared settings.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import importlib.metadata
 import signal
@@ -22,6 +23,7 @@ import structlog
 from kaiwo_contracts.events.permissions import service_identity
 from nats.aio.client import Client
 
+from kaiwo_runtime.bus import BusError
 from kaiwo_runtime.cluster_binding import (
     WATCHER_BUCKET,
     bind_bucket_to_cluster,
@@ -131,6 +133,30 @@ def stop_on_signals() -> asyncio.Event:
 async def until_signalled(serve: Callable[[asyncio.Event], Awaitable[T]]) -> T:
     """``serve(stop)``, with ``stop`` set by SIGTERM or SIGINT."""
     return await serve(stop_on_signals())
+
+
+async def start_when_the_bus_answers(
+    start: Callable[[], Awaitable[None]],
+    stop: asyncio.Event,
+    *,
+    what: str,
+    pause_seconds: float = 1.0,
+) -> bool:
+    """``start()``, begun again after ``pause_seconds`` each time the bus or a bucket is out
+    of reach (:class:`BusError`: NATS restarting, a request unanswered), as a restart of the
+    process would, but without the crash. True once it completes; False when ``stop`` came
+    first."""
+    while not stop.is_set():
+        try:
+            await start()
+            return True
+        except BusError as error:
+            log.warning(
+                "bus unavailable while starting; starting again", what=what, error=str(error)
+            )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), pause_seconds)
+    return False
 
 
 async def run_until_signalled(name: str, serve: Callable[[asyncio.Event], Awaitable[None]]) -> int:

@@ -48,7 +48,7 @@ from kaiwo_runtime.bus import Bus
 from kaiwo_runtime.kv import KeyValue, MemoryKeyValue
 from kaiwo_runtime.logging import bound_context
 from kaiwo_runtime.single_active import SingleActive
-from kaiwo_runtime.startup import run_while_active
+from kaiwo_runtime.startup import run_while_active, start_when_the_bus_answers
 from pydantic import ValidationError
 
 from kaiwo_monitor.cluster_port import ClusterReader
@@ -155,7 +155,11 @@ class MonitorService:
         until ``until`` is set (stop, or the lease could not be renewed)."""
         self.metrics.leader.set(1)
         try:
-            await self.load_states()
+            pause = min(self.settings.monitor_polling_interval_seconds, 1.0)
+            if not await start_when_the_bus_answers(
+                self.load_states, until, what="the stretches", pause_seconds=pause
+            ):
+                return
             while not until.is_set():
                 await self.tick(until=until)
                 with contextlib.suppress(TimeoutError):

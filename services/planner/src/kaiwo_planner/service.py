@@ -43,6 +43,7 @@ import structlog
 from kaiwo_contracts.events.streams import ConsumerSpec
 from kaiwo_runtime.bus import Bus, BusError, Delivery
 from kaiwo_runtime.kv import KeyValue
+from kaiwo_runtime.startup import start_when_the_bus_answers
 
 from kaiwo_planner.domain.planning import plan_object
 from kaiwo_planner.domain.state.projection import Projection
@@ -172,15 +173,22 @@ class PlannerService:
         self._started.set()
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Start, then handle observations and timers until ``stop`` is set; snapshot on exit."""
-        await self.start()
+        """Start, then handle observations and timers until ``stop`` is set; snapshot on exit.
+
+        A start the bus interrupts begins again from the snapshot; one that never completed
+        writes no snapshot, which would replace the stored one with less."""
+        pause = min(self._settings.poll_seconds, 1.0)
+        if not await start_when_the_bus_answers(
+            self.start, stop, what="the projection", pause_seconds=pause
+        ):
+            return
         try:
             while not stop.is_set():
                 try:
                     await self.step()
                 except BusError as error:  # e.g. disconnected: wait for the reconnect
                     log.warning("bus unavailable", error=str(error))
-                    await asyncio.sleep(min(self._settings.poll_seconds, 1.0))
+                    await asyncio.sleep(pause)
         finally:
             self._ready = False
             try:

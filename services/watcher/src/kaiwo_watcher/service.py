@@ -45,9 +45,10 @@ from typing import Any
 import structlog
 from kaiwo_contracts.events.observed import WatchEventType
 from kaiwo_kube import KubeError, NotFound, ObjectReader, ResourceExpired, WatchEvent
-from kaiwo_runtime.bus import Bus, PublishRefusedError
+from kaiwo_runtime.bus import Bus, BusError, PublishRefusedError
 from kaiwo_runtime.cancellation import stop_if_cancelled
 from kaiwo_runtime.kv import KeyValue
+from kaiwo_runtime.startup import start_when_the_bus_answers
 from pydantic import ValidationError
 
 from kaiwo_watcher.backoff import Backoff, retry_delay
@@ -162,8 +163,13 @@ class WatcherService:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Follow every stream until ``stop`` is set."""
-        if not self._loaded:
-            await self.load_state()
+        if not self._loaded and not await start_when_the_bus_answers(
+            self.load_state,
+            stop,
+            what="the known objects",
+            pause_seconds=self._tuning.backoff_initial,
+        ):
+            return
         tasks = [
             asyncio.create_task(self.follow(stream), name=f"watch {stream.key}")
             for stream in self.streams
@@ -202,7 +208,7 @@ class WatcherService:
             rng=self._rng,
         )
         bound = log.bind(kind=stream.kind, stream=stream.key)
-        resume = await self._state.checkpoint(stream)
+        resume = await self._checkpoint(stream, bound)
         if resume:
             progress.synced = True
             progress.resource_version = resume
@@ -234,6 +240,20 @@ class WatcherService:
                 resume = progress.resource_version if resume else None
                 delay = backoff.next_delay()
                 bound.exception("watch loop failed; resuming", delay=round(delay, 2))
+                await asyncio.sleep(delay)
+
+    async def _checkpoint(self, stream: WatchStream, bound: Any) -> str | None:
+        """The stream's checkpoint, read again after a back-off while the bucket is out of
+        reach: a follower that gave up here would leave its stream unwatched."""
+        backoff = self._backoff()
+        while True:
+            try:
+                return await self._state.checkpoint(stream)
+            except BusError as error:
+                delay = backoff.next_delay()
+                bound.warning(
+                    "checkpoint unreadable; retrying", error=str(error), delay=round(delay, 2)
+                )
                 await asyncio.sleep(delay)
 
     async def relist(self, stream: WatchStream) -> str:
