@@ -84,21 +84,23 @@ class StoredReader:
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def start(self) -> None:
-        """Subscribe for wake-ups, then read everything stored so far."""
+        """Subscribe for wake-ups, then read everything stored so far. With the stream out
+        of reach (NATS restarting), :meth:`run` reads it as soon as it answers, and
+        ``caught_up`` (readiness) waits for that."""
         for subject in self.filters:
             await self.source.subscribe(subject, self._wake.set)
-        await self.catch_up()
-        self.caught_up = True
+        await self._read_once()
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Read new messages whenever woken, or every ``resync_seconds``, until ``stop``."""
+        """Read new messages whenever woken, or every ``resync_seconds`` (every second
+        until the first read succeeded), until ``stop``."""
         stopping = asyncio.ensure_future(stop.wait())
         try:
             while not stop.is_set():
                 woken = asyncio.ensure_future(self._wake.wait())
                 await asyncio.wait(
                     (woken, stopping),
-                    timeout=self.resync_seconds,
+                    timeout=self.resync_seconds if self.caught_up else min(self.resync_seconds, 1),
                     return_when=asyncio.FIRST_COMPLETED,
                 )
                 woken.cancel()
@@ -114,18 +116,24 @@ class StoredReader:
             await self.catch_up()
         except Exception as error:  # the next wake-up or resync tries again
             log.warning("reading stored messages failed", stream=self.stream, error=str(error))
+            return
+        self.caught_up = True
 
     async def catch_up(self) -> None:
+        """Read what was stored since the last read; the cursors keep what was read when a
+        read fails part-way, and what it changed is told all the same."""
         changed = False
-        for subject in self.filters:
-            while True:
-                after = self.cursors.get(subject, 0)
-                stored = await self.source.next_stored(
-                    stream=self.stream, subject=subject, after=after
-                )
-                if stored is None:
-                    break
-                self.cursors[subject] = stored.sequence
-                changed = self.apply(stored) or changed
-        if changed:
-            self.on_change()
+        try:
+            for subject in self.filters:
+                while True:
+                    after = self.cursors.get(subject, 0)
+                    stored = await self.source.next_stored(
+                        stream=self.stream, subject=subject, after=after
+                    )
+                    if stored is None:
+                        break
+                    self.cursors[subject] = stored.sequence
+                    changed = self.apply(stored) or changed
+        finally:
+            if changed:
+                self.on_change()
