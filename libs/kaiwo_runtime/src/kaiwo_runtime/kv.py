@@ -14,15 +14,12 @@ callers already wait out for the bus itself.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
 from typing import Protocol
 
-import nats.errors
 from nats.aio.client import Client
 from nats.js.client import JetStreamContext
 from nats.js.errors import (
-    APIError,
     BucketNotFoundError,
     KeyNotFoundError,
     KeyValueError,
@@ -33,6 +30,7 @@ from nats.js.kv import KV_DEL, KV_OP, KV_PURGE
 from nats.js.kv import KeyValue as NatsKv
 
 from kaiwo_runtime.bus import BusError
+from kaiwo_runtime.nats_bus import bus_errors
 
 _CREATE_ATTEMPTS = 3
 """Writes a create tries while another writer deletes and writes the key in between."""
@@ -56,16 +54,6 @@ def unescape_key(key: str) -> str:
             raw.extend(key[i].encode())
             i += 1
     return raw.decode()
-
-
-@contextmanager
-def _out_of_reach(what: str) -> Iterator[None]:
-    """nats-py's errors as the port's :class:`BusError` (those a method answers itself, such
-    as a missing key, are caught before they get here)."""
-    try:
-        yield
-    except (nats.errors.Error, APIError) as error:
-        raise BusError(f"{what}: {error!r}") from error
 
 
 class KeyValue(Protocol):
@@ -160,7 +148,7 @@ class NatsKeyValue:
             return None
 
     async def get(self, key: str) -> bytes | None:
-        with _out_of_reach(f"reading {key!r} from {self._stream}"):
+        with bus_errors(f"reading {key!r} from {self._stream}"):
             try:
                 entry = await self._bucket.get(escape_key(key))
             except KeyNotFoundError:
@@ -168,7 +156,7 @@ class NatsKeyValue:
         return entry.value
 
     async def put(self, key: str, value: bytes) -> None:
-        with _out_of_reach(f"writing {key!r} to {self._stream}"):
+        with bus_errors(f"writing {key!r} to {self._stream}"):
             await self._bucket.put(escape_key(key), value)
 
     async def create(self, key: str, value: bytes) -> bytes | None:
@@ -178,7 +166,7 @@ class NatsKeyValue:
         escaped = escape_key(key)
         last = 0
         for _ in range(_CREATE_ATTEMPTS):
-            with _out_of_reach(f"creating {key!r} in {self._stream}"):
+            with bus_errors(f"creating {key!r} in {self._stream}"):
                 try:
                     await self._bucket.update(escaped, value, last=last)
                     return None
@@ -191,7 +179,7 @@ class NatsKeyValue:
         raise KeyValueError(description=f"key {key!r} kept changing while it was created")
 
     async def delete(self, key: str) -> None:
-        with _out_of_reach(f"deleting {key!r} from {self._stream}"):
+        with bus_errors(f"deleting {key!r} from {self._stream}"):
             try:
                 await self._bucket.purge(escape_key(key))
             except KeyNotFoundError:
@@ -207,7 +195,7 @@ class NatsKeyValue:
         key is on its way: about one listing in 200 came back empty for a bucket that was not
         (a monitor taking over restarted every underutilized stretch).
         """
-        with _out_of_reach(f"listing {self._stream}"):
+        with bus_errors(f"listing {self._stream}"):
             latest = await self._latest()
         for key in sorted(latest):
             value = latest[key]

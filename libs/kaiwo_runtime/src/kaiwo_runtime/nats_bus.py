@@ -10,7 +10,7 @@ transforms for partitions (docs/decisions/0005).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import nats
@@ -49,6 +49,17 @@ from kaiwo_runtime.settlement import (
 )
 
 log = structlog.get_logger("kaiwo.bus.nats")
+
+
+@contextlib.contextmanager
+def bus_errors(what: str) -> Iterator[None]:
+    """nats-py's errors as the port's :class:`BusError`, saying what failed (those a caller
+    answers itself, such as a missing message or key, are caught before they get here)."""
+    try:
+        yield
+    except (nats.errors.Error, nats.js.errors.APIError) as error:
+        raise BusError(f"{what} failed: {error!r}") from error
+
 
 _MESSAGE_TOO_LARGE = 10054
 """JetStream's error code for a message over the stream's ``max_msg_size``."""
@@ -211,12 +222,11 @@ class NatsBus:
         return min(self._client.max_payload or MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES)
 
     async def read_stored(self, stream: str, sequence: int) -> StoredMessage | None:
-        try:
-            raw = await self._js.get_msg(stream, seq=sequence)
-        except nats.js.errors.NotFoundError:
-            return None
-        except (nats.errors.Error, nats.js.errors.APIError) as error:
-            raise BusError(f"reading {stream} at {sequence} failed: {error!r}") from error
+        with bus_errors(f"reading {stream} at {sequence}"):
+            try:
+                raw = await self._js.get_msg(stream, seq=sequence)
+            except nats.js.errors.NotFoundError:
+                return None
         return StoredMessage(
             stream=stream,
             sequence=sequence,
@@ -228,12 +238,13 @@ class NatsBus:
     async def read_next_stored(
         self, stream: str, sequence: int, *, subjects: str
     ) -> StoredMessage | None:
-        try:
-            raw = await self._js.get_msg(stream, seq=max(sequence, 1), subject=subjects, next=True)
-        except nats.js.errors.NotFoundError:
-            return None
-        except (nats.errors.Error, nats.js.errors.APIError) as error:
-            raise BusError(f"reading {stream} from {sequence} failed: {error!r}") from error
+        with bus_errors(f"reading {stream} from {sequence}"):
+            try:
+                raw = await self._js.get_msg(
+                    stream, seq=max(sequence, 1), subject=subjects, next=True
+                )
+            except nats.js.errors.NotFoundError:
+                return None
         return StoredMessage(
             stream=stream,
             sequence=raw.seq or 0,
