@@ -60,11 +60,13 @@ browser: ## Debian's chromium for the console's browser tests, installed with ap
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 	    $(SUDO) apt-get install -y -qq --no-install-recommends chromium; }
 
-# Two workers, each with the test files it is given whole (module fixtures start once): most
-# tests wait on servers they started, so two share two cores well. TEST_WORKERS=0: one process.
+# Two workers, each with the test files it is given whole (module fixtures start once), and
+# every file of the whole real stack's tests on one of them, heaviest files first
+# (tests/scheduling.py): most tests wait on servers they started, so two share two cores well.
+# TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 test: checks deploy-tools stack browser ## The whole test suite with every static check (what CI runs)
-	$(RUN) pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+	$(RUN) pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 
 test-fast: install ## Unit tests only
 	$(RUN) pytest tests/unit -q

@@ -553,6 +553,7 @@ def check_plan(plan: Plan | None, owner: dict[str, Any]) -> None:
 
 # 1,200 whole worlds take 25 s on an idle core and four times that on a loaded machine: more
 # than the suite's 120 s limit for a hang.
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 @PROPERTY_SETTINGS
 @given(worlds())
@@ -574,6 +575,7 @@ def test_planning_never_raises_and_is_byte_identical_across_runs(world: Any) -> 
     assert (first.replan_at, first.also_replan) == (second.replan_at, second.also_replan)
 
 
+@pytest.mark.slow
 @settings(PROPERTY_SETTINGS, max_examples=800)
 @given(workloads(), st.lists(st.sampled_from([*NAMESPACES, "ns-x"]), max_size=3))
 def test_planning_an_owner_twice_against_one_snapshot_gives_the_same_plan(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kaiwo_contracts.confinement import refusals
@@ -186,6 +187,7 @@ def planned(owner: dict[str, Any], objects: list[dict[str, Any]], *, reverse: bo
     return plan
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(worlds())
 def test_model_planning_never_raises_is_repeatable_and_stays_confined(world: Any) -> None:
