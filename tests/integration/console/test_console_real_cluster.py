@@ -28,7 +28,11 @@ from tests.integration.gateway.test_gateway_access_real_cluster import (
     issue_token,
     operator_namespace_ready,
 )
-from tests.integration.rbac.service_accounts import install_rbac, service_kubeconfig
+from tests.integration.rbac.service_accounts import (
+    install_rbac,
+    service_kubeconfig,
+    uninstall_rbac,
+)
 from tests.real_cluster import RealCluster
 
 pytestmark = [pytest.mark.k8s, pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(300)]
@@ -60,6 +64,8 @@ async def readers(
         exits.push_async_callback(admin.close)
         await operator_namespace_ready(admin)
         await install_rbac(admin)
+        # Cluster-wide: a later test of the session's API server must not meet them.
+        exits.push_async_callback(uninstall_rbac, admin)
         for namespace, account in ((team_a, "alice"), (team_b, "ops")):
             await admin.create(
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}

@@ -92,9 +92,12 @@ def cluster(real_cluster: RealCluster) -> RealCluster:
 
 
 def dry_run(cluster: RealCluster, manifest: str) -> subprocess.CompletedProcess[str]:
+    """What the API server would make of ``manifest``. ``--force-conflicts``: fields another
+    test of the session's API server applied under its own name are not this check's concern
+    (nothing is written)."""
     return subprocess.run(
         [kubectl(), "--kubeconfig", str(cluster.kubeconfig), "apply", "--server-side",
-         "--dry-run=server", "--field-manager", FIELD_MANAGER, "-f", "-"],
+         "--dry-run=server", "--force-conflicts", "--field-manager", FIELD_MANAGER, "-f", "-"],
         input=manifest, capture_output=True, text=True, check=False,
     )  # fmt: skip
 

@@ -55,6 +55,7 @@ from tests.integration.rbac.service_accounts import (
     install_rbac,
     service_kubeconfig,
     service_user,
+    uninstall_rbac,
 )
 from tests.real_cluster import OPERATOR_NAMESPACE, RealCluster
 from tests.unit.gateway.model_objects import model_object
@@ -129,6 +130,8 @@ async def tenants(
         exits.push_async_callback(admin.close)
         await operator_namespace_ready(admin)
         await install_rbac(admin)
+        # Cluster-wide: a later test of the session's API server must not meet them.
+        exits.push_async_callback(uninstall_rbac, admin)
         for namespace, account in ((team_a, "alice"), (team_b, "bob")):
             await admin.create(
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}

@@ -44,7 +44,8 @@ def run_pytest(
     }
     environment.pop("PYTEST_ADDOPTS", None)
     command = [sys.executable, "-m", "pytest", "-p", "tests.scheduling", "-p", "no:cacheprovider"]
-    command += ["-q"]
+    # Its own temporary directory: pytest's numbered ones beside this run's are not its.
+    command += ["-q", "--basetemp", str(directory / "basetemp")]
     if workers:
         command += ["-n", str(workers), "--dist", "loadgroup", "--no-loadscope-reorder"]
     return subprocess.run(
