@@ -56,7 +56,8 @@ def fixtures_of(item: pytest.Item) -> frozenset[str]:
 
 def weight(path: str, items: Iterable[pytest.Item]) -> int:
     """How early a file runs, heaviest kind first: the whole stack's, a test marked ``slow``,
-    a real server or nats-server, then the rest (mostly unit tests, in milliseconds)."""
+    a real API server, PostgreSQL or nats-server, then the rest (mostly unit tests, in
+    milliseconds)."""
     if scope_of(path) == WHOLE_STACK_GROUP:
         return 0
     items = list(items)
