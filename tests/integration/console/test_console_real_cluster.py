@@ -29,9 +29,8 @@ from tests.integration.gateway.test_gateway_access_real_cluster import (
     operator_namespace_ready,
 )
 from tests.integration.rbac.service_accounts import (
-    install_rbac,
+    rbac_installed,
     service_kubeconfig,
-    uninstall_rbac,
 )
 from tests.real_cluster import RealCluster
 
@@ -63,9 +62,7 @@ async def readers(
     async with contextlib.AsyncExitStack() as exits:
         exits.push_async_callback(admin.close)
         await operator_namespace_ready(admin)
-        await install_rbac(admin)
-        # Cluster-wide: a later test of the session's API server must not meet them.
-        exits.push_async_callback(uninstall_rbac, admin)
+        await exits.enter_async_context(rbac_installed(admin))
         for namespace, account in ((team_a, "alice"), (team_b, "ops")):
             await admin.create(
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}

@@ -52,10 +52,9 @@ from tests.integration.gateway.test_gateway import (
     until,
 )
 from tests.integration.rbac.service_accounts import (
-    install_rbac,
+    rbac_installed,
     service_kubeconfig,
     service_user,
-    uninstall_rbac,
 )
 from tests.real_cluster import OPERATOR_NAMESPACE, RealCluster
 from tests.unit.gateway.model_objects import model_object
@@ -129,9 +128,7 @@ async def tenants(
     async with contextlib.AsyncExitStack() as exits:
         exits.push_async_callback(admin.close)
         await operator_namespace_ready(admin)
-        await install_rbac(admin)
-        # Cluster-wide: a later test of the session's API server must not meet them.
-        exits.push_async_callback(uninstall_rbac, admin)
+        await exits.enter_async_context(rbac_installed(admin))
         for namespace, account in ((team_a, "alice"), (team_b, "bob")):
             await admin.create(
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}

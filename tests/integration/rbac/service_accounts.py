@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any, Final
 
@@ -105,7 +105,21 @@ def usage_table(requests: Iterable[AuditEvent]) -> dict[str, set[str]]:
     return dict(table)
 
 
-async def install_rbac(kube: KubernetesAsyncioAdapter) -> None:
+@contextlib.asynccontextmanager
+async def rbac_installed(kube: KubernetesAsyncioAdapter) -> AsyncIterator[None]:
+    """The operator's RBAC and admission policies while the block runs, removed after it.
+
+    They are cluster-wide, so one left behind would meet every later test of the session's
+    API server (a test's dry run conflicted with a policy an earlier test kept): installing
+    them and removing them are one step."""
+    await _install_rbac(kube)
+    try:
+        yield
+    finally:
+        await _uninstall_rbac(kube)
+
+
+async def _install_rbac(kube: KubernetesAsyncioAdapter) -> None:
     await _namespace_not_terminating(kube)
     with contextlib.suppress(AlreadyExists):
         await kube.create(
@@ -132,7 +146,7 @@ async def _namespace_not_terminating(kube: KubernetesAsyncioAdapter) -> None:
         await asyncio.sleep(0.5)
 
 
-async def uninstall_rbac(kube: KubernetesAsyncioAdapter) -> None:
+async def _uninstall_rbac(kube: KubernetesAsyncioAdapter) -> None:
     """The cluster-wide roles, bindings and admission policies, and the namespace with
     everything else (not waited for: nothing else uses it)."""
     for obj in admission_objects():

@@ -26,9 +26,8 @@ from kaiwo_kube.resources import ResourceType
 from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import Pending, eventually
 from tests.integration.rbac.service_accounts import (
-    install_rbac,
+    rbac_installed,
     service_kubeconfig,
-    uninstall_rbac,
 )
 from tests.real_cluster import RealCluster
 
@@ -193,8 +192,7 @@ async def cluster(
     async with contextlib.AsyncExitStack() as exits:
         admin = await KubernetesAsyncioAdapter.from_kubeconfig(real_cluster.kubeconfig)
         exits.push_async_callback(admin.close)
-        await install_rbac(admin)
-        exits.push_async_callback(uninstall_rbac, admin)
+        await exits.enter_async_context(rbac_installed(admin))
         workloads, elsewhere = f"policy-{suffix}", f"payments-{suffix}"
         exits.push_async_callback(remove_everything, admin, (workloads, elsewhere))
         await namespace(admin, workloads, **{WORKLOADS_LABEL: "true"})

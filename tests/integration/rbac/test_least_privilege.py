@@ -69,10 +69,9 @@ from tests.integration.rbac.service_accounts import (
     REFUSED,
     Grant,
     granted,
-    install_rbac,
+    rbac_installed,
     service_kubeconfig,
     service_user,
-    uninstall_rbac,
     usage_table,
     used,
 )
@@ -764,8 +763,7 @@ async def run_the_scenarios(real: RealCluster, tmp_path: Path) -> Run:
     async with contextlib.AsyncExitStack() as exits:
         kube = await KubernetesAsyncioAdapter.from_kubeconfig(real.kubeconfig)
         exits.push_async_callback(kube.close)
-        await install_rbac(kube)
-        exits.push_async_callback(uninstall_rbac, kube)
+        await exits.enter_async_context(rbac_installed(kube))
         # After the operator stopped: the node, the queue config, the namespace, and the
         # KaiwoConfig this test changed (the next operator creates a default one again).
         exits.push_async_callback(forget_kaiwo_config, kube)
