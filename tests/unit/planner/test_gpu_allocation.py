@@ -8,6 +8,8 @@ import pytest
 from kaiwo_planner.domain.scheduling.gpu_allocation import (
     GpuAllocation,
     GpuStats,
+    WorkloadShape,
+    allocate_workload_gpus,
     calculate_gpu_allocation,
     gpu_stats,
 )
@@ -70,6 +72,7 @@ def test_stats_count_only_the_vendor(vendor_nodes: tuple[str, list[NodeInfo]]) -
         min_gpus_per_node=8,
         total_allocatable_gpus=32,
         min_allocatable_gpus_per_node=8,
+        max_gpus_per_node=8,
     )
 
 
@@ -99,6 +102,7 @@ def test_allocatable_node_size_is_used_when_it_covers_the_request(make_node: Any
         min_gpus_per_node=8,
         total_allocatable_gpus=12,
         min_allocatable_gpus_per_node=4,
+        max_gpus_per_node=8,
     )
     # 12 allocatable >= 8 requested: split by the smallest allocatable node (4).
     assert calculate_gpu_allocation(
@@ -125,3 +129,55 @@ def test_explicit_split_wins_over_gpus(make_node: Any) -> None:
         gpus=8, replicas=2, gpus_per_replica=2, vendor="amd", stats=stats
     )
     assert allocation == GpuAllocation(gpus=4, gpus_per_replica=2, replicas=2, vendor="amd")
+
+
+# ------------------------------------------------------------------ by workload shape (0113)
+
+
+@pytest.mark.parametrize(
+    ("shape", "spec", "expected"),
+    [
+        # A batch Job runs one pod: it gets every GPU, more than a node has included
+        # (Schedulable then refuses it); upstream gave the pod 8 of the 16.
+        ("batch-job", {"gpus": 16}, (16, 1, 16, "one-pod")),
+        ("batch-job", {"gpus": 4, "replicas": 3}, (4, 1, 4, "one-pod")),
+        # gpusPerReplica is what the pod gets, as before.
+        ("batch-job", {"gpus": 16, "replicas": 1, "gpus_per_replica": 4}, (4, 1, 4, "automatic")),
+        ("batch-job", {"gpus": 0}, (0, 1, 0, "automatic")),
+        # Ray keeps the split by node size.
+        ("ray", {"gpus": 16}, (16, 2, 8, "automatic")),
+        ("ray", {"gpus": 8, "replicas": 4}, (8, 1, 8, "automatic")),
+        # A Deployment's replicas above 1 are kept and share gpus; upstream made 1 x 8.
+        ("deployment", {"gpus": 8, "replicas": 4}, (8, 4, 2, "over-replicas")),
+        ("deployment", {"gpus": 32, "replicas": 2}, (32, 2, 16, "over-replicas")),
+        # Not divisible: rounded down here, refused by Schedulable.
+        ("deployment", {"gpus": 10, "replicas": 4}, (10, 4, 2, "over-replicas")),
+        # replicas 1 (the default, not told apart from a given 1) keeps the split by node size.
+        ("deployment", {"gpus": 16, "replicas": 1}, (16, 2, 8, "automatic")),
+        ("deployment", {"gpus": 0, "replicas": 3}, (0, 3, 0, "automatic")),
+        ("deployment", {"gpus": 8, "replicas": 4, "gpus_per_replica": 1}, (4, 4, 1, "automatic")),
+    ],
+)
+def test_the_split_follows_the_workload_shape(
+    make_node: Any, shape: WorkloadShape, spec: dict[str, int], expected: tuple[Any, ...]
+) -> None:
+    stats = gpu_stats(_nodes(make_node, "mi300x", 8, 4), "amd")
+    allocation = allocate_workload_gpus(
+        shape=shape,
+        gpus=spec.get("gpus", 0),
+        replicas=spec.get("replicas", 1),
+        gpus_per_replica=spec.get("gpus_per_replica"),
+        vendor="AMD",
+        stats=stats,
+    )
+    gpus, replicas, per_replica, rule = expected
+    assert allocation == GpuAllocation(
+        gpus=gpus, gpus_per_replica=per_replica, replicas=replicas, vendor="amd", rule=rule
+    )
+
+
+def test_the_largest_node_is_in_the_stats(make_node: Any) -> None:
+    nodes = _nodes(make_node, "mi300x", 4, 2) + _nodes(make_node, "mi300x", 8, 1)
+    stats = gpu_stats(nodes, "amd")
+    assert (stats.min_gpus_per_node, stats.max_gpus_per_node) == (4, 8)
+    assert gpu_stats(nodes, "nvidia").max_gpus_per_node is None

@@ -567,6 +567,110 @@ def test_an_unschedulable_workload_gets_no_children_and_deletes_none(cluster_wit
     )
 
 
+def gpu_env(container: dict[str, Any]) -> dict[str, str]:
+    return {
+        e["name"]: e["value"]
+        for e in container.get("env", [])
+        if e["name"] in {"NUM_GPUS", "NUM_REPLICAS", "NUM_GPUS_PER_REPLICA"}
+    }
+
+
+def test_a_batch_job_gets_every_gpu_in_its_one_pod(make_node):
+    """Decision 0113: not one share of a split by the smallest node (4 GPUs of the 8)."""
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 8})
+    nodes = [make_node("mi300x-small", gpu="mi300x", gpus=4), make_node("mi300x-0", gpu="mi300x")]
+    cluster = ClusterState.from_wire(
+        nodes=nodes, objects=[queue_config({"name": "kaiwo"}), owner], namespaces=["team-a"]
+    )
+
+    plan = planned(owner=owner, cluster=cluster, now=NOW)
+
+    assert plan is not None
+    (job,) = plan.desired
+    container = main_container(job)
+    assert container["resources"]["limits"]["amd.com/gpu"] == "8"
+    assert gpu_env(container) == {"NUM_GPUS": "8", "NUM_REPLICAS": "1", "NUM_GPUS_PER_REPLICA": "8"}
+    assert condition(plan, "Schedulable")["status"] == "True"
+
+
+def test_a_batch_job_larger_than_every_node_is_refused_and_told_about_ray(cluster_with):
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 16})
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    message = (
+        "spec.gpus (16) asks for 16 GPUs in the single pod of a Job, but the largest node has "
+        "8 GPUs (vendor: amd): set ray: true to spread the GPUs across nodes, or lower spec.gpus"
+    )
+    assert plan is not None and plan.status is not None
+    assert (plan.desired, plan.prune) == ((), ())
+    assert plan.status["status"] == "ERROR"
+    schedulable = condition(plan, "Schedulable")
+    assert (schedulable["status"], schedulable["reason"], schedulable["message"]) == (
+        "False",
+        "InsufficientGPUsPerNode",
+        message,
+    )
+    assert plan.events == (EventIntent(type="Warning", reason="WorkloadError", message=message),)
+
+
+def test_a_ray_job_larger_than_every_node_is_still_split(cluster_with):
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 16, "ray": True})
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None
+    assert condition(plan, "Schedulable")["status"] == "True"
+    (ray_job,) = plan.desired
+    (workers,) = ray_job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    assert workers["replicas"] == 2
+    worker = workers["template"]["spec"]["containers"][0]
+    assert worker["resources"]["limits"]["amd.com/gpu"] == "8"
+
+
+SERVE_SPEC = {"user": "bo@example.com", "image": "vllm:1", "entrypoint": "serve"}
+
+
+def test_a_deployment_keeps_its_replicas_and_shares_gpus_over_them(cluster_with):
+    """Decision 0113: upstream made ``replicas: 4, gpus: 8`` one pod of 8 GPUs."""
+    owner = kaiwo_service({**SERVE_SPEC, "replicas": 4, "gpus": 8})
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None
+    (deployment,) = plan.desired
+    container = main_container(deployment)
+    assert deployment["spec"]["replicas"] == 4
+    assert container["resources"]["limits"]["amd.com/gpu"] == "2"
+    assert gpu_env(container) == {"NUM_GPUS": "8", "NUM_REPLICAS": "4", "NUM_GPUS_PER_REPLICA": "2"}
+
+
+def test_a_deployment_of_one_replica_is_split_by_node_size(cluster_with):
+    owner = kaiwo_service({**SERVE_SPEC, "replicas": 1, "gpus": 16})
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None
+    (deployment,) = plan.desired
+    assert deployment["spec"]["replicas"] == 2
+    assert main_container(deployment)["resources"]["limits"]["amd.com/gpu"] == "8"
+
+
+def test_a_deployment_whose_gpus_do_not_divide_over_its_replicas_is_refused(cluster_with):
+    owner = kaiwo_service({**SERVE_SPEC, "replicas": 3, "gpus": 8})
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    message = (
+        "spec.gpus (8) does not divide evenly over spec.replicas (3) of a Deployment: set "
+        "spec.gpus to a multiple of spec.replicas, or set spec.gpusPerReplica"
+    )
+    assert plan is not None and plan.status is not None
+    assert (plan.desired, plan.status["status"]) == ((), "ERROR")
+    assert condition(plan, "Schedulable")["reason"] == "GpusNotDivisibleByReplicas"
+    assert plan.events == (EventIntent(type="Warning", reason="WorkloadError", message=message),)
+
+
 # ------------------------------------------------------------------ preemption by duration
 
 

@@ -10,7 +10,7 @@ from kaiwo_planner.domain.scheduling.schedulable import (
 )
 
 QUEUES = {"kaiwo": (), "team-a": ("research", "prod")}
-EIGHT_AMD = GpuStats(vendor="amd", total_gpus=8, min_gpus_per_node=8)
+EIGHT_AMD = GpuStats(vendor="amd", total_gpus=8, min_gpus_per_node=8, max_gpus_per_node=8)
 
 
 def _alloc(gpus: int, vendor: str = "amd") -> GpuAllocation:
@@ -126,3 +126,120 @@ def test_queue_namespaces_from_spec() -> None:
     )
     assert queue_namespaces(spec) == {"kaiwo": (), "team-a": ("prod", "research")}
     assert queue_namespaces(None) == {}
+
+
+# ------------------------------------------------------------------ one pod's GPUs (0113)
+
+TWO_EIGHT_GPU_NODES = GpuStats(
+    vendor="amd", total_gpus=16, min_gpus_per_node=8, max_gpus_per_node=8
+)
+
+
+@pytest.mark.parametrize(
+    ("allocation", "expected"),
+    [
+        (
+            GpuAllocation(gpus=16, gpus_per_replica=16, replicas=1, vendor="amd", rule="one-pod"),
+            SchedulableVerdict(
+                schedulable=False,
+                reason="InsufficientGPUsPerNode",
+                message=(
+                    "spec.gpus (16) asks for 16 GPUs in the single pod of a Job, but the "
+                    "largest node has 8 GPUs (vendor: amd): set ray: true to spread the GPUs "
+                    "across nodes, or lower spec.gpus"
+                ),
+            ),
+        ),
+        (
+            GpuAllocation(
+                gpus=16, gpus_per_replica=16, replicas=1, vendor="amd", rule="over-replicas"
+            ),
+            SchedulableVerdict(
+                schedulable=False,
+                reason="InsufficientGPUsPerNode",
+                message=(
+                    "spec.gpus (16) over spec.replicas (1) asks for 16 GPUs per pod, but the "
+                    "largest node has 8 GPUs (vendor: amd): raise spec.replicas or lower spec.gpus"
+                ),
+            ),
+        ),
+        (
+            GpuAllocation(gpus=12, gpus_per_replica=12, replicas=1, vendor="amd"),
+            SchedulableVerdict(
+                schedulable=False,
+                reason="InsufficientGPUsPerNode",
+                message=(
+                    "spec.gpusPerReplica (12) asks for 12 GPUs per pod, but the largest node "
+                    "has 8 GPUs (vendor: amd): lower spec.gpusPerReplica and raise spec.replicas"
+                ),
+            ),
+        ),
+        (
+            GpuAllocation(
+                gpus=8, gpus_per_replica=2, replicas=3, vendor="amd", rule="over-replicas"
+            ),
+            SchedulableVerdict(
+                schedulable=False,
+                reason="GpusNotDivisibleByReplicas",
+                message=(
+                    "spec.gpus (8) does not divide evenly over spec.replicas (3) of a "
+                    "Deployment: set spec.gpus to a multiple of spec.replicas, or set "
+                    "spec.gpusPerReplica"
+                ),
+            ),
+        ),
+        (
+            # Fewer GPUs than replicas would leave pods without any: refused the same way.
+            GpuAllocation(
+                gpus=2, gpus_per_replica=0, replicas=4, vendor="amd", rule="over-replicas"
+            ),
+            SchedulableVerdict(
+                schedulable=False,
+                reason="GpusNotDivisibleByReplicas",
+                message=(
+                    "spec.gpus (2) does not divide evenly over spec.replicas (4) of a "
+                    "Deployment: set spec.gpus to a multiple of spec.replicas, or set "
+                    "spec.gpusPerReplica"
+                ),
+            ),
+        ),
+        (
+            GpuAllocation(gpus=8, gpus_per_replica=8, replicas=1, vendor="amd", rule="one-pod"),
+            SchedulableVerdict(
+                schedulable=True,
+                reason="Schedulable",
+                message="Cluster has sufficient GPU resources",
+            ),
+        ),
+        (
+            GpuAllocation(
+                gpus=16, gpus_per_replica=8, replicas=2, vendor="amd", rule="over-replicas"
+            ),
+            SchedulableVerdict(
+                schedulable=True,
+                reason="Schedulable",
+                message="Cluster has sufficient GPU resources",
+            ),
+        ),
+    ],
+    ids=[
+        "job-pod-larger-than-any-node",
+        "deployment-pod-larger-than-any-node",
+        "gpus-per-replica-larger-than-any-node",
+        "deployment-gpus-not-divisible",
+        "deployment-fewer-gpus-than-replicas",
+        "job-pod-fits",
+        "deployment-pods-fit",
+    ],
+)
+def test_one_pod_must_fit_on_the_largest_node(
+    allocation: GpuAllocation, expected: SchedulableVerdict
+) -> None:
+    verdict = decide_schedulable(
+        cluster_queue="kaiwo",
+        namespace="default",
+        queue_namespaces=QUEUES,
+        allocation=allocation,
+        stats=TWO_EIGHT_GPU_NODES,
+    )
+    assert verdict == expected

@@ -54,7 +54,8 @@ from kaiwo_planner.domain.children.workload_children import (
 )
 from kaiwo_planner.domain.queues.queues_in_force import cluster_queue_namespaces
 from kaiwo_planner.domain.scheduling.gpu_allocation import (
-    calculate_gpu_allocation,
+    WorkloadShape,
+    allocate_workload_gpus,
     vendor_gpu_stats,
 )
 from kaiwo_planner.domain.scheduling.schedulable import decide_schedulable
@@ -142,7 +143,8 @@ def plan_workload(
     queue = spec.cluster_queue or config.spec.default_cluster_queue_name
 
     stats = vendor_gpu_stats(context, spec.gpu_vendor)
-    allocation = calculate_gpu_allocation(
+    allocation = allocate_workload_gpus(
+        shape=_workload_shape(workload),
         gpus=spec.gpus,
         replicas=spec.replicas,
         gpus_per_replica=spec.gpus_per_replica,
@@ -231,6 +233,15 @@ def _child_kind(workload: Workload) -> ChildKind:
     if isinstance(workload, KaiwoJob):
         return "RayJob" if workload.spec.is_ray_job else "Job"
     return "AppWrapper" if workload.spec.is_ray_service else "Deployment"
+
+
+def _workload_shape(workload: Workload) -> WorkloadShape:
+    child_kind = _child_kind(workload)
+    if child_kind == "Job":
+        return "batch-job"
+    if child_kind == "Deployment":
+        return "deployment"
+    return "ray"
 
 
 def _workload_kind(workload: Workload) -> WorkloadKind:

@@ -83,8 +83,9 @@ def build_batch_job(
 ) -> dict[str, Any]:
     """The Job: ``spec.job`` (or the default) completed with the workload's settings.
 
-    Only ``gpusPerReplica`` reaches the single pod; ``replicas`` does not change parallelism
-    (the API reference: replicas are ignored for Jobs).
+    The single pod gets the allocation's ``gpus_per_replica``: every GPU of ``gpus``, or
+    ``gpusPerReplica`` when given (decision 0113); ``replicas`` does not change parallelism (the
+    API reference: replicas are ignored for Jobs).
     """
     generated = inputs.job is None
     if inputs.job is None:

@@ -1,11 +1,21 @@
 """How many replicas a workload gets and how many GPUs each (upstream Kaiwo §6).
 
-The same calculation serves Ray and non-Ray workloads, KaiwoJobs and KaiwoServices; where the
-numbers go differs (Ray worker groups and Deployments use ``replicas``, a batch Job's single pod
-gets ``gpus_per_replica``) and is the children planners' business.
+:func:`allocate_workload_gpus` is the entry point: it picks the rule for the workload's shape
+(decision 0113). Ray workloads, and the rest when ``gpusPerReplica`` is given or no ``gpus``
+are asked for, use upstream's calculation (:func:`calculate_gpu_allocation`): Ray worker groups
+and Deployments use ``replicas``, every pod gets ``gpus_per_replica``. Where the numbers go is
+the children planners' business.
 
 Choices that differ from upstream, on purpose:
 
+* A non-Ray KaiwoJob runs one pod, so that pod gets every GPU of ``gpus`` (one replica).
+  Upstream split ``gpus`` by node size and gave the single pod one share (16 GPUs on 8-GPU
+  nodes ran on 8); a pod larger than every node is refused by the Schedulable check instead.
+* A non-Ray KaiwoService with ``replicas`` above 1 and no ``gpusPerReplica`` keeps its
+  replicas, each pod getting ``gpus / replicas`` (the reference: ``replicas`` sets the
+  Deployment's replicas). Upstream replaced the replicas by its node-size split. ``gpus`` that
+  does not divide evenly is refused by the Schedulable check, not rounded down. ``replicas: 1``
+  (also the default) keeps the node-size split, as upstream.
 * When both ``replicas`` and ``gpusPerReplica`` are set, they are taken as given and the total
   is their product, as the API reference says ("gpus is recalculated based on those values").
   Upstream keeps ``max(gpus, replicas * gpusPerReplica)`` as the total and falls back to the
@@ -22,6 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 from kaiwo_planner.domain.settings.cluster_settings import NODE_KIND
 from kaiwo_planner.domain.state.nodes import GPU_RESOURCE_BY_VENDOR, NodeInfo
@@ -37,6 +48,8 @@ class GpuStats:
     min_gpus_per_node: int | None = None
     total_allocatable_gpus: int = 0
     min_allocatable_gpus_per_node: int | None = None
+    max_gpus_per_node: int | None = None
+    """The largest node: a pod asking for more GPUs can never be scheduled."""
 
 
 def gpu_stats(nodes: Iterable[NodeInfo], vendor: str) -> GpuStats:
@@ -57,7 +70,18 @@ def gpu_stats(nodes: Iterable[NodeInfo], vendor: str) -> GpuStats:
         min_gpus_per_node=min(counts) if counts else None,
         total_allocatable_gpus=sum(allocatable),
         min_allocatable_gpus_per_node=min(allocatable) if allocatable else None,
+        max_gpus_per_node=max(counts) if counts else None,
     )
+
+
+WorkloadShape = Literal["ray", "batch-job", "deployment"]
+"""How a workload runs its GPUs: Ray worker groups, the single pod of a Job, a Deployment."""
+
+SplitRule = Literal["automatic", "one-pod", "over-replicas"]
+"""Which rule set ``gpus_per_replica`` (what the Schedulable check names when it cannot fit):
+``automatic`` upstream's calculation (``gpusPerReplica`` when given, else by node size),
+``one-pod`` every GPU in a batch Job's pod, ``over-replicas`` ``gpus`` shared by a
+Deployment's given replicas."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,13 +90,14 @@ class GpuAllocation:
 
     ``gpus`` is the requested total (what ``NUM_GPUS`` reports); ``replicas * gpus_per_replica``
     can be smaller when the total does not divide evenly over the nodes (30 GPUs on 8-GPU
-    nodes -> 4 x 7), see :attr:`allocated_gpus`.
+    nodes -> 4 x 7), see :attr:`allocated_gpus`. ``rule`` says what set ``gpus_per_replica``.
     """
 
     gpus: int
     gpus_per_replica: int
     replicas: int
     vendor: str
+    rule: SplitRule = "automatic"
 
     @property
     def resource_key(self) -> str:
@@ -96,6 +121,41 @@ def vendor_gpu_stats(context: PlanningContext, vendor: str) -> GpuStats:
     )
 
 
+def allocate_workload_gpus(
+    *,
+    shape: WorkloadShape,
+    gpus: int,
+    replicas: int | None,
+    gpus_per_replica: int | None,
+    vendor: str,
+    stats: GpuStats,
+) -> GpuAllocation:
+    """The allocation of a workload of ``shape`` (the module docstring: one pod for a batch
+    Job, ``gpus`` over the given replicas of a Deployment, otherwise upstream's calculation)."""
+    if gpus > 0 and not gpus_per_replica:
+        wanted = vendor.lower()
+        if shape == "batch-job":
+            return GpuAllocation(
+                gpus=gpus, gpus_per_replica=gpus, replicas=1, vendor=wanted, rule="one-pod"
+            )
+        if shape == "deployment" and replicas is not None and replicas > 1:
+            # Rounded down here; Schedulable refuses a total that does not divide evenly.
+            return GpuAllocation(
+                gpus=gpus,
+                gpus_per_replica=gpus // replicas,
+                replicas=replicas,
+                vendor=wanted,
+                rule="over-replicas",
+            )
+    return calculate_gpu_allocation(
+        gpus=gpus,
+        replicas=replicas,
+        gpus_per_replica=gpus_per_replica,
+        vendor=vendor,
+        stats=stats,
+    )
+
+
 def calculate_gpu_allocation(
     *,
     gpus: int,
@@ -104,7 +164,9 @@ def calculate_gpu_allocation(
     vendor: str,
     stats: GpuStats,
 ) -> GpuAllocation:
-    """Decide replicas and GPUs per replica from the spec and the cluster's GPU statistics."""
+    """Decide replicas and GPUs per replica from the spec and the cluster's GPU statistics
+    (upstream's calculation, for every shape that :func:`allocate_workload_gpus` does not
+    decide itself)."""
     wanted = vendor.lower()
     if replicas and gpus_per_replica and replicas > 0 and gpus_per_replica > 0:
         return GpuAllocation(

@@ -2,8 +2,10 @@
 
 Checks, first failure wins: the cluster queue exists in the KaiwoQueueConfig; the queue admits
 the workload's namespace; its ``priorityClass`` names something that exists
-(:mod:`~kaiwo_planner.domain.state.priority_classes`); the cluster has GPUs of the vendor; it has
-enough of them. A workload
+(:mod:`~kaiwo_planner.domain.state.priority_classes`); a Deployment's ``gpus`` divides evenly over
+its ``replicas`` (decision 0113); the cluster has GPUs of the vendor; it has enough of them; its
+largest node has as many as one pod asks for (upstream does not check this: a pod larger than
+every node stayed Pending for ever). A workload
 that fails is in ERROR and gets no children until something changes (the verdict is recomputed
 on every plan, so a new node or queue fixes it without touching the workload).
 """
@@ -96,6 +98,16 @@ def _gpu_verdict(allocation: GpuAllocation, stats: GpuStats) -> SchedulableVerdi
             reason=SCHEDULABLE,
             message="Workload does not require GPU resources",
         )
+    if allocation.rule == "over-replicas" and allocation.gpus % allocation.replicas:
+        return SchedulableVerdict(
+            schedulable=False,
+            reason="GpusNotDivisibleByReplicas",
+            message=(
+                f"spec.gpus ({allocation.gpus}) does not divide evenly over spec.replicas "
+                f"({allocation.replicas}) of a Deployment: set spec.gpus to a multiple of "
+                "spec.replicas, or set spec.gpusPerReplica"
+            ),
+        )
     if stats.total_gpus == 0:
         return SchedulableVerdict(
             schedulable=False,
@@ -111,6 +123,35 @@ def _gpu_verdict(allocation: GpuAllocation, stats: GpuStats) -> SchedulableVerdi
                 f"GPUs (vendor: {allocation.vendor})"
             ),
         )
+    largest = stats.max_gpus_per_node or 0
+    if allocation.gpus_per_replica > largest:
+        return SchedulableVerdict(
+            schedulable=False,
+            reason="InsufficientGPUsPerNode",
+            message=_pod_too_large_message(allocation, largest),
+        )
     return SchedulableVerdict(
         schedulable=True, reason=SCHEDULABLE, message="Cluster has sufficient GPU resources"
+    )
+
+
+def _pod_too_large_message(allocation: GpuAllocation, largest: int) -> str:
+    """Which fields asked for the pod, what the largest node has, and what to change."""
+    node = f"the largest node has {largest} GPUs (vendor: {allocation.vendor})"
+    if allocation.rule == "one-pod":
+        return (
+            f"spec.gpus ({allocation.gpus}) asks for {allocation.gpus} GPUs in the single pod "
+            f"of a Job, but {node}: set ray: true to spread the GPUs across nodes, or lower "
+            "spec.gpus"
+        )
+    if allocation.rule == "over-replicas":
+        return (
+            f"spec.gpus ({allocation.gpus}) over spec.replicas ({allocation.replicas}) asks for "
+            f"{allocation.gpus_per_replica} GPUs per pod, but {node}: raise spec.replicas or "
+            "lower spec.gpus"
+        )
+    return (
+        f"spec.gpusPerReplica ({allocation.gpus_per_replica}) asks for "
+        f"{allocation.gpus_per_replica} GPUs per pod, but {node}: lower spec.gpusPerReplica "
+        "and raise spec.replicas"
     )
