@@ -210,6 +210,7 @@ async def test_a_stored_kaiwoconfig_naming_no_mount_path_gives_the_seeds_default
     stored_config: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]],
 ) -> None:
     config = await stored_config({"storage": {"defaultStorageClass": "fast"}})
+    assert config["spec"]["storage"] == {"defaultStorageClass": "fast"}
     storage = KaiwoConfig.from_wire(config).spec.effective_storage
     assert (storage.default_data_mount_path, storage.default_hf_mount_path) == (
         "/workload",
