@@ -1,4 +1,5 @@
-"""The real API server refuses hostile quantities and durations with the CRDs' own rules.
+"""The real API server refuses hostile quantities and durations with the CRDs' own rules, and
+agrees with `kaiwo validate` on a KubeAI Model's replica bounds.
 
 Each hostile value is created on the session's real kube-apiserver (``real_cluster``, the
 generated CRDs installed) and must come back as 422 Invalid naming the field; the valid value
@@ -189,3 +190,59 @@ async def test_the_api_server_refuses_the_names_kaiwo_validate_refuses(
     with pytest.raises(Invalid) as refused_namespace:
         await adapter.create(as_namespace)
     assert "metadata.name" in [c.get("field") for c in refused_namespace.value.causes]
+
+
+# ------------------------------------------------------------------ a Model's replica bounds
+
+
+def model(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeai.org/v1",
+        "kind": "Model",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"url": "hf://org/m", "engine": "VLLM", **spec},
+    }
+
+
+REPLICA_BOUNDS_MESSAGE = "minReplicas should be less than or equal to maxReplicas."
+# Bounds `kaiwo validate` accepts; the API server must store each as written. `minReplicas` is
+# optional with no CRD default (0 when unset), so the rule must not read it when it is absent.
+ACCEPTED_REPLICA_BOUNDS = [
+    ("max-without-min", {"maxReplicas": 3}),
+    ("min-without-max", {"minReplicas": 2}),
+    ("min-equal-to-max", {"minReplicas": 2, "maxReplicas": 2}),
+    ("zero-min-below-max", {"minReplicas": 0, "maxReplicas": 1}),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "spec"), ACCEPTED_REPLICA_BOUNDS, ids=[case for case, _ in ACCEPTED_REPLICA_BOUNDS]
+)
+async def test_the_api_server_accepts_the_replica_bounds_kaiwo_validate_accepts(
+    kube: tuple[KubernetesAsyncioAdapter, str], case: str, spec: dict[str, Any]
+) -> None:
+    adapter, namespace = kube
+    manifest = model(case, namespace, **spec)
+    assert validate_manifest(manifest) == []
+
+    created = await adapter.create(manifest)
+
+    assert created["spec"].get("minReplicas") == spec.get("minReplicas")
+    assert created["spec"].get("maxReplicas") == spec.get("maxReplicas")
+
+
+async def test_a_min_above_the_max_is_refused_by_both_with_the_rules_message(
+    kube: tuple[KubernetesAsyncioAdapter, str],
+) -> None:
+    adapter, namespace = kube
+    manifest = model("min-above-max", namespace, minReplicas=4, maxReplicas=3)
+    assert [(p.path, p.message) for p in validate_manifest(manifest)] == [
+        ("spec.minReplicas", REPLICA_BOUNDS_MESSAGE)
+    ]
+
+    with pytest.raises(Invalid) as refused:
+        await adapter.create(manifest)
+
+    assert [(c.get("field"), c.get("message")) for c in refused.value.causes] == [
+        ("spec", f"Invalid value: {REPLICA_BOUNDS_MESSAGE}")
+    ], refused.value.causes

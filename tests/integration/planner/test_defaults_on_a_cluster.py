@@ -1,13 +1,17 @@
 """The KaiwoConfig's storage mount-path defaults apply to a workload the API server stored: the
-workload CRDs leave ``mountPath`` unset (decision 0044), so the planner's fallback sees it."""
+workload CRDs leave ``mountPath`` unset (decision 0044), so the planner's fallback sees it; and
+the KaiwoConfig CRD leaves its own mount paths unset, so the deprecated ``spec.data`` settings
+apply where ``spec.storage`` names none (decision 0112)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from kaiwo_contracts.crds.config_v1alpha1 import KAIWO_CONFIG_NAME, KaiwoConfig
 from kaiwo_kube import resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_planner.domain.state.cluster import ClusterState
@@ -49,6 +53,35 @@ def job_with_storage(name: str, data: dict[str, Any]) -> dict[str, Any]:
             },
         },
     }
+
+
+@pytest.fixture
+async def stored_config(
+    kube: KubernetesAsyncioAdapter,
+) -> AsyncIterator[Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]]:
+    """Creates a KaiwoConfig of the given spec and returns it as the API server stored it,
+    named ``kaiwo`` as the planner reads it.
+
+    Created under another name: the session's operator reads the one named ``kaiwo``, and
+    other tests' workloads must not get these mount paths."""
+    created: list[str] = []
+
+    async def store(spec: dict[str, Any]) -> dict[str, Any]:
+        name = f"storage-probe-{uuid.uuid4().hex[:6]}"
+        config = {
+            "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+            "kind": "KaiwoConfig",
+            "metadata": {"name": name},
+            "spec": spec,
+        }
+        await kube.create(config)
+        created.append(name)
+        found = await kube.get(resources.KAIWO_CONFIG, name)
+        return {**found, "metadata": {**found["metadata"], "name": KAIWO_CONFIG_NAME}}
+
+    yield store
+    for name in created:
+        await kube.delete(resources.KAIWO_CONFIG, name)
 
 
 @pytest.fixture
@@ -127,3 +160,59 @@ async def test_a_workloads_own_mount_path_wins(kube: KubernetesAsyncioAdapter) -
     plan = planned_with(job, kaiwo_config(defaultDataMountPath="/data"))
     assert "/mine" in mount_paths(plan.desired).values()
     assert "/data" not in mount_paths(plan.desired).values()
+
+
+async def test_the_deprecated_data_settings_apply_from_a_stored_kaiwoconfig(
+    kube: KubernetesAsyncioAdapter,
+    stored_config: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]],
+) -> None:
+    config = await stored_config(
+        {"data": {"defaultDataMountPath": "/mnt/data", "defaultHfMountPath": "/mnt/hf"}}
+    )
+    assert "defaultDataMountPath" not in config["spec"]["storage"]
+    assert "defaultHfMountPath" not in config["spec"]["storage"]
+    storage = KaiwoConfig.from_wire(config).spec.effective_storage
+    assert (storage.default_data_mount_path, storage.default_hf_mount_path) == (
+        "/mnt/data",
+        "/mnt/hf",
+    )
+
+    job = await stored(kube, job_with_storage("legacy-data", {"storageSize": "1Gi"}))
+    plan = planned_with(job, config)
+    assert set(mount_paths(plan.desired).values()) >= {"/mnt/data", "/mnt/hf"}
+    assert hf_home(plan.desired) == "/mnt/hf"
+
+
+async def test_a_stored_kaiwoconfigs_storage_wins_over_its_data(
+    kube: KubernetesAsyncioAdapter,
+    stored_config: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]],
+) -> None:
+    config = await stored_config(
+        {
+            "data": {"defaultDataMountPath": "/mnt/data", "defaultHfMountPath": "/mnt/hf"},
+            "storage": {"defaultDataMountPath": "/srv/data"},
+        }
+    )
+    storage = KaiwoConfig.from_wire(config).spec.effective_storage
+    assert (storage.default_data_mount_path, storage.default_hf_mount_path) == (
+        "/srv/data",
+        "/mnt/hf",
+    )
+
+    job = await stored(kube, job_with_storage("storage-wins", {"storageSize": "1Gi"}))
+    plan = planned_with(job, config)
+    assert set(mount_paths(plan.desired).values()) >= {"/srv/data", "/mnt/hf"}
+    assert "/mnt/data" not in mount_paths(plan.desired).values()
+
+
+async def test_a_stored_kaiwoconfig_naming_no_mount_path_gives_the_seeds_defaults(
+    kube: KubernetesAsyncioAdapter,
+    stored_config: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]],
+) -> None:
+    config = await stored_config({"storage": {"defaultStorageClass": "fast"}})
+    assert config["spec"]["storage"] == {"defaultStorageClass": "fast"}
+    storage = KaiwoConfig.from_wire(config).spec.effective_storage
+    assert (storage.default_data_mount_path, storage.default_hf_mount_path) == (
+        "/workload",
+        "/hf_cache",
+    )

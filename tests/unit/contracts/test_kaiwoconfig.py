@@ -14,7 +14,10 @@ from kaiwo_contracts.crds.config_v1alpha1 import (
     KaiwoConfigSpec,
     KaiwoStorageConfig,
 )
+from kaiwo_contracts.crds.schema import custom_resource_definition
 from kaiwo_contracts.validation import Problem, validate_manifest
+from kaiwo_kubefake.schema_defaulting import apply_defaults
+from kaiwo_kubefake.structural_schema import parse_schema
 from pydantic import ValidationError
 
 # A KaiwoConfig as the API server returns it: every CRD default materialised, managedFields.
@@ -44,11 +47,8 @@ KAIWOCONFIG_FROM_API: dict[str, Any] = {
         "dynamicallyUpdateDefaultClusterQueue": True,
         "defaultTopologyName": "default-topology",
         "ray": {"defaultRayImage": "ghcr.io/silogen/rocm-ray:6.4", "headPodMemory": "1Gi"},
-        "storage": {
-            "defaultStorageClass": "rwx-nfs",
-            "defaultDataMountPath": "/workload",
-            "defaultHfMountPath": "/hf_cache",
-        },
+        # The CRD has no default for the mount paths (decision 0112).
+        "storage": {"defaultStorageClass": "rwx-nfs"},
         "nodes": {
             "defaultGpuResourceKey": "amd.com/gpu",
             "defaultGpuTaintKey": "kaiwo.silogen.ai/gpu",
@@ -360,6 +360,19 @@ def test_legacy_data_fills_what_storage_leaves_unset() -> None:
         default_storage_class="legacy",
         default_data_mount_path="/workload",
         default_hf_mount_path="/hf",
+    )
+
+
+def test_legacy_data_applies_once_the_api_server_filled_in_the_crds_defaults() -> None:
+    # The API server stores `storage: {}` and its defaults before the operator reads the object;
+    # a default for a mount path there would win over `data` on every cluster.
+    schema = custom_resource_definition(KaiwoConfig)["spec"]["versions"][0]["schema"]
+    legacy = {"data": {"defaultDataMountPath": "/mnt/data", "defaultHfMountPath": "/mnt/hf"}}
+    stored = apply_defaults(_with_spec(legacy), parse_schema(schema["openAPIV3Schema"]))
+
+    assert stored["spec"]["storage"] == {}
+    assert KaiwoConfig.from_wire(stored).spec.effective_storage == KaiwoStorageConfig(
+        default_data_mount_path="/mnt/data", default_hf_mount_path="/mnt/hf"
     )
 
 

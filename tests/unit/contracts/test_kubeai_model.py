@@ -388,6 +388,7 @@ def test_every_broken_rule_is_reported_at_once() -> None:
         {"url": "pvc://models/llama/subdir"},
         {"minReplicas": 2, "maxReplicas": 2},
         {"minReplicas": 7},
+        {"maxReplicas": 3},
         {"adapters": [{"name": "sql-lora", "url": "s3://bucket/sql"}]},
         {"files": [{"path": "/a", "content": ""}, {"path": "/b", "content": ""}]},
     ],
@@ -419,6 +420,7 @@ def test_a_forty_character_name_is_accepted() -> None:
 
 
 def test_spec_carries_upstreams_cel_rules_in_upstreams_order() -> None:
+    # One departs from upstream's text: the replica bounds rule reads an unset minReplicas as 0.
     rules = ModelSpec.model_json_schema()["x-kubernetes-validations"]
 
     assert rules == [
@@ -438,7 +440,8 @@ def test_spec_carries_upstreams_cel_rules_in_upstreams_order() -> None:
             "message": 'urls of format "oss://..." only supported when using a cacheProfile',
         },
         {
-            "rule": "!has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",
+            "rule": "!has(self.maxReplicas) || "
+            "(has(self.minReplicas) ? self.minReplicas : 0) <= self.maxReplicas",
             "message": "minReplicas should be less than or equal to maxReplicas.",
         },
         {

@@ -376,6 +376,15 @@ ACCEPTED_DEVIATIONS = {
         "the older rendering's name of `storage` (seed 001); kept as a deprecated alias without "
         "a default so that it only counts when a user sets it (KaiwoConfigSpec.effective_storage)"
     ),
+    **{
+        (seed, "KaiwoStorageConfig", field): (
+            "no CRD default: the API server would store it in spec.storage (defaulted to {}), "
+            "where it would always win over the deprecated spec.data; the operator applies the "
+            "seed's default where both leave it unset (decision 0112)"
+        )
+        for seed in ("000", "001")
+        for field in ("defaultDataMountPath", "defaultHfMountPath")
+    },
     ("002", "DataStorageSpec", "mountPath"): (
         "no CRD default, so that KaiwoConfig's defaultDataMountPath (the same /workload unless a "
         "platform team changes it) applies on a cluster, as the seed says it does (decision 0044)"

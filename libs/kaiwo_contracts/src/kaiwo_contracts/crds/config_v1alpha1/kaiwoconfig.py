@@ -8,6 +8,8 @@ Two renderings of the API reference exist. Where they differ we follow the upstr
 * the storage settings live under ``spec.storage``; the older rendering calls the field
   ``spec.data`` (its name before upstream renamed it). ``data`` is still accepted and kept on
   the wire, and :attr:`KaiwoConfigSpec.effective_storage` merges the two (``storage`` wins).
+  The mount paths have no CRD default, so one a user left unset stays unset on the cluster
+  and ``data``'s can apply (decision 0112).
 * ``spec.defaultTopologyName`` and ``spec.gpuPreemption`` exist upstream but in neither
   rendering; they are modelled too, so configs written for the current operator parse.
 
@@ -17,7 +19,7 @@ Every nested section defaults to ``{}`` (as upstream's CRD does), so reading
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Final, Literal
+from typing import Annotated, Any, ClassVar, Final, Literal
 
 from pydantic import Field
 
@@ -27,6 +29,7 @@ from kaiwo_contracts.crds.config_v1alpha1.type_meta import TypedObject
 from kaiwo_contracts.crds.label_syntax import QUALIFIED_NAME_MAX_LENGTH, QUALIFIED_NAME_PATTERN
 from kaiwo_contracts.crds.meta import DNS_SUBDOMAIN_PATTERN, ListMeta, ObjectMeta
 from kaiwo_contracts.crds.quantity import QuantityString
+from kaiwo_contracts.crds.structural import NoCrdDefault
 
 GROUP = "config.kaiwo.silogen.ai"
 VERSION = "v1alpha1"
@@ -58,13 +61,21 @@ class KaiwoStorageConfig(KubeModel):
         default=None,
         description="Storage class for workloads that do not name one.",
     )
-    default_data_mount_path: str = Field(
+    # No CRD defaults for the mount paths: the API server would store them in ``storage``
+    # (itself defaulted to {}), and ``storage`` would then always win over the deprecated
+    # ``data`` (effective_storage). The model's defaults apply to what is still unset there
+    # (decision 0112).
+    default_data_mount_path: Annotated[str, NoCrdDefault] = Field(
         default="/workload",
-        description="Where data storage and downloads are mounted in workload pods.",
+        description=(
+            "Where data storage and downloads are mounted in workload pods; /workload if unset."
+        ),
     )
-    default_hf_mount_path: str = Field(
+    default_hf_mount_path: Annotated[str, NoCrdDefault] = Field(
         default="/hf_cache",
-        description="Where the Hugging Face cache is mounted; HF_HOME is set to it.",
+        description=(
+            "Where the Hugging Face cache is mounted; HF_HOME is set to it; /hf_cache if unset."
+        ),
     )
 
 

@@ -80,8 +80,14 @@ _SPEC_RULES: tuple[CelRule[ModelSpec], ...] = (
         field="url",
         holds=lambda spec: not spec.url.startswith("oss://") or spec.cache_profile is not None,
     ),
+    # Upstream's rule reads self.minReplicas, which Go clients always send (no omitempty). The
+    # CRD has no default for it (the reference lists none), so a manifest with only maxReplicas
+    # would fail with "no such key"; unset counts as 0, as the model and the controller read it.
     CelRule(
-        rule="!has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",
+        rule=(
+            "!has(self.maxReplicas) || "
+            "(has(self.minReplicas) ? self.minReplicas : 0) <= self.maxReplicas"
+        ),
         message="minReplicas should be less than or equal to maxReplicas.",
         field="minReplicas",
         holds=lambda spec: spec.max_replicas is None or spec.min_replicas <= spec.max_replicas,
