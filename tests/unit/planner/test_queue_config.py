@@ -831,3 +831,17 @@ def test_a_spec_of_flavors_alone_gets_a_default_queue_whose_flavors_exist(make_n
         queue_config=kqc(spec), kaiwo_config=kaiwo_config(), cluster=applied(plan, nodes), now=NOW
     )
     assert applied_plan.status is not None and applied_plan.status["status"] == "READY"
+
+
+def test_a_standing_default_queue_without_quota_is_made_again_from_the_nodes(
+    make_node: Any,
+) -> None:
+    # The first plan of a fresh cluster may come before any node reported its capacity.
+    gpu = make_node("mi300x-0", gpu="mi300x", cpu="128", memory="2Ti")
+    first = plan_queue_config(
+        queue_config=kqc({}), kaiwo_config=kaiwo_config(), cluster=cluster([]), now=NOW
+    )
+    later = plan_queue_config(
+        queue_config=kqc({}), kaiwo_config=kaiwo_config(), cluster=applied(first, [gpu]), now=NOW
+    )
+    assert default_quota(later) == {AMD_POOL: ["115", "1843Gi", "8"]}

@@ -217,7 +217,9 @@ def standing_default_queue(
     cluster: ClusterState, *, name: str, owner_uid: str | None
 ) -> list[Mapping[str, Any]] | None:
     """The ``resourceGroups`` of the default ClusterQueue this KaiwoQueueConfig made, as the
-    cluster holds it (None: there is none, or it is being deleted, or not ours)."""
+    cluster holds it (None: there is none, it is being deleted, it is not ours, or it holds
+    no quota or one that is no longer a valid resource group: then it is made again from the
+    nodes, so a queue made before any node reported its capacity does not stay empty)."""
     found = cluster.find_object(group=KUEUE_GROUP, kind="ClusterQueue", name=name)
     if found is None or not owner_uid:
         return None
@@ -230,7 +232,15 @@ def standing_default_queue(
     if not ours or metadata.get("deletionTimestamp"):
         return None
     groups = (found.get("spec") or {}).get("resourceGroups")
-    return [dict(group) for group in groups] if isinstance(groups, list) else None
+    if not isinstance(groups, list) or not groups:
+        return None
+    try:
+        for group in groups:
+            for flavor in group.get("flavors") or ():
+                FlavorQuotas.model_validate(flavor)
+    except (AttributeError, ValidationError):
+        return None
+    return [dict(group) for group in groups]
 
 
 def _discovered_in_force(
