@@ -75,3 +75,69 @@ def test_a_labels_only_intent_leaves_the_taints_alone() -> None:
     }
 
     assert node_patch(intent, live) == {"metadata": {"labels": {"x": "y"}}}
+
+
+def owned(manager: str, *labels: str) -> dict[str, object]:
+    return {
+        "manager": manager,
+        "operation": "Update",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:metadata": {"f:labels": {f"f:{key}": {} for key in labels}}},
+    }
+
+
+POOL_INTENT = {
+    "apiVersion": "v1",
+    "kind": "Node",
+    "metadata": {
+        "name": "gpu-1",
+        "labels": {"kaiwo/nodepool": "amd-mi300x-8gpu-115core-1843gi", "kaiwo/worker": "true"},
+    },
+}
+
+
+def test_a_label_value_an_admin_wrote_is_not_replaced() -> None:
+    live = {
+        "metadata": {
+            "name": "gpu-1",
+            "resourceVersion": "7",
+            "labels": {"kaiwo/nodepool": "amd-mi300x-8gpu"},
+            "managedFields": [owned("kubectl-label", "kaiwo/nodepool")],
+        }
+    }
+
+    assert node_patch(POOL_INTENT, live, manager="kaiwo") == {
+        "metadata": {"labels": {"kaiwo/worker": "true"}, "resourceVersion": "7"}
+    }
+
+
+def test_a_label_value_the_operator_wrote_follows_the_pool() -> None:
+    live = {
+        "metadata": {
+            "name": "gpu-1",
+            "resourceVersion": "7",
+            "labels": {"kaiwo/nodepool": "amd-mi300x-4gpu-115core-1843gi", "kaiwo/worker": "true"},
+            "managedFields": [
+                owned("kubelet"),
+                owned("kaiwo", "kaiwo/nodepool", "kaiwo/worker"),
+            ],
+        }
+    }
+
+    assert node_patch(POOL_INTENT, live, manager="kaiwo") == {
+        "metadata": {
+            "labels": {"kaiwo/nodepool": "amd-mi300x-8gpu-115core-1843gi", "kaiwo/worker": "true"},
+            "resourceVersion": "7",
+        }
+    }
+
+
+def test_nothing_to_patch_when_only_an_admins_label_differs() -> None:
+    live = {
+        "metadata": {
+            "name": "gpu-1",
+            "labels": {"kaiwo/nodepool": "mine", "kaiwo/worker": "true"},
+        }
+    }
+
+    assert node_patch(POOL_INTENT, live, manager="kaiwo") is None

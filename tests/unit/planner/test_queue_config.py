@@ -663,3 +663,185 @@ def test_a_node_reporting_more_than_kubernetes_holds_gives_a_valid_default_queue
         "memory": f"{(2**63 - 1) >> 30}Gi",
         "amd.com/gpu": "16",
     }
+
+
+# ---------------------------------------------------------------- decision 0110
+
+
+def node_intents(plan: Any) -> dict[str, dict[str, str]]:
+    return {
+        o["metadata"]["name"]: o["metadata"]["labels"] for o in plan.desired if o["kind"] == "Node"
+    }
+
+
+def test_nodes_keep_the_admins_pool_labels_when_the_user_lists_flavors(make_node: Any) -> None:
+    # examples/kaiwoqueueconfig.yaml: flavors select nodes an admin labelled beforehand.
+    nodes = [
+        make_node(
+            "mi300x-0",
+            gpu="mi300x",
+            cpu="128",
+            memory="2Ti",
+            labels={"kaiwo/nodepool": "amd-mi300x-8gpu", "kaiwo/gpu-model": "MI300X"},
+        )
+    ]
+    spec = {
+        "resourceFlavors": [
+            {"name": "amd-mi300x-8gpu", "nodeLabels": {"kaiwo/nodepool": "amd-mi300x-8gpu"}}
+        ],
+        "clusterQueues": [{"name": "kaiwo", "spec": {}}],
+    }
+    plan = plan_queue_config(
+        queue_config=kqc(spec), kaiwo_config=kaiwo_config(), cluster=cluster(nodes), now=NOW
+    )
+    assert node_intents(plan) == {
+        "mi300x-0": {
+            "kaiwo/topology-block": "block-a",
+            "kaiwo/topology-rack": "rack-a",
+            "kaiwo/worker": "true",
+        }
+    }
+
+
+def test_nodes_of_discovered_flavors_get_the_pool_labels(make_node: Any) -> None:
+    nodes = [make_node("mi300x-0", gpu="mi300x", cpu="128", memory="2Ti")]
+    plan = plan_queue_config(
+        queue_config=kqc({}), kaiwo_config=kaiwo_config(), cluster=cluster(nodes), now=NOW
+    )
+    assert node_intents(plan) == {
+        "mi300x-0": {
+            "kaiwo/gpu-model": "mi300x",
+            "kaiwo/nodepool": AMD_POOL,
+            "kaiwo/topology-block": "block-a",
+            "kaiwo/topology-rack": "rack-a",
+            "kaiwo/worker": "true",
+        }
+    }
+
+
+def seventeen_shapes(make_node: Any) -> list[dict[str, Any]]:
+    """17 CPU nodes, each of its own size: 17 node pools."""
+    return [make_node(f"cpu-{n}", cpu=str(10 + 10 * n), memory="64Gi") for n in range(17)]
+
+
+def test_seventeen_node_shapes_make_a_default_queue_of_seventeen_flavors(make_node: Any) -> None:
+    plan = plan_queue_config(
+        queue_config=kqc({}),
+        kaiwo_config=kaiwo_config(),
+        cluster=cluster(seventeen_shapes(make_node)),
+        now=NOW,
+    )
+    (queue,) = [o for o in plan.desired if o["kind"] == "ClusterQueue"]
+    flavors = [f["name"] for f in queue["spec"]["resourceGroups"][0]["flavors"]]
+    assert len(flavors) == 17
+    assert flavors[0] == "cpu-only-0gpu-9core-57gi"
+    assert flavors[-1] == "cpu-only-0gpu-153core-57gi"
+    assert len([o for o in plan.desired if o["kind"] == "ResourceFlavor"]) == 17
+    assert plan.status is not None and plan.status["status"] == "PENDING"
+
+
+def test_ten_user_queues_and_the_dynamic_default_queue(make_node: Any) -> None:
+    spec = {"clusterQueues": [{"name": f"team-{n}", "spec": {}} for n in range(10)]}
+    plan = plan_queue_config(
+        queue_config=kqc(spec),
+        kaiwo_config=kaiwo_config(dynamicallyUpdateDefaultClusterQueue=True),
+        cluster=cluster([make_node("cpu-0", cpu="16", memory="64Gi")]),
+        now=NOW,
+    )
+    queues = sorted(o["metadata"]["name"] for o in plan.desired if o["kind"] == "ClusterQueue")
+    assert queues == sorted(["kaiwo", *(f"team-{n}" for n in range(10))])
+
+
+def test_more_node_shapes_than_kueue_takes_fail_the_queue_config(make_node: Any) -> None:
+    nodes = [make_node(f"cpu-{n}", cpu=str(10 + 10 * n), memory="64Gi") for n in range(65)]
+    plan = plan_queue_config(
+        queue_config=kqc({}), kaiwo_config=kaiwo_config(), cluster=cluster(nodes), now=NOW
+    )
+    assert plan.desired == () and plan.prune == ()  # the Kueue objects stay as they are
+    assert plan.status is not None
+    assert plan.status["status"] == "FAILED"
+    (condition,) = plan.status["conditions"]
+    assert condition["reason"] == "InvalidSpecInForce"
+    assert condition["message"] == (
+        "the default ClusterQueue 'kaiwo' would need 65 flavors in resourceGroups[0] "
+        "(one per node pool); Kueue allows 64"
+    )
+    assert plan.events == (
+        EventIntent(type="Warning", reason="KaiwoQueueConfigFailed", message=condition["message"]),
+    )
+
+
+def default_quota(plan: Any) -> dict[str, list[str]]:
+    (queue,) = [
+        o for o in plan.desired if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == "kaiwo"
+    ]
+    return {
+        f["name"]: [r["nominalQuota"] for r in f["resources"]]
+        for f in queue["spec"]["resourceGroups"][0]["flavors"]
+    }
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_removing_a_gpu_node_changes_the_default_quota_only_when_dynamic(
+    make_node: Any, dynamic: bool
+) -> None:
+    both = [
+        make_node("mi300x-0", gpu="mi300x", cpu="128", memory="2Ti"),
+        make_node("mi300x-1", gpu="mi300x", cpu="128", memory="2Ti"),
+    ]
+    config = kaiwo_config(dynamicallyUpdateDefaultClusterQueue=dynamic)
+    first = plan_queue_config(
+        queue_config=kqc({}), kaiwo_config=config, cluster=cluster(both), now=NOW
+    )
+    assert default_quota(first) == {AMD_POOL: ["230", "3686Gi", "16"]}
+    later = plan_queue_config(
+        queue_config=kqc({}), kaiwo_config=config, cluster=applied(first, both[:1]), now=NOW
+    )
+    if dynamic:
+        assert default_quota(later) == {AMD_POOL: ["115", "1843Gi", "8"]}
+    else:
+        assert default_quota(later) == {AMD_POOL: ["230", "3686Gi", "16"]}
+        assert later.status is not None and later.status["status"] == "READY"
+
+
+def test_a_standing_default_queue_keeps_the_flavors_it_names(make_node: Any) -> None:
+    gpu = make_node("mi300x-0", gpu="mi300x", cpu="128", memory="2Ti")
+    cpu = make_node("cpu-0", cpu="16", memory="64Gi")
+    first = plan_queue_config(
+        queue_config=kqc({}), kaiwo_config=kaiwo_config(), cluster=cluster([gpu, cpu]), now=NOW
+    )
+    later = plan_queue_config(
+        queue_config=kqc({}), kaiwo_config=kaiwo_config(), cluster=applied(first, [cpu]), now=NOW
+    )
+    flavors = sorted(o["metadata"]["name"] for o in later.desired if o["kind"] == "ResourceFlavor")
+    assert flavors == [AMD_POOL, CPU_POOL]
+    assert later.status is not None and later.status["status"] == "READY"
+
+
+def test_a_spec_of_flavors_alone_gets_a_default_queue_whose_flavors_exist(make_node: Any) -> None:
+    nodes = [make_node("mi300x-0", gpu="mi300x", cpu="128", memory="2Ti")]
+    spec = {"resourceFlavors": [{"name": "custom", "nodeLabels": {"team": "a"}}]}
+    plan = plan_queue_config(
+        queue_config=kqc(spec), kaiwo_config=kaiwo_config(), cluster=cluster(nodes), now=NOW
+    )
+    flavors = sorted(o["metadata"]["name"] for o in plan.desired if o["kind"] == "ResourceFlavor")
+    assert flavors == [AMD_POOL, "custom"]
+    assert default_quota(plan) == {AMD_POOL: ["115", "1843Gi", "8"]}
+    applied_plan = plan_queue_config(
+        queue_config=kqc(spec), kaiwo_config=kaiwo_config(), cluster=applied(plan, nodes), now=NOW
+    )
+    assert applied_plan.status is not None and applied_plan.status["status"] == "READY"
+
+
+def test_a_standing_default_queue_without_quota_is_made_again_from_the_nodes(
+    make_node: Any,
+) -> None:
+    # The first plan of a fresh cluster may come before any node reported its capacity.
+    gpu = make_node("mi300x-0", gpu="mi300x", cpu="128", memory="2Ti")
+    first = plan_queue_config(
+        queue_config=kqc({}), kaiwo_config=kaiwo_config(), cluster=cluster([]), now=NOW
+    )
+    later = plan_queue_config(
+        queue_config=kqc({}), kaiwo_config=kaiwo_config(), cluster=applied(first, [gpu]), now=NOW
+    )
+    assert default_quota(later) == {AMD_POOL: ["115", "1843Gi", "8"]}

@@ -313,7 +313,7 @@ class DesiredObjects:
             live = await self._kube.get(NODE, name)
         except NotFound:
             return StepOutcome.NODE_GONE  # the planner stops asking once it sees it deleted
-        patch = node_patch(intent, live)
+        patch = node_patch(intent, live, manager=FIELD_MANAGER)
         if patch is None:
             return StepOutcome.UNCHANGED
         await self._kube.merge_patch(NODE, name, patch, field_manager=FIELD_MANAGER)

@@ -10,6 +10,11 @@ executor builds the taint list itself from the node as it is *now*:
 * each taint of the intent replaces the node's taint with the same key and effect (that pair
   identifies a taint), or is appended.
 
+A label of the intent is left out when the node carries the key with another value that
+``kaiwo`` did not write (no ``managedFields`` entry of the operator's field manager owns it):
+an admin's ``kaiwo/nodepool=amd-gpu-nodes``, which their flavors select, stays (decision
+0110). A value the operator wrote itself is updated as the node's pool changes.
+
 The intent carries only Kaiwo's own labels and taint, never a copy of the node's other taints:
 a copy taken from an older observation would put back a taint the node controller has removed
 since (``node.kubernetes.io/not-ready`` once the node is ready). So the executor only ever adds
@@ -61,12 +66,36 @@ def merge_patch_result(target: Any, patch: Any) -> Any:
     return result
 
 
-def node_patch(intent: dict[str, Any], live: dict[str, Any]) -> dict[str, Any] | None:
+def labels_owned_by(live: dict[str, Any], manager: str) -> frozenset[str]:
+    """The label keys ``manager`` owns on ``live``, from its ``managedFields``."""
+    owned: set[str] = set()
+    for entry in (live.get("metadata") or {}).get("managedFields") or ():
+        if not isinstance(entry, dict) or entry.get("manager") != manager:
+            continue
+        labels = ((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:labels") or {}
+        owned.update(key[2:] for key in labels if key.startswith("f:"))
+    return frozenset(owned)
+
+
+def node_patch(
+    intent: dict[str, Any], live: dict[str, Any], *, manager: str = "kaiwo"
+) -> dict[str, Any] | None:
     """The merge patch that makes ``live`` carry ``intent``, or None when it already does.
 
     ``intent`` is a partial Node (``metadata.labels``/``annotations``, ``spec.taints``...);
-    its name, apiVersion and kind only address the node.
+    its name, apiVersion and kind only address the node. A label whose value on the node
+    another manager wrote is not patched (see the module docstring).
     """
+    intent = copy.deepcopy(intent)
+    wanted_labels = (intent.get("metadata") or {}).get("labels")
+    if isinstance(wanted_labels, dict):
+        present = (live.get("metadata") or {}).get("labels") or {}
+        ours = labels_owned_by(live, manager)
+        for key in [k for k, v in wanted_labels.items() if k in present and present[k] != v]:
+            if key not in ours:
+                del wanted_labels[key]
+        if not wanted_labels:
+            del intent["metadata"]["labels"]
     patch = {
         key: copy.deepcopy(value) for key, value in intent.items() if key not in _IDENTITY_FIELDS
     }

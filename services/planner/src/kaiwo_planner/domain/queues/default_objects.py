@@ -8,7 +8,8 @@ and no KaiwoQueueConfig means no such queue.
 Both are made with an empty spec and only created, never applied (``Plan.create_only``): they
 are the user's from then on, to edit or re-apply, and no field of theirs belongs to the
 operator. The KaiwoQueueConfig's empty spec means "the default queue over the discovered
-node pools" (:func:`kaiwo_planner.domain.queues.queue_config.effective_spec`).
+node pools" (:func:`kaiwo_planner.domain.queues.queue_config.effective_spec`), made once from
+the nodes of the moment unless ``dynamicallyUpdateDefaultClusterQueue`` (decision 0110).
 
 The installation's ``DEFAULT_CLUSTER_QUEUE_NAME`` (the API reference's setting, decision 0046)
 is written into the KaiwoConfig created here as ``defaultClusterQueueName``: from then on the

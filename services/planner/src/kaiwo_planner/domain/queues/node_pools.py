@@ -19,10 +19,13 @@ Choices that differ from upstream:
   alphabetically) and its flavors by GPUs per node, cores, memory, then name; upstream's order
   depends on Go map iteration.
 * Node changes are partial Node objects carrying only what Kaiwo owns: its labels and, while
-  ``addTaintsToGpuNodes`` is on, its one taint. The executor merges them into the node as it
-  is at that moment (``kaiwo_executor.node_merge``), so labels and taints set by others (the
-  node lifecycle controller's ``not-ready``, an admin's) are never removed or rewritten. Kaiwo
-  never removes its taint either (as upstream).
+  ``addTaintsToGpuNodes`` is on, its one taint. The pool labels go only to nodes whose
+  discovered flavor is in force (decision 0110); upstream labels every node whatever the
+  spec lists, overwriting an admin's ``kaiwo/nodepool``. The executor merges them into the
+  node as it is at that moment (``kaiwo_executor.node_merge``), so labels and taints set by
+  others (the node lifecycle controller's ``not-ready``, an admin's) are never removed, and a
+  label value another field manager wrote is never replaced. Kaiwo never removes its taint
+  either (as upstream).
 """
 
 from __future__ import annotations
@@ -155,9 +158,20 @@ def default_resource_flavors(
     pools: Sequence[NodePool], *, topology_name: str | None
 ) -> list[dict[str, Any]]:
     """KaiwoQueueConfig ``resourceFlavors`` entries (wire form) for the discovered pools."""
+    return default_resource_flavors_named(
+        [pool.name for pool in pools], topology_name=topology_name
+    )
+
+
+def default_resource_flavors_named(
+    names: Iterable[str], *, topology_name: str | None
+) -> list[dict[str, Any]]:
+    """The discovered flavors of these pool names: a discovered flavor is its name alone
+    (nodes labelled ``kaiwo/nodepool=<name>``), so one can be made again after its nodes
+    are gone, for a default ClusterQueue that still names it."""
     flavors = []
-    for pool in pools:
-        flavor: dict[str, Any] = {"name": pool.name, "nodeLabels": {NODEPOOL_LABEL: pool.name}}
+    for name in names:
+        flavor: dict[str, Any] = {"name": name, "nodeLabels": {NODEPOOL_LABEL: name}}
         if topology_name:
             flavor["topologyName"] = topology_name
         flavors.append(flavor)
@@ -199,11 +213,18 @@ def node_changes(
     exclude_control_plane: bool,
     add_gpu_taint: bool,
     gpu_taint_key: str,
+    pools_in_force: Iterable[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Partial Node objects with the labels (and taint) pool members must carry, by node name.
 
-    Only Kaiwo's own keys: the executor merges them key by key into the node as it finds it.
+    Only Kaiwo's own keys: the executor merges them key by key into the node as it finds it,
+    and never replaces a label value that another manager wrote. ``kaiwo/nodepool`` and
+    ``kaiwo/gpu-model`` go only to the nodes of ``pools_in_force`` (None: every pool), the
+    pools whose discovered flavors are in force: with flavors of the user's own, those labels
+    are the admin's to set (the API reference's example flavor selects
+    ``kaiwo/nodepool: amd-gpu-nodes``).
     """
+    in_force = None if pools_in_force is None else frozenset(pools_in_force)
     taint = Taint(key=gpu_taint_key, value="true", effect="NoSchedule")
     changes = []
     for node in pool_members(nodes, exclude_control_plane=exclude_control_plane):
@@ -211,11 +232,12 @@ def node_changes(
         labels = {
             # Keep an admin's topology placement; give unplaced nodes the default one.
             **{key: node.labels.get(key, value) for key, value in _DEFAULT_TOPOLOGY_VALUES.items()},
-            NODEPOOL_LABEL: shape.pool_name,
             WORKER_LABEL: "true",
         }
-        if shape.has_gpus:
-            labels[GPU_MODEL_LABEL] = label_value(shape.gpu_model)
+        if in_force is None or shape.pool_name in in_force:
+            labels[NODEPOOL_LABEL] = shape.pool_name
+            if shape.has_gpus:
+                labels[GPU_MODEL_LABEL] = label_value(shape.gpu_model)
         partial: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Node",

@@ -22,9 +22,14 @@ The KaiwoQueueConfig's spec belongs to the user and is never written: with
 ``dynamicallyUpdateDefaultClusterQueue`` the discovered flavors, the default ClusterQueue and
 the default Topology are merged into the spec *in force* (:func:`effective_spec`), which only
 the Kueue objects carry. So they follow the nodes as they come and go, and the user can
-re-apply their own manifest at any time (decision 0014).
+re-apply their own manifest at any time (decision 0014). Without that setting (the default)
+a spec listing no ClusterQueues gets the default ClusterQueue made from the nodes once: the
+one the cluster holds keeps its quotas as nodes come and go (decision 0110).
 
-Flavors come from the spec, or from node-pool discovery when the spec lists none.
+Flavors come from the spec, or from node-pool discovery when the spec lists none. The limits
+of the API reference apply to what the user writes; what the operator adds is held only to
+Kueue's own. A spec in force that cannot be built is FAILED (``InvalidSpecInForce``) and the
+plan then leaves the Kueue objects as they are.
 
 Every Kueue object carries ``app.kubernetes.io/managed-by: kaiwo`` and
 ``kaiwo.silogen.ai/queue-config: kaiwo`` and a controller reference to the KaiwoQueueConfig;
@@ -58,8 +63,13 @@ from typing import Any
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoConfig
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import (
     KAIWO_QUEUE_CONFIG_NAME,
+    ClusterQueue,
+    FlavorQuotas,
     KaiwoQueueConfig,
     KaiwoQueueConfigSpec,
+    ResourceFlavorSpec,
+    ResourceGroup,
+    Topology,
 )
 from kaiwo_contracts.plans import (
     FinalizerRelease,
@@ -67,6 +77,7 @@ from kaiwo_contracts.plans import (
     Plan,
     sort_objects,
 )
+from pydantic import ValidationError
 
 from kaiwo_planner.domain.queues.kueue_objects import (
     MANAGED_LABELS,
@@ -74,11 +85,12 @@ from kaiwo_planner.domain.queues.kueue_objects import (
     controller_reference_to,
     kueue_objects_for,
 )
-from kaiwo_planner.domain.queues.kueue_sync import judge_kueue_objects
+from kaiwo_planner.domain.queues.kueue_sync import KUEUE_GROUP, judge_kueue_objects
 from kaiwo_planner.domain.queues.node_pools import (
     NodePool,
     default_cluster_queue,
     default_resource_flavors,
+    default_resource_flavors_named,
     default_topology,
     discover_node_pools,
     node_changes,
@@ -117,6 +129,11 @@ def plan_queue_config(
         uid=meta.uid,
     )
     previous_status = queue_config.status.to_wire()
+    settings = kaiwo_config.spec
+    pools = discover_node_pools(
+        cluster.nodes, exclude_control_plane=settings.nodes.exclude_master_nodes_from_node_pools
+    )
+    problem: ConditionSpec | None = None
     if meta.name != KAIWO_QUEUE_CONFIG_NAME:
         problem = ConditionSpec(
             READY_CONDITION,
@@ -124,6 +141,20 @@ def plan_queue_config(
             "UnsupportedName",
             f"only a KaiwoQueueConfig named '{KAIWO_QUEUE_CONFIG_NAME}' is acted on",
         )
+    else:
+        try:
+            spec = effective_spec(
+                queue_config.spec,
+                kaiwo_config=kaiwo_config,
+                pools=pools,
+                standing_default_queue=standing_default_queue(
+                    cluster, name=settings.default_cluster_queue_name, owner_uid=owner.uid
+                ),
+            )
+        except SpecInForceError as error:
+            # Nothing is planned, so nothing is pruned: the Kueue objects stay as they are.
+            problem = ConditionSpec(READY_CONDITION, "False", "InvalidSpecInForce", str(error))
+    if problem is not None:
         status, events = queue_config_status(
             previous_status, problem, generation=meta.generation, now=now
         )
@@ -135,11 +166,6 @@ def plan_queue_config(
             events=events,
         )
 
-    settings = kaiwo_config.spec
-    pools = discover_node_pools(
-        cluster.nodes, exclude_control_plane=settings.nodes.exclude_master_nodes_from_node_pools
-    )
-    spec = effective_spec(queue_config.spec, kaiwo_config=kaiwo_config, pools=pools)
     owner_reference = controller_reference_to(owner)
     kueue_objects, missing_namespaces = kueue_objects_for(
         spec,
@@ -156,6 +182,7 @@ def plan_queue_config(
             exclude_control_plane=settings.nodes.exclude_master_nodes_from_node_pools,
             add_gpu_taint=settings.nodes.add_taints_to_gpu_nodes,
             gpu_taint_key=settings.nodes.default_gpu_taint_key,
+            pools_in_force=_discovered_in_force(spec, queue_config.spec, pools),
         ),
     ]
     verdict = ready_condition(
@@ -186,6 +213,46 @@ def plan_queue_config(
     )
 
 
+def standing_default_queue(
+    cluster: ClusterState, *, name: str, owner_uid: str | None
+) -> list[Mapping[str, Any]] | None:
+    """The ``resourceGroups`` of the default ClusterQueue this KaiwoQueueConfig made, as the
+    cluster holds it (None: there is none, it is being deleted, it is not ours, or it holds
+    no quota or one that is no longer a valid resource group: then it is made again from the
+    nodes, so a queue made before any node reported its capacity does not stay empty)."""
+    found = cluster.find_object(group=KUEUE_GROUP, kind="ClusterQueue", name=name)
+    if found is None or not owner_uid:
+        return None
+    metadata = found.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    ours = all(labels.get(key) == value for key, value in MANAGED_LABELS.items()) and any(
+        ref.get("uid") == owner_uid and ref.get("controller")
+        for ref in metadata.get("ownerReferences") or ()
+    )
+    if not ours or metadata.get("deletionTimestamp"):
+        return None
+    groups = (found.get("spec") or {}).get("resourceGroups")
+    if not isinstance(groups, list) or not groups:
+        return None
+    try:
+        for group in groups:
+            for flavor in group.get("flavors") or ():
+                FlavorQuotas.model_validate(flavor)
+    except (AttributeError, ValidationError):
+        return None
+    return [dict(group) for group in groups]
+
+
+def _discovered_in_force(
+    effective: KaiwoQueueConfigSpec, written: KaiwoQueueConfigSpec, pools: Sequence[NodePool]
+) -> frozenset[str]:
+    """The discovered pools whose flavors the spec in force holds and the user's does not:
+    only their nodes get the operator's pool labels."""
+    user_flavors = {f.name for f in written.resource_flavors or ()}
+    in_force = {f.name for f in effective.resource_flavors or ()} - user_flavors
+    return frozenset(pool.name for pool in pools if pool.name in in_force)
+
+
 def default_queue_config(*, kaiwo_config: KaiwoConfig, cluster: ClusterState) -> dict[str, Any]:
     """The KaiwoQueueConfig to create when none exists: discovered flavors, the default
     ClusterQueue over all of them, and the default Topology."""
@@ -213,19 +280,41 @@ def default_queue_config(*, kaiwo_config: KaiwoConfig, cluster: ClusterState) ->
     }
 
 
+class SpecInForceError(ValueError):
+    """The spec in force cannot be built; the message says why, for the Ready condition."""
+
+
+KUEUE_MAX_FLAVORS_PER_GROUP = 64
+"""Kueue's own limit (its CRD's ``resourceGroups[].flavors`` maxItems); the API reference's
+lower limits apply to what the user writes, not to what the operator generates."""
+
+
 def effective_spec(
-    spec: KaiwoQueueConfigSpec, *, kaiwo_config: KaiwoConfig, pools: Sequence[NodePool]
+    spec: KaiwoQueueConfigSpec,
+    *,
+    kaiwo_config: KaiwoConfig,
+    pools: Sequence[NodePool],
+    standing_default_queue: Sequence[Mapping[str, Any]] | None = None,
 ) -> KaiwoQueueConfigSpec:
-    """The spec in force.
+    """The spec in force (decisions 0014, 0110).
 
     * No flavors listed: the discovered ones (the API reference's rule).
     * No ClusterQueues listed (the KaiwoQueueConfig the operator creates has an empty spec):
-      the default ClusterQueue over the discovered flavors, and the default Topology.
+      the default ClusterQueue, and the default Topology. Without
+      ``dynamicallyUpdateDefaultClusterQueue`` it is made from the nodes once: while the
+      cluster holds it (``standing_default_queue``: its observed ``resourceGroups``) its
+      quotas stay as they are, whatever nodes come or go.
     * ``dynamicallyUpdateDefaultClusterQueue``: the discovered flavors, the default
-      ClusterQueue and the default Topology merged into the user's lists by name.
+      ClusterQueue over the current nodes and the default Topology merged into the user's
+      lists by name.
+    * The generated default ClusterQueue brings along each flavor it names that the spec
+      lacks, so it never names a flavor that is not created.
+
+    The user's spec was validated against the API reference's limits (10 ClusterQueues,
+    16 flavors per resource group...); the generated entries are not held to them, only to
+    Kueue's own, since the operator adds them (:class:`SpecInForceError` otherwise).
     """
     settings = kaiwo_config.spec
-    wire = spec.to_wire()
     discovered = default_resource_flavors(pools, topology_name=settings.default_topology_name)
     default_queue = default_cluster_queue(
         pools,
@@ -233,25 +322,96 @@ def effective_spec(
         cohort=settings.default_cluster_queue_cohort_name,
     )
     topology = default_topology(settings.default_topology_name)
+    users: dict[int, Any] = {}  # the user's own entries, by the identity of their wire form
+    flavors = _wire_forms(spec.resource_flavors, users)
+    queues = _wire_forms(spec.cluster_queues, users)
+    topologies = _wire_forms(spec.topologies, users)
     if settings.dynamically_update_default_cluster_queue:
-        wire["resourceFlavors"] = _merge_by_name(
-            wire.get("resourceFlavors") or [], discovered, key=_entry_name
+        flavors = _merge_by_name(flavors, discovered, key=_entry_name)
+        queues = _merge_by_name(queues, [default_queue], key=_entry_name)
+        topologies = _merge_by_name(topologies, [topology], key=_metadata_name, replace=False)
+    else:
+        if not flavors:
+            flavors = discovered
+        if not queues:
+            if standing_default_queue is not None:
+                default_queue["spec"]["resourceGroups"] = [dict(g) for g in standing_default_queue]
+            queues = [default_queue]
+            topologies = _merge_by_name(topologies, [topology], key=_metadata_name, replace=False)
+    if any(queue is default_queue for queue in queues):
+        flavors = _merge_by_name(
+            flavors,
+            default_resource_flavors_named(
+                _flavor_names(default_queue), topology_name=settings.default_topology_name
+            ),
+            key=_entry_name,
+            replace=False,
         )
-        wire["clusterQueues"] = _merge_by_name(
-            wire.get("clusterQueues") or [], [default_queue], key=_entry_name
+    try:
+        return spec.model_copy(
+            update={
+                "resource_flavors": [
+                    users.get(id(f)) or ResourceFlavorSpec.model_validate(f) for f in flavors
+                ],
+                "cluster_queues": [users.get(id(q)) or _generated_queue(q) for q in queues],
+                "topologies": [users.get(id(t)) or Topology.model_validate(t) for t in topologies],
+            }
         )
-        wire["topologies"] = _merge_by_name(
-            wire.get("topologies") or [], [topology], key=_metadata_name, replace=False
+    except ValidationError as error:
+        raise SpecInForceError(_generated_problem(error)) from error
+
+
+def _wire_forms(entries: Sequence[Any] | None, users: dict[int, Any]) -> list[dict[str, Any]]:
+    """The wire form of each of the user's ``entries``, remembered in ``users``."""
+    forms = []
+    for entry in entries or ():
+        wire = entry.to_wire()
+        users[id(wire)] = entry
+        forms.append(wire)
+    return forms
+
+
+def _flavor_names(queue: Mapping[str, Any]) -> list[str]:
+    return [
+        str(flavor.get("name", ""))
+        for group in (queue.get("spec") or {}).get("resourceGroups") or ()
+        for flavor in group.get("flavors") or ()
+    ]
+
+
+def _generated_queue(entry: Mapping[str, Any]) -> ClusterQueue:
+    """The generated default ClusterQueue as a model: validated field by field, except that
+    a resource group may list as many flavors as Kueue takes (one per node shape)."""
+    queue_spec = dict(entry.get("spec") or {})
+    groups = queue_spec.pop("resourceGroups", None)
+    queue = ClusterQueue.model_validate({**entry, "spec": queue_spec})
+    if groups is None:
+        return queue
+    built = []
+    for number, group in enumerate(groups):
+        flavors = list(group.get("flavors") or ())
+        if len(flavors) > KUEUE_MAX_FLAVORS_PER_GROUP:
+            raise SpecInForceError(
+                f"the default ClusterQueue {queue.name!r} would need {len(flavors)} flavors in "
+                f"resourceGroups[{number}] (one per node pool); Kueue allows "
+                f"{KUEUE_MAX_FLAVORS_PER_GROUP}"
+            )
+        built.append(
+            ResourceGroup.model_construct(
+                covered_resources=list(group.get("coveredResources") or ()),
+                flavors=[FlavorQuotas.model_validate(f) for f in flavors],
+            )
         )
-        return KaiwoQueueConfigSpec.model_validate(wire)
-    if not wire.get("resourceFlavors"):
-        wire["resourceFlavors"] = discovered
-    if not wire.get("clusterQueues"):
-        wire["clusterQueues"] = [default_queue]
-        wire["topologies"] = _merge_by_name(
-            wire.get("topologies") or [], [topology], key=_metadata_name, replace=False
-        )
-    return KaiwoQueueConfigSpec.model_validate(wire)
+    return queue.model_copy(
+        update={"spec": queue.spec.model_copy(update={"resource_groups": built})}
+    )
+
+
+def _generated_problem(error: ValidationError) -> str:
+    """A ValidationError of a generated entry, in one line that names the field."""
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first.get("loc", ()))
+    return f"an entry the operator generates is invalid: {where}: {first.get('msg', error)}"
 
 
 def _entry_name(entry: Mapping[str, Any]) -> str:
