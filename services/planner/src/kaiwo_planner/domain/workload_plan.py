@@ -144,7 +144,7 @@ def plan_workload(
     stats = vendor_gpu_stats(context, spec.gpu_vendor)
     allocation = calculate_gpu_allocation(
         gpus=spec.gpus,
-        replicas=spec.replicas,
+        replicas=_replicas(workload),
         gpus_per_replica=spec.gpus_per_replica,
         vendor=spec.gpu_vendor,
         stats=stats,
@@ -231,6 +231,15 @@ def _child_kind(workload: Workload) -> ChildKind:
     if isinstance(workload, KaiwoJob):
         return "RayJob" if workload.spec.is_ray_job else "Job"
     return "AppWrapper" if workload.spec.is_ray_service else "Deployment"
+
+
+def _replicas(workload: Workload) -> int:
+    """``spec.replicas``, except that a batch Job ignores 0 (the API reference: replicas is
+    ignored for a batch KaiwoJob; its one pod runs whatever it says, decision 0111)."""
+    replicas = workload.spec.replicas
+    if replicas == 0 and _child_kind(workload) == "Job":
+        return 1
+    return replicas
 
 
 def _workload_kind(workload: Workload) -> WorkloadKind:
