@@ -508,6 +508,30 @@ def test_an_invalid_spec_is_reported_and_nothing_is_applied_or_pruned(cluster_wi
     }
 
 
+def test_a_download_without_a_size_stored_before_the_rule_never_starts(cluster_with):
+    # Stored before the CRD refused it (decision 0111): without its size nothing would be
+    # downloaded, so the workload must not start; the status and an Event name the field.
+    storage = {
+        "storageEnabled": True,
+        "data": {"download": {"git": [{"repository": "https://example.com/r", "targetPath": "r"}]}},
+    }
+    owner = kaiwo_job({**TRAIN_SPEC, "storage": storage})
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    message = (
+        "The spec is invalid, nothing was changed: spec.storage.data.storageSize: storageSize is "
+        "required when data.download is given: the download Job fills a volume of that size "
+        "before the workload starts (e.g. storageSize: 100Gi)"
+    )
+    assert plan is not None and plan.status is not None
+    assert (plan.desired, plan.prune) == ((), ())
+    assert plan.status["status"] == "ERROR"
+    assert condition(plan, "Valid")["reason"] == "InvalidSpec"
+    assert condition(plan, "Valid")["message"] == message
+    assert plan.events == (EventIntent(type="Warning", reason="InvalidSpec", message=message),)
+
+
 def test_a_running_workload_made_invalid_keeps_its_phase_and_children(cluster_with):
     running = {"status": "RUNNING", "startTime": T_EARLIER, "observedGeneration": 1}
     owner = kaiwo_job({**TRAIN_SPEC, "duration": "soon"}, generation=2, status=running)

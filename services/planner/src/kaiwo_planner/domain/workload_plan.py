@@ -247,20 +247,10 @@ def _workload_kind(workload: Workload) -> WorkloadKind:
 
 
 def downloads_configured(spec: CommonMetaSpec) -> bool:
-    """A download job is part of the workload (the same rule the children planner applies)."""
+    """A download job is part of the workload: the contract's rule, which the children
+    planner's ``StorageInputs`` follows too."""
     storage = spec.storage
-    if storage is None or not storage.storage_enabled:
-        return False
-    data = storage.data
-    hf = storage.hugging_face
-    objects = bool(
-        data is not None
-        and data.storage_size
-        and data.download is not None
-        and not data.download.is_empty
-    )
-    hugging_face = bool(hf is not None and hf.storage_size and hf.pre_cache_repos)
-    return objects or hugging_face
+    return storage is not None and storage.storage_enabled and storage.has_downloads
 
 
 def download_state(observed: ObservedChildren, previous: Mapping[str, Any]) -> DownloadState:
