@@ -16,6 +16,7 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1 import (
     StorageSpec,
     WorkloadStatus,
 )
+from kaiwo_contracts.validation import validate_manifest
 from pydantic import ValidationError
 
 # A KaiwoJob as the API server returns it: defaulted fields filled in, managedFields, status
@@ -482,11 +483,72 @@ def test_storage_predicates_decide_whether_a_download_job_runs() -> None:
             }
         }
     )
-    with_hf = StorageSpec.from_wire({"huggingFace": {"preCacheRepos": [{"repoId": "org/m"}]}})
+    with_hf = StorageSpec.from_wire(
+        {"huggingFace": {"storageSize": "5Gi", "preCacheRepos": [{"repoId": "org/m"}]}}
+    )
+    # Storage not enabled, so the models accept it: nothing downloads without a volume.
+    hf_without_size = StorageSpec.from_wire(
+        {"huggingFace": {"preCacheRepos": [{"repoId": "org/m"}]}}
+    )
 
     assert (without_size.has_data, without_size.has_downloads) == (False, False)
     assert (with_data_download.has_data, with_data_download.has_downloads) == (True, True)
     assert (with_hf.has_hf_downloads, with_hf.has_downloads) == (True, True)
+    assert (hf_without_size.has_hf_downloads, hf_without_size.has_downloads) == (False, False)
+
+
+GIT_DOWNLOAD = {"git": [{"repository": "r", "targetPath": "t"}]}
+DATA_SIZE_MESSAGE = (
+    "storageSize is required when data.download is given: the download Job fills a volume of "
+    "that size before the workload starts (e.g. storageSize: 100Gi)"
+)
+HF_SIZE_MESSAGE = (
+    "storageSize is required when huggingFace.preCacheRepos is given: the download Job fills "
+    "a volume of that size before the workload starts (e.g. storageSize: 50Gi)"
+)
+
+
+@pytest.mark.parametrize(
+    ("storage", "problems"),
+    [
+        (
+            {"storageEnabled": True, "data": {"download": GIT_DOWNLOAD}},
+            [("spec.storage.data.storageSize", DATA_SIZE_MESSAGE)],
+        ),
+        (
+            {"storageEnabled": True, "huggingFace": {"preCacheRepos": [{"repoId": "org/m"}]}},
+            [("spec.storage.huggingFace.storageSize", HF_SIZE_MESSAGE)],
+        ),
+        (
+            {
+                "storageEnabled": True,
+                "data": {"download": GIT_DOWNLOAD},
+                "huggingFace": {"preCacheRepos": [{"repoId": "org/m"}]},
+            },
+            [
+                ("spec.storage.data.storageSize", DATA_SIZE_MESSAGE),
+                ("spec.storage.huggingFace.storageSize", HF_SIZE_MESSAGE),
+            ],
+        ),
+        # Nothing to download, or storage not enabled (then all of it is ignored): accepted.
+        ({"storageEnabled": True, "data": {"download": {}}}, []),
+        ({"storageEnabled": True, "huggingFace": {"preCacheRepos": []}}, []),
+        ({"storageEnabled": False, "data": {"download": GIT_DOWNLOAD}}, []),
+    ],
+)
+def test_a_download_without_its_volumes_size_is_refused_naming_the_field(
+    storage: dict[str, Any], problems: list[tuple[str, str]]
+) -> None:
+    manifest = {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoJob",
+        "metadata": {"name": "train", "namespace": "team-a"},
+        "spec": {"image": "busybox", "storage": storage},
+    }
+
+    found = validate_manifest(manifest)
+
+    assert [(problem.path, problem.message) for problem in found] == problems
 
 
 # ------------------------------------------------------------------ CRD metadata

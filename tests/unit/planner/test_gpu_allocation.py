@@ -122,6 +122,25 @@ def test_no_matching_nodes_gives_one_replica_with_everything() -> None:
     assert allocation.resource_key == "nvidia.com/gpu"
 
 
+@pytest.mark.parametrize(
+    ("gpus", "gpus_per_replica", "expected_per_replica"),
+    [(0, 2, 2), (0, None, 0), (8, None, 0), (8, 4, 4)],
+)
+def test_zero_replicas_hold_no_gpus(
+    make_node: Any, gpus: int, gpus_per_replica: int | None, expected_per_replica: int
+) -> None:
+    # replicas: 0 pauses a Deployment or a Ray worker group: no pods, so nothing is held, and
+    # a replica keeps the GPUs it would get when scaled up again (decision 0111).
+    stats = gpu_stats(_nodes(make_node, "mi300x", 8, 2), "amd")
+    allocation = calculate_gpu_allocation(
+        gpus=gpus, replicas=0, gpus_per_replica=gpus_per_replica, vendor="amd", stats=stats
+    )
+    assert allocation == GpuAllocation(
+        gpus=0, gpus_per_replica=expected_per_replica, replicas=0, vendor="amd"
+    )
+    assert allocation.allocated_gpus == 0
+
+
 def test_explicit_split_wins_over_gpus(make_node: Any) -> None:
     # The API reference: with replicas and gpusPerReplica set, gpus is recalculated from them.
     stats = gpu_stats(_nodes(make_node, "mi300x", 8, 2), "amd")

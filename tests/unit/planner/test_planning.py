@@ -292,6 +292,85 @@ def test_a_kaiwoservice_change_rolls_out_to_its_deployment(cluster_with):
     assert list(new_plan.prune) == WORKLOAD_PRUNE
 
 
+def allocation_env(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container["env"] if e["name"].startswith("NUM_")}
+
+
+def test_a_kaiwoservice_with_zero_replicas_is_paused_and_ready(cluster_with):
+    # replicas: 0 scales the Deployment to 0 (decision 0111); a replica keeps its GPUs in the
+    # template for when it is scaled up again, and nothing is held meanwhile.
+    spec = {"user": "bo@example.com", "image": "vllm:1", "entrypoint": "serve"}
+    owner = kaiwo_service({**spec, "replicas": 0, "gpusPerReplica": 2})
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None
+    (deployment,) = plan.desired
+    container = main_container(deployment)
+    assert deployment["spec"]["replicas"] == 0
+    assert container["resources"]["limits"]["amd.com/gpu"] == "2"
+    assert allocation_env(container) == {
+        "NUM_GPUS": "0",
+        "NUM_REPLICAS": "0",
+        "NUM_GPUS_PER_REPLICA": "2",
+    }
+    # Once the Deployment controller has seen it, every one of the 0 wanted replicas is
+    # available: READY, as for any Deployment with all its replicas (never FAILED or ERROR).
+    observed = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": "chat",
+            "namespace": "team-a",
+            "uid": "deploy-uid",
+            "generation": 1,
+            "ownerReferences": [{"uid": "svc-uid", "controller": True}],
+        },
+        "spec": {"replicas": 0},
+        "status": {"observedGeneration": 1},
+    }
+    paused = kaiwo_service({**spec, "replicas": 0, "gpusPerReplica": 2}, status=plan.status)
+
+    ready = planned(owner=paused, cluster=cluster_with(paused, observed), now=NOW)
+
+    assert ready is not None and ready.status is not None
+    assert ready.status["status"] == "READY"
+    assert condition(ready, "Schedulable")["message"] == "Workload does not require GPU resources"
+
+
+def test_a_ray_kaiwojob_with_zero_replicas_runs_on_its_head_alone(cluster_with):
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 0, "ray": True, "replicas": 0, "gpusPerReplica": 2})
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None
+    (ray_job,) = plan.desired
+    (workers,) = ray_job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    assert (workers["replicas"], workers["minReplicas"], workers["maxReplicas"]) == (0, 0, 0)
+    assert allocation_env(workers["template"]["spec"]["containers"][0]) == {
+        "NUM_GPUS": "0",
+        "NUM_REPLICAS": "0",
+        "NUM_GPUS_PER_REPLICA": "2",
+    }
+
+
+def test_a_batch_kaiwojob_ignores_zero_replicas(cluster_with):
+    # The API reference: replicas is ignored for a batch KaiwoJob; its one pod gets its GPUs.
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 0, "replicas": 0, "gpusPerReplica": 2})
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None
+    (job,) = plan.desired
+    container = main_container(job)
+    assert container["resources"]["limits"]["amd.com/gpu"] == "2"
+    assert allocation_env(container) == {
+        "NUM_GPUS": "2",
+        "NUM_REPLICAS": "1",
+        "NUM_GPUS_PER_REPLICA": "2",
+    }
+
+
 def test_a_job_change_kubernetes_cannot_apply_is_reported(cluster_with):
     observed = copy.deepcopy(expected_plan("kaiwojob_first_plan")["desired"][0])
     observed["metadata"]["uid"] = "child-uid"
@@ -427,6 +506,30 @@ def test_an_invalid_spec_is_reported_and_nothing_is_applied_or_pruned(cluster_wi
         "pruneSelector": {},
         "deleteOwner": False,
     }
+
+
+def test_a_download_without_a_size_stored_before_the_rule_never_starts(cluster_with):
+    # Stored before the CRD refused it (decision 0111): without its size nothing would be
+    # downloaded, so the workload must not start; the status and an Event name the field.
+    storage = {
+        "storageEnabled": True,
+        "data": {"download": {"git": [{"repository": "https://example.com/r", "targetPath": "r"}]}},
+    }
+    owner = kaiwo_job({**TRAIN_SPEC, "storage": storage})
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    message = (
+        "The spec is invalid, nothing was changed: spec.storage.data.storageSize: storageSize is "
+        "required when data.download is given: the download Job fills a volume of that size "
+        "before the workload starts (e.g. storageSize: 100Gi)"
+    )
+    assert plan is not None and plan.status is not None
+    assert (plan.desired, plan.prune) == ((), ())
+    assert plan.status["status"] == "ERROR"
+    assert condition(plan, "Valid")["reason"] == "InvalidSpec"
+    assert condition(plan, "Valid")["message"] == message
+    assert plan.events == (EventIntent(type="Warning", reason="InvalidSpec", message=message),)
 
 
 def test_a_running_workload_made_invalid_keeps_its_phase_and_children(cluster_with):

@@ -108,32 +108,37 @@ storage = st.fixed_dictionaries(
     optional={
         "storageClassName": st.sampled_from(["", "rwx-nfs"]),
         "accessMode": st.sampled_from(["ReadWriteMany", "ReadWriteOnce"]),
-        "data": st.fixed_dictionaries(
-            {},
-            optional={
-                "storageSize": st.sampled_from(["10Gi", "200Gi"]),
-                "mountPath": st.sampled_from(["/data", "/workload"]),
-                "download": st.fixed_dictionaries(
-                    {},
-                    optional={
-                        "s3": st.lists(s3_item, max_size=2),
-                        "git": st.lists(git_item, max_size=1),
-                    },
-                ),
-            },
-        ),
-        "huggingFace": st.fixed_dictionaries(
-            {},
-            optional={
-                "storageSize": st.sampled_from(["50Gi"]),
-                "preCacheRepos": st.lists(
-                    st.fixed_dictionaries(
-                        {"repoId": st.sampled_from(["org/model", "meta/llama"])},
-                        optional={"files": st.lists(names, max_size=2)},
+        # A download needs its volume's size (decision 0111): without one, no downloads.
+        "data": st.one_of(
+            st.fixed_dictionaries(
+                {"storageSize": st.sampled_from(["10Gi", "200Gi"])},
+                optional={
+                    "mountPath": st.sampled_from(["/data", "/workload"]),
+                    "download": st.fixed_dictionaries(
+                        {},
+                        optional={
+                            "s3": st.lists(s3_item, max_size=2),
+                            "git": st.lists(git_item, max_size=1),
+                        },
                     ),
-                    max_size=2,
-                ),
-            },
+                },
+            ),
+            st.fixed_dictionaries({}, optional={"mountPath": st.sampled_from(["/data"])}),
+        ),
+        "huggingFace": st.one_of(
+            st.fixed_dictionaries(
+                {"storageSize": st.sampled_from(["50Gi"])},
+                optional={
+                    "preCacheRepos": st.lists(
+                        st.fixed_dictionaries(
+                            {"repoId": st.sampled_from(["org/model", "meta/llama"])},
+                            optional={"files": st.lists(names, max_size=2)},
+                        ),
+                        max_size=2,
+                    ),
+                },
+            ),
+            st.just({}),
         ),
     },
 )

@@ -307,6 +307,124 @@ def test_running_job_that_fails() -> None:
     assert failed.events == (event("WorkloadFailed", "Workload has failed", "Warning"),)
 
 
+# A run the planner never saw RUNNING (decision 0115): it started at 11:00:05 and finished at
+# 11:02:35, and the planner, which last saw it STARTING, plans again at 12:00.
+STARTING_STATUS = {
+    "status": "STARTING",
+    "observedGeneration": 1,
+    "conditions": [SCHEDULABLE_COND, ADMITTED_COND],
+}
+
+
+def test_a_job_finished_unseen_takes_its_times_from_its_job() -> None:
+    complete = derive(
+        STARTING_STATUS,
+        ObservedChildren(
+            child_kind="Job",
+            child=job(
+                succeeded=1,
+                startTime="2026-01-01T11:00:05Z",
+                completionTime="2026-01-01T11:02:35Z",
+                conditions=[{"type": "Complete", "status": "True"}],
+            ),
+            kueue_workloads=(admitted_workload(),),
+        ),
+    )
+    assert complete.status == {
+        **STARTING_STATUS,
+        "status": "COMPLETE",
+        "startTime": "2026-01-01T11:00:05Z",
+        "completionTime": "2026-01-01T11:02:35Z",
+        "duration": 150,
+    }
+
+
+def test_a_failed_job_finishes_when_its_failed_condition_turned_true() -> None:
+    # Kubernetes sets a Job's completionTime only on success.
+    failed = derive(
+        {**STARTING_STATUS, "status": "PENDING"},
+        ObservedChildren(
+            child_kind="Job",
+            child=job(
+                failed=1,
+                startTime="2026-01-01T11:00:05Z",
+                conditions=[
+                    {
+                        "type": "Failed",
+                        "status": "True",
+                        "lastTransitionTime": "2026-01-01T11:10:05Z",
+                    }
+                ],
+            ),
+            kueue_workloads=(admitted_workload(),),
+        ),
+    )
+    assert failed.status == {
+        **STARTING_STATUS,
+        "status": "FAILED",
+        "startTime": "2026-01-01T11:00:05Z",
+        "completionTime": "2026-01-01T11:10:05Z",
+        "duration": 600,
+    }
+
+
+def test_a_ray_job_finished_unseen_takes_its_times_from_its_ray_job() -> None:
+    ray_job = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": "train", "namespace": "team", "uid": "rayjob-uid"},
+        "status": {
+            "jobStatus": "SUCCEEDED",
+            "jobDeploymentStatus": "Complete",
+            "startTime": "2026-01-01T11:00:05Z",
+            "endTime": "2026-01-01T11:30:05Z",
+        },
+    }
+    complete = derive(
+        STARTING_STATUS,
+        ObservedChildren(
+            child_kind="RayJob", child=ray_job, kueue_workloads=(admitted_workload(),)
+        ),
+    )
+    assert complete.status == {
+        **STARTING_STATUS,
+        "status": "COMPLETE",
+        "startTime": "2026-01-01T11:00:05Z",
+        "completionTime": "2026-01-01T11:30:05Z",
+        "duration": 1800,
+    }
+
+
+def test_a_job_seen_running_finishes_when_its_job_did() -> None:
+    # The planner saw it run from 11:00; it finished at 11:45 and is seen finished at 12:00.
+    running = {
+        "status": "RUNNING",
+        "observedGeneration": 1,
+        "conditions": [SCHEDULABLE_COND, ADMITTED_COND],
+        "startTime": T_EARLIER,
+        "duration": 0,
+    }
+    complete = derive(
+        running,
+        ObservedChildren(
+            child_kind="Job",
+            child=job(
+                succeeded=1,
+                startTime="2026-01-01T10:59:00Z",
+                completionTime="2026-01-01T11:45:00Z",
+                conditions=[{"type": "Complete", "status": "True"}],
+            ),
+            kueue_workloads=(admitted_workload(),),
+        ),
+    )
+    assert complete.status == {
+        **running,
+        "status": "COMPLETE",
+        "completionTime": "2026-01-01T11:45:00Z",
+        "duration": 2700,
+    }
+
+
 @pytest.mark.parametrize(
     ("job_status", "previous", "expected"),
     [

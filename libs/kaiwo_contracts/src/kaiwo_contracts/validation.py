@@ -175,12 +175,16 @@ def _problems(errors: Sequence[ErrorDetails], document: Mapping[str, Any]) -> li
     return [Problem(path, _message(grouped)) for path, grouped in by_path.items()]
 
 
+_NAMES_ABSENT_FIELD = frozenset({"missing", "cel_rule"})
+
+
 def _field_path(error: ErrorDetails, document: Mapping[str, Any]) -> str:
     """The error's location in the manifest, without pydantic's union-branch tags.
 
     A location step is a field when the manifest has it; the last step of a ``missing``
-    error is the missing field; anything else (``int``, ``str``, ``literal['']``, a model name)
-    names a union branch and is left out.
+    error, or of a ``cel_rule`` one (a rule that asks for a field, e.g. a download's
+    ``storageSize``), is the missing field; anything else (``int``, ``str``,
+    ``literal['']``, a model name) names a union branch and is left out.
     """
     current: Any = document
     parts: list[str | int] = []
@@ -190,7 +194,7 @@ def _field_path(error: ErrorDetails, document: Mapping[str, Any]) -> str:
         found, child = _child(current, step)
         if found:
             current = child
-        elif not (last and error["type"] == "missing" and isinstance(current, Mapping)):
+        elif not (last and error["type"] in _NAMES_ABSENT_FIELD and isinstance(current, Mapping)):
             continue
         parts.append(step)
     return _render_path(parts)

@@ -11,6 +11,9 @@ from kaiwo_planner.domain.children.workload_children import (
     plan_children,
 )
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.settings.workload_inputs import child_defaults, workload_inputs
+from kaiwo_planner.domain.workload_plan import downloads_configured
+from pydantic import ValidationError
 
 NO_GPUS = GpuAllocation(gpus=0, gpus_per_replica=0, replicas=1, vendor="amd")
 
@@ -199,3 +202,39 @@ def test_without_any_storage_class_the_claim_leaves_the_class_to_the_cluster(mak
 
     claim = decision.desired[1]
     assert "storageClassName" not in claim["spec"]
+
+
+GIT = {"git": [{"repository": "https://github.com/o/r.git", "targetPath": "code"}]}
+HF_REPOS = [{"repoId": "org/model"}]
+
+
+@pytest.mark.parametrize(
+    "storage",
+    [
+        {"data": {"storageSize": "1Gi", "download": GIT}},
+        {"data": {"download": GIT}},
+        {"data": {"storageSize": "1Gi", "download": {}}},
+        {"huggingFace": {"storageSize": "1Gi", "preCacheRepos": HF_REPOS}},
+        {"huggingFace": {"preCacheRepos": HF_REPOS}},
+        {"huggingFace": {"storageSize": "1Gi"}},
+    ],
+)
+def test_the_contract_and_the_planner_agree_on_the_download_job(make_job, storage):
+    # Decision 0111: one rule for whether a download Job runs. A spec the models accept is
+    # read alike by the contract and by the children planner's inputs; one they refuse (a
+    # download without its volume's size) never reaches the planner's children.
+    try:
+        workload = make_job({"storage": {"storageEnabled": True, **storage}})
+    except ValidationError as refused:
+        assert [error["loc"][-1] for error in refused.errors()] == ["storageSize"]
+        return
+    contract = workload.spec.storage
+    inputs = workload_inputs(workload, child_defaults(None)).storage
+
+    assert inputs is not None and contract is not None
+    assert (inputs.has_object_downloads, inputs.has_hf_downloads, inputs.has_downloads) == (
+        contract.has_object_storage_downloads,
+        contract.has_hf_downloads,
+        contract.has_downloads,
+    )
+    assert downloads_configured(workload.spec) is contract.has_downloads

@@ -146,7 +146,7 @@ def plan_workload(
     allocation = allocate_workload_gpus(
         shape=_workload_shape(workload),
         gpus=spec.gpus,
-        replicas=spec.replicas,
+        replicas=_replicas(workload),
         gpus_per_replica=spec.gpus_per_replica,
         vendor=spec.gpu_vendor,
         stats=stats,
@@ -244,25 +244,24 @@ def _workload_shape(workload: Workload) -> WorkloadShape:
     return "ray"
 
 
+def _replicas(workload: Workload) -> int:
+    """``spec.replicas``, except that a batch Job ignores 0 (the API reference: replicas is
+    ignored for a batch KaiwoJob; its one pod runs whatever it says, decision 0111)."""
+    replicas = workload.spec.replicas
+    if replicas == 0 and _child_kind(workload) == "Job":
+        return 1
+    return replicas
+
+
 def _workload_kind(workload: Workload) -> WorkloadKind:
     return "KaiwoJob" if isinstance(workload, KaiwoJob) else "KaiwoService"
 
 
 def downloads_configured(spec: CommonMetaSpec) -> bool:
-    """A download job is part of the workload (the same rule the children planner applies)."""
+    """A download job is part of the workload: the contract's rule, which the children
+    planner's ``StorageInputs`` follows too."""
     storage = spec.storage
-    if storage is None or not storage.storage_enabled:
-        return False
-    data = storage.data
-    hf = storage.hugging_face
-    objects = bool(
-        data is not None
-        and data.storage_size
-        and data.download is not None
-        and not data.download.is_empty
-    )
-    hugging_face = bool(hf is not None and hf.storage_size and hf.pre_cache_repos)
-    return objects or hugging_face
+    return storage is not None and storage.storage_enabled and storage.has_downloads
 
 
 def download_state(observed: ObservedChildren, previous: Mapping[str, Any]) -> DownloadState:

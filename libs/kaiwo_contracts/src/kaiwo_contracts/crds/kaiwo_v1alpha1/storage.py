@@ -1,15 +1,23 @@
 """Storage of KaiwoJob and KaiwoService: volumes, the data and Hugging Face caches, and the
 downloads (object storage, Git, Hugging Face) that fill them, with the secrets they read.
+
+A download needs the volume it fills: with ``storageEnabled``, ``data.download`` needs
+``data.storageSize`` and ``huggingFace.preCacheRepos`` needs ``huggingFace.storageSize``
+(decision 0111). The API server refuses an object without (a CEL rule naming the field), and
+the models do too, so an object stored before the rule gets ``Valid=False`` from the planner
+instead of starting without its data. Upstream dropped such a data download silently and
+created an HF volume of no size.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Self
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from kaiwo_contracts.crds.base import KubeModel
+from kaiwo_contracts.crds.cel_rules import CEL_VALIDATIONS, CelRule, raise_violations
 from kaiwo_contracts.crds.core_v1 import PersistentVolumeAccessMode
 from kaiwo_contracts.crds.quantity import QuantityString
 from kaiwo_contracts.crds.structural import NoCrdDefault
@@ -149,8 +157,47 @@ class HfStorageSpec(KubeModel):
     pre_cache_repos: list[HuggingFaceDownloadItem] | None = None
 
 
+_ENABLED = "(has(self.storageEnabled) && self.storageEnabled)"
+_DATA_DOWNLOADS = " || ".join(
+    f"(has(self.data.download.{kind}) && size(self.data.download.{kind}) > 0)"
+    for kind in ("s3", "gcs", "azureBlob", "git")
+)
+_STORAGE_RULES: tuple[CelRule[StorageSpec], ...] = (
+    CelRule(
+        rule=(
+            f"!{_ENABLED} || !has(self.data) || has(self.data.storageSize) || "
+            f"!has(self.data.download) || !({_DATA_DOWNLOADS})"
+        ),
+        message=(
+            "storageSize is required when data.download is given: the download Job fills a "
+            "volume of that size before the workload starts (e.g. storageSize: 100Gi)"
+        ),
+        field="data.storageSize",
+        holds=lambda storage: not storage.data_downloads_without_a_size,
+        reported_at_field=True,
+    ),
+    CelRule(
+        rule=(
+            f"!{_ENABLED} || !has(self.huggingFace) || has(self.huggingFace.storageSize) || "
+            "!has(self.huggingFace.preCacheRepos) || size(self.huggingFace.preCacheRepos) == 0"
+        ),
+        message=(
+            "storageSize is required when huggingFace.preCacheRepos is given: the download Job "
+            "fills a volume of that size before the workload starts (e.g. storageSize: 50Gi)"
+        ),
+        field="huggingFace.storageSize",
+        holds=lambda storage: not storage.hf_downloads_without_a_size,
+        reported_at_field=True,
+    ),
+)
+
+
 class StorageSpec(KubeModel):
     """Persistent storage for the workload; ignored unless ``storageEnabled`` is true."""
+
+    model_config = ConfigDict(
+        json_schema_extra={CEL_VALIDATIONS: [rule.schema_entry() for rule in _STORAGE_RULES]}
+    )
 
     storage_enabled: Annotated[bool, NoCrdDefault] = False
     storage_class_name: str | None = None
@@ -158,27 +205,60 @@ class StorageSpec(KubeModel):
     data: DataStorageSpec | None = None
     hugging_face: HfStorageSpec | None = None
 
+    @model_validator(mode="after")
+    def _downloads_have_a_volume(self) -> Self:
+        raise_violations(
+            "StorageSpec",
+            [(rule.field, rule.message, None) for rule in _STORAGE_RULES if not rule.holds(self)],
+        )
+        return self
+
     @property
     def has_data(self) -> bool:
         """A data PVC is requested."""
         return bool(self.data is not None and self.data.storage_size)
 
     @property
-    def has_object_storage_downloads(self) -> bool:
+    def has_hf(self) -> bool:
+        """A Hugging Face cache PVC is sized."""
+        return bool(self.hugging_face is not None and self.hugging_face.storage_size)
+
+    @property
+    def _asks_for_data_downloads(self) -> bool:
         return bool(
-            self.has_data
-            and self.data is not None
+            self.data is not None
             and self.data.download is not None
             and not self.data.download.is_empty
         )
 
     @property
-    def has_hf_downloads(self) -> bool:
+    def _asks_for_hf_downloads(self) -> bool:
         return bool(self.hugging_face is not None and self.hugging_face.pre_cache_repos)
 
     @property
+    def data_downloads_without_a_size(self) -> bool:
+        """Enabled, with ``data.download`` but no ``data.storageSize`` (refused)."""
+        return self.storage_enabled and self._asks_for_data_downloads and not self.has_data
+
+    @property
+    def hf_downloads_without_a_size(self) -> bool:
+        """Enabled, with ``huggingFace.preCacheRepos`` but no ``storageSize`` (refused)."""
+        return self.storage_enabled and self._asks_for_hf_downloads and not self.has_hf
+
+    @property
+    def has_object_storage_downloads(self) -> bool:
+        """The download Job fills the data volume."""
+        return self.has_data and self._asks_for_data_downloads
+
+    @property
+    def has_hf_downloads(self) -> bool:
+        """The download Job fills the Hugging Face cache volume."""
+        return self.has_hf and self._asks_for_hf_downloads
+
+    @property
     def has_downloads(self) -> bool:
-        """A download job must run (and succeed) before the workload starts."""
+        """A download job must run (and succeed) before the workload starts (the planner's
+        rule too: ``downloads_configured``, ``StorageInputs``)."""
         return self.has_object_storage_downloads or self.has_hf_downloads
 
 

@@ -30,7 +30,7 @@ from typing import ClassVar, Final, Literal, Self
 from pydantic import ConfigDict, Field, model_validator
 
 from kaiwo_contracts.crds.base import CrdInfo, KubeModel, PrinterColumn, ScaleSubresource
-from kaiwo_contracts.crds.kubeai_v1.cel_rules import (
+from kaiwo_contracts.crds.cel_rules import (
     CEL_VALIDATIONS,
     CelRule,
     RuleViolation,

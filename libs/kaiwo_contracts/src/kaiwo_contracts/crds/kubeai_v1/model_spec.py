@@ -10,8 +10,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from kaiwo_contracts.crds.base import KubeModel
-from kaiwo_contracts.crds.core_v1 import EnvFromSource
-from kaiwo_contracts.crds.kubeai_v1.cel_rules import (
+from kaiwo_contracts.crds.cel_rules import (
     CEL_VALIDATIONS,
     CelRule,
     RuleViolation,
@@ -22,6 +21,7 @@ from kaiwo_contracts.crds.kubeai_v1.cel_rules import (
     raise_violations,
     starts_with_any,
 )
+from kaiwo_contracts.crds.core_v1 import EnvFromSource
 from kaiwo_contracts.crds.kubeai_v1.spec_parts import (
     CACHEABLE_URL_SCHEMES,
     MODEL_URL_SCHEMES,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Final, Literal
 from pydantic import Field, field_validator
 
 from kaiwo_contracts.crds.base import KubeModel
-from kaiwo_contracts.crds.kubeai_v1.cel_rules import (
+from kaiwo_contracts.crds.cel_rules import (
     CEL_VALIDATIONS,
     CelRule,
     TransitionRule,

@@ -168,6 +168,12 @@ def calculate_gpu_allocation(
     (upstream's calculation, for every shape that :func:`allocate_workload_gpus` does not
     decide itself)."""
     wanted = vendor.lower()
+    if replicas == 0:
+        # An explicit 0 pauses the Deployment or the Ray worker group (decision 0111): no
+        # pods, so no GPUs held; each replica's share stays what a scale-up would get.
+        return GpuAllocation(
+            gpus=0, gpus_per_replica=gpus_per_replica or 0, replicas=0, vendor=wanted
+        )
     if replicas and gpus_per_replica and replicas > 0 and gpus_per_replica > 0:
         return GpuAllocation(
             gpus=replicas * gpus_per_replica,

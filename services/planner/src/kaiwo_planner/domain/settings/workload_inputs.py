@@ -64,6 +64,8 @@ class StorageInputs:
     """``spec.storage`` when ``storageEnabled`` is true (None otherwise).
 
     ``downloads`` is the wire form of ``storage.data.download`` (s3/gcs/azureBlob/git lists).
+    The ``has_*`` predicates are the contract's (``StorageSpec``), over these plain values: a
+    download needs its volume's size; a valid spec never asks for one without (decision 0111).
     """
 
     access_mode: str = "ReadWriteMany"

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 
 from kaiwo_planner.domain.children.naming import child_name, main_child_name
+from kaiwo_planner.domain.settings.cluster_settings import parse_time
 from kaiwo_planner.domain.state.cluster import ClusterState, object_uid
 from kaiwo_planner.domain.state.index_entry import RUN_ID_LABEL
 from kaiwo_planner.domain.status.conditions import has_condition
@@ -39,6 +41,56 @@ class ObservedChildren:
     downloads_configured: bool = False
     download_job: Mapping[str, Any] | None = None
     pvcs: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def run_times(self) -> ChildRunTimes:
+        """When the main child says it started and finished (see :class:`ChildRunTimes`)."""
+        return child_run_times(self.child_kind, self.child)
+
+
+@dataclass(frozen=True, slots=True)
+class ChildRunTimes:
+    """The main child's own record of its run; None where it keeps none.
+
+    A batch Job: ``status.startTime`` (when its controller started it, after Kueue admitted
+    it) and ``status.completionTime``, which Kubernetes sets only on success, else the time
+    its ``Complete``/``SuccessCriteriaMet``/``Failed`` condition turned True. A RayJob:
+    ``status.startTime`` and ``status.endTime``. Deployments and RayServices keep neither.
+    """
+
+    started: datetime | None = None
+    finished: datetime | None = None
+
+
+_FINISHING_CONDITIONS = ("SuccessCriteriaMet", "Complete", "Failed")
+
+
+def child_run_times(kind: ChildKind, child: Mapping[str, Any] | None) -> ChildRunTimes:
+    """The run times ``child`` (the main child, of ``kind``) reports about itself."""
+    status = (child or {}).get("status")
+    if not isinstance(status, Mapping):
+        return ChildRunTimes()
+    if kind == "Job":
+        finished = parse_time(status.get("completionTime")) or _finishing_condition_time(status)
+        return ChildRunTimes(started=parse_time(status.get("startTime")), finished=finished)
+    if kind == "RayJob":
+        return ChildRunTimes(
+            started=parse_time(status.get("startTime")), finished=parse_time(status.get("endTime"))
+        )
+    return ChildRunTimes()
+
+
+def _finishing_condition_time(status: Mapping[str, Any]) -> datetime | None:
+    conditions = status.get("conditions")
+    for condition_type in _FINISHING_CONDITIONS:
+        for condition in conditions if isinstance(conditions, list) else ():
+            if (
+                isinstance(condition, Mapping)
+                and condition.get("type") == condition_type
+                and condition.get("status") == "True"
+            ):
+                return parse_time(condition.get("lastTransitionTime"))
+    return None
 
 
 def observe_children(

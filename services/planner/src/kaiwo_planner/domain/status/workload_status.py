@@ -24,7 +24,11 @@ Phases (upstream Kaiwo §7, with the API reference's READY):
 Choices that differ from upstream, on purpose:
 
 * ``startTime`` is set once, when the workload first runs (the reference: "when the first pod
-  started running"); upstream resets it each time RUNNING is re-entered.
+  started running"); upstream resets it each time RUNNING is re-entered. A workload that
+  finishes without RUNNING ever observed (a short run, observations coalesced, the operator
+  down) takes its main child's own start instead (:class:`.child_phase.ChildRunTimes`), and
+  a KaiwoJob's ``completionTime`` is its child's own finish when the child records one, else
+  ``now`` (decision 0115).
 * ``completionTime`` (KaiwoJob) and ``observedGeneration`` are written; upstream never does.
 * ``duration`` is written with every status change (phase, conditions) and when the workload
   ends, never for itself: while it runs it is the time up to its last change, and
@@ -55,7 +59,7 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.plans import EventIntent, ObjectRef
 
 from kaiwo_planner.domain.scheduling.schedulable import SCHEDULABLE, SchedulableVerdict
-from kaiwo_planner.domain.status.child_phase import ObservedChildren, child_phase
+from kaiwo_planner.domain.status.child_phase import ChildRunTimes, ObservedChildren, child_phase
 from kaiwo_planner.domain.status.conditions import (
     ConditionSpec,
     condition_of,
@@ -182,6 +186,7 @@ def derive_status(
         previous=previous,
         observation=observation,
         now=now,
+        child_times=observed.run_times,
     )
     beneficiary = termination.beneficiary if termination is not None else None
     if observation.phase is WorkloadStatus.TERMINATING and beneficiary is not None:
@@ -299,6 +304,7 @@ def _write(
     previous: Mapping[str, Any],
     observation: _Observation,
     now: datetime,
+    child_times: ChildRunTimes | None = None,
 ) -> dict[str, Any]:
     phase = observation.phase
     phase_changed = phase != WorkloadStatus(previous.get("status", ""))
@@ -319,8 +325,14 @@ def _write(
     if phase in _RUNNING_PHASES and "startTime" not in status:
         status["startTime"] = format_time(now)
     final = phase.is_terminal
+    times = child_times or ChildRunTimes()
+    if final and "startTime" not in status and times.started is not None:
+        # Finished without RUNNING ever observed (a short run, observations coalesced, the
+        # operator down): the child's own start is the best record of it (decision 0115).
+        status["startTime"] = format_time(min(times.started, now))
     if final and workload_kind == "KaiwoJob" and "completionTime" not in status:
-        status["completionTime"] = format_time(now)
+        # The child's own finish, not when the planner saw it: the planner may see it late.
+        status["completionTime"] = format_time(min(times.finished or now, now))
     started = _time(status.get("startTime"))
     if started is not None and (
         final or phase in _RUNNING_PHASES or phase is WorkloadStatus.TERMINATING

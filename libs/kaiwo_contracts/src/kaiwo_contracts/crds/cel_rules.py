@@ -1,6 +1,7 @@
-"""KubeAI's CEL rules, checked twice: as ``x-kubernetes-validations`` in the schema (what the
-API server enforces) and as pydantic checks (so ``kaiwo validate`` catches the same mistakes
-offline, each error located at the field it is about).
+"""CEL rules of the CRDs (KubeAI's, and Kaiwo's storage rules), checked twice: as
+``x-kubernetes-validations`` in the schema (what the API server enforces) and as pydantic checks
+(so ``kaiwo validate`` and the planner catch the same mistakes, each error located at the field
+it is about).
 """
 
 from __future__ import annotations
@@ -34,9 +35,15 @@ class CelRule(Generic[T]):
     field: str
     """Wire path, relative to the object the rule sits on, of the field an error names."""
     holds: Callable[[T], bool]
+    reported_at_field: bool = False
+    """The API server names ``field`` in its error (``fieldPath``), not the object the rule
+    sits on; off for KubeAI's rules, whose CRD is upstream's."""
 
     def schema_entry(self) -> dict[str, Any]:
-        return {"rule": self.rule, "message": self.message}
+        entry = {"rule": self.rule, "message": self.message}
+        if self.reported_at_field:
+            entry["fieldPath"] = f".{self.field}"
+        return entry
 
 
 @dataclass(frozen=True)
