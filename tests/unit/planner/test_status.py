@@ -307,7 +307,7 @@ def test_running_job_that_fails() -> None:
     assert failed.events == (event("WorkloadFailed", "Workload has failed", "Warning"),)
 
 
-# A run the planner never saw RUNNING (decision 0115): it started at 11:00:05 and finished at
+# A run the planner never saw RUNNING (decision 0114): it started at 11:00:05 and finished at
 # 11:02:35, and the planner, which last saw it STARTING, plans again at 12:00.
 STARTING_STATUS = {
     "status": "STARTING",

@@ -28,7 +28,7 @@ Choices that differ from upstream, on purpose:
   finishes without RUNNING ever observed (a short run, observations coalesced, the operator
   down) takes its main child's own start instead (:class:`.child_phase.ChildRunTimes`), and
   a KaiwoJob's ``completionTime`` is its child's own finish when the child records one, else
-  ``now`` (decision 0115).
+  ``now`` (decision 0114).
 * ``completionTime`` (KaiwoJob) and ``observedGeneration`` are written; upstream never does.
 * ``duration`` is written with every status change (phase, conditions) and when the workload
   ends, never for itself: while it runs it is the time up to its last change, and
@@ -328,7 +328,7 @@ def _write(
     times = child_times or ChildRunTimes()
     if final and "startTime" not in status and times.started is not None:
         # Finished without RUNNING ever observed (a short run, observations coalesced, the
-        # operator down): the child's own start is the best record of it (decision 0115).
+        # operator down): the child's own start is the best record of it (decision 0114).
         status["startTime"] = format_time(min(times.started, now))
     if final and workload_kind == "KaiwoJob" and "completionTime" not in status:
         # The child's own finish, not when the planner saw it: the planner may see it late.
