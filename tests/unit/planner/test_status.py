@@ -425,6 +425,37 @@ def test_a_job_seen_running_finishes_when_its_job_did() -> None:
     }
 
 
+def test_a_job_whose_recorded_finish_precedes_the_start_seen_finishes_at_that_start() -> None:
+    # The planner stamped 11:00 when it saw the run; the Job controller's clock, a little
+    # behind, says it finished at 10:59:58: the end is not put before the start.
+    running = {
+        "status": "RUNNING",
+        "observedGeneration": 1,
+        "conditions": [SCHEDULABLE_COND, ADMITTED_COND],
+        "startTime": T_EARLIER,
+        "duration": 0,
+    }
+    complete = derive(
+        running,
+        ObservedChildren(
+            child_kind="Job",
+            child=job(
+                succeeded=1,
+                startTime="2026-01-01T10:59:50Z",
+                completionTime="2026-01-01T10:59:58Z",
+                conditions=[{"type": "Complete", "status": "True"}],
+            ),
+            kueue_workloads=(admitted_workload(),),
+        ),
+    )
+    assert complete.status == {
+        **running,
+        "status": "COMPLETE",
+        "completionTime": T_EARLIER,
+        "duration": 0,
+    }
+
+
 @pytest.mark.parametrize(
     ("job_status", "previous", "expected"),
     [

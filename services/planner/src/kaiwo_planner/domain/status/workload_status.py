@@ -331,8 +331,9 @@ def _write(
         # operator down): the child's own start is the best record of it (decision 0114).
         status["startTime"] = format_time(min(times.started, now))
     if final and workload_kind == "KaiwoJob" and "completionTime" not in status:
-        # The child's own finish, not when the planner saw it: the planner may see it late.
-        status["completionTime"] = format_time(min(times.finished or now, now))
+        status["completionTime"] = format_time(
+            _finish(times.finished, started=_time(status.get("startTime")), now=now)
+        )
     started = _time(status.get("startTime"))
     if started is not None and (
         final or phase in _RUNNING_PHASES or phase is WorkloadStatus.TERMINATING
@@ -343,6 +344,17 @@ def _write(
         if content_changed or "duration" not in previous:
             status["duration"] = elapsed
     return status
+
+
+def _finish(
+    child_finished: datetime | None, *, started: datetime | None, now: datetime
+) -> datetime:
+    """When the workload finished: the child's own finish, not when the planner saw it (the
+    planner may see it late), never after ``now`` and never before the recorded start, which
+    the planner may have stamped from its own clock (the child's comes from the API server's
+    controllers: a clock a little behind would put the end before the start)."""
+    finished = min(child_finished or now, now)
+    return max(finished, started) if started is not None else finished
 
 
 def _preemptable(remaining: timedelta) -> ConditionSpec:
