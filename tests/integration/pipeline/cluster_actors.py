@@ -374,10 +374,11 @@ class FakeJobController:
         await self._status(job, namespace, {"active": 1, "ready": int(ready)})
 
     async def pod_succeeded(self, job: str, *, namespace: str) -> None:
-        complete = {"type": "Complete", "status": "True", "lastTransitionTime": TRANSITION_TIME}
-        await self._status(
-            job, namespace, {"active": 0, "ready": 0, "succeeded": 1, "conditions": [complete]}
-        )
+        # Stamped now, as the Job controller does: the operator reads a Job's own finish.
+        finished = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        complete = {"type": "Complete", "status": "True", "lastTransitionTime": finished}
+        status = {"active": 0, "ready": 0, "succeeded": 1, "completionTime": finished}
+        await self._status(job, namespace, {**status, "conditions": [complete]})
 
     async def _status(self, job: str, namespace: str, status: dict[str, Any]) -> None:
         await self.kube.patch_status(
