@@ -289,6 +289,25 @@ async def test_a_restart_restores_the_snapshot_and_replays_nothing(
     assert harness.plans()[-1].data.absent == (TRAIN_JOB_REF,)
 
 
+async def test_a_restart_without_a_snapshot_reads_the_stream_from_its_start(
+    harness: Any, build: Any
+) -> None:
+    first = harness.service()
+    await first.start()
+    job = build.kaiwo_job("train")
+    await harness.observe(build.gpu_node("gpu-0"), "1", "ADDED")
+    await harness.observe(job, "2", "ADDED")
+    await harness.drain(first)
+    # Handled and acknowledged, then the process dies before its first snapshot.
+    second = harness.service()
+    await second.start()
+    # The consumer delivers nothing again; the stream gives back the node and the job.
+    assert await harness.drain(second) == 0
+    assert second.projection.last_sequence == 2
+    assert second.projection.by_uid("uid-train") is not None
+    assert [node.name for node in second.projection.cluster_state().nodes] == ["gpu-0"]
+
+
 async def test_an_unreadable_snapshot_means_an_empty_start(harness: Any, build: Any) -> None:
     first = harness.service()
     await first.start()

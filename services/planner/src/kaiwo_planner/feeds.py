@@ -157,14 +157,17 @@ class DurableFeed:
         return handled
 
     async def catch_up(self, loop: PlanningLoop) -> int:
-        """Read the stream from the projection's sequence + 1 to its end: observations
-        acknowledged after the snapshot was taken would otherwise be lost (the consumer only
-        continues after its ack floor). Whatever it delivers later at or below the
-        projection's sequence is skipped."""
+        """Read the stream from the projection's sequence + 1 to its end (from its start for
+        an empty projection): observations acknowledged after the snapshot was taken, or
+        before a crash that left none, would otherwise be lost (the consumer only continues
+        after its ack floor). Messages aged out or deleted are passed over. Whatever the
+        consumer delivers later at or below the projection's sequence is skipped."""
         consumer = self._observations
         sequence = loop.projection.last_sequence + 1
         handled = 0
-        while (stored := await self._bus.read_stored(consumer.stream, sequence)) is not None:
+        while (
+            stored := await self._bus.read_next_stored(consumer.stream, sequence, subjects=">")
+        ) is not None:
             if any(subject_matches(f, stored.subject) for f in consumer.filter_subjects):
                 delivery = first_delivery(stored, consumer=consumer.durable_name)
                 try:
@@ -172,9 +175,11 @@ class DurableFeed:
                     handled += 1
                 except NON_RETRYABLE as error:  # the consumer dead-letters it, if it still can
                     log.warning(
-                        "unreadable observation while catching up", seq=sequence, error=str(error)
+                        "unreadable observation while catching up",
+                        seq=stored.sequence,
+                        error=str(error),
                     )
-            sequence += 1
+            sequence = stored.sequence + 1
         return handled
 
 

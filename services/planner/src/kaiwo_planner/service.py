@@ -29,8 +29,9 @@ Restart. The projection, the last published fingerprint and absent set of every 
 the timers are written to the key-value bucket ``kaiwo-planner`` every N observations or T
 seconds and on shutdown (compressed JSON in chunks under a manifest, so a large projection
 fits NATS' message size). On start the service restores the snapshot, then the feed catches
-up from the snapshot's sequence + 1 to the stream's end. Nothing is replayed from the
-beginning of the stream.
+up from the snapshot's sequence + 1 to the stream's end. Only a start without a snapshot reads
+the stream from its beginning: the durable consumer's acknowledgements then stand for a state
+that was lost with the process.
 """
 
 from __future__ import annotations
@@ -154,16 +155,18 @@ class PlannerService:
 
     async def start(self) -> None:
         """Restore the snapshot, catch up with the stream, re-plan if configured."""
-        if await self.restore():
-            caught_up = await self._feed.catch_up(self.loop)
-            log.info(
-                "projection restored",
-                objects=len(self.projection),
-                obs_sequence=self.projection.last_sequence,
-                caught_up=caught_up,
-            )
-        else:
-            log.info("no snapshot; the projection starts empty")
+        restored = await self.restore()
+        # Without a snapshot too: what the consumer acknowledged before a crash that left no
+        # snapshot (a kill in the first seconds) is read again from the stream's start.
+        caught_up = await self._feed.catch_up(self.loop)
+        log.info(
+            "projection restored"
+            if restored
+            else "no snapshot; the projection read from the stream",
+            objects=len(self.projection),
+            obs_sequence=self.projection.last_sequence,
+            caught_up=caught_up,
+        )
         if self._settings.resync_on_start:
             await self.loop.resync(reapply_gaps=False)
         now = self._clock()
