@@ -177,7 +177,7 @@ def assume_nodes(cluster: OfflineCluster, *, given: bool) -> None:
             continue  # planned as invalid; its GPU count may be anything at all
         spec = workload.get("spec") or {}
         vendor = str(spec.get("gpuVendor") or "amd").lower()
-        gpus = requested_gpus(spec)
+        gpus = requested_gpus(workload)
         if gpus > 0 and vendor in {"amd", "nvidia"}:
             count = min(math.ceil(gpus / GPUS_PER_ASSUMED_NODE), MAX_ASSUMED_NODES)
             needed[vendor] = max(needed.get(vendor, 0), count)

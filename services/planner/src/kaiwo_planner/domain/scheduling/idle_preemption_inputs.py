@@ -117,7 +117,7 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
         status, spec = obj.get("status"), obj.get("spec")
         if not isinstance(status, Mapping) or not isinstance(spec, Mapping):
             continue
-        phase, gpus = status.get("status"), requested_gpus(spec)
+        phase, gpus = status.get("status"), requested_gpus(obj)
         vendor = str(spec.get("gpuVendor") or "amd").lower()
         uid = _uid(obj)
         if uid in context.preempting:

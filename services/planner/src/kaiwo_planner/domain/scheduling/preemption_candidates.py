@@ -67,7 +67,7 @@ def running_workload(obj: Mapping[str, Any], config: KaiwoConfig) -> RunningWork
     return RunningWorkload(
         key=ObjectRef.key_of(obj),
         gpu_vendor=str(spec.get("gpuVendor") or "amd"),
-        gpus=requested_gpus(spec),
+        gpus=requested_gpus(obj),
         cluster_queue=workload_queue(spec, config),
         start_time=start,
         duration=parse_optional_duration(spec.get("duration")),
@@ -89,7 +89,7 @@ def pending_workload(obj: Mapping[str, Any], config: KaiwoConfig) -> PendingWork
     return PendingWorkload(
         key=ObjectRef.key_of(obj),
         gpu_vendor=str(spec.get("gpuVendor") or "amd"),
-        gpus=requested_gpus(spec),
+        gpus=requested_gpus(obj),
         cluster_queue=workload_queue(spec, config),
         pending_since=created,
     )
