@@ -146,7 +146,7 @@ def plan_workload(
     allocation = allocate_workload_gpus(
         shape=_workload_shape(workload),
         gpus=spec.gpus,
-        replicas=_replicas(workload),
+        replicas=spec.replicas,
         gpus_per_replica=spec.gpus_per_replica,
         vendor=spec.gpu_vendor,
         stats=stats,
@@ -242,15 +242,6 @@ def _workload_shape(workload: Workload) -> WorkloadShape:
     if child_kind == "Deployment":
         return "deployment"
     return "ray"
-
-
-def _replicas(workload: Workload) -> int:
-    """``spec.replicas``, except that a batch Job ignores 0 (the API reference: replicas is
-    ignored for a batch KaiwoJob; its one pod runs whatever it says, decision 0111)."""
-    replicas = workload.spec.replicas
-    if replicas == 0 and _child_kind(workload) == "Job":
-        return 1
-    return replicas
 
 
 def _workload_kind(workload: Workload) -> WorkloadKind:

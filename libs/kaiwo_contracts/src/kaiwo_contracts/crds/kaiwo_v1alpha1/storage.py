@@ -157,10 +157,13 @@ class HfStorageSpec(KubeModel):
     pre_cache_repos: list[HuggingFaceDownloadItem] | None = None
 
 
+DOWNLOAD_KINDS = ("s3", "gcs", "azureBlob", "git")
+"""The wire names of ``data.download``'s lists."""
+
 _ENABLED = "(has(self.storageEnabled) && self.storageEnabled)"
 _DATA_DOWNLOADS = " || ".join(
     f"(has(self.data.download.{kind}) && size(self.data.download.{kind}) > 0)"
-    for kind in ("s3", "gcs", "azureBlob", "git")
+    for kind in DOWNLOAD_KINDS
 )
 _STORAGE_RULES: tuple[CelRule[StorageSpec], ...] = (
     CelRule(

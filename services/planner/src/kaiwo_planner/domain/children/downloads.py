@@ -16,6 +16,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from kaiwo_contracts.crds.kaiwo_v1alpha1.storage import DOWNLOAD_KINDS
+
 from kaiwo_planner.domain.children.labels import DOWNLOADER_TYPE, LABEL_TYPE, system_labels
 from kaiwo_planner.domain.children.naming import child_name
 from kaiwo_planner.domain.children.ownership import child_metadata
@@ -26,7 +28,7 @@ from kaiwo_planner.domain.children.storage import (
     data_claim_name,
     hf_claim_name,
 )
-from kaiwo_planner.domain.settings.workload_inputs import DOWNLOAD_KINDS, StorageInputs
+from kaiwo_planner.domain.settings.workload_inputs import StorageInputs
 from kaiwo_planner.domain.state.json_trees import copy_tree
 from kaiwo_planner.domain.state.workload_identity import WorkloadIdentity
 

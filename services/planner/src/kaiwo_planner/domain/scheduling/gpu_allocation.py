@@ -131,7 +131,11 @@ def allocate_workload_gpus(
     stats: GpuStats,
 ) -> GpuAllocation:
     """The allocation of a workload of ``shape`` (the module docstring: one pod for a batch
-    Job, ``gpus`` over the given replicas of a Deployment, otherwise upstream's calculation)."""
+    Job, ``gpus`` over the given replicas of a Deployment, otherwise upstream's calculation).
+    A batch Job ignores ``replicas: 0``: its one pod runs as with the default 1 (the API
+    reference: replicas is ignored for a batch KaiwoJob, decision 0111)."""
+    if shape == "batch-job" and replicas == 0:
+        replicas = 1
     if gpus > 0 and not gpus_per_replica:
         wanted = vendor.lower()
         if shape == "batch-job":

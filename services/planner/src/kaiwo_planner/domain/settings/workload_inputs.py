@@ -14,6 +14,7 @@ from kaiwo_contracts.crds.config_v1alpha1 import KaiwoConfig
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import StorageSpec
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import KaiwoJob
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoservice import KaiwoService
+from kaiwo_contracts.crds.kaiwo_v1alpha1.storage import DOWNLOAD_KINDS
 
 from kaiwo_planner.domain.state.priority_classes import NO_PRIORITY, PriorityChoice
 from kaiwo_planner.domain.state.workload_identity import WorkloadIdentity
@@ -96,9 +97,6 @@ class StorageInputs:
     @property
     def has_downloads(self) -> bool:
         return self.has_object_downloads or self.has_hf_downloads
-
-
-DOWNLOAD_KINDS = ("s3", "gcs", "azureBlob", "git")
 
 
 @dataclass(frozen=True, slots=True)

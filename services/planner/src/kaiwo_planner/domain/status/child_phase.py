@@ -19,7 +19,7 @@ from kaiwo_planner.domain.children.naming import child_name, main_child_name
 from kaiwo_planner.domain.settings.cluster_settings import parse_time
 from kaiwo_planner.domain.state.cluster import ClusterState, object_uid
 from kaiwo_planner.domain.state.index_entry import RUN_ID_LABEL
-from kaiwo_planner.domain.status.conditions import has_condition
+from kaiwo_planner.domain.status.conditions import condition_of, has_condition
 
 ChildKind = Literal["Job", "RayJob", "Deployment", "AppWrapper"]
 
@@ -81,15 +81,10 @@ def child_run_times(kind: ChildKind, child: Mapping[str, Any] | None) -> ChildRu
 
 
 def _finishing_condition_time(status: Mapping[str, Any]) -> datetime | None:
-    conditions = status.get("conditions")
     for condition_type in _FINISHING_CONDITIONS:
-        for condition in conditions if isinstance(conditions, list) else ():
-            if (
-                isinstance(condition, Mapping)
-                and condition.get("type") == condition_type
-                and condition.get("status") == "True"
-            ):
-                return parse_time(condition.get("lastTransitionTime"))
+        condition = condition_of(status, condition_type)
+        if condition is not None and condition.get("status") == "True":
+            return parse_time(condition.get("lastTransitionTime"))
     return None
 
 
