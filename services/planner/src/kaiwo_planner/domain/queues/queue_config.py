@@ -292,7 +292,7 @@ def effective_spec(
     *,
     kaiwo_config: KaiwoConfig,
     pools: Sequence[NodePool],
-    standing_default_queue: Sequence[Mapping[str, Any]] | None = None,
+    standing_default_queue: Sequence[ResourceGroup] | None = None,
 ) -> KaiwoQueueConfigSpec:
     """The spec in force (decisions 0014, 0110).
 
@@ -300,8 +300,8 @@ def effective_spec(
     * No ClusterQueues listed (the KaiwoQueueConfig the operator creates has an empty spec):
       the default ClusterQueue, and the default Topology. Without
       ``dynamicallyUpdateDefaultClusterQueue`` it is made from the nodes once: while the
-      cluster holds it (``standing_default_queue``: its observed ``resourceGroups``) its
-      quotas stay as they are, whatever nodes come or go.
+      cluster holds it (``standing_default_queue``: its observed ``resourceGroups``,
+      validated) its quotas stay as they are, whatever nodes come or go.
     * ``dynamicallyUpdateDefaultClusterQueue``: the discovered flavors, the default
       ClusterQueue over the current nodes and the default Topology merged into the user's
       lists by name.
