@@ -33,6 +33,20 @@ EXTERNAL_SCHEDULER: Final = "overlays/production-external-scheduler"
 """A test-only overlay: production with components/external-scheduler."""
 MESSENGER: Final = "overlays/production-messenger"
 """A test-only overlay: production with components/messenger."""
+DEFAULT_QUEUE: Final = "overlays/production-default-queue"
+"""A test-only overlay: production with the default queue named ``research`` as
+docs/operations.md shows (the KaiwoConfig's field and the planner's setting)."""
+DEFAULT_QUEUE_PATCHES: Final = [
+    {
+        "target": {"group": "config.kaiwo.silogen.ai", "kind": "KaiwoConfig", "name": "kaiwo"},
+        "patch": "- {op: add, path: /spec/defaultClusterQueueName, value: research}",
+    },
+    {
+        "target": {"kind": "Deployment", "name": "kaiwo-planner"},
+        "patch": "- {op: add, path: /spec/template/spec/containers/0/env/-, "
+        "value: {name: KAIWO_DEFAULT_CLUSTER_QUEUE_NAME, value: research}}",
+    },
+]
 DEPLOY_PARTITIONS: Final = 12
 """``KAIWO_BUS_PARTITIONS`` of the manifests and the chart (``make nats-credentials`` passes it)."""
 
@@ -115,6 +129,11 @@ def deploy_tree(directory: Path) -> DeployTree:
         yaml.safe_dump(
             {"resources": ["../production"], "components": ["../../components/messenger"]}
         )
+    )
+    default_queue = root / "k8s" / DEFAULT_QUEUE
+    default_queue.mkdir()
+    (default_queue / "kustomization.yaml").write_text(
+        yaml.safe_dump({"resources": ["../production"], "patches": DEFAULT_QUEUE_PATCHES})
     )
     return DeployTree(root=root)
 

@@ -25,6 +25,7 @@ import pytest_asyncio
 import yaml
 
 from tests.deploy_manifests import (
+    DEFAULT_QUEUE,
     MESSENGER,
     DeployTree,
     by_kind_and_name,
@@ -58,7 +59,9 @@ async def cluster(real_cluster: RealCluster) -> AsyncIterator[RealCluster]:
     await asyncio.to_thread(prepared, real_cluster)
     yield real_cluster
     helm = helm_sdk()
-    config = helm.Configuration(namespace=OPERATOR_NAMESPACE, kubeconfig=str(real_cluster.kubeconfig))
+    config = helm.Configuration(
+        namespace=OPERATOR_NAMESPACE, kubeconfig=str(real_cluster.kubeconfig)
+    )
     releases = await helm.List(config).run(all=True)
     if any(release["name"] == RELEASE for release in releases or []):
         await helm.Uninstall(config).run(RELEASE, wait=False)
@@ -103,7 +106,9 @@ def normalised(objects: list[dict[str, Any]]) -> dict[tuple[str, str], Any]:
             obj.setdefault("type", "Opaque")
         template = obj.get("spec", {}).get("template", {}).get("metadata", {})
         annotations = {
-            k: v for k, v in template.get("annotations", {}).items() if not k.startswith("checksum/")
+            k: v
+            for k, v in template.get("annotations", {}).items()
+            if not k.startswith("checksum/")
         }
         if template:
             template.pop("annotations", None)
@@ -236,3 +241,91 @@ async def test_a_scheduler_name_no_scheduler_serves_is_refused(
     with pytest.raises(helm.InstallError, match=r"kubeSchedulerName must equal scheduler\.name"):
         await install(cluster, tree, values)
     assert kubectl()
+
+
+def planner_env(installed: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
+    [container] = installed[("Deployment", "kaiwo-planner")]["spec"]["template"]["spec"][
+        "containers"
+    ]
+    return {e["name"]: e.get("value") for e in container["env"]}
+
+
+async def test_the_default_queue_setting_goes_into_the_kaiwoconfig_and_the_planner(
+    cluster: RealCluster, tree: DeployTree
+) -> None:
+    """``defaultClusterQueueName`` (the reference's DEFAULT_CLUSTER_QUEUE_NAME) names the queue
+    in the KaiwoConfig the chart renders, which the operator never replaces, and in the
+    planner's setting, for a KaiwoConfig the operator creates (decision 0116)."""
+    installed = by_kind_and_name(
+        await install(cluster, tree, {"defaultClusterQueueName": "research"})
+    )
+
+    assert installed[("KaiwoConfig", "kaiwo")]["spec"] == {
+        "defaultClusterQueueName": "research",
+        "scheduling": {"kubeSchedulerName": "kaiwo-scheduler"},
+    }
+    assert planner_env(installed)["KAIWO_DEFAULT_CLUSTER_QUEUE_NAME"] == "research"
+    executor = installed[("Deployment", "kaiwo-executor")]["spec"]["template"]["spec"]
+    assert "KAIWO_DEFAULT_CLUSTER_QUEUE_NAME" not in str(executor)
+
+
+async def test_the_default_queue_setting_installs_what_the_overlay_recipe_renders(
+    cluster: RealCluster, tree: DeployTree
+) -> None:
+    """The chart's ``defaultClusterQueueName`` and the kustomize recipe of docs/operations.md
+    (two patches over the production overlay) install the same objects."""
+    values = merged(
+        values_file(tree, "values-production.yaml"), {"defaultClusterQueueName": "research"}
+    )
+    installed = await install(cluster, tree, values)
+
+    chart, kustomized = normalised(installed), normalised(tree.objects(DEFAULT_QUEUE))
+    assert sorted(chart) == sorted(kustomized)
+    different = [key for key in chart if chart[key] != kustomized[key]]
+    assert different == [], {key: (chart[key], kustomized[key]) for key in different[:2]}
+
+
+async def test_without_a_rendered_kaiwoconfig_the_planner_still_gets_the_default_queue(
+    cluster: RealCluster, tree: DeployTree
+) -> None:
+    values = {"kaiwoConfig": {"create": False, "spec": {"defaultClusterQueueName": "research"}}}
+    installed = by_kind_and_name(await install(cluster, tree, values))
+
+    assert ("KaiwoConfig", "kaiwo") not in installed
+    assert planner_env(installed)["KAIWO_DEFAULT_CLUSTER_QUEUE_NAME"] == "research"
+
+
+async def test_without_the_default_queue_setting_nothing_names_one(
+    cluster: RealCluster, tree: DeployTree
+) -> None:
+    """An install or upgrade that does not set it renders no such field: the KaiwoConfig's own
+    value (the CRD's default, or an admin's edit) stays."""
+    installed = by_kind_and_name(await install(cluster, tree, {}))
+
+    assert "defaultClusterQueueName" not in installed[("KaiwoConfig", "kaiwo")]["spec"]
+    assert "KAIWO_DEFAULT_CLUSTER_QUEUE_NAME" not in planner_env(installed)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            {
+                "defaultClusterQueueName": "research",
+                "kaiwoConfig": {"spec": {"defaultClusterQueueName": "ops"}},
+            },
+            r"defaultClusterQueueName \(research\) and kaiwoConfig\.spec\.defaultClusterQueueName "
+            r"\(ops\) differ",
+        ),
+        (
+            {"defaultClusterQueueName": "Research_Queue"},
+            r"defaultClusterQueueName \"Research_Queue\" is not a valid ClusterQueue name",
+        ),
+    ],
+)
+async def test_a_default_queue_setting_that_cannot_hold_is_refused(
+    cluster: RealCluster, tree: DeployTree, values: dict[str, Any], message: str
+) -> None:
+    helm = helm_sdk()
+    with pytest.raises(helm.InstallError, match=message):
+        await install(cluster, tree, values)

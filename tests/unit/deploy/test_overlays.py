@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from tests.deploy_manifests import (
+    DEFAULT_QUEUE,
     EXTERNAL_SCHEDULER,
     MESSENGER,
     DeployTree,
@@ -276,9 +277,44 @@ def test_the_messenger_is_off_unless_its_component_switches_it_on(
         (production, "false", ["kaiwo", "nats", "provision"]),
         (with_messenger, "true", ["kaiwo", "nats", "provision", "--messenger"]),
     ):
-        assert env_of(objects[("Deployment", "kaiwo-gateway")])["KAIWO_MESSENGER_ENABLED"] == enabled
+        assert (
+            env_of(objects[("Deployment", "kaiwo-gateway")])["KAIWO_MESSENGER_ENABLED"] == enabled
+        )
         [job] = [o for (kind, _), o in objects.items() if kind == "Job"]
         [container] = pod_spec(job)["containers"]
         assert container["command"] == command
     # Nothing else changes.
     assert set(with_messenger) == set(production)
+
+
+@pytest.mark.parametrize("overlay", ["overlays/dev", "overlays/production"])
+def test_the_overlays_name_no_default_queue_of_their_own(tree: DeployTree, overlay: str) -> None:
+    """The KaiwoConfig they apply leaves ``defaultClusterQueueName`` to the CRD's default (or
+    to an admin's edit, which a re-apply therefore never conflicts with), and the planner
+    gets no setting of its own to disagree with it (decision 0116)."""
+    objects = by_kind_and_name(tree.objects(overlay))
+
+    assert "defaultClusterQueueName" not in objects[("KaiwoConfig", "kaiwo")]["spec"]
+    assert "KAIWO_DEFAULT_CLUSTER_QUEUE_NAME" not in env_of(
+        objects[("Deployment", "kaiwo-planner")]
+    )
+
+
+def test_the_documented_patches_name_the_default_queue_in_the_kaiwoconfig_and_the_planner(
+    tree: DeployTree,
+) -> None:
+    """docs/operations.md's recipe for the reference's DEFAULT_CLUSTER_QUEUE_NAME: the
+    KaiwoConfig the overlay applies names the queue, and so does the planner's setting, for a
+    KaiwoConfig the operator would create after a deletion."""
+    objects = by_kind_and_name(tree.objects(DEFAULT_QUEUE))
+
+    assert objects[("KaiwoConfig", "kaiwo")]["spec"] == {
+        "defaultClusterQueueName": "research",
+        "scheduling": {"kubeSchedulerName": "kaiwo-scheduler"},
+    }
+    assert env_of(objects[("Deployment", "kaiwo-planner")])["KAIWO_DEFAULT_CLUSTER_QUEUE_NAME"] == (
+        "research"
+    )
+    assert "KAIWO_DEFAULT_CLUSTER_QUEUE_NAME" not in env_of(
+        objects[("Deployment", "kaiwo-executor")]
+    )

@@ -18,6 +18,25 @@ executor's admission policy lets it change this taint on Nodes and no other. */}
 {{ dig "nodes" "defaultGpuTaintKey" "kaiwo.silogen.ai/gpu" .Values.kaiwoConfig.spec }}
 {{- end -}}
 
+{{/* The default ClusterQueue (the API reference's installation setting DEFAULT_CLUSTER_QUEUE_NAME,
+decision 0116): defaultClusterQueueName, or what kaiwoConfig.spec names; "" when neither does
+(the CRD's default, kaiwo, then applies and nothing is rendered for it). */}}
+{{- define "kaiwo.defaultClusterQueueName" -}}
+{{- $top := .Values.defaultClusterQueueName | default "" -}}
+{{- $spec := dig "defaultClusterQueueName" "" .Values.kaiwoConfig.spec -}}
+{{- if and $top $spec (ne $top $spec) -}}
+{{- fail (printf "defaultClusterQueueName (%s) and kaiwoConfig.spec.defaultClusterQueueName (%s) differ: set one" $top $spec) -}}
+{{- end -}}
+{{- $name := $top | default $spec -}}
+{{- if and $name (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" $name)) -}}
+{{- fail (printf "defaultClusterQueueName %q is not a valid ClusterQueue name (lower-case letters, digits, '-' and '.')" $name) -}}
+{{- end -}}
+{{- if gt (len $name) 63 -}}
+{{- fail (printf "defaultClusterQueueName %q is longer than 63 characters" $name) -}}
+{{- end -}}
+{{ $name }}
+{{- end -}}
+
 {{- define "kaiwo.natsEnv" -}}
 - name: KAIWO_NATS_URL
   value: nats://nats:4222

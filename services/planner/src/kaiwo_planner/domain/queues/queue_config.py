@@ -56,7 +56,7 @@ Other choices that differ from upstream:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -215,11 +215,12 @@ def plan_queue_config(
 
 def standing_default_queue(
     cluster: ClusterState, *, name: str, owner_uid: str | None
-) -> list[Mapping[str, Any]] | None:
+) -> list[ResourceGroup] | None:
     """The ``resourceGroups`` of the default ClusterQueue this KaiwoQueueConfig made, as the
-    cluster holds it (None: there is none, it is being deleted, it is not ours, or it holds
-    no quota or one that is no longer a valid resource group: then it is made again from the
-    nodes, so a queue made before any node reported its capacity does not stay empty)."""
+    cluster holds it, validated once here as a generated queue's are (None: there is none,
+    it is being deleted, it is not ours, or it holds no quota or one that is no longer a
+    valid resource group: then it is made again from the nodes, so a queue made before any
+    node reported its capacity does not stay empty)."""
     found = cluster.find_object(group=KUEUE_GROUP, kind="ClusterQueue", name=name)
     if found is None or not owner_uid:
         return None
@@ -235,12 +236,9 @@ def standing_default_queue(
     if not isinstance(groups, list) or not groups:
         return None
     try:
-        for group in groups:
-            for flavor in group.get("flavors") or ():
-                FlavorQuotas.model_validate(flavor)
+        return [_resource_group(group) for group in groups]
     except (AttributeError, ValidationError):
         return None
-    return [dict(group) for group in groups]
 
 
 def _discovered_in_force(
@@ -294,7 +292,7 @@ def effective_spec(
     *,
     kaiwo_config: KaiwoConfig,
     pools: Sequence[NodePool],
-    standing_default_queue: Sequence[Mapping[str, Any]] | None = None,
+    standing_default_queue: Sequence[ResourceGroup] | None = None,
 ) -> KaiwoQueueConfigSpec:
     """The spec in force (decisions 0014, 0110).
 
@@ -302,8 +300,8 @@ def effective_spec(
     * No ClusterQueues listed (the KaiwoQueueConfig the operator creates has an empty spec):
       the default ClusterQueue, and the default Topology. Without
       ``dynamicallyUpdateDefaultClusterQueue`` it is made from the nodes once: while the
-      cluster holds it (``standing_default_queue``: its observed ``resourceGroups``) its
-      quotas stay as they are, whatever nodes come or go.
+      cluster holds it (``standing_default_queue``: its observed ``resourceGroups``,
+      validated) its quotas stay as they are, whatever nodes come or go.
     * ``dynamicallyUpdateDefaultClusterQueue``: the discovered flavors, the default
       ClusterQueue over the current nodes and the default Topology merged into the user's
       lists by name.
@@ -322,20 +320,23 @@ def effective_spec(
         cohort=settings.default_cluster_queue_cohort_name,
     )
     topology = default_topology(settings.default_topology_name)
-    users: dict[int, Any] = {}  # the user's own entries, by the identity of their wire form
-    flavors = _wire_forms(spec.resource_flavors, users)
-    queues = _wire_forms(spec.cluster_queues, users)
-    topologies = _wire_forms(spec.topologies, users)
+    # The user's entries stay the models they were validated as; what the operator generates
+    # is a wire form (a Mapping), validated on its own below.
+    flavors: list[ResourceFlavorSpec | dict[str, Any]] = list(spec.resource_flavors or ())
+    queues: list[ClusterQueue | dict[str, Any]] = list(spec.cluster_queues or ())
+    topologies: list[Topology | dict[str, Any]] = list(spec.topologies or ())
+    standing_groups: Sequence[ResourceGroup] | None = None
     if settings.dynamically_update_default_cluster_queue:
         flavors = _merge_by_name(flavors, discovered, key=_entry_name)
         queues = _merge_by_name(queues, [default_queue], key=_entry_name)
         topologies = _merge_by_name(topologies, [topology], key=_metadata_name, replace=False)
     else:
         if not flavors:
-            flavors = discovered
+            flavors = list(discovered)
         if not queues:
             if standing_default_queue is not None:
-                default_queue["spec"]["resourceGroups"] = [dict(g) for g in standing_default_queue]
+                standing_groups = standing_default_queue
+                default_queue["spec"]["resourceGroups"] = [g.to_wire() for g in standing_groups]
             queues = [default_queue]
             topologies = _merge_by_name(topologies, [topology], key=_metadata_name, replace=False)
     if any(queue is default_queue for queue in queues):
@@ -351,24 +352,22 @@ def effective_spec(
         return spec.model_copy(
             update={
                 "resource_flavors": [
-                    users.get(id(f)) or ResourceFlavorSpec.model_validate(f) for f in flavors
+                    ResourceFlavorSpec.model_validate(f) if isinstance(f, Mapping) else f
+                    for f in flavors
                 ],
-                "cluster_queues": [users.get(id(q)) or _generated_queue(q) for q in queues],
-                "topologies": [users.get(id(t)) or Topology.model_validate(t) for t in topologies],
+                "cluster_queues": [
+                    _generated_queue(q, groups=standing_groups if q is default_queue else None)
+                    if isinstance(q, Mapping)
+                    else q
+                    for q in queues
+                ],
+                "topologies": [
+                    Topology.model_validate(t) if isinstance(t, Mapping) else t for t in topologies
+                ],
             }
         )
     except ValidationError as error:
         raise SpecInForceError(_generated_problem(error)) from error
-
-
-def _wire_forms(entries: Sequence[Any] | None, users: dict[int, Any]) -> list[dict[str, Any]]:
-    """The wire form of each of the user's ``entries``, remembered in ``users``."""
-    forms = []
-    for entry in entries or ():
-        wire = entry.to_wire()
-        users[id(wire)] = entry
-        forms.append(wire)
-    return forms
 
 
 def _flavor_names(queue: Mapping[str, Any]) -> list[str]:
@@ -379,31 +378,38 @@ def _flavor_names(queue: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _generated_queue(entry: Mapping[str, Any]) -> ClusterQueue:
+def _generated_queue(
+    entry: Mapping[str, Any], *, groups: Sequence[ResourceGroup] | None = None
+) -> ClusterQueue:
     """The generated default ClusterQueue as a model: validated field by field, except that
-    a resource group may list as many flavors as Kueue takes (one per node shape)."""
+    a resource group may list as many flavors as Kueue takes (one per node pool). ``groups``:
+    its resource groups as :func:`standing_default_queue` validated them, not validated again."""
     queue_spec = dict(entry.get("spec") or {})
-    groups = queue_spec.pop("resourceGroups", None)
+    wire_groups = queue_spec.pop("resourceGroups", None)
     queue = ClusterQueue.model_validate({**entry, "spec": queue_spec})
-    if groups is None:
+    if wire_groups is None:
         return queue
     built = []
-    for number, group in enumerate(groups):
-        flavors = list(group.get("flavors") or ())
+    for number, group in enumerate(wire_groups):
+        flavors = group.get("flavors") or ()
         if len(flavors) > KUEUE_MAX_FLAVORS_PER_GROUP:
             raise SpecInForceError(
                 f"the default ClusterQueue {queue.name!r} would need {len(flavors)} flavors in "
                 f"resourceGroups[{number}] (one per node pool); Kueue allows "
                 f"{KUEUE_MAX_FLAVORS_PER_GROUP}"
             )
-        built.append(
-            ResourceGroup.model_construct(
-                covered_resources=list(group.get("coveredResources") or ()),
-                flavors=[FlavorQuotas.model_validate(f) for f in flavors],
-            )
-        )
+        built.append(groups[number] if groups is not None else _resource_group(group))
     return queue.model_copy(
         update={"spec": queue.spec.model_copy(update={"resource_groups": built})}
+    )
+
+
+def _resource_group(group: Mapping[str, Any]) -> ResourceGroup:
+    """A generated resource group as a model: each flavor's quotas validated, the group's own
+    list limits not applied (Kueue's are, by :func:`_generated_queue`)."""
+    return ResourceGroup.model_construct(
+        covered_resources=list(group.get("coveredResources") or ()),
+        flavors=[FlavorQuotas.model_validate(f) for f in group.get("flavors") or ()],
     )
 
 
@@ -414,21 +420,27 @@ def _generated_problem(error: ValidationError) -> str:
     return f"an entry the operator generates is invalid: {where}: {first.get('msg', error)}"
 
 
-def _entry_name(entry: Mapping[str, Any]) -> str:
-    return str(entry.get("name", ""))
+def _entry_name(entry: Any) -> str:
+    """A flavor's or ClusterQueue's name: the user's model or a generated wire form."""
+    if isinstance(entry, Mapping):
+        return str(entry.get("name", ""))
+    return str(entry.name)
 
 
-def _metadata_name(entry: Mapping[str, Any]) -> str:
-    return str((entry.get("metadata") or {}).get("name", ""))
+def _metadata_name(entry: Any) -> str:
+    """A Topology's name: the user's model or a generated wire form."""
+    if isinstance(entry, Mapping):
+        return str((entry.get("metadata") or {}).get("name", ""))
+    return str(entry.metadata.name or "")
 
 
 def _merge_by_name(
-    current: Sequence[dict[str, Any]],
+    current: Sequence[Any],
     generated: Sequence[dict[str, Any]],
     *,
-    key: Any,
+    key: Callable[[Any], str],
     replace: bool = True,
-) -> list[dict[str, Any]]:
+) -> list[Any]:
     """``current`` with same-named entries replaced by ``generated`` ones (in place), and the
     other generated entries appended in their order."""
     fresh = {key(entry): entry for entry in generated}
