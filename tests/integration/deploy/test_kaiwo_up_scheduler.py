@@ -258,3 +258,78 @@ async def test_kaiwo_scheduler_name_says_what_it_did(
         "is (not 'kaiwo-scheduler')\n"
     )
     assert await scheduler_name_of(kube) == ("volcano", ["platform-team"])
+
+
+async def test_the_kaiwoconfig_it_creates_names_the_installations_default_queue(
+    kube: KubernetesAsyncioAdapter,
+) -> None:
+    """``DEFAULT_CLUSTER_QUEUE_NAME`` reaches the KaiwoConfig that ``kaiwo up`` creates (the
+    operator then finds one and creates none), and only the one it creates."""
+    note = await prepare_scheduler(
+        kube,
+        mode="external",
+        fake_cluster=False,
+        field_manager=INSTALLER,
+        default_cluster_queue="research",
+    )
+
+    assert note == "KaiwoConfig names default-scheduler"
+    spec = (await kube.get(resources.KAIWO_CONFIG, "kaiwo"))["spec"]
+    assert spec["defaultClusterQueueName"] == "research"
+    assert spec["scheduling"]["kubeSchedulerName"] == "default-scheduler"
+
+    await kube.apply(  # the platform team names another queue afterwards
+        {
+            "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+            "kind": "KaiwoConfig",
+            "metadata": {"name": "kaiwo"},
+            "spec": {"defaultClusterQueueName": "ops"},
+        },
+        field_manager="platform-team",
+        force=True,
+    )
+    await prepare_scheduler(
+        kube,
+        mode="external",
+        fake_cluster=False,
+        field_manager=INSTALLER,
+        default_cluster_queue="research",
+    )
+    spec = (await kube.get(resources.KAIWO_CONFIG, "kaiwo"))["spec"]
+    assert spec["defaultClusterQueueName"] == "ops"
+    # The scheduler's name is still the installer's alone, so it follows the next choice.
+    assert await scheduler_name_of(kube) == ("default-scheduler", [INSTALLER])
+    await prepare_scheduler(kube, mode="install", fake_cluster=False, field_manager=INSTALLER)
+    assert await scheduler_name_of(kube) == ("kaiwo-scheduler", [INSTALLER])
+
+
+async def test_kaiwo_scheduler_name_creates_the_kaiwoconfig_with_the_default_queue(
+    kube: KubernetesAsyncioAdapter, real_cluster: RealCluster
+) -> None:
+    """Compose's one-shot step reads the setting from its environment; a name the API server
+    refuses is one line naming the variable, exit 2."""
+
+    def name(queue: str) -> Result:
+        arguments = [
+            "scheduler",
+            "name",
+            "kaiwo-scheduler",
+            "--kubeconfig",
+            str(real_cluster.kubeconfig),
+        ]
+        return CliRunner().invoke(app, arguments, env={"DEFAULT_CLUSTER_QUEUE_NAME": queue})
+
+    refused = await asyncio.to_thread(name, "Not_A_Queue")
+    assert refused.exit_code == 2
+    assert refused.stderr == (
+        "kaiwo scheduler: the KaiwoConfig cannot name the default queue 'Not_A_Queue' "
+        "(KAIWO_DEFAULT_CLUSTER_QUEUE_NAME or DEFAULT_CLUSTER_QUEUE_NAME): String should "
+        "match pattern '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$'\n"
+    )
+    with pytest.raises(NotFound):
+        await kube.get(resources.KAIWO_CONFIG, "kaiwo")
+
+    named = await asyncio.to_thread(name, "team-a")
+    assert (named.exit_code, named.stdout) == (0, "KaiwoConfig kaiwo names kaiwo-scheduler\n")
+    spec = (await kube.get(resources.KAIWO_CONFIG, "kaiwo"))["spec"]
+    assert spec["defaultClusterQueueName"] == "team-a"

@@ -16,6 +16,7 @@ from kaiwo_cli.stack.local import StackOptions
 from kaiwo_cli.stack.scheduler import (
     compose_scheduler_config,
     compose_scheduler_file,
+    default_queue_setting,
     manifest_text,
     scheduler_configuration,
     scheduler_manifests,
@@ -122,3 +123,24 @@ def test_kaiwo_scheduler_manifests_prints_the_objects() -> None:
     assert printed == scheduler_manifests()
     compose = CliRunner().invoke(app, ["scheduler", "manifests", "--compose"])
     assert compose.output == COMPOSE_CONFIG.read_text()
+
+
+@pytest.mark.parametrize(
+    ("environ", "queue"),
+    [
+        ({}, ""),
+        ({"DEFAULT_CLUSTER_QUEUE_NAME": "research"}, "research"),
+        (
+            {"KAIWO_DEFAULT_CLUSTER_QUEUE_NAME": "ops", "DEFAULT_CLUSTER_QUEUE_NAME": "research"},
+            "ops",
+        ),
+        (
+            {"KAIWO_DEFAULT_CLUSTER_QUEUE_NAME": "", "DEFAULT_CLUSTER_QUEUE_NAME": "research"},
+            "research",
+        ),
+    ],
+)
+def test_the_default_queue_setting_is_read_as_the_planner_reads_it(
+    environ: dict[str, str], queue: str
+) -> None:
+    assert default_queue_setting(environ) == queue

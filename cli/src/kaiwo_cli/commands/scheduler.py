@@ -8,12 +8,15 @@
   with ``--compose`` the KubeSchedulerConfiguration compose mounts (``make scheduler``).
 
 The name is written by server-side apply of that one field without force: a name another
-manager set stays, and the command says so (exit 1). Exit 2 when the cluster cannot be used.
+manager set stays, and the command says so (exit 1). A KaiwoConfig created by ``install`` or
+``name`` names the installation's ``DEFAULT_CLUSTER_QUEUE_NAME`` when it is set, as the
+operator's own would. Exit 2 when the cluster cannot be used.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any, Final
@@ -26,8 +29,10 @@ from kaiwo_cli.cluster_access import ClusterError, ClusterTarget, connect
 from kaiwo_cli.commands.options import HELP
 from kaiwo_cli.stack.scheduler import (
     KAIWO_SCHEDULER,
+    SchedulerError,
     SchedulerNaming,
     compose_scheduler_file,
+    default_queue_setting,
     install_scheduler,
     name_scheduler,
     scheduler_manifests,
@@ -59,7 +64,12 @@ def install(kubeconfig: Kubeconfig = None, context: Context = None) -> None:
             ClusterTarget(kubeconfig=kubeconfig, context=context), user_agent="kaiwo-scheduler"
         ) as kube:
             await install_scheduler(kube, field_manager=FIELD_MANAGER)
-            return await name_scheduler(kube, KAIWO_SCHEDULER, field_manager=FIELD_MANAGER)
+            return await name_scheduler(
+                kube,
+                KAIWO_SCHEDULER,
+                field_manager=FIELD_MANAGER,
+                default_cluster_queue=default_queue_setting(os.environ),
+            )
 
     _report(_on_the_cluster(run), installed=True)
 
@@ -78,7 +88,12 @@ def name(
         async with await connect(
             ClusterTarget(kubeconfig=kubeconfig, context=context), user_agent="kaiwo-scheduler"
         ) as kube:
-            return await name_scheduler(kube, scheduler, field_manager=FIELD_MANAGER)
+            return await name_scheduler(
+                kube,
+                scheduler,
+                field_manager=FIELD_MANAGER,
+                default_cluster_queue=default_queue_setting(os.environ),
+            )
 
     _report(_on_the_cluster(run), installed=False)
 
@@ -100,7 +115,7 @@ def manifests(
 def _on_the_cluster(run: Callable[[], Coroutine[Any, Any, SchedulerNaming]]) -> SchedulerNaming:
     try:
         result = asyncio.run(run())
-    except (ClusterError, KubeError, OSError) as error:
+    except (ClusterError, KubeError, OSError, SchedulerError) as error:
         typer.echo(f"kaiwo scheduler: {' '.join(str(error).split())}", err=True)
         raise typer.Exit(2) from None
     return result

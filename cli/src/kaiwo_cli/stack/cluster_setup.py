@@ -20,7 +20,7 @@ from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_cli.stack.demo_cluster import seed_demo_cluster
 from kaiwo_cli.stack.options import StackError, StackOptions
 from kaiwo_cli.stack.processes import log
-from kaiwo_cli.stack.scheduler import SchedulerError, prepare_scheduler
+from kaiwo_cli.stack.scheduler import SchedulerError, default_queue_setting, prepare_scheduler
 from kaiwo_cli.stack.third_party import driven_kind_crds
 
 FIELD_MANAGER = "kaiwo-installer"
@@ -90,6 +90,8 @@ async def _prepare_scheduler(options: StackOptions, kube: KubernetesAsyncioAdapt
             mode=options.scheduler,
             fake_cluster=options.fake_cluster,
             field_manager=FIELD_MANAGER,
+            # The services read the same environment (kaiwo up passes it on).
+            default_cluster_queue=default_queue_setting(os.environ),
         )
     except SchedulerError as error:
         raise StackError(str(error)) from error

@@ -17,6 +17,13 @@ The name goes into the KaiwoConfig by server-side apply of that one field, witho
 name someone else set on purpose stays, and :class:`SchedulerNaming` says so. On a fake
 cluster the sandbox plays every scheduler, so nothing is installed there.
 
+Naming the scheduler creates the KaiwoConfig when the cluster has none, before the operator
+starts, so the operator never creates it. The installation's ``DEFAULT_CLUSTER_QUEUE_NAME``
+(or ``KAIWO_DEFAULT_CLUSTER_QUEUE_NAME``, read as the planner reads it,
+:func:`default_queue_setting`), which the operator writes into a KaiwoConfig it creates, is
+therefore written into the one created here, and only then: from then on the KaiwoConfig
+decides (decisions 0046 and 0116).
+
 Compose runs the same official image outside the cluster: its KubeSchedulerConfiguration
 (``deploy/compose/kaiwo-scheduler.yaml``) is the ConfigMap's, plus the kubeconfig the other
 compose services use (:func:`compose_scheduler_config`; a test keeps them equal).
@@ -25,13 +32,23 @@ compose services use (:func:`compose_scheduler_config`; a test keeps them equal)
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources as package_files
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 import yaml
-from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KAIWO_CONFIG_NAME
-from kaiwo_kube import AlreadyExists, Conflict, KubeError, NotFound, resources
+from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KAIWO_CONFIG_NAME, KaiwoConfigSpec
+from kaiwo_kube import (
+    AlreadyExists,
+    Conflict,
+    Invalid,
+    JsonPatcher,
+    KubeError,
+    NotFound,
+    resources,
+)
+from pydantic import ValidationError
 
 from kaiwo_cli.cluster_port import ClusterWriter
 
@@ -121,26 +138,86 @@ class SchedulerNaming:
         return self.named != self.wanted
 
 
+DEFAULT_QUEUE_VARIABLES: Final = ("KAIWO_DEFAULT_CLUSTER_QUEUE_NAME", "DEFAULT_CLUSTER_QUEUE_NAME")
+"""The installation setting for the default queue, the project's name first, as the planner
+reads them."""
+
+
+def default_queue_setting(environ: Mapping[str, str]) -> str:
+    """The default queue the installation names ("" when neither variable is set)."""
+    return next((environ[name] for name in DEFAULT_QUEUE_VARIABLES if environ.get(name)), "")
+
+
+class SchedulerNamer(ClusterWriter, JsonPatcher, Protocol):
+    """What naming the scheduler asks of the API server."""
+
+
 async def name_scheduler(
-    kube: ClusterWriter, wanted: str, *, field_manager: str
+    kube: SchedulerNamer, wanted: str, *, field_manager: str, default_cluster_queue: str = ""
 ) -> SchedulerNaming:
-    """Make the KaiwoConfig ``kaiwo`` name ``wanted`` (created when missing), unless another
-    manager set the name: then it stays, and the result says which one it is."""
+    """Make the KaiwoConfig ``kaiwo`` name ``wanted`` (created when missing, naming
+    ``default_cluster_queue`` if given), unless another manager set the name: then it stays,
+    and the result says which one it is."""
     config = {
         "apiVersion": resources.KAIWO_CONFIG.api_version,
         "kind": resources.KAIWO_CONFIG.kind,
         "metadata": {"name": KAIWO_CONFIG_NAME},
         "spec": {"scheduling": {"kubeSchedulerName": wanted}},
     }
+    missing = False
+    if default_cluster_queue:
+        _checked_queue_name(default_cluster_queue)
+        try:
+            await kube.get(resources.KAIWO_CONFIG, KAIWO_CONFIG_NAME)
+        except NotFound:
+            missing = True
     try:
-        await kube.apply(
+        applied = await kube.apply(
             config, field_manager=field_manager, force=False, resource=resources.KAIWO_CONFIG
         )
     except Conflict:
         current = await kube.get(resources.KAIWO_CONFIG, KAIWO_CONFIG_NAME)
         scheduling = (current.get("spec") or {}).get("scheduling") or {}
         return SchedulerNaming(wanted=wanted, named=str(scheduling.get("kubeSchedulerName")))
+    if missing:
+        await _name_the_queue_of_a_new_config(kube, applied, default_cluster_queue, field_manager)
     return SchedulerNaming(wanted=wanted, named=wanted)
+
+
+async def _name_the_queue_of_a_new_config(
+    kube: SchedulerNamer, created: dict[str, Any], queue: str, field_manager: str
+) -> None:
+    """Write the installation's default queue into the KaiwoConfig the apply just created.
+    A JSON patch, not part of the apply: the queue becomes the cluster's to change (a later
+    apply that leaves it out would otherwise reset it), and the scheduler's name stays the
+    apply's alone. It only replaces the CRD's default in the object just created: if anyone
+    wrote the KaiwoConfig in between, theirs stays."""
+    default = created["spec"].get("defaultClusterQueueName")
+    try:
+        await kube.json_patch(
+            resources.KAIWO_CONFIG,
+            KAIWO_CONFIG_NAME,
+            [
+                {"op": "test", "path": "/metadata/uid", "value": created["metadata"]["uid"]},
+                {"op": "test", "path": "/spec/defaultClusterQueueName", "value": default},
+                {"op": "replace", "path": "/spec/defaultClusterQueueName", "value": queue},
+            ],
+            field_manager=field_manager,
+        )
+    except Invalid:  # a precondition failed: someone else's change came first, and stays
+        return
+
+
+def _checked_queue_name(queue: str) -> None:
+    """Refuse, before anything is written, a name the KaiwoConfig's schema refuses."""
+    try:
+        KaiwoConfigSpec.model_validate({"defaultClusterQueueName": queue})
+    except ValidationError as error:
+        problem = error.errors()[0]["msg"]
+        raise SchedulerError(
+            f"the KaiwoConfig cannot name the default queue {queue!r} "
+            f"({' or '.join(DEFAULT_QUEUE_VARIABLES)}): {problem}"
+        ) from None
 
 
 class SchedulerError(RuntimeError):
@@ -148,7 +225,12 @@ class SchedulerError(RuntimeError):
 
 
 async def prepare_scheduler(
-    kube: ClusterWriter, *, mode: SchedulerMode, fake_cluster: bool, field_manager: str
+    kube: SchedulerNamer,
+    *,
+    mode: SchedulerMode,
+    fake_cluster: bool,
+    field_manager: str,
+    default_cluster_queue: str = "",
 ) -> str:
     """What ``kaiwo up`` does about the scheduler before the services start (module
     docstring); returns one line saying what it did."""
@@ -168,7 +250,9 @@ async def prepare_scheduler(
             ) from error
     deployed = f"kaiwo-scheduler deployed in {SCHEDULER_NAMESPACE}" if mode == "install" else ""
     try:
-        naming = await name_scheduler(kube, wanted, field_manager=field_manager)
+        naming = await name_scheduler(
+            kube, wanted, field_manager=field_manager, default_cluster_queue=default_cluster_queue
+        )
     except NotFound as error:
         if mode == "install":  # no KaiwoConfig CRD yet: its default names the kaiwo-scheduler
             return deployed
