@@ -287,6 +287,58 @@ async def test_replicas_beyond_the_bounds_are_written_back_unless_autoscaling_is
         await kube.delete(resources.KUBEAI_MODEL, name, namespace=namespace)
 
 
+async def test_a_max_replicas_above_the_clusters_ceiling_is_told_once(
+    shared_pipeline: Pipeline, models_config: None
+) -> None:
+    """The module's configuration leaves modelAutoscaling out: the default ceiling, 8."""
+    pipeline = shared_pipeline
+    kube, namespace = pipeline.kube, pipeline.namespace
+    await kube.create(
+        a_model(
+            "roomy",
+            namespace,
+            url="hf://org/roomy",
+            engine="VLLM",
+            resourceProfile="cpu:1",
+            replicas=1,
+            maxReplicas=20,
+        )
+    )
+    told = (
+        "spec.maxReplicas is 20, but the autoscaler sets at most 8 replicas on any Model, the "
+        "cluster's ceiling: the default of modelAutoscaling.maxReplicas, which ConfigMap "
+        "kaiwo-system/kaiwo-models does not set"
+    )
+
+    async def ceiling_events() -> list[tuple[str, str, str]]:
+        listed = await kube.list(resources.EVENT, namespace=namespace)
+        return [
+            (str(e.get("type")), str(e.get("reason")), str(e.get("message")))
+            for e in listed.items
+            if (e.get("involvedObject") or {}).get("name") == "roomy"
+            and e.get("reason") == "MaxReplicasAboveClusterCeiling"
+        ]
+
+    async def warned() -> list[tuple[str, str, str]] | Pending:
+        return await ceiling_events() or Pending("no MaxReplicasAboveClusterCeiling Event yet")
+
+    assert await eventually(warned, what="the ceiling told on the Model") == [
+        ("Warning", "MaxReplicasAboveClusterCeiling", told)
+    ]
+    # More rounds of planning (its Pod runs, the Model turns Ready): the Event is not told
+    # again, and the condition stays as it was.
+    served = await serving(pipeline, "roomy", 1)
+    limited = condition(served, "LimitedByClusterCeiling")
+    assert limited is not None
+    assert (limited["status"], limited["reason"], limited["message"]) == (
+        "True",
+        "MaxReplicasAboveClusterCeiling",
+        told,
+    )
+    assert len(await ceiling_events()) == 1
+    await kube.delete(resources.KUBEAI_MODEL, "roomy", namespace=namespace)
+
+
 async def test_adapters_are_loaded_and_changed_without_restarting_a_pod(
     shared_pipeline: Pipeline, models_config: None
 ) -> None:

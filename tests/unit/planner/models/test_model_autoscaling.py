@@ -1,5 +1,6 @@
 """The autoscaler's decisions in a Model's plan: the scale it carries, while the decision
-still applies, and how the projection keeps the latest decision per Model."""
+still applies, how the projection keeps the latest decision per Model, and how the cluster's
+ceiling on the autoscaler is told on the Model (decision 0115)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,17 @@ from typing import Any
 
 import pytest
 from kaiwo_contracts.confinement import refusals
+from kaiwo_contracts.crds.kubeai_v1.model import Model
 from kaiwo_contracts.events.autoscaling import ScaleDecidedV1
 from kaiwo_contracts.plans import ObjectRef, Plan, ScaleIntent
+from kaiwo_planner.domain.models.autoscaling import ClusterCeiling, ceiling_condition
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.projection import Projection
 from kaiwo_planner.domain.state.scale_request import ScaleRequest
+from kaiwo_planner.domain.status.conditions import ConditionSpec
 
 from tests.planning_calls import planned
-from tests.unit.planner.models.building import NAMESPACE, NOW, desired, model
+from tests.unit.planner.models.building import NAMESPACE, NOW, desired, model, plan_for
 
 BASE: dict[str, Any] = {"url": "hf://org/model", "engine": "VLLM", "resourceProfile": "cpu:1"}
 REF = ObjectRef(api_version="kubeai.org/v1", kind="Model", name="llm", namespace="ai", uid="u-1")
@@ -201,3 +205,207 @@ def test_a_decision_borrowing_a_models_uid_under_another_name_is_not_its() -> No
         dataclasses.replace(request(from_replicas=0), name="other"),
     ):
         assert plan_with(owner, borrowed).scale is None
+
+
+# ---------------------------------------------------------------- the ceiling, told on the Model
+
+DEFAULT_ORIGIN = (
+    "the default of modelAutoscaling.maxReplicas "
+    "(no ConfigMap labelled kaiwo.silogen.ai/system-config=models sets it)"
+)
+EIGHT = ClusterCeiling(8, DEFAULT_ORIGIN)
+WARNED = {
+    "type": "LimitedByClusterCeiling",
+    "status": "True",
+    "reason": "MaxReplicasAboveClusterCeiling",
+}
+
+
+def limited(
+    spec: dict[str, Any],
+    found: ScaleRequest | None = None,
+    *,
+    previous: dict[str, Any] | None = None,
+    ceiling: ClusterCeiling = EIGHT,
+) -> ConditionSpec | None:
+    owner = Model.model_validate(model({**BASE, **spec}))
+    return ceiling_condition(owner, REF, found, ceiling=ceiling, previous=previous or {})
+
+
+def test_a_max_replicas_above_the_ceiling_is_told_with_the_field_its_value_and_the_ceiling() -> (
+    None
+):
+    assert limited({"maxReplicas": 20}) == ConditionSpec(
+        "LimitedByClusterCeiling",
+        "True",
+        "MaxReplicasAboveClusterCeiling",
+        "spec.maxReplicas is 20, but the autoscaler sets at most 8 replicas on any Model, the "
+        "cluster's ceiling: the default of modelAutoscaling.maxReplicas (no ConfigMap labelled "
+        "kaiwo.silogen.ai/system-config=models sets it)",
+    )
+    # minReplicas above the ceiling still holds: the most the autoscaler sets is then 10.
+    assert limited({"minReplicas": 10, "maxReplicas": 20}) == ConditionSpec(
+        "LimitedByClusterCeiling",
+        "True",
+        "MaxReplicasAboveClusterCeiling",
+        "spec.maxReplicas is 20, but the autoscaler sets at most 8 replicas on any Model, the "
+        "cluster's ceiling: the default of modelAutoscaling.maxReplicas (no ConfigMap labelled "
+        "kaiwo.silogen.ai/system-config=models sets it) (spec.minReplicas, 10, still holds)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "found"),
+    [
+        ({"maxReplicas": 8}, request(replicas=100)),
+        ({"maxReplicas": 3}, None),
+        ({"minReplicas": 10, "maxReplicas": 10}, None),
+        ({"maxReplicas": 20, "autoscalingDisabled": True}, None),
+        ({}, None),
+        ({}, request(replicas=8)),
+        ({"minReplicas": 12}, request(replicas=12)),
+        ({"autoscalingDisabled": True}, request(replicas=100)),
+        ({}, dataclasses.replace(request(replicas=100), name="other")),
+    ],
+    ids=[
+        "max-at-the-ceiling",
+        "max-below",
+        "min-and-max-above",
+        "autoscaling-disabled",
+        "unset-without-a-decision",
+        "unset-decision-at-the-ceiling",
+        "unset-decision-at-min-above-the-ceiling",
+        "unset-autoscaling-disabled",
+        "a-decision-for-another-model",
+    ],
+)
+def test_a_model_the_ceiling_does_not_hold_below_its_bounds_is_told_nothing(
+    spec: dict[str, Any], found: ScaleRequest | None
+) -> None:
+    assert limited(spec, found) is None
+
+
+def test_a_decision_cut_to_the_ceiling_is_told_when_max_replicas_is_unset() -> None:
+    assert limited({}, request(from_replicas=8, replicas=12)) == ConditionSpec(
+        "LimitedByClusterCeiling",
+        "True",
+        "ScaleCutToClusterCeiling",
+        "The autoscaler asked for 12 replicas and spec.maxReplicas is not set, but the "
+        "autoscaler sets at most 8 replicas on any Model, the cluster's ceiling: the default "
+        "of modelAutoscaling.maxReplicas (no ConfigMap labelled "
+        "kaiwo.silogen.ai/system-config=models sets it)",
+    )
+    # A decision made from an earlier generation still counts: the cut scale itself moved it.
+    after_the_scale = limited(
+        {"replicas": 8}, request(generation=1, replicas=12), ceiling=ClusterCeiling(8, "x")
+    )
+    assert after_the_scale is not None and after_the_scale.reason == "ScaleCutToClusterCeiling"
+
+
+def test_once_told_the_condition_turns_false_and_stays() -> None:
+    was_limited = {"conditions": [{**WARNED, "message": "..."}]}
+    assert limited({"maxReplicas": 8}, previous=was_limited) == ConditionSpec(
+        "LimitedByClusterCeiling",
+        "False",
+        "WithinClusterCeiling",
+        "The cluster's ceiling of 8 replicas (the default of modelAutoscaling.maxReplicas (no "
+        "ConfigMap labelled kaiwo.silogen.ai/system-config=models sets it)) does not limit "
+        "this Model",
+    )
+    assert limited(
+        {"maxReplicas": 20, "autoscalingDisabled": True}, previous=was_limited
+    ) == ConditionSpec(
+        "LimitedByClusterCeiling",
+        "False",
+        "AutoscalingDisabled",
+        "spec.autoscalingDisabled: the autoscaler does not scale this Model",
+    )
+
+
+def model_condition(plan: Plan, condition_type: str) -> dict[str, Any] | None:
+    assert plan.status is not None
+    return next((c for c in plan.status["conditions"] if c["type"] == condition_type), None)
+
+
+@pytest.mark.parametrize(
+    ("extra", "ceiling", "origin"),
+    [
+        ((), 8, DEFAULT_ORIGIN),
+        (
+            (system_config("modelAutoscaling: {maxReplicas: 6}"),),
+            6,
+            "modelAutoscaling.maxReplicas in ConfigMap kaiwo-system/kaiwo-models",
+        ),
+        (
+            (system_config("modelRollouts: {surge: 2}"),),
+            8,
+            "the default of modelAutoscaling.maxReplicas, which ConfigMap "
+            "kaiwo-system/kaiwo-models does not set",
+        ),
+    ],
+    ids=["no-configmap", "set-in-the-configmap", "configmap-without-it"],
+)
+def test_the_plan_warns_once_naming_where_the_ceiling_comes_from(
+    extra: tuple[dict[str, Any], ...], ceiling: int, origin: str
+) -> None:
+    message = (
+        f"spec.maxReplicas is 20, but the autoscaler sets at most {ceiling} replicas on any "
+        f"Model, the cluster's ceiling: {origin}"
+    )
+    owner = model({**BASE, "replicas": 1, "maxReplicas": 20})
+    first = plan_for(owner, *extra)
+
+    assert model_condition(first, "LimitedByClusterCeiling") == {
+        **WARNED,
+        "message": message,
+        "observedGeneration": 1,
+        "lastTransitionTime": "2026-01-01T12:00:00Z",
+    }
+    assert ("Warning", "MaxReplicasAboveClusterCeiling", message) in [
+        (e.type, e.reason, e.message) for e in first.events
+    ]
+
+    # Settled: with that status back on the Model, the next round tells nothing and writes
+    # the same status.
+    settled = {**owner, "status": first.status}
+    again = plan_for(settled, *extra, now=NOW + timedelta(minutes=5))
+    assert again.events == ()
+    assert again.status == first.status
+
+
+def test_a_cut_decision_is_told_once_and_quietly_undone() -> None:
+    cut = "ScaleCutToClusterCeiling"
+    owner = model({**BASE, "replicas": 1})
+    first = plan_in(owner, request(from_replicas=1, replicas=12))
+    assert first.scale == ScaleIntent(target=REF, replicas=8, from_replicas=1)
+    assert [(e.type, e.reason) for e in first.events if e.reason == cut] == [("Warning", cut)]
+
+    # The scale carried out (generation 2, 8 replicas); the decision is restated from there.
+    scaled = model({**BASE, "replicas": 8}, generation=2, status=first.status)
+    for restated in (
+        request(from_replicas=1, replicas=12),
+        request(generation=2, from_replicas=8, replicas=12),
+    ):
+        later = plan_in(scaled, restated)
+        assert later.scale is None
+        assert [e.reason for e in later.events if e.reason == cut] == []
+        condition = model_condition(later, "LimitedByClusterCeiling")
+        assert condition is not None and (condition["status"], condition["reason"]) == ("True", cut)
+
+    # The load drops: the condition turns False, and nobody is warned of that.
+    calmer = plan_in(scaled, request(generation=2, from_replicas=8, replicas=5))
+    condition = model_condition(calmer, "LimitedByClusterCeiling")
+    assert condition is not None
+    assert (condition["status"], condition["reason"]) == ("False", "WithinClusterCeiling")
+    assert [e.reason for e in calmer.events if "Ceiling" in e.reason] == []
+
+
+def test_a_model_being_deleted_or_never_limited_has_no_such_condition() -> None:
+    unbounded = plan_with(model({**BASE, "replicas": 1}), None)
+    assert model_condition(unbounded, "LimitedByClusterCeiling") is None
+    deleting = model(
+        {**BASE, "replicas": 1, "maxReplicas": 20},
+        deletionTimestamp="2026-01-01T11:00:00Z",
+        finalizers=["kubeai.org/cache-eviction"],
+    )
+    assert model_condition(plan_with(deleting, None), "LimitedByClusterCeiling") is None

@@ -28,7 +28,8 @@ class ModelStatus(KubeModel):
     """Observed state of a Model.
 
     ``conditions`` and ``observedGeneration`` are Kaiwo's (upstream's status has neither):
-    whether the system configuration serves the Model, its cache, its rollout and adapters.
+    whether the system configuration serves the Model, its cache, its rollout and adapters,
+    and whether the cluster's ceiling on autoscaled replicas holds it below its own bounds.
     """
 
     replicas: Annotated[ModelStatusReplicas, NoCrdDefault] = Field(
@@ -40,5 +41,6 @@ class ModelStatus(KubeModel):
     )
     conditions: Conditions | None = Field(
         default=None,
-        description="Configured, CacheLoaded, Ready, AdaptersLoaded, Valid (Kaiwo).",
+        description="Configured, CacheLoaded, Ready, AdaptersLoaded, CacheEvicted, "
+        "LimitedByClusterCeiling, Valid (Kaiwo).",
     )

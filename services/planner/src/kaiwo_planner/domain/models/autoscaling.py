@@ -24,14 +24,39 @@ decision for a Model the planner does not hold is refused by the service (counte
 
 The Pods keep following ``spec.replicas``: they change once the new replicas come back
 through the watcher (decision 0027).
+
+The ceiling is reported on the Model (:func:`ceiling_condition`, decision 0115): a user whose
+Model's ``maxReplicas`` is above it, or unset ("no limit", says the API reference) while the
+autoscaler wants more than it, is told by the condition ``LimitedByClusterCeiling`` and a
+Warning Event when it turns True.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
 from kaiwo_contracts.crds.kubeai_v1.model import Model
 from kaiwo_contracts.plans import ObjectRef, ScaleIntent
 
+from kaiwo_planner.domain.models.status import LIMITED_BY_CLUSTER_CEILING
 from kaiwo_planner.domain.state.scale_request import ScaleRequest
+from kaiwo_planner.domain.status.conditions import ConditionSpec, condition_of
+
+REASON_MAX_ABOVE_CEILING: Final = "MaxReplicasAboveClusterCeiling"
+REASON_SCALE_CUT: Final = "ScaleCutToClusterCeiling"
+REASON_WITHIN_CEILING: Final = "WithinClusterCeiling"
+REASON_AUTOSCALING_DISABLED: Final = "AutoscalingDisabled"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterCeiling:
+    """The most replicas the autoscaler may set on any Model, and where that number comes
+    from (the ConfigMap that sets it, or the default), as a message names it."""
+
+    replicas: int
+    origin: str
 
 
 def scale_intent(
@@ -57,3 +82,83 @@ def scale_intent(
     if wanted == current:
         return None
     return ScaleIntent(target=ref, replicas=wanted, from_replicas=current)
+
+
+def ceiling_condition(
+    model: Model,
+    ref: ObjectRef,
+    request: ScaleRequest | None,
+    *,
+    ceiling: ClusterCeiling,
+    previous: Mapping[str, Any],
+) -> ConditionSpec | None:
+    """``LimitedByClusterCeiling``: whether the cluster's ceiling holds the autoscaler below
+    what the Model's own bounds allow (None: leave the status without it).
+
+    True when autoscaling is enabled and either
+
+    * ``spec.maxReplicas`` is above the most the autoscaler sets (the ceiling, or
+      ``minReplicas`` when that is higher: it still holds): what the user wrote is not what
+      the autoscaler honours, whatever the load (reason ``MaxReplicasAboveClusterCeiling``);
+    * ``spec.maxReplicas`` is unset and the autoscaler's latest decision for the Model asked
+      for more than that (reason ``ScaleCutToClusterCeiling``). An unset ``maxReplicas`` is
+      not reported by itself: it is most Models, and a Warning on each would say nothing;
+      it matters once the load asks for more.
+
+    Otherwise False, but only once the condition was written (a Model never limited carries
+    no such condition, so turning this on changes no other Model's status). The decision
+    counts whatever generation it was made from: the scale it led to moves the generation,
+    and the condition must not flip until the gateway restates it.
+
+    Level-triggered: a function of the spec, the ceiling and the latest decision, so a
+    settled Model's status stays the same and its Event (told on the change of status or
+    reason, :func:`~kaiwo_planner.domain.models.status.condition_events`) is not repeated.
+    """
+    spec = model.spec
+    highest = max(ceiling.replicas, spec.min_replicas)
+    floor = (
+        f" (spec.minReplicas, {spec.min_replicas}, still holds)"
+        if spec.min_replicas > ceiling.replicas
+        else ""
+    )
+    bound = (
+        f"the autoscaler sets at most {ceiling.replicas} replicas on any Model, "
+        f"the cluster's ceiling: {ceiling.origin}{floor}"
+    )
+    if not spec.autoscaling_disabled:
+        if spec.max_replicas is not None and spec.max_replicas > highest:
+            return ConditionSpec(
+                LIMITED_BY_CLUSTER_CEILING,
+                "True",
+                REASON_MAX_ABOVE_CEILING,
+                f"spec.maxReplicas is {spec.max_replicas}, but {bound}",
+            )
+        if (
+            spec.max_replicas is None
+            and request is not None
+            and (request.namespace, request.name) == (ref.namespace, ref.name)
+            and request.replicas > highest
+        ):
+            return ConditionSpec(
+                LIMITED_BY_CLUSTER_CEILING,
+                "True",
+                REASON_SCALE_CUT,
+                f"The autoscaler asked for {request.replicas} replicas and spec.maxReplicas "
+                f"is not set, but {bound}",
+            )
+    if condition_of(previous, LIMITED_BY_CLUSTER_CEILING) is None:
+        return None
+    if spec.autoscaling_disabled:
+        return ConditionSpec(
+            LIMITED_BY_CLUSTER_CEILING,
+            "False",
+            REASON_AUTOSCALING_DISABLED,
+            "spec.autoscalingDisabled: the autoscaler does not scale this Model",
+        )
+    return ConditionSpec(
+        LIMITED_BY_CLUSTER_CEILING,
+        "False",
+        REASON_WITHIN_CEILING,
+        f"The cluster's ceiling of {ceiling.replicas} replicas ({ceiling.origin}) does not "
+        "limit this Model",
+    )

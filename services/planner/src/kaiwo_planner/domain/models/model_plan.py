@@ -22,7 +22,9 @@ the clamped value back into ``spec.replicas``; here the spec stays the user's (a
 through the scale subresource), and the plan uses the clamped value. The autoscaler's latest
 decision for the Model, while it still applies, makes the plan set ``spec.replicas`` through
 the scale subresource (``Plan.scale``, :mod:`~kaiwo_planner.domain.models.autoscaling`); the
-Pods follow once the new replicas are observed. A Model runs at most
+Pods follow once the new replicas are observed. The cluster's ceiling on the autoscaler
+(``modelAutoscaling.maxReplicas``), when it holds the Model below its own bounds, is reported
+on its ``LimitedByClusterCeiling`` condition with a Warning Event. A Model runs at most
 :data:`~kaiwo_planner.domain.models.replicas.MAX_SERVER_PODS` Pods; asking for more is
 reported on its Ready condition.
 
@@ -49,7 +51,11 @@ from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, ScaleIntent, sor
 
 from kaiwo_planner.domain.children.labels import inventory_labels
 from kaiwo_planner.domain.models.adapters import adapters_config_map_manifest, uses_adapters
-from kaiwo_planner.domain.models.autoscaling import scale_intent
+from kaiwo_planner.domain.models.autoscaling import (
+    ClusterCeiling,
+    ceiling_condition,
+    scale_intent,
+)
 from kaiwo_planner.domain.models.cache_jobs import load_job_of
 from kaiwo_planner.domain.models.files import files_config_map_manifest
 from kaiwo_planner.domain.models.json_patch import JsonPatchError
@@ -63,7 +69,7 @@ from kaiwo_planner.domain.models.server_pod import identity_of, server_pod
 from kaiwo_planner.domain.models.serving import serving_parts
 from kaiwo_planner.domain.models.setup import REASON_INVALID_CONFIG, SetupProblem, model_setup
 from kaiwo_planner.domain.models.status import CONFIGURED, READY, condition_events, model_status
-from kaiwo_planner.domain.models.system_config import models_config
+from kaiwo_planner.domain.models.system_config import ceiling_origin, models_config
 from kaiwo_planner.domain.settings.cluster_settings import namespace_config
 from kaiwo_planner.domain.settings.namespace_config import namespace_settings
 from kaiwo_planner.domain.state.cluster import ClusterState
@@ -99,6 +105,17 @@ def plan_model(*, model: Model, context: PlanningContext, now: datetime) -> Plan
         scale = scale_intent(
             model, observed.ref, request, ceiling=ceiling
         ) or replica_bounds_intent(model, observed.ref)
+    if model.metadata.deletion_timestamp is None and lookup.config is not None:
+        # Told while the configuration is valid; an invalid one is told on Configured.
+        limited = ceiling_condition(
+            model,
+            observed.ref,
+            request,
+            ceiling=ClusterCeiling(ceiling, ceiling_origin(lookup)),
+            previous=observed.previous,
+        )
+        if limited is not None:
+            parts.conditions.append(limited)
     return _plan(model, observed, parts, now=now, scale=scale)
 
 

@@ -10,7 +10,10 @@ generation it describes:
 * ``Ready``: every wanted replica Ready on the current spec (or none wanted); False while
   Pods are missing or not Ready, during a rollout, while the cache loads, while deleting;
 * ``AdaptersLoaded`` (with adapters): every Ready Pod reports every adapter loaded;
-* ``CacheEvicted`` (while a cached Model is deleted): the eviction Job's progress.
+* ``CacheEvicted`` (while a cached Model is deleted): the eviction Job's progress;
+* ``LimitedByClusterCeiling`` (once it was True): whether the cluster's ceiling on autoscaled
+  replicas holds the Model below its own bounds
+  (:func:`~kaiwo_planner.domain.models.autoscaling.ceiling_condition`).
 
 An Event tells each change of a condition people act on (see :data:`_EVENTS`).
 """
@@ -32,6 +35,7 @@ CACHE_LOADED: Final = "CacheLoaded"
 READY: Final = "Ready"
 ADAPTERS_LOADED: Final = "AdaptersLoaded"
 CACHE_EVICTED: Final = "CacheEvicted"
+LIMITED_BY_CLUSTER_CEILING: Final = "LimitedByClusterCeiling"
 
 EventType = Literal["Normal", "Warning"]
 
@@ -50,6 +54,16 @@ _EVENTS: Final[Mapping[tuple[str, str, str | None], tuple[EventType, str]]] = Ma
         (ADAPTERS_LOADED, "True", None): ("Normal", "AdaptersLoaded"),
         (CACHE_EVICTED, "False", "EvictionFailed"): ("Warning", "CacheEvictionFailed"),
         (CACHE_EVICTED, "True", None): ("Normal", "CacheEvicted"),
+        # Warnings: the Model gets fewer replicas than its spec lets the autoscaler give it.
+        # Nothing is told when it turns False (the load dropping below the ceiling again).
+        (LIMITED_BY_CLUSTER_CEILING, "True", "MaxReplicasAboveClusterCeiling"): (
+            "Warning",
+            "MaxReplicasAboveClusterCeiling",
+        ),
+        (LIMITED_BY_CLUSTER_CEILING, "True", "ScaleCutToClusterCeiling"): (
+            "Warning",
+            "ScaleCutToClusterCeiling",
+        ),
     }
 )
 
