@@ -43,10 +43,21 @@ def gpu_workload_table(
     *,
     namespaces: Mapping[str, Mapping[str, Any]] | None = None,
     defaults: KaiwoGpuPreemptionConfig | None = None,
+    nodes: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     """One row per record and per opted-in KaiwoJob or KaiwoService (``namespaces``: the
     Namespaces by name, for their annotations), by namespace and workload; ``-`` where
-    nothing is known yet."""
+    nothing is known yet. A Kaiwo workload's GPUs are those its allocation gives its pods,
+    by the planner's rule on ``nodes`` (decision 0118): ``gpus: 30`` on 8-GPU nodes holds 28;
+    without nodes, the GPUs it asks for."""
+    from kaiwo_planner.domain.scheduling.gpu_allocation import allocated_gpus, gpu_stats
+    from kaiwo_planner.domain.state.nodes import NodeInfo
+
+    parsed = [NodeInfo.from_wire(node) for node in nodes]
+
+    def gpus_of(workload: Mapping[str, Any]) -> int:
+        return allocated_gpus(workload, lambda vendor: gpu_stats(parsed, vendor))
+
     config = defaults or KaiwoGpuPreemptionConfig()
     rows = [_row(record) for record in records]
     for workload in workloads:
@@ -57,13 +68,15 @@ def gpu_workload_table(
             config=config,
         )
         if settings is not None:
-            rows.append(_kaiwo_row(workload, settings))
+            rows.append(_kaiwo_row(workload, settings, gpus=gpus_of(workload)))
     if not rows:
         return NONE_TRACKED
     return render_table(HEADERS, sorted(rows, key=lambda row: (row[0], row[1])))
 
 
-def _kaiwo_row(workload: Mapping[str, Any], settings: GpuPreemptionSettings) -> list[str]:
+def _kaiwo_row(
+    workload: Mapping[str, Any], settings: GpuPreemptionSettings, *, gpus: int
+) -> list[str]:
     metadata = workload.get("metadata") or {}
     status = workload.get("status") or {}
     idle = _condition(status, GPU_IDLE)
@@ -82,22 +95,12 @@ def _kaiwo_row(workload: Mapping[str, Any], settings: GpuPreemptionSettings) -> 
         str(metadata.get("namespace") or ""),
         f"{workload.get('kind', '?')}/{metadata.get('name', '?')}",
         phase,
-        _text(_requested_gpus(workload.get("spec") or {})),
+        _text(gpus or None),
         utilization,
         since,
         f"{settings.policy} ({_duration(settings.grace_period)})",
         verdict,
     ]
-
-
-def _requested_gpus(spec: Mapping[str, Any]) -> int | None:
-    gpus = spec.get("gpus")
-    if isinstance(gpus, int) and gpus > 0:
-        return gpus
-    per_replica, replicas = spec.get("gpusPerReplica"), spec.get("replicas")
-    if isinstance(per_replica, int) and per_replica > 0:
-        return per_replica * (replicas if isinstance(replicas, int) and replicas > 0 else 1)
-    return None
 
 
 def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:

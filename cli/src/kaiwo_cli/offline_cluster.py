@@ -15,7 +15,8 @@ from typing import Any
 from kaiwo_contracts.crds.config_v1alpha1 import KaiwoConfig
 from kaiwo_contracts.validation import validate_manifest
 from kaiwo_planner.domain.queues.queue_config import default_queue_config
-from kaiwo_planner.domain.settings.cluster_settings import requested_gpus, workload_queue
+from kaiwo_planner.domain.scheduling.gpu_allocation import allocated_gpus, no_nodes
+from kaiwo_planner.domain.settings.cluster_settings import workload_queue
 from kaiwo_planner.domain.state.cluster import ClusterState
 
 WORKLOAD_KINDS = frozenset({"KaiwoJob", "KaiwoService"})
@@ -177,7 +178,7 @@ def assume_nodes(cluster: OfflineCluster, *, given: bool) -> None:
             continue  # planned as invalid; its GPU count may be anything at all
         spec = workload.get("spec") or {}
         vendor = str(spec.get("gpuVendor") or "amd").lower()
-        gpus = requested_gpus(workload)
+        gpus = allocated_gpus(workload, no_nodes)
         if gpus > 0 and vendor in {"amd", "nvidia"}:
             count = min(math.ceil(gpus / GPUS_PER_ASSUMED_NODE), MAX_ASSUMED_NODES)
             needed[vendor] = max(needed.get(vendor, 0), count)

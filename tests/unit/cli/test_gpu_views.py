@@ -6,6 +6,8 @@ from typing import Any
 
 from kaiwo_cli.gpu_views import NONE_TRACKED, gpu_workload_table
 
+from tests.unit.planner.conftest import build_node
+
 
 def record(namespace: str, kind: str, name: str, **status: Any) -> dict[str, Any]:
     return {
@@ -128,3 +130,24 @@ def test_opted_in_kaiwo_workloads_are_listed_beside_the_records() -> None:
         "team-b      KaiwoService/chat   Preempted   4      -      -                      "
         "OnPressure (1h0m0s)   Preempted: idle",
     ]
+
+
+def test_a_kaiwo_workload_shows_the_gpus_its_pods_hold() -> None:
+    """Decision 0118: the planner's allocation on the listed nodes, not spec.gpus: a Ray job
+    asking for 30 on 8-GPU nodes holds 4 x 7 = 28; gpusPerReplica 8 with replicas 1 holds 8."""
+    opted = {"kaiwo.silogen.ai/gpu-preemption.policy": "Always"}
+    rounded = kaiwo_workload("KaiwoJob", "rounded", annotations=opted, status="RUNNING")
+    rounded["spec"] = {"gpus": 30, "ray": True}
+    recalculated = kaiwo_workload("KaiwoJob", "recalc", annotations=opted, status="RUNNING")
+    recalculated["spec"] = {"gpus": 16, "gpusPerReplica": 8, "replicas": 1, "ray": True}
+    nodes = [build_node(f"mi300x-{i}", gpu="mi300x", gpus=8) for i in range(4)]
+
+    def gpus_column(table: str) -> list[str]:
+        return [line.split()[3] for line in table.splitlines()[1:]]
+
+    assert gpus_column(gpu_workload_table([], [rounded, recalculated], nodes=nodes)) == [
+        "8",
+        "28",
+    ]
+    # Nodes the user may not list: what the workload asks for, split over no nodes.
+    assert gpus_column(gpu_workload_table([], [rounded, recalculated])) == ["8", "30"]

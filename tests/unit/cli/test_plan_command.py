@@ -129,7 +129,9 @@ def test_the_training_job_runs_on_the_gpus_it_asks_for() -> None:
     )
     container = job["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"]["limits"]["amd.com/gpu"] == "4"
-    assert {"name": "NUM_REPLICAS", "value": "2"} in container["env"]
+    # One pod: the env says so (decision 0118), so torchrun does not wait for a second node.
+    assert {"name": "NUM_REPLICAS", "value": "1"} in container["env"]
+    assert {"name": "NUM_GPUS", "value": "4"} in container["env"]
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-nlp"
     statuses = [d["status"]["status"] for d in parsed if d["kind"] == "KaiwoJob"]
     assert statuses == ["DOWNLOADING", "PENDING"]

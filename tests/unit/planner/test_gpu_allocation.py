@@ -1,4 +1,6 @@
-"""The worked examples of upstream Kaiwo §6, for both vendors (expected values from the table)."""
+"""The worked examples of upstream Kaiwo §6, for both vendors (expected values from the table;
+the total is what the pods hold, which upstream's ``TotalGpus`` is not when the split rounds
+down: decision 0118)."""
 
 from __future__ import annotations
 
@@ -31,17 +33,18 @@ def vendor_nodes(request: Any, make_node: Any) -> tuple[str, list[NodeInfo]]:
 
 
 @pytest.mark.parametrize(
-    ("spec", "replicas", "gpus_per_replica", "total"),
+    ("spec", "replicas", "gpus_per_replica", "total", "adjusted_from"),
     [
-        ({"gpus": 14}, 2, 7, 14),
-        ({"gpus": 8}, 1, 8, 8),
-        ({"gpus": 16}, 2, 8, 16),
-        ({"gpus": 18}, 3, 6, 18),
-        ({"gpus": 30}, 4, 7, 30),
-        ({"gpus": 4}, 1, 4, 4),
-        ({"replicas": 3, "gpus_per_replica": 2}, 3, 2, 6),
-        ({"gpus": 0, "replicas": 1}, 1, 0, 0),
-        ({"gpus": 0, "replicas": 3}, 3, 0, 0),
+        ({"gpus": 14}, 2, 7, 14, None),
+        ({"gpus": 8}, 1, 8, 8, None),
+        ({"gpus": 16}, 2, 8, 16, None),
+        ({"gpus": 18}, 3, 6, 18, None),
+        # Upstream's TotalGpus (and NUM_GPUS) is 30; the 4 pods hold 28.
+        ({"gpus": 30}, 4, 7, 28, 30),
+        ({"gpus": 4}, 1, 4, 4, None),
+        ({"replicas": 3, "gpus_per_replica": 2}, 3, 2, 6, None),
+        ({"gpus": 0, "replicas": 1}, 1, 0, 0, None),
+        ({"gpus": 0, "replicas": 3}, 3, 0, 0, None),
     ],
 )
 def test_worked_examples(
@@ -50,6 +53,7 @@ def test_worked_examples(
     replicas: int,
     gpus_per_replica: int,
     total: int,
+    adjusted_from: int | None,
 ) -> None:
     vendor, nodes = vendor_nodes
     allocation = calculate_gpu_allocation(
@@ -59,9 +63,12 @@ def test_worked_examples(
         vendor=vendor,
         stats=gpu_stats(nodes, vendor),
     )
-    assert allocation == GpuAllocation(
-        gpus=total, gpus_per_replica=gpus_per_replica, replicas=replicas, vendor=vendor
-    )
+    assert (
+        allocation.replicas,
+        allocation.gpus_per_replica,
+        allocation.gpus,
+        allocation.adjusted_from,
+    ) == (replicas, gpus_per_replica, total, adjusted_from)
 
 
 def test_stats_count_only_the_vendor(vendor_nodes: tuple[str, list[NodeInfo]]) -> None:
@@ -86,8 +93,10 @@ def test_uneven_total_leaves_gpus_unallocated(make_node: Any) -> None:
     allocation = calculate_gpu_allocation(
         gpus=25, replicas=1, gpus_per_replica=None, vendor="amd", stats=stats
     )
-    assert (allocation.replicas, allocation.gpus_per_replica, allocation.gpus) == (7, 3, 25)
-    assert allocation.allocated_gpus == 21
+    # The pods hold 7 x 3 = 21 (NUM_GPUS says 21); the 25 asked for is kept for the note.
+    assert allocation == GpuAllocation(
+        gpus=21, gpus_per_replica=3, replicas=7, vendor="amd", adjusted_from=25
+    )
     assert allocation.resource_key == "amd.com/gpu"
 
 
@@ -138,7 +147,6 @@ def test_zero_replicas_hold_no_gpus(
     assert allocation == GpuAllocation(
         gpus=0, gpus_per_replica=expected_per_replica, replicas=0, vendor="amd"
     )
-    assert allocation.allocated_gpus == 0
 
 
 def test_explicit_split_wins_over_gpus(make_node: Any) -> None:
@@ -147,7 +155,14 @@ def test_explicit_split_wins_over_gpus(make_node: Any) -> None:
     allocation = calculate_gpu_allocation(
         gpus=8, replicas=2, gpus_per_replica=2, vendor="amd", stats=stats
     )
-    assert allocation == GpuAllocation(gpus=4, gpus_per_replica=2, replicas=2, vendor="amd")
+    assert allocation == GpuAllocation(
+        gpus=4,
+        gpus_per_replica=2,
+        replicas=2,
+        vendor="amd",
+        rule="per-replica",
+        adjusted_from=8,
+    )
 
 
 # ------------------------------------------------------------------ by workload shape (0113)
@@ -158,23 +173,50 @@ def test_explicit_split_wins_over_gpus(make_node: Any) -> None:
     [
         # A batch Job runs one pod: it gets every GPU, more than a node has included
         # (Schedulable then refuses it); upstream gave the pod 8 of the 16.
-        ("batch-job", {"gpus": 16}, (16, 1, 16, "one-pod")),
-        ("batch-job", {"gpus": 4, "replicas": 3}, (4, 1, 4, "one-pod")),
-        # gpusPerReplica is what the pod gets, as before.
-        ("batch-job", {"gpus": 16, "replicas": 1, "gpus_per_replica": 4}, (4, 1, 4, "automatic")),
-        ("batch-job", {"gpus": 0}, (0, 1, 0, "automatic")),
+        ("batch-job", {"gpus": 16}, (16, 1, 16, "one-pod", None)),
+        ("batch-job", {"gpus": 4, "replicas": 3}, (4, 1, 4, "one-pod", None)),
+        # gpusPerReplica is what the one pod gets; the allocation is that one pod whatever
+        # replicas says, so NUM_REPLICAS and NUM_GPUS describe it (decision 0118).
+        (
+            "batch-job",
+            {"gpus": 16, "replicas": 1, "gpus_per_replica": 4},
+            (4, 1, 4, "one-pod-per-replica", 16),
+        ),
+        (
+            "batch-job",
+            {"replicas": 3, "gpus_per_replica": 2},
+            (2, 1, 2, "one-pod-per-replica", None),
+        ),
+        (
+            "batch-job",
+            {"replicas": 0, "gpus_per_replica": 2},
+            (2, 1, 2, "one-pod-per-replica", None),
+        ),
+        ("batch-job", {"gpus": 0, "replicas": 3}, (0, 1, 0, "one-pod", None)),
         # Ray keeps the split by node size.
-        ("ray", {"gpus": 16}, (16, 2, 8, "automatic")),
-        ("ray", {"gpus": 8, "replicas": 4}, (8, 1, 8, "automatic")),
+        ("ray", {"gpus": 16}, (16, 2, 8, "automatic", None)),
+        ("ray", {"gpus": 8, "replicas": 4}, (8, 1, 8, "automatic", None)),
+        ("ray", {"gpus": 30}, (28, 4, 7, "automatic", 30)),
+        # gpusPerReplica with the CRD's replicas 1: gpus is recalculated as 1 x 8.
+        ("ray", {"gpus": 16, "replicas": 1, "gpus_per_replica": 8}, (8, 1, 8, "per-replica", 16)),
+        (
+            "ray",
+            {"gpus": 16, "replicas": 2, "gpus_per_replica": 8},
+            (16, 2, 8, "per-replica", None),
+        ),
         # A Deployment's replicas above 1 are kept and share gpus; upstream made 1 x 8.
-        ("deployment", {"gpus": 8, "replicas": 4}, (8, 4, 2, "over-replicas")),
-        ("deployment", {"gpus": 32, "replicas": 2}, (32, 2, 16, "over-replicas")),
+        ("deployment", {"gpus": 8, "replicas": 4}, (8, 4, 2, "over-replicas", None)),
+        ("deployment", {"gpus": 32, "replicas": 2}, (32, 2, 16, "over-replicas", None)),
         # Not divisible: rounded down here, refused by Schedulable.
-        ("deployment", {"gpus": 10, "replicas": 4}, (10, 4, 2, "over-replicas")),
+        ("deployment", {"gpus": 10, "replicas": 4}, (8, 4, 2, "over-replicas", 10)),
         # replicas 1 (the default, not told apart from a given 1) keeps the split by node size.
-        ("deployment", {"gpus": 16, "replicas": 1}, (16, 2, 8, "automatic")),
-        ("deployment", {"gpus": 0, "replicas": 3}, (0, 3, 0, "automatic")),
-        ("deployment", {"gpus": 8, "replicas": 4, "gpus_per_replica": 1}, (4, 4, 1, "automatic")),
+        ("deployment", {"gpus": 16, "replicas": 1}, (16, 2, 8, "automatic", None)),
+        ("deployment", {"gpus": 0, "replicas": 3}, (0, 3, 0, "automatic", None)),
+        (
+            "deployment",
+            {"gpus": 8, "replicas": 4, "gpus_per_replica": 1},
+            (4, 4, 1, "per-replica", 8),
+        ),
     ],
 )
 def test_the_split_follows_the_workload_shape(
@@ -189,9 +231,14 @@ def test_the_split_follows_the_workload_shape(
         vendor="AMD",
         stats=stats,
     )
-    gpus, replicas, per_replica, rule = expected
+    gpus, replicas, per_replica, rule, adjusted_from = expected
     assert allocation == GpuAllocation(
-        gpus=gpus, gpus_per_replica=per_replica, replicas=replicas, vendor="amd", rule=rule
+        gpus=gpus,
+        gpus_per_replica=per_replica,
+        replicas=replicas,
+        vendor="amd",
+        rule=rule,
+        adjusted_from=adjusted_from,
     )
 
 

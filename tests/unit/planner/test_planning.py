@@ -774,6 +774,124 @@ def test_a_deployment_whose_gpus_do_not_divide_over_its_replicas_is_refused(clus
     assert plan.events == (EventIntent(type="Warning", reason="WorkloadError", message=message),)
 
 
+# ------------------------------------------------------------------ totals told (0118)
+
+
+def four_eight_gpu_nodes(make_node: Any, *objects: dict[str, Any]) -> ClusterState:
+    return ClusterState.from_wire(
+        nodes=[make_node(f"mi300x-{i}", gpu="mi300x", gpus=8) for i in range(4)],
+        objects=[queue_config({"name": "kaiwo"}), *objects],
+        namespaces=["team-a"],
+    )
+
+
+def notes(plan: Plan) -> tuple[EventIntent, ...]:
+    return tuple(e for e in plan.events if e.reason in {"GpusRoundedDown", "GpusRecalculated"})
+
+
+def test_a_split_that_rounds_down_says_so_and_its_env_says_what_runs(make_node):
+    """``gpus: 30`` on 8-GPU nodes runs 4 x 7: the user is told 30 became 28, once."""
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 30, "ray": True})
+    cluster = four_eight_gpu_nodes(make_node, owner)
+
+    plan = planned(owner=owner, cluster=cluster, now=NOW)
+
+    message = (
+        "Cluster has sufficient GPU resources; spec.gpus (30) is rounded down to 28: the "
+        "nodes' size splits it into 4 replicas of 7 GPUs, and 30 does not divide evenly over "
+        "4; set spec.gpus to a multiple of 4, or set spec.replicas and spec.gpusPerReplica to "
+        "choose the split"
+    )
+    assert plan is not None and plan.status is not None
+    schedulable = condition(plan, "Schedulable")
+    assert (schedulable["status"], schedulable["reason"], schedulable["message"]) == (
+        "True",
+        "GpusRoundedDown",
+        message,
+    )
+    assert notes(plan) == (EventIntent(type="Normal", reason="GpusRoundedDown", message=message),)
+    (ray_job,) = plan.desired
+    (workers,) = ray_job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    assert workers["replicas"] == 4
+    worker = workers["template"]["spec"]["containers"][0]
+    assert gpu_env(worker) == {"NUM_GPUS": "28", "NUM_REPLICAS": "4", "NUM_GPUS_PER_REPLICA": "7"}
+
+    told = kaiwo_job({**TRAIN_SPEC, "gpus": 30, "ray": True}, status=plan.status)
+    again = planned(owner=told, cluster=four_eight_gpu_nodes(make_node, told), now=NOW)
+    assert again is not None
+    assert notes(again) == ()
+
+
+def test_gpus_per_replica_with_the_default_replicas_says_gpus_was_recalculated(make_node):
+    """The CRD defaults replicas to 1, so gpus 16 with gpusPerReplica 8 runs 1 x 8 (the API
+    reference: gpus is recalculated); the user is told which fields to change."""
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 16, "gpusPerReplica": 8, "replicas": 1, "ray": True})
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    message = (
+        "Cluster has sufficient GPU resources; spec.gpus (16) is recalculated from "
+        "spec.replicas (1) x spec.gpusPerReplica (8): the workload holds 8 GPUs; set "
+        "spec.replicas to 2 for 16 GPUs, or leave out spec.gpus"
+    )
+    assert plan is not None
+    assert condition(plan, "Schedulable")["reason"] == "GpusRecalculated"
+    assert condition(plan, "Schedulable")["message"] == message
+    assert notes(plan) == (EventIntent(type="Normal", reason="GpusRecalculated", message=message),)
+    (ray_job,) = plan.desired
+    (workers,) = ray_job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    assert workers["replicas"] == 1
+    worker = workers["template"]["spec"]["containers"][0]
+    assert gpu_env(worker) == {"NUM_GPUS": "8", "NUM_REPLICAS": "1", "NUM_GPUS_PER_REPLICA": "8"}
+
+
+def test_a_batch_job_with_gpus_per_replica_describes_its_one_pod(make_node):
+    """A Job runs one pod whatever replicas says: the env says 1 replica of 2 GPUs, not 3 x 2
+    (a torchrun --nnodes 3 would wait for nodes that never come)."""
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 6, "replicas": 3, "gpusPerReplica": 2})
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    assert plan is not None
+    (job,) = plan.desired
+    container = main_container(job)
+    assert container["resources"]["limits"]["amd.com/gpu"] == "2"
+    assert gpu_env(container) == {"NUM_GPUS": "2", "NUM_REPLICAS": "1", "NUM_GPUS_PER_REPLICA": "2"}
+    assert condition(plan, "Schedulable")["message"] == (
+        "Cluster has sufficient GPU resources; spec.gpus (6) is recalculated as "
+        "spec.gpusPerReplica (2), the GPUs of the single pod of a Job (spec.replicas is "
+        "ignored for a Job): the workload holds 2 GPUs; leave out spec.gpusPerReplica to give "
+        "the pod all 6, or set ray: true to run spec.replicas pods"
+    )
+
+
+def test_preemption_counts_the_gpus_the_pods_will_hold(make_node):
+    """The waiting Ray job asks for 30 on 8-GPU nodes; its 4 pods will hold 28."""
+    running = {"status": "RUNNING", "startTime": "2026-01-01T09:00:00Z", "observedGeneration": 1}
+    expired = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "duration": "1h"}, status=running)
+    waiting = kaiwo_job(
+        {**TRAIN_SPEC, "gpus": 30, "ray": True},
+        name="next",
+        uid="next-uid",
+        status={"status": "PENDING", "observedGeneration": 1},
+        created="2026-01-01T11:50:00Z",
+    )
+    cluster = ClusterState.from_wire(
+        nodes=[make_node(f"mi300x-{i}", gpu="mi300x", gpus=8) for i in range(4)],
+        objects=[queue_config({"name": "kaiwo"}), expired, running_job(expired), waiting],
+        kueue_workloads=(admitted("job-uid-job"),),
+        namespaces=["team-a"],
+    )
+
+    victim = planned(owner=expired, cluster=cluster, now=NOW)
+
+    assert victim is not None
+    assert condition(victim, "WorkloadTerminatedEarly")["message"] == (
+        "Terminated since duration was exceeded and there is active GPU demand: "
+        "KaiwoJob/team-a/next has waited for 28 amd GPUs longer than 5m0s"
+    )
+
+
 # ------------------------------------------------------------------ preemption by duration
 
 

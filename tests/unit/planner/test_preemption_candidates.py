@@ -156,3 +156,21 @@ def test_the_victims_at_a_time_are_the_expired_workloads_a_long_waiter_needs() -
     after_expiry = datetime(2026, 1, 1, 12, 30, tzinfo=UTC)
     assert preemption_victims(context, now=before_expiry) == ()
     assert preemption_victims(context, now=after_expiry) == (ObjectRef.of_key(key("runs")),)
+
+
+def test_a_workload_counts_the_gpus_its_pods_hold_on_these_nodes(make_node: Any) -> None:
+    """Decision 0118: a Ray job asking for 30 on 8-GPU nodes is split 4 x 7 and holds 28; a
+    node that changes the split changes the count, a node that does not keeps the reads."""
+    contexts = PlanningContextKeeper()
+    nodes = [make_node(f"mi300x-{i}", gpu="mi300x", gpus=8) for i in range(4)]
+    projection = projection_of(*nodes, kaiwo_job("big", PENDING, gpus=30, ray=True))
+    first = preemption_candidates(contexts.context(projection))
+    assert [w.gpus for w in first.pending] == [28]
+
+    projection.apply(observed(make_node("cpu-0"), 20), sequence=20)
+    same_split = preemption_candidates(contexts.context(projection))
+    assert same_split.pending[0] is first.pending[0]
+
+    # A 6-GPU node is now the smallest: 5 x 6 = 30.
+    projection.apply(observed(make_node("mi300x-6", gpu="mi300x", gpus=6), 21), sequence=21)
+    assert [w.gpus for w in preemption_candidates(contexts.context(projection)).pending] == [30]

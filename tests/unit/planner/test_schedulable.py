@@ -176,7 +176,12 @@ TWO_EIGHT_GPU_NODES = GpuStats(
         ),
         (
             GpuAllocation(
-                gpus=8, gpus_per_replica=2, replicas=3, vendor="amd", rule="over-replicas"
+                gpus=6,
+                gpus_per_replica=2,
+                replicas=3,
+                vendor="amd",
+                rule="over-replicas",
+                adjusted_from=8,
             ),
             SchedulableVerdict(
                 schedulable=False,
@@ -191,7 +196,12 @@ TWO_EIGHT_GPU_NODES = GpuStats(
         (
             # Fewer GPUs than replicas would leave pods without any: refused the same way.
             GpuAllocation(
-                gpus=2, gpus_per_replica=0, replicas=4, vendor="amd", rule="over-replicas"
+                gpus=0,
+                gpus_per_replica=0,
+                replicas=4,
+                vendor="amd",
+                rule="over-replicas",
+                adjusted_from=2,
             ),
             SchedulableVerdict(
                 schedulable=False,
@@ -241,5 +251,127 @@ def test_one_pod_must_fit_on_the_largest_node(
         queue_namespaces=QUEUES,
         allocation=allocation,
         stats=TWO_EIGHT_GPU_NODES,
+    )
+    assert verdict == expected
+
+
+# ------------------------------------------------------------------ totals told (0118)
+
+FOUR_EIGHT_GPU_NODES = GpuStats(
+    vendor="amd", total_gpus=32, min_gpus_per_node=8, max_gpus_per_node=8
+)
+
+
+@pytest.mark.parametrize(
+    ("allocation", "expected"),
+    [
+        (
+            GpuAllocation(gpus=28, gpus_per_replica=7, replicas=4, vendor="amd", adjusted_from=30),
+            SchedulableVerdict(
+                schedulable=True,
+                reason="GpusRoundedDown",
+                message=(
+                    "Cluster has sufficient GPU resources; spec.gpus (30) is rounded down to "
+                    "28: the nodes' size splits it into 4 replicas of 7 GPUs, and 30 does not "
+                    "divide evenly over 4; set spec.gpus to a multiple of 4, or set "
+                    "spec.replicas and spec.gpusPerReplica to choose the split"
+                ),
+            ),
+        ),
+        (
+            GpuAllocation(
+                gpus=8,
+                gpus_per_replica=8,
+                replicas=1,
+                vendor="amd",
+                rule="per-replica",
+                adjusted_from=16,
+            ),
+            SchedulableVerdict(
+                schedulable=True,
+                reason="GpusRecalculated",
+                message=(
+                    "Cluster has sufficient GPU resources; spec.gpus (16) is recalculated from "
+                    "spec.replicas (1) x spec.gpusPerReplica (8): the workload holds 8 GPUs; "
+                    "set spec.replicas to 2 for 16 GPUs, or leave out spec.gpus"
+                ),
+            ),
+        ),
+        (
+            GpuAllocation(
+                gpus=6,
+                gpus_per_replica=3,
+                replicas=2,
+                vendor="amd",
+                rule="per-replica",
+                adjusted_from=8,
+            ),
+            SchedulableVerdict(
+                schedulable=True,
+                reason="GpusRecalculated",
+                message=(
+                    "Cluster has sufficient GPU resources; spec.gpus (8) is recalculated from "
+                    "spec.replicas (2) x spec.gpusPerReplica (3): the workload holds 6 GPUs; "
+                    "set spec.gpus to 6, or leave it out"
+                ),
+            ),
+        ),
+        (
+            GpuAllocation(
+                gpus=4,
+                gpus_per_replica=4,
+                replicas=1,
+                vendor="amd",
+                rule="one-pod-per-replica",
+                adjusted_from=8,
+            ),
+            SchedulableVerdict(
+                schedulable=True,
+                reason="GpusRecalculated",
+                message=(
+                    "Cluster has sufficient GPU resources; spec.gpus (8) is recalculated as "
+                    "spec.gpusPerReplica (4), the GPUs of the single pod of a Job "
+                    "(spec.replicas is ignored for a Job): the workload holds 4 GPUs; leave "
+                    "out spec.gpusPerReplica to give the pod all 8, or set ray: true to run "
+                    "spec.replicas pods"
+                ),
+            ),
+        ),
+        (
+            GpuAllocation(
+                gpus=12,
+                gpus_per_replica=12,
+                replicas=1,
+                vendor="amd",
+                rule="one-pod-per-replica",
+            ),
+            SchedulableVerdict(
+                schedulable=False,
+                reason="InsufficientGPUsPerNode",
+                message=(
+                    "spec.gpusPerReplica (12) asks for 12 GPUs in the single pod of a Job, but "
+                    "the largest node has 8 GPUs (vendor: amd): set ray: true to spread the "
+                    "GPUs across nodes, or lower spec.gpusPerReplica"
+                ),
+            ),
+        ),
+    ],
+    ids=[
+        "split-rounded-down",
+        "recalculated-from-replicas-and-gpus-per-replica",
+        "recalculated-not-a-multiple",
+        "job-recalculated-from-gpus-per-replica",
+        "job-gpus-per-replica-larger-than-any-node",
+    ],
+)
+def test_a_total_other_than_spec_gpus_is_told_on_a_true_condition(
+    allocation: GpuAllocation, expected: SchedulableVerdict
+) -> None:
+    verdict = decide_schedulable(
+        cluster_queue="kaiwo",
+        namespace="default",
+        queue_namespaces=QUEUES,
+        allocation=allocation,
+        stats=FOUR_EIGHT_GPU_NODES,
     )
     assert verdict == expected

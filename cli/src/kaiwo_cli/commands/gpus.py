@@ -59,6 +59,7 @@ def gpus(
             workloads,
             namespaces=await _namespaces(kube, scope),
             defaults=await _defaults(kube),
+            nodes=await _nodes(kube),
         )
 
     click.echo(run_on_cluster("gpus", resolve_target(kubeconfig, context, state), work))
@@ -76,6 +77,17 @@ async def _namespaces(kube: ClusterReader, scope: str | None) -> dict[str, dict[
     except KubeError:
         return {}
     return {str(item["metadata"]["name"]): item for item in listed.items}
+
+
+async def _nodes(kube: ClusterReader) -> list[dict[str, Any]]:
+    """The Nodes, for the GPUs a Kaiwo workload's allocation gives its pods (their size
+    decides the split); a user who may not list them sees the GPUs each workload asks for."""
+    from kaiwo_kube import KubeError, resources
+
+    try:
+        return list((await kube.list(resources.NODE)).items)
+    except KubeError:
+        return []
 
 
 async def _defaults(kube: ClusterReader) -> KaiwoGpuPreemptionConfig:

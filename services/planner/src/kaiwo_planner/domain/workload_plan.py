@@ -28,7 +28,8 @@ What the plan applies and prunes depends on the phase:
 
 Events beyond the phase transitions: ``SettingsIgnored`` (Warning) once per generation when
 the spec sets something that has no effect, ``ChildSpecNotApplied`` (Warning) when a change
-cannot reach the existing Job.
+cannot reach the existing Job, ``GpusRoundedDown``/``GpusRecalculated`` (Normal) when the
+pods hold another total than ``spec.gpus`` (decision 0118), once per change of that note.
 """
 
 from __future__ import annotations
@@ -58,7 +59,11 @@ from kaiwo_planner.domain.scheduling.gpu_allocation import (
     allocate_workload_gpus,
     vendor_gpu_stats,
 )
-from kaiwo_planner.domain.scheduling.schedulable import decide_schedulable
+from kaiwo_planner.domain.scheduling.schedulable import (
+    GPUS_ADJUSTED_REASONS,
+    SCHEDULABLE,
+    decide_schedulable,
+)
 from kaiwo_planner.domain.settings.cluster_settings import (
     kaiwo_config,
     known_priority_classes,
@@ -207,6 +212,7 @@ def plan_workload(
         *decision.events,
         *_settings_events(children, previous, generation),
         *_child_spec_events(status, previous),
+        *_gpus_adjusted_events(status, previous),
     )
     waiting_since = waiting_since_of(workload, decision.phase, allocation)
     plan = Plan(
@@ -346,6 +352,21 @@ def _settings_events(
         EventIntent(type="Warning", reason=SETTINGS_IGNORED, message=note)
         for note in children.notes
     )
+
+
+def _gpus_adjusted_events(
+    status: Mapping[str, Any], previous: Mapping[str, Any]
+) -> tuple[EventIntent, ...]:
+    """A Normal Event when the Schedulable condition first says the pods hold another total
+    than ``spec.gpus``, or says it in other words (new nodes, a new spec); then no more."""
+    now_schedulable = condition_of(status, SCHEDULABLE)
+    if now_schedulable is None or now_schedulable.get("reason") not in GPUS_ADJUSTED_REASONS:
+        return ()
+    before = condition_of(previous, SCHEDULABLE)
+    message = str(now_schedulable.get("message") or "")
+    if before is not None and before.get("message") == message:
+        return ()
+    return (EventIntent(type="Normal", reason=str(now_schedulable["reason"]), message=message),)
 
 
 def _child_spec_events(

@@ -62,6 +62,11 @@ from kaiwo_contracts.gpu_workloads import (
 )
 from kaiwo_contracts.plans import ObjectRef, Plan
 
+from kaiwo_planner.domain.scheduling.gpu_allocation import (
+    GpuStats,
+    allocated_gpus,
+    vendor_gpu_stats,
+)
 from kaiwo_planner.domain.scheduling.gpu_waiting import GpuWait, gpu_wait
 from kaiwo_planner.domain.scheduling.gpu_workload_state import (
     DELETED,
@@ -83,7 +88,6 @@ from kaiwo_planner.domain.settings.cluster_settings import (
     kaiwo_config,
     parse_time,
     pending_threshold,
-    requested_gpus,
     workloads,
 )
 from kaiwo_planner.domain.state.cluster import ClusterState
@@ -113,11 +117,16 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
     idle: list[IdleWorkload] = []
     pending: list[GpuDemand] = []
     in_flight: dict[str, int] = defaultdict(int)
+
+    def stats_of(vendor: str) -> GpuStats:
+        return vendor_gpu_stats(context, vendor)
+
     for obj in workloads(cluster):
         status, spec = obj.get("status"), obj.get("spec")
         if not isinstance(status, Mapping) or not isinstance(spec, Mapping):
             continue
-        phase, gpus = status.get("status"), requested_gpus(obj)
+        # What the allocation gives its pods, by the planner's own rule (decision 0118).
+        phase, gpus = status.get("status"), allocated_gpus(obj, stats_of)
         vendor = str(spec.get("gpuVendor") or "amd").lower()
         uid = _uid(obj)
         if uid in context.preempting:

@@ -17,6 +17,12 @@ from kaiwo_contracts.crds.config_v1alpha1 import KaiwoConfig
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.plans import ObjectRef
 
+from kaiwo_planner.domain.scheduling.gpu_allocation import (
+    GpuStats,
+    StatsOf,
+    allocated_gpus,
+    vendor_gpu_stats,
+)
 from kaiwo_planner.domain.scheduling.preemption import (
     PendingWorkload,
     PreemptionDecision,
@@ -25,18 +31,18 @@ from kaiwo_planner.domain.scheduling.preemption import (
 )
 from kaiwo_planner.domain.settings.cluster_settings import (
     KAIWO_CONFIG_KIND,
+    NODE_KIND,
     WORKLOAD_KIND_PAIRS,
     kaiwo_config,
     parse_optional_duration,
     parse_time,
-    requested_gpus,
     workload_queue,
     workloads,
 )
 from kaiwo_planner.domain.state.planning_context import EVERY_KIND, PlanningContext
 
 _RUNNING = frozenset({WorkloadStatus.RUNNING.value, WorkloadStatus.READY.value})
-_CANDIDATE_KINDS = (*WORKLOAD_KIND_PAIRS, KAIWO_CONFIG_KIND)
+_CANDIDATE_KINDS = (*WORKLOAD_KIND_PAIRS, KAIWO_CONFIG_KIND, NODE_KIND)
 _CANDIDATES_KEY = ("preemption-candidates",)
 
 _Candidate = RunningWorkload | PendingWorkload | None
@@ -51,12 +57,18 @@ class PreemptionCandidates:
     pending: tuple[PendingWorkload, ...] = ()
     config: KaiwoConfig | None = field(default=None, compare=False, repr=False)
     """The KaiwoConfig the workloads were read with."""
+    gpu_stats: Mapping[str, GpuStats] | None = field(default=None, compare=False, repr=False)
+    """The GPU statistics of each vendor the workloads' GPUs were counted with (their
+    allocation depends on the nodes' size)."""
     reads: _Reads | None = field(default=None, compare=False, repr=False)
     """How each workload object was read, for the next candidates to reuse."""
 
 
-def running_workload(obj: Mapping[str, Any], config: KaiwoConfig) -> RunningWorkload | None:
-    """The workload as a running GPU holder, or None when it is not running."""
+def running_workload(
+    obj: Mapping[str, Any], config: KaiwoConfig, stats_of: StatsOf
+) -> RunningWorkload | None:
+    """The workload as a running GPU holder, or None when it is not running; it holds the
+    GPUs its allocation gives its pods (``stats_of``: the nodes' statistics by vendor)."""
     status = obj.get("status")
     spec = obj.get("spec")
     if not isinstance(status, Mapping) or not isinstance(spec, Mapping):
@@ -67,15 +79,18 @@ def running_workload(obj: Mapping[str, Any], config: KaiwoConfig) -> RunningWork
     return RunningWorkload(
         key=ObjectRef.key_of(obj),
         gpu_vendor=str(spec.get("gpuVendor") or "amd"),
-        gpus=requested_gpus(obj),
+        gpus=allocated_gpus(obj, stats_of),
         cluster_queue=workload_queue(spec, config),
         start_time=start,
         duration=parse_optional_duration(spec.get("duration")),
     )
 
 
-def pending_workload(obj: Mapping[str, Any], config: KaiwoConfig) -> PendingWorkload | None:
-    """The workload as one waiting for GPUs, or None when it is not PENDING."""
+def pending_workload(
+    obj: Mapping[str, Any], config: KaiwoConfig, stats_of: StatsOf
+) -> PendingWorkload | None:
+    """The workload as one waiting for GPUs, or None when it is not PENDING; it waits for the
+    GPUs its allocation will give its pods."""
     status = obj.get("status")
     spec = obj.get("spec")
     meta = obj.get("metadata")
@@ -89,7 +104,7 @@ def pending_workload(obj: Mapping[str, Any], config: KaiwoConfig) -> PendingWork
     return PendingWorkload(
         key=ObjectRef.key_of(obj),
         gpu_vendor=str(spec.get("gpuVendor") or "amd"),
-        gpus=requested_gpus(obj),
+        gpus=allocated_gpus(obj, stats_of),
         cluster_queue=workload_queue(spec, config),
         pending_since=created,
     )
@@ -98,10 +113,10 @@ def pending_workload(obj: Mapping[str, Any], config: KaiwoConfig) -> PendingWork
 def preemption_candidates(context: PlanningContext) -> PreemptionCandidates:
     """Running and pending workloads of the cluster.
 
-    Kept across states until a workload or the KaiwoConfig changes; then only the workload
-    objects that changed are read again: the projection replaces an object when it changes
-    and never edits one in place, so an earlier read stays valid for its object while the
-    KaiwoConfig is the same.
+    Kept across states until a workload, the KaiwoConfig or a node changes; then only the
+    workload objects that changed are read again: the projection replaces an object when it
+    changes and never edits one in place, so an earlier read stays valid for its object while
+    the KaiwoConfig and the GPU statistics it was counted with are the same.
     """
     return context.derived(
         _CANDIDATES_KEY,
@@ -115,13 +130,27 @@ def _candidates(
     context: PlanningContext, earlier: PreemptionCandidates | None
 ) -> PreemptionCandidates:
     config = kaiwo_config(context)
+    used: dict[str, GpuStats] = {}
+
+    def stats_of(vendor: str) -> GpuStats:
+        found = used.get(vendor)
+        if found is None:
+            found = used[vendor] = vendor_gpu_stats(context, vendor)
+        return found
+
     known: _Reads = {}
-    if earlier is not None and earlier.config is config and earlier.reads is not None:
+    if (
+        earlier is not None
+        and earlier.config is config
+        and earlier.reads is not None
+        and earlier.gpu_stats is not None
+        and all(stats_of(vendor) == stats for vendor, stats in earlier.gpu_stats.items())
+    ):
         known = earlier.reads
     objects = workloads(context.cluster)
     ids = list(map(id, objects))
     reads = [
-        read if read is not None else (obj, _read(obj, config))
+        read if read is not None else (obj, _read(obj, config, stats_of))
         for obj, read in zip(objects, map(known.get, ids), strict=True)
     ]
     candidates = [read[1] for read in reads]
@@ -129,13 +158,14 @@ def _candidates(
         running=tuple(c for c in candidates if type(c) is RunningWorkload),
         pending=tuple(c for c in candidates if type(c) is PendingWorkload),
         config=config,
+        gpu_stats=used,
         # Only the current objects stay (the old versions are let go).
         reads=dict(zip(ids, reads, strict=True)),
     )
 
 
-def _read(obj: Mapping[str, Any], config: KaiwoConfig) -> _Candidate:
-    return running_workload(obj, config) or pending_workload(obj, config)
+def _read(obj: Mapping[str, Any], config: KaiwoConfig, stats_of: StatsOf) -> _Candidate:
+    return running_workload(obj, config, stats_of) or pending_workload(obj, config, stats_of)
 
 
 def preemption_decision(context: PlanningContext, *, now: datetime) -> PreemptionDecision:

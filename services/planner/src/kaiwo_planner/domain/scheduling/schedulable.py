@@ -8,6 +8,10 @@ largest node has as many as one pod asks for (upstream does not check this: a po
 every node stayed Pending for ever). A workload
 that fails is in ERROR and gets no children until something changes (the verdict is recomputed
 on every plan, so a new node or queue fixes it without touching the workload).
+
+A schedulable workload whose pods hold another total than ``spec.gpus`` asked (the split by
+node size rounds down; ``gpusPerReplica`` recalculates it) stays True with the reason
+``GpusRoundedDown`` or ``GpusRecalculated`` and a message naming the fields (decision 0118).
 """
 
 from __future__ import annotations
@@ -26,6 +30,11 @@ from kaiwo_planner.domain.state.priority_classes import (
 )
 
 SCHEDULABLE = "Schedulable"
+REASON_GPUS_ROUNDED_DOWN = "GpusRoundedDown"
+"""Schedulable, and the split by node size holds fewer GPUs than ``spec.gpus`` (decision 0118)."""
+REASON_GPUS_RECALCULATED = "GpusRecalculated"
+"""Schedulable, and ``gpusPerReplica`` set another total than ``spec.gpus`` (decision 0118)."""
+GPUS_ADJUSTED_REASONS = frozenset({REASON_GPUS_ROUNDED_DOWN, REASON_GPUS_RECALCULATED})
 QUEUE_CONFIG_NAME = "kaiwo"
 
 
@@ -92,21 +101,22 @@ def decide_schedulable(
 
 
 def _gpu_verdict(allocation: GpuAllocation, stats: GpuStats) -> SchedulableVerdict:
+    # Before the check for no GPUs: 2 GPUs over 4 replicas leaves every pod with none.
+    if allocation.rule == "over-replicas" and allocation.adjusted_from is not None:
+        return SchedulableVerdict(
+            schedulable=False,
+            reason="GpusNotDivisibleByReplicas",
+            message=(
+                f"spec.gpus ({allocation.adjusted_from}) does not divide evenly over spec.replicas "
+                f"({allocation.replicas}) of a Deployment: set spec.gpus to a multiple of "
+                "spec.replicas, or set spec.gpusPerReplica"
+            ),
+        )
     if allocation.gpus <= 0:
         return SchedulableVerdict(
             schedulable=True,
             reason=SCHEDULABLE,
             message="Workload does not require GPU resources",
-        )
-    if allocation.rule == "over-replicas" and allocation.gpus % allocation.replicas:
-        return SchedulableVerdict(
-            schedulable=False,
-            reason="GpusNotDivisibleByReplicas",
-            message=(
-                f"spec.gpus ({allocation.gpus}) does not divide evenly over spec.replicas "
-                f"({allocation.replicas}) of a Deployment: set spec.gpus to a multiple of "
-                "spec.replicas, or set spec.gpusPerReplica"
-            ),
         )
     if stats.total_gpus == 0:
         return SchedulableVerdict(
@@ -130,8 +140,49 @@ def _gpu_verdict(allocation: GpuAllocation, stats: GpuStats) -> SchedulableVerdi
             reason="InsufficientGPUsPerNode",
             message=_pod_too_large_message(allocation, largest),
         )
-    return SchedulableVerdict(
-        schedulable=True, reason=SCHEDULABLE, message="Cluster has sufficient GPU resources"
+    return _sufficient(allocation)
+
+
+def _sufficient(allocation: GpuAllocation) -> SchedulableVerdict:
+    """Schedulable, with a note when the pods hold another total than ``spec.gpus``."""
+    sufficient = "Cluster has sufficient GPU resources"
+    adjusted = _adjusted_total(allocation)
+    if adjusted is None:
+        return SchedulableVerdict(schedulable=True, reason=SCHEDULABLE, message=sufficient)
+    reason, note = adjusted
+    return SchedulableVerdict(schedulable=True, reason=reason, message=f"{sufficient}; {note}")
+
+
+def _adjusted_total(allocation: GpuAllocation) -> tuple[str, str] | None:
+    """The reason and the words for pods that hold another total than ``spec.gpus`` asked
+    (decision 0118): a note on a True condition, not a failure, so the user who reads
+    ``kubectl describe`` learns that 30 became 28, and why."""
+    asked = allocation.adjusted_from
+    if asked is None:
+        return None
+    held, replicas, per_pod = allocation.gpus, allocation.replicas, allocation.gpus_per_replica
+    if allocation.rule == "automatic":
+        return REASON_GPUS_ROUNDED_DOWN, (
+            f"spec.gpus ({asked}) is rounded down to {held}: the nodes' size splits it into "
+            f"{replicas} replicas of {per_pod} GPUs, and {asked} does not divide evenly over "
+            f"{replicas}; set spec.gpus to a multiple of {replicas}, or set spec.replicas and "
+            "spec.gpusPerReplica to choose the split"
+        )
+    if allocation.rule == "one-pod-per-replica":
+        return REASON_GPUS_RECALCULATED, (
+            f"spec.gpus ({asked}) is recalculated as spec.gpusPerReplica ({per_pod}), the GPUs "
+            f"of the single pod of a Job (spec.replicas is ignored for a Job): the workload "
+            f"holds {held} GPUs; leave out spec.gpusPerReplica to give the pod all {asked}, or "
+            "set ray: true to run spec.replicas pods"
+        )
+    hint = (
+        f"set spec.replicas to {asked // per_pod} for {asked} GPUs, or leave out spec.gpus"
+        if per_pod and asked % per_pod == 0
+        else f"set spec.gpus to {held}, or leave it out"
+    )
+    return REASON_GPUS_RECALCULATED, (
+        f"spec.gpus ({asked}) is recalculated from spec.replicas ({replicas}) x "
+        f"spec.gpusPerReplica ({per_pod}): the workload holds {held} GPUs; {hint}"
     )
 
 
@@ -143,6 +194,12 @@ def _pod_too_large_message(allocation: GpuAllocation, largest: int) -> str:
             f"spec.gpus ({allocation.gpus}) asks for {allocation.gpus} GPUs in the single pod "
             f"of a Job, but {node}: set ray: true to spread the GPUs across nodes, or lower "
             "spec.gpus"
+        )
+    if allocation.rule == "one-pod-per-replica":
+        return (
+            f"spec.gpusPerReplica ({allocation.gpus_per_replica}) asks for "
+            f"{allocation.gpus_per_replica} GPUs in the single pod of a Job, but {node}: set "
+            "ray: true to spread the GPUs across nodes, or lower spec.gpusPerReplica"
         )
     if allocation.rule == "over-replicas":
         return (

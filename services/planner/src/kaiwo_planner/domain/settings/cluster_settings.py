@@ -230,35 +230,6 @@ def _namespaces_by_queue(context: PlanningContext) -> dict[str, tuple[str, ...]]
     return {queue: tuple(sorted(names)) for queue, names in sorted(found.items())}
 
 
-def requested_gpus(workload: Mapping[str, Any]) -> int:
-    """The GPUs a workload (a wire KaiwoJob or KaiwoService) holds while it runs, as its
-    allocation gives them out (decisions 0111 and 0113): a batch KaiwoJob runs one pod, with
-    ``gpusPerReplica`` or else all of ``gpus``, whatever ``replicas`` says; any other workload
-    ``replicas x gpusPerReplica``, none with ``replicas: 0`` (paused), else ``gpus``."""
-    spec = workload.get("spec")
-    if not isinstance(spec, Mapping):
-        return 0
-    gpus = _whole_number(spec.get("gpus"), default=0)
-    per_replica = _whole_number(spec.get("gpusPerReplica"), default=0)
-    if workload.get("kind") == "KaiwoJob" and not _runs_ray_job(spec):
-        return per_replica or gpus
-    replicas = _whole_number(spec.get("replicas"), default=1)
-    if replicas == 0:
-        return 0
-    return replicas * per_replica if per_replica > 0 else gpus
-
-
-def _runs_ray_job(spec: Mapping[str, Any]) -> bool:
-    """``ray: true`` or a ``rayJob`` given, as the API model's ``is_ray_job`` reads it."""
-    return spec.get("ray") is True or spec.get("rayJob") is not None
-
-
-def _whole_number(value: object, *, default: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        return default
-    return max(value, 0)
-
-
 def parse_time(value: object) -> datetime | None:
     """An RFC 3339 timestamp from the wire (None when absent or unreadable)."""
     if isinstance(value, datetime):

@@ -1,0 +1,116 @@
+"""The GPUs a workload holds, as preemption and the CLI count them: the total its allocation
+gives its pods, worked out by the planner's own rule on the nodes' size (decisions 0111, 0113
+and 0118). Expected values by hand, for four 8-GPU AMD nodes unless said otherwise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import KaiwoJobSpec
+from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoservice import KaiwoServiceSpec
+from kaiwo_planner.domain.scheduling.gpu_allocation import (
+    GpuStats,
+    allocated_gpus,
+    gpu_stats,
+    no_nodes,
+    wire_workload_shape,
+)
+from kaiwo_planner.domain.state.nodes import NodeInfo
+
+EIGHT_GPU_NODES = GpuStats(
+    vendor="amd",
+    total_gpus=32,
+    min_gpus_per_node=8,
+    total_allocatable_gpus=32,
+    min_allocatable_gpus_per_node=8,
+    max_gpus_per_node=8,
+)
+
+
+def eight_gpu_nodes(vendor: str) -> GpuStats:
+    return EIGHT_GPU_NODES if vendor == "amd" else no_nodes(vendor)
+
+
+def workload(kind: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": kind, "spec": spec}
+
+
+@pytest.mark.parametrize(
+    ("obj", "held"),
+    [
+        # A batch Job runs one pod: all of gpus, or gpusPerReplica; replicas does not count.
+        (workload("KaiwoJob", gpus=16), 16),
+        (workload("KaiwoJob", gpus=16, replicas=2), 16),
+        (workload("KaiwoJob", replicas=2, gpusPerReplica=4), 4),
+        (workload("KaiwoJob", replicas=0, gpusPerReplica=4), 4),
+        (workload("KaiwoJob", gpus=16, replicas=1, gpusPerReplica=4), 4),
+        # A Ray job: its worker groups.
+        (workload("KaiwoJob", ray=True, replicas=2, gpusPerReplica=4), 8),
+        (workload("KaiwoJob", rayJob={}, replicas=3, gpusPerReplica=2), 6),
+        (workload("KaiwoJob", ray=True, gpus=16), 16),
+        # The split by node size rounds down: 30 on 8-GPU nodes is 4 x 7 = 28 (upstream's
+        # preemption test asks for 30; counting 30 claimed GPUs no pod holds).
+        (workload("KaiwoJob", ray=True, gpus=30), 28),
+        (workload("KaiwoJob", ray=True, gpus=30, replicas=1), 28),
+        (workload("KaiwoService", gpus=30, replicas=1), 28),
+        (workload("KaiwoService", rayService={}, gpus=18), 18),
+        # gpusPerReplica recalculates gpus: the CRD's replicas 1 with 8 each is 8, not 16.
+        (workload("KaiwoJob", ray=True, gpus=16, replicas=1, gpusPerReplica=8), 8),
+        # A service: its replicas; paused (replicas 0), none.
+        (workload("KaiwoService", replicas=4, gpus=8), 8),
+        (workload("KaiwoService", replicas=3, gpusPerReplica=2), 6),
+        (workload("KaiwoService", replicas=0, gpus=8), 0),
+        (workload("KaiwoService", replicas=0, gpusPerReplica=2), 0),
+        (workload("KaiwoService", ray=True, gpus=4), 4),
+        (workload("KaiwoService"), 0),
+        # Another vendor's nodes do not count: no NVIDIA node, one replica with all 30.
+        (workload("KaiwoJob", ray=True, gpus=30, gpuVendor="nvidia"), 30),
+        # What the wire does not say as a whole number counts as absent.
+        (workload("KaiwoService", gpus="8"), 0),
+        (workload("KaiwoService", gpus=True), 0),
+        ({"kind": "KaiwoService"}, 0),
+    ],
+)
+def test_a_workload_holds_what_its_allocation_gives_its_pods(
+    obj: dict[str, Any], held: int
+) -> None:
+    assert allocated_gpus(obj, eight_gpu_nodes) == held
+
+
+def test_the_nodes_decide_the_rounding(make_node: Any) -> None:
+    # 30 GPUs on 4-GPU nodes: 8 replicas of 3 (24 held); on 6-GPU nodes 5 of 6 (30 held).
+    small = [NodeInfo.from_wire(make_node(f"n{i}", gpu="mi300x", gpus=4)) for i in range(8)]
+    larger = [NodeInfo.from_wire(make_node(f"n{i}", gpu="mi300x", gpus=6)) for i in range(5)]
+    obj = workload("KaiwoJob", ray=True, gpus=30)
+    assert allocated_gpus(obj, lambda vendor: gpu_stats(small, vendor)) == 24
+    assert allocated_gpus(obj, lambda vendor: gpu_stats(larger, vendor)) == 30
+
+
+def test_without_nodes_a_workload_holds_what_it_asks_for() -> None:
+    # kaiwo plan's assumed nodes are sized from this, before any node exists.
+    assert allocated_gpus(workload("KaiwoJob", ray=True, gpus=30), no_nodes) == 30
+    assert allocated_gpus(workload("KaiwoJob", replicas=3, gpusPerReplica=2), no_nodes) == 2
+
+
+@pytest.mark.parametrize(
+    ("kind", "spec", "shape"),
+    [
+        ("KaiwoJob", {}, "batch-job"),
+        ("KaiwoJob", {"ray": True}, "ray"),
+        ("KaiwoJob", {"rayJob": {}}, "ray"),
+        ("KaiwoJob", {"ray": False, "job": {}}, "batch-job"),
+        ("KaiwoService", {}, "deployment"),
+        ("KaiwoService", {"ray": True}, "ray"),
+        ("KaiwoService", {"rayService": {}}, "ray"),
+        ("KaiwoService", {"deployment": {}}, "deployment"),
+    ],
+)
+def test_the_wire_shape_is_the_models(kind: str, spec: dict[str, Any], shape: str) -> None:
+    # The planner reads the parsed models (is_ray_job / is_ray_service), preemption the wire.
+    assert wire_workload_shape(kind, spec) == shape
+    if kind == "KaiwoJob":
+        is_ray = KaiwoJobSpec.model_validate(spec).is_ray_job
+    else:
+        is_ray = KaiwoServiceSpec.model_validate(spec).is_ray_service
+    assert is_ray == (shape == "ray")
