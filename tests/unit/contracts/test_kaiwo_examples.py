@@ -45,7 +45,7 @@ def test_gpu_training_example_downloads_before_it_starts(repo_root: Path) -> Non
     job = KaiwoJob.from_wire(_load(repo_root, "kaiwojob-gpu-training.yaml"))
 
     assert job.spec.gpu_vendor == "amd"
-    assert (job.spec.gpus, job.spec.replicas, job.spec.gpus_per_replica) == (8, 2, 4)
+    assert (job.spec.gpus, job.spec.replicas, job.spec.gpus_per_replica) == (4, 1, 4)
     assert job.spec.storage is not None
     assert job.spec.storage.has_object_storage_downloads
     assert job.spec.storage.has_hf_downloads
