@@ -22,6 +22,7 @@ from kaiwo_cli.stack.scheduler import (
     scheduler_manifests,
     scheduler_name,
 )
+from kaiwo_planner.settings import PlannerSettings
 
 ROOT: Final = Path(__file__).resolve().parents[3]
 SOURCE: Final = ROOT / "deploy" / "k8s" / "scheduler" / "scheduler.yaml"
@@ -134,13 +135,20 @@ def test_kaiwo_scheduler_manifests_prints_the_objects() -> None:
             {"KAIWO_DEFAULT_CLUSTER_QUEUE_NAME": "ops", "DEFAULT_CLUSTER_QUEUE_NAME": "research"},
             "ops",
         ),
+        # Set, even empty, the project's name decides: "" is the CRD's default.
         (
             {"KAIWO_DEFAULT_CLUSTER_QUEUE_NAME": "", "DEFAULT_CLUSTER_QUEUE_NAME": "research"},
-            "research",
+            "",
         ),
     ],
 )
 def test_the_default_queue_setting_is_read_as_the_planner_reads_it(
-    environ: dict[str, str], queue: str
+    environ: dict[str, str], queue: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert default_queue_setting(environ) == queue
+    # The planner's own settings, from the same environment, name the same queue.
+    for name in ("KAIWO_DEFAULT_CLUSTER_QUEUE_NAME", "DEFAULT_CLUSTER_QUEUE_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    assert PlannerSettings().default_cluster_queue_name == queue

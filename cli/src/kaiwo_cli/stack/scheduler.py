@@ -144,8 +144,9 @@ reads them."""
 
 
 def default_queue_setting(environ: Mapping[str, str]) -> str:
-    """The default queue the installation names ("" when neither variable is set)."""
-    return next((environ[name] for name in DEFAULT_QUEUE_VARIABLES if environ.get(name)), "")
+    """The default queue the installation names: the first of the variables that is set,
+    even to "" (the CRD's default), as the planner's settings read them; "" when neither is."""
+    return next((environ[name] for name in DEFAULT_QUEUE_VARIABLES if name in environ), "")
 
 
 class SchedulerNamer(ClusterWriter, JsonPatcher, Protocol):
