@@ -34,7 +34,7 @@ pods hold another total than ``spec.gpus`` (decision 0118), once per change of t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -359,32 +359,45 @@ def _gpus_adjusted_events(
 ) -> tuple[EventIntent, ...]:
     """A Normal Event when the Schedulable condition first says the pods hold another total
     than ``spec.gpus``, or says it in other words (new nodes, a new spec); then no more."""
-    now_schedulable = condition_of(status, SCHEDULABLE)
-    if now_schedulable is None or now_schedulable.get("reason") not in GPUS_ADJUSTED_REASONS:
+    told = _newly_said(
+        status, previous, SCHEDULABLE, lambda c: c.get("reason") in GPUS_ADJUSTED_REASONS
+    )
+    if told is None:
         return ()
-    before = condition_of(previous, SCHEDULABLE)
-    message = str(now_schedulable.get("message") or "")
-    if before is not None and before.get("message") == message:
-        return ()
-    return (EventIntent(type="Normal", reason=str(now_schedulable["reason"]), message=message),)
+    return (
+        EventIntent(
+            type="Normal", reason=str(told["reason"]), message=str(told.get("message") or "")
+        ),
+    )
 
 
 def _child_spec_events(
     status: Mapping[str, Any], previous: Mapping[str, Any]
 ) -> tuple[EventIntent, ...]:
-    now_applied = condition_of(status, CHILD_SPEC_APPLIED)
-    if now_applied is None or now_applied.get("status") != "False":
-        return ()
-    before = condition_of(previous, CHILD_SPEC_APPLIED)
-    if before is not None and (before.get("status"), before.get("message")) == (
-        "False",
-        now_applied.get("message"),
-    ):
+    told = _newly_said(status, previous, CHILD_SPEC_APPLIED, lambda c: c.get("status") == "False")
+    if told is None:
         return ()
     return (
         EventIntent(
             type="Warning",
             reason=CHILD_SPEC_NOT_APPLIED,
-            message=str(now_applied.get("message") or ""),
+            message=str(told.get("message") or ""),
         ),
     )
+
+
+def _newly_said(
+    status: Mapping[str, Any],
+    previous: Mapping[str, Any],
+    condition_type: str,
+    says: Callable[[Mapping[str, Any]], bool],
+) -> Mapping[str, Any] | None:
+    """The condition when it ``says`` something it did not say in the same words on the
+    previous status (None otherwise): an Event per change of what it says, not per plan."""
+    now = condition_of(status, condition_type)
+    if now is None or not says(now):
+        return None
+    before = condition_of(previous, condition_type)
+    if before is not None and says(before) and before.get("message") == now.get("message"):
+        return None
+    return now
