@@ -12,6 +12,7 @@ text out.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
@@ -54,9 +55,11 @@ def gpu_workload_table(
     from kaiwo_planner.domain.state.nodes import NodeInfo
 
     parsed = [NodeInfo.from_wire(node) for node in nodes]
+    # Once per vendor, not per workload: every row reads the same nodes.
+    stats_of = functools.cache(lambda vendor: gpu_stats(parsed, vendor))
 
     def gpus_of(workload: Mapping[str, Any]) -> int:
-        return allocated_gpus(workload, lambda vendor: gpu_stats(parsed, vendor))
+        return allocated_gpus(workload, stats_of)
 
     config = defaults or KaiwoGpuPreemptionConfig()
     rows = [_row(record) for record in records]
