@@ -111,7 +111,7 @@ def plan_model(*, model: Model, context: PlanningContext, now: datetime) -> Plan
             model,
             observed.ref,
             request,
-            ceiling=ClusterCeiling(ceiling, ceiling_origin(lookup)),
+            ceiling=ClusterCeiling(ceiling, ceiling_origin(lookup.config, lookup.source)),
             previous=observed.previous,
         )
         if limited is not None:

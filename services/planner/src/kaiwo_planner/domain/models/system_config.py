@@ -58,29 +58,21 @@ def models_config(context: PlanningContext) -> ConfigLookup:
     )
 
 
-def ceiling_origin(lookup: ConfigLookup) -> str:
-    """Where the autoscaler's cluster-wide ceiling (``modelAutoscaling.maxReplicas``) in force
-    comes from, for messages that must tell people whom to ask: the ConfigMap that sets it,
-    or the default and why it applies."""
-    config = lookup.config
-    autoscaling = config.model_autoscaling if config is not None else None
+def ceiling_origin(config: ModelsConfig, source: str) -> str:
+    """Where the autoscaler's cluster-wide ceiling (``modelAutoscaling.maxReplicas``) of a
+    valid ``config`` comes from, for messages that must tell people whom to ask: the
+    ConfigMap ``source`` that sets it, or the default and why it applies."""
     if (
-        config is not None
-        and autoscaling is not None
-        and "model_autoscaling" in config.model_fields_set
-        and "max_replicas" in autoscaling.model_fields_set
+        "model_autoscaling" in config.model_fields_set
+        and "max_replicas" in config.model_autoscaling.model_fields_set
     ):
-        return f"modelAutoscaling.maxReplicas in ConfigMap {lookup.source}"
-    if not lookup.source:
+        return f"modelAutoscaling.maxReplicas in ConfigMap {source}"
+    if not source:
         return (
             "the default of modelAutoscaling.maxReplicas (no ConfigMap labelled "
             f"{CONFIG_MAP_LABEL}={CONFIG_MAP_LABEL_VALUE} sets it)"
         )
-    if config is None:
-        return f"the default of modelAutoscaling.maxReplicas (ConfigMap {lookup.source} is invalid)"
-    return (
-        f"the default of modelAutoscaling.maxReplicas, which ConfigMap {lookup.source} does not set"
-    )
+    return f"the default of modelAutoscaling.maxReplicas, which ConfigMap {source} does not set"
 
 
 def config_map_of(cluster: ClusterState) -> Mapping[str, Any] | None:
