@@ -238,3 +238,40 @@ def test_the_contract_and_the_planner_agree_on_the_download_job(make_job, storag
         contract.has_downloads,
     )
     assert downloads_configured(workload.spec) is contract.has_downloads
+
+
+def _pod_security_contexts(decision) -> dict[str, object]:
+    """Each desired Job's name and its pod template's securityContext (None: left out)."""
+    return {
+        obj["metadata"]["name"]: obj["spec"]["template"]["spec"].get("securityContext")
+        for obj in decision.desired
+        if obj["kind"] == "Job"
+    }
+
+
+@pytest.mark.parametrize(
+    ("dangerous", "expected_context"),
+    [
+        (False, {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000}),
+        (True, None),
+    ],
+)
+def test_dangerous_leaves_out_the_default_security_context_of_the_download_pod_too(
+    make_job, dangerous, expected_context
+):
+    # The reference: with `dangerous`, Kaiwo adds no default PodSecurityContext "to the
+    # generated pods"; the download Job's pod is one of them (upstream kept it: decision 0117).
+    workload = make_job({"storage": STORAGE, "dangerous": dangerous})
+
+    downloading = plan_children(
+        workload=workload, allocation=NO_GPUS, config=None, download_state=DownloadState.PENDING
+    )
+    running = plan_children(
+        workload=workload, allocation=NO_GPUS, config=None, download_state=DownloadState.SUCCEEDED
+    )
+
+    assert _pod_security_contexts(downloading) == {"train-download": expected_context}
+    assert _pod_security_contexts(running) == {
+        "train-download": expected_context,
+        "train": expected_context,
+    }

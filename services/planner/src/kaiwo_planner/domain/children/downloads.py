@@ -132,12 +132,15 @@ def download_job(
     storage: StorageInputs,
     *,
     env: Sequence[Mapping[str, Any]] = (),
+    dangerous: bool = False,
 ) -> dict[str, Any]:
     """The Job that runs the downloader once (no retries, not queued through Kueue).
 
     ``env`` is the workload's ``spec.env`` plus, when the namespace provides one, the Hugging
     Face token reference. It has no ``ttlSecondsAfterFinished``: the finished Job is the record
     that the download succeeded, and deleting it would make the next plan download again.
+    Its pod is one of the workload's generated pods, so ``dangerous`` leaves out the default
+    security context here too (the reference's rule, where upstream kept it: decision 0117).
     """
     name = download_name(identity.name)
     volumes: list[dict[str, Any]] = [{"name": CONFIG_VOLUME, "configMap": {"name": name}}]
@@ -196,7 +199,7 @@ def download_job(
             "template": {
                 "metadata": {"labels": labels},
                 "spec": {
-                    "securityContext": default_security_context(),
+                    **({} if dangerous else {"securityContext": default_security_context()}),
                     "restartPolicy": "Never",
                     "containers": [container],
                     "volumes": volumes,

@@ -362,7 +362,7 @@ def _build_children(
         ]
         storage_children += [
             download_config_map(identity, storage),
-            download_job(identity, storage, env=env),
+            download_job(identity, storage, env=env, dangerous=inputs.dangerous),
         ]
         conditions.append(_download_condition(download_state, download_name(identity.name)))
         waiting = download_state is DownloadState.PENDING
