@@ -599,6 +599,41 @@ class TestOnAGpuCluster:
         }
         assert drifted == {("ConfigMap", f"{name}-download"), ("Job", f"{name}-download")}
 
+    async def test_a_spec_edit_after_the_download_leaves_its_job_as_it_ran(
+        self, gpu_cluster: Pipeline
+    ) -> None:
+        """A Job's pod template cannot change, and the download Job carries the workload's
+        env: an edit of ``spec.env`` once the download Job exists must not be applied to it
+        (the API server would refuse it on every plan: ``ApplyRefused`` for good)."""
+        pipeline, name = gpu_cluster, "edited-after-download"
+        ns, kube = pipeline.namespace, gpu_cluster.kube
+        await kube.create(actors.training_job(name, namespace=ns))
+        await pipeline.reaches(name, "DOWNLOADING")
+        ran = await pipeline.appears(resources.JOB, f"{name}-download")
+        await pipeline.jobs.pod_succeeded(f"{name}-download", namespace=ns)
+        await pipeline.appears(resources.JOB, name)
+        await pipeline.reaches(name, "PENDING")
+
+        await kube.merge_patch(
+            resources.KAIWO_JOB,
+            name,
+            {"spec": {"env": [{"name": "LEARNING_RATE", "value": "0.1"}]}},
+            namespace=ns,
+            field_manager=HAND,
+        )
+        await settle(pipeline)
+
+        job = await kube.get(resources.KAIWO_JOB, name, namespace=ns)
+        types = [c["type"] for c in job["status"]["conditions"]]
+        assert "ApplyRefused" not in types, job["status"]["conditions"]
+        assert condition(job, "DownloadJobSucceeded")["status"] == "True"
+        download = await kube.get(resources.JOB, f"{name}-download", namespace=ns)
+        assert download["spec"]["template"] == ran["spec"]["template"]
+        applied = condition(job, "ChildSpecApplied")
+        assert (applied["status"], applied["reason"]) == ("False", "JobFieldsImmutable")
+        assert "spec.template.spec.containers[0].env" in applied["message"]
+        assert job["status"]["status"] == "PENDING"
+
     async def test_taints_and_labels_of_others_survive(self, gpu_cluster: Pipeline) -> None:
         """Last of its class: GPU taints stay on the nodes (Kaiwo never removes its taint)."""
         pipeline, kube = gpu_cluster, gpu_cluster.kube

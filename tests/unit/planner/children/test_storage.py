@@ -275,3 +275,54 @@ def test_dangerous_leaves_out_the_default_security_context_of_the_download_pod_t
         "train-download": expected_context,
         "train": expected_context,
     }
+
+
+def _download_job_of(decision) -> dict[str, Any]:
+    [job] = [
+        o
+        for o in decision.desired
+        if o["kind"] == "Job" and o["metadata"]["name"] == "train-download"
+    ]
+    return job
+
+
+def test_an_existing_download_job_keeps_the_template_it_runs_with(make_job):
+    # A Job's template cannot change. The download Job carries the workload's env, so an
+    # edit of spec.env once it exists must not reach it: the API server would refuse it on
+    # every plan (decision 0117). The edit still reaches the workload's own Job.
+    before = plan_children(
+        workload=make_job({"storage": STORAGE}),
+        allocation=NO_GPUS,
+        config=None,
+        download_state=DownloadState.PENDING,
+    )
+    running = _download_job_of(before)
+    observed = {
+        **running,
+        "metadata": {**running["metadata"], "uid": "download-uid", "generation": 1},
+    }
+    edited = make_job({"storage": STORAGE, "env": [{"name": "LEARNING_RATE", "value": "0.1"}]})
+
+    after = plan_children(
+        workload=edited,
+        allocation=NO_GPUS,
+        config=None,
+        download_state=DownloadState.SUCCEEDED,
+        observed_download_job=observed,
+    )
+    unobserved = plan_children(
+        workload=edited,
+        allocation=NO_GPUS,
+        config=None,
+        download_state=DownloadState.SUCCEEDED,
+    )
+
+    assert _download_job_of(after)["spec"]["template"] == running["spec"]["template"]
+    [main] = [o for o in after.desired if o["kind"] == "Job" and o["metadata"]["name"] == "train"]
+    [container] = main["spec"]["template"]["spec"]["containers"]
+    assert {"name": "LEARNING_RATE", "value": "0.1"} in container["env"]
+    [new_container] = _download_job_of(unobserved)["spec"]["template"]["spec"]["containers"]
+    assert new_container["env"] == [
+        {"name": "HF_HOME", "value": "/hf"},
+        {"name": "LEARNING_RATE", "value": "0.1"},
+    ]

@@ -185,6 +185,7 @@ def plan_workload(
             namespace_config=namespace_config(context, namespace),
             download_state=download_state(observed, previous),
             observed_main_child=observed.child,
+            observed_download_job=observed.download_job,
             context=context,
         )
     duration = parse_optional_duration(spec.duration)

@@ -263,6 +263,7 @@ def plan_children(
     namespace_config: AIMNamespaceConfig | None = None,
     download_state: DownloadState = DownloadState.PENDING,
     observed_main_child: Mapping[str, Any] | None = None,
+    observed_download_job: Mapping[str, Any] | None = None,
     context: PlanningContext | None = None,
 ) -> ChildrenDecision:
     """Every child ``workload`` needs now, sorted, with the conditions the status step reports.
@@ -271,6 +272,8 @@ def plan_children(
     the storage children (claims, download ConfigMap and Job) are desired; FAILED keeps it so
     and marks the decision failed. ``observed_main_child`` is the existing Job/RayJob/
     Deployment/AppWrapper (wire form), used to keep fields that cannot or must not change.
+    ``observed_download_job`` is the existing download Job: it keeps the pod template it ran
+    with (see :func:`_download_job_as_it_runs`).
 
     Building the children from the spec is most of the cost of a plan, and most plans are
     made because a child's status or the workload's own status moved while its spec and the
@@ -298,7 +301,12 @@ def plan_children(
             settings if meta.uid and meta.generation else (workload, *settings),
             build,
         )
-    desired = list(built.storage)
+    desired = [
+        _download_job_as_it_runs(child, observed_download_job, context)
+        if child["kind"] == "Job"
+        else child
+        for child in built.storage
+    ]
     conditions = list(built.conditions)
     main_child = None
     if built.main is not None:
@@ -316,6 +324,27 @@ def plan_children(
         failed=built.failed,
         prune_selector=built.selector,
     )
+
+
+def _download_job_as_it_runs(
+    desired: dict[str, Any], observed: Mapping[str, Any] | None, context: PlanningContext | None
+) -> dict[str, Any]:
+    """The download Job to apply: once it exists, with the pod template it was created with.
+
+    The template carries the workload's env, its download sources and its security context,
+    all of which a user may edit later, and the API server refuses any change to a Job's
+    template: applied as desired, such an edit would be refused on every plan. The download
+    runs once, with what the workload said when it started (decision 0117); the edit reaches
+    the workload's own children.
+    """
+    if observed is None:
+        return desired
+    update = (
+        job_update(desired, observed)
+        if context is None
+        else job_update_in(context, desired, observed)
+    )
+    return update.manifest
 
 
 def _spec_version(workload: Workload) -> tuple[object, ...]:
