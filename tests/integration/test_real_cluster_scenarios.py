@@ -634,6 +634,46 @@ class TestOnAGpuCluster:
         assert "spec.template.spec.containers[0].env" in applied["message"]
         assert job["status"]["status"] == "PENDING"
 
+    async def test_a_storage_edit_leaves_the_claim_as_made_and_says_so(
+        self, gpu_cluster: Pipeline
+    ) -> None:
+        """A claim's class and access modes cannot change, nor can its size shrink: an edit
+        of them once the claim exists is not applied (the API server would refuse it on
+        every plan), and a Warning Event names what was not."""
+        pipeline, name = gpu_cluster, "reclassed"
+        ns, kube = pipeline.namespace, gpu_cluster.kube
+        created = await kube.create(actors.training_job(name, namespace=ns))
+        uid = created["metadata"]["uid"]
+        await pipeline.reaches(name, "DOWNLOADING")
+        made = await pipeline.appears(resources.PERSISTENT_VOLUME_CLAIM, f"{name}-data")
+        await settle(pipeline)
+
+        await kube.merge_patch(
+            resources.KAIWO_JOB,
+            name,
+            {"spec": {"storage": {"storageClassName": "premium", "accessMode": "ReadWriteMany"}}},
+            namespace=ns,
+            field_manager=HAND,
+        )
+        await settle(pipeline)
+
+        job = await kube.get(resources.KAIWO_JOB, name, namespace=ns)
+        types = [c["type"] for c in job["status"]["conditions"]]
+        assert "ApplyRefused" not in types, job["status"]["conditions"]
+        claim = await kube.get(resources.PERSISTENT_VOLUME_CLAIM, f"{name}-data", namespace=ns)
+        assert claim["spec"]["storageClassName"] == "standard"
+        assert claim["spec"]["accessModes"] == made["spec"]["accessModes"] == ["ReadWriteOnce"]
+        events = await kube.list(
+            resources.EVENT, namespace=ns, field_selector=f"involvedObject.uid={uid}"
+        )
+        notes = [e["message"] for e in events.items if e["reason"] == "SettingsIgnored"]
+        assert notes == [
+            f"Not applied to the existing claim {name}-data, because a claim's access modes "
+            "and storage class cannot change after it is created, nor can its size shrink: "
+            "spec.accessModes, spec.storageClassName. Delete and re-create the workload to "
+            "use them."
+        ]
+
     async def test_taints_and_labels_of_others_survive(self, gpu_cluster: Pipeline) -> None:
         """Last of its class: GPU taints stay on the nodes (Kaiwo never removes its taint)."""
         pipeline, kube = gpu_cluster, gpu_cluster.kube

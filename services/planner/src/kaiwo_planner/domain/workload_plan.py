@@ -186,6 +186,7 @@ def plan_workload(
             download_state=download_state(observed, previous),
             observed_main_child=observed.child,
             observed_download_job=observed.download_job,
+            observed_claims=observed.pvcs,
             context=context,
         )
     duration = parse_optional_duration(spec.duration)

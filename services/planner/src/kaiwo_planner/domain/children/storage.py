@@ -12,12 +12,16 @@ Differences from upstream, on purpose:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from kaiwo_planner.domain.children.labels import inherited_labels
 from kaiwo_planner.domain.children.naming import child_name
 from kaiwo_planner.domain.children.ownership import child_metadata
 from kaiwo_planner.domain.settings.workload_inputs import ChildDefaults, StorageInputs
+from kaiwo_planner.domain.state.nodes import parse_quantity
 from kaiwo_planner.domain.state.workload_identity import WorkloadIdentity
 
 DATA_VOLUME = "data"
@@ -83,6 +87,68 @@ def persistent_volume_claims(
             )
         )
     return claims
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimUpdate:
+    """The manifest to apply to an existing claim, and the desired changes it leaves out."""
+
+    manifest: dict[str, Any]
+    not_applied: tuple[str, ...]
+
+    def note(self) -> str | None:
+        """What a Warning Event tells the user, or None when everything applies."""
+        if not self.not_applied:
+            return None
+        return (
+            f"Not applied to the existing claim {self.manifest['metadata']['name']}, because a "
+            "claim's access modes and storage class cannot change after it is created, nor can "
+            f"its size shrink: {', '.join(self.not_applied)}. Delete and re-create the "
+            "workload to use them."
+        )
+
+
+def claim_update(desired: dict[str, Any], observed: Mapping[str, Any]) -> ClaimUpdate:
+    """The part of ``desired`` (a claim of :func:`persistent_volume_claims`) that the API
+    server accepts for the ``observed`` claim.
+
+    After creation a claim's spec may change only in its requested size, and only upwards
+    (a bound claim whose class allows expansion; the API server says so when it does not).
+    An edited ``storageClassName`` or ``accessMode``, a smaller size, or a new
+    ``KaiwoConfig`` default class would otherwise be refused on every plan: the observed
+    values are kept instead, and named. A class the cluster filled in (the desired claim
+    names none) is left to the cluster, so a new claim costs no second apply.
+    """
+    spec = dict(desired["spec"])
+    observed_spec = observed.get("spec")
+    if not isinstance(observed_spec, Mapping):
+        return ClaimUpdate(manifest=desired, not_applied=())
+    not_applied: list[str] = []
+    for field_name in ("accessModes", "storageClassName"):
+        kept = observed_spec.get(field_name)
+        if field_name in spec and kept is not None and kept != spec[field_name]:
+            spec[field_name] = kept
+            not_applied.append(f"spec.{field_name}")
+    kept_size = _requested_size(observed_spec)
+    wanted_size = _requested_size(spec)
+    if kept_size is not None and wanted_size is not None and wanted_size < kept_size:
+        spec["resources"] = {
+            "requests": {"storage": observed_spec["resources"]["requests"]["storage"]}
+        }
+        not_applied.append("spec.resources.requests.storage")
+    if not not_applied:
+        return ClaimUpdate(manifest=desired, not_applied=())
+    return ClaimUpdate(manifest={**desired, "spec": spec}, not_applied=tuple(not_applied))
+
+
+def _requested_size(spec: Mapping[str, Any]) -> Decimal | None:
+    resources = spec.get("resources")
+    requests = resources.get("requests") if isinstance(resources, Mapping) else None
+    size = requests.get("storage") if isinstance(requests, Mapping) else None
+    try:
+        return parse_quantity(size) if isinstance(size, str | int | float) else None
+    except ValueError:
+        return None
 
 
 def storage_volumes(workload_name: str, storage: StorageInputs | None) -> list[dict[str, Any]]:

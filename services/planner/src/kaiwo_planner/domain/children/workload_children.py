@@ -7,7 +7,7 @@ main child (if any) are inputs. Its output is sorted and byte-identical for equa
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
@@ -43,7 +43,7 @@ from kaiwo_planner.domain.children.ray_service import (
     serve_service_name,
 )
 from kaiwo_planner.domain.children.resources import GPU_KEY_AMD, GPU_KEY_NVIDIA
-from kaiwo_planner.domain.children.storage import persistent_volume_claims
+from kaiwo_planner.domain.children.storage import claim_update, persistent_volume_claims
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
 from kaiwo_planner.domain.settings.namespace_config import (
     NamespaceSettings,
@@ -264,6 +264,7 @@ def plan_children(
     download_state: DownloadState = DownloadState.PENDING,
     observed_main_child: Mapping[str, Any] | None = None,
     observed_download_job: Mapping[str, Any] | None = None,
+    observed_claims: Sequence[Mapping[str, Any]] = (),
     context: PlanningContext | None = None,
 ) -> ChildrenDecision:
     """Every child ``workload`` needs now, sorted, with the conditions the status step reports.
@@ -273,7 +274,8 @@ def plan_children(
     and marks the decision failed. ``observed_main_child`` is the existing Job/RayJob/
     Deployment/AppWrapper (wire form), used to keep fields that cannot or must not change.
     ``observed_download_job`` is the existing download Job: it keeps the pod template it ran
-    with (see :func:`_download_job_as_it_runs`).
+    with (see :func:`_download_job_as_it_runs`). ``observed_claims`` are the existing
+    PersistentVolumeClaims: what of their spec cannot change is kept (:func:`claim_update`).
 
     Building the children from the spec is most of the cost of a plan, and most plans are
     made because a child's status or the workload's own status moved while its spec and the
@@ -301,12 +303,9 @@ def plan_children(
             settings if meta.uid and meta.generation else (workload, *settings),
             build,
         )
-    desired = [
-        _download_job_as_it_runs(child, observed_download_job, context)
-        if child["kind"] == "Job"
-        else child
-        for child in built.storage
-    ]
+    desired, notes = _storage_as_it_exists(
+        built.storage, observed_download_job, observed_claims, context
+    )
     conditions = list(built.conditions)
     main_child = None
     if built.main is not None:
@@ -318,12 +317,41 @@ def plan_children(
     return ChildrenDecision(
         desired=sort_objects(desired),
         conditions=tuple(conditions),
-        notes=built.notes,
+        notes=built.notes + notes,
         main_child=main_child,
         waiting_for_downloads=built.waiting,
         failed=built.failed,
         prune_selector=built.selector,
     )
+
+
+def _storage_as_it_exists(
+    storage: Sequence[dict[str, Any]],
+    observed_download_job: Mapping[str, Any] | None,
+    observed_claims: Sequence[Mapping[str, Any]],
+    context: PlanningContext | None,
+) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
+    """The storage children to apply, given those that exist, and what a user is told of
+    the changes they leave out."""
+    claims = {_name_of(claim): claim for claim in observed_claims}
+    desired: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for child in storage:
+        if child["kind"] == "Job":
+            desired.append(_download_job_as_it_runs(child, observed_download_job, context))
+        elif child["kind"] == "PersistentVolumeClaim" and _name_of(child) in claims:
+            update = claim_update(child, claims[_name_of(child)])
+            desired.append(update.manifest)
+            if (note := update.note()) is not None:
+                notes.append(note)
+        else:
+            desired.append(child)
+    return desired, tuple(notes)
+
+
+def _name_of(obj: Mapping[str, Any]) -> object:
+    meta = obj.get("metadata")
+    return meta.get("name") if isinstance(meta, Mapping) else None
 
 
 def _download_job_as_it_runs(
