@@ -418,6 +418,35 @@ def test_a_failed_load_says_why_and_keeps_its_job() -> None:
     assert desired(failed, "Pod") == []
 
 
+@pytest.mark.parametrize(
+    ("spec", "config"),
+    [
+        ({"resourceProfile": "gone:1"}, CACHE_CONFIG),
+        ({}, models_config("cacheProfiles: [not, a, mapping]\n")),
+    ],
+    ids=["unknown-profile", "invalid-configuration"],
+)
+def test_a_configuration_problem_keeps_the_loaded_cache_and_fixing_it_loads_nothing_again(
+    spec: dict[str, Any], config: dict[str, Any]
+) -> None:
+    finalizers = ["kubeai.org/cache-eviction"]
+    starting = plan_for(model(CACHED, status={"cache": {"loaded": True}}), CACHE_CONFIG)
+    pod = observed_pod(only(starting, "Pod"), uid="p-1")
+    serving = plan_for(
+        model(CACHED, status=starting.status, finalizers=finalizers), CACHE_CONFIG, pod
+    )
+    loaded = serving.status
+
+    broken = plan_for(model({**CACHED, **spec}, status=loaded, finalizers=finalizers), config, pod)
+
+    assert broken.status is not None and broken.status["cache"] == {"loaded": True}
+    fixed = plan_for(model(CACHED, status=broken.status, finalizers=finalizers), CACHE_CONFIG, pod)
+    assert desired(fixed, "Job") == []  # the files are not downloaded again
+    assert [p["metadata"]["name"] for p in desired(fixed, "Pod")] == [pod["metadata"]["name"]]
+    assert fixed.status is not None and fixed.status["cache"] == {"loaded": True}
+    assert [e.reason for e in fixed.events] == ["Configured", "ModelReady"]
+
+
 def test_the_cache_volume_names_only_a_persistent_volume_when_there_is_no_class() -> None:
     config = models_config(
         "cacheProfiles:\n  pv:\n    sharedFilesystem: {persistentVolumeName: nfs-0, size: 1Ti}\n"

@@ -62,6 +62,17 @@ class ModelParts:
     prune: tuple[PruneRule, ...] = MODEL_PRUNE
 
 
+def kept_cache_loaded(cache_profile: str | None, observed: ObservedModel) -> bool | None:
+    """``status.cache.loaded`` as the last status said it, for a plan that does not look at
+    the cache (the Model being deleted, or one the configuration cannot serve right now):
+    None without a cache profile (no ``cache`` in the status). Dropping it would make the
+    next served plan download the whole model again."""
+    if not cache_profile:
+        return None
+    loaded = (observed.previous.get("cache") or {}).get("loaded")
+    return loaded if isinstance(loaded, bool) else None
+
+
 def pod_ref(identity: ObjectRef, pod: ObservedPod) -> ObjectRef:
     """The reference to delete one of the Model's server Pods by."""
     return ObjectRef(
