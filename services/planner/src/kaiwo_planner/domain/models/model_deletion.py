@@ -17,7 +17,7 @@ from kaiwo_planner.domain.models.cache_jobs import job_settings
 from kaiwo_planner.domain.models.model_parts import (
     ModelParts,
     ObservedModel,
-    kept_cache_loaded,
+    kept_cache,
     pod_ref,
 )
 from kaiwo_planner.domain.models.names import cache_volume, evict_job
@@ -34,7 +34,7 @@ def deleting_parts(
     parts = ModelParts(
         delete=[pod_ref(identity, p) for p in observed.pods if not p.terminating],
         conditions=[ConditionSpec(READY, "False", "Deleting", "The Model is being deleted")],
-        cache_loaded=kept_cache_loaded(model.spec.cache_profile, observed),
+        cache=kept_cache(model.spec.cache_profile, observed),
     )
     if CACHE_EVICTION_FINALIZER not in (model.metadata.finalizers or ()):
         return parts

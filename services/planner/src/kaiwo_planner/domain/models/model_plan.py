@@ -64,7 +64,7 @@ from kaiwo_planner.domain.models.model_parts import (
     BuiltModel,
     ModelParts,
     ObservedModel,
-    kept_cache_loaded,
+    kept_cache,
 )
 from kaiwo_planner.domain.models.names import LABEL_MODEL
 from kaiwo_planner.domain.models.ownership import model_ref
@@ -204,7 +204,7 @@ def _not_configured(problem: SetupProblem, model: Model, observed: ObservedModel
             ConditionSpec(CONFIGURED, "False", problem.reason, problem.message),
             ConditionSpec(READY, "False", "NotConfigured", "See the Configured condition"),
         ],
-        cache_loaded=kept_cache_loaded(model.spec.cache_profile, observed),
+        cache=kept_cache(model.spec.cache_profile, observed),
         prune=(),
     )
 
@@ -227,7 +227,7 @@ def _plan(
         previous=observed.previous,
         generation=observed.generation,
         pods=observed.pods,
-        cache_loaded=parts.cache_loaded,
+        cache=parts.cache,
         conditions=conditions,
         now=now,
     )
