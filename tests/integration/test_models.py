@@ -439,7 +439,7 @@ async def test_a_cached_model_loads_before_it_serves_and_deleted_evicts_and_leav
 
     await pipeline.jobs.pod_succeeded("load-cache-cached", namespace=namespace)
     found = await serving(pipeline, "cached", 1)
-    assert found["status"]["cache"] == {"loaded": True}
+    assert found["status"]["cache"] == {"loaded": True, "volumeUID": volume["metadata"]["uid"]}
 
     async def load_job_gone() -> bool | Pending:
         job = await pipeline.child(resources.JOB, "load-cache-cached")

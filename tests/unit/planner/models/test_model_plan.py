@@ -418,6 +418,35 @@ def test_a_failed_load_says_why_and_keeps_its_job() -> None:
     assert desired(failed, "Pod") == []
 
 
+@pytest.mark.parametrize(
+    ("spec", "config"),
+    [
+        ({"resourceProfile": "gone:1"}, CACHE_CONFIG),
+        ({}, models_config("cacheProfiles: [not, a, mapping]\n")),
+    ],
+    ids=["unknown-profile", "invalid-configuration"],
+)
+def test_a_configuration_problem_keeps_the_loaded_cache_and_fixing_it_loads_nothing_again(
+    spec: dict[str, Any], config: dict[str, Any]
+) -> None:
+    finalizers = ["kubeai.org/cache-eviction"]
+    starting = plan_for(model(CACHED, status={"cache": {"loaded": True}}), CACHE_CONFIG)
+    pod = observed_pod(only(starting, "Pod"), uid="p-1")
+    serving = plan_for(
+        model(CACHED, status=starting.status, finalizers=finalizers), CACHE_CONFIG, pod
+    )
+    loaded = serving.status
+
+    broken = plan_for(model({**CACHED, **spec}, status=loaded, finalizers=finalizers), config, pod)
+
+    assert broken.status is not None and broken.status["cache"] == {"loaded": True}
+    fixed = plan_for(model(CACHED, status=broken.status, finalizers=finalizers), CACHE_CONFIG, pod)
+    assert desired(fixed, "Job") == []  # the files are not downloaded again
+    assert [p["metadata"]["name"] for p in desired(fixed, "Pod")] == [pod["metadata"]["name"]]
+    assert fixed.status is not None and fixed.status["cache"] == {"loaded": True}
+    assert [e.reason for e in fixed.events] == ["Configured", "ModelReady"]
+
+
 def test_the_cache_volume_names_only_a_persistent_volume_when_there_is_no_class() -> None:
     config = models_config(
         "cacheProfiles:\n  pv:\n    sharedFilesystem: {persistentVolumeName: nfs-0, size: 1Ti}\n"
@@ -430,6 +459,65 @@ def test_the_cache_volume_names_only_a_persistent_volume_when_there_is_no_class(
         "storageClassName": "",
         "volumeName": "nfs-0",
     }
+
+
+def cache_pvc(uid: str, **metadata: Any) -> dict[str, Any]:
+    """The shared volume as observed, with its uid."""
+    volume = {**expected("cache_volume"), "status": {"phase": "Bound"}}
+    volume["metadata"] = {**volume["metadata"], "uid": uid, **metadata}
+    return volume
+
+
+def test_the_files_are_loaded_again_into_a_volume_made_anew() -> None:
+    finalizers = ["kubeai.org/cache-eviction"]
+    loading = plan_for(model(CACHED), CACHE_CONFIG, cache_pvc("pvc-1"))
+    job = finished_job(only(loading, "Job"))
+    loaded = plan_for(
+        model(CACHED, status=loading.status, finalizers=finalizers),
+        CACHE_CONFIG,
+        cache_pvc("pvc-1"),
+        job,
+    )
+    assert loaded.status is not None
+    assert loaded.status["cache"] == {"loaded": True, "volumeUID": "pvc-1"}
+    serving = plan_for(
+        model(CACHED, status=loaded.status, finalizers=finalizers), CACHE_CONFIG, cache_pvc("pvc-1")
+    )
+    assert len(desired(serving, "Pod")) == 1
+
+    # Deleted (the files with it): no Pods on a volume that is going or not there yet.
+    for gone in [(cache_pvc("pvc-1", deletionTimestamp="2026-01-01T11:00:00Z"),), ()]:
+        waiting = plan_for(
+            model(CACHED, status=serving.status, finalizers=finalizers), CACHE_CONFIG, *gone
+        )
+        assert desired(waiting, "Pod") == []
+        assert only(waiting, "Job") == expected("cached_gs_load_job")
+        assert waiting.status is not None and waiting.status["cache"] == {"loaded": False}
+        reloading = condition(waiting, "CacheLoaded")
+        assert reloading is not None and reloading["reason"] == "Loading"
+
+    # Made anew: loaded into it once more, then served from it.
+    again = plan_for(
+        model(CACHED, status=waiting.status, finalizers=finalizers),
+        CACHE_CONFIG,
+        cache_pvc("pvc-2"),
+    )
+    assert (desired(again, "Pod"), desired(again, "Job")) == ([], [expected("cached_gs_load_job")])
+    reloaded = plan_for(
+        model(CACHED, status=again.status, finalizers=finalizers),
+        CACHE_CONFIG,
+        cache_pvc("pvc-2"),
+        job,
+    )
+    assert reloaded.status is not None
+    assert reloaded.status["cache"] == {"loaded": True, "volumeUID": "pvc-2"}
+    assert len(desired(reloaded, "Pod")) == 1
+
+
+def test_a_cache_loaded_before_its_volume_was_recorded_stays_loaded_and_records_it() -> None:
+    plan = plan_for(model(CACHED, status={"cache": {"loaded": True}}), CACHE_CONFIG, cache_pvc("p"))
+    assert plan.status is not None and plan.status["cache"] == {"loaded": True, "volumeUID": "p"}
+    assert (len(desired(plan, "Pod")), desired(plan, "Job")) == (1, [])
 
 
 # ------------------------------------------------------------------ deletion

@@ -22,6 +22,12 @@ class ModelStatusCache(KubeModel):
     """Whether the model's files are in its cache (only with a cacheProfile)."""
 
     loaded: Annotated[bool, NoCrdDefault] = False
+    volume_uid: str | None = Field(
+        default=None,
+        alias="volumeUID",
+        description="The uid of the cache volume the files were loaded into (Kaiwo): a "
+        "volume made anew under the same name does not hold them, and they are loaded again.",
+    )
 
 
 class ModelStatus(KubeModel):

@@ -6,10 +6,12 @@ files into it once, another that evicts them when the Model goes.
   namespace asks for it as a *shared* object (created when missing, never updated, never
   pruned), so it outlives them, as upstream's does.
 * ``load-cache-<name>`` downloads the Model's files into its directory. Until it has
-  completed the Model has no Pods. Once it has, ``status.cache.loaded`` turns true and stays
-  so (the planner plans from the status it last decided), and the Job, no longer wanted,
-  is pruned. A failed Job stays for its logs, with the reason in the ``CacheLoaded``
-  condition; deleting it starts another.
+  completed the Model has no Pods. Once it has, ``status.cache.loaded`` turns true, with the
+  volume's uid in ``status.cache.volumeUID``, and stays so while that volume does (the
+  planner plans from the status it last decided), and the Job, no longer wanted, is pruned.
+  A volume being deleted, gone, or made anew (another uid) holds the files no more: loaded
+  turns false and the Job runs again before any new Pod. A failed Job stays for its logs,
+  with the reason in the ``CacheLoaded`` condition; deleting it starts another.
 * Deleting a Model with a cache: its finalizer ``kubeai.org/cache-eviction`` holds it while
   ``evict-cache-<name>`` removes its directory; once that Job has completed (or when the
   volume does not exist) the plan drops the finalizer. A failed eviction keeps it, with the

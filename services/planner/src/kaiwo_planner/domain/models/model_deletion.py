@@ -14,7 +14,12 @@ from kaiwo_contracts.models_config import ModelsConfig
 
 from kaiwo_planner.domain.models.cache import JobState, evict_job_manifest, job_outcome
 from kaiwo_planner.domain.models.cache_jobs import job_settings
-from kaiwo_planner.domain.models.model_parts import ModelParts, ObservedModel, pod_ref
+from kaiwo_planner.domain.models.model_parts import (
+    ModelParts,
+    ObservedModel,
+    kept_cache,
+    pod_ref,
+)
 from kaiwo_planner.domain.models.names import cache_volume, evict_job
 from kaiwo_planner.domain.models.status import CACHE_EVICTED, READY
 from kaiwo_planner.domain.state.cluster import ClusterState
@@ -29,9 +34,7 @@ def deleting_parts(
     parts = ModelParts(
         delete=[pod_ref(identity, p) for p in observed.pods if not p.terminating],
         conditions=[ConditionSpec(READY, "False", "Deleting", "The Model is being deleted")],
-        cache_loaded=(observed.previous.get("cache") or {}).get("loaded")
-        if model.spec.cache_profile
-        else None,
+        cache=kept_cache(model.spec.cache_profile, observed),
     )
     if CACHE_EVICTION_FINALIZER not in (model.metadata.finalizers or ()):
         return parts

@@ -17,6 +17,7 @@ from kaiwo_contracts.plans import ObjectRef, PruneRule
 from kaiwo_planner.domain.models.rollout import ObservedPod
 from kaiwo_planner.domain.models.server_pod import ServerPod
 from kaiwo_planner.domain.models.setup import ModelSetup
+from kaiwo_planner.domain.models.status import CacheStatus
 from kaiwo_planner.domain.status.conditions import ConditionSpec
 
 MODEL_PRUNE: Final = (
@@ -57,9 +58,17 @@ class ModelParts:
     shared: list[dict[str, Any]] = field(default_factory=list)
     delete: list[ObjectRef] = field(default_factory=list)
     conditions: list[ConditionSpec] = field(default_factory=list)
-    cache_loaded: bool | None = None
+    cache: CacheStatus | None = None
     finalizers: tuple[str, ...] | None = None
     prune: tuple[PruneRule, ...] = MODEL_PRUNE
+
+
+def kept_cache(cache_profile: str | None, observed: ObservedModel) -> CacheStatus | None:
+    """``status.cache`` as the last status said it, for a plan that does not look at the
+    cache (the Model being deleted, or one the configuration cannot serve right now): None
+    without a cache profile (no ``cache`` in the status). Dropping it would make the next
+    served plan download the whole model again."""
+    return CacheStatus.of(observed.previous) if cache_profile else None
 
 
 def pod_ref(identity: ObjectRef, pod: ObservedPod) -> ObjectRef:

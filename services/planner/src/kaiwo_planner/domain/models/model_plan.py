@@ -60,7 +60,12 @@ from kaiwo_planner.domain.models.cache_jobs import load_job_of
 from kaiwo_planner.domain.models.files import files_config_map_manifest
 from kaiwo_planner.domain.models.json_patch import JsonPatchError
 from kaiwo_planner.domain.models.model_deletion import deleting_parts
-from kaiwo_planner.domain.models.model_parts import BuiltModel, ModelParts, ObservedModel
+from kaiwo_planner.domain.models.model_parts import (
+    BuiltModel,
+    ModelParts,
+    ObservedModel,
+    kept_cache,
+)
 from kaiwo_planner.domain.models.names import LABEL_MODEL
 from kaiwo_planner.domain.models.ownership import model_ref
 from kaiwo_planner.domain.models.replicas import replica_bounds_intent
@@ -90,12 +95,12 @@ def plan_model(*, model: Model, context: PlanningContext, now: datetime) -> Plan
         parts = deleting_parts(model, observed, config=config, cluster=cluster)
     elif lookup.config is None:
         message = f"the system configuration {lookup.source} is invalid: {lookup.problem}"
-        parts = _not_configured(SetupProblem(REASON_INVALID_CONFIG, message))
+        parts = _not_configured(SetupProblem(REASON_INVALID_CONFIG, message), model, observed)
     else:
         namespace = namespace_config(context, observed.identity.namespace or "")
         built = _built(model, lookup.config, namespace, context=context)
         if isinstance(built, SetupProblem):
-            parts = _not_configured(built)
+            parts = _not_configured(built, model, observed)
         else:
             parts = serving_parts(model, built, observed, cluster=cluster)
     request = cluster.scale_requests.get(observed.identity.uid or "")
@@ -191,12 +196,15 @@ def _observe(model: Model, cluster: ClusterState) -> ObservedModel:
 # ------------------------------------------------------------------ not configured
 
 
-def _not_configured(problem: SetupProblem) -> ModelParts:
+def _not_configured(problem: SetupProblem, model: Model, observed: ObservedModel) -> ModelParts:
+    """Only the status changes; what it says of the cache stays as it was (a cache
+    loaded before the problem is still loaded once it is fixed)."""
     return ModelParts(
         conditions=[
             ConditionSpec(CONFIGURED, "False", problem.reason, problem.message),
             ConditionSpec(READY, "False", "NotConfigured", "See the Configured condition"),
         ],
+        cache=kept_cache(model.spec.cache_profile, observed),
         prune=(),
     )
 
@@ -219,7 +227,7 @@ def _plan(
         previous=observed.previous,
         generation=observed.generation,
         pods=observed.pods,
-        cache_loaded=parts.cache_loaded,
+        cache=parts.cache,
         conditions=conditions,
         now=now,
     )

@@ -23,7 +23,13 @@ from kaiwo_planner.domain.models.replicas import MAX_SERVER_PODS, effective_repl
 from kaiwo_planner.domain.models.rollout import PodDecision, decide_pods
 from kaiwo_planner.domain.models.server_pod import ServerPod, identity_of
 from kaiwo_planner.domain.models.setup import ModelSetup
-from kaiwo_planner.domain.models.status import ADAPTERS_LOADED, CACHE_LOADED, CONFIGURED, READY
+from kaiwo_planner.domain.models.status import (
+    ADAPTERS_LOADED,
+    CACHE_LOADED,
+    CONFIGURED,
+    READY,
+    CacheStatus,
+)
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.status.conditions import ConditionSpec
 
@@ -80,25 +86,43 @@ def _cache(
     if cache is None or built.load_job is None:
         return True
     identity = identity_of(setup)
-    parts.shared.append(
-        cache_volume_manifest(identity.namespace or "", cache.profile, cache.filesystem)
+    namespace = identity.namespace or ""
+    parts.shared.append(cache_volume_manifest(namespace, cache.profile, cache.filesystem))
+    volume_uid = _live_volume_uid(cluster, namespace=namespace, profile=cache.profile)
+    before = CacheStatus.of(observed.previous)
+    loaded_before = (
+        before is not None
+        and before.loaded
+        and (not before.volume_uid or before.volume_uid == volume_uid)
     )
-    loaded_before = (observed.previous.get("cache") or {}).get("loaded") is True
     outcome = job_outcome(
         cluster.child_of(identity.uid or "", kind="Job", name=load_job(identity.name))
     )
     if loaded_before or outcome.state is JobState.COMPLETE:
-        parts.cache_loaded = True
+        recorded = before.volume_uid if loaded_before and before is not None else ""
+        parts.cache = CacheStatus(loaded=True, volume_uid=recorded or volume_uid)
         parts.conditions.append(
             ConditionSpec(
                 CACHE_LOADED, "True", "Loaded", f"The files are in {cache_volume(cache.profile)}"
             )
         )
         return True
-    parts.cache_loaded = False
+    parts.cache = CacheStatus(loaded=False)
     parts.desired.append(built.load_job)
     parts.conditions.append(_loading(outcome, job=load_job(identity.name)))
     return False
+
+
+def _live_volume_uid(cluster: ClusterState, *, namespace: str, profile: str) -> str:
+    """The uid of the profile's shared volume, "" while it is not there or being deleted
+    (its files going with it)."""
+    volume = cluster.find_object(
+        group="", kind="PersistentVolumeClaim", name=cache_volume(profile), namespace=namespace
+    )
+    metadata = (volume or {}).get("metadata") or {}
+    if metadata.get("deletionTimestamp"):
+        return ""
+    return str(metadata.get("uid") or "")
 
 
 def _loading(outcome: JobOutcome, *, job: str) -> ConditionSpec:

@@ -1,7 +1,8 @@
 """A Model's status: its Pods counted as upstream counts them, and Kaiwo's conditions.
 
 ``replicas.all`` counts every server Pod, those being deleted too; ``replicas.ready`` those
-Ready (as upstream). ``cache.loaded`` only with a cache profile. Conditions, each with the
+Ready (as upstream). ``cache`` only with a cache profile: ``loaded``, and the uid of the
+volume the files were loaded into (:class:`CacheStatus`). Conditions, each with the
 generation it describes:
 
 * ``Configured``: the system configuration serves the Model (False: which profile or image
@@ -21,6 +22,7 @@ An Event tells each change of a condition people act on (see :data:`_EVENTS`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Final, Literal
@@ -68,6 +70,32 @@ _EVENTS: Final[Mapping[tuple[str, str, str | None], tuple[EventType, str]]] = Ma
 )
 
 
+@dataclass(frozen=True, slots=True)
+class CacheStatus:
+    """``status.cache``: whether the Model's files are loaded, and into which volume
+    (``volumeUID``, Kaiwo's: the uid of the cache profile's shared volume they were loaded
+    into; a volume made anew under the same name does not hold them). Empty: not known (a
+    status written before it was recorded)."""
+
+    loaded: bool
+    volume_uid: str = ""
+
+    @classmethod
+    def of(cls, status: Mapping[str, Any]) -> CacheStatus | None:
+        """The cache part of a status, None when it has none."""
+        cache = status.get("cache")
+        if not isinstance(cache, Mapping) or not isinstance(cache.get("loaded"), bool):
+            return None
+        uid = cache.get("volumeUID")
+        return cls(loaded=cache["loaded"], volume_uid=uid if isinstance(uid, str) else "")
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {"loaded": self.loaded}
+        if self.volume_uid:
+            wire["volumeUID"] = self.volume_uid
+        return wire
+
+
 def replica_counts(pods: Sequence[ObservedPod]) -> dict[str, int]:
     return {"all": len(pods), "ready": sum(pod.ready for pod in pods)}
 
@@ -77,7 +105,7 @@ def model_status(
     previous: Mapping[str, Any],
     generation: int,
     pods: Sequence[ObservedPod],
-    cache_loaded: bool | None,
+    cache: CacheStatus | None,
     conditions: Sequence[ConditionSpec],
     now: datetime,
 ) -> dict[str, Any]:
@@ -85,8 +113,8 @@ def model_status(
     ones (a transition time moves only when a condition's status does)."""
     previous_conditions = [c for c in previous.get("conditions") or () if isinstance(c, Mapping)]
     status: dict[str, Any] = {"replicas": replica_counts(pods)}
-    if cache_loaded is not None:
-        status["cache"] = {"loaded": cache_loaded}
+    if cache is not None:
+        status["cache"] = cache.to_wire()
     status["observedGeneration"] = generation
     status["conditions"] = merge_conditions(
         previous_conditions, conditions, generation=generation, now=now
