@@ -558,6 +558,49 @@ def _ready(pod: Mapping[str, Any]) -> bool:
     )
 
 
+async def test_kueues_labels_of_a_running_job_are_kept_and_the_edit_is_told(
+    stack: Pipeline,
+) -> None:
+    """Kueue's webhook refuses a priority class added to a running Job (and a queue changed
+    on one): the operator keeps the Job's labels as Kueue admitted it, and says so, instead
+    of an update the webhook refuses on every plan."""
+    ns = namespace_of(stack, "gpu")
+    await stack.kube.create(
+        kaiwo_job("reprioritised", ns, queue_name="gpu", gpus=2, run_seconds=60)
+    )
+    await reaches(stack, "reprioritised", ns, "RUNNING")
+
+    await stack.kube.merge_patch(
+        resources.KAIWO_JOB,
+        "reprioritised",
+        {"spec": {"priorityClass": "low"}},
+        namespace=ns,
+        field_manager="kubectl-edit",
+    )
+
+    async def told() -> dict[str, Any] | Pending:
+        found = await stack.kube.get(resources.KAIWO_JOB, "reprioritised", namespace=ns)
+        status = found.get("status") or {}
+        applied = [c for c in status.get("conditions") or () if c["type"] == "ChildSpecApplied"]
+        if status.get("observedGeneration") != 2 or not applied:
+            return Pending(f"generation {status.get('observedGeneration')}")
+        return found
+
+    found = await eventually(told, what="the edit planned", within=STEP)
+    await stack.settled(within=STEP)
+    found = await stack.kube.get(resources.KAIWO_JOB, "reprioritised", namespace=ns)
+    types = [c["type"] for c in found["status"]["conditions"]]
+    assert "ApplyRefused" not in types, found["status"]["conditions"]
+    applied = condition(found, "ChildSpecApplied")
+    assert (applied["status"], applied["reason"]) == ("False", "JobFieldsImmutable")
+    assert "metadata.labels[kueue.x-k8s.io/priority-class]" in applied["message"]
+    assert found["status"]["status"] == "RUNNING"
+    job = await stack.kube.get(resources.JOB, "reprioritised", namespace=ns)
+    assert "kueue.x-k8s.io/priority-class" not in job["metadata"]["labels"]
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gpu"
+    await stack.kube.delete(resources.KAIWO_JOB, "reprioritised", namespace=ns)
+
+
 async def test_a_ray_kaiwojob_is_admitted_and_its_ray_cluster_runs(stack: Pipeline) -> None:
     """Kueue admits the RayJob, KubeRay makes its RayCluster, the scheduler and kwok run the
     head and the GPU worker. It goes no further: KubeRay learns a Ray job's state from the

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kaiwo_planner.domain.children.job_changes import job_update, job_update_in
+from kaiwo_planner.domain.children.job_changes import job_update, job_update_in, kueue_label_update
 from kaiwo_planner.domain.children.workload_children import ChildCondition, plan_children
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
 from kaiwo_planner.domain.state.cluster import ClusterState
@@ -201,3 +201,94 @@ def test_an_observed_job_without_uid_or_generation_is_compared_each_time():
     assert job_update_in(context, DESIRED, anonymous) is not job_update_in(
         context, DESIRED, anonymous
     )
+
+
+# ---------------------------------------------------------------- Kueue's labels
+
+QUEUE = "kueue.x-k8s.io/queue-name"
+PRIORITY = "kueue.x-k8s.io/priority-class"
+
+
+def kueue_child(labels: dict[str, str], *, suspend: bool | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"entrypoint": "python train.py"}
+    if suspend is not None:
+        spec["suspend"] = suspend
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": "r", "labels": {"app": "r", **labels}},
+        "spec": spec,
+    }
+
+
+def test_a_suspended_child_takes_a_new_queue_and_priority_class():
+    desired = kueue_child({QUEUE: "b", PRIORITY: "high"})
+    observed = kueue_child({QUEUE: "a", PRIORITY: "low"}, suspend=True)
+
+    assert kueue_label_update(desired, observed) == (desired, ())
+
+
+def test_a_running_child_keeps_its_queue_and_gains_no_priority_class():
+    # Kueue's webhook refuses both on a child that is not suspended.
+    desired = kueue_child({QUEUE: "b", PRIORITY: "high"})
+    observed = kueue_child({QUEUE: "a"}, suspend=False)
+
+    manifest, kept = kueue_label_update(desired, observed)
+
+    assert manifest["metadata"]["labels"] == {"app": "r", QUEUE: "a"}
+    assert kept == (f"metadata.labels[{QUEUE}]", f"metadata.labels[{PRIORITY}]")
+    assert desired["metadata"]["labels"][QUEUE] == "b"  # the desired child is not modified
+
+
+def test_a_running_child_may_change_its_priority_class():
+    desired = kueue_child({QUEUE: "a", PRIORITY: "high"})
+    observed = kueue_child({QUEUE: "a", PRIORITY: "low"})  # no suspend: running, to Kueue
+
+    assert kueue_label_update(desired, observed) == (desired, ())
+
+
+def test_no_child_loses_its_priority_class():
+    desired = kueue_child({QUEUE: "a"})
+    observed = kueue_child({QUEUE: "a", PRIORITY: "low"}, suspend=True)
+
+    manifest, kept = kueue_label_update(desired, observed)
+
+    assert manifest["metadata"]["labels"] == {"app": "r", QUEUE: "a", PRIORITY: "low"}
+    assert kept == (f"metadata.labels[{PRIORITY}]",)
+
+
+def test_the_job_message_names_both_the_template_and_the_labels():
+    desired = copy.deepcopy(DESIRED)
+    desired["metadata"]["labels"] = {"new": "label", QUEUE: "b"}
+    observed = copy.deepcopy(OBSERVED)
+    observed["metadata"]["labels"] = {QUEUE: "a"}
+
+    update = job_update(desired, observed)
+
+    assert update.manifest["metadata"]["labels"] == {"new": "label", QUEUE: "a"}
+    assert update.labels_not_applied == (f"metadata.labels[{QUEUE}]",)
+    assert update.message == (
+        "Not applied to the existing Job, because a Job's pod template, selector and "
+        "completion settings cannot change after it is created: "
+        "spec.template.spec.containers[0].image; and Kueue keeps a running workload in its "
+        "queue and without a priority class it started without, and never takes a priority "
+        "class away: metadata.labels[kueue.x-k8s.io/queue-name]. Delete and re-create the "
+        "KaiwoJob to run with these changes."
+    )
+
+
+def test_a_held_update_is_decided_again_when_kueues_labels_move():
+    # Labels change without a new generation: the kept update must not outlive them.
+    context = PlanningContext.of(ClusterState())
+    desired = copy.deepcopy(DESIRED)
+    desired["metadata"]["labels"] = {QUEUE: "a"}
+    observed = copy.deepcopy(OBSERVED)
+    observed["metadata"] = {"name": "j", "uid": "u", "generation": 2, "labels": {}}
+    first = job_update_in(context, desired, observed)
+    observed["metadata"]["labels"] = {QUEUE: "a", PRIORITY: "low"}
+
+    second = job_update_in(context, desired, observed)
+
+    assert first.labels_not_applied == ()
+    assert second.labels_not_applied == (f"metadata.labels[{PRIORITY}]",)
+    assert second.manifest["metadata"]["labels"] == {QUEUE: "a", PRIORITY: "low"}

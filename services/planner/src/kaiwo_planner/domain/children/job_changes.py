@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kaiwo_planner.domain.children.labels import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME
 from kaiwo_planner.domain.state.json_trees import copy_tree
 from kaiwo_planner.domain.state.manifest_comparison import differing_paths
 from kaiwo_planner.domain.state.planning_context import PlanningContext
@@ -44,21 +45,75 @@ REASON_IMMUTABLE = "JobFieldsImmutable"
 
 @dataclass(frozen=True, slots=True)
 class JobUpdate:
-    """The manifest to apply to an existing Job, and the desired changes it had to leave out."""
+    """The manifest to apply to an existing Job, and the desired changes it had to leave out:
+    immutable spec fields, and Kueue's labels that Kueue's admission holds
+    (:func:`kueue_label_update`)."""
 
     manifest: dict[str, Any]
     not_applied: tuple[str, ...]
+    labels_not_applied: tuple[str, ...] = ()
 
     @property
     def message(self) -> str:
-        if not self.not_applied:
+        if not (self.not_applied or self.labels_not_applied):
             return ""
+        reasons = []
+        if self.not_applied:
+            reasons.append(
+                "a Job's pod template, selector and completion settings cannot change after "
+                "it is created: " + ", ".join(self.not_applied)
+            )
+        if self.labels_not_applied:
+            reasons.append(KUEUE_LABELS_HELD + ", ".join(self.labels_not_applied))
         return (
-            "Not applied to the existing Job, because a Job's pod template, selector and "
-            "completion settings cannot change after it is created: "
-            + ", ".join(self.not_applied)
+            "Not applied to the existing Job, because "
+            + "; and ".join(reasons)
             + ". Delete and re-create the KaiwoJob to run with these changes."
         )
+
+
+KUEUE_LABELS_HELD = (
+    "Kueue keeps a running workload in its queue and without a priority class it started "
+    "without, and never takes a priority class away: "
+)
+
+
+def kueue_label_update(
+    desired: Mapping[str, Any], observed: Mapping[str, Any]
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """``desired`` (a Kueue-managed child: Job, RayJob, AppWrapper) with Kueue's labels as
+    Kueue's admission webhook lets them change on ``observed``, and the label paths kept.
+
+    The webhook refuses the whole update when it changes ``kueue.x-k8s.io/queue-name`` of a
+    child that is not suspended (admitted), adds ``kueue.x-k8s.io/priority-class`` to one, or
+    removes that label from any child. Applied as desired, an edit of ``clusterQueue`` or
+    ``priorityClass`` at the wrong moment was refused on every plan (``ApplyRefused``), and
+    the rest of the update with it. So the observed value is kept (or the label left out)
+    and named instead. ``desired`` is not modified.
+    """
+    meta = observed.get("metadata")
+    observed_labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    if not isinstance(observed_labels, Mapping):
+        observed_labels = {}
+    spec = observed.get("spec")
+    running = not (isinstance(spec, Mapping) and spec.get("suspend") is True)
+    labels = dict((desired.get("metadata") or {}).get("labels") or {})
+    kept: list[str] = []
+    queue = observed_labels.get(LABEL_QUEUE_NAME)
+    if running and queue is not None and labels.get(LABEL_QUEUE_NAME) != queue:
+        labels[LABEL_QUEUE_NAME] = queue
+        kept.append(f"metadata.labels[{LABEL_QUEUE_NAME}]")
+    priority = observed_labels.get(LABEL_PRIORITY_CLASS)
+    wanted = labels.get(LABEL_PRIORITY_CLASS)
+    if priority and not wanted:
+        labels[LABEL_PRIORITY_CLASS] = priority
+        kept.append(f"metadata.labels[{LABEL_PRIORITY_CLASS}]")
+    elif running and not priority and wanted:
+        del labels[LABEL_PRIORITY_CLASS]
+        kept.append(f"metadata.labels[{LABEL_PRIORITY_CLASS}]")
+    if not kept:
+        return dict(desired), ()
+    return {**desired, "metadata": {**desired["metadata"], "labels": labels}}, tuple(kept)
 
 
 def job_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> JobUpdate:
@@ -88,7 +143,10 @@ def job_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> JobUp
             spec.pop(field_name, None)
     for field_name in KUEUE_OWNED_SPEC_FIELDS:
         spec.pop(field_name, None)
-    return JobUpdate(manifest=manifest, not_applied=tuple(not_applied))
+    manifest, labels_kept = kueue_label_update(manifest, observed)
+    return JobUpdate(
+        manifest=manifest, not_applied=tuple(not_applied), labels_not_applied=labels_kept
+    )
 
 
 _ABSENT = object()
@@ -119,13 +177,21 @@ def job_update_in(
         (desired,),
         lambda: (fields, job_update(desired, observed)),
     )
-    if held_fields != fields:  # changed without a new generation: not from an API server
+    if held_fields != fields:  # changed without a new generation: a label, or hand-made
         return job_update(desired, observed)
     return update
 
 
 def _immutable_fields(observed: Mapping[str, Any]) -> tuple[object, ...]:
+    """What an update of ``observed`` is decided from: its immutable fields, and Kueue's
+    labels (which change without a new generation)."""
     spec = observed.get("spec")
+    meta = observed.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    kueue_labels = tuple(
+        labels.get(name) if isinstance(labels, Mapping) else None
+        for name in (LABEL_QUEUE_NAME, LABEL_PRIORITY_CLASS)
+    )
     if not isinstance(spec, Mapping):
-        return ()
-    return tuple(spec.get(name, _ABSENT) for name in IMMUTABLE_JOB_SPEC_FIELDS)
+        return kueue_labels
+    return (*kueue_labels, *(spec.get(name, _ABSENT) for name in IMMUTABLE_JOB_SPEC_FIELDS))

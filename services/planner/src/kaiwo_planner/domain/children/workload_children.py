@@ -26,10 +26,12 @@ from kaiwo_planner.domain.children.downloads import download_config_map, downloa
 from kaiwo_planner.domain.children.http_route import http_route
 from kaiwo_planner.domain.children.job_changes import (
     CONDITION_TYPE,
+    KUEUE_LABELS_HELD,
     KUEUE_OWNED_SPEC_FIELDS,
     REASON_IMMUTABLE,
     job_update,
     job_update_in,
+    kueue_label_update,
 )
 from kaiwo_planner.domain.children.labels import inventory_labels
 from kaiwo_planner.domain.children.naming import main_child_name
@@ -207,36 +209,58 @@ def _service_children(
     return children
 
 
-JOB_MATCHES_SPEC = "The Job matches the workload's spec"
+_KUEUE_SUSPENDED_KINDS = ("Job", "RayJob", "AppWrapper")
+"""Main children Kueue admits by unsuspending them, whose labels its webhook guards."""
 
 
 def _reconcile_with_observed(
     main: dict[str, Any], observed: Mapping[str, Any] | None, context: PlanningContext | None
 ) -> tuple[dict[str, Any], ChildCondition | None]:
     """The main child to apply given the one that exists (None: it does not exist yet)."""
-    if main["kind"] == "Job" and observed is None:
-        # Created from the spec as it is, so nothing of it is left unapplied. Saying so from
-        # the start (rather than once the Job is observed) spares every new KaiwoJob a
-        # second status write, and the plan and observation that come with it.
-        return main, ChildCondition(CONDITION_TYPE, "True", "Applied", JOB_MATCHES_SPEC)
-    if observed is None or observed.get("kind") != main["kind"]:
+    kind = main["kind"]
+    if kind not in _KUEUE_SUSPENDED_KINDS:
         return main, None
-    if main["kind"] == "Job":
-        update = (
-            job_update(main, observed)
-            if context is None
-            else job_update_in(context, main, observed)
-        )
-        if update.not_applied:
-            return update.manifest, ChildCondition(
-                CONDITION_TYPE, "False", REASON_IMMUTABLE, update.message
-            )
-        return update.manifest, ChildCondition(CONDITION_TYPE, "True", "Applied", JOB_MATCHES_SPEC)
-    if main["kind"] == "RayJob":
+    if observed is None:
+        # Created from the spec as it is, so nothing of it is left unapplied. Saying so from
+        # the start (rather than once the child is observed) spares every new workload a
+        # second status write, and the plan and observation that come with it.
+        return main, _matches(kind)
+    if observed.get("kind") != kind:
+        return main, None
+    if kind == "Job":
+        return _job_as_it_exists(main, observed, context)
+    manifest, labels_kept = kueue_label_update(main, observed)
+    if kind == "RayJob":
         # Kueue owns suspend once the RayJob exists: left out, as for a Job (job_changes).
         spec = {k: v for k, v in main["spec"].items() if k not in KUEUE_OWNED_SPEC_FIELDS}
-        return {**main, "spec": spec}, None
-    return main, None
+        manifest = {**manifest, "spec": spec}
+    if not labels_kept:
+        return manifest, _matches(kind)
+    return manifest, _not_applied(
+        f"Not applied to the existing {kind}, because {KUEUE_LABELS_HELD}"
+        f"{', '.join(labels_kept)}. Delete and re-create the workload to run with these changes."
+    )
+
+
+def _job_as_it_exists(
+    main: dict[str, Any], observed: Mapping[str, Any], context: PlanningContext | None
+) -> tuple[dict[str, Any], ChildCondition]:
+    update = (
+        job_update(main, observed) if context is None else job_update_in(context, main, observed)
+    )
+    if update.not_applied or update.labels_not_applied:
+        return update.manifest, _not_applied(update.message)
+    return update.manifest, _matches("Job")
+
+
+def _matches(kind: str) -> ChildCondition:
+    return ChildCondition(
+        CONDITION_TYPE, "True", "Applied", f"The {kind} matches the workload's spec"
+    )
+
+
+def _not_applied(message: str) -> ChildCondition:
+    return ChildCondition(CONDITION_TYPE, "False", REASON_IMMUTABLE, message)
 
 
 @dataclass(frozen=True, slots=True)
