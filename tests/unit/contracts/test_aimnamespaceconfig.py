@@ -216,3 +216,56 @@ def test_the_example_configures_gateway_and_every_provider(repo_root: Path) -> N
     assert credentials.azure_blob is not None
     assert len(credentials.azure_blob) == 1
     assert config.to_wire() == wire
+
+
+TOGETHER_RULE = {
+    "rule": "(has(self.secretName) && self.secretName != '') == "
+    "(has(self.secretKey) && self.secretKey != '')",
+    "message": "secretName and secretKey must be given together (the Secret and its key)",
+}
+
+
+def test_the_crd_refuses_references_given_by_halves(repo_root: Path) -> None:
+    crd = yaml.safe_load(
+        (repo_root / "deploy/k8s/crds/config.kaiwo.silogen.ai_aimnamespaceconfigs.yaml").read_text()
+    )
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    credentials = spec["properties"]["credentials"]["properties"]
+
+    def rules(schema: dict[str, Any]) -> list[dict[str, Any]]:
+        return list(schema.get("x-kubernetes-validations", []))
+
+    s3 = credentials["s3"]["items"]["properties"]
+    assert rules(credentials["huggingFaceToken"]) == [TOGETHER_RULE]
+    assert rules(s3["accessKeyId"]) == [TOGETHER_RULE]
+    assert rules(s3["secretAccessKey"]) == [TOGETHER_RULE]
+    gcs = credentials["gcs"]["items"]["properties"]["applicationCredentials"]
+    assert rules(gcs) == [TOGETHER_RULE]
+    azure = credentials["azureBlob"]["items"]["properties"]["connectionString"]
+    assert rules(azure) == [TOGETHER_RULE]
+    assert rules(spec["properties"]["gateway"]) == [
+        {
+            "rule": "!(has(self.__namespace__) && self.__namespace__ != '') || "
+            "(has(self.name) && self.name != '')",
+            "message": (
+                "name is required when namespace is given (the Gateway the routes attach to)"
+            ),
+            "fieldPath": ".name",
+        }
+    ]
+
+
+def test_an_object_stored_before_the_rules_still_parses() -> None:
+    # The rules are the API server's only: such an object keeps its other settings (the
+    # planner ignores the half reference, as before) instead of being dropped as invalid.
+    wire = copy.deepcopy(AIMNAMESPACECONFIG_FROM_API)
+    wire["spec"] = {
+        "gateway": {"namespace": "gateway-system"},
+        "credentials": {"huggingFaceToken": {"secretName": "hf-creds"}},
+        "images": {"imagePullSecrets": ["regcred"]},
+    }
+
+    config = AIMNamespaceConfig.from_wire(wire)
+
+    assert config.spec.images is not None
+    assert config.spec.images.image_pull_secrets == ["regcred"]

@@ -12,22 +12,51 @@ through an HTTPRoute on the named gateway (docs/aimnamespaceconfig.md says exact
 
 The CRD is in the ``kaiwo`` category but not in ``all``: ``kubectl get all`` lists workloads,
 not configuration objects.
+
+A Secret reference needs both its ``secretName`` and its ``secretKey``, and a gateway that
+names a namespace needs its ``name``: the API server refuses either given by halves
+(:data:`SECRET_REFERENCE_RULE`, :data:`GATEWAY_RULE`; decision 0121), since the object has
+no status on which the operator could say it ignores them. These rules live in the CRD only:
+an object stored before them still parses, and the planner ignores such a half as before,
+rather than dropping the namespace's whole configuration.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
+from pydantic.config import JsonDict
 
 from kaiwo_contracts.crds.base import CrdInfo, KubeModel, PrinterColumn
+from kaiwo_contracts.crds.cel_rules import CEL_VALIDATIONS
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import API_VERSION, GROUP, VERSION
 from kaiwo_contracts.crds.config_v1alpha1.type_meta import TypedObject
 from kaiwo_contracts.crds.meta import ListMeta, ObjectMeta
 
 
+def _given(field: str) -> str:
+    return f"(has(self.{field}) && self.{field} != '')"
+
+
+SECRET_REFERENCE_RULE: JsonDict = {
+    "rule": f"{_given('secretName')} == {_given('secretKey')}",
+    "message": "secretName and secretKey must be given together (the Secret and its key)",
+}
+"""Upstream takes either alone, and nothing uses such a reference: no HF_TOKEN, no download
+credential, and no word of it anywhere (the workloads' own references are refused alike)."""
+GATEWAY_RULE: JsonDict = {
+    # ``namespace`` is a CEL keyword: the API server names the field ``__namespace__``.
+    "rule": f"!{_given('__namespace__')} || {_given('name')}",
+    "message": "name is required when namespace is given (the Gateway the routes attach to)",
+    "fieldPath": ".name",
+}
+
+
 class SecretValueReference(KubeModel):
     """One key of a Secret in the same namespace (for example ``hf-creds`` / ``token``)."""
+
+    model_config = ConfigDict(json_schema_extra={CEL_VALIDATIONS: [SECRET_REFERENCE_RULE]})
 
     secret_name: str | None = Field(default=None, description="Name of the Secret.")
     secret_key: str | None = Field(default=None, description="Key within the Secret.")
@@ -76,6 +105,8 @@ class AIMNamespaceImageConfig(KubeModel):
 
 class GatewayRef(KubeModel):
     """The KGateway instance the namespace uses for exposure and routing."""
+
+    model_config = ConfigDict(json_schema_extra={CEL_VALIDATIONS: [GATEWAY_RULE]})
 
     name: str | None = Field(default=None, description="Name of the gateway object.")
     namespace: str | None = Field(default=None, description="Namespace of the gateway object.")

@@ -71,7 +71,7 @@ def kueue_objects_for(
     )
     missing: set[str] = set()
     for queue in spec.cluster_queues or ():
-        queue_spec = queue.spec.to_wire()
+        queue_spec = _admission_checks_as_kueue_stores_them(queue.spec.to_wire())
         queue_spec.setdefault("namespaceSelector", {})
         objects.append(_kueue("ClusterQueue", queue.name, owner_reference, spec=queue_spec))
         listed = set(queue.namespaces or ())
@@ -97,6 +97,21 @@ def kueue_objects_for(
             _kueue("WorkloadPriorityClass", str(priority.metadata.name), owner_reference, **extra)
         )
     return objects, sorted(missing)
+
+
+def _admission_checks_as_kueue_stores_them(spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` with ``admissionChecks: [a, b]`` written as ``admissionChecksStrategy:
+    {admissionChecks: [{name: a}, {name: b}]}``.
+
+    The same meaning in every Kueue that has both fields (a rule naming no flavors applies to
+    all of them). But Kueue 0.15 and later keep only the second (their v1beta2 has no
+    ``admissionChecks``) and serve it back at v1beta1 too, so a queue asked for in the first
+    form never looked as asked: its KaiwoQueueConfig stayed PENDING and every plan applied
+    it again (found on the real Kueue, decision 0121)."""
+    checks = spec.pop("admissionChecks", None)
+    if checks:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": n} for n in checks]}
+    return spec
 
 
 def _flavor(flavor: Any) -> dict[str, Any]:

@@ -23,6 +23,11 @@ any ClusterQueue names it, which ours always does).
 
 An object another owner holds is pending too; the executor never adopts it and says so
 (``NameConflict``).
+
+Even when every object is as desired, Kueue may refuse to admit anything to a ClusterQueue:
+its ``Active`` condition is False when, for instance, a flavor names a Topology that does not
+exist or the queue names an AdmissionCheck that does not (:func:`inactive_queues`, decision
+0121). Then the KaiwoQueueConfig is not ready either.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from kaiwo_contracts.confinement import KUEUE_RESOURCE_IN_USE_FINALIZER
+from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import KaiwoQueueConfigSpec
 from kaiwo_contracts.plans import ObjectRef
 
 from kaiwo_planner.domain.state.cluster import ClusterState, api_group_of
@@ -108,6 +114,80 @@ class ObjectVerdict:
         }[self.state]
         separator = ": " if self.state == "held" else " "
         return f"{self.display}{separator}{what}" if what else ""
+
+
+ACTIVE_CONDITION: Final = "Active"
+"""Kueue's condition on a ClusterQueue: False while it admits no new workloads."""
+STOPPED_REASON: Final = "Stopped"
+"""Kueue's reason for a queue its ``stopPolicy`` holds: what the user asked, not a fault."""
+
+
+@dataclass(frozen=True, slots=True)
+class InactiveQueue:
+    """A ClusterQueue Kueue says admits no new workloads (its ``Active`` condition False)."""
+
+    name: str
+    reason: str
+    """Kueue's reason, e.g. ``TopologyNotFound`` or ``AdmissionCheckNotFound``."""
+    message: str
+    """Kueue's message, which names the missing object."""
+    settling: bool
+    """Kueue has not caught up: the condition predates the queue's spec, or the flavors and
+    Topologies it says are missing are all observed (created with the queue, a moment ago)."""
+
+    def describe(self) -> str:
+        return (
+            f"Kueue admits no workloads to ClusterQueue {self.name} ({self.reason}): {self.message}"
+        )
+
+
+def inactive_queues(
+    spec: KaiwoQueueConfigSpec, *, cluster: ClusterState
+) -> tuple[InactiveQueue, ...]:
+    """The ClusterQueues of ``spec`` whose observed ``Active`` condition is False, in the
+    spec's order; one held by its ``stopPolicy`` (``Stopped``) is as the user asked."""
+    topology_of = {f.name: f.topology_name for f in spec.resource_flavors or ()}
+    found = []
+    for queue in spec.cluster_queues or ():
+        live = cluster.find_object(group=KUEUE_GROUP, kind="ClusterQueue", name=queue.name)
+        active = _condition(live, ACTIVE_CONDITION) if live is not None else None
+        if active is None or active.get("status") != "False":
+            continue
+        reason = str(active.get("reason") or "")
+        if reason == STOPPED_REASON:
+            continue
+        flavors = {f.name for g in queue.spec.resource_groups or () for f in g.flavors}
+        topologies = {t for f in flavors if (t := topology_of.get(f))}
+        generation = ((live or {}).get("metadata") or {}).get("generation")
+        observed = active.get("observedGeneration")
+        stale = isinstance(generation, int) and isinstance(observed, int) and observed < generation
+        # Kueue names what it misses; when the cluster holds all of it, Kueue is catching up.
+        catching_up = {
+            "FlavorNotFound": _all_observed(cluster, "ResourceFlavor", flavors),
+            "TopologyNotFound": _all_observed(cluster, "Topology", topologies),
+        }.get(reason, False)
+        settling = stale or catching_up
+        found.append(
+            InactiveQueue(
+                queue.name, reason or "Unknown", str(active.get("message") or ""), settling
+            )
+        )
+    return tuple(found)
+
+
+def _all_observed(cluster: ClusterState, kind: str, names: Iterable[str]) -> bool:
+    return all(cluster.find_object(group=KUEUE_GROUP, kind=kind, name=name) for name in names)
+
+
+def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    return next(
+        (
+            c
+            for c in (obj.get("status") or {}).get("conditions") or ()
+            if isinstance(c, Mapping) and c.get("type") == kind
+        ),
+        None,
+    )
 
 
 def judge_kueue_objects(

@@ -11,8 +11,10 @@ the cluster's nodes and namespaces into one :class:`~kaiwo_contracts.plans.Plan`
   (:mod:`kaiwo_planner.domain.queues.node_pools`);
 * the status (:mod:`~kaiwo_planner.domain.queues.queue_config_status`), from the Kueue objects
   as observed (:mod:`~kaiwo_planner.domain.queues.kueue_sync`, decision 0048): READY only when
-  each is as desired, and then the Ready condition's message names what the operator added to
-  the user's spec (discovered flavors, the default ClusterQueue); PENDING while one is missing,
+  each is as desired and Kueue admits workloads to each ClusterQueue, and then the Ready
+  condition's message names what the operator added to the user's spec (discovered flavors,
+  the default ClusterQueue); FAILED (``ClusterQueueInactive``, decision 0121) with Kueue's
+  reason when it admits none to one; PENDING while one is missing,
   not yet updated, being replaced, or kept because admitted workloads use it (reason
   ``KueueObjectInUse``); FAILED with a condition saying what is wrong with the spec. A change
   Kueue's CRDs refuse in place is planned as a delete (``Plan.delete``, by uid) and a create,
@@ -85,7 +87,11 @@ from kaiwo_planner.domain.queues.kueue_objects import (
     controller_reference_to,
     kueue_objects_for,
 )
-from kaiwo_planner.domain.queues.kueue_sync import KUEUE_GROUP, judge_kueue_objects
+from kaiwo_planner.domain.queues.kueue_sync import (
+    KUEUE_GROUP,
+    inactive_queues,
+    judge_kueue_objects,
+)
 from kaiwo_planner.domain.queues.node_pools import (
     NodePool,
     default_cluster_queue,
@@ -186,7 +192,11 @@ def plan_queue_config(
         ),
     ]
     verdict = ready_condition(
-        spec, missing_namespaces, judged, generated=generated_note(spec, queue_config.spec)
+        spec,
+        missing_namespaces,
+        judged,
+        generated=generated_note(spec, queue_config.spec),
+        inactive=inactive_queues(spec, cluster=cluster),
     )
     status, events = queue_config_status(
         previous_status, verdict, generation=meta.generation, now=now

@@ -1,9 +1,11 @@
 """The KaiwoQueueConfig's status: its Ready condition, its phase and the Events they tell.
 
-READY only when each Kueue object is as desired (the message then names what the operator
-added to the user's spec); PENDING while one is missing, on its way, being replaced, or held
-because admitted workloads use it (``KueueObjectInUse``, a Warning each time its message
-changes); FAILED with what is wrong with the spec.
+READY only when each Kueue object is as desired and Kueue admits workloads to each
+ClusterQueue (the message then names what the operator added to the user's spec); PENDING
+while one is missing, on its way, being replaced, or held because admitted workloads use it
+(``KueueObjectInUse``, a Warning each time its message changes); FAILED with what is wrong
+with the spec, or with Kueue's reason when it admits no workloads to a ClusterQueue
+(``ClusterQueueInactive``, decision 0121).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import KaiwoQueueConfigSpec
 from kaiwo_contracts.plans import EventIntent
 
-from kaiwo_planner.domain.queues.kueue_sync import ObjectVerdict
+from kaiwo_planner.domain.queues.kueue_sync import InactiveQueue, ObjectVerdict
 from kaiwo_planner.domain.status.conditions import ConditionSpec, merge_conditions
 
 READY_CONDITION = "Ready"
@@ -24,6 +26,9 @@ PENDING_REASON = "KueueObjectsPending"
 """Some Kueue object is missing, being updated, replaced or held by another owner."""
 IN_USE_REASON = "KueueObjectInUse"
 """An immutable change waits: the object it needs replaced is used by admitted workloads."""
+INACTIVE_REASON = "ClusterQueueInactive"
+"""Every object is as desired, but Kueue admits no workloads to a ClusterQueue (its Active
+condition is False, e.g. a flavor names a Topology that does not exist): FAILED."""
 MAX_OBJECTS_NAMED = 5
 ON_THE_WAY = "Kueue objects are being created or updated to match the KaiwoQueueConfig"
 
@@ -48,32 +53,15 @@ def ready_condition(
     judged: Sequence[ObjectVerdict],
     *,
     generated: str,
+    inactive: Sequence[InactiveQueue] = (),
 ) -> ConditionSpec:
-    """The Ready condition: the first problem found, or that the objects match."""
-    flavors = {f.name for f in spec.resource_flavors or ()}
-    unknown = sorted(
-        {
-            f"{queue.name}/{flavor.name}"
-            for queue in spec.cluster_queues or ()
-            for group in queue.spec.resource_groups or ()
-            for flavor in group.flavors
-            if flavor.name not in flavors
-        }
-    )
-    if missing_namespaces:
-        return ConditionSpec(
-            READY_CONDITION,
-            "False",
-            "NamespaceNotFound",
-            "LocalQueues cannot be created in missing namespaces: " + ", ".join(missing_namespaces),
-        )
-    if unknown:
-        return ConditionSpec(
-            READY_CONDITION,
-            "False",
-            "ResourceFlavorNotFound",
-            "ClusterQueues refer to ResourceFlavors that are not defined: " + ", ".join(unknown),
-        )
+    """The Ready condition: the first problem found, or that the objects match.
+
+    ``inactive``: the ClusterQueues Kueue admits no workloads to, as observed; one where
+    Kueue has not caught up with objects just created (``settling``) is on its way."""
+    spec_problem = _spec_problem(spec, missing_namespaces)
+    if spec_problem is not None:
+        return spec_problem
     held = [v for v in judged if v.state == "held"]
     if held:
         return ConditionSpec(READY_CONDITION, "False", IN_USE_REASON, _named(held))
@@ -87,8 +75,13 @@ def ready_condition(
         if on_the_way:
             message += "; other Kueue objects are being created or updated"
         return ConditionSpec(READY_CONDITION, "False", PENDING_REASON, message)
-    if on_the_way:
+    # Kueue's verdict on a queue counts only once every object is as desired: before that,
+    # or while Kueue catches up with objects just created (settling), they are on their way.
+    refused = [queue for queue in inactive if not queue.settling]
+    if on_the_way or (inactive and not refused):
         return ConditionSpec(READY_CONDITION, "False", PENDING_REASON, ON_THE_WAY)
+    if refused:
+        return ConditionSpec(READY_CONDITION, "False", INACTIVE_REASON, _named(refused))
     return ConditionSpec(
         READY_CONDITION,
         "True",
@@ -97,7 +90,39 @@ def ready_condition(
     )
 
 
-def _named(verdicts: Sequence[ObjectVerdict]) -> str:
+def _spec_problem(
+    spec: KaiwoQueueConfigSpec, missing_namespaces: Sequence[str]
+) -> ConditionSpec | None:
+    """What is wrong with the spec itself: LocalQueues in missing namespaces, or ClusterQueues
+    naming flavors it does not define."""
+    if missing_namespaces:
+        return ConditionSpec(
+            READY_CONDITION,
+            "False",
+            "NamespaceNotFound",
+            "LocalQueues cannot be created in missing namespaces: " + ", ".join(missing_namespaces),
+        )
+    flavors = {f.name for f in spec.resource_flavors or ()}
+    unknown = sorted(
+        {
+            f"{queue.name}/{flavor.name}"
+            for queue in spec.cluster_queues or ()
+            for group in queue.spec.resource_groups or ()
+            for flavor in group.flavors
+            if flavor.name not in flavors
+        }
+    )
+    if unknown:
+        return ConditionSpec(
+            READY_CONDITION,
+            "False",
+            "ResourceFlavorNotFound",
+            "ClusterQueues refer to ResourceFlavors that are not defined: " + ", ".join(unknown),
+        )
+    return None
+
+
+def _named(verdicts: Sequence[ObjectVerdict] | Sequence[InactiveQueue]) -> str:
     """The first :data:`MAX_OBJECTS_NAMED` objects described, and how many more."""
     named = "; ".join(v.describe() for v in verdicts[:MAX_OBJECTS_NAMED])
     more = len(verdicts) - MAX_OBJECTS_NAMED
