@@ -464,6 +464,8 @@ def test_a_job_whose_recorded_finish_precedes_the_start_seen_finishes_at_that_st
         ({"conditions": [{"type": "Suspended", "status": "True"}]}, "STARTING", "PENDING"),
         ({"failed": 7}, "RUNNING", "FAILED"),
         ({"failed": 6, "active": 1}, "RUNNING", "RUNNING"),
+        # Between a failed pod and its replacement: a retry starting, not back to PENDING.
+        ({"failed": 1}, "STARTING", "STARTING"),
         ({"conditions": [{"type": "FailureTarget", "status": "True"}]}, "RUNNING", "FAILED"),
         ({"active": 1}, "RUNNING", "RUNNING"),
         ({"active": 1}, "STARTING", "STARTING"),

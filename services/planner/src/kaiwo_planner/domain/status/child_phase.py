@@ -162,6 +162,8 @@ def batch_job_phase(job: Mapping[str, Any], *, previous_phase: WorkloadStatus) -
         (int(status.get("ready") or 0) > 0, WorkloadStatus.RUNNING),
         (previous_phase is WorkloadStatus.RUNNING, WorkloadStatus.RUNNING),
         (int(status.get("active") or 0) > 0, WorkloadStatus.STARTING),
+        # A failed pod within the limit, its replacement not created yet: a retry starting.
+        (int(status.get("failed") or 0) > 0, WorkloadStatus.STARTING),
     )
     return next((phase for matches, phase in rules if matches), WorkloadStatus.PENDING)
 
