@@ -1,6 +1,7 @@
-"""A KaiwoJob whose ``spec.job`` leaves ``restartPolicy`` out, as users write it, gets a Job the
-API server accepts: a pod template without one means ``Always``, which a Job may not have, and
-upstream sent it so (decision 0119)."""
+"""The Jobs planned for a KaiwoJob are accepted by the API server where users' specs used to
+make them invalid (decision 0119): a ``spec.job`` that leaves ``restartPolicy`` out (a pod
+template without one means ``Always``, which a Job may not have), and downloads whose
+credentials are in a Secret with a dot in its name (a pod volume's name may have none)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from tests.unit.planner.test_planning import queue_config
 pytestmark = pytest.mark.k8s
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-NAMESPACE = "user-job-spec"
+NAMESPACE = "job-manifests"
 WORKLOADS_LABEL = "kaiwo.silogen.ai/workloads"
 
 
@@ -75,3 +76,47 @@ async def test_the_job_of_a_user_job_spec_without_restart_policy_is_accepted(
 
     assert created["spec"]["template"]["spec"]["restartPolicy"] == "Never"
     assert created["spec"]["backoffLimit"] == 2
+
+
+async def test_the_download_job_of_a_secret_with_a_dotted_name_is_accepted(
+    kube: KubernetesAsyncioAdapter,
+) -> None:
+    workload = {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoJob",
+        "metadata": {"name": "dotted-secret", "namespace": NAMESPACE},
+        "spec": {
+            "image": "busybox",
+            "storage": {
+                "storageEnabled": True,
+                "data": {
+                    "storageSize": "1Gi",
+                    "download": {
+                        "s3": [
+                            {
+                                "endpointUrl": "https://s3.example.com",
+                                "accessKeyId": {"secretName": "s3.creds", "secretKey": "id"},
+                                "secretKey": {"secretName": "s3.creds", "secretKey": "key"},
+                                "buckets": [{"name": "data"}],
+                            }
+                        ]
+                    },
+                },
+            },
+        },
+    }
+    await kube.create(workload)
+    stored = await kube.get(resources.KAIWO_JOB, "dotted-secret", namespace=NAMESPACE)
+    cluster = ClusterState.from_wire(
+        objects=[queue_config({"name": "kaiwo", "namespaces": [NAMESPACE]})],
+        namespaces=[NAMESPACE],
+    )
+    plan = planned(owner=stored, cluster=cluster, now=NOW)
+    assert plan is not None
+    (download,) = (m for m in plan.desired if m["kind"] == "Job")
+    assert download["metadata"]["name"] == "dotted-secret-download"
+
+    created = await kube.create(download, field_manager="test")
+
+    volumes = {v["name"]: v for v in created["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["secret-s3-creds-90422086"]["secret"]["secretName"] == "s3.creds"
