@@ -408,6 +408,34 @@ def test_a_job_change_kubernetes_cannot_apply_is_reported(cluster_with):
     assert main_container(job)["image"] == "rocm/pytorch:latest"
 
 
+def test_storage_left_disabled_is_told_once_per_generation(cluster_with):
+    """The reference ignores ``data``/``huggingFace`` unless ``storageEnabled``: the workload
+    runs without them, and a Warning says so (decision 0119)."""
+    spec = {**TRAIN_SPEC, "storage": {"data": {"storageSize": "10Gi"}}}
+    owner = kaiwo_job(spec)
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None
+    assert [m["kind"] for m in plan.desired] == ["Job"]
+    told = tuple(e for e in plan.events if e.reason == "SettingsIgnored")
+    assert told == (
+        EventIntent(
+            type="Warning",
+            reason="SettingsIgnored",
+            message=(
+                "spec.storage.data is ignored because spec.storage.storageEnabled is not true: "
+                "no PersistentVolumeClaim is created, nothing is downloaded and nothing is "
+                "mounted; set spec.storage.storageEnabled: true to use it"
+            ),
+        ),
+    )
+    again_owner = kaiwo_job(spec, status=plan.status)
+    again = planned(owner=again_owner, cluster=cluster_with(again_owner), now=NOW)
+    assert again is not None
+    assert all(e.reason != "SettingsIgnored" for e in again.events)
+
+
 def test_a_kaiwoconfig_change_replans_image_scheduler_and_queue(cluster_with):
     owner = kaiwo_job({"user": "ann@example.com", "entrypoint": "python x.py"})
     config = {

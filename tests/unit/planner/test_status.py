@@ -208,7 +208,8 @@ def test_download_events() -> None:
         ObservedChildren(
             child_kind="Job",
             downloads_configured=True,
-            download_job=job(failed=1),
+            # The download Job has no retries (backoffLimit 0): its first failed pod fails it.
+            download_job=job_with_spec({"backoffLimit": 0}, failed=1),
         ),
     )
     assert failed.events == (event("WorkloadFailed", "Workload has failed", "Warning"),)
@@ -461,7 +462,11 @@ def test_a_job_whose_recorded_finish_precedes_the_start_seen_finishes_at_that_st
     [
         ({"conditions": [{"type": "SuccessCriteriaMet", "status": "True"}]}, "RUNNING", "COMPLETE"),
         ({"conditions": [{"type": "Suspended", "status": "True"}]}, "STARTING", "PENDING"),
-        ({"failed": 1}, "RUNNING", "FAILED"),
+        ({"failed": 7}, "RUNNING", "FAILED"),
+        ({"failed": 6, "active": 1}, "RUNNING", "RUNNING"),
+        # Between a failed pod and its replacement: a retry starting, not back to PENDING.
+        ({"failed": 1}, "STARTING", "STARTING"),
+        ({"conditions": [{"type": "FailureTarget", "status": "True"}]}, "RUNNING", "FAILED"),
         ({"active": 1}, "RUNNING", "RUNNING"),
         ({"active": 1}, "STARTING", "STARTING"),
         ({}, "STARTING", "PENDING"),
@@ -472,6 +477,72 @@ def test_batch_job_mapping(job_status: dict[str, Any], previous: str, expected: 
         {"status": previous, "startTime": T_EARLIER, "conditions": []},
         ObservedChildren(
             child_kind="Job", child=job(**job_status), kueue_workloads=(admitted_workload(),)
+        ),
+    )
+    assert decision.status["status"] == expected
+
+
+def job_with_spec(spec: dict[str, Any], **status: Any) -> dict[str, Any]:
+    return {**job(**status), "spec": spec}
+
+
+def test_a_failed_pod_within_the_backoff_limit_is_a_retry_not_a_failure() -> None:
+    # backoffLimit 2: the Job controller replaces the first failed pod; the KaiwoJob runs on
+    # (it used to turn FAILED, final, with a completionTime, while the Job went on to succeed).
+    running = {
+        "status": "RUNNING",
+        "observedGeneration": 1,
+        "conditions": [SCHEDULABLE_COND, ADMITTED_COND],
+        "startTime": T_EARLIER,
+        "duration": 0,
+    }
+    retrying = derive(
+        running,
+        ObservedChildren(
+            child_kind="Job",
+            child=job_with_spec({"backoffLimit": 2}, failed=1, active=1),
+            kueue_workloads=(admitted_workload(),),
+        ),
+    )
+    assert retrying.status == running
+    assert retrying.events == ()
+
+    exhausted = derive(
+        running,
+        ObservedChildren(
+            child_kind="Job",
+            child=job_with_spec({"backoffLimit": 2}, failed=3),
+            kueue_workloads=(admitted_workload(),),
+        ),
+    )
+    assert exhausted.status == {
+        **running,
+        "status": "FAILED",
+        "completionTime": T_NOW,
+        "duration": 3600,
+    }
+    assert exhausted.events == (event("WorkloadFailed", "Workload has failed", "Warning"),)
+
+
+@pytest.mark.parametrize(
+    ("spec", "failed", "expected"),
+    [
+        ({"backoffLimit": 0}, 1, "FAILED"),
+        ({"backoffLimit": 3}, 3, "RUNNING"),
+        ({"backoffLimit": 3}, 4, "FAILED"),
+        # Per-index limits: the count spans indexes; only the Job's conditions tell.
+        ({"backoffLimit": 0, "backoffLimitPerIndex": 1, "completionMode": "Indexed"}, 5, "RUNNING"),
+    ],
+)
+def test_failed_pods_count_against_the_jobs_backoff_limit(
+    spec: dict[str, Any], failed: int, expected: str
+) -> None:
+    decision = derive(
+        {"status": "RUNNING", "startTime": T_EARLIER, "conditions": []},
+        ObservedChildren(
+            child_kind="Job",
+            child=job_with_spec(spec, failed=failed, active=1),
+            kueue_workloads=(admitted_workload(),),
         ),
     )
     assert decision.status["status"] == expected
@@ -626,6 +697,9 @@ def test_child_without_kueue_workload_counts_as_admitted_once_it_runs() -> None:
         ({"jobStatus": "FAILED"}, "FAILED"),
         ({"jobStatus": "STOPPED"}, "TERMINATED"),
         ({"jobDeploymentStatus": "Failed"}, "FAILED"),
+        # An attempt failed within spec.backoffLimit: KubeRay starts another one.
+        ({"jobStatus": "FAILED", "jobDeploymentStatus": "Retrying"}, "STARTING"),
+        ({"jobStatus": "FAILED", "jobDeploymentStatus": "Failed"}, "FAILED"),
     ],
 )
 def test_ray_job_mapping(ray_status: dict[str, Any], expected: str) -> None:

@@ -272,3 +272,35 @@ def test_the_same_inputs_give_byte_identical_plans(make_job):
     second = plan_children(workload=make_job(spec), allocation=allocation, config=None)
 
     assert canonical_json(list(first.desired)) == canonical_json(list(second.desired))
+
+
+def test_a_user_job_without_a_restart_policy_gets_never(make_job):
+    # The API server refuses a Job whose pods would restart Always (what a pod template left
+    # without restartPolicy means): the Job gets Kaiwo's own default, Never.
+    user_job = {"spec": {"template": {"spec": {"containers": [{"name": "main"}]}}}}
+    (manifest,) = plan_children(
+        workload=make_job({"job": user_job}), allocation=NO_GPUS, config=None
+    ).desired
+
+    assert manifest["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+
+
+def test_a_user_jobs_own_restart_policy_is_kept(make_job):
+    user_job = {
+        "spec": {
+            "template": {"spec": {"restartPolicy": "OnFailure", "containers": [{"name": "main"}]}}
+        }
+    }
+    (manifest,) = plan_children(
+        workload=make_job({"job": user_job}), allocation=NO_GPUS, config=None
+    ).desired
+
+    assert manifest["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
+
+
+def test_a_user_job_without_a_template_spec_still_gets_a_restart_policy(make_job):
+    (manifest,) = plan_children(
+        workload=make_job({"job": {"spec": {"backoffLimit": 2}}}), allocation=NO_GPUS, config=None
+    ).desired
+
+    assert manifest["spec"]["template"]["spec"]["restartPolicy"] == "Never"

@@ -105,3 +105,47 @@ def test_the_config_never_contains_secret_values():
 
     assert "secretName" in text
     assert "value" not in text
+
+
+def test_secret_volume_names_are_dns_labels_for_any_secret_name():
+    # A Secret's name is a DNS subdomain (dots, up to 253 characters); a pod volume's name
+    # must be a DNS label (no dots, at most 63): "secret-s3.creds" made the API server refuse
+    # the download Job. Names that were valid stay as they were.
+    long_name = "team-a-object-storage-credentials-for-the-nightly-training-run"
+    downloads = {
+        "s3": [
+            {
+                "endpointUrl": "https://s3.example.com",
+                "accessKeyId": {"secretName": "s3.creds", "secretKey": "id"},
+                "secretKey": {"secretName": long_name, "secretKey": "key"},
+                "buckets": [{"name": "b"}],
+            }
+        ],
+        "gcs": GCS_AND_AZURE["gcs"],
+    }
+    storage = StorageInputs(data_size="1Gi", data_mount_path="/data", downloads=downloads)
+
+    pod = download_job(IDENTITY, storage)["spec"]["template"]["spec"]
+
+    assert pod["volumes"][2:] == [
+        {
+            "name": "secret-s3-creds-90422086",
+            "secret": {"secretName": "s3.creds", "items": [{"key": "id", "path": "id"}]},
+        },
+        {
+            "name": "secret-team-a-object-storage-credentials-for-the-night-4eb7d6c3",
+            "secret": {"secretName": long_name, "items": [{"key": "key", "path": "key"}]},
+        },
+        {
+            "name": "secret-gcp",
+            "secret": {"secretName": "gcp", "items": [{"key": "key.json", "path": "key.json"}]},
+        },
+    ]
+    assert pod["containers"][0]["volumeMounts"][2:] == [
+        {"name": "secret-s3-creds-90422086", "mountPath": "/app/secrets/s3.creds"},
+        {
+            "name": "secret-team-a-object-storage-credentials-for-the-night-4eb7d6c3",
+            "mountPath": f"/app/secrets/{long_name}",
+        },
+        {"name": "secret-gcp", "mountPath": "/app/secrets/gcp"},
+    ]

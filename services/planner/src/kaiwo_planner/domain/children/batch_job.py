@@ -2,7 +2,10 @@
 
 Differences from upstream, on purpose: a ``backoffLimit`` given in ``spec.job`` is kept (the
 API reference offers it as a Job parameter to control; upstream forced it to 0), and it only
-defaults to 0. The Job is created suspended; Kueue unsuspends it on admission.
+defaults to 0. A pod template in ``spec.job`` without ``restartPolicy`` gets ``Never``, as
+Kaiwo's own template has: left out it means ``Always``, which the API server refuses for a
+Job (upstream sent it so, and the Job was never created; decision 0119). The Job is created
+suspended; Kueue unsuspends it on admission.
 ``parallelism`` is set (1, Kubernetes' own default, unless ``spec.job`` says otherwise) so the
 operator owns it: a hand-edited value counts as drift and is put back.
 """
@@ -33,6 +36,7 @@ from kaiwo_planner.domain.state.json_trees import copy_tree
 JOB_CONTAINER = "workload"
 JOB_DSHM_SIZE = "1Gi"
 DEFAULT_TTL_SECONDS_AFTER_FINISHED = 3600
+JOB_RESTART_POLICY = "Never"
 
 
 def with_entrypoint(template: dict[str, Any], entrypoint: str) -> dict[str, Any]:
@@ -106,6 +110,8 @@ def build_batch_job(
         spec.setdefault("backoffLimit", 0)
         spec.setdefault("parallelism", 1)
     template = with_entrypoint(spec.get("template") or {}, inputs.entrypoint)
+    # A copy of the user's template (copy_tree above) or a fresh one: safe to fill in.
+    template.setdefault("spec", {}).setdefault("restartPolicy", JOB_RESTART_POLICY)
     spec["template"] = complete_workload_template(
         template,
         inputs,

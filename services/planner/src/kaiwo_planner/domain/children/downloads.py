@@ -11,7 +11,9 @@ unchanged, and sorted-key JSON is byte-identical from run to run.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -19,7 +21,7 @@ from typing import Any
 from kaiwo_contracts.crds.kaiwo_v1alpha1.storage import DOWNLOAD_KINDS
 
 from kaiwo_planner.domain.children.labels import DOWNLOADER_TYPE, LABEL_TYPE, system_labels
-from kaiwo_planner.domain.children.naming import child_name
+from kaiwo_planner.domain.children.naming import HASH_LENGTH, MAX_LABEL_LENGTH, child_name
 from kaiwo_planner.domain.children.ownership import child_metadata
 from kaiwo_planner.domain.children.pod_template import default_security_context
 from kaiwo_planner.domain.children.storage import (
@@ -38,6 +40,8 @@ CONFIG_KEY = "config.yaml"
 CONFIG_VOLUME = "config"
 CONFIG_MOUNT_PATH = "/config"
 SECRETS_ROOT = "/app/secrets"
+SECRET_VOLUME_PREFIX = "secret-"  # noqa: S105 - a volume name prefix, not a password
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 # The fields of each download item that reference a Secret.
 SECRET_FIELDS: Mapping[str, tuple[str, ...]] = MappingProxyType(
@@ -48,6 +52,20 @@ SECRET_FIELDS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "git": ("username", "token"),
     }
 )
+
+
+def secret_volume_name(secret_name: str) -> str:
+    """The download pod's volume for Secret ``secret_name``: ``secret-<name>`` when that is a
+    DNS label, as a volume name must be. A Secret's name may have dots and 253 characters:
+    then dots become ``-``, the name is cut to fit 63 and the first 8 hex digits of its
+    SHA-256 follow, so two such Secrets never share a volume (decision 0119)."""
+    name = f"{SECRET_VOLUME_PREFIX}{secret_name}"
+    if len(name) <= MAX_LABEL_LENGTH and _DNS_LABEL.fullmatch(name):
+        return name
+    digest = hashlib.sha256(secret_name.encode()).hexdigest()[:HASH_LENGTH]
+    room = MAX_LABEL_LENGTH - len(SECRET_VOLUME_PREFIX) - HASH_LENGTH - 1
+    base = secret_name.replace(".", "-")[:room].strip("-")
+    return f"{SECRET_VOLUME_PREFIX}{base}-{digest}" if base else f"{SECRET_VOLUME_PREFIX}{digest}"
 
 
 def download_name(workload_name: str) -> str:
@@ -120,7 +138,7 @@ def _secret_volumes(
     volumes = []
     mounts = []
     for secret_name, keys in keys_by_secret.items():
-        volume_name = f"secret-{secret_name}"
+        volume_name = secret_volume_name(secret_name)
         items = [{"key": key, "path": key} for key in keys]
         volumes.append({"name": volume_name, "secret": {"secretName": secret_name, "items": items}})
         mounts.append({"name": volume_name, "mountPath": f"{SECRETS_ROOT}/{secret_name}"})

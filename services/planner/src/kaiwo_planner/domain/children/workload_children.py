@@ -24,6 +24,7 @@ from kaiwo_planner.domain.children.deployment import (
 )
 from kaiwo_planner.domain.children.downloads import download_config_map, download_job, download_name
 from kaiwo_planner.domain.children.http_route import http_route
+from kaiwo_planner.domain.children.ignored_settings import ignored_settings
 from kaiwo_planner.domain.children.job_changes import (
     CONDITION_TYPE,
     KUEUE_LABELS_HELD,
@@ -44,7 +45,6 @@ from kaiwo_planner.domain.children.ray_service import (
     build_ray_service,
     serve_service_name,
 )
-from kaiwo_planner.domain.children.resources import GPU_KEY_AMD, GPU_KEY_NVIDIA
 from kaiwo_planner.domain.children.storage import claim_update, persistent_volume_claims
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
 from kaiwo_planner.domain.settings.namespace_config import (
@@ -123,18 +123,6 @@ def _with_namespace_credentials(
     downloads = with_default_credentials(inputs.storage.downloads, namespace)
     storage = dataclasses.replace(inputs.storage, downloads=downloads)
     return dataclasses.replace(inputs, storage=storage)
-
-
-def _notes(inputs: WorkloadInputs) -> tuple[str, ...]:
-    given = inputs.resources or {}
-    keys = {key for section in ("requests", "limits") for key in (given.get(section) or {})}
-    ignored = sorted(keys & {GPU_KEY_AMD, GPU_KEY_NVIDIA})
-    if not ignored:
-        return ()
-    return (
-        f"GPU quantities in spec.resources ({', '.join(ignored)}) are ignored; "
-        "GPUs are set with spec.gpus, spec.gpusPerReplica and spec.gpuVendor",
-    )
 
 
 def _download_condition(state: DownloadState, job_name: str) -> ChildCondition:
@@ -460,7 +448,7 @@ def _build_children(
         main_ref=ObjectRef.of(main) if main is not None else None,
         others=tuple(others),
         conditions=tuple(conditions),
-        notes=_notes(inputs),
+        notes=ignored_settings(inputs, workload.spec.storage, allocation=allocation),
         waiting=waiting,
         failed=failed,
         selector=inventory_labels(identity.uid),

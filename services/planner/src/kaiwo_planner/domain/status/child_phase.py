@@ -139,29 +139,58 @@ def child_phase(
     return _ray_service_phase(observed.ray_service)
 
 
+KUBERNETES_DEFAULT_BACKOFF_LIMIT = 6
+"""What the Job controller allows when a Job names no ``backoffLimit`` (the API server stores
+it, so only a hand-made object lacks it)."""
+
+
 def batch_job_phase(job: Mapping[str, Any], *, previous_phase: WorkloadStatus) -> WorkloadStatus:
     """A batch/v1 Job's state as a workload phase (upstream §7.3, also accepting Complete).
 
-    First match wins; a Job that was RUNNING stays so while its pods finish.
+    First match wins; a Job that was RUNNING stays so while its pods finish. Failed pods make
+    the workload FAILED only once they are more than the Job's ``backoffLimit``: before that
+    the Job controller starts another pod (decision 0119).
     """
     status = job.get("status") or {}
     rules = (
         (has_condition(status, "SuccessCriteriaMet"), WorkloadStatus.COMPLETE),
         (has_condition(status, "Complete"), WorkloadStatus.COMPLETE),
+        (has_condition(status, "FailureTarget"), WorkloadStatus.FAILED),
         (has_condition(status, "Failed"), WorkloadStatus.FAILED),
         (has_condition(status, "Suspended"), WorkloadStatus.PENDING),
-        (int(status.get("failed") or 0) > 0, WorkloadStatus.FAILED),
+        (_retries_exhausted(job.get("spec") or {}, status), WorkloadStatus.FAILED),
         (int(status.get("ready") or 0) > 0, WorkloadStatus.RUNNING),
         (previous_phase is WorkloadStatus.RUNNING, WorkloadStatus.RUNNING),
         (int(status.get("active") or 0) > 0, WorkloadStatus.STARTING),
+        # A failed pod within the limit, its replacement not created yet: a retry starting.
+        (int(status.get("failed") or 0) > 0, WorkloadStatus.STARTING),
     )
     return next((phase for matches, phase in rules if matches), WorkloadStatus.PENDING)
 
 
+def _retries_exhausted(spec: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+    """More pods failed than the Job's ``backoffLimit`` allows: the Job will fail, though the
+    controller may not have said so yet.
+
+    With ``backoffLimitPerIndex`` the count spans indexes that each have their own limit, so
+    only the Job's own ``FailureTarget``/``Failed`` condition tells.
+    """
+    failed = int(status.get("failed") or 0)
+    if failed == 0 or spec.get("backoffLimitPerIndex") is not None:
+        return False
+    limit = spec.get("backoffLimit")
+    return failed > (limit if isinstance(limit, int) else KUBERNETES_DEFAULT_BACKOFF_LIMIT)
+
+
 def _ray_job_phase(ray_job: Mapping[str, Any]) -> WorkloadStatus:
     status = ray_job.get("status") or {}
-    if status.get("jobDeploymentStatus") == "Failed":
+    deployment_status = status.get("jobDeploymentStatus")
+    if deployment_status == "Failed":
         return WorkloadStatus.FAILED
+    if deployment_status == "Retrying":
+        # An attempt failed within the RayJob's backoffLimit: KubeRay keeps its jobStatus
+        # FAILED while it replaces the cluster for the next attempt (decision 0119).
+        return WorkloadStatus.STARTING
     return {
         "RUNNING": WorkloadStatus.RUNNING,
         "FAILED": WorkloadStatus.FAILED,

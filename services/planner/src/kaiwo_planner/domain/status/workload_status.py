@@ -46,6 +46,9 @@ Choices that differ from upstream, on purpose:
 * When Kueue preempts the child, the workload shows it: a ``Preempted`` condition mirroring
   Kueue's (reason and message, e.g. ``InClusterQueue``) and a Warning Event when it turns True.
 * Events are also emitted for DOWNLOADING, READY and ERROR (upstream emits none for these).
+* A batch Job's failed pod is a failure only past the Job's ``backoffLimit``, which is kept
+  (upstream forced 0, so ``failed > 0`` meant the end); a RayJob KubeRay is retrying is
+  STARTING (decision 0119).
 """
 
 from __future__ import annotations

@@ -1,0 +1,150 @@
+"""Settings a KaiwoJob or KaiwoService spec gives that have no effect, in words for people.
+
+The API reference says where a field is ignored or replaced; the workload then runs without
+it and, before, nothing said so. Each remark names the field, what happens instead and what to
+change; the workload plan emits them as ``SettingsIgnored`` Warning Events, once per
+generation (decision 0119). Pure: the workload, its inputs and its allocation are given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from kaiwo_contracts.crds.kaiwo_v1alpha1.common import StorageSpec
+
+from kaiwo_planner.domain.children.resources import GPU_KEY_AMD, GPU_KEY_NVIDIA
+from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.settings.workload_inputs import WorkloadInputs
+
+_WORKER_GROUP_SIZES = ("replicas", "minReplicas", "maxReplicas")
+
+
+def ignored_settings(
+    inputs: WorkloadInputs, storage: StorageSpec | None, *, allocation: GpuAllocation
+) -> tuple[str, ...]:
+    """Every remark for ``inputs`` (``storage``: the spec's, enabled or not)."""
+    return tuple(
+        note
+        for note in (
+            _gpu_resources(inputs),
+            _disabled_storage(storage),
+            *_kind_settings(inputs),
+            _deployment_replicas(inputs, allocation),
+            _worker_group_sizes(inputs, allocation),
+        )
+        if note
+    )
+
+
+def _gpu_resources(inputs: WorkloadInputs) -> str:
+    given = inputs.resources or {}
+    keys = {key for section in ("requests", "limits") for key in (given.get(section) or {})}
+    ignored = sorted(keys & {GPU_KEY_AMD, GPU_KEY_NVIDIA})
+    if not ignored:
+        return ""
+    return (
+        f"GPU quantities in spec.resources ({', '.join(ignored)}) are ignored; "
+        "GPUs are set with spec.gpus, spec.gpusPerReplica and spec.gpuVendor"
+    )
+
+
+def _disabled_storage(storage: StorageSpec | None) -> str:
+    """The reference: "If false, data and huggingFace sections are ignored"; a user who sized
+    a volume or listed downloads most likely forgot ``storageEnabled``."""
+    if storage is None or storage.storage_enabled:
+        return ""
+    data, hf = storage.data, storage.hugging_face
+    sections = []
+    if data is not None and (
+        data.storage_size or (data.download is not None and not data.download.is_empty)
+    ):
+        sections.append("spec.storage.data")
+    if hf is not None and (hf.storage_size or hf.pre_cache_repos):
+        sections.append("spec.storage.huggingFace")
+    if not sections:
+        return ""
+    return (
+        f"{' and '.join(sections)} {'are' if len(sections) > 1 else 'is'} ignored because "
+        "spec.storage.storageEnabled is not true: no PersistentVolumeClaim is created, nothing "
+        "is downloaded and nothing is mounted; set spec.storage.storageEnabled: true to use it"
+    )
+
+
+def _kind_settings(inputs: WorkloadInputs) -> Iterator[str]:
+    """Fields of the other child kind: the reference uses ``job``/``deployment`` only with
+    ``ray: false``, ``serveConfigV2`` only with ``ray: true``, a KaiwoService's
+    ``entrypoint`` only for its Deployment."""
+    if inputs.identity.workload_type == "job":
+        if inputs.ray and inputs.job is not None:
+            yield (
+                "spec.job is ignored: the KaiwoJob runs as a RayJob (ray: true or spec.rayJob "
+                "given); put Ray settings in spec.rayJob, or set ray: false and leave out "
+                "spec.rayJob to run spec.job"
+            )
+        return
+    if inputs.ray:
+        if inputs.deployment is not None:
+            yield (
+                "spec.deployment is ignored: the KaiwoService runs as a RayService (ray: true "
+                "or spec.rayService given); set ray: false and leave out spec.rayService to "
+                "run spec.deployment"
+            )
+        if inputs.entrypoint:
+            yield (
+                "spec.entrypoint is ignored for a Ray KaiwoService: define the Ray Serve "
+                "applications in spec.serveConfigV2 (or spec.rayService)"
+            )
+    elif inputs.serve_config_v2:
+        yield (
+            "spec.serveConfigV2 is ignored: it is only used with ray: true (a RayService); "
+            "the KaiwoService runs as a Deployment"
+        )
+
+
+def _deployment_replicas(inputs: WorkloadInputs, allocation: GpuAllocation) -> str:
+    """The reference: ``replicas`` "sets deployment.spec.replicas"."""
+    if inputs.ray or inputs.deployment is None:
+        return ""
+    given = (inputs.deployment.get("spec") or {}).get("replicas")
+    if not isinstance(given, int) or given == allocation.replicas:
+        return ""
+    return (
+        f"spec.deployment.spec.replicas ({given}) is replaced by {allocation.replicas}, from "
+        "spec.replicas (default 1), which sets the Deployment's replicas; set spec.replicas "
+        "instead"
+    )
+
+
+def _worker_group_sizes(inputs: WorkloadInputs, allocation: GpuAllocation) -> str:
+    """The reference: ``replicas`` sets every Ray worker group's replicas and "locks
+    minReplicas and maxReplicas to this value"."""
+    if not inputs.ray:
+        return ""
+    if inputs.identity.workload_type == "job":
+        field = "spec.rayJob.spec.rayClusterSpec"
+        cluster = _cluster(inputs.ray_job, "rayClusterSpec")
+    else:
+        field = "spec.rayService.spec.rayClusterConfig"
+        cluster = _cluster(inputs.ray_service, "rayClusterConfig")
+    replaced = [
+        f"workerGroupSpecs[{index}].{size} ({group[size]})"
+        for index, group in enumerate(cluster.get("workerGroupSpecs") or [])
+        if isinstance(group, Mapping)
+        for size in _WORKER_GROUP_SIZES
+        if isinstance(group.get(size), int) and group[size] != allocation.replicas
+    ]
+    if not replaced:
+        return ""
+    return (
+        f"{field}: {', '.join(replaced)} {'is' if len(replaced) == 1 else 'are'} replaced by "
+        f"{allocation.replicas}, from spec.replicas "
+        "(default 1) and spec.gpus, which set every worker group's replicas, minReplicas and "
+        "maxReplicas; set spec.replicas instead"
+    )
+
+
+def _cluster(ray_object: Mapping[str, Any] | None, key: str) -> Mapping[str, Any]:
+    spec = (ray_object or {}).get("spec") or {}
+    cluster = spec.get(key) if isinstance(spec, Mapping) else None
+    return cluster if isinstance(cluster, Mapping) else {}

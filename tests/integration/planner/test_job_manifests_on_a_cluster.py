@@ -1,0 +1,122 @@
+"""The Jobs planned for a KaiwoJob are accepted by the API server where users' specs used to
+make them invalid (decision 0119): a ``spec.job`` that leaves ``restartPolicy`` out (a pod
+template without one means ``Always``, which a Job may not have), and downloads whose
+credentials are in a Secret with a dot in its name (a pod volume's name may have none)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from kaiwo_kube import resources
+from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_planner.domain.state.cluster import ClusterState
+
+from tests.planning_calls import planned
+from tests.real_cluster import RealCluster
+from tests.unit.planner.test_planning import queue_config
+
+pytestmark = pytest.mark.k8s
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+NAMESPACE = "job-manifests"
+WORKLOADS_LABEL = "kaiwo.silogen.ai/workloads"
+
+
+@pytest.fixture
+async def kube(real_cluster: RealCluster) -> AsyncIterator[KubernetesAsyncioAdapter]:
+    async with await KubernetesAsyncioAdapter.from_kubeconfig(real_cluster.kubeconfig) as kube:
+        namespace = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": NAMESPACE, "labels": {WORKLOADS_LABEL: "true"}},
+        }
+        await kube.apply(namespace, field_manager="test")
+        yield kube
+        for job in (await kube.list(resources.JOB, namespace=NAMESPACE)).items:
+            await kube.delete(resources.JOB, job["metadata"]["name"], namespace=NAMESPACE)
+        for job in (await kube.list(resources.KAIWO_JOB, namespace=NAMESPACE)).items:
+            await kube.delete(resources.KAIWO_JOB, job["metadata"]["name"], namespace=NAMESPACE)
+
+
+def kaiwo_job_with_a_job_spec(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoJob",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "user": "scientist@example.com",
+            "entrypoint": "python train.py",
+            "job": {
+                "spec": {
+                    "backoffLimit": 2,
+                    "template": {"spec": {"containers": [{"name": "main", "image": "busybox"}]}},
+                }
+            },
+        },
+    }
+
+
+async def test_the_job_of_a_user_job_spec_without_restart_policy_is_accepted(
+    kube: KubernetesAsyncioAdapter,
+) -> None:
+    await kube.create(kaiwo_job_with_a_job_spec("no-restart-policy"))
+    stored = await kube.get(resources.KAIWO_JOB, "no-restart-policy", namespace=NAMESPACE)
+    cluster = ClusterState.from_wire(
+        objects=[queue_config({"name": "kaiwo", "namespaces": [NAMESPACE]})],
+        namespaces=[NAMESPACE],
+    )
+    plan = planned(owner=stored, cluster=cluster, now=NOW)
+    assert plan is not None
+    (job,) = (m for m in plan.desired if m["kind"] == "Job")
+
+    created = await kube.create(job, field_manager="test")
+
+    assert created["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    assert created["spec"]["backoffLimit"] == 2
+
+
+async def test_the_download_job_of_a_secret_with_a_dotted_name_is_accepted(
+    kube: KubernetesAsyncioAdapter,
+) -> None:
+    workload = {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoJob",
+        "metadata": {"name": "dotted-secret", "namespace": NAMESPACE},
+        "spec": {
+            "image": "busybox",
+            "storage": {
+                "storageEnabled": True,
+                "data": {
+                    "storageSize": "1Gi",
+                    "download": {
+                        "s3": [
+                            {
+                                "endpointUrl": "https://s3.example.com",
+                                "accessKeyId": {"secretName": "s3.creds", "secretKey": "id"},
+                                "secretKey": {"secretName": "s3.creds", "secretKey": "key"},
+                                "buckets": [{"name": "data"}],
+                            }
+                        ]
+                    },
+                },
+            },
+        },
+    }
+    await kube.create(workload)
+    stored = await kube.get(resources.KAIWO_JOB, "dotted-secret", namespace=NAMESPACE)
+    cluster = ClusterState.from_wire(
+        objects=[queue_config({"name": "kaiwo", "namespaces": [NAMESPACE]})],
+        namespaces=[NAMESPACE],
+    )
+    plan = planned(owner=stored, cluster=cluster, now=NOW)
+    assert plan is not None
+    (download,) = (m for m in plan.desired if m["kind"] == "Job")
+    assert download["metadata"]["name"] == "dotted-secret-download"
+
+    created = await kube.create(download, field_manager="test")
+
+    volumes = {v["name"]: v for v in created["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["secret-s3-creds-90422086"]["secret"]["secretName"] == "s3.creds"
