@@ -697,6 +697,7 @@ def test_child_without_kueue_workload_counts_as_admitted_once_it_runs() -> None:
         ({"jobStatus": "FAILED"}, "FAILED"),
         ({"jobStatus": "STOPPED"}, "TERMINATED"),
         ({"jobDeploymentStatus": "Failed"}, "FAILED"),
+        ({"jobDeploymentStatus": "ValidationFailed"}, "FAILED"),
         # An attempt failed within spec.backoffLimit: KubeRay starts another one.
         ({"jobStatus": "FAILED", "jobDeploymentStatus": "Retrying"}, "STARTING"),
         ({"jobStatus": "FAILED", "jobDeploymentStatus": "Failed"}, "FAILED"),

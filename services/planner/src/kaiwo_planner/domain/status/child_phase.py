@@ -185,7 +185,9 @@ def _retries_exhausted(spec: Mapping[str, Any], status: Mapping[str, Any]) -> bo
 def _ray_job_phase(ray_job: Mapping[str, Any]) -> WorkloadStatus:
     status = ray_job.get("status") or {}
     deployment_status = status.get("jobDeploymentStatus")
-    if deployment_status == "Failed":
+    if deployment_status in ("Failed", "ValidationFailed"):
+        # ValidationFailed: KubeRay refused the RayJob's spec and will not run it (Kueue
+        # counts it finished too), so it is final, not a start that never ends.
         return WorkloadStatus.FAILED
     if deployment_status == "Retrying":
         # An attempt failed within the RayJob's backoffLimit: KubeRay keeps its jobStatus
