@@ -190,6 +190,29 @@ def test_at_most_five_workload_priority_classes() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("value", "problems"),
+    [
+        (2**31 - 1, []),
+        (-(2**31), []),
+        (2**31, [Problem("spec.workloadPriorityClasses[0].value", "must be at most 2147483647")]),
+        (
+            -(2**31) - 1,
+            [Problem("spec.workloadPriorityClasses[0].value", "must be at least -2147483648")],
+        ),
+    ],
+)
+def test_a_priority_value_fits_kueues_int32(value: int, problems: list[Problem]) -> None:
+    # Before, a larger value was accepted and Kueue refused the WorkloadPriorityClass.
+    manifest = {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoQueueConfig",
+        "metadata": {"name": "kaiwo"},
+        "spec": {"workloadPriorityClasses": [{"metadata": {"name": "p"}, "value": value}]},
+    }
+    assert validate_manifest(manifest) == problems
+
+
 def test_resource_flavor_limits() -> None:
     flavor = {
         "name": "f",

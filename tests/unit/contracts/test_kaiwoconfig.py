@@ -466,3 +466,32 @@ def test_the_gpu_taint_and_resource_keys_are_kubernetes_qualified_names(field: s
         assert problems(good) == [], good
     for bad in ("", "/gpu", "Amd.com/gpu", "amd.com/", "-gpu", "a b", "x/" + "n" * 64):
         assert problems(bad) == [f"spec.nodes.{field}"], bad
+
+
+@pytest.mark.parametrize("name", ["kaiwo-scheduler", "gpu.scheduler-2", ""])
+def test_the_scheduler_name_is_one_a_pod_accepts(name: str) -> None:
+    # Every workload pod's spec.schedulerName: the API server accepts a DNS subdomain, or
+    # empty for its default scheduler.
+    manifest = {
+        "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoConfig",
+        "metadata": {"name": "kaiwo"},
+        "spec": {"scheduling": {"kubeSchedulerName": name}},
+    }
+    assert validate_manifest(manifest) == []
+
+
+def test_a_scheduler_name_no_pod_accepts_is_refused_naming_the_field() -> None:
+    # Before, "Kaiwo_Scheduler" was accepted and every workload's child apply was refused.
+    manifest = {
+        "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoConfig",
+        "metadata": {"name": "kaiwo"},
+        "spec": {"scheduling": {"kubeSchedulerName": "Kaiwo_Scheduler"}},
+    }
+    assert validate_manifest(manifest) == [
+        Problem(
+            "spec.scheduling.kubeSchedulerName",
+            "must be empty or a lowercase RFC 1123 name such as team-a or gpu.pool-1",
+        )
+    ]

@@ -21,7 +21,11 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from kaiwo_contracts.crds.meta import DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN
+from kaiwo_contracts.crds.meta import (
+    DNS_LABEL_PATTERN,
+    DNS_SUBDOMAIN_PATTERN,
+    EMPTY_OR_DNS_SUBDOMAIN_PATTERN,
+)
 from kaiwo_contracts.crds.registry import SERVED_KINDS, model_for, served_types
 from kaiwo_contracts.crds.schema import crd_info
 
@@ -255,6 +259,9 @@ _PATTERN_MEANINGS = {
     r"^[a-z0-9-]+$": "must contain only lowercase letters, digits and '-'",
     DNS_SUBDOMAIN_PATTERN: "must be a lowercase RFC 1123 name such as team-a or gpu.pool-1",
     DNS_LABEL_PATTERN: "must be a lowercase RFC 1123 label such as team-a",
+    EMPTY_OR_DNS_SUBDOMAIN_PATTERN: (
+        "must be empty or a lowercase RFC 1123 name such as team-a or gpu.pool-1"
+    ),
 }
 
 _FIXED_MESSAGES = {

@@ -58,6 +58,8 @@ ConditionStatus = Literal["True", "False", "Unknown"]
 DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 """The name most kinds take (RFC 1123 subdomain, at most 253 characters): for fields that
 become the name of an object the operator creates."""
+EMPTY_OR_DNS_SUBDOMAIN_PATTERN = r"^$|" + DNS_SUBDOMAIN_PATTERN
+"""Such a name or nothing: a pod's ``schedulerName``, where empty means the default."""
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 """A namespace's name (RFC 1123 label, at most 63 characters)."""
 

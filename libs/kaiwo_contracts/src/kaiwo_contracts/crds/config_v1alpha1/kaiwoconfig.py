@@ -27,7 +27,12 @@ from kaiwo_contracts.crds.base import CrdInfo, KubeModel
 from kaiwo_contracts.crds.config_v1alpha1.durations import GoDuration, SimpleDuration
 from kaiwo_contracts.crds.config_v1alpha1.type_meta import TypedObject
 from kaiwo_contracts.crds.label_syntax import QUALIFIED_NAME_MAX_LENGTH, QUALIFIED_NAME_PATTERN
-from kaiwo_contracts.crds.meta import DNS_SUBDOMAIN_PATTERN, ListMeta, ObjectMeta
+from kaiwo_contracts.crds.meta import (
+    DNS_SUBDOMAIN_PATTERN,
+    EMPTY_OR_DNS_SUBDOMAIN_PATTERN,
+    ListMeta,
+    ObjectMeta,
+)
 from kaiwo_contracts.crds.quantity import QuantityString
 from kaiwo_contracts.crds.structural import NoCrdDefault
 
@@ -109,8 +114,13 @@ class KaiwoNodeConfig(KubeModel):
 class KaiwoSchedulingConfig(KubeModel):
     """Workload scheduling settings."""
 
+    # Set as every workload pod's spec.schedulerName, which the API server checks as a DNS
+    # subdomain: anything else would make every child's apply fail. Empty means the
+    # cluster's default scheduler, as for a pod.
     kube_scheduler_name: str = Field(
         default="kaiwo-scheduler",
+        max_length=253,
+        pattern=EMPTY_OR_DNS_SUBDOMAIN_PATTERN,
         description="Scheduler name set on workload pods.",
     )
     pending_threshold_for_preemption: GoDuration = Field(

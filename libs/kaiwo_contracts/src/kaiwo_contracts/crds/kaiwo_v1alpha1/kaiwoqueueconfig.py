@@ -215,7 +215,12 @@ class WorkloadPriorityClass(KubeModel):
     api_version: str | None = None
     kind: Literal["WorkloadPriorityClass"] | None = None
     metadata: ObjectMeta
-    value: int = Field(description="Priority; higher runs first and may preempt lower.")
+    # Kueue's field is an int32: a larger value is refused when the class is applied.
+    value: int = Field(
+        ge=-(2**31),
+        le=2**31 - 1,
+        description="Priority; higher runs first and may preempt lower.",
+    )
     description: str | None = None
 
     @model_validator(mode="after")
