@@ -79,7 +79,7 @@ KUEUE_LABELS_HELD = (
 
 
 def kueue_label_update(
-    desired: Mapping[str, Any], observed: Mapping[str, Any]
+    desired: dict[str, Any], observed: Mapping[str, Any]
 ) -> tuple[dict[str, Any], tuple[str, ...]]:
     """``desired`` (a Kueue-managed child: Job, RayJob, AppWrapper) with Kueue's labels as
     Kueue's admission webhook lets them change on ``observed``, and the label paths kept.
@@ -89,7 +89,7 @@ def kueue_label_update(
     removes that label from any child. Applied as desired, an edit of ``clusterQueue`` or
     ``priorityClass`` at the wrong moment was refused on every plan (``ApplyRefused``), and
     the rest of the update with it. So the observed value is kept (or the label left out)
-    and named instead. ``desired`` is not modified.
+    and named instead. ``desired`` is not modified (it is returned itself when all applies).
     """
     meta = observed.get("metadata")
     observed_labels = meta.get("labels") if isinstance(meta, Mapping) else None
@@ -112,7 +112,7 @@ def kueue_label_update(
         del labels[LABEL_PRIORITY_CLASS]
         kept.append(f"metadata.labels[{LABEL_PRIORITY_CLASS}]")
     if not kept:
-        return dict(desired), ()
+        return desired, ()
     return {**desired, "metadata": {**desired["metadata"], "labels": labels}}, tuple(kept)
 
 
