@@ -25,7 +25,7 @@ import pytest_asyncio
 import yaml
 from click.testing import CliRunner
 from kaiwo_cli.main import app
-from kaiwo_kube import KubernetesPort, NotFound, resources
+from kaiwo_kube import Invalid, KubernetesPort, NotFound, resources
 
 from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import Pending, Pipeline, eventually
@@ -479,6 +479,84 @@ async def test_a_cached_model_loads_before_it_serves_and_deleted_evicts_and_leav
     await eventually(owned_gone, what="everything the Model owned collected", within=60)
     # The cache volume is shared: it stays for the other Models of the profile.
     assert await pipeline.child(resources.PERSISTENT_VOLUME_CLAIM, "shared-model-cache-shared")
+
+
+async def test_an_edit_the_load_job_cannot_take_is_told_and_the_cache_profile_stays(
+    shared_pipeline: Pipeline, models_config: None, finalizers_released: None
+) -> None:
+    """A Job's pod template cannot change: an edit of ``env`` while the files load leaves the
+    load Job as it was made and says so (applied, it was refused on every plan:
+    ``ApplyRefused``). Removing the cacheProfile is refused by the API server, since the
+    Model's files would stay on the shared volume for good."""
+    pipeline = shared_pipeline
+    kube, namespace = pipeline.kube, pipeline.namespace
+    await kube.create(
+        a_model(
+            "recached",
+            namespace,
+            url="s3://models/qwen",
+            engine="VLLM",
+            resourceProfile="mi300x:1",
+            cacheProfile="shared",
+            env={"AWS_ENDPOINT_URL": "http://minio:9000"},
+            minReplicas=1,
+        )
+    )
+    await pipeline.appears(resources.JOB, "load-cache-recached")
+    await kube.merge_patch(
+        resources.KUBEAI_MODEL,
+        "recached",
+        {"spec": {"env": {"AWS_ENDPOINT_URL": "http://minio:9001"}}},
+        namespace=namespace,
+        field_manager="kubectl-edit",
+    )
+
+    async def told() -> dict[str, Any] | Pending:
+        found = await model(pipeline, "recached")
+        cache = condition(found, "CacheLoaded")
+        if cache is None or cache["reason"] != "LoadingAsCreated":
+            return Pending(f"CacheLoaded {cache}, ApplyRefused {condition(found, 'ApplyRefused')}")
+        return found
+
+    found = await eventually(told, what="the load Job kept as made, and told")
+    cache = condition(found, "CacheLoaded")
+    assert cache is not None and cache["message"] == (
+        "Job load-cache-recached loads the files with the settings it was created with: a "
+        "Job's pod template cannot change (spec.template.spec.containers[0].env[0].value); "
+        "delete the Job to load with the edited spec"
+    )
+    assert found["status"]["observedGeneration"] == found["metadata"]["generation"]
+    assert condition(found, "ApplyRefused") is None
+    job = await pipeline.child(resources.JOB, "load-cache-recached")
+    assert job is not None
+    [loader] = job["spec"]["template"]["spec"]["containers"]
+    assert {"name": "AWS_ENDPOINT_URL", "value": "http://minio:9000"} in loader["env"]
+
+    with pytest.raises(Invalid, match="cacheProfile cannot be removed: delete the Model"):
+        await kube.merge_patch(
+            resources.KUBEAI_MODEL,
+            "recached",
+            {"spec": {"cacheProfile": None}},
+            namespace=namespace,
+            field_manager="kubectl-edit",
+        )
+
+    await pipeline.jobs.pod_succeeded("load-cache-recached", namespace=namespace)
+    found = await serving(pipeline, "recached", 1)
+    assert found["metadata"]["finalizers"] == ["kubeai.org/cache-eviction"]
+    assert condition(found, "ApplyRefused") is None
+    await kube.delete(resources.KUBEAI_MODEL, "recached", namespace=namespace)
+    await pipeline.appears(resources.JOB, "evict-cache-recached")
+    await pipeline.jobs.pod_succeeded("evict-cache-recached", namespace=namespace)
+
+    async def gone() -> bool | Pending:
+        try:
+            await model(pipeline, "recached")
+        except NotFound:
+            return True
+        return Pending("the Model still exists")
+
+    await eventually(gone, what="the Model deleted once evicted", within=60)
 
 
 async def _with_finalizer(pipeline: Pipeline, name: str) -> dict[str, Any] | Pending:

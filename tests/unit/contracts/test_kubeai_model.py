@@ -457,6 +457,11 @@ def test_spec_carries_upstreams_cel_rules_in_upstreams_order() -> None:
             "self.files.filter(other, other.path == f.path).size() > 1)",
             "message": "All file paths must be unique.",
         },
+        {
+            "rule": "!has(oldSelf.cacheProfile) || has(self.cacheProfile)",
+            "message": "cacheProfile cannot be removed: delete the Model (its files are then "
+            "evicted from the cache) and create it again without one.",
+        },
     ]
 
 
@@ -514,9 +519,18 @@ def test_changing_the_cache_profile_breaks_its_immutability() -> None:
     ]
 
 
-def test_adding_or_removing_a_cache_profile_is_allowed_as_kubernetes_does() -> None:
+def test_adding_a_cache_profile_is_allowed_as_kubernetes_does() -> None:
     assert _spec(cacheProfile="nfs").update_violations(previous=_spec()) == []
-    assert _spec().update_violations(previous=_spec(cacheProfile="nfs")) == []
+
+
+def test_removing_a_cache_profile_is_refused_since_its_files_would_stay_for_good() -> None:
+    assert _spec().update_violations(previous=_spec(cacheProfile="nfs")) == [
+        RuleViolation(
+            field="cacheProfile",
+            message="cacheProfile cannot be removed: delete the Model (its files are then "
+            "evicted from the cache) and create it again without one.",
+        )
+    ]
 
 
 def test_the_url_is_immutable_once_cached() -> None:

@@ -418,6 +418,79 @@ def test_a_failed_load_says_why_and_keeps_its_job() -> None:
     assert desired(failed, "Pod") == []
 
 
+def running_job(manifest: dict[str, Any]) -> dict[str, Any]:
+    """A Job as observed while its Pod runs: no condition yet."""
+    job = finished_job(manifest)
+    job["status"] = {"active": 1}
+    return job
+
+
+def test_an_edit_the_running_load_job_cannot_take_leaves_it_as_made_and_says_so() -> None:
+    loading = plan_for(model(CACHED), CACHE_CONFIG)
+    running = running_job(only(loading, "Job"))
+    edited = {**CACHED, "env": {"X": "2"}}
+
+    plan = plan_for(model(edited, status=loading.status, generation=2), CACHE_CONFIG, running)
+
+    # Applied as the spec now is, the API server refused it on every plan.
+    assert (
+        only(plan, "Job")["spec"]["template"] == expected("cached_gs_load_job")["spec"]["template"]
+    )
+    cache = condition(plan, "CacheLoaded")
+    assert cache is not None
+    assert (cache["status"], cache["reason"]) == ("False", "LoadingAsCreated")
+    assert cache["message"] == (
+        "Job load-cache-llm loads the files with the settings it was created with: a Job's "
+        "pod template cannot change (spec.template.spec.containers[0].env[0].value); delete "
+        "the Job to load with the edited spec"
+    )
+    assert [(e.type, e.reason) for e in plan.events] == [("Warning", "CacheLoadingAsCreated")]
+    assert desired(plan, "Pod") == []
+
+
+def test_a_failed_load_job_from_an_earlier_spec_is_replaced_by_one_of_the_edited_spec() -> None:
+    loading = plan_for(model(CACHED), CACHE_CONFIG)
+    failed_job = finished_job(only(loading, "Job"), failed=True)
+    edited = {**CACHED, "env": {"X": "2"}}
+
+    replacing = plan_for(
+        model(edited, status=loading.status, generation=2), CACHE_CONFIG, failed_job
+    )
+
+    assert desired(replacing, "Job") == []  # pruned
+    assert PruneRule(api_version="batch/v1", kind="Job") in replacing.prune
+    cache = condition(replacing, "CacheLoaded")
+    assert cache is not None
+    assert (cache["status"], cache["reason"]) == ("False", "Reloading")
+    assert cache["message"] == (
+        "Job load-cache-llm failed (BackoffLimitExceeded: Job has reached the specified "
+        "backoff limit) with settings the spec has changed since "
+        "(spec.template.spec.containers[0].env[0].value): it is replaced by one made from "
+        "the edited spec"
+    )
+    assert replacing.status is not None and replacing.status["cache"] == {"loaded": False}
+
+    gone = plan_for(model(edited, status=replacing.status, generation=2), CACHE_CONFIG)
+    [job] = desired(gone, "Job")
+    assert job["spec"]["template"]["spec"]["containers"][0]["env"][0] == {
+        "name": "X",
+        "value": "2",
+    }
+    loading_again = condition(gone, "CacheLoaded")
+    assert loading_again is not None and loading_again["reason"] == "Loading"
+
+
+def test_an_unchanged_load_job_is_applied_as_the_spec_makes_it() -> None:
+    loading = plan_for(model(CACHED), CACHE_CONFIG)
+    running = running_job(only(loading, "Job"))
+
+    plan = plan_for(model(CACHED, status=loading.status), CACHE_CONFIG, running)
+
+    assert only(plan, "Job") == expected("cached_gs_load_job")
+    cache = condition(plan, "CacheLoaded")
+    assert cache is not None and cache["reason"] == "Loading"
+
+
 @pytest.mark.parametrize(
     ("spec", "config"),
     [
@@ -557,6 +630,20 @@ def test_a_deleted_cached_model_loses_its_pods_evicts_its_files_then_its_finaliz
     done = plan_for(deleting(), CACHE_CONFIG, CACHE_PVC, finished_job(only(evicting, "Job")))
     assert done.finalizers == ()
     assert [e.reason for e in done.events][-1] == "CacheEvicted"
+
+
+def test_an_eviction_under_way_keeps_its_job_as_made_when_the_configuration_changes() -> None:
+    evicting = plan_for(deleting(), CACHE_CONFIG, CACHE_PVC)
+    running = running_job(only(evicting, "Job"))
+    new_image = models_config(
+        "cacheProfiles:\n  fast:\n    sharedFilesystem: {storageClassName: nfs-rwx}\n"
+        "modelLoading:\n  image: loader:2\n"
+    )
+
+    plan = plan_for(deleting(), new_image, CACHE_PVC, running)
+
+    assert only(plan, "Job")["spec"]["template"] == expected("evict_job")["spec"]["template"]
+    assert plan.finalizers is None
 
 
 def test_without_the_volume_the_finalizer_goes_at_once() -> None:

@@ -56,6 +56,18 @@ _CACHE_PROFILE_IMMUTABLE = TransitionRule["ModelSpec"](
         or new.cache_profile == old.cache_profile
     ),
 )
+# Kaiwo's (decision 0124): the field-level rule above lets a profile be removed, and the
+# Model's files would then stay on the shared volume for good (its finalizer goes with the
+# profile, and nothing knows the directory any more). Deleting the Model evicts them.
+_CACHE_PROFILE_KEPT = TransitionRule["ModelSpec"](
+    rule="!has(oldSelf.cacheProfile) || has(self.cacheProfile)",
+    message=(
+        "cacheProfile cannot be removed: delete the Model (its files are then evicted from "
+        "the cache) and create it again without one."
+    ),
+    field="cacheProfile",
+    holds=lambda new, old: old.cache_profile is None or new.cache_profile is not None,
+)
 _SPEC_RULES: tuple[CelRule[ModelSpec], ...] = (
     CelRule(
         rule="!has(self.cacheProfile) || " + cel_starts_with_any("self.url", CACHEABLE_URL_SCHEMES),
@@ -119,6 +131,7 @@ _SPEC_TRANSITION_RULES: tuple[TransitionRule[ModelSpec], ...] = (
         holds=lambda new, old: old.cache_profile is None or new.url == old.url,
     ),
     _CACHE_PROFILE_IMMUTABLE,
+    _CACHE_PROFILE_KEPT,
     REPLICATION_IMMUTABLE,
 )
 
@@ -126,6 +139,7 @@ _SPEC_TRANSITION_RULES: tuple[TransitionRule[ModelSpec], ...] = (
 _SPEC_SCHEMA_RULES: list[Any] = [rule.schema_entry() for rule in _SPEC_RULES[:5]] + [
     _SPEC_TRANSITION_RULES[0].schema_entry(),
     _SPEC_RULES[5].schema_entry(),
+    _CACHE_PROFILE_KEPT.schema_entry(),
 ]
 
 
@@ -160,7 +174,10 @@ class ModelSpec(KubeModel):
     )
     cache_profile: str | None = Field(
         default=None,
-        description="Cache profile (from the system configuration) for the model's files.",
+        description=(
+            "Cache profile (from the system configuration) for the model's files. It cannot "
+            "change, nor be removed, once set."
+        ),
         json_schema_extra={CEL_VALIDATIONS: [_CACHE_PROFILE_IMMUTABLE.schema_entry()]},
     )
     image: str | None = Field(

@@ -11,7 +11,9 @@ files into it once, another that evicts them when the Model goes.
   planner plans from the status it last decided), and the Job, no longer wanted, is pruned.
   A volume being deleted, gone, or made anew (another uid) holds the files no more: loaded
   turns false and the Job runs again before any new Pod. A failed Job stays for its logs,
-  with the reason in the ``CacheLoaded`` condition; deleting it starts another.
+  with the reason in the ``CacheLoaded`` condition; deleting it starts another, as does an
+  edit of what it was made from. A Job's pod template cannot change: a load Job under way
+  goes on as it was made, and the condition names the edit it did not take (decision 0124).
 * Deleting a Model with a cache: its finalizer ``kubeai.org/cache-eviction`` holds it while
   ``evict-cache-<name>`` removes its directory; once that Job has completed (or when the
   volume does not exist) the plan drops the finalizer. A failed eviction keeps it, with the

@@ -12,6 +12,7 @@ from kaiwo_contracts.confinement import CACHE_EVICTION_FINALIZER
 from kaiwo_contracts.crds.kubeai_v1.model import Model
 from kaiwo_contracts.models_config import ModelsConfig
 
+from kaiwo_planner.domain.children.job_changes import job_update
 from kaiwo_planner.domain.models.cache import JobState, evict_job_manifest, job_outcome
 from kaiwo_planner.domain.models.cache_jobs import job_settings
 from kaiwo_planner.domain.models.model_parts import (
@@ -53,15 +54,20 @@ def deleting_parts(
         parts.finalizers = ()
         return parts
     job = evict_job(identity.name)
-    outcome = job_outcome(cluster.child_of(identity.uid or "", kind="Job", name=job))
+    observed_job = cluster.child_of(identity.uid or "", kind="Job", name=job)
+    outcome = job_outcome(observed_job)
     if outcome.state is JobState.COMPLETE:
         parts.finalizers = ()
         parts.conditions.append(
             ConditionSpec(CACHE_EVICTED, "True", "Evicted", f"Job {job} removed the files")
         )
         return parts
+    wanted = evict_job_manifest(identity, profile=profile, settings=job_settings(config))
+    # An eviction under way goes on as it was made (the configuration's image or security
+    # settings edited meanwhile cannot reach a Job's pod template): applied as the
+    # configuration now is, it was refused on every plan until the finalizer went.
     parts.desired.append(
-        evict_job_manifest(identity, profile=profile, settings=job_settings(config))
+        job_update(wanted, observed_job).manifest if observed_job is not None else wanted
     )
     if outcome.state is JobState.FAILED:
         message = (

@@ -10,6 +10,7 @@ from __future__ import annotations
 from kaiwo_contracts.confinement import CACHE_EVICTION_FINALIZER
 from kaiwo_contracts.crds.kubeai_v1.model import Model
 
+from kaiwo_planner.domain.children.job_changes import job_update
 from kaiwo_planner.domain.models.adapters import loaded_everywhere, loader_rbac, service_account
 from kaiwo_planner.domain.models.cache import (
     JobOutcome,
@@ -95,9 +96,8 @@ def _cache(
         and before.loaded
         and (not before.volume_uid or before.volume_uid == volume_uid)
     )
-    outcome = job_outcome(
-        cluster.child_of(identity.uid or "", kind="Job", name=load_job(identity.name))
-    )
+    observed_job = cluster.child_of(identity.uid or "", kind="Job", name=load_job(identity.name))
+    outcome = job_outcome(observed_job)
     if loaded_before or outcome.state is JobState.COMPLETE:
         recorded = before.volume_uid if loaded_before and before is not None else ""
         parts.cache = CacheStatus(loaded=True, volume_uid=recorded or volume_uid)
@@ -108,8 +108,18 @@ def _cache(
         )
         return True
     parts.cache = CacheStatus(loaded=False)
-    parts.desired.append(built.load_job)
-    parts.conditions.append(_loading(outcome, job=load_job(identity.name)))
+    job = load_job(identity.name)
+    update = job_update(built.load_job, observed_job) if observed_job is not None else None
+    if update is None or not update.not_applied:
+        parts.desired.append(built.load_job)
+        parts.conditions.append(_loading(outcome, job=job))
+    elif outcome.state is JobState.FAILED:
+        # Not desired: pruned, and the next plan makes it again from the edited spec. The
+        # edit is most often the fix of what made it fail (a token, an endpoint).
+        parts.conditions.append(_replacing(outcome, job=job, edited=update.not_applied))
+    else:
+        parts.desired.append(update.manifest)
+        parts.conditions.append(_loading_as_created(job=job, edited=update.not_applied))
     return False
 
 
@@ -134,6 +144,36 @@ def _loading(outcome: JobOutcome, *, job: str) -> ConditionSpec:
             f"Job {job} failed ({outcome.message}); see its logs, and delete it to try again",
         )
     return ConditionSpec(CACHE_LOADED, "False", "Loading", f"Job {job} loads the files")
+
+
+def _loading_as_created(*, job: str, edited: tuple[str, ...]) -> ConditionSpec:
+    """A load Job made from an earlier spec, still running: a Job's pod template cannot
+    change, so it goes on as it was made (applied as the spec now is, it was refused on
+    every plan)."""
+    return ConditionSpec(
+        CACHE_LOADED,
+        "False",
+        "LoadingAsCreated",
+        f"Job {job} loads the files with the settings it was created with: a Job's pod "
+        f"template cannot change ({_listed(edited)}); delete the Job to load with the edited "
+        "spec",
+    )
+
+
+def _replacing(outcome: JobOutcome, *, job: str, edited: tuple[str, ...]) -> ConditionSpec:
+    return ConditionSpec(
+        CACHE_LOADED,
+        "False",
+        "Reloading",
+        f"Job {job} failed ({outcome.message}) with settings the spec has changed since "
+        f"({_listed(edited)}): it is replaced by one made from the edited spec",
+    )
+
+
+def _listed(paths: tuple[str, ...], *, shown: int = 3) -> str:
+    """The first few changed paths (a changed image alone names every container's)."""
+    more = len(paths) - shown
+    return ", ".join(paths[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def _loader_pods(observed: ObservedModel, decision: PodDecision | None) -> list[str]:

@@ -8,6 +8,8 @@ generation it describes:
 * ``Configured``: the system configuration serves the Model (False: which profile or image
   is missing, or why the configuration itself is invalid);
 * ``CacheLoaded`` (with a cache profile): Loading, Loaded, or LoadFailed with the Job's reason;
+  LoadingAsCreated while a load Job made from an earlier spec runs on as it was made, and
+  Reloading while a failed one is replaced by one from the edited spec;
 * ``Ready``: every wanted replica Ready on the current spec (or none wanted); False while
   Pods are missing or not Ready, during a rollout, while the cache loads, while deleting;
 * ``AdaptersLoaded`` (with adapters): every Ready Pod reports every adapter loaded;
@@ -48,6 +50,9 @@ _EVENTS: Final[Mapping[tuple[str, str, str | None], tuple[EventType, str]]] = Ma
         (CONFIGURED, "True", None): ("Normal", "Configured"),
         (CACHE_LOADED, "False", "Loading"): ("Normal", "CacheLoading"),
         (CACHE_LOADED, "False", "LoadFailed"): ("Warning", "CacheLoadFailed"),
+        # An edit that cannot reach the load Job under way (decision 0124).
+        (CACHE_LOADED, "False", "LoadingAsCreated"): ("Warning", "CacheLoadingAsCreated"),
+        (CACHE_LOADED, "False", "Reloading"): ("Normal", "CacheReloading"),
         (CACHE_LOADED, "True", None): ("Normal", "CacheLoaded"),
         (READY, "True", "ReplicasReady"): ("Normal", "ModelReady"),
         (READY, "False", "RollingOut"): ("Normal", "RolloutStarted"),
