@@ -667,3 +667,111 @@ async def test_a_models_server_pods_are_scheduled_and_running(stack: Pipeline) -
         node = await stack.kube.get(resources.NODE, pod["spec"]["nodeName"])
         assert node["metadata"]["labels"]["amd.com/gpu.product-name"] == MI300X.product
     await stack.kube.delete(resources.KUBEAI_MODEL, "llama", namespace=ns)
+
+
+async def edit_told(
+    pipeline: Pipeline, kind: resources.ResourceType, name: str, namespace: str, patch: Any
+) -> dict[str, Any]:
+    """Apply a user's edit (generation 2) and wait until it is planned and everything settled;
+    returns the workload then."""
+    await pipeline.kube.merge_patch(
+        kind, name, patch, namespace=namespace, field_manager="kubectl-edit"
+    )
+
+    async def planned() -> dict[str, Any] | Pending:
+        found = await pipeline.kube.get(kind, name, namespace=namespace)
+        status = found.get("status") or {}
+        applied = [c for c in status.get("conditions") or () if c["type"] == "ChildSpecApplied"]
+        if status.get("observedGeneration") != 2 or not applied:
+            return Pending(f"generation {status.get('observedGeneration')}")
+        return found
+
+    await eventually(planned, what=f"the edit of {name} planned", within=STEP)
+    await pipeline.settled(within=STEP)
+    return await pipeline.kube.get(kind, name, namespace=namespace)
+
+
+async def test_a_ready_services_priority_class_is_kept_and_the_rest_of_the_edit_rolls(
+    stack: Pipeline,
+) -> None:
+    """Kueue's webhook for Deployments refuses a priority class added to one with a Ready
+    pod: the operator keeps the Deployment's labels as Kueue admitted it, says so, and
+    applies the rest of the edit (the new image rolls), instead of an update the webhook
+    refuses on every plan (decision 0123)."""
+    ns = namespace_of(stack, "svc")
+    service = {
+        "apiVersion": actors.KAIWO_API,
+        "kind": "KaiwoService",
+        "metadata": {"name": "reprioritised", "namespace": ns},
+        "spec": {
+            "user": "erin@example.com",
+            "image": "vllm/vllm-openai:v0.8.5",
+            "entrypoint": "vllm serve Qwen/Qwen2.5-7B-Instruct --port 8000",
+            "clusterQueue": "svc",
+            "gpuVendor": "amd",
+            "gpusPerReplica": 1,
+        },
+    }
+    await stack.kube.create(service)
+    await reaches(stack, "reprioritised", ns, "READY", kind=resources.KAIWO_SERVICE)
+
+    found = await edit_told(
+        stack,
+        resources.KAIWO_SERVICE,
+        "reprioritised",
+        ns,
+        {"spec": {"priorityClass": "low", "image": "vllm/vllm-openai:v0.9.0"}},
+    )
+
+    types = [c["type"] for c in found["status"]["conditions"]]
+    assert "ApplyRefused" not in types, found["status"]["conditions"]
+    applied = condition(found, "ChildSpecApplied")
+    assert (applied["status"], applied["reason"]) == ("False", "JobFieldsImmutable")
+    assert "metadata.labels[kueue.x-k8s.io/priority-class]" in applied["message"]
+    deployment = await stack.kube.get(resources.DEPLOYMENT, "reprioritised", namespace=ns)
+    assert "kueue.x-k8s.io/priority-class" not in deployment["metadata"]["labels"]
+    template = deployment["spec"]["template"]
+    assert "kueue.x-k8s.io/priority-class" not in template["metadata"]["labels"]
+    assert template["spec"]["containers"][0]["image"] == "vllm/vllm-openai:v0.9.0"
+    await stack.kube.delete(resources.KAIWO_SERVICE, "reprioritised", namespace=ns)
+
+
+async def test_an_edit_of_a_running_ray_job_does_not_start_it_over(stack: Pipeline) -> None:
+    """Kueue stops a running RayJob whose pod sets no longer match its Workload, queues it
+    again, and KubeRay makes a new Ray cluster: an env edit started the job over. The operator
+    keeps the running RayJob's spec and says so (decision 0123)."""
+    ns = namespace_of(stack, "ray")
+    await stack.kube.create(kaiwo_job("ray-edited", ns, queue_name="ray", gpus=2, ray=True))
+    await reaches(stack, "ray-edited", ns, "STARTING")
+
+    async def cluster_made() -> dict[str, Any] | Pending:
+        found = await stack.kube.get(resources.RAY_JOB, "ray-edited", namespace=ns)
+        made = (found.get("status") or {}).get("rayClusterName")
+        running = found["spec"].get("suspend") is not True
+        return found if made and running else Pending(f"cluster {made}, running {running}")
+
+    before = await eventually(cluster_made, what="the RayJob runs its cluster", within=STEP)
+
+    found = await edit_told(
+        stack,
+        resources.KAIWO_JOB,
+        "ray-edited",
+        ns,
+        {"spec": {"env": [{"name": "EXTRA", "value": "1"}]}},
+    )
+
+    types = [c["type"] for c in found["status"]["conditions"]]
+    assert "ApplyRefused" not in types, found["status"]["conditions"]
+    applied = condition(found, "ChildSpecApplied")
+    assert (applied["status"], applied["reason"]) == ("False", "JobFieldsImmutable")
+    assert "spec.rayClusterSpec." in applied["message"]
+    after = await stack.kube.get(resources.RAY_JOB, "ray-edited", namespace=ns)
+    assert after["spec"].get("suspend") is not True
+    assert after["status"]["rayClusterName"] == before["status"]["rayClusterName"]
+    envs = [
+        c.get("env") or []
+        for group in after["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+        for c in group["template"]["spec"]["containers"]
+    ]
+    assert all(e.get("name") != "EXTRA" for env in envs for e in env)
+    await stack.kube.delete(resources.KAIWO_JOB, "ray-edited", namespace=ns)

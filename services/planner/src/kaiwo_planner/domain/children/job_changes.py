@@ -11,7 +11,7 @@ can say what was not applied and why.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,7 +79,7 @@ KUEUE_LABELS_HELD = (
 
 
 def kueue_label_update(
-    desired: dict[str, Any], observed: Mapping[str, Any]
+    desired: dict[str, Any], observed: Mapping[str, Any], *, running: bool | None = None
 ) -> tuple[dict[str, Any], tuple[str, ...]]:
     """``desired`` (a Kueue-managed child: Job, RayJob, AppWrapper) with Kueue's labels as
     Kueue's admission webhook lets them change on ``observed``, and the label paths kept.
@@ -90,13 +90,17 @@ def kueue_label_update(
     ``priorityClass`` at the wrong moment was refused on every plan (``ApplyRefused``), and
     the rest of the update with it. So the observed value is kept (or the label left out)
     and named instead. ``desired`` is not modified (it is returned itself when all applies).
+
+    ``running`` says whether Kueue counts ``observed`` as admitted; by default, when its
+    ``spec.suspend`` is not true (a Deployment has no ``suspend``: its caller says).
     """
     meta = observed.get("metadata")
     observed_labels = meta.get("labels") if isinstance(meta, Mapping) else None
     if not isinstance(observed_labels, Mapping):
         observed_labels = {}
-    spec = observed.get("spec")
-    running = not (isinstance(spec, Mapping) and spec.get("suspend") is True)
+    if running is None:
+        spec = observed.get("spec")
+        running = not (isinstance(spec, Mapping) and spec.get("suspend") is True)
     labels = dict((desired.get("metadata") or {}).get("labels") or {})
     kept: list[str] = []
     queue = observed_labels.get(LABEL_QUEUE_NAME)
@@ -125,8 +129,23 @@ def job_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> JobUp
     observed_spec = observed.get("spec")
     if not isinstance(observed_spec, Mapping):  # damaged (a list, a string): nothing observed
         observed_spec = {}
+    not_applied = keep_observed_fields(spec, observed_spec, IMMUTABLE_JOB_SPEC_FIELDS)
+    for field_name in KUEUE_OWNED_SPEC_FIELDS:
+        spec.pop(field_name, None)
+    manifest, labels_kept = kueue_label_update(manifest, observed)
+    return JobUpdate(
+        manifest=manifest, not_applied=tuple(not_applied), labels_not_applied=labels_kept
+    )
+
+
+def keep_observed_fields(
+    spec: dict[str, Any], observed_spec: Mapping[str, Any], names: Iterable[str]
+) -> list[str]:
+    """Put back into ``spec`` (modified) the observed value of each of ``names`` whose
+    desired value differs from it, or leave the field out where none is observed; returns
+    the desired paths so left out."""
     not_applied: list[str] = []
-    for field_name in IMMUTABLE_JOB_SPEC_FIELDS:
+    for field_name in names:
         if field_name not in spec:
             continue
         differing = differing_paths(
@@ -141,12 +160,7 @@ def job_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> JobUp
             spec[field_name] = copy_tree(observed_spec[field_name])
         else:
             spec.pop(field_name, None)
-    for field_name in KUEUE_OWNED_SPEC_FIELDS:
-        spec.pop(field_name, None)
-    manifest, labels_kept = kueue_label_update(manifest, observed)
-    return JobUpdate(
-        manifest=manifest, not_applied=tuple(not_applied), labels_not_applied=labels_kept
-    )
+    return not_applied
 
 
 _ABSENT = object()

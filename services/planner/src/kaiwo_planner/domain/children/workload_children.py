@@ -7,9 +7,10 @@ main child (if any) are inputs. Its output is sorted and byte-identical for equa
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any, Literal
 
 from kaiwo_contracts.crds.config_v1alpha1 import AIMNamespaceConfig, KaiwoConfig
@@ -27,14 +28,17 @@ from kaiwo_planner.domain.children.http_route import http_route
 from kaiwo_planner.domain.children.ignored_settings import ignored_settings
 from kaiwo_planner.domain.children.job_changes import (
     CONDITION_TYPE,
-    KUEUE_LABELS_HELD,
-    KUEUE_OWNED_SPEC_FIELDS,
     REASON_IMMUTABLE,
     job_update,
     job_update_in,
-    kueue_label_update,
 )
 from kaiwo_planner.domain.children.labels import inventory_labels
+from kaiwo_planner.domain.children.main_child_changes import (
+    ChildUpdate,
+    app_wrapper_update,
+    deployment_update,
+    ray_job_update,
+)
 from kaiwo_planner.domain.children.naming import main_child_name
 from kaiwo_planner.domain.children.pod_additions import pod_additions
 from kaiwo_planner.domain.children.pod_additions import workload_env as _workload_env
@@ -197,37 +201,40 @@ def _service_children(
     return children
 
 
-_KUEUE_SUSPENDED_KINDS = ("Job", "RayJob", "AppWrapper")
-"""Main children Kueue admits by unsuspending them, whose labels its webhook guards."""
+_CHILD_UPDATES: Mapping[str, Callable[[Mapping[str, Any], Mapping[str, Any]], ChildUpdate]] = (
+    MappingProxyType(
+        {
+            "RayJob": ray_job_update,
+            "AppWrapper": app_wrapper_update,
+            "Deployment": deployment_update,
+        }
+    )
+)
+"""How each main child but a batch Job is applied once it exists (a Job: ``job_update``)."""
 
 
 def _reconcile_with_observed(
     main: dict[str, Any], observed: Mapping[str, Any] | None, context: PlanningContext | None
-) -> tuple[dict[str, Any], ChildCondition | None]:
-    """The main child to apply given the one that exists (None: it does not exist yet)."""
+) -> tuple[dict[str, Any], ChildCondition]:
+    """The main child to apply given the one that exists (None: it does not exist yet), and
+    what the workload's status says of it.
+
+    Every kind of main child reports ``ChildSpecApplied``, so that the condition never
+    speaks of a child the workload no longer has (a KaiwoService switched between
+    ``ray: true`` and ``ray: false``).
+    """
     kind = main["kind"]
-    if kind not in _KUEUE_SUSPENDED_KINDS:
-        return main, None
-    if observed is None:
+    if observed is None or observed.get("kind") != kind:
         # Created from the spec as it is, so nothing of it is left unapplied. Saying so from
         # the start (rather than once the child is observed) spares every new workload a
         # second status write, and the plan and observation that come with it.
         return main, _matches(kind)
-    if observed.get("kind") != kind:
-        return main, None
     if kind == "Job":
         return _job_as_it_exists(main, observed, context)
-    manifest, labels_kept = kueue_label_update(main, observed)
-    if kind == "RayJob":
-        # Kueue owns suspend once the RayJob exists: left out, as for a Job (job_changes).
-        spec = {k: v for k, v in main["spec"].items() if k not in KUEUE_OWNED_SPEC_FIELDS}
-        manifest = {**manifest, "spec": spec}
-    if not labels_kept:
-        return manifest, _matches(kind)
-    return manifest, _not_applied(
-        f"Not applied to the existing {kind}, because {KUEUE_LABELS_HELD}"
-        f"{', '.join(labels_kept)}. Delete and re-create the workload to run with these changes."
-    )
+    update = _CHILD_UPDATES[kind](main, observed)
+    if update.applied_whole:
+        return update.manifest, _matches(kind)
+    return update.manifest, _not_applied(update.message)
 
 
 def _job_as_it_exists(
@@ -322,8 +329,7 @@ def plan_children(
     main_child = None
     if built.main is not None:
         main, applied = _reconcile_with_observed(built.main, observed_main_child, context)
-        if applied is not None:
-            conditions.append(applied)
+        conditions.append(applied)
         desired += [main, *built.others]
         main_child = built.main_ref
     return ChildrenDecision(

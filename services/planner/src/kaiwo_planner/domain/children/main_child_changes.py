@@ -1,0 +1,145 @@
+"""What of a changed workload can reach its existing RayJob, AppWrapper or Deployment.
+
+(The batch Job's rules are :mod:`kaiwo_planner.domain.children.job_changes`.) Each child has
+parts that, once it exists, the cluster refuses to change or turns a change of into a restart.
+Applied as desired, such an edit was refused on every plan (``ApplyRefused`` for good, and the
+rest of the update lost with it) or silently started a running workload over. So the observed
+value is kept, and the paths left out are named for the ``ChildSpecApplied`` condition
+(decision 0123):
+
+* a running RayJob keeps its spec: Kueue compares an admitted RayJob's pod sets (its cluster,
+  its submitter) with its Workload, and on any difference suspends it, deletes the Workload
+  and queues it again, and KubeRay deletes the Ray cluster and starts the job over;
+* an AppWrapper keeps ``spec.components``: the AppWrapper operator's webhook refuses any
+  change to them, suspended or not;
+* a Deployment with Ready pods keeps Kueue's labels as Kueue's webhook for Deployments lets
+  them change (the rules of :func:`~kaiwo_planner.domain.children.job_changes.kueue_label_update`
+  with "running" meaning a Ready replica), on the Deployment and, so that Kueue's defaulting
+  does not rewrite them on every apply, on its pod template.
+
+Pure; the desired manifest is not modified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kaiwo_planner.domain.children.job_changes import (
+    KUEUE_LABELS_HELD,
+    KUEUE_OWNED_SPEC_FIELDS,
+    keep_observed_fields,
+    kueue_label_update,
+)
+from kaiwo_planner.domain.children.labels import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME
+
+RAY_JOB_KEEPS_ITS_SPEC = (
+    "a running RayJob keeps the spec it started with (changed, Kueue would stop it and queue "
+    "it again, and Ray would start the job over): "
+)
+APP_WRAPPER_COMPONENTS_FIXED = "an AppWrapper's components cannot change after it is created: "
+
+
+@dataclass(frozen=True, slots=True)
+class ChildUpdate:
+    """The manifest to apply to an existing main child, and why parts of it were kept."""
+
+    manifest: dict[str, Any]
+    kind: str
+    spec_not_applied: tuple[str, ...] = ()
+    spec_reason: str = ""
+    labels_not_applied: tuple[str, ...] = ()
+
+    @property
+    def applied_whole(self) -> bool:
+        return not (self.spec_not_applied or self.labels_not_applied)
+
+    @property
+    def message(self) -> str:
+        if self.applied_whole:
+            return ""
+        reasons = []
+        if self.spec_not_applied:
+            reasons.append(self.spec_reason + ", ".join(self.spec_not_applied))
+        if self.labels_not_applied:
+            reasons.append(KUEUE_LABELS_HELD + ", ".join(self.labels_not_applied))
+        return (
+            f"Not applied to the existing {self.kind}, because "
+            + "; and ".join(reasons)
+            + ". Delete and re-create the workload to run with these changes."
+        )
+
+
+def _spec_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    spec = obj.get("spec")
+    return spec if isinstance(spec, Mapping) else {}
+
+
+def ray_job_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> ChildUpdate:
+    """``desired`` as it may be applied to the ``observed`` RayJob.
+
+    ``suspend`` is Kueue's once the RayJob exists, so it is left out. A suspended RayJob (one
+    waiting in its queue) takes the whole edit: Kueue updates its Workload to match. One
+    Kueue let run keeps every spec field it has.
+    """
+    spec = {k: v for k, v in _spec_of(desired).items() if k not in KUEUE_OWNED_SPEC_FIELDS}
+    observed_spec = _spec_of(observed)
+    not_applied: list[str] = []
+    if observed_spec.get("suspend") is not True:
+        not_applied = keep_observed_fields(spec, observed_spec, sorted(spec))
+    manifest, labels_kept = kueue_label_update({**desired, "spec": spec}, observed)
+    return ChildUpdate(
+        manifest=manifest,
+        kind="RayJob",
+        spec_not_applied=tuple(not_applied),
+        spec_reason=RAY_JOB_KEEPS_ITS_SPEC,
+        labels_not_applied=labels_kept,
+    )
+
+
+def app_wrapper_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> ChildUpdate:
+    """``desired`` as it may be applied to the ``observed`` AppWrapper: its components as
+    they were created, Kueue's labels as Kueue allows."""
+    spec = dict(_spec_of(desired))
+    not_applied = keep_observed_fields(spec, _spec_of(observed), ("components",))
+    manifest, labels_kept = kueue_label_update({**desired, "spec": spec}, observed)
+    return ChildUpdate(
+        manifest=manifest,
+        kind="AppWrapper",
+        spec_not_applied=tuple(not_applied),
+        spec_reason=APP_WRAPPER_COMPONENTS_FIXED,
+        labels_not_applied=labels_kept,
+    )
+
+
+def deployment_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> ChildUpdate:
+    """``desired`` as it may be applied to the ``observed`` Deployment.
+
+    Kueue's webhook for Deployments counts one as admitted (its queue fixed, no priority class
+    to be added) once it has a Ready replica (``status.readyReplicas``), and refuses the
+    removal of a priority class always. The labels Kueue's rules keep are kept on the pod
+    template too: Kueue's defaulting copies the Deployment's onto it anyway.
+    """
+    status = observed.get("status")
+    ready = status.get("readyReplicas") if isinstance(status, Mapping) else None
+    running = isinstance(ready, int) and ready > 0
+    manifest, labels_kept = kueue_label_update(desired, observed, running=running)
+    if labels_kept:
+        manifest = _template_with_kueue_labels_of(manifest)
+    return ChildUpdate(manifest=manifest, kind="Deployment", labels_not_applied=labels_kept)
+
+
+def _template_with_kueue_labels_of(deployment: dict[str, Any]) -> dict[str, Any]:
+    labels = deployment["metadata"].get("labels") or {}
+    spec = dict(deployment["spec"])
+    template = dict(spec.get("template") or {})
+    metadata = dict(template.get("metadata") or {})
+    template_labels = dict(metadata.get("labels") or {})
+    for key in (LABEL_QUEUE_NAME, LABEL_PRIORITY_CLASS):
+        if key in labels:
+            template_labels[key] = labels[key]
+        else:
+            template_labels.pop(key, None)
+    spec["template"] = {**template, "metadata": {**metadata, "labels": template_labels}}
+    return {**deployment, "spec": spec}

@@ -1,0 +1,232 @@
+"""What of an edited workload reaches its existing RayJob, AppWrapper or Deployment (0123)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from kaiwo_planner.domain.children.main_child_changes import (
+    app_wrapper_update,
+    deployment_update,
+    ray_job_update,
+)
+from kaiwo_planner.domain.children.workload_children import ChildCondition, plan_children
+from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.state.priority_classes import PriorityChoice
+
+QUEUE = "kueue.x-k8s.io/queue-name"
+PRIORITY = "kueue.x-k8s.io/priority-class"
+
+
+def ray_job(*, image: str, suspend: bool | None, labels: dict[str, str]) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "entrypoint": "python train.py",
+        "shutdownAfterJobFinishes": True,
+        "rayClusterSpec": {
+            "workerGroupSpecs": [
+                {"groupName": "w", "template": {"spec": {"containers": [{"image": image}]}}}
+            ]
+        },
+    }
+    if suspend is not None:
+        spec["suspend"] = suspend
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": "r", "labels": labels},
+        "spec": spec,
+    }
+
+
+def test_a_running_ray_job_keeps_its_spec_and_says_which_paths():
+    desired = ray_job(image="ray:2", suspend=True, labels={QUEUE: "q", PRIORITY: "low"})
+    observed = ray_job(image="ray:1", suspend=False, labels={QUEUE: "q"})
+
+    update = ray_job_update(desired, observed)
+
+    assert update.manifest["spec"] == {
+        "entrypoint": "python train.py",
+        "shutdownAfterJobFinishes": True,
+        "rayClusterSpec": observed["spec"]["rayClusterSpec"],
+    }
+    assert update.manifest["metadata"]["labels"] == {QUEUE: "q"}
+    assert update.message == (
+        "Not applied to the existing RayJob, because a running RayJob keeps the spec it "
+        "started with (changed, Kueue would stop it and queue it again, and Ray would start "
+        "the job over): spec.rayClusterSpec.workerGroupSpecs[0].template.spec.containers[0]"
+        ".image; and Kueue keeps a running workload in its queue and without a priority class "
+        "it started without, and never takes a priority class away: "
+        "metadata.labels[kueue.x-k8s.io/priority-class]. Delete and re-create the workload "
+        "to run with these changes."
+    )
+    assert (
+        desired["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][
+            0
+        ]["image"]
+        == "ray:2"
+    )  # the desired child is not modified
+
+
+def test_a_waiting_ray_job_takes_the_edit_and_leaves_suspend_to_kueue():
+    desired = ray_job(image="ray:2", suspend=True, labels={QUEUE: "q2"})
+    observed = ray_job(image="ray:1", suspend=True, labels={QUEUE: "q"})
+
+    update = ray_job_update(desired, observed)
+
+    expected = copy.deepcopy(desired)
+    del expected["spec"]["suspend"]
+    assert update.manifest == expected
+    assert update.applied_whole
+    assert update.message == ""
+
+
+def app_wrapper(image: str, *, suspend: bool) -> dict[str, Any]:
+    return {
+        "apiVersion": "workload.codeflare.dev/v1beta2",
+        "kind": "AppWrapper",
+        "metadata": {"name": "s", "labels": {QUEUE: "q"}},
+        "spec": {
+            "suspend": suspend,
+            "components": [
+                {
+                    "podSets": [{"replicas": 1, "path": "template.spec"}],
+                    "template": {"kind": "RayService", "spec": {"image": image}},
+                }
+            ],
+        },
+    }
+
+
+def test_an_app_wrapper_keeps_its_components_even_while_it_waits():
+    # The AppWrapper operator's webhook refuses any change of them, suspended or not.
+    desired = app_wrapper("ray:2", suspend=True)
+    del desired["spec"]["suspend"]
+    observed = app_wrapper("ray:1", suspend=True)
+
+    update = app_wrapper_update(desired, observed)
+
+    assert update.manifest["spec"] == {"components": observed["spec"]["components"]}
+    assert update.message == (
+        "Not applied to the existing AppWrapper, because an AppWrapper's components cannot "
+        "change after it is created: spec.components[0].template.spec.image. Delete and "
+        "re-create the workload to run with these changes."
+    )
+
+
+def test_an_app_wrapper_as_created_is_applied_as_desired():
+    desired = app_wrapper("ray:1", suspend=False)
+    observed = app_wrapper("ray:1", suspend=False)
+
+    update = app_wrapper_update(desired, observed)
+
+    assert update.manifest == desired
+    assert update.applied_whole
+
+
+def deployment(labels: dict[str, str], *, ready: int | None = None) -> dict[str, Any]:
+    found: dict[str, Any] = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d", "labels": {"app": "d", **labels}},
+        "spec": {
+            "replicas": 1,
+            "template": {
+                "metadata": {"labels": {"app": "d", **labels}},
+                "spec": {"containers": [{"image": "vllm:1"}]},
+            },
+        },
+    }
+    if ready is not None:
+        found["status"] = {"readyReplicas": ready}
+    return found
+
+
+def test_a_deployment_with_a_ready_pod_keeps_kueues_labels_on_it_and_its_template():
+    # Kueue's Deployment webhook: no new queue, no priority class added once a pod is Ready.
+    desired = deployment({QUEUE: "b", PRIORITY: "low"})
+    observed = deployment({QUEUE: "a"}, ready=1)
+
+    update = deployment_update(desired, observed)
+
+    assert update.manifest["metadata"]["labels"] == {"app": "d", QUEUE: "a"}
+    assert update.manifest["spec"]["template"]["metadata"]["labels"] == {"app": "d", QUEUE: "a"}
+    assert update.manifest["spec"]["template"]["spec"] == desired["spec"]["template"]["spec"]
+    assert update.message == (
+        "Not applied to the existing Deployment, because Kueue keeps a running workload in "
+        "its queue and without a priority class it started without, and never takes a "
+        "priority class away: metadata.labels[kueue.x-k8s.io/queue-name], "
+        "metadata.labels[kueue.x-k8s.io/priority-class]. Delete and re-create the workload "
+        "to run with these changes."
+    )
+    assert desired["metadata"]["labels"][QUEUE] == "b"  # the desired child is not modified
+
+
+def test_a_deployment_without_a_ready_pod_takes_a_new_queue_and_priority_class():
+    desired = deployment({QUEUE: "b", PRIORITY: "low"})
+
+    for observed in (deployment({QUEUE: "a"}, ready=0), deployment({QUEUE: "a"})):
+        update = deployment_update(desired, observed)
+        assert update.manifest == desired
+        assert update.applied_whole
+
+
+def test_no_deployment_loses_its_priority_class():
+    desired = deployment({QUEUE: "a"})
+    observed = deployment({QUEUE: "a", PRIORITY: "low"}, ready=0)
+
+    update = deployment_update(desired, observed)
+
+    assert update.manifest["metadata"]["labels"] == {"app": "d", QUEUE: "a", PRIORITY: "low"}
+    assert update.manifest["spec"]["template"]["metadata"]["labels"] == {
+        "app": "d",
+        QUEUE: "a",
+        PRIORITY: "low",
+    }
+    assert update.labels_not_applied == (f"metadata.labels[{PRIORITY}]",)
+
+
+NO_GPUS = GpuAllocation(gpus=0, gpus_per_replica=0, replicas=1, vendor="amd")
+
+
+def test_a_service_back_from_ray_says_its_deployment_matches(make_service):
+    # The condition must not keep speaking of the AppWrapper the service no longer has.
+    ray = plan_children(workload=make_service({"ray": True}), allocation=NO_GPUS, config=None)
+    (observed,) = [c for c in ray.desired if c["kind"] == "AppWrapper"]
+
+    decision = plan_children(
+        workload=make_service({"ray": False}),
+        allocation=NO_GPUS,
+        config=None,
+        observed_main_child=observed,
+    )
+
+    assert decision.conditions == (
+        ChildCondition(
+            "ChildSpecApplied", "True", "Applied", "The Deployment matches the workload's spec"
+        ),
+    )
+
+
+def test_a_ready_services_priority_edit_is_kept_out_and_told(make_service):
+    first = plan_children(workload=make_service({}), allocation=NO_GPUS, config=None)
+    (observed,) = copy.deepcopy([c for c in first.desired if c["kind"] == "Deployment"])
+    observed["status"] = {"readyReplicas": 1}
+
+    decision = plan_children(
+        workload=make_service({"priorityClass": "low"}),
+        allocation=NO_GPUS,
+        config=None,
+        priority=PriorityChoice(kueue_priority_class="low"),
+        observed_main_child=observed,
+    )
+
+    (manifest,) = [c for c in decision.desired if c["kind"] == "Deployment"]
+    assert PRIORITY not in manifest["metadata"]["labels"]
+    assert PRIORITY not in manifest["spec"]["template"]["metadata"]["labels"]
+    [applied] = decision.conditions
+    assert (applied.type, applied.status, applied.reason) == (
+        "ChildSpecApplied",
+        "False",
+        "JobFieldsImmutable",
+    )
+    assert "metadata.labels[kueue.x-k8s.io/priority-class]" in applied.message
