@@ -113,7 +113,7 @@ def app_wrapper_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) 
     )
 
 
-def deployment_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> ChildUpdate:
+def deployment_update(desired: dict[str, Any], observed: Mapping[str, Any]) -> ChildUpdate:
     """``desired`` as it may be applied to the ``observed`` Deployment.
 
     Kueue's webhook for Deployments counts one as admitted (its queue fixed, no priority class

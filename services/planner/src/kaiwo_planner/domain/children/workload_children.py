@@ -201,7 +201,7 @@ def _service_children(
     return children
 
 
-_CHILD_UPDATES: Mapping[str, Callable[[Mapping[str, Any], Mapping[str, Any]], ChildUpdate]] = (
+_CHILD_UPDATES: Mapping[str, Callable[[dict[str, Any], Mapping[str, Any]], ChildUpdate]] = (
     MappingProxyType(
         {
             "RayJob": ray_job_update,
