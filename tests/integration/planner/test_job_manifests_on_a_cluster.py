@@ -120,3 +120,55 @@ async def test_the_download_job_of_a_secret_with_a_dotted_name_is_accepted(
 
     volumes = {v["name"]: v for v in created["spec"]["template"]["spec"]["volumes"]}
     assert volumes["secret-s3-creds-90422086"]["secret"]["secretName"] == "s3.creds"
+
+
+async def test_secret_volumes_that_share_a_directory_are_all_mounted(
+    kube: KubernetesAsyncioAdapter,
+) -> None:
+    # A container takes one mount per path: before, only the last entry's file was there.
+    workload = {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoJob",
+        "metadata": {"name": "shared-secret-dir", "namespace": NAMESPACE},
+        "spec": {
+            "image": "busybox",
+            "entrypoint": "cat /etc/creds/user /etc/creds/password",
+            "secretVolumes": [
+                {
+                    "name": "user",
+                    "secretName": "db-user",
+                    "key": "username",
+                    "subPath": "user",
+                    "mountPath": "/etc/creds",
+                },
+                {
+                    "name": "password",
+                    "secretName": "db-pass",
+                    "key": "password",
+                    "mountPath": "/etc/creds",
+                },
+            ],
+        },
+    }
+    await kube.create(workload)
+    stored = await kube.get(resources.KAIWO_JOB, "shared-secret-dir", namespace=NAMESPACE)
+    cluster = ClusterState.from_wire(
+        objects=[queue_config({"name": "kaiwo", "namespaces": [NAMESPACE]})],
+        namespaces=[NAMESPACE],
+    )
+    plan = planned(owner=stored, cluster=cluster, now=NOW)
+    assert plan is not None
+    (job,) = (m for m in plan.desired if m["kind"] == "Job")
+
+    created = await kube.create(job, field_manager="test")
+
+    pod = created["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert [m for m in container["volumeMounts"] if m["mountPath"] == "/etc/creds"] == [
+        {"name": "user", "mountPath": "/etc/creds"}
+    ]
+    [volume] = [v for v in pod["volumes"] if v["name"] == "user"]
+    assert [s["secret"] for s in volume["projected"]["sources"]] == [
+        {"name": "db-user", "items": [{"key": "username", "path": "user"}]},
+        {"name": "db-pass", "items": [{"key": "password", "path": "password"}]},
+    ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kaiwo_planner.domain.children.labels import topology_annotations
@@ -28,10 +28,14 @@ def secret_volume(volume: SecretVolumeInput) -> dict[str, Any]:
     With ``key`` only that key is projected, as the file ``subPath`` (or the key's name) in
     the mount directory, which is what the API reference describes; upstream ignored ``key``.
     """
-    secret: dict[str, Any] = {"secretName": volume.secret_name}
-    if volume.key:
-        secret["items"] = [{"key": volume.key, "path": volume.sub_path or volume.key}]
-    return {"name": volume.name, "secret": secret}
+    return {"name": volume.name, "secret": {"secretName": volume.secret_name, **_items(volume)}}
+
+
+def _items(volume: SecretVolumeInput) -> dict[str, Any]:
+    """With ``key``, only that key, as the file ``subPath`` (or the key's name)."""
+    if not volume.key:
+        return {}
+    return {"items": [{"key": volume.key, "path": volume.sub_path or volume.key}]}
 
 
 def secret_volume_mount(volume: SecretVolumeInput) -> dict[str, Any]:
@@ -40,6 +44,36 @@ def secret_volume_mount(volume: SecretVolumeInput) -> dict[str, Any]:
     if volume.sub_path and not volume.key:
         mount["subPath"] = volume.sub_path
     return mount
+
+
+def secret_volumes_and_mounts(
+    entries: Sequence[SecretVolumeInput],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The pod volumes and container mounts of ``secretVolumes``, in their order.
+
+    A container takes one mount per path, so entries that share a ``mountPath`` would leave
+    all but the last one out. Those that each place files in that directory (with ``key``,
+    or a whole Secret) become one projected volume there, named after the first of them:
+    two keys of two Secrets in one directory, as the reference's ``subPath`` ("the filename
+    within the ``MountPath`` directory") describes. An entry that mounts a single file at
+    ``mountPath`` (``subPath`` without ``key``) keeps its own volume.
+    """
+    sharing: dict[str, list[SecretVolumeInput]] = {}
+    for entry in entries:
+        sharing.setdefault(entry.mount_path, []).append(entry)
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    for entry in entries:
+        group = sharing[entry.mount_path]
+        directory = len(group) > 1 and all(e.key or not e.sub_path for e in group)
+        if not directory:
+            volumes.append(secret_volume(entry))
+            mounts.append(secret_volume_mount(entry))
+        elif entry is group[0]:
+            sources = [{"secret": {"name": e.secret_name, **_items(e)}} for e in group]
+            volumes.append({"name": entry.name, "projected": {"sources": sources}})
+            mounts.append({"name": entry.name, "mountPath": entry.mount_path})
+    return volumes, mounts
 
 
 def workload_env(
@@ -61,6 +95,7 @@ def pod_additions(
     namespace: NamespaceSettings,
     extra_labels: Mapping[str, str] | None = None,
 ) -> PodAdditions:
+    secret_volumes, secret_mounts = secret_volumes_and_mounts(inputs.secret_volumes)
     pull_secrets = list(inputs.image_pull_secrets)
     pull_secrets += [name for name in namespace.image_pull_secrets if name not in pull_secrets]
     return PodAdditions(
@@ -79,14 +114,8 @@ def pod_additions(
         ),
         image_pull_secrets=tuple(pull_secrets),
         env=workload_env(inputs, namespace),
-        volumes=(
-            *storage_volumes(inputs.identity.name, inputs.storage),
-            *(secret_volume(v) for v in inputs.secret_volumes),
-        ),
-        volume_mounts=(
-            *storage_mounts(inputs.storage),
-            *(secret_volume_mount(v) for v in inputs.secret_volumes),
-        ),
+        volumes=(*storage_volumes(inputs.identity.name, inputs.storage), *secret_volumes),
+        volume_mounts=(*storage_mounts(inputs.storage), *secret_mounts),
         gpu_models=inputs.gpu_models,
         gpu_toleration_key=defaults.gpu_taint_key if defaults.add_taints_to_gpu_nodes else None,
     )
