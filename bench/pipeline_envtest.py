@@ -824,7 +824,12 @@ def comparison_table(operator: Side, peer: Side) -> str:
             "",
         )
     )
-    rows.append(("planner RSS per tracked workload", f"{operator.planner_kb:.1f} KB", "", ""))
+    memory_label = (
+        "planner RSS per tracked workload"
+        if operator.name == "operator"
+        else "RSS per tracked workload (one process)"
+    )
+    rows.append((memory_label, f"{operator.planner_kb:.1f} KB", "", ""))
     rows.append(
         (
             "planner plan p50 / p99 (bucket bound)",
@@ -879,20 +884,34 @@ def targets(operator: Side, peer: Side) -> str:
             f"{store_kb:.1f} KB",
             store_kb <= TARGETS["store KB"],
         ),
-        (
-            "planner memory <= 5 KB per tracked workload",
-            f"{operator.planner_kb:.1f} KB",
-            operator.planner_kb <= TARGETS["planner KB"],
-        ),
-        (
-            "planner plan p99 <= 200 us",
-            f"<= {operator.plan_p99 * 1e6:.0f} us",
-            operator.plan_p99 <= TARGETS["plan p99"],
-        ),
     )
-    return "\n".join(
-        f"  {label}: {value} -> {'met' if ok else 'NOT met'}" for label, value, ok in checks
-    )
+    lines = [f"  {label}: {value} -> {'met' if ok else 'NOT met'}" for label, value, ok in checks]
+    return "\n".join([*lines, *_planner_targets(operator)])
+
+
+def _planner_targets(operator: Side) -> list[str]:
+    """Issue 18's two targets for the planner itself, as far as this run can tell them.
+
+    The plan-time histogram has a bucket at the target (200 us), so the bound of the bucket
+    holding the p99 says met or not. In one process the RSS grows with every service's state,
+    not the planner's alone: ``bench/planner_memory.py`` measures the planner by itself.
+    """
+    p99_met = operator.plan_p99 <= TARGETS["plan p99"]
+    memory = f"{operator.planner_kb:.1f} KB"
+    if operator.name != "operator":
+        memory_verdict = (
+            "not the planner's alone (every service in one process; bench/planner_memory.py)"
+        )
+    elif operator.planner_kb <= TARGETS["planner KB"]:
+        memory_verdict = "met"
+    else:
+        memory_verdict = "NOT met"
+    return [
+        f"  planner memory <= {TARGETS['planner KB']:g} KB per tracked workload: {memory} -> "
+        f"{memory_verdict}",
+        f"  planner plan p99 <= {TARGETS['plan p99'] * 1e6:.0f} us: "
+        f"<= {operator.plan_p99 * 1e6:.0f} us -> {'met' if p99_met else 'NOT met'}",
+    ]
 
 
 async def compare(
