@@ -65,11 +65,17 @@ class JobUpdate:
             )
         if self.labels_not_applied:
             reasons.append(KUEUE_LABELS_HELD + ", ".join(self.labels_not_applied))
-        return (
-            "Not applied to the existing Job, because "
-            + "; and ".join(reasons)
-            + ". Delete and re-create the KaiwoJob to run with these changes."
-        )
+        return not_applied_message("Job", reasons, recreate="KaiwoJob")
+
+
+def not_applied_message(kind: str, reasons: Iterable[str], *, recreate: str) -> str:
+    """What the ``ChildSpecApplied`` condition says of an existing child of ``kind`` that
+    kept some of what the spec asks, for ``reasons`` (each naming the fields it kept)."""
+    return (
+        f"Not applied to the existing {kind}, because "
+        + "; and ".join(reasons)
+        + f". Delete and re-create the {recreate} to run with these changes."
+    )
 
 
 KUEUE_LABELS_HELD = (
@@ -161,6 +167,20 @@ def keep_observed_fields(
         else:
             spec.pop(field_name, None)
     return not_applied
+
+
+def existing_job_update(
+    desired: dict[str, Any],
+    observed: Mapping[str, Any] | None,
+    context: PlanningContext | None = None,
+) -> JobUpdate:
+    """:func:`job_update` of a Job that may not exist yet (``observed`` None: ``desired``
+    whole), kept in ``context`` when one is given (:func:`job_update_in`)."""
+    if observed is None:
+        return JobUpdate(manifest=desired, not_applied=())
+    if context is None:
+        return job_update(desired, observed)
+    return job_update_in(context, desired, observed)
 
 
 _ABSENT = object()

@@ -31,6 +31,7 @@ from kaiwo_planner.domain.children.job_changes import (
     KUEUE_OWNED_SPEC_FIELDS,
     keep_observed_fields,
     kueue_label_update,
+    not_applied_message,
 )
 from kaiwo_planner.domain.children.labels import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME
 
@@ -64,11 +65,7 @@ class ChildUpdate:
             reasons.append(self.spec_reason + ", ".join(self.spec_not_applied))
         if self.labels_not_applied:
             reasons.append(KUEUE_LABELS_HELD + ", ".join(self.labels_not_applied))
-        return (
-            f"Not applied to the existing {self.kind}, because "
-            + "; and ".join(reasons)
-            + ". Delete and re-create the workload to run with these changes."
-        )
+        return not_applied_message(self.kind, reasons, recreate="workload")
 
 
 def _spec_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:

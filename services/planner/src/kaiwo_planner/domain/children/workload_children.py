@@ -29,8 +29,7 @@ from kaiwo_planner.domain.children.ignored_settings import ignored_settings
 from kaiwo_planner.domain.children.job_changes import (
     CONDITION_TYPE,
     REASON_IMMUTABLE,
-    job_update,
-    job_update_in,
+    existing_job_update,
 )
 from kaiwo_planner.domain.children.labels import inventory_labels
 from kaiwo_planner.domain.children.main_child_changes import (
@@ -240,9 +239,7 @@ def _reconcile_with_observed(
 def _job_as_it_exists(
     main: dict[str, Any], observed: Mapping[str, Any], context: PlanningContext | None
 ) -> tuple[dict[str, Any], ChildCondition]:
-    update = (
-        job_update(main, observed) if context is None else job_update_in(context, main, observed)
-    )
+    update = existing_job_update(main, observed, context)
     if update.not_applied or update.labels_not_applied:
         return update.manifest, _not_applied(update.message)
     return update.manifest, _matches("Job")
@@ -293,8 +290,8 @@ def plan_children(
     and marks the decision failed. ``observed_main_child`` is the existing Job/RayJob/
     Deployment/AppWrapper (wire form), used to keep fields that cannot or must not change.
     ``observed_download_job`` is the existing download Job: it keeps the pod template it ran
-    with (see :func:`_download_job_as_it_runs`). ``observed_claims`` are the existing
-    PersistentVolumeClaims: what of their spec cannot change is kept (:func:`claim_update`).
+    with. ``observed_claims`` are the existing PersistentVolumeClaims: what of their spec
+    cannot change is kept (:func:`claim_update`).
 
     Building the children from the spec is most of the cost of a plan, and most plans are
     made because a child's status or the workload's own status moved while its spec and the
@@ -356,11 +353,15 @@ def _storage_as_it_exists(
     notes: list[str] = []
     for child in storage:
         if child["kind"] == "Job":
-            desired.append(_download_job_as_it_runs(child, observed_download_job, context))
+            # The download Job's template carries the workload's env, its sources and its
+            # security context, which a user may edit later, and a Job's template cannot
+            # change: once it exists it keeps the one it runs with (decision 0117); applied
+            # as desired, such an edit was refused on every plan.
+            desired.append(existing_job_update(child, observed_download_job, context).manifest)
         elif child["kind"] == "PersistentVolumeClaim" and _name_of(child) in claims:
-            update = claim_update(child, claims[_name_of(child)])
-            desired.append(update.manifest)
-            if (note := update.note()) is not None:
+            claim = claim_update(child, claims[_name_of(child)])
+            desired.append(claim.manifest)
+            if (note := claim.note()) is not None:
                 notes.append(note)
         else:
             desired.append(child)
@@ -370,27 +371,6 @@ def _storage_as_it_exists(
 def _name_of(obj: Mapping[str, Any]) -> object:
     meta = obj.get("metadata")
     return meta.get("name") if isinstance(meta, Mapping) else None
-
-
-def _download_job_as_it_runs(
-    desired: dict[str, Any], observed: Mapping[str, Any] | None, context: PlanningContext | None
-) -> dict[str, Any]:
-    """The download Job to apply: once it exists, with the pod template it was created with.
-
-    The template carries the workload's env, its download sources and its security context,
-    all of which a user may edit later, and the API server refuses any change to a Job's
-    template: applied as desired, such an edit would be refused on every plan. The download
-    runs once, with what the workload said when it started (decision 0117); the edit reaches
-    the workload's own children.
-    """
-    if observed is None:
-        return desired
-    update = (
-        job_update(desired, observed)
-        if context is None
-        else job_update_in(context, desired, observed)
-    )
-    return update.manifest
 
 
 def _spec_version(workload: Workload) -> tuple[object, ...]:

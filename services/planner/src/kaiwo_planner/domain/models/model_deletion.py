@@ -12,7 +12,7 @@ from kaiwo_contracts.confinement import CACHE_EVICTION_FINALIZER
 from kaiwo_contracts.crds.kubeai_v1.model import Model
 from kaiwo_contracts.models_config import ModelsConfig
 
-from kaiwo_planner.domain.children.job_changes import job_update
+from kaiwo_planner.domain.children.job_changes import existing_job_update
 from kaiwo_planner.domain.models.cache import JobState, evict_job_manifest, job_outcome
 from kaiwo_planner.domain.models.cache_jobs import job_settings
 from kaiwo_planner.domain.models.model_parts import (
@@ -66,9 +66,7 @@ def deleting_parts(
     # An eviction under way goes on as it was made (the configuration's image or security
     # settings edited meanwhile cannot reach a Job's pod template): applied as the
     # configuration now is, it was refused on every plan until the finalizer went.
-    parts.desired.append(
-        job_update(wanted, observed_job).manifest if observed_job is not None else wanted
-    )
+    parts.desired.append(existing_job_update(wanted, observed_job).manifest)
     if outcome.state is JobState.FAILED:
         message = (
             f"Job {job} failed ({outcome.message}); see its logs. To delete the Model without "

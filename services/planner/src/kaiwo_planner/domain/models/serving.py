@@ -10,7 +10,7 @@ from __future__ import annotations
 from kaiwo_contracts.confinement import CACHE_EVICTION_FINALIZER
 from kaiwo_contracts.crds.kubeai_v1.model import Model
 
-from kaiwo_planner.domain.children.job_changes import job_update
+from kaiwo_planner.domain.children.job_changes import existing_job_update
 from kaiwo_planner.domain.models.adapters import loaded_everywhere, loader_rbac, service_account
 from kaiwo_planner.domain.models.cache import (
     JobOutcome,
@@ -109,8 +109,8 @@ def _cache(
         return True
     parts.cache = CacheStatus(loaded=False)
     job = load_job(identity.name)
-    update = job_update(built.load_job, observed_job) if observed_job is not None else None
-    if update is None or not update.not_applied:
+    update = existing_job_update(built.load_job, observed_job)
+    if not update.not_applied:
         parts.desired.append(built.load_job)
         parts.conditions.append(_loading(outcome, job=job))
     elif outcome.state is JobState.FAILED:
