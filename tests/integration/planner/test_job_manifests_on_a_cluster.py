@@ -41,6 +41,22 @@ async def kube(real_cluster: RealCluster) -> AsyncIterator[KubernetesAsyncioAdap
             await kube.delete(resources.KAIWO_JOB, job["metadata"]["name"], namespace=NAMESPACE)
 
 
+async def planned_jobs(
+    kube: KubernetesAsyncioAdapter, workload: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The Jobs the planner wants for ``workload``, once the API server has stored it (its
+    defaults filled in), in a namespace the ``kaiwo`` queue serves."""
+    created = await kube.create(workload)
+    stored = await kube.get(resources.KAIWO_JOB, created["metadata"]["name"], namespace=NAMESPACE)
+    cluster = ClusterState.from_wire(
+        objects=[queue_config({"name": "kaiwo", "namespaces": [NAMESPACE]})],
+        namespaces=[NAMESPACE],
+    )
+    plan = planned(owner=stored, cluster=cluster, now=NOW)
+    assert plan is not None
+    return [m for m in plan.desired if m["kind"] == "Job"]
+
+
 def kaiwo_job_with_a_job_spec(name: str) -> dict[str, Any]:
     return {
         "apiVersion": "kaiwo.silogen.ai/v1alpha1",
@@ -62,15 +78,7 @@ def kaiwo_job_with_a_job_spec(name: str) -> dict[str, Any]:
 async def test_the_job_of_a_user_job_spec_without_restart_policy_is_accepted(
     kube: KubernetesAsyncioAdapter,
 ) -> None:
-    await kube.create(kaiwo_job_with_a_job_spec("no-restart-policy"))
-    stored = await kube.get(resources.KAIWO_JOB, "no-restart-policy", namespace=NAMESPACE)
-    cluster = ClusterState.from_wire(
-        objects=[queue_config({"name": "kaiwo", "namespaces": [NAMESPACE]})],
-        namespaces=[NAMESPACE],
-    )
-    plan = planned(owner=stored, cluster=cluster, now=NOW)
-    assert plan is not None
-    (job,) = (m for m in plan.desired if m["kind"] == "Job")
+    (job,) = await planned_jobs(kube, kaiwo_job_with_a_job_spec("no-restart-policy"))
 
     created = await kube.create(job, field_manager="test")
 
@@ -105,15 +113,7 @@ async def test_the_download_job_of_a_secret_with_a_dotted_name_is_accepted(
             },
         },
     }
-    await kube.create(workload)
-    stored = await kube.get(resources.KAIWO_JOB, "dotted-secret", namespace=NAMESPACE)
-    cluster = ClusterState.from_wire(
-        objects=[queue_config({"name": "kaiwo", "namespaces": [NAMESPACE]})],
-        namespaces=[NAMESPACE],
-    )
-    plan = planned(owner=stored, cluster=cluster, now=NOW)
-    assert plan is not None
-    (download,) = (m for m in plan.desired if m["kind"] == "Job")
+    (download,) = await planned_jobs(kube, workload)
     assert download["metadata"]["name"] == "dotted-secret-download"
 
     created = await kube.create(download, field_manager="test")
@@ -150,15 +150,7 @@ async def test_secret_volumes_that_share_a_directory_are_all_mounted(
             ],
         },
     }
-    await kube.create(workload)
-    stored = await kube.get(resources.KAIWO_JOB, "shared-secret-dir", namespace=NAMESPACE)
-    cluster = ClusterState.from_wire(
-        objects=[queue_config({"name": "kaiwo", "namespaces": [NAMESPACE]})],
-        namespaces=[NAMESPACE],
-    )
-    plan = planned(owner=stored, cluster=cluster, now=NOW)
-    assert plan is not None
-    (job,) = (m for m in plan.desired if m["kind"] == "Job")
+    (job,) = await planned_jobs(kube, workload)
 
     created = await kube.create(job, field_manager="test")
 
