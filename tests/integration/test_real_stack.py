@@ -216,6 +216,24 @@ def kaiwo_job(
     }
 
 
+def vllm_service(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    """A Deployment-based KaiwoService in the ``svc`` queue: one AMD GPU per replica."""
+    return {
+        "apiVersion": actors.KAIWO_API,
+        "kind": "KaiwoService",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "user": "erin@example.com",
+            "image": "vllm/vllm-openai:v0.8.5",
+            "entrypoint": "vllm serve Qwen/Qwen2.5-7B-Instruct --port 8000",
+            "clusterQueue": "svc",
+            "gpuVendor": "amd",
+            "gpusPerReplica": 1,
+            **spec,
+        },
+    }
+
+
 async def kaiwo(state: str, *arguments: str) -> Any:
     """The ``kaiwo`` command, in a thread (it runs its own event loop), on the module's stack."""
     env = {**os.environ, "COLUMNS": "250", "KAIWO_STATE": state}
@@ -477,21 +495,7 @@ async def test_a_kaiwoservice_becomes_ready_and_rolls_on_a_spec_change(stack: Pi
     """In a Kueue-managed namespace Kueue admits each of the Deployment's pods; the real
     controllers, scheduler and kwok make them Ready; a new image rolls them."""
     ns = namespace_of(stack, "svc")
-    service = {
-        "apiVersion": actors.KAIWO_API,
-        "kind": "KaiwoService",
-        "metadata": {"name": "chat", "namespace": ns},
-        "spec": {
-            "user": "erin@example.com",
-            "image": "vllm/vllm-openai:v0.8.5",
-            "entrypoint": "vllm serve Qwen/Qwen2.5-7B-Instruct --port 8000",
-            "clusterQueue": "svc",
-            "gpuVendor": "amd",
-            "replicas": 2,
-            "gpusPerReplica": 1,
-        },
-    }
-    await stack.kube.create(service)
+    await stack.kube.create(vllm_service("chat", ns, replicas=2))
     ready = await reaches(stack, "chat", ns, "READY", kind=resources.KAIWO_SERVICE)
     assert condition(ready, "Admitted")["status"] == "True"
     first = await serving_pods(stack, ns, "chat", image="vllm/vllm-openai:v0.8.5")
@@ -699,20 +703,7 @@ async def test_a_ready_services_priority_class_is_kept_and_the_rest_of_the_edit_
     applies the rest of the edit (the new image rolls), instead of an update the webhook
     refuses on every plan (decision 0123)."""
     ns = namespace_of(stack, "svc")
-    service = {
-        "apiVersion": actors.KAIWO_API,
-        "kind": "KaiwoService",
-        "metadata": {"name": "reprioritised", "namespace": ns},
-        "spec": {
-            "user": "erin@example.com",
-            "image": "vllm/vllm-openai:v0.8.5",
-            "entrypoint": "vllm serve Qwen/Qwen2.5-7B-Instruct --port 8000",
-            "clusterQueue": "svc",
-            "gpuVendor": "amd",
-            "gpusPerReplica": 1,
-        },
-    }
-    await stack.kube.create(service)
+    await stack.kube.create(vllm_service("reprioritised", ns))
     await reaches(stack, "reprioritised", ns, "READY", kind=resources.KAIWO_SERVICE)
 
     found = await edit_told(
