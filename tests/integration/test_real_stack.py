@@ -766,3 +766,38 @@ async def test_an_edit_of_a_running_ray_job_does_not_start_it_over(stack: Pipeli
     ]
     assert all(e.get("name") != "EXTRA" for env in envs for e in env)
     await stack.kube.delete(resources.KAIWO_JOB, "ray-edited", namespace=ns)
+
+
+async def test_a_label_removed_from_a_running_kaiwojob_leaves_its_job(stack: Pipeline) -> None:
+    """The Job was created under ``kaiwo-create`` and updated under ``kaiwo``: before decision
+    0128 a label removed from the KaiwoJob stayed on its Job, held by the creation's manager,
+    though every later apply left it out."""
+    ns = namespace_of(stack, "gpu")
+    job = kaiwo_job("relabelled", ns, queue_name="gpu", gpus=1, run_seconds=120)
+    job["metadata"]["labels"] = {"team": "a", "project": "p"}
+    await stack.kube.create(job)
+    await reaches(stack, "relabelled", ns, "RUNNING")
+
+    await stack.kube.merge_patch(
+        resources.KAIWO_JOB,
+        "relabelled",
+        {"metadata": {"labels": {"team": None, "project": "q"}}},
+        namespace=ns,
+        field_manager="kubectl-edit",
+    )
+
+    async def relabelled() -> dict[str, Any] | Pending:
+        child = await stack.kube.get(resources.JOB, "relabelled", namespace=ns)
+        labels = child["metadata"]["labels"]
+        if labels.get("project") != "q" or "team" in labels:
+            return Pending(f"labels {labels}")
+        return child
+
+    child = await eventually(relabelled, what="the Job relabelled", within=STEP)
+    assert child["spec"]["suspend"] is False
+    assert child["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gpu"
+    await stack.settled(within=STEP)
+    found = await stack.kube.get(resources.KAIWO_JOB, "relabelled", namespace=ns)
+    assert found["status"]["status"] == "RUNNING"
+    assert "ApplyRefused" not in [c["type"] for c in found["status"]["conditions"]]
+    await stack.kube.delete(resources.KAIWO_JOB, "relabelled", namespace=ns)

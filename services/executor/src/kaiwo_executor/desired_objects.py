@@ -16,7 +16,7 @@ from kaiwo_contracts.plans import (
     without_admission_gate,
 )
 from kaiwo_kube import AlreadyExists, Conflict, NotFound
-from kaiwo_kube.resources import NODE, known_type
+from kaiwo_kube.resources import NODE, ResourceType, known_type
 
 from kaiwo_executor.child_ownership import (
     NAME_CONFLICT,
@@ -25,6 +25,7 @@ from kaiwo_executor.child_ownership import (
     wanted_controller,
     withheld_by,
 )
+from kaiwo_executor.creation_metadata import creation_metadata_release
 from kaiwo_executor.execution_memo import content_hash, manifest_key, ref_key
 from kaiwo_executor.guarded_calls import FIELD_MANAGER, Failure, GuardedCalls, event_name
 from kaiwo_executor.node_merge import node_patch
@@ -272,8 +273,37 @@ class DesiredObjects:
                 return StepOutcome.APPLIED
             except Conflict:
                 manifest = without_admission_gate(manifest)
-        await self._kube.apply(manifest, field_manager=FIELD_MANAGER, force=True, resource=resource)
+        applied = await self._kube.apply(
+            manifest, field_manager=FIELD_MANAGER, force=True, resource=resource
+        )
+        await self._release_creation_metadata(applied, manifest, resource)
         return StepOutcome.APPLIED
+
+    async def _release_creation_metadata(
+        self, applied: dict[str, Any], manifest: dict[str, Any], resource: ResourceType | None
+    ) -> None:
+        """Give up the labels and annotations the child was created with that its owner no
+        longer has (:mod:`kaiwo_executor.creation_metadata`). Not forced: should the spec
+        have changed since the update (Kueue admitted the child meanwhile), the conflict
+        changes nothing, and the release is made once more from the object as it is then."""
+        for attempt in range(2):
+            release = creation_metadata_release(applied, manifest)
+            if release is None:
+                return
+            try:
+                await self._kube.apply(
+                    release,
+                    field_manager=CREATE_SUSPENDED_FIELD_MANAGER,
+                    force=False,
+                    resource=resource,
+                )
+                return
+            except Conflict:
+                if attempt:
+                    target = ObjectRef.of(manifest).display()
+                    log.info("creation labels kept until the next update", target=target)
+                    return
+            applied = await self._live(manifest) or {}
 
     async def _create_only(self, manifest: dict[str, Any]) -> StepOutcome:
         """Create ``manifest`` unless it exists, which is then left as it is.
