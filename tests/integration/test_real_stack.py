@@ -801,3 +801,69 @@ async def test_a_label_removed_from_a_running_kaiwojob_leaves_its_job(stack: Pip
     assert found["status"]["status"] == "RUNNING"
     assert "ApplyRefused" not in [c["type"] for c in found["status"]["conditions"]]
     await stack.kube.delete(resources.KAIWO_JOB, "relabelled", namespace=ns)
+
+
+async def test_a_ray_service_waiting_in_its_queue_is_replaced_to_take_an_edit(
+    stack: Pipeline,
+) -> None:
+    """16 GPUs asked of the ``ray`` queue's 8: Kueue keeps the AppWrapper waiting. An edit of
+    the image cannot reach its components (the AppWrapper operator's webhook refuses any
+    change of them), so the waiting AppWrapper is replaced by one of the edited spec, which
+    waits in turn (decision 0129), where before the service said to re-create it by hand."""
+    ns = namespace_of(stack, "ray")
+    service = {
+        "apiVersion": actors.KAIWO_API,
+        "kind": "KaiwoService",
+        "metadata": {"name": "waiting-serve", "namespace": ns},
+        "spec": {
+            "user": "dave@example.com",
+            "image": "rayproject/ray:2.40.0",
+            "clusterQueue": "ray",
+            "ray": True,
+            "gpuVendor": "amd",
+            "replicas": 2,
+            "gpusPerReplica": 8,
+        },
+    }
+    await stack.kube.create(service)
+
+    async def waiting_wrapper(image: str) -> dict[str, Any] | Pending:
+        found = await actors.get_or_none(
+            stack.kube, resources.APP_WRAPPER, "waiting-serve", namespace=ns
+        )
+        if found is None or found["metadata"].get("deletionTimestamp"):
+            return Pending("no AppWrapper")
+        if image not in str(found["spec"]["components"]):
+            return Pending("the AppWrapper of the earlier spec")
+        return found if found["spec"].get("suspend") is True else Pending("not suspended")
+
+    first = await eventually(
+        lambda: waiting_wrapper("ray:2.40.0"), what="the AppWrapper waiting", within=STEP
+    )
+    await stack.kube.merge_patch(
+        resources.KAIWO_SERVICE,
+        "waiting-serve",
+        {"spec": {"image": "rayproject/ray:2.41.0"}},
+        namespace=ns,
+        field_manager="kubectl-edit",
+    )
+
+    second = await eventually(
+        lambda: waiting_wrapper("ray:2.41.0"), what="the edited AppWrapper", within=STEP
+    )
+    assert second["metadata"]["uid"] != first["metadata"]["uid"]
+
+    async def applied() -> dict[str, Any] | Pending:
+        found = await stack.kube.get(resources.KAIWO_SERVICE, "waiting-serve", namespace=ns)
+        told = [
+            c for c in found["status"].get("conditions") or () if c["type"] == "ChildSpecApplied"
+        ]
+        return found if told and told[0]["status"] == "True" else Pending(f"{told}")
+
+    found = await eventually(applied, what="the edit applied", within=STEP)
+    assert "ApplyRefused" not in [c["type"] for c in found["status"]["conditions"]]
+    reasons = [
+        reason for reason, _ in await events_of(stack, ns, "waiting-serve", kind="KaiwoService")
+    ]
+    assert "ChildReplacing" in reasons and "ChildSpecNotApplied" not in reasons
+    await stack.kube.delete(resources.KAIWO_SERVICE, "waiting-serve", namespace=ns)

@@ -408,6 +408,31 @@ def test_a_job_change_kubernetes_cannot_apply_is_reported(cluster_with):
     assert main_container(job)["image"] == "rocm/pytorch:latest"
 
 
+def test_a_waiting_ray_services_app_wrapper_is_replaced_to_take_an_edit(cluster_with):
+    """Decision 0129: the webhook refuses any change of an AppWrapper's components, but one
+    still waiting in its queue runs nothing yet, so it is pruned and made anew."""
+    spec = {"image": "rayproject/ray:2.40.0", "ray": True, "gpus": 0, "clusterQueue": "kaiwo"}
+    first = planned(owner=kaiwo_service(spec), cluster=cluster_with(kaiwo_service(spec)), now=NOW)
+    assert first is not None
+    (observed,) = copy.deepcopy([m for m in first.desired if m["kind"] == "AppWrapper"])
+    observed["metadata"]["uid"] = "wrapper-uid"
+    observed["spec"]["suspend"] = True  # Kueue's webhook: waiting for admission
+    edited = kaiwo_service(
+        {**spec, "image": "rayproject/ray:2.41.0"}, generation=2, status=first.status
+    )
+
+    plan = planned(owner=edited, cluster=cluster_with(edited, observed), now=NOW)
+
+    assert plan is not None
+    assert [m["kind"] for m in plan.desired if m["kind"] == "AppWrapper"] == []
+    assert any(rule.kind == "AppWrapper" for rule in plan.prune)
+    replacing = condition(plan, "ChildSpecApplied")
+    assert (replacing["status"], replacing["reason"]) == ("False", "Replacing")
+    assert [(e.type, e.reason) for e in plan.events if e.reason.startswith("Child")] == [
+        ("Normal", "ChildReplacing")
+    ]
+
+
 def test_storage_left_disabled_is_told_once_per_generation(cluster_with):
     """The reference ignores ``data``/``huggingFace`` unless ``storageEnabled``: the workload
     runs without them, and a Warning says so (decision 0119)."""

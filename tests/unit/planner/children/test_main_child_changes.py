@@ -97,20 +97,48 @@ def app_wrapper(image: str, *, suspend: bool) -> dict[str, Any]:
     }
 
 
-def test_an_app_wrapper_keeps_its_components_even_while_it_waits():
-    # The AppWrapper operator's webhook refuses any change of them, suspended or not.
+def test_an_admitted_app_wrapper_keeps_its_components():
+    # The AppWrapper operator's webhook refuses any change of them.
     desired = app_wrapper("ray:2", suspend=True)
     del desired["spec"]["suspend"]
-    observed = app_wrapper("ray:1", suspend=True)
+    observed = app_wrapper("ray:1", suspend=False)
 
     update = app_wrapper_update(desired, observed)
 
+    assert not update.replace
     assert update.manifest["spec"] == {"components": observed["spec"]["components"]}
     assert update.message == (
         "Not applied to the existing AppWrapper, because an AppWrapper's components cannot "
         "change after it is created: spec.components[0].template.spec.image. Delete and "
         "re-create the workload to run with these changes."
     )
+
+
+def test_an_app_wrapper_waiting_in_its_queue_is_replaced_by_the_edited_one():
+    # The webhook refuses the change while it waits too, but nothing of it runs yet: it is
+    # made anew from the edited spec (decision 0129).
+    desired = app_wrapper("ray:2", suspend=True)
+    observed = app_wrapper("ray:1", suspend=True)
+
+    update = app_wrapper_update(desired, observed)
+
+    assert update.replace
+    assert update.manifest == desired
+    assert not update.applied_whole
+    assert update.message == (
+        "The AppWrapper waiting in its queue is replaced by one made from the edited spec "
+        "(spec.components[0].template.spec.image), which waits in the queue anew"
+    )
+
+
+def test_a_waiting_app_wrapper_with_the_same_components_is_kept():
+    desired = app_wrapper("ray:1", suspend=True)
+    observed = app_wrapper("ray:1", suspend=True)
+
+    update = app_wrapper_update(desired, observed)
+
+    assert not update.replace
+    assert update.applied_whole
 
 
 def test_an_app_wrapper_as_created_is_applied_as_desired():
@@ -230,3 +258,28 @@ def test_a_ready_services_priority_edit_is_kept_out_and_told(make_service):
         "JobFieldsImmutable",
     )
     assert "metadata.labels[kueue.x-k8s.io/priority-class]" in applied.message
+
+
+def test_a_waiting_ray_service_leaves_its_app_wrapper_out_until_it_is_replaced(make_service):
+    first = plan_children(workload=make_service({"ray": True}), allocation=NO_GPUS, config=None)
+    (observed,) = copy.deepcopy([c for c in first.desired if c["kind"] == "AppWrapper"])
+    observed["spec"]["suspend"] = True  # as Kueue's webhook creates it: waiting for admission
+
+    edited = make_service({"ray": True, "image": "rayproject/ray:2.41.0"})
+    decision = plan_children(
+        workload=edited, allocation=NO_GPUS, config=None, observed_main_child=observed
+    )
+
+    assert [c["kind"] for c in decision.desired if c["kind"] == "AppWrapper"] == []
+    [replacing] = decision.conditions
+    assert (replacing.type, replacing.status, replacing.reason) == (
+        "ChildSpecApplied",
+        "False",
+        "Replacing",
+    )
+    assert replacing.message.startswith("The AppWrapper waiting in its queue is replaced")
+
+    # Once it is gone, the AppWrapper of the edited spec is created.
+    anew = plan_children(workload=edited, allocation=NO_GPUS, config=None)
+    (created,) = [c for c in anew.desired if c["kind"] == "AppWrapper"]
+    assert "rayproject/ray:2.41.0" in str(created["spec"]["components"])

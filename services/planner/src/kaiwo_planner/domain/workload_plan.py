@@ -28,7 +28,8 @@ What the plan applies and prunes depends on the phase:
 
 Events beyond the phase transitions: ``SettingsIgnored`` (Warning) once per generation when
 the spec sets something that has no effect, ``ChildSpecNotApplied`` (Warning) when a change
-cannot reach the existing Job, ``GpusRoundedDown``/``GpusRecalculated`` (Normal) when the
+cannot reach the existing Job, ``ChildReplacing`` (Normal) when a waiting AppWrapper is
+replaced to take one (decision 0129), ``GpusRoundedDown``/``GpusRecalculated`` (Normal) when the
 pods hold another total than ``spec.gpus`` (decision 0118), once per change of that note.
 """
 
@@ -46,6 +47,7 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoservice import KaiwoService
 from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule
 
 from kaiwo_planner.domain.children.job_changes import CONDITION_TYPE as CHILD_SPEC_APPLIED
+from kaiwo_planner.domain.children.job_changes import REASON_REPLACING
 from kaiwo_planner.domain.children.labels import inventory_labels
 from kaiwo_planner.domain.children.workload_children import (
     PRUNED_KINDS,
@@ -106,6 +108,7 @@ TERMINATION_PRUNE: tuple[PruneRule, ...] = (
 
 SETTINGS_IGNORED = "SettingsIgnored"
 CHILD_SPEC_NOT_APPLIED = "ChildSpecNotApplied"
+CHILD_REPLACING = "ChildReplacing"
 
 Workload = KaiwoJob | KaiwoService
 
@@ -379,6 +382,12 @@ def _child_spec_events(
     told = _newly_said(status, previous, CHILD_SPEC_APPLIED, lambda c: c.get("status") == "False")
     if told is None:
         return ()
+    if told.get("reason") == REASON_REPLACING:  # the edit is taken: nothing to warn of
+        return (
+            EventIntent(
+                type="Normal", reason=CHILD_REPLACING, message=str(told.get("message") or "")
+            ),
+        )
     return (
         EventIntent(
             type="Warning",

@@ -41,6 +41,7 @@ flipped ``suspend`` ten times a second."""
 
 CONDITION_TYPE = "ChildSpecApplied"
 REASON_IMMUTABLE = "JobFieldsImmutable"
+REASON_REPLACING = "Replacing"
 
 
 @dataclass(frozen=True, slots=True)

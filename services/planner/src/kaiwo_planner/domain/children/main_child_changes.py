@@ -11,7 +11,9 @@ value is kept, and the paths left out are named for the ``ChildSpecApplied`` con
   its submitter) with its Workload, and on any difference suspends it, deletes the Workload
   and queues it again, and KubeRay deletes the Ray cluster and starts the job over;
 * an AppWrapper keeps ``spec.components``: the AppWrapper operator's webhook refuses any
-  change to them, suspended or not;
+  change to them, suspended or not. One still waiting in its queue (suspended) is replaced
+  instead (decision 0129): nothing of it runs yet, and re-created by hand it would lose its
+  place in the queue all the same;
 * a Deployment with Ready pods keeps Kueue's labels as Kueue's webhook for Deployments lets
   them change (the rules of :func:`~kaiwo_planner.domain.children.job_changes.kueue_label_update`
   with "running" meaning a Ready replica), on the Deployment and, so that Kueue's defaulting
@@ -44,20 +46,30 @@ APP_WRAPPER_COMPONENTS_FIXED = "an AppWrapper's components cannot change after i
 
 @dataclass(frozen=True, slots=True)
 class ChildUpdate:
-    """The manifest to apply to an existing main child, and why parts of it were kept."""
+    """The manifest to apply to an existing main child, and why parts of it were kept.
+
+    ``replace``: the child must go and be made anew from ``manifest`` (the spec as edited):
+    left out of the desired children, it is pruned, and created once it is gone.
+    """
 
     manifest: dict[str, Any]
     kind: str
     spec_not_applied: tuple[str, ...] = ()
     spec_reason: str = ""
     labels_not_applied: tuple[str, ...] = ()
+    replace: bool = False
 
     @property
     def applied_whole(self) -> bool:
-        return not (self.spec_not_applied or self.labels_not_applied)
+        return not (self.replace or self.spec_not_applied or self.labels_not_applied)
 
     @property
     def message(self) -> str:
+        if self.replace:
+            return (
+                f"The {self.kind} waiting in its queue is replaced by one made from the edited "
+                f"spec ({', '.join(self.spec_not_applied)}), which waits in the queue anew"
+            )
         if self.applied_whole:
             return ""
         reasons = []
@@ -97,9 +109,18 @@ def ray_job_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> C
 
 def app_wrapper_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> ChildUpdate:
     """``desired`` as it may be applied to the ``observed`` AppWrapper: its components as
-    they were created, Kueue's labels as Kueue allows."""
+    they were created, Kueue's labels as Kueue allows; or, when it still waits in its queue
+    and its components changed, replaced by ``desired``."""
     spec = dict(_spec_of(desired))
-    not_applied = keep_observed_fields(spec, _spec_of(observed), ("components",))
+    observed_spec = _spec_of(observed)
+    not_applied = keep_observed_fields(spec, observed_spec, ("components",))
+    if not_applied and observed_spec.get("suspend") is True:
+        return ChildUpdate(
+            manifest=dict(desired),
+            kind="AppWrapper",
+            spec_not_applied=tuple(not_applied),
+            replace=True,
+        )
     manifest, labels_kept = kueue_label_update({**desired, "spec": spec}, observed)
     return ChildUpdate(
         manifest=manifest,

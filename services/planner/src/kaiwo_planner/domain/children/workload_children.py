@@ -29,6 +29,7 @@ from kaiwo_planner.domain.children.ignored_settings import ignored_settings
 from kaiwo_planner.domain.children.job_changes import (
     CONDITION_TYPE,
     REASON_IMMUTABLE,
+    REASON_REPLACING,
     existing_job_update,
 )
 from kaiwo_planner.domain.children.labels import inventory_labels
@@ -214,9 +215,10 @@ _CHILD_UPDATES: Mapping[str, Callable[[dict[str, Any], Mapping[str, Any]], Child
 
 def _reconcile_with_observed(
     main: dict[str, Any], observed: Mapping[str, Any] | None, context: PlanningContext | None
-) -> tuple[dict[str, Any], ChildCondition]:
+) -> tuple[dict[str, Any] | None, ChildCondition]:
     """The main child to apply given the one that exists (None: it does not exist yet), and
-    what the workload's status says of it.
+    what the workload's status says of it. No child to apply: the existing one is replaced
+    (pruned now, created anew from the spec once it is gone).
 
     Every kind of main child reports ``ChildSpecApplied``, so that the condition never
     speaks of a child the workload no longer has (a KaiwoService switched between
@@ -231,6 +233,8 @@ def _reconcile_with_observed(
     if kind == "Job":
         return _job_as_it_exists(main, observed, context)
     update = _CHILD_UPDATES[kind](main, observed)
+    if update.replace:
+        return None, ChildCondition(CONDITION_TYPE, "False", REASON_REPLACING, update.message)
     if update.applied_whole:
         return update.manifest, _matches(kind)
     return update.manifest, _not_applied(update.message)
@@ -327,7 +331,7 @@ def plan_children(
     if built.main is not None:
         main, applied = _reconcile_with_observed(built.main, observed_main_child, context)
         conditions.append(applied)
-        desired += [main, *built.others]
+        desired += [main, *built.others] if main is not None else built.others
         main_child = built.main_ref
     return ChildrenDecision(
         desired=sort_objects(desired),
