@@ -67,6 +67,8 @@ def serving_parts(
             identity, pods=_loader_pods(observed, decision), account=service_account(setup)
         )
         parts.conditions += _adapter_conditions(setup, observed, pod)
+    if not setup.model.spec.adapters:
+        parts.retired = (ADAPTERS_LOADED,)
     ready = _ready(observed, decision, pod, replicas=replicas, allowed=pods_allowed)
     parts.conditions.append(_capped(ready, asked=asked) if asked > replicas else ready)
     parts.finalizers = _finalizers(model, wanted=setup.cache is not None)
