@@ -217,7 +217,7 @@ def _ready(
     allowed: bool,
 ) -> ConditionSpec:
     if not allowed or decision is None:
-        return ConditionSpec(READY, "False", "WaitingForCache", "No Pods until the cache is loaded")
+        return _waiting_for_cache(observed)
     current_ready = sum(
         p.ready for p in observed.pods if not p.terminating and p.pod_hash == pod.pod_hash
     )
@@ -234,6 +234,21 @@ def _ready(
     if current_ready >= replicas:
         return ConditionSpec(READY, "True", "ReplicasReady", shown)
     return ConditionSpec(READY, "False", "ReplicasNotReady", shown)
+
+
+def _waiting_for_cache(observed: ObservedModel) -> ConditionSpec:
+    """No new Pod until the files are loaded. A cache profile added to a Model that serves
+    leaves its Pods serving meanwhile: said so, rather than "no Pods"."""
+    serving = sum(p.ready for p in observed.pods if not p.terminating)
+    if not serving:
+        return ConditionSpec(READY, "False", "WaitingForCache", "No Pods until the cache is loaded")
+    return ConditionSpec(
+        READY,
+        "False",
+        "WaitingForCache",
+        f"{serving} Ready Pods of an earlier spec serve until the cache is loaded; then they "
+        "are replaced by Pods that read it",
+    )
 
 
 def _capped(ready: ConditionSpec, *, asked: int) -> ConditionSpec:
