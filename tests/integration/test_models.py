@@ -410,6 +410,126 @@ async def test_adapters_are_loaded_and_changed_without_restarting_a_pod(
     assert reported is not None and reported["status"] == "False"
 
 
+async def _rolled_once(pipeline: Pipeline, name: str, before: set[str]) -> list[Any] | Pending:
+    """Play the kubelet until the Model's live Pods are all of a spec other than ``before``'s
+    and Ready, and its status says so."""
+    kube, namespace = pipeline.kube, pipeline.namespace
+    await run_pods(kube, namespace, name)
+    pods = [
+        p
+        for p in await model_pods(kube, namespace, name)
+        if not p["metadata"].get("deletionTimestamp")
+    ]
+    hashes = {p["metadata"]["labels"]["pod-hash"] for p in pods}
+    ready = condition(await model(pipeline, name), "Ready")
+    if (
+        pods
+        and hashes.isdisjoint(before)
+        and all(is_ready(p) for p in pods)
+        and ready is not None
+        and ready["reason"] == "ReplicasReady"
+    ):
+        return pods
+    return Pending(f"{len(pods)} Pods, hashes {sorted(hashes)}, Ready {ready}")
+
+
+async def test_removed_adapters_take_their_condition_with_them(
+    shared_pipeline: Pipeline, models_config: None
+) -> None:
+    """Without adapters the Pods roll without the loader sidecar, and ``AdaptersLoaded`` goes:
+    before, it stayed for good, False, counting adapters no Pod was asked to load."""
+    pipeline = shared_pipeline
+    kube, namespace = pipeline.kube, pipeline.namespace
+    await kube.create(
+        a_model(
+            "unadapted",
+            namespace,
+            url="hf://meta-llama/Llama-3.1-8B",
+            engine="VLLM",
+            adapters=[{"name": "sql", "url": "hf://org/sql-lora"}],
+            replicas=1,
+            autoscalingDisabled=True,
+        )
+    )
+    found = await serving(pipeline, "unadapted", 1)
+    told = condition(found, "AdaptersLoaded")
+    assert told is not None and told["message"] == "0 of 1 Ready Pods have loaded all 1 adapters"
+    before = {
+        p["metadata"]["labels"]["pod-hash"] for p in await model_pods(kube, namespace, "unadapted")
+    }
+
+    await kube.merge_patch(
+        resources.KUBEAI_MODEL,
+        "unadapted",
+        {"spec": {"adapters": None}},
+        namespace=namespace,
+        field_manager="kubectl-edit",
+    )
+
+    [pod] = await eventually(
+        lambda: _rolled_once(pipeline, "unadapted", before), what="the Pod rolled without adapters"
+    )
+    assert [c["name"] for c in pod["spec"]["containers"]] == ["server"]
+    found = await model(pipeline, "unadapted")
+    assert [c["type"] for c in found["status"]["conditions"]] == ["Configured", "Ready"]
+    await kube.delete(resources.KUBEAI_MODEL, "unadapted", namespace=namespace)
+
+
+async def test_a_files_new_content_reaches_the_servers_through_new_pods(
+    shared_pipeline: Pipeline, models_config: None
+) -> None:
+    """A file is a ``subPath`` mount, which a running Pod never sees change: new content rolls
+    the Pods. Before, the ConfigMap changed and the Model stayed Ready on the current spec
+    while its servers kept the old content."""
+    pipeline = shared_pipeline
+    kube, namespace = pipeline.kube, pipeline.namespace
+    await kube.create(
+        a_model(
+            "templated",
+            namespace,
+            url="hf://meta-llama/Llama-3.1-8B",
+            engine="VLLM",
+            files=[{"path": "/config/chat.jinja", "content": "{{ messages }}"}],
+            replicas=2,
+            autoscalingDisabled=True,
+        )
+    )
+    await serving(pipeline, "templated", 2)
+    old = await model_pods(kube, namespace, "templated")
+    before = {p["metadata"]["labels"]["pod-hash"] for p in old}
+
+    await kube.merge_patch(
+        resources.KUBEAI_MODEL,
+        "templated",
+        {"spec": {"files": [{"path": "/config/chat.jinja", "content": "{{ messages | tojson }}"}]}},
+        namespace=namespace,
+        field_manager="kubectl-edit",
+    )
+
+    pods = await eventually(
+        lambda: _rolled_once(pipeline, "templated", before),
+        what="every Pod replaced by one that reads the new content",
+        within=90,
+        interval=0.3,
+    )
+    assert len(pods) == 2
+    assert {p["metadata"]["uid"] for p in pods}.isdisjoint(p["metadata"]["uid"] for p in old)
+    # The same mount (the content is not in the spec): only the Pods are new.
+    for pod in pods:
+        [mount] = [
+            m for m in pod["spec"]["containers"][0]["volumeMounts"] if m["name"] == "model-files"
+        ]
+        assert mount == {
+            "name": "model-files",
+            "mountPath": "/config/chat.jinja",
+            "subPath": "_config_chat.jinja",
+            "readOnly": True,
+        }
+    files = await pipeline.child(resources.CONFIG_MAP, "model-templated-files")
+    assert files is not None and files["data"] == {"_config_chat.jinja": "{{ messages | tojson }}"}
+    await kube.delete(resources.KUBEAI_MODEL, "templated", namespace=namespace)
+
+
 async def test_a_cached_model_loads_before_it_serves_and_deleted_evicts_and_leaves_nothing(
     shared_pipeline: Pipeline, models_config: None, finalizers_released: None
 ) -> None:
@@ -557,6 +677,62 @@ async def test_an_edit_the_load_job_cannot_take_is_told_and_the_cache_profile_st
         return Pending("the Model still exists")
 
     await eventually(gone, what="the Model deleted once evicted", within=60)
+
+
+async def test_a_cache_added_to_a_serving_model_keeps_its_pods_serving_until_loaded(
+    shared_pipeline: Pipeline, models_config: None, finalizers_released: None
+) -> None:
+    """Adding a cacheProfile (allowed, as upstream) loads the files before any new Pod; the
+    Pods of the earlier spec serve meanwhile, and ``Ready`` says so (it said "No Pods")."""
+    pipeline = shared_pipeline
+    kube, namespace = pipeline.kube, pipeline.namespace
+    await kube.create(
+        a_model(
+            "latecached",
+            namespace,
+            url="hf://org/latecached",
+            engine="VLLM",
+            replicas=2,
+            autoscalingDisabled=True,
+        )
+    )
+    await serving(pipeline, "latecached", 2)
+    old = await model_pods(kube, namespace, "latecached")
+
+    await kube.merge_patch(
+        resources.KUBEAI_MODEL,
+        "latecached",
+        {"spec": {"cacheProfile": "shared"}},
+        namespace=namespace,
+        field_manager="kubectl-edit",
+    )
+    await pipeline.appears(resources.JOB, "load-cache-latecached")
+
+    async def waiting() -> dict[str, Any] | Pending:
+        ready = condition(await model(pipeline, "latecached"), "Ready")
+        return ready if ready and ready["reason"] == "WaitingForCache" else Pending(f"{ready}")
+
+    ready = await eventually(waiting, what="Ready waiting for the cache")
+    assert ready["message"] == (
+        "2 Ready Pods of an earlier spec serve until the cache is loaded; then they are "
+        "replaced by Pods that read it"
+    )
+    assert [p["metadata"]["uid"] for p in await model_pods(kube, namespace, "latecached")] == [
+        p["metadata"]["uid"] for p in old
+    ]
+
+    await pipeline.jobs.pod_succeeded("load-cache-latecached", namespace=namespace)
+    before = {p["metadata"]["labels"]["pod-hash"] for p in old}
+    pods = await eventually(
+        lambda: _rolled_once(pipeline, "latecached", before),
+        what="the Pods replaced by ones that read the cache",
+        within=90,
+        interval=0.3,
+    )
+    assert len(pods) == 2
+    await kube.delete(resources.KUBEAI_MODEL, "latecached", namespace=namespace)
+    await pipeline.appears(resources.JOB, "evict-cache-latecached")
+    await pipeline.jobs.pod_succeeded("evict-cache-latecached", namespace=namespace)
 
 
 async def _with_finalizer(pipeline: Pipeline, name: str) -> dict[str, Any] | Pending:

@@ -3,12 +3,13 @@ and what a configuration problem does. Expected values written out by hand."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
 import pytest
 from kaiwo_contracts.confinement import refusals
-from kaiwo_contracts.plans import ObjectRef, PruneRule
+from kaiwo_contracts.plans import EventIntent, ObjectRef, PruneRule, canonical_json_bytes
 from kaiwo_planner.domain.models.adapters import string_hash
 
 from tests.unit.planner.models.building import (
@@ -346,15 +347,38 @@ def test_files_are_a_configmap_mounted_at_their_paths() -> None:
     ]
 
 
-def test_new_file_content_rolls_no_pod_but_a_new_path_does() -> None:
+def test_new_file_content_rolls_the_pods_as_a_new_path_does() -> None:
+    """A file is a ``subPath`` mount, never refreshed in a running Pod: new content reaches
+    the server only in a new Pod."""
     files = [{"path": "/a.txt", "content": "one"}]
-    first = only(plan_for(model({**BASE, "files": files, "replicas": 1})), "Pod")
+    first = plan_for(model({**BASE, "files": files, "replicas": 1}))
+    running = observed_pod(only(first, "Pod"), uid="p-1")
     edited = [{"path": "/a.txt", "content": "two"}]
-    same = only(plan_for(model({**BASE, "files": edited, "replicas": 1})), "Pod")
+
+    rolling = plan_for(
+        model({**BASE, "files": edited, "replicas": 1}, status=first.status, generation=2),
+        running,
+    )
+
+    new_pod = only(rolling, "Pod")
+    assert new_pod["metadata"]["name"] != only(first, "Pod")["metadata"]["name"]
+    assert new_pod["spec"] == only(first, "Pod")["spec"]
+    assert only(rolling, "ConfigMap")["data"] == {"_a.txt": "two"}
+    ready = condition(rolling, "Ready")
+    assert ready is not None and (ready["reason"], ready["message"]) == (
+        "RollingOut",
+        "Replacing 1 Pods of an earlier spec; 0 of 1 replicas Ready",
+    )
     added = [*files, {"path": "/b.txt", "content": "x"}]
     rolled = only(plan_for(model({**BASE, "files": added, "replicas": 1})), "Pod")
-    assert same["metadata"]["name"] == first["metadata"]["name"]
-    assert rolled["metadata"]["name"] != first["metadata"]["name"]
+    assert rolled["metadata"]["name"] != only(first, "Pod")["metadata"]["name"]
+
+
+def test_a_model_without_files_keeps_the_hash_of_its_spec_alone() -> None:
+    """Hashing the files' content rolls no Pod of a Model without files."""
+    pod = only(plan_for(model({**BASE, "replicas": 1})), "Pod")
+    spec_hash = hashlib.sha256(canonical_json_bytes(pod["spec"])).hexdigest()[:10]
+    assert pod["metadata"]["labels"]["pod-hash"] == spec_hash
 
 
 def test_without_files_there_is_no_configmap_and_it_is_pruned() -> None:
@@ -398,6 +422,35 @@ def test_a_cached_model_first_loads_its_files_then_runs_its_pods() -> None:
     # The Job gone, the status remembers.
     later = plan_for(model(CACHED, status=loaded.status), CACHE_CONFIG)
     assert len(desired(later, "Pod")) == 1
+
+
+def test_a_cache_added_to_a_serving_model_keeps_its_pods_until_loaded_and_says_so() -> None:
+    cached = {**CACHED, "url": "hf://org/model"}
+    served = {k: v for k, v in cached.items() if k != "cacheProfile"}
+    first = plan_for(model(served), CACHE_CONFIG)
+    running = observed_pod(only(first, "Pod"), uid="p-1")
+
+    loading = plan_for(model(cached, status=first.status, generation=2), running, CACHE_CONFIG)
+
+    assert desired(loading, "Pod") == []
+    assert loading.delete == ()
+    ready = condition(loading, "Ready")
+    assert ready is not None and (ready["status"], ready["reason"], ready["message"]) == (
+        "False",
+        "WaitingForCache",
+        "1 Ready Pods of an earlier spec serve until the cache is loaded; then they are "
+        "replaced by Pods that read it",
+    )
+    loaded = plan_for(
+        model(cached, status=loading.status, generation=2),
+        running,
+        finished_job(only(loading, "Job")),
+        CACHE_CONFIG,
+    )
+    [new_pod] = desired(loaded, "Pod")
+    assert new_pod["metadata"]["name"] != running["metadata"]["name"]
+    ready = condition(loaded, "Ready")
+    assert ready is not None and ready["reason"] == "RollingOut"
 
 
 def test_a_failed_load_says_why_and_keeps_its_job() -> None:
@@ -741,6 +794,39 @@ def test_adapters_loaded_shows_when_every_ready_pod_reports_every_adapter() -> N
     everywhere = plan_for(model(ADAPTERS), both, observed_pod(pods[1], uid="p-1", labels=loaded))
     found = condition(everywhere, "AdaptersLoaded")
     assert found is not None and found["status"] == "True"
+
+
+def test_removing_the_adapters_drops_their_condition() -> None:
+    plan = plan_for(model(ADAPTERS))
+    pods = [observed_pod(p, uid=f"p-{i}") for i, p in enumerate(desired(plan, "Pod"))]
+    loading = plan_for(model(ADAPTERS, status=plan.status), *pods)
+    assert condition(loading, "AdaptersLoaded") is not None
+    removed = {key: value for key, value in ADAPTERS.items() if key != "adapters"}
+
+    edited = plan_for(model(removed, status=loading.status, generation=2), *pods)
+
+    assert condition(edited, "AdaptersLoaded") is None
+    assert [c["type"] for c in (edited.status or {})["conditions"]] == ["Configured", "Ready"]
+    assert edited.events == (
+        EventIntent(
+            type="Normal",
+            reason="RolloutStarted",
+            message="Replacing 2 Pods of an earlier spec; 0 of 2 replicas Ready",
+        ),
+    )
+
+
+def test_an_empty_adapter_list_keeps_its_loader_and_drops_the_condition() -> None:
+    plan = plan_for(model(ADAPTERS))
+    pods = [observed_pod(p, uid=f"p-{i}") for i, p in enumerate(desired(plan, "Pod"))]
+    loading = plan_for(model(ADAPTERS, status=plan.status), *pods)
+
+    emptied = plan_for(model({**ADAPTERS, "adapters": []}, status=loading.status), *pods)
+
+    assert condition(emptied, "AdaptersLoaded") is None
+    assert [p["metadata"]["name"] for p in desired(emptied, "Pod")] == [
+        p["metadata"]["name"] for p in desired(plan, "Pod")
+    ]
 
 
 @pytest.mark.parametrize(

@@ -1,11 +1,12 @@
 """``spec.files``: one ConfigMap per Model, each file mounted at its path in the server.
 
 The ConfigMap's keys are the paths with every ``/`` turned into ``_``. Each file is its own
-read-only ``subPath`` mount: changing a file's content changes the ConfigMap but not the Pods
-(so it rolls nothing, as upstream; running servers keep the old content until they are
-replaced), while adding or removing a file changes the Pods and so rolls them. Without
-files there is no ConfigMap (upstream creates an empty one and deletes it again, every
-other reconcile).
+read-only ``subPath`` mount, which the kubelet never refreshes: a running server keeps the
+content it started with. So the files' content is part of the Pods' hash
+(:mod:`~kaiwo_planner.domain.models.server_pod`) and an edited file rolls the Pods like any
+other change (upstream rolls nothing, and its servers keep the old content until something
+else replaces them; decision 0127). Without files there is no ConfigMap (upstream creates an
+empty one and deletes it again, every other reconcile).
 """
 
 from __future__ import annotations

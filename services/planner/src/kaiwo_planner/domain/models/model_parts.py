@@ -61,6 +61,9 @@ class ModelParts:
     cache: CacheStatus | None = None
     finalizers: tuple[str, ...] | None = None
     prune: tuple[PruneRule, ...] = MODEL_PRUNE
+    retired: tuple[str, ...] = ()
+    """Conditions of the plan's own that no longer describe anything (``AdaptersLoaded``
+    once the adapters are gone): dropped from the status rather than left as they were."""
 
 
 def kept_cache(cache_profile: str | None, observed: ObservedModel) -> CacheStatus | None:

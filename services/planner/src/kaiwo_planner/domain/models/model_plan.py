@@ -230,6 +230,7 @@ def _plan(
         cache=parts.cache,
         conditions=conditions,
         now=now,
+        retired=parts.retired,
     )
     uid = observed.identity.uid or ""
     events: tuple[EventIntent, ...] = condition_events(observed.previous, conditions)

@@ -13,10 +13,13 @@
   ``spec.envFrom`` as given.
 * Volumes in upstream's order: shared memory, files, adapters, cache, source.
 
-``pod-hash`` is a hash of the Pod's ``spec``: any change of what the Pod runs (arguments,
-image, resources, files' paths, the configuration's images...) gives new Pods, which the
-rollout puts in place of the old ones (:mod:`~kaiwo_planner.domain.models.rollout`).
-Labels and annotations are not hashed.
+``pod-hash`` is a hash of the Pod's ``spec`` and of ``spec.files``' content: any change of
+what the Pod runs (arguments, image, resources, files, the configuration's images...) gives
+new Pods, which the rollout puts in place of the old ones
+(:mod:`~kaiwo_planner.domain.models.rollout`). Labels and annotations are not hashed.
+Upstream hashes the spec alone, so an edited file reaches its ConfigMap but never a running
+server (each file is a ``subPath`` mount, which the kubelet never refreshes): the Model said
+Ready on the current spec while every Pod served the old content (decision 0127).
 """
 
 from __future__ import annotations
@@ -118,13 +121,22 @@ def server_pod(setup: ModelSetup) -> ServerPod:
         pod = apply_patches(pod, patches)
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
-    pod_hash = hashlib.sha256(canonical_json_bytes(spec)).hexdigest()[:HASH_LENGTH]
+    pod_hash = _pod_hash(spec, setup)
     return ServerPod(
         labels={**(meta.get("labels") or {}), LABEL_POD_HASH: pod_hash},
         annotations=dict(meta.get("annotations") or {}),
         spec=spec,
         pod_hash=pod_hash,
     )
+
+
+def _pod_hash(spec: Mapping[str, Any], setup: ModelSetup) -> str:
+    """The hash of what the Pod runs: its spec, and the files' content it mounts (the spec
+    names only their ConfigMap). Without files, the spec's hash alone, as before files
+    were hashed: Models without files keep their Pods across that change."""
+    files = {f.path: f.content for f in setup.model.spec.files or ()}
+    hashed: Any = {"spec": spec, "files": files} if files else spec
+    return hashlib.sha256(canonical_json_bytes(hashed)).hexdigest()[:HASH_LENGTH]
 
 
 def _source(setup: ModelSetup) -> SourceAdditions:

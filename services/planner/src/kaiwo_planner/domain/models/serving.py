@@ -67,6 +67,8 @@ def serving_parts(
             identity, pods=_loader_pods(observed, decision), account=service_account(setup)
         )
         parts.conditions += _adapter_conditions(setup, observed, pod)
+    if not setup.model.spec.adapters:
+        parts.retired = (ADAPTERS_LOADED,)
     ready = _ready(observed, decision, pod, replicas=replicas, allowed=pods_allowed)
     parts.conditions.append(_capped(ready, asked=asked) if asked > replicas else ready)
     parts.finalizers = _finalizers(model, wanted=setup.cache is not None)
@@ -215,7 +217,7 @@ def _ready(
     allowed: bool,
 ) -> ConditionSpec:
     if not allowed or decision is None:
-        return ConditionSpec(READY, "False", "WaitingForCache", "No Pods until the cache is loaded")
+        return _waiting_for_cache(observed)
     current_ready = sum(
         p.ready for p in observed.pods if not p.terminating and p.pod_hash == pod.pod_hash
     )
@@ -232,6 +234,21 @@ def _ready(
     if current_ready >= replicas:
         return ConditionSpec(READY, "True", "ReplicasReady", shown)
     return ConditionSpec(READY, "False", "ReplicasNotReady", shown)
+
+
+def _waiting_for_cache(observed: ObservedModel) -> ConditionSpec:
+    """No new Pod until the files are loaded. A cache profile added to a Model that serves
+    leaves its Pods serving meanwhile: said so, rather than "no Pods"."""
+    serving = sum(p.ready for p in observed.pods if not p.terminating)
+    if not serving:
+        return ConditionSpec(READY, "False", "WaitingForCache", "No Pods until the cache is loaded")
+    return ConditionSpec(
+        READY,
+        "False",
+        "WaitingForCache",
+        f"{serving} Ready Pods of an earlier spec serve until the cache is loaded; then they "
+        "are replaced by Pods that read it",
+    )
 
 
 def _capped(ready: ConditionSpec, *, asked: int) -> ConditionSpec:

@@ -12,7 +12,8 @@ generation it describes:
   Reloading while a failed one is replaced by one from the edited spec;
 * ``Ready``: every wanted replica Ready on the current spec (or none wanted); False while
   Pods are missing or not Ready, during a rollout, while the cache loads, while deleting;
-* ``AdaptersLoaded`` (with adapters): every Ready Pod reports every adapter loaded;
+* ``AdaptersLoaded`` (with adapters): every Ready Pod reports every adapter loaded; dropped
+  when the adapters are removed (kept, it told of adapters no Pod is asked to load);
 * ``CacheEvicted`` (while a cached Model is deleted): the eviction Job's progress;
 * ``LimitedByClusterCeiling`` (once it was True): whether the cluster's ceiling on autoscaled
   replicas holds the Model below its own bounds
@@ -23,7 +24,7 @@ An Event tells each change of a condition people act on (see :data:`_EVENTS`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
@@ -113,10 +114,16 @@ def model_status(
     cache: CacheStatus | None,
     conditions: Sequence[ConditionSpec],
     now: datetime,
+    retired: Collection[str] = (),
 ) -> dict[str, Any]:
     """The new status: counts, cache, generation and ``conditions`` merged into the previous
-    ones (a transition time moves only when a condition's status does)."""
-    previous_conditions = [c for c in previous.get("conditions") or () if isinstance(c, Mapping)]
+    ones (a transition time moves only when a condition's status does), without the
+    ``retired`` conditions."""
+    previous_conditions = [
+        c
+        for c in previous.get("conditions") or ()
+        if isinstance(c, Mapping) and c.get("type") not in retired
+    ]
     status: dict[str, Any] = {"replicas": replica_counts(pods)}
     if cache is not None:
         status["cache"] = cache.to_wire()
