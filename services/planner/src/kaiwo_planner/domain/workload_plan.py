@@ -85,7 +85,7 @@ from kaiwo_planner.domain.status.findings import (
 )
 from kaiwo_planner.domain.status.gpu_idle import gpu_idle_condition
 from kaiwo_planner.domain.status.invalid_owner import REASON_VALID, VALID_CONDITION
-from kaiwo_planner.domain.status.kueue_admission import is_admitted
+from kaiwo_planner.domain.status.kueue_admission import kueue_admitted
 from kaiwo_planner.domain.status.storage_phase import DOWNLOAD_JOB_SUCCEEDED
 from kaiwo_planner.domain.status.workload_status import (
     WorkloadKind,
@@ -173,7 +173,9 @@ def plan_workload(
         stats=stats,
         priority_class=spec.priority_class or "",
         priority=priority,
-        admitted=is_admitted(observed),
+        # Kueue's own word (its Workloads), not a running child: the checks waived are Kueue's.
+        admitted=bool(observed.kueue_workloads)
+        and all(kueue_admitted(w.get("status") or {}) for w in observed.kueue_workloads),
     )
     children = None
     if verdict.schedulable and not (
