@@ -223,3 +223,107 @@ async def test_an_immutable_flavor_change_waits_for_the_admitted_job_then_recrea
     assert any(flavor in e["message"] for e in events.items)
     with_status = await kube.get(resources.KAIWO_QUEUE_CONFIG, actors.QUEUE_CONFIG)
     assert is_ready(with_status)
+
+
+def long_job(name: str, namespace: str, queue: str, **spec: Any) -> dict[str, Any]:
+    """A one-GPU KaiwoJob in ``queue`` that runs long enough for an edit to meet it."""
+    return {
+        "apiVersion": actors.KAIWO_API,
+        "kind": "KaiwoJob",
+        "metadata": {"name": name, "namespace": namespace, "annotations": {RUN_SECONDS: "40"}},
+        "spec": {
+            "user": "alice@example.com",
+            "image": "ghcr.io/silogen/rocm-ray:6.4",
+            "entrypoint": "python train.py",
+            "clusterQueue": queue,
+            "gpus": 1,
+            "gpuVendor": "amd",
+            **spec,
+        },
+    }
+
+
+def schedulable(job: Mapping[str, Any]) -> dict[str, Any]:
+    for found in (job.get("status") or {}).get("conditions") or ():
+        if found.get("type") == "Schedulable":
+            return dict(found)
+    return {}
+
+
+async def test_a_running_job_whose_priority_class_is_removed_runs_to_completion(
+    stack: Pipeline,
+) -> None:
+    # Decision 0126: the administrator removes a WorkloadPriorityClass a running job uses.
+    # Kueue keeps the job running; the KaiwoJob went ERROR and never reached COMPLETE.
+    pipeline, kube = stack, stack.kube
+    namespace = pipeline.namespace
+    flavor, queue = f"kqc-{uuid.uuid4().hex[:6]}", "kqc-prio"
+    spec = queue_config_spec(flavor, queue, namespace, topology=False)
+    await apply_queue_config(
+        kube,
+        {**spec, "workloadPriorityClasses": [{"metadata": {"name": "kqc-high"}, "value": 100}]},
+    )
+    await queue_config_where(pipeline, "the queue config READY", is_ready)
+    await kube.create(long_job("prio-run", namespace, queue, priorityClass="kqc-high"))
+    await pipeline.reaches("prio-run", "RUNNING", within=STEP)
+
+    await apply_queue_config(kube, spec)  # the priority class removed
+
+    async def told() -> dict[str, Any] | Pending:
+        found = await pipeline.kaiwo_job("prio-run")
+        condition = schedulable(found)
+        return (
+            found
+            if condition.get("reason") == "AdmittedBeforeQueueChange"
+            else Pending(f"{found.get('status')}")
+        )
+
+    running = await eventually(told, what="the job told, not ERROR", within=STEP)
+    assert running["status"]["status"] == "RUNNING"
+    assert schedulable(running)["status"] == "True"
+    assert schedulable(running)["message"].startswith("spec.priorityClass 'kqc-high' names")
+    done = await pipeline.reaches("prio-run", "COMPLETE", within=STEP)
+    assert done["status"]["status"] == "COMPLETE"
+
+
+async def test_a_removed_queue_kueue_keeps_for_a_running_job_is_told_until_it_is_gone(
+    stack: Pipeline,
+) -> None:
+    # Decision 0126: a ClusterQueue removed from the KaiwoQueueConfig while a job runs in it.
+    # Kueue's finalizer keeps it (being deleted) until the job is done; the status said READY
+    # ("Kueue objects match") all along. Now it names the queue and why, once gone READY.
+    pipeline, kube = stack, stack.kube
+    namespace = pipeline.namespace
+    flavor = f"kqc-{uuid.uuid4().hex[:6]}"
+    spec = queue_config_spec(flavor, "kqc-stay", namespace, topology=False)
+    [stay] = spec["clusterQueues"]
+    both = {**spec, "clusterQueues": [stay, {**stay, "name": "kqc-gone"}]}
+    await apply_queue_config(kube, both)
+    await queue_config_where(pipeline, "the queue config READY", is_ready)
+    await kube.create(long_job("in-gone", namespace, "kqc-gone"))
+    await pipeline.reaches("in-gone", "RUNNING", within=STEP)
+
+    await apply_queue_config(kube, spec)  # kqc-gone removed
+    waiting = await queue_config_where(
+        pipeline,
+        "KueueObjectInUse naming the removed queue",
+        lambda found: ready(found).get("reason") == "KueueObjectInUse",
+    )
+    assert waiting["status"]["status"] == "PENDING"
+    assert ready(waiting)["message"].startswith(
+        "ClusterQueue kqc-gone is no longer in the KaiwoQueueConfig and is being deleted; Kueue "
+        "keeps it while admitted workloads use it (ClusterQueue kqc-gone: 1 admitted"
+    )
+    kept = await kube.get(resources.KUEUE_CLUSTER_QUEUE, "kqc-gone")
+    assert kept["metadata"].get("deletionTimestamp")
+    events = await kube.list(
+        resources.EVENT, namespace="default", field_selector="reason=KueueObjectInUse"
+    )
+    assert sum(1 for e in events.items if "kqc-gone is no longer" in e["message"]) >= 1
+
+    # The job runs on (not ERROR), completes, Kueue lets the queue go: READY.
+    assert (await pipeline.kaiwo_job("in-gone"))["status"]["status"] == "RUNNING"
+    await pipeline.reaches("in-gone", "COMPLETE", within=STEP)
+    await queue_config_where(pipeline, "READY once the queue is gone", is_ready)
+    remaining = await kube.list(resources.KUEUE_CLUSTER_QUEUE)
+    assert "kqc-gone" not in [q["metadata"]["name"] for q in remaining.items]

@@ -346,3 +346,63 @@ def test_the_confinement_releases_only_kueues_finalizer_of_an_object_the_plan_de
         "finalizers of ClusterQueue/q: not an object the plan deletes",
         "finalizers of ResourceFlavor/gpu: may not release example.com/other",
     )
+
+
+# ------------------------------------------------ objects removed from the spec Kueue keeps (0126)
+
+READY_FLAVOR = {"nodeLabels": {"kaiwo/worker": "true", "pool": "a"}}
+
+
+def removed_queue(status: dict[str, Any]) -> dict[str, Any]:
+    """ClusterQueue ``old``, removed from the spec and pruned: Kueue's finalizer keeps it."""
+    return kueue(
+        "ClusterQueue",
+        "old",
+        copy.deepcopy(QUEUE_SPEC),
+        uid="cq-old",
+        status=status,
+        metadata={"deletionTimestamp": "2026-01-01T11:59:00Z", "finalizers": [IN_USE]},
+    )
+
+
+def test_a_removed_queue_kueue_keeps_for_its_admitted_workloads_is_told() -> None:
+    flavor = kueue("ResourceFlavor", "gpu", READY_FLAVOR, uid="rf")
+    leaving = removed_queue({"admittedWorkloads": 1, "reservingWorkloads": 1})
+    p = plan(SPEC_WITHOUT_TOPOLOGY, flavor, queue(), leaving)
+
+    # Not READY while the cluster still holds a queue the spec does not: the status says which,
+    # why and until when; one Warning; nothing more is asked of it (Kueue's to release).
+    message = (
+        "ClusterQueue old is no longer in the KaiwoQueueConfig and is being deleted; Kueue keeps "
+        "it while admitted workloads use it (ClusterQueue old: 1 admitted, 1 reserving quota); "
+        "it is gone once they finish"
+    )
+    assert p.status is not None and p.status["status"] == "PENDING"
+    assert ready_condition(p)["reason"] == "KueueObjectInUse"
+    assert ready_condition(p)["message"] == message
+    assert p.events == (EventIntent(type="Warning", reason="KueueObjectInUse", message=message),)
+    assert p.delete == () and p.release_finalizers == ()
+    assert [o["metadata"]["name"] for o in p.desired if o["kind"] == "ClusterQueue"] == ["q"]
+
+    # Planned again with that status: no second Warning.
+    again = plan(SPEC_WITHOUT_TOPOLOGY, flavor, queue(), leaving, status=p.status)
+    assert again.events == ()
+
+    # The workload finished (Kueue counts none): nothing to tell, READY.
+    idle = plan(SPEC_WITHOUT_TOPOLOGY, flavor, queue(), removed_queue({}), status=p.status)
+    assert idle.status is not None and idle.status["status"] == "READY"
+    assert [e.reason for e in idle.events] == ["KaiwoQueueConfigReady"]
+
+
+def test_a_queue_being_deleted_and_wanted_again_names_what_keeps_it() -> None:
+    # KaiwoConfig's default queue name changed and changed back while a job ran in it.
+    flavor = kueue("ResourceFlavor", "gpu", READY_FLAVOR, uid="rf")
+    terminating = queue({"admittedWorkloads": 1})
+    terminating["metadata"]["deletionTimestamp"] = "2026-01-01T11:59:00Z"
+    p = plan(SPEC_WITHOUT_TOPOLOGY, flavor, terminating)
+
+    assert ready_condition(p)["message"] == (
+        "Kueue objects are not yet as the KaiwoQueueConfig describes: ClusterQueue q is being "
+        "deleted; Kueue keeps it while admitted workloads use it (ClusterQueue q: 1 admitted, "
+        "0 reserving quota); it is created again once it is gone"
+    )

@@ -8,6 +8,7 @@ from kaiwo_planner.domain.scheduling.schedulable import (
     decide_schedulable,
     queue_namespaces,
 )
+from kaiwo_planner.domain.state.priority_classes import NO_PRIORITY, PriorityChoice
 
 QUEUES = {"kaiwo": (), "team-a": ("research", "prod")}
 EIGHT_AMD = GpuStats(vendor="amd", total_gpus=8, min_gpus_per_node=8, max_gpus_per_node=8)
@@ -375,3 +376,88 @@ def test_a_total_other_than_spec_gpus_is_told_on_a_true_condition(
         stats=FOUR_EIGHT_GPU_NODES,
     )
     assert verdict == expected
+
+
+# --------------------------------------------- a workload Kueue admitted before the queue changed
+
+
+@pytest.mark.parametrize(
+    ("queue", "namespace", "priority", "told"),
+    [
+        (
+            "gone",
+            "research",
+            NO_PRIORITY,
+            "Cluster queue 'gone' is not defined in KaiwoQueueConfig 'kaiwo'",
+        ),
+        (
+            "team-a",
+            "default",
+            NO_PRIORITY,
+            "Cluster queue 'team-a' defines one or more namespaces, but workload namespace "
+            "'default' is not one of them",
+        ),
+        (
+            "kaiwo",
+            "default",
+            None,
+            "spec.priorityClass 'high' names neither a Kubernetes PriorityClass nor a Kueue "
+            "WorkloadPriorityClass (KaiwoQueueConfig spec.workloadPriorityClasses); the workload "
+            "waits until one of that name exists",
+        ),
+    ],
+)
+def test_an_admitted_workload_runs_on_when_its_queue_or_priority_class_goes(
+    queue: str, namespace: str, priority: PriorityChoice | None, told: str
+) -> None:
+    # An administrator removed the queue or priority class, or moved the namespace, while
+    # Kueue ran the workload: it is not ERROR (it would never reach COMPLETE), and says why.
+    def verdict(*, admitted: bool) -> SchedulableVerdict:
+        return decide_schedulable(
+            cluster_queue=queue,
+            namespace=namespace,
+            queue_namespaces=QUEUES,
+            allocation=_alloc(8),
+            stats=EIGHT_AMD,
+            priority_class="high",
+            priority=priority,
+            admitted=admitted,
+        )
+
+    assert verdict(admitted=True) == SchedulableVerdict(
+        schedulable=True,
+        reason="AdmittedBeforeQueueChange",
+        message=told + "; Kueue admitted the workload before this changed, so it runs on "
+        "where it was admitted (it would not be admitted again as it is)",
+    )
+    # Not yet admitted: it waits, as before.
+    assert not verdict(admitted=False).schedulable
+
+
+def test_an_admitted_workload_still_meets_the_gpu_checks() -> None:
+    # Only the queue checks are waived: the GPU verdict is the one it always was.
+    found = decide_schedulable(
+        cluster_queue="gone",
+        namespace="research",
+        queue_namespaces=QUEUES,
+        allocation=_alloc(9),
+        stats=EIGHT_AMD,
+        admitted=True,
+    )
+    assert found == SchedulableVerdict(
+        schedulable=False,
+        reason="InsufficientGPUs",
+        message="Cluster has 8 GPUs, but requested for 9 GPUs (vendor: amd)",
+    )
+
+
+def test_an_admitted_workload_with_its_queue_in_place_is_plainly_schedulable() -> None:
+    found = decide_schedulable(
+        cluster_queue="kaiwo",
+        namespace="research",
+        queue_namespaces=QUEUES,
+        allocation=_alloc(8),
+        stats=EIGHT_AMD,
+        admitted=True,
+    )
+    assert found.reason == "Schedulable"

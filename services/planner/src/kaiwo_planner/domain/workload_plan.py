@@ -87,6 +87,7 @@ from kaiwo_planner.domain.status.findings import (
 )
 from kaiwo_planner.domain.status.gpu_idle import gpu_idle_condition
 from kaiwo_planner.domain.status.invalid_owner import REASON_VALID, VALID_CONDITION
+from kaiwo_planner.domain.status.kueue_admission import kueue_admitted
 from kaiwo_planner.domain.status.storage_phase import DOWNLOAD_JOB_SUCCEEDED
 from kaiwo_planner.domain.status.workload_status import (
     WorkloadKind,
@@ -159,6 +160,13 @@ def plan_workload(
         vendor=spec.gpu_vendor,
         stats=stats,
     )
+    observed = observe_children(
+        cluster=cluster,
+        owner_uid=uid,
+        name=name,
+        child_kind=_child_kind(workload),
+        downloads_configured=downloads_configured(spec),
+    )
     priority = choose_priority(spec.priority_class or "", known_priority_classes(context))
     verdict = decide_schedulable(
         cluster_queue=queue,
@@ -168,13 +176,9 @@ def plan_workload(
         stats=stats,
         priority_class=spec.priority_class or "",
         priority=priority,
-    )
-    observed = observe_children(
-        cluster=cluster,
-        owner_uid=uid,
-        name=name,
-        child_kind=_child_kind(workload),
-        downloads_configured=downloads_configured(spec),
+        # Kueue's own word (its Workloads), not a running child: the checks waived are Kueue's.
+        admitted=bool(observed.kueue_workloads)
+        and all(kueue_admitted(w.get("status") or {}) for w in observed.kueue_workloads),
     )
     children = None
     if verdict.schedulable and not (

@@ -21,6 +21,12 @@ A replaced or deleted object that carries Kueue's ``resource-in-use`` finalizer 
 released by the plan when no admitted workload uses it (Kueue keeps a ResourceFlavor while
 any ClusterQueue names it, which ours always does).
 
+An object the spec no longer describes is pruned; Kueue's ``resource-in-use`` finalizer keeps
+a ClusterQueue (a ResourceFlavor, a Topology) while admitted workloads use it, which can be
+for as long as a job runs. Such an object is *leaving* (:func:`leaving_objects`): the status
+names it and its users until it is gone, never READY meanwhile (decision 0126). So is an
+object being deleted that the spec wants again (``deleting``).
+
 An object another owner holds is pending too; the executor never adopts it and says so
 (``NameConflict``).
 
@@ -59,7 +65,7 @@ IMMUTABLE_FIELD: Final = "field is immutable"
 """The message of the ``self == oldSelf`` rules (a Topology's levels, a LocalQueue's queue)."""
 MAX_USERS_NAMED: Final = 3
 
-State = Literal["ok", "missing", "updating", "foreign", "replaced", "deleting", "held"]
+State = Literal["ok", "missing", "updating", "foreign", "replaced", "deleting", "held", "leaving"]
 """What a wanted Kueue object needs (see the module docstring)."""
 
 
@@ -106,14 +112,25 @@ class ObjectVerdict:
             "updating": "is being updated",
             "foreign": "exists and is not this KaiwoQueueConfig's",
             "replaced": f"is deleted to be created again: {changes}",
-            "deleting": "is being deleted; it is created again once it is gone",
+            "deleting": (
+                f"is being deleted; {self._kept_by_kueue()}it is created again once it is gone"
+            ),
             "held": (
                 f"{changes}; it is not deleted to be created again while admitted workloads "
                 f"use it ({'; '.join(self.users)})"
             ),
+            "leaving": (
+                "is no longer in the KaiwoQueueConfig and is being deleted; "
+                f"{self._kept_by_kueue()}it is gone once they finish"
+            ),
         }[self.state]
         separator = ": " if self.state == "held" else " "
         return f"{self.display}{separator}{what}" if what else ""
+
+    def _kept_by_kueue(self) -> str:
+        if not self.users:
+            return ""
+        return f"Kueue keeps it while admitted workloads use it ({'; '.join(self.users)}); "
 
 
 ACTIVE_CONDITION: Final = "Active"
@@ -205,6 +222,41 @@ def judge_kueue_objects(
     return tuple(verdicts)
 
 
+def leaving_objects(
+    desired: Sequence[Mapping[str, Any]], *, cluster: ClusterState, owner_uid: str | None
+) -> tuple[ObjectVerdict, ...]:
+    """The KaiwoQueueConfig's Kueue objects being deleted that ``desired`` no longer holds and
+    admitted workloads still use (Kueue's finalizer keeps them until those finish), sorted by
+    kind and name. Being deleted, they admit nothing new; the plan does nothing more to them
+    (deleting again changes nothing, and Kueue's finalizer is Kueue's to release here)."""
+    if not owner_uid:
+        return ()
+    wanted = {
+        (
+            m.get("kind"),
+            (m.get("metadata") or {}).get("name"),
+            (m.get("metadata") or {}).get("namespace"),
+        )
+        for m in desired
+    }
+    owned = cluster.children_of(owner_uid)
+    found = []
+    for live in owned:
+        kind = str(live.get("kind"))
+        meta = live.get("metadata") or {}
+        if kind not in SYNCED_KINDS or api_group_of(str(live.get("apiVersion", ""))) != KUEUE_GROUP:
+            continue
+        if not meta.get("deletionTimestamp") or not _controlled_by(meta, owner_uid):
+            continue
+        if (kind, meta.get("name"), meta.get("namespace")) in wanted:
+            continue
+        users = users_of(kind, live, cluster=cluster, owned=owned)
+        if users:
+            identity = {"apiVersion": live.get("apiVersion"), "kind": kind, "metadata": dict(meta)}
+            found.append(ObjectVerdict(identity, "leaving", users=users))
+    return tuple(sorted(found, key=lambda v: (str(v.manifest["kind"]), v.display)))
+
+
 def _judge(
     manifest: dict[str, Any],
     *,
@@ -226,7 +278,7 @@ def _judge(
         users = users_of(kind, live, cluster=cluster, owned=owned)
         release = () if users else _kueue_finalizers(live_meta)
         return ObjectVerdict(
-            manifest, "deleting", delete=_ref(manifest, live_meta), release=release
+            manifest, "deleting", users=users, delete=_ref(manifest, live_meta), release=release
         )
     changes = immutable_changes(kind, live=live, wanted=manifest)
     if changes:

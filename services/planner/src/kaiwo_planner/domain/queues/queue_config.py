@@ -91,6 +91,7 @@ from kaiwo_planner.domain.queues.kueue_sync import (
     KUEUE_GROUP,
     inactive_queues,
     judge_kueue_objects,
+    leaving_objects,
 )
 from kaiwo_planner.domain.queues.node_pools import (
     NodePool,
@@ -197,6 +198,7 @@ def plan_queue_config(
         judged,
         generated=generated_note(spec, queue_config.spec),
         inactive=inactive_queues(spec, cluster=cluster),
+        leaving=leaving_objects(kueue_objects, cluster=cluster, owner_uid=owner.uid),
     )
     status, events = queue_config_status(
         previous_status, verdict, generation=meta.generation, now=now

@@ -2,8 +2,9 @@
 
 READY only when each Kueue object is as desired and Kueue admits workloads to each
 ClusterQueue (the message then names what the operator added to the user's spec); PENDING
-while one is missing, on its way, being replaced, or held because admitted workloads use it
-(``KueueObjectInUse``, a Warning each time its message changes); FAILED with what is wrong
+while one is missing, on its way, being replaced, or held because admitted workloads use it,
+or one removed from the spec is kept by Kueue while they do (``KueueObjectInUse``, a Warning
+each time its message changes, decision 0126); FAILED with what is wrong
 with the spec, or with Kueue's reason when it admits no workloads to a ClusterQueue
 (``ClusterQueueInactive``, decision 0121).
 """
@@ -25,7 +26,8 @@ READY_CONDITION = "Ready"
 PENDING_REASON = "KueueObjectsPending"
 """Some Kueue object is missing, being updated, replaced or held by another owner."""
 IN_USE_REASON = "KueueObjectInUse"
-"""An immutable change waits: the object it needs replaced is used by admitted workloads."""
+"""An immutable change waits: the object it needs replaced is used by admitted workloads; or
+an object removed from the spec is kept by Kueue while they use it."""
 INACTIVE_REASON = "ClusterQueueInactive"
 """Every object is as desired, but Kueue admits no workloads to a ClusterQueue (its Active
 condition is False, e.g. a flavor names a Topology that does not exist): FAILED."""
@@ -54,15 +56,18 @@ def ready_condition(
     *,
     generated: str,
     inactive: Sequence[InactiveQueue] = (),
+    leaving: Sequence[ObjectVerdict] = (),
 ) -> ConditionSpec:
     """The Ready condition: the first problem found, or that the objects match.
 
     ``inactive``: the ClusterQueues Kueue admits no workloads to, as observed; one where
-    Kueue has not caught up with objects just created (``settling``) is on its way."""
+    Kueue has not caught up with objects just created (``settling``) is on its way.
+    ``leaving``: objects the spec no longer holds that Kueue keeps while admitted workloads
+    use them (:func:`~kaiwo_planner.domain.queues.kueue_sync.leaving_objects`)."""
     spec_problem = _spec_problem(spec, missing_namespaces)
     if spec_problem is not None:
         return spec_problem
-    held = [v for v in judged if v.state == "held"]
+    held = [*(v for v in judged if v.state == "held"), *leaving]
     if held:
         return ConditionSpec(READY_CONDITION, "False", IN_USE_REASON, _named(held))
     # Objects on their way (created or updated, not yet observed) are not named: each one

@@ -9,6 +9,14 @@ every node stayed Pending for ever). A workload
 that fails is in ERROR and gets no children until something changes (the verdict is recomputed
 on every plan, so a new node or queue fixes it without touching the workload).
 
+A workload Kueue has already admitted is not held to the first three checks: they are about the
+KaiwoQueueConfig (and the priority classes) it would be admitted under *now*, and an
+administrator who removes its ClusterQueue or WorkloadPriorityClass, or moves its namespace to
+another queue, while it runs does not stop it (Kueue keeps admitted workloads where they were
+admitted). It stays True with the reason ``AdmittedBeforeQueueChange`` and a message naming what
+no longer holds; before this, it went ERROR while running and never reached COMPLETE (decision
+0126).
+
 A schedulable workload whose pods hold another total than ``spec.gpus`` asked (the split by
 node size rounds down; ``gpusPerReplica`` recalculates it) stays True with the reason
 ``GpusRoundedDown`` or ``GpusRecalculated`` and a message naming the fields (decision 0118).
@@ -35,6 +43,9 @@ REASON_GPUS_ROUNDED_DOWN = "GpusRoundedDown"
 REASON_GPUS_RECALCULATED = "GpusRecalculated"
 """Schedulable, and ``gpusPerReplica`` set another total than ``spec.gpus`` (decision 0118)."""
 GPUS_ADJUSTED_REASONS = frozenset({REASON_GPUS_ROUNDED_DOWN, REASON_GPUS_RECALCULATED})
+REASON_ADMITTED_BEFORE_QUEUE_CHANGE = "AdmittedBeforeQueueChange"
+"""Schedulable: Kueue admitted the workload before its queue or priority class stopped holding
+(decision 0126)."""
 QUEUE_CONFIG_NAME = "kaiwo"
 
 
@@ -65,13 +76,49 @@ def decide_schedulable(
     stats: GpuStats,
     priority_class: str = "",
     priority: PriorityChoice | None = NO_PRIORITY,
+    admitted: bool = False,
 ) -> SchedulableVerdict:
     """The verdict for one workload.
 
     ``queue_namespaces`` maps each cluster queue of the KaiwoQueueConfig to its ``namespaces``
     (empty: any namespace may use it). ``priority`` is what ``priority_class`` (the spec's)
-    resolved to, None when it names nothing that exists.
+    resolved to, None when it names nothing that exists. ``admitted``: Kueue admitted the
+    workload already, so the queue and priority checks no longer stop it (module docstring).
     """
+    queue_verdict = _queue_verdict(
+        cluster_queue=cluster_queue,
+        namespace=namespace,
+        queue_namespaces=queue_namespaces,
+        priority_class=priority_class,
+        priority=priority,
+    )
+    gpu_verdict = _gpu_verdict(allocation, stats)
+    if queue_verdict is None:
+        return gpu_verdict
+    if not admitted:
+        return queue_verdict
+    if not gpu_verdict.schedulable or gpu_verdict.reason in GPUS_ADJUSTED_REASONS:
+        return gpu_verdict
+    return SchedulableVerdict(
+        schedulable=True,
+        reason=REASON_ADMITTED_BEFORE_QUEUE_CHANGE,
+        message=(
+            f"{queue_verdict.message}; Kueue admitted the workload before this changed, so it "
+            "runs on where it was admitted (it would not be admitted again as it is)"
+        ),
+    )
+
+
+def _queue_verdict(
+    *,
+    cluster_queue: str,
+    namespace: str,
+    queue_namespaces: Mapping[str, Sequence[str]],
+    priority_class: str,
+    priority: PriorityChoice | None,
+) -> SchedulableVerdict | None:
+    """What keeps the KaiwoQueueConfig (or the priority classes) from admitting the workload
+    now; None: nothing."""
     if cluster_queue not in queue_namespaces:
         return SchedulableVerdict(
             schedulable=False,
@@ -97,7 +144,7 @@ def decide_schedulable(
             reason=REASON_NOT_FOUND,
             message=not_found_message(priority_class),
         )
-    return _gpu_verdict(allocation, stats)
+    return None
 
 
 def _gpu_verdict(allocation: GpuAllocation, stats: GpuStats) -> SchedulableVerdict:
