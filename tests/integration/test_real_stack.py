@@ -795,6 +795,8 @@ async def test_a_label_removed_from_a_running_kaiwojob_leaves_its_job(stack: Pip
 
     child = await eventually(relabelled, what="the Job relabelled", within=STEP)
     assert child["spec"]["suspend"] is False
+    [controller] = child["metadata"]["ownerReferences"]  # still the KaiwoJob's
+    assert (controller["kind"], controller["name"]) == ("KaiwoJob", "relabelled")
     assert child["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gpu"
     await stack.settled(within=STEP)
     found = await stack.kube.get(resources.KAIWO_JOB, "relabelled", namespace=ns)

@@ -48,6 +48,7 @@ async def test_a_removed_label_and_annotation_leave_an_admitted_job(harness: Any
     assert "note" not in (found["metadata"].get("annotations") or {})
     assert found["spec"]["suspend"] is False
     assert field_managers_of(found, "spec", "suspend") == {"kueue-admission"}
+    assert found["metadata"]["ownerReferences"] == job["metadata"]["ownerReferences"]
 
 
 async def test_a_job_still_waiting_for_admission_stays_suspended(harness: Any) -> None:
