@@ -163,7 +163,9 @@ def _without_job_controller_labels(template: Any) -> Any:
     if not isinstance(template, Mapping):
         return template
     metadata = template.get("metadata")
-    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+    if not isinstance(metadata, Mapping):
+        return template
+    labels = metadata.get("labels")
     if not isinstance(labels, Mapping) or not any(
         key in labels for key in JOB_CONTROLLER_TEMPLATE_LABELS
     ):
