@@ -869,3 +869,74 @@ async def test_a_ray_service_waiting_in_its_queue_is_replaced_to_take_an_edit(
     ]
     assert "ChildReplacing" in reasons and "ChildSpecNotApplied" not in reasons
     await stack.kube.delete(resources.KAIWO_SERVICE, "waiting-serve", namespace=ns)
+
+
+async def test_a_running_jobs_template_outlives_its_namespace_configs_edits(
+    stack: Pipeline,
+) -> None:
+    """The namespace's AIMNamespaceConfig gives a running Job a pull secret and ``HF_TOKEN``.
+    Changed, the Job keeps them and says so; changed back, nothing is refused; deleted, the
+    Job keeps them and says so. Before decision 0131 the change back and the deletion were
+    refused by the API server on every plan (``ApplyRefused``) while ``ChildSpecApplied``
+    said the Job matched: the first took away the labels the server puts on a Job's
+    template, the second the variable and the pull secret."""
+    ns = namespace_of(stack, "gpu")
+    await stack.kube.create(
+        {
+            "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+            "kind": "AIMNamespaceConfig",
+            "metadata": {"name": "tenant", "namespace": ns},
+            "spec": {
+                "images": {"imagePullSecrets": ["reg-a"]},
+                "credentials": {"huggingFaceToken": {"secretName": "hf-a", "secretKey": "t"}},
+            },
+        }
+    )
+    await stack.kube.create(kaiwo_job("tenant-job", ns, queue_name="gpu", gpus=1, run_seconds=300))
+    await reaches(stack, "tenant-job", ns, "RUNNING")
+
+    async def told_after(patch: Any | None, *, says: str, naming: str) -> dict[str, Any]:
+        """Make the edit (None: delete the config), wait until ``ChildSpecApplied`` has
+        status ``says`` and a message with ``naming``, and everything settled."""
+        if patch is None:
+            await stack.kube.delete(resources.AIM_NAMESPACE_CONFIG, "tenant", namespace=ns)
+        else:
+            await stack.kube.merge_patch(
+                resources.AIM_NAMESPACE_CONFIG,
+                "tenant",
+                patch,
+                namespace=ns,
+                field_manager="kubectl-edit",
+            )
+
+        async def told() -> dict[str, Any] | Pending:
+            found = await stack.kube.get(resources.KAIWO_JOB, "tenant-job", namespace=ns)
+            applied = condition(found, "ChildSpecApplied")
+            if applied["status"] != says or naming not in applied["message"]:
+                return Pending(f"{applied}")
+            return found
+
+        await eventually(told, what=f"ChildSpecApplied {says} naming {naming}", within=STEP)
+        await stack.settled(within=STEP)
+        found = await stack.kube.get(resources.KAIWO_JOB, "tenant-job", namespace=ns)
+        assert "ApplyRefused" not in [c["type"] for c in found["status"]["conditions"]], found
+        assert found["status"]["status"] == "RUNNING"
+        return condition(found, "ChildSpecApplied")
+
+    hf_b = {"spec": {"credentials": {"huggingFaceToken": {"secretName": "hf-b"}}}}
+    changed = await told_after(hf_b, says="False", naming="env[0].valueFrom.secretKeyRef.name")
+    assert changed["reason"] == "JobFieldsImmutable"
+
+    hf_a = {"spec": {"credentials": {"huggingFaceToken": {"secretName": "hf-a"}}}}
+    back = await told_after(hf_a, says="True", naming="matches")
+    assert back["reason"] == "Applied"
+
+    gone_config = await told_after(None, says="False", naming="env[name=HF_TOKEN]")
+    assert gone_config["reason"] == "JobFieldsImmutable"
+    assert "spec.template.spec.containers[0].env[name=HF_TOKEN]" in gone_config["message"]
+    assert "spec.template.spec.imagePullSecrets[name=reg-a]" in gone_config["message"]
+    job = await stack.kube.get(resources.JOB, "tenant-job", namespace=ns)
+    template = job["spec"]["template"]
+    assert template["spec"]["imagePullSecrets"] == [{"name": "reg-a"}]
+    assert template["metadata"]["labels"]["batch.kubernetes.io/job-name"] == "tenant-job"
+    await stack.kube.delete(resources.KAIWO_JOB, "tenant-job", namespace=ns)

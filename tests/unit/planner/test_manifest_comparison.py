@@ -15,6 +15,7 @@ from kaiwo_planner.domain.state.manifest_comparison import (
     contains,
     differing_paths,
     may_be_quantity,
+    removed_paths,
 )
 from kaiwo_planner.domain.state.nodes import parse_quantity
 
@@ -356,3 +357,50 @@ def test_kueue_stores_borrow_and_preempt_as_may_stop_search() -> None:
     assert not contains(other, wanted)
     # Only that way round: asking for MayStopSearch is not met by Borrow.
     assert not contains(wanted, served)
+
+
+def test_removed_paths_names_the_named_pod_list_items_a_manifest_dropped() -> None:
+    stored = {
+        "metadata": {"labels": {"batch.kubernetes.io/job-name": "j", "team": "a"}},
+        "spec": {
+            "imagePullSecrets": [{"name": "reg-a"}],
+            "tolerations": [{"key": "kueue-flavor", "operator": "Exists"}],
+            "containers": [
+                {
+                    "name": "sidecar",
+                    "env": [{"name": "X", "value": "1"}],
+                },
+                {
+                    "name": "workload",
+                    "env": [{"name": "A", "value": "1"}, {"name": "HF_TOKEN", "value": "t"}],
+                    "volumeMounts": [{"name": "data", "mountPath": "/workload"}],
+                    "terminationMessagePath": "/dev/termination-log",
+                },
+            ],
+        },
+    }
+    # The workload's container first, the sidecar second; no pull secrets, no tolerations,
+    # no labels, no mounts: only the named items dropped count.
+    wanted = {
+        "spec": {
+            "containers": [
+                {"name": "workload", "env": [{"name": "A", "value": "1"}]},
+                {"name": "sidecar", "env": [{"name": "X", "value": "1"}]},
+            ]
+        }
+    }
+
+    assert removed_paths(stored, wanted, path="t") == [
+        "t.spec.containers[0].env[name=HF_TOKEN]",
+        "t.spec.containers[0].volumeMounts[name=data]",
+        "t.spec.imagePullSecrets[name=reg-a]",
+    ]
+    assert differing_paths(stored, wanted, path="t") == []
+
+
+def test_removed_paths_is_empty_when_the_manifest_keeps_every_named_item() -> None:
+    stored = {"spec": {"containers": [{"name": "c", "env": [{"name": "A", "value": "1"}]}]}}
+    wanted = {"spec": {"containers": [{"name": "c", "env": [{"name": "A", "value": "2"}]}]}}
+
+    assert removed_paths(stored, wanted, path="t") == []
+    assert removed_paths("damaged", wanted, path="t") == []

@@ -68,12 +68,16 @@ def test_immutable_fields_keep_their_observed_values_and_are_reported():
     update = job_update(DESIRED, OBSERVED)
 
     assert update.not_applied == ("spec.template.spec.containers[0].image",)
-    # suspend is Kueue's once the Job exists; the selector the server made is not ours.
+    # suspend is Kueue's once the Job exists; the selector the server made is not ours, nor
+    # the label the server put on the template (decision 0131).
     assert update.manifest == {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": "j", "labels": {"new": "label"}},
-        "spec": {"ttlSecondsAfterFinished": 60, "template": OBSERVED_TEMPLATE},
+        "spec": {
+            "ttlSecondsAfterFinished": 60,
+            "template": {"metadata": {"labels": {}}, "spec": OBSERVED_TEMPLATE["spec"]},
+        },
     }
     assert update.message == (
         "Not applied to the existing Job, because a Job's pod template, selector and "
@@ -88,6 +92,78 @@ def test_a_list_that_changed_length_is_reported_as_a_whole():
     desired = {"spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}
 
     assert job_update(desired, observed).not_applied == ("spec.template.spec.containers",)
+
+
+def test_a_variable_and_a_pull_secret_dropped_from_the_spec_keep_the_observed_template():
+    # The namespace's AIMNamespaceConfig deleted: its HF_TOKEN and pull secret are no longer
+    # desired. The observed template holds more than the desired one anyway, so only the
+    # named items tell the removal; applied, it would change the template (refused on every
+    # plan, decision 0131).
+    observed_template = {
+        "metadata": {
+            "labels": {
+                "controller-uid": "u",
+                "job-name": "j",
+                "batch.kubernetes.io/controller-uid": "u",
+                "batch.kubernetes.io/job-name": "j",
+                "team": "a",
+            }
+        },
+        "spec": {
+            "imagePullSecrets": [{"name": "reg-a"}],
+            "containers": [
+                {
+                    "name": "workload",
+                    "image": "img:1",
+                    "env": [
+                        {"name": "A", "value": "1"},
+                        {
+                            "name": "HF_TOKEN",
+                            "valueFrom": {"secretKeyRef": {"name": "hf-a", "key": "token"}},
+                        },
+                    ],
+                }
+            ],
+        },
+    }
+    desired = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j"},
+        "spec": {
+            "template": {
+                "metadata": {"labels": {"team": "a"}},
+                "spec": {
+                    "containers": [
+                        {"name": "workload", "image": "img:1", "env": [{"name": "A", "value": "1"}]}
+                    ]
+                },
+            }
+        },
+    }
+
+    update = job_update(desired, {**OBSERVED, "spec": {"template": observed_template}})
+
+    assert update.not_applied == (
+        "spec.template.spec.containers[0].env[name=HF_TOKEN]",
+        "spec.template.spec.imagePullSecrets[name=reg-a]",
+    )
+    # The template as observed, but for the labels the API server put there: never sent,
+    # so they stay the server's, and an apply of the desired template later (the config
+    # made again as it was) does not take them away.
+    assert update.manifest["spec"] == {
+        "template": {
+            "metadata": {"labels": {"team": "a"}},
+            "spec": observed_template["spec"],
+        }
+    }
+    assert update.message == (
+        "Not applied to the existing Job, because a Job's pod template, selector and "
+        "completion settings cannot change after it is created: "
+        "spec.template.spec.containers[0].env[name=HF_TOKEN], "
+        "spec.template.spec.imagePullSecrets[name=reg-a]. "
+        "Delete and re-create the KaiwoJob to run with these changes."
+    )
 
 
 def test_an_observed_job_whose_spec_is_no_mapping_is_taken_as_observing_nothing():

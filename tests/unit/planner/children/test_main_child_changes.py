@@ -67,6 +67,23 @@ def test_a_running_ray_job_keeps_its_spec_and_says_which_paths():
     )  # the desired child is not modified
 
 
+def test_a_running_ray_job_keeps_a_pull_secret_its_namespace_no_longer_gives():
+    # Its AIMNamespaceConfig deleted: the desired pods lose the pull secret, which the
+    # observed RayJob holds among fields it has anyway. Applied, Kueue would stop the job and
+    # Ray start it over; kept, and named (decision 0131).
+    desired = ray_job(image="ray:1", suspend=True, labels={QUEUE: "q"})
+    observed = ray_job(image="ray:1", suspend=False, labels={QUEUE: "q"})
+    worker = observed["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]
+    worker["imagePullSecrets"] = [{"name": "reg-a"}]
+
+    update = ray_job_update(desired, observed)
+
+    assert update.manifest["spec"]["rayClusterSpec"] == observed["spec"]["rayClusterSpec"]
+    assert update.spec_not_applied == (
+        "spec.rayClusterSpec.workerGroupSpecs[0].template.spec.imagePullSecrets[name=reg-a]",
+    )
+
+
 def test_a_waiting_ray_job_takes_the_edit_and_leaves_suspend_to_kueue():
     desired = ray_job(image="ray:2", suspend=True, labels={QUEUE: "q2"})
     observed = ray_job(image="ray:1", suspend=True, labels={QUEUE: "q"})

@@ -17,7 +17,7 @@ from typing import Any
 
 from kaiwo_planner.domain.children.labels import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME
 from kaiwo_planner.domain.state.json_trees import copy_tree
-from kaiwo_planner.domain.state.manifest_comparison import differing_paths
+from kaiwo_planner.domain.state.manifest_comparison import differing_paths, removed_paths
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 
 IMMUTABLE_JOB_SPEC_FIELDS = (
@@ -137,6 +137,8 @@ def job_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> JobUp
     if not isinstance(observed_spec, Mapping):  # damaged (a list, a string): nothing observed
         observed_spec = {}
     not_applied = keep_observed_fields(spec, observed_spec, IMMUTABLE_JOB_SPEC_FIELDS)
+    if "template" in spec and any(p.startswith("spec.template") for p in not_applied):
+        spec["template"] = _without_job_controller_labels(spec["template"])
     for field_name in KUEUE_OWNED_SPEC_FIELDS:
         spec.pop(field_name, None)
     manifest, labels_kept = kueue_label_update(manifest, observed)
@@ -145,19 +147,56 @@ def job_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> JobUp
     )
 
 
+JOB_CONTROLLER_TEMPLATE_LABELS = (
+    "controller-uid",
+    "job-name",
+    "batch.kubernetes.io/controller-uid",
+    "batch.kubernetes.io/job-name",
+)
+"""Labels the API server puts on a Job's pod template when it creates the Job, owned by no
+field manager. Sent back in a kept template they became the operator's; once the template
+was the desired one again (the edit undone) the apply took them away, which the API server
+refuses ("must be '<uid>'") on every plan (decision 0131)."""
+
+
+def _without_job_controller_labels(template: Any) -> Any:
+    if not isinstance(template, Mapping):
+        return template
+    metadata = template.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return template
+    labels = metadata.get("labels")
+    if not isinstance(labels, Mapping) or not any(
+        key in labels for key in JOB_CONTROLLER_TEMPLATE_LABELS
+    ):
+        return template
+    kept = {k: v for k, v in labels.items() if k not in JOB_CONTROLLER_TEMPLATE_LABELS}
+    return {**template, "metadata": {**metadata, "labels": kept}}
+
+
 def keep_observed_fields(
     spec: dict[str, Any], observed_spec: Mapping[str, Any], names: Iterable[str]
 ) -> list[str]:
     """Put back into ``spec`` (modified) the observed value of each of ``names`` whose
     desired value differs from it, or leave the field out where none is observed; returns
-    the desired paths so left out."""
+    the desired paths so left out.
+
+    A desired value differs too when it drops an item of a pod's named lists that the
+    observed one holds (:func:`removed_paths`): the observed object holds more than was
+    asked anyway, so the removal would not be seen, and the apply would take the item away
+    (refused by the API server for a Job's template; for a running RayJob, a restart)."""
     not_applied: list[str] = []
     for field_name in names:
         if field_name not in spec:
             continue
-        differing = differing_paths(
-            observed_spec.get(field_name), spec[field_name], path=f"spec.{field_name}"
-        )
+        observed_value = observed_spec.get(field_name)
+        path = f"spec.{field_name}"
+        differing = differing_paths(observed_value, spec[field_name], path=path)
+        differing += [
+            removed
+            for removed in removed_paths(observed_value, spec[field_name], path=path)
+            if not any(removed.startswith((d + ".", d + "[")) for d in differing)
+        ]
         if not differing:
             # As created (the server's defaults aside): the manifest keeps its own bytes, so
             # the executor finds it applied already and writes nothing.

@@ -16,6 +16,12 @@ decision uses (drift, the fields a Job can no longer take):
 * scalars match when equal, equal as text (``4`` and ``"4"``), or equal as quantities, or
   when the observed one is the value Kueue stores for the wanted one (:data:`KUEUE_STORES`).
 
+``contains`` cannot see what a manifest *stopped* asking for: an observed object holds more
+than was written anyway. :func:`removed_paths` names the one kind of removal that is surely
+the manifest's own: an item of a pod's named lists (:data:`NAMED_POD_LISTS`: containers, env,
+volumes, mounts, pull secrets), which neither the API server's defaults nor Kueue add to a
+pod template.
+
 Pure.
 """
 
@@ -88,6 +94,57 @@ def differing_paths(observed: Any, wanted: Any, *, path: str) -> list[str]:
             paths += differing_paths(seen, item, path=f"{path}[{index}]")
         return paths
     return [path]
+
+
+NAMED_POD_LISTS: Final = frozenset(
+    {"containers", "initContainers", "env", "volumes", "volumeMounts", "imagePullSecrets"}
+)
+"""The lists of a pod template whose items are named and only ever come from the manifest."""
+
+
+def removed_paths(observed: Any, wanted: Any, *, path: str) -> list[str]:
+    """The items of :data:`NAMED_POD_LISTS` under ``path`` that ``observed`` holds and
+    ``wanted`` no longer asks for, as ``<list path>[name=<name>]``.
+
+    Walks the keys both hold (a list of mappings item by item when both are as long); a named
+    list ``wanted`` leaves out altogether counts each observed item removed. A Job made with a
+    variable that is later dropped (a namespace's ``HF_TOKEN``, an entry of ``spec.env``)
+    contains the new manifest, yet applying the manifest would take the variable away.
+    """
+    if not (isinstance(observed, Mapping) and isinstance(wanted, Mapping)):
+        if isinstance(observed, list) and isinstance(wanted, list) and len(observed) == len(wanted):
+            paths: list[str] = []
+            for index, (seen, item) in enumerate(zip(observed, wanted, strict=True)):
+                paths += removed_paths(seen, item, path=f"{path}[{index}]")
+            return paths
+        return []
+    paths = []
+    for key in sorted(observed):
+        seen, item = observed[key], wanted.get(key)
+        if key in NAMED_POD_LISTS and isinstance(seen, list):
+            paths += _removed_items(seen, item if isinstance(item, list) else [], f"{path}.{key}")
+        elif key in wanted:
+            paths += removed_paths(seen, item, path=f"{path}.{key}")
+    return paths
+
+
+def _removed_items(observed: list[Any], wanted: list[Any], path: str) -> list[str]:
+    wanted_by_name = {
+        entry.get("name"): (index, entry)
+        for index, entry in enumerate(wanted)
+        if isinstance(entry, Mapping)
+    }
+    paths: list[str] = []
+    for seen in observed:
+        name = seen.get("name") if isinstance(seen, Mapping) else None
+        if not isinstance(name, str) or not name:
+            continue
+        if name not in wanted_by_name:
+            paths.append(f"{path}[name={name}]")
+            continue
+        index, entry = wanted_by_name[name]
+        paths += removed_paths(seen, entry, path=f"{path}[{index}]")
+    return paths
 
 
 def _is_zero(value: Any) -> bool:
