@@ -604,14 +604,15 @@ class TestOnAGpuCluster:
     ) -> None:
         """A Job's pod template cannot change, and the download Job carries the workload's
         env: an edit of ``spec.env`` once the download Job exists must not be applied to it
-        (the API server would refuse it on every plan: ``ApplyRefused`` for good)."""
+        (the API server would refuse it on every plan: ``ApplyRefused`` for good). The
+        workload's own Job, still waiting for admission, is replaced to take the edit."""
         pipeline, name = gpu_cluster, "edited-after-download"
         ns, kube = pipeline.namespace, gpu_cluster.kube
         await kube.create(actors.training_job(name, namespace=ns))
         await pipeline.reaches(name, "DOWNLOADING")
         ran = await pipeline.appears(resources.JOB, f"{name}-download")
         await pipeline.jobs.pod_succeeded(f"{name}-download", namespace=ns)
-        await pipeline.appears(resources.JOB, name)
+        waiting = await pipeline.appears(resources.JOB, name)
         await pipeline.reaches(name, "PENDING")
 
         await kube.merge_patch(
@@ -629,9 +630,23 @@ class TestOnAGpuCluster:
         assert condition(job, "DownloadJobSucceeded")["status"] == "True"
         download = await kube.get(resources.JOB, f"{name}-download", namespace=ns)
         assert download["spec"]["template"] == ran["spec"]["template"]
+
+        # The workload's own Job still waited for admission (no Kueue admits it here), so it
+        # is replaced by one of the edited spec, which takes the edit (decision 0129).
+        async def replaced() -> dict[str, Any] | Pending:
+            found = await actors.get_or_none(kube, resources.JOB, name, namespace=ns)
+            if found is None or found["metadata"]["uid"] == waiting["metadata"]["uid"]:
+                return Pending("the Job of the earlier spec, or none yet")
+            return found
+
+        main = await eventually(replaced, what="the waiting Job replaced")
+        env = main["spec"]["template"]["spec"]["containers"][0]["env"]
+        assert {"name": "LEARNING_RATE", "value": "0.1"} in env
+        assert main["spec"]["suspend"] is True
+        await settle(pipeline)
+        job = await kube.get(resources.KAIWO_JOB, name, namespace=ns)
         applied = condition(job, "ChildSpecApplied")
-        assert (applied["status"], applied["reason"]) == ("False", "JobFieldsImmutable")
-        assert "spec.template.spec.containers[0].env" in applied["message"]
+        assert (applied["status"], applied["reason"]) == ("True", "Applied")
         assert job["status"]["status"] == "PENDING"
 
     async def test_a_storage_edit_leaves_the_claim_as_made_and_says_so(

@@ -940,3 +940,43 @@ async def test_a_running_jobs_template_outlives_its_namespace_configs_edits(
     assert template["spec"]["imagePullSecrets"] == [{"name": "reg-a"}]
     assert template["metadata"]["labels"]["batch.kubernetes.io/job-name"] == "tenant-job"
     await stack.kube.delete(resources.KAIWO_JOB, "tenant-job", namespace=ns)
+
+
+async def test_a_job_waiting_in_a_full_queue_is_replaced_to_take_an_edit(stack: Pipeline) -> None:
+    """A Job's pod template cannot change, but nothing of a Job waiting in its queue runs: an
+    edit of its KaiwoJob's env makes a new Job of the edited spec, which waits in turn
+    (decision 0129), where before the workload said to re-create it by hand."""
+    ns = namespace_of(stack, "quota")
+    await stack.kube.create(kaiwo_job("holder", ns, queue_name="small", gpus=8, run_seconds=120))
+    await reaches(stack, "holder", ns, "RUNNING")
+    await stack.kube.create(kaiwo_job("queued", ns, queue_name="small", gpus=8, run_seconds=2))
+    await reaches(stack, "queued", ns, "PENDING")
+    waiting = await stack.kube.get(resources.JOB, "queued", namespace=ns)
+
+    await stack.kube.merge_patch(
+        resources.KAIWO_JOB,
+        "queued",
+        {"spec": {"env": [{"name": "LEARNING_RATE", "value": "0.1"}]}},
+        namespace=ns,
+        field_manager="kubectl-edit",
+    )
+
+    async def replaced() -> dict[str, Any] | Pending:
+        found = await actors.get_or_none(stack.kube, resources.JOB, "queued", namespace=ns)
+        if found is None or found["metadata"]["uid"] == waiting["metadata"]["uid"]:
+            return Pending("the Job of the earlier spec, or none yet")
+        return found
+
+    job = await eventually(replaced, what="the waiting Job replaced", within=STEP)
+    env = job["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "LEARNING_RATE", "value": "0.1"} in env
+    assert job["spec"]["suspend"] is True  # still waiting: the queue is full
+    await stack.settled(within=STEP)
+    found = await stack.kube.get(resources.KAIWO_JOB, "queued", namespace=ns)
+    assert found["status"]["status"] == "PENDING"
+    assert (condition(found, "ChildSpecApplied")["status"]) == "True"
+    assert "ApplyRefused" not in [c["type"] for c in found["status"]["conditions"]]
+    reasons = [reason for reason, _ in await events_of(stack, ns, "queued")]
+    assert "ChildReplacing" in reasons and "ChildSpecNotApplied" not in reasons
+    for name in ("queued", "holder"):
+        await stack.kube.delete(resources.KAIWO_JOB, name, namespace=ns)

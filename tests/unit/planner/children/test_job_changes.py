@@ -5,7 +5,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kaiwo_planner.domain.children.job_changes import job_update, job_update_in, kueue_label_update
+from kaiwo_planner.domain.children.job_changes import (
+    job_update,
+    job_update_in,
+    kueue_label_update,
+    replacing_message,
+)
 from kaiwo_planner.domain.children.workload_children import ChildCondition, plan_children
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
 from kaiwo_planner.domain.state.cluster import ClusterState
@@ -212,7 +217,8 @@ def test_plan_children_reports_the_changes_an_existing_job_cannot_take(make_job)
     allocation = GpuAllocation(gpus=0, gpus_per_replica=0, replicas=1, vendor="amd")
     job = make_job({"image": "img:2"})
     first = plan_children(workload=make_job({"image": "img:1"}), allocation=allocation, config=None)
-    observed = first.desired[0]
+    observed = copy.deepcopy(first.desired[0])
+    observed["spec"]["suspend"] = False  # admitted: it runs
 
     decision = plan_children(
         workload=job, allocation=allocation, config=None, observed_main_child=observed
@@ -230,6 +236,43 @@ def test_plan_children_reports_the_changes_an_existing_job_cannot_take(make_job)
             "spec.template.spec.containers[0].image. "
             "Delete and re-create the KaiwoJob to run with these changes.",
         ),
+    )
+
+
+def test_a_job_waiting_in_its_queue_is_replaced_to_take_the_edit(make_job):
+    # Decision 0129: nothing of a suspended Job runs, so it is pruned and made anew.
+    allocation = GpuAllocation(gpus=0, gpus_per_replica=0, replicas=1, vendor="amd")
+    first = plan_children(workload=make_job({"image": "img:1"}), allocation=allocation, config=None)
+    (observed,) = first.desired
+    assert observed["spec"]["suspend"] is True  # created waiting for Kueue
+
+    edited = make_job({"image": "img:2"})
+    decision = plan_children(
+        workload=edited, allocation=allocation, config=None, observed_main_child=observed
+    )
+
+    assert decision.desired == ()
+    assert decision.conditions == (
+        ChildCondition(
+            "ChildSpecApplied",
+            "False",
+            "Replacing",
+            "The Job waiting in its queue is replaced by one made from the edited spec "
+            "(spec.template.spec.containers[0].image), which waits in the queue anew",
+        ),
+    )
+    # Once it is gone, the Job of the edited spec is made.
+    (anew,) = plan_children(workload=edited, allocation=allocation, config=None).desired
+    assert anew["spec"]["template"]["spec"]["containers"][0]["image"] == "img:2"
+
+
+def test_replacing_names_the_first_few_paths():
+    paths = [f"spec.template.spec.containers[{i}].image" for i in range(5)]
+
+    assert replacing_message("Job", paths) == (
+        "The Job waiting in its queue is replaced by one made from the edited spec "
+        "(spec.template.spec.containers[0].image, spec.template.spec.containers[1].image, "
+        "spec.template.spec.containers[2].image and 2 more), which waits in the queue anew"
     )
 
 

@@ -11,7 +11,7 @@ can say what was not applied and why.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +67,26 @@ class JobUpdate:
         if self.labels_not_applied:
             reasons.append(KUEUE_LABELS_HELD + ", ".join(self.labels_not_applied))
         return not_applied_message("Job", reasons, recreate="KaiwoJob")
+
+
+def waits_in_its_queue(observed: Mapping[str, Any]) -> bool:
+    """Whether the Kueue-managed child ``observed`` (Job, AppWrapper) is suspended: waiting
+    for admission (Kueue's webhook creates it so), or suspended again by a preemption. Nothing
+    of it runs, so it can be replaced to take an edit it cannot take in place (decision 0129)."""
+    spec = observed.get("spec")
+    return isinstance(spec, Mapping) and spec.get("suspend") is True
+
+
+def replacing_message(kind: str, paths: Sequence[str], *, shown: int = 3) -> str:
+    """What the ``ChildSpecApplied`` condition says while a waiting child of ``kind`` is
+    replaced to take the edit of ``paths`` (the first few named: a new image names every
+    container's)."""
+    more = len(paths) - shown
+    listed = ", ".join(paths[:shown]) + (f" and {more} more" if more > 0 else "")
+    return (
+        f"The {kind} waiting in its queue is replaced by one made from the edited spec "
+        f"({listed}), which waits in the queue anew"
+    )
 
 
 def not_applied_message(kind: str, reasons: Iterable[str], *, recreate: str) -> str:

@@ -34,6 +34,8 @@ from kaiwo_planner.domain.children.job_changes import (
     keep_observed_fields,
     kueue_label_update,
     not_applied_message,
+    replacing_message,
+    waits_in_its_queue,
 )
 from kaiwo_planner.domain.children.labels import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME
 
@@ -66,10 +68,7 @@ class ChildUpdate:
     @property
     def message(self) -> str:
         if self.replace:
-            return (
-                f"The {self.kind} waiting in its queue is replaced by one made from the edited "
-                f"spec ({', '.join(self.spec_not_applied)}), which waits in the queue anew"
-            )
+            return replacing_message(self.kind, self.spec_not_applied)
         if self.applied_whole:
             return ""
         reasons = []
@@ -114,7 +113,7 @@ def app_wrapper_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) 
     spec = dict(_spec_of(desired))
     observed_spec = _spec_of(observed)
     not_applied = keep_observed_fields(spec, observed_spec, ("components",))
-    if not_applied and observed_spec.get("suspend") is True:
+    if not_applied and waits_in_its_queue(observed):
         return ChildUpdate(
             manifest=dict(desired),
             kind="AppWrapper",

@@ -31,6 +31,8 @@ from kaiwo_planner.domain.children.job_changes import (
     REASON_IMMUTABLE,
     REASON_REPLACING,
     existing_job_update,
+    replacing_message,
+    waits_in_its_queue,
 )
 from kaiwo_planner.domain.children.labels import inventory_labels
 from kaiwo_planner.domain.children.main_child_changes import (
@@ -234,7 +236,7 @@ def _reconcile_with_observed(
         return _job_as_it_exists(main, observed, context)
     update = _CHILD_UPDATES[kind](main, observed)
     if update.replace:
-        return None, ChildCondition(CONDITION_TYPE, "False", REASON_REPLACING, update.message)
+        return None, _replacing(update.message)
     if update.applied_whole:
         return update.manifest, _matches(kind)
     return update.manifest, _not_applied(update.message)
@@ -242,8 +244,12 @@ def _reconcile_with_observed(
 
 def _job_as_it_exists(
     main: dict[str, Any], observed: Mapping[str, Any], context: PlanningContext | None
-) -> tuple[dict[str, Any], ChildCondition]:
+) -> tuple[dict[str, Any] | None, ChildCondition]:
     update = existing_job_update(main, observed, context)
+    if update.not_applied and waits_in_its_queue(observed):
+        # Its template cannot change, but nothing of it runs: made anew from the edited spec
+        # (pruned now, created once it is gone), it takes the edit (decision 0129).
+        return None, _replacing(replacing_message("Job", update.not_applied))
     if update.not_applied or update.labels_not_applied:
         return update.manifest, _not_applied(update.message)
     return update.manifest, _matches("Job")
@@ -253,6 +259,10 @@ def _matches(kind: str) -> ChildCondition:
     return ChildCondition(
         CONDITION_TYPE, "True", "Applied", f"The {kind} matches the workload's spec"
     )
+
+
+def _replacing(message: str) -> ChildCondition:
+    return ChildCondition(CONDITION_TYPE, "False", REASON_REPLACING, message)
 
 
 def _not_applied(message: str) -> ChildCondition:
