@@ -40,7 +40,13 @@ from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
 
 from tests.integration.pipeline import cluster_actors as actors
-from tests.integration.pipeline.harness import Pending, Pipeline, eventually, running_pipeline
+from tests.integration.pipeline.harness import (
+    OPERATOR_USER,
+    Pending,
+    Pipeline,
+    eventually,
+    running_pipeline,
+)
 from tests.real_cluster import RealCluster
 from tests.real_stack import register_kwok_nodes, remove_nodes
 
@@ -65,6 +71,9 @@ FLEET: Final = (
 )
 RUN_SECONDS: Final = "sandbox.kaiwo.silogen.ai/run-seconds"
 FAIL: Final = "sandbox.kaiwo.silogen.ai/fail"
+PERSISTENT_VOLUME: Final = resources.ResourceType(
+    group="", version="v1", plural="persistentvolumes", kind="PersistentVolume", namespaced=False
+)
 STEP: Final = 90.0
 """The longest wait for one step (Kueue, the scheduler and kwok each act within seconds; a
 loaded machine stretches that)."""
@@ -867,3 +876,54 @@ async def test_a_ray_service_waiting_in_its_queue_is_replaced_to_take_an_edit(
     ]
     assert "ChildReplacing" in reasons and "ChildSpecNotApplied" not in reasons
     await stack.kube.delete(resources.KAIWO_SERVICE, "waiting-serve", namespace=ns)
+
+
+async def test_a_job_deleted_in_the_foreground_is_left_to_the_garbage_collector(
+    stack: Pipeline,
+) -> None:
+    """``kubectl delete --cascade=foreground``: the garbage collector deletes the children and
+    keeps the KaiwoJob (finalizer ``foregroundDeletion``) until they are gone. Planned
+    meanwhile as a live workload, the operator created its data PVC and download Job again
+    and moved it back to DOWNLOADING, with the Event of a start (decision 0130)."""
+    ns = namespace_of(stack, "gpu")
+    audit = stack.audit_log
+    assert audit is not None
+    volume = f"{ns}-cascaded-data"  # the data claim binds to it: no provisioner here
+    await stack.kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": PERSISTENT_VOLUME.kind,
+            "metadata": {"name": volume},
+            "spec": {
+                "capacity": {"storage": "10Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "standard",
+                "hostPath": {"path": f"/tmp/{volume}"},
+            },
+        }
+    )
+    storage = actors.training_job("cascaded")["spec"]["storage"]
+    await stack.kube.create(
+        kaiwo_job("cascaded", ns, queue_name="gpu", gpus=1, run_seconds=300, storage=storage)
+    )
+    running = await reaches(stack, "cascaded", ns, "RUNNING")
+    assert condition(running, "DownloadJobSucceeded")["status"] == "True"
+    mark = audit.mark()
+
+    await stack.kube.delete(resources.KAIWO_JOB, "cascaded", namespace=ns, propagation="Foreground")
+
+    await gone(stack, resources.KAIWO_JOB, "cascaded", ns)
+    await stack.settled(within=STEP)
+    writes = [
+        (e.verb, e.resource, e.subresource, e.name)
+        for e in audit.events(since=mark)
+        if e.user == OPERATOR_USER and e.namespace == ns
+    ]
+    assert writes == [], writes
+    owned = f"{actors.OWNER_UID_LABEL}={running['metadata']['uid']}"
+    for kind in (resources.JOB, resources.PERSISTENT_VOLUME_CLAIM, resources.CONFIG_MAP):
+        left = await stack.kube.list(kind, namespace=ns, label_selector=owned)
+        assert left.items == [], [i["metadata"]["name"] for i in left.items]
+    reasons = [reason for reason, _ in await events_of(stack, ns, "cascaded")]
+    assert reasons.count("WorkloadDownloading") == 1, reasons
+    await stack.kube.delete(PERSISTENT_VOLUME, volume)
