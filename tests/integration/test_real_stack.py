@@ -927,3 +927,63 @@ async def test_a_job_deleted_in_the_foreground_is_left_to_the_garbage_collector(
     reasons = [reason for reason, _ in await events_of(stack, ns, "cascaded")]
     assert reasons.count("WorkloadDownloading") == 1, reasons
     await stack.kube.delete(PERSISTENT_VOLUME, volume)
+
+
+async def test_a_waiting_job_being_deleted_has_no_expired_job_terminated_for_it(
+    stack: Pipeline,
+) -> None:
+    """A waiting job deleted while another controller's finalizer holds it stays PENDING, its
+    ``deletionTimestamp`` set, until that finalizer goes: counted as demand for GPUs, it had
+    the operator terminate a job past its ``duration`` for GPUs nobody would use (decision
+    0130)."""
+    ns = namespace_of(stack, "dur")
+    held = "example.com/archive"
+    await stack.kube.apply(
+        {
+            "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+            "kind": "KaiwoConfig",
+            "metadata": {"name": actors.KAIWO_CONFIG},
+            "spec": {"scheduling": {"pendingThresholdForPreemption": "1s"}},
+        },
+        field_manager="cluster-admin",
+        force=True,
+    )
+    await stack.kube.create(
+        kaiwo_job("expiring", ns, queue_name="dur", gpus=8, run_seconds=300, duration="15s")
+    )
+    await reaches(stack, "expiring", ns, "RUNNING")
+    withdrawn = kaiwo_job("withdrawn", ns, queue_name="dur", gpus=8, run_seconds=2)
+    withdrawn["metadata"]["finalizers"] = [held]
+    await stack.kube.create(withdrawn)
+    await reaches(stack, "withdrawn", ns, "PENDING")
+    await stack.kube.delete(resources.KAIWO_JOB, "withdrawn", namespace=ns)
+    try:
+        await _expired_job_keeps_running(stack, ns)
+    finally:
+        await stack.kube.merge_patch(
+            resources.KAIWO_JOB,
+            "withdrawn",
+            {"metadata": {"finalizers": None}},
+            namespace=ns,
+            field_manager="cluster-admin",
+        )
+    await gone(stack, resources.KAIWO_JOB, "withdrawn", ns)
+    await stack.kube.delete(resources.KAIWO_JOB, "expiring", namespace=ns)
+
+
+async def _expired_job_keeps_running(stack: Pipeline, ns: str) -> None:
+    async def past_its_duration() -> dict[str, Any] | Pending:
+        found = await stack.kube.get(resources.KAIWO_JOB, "expiring", namespace=ns)
+        told = [c for c in found["status"].get("conditions") or () if c["type"] == "Preemptable"]
+        return found if told and told[0]["status"] == "True" else Pending(f"{told}")
+
+    await eventually(past_its_duration, what="the job past its duration", within=STEP)
+    await stack.settled(within=STEP)
+
+    found = await stack.kube.get(resources.KAIWO_JOB, "expiring", namespace=ns)
+    assert found["status"]["status"] == "RUNNING", found["status"]
+    types = [c["type"] for c in found["status"]["conditions"]]
+    assert "WorkloadTerminatedEarly" not in types, found["status"]["conditions"]
+    withdrawing = await stack.kube.get(resources.KAIWO_JOB, "withdrawn", namespace=ns)
+    assert withdrawing["metadata"]["deletionTimestamp"]
+    assert withdrawing["status"]["status"] == "PENDING"
