@@ -908,6 +908,7 @@ async def test_a_job_deleted_in_the_foreground_is_left_to_the_garbage_collector(
     )
     running = await reaches(stack, "cascaded", ns, "RUNNING")
     assert condition(running, "DownloadJobSucceeded")["status"] == "True"
+    await stack.settled(within=STEP)  # the writes of the start are done
     mark = audit.mark()
 
     await stack.kube.delete(resources.KAIWO_JOB, "cascaded", namespace=ns, propagation="Foreground")
@@ -919,7 +920,7 @@ async def test_a_job_deleted_in_the_foreground_is_left_to_the_garbage_collector(
         for e in audit.events(since=mark)
         if e.user == OPERATOR_USER and e.namespace == ns
     ]
-    assert writes == [], writes
+    assert writes == [], (writes, await events_of(stack, ns, "cascaded"))
     owned = f"{actors.OWNER_UID_LABEL}={running['metadata']['uid']}"
     for kind in (resources.JOB, resources.PERSISTENT_VOLUME_CLAIM, resources.CONFIG_MAP):
         left = await stack.kube.list(kind, namespace=ns, label_selector=owned)
