@@ -40,7 +40,13 @@ from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
 
 from tests.integration.pipeline import cluster_actors as actors
-from tests.integration.pipeline.harness import Pending, Pipeline, eventually, running_pipeline
+from tests.integration.pipeline.harness import (
+    OPERATOR_USER,
+    Pending,
+    Pipeline,
+    eventually,
+    running_pipeline,
+)
 from tests.real_cluster import RealCluster
 from tests.real_stack import register_kwok_nodes, remove_nodes
 
@@ -65,6 +71,9 @@ FLEET: Final = (
 )
 RUN_SECONDS: Final = "sandbox.kaiwo.silogen.ai/run-seconds"
 FAIL: Final = "sandbox.kaiwo.silogen.ai/fail"
+PERSISTENT_VOLUME: Final = resources.ResourceType(
+    group="", version="v1", plural="persistentvolumes", kind="PersistentVolume", namespaced=False
+)
 STEP: Final = 90.0
 """The longest wait for one step (Kueue, the scheduler and kwok each act within seconds; a
 loaded machine stretches that)."""
@@ -980,3 +989,115 @@ async def test_a_job_waiting_in_a_full_queue_is_replaced_to_take_an_edit(stack: 
     assert "ChildReplacing" in reasons and "ChildSpecNotApplied" not in reasons
     for name in ("queued", "holder"):
         await stack.kube.delete(resources.KAIWO_JOB, name, namespace=ns)
+
+
+async def test_a_job_deleted_in_the_foreground_is_left_to_the_garbage_collector(
+    stack: Pipeline,
+) -> None:
+    """``kubectl delete --cascade=foreground``: the garbage collector deletes the children and
+    keeps the KaiwoJob (finalizer ``foregroundDeletion``) until they are gone. Planned
+    meanwhile as a live workload, the operator created its data PVC and download Job again
+    and moved it back to DOWNLOADING, with the Event of a start (decision 0130)."""
+    ns = namespace_of(stack, "gpu")
+    audit = stack.audit_log
+    assert audit is not None
+    volume = f"{ns}-cascaded-data"  # the data claim binds to it: no provisioner here
+    await stack.kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": PERSISTENT_VOLUME.kind,
+            "metadata": {"name": volume},
+            "spec": {
+                "capacity": {"storage": "10Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "standard",
+                "hostPath": {"path": f"/tmp/{volume}"},
+            },
+        }
+    )
+    storage = actors.training_job("cascaded")["spec"]["storage"]
+    await stack.kube.create(
+        kaiwo_job("cascaded", ns, queue_name="gpu", gpus=1, run_seconds=300, storage=storage)
+    )
+    running = await reaches(stack, "cascaded", ns, "RUNNING")
+    assert condition(running, "DownloadJobSucceeded")["status"] == "True"
+    await stack.settled(within=STEP)  # the writes of the start are done
+    mark = audit.mark()
+
+    await stack.kube.delete(resources.KAIWO_JOB, "cascaded", namespace=ns, propagation="Foreground")
+
+    await gone(stack, resources.KAIWO_JOB, "cascaded", ns)
+    await stack.settled(within=STEP)
+    writes = [
+        (e.verb, e.resource, e.subresource, e.name)
+        for e in audit.events(since=mark)
+        if e.user == OPERATOR_USER and e.namespace == ns
+    ]
+    assert writes == [], (writes, await events_of(stack, ns, "cascaded"))
+    owned = f"{actors.OWNER_UID_LABEL}={running['metadata']['uid']}"
+    for kind in (resources.JOB, resources.PERSISTENT_VOLUME_CLAIM, resources.CONFIG_MAP):
+        left = await stack.kube.list(kind, namespace=ns, label_selector=owned)
+        assert left.items == [], [i["metadata"]["name"] for i in left.items]
+    reasons = [reason for reason, _ in await events_of(stack, ns, "cascaded")]
+    assert reasons.count("WorkloadDownloading") == 1, reasons
+    await stack.kube.delete(PERSISTENT_VOLUME, volume)
+
+
+async def test_a_waiting_job_being_deleted_has_no_expired_job_terminated_for_it(
+    stack: Pipeline,
+) -> None:
+    """A waiting job deleted while another controller's finalizer holds it stays PENDING, its
+    ``deletionTimestamp`` set, until that finalizer goes: counted as demand for GPUs, it had
+    the operator terminate a job past its ``duration`` for GPUs nobody would use (decision
+    0130)."""
+    ns = namespace_of(stack, "dur")
+    held = "example.com/archive"
+    await stack.kube.apply(
+        {
+            "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+            "kind": "KaiwoConfig",
+            "metadata": {"name": actors.KAIWO_CONFIG},
+            "spec": {"scheduling": {"pendingThresholdForPreemption": "1s"}},
+        },
+        field_manager="cluster-admin",
+        force=True,
+    )
+    await stack.kube.create(
+        kaiwo_job("expiring", ns, queue_name="dur", gpus=8, run_seconds=300, duration="15s")
+    )
+    await reaches(stack, "expiring", ns, "RUNNING")
+    withdrawn = kaiwo_job("withdrawn", ns, queue_name="dur", gpus=8, run_seconds=2)
+    withdrawn["metadata"]["finalizers"] = [held]
+    await stack.kube.create(withdrawn)
+    await reaches(stack, "withdrawn", ns, "PENDING")
+    await stack.kube.delete(resources.KAIWO_JOB, "withdrawn", namespace=ns)
+    try:
+        await _expired_job_keeps_running(stack, ns)
+    finally:
+        await stack.kube.merge_patch(
+            resources.KAIWO_JOB,
+            "withdrawn",
+            {"metadata": {"finalizers": None}},
+            namespace=ns,
+            field_manager="cluster-admin",
+        )
+    await gone(stack, resources.KAIWO_JOB, "withdrawn", ns)
+    await stack.kube.delete(resources.KAIWO_JOB, "expiring", namespace=ns)
+
+
+async def _expired_job_keeps_running(stack: Pipeline, ns: str) -> None:
+    async def past_its_duration() -> dict[str, Any] | Pending:
+        found = await stack.kube.get(resources.KAIWO_JOB, "expiring", namespace=ns)
+        told = [c for c in found["status"].get("conditions") or () if c["type"] == "Preemptable"]
+        return found if told and told[0]["status"] == "True" else Pending(f"{told}")
+
+    await eventually(past_its_duration, what="the job past its duration", within=STEP)
+    await stack.settled(within=STEP)
+
+    found = await stack.kube.get(resources.KAIWO_JOB, "expiring", namespace=ns)
+    assert found["status"]["status"] == "RUNNING", found["status"]
+    types = [c["type"] for c in found["status"]["conditions"]]
+    assert "WorkloadTerminatedEarly" not in types, found["status"]["conditions"]
+    withdrawing = await stack.kube.get(resources.KAIWO_JOB, "withdrawn", namespace=ns)
+    assert withdrawing["metadata"]["deletionTimestamp"]
+    assert withdrawing["status"]["status"] == "PENDING"

@@ -706,6 +706,90 @@ def test_a_completed_job_is_left_as_it_is(cluster_with):
     assert plan.status == {**complete, "observedGeneration": 2}
 
 
+def deleting(owner: dict[str, Any]) -> dict[str, Any]:
+    """``owner`` deleted with foreground propagation: kept until its children are gone."""
+    meta = {**owner["metadata"], "deletionTimestamp": T_NOW, "finalizers": ["foregroundDeletion"]}
+    return {**owner, "metadata": meta}
+
+
+RUNNING = {"status": "RUNNING", "startTime": T_EARLIER, "observedGeneration": 1}
+
+
+@pytest.mark.parametrize("make", [kaiwo_job, kaiwo_service], ids=["KaiwoJob", "KaiwoService"])
+def test_a_workload_being_deleted_gets_a_plan_that_does_nothing(cluster_with, make):
+    """The garbage collector deleted its children and keeps the workload until they are gone:
+    planned as a live one, each child was created again and the phase went back to PENDING,
+    with its Event."""
+    owner = deleting(make(TRAIN_SPEC, status=RUNNING))
+
+    result = planning(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    plan = result.plan
+    assert plan is not None
+    assert (plan.desired, plan.prune, plan.status, plan.events) == ((), (), None, ())
+    assert (plan.observed_generation, plan.observed_resource_version) == (1, "7")
+    assert (result.replan_at, result.also_replan) == (None, ())
+
+
+def test_a_workload_with_a_download_being_deleted_gets_no_download_job_or_claim(cluster_with):
+    spec = {
+        **TRAIN_SPEC,
+        "storage": {
+            "storageEnabled": True,
+            "storageClassName": "standard",
+            "data": {
+                "storageSize": "10Gi",
+                "download": {
+                    "git": [{"repository": "https://example.com/d.git", "targetPath": "d"}]
+                },
+            },
+        },
+    }
+    owner = deleting(kaiwo_job(spec, status={"status": "DOWNLOADING", "observedGeneration": 1}))
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None
+    assert (plan.desired, plan.status, plan.events) == ((), None, ())
+
+
+def test_a_workload_in_a_namespace_being_deleted_is_not_told_failed(cluster_with):
+    """The namespace controller deletes what the namespace holds in no set order: the Job
+    whose pod it killed first made the running KaiwoJob FAILED (a Warning Event and the
+    public ``failed``) seconds before the KaiwoJob went too."""
+    owner = kaiwo_job(TRAIN_SPEC, status=RUNNING)
+    job = running_job(owner)
+    job["status"] = {"failed": 1, "conditions": [{"type": "Failed", "status": "True"}]}
+    namespace = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "team-a", "uid": "ns-uid", "deletionTimestamp": T_NOW},
+        "status": {"phase": "Terminating"},
+    }
+
+    plan = planned(owner=owner, cluster=cluster_with(owner, job, namespace), now=NOW)
+
+    assert plan is not None
+    assert (plan.desired, plan.prune, plan.status, plan.events) == ((), (), None, ())
+
+
+def test_a_workload_in_a_live_namespace_is_told_its_job_failed(cluster_with):
+    owner = kaiwo_job(TRAIN_SPEC, status=RUNNING)
+    job = running_job(owner)
+    job["status"] = {"failed": 1, "conditions": [{"type": "Failed", "status": "True"}]}
+    namespace = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "team-a", "uid": "ns-uid"},
+        "status": {"phase": "Active"},
+    }
+
+    plan = planned(owner=owner, cluster=cluster_with(owner, job, namespace), now=NOW)
+
+    assert plan is not None and plan.status is not None
+    assert plan.status["status"] == "FAILED"
+
+
 def test_an_unschedulable_workload_gets_no_children_and_deletes_none(cluster_with):
     owner = kaiwo_job({**TRAIN_SPEC, "gpus": 64})
 

@@ -174,3 +174,18 @@ def test_a_workload_counts_the_gpus_its_pods_hold_on_these_nodes(make_node: Any)
     # A 6-GPU node is now the smallest: 5 x 6 = 30.
     projection.apply(observed(make_node("mi300x-6", gpu="mi300x", gpus=6), 21), sequence=21)
     assert [w.gpus for w in preemption_candidates(contexts.context(projection)).pending] == [30]
+
+
+def test_a_waiting_workload_being_deleted_stops_no_expired_one() -> None:
+    """Deleted in the foreground, it stays PENDING until its Job is gone: counted as GPU
+    demand meanwhile, it had an expired workload terminated for GPUs nobody wanted."""
+    contexts = PlanningContextKeeper()
+    waits = kaiwo_job("waits", PENDING)
+    waits["metadata"] |= {"deletionTimestamp": "2026-01-01T12:29:00Z"}
+    projection = projection_of(
+        config("gpu-queue"), waits, kaiwo_job("runs", RUNNING, duration="1h")
+    )
+    context = contexts.context(projection)
+
+    assert preemption_candidates(context).pending == ()
+    assert preemption_victims(context, now=datetime(2026, 1, 1, 12, 30, tzinfo=UTC)) == ()

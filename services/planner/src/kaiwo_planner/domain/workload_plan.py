@@ -26,6 +26,13 @@ What the plan applies and prunes depends on the phase:
   children of every kind upstream deletes on termination are pruned, PVCs included;
 * otherwise: the children, pruning those no longer desired (PVCs never; see children.py).
 
+A workload being deleted (its ``deletionTimestamp`` set, or its Namespace's) gets a plan that
+does nothing: no child applied or pruned, no status, no Event, no timer. Kubernetes' garbage
+collector removes its children; a foreground deletion keeps the workload until they are gone,
+and planning it meanwhile re-created each child the collector had just deleted (a download
+Job, a PVC, the main Job) and moved its phase back to PENDING or DOWNLOADING with the Events
+of a start (decision 0130).
+
 Events beyond the phase transitions: ``SettingsIgnored`` (Warning) once per generation when
 the spec sets something that has no effect, ``ChildSpecNotApplied`` (Warning) when a change
 cannot reach the existing Job, ``ChildReplacing`` (Normal) when a waiting AppWrapper is
@@ -146,6 +153,14 @@ def plan_workload(
         namespace=namespace or None,
         uid=uid or None,
     )
+    if being_deleted(workload, context):
+        return WorkloadPlanning(
+            plan=Plan(
+                owner=ref,
+                observed_generation=meta.generation,
+                observed_resource_version=meta.resource_version,
+            )
+        )
     generation = meta.generation or 0
     previous = workload.status.to_wire()
     previous_phase = workload.status.status
@@ -242,6 +257,19 @@ def plan_workload(
 
 
 # ------------------------------------------------------------------ inputs
+
+
+def being_deleted(workload: Workload, context: PlanningContext) -> bool:
+    """The workload, or the Namespace it is in, is being deleted: whatever the plan applied
+    would be deleted again (by the garbage collector, or the namespace controller, which
+    removes the children and the workload in no set order: a Job deleted first made a
+    running KaiwoJob FAILED, told as a failure, seconds before it went itself)."""
+    if workload.metadata.deletion_timestamp is not None:
+        return True
+    found = context.cluster.find_object(
+        group="", kind="Namespace", name=workload.metadata.namespace or ""
+    )
+    return bool(((found or {}).get("metadata") or {}).get("deletionTimestamp"))
 
 
 def _child_kind(workload: Workload) -> ChildKind:

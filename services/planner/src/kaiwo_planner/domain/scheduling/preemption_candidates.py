@@ -89,12 +89,15 @@ def running_workload(
 def pending_workload(
     obj: Mapping[str, Any], config: KaiwoConfig, stats_of: StatsOf
 ) -> PendingWorkload | None:
-    """The workload as one waiting for GPUs, or None when it is not PENDING; it waits for the
-    GPUs its allocation will give its pods."""
+    """The workload as one waiting for GPUs, or None when it is not PENDING or is being
+    deleted (decision 0130: it waits for nothing, though a foreground deletion keeps it, still
+    PENDING, until its Job is gone); it waits for the GPUs its allocation will give its pods."""
     status = obj.get("status")
     spec = obj.get("spec")
     meta = obj.get("metadata")
     if not isinstance(status, Mapping) or not isinstance(spec, Mapping):
+        return None
+    if isinstance(meta, Mapping) and meta.get("deletionTimestamp"):
         return None
     created = parse_time(
         (meta or {}).get("creationTimestamp") if isinstance(meta, Mapping) else None
