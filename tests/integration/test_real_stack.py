@@ -752,6 +752,14 @@ async def test_an_edit_of_a_running_ray_job_does_not_start_it_over(stack: Pipeli
 
     before = await eventually(cluster_made, what="the RayJob runs its cluster", within=STEP)
 
+    async def admission_seen() -> bool | Pending:
+        # What the operator has seen: the RayJob it last observed may still be suspended,
+        # but Kueue admitted its Workload first, so that is enough to keep its spec.
+        found = await stack.kube.get(resources.KAIWO_JOB, "ray-edited", namespace=ns)
+        admitted = [c for c in found["status"].get("conditions") or () if c["type"] == "Admitted"]
+        return True if admitted and admitted[0]["status"] == "True" else Pending(f"{admitted}")
+
+    await eventually(admission_seen, what="the operator saw the admission", within=STEP)
     found = await edit_told(
         stack,
         resources.KAIWO_JOB,

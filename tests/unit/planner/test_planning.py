@@ -433,6 +433,29 @@ def test_a_waiting_ray_services_app_wrapper_is_replaced_to_take_an_edit(cluster_
     ]
 
 
+def test_a_job_kueue_admitted_but_still_observed_suspended_is_not_replaced(cluster_with):
+    """Kueue admits the Workload before it unsuspends the Job: a Job observed suspended beside
+    an admitted Workload is starting, and keeps its template (decision 0129)."""
+    observed = copy.deepcopy(expected_plan("kaiwojob_first_plan")["desired"][0])
+    observed["metadata"]["uid"] = "child-uid"
+    assert observed["spec"]["suspend"] is True
+    owner = kaiwo_job({**TRAIN_SPEC, "image": "rocm/pytorch:v2"}, generation=2)
+
+    starting = planned(
+        owner=owner,
+        cluster=cluster_with(owner, observed, workloads=(admitted("child-uid"),)),
+        now=NOW,
+    )
+    waiting = planned(owner=owner, cluster=cluster_with(owner, observed), now=NOW)
+
+    assert starting is not None and waiting is not None
+    assert condition(starting, "ChildSpecApplied")["reason"] == "JobFieldsImmutable"
+    (job,) = starting.desired
+    assert main_container(job)["image"] == "rocm/pytorch:latest"
+    assert condition(waiting, "ChildSpecApplied")["reason"] == "Replacing"
+    assert waiting.desired == ()
+
+
 def test_storage_left_disabled_is_told_once_per_generation(cluster_with):
     """The reference ignores ``data``/``huggingFace`` unless ``storageEnabled``: the workload
     runs without them, and a Warning says so (decision 0119)."""

@@ -67,6 +67,22 @@ def test_a_running_ray_job_keeps_its_spec_and_says_which_paths():
     )  # the desired child is not modified
 
 
+def test_a_ray_job_kueue_admitted_but_still_observed_suspended_keeps_its_spec():
+    # Kueue admits the Workload, then unsuspends the RayJob: an edit planned in between (the
+    # newer RayJob not observed yet) reached the starting job, and Kueue started it over.
+    desired = ray_job(image="ray:2", suspend=True, labels={QUEUE: "q"})
+    observed = ray_job(image="ray:1", suspend=True, labels={QUEUE: "q"})
+
+    waiting = ray_job_update(desired, observed)
+    admitted = ray_job_update(desired, observed, admitted=True)
+
+    assert waiting.applied_whole  # still waiting: the whole edit (Kueue updates its Workload)
+    assert admitted.manifest["spec"]["rayClusterSpec"] == observed["spec"]["rayClusterSpec"]
+    assert admitted.spec_not_applied == (
+        "spec.rayClusterSpec.workerGroupSpecs[0].template.spec.containers[0].image",
+    )
+
+
 def test_a_running_ray_job_keeps_a_pull_secret_its_namespace_no_longer_gives():
     # Its AIMNamespaceConfig deleted: the desired pods lose the pull secret, which the
     # observed RayJob holds among fields it has anyway. Applied, Kueue would stop the job and
@@ -146,6 +162,16 @@ def test_an_app_wrapper_waiting_in_its_queue_is_replaced_by_the_edited_one():
         "The AppWrapper waiting in its queue is replaced by one made from the edited spec "
         "(spec.components[0].template.spec.image), which waits in the queue anew"
     )
+
+
+def test_an_app_wrapper_kueue_admitted_is_not_replaced_though_observed_suspended():
+    desired = app_wrapper("ray:2", suspend=True)
+    observed = app_wrapper("ray:1", suspend=True)
+
+    update = app_wrapper_update(desired, observed, admitted=True)
+
+    assert not update.replace
+    assert update.manifest["spec"]["components"] == observed["spec"]["components"]
 
 
 def test_a_waiting_app_wrapper_with_the_same_components_is_kept():

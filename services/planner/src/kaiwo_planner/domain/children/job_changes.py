@@ -69,12 +69,17 @@ class JobUpdate:
         return not_applied_message("Job", reasons, recreate="KaiwoJob")
 
 
-def waits_in_its_queue(observed: Mapping[str, Any]) -> bool:
-    """Whether the Kueue-managed child ``observed`` (Job, AppWrapper) is suspended: waiting
-    for admission (Kueue's webhook creates it so), or suspended again by a preemption. Nothing
-    of it runs, so it can be replaced to take an edit it cannot take in place (decision 0129)."""
+def waits_in_its_queue(observed: Mapping[str, Any], *, admitted: bool = False) -> bool:
+    """Whether the Kueue-managed child ``observed`` (Job, RayJob, AppWrapper) waits in its
+    queue: suspended (Kueue's webhook creates it so, a preemption suspends it again), and its
+    Kueue Workload not ``admitted``. Nothing of it runs, so it can take an edit it could not
+    take running, or be replaced to take it (decision 0129).
+
+    Kueue admits the Workload before it unsuspends the child, so an admitted Workload beside a
+    child still observed suspended means the child is starting (its newer version not observed
+    yet): treated as running, an edit is not applied to it as to a waiting one."""
     spec = observed.get("spec")
-    return isinstance(spec, Mapping) and spec.get("suspend") is True
+    return not admitted and isinstance(spec, Mapping) and spec.get("suspend") is True
 
 
 def replacing_message(kind: str, paths: Sequence[str], *, shown: int = 3) -> str:

@@ -84,19 +84,25 @@ def _spec_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return spec if isinstance(spec, Mapping) else {}
 
 
-def ray_job_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> ChildUpdate:
-    """``desired`` as it may be applied to the ``observed`` RayJob.
+def ray_job_update(
+    desired: Mapping[str, Any], observed: Mapping[str, Any], *, admitted: bool = False
+) -> ChildUpdate:
+    """``desired`` as it may be applied to the ``observed`` RayJob, whose Kueue Workload is
+    ``admitted`` or not.
 
-    ``suspend`` is Kueue's once the RayJob exists, so it is left out. A suspended RayJob (one
-    waiting in its queue) takes the whole edit: Kueue updates its Workload to match. One
-    Kueue let run keeps every spec field it has.
+    ``suspend`` is Kueue's once the RayJob exists, so it is left out. A RayJob waiting in its
+    queue (:func:`waits_in_its_queue`) takes the whole edit: Kueue updates its Workload to
+    match. One Kueue let run, or admitted and about to run, keeps every spec field it has.
     """
     spec = {k: v for k, v in _spec_of(desired).items() if k not in KUEUE_OWNED_SPEC_FIELDS}
     observed_spec = _spec_of(observed)
+    waiting = waits_in_its_queue(observed, admitted=admitted)
     not_applied: list[str] = []
-    if observed_spec.get("suspend") is not True:
+    if not waiting:
         not_applied = keep_observed_fields(spec, observed_spec, sorted(spec))
-    manifest, labels_kept = kueue_label_update({**desired, "spec": spec}, observed)
+    manifest, labels_kept = kueue_label_update(
+        {**desired, "spec": spec}, observed, running=not waiting
+    )
     return ChildUpdate(
         manifest=manifest,
         kind="RayJob",
@@ -106,21 +112,27 @@ def ray_job_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> C
     )
 
 
-def app_wrapper_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> ChildUpdate:
-    """``desired`` as it may be applied to the ``observed`` AppWrapper: its components as
-    they were created, Kueue's labels as Kueue allows; or, when it still waits in its queue
-    and its components changed, replaced by ``desired``."""
+def app_wrapper_update(
+    desired: Mapping[str, Any], observed: Mapping[str, Any], *, admitted: bool = False
+) -> ChildUpdate:
+    """``desired`` as it may be applied to the ``observed`` AppWrapper (its Kueue Workload
+    ``admitted`` or not): its components as they were created, Kueue's labels as Kueue
+    allows; or, when it still waits in its queue and its components changed, replaced by
+    ``desired``."""
     spec = dict(_spec_of(desired))
     observed_spec = _spec_of(observed)
     not_applied = keep_observed_fields(spec, observed_spec, ("components",))
-    if not_applied and waits_in_its_queue(observed):
+    waiting = waits_in_its_queue(observed, admitted=admitted)
+    if not_applied and waiting:
         return ChildUpdate(
             manifest=dict(desired),
             kind="AppWrapper",
             spec_not_applied=tuple(not_applied),
             replace=True,
         )
-    manifest, labels_kept = kueue_label_update({**desired, "spec": spec}, observed)
+    manifest, labels_kept = kueue_label_update(
+        {**desired, "spec": spec}, observed, running=not waiting
+    )
     return ChildUpdate(
         manifest=manifest,
         kind="AppWrapper",

@@ -7,10 +7,9 @@ main child (if any) are inputs. Its output is sorted and byte-identical for equa
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from types import MappingProxyType
 from typing import Any, Literal
 
 from kaiwo_contracts.crds.config_v1alpha1 import AIMNamespaceConfig, KaiwoConfig
@@ -67,6 +66,7 @@ from kaiwo_planner.domain.settings.workload_inputs import (
 )
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.priority_classes import NO_PRIORITY, PriorityChoice
+from kaiwo_planner.domain.status.kueue_admission import kueue_admitted
 
 DOWNLOAD_CONDITION = "DownloadJobSucceeded"
 
@@ -203,18 +203,6 @@ def _service_children(
     return children
 
 
-_CHILD_UPDATES: Mapping[str, Callable[[dict[str, Any], Mapping[str, Any]], ChildUpdate]] = (
-    MappingProxyType(
-        {
-            "RayJob": ray_job_update,
-            "AppWrapper": app_wrapper_update,
-            "Deployment": deployment_update,
-        }
-    )
-)
-"""How each main child but a batch Job is applied once it exists (a Job: ``job_update``)."""
-
-
 def _reconcile_with_observed(
     main: dict[str, Any], observed: Mapping[str, Any] | None, context: PlanningContext | None
 ) -> tuple[dict[str, Any] | None, ChildCondition]:
@@ -232,9 +220,10 @@ def _reconcile_with_observed(
         # the start (rather than once the child is observed) spares every new workload a
         # second status write, and the plan and observation that come with it.
         return main, _matches(kind)
+    admitted = _admitted_by_kueue(observed, context)
     if kind == "Job":
-        return _job_as_it_exists(main, observed, context)
-    update = _CHILD_UPDATES[kind](main, observed)
+        return _job_as_it_exists(main, observed, context, admitted=admitted)
+    update = _child_update(main, observed, admitted=admitted)
     if update.replace:
         return None, _replacing(update.message)
     if update.applied_whole:
@@ -242,11 +231,39 @@ def _reconcile_with_observed(
     return update.manifest, _not_applied(update.message)
 
 
+def _child_update(
+    main: dict[str, Any], observed: Mapping[str, Any], *, admitted: bool
+) -> ChildUpdate:
+    """How a main child other than a batch Job is applied once it exists."""
+    match main["kind"]:
+        case "RayJob":
+            return ray_job_update(main, observed, admitted=admitted)
+        case "AppWrapper":
+            return app_wrapper_update(main, observed, admitted=admitted)
+        case _:
+            return deployment_update(main, observed)
+
+
+def _admitted_by_kueue(observed: Mapping[str, Any], context: PlanningContext | None) -> bool:
+    """Whether Kueue has admitted the ``observed`` child's Workload (and is not evicting it):
+    the child runs, or is about to, though it may still be observed suspended."""
+    meta = observed.get("metadata")
+    uid = meta.get("uid") if isinstance(meta, Mapping) else None
+    if context is None or not isinstance(uid, str) or not uid:
+        return False
+    workloads = context.cluster.kueue_workloads_for(uid)
+    return bool(workloads) and all(kueue_admitted(w.get("status") or {}) for w in workloads)
+
+
 def _job_as_it_exists(
-    main: dict[str, Any], observed: Mapping[str, Any], context: PlanningContext | None
+    main: dict[str, Any],
+    observed: Mapping[str, Any],
+    context: PlanningContext | None,
+    *,
+    admitted: bool,
 ) -> tuple[dict[str, Any] | None, ChildCondition]:
     update = existing_job_update(main, observed, context)
-    if update.not_applied and waits_in_its_queue(observed):
+    if update.not_applied and waits_in_its_queue(observed, admitted=admitted):
         # Its template cannot change, but nothing of it runs: made anew from the edited spec
         # (pruned now, created once it is gone), it takes the edit (decision 0129).
         return None, _replacing(replacing_message("Job", update.not_applied))
