@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kaiwo_planner.domain.children.labels import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME
+from kaiwo_planner.domain.state.first_few import first_few
 from kaiwo_planner.domain.state.json_trees import copy_tree
 from kaiwo_planner.domain.state.manifest_comparison import differing_paths, removed_paths
 from kaiwo_planner.domain.state.planning_context import PlanningContext
@@ -86,8 +87,7 @@ def replacing_message(kind: str, paths: Sequence[str], *, shown: int = 3) -> str
     """What the ``ChildSpecApplied`` condition says while a waiting child of ``kind`` is
     replaced to take the edit of ``paths`` (the first few named: a new image names every
     container's)."""
-    more = len(paths) - shown
-    listed = ", ".join(paths[:shown]) + (f" and {more} more" if more > 0 else "")
+    listed = first_few(paths, shown=shown)
     return (
         f"The {kind} waiting in its queue is replaced by one made from the edited spec "
         f"({listed}), which waits in the queue anew"

@@ -32,6 +32,7 @@ from kaiwo_planner.domain.models.status import (
     CacheStatus,
 )
 from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.first_few import first_few
 from kaiwo_planner.domain.status.conditions import ConditionSpec
 
 
@@ -157,7 +158,7 @@ def _loading_as_created(*, job: str, edited: tuple[str, ...]) -> ConditionSpec:
         "False",
         "LoadingAsCreated",
         f"Job {job} loads the files with the settings it was created with: a Job's pod "
-        f"template cannot change ({_listed(edited)}); delete the Job to load with the edited "
+        f"template cannot change ({_listed_paths(edited)}); delete the Job to load with the edited "
         "spec",
     )
 
@@ -168,14 +169,13 @@ def _replacing(outcome: JobOutcome, *, job: str, edited: tuple[str, ...]) -> Con
         "False",
         "Reloading",
         f"Job {job} failed ({outcome.message}) with settings the spec has changed since "
-        f"({_listed(edited)}): it is replaced by one made from the edited spec",
+        f"({_listed_paths(edited)}): it is replaced by one made from the edited spec",
     )
 
 
-def _listed(paths: tuple[str, ...], *, shown: int = 3) -> str:
+def _listed_paths(paths: tuple[str, ...]) -> str:
     """The first few changed paths (a changed image alone names every container's)."""
-    more = len(paths) - shown
-    return ", ".join(paths[:shown]) + (f" and {more} more" if more > 0 else "")
+    return first_few(paths, shown=3)
 
 
 def _loader_pods(observed: ObservedModel, decision: PodDecision | None) -> list[str]:

@@ -31,6 +31,7 @@ from pydantic import ValidationError
 
 from kaiwo_planner.domain.children.labels import LABEL_MANAGED_BY, MANAGED_BY_KAIWO
 from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.first_few import first_few
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 
 CONFIG_MAP_KIND: Final = ("", "ConfigMap")
@@ -113,8 +114,7 @@ def _validation_problem(error: ValidationError) -> str:
         f"{'.'.join(str(step) for step in detail['loc'])}: {detail['msg']}"
         for detail in error.errors()
     ]
-    more = len(problems) - MAX_PROBLEMS
-    shown = "; ".join(problems[:MAX_PROBLEMS]) + (f"; and {more} more" if more > 0 else "")
+    shown = first_few(problems, shown=MAX_PROBLEMS, separator="; ", and_more="; and ")
     return f"{CONFIG_MAP_KEY}: {shown}"
 
 

@@ -47,6 +47,7 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import KaiwoQueueConfi
 from kaiwo_contracts.plans import ObjectRef
 
 from kaiwo_planner.domain.state.cluster import ClusterState, api_group_of
+from kaiwo_planner.domain.state.first_few import first_few
 from kaiwo_planner.domain.state.manifest_comparison import contains
 
 KUEUE_GROUP: Final = "kueue.x-k8s.io"
@@ -452,9 +453,7 @@ def _workloads(cluster: ClusterState, uses: Any) -> tuple[str, ...]:
     )
     if not found:
         return ()
-    named = ", ".join(found[:MAX_USERS_NAMED])
-    more = len(found) - MAX_USERS_NAMED
-    return (f"Workloads {named}" + (f" and {more} more" if more > 0 else ""),)
+    return ("Workloads " + first_few(found, shown=MAX_USERS_NAMED),)
 
 
 def _admission(workload: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -20,6 +20,7 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import KaiwoQueueConfi
 from kaiwo_contracts.plans import EventIntent
 
 from kaiwo_planner.domain.queues.kueue_sync import InactiveQueue, ObjectVerdict
+from kaiwo_planner.domain.state.first_few import first_few
 from kaiwo_planner.domain.status.conditions import ConditionSpec, merge_conditions
 
 READY_CONDITION = "Ready"
@@ -129,9 +130,9 @@ def _spec_problem(
 
 def _named(verdicts: Sequence[ObjectVerdict] | Sequence[InactiveQueue]) -> str:
     """The first :data:`MAX_OBJECTS_NAMED` objects described, and how many more."""
-    named = "; ".join(v.describe() for v in verdicts[:MAX_OBJECTS_NAMED])
-    more = len(verdicts) - MAX_OBJECTS_NAMED
-    return named + (f"; and {more} more" if more > 0 else "")
+    return first_few(
+        [v.describe() for v in verdicts], shown=MAX_OBJECTS_NAMED, separator="; ", and_more="; and "
+    )
 
 
 def recreate_events(judged: Sequence[ObjectVerdict]) -> list[EventIntent]:

@@ -26,6 +26,7 @@ from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan
 from kaiwo_contracts.validation import Problem, validate_manifest
 from pydantic import ValidationError
 
+from kaiwo_planner.domain.state.first_few import first_few
 from kaiwo_planner.domain.status.conditions import ConditionSpec, merge_conditions
 
 VALID_CONDITION = "Valid"
@@ -69,10 +70,9 @@ def _related(one: str, other: str) -> bool:
 
 
 def problems_message(problems: Sequence[Problem]) -> str:
-    shown = "; ".join(str(problem) for problem in problems[:MAX_MESSAGE_PROBLEMS])
-    more = len(problems) - MAX_MESSAGE_PROBLEMS
-    if more > 0:
-        shown += f"; and {more} more"
+    shown = first_few(
+        [str(p) for p in problems], shown=MAX_MESSAGE_PROBLEMS, separator="; ", and_more="; and "
+    )
     return f"The spec is invalid, nothing was changed: {shown}"[:MAX_MESSAGE_LENGTH]
 
 
