@@ -245,8 +245,13 @@ def _child_update(
 
 
 def _admitted_by_kueue(observed: Mapping[str, Any], context: PlanningContext | None) -> bool:
-    """Whether Kueue has admitted the ``observed`` child's Workload (and is not evicting it):
-    the child runs, or is about to, though it may still be observed suspended."""
+    """Whether Kueue has admitted the suspended ``observed`` child's Workload (and is not
+    evicting it): the child is about to run, though still observed suspended. Asked only of a
+    suspended child (a Job, RayJob or AppWrapper): one that is not waits for nothing whatever
+    its Workload says, so most plans do not look its Workloads up."""
+    spec = observed.get("spec")
+    if not (isinstance(spec, Mapping) and spec.get("suspend") is True):
+        return False
     meta = observed.get("metadata")
     uid = meta.get("uid") if isinstance(meta, Mapping) else None
     if context is None or not isinstance(uid, str) or not uid:
