@@ -388,6 +388,21 @@ async def test_a_full_queue_makes_the_next_job_wait_with_kueues_reason(stack: Pi
     assert second["status"]["startTime"] >= first["status"]["completionTime"]
 
 
+async def preempt_for_jobs_waiting_a_second(pipeline: Pipeline) -> None:
+    """The administrator's KaiwoConfig: a GPU job that waited 1 s is demand enough for the
+    operator to terminate a job past its ``duration``."""
+    await pipeline.kube.apply(
+        {
+            "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+            "kind": "KaiwoConfig",
+            "metadata": {"name": actors.KAIWO_CONFIG},
+            "spec": {"scheduling": {"pendingThresholdForPreemption": "1s"}},
+        },
+        field_manager="cluster-admin",
+        force=True,
+    )
+
+
 async def kueue_workload_of(pipeline: Pipeline, namespace: str, job: str) -> dict[str, Any]:
     """The Kueue Workload of the KaiwoJob's Job (Kueue labels it with the Job's uid)."""
     child = await pipeline.kube.get(resources.JOB, job, namespace=namespace)
@@ -451,16 +466,7 @@ async def test_the_operators_duration_preemption_frees_quota_kueue_gives_to_the_
     """A job past its ``duration`` is terminated by the operator once a GPU job of its queue has
     waited longer than the KaiwoConfig's threshold; Kueue then admits the waiting job."""
     ns = namespace_of(stack, "dur")
-    await stack.kube.apply(
-        {
-            "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
-            "kind": "KaiwoConfig",
-            "metadata": {"name": actors.KAIWO_CONFIG},
-            "spec": {"scheduling": {"pendingThresholdForPreemption": "1s"}},
-        },
-        field_manager="cluster-admin",
-        force=True,
-    )
+    await preempt_for_jobs_waiting_a_second(stack)
     await stack.kube.create(
         kaiwo_job("overtime", ns, queue_name="dur", gpus=8, run_seconds=300, duration="4s")
     )
@@ -1060,16 +1066,7 @@ async def test_a_waiting_job_being_deleted_has_no_expired_job_terminated_for_it(
     0130)."""
     ns = namespace_of(stack, "dur")
     held = "example.com/archive"
-    await stack.kube.apply(
-        {
-            "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
-            "kind": "KaiwoConfig",
-            "metadata": {"name": actors.KAIWO_CONFIG},
-            "spec": {"scheduling": {"pendingThresholdForPreemption": "1s"}},
-        },
-        field_manager="cluster-admin",
-        force=True,
-    )
+    await preempt_for_jobs_waiting_a_second(stack)
     await stack.kube.create(
         kaiwo_job("expiring", ns, queue_name="dur", gpus=8, run_seconds=300, duration="15s")
     )
