@@ -98,11 +98,16 @@ async def apply_queue_config(kube: KubernetesAsyncioAdapter, spec: dict[str, Any
     await kube.apply(manifest, field_manager="cluster-admin", force=True)
 
 
-def ready(queue_config: Mapping[str, Any]) -> dict[str, Any]:
-    for found in (queue_config.get("status") or {}).get("conditions") or ():
-        if found.get("type") == "Ready":
+def condition_of(obj: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """The object's condition of type ``kind``, or {} while it has none."""
+    for found in (obj.get("status") or {}).get("conditions") or ():
+        if found.get("type") == kind:
             return dict(found)
     return {}
+
+
+def ready(queue_config: Mapping[str, Any]) -> dict[str, Any]:
+    return condition_of(queue_config, "Ready")
 
 
 async def queue_config_where(
@@ -243,13 +248,6 @@ def long_job(name: str, namespace: str, queue: str, **spec: Any) -> dict[str, An
     }
 
 
-def schedulable(job: Mapping[str, Any]) -> dict[str, Any]:
-    for found in (job.get("status") or {}).get("conditions") or ():
-        if found.get("type") == "Schedulable":
-            return dict(found)
-    return {}
-
-
 async def test_a_running_job_whose_priority_class_is_removed_runs_to_completion(
     stack: Pipeline,
 ) -> None:
@@ -271,7 +269,7 @@ async def test_a_running_job_whose_priority_class_is_removed_runs_to_completion(
 
     async def told() -> dict[str, Any] | Pending:
         found = await pipeline.kaiwo_job("prio-run")
-        condition = schedulable(found)
+        condition = condition_of(found, "Schedulable")
         return (
             found
             if condition.get("reason") == "AdmittedBeforeQueueChange"
@@ -280,8 +278,10 @@ async def test_a_running_job_whose_priority_class_is_removed_runs_to_completion(
 
     running = await eventually(told, what="the job told, not ERROR", within=STEP)
     assert running["status"]["status"] == "RUNNING"
-    assert schedulable(running)["status"] == "True"
-    assert schedulable(running)["message"].startswith("spec.priorityClass 'kqc-high' names")
+    assert condition_of(running, "Schedulable")["status"] == "True"
+    assert condition_of(running, "Schedulable")["message"].startswith(
+        "spec.priorityClass 'kqc-high' names"
+    )
     done = await pipeline.reaches("prio-run", "COMPLETE", within=STEP)
     assert done["status"]["status"] == "COMPLETE"
 
