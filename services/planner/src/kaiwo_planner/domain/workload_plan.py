@@ -414,19 +414,10 @@ def _child_spec_events(
     told = _newly_said(status, previous, CHILD_SPEC_APPLIED, lambda c: c.get("status") == "False")
     if told is None:
         return ()
+    message = str(told.get("message") or "")
     if told.get("reason") == REASON_REPLACING:  # the edit is taken: nothing to warn of
-        return (
-            EventIntent(
-                type="Normal", reason=CHILD_REPLACING, message=str(told.get("message") or "")
-            ),
-        )
-    return (
-        EventIntent(
-            type="Warning",
-            reason=CHILD_SPEC_NOT_APPLIED,
-            message=str(told.get("message") or ""),
-        ),
-    )
+        return (EventIntent(type="Normal", reason=CHILD_REPLACING, message=message),)
+    return (EventIntent(type="Warning", reason=CHILD_SPEC_NOT_APPLIED, message=message),)
 
 
 def _newly_said(
