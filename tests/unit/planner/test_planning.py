@@ -1360,6 +1360,32 @@ def test_an_idle_workload_is_preempted_for_a_pending_one_that_waited(cluster_wit
     assert kept.status is not None and kept.status["status"] == "RUNNING"
 
 
+def test_a_pending_workload_being_deleted_preempts_no_idle_one(cluster_with):
+    """Deleted in the foreground (or with its Namespace) it stays PENDING for a while, but it
+    waits for nothing: the idle workload runs on (decision 0130)."""
+    owner = opted_in(kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS))
+    waiting = kaiwo_job(
+        {**TRAIN_SPEC, "gpus": 4},
+        name="next",
+        namespace="team-b",
+        uid="next-uid",
+        status={"status": "PENDING", "observedGeneration": 1},
+        created="2026-01-01T11:50:00Z",
+    )
+    deleted = {**waiting, "metadata": {**waiting["metadata"], "deletionTimestamp": T_NOW}}
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b"}}
+    namespace_deleted = {**namespace, "metadata": {"name": "team-b", "deletionTimestamp": T_NOW}}
+    idle = finding(idle_since=NOW - timedelta(minutes=11))
+    for going in ((waiting, namespace), (deleted, namespace), (waiting, namespace_deleted)):
+        cluster = cluster_with(
+            owner, running_job(owner), *going, workloads=(admitted("job-uid-job"),)
+        )
+        plan = planned(owner=owner, cluster=with_findings(cluster, idle), now=NOW)
+        assert plan.status is not None
+        phase = "TERMINATING" if going == (waiting, namespace) else "RUNNING"
+        assert plan.status["status"] == phase, going
+
+
 ALWAYS_NOW = {
     "kaiwo.silogen.ai/gpu-preemption.policy": "Always",
     "kaiwo.silogen.ai/gpu-preemption.grace-period": "0s",

@@ -189,3 +189,31 @@ def test_a_waiting_workload_being_deleted_stops_no_expired_one() -> None:
 
     assert preemption_candidates(context).pending == ()
     assert preemption_victims(context, now=datetime(2026, 1, 1, 12, 30, tzinfo=UTC)) == ()
+
+
+def namespace(name: str, **metadata: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, **metadata}}
+
+
+def test_a_waiting_workload_in_a_namespace_being_deleted_stops_no_expired_one() -> None:
+    """The namespace controller removes it within seconds; the candidates follow the
+    Namespace, which changes apart from the workload."""
+    contexts = PlanningContextKeeper()
+    projection = projection_of(
+        config("gpu-queue"),
+        namespace("team", uid="ns-uid"),
+        kaiwo_job("waits", PENDING),
+        kaiwo_job("runs", RUNNING, duration="1h"),
+    )
+    after_expiry = datetime(2026, 1, 1, 12, 30, tzinfo=UTC)
+    assert [w.key for w in preemption_candidates(contexts.context(projection)).pending] == [
+        key("waits")
+    ]
+
+    deleting = namespace("team", uid="ns-uid", deletionTimestamp="2026-01-01T12:29:00Z")
+    projection.apply(observed(deleting, 10), sequence=10)
+    context = contexts.context(projection)
+
+    assert preemption_candidates(context).pending == ()
+    assert [w.key for w in preemption_candidates(context).running] == [key("runs")]
+    assert preemption_victims(context, now=after_expiry) == ()

@@ -35,13 +35,13 @@ from kaiwo_planner.domain.models.system_config import CONFIG_MAP_KIND, config_ma
 from kaiwo_planner.domain.settings.cluster_settings import (
     KAIWO_CONFIG_KIND,
     NAMESPACE_CONFIG_KIND,
+    NAMESPACE_KIND,
     kaiwo_config_object,
     namespace_config_object,
 )
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 
 WORKLOAD_KINDS: Final = frozenset({"KaiwoJob", "KaiwoService"})
-NAMESPACE_KIND: Final = ("", "Namespace")
 
 
 def with_sources(

@@ -76,6 +76,7 @@ from kaiwo_planner.domain.scheduling.schedulable import (
 from kaiwo_planner.domain.settings.cluster_settings import (
     kaiwo_config,
     known_priority_classes,
+    namespace_being_deleted,
     namespace_config,
     parse_optional_duration,
 )
@@ -266,10 +267,7 @@ def being_deleted(workload: Workload, context: PlanningContext) -> bool:
     running KaiwoJob FAILED, told as a failure, seconds before it went itself)."""
     if workload.metadata.deletion_timestamp is not None:
         return True
-    found = context.cluster.find_object(
-        group="", kind="Namespace", name=workload.metadata.namespace or ""
-    )
-    return bool(((found or {}).get("metadata") or {}).get("deletionTimestamp"))
+    return namespace_being_deleted(context.cluster, workload.metadata.namespace or "")
 
 
 def _child_kind(workload: Workload) -> ChildKind:

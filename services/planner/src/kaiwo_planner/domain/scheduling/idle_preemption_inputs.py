@@ -13,7 +13,8 @@ the monitor's findings: the inputs of
   grace period or change its policy;
 * waiting: PENDING ones with GPUs, pending for longer than
   ``KaiwoConfig.spec.scheduling.pendingThresholdForPreemption`` (every new workload passes
-  through PENDING briefly; that is not pressure), since their ``creationTimestamp``;
+  through PENDING briefly; that is not pressure), since their ``creationTimestamp``; not
+  those being deleted, or in a Namespace being deleted (decision 0130);
 * in flight: workloads this planner preempted for idleness (``WorkloadTerminatedEarly``
   reason ``GpuIdlePreemption``) that are TERMINATING, or TERMINATED with pods still observed;
   and those whose preemption it decided and has not observed yet
@@ -88,6 +89,7 @@ from kaiwo_planner.domain.settings.cluster_settings import (
     kaiwo_config,
     parse_time,
     pending_threshold,
+    waits_for_nothing,
     workloads,
 )
 from kaiwo_planner.domain.state.cluster import ClusterState
@@ -137,6 +139,8 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
             found = _idle(obj, finding, settings, vendor=vendor, gpus=gpus, now=now)
             idle.extend([found] if found else [])
         elif phase == WorkloadStatus.PENDING.value and gpus > 0:
+            if waits_for_nothing(obj, cluster):
+                continue
             since = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
             if since is not None and now - since > threshold:
                 pending.append(GpuDemand(ObjectRef.key_of(obj), vendor, gpus, since))

@@ -31,9 +31,11 @@ from kaiwo_planner.domain.scheduling.preemption import (
 )
 from kaiwo_planner.domain.settings.cluster_settings import (
     KAIWO_CONFIG_KIND,
+    NAMESPACE_KIND,
     NODE_KIND,
     WORKLOAD_KIND_PAIRS,
     kaiwo_config,
+    namespace_being_deleted,
     parse_optional_duration,
     parse_time,
     workload_queue,
@@ -42,7 +44,7 @@ from kaiwo_planner.domain.settings.cluster_settings import (
 from kaiwo_planner.domain.state.planning_context import EVERY_KIND, PlanningContext
 
 _RUNNING = frozenset({WorkloadStatus.RUNNING.value, WorkloadStatus.READY.value})
-_CANDIDATE_KINDS = (*WORKLOAD_KIND_PAIRS, KAIWO_CONFIG_KIND, NODE_KIND)
+_CANDIDATE_KINDS = (*WORKLOAD_KIND_PAIRS, KAIWO_CONFIG_KIND, NODE_KIND, NAMESPACE_KIND)
 _CANDIDATES_KEY = ("preemption-candidates",)
 
 _Candidate = RunningWorkload | PendingWorkload | None
@@ -159,12 +161,21 @@ def _candidates(
     candidates = [read[1] for read in reads]
     return PreemptionCandidates(
         running=tuple(c for c in candidates if type(c) is RunningWorkload),
-        pending=tuple(c for c in candidates if type(c) is PendingWorkload),
+        pending=tuple(c for c in candidates if type(c) is PendingWorkload and _waits(c, context)),
         config=config,
         gpu_stats=used,
         # Only the current objects stay (the old versions are let go).
         reads=dict(zip(ids, reads, strict=True)),
     )
+
+
+def _waits(workload: PendingWorkload, context: PlanningContext) -> bool:
+    """Not in a Namespace being deleted: the namespace controller removes the workload within
+    seconds, so it waits for no GPUs (decision 0130; its own ``deletionTimestamp`` is read
+    with the object). Asked here, not in the reads kept per workload object, as the
+    Namespace changes apart from the workload."""
+    _, _, namespace, _, _ = workload.key
+    return not namespace_being_deleted(context.cluster, namespace)
 
 
 def _read(obj: Mapping[str, Any], config: KaiwoConfig, stats_of: StatsOf) -> _Candidate:

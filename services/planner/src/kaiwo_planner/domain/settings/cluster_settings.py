@@ -47,6 +47,7 @@ KAIWO_CONFIG_KIND = (CONFIG_GROUP, "KaiwoConfig")
 QUEUE_CONFIG_KIND = (KAIWO_GROUP, "KaiwoQueueConfig")
 NAMESPACE_CONFIG_KIND = (CONFIG_GROUP, "AIMNamespaceConfig")
 NODE_KIND = ("", "Node")
+NAMESPACE_KIND = ("", "Namespace")
 PRIORITY_CLASS_KIND = ("scheduling.k8s.io", "PriorityClass")
 WORKLOAD_PRIORITY_CLASS_KIND = ("kueue.x-k8s.io", "WorkloadPriorityClass")
 WORKLOAD_KIND_PAIRS = tuple((KAIWO_GROUP, kind) for kind in WORKLOAD_KINDS)
@@ -204,6 +205,23 @@ def workloads(cluster: ClusterState) -> tuple[Mapping[str, Any], ...]:
         for kind in WORKLOAD_KINDS
         for obj in cluster.objects_of_kind(group=KAIWO_GROUP, kind=kind)
     )
+
+
+def waits_for_nothing(workload: Mapping[str, Any], cluster: ClusterState) -> bool:
+    """The workload (wire form), or its Namespace, is being deleted: waiting, it is no GPU
+    demand, as it goes within seconds (decision 0130; a foreground deletion keeps it PENDING
+    until its Job is gone, another controller's finalizer for longer)."""
+    metadata = workload.get("metadata") or {}
+    return bool(metadata.get("deletionTimestamp")) or namespace_being_deleted(
+        cluster, str(metadata.get("namespace") or "")
+    )
+
+
+def namespace_being_deleted(cluster: ClusterState, namespace: str) -> bool:
+    """The Namespace has a ``deletionTimestamp``: the namespace controller is removing what it
+    holds, workloads and their children, in no set order (decision 0130)."""
+    found = cluster.find_object(group="", kind="Namespace", name=namespace)
+    return bool(((found or {}).get("metadata") or {}).get("deletionTimestamp"))
 
 
 def workload_queue(spec: Mapping[str, Any], config: KaiwoConfig) -> str:
