@@ -411,3 +411,23 @@ def test_a_held_update_is_decided_again_when_kueues_labels_move():
     assert first.labels_not_applied == ()
     assert second.labels_not_applied == (f"metadata.labels[{PRIORITY}]",)
     assert second.manifest["metadata"]["labels"] == {QUEUE: "a", PRIORITY: "low"}
+
+
+def test_a_starting_job_keeps_its_queue_held_or_not():
+    """Kueue admits the Workload, then unsuspends the Job: a Job observed suspended beside an
+    admitted Workload is starting, and its queue label stays, as on a running Job (0129)."""
+    context = PlanningContext.of(ClusterState())
+    desired = copy.deepcopy(DESIRED)
+    desired["metadata"]["labels"] = {QUEUE: "b"}
+    observed = copy.deepcopy(OBSERVED)
+    observed["metadata"] = {"name": "j", "uid": "u", "generation": 2, "labels": {QUEUE: "a"}}
+    observed["spec"]["suspend"] = True
+
+    waiting = job_update_in(context, desired, observed)
+    starting = job_update_in(context, desired, observed, admitted=True)
+
+    assert waiting.labels_not_applied == ()
+    assert waiting.manifest["metadata"]["labels"] == {QUEUE: "b"}
+    assert starting.labels_not_applied == (f"metadata.labels[{QUEUE}]",)
+    assert starting.manifest["metadata"]["labels"] == {QUEUE: "a"}
+    assert job_update(desired, observed, admitted=True) == starting

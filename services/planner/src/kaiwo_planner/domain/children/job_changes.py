@@ -152,8 +152,13 @@ def kueue_label_update(
     return {**desired, "metadata": {**desired["metadata"], "labels": labels}}, tuple(kept)
 
 
-def job_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> JobUpdate:
-    """The part of ``desired`` that can be applied to the ``observed`` Job, and what cannot."""
+def job_update(
+    desired: Mapping[str, Any], observed: Mapping[str, Any], *, admitted: bool = False
+) -> JobUpdate:
+    """The part of ``desired`` that can be applied to the ``observed`` Job, and what cannot.
+
+    ``admitted``: Kueue has admitted the Job's Workload, so a Job still observed suspended is
+    starting, and Kueue's label rules for a running Job apply (decision 0129)."""
     # Only the top level and spec change: the rest is shared with ``desired``, which nothing
     # mutates afterwards (copying the whole Job was the largest cost of planning one).
     manifest = dict(desired)
@@ -166,7 +171,9 @@ def job_update(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> JobUp
         spec["template"] = _without_job_controller_labels(spec["template"])
     for field_name in KUEUE_OWNED_SPEC_FIELDS:
         spec.pop(field_name, None)
-    manifest, labels_kept = kueue_label_update(manifest, observed)
+    manifest, labels_kept = kueue_label_update(
+        manifest, observed, running=True if admitted else None
+    )
     return JobUpdate(
         manifest=manifest, not_applied=tuple(not_applied), labels_not_applied=labels_kept
     )
@@ -238,21 +245,27 @@ def existing_job_update(
     desired: dict[str, Any],
     observed: Mapping[str, Any] | None,
     context: PlanningContext | None = None,
+    *,
+    admitted: bool = False,
 ) -> JobUpdate:
     """:func:`job_update` of a Job that may not exist yet (``observed`` None: ``desired``
     whole), kept in ``context`` when one is given (:func:`job_update_in`)."""
     if observed is None:
         return JobUpdate(manifest=desired, not_applied=())
     if context is None:
-        return job_update(desired, observed)
-    return job_update_in(context, desired, observed)
+        return job_update(desired, observed, admitted=admitted)
+    return job_update_in(context, desired, observed, admitted=admitted)
 
 
 _ABSENT = object()
 
 
 def job_update_in(
-    context: PlanningContext, desired: Mapping[str, Any], observed: Mapping[str, Any]
+    context: PlanningContext,
+    desired: Mapping[str, Any],
+    observed: Mapping[str, Any],
+    *,
+    admitted: bool = False,
 ) -> JobUpdate:
     """:func:`job_update`, kept in ``context`` for the observed Job's spec version.
 
@@ -263,21 +276,22 @@ def job_update_in(
     ``plan_children``) and the observed Job has the same uid and ``metadata.generation``
     (the API server bumps it on every spec change of a kind with a status subresource) and
     equal immutable fields (checked too, so a hand-made observation that changes them
-    without a new generation is compared afresh). The manifest is shared: not modified.
+    without a new generation is compared afresh), and the same ``admitted``. The manifest is
+    shared: not modified.
     """
     meta = observed.get("metadata")
     uid = meta.get("uid") if isinstance(meta, Mapping) else None
     generation = meta.get("generation") if isinstance(meta, Mapping) else None
     if not isinstance(uid, str) or not uid or not isinstance(generation, int):
-        return job_update(desired, observed)
+        return job_update(desired, observed, admitted=admitted)
     fields = _immutable_fields(observed)
     held_fields, update = context.owner_value(
-        ("job-update", uid, generation),
+        ("job-update", uid, generation, admitted),
         (desired,),
-        lambda: (fields, job_update(desired, observed)),
+        lambda: (fields, job_update(desired, observed, admitted=admitted)),
     )
     if held_fields != fields:  # changed without a new generation: a label, or hand-made
-        return job_update(desired, observed)
+        return job_update(desired, observed, admitted=admitted)
     return update
 
 

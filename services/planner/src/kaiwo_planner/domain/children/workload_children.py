@@ -267,7 +267,7 @@ def _job_as_it_exists(
     *,
     admitted: bool,
 ) -> tuple[dict[str, Any] | None, ChildCondition]:
-    update = existing_job_update(main, observed, context)
+    update = existing_job_update(main, observed, context, admitted=admitted)
     if update.not_applied and waits_in_its_queue(observed, admitted=admitted):
         # Its template cannot change, but nothing of it runs: made anew from the edited spec
         # (pruned now, created once it is gone), it takes the edit (decision 0129).
