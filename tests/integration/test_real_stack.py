@@ -521,6 +521,7 @@ async def test_a_kaiwoservice_becomes_ready_and_rolls_on_a_spec_change(stack: Pi
         if any(c["type"] == "Admitted" and c["status"] == "True" for c in w["status"]["conditions"])
     }
     assert {p["metadata"]["uid"] for p in first} <= admitted_pods
+    told_before = await events_of(stack, ns, "chat", kind="KaiwoService")
 
     await stack.kube.merge_patch(
         resources.KAIWO_SERVICE,
@@ -543,6 +544,11 @@ async def test_a_kaiwoservice_becomes_ready_and_rolls_on_a_spec_change(stack: Pi
         )
 
     await eventually(ready_again, what="chat READY at generation 2", within=STEP)
+    # It served throughout: each new pod waited for Kueue's admission while the old ones
+    # served, and no phase but READY was told (decision 0135; before, READY -> PENDING ->
+    # STARTING -> READY on every rollout, each with its Event and public event).
+    told = await events_of(stack, ns, "chat", kind="KaiwoService")
+    assert len(told) == len(told_before), told
     await stack.kube.delete(resources.KAIWO_SERVICE, "chat", namespace=ns)
 
 

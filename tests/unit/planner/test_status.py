@@ -735,9 +735,18 @@ def deployment(*, replicas: int | None, available: int, **status: Any) -> dict[s
         (deployment(replicas=2, available=0), "STARTING"),
         (deployment(replicas=2, available=1), "RUNNING"),
         (deployment(replicas=2, available=2), "READY"),
+        # A new spec not yet observed by the Deployment controller: its pods still serve
+        # (decision 0135; upstream says STARTING).
         (
             {**deployment(replicas=2, available=2), "metadata": {"name": "web", "generation": 3}},
-            "STARTING",
+            "READY",
+        ),
+        (
+            {
+                **deployment(replicas=3, available=2),
+                "metadata": {"name": "web", "generation": 3},
+            },
+            "RUNNING",
         ),
         (
             deployment(
@@ -756,7 +765,15 @@ def deployment(*, replicas: int | None, available: int, **status: Any) -> dict[s
         # Found by fuzzing: a null replicas is the API server's default of 1.
         (deployment(replicas=None, available=1), "READY"),
     ],
-    ids=["no-pods", "some-pods", "all-available", "new-generation", "deadline", "null-replicas"],
+    ids=[
+        "no-pods",
+        "some-pods",
+        "all-available",
+        "new-generation",
+        "new-generation-scaled-up",
+        "deadline",
+        "null-replicas",
+    ],
 )
 def test_deployment_mapping(child: dict[str, Any], expected: str) -> None:
     decision = derive(
@@ -786,6 +803,72 @@ def test_ready_service_gets_start_time_and_ready_event() -> None:
     )
     assert ready.status == {**previous, "status": "READY", "startTime": T_NOW, "duration": 0}
     assert ready.events == (event("WorkloadReady", "Workload is ready"),)
+
+
+def waiting_pod_workload() -> dict[str, Any]:
+    """A pod's Workload Kueue has not admitted: no quota left in the queue."""
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {"name": "pod-web-new", "namespace": "team"},
+        "status": {
+            "conditions": [
+                {
+                    "type": "QuotaReserved",
+                    "status": "False",
+                    "reason": "Pending",
+                    "message": "couldn't assign flavors to pod set main: insufficient quota",
+                }
+            ]
+        },
+    }
+
+
+def test_a_ready_service_whose_new_pod_waits_for_admission_stays_ready() -> None:
+    """A rollout (or a scale-up) makes pods whose Workloads wait while the admitted pods serve:
+    the service stays READY, no Event, and Admitted says who waits (decision 0135). Upstream
+    made it PENDING until every pod was admitted."""
+    previous = {
+        "status": "READY",
+        "startTime": T_EARLIER,
+        "observedGeneration": 1,
+        "conditions": [SCHEDULABLE_COND, ADMITTED_COND],
+    }
+    rolling = derive(
+        previous,
+        ObservedChildren(
+            child_kind="Deployment",
+            child=deployment(replicas=1, available=1),
+            kueue_workloads=(admitted_workload(), waiting_pod_workload()),
+        ),
+        kind="KaiwoService",
+    )
+
+    assert rolling.status["status"] == "READY"
+    assert rolling.events == ()
+    admitted = next(c for c in rolling.status["conditions"] if c["type"] == "Admitted")
+    assert admitted == {
+        "type": "Admitted",
+        "status": "True",
+        "observedGeneration": 1,
+        "lastTransitionTime": T_EARLIER,
+        "reason": "PartlyAdmitted",
+        "message": "1 of 2 pods are admitted; 1 pending admission into 'kaiwo': couldn't "
+        "assign flavors to pod set main: insufficient quota",
+    }
+
+
+def test_a_service_none_of_whose_pods_is_admitted_waits() -> None:
+    waiting = derive(
+        None,
+        ObservedChildren(
+            child_kind="Deployment",
+            child=deployment(replicas=2, available=0),
+            kueue_workloads=(waiting_pod_workload(), waiting_pod_workload()),
+        ),
+        kind="KaiwoService",
+    )
+    assert waiting.status["status"] == "PENDING"
 
 
 @pytest.mark.parametrize(

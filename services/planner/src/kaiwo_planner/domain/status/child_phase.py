@@ -203,7 +203,6 @@ def _ray_job_phase(ray_job: Mapping[str, Any]) -> WorkloadStatus:
 
 def _deployment_phase(deployment: Mapping[str, Any]) -> WorkloadStatus:
     status = deployment.get("status") or {}
-    meta = deployment.get("metadata") or {}
     for condition in status.get("conditions") or ():
         if (
             condition.get("type") == "Progressing"
@@ -211,8 +210,10 @@ def _deployment_phase(deployment: Mapping[str, Any]) -> WorkloadStatus:
             and condition.get("reason") == "ProgressDeadlineExceeded"
         ):
             return WorkloadStatus.ERROR
-    if int(status.get("observedGeneration") or 0) < int(meta.get("generation") or 0):
-        return WorkloadStatus.STARTING
+    # Upstream says STARTING while the Deployment controller has not observed a new spec
+    # (``observedGeneration`` behind). The pods counted below still serve meanwhile, and a
+    # rolling update keeps them until their successors are available: a READY service stays
+    # READY through a rollout, and one asked for more replicas is RUNNING (decision 0135).
     replicas = (deployment.get("spec") or {}).get("replicas")
     # The API server defaults a Deployment's replicas to 1 (found by fuzzing: a null one).
     wanted = replicas if isinstance(replicas, int) else 1

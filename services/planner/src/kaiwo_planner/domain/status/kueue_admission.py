@@ -75,6 +75,18 @@ def is_admitted(observed: ObservedChildren) -> bool:
     return child_phase(observed, previous_phase=WorkloadStatus.NEW) in _ACTIVE_CHILD_PHASES
 
 
+def pods_still_waiting(observed: ObservedChildren) -> tuple[int, int] | None:
+    """``(waiting, all)`` of a Deployment's pod Workloads when Kueue has admitted some of them
+    and not all: pods of a rolling update or a scale-up wait for admission, while the admitted
+    ones serve. None otherwise (every one admitted, none, or a child of another kind: a Job,
+    RayJob or AppWrapper has one Workload, so it is admitted or waits whole)."""
+    if observed.child_kind != "Deployment" or not observed.kueue_workloads:
+        return None
+    admitted = sum(kueue_admitted(w.get("status") or {}) for w in observed.kueue_workloads)
+    total = len(observed.kueue_workloads)
+    return (total - admitted, total) if 0 < admitted < total else None
+
+
 def kueue_admitted(status: Mapping[str, Any]) -> bool:
     """Kueue admitted the Workload and is not taking it back: while Kueue evicts (a
     preemption), the Workload stays Admitted until the child has stopped, but the child is

@@ -74,6 +74,7 @@ from kaiwo_planner.domain.status.kueue_admission import (
     is_admitted,
     kueue_preemption,
     kueue_waiting_reason,
+    pods_still_waiting,
 )
 from kaiwo_planner.domain.status.storage_phase import (
     DOWNLOAD_JOB_SUCCEEDED,
@@ -240,7 +241,13 @@ def _observe(
     preemption = kueue_preemption(observed.kueue_workloads)
     if preemption is not None:
         conditions.append(preemption)
-    if not is_admitted(observed):
+    waiting_pods = pods_still_waiting(observed)
+    if waiting_pods is not None:
+        # A serving Deployment whose new pods wait (a rollout, a scale-up): it is admitted,
+        # and its phase is what its pods do (upstream's all-or-nothing rule made a READY
+        # service PENDING on every rollout, decision 0135).
+        conditions.append(_partly_admitted(waiting_pods, observed, cluster_queue))
+    elif not is_admitted(observed):
         why = kueue_waiting_reason(observed.kueue_workloads)
         conditions.append(
             ConditionSpec(
@@ -252,9 +259,24 @@ def _observe(
             )
         )
         return _Observation(WorkloadStatus.PENDING, conditions)
-    conditions.append(ConditionSpec(ADMITTED, "True", "Admitted", "Workload is admitted"))
+    else:
+        conditions.append(ConditionSpec(ADMITTED, "True", "Admitted", "Workload is admitted"))
     phase = child_phase(observed, previous_phase=previous_phase)
     return _Observation(phase or WorkloadStatus.STARTING, conditions)
+
+
+def _partly_admitted(
+    waiting_pods: tuple[int, int], observed: ObservedChildren, cluster_queue: str
+) -> ConditionSpec:
+    waiting, total = waiting_pods
+    why = kueue_waiting_reason(observed.kueue_workloads)
+    return ConditionSpec(
+        ADMITTED,
+        "True",
+        "PartlyAdmitted",
+        f"{total - waiting} of {total} pods are admitted; {waiting} pending admission into "
+        f"'{cluster_queue}'" + (f": {why}" if why else ""),
+    )
 
 
 def _preempted_for(beneficiary: ObjectRef) -> dict[str, Any]:
