@@ -824,6 +824,14 @@ def waiting_pod_workload() -> dict[str, Any]:
     }
 
 
+def service_status(
+    previous: dict[str, Any] | None, child: dict[str, Any], *workloads: dict[str, Any]
+) -> StatusDecision:
+    """The status of a KaiwoService whose Deployment's pods have these Kueue Workloads."""
+    observed = ObservedChildren(child_kind="Deployment", child=child, kueue_workloads=workloads)
+    return derive(previous, observed, kind="KaiwoService")
+
+
 def test_a_ready_service_whose_new_pod_waits_for_admission_stays_ready() -> None:
     """A rollout (or a scale-up) makes pods whose Workloads wait while the admitted pods serve:
     the service stays READY, no Event, and Admitted says who waits (decision 0135). Upstream
@@ -834,14 +842,11 @@ def test_a_ready_service_whose_new_pod_waits_for_admission_stays_ready() -> None
         "observedGeneration": 1,
         "conditions": [SCHEDULABLE_COND, ADMITTED_COND],
     }
-    rolling = derive(
+    rolling = service_status(
         previous,
-        ObservedChildren(
-            child_kind="Deployment",
-            child=deployment(replicas=1, available=1),
-            kueue_workloads=(admitted_workload(), waiting_pod_workload()),
-        ),
-        kind="KaiwoService",
+        deployment(replicas=1, available=1),
+        admitted_workload(),
+        waiting_pod_workload(),
     )
 
     assert rolling.status["status"] == "READY"
@@ -859,14 +864,8 @@ def test_a_ready_service_whose_new_pod_waits_for_admission_stays_ready() -> None
 
 
 def test_a_service_none_of_whose_pods_is_admitted_waits() -> None:
-    waiting = derive(
-        None,
-        ObservedChildren(
-            child_kind="Deployment",
-            child=deployment(replicas=2, available=0),
-            kueue_workloads=(waiting_pod_workload(), waiting_pod_workload()),
-        ),
-        kind="KaiwoService",
+    waiting = service_status(
+        None, deployment(replicas=2, available=0), waiting_pod_workload(), waiting_pod_workload()
     )
     assert waiting.status["status"] == "PENDING"
 
