@@ -1112,3 +1112,20 @@ async def _expired_job_keeps_running(stack: Pipeline, ns: str) -> None:
     withdrawing = await stack.kube.get(resources.KAIWO_JOB, "withdrawn", namespace=ns)
     assert withdrawing["metadata"]["deletionTimestamp"]
     assert withdrawing["status"]["status"] == "PENDING"
+
+
+async def test_replay_reproduces_every_plan_of_the_whole_stack(stack: Pipeline) -> None:
+    """Last in the module: every plan the operator made for the scenarios above (Kueue's
+    admissions, preemptions, edits, replacements, deletions, a Model) is made again, byte for
+    byte, from the recorded observations alone: the event log explains each decision."""
+    await stack.settled(within=STEP)
+    assert await stack.dead_letters() == 0
+    env = {**os.environ, "COLUMNS": "250"}
+    replayed = await asyncio.to_thread(
+        CliRunner().invoke, app, ["events", "replay", "--store", stack.store_url], env=env
+    )
+    assert replayed.exit_code == 0, replayed.output[-3000:]
+    summary = replayed.stdout.strip().splitlines()[-1]
+    plans = int(summary.split()[0])
+    assert plans > 100, summary
+    assert summary.startswith(f"{plans} plans, {plans} reproduced, 0 differ, 0 skipped"), summary
