@@ -5,7 +5,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from kaiwo_contracts.child_spec_fields import removable_spec_fields
 from kaiwo_planner.domain.children.job_changes import (
+    IMMUTABLE_JOB_SPEC_FIELDS,
+    KUEUE_OWNED_SPEC_FIELDS,
     job_update,
     job_update_in,
     kueue_label_update,
@@ -411,3 +414,12 @@ def test_a_held_update_is_decided_again_when_kueues_labels_move():
     assert first.labels_not_applied == ()
     assert second.labels_not_applied == (f"metadata.labels[{PRIORITY}]",)
     assert second.manifest["metadata"]["labels"] == {QUEUE: "a", PRIORITY: "low"}
+
+
+def test_no_field_the_executor_may_take_from_a_job_is_one_the_planner_keeps():
+    # The executor takes these from a running Job once the KaiwoJob no longer sets them
+    # (decision 0133): one the API server refuses to change would be refused on every update.
+    removable = removable_spec_fields("batch/v1", "Job")
+    assert removable == {"activeDeadlineSeconds", "ttlSecondsAfterFinished", "backoffLimit"}
+    assert not removable & {*IMMUTABLE_JOB_SPEC_FIELDS, *KUEUE_OWNED_SPEC_FIELDS}
+    assert removable_spec_fields("apps/v1", "Deployment") == frozenset()
