@@ -1144,4 +1144,3 @@ async def _expired_job_keeps_running(stack: Pipeline, ns: str) -> None:
     withdrawing = await stack.kube.get(resources.KAIWO_JOB, "withdrawn", namespace=ns)
     assert withdrawing["metadata"]["deletionTimestamp"]
     assert withdrawing["status"]["status"] == "PENDING"
-
