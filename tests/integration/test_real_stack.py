@@ -834,6 +834,44 @@ async def test_a_label_removed_from_a_running_kaiwojob_leaves_its_job(stack: Pip
     await stack.kube.delete(resources.KAIWO_JOB, "relabelled", namespace=ns)
 
 
+async def test_a_deadline_removed_from_a_running_kaiwojob_leaves_its_job(stack: Pipeline) -> None:
+    """The Job was created with ``activeDeadlineSeconds`` under ``kaiwo-create``: before
+    decision 0133 the deadline removed from the KaiwoJob stayed on the running Job, held by
+    the creation's manager, and would still have ended it."""
+    ns = namespace_of(stack, "gpu")
+    container = {"name": "workload", "image": "ghcr.io/silogen/rocm-ray:6.4"}
+    spec = {"activeDeadlineSeconds": 3600, "template": {"spec": {"containers": [container]}}}
+    job = kaiwo_job(
+        "undeadlined", ns, queue_name="gpu", gpus=1, run_seconds=120, job={"spec": spec}
+    )
+    await stack.kube.create(job)
+    await reaches(stack, "undeadlined", ns, "RUNNING")
+
+    await stack.kube.merge_patch(
+        resources.KAIWO_JOB,
+        "undeadlined",
+        {"spec": {"job": {"spec": {"activeDeadlineSeconds": None}}}},
+        namespace=ns,
+        field_manager="kubectl-edit",
+    )
+
+    async def without_deadline() -> dict[str, Any] | Pending:
+        child = await stack.kube.get(resources.JOB, "undeadlined", namespace=ns)
+        deadline = child["spec"].get("activeDeadlineSeconds")
+        return child if deadline is None else Pending(f"activeDeadlineSeconds {deadline}")
+
+    child = await eventually(without_deadline, what="the deadline gone from the Job", within=STEP)
+    assert child["spec"]["suspend"] is False
+    assert child["spec"]["template"]["spec"]["containers"][0]["image"] == container["image"]
+    await stack.settled(within=STEP)
+    found = await stack.kube.get(resources.KAIWO_JOB, "undeadlined", namespace=ns)
+    assert found["status"]["status"] == "RUNNING"
+    conditions = {c["type"]: c for c in found["status"]["conditions"]}
+    assert "ApplyRefused" not in conditions
+    assert conditions["ChildSpecApplied"]["status"] == "True"
+    await stack.kube.delete(resources.KAIWO_JOB, "undeadlined", namespace=ns)
+
+
 async def test_a_ray_service_waiting_in_its_queue_is_replaced_to_take_an_edit(
     stack: Pipeline,
 ) -> None:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from kaiwo_contracts.child_spec_fields import removable_spec_fields
 from kaiwo_planner.domain.children.job_changes import (
+    IMMUTABLE_JOB_SPEC_FIELDS,
+    KUEUE_OWNED_SPEC_FIELDS,
     job_update,
     job_update_in,
     kueue_label_update,
@@ -431,3 +434,12 @@ def test_a_starting_job_keeps_its_queue_held_or_not():
     assert starting.labels_not_applied == (f"metadata.labels[{QUEUE}]",)
     assert starting.manifest["metadata"]["labels"] == {QUEUE: "a"}
     assert job_update(desired, observed, admitted=True) == starting
+
+
+def test_no_field_the_executor_may_take_from_a_job_is_one_the_planner_keeps():
+    # The executor takes these from a running Job once the KaiwoJob no longer sets them
+    # (decision 0133): one the API server refuses to change would be refused on every update.
+    removable = removable_spec_fields("batch/v1", "Job")
+    assert removable == {"activeDeadlineSeconds", "ttlSecondsAfterFinished", "backoffLimit"}
+    assert not removable & {*IMMUTABLE_JOB_SPEC_FIELDS, *KUEUE_OWNED_SPEC_FIELDS}
+    assert removable_spec_fields("apps/v1", "Deployment") == frozenset()

@@ -67,6 +67,26 @@ def test_a_running_ray_job_keeps_its_spec_and_says_which_paths():
     )  # the desired child is not modified
 
 
+def test_a_running_ray_jobs_deadline_and_cluster_ttl_follow_the_spec():
+    # KubeRay reads both on each reconcile, and Kueue's pod sets hold neither: a deadline
+    # kept from an older spec still ended the job the user meant to run on (decision 0133).
+    desired = ray_job(image="ray:1", suspend=True, labels={QUEUE: "q"})
+    desired["spec"]["activeDeadlineSeconds"] = 7200
+    observed = ray_job(image="ray:1", suspend=False, labels={QUEUE: "q"})
+    observed["spec"]["activeDeadlineSeconds"] = 600
+    observed["spec"]["ttlSecondsAfterFinished"] = 60
+
+    update = ray_job_update(desired, observed)
+
+    assert update.applied_whole
+    assert update.manifest["spec"] == {
+        "entrypoint": "python train.py",
+        "shutdownAfterJobFinishes": True,
+        "rayClusterSpec": observed["spec"]["rayClusterSpec"],
+        "activeDeadlineSeconds": 7200,
+    }  # no ttlSecondsAfterFinished: the executor takes it away (executor tests)
+
+
 def test_a_ray_job_kueue_admitted_but_still_observed_suspended_keeps_its_spec():
     # Kueue admits the Workload, then unsuspends the RayJob: an edit planned in between (the
     # newer RayJob not observed yet) reached the starting job, and Kueue started it over.

@@ -9,7 +9,10 @@ value is kept, and the paths left out are named for the ``ChildSpecApplied`` con
 
 * a running RayJob keeps its spec: Kueue compares an admitted RayJob's pod sets (its cluster,
   its submitter) with its Workload, and on any difference suspends it, deletes the Workload
-  and queues it again, and KubeRay deletes the Ray cluster and starts the job over;
+  and queues it again, and KubeRay deletes the Ray cluster and starts the job over. Its
+  deadline and the time its finished cluster is kept are no part of those pod sets and
+  KubeRay reads them on each reconcile, so they follow the spec, taken away too when the spec
+  no longer sets them (decision 0133);
 * an AppWrapper keeps ``spec.components``: the AppWrapper operator's webhook refuses any
   change to them, suspended or not. One still waiting in its queue (suspended) is replaced
   instead (decision 0129): nothing of it runs yet, and re-created by hand it would lose its
@@ -27,6 +30,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from kaiwo_contracts.child_spec_fields import RAY_JOB_LIVE_SPEC_FIELDS
 
 from kaiwo_planner.domain.children.job_changes import (
     KUEUE_LABELS_HELD,
@@ -92,14 +97,16 @@ def ray_job_update(
 
     ``suspend`` is Kueue's once the RayJob exists, so it is left out. A RayJob waiting in its
     queue (:func:`waits_in_its_queue`) takes the whole edit: Kueue updates its Workload to
-    match. One Kueue let run, or admitted and about to run, keeps every spec field it has.
+    match. One Kueue let run, or admitted and about to run, keeps every spec field it has
+    but those KubeRay reads as they are (``RAY_JOB_LIVE_SPEC_FIELDS``): those are applied.
     """
     spec = {k: v for k, v in _spec_of(desired).items() if k not in KUEUE_OWNED_SPEC_FIELDS}
     observed_spec = _spec_of(observed)
     waiting = waits_in_its_queue(observed, admitted=admitted)
     not_applied: list[str] = []
     if not waiting:
-        not_applied = keep_observed_fields(spec, observed_spec, sorted(spec))
+        kept = sorted(name for name in spec if name not in RAY_JOB_LIVE_SPEC_FIELDS)
+        not_applied = keep_observed_fields(spec, observed_spec, kept)
     manifest, labels_kept = kueue_label_update(
         {**desired, "spec": spec}, observed, running=not waiting
     )
