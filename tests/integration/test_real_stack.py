@@ -1152,6 +1152,26 @@ async def _expired_job_keeps_running(stack: Pipeline, ns: str) -> None:
     assert withdrawing["status"]["status"] == "PENDING"
 
 
+async def test_a_job_parameter_alone_in_spec_job_runs_kaiwos_template(stack: Pipeline) -> None:
+    """``spec.job`` that sets a Job parameter only, as the API reference offers it
+    (``backoffLimit``, a deadline): the Job runs Kaiwo's own pod template with the image and
+    entrypoint (decision 0136). Before, the Job had no container, and the API server refused
+    it on every plan: PENDING for good, with ``ApplyRefused``."""
+    ns = namespace_of(stack, "gpu")
+    job = kaiwo_job("parameters-only", ns, queue_name="gpu", gpus=1, run_seconds=300)
+    job["spec"]["job"] = {"spec": {"activeDeadlineSeconds": 3600, "backoffLimit": 1}}
+    await stack.kube.create(job)
+
+    running = await reaches(stack, "parameters-only", ns, "RUNNING")
+
+    assert "ApplyRefused" not in [c["type"] for c in running["status"]["conditions"]]
+    made = await stack.kube.get(resources.JOB, "parameters-only", namespace=ns)
+    assert (made["spec"]["activeDeadlineSeconds"], made["spec"]["backoffLimit"]) == (3600, 1)
+    [container] = made["spec"]["template"]["spec"]["containers"]
+    assert (container["name"], container["image"]) == ("workload", job["spec"]["image"])
+    await stack.kube.delete(resources.KAIWO_JOB, "parameters-only", namespace=ns)
+
+
 async def test_replay_reproduces_every_plan_of_the_whole_stack(stack: Pipeline) -> None:
     """Last in the module: every plan the operator made for the scenarios above (Kueue's
     admissions, preemptions, edits, replacements, deletions, a Model) is made again, byte for

@@ -298,9 +298,35 @@ def test_a_user_jobs_own_restart_policy_is_kept(make_job):
     assert manifest["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
 
 
-def test_a_user_job_without_a_template_spec_still_gets_a_restart_policy(make_job):
-    (manifest,) = plan_children(
-        workload=make_job({"job": {"spec": {"backoffLimit": 2}}}), allocation=NO_GPUS, config=None
-    ).desired
+def test_a_user_job_that_names_no_container_runs_kaiwos_default_template(make_job):
+    """``job: {spec: {activeDeadlineSeconds: 4}}`` sets a Job parameter only: the image,
+    entrypoint and resources go into Kaiwo's own template (decision 0136). Before, the Job had
+    no container, and the API server refused it on every plan."""
+    spec = {"image": "busybox:1", "entrypoint": "python train.py"}
+    (default,) = plan_children(workload=make_job(spec), allocation=NO_GPUS, config=None).desired
+    given = {**spec, "job": {"spec": {"activeDeadlineSeconds": 4, "backoffLimit": 2}}}
 
-    assert manifest["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    (manifest,) = plan_children(workload=make_job(given), allocation=NO_GPUS, config=None).desired
+
+    assert manifest["spec"] == {**default["spec"], "activeDeadlineSeconds": 4, "backoffLimit": 2}
+    assert manifest["spec"]["template"]["spec"]["containers"][0]["name"] == "workload"
+
+
+def test_a_user_template_without_containers_keeps_what_it_sets_over_the_default(make_job):
+    spec = {"image": "busybox:1"}
+    (default,) = plan_children(workload=make_job(spec), allocation=NO_GPUS, config=None).desired
+    template = {
+        "metadata": {"labels": {"tier": "batch"}},
+        "spec": {"nodeSelector": {"pool": "a"}, "containers": [], "restartPolicy": "OnFailure"},
+    }
+    given = {**spec, "job": {"spec": {"template": template}}}
+
+    (manifest,) = plan_children(workload=make_job(given), allocation=NO_GPUS, config=None).desired
+
+    made, generated = manifest["spec"]["template"], default["spec"]["template"]
+    assert made["spec"] == {
+        **generated["spec"],
+        "nodeSelector": {"pool": "a"},
+        "restartPolicy": "OnFailure",
+    }
+    assert made["metadata"]["labels"] == {**generated["metadata"]["labels"], "tier": "batch"}

@@ -124,3 +124,18 @@ def test_without_a_namespace_config_there_is_no_service_or_route(make_service):
     desired = plan_children(workload=make_service(), allocation=NO_GPUS, config=None).desired
 
     assert [obj["kind"] for obj in desired] == ["Deployment"]
+
+
+def test_a_user_deployment_that_names_no_container_runs_kaiwos_default_template(make_service):
+    """``deployment: {spec: {strategy: ...}}`` sets a Deployment parameter only: the image and
+    entrypoint go into Kaiwo's own template (decision 0136), not into a pod with no container."""
+    spec = {"image": "vllm/vllm-openai:v0.8.5", "entrypoint": "vllm serve m"}
+    (default,) = plan_children(workload=make_service(spec), allocation=NO_GPUS, config=None).desired
+    strategy = {"type": "Recreate"}
+    given = {**spec, "deployment": {"spec": {"strategy": strategy}}}
+
+    (manifest,) = plan_children(
+        workload=make_service(given), allocation=NO_GPUS, config=None
+    ).desired
+
+    assert manifest["spec"] == {**default["spec"], "strategy": strategy}

@@ -88,3 +88,25 @@ def test_an_existing_ray_job_leaves_suspend_to_kueue(make_job):
     ).desired
 
     assert "suspend" not in manifest["spec"]
+
+
+def test_a_ray_group_that_names_no_container_runs_kaiwos_default_template(make_job):
+    """A user's Ray cluster whose groups set only Ray parameters: each pod is Kaiwo's own
+    template for its role (decision 0136), not one with no container."""
+    (default,) = plan_children(
+        workload=make_job({"ray": True, "gpus": 16}), allocation=SIXTEEN_AMD, config=None
+    ).desired
+    cluster = default["spec"]["rayClusterSpec"]
+    bare = {
+        "headGroupSpec": {"rayStartParams": {"num-cpus": "0"}},
+        "workerGroupSpecs": [{"groupName": "gpu", "rayStartParams": {}, "template": {}}],
+    }
+    given = {"ray": True, "gpus": 16, "rayJob": {"spec": {"rayClusterSpec": bare}}}
+
+    (manifest,) = plan_children(
+        workload=make_job(given), allocation=SIXTEEN_AMD, config=None
+    ).desired
+
+    made = manifest["spec"]["rayClusterSpec"]
+    assert made["headGroupSpec"]["template"] == cluster["headGroupSpec"]["template"]
+    assert made["workerGroupSpecs"][0]["template"] == cluster["workerGroupSpecs"][0]["template"]

@@ -4,8 +4,9 @@ Differences from upstream, on purpose: a ``backoffLimit`` given in ``spec.job`` 
 API reference offers it as a Job parameter to control; upstream forced it to 0), and it only
 defaults to 0. A pod template in ``spec.job`` without ``restartPolicy`` gets ``Never``, as
 Kaiwo's own template has: left out it means ``Always``, which the API server refuses for a
-Job (upstream sent it so, and the Job was never created; decision 0119). The Job is created
-suspended; Kueue unsuspends it on admission.
+Job (upstream sent it so, and the Job was never created; decision 0119). A ``spec.job`` that
+names no container (a Job parameter only) runs Kaiwo's own template (decision 0136). The Job
+is created suspended; Kueue unsuspends it on admission.
 ``parallelism`` is set (1, Kubernetes' own default, unless ``spec.job`` says otherwise) so the
 operator owns it: a hand-edited value counts as drift and is put back.
 """
@@ -22,6 +23,7 @@ from kaiwo_planner.domain.children.pod_template import (
     PodAdditions,
     complete_pod_template,
     default_pod_template,
+    given_or_default_template,
 )
 from kaiwo_planner.domain.children.resources import (
     GPU_KEY_AMD,
@@ -91,26 +93,21 @@ def build_batch_job(
     ``gpusPerReplica`` when given (decision 0113); ``replicas`` does not change parallelism (the
     API reference: replicas are ignored for Jobs).
     """
-    generated = inputs.job is None
-    if inputs.job is None:
-        spec: dict[str, Any] = {
-            "ttlSecondsAfterFinished": DEFAULT_TTL_SECONDS_AFTER_FINISHED,
-            "backoffLimit": 0,
-            "parallelism": 1,
-            "template": default_pod_template(
-                scheduler_name=defaults.scheduler_name,
-                container_name=JOB_CONTAINER,
-                dshm_size=JOB_DSHM_SIZE,
-                dangerous=inputs.dangerous,
-            ),
-        }
-    else:
-        spec = copy_tree(dict(inputs.job.get("spec") or {}))
-        spec.setdefault("ttlSecondsAfterFinished", DEFAULT_TTL_SECONDS_AFTER_FINISHED)
-        spec.setdefault("backoffLimit", 0)
-        spec.setdefault("parallelism", 1)
-    template = with_entrypoint(spec.get("template") or {}, inputs.entrypoint)
-    # A copy of the user's template (copy_tree above) or a fresh one: safe to fill in.
+    spec: dict[str, Any] = copy_tree(dict((inputs.job or {}).get("spec") or {}))
+    spec.setdefault("ttlSecondsAfterFinished", DEFAULT_TTL_SECONDS_AFTER_FINISHED)
+    spec.setdefault("backoffLimit", 0)
+    spec.setdefault("parallelism", 1)
+    template, generated = given_or_default_template(
+        spec.get("template"),
+        default_pod_template(
+            scheduler_name=defaults.scheduler_name,
+            container_name=JOB_CONTAINER,
+            dshm_size=JOB_DSHM_SIZE,
+            dangerous=inputs.dangerous,
+        ),
+    )
+    template = with_entrypoint(template, inputs.entrypoint)
+    # A copy of the user's template or a fresh one: safe to fill in.
     template.setdefault("spec", {}).setdefault("restartPolicy", JOB_RESTART_POLICY)
     spec["template"] = complete_workload_template(
         template,

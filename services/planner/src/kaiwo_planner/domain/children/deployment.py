@@ -17,7 +17,11 @@ from kaiwo_planner.domain.children.labels import (
 )
 from kaiwo_planner.domain.children.naming import bounded_label, main_child_name
 from kaiwo_planner.domain.children.ownership import child_metadata
-from kaiwo_planner.domain.children.pod_template import PodAdditions, default_pod_template
+from kaiwo_planner.domain.children.pod_template import (
+    PodAdditions,
+    default_pod_template,
+    given_or_default_template,
+)
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
 from kaiwo_planner.domain.settings.workload_inputs import ChildDefaults, WorkloadInputs
 from kaiwo_planner.domain.state.json_trees import copy_tree
@@ -47,27 +51,23 @@ def build_deployment(
 
     ``additions.extra_labels`` must hold :func:`deployment_pod_labels`.
     """
-    generated = inputs.deployment is None
-    if inputs.deployment is None:
-        spec: dict[str, Any] = {
-            "replicas": 1,
-            "selector": {"matchLabels": {}},
-            "template": default_pod_template(
-                scheduler_name=defaults.scheduler_name,
-                container_name=DEPLOYMENT_CONTAINER,
-                dshm_size=DEPLOYMENT_DSHM_SIZE,
-                dangerous=inputs.dangerous,
-            ),
-        }
-    else:
-        spec = copy_tree(dict(inputs.deployment.get("spec") or {}))
+    spec: dict[str, Any] = copy_tree(dict((inputs.deployment or {}).get("spec") or {}))
+    template, generated = given_or_default_template(
+        spec.get("template"),
+        default_pod_template(
+            scheduler_name=defaults.scheduler_name,
+            container_name=DEPLOYMENT_CONTAINER,
+            dshm_size=DEPLOYMENT_DSHM_SIZE,
+            dangerous=inputs.dangerous,
+        ),
+    )
     selector = spec.setdefault("selector", {})
     selector["matchLabels"] = {
         **(selector.get("matchLabels") or {}),
         LABEL_APP: bounded_label(inputs.identity.name),
     }
     spec["replicas"] = allocation.replicas
-    template = with_entrypoint(spec.get("template") or {}, inputs.entrypoint)
+    template = with_entrypoint(template, inputs.entrypoint)
     template.setdefault("spec", {})["restartPolicy"] = "Always"
     spec["template"] = complete_workload_template(
         template,

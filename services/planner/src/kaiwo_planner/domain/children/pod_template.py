@@ -54,6 +54,28 @@ def default_pod_template(
     return {"spec": spec}
 
 
+def given_or_default_template(
+    given: Mapping[str, Any] | None, default: dict[str, Any]
+) -> tuple[dict[str, Any], bool]:
+    """The pod template of a ``spec.job`` / ``spec.deployment`` / Ray group (a copy the caller
+    may fill in), and whether Kaiwo's ``default`` made its container.
+
+    The API reference merges the workload's image, entrypoint and resources into the given
+    spec; one that names no container (``job: {spec: {backoffLimit: 2}}``, to set a Job
+    parameter only) has nothing to merge them into, and the child was refused by the API
+    server on every plan ("containers: Required value"). So such a template is ``default``
+    with what ``given`` sets laid over it (its labels, node selector, tolerations...), as if
+    no template had been given but for those (decision 0136).
+    """
+    given_spec = (given or {}).get("spec") or {}
+    if isinstance(given_spec, Mapping) and given_spec.get("containers"):
+        return copy_tree(dict(given or {})), False
+    template = copy_tree(dict(given or {}))
+    laid = {k: v for k, v in (template.get("spec") or {}).items() if k != "containers"}
+    template["spec"] = {**default["spec"], **laid}
+    return template, True
+
+
 @dataclass(frozen=True, slots=True)
 class PodAdditions:
     """Everything the workload adds to each of its pod templates."""

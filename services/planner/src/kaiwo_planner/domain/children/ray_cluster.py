@@ -11,7 +11,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from kaiwo_planner.domain.children.batch_job import complete_workload_template
-from kaiwo_planner.domain.children.pod_template import PodAdditions, default_pod_template
+from kaiwo_planner.domain.children.pod_template import (
+    PodAdditions,
+    default_pod_template,
+    given_or_default_template,
+)
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
 from kaiwo_planner.domain.settings.workload_inputs import ChildDefaults, WorkloadInputs
 
@@ -28,12 +32,7 @@ def default_ray_cluster_spec(*, defaults: ChildDefaults, dangerous: bool) -> dic
         "enableInTreeAutoscaling": False,
         "headGroupSpec": {
             "rayStartParams": {"dashboard-host": "0.0.0.0"},  # noqa: S104 - in the pod
-            "template": default_pod_template(
-                scheduler_name=defaults.scheduler_name,
-                container_name=HEAD_CONTAINER,
-                dshm_size=HEAD_DSHM_SIZE,
-                dangerous=dangerous,
-            ),
+            "template": _ray_pod_template(defaults, dangerous=dangerous, head=True),
         },
         "workerGroupSpecs": [
             {
@@ -42,15 +41,19 @@ def default_ray_cluster_spec(*, defaults: ChildDefaults, dangerous: bool) -> dic
                 "minReplicas": 1,
                 "maxReplicas": 1,
                 "rayStartParams": {},
-                "template": default_pod_template(
-                    scheduler_name=defaults.scheduler_name,
-                    container_name=WORKER_CONTAINER,
-                    dshm_size=WORKER_DSHM_SIZE,
-                    dangerous=dangerous,
-                ),
+                "template": _ray_pod_template(defaults, dangerous=dangerous, head=False),
             }
         ],
     }
+
+
+def _ray_pod_template(defaults: ChildDefaults, *, dangerous: bool, head: bool) -> dict[str, Any]:
+    return default_pod_template(
+        scheduler_name=defaults.scheduler_name,
+        container_name=HEAD_CONTAINER if head else WORKER_CONTAINER,
+        dshm_size=HEAD_DSHM_SIZE if head else WORKER_DSHM_SIZE,
+        dangerous=dangerous,
+    )
 
 
 def complete_ray_cluster_spec(
@@ -68,11 +71,15 @@ def complete_ray_cluster_spec(
     workers = []
     for given in result.get("workerGroupSpecs") or []:
         group = dict(given)
+        template, defaulted = given_or_default_template(
+            group.get("template"),
+            _ray_pod_template(defaults, dangerous=inputs.dangerous, head=False),
+        )
         group["template"] = complete_workload_template(
-            group.get("template") or {},
+            template,
             inputs,
             additions=additions,
-            generated=generated,
+            generated=generated or defaulted,
             pod_gpus=allocation.gpus_per_replica,
         )
         group["replicas"] = group["minReplicas"] = group["maxReplicas"] = allocation.replicas
@@ -82,11 +89,14 @@ def complete_ray_cluster_spec(
     head = result.get("headGroupSpec")
     if head is not None:
         head = result["headGroupSpec"] = dict(head)
+        template, defaulted = given_or_default_template(
+            head.get("template"), _ray_pod_template(defaults, dangerous=inputs.dangerous, head=True)
+        )
         head["template"] = complete_workload_template(
-            head.get("template") or {},
+            template,
             inputs,
             additions=additions,
-            generated=generated,
+            generated=generated or defaulted,
             pod_gpus=0,
             memory_override=defaults.head_pod_memory or None,
         )
