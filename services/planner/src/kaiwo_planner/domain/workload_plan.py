@@ -74,6 +74,7 @@ from kaiwo_planner.domain.scheduling.schedulable import (
     decide_schedulable,
 )
 from kaiwo_planner.domain.settings.cluster_settings import (
+    gpu_taint_on_nodes,
     kaiwo_config,
     known_priority_classes,
     namespace_config,
@@ -210,6 +211,7 @@ def plan_workload(
             observed_download_job=observed.download_job,
             observed_claims=observed.pvcs,
             context=context,
+            gpu_taint_on_nodes=gpu_taint_on_nodes(context, config.spec.nodes.default_gpu_taint_key),
         )
     duration = parse_optional_duration(spec.duration)
     decision = derive_status(
