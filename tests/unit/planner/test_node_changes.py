@@ -1,21 +1,24 @@
 """Nodes that change under workloads (decision 0132): the GPU taint the nodes still carry is
-tolerated."""
+tolerated, and an admitted workload is not made ERROR by nodes that no longer hold it."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from kaiwo_contracts.plans import EventIntent
 from kaiwo_planner.domain.planning import plan_object
 from kaiwo_planner.domain.settings.cluster_settings import NODE_KIND
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 
 from tests.planning_calls import planned
-from tests.unit.planner.test_planning import kaiwo_job, queue_config
+from tests.unit.planner.test_planning import admitted, kaiwo_job, queue_config, running_job
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+T_EARLIER = "2026-01-01T11:00:00Z"
 GPU_TAINT = {"key": "kaiwo.silogen.ai/gpu", "value": "true", "effect": "NoSchedule"}
 GPU_TOLERATION = {"key": "kaiwo.silogen.ai/gpu", "operator": "Exists", "effect": "NoSchedule"}
 TRAIN = {"user": "ann@example.com", "gpus": 8, "image": "rocm/pytorch:latest"}
@@ -39,6 +42,7 @@ def cluster(
     return ClusterState.from_wire(
         nodes=nodes,
         objects=[queue_config({"name": "kaiwo"}), *objects],
+        kueue_workloads=workloads,
         namespaces=["team-a"],
     )
 
@@ -107,3 +111,84 @@ def test_the_toleration_goes_once_the_taint_is_taken_off_the_nodes(make_node: No
     (job_before,), (job_after,) = before.desired, after.desired
     assert job_before["spec"]["template"]["spec"]["tolerations"] == [GPU_TOLERATION]
     assert "tolerations" not in job_after["spec"]["template"]["spec"]
+
+
+# ------------------------------------------------- an admitted workload under changed nodes
+
+RUNNING = {"status": "RUNNING", "startTime": T_EARLIER, "observedGeneration": 1}
+TOLD = (
+    "Cluster has 4 GPUs, but requested for 8 GPUs (vendor: amd); Kueue admitted the workload "
+    "before the nodes changed, so its children are kept as they are and it goes on as far as "
+    "its pods can (it would not be admitted again as it is)"
+)
+
+
+def relabelled_to_four(make_node: NodeFactory) -> list[dict[str, Any]]:
+    """The device plugin's count label says 4 where the job was admitted on 8."""
+    return [make_node("mi300x-0", gpu="mi300x", gpus=4)]
+
+
+def test_a_running_job_whose_nodes_no_longer_hold_it_runs_on_and_is_told_once(
+    make_node: NodeFactory,
+) -> None:
+    owner = kaiwo_job(TRAIN, status=RUNNING)
+    job = running_job(owner)
+    state = cluster(
+        relabelled_to_four(make_node), owner, job, workloads=(admitted(job["metadata"]["uid"]),)
+    )
+
+    plan = planned(owner=owner, cluster=state, now=NOW)
+
+    assert plan is not None and plan.status is not None
+    # Before: ERROR, "Cluster has 4 GPUs, but requested for 8 GPUs", while its pod ran on.
+    assert plan.status["status"] == "RUNNING"
+    schedulable = next(c for c in plan.status["conditions"] if c["type"] == "Schedulable")
+    assert (schedulable["status"], schedulable["reason"], schedulable["message"]) == (
+        "True",
+        "AdmittedBeforeNodeChange",
+        TOLD,
+    )
+    # Its children are left as they are: nothing re-planned from the changed nodes.
+    assert (plan.desired, plan.prune) == ((), ())
+    assert plan.events == (
+        EventIntent(type="Warning", reason="AdmittedBeforeNodeChange", message=TOLD),
+    )
+
+    # Planned again with that status: the same status, no second Event.
+    told = {**owner, "status": plan.status}
+    again = planned(
+        owner=told,
+        cluster=cluster(
+            relabelled_to_four(make_node), told, job, workloads=(admitted(job["metadata"]["uid"]),)
+        ),
+        now=NOW,
+    )
+    assert again is not None
+    assert (again.status, again.events) == (plan.status, ())
+
+    # The Job completes: so does the workload (an ERROR workload never looked again).
+    done = copy.deepcopy(job)
+    done["status"] = {
+        "succeeded": 1,
+        "conditions": [{"type": "Complete", "status": "True"}],
+        "completionTime": "2026-01-01T11:59:00Z",
+    }
+    finished = planned(
+        owner=told,
+        cluster=cluster(
+            relabelled_to_four(make_node), told, done, workloads=(admitted(job["metadata"]["uid"]),)
+        ),
+        now=NOW,
+    )
+    assert finished is not None and finished.status is not None
+    assert finished.status["status"] == "COMPLETE"
+
+
+def test_a_job_kueue_has_not_admitted_still_waits_in_error_for_the_nodes(
+    make_node: NodeFactory,
+) -> None:
+    owner = kaiwo_job(TRAIN)
+    plan = planned(owner=owner, cluster=cluster(relabelled_to_four(make_node), owner), now=NOW)
+    assert plan is not None and plan.status is not None
+    assert plan.status["status"] == "ERROR"
+    assert (plan.desired, plan.prune) == ((), ())
