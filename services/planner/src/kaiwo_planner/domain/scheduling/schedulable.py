@@ -18,9 +18,9 @@ no longer holds; before this, it went ERROR while running and never reached COMP
 0126).
 
 The GPU checks that read the nodes (``NoGPUs``, ``InsufficientGPUs``,
-``InsufficientGPUsPerNode``) do not stop an admitted workload either: a node removed, drained
-for good or relabelled by its device plugin (a count label of 4 where there were 8) turned a
-RUNNING job ERROR while its pod ran on, and an ERROR workload's status never looks at its
+``InsufficientGPUsPerNode``) do not stop an admitted workload either: a node removed or
+relabelled by its device plugin (a count label of 4 where there were 8) turned a RUNNING job
+ERROR while its pod ran on, and an ERROR workload's status never looks at its
 children, so it never reached COMPLETE. It stays True with the reason
 ``AdmittedBeforeNodeChange`` and the check's message, its children are left as they are (the
 allocation read from the changed nodes must not re-split a running workload, e.g. a
