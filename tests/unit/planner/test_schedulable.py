@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import KaiwoQueueConfigSpec
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation, GpuStats
@@ -434,21 +436,67 @@ def test_an_admitted_workload_runs_on_when_its_queue_or_priority_class_goes(
     assert not verdict(admitted=False).schedulable
 
 
-def test_an_admitted_workload_still_meets_the_gpu_checks() -> None:
-    # Only the queue checks are waived: the GPU verdict is the one it always was.
+ADMITTED_NOTE = (
+    "; Kueue admitted the workload before the nodes changed, so its children are kept as they "
+    "are and it goes on as far as its pods can (it would not be admitted again as it is)"
+)
+
+
+@pytest.mark.parametrize(
+    ("allocation", "stats", "check"),
+    [
+        (_alloc(8), GpuStats(vendor="amd"), "Cluster has 0 GPUs (vendor: amd)"),
+        (_alloc(9), EIGHT_AMD, "Cluster has 8 GPUs, but requested for 9 GPUs (vendor: amd)"),
+        (
+            _alloc(8),
+            GpuStats(vendor="amd", total_gpus=12, min_gpus_per_node=4, max_gpus_per_node=4),
+            "spec.gpus (8) asks for 8 GPUs in the single pod of a Job, but the largest node has "
+            "4 GPUs (vendor: amd): set ray: true to spread the GPUs across nodes, or lower "
+            "spec.gpus",
+        ),
+    ],
+)
+def test_an_admitted_workload_runs_on_when_the_nodes_no_longer_hold_it(
+    allocation: GpuAllocation, stats: GpuStats, check: str
+) -> None:
+    # Decision 0132: a node removed or relabelled under a running workload does not make it
+    # ERROR (it would never reach COMPLETE); it is told, with the check that no longer holds.
+    def verdict(*, admitted: bool) -> SchedulableVerdict:
+        return decide_schedulable(
+            cluster_queue="gone",
+            namespace="research",
+            queue_namespaces=QUEUES,
+            allocation=dataclasses.replace(allocation, rule="one-pod"),
+            stats=stats,
+            admitted=admitted,
+        )
+
+    assert verdict(admitted=True) == SchedulableVerdict(
+        schedulable=True, reason="AdmittedBeforeNodeChange", message=check + ADMITTED_NOTE
+    )
+    # Not yet admitted: it waits in ERROR, on the queue check first, as before.
+    assert verdict(admitted=False).reason == "ClusterQueueNotFound"
+
+
+def test_an_admitted_workload_still_meets_the_checks_of_its_spec() -> None:
+    # Only the checks that read the nodes (and the queues) are waived: gpus that do not divide
+    # over a Deployment's replicas is the spec's fault, whatever Kueue admitted.
     found = decide_schedulable(
-        cluster_queue="gone",
+        cluster_queue="kaiwo",
         namespace="research",
         queue_namespaces=QUEUES,
-        allocation=_alloc(9),
+        allocation=GpuAllocation(
+            gpus=8,
+            gpus_per_replica=2,
+            replicas=4,
+            vendor="amd",
+            rule="over-replicas",
+            adjusted_from=10,
+        ),
         stats=EIGHT_AMD,
         admitted=True,
     )
-    assert found == SchedulableVerdict(
-        schedulable=False,
-        reason="InsufficientGPUs",
-        message="Cluster has 8 GPUs, but requested for 9 GPUs (vendor: amd)",
-    )
+    assert (found.schedulable, found.reason) == (False, "GpusNotDivisibleByReplicas")
 
 
 def test_an_admitted_workload_with_its_queue_in_place_is_plainly_schedulable() -> None:

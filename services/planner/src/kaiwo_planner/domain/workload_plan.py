@@ -20,6 +20,9 @@ What the plan applies and prunes depends on the phase:
 
 * not schedulable (ERROR from the Schedulable check): nothing applied, nothing pruned; the
   children that exist stay (a node that went away must not delete a running workload);
+* admitted by Kueue before the nodes stopped holding what it asks for (``Schedulable`` True,
+  ``AdmittedBeforeNodeChange``, decision 0132): nothing applied, nothing pruned either, but
+  the status follows the children (it completes, fails, or waits for its lost pods);
 * COMPLETE or FAILED before this plan: nothing applied, nothing pruned (the finished Job and
   its logs stay for inspection, and a Job deleted by its TTL is not created again);
 * TERMINATING before this plan (now TERMINATED) and TERMINATED: nothing desired, and the
@@ -37,7 +40,9 @@ Events beyond the phase transitions: ``SettingsIgnored`` (Warning) once per gene
 the spec sets something that has no effect, ``ChildSpecNotApplied`` (Warning) when a change
 cannot reach the existing Job, ``ChildReplacing`` (Normal) when a waiting AppWrapper is
 replaced to take one (decision 0129), ``GpusRoundedDown``/``GpusRecalculated`` (Normal) when the
-pods hold another total than ``spec.gpus`` (decision 0118), once per change of that note.
+pods hold another total than ``spec.gpus`` (decision 0118), once per change of that note;
+``AdmittedBeforeNodeChange`` (Warning) when the nodes no longer hold what an admitted workload
+asks for (decision 0132), once per change of its message.
 """
 
 from __future__ import annotations
@@ -70,10 +75,12 @@ from kaiwo_planner.domain.scheduling.gpu_allocation import (
 )
 from kaiwo_planner.domain.scheduling.schedulable import (
     GPUS_ADJUSTED_REASONS,
+    REASON_ADMITTED_BEFORE_NODE_CHANGE,
     SCHEDULABLE,
     decide_schedulable,
 )
 from kaiwo_planner.domain.settings.cluster_settings import (
+    gpu_taint_on_nodes,
     kaiwo_config,
     known_priority_classes,
     namespace_being_deleted,
@@ -197,8 +204,10 @@ def plan_workload(
         and all(kueue_admitted(w.get("status") or {}) for w in observed.kueue_workloads),
     )
     children = None
-    if verdict.schedulable and not (
-        previous_phase.is_terminal or previous_phase is WorkloadStatus.TERMINATING
+    if (
+        verdict.schedulable
+        and verdict.reason != REASON_ADMITTED_BEFORE_NODE_CHANGE
+        and not (previous_phase.is_terminal or previous_phase is WorkloadStatus.TERMINATING)
     ):
         children = plan_children(
             workload=workload,
@@ -211,6 +220,7 @@ def plan_workload(
             observed_download_job=observed.download_job,
             observed_claims=observed.pvcs,
             context=context,
+            gpu_taint_on_nodes=gpu_taint_on_nodes(context, config.spec.nodes.default_gpu_taint_key),
         )
     duration = parse_optional_duration(spec.duration)
     decision = derive_status(
@@ -238,6 +248,7 @@ def plan_workload(
         *_settings_events(children, previous, generation),
         *_child_spec_events(status, previous),
         *_gpus_adjusted_events(status, previous),
+        *_node_change_events(status, previous),
     )
     waiting_since = waiting_since_of(workload, decision.phase, allocation)
     plan = Plan(
@@ -402,6 +413,29 @@ def _gpus_adjusted_events(
     return (
         EventIntent(
             type="Normal", reason=str(told["reason"]), message=str(told.get("message") or "")
+        ),
+    )
+
+
+def _node_change_events(
+    status: Mapping[str, Any], previous: Mapping[str, Any]
+) -> tuple[EventIntent, ...]:
+    """A Warning Event when the Schedulable condition first says the nodes no longer hold what
+    the admitted workload asks for (its pods may be lost, or never placed again), or says it
+    in other words; then no more."""
+    told = _newly_said(
+        status,
+        previous,
+        SCHEDULABLE,
+        lambda c: c.get("reason") == REASON_ADMITTED_BEFORE_NODE_CHANGE,
+    )
+    if told is None:
+        return ()
+    return (
+        EventIntent(
+            type="Warning",
+            reason=REASON_ADMITTED_BEFORE_NODE_CHANGE,
+            message=str(told.get("message") or ""),
         ),
     )
 

@@ -318,6 +318,7 @@ def plan_children(
     observed_download_job: Mapping[str, Any] | None = None,
     observed_claims: Sequence[Mapping[str, Any]] = (),
     context: PlanningContext | None = None,
+    gpu_taint_on_nodes: bool = False,
 ) -> ChildrenDecision:
     """Every child ``workload`` needs now, sorted, with the conditions the status step reports.
 
@@ -327,7 +328,9 @@ def plan_children(
     Deployment/AppWrapper (wire form), used to keep fields that cannot or must not change.
     ``observed_download_job`` is the existing download Job: it keeps the pod template it ran
     with. ``observed_claims`` are the existing PersistentVolumeClaims: what of their spec
-    cannot change is kept (:func:`claim_update`).
+    cannot change is kept (:func:`claim_update`). ``gpu_taint_on_nodes``: some Node carries
+    the KaiwoConfig's GPU taint, so GPU pods tolerate it even with ``addTaintsToGpuNodes`` off
+    (:attr:`~kaiwo_planner.domain.settings.workload_inputs.ChildDefaults.gpu_toleration_key`).
 
     Building the children from the spec is most of the cost of a plan, and most plans are
     made because a child's status or the workload's own status moved while its spec and the
@@ -343,6 +346,7 @@ def plan_children(
             priority=priority,
             namespace_config=namespace_config,
             download_state=download_state,
+            gpu_taint_on_nodes=gpu_taint_on_nodes,
         )
 
     if context is None:
@@ -351,7 +355,15 @@ def plan_children(
         meta = workload.metadata
         settings = (config, namespace_config)
         built = context.owner_value(
-            ("children", meta.uid, *_spec_version(workload), allocation, priority, download_state),
+            (
+                "children",
+                meta.uid,
+                *_spec_version(workload),
+                allocation,
+                priority,
+                download_state,
+                gpu_taint_on_nodes,
+            ),
             settings if meta.uid and meta.generation else (workload, *settings),
             build,
         )
@@ -435,8 +447,9 @@ def _build_children(
     priority: PriorityChoice,
     namespace_config: AIMNamespaceConfig | None,
     download_state: DownloadState,
+    gpu_taint_on_nodes: bool,
 ) -> _BuiltChildren:
-    defaults = child_defaults(config)
+    defaults = child_defaults(config, gpu_taint_on_nodes=gpu_taint_on_nodes)
     namespace = namespace_settings(namespace_config, workload.metadata.namespace or "")
     inputs = _with_namespace_credentials(workload_inputs(workload, defaults, priority), namespace)
     identity = inputs.identity

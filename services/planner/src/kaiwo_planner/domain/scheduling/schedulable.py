@@ -17,6 +17,16 @@ admitted). It stays True with the reason ``AdmittedBeforeQueueChange`` and a mes
 no longer holds; before this, it went ERROR while running and never reached COMPLETE (decision
 0126).
 
+The GPU checks that read the nodes (``NoGPUs``, ``InsufficientGPUs``,
+``InsufficientGPUsPerNode``) do not stop an admitted workload either: a node removed or
+relabelled by its device plugin (a count label of 4 where there were 8) turned a RUNNING job
+ERROR while its pod ran on, and an ERROR workload's status never looks at its
+children, so it never reached COMPLETE. It stays True with the reason
+``AdmittedBeforeNodeChange`` and the check's message, its children are left as they are (the
+allocation read from the changed nodes must not re-split a running workload, e.g. a
+Deployment rolled to one pod larger than every node), and its phase follows them (decision
+0132).
+
 A schedulable workload whose pods hold another total than ``spec.gpus`` asked (the split by
 node size rounds down; ``gpusPerReplica`` recalculates it) stays True with the reason
 ``GpusRoundedDown`` or ``GpusRecalculated`` and a message naming the fields (decision 0118).
@@ -46,6 +56,11 @@ GPUS_ADJUSTED_REASONS = frozenset({REASON_GPUS_ROUNDED_DOWN, REASON_GPUS_RECALCU
 REASON_ADMITTED_BEFORE_QUEUE_CHANGE = "AdmittedBeforeQueueChange"
 """Schedulable: Kueue admitted the workload before its queue or priority class stopped holding
 (decision 0126)."""
+REASON_ADMITTED_BEFORE_NODE_CHANGE = "AdmittedBeforeNodeChange"
+"""Schedulable: Kueue admitted the workload before the nodes stopped holding what it asks for
+(decision 0132); its children are kept as they are."""
+NODE_CHECK_REASONS = frozenset({"NoGPUs", "InsufficientGPUs", "InsufficientGPUsPerNode"})
+"""The GPU checks that read the nodes (the others read the spec alone)."""
 QUEUE_CONFIG_NAME = "kaiwo"
 
 
@@ -93,10 +108,20 @@ def decide_schedulable(
         priority=priority,
     )
     gpu_verdict = _gpu_verdict(allocation, stats)
+    if not admitted:
+        return gpu_verdict if queue_verdict is None else queue_verdict
+    if not gpu_verdict.schedulable and gpu_verdict.reason in NODE_CHECK_REASONS:
+        return SchedulableVerdict(
+            schedulable=True,
+            reason=REASON_ADMITTED_BEFORE_NODE_CHANGE,
+            message=(
+                f"{gpu_verdict.message}; Kueue admitted the workload before the nodes changed, "
+                "so its children are kept as they are and it goes on as far as its pods can "
+                "(it would not be admitted again as it is)"
+            ),
+        )
     if queue_verdict is None:
         return gpu_verdict
-    if not admitted:
-        return queue_verdict
     if not gpu_verdict.schedulable or gpu_verdict.reason in GPUS_ADJUSTED_REASONS:
         return gpu_verdict
     return SchedulableVerdict(

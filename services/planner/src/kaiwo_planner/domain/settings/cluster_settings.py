@@ -78,6 +78,23 @@ def _kaiwo_config_of(found: Mapping[str, Any] | None) -> KaiwoConfig:
         return KaiwoConfig.default()
 
 
+def gpu_taint_on_nodes(context: PlanningContext, key: str) -> bool:
+    """Some Node carries a ``NoSchedule`` taint of ``key`` (KaiwoConfig's
+    ``nodes.defaultGpuTaintKey``), whoever put it there: the operator, while
+    ``addTaintsToGpuNodes`` was on (it never removes its taint), or an administrator."""
+    nodes = context.cluster.nodes
+    return context.derived(
+        ("gpu-taint-on-nodes", key),
+        reads=(NODE_KIND,),
+        inputs=lambda: (nodes,),
+        compute=lambda: any(
+            taint.key == key and taint.effect == "NoSchedule"
+            for node in nodes
+            for taint in node.taints
+        ),
+    )
+
+
 def queue_config(context: PlanningContext) -> KaiwoQueueConfig | None:
     """The KaiwoQueueConfig ``kaiwo``, or None when it is missing or invalid."""
     cluster = context.cluster

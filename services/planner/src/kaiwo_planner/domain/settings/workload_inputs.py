@@ -39,10 +39,23 @@ class ChildDefaults:
     default_gpu_resource_key: str = DEFAULT_GPU_RESOURCE_KEY
     gpu_taint_key: str = DEFAULT_GPU_TAINT_KEY
     add_taints_to_gpu_nodes: bool = False
+    gpu_taint_on_nodes: bool = False
+    """Some Node carries the ``gpu_taint_key`` taint, whatever ``add_taints_to_gpu_nodes``
+    says now (decision 0132)."""
     default_cluster_queue: str = DEFAULT_CLUSTER_QUEUE
     default_storage_class: str = ""
     default_data_mount_path: str = DEFAULT_DATA_MOUNT_PATH
     default_hf_mount_path: str = DEFAULT_HF_MOUNT_PATH
+
+    @property
+    def gpu_toleration_key(self) -> str | None:
+        """The taint key a GPU pod tolerates: while ``addTaintsToGpuNodes`` is on, and as long
+        as a Node still carries the taint after it was turned off (the operator never removes
+        its taint, as upstream; without the toleration every new GPU pod stayed Pending on
+        the nodes it had tainted, decision 0132)."""
+        if self.add_taints_to_gpu_nodes or self.gpu_taint_on_nodes:
+            return self.gpu_taint_key
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +152,11 @@ class WorkloadInputs:
 Workload = KaiwoJob | KaiwoService
 
 
-def child_defaults(config: KaiwoConfig | None) -> ChildDefaults:
-    """The settings of ``config`` (the CRD defaults when there is none)."""
+def child_defaults(
+    config: KaiwoConfig | None, *, gpu_taint_on_nodes: bool = False
+) -> ChildDefaults:
+    """The settings of ``config`` (the CRD defaults when there is none); ``gpu_taint_on_nodes``:
+    some Node carries the GPU taint of ``config``'s key."""
     spec = (config or KaiwoConfig()).spec
     storage = spec.effective_storage
     return ChildDefaults(
@@ -150,6 +166,7 @@ def child_defaults(config: KaiwoConfig | None) -> ChildDefaults:
         default_gpu_resource_key=spec.nodes.default_gpu_resource_key,
         gpu_taint_key=spec.nodes.default_gpu_taint_key,
         add_taints_to_gpu_nodes=spec.nodes.add_taints_to_gpu_nodes,
+        gpu_taint_on_nodes=gpu_taint_on_nodes,
         default_cluster_queue=spec.default_cluster_queue_name,
         default_storage_class=storage.default_storage_class or "",
         default_data_mount_path=storage.default_data_mount_path,

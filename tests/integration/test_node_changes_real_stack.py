@@ -1,0 +1,171 @@
+"""Nodes that change under workloads (decision 0132): the whole operator on the whole real
+stack (the real kube-scheduler and Kueue's topology-aware admission honour taints; kwok's
+nodes run the pods; the device plugin's count label is relabelled as a GPU operator does).
+
+Two MI300X nodes of one pool, ``dynamicallyUpdateDefaultClusterQueue`` on, workloads in the
+generated default queue ``kaiwo``:
+
+* ``addTaintsToGpuNodes`` turned on, then off: the operator never removes its taint, so the
+  nodes keep it; a GPU job created afterwards must still tolerate it and run. Before, Kueue
+  kept it pending for good ("excluded: taint kaiwo.silogen.ai/gpu=true:NoSchedule: 2") while
+  ``Schedulable`` said "Cluster has sufficient GPU resources".
+* the nodes' count label relabelled from 8 to 4 under a running 8-GPU job: the job runs on,
+  is told once, and completes. Before, it went ERROR (``InsufficientGPUsPerNode``: "the largest
+  node has 4 GPUs") while its pod ran, and stayed ERROR after its Job completed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Final
+
+import pytest
+import pytest_asyncio
+from kaiwo_kube import resources
+from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
+
+from tests.integration.pipeline import cluster_actors as actors
+from tests.integration.pipeline.harness import Pending, Pipeline, eventually, running_pipeline
+from tests.real_cluster import RealCluster
+from tests.real_stack import register_kwok_nodes, remove_nodes
+
+pytestmark = [
+    pytest.mark.k8s,
+    pytest.mark.nats,
+    pytest.mark.slow,
+    pytest.mark.asyncio(loop_scope="module"),
+    pytest.mark.timeout(600),
+]
+
+MI300X: Final = NODE_TYPES["amd-mi300x"]
+FLEET: Final = tuple(NodeSpec(name, MI300X) for name in ("nc-1", "nc-2"))
+GPU_TAINT: Final = {"key": "kaiwo.silogen.ai/gpu", "value": "true", "effect": "NoSchedule"}
+COUNT_LABEL: Final = "beta.amd.com/gpu.family.AI"
+RUN_SECONDS: Final = "sandbox.kaiwo.silogen.ai/run-seconds"
+STEP: Final = 90.0
+
+
+def kaiwo_config(*, taints: bool) -> dict[str, Any]:
+    return {
+        "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoConfig",
+        "metadata": {"name": actors.KAIWO_CONFIG},
+        "spec": {
+            "dynamicallyUpdateDefaultClusterQueue": True,
+            "nodes": {"addTaintsToGpuNodes": taints},
+        },
+    }
+
+
+def eight_gpu_job(name: str, namespace: str, *, run_seconds: int) -> dict[str, Any]:
+    return {
+        "apiVersion": actors.KAIWO_API,
+        "kind": "KaiwoJob",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "annotations": {RUN_SECONDS: str(run_seconds)},
+        },
+        "spec": {
+            "user": "alice@example.com",
+            "image": "ghcr.io/silogen/rocm-ray:6.4",
+            "entrypoint": "python train.py",
+            "gpus": 8,
+            "gpuVendor": "amd",
+        },
+    }
+
+
+def condition(workload: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next(c for c in workload["status"]["conditions"] if c["type"] == kind)
+
+
+async def every_node_tainted(pipeline: Pipeline) -> None:
+    async def check() -> bool | Pending:
+        for spec in FLEET:
+            node = await pipeline.kube.get(resources.NODE, spec.name)
+            if GPU_TAINT not in (node.get("spec") or {}).get("taints", []):
+                return Pending(f"{spec.name} not tainted yet")
+        return True
+
+    await eventually(check, what="the GPU taint on every node", within=STEP)
+
+
+async def warnings(pipeline: Pipeline, name: str, reason: str) -> list[dict[str, Any]]:
+    events = await pipeline.kube.list(resources.EVENT, namespace=pipeline.namespace)
+    return [
+        e for e in events.items if e["involvedObject"]["name"] == name and e.get("reason") == reason
+    ]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def stack(
+    real_stack: RealCluster, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Pipeline]:
+    async with await KubernetesAsyncioAdapter.from_kubeconfig(real_stack.kubeconfig) as admin:
+        try:
+            await register_kwok_nodes(admin, FLEET)
+            async with running_pipeline(
+                tmp_path_factory.mktemp("kaiwo"), real=real_stack, gpu_cluster=False
+            ) as pipeline:
+                yield pipeline
+        finally:
+            await remove_nodes(admin, (spec.name for spec in FLEET))
+
+
+async def test_gpu_jobs_run_on_nodes_tainted_before_add_taints_was_turned_off(
+    stack: Pipeline,
+) -> None:
+    pipeline, kube = stack, stack.kube
+    await kube.apply(kaiwo_config(taints=True), field_manager="cluster-admin", force=True)
+    await every_node_tainted(pipeline)
+    await kube.apply(kaiwo_config(taints=False), field_manager="cluster-admin", force=True)
+
+    await kube.create(eight_gpu_job("after-taints", pipeline.namespace, run_seconds=5))
+
+    # Kueue's topology-aware admission and the kube-scheduler both see the taint the nodes
+    # keep: the pod tolerates it, so the job runs and completes.
+    done = await pipeline.reaches("after-taints", "COMPLETE", within=STEP)
+    assert condition(done, "Schedulable")["message"] == "Cluster has sufficient GPU resources"
+    for spec in FLEET:  # the taint is still there: the operator never removes it
+        node = await kube.get(resources.NODE, spec.name)
+        assert GPU_TAINT in node["spec"]["taints"]
+
+
+async def test_a_running_job_outlives_a_relabel_of_its_nodes_and_completes(
+    stack: Pipeline,
+) -> None:
+    pipeline, kube = stack, stack.kube
+    await kube.create(eight_gpu_job("relabelled", pipeline.namespace, run_seconds=40))
+    await pipeline.reaches("relabelled", "RUNNING", within=STEP)
+
+    # The GPU operator relabels the nodes: 4 GPUs each, 8 in all, no node of 8.
+    for spec in FLEET:
+        patch = {"metadata": {"labels": {COUNT_LABEL: "4"}}}
+        await kube.merge_patch(resources.NODE, spec.name, patch, field_manager="gpu-feature")
+
+    told = (
+        "spec.gpus (8) asks for 8 GPUs in the single pod of a Job, but the largest node has 4 "
+        "GPUs (vendor: amd): set ray: true to spread the GPUs across nodes, or lower "
+        "spec.gpus; Kueue admitted the workload before the nodes changed, so its children are "
+        "kept as they are and it goes on as far as its pods can (it would not be admitted "
+        "again as it is)"
+    )
+
+    async def told_while_running() -> dict[str, Any] | Pending:
+        workload = await pipeline.kaiwo_job("relabelled")
+        schedulable = condition(workload, "Schedulable")
+        if schedulable["reason"] != "AdmittedBeforeNodeChange":
+            return Pending(f"{workload['status']['status']}: {schedulable['message']}")
+        return workload
+
+    running = await eventually(told_while_running, what="the relabel told", within=STEP)
+    assert running["status"]["status"] == "RUNNING"
+    assert condition(running, "Schedulable")["message"] == told
+
+    # Its Job completes; so does the workload (an ERROR workload never looked again).
+    await pipeline.reaches("relabelled", "COMPLETE", within=STEP)
+    [event] = await warnings(pipeline, "relabelled", "AdmittedBeforeNodeChange")
+    assert (event["type"], event["message"], event.get("count", 1)) == ("Warning", told, 1)
+    assert not await warnings(pipeline, "relabelled", "WorkloadError")
