@@ -252,27 +252,40 @@ def test_a_failed_ray_job_names_kuberays_reason_and_message() -> None:
     )
 
 
-def test_a_failed_ray_service_names_its_failed_applications() -> None:
-    ray_service = {
+def ray_service(**applications: dict[str, Any]) -> dict[str, Any]:
+    return {
         "kind": "RayService",
-        "status": {
-            "activeServiceStatus": {
-                "applicationStatuses": {
-                    "chat": {"status": "DEPLOY_FAILED", "message": "ImportError: vllm"},
-                    "health": {"status": "RUNNING"},
-                }
-            }
-        },
+        "status": {"activeServiceStatus": {"applicationStatuses": applications}},
     }
-    failed = derive(
-        running("READY"),
-        "AppWrapper",
-        {"kind": "AppWrapper", "metadata": {"name": "chat", "uid": "aw"}},
-        ray_service=ray_service,
+
+
+APP_WRAPPER = {"kind": "AppWrapper", "metadata": {"name": "chat", "uid": "aw"}}
+
+
+def test_a_ray_service_whose_application_fails_is_in_error_until_it_serves_again() -> None:
+    # Upstream made it FAILED, which is final: nothing applied any more, not even the
+    # serveConfigV2 edit that fixes it, and FAILED after Ray Serve restarted the replicas.
+    failing = ray_service(
+        chat={"status": "DEPLOY_FAILED", "message": "ImportError: vllm"},
+        health={"status": "RUNNING"},
     )
-    assert failed.status["status"] == "FAILED"
-    assert failed.status["conditions"][-1] == health(
-        "False", "ApplicationsFailed", "application chat is DEPLOY_FAILED: ImportError: vllm"
+    error = derive(running("READY"), "AppWrapper", APP_WRAPPER, ray_service=failing)
+    cause = "application chat is DEPLOY_FAILED: ImportError: vllm"
+    assert error.status["status"] == "ERROR"
+    assert error.status["conditions"][-1] == health("False", "ApplicationsFailed", cause)
+    assert error.events == (warning("WorkloadError", cause),)
+
+    serving = {
+        **ray_service(chat={"status": "RUNNING"}, health={"status": "RUNNING"}),
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    ready = derive(error.status, "AppWrapper", APP_WRAPPER, ray_service=serving)
+    assert ready.status["status"] == "READY"
+    assert ready.status["conditions"][-1] == health(
+        "True", "Healthy", "The workload's children and pods report no failure"
+    )
+    assert ready.events == (
+        EventIntent(type="Normal", reason="WorkloadReady", message="Workload is ready"),
     )
 
 
@@ -365,7 +378,7 @@ def test_a_crash_looping_replica_is_told_once_and_its_recovery_too() -> None:
     )
     assert recovered.status["status"] == "READY"
     assert recovered.status["conditions"][-1] == health(
-        "True", "Healthy", "No pod of the workload is failing"
+        "True", "Healthy", "The workload's children and pods report no failure"
     )
     assert recovered.events == (
         EventIntent(type="Normal", reason="WorkloadReady", message="Workload is ready"),

@@ -879,7 +879,7 @@ def test_ready_service_gets_start_time_and_ready_event() -> None:
                     "activeServiceStatus": {"applicationStatuses": {"app": {"status": "UNHEALTHY"}}}
                 }
             },
-            "FAILED",
+            "ERROR",  # not FAILED, which is final (decision 0134)
         ),
     ],
 )

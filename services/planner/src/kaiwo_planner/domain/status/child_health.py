@@ -4,11 +4,12 @@ The phase alone says FAILED, ERROR or STARTING; what the user needs is the cause
 and its pods report (decision 0134):
 
 * a main child that failed (FAILED): its own reason and message (a Job's ``Failed`` condition:
-  ``BackoffLimitExceeded``, ``DeadlineExceeded``; a RayJob's ``reason``/``message``; the
-  failing applications of a RayService), with the last failed pod's container exit code,
-  reason and message ("container workload exited with code 1 (Error): CUDA out of memory");
+  ``BackoffLimitExceeded``, ``DeadlineExceeded``, with the last failed pod's container exit
+  code, reason and message: "container workload exited with code 1 (Error): CUDA out of
+  memory"; a RayJob's ``reason`` and ``message``);
 * a Deployment past its progress deadline (ERROR): the Deployment's own message, with what
-  its pods are stuck on;
+  its pods are stuck on; a RayService whose Serve applications are ``UNHEALTHY`` or
+  ``DEPLOY_FAILED`` (ERROR): those applications and their messages;
 * a pod whose container cannot start or keeps crashing, whatever the phase
   (:data:`CONTAINER_TROUBLES`: ``CrashLoopBackOff``, ``ImagePullBackOff``...): a Job's pod
   that cannot pull its image waits for good, and a crash-looping service replica shows only
@@ -28,6 +29,7 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 
 from kaiwo_planner.domain.state.first_few import first_few
 from kaiwo_planner.domain.status.child_phase import (
+    FAILING_APPLICATION,
     KUBERNETES_DEFAULT_BACKOFF_LIMIT,
     ObservedChildren,
 )
@@ -63,6 +65,10 @@ def child_health(
     if phase is WorkloadStatus.FAILED:
         return _failure(observed)
     troubles = tuple(_troubles(observed.pods))
+    if phase is WorkloadStatus.ERROR and observed.child_kind == "AppWrapper":
+        return ConditionSpec(
+            CHILD_HEALTHY, "False", "ApplicationsFailed", _failed_applications(observed.ray_service)
+        )
     if phase is WorkloadStatus.ERROR:
         return _past_progress_deadline(observed.child or {}, troubles)
     if troubles:
@@ -75,7 +81,9 @@ def child_health(
         )
     if condition_of(previous, CHILD_HEALTHY) is None:
         return None
-    return ConditionSpec(CHILD_HEALTHY, "True", "Healthy", "No pod of the workload is failing")
+    return ConditionSpec(
+        CHILD_HEALTHY, "True", "Healthy", "The workload's children and pods report no failure"
+    )
 
 
 # ------------------------------------------------------------------ a failed main child
@@ -90,14 +98,10 @@ def _failure(observed: ObservedChildren) -> ConditionSpec:
         if last_pod:
             message = f"{message}; {last_pod}"
         return ConditionSpec(CHILD_HEALTHY, "False", reason, message)
-    if observed.child_kind == "RayJob":
-        status = child.get("status") or {}
-        reason = str(status.get("reason") or "RayJobFailed")
-        message = str(status.get("message") or f"RayJob {name} failed")
-        return ConditionSpec(CHILD_HEALTHY, "False", reason, message)
-    return ConditionSpec(
-        CHILD_HEALTHY, "False", "ApplicationsFailed", _failed_applications(observed.ray_service)
-    )
+    status = child.get("status") or {}
+    reason = str(status.get("reason") or f"{observed.child_kind}Failed")
+    message = str(status.get("message") or f"{observed.child_kind} {name} failed")
+    return ConditionSpec(CHILD_HEALTHY, "False", reason, message)
 
 
 def _job_failure(job: Mapping[str, Any], name: str) -> tuple[str, str]:
@@ -164,6 +168,9 @@ def _finished_at(pod: Mapping[str, Any]) -> str:
     return max([*ends, str(status.get("startTime") or "")])
 
 
+# ------------------------------------------------------------------ a RayService failing
+
+
 def _failed_applications(ray_service: Mapping[str, Any] | None) -> str:
     status = (ray_service or {}).get("status") or {}
     applications = (status.get("activeServiceStatus") or {}).get("applicationStatuses") or {}
@@ -171,9 +178,9 @@ def _failed_applications(ray_service: Mapping[str, Any] | None) -> str:
         f"application {name} is {app.get('status')}"
         + (f": {app['message']}" if app.get("message") else "")
         for name, app in sorted(applications.items())
-        if (app or {}).get("status") in {"UNHEALTHY", "DEPLOY_FAILED"}
+        if (app or {}).get("status") in FAILING_APPLICATION
     ]
-    return first_few(failed, shown=_SHOWN, separator="; ") or "The RayService failed"
+    return first_few(failed, shown=_SHOWN, separator="; ")
 
 
 # ------------------------------------------------------------------ a Deployment stuck

@@ -229,6 +229,10 @@ def _deployment_phase(deployment: Mapping[str, Any]) -> WorkloadStatus:
     return WorkloadStatus.STARTING
 
 
+FAILING_APPLICATION = frozenset({"UNHEALTHY", "DEPLOY_FAILED"})
+"""Ray Serve application statuses that mean the service does not serve as configured."""
+
+
 def _ray_service_phase(ray_service: Mapping[str, Any] | None) -> WorkloadStatus:
     if ray_service is None:
         return WorkloadStatus.STARTING
@@ -236,10 +240,11 @@ def _ray_service_phase(ray_service: Mapping[str, Any] | None) -> WorkloadStatus:
     if has_condition(status, "Ready"):
         return WorkloadStatus.READY
     applications = ((status.get("activeServiceStatus") or {}).get("applicationStatuses")) or {}
-    if any(
-        (a or {}).get("status") in {"UNHEALTHY", "DEPLOY_FAILED"} for a in applications.values()
-    ):
-        return WorkloadStatus.FAILED
+    if any((a or {}).get("status") in FAILING_APPLICATION for a in applications.values()):
+        # ERROR, not upstream's FAILED: FAILED is final (nothing applied any more), and Ray
+        # Serve restarts unhealthy replicas and redeploys on a new serveConfigV2, the edit a
+        # user makes to fix it (decision 0134).
+        return WorkloadStatus.ERROR
     cluster_state = ((status.get("activeServiceStatus") or {}).get("rayClusterStatus") or {}).get(
         "state"
     )
