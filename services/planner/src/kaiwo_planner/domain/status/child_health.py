@@ -205,21 +205,30 @@ def _past_progress_deadline(
 
 def _troubles(pods: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
     """Each live pod's first container in trouble: its reason and what to tell, by pod name."""
-    found: list[tuple[str, str, str]] = []
-    for pod in pods:
-        meta = pod.get("metadata") or {}
-        status = pod.get("status") or {}
-        if meta.get("deletionTimestamp") or status.get("phase") in _FINISHED_POD_PHASES:
-            continue
-        containers = [
-            *(status.get("initContainerStatuses") or ()),
-            *(status.get("containerStatuses") or ()),
-        ]
-        trouble = next((c for c in containers if _waiting_reason(c) in CONTAINER_TROUBLES), None)
-        if trouble is not None:
-            pod_name = str(meta.get("name") or "")
-            found.append((pod_name, _waiting_reason(trouble), _told(pod_name, trouble)))
-    return [(reason, text) for _, reason, text in sorted(found)]
+    found = [
+        (str((pod.get("metadata") or {}).get("name") or ""), trouble)
+        for pod in pods
+        if (trouble := pod_trouble(pod)) is not None
+    ]
+    return [trouble for _, trouble in sorted(found)]
+
+
+def pod_trouble(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+    """A live pod's first container (init containers first) that waits in one of
+    :data:`CONTAINER_TROUBLES`: the reason, and what to tell ("pod p: container c is waiting:
+    ImagePullBackOff (...)"); None for a pod without trouble, finished or being deleted."""
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    if meta.get("deletionTimestamp") or status.get("phase") in _FINISHED_POD_PHASES:
+        return None
+    containers = [
+        *(status.get("initContainerStatuses") or ()),
+        *(status.get("containerStatuses") or ()),
+    ]
+    trouble = next((c for c in containers if _waiting_reason(c) in CONTAINER_TROUBLES), None)
+    if trouble is None:
+        return None
+    return _waiting_reason(trouble), _told(str(meta.get("name") or ""), trouble)
 
 
 def _waiting_reason(container: Mapping[str, Any]) -> str:
