@@ -356,6 +356,31 @@ async def test_a_gpu_kaiwojob_is_admitted_bound_to_its_vendor_run_and_complete(
         assert told in status.output, status.output
 
 
+async def test_a_failed_job_tells_the_jobs_reason_and_its_containers_exit(stack: Pipeline) -> None:
+    """kwok ends the pod with exit code 1 and the annotation's message; the Job controller
+    fails the Job (backoffLimit 0): the KaiwoJob names both, on its status and in the Event
+    (decision 0134; it said only "Workload has failed")."""
+    ns = namespace_of(stack, "gpu")
+    await stack.kube.create(
+        kaiwo_job("oom", ns, queue_name="gpu", gpus=1, run_seconds=2, fail="CUDA out of memory")
+    )
+    failed = await reaches(stack, "oom", ns, "FAILED")
+    [pod] = await job_pods(stack, ns, "oom")
+    cause = (
+        "Job oom: Job has reached the specified backoff limit; pod"
+        f" {pod['metadata']['name']}: container workload exited with code 1 (Error): CUDA out"
+        " of memory"
+    )
+    healthy = condition(failed, "ChildHealthy")
+    assert (healthy["status"], healthy["reason"], healthy["message"]) == (
+        "False",
+        "BackoffLimitExceeded",
+        cause,
+    )
+    told = await has_events(stack, ns, "oom", "WorkloadFailed")
+    assert ("WorkloadFailed", f"Workload has failed: BackoffLimitExceeded: {cause}") in told
+
+
 async def test_a_full_queue_makes_the_next_job_wait_with_kueues_reason(stack: Pipeline) -> None:
     """The ``small`` queue holds 8 GPUs: the second 8-GPU job waits, its status naming why in
     Kueue's words, and runs once the first has ended and given the quota back."""

@@ -114,12 +114,22 @@ def label(workload: dict[str, Any], phase: str) -> str:
 
 
 def failure_reason(workload: dict[str, Any]) -> str:
-    """The message of a failed workload's failing condition, to say why."""
+    """The message of a failed workload's failing condition, to say why: the first False
+    condition (``ChildHealthy`` names the child's own cause, decision 0134), for TERMINATED
+    ``WorkloadTerminatedEarly``. The first condition with a message was ``Schedulable``'s
+    "Cluster has sufficient GPU resources" for a job whose container failed."""
     status = workload.get("status") or {}
-    if status.get("status") not in ("FAILED", "ERROR", "TERMINATED"):
+    phase = status.get("status")
+    if phase not in ("FAILED", "ERROR", "TERMINATED"):
         return ""
-    for condition in status.get("conditions") or []:
-        if condition.get("message") and condition.get("reason") not in (None, "", "AsExpected"):
+    conditions = [c for c in status.get("conditions") or [] if c.get("message")]
+    for condition in conditions:
+        explains = (
+            condition.get("type") == "WorkloadTerminatedEarly"
+            if phase == "TERMINATED"
+            else condition.get("status") == "False"
+        )
+        if explains:
             return f" ({condition.get('reason')}: {condition['message']})"
     return ""
 

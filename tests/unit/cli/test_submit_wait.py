@@ -12,6 +12,7 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 from kaiwo_cli.main import app
+from kaiwo_cli.workload_follow import failure_reason
 from kaiwo_contracts.crds.registry import SERVED_KINDS
 from kaiwo_contracts.crds.schema import custom_resource_definitions
 from kaiwo_kube import resources
@@ -107,3 +108,43 @@ async def test_an_unreachable_cluster_exits_2(tmp_path: Path, cluster: Any) -> N
     result = await submit(tmp_path, kubeconfig, "--timeout", "5")
 
     assert result.exit_code == 2, result.output
+
+
+def condition(kind: str, status: str, reason: str, message: str) -> dict[str, str]:
+    return {"type": kind, "status": status, "reason": reason, "message": message}
+
+
+SCHEDULABLE = condition("Schedulable", "True", "Schedulable", "Cluster has sufficient GPUs")
+ADMITTED = condition("Admitted", "True", "Admitted", "Workload is admitted")
+
+
+def test_the_reason_of_a_failure_is_its_false_condition_not_the_first_one() -> None:
+    # It said "(Schedulable: Cluster has sufficient GPUs)" for a job whose container failed.
+    failed = {
+        "status": {
+            "status": "FAILED",
+            "conditions": [
+                SCHEDULABLE,
+                ADMITTED,
+                condition("ChildHealthy", "False", "BackoffLimitExceeded", "Job train: exit 1"),
+            ],
+        }
+    }
+    assert failure_reason(failed) == " (BackoffLimitExceeded: Job train: exit 1)"
+
+
+def test_a_terminated_workload_names_why_it_was_stopped() -> None:
+    terminated = {
+        "status": {
+            "status": "TERMINATED",
+            "conditions": [
+                SCHEDULABLE,
+                condition(
+                    "WorkloadTerminatedEarly", "True", "DurationExceeded", "Workload duration"
+                ),
+            ],
+        }
+    }
+    assert failure_reason(terminated) == " (DurationExceeded: Workload duration)"
+    running = {"status": {"status": "RUNNING", "conditions": [SCHEDULABLE]}}
+    assert failure_reason(running) == ""

@@ -295,17 +295,83 @@ def test_running_job_that_fails() -> None:
         running,
         ObservedChildren(
             child_kind="Job",
-            child=job(failed=1, conditions=[{"type": "Failed", "status": "True"}]),
+            child=job(
+                failed=1,
+                conditions=[
+                    {
+                        "type": "Failed",
+                        "status": "True",
+                        "reason": "BackoffLimitExceeded",
+                        "message": "Job has reached the specified backoff limit",
+                    }
+                ],
+            ),
             kueue_workloads=(admitted_workload(),),
+            pods=(failed_pod("train-x7k2p", exit_code=1, message="CUDA out of memory"),),
         ),
+    )
+    cause = (
+        "Job train: Job has reached the specified backoff limit; pod train-x7k2p: container"
+        " workload exited with code 1 (Error): CUDA out of memory"
     )
     assert failed.status == {
         **running,
         "status": "FAILED",
+        "conditions": [
+            SCHEDULABLE_COND,
+            ADMITTED_COND,
+            unhealthy("BackoffLimitExceeded", cause),
+        ],
         "completionTime": T_NOW,
         "duration": 3600,
     }
-    assert failed.events == (event("WorkloadFailed", "Workload has failed", "Warning"),)
+    assert failed.events == (
+        event("WorkloadFailed", f"Workload has failed: BackoffLimitExceeded: {cause}", "Warning"),
+    )
+
+
+def failed_pod(
+    name: str,
+    *,
+    exit_code: int,
+    message: str = "",
+    finished: str = "2026-01-01T11:59:50Z",
+    owner_uid: str = "job-uid",
+) -> dict[str, Any]:
+    """A Job's pod whose container ``workload`` exited with ``exit_code``."""
+    terminated: dict[str, Any] = {
+        "exitCode": exit_code,
+        "reason": "Error",
+        "startedAt": T_EARLIER,
+        "finishedAt": finished,
+    }
+    if message:
+        terminated["message"] = message
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "team",
+            "ownerReferences": [{"kind": "Job", "name": "train", "uid": owner_uid}],
+        },
+        "status": {
+            "phase": "Failed",
+            "containerStatuses": [{"name": "workload", "state": {"terminated": terminated}}],
+        },
+    }
+
+
+def unhealthy(reason: str, message: str, *, since: str = T_NOW) -> dict[str, Any]:
+    """The ChildHealthy condition, False since ``since``."""
+    return {
+        "type": "ChildHealthy",
+        "status": "False",
+        "observedGeneration": 1,
+        "lastTransitionTime": since,
+        "reason": reason,
+        "message": message,
+    }
 
 
 # A run the planner never saw RUNNING (decision 0114): it started at 11:00:05 and finished at
@@ -363,6 +429,11 @@ def test_a_failed_job_finishes_when_its_failed_condition_turned_true() -> None:
     assert failed.status == {
         **STARTING_STATUS,
         "status": "FAILED",
+        "conditions": [
+            SCHEDULABLE_COND,
+            ADMITTED_COND,
+            unhealthy("JobFailed", "Job train: failed"),
+        ],
         "startTime": "2026-01-01T11:00:05Z",
         "completionTime": "2026-01-01T11:10:05Z",
         "duration": 600,
@@ -515,13 +586,17 @@ def test_a_failed_pod_within_the_backoff_limit_is_a_retry_not_a_failure() -> Non
             kueue_workloads=(admitted_workload(),),
         ),
     )
+    cause = "Job train: 3 pod(s) failed, more than its backoffLimit of 2"
     assert exhausted.status == {
         **running,
         "status": "FAILED",
+        "conditions": [SCHEDULABLE_COND, ADMITTED_COND, unhealthy("BackoffLimitExceeded", cause)],
         "completionTime": T_NOW,
         "duration": 3600,
     }
-    assert exhausted.events == (event("WorkloadFailed", "Workload has failed", "Warning"),)
+    assert exhausted.events == (
+        event("WorkloadFailed", f"Workload has failed: BackoffLimitExceeded: {cause}", "Warning"),
+    )
 
 
 @pytest.mark.parametrize(
@@ -886,7 +961,7 @@ def test_a_service_none_of_whose_pods_is_admitted_waits() -> None:
                     "activeServiceStatus": {"applicationStatuses": {"app": {"status": "UNHEALTHY"}}}
                 }
             },
-            "FAILED",
+            "ERROR",  # not FAILED, which is final (decision 0134)
         ),
     ],
 )

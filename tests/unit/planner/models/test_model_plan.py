@@ -880,6 +880,37 @@ def test_a_rollout_is_announced_once() -> None:
     assert again.events == ()
 
 
+def test_a_server_pod_that_cannot_pull_its_image_is_named_with_one_warning() -> None:
+    # Ready said only "0 of 1 replicas Ready" while the kubelet could not pull the image.
+    first = plan_for(model({**BASE, "replicas": 1}))
+    manifest = only(first, "Pod")
+    stuck = observed_pod(manifest, uid="p-1", ready=False)
+    stuck["status"]["containerStatuses"] = [
+        {
+            "name": "server",
+            "ready": False,
+            "state": {"waiting": {"reason": "ErrImagePull", "message": "not found"}},
+        }
+    ]
+    name = manifest["metadata"]["name"]
+
+    failing = plan_for(model({**BASE, "replicas": 1}, status=first.status), stuck)
+
+    told = (
+        f"0 of 1 replicas Ready; pod {name}: container server is waiting: ErrImagePull (not found)"
+    )
+    assert failing.events == (EventIntent(type="Warning", reason="ReplicasFailing", message=told),)
+    ready = condition(failing, "Ready")
+    assert ready is not None and (ready["status"], ready["reason"], ready["message"]) == (
+        "False",
+        "ReplicasFailing",
+        told,
+    )
+    stuck["status"]["containerStatuses"][0]["state"]["waiting"] = {"reason": "ImagePullBackOff"}
+    again = plan_for(model({**BASE, "replicas": 1}, status=failing.status), stuck)
+    assert again.events == ()
+
+
 def test_every_model_plan_passes_admission() -> None:
     plans = [
         plan_for(model(ADAPTERS)),

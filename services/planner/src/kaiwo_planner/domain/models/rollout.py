@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kaiwo_planner.domain.models.names import ADAPTER_LABEL_PREFIX, LABEL_POD_HASH
+from kaiwo_planner.domain.status.child_health import pod_trouble
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,9 @@ class ObservedPod:
     terminating: bool
     adapters: tuple[tuple[str, str], ...] = ()
     """The Pod's ``adapter.kubeai.org/<name>`` labels (what its adapter loader reports)."""
+    trouble: str = ""
+    """What keeps a container of the Pod from running, in words ("pod p: container server is
+    waiting: ImagePullBackOff (...)"); empty when nothing does (decision 0134)."""
 
     @classmethod
     def from_wire(cls, pod: Mapping[str, Any]) -> ObservedPod:
@@ -73,6 +77,7 @@ class ObservedPod:
                     if str(key).startswith(ADAPTER_LABEL_PREFIX)
                 )
             ),
+            trouble=(pod_trouble(pod) or ("", ""))[1],
         )
 
 

@@ -233,6 +233,15 @@ def _ready(
         return ConditionSpec(READY, "True", "ScaledToZero", "No replicas wanted")
     if current_ready >= replicas:
         return ConditionSpec(READY, "True", "ReplicasReady", shown)
+    troubles = [
+        p.trouble
+        for p in sorted(observed.pods, key=lambda p: p.name)
+        if p.trouble and not p.terminating and p.pod_hash == pod.pod_hash
+    ]
+    if troubles:
+        # What keeps them from serving, not only how many serve (decision 0134).
+        told = first_few(troubles, shown=2, separator="; ")
+        return ConditionSpec(READY, "False", "ReplicasFailing", f"{shown}; {told}")
     return ConditionSpec(READY, "False", "ReplicasNotReady", shown)
 
 

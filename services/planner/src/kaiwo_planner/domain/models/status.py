@@ -11,7 +11,8 @@ generation it describes:
   LoadingAsCreated while a load Job made from an earlier spec runs on as it was made, and
   Reloading while a failed one is replaced by one from the edited spec;
 * ``Ready``: every wanted replica Ready on the current spec (or none wanted); False while
-  Pods are missing or not Ready, during a rollout, while the cache loads, while deleting;
+  Pods are missing or not Ready (``ReplicasFailing`` naming the container that cannot start
+  or keeps crashing, with a Warning), during a rollout, while the cache loads, while deleting;
 * ``AdaptersLoaded`` (with adapters): every Ready Pod reports every adapter loaded; dropped
   when the adapters are removed (kept, it told of adapters no Pod is asked to load);
 * ``CacheEvicted`` (while a cached Model is deleted): the eviction Job's progress;
@@ -57,6 +58,8 @@ _EVENTS: Final[Mapping[tuple[str, str, str | None], tuple[EventType, str]]] = Ma
         (CACHE_LOADED, "True", None): ("Normal", "CacheLoaded"),
         (READY, "True", "ReplicasReady"): ("Normal", "ModelReady"),
         (READY, "False", "RollingOut"): ("Normal", "RolloutStarted"),
+        # A server Pod's container cannot start or keeps crashing (decision 0134).
+        (READY, "False", "ReplicasFailing"): ("Warning", "ReplicasFailing"),
         (READY, "False", "ReplicasCapped"): ("Warning", "ReplicasCapped"),
         (READY, "True", "ReplicasCapped"): ("Warning", "ReplicasCapped"),
         (ADAPTERS_LOADED, "True", None): ("Normal", "AdaptersLoaded"),

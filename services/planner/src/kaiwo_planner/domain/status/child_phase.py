@@ -32,6 +32,9 @@ class ObservedChildren:
     and ``ray_service`` the RayService the AppWrapper created. ``kueue_workloads`` are the
     Workloads Kueue made for the child (for a Deployment: for each of its pods).
     ``downloads_configured`` says whether a download Job is part of the workload at all.
+    ``pods`` are every pod carrying the workload's run-id (its main child's, its download
+    Job's): what they say tells why the workload fails or does not start
+    (:mod:`.child_health`).
     """
 
     child_kind: ChildKind
@@ -41,6 +44,7 @@ class ObservedChildren:
     downloads_configured: bool = False
     download_job: Mapping[str, Any] | None = None
     pvcs: tuple[Mapping[str, Any], ...] = ()
+    pods: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def run_times(self) -> ChildRunTimes:
@@ -104,9 +108,9 @@ def observe_children(
         ray_service = (cluster.child_of(child_uid, kind="RayService") if child_uid else None) or (
             cluster.child_of(owner_uid, kind="RayService")
         )
+    pods = cluster.objects_labelled(RUN_ID_LABEL, owner_uid, kind="Pod")
     if child_kind == "Deployment":
         # Kueue admits a Deployment pod by pod: one Workload per pod carrying our run-id.
-        pods = cluster.objects_labelled(RUN_ID_LABEL, owner_uid, kind="Pod")
         workloads = tuple(w for pod in pods for w in cluster.kueue_workloads_for(object_uid(pod)))
     else:
         workloads = cluster.kueue_workloads_for(child_uid) if child_uid else ()
@@ -120,6 +124,7 @@ def observe_children(
         pvcs=tuple(
             c for c in cluster.children_of(owner_uid) if c.get("kind") == "PersistentVolumeClaim"
         ),
+        pods=pods,
     )
 
 
@@ -225,6 +230,10 @@ def _deployment_phase(deployment: Mapping[str, Any]) -> WorkloadStatus:
     return WorkloadStatus.STARTING
 
 
+FAILING_APPLICATION = frozenset({"UNHEALTHY", "DEPLOY_FAILED"})
+"""Ray Serve application statuses that mean the service does not serve as configured."""
+
+
 def _ray_service_phase(ray_service: Mapping[str, Any] | None) -> WorkloadStatus:
     if ray_service is None:
         return WorkloadStatus.STARTING
@@ -232,10 +241,11 @@ def _ray_service_phase(ray_service: Mapping[str, Any] | None) -> WorkloadStatus:
     if has_condition(status, "Ready"):
         return WorkloadStatus.READY
     applications = ((status.get("activeServiceStatus") or {}).get("applicationStatuses")) or {}
-    if any(
-        (a or {}).get("status") in {"UNHEALTHY", "DEPLOY_FAILED"} for a in applications.values()
-    ):
-        return WorkloadStatus.FAILED
+    if any((a or {}).get("status") in FAILING_APPLICATION for a in applications.values()):
+        # ERROR, not upstream's FAILED: FAILED is final (nothing applied any more), and Ray
+        # Serve restarts unhealthy replicas and redeploys on a new serveConfigV2, the edit a
+        # user makes to fix it (decision 0134).
+        return WorkloadStatus.ERROR
     cluster_state = ((status.get("activeServiceStatus") or {}).get("rayClusterStatus") or {}).get(
         "state"
     )

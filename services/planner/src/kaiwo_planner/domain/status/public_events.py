@@ -58,7 +58,13 @@ PREEMPTION_REASONS: Final = frozenset(
 )
 """``WorkloadTerminatedEarly`` reasons that mean the workload is stopped for others' GPUs."""
 STOPPING_PHASES: Final = frozenset({"TERMINATING", "TERMINATED"})
-FAILURE_CONDITIONS: Final = ("Valid", "Schedulable", "DownloadJobSucceeded", "ChildSpecApplied")
+FAILURE_CONDITIONS: Final = (
+    "Valid",
+    "Schedulable",
+    "DownloadJobSucceeded",
+    "ChildHealthy",
+    "ChildSpecApplied",
+)
 """Conditions whose False reason explains a ``FAILED`` phase, most telling first."""
 
 _PHASE_ENDINGS: Final = MappingProxyType(

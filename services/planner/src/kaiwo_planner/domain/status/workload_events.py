@@ -10,6 +10,7 @@ from typing import Any, Literal
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.plans import EventIntent
 
+from kaiwo_planner.domain.status.child_health import CHILD_HEALTHY
 from kaiwo_planner.domain.status.conditions import ConditionSpec, condition_of
 from kaiwo_planner.domain.status.kueue_admission import PREEMPTED
 
@@ -54,9 +55,18 @@ def transition_events(
     previous_phase: WorkloadStatus, phase: WorkloadStatus, conditions: Sequence[ConditionSpec]
 ) -> tuple[EventIntent, ...]:
     """The Event of entering ``phase``; for ERROR, a Warning with the first False condition's
-    message (what is wrong)."""
+    message (what is wrong); for FAILED, the child's cause when it told one."""
     if phase == previous_phase:
         return ()
+    health = next((c for c in conditions if c.type == CHILD_HEALTHY), None)
+    if phase is WorkloadStatus.FAILED and health is not None and health.status == "False":
+        return (
+            EventIntent(
+                type="Warning",
+                reason="WorkloadFailed",
+                message=f"Workload has failed: {health.reason}: {health.message}",
+            ),
+        )
     if phase is WorkloadStatus.ERROR:
         cause = next((c for c in conditions if c.status == "False"), None)
         return (
@@ -70,6 +80,27 @@ def transition_events(
         kind, reason, message = _EVENTS[phase]
         return (EventIntent(type=kind, reason=reason, message=message),)
     return ()
+
+
+def health_events(
+    previous: Mapping[str, Any], phase: WorkloadStatus, conditions: Sequence[ConditionSpec]
+) -> tuple[EventIntent, ...]:
+    """A Warning when ``ChildHealthy`` turns False while the phase stays what it was (a
+    container crash-looping or unable to pull its image); FAILED and ERROR tell their cause
+    in their own Event. Once per turn, never again while the trouble lasts."""
+    now = next((c for c in conditions if c.type == CHILD_HEALTHY), None)
+    if now is None or now.status != "False":
+        return ()
+    if phase in (WorkloadStatus.FAILED, WorkloadStatus.ERROR):
+        return ()
+    before = condition_of(previous, CHILD_HEALTHY)
+    if before is not None and before.get("status") == "False":
+        return ()
+    return (
+        EventIntent(
+            type="Warning", reason="ChildUnhealthy", message=f"{now.reason}: {now.message}"
+        ),
+    )
 
 
 def event_reason(text: str) -> str:

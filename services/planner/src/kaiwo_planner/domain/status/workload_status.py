@@ -49,6 +49,12 @@ Choices that differ from upstream, on purpose:
 * A batch Job's failed pod is a failure only past the Job's ``backoffLimit``, which is kept
   (upstream forced 0, so ``failed > 0`` meant the end); a RayJob KubeRay is retrying is
   STARTING (decision 0119).
+* Why the children fail is told (decision 0134): a ``ChildHealthy`` condition, False with the
+  child's reason and its pods' exit codes when it failed, a Deployment's message past its
+  progress deadline, a container that cannot start or keeps crashing
+  (:mod:`.child_health`); the ``WorkloadFailed`` Event carries the cause, and a Warning
+  ``ChildUnhealthy`` tells trouble that leaves the phase as it is. Upstream says only
+  "Workload has failed".
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.plans import EventIntent, ObjectRef
 
 from kaiwo_planner.domain.scheduling.schedulable import SCHEDULABLE, SchedulableVerdict
+from kaiwo_planner.domain.status.child_health import child_health
 from kaiwo_planner.domain.status.child_phase import ChildRunTimes, ObservedChildren, child_phase
 from kaiwo_planner.domain.status.conditions import (
     ConditionSpec,
@@ -83,6 +90,7 @@ from kaiwo_planner.domain.status.storage_phase import (
 )
 from kaiwo_planner.domain.status.workload_events import (
     event_reason,
+    health_events,
     preemption_events,
     transition_events,
 )
@@ -200,6 +208,7 @@ def derive_status(
         events=(
             *transition_events(previous_phase, observation.phase, observation.conditions),
             *preemption_events(previous, observation.conditions),
+            *health_events(previous, observation.phase, observation.conditions),
         ),
         replan_after=replan_after,
     )
@@ -234,7 +243,10 @@ def _observe(
         if download_phase is WorkloadStatus.FAILED:
             return _Observation(WorkloadStatus.FAILED, conditions)
         if download_phase is not WorkloadStatus.COMPLETE:
-            return _Observation(WorkloadStatus.DOWNLOADING, conditions)
+            return _Observation(
+                WorkloadStatus.DOWNLOADING,
+                _with_health(conditions, observed, WorkloadStatus.DOWNLOADING, previous),
+            )
     if pvc_phase is WorkloadStatus.FAILED:
         return _Observation(WorkloadStatus.FAILED, conditions)
 
@@ -261,8 +273,18 @@ def _observe(
         return _Observation(WorkloadStatus.PENDING, conditions)
     else:
         conditions.append(ConditionSpec(ADMITTED, "True", "Admitted", "Workload is admitted"))
-    phase = child_phase(observed, previous_phase=previous_phase)
-    return _Observation(phase or WorkloadStatus.STARTING, conditions)
+    phase = child_phase(observed, previous_phase=previous_phase) or WorkloadStatus.STARTING
+    return _Observation(phase, _with_health(conditions, observed, phase, previous))
+
+
+def _with_health(
+    conditions: list[ConditionSpec],
+    observed: ObservedChildren,
+    phase: WorkloadStatus,
+    previous: Mapping[str, Any],
+) -> list[ConditionSpec]:
+    health = child_health(observed, phase=phase, previous=previous)
+    return conditions if health is None else [*conditions, health]
 
 
 def _partly_admitted(

@@ -1,0 +1,263 @@
+"""Why a workload's children fail or do not start: the ``ChildHealthy`` condition.
+
+The phase alone says FAILED, ERROR or STARTING; what the user needs is the cause the child
+and its pods report (decision 0134):
+
+* a main child that failed (FAILED): its own reason and message (a Job's ``Failed`` condition:
+  ``BackoffLimitExceeded``, ``DeadlineExceeded``, with the last failed pod's container exit
+  code, reason and message: "container workload exited with code 1 (Error): CUDA out of
+  memory"; a RayJob's ``reason`` and ``message``);
+* a Deployment past its progress deadline (ERROR): the Deployment's own message, with what
+  its pods are stuck on; a RayService whose Serve applications are ``UNHEALTHY`` or
+  ``DEPLOY_FAILED`` (ERROR): those applications and their messages;
+* a pod whose container cannot start or keeps crashing, whatever the phase
+  (:data:`CONTAINER_TROUBLES`: ``CrashLoopBackOff``, ``ImagePullBackOff``...): a Job's pod
+  that cannot pull its image waits for good, and a crash-looping service replica shows only
+  STARTING.
+
+Each is ``ChildHealthy`` False with the cause as its reason. The condition is written only
+once something went wrong, so a workload that never had trouble carries none; once written it
+turns True when the trouble is gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
+
+from kaiwo_planner.domain.state.first_few import first_few
+from kaiwo_planner.domain.status.child_phase import (
+    FAILING_APPLICATION,
+    KUBERNETES_DEFAULT_BACKOFF_LIMIT,
+    ObservedChildren,
+)
+from kaiwo_planner.domain.status.conditions import ConditionSpec, condition_of
+
+CHILD_HEALTHY: Final = "ChildHealthy"
+
+CONTAINER_TROUBLES: Final = frozenset(
+    {
+        "CrashLoopBackOff",
+        "ImagePullBackOff",
+        "ErrImagePull",
+        "ErrImageNeverPull",
+        "InvalidImageName",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+    }
+)
+"""Reasons a kubelet gives a waiting container that will not run without someone's help (a
+container merely starting waits as ``ContainerCreating`` or ``PodInitializing``)."""
+
+_FINISHED_POD_PHASES: Final = frozenset({"Succeeded", "Failed"})
+_SHOWN: Final = 2
+"""Troubled pods named in a message; the rest are counted."""
+
+
+def child_health(
+    observed: ObservedChildren, *, phase: WorkloadStatus, previous: Mapping[str, Any]
+) -> ConditionSpec | None:
+    """The ``ChildHealthy`` condition for a workload whose children show ``phase``; None
+    while nothing went wrong and the condition was never written."""
+    if phase is WorkloadStatus.FAILED:
+        return _failure(observed)
+    troubles = tuple(_troubles(observed.pods))
+    if phase is WorkloadStatus.ERROR and observed.child_kind == "AppWrapper":
+        return ConditionSpec(
+            CHILD_HEALTHY, "False", "ApplicationsFailed", _failed_applications(observed.ray_service)
+        )
+    if phase is WorkloadStatus.ERROR:
+        return _past_progress_deadline(observed.child or {}, troubles)
+    if troubles:
+        reason = troubles[0][0]
+        return ConditionSpec(
+            CHILD_HEALTHY,
+            "False",
+            reason,
+            first_few([text for _, text in troubles], shown=_SHOWN, separator="; "),
+        )
+    if condition_of(previous, CHILD_HEALTHY) is None:
+        return None
+    return ConditionSpec(
+        CHILD_HEALTHY, "True", "Healthy", "The workload's children and pods report no failure"
+    )
+
+
+# ------------------------------------------------------------------ a failed main child
+
+
+def _failure(observed: ObservedChildren) -> ConditionSpec:
+    child = observed.child or {}
+    name = str((child.get("metadata") or {}).get("name") or "")
+    if observed.child_kind == "Job":
+        reason, message = _job_failure(child, name)
+        last_pod = _last_failed_pod(observed.pods, owner_uid=_uid(child))
+        if last_pod:
+            message = f"{message}; {last_pod}"
+        return ConditionSpec(CHILD_HEALTHY, "False", reason, message)
+    status = child.get("status") or {}
+    reason = str(status.get("reason") or f"{observed.child_kind}Failed")
+    message = str(status.get("message") or f"{observed.child_kind} {name} failed")
+    return ConditionSpec(CHILD_HEALTHY, "False", reason, message)
+
+
+def _job_failure(job: Mapping[str, Any], name: str) -> tuple[str, str]:
+    status = job.get("status") or {}
+    for condition_type in ("Failed", "FailureTarget"):
+        found = condition_of(status, condition_type)
+        if found is not None and found.get("status") == "True":
+            reason = str(found.get("reason") or "JobFailed")
+            return reason, f"Job {name}: {found.get('message') or 'failed'}"
+    # More pods failed than the backoffLimit allows; the Job controller has not said so yet.
+    failed = int(status.get("failed") or 0)
+    limit = (job.get("spec") or {}).get("backoffLimit")
+    if not isinstance(limit, int):
+        limit = KUBERNETES_DEFAULT_BACKOFF_LIMIT
+    return "BackoffLimitExceeded", (
+        f"Job {name}: {failed} pod(s) failed, more than its backoffLimit of {limit}"
+    )
+
+
+def _last_failed_pod(pods: Sequence[Mapping[str, Any]], *, owner_uid: str) -> str:
+    """What the Job's last failed pod says of its end ("" when no failed pod is left)."""
+    failed = [
+        pod
+        for pod in pods
+        if (pod.get("status") or {}).get("phase") == "Failed" and _owned_by(pod, owner_uid)
+    ]
+    if not failed:
+        return ""
+    last = max(failed, key=_finished_at)
+    status = last.get("status") or {}
+    pod_name = str((last.get("metadata") or {}).get("name") or "")
+    told = [
+        f"container {c.get('name')} {ended}"
+        for c in status.get("containerStatuses") or ()
+        if (ended := _ended_badly((c.get("state") or {}).get("terminated")))
+    ]
+    if told:
+        return f"pod {pod_name}: " + "; ".join(told)
+    if status.get("reason") or status.get("message"):
+        return f"pod {pod_name}: " + _reason_and_message(status)
+    return f"pod {pod_name} failed"
+
+
+def _ended_badly(terminated: Mapping[str, Any] | None) -> str:
+    """A container's end with a non-zero exit code, as words ("" for any other end)."""
+    code = terminated.get("exitCode") if isinstance(terminated, Mapping) else None
+    if terminated is None or not isinstance(code, int) or code == 0:
+        return ""
+    text = f"exited with code {code}"
+    if terminated.get("reason"):
+        text += f" ({terminated['reason']})"
+    if terminated.get("message"):
+        text += f": {terminated['message']}"
+    return text
+
+
+def _finished_at(pod: Mapping[str, Any]) -> str:
+    """When the pod's containers ended (RFC 3339 sorts as text), else when it started."""
+    status = pod.get("status") or {}
+    ends = [
+        str(((c.get("state") or {}).get("terminated") or {}).get("finishedAt") or "")
+        for c in status.get("containerStatuses") or ()
+    ]
+    return max([*ends, str(status.get("startTime") or "")])
+
+
+# ------------------------------------------------------------------ a RayService failing
+
+
+def _failed_applications(ray_service: Mapping[str, Any] | None) -> str:
+    status = (ray_service or {}).get("status") or {}
+    applications = (status.get("activeServiceStatus") or {}).get("applicationStatuses") or {}
+    failed = [
+        f"application {name} is {app.get('status')}"
+        + (f": {app['message']}" if app.get("message") else "")
+        for name, app in sorted(applications.items())
+        if (app or {}).get("status") in FAILING_APPLICATION
+    ]
+    return first_few(failed, shown=_SHOWN, separator="; ")
+
+
+# ------------------------------------------------------------------ a Deployment stuck
+
+
+def _past_progress_deadline(
+    deployment: Mapping[str, Any], troubles: Sequence[tuple[str, str]]
+) -> ConditionSpec:
+    progressing = condition_of(deployment.get("status") or {}, "Progressing") or {}
+    name = str((deployment.get("metadata") or {}).get("name") or "")
+    message = str(progressing.get("message") or f"Deployment {name} is not progressing")
+    limit = (deployment.get("spec") or {}).get("progressDeadlineSeconds")
+    if isinstance(limit, int):
+        message += f" (progressDeadlineSeconds: {limit})"
+    if troubles:
+        message += "; " + first_few([text for _, text in troubles], shown=_SHOWN, separator="; ")
+    return ConditionSpec(CHILD_HEALTHY, "False", "ProgressDeadlineExceeded", message)
+
+
+# ------------------------------------------------------------------ pods in trouble
+
+
+def _troubles(pods: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """Each live pod's first container in trouble: its reason and what to tell, by pod name."""
+    found = [
+        (str((pod.get("metadata") or {}).get("name") or ""), trouble)
+        for pod in pods
+        if (trouble := pod_trouble(pod)) is not None
+    ]
+    return [trouble for _, trouble in sorted(found)]
+
+
+def pod_trouble(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+    """A live pod's first container (init containers first) that waits in one of
+    :data:`CONTAINER_TROUBLES`: the reason, and what to tell ("pod p: container c is waiting:
+    ImagePullBackOff (...)"); None for a pod without trouble, finished or being deleted."""
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    if meta.get("deletionTimestamp") or status.get("phase") in _FINISHED_POD_PHASES:
+        return None
+    containers = [
+        *(status.get("initContainerStatuses") or ()),
+        *(status.get("containerStatuses") or ()),
+    ]
+    trouble = next((c for c in containers if _waiting_reason(c) in CONTAINER_TROUBLES), None)
+    if trouble is None:
+        return None
+    return _waiting_reason(trouble), _told(str(meta.get("name") or ""), trouble)
+
+
+def _waiting_reason(container: Mapping[str, Any]) -> str:
+    return str(((container.get("state") or {}).get("waiting") or {}).get("reason") or "")
+
+
+def _told(pod_name: str, container: Mapping[str, Any]) -> str:
+    waiting = (container.get("state") or {}).get("waiting") or {}
+    if waiting.get("reason") == "CrashLoopBackOff":
+        # The kubelet's message names the growing back-off ("back-off 40s restarting ..."):
+        # it would rewrite the status at each restart and says less than the exit below.
+        waiting = {"reason": "CrashLoopBackOff"}
+    text = f"pod {pod_name}: container {container.get('name')} is waiting: " + (
+        _reason_and_message(waiting)
+    )
+    last = _ended_badly((container.get("lastState") or {}).get("terminated"))
+    return f"{text}; it last {last}" if last else text
+
+
+def _reason_and_message(part: Mapping[str, Any]) -> str:
+    reason = str(part.get("reason") or "")
+    message = str(part.get("message") or "")
+    return f"{reason} ({message})" if reason and message else reason or message
+
+
+def _owned_by(obj: Mapping[str, Any], uid: str) -> bool:
+    references = (obj.get("metadata") or {}).get("ownerReferences") or ()
+    return bool(uid) and any((ref or {}).get("uid") == uid for ref in references)
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
