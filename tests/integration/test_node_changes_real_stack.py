@@ -12,6 +12,9 @@ generated default queue ``kaiwo``:
 * the nodes' count label relabelled from 8 to 4 under a running 8-GPU job: the job runs on,
   is told once, and completes. Before, it went ERROR (``InsufficientGPUsPerNode``: "the largest
   node has 4 GPUs") while its pod ran, and stayed ERROR after its Job completed.
+* a 4-GPU node joins under a READY 16-GPU KaiwoService split by node size into 2 x 8: the
+  Deployment keeps its 2 pods of 8 until the user edits the spec (decision 0137). Before,
+  it was rolled to 4 pods of 4 though the user changed nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import pytest
 import pytest_asyncio
 from kaiwo_kube import resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
-from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
+from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec, NodeType
 
 from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import Pending, Pipeline, eventually, running_pipeline
@@ -44,6 +47,7 @@ GPU_TAINT: Final = {"key": "kaiwo.silogen.ai/gpu", "value": "true", "effect": "N
 COUNT_LABEL: Final = "beta.amd.com/gpu.family.AI"
 RUN_SECONDS: Final = "sandbox.kaiwo.silogen.ai/run-seconds"
 STEP: Final = 90.0
+SMALL_NODE: Final = NodeSpec("nc-small", NodeType("amd", MI300X.product, 4, "64", "512Gi"))
 
 
 def kaiwo_config(*, taints: bool) -> dict[str, Any]:
@@ -169,3 +173,74 @@ async def test_a_running_job_outlives_a_relabel_of_its_nodes_and_completes(
     [event] = await warnings(pipeline, "relabelled", "AdmittedBeforeNodeChange")
     assert (event["type"], event["message"], event.get("count", 1)) == ("Warning", told, 1)
     assert not await warnings(pipeline, "relabelled", "WorkloadError")
+
+
+def sixteen_gpu_service(name: str, namespace: str) -> dict[str, Any]:
+    """A Deployment-based KaiwoService that leaves the split to the nodes' size."""
+    return {
+        "apiVersion": actors.KAIWO_API,
+        "kind": "KaiwoService",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "user": "erin@example.com",
+            "image": "vllm/vllm-openai:v0.8.5",
+            "entrypoint": "vllm serve Qwen/Qwen2.5-7B-Instruct --port 8000",
+            "gpus": 16,
+            "gpuVendor": "amd",
+        },
+    }
+
+
+def deployment_split(deployment: dict[str, Any]) -> tuple[int, str, str]:
+    """The Deployment's replicas, its container's GPU limit and its ``NUM_REPLICAS``."""
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    env = {v["name"]: v.get("value") for v in container.get("env") or ()}
+    limit = container["resources"]["limits"]["amd.com/gpu"]
+    return deployment["spec"]["replicas"], str(limit), str(env["NUM_REPLICAS"])
+
+
+async def test_a_ready_service_keeps_its_split_when_a_smaller_node_joins(stack: Pipeline) -> None:
+    pipeline, kube = stack, stack.kube
+    await kube.apply(kaiwo_config(taints=False), field_manager="cluster-admin", force=True)
+    for spec in FLEET:  # 8 GPUs each again, whatever an earlier test relabelled
+        patch = {"metadata": {"labels": {COUNT_LABEL: "8"}}}
+        await kube.merge_patch(resources.NODE, spec.name, patch, field_manager="gpu-feature")
+    await kube.create(sixteen_gpu_service("split", pipeline.namespace))
+    await pipeline.reaches("split", "READY", kind=resources.KAIWO_SERVICE, within=STEP)
+    made = await pipeline.child(resources.DEPLOYMENT, "split")
+    assert made is not None
+    assert deployment_split(made) == (2, "8", "2")
+
+    try:
+        await register_kwok_nodes(kube, [SMALL_NODE])
+        await pipeline.settled(within=STEP)
+
+        # The user changed nothing: the running pods keep the split they were made with.
+        kept = await pipeline.child(resources.DEPLOYMENT, "split")
+        assert kept is not None
+        assert deployment_split(kept) == (2, "8", "2")
+        assert kept["metadata"]["generation"] == made["metadata"]["generation"]
+        service = await kube.get(resources.KAIWO_SERVICE, "split", namespace=pipeline.namespace)
+        assert service["status"]["status"] == "READY"
+        assert condition(service, "Schedulable")["message"] == (
+            "Cluster has sufficient GPU resources"
+        )
+
+        # An edit of the GPUs is split by the nodes as they are now: 12 over 4-GPU nodes.
+        await kube.merge_patch(
+            resources.KAIWO_SERVICE,
+            "split",
+            {"spec": {"gpus": 12}},
+            namespace=pipeline.namespace,
+            field_manager="kubectl-edit",
+        )
+
+        async def resplit() -> tuple[int, str, str] | Pending:
+            deployment = await pipeline.child(resources.DEPLOYMENT, "split")
+            found = deployment_split(deployment) if deployment else None
+            return found if found == (3, "4", "3") else Pending(f"split {found}")
+
+        await eventually(resplit, what="the edit split over the nodes", within=STEP)
+    finally:
+        await kube.delete(resources.KAIWO_SERVICE, "split", namespace=pipeline.namespace)
+        await remove_nodes(kube, [SMALL_NODE.name])

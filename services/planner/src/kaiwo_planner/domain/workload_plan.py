@@ -71,6 +71,8 @@ from kaiwo_planner.domain.queues.queues_in_force import cluster_queue_namespaces
 from kaiwo_planner.domain.scheduling.gpu_allocation import (
     WorkloadShape,
     allocate_workload_gpus,
+    child_runs,
+    keep_running_split,
     vendor_gpu_stats,
 )
 from kaiwo_planner.domain.scheduling.schedulable import (
@@ -190,6 +192,18 @@ def plan_workload(
         child_kind=_child_kind(workload),
         downloads_configured=downloads_configured(spec),
     )
+    # Kueue's own word (its Workloads), not a running child: the checks waived are Kueue's.
+    admitted = bool(observed.kueue_workloads) and all(
+        kueue_admitted(w.get("status") or {}) for w in observed.kueue_workloads
+    )
+    # A running workload keeps the split by node size its child was made with; the nodes of
+    # now split only what does not run yet, or a spec.gpus edited since (decision 0137).
+    allocation = keep_running_split(
+        allocation,
+        asked=spec.gpus,
+        child=observed.child,
+        runs=admitted or child_runs(observed.child),
+    )
     priority = choose_priority(spec.priority_class or "", known_priority_classes(context))
     verdict = decide_schedulable(
         cluster_queue=queue,
@@ -199,9 +213,9 @@ def plan_workload(
         stats=stats,
         priority_class=spec.priority_class or "",
         priority=priority,
-        # Kueue's own word (its Workloads), not a running child: the checks waived are Kueue's.
-        admitted=bool(observed.kueue_workloads)
-        and all(kueue_admitted(w.get("status") or {}) for w in observed.kueue_workloads),
+        # A kept split is one the running child holds: the node checks are waived for it
+        # as for a workload Kueue admitted (decision 0132).
+        admitted=admitted or allocation.rule == "kept",
     )
     children = None
     if (

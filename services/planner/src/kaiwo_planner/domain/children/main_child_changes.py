@@ -43,6 +43,7 @@ from kaiwo_planner.domain.children.job_changes import (
     waits_in_its_queue,
 )
 from kaiwo_planner.domain.children.labels import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME
+from kaiwo_planner.domain.scheduling.gpu_allocation import SPLIT_MADE_FROM_ANNOTATION
 
 RAY_JOB_KEEPS_ITS_SPEC = (
     "a running RayJob keeps the spec it started with (changed, Kueue would stop it and queue "
@@ -110,6 +111,8 @@ def ray_job_update(
     manifest, labels_kept = kueue_label_update(
         {**desired, "spec": spec}, observed, running=not waiting
     )
+    if "rayClusterSpec" in not_applied:
+        manifest = _split_mark_as_observed(manifest, observed)
     return ChildUpdate(
         manifest=manifest,
         kind="RayJob",
@@ -140,6 +143,8 @@ def app_wrapper_update(
     manifest, labels_kept = kueue_label_update(
         {**desired, "spec": spec}, observed, running=not waiting
     )
+    if not_applied:
+        manifest = _split_mark_as_observed(manifest, observed)
     return ChildUpdate(
         manifest=manifest,
         kind="AppWrapper",
@@ -147,6 +152,31 @@ def app_wrapper_update(
         spec_reason=APP_WRAPPER_COMPONENTS_FIXED,
         labels_not_applied=labels_kept,
     )
+
+
+def _split_mark_as_observed(
+    manifest: dict[str, Any], observed: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``manifest`` with the ``spec.gpus`` its GPUs were split from as the ``observed`` child
+    says: the worker groups are kept as they are, so is what they were split from; marked
+    from the edited spec, the kept split would pass for one of the new ``spec.gpus``, and
+    the edit that is not applied would be told as applied (decision 0137)."""
+    meta = observed.get("metadata")
+    given = meta.get("annotations") if isinstance(meta, Mapping) else None
+    mark = given.get(SPLIT_MADE_FROM_ANNOTATION) if isinstance(given, Mapping) else None
+    metadata = dict(manifest.get("metadata") or {})
+    annotations = {
+        k: v
+        for k, v in (metadata.get("annotations") or {}).items()
+        if k != SPLIT_MADE_FROM_ANNOTATION
+    }
+    if isinstance(mark, str):
+        annotations[SPLIT_MADE_FROM_ANNOTATION] = mark
+    if annotations:
+        metadata["annotations"] = annotations
+    else:
+        metadata.pop("annotations", None)
+    return {**manifest, "metadata": metadata}
 
 
 def deployment_update(desired: dict[str, Any], observed: Mapping[str, Any]) -> ChildUpdate:

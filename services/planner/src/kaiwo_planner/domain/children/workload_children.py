@@ -51,7 +51,7 @@ from kaiwo_planner.domain.children.ray_service import (
     serve_service_name,
 )
 from kaiwo_planner.domain.children.storage import claim_update, persistent_volume_claims
-from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation, split_made_from
 from kaiwo_planner.domain.settings.namespace_config import (
     NamespaceSettings,
     namespace_settings,
@@ -439,6 +439,21 @@ def _spec_version(workload: Workload) -> tuple[object, ...]:
     )
 
 
+def _marked_with_split(
+    main: dict[str, Any], allocation: GpuAllocation, asked: int
+) -> dict[str, Any]:
+    """The main child with the ``spec.gpus`` its GPUs were split from by node size: what a
+    later plan reads back to keep that split while the workload runs (decision 0137)."""
+    marks = split_made_from(allocation, asked)
+    if not marks:
+        return main
+    metadata = main["metadata"]
+    return {
+        **main,
+        "metadata": {**metadata, "annotations": {**metadata.get("annotations", {}), **marks}},
+    }
+
+
 def _build_children(
     *,
     workload: Workload,
@@ -477,6 +492,7 @@ def _build_children(
     if not (waiting or failed):
         build = _job_children if identity.workload_type == "job" else _service_children
         main, *others = build(inputs, allocation=allocation, defaults=defaults, namespace=namespace)
+        main = _marked_with_split(main, allocation, workload.spec.gpus)
     return _BuiltChildren(
         storage=tuple(storage_children),
         main=main,

@@ -26,6 +26,12 @@ Choices that differ from upstream, on purpose:
   Upstream keeps ``max(gpus, replicas * gpusPerReplica)`` as the total and falls back to the
   automatic split when the product exceeds the cluster, which only changes workloads that the
   Schedulable check rejects anyway.
+* A running workload keeps the split by node size its main child was made with
+  (:func:`keep_running_split`, decision 0137): upstream recomputes it from the nodes of the
+  moment, so a smaller GPU node joining rolled a running Deployment to other replicas. What
+  the child was made from is read back from the child itself (the annotation
+  :data:`SPLIT_MADE_FROM_ANNOTATION` and its own replicas and GPU limits), so plans stay a
+  pure function of what is observed.
 * The vendor is compared case-insensitively (the docs spell it "AMD"/"NVIDIA").
 * Cluster statistics come from each node's device-plugin labels, not from the
   ``kaiwo/nodepool`` label the queue-config planner writes from those same labels; the numbers
@@ -39,7 +45,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from kaiwo_planner.domain.children.naming import main_child_name
 from kaiwo_planner.domain.settings.cluster_settings import NODE_KIND
+from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.nodes import GPU_RESOURCE_BY_VENDOR, NodeInfo
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 
@@ -82,9 +90,13 @@ def gpu_stats(nodes: Iterable[NodeInfo], vendor: str) -> GpuStats:
 WorkloadShape = Literal["ray", "batch-job", "deployment"]
 """How a workload runs its GPUs: Ray worker groups, the single pod of a Job, a Deployment."""
 
-SplitRule = Literal["automatic", "per-replica", "one-pod", "one-pod-per-replica", "over-replicas"]
+SplitRule = Literal[
+    "automatic", "kept", "per-replica", "one-pod", "one-pod-per-replica", "over-replicas"
+]
 """Which rule set ``gpus_per_replica`` (what the Schedulable check names, when the pod cannot
-fit or the total is not ``spec.gpus``): ``automatic`` upstream's split by node size,
+fit or the total is not ``spec.gpus``): ``automatic`` upstream's split by node size, ``kept``
+the split by node size the running child was made with, which the nodes of now would make
+otherwise (decision 0137),
 ``per-replica`` the given ``replicas x gpusPerReplica``, ``one-pod`` every GPU of ``gpus`` in
 a batch Job's pod, ``one-pod-per-replica`` the given ``gpusPerReplica`` in a batch Job's pod,
 ``over-replicas`` ``gpus`` shared by a Deployment's given replicas."""
@@ -248,25 +260,35 @@ def no_nodes(vendor: str) -> GpuStats:
     return GpuStats(vendor=vendor.lower())
 
 
-def allocated_gpus(workload: Mapping[str, Any], stats_of: StatsOf) -> int:
+def allocated_gpus(
+    workload: Mapping[str, Any],
+    stats_of: StatsOf,
+    *,
+    running_child: Mapping[str, Any] | None = None,
+) -> int:
     """The GPUs a KaiwoJob or KaiwoService (wire form, read defensively) holds while all its
     pods run: the total of the allocation its pods get (:func:`allocate_workload_gpus`, the
     planner's own rule, decision 0118), so 28 for ``gpus: 30`` on 8-GPU nodes, a batch Job's
-    one pod, none for a paused workload. What the wire does not say as a whole number
-    counts as absent."""
+    one pod, none for a paused workload; for a running workload, the split by node size its
+    main child (``running_child``) was made with (:func:`keep_running_split`, decision 0137).
+    What the wire does not say as a whole number counts as absent."""
     spec = workload.get("spec")
     if not isinstance(spec, Mapping):
         return 0
     vendor = str(spec.get("gpuVendor") or "amd")
+    asked = _whole_number(spec.get("gpus"), default=0)
     allocation = allocate_workload_gpus(
         shape=wire_workload_shape(str(workload.get("kind") or ""), spec),
-        gpus=_whole_number(spec.get("gpus"), default=0),
+        gpus=asked,
         replicas=_whole_number(spec.get("replicas"), default=1),
         gpus_per_replica=_whole_number(spec.get("gpusPerReplica"), default=0) or None,
         vendor=vendor,
         stats=stats_of(vendor.lower()),
     )
-    return allocation.gpus
+    kept = keep_running_split(
+        allocation, asked=asked, child=running_child, runs=running_child is not None
+    )
+    return kept.gpus
 
 
 def wire_workload_shape(kind: str, spec: Mapping[str, Any]) -> WorkloadShape:
@@ -276,6 +298,138 @@ def wire_workload_shape(kind: str, spec: Mapping[str, Any]) -> WorkloadShape:
     if spec.get("ray") is True or spec.get(ray_child) is not None:
         return "ray"
     return "batch-job" if kind == "KaiwoJob" else "deployment"
+
+
+SPLIT_MADE_FROM_ANNOTATION = "kaiwo.silogen.ai/gpus-split-by-node-size"
+"""On a main child whose GPUs were split by node size: the ``spec.gpus`` it was split from.
+With the child's own replicas and GPU limits it tells what a running workload holds, and
+that its spec asks for the same GPUs still (decision 0137)."""
+
+
+def split_made_from(allocation: GpuAllocation, asked: int) -> dict[str, str]:
+    """The annotations of a main child made with ``allocation`` from ``spec.gpus`` ``asked``:
+    the mark of a split by node size (kept or not), none for a split the spec fixes."""
+    if allocation.rule not in ("automatic", "kept") or allocation.replicas < 1 or asked < 1:
+        return {}
+    return {SPLIT_MADE_FROM_ANNOTATION: str(asked)}
+
+
+def keep_running_split(
+    allocation: GpuAllocation, *, asked: int, child: Mapping[str, Any] | None, runs: bool
+) -> GpuAllocation:
+    """``allocation`` (from the nodes of now), or the split by node size the existing main
+    ``child`` was made with when the workload runs (``runs``: Kueue admitted it, or its child
+    is not waiting, see :func:`child_runs`) and its spec still asks for the same GPUs.
+
+    The nodes' size decides only the automatic split; a node that joins, leaves or is
+    relabelled must not roll a running Deployment to other replicas, nor make the counts,
+    the env and the status speak of pods that do not run (decision 0137). The child's split
+    is taken when it carries :data:`SPLIT_MADE_FROM_ANNOTATION` with ``asked`` (so an edit
+    of ``spec.gpus`` splits anew by the nodes of now), and its replicas and GPUs per pod are
+    a split of ``asked`` (``gpus_per_replica == asked // replicas``; anything else, a
+    Deployment scaled by hand, is put back as the nodes split it). A workload that does not
+    run yet follows the nodes: nothing is lost by placing it as they are now."""
+    if allocation.rule != "automatic" or child is None or not runs or asked < 1:
+        return allocation
+    annotations = (_mapping(child.get("metadata"))).get("annotations")
+    if _mapping(annotations).get(SPLIT_MADE_FROM_ANNOTATION) != str(asked):
+        return allocation
+    found = child_split(child, allocation.resource_key)
+    if found is None:
+        return allocation
+    replicas, per_pod = found
+    if replicas < 1 or per_pod < 1 or per_pod != asked // replicas:
+        return allocation
+    if (replicas, per_pod) == (allocation.replicas, allocation.gpus_per_replica):
+        return allocation
+    return _split(
+        asked=asked,
+        replicas=replicas,
+        gpus_per_replica=per_pod,
+        vendor=allocation.vendor,
+        rule="kept",
+    )
+
+
+def child_runs(child: Mapping[str, Any] | None) -> bool:
+    """Whether a main child is past waiting for admission: a Deployment with a Ready pod, a
+    RayJob or AppWrapper Kueue no longer holds suspended (a batch Job's split is never by
+    node size)."""
+    if child is None:
+        return False
+    if child.get("kind") == "Deployment":
+        ready = _mapping(child.get("status")).get("readyReplicas")
+        return isinstance(ready, int) and ready > 0
+    return _mapping(child.get("spec")).get("suspend") is not True
+
+
+def running_child_of(
+    cluster: ClusterState, workload: Mapping[str, Any]
+) -> Mapping[str, Any] | None:
+    """The main child of a KaiwoJob or KaiwoService (wire form) whose GPUs may be split by node
+    size (a Deployment, RayJob or AppWrapper) when it runs (:func:`child_runs`), else None:
+    what :func:`allocated_gpus` reads the split of a running workload from."""
+    spec, meta = _mapping(workload.get("spec")), _mapping(workload.get("metadata"))
+    kind = str(workload.get("kind") or "")
+    uid, name = meta.get("uid"), meta.get("name")
+    if not (isinstance(uid, str) and uid and isinstance(name, str) and name):
+        return None
+    match wire_workload_shape(kind, spec):
+        case "ray":
+            child_kind = "RayJob" if kind == "KaiwoJob" else "AppWrapper"
+        case "deployment":
+            child_kind = "Deployment"
+        case _:
+            return None
+    child = cluster.child_of(uid, kind=child_kind, name=main_child_name(name))
+    return child if child_runs(child) else None
+
+
+def child_split(child: Mapping[str, Any], resource_key: str) -> tuple[int, int] | None:
+    """The replicas and GPUs per pod (``resource_key``) a Deployment, RayJob or AppWrapper
+    was made with (the first worker group of a Ray cluster: Kaiwo sizes every group alike);
+    None when it does not say."""
+    spec = _mapping(child.get("spec"))
+    match child.get("kind"):
+        case "Deployment":
+            replicas, template = spec.get("replicas"), spec.get("template")
+        case "RayJob":
+            replicas, template = _first_worker_group(spec.get("rayClusterSpec"))
+        case "AppWrapper":
+            components = spec.get("components")
+            component = components[0] if isinstance(components, list) and components else {}
+            ray_spec = _mapping(_mapping(_mapping(component).get("template")).get("spec"))
+            replicas, template = _first_worker_group(ray_spec.get("rayClusterConfig"))
+        case _:
+            return None
+    per_pod = _pod_gpus(template, resource_key)
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or per_pod is None:
+        return None
+    return replicas, per_pod
+
+
+def _first_worker_group(cluster: object) -> tuple[object, object]:
+    groups = _mapping(cluster).get("workerGroupSpecs")
+    group = _mapping(groups[0] if isinstance(groups, list) and groups else None)
+    return group.get("replicas"), group.get("template")
+
+
+def _pod_gpus(template: object, resource_key: str) -> int | None:
+    """The GPU limit of the first container of ``template`` that has one."""
+    containers = _mapping(_mapping(template).get("spec")).get("containers")
+    for container in containers if isinstance(containers, list) else ():
+        limit = _mapping(_mapping(_mapping(container).get("resources")).get("limits")).get(
+            resource_key
+        )
+        if isinstance(limit, str) and limit.isdigit():
+            return int(limit)
+        if isinstance(limit, int) and not isinstance(limit, bool):
+            return limit
+    return None
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _whole_number(value: object, *, default: int) -> int:

@@ -66,6 +66,7 @@ from kaiwo_contracts.plans import ObjectRef, Plan
 from kaiwo_planner.domain.scheduling.gpu_allocation import (
     GpuStats,
     allocated_gpus,
+    running_child_of,
     vendor_gpu_stats,
 )
 from kaiwo_planner.domain.scheduling.gpu_waiting import GpuWait, gpu_wait
@@ -127,8 +128,10 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
         status, spec = obj.get("status"), obj.get("spec")
         if not isinstance(status, Mapping) or not isinstance(spec, Mapping):
             continue
-        # What the allocation gives its pods, by the planner's own rule (decision 0118).
-        phase, gpus = status.get("status"), allocated_gpus(obj, stats_of)
+        # What the allocation gives its pods, by the planner's own rule (decision 0118), or
+        # the split by node size its running child was made with (decision 0137).
+        phase = status.get("status")
+        gpus = allocated_gpus(obj, stats_of, running_child=running_child_of(cluster, obj))
         vendor = str(spec.get("gpuVendor") or "amd").lower()
         uid = _uid(obj)
         if uid in context.preempting:

@@ -21,6 +21,7 @@ from kaiwo_planner.domain.scheduling.gpu_allocation import (
     GpuStats,
     StatsOf,
     allocated_gpus,
+    running_child_of,
     vendor_gpu_stats,
 )
 from kaiwo_planner.domain.scheduling.preemption import (
@@ -67,10 +68,15 @@ class PreemptionCandidates:
 
 
 def running_workload(
-    obj: Mapping[str, Any], config: KaiwoConfig, stats_of: StatsOf
+    obj: Mapping[str, Any],
+    config: KaiwoConfig,
+    stats_of: StatsOf,
+    *,
+    running_child: Mapping[str, Any] | None = None,
 ) -> RunningWorkload | None:
     """The workload as a running GPU holder, or None when it is not running; it holds the
-    GPUs its allocation gives its pods (``stats_of``: the nodes' statistics by vendor)."""
+    GPUs its allocation gives its pods (``stats_of``: the nodes' statistics by vendor), or
+    the split by node size its ``running_child`` was made with (decision 0137)."""
     status = obj.get("status")
     spec = obj.get("spec")
     if not isinstance(status, Mapping) or not isinstance(spec, Mapping):
@@ -81,7 +87,7 @@ def running_workload(
     return RunningWorkload(
         key=ObjectRef.key_of(obj),
         gpu_vendor=str(spec.get("gpuVendor") or "amd"),
-        gpus=allocated_gpus(obj, stats_of),
+        gpus=allocated_gpus(obj, stats_of, running_child=running_child),
         cluster_queue=workload_queue(spec, config),
         start_time=start,
         duration=parse_optional_duration(spec.get("duration")),
@@ -155,7 +161,7 @@ def _candidates(
     objects = workloads(context.cluster)
     ids = list(map(id, objects))
     reads = [
-        read if read is not None else (obj, _read(obj, config, stats_of))
+        read if read is not None else (obj, _read(obj, config, stats_of, context))
         for obj, read in zip(objects, map(known.get, ids), strict=True)
     ]
     candidates = [read[1] for read in reads]
@@ -178,8 +184,20 @@ def _waits(workload: PendingWorkload, context: PlanningContext) -> bool:
     return not namespace_being_deleted(context.cluster, namespace)
 
 
-def _read(obj: Mapping[str, Any], config: KaiwoConfig, stats_of: StatsOf) -> _Candidate:
-    return running_workload(obj, config, stats_of) or pending_workload(obj, config, stats_of)
+def _read(
+    obj: Mapping[str, Any], config: KaiwoConfig, stats_of: StatsOf, context: PlanningContext
+) -> _Candidate:
+    """``obj`` as a candidate. A running one counts the split its main child was made with
+    (decision 0137). The children are no input of the kept reads, on purpose: that split
+    changes only when a plan applies another, after an edit of ``spec.gpus`` (a new
+    workload object, read again, whose child not yet changed says another ``spec.gpus`` and
+    so counts as the nodes split it: what the plan applies) or a change of the nodes (every
+    workload read again); re-reading on every status change of every child would cost far
+    more than it could change."""
+    running = running_workload(
+        obj, config, stats_of, running_child=running_child_of(context.cluster, obj)
+    )
+    return running or pending_workload(obj, config, stats_of)
 
 
 def preemption_decision(context: PlanningContext, *, now: datetime) -> PreemptionDecision:

@@ -240,6 +240,14 @@ def _adjusted_total(allocation: GpuAllocation) -> tuple[str, str] | None:
             f"{replicas}; set spec.gpus to a multiple of {replicas}, or set spec.replicas and "
             "spec.gpusPerReplica to choose the split"
         )
+    if allocation.rule == "kept":
+        return REASON_GPUS_ROUNDED_DOWN, (
+            f"spec.gpus ({asked}) is rounded down to {held}: the nodes' size when its pods "
+            f"were made split it into {replicas} replicas of {per_pod} GPUs, kept while they "
+            f"run, and {asked} does not divide evenly over {replicas}; set spec.gpus to a "
+            f"multiple of {replicas}, or set spec.replicas and spec.gpusPerReplica to choose "
+            "the split"
+        )
     if allocation.rule == "one-pod-per-replica":
         return REASON_GPUS_RECALCULATED, (
             f"spec.gpus ({asked}) is recalculated as spec.gpusPerReplica ({per_pod}), the GPUs "
@@ -272,6 +280,14 @@ def _pod_too_large_message(allocation: GpuAllocation, largest: int) -> str:
             f"spec.gpusPerReplica ({allocation.gpus_per_replica}) asks for "
             f"{allocation.gpus_per_replica} GPUs in the single pod of a Job, but {node}: set "
             "ray: true to spread the GPUs across nodes, or lower spec.gpusPerReplica"
+        )
+    if allocation.rule == "kept":
+        return (
+            f"spec.gpus ({allocation.adjusted_from or allocation.gpus}) was split by the "
+            f"nodes' size when its pods were made into {allocation.replicas} replicas of "
+            f"{allocation.gpus_per_replica} GPUs, kept while they run, but {node}: edit "
+            "spec.gpus, or set spec.replicas and spec.gpusPerReplica, to split it over the "
+            "nodes as they are now"
         )
     if allocation.rule == "over-replicas":
         return (
