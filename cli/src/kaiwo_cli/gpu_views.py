@@ -45,13 +45,20 @@ def gpu_workload_table(
     namespaces: Mapping[str, Mapping[str, Any]] | None = None,
     defaults: KaiwoGpuPreemptionConfig | None = None,
     nodes: Sequence[Mapping[str, Any]] = (),
+    children: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     """One row per record and per opted-in KaiwoJob or KaiwoService (``namespaces``: the
     Namespaces by name, for their annotations), by namespace and workload; ``-`` where
     nothing is known yet. A Kaiwo workload's GPUs are those its allocation gives its pods,
     by the planner's rule on ``nodes`` (decision 0118): ``gpus: 30`` on 8-GPU nodes holds 28;
-    without nodes, the GPUs it asks for."""
-    from kaiwo_planner.domain.scheduling.gpu_allocation import allocated_gpus, gpu_stats
+    without nodes, the GPUs it asks for. A running one holds the split by node size its
+    main child (among ``children``: Deployments, RayJobs, AppWrappers) was made with, as
+    the planner counts it (decision 0137)."""
+    from kaiwo_planner.domain.scheduling.gpu_allocation import (
+        allocated_gpus,
+        gpu_stats,
+        running_child_among,
+    )
     from kaiwo_planner.domain.state.nodes import NodeInfo
 
     parsed = [NodeInfo.from_wire(node) for node in nodes]
@@ -59,7 +66,9 @@ def gpu_workload_table(
     stats_of = functools.cache(lambda vendor: gpu_stats(parsed, vendor))
 
     def gpus_of(workload: Mapping[str, Any]) -> int:
-        return allocated_gpus(workload, stats_of)
+        return allocated_gpus(
+            workload, stats_of, running_child=running_child_among(children, workload)
+        )
 
     config = defaults or KaiwoGpuPreemptionConfig()
     rows = [_row(record) for record in records]

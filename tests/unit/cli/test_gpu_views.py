@@ -151,3 +151,35 @@ def test_a_kaiwo_workload_shows_the_gpus_its_pods_hold() -> None:
     ]
     # Nodes the user may not list: what the workload asks for, split over no nodes.
     assert gpus_column(gpu_workload_table([], [rounded, recalculated])) == ["8", "30"]
+
+
+def test_a_running_kaiwo_workload_shows_the_split_its_child_was_made_with() -> None:
+    """Decision 0137: a service asking for 30 was made 4 x 7 on 8-GPU nodes; a 6-GPU node
+    joined, which would split it 5 x 6. Its running Deployment holds 28, as the planner
+    counts it; without its Deployment listed, the split of the nodes of now."""
+    opted = {"kaiwo.silogen.ai/gpu-preemption.policy": "Always"}
+    chat = kaiwo_workload("KaiwoService", "chat", annotations=opted, status="READY")
+    chat["metadata"]["uid"] = "chat-uid"
+    chat["spec"] = {"gpus": 30}
+    nodes = [
+        *(build_node(f"mi300x-{i}", gpu="mi300x", gpus=8) for i in range(4)),
+        build_node("mi300x-6", gpu="mi300x", gpus=6),
+    ]
+    worker = {"name": "main", "resources": {"limits": {"amd.com/gpu": "7"}}}
+    deployment = {
+        "kind": "Deployment",
+        "metadata": {
+            "namespace": "team-a",
+            "name": "chat",
+            "ownerReferences": [{"uid": "chat-uid", "controller": True}],
+            "annotations": {"kaiwo.silogen.ai/gpus-split-by-node-size": "30"},
+        },
+        "spec": {"replicas": 4, "template": {"spec": {"containers": [worker]}}},
+        "status": {"readyReplicas": 4},
+    }
+
+    def gpus_column(table: str) -> list[str]:
+        return [line.split()[3] for line in table.splitlines()[1:]]
+
+    assert gpus_column(gpu_workload_table([], [chat], nodes=nodes, children=[deployment])) == ["28"]
+    assert gpus_column(gpu_workload_table([], [chat], nodes=nodes)) == ["30"]

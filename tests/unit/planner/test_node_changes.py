@@ -15,7 +15,13 @@ from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 
 from tests.planning_calls import planned
-from tests.unit.planner.test_planning import admitted, kaiwo_job, queue_config, running_job
+from tests.unit.planner.test_planning import (
+    admitted,
+    kaiwo_job,
+    kaiwo_service,
+    queue_config,
+    running_job,
+)
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 T_EARLIER = "2026-01-01T11:00:00Z"
@@ -192,3 +198,141 @@ def test_a_job_kueue_has_not_admitted_still_waits_in_error_for_the_nodes(
     assert plan is not None and plan.status is not None
     assert plan.status["status"] == "ERROR"
     assert (plan.desired, plan.prune) == ((), ())
+
+
+# ------------------------------------- the split a running workload was made with (0137)
+
+SERVE = {"user": "ann@example.com", "gpus": 16, "image": "vllm/vllm-openai:v0.8.5"}
+READY = {"status": "READY", "startTime": T_EARLIER, "observedGeneration": 1}
+SPLIT_MARK = "kaiwo.silogen.ai/gpus-split-by-node-size"
+
+
+def eight_gpu_nodes(make_node: NodeFactory) -> list[dict[str, Any]]:
+    return [make_node("mi300x-0", gpu="mi300x"), make_node("mi300x-1", gpu="mi300x")]
+
+
+def with_a_four_gpu_node(make_node: NodeFactory) -> list[dict[str, Any]]:
+    return [*eight_gpu_nodes(make_node), make_node("mi300x-small", gpu="mi300x", gpus=4)]
+
+
+def split_of(deployment: dict[str, Any]) -> tuple[int, str, str, str]:
+    """Replicas, GPU limit, NUM_REPLICAS and the mark of what it was split from."""
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    env = {v["name"]: v.get("value") for v in container["env"]}
+    return (
+        deployment["spec"]["replicas"],
+        container["resources"]["limits"]["amd.com/gpu"],
+        env["NUM_REPLICAS"],
+        deployment["metadata"]["annotations"][SPLIT_MARK],
+    )
+
+
+def made_on_eight_gpu_nodes(
+    owner: dict[str, Any], make_node: NodeFactory, *, ready: int
+) -> dict[str, Any]:
+    """The Deployment the planner made on two 8-GPU nodes, as observed with ``ready`` pods."""
+    plan = planned(owner=owner, cluster=cluster(eight_gpu_nodes(make_node), owner), now=NOW)
+    assert plan is not None
+    [deployment] = [c for c in plan.desired if c["kind"] == "Deployment"]
+    assert split_of(deployment) == (2, "8", "2", "16")
+    observed = copy.deepcopy(deployment)
+    observed["metadata"]["uid"] = "svc-uid-deployment"
+    observed["status"] = {"replicas": 2, "readyReplicas": ready, "availableReplicas": ready}
+    return observed
+
+
+def planned_deployment(plan: Any) -> dict[str, Any]:
+    [deployment] = [c for c in plan.desired if c["kind"] == "Deployment"]
+    return dict(deployment)
+
+
+def test_a_ready_service_keeps_its_split_when_a_smaller_node_joins(
+    make_node: NodeFactory,
+) -> None:
+    # Before: the 4-GPU node made the split 4 x 4, and the Deployment rolled to it though
+    # the user changed nothing.
+    owner = kaiwo_service(SERVE, status=READY)
+    observed = made_on_eight_gpu_nodes(owner, make_node, ready=2)
+    context = PlanningContext.of(cluster(eight_gpu_nodes(make_node), owner, observed))
+    before = plan_object(owner=owner, context=context, now=NOW).plan
+    joined = cluster(with_a_four_gpu_node(make_node), owner, observed)
+    after = plan_object(
+        owner=owner, context=context.moved_to(joined, changed=[NODE_KIND]), now=NOW
+    ).plan
+    assert before is not None and after is not None and after.status is not None
+
+    assert split_of(planned_deployment(after)) == (2, "8", "2", "16")
+    assert planned_deployment(after) == planned_deployment(before)
+    schedulable = next(c for c in after.status["conditions"] if c["type"] == "Schedulable")
+    assert (schedulable["reason"], schedulable["message"]) == (
+        "Schedulable",
+        "Cluster has sufficient GPU resources",
+    )
+    assert after.status["status"] == "READY"
+
+
+def test_a_service_not_running_yet_follows_the_nodes(make_node: NodeFactory) -> None:
+    owner = kaiwo_service(SERVE)
+    observed = made_on_eight_gpu_nodes(owner, make_node, ready=0)
+    plan = planned(
+        owner=owner, cluster=cluster(with_a_four_gpu_node(make_node), owner, observed), now=NOW
+    )
+    assert plan is not None
+    assert split_of(planned_deployment(plan)) == (4, "4", "4", "16")
+
+
+def test_an_edit_of_spec_gpus_is_split_by_the_nodes_of_now(make_node: NodeFactory) -> None:
+    owner = kaiwo_service(SERVE, status=READY)
+    observed = made_on_eight_gpu_nodes(owner, make_node, ready=2)
+    edited = kaiwo_service({**SERVE, "gpus": 12}, generation=2, status=READY)
+    plan = planned(
+        owner=edited, cluster=cluster(with_a_four_gpu_node(make_node), edited, observed), now=NOW
+    )
+    assert plan is not None
+    assert split_of(planned_deployment(plan)) == (3, "4", "3", "12")
+
+
+def test_an_edit_of_another_field_keeps_the_split(make_node: NodeFactory) -> None:
+    # The split is made from spec.gpus (and its vendor, replicas and gpusPerReplica): a new
+    # image rolls the pods, in the split they have.
+    owner = kaiwo_service(SERVE, status=READY)
+    observed = made_on_eight_gpu_nodes(owner, make_node, ready=2)
+    edited = kaiwo_service(
+        {**SERVE, "image": "vllm/vllm-openai:v0.9.0"}, generation=2, status=READY
+    )
+    plan = planned(
+        owner=edited, cluster=cluster(with_a_four_gpu_node(make_node), edited, observed), now=NOW
+    )
+    assert plan is not None
+    deployment = planned_deployment(plan)
+    assert split_of(deployment) == (2, "8", "2", "16")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "vllm/vllm-openai:v0.9.0"
+
+
+def test_a_kept_split_no_node_holds_any_more_is_told_and_left_as_it_runs(
+    make_node: NodeFactory,
+) -> None:
+    # Every node relabelled to 4: the pods of 8 run on (no Kueue Workload to ask: the kept
+    # split is what the running child holds), told as for an admitted workload (0132).
+    owner = kaiwo_service(SERVE, status=READY)
+    observed = made_on_eight_gpu_nodes(owner, make_node, ready=2)
+    four = [make_node(f"mi300x-{i}", gpu="mi300x", gpus=4) for i in range(4)]
+    plan = planned(owner=owner, cluster=cluster(four, owner, observed), now=NOW)
+    assert plan is not None and plan.status is not None
+    told = (
+        "spec.gpus (16) was split by the nodes' size when its pods were made into 2 replicas "
+        "of 8 GPUs, kept while they run, but the largest node has 4 GPUs (vendor: amd): edit "
+        "spec.gpus, or set spec.replicas and spec.gpusPerReplica, to split it over the nodes "
+        "as they are now; Kueue admitted the workload before the nodes changed, so its "
+        "children are kept as they are and it goes on as far as its pods can (it would not be "
+        "admitted again as it is)"
+    )
+    schedulable = next(c for c in plan.status["conditions"] if c["type"] == "Schedulable")
+    assert (schedulable["status"], schedulable["reason"], schedulable["message"]) == (
+        "True",
+        "AdmittedBeforeNodeChange",
+        told,
+    )
+    assert (plan.desired, plan.prune) == ((), ())
+    assert plan.status["status"] == "READY"

@@ -176,6 +176,48 @@ def test_a_workload_counts_the_gpus_its_pods_hold_on_these_nodes(make_node: Any)
     assert [w.gpus for w in preemption_candidates(contexts.context(projection)).pending] == [30]
 
 
+def running_ray_job_of(owner: str, replicas: int, gpus: int, made_from: int) -> dict[str, Any]:
+    """The running RayJob of KaiwoJob ``owner``: ``replicas`` workers of ``gpus``, split by
+    node size from ``spec.gpus`` ``made_from``."""
+    worker = {
+        "containers": [{"name": "ray-worker", "resources": {"limits": {"amd.com/gpu": str(gpus)}}}]
+    }
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {
+            "name": owner,
+            "namespace": "team",
+            "uid": f"uid-{owner}-rayjob",
+            "ownerReferences": [{"uid": f"uid-{owner}", "controller": True}],
+            "annotations": {"kaiwo.silogen.ai/gpus-split-by-node-size": str(made_from)},
+        },
+        "spec": {
+            "suspend": False,
+            "rayClusterSpec": {
+                "workerGroupSpecs": [{"replicas": replicas, "template": {"spec": worker}}]
+            },
+        },
+    }
+
+
+def test_a_running_workload_counts_the_split_its_child_was_made_with(make_node: Any) -> None:
+    """Decision 0137: made 4 x 7 on 8-GPU nodes, it holds 28 after a 6-GPU node joined,
+    though the nodes of now would split 30 into 5 x 6; waiting, it would be counted so."""
+    contexts = PlanningContextKeeper()
+    nodes = [make_node(f"mi300x-{i}", gpu="mi300x", gpus=8) for i in range(4)]
+    projection = projection_of(
+        *nodes,
+        kaiwo_job("big", RUNNING, gpus=30, ray=True),
+        running_ray_job_of("big", replicas=4, gpus=7, made_from=30),
+        kaiwo_job("next", PENDING, gpus=30, ray=True),
+    )
+    projection.apply(observed(make_node("mi300x-6", gpu="mi300x", gpus=6), 21), sequence=21)
+    candidates = preemption_candidates(contexts.context(projection))
+    assert [w.gpus for w in candidates.running] == [28]
+    assert [w.gpus for w in candidates.pending] == [30]
+
+
 def test_a_waiting_workload_being_deleted_stops_no_expired_one() -> None:
     """Deleted in the foreground, it stays PENDING until its Job is gone: counted as GPU
     demand meanwhile, it had an expired workload terminated for GPUs nobody wanted."""

@@ -282,6 +282,23 @@ FOUR_EIGHT_GPU_NODES = GpuStats(
             ),
         ),
         (
+            # Kept from the nodes its pods were made on (0137): a 4-GPU node joined since.
+            GpuAllocation(
+                gpus=28, gpus_per_replica=7, replicas=4, vendor="amd", rule="kept", adjusted_from=30
+            ),
+            SchedulableVerdict(
+                schedulable=True,
+                reason="GpusRoundedDown",
+                message=(
+                    "Cluster has sufficient GPU resources; spec.gpus (30) is rounded down to "
+                    "28: the nodes' size when its pods were made split it into 4 replicas of 7 "
+                    "GPUs, kept while they run, and 30 does not divide evenly over 4; set "
+                    "spec.gpus to a multiple of 4, or set spec.replicas and spec.gpusPerReplica "
+                    "to choose the split"
+                ),
+            ),
+        ),
+        (
             GpuAllocation(
                 gpus=8,
                 gpus_per_replica=8,
@@ -361,6 +378,7 @@ FOUR_EIGHT_GPU_NODES = GpuStats(
     ],
     ids=[
         "split-rounded-down",
+        "kept-split-rounded-down",
         "recalculated-from-replicas-and-gpus-per-replica",
         "recalculated-not-a-multiple",
         "job-recalculated-from-gpus-per-replica",

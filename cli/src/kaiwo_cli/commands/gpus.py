@@ -60,6 +60,7 @@ def gpus(
             namespaces=await _namespaces(kube, scope),
             defaults=await _defaults(kube),
             nodes=await _nodes(kube),
+            children=await _main_children(kube, scope),
         )
 
     click.echo(run_on_cluster("gpus", resolve_target(kubeconfig, context, state), work))
@@ -88,6 +89,30 @@ async def _nodes(kube: ClusterReader) -> list[dict[str, Any]]:
         return list((await kube.list(resources.NODE)).items)
     except KubeError:
         return []
+
+
+async def _main_children(kube: ClusterReader, scope: str | None) -> list[dict[str, Any]]:
+    """The Deployments, RayJobs and AppWrappers Kaiwo made: a running workload holds the GPU
+    split its child was made with (decision 0137). A kind the user may not list, or the
+    cluster does not serve, counts as none: the workload shows the split of the nodes."""
+    from kaiwo_kube import KubeError, resources
+    from kaiwo_planner.domain.children.labels import LABEL_MANAGED_BY, MANAGED_BY_KAIWO
+
+    from kaiwo_cli.cluster_access import optional_list
+
+    found: list[dict[str, Any]] = []
+    for resource in (resources.DEPLOYMENT, resources.RAY_JOB, resources.APP_WRAPPER):
+        try:
+            items = await optional_list(
+                kube,
+                resource,
+                namespace=scope,
+                label_selector=f"{LABEL_MANAGED_BY}={MANAGED_BY_KAIWO}",
+            )
+        except KubeError:
+            continue
+        found.extend({**item, "kind": resource.kind} for item in items)
+    return found
 
 
 async def _defaults(kube: ClusterReader) -> KaiwoGpuPreemptionConfig:

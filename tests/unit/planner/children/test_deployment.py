@@ -5,7 +5,9 @@ from __future__ import annotations
 from kaiwo_planner.domain.children.workload_children import plan_children
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
 
-TWO_NVIDIA = GpuAllocation(gpus=2, gpus_per_replica=1, replicas=2, vendor="nvidia")
+TWO_NVIDIA = GpuAllocation(
+    gpus=2, gpus_per_replica=1, replicas=2, vendor="nvidia", rule="over-replicas"
+)
 NO_GPUS = GpuAllocation(gpus=0, gpus_per_replica=0, replicas=3, vendor="amd")
 
 

@@ -346,3 +346,47 @@ def test_a_waiting_ray_service_leaves_its_app_wrapper_out_until_it_is_replaced(m
     anew = plan_children(workload=edited, allocation=NO_GPUS, config=None)
     (created,) = [c for c in anew.desired if c["kind"] == "AppWrapper"]
     assert "rayproject/ray:2.41.0" in str(created["spec"]["components"])
+
+
+SPLIT_MARK = "kaiwo.silogen.ai/gpus-split-by-node-size"
+
+
+def marked(child: dict[str, Any], made_from: str | None) -> dict[str, Any]:
+    marked = copy.deepcopy(child)
+    if made_from is not None:
+        marked["metadata"]["annotations"] = {SPLIT_MARK: made_from, "other": "x"}
+    return marked
+
+
+def test_a_running_ray_job_keeps_the_spec_gpus_its_kept_workers_were_split_from():
+    # spec.gpus edited 16 -> 17 while it runs: its worker groups stay 2 x 8, a split of 17
+    # too; marked 17, a later plan would take 2 x 8 for the edit and call it applied (0137).
+    desired = marked(ray_job(image="ray:2", suspend=True, labels={QUEUE: "q"}), "17")
+    observed = marked(ray_job(image="ray:1", suspend=False, labels={QUEUE: "q"}), "16")
+    update = ray_job_update(desired, observed)
+    assert update.manifest["metadata"]["annotations"] == {SPLIT_MARK: "16", "other": "x"}
+
+    unmarked = ray_job(image="ray:1", suspend=False, labels={QUEUE: "q"})
+    update = ray_job_update(desired, unmarked)
+    assert update.manifest["metadata"]["annotations"] == {"other": "x"}
+
+    # Waiting, it takes the whole edit, the mark with it.
+    waiting = marked(ray_job(image="ray:1", suspend=True, labels={QUEUE: "q"}), "16")
+    update = ray_job_update(desired, waiting)
+    assert update.manifest["metadata"]["annotations"] == {SPLIT_MARK: "17", "other": "x"}
+
+
+def test_an_admitted_app_wrapper_keeps_the_spec_gpus_its_components_were_split_from():
+    def wrapper(image: str, made_from: str) -> dict[str, Any]:
+        return marked(
+            {
+                "apiVersion": "workload.codeflare.dev/v1beta2",
+                "kind": "AppWrapper",
+                "metadata": {"name": "s", "labels": {QUEUE: "q"}},
+                "spec": {"suspend": False, "components": [{"template": {"image": image}}]},
+            },
+            made_from,
+        )
+
+    update = app_wrapper_update(wrapper("ray:2", "17"), wrapper("ray:1", "16"))
+    assert update.manifest["metadata"]["annotations"] == {SPLIT_MARK: "16", "other": "x"}

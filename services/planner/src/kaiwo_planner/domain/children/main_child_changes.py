@@ -111,7 +111,7 @@ def ray_job_update(
     manifest, labels_kept = kueue_label_update(
         {**desired, "spec": spec}, observed, running=not waiting
     )
-    if "rayClusterSpec" in not_applied:
+    if not waiting:  # its cluster is kept as observed, changed or not
         manifest = _split_mark_as_observed(manifest, observed)
     return ChildUpdate(
         manifest=manifest,
@@ -143,8 +143,7 @@ def app_wrapper_update(
     manifest, labels_kept = kueue_label_update(
         {**desired, "spec": spec}, observed, running=not waiting
     )
-    if not_applied:
-        manifest = _split_mark_as_observed(manifest, observed)
+    manifest = _split_mark_as_observed(manifest, observed)  # its components are kept
     return ChildUpdate(
         manifest=manifest,
         kind="AppWrapper",

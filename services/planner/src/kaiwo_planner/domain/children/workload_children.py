@@ -445,7 +445,7 @@ def _marked_with_split(
     """The main child with the ``spec.gpus`` its GPUs were split from by node size: what a
     later plan reads back to keep that split while the workload runs (decision 0137)."""
     marks = split_made_from(allocation, asked)
-    if not marks:
+    if not marks or main["kind"] == "Job":  # a batch Job's one pod is never split by nodes
         return main
     metadata = main["metadata"]
     return {

@@ -369,6 +369,39 @@ def running_child_of(
     """The main child of a KaiwoJob or KaiwoService (wire form) whose GPUs may be split by node
     size (a Deployment, RayJob or AppWrapper) when it runs (:func:`child_runs`), else None:
     what :func:`allocated_gpus` reads the split of a running workload from."""
+    found = _main_child_key(workload)
+    if found is None:
+        return None
+    uid, kind, name = found
+    child = cluster.child_of(uid, kind=kind, name=name)
+    return child if child_runs(child) else None
+
+
+def running_child_among(
+    children: Iterable[Mapping[str, Any]], workload: Mapping[str, Any]
+) -> Mapping[str, Any] | None:
+    """:func:`running_child_of` among listed ``children`` (wire form, any owners; a client
+    such as ``kaiwo gpus`` that lists them rather than holding a cluster state)."""
+    found = _main_child_key(workload)
+    if found is None:
+        return None
+    uid, kind, name = found
+    for child in children:
+        meta = _mapping(child.get("metadata"))
+        owners = meta.get("ownerReferences")
+        owned = (
+            any(_mapping(owner).get("uid") == uid for owner in owners if isinstance(owners, list))
+            if isinstance(owners, list)
+            else False
+        )
+        if child.get("kind") == kind and meta.get("name") == name and owned:
+            return child if child_runs(child) else None
+    return None
+
+
+def _main_child_key(workload: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """The owner uid, kind and name of the main child of a workload whose GPUs may be split
+    by node size; None for a batch Job (its one pod) or a workload without uid or name."""
     spec, meta = _mapping(workload.get("spec")), _mapping(workload.get("metadata"))
     kind = str(workload.get("kind") or "")
     uid, name = meta.get("uid"), meta.get("name")
@@ -381,8 +414,7 @@ def running_child_of(
             child_kind = "Deployment"
         case _:
             return None
-    child = cluster.child_of(uid, kind=child_kind, name=main_child_name(name))
-    return child if child_runs(child) else None
+    return uid, child_kind, main_child_name(name)
 
 
 def child_split(child: Mapping[str, Any], resource_key: str) -> tuple[int, int] | None:
