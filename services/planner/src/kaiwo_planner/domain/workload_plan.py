@@ -4,7 +4,8 @@ Steps, each a pure function of the workload, the cluster state and ``now``:
 
 1. KaiwoConfig, the AIMNamespaceConfig of the namespace and the KaiwoQueueConfig's queues
    come from the cluster state (:mod:`~kaiwo_planner.domain.settings.cluster_settings`).
-2. GPU statistics of the vendor -> the allocation -> the Schedulable verdict.
+2. GPU statistics of the vendor -> the allocation (for a running workload, the split by node
+   size its main child was made with, decision 0137) -> the Schedulable verdict.
 3. The observed children -> the download job's state -> the children to apply
    (:func:`~kaiwo_planner.domain.children.workload_children.plan_children`), reconciled with the
    existing main child so that a Job change Kubernetes cannot apply is reported, not attempted.
