@@ -157,6 +157,12 @@ def test_otherwise_the_nodes_of_now_split_it(
     )
 
 
+def test_a_paused_workload_is_not_given_back_the_pods_of_its_child() -> None:
+    # replicas: 0 on a running service: the Deployment goes to 0, not back to 2 x 8.
+    paused = GpuAllocation(gpus=0, gpus_per_replica=0, replicas=0, vendor="amd")
+    assert keep_running_split(paused, asked=16, child=deployment(), runs=True) is paused
+
+
 def test_a_split_the_spec_fixes_is_never_read_from_the_child() -> None:
     given = GpuAllocation(gpus=16, gpus_per_replica=4, replicas=4, vendor="amd", rule="per-replica")
     assert keep_running_split(given, asked=16, child=deployment(), runs=True) is given

@@ -329,7 +329,9 @@ def keep_running_split(
     a split of ``asked`` (``gpus_per_replica == asked // replicas``; anything else, a
     Deployment scaled by hand, is put back as the nodes split it). A workload that does not
     run yet follows the nodes: nothing is lost by placing it as they are now."""
-    if allocation.rule != "automatic" or child is None or not runs or asked < 1:
+    # Paused (replicas: 0), it asks for no pods at all, whatever its child still runs.
+    paused = allocation.replicas < 1
+    if allocation.rule != "automatic" or child is None or not runs or asked < 1 or paused:
         return allocation
     annotations = (_mapping(child.get("metadata"))).get("annotations")
     if _mapping(annotations).get(SPLIT_MADE_FROM_ANNOTATION) != str(asked):
