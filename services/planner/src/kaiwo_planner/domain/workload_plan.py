@@ -193,7 +193,7 @@ def plan_workload(
         child_kind=_child_kind(workload),
         downloads_configured=downloads_configured(spec),
     )
-    # Kueue's own word (its Workloads), not a running child: the checks waived are Kueue's.
+    # Kueue's own word (its Workloads), whether or not a child runs yet.
     admitted = bool(observed.kueue_workloads) and all(
         kueue_admitted(w.get("status") or {}) for w in observed.kueue_workloads
     )
