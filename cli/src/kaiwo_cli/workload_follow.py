@@ -49,18 +49,27 @@ async def _follow_one(
     the workload settles; a watch the server ends or expires is started again."""
     from kaiwo_kube import ResourceExpired
 
-    from kaiwo_cli.cluster_access import ClusterError, kueue_workloads
+    from kaiwo_cli.cluster_access import ClusterError, readable_kueue_workloads
     from kaiwo_cli.workload_views import is_settled, phase_of, queue_position
 
     resource = resource_of(workload)
     meta = workload["metadata"]
     where = {"namespace": meta["namespace"], "field_selector": f"metadata.name={meta['name']}"}
     shown = ""
+    queue_readable = True
+    """False once the API server refused the Kueue Workloads (403): not asked again, and the
+    spinner shows the phase without the place in the queue."""
 
     async def show(current: dict[str, Any]) -> None:
-        nonlocal shown
+        nonlocal shown, queue_readable
         phase = phase_of(current)
-        position = queue_position(current, await kueue_workloads(kube, namespace=meta["namespace"]))
+        queued = (
+            await readable_kueue_workloads(kube, namespace=meta["namespace"])
+            if queue_readable
+            else None
+        )
+        queue_readable = queued is not None
+        position = queue_position(current, queued) if queued is not None else None
         waiting = (
             f" ({position.position} of {position.pending} waiting in {position.queue})"
             if position is not None

@@ -24,6 +24,10 @@ changed first): ``--wait`` stops there and says why rather than spin for ever.""
 SERVING_PHASE: Final = "READY"
 """Where a KaiwoService's ``--wait`` stops: it serves and keeps serving."""
 PLURALS: Final = {"KaiwoJob": "kaiwojob", "KaiwoService": "kaiwoservice"}
+KUEUE_WORKLOAD_KIND: Final = "Workload"
+"""Kueue's Workload, named among the kinds ``kaiwo status`` could not read."""
+WAITING_PHASE: Final = "PENDING"
+"""Where a workload waits for Kueue's admission: its place in the queue matters."""
 GROUP: Final = "kaiwo.silogen.ai"
 
 
@@ -216,15 +220,21 @@ def status_report(
     recent_events: int = 10,
     estimate: Placed | None = None,
     estimate_partial: bool = False,
+    unreadable: Sequence[str] = (),
 ) -> str:
     """``kaiwo status``: what a person asks first, in the order they ask it; a pending one's
-    place in its ClusterQueue and estimated start (decision 0055) when ``estimate`` is given."""
+    place in its ClusterQueue and estimated start (decision 0055) when ``estimate`` is given.
+    ``unreadable``: the kinds the caller may not list (403), named so that no child is taken
+    for absent and no queue for empty (decision 0138)."""
     meta, spec, status = _meta(workload), _spec(workload), _status(workload)
+    queue = _queue_line(spec, position)
+    if KUEUE_WORKLOAD_KIND in unreadable and phase_of(workload) == WAITING_PHASE:
+        queue += " (place in the queue unknown: your credentials may not list Kueue Workloads)"
     lines = [
         f"{workload.get('kind')} {meta.get('namespace')}/{meta.get('name')}",
         f"Phase:     {phase_of(workload)}",
         f"User:      {spec.get('user') or '-'}",
-        f"Queue:     {_queue_line(spec, position)}",
+        f"Queue:     {queue}",
     ]
     if estimate is not None:
         lines += _estimate_lines(estimate, now=now)
@@ -262,7 +272,14 @@ def status_report(
     lines.append("Children:")
     rows = [[f"{c.get('kind')}/{_meta(c).get('name')}", child_state(c)] for c in children]
     rows += [[f"Pod/{_meta(p).get('name')}", pod_state(p)] for p in pods]
-    lines.append(_indent(render_table(["OBJECT", "STATE"], rows)) if rows else "  (none yet)")
+    hidden = [kind for kind in unreadable if kind != KUEUE_WORKLOAD_KIND]
+    if rows:
+        lines.append(_indent(render_table(["OBJECT", "STATE"], rows)))
+    else:
+        lines.append("  (none you may see yet)" if hidden else "  (none yet)")
+    if hidden:
+        kinds = ", ".join(f"{kind}s" for kind in hidden)
+        lines.append(f"  (not shown: your credentials may not list {kinds})")
     lines.append("")
     lines.append("Events:")
     ordered = sorted(events, key=_event_time)[-recent_events:]

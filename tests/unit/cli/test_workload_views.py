@@ -271,3 +271,53 @@ def test_an_estimate_from_ones_own_namespace_only_says_so() -> None:
         "           (from your namespace's workloads only: others' were not readable, so it "
         "may start later)",
     ]
+
+
+def test_status_names_the_kinds_the_caller_may_not_read_rather_than_show_none() -> None:
+    # A scientist with `edit` in their namespace may list Jobs but not RayJobs or Kueue
+    # Workloads: the report says what it could not see instead of "(none yet)" and no place.
+    report = status_report(
+        workload("KaiwoJob", "train", phase="PENDING"),
+        children=[],
+        pods=[],
+        events=[],
+        position=None,
+        now=NOW,
+        unreadable=("RayJob", "AppWrapper", "Workload"),
+    )
+
+    assert report == (
+        "KaiwoJob ml-team/train\n"
+        "Phase:     PENDING\n"
+        "User:      alice@example.com\n"
+        "Queue:     team-nlp (place in the queue unknown: your credentials may not list Kueue "
+        "Workloads)\n"
+        "Age:       2m\n"
+        "\n"
+        "Conditions:\n"
+        "  (none)\n"
+        "\n"
+        "Children:\n"
+        "  (none you may see yet)\n"
+        "  (not shown: your credentials may not list RayJobs, AppWrappers)\n"
+        "\n"
+        "Events:\n"
+        "  (none)"
+    )
+
+
+def test_an_admitted_workload_does_not_mention_the_queue_it_may_not_read() -> None:
+    report = status_report(
+        workload("KaiwoJob", "train", phase="RUNNING"),
+        children=[{"kind": "Job", "metadata": {"name": "train"}, "status": {"active": 1}}],
+        pods=[],
+        events=[],
+        position=None,
+        now=NOW,
+        unreadable=("Workload",),
+    )
+
+    assert report.splitlines()[3] == "Queue:     team-nlp"
+    assert report.split("Children:\n")[1].split("\n\n")[0] == (
+        "  OBJECT      STATE\n  Job/train   active 1, succeeded 0"
+    )
