@@ -282,7 +282,7 @@ def status_report(
         lines.append(f"  (not shown: your credentials may not list {kinds})")
     lines.append("")
     lines.append("Events:")
-    ordered = sorted(events, key=_event_time)[-recent_events:]
+    ordered = sorted(events, key=_event_order)[-recent_events:]
     if ordered:
         lines.append(
             _indent(
@@ -338,6 +338,22 @@ def _event_time(event: Mapping[str, Any]) -> str:
         or _meta(event).get("creationTimestamp")
         or ""
     )
+
+
+_NO_TIME: Final = datetime.min.replace(tzinfo=UTC)
+
+
+def _event_order(event: Mapping[str, Any]) -> tuple[datetime, int]:
+    """When it happened, to the second, then the order the API server stored it in.
+
+    An Event's timestamps have whole seconds (``eventTime`` has microseconds, and must not
+    reorder a second by that), and the API server lists a namespace's Events by name: events
+    of one second came out in name order, WorkloadStarting before WorkloadPending, and the
+    latest ten were not the latest. Within a second, the ``resourceVersion`` etcd counts up
+    at every write orders them as they were written (decision 0138)."""
+    moment = parse_time(_event_time(event)) or _NO_TIME
+    version = str(_meta(event).get("resourceVersion") or "")
+    return moment.replace(microsecond=0), int(version) if version.isdigit() else 0
 
 
 def _involved(event: Mapping[str, Any]) -> str:

@@ -1,11 +1,15 @@
-"""The scientist's commands as the real API server answers a scientist with ``edit`` in their
-namespace and ``kaiwo-workload-editor`` (deploy/k8s/base/user-roles.yaml; docs/operations.md's
-user): RBAC refuses them Kueue Workloads, RayJobs, AppWrappers and every list across
-namespaces (403). ``submit --wait``, ``status`` and ``list`` go on with what they may read
-and name what they could not, instead of exiting 2 once the workload is created (decision
-0138). The fake API server knows no RBAC: only the real one shows this.
+"""What the scientist's commands meet on the real API server that the fake one does not show.
 
-No operator runs: the test writes the workload's status as the operator would.
+A scientist with ``edit`` in their namespace and ``kaiwo-workload-editor``
+(deploy/k8s/base/user-roles.yaml; docs/operations.md's user): RBAC refuses them Kueue
+Workloads, RayJobs, AppWrappers and every list across namespaces (403). ``submit --wait``,
+``status`` and ``list`` go on with what they may read and name what they could not, instead of
+exiting 2 once the workload is created (decision 0138). The fake API server knows no RBAC.
+
+Events: the API server lists them by name and stamps them to the second, so ``status`` orders
+those of one second by the order they were written in.
+
+No operator runs: the test writes the workload's status and Events as the operator would.
 """
 
 from __future__ import annotations
@@ -214,4 +218,56 @@ async def test_a_scientist_with_edit_in_their_namespace_submits_waits_and_inspec
             "alice@example.com",
             "research",
             "COMPLETE",
+        ]
+
+
+def core_event(name: str, reason: str, job: dict[str, Any]) -> dict[str, Any]:
+    meta = job["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": meta["namespace"]},
+        "involvedObject": {
+            "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+            "kind": "KaiwoJob",
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta["uid"],
+        },
+        "type": "Normal",
+        "reason": reason,
+        "message": reason,
+        "firstTimestamp": "2026-01-01T12:00:00Z",
+        "lastTimestamp": "2026-01-01T12:00:00Z",
+        "count": 1,
+        "source": {"component": "kaiwo-executor"},
+    }
+
+
+async def test_status_shows_the_events_of_one_second_in_the_order_they_were_written(
+    real_cluster: RealCluster, tmp_path: Path
+) -> None:
+    namespace = f"events-{uuid.uuid4().hex[:6]}"
+    admin = await KubernetesAsyncioAdapter.from_kubeconfig(real_cluster.kubeconfig)
+    async with contextlib.AsyncExitStack() as exits:
+        exits.push_async_callback(admin.close)
+        await admin.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        )
+        exits.push_async_callback(_delete_namespace, admin, namespace)
+        job = await admin.create(yaml.safe_load(job_in(namespace)))
+        # Written first, named last: the server lists by name, the reverse of this.
+        for name, reason in (("train.zz", "WorkloadPending"), ("train.aa", "WorkloadStarting")):
+            await admin.create(core_event(name, reason, job))
+        env = {"KAIWO_STATE": str(tmp_path / "no-stack"), "KAIWOCONFIG": str(tmp_path / "none")}
+
+        status = await kaiwo(
+            "status", f"{namespace}/{NAME}", "--kubeconfig", str(real_cluster.kubeconfig), env=env
+        )
+
+        assert status.exit_code == 0, status.output
+        assert [line.split()[2] for line in status.stdout.split("Events:\n")[1].splitlines()] == [
+            "REASON",
+            "WorkloadPending",
+            "WorkloadStarting",
         ]
