@@ -82,6 +82,37 @@ def is_settled(obj: Mapping[str, Any]) -> bool:
     )
 
 
+FAILURE_CONDITIONS: Final = (
+    "Valid",
+    "Schedulable",
+    "DownloadJobSucceeded",
+    "ChildHealthy",
+    "ChildSpecApplied",
+)
+"""Conditions whose False explains FAILED or ERROR, most telling first: the order the
+planner's public ``failed`` event takes them in (``kaiwo_planner.domain.status.public_events``)."""
+TROUBLE_WHEN_TRUE: Final = frozenset(
+    {"ResourceUnderutilization", "GpuIdle", "Preempted", "WorkloadTerminatedEarly"}
+)
+"""Conditions whose False is the healthy state ("GPU utilization is at or above 1%"): never
+why a workload failed."""
+
+
+def failure_condition(conditions: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The False condition that says why a workload is FAILED or ERROR: the first of
+    :data:`FAILURE_CONDITIONS` that is False, else any other False one that is not healthy
+    when False. The first False one was, for a job whose container failed, the monitor's
+    ``ResourceUnderutilization`` "GPU utilization is at or above 1%" (decision 0138)."""
+    failing = [
+        c
+        for c in conditions
+        if c.get("status") == "False" and c.get("type") not in TROUBLE_WHEN_TRUE
+    ]
+    rank = {kind: index for index, kind in enumerate(FAILURE_CONDITIONS)}
+    ranked = sorted(failing, key=lambda c: rank.get(str(c.get("type")), len(rank)))
+    return ranked[0] if ranked else None
+
+
 def qualified_name(obj: Mapping[str, Any]) -> str:
     """``kaiwojob.kaiwo.silogen.ai/NAME`` (``-o name``, as kubectl prints it)."""
     kind = str(obj.get("kind", ""))

@@ -147,3 +147,27 @@ def test_the_longest_wait_is_the_one_worth_a_look() -> None:
         )
     assert history.longest_wait() == "ml-team/eval"
     assert PhaseHistory().longest_wait() is None
+
+
+def test_an_error_is_explained_by_its_failing_condition_not_a_healthy_false_one() -> None:
+    stuck = kaiwo("KaiwoService", "chat", "ERROR")
+    stuck["status"]["conditions"] = [
+        {
+            "type": "ResourceUnderutilization",
+            "status": "False",
+            "reason": "GpuUtilizationNormal",
+            "message": "GPU utilization is at or above 1% of the requested GPUs",
+        },
+        {
+            "type": "ChildHealthy",
+            "status": "False",
+            "reason": "ProgressDeadlineExceeded",
+            "message": "Deployment chat: ReplicaSet chat-7c9 has timed out progressing",
+        },
+    ]
+
+    [row] = workload_rows(workloads=[stuck], kueue_workloads=[], jobs=[], pods=[], now=NOW)
+
+    assert row.detail == (
+        "ProgressDeadlineExceeded: Deployment chat: ReplicaSet chat-7c9 has timed out progressing"
+    )
