@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from rich.table import Table
+from rich.text import Text
 
 from kaiwo_cli.workload_views import failure_condition
 
@@ -218,6 +219,7 @@ def render(rows: Sequence[WorkloadRow], history: PhaseHistory, *, title: str) ->
             f"[{style}]{row.phase}[/]" if style else row.phase,
             history.path(row.key),
             age(row.age_seconds),
-            row.detail,
+            # A container's or the API server's own words, brackets and all: not markup.
+            Text(row.detail),
         )
     return table

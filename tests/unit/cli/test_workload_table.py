@@ -171,3 +171,16 @@ def test_an_error_is_explained_by_its_failing_condition_not_a_healthy_false_one(
     assert row.detail == (
         "ProgressDeadlineExceeded: Deployment chat: ReplicaSet chat-7c9 has timed out progressing"
     )
+
+
+def test_a_detail_is_shown_as_written_brackets_and_all() -> None:
+    # Read as markup, "[/workload/tokenizer.json]" ended `kaiwo demo` with a MarkupError.
+    detail = "BackoffLimitExceeded: KeyError: [/workload/tokenizer.json] not in [bold]cache"
+    rows = [WorkloadRow("ml-team", "broken", "KaiwoJob", "research", "FAILED", 5, detail)]
+    out = io.StringIO()
+
+    Console(file=out, width=250).print(render(rows, PhaseHistory(), title="demo"))
+
+    assert [cell.strip() for cell in out.getvalue().splitlines()[4].split("│")[1:-1]][-1] == (
+        detail
+    )
