@@ -182,7 +182,7 @@ class Children:
     """The objects the operator made for a workload that the caller may read, and the kinds
     it may not list (403), so that those are named rather than shown as none."""
 
-    objects: list[dict[str, Any]]
+    objects: tuple[dict[str, Any], ...]
     unreadable: tuple[str, ...] = ()
 
 
@@ -197,11 +197,11 @@ async def children_of(kube: ClusterReader, workload: dict[str, Any]) -> Children
         )
     )
     return Children(
-        objects=[
+        objects=tuple(
             {"apiVersion": resource.api_version, "kind": resource.kind, **item}
             for resource, items in zip(CHILD_TYPES, found, strict=True)
             for item in items or ()
-        ],
+        ),
         unreadable=tuple(
             resource.kind
             for resource, items in zip(CHILD_TYPES, found, strict=True)

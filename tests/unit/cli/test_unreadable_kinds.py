@@ -62,7 +62,7 @@ def test_children_the_caller_may_not_list_are_named_not_taken_for_none() -> None
     found = asyncio.run(children_of(kube, TRAIN))
 
     assert found == Children(
-        objects=[{"apiVersion": "batch/v1", "kind": "Job", **job}],
+        objects=({"apiVersion": "batch/v1", "kind": "Job", **job},),
         unreadable=("RayJob", "RayService", "AppWrapper", "HTTPRoute"),
     )
 
