@@ -127,6 +127,31 @@ async def optional_list(
         return []
 
 
+def is_forbidden(error: KubeError) -> bool:
+    """403: RBAC lets the caller not do it (a scientist's ``edit`` in their namespace grants
+    no Kueue Workloads, RayJobs or AppWrappers, nor any list across namespaces)."""
+    return error.code == FORBIDDEN
+
+
+async def readable_list(
+    kube: ClusterReader,
+    resource: ResourceType,
+    *,
+    namespace: str | None,
+    label_selector: str | None = None,
+) -> list[dict[str, Any]] | None:
+    """As :func:`optional_list`, but None when the caller may not list the kind (403): a
+    command goes on with what it may read and says what it could not, instead of failing."""
+    try:
+        return await optional_list(
+            kube, resource, namespace=namespace, label_selector=label_selector
+        )
+    except KubeError as error:
+        if not is_forbidden(error):
+            raise
+        return None
+
+
 async def find_workload(kube: ClusterReader, namespace: str, name: str) -> dict[str, Any]:
     """The KaiwoJob or KaiwoService of that name (a KaiwoJob when both exist)."""
     for resource in WORKLOAD_TYPES:
@@ -152,21 +177,37 @@ def _uid(obj: dict[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("uid") or "")
 
 
-async def children_of(kube: ClusterReader, workload: dict[str, Any]) -> list[dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class Children:
+    """The objects the operator made for a workload that the caller may read, and the kinds
+    it may not list (403), so that those are named rather than shown as none."""
+
+    objects: tuple[dict[str, Any], ...]
+    unreadable: tuple[str, ...] = ()
+
+
+async def children_of(kube: ClusterReader, workload: dict[str, Any]) -> Children:
     """Every object the operator made for the workload (labelled with its uid)."""
     namespace = workload["metadata"]["namespace"]
     selector = f"{OWNER_UID_LABEL}={_uid(workload)}"
     found = await asyncio.gather(
         *(
-            optional_list(kube, resource, namespace=namespace, label_selector=selector)
+            readable_list(kube, resource, namespace=namespace, label_selector=selector)
             for resource in CHILD_TYPES
         )
     )
-    return [
-        {"apiVersion": resource.api_version, "kind": resource.kind, **item}
-        for resource, items in zip(CHILD_TYPES, found, strict=True)
-        for item in items
-    ]
+    return Children(
+        objects=tuple(
+            {"apiVersion": resource.api_version, "kind": resource.kind, **item}
+            for resource, items in zip(CHILD_TYPES, found, strict=True)
+            for item in items or ()
+        ),
+        unreadable=tuple(
+            resource.kind
+            for resource, items in zip(CHILD_TYPES, found, strict=True)
+            if items is None
+        ),
+    )
 
 
 async def pods_of(
@@ -214,6 +255,14 @@ async def kueue_workloads(kube: ClusterReader, *, namespace: str | None) -> list
     return await optional_list(kube, resources.KUEUE_WORKLOAD, namespace=namespace)
 
 
+async def readable_kueue_workloads(
+    kube: ClusterReader, *, namespace: str
+) -> list[dict[str, Any]] | None:
+    """The namespace's Kueue Workloads, or None when the caller may not list them (Kueue's
+    roles are not part of ``edit``): a workload's place in its queue is then unknown."""
+    return await readable_list(kube, resources.KUEUE_WORKLOAD, namespace=namespace)
+
+
 def one_line(error: KubeError | Exception) -> str:
     message = getattr(error, "message", "") or str(error) or type(error).__name__
     return " ".join(str(message).split())
@@ -246,7 +295,7 @@ async def queue_world(kube: ClusterReader, *, namespace: str | None) -> QueueWor
             whole=True,
         )
     except KubeError as error:
-        if error.code != FORBIDDEN or namespace is None:
+        if not is_forbidden(error) or namespace is None:
             raise
     return QueueWorld(
         cluster_queues,

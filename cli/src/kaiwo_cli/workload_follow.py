@@ -27,7 +27,7 @@ async def follow_until_settled(
     console = Console(stderr=True, highlight=False)
     with Progress(
         SpinnerColumn(),
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),
         TimeElapsedColumn(),
         console=console,
         transient=False,
@@ -49,18 +49,27 @@ async def _follow_one(
     the workload settles; a watch the server ends or expires is started again."""
     from kaiwo_kube import ResourceExpired
 
-    from kaiwo_cli.cluster_access import ClusterError, kueue_workloads
+    from kaiwo_cli.cluster_access import ClusterError, readable_kueue_workloads
     from kaiwo_cli.workload_views import is_settled, phase_of, queue_position
 
     resource = resource_of(workload)
     meta = workload["metadata"]
     where = {"namespace": meta["namespace"], "field_selector": f"metadata.name={meta['name']}"}
     shown = ""
+    queue_readable = True
+    """False once the API server refused the Kueue Workloads (403): not asked again, and the
+    spinner shows the phase without the place in the queue."""
 
     async def show(current: dict[str, Any]) -> None:
-        nonlocal shown
+        nonlocal shown, queue_readable
         phase = phase_of(current)
-        position = queue_position(current, await kueue_workloads(kube, namespace=meta["namespace"]))
+        queued = (
+            await readable_kueue_workloads(kube, namespace=meta["namespace"])
+            if queue_readable
+            else None
+        )
+        queue_readable = queued is not None
+        position = queue_position(current, queued) if queued is not None else None
         waiting = (
             f" ({position.position} of {position.pending} waiting in {position.queue})"
             if position is not None
@@ -70,7 +79,13 @@ async def _follow_one(
         if phase != shown:
             shown = phase
             moment = datetime.now(UTC).strftime("%H:%M:%S")
-            progress.console.print(f"{moment}  {label(current, phase)}{failure_reason(current)}")
+            # A line to keep (grep, CI logs): whole however long, and the failure reason as
+            # the container wrote it, brackets and all (rich markup would eat or choke on them).
+            progress.console.print(
+                f"{moment}  {label(current, phase)}{failure_reason(current)}",
+                markup=False,
+                soft_wrap=True,
+            )
 
     current = workload
     while True:
@@ -114,24 +129,23 @@ def label(workload: dict[str, Any], phase: str) -> str:
 
 
 def failure_reason(workload: dict[str, Any]) -> str:
-    """The message of a failed workload's failing condition, to say why: the first False
-    condition (``ChildHealthy`` names the child's own cause, decision 0134), for TERMINATED
+    """The message of a failed workload's failing condition, to say why (see
+    :func:`~kaiwo_cli.workload_views.failure_condition`); for TERMINATED
     ``WorkloadTerminatedEarly``. The first condition with a message was ``Schedulable``'s
     "Cluster has sufficient GPU resources" for a job whose container failed."""
+    from kaiwo_cli.workload_views import failure_condition
+
     status = workload.get("status") or {}
     phase = status.get("status")
     if phase not in ("FAILED", "ERROR", "TERMINATED"):
         return ""
     conditions = [c for c in status.get("conditions") or [] if c.get("message")]
-    for condition in conditions:
-        explains = (
-            condition.get("type") == "WorkloadTerminatedEarly"
-            if phase == "TERMINATED"
-            else condition.get("status") == "False"
-        )
-        if explains:
-            return f" ({condition.get('reason')}: {condition['message']})"
-    return ""
+    found = (
+        next((c for c in conditions if c.get("type") == "WorkloadTerminatedEarly"), None)
+        if phase == "TERMINATED"
+        else failure_condition(conditions)
+    )
+    return f" ({found.get('reason')}: {found['message']})" if found is not None else ""
 
 
 def resource_of(workload: dict[str, Any]) -> Any:

@@ -22,8 +22,17 @@ async def print_logs(
     from kaiwo_cli.workload_views import log_streams
 
     found = await access.find_workload(kube, ns, name)
-    pods = await access.pods_of(kube, found, await access.children_of(kube, found))
+    pods = await access.pods_of(kube, found, (await access.children_of(kube, found)).objects)
     streams = log_streams(pods, container=container)
+    if not streams and pods:
+        # -c names no container its pods have: say which they have, not "no pods yet".
+        have = sorted({stream.container for stream in log_streams(pods, container=None)})
+        click.echo(
+            f"kaiwo logs: no container {container} in the pods of {found['kind']} {ns}/{name} "
+            f"(they have: {', '.join(have)})",
+            err=True,
+        )
+        return 1
     if not streams:
         phase = (found.get("status") or {}).get("status") or "NEW"
         raise ClusterError(f"{found['kind']} {ns}/{name} has no pods yet (phase {phase})")
@@ -60,7 +69,9 @@ async def follow_logs(
     found = await access.find_workload(kube, ns, name)  # not there: one line, exit 2
     try:
         while True:
-            pods = await access.pods_of(kube, found, await access.children_of(kube, found))
+            pods = await access.pods_of(
+                kube, found, (await access.children_of(kube, found)).objects
+            )
             for stream in log_streams(pods, container=container):
                 key = (stream.pod, stream.container)
                 if stream.started and key not in following:

@@ -13,6 +13,9 @@ from datetime import datetime
 from typing import Any, Final
 
 from rich.table import Table
+from rich.text import Text
+
+from kaiwo_cli.workload_views import failure_condition
 
 JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
 FINAL_PHASES: Final = frozenset({"COMPLETE", "FAILED", "TERMINATED"})
@@ -160,9 +163,10 @@ def _detail(
                     told = f"{condition.get('reason')}: {condition.get('message')}"
                     said = _container_message(pods, namespace, name)
                     return f"{told}: {said}" if said and said not in told else told
-    for condition in (workload.get("status") or {}).get("conditions") or ():
-        if phase in ("FAILED", "ERROR") and condition.get("status") == "False":
-            return f"{condition.get('reason')}: {condition.get('message')}"
+    if phase in ("FAILED", "ERROR"):
+        found = failure_condition((workload.get("status") or {}).get("conditions") or ())
+        if found is not None:
+            return f"{found.get('reason')}: {found.get('message')}"
     return ""
 
 
@@ -215,6 +219,7 @@ def render(rows: Sequence[WorkloadRow], history: PhaseHistory, *, title: str) ->
             f"[{style}]{row.phase}[/]" if style else row.phase,
             history.path(row.key),
             age(row.age_seconds),
-            row.detail,
+            # A container's or the API server's own words, brackets and all: not markup.
+            Text(row.detail),
         )
     return table

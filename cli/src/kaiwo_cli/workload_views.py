@@ -24,6 +24,10 @@ changed first): ``--wait`` stops there and says why rather than spin for ever.""
 SERVING_PHASE: Final = "READY"
 """Where a KaiwoService's ``--wait`` stops: it serves and keeps serving."""
 PLURALS: Final = {"KaiwoJob": "kaiwojob", "KaiwoService": "kaiwoservice"}
+KUEUE_WORKLOAD_KIND: Final = "Workload"
+"""Kueue's Workload, named among the kinds ``kaiwo status`` could not read."""
+WAITING_PHASE: Final = "PENDING"
+"""Where a workload waits for Kueue's admission: its place in the queue matters."""
 GROUP: Final = "kaiwo.silogen.ai"
 
 
@@ -76,6 +80,37 @@ def is_settled(obj: Mapping[str, Any]) -> bool:
         or phase in STUCK_PHASES
         or (obj.get("kind") == "KaiwoService" and phase == SERVING_PHASE)
     )
+
+
+FAILURE_CONDITIONS: Final = (
+    "Valid",
+    "Schedulable",
+    "DownloadJobSucceeded",
+    "ChildHealthy",
+    "ChildSpecApplied",
+)
+"""Conditions whose False explains FAILED or ERROR, most telling first: the order the
+planner's public ``failed`` event takes them in (``kaiwo_planner.domain.status.public_events``)."""
+TROUBLE_WHEN_TRUE: Final = frozenset(
+    {"ResourceUnderutilization", "GpuIdle", "Preempted", "WorkloadTerminatedEarly"}
+)
+"""Conditions whose False is the healthy state ("GPU utilization is at or above 1%"): never
+why a workload failed."""
+
+
+def failure_condition(conditions: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The False condition that says why a workload is FAILED or ERROR: the first of
+    :data:`FAILURE_CONDITIONS` that is False, else any other False one that is not healthy
+    when False. The first False one was, for a job whose container failed, the monitor's
+    ``ResourceUnderutilization`` "GPU utilization is at or above 1%" (decision 0138)."""
+    failing = [
+        c
+        for c in conditions
+        if c.get("status") == "False" and c.get("type") not in TROUBLE_WHEN_TRUE
+    ]
+    rank = {kind: index for index, kind in enumerate(FAILURE_CONDITIONS)}
+    ranked = sorted(failing, key=lambda c: rank.get(str(c.get("type")), len(rank)))
+    return ranked[0] if ranked else None
 
 
 def qualified_name(obj: Mapping[str, Any]) -> str:
@@ -216,15 +251,21 @@ def status_report(
     recent_events: int = 10,
     estimate: Placed | None = None,
     estimate_partial: bool = False,
+    unreadable: Sequence[str] = (),
 ) -> str:
     """``kaiwo status``: what a person asks first, in the order they ask it; a pending one's
-    place in its ClusterQueue and estimated start (decision 0055) when ``estimate`` is given."""
+    place in its ClusterQueue and estimated start (decision 0055) when ``estimate`` is given.
+    ``unreadable``: the kinds the caller may not list (403), named so that no child is taken
+    for absent and no queue for empty (decision 0138)."""
     meta, spec, status = _meta(workload), _spec(workload), _status(workload)
+    queue = _queue_line(spec, position)
+    if KUEUE_WORKLOAD_KIND in unreadable and phase_of(workload) == WAITING_PHASE:
+        queue += " (place in the queue unknown: your credentials may not list Kueue Workloads)"
     lines = [
         f"{workload.get('kind')} {meta.get('namespace')}/{meta.get('name')}",
         f"Phase:     {phase_of(workload)}",
         f"User:      {spec.get('user') or '-'}",
-        f"Queue:     {_queue_line(spec, position)}",
+        f"Queue:     {queue}",
     ]
     if estimate is not None:
         lines += _estimate_lines(estimate, now=now)
@@ -262,10 +303,17 @@ def status_report(
     lines.append("Children:")
     rows = [[f"{c.get('kind')}/{_meta(c).get('name')}", child_state(c)] for c in children]
     rows += [[f"Pod/{_meta(p).get('name')}", pod_state(p)] for p in pods]
-    lines.append(_indent(render_table(["OBJECT", "STATE"], rows)) if rows else "  (none yet)")
+    hidden = [kind for kind in unreadable if kind != KUEUE_WORKLOAD_KIND]
+    if rows:
+        lines.append(_indent(render_table(["OBJECT", "STATE"], rows)))
+    else:
+        lines.append("  (none you may see yet)" if hidden else "  (none yet)")
+    if hidden:
+        kinds = ", ".join(f"{kind}s" for kind in hidden)
+        lines.append(f"  (not shown: your credentials may not list {kinds})")
     lines.append("")
     lines.append("Events:")
-    ordered = sorted(events, key=_event_time)[-recent_events:]
+    ordered = sorted(events, key=_event_order)[-recent_events:]
     if ordered:
         lines.append(
             _indent(
@@ -321,6 +369,22 @@ def _event_time(event: Mapping[str, Any]) -> str:
         or _meta(event).get("creationTimestamp")
         or ""
     )
+
+
+_NO_TIME: Final = datetime.min.replace(tzinfo=UTC)
+
+
+def _event_order(event: Mapping[str, Any]) -> tuple[datetime, int]:
+    """When it happened, to the second, then the order the API server stored it in.
+
+    An Event's timestamps have whole seconds (``eventTime`` has microseconds, and must not
+    reorder a second by that), and the API server lists a namespace's Events by name: events
+    of one second came out in name order, WorkloadStarting before WorkloadPending, and the
+    latest ten were not the latest. Within a second, the ``resourceVersion`` etcd counts up
+    at every write orders them as they were written (decision 0138)."""
+    moment = parse_time(_event_time(event)) or _NO_TIME
+    version = str(_meta(event).get("resourceVersion") or "")
+    return moment.replace(microsecond=0), int(version) if version.isdigit() else 0
 
 
 def _involved(event: Mapping[str, Any]) -> str:

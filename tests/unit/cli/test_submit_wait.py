@@ -4,6 +4,7 @@ tells "the workload failed" (1), "unreachable" (2) and "timed out" (3) apart."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -40,11 +41,18 @@ async def cluster(tmp_path: Path) -> AsyncIterator[tuple[FakeKubeServer, Kuberne
             yield server, kube
 
 
-async def submit(tmp_path: Path, kubeconfig: Path, *extra: str) -> Result:
+async def submit(
+    tmp_path: Path, kubeconfig: Path, *extra: str, job: dict[str, Any] = JOB
+) -> Result:
     manifest = tmp_path / "job.yaml"
-    manifest.write_text(yaml.safe_dump(JOB))
+    manifest.write_text(yaml.safe_dump(job))
     arguments = ["submit", "-f", str(manifest), "--wait", "--kubeconfig", str(kubeconfig), *extra]
-    env = {"KAIWO_STATE": str(tmp_path / "no-stack"), "KAIWOCONFIG": str(tmp_path / "none")}
+    # A pipe's width (80 columns), as in CI logs or `| tee`.
+    env = {
+        "KAIWO_STATE": str(tmp_path / "no-stack"),
+        "KAIWOCONFIG": str(tmp_path / "none"),
+        "COLUMNS": "80",
+    }
     return await asyncio.to_thread(CliRunner().invoke, app, arguments, env=env)
 
 
@@ -88,6 +96,60 @@ async def test_wait_stops_on_error_and_names_the_reason(tmp_path: Path, cluster:
         "kaiwo submit: KaiwoJob ml-team/train: ERROR "
         "(ClusterQueueNotFound: ClusterQueue kaiwo does not exist)"
     ) in result.output
+
+
+async def test_a_failure_reason_is_printed_as_the_container_wrote_it(
+    tmp_path: Path, cluster: Any
+) -> None:
+    # A container's message is free text: read as rich markup, "[/workload]" crashed the
+    # command with a traceback and "[bold]" vanished.
+    server, kube = cluster
+    running = asyncio.create_task(submit(tmp_path, server.kubeconfig_path))
+    await created(kube)
+    message = "container main exited with code 1: KeyError [/workload] in [bold]step[/]"
+    await kube.patch_status(
+        resources.KAIWO_JOB,
+        "train",
+        {
+            "status": "FAILED",
+            "conditions": [condition("ChildHealthy", "False", "BackoffLimitExceeded", message)],
+        },
+        namespace="ml-team",
+        field_manager="kaiwo-status",
+        method="merge",
+    )
+
+    result = await asyncio.wait_for(running, 60)
+
+    assert result.exit_code == 1, result.output
+    line = f"KaiwoJob ml-team/train: FAILED (BackoffLimitExceeded: {message})"
+    followed = rf"^\d\d:\d\d:\d\d  {re.escape(line)}$"
+    assert re.search(followed, result.stderr, re.MULTILINE), result.stderr
+    assert result.stderr.endswith(f"kaiwo submit: {line}\n")
+
+
+async def test_a_long_name_is_followed_on_one_line_in_a_pipe(tmp_path: Path, cluster: Any) -> None:
+    # Wrapped at 80 columns, "KaiwoJob ml-team/<name>: COMPLETE" was cut over three lines.
+    server, kube = cluster
+    name = "llama-3-70b-instruct-sft-lora-r16-alpha32-lr2e-5-epochs3-seed42"
+    job = {**JOB, "metadata": {"name": name, "namespace": "ml-team"}}
+    running = asyncio.create_task(submit(tmp_path, server.kubeconfig_path, job=job))
+    await created(kube)
+    await kube.patch_status(
+        resources.KAIWO_JOB,
+        name,
+        {"status": "COMPLETE"},
+        namespace="ml-team",
+        field_manager="kaiwo-status",
+        method="merge",
+    )
+
+    result = await asyncio.wait_for(running, 60)
+
+    assert result.exit_code == 0, result.output
+    assert re.search(
+        rf"^\d\d:\d\d:\d\d  KaiwoJob ml-team/{name}: COMPLETE$", result.stderr, re.MULTILINE
+    ), result.stderr
 
 
 async def test_a_timeout_is_not_an_unreachable_cluster(tmp_path: Path, cluster: Any) -> None:
@@ -148,3 +210,42 @@ def test_a_terminated_workload_names_why_it_was_stopped() -> None:
     assert failure_reason(terminated) == " (DurationExceeded: Workload duration)"
     running = {"status": {"status": "RUNNING", "conditions": [SCHEDULABLE]}}
     assert failure_reason(running) == ""
+
+
+def test_a_healthy_false_condition_is_not_the_reason_of_a_failure() -> None:
+    # On the real stack the monitor's ResourceUnderutilization (False: utilization is normal)
+    # came first, and `--wait` said the job failed because "GPU utilization is at or above 1%".
+    failed = {
+        "status": {
+            "status": "FAILED",
+            "conditions": [
+                SCHEDULABLE,
+                ADMITTED,
+                condition(
+                    "ResourceUnderutilization",
+                    "False",
+                    "GpuUtilizationNormal",
+                    "GPU utilization is at or above 1% of the requested GPUs",
+                ),
+                condition("ChildHealthy", "False", "BackoffLimitExceeded", "Job train: exit 1"),
+            ],
+        }
+    }
+    assert failure_reason(failed) == " (BackoffLimitExceeded: Job train: exit 1)"
+
+
+def test_the_most_telling_failing_condition_explains_an_error() -> None:
+    # As the planner's public `failed` event: Schedulable before ChildSpecApplied, whatever
+    # their order on the status; a False condition of no known kind still explains.
+    error = {
+        "status": {
+            "status": "ERROR",
+            "conditions": [
+                condition("ChildSpecApplied", "False", "ApplyFailed", "Job train: refused"),
+                condition("Schedulable", "False", "WrongQueueNamespace", "queue research: no"),
+            ],
+        }
+    }
+    assert failure_reason(error) == " (WrongQueueNamespace: queue research: no)"
+    other = {"status": {"status": "ERROR", "conditions": [condition("Custom", "False", "X", "y")]}}
+    assert failure_reason(other) == " (X: y)"

@@ -147,3 +147,40 @@ def test_the_longest_wait_is_the_one_worth_a_look() -> None:
         )
     assert history.longest_wait() == "ml-team/eval"
     assert PhaseHistory().longest_wait() is None
+
+
+def test_an_error_is_explained_by_its_failing_condition_not_a_healthy_false_one() -> None:
+    stuck = kaiwo("KaiwoService", "chat", "ERROR")
+    stuck["status"]["conditions"] = [
+        {
+            "type": "ResourceUnderutilization",
+            "status": "False",
+            "reason": "GpuUtilizationNormal",
+            "message": "GPU utilization is at or above 1% of the requested GPUs",
+        },
+        {
+            "type": "ChildHealthy",
+            "status": "False",
+            "reason": "ProgressDeadlineExceeded",
+            "message": "Deployment chat: ReplicaSet chat-7c9 has timed out progressing",
+        },
+    ]
+
+    [row] = workload_rows(workloads=[stuck], kueue_workloads=[], jobs=[], pods=[], now=NOW)
+
+    assert row.detail == (
+        "ProgressDeadlineExceeded: Deployment chat: ReplicaSet chat-7c9 has timed out progressing"
+    )
+
+
+def test_a_detail_is_shown_as_written_brackets_and_all() -> None:
+    # Read as markup, "[/workload/tokenizer.json]" ended `kaiwo demo` with a MarkupError.
+    detail = "BackoffLimitExceeded: KeyError: [/workload/tokenizer.json] not in [bold]cache"
+    rows = [WorkloadRow("ml-team", "broken", "KaiwoJob", "research", "FAILED", 5, detail)]
+    out = io.StringIO()
+
+    Console(file=out, width=250).print(render(rows, PhaseHistory(), title="demo"))
+
+    assert [cell.strip() for cell in out.getvalue().splitlines()[4].split("│")[1:-1]][-1] == (
+        detail
+    )

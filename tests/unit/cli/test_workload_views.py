@@ -271,3 +271,94 @@ def test_an_estimate_from_ones_own_namespace_only_says_so() -> None:
         "           (from your namespace's workloads only: others' were not readable, so it "
         "may start later)",
     ]
+
+
+def test_status_names_the_kinds_the_caller_may_not_read_rather_than_show_none() -> None:
+    # A scientist with `edit` in their namespace may list Jobs but not RayJobs or Kueue
+    # Workloads: the report says what it could not see instead of "(none yet)" and no place.
+    report = status_report(
+        workload("KaiwoJob", "train", phase="PENDING"),
+        children=[],
+        pods=[],
+        events=[],
+        position=None,
+        now=NOW,
+        unreadable=("RayJob", "AppWrapper", "Workload"),
+    )
+
+    assert report == (
+        "KaiwoJob ml-team/train\n"
+        "Phase:     PENDING\n"
+        "User:      alice@example.com\n"
+        "Queue:     team-nlp (place in the queue unknown: your credentials may not list Kueue "
+        "Workloads)\n"
+        "Age:       2m\n"
+        "\n"
+        "Conditions:\n"
+        "  (none)\n"
+        "\n"
+        "Children:\n"
+        "  (none you may see yet)\n"
+        "  (not shown: your credentials may not list RayJobs, AppWrappers)\n"
+        "\n"
+        "Events:\n"
+        "  (none)"
+    )
+
+
+def test_an_admitted_workload_does_not_mention_the_queue_it_may_not_read() -> None:
+    report = status_report(
+        workload("KaiwoJob", "train", phase="RUNNING"),
+        children=[{"kind": "Job", "metadata": {"name": "train"}, "status": {"active": 1}}],
+        pods=[],
+        events=[],
+        position=None,
+        now=NOW,
+        unreadable=("Workload",),
+    )
+
+    assert report.splitlines()[3] == "Queue:     team-nlp"
+    assert report.split("Children:\n")[1].split("\n\n")[0] == (
+        "  OBJECT      STATE\n  Job/train   active 1, succeeded 0"
+    )
+
+
+def event(name: str, reason: str, version: str, **times: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "resourceVersion": version},
+        "type": "Normal",
+        "reason": reason,
+        "message": reason,
+        "involvedObject": {"kind": "KaiwoJob", "name": "train"},
+        **times,
+    }
+
+
+def test_events_of_one_second_keep_the_order_they_were_written_in() -> None:
+    # As the API server lists them: by name. Timestamps have whole seconds; the scheduler's
+    # events.k8s.io Events have only an eventTime, with microseconds.
+    events = [
+        event("train.a", "WorkloadStarting", "580", lastTimestamp="2026-03-01T11:59:00Z"),
+        event("train.b", "Scheduled", "575", eventTime="2026-03-01T11:59:00.900000Z"),
+        event("train.c", "WorkloadPending", "562", lastTimestamp="2026-03-01T11:59:00Z"),
+        event("train.d", "WorkloadRunning", "591", lastTimestamp="2026-03-01T11:59:03Z"),
+        event("train.e", "Created", "9", lastTimestamp="2026-03-01T11:58:59Z"),
+    ]
+
+    report = status_report(
+        workload("KaiwoJob", "train", phase="RUNNING"),
+        children=[],
+        pods=[],
+        events=events,
+        position=None,
+        now=NOW,
+        recent_events=4,
+    )
+
+    assert report.split("Events:\n")[1] == (
+        "  AGE   TYPE     REASON             OBJECT           MESSAGE\n"
+        "  60s   Normal   WorkloadPending    KaiwoJob/train   WorkloadPending\n"
+        "  59s   Normal   Scheduled          KaiwoJob/train   Scheduled\n"
+        "  60s   Normal   WorkloadStarting   KaiwoJob/train   WorkloadStarting\n"
+        "  57s   Normal   WorkloadRunning    KaiwoJob/train   WorkloadRunning"
+    )

@@ -188,9 +188,11 @@ async def _run(
             console.print("kaiwo demo: stopped during start-up; everything it started is stopped")
             return False
     if stack.cluster_note is not None:
-        console.print(f"kaiwo demo: {stack.cluster_note}", highlight=False)
+        console.print(f"kaiwo demo: {stack.cluster_note}", highlight=False, markup=False)
     for name, reason in stack.not_ready.items():
-        console.print(f"kaiwo demo: {name}: {reason}; the rest runs without it", highlight=False)
+        console.print(
+            f"kaiwo demo: {name}: {reason}; the rest runs without it", highlight=False, markup=False
+        )
     try:
         assert stack.kubeconfig is not None
         kube = await KubernetesAsyncioAdapter.from_environment(
@@ -198,7 +200,8 @@ async def _run(
         )
         async with kube:
             for line in await apply_scenario(kube, scenario):
-                console.print(line, highlight=False)
+                # The API server's own words: "[spec.a: ..., spec.b: ...]" is no markup.
+                console.print(line, highlight=False, markup=False)
             console.print(
                 f"stack up and scenario applied in {time.monotonic() - started:.1f} s",
                 style="dim",

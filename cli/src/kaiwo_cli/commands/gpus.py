@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from kaiwo_cli.commands.options import all_namespaces_option, cluster_options, namespace_option
-from kaiwo_cli.commands.workload_access import resolve_target, run_on_cluster
+from kaiwo_cli.commands.workload_access import read_in_scope, resolve_target, run_on_cluster
 
 if TYPE_CHECKING:
     from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoGpuPreemptionConfig
@@ -40,7 +40,7 @@ def gpus(
     RayJobs and RayClusters that opted in, by their annotations or their namespace's. Every
     namespace unless -n names one.
     """
-    scope = None if all_namespaces else namespace
+    target = resolve_target(kubeconfig, context, state)
 
     async def work(kube: ClusterReader) -> str:
         from kaiwo_kube import resources
@@ -48,7 +48,16 @@ def gpus(
         from kaiwo_cli.cluster_access import optional_list
         from kaiwo_cli.gpu_views import gpu_workload_table
 
-        records = await optional_list(kube, resources.GPU_WORKLOAD, namespace=scope)
+        async def read_records(where: str | None) -> list[dict[str, Any]]:
+            return await optional_list(kube, resources.GPU_WORKLOAD, namespace=where)
+
+        records, scope = await read_in_scope(
+            "gpus",
+            target,
+            None if all_namespaces else namespace,
+            read_records,
+            every_asked=all_namespaces,
+        )
         workloads = [
             {**item, "kind": resource.kind}
             for resource in (resources.KAIWO_JOB, resources.KAIWO_SERVICE)
@@ -63,7 +72,7 @@ def gpus(
             children=await _main_children(kube, scope),
         )
 
-    click.echo(run_on_cluster("gpus", resolve_target(kubeconfig, context, state), work))
+    click.echo(run_on_cluster("gpus", target, work))
 
 
 async def _namespaces(kube: ClusterReader, scope: str | None) -> dict[str, dict[str, Any]]:

@@ -89,6 +89,36 @@ def run_on_cluster(
         raise exit_with(command, one_line(error)) from None
 
 
+async def read_in_scope(
+    command: str,
+    target: ClusterTarget,
+    scope: str | None,
+    read: Callable[[str | None], Awaitable[T]],
+    *,
+    every_asked: bool,
+) -> tuple[T, str | None]:
+    """``read`` in ``scope`` (None: every namespace) and the scope it was read in. When the
+    API server refuses every namespace (403: a scientist's ``edit`` role is granted in their
+    namespace only) and -A did not ask for every one, the context's namespace, said on
+    stderr (decision 0138)."""
+    from kaiwo_kube import KubeError
+
+    from kaiwo_cli.cluster_access import context_namespace, is_forbidden
+
+    try:
+        return await read(scope), scope
+    except KubeError as error:
+        if scope is not None or every_asked or not is_forbidden(error):
+            raise
+    own = context_namespace(target)
+    click.echo(
+        f"kaiwo {command}: you may not list every namespace; showing {own}, your "
+        "context's namespace (-n for another)",
+        err=True,
+    )
+    return await read(own), own
+
+
 def dump_objects(objects: Sequence[dict[str, Any]], output: str, *, single: bool) -> str:
     import json
 

@@ -33,6 +33,7 @@ from kaiwo_cli.commands.workload_access import (
     POLL_SECONDS,
     dump_objects,
     exit_with,
+    read_in_scope,
     resolve_target,
     run_on_cluster,
     utc_now,
@@ -94,13 +95,20 @@ def list_workloads(
     target = resolve_target(kubeconfig, context, state)
 
     async def work(kube: CommandCluster) -> int:
+        nonlocal scope
         from kaiwo_cli.cluster_access import list_workloads as read
         from kaiwo_cli.workload_views import list_table, matches, watch_line
 
         def selected(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
             return [w for w in found if matches(w, user=wanted_user, kind=kind, phase=phase)]
 
-        workloads = selected(await read(kube, namespace=scope))
+        async def read_scope(where: str | None) -> list[dict[str, Any]]:
+            return await read(kube, namespace=where)
+
+        found, scope = await read_in_scope(
+            "list", target, scope, read_scope, every_asked=all_namespaces
+        )
+        workloads = selected(found)
         if output in ("yaml", "json", "name"):
             click.echo(dump_objects(workloads, output, single=False))
         elif workloads:
@@ -188,28 +196,33 @@ async def _status_now(
 ) -> tuple[dict[str, Any], str, str]:
     """The workload, its report now, and the report as compared between two looks."""
     from kaiwo_cli import cluster_access as access
-    from kaiwo_cli.workload_views import queue_position, status_report
+    from kaiwo_cli.workload_views import KUEUE_WORKLOAD_KIND, queue_position, status_report
 
     found = await access.find_workload(kube, ns, name)
     if output is not None:
         text = dump_objects([found], output, single=True)
         return found, text, text
     children = await access.children_of(kube, found)
-    pods = await access.pods_of(kube, found, children)
-    events = await access.events_about(kube, ns, [found, *children, *pods])
-    position = queue_position(found, await access.kueue_workloads(kube, namespace=ns))
+    pods = await access.pods_of(kube, found, children.objects)
+    events = await access.events_about(kube, ns, [found, *children.objects, *pods])
+    # A scientist's `edit` role reads no Kueue Workloads: the place in the queue is then
+    # unknown, and the report says so rather than failing.
+    waiting = await access.readable_kueue_workloads(kube, namespace=ns)
+    position = queue_position(found, waiting) if waiting is not None else None
     estimate, partial = await _estimate(kube, found) if position is not None else (None, False)
+    unreadable = children.unreadable + (() if waiting is not None else (KUEUE_WORKLOAD_KIND,))
 
     def report(now: datetime, estimate: Placed | None) -> str:
         return status_report(
             found,
-            children=children,
+            children=children.objects,
             pods=pods,
             events=events,
             position=position,
             now=now,
             estimate=estimate,
             estimate_partial=partial,
+            unreadable=unreadable,
         )
 
     # The estimate moves with the clock; a watch prints again when the objects change.

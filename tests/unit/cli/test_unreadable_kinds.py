@@ -1,0 +1,119 @@
+"""What the scientist's commands do when RBAC refuses a kind (403): a scientist with ``edit``
+in their namespace (with ``kaiwo-workload-editor``) may list Jobs, Pods and KaiwoJobs there,
+but no RayJobs, AppWrappers or Kueue Workloads, and nothing across namespaces. The commands
+go on with what they may read and name what they could not (decision 0138)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kaiwo_cli.cluster_access import (
+    Children,
+    ClusterTarget,
+    children_of,
+    readable_kueue_workloads,
+)
+from kaiwo_cli.commands.workload_access import read_in_scope
+from kaiwo_kube import KubeError, ObjectList, resources
+from kaiwo_kube.resources import ResourceType
+
+JOB_UID = "uid-train"
+TRAIN = {
+    "kind": "KaiwoJob",
+    "metadata": {"name": "train", "namespace": "ml-team", "uid": JOB_UID},
+}
+
+
+def forbidden(resource: ResourceType) -> KubeError:
+    return KubeError(f"{resource.plural} is forbidden", code=403, reason="Forbidden")
+
+
+class NamespaceEditor:
+    """Answers lists as the API server answers a user bound to ``edit`` in ml-team."""
+
+    def __init__(self, refused: set[str], objects: dict[str, list[dict[str, Any]]]) -> None:
+        self.refused = refused
+        self.objects = objects
+
+    async def get(self, resource: ResourceType, name: str, *, namespace: str | None = None) -> Any:
+        raise AssertionError(f"no get expected: {resource.kind} {namespace}/{name}")
+
+    async def list(
+        self,
+        resource: ResourceType,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> ObjectList:
+        del label_selector, field_selector
+        if resource.kind in self.refused or namespace is None:
+            raise forbidden(resource)
+        return ObjectList(items=self.objects.get(resource.kind, []), resource_version="7")
+
+
+def test_children_the_caller_may_not_list_are_named_not_taken_for_none() -> None:
+    job = {"metadata": {"name": "train", "namespace": "ml-team"}}
+    kube = NamespaceEditor({"RayJob", "RayService", "AppWrapper", "HTTPRoute"}, {"Job": [job]})
+
+    found = asyncio.run(children_of(kube, TRAIN))
+
+    assert found == Children(
+        objects=({"apiVersion": "batch/v1", "kind": "Job", **job},),
+        unreadable=("RayJob", "RayService", "AppWrapper", "HTTPRoute"),
+    )
+
+
+def test_kueue_workloads_refused_are_none_and_other_failures_still_fail() -> None:
+    refused = NamespaceEditor({"Workload"}, {})
+    assert asyncio.run(readable_kueue_workloads(refused, namespace="ml-team")) is None
+
+    class Broken(NamespaceEditor):
+        async def list(self, resource: ResourceType, **_: Any) -> ObjectList:
+            raise KubeError("etcdserver: request timed out", code=504)
+
+    with pytest.raises(KubeError, match="request timed out"):
+        asyncio.run(children_of(Broken(set(), {}), TRAIN))
+
+
+def kubeconfig_in(tmp_path: Path, namespace: str) -> ClusterTarget:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: mine\n"
+        f"contexts:\n- name: mine\n  context: {{cluster: c, user: u, namespace: {namespace}}}\n"
+    )
+    return ClusterTarget(kubeconfig=path)
+
+
+def test_refused_every_namespace_a_list_reads_the_contexts_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kube = NamespaceEditor(set(), {"KaiwoJob": [TRAIN]})
+
+    async def read(where: str | None) -> list[dict[str, Any]]:
+        return (await kube.list(resources.KAIWO_JOB, namespace=where)).items
+
+    found, scope = asyncio.run(
+        read_in_scope("list", kubeconfig_in(tmp_path, "ml-team"), None, read, every_asked=False)
+    )
+
+    assert (found, scope) == ([TRAIN], "ml-team")
+    assert capsys.readouterr().err == (
+        "kaiwo list: you may not list every namespace; showing ml-team, your context's "
+        "namespace (-n for another)\n"
+    )
+
+
+def test_asked_for_every_namespace_with_a_the_refusal_stands(tmp_path: Path) -> None:
+    kube = NamespaceEditor(set(), {})
+
+    async def read(where: str | None) -> list[dict[str, Any]]:
+        return (await kube.list(resources.KAIWO_JOB, namespace=where)).items
+
+    with pytest.raises(KubeError, match="kaiwojobs is forbidden"):
+        asyncio.run(
+            read_in_scope("list", kubeconfig_in(tmp_path, "ml-team"), None, read, every_asked=True)
+        )
