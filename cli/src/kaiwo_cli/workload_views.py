@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
+from kaiwo_contracts.failure_conditions import FAILURE_CONDITIONS
+
 from kaiwo_cli.text_tables import render_table
 
 if TYPE_CHECKING:
@@ -82,15 +84,6 @@ def is_settled(obj: Mapping[str, Any]) -> bool:
     )
 
 
-FAILURE_CONDITIONS: Final = (
-    "Valid",
-    "Schedulable",
-    "DownloadJobSucceeded",
-    "ChildHealthy",
-    "ChildSpecApplied",
-)
-"""Conditions whose False explains FAILED or ERROR, most telling first: the order the
-planner's public ``failed`` event takes them in (``kaiwo_planner.domain.status.public_events``)."""
 TROUBLE_WHEN_TRUE: Final = frozenset(
     {"ResourceUnderutilization", "GpuIdle", "Preempted", "WorkloadTerminatedEarly"}
 )

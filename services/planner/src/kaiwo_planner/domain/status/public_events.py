@@ -43,6 +43,7 @@ from kaiwo_contracts.events.public import (
     public_preemption_id,
 )
 from kaiwo_contracts.events.subjects import public_workload_subject
+from kaiwo_contracts.failure_conditions import FAILURE_CONDITIONS
 
 from kaiwo_planner.domain.settings.cluster_settings import KAIWO_GROUP, WORKLOAD_KINDS
 
@@ -58,14 +59,6 @@ PREEMPTION_REASONS: Final = frozenset(
 )
 """``WorkloadTerminatedEarly`` reasons that mean the workload is stopped for others' GPUs."""
 STOPPING_PHASES: Final = frozenset({"TERMINATING", "TERMINATED"})
-FAILURE_CONDITIONS: Final = (
-    "Valid",
-    "Schedulable",
-    "DownloadJobSucceeded",
-    "ChildHealthy",
-    "ChildSpecApplied",
-)
-"""Conditions whose False reason explains a ``FAILED`` phase, most telling first."""
 
 _PHASE_ENDINGS: Final = MappingProxyType(
     {

@@ -1,0 +1,16 @@
+"""Which of a workload's conditions explains its failure: shared by the planner's public
+``failed`` events and the CLI's failure lines. Plain constants, so that the CLI's quick
+commands read them without importing the API models (pydantic)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+FAILURE_CONDITIONS: Final = (
+    "Valid",
+    "Schedulable",
+    "DownloadJobSucceeded",
+    "ChildHealthy",
+    "ChildSpecApplied",
+)
+"""Conditions whose False explains a FAILED or ERROR phase, most telling first."""
