@@ -47,6 +47,7 @@ asks for (decision 0132), once per change of its message.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -125,6 +126,7 @@ TERMINATION_PRUNE: tuple[PruneRule, ...] = (
 SETTINGS_IGNORED = "SettingsIgnored"
 CHILD_SPEC_NOT_APPLIED = "ChildSpecNotApplied"
 CHILD_REPLACING = "ChildReplacing"
+CHILD_DELETED = "ChildDeleted"
 
 Workload = KaiwoJob | KaiwoService
 
@@ -189,6 +191,7 @@ def plan_workload(
         name=name,
         child_kind=_child_kind(workload),
         downloads_configured=downloads_configured(spec),
+        namespace=namespace,
     )
     priority = choose_priority(spec.priority_class or "", known_priority_classes(context))
     verdict = decide_schedulable(
@@ -222,6 +225,8 @@ def plan_workload(
             context=context,
             gpu_taint_on_nodes=gpu_taint_on_nodes(context, config.spec.nodes.default_gpu_taint_key),
         )
+        if observed.child is None and observed.earlier_kueue_workloads:
+            children = _main_child_held(children)
     duration = parse_optional_duration(spec.duration)
     decision = derive_status(
         workload_kind=_workload_kind(workload),
@@ -249,6 +254,7 @@ def plan_workload(
         *_child_spec_events(status, previous),
         *_gpus_adjusted_events(status, previous),
         *_node_change_events(status, previous),
+        *_child_deleted_events(previous_phase, observed, children),
     )
     waiting_since = waiting_since_of(workload, decision.phase, allocation)
     plan = Plan(
@@ -370,6 +376,74 @@ def _desired_and_prune(
     if children is None:
         return (), ()
     return children.desired, children.prune
+
+
+def _main_child_held(children: ChildrenDecision) -> ChildrenDecision:
+    """``children`` without the main child, which waits until Kueue's Workload of an earlier
+    child of its name is gone (decision 0139).
+
+    Kueue finds a job's Workload by the job's name: a Job made again at once, while the
+    garbage collector had not yet removed the deleted Job's admitted Workload, was started
+    on that Workload, then suspended for good when the collector removed it (Kueue's new
+    Workload ``Finished`` with ``FailedToStart``): the KaiwoJob stayed PENDING forever.
+    Nothing of the main child's kind is pruned meanwhile: one created by an earlier plan
+    and not observed yet is no stray to delete.
+    """
+    main = children.main_child
+    if main is None:
+        return children
+    return dataclasses.replace(
+        children,
+        desired=tuple(
+            d
+            for d in children.desired
+            if (d.get("kind"), (d.get("metadata") or {}).get("name")) != (main.kind, main.name)
+        ),
+        prune=tuple(rule for rule in children.prune if rule.kind != main.kind),
+    )
+
+
+_PHASES_OF_A_CHILD_THAT_RAN = frozenset(
+    {WorkloadStatus.STARTING, WorkloadStatus.RUNNING, WorkloadStatus.READY}
+)
+
+
+def _child_deleted_events(
+    previous_phase: WorkloadStatus, observed: ObservedChildren, children: ChildrenDecision | None
+) -> tuple[EventIntent, ...]:
+    """A Warning when the main child of a workload that was admitted and ran (or started) is
+    gone and is to be made again: someone deleted it (a workload being deleted, or in a
+    Namespace being deleted, is never planned so far). The new child starts from the
+    beginning: the pods, and whatever they had done, are lost. Once: the phase this plan
+    writes is no longer one of a child that ran (decision 0139)."""
+    if (
+        observed.child is not None
+        or children is None
+        or children.main_child is None
+        or previous_phase not in _PHASES_OF_A_CHILD_THAT_RAN
+    ):
+        return ()
+    child = children.main_child
+    restart = (
+        "its run starts over from the beginning"
+        if observed.child_kind in ("Job", "RayJob")
+        else "its pods start again"
+    )
+    waits = (
+        ", once Kueue's Workload of the deleted one is gone"
+        if observed.earlier_kueue_workloads
+        else ""
+    )
+    return (
+        EventIntent(
+            type="Warning",
+            reason=CHILD_DELETED,
+            message=(
+                f"The {child.kind} {child.name} was deleted while the workload was "
+                f"{previous_phase.value}: the operator creates it again{waits}, and {restart}"
+            ),
+        ),
+    )
 
 
 def _with_valid_spec(
