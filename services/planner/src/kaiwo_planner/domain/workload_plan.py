@@ -27,7 +27,9 @@ What the plan applies and prunes depends on the phase:
   its logs stay for inspection, and a Job deleted by its TTL is not created again);
 * TERMINATING before this plan (now TERMINATED) and TERMINATED: nothing desired, and the
   children of every kind upstream deletes on termination are pruned, PVCs included;
-* otherwise: the children, pruning those no longer desired (PVCs never; see children.py).
+* otherwise: the children, pruning those no longer desired (PVCs never; see children.py);
+  a main child Kueue admits whole that someone deleted is made again only once Kueue's
+  Workload of the deleted one is gone (decision 0139).
 
 A workload being deleted (its ``deletionTimestamp`` set, or its Namespace's) gets a plan that
 does nothing: no child applied or pruned, no status, no Event, no timer. Kubernetes' garbage
@@ -42,7 +44,8 @@ cannot reach the existing Job, ``ChildReplacing`` (Normal) when a waiting AppWra
 replaced to take one (decision 0129), ``GpusRoundedDown``/``GpusRecalculated`` (Normal) when the
 pods hold another total than ``spec.gpus`` (decision 0118), once per change of that note;
 ``AdmittedBeforeNodeChange`` (Warning) when the nodes no longer hold what an admitted workload
-asks for (decision 0132), once per change of its message.
+asks for (decision 0132), once per change of its message; ``ChildDeleted`` (Warning) when
+the main child of a workload that ran is gone and is made again (decision 0139).
 """
 
 from __future__ import annotations

@@ -123,7 +123,7 @@ def observe_children(
         workloads = tuple(w for pod in pods for w in cluster.kueue_workloads_for(object_uid(pod)))
     else:
         workloads = cluster.kueue_workloads_for(child_uid) if child_uid else ()
-    earlier = ()
+    earlier: tuple[Mapping[str, Any], ...] = ()
     if child is None and child_kind in KUEUE_MANAGED_CHILDREN:
         earlier = cluster.kueue_workloads_of_job_named(namespace, child_kind, main_child_name(name))
     return ObservedChildren(
