@@ -907,6 +907,50 @@ async def test_a_running_jobs_deleted_job_is_made_again_runs_and_is_told(stack: 
     await stack.kube.delete(resources.KAIWO_JOB, "restarted", namespace=ns)
 
 
+async def test_a_deployment_whose_operator_label_is_removed_gets_it_back(stack: Pipeline) -> None:
+    """Someone removes ``app.kubernetes.io/managed-by`` from a READY KaiwoService's Deployment
+    (decision 0139). The watcher selects children by it, so to the planner the Deployment was
+    gone; the executor found it there and left it so: the label never came back, and the
+    Deployment deleted afterwards was not made again until the next resync (10 minutes)."""
+    ns = namespace_of(stack, "svc")
+    await stack.kube.create(vllm_service("unlabelled", ns, replicas=1))
+    await reaches(stack, "unlabelled", ns, "READY", kind=resources.KAIWO_SERVICE)
+    await stack.settled(within=STEP)
+
+    await stack.kube.merge_patch(
+        resources.DEPLOYMENT,
+        "unlabelled",
+        {"metadata": {"labels": {actors.MANAGED_BY_LABEL: None, "mine": "x"}}},
+        namespace=ns,
+        field_manager="kubectl-edit",
+    )
+
+    async def labelled_again() -> dict[str, Any] | Pending:
+        found = await stack.kube.get(resources.DEPLOYMENT, "unlabelled", namespace=ns)
+        labels = found["metadata"]["labels"]
+        return found if labels.get(actors.MANAGED_BY_LABEL) == "kaiwo" else Pending(f"{labels}")
+
+    first = await eventually(labelled_again, what="the label back", within=STEP)
+    assert first["metadata"]["labels"]["mine"] == "x"  # the user's own label stays
+    await reaches(stack, "unlabelled", ns, "READY", kind=resources.KAIWO_SERVICE)
+    await stack.settled(within=STEP)
+
+    # Observed again: deleted now, it is made again at once.
+    await stack.kube.delete(resources.DEPLOYMENT, "unlabelled", namespace=ns)
+
+    async def made_again() -> dict[str, Any] | Pending:
+        found = await actors.get_or_none(
+            stack.kube, resources.DEPLOYMENT, "unlabelled", namespace=ns
+        )
+        if found is None or found["metadata"]["uid"] == first["metadata"]["uid"]:
+            return Pending("not made again")
+        return found
+
+    await eventually(made_again, what="the Deployment made again", within=STEP)
+    await reaches(stack, "unlabelled", ns, "READY", kind=resources.KAIWO_SERVICE)
+    await stack.kube.delete(resources.KAIWO_SERVICE, "unlabelled", namespace=ns)
+
+
 async def test_a_deadline_removed_from_a_running_kaiwojob_leaves_its_job(stack: Pipeline) -> None:
     """The Job was created with ``activeDeadlineSeconds`` under ``kaiwo-create``: before
     decision 0133 the deadline removed from the KaiwoJob stayed on the running Job, held by
