@@ -951,6 +951,53 @@ async def test_a_deployment_whose_operator_label_is_removed_gets_it_back(stack: 
     await stack.kube.delete(resources.KAIWO_SERVICE, "unlabelled", namespace=ns)
 
 
+async def test_a_volume_deleted_under_a_running_job_is_told(stack: Pipeline) -> None:
+    """Someone deletes the data PVC of a running KaiwoJob (decision 0139): Kubernetes keeps
+    it while the pod uses it. The status said "All PersistentVolumeClaims are bound"."""
+    ns = namespace_of(stack, "gpu")
+    volume = f"{ns}-unclaimed-data"  # the data claim binds to it: no provisioner here
+    await stack.kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": PERSISTENT_VOLUME.kind,
+            "metadata": {"name": volume},
+            "spec": {
+                "capacity": {"storage": "10Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "standard",
+                "hostPath": {"path": f"/tmp/{volume}"},
+            },
+        }
+    )
+    storage = actors.training_job("unclaimed")["spec"]["storage"]
+    await stack.kube.create(
+        kaiwo_job("unclaimed", ns, queue_name="gpu", gpus=1, run_seconds=300, storage=storage)
+    )
+    await reaches(stack, "unclaimed", ns, "RUNNING")
+    await stack.settled(within=STEP)
+
+    await stack.kube.delete(resources.PERSISTENT_VOLUME_CLAIM, "unclaimed-data", namespace=ns)
+
+    told = await has_events(stack, ns, "unclaimed", "PvcDeleting")
+    message = (
+        "PersistentVolumeClaim unclaimed-data is being deleted: it is kept while pods use it, "
+        "then goes with its data, and a new, empty one is made"
+    )
+    assert [m for r, m in told if r == "PvcDeleting"] == [message]
+    await stack.settled(within=STEP)
+    found = await stack.kube.get(resources.KAIWO_JOB, "unclaimed", namespace=ns)
+    assert found["status"]["status"] == "RUNNING"
+    pvc_ready = condition(found, "PvcReady")
+    assert (pvc_ready["status"], pvc_ready["reason"], pvc_ready["message"]) == (
+        "False",
+        "Deleting",
+        message,
+    )
+    await stack.kube.delete(resources.KAIWO_JOB, "unclaimed", namespace=ns)
+    await gone(stack, resources.KAIWO_JOB, "unclaimed", ns)
+    await stack.kube.delete(PERSISTENT_VOLUME, volume)
+
+
 async def test_a_deadline_removed_from_a_running_kaiwojob_leaves_its_job(stack: Pipeline) -> None:
     """The Job was created with ``activeDeadlineSeconds`` under ``kaiwo-create``: before
     decision 0133 the deadline removed from the KaiwoJob stayed on the running Job, held by

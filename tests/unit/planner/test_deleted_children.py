@@ -181,3 +181,72 @@ def test_a_ready_services_deleted_deployment_is_made_again_and_told(cluster_with
         )
         in plan.events
     )
+
+
+def test_a_volume_deleted_while_the_job_runs_is_told_once(cluster_with):
+    spec = {
+        **TRAIN_SPEC,
+        "storage": {
+            "storageEnabled": True,
+            "storageClassName": "standard",
+            "data": {"storageSize": "10Gi"},
+        },
+    }
+    owner = kaiwo_job(spec, status=RUNNING)
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "train",
+            "namespace": "team-a",
+            "uid": "the-job",
+            "ownerReferences": [{"uid": "job-uid", "controller": True}],
+        },
+        "spec": {"suspend": False},
+        "status": {"active": 1, "ready": 1},
+    }
+    pvc = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": "train-data",
+            "namespace": "team-a",
+            "uid": "the-pvc",
+            "deletionTimestamp": "2026-01-01T11:59:00Z",
+            "ownerReferences": [{"uid": "job-uid", "controller": True}],
+        },
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "standard",
+            "resources": {"requests": {"storage": "10Gi"}},
+        },
+        "status": {"phase": "Bound"},
+    }
+    workload = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {
+            "name": "job-train-1",
+            "namespace": "team-a",
+            "uid": "wl",
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "the-job"}
+            ],
+        },
+        "status": {"conditions": [{"type": "Admitted", "status": "True"}]},
+    }
+    cluster = cluster_with(owner, job, pvc, workloads=(workload,))
+
+    plan = planned(owner=owner, cluster=cluster, now=NOW)
+
+    assert plan is not None and plan.status is not None
+    assert plan.status["status"] == "RUNNING"
+    message = (
+        "PersistentVolumeClaim train-data is being deleted: it is kept while pods use it, "
+        "then goes with its data, and a new, empty one is made"
+    )
+    assert EventIntent(type="Warning", reason="PvcDeleting", message=message) in plan.events
+    # Told: the next plan, from the status this one wrote, says it no more.
+    again = planned(owner=kaiwo_job(spec, status=plan.status), cluster=cluster, now=NOW)
+    assert again is not None
+    assert "PvcDeleting" not in [e.reason for e in again.events]

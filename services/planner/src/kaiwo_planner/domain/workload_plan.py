@@ -45,7 +45,8 @@ replaced to take one (decision 0129), ``GpusRoundedDown``/``GpusRecalculated`` (
 pods hold another total than ``spec.gpus`` (decision 0118), once per change of that note;
 ``AdmittedBeforeNodeChange`` (Warning) when the nodes no longer hold what an admitted workload
 asks for (decision 0132), once per change of its message; ``ChildDeleted`` (Warning) when
-the main child of a workload that ran is gone and is made again (decision 0139).
+the main child of a workload that ran is gone and is made again, ``PvcDeleting`` (Warning)
+when a volume the pods use is being deleted (decision 0139), once each.
 """
 
 from __future__ import annotations
@@ -107,7 +108,11 @@ from kaiwo_planner.domain.status.findings import (
 from kaiwo_planner.domain.status.gpu_idle import gpu_idle_condition
 from kaiwo_planner.domain.status.invalid_owner import REASON_VALID, VALID_CONDITION
 from kaiwo_planner.domain.status.kueue_admission import kueue_admitted
-from kaiwo_planner.domain.status.storage_phase import DOWNLOAD_JOB_SUCCEEDED
+from kaiwo_planner.domain.status.storage_phase import (
+    DOWNLOAD_JOB_SUCCEEDED,
+    PVC_DELETING,
+    PVC_READY,
+)
 from kaiwo_planner.domain.status.workload_status import (
     WorkloadKind,
     derive_status,
@@ -130,6 +135,7 @@ SETTINGS_IGNORED = "SettingsIgnored"
 CHILD_SPEC_NOT_APPLIED = "ChildSpecNotApplied"
 CHILD_REPLACING = "ChildReplacing"
 CHILD_DELETED = "ChildDeleted"
+PVC_DELETING_EVENT = "PvcDeleting"
 
 Workload = KaiwoJob | KaiwoService
 
@@ -258,6 +264,7 @@ def plan_workload(
         *_gpus_adjusted_events(status, previous),
         *_node_change_events(status, previous),
         *_child_deleted_events(previous_phase, observed, children),
+        *_pvc_deleting_events(status, previous),
     )
     waiting_since = waiting_since_of(workload, decision.phase, allocation)
     plan = Plan(
@@ -514,6 +521,19 @@ def _node_change_events(
             reason=REASON_ADMITTED_BEFORE_NODE_CHANGE,
             message=str(told.get("message") or ""),
         ),
+    )
+
+
+def _pvc_deleting_events(
+    status: Mapping[str, Any], previous: Mapping[str, Any]
+) -> tuple[EventIntent, ...]:
+    """A Warning when ``PvcReady`` first says a volume of the workload is being deleted while
+    pods use it (decision 0139); then no more."""
+    told = _newly_said(status, previous, PVC_READY, lambda c: c.get("reason") == PVC_DELETING)
+    if told is None:
+        return ()
+    return (
+        EventIntent(type="Warning", reason=PVC_DELETING_EVENT, message=str(told.get("message"))),
     )
 
 
