@@ -859,6 +859,145 @@ async def test_a_label_removed_from_a_running_kaiwojob_leaves_its_job(stack: Pip
     await stack.kube.delete(resources.KAIWO_JOB, "relabelled", namespace=ns)
 
 
+async def test_a_running_jobs_deleted_job_is_made_again_runs_and_is_told(stack: Pipeline) -> None:
+    """Someone deletes the Job of a running KaiwoJob (decision 0139). Made again at once, the
+    new Job started on the deleted Job's admitted Kueue Workload (Kueue finds a Workload by
+    its job's name), and Kueue suspended it for good when the garbage collector removed that
+    Workload (the new one ``Finished``, ``FailedToStart``): the KaiwoJob stayed PENDING with
+    ``Admitted`` True and nothing running, and nobody was told the run had started over."""
+    ns = namespace_of(stack, "gpu")
+    await stack.kube.create(kaiwo_job("restarted", ns, queue_name="gpu", gpus=1, run_seconds=300))
+    await reaches(stack, "restarted", ns, "RUNNING")
+    first = await stack.kube.get(resources.JOB, "restarted", namespace=ns)
+    await stack.settled(within=STEP)
+
+    await stack.kube.delete(resources.JOB, "restarted", namespace=ns)
+
+    async def running_again() -> dict[str, Any] | Pending:
+        child = await actors.get_or_none(stack.kube, resources.JOB, "restarted", namespace=ns)
+        if child is None or child["metadata"]["uid"] == first["metadata"]["uid"]:
+            return Pending("not made again yet")
+        if child["spec"].get("suspend") or not (child.get("status") or {}).get("ready"):
+            return Pending(f"suspend {child['spec'].get('suspend')}, {child.get('status')}")
+        return child
+
+    child = await eventually(running_again, what="a new Job running", within=STEP)
+    await reaches(stack, "restarted", ns, "RUNNING")
+    await stack.settled(within=STEP)
+    # Kueue's own record agrees: the new Job runs on a Workload of its own, admitted and
+    # not finished (before: on the deleted Job's, and then on none).
+    listed = await stack.kube.list(
+        resources.KUEUE_WORKLOAD,
+        namespace=ns,
+        label_selector=f"{actors.KUEUE_JOB_UID_LABEL}={child['metadata']['uid']}",
+    )
+    assert len(listed.items) == 1, [w["metadata"]["name"] for w in listed.items]
+    [workload] = listed.items
+    kueue_says = {c["type"]: c["status"] for c in workload["status"]["conditions"]}
+    assert kueue_says.get("Admitted") == "True" and kueue_says.get("Finished") != "True"
+    told = [m for r, m in await events_of(stack, ns, "restarted") if r == "ChildDeleted"]
+    # Once; "once Kueue's Workload of the deleted one is gone" when the operator observed the
+    # Job's removal before its Workload's, as the garbage collector's order makes likely.
+    assert len(told) == 1, told
+    assert told[0].startswith(
+        "The Job restarted was deleted while the workload was RUNNING: the operator creates "
+        "it again"
+    ), told
+    assert told[0].endswith("and its run starts over from the beginning"), told
+    await stack.kube.delete(resources.KAIWO_JOB, "restarted", namespace=ns)
+
+
+async def test_a_deployment_whose_operator_label_is_removed_gets_it_back(stack: Pipeline) -> None:
+    """Someone removes ``app.kubernetes.io/managed-by`` from a READY KaiwoService's Deployment
+    (decision 0139). The watcher selects children by it, so to the planner the Deployment was
+    gone; the executor found it there and left it so: the label never came back, and the
+    Deployment deleted afterwards was not made again until the next resync (10 minutes)."""
+    ns = namespace_of(stack, "svc")
+    await stack.kube.create(vllm_service("unlabelled", ns, replicas=1))
+    await reaches(stack, "unlabelled", ns, "READY", kind=resources.KAIWO_SERVICE)
+    await stack.settled(within=STEP)
+
+    await stack.kube.merge_patch(
+        resources.DEPLOYMENT,
+        "unlabelled",
+        {"metadata": {"labels": {actors.MANAGED_BY_LABEL: None, "mine": "x"}}},
+        namespace=ns,
+        field_manager="kubectl-edit",
+    )
+
+    async def labelled_again() -> dict[str, Any] | Pending:
+        found = await stack.kube.get(resources.DEPLOYMENT, "unlabelled", namespace=ns)
+        labels = found["metadata"]["labels"]
+        return found if labels.get(actors.MANAGED_BY_LABEL) == "kaiwo" else Pending(f"{labels}")
+
+    first = await eventually(labelled_again, what="the label back", within=STEP)
+    assert first["metadata"]["labels"]["mine"] == "x"  # the user's own label stays
+    await reaches(stack, "unlabelled", ns, "READY", kind=resources.KAIWO_SERVICE)
+    await stack.settled(within=STEP)
+
+    # Observed again: deleted now, it is made again at once.
+    await stack.kube.delete(resources.DEPLOYMENT, "unlabelled", namespace=ns)
+
+    async def made_again() -> dict[str, Any] | Pending:
+        found = await actors.get_or_none(
+            stack.kube, resources.DEPLOYMENT, "unlabelled", namespace=ns
+        )
+        if found is None or found["metadata"]["uid"] == first["metadata"]["uid"]:
+            return Pending("not made again")
+        return found
+
+    await eventually(made_again, what="the Deployment made again", within=STEP)
+    await reaches(stack, "unlabelled", ns, "READY", kind=resources.KAIWO_SERVICE)
+    await stack.kube.delete(resources.KAIWO_SERVICE, "unlabelled", namespace=ns)
+
+
+async def test_a_volume_deleted_under_a_running_job_is_told(stack: Pipeline) -> None:
+    """Someone deletes the data PVC of a running KaiwoJob (decision 0139): Kubernetes keeps
+    it while the pod uses it. The status said "All PersistentVolumeClaims are bound"."""
+    ns = namespace_of(stack, "gpu")
+    volume = f"{ns}-unclaimed-data"  # the data claim binds to it: no provisioner here
+    await stack.kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": PERSISTENT_VOLUME.kind,
+            "metadata": {"name": volume},
+            "spec": {
+                "capacity": {"storage": "10Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "standard",
+                "hostPath": {"path": f"/tmp/{volume}"},
+            },
+        }
+    )
+    storage = actors.training_job("unclaimed")["spec"]["storage"]
+    await stack.kube.create(
+        kaiwo_job("unclaimed", ns, queue_name="gpu", gpus=1, run_seconds=300, storage=storage)
+    )
+    await reaches(stack, "unclaimed", ns, "RUNNING")
+    await stack.settled(within=STEP)
+
+    await stack.kube.delete(resources.PERSISTENT_VOLUME_CLAIM, "unclaimed-data", namespace=ns)
+
+    told = await has_events(stack, ns, "unclaimed", "PvcDeleting")
+    message = (
+        "PersistentVolumeClaim unclaimed-data is being deleted: it is kept while pods use it, "
+        "then goes with its data, and a new, empty one is made"
+    )
+    assert [m for r, m in told if r == "PvcDeleting"] == [message]
+    await stack.settled(within=STEP)
+    found = await stack.kube.get(resources.KAIWO_JOB, "unclaimed", namespace=ns)
+    assert found["status"]["status"] == "RUNNING"
+    pvc_ready = condition(found, "PvcReady")
+    assert (pvc_ready["status"], pvc_ready["reason"], pvc_ready["message"]) == (
+        "False",
+        "Deleting",
+        message,
+    )
+    await stack.kube.delete(resources.KAIWO_JOB, "unclaimed", namespace=ns)
+    await gone(stack, resources.KAIWO_JOB, "unclaimed", ns)
+    await stack.kube.delete(PERSISTENT_VOLUME, volume)
+
+
 async def test_a_deadline_removed_from_a_running_kaiwojob_leaves_its_job(stack: Pipeline) -> None:
     """The Job was created with ``activeDeadlineSeconds`` under ``kaiwo-create``: before
     decision 0133 the deadline removed from the KaiwoJob stayed on the running Job, held by

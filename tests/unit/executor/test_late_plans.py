@@ -94,6 +94,43 @@ async def test_a_child_named_absent_by_a_late_plan_is_not_applied_over_newer_cha
     assert outcomes(execution) == [("apply", "Job/team-a/train", "applied", None)]
 
 
+async def test_a_child_whose_labels_someone_removed_gets_them_back_and_nothing_else(
+    harness: Any,
+) -> None:
+    """Decision 0139: without ``app.kubernetes.io/managed-by`` the watcher no longer sees
+    the child, so the planner names it absent; the executor found it there and left it so,
+    for good. Only the missing label keys go back: Kueue's ``suspend`` and a label of the
+    user's own stay as they are."""
+    job = harness.job()
+    job["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "kaiwo"
+    job["spec"]["suspend"] = True
+    await harness.run(harness.plan([job]), plan_id="plan-1")
+    await kueue_unsuspends(harness)
+    await harness.kube.merge_patch(
+        resources.JOB,
+        "train",
+        {"metadata": {"labels": {"app.kubernetes.io/managed-by": None, "mine": "x"}}},
+        namespace="team-a",
+        field_manager="kubectl-edit",
+    )
+
+    execution = await harness.run(harness.plan([job]), plan_id="plan-2", absent=(JOB_REF,))
+
+    found = harness.find("batch/v1", "Job", "train")
+    assert found["metadata"]["labels"] == {
+        **job["metadata"]["labels"],
+        "mine": "x",
+    }
+    assert found["spec"]["suspend"] is False
+    assert outcomes(execution) == [("apply", "Job/team-a/train", "applied", None)]
+
+    # With every label there, a late plan's absent child is left as it is (no write).
+    version = found["metadata"]["resourceVersion"]
+    execution = await harness.run(harness.plan([job]), plan_id="plan-3", absent=(JOB_REF,))
+    assert harness.find("batch/v1", "Job", "train")["metadata"]["resourceVersion"] == version
+    assert outcomes(execution) == [("apply", "Job/team-a/train", "unchanged", None)]
+
+
 async def test_a_plan_carried_out_again_after_kueue_admitted_its_job_leaves_suspend_alone(
     harness: Any,
 ) -> None:

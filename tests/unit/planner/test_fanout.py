@@ -266,6 +266,55 @@ def test_a_kueue_workload_walks_up_through_its_job(projection: Projection) -> No
     assert owners_to_replan(change_of(projection, by_label, "ADDED"), projection) == (SERVE,)
 
 
+def test_a_kueue_workload_removed_after_its_deleted_job_replans_the_job_named_after_it(
+    projection: Projection,
+) -> None:
+    """Decision 0139: the KaiwoJob waits for the deleted Job's Workload to go before it makes
+    its Job again; the Job is no longer observed, so only the name leads to the KaiwoJob."""
+    change_of(projection, named("Pod", "train-0"), "DELETED")
+    change_of(projection, named("Job", "train"), "DELETED")
+    workload = obj(
+        KUEUE,
+        "Workload",
+        "job-train-1a2b",
+        "wl-train",
+        namespace="team-a",
+        owners=[owner_ref("batch/v1", "Job", "train", "job-train")],
+    )
+    projection.apply(observe(workload, "1", "ADDED"), sequence=50)
+
+    assert owners_to_replan(change_of(projection, workload, "DELETED"), projection) == (TRAIN,)
+
+
+def test_a_kueue_workload_removed_while_its_job_is_observed_replans_through_the_job(
+    projection: Projection,
+) -> None:
+    """Kueue replacing the Workload of a live Job: the owner reference leads to the KaiwoJob,
+    and a workload of the same name in another namespace is not concerned."""
+    workload = obj(
+        KUEUE,
+        "Workload",
+        "job-batch-1a2b",
+        "wl-batch",
+        namespace="team-a",
+        owners=[owner_ref("batch/v1", "Job", "batch", "job-batch-gone")],
+    )
+    projection.apply(observe(workload, "1", "ADDED"), sequence=50)
+
+    # Job "batch" of team-a never existed: KaiwoJob "batch" is in team-b.
+    assert owners_to_replan(change_of(projection, workload, "DELETED"), projection) == ()
+    live = obj(
+        KUEUE,
+        "Workload",
+        "job-train-9z9z",
+        "wl-train-live",
+        namespace="team-a",
+        owners=[owner_ref("batch/v1", "Job", "train", "job-train")],
+    )
+    projection.apply(observe(live, "1", "ADDED"), sequence=51)
+    assert owners_to_replan(change_of(projection, live, "DELETED"), projection) == (TRAIN,)
+
+
 def test_a_child_found_by_the_owner_label_replans_that_owner(projection: Projection) -> None:
     change = change_of(projection, named("PersistentVolumeClaim", "serve-data"))
     assert owners_to_replan(change, projection) == (SERVE,)

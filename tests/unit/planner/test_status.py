@@ -997,6 +997,38 @@ def test_pvc_lost_fails_the_workload() -> None:
     }
 
 
+def test_a_pvc_being_deleted_while_in_use_is_told_and_the_workload_runs_on() -> None:
+    """Decision 0139: Kubernetes keeps a claim pods use until they stop; the status said
+    "All PersistentVolumeClaims are bound" while its data was about to go."""
+    pvc = {
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "train-data", "deletionTimestamp": T_NOW},
+        "status": {"phase": "Bound"},
+    }
+    running = {"status": "RUNNING", "observedGeneration": 1, "startTime": T_EARLIER}
+    decision = derive(
+        running,
+        ObservedChildren(
+            child_kind="Job",
+            child=job(ready=1, active=1),
+            kueue_workloads=(admitted_workload(),),
+            pvcs=(pvc,),
+        ),
+    )
+    assert decision.status["status"] == "RUNNING"
+    assert [c for c in decision.status["conditions"] if c["type"] == "PvcReady"] == [
+        {
+            "type": "PvcReady",
+            "status": "False",
+            "observedGeneration": 1,
+            "lastTransitionTime": T_NOW,
+            "reason": "Deleting",
+            "message": "PersistentVolumeClaim train-data is being deleted: it is kept while "
+            "pods use it, then goes with its data, and a new, empty one is made",
+        }
+    ]
+
+
 RUNNING_WITH_DURATION = {
     "status": "RUNNING",
     "observedGeneration": 1,

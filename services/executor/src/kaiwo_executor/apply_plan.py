@@ -30,7 +30,10 @@ order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` pe
    applied is left alone, unless the plan lists it in ``absent`` (the planner saw it missing,
    e.g. deleted by hand): then it is *created*, and one that exists after all (the plan was
    made before its creation was observed) is left as it is, so a late plan never overwrites
-   what others changed since (Kueue unsuspending a Job); or in ``drifted`` (the planner saw
+   what others changed since (Kueue unsuspending a Job), but for the labels of the manifest
+   it lacks, which a merge patch puts back on the owner's object (someone removed
+   ``app.kubernetes.io/managed-by``, and the watcher no longer saw it, decision 0139); or in
+   ``drifted`` (the planner saw
    it without what the plan asks, e.g. a field edited by hand): then it is applied again.
    A ``create_only`` plan's objects are only ever created (the default KaiwoConfig and
    KaiwoQueueConfig, which are the user's once they exist), by a server-side apply that owns

@@ -21,6 +21,7 @@ from kaiwo_kube.resources import NODE, ResourceType, known_type
 from kaiwo_executor.child_ownership import (
     NAME_CONFLICT,
     NameConflict,
+    controlled_by,
     name_conflict,
     wanted_controller,
     withheld_by,
@@ -152,8 +153,52 @@ class DesiredObjects:
             # Applied before and unchanged: the planner saw it missing, perhaps only because
             # it planned before observing the creation. Create it, never apply it again: a
             # stale plan must not overwrite what others changed since (Kueue's suspend).
-            return await self._recreate(manifest)
+            outcome = await self._recreate(manifest)
+            if outcome is StepOutcome.UNCHANGED:
+                return await self._relabel_unseen(manifest)
+            return outcome
         return await self._apply(manifest)
+
+    async def _relabel_unseen(self, manifest: dict[str, Any]) -> StepOutcome:
+        """Put back the labels of ours that someone removed from an object the planner saw
+        missing but that exists, the owner's (decision 0139).
+
+        The watcher observes children by ``app.kubernetes.io/managed-by=kaiwo``: without it a
+        child is deleted to the planner, which named it absent again on every resync while
+        this executor found it there and left it so; a KaiwoService's phase followed "no
+        Deployment", and a Deployment deleted after that was made again only at the next
+        resync. Only the missing label keys are written, by a merge patch: the rest of a late
+        plan's manifest must still not overwrite what others changed since (Kueue's
+        ``suspend``), and a label of someone else's stays.
+        """
+        controller = wanted_controller(manifest)
+        live = await self._live(manifest)
+        if (
+            controller is None
+            or live is None
+            or not controlled_by(live.get("metadata"), controller)
+        ):
+            return StepOutcome.UNCHANGED
+        metadata = manifest.get("metadata") or {}
+        present = (live.get("metadata") or {}).get("labels") or {}
+        missing = {
+            key: value
+            for key, value in (metadata.get("labels") or {}).items()
+            if key not in present
+        }
+        if not missing:
+            return StepOutcome.UNCHANGED
+        resource = await self._calls.resource(
+            str(manifest.get("apiVersion")), str(manifest.get("kind"))
+        )
+        await self._kube.merge_patch(
+            resource,
+            str(metadata.get("name", "")),
+            {"metadata": {"labels": missing}},
+            namespace=metadata.get("namespace"),
+            field_manager=FIELD_MANAGER,
+        )
+        return StepOutcome.APPLIED
 
     async def _create_replacement(self, run: PlanRun, manifest: dict[str, Any]) -> None:
         """Create the object that replaces one the plan deleted (step 1). When the old one is

@@ -11,6 +11,8 @@ An observed change matters to:
   ReplicaSet -> Deployment -> KaiwoService) until a Kaiwo workload or the KaiwoQueueConfig.
   A Kueue Workload also names its job by the ``kueue.x-k8s.io/job-uid`` label. Both the old
   and the new version count, so a child that changes owner is re-planned by both owners;
+  a Kueue Workload removed after its job: the workloads whose main child has the job's name
+  (they wait for it to go before they make the child again, decision 0139);
 * a Node: the KaiwoQueueConfig (node pools, flavors) and every workload (GPU statistics,
   schedulability) — but only when something planning reads changed (labels, taints,
   schedulability, readiness, capacity): a heartbeat re-plans nothing;
@@ -52,6 +54,7 @@ from kaiwo_contracts.gpu_workloads import (
 )
 from kaiwo_contracts.plans import ObjectRef
 
+from kaiwo_planner.domain.children.naming import main_child_name
 from kaiwo_planner.domain.models.replanning import models_concerned
 from kaiwo_planner.domain.state.index_entry import (
     CORE_GROUP,
@@ -135,6 +138,7 @@ def owners_to_replan(change: Change, projection: Projection) -> tuple[ObjectRef,
             *_gpu_roots(change, projection),
             *_records_of_kueue_jobs(change, projection),
             *_records_of_pods(change, projection),
+            *_owners_of_a_deleted_jobs_workload(change, projection),
         ]
     owners += models_concerned(change, projection)
     return _sorted_unique(owners)
@@ -182,6 +186,35 @@ def _records_of_kueue_jobs(change: Change, projection: Projection) -> list[Objec
             if root is not None and is_gpu_root(root):
                 found += _record_ref(root, projection)
     return found
+
+
+KUEUE_MANAGED_CHILD_KINDS: Final = frozenset({"Job", "RayJob", "AppWrapper"})
+
+
+def _owners_of_a_deleted_jobs_workload(change: Change, projection: Projection) -> list[ObjectRef]:
+    """A Kueue Workload removed after its job (a Job, RayJob or AppWrapper someone deleted):
+    the Kaiwo workloads whose main child has the job's name, which wait for it to go before
+    they make their child again (decision 0139). The job itself is no longer observed, so
+    the owner references lead nowhere."""
+    if (change.group, change.kind) != (KUEUE_GROUP, "Workload") or not change.deleted:
+        return []
+    meta = change.object.get("metadata") or {}
+    namespace = str(meta.get("namespace") or "")
+    names = {
+        str(r.get("name"))
+        for r in meta.get("ownerReferences") or ()
+        if isinstance(r, Mapping)
+        and r.get("kind") in KUEUE_MANAGED_CHILD_KINDS
+        and projection.by_uid(str(r.get("uid") or "")) is None
+    }
+    if not names:
+        return []
+    return [
+        ObjectRef.of(obj)
+        for group, kind in WORKLOAD_KINDS
+        for obj in projection.objects_of_kind(group=group, kind=kind, namespace=namespace)
+        if main_child_name(str((obj.get("metadata") or {}).get("name") or "")) in names
+    ]
 
 
 def _records_of_pods(change: Change, projection: Projection) -> list[ObjectRef]:

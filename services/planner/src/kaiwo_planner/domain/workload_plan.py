@@ -28,7 +28,9 @@ What the plan applies and prunes depends on the phase:
   its logs stay for inspection, and a Job deleted by its TTL is not created again);
 * TERMINATING before this plan (now TERMINATED) and TERMINATED: nothing desired, and the
   children of every kind upstream deletes on termination are pruned, PVCs included;
-* otherwise: the children, pruning those no longer desired (PVCs never; see children.py).
+* otherwise: the children, pruning those no longer desired (PVCs never; see children.py);
+  a main child Kueue admits whole that someone deleted is made again only once Kueue's
+  Workload of the deleted one is gone (decision 0139).
 
 A workload being deleted (its ``deletionTimestamp`` set, or its Namespace's) gets a plan that
 does nothing: no child applied or pruned, no status, no Event, no timer. Kubernetes' garbage
@@ -43,11 +45,14 @@ cannot reach the existing Job, ``ChildReplacing`` (Normal) when a waiting AppWra
 replaced to take one (decision 0129), ``GpusRoundedDown``/``GpusRecalculated`` (Normal) when the
 pods hold another total than ``spec.gpus`` (decision 0118), once per change of that note;
 ``AdmittedBeforeNodeChange`` (Warning) when the nodes no longer hold what an admitted workload
-asks for (decision 0132), once per change of its message.
+asks for (decision 0132), once per change of its message; ``ChildDeleted`` (Warning) when
+the main child of a workload that ran is gone and is made again, ``PvcDeleting`` (Warning)
+when a volume the pods use is being deleted (decision 0139), once each.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -106,7 +111,11 @@ from kaiwo_planner.domain.status.findings import (
 from kaiwo_planner.domain.status.gpu_idle import gpu_idle_condition
 from kaiwo_planner.domain.status.invalid_owner import REASON_VALID, VALID_CONDITION
 from kaiwo_planner.domain.status.kueue_admission import kueue_admitted
-from kaiwo_planner.domain.status.storage_phase import DOWNLOAD_JOB_SUCCEEDED
+from kaiwo_planner.domain.status.storage_phase import (
+    DOWNLOAD_JOB_SUCCEEDED,
+    PVC_DELETING,
+    PVC_READY,
+)
 from kaiwo_planner.domain.status.workload_status import (
     WorkloadKind,
     derive_status,
@@ -128,6 +137,8 @@ TERMINATION_PRUNE: tuple[PruneRule, ...] = (
 SETTINGS_IGNORED = "SettingsIgnored"
 CHILD_SPEC_NOT_APPLIED = "ChildSpecNotApplied"
 CHILD_REPLACING = "ChildReplacing"
+CHILD_DELETED = "ChildDeleted"
+PVC_DELETING_EVENT = "PvcDeleting"
 
 Workload = KaiwoJob | KaiwoService
 
@@ -192,6 +203,7 @@ def plan_workload(
         name=name,
         child_kind=_child_kind(workload),
         downloads_configured=downloads_configured(spec),
+        namespace=namespace,
     )
     # Kueue's own word (its Workloads), whether or not a child runs yet.
     admitted = bool(observed.kueue_workloads) and all(
@@ -237,6 +249,8 @@ def plan_workload(
             context=context,
             gpu_taint_on_nodes=gpu_taint_on_nodes(context, config.spec.nodes.default_gpu_taint_key),
         )
+        if observed.child is None and observed.earlier_kueue_workloads:
+            children = _main_child_held(children)
     duration = parse_optional_duration(spec.duration)
     decision = derive_status(
         workload_kind=_workload_kind(workload),
@@ -264,6 +278,8 @@ def plan_workload(
         *_child_spec_events(status, previous),
         *_gpus_adjusted_events(status, previous),
         *_node_change_events(status, previous),
+        *_child_deleted_events(previous_phase, observed, children),
+        *_pvc_deleting_events(status, previous),
     )
     waiting_since = waiting_since_of(workload, decision.phase, allocation)
     plan = Plan(
@@ -387,6 +403,74 @@ def _desired_and_prune(
     return children.desired, children.prune
 
 
+def _main_child_held(children: ChildrenDecision) -> ChildrenDecision:
+    """``children`` without the main child, which waits until Kueue's Workload of an earlier
+    child of its name is gone (decision 0139).
+
+    Kueue finds a job's Workload by the job's name: a Job made again at once, while the
+    garbage collector had not yet removed the deleted Job's admitted Workload, was started
+    on that Workload, then suspended for good when the collector removed it (Kueue's new
+    Workload ``Finished`` with ``FailedToStart``): the KaiwoJob stayed PENDING forever.
+    Nothing of the main child's kind is pruned meanwhile: one created by an earlier plan
+    and not observed yet is no stray to delete.
+    """
+    main = children.main_child
+    if main is None:
+        return children
+    return dataclasses.replace(
+        children,
+        desired=tuple(
+            d
+            for d in children.desired
+            if (d.get("kind"), (d.get("metadata") or {}).get("name")) != (main.kind, main.name)
+        ),
+        prune=tuple(rule for rule in children.prune if rule.kind != main.kind),
+    )
+
+
+_PHASES_OF_A_CHILD_THAT_RAN = frozenset(
+    {WorkloadStatus.STARTING, WorkloadStatus.RUNNING, WorkloadStatus.READY}
+)
+
+
+def _child_deleted_events(
+    previous_phase: WorkloadStatus, observed: ObservedChildren, children: ChildrenDecision | None
+) -> tuple[EventIntent, ...]:
+    """A Warning when the main child of a workload that was admitted and ran (or started) is
+    gone and is to be made again: someone deleted it (a workload being deleted, or in a
+    Namespace being deleted, is never planned so far). The new child starts from the
+    beginning: the pods, and whatever they had done, are lost. Once: the phase this plan
+    writes is no longer one of a child that ran (decision 0139)."""
+    if (
+        observed.child is not None
+        or children is None
+        or children.main_child is None
+        or previous_phase not in _PHASES_OF_A_CHILD_THAT_RAN
+    ):
+        return ()
+    child = children.main_child
+    restart = (
+        "its run starts over from the beginning"
+        if observed.child_kind in ("Job", "RayJob")
+        else "its pods start again"
+    )
+    waits = (
+        ", once Kueue's Workload of the deleted one is gone"
+        if observed.earlier_kueue_workloads
+        else ""
+    )
+    return (
+        EventIntent(
+            type="Warning",
+            reason=CHILD_DELETED,
+            message=(
+                f"The {child.kind} {child.name} was deleted while the workload was "
+                f"{previous_phase.value}: the operator creates it again{waits}, and {restart}"
+            ),
+        ),
+    )
+
+
 def _with_valid_spec(
     status: dict[str, Any], previous: Mapping[str, Any], *, generation: int, now: datetime
 ) -> dict[str, Any]:
@@ -452,6 +536,19 @@ def _node_change_events(
             reason=REASON_ADMITTED_BEFORE_NODE_CHANGE,
             message=str(told.get("message") or ""),
         ),
+    )
+
+
+def _pvc_deleting_events(
+    status: Mapping[str, Any], previous: Mapping[str, Any]
+) -> tuple[EventIntent, ...]:
+    """A Warning when ``PvcReady`` first says a volume of the workload is being deleted while
+    pods use it (decision 0139); then no more."""
+    told = _newly_said(status, previous, PVC_READY, lambda c: c.get("reason") == PVC_DELETING)
+    if told is None:
+        return ()
+    return (
+        EventIntent(type="Warning", reason=PVC_DELETING_EVENT, message=str(told.get("message"))),
     )
 
 

@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
-from kaiwo_planner.domain.state.index_entry import Entry, QueueUse, api_group_of, deployment_key
+from kaiwo_planner.domain.state.index_entry import (
+    Entry,
+    QueueUse,
+    api_group_of,
+    deployment_key,
+    kueue_job_key,
+)
 from kaiwo_planner.domain.state.nodes import NodeInfo
 from kaiwo_planner.domain.state.object_index import ObjectIndex
 from kaiwo_planner.domain.state.scale_request import ScaleRequest
@@ -133,6 +139,13 @@ class ClusterState:
         reference or the ``kueue.x-k8s.io/job-uid`` label), not the KaiwoJob's.
         """
         return self.index.kueue_workloads_for(job_uid)
+
+    def kueue_workloads_of_job_named(
+        self, namespace: str, kind: str, name: str
+    ) -> tuple[Mapping[str, Any], ...]:
+        """Kueue Workloads whose owner reference names a ``kind`` called ``name`` in
+        ``namespace``: those of the job there now, and of an earlier one of that name."""
+        return self.index.kueue_workloads_for(kueue_job_key(namespace, kind, name))
 
     def kueue_workload_for(self, job_uid: str) -> Mapping[str, Any] | None:
         found = self.kueue_workloads_for(job_uid)

@@ -231,11 +231,23 @@ def owner_uids(obj: Mapping[str, Any]) -> tuple[str, ...]:
     )
 
 
+def kueue_job_key(namespace: str, kind: str, name: str) -> str:
+    """What a Kueue Workload is filed under besides its job's uid: the job's kind and name,
+    which outlive the job (no uid has a NUL in it, so it is never taken for one)."""
+    return f"{kind}\x00{namespace}\x00{name}"
+
+
 def _workload_owner_uids(workload: Mapping[str, Any]) -> tuple[str, ...]:
     owners = dict.fromkeys(owner_uids(workload))
     job_uid = _labels(workload).get(KUEUE_JOB_UID_LABEL)
     if job_uid:
         owners[str(job_uid)] = None
+    # By name too: a Workload of a job that was deleted and is made again under the same
+    # name is the new job's to Kueue until the garbage collector removes it (decision 0139).
+    namespace = str(_metadata(workload).get("namespace") or "")
+    for reference in _metadata(workload).get("ownerReferences") or ():
+        if isinstance(reference, Mapping) and reference.get("kind") and reference.get("name"):
+            owners[kueue_job_key(namespace, str(reference["kind"]), str(reference["name"]))] = None
     return tuple(owners)
 
 

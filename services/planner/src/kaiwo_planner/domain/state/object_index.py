@@ -14,7 +14,9 @@ What is filed, and under what:
   name (:func:`deployment_key`; the ReplicaSet, not observed, is named after it: decision
   0066);
 * Kueue Workloads by the uid of the job they were created for (an owner reference or the
-  ``kueue.x-k8s.io/job-uid`` label);
+  ``kueue.x-k8s.io/job-uid`` label), and by its kind, namespace and name
+  (:func:`~kaiwo_planner.domain.state.index_entry.kueue_job_key`), which outlive a deleted
+  job (decision 0139);
 * objects by the labels in :data:`INDEXED_LABELS` only: the questions planning asks (a
   run's Pods, the Models configuration). Filing every label pair cost memory on every
   object for answers nobody read;

@@ -23,6 +23,10 @@ from kaiwo_planner.domain.status.conditions import condition_of, has_condition
 
 ChildKind = Literal["Job", "RayJob", "Deployment", "AppWrapper"]
 
+KUEUE_MANAGED_CHILDREN: frozenset[ChildKind] = frozenset({"Job", "RayJob", "AppWrapper"})
+"""Main children Kueue admits whole, through one Workload it owns by the child's name (a
+Deployment's pods have one each, owned by the pod)."""
+
 
 @dataclass(frozen=True, slots=True)
 class ObservedChildren:
@@ -35,6 +39,9 @@ class ObservedChildren:
     ``pods`` are every pod carrying the workload's run-id (its main child's, its download
     Job's): what they say tells why the workload fails or does not start
     (:mod:`.child_health`).
+    ``earlier_kueue_workloads``: while the main child is missing, the Kueue Workloads still
+    observed of an earlier child of its kind and name (deleted by someone, not yet removed
+    by the garbage collector); Kueue would take one for a new child of that name (0139).
     """
 
     child_kind: ChildKind
@@ -45,6 +52,7 @@ class ObservedChildren:
     download_job: Mapping[str, Any] | None = None
     pvcs: tuple[Mapping[str, Any], ...] = ()
     pods: tuple[Mapping[str, Any], ...] = ()
+    earlier_kueue_workloads: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def run_times(self) -> ChildRunTimes:
@@ -99,6 +107,7 @@ def observe_children(
     name: str,
     child_kind: ChildKind,
     downloads_configured: bool,
+    namespace: str = "",
 ) -> ObservedChildren:
     """Collect a workload's children from the cluster state (children are named after it)."""
     child = cluster.child_of(owner_uid, kind=child_kind, name=main_child_name(name))
@@ -114,9 +123,13 @@ def observe_children(
         workloads = tuple(w for pod in pods for w in cluster.kueue_workloads_for(object_uid(pod)))
     else:
         workloads = cluster.kueue_workloads_for(child_uid) if child_uid else ()
+    earlier: tuple[Mapping[str, Any], ...] = ()
+    if child is None and child_kind in KUEUE_MANAGED_CHILDREN:
+        earlier = cluster.kueue_workloads_of_job_named(namespace, child_kind, main_child_name(name))
     return ObservedChildren(
         child_kind=child_kind,
         child=child,
+        earlier_kueue_workloads=earlier,
         ray_service=ray_service,
         kueue_workloads=workloads,
         downloads_configured=downloads_configured,

@@ -17,6 +17,7 @@ from kaiwo_planner.domain.status.conditions import ConditionSpec
 from kaiwo_planner.domain.status.workload_events import event_reason
 
 PVC_READY = "PvcReady"
+PVC_DELETING = "Deleting"
 DOWNLOAD_JOB_SUCCEEDED = "DownloadJobSucceeded"
 
 _DOWNLOAD_MAP: Mapping[
@@ -78,6 +79,17 @@ def pvc_observation(
             PVC_READY, "False", "Lost", f"PersistentVolumeClaim {name} is Lost"
         )
     waiting = [(n, p) for n, p in zip(names, phases, strict=True) if p != "Bound"]
+    deleting = [n for n, p in zip(names, pvcs, strict=True) if _being_deleted(p)]
+    if deleting and not waiting:
+        # Someone deleted it while pods use it: Kubernetes keeps it (pvc-protection) until
+        # they stop, and the workload runs on; told, as its data goes with it (0139).
+        return WorkloadStatus.COMPLETE, ConditionSpec(
+            PVC_READY,
+            "False",
+            PVC_DELETING,
+            f"PersistentVolumeClaim {deleting[0]} is being deleted: it is kept while pods use "
+            "it, then goes with its data, and a new, empty one is made",
+        )
     if waiting:
         name, phase = waiting[0]
         return WorkloadStatus.PENDING, ConditionSpec(
@@ -86,3 +98,7 @@ def pvc_observation(
     return WorkloadStatus.COMPLETE, ConditionSpec(
         PVC_READY, "True", "Bound", "All PersistentVolumeClaims are bound"
     )
+
+
+def _being_deleted(pvc: Mapping[str, Any]) -> bool:
+    return bool((pvc.get("metadata") or {}).get("deletionTimestamp"))
