@@ -49,6 +49,12 @@ class ClusterError(RuntimeError):
     """The cluster cannot be reached or answers no; the message is one line for the user."""
 
 
+class NothingToShowError(ClusterError):
+    """The cluster answered, and has nothing the command could show or act on: no such
+    workload, or one with no pods yet. Exit 1, as the docs promise, not 2: the cluster was
+    reached and refused nothing (decision 0141)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterTarget:
     kubeconfig: Path | None
@@ -159,7 +165,7 @@ async def find_workload(kube: ClusterReader, namespace: str, name: str) -> dict[
             return await kube.get(resource, name, namespace=namespace)
         except NotFound:
             continue
-    raise ClusterError(f"no KaiwoJob or KaiwoService {namespace}/{name}")
+    raise NothingToShowError(f"no KaiwoJob or KaiwoService {namespace}/{name}")
 
 
 async def list_workloads(kube: ClusterReader, *, namespace: str | None) -> list[dict[str, Any]]:

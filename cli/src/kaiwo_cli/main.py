@@ -189,6 +189,10 @@ app = lazy_group(
 
     After `kaiwo up` (or `make demo`), every command finds the stack it started through its
     state directory: --state DIR, else $KAIWO_STATE, else .kaiwo here or in a parent directory.
+
+    Exit status: 0 done; 1 invalid input, a workload that failed (submit --wait) or nothing
+    to show (no such workload); 2 the cluster, the event store or NATS cannot be reached or
+    refused; 3 submit --wait --timeout ran out.
     """,
     prog_name="kaiwo",
 )

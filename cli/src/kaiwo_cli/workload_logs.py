@@ -18,7 +18,7 @@ async def print_logs(
     kube: PodLogReader, ns: str, name: str, *, container: str | None, tail: int | None
 ) -> int:
     from kaiwo_cli import cluster_access as access
-    from kaiwo_cli.cluster_access import ClusterError
+    from kaiwo_cli.cluster_access import NothingToShowError
     from kaiwo_cli.workload_views import log_streams
 
     found = await access.find_workload(kube, ns, name)
@@ -35,7 +35,7 @@ async def print_logs(
         return 1
     if not streams:
         phase = (found.get("status") or {}).get("status") or "NEW"
-        raise ClusterError(f"{found['kind']} {ns}/{name} has no pods yet (phase {phase})")
+        raise NothingToShowError(f"{found['kind']} {ns}/{name} has no pods yet (phase {phase})")
     results = await asyncio.gather(
         *(
             _stream_log(
@@ -61,12 +61,12 @@ async def follow_logs(
     too (a KaiwoJob's download pod, then its workers), until the workload reaches a final
     phase and every followed container has ended."""
     from kaiwo_cli import cluster_access as access
-    from kaiwo_cli.cluster_access import ClusterError
+    from kaiwo_cli.cluster_access import NothingToShowError
     from kaiwo_cli.workload_views import FINAL_PHASES, log_streams, phase_of
 
     following: dict[tuple[str, str], asyncio.Task[bool]] = {}
     said_waiting = False
-    found = await access.find_workload(kube, ns, name)  # not there: one line, exit 2
+    found = await access.find_workload(kube, ns, name)  # not there: one line, exit 1
     try:
         while True:
             pods = await access.pods_of(
@@ -89,7 +89,7 @@ async def follow_logs(
                     )
             final = phase_of(found) in FINAL_PHASES
             if not following and final:
-                raise ClusterError(
+                raise NothingToShowError(
                     f"{found['kind']} {ns}/{name} ended ({phase_of(found)}) with no container "
                     "started"
                 )
@@ -105,7 +105,7 @@ async def follow_logs(
             await asyncio.sleep(POLL_SECONDS)
             try:
                 found = await access.find_workload(kube, ns, name)
-            except ClusterError:
+            except NothingToShowError:
                 break  # deleted while followed: its containers' streams end on their own
         results = [await task for task in following.values()]
     finally:

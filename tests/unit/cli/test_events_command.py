@@ -460,11 +460,28 @@ def test_a_tree_keeps_wrapped_lines_under_their_branch() -> None:
     ]
 
 
-def test_explain_of_an_unknown_workload_says_so(recorded: Recorded) -> None:
+def test_explain_of_an_unknown_workload_says_so_with_nothing_to_show(recorded: Recorded) -> None:
+    # Nothing to show is exit 1, as `kaiwo status` of a workload the cluster lacks; it was 2,
+    # which the docs keep for a store that cannot be read (decision 0141).
     result = run("explain", "team-a/nope", "--store", recorded.url)
 
+    assert result.exit_code == 1
+    assert result.stderr == "kaiwo events: no recorded observation of a workload team-a/nope\n"
+
+
+def test_export_of_an_unknown_workload_has_nothing_to_show(recorded: Recorded) -> None:
+    result = run("export", "--workload", "team-a/nope", "--store", recorded.url)
+
+    assert result.exit_code == 1
+    assert result.stderr == "kaiwo events: no recorded observation of a workload team-a/nope\n"
+
+
+def test_replay_of_an_unknown_workload_is_not_a_plan_that_differs(recorded: Recorded) -> None:
+    # replay's exit 1 says a recorded plan was not reproduced; a mistyped --workload keeps 2.
+    result = run("replay", "--workload", "team-a/nope", "--store", recorded.url)
+
     assert result.exit_code == 2
-    assert "no recorded observation of a workload team-a/nope" in result.output
+    assert result.stderr == "kaiwo events: no recorded observation of a workload team-a/nope\n"
 
 
 def test_a_store_given_by_url_is_named_by_the_cluster_it_records(tmp_path: Path) -> None:

@@ -31,6 +31,10 @@ USER_AGENT = "kaiwo-cli"
 EXIT_FAILED: Final = 1
 
 
+EXIT_NOTHING_TO_SHOW: Final = 1
+"""No such workload, or nothing of it to show yet: the cluster answered (not 2)."""
+
+
 EXIT_UNREACHABLE: Final = 2
 
 
@@ -70,11 +74,12 @@ def workload_reference(
 def run_on_cluster(
     command: str, target: ClusterTarget, work: Callable[[CommandCluster], Awaitable[T]]
 ) -> T:
-    """Connect, run ``work`` and turn every cluster failure into one line and exit 2."""
+    """Connect, run ``work`` and turn every cluster failure into one line and exit 2; nothing
+    to show (no such workload) is one line and exit 1."""
     import aiohttp
     from kaiwo_kube import KubeError
 
-    from kaiwo_cli.cluster_access import ClusterError, connect, one_line
+    from kaiwo_cli.cluster_access import ClusterError, NothingToShowError, connect, one_line
 
     async def session() -> T:
         kube = await connect(target, user_agent=f"{USER_AGENT}/{command}")
@@ -83,6 +88,8 @@ def run_on_cluster(
 
     try:
         return asyncio.run(session())
+    except NothingToShowError as error:
+        raise exit_with(command, str(error), code=EXIT_NOTHING_TO_SHOW) from None
     except ClusterError as error:
         raise exit_with(command, str(error)) from None
     except (KubeError, OSError, aiohttp.ClientError) as error:

@@ -7,8 +7,9 @@ Kubernetes client, pydantic models, rich) are imported inside the commands, so t
 ``kaiwo --help`` and ``kaiwo list -h`` start at once.
 
 Exit status: 0 done; 1 the input is invalid, the workload failed or stopped in ERROR
-(``--wait``), or there was nothing to show; 2 the cluster cannot be reached or refused the
-request; 3 ``--wait --timeout`` ran out before the workload settled.
+(``--wait``), or there was nothing to show (no such workload, no pods of it yet); 2 the cluster
+cannot be reached or refused the request (a workload that exists already, for ``submit``); 3
+``--wait --timeout`` ran out before the workload settled.
 """
 
 from __future__ import annotations
@@ -162,7 +163,10 @@ def status(
     context: str | None,
     state: Path | None,
 ) -> None:
-    """Phase, conditions, children and pods, recent Events, queue and place in it."""
+    """Phase, conditions, children and pods, recent Events, queue and place in it.
+
+    Exit 1 when there is no such workload; 2 when the cluster cannot be reached or refuses.
+    """
     check_output(output, allowed=("yaml", "json", "name"))
     target = resolve_target(kubeconfig, context, state)
     ns, name = workload_reference("status", workload, namespace=namespace, target=target)
@@ -278,7 +282,11 @@ def logs(
     state: Path | None,
 ) -> None:
     """The logs of the workload's pods. With several pods or containers (and always with
-    -f, where pods come and go) each line starts with [POD/CONTAINER]."""
+    -f, where pods come and go) each line starts with [POD/CONTAINER].
+
+    Exit 1 when there is nothing to show: no such workload, no pods of it yet, no container
+    of that name; 2 when the cluster cannot be reached or refuses.
+    """
     target = resolve_target(kubeconfig, context, state)
     ns, name = workload_reference("logs", workload, namespace=namespace, target=target)
 
@@ -307,16 +315,28 @@ def delete(
     context: str | None,
     state: Path | None,
 ) -> None:
-    """Delete a KaiwoJob or KaiwoService (its children go with it)."""
+    """Delete a KaiwoJob or KaiwoService (its children go with it).
+
+    Exit 1 when there is no such workload; 2 when the cluster cannot be reached or refuses.
+    """
     target = resolve_target(kubeconfig, context, state)
     ns, name = workload_reference("delete", workload, namespace=namespace, target=target)
 
     async def work(kube: CommandCluster) -> str:
+        from kaiwo_kube import NotFound
+
         from kaiwo_cli import cluster_access as access
         from kaiwo_cli.workload_views import qualified_name
 
         found = await access.find_workload(kube, ns, name)
-        await kube.delete(resource_of(found), name, namespace=ns, uid=found["metadata"].get("uid"))
+        try:
+            await kube.delete(
+                resource_of(found), name, namespace=ns, uid=found["metadata"].get("uid")
+            )
+        except NotFound:  # deleted by someone else since: nothing left to delete, as above
+            raise access.NothingToShowError(
+                f"no KaiwoJob or KaiwoService {ns}/{name} (deleted meanwhile)"
+            ) from None
         return f"{qualified_name(found)} deleted from {ns}"
 
     click.echo(run_on_cluster("delete", target, work))

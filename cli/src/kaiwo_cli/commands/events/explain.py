@@ -40,7 +40,10 @@ def explain(
     store: StoreOption = None,
     state_dir: StateDirOption = None,
 ) -> None:
-    """How a workload got where it is: observations, plans, results and preemptions."""
+    """How a workload got where it is: observations, plans, results and preemptions.
+
+    Exit 1 when the store recorded no such workload; 2 when the store cannot be read.
+    """
     name_the_cluster(store, state_dir)
     run_coroutine(_explain(workload, store_url(store, state_dir)))
 

@@ -69,7 +69,11 @@ def replay(
     count = 1 if workload else (processes or default_processes())
     report: ReplayReport
     if count == 1:
-        report = run_coroutine(_replay(workload, url, say, fresh_contexts=fresh_contexts))
+        # replay's exit 1 says a plan was not reproduced (a CI gate reads it so): a mistyped
+        # --workload must not look like that, so it stays 2 (decision 0141).
+        report = run_coroutine(
+            _replay(workload, url, say, fresh_contexts=fresh_contexts), workload_not_found=2
+        )
     else:
         run_coroutine(_check_opens(url))  # one clear line when it does not, before any fork
         try:

@@ -61,9 +61,15 @@ def stderr_console() -> Console:
     return Console(stderr=True, highlight=False)
 
 
-def exit_for(error: Exception) -> typer.Exit:
+NOTHING_TO_SHOW_EXIT = 1
+"""The store holds no such workload: nothing to show, as ``kaiwo status`` says of a workload
+the cluster lacks (decision 0141); the store was read and refused nothing."""
+
+
+def exit_for(error: Exception, *, workload_not_found: int = NOTHING_TO_SHOW_EXIT) -> typer.Exit:
+    """One red line; exit ``workload_not_found`` when the store holds no such workload, else 2."""
     stderr_console().print(f"kaiwo events: {escape(str(error))}", style="red")
-    return typer.Exit(2)
+    return typer.Exit(workload_not_found if isinstance(error, WorkloadNotFoundError) else 2)
 
 
 @contextlib.asynccontextmanager
@@ -84,11 +90,11 @@ async def opened_store(url: str) -> AsyncIterator[EventStore]:
         await store.close()
 
 
-def run_coroutine(coroutine: Any) -> Any:
+def run_coroutine(coroutine: Any, *, workload_not_found: int = NOTHING_TO_SHOW_EXIT) -> Any:
     try:
         return asyncio.run(coroutine)
     except (CommandError, WorkloadNotFoundError, ValueError) as error:
-        raise exit_for(error) from None
+        raise exit_for(error, workload_not_found=workload_not_found) from None
 
 
 def store_url(given: str | None, state_dir: Path | None) -> str:
