@@ -94,3 +94,30 @@ def prepare_manifest(
     if not spec.get("clusterQueue") and config.cluster_queue:
         spec["clusterQueue"] = config.cluster_queue
     return manifest
+
+
+def workload_name(manifest: Mapping[str, Any]) -> str:
+    """``KaiwoJob ml-team/train``: how the messages of ``submit`` name a prepared manifest."""
+    metadata = manifest.get("metadata") or {}
+    return f"{manifest.get('kind')} {metadata.get('namespace')}/{metadata.get('name')}"
+
+
+def repeated_names(manifests: list[dict[str, Any]]) -> list[str]:
+    """Problems of documents that name a workload an earlier document of the file names too:
+    the second create would be refused after the first was made (``doc#N`` counts from 1)."""
+    first: dict[tuple[str, str, str], int] = {}
+    problems = []
+    for number, manifest in enumerate(manifests, start=1):
+        metadata = manifest.get("metadata") or {}
+        key = (
+            str(manifest.get("kind")),
+            str(metadata.get("namespace")),
+            str(metadata.get("name")),
+        )
+        if key in first:
+            problems.append(
+                f"doc#{number} {workload_name(manifest)}: doc#{first[key]} names it too"
+            )
+        else:
+            first[key] = number
+    return problems

@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 
 
 class NotSettledError(Exception):
-    """``--wait --timeout`` ran out: the workload is neither done nor stuck (exit 3)."""
+    """``--wait --timeout`` ran out: a workload is neither done nor stuck (exit 3). The message
+    has a line per workload not settled, with the phase it was last seen in (decision 0141)."""
 
 
 async def follow_until_settled(
@@ -32,18 +33,34 @@ async def follow_until_settled(
         console=console,
         transient=False,
     ) as progress:
+        # The latest state each watch has seen, by position: what a timeout names.
+        latest = list(workloads)
         watches = [
-            _follow_one(kube, workload, progress, progress.add_task(label(workload, "NEW")))
-            for workload in workloads
+            _follow_one(kube, latest, index, progress, progress.add_task(label(workload, "NEW")))
+            for index, workload in enumerate(workloads)
         ]
         try:
             return list(await asyncio.wait_for(asyncio.gather(*watches), within))
         except TimeoutError:
-            raise NotSettledError(f"not settled within {within:g} s") from None
+            raise NotSettledError(not_settled_message(latest, within=within or 0)) from None
+
+
+def not_settled_message(latest: list[dict[str, Any]], *, within: float) -> str:
+    """A line for each workload ``--wait`` gave up on: which, and the phase it was last in
+    (it said only "not settled within 600 s", of which of three jobs nobody knew)."""
+    from kaiwo_cli.workload_views import is_settled, phase_of
+
+    lines = [
+        f"{label(workload, 'not settled')} within {within:g} s (last phase {phase_of(workload)})"
+        for workload in latest
+        if not is_settled(workload)
+    ]
+    # Settled in the instant the time ran out: still a timeout, with nothing to name.
+    return "\n".join(lines) or f"not settled within {within:g} s"
 
 
 async def _follow_one(
-    kube: ClusterWatcher, workload: dict[str, Any], progress: Any, task: Any
+    kube: ClusterWatcher, latest: list[dict[str, Any]], index: int, progress: Any, task: Any
 ) -> dict[str, Any]:
     """List, then watch from the list's version (every phase is seen, however short), until
     the workload settles; a watch the server ends or expires is started again."""
@@ -52,6 +69,7 @@ async def _follow_one(
     from kaiwo_cli.cluster_access import ClusterError, readable_kueue_workloads
     from kaiwo_cli.workload_views import is_settled, phase_of, queue_position
 
+    workload = latest[index]
     resource = resource_of(workload)
     meta = workload["metadata"]
     where = {"namespace": meta["namespace"], "field_selector": f"metadata.name={meta['name']}"}
@@ -62,6 +80,7 @@ async def _follow_one(
 
     async def show(current: dict[str, Any]) -> None:
         nonlocal shown, queue_readable
+        latest[index] = current
         phase = phase_of(current)
         queued = (
             await readable_kueue_workloads(kube, namespace=meta["namespace"])

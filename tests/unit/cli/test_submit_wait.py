@@ -158,7 +158,7 @@ async def test_a_timeout_is_not_an_unreachable_cluster(tmp_path: Path, cluster: 
     result = await submit(tmp_path, server.kubeconfig_path, "--timeout", "1")
 
     assert result.exit_code == 3, result.output
-    assert "kaiwo submit: not settled within 1 s" in result.output
+    assert "kaiwo submit: KaiwoJob ml-team/train: not settled within 1 s" in result.output
 
 
 async def test_an_unreachable_cluster_exits_2(tmp_path: Path, cluster: Any) -> None:

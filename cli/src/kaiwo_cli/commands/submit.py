@@ -52,7 +52,11 @@ from kaiwo_cli.commands.workload_access import (
     "--wait", is_flag=True, default=False, help="Follow it to a final phase (a service: READY)."
 )
 @click.option(
-    "--timeout", type=float, default=None, help="With --wait: give up after this many seconds."
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="SECONDS",
+    help="With --wait (required): give up after this many seconds, exit 3.",
 )
 @namespace_option
 @cluster_options
@@ -72,9 +76,20 @@ def submit(
 
     The user and queue come from --user/--queue, else the CLI config ($KAIWOCONFIG, else
     ~/.config/kaiwo/config.yaml, keys user and clusterQueue), and fill only what the
-    manifest leaves out. Nothing is sent when any document is invalid.
+    manifest leaves out. Nothing is sent when any document is invalid or names a workload
+    that exists already.
+
+    Exit 1 invalid input, or (--wait) a workload that did not complete or serve; 2 the
+    cluster cannot be reached or refused (a name taken), or a usage error; 3 --timeout ran out.
     """
     import os
+
+    if timeout is not None and not wait:
+        # Without --wait nothing waits: a timeout alone used to be ignored without a word,
+        # and a scientist who meant "wait at most an hour" got no wait at all (decision 0141).
+        raise click.UsageError(
+            "--timeout bounds --wait and means nothing without it: add --wait, or drop --timeout"
+        )
 
     from kaiwo_contracts.validation import validate_manifest
 
@@ -85,6 +100,7 @@ def submit(
         effective_config,
         prepare_manifest,
         read_config,
+        repeated_names,
     )
 
     try:
@@ -108,6 +124,9 @@ def submit(
                 f"kaiwo submit: {filename}:doc#{document.number} {document.label}: {problem}",
                 err=True,
             )
+    for repeated in repeated_names(manifests):
+        invalid = True
+        click.echo(f"kaiwo submit: {filename}:{repeated}", err=True)
     if invalid:
         raise exit_with("submit", "nothing submitted: the manifest is invalid", code=1)
     target = resolve_target(kubeconfig, context, state)
@@ -116,7 +135,9 @@ def submit(
             "submit", target, lambda kube: _submit_all(kube, manifests, wait=wait, within=timeout)
         )
     except NotSettledError as error:
-        raise exit_with("submit", str(error), code=EXIT_TIMED_OUT) from None
+        for line in str(error).splitlines()[:-1]:
+            click.echo(f"kaiwo submit: {line}", err=True)
+        raise exit_with("submit", str(error).splitlines()[-1], code=EXIT_TIMED_OUT) from None
     unsuccessful = [
         obj
         for obj in settled
@@ -132,27 +153,66 @@ def submit(
 async def _submit_all(
     kube: CommandCluster, manifests: list[dict[str, Any]], *, wait: bool, within: float | None
 ) -> list[dict[str, Any]]:
-    from kaiwo_kube import AlreadyExists
+    """Create every workload, or none when one exists already (all are looked up first: a
+    later document's name taken left the earlier ones created, decision 0141)."""
+    from kaiwo_kube import KubeError
 
-    from kaiwo_cli.cluster_access import ClusterError
+    from kaiwo_cli.cluster_access import ClusterError, one_line
+    from kaiwo_cli.submission import workload_name
     from kaiwo_cli.workload_views import qualified_name
 
-    created = []
-    for manifest in manifests:
+    taken = [manifest for manifest in manifests if await _exists(kube, manifest)]
+    if taken:
+        raise ClusterError(
+            f"{', '.join(workload_name(m) for m in taken)} "
+            f"{'exists' if len(taken) == 1 else 'exist'} already; nothing submitted "
+            "(kaiwo delete it first, or change metadata.name)"
+        )
+    created: list[dict[str, Any]] = []
+    for number, manifest in enumerate(manifests):
         meta = manifest["metadata"]
         try:
             obj = await kube.create(manifest, field_manager="kaiwo-submit")
-        except AlreadyExists:
+        except KubeError as error:
+            # Made since the look-up above, or refused by the API server (an admission
+            # webhook): say exactly what was created and what was not sent.
             raise ClusterError(
-                f"{manifest['kind']} {meta['namespace']}/{meta['name']} exists already "
-                "(kaiwo delete it first, or change metadata.name)"
+                f"{workload_name(manifest)}: {one_line(error)}"
+                + _partial(created, manifests[number + 1 :])
             ) from None
         spec = manifest.get("spec") or {}
         click.echo(
             f"{qualified_name(obj)} submitted in {meta['namespace']} "
             f"(user {spec.get('user') or '-'}, queue {spec.get('clusterQueue') or '-'})"
         )
-        created.append(obj)
+        created.append({"apiVersion": manifest["apiVersion"], "kind": manifest["kind"], **obj})
     if not wait:
         return created
     return await follow_until_settled(kube, created, within=within)
+
+
+async def _exists(kube: CommandCluster, manifest: dict[str, Any]) -> bool:
+    from kaiwo_kube import NotFound
+
+    from kaiwo_cli.workload_follow import resource_of
+
+    meta = manifest["metadata"]
+    try:
+        await kube.get(resource_of(manifest), meta["name"], namespace=meta["namespace"])
+    except NotFound:
+        return False
+    return True
+
+
+def _partial(created: list[dict[str, Any]], unsent: list[dict[str, Any]]) -> str:
+    """What a create refused half-way left behind, for the user to delete or submit."""
+    from kaiwo_cli.submission import workload_name
+
+    said = ""
+    if created:
+        said += f"; created before it: {', '.join(workload_name(m) for m in created)}"
+    else:
+        said += "; nothing was created"
+    if unsent:
+        said += f"; not sent: {', '.join(workload_name(m) for m in unsent)}"
+    return said
