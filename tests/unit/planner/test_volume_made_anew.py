@@ -28,7 +28,12 @@ SPEC = {
                 "s3": [
                     {
                         "endpointUrl": "https://s3.example.com",
-                        "buckets": [{"name": "weights", "folders": [{"path": "llama", "targetPath": "llama"}]}],
+                        "buckets": [
+                            {
+                                "name": "weights",
+                                "folders": [{"path": "llama", "targetPath": "llama"}],
+                            }
+                        ],
                     }
                 ]
             },
@@ -199,9 +204,7 @@ def test_a_services_volume_made_anew_is_downloaded_into_before_its_pods_start(cl
         "reason": "VolumeMadeAnew",
         "message": MADE_ANEW,
     }
-    assert EventIntent(type="Warning", reason="VolumeMadeAnew", message=MADE_ANEW) in (
-        plan.events
-    )
+    assert EventIntent(type="Warning", reason="VolumeMadeAnew", message=MADE_ANEW) in (plan.events)
 
     # The old Job still observed (being deleted): the same plan, told no more.
     again = planned(owner=kaiwo_service(SPEC, status=plan.status), cluster=cluster, now=NOW)
