@@ -689,6 +689,62 @@ class TestOnAGpuCluster:
             "use them."
         ]
 
+    async def test_a_data_volume_made_anew_is_downloaded_into_again(
+        self, gpu_cluster: Pipeline
+    ) -> None:
+        """Someone deletes the data claim of a KaiwoJob whose download succeeded and whose Job
+        waits for admission (no pod uses the claim: it goes at once). The operator makes a
+        new, empty claim; before decision 0140 the finished download Job still said the data
+        was there, and the Job's pods would have started on the empty volume."""
+        pipeline, name = gpu_cluster, "redownloaded"
+        ns, kube = pipeline.namespace, gpu_cluster.kube
+        created = await kube.create(actors.training_job(name, namespace=ns))
+        await pipeline.reaches(name, "DOWNLOADING")
+        first = await pipeline.appears(resources.JOB, f"{name}-download")
+        await pipeline.jobs.pod_succeeded(f"{name}-download", namespace=ns)
+        await pipeline.appears(resources.JOB, name)
+        await pipeline.reaches(name, "PENDING")
+        await settle(pipeline)
+        old = await kube.get(resources.PERSISTENT_VOLUME_CLAIM, f"{name}-data", namespace=ns)
+        first = await kube.get(resources.JOB, f"{name}-download", namespace=ns)
+        assert first["metadata"]["annotations"]["kaiwo.silogen.ai/downloaded-into"] == (
+            f'{{"{name}-data": "{old["metadata"]["uid"]}"}}'
+        )
+
+        await kube.delete(resources.PERSISTENT_VOLUME_CLAIM, f"{name}-data", namespace=ns)
+
+        async def new_download() -> dict[str, Any] | Pending:
+            found = await actors.get_or_none(kube, resources.JOB, f"{name}-download", namespace=ns)
+            if found is None or found["metadata"]["uid"] == first["metadata"]["uid"]:
+                return Pending("the first download Job, or none yet")
+            return found
+
+        again = await eventually(new_download, what="a new download Job")
+        claim = await kube.get(resources.PERSISTENT_VOLUME_CLAIM, f"{name}-data", namespace=ns)
+        assert claim["metadata"]["uid"] != old["metadata"]["uid"]
+        assert again["metadata"]["annotations"]["kaiwo.silogen.ai/downloaded-into"] == (
+            f'{{"{name}-data": "{claim["metadata"]["uid"]}"}}'
+        )
+        await pipeline.reaches(name, "DOWNLOADING")
+        # The Job waits for the download into the new claim: deleted, not yet made again.
+        assert await actors.get_or_none(kube, resources.JOB, name, namespace=ns) is None
+        events = await kube.list(
+            resources.EVENT,
+            namespace=ns,
+            field_selector=f"involvedObject.uid={created['metadata']['uid']}",
+        )
+        assert [e["message"] for e in events.items if e["reason"] == "VolumeMadeAnew"] == [
+            f"PersistentVolumeClaim {name}-data the download filled was deleted: the download "
+            "runs again into the new, empty one before the workload's pods start"
+        ]
+
+        await pipeline.jobs.pod_succeeded(f"{name}-download", namespace=ns)
+        await pipeline.appears(resources.JOB, name)
+        await pipeline.reaches(name, "PENDING")
+        await settle(pipeline)
+        job = await kube.get(resources.KAIWO_JOB, name, namespace=ns)
+        assert condition(job, "DownloadJobSucceeded")["status"] == "True"
+
     async def test_taints_and_labels_of_others_survive(self, gpu_cluster: Pipeline) -> None:
         """Last of its class: GPU taints stay on the nodes (Kaiwo never removes its taint)."""
         pipeline, kube = gpu_cluster, gpu_cluster.kube

@@ -64,6 +64,7 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import KaiwoJob
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoservice import KaiwoService
 from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule
 
+from kaiwo_planner.domain.children.downloads import claims_made_anew
 from kaiwo_planner.domain.children.job_changes import CONDITION_TYPE as CHILD_SPEC_APPLIED
 from kaiwo_planner.domain.children.job_changes import REASON_REPLACING
 from kaiwo_planner.domain.children.labels import inventory_labels
@@ -115,6 +116,8 @@ from kaiwo_planner.domain.status.storage_phase import (
     DOWNLOAD_JOB_SUCCEEDED,
     PVC_DELETING,
     PVC_READY,
+    VOLUME_MADE_ANEW,
+    succeeded_at,
 )
 from kaiwo_planner.domain.status.workload_status import (
     WorkloadKind,
@@ -280,6 +283,7 @@ def plan_workload(
         *_node_change_events(status, previous),
         *_child_deleted_events(previous_phase, observed, children),
         *_pvc_deleting_events(status, previous),
+        *_volume_made_anew_events(status, previous),
     )
     waiting_since = waiting_since_of(workload, decision.phase, allocation)
     plan = Plan(
@@ -339,14 +343,14 @@ def downloads_configured(spec: CommonMetaSpec) -> bool:
 
 
 def download_state(observed: ObservedChildren, previous: Mapping[str, Any]) -> DownloadState:
-    """The download job's outcome; a job that succeeded and was since removed still counts."""
+    """The download job's outcome; a job that succeeded and was since removed still counts,
+    unless a claim it filled was deleted since: the new one is empty (decision 0140)."""
     job = observed.download_job
+    done_at = succeeded_at(condition_of(previous, DOWNLOAD_JOB_SUCCEEDED))
+    if claims_made_anew(job, observed.pvcs, succeeded_at=done_at):
+        return DownloadState.PENDING
     if job is None:
-        succeeded = any(
-            c.get("type") == DOWNLOAD_JOB_SUCCEEDED and c.get("status") == "True"
-            for c in previous.get("conditions") or ()
-        )
-        return DownloadState.SUCCEEDED if succeeded else DownloadState.PENDING
+        return DownloadState.SUCCEEDED if done_at is not None else DownloadState.PENDING
     phase = batch_job_phase(job, previous_phase=WorkloadStatus.NEW)
     if phase is WorkloadStatus.COMPLETE:
         return DownloadState.SUCCEEDED
@@ -550,6 +554,19 @@ def _pvc_deleting_events(
     return (
         EventIntent(type="Warning", reason=PVC_DELETING_EVENT, message=str(told.get("message"))),
     )
+
+
+def _volume_made_anew_events(
+    status: Mapping[str, Any], previous: Mapping[str, Any]
+) -> tuple[EventIntent, ...]:
+    """A Warning when ``DownloadJobSucceeded`` first says a volume the download filled was
+    deleted and is downloaded into again (decision 0140); then no more."""
+    told = _newly_said(
+        status, previous, DOWNLOAD_JOB_SUCCEEDED, lambda c: c.get("reason") == VOLUME_MADE_ANEW
+    )
+    if told is None:
+        return ()
+    return (EventIntent(type="Warning", reason=VOLUME_MADE_ANEW, message=str(told.get("message"))),)
 
 
 def _child_spec_events(

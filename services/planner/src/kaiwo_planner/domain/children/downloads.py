@@ -15,6 +15,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -225,3 +226,103 @@ def download_job(
             },
         },
     }
+
+
+DOWNLOADED_INTO = "kaiwo.silogen.ai/downloaded-into"
+"""Annotation of the download Job: the uid of each PersistentVolumeClaim it fills, by claim
+name, as sorted JSON. A claim deleted and made anew has the same name and a new uid: the
+download in it is not the one this Job made (decision 0140)."""
+
+
+def claim_uids(claims: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """The uid of each observed claim, by name."""
+    uids: dict[str, str] = {}
+    for claim in claims:
+        meta = claim.get("metadata")
+        if not isinstance(meta, Mapping):
+            continue
+        name, uid = meta.get("name"), meta.get("uid")
+        if isinstance(name, str) and isinstance(uid, str) and uid:
+            uids[name] = uid
+    return uids
+
+
+def _claims_mounted(job: Mapping[str, Any]) -> list[str]:
+    volumes = (((job.get("spec") or {}).get("template") or {}).get("spec") or {}).get("volumes")
+    names = []
+    for volume in volumes or ():
+        claim = volume.get("persistentVolumeClaim") if isinstance(volume, Mapping) else None
+        if isinstance(claim, Mapping) and isinstance(claim.get("claimName"), str):
+            names.append(claim["claimName"])
+    return names
+
+
+def with_claims_it_fills(
+    job: dict[str, Any], claims: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The download Job ``job`` annotated with the uids of the observed claims it mounts.
+
+    A claim not observed yet (the plan that makes the claims makes the Job too) is left out;
+    the plan that observes it writes its uid onto the Job (a metadata patch, once)."""
+    uids = claim_uids(claims)
+    filled = {name: uids[name] for name in _claims_mounted(job) if name in uids}
+    if not filled:
+        return job
+    metadata = job["metadata"]
+    annotations = {
+        **metadata.get("annotations", {}),
+        DOWNLOADED_INTO: json.dumps(filled, sort_keys=True),
+    }
+    return {**job, "metadata": {**metadata, "annotations": annotations}}
+
+
+def _downloaded_into(job: Mapping[str, Any]) -> dict[str, str]:
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    try:
+        filled = json.loads(annotations.get(DOWNLOADED_INTO) or "{}")
+    except ValueError:  # edited by hand into something else: nothing known
+        return {}
+    if not isinstance(filled, dict):
+        return {}
+    return {k: v for k, v in filled.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def claims_made_anew(
+    job: Mapping[str, Any] | None,
+    claims: Sequence[Mapping[str, Any]],
+    *,
+    succeeded_at: str | None = None,
+) -> tuple[str, ...]:
+    """The names of the claims a download filled that are gone or were made anew (empty).
+
+    With the download Job observed: the claims its :data:`DOWNLOADED_INTO` names whose uid
+    is no longer observed (a Job made before the annotation existed names none: trusted).
+    With the Job removed (by someone) after it succeeded at ``succeeded_at`` (the
+    ``DownloadJobSucceeded`` condition's ``lastTransitionTime``): the observed claims made
+    after that moment, which cannot hold that download.
+    """
+    if job is not None:
+        uids = claim_uids(claims)
+        return tuple(
+            sorted(name for name, uid in _downloaded_into(job).items() if uids.get(name) != uid)
+        )
+    succeeded = _moment(succeeded_at)
+    if succeeded is None:
+        return ()
+    made_after = []
+    for claim in claims:
+        meta = claim.get("metadata") or {}
+        created = _moment(meta.get("creationTimestamp"))
+        if created is not None and created > succeeded and isinstance(meta.get("name"), str):
+            made_after.append(meta["name"])
+    return tuple(sorted(made_after))
+
+
+def _moment(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

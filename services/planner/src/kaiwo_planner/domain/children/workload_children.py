@@ -22,7 +22,13 @@ from kaiwo_planner.domain.children.deployment import (
     deployment_pod_labels,
     serving_port,
 )
-from kaiwo_planner.domain.children.downloads import download_config_map, download_job, download_name
+from kaiwo_planner.domain.children.downloads import (
+    claims_made_anew,
+    download_config_map,
+    download_job,
+    download_name,
+    with_claims_it_fills,
+)
 from kaiwo_planner.domain.children.http_route import http_route
 from kaiwo_planner.domain.children.ignored_settings import ignored_settings
 from kaiwo_planner.domain.children.job_changes import (
@@ -405,7 +411,15 @@ def _storage_as_it_exists(
             # security context, which a user may edit later, and a Job's template cannot
             # change: once it exists it keeps the one it runs with (decision 0117); applied
             # as desired, such an edit was refused on every plan.
-            desired.append(existing_job_update(child, observed_download_job, context).manifest)
+            # It names the uids of the claims it fills: one that filled a claim since deleted
+            # is not desired (deleted), and the next plan makes a new one for the new, empty
+            # claim (decision 0140).
+            if observed_download_job is not None and claims_made_anew(
+                observed_download_job, observed_claims
+            ):
+                continue
+            job = with_claims_it_fills(child, observed_claims)
+            desired.append(existing_job_update(job, observed_download_job, context).manifest)
         elif child["kind"] == "PersistentVolumeClaim" and _name_of(child) in claims:
             claim = claim_update(child, claims[_name_of(child)])
             desired.append(claim.manifest)

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 
+from kaiwo_planner.domain.children.downloads import claims_made_anew
 from kaiwo_planner.domain.status.child_phase import batch_job_phase
 from kaiwo_planner.domain.status.conditions import ConditionSpec
 from kaiwo_planner.domain.status.workload_events import event_reason
@@ -19,6 +20,7 @@ from kaiwo_planner.domain.status.workload_events import event_reason
 PVC_READY = "PvcReady"
 PVC_DELETING = "Deleting"
 DOWNLOAD_JOB_SUCCEEDED = "DownloadJobSucceeded"
+VOLUME_MADE_ANEW = "VolumeMadeAnew"
 
 _DOWNLOAD_MAP: Mapping[
     WorkloadStatus, tuple[WorkloadStatus, Literal["True", "False"], str, str]
@@ -54,16 +56,43 @@ _DOWNLOAD_MAP: Mapping[
 
 
 def download_observation(
-    job: Mapping[str, Any] | None, previous: Mapping[str, Any] | None
+    job: Mapping[str, Any] | None,
+    previous: Mapping[str, Any] | None,
+    claims: Sequence[Mapping[str, Any]] = (),
 ) -> tuple[WorkloadStatus, ConditionSpec | None]:
+    anew = claims_made_anew(job, claims, succeeded_at=succeeded_at(previous))
+    if anew:
+        # The volume the download filled was deleted, and the one there now (or soon) is
+        # empty: the download runs again before the workload's child runs (decision 0140).
+        return WorkloadStatus.PENDING, volume_made_anew_condition(anew)
     if job is None:
-        if previous is not None and previous.get("status") == "True":
+        if succeeded_at(previous) is not None:
             # Finished earlier and since removed: the data is there.
             return WorkloadStatus.COMPLETE, None
         return WorkloadStatus.NEW, None
     job_phase = batch_job_phase(job, previous_phase=WorkloadStatus.NEW)
     storage_phase, status, reason, message = _DOWNLOAD_MAP[job_phase]
     return storage_phase, ConditionSpec(DOWNLOAD_JOB_SUCCEEDED, status, reason, message)
+
+
+def succeeded_at(previous: Mapping[str, Any] | None) -> str | None:
+    """When the download last succeeded, by the previous ``DownloadJobSucceeded`` condition
+    (None: it does not say so)."""
+    if previous is None or previous.get("status") != "True":
+        return None
+    moment = previous.get("lastTransitionTime")
+    return moment if isinstance(moment, str) else ""
+
+
+def volume_made_anew_condition(claim_names: Sequence[str]) -> ConditionSpec:
+    claims = ", ".join(claim_names)
+    return ConditionSpec(
+        DOWNLOAD_JOB_SUCCEEDED,
+        "False",
+        VOLUME_MADE_ANEW,
+        f"PersistentVolumeClaim {claims} the download filled was deleted: the download runs "
+        "again into the new, empty one before the workload's pods start",
+    )
 
 
 def pvc_observation(

@@ -236,7 +236,9 @@ def _observe(
         conditions.append(pvc_condition)
     if observed.downloads_configured:
         download_phase, download_condition = download_observation(
-            observed.download_job, condition_of(previous, DOWNLOAD_JOB_SUCCEEDED)
+            observed.download_job,
+            condition_of(previous, DOWNLOAD_JOB_SUCCEEDED),
+            observed.pvcs,
         )
         if download_condition is not None:
             conditions.append(download_condition)
