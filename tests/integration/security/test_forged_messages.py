@@ -299,6 +299,14 @@ async def test_a_forged_queue_config_observation_changes_no_quota_and_queues_not
 async def test_forged_configurations_change_no_workload(shared_pipeline: Pipeline) -> None:
     pipeline = shared_pipeline
     kube, namespace = pipeline.kube, pipeline.namespace
+    # A workload planned before the forgery, its Job waiting: the forged configuration makes
+    # the planner plan it again from the forgery, and that plan must be refused. (A workload
+    # created after the forgery may be planned from the truth already: any other owner's
+    # refused plan has the watcher bring the real configuration back, and that can come
+    # first.)
+    await kube.create(actors.training_job("before-forgery", namespace=namespace, download=False))
+    before = await pipeline.kaiwo_job("before-forgery")
+    await pipeline.appears(resources.JOB, "before-forgery")
     config = await kube.get(resources.KAIWO_CONFIG, "kaiwo")
     forged_config = copy.deepcopy(config)
     forged_config["spec"] = {
@@ -321,26 +329,26 @@ async def test_forged_configurations_change_no_workload(shared_pipeline: Pipelin
     await forge_observation(pipeline, forged_config)
     await forge_observation(pipeline, phantom)
     await kube.create(actors.training_job("after-forgery", namespace=namespace, download=False))
-    created = await pipeline.kaiwo_job("after-forgery")
 
     async def forged_job() -> str | None:
-        job = await pipeline.child(resources.JOB, "after-forgery")
-        pod = (job or {}).get("spec", {}).get("template", {}).get("spec", {})
-        forged = pod.get("schedulerName") == "attacker-scheduler" or {
-            "name": "stolen-credentials"
-        } in (pod.get("imagePullSecrets") or [])
-        return f"Job with {pod}" if forged else None
+        for name in ("before-forgery", "after-forgery"):
+            job = await pipeline.child(resources.JOB, name)
+            pod = (job or {}).get("spec", {}).get("template", {}).get("spec", {})
+            forged = pod.get("schedulerName") == "attacker-scheduler" or {
+                "name": "stolen-credentials"
+            } in (pod.get("imagePullSecrets") or [])
+            if forged:
+                return f"Job {name} with {pod}"
+        return None
 
-    await refused(pipeline, uid_of(created), unless=forged_job)
+    await refused(pipeline, uid_of(before), unless=forged_job)
 
-    # Both are observed again (the phantom as deleted), and the workload's Job comes as the
-    # real configuration has it.
+    # Both are observed again (the phantom as deleted), and both workloads' Jobs are as the
+    # real configuration has them.
     await observed_again(pipeline, uid_of(config))
     await observed_again(pipeline, uid_of(phantom))
-    job = await pipeline.appears(resources.JOB, "after-forgery")
-    pod = job["spec"]["template"]["spec"]
-    assert pod.get("schedulerName") != "attacker-scheduler"
-    assert {"name": "stolen-credentials"} not in (pod.get("imagePullSecrets") or [])
+    await pipeline.appears(resources.JOB, "after-forgery")
+    assert await forged_job() is None
 
 
 async def test_a_forged_model_observation_starts_no_pods(shared_pipeline: Pipeline) -> None:
