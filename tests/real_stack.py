@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -157,6 +157,21 @@ def _schedulable(node: dict[str, Any]) -> bool:
     ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
     taints = (node.get("spec") or {}).get("taints") or []
     return ready and not any(t.get("key") == NOT_READY_TAINT_KEY for t in taints)
+
+
+@contextlib.asynccontextmanager
+async def kwok_fleet(
+    kube: KubernetesPort, specs: Iterable[NodeSpec], *, also_removed: Iterable[str] = ()
+) -> AsyncIterator[None]:
+    """The nodes registered (:func:`register_kwok_nodes`) for the block and removed after it,
+    with ``also_removed`` (nodes the block may add). Used outermost, so that the nodes go
+    last: a pod on a removed node has no kubelet to stop it."""
+    specs = list(specs)
+    try:
+        await register_kwok_nodes(kube, specs)
+        yield
+    finally:
+        await remove_nodes(kube, [*(spec.name for spec in specs), *also_removed])
 
 
 async def remove_nodes(kube: KubernetesPort, names: Iterable[str]) -> None:

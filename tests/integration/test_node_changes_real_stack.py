@@ -31,7 +31,7 @@ from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec, NodeType
 from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import Pending, Pipeline, eventually, running_pipeline
 from tests.real_cluster import RealCluster
-from tests.real_stack import register_kwok_nodes, remove_nodes
+from tests.real_stack import kwok_fleet, register_kwok_nodes, remove_nodes
 
 pytestmark = [
     pytest.mark.k8s,
@@ -107,15 +107,14 @@ async def warnings(pipeline: Pipeline, name: str, reason: str) -> list[dict[str,
 async def stack(
     real_stack: RealCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Pipeline]:
-    async with await KubernetesAsyncioAdapter.from_kubeconfig(real_stack.kubeconfig) as admin:
-        try:
-            await register_kwok_nodes(admin, FLEET)
-            async with running_pipeline(
-                tmp_path_factory.mktemp("kaiwo"), real=real_stack, gpu_cluster=False
-            ) as pipeline:
-                yield pipeline
-        finally:
-            await remove_nodes(admin, (spec.name for spec in FLEET))
+    async with (
+        await KubernetesAsyncioAdapter.from_kubeconfig(real_stack.kubeconfig) as admin,
+        kwok_fleet(admin, FLEET),
+        running_pipeline(
+            tmp_path_factory.mktemp("kaiwo"), real=real_stack, gpu_cluster=False
+        ) as pipeline,
+    ):
+        yield pipeline
 
 
 async def test_gpu_jobs_run_on_nodes_tainted_before_add_taints_was_turned_off(

@@ -35,7 +35,7 @@ from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
 from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import Pending, Pipeline, eventually, running_pipeline
 from tests.real_cluster import RealCluster
-from tests.real_stack import register_kwok_nodes, remove_nodes
+from tests.real_stack import kwok_fleet, register_kwok_nodes
 
 pytestmark = [
     pytest.mark.k8s,
@@ -202,16 +202,15 @@ async def running_on(pipeline: Pipeline, job_name: str) -> str:
 async def stack(
     real_stack: RealCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Pipeline]:
-    async with await KubernetesAsyncioAdapter.from_kubeconfig(real_stack.kubeconfig) as admin:
-        try:
-            await register_kwok_nodes(admin, FLEET)
-            await admin_applies_pool_label(admin, ADMIN_BEFORE)
-            async with running_pipeline(
-                tmp_path_factory.mktemp("kaiwo"), real=real_stack, gpu_cluster=False
-            ) as pipeline:
-                yield pipeline
-        finally:
-            await remove_nodes(admin, (*(spec.name for spec in FLEET), LATE))
+    async with (
+        await KubernetesAsyncioAdapter.from_kubeconfig(real_stack.kubeconfig) as admin,
+        kwok_fleet(admin, FLEET, also_removed=[LATE]),
+    ):
+        await admin_applies_pool_label(admin, ADMIN_BEFORE)
+        async with running_pipeline(
+            tmp_path_factory.mktemp("kaiwo"), real=real_stack, gpu_cluster=False
+        ) as pipeline:
+            yield pipeline
 
 
 async def test_the_admins_pool_labels_stay_and_schedule_the_admins_flavor(stack: Pipeline) -> None:

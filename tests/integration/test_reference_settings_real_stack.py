@@ -43,7 +43,7 @@ from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import Pending, Pipeline, eventually, running_pipeline
 from tests.prometheus_server import GpuExporter, GpuSeries
 from tests.real_cluster import RealCluster
-from tests.real_stack import register_kwok_nodes, remove_nodes
+from tests.real_stack import kwok_fleet
 
 pytestmark = [pytest.mark.k8s, pytest.mark.nats, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -239,16 +239,15 @@ async def stack(
         "DEFAULT_CLUSTER_QUEUE_NAME": "research",
     }
     assert not set(SETTINGS) & set(os.environ)
-    async with await KubernetesAsyncioAdapter.from_kubeconfig(real_stack.kubeconfig) as admin:
-        try:
-            await register_kwok_nodes(admin, FLEET)
-            async with running_pipeline(
-                tmp_path / "stack", real=real_stack, gpu_cluster=False, service_env=reference_names
-            ) as pipeline:
-                assert "monitor" in pipeline.stack.services  # started on the reference's name
-                yield pipeline
-        finally:
-            await remove_nodes(admin, (spec.name for spec in FLEET))
+    async with (
+        await KubernetesAsyncioAdapter.from_kubeconfig(real_stack.kubeconfig) as admin,
+        kwok_fleet(admin, FLEET),
+        running_pipeline(
+            tmp_path / "stack", real=real_stack, gpu_cluster=False, service_env=reference_names
+        ) as pipeline,
+    ):
+        assert "monitor" in pipeline.stack.services  # started on the reference's name
+        yield pipeline
 
 
 async def test_the_references_names_alone_and_beside_the_projects(

@@ -39,7 +39,7 @@ from tests.integration.pipeline.harness import Pipeline, running_pipeline
 from tests.integration.test_real_stack import flavor, kaiwo, kaiwo_job, queue, reaches
 from tests.prometheus_server import GpuExporter, GpuSeries, running_prometheus
 from tests.real_cluster import RealCluster
-from tests.real_stack import register_kwok_nodes, remove_nodes
+from tests.real_stack import kwok_fleet
 
 pytestmark = [
     pytest.mark.k8s,
@@ -107,30 +107,27 @@ async def console(
         await KubernetesAsyncioAdapter.from_kubeconfig(real_stack.kubeconfig) as admin,
         GpuExporter().serving() as exporter,
         running_prometheus(exporter, tmp_path_factory.mktemp("prometheus")) as prometheus,
+        kwok_fleet(admin, [NODE]),
+        running_pipeline(
+            tmp_path_factory.mktemp("kaiwo"),
+            real=real_stack,
+            gpu_cluster=False,
+            console_port=port,
+            metrics_endpoint=prometheus.url,
+            service_env={
+                "KAIWO_MONITOR_POLLING_INTERVAL_SECONDS": "1",
+                "KAIWO_CONSOLE_HISTORY_SECONDS": "1",
+            },
+        ) as pipeline,
     ):
-        try:
-            await register_kwok_nodes(admin, [NODE])
-            async with running_pipeline(
-                tmp_path_factory.mktemp("kaiwo"),
-                real=real_stack,
-                gpu_cluster=False,
-                console_port=port,
-                metrics_endpoint=prometheus.url,
-                service_env={
-                    "KAIWO_MONITOR_POLLING_INTERVAL_SECONDS": "1",
-                    "KAIWO_CONSOLE_HISTORY_SECONDS": "1",
-                },
-            ) as pipeline:
-                await admin.apply(
-                    queue_config(pipeline.namespace), field_manager="cluster-admin", force=False
-                )
-                # The pipeline's clean-up removes the KaiwoConfig once the operator stopped.
-                await admin.apply(MONITORING, field_manager="cluster-admin", force=True)
-                url = pipeline.stack.options.console_url
-                assert url is not None
-                yield Console(pipeline, url, exporter)
-        finally:
-            await remove_nodes(admin, [NODE.name])
+        await admin.apply(
+            queue_config(pipeline.namespace), field_manager="cluster-admin", force=False
+        )
+        # The pipeline's clean-up removes the KaiwoConfig once the operator stopped.
+        await admin.apply(MONITORING, field_manager="cluster-admin", force=True)
+        url = pipeline.stack.options.console_url
+        assert url is not None
+        yield Console(pipeline, url, exporter)
 
 
 async def test_each_page_a_pending_workload_and_its_move_to_running_in_chromium(

@@ -31,7 +31,7 @@ from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
 from tests.integration.pipeline.harness import Pending, Pipeline, eventually, running_pipeline
 from tests.prometheus_server import GpuExporter, GpuSeries
 from tests.real_cluster import RealCluster
-from tests.real_stack import register_kwok_nodes, remove_nodes
+from tests.real_stack import kwok_fleet
 
 pytestmark = [pytest.mark.k8s, pytest.mark.nats, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -220,8 +220,7 @@ async def operator(
         admin = await stack.enter_async_context(
             await KubernetesAsyncioAdapter.from_kubeconfig(real_stack.kubeconfig)
         )
-        await register_kwok_nodes(admin, FLEET)
-        stack.push_async_callback(remove_nodes, admin, [spec.name for spec in FLEET])
+        await stack.enter_async_context(kwok_fleet(admin, FLEET))
         exporter = await stack.enter_async_context(GpuExporter().serving())
         pipeline = await stack.enter_async_context(
             running_pipeline(
