@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -51,19 +51,32 @@ def rbac(kind: str, name: str, namespace: str, **body: Any) -> dict[str, Any]:
     }
 
 
-def editor_rules() -> list[dict[str, Any]]:
-    """The rules the deployment gives users who may create workloads (aggregated to edit)."""
-    [editor] = [
+def user_role_rules(name: str) -> list[dict[str, Any]]:
+    """The rules of one of the deployment's user roles (aggregated to edit, or to view)."""
+    [role] = [
         document
         for document in yaml.safe_load_all(USER_ROLES.read_text())
-        if document["metadata"]["name"] == "kaiwo-workload-editor"
+        if document["metadata"]["name"] == name
     ]
-    return list(editor["rules"])
+    return list(role["rules"])
 
 
-async def grant_edit(admin: KubernetesAsyncioAdapter, namespace: str) -> None:
-    """``edit`` and the workload editor's rules in ``namespace`` only, to ServiceAccount
-    ``scientist`` (the editor's rules as a Role: a ClusterRole is shared by the session)."""
+def editor_rules() -> list[dict[str, Any]]:
+    """The rules the deployment gives users who may create workloads (aggregated to edit)."""
+    return user_role_rules("kaiwo-workload-editor")
+
+
+KAIWO_USER_ROLES: Final = ("kaiwo-workload-editor", "kaiwo-workload-viewer")
+"""What the deployment aggregates to ``edit``: the editor's rules, and the viewer's through
+``view`` (which ``edit`` aggregates)."""
+
+
+async def grant_edit(
+    admin: KubernetesAsyncioAdapter, namespace: str, *, kaiwo_roles: bool = True
+) -> None:
+    """``edit`` and (unless told not) the rules the deployment aggregates to it in
+    ``namespace`` only, to ServiceAccount ``scientist`` (the deployment's rules as Roles: a
+    ClusterRole is shared by the session)."""
     await admin.create(
         {
             "apiVersion": "v1",
@@ -71,9 +84,12 @@ async def grant_edit(admin: KubernetesAsyncioAdapter, namespace: str) -> None:
             "metadata": {"name": "scientist", "namespace": namespace},
         }
     )
-    await admin.create(rbac("Role", "kaiwo-workload-editor", namespace, rules=editor_rules()))
+    granted = [("ClusterRole", "edit")]
+    for role in KAIWO_USER_ROLES if kaiwo_roles else ():
+        await admin.create(rbac("Role", role, namespace, rules=user_role_rules(role)))
+        granted.append(("Role", role))
     subjects = [{"kind": "ServiceAccount", "name": "scientist", "namespace": namespace}]
-    for kind, role in (("ClusterRole", "edit"), ("Role", "kaiwo-workload-editor")):
+    for kind, role in granted:
         await admin.create(
             rbac(
                 "RoleBinding",
@@ -271,3 +287,149 @@ async def test_status_shows_the_events_of_one_second_in_the_order_they_were_writ
             "WorkloadPending",
             "WorkloadStarting",
         ]
+
+
+@contextlib.asynccontextmanager
+async def scientist_in_a_namespace(
+    real_cluster: RealCluster, tmp_path: Path, *, kaiwo_roles: bool = True
+) -> AsyncIterator[tuple[KubernetesAsyncioAdapter, str, dict[str, str]]]:
+    """A namespace, its ``scientist`` bound to ``edit`` there (with the deployment's user
+    roles unless told not), granted by now: the admin, the namespace and the CLI's env."""
+    namespace = f"queues-{uuid.uuid4().hex[:6]}"
+    admin = await KubernetesAsyncioAdapter.from_kubeconfig(real_cluster.kubeconfig)
+    async with contextlib.AsyncExitStack() as exits:
+        exits.push_async_callback(admin.close)
+        await admin.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        )
+        exits.push_async_callback(_delete_namespace, admin, namespace)
+        await grant_edit(admin, namespace, kaiwo_roles=kaiwo_roles)
+        token = await issue_token(real_cluster.kubeconfig, namespace, "scientist")
+        kubeconfig = await scientist_kubeconfig(
+            real_cluster.kubeconfig, token, namespace, tmp_path / "scientist.kubeconfig"
+        )
+        scientist = await KubernetesAsyncioAdapter.from_kubeconfig(kubeconfig)
+        exits.push_async_callback(scientist.close)
+        # What only the last binding grants (the authorizer learns of bindings through
+        # informers): the viewer's GpuWorkloads, else edit's Pods.
+        last_granted = resources.GPU_WORKLOAD if kaiwo_roles else resources.POD
+
+        async def granted() -> Any:
+            try:
+                return await scientist.list(last_granted, namespace=namespace)
+            except KubeError as error:
+                return Pending(str(error))
+
+        await eventually(granted, what=f"the scientist may list {last_granted.plural}")
+        yield (
+            admin,
+            namespace,
+            {
+                "KAIWO_STATE": str(tmp_path / "no-stack"),
+                "KAIWOCONFIG": str(tmp_path / "no-config"),
+                "KUBECONFIG": str(kubeconfig),
+            },
+        )
+
+
+async def test_a_scientist_refused_cluster_queues_sees_the_local_queues_of_their_namespace(
+    real_cluster: RealCluster, tmp_path: Path
+) -> None:
+    async with scientist_in_a_namespace(real_cluster, tmp_path) as (admin, namespace, env):
+        await admin.create(
+            {
+                "apiVersion": resources.KUEUE_LOCAL_QUEUE.api_version,
+                "kind": "LocalQueue",
+                "metadata": {"name": "research", "namespace": namespace},
+                "spec": {"clusterQueue": "research-gpus"},
+            }
+        )
+        # What Kueue writes of a LocalQueue with one job running and two waiting.
+        await admin.patch_status(
+            resources.KUEUE_LOCAL_QUEUE,
+            "research",
+            {
+                "pendingWorkloads": 2,
+                "reservingWorkloads": 1,
+                "admittedWorkloads": 1,
+                "flavorUsage": [
+                    {
+                        "name": "mi300x",
+                        "resources": [
+                            {"name": "amd.com/gpu", "total": "4"},
+                            {"name": "memory", "total": "256Gi"},
+                        ],
+                    }
+                ],
+            },
+            namespace=namespace,
+            field_manager="kueue-admission",
+            method="merge",
+        )
+
+        shown = await kaiwo("queues", env=env)
+
+        assert shown.exit_code == 0, shown.output
+        assert shown.stderr == (
+            "kaiwo queues: your credentials may not list ClusterQueues, so the cluster's "
+            f"queues and quotas are not shown; showing the LocalQueues of {namespace}, your "
+            "context's namespace (-n for another)\n"
+        )
+        gap = " " * (len(namespace) - len("NAMESPACE"))
+        assert shown.stdout.splitlines() == [
+            f"NAMESPACE{gap}   LOCALQUEUE   CLUSTERQUEUE    PENDING   RESERVING   ADMITTED   "
+            "FLAVOR   RESOURCE      USED",
+            f"{namespace}   research     research-gpus   2         1           1          "
+            "mi300x   amd.com/gpu   4",
+            # The queue's cells are blank on its next rows: 65 = 3 + 10 + 3 + 13 + 3 + 7 + 3
+            # + 9 + 3 + 8 + 3, the columns and gaps up to FLAVOR.
+            f"{' ' * len(namespace)}{' ' * 65}mi300x   memory        256Gi",
+            "",
+            "Pending workloads: (not shown: your credentials may not list Kueue Workloads)",
+        ]
+
+        elsewhere = await kaiwo("queues", "-n", "default", env=env)
+
+        assert elsewhere.exit_code == 2, elsewhere.output
+        assert "localqueues.kueue.x-k8s.io is forbidden" in elsewhere.stderr
+        assert 'in the namespace "default"' in elsewhere.stderr
+
+
+async def test_edit_alone_may_not_list_local_queues_and_queues_says_so(
+    real_cluster: RealCluster, tmp_path: Path
+) -> None:
+    """``edit`` without the deployment's user roles: Kueue aggregates none of its roles to
+    ``edit`` or ``view``, so LocalQueues are refused too, and that refusal is the answer."""
+    async with scientist_in_a_namespace(real_cluster, tmp_path, kaiwo_roles=False) as (
+        _admin,
+        namespace,
+        env,
+    ):
+        shown = await kaiwo("queues", env=env)
+
+        assert shown.exit_code == 2, shown.output
+        assert shown.stdout == ""
+        assert shown.stderr.startswith(
+            "kaiwo queues: localqueues.kueue.x-k8s.io is forbidden: User "
+            f'"system:serviceaccount:{namespace}:scientist" cannot list resource "localqueues"'
+        ), shown.stderr
+
+
+async def test_nodes_refused_says_what_to_do_and_gpus_shows_the_workloads_gpus(
+    real_cluster: RealCluster, tmp_path: Path
+) -> None:
+    async with scientist_in_a_namespace(real_cluster, tmp_path) as (_admin, namespace, env):
+        nodes = await kaiwo("nodes", env=env)
+
+        assert nodes.exit_code == 2, nodes.output
+        assert nodes.stderr == (
+            "kaiwo nodes: your credentials may not list Nodes, which are cluster-wide (nodes "
+            f'is forbidden: User "system:serviceaccount:{namespace}:scientist" cannot list '
+            'resource "nodes" in API group "" at the cluster scope); ask a cluster '
+            "administrator for read access to Nodes, or see the GPUs your workloads use with "
+            "kaiwo gpus\n"
+        )
+
+        gpus = await kaiwo("gpus", env=env)
+
+        assert gpus.exit_code == 0, gpus.output

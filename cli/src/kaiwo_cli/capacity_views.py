@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from kaiwo_contracts.queue_estimates.kueue import Placed
 
 FINISHED_POD_PHASES: Final = frozenset({"Succeeded", "Failed"})
+LOCAL_QUEUE_COUNTS: Final = ("pendingWorkloads", "reservingWorkloads", "admittedWorkloads")
+"""A LocalQueue's Workload counts in its status, in the order the table shows them."""
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -146,6 +148,50 @@ def local_queue_table(
             ]
         )
     return render_table(["NAMESPACE", "LOCALQUEUE", "CLUSTERQUEUE", "PENDING", "ADMITTED"], rows)
+
+
+def local_queue_status_table(local_queues: Sequence[Mapping[str, Any]]) -> str:
+    """The LocalQueues as their own status tells them, for a user who may read them but not
+    the ClusterQueues or Kueue's Workloads (a namespace's ``edit``, decision 0143): the
+    ClusterQueue each points to, its pending, reserving and admitted Workload counts (on its
+    first row), and per flavor and resource what its admitted Workloads use."""
+    rows = []
+    for queue in sorted(
+        local_queues, key=lambda q: (str(_meta(q).get("namespace")), str(_meta(q).get("name")))
+    ):
+        status = _status(queue)
+        first = [
+            str(_meta(queue).get("namespace", "")),
+            str(_meta(queue).get("name", "")),
+            str(_spec(queue).get("clusterQueue", "")),
+            *(str(status.get(count) or 0) for count in LOCAL_QUEUE_COUNTS),
+        ]
+        # v1beta1 says flavorUsage; v1beta2 renamed it flavorsUsage.
+        usage = [
+            (str(flavor.get("name", "")), str(resource.get("name", "")), resource.get("total"))
+            for flavor in status.get("flavorUsage") or status.get("flavorsUsage") or []
+            for resource in flavor.get("resources") or []
+        ]
+        if not usage:
+            rows.append([*first, "-", "-", "-"])
+        for index, (flavor_name, resource_name, total) in enumerate(usage):
+            used = format_quantity(parse_quantity(total if total is not None else 0))
+            lead = first if index == 0 else [""] * len(first)
+            rows.append([*lead, flavor_name, resource_name, used])
+    return render_table(
+        [
+            "NAMESPACE",
+            "LOCALQUEUE",
+            "CLUSTERQUEUE",
+            "PENDING",
+            "RESERVING",
+            "ADMITTED",
+            "FLAVOR",
+            "RESOURCE",
+            "USED",
+        ],
+        rows,
+    )
 
 
 def pending_table(

@@ -262,7 +262,7 @@ async def kueue_workloads(kube: ClusterReader, *, namespace: str | None) -> list
 
 
 async def readable_kueue_workloads(
-    kube: ClusterReader, *, namespace: str
+    kube: ClusterReader, *, namespace: str | None
 ) -> list[dict[str, Any]] | None:
     """The namespace's Kueue Workloads, or None when the caller may not list them (Kueue's
     roles are not part of ``edit``): a workload's place in its queue is then unknown."""

@@ -7,6 +7,7 @@ from typing import Any
 
 from kaiwo_cli.capacity_views import (
     cluster_queue_table,
+    local_queue_status_table,
     local_queue_table,
     node_table,
     pending_table,
@@ -100,6 +101,69 @@ def test_local_queues_count_pending_and_admitted_workloads() -> None:
         "NAMESPACE   LOCALQUEUE   CLUSTERQUEUE   PENDING   ADMITTED\n"
         "ml-team     team-nlp     team-nlp       2         2"
     )
+
+
+def local_queue_with(status: dict[str, Any], *, name: str = "team-nlp") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ml-team"},
+        "spec": {"clusterQueue": "team-nlp"},
+        "status": status,
+    }
+
+
+def test_local_queues_by_their_status_show_counts_and_use_per_flavor() -> None:
+    """What a user refused ClusterQueues and Workloads sees (decision 0143)."""
+    running = local_queue_with(
+        {
+            "pendingWorkloads": 3,
+            "reservingWorkloads": 2,
+            "admittedWorkloads": 1,
+            "flavorUsage": [
+                {
+                    "name": "mi300x",
+                    "resources": [
+                        {"name": "amd.com/gpu", "total": 12},
+                        {"name": "memory", "total": "549755813888"},
+                    ],
+                }
+            ],
+        }
+    )
+    idle = local_queue_with({}, name="debug")
+
+    assert local_queue_status_table([running, idle]) == (
+        "NAMESPACE   LOCALQUEUE   CLUSTERQUEUE   PENDING   RESERVING   ADMITTED   FLAVOR   "
+        "RESOURCE      USED\n"
+        "ml-team     debug        team-nlp       0         0           0          -        "
+        "-             -\n"
+        "ml-team     team-nlp     team-nlp       3         2           1          mi300x   "
+        "amd.com/gpu   12\n"
+        "                                                                         mi300x   "
+        "memory        512Gi"
+    )
+
+
+def test_local_queue_use_is_read_by_either_versions_name() -> None:
+    """v1beta2 calls flavorUsage flavorsUsage: a server that answers in it is read alike."""
+    queue = local_queue_with(
+        {
+            "flavorsUsage": [
+                {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "total": "2"}]}
+            ]
+        }
+    )
+
+    assert local_queue_status_table([queue]).splitlines()[1].split() == [
+        "ml-team",
+        "team-nlp",
+        "team-nlp",
+        "0",
+        "0",
+        "0",
+        "h100",
+        "nvidia.com/gpu",
+        "2",
+    ]
 
 
 def test_pending_workloads_are_listed_in_admission_order() -> None:

@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 from kaiwo_cli.cluster_access import (
     Children,
+    ClusterError,
     ClusterTarget,
     children_of,
     readable_kueue_workloads,
 )
+from kaiwo_cli.commands.capacity import every_node, namespace_queues
 from kaiwo_cli.commands.workload_access import read_in_scope
 from kaiwo_kube import KubeError, ObjectList, resources
 from kaiwo_kube.resources import ResourceType
@@ -117,3 +119,85 @@ def test_asked_for_every_namespace_with_a_the_refusal_stands(tmp_path: Path) -> 
         asyncio.run(
             read_in_scope("list", kubeconfig_in(tmp_path, "ml-team"), None, read, every_asked=True)
         )
+
+
+LOCAL_QUEUE = {
+    "metadata": {"name": "research", "namespace": "ml-team"},
+    "spec": {"clusterQueue": "research-gpus"},
+    "status": {"pendingWorkloads": 1, "reservingWorkloads": 0, "admittedWorkloads": 0},
+}
+
+
+def test_refused_cluster_queues_queues_shows_the_namespaces_local_queues_and_says_so(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Decision 0143: a namespace's ``edit`` (with the deployment's viewer rules) reads its
+    LocalQueues, not the ClusterQueues nor Kueue's Workloads."""
+    kube = NamespaceEditor({"ClusterQueue", "Workload"}, {"LocalQueue": [LOCAL_QUEUE]})
+
+    shown = asyncio.run(namespace_queues(kube, "ml-team", named=False))
+
+    assert shown == (
+        "NAMESPACE   LOCALQUEUE   CLUSTERQUEUE    PENDING   RESERVING   ADMITTED   FLAVOR   "
+        "RESOURCE   USED\n"
+        "ml-team     research     research-gpus   1         0           0          -        "
+        "-          -\n"
+        "\n"
+        "Pending workloads: (not shown: your credentials may not list Kueue Workloads)"
+    )
+    assert capsys.readouterr().err == (
+        "kaiwo queues: your credentials may not list ClusterQueues, so the cluster's queues "
+        "and quotas are not shown; showing the LocalQueues of ml-team, your context's "
+        "namespace (-n for another)\n"
+    )
+
+
+def test_local_queues_of_a_namespace_named_with_n_and_the_workloads_waiting_if_readable(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    waiting = {
+        "metadata": {
+            "name": "job-train",
+            "namespace": "ml-team",
+            "ownerReferences": [{"kind": "Job", "name": "train"}],
+        },
+        "spec": {"queueName": "research"},
+    }
+    kube = NamespaceEditor({"ClusterQueue"}, {"LocalQueue": [LOCAL_QUEUE], "Workload": [waiting]})
+
+    shown = asyncio.run(namespace_queues(kube, "ml-team", named=True))
+
+    assert shown.split("\n\n")[1] == (
+        "Pending workloads:\n"
+        "LOCALQUEUE         POSITION   WORKLOAD    PRIORITY   AGE\n"
+        "ml-team/research   1          Job/train   0          <unknown>"
+    )
+    assert capsys.readouterr().err.endswith("showing the LocalQueues of ml-team\n")
+
+
+def test_local_queues_refused_too_is_the_servers_refusal_with_nothing_said_before(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    kube = NamespaceEditor({"ClusterQueue", "LocalQueue"}, {})
+
+    with pytest.raises(KubeError, match="localqueues is forbidden"):
+        asyncio.run(namespace_queues(kube, "ml-team", named=False))
+    assert capsys.readouterr().err == ""
+
+
+def test_nodes_refused_is_one_line_that_names_them_and_what_to_do() -> None:
+    with pytest.raises(ClusterError) as refused:
+        asyncio.run(every_node(NamespaceEditor({"Node"}, {})))
+
+    assert str(refused.value) == (
+        "your credentials may not list Nodes, which are cluster-wide (nodes is forbidden); "
+        "ask a cluster administrator for read access to Nodes, or see the GPUs your "
+        "workloads use with kaiwo gpus"
+    )
+
+    class Broken(NamespaceEditor):
+        async def list(self, resource: ResourceType, **_: Any) -> ObjectList:
+            raise KubeError("etcdserver: request timed out", code=504)
+
+    with pytest.raises(KubeError, match="request timed out"):
+        asyncio.run(every_node(Broken(set(), {})))

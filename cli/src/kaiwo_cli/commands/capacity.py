@@ -6,7 +6,7 @@ Rendering is :mod:`kaiwo_cli.capacity_views` (pure); this module only reads the 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -31,18 +31,32 @@ def queues(
 ) -> None:
     """ClusterQueues (quota and use per flavor), LocalQueues and the workloads waiting.
 
-    Every namespace unless -n names one (ClusterQueues are cluster-wide).
+    Every namespace unless -n names one (ClusterQueues are cluster-wide). Credentials that may
+    not list ClusterQueues see the LocalQueues of -n, else of the context's namespace, as their
+    status tells them.
     """
     scope = None if all_namespaces else namespace
+    target = resolve_target(kubeconfig, context, state)
 
     async def work(kube: ClusterReader) -> str:
         from kaiwo_contracts.queue_estimates.kueue import cluster_estimates, declared_durations
         from kaiwo_kube import resources
 
         from kaiwo_cli.capacity_views import cluster_queue_table, local_queue_table, pending_table
-        from kaiwo_cli.cluster_access import kueue_workloads, optional_list, queue_world
+        from kaiwo_cli.cluster_access import (
+            context_namespace,
+            kueue_workloads,
+            optional_list,
+            queue_world,
+            readable_list,
+        )
 
-        cluster_queues = await optional_list(kube, resources.KUEUE_CLUSTER_QUEUE, namespace=None)
+        cluster_queues = await readable_list(kube, resources.KUEUE_CLUSTER_QUEUE, namespace=None)
+        if cluster_queues is None:
+            # A namespace's `edit`: the cluster's queues are not the user's to see; their
+            # namespace's LocalQueues may be (decision 0143).
+            own = None if all_namespaces else namespace or context_namespace(target)
+            return await namespace_queues(kube, own, named=namespace is not None)
         local_queues = await optional_list(kube, resources.KUEUE_LOCAL_QUEUE, namespace=scope)
         waiting = await kueue_workloads(kube, namespace=scope)
         if not cluster_queues and not local_queues:
@@ -74,7 +88,35 @@ def queues(
             ]
         )
 
-    click.echo(run_on_cluster("queues", resolve_target(kubeconfig, context, state), work))
+    click.echo(run_on_cluster("queues", target, work))
+
+
+async def namespace_queues(kube: ClusterReader, namespace: str | None, *, named: bool) -> str:
+    """What a user refused ClusterQueues may see: the LocalQueues of ``namespace`` (None:
+    every one, as -A asked) by their status, and the Workloads waiting in them if they may
+    list those. LocalQueues refused too is the server's refusal, exit 2."""
+    from kaiwo_kube import resources
+
+    from kaiwo_cli.capacity_views import local_queue_status_table, pending_table
+    from kaiwo_cli.cluster_access import optional_list, readable_kueue_workloads
+
+    local_queues = await optional_list(kube, resources.KUEUE_LOCAL_QUEUE, namespace=namespace)
+    where = "every namespace" if namespace is None else namespace
+    whose = "" if named or namespace is None else ", your context's namespace (-n for another)"
+    click.echo(
+        "kaiwo queues: your credentials may not list ClusterQueues, so the cluster's queues "
+        f"and quotas are not shown; showing the LocalQueues of {where}{whose}",
+        err=True,
+    )
+    if not local_queues:
+        return f"No Kueue LocalQueues in {where}"
+    waiting = await readable_kueue_workloads(kube, namespace=namespace)
+    if waiting is None:
+        pending = " (not shown: your credentials may not list Kueue Workloads)"
+    else:
+        table = pending_table(waiting, now=utc_now())
+        pending = f"\n{table}" if len(table.splitlines()) > 1 else " none"
+    return f"{local_queue_status_table(local_queues)}\n\nPending workloads:{pending}"
 
 
 @click.command()
@@ -89,7 +131,8 @@ def nodes(
 ) -> None:
     """GPU nodes by vendor and pool: model, GPUs in use of allocatable, readiness.
 
-    VENDOR is amd or nvidia (default: both).
+    VENDOR is amd or nvidia (default: both). Nodes are cluster-wide: credentials that may not
+    list them get exit 2 and what to do instead.
     """
     if vendor is not None and vendor not in ("amd", "nvidia"):
         raise click.BadParameter("amd or nvidia", param_hint="VENDOR")
@@ -99,8 +142,27 @@ def nodes(
 
         from kaiwo_cli.capacity_views import node_table, pool_summary
 
-        found = (await kube.list(resources.NODE)).items
+        found = await every_node(kube)
         pods = (await kube.list(resources.POD)).items
         return f"{pool_summary(found, pods)}\n\n{node_table(found, pods, vendor=vendor)}"
 
     click.echo(run_on_cluster("nodes", resolve_target(kubeconfig, context, state), work))
+
+
+async def every_node(kube: ClusterReader) -> list[dict[str, Any]]:
+    """Every Node; refused them (a namespace's ``edit``), one line that says what to do: the
+    whole answer is cluster-wide, so there is nothing smaller to show (decision 0143)."""
+    from kaiwo_kube import KubeError, resources
+
+    from kaiwo_cli.cluster_access import ClusterError, is_forbidden, one_line
+
+    try:
+        return (await kube.list(resources.NODE)).items
+    except KubeError as error:
+        if not is_forbidden(error):
+            raise
+        raise ClusterError(
+            "your credentials may not list Nodes, which are cluster-wide "
+            f"({one_line(error)}); ask a cluster administrator for read access to Nodes, "
+            "or see the GPUs your workloads use with kaiwo gpus"
+        ) from None
