@@ -11,7 +11,8 @@ attributed by where its *field* comes from now (decision 0144):
 
 * an item of ``env`` named as a variable only the namespace gives (``HF_TOKEN`` unless the
   workload's ``spec.env`` sets it), or of ``imagePullSecrets`` not in the workload's own
-  list, is the AIMNamespaceConfig's, whether the item changed, was added or was dropped;
+  list, is the AIMNamespaceConfig's when changed or added; one dropped (nothing gives it
+  now) came from that config or from the workload's spec before an edit, and both are named;
 * ``schedulerName`` with the KaiwoConfig's scheduler name, a toleration of the KaiwoConfig's
   GPU taint key, and a main container's ``image`` that is the KaiwoConfig's default image of
   a workload that names none, are the KaiwoConfig's;
