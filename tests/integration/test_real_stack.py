@@ -1110,7 +1110,9 @@ async def test_a_running_jobs_template_outlives_its_namespace_configs_edits(
     Job keeps them and says so. Before decision 0131 the change back and the deletion were
     refused by the API server on every plan (``ApplyRefused``) while ``ChildSpecApplied``
     said the Job matched: the first took away the labels the server puts on a Job's
-    template, the second the variable and the pull secret."""
+    template, the second the variable and the pull secret. The message names where the kept
+    change comes from (decision 0144): before, it named the paths alone, which read as an
+    edit of the KaiwoJob."""
     ns = namespace_of(stack, "gpu")
     await stack.kube.create(
         {
@@ -1154,9 +1156,19 @@ async def test_a_running_jobs_template_outlives_its_namespace_configs_edits(
         assert found["status"]["status"] == "RUNNING"
         return condition(found, "ChildSpecApplied")
 
+    kept = (
+        "Not applied to the existing Job, because a Job's pod template, selector and "
+        "completion settings cannot change after it is created: "
+    )
+    recreate = ". Delete and re-create the KaiwoJob to run with these changes."
     hf_b = {"spec": {"credentials": {"huggingFaceToken": {"secretName": "hf-b"}}}}
     changed = await told_after(hf_b, says="False", naming="env[0].valueFrom.secretKeyRef.name")
     assert changed["reason"] == "JobFieldsImmutable"
+    changed_message = (
+        kept + "spec.template.spec.containers[0].env[0].valueFrom.secretKeyRef.name "
+        f"(from AIMNamespaceConfig {ns}/tenant, changed since the Job was made)" + recreate
+    )
+    assert changed["message"] == changed_message
 
     hf_a = {"spec": {"credentials": {"huggingFaceToken": {"secretName": "hf-a"}}}}
     back = await told_after(hf_a, says="True", naming="matches")
@@ -1164,8 +1176,24 @@ async def test_a_running_jobs_template_outlives_its_namespace_configs_edits(
 
     gone_config = await told_after(None, says="False", naming="env[name=HF_TOKEN]")
     assert gone_config["reason"] == "JobFieldsImmutable"
-    assert "spec.template.spec.containers[0].env[name=HF_TOKEN]" in gone_config["message"]
-    assert "spec.template.spec.imagePullSecrets[name=reg-a]" in gone_config["message"]
+    gone_message = (
+        kept + "spec.template.spec.containers[0].env[name=HF_TOKEN], "
+        "spec.template.spec.imagePullSecrets[name=reg-a] (each given by neither the "
+        f"workload's spec nor an AIMNamespaceConfig any more: namespace {ns} has none now)"
+        + recreate
+    )
+    assert gone_config["message"] == gone_message
+
+    async def warned() -> list[str] | Pending:
+        found = await events_of(stack, ns, "tenant-job")
+        messages = [message for reason, message in found if reason == "ChildSpecNotApplied"]
+        return messages if gone_message in messages else Pending(f"{found}")
+
+    # One Warning per message, each naming the cause as the condition does.
+    assert await eventually(warned, what="the Warning of the deletion", within=STEP) == [
+        changed_message,
+        gone_message,
+    ]
     job = await stack.kube.get(resources.JOB, "tenant-job", namespace=ns)
     template = job["spec"]["template"]
     assert template["spec"]["imagePullSecrets"] == [{"name": "reg-a"}]

@@ -54,6 +54,10 @@ class JobUpdate:
     manifest: dict[str, Any]
     not_applied: tuple[str, ...]
     labels_not_applied: tuple[str, ...] = ()
+    not_applied_told: str = ""
+    """``not_applied`` as the message names them, with the configuration each comes from
+    (:func:`~kaiwo_planner.domain.children.change_causes.kept_paths_text`); empty: the
+    paths as they are."""
 
     @property
     def message(self) -> str:
@@ -63,7 +67,7 @@ class JobUpdate:
         if self.not_applied:
             reasons.append(
                 "a Job's pod template, selector and completion settings cannot change after "
-                "it is created: " + ", ".join(self.not_applied)
+                "it is created: " + (self.not_applied_told or ", ".join(self.not_applied))
             )
         if self.labels_not_applied:
             reasons.append(KUEUE_LABELS_HELD + ", ".join(self.labels_not_applied))
@@ -83,11 +87,11 @@ def waits_in_its_queue(observed: Mapping[str, Any], *, admitted: bool = False) -
     return not admitted and isinstance(spec, Mapping) and spec.get("suspend") is True
 
 
-def replacing_message(kind: str, paths: Sequence[str], *, shown: int = 3) -> str:
+def replacing_message(kind: str, paths: Sequence[str], *, shown: int = 3, told: str = "") -> str:
     """What the ``ChildSpecApplied`` condition says while a waiting child of ``kind`` is
     replaced to take the edit of ``paths`` (the first few named: a new image names every
-    container's)."""
-    listed = first_few(paths, shown=shown)
+    container's), or of ``told`` (the first few already named with their causes)."""
+    listed = told or first_few(paths, shown=shown)
     return (
         f"The {kind} waiting in its queue is replaced by one made from the edited spec "
         f"({listed}), which waits in the queue anew"

@@ -66,6 +66,10 @@ class ChildUpdate:
     spec_reason: str = ""
     labels_not_applied: tuple[str, ...] = ()
     replace: bool = False
+    spec_not_applied_told: str = ""
+    """``spec_not_applied`` as the message names them, with the configuration each comes
+    from (:func:`~kaiwo_planner.domain.children.change_causes.kept_paths_text`); empty: the
+    paths as they are."""
 
     @property
     def applied_whole(self) -> bool:
@@ -74,12 +78,15 @@ class ChildUpdate:
     @property
     def message(self) -> str:
         if self.replace:
-            return replacing_message(self.kind, self.spec_not_applied)
+            return replacing_message(
+                self.kind, self.spec_not_applied, told=self.spec_not_applied_told
+            )
         if self.applied_whole:
             return ""
         reasons = []
         if self.spec_not_applied:
-            reasons.append(self.spec_reason + ", ".join(self.spec_not_applied))
+            told = self.spec_not_applied_told or ", ".join(self.spec_not_applied)
+            reasons.append(self.spec_reason + told)
         if self.labels_not_applied:
             reasons.append(KUEUE_LABELS_HELD + ", ".join(self.labels_not_applied))
         return not_applied_message(self.kind, reasons, recreate="workload")

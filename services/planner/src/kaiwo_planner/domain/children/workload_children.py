@@ -16,6 +16,11 @@ from kaiwo_contracts.crds.config_v1alpha1 import AIMNamespaceConfig, KaiwoConfig
 from kaiwo_contracts.plans import ObjectRef, PruneRule, sort_objects
 
 from kaiwo_planner.domain.children.batch_job import build_batch_job
+from kaiwo_planner.domain.children.change_causes import (
+    ConfigurationOrigins,
+    configuration_origins,
+    kept_paths_text,
+)
 from kaiwo_planner.domain.children.deployment import (
     build_deployment,
     build_service,
@@ -210,7 +215,10 @@ def _service_children(
 
 
 def _reconcile_with_observed(
-    main: dict[str, Any], observed: Mapping[str, Any] | None, context: PlanningContext | None
+    main: dict[str, Any],
+    observed: Mapping[str, Any] | None,
+    context: PlanningContext | None,
+    origins: ConfigurationOrigins,
 ) -> tuple[dict[str, Any] | None, ChildCondition]:
     """The main child to apply given the one that exists (None: it does not exist yet), and
     what the workload's status says of it. No child to apply: the existing one is replaced
@@ -218,7 +226,8 @@ def _reconcile_with_observed(
 
     Every kind of main child reports ``ChildSpecApplied``, so that the condition never
     speaks of a child the workload no longer has (a KaiwoService switched between
-    ``ray: true`` and ``ray: false``).
+    ``ray: true`` and ``ray: false``). A path kept or replaced for is named with the
+    configuration object it comes from (``origins``, decision 0144).
     """
     kind = main["kind"]
     if observed is None or observed.get("kind") != kind:
@@ -228,8 +237,18 @@ def _reconcile_with_observed(
         return main, _matches(kind)
     admitted = _admitted_by_kueue(observed, context)
     if kind == "Job":
-        return _job_as_it_exists(main, observed, context, admitted=admitted)
+        return _job_as_it_exists(main, observed, context, origins, admitted=admitted)
     update = _child_update(main, observed, admitted=admitted)
+    if update.spec_not_applied:
+        told = kept_paths_text(
+            update.spec_not_applied,
+            desired=main,
+            observed=observed,
+            origins=origins,
+            kind=kind,
+            shown=3 if update.replace else None,
+        )
+        update = dataclasses.replace(update, spec_not_applied_told=told)
     if update.replace:
         return None, _replacing(update.message)
     if update.applied_whole:
@@ -270,6 +289,7 @@ def _job_as_it_exists(
     main: dict[str, Any],
     observed: Mapping[str, Any],
     context: PlanningContext | None,
+    origins: ConfigurationOrigins,
     *,
     admitted: bool,
 ) -> tuple[dict[str, Any] | None, ChildCondition]:
@@ -277,7 +297,20 @@ def _job_as_it_exists(
     if update.not_applied and waits_in_its_queue(observed, admitted=admitted):
         # Its template cannot change, but nothing of it runs: made anew from the edited spec
         # (pruned now, created once it is gone), it takes the edit (decision 0129).
-        return None, _replacing(replacing_message("Job", update.not_applied))
+        told = kept_paths_text(
+            update.not_applied,
+            desired=main,
+            observed=observed,
+            origins=origins,
+            kind="Job",
+            shown=3,
+        )
+        return None, _replacing(replacing_message("Job", update.not_applied, told=told))
+    if update.not_applied:
+        told = kept_paths_text(
+            update.not_applied, desired=main, observed=observed, origins=origins, kind="Job"
+        )
+        update = dataclasses.replace(update, not_applied_told=told)
     if update.not_applied or update.labels_not_applied:
         return update.manifest, _not_applied(update.message)
     return update.manifest, _matches("Job")
@@ -310,6 +343,8 @@ class _BuiltChildren:
     waiting: bool
     failed: bool
     selector: dict[str, str]
+    origins: ConfigurationOrigins
+    """Which of the children's fields the configuration gives (decision 0144)."""
 
 
 def plan_children(
@@ -379,7 +414,9 @@ def plan_children(
     conditions = list(built.conditions)
     main_child = None
     if built.main is not None:
-        main, applied = _reconcile_with_observed(built.main, observed_main_child, context)
+        main, applied = _reconcile_with_observed(
+            built.main, observed_main_child, context, built.origins
+        )
         conditions.append(applied)
         desired += [main, *built.others] if main is not None else built.others
         main_child = built.main_ref
@@ -517,4 +554,7 @@ def _build_children(
         waiting=waiting,
         failed=failed,
         selector=inventory_labels(identity.uid),
+        origins=configuration_origins(
+            inputs, defaults, namespace_config=namespace_config, config=config
+        ),
     )
