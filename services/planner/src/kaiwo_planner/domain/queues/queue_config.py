@@ -27,6 +27,10 @@ the Kueue objects carry. So they follow the nodes as they come and go, and the u
 re-apply their own manifest at any time (decision 0014). Without that setting (the default)
 a spec listing no ClusterQueues gets the default ClusterQueue made from the nodes once: the
 one the cluster holds keeps its quotas as nodes come and go (decision 0110).
+While a ClusterQueue the plan no longer wants (a renamed default queue, a removed one) still
+holds quota Kueue reports, the generated default queue's quota of the same flavors is lowered
+by that much until Kueue lets it go
+(:mod:`~kaiwo_planner.domain.queues.quota_held_back`, decision 0142).
 
 Flavors come from the spec, or from node-pool discovery when the spec lists none. The limits
 of the API reference apply to what the user writes; what the operator adds is held only to
