@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import pytest
 import pytest_asyncio
-from kaiwo_kube import resources
+from kaiwo_kube import NotFound, resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
 
@@ -332,3 +332,174 @@ async def test_a_removed_queue_kueue_keeps_for_a_running_job_is_told_until_it_is
     await queue_config_where(pipeline, "READY once the queue is gone", is_ready)
     remaining = await kube.list(resources.KUEUE_CLUSTER_QUEUE)
     assert "kqc-gone" not in [q["metadata"]["name"] for q in remaining.items]
+
+
+async def set_default_queue_name(kube: KubernetesAsyncioAdapter, name: str) -> None:
+    """The administrator's KaiwoConfig edit: ``spec.defaultClusterQueueName``."""
+    await kube.apply(
+        {
+            "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+            "kind": "KaiwoConfig",
+            "metadata": {"name": actors.KAIWO_CONFIG},
+            "spec": {"defaultClusterQueueName": name},
+        },
+        field_manager="cluster-admin",
+        force=True,
+    )
+
+
+def gpu_quota(queue: Mapping[str, Any]) -> dict[str, str]:
+    """The ClusterQueue's ``amd.com/gpu`` nominal quota per flavor."""
+    return {
+        flavor["name"]: resource["nominalQuota"]
+        for group in queue["spec"]["resourceGroups"]
+        for flavor in group["flavors"]
+        for resource in flavor["resources"]
+        if resource["name"] == "amd.com/gpu"
+    }
+
+
+def is_ready_generated(found: Mapping[str, Any]) -> bool:
+    """READY with the default queue ``kaiwo`` the operator generated from the nodes."""
+    status = found.get("status") or {}
+    message = str(ready(found).get("message"))
+    return (
+        status.get("status") == "READY"
+        and message.startswith(MATCH + " (generated from the nodes: ClusterQueues kaiwo")
+        and ready(found).get("observedGeneration") == found["metadata"].get("generation")
+    )
+
+
+def default_queue_job(name: str, namespace: str, *, run_seconds: str) -> dict[str, Any]:
+    """An 8-GPU KaiwoJob (every GPU of the node) naming no queue: the default one."""
+    job = long_job(name, namespace, "unused", gpus=8)
+    del job["spec"]["clusterQueue"]
+    job["metadata"]["annotations"][RUN_SECONDS] = run_seconds
+    return job
+
+
+async def kueue_workload_of(pipeline: Pipeline, job: str) -> dict[str, Any] | Pending:
+    """The Kueue Workload of the KaiwoJob's Job (Kueue labels it with the Job's uid)."""
+    namespace = pipeline.namespace
+    try:
+        child = await pipeline.kube.get(resources.JOB, job, namespace=namespace)
+    except NotFound:
+        return Pending(f"no Job {job} yet")
+    listed = await pipeline.kube.list(
+        resources.KUEUE_WORKLOAD,
+        namespace=namespace,
+        label_selector=f"{actors.KUEUE_JOB_UID_LABEL}={child['metadata']['uid']}",
+    )
+    return listed.items[0] if listed.items else Pending(f"no Workload for Job {job} yet")
+
+
+async def test_a_renamed_default_queue_gets_no_quota_the_old_queues_job_still_holds(
+    stack: Pipeline,
+) -> None:
+    # Decision 0142: the default queue renamed while a job using all the node's GPUs runs in
+    # it. Kueue keeps the old queue for that job; the new one got the nodes' full quota, so
+    # Kueue admitted a second 8-GPU job onto GPUs that were taken. Now the new queue's quota
+    # is lowered by what the old queue holds until Kueue lets it go.
+    pipeline, kube = stack, stack.kube
+    # No ClusterQueues: the default queue over the discovered node pool. (An empty spec the
+    # API server takes for null once earlier tests' fields are given up: a priority class.)
+    await apply_queue_config(
+        kube, {"workloadPriorityClasses": [{"metadata": {"name": "kqc-any"}, "value": 1}]}
+    )
+    await queue_config_where(pipeline, "the default queue READY", is_ready_generated)
+    full = await kube.get(resources.KUEUE_CLUSTER_QUEUE, "kaiwo")
+    [flavor] = gpu_quota(full)
+    assert gpu_quota(full) == {flavor: "8"}
+    # The pool's flavor without a Topology, as an administrator who does not use Kueue's
+    # topology-aware scheduling writes it: then Kueue's quota is all that stands between a
+    # workload and GPUs that are taken. (With the generated flavor's default Topology, Kueue's
+    # topology-aware scheduling also sees the node full and refuses the second job: measured,
+    # "topology default-topology doesn't allow to fit any of 1 pod(s)".)
+    user_flavor = {"name": flavor, "nodeLabels": {"amd.com/gpu.product-name": MI300X.product}}
+    await apply_queue_config(kube, {"resourceFlavors": [user_flavor]})
+
+    async def flavor_without_topology() -> dict[str, Any] | Pending:
+        found = await kube.get(resources.KUEUE_RESOURCE_FLAVOR, flavor)
+        spec = found.get("spec") or {}
+        return found if "topologyName" not in spec else Pending(f"{spec}")
+
+    await eventually(flavor_without_topology, what="the flavor without a Topology", within=STEP)
+    await queue_config_where(pipeline, "the queue config READY", is_ready_generated)
+    await kube.create(default_queue_job("all-gpus", pipeline.namespace, run_seconds="90"))
+    await pipeline.reaches("all-gpus", "RUNNING", within=STEP)
+
+    async def kueue_counts_its_gpus() -> dict[str, Any] | Pending:
+        found = await kube.get(resources.KUEUE_CLUSTER_QUEUE, "kaiwo")
+        usage = (found.get("status") or {}).get("flavorsUsage") or []
+        gpus = [r["total"] for f in usage for r in f["resources"] if r["name"] == "amd.com/gpu"]
+        return found if gpus == ["8"] else Pending(f"flavorsUsage {usage}")
+
+    await eventually(kueue_counts_its_gpus, what="Kueue counting the job's GPUs", within=STEP)
+
+    try:
+        await set_default_queue_name(kube, "kqc-renamed")
+
+        async def renamed_queue() -> dict[str, Any] | Pending:
+            found = await kube.list(resources.KUEUE_CLUSTER_QUEUE)
+            named = {q["metadata"]["name"]: q for q in found.items}
+            return named.get("kqc-renamed") or Pending(f"queues {sorted(named)}")
+
+        await eventually(renamed_queue, what="the renamed default queue", within=STEP)
+        await kube.create(default_queue_job("waits-for-gpus", pipeline.namespace, run_seconds="2"))
+
+        async def kueue_decided() -> dict[str, Any] | Pending:
+            workload = await kueue_workload_of(pipeline, "waits-for-gpus")
+            if isinstance(workload, Pending):
+                return workload
+            reserved = condition_of(workload, "QuotaReserved")
+            if reserved.get("status") == "True" or "insufficient unused quota" in str(
+                reserved.get("message")
+            ):
+                return workload
+            return Pending(f"QuotaReserved {reserved}")
+
+        decided = await eventually(kueue_decided, what="Kueue's verdict on the second job")
+        reserved = condition_of(decided, "QuotaReserved")
+        assert reserved["status"] == "False", (
+            f"Kueue admitted the second 8-GPU job while the first holds the node's GPUs: {reserved}"
+        )
+        assert (
+            f"insufficient unused quota for amd.com/gpu in flavor {flavor}, 8 more needed"
+            in reserved["message"]
+        )
+        assert (await pipeline.kaiwo_job("all-gpus"))["status"]["status"] == "RUNNING"
+        lowered = await kube.get(resources.KUEUE_CLUSTER_QUEUE, "kqc-renamed")
+        assert gpu_quota(lowered) == {flavor: "0"}
+        told = await queue_config_where(
+            pipeline,
+            "the status saying why the quota is lower",
+            lambda found: "nominal quota is lowered" in str(ready(found).get("message")),
+        )
+        assert told["status"]["status"] == "PENDING"
+        assert ready(told)["reason"] == "KueueObjectInUse"
+        message = ready(told)["message"]
+        assert (
+            "ClusterQueue kqc-renamed's nominal quota is lowered by what admitted workloads of "
+            "a ClusterQueue no longer in force still hold of the same nodes: ClusterQueue "
+            f"kaiwo ({flavor}: amd.com/gpu 8, cpu "
+        ) in message, message
+        assert message.endswith("it comes back once Kueue lets them go"), message
+
+        # The first job completes, Kueue lets the old queue go, the quota comes back and
+        # Kueue admits the second job.
+        await pipeline.reaches("all-gpus", "COMPLETE", within=STEP * 2)
+        await pipeline.reaches("waits-for-gpus", "COMPLETE", within=STEP)
+        restored = await kube.get(resources.KUEUE_CLUSTER_QUEUE, "kqc-renamed")
+        assert gpu_quota(restored) == {flavor: "8"}
+        assert "kaiwo.silogen.ai/quota-held-back" not in (
+            restored["metadata"].get("annotations") or {}
+        )
+        await queue_config_where(
+            pipeline,
+            "READY once the old queue is gone",
+            lambda found: (found.get("status") or {}).get("status") == "READY",
+        )
+        remaining = await kube.list(resources.KUEUE_CLUSTER_QUEUE)
+        assert "kaiwo" not in [q["metadata"]["name"] for q in remaining.items]
+    finally:
+        await set_default_queue_name(kube, "kaiwo")

@@ -27,6 +27,10 @@ the Kueue objects carry. So they follow the nodes as they come and go, and the u
 re-apply their own manifest at any time (decision 0014). Without that setting (the default)
 a spec listing no ClusterQueues gets the default ClusterQueue made from the nodes once: the
 one the cluster holds keeps its quotas as nodes come and go (decision 0110).
+While a ClusterQueue the plan no longer wants (a renamed default queue, a removed one) still
+holds quota Kueue reports, the generated default queue's quota of the same flavors is lowered
+by that much until Kueue lets it go
+(:mod:`~kaiwo_planner.domain.queues.quota_held_back`, decision 0142).
 
 Flavors come from the spec, or from node-pool discovery when the spec lists none. The limits
 of the API reference apply to what the user writes; what the operator adds is held only to
@@ -109,7 +113,13 @@ from kaiwo_planner.domain.queues.queue_config_status import (
     ready_condition,
     recreate_events,
 )
-from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.queues.quota_held_back import (
+    HeldBack,
+    give_back,
+    hold_back,
+    leaving_queue_usage,
+)
+from kaiwo_planner.domain.state.cluster import ClusterState, api_group_of
 from kaiwo_planner.domain.status.conditions import ConditionSpec
 
 KQC_API_VERSION = "kaiwo.silogen.ai/v1alpha1"
@@ -181,6 +191,14 @@ def plan_queue_config(
         owner_reference=owner_reference,
         workload_namespaces=workload_namespaces,
     )
+    held_back: HeldBack | None = None
+    if _default_queue_is_generated(queue_config.spec, kaiwo_config):
+        kueue_objects, held_back = _hold_back_leaving_usage(
+            kueue_objects,
+            queue=settings.default_cluster_queue_name,
+            cluster=cluster,
+            owner_uid=owner.uid,
+        )
     judged = judge_kueue_objects(kueue_objects, cluster=cluster, owner_uid=owner.uid)
     desired = [
         *(verdict.manifest for verdict in judged),
@@ -199,6 +217,7 @@ def plan_queue_config(
         generated=generated_note(spec, queue_config.spec),
         inactive=inactive_queues(spec, cluster=cluster),
         leaving=leaving_objects(kueue_objects, cluster=cluster, owner_uid=owner.uid),
+        held_back=held_back,
     )
     status, events = queue_config_status(
         previous_status, verdict, generation=meta.generation, now=now
@@ -225,6 +244,56 @@ def plan_queue_config(
     )
 
 
+def _default_queue_is_generated(written: KaiwoQueueConfigSpec, kaiwo_config: KaiwoConfig) -> bool:
+    """The spec in force holds the default ClusterQueue the operator computes (its quota from
+    the nodes), as :func:`effective_spec` builds it."""
+    settings = kaiwo_config.spec
+    return settings.dynamically_update_default_cluster_queue or not written.cluster_queues
+
+
+def _hold_back_leaving_usage(
+    kueue_objects: Sequence[dict[str, Any]],
+    *,
+    queue: str,
+    cluster: ClusterState,
+    owner_uid: str | None,
+) -> tuple[list[dict[str, Any]], HeldBack | None]:
+    """``kueue_objects`` with the generated default ClusterQueue ``queue`` lowered by what
+    this KaiwoQueueConfig's ClusterQueues that are no longer wanted still hold (decision 0142)."""
+    if not owner_uid:
+        return list(kueue_objects), None
+    wanted = [o["metadata"]["name"] for o in kueue_objects if o.get("kind") == "ClusterQueue"]
+    leaving = leaving_queue_usage(
+        (q for q in cluster.children_of(owner_uid) if _our_cluster_queue(q, owner_uid)),
+        wanted=wanted,
+    )
+    if not leaving:
+        return list(kueue_objects), None
+    lowered: list[dict[str, Any]] = []
+    held_back = None
+    for manifest in kueue_objects:
+        if manifest.get("kind") == "ClusterQueue" and manifest["metadata"]["name"] == queue:
+            lowered_queue, held_back = hold_back(manifest, leaving)
+            lowered.append(lowered_queue)
+        else:
+            lowered.append(manifest)
+    return lowered, held_back
+
+
+def _our_cluster_queue(found: Mapping[str, Any], owner_uid: str) -> bool:
+    """A ClusterQueue this KaiwoQueueConfig made: the operator's labels, controlled by it."""
+    if found.get("kind") != "ClusterQueue" or api_group_of(str(found.get("apiVersion"))) != (
+        KUEUE_GROUP
+    ):
+        return False
+    metadata = found.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    return all(labels.get(key) == value for key, value in MANAGED_LABELS.items()) and any(
+        ref.get("uid") == owner_uid and ref.get("controller")
+        for ref in metadata.get("ownerReferences") or ()
+    )
+
+
 def standing_default_queue(
     cluster: ClusterState, *, name: str, owner_uid: str | None
 ) -> list[ResourceGroup] | None:
@@ -237,18 +306,15 @@ def standing_default_queue(
     if found is None or not owner_uid:
         return None
     metadata = found.get("metadata") or {}
-    labels = metadata.get("labels") or {}
-    ours = all(labels.get(key) == value for key, value in MANAGED_LABELS.items()) and any(
-        ref.get("uid") == owner_uid and ref.get("controller")
-        for ref in metadata.get("ownerReferences") or ()
-    )
-    if not ours or metadata.get("deletionTimestamp"):
+    if not _our_cluster_queue(found, owner_uid) or metadata.get("deletionTimestamp"):
         return None
     groups = (found.get("spec") or {}).get("resourceGroups")
     if not isinstance(groups, list) or not groups:
         return None
     try:
-        return [_resource_group(group) for group in groups]
+        # At its full quota: what a leaving queue's usage took off is added back (0142).
+        full = give_back(groups, metadata.get("annotations") or {})
+        return [_resource_group(group) for group in full]
     except (AttributeError, ValidationError):
         return None
 

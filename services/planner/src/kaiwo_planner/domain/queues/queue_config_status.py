@@ -4,7 +4,8 @@ READY only when each Kueue object is as desired and Kueue admits workloads to ea
 ClusterQueue (the message then names what the operator added to the user's spec); PENDING
 while one is missing, on its way, being replaced, or held because admitted workloads use it,
 or one removed from the spec is kept by Kueue while they do (``KueueObjectInUse``, a Warning
-each time its message changes, decision 0126); FAILED with what is wrong
+each time its message changes, decision 0126), the message then also saying how much of the
+default queue's quota is held back meanwhile (decision 0142); FAILED with what is wrong
 with the spec, or with Kueue's reason when it admits no workloads to a ClusterQueue
 (``ClusterQueueInactive``, decision 0121).
 """
@@ -20,6 +21,7 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import KaiwoQueueConfi
 from kaiwo_contracts.plans import EventIntent
 
 from kaiwo_planner.domain.queues.kueue_sync import InactiveQueue, ObjectVerdict
+from kaiwo_planner.domain.queues.quota_held_back import HeldBack
 from kaiwo_planner.domain.state.first_few import first_few
 from kaiwo_planner.domain.status.conditions import ConditionSpec, merge_conditions
 
@@ -58,19 +60,25 @@ def ready_condition(
     generated: str,
     inactive: Sequence[InactiveQueue] = (),
     leaving: Sequence[ObjectVerdict] = (),
+    held_back: HeldBack | None = None,
 ) -> ConditionSpec:
     """The Ready condition: the first problem found, or that the objects match.
 
     ``inactive``: the ClusterQueues Kueue admits no workloads to, as observed; one where
     Kueue has not caught up with objects just created (``settling``) is on its way.
     ``leaving``: objects the spec no longer holds that Kueue keeps while admitted workloads
-    use them (:func:`~kaiwo_planner.domain.queues.kueue_sync.leaving_objects`)."""
+    use them (:func:`~kaiwo_planner.domain.queues.kueue_sync.leaving_objects`).
+    ``held_back``: the default ClusterQueue's quota lowered while such a queue still holds
+    some of the same nodes (decision 0142): said after them, in the same condition."""
     spec_problem = _spec_problem(spec, missing_namespaces)
     if spec_problem is not None:
         return spec_problem
     held = [*(v for v in judged if v.state == "held"), *leaving]
-    if held:
-        return ConditionSpec(READY_CONDITION, "False", IN_USE_REASON, _named(held))
+    if held or held_back is not None:
+        parts = [_named(held)] if held else []
+        if held_back is not None:
+            parts.append(held_back.describe())
+        return ConditionSpec(READY_CONDITION, "False", IN_USE_REASON, "; ".join(parts))
     # Objects on their way (created or updated, not yet observed) are not named: each one
     # coming back would change the message, and so publish a plan and write a status, for
     # every object of a new KaiwoQueueConfig. A refused apply is named by the executor.
