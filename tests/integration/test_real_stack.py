@@ -48,7 +48,7 @@ from tests.integration.pipeline.harness import (
     running_pipeline,
 )
 from tests.real_cluster import RealCluster
-from tests.real_stack import register_kwok_nodes, remove_nodes
+from tests.real_stack import kwok_fleet
 
 pytestmark = [
     pytest.mark.k8s,
@@ -166,27 +166,24 @@ async def stack(
 ) -> AsyncIterator[Pipeline]:
     """One operator on the real stack, the fleet registered, the queues made. The nodes go
     last, once the namespaces are gone: a pod on a removed node has no kubelet to stop it."""
-    async with await KubernetesAsyncioAdapter.from_kubeconfig(real_stack.kubeconfig) as admin:
-        try:
-            await register_kwok_nodes(admin, FLEET)
-            async with running_pipeline(
-                tmp_path_factory.mktemp("kaiwo"), real=real_stack, gpu_cluster=False
-            ) as pipeline:
-                namespaces = {s: namespace_of(pipeline, s) for s in SCENARIOS}
-                for namespace in namespaces.values():
-                    await actors.create_namespace(admin, namespace)
-                await admin.merge_patch(
-                    resources.NAMESPACE,
-                    namespaces["svc"],
-                    {"metadata": {"labels": KUEUE_MANAGED}},
-                    field_manager="cluster-admin",
-                )
-                await admin.apply(
-                    queue_config(namespaces), field_manager="cluster-admin", force=False
-                )
-                yield pipeline
-        finally:
-            await remove_nodes(admin, (spec.name for spec in FLEET))
+    async with (
+        await KubernetesAsyncioAdapter.from_kubeconfig(real_stack.kubeconfig) as admin,
+        kwok_fleet(admin, FLEET),
+        running_pipeline(
+            tmp_path_factory.mktemp("kaiwo"), real=real_stack, gpu_cluster=False
+        ) as pipeline,
+    ):
+        namespaces = {s: namespace_of(pipeline, s) for s in SCENARIOS}
+        for namespace in namespaces.values():
+            await actors.create_namespace(admin, namespace)
+        await admin.merge_patch(
+            resources.NAMESPACE,
+            namespaces["svc"],
+            {"metadata": {"labels": KUEUE_MANAGED}},
+            field_manager="cluster-admin",
+        )
+        await admin.apply(queue_config(namespaces), field_manager="cluster-admin", force=False)
+        yield pipeline
 
 
 def namespace_of(pipeline: Pipeline, scenario: str) -> str:

@@ -27,7 +27,7 @@ from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
 from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import Pending, Pipeline, eventually, running_pipeline
 from tests.real_cluster import RealCluster
-from tests.real_stack import register_kwok_nodes, remove_nodes
+from tests.real_stack import kwok_fleet
 
 pytestmark = [
     pytest.mark.k8s,
@@ -130,15 +130,14 @@ def is_ready(found: Mapping[str, Any]) -> bool:
 async def stack(
     real_stack: RealCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Pipeline]:
-    async with await KubernetesAsyncioAdapter.from_kubeconfig(real_stack.kubeconfig) as admin:
-        try:
-            await register_kwok_nodes(admin, FLEET)
-            async with running_pipeline(
-                tmp_path_factory.mktemp("kaiwo"), real=real_stack, gpu_cluster=False
-            ) as pipeline:
-                yield pipeline
-        finally:
-            await remove_nodes(admin, (spec.name for spec in FLEET))
+    async with (
+        await KubernetesAsyncioAdapter.from_kubeconfig(real_stack.kubeconfig) as admin,
+        kwok_fleet(admin, FLEET),
+        running_pipeline(
+            tmp_path_factory.mktemp("kaiwo"), real=real_stack, gpu_cluster=False
+        ) as pipeline,
+    ):
+        yield pipeline
 
 
 async def test_an_immutable_flavor_change_waits_for_the_admitted_job_then_recreates(
