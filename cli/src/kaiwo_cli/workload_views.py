@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from kaiwo_contracts.failure_conditions import FAILURE_CONDITIONS
+from kaiwo_contracts.failure_conditions import failure_rank
 
 from kaiwo_cli.text_tables import render_table
 
@@ -93,7 +93,7 @@ why a workload failed."""
 
 def failure_condition(conditions: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """The False condition that says why a workload is FAILED or ERROR: the first of
-    :data:`FAILURE_CONDITIONS` that is False, else any other False one that is not healthy
+    ``FAILURE_CONDITIONS`` that is False, else any other False one that is not healthy
     when False. The first False one was, for a job whose container failed, the monitor's
     ``ResourceUnderutilization`` "GPU utilization is at or above 1%" (decision 0138)."""
     failing = [
@@ -101,9 +101,7 @@ def failure_condition(conditions: Iterable[Mapping[str, Any]]) -> Mapping[str, A
         for c in conditions
         if c.get("status") == "False" and c.get("type") not in TROUBLE_WHEN_TRUE
     ]
-    rank = {kind: index for index, kind in enumerate(FAILURE_CONDITIONS)}
-    ranked = sorted(failing, key=lambda c: rank.get(str(c.get("type")), len(rank)))
-    return ranked[0] if ranked else None
+    return min(failing, key=lambda c: failure_rank(str(c.get("type"))), default=None)
 
 
 def qualified_name(obj: Mapping[str, Any]) -> str:

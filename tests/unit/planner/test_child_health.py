@@ -333,6 +333,28 @@ def test_a_deployment_past_its_progress_deadline_names_it_and_what_its_pods_wait
     assert error.events == (warning("WorkloadError", cause),)
 
 
+def test_a_deployment_in_error_is_told_by_its_own_cause_while_its_volume_is_being_deleted() -> None:
+    """``PvcReady`` comes before ``ChildHealthy`` in the conditions; the Event named the first
+    False one, the volume, and not why the workload is in error."""
+    leaving = {
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "chat-data", "deletionTimestamp": T_NOW},
+        "status": {"phase": "Bound"},
+    }
+    error = derive(
+        running("STARTING"), "Deployment", deployment(conditions=[PAST_DEADLINE]), pvcs=(leaving,)
+    )
+    cause = 'ReplicaSet "chat-5d9c" has timed out progressing. (progressDeadlineSeconds: 600)'
+    assert error.status["status"] == "ERROR"
+    assert [c["type"] for c in error.status["conditions"]] == [
+        "Schedulable",
+        "Admitted",
+        "PvcReady",
+        "ChildHealthy",
+    ]
+    assert error.events == (warning("WorkloadError", cause),)
+
+
 # ------------------------------------------------------------------ pods in trouble
 
 

@@ -14,3 +14,13 @@ FAILURE_CONDITIONS: Final = (
     "ChildSpecApplied",
 )
 """Conditions whose False explains a FAILED or ERROR phase, most telling first."""
+
+
+def failure_rank(condition_type: str) -> int:
+    """How telling a False ``condition_type`` is of a failure: its place in
+    :data:`FAILURE_CONDITIONS`, after all of them for any other type (sort by it, take the
+    first)."""
+    try:
+        return FAILURE_CONDITIONS.index(condition_type)
+    except ValueError:
+        return len(FAILURE_CONDITIONS)

@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
+from kaiwo_contracts.failure_conditions import failure_rank
 from kaiwo_contracts.plans import EventIntent
 
 from kaiwo_planner.domain.status.child_health import CHILD_HEALTHY
@@ -54,8 +55,9 @@ def preemption_events(
 def transition_events(
     previous_phase: WorkloadStatus, phase: WorkloadStatus, conditions: Sequence[ConditionSpec]
 ) -> tuple[EventIntent, ...]:
-    """The Event of entering ``phase``; for ERROR, a Warning with the first False condition's
-    message (what is wrong); for FAILED, the child's cause when it told one."""
+    """The Event of entering ``phase``; for ERROR, a Warning with the message of the False
+    condition that explains it (:func:`explaining_condition`); for FAILED, the child's cause
+    when it told one."""
     if phase == previous_phase:
         return ()
     health = next((c for c in conditions if c.type == CHILD_HEALTHY), None)
@@ -68,7 +70,7 @@ def transition_events(
             ),
         )
     if phase is WorkloadStatus.ERROR:
-        cause = next((c for c in conditions if c.status == "False"), None)
+        cause = explaining_condition(conditions)
         return (
             EventIntent(
                 type="Warning",
@@ -80,6 +82,15 @@ def transition_events(
         kind, reason, message = _EVENTS[phase]
         return (EventIntent(type=kind, reason=reason, message=message),)
     return ()
+
+
+def explaining_condition(conditions: Sequence[ConditionSpec]) -> ConditionSpec | None:
+    """The False condition that says why the workload is in error: the first False of
+    ``FAILURE_CONDITIONS``, as the public events and the CLI name it, else the first False
+    one. Only the first False was named before, and a volume being deleted (``PvcReady``,
+    listed before the children's conditions) hid a Deployment's own failure."""
+    failing = [c for c in conditions if c.status == "False"]
+    return min(failing, key=lambda c: failure_rank(c.type), default=None)
 
 
 def health_events(
