@@ -31,7 +31,7 @@ Kueue's finalizer is never touched.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Decimal
 from typing import Any, Final
@@ -131,26 +131,19 @@ def hold_back(
                 per_flavor = held.setdefault(flavor, {})
                 per_flavor[resource] = per_flavor.get(resource, Decimal(0)) + amount
     spec = queue.get("spec") or {}
-    groups: list[dict[str, Any]] = []
     taken: dict[str, dict[str, str]] = {}
-    for group in spec.get("resourceGroups") or ():
-        flavors = []
-        for flavor in group.get("flavors") or ():
-            name = str(flavor.get("name", ""))
-            resources = []
-            for resource in flavor.get("resources") or ():
-                holding = held.get(name, {}).get(str(resource.get("name", "")))
-                nominal = quantity_value(str(resource.get("nominalQuota", "")))
-                if holding is None or nominal is None or not nominal.is_finite() or nominal <= 0:
-                    resources.append(resource)
-                    continue
-                lowered = max(nominal - holding, Decimal(0))
-                text = quantity_text(lowered)
-                off = nominal - (quantity_value(text) or Decimal(0))
-                taken.setdefault(name, {})[str(resource["name"])] = quantity_text(off)
-                resources.append({**resource, "nominalQuota": text})
-            flavors.append({**flavor, "resources": resources})
-        groups.append({**group, "flavors": flavors})
+
+    def lowered(flavor: str, resource: str, nominal: Decimal) -> str | None:
+        holding = held.get(flavor, {}).get(resource)
+        if holding is None or nominal <= 0:
+            return None
+        text = quantity_text(max(nominal - holding, Decimal(0)))
+        taken.setdefault(flavor, {})[resource] = quantity_text(
+            nominal - (quantity_value(text) or Decimal(0))
+        )
+        return text
+
+    groups = _with_quotas(spec.get("resourceGroups") or (), lowered)
     if not taken:
         return dict(queue), None
     holders = tuple(u for u in leaving if any(flavor in taken for flavor in u.held))
@@ -170,22 +163,34 @@ def give_back(
     :data:`HELD_BACK_ANNOTATION` says was taken off added back: its full quota. Without the
     annotation, or with one that does not read as ours, ``groups`` as they are."""
     taken = _taken(annotations.get(HELD_BACK_ANNOTATION))
-    restored = []
+
+    def restored(flavor: str, resource: str, nominal: Decimal) -> str | None:
+        amount = taken.get(flavor, {}).get(resource)
+        return None if amount is None else quantity_text(nominal + amount)
+
+    return _with_quotas(groups, restored)
+
+
+def _with_quotas(
+    groups: Iterable[Mapping[str, Any]], new_quota: Callable[[str, str, Decimal], str | None]
+) -> list[dict[str, Any]]:
+    """``groups`` with each ``nominalQuota`` that reads as a finite amount replaced by
+    ``new_quota(flavor, resource, nominal)``, or kept where that gives None."""
+    changed = []
     for group in groups:
         flavors = []
         for flavor in group.get("flavors") or ():
-            off = taken.get(str(flavor.get("name", ""))) or {}
+            name = str(flavor.get("name", ""))
             resources = []
             for resource in flavor.get("resources") or ():
-                amount = off.get(str(resource.get("name", "")))
                 nominal = quantity_value(str(resource.get("nominalQuota", "")))
-                if amount is None or nominal is None or not nominal.is_finite():
-                    resources.append(dict(resource))
-                    continue
-                resources.append({**resource, "nominalQuota": quantity_text(nominal + amount)})
+                quota = None
+                if nominal is not None and nominal.is_finite():
+                    quota = new_quota(name, str(resource.get("name", "")), nominal)
+                resources.append(resource if quota is None else {**resource, "nominalQuota": quota})
             flavors.append({**flavor, "resources": resources})
-        restored.append({**group, "flavors": flavors})
-    return restored
+        changed.append({**group, "flavors": flavors})
+    return changed
 
 
 def _taken(text: Any) -> dict[str, dict[str, Decimal]]:
