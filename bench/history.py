@@ -6,7 +6,8 @@ is published for every plan (caused by it, naming the objects it applied); and t
 recorder stores every stream message as it would (stream ids, NATS metadata). Only the
 processes and the API server are missing: each workload walks through the life a cluster
 would give it, written here by hand: the KaiwoJob is created, its batch Job and Kueue
-Workload appear, the status the plan asked for is written back, the Workload is admitted,
+Workload appear (the Job as the executor applied the planner's desired one, with the API
+server's defaults), the status the plan asked for is written back, the Workload is admitted,
 the Pod and the Job run, the status is written again, the Pod and the Job succeed, and the
 KaiwoJob is deleted with its children. Sixteen nodes, a KaiwoConfig and the
 KaiwoQueueConfig come first.
@@ -26,7 +27,7 @@ import argparse
 import asyncio
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -217,6 +218,50 @@ def pod_spec(workload: Workload) -> dict[str, Any]:
     }
 
 
+SERVED_POD_DEFAULTS: dict[str, Any] = {
+    "dnsPolicy": "ClusterFirst",
+    "terminationGracePeriodSeconds": 30,
+    "securityContext": {},
+    "schedulerName": "default-scheduler",
+}
+SERVED_CONTAINER_DEFAULTS: dict[str, Any] = {
+    "terminationMessagePath": "/dev/termination-log",
+    "terminationMessagePolicy": "File",
+    "imagePullPolicy": "IfNotPresent",
+}
+
+
+def served_job_spec(
+    spec: dict[str, Any], job_uid: str, name: str, *, suspend: bool
+) -> dict[str, Any]:
+    """An applied Job spec as the API server serves it: its defaults where the apply left a
+    field out, the selector and the pod template's labels it adds, and ``suspend`` as Kueue
+    left it. What was applied stays as applied, so the planner finds its Job as it made it."""
+    template = spec["template"]
+    pod = template["spec"]
+    served_pod = {
+        **SERVED_POD_DEFAULTS,
+        **pod,
+        "containers": [{**SERVED_CONTAINER_DEFAULTS, **c} for c in pod["containers"]],
+    }
+    labels = {
+        **(template.get("metadata") or {}).get("labels", {}),
+        "batch.kubernetes.io/controller-uid": job_uid,
+        "batch.kubernetes.io/job-name": name,
+        "controller-uid": job_uid,
+        "job-name": name,
+    }
+    return {
+        "completionMode": "NonIndexed",
+        "manualSelector": False,
+        "podReplacementPolicy": "TerminatingOrFailed",
+        **spec,
+        "suspend": suspend,
+        "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": job_uid}},
+        "template": {**template, "metadata": {"labels": labels}, "spec": served_pod},
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class Workload:
     """One KaiwoJob and the objects the cluster makes for it, as the API server serves them."""
@@ -274,27 +319,18 @@ class Workload:
             job["status"] = status
         return job
 
-    def batch_job(self, status: dict[str, Any]) -> dict[str, Any]:
+    def batch_job(self, status: dict[str, Any], applied: dict[str, Any]) -> dict[str, Any]:
+        """The batch Job as the API server serves it once the executor applied ``applied``
+        (the planner's desired Job): its labels and spec, with the server's defaults."""
+        desired_meta = applied["metadata"]
         return {
             "apiVersion": "batch/v1",
             "kind": "Job",
             "metadata": {
-                "name": self.name,
-                "namespace": NAMESPACE,
+                **desired_meta,
                 "uid": self.job_uid,
                 "generation": 1,
                 "creationTimestamp": "2026-03-01T12:00:01Z",
-                "labels": self.labels(),
-                "ownerReferences": [
-                    {
-                        "apiVersion": KAIWO,
-                        "kind": "KaiwoJob",
-                        "name": self.name,
-                        "uid": self.uid,
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
                 "managedFields": managed_fields(
                     "kaiwo-executor",
                     paths={"f:metadata": {"f:labels": {}, "f:ownerReferences": {}},
@@ -302,26 +338,8 @@ class Workload:
                     status=bool(status),
                 ),
             },
-            "spec": {
-                "parallelism": 1,
-                "completions": 1,
-                "backoffLimit": 0,
-                "completionMode": "NonIndexed",
-                "suspend": False,
-                "manualSelector": False,
-                "podReplacementPolicy": "TerminatingOrFailed",
-                "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": self.job_uid}},
-                "template": {
-                    "metadata": {
-                        "labels": {
-                            **self.labels(),
-                            "batch.kubernetes.io/controller-uid": self.job_uid,
-                            "batch.kubernetes.io/job-name": self.name,
-                        }
-                    },
-                    "spec": pod_spec(self),
-                },
-            },
+            "spec": served_job_spec(applied["spec"], self.job_uid, self.name,
+                                    suspend=not status),
             "status": {**status, "observedGeneration": 1},
         }  # fmt: skip
 
@@ -417,39 +435,40 @@ class Workload:
         }  # fmt: skip
 
 
-def life_stages(workload: Workload) -> list[list[dict[str, Any]]]:
-    """The objects each stage of a workload's life changes, in the order a cluster would."""
+STAGES = 7
+"""The stages of a workload's life before its end (:func:`stage_objects`)."""
+
+
+def stage_objects(
+    workload: Workload, stage: int, applied_job: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    """The objects stage ``stage`` of a workload's life changes, in the order a cluster
+    would; ``applied_job``: the Job the planner asked for (the executor applied it after
+    the first stage)."""
+    if stage == 0:
+        return [workload.kaiwo_job()]
+    assert applied_job is not None, f"no Job planned for {workload.name}"
     return [
-        [workload.kaiwo_job()],
-        [workload.batch_job({}), workload.kueue_workload(admitted=False)],
+        [],
+        [workload.batch_job({}, applied_job), workload.kueue_workload(admitted=False)],
         [workload.kaiwo_job({"status": "PENDING"})],
         [workload.kueue_workload(admitted=True), workload.pod("Pending")],
-        [workload.pod("Running"), workload.batch_job({"active": 1, "ready": 1})],
+        [workload.pod("Running"), workload.batch_job({"active": 1, "ready": 1}, applied_job)],
         [workload.kaiwo_job({"status": "RUNNING", "startTime": "2026-03-01T12:00:00Z"})],
-        [workload.pod("Succeeded"), workload.batch_job({"succeeded": 1})],
-    ]
+        [workload.pod("Succeeded"), workload.batch_job({"succeeded": 1}, applied_job)],
+    ][stage]
 
 
-def deleted_stage(workload: Workload) -> list[tuple[dict[str, Any], str]]:
+def deleted_stage(
+    workload: Workload, applied_job: dict[str, Any]
+) -> list[tuple[dict[str, Any], str]]:
     """The workload's end: its children go, then the KaiwoJob (as a garbage collector does)."""
     return [
         (workload.pod("Succeeded"), "DELETED"),
         (workload.kueue_workload(admitted=True), "DELETED"),
-        (workload.batch_job({"succeeded": 1}), "DELETED"),
+        (workload.batch_job({"succeeded": 1}, applied_job), "DELETED"),
         (workload.kaiwo_job({"status": "COMPLETE"}), "DELETED"),
     ]
-
-
-def wave_history(first: int, count: int) -> list[tuple[dict[str, Any], str]]:
-    """The observed versions of workloads ``first``..``first + count - 1``, stage by stage."""
-    lives = [life_stages(Workload(index)) for index in range(first, first + count)]
-    versions: list[tuple[dict[str, Any], str]] = []
-    for stage in range(len(lives[0])):
-        for life in lives:
-            versions.extend((obj, "MODIFIED") for obj in life[stage])
-    for index in range(first, first + count):
-        versions.extend(deleted_stage(Workload(index)))
-    return versions
 
 
 # --------------------------------------------------------------------------- recording
@@ -465,6 +484,28 @@ class Recording:
     recorder: RecorderService
     version: int = 0
     plans_seen: int = 0
+    applied_jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The Job each KaiwoJob's latest plan asked for, by the KaiwoJob's uid."""
+
+    async def observe_wave(self, first: int, count: int) -> None:
+        """The lives of workloads ``first``..``first + count - 1``, interleaved stage by
+        stage, each stage planned (and its plans answered) before the next is observed."""
+        workloads = [Workload(index) for index in range(first, first + count)]
+        for stage in range(STAGES):
+            await self.observe(
+                [
+                    (obj, "MODIFIED")
+                    for workload in workloads
+                    for obj in stage_objects(workload, stage, self.applied_jobs.get(workload.uid))
+                ]
+            )
+        await self.observe(
+            [
+                version
+                for workload in workloads
+                for version in deleted_stage(workload, self.applied_jobs[workload.uid])
+            ]
+        )
 
     async def observe(self, versions: list[tuple[dict[str, Any], str]]) -> None:
         for obj, event_type in versions:
@@ -488,6 +529,9 @@ class Recording:
             plan = Envelope[PlanDecidedV1].from_nats(message.headers, message.body)
             decided = plan.data
             owner = decided.plan.owner
+            for obj in decided.plan.desired:
+                if obj.get("kind") == "Job" and owner.kind == "KaiwoJob" and owner.uid:
+                    self.applied_jobs[owner.uid] = obj
             actions = (
                 *(
                     ActionOutcome(operation="apply", target=_ref(obj), outcome="applied")
@@ -577,7 +621,7 @@ async def record_history(url: str, *, workloads: int, wave: int = DEFAULT_WAVE) 
             + [(obj, "MODIFIED") for obj in settings_objects()]
         )
         for first in range(0, workloads, wave):
-            await recording.observe(wave_history(first, min(wave, workloads - first)))
+            await recording.observe_wave(first, min(wave, workloads - first))
         return await store.last_position()
     finally:
         await store.close()
