@@ -366,6 +366,11 @@ NODE_CHANGES: Final = {
         }
     },
     "set its provider id": {"spec": {"providerID": "aws:///evil"}},
+    # The record of the operator's taint names the key in force only: a record of another key
+    # would let a later write remove that key's taint (decision 0145).
+    "record another key as its taint": {
+        "metadata": {"annotations": {"kaiwo/gpu-taint": "dedicated"}}
+    },
 }
 
 
@@ -907,6 +912,71 @@ async def test_the_operators_own_writes_pass(cluster: Cluster) -> None:
     assert {
         k: v for k, v in patched["metadata"]["labels"].items() if k.startswith("kaiwo/")
     } == labels
+
+
+OLD_GPU_TAINT: Final = {"key": "example.com/old-gpu", "value": "true", "effect": "NoSchedule"}
+
+
+async def test_the_operators_taint_moves_from_the_key_its_record_names_only(
+    cluster: Cluster,
+) -> None:
+    """``defaultGpuTaintKey`` renamed from example.com/old-gpu (decision 0145): the executor
+    removes the taint the node's record names and adds the one in force; any other taint
+    stays, and a taint of the old key is added by no one."""
+    node = await cluster.admin.get(resources.NODE, NODE)
+    others = [t for t in node["spec"]["taints"] if t["key"] != GPU_TAINT["key"]]
+    await cluster.admin.merge_patch(
+        resources.NODE,
+        NODE,
+        {
+            "metadata": {"annotations": {"kaiwo/gpu-taint": OLD_GPU_TAINT["key"]}},
+            "spec": {"taints": [*others, OLD_GPU_TAINT]},
+        },
+        field_manager=MANAGER,
+    )
+    node = await cluster.admin.get(resources.NODE, NODE)
+    recorded = node["spec"]["taints"]
+    unrecorded = [t for t in recorded if t["key"] != "dedicated"]
+    await refused(
+        cluster.executor.merge_patch(
+            resources.NODE, NODE, {"spec": {"taints": unrecorded}}, field_manager=MANAGER
+        ),
+        policy="kaiwo-executor-nodes",
+    )
+
+    moved = [*(t for t in recorded if t != OLD_GPU_TAINT), GPU_TAINT]
+    await cluster.executor.merge_patch(
+        resources.NODE,
+        NODE,
+        {
+            "metadata": {"annotations": {"kaiwo/gpu-taint": GPU_TAINT["key"]}},
+            "spec": {"taints": moved},
+        },
+        field_manager=MANAGER,
+    )
+    patched = await cluster.admin.get(resources.NODE, NODE)
+    assert patched["spec"]["taints"] == moved
+    assert patched["metadata"]["annotations"]["kaiwo/gpu-taint"] == GPU_TAINT["key"]
+    await refused(
+        cluster.executor.merge_patch(
+            resources.NODE,
+            NODE,
+            {"spec": {"taints": [*moved, OLD_GPU_TAINT]}},
+            field_manager=MANAGER,
+        ),
+        policy="kaiwo-executor-nodes",
+    )
+
+    # Back as the other tests found it.
+    await cluster.admin.merge_patch(
+        resources.NODE,
+        NODE,
+        {
+            "metadata": {"annotations": {"kaiwo/gpu-taint": None}},
+            "spec": {"taints": [t for t in moved if t != GPU_TAINT]},
+        },
+        field_manager=MANAGER,
+    )
 
 
 async def test_other_identities_are_not_bound_by_the_policies(cluster: Cluster) -> None:

@@ -166,6 +166,34 @@ def test_a_configured_taint_key_is_kaiwos_own() -> None:
     assert refusals(Plan(owner=KQC, desired=(custom,)), owner=LIVE_KQC, gpu_taint_key="gpu") == ()
 
 
+def recorded(manifest: dict[str, Any], annotations: dict[str, str]) -> dict[str, Any]:
+    manifest["metadata"]["annotations"] = annotations
+    return manifest
+
+
+def test_a_node_intent_may_record_the_gpu_taint_key_in_force_with_the_taint() -> None:
+    custom = node(taints=[{"key": "gpu", "value": "true", "effect": "NoSchedule"}])
+    intent = recorded(custom, {"kaiwo/gpu-taint": "gpu"})
+
+    assert refusals(Plan(owner=KQC, desired=(intent,)), owner=LIVE_KQC, gpu_taint_key="gpu") == ()
+
+
+def test_a_node_intent_records_no_other_key_no_taint_it_lacks_and_no_other_annotation() -> None:
+    # The record tells the executor which taint to move the operator's to: a record of a key
+    # not in force, or a record without the taint (which would only remove it), is refused.
+    stale = recorded(node(), {"kaiwo/gpu-taint": "example.com/old"})
+    untainted = recorded(node(), {"kaiwo/gpu-taint": "kaiwo.silogen.ai/gpu"})
+    del untainted["spec"]["taints"]
+    foreign = recorded(node(), {"kaiwo/gpu-taint": "kaiwo.silogen.ai/gpu", "team": "ml"})
+
+    assert refusals(Plan(owner=KQC, desired=(stale, untainted, foreign)), owner=LIVE_KQC) == (
+        "Node gpu-1: records the GPU taint key 'example.com/old', not the one in force "
+        "'kaiwo.silogen.ai/gpu'",
+        "Node gpu-1: records Kaiwo's GPU taint without carrying it",
+        "Node gpu-1: annotations that are not Kaiwo's: team",
+    )
+
+
 def test_a_queue_config_plan_may_not_delete_its_owner_or_write_workloads() -> None:
     plan = Plan(owner=KQC, desired=(job(),), delete_owner=True)
     assert refusals(plan, owner=LIVE_KQC) == (

@@ -141,3 +141,100 @@ def test_nothing_to_patch_when_only_an_admins_label_differs() -> None:
     }
 
     assert node_patch(POOL_INTENT, live, manager="kaiwo") is None
+
+
+# ------------------------------------------------------------------ the operator's GPU taint moves
+
+
+OLD_GPU = {"key": "kaiwo.silogen.ai/gpu", "value": "true", "effect": "NoSchedule"}
+NEW_GPU = {"key": "example.com/gpu", "value": "true", "effect": "NoSchedule"}
+ADMINS = {"key": "example.com/maintenance", "value": "sunday", "effect": "PreferNoSchedule"}
+RENAMED_INTENT = {
+    "apiVersion": "v1",
+    "kind": "Node",
+    "metadata": {"name": "gpu-1", "annotations": {"kaiwo/gpu-taint": "example.com/gpu"}},
+    "spec": {"taints": [NEW_GPU]},
+}
+
+
+def recording(manager: str) -> dict[str, object]:
+    return {
+        "manager": manager,
+        "operation": "Update",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:metadata": {"f:annotations": {"f:kaiwo/gpu-taint": {}}}},
+    }
+
+
+def tainted_node(taints: list[dict[str, str]], *, record: str | None, by: str) -> dict[str, object]:
+    metadata: dict[str, object] = {"name": "gpu-1", "resourceVersion": "9"}
+    if record is not None:
+        metadata["annotations"] = {"kaiwo/gpu-taint": record}
+        metadata["managedFields"] = [recording(by)]
+    return {"metadata": metadata, "spec": {"taints": taints}}
+
+
+def test_a_renamed_key_moves_the_taint_the_operators_record_names() -> None:
+    live = tainted_node([ADMINS, OLD_GPU], record="kaiwo.silogen.ai/gpu", by="kaiwo")
+
+    assert node_patch(RENAMED_INTENT, live, manager="kaiwo") == {
+        "metadata": {"annotations": {"kaiwo/gpu-taint": "example.com/gpu"}, "resourceVersion": "9"},
+        "spec": {"taints": [ADMINS, NEW_GPU]},
+    }
+
+
+def test_a_taint_of_the_old_key_with_no_record_of_ours_stays() -> None:
+    # An admin's own taint of that key, or one an operator before records put there; the
+    # record an admin wrote is no record of ours either.
+    for live in (
+        tainted_node([OLD_GPU], record=None, by="kaiwo"),
+        tainted_node([OLD_GPU], record="kaiwo.silogen.ai/gpu", by="kubectl-annotate"),
+    ):
+        patch = node_patch(RENAMED_INTENT, live, manager="kaiwo")
+        assert patch is not None
+        assert patch["spec"] == {"taints": [OLD_GPU, NEW_GPU]}
+        assert patch["metadata"]["annotations"] == {"kaiwo/gpu-taint": "example.com/gpu"}
+
+
+def test_only_the_operators_exact_taint_is_removed() -> None:
+    # Same key, but another effect or value: not what the operator added.
+    evicting = {**OLD_GPU, "effect": "NoExecute"}
+    changed = {**OLD_GPU, "value": "reserved"}
+    live = tainted_node([evicting, changed], record="kaiwo.silogen.ai/gpu", by="kaiwo")
+
+    patch = node_patch(RENAMED_INTENT, live, manager="kaiwo")
+
+    assert patch is not None
+    assert patch["spec"] == {"taints": [evicting, changed, NEW_GPU]}
+
+
+def test_a_new_key_the_node_already_carries_stays_its_owners_and_is_not_recorded() -> None:
+    live = tainted_node([OLD_GPU, NEW_GPU], record="kaiwo.silogen.ai/gpu", by="kaiwo")
+
+    assert node_patch(RENAMED_INTENT, live, manager="kaiwo") == {
+        "metadata": {"annotations": {"kaiwo/gpu-taint": None}, "resourceVersion": "9"},
+        "spec": {"taints": [NEW_GPU]},
+    }
+    # Once moved, nothing more: the admin's taint is never recorded as the operator's.
+    moved = tainted_node([NEW_GPU], record=None, by="kaiwo")
+    assert node_patch(RENAMED_INTENT, moved, manager="kaiwo") is None
+
+
+def test_no_patch_once_the_recorded_taint_is_in_place() -> None:
+    live = tainted_node([ADMINS, NEW_GPU], record="example.com/gpu", by="kaiwo")
+
+    assert node_patch(RENAMED_INTENT, live, manager="kaiwo") is None
+
+
+def test_without_a_record_in_the_intent_the_operators_taint_stays() -> None:
+    # addTaintsToGpuNodes turned off: the intent carries labels only; nothing is removed.
+    live = tainted_node([OLD_GPU], record="kaiwo.silogen.ai/gpu", by="kaiwo")
+    labels_only = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "gpu-1", "labels": {"kaiwo/worker": "true"}},
+    }
+
+    assert node_patch(labels_only, live, manager="kaiwo") == {
+        "metadata": {"labels": {"kaiwo/worker": "true"}, "resourceVersion": "9"}
+    }

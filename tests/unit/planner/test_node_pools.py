@@ -219,6 +219,13 @@ def test_gpu_nodes_get_only_our_taint_the_executor_merges_it(make_node: Any) -> 
     assert changes[2]["spec"] == {
         "taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"}]
     }
+    # With the record of its key, which lets the executor move it when the key is renamed;
+    # a CPU node gets neither.
+    assert [c["metadata"].get("annotations") for c in changes] == [
+        None,
+        {"kaiwo/gpu-taint": "gpu"},
+        {"kaiwo/gpu-taint": "gpu"},
+    ]
 
 
 def test_a_node_without_reported_capacity_forms_no_pool(make_node: Any) -> None:

@@ -18,7 +18,24 @@ an admin's ``kaiwo/nodepool=amd-gpu-nodes``, which their flavors select, stays (
 The intent carries only Kaiwo's own labels and taint, never a copy of the node's other taints:
 a copy taken from an older observation would put back a taint the node controller has removed
 since (``node.kubernetes.io/not-ready`` once the node is ready). So the executor only ever adds
-or updates Kaiwo's keys, and Kaiwo never removes its taint, as upstream.
+or updates Kaiwo's keys, and removes one taint only: the GPU taint the operator itself added
+under a key that is no longer the one in force (decision 0145).
+
+Which taint is the operator's. ``spec.taints`` is atomic, so ``managedFields`` name only the
+last writer of the whole list (``kubectl taint`` takes it over), never who added which taint.
+The GPU taint therefore goes with a record: the annotation ``kaiwo/gpu-taint`` naming its key,
+written in the same patch that adds it. The record counts only while the operator's field
+manager owns it (an admin's annotation of that name is no record of ours). The intent's record
+names the key in force; with it:
+
+* a taint the record names under another key (``<old-key>=true:NoSchedule``) is removed: the
+  operator added it and the key was renamed;
+* the taint of the key in force is added when the node lacks it, and then recorded;
+* a node that already carries that taint (an admin's, with no record of ours) keeps it, and
+  it is not recorded: it stays the admin's, never removed by a later rename.
+
+Without a record in the intent (``addTaintsToGpuNodes`` off, or a CPU node) nothing is removed:
+the operator keeps its taint, as upstream (decision 0132).
 
 The patch carries the node's ``resourceVersion``, so a node that changed between the read
 and the patch answers 409 Conflict and the whole read-merge-patch is retried.
@@ -29,6 +46,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from kaiwo_contracts.confinement import GPU_TAINT_RECORD_ANNOTATION
+
+_GPU_TAINT_EFFECT = "NoSchedule"
+_GPU_TAINT_VALUE = "true"
 _IDENTITY_FIELDS = ("apiVersion", "kind")
 
 
@@ -68,13 +89,51 @@ def merge_patch_result(target: Any, patch: Any) -> Any:
 
 def labels_owned_by(live: dict[str, Any], manager: str) -> frozenset[str]:
     """The label keys ``manager`` owns on ``live``, from its ``managedFields``."""
+    return _metadata_keys_owned_by(live, manager, "f:labels")
+
+
+def annotations_owned_by(live: dict[str, Any], manager: str) -> frozenset[str]:
+    """The annotation keys ``manager`` owns on ``live``, from its ``managedFields``."""
+    return _metadata_keys_owned_by(live, manager, "f:annotations")
+
+
+def _metadata_keys_owned_by(live: dict[str, Any], manager: str, field: str) -> frozenset[str]:
     owned: set[str] = set()
     for entry in (live.get("metadata") or {}).get("managedFields") or ():
         if not isinstance(entry, dict) or entry.get("manager") != manager:
             continue
-        labels = ((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get("f:labels") or {}
-        owned.update(key[2:] for key in labels if key.startswith("f:"))
+        keys = ((entry.get("fieldsV1") or {}).get("f:metadata") or {}).get(field) or {}
+        owned.update(key[2:] for key in keys if key.startswith("f:"))
     return frozenset(owned)
+
+
+def recorded_gpu_taint_key(live: dict[str, Any], manager: str) -> str | None:
+    """The key of the GPU taint the operator added to ``live``, by the record its own field
+    manager wrote (None: no record of ours)."""
+    annotations = (live.get("metadata") or {}).get("annotations") or {}
+    if GPU_TAINT_RECORD_ANNOTATION not in annotations_owned_by(live, manager):
+        return None
+    value = annotations.get(GPU_TAINT_RECORD_ANNOTATION)
+    return str(value) if value else None
+
+
+def moved_gpu_taint(
+    current: list[dict[str, Any]], wanted: list[dict[str, Any]], *, key: str, recorded: str | None
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The node's taints with the operator's GPU taint under ``key``, and the record to keep.
+
+    ``recorded``: the key the node's record of ours names. Its taint is removed when it is
+    not ``key``; the taint of ``key`` is recorded when it is added now or was recorded
+    before, and not when the node already carried it otherwise (someone else's)."""
+    old = (recorded, _GPU_TAINT_EFFECT, _GPU_TAINT_VALUE)
+    kept = [
+        taint
+        for taint in current
+        if recorded == key or (*taint_identity(taint), taint.get("value")) != old
+    ]
+    carried = any(taint_identity(taint) == (key, _GPU_TAINT_EFFECT) for taint in kept)
+    record = key if not carried or recorded == key else None
+    return merged_taints(kept, wanted), record
 
 
 def node_patch(
@@ -87,7 +146,11 @@ def node_patch(
     another manager wrote is not patched (see the module docstring).
     """
     intent = copy.deepcopy(intent)
-    wanted_labels = (intent.get("metadata") or {}).get("labels")
+    intent_metadata = intent.get("metadata") or {}
+    gpu_taint_key = (intent_metadata.pop("annotations", None) or {}).get(
+        GPU_TAINT_RECORD_ANNOTATION
+    )
+    wanted_labels = intent_metadata.get("labels")
     if isinstance(wanted_labels, dict):
         present = (live.get("metadata") or {}).get("labels") or {}
         ours = labels_owned_by(live, manager)
@@ -100,12 +163,20 @@ def node_patch(
         key: copy.deepcopy(value) for key, value in intent.items() if key not in _IDENTITY_FIELDS
     }
     metadata = {k: v for k, v in (patch.pop("metadata", None) or {}).items() if k != "name"}
-    if metadata:
-        patch["metadata"] = metadata
     spec = patch.get("spec")
     if isinstance(spec, dict) and isinstance(spec.get("taints"), list):
         current = list((live.get("spec") or {}).get("taints") or [])
-        spec["taints"] = merged_taints(current, spec["taints"])
+        if gpu_taint_key is None:
+            spec["taints"] = merged_taints(current, spec["taints"])
+        else:
+            recorded = recorded_gpu_taint_key(live, manager)
+            spec["taints"], record = moved_gpu_taint(
+                current, spec["taints"], key=str(gpu_taint_key), recorded=recorded
+            )
+            if record != recorded:  # None: the record goes (merge patch null)
+                metadata["annotations"] = {GPU_TAINT_RECORD_ANNOTATION: record}
+    if metadata:
+        patch["metadata"] = metadata
     if merge_patch_result(live, patch) == live:
         return None
     version = (live.get("metadata") or {}).get("resourceVersion")

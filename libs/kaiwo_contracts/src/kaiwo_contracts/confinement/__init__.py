@@ -10,7 +10,8 @@ owner:
 * every desired object is of a kind that owner may produce, in the owner's namespace (the
   KaiwoQueueConfig, cluster-scoped, owns cluster-scoped Kueue objects, LocalQueues in any
   namespace and node labels), and names the owner as its controller;
-* a Node intent carries nothing but Kaiwo's own labels (``kaiwo/…``) and Kaiwo's GPU taint;
+* a Node intent carries nothing but Kaiwo's own labels (``kaiwo/…``), Kaiwo's GPU taint and,
+  with it, the annotation that records that taint's key (decision 0145);
 * prune rules name only those kinds, with a selector that asks for the owner's own
   inventory label;
 * explicit deletions (``Plan.delete``) name objects of those kinds, with a uid, in the
@@ -51,6 +52,7 @@ from kaiwo_contracts.confinement.kinds import (
     CONFIG_API,
     CONFINEMENTS,
     DEFAULT_GPU_TAINT_KEY,
+    GPU_TAINT_RECORD_ANNOTATION,
     GPU_WORKLOAD,
     KAIWO_API,
     KAIWO_NODE_LABEL_PREFIX,
@@ -85,6 +87,7 @@ __all__ = [
     "CONFIG_API",
     "CONFINEMENTS",
     "DEFAULT_GPU_TAINT_KEY",
+    "GPU_TAINT_RECORD_ANNOTATION",
     "GPU_WORKLOAD",
     "KAIWO_API",
     "KAIWO_NODE_LABEL_PREFIX",

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kaiwo_contracts.confinement.kinds import (
+    GPU_TAINT_RECORD_ANNOTATION,
     KAIWO_NODE_LABEL_PREFIX,
     LOCAL_QUEUE,
     MANAGED_BY_LABEL,
@@ -52,11 +53,14 @@ def _controlled_by(metadata: Mapping[str, Any], owner: ObjectRef) -> bool:
 
 
 def node_refusals(manifest: Mapping[str, Any], *, gpu_taint_key: str) -> list[str]:
+    """Why a Node intent must not be merged: it may carry only Kaiwo's labels, Kaiwo's GPU
+    taint of the key in force and, with that taint, the record of its key (the executor moves
+    the operator's taint from the key a node's record names to this one, decision 0145)."""
     metadata = manifest.get("metadata") or {}
     name = metadata.get("name", "")
     reasons = []
     extra_top = set(manifest) - {"apiVersion", "kind", "metadata", "spec"}
-    extra_meta = set(metadata) - {"name", "labels"}
+    extra_meta = set(metadata) - {"name", "labels", "annotations"}
     extra_spec = set(manifest.get("spec") or {}) - {"taints"}
     if extra_top or extra_meta or extra_spec:
         fields = sorted(
@@ -77,6 +81,29 @@ def node_refusals(manifest: Mapping[str, Any], *, gpu_taint_key: str) -> list[st
         for taint in taints
         if not isinstance(taint, Mapping) or (taint.get("key"), taint.get("effect")) != ours
     )
+    return reasons + _taint_record_refusals(name, metadata, taints, gpu_taint_key=gpu_taint_key)
+
+
+def _taint_record_refusals(
+    name: str, metadata: Mapping[str, Any], taints: Any, *, gpu_taint_key: str
+) -> list[str]:
+    annotations = metadata.get("annotations") or {}
+    foreign = sorted(k for k in annotations if k != GPU_TAINT_RECORD_ANNOTATION)
+    reasons = []
+    if foreign:
+        reasons.append(f"Node {name}: annotations that are not Kaiwo's: {', '.join(foreign)}")
+    if GPU_TAINT_RECORD_ANNOTATION not in annotations:
+        return reasons
+    recorded = annotations[GPU_TAINT_RECORD_ANNOTATION]
+    if recorded != gpu_taint_key:
+        reasons.append(
+            f"Node {name}: records the GPU taint key {recorded!r}, not the one in force "
+            f"{gpu_taint_key!r}"
+        )
+    elif not taints:
+        # A record without the taint would only move the operator's taint away: removing it
+        # when the setting goes off stays upstream's "never" (decision 0132).
+        reasons.append(f"Node {name}: records Kaiwo's GPU taint without carrying it")
     return reasons
 
 

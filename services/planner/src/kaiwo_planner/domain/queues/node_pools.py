@@ -24,8 +24,11 @@ Choices that differ from upstream:
   spec lists, overwriting an admin's ``kaiwo/nodepool``. The executor merges them into the
   node as it is at that moment (``kaiwo_executor.node_merge``), so labels and taints set by
   others (the node lifecycle controller's ``not-ready``, an admin's) are never removed, and a
-  label value another field manager wrote is never replaced. Kaiwo never removes its taint
-  either (as upstream).
+  label value another field manager wrote is never replaced. The GPU taint goes with the
+  ``kaiwo/gpu-taint`` annotation naming its key: the node's record of the taint the operator
+  itself added, so a renamed ``defaultGpuTaintKey`` moves that taint to the new key (decision
+  0145). Turning ``addTaintsToGpuNodes`` off leaves the taint where it is (as upstream,
+  decision 0132).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from kaiwo_contracts.confinement import GPU_TAINT_RECORD_ANNOTATION
 from kaiwo_contracts.crds.quantity import MAX_QUANTITY
 
 from kaiwo_planner.domain.children.naming import child_name, label_value
@@ -215,7 +219,8 @@ def node_changes(
     gpu_taint_key: str,
     pools_in_force: Iterable[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Partial Node objects with the labels (and taint) pool members must carry, by node name.
+    """Partial Node objects with the labels (and taint, with its record) pool members must
+    carry, by node name.
 
     Only Kaiwo's own keys: the executor merges them key by key into the node as it finds it,
     and never replaces a label value that another manager wrote. ``kaiwo/nodepool`` and
@@ -244,6 +249,9 @@ def node_changes(
             "metadata": {"name": node.name, "labels": dict(sorted(labels.items()))},
         }
         if add_gpu_taint and shape.has_gpus:
+            # With its record: the executor moves a taint the operator recorded under another
+            # key (a renamed defaultGpuTaintKey) to this one, and records it when it adds it.
+            partial["metadata"]["annotations"] = {GPU_TAINT_RECORD_ANNOTATION: gpu_taint_key}
             partial["spec"] = {"taints": [taint.to_wire()]}
         changes.append(partial)
     return changes

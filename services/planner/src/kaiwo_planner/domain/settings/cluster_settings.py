@@ -81,7 +81,8 @@ def _kaiwo_config_of(found: Mapping[str, Any] | None) -> KaiwoConfig:
 def gpu_taint_on_nodes(context: PlanningContext, key: str) -> bool:
     """Some Node carries a ``NoSchedule`` taint of ``key`` (KaiwoConfig's
     ``nodes.defaultGpuTaintKey``), whoever put it there: the operator, while
-    ``addTaintsToGpuNodes`` was on (it never removes its taint), or an administrator."""
+    ``addTaintsToGpuNodes`` was on (turning it off leaves the taint, decision 0132), or an
+    administrator."""
     nodes = context.cluster.nodes
     return context.derived(
         ("gpu-taint-on-nodes", key),
