@@ -233,7 +233,8 @@ def _in_worker_groups(allocation: GpuAllocation) -> str:
         return ""
     return (
         f": each of the {allocation.worker_groups} worker groups of the Ray cluster runs "
-        f"{allocation.replicas} replicas of {allocation.gpus_per_replica} GPUs (spec.replicas "
+        f"{allocation.replicas} replica{'' if allocation.replicas == 1 else 's'} of "
+        f"{allocation.gpus_per_replica} GPUs (spec.replicas "
         "and the GPU fields size every group), so the workload holds "
         f"{allocation.held_gpus} GPUs"
     )
