@@ -35,6 +35,12 @@ EIGHT_GPU_NODES = GpuStats(
     min_allocatable_gpus_per_node=8,
     max_gpus_per_node=8,
 )
+
+
+def nodes_of_eight(_: str) -> GpuStats:
+    return EIGHT_GPU_NODES
+
+
 # A 4-GPU node joined two 8-GPU nodes: the nodes of now split 16 into 4 x 4.
 MIXED_NODES = GpuStats(
     vendor="amd",
@@ -174,7 +180,7 @@ def wire_service(spec: dict[str, Any]) -> dict[str, Any]:
 
 def test_the_gpus_held_are_counted_in_every_worker_group() -> None:
     """What preemption, GPU idle preemption and ``kaiwo gpus`` count (decision 0118)."""
-    nodes = lambda _: EIGHT_GPU_NODES  # noqa: E731
+    nodes = nodes_of_eight
     two_groups = {"spec": {"rayClusterSpec": two_group_cluster()}}
     assert allocated_gpus(wire_job({"rayJob": two_groups}), nodes) == 32
     service_groups = {"spec": {"rayClusterConfig": two_group_cluster()}}
@@ -224,7 +230,7 @@ def test_a_running_cluster_counts_the_groups_it_runs_not_those_edited_into_the_s
     when the spec gives two since."""
     child = running_ray_job([(2, 8)])
     workload = wire_job({"rayJob": {"spec": {"rayClusterSpec": two_group_cluster()}}})
-    assert allocated_gpus(workload, lambda _: EIGHT_GPU_NODES, running_child=child) == 16
+    assert allocated_gpus(workload, nodes_of_eight, running_child=child) == 16
 
 
 def test_a_group_edited_by_hand_is_no_split_to_keep() -> None:
@@ -235,3 +241,53 @@ def test_a_group_edited_by_hand_is_no_split_to_keep() -> None:
     assert child_split(child, "amd.com/gpu") is None
     by_nodes = GpuAllocation(gpus=16, gpus_per_replica=4, replicas=4, vendor="amd")
     assert keep_running_split(by_nodes, asked=16, child=child, runs=True) is by_nodes
+
+
+# ------------------------------------------------------------------ a cluster with no worker
+
+
+def head_only_cluster() -> dict[str, Any]:
+    return {"headGroupSpec": {"rayStartParams": {}, "template": worker_template("ray-head")}}
+
+
+def test_a_given_cluster_without_workers_runs_the_gpus_in_kaiwos_group(make_node):
+    """The example ``kaiwojob-ray.yaml`` gives the head and Ray settings only, and says "4
+    GPU workers": they run in Kaiwo's default group (before: a head alone, 16 GPUs asked
+    for and none held)."""
+    spec = {
+        "rayJob": {
+            "spec": {"shutdownAfterJobFinishes": True, "rayClusterSpec": head_only_cluster()}
+        }
+    }
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 16, "replicas": 4, "gpusPerReplica": 4, **spec})
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    assert plan is not None
+    (ray_job,) = plan.desired
+    [workers] = ray_job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    assert (workers["groupName"], workers["replicas"], workers["maxReplicas"]) == (
+        "default-worker-group",
+        4,
+        4,
+    )
+    [worker] = workers["template"]["spec"]["containers"]
+    assert (worker["name"], worker["resources"]["limits"]["amd.com/gpu"]) == ("ray-worker", "4")
+    assert (
+        allocated_gpus(wire_job({**spec, "replicas": 4, "gpusPerReplica": 4}), nodes_of_eight) == 16
+    )
+
+
+def test_a_given_cluster_without_workers_or_gpus_runs_its_head_alone(make_node):
+    spec = {
+        "rayJob": {
+            "spec": {"shutdownAfterJobFinishes": True, "rayClusterSpec": head_only_cluster()}
+        }
+    }
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 0, **spec})
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    assert plan is not None
+    (ray_job,) = plan.desired
+    assert "workerGroupSpecs" not in ray_job["spec"]["rayClusterSpec"]

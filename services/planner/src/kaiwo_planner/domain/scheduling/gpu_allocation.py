@@ -323,11 +323,16 @@ def in_worker_groups(allocation: GpuAllocation, worker_groups: int) -> GpuAlloca
 def ray_worker_groups(ray_child: Mapping[str, Any] | None, *, cluster_key: str) -> int:
     """How many worker groups Kaiwo sizes in a Ray workload: its default cluster's one when
     the user gives no ``rayJob``/``rayService`` (``ray_child``); else those of the given
-    cluster (``cluster_key``: ``rayClusterSpec`` or ``rayClusterConfig``), none when it gives
-    no cluster (a RayJob sent to an existing cluster makes no pods of its own)."""
+    cluster (``cluster_key``: ``rayClusterSpec`` or ``rayClusterConfig``), Kaiwo's one when
+    it gives none (added when GPUs are asked for; without, none are held anyway); none for a
+    RayJob sent to an existing cluster (``clusterSelector``), which makes no pods of its own."""
     if ray_child is None:
         return 1
-    return _worker_group_count(_mapping(_mapping(ray_child.get("spec")).get(cluster_key)))
+    spec = _mapping(ray_child.get("spec"))
+    cluster = spec.get(cluster_key)
+    if not isinstance(cluster, Mapping) and spec.get("clusterSelector"):
+        return 0
+    return max(_worker_group_count(_mapping(cluster)), 1)
 
 
 def workload_worker_groups(workload: Mapping[str, Any]) -> int:
