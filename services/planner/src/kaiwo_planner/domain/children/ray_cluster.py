@@ -3,8 +3,9 @@
 Every worker group runs ``replicas`` pods with ``gpusPerReplica`` GPUs each, autoscaling off
 (Kueue admits a fixed size): a cluster of several groups holds the split in each (decision
 0146). A given cluster with no worker group gets Kaiwo's default one when the workload asks
-for GPUs (upstream ran the head alone, and the GPUs asked for nowhere). The head gets no GPUs, KaiwoConfig's ``headPodMemory`` as memory
-request and limit, and the same ``NUM_*`` variables as the workers.
+for GPUs (upstream ran the head alone, and the GPUs asked for nowhere). The head gets no
+GPUs, KaiwoConfig's ``headPodMemory`` as memory request and limit, and the same ``NUM_*``
+variables as the workers.
 """
 
 from __future__ import annotations
