@@ -681,6 +681,96 @@ async def test_a_ray_kaiwojob_is_admitted_and_its_ray_cluster_runs(stack: Pipeli
     await stack.kube.delete(resources.KAIWO_JOB, "ray-train", namespace=ns)
 
 
+def ray_group(name: str, replicas: int, container: str, **sizes: int) -> dict[str, Any]:
+    """A user's worker group, sized by the user (Kaiwo replaces the sizes)."""
+    return {
+        "groupName": name,
+        "replicas": replicas,
+        "minReplicas": sizes.get("min_replicas", replicas),
+        "maxReplicas": sizes.get("max_replicas", replicas),
+        "rayStartParams": {},
+        "template": {"spec": {"containers": [{"name": container}]}},
+    }
+
+
+async def test_every_worker_group_of_a_given_ray_cluster_holds_its_gpus(stack: Pipeline) -> None:
+    """A KaiwoJob with ``gpus: 2`` and a ``rayJob`` of two worker groups (decision 0146):
+    Kaiwo sizes both groups 1 x 2 (upstream); Kueue makes a pod set per group and admits
+    2 GPUs for each, 4 of the queue's 8; both workers run with 2 GPUs; and the Schedulable
+    condition says the workload holds 4 GPUs, not 2."""
+    ns = namespace_of(stack, "ray")
+    cluster = {
+        "headGroupSpec": {
+            "rayStartParams": {},
+            "template": {"spec": {"containers": [{"name": "ray-head"}]}},
+        },
+        "workerGroupSpecs": [
+            ray_group("trainers", 3, "trainer"),
+            ray_group("evaluators", 1, "evaluator", min_replicas=0, max_replicas=2),
+        ],
+    }
+    await stack.kube.create(
+        kaiwo_job(
+            "ray-groups",
+            ns,
+            queue_name="ray",
+            gpus=2,
+            ray=True,
+            # Kueue's RayJob webhook refuses a managed RayJob that keeps its cluster.
+            rayJob={"spec": {"shutdownAfterJobFinishes": True, "rayClusterSpec": cluster}},
+        )
+    )
+    starting = await reaches(stack, "ray-groups", ns, "STARTING")
+    assert condition(starting, "Admitted")["status"] == "True"
+    assert condition(starting, "Schedulable")["message"] == (
+        "Cluster has sufficient GPU resources: each of the 2 worker groups of the Ray cluster "
+        "runs 1 replica of 2 GPUs (spec.replicas and the GPU fields size every group), so "
+        "the workload holds 4 GPUs"
+    )
+
+    ray_job = await stack.kube.get(resources.RAY_JOB, "ray-groups", namespace=ns)
+    listed = await stack.kube.list(
+        resources.KUEUE_WORKLOAD,
+        namespace=ns,
+        label_selector=f"{actors.KUEUE_JOB_UID_LABEL}={ray_job['metadata']['uid']}",
+    )
+    [workload] = listed.items
+    assert sorted((p["name"], p["count"]) for p in workload["spec"]["podSets"]) == [
+        ("evaluators", 1),
+        ("head", 1),
+        ("submitter", 1),  # KubeRay's submitter Job (K8sJobMode)
+        ("trainers", 1),
+    ]
+    admitted_gpus = {
+        a["name"]: (a.get("resourceUsage") or {}).get("amd.com/gpu")
+        for a in workload["status"]["admission"]["podSetAssignments"]
+    }
+    assert admitted_gpus == {"head": None, "submitter": None, "trainers": "2", "evaluators": "2"}
+
+    async def workers_running() -> list[dict[str, Any]] | Pending:
+        pods = await stack.kube.list(resources.POD, namespace=ns, label_selector="ray.io/group")
+        running = [
+            p
+            for p in pods.items
+            if p["metadata"]["labels"].get("ray.io/cluster", "").startswith("ray-groups")
+            and (p.get("status") or {}).get("phase") == "Running"
+        ]
+        groups = sorted(p["metadata"]["labels"]["ray.io/group"] for p in running)
+        if groups != ["evaluators", "headgroup", "trainers"]:
+            return Pending(f"running {groups}")
+        return running
+
+    pods = await eventually(workers_running, what="the head and both worker groups run")
+    limits = {
+        p["metadata"]["labels"]["ray.io/group"]: p["spec"]["containers"][0]["resources"]
+        .get("limits", {})
+        .get("amd.com/gpu")
+        for p in pods
+    }
+    assert limits == {"headgroup": None, "trainers": "2", "evaluators": "2"}
+    await stack.kube.delete(resources.KAIWO_JOB, "ray-groups", namespace=ns)
+
+
 async def test_a_models_server_pods_are_scheduled_and_running(stack: Pipeline) -> None:
     """A KubeAI Model on one MI300X per replica: its two server pods are bound by the default
     scheduler, run by kwok, and the Model counts them Ready."""

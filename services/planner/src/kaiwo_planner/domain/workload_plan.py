@@ -5,7 +5,8 @@ Steps, each a pure function of the workload, the cluster state and ``now``:
 1. KaiwoConfig, the AIMNamespaceConfig of the namespace and the KaiwoQueueConfig's queues
    come from the cluster state (:mod:`~kaiwo_planner.domain.settings.cluster_settings`).
 2. GPU statistics of the vendor -> the allocation (for a running workload, the split by node
-   size its main child was made with, decision 0137) -> the Schedulable verdict.
+   size its main child was made with, decision 0137; run in each Ray worker group, decision
+   0146) -> the Schedulable verdict.
 3. The observed children -> the download job's state -> the children to apply
    (:func:`~kaiwo_planner.domain.children.workload_children.plan_children`), reconciled with the
    existing main child so that a Job change Kubernetes cannot apply is reported, not attempted.
@@ -76,10 +77,15 @@ from kaiwo_planner.domain.children.workload_children import (
 )
 from kaiwo_planner.domain.queues.queues_in_force import cluster_queue_namespaces
 from kaiwo_planner.domain.scheduling.gpu_allocation import (
+    RAY_JOB_CLUSTER,
+    RAY_SERVICE_CLUSTER,
     WorkloadShape,
     allocate_workload_gpus,
     child_runs,
+    child_worker_groups,
+    in_worker_groups,
     keep_running_split,
+    ray_worker_groups,
     vendor_gpu_stats,
 )
 from kaiwo_planner.domain.scheduling.schedulable import (
@@ -220,6 +226,11 @@ def plan_workload(
         child=observed.child,
         runs=admitted or child_runs(observed.child),
     )
+    # Every worker group of a Ray cluster runs the split (decision 0146).
+    allocation = in_worker_groups(
+        allocation,
+        _worker_groups(workload, observed.child, runs=admitted or child_runs(observed.child)),
+    )
     priority = choose_priority(spec.priority_class or "", known_priority_classes(context))
     verdict = decide_schedulable(
         cluster_queue=queue,
@@ -320,6 +331,21 @@ def _child_kind(workload: Workload) -> ChildKind:
     if isinstance(workload, KaiwoJob):
         return "RayJob" if workload.spec.is_ray_job else "Job"
     return "AppWrapper" if workload.spec.is_ray_service else "Deployment"
+
+
+def _worker_groups(workload: Workload, child: Mapping[str, Any] | None, *, runs: bool) -> int:
+    """The Ray worker groups the workload's split runs in: a running child's (a running
+    RayJob or AppWrapper keeps its cluster as observed, decision 0123), else the spec's; 1
+    for a Deployment or a batch Job."""
+    if _workload_shape(workload) != "ray":
+        return 1
+    if runs and child is not None:
+        found = child_worker_groups(child)
+        if found is not None:
+            return found
+    if isinstance(workload, KaiwoJob):
+        return ray_worker_groups(workload.spec.ray_job, cluster_key=RAY_JOB_CLUSTER)
+    return ray_worker_groups(workload.spec.ray_service, cluster_key=RAY_SERVICE_CLUSTER)
 
 
 def _workload_shape(workload: Workload) -> WorkloadShape:

@@ -1,8 +1,11 @@
 """The Ray cluster inside a RayJob (``rayClusterSpec``) or a RayService (``rayClusterConfig``).
 
 Every worker group runs ``replicas`` pods with ``gpusPerReplica`` GPUs each, autoscaling off
-(Kueue admits a fixed size). The head gets no GPUs, KaiwoConfig's ``headPodMemory`` as memory
-request and limit, and the same ``NUM_*`` variables as the workers.
+(Kueue admits a fixed size): a cluster of several groups holds the split in each (decision
+0146). A given cluster with no worker group gets Kaiwo's default one when the workload asks
+for GPUs (upstream ran the head alone, and the GPUs asked for nowhere). The head gets no
+GPUs, KaiwoConfig's ``headPodMemory`` as memory request and limit, and the same ``NUM_*``
+variables as the workers.
 """
 
 from __future__ import annotations
@@ -36,14 +39,21 @@ def default_ray_cluster_spec(*, defaults: ChildDefaults, dangerous: bool) -> dic
         },
         "workerGroupSpecs": [
             {
-                "groupName": DEFAULT_WORKER_GROUP,
-                "replicas": 1,
-                "minReplicas": 1,
-                "maxReplicas": 1,
-                "rayStartParams": {},
+                **_default_worker_group(),
                 "template": _ray_pod_template(defaults, dangerous=dangerous, head=False),
             }
         ],
+    }
+
+
+def _default_worker_group() -> dict[str, Any]:
+    """Kaiwo's worker group, its template left to the caller."""
+    return {
+        "groupName": DEFAULT_WORKER_GROUP,
+        "replicas": 1,
+        "minReplicas": 1,
+        "maxReplicas": 1,
+        "rayStartParams": {},
     }
 
 
@@ -69,7 +79,12 @@ def complete_ray_cluster_spec(
     # Copied along the paths that change; templates are copied by complete_pod_template.
     result = dict(cluster)
     workers = []
-    for given in result.get("workerGroupSpecs") or []:
+    groups = result.get("workerGroupSpecs") or []
+    if not groups and allocation.gpus_per_replica > 0:
+        # The user gave the head (and Ray settings) but no worker: the GPUs asked for run
+        # in Kaiwo's group, on its default template.
+        groups = [_default_worker_group()]
+    for given in groups:
         group = dict(given)
         template, defaulted = given_or_default_template(
             group.get("template"),

@@ -32,6 +32,11 @@ Choices that differ from upstream, on purpose:
   the child was made from is read back from the child itself (the annotation
   :data:`SPLIT_MADE_FROM_ANNOTATION` and its own replicas and GPU limits), so plans stay a
   pure function of what is observed.
+* A Ray cluster with several worker groups (a user-given ``rayJob``/``rayService``) runs the
+  split in every group, as upstream sizes them (and the API reference: ``replicas`` sets
+  ``workerGroupSpecs[].replicas``); upstream then counted one group. Here the GPUs the
+  workload holds are every group's (:attr:`GpuAllocation.held_gpus`, what Kueue reserves):
+  the Schedulable check, the preemption counts and ``kaiwo gpus`` use them (decision 0146).
 * The vendor is compared case-insensitively (the docs spell it "AMD"/"NVIDIA").
 * Cluster statistics come from each node's device-plugin labels, not from the
   ``kaiwo/nodepool`` label the queue-config planner writes from those same labels; the numbers
@@ -42,7 +47,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from kaiwo_planner.domain.children.naming import main_child_name
@@ -112,6 +117,10 @@ class GpuAllocation:
     when the pods hold another number than it asked for: the split by node size rounded down
     (30 GPUs on 8-GPU nodes -> 4 x 7 = 28), or ``gpusPerReplica`` recalculated it.
     ``rule`` says what set ``gpus_per_replica``.
+
+    A Ray cluster runs the split in each of its ``worker_groups`` (Kaiwo sizes every group
+    alike; 1 for every other shape): ``gpus`` is then one group's, what ``NUM_GPUS`` says as
+    upstream did, and :attr:`held_gpus` the whole cluster's (decision 0146).
     """
 
     gpus: int
@@ -120,6 +129,13 @@ class GpuAllocation:
     vendor: str
     rule: SplitRule = "automatic"
     adjusted_from: int | None = None
+    worker_groups: int = 1
+
+    @property
+    def held_gpus(self) -> int:
+        """The GPUs every pod of the workload holds together: each worker group's ``gpus``
+        (what Kueue reserves quota for, one pod set per group)."""
+        return self.gpus * self.worker_groups
 
     @property
     def resource_key(self) -> str:
@@ -271,7 +287,8 @@ def allocated_gpus(
     planner's own rule, decision 0118), so 28 for ``gpus: 30`` on 8-GPU nodes, a batch Job's
     one pod, none for a paused workload; for a running workload, the split by node size its
     main child (``running_child``) was made with (:func:`keep_running_split`, decision 0137).
-    What the wire does not say as a whole number counts as absent."""
+    A Ray cluster holds that in every worker group (decision 0146). What the wire does not
+    say as a whole number counts as absent."""
     spec = workload.get("spec")
     if not isinstance(spec, Mapping):
         return 0
@@ -288,7 +305,67 @@ def allocated_gpus(
     kept = keep_running_split(
         allocation, asked=asked, child=running_child, runs=running_child is not None
     )
-    return kept.gpus
+    # Running: the worker groups of the child, which a running Ray child keeps as observed
+    # (decision 0123); else those the spec gives.
+    groups = child_worker_groups(running_child) if running_child is not None else None
+    if groups is None:
+        groups = workload_worker_groups(workload)
+    return in_worker_groups(kept, groups).held_gpus
+
+
+def in_worker_groups(allocation: GpuAllocation, worker_groups: int) -> GpuAllocation:
+    """``allocation`` run in each of ``worker_groups`` Ray worker groups (decision 0146)."""
+    if allocation.worker_groups == worker_groups:
+        return allocation
+    return replace(allocation, worker_groups=worker_groups)
+
+
+def ray_worker_groups(ray_child: Mapping[str, Any] | None, *, cluster_key: str) -> int:
+    """How many worker groups Kaiwo sizes in a Ray workload: its default cluster's one when
+    the user gives no ``rayJob``/``rayService`` (``ray_child``); else those of the given
+    cluster (``cluster_key``: ``rayClusterSpec`` or ``rayClusterConfig``), Kaiwo's one when
+    it gives none (added when GPUs are asked for; without, none are held anyway); none for a
+    RayJob sent to an existing cluster (``clusterSelector``), which makes no pods of its own."""
+    if ray_child is None:
+        return 1
+    spec = _mapping(ray_child.get("spec"))
+    cluster = spec.get(cluster_key)
+    if not isinstance(cluster, Mapping) and spec.get("clusterSelector"):
+        return 0
+    return max(_worker_group_count(_mapping(cluster)), 1)
+
+
+def workload_worker_groups(workload: Mapping[str, Any]) -> int:
+    """The worker groups of a KaiwoJob or KaiwoService (wire form) that runs Ray; 1 for any
+    other shape (its split runs once)."""
+    spec = _mapping(workload.get("spec"))
+    kind = str(workload.get("kind") or "")
+    if wire_workload_shape(kind, spec) != "ray":
+        return 1
+    if kind == "KaiwoJob":
+        return ray_worker_groups(_optional_mapping(spec.get("rayJob")), cluster_key=RAY_JOB_CLUSTER)
+    return ray_worker_groups(
+        _optional_mapping(spec.get("rayService")), cluster_key=RAY_SERVICE_CLUSTER
+    )
+
+
+def child_worker_groups(child: Mapping[str, Any]) -> int | None:
+    """The worker groups of a main child that is a RayJob or an AppWrapper; None for others."""
+    cluster = _child_ray_cluster(child)
+    return None if cluster is None else _worker_group_count(cluster)
+
+
+RAY_JOB_CLUSTER = "rayClusterSpec"
+RAY_SERVICE_CLUSTER = "rayClusterConfig"
+
+
+def _worker_group_count(cluster: Mapping[str, Any]) -> int:
+    groups = cluster.get("workerGroupSpecs")
+    return len(groups) if isinstance(groups, list) else 0
+
+
+def _optional_mapping(value: object) -> Mapping[str, Any] | None:
+    return value if isinstance(value, Mapping) else None
 
 
 def wire_workload_shape(kind: str, spec: Mapping[str, Any]) -> WorkloadShape:
@@ -421,31 +498,46 @@ def _main_child_key(workload: Mapping[str, Any]) -> tuple[str, str, str] | None:
 
 def child_split(child: Mapping[str, Any], resource_key: str) -> tuple[int, int] | None:
     """The replicas and GPUs per pod (``resource_key``) a Deployment, RayJob or AppWrapper
-    was made with (the first worker group of a Ray cluster: Kaiwo sizes every group alike);
-    None when it does not say."""
+    was made with; None when it does not say. A Ray cluster says it only when every worker
+    group has the same split (Kaiwo sizes them alike; a group edited by hand is no split of
+    the workload's ``gpus``, decision 0146)."""
+    spec = _mapping(child.get("spec"))
+    if child.get("kind") == "Deployment":
+        return _group_split(spec.get("replicas"), spec.get("template"), resource_key)
+    cluster = _child_ray_cluster(child)
+    if cluster is None:
+        return None
+    groups = cluster.get("workerGroupSpecs")
+    splits = {
+        _group_split(_mapping(group).get("replicas"), _mapping(group).get("template"), resource_key)
+        for group in (groups if isinstance(groups, list) else ())
+    }
+    if len(splits) != 1:
+        return None
+    return splits.pop()
+
+
+def _child_ray_cluster(child: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The Ray cluster of a RayJob, or of the RayService inside an AppWrapper; None for
+    another kind."""
     spec = _mapping(child.get("spec"))
     match child.get("kind"):
-        case "Deployment":
-            replicas, template = spec.get("replicas"), spec.get("template")
         case "RayJob":
-            replicas, template = _first_worker_group(spec.get("rayClusterSpec"))
+            return _mapping(spec.get(RAY_JOB_CLUSTER))
         case "AppWrapper":
             components = spec.get("components")
             component = components[0] if isinstance(components, list) and components else {}
             ray_spec = _mapping(_mapping(_mapping(component).get("template")).get("spec"))
-            replicas, template = _first_worker_group(ray_spec.get("rayClusterConfig"))
+            return _mapping(ray_spec.get(RAY_SERVICE_CLUSTER))
         case _:
             return None
+
+
+def _group_split(replicas: object, template: object, resource_key: str) -> tuple[int, int] | None:
     per_pod = _pod_gpus(template, resource_key)
     if isinstance(replicas, bool) or not isinstance(replicas, int) or per_pod is None:
         return None
     return replicas, per_pod
-
-
-def _first_worker_group(cluster: object) -> tuple[object, object]:
-    groups = _mapping(cluster).get("workerGroupSpecs")
-    group = _mapping(groups[0] if isinstance(groups, list) and groups else None)
-    return group.get("replicas"), group.get("template")
 
 
 def _pod_gpus(template: object, resource_key: str) -> int | None:

@@ -196,13 +196,14 @@ def _gpu_verdict(allocation: GpuAllocation, stats: GpuStats) -> SchedulableVerdi
             reason="NoGPUs",
             message=f"Cluster has 0 GPUs (vendor: {allocation.vendor})",
         )
-    if allocation.gpus > stats.total_gpus:
+    if allocation.held_gpus > stats.total_gpus:
         return SchedulableVerdict(
             schedulable=False,
             reason="InsufficientGPUs",
             message=(
-                f"Cluster has {stats.total_gpus} GPUs, but requested for {allocation.gpus} "
-                f"GPUs (vendor: {allocation.vendor})"
+                f"Cluster has {stats.total_gpus} GPUs, but requested for "
+                f"{allocation.held_gpus} GPUs (vendor: {allocation.vendor})"
+                f"{_in_worker_groups(allocation)}"
             ),
         )
     largest = stats.max_gpus_per_node or 0
@@ -217,12 +218,26 @@ def _gpu_verdict(allocation: GpuAllocation, stats: GpuStats) -> SchedulableVerdi
 
 def _sufficient(allocation: GpuAllocation) -> SchedulableVerdict:
     """Schedulable, with a note when the pods hold another total than ``spec.gpus``."""
-    sufficient = "Cluster has sufficient GPU resources"
+    sufficient = f"Cluster has sufficient GPU resources{_in_worker_groups(allocation)}"
     adjusted = _adjusted_total(allocation)
     if adjusted is None:
         return SchedulableVerdict(schedulable=True, reason=SCHEDULABLE, message=sufficient)
     reason, note = adjusted
     return SchedulableVerdict(schedulable=True, reason=reason, message=f"{sufficient}; {note}")
+
+
+def _in_worker_groups(allocation: GpuAllocation) -> str:
+    """The words for a Ray cluster whose several worker groups each run the split (decision
+    0146): the user's ``gpus`` is one group's, so the workload holds a multiple of it."""
+    if allocation.worker_groups < 2:
+        return ""
+    return (
+        f": each of the {allocation.worker_groups} worker groups of the Ray cluster runs "
+        f"{allocation.replicas} replica{'' if allocation.replicas == 1 else 's'} of "
+        f"{allocation.gpus_per_replica} GPUs (spec.replicas "
+        "and the GPU fields size every group), so the workload holds "
+        f"{allocation.held_gpus} GPUs"
+    )
 
 
 def _adjusted_total(allocation: GpuAllocation) -> tuple[str, str] | None:

@@ -1,0 +1,293 @@
+"""A user-given Ray cluster with several worker groups (decision 0146): Kaiwo sizes every
+group alike (upstream, and the API reference: ``replicas`` sets
+``workerGroupSpecs[].replicas``), so the workload holds the split once per group; the
+Schedulable check, the counts and the kept split read every group, not the first. Expected
+values by hand, on four 8-GPU MI300X nodes (32 GPUs) unless said."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kaiwo_planner.domain.scheduling.gpu_allocation import (
+    SPLIT_MADE_FROM_ANNOTATION,
+    GpuAllocation,
+    GpuStats,
+    allocated_gpus,
+    child_split,
+    keep_running_split,
+)
+
+from tests.planning_calls import planned
+from tests.unit.planner.test_planning import (
+    NOW,
+    TRAIN_SPEC,
+    condition,
+    four_eight_gpu_nodes,
+    gpu_env,
+    kaiwo_job,
+)
+
+EIGHT_GPU_NODES = GpuStats(
+    vendor="amd",
+    total_gpus=32,
+    min_gpus_per_node=8,
+    total_allocatable_gpus=32,
+    min_allocatable_gpus_per_node=8,
+    max_gpus_per_node=8,
+)
+
+
+def nodes_of_eight(_: str) -> GpuStats:
+    return EIGHT_GPU_NODES
+
+
+# A 4-GPU node joined two 8-GPU nodes: the nodes of now split 16 into 4 x 4.
+MIXED_NODES = GpuStats(
+    vendor="amd",
+    total_gpus=20,
+    min_gpus_per_node=4,
+    total_allocatable_gpus=20,
+    min_allocatable_gpus_per_node=4,
+    max_gpus_per_node=8,
+)
+
+
+def worker_template(container: str, gpus: int | str | None = None) -> dict[str, Any]:
+    limits: dict[str, Any] = {"memory": "8Gi"}
+    if gpus is not None:
+        limits["amd.com/gpu"] = gpus
+    return {"spec": {"containers": [{"name": container, "resources": {"limits": limits}}]}}
+
+
+def two_group_cluster() -> dict[str, Any]:
+    """A trainer group and an evaluator group, each sized by the user differently."""
+    return {
+        "headGroupSpec": {"rayStartParams": {}, "template": worker_template("head")},
+        "workerGroupSpecs": [
+            {
+                "groupName": "trainers",
+                "replicas": 5,
+                "minReplicas": 5,
+                "maxReplicas": 5,
+                "rayStartParams": {},
+                "template": worker_template("trainer", 1),
+            },
+            {
+                "groupName": "evaluators",
+                "replicas": 1,
+                "minReplicas": 0,
+                "maxReplicas": 3,
+                "rayStartParams": {},
+                "template": worker_template("evaluator"),
+            },
+        ],
+    }
+
+
+def two_group_job(gpus: int) -> dict[str, Any]:
+    return kaiwo_job(
+        {
+            **TRAIN_SPEC,
+            "gpus": gpus,
+            "ray": True,
+            "rayJob": {"spec": {"rayClusterSpec": two_group_cluster()}},
+        }
+    )
+
+
+# ------------------------------------------------------------------ what the plan writes
+
+
+def test_every_worker_group_runs_the_split_and_the_workload_is_told_it_holds_each(make_node):
+    """``gpus: 16`` on 8-GPU nodes is 2 x 8 in each of the two groups: 32 GPUs, which the
+    Schedulable condition says (before: "sufficient" and nothing more, as if 16)."""
+    owner = two_group_job(16)
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    assert plan is not None
+    schedulable = condition(plan, "Schedulable")
+    assert (schedulable["status"], schedulable["reason"], schedulable["message"]) == (
+        "True",
+        "Schedulable",
+        "Cluster has sufficient GPU resources: each of the 2 worker groups of the Ray cluster "
+        "runs 2 replicas of 8 GPUs (spec.replicas and the GPU fields size every group), so "
+        "the workload holds 32 GPUs",
+    )
+    (ray_job,) = plan.desired
+    trainers, evaluators = ray_job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    for group, container in ((trainers, "trainer"), (evaluators, "evaluator")):
+        assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (2, 2, 2)
+        [main] = group["template"]["spec"]["containers"]
+        assert main["name"] == container
+        assert main["resources"]["limits"]["amd.com/gpu"] == "8"
+        # The env speaks of one group's split, as upstream's did.
+        assert gpu_env(main) == {"NUM_GPUS": "16", "NUM_REPLICAS": "2", "NUM_GPUS_PER_REPLICA": "8"}
+    # The user's own sizes of both groups are replaced, and said so.
+    [ignored] = [e.message for e in plan.events if e.reason == "SettingsIgnored"]
+    assert ignored == (
+        "spec.rayJob.spec.rayClusterSpec: workerGroupSpecs[0].replicas (5), "
+        "workerGroupSpecs[0].minReplicas (5), workerGroupSpecs[0].maxReplicas (5), "
+        "workerGroupSpecs[1].replicas (1), workerGroupSpecs[1].minReplicas (0), "
+        "workerGroupSpecs[1].maxReplicas (3) are replaced by 2, from spec.replicas (default 1) "
+        "and spec.gpus, which set every worker group's replicas, minReplicas and maxReplicas; "
+        "set spec.replicas instead"
+    )
+
+
+def test_worker_groups_that_together_pass_the_cluster_are_refused(make_node):
+    """``gpus: 24`` is 3 x 8 per group: 48 GPUs on a 32-GPU cluster never fit (before: the
+    check counted 24, and a RayJob was made that Kueue could never admit)."""
+    owner = two_group_job(24)
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    assert plan is not None
+    schedulable = condition(plan, "Schedulable")
+    assert (schedulable["status"], schedulable["reason"], schedulable["message"]) == (
+        "False",
+        "InsufficientGPUs",
+        "Cluster has 32 GPUs, but requested for 48 GPUs (vendor: amd): each of the 2 worker "
+        "groups of the Ray cluster runs 3 replicas of 8 GPUs (spec.replicas and the GPU fields "
+        "size every group), so the workload holds 48 GPUs",
+    )
+    assert plan.desired == ()
+
+
+def test_one_worker_group_reads_as_before(make_node):
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 16, "ray": True})
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    assert plan is not None
+    assert condition(plan, "Schedulable")["message"] == "Cluster has sufficient GPU resources"
+
+
+# ------------------------------------------------------------------ what is counted
+
+
+def wire_job(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": "KaiwoJob",
+        "metadata": {"name": "train", "namespace": "team-a", "uid": "job-uid"},
+        "spec": {"gpus": 16, "gpuVendor": "amd", **spec},
+    }
+
+
+def wire_service(spec: dict[str, Any]) -> dict[str, Any]:
+    return {**wire_job(spec), "kind": "KaiwoService"}
+
+
+def test_the_gpus_held_are_counted_in_every_worker_group() -> None:
+    """What preemption, GPU idle preemption and ``kaiwo gpus`` count (decision 0118)."""
+    nodes = nodes_of_eight
+    two_groups = {"spec": {"rayClusterSpec": two_group_cluster()}}
+    assert allocated_gpus(wire_job({"rayJob": two_groups}), nodes) == 32
+    service_groups = {"spec": {"rayClusterConfig": two_group_cluster()}}
+    assert allocated_gpus(wire_service({"rayService": service_groups}), nodes) == 32
+    # Kaiwo's own cluster has one group.
+    assert allocated_gpus(wire_job({"ray": True}), nodes) == 16
+    # A RayJob sent to an existing cluster (no rayClusterSpec) makes no GPU pods.
+    selector = {"spec": {"clusterSelector": {"ray.io/cluster": "shared"}}}
+    assert allocated_gpus(wire_job({"rayJob": selector}), nodes) == 0
+    # Not Ray: the split once.
+    assert allocated_gpus(wire_service({"rayService": None, "replicas": 2}), nodes) == 16
+
+
+def running_ray_job(groups: list[tuple[int, int]]) -> dict[str, Any]:
+    """A RayJob Kaiwo made from ``gpus: 16`` that runs, a group per (replicas, GPUs)."""
+    return {
+        "kind": "RayJob",
+        "metadata": {
+            "name": "train",
+            "annotations": {SPLIT_MADE_FROM_ANNOTATION: "16"},
+            "ownerReferences": [{"uid": "job-uid", "controller": True}],
+        },
+        "spec": {
+            "suspend": False,
+            "rayClusterSpec": {
+                "headGroupSpec": {"template": worker_template("head")},
+                "workerGroupSpecs": [
+                    {"replicas": replicas, "template": worker_template("w", gpus)}
+                    for replicas, gpus in groups
+                ],
+            },
+        },
+    }
+
+
+def test_a_running_cluster_keeps_its_split_in_every_group_and_is_counted_so() -> None:
+    """Made 2 x 8 per group on 8-GPU nodes; a 4-GPU node joined (the nodes would make 4 x 4):
+    both groups keep 2 x 8, 32 GPUs (before: 16, one group's)."""
+    child = running_ray_job([(2, 8), (2, 8)])
+    workload = wire_job({"rayJob": {"spec": {"rayClusterSpec": two_group_cluster()}}})
+    assert child_split(child, "amd.com/gpu") == (2, 8)
+    assert allocated_gpus(workload, lambda _: MIXED_NODES, running_child=child) == 32
+
+
+def test_a_running_cluster_counts_the_groups_it_runs_not_those_edited_into_the_spec() -> None:
+    """A running RayJob keeps its cluster as observed (decision 0123): one group runs, even
+    when the spec gives two since."""
+    child = running_ray_job([(2, 8)])
+    workload = wire_job({"rayJob": {"spec": {"rayClusterSpec": two_group_cluster()}}})
+    assert allocated_gpus(workload, nodes_of_eight, running_child=child) == 16
+
+
+def test_a_group_edited_by_hand_is_no_split_to_keep() -> None:
+    """The second group scaled to 1 x 8 by hand: the first group alone said 2 x 8 (kept, as if
+    every group ran it); the groups disagree, so the nodes of now split it, as 0137 does for
+    a Deployment scaled by hand."""
+    child = running_ray_job([(2, 8), (1, 8)])
+    assert child_split(child, "amd.com/gpu") is None
+    by_nodes = GpuAllocation(gpus=16, gpus_per_replica=4, replicas=4, vendor="amd")
+    assert keep_running_split(by_nodes, asked=16, child=child, runs=True) is by_nodes
+
+
+# ------------------------------------------------------------------ a cluster with no worker
+
+
+def head_only_cluster() -> dict[str, Any]:
+    return {"headGroupSpec": {"rayStartParams": {}, "template": worker_template("ray-head")}}
+
+
+def test_a_given_cluster_without_workers_runs_the_gpus_in_kaiwos_group(make_node):
+    """The example ``kaiwojob-ray.yaml`` gives the head and Ray settings only, and says "4
+    GPU workers": they run in Kaiwo's default group (before: a head alone, 16 GPUs asked
+    for and none held)."""
+    spec = {
+        "rayJob": {
+            "spec": {"shutdownAfterJobFinishes": True, "rayClusterSpec": head_only_cluster()}
+        }
+    }
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 16, "replicas": 4, "gpusPerReplica": 4, **spec})
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    assert plan is not None
+    (ray_job,) = plan.desired
+    [workers] = ray_job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    assert (workers["groupName"], workers["replicas"], workers["maxReplicas"]) == (
+        "default-worker-group",
+        4,
+        4,
+    )
+    [worker] = workers["template"]["spec"]["containers"]
+    assert (worker["name"], worker["resources"]["limits"]["amd.com/gpu"]) == ("ray-worker", "4")
+    assert (
+        allocated_gpus(wire_job({**spec, "replicas": 4, "gpusPerReplica": 4}), nodes_of_eight) == 16
+    )
+
+
+def test_a_given_cluster_without_workers_or_gpus_runs_its_head_alone(make_node):
+    spec = {
+        "rayJob": {
+            "spec": {"shutdownAfterJobFinishes": True, "rayClusterSpec": head_only_cluster()}
+        }
+    }
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 0, **spec})
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    assert plan is not None
+    (ray_job,) = plan.desired
+    assert "workerGroupSpecs" not in ray_job["spec"]["rayClusterSpec"]
