@@ -877,6 +877,48 @@ def test_a_batch_job_larger_than_every_node_is_refused_and_told_about_ray(cluste
     assert plan.events == (EventIntent(type="Warning", reason="WorkloadError", message=message),)
 
 
+def test_a_batch_jobs_parallel_pods_are_described_and_counted_together(cluster_with):
+    """Decision 0147: a ``spec.job`` running 2 pods at once (an indexed job of 4 completions)
+    holds 2 x 4 GPUs; the env of each pod says so, and so does the Schedulable note. Before,
+    the env said ``NUM_REPLICAS=1``, ``NUM_GPUS=4`` and nothing was told."""
+    parallel = {"spec": {"parallelism": 2, "completions": 4, "completionMode": "Indexed"}}
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 4, "job": parallel})
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None
+    (job,) = plan.desired
+    assert (job["spec"]["parallelism"], job["spec"]["completions"]) == (2, 4)
+    container = main_container(job)
+    assert container["resources"]["limits"]["amd.com/gpu"] == "4"
+    assert gpu_env(container) == {"NUM_GPUS": "8", "NUM_REPLICAS": "2", "NUM_GPUS_PER_REPLICA": "4"}
+    schedulable = condition(plan, "Schedulable")
+    assert (schedulable["status"], schedulable["reason"], schedulable["message"]) == (
+        "True",
+        "GpusRecalculated",
+        "Cluster has sufficient GPU resources; spec.gpus (4) is the GPUs of each pod of a Job "
+        "(spec.gpusPerReplica not given), and the Job runs 2 pods at once "
+        "(spec.job.spec.parallelism, no more than its completions), each with 4 GPUs: the "
+        "workload holds 8 GPUs; set spec.gpusPerReplica to 2 to share 4 GPUs over the pods, or "
+        "lower spec.job.spec.parallelism",
+    )
+
+
+def test_a_batch_job_whose_parallel_pods_exceed_the_cluster_is_refused(cluster_with):
+    """Two 8-GPU nodes: 3 pods of 8 at once can never all run (Kueue would hold it for good)."""
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "job": {"spec": {"parallelism": 3}}})
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None and plan.status is not None
+    assert (plan.desired, plan.status["status"]) == ((), "ERROR")
+    schedulable = condition(plan, "Schedulable")
+    assert (schedulable["reason"], schedulable["message"]) == (
+        "InsufficientGPUs",
+        "Cluster has 16 GPUs, but requested for 24 GPUs (vendor: amd)",
+    )
+
+
 def test_a_ray_job_larger_than_every_node_is_still_split(cluster_with):
     owner = kaiwo_job({**TRAIN_SPEC, "gpus": 16, "ray": True})
 
