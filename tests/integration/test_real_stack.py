@@ -1471,6 +1471,38 @@ async def test_a_job_parameter_alone_in_spec_job_runs_kaiwos_template(stack: Pip
     await stack.kube.delete(resources.KAIWO_JOB, "parameters-only", namespace=ns)
 
 
+async def test_duration_preemption_counts_every_pod_of_a_parallel_job(stack: Pipeline) -> None:
+    """In the ``dur`` queue (8 GPUs) a Job of 2 pods x 4 runs past its ``duration`` and
+    another of 2 pods x 4 waits: the operator terminates the one for the other, which waited
+    for 8 GPUs, the 8 Kueue admits it with once they are free (decision 0147). Before, it was
+    counted, and told, as waiting for 4."""
+    ns = namespace_of(stack, "dur")
+    two_pods = {"spec": {"parallelism": 2}}
+    await preempt_for_jobs_waiting_a_second(stack)
+    overtime = kaiwo_job("wide-overtime", ns, queue_name="dur", gpus=4, run_seconds=300)
+    overtime["spec"] |= {"duration": "4s", "job": two_pods}
+    await stack.kube.create(overtime)
+    await reaches(stack, "wide-overtime", ns, "RUNNING")
+    waiting = kaiwo_job("wide-waiting", ns, queue_name="dur", gpus=4, run_seconds=300)
+    waiting["spec"]["job"] = two_pods
+    await stack.kube.create(waiting)
+    await reaches(stack, "wide-waiting", ns, "PENDING")
+
+    stopped = await reaches(stack, "wide-overtime", ns, "TERMINATED")
+    early = condition(stopped, "WorkloadTerminatedEarly")
+    assert early["reason"] == "DurationExceededWithActiveGpuDemand", early
+    assert early["message"] == (
+        "Terminated since duration was exceeded and there is active GPU demand: "
+        f"KaiwoJob/{ns}/wide-waiting has waited for 8 amd GPUs longer than 1s"
+    ), early
+    await reaches(stack, "wide-waiting", ns, "RUNNING")
+    workload = await kueue_workload_of(stack, ns, "wide-waiting")
+    [assigned] = workload["status"]["admission"]["podSetAssignments"]
+    assert (assigned["count"], assigned["resourceUsage"]["amd.com/gpu"]) == (2, "8"), assigned
+    for name in ("wide-overtime", "wide-waiting"):
+        await stack.kube.delete(resources.KAIWO_JOB, name, namespace=ns)
+
+
 async def test_a_jobs_parallel_pods_are_what_kueue_reserves_and_the_operator_counts(
     stack: Pipeline,
 ) -> None:
