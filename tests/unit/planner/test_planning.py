@@ -408,6 +408,49 @@ def test_a_job_change_kubernetes_cannot_apply_is_reported(cluster_with):
     assert main_container(job)["image"] == "rocm/pytorch:latest"
 
 
+def test_a_parallel_job_made_before_0147_keeps_its_pods_env_and_says_so(cluster_with):
+    """Decision 0147's upgrade: a running Job of 2 pods x 4 made when its env said one pod
+    (``NUM_GPUS=4``, ``NUM_REPLICAS=1``) cannot take the new env (its template is
+    immutable); it runs on as it is, and ``ChildSpecApplied`` names the two values kept."""
+    parallel = {"spec": {"parallelism": 2}}
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 4, "job": parallel})
+    first = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+    assert first is not None
+    (observed,) = copy.deepcopy(first.desired)
+    for variable in main_container(observed)["env"]:
+        variable["value"] = {"NUM_GPUS": "4", "NUM_REPLICAS": "1"}.get(
+            variable["name"], variable.get("value")
+        )
+    observed["metadata"]["uid"] = "child-uid"
+    observed["spec"]["suspend"] = False
+    observed["status"] = {"active": 2, "ready": 2}
+    running = {"status": "RUNNING", "startTime": T_EARLIER, "observedGeneration": 1}
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 4, "job": parallel}, status=running)
+
+    plan = planned(
+        owner=owner,
+        cluster=cluster_with(owner, observed, workloads=(admitted("child-uid"),)),
+        now=NOW,
+    )
+
+    assert plan is not None
+    applied = condition(plan, "ChildSpecApplied")
+    assert (applied["status"], applied["reason"]) == ("False", "JobFieldsImmutable")
+    assert applied["message"] == (
+        "Not applied to the existing Job, because a Job's pod template, selector and "
+        "completion settings cannot change after it is created: "
+        "spec.template.spec.containers[0].env[0].value, "
+        "spec.template.spec.containers[0].env[1].value. "
+        "Delete and re-create the KaiwoJob to run with these changes."
+    )
+    (job,) = plan.desired
+    assert gpu_env(main_container(job)) == {
+        "NUM_GPUS": "4",
+        "NUM_REPLICAS": "1",
+        "NUM_GPUS_PER_REPLICA": "4",
+    }
+
+
 def test_a_waiting_ray_services_app_wrapper_is_replaced_to_take_an_edit(cluster_with):
     """Decision 0129: the webhook refuses any change of an AppWrapper's components, but one
     still waiting in its queue runs nothing yet, so it is pruned and made anew."""
