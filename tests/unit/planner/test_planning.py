@@ -1445,6 +1445,30 @@ def test_an_idle_workload_is_preempted_for_a_pending_one_that_waited(cluster_wit
     assert kept.status is not None and kept.status["status"] == "RUNNING"
 
 
+def test_an_idle_parallel_job_is_preempted_for_the_gpus_all_its_pods_hold(cluster_with):
+    """Decision 0147: an idle Job of 2 pods x 4 holds 8, enough for a job waiting for 8.
+    Counted as one pod of 4 before, it could not cover the demand, and nobody was preempted
+    (stopping it "would free GPUs the waiter still could not use")."""
+    spec = {**TRAIN_SPEC, "gpus": 4, "job": {"spec": {"parallelism": 2}}}
+    owner = opted_in(kaiwo_job(spec, status=RUNNING_STATUS))
+    waiting = kaiwo_job(
+        {**TRAIN_SPEC, "gpus": 8},
+        name="next",
+        uid="next-uid",
+        status={"status": "PENDING", "observedGeneration": 1},
+        created="2026-01-01T11:50:00Z",
+    )
+    cluster = cluster_with(owner, running_job(owner), waiting, workloads=(admitted("job-uid-job"),))
+    idle = finding(idle_since=NOW - timedelta(minutes=11))
+
+    victim = planned(owner=owner, cluster=with_findings(cluster, idle), now=NOW)
+
+    assert victim.status is not None and victim.status["status"] == "TERMINATING"
+    early = condition(victim, "WorkloadTerminatedEarly")
+    assert early["reason"] == "GpuIdlePreemption"
+    assert victim.status["preemptedFor"]["name"] == "next"
+
+
 def test_a_pending_workload_being_deleted_preempts_no_idle_one(cluster_with):
     """Deleted in the foreground (or with its Namespace) it stays PENDING for a while, but it
     waits for nothing: the idle workload runs on (decision 0130)."""
