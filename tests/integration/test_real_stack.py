@@ -1471,6 +1471,79 @@ async def test_a_job_parameter_alone_in_spec_job_runs_kaiwos_template(stack: Pip
     await stack.kube.delete(resources.KAIWO_JOB, "parameters-only", namespace=ns)
 
 
+async def test_duration_preemption_counts_every_pod_of_a_parallel_job(stack: Pipeline) -> None:
+    """In the ``dur`` queue (8 GPUs) a Job of 2 pods x 4 runs past its ``duration`` and
+    another of 2 pods x 4 waits: the operator terminates the one for the other, which waited
+    for 8 GPUs, the 8 Kueue admits it with once they are free (decision 0147). Before, it was
+    counted, and told, as waiting for 4."""
+    ns = namespace_of(stack, "dur")
+    two_pods = {"spec": {"parallelism": 2}}
+    await preempt_for_jobs_waiting_a_second(stack)
+    overtime = kaiwo_job("wide-overtime", ns, queue_name="dur", gpus=4, run_seconds=300)
+    overtime["spec"] |= {"duration": "4s", "job": two_pods}
+    await stack.kube.create(overtime)
+    await reaches(stack, "wide-overtime", ns, "RUNNING")
+    waiting = kaiwo_job("wide-waiting", ns, queue_name="dur", gpus=4, run_seconds=300)
+    waiting["spec"]["job"] = two_pods
+    await stack.kube.create(waiting)
+    await reaches(stack, "wide-waiting", ns, "PENDING")
+
+    stopped = await reaches(stack, "wide-overtime", ns, "TERMINATED")
+    early = condition(stopped, "WorkloadTerminatedEarly")
+    assert early["reason"] == "DurationExceededWithActiveGpuDemand", early
+    assert early["message"] == (
+        "Terminated since duration was exceeded and there is active GPU demand: "
+        f"KaiwoJob/{ns}/wide-waiting has waited for 8 amd GPUs longer than 1s"
+    ), early
+    await reaches(stack, "wide-waiting", ns, "RUNNING")
+    workload = await kueue_workload_of(stack, ns, "wide-waiting")
+    [assigned] = workload["status"]["admission"]["podSetAssignments"]
+    assert (assigned["count"], assigned["resourceUsage"]["amd.com/gpu"]) == (2, "8"), assigned
+    for name in ("wide-overtime", "wide-waiting"):
+        await stack.kube.delete(resources.KAIWO_JOB, name, namespace=ns)
+
+
+async def test_a_jobs_parallel_pods_are_what_kueue_reserves_and_the_operator_counts(
+    stack: Pipeline,
+) -> None:
+    """``spec.job`` with ``parallelism: 3, completions: 2``: Kubernetes runs 2 pods at once
+    (never more than the completions), and Kueue 0.17 counts the Job's pod set so, reserving
+    2 x 4 GPUs, the ``gpu`` queue's 8 MI300X. The operator counts the same pods (decision
+    0147): each pod's env says 2 replicas of 4, 8 GPUs, and Schedulable tells that the 8 are
+    2 pods of ``spec.gpus`` 4. Before, the env said one pod of 4 while 8 were held."""
+    ns = namespace_of(stack, "gpu")
+    job = kaiwo_job("sweep", ns, queue_name="gpu", gpus=4, run_seconds=300)
+    job["spec"]["job"] = {"spec": {"parallelism": 3, "completions": 2}}
+    await stack.kube.create(job)
+
+    running = await reaches(stack, "sweep", ns, "RUNNING")
+
+    workload = await kueue_workload_of(stack, ns, "sweep")
+    [pod_set] = workload["spec"]["podSets"]
+    assert pod_set["count"] == 2, pod_set
+    [assigned] = workload["status"]["admission"]["podSetAssignments"]
+    assert (assigned["count"], assigned["resourceUsage"]["amd.com/gpu"]) == (2, "8"), assigned
+
+    async def both_pods() -> list[dict[str, Any]] | Pending:
+        pods = await job_pods(stack, ns, "sweep")
+        return pods if len(pods) == 2 else Pending(f"{len(pods)} pods")
+
+    for pod in await eventually(both_pods, what="the Job's 2 pods", within=STEP):
+        [container] = pod["spec"]["containers"]
+        assert container["resources"]["limits"]["amd.com/gpu"] == "4"
+        told = {
+            e["name"]: e.get("value")
+            for e in container.get("env") or ()
+            if e["name"] in ("NUM_GPUS", "NUM_REPLICAS", "NUM_GPUS_PER_REPLICA")
+        }
+        assert told == {"NUM_GPUS": "8", "NUM_REPLICAS": "2", "NUM_GPUS_PER_REPLICA": "4"}, told
+    schedulable = condition(running, "Schedulable")
+    assert (schedulable["status"], schedulable["reason"]) == ("True", "GpusRecalculated")
+    assert "the Job runs 2 pods at once" in schedulable["message"], schedulable
+    assert "the workload holds 8 GPUs" in schedulable["message"], schedulable
+    await stack.kube.delete(resources.KAIWO_JOB, "sweep", namespace=ns)
+
+
 async def test_replay_reproduces_every_plan_of_the_whole_stack(stack: Pipeline) -> None:
     """Last in the module: every plan the operator made for the scenarios above (Kueue's
     admissions, preemptions, edits, replacements, deletions, a Model) is made again, byte for

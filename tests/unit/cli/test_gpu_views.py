@@ -153,6 +153,23 @@ def test_a_kaiwo_workload_shows_the_gpus_its_pods_hold() -> None:
     assert gpus_column(gpu_workload_table([], [rounded, recalculated])) == ["8", "30"]
 
 
+def test_a_kaiwo_job_shows_the_gpus_of_every_pod_its_job_runs_at_once() -> None:
+    """Decision 0147: a spec.job of parallelism 4 (completions 8) runs 4 pods of 8 GPUs, 32
+    held, with or without nodes listed; completions 2 bound it to 2 pods, 16 (before: 8)."""
+    opted = {"kaiwo.silogen.ai/gpu-preemption.policy": "Always"}
+    sweep = kaiwo_workload("KaiwoJob", "sweep", annotations=opted, status="RUNNING")
+    sweep["spec"] = {"gpus": 8, "job": {"spec": {"parallelism": 4, "completions": 8}}}
+    short = kaiwo_workload("KaiwoJob", "short", annotations=opted, status="RUNNING")
+    short["spec"] = {"gpusPerReplica": 8, "job": {"spec": {"parallelism": 4, "completions": 2}}}
+    nodes = [build_node(f"mi300x-{i}", gpu="mi300x", gpus=8) for i in range(4)]
+
+    def gpus_column(table: str) -> list[str]:
+        return [line.split()[3] for line in table.splitlines()[1:]]
+
+    assert gpus_column(gpu_workload_table([], [sweep, short], nodes=nodes)) == ["16", "32"]
+    assert gpus_column(gpu_workload_table([], [sweep, short])) == ["16", "32"]
+
+
 def test_a_running_kaiwo_workload_shows_the_split_its_child_was_made_with() -> None:
     """Decision 0137: a service asking for 30 was made 4 x 7 on 8-GPU nodes; a 6-GPU node
     joined, which would split it 5 x 6. Its running Deployment holds 28, as the planner

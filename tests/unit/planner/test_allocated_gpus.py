@@ -45,6 +45,13 @@ def workload(kind: str, **spec: Any) -> dict[str, Any]:
         (workload("KaiwoJob", replicas=2, gpusPerReplica=4), 4),
         (workload("KaiwoJob", replicas=0, gpusPerReplica=4), 4),
         (workload("KaiwoJob", gpus=16, replicas=1, gpusPerReplica=4), 4),
+        # ...but every pod its spec.job runs at once holds them (decision 0147): 4 x 8.
+        (workload("KaiwoJob", gpus=8, job={"spec": {"parallelism": 4}}), 32),
+        (workload("KaiwoJob", gpusPerReplica=8, job={"spec": {"parallelism": 2}}), 16),
+        (workload("KaiwoJob", gpus=8, job={"spec": {"parallelism": 4, "completions": 3}}), 24),
+        (workload("KaiwoJob", gpus=8, job={"spec": {"parallelism": 0}}), 0),
+        # A Ray job runs no batch Job: its spec.job does not count.
+        (workload("KaiwoJob", ray=True, gpus=8, job={"spec": {"parallelism": 4}}), 8),
         # A Ray job: its worker groups.
         (workload("KaiwoJob", ray=True, replicas=2, gpusPerReplica=4), 8),
         (workload("KaiwoJob", rayJob={}, replicas=3, gpusPerReplica=2), 6),

@@ -14,6 +14,7 @@ from kaiwo_planner.domain.scheduling.gpu_allocation import (
     allocate_workload_gpus,
     calculate_gpu_allocation,
     gpu_stats,
+    job_pods,
 )
 from kaiwo_planner.domain.state.nodes import NodeInfo
 
@@ -247,3 +248,69 @@ def test_the_largest_node_is_in_the_stats(make_node: Any) -> None:
     stats = gpu_stats(nodes, "amd")
     assert (stats.min_gpus_per_node, stats.max_gpus_per_node) == (4, 8)
     assert gpu_stats(nodes, "nvidia").max_gpus_per_node is None
+
+
+# ------------------------------------------------------ a batch Job's parallel pods (0147)
+
+
+@pytest.mark.parametrize(
+    ("spec", "pods", "expected"),
+    [
+        # Each pod of the Job gets the pod's GPUs; the allocation counts every pod it runs
+        # at once: 4 pods x 8 = 32, what Kueue reserves, and NUM_REPLICAS=4.
+        ({"gpus": 8}, 4, (32, 4, 8, "one-pod", 8)),
+        ({"gpus": 8, "replicas": 3}, 4, (32, 4, 8, "one-pod", 8)),
+        ({"gpus": 32, "gpus_per_replica": 8}, 4, (32, 4, 8, "one-pod-per-replica", None)),
+        ({"gpus": 8, "gpus_per_replica": 8}, 2, (16, 2, 8, "one-pod-per-replica", 8)),
+        ({"gpus_per_replica": 2}, 3, (6, 3, 2, "one-pod-per-replica", None)),
+        # No pod runs (parallelism 0): nothing is held, by request, and nothing to tell.
+        ({"gpus": 8}, 0, (0, 0, 8, "one-pod", None)),
+        ({"gpus": 0}, 4, (0, 4, 0, "one-pod", None)),
+    ],
+)
+def test_a_batch_jobs_pods_at_once_are_its_replicas(
+    make_node: Any, spec: dict[str, int], pods: int, expected: tuple[Any, ...]
+) -> None:
+    allocation = allocate_workload_gpus(
+        shape="batch-job",
+        gpus=spec.get("gpus", 0),
+        replicas=spec.get("replicas", 1),
+        gpus_per_replica=spec.get("gpus_per_replica"),
+        vendor="amd",
+        stats=gpu_stats(_nodes(make_node, "mi300x", 8, 4), "amd"),
+        batch_job_pods=pods,
+    )
+    gpus, replicas, per_replica, rule, adjusted_from = expected
+    assert allocation == GpuAllocation(
+        gpus=gpus,
+        gpus_per_replica=per_replica,
+        replicas=replicas,
+        vendor="amd",
+        rule=rule,
+        adjusted_from=adjusted_from,
+    )
+
+
+@pytest.mark.parametrize(
+    ("job", "pods"),
+    [
+        (None, 1),
+        ({}, 1),
+        ({"spec": {"backoffLimit": 2}}, 1),
+        ({"spec": {"parallelism": 4}}, 4),
+        # Never more pods than completions: Kubernetes runs no more, Kueue counts no more.
+        ({"spec": {"parallelism": 4, "completions": 2}}, 2),
+        ({"spec": {"parallelism": 4, "completions": 100}}, 4),
+        ({"spec": {"parallelism": 4, "completions": 4, "completionMode": "Indexed"}}, 4),
+        ({"spec": {"completions": 5}}, 1),
+        ({"spec": {"parallelism": 0}}, 0),
+        # What the wire does not say as a whole number counts as absent.
+        ({"spec": {"parallelism": "4"}}, 1),
+        ({"spec": {"parallelism": True}}, 1),
+        ({"spec": "x"}, 1),
+    ],
+)
+def test_a_jobs_pods_at_once_are_its_parallelism_bounded_by_completions(
+    job: dict[str, Any] | None, pods: int
+) -> None:
+    assert job_pods(job) == pods

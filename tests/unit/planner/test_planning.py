@@ -408,6 +408,49 @@ def test_a_job_change_kubernetes_cannot_apply_is_reported(cluster_with):
     assert main_container(job)["image"] == "rocm/pytorch:latest"
 
 
+def test_a_parallel_job_made_before_0147_keeps_its_pods_env_and_says_so(cluster_with):
+    """Decision 0147's upgrade: a running Job of 2 pods x 4 made when its env said one pod
+    (``NUM_GPUS=4``, ``NUM_REPLICAS=1``) cannot take the new env (its template is
+    immutable); it runs on as it is, and ``ChildSpecApplied`` names the two values kept."""
+    parallel = {"spec": {"parallelism": 2}}
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 4, "job": parallel})
+    first = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+    assert first is not None
+    (observed,) = copy.deepcopy(first.desired)
+    for variable in main_container(observed)["env"]:
+        variable["value"] = {"NUM_GPUS": "4", "NUM_REPLICAS": "1"}.get(
+            variable["name"], variable.get("value")
+        )
+    observed["metadata"]["uid"] = "child-uid"
+    observed["spec"]["suspend"] = False
+    observed["status"] = {"active": 2, "ready": 2}
+    running = {"status": "RUNNING", "startTime": T_EARLIER, "observedGeneration": 1}
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 4, "job": parallel}, status=running)
+
+    plan = planned(
+        owner=owner,
+        cluster=cluster_with(owner, observed, workloads=(admitted("child-uid"),)),
+        now=NOW,
+    )
+
+    assert plan is not None
+    applied = condition(plan, "ChildSpecApplied")
+    assert (applied["status"], applied["reason"]) == ("False", "JobFieldsImmutable")
+    assert applied["message"] == (
+        "Not applied to the existing Job, because a Job's pod template, selector and "
+        "completion settings cannot change after it is created: "
+        "spec.template.spec.containers[0].env[0].value, "
+        "spec.template.spec.containers[0].env[1].value. "
+        "Delete and re-create the KaiwoJob to run with these changes."
+    )
+    (job,) = plan.desired
+    assert gpu_env(main_container(job)) == {
+        "NUM_GPUS": "4",
+        "NUM_REPLICAS": "1",
+        "NUM_GPUS_PER_REPLICA": "4",
+    }
+
+
 def test_a_waiting_ray_services_app_wrapper_is_replaced_to_take_an_edit(cluster_with):
     """Decision 0129: the webhook refuses any change of an AppWrapper's components, but one
     still waiting in its queue runs nothing yet, so it is pruned and made anew."""
@@ -875,6 +918,48 @@ def test_a_batch_job_larger_than_every_node_is_refused_and_told_about_ray(cluste
         message,
     )
     assert plan.events == (EventIntent(type="Warning", reason="WorkloadError", message=message),)
+
+
+def test_a_batch_jobs_parallel_pods_are_described_and_counted_together(cluster_with):
+    """Decision 0147: a ``spec.job`` running 2 pods at once (an indexed job of 4 completions)
+    holds 2 x 4 GPUs; the env of each pod says so, and so does the Schedulable note. Before,
+    the env said ``NUM_REPLICAS=1``, ``NUM_GPUS=4`` and nothing was told."""
+    parallel = {"spec": {"parallelism": 2, "completions": 4, "completionMode": "Indexed"}}
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 4, "job": parallel})
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None
+    (job,) = plan.desired
+    assert (job["spec"]["parallelism"], job["spec"]["completions"]) == (2, 4)
+    container = main_container(job)
+    assert container["resources"]["limits"]["amd.com/gpu"] == "4"
+    assert gpu_env(container) == {"NUM_GPUS": "8", "NUM_REPLICAS": "2", "NUM_GPUS_PER_REPLICA": "4"}
+    schedulable = condition(plan, "Schedulable")
+    assert (schedulable["status"], schedulable["reason"], schedulable["message"]) == (
+        "True",
+        "GpusRecalculated",
+        "Cluster has sufficient GPU resources; spec.gpus (4) is the GPUs of each pod of a Job "
+        "(spec.gpusPerReplica not given), and the Job runs 2 pods at once "
+        "(spec.job.spec.parallelism, no more than its completions), each with 4 GPUs: the "
+        "workload holds 8 GPUs; set spec.gpusPerReplica to 2 to share 4 GPUs over the pods, or "
+        "lower spec.job.spec.parallelism",
+    )
+
+
+def test_a_batch_job_whose_parallel_pods_exceed_the_cluster_is_refused(cluster_with):
+    """Two 8-GPU nodes: 3 pods of 8 at once can never all run (Kueue would hold it for good)."""
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "job": {"spec": {"parallelism": 3}}})
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None and plan.status is not None
+    assert (plan.desired, plan.status["status"]) == ((), "ERROR")
+    schedulable = condition(plan, "Schedulable")
+    assert (schedulable["reason"], schedulable["message"]) == (
+        "InsufficientGPUs",
+        "Cluster has 16 GPUs, but requested for 24 GPUs (vendor: amd)",
+    )
 
 
 def test_a_ray_job_larger_than_every_node_is_still_split(cluster_with):
@@ -1358,6 +1443,30 @@ def test_an_idle_workload_is_preempted_for_a_pending_one_that_waited(cluster_wit
     alone = cluster_with(owner, running_job(owner), workloads=(admitted("job-uid-job"),))
     kept = planned(owner=owner, cluster=with_findings(alone, idle), now=NOW)
     assert kept.status is not None and kept.status["status"] == "RUNNING"
+
+
+def test_an_idle_parallel_job_is_preempted_for_the_gpus_all_its_pods_hold(cluster_with):
+    """Decision 0147: an idle Job of 2 pods x 4 holds 8, enough for a job waiting for 8.
+    Counted as one pod of 4 before, it could not cover the demand, and nobody was preempted
+    (stopping it "would free GPUs the waiter still could not use")."""
+    spec = {**TRAIN_SPEC, "gpus": 4, "job": {"spec": {"parallelism": 2}}}
+    owner = opted_in(kaiwo_job(spec, status=RUNNING_STATUS))
+    waiting = kaiwo_job(
+        {**TRAIN_SPEC, "gpus": 8},
+        name="next",
+        uid="next-uid",
+        status={"status": "PENDING", "observedGeneration": 1},
+        created="2026-01-01T11:50:00Z",
+    )
+    cluster = cluster_with(owner, running_job(owner), waiting, workloads=(admitted("job-uid-job"),))
+    idle = finding(idle_since=NOW - timedelta(minutes=11))
+
+    victim = planned(owner=owner, cluster=with_findings(cluster, idle), now=NOW)
+
+    assert victim.status is not None and victim.status["status"] == "TERMINATING"
+    early = condition(victim, "WorkloadTerminatedEarly")
+    assert early["reason"] == "GpuIdlePreemption"
+    assert victim.status["preemptedFor"]["name"] == "next"
 
 
 def test_a_pending_workload_being_deleted_preempts_no_idle_one(cluster_with):

@@ -259,3 +259,42 @@ def test_a_waiting_workload_in_a_namespace_being_deleted_stops_no_expired_one() 
     assert preemption_candidates(context).pending == ()
     assert [w.key for w in preemption_candidates(context).running] == [key("runs")]
     assert preemption_victims(context, now=after_expiry) == ()
+
+
+def test_a_batch_jobs_parallel_pods_count_for_the_victim_and_the_waiter() -> None:
+    """Decision 0147: a Job of 2 pods x 4 GPUs holds 8, and one of 4 pods x 4 waits for 16.
+    Counted as one pod each (4 and 4) before, the waiter of 8 had two expired workloads
+    terminated where one frees enough, and the waiter of 16 one where it needs two."""
+    contexts = PlanningContextKeeper()
+    two_pods = {"spec": {"parallelism": 2}}
+    projection = projection_of(
+        config("gpu-queue"),
+        # Expired at 12:00, 2 pods x 4 GPUs: 8 held.
+        kaiwo_job("parallel", RUNNING, gpus=4, duration="1h", job=two_pods),
+        # Expired at 12:10, one pod of 8.
+        kaiwo_job(
+            "single", {**RUNNING, "startTime": "2026-01-01T11:10:00Z"}, gpus=8, duration="1h"
+        ),
+        kaiwo_job("waits-for-8", PENDING, gpus=8),
+    )
+    context = contexts.context(projection)
+    after_expiry = datetime(2026, 1, 1, 12, 30, tzinfo=UTC)
+
+    candidates = preemption_candidates(context)
+    assert {w.key[3]: w.gpus for w in candidates.running} == {"parallel": 8, "single": 8}
+    assert preemption_victims(context, now=after_expiry) == (ObjectRef.of_key(key("parallel")),)
+
+    four_pods = {"spec": {"parallelism": 4, "completions": 8}}
+    wide = kaiwo_job("waits-for-16", PENDING, gpus=4, job=four_pods)
+    gone = observed(kaiwo_job("waits-for-8", PENDING), 10).model_copy(
+        update={"event_type": "DELETED"}
+    )
+    projection.apply(gone, sequence=10)
+    projection.apply(observed(wide, 11), sequence=11)
+    context = contexts.context(projection)
+
+    assert [w.gpus for w in preemption_candidates(context).pending] == [16]
+    assert preemption_victims(context, now=after_expiry) == (
+        ObjectRef.of_key(key("parallel")),
+        ObjectRef.of_key(key("single")),
+    )

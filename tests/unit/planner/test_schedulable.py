@@ -375,6 +375,113 @@ FOUR_EIGHT_GPU_NODES = GpuStats(
                 ),
             ),
         ),
+        # A Job that runs several pods at once holds the pods' sum (decision 0147).
+        (
+            GpuAllocation(
+                gpus=32,
+                gpus_per_replica=8,
+                replicas=4,
+                vendor="amd",
+                rule="one-pod",
+                adjusted_from=8,
+            ),
+            SchedulableVerdict(
+                schedulable=True,
+                reason="GpusRecalculated",
+                message=(
+                    "Cluster has sufficient GPU resources; spec.gpus (8) is the GPUs of each pod "
+                    "of a Job (spec.gpusPerReplica not given), and the Job runs 4 pods at once "
+                    "(spec.job.spec.parallelism, no more than its completions), each with 8 "
+                    "GPUs: the workload holds 32 GPUs; set spec.gpusPerReplica to 2 to share 8 "
+                    "GPUs over the pods, or lower spec.job.spec.parallelism"
+                ),
+            ),
+        ),
+        (
+            GpuAllocation(
+                gpus=24,
+                gpus_per_replica=6,
+                replicas=4,
+                vendor="amd",
+                rule="one-pod",
+                adjusted_from=6,
+            ),
+            SchedulableVerdict(
+                schedulable=True,
+                reason="GpusRecalculated",
+                message=(
+                    "Cluster has sufficient GPU resources; spec.gpus (6) is the GPUs of each pod "
+                    "of a Job (spec.gpusPerReplica not given), and the Job runs 4 pods at once "
+                    "(spec.job.spec.parallelism, no more than its completions), each with 6 "
+                    "GPUs: the workload holds 24 GPUs; lower spec.job.spec.parallelism"
+                ),
+            ),
+        ),
+        (
+            GpuAllocation(
+                gpus=16,
+                gpus_per_replica=8,
+                replicas=2,
+                vendor="amd",
+                rule="one-pod-per-replica",
+                adjusted_from=8,
+            ),
+            SchedulableVerdict(
+                schedulable=True,
+                reason="GpusRecalculated",
+                message=(
+                    "Cluster has sufficient GPU resources; spec.gpus (8) is recalculated from "
+                    "spec.gpusPerReplica (8): the Job runs 2 pods at once "
+                    "(spec.job.spec.parallelism, no more than its completions), each with 8 "
+                    "GPUs: the workload holds 16 GPUs; set spec.gpus to 16, or leave it out"
+                ),
+            ),
+        ),
+        (
+            # The total a Job's pods hold must fit the cluster (4 x 8 > 32 is refused)...
+            GpuAllocation(gpus=40, gpus_per_replica=8, replicas=5, vendor="amd", rule="one-pod"),
+            SchedulableVerdict(
+                schedulable=False,
+                reason="InsufficientGPUs",
+                message="Cluster has 32 GPUs, but requested for 40 GPUs (vendor: amd)",
+            ),
+        ),
+        (
+            # ...and each of its pods a node.
+            GpuAllocation(gpus=24, gpus_per_replica=12, replicas=2, vendor="amd", rule="one-pod"),
+            SchedulableVerdict(
+                schedulable=False,
+                reason="InsufficientGPUsPerNode",
+                message=(
+                    "spec.gpus (12) asks for 12 GPUs in each of the 2 pods of a Job "
+                    "(spec.job.spec.parallelism), but the largest node has 8 GPUs (vendor: "
+                    "amd): set spec.gpusPerReplica to what one pod needs, or lower spec.gpus"
+                ),
+            ),
+        ),
+        (
+            GpuAllocation(
+                gpus=24, gpus_per_replica=12, replicas=2, vendor="amd", rule="one-pod-per-replica"
+            ),
+            SchedulableVerdict(
+                schedulable=False,
+                reason="InsufficientGPUsPerNode",
+                message=(
+                    "spec.gpusPerReplica (12) asks for 12 GPUs in each of the 2 pods of a Job, "
+                    "but the largest node has 8 GPUs (vendor: amd): set ray: true to spread the "
+                    "GPUs across nodes, or lower spec.gpusPerReplica"
+                ),
+            ),
+        ),
+        (
+            # The Job runs no pod (parallelism 0): nothing held, nothing to tell.
+            GpuAllocation(gpus=0, gpus_per_replica=8, replicas=0, vendor="amd", rule="one-pod"),
+            SchedulableVerdict(
+                schedulable=True,
+                reason="Schedulable",
+                message="Workload does not require GPU resources",
+            ),
+        ),
     ],
     ids=[
         "split-rounded-down",
@@ -383,6 +490,13 @@ FOUR_EIGHT_GPU_NODES = GpuStats(
         "recalculated-not-a-multiple",
         "job-recalculated-from-gpus-per-replica",
         "job-gpus-per-replica-larger-than-any-node",
+        "parallel-job-holds-each-pods-gpus",
+        "parallel-job-gpus-not-shared-evenly",
+        "parallel-job-recalculated-from-gpus-per-replica",
+        "parallel-job-larger-than-the-cluster",
+        "parallel-job-pod-larger-than-any-node",
+        "parallel-job-gpus-per-replica-larger-than-any-node",
+        "job-running-no-pod",
     ],
 )
 def test_a_total_other_than_spec_gpus_is_told_on_a_true_condition(

@@ -84,6 +84,7 @@ from kaiwo_planner.domain.scheduling.gpu_allocation import (
     child_runs,
     child_worker_groups,
     in_worker_groups,
+    job_pods,
     keep_running_split,
     ray_worker_groups,
     vendor_gpu_stats,
@@ -205,6 +206,8 @@ def plan_workload(
         gpus_per_replica=spec.gpus_per_replica,
         vendor=spec.gpu_vendor,
         stats=stats,
+        # The pods its Job runs at once count, as Kueue counts them (decision 0147).
+        batch_job_pods=job_pods(workload.spec.job) if isinstance(workload, KaiwoJob) else 1,
     )
     observed = observe_children(
         cluster=cluster,

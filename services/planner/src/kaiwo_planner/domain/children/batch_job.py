@@ -89,9 +89,10 @@ def build_batch_job(
 ) -> dict[str, Any]:
     """The Job: ``spec.job`` (or the default) completed with the workload's settings.
 
-    The single pod gets the allocation's ``gpus_per_replica``: every GPU of ``gpus``, or
+    Each pod gets the allocation's ``gpus_per_replica``: every GPU of ``gpus``, or
     ``gpusPerReplica`` when given (decision 0113); ``replicas`` does not change parallelism (the
-    API reference: replicas are ignored for Jobs).
+    API reference: replicas are ignored for Jobs). The allocation's replicas are the pods
+    ``spec.job``'s parallelism runs at once, so the env describes them all (decision 0147).
     """
     spec: dict[str, Any] = copy_tree(dict((inputs.job or {}).get("spec") or {}))
     spec.setdefault("ttlSecondsAfterFinished", DEFAULT_TTL_SECONDS_AFTER_FINISHED)

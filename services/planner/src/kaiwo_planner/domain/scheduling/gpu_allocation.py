@@ -8,11 +8,14 @@ the children planners' business.
 
 Choices that differ from upstream, on purpose:
 
-* A non-Ray KaiwoJob runs one pod, so that pod gets every GPU of ``gpus`` (one replica), or
-  ``gpusPerReplica`` when given; the allocation is one replica either way, so ``NUM_REPLICAS``
-  and ``NUM_GPUS`` describe the one pod (decision 0118). Upstream split ``gpus`` by node size
-  and gave the single pod one share (16 GPUs on 8-GPU nodes ran on 8); a pod larger than
-  every node is refused by the Schedulable check instead.
+* A non-Ray KaiwoJob's pod gets every GPU of ``gpus``, or ``gpusPerReplica`` when given;
+  ``replicas`` is ignored (decision 0118). Upstream split ``gpus`` by node size and gave the
+  pod one share (16 GPUs on 8-GPU nodes ran on 8); a pod larger than every node is refused by
+  the Schedulable check instead. The allocation's replicas are the pods the Job runs at once
+  (:func:`job_pods`: ``spec.job``'s ``parallelism``, no more than its ``completions``, as
+  Kueue counts the Job's pod set), so ``NUM_REPLICAS``, ``NUM_GPUS`` and every count describe
+  all of them (decision 0147); upstream's env describes its node-size split, whatever the
+  Job runs.
 * A non-Ray KaiwoService with ``replicas`` above 1 and no ``gpusPerReplica`` keeps its
   replicas, each pod getting ``gpus / replicas`` (the reference: ``replicas`` sets the
   Deployment's replicas). Upstream replaced the replicas by its node-size split. ``gpus`` that
@@ -103,7 +106,8 @@ fit or the total is not ``spec.gpus``): ``automatic`` upstream's split by node s
 the split by node size the running child was made with, which the nodes of now would make
 otherwise (decision 0137),
 ``per-replica`` the given ``replicas x gpusPerReplica``, ``one-pod`` every GPU of ``gpus`` in
-a batch Job's pod, ``one-pod-per-replica`` the given ``gpusPerReplica`` in a batch Job's pod,
+each pod of a batch Job, ``one-pod-per-replica`` the given ``gpusPerReplica`` in each pod of a
+batch Job (the Job's pods are the allocation's replicas, decision 0147),
 ``over-replicas`` ``gpus`` shared by a Deployment's given replicas."""
 
 
@@ -179,24 +183,26 @@ def allocate_workload_gpus(
     gpus_per_replica: int | None,
     vendor: str,
     stats: GpuStats,
+    batch_job_pods: int = 1,
 ) -> GpuAllocation:
-    """The allocation of a workload of ``shape`` (the module docstring: one pod for a batch
-    Job, ``gpus`` over the given replicas of a Deployment, otherwise upstream's calculation).
-    A batch Job runs one pod whatever ``replicas`` says, ``0`` included (the API reference:
-    replicas is ignored for a batch KaiwoJob, decisions 0111 and 0118)."""
+    """The allocation of a workload of ``shape`` (the module docstring: ``batch_job_pods``
+    pods of the same GPUs for a batch Job, ``gpus`` over the given replicas of a Deployment,
+    otherwise upstream's calculation). A batch Job runs the pods of its own ``parallelism``
+    (:func:`job_pods`), whatever ``replicas`` says, ``0`` included (the API reference:
+    replicas is ignored for a batch KaiwoJob, decisions 0111, 0118 and 0147)."""
     wanted = vendor.lower()
     asked = max(gpus, 0)
     if shape == "batch-job":
-        if gpus_per_replica:
-            return _split(
-                asked=asked,
-                replicas=1,
-                gpus_per_replica=gpus_per_replica,
-                vendor=wanted,
-                rule="one-pod-per-replica",
+        pods = max(batch_job_pods, 0)
+        rule: SplitRule = "one-pod-per-replica" if gpus_per_replica else "one-pod"
+        per_pod = gpus_per_replica or asked
+        if pods == 0:
+            # parallelism (or completions) 0: the Job runs no pod, so holds nothing, by request.
+            return GpuAllocation(
+                gpus=0, gpus_per_replica=per_pod, replicas=0, vendor=wanted, rule=rule
             )
         return _split(
-            asked=asked, replicas=1, gpus_per_replica=asked, vendor=wanted, rule="one-pod"
+            asked=asked, replicas=pods, gpus_per_replica=per_pod, vendor=wanted, rule=rule
         )
     deployment_replicas = replicas if shape == "deployment" and replicas is not None else 0
     if asked > 0 and not gpus_per_replica and deployment_replicas > 1:
@@ -266,6 +272,20 @@ def calculate_gpu_allocation(
     )
 
 
+def job_pods(job: Mapping[str, Any] | None) -> int:
+    """How many pods the batch Job of a KaiwoJob whose ``spec.job`` is ``job`` (the embedded
+    Job, wire form, read defensively) runs at once: its ``parallelism`` (Kubernetes' default
+    1, which the planner writes too), never more than its ``completions``. Kueue 0.17 counts
+    the Job's pod set so and reserves quota for that many pods (decision 0147). The pods that
+    finish are not subtracted: the count is what the spec runs, as Kueue's reservation is."""
+    spec = _mapping(_mapping(job).get("spec"))
+    parallelism = _whole_number(spec.get("parallelism"), default=1)
+    completions = spec.get("completions")
+    if isinstance(completions, int) and not isinstance(completions, bool):
+        return min(parallelism, max(completions, 0))
+    return parallelism
+
+
 StatsOf = Callable[[str], GpuStats]
 """The GPU statistics of a vendor (``amd``/``nvidia``), e.g. :func:`vendor_gpu_stats` of a
 context; :func:`no_nodes` where no nodes are known."""
@@ -284,8 +304,9 @@ def allocated_gpus(
 ) -> int:
     """The GPUs a KaiwoJob or KaiwoService (wire form, read defensively) holds while all its
     pods run: the total of the allocation its pods get (:func:`allocate_workload_gpus`, the
-    planner's own rule, decision 0118), so 28 for ``gpus: 30`` on 8-GPU nodes, a batch Job's
-    one pod, none for a paused workload; for a running workload, the split by node size its
+    planner's own rule, decision 0118), so 28 for ``gpus: 30`` on 8-GPU nodes, every pod a
+    batch Job runs at once (decision 0147), none for a paused workload; for a running
+    workload, the split by node size its
     main child (``running_child``) was made with (:func:`keep_running_split`, decision 0137).
     A Ray cluster holds that in every worker group (decision 0146). What the wire does not
     say as a whole number counts as absent."""
@@ -294,13 +315,15 @@ def allocated_gpus(
         return 0
     vendor = str(spec.get("gpuVendor") or "amd")
     asked = _whole_number(spec.get("gpus"), default=0)
+    shape = wire_workload_shape(str(workload.get("kind") or ""), spec)
     allocation = allocate_workload_gpus(
-        shape=wire_workload_shape(str(workload.get("kind") or ""), spec),
+        shape=shape,
         gpus=asked,
         replicas=_whole_number(spec.get("replicas"), default=1),
         gpus_per_replica=_whole_number(spec.get("gpusPerReplica"), default=0) or None,
         vendor=vendor,
         stats=stats_of(vendor.lower()),
+        batch_job_pods=job_pods(_mapping(spec.get("job"))) if shape == "batch-job" else 1,
     )
     kept = keep_running_split(
         allocation, asked=asked, child=running_child, runs=running_child is not None

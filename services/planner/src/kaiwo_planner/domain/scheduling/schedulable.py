@@ -263,6 +263,8 @@ def _adjusted_total(allocation: GpuAllocation) -> tuple[str, str] | None:
             f"multiple of {replicas}, or set spec.replicas and spec.gpusPerReplica to choose "
             "the split"
         )
+    if allocation.rule in ("one-pod", "one-pod-per-replica") and replicas > 1:
+        return REASON_GPUS_RECALCULATED, _parallel_job_note(allocation, asked)
     if allocation.rule == "one-pod-per-replica":
         return REASON_GPUS_RECALCULATED, (
             f"spec.gpus ({asked}) is recalculated as spec.gpusPerReplica ({per_pod}), the GPUs "
@@ -281,9 +283,40 @@ def _adjusted_total(allocation: GpuAllocation) -> tuple[str, str] | None:
     )
 
 
+def _parallel_job_note(allocation: GpuAllocation, asked: int) -> str:
+    """A batch Job running several pods at once, each with the pod's GPUs, holds their sum
+    (decision 0147): what the pods hold, and the fields that size it."""
+    held, pods, per_pod = allocation.gpus, allocation.replicas, allocation.gpus_per_replica
+    runs = (
+        f"the Job runs {pods} pods at once (spec.job.spec.parallelism, no more than its "
+        f"completions), each with {per_pod} GPUs: the workload holds {held} GPUs"
+    )
+    if allocation.rule == "one-pod-per-replica":
+        return (
+            f"spec.gpus ({asked}) is recalculated from spec.gpusPerReplica ({per_pod}): {runs}; "
+            f"set spec.gpus to {held}, or leave it out"
+        )
+    share = (
+        f"set spec.gpusPerReplica to {asked // pods} to share {asked} GPUs over the pods, or "
+        if asked % pods == 0
+        else ""
+    )
+    return (
+        f"spec.gpus ({asked}) is the GPUs of each pod of a Job (spec.gpusPerReplica not "
+        f"given), and {runs}; {share}lower spec.job.spec.parallelism"
+    )
+
+
 def _pod_too_large_message(allocation: GpuAllocation, largest: int) -> str:
     """Which fields asked for the pod, what the largest node has, and what to change."""
     node = f"the largest node has {largest} GPUs (vendor: {allocation.vendor})"
+    if allocation.rule == "one-pod" and allocation.replicas > 1:
+        per_pod, pods = allocation.gpus_per_replica, allocation.replicas
+        return (
+            f"spec.gpus ({per_pod}) asks for {per_pod} GPUs in each of the {pods} pods of a "
+            f"Job (spec.job.spec.parallelism), but {node}: set spec.gpusPerReplica to what "
+            "one pod needs, or lower spec.gpus"
+        )
     if allocation.rule == "one-pod":
         return (
             f"spec.gpus ({allocation.gpus}) asks for {allocation.gpus} GPUs in the single pod "
@@ -293,7 +326,7 @@ def _pod_too_large_message(allocation: GpuAllocation, largest: int) -> str:
     if allocation.rule == "one-pod-per-replica":
         return (
             f"spec.gpusPerReplica ({allocation.gpus_per_replica}) asks for "
-            f"{allocation.gpus_per_replica} GPUs in the single pod of a Job, but {node}: set "
+            f"{allocation.gpus_per_replica} GPUs in {_job_pods_words(allocation)}, but {node}: set "
             "ray: true to spread the GPUs across nodes, or lower spec.gpusPerReplica"
         )
     if allocation.rule == "kept":
@@ -315,3 +348,9 @@ def _pod_too_large_message(allocation: GpuAllocation, largest: int) -> str:
         f"{allocation.gpus_per_replica} GPUs per pod, but {node}: lower spec.gpusPerReplica "
         "and raise spec.replicas"
     )
+
+
+def _job_pods_words(allocation: GpuAllocation) -> str:
+    if allocation.replicas > 1:
+        return f"each of the {allocation.replicas} pods of a Job"
+    return "the single pod of a Job"
