@@ -25,9 +25,13 @@ from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
 
 from tests.integration.pipeline import cluster_actors as actors
-from tests.integration.pipeline.harness import Pending, Pipeline, eventually, running_pipeline
+from tests.integration.pipeline.harness import (
+    Pending,
+    Pipeline,
+    eventually,
+    pipeline_on_kwok_nodes,
+)
 from tests.real_cluster import RealCluster
-from tests.real_stack import kwok_fleet
 
 pytestmark = [
     pytest.mark.k8s,
@@ -130,13 +134,9 @@ def is_ready(found: Mapping[str, Any]) -> bool:
 async def stack(
     real_stack: RealCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Pipeline]:
-    async with (
-        await KubernetesAsyncioAdapter.from_kubeconfig(real_stack.kubeconfig) as admin,
-        kwok_fleet(admin, FLEET),
-        running_pipeline(
-            tmp_path_factory.mktemp("kaiwo"), real=real_stack, gpu_cluster=False
-        ) as pipeline,
-    ):
+    async with pipeline_on_kwok_nodes(
+        real_stack, FLEET, tmp_path_factory.mktemp("kaiwo")
+    ) as pipeline:
         yield pipeline
 
 

@@ -40,10 +40,14 @@ from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
 
 from tests.integration.pipeline import cluster_actors as actors
-from tests.integration.pipeline.harness import Pending, Pipeline, eventually, running_pipeline
+from tests.integration.pipeline.harness import (
+    Pending,
+    Pipeline,
+    eventually,
+    pipeline_on_kwok_nodes,
+)
 from tests.prometheus_server import GpuExporter, GpuSeries
 from tests.real_cluster import RealCluster
-from tests.real_stack import kwok_fleet
 
 pytestmark = [pytest.mark.k8s, pytest.mark.nats, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -239,13 +243,9 @@ async def stack(
         "DEFAULT_CLUSTER_QUEUE_NAME": "research",
     }
     assert not set(SETTINGS) & set(os.environ)
-    async with (
-        await KubernetesAsyncioAdapter.from_kubeconfig(real_stack.kubeconfig) as admin,
-        kwok_fleet(admin, FLEET),
-        running_pipeline(
-            tmp_path / "stack", real=real_stack, gpu_cluster=False, service_env=reference_names
-        ) as pipeline,
-    ):
+    async with pipeline_on_kwok_nodes(
+        real_stack, FLEET, tmp_path / "stack", service_env=reference_names
+    ) as pipeline:
         assert "monitor" in pipeline.stack.services  # started on the reference's name
         yield pipeline
 

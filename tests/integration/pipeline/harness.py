@@ -8,7 +8,7 @@ import contextlib
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -22,6 +22,7 @@ from kaiwo_eventstore import EventStore, open_event_store
 from kaiwo_kube import NotFound, resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_runtime.nats_connection import connect_client
+from kaiwo_sandbox.fleet import NodeSpec
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
@@ -34,6 +35,7 @@ from tests.integration.pipeline.ledger import (
 )
 from tests.integration.pipeline.trail import stall_explained, workload_trail
 from tests.real_cluster import RealCluster
+from tests.real_stack import kwok_fleet
 from tests.waiting import Pending, eventually
 
 T = TypeVar("T")
@@ -222,6 +224,28 @@ class Pipeline:
             for e in self.audit_log.events(since=mark)
             if e.user == OPERATOR_USER
         )
+
+
+@contextlib.asynccontextmanager
+async def pipeline_on_kwok_nodes(
+    real: RealCluster,
+    nodes: Iterable[NodeSpec],
+    state_dir: Path,
+    *,
+    service_env: Mapping[str, str] | None = None,
+) -> AsyncIterator[Pipeline]:
+    """:func:`running_pipeline` on the whole real stack ``real``, its nodes and queues left to
+    the test (``gpu_cluster=False``), with the kwok ``nodes`` registered around it: they go
+    last, once the pipeline's namespace is gone (a pod on a removed node has no kubelet to
+    stop it)."""
+    async with (
+        await KubernetesAsyncioAdapter.from_kubeconfig(real.kubeconfig) as admin,
+        kwok_fleet(admin, nodes),
+        running_pipeline(
+            state_dir, real=real, gpu_cluster=False, service_env=service_env
+        ) as pipeline,
+    ):
+        yield pipeline
 
 
 @contextlib.asynccontextmanager
