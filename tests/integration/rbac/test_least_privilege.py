@@ -47,6 +47,7 @@ from typing import Any, Final
 import pytest
 from aiohttp import web
 from kaiwo_cli.stack.local import LocalStack, StackOptions
+from kaiwo_contracts.confinement import GPU_TAINT_RECORD_ANNOTATION
 from kaiwo_contracts.events.permissions import ADMIN, LEASE_BUCKET, MONITOR
 from kaiwo_contracts.events.streams import bus_topology
 from kaiwo_envtest import AuditEvent
@@ -849,10 +850,12 @@ async def test_each_service_needs_its_whole_role_and_nothing_more(
     # in "default", and cluster-scoped objects ("").
     assert {r.namespace for r in writes["executor"]} == {run.namespace, "default", ""}
     assert {r.name for r in writes["executor"] if r.resource == "nodes"} == {actors.GPU_NODE}
-    # On the node, the executor owns Kaiwo's labels and the taint list it merged its taint into.
+    # On the node, the executor owns Kaiwo's labels, the record of the GPU taint it added
+    # (decision 0145) and the taint list it merged its taint into.
     kaiwo = fields_of(run.node, "kaiwo")
     assert set(kaiwo) == {"f:metadata", "f:spec"}
-    assert set(kaiwo["f:metadata"]) == {"f:labels"}
+    assert set(kaiwo["f:metadata"]) == {"f:labels", "f:annotations"}
+    assert set(kaiwo["f:metadata"]["f:annotations"]) == {f"f:{GPU_TAINT_RECORD_ANNOTATION}"}
     labels = kaiwo["f:metadata"]["f:labels"]
     assert labels and all(key.startswith("f:kaiwo/") for key in labels)
     assert set(kaiwo["f:spec"]) == {"f:taints"}
