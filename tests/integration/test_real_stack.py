@@ -1503,6 +1503,63 @@ async def test_duration_preemption_counts_every_pod_of_a_parallel_job(stack: Pip
         await stack.kube.delete(resources.KAIWO_JOB, name, namespace=ns)
 
 
+async def test_duration_preemption_terminates_one_expired_job_for_one_waiting_job(
+    stack: Pipeline,
+) -> None:
+    """In the ``dur`` queue (8 GPUs) two Jobs of 4 run past their ``duration`` and one of 4
+    waits: either expired Job alone frees enough, so the operator terminates exactly one, Kueue
+    admits the waiting Job, and the other keeps running (decision 0148). Before, the second
+    was terminated too, for the same waiting Job, in the seconds between the first one's
+    termination and Kueue's admission of the waiting Job: its status still said PENDING."""
+    ns = namespace_of(stack, "dur")
+    expired = ("overtime-a", "overtime-b")
+    await preempt_for_jobs_waiting_a_second(stack)
+    for name in expired:
+        await stack.kube.create(
+            kaiwo_job(name, ns, queue_name="dur", gpus=4, run_seconds=300, duration="4s")
+        )
+    for name in expired:
+        await past_its_duration(stack, ns, name)
+    await stack.kube.create(kaiwo_job("one-waiting", ns, queue_name="dur", gpus=4, run_seconds=300))
+
+    await reaches(stack, "one-waiting", ns, "RUNNING")
+    phases: dict[str, str] = {}
+    for name in expired:
+        found = await stack.kube.get(resources.KAIWO_JOB, name, namespace=ns)
+        phases[name] = found["status"]["status"]
+    assert sorted(phases.values()) == ["RUNNING", "TERMINATED"], phases
+    [victim] = [name for name, phase in phases.items() if phase == "TERMINATED"]
+    [kept] = [name for name, phase in phases.items() if phase == "RUNNING"]
+    stopped = await stack.kube.get(resources.KAIWO_JOB, victim, namespace=ns)
+    assert stopped["status"]["preemptedFor"]["name"] == "one-waiting"
+    # Still so once the victim's Job is gone and every observation since is planned.
+    await gone(stack, resources.JOB, victim, ns)
+    await stack.settled(within=STEP)
+    survivor = await stack.kube.get(resources.KAIWO_JOB, kept, namespace=ns)
+    assert survivor["status"]["status"] == "RUNNING", survivor["status"]
+    types = [c["type"] for c in survivor["status"]["conditions"]]
+    assert "WorkloadTerminatedEarly" not in types, survivor["status"]["conditions"]
+    assert condition(survivor, "Preemptable")["status"] == "True"
+    assert (await job_pods(stack, ns, kept))[0]["status"]["phase"] == "Running"
+    for name in (*expired, "one-waiting"):
+        await stack.kube.delete(resources.KAIWO_JOB, name, namespace=ns)
+
+
+async def past_its_duration(pipeline: Pipeline, namespace: str, name: str) -> None:
+    """Wait until the operator tells that the KaiwoJob ``name`` ran past its duration."""
+
+    async def told() -> bool | Pending:
+        found = await pipeline.kube.get(resources.KAIWO_JOB, name, namespace=namespace)
+        said = [
+            c
+            for c in (found.get("status") or {}).get("conditions") or ()
+            if c["type"] == "Preemptable"
+        ]
+        return True if said and said[0]["status"] == "True" else Pending(f"{said}")
+
+    await eventually(told, what=f"{name} past its duration", within=STEP)
+
+
 async def test_a_jobs_parallel_pods_are_what_kueue_reserves_and_the_operator_counts(
     stack: Pipeline,
 ) -> None:

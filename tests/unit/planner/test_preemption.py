@@ -5,6 +5,7 @@ from datetime import UTC, datetime, timedelta
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoSchedulingConfig
 from kaiwo_contracts.plans import ObjectRef, RefKey
 from kaiwo_planner.domain.scheduling.preemption import (
+    FreeingWorkload,
     PendingWorkload,
     Preemption,
     PreemptionDecision,
@@ -165,3 +166,102 @@ def test_not_enough_gpus_takes_every_candidate() -> None:
         now=NOW,
     )
     assert [p.victim for p in decision.preemptions] == [ref("small"), ref("tiny")]
+
+
+# ------------------------------------------------------------ GPUs on their way (decision 0148)
+
+
+def waiting_with_uid(name: str, *, gpus: int, minutes: int = 10) -> PendingWorkload:
+    """A waiting workload with a uid: a terminated workload's status names its beneficiary
+    by uid."""
+    return PendingWorkload(
+        key=(*key(name)[:4], f"uid-{name}"),
+        gpu_vendor="amd",
+        gpus=gpus,
+        cluster_queue="kaiwo",
+        pending_since=NOW - timedelta(minutes=minutes),
+    )
+
+
+def freeing(
+    name: str, *, gpus: int, beneficiary: str | None, queue: str = "kaiwo"
+) -> FreeingWorkload:
+    return FreeingWorkload(
+        key=key(name), gpu_vendor="amd", gpus=gpus, cluster_queue=queue, beneficiary=beneficiary
+    )
+
+
+def test_gpus_freed_for_a_waiting_workload_cover_it_and_no_one_else_is_terminated() -> None:
+    """Real stack, decision 0148: an expired Job of 8 was terminated for a waiter of 8 and,
+    before Kueue admitted the waiter, a second expired Job of 8 for the same waiter."""
+    decision = decide_preemptions(
+        running=[running("second", gpus=8)],
+        pending=[waiting_with_uid("waits", gpus=8)],
+        scheduling=FIVE_MINUTES,
+        now=NOW,
+        freeing=[freeing("first", gpus=8, beneficiary="uid-waits")],
+    )
+    assert decision == PreemptionDecision(expired=(ref("second"),), preemptions=())
+
+
+def test_gpus_freed_for_one_waiter_do_not_count_for_another() -> None:
+    """4 of the 8 the older waiter needs are on their way: the first expired one (8) goes to
+    it; the younger waiter, whom nothing was freed for, takes the next one."""
+    decision = decide_preemptions(
+        running=[
+            running("a", gpus=8, started_minutes_ago=180),
+            running("b", gpus=8, started_minutes_ago=120),
+            running("c", gpus=8, started_minutes_ago=90),
+        ],
+        pending=[
+            waiting_with_uid("older", gpus=8, minutes=20),
+            waiting_with_uid("younger", gpus=8, minutes=10),
+        ],
+        scheduling=FIVE_MINUTES,
+        now=NOW,
+        freeing=[freeing("stopped", gpus=4, beneficiary="uid-older")],
+    )
+    victims = [(p.victim.name, p.beneficiary.name) for p in decision.preemptions]
+    assert victims == [("a", "older"), ("b", "younger")]
+
+
+def test_a_termination_not_yet_observed_frees_gpus_for_the_first_waiter_it_competes_with() -> None:
+    """Its status still says it runs: it is not chosen again, and its 8 GPUs cover the older
+    waiter; one of another queue covers nobody here, so the younger waiter gets the first
+    expired workload."""
+    decision = decide_preemptions(
+        running=[
+            running("being-stopped", gpus=8, started_minutes_ago=300),
+            running("a", gpus=8, started_minutes_ago=180),
+            running("b", gpus=8, started_minutes_ago=120),
+        ],
+        pending=[
+            waiting_with_uid("older", gpus=8, minutes=20),
+            waiting_with_uid("younger", gpus=8, minutes=10),
+        ],
+        scheduling=FIVE_MINUTES,
+        now=NOW,
+        freeing=[
+            freeing("being-stopped", gpus=8, beneficiary=None),
+            freeing("other-queue", gpus=8, beneficiary=None, queue="other"),
+        ],
+    )
+    victims = [(p.victim.name, p.beneficiary.name) for p in decision.preemptions]
+    assert victims == [("a", "younger")]
+    assert decision.expired == (ref("a"), ref("b"))
+    assert decision.termination_for(ref("being-stopped")) is None
+
+
+def test_gpus_on_their_way_short_of_the_need_are_topped_up() -> None:
+    """4 of 8 are on their way: one more expired workload of 4 is enough."""
+    decision = decide_preemptions(
+        running=[
+            running("a", gpus=4, started_minutes_ago=180),
+            running("b", gpus=4, started_minutes_ago=120),
+        ],
+        pending=[waiting_with_uid("waits", gpus=8)],
+        scheduling=FIVE_MINUTES,
+        now=NOW,
+        freeing=[freeing("stopped", gpus=4, beneficiary="uid-waits")],
+    )
+    assert [p.victim.name for p in decision.preemptions] == ["a"]

@@ -8,7 +8,9 @@ from typing import Any
 from kaiwo_contracts.plans import ObjectRef, RefKey
 from kaiwo_planner.domain.scheduling.preemption import PendingWorkload, RunningWorkload
 from kaiwo_planner.domain.scheduling.preemption_candidates import (
+    freed_gpus_settle_for,
     preemption_candidates,
+    preemption_decision,
     preemption_victims,
 )
 from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
@@ -298,3 +300,136 @@ def test_a_batch_jobs_parallel_pods_count_for_the_victim_and_the_waiter() -> Non
         ObjectRef.of_key(key("parallel")),
         ObjectRef.of_key(key("single")),
     )
+
+
+# ------------------------------------------------------------ GPUs on their way (decision 0148)
+
+AFTER_EXPIRY = datetime(2026, 1, 1, 12, 30, tzinfo=UTC)
+
+
+def terminated_for(beneficiary: str, phase: str, at: str) -> dict[str, Any]:
+    """The status of a workload duration preemption terminated for ``beneficiary``, as the
+    planner writes it (TERMINATING: the condition False; TERMINATED: True since ``at``)."""
+    return {
+        "status": phase,
+        "startTime": "2026-01-01T11:00:00Z",
+        "preemptedFor": {
+            "kind": "KaiwoJob",
+            "namespace": "team",
+            "name": beneficiary,
+            "uid": f"uid-{beneficiary}",
+        },
+        "conditions": [
+            {
+                "type": "WorkloadTerminatedEarly",
+                "status": "True" if phase == "TERMINATED" else "False",
+                "reason": "DurationExceededWithActiveGpuDemand",
+                "message": "Terminated since duration was exceeded and there is active GPU demand",
+                "lastTransitionTime": at,
+            }
+        ],
+    }
+
+
+def pod_of(owner: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{owner}-pod",
+            "namespace": "team",
+            "uid": f"uid-{owner}-pod",
+            "labels": {"kaiwo.silogen.ai/run-id": f"uid-{owner}"},
+        },
+    }
+
+
+def two_expired_and_a_waiter(first_status: dict[str, Any]) -> Projection:
+    """``first`` (its status given) and ``second``, 4 GPUs each, expired at 12:00 and 12:10;
+    ``waits`` for 4 since 10:00."""
+    return projection_of(
+        config("gpu-queue"),
+        kaiwo_job("first", first_status, duration="1h"),
+        kaiwo_job("second", {**RUNNING, "startTime": "2026-01-01T11:10:00Z"}, duration="1h"),
+        kaiwo_job("waits", PENDING),
+    )
+
+
+def test_a_workload_terminating_for_a_waiter_covers_it_and_the_other_expired_one_runs() -> None:
+    """Real stack: the first expired workload was terminated for the waiter; seen
+    TERMINATING, the waiter still PENDING, the second was terminated too."""
+    contexts = PlanningContextKeeper()
+    projection = two_expired_and_a_waiter(
+        terminated_for("waits", "TERMINATING", "2026-01-01T12:29:58Z")
+    )
+    context = contexts.context(projection)
+
+    assert preemption_victims(context, now=AFTER_EXPIRY) == ()
+    assert (
+        preemption_decision(context, now=AFTER_EXPIRY).termination_for(
+            ObjectRef.of_key(key("second"))
+        )
+        is None
+    )
+
+
+def test_gpus_freed_for_a_waiter_count_for_it_until_they_settle() -> None:
+    """TERMINATED at 12:29:59, its pods gone: Kueue has its quota back and admits the waiter
+    on its next pass. Until 12:31:59 (two minutes) that counts as the waiter served; still
+    PENDING after that, it presses again, and is planned again at that moment."""
+    contexts = PlanningContextKeeper()
+    projection = two_expired_and_a_waiter(
+        terminated_for("waits", "TERMINATED", "2026-01-01T12:29:59Z")
+    )
+    context = contexts.context(projection)
+    settled = datetime(2026, 1, 1, 12, 31, 59, tzinfo=UTC)
+
+    assert preemption_victims(context, now=AFTER_EXPIRY) == ()
+    assert preemption_victims(context, now=settled - timedelta(seconds=1)) == ()
+    assert freed_gpus_settle_for("uid-waits", context) == settled
+    assert freed_gpus_settle_for("uid-second", context) is None
+    assert preemption_victims(context, now=settled) == (ObjectRef.of_key(key("second")),)
+
+
+def test_gpus_freed_for_a_waiter_count_while_the_victims_pods_are_still_there() -> None:
+    contexts = PlanningContextKeeper()
+    projection = two_expired_and_a_waiter(
+        terminated_for("waits", "TERMINATED", "2026-01-01T12:29:59Z")
+    )
+    projection.apply(observed(pod_of("first"), 20), sequence=20)
+    long_after = datetime(2026, 1, 1, 13, 0, tzinfo=UTC)
+
+    assert preemption_victims(contexts.context(projection), now=long_after) == ()
+
+
+def test_gpus_freed_for_another_waiter_serve_not_this_one() -> None:
+    """Terminated for a workload that is no longer waiting (admitted, deleted): its GPUs are
+    nobody's to count for ``waits``, which has the second expired one terminated."""
+    contexts = PlanningContextKeeper()
+    projection = two_expired_and_a_waiter(
+        terminated_for("gone-by", "TERMINATING", "2026-01-01T12:29:58Z")
+    )
+
+    assert preemption_victims(contexts.context(projection), now=AFTER_EXPIRY) == (
+        ObjectRef.of_key(key("second")),
+    )
+
+
+def test_a_preemption_decided_and_not_yet_observed_covers_the_waiter() -> None:
+    """``first`` still RUNNING as observed, its termination published (for idleness here, or
+    duration): the planner's own preemption under way covers the waiter, so the expired
+    ``second`` is not terminated for it as well (decision 0148; for idleness, 0076)."""
+    contexts = PlanningContextKeeper()
+    projection = projection_of(
+        config("gpu-queue"),
+        kaiwo_job("first", RUNNING),  # no duration: stopped for idleness
+        kaiwo_job("second", {**RUNNING, "startTime": "2026-01-01T11:10:00Z"}, duration="1h"),
+        kaiwo_job("waits", PENDING),
+    )
+    context = contexts.context(projection)
+    assert preemption_victims(context, now=AFTER_EXPIRY) == (ObjectRef.of_key(key("second")),)
+
+    under_way = context.with_preempting(frozenset({"uid-first"}))
+
+    assert preemption_victims(under_way, now=AFTER_EXPIRY) == ()
+    assert preemption_decision(under_way, now=AFTER_EXPIRY).preemptions == ()

@@ -67,3 +67,47 @@ async def test_a_published_preemption_is_under_way_until_its_status_comes_back(
     await harness.drain(service)
     assert seen[2:] == [("first", frozenset()), ("second", frozenset())]
     assert harness.plans()[-1].data.preempting == ()
+
+
+DURATION_PREEMPTION = {
+    "type": "WorkloadTerminatedEarly",
+    "status": "False",
+    "reason": "DurationExceededWithActiveGpuDemand",
+    "message": "Terminated since duration was exceeded and there is active GPU demand",
+}
+
+
+async def test_a_published_duration_preemption_is_under_way_until_its_status_comes_back(
+    harness: Any, build: Any
+) -> None:
+    """Decision 0148: a workload terminated for a waiting one because its duration ran out
+    frees GPUs for that one from the moment the plan is published, as one preempted for
+    idleness does; before, the decisions made meanwhile saw it running."""
+    seen: list[tuple[str, frozenset[str]]] = []
+    terminating = {"status": "TERMINATING", "conditions": [DURATION_PREEMPTION]}
+
+    def plan_fn(
+        *, owner: Mapping[str, Any], context: PlanningContext, now: datetime
+    ) -> PlanningResult:
+        name = owner["metadata"]["name"]
+        seen.append((name, context.preempting))
+        result: PlanningResult = build.toy_planner(owner=owner, context=context, now=now)
+        if name == "overtime" and result.plan is not None:
+            return PlanningResult(plan=result.plan.model_copy(update={"status": terminating}))
+        return result
+
+    service = harness.service(plan_fn=plan_fn)
+    await service.start()
+    await harness.observe(holder("overtime", {"status": "RUNNING"}), "1", "ADDED")
+    await harness.drain(service)
+    await harness.observe(holder("other", {"status": "RUNNING"}), "2", "ADDED")
+    await harness.drain(service)
+
+    assert seen == [("overtime", frozenset()), ("other", frozenset({"uid-overtime"}))]
+    assert harness.plans()[-1].data.preempting == ("uid-overtime",)
+
+    await harness.observe(holder("overtime", terminating), "3")
+    await harness.drain(service)
+    await harness.observe(holder("other", {"status": "RUNNING", "x": 1}), "4")
+    await harness.drain(service)
+    assert seen[2:] == [("overtime", frozenset()), ("other", frozenset())]

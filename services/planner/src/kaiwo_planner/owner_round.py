@@ -6,8 +6,8 @@ others their plans ask for (``also_replan``), each at most once. For one owner:
 1. skip it when another replica's partition holds it, forget it when it is gone;
 2. plan it with the pure planner, as it is with the status its last plan set assumed until
    that status comes back (:mod:`~kaiwo_planner.domain.status.planned_status`), and with
-   the preemptions for idleness published and not observed yet (``PlanDecidedV1.
-   preempting``);
+   the preemptions for idleness or duration published and not observed yet
+   (``PlanDecidedV1.preempting``);
 3. arm its timer, and publish its plan when
    :func:`~kaiwo_planner.domain.publication.publication` says the plan is news.
 
@@ -95,7 +95,7 @@ class OwnerRounds:
         self._holds = holds
         self.unfinished: Unfinished | None = None
         self._preempting: frozenset[str] = frozenset()
-        """Owners whose preemption for idleness was published and not observed yet
+        """Owners whose preemption (for idleness or duration) was published and not observed yet
         (:func:`~kaiwo_planner.domain.scheduling.idle_preemption_inputs.
         preemption_unobserved`): every decision counts their GPUs as being freed. Frozen,
         and replaced when it changes (rarely), so no plan copies it."""

@@ -100,7 +100,8 @@ class PlanDecidedV1(EventPayload):
       re-announce every transition and move every ``lastTransitionTime`` on each
       observation until the write lands. None: the observed status was used.
     * ``preempting`` — the uids of the owners (a GpuWorkload, a KaiwoJob or KaiwoService)
-      whose preemption for idleness the planner had decided and not yet observed (sorted).
+      whose preemption for idleness, or termination for duration preemption (decision
+      0148), the planner had decided and not yet observed (sorted).
       Their GPUs count as being freed, so a decision made before that preemption is seen
       does not choose a second victim for the same demand.
 

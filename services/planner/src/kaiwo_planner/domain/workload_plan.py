@@ -312,7 +312,9 @@ def plan_workload(
     )
     return WorkloadPlanning(
         plan=plan,
-        replan_at=replan_moment(decision.replan_after, waiting_since, context=context, now=now),
+        replan_at=replan_moment(
+            ref, decision.replan_after, waiting_since, context=context, now=now
+        ),
         also_replan=victims_for(ref, waiting_since, context=context, now=now),
     )
 

@@ -20,7 +20,10 @@ from kaiwo_contracts.plans import ObjectRef
 
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
 from kaiwo_planner.domain.scheduling.idle_preemption_inputs import idle_preemption_decision
-from kaiwo_planner.domain.scheduling.preemption_candidates import preemption_decision
+from kaiwo_planner.domain.scheduling.preemption_candidates import (
+    freed_gpus_settle_for,
+    preemption_decision,
+)
 from kaiwo_planner.domain.settings.cluster_settings import (
     kaiwo_config,
     parse_time,
@@ -77,14 +80,16 @@ def waiting_since_of(
 
 
 def replan_moment(
+    ref: ObjectRef,
     replan_after: timedelta | None,
     waiting_since: datetime | None,
     *,
     context: PlanningContext,
     now: datetime,
 ) -> datetime | None:
-    """The earliest of: the duration deadline, and the moment this workload's wait becomes
-    long enough to preempt others (it must be planned then to name them)."""
+    """The earliest of: the duration deadline, the moment this workload's wait becomes
+    long enough to preempt others, and the moment the GPUs freed for it stop counting as on
+    their way (decision 0148): it must be planned then to name others, if it still waits."""
     moments = []
     if replan_after is not None:
         moments.append(now + replan_after)
@@ -93,6 +98,9 @@ def replan_moment(
         preempting_from = waiting_since + pending_threshold(context) + _ONE_SECOND
         if preempting_from > now:
             moments.append(preempting_from)
+        settled = freed_gpus_settle_for(ref.uid or "", context)
+        if settled is not None and settled > now:
+            moments.append(settled)
     return min(moments) if moments else None
 
 

@@ -21,7 +21,8 @@ the monitor's findings: the inputs of
   (:attr:`~kaiwo_planner.domain.state.planning_context.PlanningContext.preempting`): a
   decision made in the moments before it is observed, from other readings (another
   workload's idle stretch confirmed meanwhile), would otherwise choose a second victim for the
-  same demand (seen on the real stack).
+  same demand (seen on the real stack). Those include workloads terminated for duration
+  preemption (decision 0148): their GPUs are on their way to a waiting workload too.
 
 GPU workloads no Kaiwo kind owns (decision 0047) take part beside them: idle, the roots whose
 GpuWorkload is tracked, opted in as the planner observes the root and its Namespace, with a
@@ -86,6 +87,7 @@ from kaiwo_planner.domain.scheduling.idle_preemption import (
     IdleWorkload,
     decide_idle_preemptions,
 )
+from kaiwo_planner.domain.scheduling.preemption import PREEMPTION_REASON
 from kaiwo_planner.domain.settings.cluster_settings import (
     kaiwo_config,
     parse_time,
@@ -217,9 +219,10 @@ def _foreign(
 
 
 def preemption_unobserved(plan: Plan, owner: Mapping[str, Any]) -> bool:
-    """``plan`` preempts for idleness (a GpuWorkload's plan preempting its workload, a
-    KaiwoJob's or KaiwoService's status terminating it for ``GpuIdlePreemption``) and the
-    observed ``owner`` does not say so yet: its uid belongs in
+    """``plan`` preempts for GPU demand (a GpuWorkload's plan preempting its workload, a
+    KaiwoJob's or KaiwoService's status terminating it for ``GpuIdlePreemption`` or, decision
+    0148, for ``DurationExceededWithActiveGpuDemand``) and the observed ``owner`` does not
+    say so yet: its uid belongs in
     :attr:`~kaiwo_planner.domain.state.planning_context.PlanningContext.preempting` until
     it does."""
     observed = owner.get("status")
@@ -227,7 +230,10 @@ def preemption_unobserved(plan: Plan, owner: Mapping[str, Any]) -> bool:
     if plan.preempt is not None:
         return seen.get("phase") not in (PREEMPTING, PREEMPTED)
     planned = plan.status or {}
-    return _preempted_for_idleness(planned) and not _preempted_for_idleness(seen)
+    return any(
+        _terminated_early_for(planned, reason) and not _terminated_early_for(seen, reason)
+        for reason in (REASON_IDLE, PREEMPTION_REASON)
+    )
 
 
 def _uid(obj: Mapping[str, Any]) -> str:
@@ -313,9 +319,13 @@ def _idle_stretch_counts(finding: WorkloadFinding, settings: GpuPreemptionSettin
 
 
 def _preempted_for_idleness(status: Mapping[str, Any]) -> bool:
+    return _terminated_early_for(status, REASON_IDLE)
+
+
+def _terminated_early_for(status: Mapping[str, Any], reason: str) -> bool:
     return any(
         isinstance(c, Mapping)
         and c.get("type") == WORKLOAD_TERMINATED_EARLY
-        and c.get("reason") == REASON_IDLE
+        and c.get("reason") == reason
         for c in status.get("conditions") or ()
     )

@@ -12,6 +12,15 @@ namespace and name) until the GPUs they free cover the waiting workload's reques
 candidates together do not cover it, all of them are taken: they are past their time, and
 what they free adds to whatever is already free.
 
+GPUs already on their way count first (decision 0148): an expired workload terminated for
+GPU demand whose status names the waiting workload it was terminated for frees its GPUs for
+that one; one whose termination the planner decided and has not observed yet (its status
+still says it runs) frees them for the first waiting workload in the order above it competes
+with that still needs GPUs. Neither is chosen again, and a waiting workload they cover has
+nobody else terminated for it. Without that, a second expired workload was terminated for
+the same waiting one in the seconds between the first one's termination and Kueue's
+admission of the waiting one (seen on the real stack).
+
 Differences from upstream, on purpose:
 
 * Upstream also terminates *every* expired workload whenever any workload is observed PENDING
@@ -26,6 +35,7 @@ Differences from upstream, on purpose:
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -67,6 +77,19 @@ class PendingWorkload:
 
 
 @dataclass(frozen=True, slots=True)
+class FreeingWorkload:
+    """A workload already being stopped, whose GPUs are on their way to a waiting workload:
+    to the one whose uid is ``beneficiary``, as its status names it, or (None: the planner's
+    own termination of it, not observed yet) to the first waiting one it competes with."""
+
+    key: RefKey
+    gpu_vendor: str
+    gpus: int
+    cluster_queue: str
+    beneficiary: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Preemption:
     """Terminate ``victim`` to make room for ``beneficiary``."""
 
@@ -94,11 +117,22 @@ def decide_preemptions(
     pending: Sequence[PendingWorkload],
     scheduling: KaiwoSchedulingConfig,
     now: datetime,
+    freeing: Sequence[FreeingWorkload] = (),
 ) -> PreemptionDecision:
-    """Decide which expired workloads to terminate (see the module docstring)."""
+    """Decide which expired workloads to terminate (see the module docstring); ``freeing``:
+    the workloads whose GPUs are already on their way."""
     threshold = parse_duration(scheduling.pending_threshold_for_preemption)
+    being_stopped = {f.key for f in freeing}
+    freed_for: dict[str, int] = defaultdict(int)
+    for named in (f for f in freeing if f.beneficiary is not None):
+        freed_for[named.beneficiary or ""] += named.gpus
+    unnamed = sorted((f for f in freeing if f.beneficiary is None), key=lambda f: f.key)
     expired = sorted(
-        (w for w in running if w.deadline is not None and w.deadline <= now),
+        (
+            w
+            for w in running
+            if w.deadline is not None and w.deadline <= now and w.key not in being_stopped
+        ),
         key=lambda w: (w.deadline, w.key),
     )
     waiting = sorted(
@@ -110,9 +144,11 @@ def decide_preemptions(
     free = list(zip(expired, expired_refs, strict=True))
     preemptions: list[Preemption] = []
     for beneficiary in waiting:
+        freed = freed_for.get(beneficiary.key[4], 0)
+        freed, unnamed = _on_their_way(unnamed, beneficiary, freed)
         if not free:
-            break
-        freed, left, beneficiary_ref = 0, [], ObjectRef.of_key(beneficiary.key)
+            continue
+        left, beneficiary_ref = [], ObjectRef.of_key(beneficiary.key)
         for victim, victim_ref in free:
             if freed < beneficiary.gpus and _competes(victim, beneficiary):
                 freed += victim.gpus
@@ -129,7 +165,21 @@ def decide_preemptions(
     return PreemptionDecision(expired=expired_refs, preemptions=tuple(preemptions))
 
 
-def _competes(victim: RunningWorkload, waiting: PendingWorkload) -> bool:
+def _on_their_way(
+    unnamed: list[FreeingWorkload], beneficiary: PendingWorkload, freed: int
+) -> tuple[int, list[FreeingWorkload]]:
+    """The GPUs on their way to ``beneficiary`` once the unobserved terminations it competes
+    for are given to it while it still needs GPUs, and those left for the next ones."""
+    left = []
+    for freeing in unnamed:
+        if freed < beneficiary.gpus and _competes(freeing, beneficiary):
+            freed += freeing.gpus
+        else:
+            left.append(freeing)
+    return freed, left
+
+
+def _competes(victim: RunningWorkload | FreeingWorkload, waiting: PendingWorkload) -> bool:
     return (
         victim.gpus > 0
         and victim.gpu_vendor.lower() == waiting.gpu_vendor.lower()

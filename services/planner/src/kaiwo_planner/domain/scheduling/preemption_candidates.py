@@ -4,14 +4,28 @@ Builds the inputs of :func:`~kaiwo_planner.domain.scheduling.preemption.decide_p
 KaiwoJobs and KaiwoServices in the cluster state (wire form, read defensively: a workload that
 cannot be read simply does not take part). A RUNNING or READY workload with a ``startTime``
 is running; a PENDING one is waiting since its ``creationTimestamp`` (as upstream).
+
+GPUs on their way to a waiting workload (decision 0148) count in every decision, in both
+moments of a termination:
+
+* decided, not yet observed: a running workload whose uid is in
+  :attr:`~kaiwo_planner.domain.state.planning_context.PlanningContext.preempting` (the
+  planner published its termination; its status still says it runs);
+* observed: a workload whose status says it was terminated for duration preemption
+  (``WorkloadTerminatedEarly`` reason ``DurationExceededWithActiveGpuDemand``) and names
+  the waiting workload (``status.preemptedFor``): while TERMINATING, while its pods are still
+  observed, and for :data:`FREED_GPUS_SETTLE` after it became TERMINATED (its quota goes
+  back to Kueue, which admits the waiting workload on its next pass). The status is the
+  durable record: a restarted planner reads it too. Still waiting after that, the workload
+  presses again, and is planned again then (:func:`freed_gpus_settle_for`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Final
 
 from kaiwo_contracts.crds.config_v1alpha1 import KaiwoConfig
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
@@ -24,7 +38,10 @@ from kaiwo_planner.domain.scheduling.gpu_allocation import (
     running_child_of,
     vendor_gpu_stats,
 )
+from kaiwo_planner.domain.scheduling.idle_preemption_inputs import FREED_GPUS_SETTLE
 from kaiwo_planner.domain.scheduling.preemption import (
+    PREEMPTION_REASON,
+    FreeingWorkload,
     PendingWorkload,
     PreemptionDecision,
     RunningWorkload,
@@ -42,13 +59,28 @@ from kaiwo_planner.domain.settings.cluster_settings import (
     workload_queue,
     workloads,
 )
+from kaiwo_planner.domain.state.index_entry import RUN_ID_LABEL
 from kaiwo_planner.domain.state.planning_context import EVERY_KIND, PlanningContext
+from kaiwo_planner.domain.status.conditions import condition_of
+from kaiwo_planner.domain.status.workload_status import PREEMPTED_FOR, WORKLOAD_TERMINATED_EARLY
 
 _RUNNING = frozenset({WorkloadStatus.RUNNING.value, WorkloadStatus.READY.value})
+_STOPPING: Final = WorkloadStatus.TERMINATING.value
+_STOPPED: Final = WorkloadStatus.TERMINATED.value
 _CANDIDATE_KINDS = (*WORKLOAD_KIND_PAIRS, KAIWO_CONFIG_KIND, NODE_KIND, NAMESPACE_KIND)
 _CANDIDATES_KEY = ("preemption-candidates",)
 
-_Candidate = RunningWorkload | PendingWorkload | None
+
+@dataclass(frozen=True, slots=True)
+class StoppedForDemand:
+    """A workload observed terminated by duration preemption for the waiting workload its
+    status names: ``terminated_at`` None while TERMINATING, else when it became TERMINATED."""
+
+    freeing: FreeingWorkload
+    terminated_at: datetime | None
+
+
+_Candidate = RunningWorkload | PendingWorkload | StoppedForDemand | None
 _Reads = Mapping[int, tuple[Mapping[str, Any], _Candidate]]
 """What each workload object was read as, by ``id``. The entry holds its object, so no
 other object can take that id while the entry is there: an id found is that very object."""
@@ -58,6 +90,7 @@ other object can take that id while the entry is there: an id found is that very
 class PreemptionCandidates:
     running: tuple[RunningWorkload, ...] = ()
     pending: tuple[PendingWorkload, ...] = ()
+    stopped: tuple[StoppedForDemand, ...] = ()
     config: KaiwoConfig | None = field(default=None, compare=False, repr=False)
     """The KaiwoConfig the workloads were read with."""
     gpu_stats: Mapping[str, GpuStats] | None = field(default=None, compare=False, repr=False)
@@ -168,6 +201,7 @@ def _candidates(
     return PreemptionCandidates(
         running=tuple(c for c in candidates if type(c) is RunningWorkload),
         pending=tuple(c for c in candidates if type(c) is PendingWorkload and _waits(c, context)),
+        stopped=tuple(c for c in candidates if type(c) is StoppedForDemand),
         config=config,
         gpu_stats=used,
         # Only the current objects stay (the old versions are let go).
@@ -197,23 +231,107 @@ def _read(
     running = running_workload(
         obj, config, stats_of, running_child=running_child_of(context.cluster, obj)
     )
-    return running or pending_workload(obj, config, stats_of)
+    return (
+        running
+        or pending_workload(obj, config, stats_of)
+        or stopped_for_demand(obj, config, stats_of)
+    )
+
+
+def stopped_for_demand(
+    obj: Mapping[str, Any], config: KaiwoConfig, stats_of: StatsOf
+) -> StoppedForDemand | None:
+    """The workload as one terminated by duration preemption for the waiting workload its
+    status names (module docstring), or None: it is not, or names none."""
+    status = obj.get("status")
+    spec = obj.get("spec")
+    if not isinstance(status, Mapping) or not isinstance(spec, Mapping):
+        return None
+    phase = status.get("status")
+    early = condition_of(status, WORKLOAD_TERMINATED_EARLY)
+    named = status.get(PREEMPTED_FOR)
+    beneficiary = str(named.get("uid") or "") if isinstance(named, Mapping) else ""
+    if (
+        phase not in (_STOPPING, _STOPPED)
+        or early is None
+        or early.get("reason") != PREEMPTION_REASON
+        or not beneficiary
+    ):
+        return None
+    terminated_at = None
+    if phase == _STOPPED:
+        # The condition turned True when the workload became TERMINATED; a status without
+        # the time counts as terminated long ago (its GPUs are not held for anyone).
+        terminated_at = parse_time(early.get("lastTransitionTime")) or datetime.min.replace(
+            tzinfo=UTC
+        )
+    return StoppedForDemand(
+        freeing=FreeingWorkload(
+            key=ObjectRef.key_of(obj),
+            gpu_vendor=str(spec.get("gpuVendor") or "amd"),
+            gpus=allocated_gpus(obj, stats_of),
+            cluster_queue=workload_queue(spec, config),
+            beneficiary=beneficiary,
+        ),
+        terminated_at=terminated_at,
+    )
+
+
+def freeing_workloads(
+    context: PlanningContext, candidates: PreemptionCandidates, *, now: datetime
+) -> tuple[FreeingWorkload, ...]:
+    """The workloads whose GPUs are on their way to a waiting workload at ``now`` (module
+    docstring)."""
+    unobserved = tuple(
+        FreeingWorkload(
+            key=w.key, gpu_vendor=w.gpu_vendor, gpus=w.gpus, cluster_queue=w.cluster_queue
+        )
+        for w in candidates.running
+        if w.key[4] in context.preempting
+    )
+    observed = tuple(
+        stopped.freeing
+        for stopped in candidates.stopped
+        if stopped.terminated_at is None
+        or now < stopped.terminated_at + FREED_GPUS_SETTLE
+        or context.cluster.objects_labelled(RUN_ID_LABEL, stopped.freeing.key[4], kind="Pod")
+    )
+    return unobserved + observed
+
+
+def freed_gpus_settle_for(uid: str, context: PlanningContext) -> datetime | None:
+    """When the last GPUs freed for the waiting workload ``uid`` stop counting as on their way
+    to it (None: none were freed for it): it must be planned then, to press again if it
+    still waits."""
+    ends = [
+        stopped.terminated_at + FREED_GPUS_SETTLE
+        for stopped in preemption_candidates(context).stopped
+        if stopped.freeing.beneficiary == uid and stopped.terminated_at is not None
+    ]
+    return max(ends, default=None)
 
 
 def preemption_decision(context: PlanningContext, *, now: datetime) -> PreemptionDecision:
     """Which expired workloads to terminate at ``now`` (worked out once per state and time)."""
 
-    def decide() -> PreemptionDecision:
-        candidates = preemption_candidates(context)
-        return decide_preemptions(
-            running=candidates.running,
-            pending=candidates.pending,
-            scheduling=kaiwo_config(context).spec.scheduling,
-            now=now,
-        )
+    # Per state (EVERY_KIND): a value per ``now`` kept across states would pile up. It
+    # reads the preemptions under way too (decision 0148), so they are in its key.
+    return context.derived(
+        ("preemption-decision", now, context.preempting),
+        reads=EVERY_KIND,
+        compute=lambda: _decide(context, now),
+    )
 
-    # Per state (EVERY_KIND): a value per ``now`` kept across states would pile up.
-    return context.derived(("preemption-decision", now), reads=EVERY_KIND, compute=decide)
+
+def _decide(context: PlanningContext, now: datetime) -> PreemptionDecision:
+    candidates = preemption_candidates(context)
+    return decide_preemptions(
+        running=candidates.running,
+        pending=candidates.pending,
+        scheduling=kaiwo_config(context).spec.scheduling,
+        now=now,
+        freeing=freeing_workloads(context, candidates, now=now),
+    )
 
 
 def preemption_victims(context: PlanningContext, *, now: datetime) -> tuple[ObjectRef, ...]:
@@ -224,11 +342,4 @@ def preemption_victims(context: PlanningContext, *, now: datetime) -> tuple[Obje
     beneficiary's plan. Not kept in the context's cache: a new ``now`` every round would
     pile values up in a state that does not change.
     """
-    candidates = preemption_candidates(context)
-    decision = decide_preemptions(
-        running=candidates.running,
-        pending=candidates.pending,
-        scheduling=kaiwo_config(context).spec.scheduling,
-        now=now,
-    )
-    return tuple(p.victim for p in decision.preemptions)
+    return tuple(p.victim for p in _decide(context, now).preemptions)

@@ -133,8 +133,9 @@ class PlanningContext:
 
     @property
     def preempting(self) -> frozenset[str]:
-        """The uids of the owners whose preemption for idleness the planner decided and has
-        not observed yet (``PlanDecidedV1.preempting``): the one input that is not in the
+        """The uids of the owners whose preemption for idleness (or termination for duration
+        preemption, decision 0148) the planner decided and has not observed yet
+        (``PlanDecidedV1.preempting``): the one input that is not in the
         cluster state. A value that reads it names it in its key."""
         return self._preempting
 
