@@ -98,9 +98,12 @@ def replan_moment(
         preempting_from = waiting_since + pending_threshold(context) + _ONE_SECOND
         if preempting_from > now:
             moments.append(preempting_from)
-        settled = freed_gpus_settle_for(ref.uid or "", context)
-        if settled is not None and settled > now:
-            moments.append(settled)
+        else:
+            # Only a workload that presses has GPUs freed for it: asking before would walk
+            # every workload of the cluster in the plan of every short wait (replay 6%).
+            settled = freed_gpus_settle_for(ref.uid or "", context)
+            if settled is not None and settled > now:
+                moments.append(settled)
     return min(moments) if moments else None
 
 
