@@ -8,6 +8,11 @@ then the key is renamed. The nodes must end with the new key's taint only, the a
 untouched, and a GPU job created after the rename must complete. Before, the old key's taint
 stayed on both nodes next to the new one, the job's pod tolerated only the new key, and Kueue
 kept it pending for good.
+
+Then (decision 0149) the setting is turned off and the key renamed in one edit: the operator's
+recorded taint stays on the nodes (off means "stop tainting"), and a GPU job created after
+must still complete. Before, its pod tolerated only the new key, which no node carried, and
+Kueue kept it pending ("excluded: taint ...") until an administrator untainted the nodes.
 """
 
 from __future__ import annotations
@@ -52,14 +57,14 @@ RUN_SECONDS: Final = "sandbox.kaiwo.silogen.ai/run-seconds"
 STEP: Final = 90.0
 
 
-def kaiwo_config(*, taint_key: str) -> dict[str, Any]:
+def kaiwo_config(*, taint_key: str, add_taints: bool = True) -> dict[str, Any]:
     return {
         "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
         "kind": "KaiwoConfig",
         "metadata": {"name": actors.KAIWO_CONFIG},
         "spec": {
             "dynamicallyUpdateDefaultClusterQueue": True,
-            "nodes": {"addTaintsToGpuNodes": True, "defaultGpuTaintKey": taint_key},
+            "nodes": {"addTaintsToGpuNodes": add_taints, "defaultGpuTaintKey": taint_key},
         },
     }
 
@@ -145,3 +150,51 @@ async def test_a_renamed_taint_key_moves_the_operators_taint_and_gpu_jobs_run(
     await pipeline.settled(within=STEP)
     assert await node_taints(pipeline, first) == [ADMINS_TAINT, NEW_TAINT]
     assert await node_taints(pipeline, second) == [NEW_TAINT]
+
+
+TAINT_RECORD: Final = "kaiwo/gpu-taint"
+OFF_KEY: Final = "example.com/gpu-after-off"
+
+
+async def gpu_taints_recorded(pipeline: Pipeline, key: str) -> None:
+    """Every node carries ``<key>=true:NoSchedule`` as the operator's recorded taint and no
+    other GPU taint of these tests (whichever test ran before)."""
+    others = {OLD_KEY, NEW_KEY, OFF_KEY} - {key}
+
+    async def check() -> bool | Pending:
+        for spec in FLEET:
+            node = await pipeline.kube.get(resources.NODE, spec.name)
+            taints = without_time((node.get("spec") or {}).get("taints") or [])
+            record = (node["metadata"].get("annotations") or {}).get(TAINT_RECORD)
+            if {"key": key, "value": "true", "effect": "NoSchedule"} not in taints:
+                return Pending(f"{spec.name} has {taints}")
+            if record != key or any(t["key"] in others for t in taints):
+                return Pending(f"{spec.name} has {taints}, recorded {record!r}")
+        return True
+
+    await eventually(check, what=f"the operator's {key} taint on every node", within=STEP)
+
+
+async def test_gpu_jobs_run_on_the_operators_taint_after_it_is_turned_off_and_renamed(
+    stack: Pipeline,
+) -> None:
+    pipeline, kube = stack, stack.kube
+    await kube.apply(kaiwo_config(taint_key=OLD_KEY), field_manager="cluster-admin", force=True)
+    await gpu_taints_recorded(pipeline, OLD_KEY)
+    before = {spec.name: await node_taints(pipeline, spec.name) for spec in FLEET}
+
+    # One edit: stop tainting, and name another key. Once the planner has taken it in (the
+    # pipeline settled), a new GPU job is planned with it.
+    await kube.apply(
+        kaiwo_config(taint_key=OFF_KEY, add_taints=False),
+        field_manager="cluster-admin",
+        force=True,
+    )
+    await pipeline.settled(within=STEP)
+
+    await kube.create(eight_gpu_job("after-off-and-rename", pipeline.namespace))
+    async with pipeline.stall_explained("after-off-and-rename"):
+        await pipeline.reaches("after-off-and-rename", "COMPLETE", within=STEP)
+    await pipeline.settled(within=STEP)
+    # Off means "stop tainting": the operator's taint stays, nothing is added.
+    assert {spec.name: await node_taints(pipeline, spec.name) for spec in FLEET} == before

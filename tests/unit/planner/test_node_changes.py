@@ -119,6 +119,112 @@ def test_the_toleration_goes_once_the_taint_is_taken_off_the_nodes(make_node: No
     assert "tolerations" not in job_after["spec"]["template"]["spec"]
 
 
+# ------------------------------------------ the taints the operator recorded on the nodes (0149)
+
+RENAMED_TAINT = {"key": "example.com/gpu-node", "value": "true", "effect": "NoSchedule"}
+RENAMED_TOLERATION = {"key": "example.com/gpu-node", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def recorded(node: dict[str, Any], key: str) -> dict[str, Any]:
+    """``node`` with the operator's record of the GPU taint it added (decision 0145)."""
+    node["metadata"]["annotations"] = {"kaiwo/gpu-taint": key}
+    return node
+
+
+def test_gpu_pods_tolerate_the_operators_recorded_taint_after_off_and_a_rename_in_one_edit(
+    make_node: NodeFactory,
+) -> None:
+    # Tainted and recorded while on with the default key; then off and renamed together.
+    # Before: no toleration at all (no node carries the new key), and every new GPU pod
+    # waited on the nodes still carrying the operator's old taint.
+    owner = kaiwo_job(TRAIN)
+    nodes = [
+        recorded(make_node("mi300x-0", gpu="mi300x", taints=[GPU_TAINT]), GPU_TAINT["key"]),
+        recorded(make_node("mi300x-1", gpu="mi300x", taints=[GPU_TAINT]), GPU_TAINT["key"]),
+    ]
+    config = kaiwo_config(addTaintsToGpuNodes=False, defaultGpuTaintKey="example.com/gpu-node")
+    assert pod_tolerations(owner, cluster(nodes, owner, config)) == [GPU_TOLERATION]
+    cpu_job = kaiwo_job({"user": "ann@example.com", "image": "busybox"}, uid="cpu-uid")
+    assert pod_tolerations(cpu_job, cluster(nodes, cpu_job, config)) is None
+
+
+def test_the_configured_key_on_the_nodes_and_each_recorded_key_are_tolerated(
+    make_node: NodeFactory,
+) -> None:
+    # Renamed twice while off: one node still carries the first key's recorded taint, one an
+    # administrator's taint of the key in force, one the second key's recorded taint.
+    owner = kaiwo_job(TRAIN)
+    third = {"key": "example.com/gpu-3", "value": "true", "effect": "NoSchedule"}
+    nodes = [
+        recorded(make_node("mi300x-0", gpu="mi300x", taints=[RENAMED_TAINT]), RENAMED_TAINT["key"]),
+        make_node("mi300x-1", gpu="mi300x", taints=[third]),
+        recorded(make_node("mi300x-2", gpu="mi300x", taints=[GPU_TAINT]), GPU_TAINT["key"]),
+    ]
+    config = kaiwo_config(defaultGpuTaintKey="example.com/gpu-3")
+    assert pod_tolerations(owner, cluster(nodes, owner, config)) == [
+        {"key": "example.com/gpu-3", "operator": "Exists", "effect": "NoSchedule"},
+        RENAMED_TOLERATION,
+        GPU_TOLERATION,
+    ]
+
+
+def test_a_record_whose_taint_is_gone_or_changed_and_a_taint_without_record_are_not_tolerated(
+    make_node: NodeFactory,
+) -> None:
+    owner = kaiwo_job(TRAIN)
+    nodes = [
+        # The taint removed by hand, the record left behind.
+        recorded(make_node("mi300x-0", gpu="mi300x"), GPU_TAINT["key"]),
+        # Another value or effect under the recorded key: not the taint the operator adds.
+        recorded(
+            make_node("mi300x-1", gpu="mi300x", taints=[{**GPU_TAINT, "value": "sunday"}]),
+            GPU_TAINT["key"],
+        ),
+        recorded(
+            make_node("mi300x-2", gpu="mi300x", taints=[{**GPU_TAINT, "effect": "NoExecute"}]),
+            GPU_TAINT["key"],
+        ),
+        # An old key's taint no record names (an administrator's, or added before 0145).
+        make_node("mi300x-3", gpu="mi300x", taints=[GPU_TAINT]),
+        # A record naming another key than the taint the node carries.
+        recorded(make_node("mi300x-4", gpu="mi300x", taints=[GPU_TAINT]), "example.com/other"),
+    ]
+    config = kaiwo_config(defaultGpuTaintKey="example.com/gpu-node")
+    assert pod_tolerations(owner, cluster(nodes, owner, config)) is None
+
+
+def test_with_the_setting_on_a_recorded_taint_of_another_key_is_moved_not_tolerated(
+    make_node: NodeFactory,
+) -> None:
+    # Renamed while on: until the executor moves the recorded taint to the new key (0145),
+    # tolerating the old key would change a Deployment's template twice (two rollouts).
+    owner = kaiwo_job(TRAIN)
+    nodes = [recorded(make_node("mi300x-0", gpu="mi300x", taints=[GPU_TAINT]), GPU_TAINT["key"])]
+    config = kaiwo_config(addTaintsToGpuNodes=True, defaultGpuTaintKey="example.com/gpu-node")
+    assert pod_tolerations(owner, cluster(nodes, owner, config)) == [RENAMED_TOLERATION]
+
+
+def test_the_recorded_keys_toleration_goes_once_the_taint_is_taken_off(
+    make_node: NodeFactory,
+) -> None:
+    # The same context carried along: children kept per spec version follow the nodes.
+    owner = kaiwo_job(TRAIN)
+    config = kaiwo_config(defaultGpuTaintKey="example.com/gpu-node")
+    tainted = [recorded(make_node("mi300x-0", gpu="mi300x", taints=[GPU_TAINT]), GPU_TAINT["key"])]
+    context = PlanningContext.of(cluster(tainted, owner, config))
+    before = plan_object(owner=owner, context=context, now=NOW).plan
+    untainted = cluster(
+        [recorded(make_node("mi300x-0", gpu="mi300x"), GPU_TAINT["key"])], owner, config
+    )
+    after = plan_object(
+        owner=owner, context=context.moved_to(untainted, changed=[NODE_KIND]), now=NOW
+    ).plan
+    assert before is not None and after is not None
+    (job_before,), (job_after,) = before.desired, after.desired
+    assert job_before["spec"]["template"]["spec"]["tolerations"] == [GPU_TOLERATION]
+    assert "tolerations" not in job_after["spec"]["template"]["spec"]
+
+
 # ------------------------------------------------- an admitted workload under changed nodes
 
 RUNNING = {"status": "RUNNING", "startTime": T_EARLIER, "observedGeneration": 1}
@@ -336,3 +442,32 @@ def test_a_kept_split_no_node_holds_any_more_is_told_and_left_as_it_runs(
     )
     assert (plan.desired, plan.prune) == ((), ())
     assert plan.status["status"] == "READY"
+
+
+def test_a_ready_service_made_while_on_does_not_roll_when_turned_off_and_renamed(
+    make_node: NodeFactory,
+) -> None:
+    # Its Deployment was made tolerating the default key; the edit that turns the setting off
+    # and renames the key must leave its pod template as it is (a change would roll it).
+    # Before: the toleration dropped from the template, a rollout to pods that could run
+    # nowhere.
+    owner = kaiwo_service(SERVE, status=READY)
+    nodes = [
+        recorded(make_node("mi300x-0", gpu="mi300x", taints=[GPU_TAINT]), GPU_TAINT["key"]),
+        recorded(make_node("mi300x-1", gpu="mi300x", taints=[GPU_TAINT]), GPU_TAINT["key"]),
+    ]
+    on = kaiwo_config(addTaintsToGpuNodes=True)
+    made = planned(owner=owner, cluster=cluster(nodes, owner, on), now=NOW)
+    assert made is not None
+    observed = copy.deepcopy(planned_deployment(made))
+    assert observed["spec"]["template"]["spec"]["tolerations"] == [GPU_TOLERATION]
+    observed["metadata"]["uid"] = "svc-uid-deployment"
+    observed["status"] = {"replicas": 2, "readyReplicas": 2, "availableReplicas": 2}
+    before = planned(owner=owner, cluster=cluster(nodes, owner, observed, on), now=NOW)
+
+    off_renamed = kaiwo_config(addTaintsToGpuNodes=False, defaultGpuTaintKey="example.com/gpu-node")
+    after = planned(owner=owner, cluster=cluster(nodes, owner, observed, off_renamed), now=NOW)
+
+    assert before is not None and after is not None
+    assert planned_deployment(after) == planned_deployment(before)
+    assert planned_deployment(after)["spec"]["template"] == observed["spec"]["template"]

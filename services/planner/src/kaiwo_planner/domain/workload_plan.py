@@ -102,6 +102,7 @@ from kaiwo_planner.domain.settings.cluster_settings import (
     namespace_being_deleted,
     namespace_config,
     parse_optional_duration,
+    recorded_gpu_taint_keys,
 )
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.priority_classes import NO_PRIORITY, choose_priority
@@ -265,6 +266,7 @@ def plan_workload(
             observed_claims=observed.pvcs,
             context=context,
             gpu_taint_on_nodes=gpu_taint_on_nodes(context, config.spec.nodes.default_gpu_taint_key),
+            recorded_gpu_taint_keys=recorded_gpu_taint_keys(context),
         )
         if observed.child is None and observed.earlier_kueue_workloads:
             children = _main_child_held(children)

@@ -77,7 +77,7 @@ class ConfigurationOrigins:
     own_pull_secrets: frozenset[str] = frozenset()
     """The workload's own pull secrets: any other comes from the namespace's config."""
     scheduler_name: str = ""
-    gpu_toleration_key: str | None = None
+    gpu_toleration_keys: tuple[str, ...] = ()
     default_image: str | None = None
     """The KaiwoConfig's default image, when the workload names no image of its own."""
 
@@ -107,7 +107,7 @@ def configuration_origins(
         namespace_env=frozenset({HF_TOKEN_ENV} - own_env),
         own_pull_secrets=frozenset(inputs.image_pull_secrets),
         scheduler_name=defaults.scheduler_name,
-        gpu_toleration_key=defaults.gpu_toleration_key,
+        gpu_toleration_keys=defaults.gpu_toleration_keys,
         default_image=None if inputs.image else defaults.default_ray_image,
     )
 
@@ -260,7 +260,7 @@ def _from_cluster_config(place: _Place, last: str, origins: ConfigurationOrigins
         return bool(origins.scheduler_name) and place.desired == origins.scheduler_name
     if last == "image" and "containers" in place.keys:
         return origins.default_image is not None and place.desired == origins.default_image
-    if "tolerations" in place.keys and origins.gpu_toleration_key:
+    if "tolerations" in place.keys and origins.gpu_toleration_keys:
         if last == "tolerations":  # the list differs as a whole: the items added to it
             added = [
                 t
@@ -270,6 +270,6 @@ def _from_cluster_config(place: _Place, last: str, origins: ConfigurationOrigins
         else:  # within one toleration
             added = [item for list_key, item in place.entered if list_key == "tolerations"]
         return bool(added) and all(
-            isinstance(t, Mapping) and t.get("key") == origins.gpu_toleration_key for t in added
+            isinstance(t, Mapping) and t.get("key") in origins.gpu_toleration_keys for t in added
         )
     return False

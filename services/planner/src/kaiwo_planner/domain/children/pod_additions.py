@@ -117,5 +117,5 @@ def pod_additions(
         volumes=(*storage_volumes(inputs.identity.name, inputs.storage), *secret_volumes),
         volume_mounts=(*storage_mounts(inputs.storage), *secret_mounts),
         gpu_models=inputs.gpu_models,
-        gpu_toleration_key=defaults.gpu_toleration_key,
+        gpu_toleration_keys=defaults.gpu_toleration_keys,
     )

@@ -94,7 +94,8 @@ class PodAdditions:
     volumes: Sequence[Mapping[str, Any]] = ()
     volume_mounts: Sequence[Mapping[str, Any]] = ()
     gpu_models: Sequence[str] = ()
-    gpu_toleration_key: str | None = None
+    gpu_toleration_keys: Sequence[str] = ()
+    """The taint keys a pod that requests GPUs tolerates (``NoSchedule``, any value)."""
     priority_class_name: str = ""
     """The workload's ``priorityClass`` when a Kubernetes PriorityClass of that name exists;
     a pod template's own ``priorityClassName`` wins."""
@@ -261,14 +262,13 @@ def complete_pod_template(
             **(spec.get("affinity") or {}),
             "nodeAffinity": _gpu_model_affinity(additions.gpu_models),
         }
-    if additions.gpu_toleration_key and _requests_gpu(spec["containers"], additions.gpu_key):
-        toleration = {
-            "key": additions.gpu_toleration_key,
-            "operator": "Exists",
-            "effect": "NoSchedule",
-        }
+    if additions.gpu_toleration_keys and _requests_gpu(spec["containers"], additions.gpu_key):
         tolerations = list(spec.get("tolerations") or [])
-        if toleration not in tolerations:
-            tolerations.append(toleration)
+        for key in additions.gpu_toleration_keys:
+            # The form 0132's toleration has always had: a child made while a recorded key
+            # was the key in force carries this very toleration, so it stays as it is.
+            toleration = {"key": key, "operator": "Exists", "effect": "NoSchedule"}
+            if toleration not in tolerations:
+                tolerations.append(toleration)
         spec["tolerations"] = tolerations
     return result

@@ -393,6 +393,7 @@ def plan_children(
     observed_claims: Sequence[Mapping[str, Any]] = (),
     context: PlanningContext | None = None,
     gpu_taint_on_nodes: bool = False,
+    recorded_gpu_taint_keys: tuple[str, ...] = (),
 ) -> ChildrenDecision:
     """Every child ``workload`` needs now, sorted, with the conditions the status step reports.
 
@@ -403,8 +404,10 @@ def plan_children(
     ``observed_download_job`` is the existing download Job: it keeps the pod template it ran
     with. ``observed_claims`` are the existing PersistentVolumeClaims: what of their spec
     cannot change is kept (:func:`claim_update`). ``gpu_taint_on_nodes``: some Node carries
-    the KaiwoConfig's GPU taint, so GPU pods tolerate it even with ``addTaintsToGpuNodes`` off
-    (:attr:`~kaiwo_planner.domain.settings.workload_inputs.ChildDefaults.gpu_toleration_key`).
+    the KaiwoConfig's GPU taint, so GPU pods tolerate it even with ``addTaintsToGpuNodes`` off;
+    ``recorded_gpu_taint_keys``: the keys of the GPU taints the operator recorded on Nodes,
+    tolerated too while it is off
+    (:attr:`~kaiwo_planner.domain.settings.workload_inputs.ChildDefaults.gpu_toleration_keys`).
 
     Building the children from the spec is most of the cost of a plan, and most plans are
     made because a child's status or the workload's own status moved while its spec and the
@@ -421,6 +424,7 @@ def plan_children(
             namespace_config=namespace_config,
             download_state=download_state,
             gpu_taint_on_nodes=gpu_taint_on_nodes,
+            recorded_gpu_taint_keys=recorded_gpu_taint_keys,
         )
 
     if context is None:
@@ -437,6 +441,7 @@ def plan_children(
                 priority,
                 download_state,
                 gpu_taint_on_nodes,
+                recorded_gpu_taint_keys,
             ),
             settings if meta.uid and meta.generation else (workload, *settings),
             build,
@@ -547,8 +552,13 @@ def _build_children(
     namespace_config: AIMNamespaceConfig | None,
     download_state: DownloadState,
     gpu_taint_on_nodes: bool,
+    recorded_gpu_taint_keys: tuple[str, ...],
 ) -> _BuiltChildren:
-    defaults = child_defaults(config, gpu_taint_on_nodes=gpu_taint_on_nodes)
+    defaults = child_defaults(
+        config,
+        gpu_taint_on_nodes=gpu_taint_on_nodes,
+        recorded_gpu_taint_keys=recorded_gpu_taint_keys,
+    )
     namespace = namespace_settings(namespace_config, workload.metadata.namespace or "")
     inputs = _with_namespace_credentials(workload_inputs(workload, defaults, priority), namespace)
     identity = inputs.identity

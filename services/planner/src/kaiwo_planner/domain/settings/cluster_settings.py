@@ -96,6 +96,22 @@ def gpu_taint_on_nodes(context: PlanningContext, key: str) -> bool:
     )
 
 
+def recorded_gpu_taint_keys(context: PlanningContext) -> tuple[str, ...]:
+    """The keys, sorted, of the GPU taints the operator recorded on Nodes that still carry
+    them (:attr:`~kaiwo_planner.domain.state.nodes.NodeInfo.recorded_gpu_taint_key`): the
+    operator's own taints, whatever ``defaultGpuTaintKey`` and ``addTaintsToGpuNodes`` say
+    now (decision 0149)."""
+    nodes = context.cluster.nodes
+    return context.derived(
+        ("recorded-gpu-taint-keys",),
+        reads=(NODE_KIND,),
+        inputs=lambda: (nodes,),
+        compute=lambda: tuple(
+            sorted({key for node in nodes if (key := node.recorded_gpu_taint_key) is not None})
+        ),
+    )
+
+
 def queue_config(context: PlanningContext) -> KaiwoQueueConfig | None:
     """The KaiwoQueueConfig ``kaiwo``, or None when it is missing or invalid."""
     cluster = context.cluster

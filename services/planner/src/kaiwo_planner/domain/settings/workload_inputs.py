@@ -42,20 +42,35 @@ class ChildDefaults:
     gpu_taint_on_nodes: bool = False
     """Some Node carries the ``gpu_taint_key`` taint, whatever ``add_taints_to_gpu_nodes``
     says now (decision 0132)."""
+    recorded_gpu_taint_keys: tuple[str, ...] = ()
+    """The keys of the GPU taints the operator recorded on Nodes that still carry them,
+    whatever the key in force (decision 0149)."""
     default_cluster_queue: str = DEFAULT_CLUSTER_QUEUE
     default_storage_class: str = ""
     default_data_mount_path: str = DEFAULT_DATA_MOUNT_PATH
     default_hf_mount_path: str = DEFAULT_HF_MOUNT_PATH
 
     @property
-    def gpu_toleration_key(self) -> str | None:
-        """The taint key a GPU pod tolerates: while ``addTaintsToGpuNodes`` is on, and as long
-        as a Node still carries the taint after it was turned off (the operator never removes
-        its taint, as upstream; without the toleration every new GPU pod stayed Pending on
-        the nodes it had tainted, decision 0132)."""
+    def gpu_toleration_keys(self) -> tuple[str, ...]:
+        """The taint keys a GPU pod tolerates.
+
+        * The configured key while ``addTaintsToGpuNodes`` is on, and as long as a Node still
+          carries its taint after it was turned off (the operator never removes its taint, as
+          upstream; without the toleration every new GPU pod stayed Pending on the nodes it
+          had tainted, decision 0132).
+        * With the setting off, also the keys of the taints the operator recorded on Nodes
+          (decision 0149): renamed while off, or in the same edit that turned it off, the old
+          key's taint stays on the nodes and no node carries the new key. While the setting
+          is on the executor moves such a taint to the key in force (decision 0145), so its
+          key is not tolerated: for the moment the move takes, that would only change the
+          pod template of a KaiwoService's Deployment twice (two rollouts) instead of once.
+        """
+        keys: list[str] = []
         if self.add_taints_to_gpu_nodes or self.gpu_taint_on_nodes:
-            return self.gpu_taint_key
-        return None
+            keys.append(self.gpu_taint_key)
+        if not self.add_taints_to_gpu_nodes:
+            keys += [key for key in self.recorded_gpu_taint_keys if key not in keys]
+        return tuple(keys)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,10 +168,14 @@ Workload = KaiwoJob | KaiwoService
 
 
 def child_defaults(
-    config: KaiwoConfig | None, *, gpu_taint_on_nodes: bool = False
+    config: KaiwoConfig | None,
+    *,
+    gpu_taint_on_nodes: bool = False,
+    recorded_gpu_taint_keys: tuple[str, ...] = (),
 ) -> ChildDefaults:
     """The settings of ``config`` (the CRD defaults when there is none); ``gpu_taint_on_nodes``:
-    some Node carries the GPU taint of ``config``'s key."""
+    some Node carries the GPU taint of ``config``'s key; ``recorded_gpu_taint_keys``: the keys
+    of the GPU taints the operator recorded on Nodes that still carry them."""
     spec = (config or KaiwoConfig()).spec
     storage = spec.effective_storage
     return ChildDefaults(
@@ -167,6 +186,7 @@ def child_defaults(
         gpu_taint_key=spec.nodes.default_gpu_taint_key,
         add_taints_to_gpu_nodes=spec.nodes.add_taints_to_gpu_nodes,
         gpu_taint_on_nodes=gpu_taint_on_nodes,
+        recorded_gpu_taint_keys=recorded_gpu_taint_keys,
         default_cluster_queue=spec.default_cluster_queue_name,
         default_storage_class=storage.default_storage_class or "",
         default_data_mount_path=storage.default_data_mount_path,

@@ -12,6 +12,7 @@ from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
 from typing import Any
 
+from kaiwo_contracts.confinement import GPU_TAINT_RECORD_ANNOTATION
 from kaiwo_contracts.crds.quantity import MAX_QUANTITY
 
 AMD_GPU_RESOURCE = "amd.com/gpu"
@@ -124,6 +125,9 @@ class NodeInfo:
     memory_allocatable_bytes: int = 0
     gpu_capacity: Mapping[str, int] = field(default_factory=dict, hash=False)
     gpu_allocatable: Mapping[str, int] = field(default_factory=dict, hash=False)
+    gpu_taint_record: str = ""
+    """The annotation ``kaiwo/gpu-taint``: the key of the GPU taint the operator added to the
+    node (decision 0145), or empty."""
 
     @classmethod
     def from_wire(cls, node: Mapping[str, Any]) -> NodeInfo:
@@ -148,7 +152,25 @@ class NodeInfo:
             memory_allocatable_bytes=_whole_units(allocatable.get("memory")),
             gpu_capacity=_gpu_counts(capacity),
             gpu_allocatable=_gpu_counts(allocatable),
+            gpu_taint_record=_string_map(meta.get("annotations")).get(
+                GPU_TAINT_RECORD_ANNOTATION, ""
+            ),
         )
+
+    @property
+    def recorded_gpu_taint_key(self) -> str | None:
+        """The key of the GPU taint the operator recorded on this node, while the node still
+        carries that taint as the operator adds it (``<key>=true:NoSchedule``): a record whose
+        taint was removed by hand, or changed to another value or effect, names nothing.
+
+        The projection holds no ``managedFields``, so the record is taken by its value alone,
+        not by its field manager (as the executor does before moving it, decision 0145): read
+        here only to let GPU pods tolerate the taint (decision 0149), a record an
+        administrator wrote at most lets a GPU pod onto a node whose taint they named so."""
+        record = self.gpu_taint_record
+        if record and Taint(key=record, effect="NoSchedule", value="true") in self.taints:
+            return record
+        return None
 
     @property
     def capacity_reported(self) -> bool:
