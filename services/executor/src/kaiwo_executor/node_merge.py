@@ -46,10 +46,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kaiwo_contracts.confinement import GPU_TAINT_RECORD_ANNOTATION
+from kaiwo_contracts.confinement import (
+    GPU_TAINT_EFFECT,
+    GPU_TAINT_RECORD_ANNOTATION,
+    GPU_TAINT_VALUE,
+)
 
-_GPU_TAINT_EFFECT = "NoSchedule"
-_GPU_TAINT_VALUE = "true"
 _IDENTITY_FIELDS = ("apiVersion", "kind")
 
 
@@ -125,13 +127,13 @@ def moved_gpu_taint(
     ``recorded``: the key the node's record of ours names. Its taint is removed when it is
     not ``key``; the taint of ``key`` is recorded when it is added now or was recorded
     before, and not when the node already carried it otherwise (someone else's)."""
-    old = (recorded, _GPU_TAINT_EFFECT, _GPU_TAINT_VALUE)
+    old = (recorded, GPU_TAINT_EFFECT, GPU_TAINT_VALUE)
     kept = [
         taint
         for taint in current
         if recorded == key or (*taint_identity(taint), taint.get("value")) != old
     ]
-    carried = any(taint_identity(taint) == (key, _GPU_TAINT_EFFECT) for taint in kept)
+    carried = any(taint_identity(taint) == (key, GPU_TAINT_EFFECT) for taint in kept)
     record = key if not carried or recorded == key else None
     return merged_taints(kept, wanted), record
 

@@ -23,6 +23,9 @@ QUEUE_CONFIG_LABEL: Final = "kaiwo.silogen.ai/queue-config"
 SINGLETON: Final = "kaiwo"
 KAIWO_NODE_LABEL_PREFIX: Final = "kaiwo/"
 DEFAULT_GPU_TAINT_KEY: Final = "kaiwo.silogen.ai/gpu"
+GPU_TAINT_VALUE: Final = "true"
+GPU_TAINT_EFFECT: Final = "NoSchedule"
+"""The GPU taint the operator puts on GPU nodes is ``<defaultGpuTaintKey>=true:NoSchedule``."""
 GPU_TAINT_RECORD_ANNOTATION: Final = "kaiwo/gpu-taint"
 """On a Node: the key of the GPU taint the operator itself added there (decision 0145). Only
 the operator's field manager writes it, in the same patch that adds the taint; it is what lets

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kaiwo_contracts.confinement.kinds import (
+    GPU_TAINT_EFFECT,
     GPU_TAINT_RECORD_ANNOTATION,
     KAIWO_NODE_LABEL_PREFIX,
     LOCAL_QUEUE,
@@ -74,7 +75,7 @@ def node_refusals(manifest: Mapping[str, Any], *, gpu_taint_key: str) -> list[st
     )
     if foreign:
         reasons.append(f"Node {name}: labels that are not Kaiwo's: {', '.join(foreign)}")
-    ours = (gpu_taint_key, "NoSchedule")
+    ours = (gpu_taint_key, GPU_TAINT_EFFECT)
     taints = (manifest.get("spec") or {}).get("taints") or ()
     reasons.extend(
         f"Node {name}: a taint that is not Kaiwo's {gpu_taint_key}:NoSchedule"

@@ -43,7 +43,7 @@ from kaiwo_contracts.confinement import GPU_TAINT_RECORD_ANNOTATION
 from kaiwo_contracts.crds.quantity import MAX_QUANTITY
 
 from kaiwo_planner.domain.children.naming import child_name, label_value
-from kaiwo_planner.domain.state.nodes import GPU_RESOURCE_BY_VENDOR, NodeInfo, Taint
+from kaiwo_planner.domain.state.nodes import GPU_RESOURCE_BY_VENDOR, NodeInfo, gpu_taint
 
 NODEPOOL_LABEL = "kaiwo/nodepool"
 WORKER_LABEL = "kaiwo/worker"
@@ -230,7 +230,7 @@ def node_changes(
     ``kaiwo/nodepool: amd-gpu-nodes``).
     """
     in_force = None if pools_in_force is None else frozenset(pools_in_force)
-    taint = Taint(key=gpu_taint_key, value="true", effect="NoSchedule")
+    taint = gpu_taint(gpu_taint_key)
     changes = []
     for node in pool_members(nodes, exclude_control_plane=exclude_control_plane):
         shape = node_shape(node)

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from kaiwo_contracts.confinement import GPU_TAINT_EFFECT
 from kaiwo_contracts.crds.config_v1alpha1 import AIMNamespaceConfig, KaiwoConfig
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KAIWO_CONFIG_NAME
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import (
@@ -89,7 +90,7 @@ def gpu_taint_on_nodes(context: PlanningContext, key: str) -> bool:
         reads=(NODE_KIND,),
         inputs=lambda: (nodes,),
         compute=lambda: any(
-            taint.key == key and taint.effect == "NoSchedule"
+            taint.key == key and taint.effect == GPU_TAINT_EFFECT
             for node in nodes
             for taint in node.taints
         ),

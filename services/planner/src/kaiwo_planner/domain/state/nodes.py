@@ -12,7 +12,11 @@ from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
 from typing import Any
 
-from kaiwo_contracts.confinement import GPU_TAINT_RECORD_ANNOTATION
+from kaiwo_contracts.confinement import (
+    GPU_TAINT_EFFECT,
+    GPU_TAINT_RECORD_ANNOTATION,
+    GPU_TAINT_VALUE,
+)
 from kaiwo_contracts.crds.quantity import MAX_QUANTITY
 
 AMD_GPU_RESOURCE = "amd.com/gpu"
@@ -103,6 +107,11 @@ class Taint:
         return wire
 
 
+def gpu_taint(key: str) -> Taint:
+    """The GPU taint the operator puts on GPU nodes under ``key`` (``<key>=true:NoSchedule``)."""
+    return Taint(key=key, effect=GPU_TAINT_EFFECT, value=GPU_TAINT_VALUE)
+
+
 @dataclass(frozen=True, slots=True)
 class NodeInfo:
     """The facts about one Node that planning decisions use.
@@ -168,7 +177,7 @@ class NodeInfo:
         here only to let GPU pods tolerate the taint (decision 0149), a record an
         administrator wrote at most lets a GPU pod onto a node whose taint they named so."""
         record = self.gpu_taint_record
-        if record and Taint(key=record, effect="NoSchedule", value="true") in self.taints:
+        if record and gpu_taint(record) in self.taints:
             return record
         return None
 
