@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -448,15 +449,16 @@ def stage_objects(
     if stage == 0:
         return [workload.kaiwo_job()]
     assert applied_job is not None, f"no Job planned for {workload.name}"
-    return [
-        [],
-        [workload.batch_job({}, applied_job), workload.kueue_workload(admitted=False)],
-        [workload.kaiwo_job({"status": "PENDING"})],
-        [workload.kueue_workload(admitted=True), workload.pod("Pending")],
-        [workload.pod("Running"), workload.batch_job({"active": 1, "ready": 1}, applied_job)],
-        [workload.kaiwo_job({"status": "RUNNING", "startTime": "2026-03-01T12:00:00Z"})],
-        [workload.pod("Succeeded"), workload.batch_job({"succeeded": 1}, applied_job)],
-    ][stage]
+    job = applied_job
+    stages: tuple[Callable[[], list[dict[str, Any]]], ...] = (
+        lambda: [workload.batch_job({}, job), workload.kueue_workload(admitted=False)],
+        lambda: [workload.kaiwo_job({"status": "PENDING"})],
+        lambda: [workload.kueue_workload(admitted=True), workload.pod("Pending")],
+        lambda: [workload.pod("Running"), workload.batch_job({"active": 1, "ready": 1}, job)],
+        lambda: [workload.kaiwo_job({"status": "RUNNING", "startTime": "2026-03-01T12:00:00Z"})],
+        lambda: [workload.pod("Succeeded"), workload.batch_job({"succeeded": 1}, job)],
+    )
+    return stages[stage - 1]()  # only this stage's objects are made
 
 
 def deleted_stage(
