@@ -418,7 +418,10 @@ async def test_a_renamed_default_queue_gets_no_quota_the_old_queues_job_still_ho
     await apply_queue_config(kube, {"resourceFlavors": [user_flavor]})
 
     async def flavor_without_topology() -> dict[str, Any] | Pending:
-        found = await kube.get(resources.KUEUE_RESOURCE_FLAVOR, flavor)
+        try:
+            found = await kube.get(resources.KUEUE_RESOURCE_FLAVOR, flavor)
+        except NotFound:  # a flavor's topology is immutable: it is deleted, then made anew
+            return Pending(f"flavor {flavor} being made anew")
         spec = found.get("spec") or {}
         return found if "topologyName" not in spec else Pending(f"{spec}")
 
