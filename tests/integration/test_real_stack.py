@@ -956,6 +956,65 @@ async def test_a_ray_job_given_without_a_cluster_runs_kaiwos_cluster(stack: Pipe
     await stack.kube.delete(resources.KAIWO_JOB, "ray-empty", namespace=ns)
 
 
+async def test_a_multi_host_group_of_a_ray_service_is_reserved_on_every_host(
+    stack: Pipeline,
+) -> None:
+    """A KaiwoService ``gpus: 2`` whose ``rayService`` has one worker group of
+    ``numOfHosts: 2``: the AppWrapper declares the group as 2 pods, so Kueue reserves 4 GPUs
+    for it (decision 0151; before, 1 pod and 2 GPUs). The stack runs no AppWrapper
+    controller, so the RayService's pods are not made here: Kueue's reservation is the
+    measure."""
+    ns = namespace_of(stack, "ray")
+    group = {**ray_group("hosts", 1, "server"), "numOfHosts": 2}
+    service = {
+        "apiVersion": actors.KAIWO_API,
+        "kind": "KaiwoService",
+        "metadata": {"name": "serve-hosts", "namespace": ns},
+        "spec": {
+            "user": "dave@example.com",
+            "image": "rayproject/ray:2.40.0",
+            "clusterQueue": "ray",
+            "gpuVendor": "amd",
+            "gpus": 2,
+            "rayService": {
+                "spec": {
+                    "rayClusterConfig": {
+                        "headGroupSpec": {
+                            "rayStartParams": {},
+                            "template": {"spec": {"containers": [{"name": "ray-head"}]}},
+                        },
+                        "workerGroupSpecs": [group],
+                    }
+                }
+            },
+        },
+    }
+    await stack.kube.create(service)
+
+    async def admitted() -> dict[str, Any] | Pending:
+        wrapper = await actors.get_or_none(
+            stack.kube, resources.APP_WRAPPER, "serve-hosts", namespace=ns
+        )
+        if wrapper is None:
+            return Pending("no AppWrapper")
+        listed = await stack.kube.list(
+            resources.KUEUE_WORKLOAD,
+            namespace=ns,
+            label_selector=f"{actors.KUEUE_JOB_UID_LABEL}={wrapper['metadata']['uid']}",
+        )
+        done = [w for w in listed.items if (w.get("status") or {}).get("admission")]
+        return done[0] if done else Pending("not admitted")
+
+    workload = await eventually(admitted, what="the AppWrapper admitted", within=STEP)
+    assert sorted(p["count"] for p in workload["spec"]["podSets"]) == [1, 2]
+    reserved = sorted(
+        ((a.get("resourceUsage") or {}).get("amd.com/gpu") or "0", a.get("count"))
+        for a in workload["status"]["admission"]["podSetAssignments"]
+    )
+    assert reserved == [("0", 1), ("4", 2)]
+    await stack.kube.delete(resources.KAIWO_SERVICE, "serve-hosts", namespace=ns)
+
+
 async def test_a_models_server_pods_are_scheduled_and_running(stack: Pipeline) -> None:
     """A KubeAI Model on one MI300X per replica: its two server pods are bound by the default
     scheduler, run by kwok, and the Model counts them Ready."""
