@@ -901,6 +901,10 @@ async def test_a_given_ray_job_spec_without_shutdown_is_completed_and_runs(
     ray_job = await stack.kube.get(resources.RAY_JOB, "ray-noshutdown", namespace=ns)
     assert ray_job["spec"]["shutdownAfterJobFinishes"] is True
     await ray_pods_running(stack, ns, "ray-noshutdown", ["headgroup", "workers"])
+    # Settled, the completed spec is what runs: nothing is written again.
+    await stack.settled(within=STEP)
+    writes = await stack.operator_writes_while_idle()
+    assert [w for w in writes if str(w[3]).startswith("ray-noshutdown")] == [], writes
     await stack.kube.delete(resources.KAIWO_JOB, "ray-noshutdown", namespace=ns)
 
 
@@ -934,6 +938,10 @@ async def test_a_ray_job_given_as_false_shutdown_is_refused_naming_the_field(
     assert "spec.rayJob.spec.shutdownAfterJobFinishes" in valid["message"], valid["message"]
     assert await actors.get_or_none(stack.kube, resources.RAY_JOB, "ray-keep", namespace=ns) is None
     await has_events(stack, ns, "ray-keep", "InvalidSpec")
+    # The user's false is not fought: settled, nothing is written again.
+    await stack.settled(within=STEP)
+    writes = await stack.operator_writes_while_idle()
+    assert [w for w in writes if str(w[3]).startswith("ray-keep")] == [], writes
     await stack.kube.delete(resources.KAIWO_JOB, "ray-keep", namespace=ns)
 
 
