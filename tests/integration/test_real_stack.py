@@ -935,7 +935,7 @@ async def test_a_ray_job_given_as_false_shutdown_is_refused_naming_the_field(
     found = await eventually(refused, what="the KaiwoJob refused", within=STEP)
     valid = condition(found, "Valid")
     assert (valid["status"], valid["reason"]) == ("False", "InvalidSpec"), found["status"]
-    assert "spec.rayJob.spec.shutdownAfterJobFinishes" in valid["message"], valid["message"]
+    assert "spec.rayJob: spec.shutdownAfterJobFinishes" in valid["message"], valid["message"]
     assert await actors.get_or_none(stack.kube, resources.RAY_JOB, "ray-keep", namespace=ns) is None
     await has_events(stack, ns, "ray-keep", "InvalidSpec")
     # The user's false is not fought: settled, nothing is written again.

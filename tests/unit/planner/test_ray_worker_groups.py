@@ -410,7 +410,7 @@ def test_a_ray_job_that_keeps_its_cluster_is_refused_naming_the_field(make_node)
     valid = condition(plan, "Valid")
     assert (valid["status"], valid["reason"]) == ("False", "InvalidSpec")
     assert valid["message"] == (
-        "The spec is invalid, nothing was changed: spec: spec.rayJob.spec."
+        "The spec is invalid, nothing was changed: spec.rayJob: spec."
         "shutdownAfterJobFinishes must not be false: Kaiwo queues the RayJob in Kueue, which "
         "admits a RayJob only when its Ray cluster is deleted after the job finishes; leave "
         "the field out (Kaiwo sets true) or set true"
