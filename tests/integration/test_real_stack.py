@@ -1023,6 +1023,73 @@ async def test_a_multi_host_group_of_a_ray_service_is_reserved_on_every_host(
     await stack.kube.delete(resources.KAIWO_SERVICE, "serve-hosts", namespace=ns)
 
 
+async def test_a_ray_service_given_without_a_cluster_runs_kaiwos_cluster(
+    stack: Pipeline,
+) -> None:
+    """A KaiwoService ``gpus: 2`` whose ``rayService.spec`` gives only the Serve applications
+    (no ``rayClusterConfig``): KubeRay cannot run a RayService without a cluster, so Kaiwo
+    gives its default one, as for ``ray: true`` (decision 0154). The AppWrapper's RayService
+    has Kaiwo's head and ``default-worker-group`` and the user's serve config; Kueue admits
+    the head's pod set and the worker's with its 2 GPUs; the condition says it. The stack runs
+    no AppWrapper controller, so the RayService's pods are not made here."""
+    ns = namespace_of(stack, "ray")
+    serve_config = "applications:\n  - name: echo\n    import_path: echo:app\n"
+    service = {
+        "apiVersion": actors.KAIWO_API,
+        "kind": "KaiwoService",
+        "metadata": {"name": "serve-default", "namespace": ns},
+        "spec": {
+            "user": "dave@example.com",
+            "image": "rayproject/ray:2.40.0",
+            "clusterQueue": "ray",
+            "gpuVendor": "amd",
+            "gpus": 2,
+            "rayService": {"spec": {"serveConfigV2": serve_config}},
+        },
+    }
+    await stack.kube.create(service)
+
+    async def wrapped() -> dict[str, Any] | Pending:
+        found = await actors.get_or_none(
+            stack.kube, resources.APP_WRAPPER, "serve-default", namespace=ns
+        )
+        return found if found is not None else Pending("no AppWrapper")
+
+    wrapper = await eventually(wrapped, what="the AppWrapper made", within=STEP)
+    [component] = wrapper["spec"]["components"]
+    ray_service = component["template"]["spec"]
+    assert ray_service["serveConfigV2"] == serve_config
+    [group] = ray_service["rayClusterConfig"]["workerGroupSpecs"]
+    assert (group["groupName"], group["replicas"]) == ("default-worker-group", 1)
+
+    async def admitted() -> dict[str, Any] | Pending:
+        listed = await stack.kube.list(
+            resources.KUEUE_WORKLOAD,
+            namespace=ns,
+            label_selector=f"{actors.KUEUE_JOB_UID_LABEL}={wrapper['metadata']['uid']}",
+        )
+        done = [w for w in listed.items if (w.get("status") or {}).get("admission")]
+        return done[0] if done else Pending("not admitted")
+
+    workload = await eventually(admitted, what="the AppWrapper admitted", within=STEP)
+    reserved = sorted(
+        ((a.get("resourceUsage") or {}).get("amd.com/gpu") or "0", a.get("count"))
+        for a in workload["status"]["admission"]["podSetAssignments"]
+    )
+    assert reserved == [("0", 1), ("2", 1)]
+    found = await stack.kube.get(resources.KAIWO_SERVICE, "serve-default", namespace=ns)
+    assert condition(found, "Schedulable")["message"] == (
+        "Cluster has sufficient GPU resources; spec.rayService.spec gives no Ray cluster (no "
+        "rayClusterConfig), so the RayService runs Kaiwo's default cluster: one head and the "
+        "worker group default-worker-group, sized by spec.replicas and the GPU fields"
+    )
+    # The default cluster is a function of the spec: settled, nothing is written again.
+    await stack.settled(within=STEP)
+    writes = await stack.operator_writes_while_idle()
+    assert [w for w in writes if str(w[3]).startswith("serve-default")] == [], writes
+    await stack.kube.delete(resources.KAIWO_SERVICE, "serve-default", namespace=ns)
+
+
 async def test_a_models_server_pods_are_scheduled_and_running(stack: Pipeline) -> None:
     """A KubeAI Model on one MI300X per replica: its two server pods are bound by the default
     scheduler, run by kwok, and the Model counts them Ready."""

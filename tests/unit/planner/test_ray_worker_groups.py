@@ -25,6 +25,7 @@ from tests.unit.planner.test_planning import (
     four_eight_gpu_nodes,
     gpu_env,
     kaiwo_job,
+    kaiwo_service,
 )
 
 EIGHT_GPU_NODES = GpuStats(
@@ -394,6 +395,38 @@ def test_a_ray_job_without_a_cluster_is_told_it_runs_kaiwos(make_node):
     (ray_job,) = plan.desired
     [group] = ray_job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
     assert group["groupName"] == "default-worker-group"
+
+
+def test_a_ray_service_without_a_cluster_is_told_it_runs_kaiwos(make_node):
+    """A ``rayService.spec`` with the Serve applications and no ``rayClusterConfig`` gets
+    Kaiwo's default cluster (decision 0154), and the condition says so, as for a RayJob."""
+    owner = kaiwo_service(
+        {**TRAIN_SPEC, "gpus": 8, "rayService": {"spec": {"serveConfigV2": "applications: []"}}}
+    )
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    assert plan is not None
+    assert condition(plan, "Schedulable")["message"] == (
+        "Cluster has sufficient GPU resources; spec.rayService.spec gives no Ray cluster (no "
+        "rayClusterConfig), so the RayService runs Kaiwo's default cluster: one head and the "
+        "worker group default-worker-group, sized by spec.replicas and the GPU fields"
+    )
+    (wrapper,) = plan.desired
+    ray_service = wrapper["spec"]["components"][0]["template"]
+    [group] = ray_service["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    assert group["groupName"] == "default-worker-group"
+    assert ray_service["spec"]["serveConfigV2"] == "applications: []"
+
+
+def test_a_ray_service_with_its_cluster_is_not_told_of_kaiwos(make_node):
+    spec = {"spec": {"rayClusterConfig": two_group_cluster()}}
+    owner = kaiwo_service({**TRAIN_SPEC, "gpus": 8, "rayService": spec})
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    assert plan is not None
+    assert "Kaiwo's default cluster" not in condition(plan, "Schedulable")["message"]
 
 
 def test_a_ray_job_that_keeps_its_cluster_is_refused_naming_the_field(make_node):
