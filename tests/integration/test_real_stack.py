@@ -771,6 +771,62 @@ async def test_every_worker_group_of_a_given_ray_cluster_holds_its_gpus(stack: P
     await stack.kube.delete(resources.KAIWO_JOB, "ray-groups", namespace=ns)
 
 
+async def test_a_group_meant_to_run_without_gpus_runs_the_split_and_is_told(
+    stack: Pipeline,
+) -> None:
+    """A KaiwoJob ``gpus: 2`` whose ``rayJob`` has a group ``trainers`` with the split's own
+    2 GPUs and a group ``loaders`` the user wrote ``amd.com/gpu: 0`` for: Kaiwo sizes every
+    group alike (upstream, decision 0146), so both run with 2, and the replaced zeros are told
+    once, with their paths, in a ``SettingsIgnored`` Warning Event (decision 0154; before,
+    nothing said so)."""
+    ns = namespace_of(stack, "ray")
+
+    def group(name: str, gpus: int) -> dict[str, Any]:
+        resources_ = {"limits": {"amd.com/gpu": gpus}, "requests": {"amd.com/gpu": gpus}}
+        container = {"name": name, "resources": resources_}
+        return {**ray_group(name, 1, name), "template": {"spec": {"containers": [container]}}}
+
+    cluster = {
+        "headGroupSpec": {
+            "rayStartParams": {},
+            "template": {"spec": {"containers": [{"name": "ray-head"}]}},
+        },
+        "workerGroupSpecs": [group("trainers", 2), group("loaders", 0)],
+    }
+    await stack.kube.create(
+        kaiwo_job(
+            "ray-loaders",
+            ns,
+            queue_name="ray",
+            gpus=2,
+            rayJob={"spec": {"shutdownAfterJobFinishes": True, "rayClusterSpec": cluster}},
+        )
+    )
+    starting = await reaches(stack, "ray-loaders", ns, "STARTING")
+    assert condition(starting, "Admitted")["status"] == "True"
+    pods = await ray_pods_running(stack, ns, "ray-loaders", ["headgroup", "loaders", "trainers"])
+    limits = {
+        p["metadata"]["labels"]["ray.io/group"]: p["spec"]["containers"][0]["resources"]
+        .get("limits", {})
+        .get("amd.com/gpu")
+        for p in pods
+    }
+    assert limits == {"headgroup": None, "trainers": "2", "loaders": "2"}
+    await has_events(stack, ns, "ray-loaders", "SettingsIgnored")
+    await stack.settled(within=STEP)
+    writes = await stack.operator_writes_while_idle()
+    assert [w for w in writes if str(w[3]).startswith("ray-loaders")] == [], writes
+    told = [m for r, m in await events_of(stack, ns, "ray-loaders") if r == "SettingsIgnored"]
+    path = "spec.rayJob.spec.rayClusterSpec.workerGroupSpecs[1].template.spec.containers[0]"
+    assert told == [
+        f'{path}.resources.limits["amd.com/gpu"] (0), '
+        f'{path}.resources.requests["amd.com/gpu"] (0) are replaced by 2, from spec.gpus, '
+        "spec.gpusPerReplica and spec.gpuVendor, which give every worker group's pods the "
+        "same GPUs (no group runs without them); set those fields instead"
+    ]
+    await stack.kube.delete(resources.KAIWO_JOB, "ray-loaders", namespace=ns)
+
+
 async def ray_pods_running(
     pipeline: Pipeline, namespace: str, cluster_of: str, groups: list[str]
 ) -> list[dict[str, Any]]:
