@@ -771,6 +771,62 @@ async def test_every_worker_group_of_a_given_ray_cluster_holds_its_gpus(stack: P
     await stack.kube.delete(resources.KAIWO_JOB, "ray-groups", namespace=ns)
 
 
+async def test_a_group_meant_to_run_without_gpus_runs_the_split_and_is_told(
+    stack: Pipeline,
+) -> None:
+    """A KaiwoJob ``gpus: 2`` whose ``rayJob`` has a group ``trainers`` with the split's own
+    2 GPUs and a group ``loaders`` the user wrote ``amd.com/gpu: 0`` for: Kaiwo sizes every
+    group alike (upstream, decision 0146), so both run with 2, and the replaced zeros are told
+    once, with their paths, in a ``SettingsIgnored`` Warning Event (decision 0154; before,
+    nothing said so)."""
+    ns = namespace_of(stack, "ray")
+
+    def group(name: str, gpus: int) -> dict[str, Any]:
+        resources_ = {"limits": {"amd.com/gpu": gpus}, "requests": {"amd.com/gpu": gpus}}
+        container = {"name": name, "resources": resources_}
+        return {**ray_group(name, 1, name), "template": {"spec": {"containers": [container]}}}
+
+    cluster = {
+        "headGroupSpec": {
+            "rayStartParams": {},
+            "template": {"spec": {"containers": [{"name": "ray-head"}]}},
+        },
+        "workerGroupSpecs": [group("trainers", 2), group("loaders", 0)],
+    }
+    await stack.kube.create(
+        kaiwo_job(
+            "ray-loaders",
+            ns,
+            queue_name="ray",
+            gpus=2,
+            rayJob={"spec": {"shutdownAfterJobFinishes": True, "rayClusterSpec": cluster}},
+        )
+    )
+    starting = await reaches(stack, "ray-loaders", ns, "STARTING")
+    assert condition(starting, "Admitted")["status"] == "True"
+    pods = await ray_pods_running(stack, ns, "ray-loaders", ["headgroup", "loaders", "trainers"])
+    limits = {
+        p["metadata"]["labels"]["ray.io/group"]: p["spec"]["containers"][0]["resources"]
+        .get("limits", {})
+        .get("amd.com/gpu")
+        for p in pods
+    }
+    assert limits == {"headgroup": None, "trainers": "2", "loaders": "2"}
+    await has_events(stack, ns, "ray-loaders", "SettingsIgnored")
+    await stack.settled(within=STEP)
+    writes = await stack.operator_writes_while_idle()
+    assert [w for w in writes if str(w[3]).startswith("ray-loaders")] == [], writes
+    told = [m for r, m in await events_of(stack, ns, "ray-loaders") if r == "SettingsIgnored"]
+    path = "spec.rayJob.spec.rayClusterSpec.workerGroupSpecs[1].template.spec.containers[0]"
+    assert told == [
+        f'{path}.resources.limits["amd.com/gpu"] (0), '
+        f'{path}.resources.requests["amd.com/gpu"] (0) are replaced by 2, from spec.gpus, '
+        "spec.gpusPerReplica and spec.gpuVendor, which give every worker group's pods the "
+        "same GPUs (no group runs without them); set those fields instead"
+    ]
+    await stack.kube.delete(resources.KAIWO_JOB, "ray-loaders", namespace=ns)
+
+
 async def ray_pods_running(
     pipeline: Pipeline, namespace: str, cluster_of: str, groups: list[str]
 ) -> list[dict[str, Any]]:
@@ -1021,6 +1077,73 @@ async def test_a_multi_host_group_of_a_ray_service_is_reserved_on_every_host(
     )
     assert reserved == [("0", 1), ("4", 2)]
     await stack.kube.delete(resources.KAIWO_SERVICE, "serve-hosts", namespace=ns)
+
+
+async def test_a_ray_service_given_without_a_cluster_runs_kaiwos_cluster(
+    stack: Pipeline,
+) -> None:
+    """A KaiwoService ``gpus: 2`` whose ``rayService.spec`` gives only the Serve applications
+    (no ``rayClusterConfig``): KubeRay cannot run a RayService without a cluster, so Kaiwo
+    gives its default one, as for ``ray: true`` (decision 0154). The AppWrapper's RayService
+    has Kaiwo's head and ``default-worker-group`` and the user's serve config; Kueue admits
+    the head's pod set and the worker's with its 2 GPUs; the condition says it. The stack runs
+    no AppWrapper controller, so the RayService's pods are not made here."""
+    ns = namespace_of(stack, "ray")
+    serve_config = "applications:\n  - name: echo\n    import_path: echo:app\n"
+    service = {
+        "apiVersion": actors.KAIWO_API,
+        "kind": "KaiwoService",
+        "metadata": {"name": "serve-default", "namespace": ns},
+        "spec": {
+            "user": "dave@example.com",
+            "image": "rayproject/ray:2.40.0",
+            "clusterQueue": "ray",
+            "gpuVendor": "amd",
+            "gpus": 2,
+            "rayService": {"spec": {"serveConfigV2": serve_config}},
+        },
+    }
+    await stack.kube.create(service)
+
+    async def wrapped() -> dict[str, Any] | Pending:
+        found = await actors.get_or_none(
+            stack.kube, resources.APP_WRAPPER, "serve-default", namespace=ns
+        )
+        return found if found is not None else Pending("no AppWrapper")
+
+    wrapper = await eventually(wrapped, what="the AppWrapper made", within=STEP)
+    [component] = wrapper["spec"]["components"]
+    ray_service = component["template"]["spec"]
+    assert ray_service["serveConfigV2"] == serve_config
+    [group] = ray_service["rayClusterConfig"]["workerGroupSpecs"]
+    assert (group["groupName"], group["replicas"]) == ("default-worker-group", 1)
+
+    async def admitted() -> dict[str, Any] | Pending:
+        listed = await stack.kube.list(
+            resources.KUEUE_WORKLOAD,
+            namespace=ns,
+            label_selector=f"{actors.KUEUE_JOB_UID_LABEL}={wrapper['metadata']['uid']}",
+        )
+        done = [w for w in listed.items if (w.get("status") or {}).get("admission")]
+        return done[0] if done else Pending("not admitted")
+
+    workload = await eventually(admitted, what="the AppWrapper admitted", within=STEP)
+    reserved = sorted(
+        ((a.get("resourceUsage") or {}).get("amd.com/gpu") or "0", a.get("count"))
+        for a in workload["status"]["admission"]["podSetAssignments"]
+    )
+    assert reserved == [("0", 1), ("2", 1)]
+    found = await stack.kube.get(resources.KAIWO_SERVICE, "serve-default", namespace=ns)
+    assert condition(found, "Schedulable")["message"] == (
+        "Cluster has sufficient GPU resources; spec.rayService.spec gives no Ray cluster (no "
+        "rayClusterConfig), so the RayService runs Kaiwo's default cluster: one head and the "
+        "worker group default-worker-group, sized by spec.replicas and the GPU fields"
+    )
+    # The default cluster is a function of the spec: settled, nothing is written again.
+    await stack.settled(within=STEP)
+    writes = await stack.operator_writes_while_idle()
+    assert [w for w in writes if str(w[3]).startswith("serve-default")] == [], writes
+    await stack.kube.delete(resources.KAIWO_SERVICE, "serve-default", namespace=ns)
 
 
 async def test_a_models_server_pods_are_scheduled_and_running(stack: Pipeline) -> None:

@@ -25,6 +25,7 @@ from tests.unit.planner.test_planning import (
     four_eight_gpu_nodes,
     gpu_env,
     kaiwo_job,
+    kaiwo_service,
 )
 
 EIGHT_GPU_NODES = GpuStats(
@@ -123,15 +124,24 @@ def test_every_worker_group_runs_the_split_and_the_workload_is_told_it_holds_eac
         assert main["resources"]["limits"]["amd.com/gpu"] == "8"
         # The env speaks of one group's split, as upstream's did.
         assert gpu_env(main) == {"NUM_GPUS": "16", "NUM_REPLICAS": "2", "NUM_GPUS_PER_REPLICA": "8"}
-    # The user's own sizes of both groups are replaced, and said so.
-    [ignored] = [e.message for e in plan.events if e.reason == "SettingsIgnored"]
-    assert ignored == (
+    # The user's own sizes of both groups are replaced, and said so; so are the trainers'
+    # GPU limit and the evaluators' none (decision 0154).
+    sizes, gpus = [e.message for e in plan.events if e.reason == "SettingsIgnored"]
+    assert sizes == (
         "spec.rayJob.spec.rayClusterSpec: workerGroupSpecs[0].replicas (5), "
         "workerGroupSpecs[0].minReplicas (5), workerGroupSpecs[0].maxReplicas (5), "
         "workerGroupSpecs[1].replicas (1), workerGroupSpecs[1].minReplicas (0), "
         "workerGroupSpecs[1].maxReplicas (3) are replaced by 2, from spec.replicas (default 1) "
         "and spec.gpus, which set every worker group's replicas, minReplicas and maxReplicas; "
         "set spec.replicas instead"
+    )
+    assert gpus == (
+        "spec.rayJob.spec.rayClusterSpec.workerGroupSpecs[0].template.spec.containers[0]"
+        '.resources.limits["amd.com/gpu"] (1), '
+        "spec.rayJob.spec.rayClusterSpec.workerGroupSpecs[1].template.spec.containers[0]"
+        '.resources.limits["amd.com/gpu"] (not set) are replaced by 8, from spec.gpus, '
+        "spec.gpusPerReplica and spec.gpuVendor, which give every worker group's pods the "
+        "same GPUs (no group runs without them); set those fields instead"
     )
 
 
@@ -396,6 +406,38 @@ def test_a_ray_job_without_a_cluster_is_told_it_runs_kaiwos(make_node):
     assert group["groupName"] == "default-worker-group"
 
 
+def test_a_ray_service_without_a_cluster_is_told_it_runs_kaiwos(make_node):
+    """A ``rayService.spec`` with the Serve applications and no ``rayClusterConfig`` gets
+    Kaiwo's default cluster (decision 0154), and the condition says so, as for a RayJob."""
+    owner = kaiwo_service(
+        {**TRAIN_SPEC, "gpus": 8, "rayService": {"spec": {"serveConfigV2": "applications: []"}}}
+    )
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    assert plan is not None
+    assert condition(plan, "Schedulable")["message"] == (
+        "Cluster has sufficient GPU resources; spec.rayService.spec gives no Ray cluster (no "
+        "rayClusterConfig), so the RayService runs Kaiwo's default cluster: one head and the "
+        "worker group default-worker-group, sized by spec.replicas and the GPU fields"
+    )
+    (wrapper,) = plan.desired
+    ray_service = wrapper["spec"]["components"][0]["template"]
+    [group] = ray_service["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    assert group["groupName"] == "default-worker-group"
+    assert ray_service["spec"]["serveConfigV2"] == "applications: []"
+
+
+def test_a_ray_service_with_its_cluster_is_not_told_of_kaiwos(make_node):
+    spec = {"spec": {"rayClusterConfig": two_group_cluster()}}
+    owner = kaiwo_service({**TRAIN_SPEC, "gpus": 8, "rayService": spec})
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    assert plan is not None
+    assert "Kaiwo's default cluster" not in condition(plan, "Schedulable")["message"]
+
+
 def test_a_ray_job_that_keeps_its_cluster_is_refused_naming_the_field(make_node):
     """``shutdownAfterJobFinishes: false``, the user's: Kueue's webhook would refuse the
     RayJob for good, quoting the RayJob's field; the KaiwoJob is invalid instead, naming the
@@ -416,3 +458,91 @@ def test_a_ray_job_that_keeps_its_cluster_is_refused_naming_the_field(make_node)
         "the field out (Kaiwo sets true) or set true"
     )
     assert plan.desired == ()
+
+
+# ------------------------------------------------------------------ a group's own GPUs (0154)
+
+
+def gpu_settings_ignored(plan: Any) -> list[str]:
+    return [
+        e.message
+        for e in plan.events
+        if e.reason == "SettingsIgnored" and "amd.com/gpu" in e.message
+    ]
+
+
+def service_group(name: str, resources: dict[str, Any]) -> dict[str, Any]:
+    container = {"name": name, "resources": resources}
+    return {
+        "groupName": name,
+        "rayStartParams": {},
+        "template": {"spec": {"containers": [container]}},
+    }
+
+
+def test_a_group_meant_to_run_without_gpus_is_told_it_gets_them(make_node):
+    """A RayService group of the user's with ``amd.com/gpu: 0`` as limit and request, the
+    other group with the split's own 8: Kaiwo gives both 8 (upstream, the reference); the
+    zeros, which it replaces, are told with their paths; the 8 is not (decision 0154)."""
+    zero = {"limits": {"amd.com/gpu": 0}, "requests": {"amd.com/gpu": "0"}}
+    cluster = {
+        "headGroupSpec": {"rayStartParams": {}, "template": worker_template("head")},
+        "workerGroupSpecs": [
+            service_group("servers", {"limits": {"amd.com/gpu": "8"}}),
+            service_group("routers", zero),
+        ],
+    }
+    owner = kaiwo_service(
+        {**TRAIN_SPEC, "gpus": 8, "rayService": {"spec": {"rayClusterConfig": cluster}}}
+    )
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    assert plan is not None
+    (wrapper,) = plan.desired
+    ray_service = wrapper["spec"]["components"][0]["template"]
+    for group in ray_service["spec"]["rayClusterConfig"]["workerGroupSpecs"]:
+        resources = group["template"]["spec"]["containers"][0]["resources"]
+        assert (resources["limits"]["amd.com/gpu"], resources["requests"]["amd.com/gpu"]) == (
+            "8",
+            "8",
+        )
+    assert gpu_settings_ignored(plan) == [
+        "spec.rayService.spec.rayClusterConfig.workerGroupSpecs[1].template.spec.containers[0]"
+        '.resources.limits["amd.com/gpu"] (0), '
+        "spec.rayService.spec.rayClusterConfig.workerGroupSpecs[1].template.spec.containers[0]"
+        '.resources.requests["amd.com/gpu"] (0) are replaced by 8, from spec.gpus, '
+        "spec.gpusPerReplica and spec.gpuVendor, which give every worker group's pods the "
+        "same GPUs (no group runs without them); set those fields instead"
+    ]
+
+
+def test_gpus_the_user_leaves_to_kaiwo_or_that_kaiwo_keeps_are_not_told(make_node):
+    """No group names its GPUs: they are left to Kaiwo, nothing to tell. A workload asking
+    for no GPUs replaces none: the user's limit stays as written, untold."""
+    cluster = {
+        "headGroupSpec": {"rayStartParams": {}, "template": worker_template("head")},
+        "workerGroupSpecs": [
+            service_group("servers", {"limits": {"memory": "8Gi"}}),
+            service_group("routers", {}),
+        ],
+    }
+    owner = kaiwo_service(
+        {**TRAIN_SPEC, "gpus": 8, "rayService": {"spec": {"rayClusterConfig": cluster}}}
+    )
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+    assert plan is not None
+    assert gpu_settings_ignored(plan) == []
+
+    cluster["workerGroupSpecs"][1] = service_group("routers", {"limits": {"amd.com/gpu": 2}})
+    owner = kaiwo_service(
+        {**TRAIN_SPEC, "gpus": 0, "rayService": {"spec": {"rayClusterConfig": cluster}}}
+    )
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+    assert plan is not None
+    (wrapper,) = plan.desired
+    routers = wrapper["spec"]["components"][0]["template"]["spec"]["rayClusterConfig"][
+        "workerGroupSpecs"
+    ][1]
+    assert routers["template"]["spec"]["containers"][0]["resources"]["limits"]["amd.com/gpu"] == "2"
+    assert gpu_settings_ignored(plan) == []

@@ -72,3 +72,46 @@ def test_a_gateway_routes_to_the_ray_serve_service(make_service, make_namespace_
     assert [obj["kind"] for obj in desired] == ["HTTPRoute", "AppWrapper"]
     route = desired[0]
     assert route["spec"]["rules"][0]["backendRefs"] == [{"name": "chat-serve-svc", "port": 8000}]
+
+
+SIXTEEN_AMD = GpuAllocation(gpus=16, gpus_per_replica=8, replicas=2, vendor="amd")
+
+
+def test_a_ray_service_without_a_cluster_gets_kaiwos_default_cluster(make_service):
+    """``rayService: {}`` names no cluster: KubeRay cannot run a RayService without
+    ``rayClusterConfig``, so it gets Kaiwo's default cluster, as ``ray: true`` does, and the
+    AppWrapper declares its head and worker group (decision 0154)."""
+    service = make_service({"rayService": {}, "gpus": 16})
+
+    (wrapper,) = plan_children(workload=service, allocation=SIXTEEN_AMD, config=None).desired
+
+    component = wrapper["spec"]["components"][0]
+    cluster = component["template"]["spec"]["rayClusterConfig"]
+    assert cluster["enableInTreeAutoscaling"] is False
+    assert cluster["headGroupSpec"]["template"]["spec"]["containers"][0]["name"] == "ray-head"
+    [group] = cluster["workerGroupSpecs"]
+    assert (group["groupName"], group["replicas"]) == ("default-worker-group", 2)
+    [worker] = group["template"]["spec"]["containers"]
+    assert worker["name"] == "ray-worker"
+    assert worker["resources"]["limits"]["amd.com/gpu"] == "8"
+    # Kaiwo's template: the CPU and memory that go with 8 GPUs (4 and 32Gi each).
+    assert worker["resources"]["limits"]["memory"] == "256Gi"
+    assert component["podSets"] == [
+        {"replicas": 1, "path": "template.spec.rayClusterConfig.headGroupSpec.template"},
+        {"replicas": 2, "path": "template.spec.rayClusterConfig.workerGroupSpecs[0].template"},
+    ]
+
+
+def test_a_ray_service_spec_with_only_its_serve_config_keeps_it_on_kaiwos_cluster(make_service):
+    """A ``rayService.spec`` that gives the Serve applications and no cluster: the serve
+    config stays, and the cluster is Kaiwo's (decision 0154)."""
+    ray_service = {"spec": {"serveConfigV2": SERVE_CONFIG}}
+    service = make_service({"rayService": ray_service, "gpus": 16})
+
+    (wrapper,) = plan_children(workload=service, allocation=SIXTEEN_AMD, config=None).desired
+
+    spec = wrapper["spec"]["components"][0]["template"]["spec"]
+    assert spec["serveConfigV2"] == SERVE_CONFIG
+    [group] = spec["rayClusterConfig"]["workerGroupSpecs"]
+    assert group["groupName"] == "default-worker-group"
+    assert group["template"]["spec"]["containers"][0]["resources"]["limits"]["amd.com/gpu"] == "8"

@@ -70,6 +70,7 @@ from kaiwo_planner.domain.children.job_changes import CONDITION_TYPE as CHILD_SP
 from kaiwo_planner.domain.children.job_changes import REASON_REPLACING
 from kaiwo_planner.domain.children.labels import inventory_labels
 from kaiwo_planner.domain.children.ray_job import kaiwo_cluster_note
+from kaiwo_planner.domain.children.ray_service import kaiwo_service_cluster_note
 from kaiwo_planner.domain.children.workload_children import (
     PRUNED_KINDS,
     ChildrenDecision,
@@ -250,10 +251,14 @@ def plan_workload(
         # as for a workload Kueue admitted (decision 0132).
         admitted=admitted or allocation.rule == "kept",
     )
-    if verdict.schedulable and isinstance(workload, KaiwoJob):
-        # A given rayJob that names no cluster runs Kaiwo's (decision 0151): said where the
-        # cluster's size is said.
-        note = kaiwo_cluster_note(workload.spec.ray_job)
+    if verdict.schedulable:
+        # A given rayJob or rayService that names no cluster runs Kaiwo's (decisions 0151,
+        # 0154): said where the cluster's size is said.
+        note = (
+            kaiwo_cluster_note(workload.spec.ray_job)
+            if isinstance(workload, KaiwoJob)
+            else kaiwo_service_cluster_note(workload.spec.ray_service)
+        )
         if note:
             verdict = dataclasses.replace(verdict, message=f"{verdict.message}; {note}")
     children = None

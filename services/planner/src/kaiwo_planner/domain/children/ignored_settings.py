@@ -16,14 +16,20 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.common import StorageSpec
 from kaiwo_planner.domain.children.resources import GPU_KEY_AMD, GPU_KEY_NVIDIA
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
 from kaiwo_planner.domain.settings.workload_inputs import WorkloadInputs
+from kaiwo_planner.domain.state.nodes import parse_quantity
 
 _WORKER_GROUP_SIZES = ("replicas", "minReplicas", "maxReplicas")
 
 
 def ignored_settings(
-    inputs: WorkloadInputs, storage: StorageSpec | None, *, allocation: GpuAllocation
+    inputs: WorkloadInputs,
+    storage: StorageSpec | None,
+    *,
+    allocation: GpuAllocation,
+    gpu_key: str,
 ) -> tuple[str, ...]:
-    """Every remark for ``inputs`` (``storage``: the spec's, enabled or not)."""
+    """Every remark for ``inputs`` (``storage``: the spec's, enabled or not; ``gpu_key``: the
+    resource name the pods get their GPUs under)."""
     return tuple(
         note
         for note in (
@@ -32,6 +38,7 @@ def ignored_settings(
             *_kind_settings(inputs),
             _deployment_replicas(inputs, allocation),
             _worker_group_sizes(inputs, allocation),
+            _worker_group_gpus(inputs, allocation, gpu_key=gpu_key),
         )
         if note
     )
@@ -121,12 +128,7 @@ def _worker_group_sizes(inputs: WorkloadInputs, allocation: GpuAllocation) -> st
     minReplicas and maxReplicas to this value"."""
     if not inputs.ray:
         return ""
-    if inputs.identity.workload_type == "job":
-        field = "spec.rayJob.spec.rayClusterSpec"
-        cluster = _cluster(inputs.ray_job, "rayClusterSpec")
-    else:
-        field = "spec.rayService.spec.rayClusterConfig"
-        cluster = _cluster(inputs.ray_service, "rayClusterConfig")
+    field, cluster = _ray_cluster(inputs)
     replaced = [
         f"workerGroupSpecs[{index}].{size} ({group[size]})"
         for index, group in enumerate(cluster.get("workerGroupSpecs") or [])
@@ -141,6 +143,78 @@ def _worker_group_sizes(inputs: WorkloadInputs, allocation: GpuAllocation) -> st
         f"{allocation.replicas}, from spec.replicas "
         "(default 1) and spec.gpus, which set every worker group's replicas, minReplicas and "
         "maxReplicas; set spec.replicas instead"
+    )
+
+
+def _worker_group_gpus(inputs: WorkloadInputs, allocation: GpuAllocation, *, gpu_key: str) -> str:
+    """The reference: GPU limits "are controlled exclusively by the gpus, gpusPerReplica, and
+    gpuVendor fields", and every worker group runs the split (decision 0146), so each group's
+    main container gets the split's GPUs as limit and request. Told (decision 0154): a GPU
+    quantity the user wrote there that differs, and a group that leaves it out while another
+    group of the cluster sets one (a group meant to run without GPUs). Nothing is replaced
+    when the workload asks for no GPUs, nor in a cluster where no group names its GPUs (they
+    are left to Kaiwo)."""
+    written = allocation.gpus_per_replica
+    if not inputs.ray or written <= 0:
+        return ""
+    field, cluster = _ray_cluster(inputs)
+    groups = cluster.get("workerGroupSpecs")
+    mains = [_main_resources(group) for group in (groups if isinstance(groups, list) else ())]
+    any_set = any(gpu_key in section for main in mains if main for section in main.values())
+    replaced: list[str] = []
+    for index, main in enumerate(mains):
+        if main is None:
+            continue  # no container of the user's: Kaiwo's template runs the group
+        path = f"{field}.workerGroupSpecs[{index}].template.spec.containers[0].resources"
+        if any_set and not any(gpu_key in section for section in main.values()):
+            replaced.append(f'{path}.limits["{gpu_key}"] (not set)')
+            continue
+        replaced += [
+            f'{path}.{name}["{gpu_key}"] ({section[gpu_key]})'
+            for name, section in main.items()
+            if gpu_key in section and not _same_quantity(section[gpu_key], written)
+        ]
+    if not replaced:
+        return ""
+    return (
+        f"{', '.join(replaced)} {'is' if len(replaced) == 1 else 'are'} replaced by {written}, "
+        "from spec.gpus, spec.gpusPerReplica and spec.gpuVendor, which give every worker "
+        "group's pods the same GPUs (no group runs without them); set those fields instead"
+    )
+
+
+def _main_resources(group: Any) -> dict[str, Mapping[str, Any]] | None:
+    """The ``limits`` and ``requests`` the user wrote in the main (first) container of a
+    worker group, the one that gets the GPUs; None when the group names no container."""
+    template = group.get("template") if isinstance(group, Mapping) else None
+    spec = template.get("spec") if isinstance(template, Mapping) else None
+    containers = spec.get("containers") if isinstance(spec, Mapping) else None
+    if not isinstance(containers, list) or not containers:
+        return None
+    main = containers[0]
+    resources = main.get("resources") if isinstance(main, Mapping) else None
+    resources = resources if isinstance(resources, Mapping) else {}
+    return {
+        name: section
+        for name in ("limits", "requests")
+        if isinstance(section := resources.get(name), Mapping)
+    }
+
+
+def _same_quantity(given: Any, written: int) -> bool:
+    try:
+        return parse_quantity(given) == written
+    except (TypeError, ValueError):
+        return False  # not a quantity: replaced all the same
+
+
+def _ray_cluster(inputs: WorkloadInputs) -> tuple[str, Mapping[str, Any]]:
+    """The path of the user's Ray cluster and the cluster (empty when none is given)."""
+    if inputs.identity.workload_type == "job":
+        return "spec.rayJob.spec.rayClusterSpec", _cluster(inputs.ray_job, "rayClusterSpec")
+    return (
+        "spec.rayService.spec.rayClusterConfig",
+        _cluster(inputs.ray_service, "rayClusterConfig"),
     )
 
 

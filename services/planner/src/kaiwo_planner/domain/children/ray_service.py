@@ -5,10 +5,16 @@ creates the RayService. Every worker group is declared as a pod set (upstream de
 first), so Kueue reserves quota for all of them, a multi-host group's as ``replicas x
 numOfHosts`` pods (KubeRay's pods of the group; Kueue counts a RayJob's group so, decision
 0151). The pod-set list is ``podSets`` on the wire.
+
+A given ``rayService`` whose spec has no ``rayClusterConfig`` (``rayService: {}``, or a spec
+with only ``serveConfigV2``) gets Kaiwo's default cluster, as ``ray: true`` does (decision
+0154): KubeRay cannot run a RayService without a cluster, and a RayService has no
+``clusterSelector`` to run on one that exists. Upstream kept the given spec as it was.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kaiwo_planner.domain.children.labels import inherited_labels, queue_labels
@@ -16,6 +22,7 @@ from kaiwo_planner.domain.children.naming import main_child_name
 from kaiwo_planner.domain.children.ownership import child_metadata
 from kaiwo_planner.domain.children.pod_template import PodAdditions
 from kaiwo_planner.domain.children.ray_cluster import (
+    DEFAULT_WORKER_GROUP,
     complete_ray_cluster_spec,
     default_ray_cluster_spec,
 )
@@ -33,6 +40,21 @@ def serve_service_name(workload_name: str) -> str:
     return f"{workload_name}-serve-svc"
 
 
+def kaiwo_service_cluster_note(ray_service: Mapping[str, Any] | None) -> str:
+    """The words the Schedulable condition adds when a given ``rayService`` names no Ray
+    cluster and runs Kaiwo's (decision 0154); empty otherwise."""
+    if ray_service is None:
+        return ""
+    spec = ray_service.get("spec")
+    if isinstance(spec, Mapping) and spec.get("rayClusterConfig") is not None:
+        return ""
+    return (
+        "spec.rayService.spec gives no Ray cluster (no rayClusterConfig), so the RayService "
+        "runs Kaiwo's default cluster: one head and the worker group "
+        f"{DEFAULT_WORKER_GROUP}, sized by spec.replicas and the GPU fields"
+    )
+
+
 def build_ray_service(
     inputs: WorkloadInputs,
     *,
@@ -40,19 +62,19 @@ def build_ray_service(
     defaults: ChildDefaults,
     additions: PodAdditions,
 ) -> dict[str, Any]:
-    """The RayService (not applied directly: it goes into the AppWrapper)."""
-    generated = inputs.ray_service is None
-    if inputs.ray_service is None:
-        spec: dict[str, Any] = {
-            "rayClusterConfig": default_ray_cluster_spec(
-                defaults=defaults, dangerous=inputs.dangerous
-            )
-        }
-    else:
-        spec = copy_tree(dict(inputs.ray_service.get("spec") or {}))
+    """The RayService (not applied directly: it goes into the AppWrapper): ``spec.rayService``
+    (or a default cluster) completed with the workload's settings."""
+    spec: dict[str, Any] = (
+        {} if inputs.ray_service is None else copy_tree(dict(inputs.ray_service.get("spec") or {}))
+    )
+    generated = spec.get("rayClusterConfig") is None
+    if generated:
+        spec["rayClusterConfig"] = default_ray_cluster_spec(
+            defaults=defaults, dangerous=inputs.dangerous
+        )
     if inputs.serve_config_v2:
         spec["serveConfigV2"] = inputs.serve_config_v2
-    if "rayClusterConfig" in spec:
+    if isinstance(spec.get("rayClusterConfig"), Mapping):
         spec["rayClusterConfig"] = complete_ray_cluster_spec(
             spec["rayClusterConfig"],
             inputs,

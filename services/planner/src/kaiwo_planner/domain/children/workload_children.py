@@ -61,6 +61,7 @@ from kaiwo_planner.domain.children.ray_service import (
     build_ray_service,
     serve_service_name,
 )
+from kaiwo_planner.domain.children.resources import gpu_resource_key
 from kaiwo_planner.domain.children.storage import claim_update, persistent_volume_claims
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation, split_made_from
 from kaiwo_planner.domain.settings.namespace_config import (
@@ -593,7 +594,14 @@ def _build_children(
         main_ref=ObjectRef.of(main) if main is not None else None,
         others=tuple(others),
         conditions=tuple(conditions),
-        notes=ignored_settings(inputs, workload.spec.storage, allocation=allocation),
+        notes=ignored_settings(
+            inputs,
+            workload.spec.storage,
+            allocation=allocation,
+            gpu_key=gpu_resource_key(
+                inputs.gpu_vendor, default_key=defaults.default_gpu_resource_key
+            ),
+        ),
         waiting=waiting,
         failed=failed,
         selector=inventory_labels(identity.uid),
