@@ -42,9 +42,15 @@ def waiting(name: str, gpus: int, *, minutes: int = 20, vendor: str = "amd") -> 
     return GpuDemand(key(name), vendor, gpus, NOW - timedelta(minutes=minutes))
 
 
-def victims(*idle_workloads: IdleWorkload, pending=(), in_flight=None) -> list[tuple[str, str]]:
+def victims(
+    *idle_workloads: IdleWorkload, pending=(), in_flight=None, freed_for=None
+) -> list[tuple[str, str]]:
     decision = decide_idle_preemptions(
-        idle=idle_workloads, pending=pending, in_flight=in_flight or {}, now=NOW
+        idle=idle_workloads,
+        pending=pending,
+        in_flight=in_flight or {},
+        freed_for=freed_for or {},
+        now=NOW,
     )
     return [
         (p.victim.name, p.beneficiary.name if p.beneficiary else "-") for p in decision.preemptions
@@ -97,6 +103,42 @@ def test_in_flight_gpus_count_against_the_demand() -> None:
     assert victims(idle("a", 1, idle_minutes=60), idle("b", 2), pending=[waiting("p", 5)]) == []
     # Fully covered by what is in flight: nobody more.
     assert victims(idle("a", 4), pending=[waiting("p", 3)], in_flight={"amd": 3}) == []
+
+
+def test_gpus_freed_for_a_named_waiter_count_for_it_alone() -> None:
+    """Decision 0150: a victim of either preemption that names its waiter (by uid) frees its
+    GPUs for that one, and for no other waiter, even one waiting longer."""
+    # p is covered by the 4 freed for it: nobody is preempted.
+    assert victims(idle("a", 4), pending=[waiting("p", 4)], freed_for={"uid-p": 4}) == []
+    # Freed for p, which no longer waits: q gets a victim of its own.
+    assert victims(idle("a", 4), pending=[waiting("q", 4)], freed_for={"uid-p": 4}) == [("a", "q")]
+    # q waits longer than p, but the GPUs are p's: q gets a; p is covered.
+    assert victims(
+        idle("a", 4),
+        pending=[waiting("p", 4, minutes=10), waiting("q", 4, minutes=30)],
+        freed_for={"uid-p": 4},
+    ) == [("a", "q")]
+
+
+def test_named_gpus_count_first_and_unnamed_ones_cover_the_rest() -> None:
+    # p needs 6: 2 named for it and 4 in flight for anyone cover it, and the 4 in flight are
+    # then spent, so q (waiting less long) gets a.
+    assert victims(
+        idle("a", 4),
+        pending=[waiting("p", 6, minutes=30), waiting("q", 4, minutes=10)],
+        in_flight={"amd": 4},
+        freed_for={"uid-p": 2},
+    ) == [("a", "q")]
+    # p needs 4 and 4 are named for it: the 4 in flight are left for q.
+    assert (
+        victims(
+            idle("a", 4),
+            pending=[waiting("p", 4, minutes=30), waiting("q", 4, minutes=10)],
+            in_flight={"amd": 4},
+            freed_for={"uid-p": 4},
+        )
+        == []
+    )
 
 
 def test_a_victim_serves_one_beneficiary_oldest_pending_first() -> None:

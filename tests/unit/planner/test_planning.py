@@ -1445,6 +1445,163 @@ def test_an_idle_workload_is_preempted_for_a_pending_one_that_waited(cluster_wit
     assert kept.status is not None and kept.status["status"] == "RUNNING"
 
 
+# ------------------------- each preemption counts the other's observed victims (decision 0150)
+
+
+def preempted_for_next(reason: str, phase: str, at: str, *, name: str, uid: str) -> dict[str, Any]:
+    """A KaiwoJob of 4 GPUs the planner terminated for ``reason`` for ``next`` (as it writes
+    the status: TERMINATING, the condition False; TERMINATED, True since ``at``)."""
+    status = {
+        "status": phase,
+        "startTime": "2026-01-01T09:00:00Z",
+        "observedGeneration": 1,
+        "preemptedFor": {
+            "kind": "KaiwoJob",
+            "namespace": "team-a",
+            "name": "next",
+            "uid": "next-uid",
+        },
+        "conditions": [
+            {
+                "type": "WorkloadTerminatedEarly",
+                "status": "True" if phase == "TERMINATED" else "False",
+                "observedGeneration": 1,
+                "lastTransitionTime": at,
+                "reason": reason,
+                "message": "Terminated early for KaiwoJob/team-a/next",
+            }
+        ],
+    }
+    return kaiwo_job({**TRAIN_SPEC, "duration": "1h"}, name=name, uid=uid, status=status)
+
+
+def pod_of_run(uid: str) -> dict[str, Any]:
+    """A pod of the workload ``uid`` still observed (the label the planner puts on them)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{uid}-pod",
+            "namespace": "team-a",
+            "uid": f"{uid}-pod",
+            "labels": {"kaiwo.silogen.ai/run-id": uid},
+        },
+    }
+
+
+NEXT_WAITS_FOR_4 = kaiwo_job(
+    {**TRAIN_SPEC, "gpus": 4},
+    name="next",
+    uid="next-uid",
+    status={"status": "PENDING", "observedGeneration": 1},
+    created="2026-01-01T11:50:00Z",
+)
+
+
+def test_an_idle_workload_is_spared_while_an_expired_ones_gpus_go_to_the_waiter(cluster_with):
+    """``expired`` was terminated for ``next`` by duration preemption. Observed TERMINATING,
+    it left ``preempting``, and the idle decision, counting its own victims only, saw ``next``
+    unserved and preempted the idle workload too, for GPUs already on their way."""
+    owner = opted_in(kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS))
+    idle = finding(idle_since=NOW - timedelta(minutes=11))
+
+    def idle_plan(*others: dict[str, Any]) -> str:
+        cluster = cluster_with(
+            owner,
+            running_job(owner),
+            NEXT_WAITS_FOR_4,
+            *others,
+            workloads=(admitted("job-uid-job"),),
+        )
+        plan = planned(owner=owner, cluster=with_findings(cluster, idle), now=NOW)
+        assert plan is not None and plan.status is not None
+        return str(plan.status["status"])
+
+    def expired(phase: str, at: str) -> dict[str, Any]:
+        reason = "DurationExceededWithActiveGpuDemand"
+        return preempted_for_next(reason, phase, at, name="expired", uid="expired-uid")
+
+    # TERMINATING; then TERMINATED a minute ago (less than two): the GPUs are on their way.
+    assert idle_plan(expired("TERMINATING", "2026-01-01T11:59:30Z")) == "RUNNING"
+    assert idle_plan(expired("TERMINATED", "2026-01-01T11:59:00Z")) == "RUNNING"
+    # TERMINATED two minutes ago and its pods gone: ``next`` still waits and presses again.
+    assert idle_plan(expired("TERMINATED", "2026-01-01T11:58:00Z")) == "TERMINATING"
+    # Long ago, but a pod of it is still there: its GPUs are not free yet.
+    long_ago = expired("TERMINATED", "2026-01-01T11:00:00Z")
+    assert idle_plan(long_ago, pod_of_run("expired-uid")) == "RUNNING"
+    # Terminated for a workload that no longer waits: nothing on its way to ``next``.
+    for_another = copy.deepcopy(expired("TERMINATING", "2026-01-01T11:59:30Z"))
+    for_another["status"]["preemptedFor"] |= {"name": "gone", "uid": "gone-uid"}
+    assert idle_plan(for_another) == "TERMINATING"
+
+
+def test_an_expired_workload_runs_on_while_an_idle_victims_gpus_go_to_the_waiter(cluster_with):
+    """The reverse: an idle workload preempted for ``next`` (policy OnPressure, its status
+    names ``next``) observed stopping; duration preemption counted only its own victims and
+    terminated the expired workload for ``next`` as well."""
+    running = {"status": "RUNNING", "startTime": "2026-01-01T09:00:00Z", "observedGeneration": 1}
+    owner = kaiwo_job({**TRAIN_SPEC, "duration": "1h"}, status=running)
+
+    def expired_plan(*others: dict[str, Any]) -> str:
+        cluster = cluster_with(
+            owner,
+            running_job(owner),
+            NEXT_WAITS_FOR_4,
+            *others,
+            workloads=(admitted("job-uid-job"),),
+        )
+        plan = planned(owner=owner, cluster=cluster, now=NOW)
+        assert plan is not None and plan.status is not None
+        return str(plan.status["status"])
+
+    def idle_victim(phase: str, at: str) -> dict[str, Any]:
+        return preempted_for_next("GpuIdlePreemption", phase, at, name="idle", uid="idle-uid")
+
+    assert expired_plan(idle_victim("TERMINATING", "2026-01-01T11:59:30Z")) == "RUNNING"
+    assert expired_plan(idle_victim("TERMINATED", "2026-01-01T11:59:00Z")) == "RUNNING"
+    assert expired_plan(idle_victim("TERMINATED", "2026-01-01T11:58:00Z")) == "TERMINATING"
+    long_ago = idle_victim("TERMINATED", "2026-01-01T11:00:00Z")
+    assert expired_plan(long_ago, pod_of_run("idle-uid")) == "RUNNING"
+
+
+def test_the_other_preemptions_victim_counts_its_own_gpus_once(cluster_with):
+    """``next`` waits for 8; the one victim stopping for it frees 4, so the other workload of
+    4 is still stopped for it, whichever preemption took which."""
+    waits_for_8 = copy.deepcopy(NEXT_WAITS_FOR_4)
+    waits_for_8["spec"]["gpus"] = 8
+    idle = finding(idle_since=NOW - timedelta(minutes=11))
+    at = "2026-01-01T11:59:30Z"
+
+    idle_owner = opted_in(kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS))
+    expired_victim = preempted_for_next(
+        "DurationExceededWithActiveGpuDemand", "TERMINATING", at, name="e", uid="e-uid"
+    )
+    cluster = cluster_with(
+        idle_owner,
+        running_job(idle_owner),
+        waits_for_8,
+        expired_victim,
+        workloads=(admitted("job-uid-job"),),
+    )
+    plan = planned(owner=idle_owner, cluster=with_findings(cluster, idle), now=NOW)
+    assert plan is not None and plan.status is not None
+    assert plan.status["status"] == "TERMINATING"
+
+    running = {"status": "RUNNING", "startTime": "2026-01-01T09:00:00Z", "observedGeneration": 1}
+    expired_owner = kaiwo_job({**TRAIN_SPEC, "duration": "1h"}, status=running)
+    idle_victim = preempted_for_next("GpuIdlePreemption", "TERMINATING", at, name="i", uid="i-uid")
+    cluster = cluster_with(
+        expired_owner,
+        running_job(expired_owner),
+        waits_for_8,
+        idle_victim,
+        workloads=(admitted("job-uid-job"),),
+    )
+    plan = planned(owner=expired_owner, cluster=cluster, now=NOW)
+    assert plan is not None and plan.status is not None
+    assert plan.status["status"] == "TERMINATING"
+
+
 def test_an_idle_parallel_job_is_preempted_for_the_gpus_all_its_pods_hold(cluster_with):
     """Decision 0147: an idle Job of 2 pods x 4 holds 8, enough for a job waiting for 8.
     Counted as one pod of 4 before, it could not cover the demand, and nobody was preempted

@@ -307,28 +307,36 @@ def test_a_batch_jobs_parallel_pods_count_for_the_victim_and_the_waiter() -> Non
 AFTER_EXPIRY = datetime(2026, 1, 1, 12, 30, tzinfo=UTC)
 
 
-def terminated_for(beneficiary: str, phase: str, at: str) -> dict[str, Any]:
-    """The status of a workload duration preemption terminated for ``beneficiary``, as the
-    planner writes it (TERMINATING: the condition False; TERMINATED: True since ``at``)."""
-    return {
+def terminated_for(
+    beneficiary: str | None,
+    phase: str,
+    at: str,
+    reason: str = "DurationExceededWithActiveGpuDemand",
+) -> dict[str, Any]:
+    """The status of a workload preempted (for duration unless ``reason`` says otherwise) for
+    ``beneficiary`` (None: for nobody, an ``Always`` idle victim), as the planner writes it
+    (TERMINATING: the condition False; TERMINATED: True since ``at``)."""
+    status: dict[str, Any] = {
         "status": phase,
         "startTime": "2026-01-01T11:00:00Z",
-        "preemptedFor": {
-            "kind": "KaiwoJob",
-            "namespace": "team",
-            "name": beneficiary,
-            "uid": f"uid-{beneficiary}",
-        },
         "conditions": [
             {
                 "type": "WorkloadTerminatedEarly",
                 "status": "True" if phase == "TERMINATED" else "False",
-                "reason": "DurationExceededWithActiveGpuDemand",
-                "message": "Terminated since duration was exceeded and there is active GPU demand",
+                "reason": reason,
+                "message": "Terminated early",
                 "lastTransitionTime": at,
             }
         ],
     }
+    if beneficiary is not None:
+        status["preemptedFor"] = {
+            "kind": "KaiwoJob",
+            "namespace": "team",
+            "name": beneficiary,
+            "uid": f"uid-{beneficiary}",
+        }
+    return status
 
 
 def pod_of(owner: str) -> dict[str, Any]:
@@ -530,3 +538,78 @@ def test_a_workload_without_quota_releases_nothing() -> None:
     )
     [running] = preemption_candidates(contexts.context(projection)).running
     assert running.gpus == 8
+
+
+# ------------------------------------- the other preemption's victims (decision 0150)
+
+IDLE = "GpuIdlePreemption"
+
+
+def idle_victim_expired_one_and_a_waiter(idle_status: dict[str, Any]) -> Projection:
+    """``idle`` (4 GPUs, no duration: preempted for idleness, its status given), ``expired``
+    (4, expired at 12:10) and ``waits`` for 4 since 10:00."""
+    return projection_of(
+        config("gpu-queue"),
+        kaiwo_job("idle", idle_status),
+        kaiwo_job("expired", {**RUNNING, "startTime": "2026-01-01T11:10:00Z"}, duration="1h"),
+        kaiwo_job("waits", PENDING),
+    )
+
+
+def test_an_idle_victim_stopping_for_the_waiter_covers_it_and_the_expired_one_runs() -> None:
+    """Observed TERMINATING, the idle workload preempted for ``waits`` left ``preempting``;
+    read for its own reason only, the waiter looked unserved and the expired one was
+    terminated for the same GPUs."""
+    contexts = PlanningContextKeeper()
+    projection = idle_victim_expired_one_and_a_waiter(
+        terminated_for("waits", "TERMINATING", "2026-01-01T12:29:58Z", reason=IDLE)
+    )
+
+    assert preemption_victims(contexts.context(projection), now=AFTER_EXPIRY) == ()
+
+
+def test_gpus_an_idle_victim_freed_for_the_waiter_count_until_they_settle() -> None:
+    contexts = PlanningContextKeeper()
+    projection = idle_victim_expired_one_and_a_waiter(
+        terminated_for("waits", "TERMINATED", "2026-01-01T12:29:59Z", reason=IDLE)
+    )
+    context = contexts.context(projection)
+    settled = datetime(2026, 1, 1, 12, 31, 59, tzinfo=UTC)
+
+    assert preemption_victims(context, now=AFTER_EXPIRY) == ()
+    assert preemption_victims(context, now=settled - timedelta(seconds=1)) == ()
+    assert freed_gpus_settle_for("uid-waits", context) == settled
+    assert preemption_victims(context, now=settled) == (ObjectRef.of_key(key("expired")),)
+
+
+def test_an_idle_victim_freed_for_another_waiter_serves_not_this_one() -> None:
+    contexts = PlanningContextKeeper()
+    projection = idle_victim_expired_one_and_a_waiter(
+        terminated_for("gone-by", "TERMINATING", "2026-01-01T12:29:58Z", reason=IDLE)
+    )
+
+    assert preemption_victims(contexts.context(projection), now=AFTER_EXPIRY) == (
+        ObjectRef.of_key(key("expired")),
+    )
+
+
+def test_an_always_idle_victim_covers_a_waiter_while_it_stops() -> None:
+    """Preempted for nobody (policy ``Always``): its GPUs serve the first waiter it competes
+    with while it is TERMINATING or its pods are there, and no longer (no settle time: it
+    was stopped for nobody's wait)."""
+    contexts = PlanningContextKeeper()
+    stopping = idle_victim_expired_one_and_a_waiter(
+        terminated_for(None, "TERMINATING", "2026-01-01T12:29:58Z", reason=IDLE)
+    )
+    assert preemption_victims(contexts.context(stopping), now=AFTER_EXPIRY) == ()
+
+    stopped = idle_victim_expired_one_and_a_waiter(
+        terminated_for(None, "TERMINATED", "2026-01-01T12:29:59Z", reason=IDLE)
+    )
+    assert preemption_victims(contexts.context(stopped), now=AFTER_EXPIRY) == (
+        ObjectRef.of_key(key("expired")),
+    )
+    assert freed_gpus_settle_for("uid-waits", contexts.context(stopped)) is None
+
+    stopped.apply(observed(pod_of("idle"), 20), sequence=20)
+    assert preemption_victims(contexts.context(stopped), now=AFTER_EXPIRY) == ()

@@ -7,8 +7,10 @@ stretch's start) and that evidence is fresh. Then, by its policy:
 * ``Always``: it is preempted, for nobody in particular.
 * ``OnPressure``: it is preempted only for a PENDING KaiwoJob/KaiwoService that waits for GPUs
   of the same vendor and that it would help satisfy. Pending workloads are served oldest
-  first; each one's demand is its GPUs less the GPUs already being freed by preemptions in
-  flight (victims still TERMINATING, or TERMINATED with pods left). For the rest of its
+  first; each one's demand is its GPUs less the GPUs already being freed for it: first those
+  of the victims that name it (``freed_for``: of either preemption, decision 0150), then
+  those of preemptions in flight for its vendor that name nobody (decided and not yet
+  observed, or ``Always`` victims still stopping), shared oldest first. For the rest of its
   demand the **fewest** victims are chosen that together cover it, and among equally few the
   **longest idle** first. When all unclaimed eligible victims together cannot cover it,
   nobody is preempted for it (stopping some would free GPUs it still could not use). A
@@ -84,9 +86,11 @@ def decide_idle_preemptions(
     pending: Sequence[GpuDemand],
     in_flight: Mapping[str, int],
     now: datetime,
+    freed_for: Mapping[str, int] | None = None,
 ) -> IdlePreemptionDecision:
     """Victims, beneficiaries and reasons (module docstring). ``in_flight``: GPUs per vendor
-    being freed by earlier preemptions; ``now`` is when the decision is made."""
+    being freed by earlier preemptions for nobody named; ``freed_for``: GPUs being freed for
+    the waiting workload of each uid; ``now`` is when the decision is made."""
     eligible = sorted(
         (w for w in idle if w.gpus > 0 and w.idle_for >= w.grace and w.idle_since <= now),
         key=lambda w: (w.idle_since, w.key),
@@ -100,9 +104,10 @@ def decide_idle_preemptions(
     freeing = {vendor.lower(): count for vendor, count in in_flight.items()}
     for waiting in sorted(pending, key=lambda p: (p.pending_since, p.key)):
         vendor = waiting.vendor.lower()
-        covered = min(freeing.get(vendor, 0), waiting.gpus)
+        named = (freed_for or {}).get(waiting.key[4], 0)
+        covered = min(freeing.get(vendor, 0), max(waiting.gpus - named, 0))
         freeing[vendor] = freeing.get(vendor, 0) - covered
-        demand = waiting.gpus - covered
+        demand = waiting.gpus - named - covered
         if demand <= 0:
             continue
         candidates = [w for w in unclaimed if w.vendor.lower() == vendor]

@@ -15,14 +15,20 @@ the monitor's findings: the inputs of
   ``KaiwoConfig.spec.scheduling.pendingThresholdForPreemption`` (every new workload passes
   through PENDING briefly; that is not pressure), since their ``creationTimestamp``; not
   those being deleted, or in a Namespace being deleted (decision 0130);
-* in flight: workloads this planner preempted for idleness (``WorkloadTerminatedEarly``
-  reason ``GpuIdlePreemption``) that are TERMINATING, or TERMINATED with pods still observed;
-  and those whose preemption it decided and has not observed yet
+* in flight: workloads whose preemption this planner decided and has not observed yet
   (:attr:`~kaiwo_planner.domain.state.planning_context.PlanningContext.preempting`): a
   decision made in the moments before it is observed, from other readings (another
   workload's idle stretch confirmed meanwhile), would otherwise choose a second victim for the
   same demand (seen on the real stack). Those include workloads terminated for duration
-  preemption (decision 0148): their GPUs are on their way to a waiting workload too.
+  preemption (decision 0148): their GPUs are on their way to a waiting workload too;
+* freed, observed (decision 0150, :mod:`~kaiwo_planner.domain.scheduling.freed_gpus`): the
+  victims of either preemption, idle (``GpuIdlePreemption``) or duration
+  (``DurationExceededWithActiveGpuDemand``). One that names its waiting workload
+  (``status.preemptedFor``) counts for that workload only, while TERMINATING, while its pods
+  are observed, and for :data:`FREED_GPUS_SETTLE` after it became TERMINATED; one that names
+  none (an ``Always`` idle victim) counts in flight for its vendor while TERMINATING or its
+  pods are observed. Without the duration victims, the moment one was observed TERMINATING
+  its waiting workload looked unserved and an idle workload was preempted for it as well.
 
 GPU workloads no Kaiwo kind owns (decision 0047) take part beside them: idle, the roots whose
 GpuWorkload is tracked, opted in as the planner observes the root and its Namespace, with a
@@ -49,8 +55,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from datetime import datetime, timedelta
-from typing import Any, Final
+from datetime import datetime
+from typing import Any
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.gpu_preemption import GpuPreemptionSettings
@@ -64,6 +70,11 @@ from kaiwo_contracts.gpu_workloads import (
 )
 from kaiwo_contracts.plans import ObjectRef, Plan
 
+from kaiwo_planner.domain.scheduling.freed_gpus import (
+    FREED_GPUS_SETTLE,
+    observed_victim,
+    still_freeing,
+)
 from kaiwo_planner.domain.scheduling.gpu_allocation import (
     GpuStats,
     allocated_gpus,
@@ -97,14 +108,11 @@ from kaiwo_planner.domain.settings.cluster_settings import (
     workloads,
 )
 from kaiwo_planner.domain.state.cluster import ClusterState
-from kaiwo_planner.domain.state.index_entry import RUN_ID_LABEL
 from kaiwo_planner.domain.state.planning_context import EVERY_KIND, PlanningContext
 from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 from kaiwo_planner.domain.status.workload_status import WORKLOAD_TERMINATED_EARLY
 
 _RUNNING = frozenset({WorkloadStatus.RUNNING.value, WorkloadStatus.READY.value})
-FREED_GPUS_SETTLE: Final = timedelta(minutes=2)
-"""How long GPUs freed for a waiting workload count as on their way to it (decision 0066)."""
 
 
 def idle_preemption_decision(context: PlanningContext, *, now: datetime) -> IdlePreemptionDecision:
@@ -123,6 +131,7 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
     idle: list[IdleWorkload] = []
     pending: list[GpuDemand] = []
     in_flight: dict[str, int] = defaultdict(int)
+    freed_for: dict[str, int] = defaultdict(int)
 
     def stats_of(vendor: str) -> GpuStats:
         return vendor_gpu_stats(context, vendor)
@@ -156,13 +165,15 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
             since = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
             if since is not None and now - since > threshold:
                 pending.append(GpuDemand(ObjectRef.key_of(obj), vendor, gpus, since))
-        elif _preempted_for_idleness(status) and (
-            phase == WorkloadStatus.TERMINATING.value
-            or cluster.objects_labelled(RUN_ID_LABEL, uid, kind="Pod")
-        ):
-            in_flight[vendor] += gpus
+        elif (victim := observed_victim(status)) and still_freeing(victim, uid, cluster, now=now):
+            if victim.beneficiary is None:
+                in_flight[vendor] += gpus
+            else:
+                freed_for[victim.beneficiary] += gpus
     _foreign(context, idle=idle, pending=pending, in_flight=in_flight, now=now)
-    return decide_idle_preemptions(idle=idle, pending=pending, in_flight=in_flight, now=now)
+    return decide_idle_preemptions(
+        idle=idle, pending=pending, in_flight=in_flight, freed_for=freed_for, now=now
+    )
 
 
 def _foreign(
@@ -323,10 +334,6 @@ def _idle_stretch_counts(finding: WorkloadFinding, settings: GpuPreemptionSettin
         and judged_against is not None
         and judged_against <= threshold
     )
-
-
-def _preempted_for_idleness(status: Mapping[str, Any]) -> bool:
-    return _terminated_early_for(status, REASON_IDLE)
 
 
 def _terminated_early_for(status: Mapping[str, Any], reason: str) -> bool:

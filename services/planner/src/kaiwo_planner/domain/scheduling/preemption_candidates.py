@@ -5,32 +5,41 @@ KaiwoJobs and KaiwoServices in the cluster state (wire form, read defensively: a
 cannot be read simply does not take part). A RUNNING or READY workload with a ``startTime``
 is running; a PENDING one is waiting since its ``creationTimestamp`` (as upstream).
 
-GPUs on their way to a waiting workload (decision 0148) count in every decision, in both
-moments of a termination:
+GPUs on their way to a waiting workload (decisions 0148, 0150) count in every decision, in
+both moments of a termination:
 
 * decided, not yet observed: a running workload whose uid is in
   :attr:`~kaiwo_planner.domain.state.planning_context.PlanningContext.preempting` (the
   planner published its termination; its status still says it runs);
-* observed: a workload whose status says it was terminated for duration preemption
-  (``WorkloadTerminatedEarly`` reason ``DurationExceededWithActiveGpuDemand``) and names
-  the waiting workload (``status.preemptedFor``): while TERMINATING, while its pods are still
-  observed, and for :data:`FREED_GPUS_SETTLE` after it became TERMINATED (its quota goes
-  back to Kueue, which admits the waiting workload on its next pass). The status is the
-  durable record: a restarted planner reads it too. Still waiting after that, the workload
-  presses again, and is planned again then (:func:`freed_gpus_settle_for`).
+* observed: a workload whose status says it was terminated by either preemption
+  (``WorkloadTerminatedEarly`` reason ``DurationExceededWithActiveGpuDemand`` or
+  ``GpuIdlePreemption``), in the window :mod:`~kaiwo_planner.domain.scheduling.freed_gpus`
+  gives it: naming the waiting workload (``status.preemptedFor``), while TERMINATING, while
+  its pods are still observed, and for :data:`FREED_GPUS_SETTLE` after it became
+  TERMINATED (its quota goes back to Kueue, which admits the waiting workload on its next
+  pass); naming none (an ``Always`` idle victim), while TERMINATING or its pods are
+  observed, for the first waiting workload it competes with. The status is the durable
+  record: a restarted planner reads it too. Still waiting after that, the workload presses
+  again, and is planned again then (:func:`freed_gpus_settle_for`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, Final
+from datetime import datetime
+from typing import Any
 
 from kaiwo_contracts.crds.config_v1alpha1 import KaiwoConfig
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.plans import ObjectRef
 
+from kaiwo_planner.domain.scheduling.freed_gpus import (
+    FREED_GPUS_SETTLE,
+    ObservedVictim,
+    observed_victim,
+    still_freeing,
+)
 from kaiwo_planner.domain.scheduling.gpu_allocation import (
     GpuStats,
     StatsOf,
@@ -39,9 +48,7 @@ from kaiwo_planner.domain.scheduling.gpu_allocation import (
     running_child_of,
     vendor_gpu_stats,
 )
-from kaiwo_planner.domain.scheduling.idle_preemption_inputs import FREED_GPUS_SETTLE
 from kaiwo_planner.domain.scheduling.preemption import (
-    PREEMPTION_REASON,
     FreeingWorkload,
     PendingWorkload,
     PreemptionDecision,
@@ -60,14 +67,10 @@ from kaiwo_planner.domain.settings.cluster_settings import (
     workload_queue,
     workloads,
 )
-from kaiwo_planner.domain.state.index_entry import KUEUE_GROUP, RUN_ID_LABEL
+from kaiwo_planner.domain.state.index_entry import KUEUE_GROUP
 from kaiwo_planner.domain.state.planning_context import EVERY_KIND, PlanningContext
-from kaiwo_planner.domain.status.conditions import condition_of
-from kaiwo_planner.domain.status.workload_status import PREEMPTED_FOR, WORKLOAD_TERMINATED_EARLY
 
 _RUNNING = frozenset({WorkloadStatus.RUNNING.value, WorkloadStatus.READY.value})
-_STOPPING: Final = WorkloadStatus.TERMINATING.value
-_STOPPED: Final = WorkloadStatus.TERMINATED.value
 _CANDIDATE_KINDS = (
     *WORKLOAD_KIND_PAIRS,
     KAIWO_CONFIG_KIND,
@@ -81,11 +84,11 @@ _CANDIDATES_KEY = ("preemption-candidates",)
 
 @dataclass(frozen=True, slots=True)
 class StoppedForDemand:
-    """A workload observed terminated by duration preemption for the waiting workload its
-    status names: ``terminated_at`` None while TERMINATING, else when it became TERMINATED."""
+    """A workload observed terminated by either preemption (decision 0150): what it frees,
+    for the waiting workload its status names if any, and what its status says."""
 
     freeing: FreeingWorkload
-    terminated_at: datetime | None
+    victim: ObservedVictim
 
 
 _Candidate = RunningWorkload | PendingWorkload | StoppedForDemand | None
@@ -279,39 +282,23 @@ def _read(
 def stopped_for_demand(
     obj: Mapping[str, Any], config: KaiwoConfig, stats_of: StatsOf, *, released: int = 0
 ) -> StoppedForDemand | None:
-    """The workload as one terminated by duration preemption for the waiting workload its
-    status names (module docstring), or None: it is not, or names none."""
+    """The workload as one terminated by either preemption (module docstring), or None."""
     status = obj.get("status")
     spec = obj.get("spec")
     if not isinstance(status, Mapping) or not isinstance(spec, Mapping):
         return None
-    phase = status.get("status")
-    early = condition_of(status, WORKLOAD_TERMINATED_EARLY)
-    named = status.get(PREEMPTED_FOR)
-    beneficiary = str(named.get("uid") or "") if isinstance(named, Mapping) else ""
-    if (
-        phase not in (_STOPPING, _STOPPED)
-        or early is None
-        or early.get("reason") != PREEMPTION_REASON
-        or not beneficiary
-    ):
+    victim = observed_victim(status)
+    if victim is None:
         return None
-    terminated_at = None
-    if phase == _STOPPED:
-        # The condition turned True when the workload became TERMINATED; a status without
-        # the time counts as terminated long ago (its GPUs are not held for anyone).
-        terminated_at = parse_time(early.get("lastTransitionTime")) or datetime.min.replace(
-            tzinfo=UTC
-        )
     return StoppedForDemand(
         freeing=FreeingWorkload(
             key=ObjectRef.key_of(obj),
             gpu_vendor=str(spec.get("gpuVendor") or "amd"),
             gpus=allocated_gpus(obj, stats_of, released=released),
             cluster_queue=workload_queue(spec, config),
-            beneficiary=beneficiary,
+            beneficiary=victim.beneficiary,
         ),
-        terminated_at=terminated_at,
+        victim=victim,
     )
 
 
@@ -330,9 +317,7 @@ def freeing_workloads(
     observed = tuple(
         stopped.freeing
         for stopped in candidates.stopped
-        if stopped.terminated_at is None
-        or now < stopped.terminated_at + FREED_GPUS_SETTLE
-        or context.cluster.objects_labelled(RUN_ID_LABEL, stopped.freeing.key[4], kind="Pod")
+        if still_freeing(stopped.victim, stopped.freeing.key[4], context.cluster, now=now)
     )
     return unobserved + observed
 
@@ -342,9 +327,9 @@ def freed_gpus_settle_for(uid: str, context: PlanningContext) -> datetime | None
     to it (None: none were freed for it): it must be planned then, to press again if it
     still waits."""
     ends = [
-        stopped.terminated_at + FREED_GPUS_SETTLE
+        stopped.victim.terminated_at + FREED_GPUS_SETTLE
         for stopped in preemption_candidates(context).stopped
-        if stopped.freeing.beneficiary == uid and stopped.terminated_at is not None
+        if stopped.victim.beneficiary == uid and stopped.victim.terminated_at is not None
     ]
     return max(ends, default=None)
 
