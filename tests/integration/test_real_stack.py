@@ -771,6 +771,258 @@ async def test_every_worker_group_of_a_given_ray_cluster_holds_its_gpus(stack: P
     await stack.kube.delete(resources.KAIWO_JOB, "ray-groups", namespace=ns)
 
 
+async def ray_pods_running(
+    pipeline: Pipeline, namespace: str, cluster_of: str, groups: list[str]
+) -> list[dict[str, Any]]:
+    """The running pods of the Ray cluster of the RayJob ``cluster_of``, once their groups
+    (``ray.io/group``, the head's ``headgroup``) are ``groups``, sorted."""
+
+    async def check() -> list[dict[str, Any]] | Pending:
+        pods = await pipeline.kube.list(
+            resources.POD, namespace=namespace, label_selector="ray.io/group"
+        )
+        running = [
+            p
+            for p in pods.items
+            if p["metadata"]["labels"].get("ray.io/cluster", "").startswith(cluster_of)
+            and (p.get("status") or {}).get("phase") == "Running"
+        ]
+        found = sorted(p["metadata"]["labels"]["ray.io/group"] for p in running)
+        return running if found == groups else Pending(f"running {found}")
+
+    return await eventually(check, what=f"the Ray cluster of {cluster_of} runs {groups}")
+
+
+async def kueue_workload_of_ray_job(
+    pipeline: Pipeline, namespace: str, name: str
+) -> dict[str, Any]:
+    ray_job = await pipeline.kube.get(resources.RAY_JOB, name, namespace=namespace)
+    listed = await pipeline.kube.list(
+        resources.KUEUE_WORKLOAD,
+        namespace=namespace,
+        label_selector=f"{actors.KUEUE_JOB_UID_LABEL}={ray_job['metadata']['uid']}",
+    )
+    [workload] = listed.items
+    return workload
+
+
+def _env_of(pod: Mapping[str, Any]) -> dict[str, str]:
+    return {e["name"]: e.get("value", "") for e in pod["spec"]["containers"][0].get("env") or ()}
+
+
+async def test_a_multi_host_worker_group_holds_the_gpus_of_every_host(stack: Pipeline) -> None:
+    """A KaiwoJob with ``gpus: 2`` whose ``rayJob`` has one worker group of ``numOfHosts: 2``
+    (decision 0151): KubeRay runs each replica as 2 pods, Kueue counts the group's pod set as
+    replicas x numOfHosts = 2 pods and admits 4 GPUs; both hosts run with 2 GPUs; the
+    Schedulable condition and the env count the 4 GPUs, not 2."""
+    ns = namespace_of(stack, "ray")
+    group = {**ray_group("hosts", 1, "trainer"), "numOfHosts": 2}
+    cluster = {
+        "headGroupSpec": {
+            "rayStartParams": {},
+            "template": {"spec": {"containers": [{"name": "ray-head"}]}},
+        },
+        "workerGroupSpecs": [group],
+    }
+    await stack.kube.create(
+        kaiwo_job(
+            "ray-hosts",
+            ns,
+            queue_name="ray",
+            gpus=2,
+            ray=True,
+            rayJob={"spec": {"shutdownAfterJobFinishes": True, "rayClusterSpec": cluster}},
+        )
+    )
+    starting = await reaches(stack, "ray-hosts", ns, "STARTING")
+    assert condition(starting, "Admitted")["status"] == "True"
+
+    workload = await kueue_workload_of_ray_job(stack, ns, "ray-hosts")
+    assert sorted((p["name"], p["count"]) for p in workload["spec"]["podSets"]) == [
+        ("head", 1),
+        ("hosts", 2),
+        ("submitter", 1),
+    ]
+    admitted_gpus = {
+        a["name"]: ((a.get("resourceUsage") or {}).get("amd.com/gpu"), a.get("count"))
+        for a in workload["status"]["admission"]["podSetAssignments"]
+    }
+    assert admitted_gpus == {"head": (None, 1), "submitter": (None, 1), "hosts": ("4", 2)}
+
+    pods = await ray_pods_running(stack, ns, "ray-hosts", ["headgroup", "hosts", "hosts"])
+    workers = [p for p in pods if p["metadata"]["labels"]["ray.io/group"] == "hosts"]
+    assert [w["spec"]["containers"][0]["resources"]["limits"]["amd.com/gpu"] for w in workers] == [
+        "2",
+        "2",
+    ]
+    env = _env_of(workers[0])
+    assert (env["NUM_GPUS"], env["NUM_REPLICAS"], env["NUM_GPUS_PER_REPLICA"]) == ("4", "2", "2")
+    assert condition(starting, "Schedulable")["message"] == (
+        "Cluster has sufficient GPU resources: the worker group of the Ray cluster runs "
+        "1 replica of 2 hosts (numOfHosts) with 2 GPUs each, so the workload holds 4 GPUs"
+    )
+    await stack.kube.delete(resources.KAIWO_JOB, "ray-hosts", namespace=ns)
+
+
+async def test_a_given_ray_job_spec_without_shutdown_is_completed_and_runs(
+    stack: Pipeline,
+) -> None:
+    """A ``rayJob.spec`` that leaves out ``shutdownAfterJobFinishes`` (upstream's default spec
+    sets it; a given one did not): Kueue's RayJob webhook refuses a queued RayJob without it,
+    so Kaiwo sets it true and the job is admitted and its cluster runs (decision 0151)."""
+    ns = namespace_of(stack, "ray")
+    cluster = {
+        "headGroupSpec": {
+            "rayStartParams": {},
+            "template": {"spec": {"containers": [{"name": "ray-head"}]}},
+        },
+        "workerGroupSpecs": [ray_group("workers", 1, "worker")],
+    }
+    await stack.kube.create(
+        kaiwo_job(
+            "ray-noshutdown",
+            ns,
+            queue_name="ray",
+            gpus=1,
+            rayJob={"spec": {"rayClusterSpec": cluster}},
+        )
+    )
+
+    async def admitted() -> dict[str, Any] | Pending:
+        found = await stack.kube.get(resources.KAIWO_JOB, "ray-noshutdown", namespace=ns)
+        conditions = {c["type"]: c for c in (found.get("status") or {}).get("conditions") or ()}
+        if "ApplyRefused" in conditions:
+            raise AssertionError(conditions["ApplyRefused"]["message"])
+        if (conditions.get("Admitted") or {}).get("status") != "True":
+            return Pending(f"conditions {sorted(conditions)}")
+        return found
+
+    await eventually(admitted, what="the RayJob admitted", within=STEP)
+    ray_job = await stack.kube.get(resources.RAY_JOB, "ray-noshutdown", namespace=ns)
+    assert ray_job["spec"]["shutdownAfterJobFinishes"] is True
+    await ray_pods_running(stack, ns, "ray-noshutdown", ["headgroup", "workers"])
+    # Settled, the completed spec is what runs: nothing is written again.
+    await stack.settled(within=STEP)
+    writes = await stack.operator_writes_while_idle()
+    assert [w for w in writes if str(w[3]).startswith("ray-noshutdown")] == [], writes
+    await stack.kube.delete(resources.KAIWO_JOB, "ray-noshutdown", namespace=ns)
+
+
+async def test_a_ray_job_given_as_false_shutdown_is_refused_naming_the_field(
+    stack: Pipeline,
+) -> None:
+    """``shutdownAfterJobFinishes: false`` set by the user is kept, not fought: Kueue never
+    admits such a RayJob, so the KaiwoJob is refused with the user's own field named, and no
+    RayJob is made (decision 0151)."""
+    ns = namespace_of(stack, "ray")
+    await stack.kube.create(
+        kaiwo_job(
+            "ray-keep",
+            ns,
+            queue_name="ray",
+            gpus=1,
+            rayJob={"spec": {"shutdownAfterJobFinishes": False}},
+        )
+    )
+
+    async def refused() -> dict[str, Any] | Pending:
+        found = await stack.kube.get(resources.KAIWO_JOB, "ray-keep", namespace=ns)
+        conditions = {c["type"]: c for c in (found.get("status") or {}).get("conditions") or ()}
+        if "Valid" not in conditions and "ApplyRefused" not in conditions:
+            return Pending(f"conditions {sorted(conditions)}")
+        return found
+
+    found = await eventually(refused, what="the KaiwoJob refused", within=STEP)
+    valid = condition(found, "Valid")
+    assert (valid["status"], valid["reason"]) == ("False", "InvalidSpec"), found["status"]
+    assert "spec.rayJob: spec.shutdownAfterJobFinishes" in valid["message"], valid["message"]
+    assert await actors.get_or_none(stack.kube, resources.RAY_JOB, "ray-keep", namespace=ns) is None
+    await has_events(stack, ns, "ray-keep", "InvalidSpec")
+    # The user's false is not fought: settled, nothing is written again.
+    await stack.settled(within=STEP)
+    writes = await stack.operator_writes_while_idle()
+    assert [w for w in writes if str(w[3]).startswith("ray-keep")] == [], writes
+    await stack.kube.delete(resources.KAIWO_JOB, "ray-keep", namespace=ns)
+
+
+async def test_a_ray_job_given_without_a_cluster_runs_kaiwos_cluster(stack: Pipeline) -> None:
+    """``rayJob: {}`` names no cluster (neither ``rayClusterSpec`` nor ``clusterSelector``):
+    KubeRay could not run it; Kaiwo gives its default cluster, as for ``ray: true``, and its
+    head and GPU worker run (decision 0151)."""
+    ns = namespace_of(stack, "ray")
+    await stack.kube.create(kaiwo_job("ray-empty", ns, queue_name="ray", gpus=1, rayJob={}))
+    starting = await reaches(stack, "ray-empty", ns, "STARTING")
+    assert condition(starting, "Admitted")["status"] == "True"
+    ray_job = await stack.kube.get(resources.RAY_JOB, "ray-empty", namespace=ns)
+    assert ray_job["spec"]["shutdownAfterJobFinishes"] is True
+    [group] = ray_job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    assert group["groupName"] == "default-worker-group"
+    pods = await ray_pods_running(stack, ns, "ray-empty", ["default-worker-group", "headgroup"])
+    [worker] = [p for p in pods if p["metadata"]["labels"]["ray.io/group"] != "headgroup"]
+    assert worker["spec"]["containers"][0]["resources"]["limits"]["amd.com/gpu"] == "1"
+    assert "spec.rayJob.spec gives no Ray cluster" in condition(starting, "Schedulable")["message"]
+    await stack.kube.delete(resources.KAIWO_JOB, "ray-empty", namespace=ns)
+
+
+async def test_a_multi_host_group_of_a_ray_service_is_reserved_on_every_host(
+    stack: Pipeline,
+) -> None:
+    """A KaiwoService ``gpus: 2`` whose ``rayService`` has one worker group of
+    ``numOfHosts: 2``: the AppWrapper declares the group as 2 pods, so Kueue reserves 4 GPUs
+    for it (decision 0151; before, 1 pod and 2 GPUs). The stack runs no AppWrapper
+    controller, so the RayService's pods are not made here: Kueue's reservation is the
+    measure."""
+    ns = namespace_of(stack, "ray")
+    group = {**ray_group("hosts", 1, "server"), "numOfHosts": 2}
+    service = {
+        "apiVersion": actors.KAIWO_API,
+        "kind": "KaiwoService",
+        "metadata": {"name": "serve-hosts", "namespace": ns},
+        "spec": {
+            "user": "dave@example.com",
+            "image": "rayproject/ray:2.40.0",
+            "clusterQueue": "ray",
+            "gpuVendor": "amd",
+            "gpus": 2,
+            "rayService": {
+                "spec": {
+                    "rayClusterConfig": {
+                        "headGroupSpec": {
+                            "rayStartParams": {},
+                            "template": {"spec": {"containers": [{"name": "ray-head"}]}},
+                        },
+                        "workerGroupSpecs": [group],
+                    }
+                }
+            },
+        },
+    }
+    await stack.kube.create(service)
+
+    async def admitted() -> dict[str, Any] | Pending:
+        wrapper = await actors.get_or_none(
+            stack.kube, resources.APP_WRAPPER, "serve-hosts", namespace=ns
+        )
+        if wrapper is None:
+            return Pending("no AppWrapper")
+        listed = await stack.kube.list(
+            resources.KUEUE_WORKLOAD,
+            namespace=ns,
+            label_selector=f"{actors.KUEUE_JOB_UID_LABEL}={wrapper['metadata']['uid']}",
+        )
+        done = [w for w in listed.items if (w.get("status") or {}).get("admission")]
+        return done[0] if done else Pending("not admitted")
+
+    workload = await eventually(admitted, what="the AppWrapper admitted", within=STEP)
+    assert sorted(p["count"] for p in workload["spec"]["podSets"]) == [1, 2]
+    reserved = sorted(
+        ((a.get("resourceUsage") or {}).get("amd.com/gpu") or "0", a.get("count"))
+        for a in workload["status"]["admission"]["podSetAssignments"]
+    )
+    assert reserved == [("0", 1), ("4", 2)]
+    await stack.kube.delete(resources.KAIWO_SERVICE, "serve-hosts", namespace=ns)
+
+
 async def test_a_models_server_pods_are_scheduled_and_running(stack: Pipeline) -> None:
     """A KubeAI Model on one MI300X per replica: its two server pods are bound by the default
     scheduler, run by kwok, and the Model counts them Ready."""

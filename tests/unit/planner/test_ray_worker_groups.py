@@ -291,3 +291,128 @@ def test_a_given_cluster_without_workers_or_gpus_runs_its_head_alone(make_node):
     assert plan is not None
     (ray_job,) = plan.desired
     assert "workerGroupSpecs" not in ray_job["spec"]["rayClusterSpec"]
+
+
+# ------------------------------------------------------------------ multi-host groups
+
+
+def multi_host_cluster(*hosts: int) -> dict[str, Any]:
+    """A head and a worker group per entry of ``hosts``, its ``numOfHosts``."""
+    return {
+        "headGroupSpec": {"rayStartParams": {}, "template": worker_template("ray-head")},
+        "workerGroupSpecs": [
+            {
+                "groupName": f"g{index}",
+                "replicas": 1,
+                "numOfHosts": count,
+                "rayStartParams": {},
+                "template": worker_template(f"w{index}"),
+            }
+            for index, count in enumerate(hosts)
+        ],
+    }
+
+
+def multi_host_job(gpus: int, *hosts: int) -> dict[str, Any]:
+    return kaiwo_job(
+        {
+            **TRAIN_SPEC,
+            "gpus": gpus,
+            "rayJob": {"spec": {"rayClusterSpec": multi_host_cluster(*hosts)}},
+        }
+    )
+
+
+def test_a_multi_host_group_holds_the_split_on_every_host_and_says_so(make_node):
+    """``gpus: 8`` is 1 x 8; with ``numOfHosts: 2`` KubeRay runs the replica on 2 pods of 8
+    and Kueue reserves 16 (measured, decision 0151): the condition says 16 (before: only
+    "sufficient", as if 8), and the pods' env counts both hosts (before: 8 GPUs, 1 replica)."""
+    owner = multi_host_job(8, 2)
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    assert plan is not None
+    assert condition(plan, "Schedulable")["message"] == (
+        "Cluster has sufficient GPU resources: the worker group of the Ray cluster runs "
+        "1 replica of 2 hosts (numOfHosts) with 8 GPUs each, so the workload holds 16 GPUs"
+    )
+    (ray_job,) = plan.desired
+    cluster = ray_job["spec"]["rayClusterSpec"]
+    [group] = cluster["workerGroupSpecs"]
+    assert (group["replicas"], group["numOfHosts"]) == (1, 2)
+    [worker] = group["template"]["spec"]["containers"]
+    assert worker["resources"]["limits"]["amd.com/gpu"] == "8"
+    assert gpu_env(worker) == {"NUM_GPUS": "16", "NUM_REPLICAS": "2", "NUM_GPUS_PER_REPLICA": "8"}
+    [head] = cluster["headGroupSpec"]["template"]["spec"]["containers"]
+    assert gpu_env(head) == {"NUM_GPUS": "16", "NUM_REPLICAS": "2", "NUM_GPUS_PER_REPLICA": "8"}
+
+
+def test_multi_host_groups_that_together_pass_the_cluster_are_refused(make_node):
+    """``gpus: 8`` in a group of 2 hosts and one of 3: 40 GPUs on 32 never fit."""
+    owner = multi_host_job(8, 2, 3)
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    assert plan is not None
+    schedulable = condition(plan, "Schedulable")
+    assert (schedulable["status"], schedulable["message"]) == (
+        "False",
+        "Cluster has 32 GPUs, but requested for 40 GPUs (vendor: amd): each of the 2 worker "
+        "groups of the Ray cluster runs 1 replica of 8 GPUs (spec.replicas and the GPU fields "
+        "size every group), every replica on numOfHosts pods (2, 3 by group), so the workload "
+        "holds 40 GPUs",
+    )
+    assert plan.desired == ()
+
+
+def test_the_gpus_held_count_every_host() -> None:
+    """What preemption, GPU idle preemption, ``kaiwo gpus`` and ``kaiwo plan`` count."""
+    hosts = {"spec": {"rayClusterSpec": multi_host_cluster(2)}}
+    assert allocated_gpus(wire_job({"rayJob": hosts}), nodes_of_eight) == 32
+    service = {"spec": {"rayClusterConfig": multi_host_cluster(2, 1)}}
+    assert allocated_gpus(wire_service({"rayService": service}), nodes_of_eight) == 48
+    # A running child's hosts count, not the spec's.
+    child = running_ray_job([(2, 8)])
+    child["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["numOfHosts"] = 3
+    workload = wire_job({"rayJob": {"spec": {"rayClusterSpec": multi_host_cluster(1)}}})
+    assert allocated_gpus(workload, nodes_of_eight, running_child=child) == 48
+
+
+def test_a_ray_job_without_a_cluster_is_told_it_runs_kaiwos(make_node):
+    """``rayJob: {}`` gets Kaiwo's default cluster (decision 0151), and the condition says so."""
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "rayJob": {}})
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    assert plan is not None
+    assert condition(plan, "Schedulable")["message"] == (
+        "Cluster has sufficient GPU resources; spec.rayJob.spec gives no Ray cluster (neither "
+        "rayClusterSpec nor clusterSelector), so the RayJob runs Kaiwo's default cluster: one "
+        "head and the worker group default-worker-group, sized by spec.replicas and the GPU "
+        "fields"
+    )
+    (ray_job,) = plan.desired
+    [group] = ray_job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    assert group["groupName"] == "default-worker-group"
+
+
+def test_a_ray_job_that_keeps_its_cluster_is_refused_naming_the_field(make_node):
+    """``shutdownAfterJobFinishes: false``, the user's: Kueue's webhook would refuse the
+    RayJob for good, quoting the RayJob's field; the KaiwoJob is invalid instead, naming the
+    user's field, and nothing is made (decision 0151)."""
+    owner = kaiwo_job(
+        {**TRAIN_SPEC, "gpus": 8, "rayJob": {"spec": {"shutdownAfterJobFinishes": False}}}
+    )
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    assert plan is not None
+    valid = condition(plan, "Valid")
+    assert (valid["status"], valid["reason"]) == ("False", "InvalidSpec")
+    assert valid["message"] == (
+        "The spec is invalid, nothing was changed: spec.rayJob: spec."
+        "shutdownAfterJobFinishes must not be false: Kaiwo queues the RayJob in Kueue, which "
+        "admits a RayJob only when its Ray cluster is deleted after the job finishes; leave "
+        "the field out (Kaiwo sets true) or set true"
+    )
+    assert plan.desired == ()

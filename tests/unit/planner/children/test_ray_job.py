@@ -53,7 +53,8 @@ def test_user_ray_job_sizes_every_worker_group_and_keeps_its_own_settings(make_j
     spec = manifest["spec"]
     assert spec["entrypoint"] == "python new.py"
     assert spec["backoffLimit"] == 2
-    assert "shutdownAfterJobFinishes" not in spec
+    # Left out by the user: set, as Kueue admits a queued RayJob only so (decision 0151).
+    assert spec["shutdownAfterJobFinishes"] is True
     groups = spec["rayClusterSpec"]["workerGroupSpecs"]
     assert [
         (g["groupName"], g["replicas"], g["minReplicas"], g["maxReplicas"]) for g in groups
@@ -110,3 +111,44 @@ def test_a_ray_group_that_names_no_container_runs_kaiwos_default_template(make_j
     made = manifest["spec"]["rayClusterSpec"]
     assert made["headGroupSpec"]["template"] == cluster["headGroupSpec"]["template"]
     assert made["workerGroupSpecs"][0]["template"] == cluster["workerGroupSpecs"][0]["template"]
+
+
+def test_a_ray_job_without_a_cluster_gets_kaiwos_default_cluster(make_job):
+    """``rayJob: {}`` names neither a cluster nor ``clusterSelector``: KubeRay (and Kueue's
+    webhook) cannot run it, so it gets Kaiwo's default cluster, as ``ray: true`` does
+    (decision 0151)."""
+    job = make_job({"rayJob": {}, "gpus": 16})
+
+    (manifest,) = plan_children(workload=job, allocation=SIXTEEN_AMD, config=None).desired
+
+    spec = manifest["spec"]
+    assert spec["shutdownAfterJobFinishes"] is True
+    cluster = spec["rayClusterSpec"]
+    assert cluster["enableInTreeAutoscaling"] is False
+    assert cluster["headGroupSpec"]["template"]["spec"]["containers"][0]["name"] == "ray-head"
+    [group] = cluster["workerGroupSpecs"]
+    assert (group["groupName"], group["replicas"]) == ("default-worker-group", 2)
+    [worker] = group["template"]["spec"]["containers"]
+    assert worker["name"] == "ray-worker"
+    assert worker["resources"]["limits"]["amd.com/gpu"] == "8"
+
+
+def test_a_ray_job_on_an_existing_cluster_is_left_without_one(make_job):
+    """``clusterSelector``: the RayJob runs on a cluster that exists; Kaiwo adds no cluster
+    and leaves ``shutdownAfterJobFinishes`` as given (none)."""
+    selector = {"spec": {"clusterSelector": {"ray.io/cluster": "shared"}}}
+    job = make_job({"rayJob": selector, "gpus": 16})
+
+    (manifest,) = plan_children(workload=job, allocation=SIXTEEN_AMD, config=None).desired
+
+    assert "rayClusterSpec" not in manifest["spec"]
+    assert "shutdownAfterJobFinishes" not in manifest["spec"]
+    assert manifest["spec"]["clusterSelector"] == {"ray.io/cluster": "shared"}
+
+
+def test_a_shutdown_the_user_sets_is_kept(make_job):
+    job = make_job({"rayJob": {"spec": {"shutdownAfterJobFinishes": True}}, "gpus": 16})
+
+    (manifest,) = plan_children(workload=job, allocation=SIXTEEN_AMD, config=None).desired
+
+    assert manifest["spec"]["shutdownAfterJobFinishes"] is True

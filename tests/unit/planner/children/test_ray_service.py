@@ -33,7 +33,11 @@ def test_every_worker_group_is_a_pod_set_sized_by_the_allocation(make_service):
                     "rayStartParams": {},
                     "template": {"spec": {"containers": [{"name": "h"}]}},
                 },
-                "workerGroupSpecs": [{**group, "groupName": "a"}, {**group, "groupName": "b"}],
+                "workerGroupSpecs": [
+                    {**group, "groupName": "a"},
+                    # Each replica on 2 pods: declared as such (decision 0151).
+                    {**group, "groupName": "b", "numOfHosts": 2},
+                ],
             },
         },
     }
@@ -49,7 +53,7 @@ def test_every_worker_group_is_a_pod_set_sized_by_the_allocation(make_service):
     assert component["podSets"] == [
         {"replicas": 1, "path": "template.spec.rayClusterConfig.headGroupSpec.template"},
         {"replicas": 3, "path": "template.spec.rayClusterConfig.workerGroupSpecs[0].template"},
-        {"replicas": 3, "path": "template.spec.rayClusterConfig.workerGroupSpecs[1].template"},
+        {"replicas": 6, "path": "template.spec.rayClusterConfig.workerGroupSpecs[1].template"},
     ]
     # The user's serve config stays when the workload gives none of its own.
     assert component["template"]["spec"]["serveConfigV2"] == "applications: []\n"

@@ -69,6 +69,7 @@ from kaiwo_planner.domain.children.downloads import claims_made_anew
 from kaiwo_planner.domain.children.job_changes import CONDITION_TYPE as CHILD_SPEC_APPLIED
 from kaiwo_planner.domain.children.job_changes import REASON_REPLACING
 from kaiwo_planner.domain.children.labels import inventory_labels
+from kaiwo_planner.domain.children.ray_job import kaiwo_cluster_note
 from kaiwo_planner.domain.children.workload_children import (
     PRUNED_KINDS,
     ChildrenDecision,
@@ -79,6 +80,7 @@ from kaiwo_planner.domain.queues.queues_in_force import cluster_queue_namespaces
 from kaiwo_planner.domain.scheduling.gpu_allocation import (
     RAY_JOB_CLUSTER,
     RAY_SERVICE_CLUSTER,
+    WorkerGroupHosts,
     WorkloadShape,
     allocate_workload_gpus,
     child_runs,
@@ -248,6 +250,12 @@ def plan_workload(
         # as for a workload Kueue admitted (decision 0132).
         admitted=admitted or allocation.rule == "kept",
     )
+    if verdict.schedulable and isinstance(workload, KaiwoJob):
+        # A given rayJob that names no cluster runs Kaiwo's (decision 0151): said where the
+        # cluster's size is said.
+        note = kaiwo_cluster_note(workload.spec.ray_job)
+        if note:
+            verdict = dataclasses.replace(verdict, message=f"{verdict.message}; {note}")
     children = None
     if (
         verdict.schedulable
@@ -340,12 +348,14 @@ def _child_kind(workload: Workload) -> ChildKind:
     return "AppWrapper" if workload.spec.is_ray_service else "Deployment"
 
 
-def _worker_groups(workload: Workload, child: Mapping[str, Any] | None, *, runs: bool) -> int:
-    """The Ray worker groups the workload's split runs in: a running child's (a running
-    RayJob or AppWrapper keeps its cluster as observed, decision 0123), else the spec's; 1
-    for a Deployment or a batch Job."""
+def _worker_groups(
+    workload: Workload, child: Mapping[str, Any] | None, *, runs: bool
+) -> WorkerGroupHosts:
+    """The Ray worker groups the workload's split runs in, with their hosts: a running
+    child's (a running RayJob or AppWrapper keeps its cluster as observed, decision 0123),
+    else the spec's; ``(1,)`` for a Deployment or a batch Job."""
     if _workload_shape(workload) != "ray":
-        return 1
+        return (1,)
     if runs and child is not None:
         found = child_worker_groups(child)
         if found is not None:

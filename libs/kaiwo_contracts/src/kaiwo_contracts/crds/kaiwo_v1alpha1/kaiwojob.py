@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from kaiwo_contracts.crds.base import CrdInfo, EmbeddedObject, PrinterColumn
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import (
@@ -46,6 +47,27 @@ class KaiwoJobSpec(CommonMetaSpec):
     def is_ray_job(self) -> bool:
         """The child is a RayJob (``rayJob`` given or ``ray: true``)."""
         return self.ray or self.ray_job is not None
+
+    @field_validator("ray_job")
+    @classmethod
+    def _ray_job_deletes_its_cluster(cls, ray_job: EmbeddedRayJob | None) -> EmbeddedRayJob | None:
+        # Kaiwo queues every RayJob in Kueue, whose RayJob webhook refuses one that makes its
+        # own cluster and keeps it after the job (decision 0151): the RayJob would never be
+        # made. Left out, Kaiwo sets it true; an explicit false is the user's, so refused here
+        # with the user's field named rather than fought or quoted from Kueue.
+        spec = (ray_job or {}).get("spec")
+        if (
+            isinstance(spec, dict)
+            and spec.get("shutdownAfterJobFinishes") is False
+            and not spec.get("clusterSelector")
+        ):
+            raise PydanticCustomError(
+                "ray_job_keeps_its_cluster",
+                "spec.shutdownAfterJobFinishes must not be false: Kaiwo queues the RayJob in "
+                "Kueue, which admits a RayJob only when its Ray cluster is deleted after the "
+                "job finishes; leave the field out (Kaiwo sets true) or set true",
+            )
+        return ray_job
 
 
 class KaiwoJobStatus(CommonStatus):

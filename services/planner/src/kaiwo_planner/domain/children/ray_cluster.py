@@ -5,12 +5,19 @@ Every worker group runs ``replicas`` pods with ``gpusPerReplica`` GPUs each, aut
 0146). A given cluster with no worker group gets Kaiwo's default one when the workload asks
 for GPUs (upstream ran the head alone, and the GPUs asked for nowhere). The head gets no
 GPUs, KaiwoConfig's ``headPodMemory`` as memory request and limit, and the same ``NUM_*``
-variables as the workers.
+variables as the (first group's) workers.
+
+A multi-host group (``numOfHosts``, kept as the user gives it) runs each replica on that many
+pods of ``gpusPerReplica`` GPUs: its pods' ``NUM_REPLICAS`` counts them all (replicas x
+numOfHosts) and ``NUM_GPUS`` their GPUs, the Ray worker nodes a script can use, so that
+``NUM_GPUS = NUM_REPLICAS x NUM_GPUS_PER_REPLICA`` holds as for every other workload (decision
+0151; upstream never read ``numOfHosts`` and counted the replicas only).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from kaiwo_planner.domain.children.batch_job import complete_workload_template
@@ -19,7 +26,7 @@ from kaiwo_planner.domain.children.pod_template import (
     default_pod_template,
     given_or_default_template,
 )
-from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation, worker_group_hosts
 from kaiwo_planner.domain.settings.workload_inputs import ChildDefaults, WorkloadInputs
 
 HEAD_CONTAINER = "ray-head"
@@ -84,8 +91,12 @@ def complete_ray_cluster_spec(
         # The user gave the head (and Ray settings) but no worker: the GPUs asked for run
         # in Kaiwo's group, on its default template.
         groups = [_default_worker_group()]
-    for given in groups:
+    head_additions = additions
+    for index, given in enumerate(groups):
         group = dict(given)
+        group_additions = _on_hosts(additions, allocation, worker_group_hosts(group))
+        if index == 0:
+            head_additions = group_additions
         template, defaulted = given_or_default_template(
             group.get("template"),
             _ray_pod_template(defaults, dangerous=inputs.dangerous, head=False),
@@ -93,7 +104,7 @@ def complete_ray_cluster_spec(
         group["template"] = complete_workload_template(
             template,
             inputs,
-            additions=additions,
+            additions=group_additions,
             generated=generated or defaulted,
             pod_gpus=allocation.gpus_per_replica,
         )
@@ -110,9 +121,18 @@ def complete_ray_cluster_spec(
         head["template"] = complete_workload_template(
             template,
             inputs,
-            additions=additions,
+            additions=head_additions,
             generated=generated or defaulted,
             pod_gpus=0,
             memory_override=defaults.head_pod_memory or None,
         )
     return result
+
+
+def _on_hosts(additions: PodAdditions, allocation: GpuAllocation, hosts: int) -> PodAdditions:
+    """``additions`` for the pods of a worker group of ``hosts`` hosts per replica: the
+    ``NUM_*`` env counts every pod of the group (decision 0151)."""
+    if hosts <= 1:
+        return additions
+    per_group = allocation.on_hosts(hosts)
+    return replace(additions, replicas=per_group.replicas, gpus_total=per_group.gpus)

@@ -2,7 +2,9 @@
 
 Kueue admits the AppWrapper (it has no RayService integration); the AppWrapper controller then
 creates the RayService. Every worker group is declared as a pod set (upstream declared only the
-first), so Kueue reserves quota for all of them. The pod-set list is ``podSets`` on the wire.
+first), so Kueue reserves quota for all of them, a multi-host group's as ``replicas x
+numOfHosts`` pods (KubeRay's pods of the group; Kueue counts a RayJob's group so, decision
+0151). The pod-set list is ``podSets`` on the wire.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from kaiwo_planner.domain.children.ray_cluster import (
     default_ray_cluster_spec,
 )
 from kaiwo_planner.domain.children.ray_job import RAY_API_VERSION
-from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
+from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation, worker_group_hosts
 from kaiwo_planner.domain.settings.workload_inputs import ChildDefaults, WorkloadInputs
 from kaiwo_planner.domain.state.json_trees import copy_tree
 
@@ -80,7 +82,7 @@ def _pod_sets(ray_service: dict[str, Any]) -> list[dict[str, Any]]:
     for index, group in enumerate(cluster.get("workerGroupSpecs") or []):
         pod_sets.append(
             {
-                "replicas": group.get("replicas", 1),
+                "replicas": group.get("replicas", 1) * worker_group_hosts(group),
                 "path": f"{prefix}.workerGroupSpecs[{index}].template",
             }
         )

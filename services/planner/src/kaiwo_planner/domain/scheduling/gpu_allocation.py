@@ -44,6 +44,10 @@ Choices that differ from upstream, on purpose:
   ``workerGroupSpecs[].replicas``); upstream then counted one group. Here the GPUs the
   workload holds are every group's (:attr:`GpuAllocation.held_gpus`, what Kueue reserves):
   the Schedulable check, the preemption counts and ``kaiwo gpus`` use them (decision 0146).
+* A multi-host worker group (KubeRay's ``numOfHosts``: each replica is that many pods, each
+  with the template's GPUs) holds the split on every host; Kueue 0.17 counts its pod set as
+  ``replicas x numOfHosts`` pods, and so does :attr:`GpuAllocation.held_gpus` (decision 0151).
+  Upstream never read ``numOfHosts``.
 * The vendor is compared case-insensitively (the docs spell it "AMD"/"NVIDIA").
 * Cluster statistics come from each node's device-plugin labels, not from the
   ``kaiwo/nodepool`` label the queue-config planner writes from those same labels; the numbers
@@ -126,9 +130,11 @@ class GpuAllocation:
     (30 GPUs on 8-GPU nodes -> 4 x 7 = 28), or ``gpusPerReplica`` recalculated it.
     ``rule`` says what set ``gpus_per_replica``.
 
-    A Ray cluster runs the split in each of its ``worker_groups`` (Kaiwo sizes every group
-    alike; 1 for every other shape): ``gpus`` is then one group's, what ``NUM_GPUS`` says as
-    upstream did, and :attr:`held_gpus` the whole cluster's (decision 0146).
+    A Ray cluster runs the split in each of its worker groups (Kaiwo sizes every group
+    alike), each replica of a group on its ``numOfHosts`` pods: ``worker_group_hosts`` holds
+    one entry per group, its hosts per replica (``(1,)`` for every other shape). ``gpus`` is
+    then one group's replicas on one host each, and :attr:`held_gpus` the whole cluster's
+    (decisions 0146, 0151).
     """
 
     gpus: int
@@ -137,13 +143,32 @@ class GpuAllocation:
     vendor: str
     rule: SplitRule = "automatic"
     adjusted_from: int | None = None
-    worker_groups: int = 1
+    worker_group_hosts: tuple[int, ...] = (1,)
+
+    @property
+    def worker_groups(self) -> int:
+        """The Ray worker groups that run the split (1 for every other shape)."""
+        return len(self.worker_group_hosts)
 
     @property
     def held_gpus(self) -> int:
-        """The GPUs every pod of the workload holds together: each worker group's ``gpus``
-        (what Kueue reserves quota for, one pod set per group)."""
-        return self.gpus * self.worker_groups
+        """The GPUs every pod of the workload holds together: each worker group's ``gpus`` on
+        each of its hosts (what Kueue reserves quota for: one pod set per group, of
+        ``replicas x numOfHosts`` pods)."""
+        return self.gpus * sum(self.worker_group_hosts)
+
+    def on_hosts(self, hosts: int) -> GpuAllocation:
+        """The split as one worker group of ``hosts`` hosts per replica runs it: every host
+        a pod of ``gpus_per_replica`` GPUs, so ``replicas x hosts`` pods (what its pods' env
+        describes, decision 0151)."""
+        if hosts <= 1:
+            return self
+        return replace(
+            self,
+            replicas=self.replicas * hosts,
+            gpus=self.gpus * hosts,
+            worker_group_hosts=(1,),
+        )
 
     @property
     def resource_key(self) -> str:
@@ -425,35 +450,42 @@ def allocated_gpus(
     return in_worker_groups(kept, groups).held_gpus
 
 
-def in_worker_groups(allocation: GpuAllocation, worker_groups: int) -> GpuAllocation:
-    """``allocation`` run in each of ``worker_groups`` Ray worker groups (decision 0146)."""
-    if allocation.worker_groups == worker_groups:
+WorkerGroupHosts = tuple[int, ...]
+"""The hosts per replica (``numOfHosts``, 1 when not given) of each Ray worker group that
+runs a workload's split, in the cluster's order; ``(1,)`` for a shape without groups."""
+
+
+def in_worker_groups(allocation: GpuAllocation, hosts: WorkerGroupHosts) -> GpuAllocation:
+    """``allocation`` run in each Ray worker group of ``hosts`` (decisions 0146, 0151)."""
+    if allocation.worker_group_hosts == hosts:
         return allocation
-    return replace(allocation, worker_groups=worker_groups)
+    return replace(allocation, worker_group_hosts=hosts)
 
 
-def ray_worker_groups(ray_child: Mapping[str, Any] | None, *, cluster_key: str) -> int:
-    """How many worker groups Kaiwo sizes in a Ray workload: its default cluster's one when
-    the user gives no ``rayJob``/``rayService`` (``ray_child``); else those of the given
-    cluster (``cluster_key``: ``rayClusterSpec`` or ``rayClusterConfig``), Kaiwo's one when
-    it gives none (added when GPUs are asked for; without, none are held anyway); none for a
-    RayJob sent to an existing cluster (``clusterSelector``), which makes no pods of its own."""
+def ray_worker_groups(ray_child: Mapping[str, Any] | None, *, cluster_key: str) -> WorkerGroupHosts:
+    """The worker groups Kaiwo sizes in a Ray workload: its default cluster's one when the
+    user gives no ``rayJob``/``rayService`` (``ray_child``), or gives one with neither a
+    cluster nor a ``clusterSelector`` (Kaiwo gives its default cluster, decision 0151); else
+    those of the given cluster (``cluster_key``: ``rayClusterSpec`` or ``rayClusterConfig``),
+    Kaiwo's one when it gives none (added when GPUs are asked for; without, none are held
+    anyway); none for a RayJob sent to an existing cluster (``clusterSelector``), which makes
+    no pods of its own."""
     if ray_child is None:
-        return 1
+        return (1,)
     spec = _mapping(ray_child.get("spec"))
     cluster = spec.get(cluster_key)
     if not isinstance(cluster, Mapping) and spec.get("clusterSelector"):
-        return 0
-    return max(_worker_group_count(_mapping(cluster)), 1)
+        return ()
+    return _worker_group_hosts(_mapping(cluster)) or (1,)
 
 
-def workload_worker_groups(workload: Mapping[str, Any]) -> int:
-    """The worker groups of a KaiwoJob or KaiwoService (wire form) that runs Ray; 1 for any
-    other shape (its split runs once)."""
+def workload_worker_groups(workload: Mapping[str, Any]) -> WorkerGroupHosts:
+    """The worker groups of a KaiwoJob or KaiwoService (wire form) that runs Ray; ``(1,)``
+    for any other shape (its split runs once)."""
     spec = _mapping(workload.get("spec"))
     kind = str(workload.get("kind") or "")
     if wire_workload_shape(kind, spec) != "ray":
-        return 1
+        return (1,)
     if kind == "KaiwoJob":
         return ray_worker_groups(_optional_mapping(spec.get("rayJob")), cluster_key=RAY_JOB_CLUSTER)
     return ray_worker_groups(
@@ -461,19 +493,28 @@ def workload_worker_groups(workload: Mapping[str, Any]) -> int:
     )
 
 
-def child_worker_groups(child: Mapping[str, Any]) -> int | None:
+def child_worker_groups(child: Mapping[str, Any]) -> WorkerGroupHosts | None:
     """The worker groups of a main child that is a RayJob or an AppWrapper; None for others."""
     cluster = _child_ray_cluster(child)
-    return None if cluster is None else _worker_group_count(cluster)
+    return None if cluster is None else _worker_group_hosts(cluster)
 
 
 RAY_JOB_CLUSTER = "rayClusterSpec"
 RAY_SERVICE_CLUSTER = "rayClusterConfig"
 
 
-def _worker_group_count(cluster: Mapping[str, Any]) -> int:
+def _worker_group_hosts(cluster: Mapping[str, Any]) -> WorkerGroupHosts:
     groups = cluster.get("workerGroupSpecs")
-    return len(groups) if isinstance(groups, list) else 0
+    return tuple(
+        worker_group_hosts(_mapping(group))
+        for group in (groups if isinstance(groups, list) else ())
+    )
+
+
+def worker_group_hosts(group: Mapping[str, Any]) -> int:
+    """The pods of one replica of a Ray worker group: its ``numOfHosts`` (KubeRay's default
+    1; Kueue multiplies a pod set's count by it only when above 1)."""
+    return max(_whole_number(group.get("numOfHosts"), default=1), 1)
 
 
 def _optional_mapping(value: object) -> Mapping[str, Any] | None:

@@ -228,16 +228,32 @@ def _sufficient(allocation: GpuAllocation) -> SchedulableVerdict:
 
 def _in_worker_groups(allocation: GpuAllocation) -> str:
     """The words for a Ray cluster whose several worker groups each run the split (decision
-    0146): the user's ``gpus`` is one group's, so the workload holds a multiple of it."""
-    if allocation.worker_groups < 2:
+    0146), or whose groups run each replica on several hosts (``numOfHosts``, decision 0151):
+    the user's ``gpus`` is one group's replicas on one host each, so the workload holds a
+    multiple of it."""
+    hosts = allocation.worker_group_hosts
+    multi_host = any(count > 1 for count in hosts)
+    if len(hosts) < 2 and not multi_host:
         return ""
-    return (
-        f": each of the {allocation.worker_groups} worker groups of the Ray cluster runs "
-        f"{allocation.replicas} replica{'' if allocation.replicas == 1 else 's'} of "
-        f"{allocation.gpus_per_replica} GPUs (spec.replicas "
-        "and the GPU fields size every group), so the workload holds "
-        f"{allocation.held_gpus} GPUs"
-    )
+    replicas = f"{allocation.replicas} replica{'' if allocation.replicas == 1 else 's'}"
+    if len(hosts) < 2:
+        sized = (
+            f": the worker group of the Ray cluster runs {replicas} of {hosts[0]} hosts "
+            f"(numOfHosts) with {allocation.gpus_per_replica} GPUs each"
+        )
+    else:
+        sized = (
+            f": each of the {len(hosts)} worker groups of the Ray cluster runs {replicas} of "
+            f"{allocation.gpus_per_replica} GPUs (spec.replicas and the GPU fields size every "
+            "group)"
+        )
+        if multi_host:
+            sized += (
+                ", every replica on numOfHosts pods ("
+                + ", ".join(str(count) for count in hosts)
+                + " by group)"
+            )
+    return f"{sized}, so the workload holds {allocation.held_gpus} GPUs"
 
 
 def _adjusted_total(allocation: GpuAllocation) -> tuple[str, str] | None:
