@@ -413,12 +413,18 @@ async def test_a_full_queue_makes_the_next_job_wait_with_kueues_reason(stack: Pi
 async def preempt_for_jobs_waiting_a_second(pipeline: Pipeline) -> None:
     """The administrator's KaiwoConfig: a GPU job that waited 1 s is demand enough for the
     operator to terminate a job past its ``duration``."""
+    await preempt_for_jobs_waiting(pipeline, "1s")
+
+
+async def preempt_for_jobs_waiting(pipeline: Pipeline, threshold: str) -> None:
+    """The administrator's KaiwoConfig: a GPU job that waited ``threshold`` is demand enough
+    for the operator to terminate a job past its ``duration``."""
     await pipeline.kube.apply(
         {
             "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
             "kind": "KaiwoConfig",
             "metadata": {"name": actors.KAIWO_CONFIG},
-            "spec": {"scheduling": {"pendingThresholdForPreemption": "1s"}},
+            "spec": {"scheduling": {"pendingThresholdForPreemption": threshold}},
         },
         field_manager="cluster-admin",
         force=True,
@@ -1865,7 +1871,10 @@ async def test_a_jobs_finished_pods_free_no_gpus_when_duration_preemption_stops_
     as 8, terminated alone, and those 8 counted as on their way kept the other expired Job
     running for two minutes while the waiting one still waited."""
     ns = namespace_of(stack, "dur")
-    await preempt_for_jobs_waiting_a_second(stack)
+    # Until the waiter of 8 comes, nobody waits long enough to have anything terminated:
+    # the expired sweep is not terminated for the Job of 4 in the seconds Kueue takes to
+    # admit it.
+    await preempt_for_jobs_waiting(stack, "1h")
     sweep = kaiwo_job("sweep-overtime", ns, queue_name="dur", gpus=4, run_seconds=60)
     sweep["spec"] |= {"duration": "4s", "job": {"spec": {"parallelism": 2, "completions": 3}}}
     await stack.kube.create(sweep)
@@ -1898,8 +1907,10 @@ async def test_a_jobs_finished_pods_free_no_gpus_when_duration_preemption_stops_
     expired = kaiwo_job("single-overtime", ns, queue_name="dur", gpus=4, run_seconds=300)
     expired["spec"]["duration"] = "4s"
     await stack.kube.create(expired)
+    await reaches(stack, "single-overtime", ns, "RUNNING")
     for name in ("sweep-overtime", "single-overtime"):
         await past_its_duration(stack, ns, name)
+    await preempt_for_jobs_waiting_a_second(stack)
     await stack.kube.create(kaiwo_job("waits-for-8", ns, queue_name="dur", gpus=8, run_seconds=2))
 
     stopped = await reaches(stack, "sweep-overtime", ns, "TERMINATED")
