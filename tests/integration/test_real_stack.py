@@ -413,12 +413,18 @@ async def test_a_full_queue_makes_the_next_job_wait_with_kueues_reason(stack: Pi
 async def preempt_for_jobs_waiting_a_second(pipeline: Pipeline) -> None:
     """The administrator's KaiwoConfig: a GPU job that waited 1 s is demand enough for the
     operator to terminate a job past its ``duration``."""
+    await preempt_for_jobs_waiting(pipeline, "1s")
+
+
+async def preempt_for_jobs_waiting(pipeline: Pipeline, threshold: str) -> None:
+    """The administrator's KaiwoConfig: a GPU job that waited ``threshold`` is demand enough
+    for the operator to terminate a job past its ``duration``."""
     await pipeline.kube.apply(
         {
             "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
             "kind": "KaiwoConfig",
             "metadata": {"name": actors.KAIWO_CONFIG},
-            "spec": {"scheduling": {"pendingThresholdForPreemption": "1s"}},
+            "spec": {"scheduling": {"pendingThresholdForPreemption": threshold}},
         },
         field_manager="cluster-admin",
         force=True,
@@ -1974,6 +1980,71 @@ async def test_a_jobs_parallel_pods_are_what_kueue_reserves_and_the_operator_cou
     assert "the Job runs 2 pods at once" in schedulable["message"], schedulable
     assert "the workload holds 8 GPUs" in schedulable["message"], schedulable
     await stack.kube.delete(resources.KAIWO_JOB, "sweep", namespace=ns)
+
+
+async def test_a_jobs_finished_pods_free_no_gpus_when_duration_preemption_stops_it(
+    stack: Pipeline,
+) -> None:
+    """In the ``dur`` queue (8 GPUs) a sweep of 2 pods x 4 (3 completions) runs its first 2:
+    one pod is left, and Kueue 0.17 writes ``reclaimablePods: main 1`` on its Workload and
+    releases that pod's quota (the ClusterQueue's usage goes from 8 to 4). An expired Job of
+    4 is admitted into the released quota; both run past their ``duration`` when a Job of 8
+    comes to wait. The sweep holds 4, so the operator terminates both for it, in the same
+    decision, and Kueue admits the waiting Job (decision 0152). Before, the sweep was counted
+    as 8, terminated alone, and those 8 counted as on their way kept the other expired Job
+    running for two minutes while the waiting one still waited."""
+    ns = namespace_of(stack, "dur")
+    # Until the waiter of 8 comes, nobody waits long enough to have anything terminated:
+    # the expired sweep is not terminated for the Job of 4 in the seconds Kueue takes to
+    # admit it.
+    await preempt_for_jobs_waiting(stack, "1h")
+    sweep = kaiwo_job("sweep-overtime", ns, queue_name="dur", gpus=4, run_seconds=60)
+    sweep["spec"] |= {"duration": "4s", "job": {"spec": {"parallelism": 2, "completions": 3}}}
+    await stack.kube.create(sweep)
+    await reaches(stack, "sweep-overtime", ns, "RUNNING")
+
+    async def released() -> dict[str, Any] | Pending:
+        workload = await kueue_workload_of(stack, ns, "sweep-overtime")
+        reclaimable = (workload.get("status") or {}).get("reclaimablePods")
+        return workload if reclaimable else Pending("no reclaimablePods yet")
+
+    workload = await eventually(
+        released, what="Kueue releases a finished pod's quota", within=STEP + 60
+    )
+    assert workload["status"]["reclaimablePods"] == [{"name": "main", "count": 1}]
+    [assigned] = workload["status"]["admission"]["podSetAssignments"]
+    assert (assigned["count"], assigned["resourceUsage"]["amd.com/gpu"]) == (2, "8"), assigned
+
+    async def usage_of_four() -> bool | Pending:
+        queue = await stack.kube.get(resources.KUEUE_CLUSTER_QUEUE, "dur")
+        used = [
+            r.get("total")
+            for f in (queue.get("status") or {}).get("flavorsUsage") or ()
+            for r in f.get("resources") or ()
+            if r["name"] == "amd.com/gpu"
+        ]
+        return True if used == ["4"] else Pending(f"amd.com/gpu used {used}")
+
+    await eventually(usage_of_four, what="the ClusterQueue uses 4 GPUs", within=STEP)
+    # Admitted only into the quota the finished pods released.
+    expired = kaiwo_job("single-overtime", ns, queue_name="dur", gpus=4, run_seconds=300)
+    expired["spec"]["duration"] = "4s"
+    await stack.kube.create(expired)
+    await reaches(stack, "single-overtime", ns, "RUNNING")
+    for name in ("sweep-overtime", "single-overtime"):
+        await past_its_duration(stack, ns, name)
+    await preempt_for_jobs_waiting_a_second(stack)
+    await stack.kube.create(kaiwo_job("waits-for-8", ns, queue_name="dur", gpus=8, run_seconds=2))
+
+    stopped = await reaches(stack, "sweep-overtime", ns, "TERMINATED")
+    assert stopped["status"]["preemptedFor"]["name"] == "waits-for-8"
+    # Decided with the sweep: already told when the sweep's Job is gone.
+    other = await stack.kube.get(resources.KAIWO_JOB, "single-overtime", namespace=ns)
+    assert other["status"]["status"] in ("TERMINATING", "TERMINATED"), other["status"]
+    assert other["status"]["preemptedFor"]["name"] == "waits-for-8"
+    await reaches(stack, "waits-for-8", ns, "COMPLETE")
+    for name in ("sweep-overtime", "single-overtime", "waits-for-8"):
+        await stack.kube.delete(resources.KAIWO_JOB, name, namespace=ns)
 
 
 async def test_replay_reproduces_every_plan_of_the_whole_stack(stack: Pipeline) -> None:

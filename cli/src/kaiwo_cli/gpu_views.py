@@ -46,6 +46,7 @@ def gpu_workload_table(
     defaults: KaiwoGpuPreemptionConfig | None = None,
     nodes: Sequence[Mapping[str, Any]] = (),
     children: Sequence[Mapping[str, Any]] = (),
+    kueue_workloads: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     """One row per record and per opted-in KaiwoJob or KaiwoService (``namespaces``: the
     Namespaces by name, for their annotations), by namespace and workload; ``-`` where
@@ -53,10 +54,13 @@ def gpu_workload_table(
     by the planner's rule on ``nodes`` (decision 0118): ``gpus: 30`` on 8-GPU nodes holds 28;
     without nodes, the GPUs it asks for. A running one holds the split by node size its
     main child (among ``children``: Deployments, RayJobs, AppWrappers) was made with, as
-    the planner counts it (decision 0137)."""
+    the planner counts it (decision 0137); a running batch Job does not hold the pods whose
+    quota Kueue released (its Job among ``children``, their ``reclaimablePods`` among
+    ``kueue_workloads``, decision 0152)."""
     from kaiwo_planner.domain.scheduling.gpu_allocation import (
         allocated_gpus,
         gpu_stats,
+        released_pods_among,
         running_child_among,
     )
     from kaiwo_planner.domain.state.nodes import NodeInfo
@@ -67,7 +71,10 @@ def gpu_workload_table(
 
     def gpus_of(workload: Mapping[str, Any]) -> int:
         return allocated_gpus(
-            workload, stats_of, running_child=running_child_among(children, workload)
+            workload,
+            stats_of,
+            running_child=running_child_among(children, workload),
+            released=released_pods_among(children, kueue_workloads, workload),
         )
 
     config = defaults or KaiwoGpuPreemptionConfig()

@@ -200,3 +200,36 @@ def test_a_running_kaiwo_workload_shows_the_split_its_child_was_made_with() -> N
 
     assert gpus_column(gpu_workload_table([], [chat], nodes=nodes, children=[deployment])) == ["28"]
     assert gpus_column(gpu_workload_table([], [chat], nodes=nodes)) == ["30"]
+
+
+def test_a_running_kaiwo_job_shows_none_of_the_pods_kueue_released() -> None:
+    """Decision 0152: a sweep of 2 pods x 4 (3 completions) ran its first 2; its Kueue
+    Workload says 1 pod reclaimable, and Kueue's usage is 4: so is the table's. Without the
+    Workload listed (a user who may not list them), both pods it runs at once."""
+    opted = {"kaiwo.silogen.ai/gpu-preemption.policy": "Always"}
+    sweep = kaiwo_workload("KaiwoJob", "sweep", annotations=opted, status="RUNNING")
+    sweep["metadata"]["uid"] = "sweep-uid"
+    sweep["spec"] = {"gpus": 4, "job": {"spec": {"parallelism": 2, "completions": 3}}}
+    job = {
+        "kind": "Job",
+        "metadata": {
+            "namespace": "team-a",
+            "name": "sweep",
+            "uid": "sweep-job-uid",
+            "ownerReferences": [{"uid": "sweep-uid", "controller": True}],
+        },
+    }
+    workload = {
+        "metadata": {"namespace": "team-a", "ownerReferences": [{"uid": "sweep-job-uid"}]},
+        "status": {
+            "admission": {"podSetAssignments": [{"name": "main", "count": 2}]},
+            "reclaimablePods": [{"name": "main", "count": 1}],
+        },
+    }
+
+    def gpus_column(table: str) -> list[str]:
+        return [line.split()[3] for line in table.splitlines()[1:]]
+
+    table = gpu_workload_table([], [sweep], children=[job], kueue_workloads=[workload])
+    assert gpus_column(table) == ["4"]
+    assert gpus_column(gpu_workload_table([], [sweep], children=[job])) == ["8"]

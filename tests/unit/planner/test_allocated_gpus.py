@@ -14,6 +14,8 @@ from kaiwo_planner.domain.scheduling.gpu_allocation import (
     allocated_gpus,
     gpu_stats,
     no_nodes,
+    released_pods,
+    released_pods_among,
     wire_workload_shape,
 )
 from kaiwo_planner.domain.state.nodes import NodeInfo
@@ -121,3 +123,67 @@ def test_the_wire_shape_is_the_models(kind: str, spec: dict[str, Any], shape: st
     else:
         is_ray = KaiwoServiceSpec.model_validate(spec).is_ray_service
     assert is_ray == (shape == "ray")
+
+
+def kueue_workload(*, admitted: bool, reclaimable: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """A Kueue Workload of a Job, as Kueue 0.17 writes its status (decision 0152)."""
+    status: dict[str, Any] = {}
+    if admitted:
+        status["admission"] = {"podSetAssignments": [{"name": "main", "count": 2}]}
+    if reclaimable is not None:
+        status["reclaimablePods"] = reclaimable
+    return {"metadata": {"ownerReferences": [{"uid": "sweep-job-uid"}]}, "status": status}
+
+
+def test_the_pods_whose_quota_kueue_released_are_its_reclaimable_pods() -> None:
+    """Decision 0152: what Kueue subtracts from the ClusterQueue's usage, on a Workload
+    that holds quota; nothing before it writes them, or once it holds no quota."""
+    one = [{"name": "main", "count": 1}]
+    assert released_pods([kueue_workload(admitted=True, reclaimable=one)]) == 1
+    assert released_pods([kueue_workload(admitted=True, reclaimable=None)]) == 0
+    assert released_pods([kueue_workload(admitted=False, reclaimable=one)]) == 0
+    assert released_pods([kueue_workload(admitted=True, reclaimable=[{"name": "main"}])]) == 0
+    assert released_pods([]) == 0
+
+
+@pytest.mark.parametrize(
+    ("obj", "released", "held"),
+    [
+        # 2 pods x 8 at once, 3 completions: after the first 2, one pod is left (1 released).
+        (workload("KaiwoJob", gpus=8, job={"spec": {"parallelism": 2, "completions": 3}}), 1, 8),
+        (workload("KaiwoJob", gpus=8, job={"spec": {"parallelism": 4}}), 3, 8),
+        (workload("KaiwoJob", gpus=8, job={"spec": {"parallelism": 2}}), 0, 16),
+        # Never below none.
+        (workload("KaiwoJob", gpus=8, job={"spec": {"parallelism": 2}}), 5, 0),
+        # A Ray job or a service runs no batch Job: nothing of it is released so.
+        (workload("KaiwoJob", ray=True, gpus=8, job={"spec": {"parallelism": 4}}), 1, 8),
+        (workload("KaiwoService", replicas=2, gpusPerReplica=4), 1, 8),
+    ],
+)
+def test_a_running_job_holds_none_of_the_pods_kueue_released(
+    obj: dict[str, Any], released: int, held: int
+) -> None:
+    assert allocated_gpus(obj, eight_gpu_nodes, released=released) == held
+
+
+def test_a_listed_jobs_kueue_workload_tells_its_released_pods() -> None:
+    """``kaiwo gpus`` lists the Jobs and the Kueue Workloads: the KaiwoJob's own Job (its
+    name, owned by it) finds its Workload; another's Workload, or none listed, releases
+    nothing; a Job of one pod at once is not looked at."""
+    sweep = workload("KaiwoJob", gpus=8, job={"spec": {"parallelism": 2, "completions": 3}})
+    sweep["metadata"] = {"name": "sweep", "uid": "sweep-uid"}
+    job = {
+        "kind": "Job",
+        "metadata": {
+            "name": "sweep",
+            "uid": "sweep-job-uid",
+            "ownerReferences": [{"uid": "sweep-uid"}],
+        },
+    }
+    released = kueue_workload(admitted=True, reclaimable=[{"name": "main", "count": 1}])
+    assert released_pods_among([job], [released], sweep) == 1
+    assert released_pods_among([], [released], sweep) == 0
+    others = {**job, "metadata": {**job["metadata"], "ownerReferences": [{"uid": "other"}]}}
+    assert released_pods_among([others], [released], sweep) == 0
+    single = {**sweep, "spec": {"gpus": 8}}
+    assert released_pods_among([job], [released], single) == 0

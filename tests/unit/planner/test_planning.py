@@ -1626,6 +1626,51 @@ def test_an_idle_parallel_job_is_preempted_for_the_gpus_all_its_pods_hold(cluste
     assert victim.status["preemptedFor"]["name"] == "next"
 
 
+def test_an_idle_jobs_pods_whose_quota_kueue_released_are_not_counted_as_freed(cluster_with):
+    """Decision 0152: an idle sweep of 2 pods x 4 (3 completions) ran its first 2; Kueue's
+    Workload says 1 pod reclaimable, its quota released, so it holds 4. For a job waiting for
+    8, the one idle workload that covers it alone is another idle job of 8, idle for less
+    long: it is preempted and the sweep runs on. Before, the sweep was counted as 8 and,
+    idle longest, preempted alone: 4 freed, and the waiter still waited."""
+    sweep_spec = {**TRAIN_SPEC, "gpus": 4, "job": {"spec": {"parallelism": 2, "completions": 3}}}
+    sweep = opted_in(kaiwo_job(sweep_spec, status=RUNNING_STATUS))
+    wide = opted_in(
+        kaiwo_job({**TRAIN_SPEC, "gpus": 8}, name="wide", uid="wide-uid", status=RUNNING_STATUS)
+    )
+    waiting = kaiwo_job(
+        {**TRAIN_SPEC, "gpus": 8},
+        name="next",
+        uid="next-uid",
+        status={"status": "PENDING", "observedGeneration": 1},
+        created="2026-01-01T11:50:00Z",
+    )
+    released = admitted("job-uid-job")
+    released["status"] |= {
+        "admission": {"clusterQueue": "kaiwo", "podSetAssignments": [{"name": "main", "count": 2}]},
+        "reclaimablePods": [{"name": "main", "count": 1}],
+    }
+    cluster = cluster_with(
+        sweep,
+        running_job(sweep),
+        wide,
+        running_job(wide),
+        waiting,
+        workloads=(released, admitted("wide-uid-job")),
+    )
+    idle = with_findings(
+        cluster,
+        finding(idle_since=NOW - timedelta(minutes=30)),
+        dataclasses.replace(finding(idle_since=NOW - timedelta(minutes=11)), uid="wide-uid"),
+    )
+
+    kept = planned(owner=sweep, cluster=idle, now=NOW)
+    victim = planned(owner=wide, cluster=idle, now=NOW)
+
+    assert kept.status is not None and kept.status["status"] == "RUNNING"
+    assert victim.status is not None and victim.status["status"] == "TERMINATING"
+    assert victim.status["preemptedFor"]["name"] == "next"
+
+
 def test_a_pending_workload_being_deleted_preempts_no_idle_one(cluster_with):
     """Deleted in the foreground (or with its Namespace) it stays PENDING for a while, but it
     waits for nothing: the idle workload runs on (decision 0130)."""

@@ -443,6 +443,103 @@ def test_a_preemption_decided_and_not_yet_observed_covers_the_waiter() -> None:
     assert preemption_decision(under_way, now=AFTER_EXPIRY).preemptions == ()
 
 
+# ------------------------------------ pods whose quota Kueue released (decision 0152)
+
+
+def sweeps_job(reclaimable: int | None) -> list[dict[str, Any]]:
+    """The Job of the KaiwoJob ``sweep`` and its admitted Kueue Workload (2 pods x 4 GPUs),
+    with ``reclaimablePods`` as Kueue 0.17 writes it once fewer completions are left than
+    the Job's parallelism (``None``: not yet)."""
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "sweep",
+            "namespace": "team",
+            "uid": "uid-sweep-job",
+            "ownerReferences": [{"kind": "KaiwoJob", "name": "sweep", "uid": "uid-sweep"}],
+        },
+    }
+    status: dict[str, Any] = {
+        "admission": {
+            "clusterQueue": "gpu-queue",
+            "podSetAssignments": [{"name": "main", "count": 2}],
+        }
+    }
+    if reclaimable is not None:
+        status["reclaimablePods"] = [{"name": "main", "count": reclaimable}]
+    workload = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {
+            "name": "job-sweep-1a2b3",
+            "namespace": "team",
+            "uid": "uid-sweep-workload",
+            "ownerReferences": [{"kind": "Job", "name": "sweep", "uid": "uid-sweep-job"}],
+        },
+        "status": status,
+    }
+    return [job, workload]
+
+
+def test_a_jobs_pods_whose_quota_kueue_released_free_nothing_when_it_is_terminated() -> None:
+    """A sweep of 2 pods x 4 GPUs (3 completions) ran its first 2: one pod is left, and
+    Kueue's Workload says 1 pod reclaimable, its quota released. It holds 4, not 8: for a
+    waiter of 8, terminating it frees 4, so the next expired workload is terminated too, in
+    the same decision. Before, it was counted as 8 and terminated alone; the waiter still
+    waited, and the 8 counted as on their way kept anyone else from being terminated for
+    it for two minutes (FREED_GPUS_SETTLE)."""
+    contexts = PlanningContextKeeper()
+    sweep = {"spec": {"parallelism": 2, "completions": 3}}
+    job, workload = sweeps_job(reclaimable=None)
+    projection = projection_of(
+        config("gpu-queue"),
+        # Expired at 12:00.
+        kaiwo_job("sweep", RUNNING, gpus=4, duration="1h", job=sweep),
+        job,
+        workload,
+        # Expired at 12:10.
+        kaiwo_job("single", {**RUNNING, "startTime": "2026-01-01T11:10:00Z"}, duration="1h"),
+        kaiwo_job("waits-for-8", PENDING, gpus=8),
+    )
+    context = contexts.context(projection)
+    # Both pods run: the sweep holds 8, enough for the waiter alone.
+    assert {w.key[3]: w.gpus for w in preemption_candidates(context).running} == {
+        "sweep": 8,
+        "single": 4,
+    }
+    assert preemption_victims(context, now=AFTER_EXPIRY) == (ObjectRef.of_key(key("sweep")),)
+
+    _, released = sweeps_job(reclaimable=1)
+    projection.apply(observed(released, 20), sequence=20)
+    context = contexts.context(projection)
+
+    assert {w.key[3]: w.gpus for w in preemption_candidates(context).running} == {
+        "sweep": 4,
+        "single": 4,
+    }
+    assert preemption_victims(context, now=AFTER_EXPIRY) == (
+        ObjectRef.of_key(key("sweep")),
+        ObjectRef.of_key(key("single")),
+    )
+
+
+def test_a_workload_without_quota_releases_nothing() -> None:
+    """Kueue's reclaimablePods count only on a Workload that holds quota: an evicted one
+    (no admission) holds none at all, and a running sweep's count is its spec's."""
+    contexts = PlanningContextKeeper()
+    job, workload = sweeps_job(reclaimable=1)
+    del workload["status"]["admission"]
+    projection = projection_of(
+        config("gpu-queue"),
+        kaiwo_job("sweep", RUNNING, gpus=4, job={"spec": {"parallelism": 2, "completions": 3}}),
+        job,
+        workload,
+    )
+    [running] = preemption_candidates(contexts.context(projection)).running
+    assert running.gpus == 8
+
+
 # ------------------------------------- the other preemption's victims (decision 0150)
 
 IDLE = "GpuIdlePreemption"

@@ -70,6 +70,7 @@ def gpus(
             defaults=await _defaults(kube),
             nodes=await _nodes(kube),
             children=await _main_children(kube, scope),
+            kueue_workloads=await _kueue_workloads(kube, scope),
         )
 
     click.echo(run_on_cluster("gpus", target, work))
@@ -100,17 +101,32 @@ async def _nodes(kube: ClusterReader) -> list[dict[str, Any]]:
         return []
 
 
+async def _kueue_workloads(kube: ClusterReader, scope: str | None) -> list[dict[str, Any]]:
+    """Kueue's Workloads: their ``reclaimablePods`` are the pods of a running Job whose quota
+    Kueue released (decision 0152). None when the user may not list them: the Job shows
+    every pod it runs at once."""
+    from kaiwo_kube import KubeError, resources
+
+    from kaiwo_cli.cluster_access import optional_list
+
+    try:
+        return await optional_list(kube, resources.KUEUE_WORKLOAD, namespace=scope)
+    except KubeError:
+        return []
+
+
 async def _main_children(kube: ClusterReader, scope: str | None) -> list[dict[str, Any]]:
-    """The Deployments, RayJobs and AppWrappers Kaiwo made: a running workload holds the GPU
-    split its child was made with (decision 0137). A kind the user may not list, or the
-    cluster does not serve, counts as none: the workload shows the split of the nodes."""
+    """The Deployments, RayJobs, AppWrappers and Jobs Kaiwo made: a running workload holds
+    the GPU split its child was made with (decision 0137); a Job's uid finds its Kueue
+    Workload (decision 0152). A kind the user may not list, or the cluster does not serve,
+    counts as none: the workload shows the split of the nodes, every pod of its Job."""
     from kaiwo_kube import KubeError, resources
     from kaiwo_planner.domain.children.labels import LABEL_MANAGED_BY, MANAGED_BY_KAIWO
 
     from kaiwo_cli.cluster_access import optional_list
 
     found: list[dict[str, Any]] = []
-    for resource in (resources.DEPLOYMENT, resources.RAY_JOB, resources.APP_WRAPPER):
+    for resource in (resources.DEPLOYMENT, resources.RAY_JOB, resources.APP_WRAPPER, resources.JOB):
         try:
             items = await optional_list(
                 kube,

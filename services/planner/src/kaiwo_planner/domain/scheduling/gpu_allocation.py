@@ -16,6 +16,10 @@ Choices that differ from upstream, on purpose:
   Kueue counts the Job's pod set), so ``NUM_REPLICAS``, ``NUM_GPUS`` and every count describe
   all of them (decision 0147); upstream's env describes its node-size split, whatever the
   Job runs.
+  A running Job does not hold the pods whose quota Kueue released (:func:`released_pods`,
+  its Workload's ``reclaimablePods``, once fewer completions are left than its
+  parallelism): the counts of held GPUs subtract them, the env and the Schedulable check
+  do not (decision 0152).
 * A non-Ray KaiwoService with ``replicas`` above 1 and no ``gpusPerReplica`` keeps its
   replicas, each pod getting ``gpus / replicas`` (the reference: ``replicas`` sets the
   Deployment's replicas). Upstream replaced the replicas by its node-size split. ``gpus`` that
@@ -302,7 +306,8 @@ def job_pods(job: Mapping[str, Any] | None) -> int:
     Job, wire form, read defensively) runs at once: its ``parallelism`` (Kubernetes' default
     1, which the planner writes too), never more than its ``completions``. Kueue 0.17 counts
     the Job's pod set so and reserves quota for that many pods (decision 0147). The pods that
-    finish are not subtracted: the count is what the spec runs, as Kueue's reservation is."""
+    finish are not subtracted here: this is what the spec runs (the env, ``Schedulable``);
+    what a running Job still holds is this less :func:`released_pods` (decision 0152)."""
     spec = _mapping(_mapping(job).get("spec"))
     parallelism = _whole_number(spec.get("parallelism"), default=1)
     completions = spec.get("completions")
@@ -321,11 +326,92 @@ def no_nodes(vendor: str) -> GpuStats:
     return GpuStats(vendor=vendor.lower())
 
 
+def released_pods(kueue_workloads: Iterable[Mapping[str, Any]]) -> int:
+    """The pods of a batch Job whose quota Kueue has released: the ``reclaimablePods`` counts
+    of its Kueue Workloads (``kueue_workloads``, wire form, read defensively) that hold quota
+    (``status.admission``). Kueue 0.17 writes them once fewer completions are left than the
+    Job's ``parallelism`` (``parallelism - (completions - succeeded)``) and subtracts them
+    from the ClusterQueue's usage, so another workload can be admitted into them (decision
+    0152, measured on the real stack). 0 for a Workload without quota: it holds nothing."""
+    released = 0
+    for workload in kueue_workloads:
+        status = _mapping(workload.get("status"))
+        if not isinstance(status.get("admission"), Mapping):
+            continue
+        reclaimable = status.get("reclaimablePods")
+        for pod_set in reclaimable if isinstance(reclaimable, list) else ():
+            released += _whole_number(_mapping(pod_set).get("count"), default=0)
+    return released
+
+
+def releases_pods(workload: Mapping[str, Any]) -> bool:
+    """Whether Kueue may release quota of some of a KaiwoJob's (wire form) pods before it
+    ends: a batch Job that runs more than one pod at once (Kueue reclaims nothing of a Job
+    of ``parallelism`` 1). Only then are its Kueue Workloads looked up."""
+    spec = _mapping(workload.get("spec"))
+    if wire_workload_shape(str(workload.get("kind") or ""), spec) != "batch-job":
+        return False
+    return job_pods(_mapping(spec.get("job"))) > 1
+
+
+def released_pods_of(cluster: ClusterState, workload: Mapping[str, Any]) -> int:
+    """:func:`released_pods` of the batch Job of a KaiwoJob (wire form): of its main child
+    Job's Kueue Workloads; 0 for any other workload, or without the Job."""
+    if not releases_pods(workload):
+        return 0
+    meta = _mapping(workload.get("metadata"))
+    uid, name = meta.get("uid"), meta.get("name")
+    if not (isinstance(uid, str) and uid and isinstance(name, str) and name):
+        return 0
+    job = cluster.child_of(uid, kind="Job", name=main_child_name(name))
+    job_uid = _mapping(_mapping(job).get("metadata")).get("uid")
+    if not isinstance(job_uid, str) or not job_uid:
+        return 0
+    return released_pods(cluster.kueue_workloads_for(job_uid))
+
+
+def released_pods_among(
+    children: Iterable[Mapping[str, Any]],
+    kueue_workloads: Iterable[Mapping[str, Any]],
+    workload: Mapping[str, Any],
+) -> int:
+    """:func:`released_pods_of` among listed ``children`` and ``kueue_workloads`` (wire form,
+    any owners; a client such as ``kaiwo gpus`` that lists them)."""
+    if not releases_pods(workload):
+        return 0
+    meta = _mapping(workload.get("metadata"))
+    uid, name = meta.get("uid"), meta.get("name")
+    if not (isinstance(uid, str) and uid and isinstance(name, str) and name):
+        return 0
+    job_name = main_child_name(name)
+    job_uids = {
+        str(_mapping(child.get("metadata")).get("uid"))
+        for child in children
+        if child.get("kind") == "Job"
+        and _mapping(child.get("metadata")).get("name") == job_name
+        and uid in _owner_uids(child)
+    }
+    job_uids.discard("None")
+    return released_pods(
+        found for found in kueue_workloads if not job_uids.isdisjoint(_owner_uids(found))
+    )
+
+
+def _owner_uids(obj: Mapping[str, Any]) -> set[str]:
+    owners = _mapping(obj.get("metadata")).get("ownerReferences")
+    return {
+        str(_mapping(owner).get("uid"))
+        for owner in (owners if isinstance(owners, list) else ())
+        if _mapping(owner).get("uid")
+    }
+
+
 def allocated_gpus(
     workload: Mapping[str, Any],
     stats_of: StatsOf,
     *,
     running_child: Mapping[str, Any] | None = None,
+    released: int = 0,
 ) -> int:
     """The GPUs a KaiwoJob or KaiwoService (wire form, read defensively) holds while all its
     pods run: the total of the allocation its pods get (:func:`allocate_workload_gpus`, the
@@ -334,7 +420,8 @@ def allocated_gpus(
     workload, the split by node size its
     main child (``running_child``) was made with (:func:`keep_running_split`, decision 0137).
     A Ray cluster holds that in every worker group (decision 0146). What the wire does not
-    say as a whole number counts as absent."""
+    say as a whole number counts as absent. ``released``: the pods of a batch Job whose quota
+    Kueue has released (:func:`released_pods_of`, decision 0152); they hold nothing."""
     spec = workload.get("spec")
     if not isinstance(spec, Mapping):
         return 0
@@ -348,7 +435,9 @@ def allocated_gpus(
         gpus_per_replica=_whole_number(spec.get("gpusPerReplica"), default=0) or None,
         vendor=vendor,
         stats=stats_of(vendor.lower()),
-        batch_job_pods=job_pods(_mapping(spec.get("job"))) if shape == "batch-job" else 1,
+        batch_job_pods=(
+            max(job_pods(_mapping(spec.get("job"))) - released, 0) if shape == "batch-job" else 1
+        ),
     )
     kept = keep_running_split(
         allocation, asked=asked, child=running_child, runs=running_child is not None

@@ -78,6 +78,7 @@ from kaiwo_planner.domain.scheduling.freed_gpus import (
 from kaiwo_planner.domain.scheduling.gpu_allocation import (
     GpuStats,
     allocated_gpus,
+    released_pods_of,
     running_child_of,
     vendor_gpu_stats,
 )
@@ -140,9 +141,15 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
         if not isinstance(status, Mapping) or not isinstance(spec, Mapping):
             continue
         # What the allocation gives its pods, by the planner's own rule (decision 0118), or
-        # the split by node size its running child was made with (decision 0137).
+        # the split by node size its running child was made with (decision 0137), less the
+        # pods of its batch Job whose quota Kueue has released (decision 0152).
         phase = status.get("status")
-        gpus = allocated_gpus(obj, stats_of, running_child=running_child_of(cluster, obj))
+        gpus = allocated_gpus(
+            obj,
+            stats_of,
+            running_child=running_child_of(cluster, obj),
+            released=released_pods_of(cluster, obj),
+        )
         vendor = str(spec.get("gpuVendor") or "amd").lower()
         uid = _uid(obj)
         if uid in context.preempting:

@@ -44,6 +44,7 @@ from kaiwo_planner.domain.scheduling.gpu_allocation import (
     GpuStats,
     StatsOf,
     allocated_gpus,
+    released_pods_of,
     running_child_of,
     vendor_gpu_stats,
 )
@@ -66,10 +67,18 @@ from kaiwo_planner.domain.settings.cluster_settings import (
     workload_queue,
     workloads,
 )
+from kaiwo_planner.domain.state.index_entry import KUEUE_GROUP
 from kaiwo_planner.domain.state.planning_context import EVERY_KIND, PlanningContext
 
 _RUNNING = frozenset({WorkloadStatus.RUNNING.value, WorkloadStatus.READY.value})
-_CANDIDATE_KINDS = (*WORKLOAD_KIND_PAIRS, KAIWO_CONFIG_KIND, NODE_KIND, NAMESPACE_KIND)
+_CANDIDATE_KINDS = (
+    *WORKLOAD_KIND_PAIRS,
+    KAIWO_CONFIG_KIND,
+    NODE_KIND,
+    NAMESPACE_KIND,
+    # Their reclaimablePods: the pods of a running Job that hold no quota (decision 0152).
+    (KUEUE_GROUP, "Workload"),
+)
 _CANDIDATES_KEY = ("preemption-candidates",)
 
 
@@ -83,9 +92,10 @@ class StoppedForDemand:
 
 
 _Candidate = RunningWorkload | PendingWorkload | StoppedForDemand | None
-_Reads = Mapping[int, tuple[Mapping[str, Any], _Candidate]]
-"""What each workload object was read as, by ``id``. The entry holds its object, so no
-other object can take that id while the entry is there: an id found is that very object."""
+_Reads = Mapping[int, tuple[Mapping[str, Any], _Candidate, int]]
+"""What each workload object was read as, by ``id``, with the pods of its batch Job Kueue had
+released then (:func:`released_pods_of`). The entry holds its object, so no other object can
+take that id while the entry is there: an id found is that very object."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,10 +118,12 @@ def running_workload(
     stats_of: StatsOf,
     *,
     running_child: Mapping[str, Any] | None = None,
+    released: int = 0,
 ) -> RunningWorkload | None:
     """The workload as a running GPU holder, or None when it is not running; it holds the
     GPUs its allocation gives its pods (``stats_of``: the nodes' statistics by vendor), or
-    the split by node size its ``running_child`` was made with (decision 0137)."""
+    the split by node size its ``running_child`` was made with (decision 0137), less those
+    of the ``released`` pods of its batch Job, whose quota Kueue gave back (decision 0152)."""
     status = obj.get("status")
     spec = obj.get("spec")
     if not isinstance(status, Mapping) or not isinstance(spec, Mapping):
@@ -122,7 +134,7 @@ def running_workload(
     return RunningWorkload(
         key=ObjectRef.key_of(obj),
         gpu_vendor=str(spec.get("gpuVendor") or "amd"),
-        gpus=allocated_gpus(obj, stats_of, running_child=running_child),
+        gpus=allocated_gpus(obj, stats_of, running_child=running_child, released=released),
         cluster_queue=workload_queue(spec, config),
         start_time=start,
         duration=parse_optional_duration(spec.get("duration")),
@@ -196,7 +208,7 @@ def _candidates(
     objects = workloads(context.cluster)
     ids = list(map(id, objects))
     reads = [
-        read if read is not None else (obj, _read(obj, config, stats_of, context))
+        _reread(obj, read, config, stats_of, context)
         for obj, read in zip(objects, map(known.get, ids), strict=True)
     ]
     candidates = [read[1] for read in reads]
@@ -220,8 +232,29 @@ def _waits(workload: PendingWorkload, context: PlanningContext) -> bool:
     return not namespace_being_deleted(context.cluster, namespace)
 
 
+def _reread(
+    obj: Mapping[str, Any],
+    known: tuple[Mapping[str, Any], _Candidate, int] | None,
+    config: KaiwoConfig,
+    stats_of: StatsOf,
+    context: PlanningContext,
+) -> tuple[Mapping[str, Any], _Candidate, int]:
+    """The earlier read of ``obj`` (``known``) while Kueue has released as many of its
+    pods as then, else ``obj`` read again. The released pods are looked up for a parallel
+    batch Job only (:func:`released_pods_of`), so the other reads cost what they did."""
+    released = released_pods_of(context.cluster, obj)
+    if known is not None and known[2] == released:
+        return known
+    return obj, _read(obj, config, stats_of, context, released=released), released
+
+
 def _read(
-    obj: Mapping[str, Any], config: KaiwoConfig, stats_of: StatsOf, context: PlanningContext
+    obj: Mapping[str, Any],
+    config: KaiwoConfig,
+    stats_of: StatsOf,
+    context: PlanningContext,
+    *,
+    released: int = 0,
 ) -> _Candidate:
     """``obj`` as a candidate. A running one counts the split its main child was made with
     (decision 0137). The children are no input of the kept reads, on purpose: that split
@@ -229,19 +262,25 @@ def _read(
     workload object, read again, whose child not yet changed says another ``spec.gpus`` and
     so counts as the nodes split it: what the plan applies) or a change of the nodes (every
     workload read again); re-reading on every status change of every child would cost far
-    more than it could change."""
+    more than it could change. ``released``: the pods of its batch Job whose quota Kueue has
+    released (decision 0152); a running one does not hold them, a stopped one does not free
+    them."""
     running = running_workload(
-        obj, config, stats_of, running_child=running_child_of(context.cluster, obj)
+        obj,
+        config,
+        stats_of,
+        running_child=running_child_of(context.cluster, obj),
+        released=released,
     )
     return (
         running
         or pending_workload(obj, config, stats_of)
-        or stopped_for_demand(obj, config, stats_of)
+        or stopped_for_demand(obj, config, stats_of, released=released)
     )
 
 
 def stopped_for_demand(
-    obj: Mapping[str, Any], config: KaiwoConfig, stats_of: StatsOf
+    obj: Mapping[str, Any], config: KaiwoConfig, stats_of: StatsOf, *, released: int = 0
 ) -> StoppedForDemand | None:
     """The workload as one terminated by either preemption (module docstring), or None."""
     status = obj.get("status")
@@ -255,7 +294,7 @@ def stopped_for_demand(
         freeing=FreeingWorkload(
             key=ObjectRef.key_of(obj),
             gpu_vendor=str(spec.get("gpuVendor") or "amd"),
-            gpus=allocated_gpus(obj, stats_of),
+            gpus=allocated_gpus(obj, stats_of, released=released),
             cluster_queue=workload_queue(spec, config),
             beneficiary=victim.beneficiary,
         ),
