@@ -8,11 +8,16 @@ Job (upstream sent it so, and the Job was never created; decision 0119). A ``spe
 names no container (a Job parameter only) runs Kaiwo's own template (decision 0136). The Job
 is created suspended; Kueue unsuspends it on admission.
 ``parallelism`` is set (1, Kubernetes' own default, unless ``spec.job`` says otherwise) so the
-operator owns it: a hand-edited value counts as drift and is put back.
+operator owns it: a hand-edited value counts as drift and is put back, except where Kueue's
+partial admission lowered it (decision 0153): Kueue's ``kueue.x-k8s.io/job-min-parallelism``,
+given in ``spec.job.metadata.annotations``, is carried onto the Job (the only key of the
+embedded Job's metadata that is: upstream ignores it), and the running Job's parallelism is
+then Kueue's (:func:`~kaiwo_planner.domain.children.job_changes.job_update`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kaiwo_planner.domain.children.entrypoint import shell_command
@@ -39,6 +44,22 @@ JOB_CONTAINER = "workload"
 JOB_DSHM_SIZE = "1Gi"
 DEFAULT_TTL_SECONDS_AFTER_FINISHED = 3600
 JOB_RESTART_POLICY = "Never"
+JOB_MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
+"""Kueue's partial admission of a Job: it may admit (and run) as few pods as this when the
+queue has no room for ``parallelism``, lowering ``spec.parallelism`` as it unsuspends the Job."""
+
+
+def kueue_job_annotations(job: Any) -> dict[str, str]:
+    """The annotations of the user's ``spec.job`` (wire form, read defensively) that Kueue
+    reads from the Job itself: the minimum parallelism of a partial admission."""
+    metadata = job.get("metadata") if isinstance(job, Mapping) else None
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    given = (
+        annotations.get(JOB_MIN_PARALLELISM_ANNOTATION)
+        if isinstance(annotations, Mapping)
+        else None
+    )
+    return {JOB_MIN_PARALLELISM_ANNOTATION: given} if isinstance(given, str) else {}
 
 
 def with_entrypoint(template: dict[str, Any], entrypoint: str) -> dict[str, Any]:
@@ -126,7 +147,10 @@ def build_batch_job(
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": child_metadata(
-            inputs.identity, name=main_child_name(inputs.identity.name), labels=labels
+            inputs.identity,
+            name=main_child_name(inputs.identity.name),
+            labels=labels,
+            annotations=kueue_job_annotations(inputs.job),
         ),
         "spec": spec,
     }
