@@ -17,13 +17,13 @@ then Kueue's (:func:`~kaiwo_planner.domain.children.job_changes.job_update`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from kaiwo_planner.domain.children.entrypoint import shell_command
 from kaiwo_planner.domain.children.labels import inherited_labels, queue_labels
 from kaiwo_planner.domain.children.naming import main_child_name
 from kaiwo_planner.domain.children.ownership import child_metadata
+from kaiwo_planner.domain.children.partial_admission import kueue_job_annotations
 from kaiwo_planner.domain.children.pod_template import (
     PodAdditions,
     complete_pod_template,
@@ -44,22 +44,6 @@ JOB_CONTAINER = "workload"
 JOB_DSHM_SIZE = "1Gi"
 DEFAULT_TTL_SECONDS_AFTER_FINISHED = 3600
 JOB_RESTART_POLICY = "Never"
-JOB_MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
-"""Kueue's partial admission of a Job: it may admit (and run) as few pods as this when the
-queue has no room for ``parallelism``, lowering ``spec.parallelism`` as it unsuspends the Job."""
-
-
-def kueue_job_annotations(job: Any) -> dict[str, str]:
-    """The annotations of the user's ``spec.job`` (wire form, read defensively) that Kueue
-    reads from the Job itself: the minimum parallelism of a partial admission."""
-    metadata = job.get("metadata") if isinstance(job, Mapping) else None
-    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
-    given = (
-        annotations.get(JOB_MIN_PARALLELISM_ANNOTATION)
-        if isinstance(annotations, Mapping)
-        else None
-    )
-    return {JOB_MIN_PARALLELISM_ANNOTATION: given} if isinstance(given, str) else {}
 
 
 def with_entrypoint(template: dict[str, Any], entrypoint: str) -> dict[str, Any]:

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kaiwo_planner.domain.children.batch_job import JOB_MIN_PARALLELISM_ANNOTATION
 from kaiwo_planner.domain.children.labels import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME
+from kaiwo_planner.domain.children.partial_admission import partially_admitted_parallelism
 from kaiwo_planner.domain.state.first_few import first_few
 from kaiwo_planner.domain.state.json_trees import copy_tree
 from kaiwo_planner.domain.state.manifest_comparison import differing_paths, removed_paths
@@ -176,31 +176,16 @@ def job_update(
         spec["template"] = _without_job_controller_labels(spec["template"])
     for field_name in KUEUE_OWNED_SPEC_FIELDS:
         spec.pop(field_name, None)
-    if partially_admitted_parallelism(observed) is not None:
-        spec["parallelism"] = observed_spec["parallelism"]
+    # Kueue's while the Job runs partially admitted: its webhook refuses any change (0153).
+    admitted_pods = partially_admitted_parallelism(observed)
+    if admitted_pods is not None:
+        spec["parallelism"] = admitted_pods
     manifest, labels_kept = kueue_label_update(
         manifest, observed, running=True if admitted else None
     )
     return JobUpdate(
         manifest=manifest, not_applied=tuple(not_applied), labels_not_applied=labels_kept
     )
-
-
-def partially_admitted_parallelism(observed: Mapping[str, Any]) -> int | None:
-    """The parallelism Kueue runs the ``observed`` Job with, when the Job may be admitted
-    partially (``kueue.x-k8s.io/job-min-parallelism``) and runs: Kueue set it on admission,
-    to the pods it admitted, and its webhook refuses any change of it until the Job is
-    suspended again (when Kueue puts the Job's own count back). None otherwise: the
-    operator's ``parallelism`` holds (decision 0153)."""
-    meta = observed.get("metadata")
-    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
-    if not isinstance(annotations, Mapping) or JOB_MIN_PARALLELISM_ANNOTATION not in annotations:
-        return None
-    spec = observed.get("spec")
-    if not isinstance(spec, Mapping) or spec.get("suspend") is True:
-        return None
-    parallelism = spec.get("parallelism")
-    return parallelism if isinstance(parallelism, int) else None
 
 
 JOB_CONTROLLER_TEMPLATE_LABELS = (
