@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+from collections import Counter
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Final
 
@@ -2045,6 +2046,54 @@ async def test_a_jobs_finished_pods_free_no_gpus_when_duration_preemption_stops_
     await reaches(stack, "waits-for-8", ns, "COMPLETE")
     for name in ("sweep-overtime", "single-overtime", "waits-for-8"):
         await stack.kube.delete(resources.KAIWO_JOB, name, namespace=ns)
+
+
+async def test_kueue_admits_part_of_a_jobs_pods_and_the_operator_keeps_its_parallelism(
+    stack: Pipeline,
+) -> None:
+    """A sweep of 4 pods x 4 GPUs in the ``gpu`` queue (8 MI300X), allowed to start with 2
+    (``kueue.x-k8s.io/job-min-parallelism: "2"`` in ``spec.job.metadata.annotations``): Kueue
+    0.17 (PartialAdmission on by default) admits 2 of the 4 pods, 8 GPUs, and lowers the
+    Job's parallelism to 2 as it unsuspends it. The operator carries the annotation onto the
+    Job, keeps Kueue's parallelism, tells "admitted 2 of 4 pods", and, settled, writes nothing
+    (decision 0153). Before, the annotation was dropped: the Workload asked for 16 GPUs and
+    waited for good; put on the Job by hand, the operator's put-back of 4 was refused by
+    Kueue's webhook and told as ApplyRefused."""
+    ns = namespace_of(stack, "gpu")
+    job = kaiwo_job("partial-sweep", ns, queue_name="gpu", gpus=4, run_seconds=300)
+    job["spec"]["job"] = {
+        "metadata": {"annotations": {"kueue.x-k8s.io/job-min-parallelism": "2"}},
+        "spec": {"parallelism": 4, "completions": 4},
+    }
+    await stack.kube.create(job)
+
+    await reaches(stack, "partial-sweep", ns, "RUNNING")
+
+    workload = await kueue_workload_of(stack, ns, "partial-sweep")
+    [pod_set] = workload["spec"]["podSets"]
+    assert (pod_set["count"], pod_set["minCount"]) == (4, 2), pod_set
+    [assigned] = workload["status"]["admission"]["podSetAssignments"]
+    assert (assigned["count"], assigned["resourceUsage"]["amd.com/gpu"]) == (2, "8"), assigned
+
+    async def two_pods_running() -> list[dict[str, Any]] | Pending:
+        pods = await job_pods(stack, ns, "partial-sweep")
+        running = [p for p in pods if p["status"].get("phase") == "Running"]
+        return running if len(running) == 2 else Pending(f"{len(running)} running")
+
+    await eventually(two_pods_running, what="2 of the 4 pods running", within=STEP)
+    await stack.settled(within=STEP)
+    assert await stack.operator_writes_while_idle() == Counter()
+    child = await stack.kube.get(resources.JOB, "partial-sweep", namespace=ns)
+    assert child["spec"]["parallelism"] == 2, child["spec"]
+    found = await stack.kube.get(resources.KAIWO_JOB, "partial-sweep", namespace=ns)
+    types = [c["type"] for c in found["status"]["conditions"]]
+    assert "ApplyRefused" not in types, found["status"]["conditions"]
+    admitted = condition(found, "Admitted")
+    assert (admitted["status"], admitted["reason"]) == ("True", "PartlyAdmitted"), admitted
+    assert admitted["message"].startswith("Kueue admitted 2 of 4 pods of the Job"), admitted
+    assert condition(found, "ChildSpecApplied")["status"] == "True"
+    assert len(await job_pods(stack, ns, "partial-sweep")) == 2
+    await stack.kube.delete(resources.KAIWO_JOB, "partial-sweep", namespace=ns)
 
 
 async def test_replay_reproduces_every_plan_of_the_whole_stack(stack: Pipeline) -> None:

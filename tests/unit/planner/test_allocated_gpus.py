@@ -16,6 +16,7 @@ from kaiwo_planner.domain.scheduling.gpu_allocation import (
     no_nodes,
     released_pods,
     released_pods_among,
+    running_child_among,
     wire_workload_shape,
 )
 from kaiwo_planner.domain.state.nodes import NodeInfo
@@ -187,3 +188,57 @@ def test_a_listed_jobs_kueue_workload_tells_its_released_pods() -> None:
     assert released_pods_among([others], [released], sweep) == 0
     single = {**sweep, "spec": {"gpus": 8}}
     assert released_pods_among([job], [released], single) == 0
+
+
+SWEEP = {
+    "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+    "kind": "KaiwoJob",
+    "metadata": {"name": "sweep", "namespace": "ml", "uid": "uid-sweep"},
+    "spec": {
+        "gpus": 4,
+        "job": {
+            "metadata": {"annotations": {"kueue.x-k8s.io/job-min-parallelism": "2"}},
+            "spec": {"parallelism": 4, "completions": 4},
+        },
+    },
+}
+
+
+def sweep_job(*, parallelism: int, suspend: bool, annotated: bool = True) -> dict[str, Any]:
+    """The batch Job of :data:`SWEEP` as observed."""
+    metadata: dict[str, Any] = {
+        "name": "sweep",
+        "namespace": "ml",
+        "ownerReferences": [{"kind": "KaiwoJob", "name": "sweep", "uid": "uid-sweep"}],
+    }
+    if annotated:
+        metadata["annotations"] = {"kueue.x-k8s.io/job-min-parallelism": "2"}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata,
+        "spec": {"parallelism": parallelism, "completions": 4, "suspend": suspend},
+    }
+
+
+@pytest.mark.parametrize(
+    ("child", "held"),
+    [
+        # Kueue admitted 2 of the 4 pods: the running Job holds 2 x 4 (decision 0153).
+        (sweep_job(parallelism=2, suspend=False), 8),
+        # Admitted whole, or waiting (its own count back): what spec.job runs, 4 x 4.
+        (sweep_job(parallelism=4, suspend=False), 16),
+        (sweep_job(parallelism=4, suspend=True), 16),
+        # Not annotated (a hand edit Kueue did not make): the spec's count (decision 0147).
+        (sweep_job(parallelism=2, suspend=False, annotated=False), 16),
+    ],
+    ids=["partial", "whole", "waiting", "unannotated"],
+)
+def test_a_partially_admitted_job_holds_the_pods_kueue_admitted(
+    child: dict[str, Any], held: int
+) -> None:
+    """Preemption (of both kinds) reads a running workload's main child: a sweep Kueue
+    admitted with 2 of its 4 pods frees 8 GPUs, not 16. Before, the Job was never read, and
+    the victim counted as 16 left a waiter of 16 with one victim where it needed two."""
+    running = running_child_among([child], SWEEP)
+    assert allocated_gpus(SWEEP, eight_gpu_nodes, running_child=running) == held

@@ -1261,3 +1261,63 @@ def test_observe_deployment_admission_through_pods() -> None:
     )
     assert observed.child == dep
     assert observed.kueue_workloads == (workload,)
+
+
+def partial_workload(*, asked: int, admitted: int, min_count: int | None = 2) -> dict[str, Any]:
+    """The Kueue Workload of a Job of ``asked`` pods, admitted with ``admitted`` of them."""
+    pod_set: dict[str, Any] = {"name": "main", "count": asked}
+    if min_count is not None:
+        pod_set["minCount"] = min_count
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {"name": "job-train", "namespace": "team"},
+        "spec": {"podSets": [pod_set]},
+        "status": {
+            "admission": {
+                "clusterQueue": "kaiwo",
+                "podSetAssignments": [{"name": "main", "count": admitted}],
+            },
+            "conditions": [{"type": "Admitted", "status": "True"}],
+        },
+    }
+
+
+def test_a_partially_admitted_job_says_how_many_of_its_pods_kueue_admitted() -> None:
+    """Kueue admitted 2 of the Job's 4 pods (decision 0153): Admitted says so. Before, it
+    said "Workload is admitted", and nothing told that half the pods run."""
+    decision = derive(
+        None,
+        ObservedChildren(
+            child_kind="Job",
+            child=job(active=2, ready=2),
+            kueue_workloads=(partial_workload(asked=4, admitted=2),),
+        ),
+    )
+    admitted = next(c for c in decision.status["conditions"] if c["type"] == "Admitted")
+    assert (admitted["status"], admitted["reason"]) == ("True", "PartlyAdmitted")
+    assert admitted["message"] == (
+        "Kueue admitted 2 of 4 pods of the Job (partial admission, "
+        "kueue.x-k8s.io/job-min-parallelism): the Job runs 2 pods at once while admitted, "
+        "and spec.job.spec.parallelism is kept as Kueue set it"
+    )
+
+
+@pytest.mark.parametrize(
+    ("asked", "admitted", "min_count"), [(4, 4, 2), (4, 2, None)], ids=["whole", "no-min"]
+)
+def test_a_wholly_admitted_job_is_admitted(
+    asked: int, admitted: int, min_count: int | None
+) -> None:
+    decision = derive(
+        None,
+        ObservedChildren(
+            child_kind="Job",
+            child=job(active=2, ready=2),
+            kueue_workloads=(
+                partial_workload(asked=asked, admitted=admitted, min_count=min_count),
+            ),
+        ),
+    )
+    found = next(c for c in decision.status["conditions"] if c["type"] == "Admitted")
+    assert (found["reason"], found["message"]) == ("Admitted", "Workload is admitted")

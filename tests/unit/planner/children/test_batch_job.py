@@ -330,3 +330,37 @@ def test_a_user_template_without_containers_keeps_what_it_sets_over_the_default(
         "restartPolicy": "OnFailure",
     }
     assert made["metadata"]["labels"] == {**generated["metadata"]["labels"], "tier": "batch"}
+
+
+def test_kueues_min_parallelism_in_spec_job_is_carried_onto_the_job(make_job):
+    """Kueue reads ``kueue.x-k8s.io/job-min-parallelism`` from the Job itself; given in
+    ``spec.job.metadata.annotations`` it reaches the Job (decision 0153). Before, the embedded
+    Job's metadata was dropped whole, so Kueue never admitted the Job partially, and a sweep
+    larger than its queue waited for good. The rest of that metadata stays ignored."""
+    job = make_job(
+        {
+            "image": "busybox:1",
+            "job": {
+                "metadata": {
+                    "labels": {"ignored": "yes"},
+                    "annotations": {
+                        "kueue.x-k8s.io/job-min-parallelism": "2",
+                        "other": "ignored",
+                    },
+                },
+                "spec": {"parallelism": 4, "completions": 4},
+            },
+        }
+    )
+    decision = plan_children(workload=job, allocation=NO_GPUS, config=None)
+    [made] = [c for c in decision.desired if c["kind"] == "Job"]
+    assert made["metadata"]["annotations"] == {"kueue.x-k8s.io/job-min-parallelism": "2"}
+    assert "ignored" not in made["metadata"]["labels"]
+    assert made["spec"]["parallelism"] == 4
+
+
+def test_a_job_without_kueues_min_parallelism_has_no_annotations(make_job):
+    job = make_job({"image": "busybox:1", "job": {"spec": {"parallelism": 4}}})
+    decision = plan_children(workload=job, allocation=NO_GPUS, config=None)
+    [made] = [c for c in decision.desired if c["kind"] == "Job"]
+    assert "annotations" not in made["metadata"]

@@ -443,3 +443,38 @@ def test_no_field_the_executor_may_take_from_a_job_is_one_the_planner_keeps():
     assert removable == {"activeDeadlineSeconds", "ttlSecondsAfterFinished", "backoffLimit"}
     assert not removable & {*IMMUTABLE_JOB_SPEC_FIELDS, *KUEUE_OWNED_SPEC_FIELDS}
     assert removable_spec_fields("apps/v1", "Deployment") == frozenset()
+
+
+PARTIAL = "kueue.x-k8s.io/job-min-parallelism"
+
+
+def partial_job(*, parallelism: int, suspend: bool) -> dict[str, Any]:
+    """A Job of ``parallelism: 4`` wanted, allowed to run with 2 (Kueue's partial admission)."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j", "annotations": {PARTIAL: "2"}},
+        "spec": {"parallelism": parallelism, "suspend": suspend, "completions": 4},
+    }
+
+
+def test_a_running_partially_admitted_jobs_parallelism_is_kueues() -> None:
+    """Kueue admitted 2 of the 4 pods and set ``parallelism: 2`` as it unsuspended the Job;
+    its webhook refuses any change of it while the Job runs. The operator keeps Kueue's value
+    (decision 0153); before, it put 4 back, and the API server refused the write
+    ("cannot change when partial admission is enabled and the job is not suspended")."""
+    desired = partial_job(parallelism=4, suspend=True)
+    update = job_update(desired, partial_job(parallelism=2, suspend=False), admitted=True)
+    assert update.manifest["spec"]["parallelism"] == 2
+    assert update.not_applied == ()
+
+
+def test_a_suspended_or_unannotated_jobs_parallelism_stays_the_operators() -> None:
+    """Suspended (waiting, or evicted: Kueue put its own count back), the Job takes the
+    desired parallelism; without the annotation a changed parallelism is drift, put back."""
+    desired = partial_job(parallelism=4, suspend=True)
+    waiting = job_update(desired, partial_job(parallelism=3, suspend=True))
+    assert waiting.manifest["spec"]["parallelism"] == 4
+    unannotated = partial_job(parallelism=2, suspend=False)
+    unannotated["metadata"] = {"name": "j"}
+    assert job_update(desired, unannotated).manifest["spec"]["parallelism"] == 4

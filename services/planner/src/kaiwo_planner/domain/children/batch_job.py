@@ -8,7 +8,11 @@ Job (upstream sent it so, and the Job was never created; decision 0119). A ``spe
 names no container (a Job parameter only) runs Kaiwo's own template (decision 0136). The Job
 is created suspended; Kueue unsuspends it on admission.
 ``parallelism`` is set (1, Kubernetes' own default, unless ``spec.job`` says otherwise) so the
-operator owns it: a hand-edited value counts as drift and is put back.
+operator owns it: a hand-edited value counts as drift and is put back, except where Kueue's
+partial admission lowered it (decision 0153): Kueue's ``kueue.x-k8s.io/job-min-parallelism``,
+given in ``spec.job.metadata.annotations``, is carried onto the Job (the only key of the
+embedded Job's metadata that is: upstream ignores it), and the running Job's parallelism is
+then Kueue's (:func:`~kaiwo_planner.domain.children.job_changes.job_update`).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from kaiwo_planner.domain.children.entrypoint import shell_command
 from kaiwo_planner.domain.children.labels import inherited_labels, queue_labels
 from kaiwo_planner.domain.children.naming import main_child_name
 from kaiwo_planner.domain.children.ownership import child_metadata
+from kaiwo_planner.domain.children.partial_admission import kueue_job_annotations
 from kaiwo_planner.domain.children.pod_template import (
     PodAdditions,
     complete_pod_template,
@@ -126,7 +131,10 @@ def build_batch_job(
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": child_metadata(
-            inputs.identity, name=main_child_name(inputs.identity.name), labels=labels
+            inputs.identity,
+            name=main_child_name(inputs.identity.name),
+            labels=labels,
+            annotations=kueue_job_annotations(inputs.job),
         ),
         "spec": spec,
     }

@@ -62,6 +62,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from kaiwo_planner.domain.children.naming import main_child_name
+from kaiwo_planner.domain.children.partial_admission import partially_admitted_parallelism
 from kaiwo_planner.domain.settings.cluster_settings import NODE_KIND
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.nodes import GPU_RESOURCE_BY_VENDOR, NodeInfo
@@ -419,7 +420,8 @@ def allocated_gpus(
     batch Job runs at once (decision 0147), none for a paused workload; for a running
     workload, the split by node size its
     main child (``running_child``) was made with (:func:`keep_running_split`, decision 0137).
-    A Ray cluster holds that in every worker group (decision 0146). What the wire does not
+    A Ray cluster holds that in every worker group (decision 0146); a running batch Job that
+    Kueue admitted partially, the pods it admitted (decision 0153). What the wire does not
     say as a whole number counts as absent. ``released``: the pods of a batch Job whose quota
     Kueue has released (:func:`released_pods_of`, decision 0152); they hold nothing."""
     spec = workload.get("spec")
@@ -436,7 +438,7 @@ def allocated_gpus(
         vendor=vendor,
         stats=stats_of(vendor.lower()),
         batch_job_pods=(
-            max(job_pods(_mapping(spec.get("job"))) - released, 0) if shape == "batch-job" else 1
+            max(_batch_job_pods(spec, running_child) - released, 0) if shape == "batch-job" else 1
         ),
     )
     kept = keep_running_split(
@@ -448,6 +450,15 @@ def allocated_gpus(
     if groups is None:
         groups = workload_worker_groups(workload)
     return in_worker_groups(kept, groups).held_gpus
+
+
+def _batch_job_pods(spec: Mapping[str, Any], running_child: Mapping[str, Any] | None) -> int:
+    """The pods a KaiwoJob's batch Job holds: those its ``spec.job`` runs at once (decision
+    0147), or, while Kueue runs it partially admitted, the fewer pods Kueue admitted and set
+    as the running Job's ``parallelism`` (decision 0153)."""
+    asked = job_pods(_mapping(spec.get("job")))
+    admitted = None if running_child is None else partially_admitted_parallelism(running_child)
+    return asked if admitted is None else min(asked, max(admitted, 0))
 
 
 WorkerGroupHosts = tuple[int, ...]
@@ -599,8 +610,9 @@ def running_child_of(
     cluster: ClusterState, workload: Mapping[str, Any]
 ) -> Mapping[str, Any] | None:
     """The main child of a KaiwoJob or KaiwoService (wire form) whose GPUs may be split by node
-    size (a Deployment, RayJob or AppWrapper) when it runs (:func:`child_runs`), else None:
-    what :func:`allocated_gpus` reads the split of a running workload from."""
+    size (a Deployment, RayJob or AppWrapper), or its batch Job, when it runs
+    (:func:`child_runs`), else None: what :func:`allocated_gpus` reads the split of a running
+    workload, or the pods Kueue admitted of a partially admitted Job, from."""
     found = _main_child_key(workload)
     if found is None:
         return None
@@ -633,7 +645,8 @@ def running_child_among(
 
 def _main_child_key(workload: Mapping[str, Any]) -> tuple[str, str, str] | None:
     """The owner uid, kind and name of the main child of a workload whose GPUs may be split
-    by node size; None for a batch Job (its one pod) or a workload without uid or name."""
+    by node size, or a batch Job (whose running pods Kueue may have admitted partially,
+    decision 0153); None for a workload without uid or name."""
     spec, meta = _mapping(workload.get("spec")), _mapping(workload.get("metadata"))
     kind = str(workload.get("kind") or "")
     uid, name = meta.get("uid"), meta.get("name")
@@ -645,7 +658,7 @@ def _main_child_key(workload: Mapping[str, Any]) -> tuple[str, str, str] | None:
         case "deployment":
             child_kind = "Deployment"
         case _:
-            return None
+            child_kind = "Job"
     return uid, child_kind, main_child_name(name)
 
 

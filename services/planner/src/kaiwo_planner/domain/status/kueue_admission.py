@@ -87,6 +87,36 @@ def pods_still_waiting(observed: ObservedChildren) -> tuple[int, int] | None:
     return (total - admitted, total) if 0 < admitted < total else None
 
 
+def partially_admitted_pods(workloads: Sequence[Mapping[str, Any]]) -> tuple[int, int] | None:
+    """``(admitted, asked)`` pods of a Job that Kueue admitted partially (decision 0153): its
+    one Workload's one pod set may shrink (``minCount``, which Kueue takes from the Job's
+    ``kueue.x-k8s.io/job-min-parallelism``) and the admission assigned fewer pods than the
+    pod set's ``count``. None otherwise (admitted whole, not admitted, another shape)."""
+    workload = _only(workloads)
+    if workload is None or not kueue_admitted(_mapping(workload.get("status"))):
+        return None
+    pod_set = _only(_mapping(workload.get("spec")).get("podSets"))
+    admission = _mapping(_mapping(workload.get("status")).get("admission"))
+    assignment = _only(admission.get("podSetAssignments"))
+    if pod_set is None or assignment is None or pod_set.get("minCount") is None:
+        return None
+    asked, admitted = pod_set.get("count"), assignment.get("count")
+    if isinstance(asked, int) and isinstance(admitted, int) and 0 < admitted < asked:
+        return admitted, asked
+    return None
+
+
+def _only(items: Any) -> Mapping[str, Any] | None:
+    """The one mapping of the list ``items``; None for anything else."""
+    if isinstance(items, Sequence) and not isinstance(items, str) and len(items) == 1:
+        return items[0] if isinstance(items[0], Mapping) else None
+    return None
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def kueue_admitted(status: Mapping[str, Any]) -> bool:
     """Kueue admitted the Workload and is not taking it back: while Kueue evicts (a
     preemption), the Workload stays Admitted until the child has stopped, but the child is

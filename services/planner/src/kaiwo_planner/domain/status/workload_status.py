@@ -81,6 +81,7 @@ from kaiwo_planner.domain.status.kueue_admission import (
     is_admitted,
     kueue_preemption,
     kueue_waiting_reason,
+    partially_admitted_pods,
     pods_still_waiting,
 )
 from kaiwo_planner.domain.status.storage_phase import (
@@ -274,7 +275,7 @@ def _observe(
         )
         return _Observation(WorkloadStatus.PENDING, conditions)
     else:
-        conditions.append(ConditionSpec(ADMITTED, "True", "Admitted", "Workload is admitted"))
+        conditions.append(_admitted(observed))
     phase = child_phase(observed, previous_phase=previous_phase) or WorkloadStatus.STARTING
     return _Observation(phase, _with_health(conditions, observed, phase, previous))
 
@@ -287,6 +288,22 @@ def _with_health(
 ) -> list[ConditionSpec]:
     health = child_health(observed, phase=phase, previous=previous)
     return conditions if health is None else [*conditions, health]
+
+
+def _admitted(observed: ObservedChildren) -> ConditionSpec:
+    partial = partially_admitted_pods(observed.kueue_workloads)
+    if partial is None:
+        return ConditionSpec(ADMITTED, "True", "Admitted", "Workload is admitted")
+    admitted, asked = partial
+    return ConditionSpec(
+        ADMITTED,
+        "True",
+        "PartlyAdmitted",
+        f"Kueue admitted {admitted} of {asked} pods of the Job (partial admission, "
+        "kueue.x-k8s.io/job-min-parallelism): the Job runs "
+        f"{admitted} pods at once while admitted, and spec.job.spec.parallelism is kept as "
+        "Kueue set it",
+    )
 
 
 def _partly_admitted(

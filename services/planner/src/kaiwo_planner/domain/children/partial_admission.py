@@ -1,0 +1,51 @@
+"""Kueue's partial admission of a KaiwoJob's batch Job (decision 0153).
+
+A Job annotated ``kueue.x-k8s.io/job-min-parallelism`` may be admitted with fewer pods than
+its ``parallelism`` (no fewer than the annotation) when its queue has no room for all: Kueue
+lowers ``spec.parallelism`` to the pods it admitted as it unsuspends the Job, its webhook
+refuses any change of ``parallelism`` while the Job runs, and it puts the Job's own count back
+when it suspends the Job again. While the Job runs, its observed ``parallelism`` is therefore
+the pods Kueue admitted and reserves quota for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+JOB_MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
+"""Kueue's partial admission of a Job: it may admit (and run) as few pods as this when the
+queue has no room for ``parallelism``."""
+
+
+def kueue_job_annotations(job: Any) -> dict[str, str]:
+    """The annotations of the user's ``spec.job`` (wire form, read defensively) that Kueue
+    reads from the Job itself: the minimum parallelism of a partial admission. The rest of
+    the embedded Job's metadata stays ignored, as upstream ignores it."""
+    metadata = job.get("metadata") if isinstance(job, Mapping) else None
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    given = (
+        annotations.get(JOB_MIN_PARALLELISM_ANNOTATION)
+        if isinstance(annotations, Mapping)
+        else None
+    )
+    return {JOB_MIN_PARALLELISM_ANNOTATION: given} if isinstance(given, str) else {}
+
+
+def partially_admitted_parallelism(observed: Mapping[str, Any]) -> int | None:
+    """The parallelism Kueue runs the ``observed`` Job with, when the Job may be admitted
+    partially and runs (not suspended): Kueue set it on admission, to the pods it admitted.
+    None otherwise: the operator's ``parallelism`` holds."""
+    if observed.get("kind") not in (None, "Job"):
+        return None
+    meta = observed.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    if not isinstance(annotations, Mapping) or JOB_MIN_PARALLELISM_ANNOTATION not in annotations:
+        return None
+    spec = observed.get("spec")
+    if not isinstance(spec, Mapping) or spec.get("suspend") is True:
+        return None
+    parallelism = spec.get("parallelism")
+    if isinstance(parallelism, bool) or not isinstance(parallelism, int):
+        return None
+    return parallelism
