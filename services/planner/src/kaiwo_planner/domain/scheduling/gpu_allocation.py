@@ -355,16 +355,26 @@ def releases_pods(workload: Mapping[str, Any]) -> bool:
     return job_pods(_mapping(spec.get("job"))) > 1
 
 
-def released_pods_of(cluster: ClusterState, workload: Mapping[str, Any]) -> int:
-    """:func:`released_pods` of the batch Job of a KaiwoJob (wire form): of its main child
-    Job's Kueue Workloads; 0 for any other workload, or without the Job."""
+def _releasing_job(workload: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The uid of a KaiwoJob (wire form) whose Job may have pods released
+    (:func:`releases_pods`), and its Job's name; None for any other workload."""
     if not releases_pods(workload):
-        return 0
+        return None
     meta = _mapping(workload.get("metadata"))
     uid, name = meta.get("uid"), meta.get("name")
     if not (isinstance(uid, str) and uid and isinstance(name, str) and name):
+        return None
+    return uid, main_child_name(name)
+
+
+def released_pods_of(cluster: ClusterState, workload: Mapping[str, Any]) -> int:
+    """:func:`released_pods` of the batch Job of a KaiwoJob (wire form): of its main child
+    Job's Kueue Workloads; 0 for any other workload, or without the Job."""
+    found = _releasing_job(workload)
+    if found is None:
         return 0
-    job = cluster.child_of(uid, kind="Job", name=main_child_name(name))
+    uid, job_name = found
+    job = cluster.child_of(uid, kind="Job", name=job_name)
     job_uid = _mapping(_mapping(job).get("metadata")).get("uid")
     if not isinstance(job_uid, str) or not job_uid:
         return 0
@@ -378,13 +388,10 @@ def released_pods_among(
 ) -> int:
     """:func:`released_pods_of` among listed ``children`` and ``kueue_workloads`` (wire form,
     any owners; a client such as ``kaiwo gpus`` that lists them)."""
-    if not releases_pods(workload):
+    found = _releasing_job(workload)
+    if found is None:
         return 0
-    meta = _mapping(workload.get("metadata"))
-    uid, name = meta.get("uid"), meta.get("name")
-    if not (isinstance(uid, str) and uid and isinstance(name, str) and name):
-        return 0
-    job_name = main_child_name(name)
+    uid, job_name = found
     job_uids = {
         str(_mapping(child.get("metadata")).get("uid"))
         for child in children
