@@ -2096,6 +2096,60 @@ async def test_kueue_admits_part_of_a_jobs_pods_and_the_operator_keeps_its_paral
     await stack.kube.delete(resources.KAIWO_JOB, "partial-sweep", namespace=ns)
 
 
+async def test_a_sweep_larger_than_the_cluster_runs_when_kueue_may_start_it_with_fewer_pods(
+    stack: Pipeline,
+) -> None:
+    """A sweep of 13 pods x 4 GPUs (52) in the ``gpu`` queue (8 MI300X), on a cluster of 48 AMD
+    GPUs (four MI300X and two MI250X nodes of 8), allowed to start with 2: ``Schedulable``
+    holds it to its minimum, 2 x 4 = 8, so its Job is made and Kueue admits 2 of its pods,
+    which run (decision 0155). Before, it went ERROR (``InsufficientGPUs``, 48 < 52) and its
+    Job was never made."""
+    ns = namespace_of(stack, "gpu")
+    job = kaiwo_job("wide-sweep", ns, queue_name="gpu", gpus=4, run_seconds=300)
+    job["spec"]["job"] = {
+        "metadata": {"annotations": {"kueue.x-k8s.io/job-min-parallelism": "2"}},
+        "spec": {"parallelism": 13, "completions": 13},
+    }
+    await stack.kube.create(job)
+
+    async def schedulable() -> dict[str, Any] | Pending:
+        found = await actors.get_or_none(
+            stack.kube, resources.KAIWO_JOB, "wide-sweep", namespace=ns
+        )
+        conditions = (found or {}).get("status", {}).get("conditions") or ()
+        said = [c for c in conditions if c.get("type") == "Schedulable"]
+        return said[0] if said else Pending("no Schedulable condition yet")
+
+    said = await eventually(schedulable, what="the sweep's Schedulable condition", within=STEP)
+    assert said["status"] == "True", said
+    assert said["message"].startswith(
+        "Cluster has sufficient GPU resources: the Job runs 13 pods of 4 GPUs (52) and Kueue "
+        "may start it with 2 (kueue.x-k8s.io/job-min-parallelism), which fit the cluster's 48"
+    ), said
+
+    await reaches(stack, "wide-sweep", ns, "RUNNING")
+
+    workload = await kueue_workload_of(stack, ns, "wide-sweep")
+    [pod_set] = workload["spec"]["podSets"]
+    assert (pod_set["count"], pod_set["minCount"]) == (13, 2), pod_set
+    [assigned] = workload["status"]["admission"]["podSetAssignments"]
+    assert (assigned["count"], assigned["resourceUsage"]["amd.com/gpu"]) == (2, "8"), assigned
+
+    async def two_pods_running() -> list[dict[str, Any]] | Pending:
+        pods = await job_pods(stack, ns, "wide-sweep")
+        running = [p for p in pods if p["status"].get("phase") == "Running"]
+        return running if len(running) == 2 else Pending(f"{len(running)} running")
+
+    await eventually(two_pods_running, what="2 of the 13 pods running", within=STEP)
+    await stack.settled(within=STEP)
+    assert await stack.operator_writes_while_idle() == Counter()
+    child = await stack.kube.get(resources.JOB, "wide-sweep", namespace=ns)
+    assert child["spec"]["parallelism"] == 2, child["spec"]
+    assert len(await job_pods(stack, ns, "wide-sweep")) == 2
+    await stack.kube.delete(resources.KAIWO_JOB, "wide-sweep", namespace=ns)
+    await gone(stack, resources.KAIWO_JOB, "wide-sweep", ns)
+
+
 async def test_replay_reproduces_every_plan_of_the_whole_stack(stack: Pipeline) -> None:
     """Last in the module: every plan the operator made for the scenarios above (Kueue's
     admissions, preemptions, edits, replacements, deletions, a Model) is made again, byte for

@@ -962,6 +962,93 @@ def test_a_batch_job_whose_parallel_pods_exceed_the_cluster_is_refused(cluster_w
     )
 
 
+def _sweep(minimum: str | None) -> dict[str, Any]:
+    """4 pods of 8 GPUs at once (32), Kueue's minimum in ``spec.job``'s annotations."""
+    job: dict[str, Any] = {"spec": {"parallelism": 4, "completions": 4}}
+    if minimum is not None:
+        job["metadata"] = {"annotations": {"kueue.x-k8s.io/job-min-parallelism": minimum}}
+    return kaiwo_job({**TRAIN_SPEC, "gpus": 32, "replicas": 4, "gpusPerReplica": 8, "job": job})
+
+
+def test_a_sweep_whose_minimum_fits_the_cluster_is_schedulable_and_its_job_made(cluster_with):
+    """Decision 0155: 4 pods x 8 GPUs with minimum 2 on two 8-GPU nodes (16). Kueue can start
+    2 of its pods; before, it went ERROR (``InsufficientGPUs``) and its Job was never made."""
+    owner = _sweep("2")
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None and plan.status is not None
+    assert plan.status["status"] != "ERROR"
+    (job,) = plan.desired
+    assert job["metadata"]["annotations"]["kueue.x-k8s.io/job-min-parallelism"] == "2"
+    assert (job["spec"]["parallelism"], job["spec"]["completions"]) == (4, 4)
+    container = main_container(job)
+    assert container["resources"]["limits"]["amd.com/gpu"] == "8"
+    assert gpu_env(container) == {
+        "NUM_GPUS": "32",
+        "NUM_REPLICAS": "4",
+        "NUM_GPUS_PER_REPLICA": "8",
+    }
+    schedulable = condition(plan, "Schedulable")
+    assert (schedulable["status"], schedulable["reason"], schedulable["message"]) == (
+        "True",
+        "Schedulable",
+        "Cluster has sufficient GPU resources: the Job runs 4 pods of 8 GPUs (32) and Kueue "
+        "may start it with 2 (kueue.x-k8s.io/job-min-parallelism), which fit the cluster's 16",
+    )
+
+
+def test_a_sweep_whose_minimum_exceeds_the_cluster_is_refused_naming_it(cluster_with):
+    owner = _sweep("3")
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None and plan.status is not None
+    assert (plan.desired, plan.status["status"]) == ((), "ERROR")
+    schedulable = condition(plan, "Schedulable")
+    assert (schedulable["status"], schedulable["reason"], schedulable["message"]) == (
+        "False",
+        "InsufficientGPUs",
+        "Cluster has 16 GPUs, but requested for 32 GPUs (vendor: amd); Kueue may start the "
+        "Job with 3 of its 4 pods (kueue.x-k8s.io/job-min-parallelism), 24 GPUs, which do not "
+        "fit either: lower the annotation, or spec.gpus",
+    )
+
+
+@pytest.mark.parametrize("minimum", [None, "4", "0", "two", " 2", "2_0"])
+def test_a_sweep_kueue_may_not_admit_partially_is_refused_as_before(cluster_with, minimum):
+    """No annotation, or one Kueue's webhook refuses (not a whole number in 1..pods-1): the
+    Job runs all its pods or none, so all of them count."""
+    owner = _sweep(minimum)
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None and plan.status is not None
+    assert (plan.desired, plan.status["status"]) == ((), "ERROR")
+    schedulable = condition(plan, "Schedulable")
+    assert (schedulable["status"], schedulable["reason"], schedulable["message"]) == (
+        "False",
+        "InsufficientGPUs",
+        "Cluster has 16 GPUs, but requested for 32 GPUs (vendor: amd)",
+    )
+
+
+def test_a_sweep_whose_pods_exceed_every_node_is_refused_per_node_with_a_minimum(cluster_with):
+    """The minimum changes the cluster-size check only: a pod larger than every node never
+    runs, however few of them Kueue starts."""
+    job = {
+        "metadata": {"annotations": {"kueue.x-k8s.io/job-min-parallelism": "1"}},
+        "spec": {"parallelism": 2},
+    }
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 32, "replicas": 2, "gpusPerReplica": 16, "job": job})
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None
+    schedulable = condition(plan, "Schedulable")
+    assert (schedulable["status"], schedulable["reason"]) == ("False", "InsufficientGPUsPerNode")
+
+
 def test_a_ray_job_larger_than_every_node_is_still_split(cluster_with):
     owner = kaiwo_job({**TRAIN_SPEC, "gpus": 16, "ray": True})
 

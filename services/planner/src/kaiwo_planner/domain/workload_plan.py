@@ -69,6 +69,7 @@ from kaiwo_planner.domain.children.downloads import claims_made_anew
 from kaiwo_planner.domain.children.job_changes import CONDITION_TYPE as CHILD_SPEC_APPLIED
 from kaiwo_planner.domain.children.job_changes import REASON_REPLACING
 from kaiwo_planner.domain.children.labels import inventory_labels
+from kaiwo_planner.domain.children.partial_admission import partial_admission_min_pods
 from kaiwo_planner.domain.children.ray_job import kaiwo_cluster_note
 from kaiwo_planner.domain.children.ray_service import kaiwo_service_cluster_note
 from kaiwo_planner.domain.children.workload_children import (
@@ -203,6 +204,9 @@ def plan_workload(
     queue = spec.cluster_queue or config.spec.default_cluster_queue_name
 
     stats = vendor_gpu_stats(context, spec.gpu_vendor)
+    # The pods its Job runs at once count, as Kueue counts them (decision 0147); Kueue may
+    # start it with fewer when the user allows it (partial admission, decision 0155).
+    job_pod_count = job_pods(workload.spec.job) if isinstance(workload, KaiwoJob) else 1
     allocation = allocate_workload_gpus(
         shape=_workload_shape(workload),
         gpus=spec.gpus,
@@ -210,8 +214,12 @@ def plan_workload(
         gpus_per_replica=spec.gpus_per_replica,
         vendor=spec.gpu_vendor,
         stats=stats,
-        # The pods its Job runs at once count, as Kueue counts them (decision 0147).
-        batch_job_pods=job_pods(workload.spec.job) if isinstance(workload, KaiwoJob) else 1,
+        batch_job_pods=job_pod_count,
+        batch_job_min_pods=(
+            partial_admission_min_pods(workload.spec.job, job_pod_count)
+            if isinstance(workload, KaiwoJob)
+            else None
+        ),
     )
     observed = observe_children(
         cluster=cluster,

@@ -6,10 +6,16 @@ lowers ``spec.parallelism`` to the pods it admitted as it unsuspends the Job, it
 refuses any change of ``parallelism`` while the Job runs, and it puts the Job's own count back
 when it suspends the Job again. While the Job runs, its observed ``parallelism`` is therefore
 the pods Kueue admitted and reserves quota for.
+
+Before the Job is made, the annotation in the KaiwoJob's ``spec.job`` says the fewest pods
+Kueue may start it with (:func:`partial_admission_min_pods`): the cluster-size check of
+``Schedulable`` holds the Job to that minimum width, not to every pod it asks for (decision
+0155).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,6 +36,25 @@ def kueue_job_annotations(job: Any) -> dict[str, str]:
         else None
     )
     return {JOB_MIN_PARALLELISM_ANNOTATION: given} if isinstance(given, str) else {}
+
+
+_WHOLE_NUMBER = re.compile(r"\+?[0-9]+")
+"""What Go's ``strconv.Atoi``, with which Kueue reads the annotation, takes for a count of
+at least 0 (Python's ``int`` also takes spaces and underscores, Kueue does not)."""
+
+
+def partial_admission_min_pods(job: Any, pods: int) -> int | None:
+    """The fewest of its ``pods`` (:func:`~kaiwo_planner.domain.scheduling.gpu_allocation.job_pods`)
+    Kueue may admit the Job of a KaiwoJob whose ``spec.job`` is ``job`` (wire form, read
+    defensively) with: the annotation :data:`JOB_MIN_PARALLELISM_ANNOTATION`, when it is a
+    whole number that Kueue 0.17's Job webhook accepts, ``1..pods-1``. None otherwise: the Job
+    runs every pod or none (a value the webhook refuses is told by ``ApplyRefused`` with its
+    words, decision 0153)."""
+    given = kueue_job_annotations(job).get(JOB_MIN_PARALLELISM_ANNOTATION)
+    if given is None or not _WHOLE_NUMBER.fullmatch(given):
+        return None
+    minimum = int(given)
+    return minimum if 1 <= minimum < pods else None
 
 
 def partially_admitted_parallelism(observed: Mapping[str, Any]) -> int | None:

@@ -20,6 +20,10 @@ Choices that differ from upstream, on purpose:
   its Workload's ``reclaimablePods``, once fewer completions are left than its
   parallelism): the counts of held GPUs subtract them, the env and the Schedulable check
   do not (decision 0152).
+  A Job Kueue may admit partially (``kueue.x-k8s.io/job-min-parallelism``) keeps that
+  minimum (:attr:`GpuAllocation.min_replicas`): the Schedulable check compares the cluster's
+  GPUs with the minimum width, since Kueue can start the Job with that many pods (decision
+  0155); the env and every other count still describe all its pods.
 * A non-Ray KaiwoService with ``replicas`` above 1 and no ``gpusPerReplica`` keeps its
   replicas, each pod getting ``gpus / replicas`` (the reference: ``replicas`` sets the
   Deployment's replicas). Upstream replaced the replicas by its node-size split. ``gpus`` that
@@ -136,6 +140,10 @@ class GpuAllocation:
     one entry per group, its hosts per replica (``(1,)`` for every other shape). ``gpus`` is
     then one group's replicas on one host each, and :attr:`held_gpus` the whole cluster's
     (decisions 0146, 0151).
+
+    ``min_replicas``: the fewest pods Kueue may start a batch Job with (partial admission,
+    ``kueue.x-k8s.io/job-min-parallelism``, fewer than ``replicas``); None for a Job that runs
+    all its pods or none, and for every other shape (decision 0155).
     """
 
     gpus: int
@@ -145,6 +153,7 @@ class GpuAllocation:
     rule: SplitRule = "automatic"
     adjusted_from: int | None = None
     worker_group_hosts: tuple[int, ...] = (1,)
+    min_replicas: int | None = None
 
     @property
     def worker_groups(self) -> int:
@@ -157,6 +166,14 @@ class GpuAllocation:
         each of its hosts (what Kueue reserves quota for: one pod set per group, of
         ``replicas x numOfHosts`` pods)."""
         return self.gpus * sum(self.worker_group_hosts)
+
+    @property
+    def min_held_gpus(self) -> int:
+        """The GPUs the fewest pods Kueue may start the workload with hold together:
+        :attr:`held_gpus` unless it may be admitted partially (decision 0155)."""
+        if self.min_replicas is None:
+            return self.held_gpus
+        return self.min_replicas * self.gpus_per_replica
 
     def on_hosts(self, hosts: int) -> GpuAllocation:
         """The split as one worker group of ``hosts`` hosts per replica runs it: every host
@@ -214,12 +231,16 @@ def allocate_workload_gpus(
     vendor: str,
     stats: GpuStats,
     batch_job_pods: int = 1,
+    batch_job_min_pods: int | None = None,
 ) -> GpuAllocation:
     """The allocation of a workload of ``shape`` (the module docstring: ``batch_job_pods``
     pods of the same GPUs for a batch Job, ``gpus`` over the given replicas of a Deployment,
     otherwise upstream's calculation). A batch Job runs the pods of its own ``parallelism``
     (:func:`job_pods`), whatever ``replicas`` says, ``0`` included (the API reference:
-    replicas is ignored for a batch KaiwoJob, decisions 0111, 0118 and 0147)."""
+    replicas is ignored for a batch KaiwoJob, decisions 0111, 0118 and 0147).
+    ``batch_job_min_pods``: the fewest pods Kueue may start the batch Job with
+    (:func:`~kaiwo_planner.domain.children.partial_admission.partial_admission_min_pods`,
+    decision 0155); kept as :attr:`GpuAllocation.min_replicas` when fewer than its pods."""
     wanted = vendor.lower()
     asked = max(gpus, 0)
     if shape == "batch-job":
@@ -231,9 +252,12 @@ def allocate_workload_gpus(
             return GpuAllocation(
                 gpus=0, gpus_per_replica=per_pod, replicas=0, vendor=wanted, rule=rule
             )
-        return _split(
+        split = _split(
             asked=asked, replicas=pods, gpus_per_replica=per_pod, vendor=wanted, rule=rule
         )
+        if batch_job_min_pods is not None and 1 <= batch_job_min_pods < pods:
+            return replace(split, min_replicas=batch_job_min_pods)
+        return split
     deployment_replicas = replicas if shape == "deployment" and replicas is not None else 0
     if asked > 0 and not gpus_per_replica and deployment_replicas > 1:
         # Rounded down here; Schedulable refuses a total that does not divide evenly.

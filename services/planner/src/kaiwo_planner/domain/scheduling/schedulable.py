@@ -30,6 +30,12 @@ Deployment rolled to one pod larger than every node), and its phase follows them
 A schedulable workload whose pods hold another total than ``spec.gpus`` asked (the split by
 node size rounds down; ``gpusPerReplica`` recalculates it) stays True with the reason
 ``GpusRoundedDown`` or ``GpusRecalculated`` and a message naming the fields (decision 0118).
+
+A batch Job that Kueue may admit partially (``kueue.x-k8s.io/job-min-parallelism`` in
+``spec.job.metadata.annotations``) is held to its minimum width by the cluster-size check: a
+sweep of 4 pods x 8 GPUs with minimum 2 fits a cluster of 16, since Kueue can start 2 of its
+pods, and the message says so; a minimum that does not fit is refused, naming it (decision
+0155). Before, such a sweep went ERROR with ``InsufficientGPUs`` and its Job was never made.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from dataclasses import dataclass
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoqueueconfig import KaiwoQueueConfigSpec
 
+from kaiwo_planner.domain.children.partial_admission import JOB_MIN_PARALLELISM_ANNOTATION
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation, GpuStats
 from kaiwo_planner.domain.state.priority_classes import (
     NO_PRIORITY,
@@ -196,14 +203,16 @@ def _gpu_verdict(allocation: GpuAllocation, stats: GpuStats) -> SchedulableVerdi
             reason="NoGPUs",
             message=f"Cluster has 0 GPUs (vendor: {allocation.vendor})",
         )
-    if allocation.held_gpus > stats.total_gpus:
+    whole_fits = allocation.held_gpus <= stats.total_gpus
+    # Kueue may start a Job it admits partially with its minimum (decision 0155).
+    if not whole_fits and allocation.min_held_gpus > stats.total_gpus:
         return SchedulableVerdict(
             schedulable=False,
             reason="InsufficientGPUs",
             message=(
                 f"Cluster has {stats.total_gpus} GPUs, but requested for "
                 f"{allocation.held_gpus} GPUs (vendor: {allocation.vendor})"
-                f"{_in_worker_groups(allocation)}"
+                f"{_in_worker_groups(allocation)}{_minimum_too_large(allocation)}"
             ),
         )
     largest = stats.max_gpus_per_node or 0
@@ -213,12 +222,42 @@ def _gpu_verdict(allocation: GpuAllocation, stats: GpuStats) -> SchedulableVerdi
             reason="InsufficientGPUsPerNode",
             message=_pod_too_large_message(allocation, largest),
         )
-    return _sufficient(allocation)
+    return _sufficient(allocation, partial_fit_of=None if whole_fits else stats.total_gpus)
 
 
-def _sufficient(allocation: GpuAllocation) -> SchedulableVerdict:
-    """Schedulable, with a note when the pods hold another total than ``spec.gpus``."""
-    sufficient = f"Cluster has sufficient GPU resources{_in_worker_groups(allocation)}"
+def _minimum_too_large(allocation: GpuAllocation) -> str:
+    """The words for a Job that Kueue may admit partially whose minimum does not fit either."""
+    minimum = allocation.min_replicas
+    if minimum is None:
+        return ""
+    return (
+        f"; Kueue may start the Job with {minimum} of its {allocation.replicas} pods "
+        f"({JOB_MIN_PARALLELISM_ANNOTATION}), {allocation.min_held_gpus} GPUs, which do not "
+        "fit either: lower the annotation, or spec.gpus"
+    )
+
+
+def _partial_fit(allocation: GpuAllocation, total_gpus: int) -> str:
+    """The words for a Job whose pods exceed the cluster but whose minimum fits it."""
+    return (
+        f": the Job runs {allocation.replicas} pods of {allocation.gpus_per_replica} GPUs "
+        f"({allocation.held_gpus}) and Kueue may start it with {allocation.min_replicas} "
+        f"({JOB_MIN_PARALLELISM_ANNOTATION}), which fit the cluster's {total_gpus}"
+    )
+
+
+def _sufficient(
+    allocation: GpuAllocation, *, partial_fit_of: int | None = None
+) -> SchedulableVerdict:
+    """Schedulable, with a note when the pods hold another total than ``spec.gpus``, and
+    when only the minimum of a Job Kueue may admit partially fits the cluster's
+    ``partial_fit_of`` GPUs (decision 0155)."""
+    sized = (
+        _in_worker_groups(allocation)
+        if partial_fit_of is None
+        else _partial_fit(allocation, partial_fit_of)
+    )
+    sufficient = f"Cluster has sufficient GPU resources{sized}"
     adjusted = _adjusted_total(allocation)
     if adjusted is None:
         return SchedulableVerdict(schedulable=True, reason=SCHEDULABLE, message=sufficient)
