@@ -69,6 +69,7 @@ from kaiwo_planner.domain.children.naming import main_child_name
 from kaiwo_planner.domain.children.partial_admission import partially_admitted_parallelism
 from kaiwo_planner.domain.settings.cluster_settings import NODE_KIND
 from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.index_entry import owner_uids
 from kaiwo_planner.domain.state.nodes import GPU_RESOURCE_BY_VENDOR, NodeInfo
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 
@@ -417,25 +418,16 @@ def released_pods_among(
         return 0
     uid, job_name = found
     job_uids = {
-        str(_mapping(child.get("metadata")).get("uid"))
+        str(meta.get("uid"))
         for child in children
         if child.get("kind") == "Job"
-        and _mapping(child.get("metadata")).get("name") == job_name
-        and uid in _owner_uids(child)
+        and (meta := _mapping(child.get("metadata"))).get("name") == job_name
+        and meta.get("uid")
+        and uid in owner_uids(child)
     }
-    job_uids.discard("None")
     return released_pods(
-        found for found in kueue_workloads if not job_uids.isdisjoint(_owner_uids(found))
+        found for found in kueue_workloads if not job_uids.isdisjoint(owner_uids(found))
     )
-
-
-def _owner_uids(obj: Mapping[str, Any]) -> set[str]:
-    owners = _mapping(obj.get("metadata")).get("ownerReferences")
-    return {
-        str(_mapping(owner).get("uid"))
-        for owner in (owners if isinstance(owners, list) else ())
-        if _mapping(owner).get("uid")
-    }
 
 
 def allocated_gpus(
