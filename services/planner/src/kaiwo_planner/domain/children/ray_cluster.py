@@ -34,6 +34,12 @@ WORKER_CONTAINER = "ray-worker"
 HEAD_DSHM_SIZE = "1Gi"
 WORKER_DSHM_SIZE = "200Gi"
 DEFAULT_WORKER_GROUP = "default-worker-group"
+KAIWO_CLUSTER_WORDS = (
+    "Kaiwo's default cluster: one head and the worker group "
+    f"{DEFAULT_WORKER_GROUP}, sized by spec.replicas and the GPU fields"
+)
+"""How the Schedulable condition names the cluster Kaiwo gives a Ray workload whose given
+RayJob or RayService names none (decisions 0151, 0154)."""
 
 
 def default_ray_cluster_spec(*, defaults: ChildDefaults, dangerous: bool) -> dict[str, Any]:

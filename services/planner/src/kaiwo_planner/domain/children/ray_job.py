@@ -24,7 +24,7 @@ from kaiwo_planner.domain.children.naming import main_child_name
 from kaiwo_planner.domain.children.ownership import child_metadata
 from kaiwo_planner.domain.children.pod_template import PodAdditions
 from kaiwo_planner.domain.children.ray_cluster import (
-    DEFAULT_WORKER_GROUP,
+    KAIWO_CLUSTER_WORDS,
     complete_ray_cluster_spec,
     default_ray_cluster_spec,
 )
@@ -46,8 +46,7 @@ def kaiwo_cluster_note(ray_job: Mapping[str, Any] | None) -> str:
         return ""
     return (
         "spec.rayJob.spec gives no Ray cluster (neither rayClusterSpec nor clusterSelector), "
-        "so the RayJob runs Kaiwo's default cluster: one head and the worker group "
-        f"{DEFAULT_WORKER_GROUP}, sized by spec.replicas and the GPU fields"
+        f"so the RayJob runs {KAIWO_CLUSTER_WORDS}"
     )
 
 

@@ -22,7 +22,7 @@ from kaiwo_planner.domain.children.naming import main_child_name
 from kaiwo_planner.domain.children.ownership import child_metadata
 from kaiwo_planner.domain.children.pod_template import PodAdditions
 from kaiwo_planner.domain.children.ray_cluster import (
-    DEFAULT_WORKER_GROUP,
+    KAIWO_CLUSTER_WORDS,
     complete_ray_cluster_spec,
     default_ray_cluster_spec,
 )
@@ -50,8 +50,7 @@ def kaiwo_service_cluster_note(ray_service: Mapping[str, Any] | None) -> str:
         return ""
     return (
         "spec.rayService.spec gives no Ray cluster (no rayClusterConfig), so the RayService "
-        "runs Kaiwo's default cluster: one head and the worker group "
-        f"{DEFAULT_WORKER_GROUP}, sized by spec.replicas and the GPU fields"
+        f"runs {KAIWO_CLUSTER_WORDS}"
     )
 
 
