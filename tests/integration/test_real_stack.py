@@ -2096,6 +2096,52 @@ async def test_kueue_admits_part_of_a_jobs_pods_and_the_operator_keeps_its_paral
     await stack.kube.delete(resources.KAIWO_JOB, "partial-sweep", namespace=ns)
 
 
+async def test_a_partly_admitted_indexed_sweep_runs_as_many_completions_as_pods_kueue_admits(
+    stack: Pipeline,
+) -> None:
+    """An Indexed sweep of 4 pods x 4 GPUs (4 completions) in the ``gpu`` queue (8 MI300X),
+    allowed to start with 2 and to keep its completions equal to its parallelism
+    (``kueue.x-k8s.io/job-completions-equal-parallelism: "true"`` in
+    ``spec.job.metadata.annotations``): Kueue admits 2 pods and sets both ``parallelism`` and
+    ``completions`` of the Job to 2, so the Job completes once its 2 indexes succeed. The
+    operator carries the annotation, keeps both of Kueue's counts without telling them as
+    edits it could not apply, writes nothing while settled, and the KaiwoJob completes
+    (decision 0157). Before, the annotation was dropped: Kueue kept ``completions: 4``, and the
+    Job ran 4 indexes on 2 pods at a time."""
+    ns = namespace_of(stack, "gpu")
+    job = kaiwo_job("indexed-sweep", ns, queue_name="gpu", gpus=4, run_seconds=25)
+    job["spec"]["job"] = {
+        "metadata": {
+            "annotations": {
+                "kueue.x-k8s.io/job-min-parallelism": "2",
+                "kueue.x-k8s.io/job-completions-equal-parallelism": "true",
+            }
+        },
+        "spec": {"parallelism": 4, "completions": 4, "completionMode": "Indexed"},
+    }
+    await stack.kube.create(job)
+
+    await reaches(stack, "indexed-sweep", ns, "RUNNING")
+    child = await stack.kube.get(resources.JOB, "indexed-sweep", namespace=ns)
+    assert child["metadata"]["annotations"]["kueue.x-k8s.io/job-completions-equal-parallelism"] == (
+        "true"
+    )
+    assert (child["spec"]["parallelism"], child["spec"]["completions"]) == (2, 2), child["spec"]
+    await stack.settled(within=STEP)
+    assert await stack.operator_writes_while_idle() == Counter()
+    found = await stack.kube.get(resources.KAIWO_JOB, "indexed-sweep", namespace=ns)
+    applied = condition(found, "ChildSpecApplied")
+    assert applied["status"] == "True", applied
+    admitted = condition(found, "Admitted")
+    assert admitted["message"].startswith("Kueue admitted 2 of 4 pods of the Job"), admitted
+
+    done = await reaches(stack, "indexed-sweep", ns, "COMPLETE", within=STEP + 60)
+    child = await stack.kube.get(resources.JOB, "indexed-sweep", namespace=ns)
+    assert child["status"]["succeeded"] == 2, child["status"]
+    assert condition(done, "ChildSpecApplied")["status"] == "True"
+    await stack.kube.delete(resources.KAIWO_JOB, "indexed-sweep", namespace=ns)
+
+
 async def test_a_sweep_larger_than_the_cluster_runs_when_kueue_may_start_it_with_fewer_pods(
     stack: Pipeline,
 ) -> None:

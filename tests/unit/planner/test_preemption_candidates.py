@@ -302,6 +302,34 @@ def test_a_batch_jobs_parallel_pods_count_for_the_victim_and_the_waiter() -> Non
     )
 
 
+def test_a_waiter_kueue_may_start_with_fewer_pods_presses_for_every_pod() -> None:
+    """A sweep of 4 pods x 4 GPUs that Kueue may start with 1 waits for its 16, not for the 4
+    of its minimum, as Kueue's own scheduler tries the whole count, preemption included,
+    before fewer pods (decision 0157): both expired workloads of 8 are terminated for it, so
+    Kueue can start it with every pod. Taking one would leave the sweep running 2 pods beside
+    a workload past its duration."""
+    contexts = PlanningContextKeeper()
+    sweep = {
+        "metadata": {"annotations": {"kueue.x-k8s.io/job-min-parallelism": "1"}},
+        "spec": {"parallelism": 4, "completions": 4},
+    }
+    projection = projection_of(
+        config("gpu-queue"),
+        kaiwo_job("first", RUNNING, gpus=8, duration="1h"),
+        kaiwo_job(
+            "second", {**RUNNING, "startTime": "2026-01-01T11:10:00Z"}, gpus=8, duration="1h"
+        ),
+        kaiwo_job("sweep", PENDING, gpus=4, job=sweep),
+    )
+    context = contexts.context(projection)
+
+    assert [w.gpus for w in preemption_candidates(context).pending] == [16]
+    assert preemption_victims(context, now=datetime(2026, 1, 1, 12, 30, tzinfo=UTC)) == (
+        ObjectRef.of_key(key("first")),
+        ObjectRef.of_key(key("second")),
+    )
+
+
 # ------------------------------------------------------------ GPUs on their way (decision 0148)
 
 AFTER_EXPIRY = datetime(2026, 1, 1, 12, 30, tzinfo=UTC)

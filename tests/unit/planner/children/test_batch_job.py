@@ -359,6 +359,34 @@ def test_kueues_min_parallelism_in_spec_job_is_carried_onto_the_job(make_job):
     assert made["spec"]["parallelism"] == 4
 
 
+def test_kueues_completions_equal_parallelism_in_spec_job_is_carried_onto_the_job(make_job):
+    """``kueue.x-k8s.io/job-completions-equal-parallelism`` is read by Kueue from the Job as
+    well: an Indexed sweep admitted with fewer pods then runs as many indexes as pods
+    (decision 0157). Before, it was dropped, and Kueue left ``completions`` as asked."""
+    job = make_job(
+        {
+            "image": "busybox:1",
+            "job": {
+                "metadata": {
+                    "annotations": {
+                        "kueue.x-k8s.io/job-min-parallelism": "2",
+                        "kueue.x-k8s.io/job-completions-equal-parallelism": "true",
+                        "other": "ignored",
+                    },
+                },
+                "spec": {"parallelism": 4, "completions": 4, "completionMode": "Indexed"},
+            },
+        }
+    )
+    decision = plan_children(workload=job, allocation=NO_GPUS, config=None)
+    [made] = [c for c in decision.desired if c["kind"] == "Job"]
+    assert made["metadata"]["annotations"] == {
+        "kueue.x-k8s.io/job-min-parallelism": "2",
+        "kueue.x-k8s.io/job-completions-equal-parallelism": "true",
+    }
+    assert (made["spec"]["parallelism"], made["spec"]["completions"]) == (4, 4)
+
+
 def test_a_job_without_kueues_min_parallelism_has_no_annotations(make_job):
     job = make_job({"image": "busybox:1", "job": {"spec": {"parallelism": 4}}})
     decision = plan_children(workload=job, allocation=NO_GPUS, config=None)

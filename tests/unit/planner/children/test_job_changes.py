@@ -469,6 +469,51 @@ def test_a_running_partially_admitted_jobs_parallelism_is_kueues() -> None:
     assert update.not_applied == ()
 
 
+EQUAL = "kueue.x-k8s.io/job-completions-equal-parallelism"
+
+
+def indexed_partial_job(*, count: int, suspend: bool, equal: str = "true") -> dict[str, Any]:
+    """An Indexed Job of 4 pods and 4 completions wanted, allowed to run with 2, whose
+    completions Kueue keeps equal to its parallelism; ``count``: both, as observed."""
+    job = partial_job(parallelism=count, suspend=suspend)
+    job["metadata"]["annotations"][EQUAL] = equal
+    job["spec"] |= {"completions": count, "completionMode": "Indexed"}
+    return job
+
+
+def test_a_running_partially_admitted_jobs_completions_kept_equal_are_kueues() -> None:
+    """Kueue admitted 2 of 4 pods and set ``parallelism`` and ``completions`` to 2 (decision
+    0157): both are kept, and the completions are not told as a change the Job could not take.
+    Before, ``ChildSpecApplied`` said "cannot change after it is created: spec.completions"
+    of a Job running as its user asked."""
+    desired = indexed_partial_job(count=4, suspend=True)
+    update = job_update(desired, indexed_partial_job(count=2, suspend=False), admitted=True)
+    assert (update.manifest["spec"]["parallelism"], update.manifest["spec"]["completions"]) == (
+        2,
+        2,
+    )
+    assert update.not_applied == ()
+    assert update.message == ""
+
+
+def test_completions_not_kept_equal_by_kueue_stay_the_operators() -> None:
+    """Without the annotation set true (Go's ``ParseBool``: ``"false"``, ``"yes"`` are not),
+    or while the Job waits suspended, completions observed otherwise than desired are an edit
+    the Job could not take, told as before."""
+    desired = indexed_partial_job(count=4, suspend=True)
+    for equal in ("false", "yes"):
+        update = job_update(desired, indexed_partial_job(count=2, suspend=False, equal=equal))
+        assert update.manifest["spec"]["parallelism"] == 2
+        assert update.manifest["spec"]["completions"] == 2
+        assert update.not_applied == ("spec.completions",)
+    for equal in ("1", "t", "TRUE", "True"):
+        update = job_update(desired, indexed_partial_job(count=2, suspend=False, equal=equal))
+        assert update.not_applied == (), equal
+    waiting = job_update(desired, indexed_partial_job(count=3, suspend=True))
+    assert waiting.not_applied == ("spec.completions",)
+    assert waiting.manifest["spec"]["parallelism"] == 4
+
+
 def test_a_suspended_or_unannotated_jobs_parallelism_stays_the_operators() -> None:
     """Suspended (waiting, or evicted: Kueue put its own count back), the Job takes the
     desired parallelism; without the annotation a changed parallelism is drift, put back."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kaiwo_planner.domain.children.labels import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME
-from kaiwo_planner.domain.children.partial_admission import partially_admitted_parallelism
+from kaiwo_planner.domain.children.partial_admission import partially_admitted_counts
 from kaiwo_planner.domain.state.first_few import first_few
 from kaiwo_planner.domain.state.json_trees import copy_tree
 from kaiwo_planner.domain.state.manifest_comparison import differing_paths, removed_paths
@@ -171,15 +171,14 @@ def job_update(
     observed_spec = observed.get("spec")
     if not isinstance(observed_spec, Mapping):  # damaged (a list, a string): nothing observed
         observed_spec = {}
+    # Kueue's while the Job runs partially admitted: its webhook refuses any change of
+    # parallelism (0153), and completions kept equal to it are its too (0157).
+    spec.update(partially_admitted_counts(observed))
     not_applied = keep_observed_fields(spec, observed_spec, IMMUTABLE_JOB_SPEC_FIELDS)
     if "template" in spec and any(p.startswith("spec.template") for p in not_applied):
         spec["template"] = _without_job_controller_labels(spec["template"])
     for field_name in KUEUE_OWNED_SPEC_FIELDS:
         spec.pop(field_name, None)
-    # Kueue's while the Job runs partially admitted: its webhook refuses any change (0153).
-    admitted_pods = partially_admitted_parallelism(observed)
-    if admitted_pods is not None:
-        spec["parallelism"] = admitted_pods
     manifest, labels_kept = kueue_label_update(
         manifest, observed, running=True if admitted else None
     )

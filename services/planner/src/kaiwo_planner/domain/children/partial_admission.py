@@ -11,6 +11,11 @@ Before the Job is made, the annotation in the KaiwoJob's ``spec.job`` says the f
 Kueue may start it with (:func:`partial_admission_min_pods`): the cluster-size check of
 ``Schedulable`` holds the Job to that minimum width, not to every pod it asks for (decision
 0155).
+
+A Job also annotated ``kueue.x-k8s.io/job-completions-equal-parallelism: "true"`` (an Indexed
+Job whose every index is one of its pods) gets ``completions`` set to the admitted pods as
+well, and back with ``parallelism`` when suspended again (decision 0157): while it runs so,
+both counts are Kueue's.
 """
 
 from __future__ import annotations
@@ -24,18 +29,29 @@ JOB_MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
 queue has no room for ``parallelism``."""
 
 
+JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-completions-equal-parallelism"
+"""Kueue's partial admission of a Job: when ``true``, the ``completions`` of the Job follow
+the ``parallelism`` Kueue admits it with."""
+
+KUEUE_JOB_ANNOTATIONS = (
+    JOB_MIN_PARALLELISM_ANNOTATION,
+    JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION,
+)
+
+
 def kueue_job_annotations(job: Any) -> dict[str, str]:
     """The annotations of the user's ``spec.job`` (wire form, read defensively) that Kueue
-    reads from the Job itself: the minimum parallelism of a partial admission. The rest of
-    the embedded Job's metadata stays ignored, as upstream ignores it."""
+    reads from the Job itself: those of a partial admission (:data:`KUEUE_JOB_ANNOTATIONS`).
+    The rest of the embedded Job's metadata stays ignored, as upstream ignores it."""
     metadata = job.get("metadata") if isinstance(job, Mapping) else None
     annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
-    given = (
-        annotations.get(JOB_MIN_PARALLELISM_ANNOTATION)
-        if isinstance(annotations, Mapping)
-        else None
-    )
-    return {JOB_MIN_PARALLELISM_ANNOTATION: given} if isinstance(given, str) else {}
+    if not isinstance(annotations, Mapping):
+        return {}
+    return {
+        key: given
+        for key in KUEUE_JOB_ANNOTATIONS
+        if isinstance(given := annotations.get(key), str)
+    }
 
 
 _WHOLE_NUMBER = re.compile(r"\+?[0-9]+")
@@ -55,6 +71,28 @@ def partial_admission_min_pods(job: Any, pods: int) -> int | None:
         return None
     minimum = int(given)
     return minimum if 1 <= minimum < pods else None
+
+
+_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+"""What Go's ``strconv.ParseBool``, with which Kueue reads the completions annotation, takes
+for true."""
+
+
+def partially_admitted_counts(observed: Mapping[str, Any]) -> dict[str, int]:
+    """The counts Kueue set on the ``observed`` Job as it runs partially admitted: its
+    ``parallelism`` (:func:`partially_admitted_parallelism`), and its ``completions`` too when
+    the Job keeps them equal (:data:`JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION`, decision
+    0157). Empty while the operator's counts hold."""
+    parallelism = partially_admitted_parallelism(observed)
+    if parallelism is None:
+        return {}
+    annotations = observed["metadata"]["annotations"]
+    if annotations.get(JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION) not in _GO_TRUE:
+        return {"parallelism": parallelism}
+    completions = observed["spec"].get("completions")
+    if isinstance(completions, bool) or not isinstance(completions, int):
+        return {"parallelism": parallelism}
+    return {"parallelism": parallelism, "completions": completions}
 
 
 def partially_admitted_parallelism(observed: Mapping[str, Any]) -> int | None:

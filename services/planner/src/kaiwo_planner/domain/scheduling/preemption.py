@@ -10,7 +10,9 @@ Order, so that the same inputs always give the same decision: waiting workloads 
 longest-waiting first; for each, expired workloads are taken longest-overdue first (then by
 namespace and name) until the GPUs they free cover the waiting workload's request. If all
 candidates together do not cover it, all of them are taken: they are past their time, and
-what they free adds to whatever is already free.
+what they free adds to whatever is already free. A waiting Job that Kueue may start with fewer
+pods (partial admission) counts at its whole width, as Kueue's own scheduler tries the whole
+count, preemption included, before fewer pods (decision 0157).
 
 GPUs already on their way count first (decision 0148): an expired workload terminated for
 GPU demand whose status names the waiting workload it was terminated for frees its GPUs for
