@@ -26,6 +26,11 @@ EmbeddedJob = Annotated[EmbeddedObject, embedded_kind("Job")]
 EmbeddedRayJob = Annotated[EmbeddedObject, embedded_kind("RayJob")]
 
 
+RAY_CLUSTER_SELECTOR_KEY = "ray.io/cluster"
+"""The key of a RayJob's ``clusterSelector`` that names the RayCluster it runs on (KubeRay's
+``RayJobClusterSelectorKey``, the only one it reads)."""
+
+
 class KaiwoJobSpec(CommonMetaSpec):
     """The desired state of a KaiwoJob.
 
@@ -107,11 +112,6 @@ class KaiwoJobSpec(CommonMetaSpec):
                 "existing cluster; leave spec.backoffLimit out",
             )
         return ray_job
-
-
-RAY_CLUSTER_SELECTOR_KEY = "ray.io/cluster"
-"""The key of a RayJob's ``clusterSelector`` that names the RayCluster it runs on (KubeRay's
-``RayJobClusterSelectorKey``, the only one it reads)."""
 
 
 class KaiwoJobStatus(CommonStatus):

@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import RAY_CLUSTER_SELECTOR_KEY
+
 from kaiwo_planner.domain.children.entrypoint import ray_entrypoint
 from kaiwo_planner.domain.children.labels import inherited_labels, queue_labels
 from kaiwo_planner.domain.children.naming import main_child_name
@@ -38,9 +40,6 @@ from kaiwo_planner.domain.settings.workload_inputs import ChildDefaults, Workloa
 from kaiwo_planner.domain.state.json_trees import copy_tree
 
 RAY_API_VERSION = "ray.io/v1"
-RAY_CLUSTER_SELECTOR_KEY = "ray.io/cluster"
-"""The one key of a RayJob's ``clusterSelector`` KubeRay reads: the name of the RayCluster, in
-the RayJob's namespace, that runs the job."""
 
 
 def on_existing_cluster(ray_job: Mapping[str, Any] | None) -> bool:
