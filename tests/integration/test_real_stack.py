@@ -1027,6 +1027,139 @@ async def test_a_ray_job_given_without_a_cluster_runs_kaiwos_cluster(stack: Pipe
     await stack.kube.delete(resources.KAIWO_JOB, "ray-empty", namespace=ns)
 
 
+def shared_ray_cluster(name: str, namespace: str) -> dict[str, Any]:
+    """A RayCluster a user made by hand in the ``ray`` queue: a head and one worker of 2 GPUs.
+    Kueue admits it (its own pod sets, 2 GPUs of the queue's 8) and KubeRay runs it."""
+    gpus = {"amd.com/gpu": "2"}
+    image = "rayproject/ray:2.40.0"
+    worker = {"name": "ray-worker", "image": image, "resources": {"limits": gpus, "requests": gpus}}
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"kueue.x-k8s.io/queue-name": "ray"},
+        },
+        "spec": {
+            "headGroupSpec": {
+                "rayStartParams": {},
+                "template": {"spec": {"containers": [{"name": "ray-head", "image": image}]}},
+            },
+            "workerGroupSpecs": [
+                {
+                    **ray_group("gpu-workers", 1, "ray-worker"),
+                    "template": {"spec": {"containers": [worker]}},
+                }
+            ],
+        },
+    }
+
+
+async def test_a_ray_job_sent_to_an_existing_cluster_runs_there_outside_kueue(
+    stack: Pipeline,
+) -> None:
+    """A KaiwoJob whose ``rayJob.spec`` names a RayCluster that exists (``clusterSelector``,
+    ``ray.io/cluster: shared``), with ``gpus: 2`` as a user may leave it: the RayJob is made
+    without Kueue's queue label and not suspended, since Kueue does not manage a RayJob on
+    an existing cluster (the cluster's pods were admitted with it) and KubeRay refuses a
+    suspended one in that mode; KubeRay submits it on ``shared``, Kueue makes no Workload
+    for it, the KaiwoJob starts, holds no GPUs of its own and says so (decision 0156).
+    Before, the RayJob carried the queue label and ``suspend: true``, KubeRay failed it
+    (ValidationFailed: a suspended RayJob that keeps its cluster) and the KaiwoJob stayed
+    PENDING, "pending admission into 'ray'", for good."""
+    ns = namespace_of(stack, "ray")
+    await stack.kube.create(shared_ray_cluster("shared", ns))
+    await ray_pods_running(stack, ns, "shared", ["gpu-workers", "headgroup"])
+    await stack.kube.create(
+        kaiwo_job(
+            "ray-on-shared",
+            ns,
+            queue_name="ray",
+            gpus=2,
+            rayJob={
+                "spec": {
+                    "clusterSelector": {"ray.io/cluster": "shared"},
+                    # KubeRay's submitter pod, which kwok "runs" for 300 s: under kwok no Ray
+                    # answers, and KubeRay fails a RayJob whose submitter ended 30 s ago
+                    # without the Ray job's own end.
+                    "submitterPodTemplate": {
+                        "metadata": {"annotations": {RUN_SECONDS: "300"}},
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [
+                                {"name": "ray-job-submitter", "image": "rayproject/ray:2.40.0"}
+                            ],
+                        },
+                    },
+                }
+            },
+        )
+    )
+
+    async def submitted() -> dict[str, Any] | Pending:
+        found = await actors.get_or_none(
+            stack.kube, resources.RAY_JOB, "ray-on-shared", namespace=ns
+        )
+        status = (found or {}).get("status") or {}
+        if status.get("jobDeploymentStatus") in ("Failed", "ValidationFailed"):
+            owner = await stack.kube.get(resources.KAIWO_JOB, "ray-on-shared", namespace=ns)
+            raise AssertionError(
+                f"KubeRay failed the RayJob {found}; the KaiwoJob's status: {owner['status']}"
+            )
+        if status.get("jobDeploymentStatus") != "Running":
+            return Pending(f"RayJob status {status}")
+        return dict(found or {})
+
+    ray_job = await eventually(submitted, what="KubeRay submits the RayJob", within=STEP)
+    assert ray_job["status"]["rayClusterName"] == "shared"
+    assert ray_job["status"]["dashboardURL"] == f"shared-head-svc.{ns}.svc.cluster.local:8265"
+    assert "kueue.x-k8s.io/queue-name" not in (ray_job["metadata"].get("labels") or {})
+    assert ray_job["spec"].get("suspend") is not True
+    assert "rayClusterSpec" not in ray_job["spec"]
+    # KubeRay's submitter Job sends the entrypoint to the shared cluster.
+    submitter = await stack.kube.get(resources.JOB, "ray-on-shared", namespace=ns)
+    assert submitter["metadata"]["ownerReferences"][0]["kind"] == "RayJob"
+    listed = await stack.kube.list(
+        resources.KUEUE_WORKLOAD,
+        namespace=ns,
+        label_selector=f"{actors.KUEUE_JOB_UID_LABEL}={ray_job['metadata']['uid']}",
+    )
+    assert listed.items == []
+    # Under kwok no Ray answers on the head, so the Ray job's own state never comes: STARTING.
+    found = await reaches(stack, "ray-on-shared", ns, "STARTING")
+    types = [c["type"] for c in found["status"]["conditions"]]
+    assert "ApplyRefused" not in types, found["status"]["conditions"]
+    admitted = condition(found, "Admitted")
+    assert (admitted["status"], admitted["reason"]) == ("True", "NotQueued"), admitted
+    assert admitted["message"] == (
+        "Kueue does not queue a RayJob sent to an existing Ray cluster "
+        "(spec.rayJob.spec.clusterSelector): it runs on that cluster's pods, queued with the "
+        "cluster"
+    )
+    schedulable = condition(found, "Schedulable")
+    assert (schedulable["status"], schedulable["reason"]) == ("True", "Schedulable")
+    assert schedulable["message"] == (
+        "Workload does not require GPU resources; spec.rayJob.spec.clusterSelector sends the "
+        "RayJob to the existing Ray cluster shared, whose pods run it: the workload holds no "
+        "GPUs of its own (spec.gpus, spec.gpusPerReplica and spec.replicas size nothing) and "
+        "is not queued in Kueue, which queues the cluster's pods with the cluster"
+    )
+    # The shared cluster is the user's: running the job there changes nothing of it.
+    cluster = await stack.kube.get(resources.RAY_CLUSTER, "shared", namespace=ns)
+    assert not [
+        r for r in cluster["metadata"].get("ownerReferences") or () if r["kind"] == "KaiwoJob"
+    ]
+    await stack.settled(within=STEP)
+    writes = await stack.operator_writes_while_idle()
+    assert [w for w in writes if str(w[3]).startswith(("ray-on-shared", "shared"))] == [], writes
+    await stack.kube.delete(resources.KAIWO_JOB, "ray-on-shared", namespace=ns)
+    await gone(stack, resources.RAY_JOB, "ray-on-shared", ns)
+    # The cluster outlives the job (KubeRay deletes only a cluster it made for the RayJob).
+    assert await actors.get_or_none(stack.kube, resources.RAY_CLUSTER, "shared", namespace=ns)
+    await stack.kube.delete(resources.RAY_CLUSTER, "shared", namespace=ns)
+
+
 async def test_a_multi_host_group_of_a_ray_service_is_reserved_on_every_host(
     stack: Pipeline,
 ) -> None:

@@ -283,3 +283,55 @@ def test_a_lone_surrogate_in_the_yaml_is_reported_not_a_traceback(tmp_path: Path
     assert result.exception is None or isinstance(result.exception, SystemExit)
     assert result.exit_code == 1
     assert "KaiwoJob is served as kaiwo.silogen.ai/v1alpha1, not \ufffd" in result.output
+
+
+@pytest.mark.parametrize(
+    ("ray_job_spec", "message"),
+    [
+        (
+            {"clusterSelector": {"app": "shared"}},
+            "spec.rayJob: spec.clusterSelector must name the Ray cluster under the key "
+            "ray.io/cluster (ray.io/cluster: <name of a RayCluster in the KaiwoJob's "
+            "namespace>): KubeRay runs the RayJob on the RayCluster of that name and reads no "
+            "other key",
+        ),
+        (
+            {"clusterSelector": {"ray.io/cluster": "shared"}, "rayClusterSpec": {}},
+            "spec.rayJob: spec.clusterSelector and spec.rayClusterSpec must not both be given: "
+            "with clusterSelector the RayJob runs on the existing cluster and rayClusterSpec is "
+            "ignored; leave out one of them",
+        ),
+        (
+            {"clusterSelector": {"ray.io/cluster": "shared"}, "backoffLimit": 2},
+            "spec.rayJob: spec.backoffLimit must not be above 0 with spec.clusterSelector: "
+            "KubeRay retries a RayJob on a cluster of its own, and refuses to retry one on an "
+            "existing cluster; leave spec.backoffLimit out",
+        ),
+    ],
+    ids=["no-cluster-name", "two-clusters", "retries"],
+)
+def test_a_ray_job_on_an_existing_cluster_kuberay_cannot_run_is_refused_offline(
+    tmp_path: Path, ray_job_spec: dict[str, Any], message: str
+) -> None:
+    """A ``rayJob.spec`` with a ``clusterSelector`` KubeRay would fail for good (decision
+    0156) is refused before anything is sent, naming the user's field."""
+    job = yaml.safe_load((EXAMPLES / "kaiwojob-ray.yaml").read_text())
+    job["spec"]["rayJob"] = {"spec": ray_job_spec}
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(yaml.safe_dump(job))
+
+    code, output = _run("validate", "-f", str(manifest))
+
+    assert code == 1
+    assert f"KaiwoJob/batch-inference-ray: {message}" in " ".join(output.split()), output
+
+
+def test_a_ray_job_naming_its_existing_cluster_is_accepted(tmp_path: Path) -> None:
+    job = yaml.safe_load((EXAMPLES / "kaiwojob-ray.yaml").read_text())
+    job["spec"]["rayJob"] = {"spec": {"clusterSelector": {"ray.io/cluster": "shared"}}}
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(yaml.safe_dump(job))
+
+    code, output = _run("validate", "-f", str(manifest))
+
+    assert code == 0, output

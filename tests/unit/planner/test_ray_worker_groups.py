@@ -460,6 +460,73 @@ def test_a_ray_job_that_keeps_its_cluster_is_refused_naming_the_field(make_node)
     assert plan.desired == ()
 
 
+# ------------------------------------------------------- a RayJob on an existing cluster (0156)
+
+ON_SHARED = {"spec": {"clusterSelector": {"ray.io/cluster": "shared"}}}
+SHARED_NOTE = (
+    "spec.rayJob.spec.clusterSelector sends the RayJob to the existing Ray cluster shared, "
+    "whose pods run it: the workload holds no GPUs of its own (spec.gpus, "
+    "spec.gpusPerReplica and spec.replicas size nothing) and is not queued in Kueue, which "
+    "queues the cluster's pods with the cluster"
+)
+
+
+def test_a_ray_job_on_an_existing_cluster_holds_no_gpus_and_is_told(make_node):
+    """``gpus: 8`` left on a KaiwoJob whose RayJob runs on the cluster ``shared``: its pods
+    are the cluster's, so it holds none and the condition says so; the RayJob is made
+    unqueued and not suspended (decision 0156)."""
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "rayJob": ON_SHARED})
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    assert plan is not None
+    schedulable = condition(plan, "Schedulable")
+    assert (schedulable["status"], schedulable["reason"]) == ("True", "Schedulable")
+    assert schedulable["message"] == f"Workload does not require GPU resources; {SHARED_NOTE}"
+    (ray_job,) = plan.desired
+    assert ray_job["spec"]["clusterSelector"] == {"ray.io/cluster": "shared"}
+    assert ray_job["spec"]["suspend"] is False
+    assert "kueue.x-k8s.io/queue-name" not in ray_job["metadata"]["labels"]
+    assert "rayClusterSpec" not in ray_job["spec"]
+
+
+def test_a_ray_job_on_an_existing_cluster_runs_where_its_vendor_has_no_gpus(make_node):
+    """``gpuVendor: nvidia`` on a cluster of AMD nodes: the workload holds no GPUs, so it is
+    not refused for the vendor's missing GPUs (before: ERROR, NoGPUs, and no RayJob)."""
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "gpuVendor": "nvidia", "rayJob": ON_SHARED})
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    assert plan is not None
+    schedulable = condition(plan, "Schedulable")
+    assert (schedulable["status"], schedulable["reason"]) == ("True", "Schedulable")
+    (ray_job,) = plan.desired
+    assert ray_job["kind"] == "RayJob"
+
+
+def test_a_ray_job_naming_no_existing_cluster_is_refused_naming_the_selector(make_node):
+    """A ``clusterSelector`` without ``ray.io/cluster``: KubeRay would fail the RayJob for good
+    (ValidationFailed); the KaiwoJob is invalid instead, naming the user's field, told in a
+    Warning Event, and nothing is made (decision 0156)."""
+    selector = {"spec": {"clusterSelector": {"app": "shared"}}}
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "rayJob": selector})
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    assert plan is not None
+    valid = condition(plan, "Valid")
+    assert (valid["status"], valid["reason"]) == ("False", "InvalidSpec")
+    assert valid["message"] == (
+        "The spec is invalid, nothing was changed: spec.rayJob: spec.clusterSelector must "
+        "name the Ray cluster under the key ray.io/cluster (ray.io/cluster: <name of a "
+        "RayCluster in the KaiwoJob's namespace>): KubeRay runs the RayJob on the RayCluster "
+        "of that name and reads no other key"
+    )
+    assert [(e.type, e.reason) for e in plan.events] == [("Warning", "InvalidSpec")]
+    assert "spec.rayJob: spec.clusterSelector" in plan.events[0].message
+    assert plan.desired == ()
+
+
 # ------------------------------------------------------------------ a group's own GPUs (0154)
 
 

@@ -1321,3 +1321,28 @@ def test_a_wholly_admitted_job_is_admitted(
     )
     found = next(c for c in decision.status["conditions"] if c["type"] == "Admitted")
     assert (found["reason"], found["message"]) == ("Admitted", "Workload is admitted")
+
+
+def test_a_ray_job_on_an_existing_cluster_starts_without_kueue() -> None:
+    """A RayJob sent to an existing Ray cluster (``clusterSelector``) has no Kueue Workload
+    and never will: it is not queued, so the workload is not "pending admission" but as far
+    as KubeRay has taken the RayJob (decision 0156). Before, PENDING until the Ray job ran."""
+    ray_job = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": "train", "namespace": "team", "uid": "rayjob-uid"},
+        "spec": {"clusterSelector": {"ray.io/cluster": "shared"}, "suspend": False},
+        "status": {"jobDeploymentStatus": "Running", "rayClusterName": "shared"},
+    }
+
+    starting = derive(None, ObservedChildren(child_kind="RayJob", child=ray_job))
+
+    assert starting.status["status"] == "STARTING"
+    [admitted] = [c for c in starting.status["conditions"] if c["type"] == "Admitted"]
+    assert (admitted["status"], admitted["reason"], admitted["message"]) == (
+        "True",
+        "NotQueued",
+        "Kueue does not queue a RayJob sent to an existing Ray cluster "
+        "(spec.rayJob.spec.clusterSelector): it runs on that cluster's pods, queued with the "
+        "cluster",
+    )

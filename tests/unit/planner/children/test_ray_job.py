@@ -146,6 +146,31 @@ def test_a_ray_job_on_an_existing_cluster_is_left_without_one(make_job):
     assert manifest["spec"]["clusterSelector"] == {"ray.io/cluster": "shared"}
 
 
+def test_a_ray_job_on_an_existing_cluster_is_neither_queued_nor_suspended(make_job):
+    """Kueue does not manage a RayJob on an existing cluster, yet its webhook suspends one
+    that carries a queue label, and KubeRay refuses a suspended RayJob in that mode: no Kueue
+    label, and ``suspend: false``, even over the user's ``true`` (decision 0156)."""
+    selector = {"spec": {"clusterSelector": {"ray.io/cluster": "shared"}, "suspend": True}}
+    job = make_job({"rayJob": selector, "gpus": 16, "priorityClass": "high"})
+
+    (manifest,) = plan_children(workload=job, allocation=SIXTEEN_AMD, config=None).desired
+
+    assert manifest["spec"]["suspend"] is False
+    labels = manifest["metadata"]["labels"]
+    assert "kueue.x-k8s.io/queue-name" not in labels, labels
+    assert "kueue.x-k8s.io/priority-class" not in labels, labels
+    assert labels["kaiwo.silogen.ai/name"] == "train"
+
+
+def test_a_ray_job_with_its_own_cluster_is_queued_suspended(make_job):
+    job = make_job({"rayJob": {}, "gpus": 16})
+
+    (manifest,) = plan_children(workload=job, allocation=SIXTEEN_AMD, config=None).desired
+
+    assert manifest["spec"]["suspend"] is True
+    assert manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "kaiwo"
+
+
 def test_a_shutdown_the_user_sets_is_kept(make_job):
     job = make_job({"rayJob": {"spec": {"shutdownAfterJobFinishes": True}}, "gpus": 16})
 

@@ -26,6 +26,11 @@ EmbeddedJob = Annotated[EmbeddedObject, embedded_kind("Job")]
 EmbeddedRayJob = Annotated[EmbeddedObject, embedded_kind("RayJob")]
 
 
+RAY_CLUSTER_SELECTOR_KEY = "ray.io/cluster"
+"""The key of a RayJob's ``clusterSelector`` that names the RayCluster it runs on (KubeRay's
+``RayJobClusterSelectorKey``, the only one it reads)."""
+
+
 class KaiwoJobSpec(CommonMetaSpec):
     """The desired state of a KaiwoJob.
 
@@ -66,6 +71,45 @@ class KaiwoJobSpec(CommonMetaSpec):
                 "spec.shutdownAfterJobFinishes must not be false: Kaiwo queues the RayJob in "
                 "Kueue, which admits a RayJob only when its Ray cluster is deleted after the "
                 "job finishes; leave the field out (Kaiwo sets true) or set true",
+            )
+        return ray_job
+
+    @field_validator("ray_job")
+    @classmethod
+    def _ray_job_names_its_existing_cluster(
+        cls, ray_job: EmbeddedRayJob | None
+    ) -> EmbeddedRayJob | None:
+        # A RayJob with a clusterSelector runs on a RayCluster that exists (decision 0156).
+        # KubeRay finds that cluster by the name under ray.io/cluster alone and refuses the
+        # RayJob (ValidationFailed, for good) without it or with a backoffLimit above 0;
+        # with a rayClusterSpec as well, it ignores the spec (and Kueue's webhook refuses
+        # both). Refused here, naming the user's field, before anything is made.
+        spec = (ray_job or {}).get("spec")
+        if not isinstance(spec, dict) or not spec.get("clusterSelector"):
+            return ray_job
+        selector = spec["clusterSelector"]
+        named = selector.get(RAY_CLUSTER_SELECTOR_KEY) if isinstance(selector, dict) else None
+        if not isinstance(named, str) or not named:
+            raise PydanticCustomError(
+                "ray_job_names_no_cluster",
+                "spec.clusterSelector must name the Ray cluster under the key ray.io/cluster "
+                "(ray.io/cluster: <name of a RayCluster in the KaiwoJob's namespace>): "
+                "KubeRay runs the RayJob on the RayCluster of that name and reads no other key",
+            )
+        if spec.get("rayClusterSpec") is not None:
+            raise PydanticCustomError(
+                "ray_job_two_clusters",
+                "spec.clusterSelector and spec.rayClusterSpec must not both be given: with "
+                "clusterSelector the RayJob runs on the existing cluster and rayClusterSpec "
+                "is ignored; leave out one of them",
+            )
+        backoff = spec.get("backoffLimit")
+        if isinstance(backoff, int) and not isinstance(backoff, bool) and backoff > 0:
+            raise PydanticCustomError(
+                "ray_job_retries_on_existing_cluster",
+                "spec.backoffLimit must not be above 0 with spec.clusterSelector: KubeRay "
+                "retries a RayJob on a cluster of its own, and refuses to retry one on an "
+                "existing cluster; leave spec.backoffLimit out",
             )
         return ray_job
 

@@ -9,14 +9,21 @@ A given ``rayJob.spec`` is completed where Kueue or KubeRay could not run it as 
 spec has (Kueue's RayJob webhook refuses a queued RayJob that keeps its cluster; one the user
 sets ``false`` is refused by the KaiwoJob's own validation, naming the field); with neither
 ``rayClusterSpec`` nor ``clusterSelector`` (``rayJob: {}``) it gets Kaiwo's default cluster, as
-``ray: true`` does (KubeRay cannot run a RayJob with no cluster). A RayJob sent to an existing
-cluster (``clusterSelector``) is left as given.
+``ray: true`` does (KubeRay cannot run a RayJob with no cluster).
+
+A RayJob sent to an existing cluster (``clusterSelector``, decision 0156) gets no cluster and no
+``shutdownAfterJobFinishes``, and is neither queued nor suspended: Kueue does not manage a RayJob
+on an existing cluster (the cluster's pods are queued with the cluster; Kueue's controller skips
+such a RayJob), but its webhook still suspends one that carries a queue label, and KubeRay
+refuses a suspended RayJob in that mode. So it carries no Kueue label and ``suspend: false``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import RAY_CLUSTER_SELECTOR_KEY
 
 from kaiwo_planner.domain.children.entrypoint import ray_entrypoint
 from kaiwo_planner.domain.children.labels import inherited_labels, queue_labels
@@ -35,14 +42,30 @@ from kaiwo_planner.domain.state.json_trees import copy_tree
 RAY_API_VERSION = "ray.io/v1"
 
 
+def on_existing_cluster(ray_job: Mapping[str, Any] | None) -> bool:
+    """Whether a given ``rayJob`` runs on a Ray cluster that exists (``clusterSelector``)."""
+    spec = (ray_job or {}).get("spec")
+    return isinstance(spec, Mapping) and bool(spec.get("clusterSelector"))
+
+
 def kaiwo_cluster_note(ray_job: Mapping[str, Any] | None) -> str:
     """The words the Schedulable condition adds when a given ``rayJob`` names no Ray cluster
-    and runs Kaiwo's (decision 0151); empty otherwise."""
+    and runs Kaiwo's (decision 0151), or runs on an existing one (decision 0156); empty
+    otherwise."""
     if ray_job is None:
         return ""
     spec = ray_job.get("spec")
     spec = spec if isinstance(spec, Mapping) else {}
-    if spec.get("clusterSelector") or spec.get("rayClusterSpec") is not None:
+    if on_existing_cluster(ray_job):
+        selector = spec.get("clusterSelector")
+        named = selector.get(RAY_CLUSTER_SELECTOR_KEY) if isinstance(selector, Mapping) else None
+        return (
+            "spec.rayJob.spec.clusterSelector sends the RayJob to the existing Ray cluster "
+            f"{named}, whose pods run it: the workload holds no GPUs of its own (spec.gpus, "
+            "spec.gpusPerReplica and spec.replicas size nothing) and is not queued in Kueue, "
+            "which queues the cluster's pods with the cluster"
+        )
+    if spec.get("rayClusterSpec") is not None:
         return ""
     return (
         "spec.rayJob.spec gives no Ray cluster (neither rayClusterSpec nor clusterSelector), "
@@ -62,7 +85,8 @@ def build_ray_job(
         {} if inputs.ray_job is None else copy_tree(dict(inputs.ray_job.get("spec") or {}))
     )
     generated = False
-    if not spec.get("clusterSelector"):
+    existing = on_existing_cluster(inputs.ray_job)
+    if not existing:
         if spec.get("shutdownAfterJobFinishes") is None:
             spec["shutdownAfterJobFinishes"] = True
         if spec.get("rayClusterSpec") is None:
@@ -81,11 +105,12 @@ def build_ray_job(
             additions=additions,
             generated=generated,
         )
-    spec["suspend"] = True
-    labels = {
-        **inherited_labels({}, inputs.identity),
-        **queue_labels(inputs.queue_name, inputs.kueue_priority_class),
-    }
+    # Kueue unsuspends what it admits; a RayJob on an existing cluster is not Kueue's, and
+    # KubeRay refuses to run one suspended (decision 0156).
+    spec["suspend"] = not existing
+    labels = inherited_labels({}, inputs.identity)
+    if not existing:
+        labels |= queue_labels(inputs.queue_name, inputs.kueue_priority_class)
     return {
         "apiVersion": RAY_API_VERSION,
         "kind": "RayJob",

@@ -191,7 +191,9 @@ def _gpu_verdict(allocation: GpuAllocation, stats: GpuStats) -> SchedulableVerdi
                 "spec.replicas, or set spec.gpusPerReplica"
             ),
         )
-    if allocation.gpus <= 0:
+    # No pod holds any: no GPUs asked, or a RayJob sent to an existing Ray cluster, whose
+    # own pods run it (no worker group of its own, decision 0156).
+    if allocation.gpus <= 0 or allocation.held_gpus <= 0:
         return SchedulableVerdict(
             schedulable=True,
             reason=SCHEDULABLE,

@@ -69,10 +69,30 @@ def is_admitted(observed: ObservedChildren) -> bool:
     if observed.kueue_workloads:
         return all(kueue_admitted(w.get("status") or {}) for w in observed.kueue_workloads)
     child = observed.child
+    if child is not None and runs_on_existing_ray_cluster(child):
+        return True
     if child is None or (child.get("spec") or {}).get("suspend") is True:
         return False
     # No Workload: Kueue does not manage this namespace; believe the child once it runs.
     return child_phase(observed, previous_phase=WorkloadStatus.NEW) in _ACTIVE_CHILD_PHASES
+
+
+def runs_on_existing_ray_cluster(child: Mapping[str, Any]) -> bool:
+    """A RayJob sent to a Ray cluster that exists (``clusterSelector``): Kueue does not queue
+    it (the cluster's pods are queued with the cluster), so nothing admits it and it waits for
+    nothing of Kueue's; its phase is KubeRay's from the start (decision 0156)."""
+    spec = child.get("spec")
+    return (
+        child.get("kind") == "RayJob"
+        and isinstance(spec, Mapping)
+        and bool(spec.get("clusterSelector"))
+    )
+
+
+NOT_QUEUED_MESSAGE = (
+    "Kueue does not queue a RayJob sent to an existing Ray cluster "
+    "(spec.rayJob.spec.clusterSelector): it runs on that cluster's pods, queued with the cluster"
+)
 
 
 def pods_still_waiting(observed: ObservedChildren) -> tuple[int, int] | None:

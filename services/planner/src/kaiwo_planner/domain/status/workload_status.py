@@ -78,11 +78,13 @@ from kaiwo_planner.domain.status.conditions import (
 )
 from kaiwo_planner.domain.status.kueue_admission import (
     ADMITTED,
+    NOT_QUEUED_MESSAGE,
     is_admitted,
     kueue_preemption,
     kueue_waiting_reason,
     partially_admitted_pods,
     pods_still_waiting,
+    runs_on_existing_ray_cluster,
 )
 from kaiwo_planner.domain.status.storage_phase import (
     DOWNLOAD_JOB_SUCCEEDED,
@@ -291,6 +293,8 @@ def _with_health(
 
 
 def _admitted(observed: ObservedChildren) -> ConditionSpec:
+    if observed.child is not None and runs_on_existing_ray_cluster(observed.child):
+        return ConditionSpec(ADMITTED, "True", "NotQueued", NOT_QUEUED_MESSAGE)
     partial = partially_admitted_pods(observed.kueue_workloads)
     if partial is None:
         return ConditionSpec(ADMITTED, "True", "Admitted", "Workload is admitted")
