@@ -504,6 +504,25 @@ def test_a_ray_job_on_an_existing_cluster_runs_where_its_vendor_has_no_gpus(make
     assert ray_job["kind"] == "RayJob"
 
 
+def test_a_ray_job_on_an_existing_cluster_runs_whatever_queue_or_priority_it_names(make_node):
+    """The RayJob is not queued in Kueue (decision 0156), so a ``clusterQueue`` the
+    KaiwoQueueConfig does not define, or a ``priorityClass`` that names nothing, keeps it from
+    nothing: it is made and runs on ``shared``. Before, it went ERROR (``ClusterQueueNotFound``,
+    ``PriorityClassNotFound``) for a queue and a class it would never use."""
+    for setting in ({"clusterQueue": "nowhere"}, {"priorityClass": "nothing-of-that-name"}):
+        owner = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "rayJob": ON_SHARED, **setting})
+
+        plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+        assert plan is not None
+        schedulable = condition(plan, "Schedulable")
+        assert (schedulable["status"], schedulable["reason"]) == ("True", "Schedulable"), setting
+        assert schedulable["message"] == f"Workload does not require GPU resources; {SHARED_NOTE}"
+        (ray_job,) = plan.desired
+        assert "kueue.x-k8s.io/queue-name" not in ray_job["metadata"]["labels"]
+        assert "kueue.x-k8s.io/priority-class" not in ray_job["metadata"]["labels"]
+
+
 def test_a_ray_job_naming_no_existing_cluster_is_refused_naming_the_selector(make_node):
     """A ``clusterSelector`` without ``ray.io/cluster``: KubeRay would fail the RayJob for good
     (ValidationFailed); the KaiwoJob is invalid instead, naming the user's field, told in a

@@ -70,7 +70,7 @@ from kaiwo_planner.domain.children.job_changes import CONDITION_TYPE as CHILD_SP
 from kaiwo_planner.domain.children.job_changes import REASON_REPLACING
 from kaiwo_planner.domain.children.labels import inventory_labels
 from kaiwo_planner.domain.children.partial_admission import partial_admission_min_pods
-from kaiwo_planner.domain.children.ray_job import kaiwo_cluster_note
+from kaiwo_planner.domain.children.ray_job import kaiwo_cluster_note, on_existing_cluster
 from kaiwo_planner.domain.children.ray_service import kaiwo_service_cluster_note
 from kaiwo_planner.domain.children.workload_children import (
     PRUNED_KINDS,
@@ -258,6 +258,7 @@ def plan_workload(
         # A kept split is one the running child holds: the node checks are waived for it
         # as for a workload Kueue admitted (decision 0132).
         admitted=admitted or allocation.rule == "kept",
+        queued=not (isinstance(workload, KaiwoJob) and on_existing_cluster(workload.spec.ray_job)),
     )
     if verdict.schedulable:
         # A given rayJob or rayService that names no cluster runs Kaiwo's (decisions 0151,

@@ -99,6 +99,7 @@ def decide_schedulable(
     priority_class: str = "",
     priority: PriorityChoice | None = NO_PRIORITY,
     admitted: bool = False,
+    queued: bool = True,
 ) -> SchedulableVerdict:
     """The verdict for one workload.
 
@@ -106,13 +107,19 @@ def decide_schedulable(
     (empty: any namespace may use it). ``priority`` is what ``priority_class`` (the spec's)
     resolved to, None when it names nothing that exists. ``admitted``: Kueue admitted the
     workload already, so the queue and priority checks no longer stop it (module docstring).
+    ``queued``: False for a workload Kueue never queues (a RayJob sent to an existing Ray
+    cluster, decision 0156), which neither check concerns.
     """
-    queue_verdict = _queue_verdict(
-        cluster_queue=cluster_queue,
-        namespace=namespace,
-        queue_namespaces=queue_namespaces,
-        priority_class=priority_class,
-        priority=priority,
+    queue_verdict = (
+        _queue_verdict(
+            cluster_queue=cluster_queue,
+            namespace=namespace,
+            queue_namespaces=queue_namespaces,
+            priority_class=priority_class,
+            priority=priority,
+        )
+        if queued
+        else None
     )
     gpu_verdict = _gpu_verdict(allocation, stats)
     if not admitted:
