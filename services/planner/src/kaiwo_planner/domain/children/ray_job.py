@@ -43,7 +43,8 @@ RAY_API_VERSION = "ray.io/v1"
 
 
 def on_existing_cluster(ray_job: Mapping[str, Any] | None) -> bool:
-    """Whether a given ``rayJob`` runs on a Ray cluster that exists (``clusterSelector``)."""
+    """Whether a RayJob (a given ``rayJob``, or the child made from it) runs on a Ray cluster
+    that exists (``clusterSelector``)."""
     spec = (ray_job or {}).get("spec")
     return isinstance(spec, Mapping) and bool(spec.get("clusterSelector"))
 
