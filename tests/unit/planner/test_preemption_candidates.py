@@ -5,7 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from kaiwo_contracts.plans import ObjectRef, RefKey
+from kaiwo_planner.domain.scheduling import preemption_candidates as candidates_module
+from kaiwo_planner.domain.scheduling.gpu_allocation import releasing_job
 from kaiwo_planner.domain.scheduling.preemption import PendingWorkload, RunningWorkload
 from kaiwo_planner.domain.scheduling.preemption_candidates import (
     freed_gpus_settle_for,
@@ -121,6 +124,37 @@ def test_a_changed_workload_is_read_again_and_the_others_are_not() -> None:
     assert [w.key for w in second.running] == [key("a")]
     assert [w.key for w in second.pending] == [key("b")]
     assert second.pending[0] is first.pending[1]  # b: the very read of the first snapshot
+
+
+def test_which_job_of_a_workload_releases_pods_is_worked_out_once_per_object(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A waiting workload's plan reads every workload of the cluster, once per state. Whether
+    a workload's Job may have pods released (decision 0152) is a function of the workload
+    object, so it is worked out once per object and kept with its read: a new state costs a
+    lookup per unchanged workload. Worked out for every workload in every state, it was 42%
+    of such a plan (bench/planner.py, the Waiting shape: 1,681 µs at p50, now about 800)."""
+    asked: list[str] = []
+
+    def counted(workload: Any) -> Any:
+        asked.append(workload["metadata"]["name"])
+        return releasing_job(workload)
+
+    monkeypatch.setattr(candidates_module, "releasing_job", counted)
+    contexts = PlanningContextKeeper()
+    sweep = {"spec": {"parallelism": 2}}
+    projection = projection_of(
+        kaiwo_job("a", PENDING), kaiwo_job("b", PENDING), kaiwo_job("c", RUNNING, job=sweep)
+    )
+    preemption_candidates(contexts.context(projection))
+    assert sorted(asked) == ["a", "b", "c"]
+
+    asked.clear()
+    projection.apply(observed(kaiwo_job("a", RUNNING), 10), sequence=10)
+    second = preemption_candidates(contexts.context(projection))
+
+    assert asked == ["a"]
+    assert [w.key for w in second.running] == [key("a"), key("c")]
 
 
 def test_a_new_kaiwo_config_reads_every_workload_again() -> None:

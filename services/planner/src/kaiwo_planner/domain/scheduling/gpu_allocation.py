@@ -380,9 +380,14 @@ def releases_pods(workload: Mapping[str, Any]) -> bool:
     return job_pods(_mapping(spec.get("job"))) > 1
 
 
-def _releasing_job(workload: Mapping[str, Any]) -> tuple[str, str] | None:
+ReleasingJob = tuple[str, str]
+"""The uid of a KaiwoJob whose Job may have pods released, and its Job's name."""
+
+
+def releasing_job(workload: Mapping[str, Any]) -> ReleasingJob | None:
     """The uid of a KaiwoJob (wire form) whose Job may have pods released
-    (:func:`releases_pods`), and its Job's name; None for any other workload."""
+    (:func:`releases_pods`), and its Job's name; None for any other workload. A function of
+    the workload object alone: a reader of many workloads may keep it per object."""
     if not releases_pods(workload):
         return None
     meta = _mapping(workload.get("metadata"))
@@ -395,10 +400,14 @@ def _releasing_job(workload: Mapping[str, Any]) -> tuple[str, str] | None:
 def released_pods_of(cluster: ClusterState, workload: Mapping[str, Any]) -> int:
     """:func:`released_pods` of the batch Job of a KaiwoJob (wire form): of its main child
     Job's Kueue Workloads; 0 for any other workload, or without the Job."""
-    found = _releasing_job(workload)
-    if found is None:
+    return released_pods_for(cluster, releasing_job(workload))
+
+
+def released_pods_for(cluster: ClusterState, releasing: ReleasingJob | None) -> int:
+    """:func:`released_pods_of` the workload whose :func:`releasing_job` is ``releasing``."""
+    if releasing is None:
         return 0
-    uid, job_name = found
+    uid, job_name = releasing
     job = cluster.child_of(uid, kind="Job", name=job_name)
     job_uid = _mapping(_mapping(job).get("metadata")).get("uid")
     if not isinstance(job_uid, str) or not job_uid:
@@ -413,7 +422,7 @@ def released_pods_among(
 ) -> int:
     """:func:`released_pods_of` among listed ``children`` and ``kueue_workloads`` (wire form,
     any owners; a client such as ``kaiwo gpus`` that lists them)."""
-    found = _releasing_job(workload)
+    found = releasing_job(workload)
     if found is None:
         return 0
     uid, job_name = found

@@ -42,9 +42,11 @@ from kaiwo_planner.domain.scheduling.freed_gpus import (
 )
 from kaiwo_planner.domain.scheduling.gpu_allocation import (
     GpuStats,
+    ReleasingJob,
     StatsOf,
     allocated_gpus,
-    released_pods_of,
+    released_pods_for,
+    releasing_job,
     running_child_of,
     vendor_gpu_stats,
 )
@@ -92,10 +94,13 @@ class StoppedForDemand:
 
 
 _Candidate = RunningWorkload | PendingWorkload | StoppedForDemand | None
-_Reads = Mapping[int, tuple[Mapping[str, Any], _Candidate, int]]
+_Read = tuple[Mapping[str, Any], _Candidate, int, ReleasingJob | None]
+_Reads = Mapping[int, _Read]
 """What each workload object was read as, by ``id``, with the pods of its batch Job Kueue had
-released then (:func:`released_pods_of`). The entry holds its object, so no other object can
-take that id while the entry is there: an id found is that very object."""
+released then (:func:`released_pods_for`) and the Job whose released pods it reads
+(:func:`releasing_job`, None for any other workload: a function of the object, so it is
+worked out once per object, not once per state). The entry holds its object, so no other
+object can take that id while the entry is there: an id found is that very object."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,18 +239,26 @@ def _waits(workload: PendingWorkload, context: PlanningContext) -> bool:
 
 def _reread(
     obj: Mapping[str, Any],
-    known: tuple[Mapping[str, Any], _Candidate, int] | None,
+    known: _Read | None,
     config: KaiwoConfig,
     stats_of: StatsOf,
     context: PlanningContext,
-) -> tuple[Mapping[str, Any], _Candidate, int]:
+) -> _Read:
     """The earlier read of ``obj`` (``known``) while Kueue has released as many of its
     pods as then, else ``obj`` read again. The released pods are looked up for a parallel
-    batch Job only (:func:`released_pods_of`), so the other reads cost what they did."""
-    released = released_pods_of(context.cluster, obj)
+    batch Job only (:func:`releasing_job`), so the other reads cost a lookup of the kept
+    read: a waiting workload's plan reads every workload of the cluster."""
+    if known is None:
+        releasing = releasing_job(obj)
+    else:
+        releasing = known[3]
+        if releasing is None:
+            return known
+    released = released_pods_for(context.cluster, releasing)
     if known is not None and known[2] == released:
         return known
-    return obj, _read(obj, config, stats_of, context, released=released), released
+    candidate = _read(obj, config, stats_of, context, released=released)
+    return obj, candidate, released, releasing
 
 
 def _read(
