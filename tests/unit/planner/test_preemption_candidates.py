@@ -297,6 +297,30 @@ def test_a_waiting_workload_in_a_namespace_being_deleted_stops_no_expired_one() 
     assert preemption_victims(context, now=after_expiry) == ()
 
 
+def test_the_namespace_of_many_waiting_workloads_is_asked_of_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whether a Namespace is being deleted is asked once per namespace in each state, not
+    once per waiting workload: with 300 waiting, asking each was a third of a pressing
+    waiter's plan (bench/planner.py, the Waiting shape: 814 -> 558 µs at p50)."""
+    asked: list[str] = []
+
+    def counted(cluster: Any, name: str) -> bool:
+        asked.append(name)
+        return name == "leaving"
+
+    monkeypatch.setattr(candidates_module, "namespace_being_deleted", counted)
+    contexts = PlanningContextKeeper()
+    elsewhere = {**kaiwo_job("elsewhere", PENDING)}
+    elsewhere["metadata"] = {**elsewhere["metadata"], "namespace": "leaving"}
+    projection = projection_of(*(kaiwo_job(f"waits-{i}", PENDING) for i in range(5)), elsewhere)
+
+    pending = preemption_candidates(contexts.context(projection)).pending
+
+    assert sorted(asked) == ["leaving", "team"]
+    assert [w.key[3] for w in pending] == [f"waits-{i}" for i in range(5)]
+
+
 def test_a_batch_jobs_parallel_pods_count_for_the_victim_and_the_waiter() -> None:
     """Decision 0147: a Job of 2 pods x 4 GPUs holds 8, and one of 4 pods x 4 waits for 16.
     Counted as one pod each (4 and 4) before, the waiter of 8 had two expired workloads

@@ -217,9 +217,11 @@ def _candidates(
         for obj, read in zip(objects, map(known.get, ids), strict=True)
     ]
     candidates = [read[1] for read in reads]
+    pending = [c for c in candidates if type(c) is PendingWorkload]
+    leaving = _namespaces_being_deleted({c.key[2] for c in pending}, context)
     return PreemptionCandidates(
         running=tuple(c for c in candidates if type(c) is RunningWorkload),
-        pending=tuple(c for c in candidates if type(c) is PendingWorkload and _waits(c, context)),
+        pending=tuple(c for c in pending if c.key[2] not in leaving),
         stopped=tuple(c for c in candidates if type(c) is StoppedForDemand),
         config=config,
         gpu_stats=used,
@@ -228,13 +230,13 @@ def _candidates(
     )
 
 
-def _waits(workload: PendingWorkload, context: PlanningContext) -> bool:
-    """Not in a Namespace being deleted: the namespace controller removes the workload within
-    seconds, so it waits for no GPUs (decision 0130; its own ``deletionTimestamp`` is read
-    with the object). Asked here, not in the reads kept per workload object, as the
-    Namespace changes apart from the workload."""
-    _, _, namespace, _, _ = workload.key
-    return not namespace_being_deleted(context.cluster, namespace)
+def _namespaces_being_deleted(namespaces: set[str], context: PlanningContext) -> frozenset[str]:
+    """Those of ``namespaces`` being deleted: a waiting workload in one waits for no GPUs, as
+    the namespace controller removes it within seconds (decision 0130; its own
+    ``deletionTimestamp`` is read with the object). Asked here, not in the reads kept per
+    workload object, as the Namespace changes apart from the workload; once per namespace,
+    not per waiting workload."""
+    return frozenset(n for n in namespaces if namespace_being_deleted(context.cluster, n))
 
 
 def _reread(
