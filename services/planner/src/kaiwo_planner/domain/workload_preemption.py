@@ -19,7 +19,10 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoservice import KaiwoService
 from kaiwo_contracts.plans import ObjectRef
 
 from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation
-from kaiwo_planner.domain.scheduling.idle_preemption_inputs import idle_preemption_decision
+from kaiwo_planner.domain.scheduling.idle_preemption_inputs import (
+    counts_as_idle,
+    idle_preemption_decision,
+)
 from kaiwo_planner.domain.scheduling.preemption_candidates import (
     freed_gpus_settle_for,
     preemption_decision,
@@ -62,9 +65,11 @@ def termination_request(
     finding = context.cluster.findings.get(ref.uid or "")
     if finding is None:
         return None
-    idle = idle_preemption_decision(context, now=now).for_victim(ref)
-    if idle is not None:
-        return idle.request
+    observed = context.cluster.by_uid(ref.uid or "") or {}
+    if counts_as_idle(observed, finding, context, now=now):
+        idle = idle_preemption_decision(context, now=now).for_victim(ref)
+        if idle is not None:
+            return idle.request
     return underutilization_termination(
         finding, kaiwo_config(context).spec.resource_monitoring, ref.namespace or "", now=now
     )

@@ -294,6 +294,37 @@ def pods_of(root: Mapping[str, Any], cluster: ClusterState) -> tuple[Mapping[str
     return ()
 
 
+def counts_as_idle(
+    obj: Mapping[str, Any],
+    finding: WorkloadFinding | None,
+    context: PlanningContext,
+    *,
+    now: datetime,
+) -> bool:
+    """Whether the running workload ``obj`` (wire form), whose latest finding is ``finding``,
+    is idle as :func:`idle_preemption_decision` counts it (opted in, an idle stretch that
+    counts). Only such a workload can be that decision's victim, so the plan of any other
+    need not work the decision out: it reads every workload of the cluster, and every
+    running workload's finding brings a plan (decision 0158)."""
+    settings = settings_of(obj, context.cluster, kaiwo_config(context).spec.gpu_preemption)
+    return _idle_reading(finding, settings, now=now) is not None
+
+
+def _idle_reading(
+    finding: WorkloadFinding | None, settings: GpuPreemptionSettings | None, *, now: datetime
+) -> tuple[WorkloadFinding, GpuPreemptionSettings, datetime] | None:
+    """The finding, the settings and the start of the idle stretch, when it counts."""
+    if (
+        settings is None
+        or finding is None
+        or finding.idle_since is None
+        or not finding.fresh(now)
+        or not _idle_stretch_counts(finding, settings)
+    ):
+        return None
+    return finding, settings, finding.idle_since
+
+
 def _idle(
     obj: Mapping[str, Any],
     finding: WorkloadFinding | None,
@@ -303,19 +334,15 @@ def _idle(
     gpus: int,
     now: datetime,
 ) -> IdleWorkload | None:
-    if (
-        settings is None
-        or finding is None
-        or finding.idle_since is None
-        or not finding.fresh(now)
-        or not _idle_stretch_counts(finding, settings)
-    ):
+    counted = _idle_reading(finding, settings, now=now)
+    if counted is None:
         return None
+    finding, settings, idle_since = counted
     return IdleWorkload(
         key=ObjectRef.key_of(obj),
         vendor=vendor,
         gpus=gpus,
-        idle_since=finding.idle_since,
+        idle_since=idle_since,
         evidence_at=finding.at,
         grace=settings.grace_period,
         policy=settings.policy,
