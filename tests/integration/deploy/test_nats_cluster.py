@@ -51,22 +51,39 @@ def local_config(*, ordinal: int, client: int, routes: list[int], store: Path) -
 
 @dataclass(frozen=True)
 class Cluster:
-    """Three servers' configurations, started one by one; a client URL and the admin's key."""
+    """Three servers' configurations, started one by one; a client URL and the admin's key.
+    Each server logs to a file of its own, which a failure shows."""
 
     url: str
     admin: Path
     configs: tuple[Path, ...]
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
+    def log(self, ordinal: int) -> Path:
+        return self.configs[ordinal].with_suffix(".log")
+
     def start(self, ordinal: int) -> None:
-        self.processes.append(
-            subprocess.Popen(
-                [str(NATS_SERVER), "-c", str(self.configs[ordinal])],
-                env={**os.environ, "POD_NAME": f"nats-{ordinal}"},
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
+        with self.log(ordinal).open("ab") as log:
+            self.processes.append(
+                subprocess.Popen(
+                    [str(NATS_SERVER), "-c", str(self.configs[ordinal])],
+                    env={**os.environ, "POD_NAME": f"nats-{ordinal}"},
+                    stdout=log,
+                    stderr=log,
+                )
             )
-        )
+
+    def told(self, *, lines: int = 15) -> str:
+        """Each server's state and the end of its log: why a cluster did not form (a port
+        another process took between the test choosing it and the server binding it, a
+        server that never joined)."""
+        said = []
+        for ordinal, process in enumerate(self.processes):
+            code = process.poll()
+            state = "running" if code is None else f"exited {code}"
+            tail = self.log(ordinal).read_text(errors="replace").splitlines()[-lines:]
+            said.append(f"nats-{ordinal} ({state}):\n" + "\n".join(tail))
+        return "\n".join(said)
 
 
 @pytest.fixture
@@ -148,7 +165,7 @@ def test_streams_and_buckets_are_kept_on_all_three_servers(cluster: Cluster) -> 
     cluster.start(1)
     cluster.start(2)
     _, stderr = provision.communicate(timeout=90)
-    assert provision.returncode == 0, stderr
+    assert provision.returncode == 0, f"{stderr}\n{cluster.told()}"
     streams = [spec.name for spec in stream_specs()]
     assert asyncio.run(stream_replicas(cluster.url, cluster.admin, streams)) == {
         "KAIWO_OBS": (3, 3),
