@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
+import socket
 import subprocess
 import sys
 import time
@@ -34,6 +36,24 @@ NATS_SERVER: Final = Path(sys.executable).parent / "nats-server"
 CLUSTER_CONF: Final = DEPLOY / "k8s" / "overlays" / "production" / "nats-cluster.conf"
 SERVERS: Final = 3
 UNANSWERED_SECONDS: Final = 7.0
+
+
+def port_below_ephemeral() -> int:
+    """A free port below the kernel's ephemeral range. Two of the servers bind theirs
+    seconds after the test chose them; a port of that range can meanwhile be given to any
+    process's outgoing connection (CI runs many beside this test), and the server that
+    cannot bind it exits. Below the range, only an explicit bind takes a port."""
+    low, _ = (int(n) for n in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    chooser = random.Random()
+    for _ in range(200):
+        port = chooser.randrange(max(low - 12_000, 1_024), low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    return free_port()
 
 
 def local_config(*, ordinal: int, client: int, routes: list[int], store: Path) -> str:
@@ -90,8 +110,8 @@ class Cluster:
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
     credentials = tmp_path / "conf" / "kaiwo"
     write_nats_credentials(credentials)
-    routes = [free_port() for _ in range(SERVERS)]
-    clients = [free_port() for _ in range(SERVERS)]
+    routes = [port_below_ephemeral() for _ in range(SERVERS)]
+    clients = [port_below_ephemeral() for _ in range(SERVERS)]
     configs = []
     for ordinal in range(SERVERS):
         config = tmp_path / "conf" / f"cluster-{ordinal}.conf"
