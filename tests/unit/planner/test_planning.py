@@ -1830,6 +1830,42 @@ def test_only_an_idle_workloads_plan_works_out_the_idle_preemption_decision(
     assert worked_out == [NOW]
 
 
+def test_the_idle_decision_counts_the_gpus_only_of_the_workloads_that_take_part(
+    cluster_with, monkeypatch
+):
+    """An idle workload's plan reads every workload of the cluster; the GPUs each holds are
+    worked out only for those that take part (idle ones, waiting ones, those freeing GPUs),
+    not for every busy or finished one (decision 0158: 16.0 -> 9.6 ms for such a plan among
+    1,000 opted-in workloads, a tenth of them idle)."""
+    from kaiwo_planner.domain.scheduling import idle_preemption_inputs
+
+    counted: list[str] = []
+    allocated = idle_preemption_inputs.allocated_gpus
+
+    def counting(obj: Any, *args: Any, **kwargs: Any) -> int:
+        counted.append(obj["metadata"]["name"])
+        return allocated(obj, *args, **kwargs)
+
+    monkeypatch.setattr(idle_preemption_inputs, "allocated_gpus", counting)
+    owner = opted_in(kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS), ALWAYS_NOW)
+    busy = opted_in(kaiwo_job(TRAIN_SPEC, name="busy", uid="busy-uid", status=RUNNING_STATUS))
+    done = kaiwo_job(TRAIN_SPEC, name="done", uid="done-uid", status={"status": "COMPLETE"})
+    waits = kaiwo_job(TRAIN_SPEC, name="waits", uid="waits-uid", status={"status": "PENDING"})
+    cluster = cluster_with(
+        owner, running_job(owner), busy, done, waits, workloads=(admitted("job-uid-job"),)
+    )
+    found = with_findings(
+        cluster,
+        finding(idle_since=NOW - timedelta(hours=1)),
+        dataclasses.replace(finding(), uid="busy-uid"),
+    )
+
+    stopped = planned(owner=owner, cluster=found, now=NOW)
+
+    assert stopped.status is not None and stopped.status["status"] == "TERMINATING"
+    assert sorted(counted) == ["train", "waits"]
+
+
 def test_a_finding_cannot_opt_a_workload_in_to_idle_preemption(cluster_with):
     # The attack: a finding saying policy Always, grace 0, for a workload that never opted
     # in. Only readings are taken from it; without an annotation nothing is preempted.

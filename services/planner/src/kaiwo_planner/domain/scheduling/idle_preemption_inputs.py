@@ -76,7 +76,6 @@ from kaiwo_planner.domain.scheduling.freed_gpus import (
     still_freeing,
 )
 from kaiwo_planner.domain.scheduling.gpu_allocation import (
-    GpuStats,
     allocated_gpus,
     released_pods_of,
     running_child_of,
@@ -133,33 +132,28 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
     in_flight: dict[str, int] = defaultdict(int)
     freed_for: dict[str, int] = defaultdict(int)
 
-    def stats_of(vendor: str) -> GpuStats:
-        return vendor_gpu_stats(context, vendor)
-
     for obj in workloads(cluster):
         status, spec = obj.get("status"), obj.get("spec")
         if not isinstance(status, Mapping) or not isinstance(spec, Mapping):
             continue
-        # What the allocation gives its pods, by the planner's own rule (decision 0118), or
-        # the split by node size its running child was made with (decision 0137), less the
-        # pods of its batch Job whose quota Kueue has released (decision 0152).
         phase = status.get("status")
-        gpus = allocated_gpus(
-            obj,
-            stats_of,
-            running_child=running_child_of(cluster, obj),
-            released=released_pods_of(cluster, obj),
-        )
         vendor = str(spec.get("gpuVendor") or "amd").lower()
         uid = _uid(obj)
+        # Worked out only for a workload that takes part (decision 0158): most running ones
+        # are not idle, and finished ones hold nothing.
+        gpus = _held_gpus(obj, context) if uid in context.preempting or phase == _PENDING else 0
         if uid in context.preempting:
             in_flight[vendor] += gpus
         elif phase in _RUNNING:
             settings = settings_of(obj, cluster, defaults)
             finding = cluster.findings.get(uid)
-            found = _idle(obj, finding, settings, vendor=vendor, gpus=gpus, now=now)
+            if _idle_reading(finding, settings, now=now) is None:
+                continue
+            found = _idle(
+                obj, finding, settings, vendor=vendor, gpus=_held_gpus(obj, context), now=now
+            )
             idle.extend([found] if found else [])
-        elif phase == WorkloadStatus.PENDING.value and gpus > 0:
+        elif phase == _PENDING and gpus > 0:
             if waits_for_nothing(obj, cluster):
                 continue
             since = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
@@ -167,12 +161,28 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
                 pending.append(GpuDemand(ObjectRef.key_of(obj), vendor, gpus, since))
         elif (victim := observed_victim(status)) and still_freeing(victim, uid, cluster, now=now):
             if victim.beneficiary is None:
-                in_flight[vendor] += gpus
+                in_flight[vendor] += _held_gpus(obj, context)
             else:
-                freed_for[victim.beneficiary] += gpus
+                freed_for[victim.beneficiary] += _held_gpus(obj, context)
     _foreign(context, idle=idle, pending=pending, in_flight=in_flight, now=now)
     return decide_idle_preemptions(
         idle=idle, pending=pending, in_flight=in_flight, freed_for=freed_for, now=now
+    )
+
+
+_PENDING = WorkloadStatus.PENDING.value
+
+
+def _held_gpus(obj: Mapping[str, Any], context: PlanningContext) -> int:
+    """What the allocation gives the workload's pods, by the planner's own rule (decision
+    0118), or the split by node size its running child was made with (decision 0137), less
+    the pods of its batch Job whose quota Kueue has released (decision 0152)."""
+    cluster = context.cluster
+    return allocated_gpus(
+        obj,
+        lambda vendor: vendor_gpu_stats(context, vendor),
+        running_child=running_child_of(cluster, obj),
+        released=released_pods_of(cluster, obj),
     )
 
 
