@@ -139,21 +139,16 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
         phase = status.get("status")
         vendor = str(spec.get("gpuVendor") or "amd").lower()
         uid = _uid(obj)
-        # Worked out only for a workload that takes part (decision 0158): most running ones
-        # are not idle, and finished ones hold nothing.
-        gpus = _held_gpus(obj, context) if uid in context.preempting or phase == _PENDING else 0
+        # The GPUs held are worked out only for a workload that takes part (decision 0158):
+        # most running ones are not idle, and finished ones hold nothing.
         if uid in context.preempting:
-            in_flight[vendor] += gpus
+            in_flight[vendor] += _held_gpus(obj, context)
         elif phase in _RUNNING:
             settings = settings_of(obj, cluster, defaults)
-            finding = cluster.findings.get(uid)
-            if _idle_reading(finding, settings, now=now) is None:
-                continue
-            found = _idle(
-                obj, finding, settings, vendor=vendor, gpus=_held_gpus(obj, context), now=now
-            )
-            idle.extend([found] if found else [])
-        elif phase == _PENDING and gpus > 0:
+            counted = _idle_reading(cluster.findings.get(uid), settings, now=now)
+            if counted is not None:
+                idle.append(_idle(obj, counted, vendor=vendor, gpus=_held_gpus(obj, context)))
+        elif phase == _PENDING and (gpus := _held_gpus(obj, context)) > 0:
             if waits_for_nothing(obj, cluster):
                 continue
             since = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
@@ -320,10 +315,14 @@ def counts_as_idle(
     return _idle_reading(finding, settings, now=now) is not None
 
 
+_IdleReading = tuple[WorkloadFinding, GpuPreemptionSettings, datetime]
+"""A reading whose idle stretch counts: the finding, the settings, the stretch's start."""
+
+
 def _idle_reading(
     finding: WorkloadFinding | None, settings: GpuPreemptionSettings | None, *, now: datetime
-) -> tuple[WorkloadFinding, GpuPreemptionSettings, datetime] | None:
-    """The finding, the settings and the start of the idle stretch, when it counts."""
+) -> _IdleReading | None:
+    """The reading, when its idle stretch counts."""
     if (
         settings is None
         or finding is None
@@ -337,16 +336,12 @@ def _idle_reading(
 
 def _idle(
     obj: Mapping[str, Any],
-    finding: WorkloadFinding | None,
-    settings: GpuPreemptionSettings | None,
+    counted: _IdleReading,
     *,
     vendor: str,
     gpus: int,
-    now: datetime,
-) -> IdleWorkload | None:
-    counted = _idle_reading(finding, settings, now=now)
-    if counted is None:
-        return None
+) -> IdleWorkload:
+    """The idle workload ``obj``, whose reading counts (:func:`_idle_reading`)."""
     finding, settings, idle_since = counted
     return IdleWorkload(
         key=ObjectRef.key_of(obj),
