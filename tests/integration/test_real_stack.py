@@ -288,6 +288,19 @@ async def job_pods(pipeline: Pipeline, namespace: str, job: str) -> list[dict[st
     return listed.items
 
 
+async def job_pods_running(
+    pipeline: Pipeline, namespace: str, job: str, count: int, *, of: int
+) -> None:
+    """Waits until ``count`` of the ``of`` pods the Job asks for run (Kueue admitted part)."""
+
+    async def running() -> list[dict[str, Any]] | Pending:
+        pods = await job_pods(pipeline, namespace, job)
+        found = [p for p in pods if p["status"].get("phase") == "Running"]
+        return found if len(found) == count else Pending(f"{len(found)} running")
+
+    await eventually(running, what=f"{count} of the {of} pods running", within=STEP)
+
+
 async def events_of(
     pipeline: Pipeline, namespace: str, name: str, *, kind: str = "KaiwoJob"
 ) -> list[tuple[str, str]]:
@@ -2208,12 +2221,7 @@ async def test_kueue_admits_part_of_a_jobs_pods_and_the_operator_keeps_its_paral
     [assigned] = workload["status"]["admission"]["podSetAssignments"]
     assert (assigned["count"], assigned["resourceUsage"]["amd.com/gpu"]) == (2, "8"), assigned
 
-    async def two_pods_running() -> list[dict[str, Any]] | Pending:
-        pods = await job_pods(stack, ns, "partial-sweep")
-        running = [p for p in pods if p["status"].get("phase") == "Running"]
-        return running if len(running) == 2 else Pending(f"{len(running)} running")
-
-    await eventually(two_pods_running, what="2 of the 4 pods running", within=STEP)
+    await job_pods_running(stack, ns, "partial-sweep", 2, of=4)
     await stack.settled(within=STEP)
     assert await stack.operator_writes_while_idle() == Counter()
     child = await stack.kube.get(resources.JOB, "partial-sweep", namespace=ns)
@@ -2314,12 +2322,7 @@ async def test_a_sweep_larger_than_the_cluster_runs_when_kueue_may_start_it_with
     [assigned] = workload["status"]["admission"]["podSetAssignments"]
     assert (assigned["count"], assigned["resourceUsage"]["amd.com/gpu"]) == (2, "8"), assigned
 
-    async def two_pods_running() -> list[dict[str, Any]] | Pending:
-        pods = await job_pods(stack, ns, "wide-sweep")
-        running = [p for p in pods if p["status"].get("phase") == "Running"]
-        return running if len(running) == 2 else Pending(f"{len(running)} running")
-
-    await eventually(two_pods_running, what="2 of the 13 pods running", within=STEP)
+    await job_pods_running(stack, ns, "wide-sweep", 2, of=13)
     await stack.settled(within=STEP)
     assert await stack.operator_writes_while_idle() == Counter()
     child = await stack.kube.get(resources.JOB, "wide-sweep", namespace=ns)
