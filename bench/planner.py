@@ -10,6 +10,10 @@ A fifth shape, ``Waiting``, is a GPU KaiwoJob that has waited past
 ``pendingThresholdForPreemption`` among 300 others that wait too and 20 that ran past their
 duration: each of its plans decides preemptions over every workload of the cluster. It is
 shown beside the four, outside the verdict: its cost grows with the workloads waiting.
+A sixth, ``Idle``, is a GPU KaiwoJob opted in to GPU idle preemption and idle, among 1,000
+running opted-in others, each with a fresh finding from the monitor and a tenth of them
+idle: each of its plans decides idle preemptions over every workload (decision 0158). It is
+shown beside the four too.
 
 Two figures per shape:
 
@@ -39,13 +43,14 @@ import statistics
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kaiwo_contracts.events import ObservedObjectV1
 from kaiwo_planner.domain.planning import plan_object
 from kaiwo_planner.domain.state.context_keeper import PlanningContextKeeper
 from kaiwo_planner.domain.state.projection import Projection
+from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 STARTED = "2026-03-01T11:00:00Z"
@@ -155,6 +160,9 @@ RUNNING = {"status": "RUNNING", "startTime": STARTED, "observedGeneration": 1}
 PENDING = {"status": "PENDING", "observedGeneration": 1}
 WAITING = 300
 """Workloads pending for GPUs past ``pendingThresholdForPreemption`` in the ``Waiting`` shape."""
+RUNNING_OPTED_IN = 1000
+"""Running workloads opted in to GPU idle preemption in the ``Idle`` shape (a tenth idle)."""
+OPTED_IN = {"kaiwo.silogen.ai/gpu-preemption.policy": "OnPressure"}
 
 
 def workload(
@@ -164,6 +172,7 @@ def workload(
     *,
     uid: str,
     status: dict[str, Any] = RUNNING,
+    annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     return {
         "apiVersion": "kaiwo.silogen.ai/v1alpha1",
@@ -175,6 +184,7 @@ def workload(
             "generation": 1,
             "resourceVersion": "100",
             "creationTimestamp": "2026-03-01T10:00:00Z",
+            **({"annotations": annotations} if annotations else {}),
         },
         "spec": {**COMMON_SPEC, **spec},
         "status": dict(status),
@@ -223,6 +233,24 @@ def running_child(owner: dict[str, Any], child_kind: str) -> list[dict[str, Any]
     return [child, kueue_workload]
 
 
+def finding(uid: str, *, idle: bool) -> WorkloadFinding:
+    """The monitor's fresh reading of a workload, idle for an hour (under the default 5 %,
+    aggregation Max) or busy."""
+    return WorkloadFinding(
+        uid=uid,
+        at=NOW,
+        measured=True,
+        vendor="amd",
+        gpu_count=8,
+        threshold_ratio=0.01,
+        idle_threshold_ratio=0.05,
+        idle_since=NOW - timedelta(hours=1) if idle else None,
+        utilization_ratio=0.0 if idle else 0.5,
+        idle_utilization_ratio=0.0 if idle else 0.5,
+        idle_aggregation="Max",
+    )
+
+
 def observation(obj: dict[str, Any], resource_version: int) -> ObservedObjectV1:
     meta = obj["metadata"]
     uid = meta.get("uid") or f"uid-{obj['kind'].lower()}-{meta['name']}"
@@ -247,6 +275,7 @@ class Cluster:
         owner: dict[str, Any],
         child_kind: str | None,
         others: list[dict[str, Any]] | None = None,
+        findings: list[WorkloadFinding] | None = None,
     ) -> None:
         if others is None:
             others = [
@@ -267,8 +296,11 @@ class Cluster:
         self.projection = Projection()
         for sequence, obj in enumerate(objects, start=1):
             self.projection.apply(observation(obj, sequence), sequence=sequence)
-        self._churn = others[0]
         self._sequence = len(objects)
+        for found in findings or ():
+            self._sequence += 1
+            self.projection.apply_finding(found, sequence=self._sequence)
+        self._churn = others[0]
 
     def unrelated_change(self) -> None:
         """Another workload's status moved: the snapshot is new, nothing this owner reads is
@@ -314,7 +346,9 @@ def time_plans(
 def clusters() -> Iterator[tuple[str, Cluster]]:
     """Each shape's cluster; ``Waiting``: a GPU KaiwoJob pending past the preemption threshold
     among WAITING others that wait too and 20 that ran past their duration, so every plan of
-    it decides preemptions over all of them."""
+    it decides preemptions over all of them; ``Idle``: an idle opted-in GPU KaiwoJob among
+    RUNNING_OPTED_IN running opted-in others with findings, so every plan of it decides idle
+    preemptions over all of them."""
     for shape, (kind, spec, child_kind) in SHAPES.items():
         owner = workload(kind, f"bench-{shape.lower()}", spec, uid=f"uid-{shape.lower()}")
         yield shape, Cluster(owner, child_kind)
@@ -329,6 +363,13 @@ def clusters() -> Iterator[tuple[str, Cluster]]:
     ]
     owner = workload("KaiwoJob", "bench-waiting", gpus, uid="uid-waiting", status=PENDING)
     yield "Waiting", Cluster(owner, None, [*waiting, *expired])
+    running = [
+        workload("KaiwoJob", f"runs-{i}", gpus, uid=f"runs-{i}", annotations=OPTED_IN)
+        for i in range(RUNNING_OPTED_IN)
+    ]
+    owner = workload("KaiwoJob", "bench-idle", gpus, uid="uid-idle", annotations=OPTED_IN)
+    findings = [finding(obj["metadata"]["uid"], idle=i % 10 == 0) for i, obj in enumerate(running)]
+    yield "Idle", Cluster(owner, "Job", running, [*findings, finding("uid-idle", idle=True)])
 
 
 def percentile(samples: list[float], fraction: float) -> float:
@@ -366,7 +407,7 @@ def main() -> None:
         for label, before in (("same", None), ("new", cluster.unrelated_change)):
             timings = time_plans(planned, plans=args.plans, warmup=args.warmup, before=before)
             wall, cpu = timings.wall, timings.cpu
-            if shape in SHAPES:  # the target is for the shapes; Waiting is shown beside it
+            if shape in SHAPES:  # the target is for the four; Waiting and Idle are beside it
                 worst_wall = max(worst_wall, percentile(wall, 0.99))
                 worst_cpu = max(worst_cpu, percentile(cpu, 0.99))
             print(

@@ -1866,6 +1866,44 @@ def test_the_idle_decision_counts_the_gpus_only_of_the_workloads_that_take_part(
     assert sorted(counted) == ["train", "waits"]
 
 
+def test_the_idle_decision_resolves_the_settings_only_of_workloads_with_an_idle_stretch(
+    cluster_with, monkeypatch
+):
+    """A running workload's opt-in settings (its annotations and its Namespace's) are
+    resolved only when its finding shows a fresh idle stretch: resolving them for every busy
+    one was most of an idle workload's plan, 10.7 -> 4.6 ms among 1,000 opted-in workloads,
+    a tenth of them idle (``bench/planner.py``'s ``Idle`` shape)."""
+    from kaiwo_planner.domain.scheduling import idle_preemption_inputs
+
+    resolved: list[str] = []
+    settings_of = idle_preemption_inputs.settings_of
+
+    def counting(obj: Any, *args: Any) -> Any:
+        resolved.append(obj["metadata"]["name"])
+        return settings_of(obj, *args)
+
+    monkeypatch.setattr(idle_preemption_inputs, "settings_of", counting)
+    owner = opted_in(kaiwo_job(TRAIN_SPEC, status=RUNNING_STATUS), ALWAYS_NOW)
+    busy = opted_in(kaiwo_job(TRAIN_SPEC, name="busy", uid="busy-uid", status=RUNNING_STATUS))
+    unread = opted_in(kaiwo_job(TRAIN_SPEC, name="unread", uid="unread-uid", status=RUNNING_STATUS))
+    stale = opted_in(kaiwo_job(TRAIN_SPEC, name="stale", uid="stale-uid", status=RUNNING_STATUS))
+    cluster = cluster_with(
+        owner, running_job(owner), busy, unread, stale, workloads=(admitted("job-uid-job"),)
+    )
+    idle_an_hour = finding(idle_since=NOW - timedelta(hours=1))
+    found = with_findings(
+        cluster,
+        idle_an_hour,
+        dataclasses.replace(finding(), uid="busy-uid"),
+        dataclasses.replace(idle_an_hour, uid="stale-uid", at=NOW - timedelta(hours=1)),
+    )
+
+    stopped = planned(owner=owner, cluster=found, now=NOW)
+
+    assert stopped.status is not None and stopped.status["status"] == "TERMINATING"
+    assert set(resolved) == {"train"}
+
+
 def test_a_finding_cannot_opt_a_workload_in_to_idle_preemption(cluster_with):
     # The attack: a finding saying policy Always, grace 0, for a workload that never opted
     # in. Only readings are taken from it; without an annotation nothing is preempted.

@@ -58,6 +58,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoGpuPreemptionConfig
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.gpu_preemption import GpuPreemptionSettings
 from kaiwo_contracts.gpu_workloads import (
@@ -144,8 +145,7 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
         if uid in context.preempting:
             in_flight[vendor] += _held_gpus(obj, context)
         elif phase in _RUNNING:
-            settings = settings_of(obj, cluster, defaults)
-            counted = _idle_reading(cluster.findings.get(uid), settings, now=now)
+            counted = _idle_reading(obj, cluster.findings.get(uid), cluster, defaults, now=now)
             if counted is not None:
                 idle.append(_idle(obj, counted, vendor=vendor, gpus=_held_gpus(obj, context)))
         elif phase == _PENDING and (gpus := _held_gpus(obj, context)) > 0:
@@ -311,8 +311,8 @@ def counts_as_idle(
     counts). Only such a workload can be that decision's victim, so the plan of any other
     need not work the decision out: it reads every workload of the cluster, and every
     running workload's finding brings a plan (decision 0158)."""
-    settings = settings_of(obj, context.cluster, kaiwo_config(context).spec.gpu_preemption)
-    return _idle_reading(finding, settings, now=now) is not None
+    defaults = kaiwo_config(context).spec.gpu_preemption
+    return _idle_reading(obj, finding, context.cluster, defaults, now=now) is not None
 
 
 _IdleReading = tuple[WorkloadFinding, GpuPreemptionSettings, datetime]
@@ -320,16 +320,20 @@ _IdleReading = tuple[WorkloadFinding, GpuPreemptionSettings, datetime]
 
 
 def _idle_reading(
-    finding: WorkloadFinding | None, settings: GpuPreemptionSettings | None, *, now: datetime
+    obj: Mapping[str, Any],
+    finding: WorkloadFinding | None,
+    cluster: ClusterState,
+    defaults: KaiwoGpuPreemptionConfig,
+    *,
+    now: datetime,
 ) -> _IdleReading | None:
-    """The reading, when its idle stretch counts."""
-    if (
-        settings is None
-        or finding is None
-        or finding.idle_since is None
-        or not finding.fresh(now)
-        or not _idle_stretch_counts(finding, settings)
-    ):
+    """The reading of the running workload ``obj``, when its idle stretch counts. The finding
+    is looked at first: most running workloads are busy, and their opt-in settings (their
+    annotations and their Namespace's) cost far more to resolve than their finding."""
+    if finding is None or finding.idle_since is None or not finding.fresh(now):
+        return None
+    settings = settings_of(obj, cluster, defaults)
+    if settings is None or not _idle_stretch_counts(finding, settings):
         return None
     return finding, settings, finding.idle_since
 
