@@ -2283,6 +2283,72 @@ async def test_a_partly_admitted_indexed_sweep_runs_as_many_completions_as_pods_
     await stack.kube.delete(resources.KAIWO_JOB, "indexed-sweep", namespace=ns)
 
 
+async def test_job_annotations_kueue_refuses_are_refused_by_the_operator_naming_the_field(
+    stack: Pipeline,
+) -> None:
+    """Kueue's partial-admission annotations that its Job webhook refuses, given in
+    ``spec.job``: ``job-completions-equal-parallelism: "true"`` on a Job left NonIndexed, and a
+    ``job-min-parallelism`` of 1 on a Job of Kaiwo's parallelism 1 (no ``spec.job.spec``).
+    Before (measured), the Job was never made and each KaiwoJob waited PENDING for good,
+    ``Admitted`` "pending admission", ``ChildSpecApplied`` True, told only by ``ApplyRefused``
+    and ``ApplyFailed`` Events in Kueue's words. Now the operator refuses the spec, naming the
+    field, in ``Valid`` and a Warning Event; no Job is made and nothing is written again
+    (decision 0160)."""
+    ns = namespace_of(stack, "gpu")
+    nonindexed = kaiwo_job("sweep-nonindexed", ns, queue_name="gpu", gpus=1)
+    nonindexed["spec"]["job"] = {
+        "metadata": {
+            "annotations": {
+                "kueue.x-k8s.io/job-min-parallelism": "2",
+                "kueue.x-k8s.io/job-completions-equal-parallelism": "true",
+            }
+        },
+        "spec": {"parallelism": 4, "completions": 4},
+    }
+    single = kaiwo_job("sweep-of-one", ns, queue_name="gpu", gpus=1)
+    single["spec"]["job"] = {
+        "metadata": {"annotations": {"kueue.x-k8s.io/job-min-parallelism": "1"}}
+    }
+    await stack.kube.create(nonindexed)
+    await stack.kube.create(single)
+
+    async def refused(name: str) -> dict[str, Any]:
+        async def check() -> dict[str, Any] | Pending:
+            found = await stack.kube.get(resources.KAIWO_JOB, name, namespace=ns)
+            conditions = {c["type"] for c in (found.get("status") or {}).get("conditions") or ()}
+            if "Valid" not in conditions and "ApplyRefused" not in conditions:
+                return Pending(f"conditions {sorted(conditions)}")
+            return found
+
+        return await eventually(check, what=f"{name} refused", within=STEP)
+
+    expected = {
+        "sweep-nonindexed": (
+            "spec.job: spec.completionMode must be Indexed with metadata.annotations"
+            '["kueue.x-k8s.io/job-completions-equal-parallelism"] "true"'
+        ),
+        "sweep-of-one": (
+            'spec.job: metadata.annotations["kueue.x-k8s.io/job-min-parallelism"] (1) must be '
+            "at least 1 and below the 1 pod the Job runs at once (spec.parallelism not given"
+        ),
+    }
+    for name, message in expected.items():
+        found = await refused(name)
+        types = [c["type"] for c in found["status"]["conditions"]]
+        assert "ApplyRefused" not in types, found["status"]["conditions"]
+        valid = condition(found, "Valid")
+        assert (valid["status"], valid["reason"]) == ("False", "InvalidSpec"), found["status"]
+        assert message in valid["message"], valid["message"]
+        assert await actors.get_or_none(stack.kube, resources.JOB, name, namespace=ns) is None
+        events = await has_events(stack, ns, name, "InvalidSpec")
+        assert [r for r, _ in events if r == "ApplyFailed"] == [], events
+    await stack.settled(within=STEP)
+    writes = await stack.operator_writes_while_idle()
+    assert [w for w in writes if str(w[3]).startswith("sweep-")] == [], writes
+    for name in expected:
+        await stack.kube.delete(resources.KAIWO_JOB, name, namespace=ns)
+
+
 async def test_a_sweep_larger_than_the_cluster_runs_when_kueue_may_start_it_with_fewer_pods(
     stack: Pipeline,
 ) -> None:

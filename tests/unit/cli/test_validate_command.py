@@ -335,3 +335,46 @@ def test_a_ray_job_naming_its_existing_cluster_is_accepted(tmp_path: Path) -> No
     code, output = _run("validate", "-f", str(manifest))
 
     assert code == 0, output
+
+
+KUEUE_SWEEP_ANNOTATIONS = {
+    "kueue.x-k8s.io/job-min-parallelism": "2",
+    "kueue.x-k8s.io/job-completions-equal-parallelism": "true",
+}
+
+
+def test_a_nonindexed_job_kueue_would_keep_complete_as_admitted_is_refused_offline(
+    tmp_path: Path,
+) -> None:
+    """``job-completions-equal-parallelism: "true"`` on a NonIndexed Job: Kueue's webhook
+    refuses the Job (decision 0160); ``kaiwo validate`` says so first, naming the field."""
+    job = yaml.safe_load((EXAMPLES / "kaiwojob-gpu-training.yaml").read_text())
+    job["spec"]["job"] = {
+        "metadata": {"annotations": KUEUE_SWEEP_ANNOTATIONS},
+        "spec": {"parallelism": 4, "completions": 4},
+    }
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(yaml.safe_dump(job))
+
+    code, output = _run("validate", "-f", str(manifest))
+
+    assert code == 1
+    assert (
+        "KaiwoJob/llama-3-8b-sft: spec.job: spec.completionMode must be Indexed with "
+        'metadata.annotations["kueue.x-k8s.io/job-completions-equal-parallelism"] "true": '
+        "Kueue then sets the completions"
+    ) in " ".join(output.split()), output
+
+
+def test_an_indexed_sweep_kueue_keeps_complete_as_admitted_is_accepted(tmp_path: Path) -> None:
+    job = yaml.safe_load((EXAMPLES / "kaiwojob-gpu-training.yaml").read_text())
+    job["spec"]["job"] = {
+        "metadata": {"annotations": KUEUE_SWEEP_ANNOTATIONS},
+        "spec": {"parallelism": 4, "completions": 4, "completionMode": "Indexed"},
+    }
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(yaml.safe_dump(job))
+
+    code, output = _run("validate", "-f", str(manifest))
+
+    assert code == 0, output

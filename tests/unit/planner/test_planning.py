@@ -1015,11 +1015,9 @@ def test_a_sweep_whose_minimum_exceeds_the_cluster_is_refused_naming_it(cluster_
     )
 
 
-@pytest.mark.parametrize("minimum", [None, "4", "0", "two", " 2", "2_0"])
-def test_a_sweep_kueue_may_not_admit_partially_is_refused_as_before(cluster_with, minimum):
-    """No annotation, or one Kueue's webhook refuses (not a whole number in 1..pods-1): the
-    Job runs all its pods or none, so all of them count."""
-    owner = _sweep(minimum)
+def test_a_sweep_kueue_may_not_admit_partially_is_refused_as_before(cluster_with):
+    """No annotation: the Job runs all its pods or none, so all of them count."""
+    owner = _sweep(None)
 
     plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
 
@@ -1031,6 +1029,72 @@ def test_a_sweep_kueue_may_not_admit_partially_is_refused_as_before(cluster_with
         "InsufficientGPUs",
         "Cluster has 16 GPUs, but requested for 32 GPUs (vendor: amd)",
     )
+
+
+@pytest.mark.parametrize(
+    ("minimum", "why"),
+    [
+        ("4", "(4) must be at least 1 and below the 4 pods the Job runs at once"),
+        ("0", "(0) must be at least 1 and below the 4 pods the Job runs at once"),
+        ("two", 'must be a whole number of pods, not "two"'),
+        (" 2", 'must be a whole number of pods, not " 2"'),
+        ("2_0", 'must be a whole number of pods, not "2_0"'),
+    ],
+)
+def test_a_sweep_with_a_minimum_kueue_refuses_is_invalid_naming_the_annotation(
+    cluster_with, minimum, why
+):
+    """A minimum Kueue's Job webhook refuses (not a whole number in 1..pods-1): the Job would
+    never be made (the KaiwoJob PENDING for good, told in Kueue's words). The spec is invalid
+    instead, naming the annotation, told in a Warning, and nothing is made (decision 0160;
+    before, the sweep was checked as one without a minimum)."""
+    owner = _sweep(minimum)
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None
+    valid = condition(plan, "Valid")
+    assert (valid["status"], valid["reason"]) == ("False", "InvalidSpec")
+    assert valid["message"].startswith(
+        "The spec is invalid, nothing was changed: spec.job: "
+        f'metadata.annotations["kueue.x-k8s.io/job-min-parallelism"] {why}'
+    ), valid["message"]
+    assert [(e.type, e.reason) for e in plan.events] == [("Warning", "InvalidSpec")]
+    assert plan.desired == ()
+
+
+def test_a_nonindexed_sweep_kueue_would_keep_complete_as_admitted_is_invalid(cluster_with):
+    """``kueue.x-k8s.io/job-completions-equal-parallelism: "true"`` on a Job left NonIndexed:
+    Kueue's webhook refuses the Job, which is never made, and the KaiwoJob waited PENDING for
+    good with Kueue's words in ApplyRefused (measured). Now the spec is invalid, naming
+    ``spec.job.spec.completionMode``, told in a Warning, and nothing is made (decision 0160)."""
+    job = {
+        "metadata": {
+            "annotations": {
+                "kueue.x-k8s.io/job-min-parallelism": "2",
+                "kueue.x-k8s.io/job-completions-equal-parallelism": "true",
+            }
+        },
+        "spec": {"parallelism": 4, "completions": 4},
+    }
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "job": job})
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None
+    valid = condition(plan, "Valid")
+    assert (valid["status"], valid["reason"]) == ("False", "InvalidSpec")
+    assert valid["message"] == (
+        "The spec is invalid, nothing was changed: spec.job: spec.completionMode must be "
+        'Indexed with metadata.annotations["kueue.x-k8s.io/job-completions-equal-parallelism"] '
+        '"true": Kueue then sets the completions of the Job to the pods it admits, which '
+        "Kubernetes lets change only for an Indexed Job whose completions equal its "
+        "parallelism (left out, the mode is NonIndexed); set spec.completionMode: Indexed or "
+        "leave the annotation out"
+    )
+    assert [(e.type, e.reason) for e in plan.events] == [("Warning", "InvalidSpec")]
+    assert "spec.job: spec.completionMode must be Indexed" in plan.events[0].message
+    assert plan.desired == ()
 
 
 def test_a_sweep_whose_pods_exceed_every_node_is_refused_per_node_with_a_minimum(cluster_with):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from kaiwo_contracts.crds.base import CrdInfo, EmbeddedObject, PrinterColumn
@@ -19,6 +19,9 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.common import (
     KaiwoObject,
     KaiwoObjectList,
     embedded_kind,
+)
+from kaiwo_contracts.crds.kaiwo_v1alpha1.kueue_job_annotations import (
+    kueue_job_annotation_refusal,
 )
 from kaiwo_contracts.crds.meta import ListMeta, ObjectMeta
 
@@ -112,6 +115,23 @@ class KaiwoJobSpec(CommonMetaSpec):
                 "existing cluster; leave spec.backoffLimit out",
             )
         return ray_job
+
+    @field_validator("job")
+    @classmethod
+    def _job_annotations_kueue_takes(
+        cls, job: EmbeddedJob | None, info: ValidationInfo
+    ) -> EmbeddedJob | None:
+        # Kaiwo carries Kueue's partial-admission annotations from spec.job onto the Job
+        # (decisions 0153, 0157); Kueue's Job webhook refuses a Job whose annotations and
+        # counts do not go together, and the Job is then never made (the KaiwoJob waits
+        # PENDING for good, told in Kueue's words). Refused here, naming the user's fields,
+        # before anything is made (decision 0160). A RayJob's KaiwoJob makes no Job.
+        if info.data.get("ray") or info.data.get("ray_job") is not None:
+            return job
+        refused = kueue_job_annotation_refusal(job)
+        if refused is not None:
+            raise PydanticCustomError(*refused)
+        return job
 
 
 class KaiwoJobStatus(CommonStatus):

@@ -20,23 +20,26 @@ both counts are Kueue's.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
-JOB_MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
-"""Kueue's partial admission of a Job: it may admit (and run) as few pods as this when the
-queue has no room for ``parallelism``."""
-
-
-JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-completions-equal-parallelism"
-"""Kueue's partial admission of a Job: when ``true``, the ``completions`` of the Job follow
-the ``parallelism`` Kueue admits it with."""
-
-KUEUE_JOB_ANNOTATIONS = (
-    JOB_MIN_PARALLELISM_ANNOTATION,
+from kaiwo_contracts.crds.kaiwo_v1alpha1.kueue_job_annotations import (
+    GO_TRUE,
     JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION,
+    JOB_MIN_PARALLELISM_ANNOTATION,
+    KUEUE_JOB_ANNOTATIONS,
+    kueue_min_count,
 )
+
+__all__ = [
+    "JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION",
+    "JOB_MIN_PARALLELISM_ANNOTATION",
+    "KUEUE_JOB_ANNOTATIONS",
+    "kueue_job_annotations",
+    "partial_admission_min_pods",
+    "partially_admitted_counts",
+    "partially_admitted_parallelism",
+]
 
 
 def kueue_job_annotations(job: Any) -> dict[str, str]:
@@ -54,28 +57,17 @@ def kueue_job_annotations(job: Any) -> dict[str, str]:
     }
 
 
-_WHOLE_NUMBER = re.compile(r"\+?[0-9]+")
-"""What Go's ``strconv.Atoi``, with which Kueue reads the annotation, takes for a count of
-at least 0 (Python's ``int`` also takes spaces and underscores, Kueue does not)."""
-
-
 def partial_admission_min_pods(job: Any, pods: int) -> int | None:
     """The fewest of its ``pods`` (:func:`~kaiwo_planner.domain.scheduling.gpu_allocation.job_pods`)
     Kueue may admit the Job of a KaiwoJob whose ``spec.job`` is ``job`` (wire form, read
     defensively) with: the annotation :data:`JOB_MIN_PARALLELISM_ANNOTATION`, when it is a
-    whole number that Kueue 0.17's Job webhook accepts, ``1..pods-1``. None otherwise: the Job
-    runs every pod or none (a value the webhook refuses is told by ``ApplyRefused`` with its
-    words, decision 0153)."""
+    whole number that Kueue 0.17's Job webhook accepts, ``1..pods-1`` (as Kueue reads it,
+    :func:`~kaiwo_contracts.crds.kaiwo_v1alpha1.kueue_job_annotations.kueue_min_count`). None
+    otherwise: the Job runs every pod or none (a value the webhook refuses is refused with the
+    spec, decision 0160)."""
     given = kueue_job_annotations(job).get(JOB_MIN_PARALLELISM_ANNOTATION)
-    if given is None or not _WHOLE_NUMBER.fullmatch(given):
-        return None
-    minimum = int(given)
-    return minimum if 1 <= minimum < pods else None
-
-
-_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
-"""What Go's ``strconv.ParseBool``, with which Kueue reads the completions annotation, takes
-for true."""
+    minimum = None if given is None else kueue_min_count(given)
+    return minimum if minimum is not None and 1 <= minimum < pods else None
 
 
 def partially_admitted_counts(observed: Mapping[str, Any]) -> dict[str, int]:
@@ -87,7 +79,7 @@ def partially_admitted_counts(observed: Mapping[str, Any]) -> dict[str, int]:
     if parallelism is None:
         return {}
     annotations = observed["metadata"]["annotations"]
-    if annotations.get(JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION) not in _GO_TRUE:
+    if annotations.get(JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION) not in GO_TRUE:
         return {"parallelism": parallelism}
     completions = observed["spec"].get("completions")
     if isinstance(completions, bool) or not isinstance(completions, int):
