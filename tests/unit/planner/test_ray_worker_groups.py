@@ -546,6 +546,53 @@ def test_a_ray_job_naming_no_existing_cluster_is_refused_naming_the_selector(mak
     assert plan.desired == ()
 
 
+def test_a_ray_job_that_would_delete_its_existing_cluster_is_refused_naming_the_rule(make_node):
+    """A deletion rule that deletes the workers of the cluster ``shared``: KubeRay fails such a
+    RayJob for good (ValidationFailed, measured); the KaiwoJob is invalid instead, naming the
+    rule, told in a Warning Event, and nothing is made (decision 0159). Before, the RayJob was
+    made and the KaiwoJob went FAILED with KubeRay's message."""
+    rules = [
+        {"policy": "DeleteSelf", "condition": {"jobStatus": "SUCCEEDED"}},
+        {"policy": "DeleteWorkers", "condition": {"jobStatus": "FAILED"}},
+    ]
+    ray_job = {"spec": {**ON_SHARED["spec"], "deletionStrategy": {"deletionRules": rules}}}
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "rayJob": ray_job})
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    assert plan is not None
+    valid = condition(plan, "Valid")
+    assert (valid["status"], valid["reason"]) == ("False", "InvalidSpec")
+    assert valid["message"] == (
+        "The spec is invalid, nothing was changed: spec.rayJob: "
+        "spec.deletionStrategy.deletionRules[1].policy must not be DeleteWorkers with "
+        "spec.clusterSelector: the existing Ray cluster is not the RayJob's to delete, and "
+        "KubeRay refuses a RayJob on an existing cluster whose deletion policy deletes the "
+        "cluster or its workers (DeleteCluster, DeleteWorkers); use DeleteSelf or DeleteNone"
+    )
+    assert [(e.type, e.reason) for e in plan.events] == [("Warning", "InvalidSpec")]
+    assert "spec.deletionStrategy.deletionRules[1].policy" in plan.events[0].message
+    assert plan.desired == ()
+
+
+def test_a_ray_job_in_sidecar_mode_on_an_existing_cluster_is_refused(make_node):
+    """``submissionMode: SidecarMode`` with ``clusterSelector``: KubeRay fails it for good;
+    refused naming the field, nothing made (decision 0159)."""
+    ray_job = {"spec": {**ON_SHARED["spec"], "submissionMode": "SidecarMode"}}
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "rayJob": ray_job})
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    assert plan is not None
+    valid = condition(plan, "Valid")
+    assert (valid["status"], valid["reason"]) == ("False", "InvalidSpec")
+    assert valid["message"].startswith(
+        "The spec is invalid, nothing was changed: spec.rayJob: spec.submissionMode must not "
+        "be SidecarMode with spec.clusterSelector"
+    )
+    assert plan.desired == ()
+
+
 # ------------------------------------------------------------------ a group's own GPUs (0154)
 
 
