@@ -523,6 +523,70 @@ def test_a_ray_job_on_an_existing_cluster_runs_whatever_queue_or_priority_it_nam
         assert "kueue.x-k8s.io/priority-class" not in ray_job["metadata"]["labels"]
 
 
+DEFAULT_QUEUE = {
+    "apiVersion": "kueue.x-k8s.io/v1beta1",
+    "kind": "LocalQueue",
+    "metadata": {"name": "default", "namespace": "team-a", "uid": "lq-default"},
+    "spec": {"clusterQueue": "default"},
+}
+
+
+def test_a_ray_job_on_an_existing_cluster_waits_while_its_namespace_has_a_default_queue(
+    make_node,
+):
+    """Kueue's webhook gives a job made without a queue label the namespace's LocalQueue
+    ``default`` and suspends it, and KubeRay fails a suspended RayJob on an existing cluster
+    for good (measured on the real stack, decision 0159). So beside a LocalQueue ``default``
+    the RayJob is not made: the KaiwoJob is in ERROR, Schedulable False, naming the field,
+    the namespace and the LocalQueue; without one, it is made as before."""
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "rayJob": ON_SHARED})
+    cluster = four_eight_gpu_nodes(make_node, owner, DEFAULT_QUEUE)
+
+    plan = planned(owner=owner, cluster=cluster, now=NOW)
+
+    assert plan is not None and plan.status is not None
+    assert plan.status["status"] == "ERROR"
+    schedulable = condition(plan, "Schedulable")
+    assert (schedulable["status"], schedulable["reason"]) == ("False", "DefaultLocalQueue")
+    assert schedulable["message"] == (
+        "spec.rayJob.spec.clusterSelector sends the RayJob to an existing Ray cluster, which "
+        "Kueue does not queue, but namespace 'team-a' has a Kueue LocalQueue named "
+        "'default': Kueue gives every RayJob made there without a queue that queue and "
+        "suspends it, and KubeRay fails a suspended RayJob on an existing cluster for good. "
+        "The RayJob is made once no LocalQueue 'default' is left in the namespace (Kaiwo "
+        "makes one for a ClusterQueue named 'default' in the KaiwoQueueConfig), or run the "
+        "job in another namespace"
+    )
+    assert [d["kind"] for d in plan.desired] == []
+    # A RayJob with a cluster of its own is queued by its label as before: made.
+    own = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "ray": True})
+    plan = planned(owner=own, cluster=four_eight_gpu_nodes(make_node, own, DEFAULT_QUEUE), now=NOW)
+    assert plan is not None
+    assert [d["kind"] for d in plan.desired] == ["RayJob"]
+
+
+def test_a_ray_job_running_on_an_existing_cluster_is_kept_when_a_default_queue_comes(make_node):
+    """A RayJob made before the LocalQueue ``default`` came is not Kueue's (its webhook
+    labels a job when it is created): it runs on, and the KaiwoJob is not put in ERROR."""
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "rayJob": ON_SHARED})
+    made = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+    assert made is not None
+    (ray_job,) = made.desired
+    running = {
+        **ray_job,
+        "metadata": {**ray_job["metadata"], "uid": "rayjob-uid", "resourceVersion": "9"},
+        "status": {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"},
+    }
+    cluster = four_eight_gpu_nodes(make_node, owner, DEFAULT_QUEUE, running)
+
+    plan = planned(owner=owner, cluster=cluster, now=NOW)
+
+    assert plan is not None
+    schedulable = condition(plan, "Schedulable")
+    assert (schedulable["status"], schedulable["reason"]) == ("True", "Schedulable")
+    assert [d["kind"] for d in plan.desired] == ["RayJob"]
+
+
 def test_a_ray_job_naming_no_existing_cluster_is_refused_naming_the_selector(make_node):
     """A ``clusterSelector`` without ``ray.io/cluster``: KubeRay would fail the RayJob for good
     (ValidationFailed); the KaiwoJob is invalid instead, naming the user's field, told in a
