@@ -587,6 +587,43 @@ def test_a_ray_job_running_on_an_existing_cluster_is_kept_when_a_default_queue_c
     assert [d["kind"] for d in plan.desired] == ["RayJob"]
 
 
+def test_a_ray_job_on_an_existing_cluster_carries_no_split_mark(make_node):
+    """``gpus: 8`` on 8-GPU nodes would be split by node size and marked so on the child
+    (decision 0137), but a RayJob on an existing cluster has no pods of its own: nothing is
+    split, so it is not marked (decision 0159; before, it carried the mark ``8``)."""
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "rayJob": ON_SHARED})
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    assert plan is not None
+    (ray_job,) = plan.desired
+    assert SPLIT_MADE_FROM_ANNOTATION not in (ray_job["metadata"].get("annotations") or {})
+
+
+def test_a_running_ray_job_on_an_existing_cluster_keeps_the_mark_it_was_made_with(make_node):
+    """A RayJob made by an earlier operator with the mark runs on as it is: the update of a
+    running RayJob keeps the mark it observes, so the plan does not rewrite it (nothing to
+    fight over; decision 0159)."""
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "rayJob": ON_SHARED})
+    made = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+    assert made is not None
+    (ray_job,) = made.desired
+    metadata = {
+        **ray_job["metadata"],
+        "uid": "rayjob-uid",
+        "resourceVersion": "9",
+        "annotations": {SPLIT_MADE_FROM_ANNOTATION: "8"},
+    }
+    running = {**ray_job, "metadata": metadata, "status": {"jobDeploymentStatus": "Running"}}
+    cluster = four_eight_gpu_nodes(make_node, owner, running)
+
+    plan = planned(owner=owner, cluster=cluster, now=NOW)
+
+    assert plan is not None
+    (kept,) = plan.desired
+    assert kept["metadata"]["annotations"] == {SPLIT_MADE_FROM_ANNOTATION: "8"}
+
+
 def test_a_ray_job_naming_no_existing_cluster_is_refused_naming_the_selector(make_node):
     """A ``clusterSelector`` without ``ray.io/cluster``: KubeRay would fail the RayJob for good
     (ValidationFailed); the KaiwoJob is invalid instead, naming the user's field, told in a
