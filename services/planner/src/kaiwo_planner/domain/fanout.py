@@ -171,7 +171,10 @@ def all_workloads(projection: Projection, *, namespace: str | None = None) -> li
 def _workloads_beside_a_default_queue(change: Change, projection: Projection) -> list[ObjectRef]:
     """The workloads of the namespace of a LocalQueue named ``default`` that appeared or went:
     Kueue puts every job made there without a queue label in it (decision 0159)."""
-    if (change.group, change.kind) != LOCAL_QUEUE or change.ref.name != DEFAULT_LOCAL_QUEUE:
+    # The kind and name first: every change of a child passes here.
+    if change.kind != LOCAL_QUEUE[1] or change.ref.name != DEFAULT_LOCAL_QUEUE:
+        return []
+    if change.group != LOCAL_QUEUE[0]:
         return []
     if change.previous is not None and not change.deleted:
         return []
