@@ -16,6 +16,7 @@ queue      namespace    quota (GPUs of one flavor)
 ``pack``   ``-pack``    16 MI250X, on two nodes of their own: the scheduler's bin-packing
 ``svc``    ``-svc``     8 MI300X; the namespace is Kueue-managed, so Kueue admits each pod
 ``ray``    ``-ray``     8 MI300X, a RayJob's cluster
+``ray``    ``-dflt``    (a hand-made LocalQueue ``default`` of ``ray``: Kueue's defaulting)
 (none)     ``-model``   a KubeAI Model's server pods (no queue: KubeAI's pods are not Kueue's)
 ========== ============ ====================================================================
 

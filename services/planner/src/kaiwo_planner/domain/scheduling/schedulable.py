@@ -36,6 +36,11 @@ A batch Job that Kueue may admit partially (``kueue.x-k8s.io/job-min-parallelism
 sweep of 4 pods x 8 GPUs with minimum 2 fits a cluster of 16, since Kueue can start 2 of its
 pods, and the message says so; a minimum that does not fit is refused, naming it (decision
 0155). Before, such a sweep went ERROR with ``InsufficientGPUs`` and its Job was never made.
+
+A RayJob sent to an existing Ray cluster, not queued in Kueue (decision 0156), is not made in a
+namespace that has a LocalQueue named ``default``: Kueue's webhook would put it there, suspend
+it, and KubeRay would fail it for good. ``DefaultLocalQueue`` says so until the LocalQueue goes
+(decision 0159).
 """
 
 from __future__ import annotations
