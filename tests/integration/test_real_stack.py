@@ -16,6 +16,7 @@ queue      namespace    quota (GPUs of one flavor)
 ``pack``   ``-pack``    16 MI250X, on two nodes of their own: the scheduler's bin-packing
 ``svc``    ``-svc``     8 MI300X; the namespace is Kueue-managed, so Kueue admits each pod
 ``ray``    ``-ray``     8 MI300X, a RayJob's cluster
+``ray``    ``-dflt``    (a hand-made LocalQueue ``default`` of ``ray``: Kueue's defaulting)
 (none)     ``-model``   a KubeAI Model's server pods (no queue: KubeAI's pods are not Kueue's)
 ========== ============ ====================================================================
 
@@ -1171,6 +1172,178 @@ async def test_a_ray_job_sent_to_an_existing_cluster_runs_there_outside_kueue(
     # The cluster outlives the job (KubeRay deletes only a cluster it made for the RayJob).
     assert await actors.get_or_none(stack.kube, resources.RAY_CLUSTER, "shared", namespace=ns)
     await stack.kube.delete(resources.RAY_CLUSTER, "shared", namespace=ns)
+
+
+async def refused_as_invalid(pipeline: Pipeline, name: str, namespace: str) -> dict[str, Any]:
+    """The KaiwoJob ``name`` once it is refused as invalid (its ``Valid`` condition False)."""
+
+    async def refused() -> dict[str, Any] | Pending:
+        found = await pipeline.kube.get(resources.KAIWO_JOB, name, namespace=namespace)
+        conditions = {c["type"]: c for c in (found.get("status") or {}).get("conditions") or ()}
+        if "Valid" not in conditions and "ApplyRefused" not in conditions:
+            return Pending(f"conditions {sorted(conditions)}")
+        return found
+
+    return await eventually(refused, what=f"the KaiwoJob {name} refused", within=STEP)
+
+
+async def ray_job_deployment(
+    pipeline: Pipeline, name: str, namespace: str, *, reached: str
+) -> dict[str, Any]:
+    """The RayJob ``name`` once KubeRay set its ``jobDeploymentStatus`` to ``reached``;
+    failing at once on another status KubeRay never leaves (``ValidationFailed``)."""
+
+    async def check() -> dict[str, Any] | Pending:
+        found = await actors.get_or_none(
+            pipeline.kube, resources.RAY_JOB, name, namespace=namespace
+        )
+        status = (found or {}).get("status") or {}
+        deployment = status.get("jobDeploymentStatus")
+        if deployment == reached:
+            return dict(found or {})
+        if deployment == "ValidationFailed":
+            raise AssertionError(f"KubeRay refused the RayJob {name}: {status}")
+        return Pending(f"RayJob status {status}")
+
+    return await eventually(check, what=f"RayJob {name} {reached}", within=STEP)
+
+
+async def test_a_ray_job_kuberay_refuses_on_an_existing_cluster_is_refused_offline(
+    stack: Pipeline,
+) -> None:
+    """On an existing cluster (``clusterSelector``) KubeRay v1.6.0 fails for good
+    (``ValidationFailed``) a RayJob in ``SidecarMode`` and one whose deletion policy deletes
+    the cluster or its workers, in the legacy ``onSuccess``/``onFailure`` form or in
+    ``deletionRules`` (decision 0159, measured). Such KaiwoJobs are refused as invalid, naming
+    the field, and no RayJob is made; what KubeRay accepts there (another submission mode, a
+    policy that deletes only the RayJob or nothing) is made and passes KubeRay's validation:
+    it waits (``Initializing``) for the cluster ``absent``, which does not exist. Before, the
+    refused ones were made and went FAILED with KubeRay's message."""
+    ns = namespace_of(stack, "ray")
+    absent = {"ray.io/cluster": "absent"}
+    refused = {
+        "sel-sidecar": ({"submissionMode": "SidecarMode"}, "spec.submissionMode"),
+        "sel-legacy": (
+            {
+                "deletionStrategy": {
+                    "onSuccess": {"policy": "DeleteCluster"},
+                    "onFailure": {"policy": "DeleteNone"},
+                }
+            },
+            "spec.deletionStrategy.onSuccess.policy",
+        ),
+        "sel-rules": (
+            {
+                "deletionStrategy": {
+                    "deletionRules": [
+                        {"policy": "DeleteSelf", "condition": {"jobStatus": "SUCCEEDED"}},
+                        {"policy": "DeleteWorkers", "condition": {"jobStatus": "FAILED"}},
+                    ]
+                }
+            },
+            "spec.deletionStrategy.deletionRules[1].policy",
+        ),
+    }
+    accepted = {
+        "sel-keeps-legacy": {
+            "submissionMode": "InteractiveMode",
+            "deletionStrategy": {
+                "onSuccess": {"policy": "DeleteSelf"},
+                "onFailure": {"policy": "DeleteNone"},
+            },
+        },
+        "sel-keeps-rules": {
+            "submissionMode": "HTTPMode",
+            "deletionStrategy": {
+                "deletionRules": [
+                    {
+                        "policy": "DeleteSelf",
+                        "condition": {"jobStatus": "SUCCEEDED", "ttlSeconds": 60},
+                    },
+                    {"policy": "DeleteNone", "condition": {"jobStatus": "FAILED"}},
+                ]
+            },
+        },
+    }
+    given = {**{n: extra for n, (extra, _) in refused.items()}, **accepted}
+    for name, extra in given.items():
+        ray_job = {"spec": {"clusterSelector": absent, **extra}}
+        await stack.kube.create(kaiwo_job(name, ns, queue_name="ray", gpus=2, rayJob=ray_job))
+
+    for name, (_, field) in refused.items():
+        found = await refused_as_invalid(stack, name, ns)
+        valid = condition(found, "Valid")
+        assert (valid["status"], valid["reason"]) == ("False", "InvalidSpec"), found["status"]
+        assert f"spec.rayJob: {field} must not be " in valid["message"], valid["message"]
+        await has_events(stack, ns, name, "InvalidSpec")
+    for name in accepted:
+        ray_job = await ray_job_deployment(stack, name, ns, reached="Initializing")
+        strategy = ray_job["spec"]["deletionStrategy"]
+        given_policies = accepted[name]["deletionStrategy"]
+        assert [r["policy"] for r in strategy.get("deletionRules") or ()] == [
+            r["policy"] for r in given_policies.get("deletionRules") or ()
+        ]
+        assert strategy.get("onSuccess") == given_policies.get("onSuccess")
+        # No split by node size is marked on it: its GPUs are the cluster's.
+        annotations = ray_job["metadata"].get("annotations") or {}
+        assert "kaiwo.silogen.ai/gpus-split-by-node-size" not in annotations, annotations
+    for name in refused:
+        assert await actors.get_or_none(stack.kube, resources.RAY_JOB, name, namespace=ns) is None
+    await stack.settled(within=STEP)
+    writes = await stack.operator_writes_while_idle()
+    assert [w for w in writes if str(w[3]).startswith("sel-")] == [], writes
+    for name in given:
+        await stack.kube.delete(resources.KAIWO_JOB, name, namespace=ns)
+
+
+async def test_a_ray_job_on_an_existing_cluster_waits_while_a_default_local_queue_is_there(
+    stack: Pipeline,
+) -> None:
+    """Kueue 0.17's webhook puts a RayJob made without a queue label in its namespace's
+    LocalQueue ``default`` (``LocalQueueDefaulting``): it labels it and suspends it, and
+    KubeRay fails a suspended RayJob on an existing cluster for good. Measured before this
+    decision (0159): the RayJob carried ``kueue.x-k8s.io/queue-name: default`` and
+    ``suspend: true``, ``ValidationFailed``, and the KaiwoJob went FAILED. Now the RayJob is
+    not made while the LocalQueue is there (ERROR, Schedulable False, ``DefaultLocalQueue``),
+    and is made, unqueued and unsuspended, once it is gone. (The LocalQueue is made by hand:
+    Kueue treats it as the one Kaiwo makes for a ClusterQueue named ``default``.)"""
+    ns = f"{stack.namespace}-dflt"
+    await actors.create_namespace(stack.kube, ns)
+    default_queue = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "LocalQueue",
+        "metadata": {"name": "default", "namespace": ns},
+        "spec": {"clusterQueue": "ray"},
+    }
+    await stack.kube.create(default_queue)
+    # The operator has taken the LocalQueue in before the KaiwoJob comes.
+    await stack.settled(within=STEP)
+    ray_job = {"spec": {"clusterSelector": {"ray.io/cluster": "absent"}}}
+    await stack.kube.create(
+        kaiwo_job("beside-default", ns, queue_name="ray", gpus=1, rayJob=ray_job)
+    )
+
+    found = await reaches(stack, "beside-default", ns, "ERROR")
+    schedulable = condition(found, "Schedulable")
+    assert (schedulable["status"], schedulable["reason"]) == ("False", "DefaultLocalQueue")
+    assert schedulable["message"].startswith(
+        "spec.rayJob.spec.clusterSelector sends the RayJob to an existing Ray cluster, which "
+        f"Kueue does not queue, but namespace '{ns}' has a Kueue LocalQueue named 'default'"
+    ), schedulable["message"]
+    await stack.settled(within=STEP)
+    assert (
+        await actors.get_or_none(stack.kube, resources.RAY_JOB, "beside-default", namespace=ns)
+        is None
+    )
+
+    await stack.kube.delete(resources.KUEUE_LOCAL_QUEUE, "default", namespace=ns)
+    made = await ray_job_deployment(stack, "beside-default", ns, reached="Initializing")
+    assert "kueue.x-k8s.io/queue-name" not in (made["metadata"].get("labels") or {})
+    assert made["spec"].get("suspend") is not True
+    await reaches(stack, "beside-default", ns, "STARTING")
+    await stack.kube.delete(resources.KAIWO_JOB, "beside-default", namespace=ns)
+    await gone(stack, resources.RAY_JOB, "beside-default", ns)
+    await stack.kube.delete(resources.NAMESPACE, ns)
 
 
 async def test_a_multi_host_group_of_a_ray_service_is_reserved_on_every_host(

@@ -285,6 +285,13 @@ def test_a_lone_surrogate_in_the_yaml_is_reported_not_a_traceback(tmp_path: Path
     assert "KaiwoJob is served as kaiwo.silogen.ai/v1alpha1, not \ufffd" in result.output
 
 
+DELETES_EXISTING = (
+    "with spec.clusterSelector: the existing Ray cluster is not the RayJob's to delete, and "
+    "KubeRay refuses a RayJob on an existing cluster whose deletion policy deletes the cluster "
+    "or its workers (DeleteCluster, DeleteWorkers); use DeleteSelf or DeleteNone"
+)
+
+
 @pytest.mark.parametrize(
     ("ray_job_spec", "message"),
     [
@@ -307,8 +314,72 @@ def test_a_lone_surrogate_in_the_yaml_is_reported_not_a_traceback(tmp_path: Path
             "KubeRay retries a RayJob on a cluster of its own, and refuses to retry one on an "
             "existing cluster; leave spec.backoffLimit out",
         ),
+        (
+            {"clusterSelector": {"ray.io/cluster": "shared"}, "submissionMode": "SidecarMode"},
+            "spec.rayJob: spec.submissionMode must not be SidecarMode with "
+            "spec.clusterSelector: in SidecarMode KubeRay submits the job from a container it "
+            "adds to the head pod of the RayJob's own cluster, and refuses it on an existing "
+            "cluster; leave spec.submissionMode out (K8sJobMode) or set K8sJobMode, HTTPMode "
+            "or InteractiveMode",
+        ),
+        (
+            {
+                "clusterSelector": {"ray.io/cluster": "shared"},
+                "deletionStrategy": {
+                    "onSuccess": {"policy": "DeleteCluster"},
+                    "onFailure": {"policy": "DeleteNone"},
+                },
+            },
+            "spec.rayJob: spec.deletionStrategy.onSuccess.policy must not be DeleteCluster "
+            + DELETES_EXISTING,
+        ),
+        (
+            {
+                "clusterSelector": {"ray.io/cluster": "shared"},
+                "deletionStrategy": {
+                    "onSuccess": {"policy": "DeleteSelf"},
+                    "onFailure": {"policy": "DeleteWorkers"},
+                },
+            },
+            "spec.rayJob: spec.deletionStrategy.onFailure.policy must not be DeleteWorkers "
+            + DELETES_EXISTING,
+        ),
+        (
+            {
+                "clusterSelector": {"ray.io/cluster": "shared"},
+                "deletionStrategy": {
+                    "deletionRules": [
+                        {"policy": "DeleteSelf", "condition": {"jobStatus": "SUCCEEDED"}},
+                        {"policy": "DeleteWorkers", "condition": {"jobStatus": "FAILED"}},
+                    ]
+                },
+            },
+            "spec.rayJob: spec.deletionStrategy.deletionRules[1].policy must not be "
+            "DeleteWorkers " + DELETES_EXISTING,
+        ),
+        (
+            {
+                "clusterSelector": {"ray.io/cluster": "shared"},
+                "deletionStrategy": {
+                    "deletionRules": [
+                        {"policy": "DeleteCluster", "condition": {"jobDeploymentStatus": "Failed"}}
+                    ]
+                },
+            },
+            "spec.rayJob: spec.deletionStrategy.deletionRules[0].policy must not be "
+            "DeleteCluster " + DELETES_EXISTING,
+        ),
     ],
-    ids=["no-cluster-name", "two-clusters", "retries"],
+    ids=[
+        "no-cluster-name",
+        "two-clusters",
+        "retries",
+        "sidecar",
+        "deletes-cluster-on-success",
+        "deletes-workers-on-failure",
+        "rule-deletes-workers",
+        "rule-deletes-cluster",
+    ],
 )
 def test_a_ray_job_on_an_existing_cluster_kuberay_cannot_run_is_refused_offline(
     tmp_path: Path, ray_job_spec: dict[str, Any], message: str
@@ -326,9 +397,42 @@ def test_a_ray_job_on_an_existing_cluster_kuberay_cannot_run_is_refused_offline(
     assert f"KaiwoJob/batch-inference-ray: {message}" in " ".join(output.split()), output
 
 
-def test_a_ray_job_naming_its_existing_cluster_is_accepted(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "ray_job_extra",
+    [
+        {},
+        {"submissionMode": "HTTPMode"},
+        {"submissionMode": "InteractiveMode"},
+        {
+            "deletionStrategy": {
+                "onSuccess": {"policy": "DeleteSelf"},
+                "onFailure": {"policy": "DeleteNone"},
+            }
+        },
+        {
+            "deletionStrategy": {
+                "deletionRules": [
+                    {
+                        "policy": "DeleteSelf",
+                        "condition": {"jobStatus": "SUCCEEDED", "ttlSeconds": 60},
+                    },
+                    {"policy": "DeleteNone", "condition": {"jobStatus": "FAILED"}},
+                ]
+            }
+        },
+    ],
+    ids=["plain", "http-mode", "interactive-mode", "legacy-keeps-cluster", "rules-keep-cluster"],
+)
+def test_a_ray_job_naming_its_existing_cluster_is_accepted(
+    tmp_path: Path, ray_job_extra: dict[str, Any]
+) -> None:
+    """What KubeRay accepts on an existing cluster is not refused (measured on the real
+    stack, decision 0159): the other submission modes, and deletion policies that delete
+    only the RayJob, or nothing."""
     job = yaml.safe_load((EXAMPLES / "kaiwojob-ray.yaml").read_text())
-    job["spec"]["rayJob"] = {"spec": {"clusterSelector": {"ray.io/cluster": "shared"}}}
+    job["spec"]["rayJob"] = {
+        "spec": {"clusterSelector": {"ray.io/cluster": "shared"}, **ray_job_extra}
+    }
     manifest = tmp_path / "job.yaml"
     manifest.write_text(yaml.safe_dump(job))
 

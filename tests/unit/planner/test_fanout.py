@@ -619,3 +619,24 @@ def test_a_waiting_pod_of_a_gpu_root_replans_the_roots_gpuworkload(
     by_hand["metadata"].update(name="web-by-hand-abcde", uid="pod-3")
     by_hand["metadata"]["ownerReferences"][0]["name"] = "web-by-hand"
     assert owners_to_replan(change_of(projection, by_hand, "ADDED"), projection) == ()
+
+
+def test_a_default_local_queue_that_appears_or_goes_replans_the_workloads_beside_it(
+    projection: Projection,
+) -> None:
+    """Kueue puts every job made without a queue label in a namespace's LocalQueue
+    ``default``, so a RayJob sent to an existing Ray cluster waits while one is there
+    (decision 0159): its coming and going re-plans the workloads of its namespace."""
+
+    def replanned(item: dict[str, Any], rv: str, event: WatchEventType) -> tuple[ObjectRef, ...]:
+        change = projection.apply(observe(item, rv, event), sequence=100 + int(rv))
+        assert change is not None
+        return owners_to_replan(change, projection)
+
+    default = obj(KUEUE, "LocalQueue", "default", "lq-default", namespace="team-b")
+    assert replanned(default, "2", "ADDED") == (BATCH, SERVE)
+    edited = obj(KUEUE, "LocalQueue", "default", "lq-default", namespace="team-b", x=1)
+    assert replanned(edited, "3", "MODIFIED") == ()
+    assert replanned(edited, "4", "DELETED") == (BATCH, SERVE)
+    other = obj(KUEUE, "LocalQueue", "gpus", "lq-gpus", namespace="team-b")
+    assert replanned(other, "5", "ADDED") == ()

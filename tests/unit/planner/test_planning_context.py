@@ -131,6 +131,22 @@ def test_the_queues_namespaces_follow_workloads_as_they_come_change_and_go() -> 
     }
 
 
+def test_a_ray_job_on_an_existing_cluster_uses_no_queue() -> None:
+    """A KaiwoJob whose RayJob runs on an existing Ray cluster is not queued (decision 0156),
+    so the queue it names gets no LocalQueue for it: one named ``default`` (a ClusterQueue
+    ``default`` listing no namespaces) would have Kueue queue and kill the RayJob (decision
+    0159). Before, the job's own queue use made that LocalQueue beside it."""
+    from kaiwo_planner.domain.settings.cluster_settings import namespaces_by_queue
+
+    projection, contexts = Projection(), PlanningContextKeeper()
+    on_shared = workload("shared", "team-d", "default", uid="u5")
+    on_shared["spec"]["rayJob"] = {"spec": {"clusterSelector": {"ray.io/cluster": "shared"}}}
+    projection.apply(observed(on_shared, 1), sequence=1)
+    projection.apply(observed(workload("own", "team-e", "default", uid="u6"), 2), sequence=2)
+
+    assert namespaces_by_queue(contexts.context(projection)) == {"default": ("team-e",)}
+
+
 def aim_config(namespace: str, secret: str) -> dict[str, Any]:
     return {
         "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",

@@ -523,6 +523,107 @@ def test_a_ray_job_on_an_existing_cluster_runs_whatever_queue_or_priority_it_nam
         assert "kueue.x-k8s.io/priority-class" not in ray_job["metadata"]["labels"]
 
 
+DEFAULT_QUEUE = {
+    "apiVersion": "kueue.x-k8s.io/v1beta1",
+    "kind": "LocalQueue",
+    "metadata": {"name": "default", "namespace": "team-a", "uid": "lq-default"},
+    "spec": {"clusterQueue": "default"},
+}
+
+
+def test_a_ray_job_on_an_existing_cluster_waits_while_its_namespace_has_a_default_queue(
+    make_node,
+):
+    """Kueue's webhook gives a job made without a queue label the namespace's LocalQueue
+    ``default`` and suspends it, and KubeRay fails a suspended RayJob on an existing cluster
+    for good (measured on the real stack, decision 0159). So beside a LocalQueue ``default``
+    the RayJob is not made: the KaiwoJob is in ERROR, Schedulable False, naming the field,
+    the namespace and the LocalQueue; without one, it is made as before."""
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "rayJob": ON_SHARED})
+    cluster = four_eight_gpu_nodes(make_node, owner, DEFAULT_QUEUE)
+
+    plan = planned(owner=owner, cluster=cluster, now=NOW)
+
+    assert plan is not None and plan.status is not None
+    assert plan.status["status"] == "ERROR"
+    schedulable = condition(plan, "Schedulable")
+    assert (schedulable["status"], schedulable["reason"]) == ("False", "DefaultLocalQueue")
+    assert schedulable["message"] == (
+        "spec.rayJob.spec.clusterSelector sends the RayJob to an existing Ray cluster, which "
+        "Kueue does not queue, but namespace 'team-a' has a Kueue LocalQueue named "
+        "'default': Kueue gives every RayJob made there without a queue that queue and "
+        "suspends it, and KubeRay fails a suspended RayJob on an existing cluster for good. "
+        "The RayJob is made once no LocalQueue 'default' is left in the namespace (Kaiwo "
+        "makes one for a ClusterQueue named 'default' in the KaiwoQueueConfig), or run the "
+        "job in another namespace"
+    )
+    assert [d["kind"] for d in plan.desired] == []
+    # A RayJob with a cluster of its own is queued by its label as before: made.
+    own = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "ray": True})
+    plan = planned(owner=own, cluster=four_eight_gpu_nodes(make_node, own, DEFAULT_QUEUE), now=NOW)
+    assert plan is not None
+    assert [d["kind"] for d in plan.desired] == ["RayJob"]
+
+
+def test_a_ray_job_running_on_an_existing_cluster_is_kept_when_a_default_queue_comes(make_node):
+    """A RayJob made before the LocalQueue ``default`` came is not Kueue's (its webhook
+    labels a job when it is created): it runs on, and the KaiwoJob is not put in ERROR."""
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "rayJob": ON_SHARED})
+    made = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+    assert made is not None
+    (ray_job,) = made.desired
+    running = {
+        **ray_job,
+        "metadata": {**ray_job["metadata"], "uid": "rayjob-uid", "resourceVersion": "9"},
+        "status": {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"},
+    }
+    cluster = four_eight_gpu_nodes(make_node, owner, DEFAULT_QUEUE, running)
+
+    plan = planned(owner=owner, cluster=cluster, now=NOW)
+
+    assert plan is not None
+    schedulable = condition(plan, "Schedulable")
+    assert (schedulable["status"], schedulable["reason"]) == ("True", "Schedulable")
+    assert [d["kind"] for d in plan.desired] == ["RayJob"]
+
+
+def test_a_ray_job_on_an_existing_cluster_carries_no_split_mark(make_node):
+    """``gpus: 8`` on 8-GPU nodes would be split by node size and marked so on the child
+    (decision 0137), but a RayJob on an existing cluster has no pods of its own: nothing is
+    split, so it is not marked (decision 0159; before, it carried the mark ``8``)."""
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "rayJob": ON_SHARED})
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    assert plan is not None
+    (ray_job,) = plan.desired
+    assert SPLIT_MADE_FROM_ANNOTATION not in (ray_job["metadata"].get("annotations") or {})
+
+
+def test_a_running_ray_job_on_an_existing_cluster_keeps_the_mark_it_was_made_with(make_node):
+    """A RayJob made by an earlier operator with the mark runs on as it is: the update of a
+    running RayJob keeps the mark it observes, so the plan does not rewrite it (nothing to
+    fight over; decision 0159)."""
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "rayJob": ON_SHARED})
+    made = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+    assert made is not None
+    (ray_job,) = made.desired
+    metadata = {
+        **ray_job["metadata"],
+        "uid": "rayjob-uid",
+        "resourceVersion": "9",
+        "annotations": {SPLIT_MADE_FROM_ANNOTATION: "8"},
+    }
+    running = {**ray_job, "metadata": metadata, "status": {"jobDeploymentStatus": "Running"}}
+    cluster = four_eight_gpu_nodes(make_node, owner, running)
+
+    plan = planned(owner=owner, cluster=cluster, now=NOW)
+
+    assert plan is not None
+    (kept,) = plan.desired
+    assert kept["metadata"]["annotations"] == {SPLIT_MADE_FROM_ANNOTATION: "8"}
+
+
 def test_a_ray_job_naming_no_existing_cluster_is_refused_naming_the_selector(make_node):
     """A ``clusterSelector`` without ``ray.io/cluster``: KubeRay would fail the RayJob for good
     (ValidationFailed); the KaiwoJob is invalid instead, naming the user's field, told in a
@@ -543,6 +644,53 @@ def test_a_ray_job_naming_no_existing_cluster_is_refused_naming_the_selector(mak
     )
     assert [(e.type, e.reason) for e in plan.events] == [("Warning", "InvalidSpec")]
     assert "spec.rayJob: spec.clusterSelector" in plan.events[0].message
+    assert plan.desired == ()
+
+
+def test_a_ray_job_that_would_delete_its_existing_cluster_is_refused_naming_the_rule(make_node):
+    """A deletion rule that deletes the workers of the cluster ``shared``: KubeRay fails such a
+    RayJob for good (ValidationFailed, measured); the KaiwoJob is invalid instead, naming the
+    rule, told in a Warning Event, and nothing is made (decision 0159). Before, the RayJob was
+    made and the KaiwoJob went FAILED with KubeRay's message."""
+    rules = [
+        {"policy": "DeleteSelf", "condition": {"jobStatus": "SUCCEEDED"}},
+        {"policy": "DeleteWorkers", "condition": {"jobStatus": "FAILED"}},
+    ]
+    ray_job = {"spec": {**ON_SHARED["spec"], "deletionStrategy": {"deletionRules": rules}}}
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "rayJob": ray_job})
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    assert plan is not None
+    valid = condition(plan, "Valid")
+    assert (valid["status"], valid["reason"]) == ("False", "InvalidSpec")
+    assert valid["message"] == (
+        "The spec is invalid, nothing was changed: spec.rayJob: "
+        "spec.deletionStrategy.deletionRules[1].policy must not be DeleteWorkers with "
+        "spec.clusterSelector: the existing Ray cluster is not the RayJob's to delete, and "
+        "KubeRay refuses a RayJob on an existing cluster whose deletion policy deletes the "
+        "cluster or its workers (DeleteCluster, DeleteWorkers); use DeleteSelf or DeleteNone"
+    )
+    assert [(e.type, e.reason) for e in plan.events] == [("Warning", "InvalidSpec")]
+    assert "spec.deletionStrategy.deletionRules[1].policy" in plan.events[0].message
+    assert plan.desired == ()
+
+
+def test_a_ray_job_in_sidecar_mode_on_an_existing_cluster_is_refused(make_node):
+    """``submissionMode: SidecarMode`` with ``clusterSelector``: KubeRay fails it for good;
+    refused naming the field, nothing made (decision 0159)."""
+    ray_job = {"spec": {**ON_SHARED["spec"], "submissionMode": "SidecarMode"}}
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "rayJob": ray_job})
+
+    plan = planned(owner=owner, cluster=four_eight_gpu_nodes(make_node, owner), now=NOW)
+
+    assert plan is not None
+    valid = condition(plan, "Valid")
+    assert (valid["status"], valid["reason"]) == ("False", "InvalidSpec")
+    assert valid["message"].startswith(
+        "The spec is invalid, nothing was changed: spec.rayJob: spec.submissionMode must not "
+        "be SidecarMode with spec.clusterSelector"
+    )
     assert plan.desired == ()
 
 

@@ -67,6 +67,10 @@ RUN_ID_SELECTOR = LABEL_RUN_ID
 """``key`` alone is the "exists" selector."""
 OWNED_POD_SELECTOR = f"{MANAGED_BY_SELECTOR},{LABEL_OWNER_UID}"
 MODELS_CONFIG_SELECTOR = f"{LABEL_SYSTEM_CONFIG}=models"
+NOT_MANAGED_SELECTOR = f"{LABEL_MANAGED_BY}!={MANAGED_BY_KAIWO}"
+"""Objects without the managed-by label or with another value: disjoint from the managed."""
+DEFAULT_LOCAL_QUEUE_FIELDS = "metadata.name=default"
+DEFAULT_LOCAL_QUEUE_STREAM = "default-queue"
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +193,15 @@ def default_watch_list(
         *(
             WatchTarget(resource=r, label_selector=MANAGED_BY_SELECTOR)
             for r in MANAGED_KUEUE_RESOURCES
+        ),
+        # Anyone's LocalQueue named default: Kueue puts every job made without a queue label
+        # in its namespace in it, which kills a RayJob on an existing Ray cluster, so the
+        # planner does not make one beside it (decision 0159). Kaiwo's own come above.
+        WatchTarget(
+            resource=resources.KUEUE_LOCAL_QUEUE,
+            label_selector=NOT_MANAGED_SELECTOR,
+            field_selector=DEFAULT_LOCAL_QUEUE_FIELDS,
+            stream=DEFAULT_LOCAL_QUEUE_STREAM,
         ),
         WatchTarget(resource=resources.KUEUE_WORKLOAD_PRIORITY_CLASS),
         WatchTarget(resource=resources.NODE),

@@ -24,6 +24,8 @@ An observed change matters to:
   name it), and for a WorkloadPriorityClass the KaiwoQueueConfig managing it;
 * a Kueue object the KaiwoQueueConfig manages (its label or owner reference): the
   KaiwoQueueConfig;
+* a Kueue LocalQueue named ``default`` that appears or goes: also the workloads of its
+  namespace (a RayJob sent to an existing Ray cluster is not made beside one, decision 0159);
 * a KubeAI Model: itself; its children follow it as above (it is an owner kind); the
   system configuration, AIMNamespaceConfigs and cache volumes concern Models too
   (:mod:`kaiwo_planner.domain.models.replanning`);
@@ -56,6 +58,7 @@ from kaiwo_contracts.plans import ObjectRef
 
 from kaiwo_planner.domain.children.naming import main_child_name
 from kaiwo_planner.domain.models.replanning import models_concerned
+from kaiwo_planner.domain.scheduling.schedulable import DEFAULT_LOCAL_QUEUE
 from kaiwo_planner.domain.state.index_entry import (
     CORE_GROUP,
     KUEUE_GROUP,
@@ -80,6 +83,7 @@ NODE: Final = (CORE_GROUP, "Node")
 NAMESPACE: Final = (CORE_GROUP, "Namespace")
 PRIORITY_CLASS: Final = ("scheduling.k8s.io", "PriorityClass")
 WORKLOAD_PRIORITY_CLASS: Final = (KUEUE_GROUP, "WorkloadPriorityClass")
+LOCAL_QUEUE: Final = (KUEUE_GROUP, "LocalQueue")
 GPU_WORKLOAD: Final = (KAIWO_GROUP, "GpuWorkload")
 
 WORKLOAD_KINDS: Final = (KAIWO_JOB, KAIWO_SERVICE)
@@ -139,6 +143,7 @@ def owners_to_replan(change: Change, projection: Projection) -> tuple[ObjectRef,
             *_records_of_kueue_jobs(change, projection),
             *_records_of_pods(change, projection),
             *_owners_of_a_deleted_jobs_workload(change, projection),
+            *_workloads_beside_a_default_queue(change, projection),
         ]
     owners += models_concerned(change, projection)
     return _sorted_unique(owners)
@@ -161,6 +166,19 @@ def all_workloads(projection: Projection, *, namespace: str | None = None) -> li
         for group, kind in WORKLOAD_KINDS
         for obj in projection.objects_of_kind(group=group, kind=kind, namespace=namespace)
     ]
+
+
+def _workloads_beside_a_default_queue(change: Change, projection: Projection) -> list[ObjectRef]:
+    """The workloads of the namespace of a LocalQueue named ``default`` that appeared or went:
+    Kueue puts every job made there without a queue label in it (decision 0159)."""
+    # The kind and name first: every change of a child passes here.
+    if change.kind != LOCAL_QUEUE[1] or change.ref.name != DEFAULT_LOCAL_QUEUE:
+        return []
+    if change.group != LOCAL_QUEUE[0]:
+        return []
+    if change.previous is not None and not change.deleted:
+        return []
+    return all_workloads(projection, namespace=change.ref.namespace)
 
 
 def all_gpu_workloads(projection: Projection, *, namespace: str | None = None) -> list[ObjectRef]:

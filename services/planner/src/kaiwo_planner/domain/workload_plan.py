@@ -94,6 +94,7 @@ from kaiwo_planner.domain.scheduling.gpu_allocation import (
     vendor_gpu_stats,
 )
 from kaiwo_planner.domain.scheduling.schedulable import (
+    DEFAULT_LOCAL_QUEUE,
     GPUS_ADJUSTED_REASONS,
     REASON_ADMITTED_BEFORE_NODE_CHANGE,
     SCHEDULABLE,
@@ -108,6 +109,8 @@ from kaiwo_planner.domain.settings.cluster_settings import (
     parse_optional_duration,
     recorded_gpu_taint_keys,
 )
+from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.index_entry import KUEUE_GROUP
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.priority_classes import NO_PRIORITY, choose_priority
 from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
@@ -247,6 +250,7 @@ def plan_workload(
         _worker_groups(workload, observed.child, runs=admitted or child_runs(observed.child)),
     )
     priority = choose_priority(spec.priority_class or "", known_priority_classes(context))
+    on_existing = isinstance(workload, KaiwoJob) and on_existing_cluster(workload.spec.ray_job)
     verdict = decide_schedulable(
         cluster_queue=queue,
         namespace=namespace,
@@ -258,7 +262,15 @@ def plan_workload(
         # A kept split is one the running child holds: the node checks are waived for it
         # as for a workload Kueue admitted (decision 0132).
         admitted=admitted or allocation.rule == "kept",
-        queued=not (isinstance(workload, KaiwoJob) and on_existing_cluster(workload.spec.ray_job)),
+        queued=not on_existing,
+        # Kueue would queue, suspend and so kill a RayJob made there (decision 0159); one
+        # made before the LocalQueue came is not Kueue's (its webhook labels on create only).
+        default_local_queue=(
+            on_existing
+            and observed.child is None
+            and not previous_phase.is_terminal
+            and _has_default_local_queue(cluster, namespace)
+        ),
     )
     if verdict.schedulable:
         # A given rayJob or rayService that names no cluster runs Kaiwo's (decisions 0151,
@@ -354,6 +366,16 @@ def being_deleted(workload: Workload, context: PlanningContext) -> bool:
     if workload.metadata.deletion_timestamp is not None:
         return True
     return namespace_being_deleted(context.cluster, workload.metadata.namespace or "")
+
+
+def _has_default_local_queue(cluster: ClusterState, namespace: str) -> bool:
+    """Whether ``namespace`` has a Kueue LocalQueue named ``default`` (Kaiwo's, made for a
+    ClusterQueue of that name, or anyone's), in which Kueue's webhook puts every job made
+    there without a queue label (``LocalQueueDefaulting``, decision 0159)."""
+    found = cluster.find_object(
+        group=KUEUE_GROUP, kind="LocalQueue", name=DEFAULT_LOCAL_QUEUE, namespace=namespace
+    )
+    return found is not None
 
 
 def _child_kind(workload: Workload) -> ChildKind:

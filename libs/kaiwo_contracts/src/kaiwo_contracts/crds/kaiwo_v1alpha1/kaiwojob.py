@@ -84,9 +84,11 @@ class KaiwoJobSpec(CommonMetaSpec):
     ) -> EmbeddedRayJob | None:
         # A RayJob with a clusterSelector runs on a RayCluster that exists (decision 0156).
         # KubeRay finds that cluster by the name under ray.io/cluster alone and refuses the
-        # RayJob (ValidationFailed, for good) without it or with a backoffLimit above 0;
-        # with a rayClusterSpec as well, it ignores the spec (and Kueue's webhook refuses
-        # both). Refused here, naming the user's field, before anything is made.
+        # RayJob (ValidationFailed, for good) without it, with a backoffLimit above 0, in
+        # SidecarMode, or with a deletion policy that deletes the cluster or its workers
+        # (decision 0159); with a rayClusterSpec as well, it ignores the spec (and Kueue's
+        # webhook refuses both). Refused here, naming the user's field, before anything is
+        # made.
         spec = (ray_job or {}).get("spec")
         if not isinstance(spec, dict) or not spec.get("clusterSelector"):
             return ray_job
@@ -114,6 +116,26 @@ class KaiwoJobSpec(CommonMetaSpec):
                 "retries a RayJob on a cluster of its own, and refuses to retry one on an "
                 "existing cluster; leave spec.backoffLimit out",
             )
+        if spec.get("submissionMode") == "SidecarMode":
+            raise PydanticCustomError(
+                "ray_job_sidecar_on_existing_cluster",
+                "spec.submissionMode must not be SidecarMode with spec.clusterSelector: in "
+                "SidecarMode KubeRay submits the job from a container it adds to the head pod "
+                "of the RayJob's own cluster, and refuses it on an existing cluster; leave "
+                "spec.submissionMode out (K8sJobMode) or set K8sJobMode, HTTPMode or "
+                "InteractiveMode",
+            )
+        deleting = _cluster_deleting_policy(spec.get("deletionStrategy"))
+        if deleting is not None:
+            path, policy = deleting
+            raise PydanticCustomError(
+                "ray_job_deletes_existing_cluster",
+                "spec.deletionStrategy.{path} must not be {policy} with spec.clusterSelector: "
+                "the existing Ray cluster is not the RayJob's to delete, and KubeRay refuses a "
+                "RayJob on an existing cluster whose deletion policy deletes the cluster or "
+                "its workers (DeleteCluster, DeleteWorkers); use DeleteSelf or DeleteNone",
+                {"path": path, "policy": policy},
+            )
         return ray_job
 
     @field_validator("job")
@@ -132,6 +154,33 @@ class KaiwoJobSpec(CommonMetaSpec):
         if refused is not None:
             raise PydanticCustomError(*refused)
         return job
+
+
+CLUSTER_DELETING_POLICIES = ("DeleteCluster", "DeleteWorkers")
+"""KubeRay's deletion policies that delete the RayJob's cluster or its workers: refused for a
+RayJob on an existing cluster (``clusterSelector``), in the legacy ``onSuccess``/``onFailure``
+form and in ``deletionRules`` alike (decision 0159)."""
+
+
+def _cluster_deleting_policy(strategy: object) -> tuple[str, str] | None:
+    """The first policy of a RayJob's ``deletionStrategy`` that deletes its cluster or its
+    workers, as (its path under ``deletionStrategy``, the policy); None: none does."""
+    if not isinstance(strategy, dict):
+        return None
+    given: list[tuple[str, object]] = []
+    for when in ("onSuccess", "onFailure"):
+        legacy = strategy.get(when)
+        if isinstance(legacy, dict):
+            given.append((f"{when}.policy", legacy.get("policy")))
+    rules = strategy.get("deletionRules")
+    if isinstance(rules, list):
+        for index, rule in enumerate(rules):
+            if isinstance(rule, dict):
+                given.append((f"deletionRules[{index}].policy", rule.get("policy")))
+    for path, policy in given:
+        if isinstance(policy, str) and policy in CLUSTER_DELETING_POLICIES:
+            return path, policy
+    return None
 
 
 class KaiwoJobStatus(CommonStatus):

@@ -54,7 +54,7 @@ from kaiwo_planner.domain.children.main_child_changes import (
 from kaiwo_planner.domain.children.naming import main_child_name
 from kaiwo_planner.domain.children.pod_additions import pod_additions
 from kaiwo_planner.domain.children.pod_additions import workload_env as _workload_env
-from kaiwo_planner.domain.children.ray_job import build_ray_job
+from kaiwo_planner.domain.children.ray_job import build_ray_job, on_existing_cluster
 from kaiwo_planner.domain.children.ray_service import (
     SERVE_PORT,
     build_app_wrapper,
@@ -536,6 +536,10 @@ def _marked_with_split(
     later plan reads back to keep that split while the workload runs (decision 0137)."""
     marks = split_made_from(allocation, asked)
     if not marks or main["kind"] == "Job":  # a batch Job's one pod is never split by nodes
+        return main
+    # A RayJob on an existing cluster has no pods to split: spec.gpus sizes nothing (decision
+    # 0159). One made with the mark before keeps it: a running RayJob's is kept as observed.
+    if main["kind"] == "RayJob" and on_existing_cluster(main):
         return main
     metadata = main["metadata"]
     return {

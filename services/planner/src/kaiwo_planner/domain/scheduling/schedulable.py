@@ -36,6 +36,11 @@ A batch Job that Kueue may admit partially (``kueue.x-k8s.io/job-min-parallelism
 sweep of 4 pods x 8 GPUs with minimum 2 fits a cluster of 16, since Kueue can start 2 of its
 pods, and the message says so; a minimum that does not fit is refused, naming it (decision
 0155). Before, such a sweep went ERROR with ``InsufficientGPUs`` and its Job was never made.
+
+A RayJob sent to an existing Ray cluster, not queued in Kueue (decision 0156), is not made in a
+namespace that has a LocalQueue named ``default``: Kueue's webhook would put it there, suspend
+it, and KubeRay would fail it for good. ``DefaultLocalQueue`` says so until the LocalQueue goes
+(decision 0159).
 """
 
 from __future__ import annotations
@@ -66,6 +71,11 @@ REASON_ADMITTED_BEFORE_QUEUE_CHANGE = "AdmittedBeforeQueueChange"
 REASON_ADMITTED_BEFORE_NODE_CHANGE = "AdmittedBeforeNodeChange"
 """Schedulable: Kueue admitted the workload before the nodes stopped holding what it asks for
 (decision 0132); its children are kept as they are."""
+REASON_DEFAULT_LOCAL_QUEUE = "DefaultLocalQueue"
+"""Not schedulable: a RayJob sent to an existing Ray cluster, which Kueue does not queue, in a
+namespace whose LocalQueue ``default`` Kueue would queue it in all the same (decision 0159)."""
+DEFAULT_LOCAL_QUEUE = "default"
+"""The LocalQueue Kueue's ``LocalQueueDefaulting`` puts a job without a queue label in."""
 NODE_CHECK_REASONS = frozenset({"NoGPUs", "InsufficientGPUs", "InsufficientGPUsPerNode"})
 """The GPU checks that read the nodes (the others read the spec alone)."""
 QUEUE_CONFIG_NAME = "kaiwo"
@@ -80,6 +90,20 @@ class SchedulableVerdict:
     @property
     def condition_status(self) -> str:
         return "True" if self.schedulable else "False"
+
+
+def default_local_queue_message(namespace: str) -> str:
+    """Why a RayJob sent to an existing Ray cluster is not made in ``namespace``, which has a
+    LocalQueue named ``default`` (decision 0159)."""
+    return (
+        "spec.rayJob.spec.clusterSelector sends the RayJob to an existing Ray cluster, which "
+        f"Kueue does not queue, but namespace '{namespace}' has a Kueue LocalQueue named "
+        "'default': Kueue gives every RayJob made there without a queue that queue and "
+        "suspends it, and KubeRay fails a suspended RayJob on an existing cluster for good. "
+        "The RayJob is made once no LocalQueue 'default' is left in the namespace (Kaiwo "
+        "makes one for a ClusterQueue named 'default' in the KaiwoQueueConfig), or run the "
+        "job in another namespace"
+    )
 
 
 def queue_namespaces(spec: KaiwoQueueConfigSpec | None) -> dict[str, tuple[str, ...]]:
@@ -100,6 +124,7 @@ def decide_schedulable(
     priority: PriorityChoice | None = NO_PRIORITY,
     admitted: bool = False,
     queued: bool = True,
+    default_local_queue: bool = False,
 ) -> SchedulableVerdict:
     """The verdict for one workload.
 
@@ -108,8 +133,16 @@ def decide_schedulable(
     resolved to, None when it names nothing that exists. ``admitted``: Kueue admitted the
     workload already, so the queue and priority checks no longer stop it (module docstring).
     ``queued``: False for a workload Kueue never queues (a RayJob sent to an existing Ray
-    cluster, decision 0156), which neither check concerns.
+    cluster, decision 0156), which neither check concerns. ``default_local_queue``: such a
+    workload's child is not made yet and its namespace has a Kueue LocalQueue named
+    ``default``, which would queue (and so kill) it (decision 0159).
     """
+    if not queued and default_local_queue:
+        return SchedulableVerdict(
+            schedulable=False,
+            reason=REASON_DEFAULT_LOCAL_QUEUE,
+            message=default_local_queue_message(namespace),
+        )
     queue_verdict = (
         _queue_verdict(
             cluster_queue=cluster_queue,

@@ -252,15 +252,27 @@ def _workload_owner_uids(workload: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def _queue_use(group: str, kind: str, obj: Mapping[str, Any]) -> QueueUse | None:
-    """(declared cluster queue or "", namespace) of a Kaiwo workload, else None."""
+    """(declared cluster queue or "", namespace) of a Kaiwo workload Kueue queues, else
+    None."""
     if kind not in _WORKLOAD_KINDS or group != KAIWO_GROUP:
         return None
     namespace = _metadata(obj).get("namespace")
     spec = obj.get("spec")
     if not isinstance(namespace, str) or not namespace or not isinstance(spec, Mapping):
         return None
+    if kind == "KaiwoJob" and _on_existing_ray_cluster(spec):
+        return None
     queue = spec.get("clusterQueue")
     return (queue if isinstance(queue, str) and queue else "", namespace)
+
+
+def _on_existing_ray_cluster(spec: Mapping[str, Any]) -> bool:
+    """A KaiwoJob whose RayJob runs on an existing Ray cluster (``clusterSelector``) is not
+    queued (decision 0156) and needs no LocalQueue: made for it, a LocalQueue ``default``
+    (of a ClusterQueue ``default``) would have Kueue queue and kill it (decision 0159)."""
+    ray_job = spec.get("rayJob")
+    ray_spec = ray_job.get("spec") if isinstance(ray_job, Mapping) else None
+    return isinstance(ray_spec, Mapping) and bool(ray_spec.get("clusterSelector"))
 
 
 def written_last_by_operator(obj: Mapping[str, Any]) -> bool:
