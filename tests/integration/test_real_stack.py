@@ -2571,6 +2571,70 @@ async def test_a_sweep_larger_than_the_cluster_runs_when_kueue_may_start_it_with
     await gone(stack, resources.KAIWO_JOB, "wide-sweep", ns)
 
 
+async def test_a_job_asking_for_another_vendors_gpus_is_refused_naming_the_field(
+    stack: Pipeline,
+) -> None:
+    """An AMD KaiwoJob (``gpus: 1``, vendor left out) whose ``spec.job`` container limits
+    ``nvidia.com/gpu: 1``. Before (measured), its Job's pod asked for both ``amd.com/gpu: 1``
+    and ``nvidia.com/gpu: 1``; Kueue kept it pending for good ("insufficient quota for
+    nvidia.com/gpu in flavor mi300x ... maximum capacity (0)"), the KaiwoJob PENDING with
+    ``ChildSpecApplied`` True and nothing naming the field. Now the operator refuses the spec,
+    naming the field, in ``Valid`` and a Warning Event, and makes no Job; with ``gpuVendor:
+    nvidia`` the same template runs on the H100 (decision 0161)."""
+    ns = namespace_of(stack, "gpu")
+    job = kaiwo_job("two-vendors", ns, queue_name="gpu", gpus=1, run_seconds=300)
+    del job["spec"]["gpuVendor"]
+    job["spec"]["job"] = {
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": 1}}}]
+                }
+            }
+        }
+    }
+    await stack.kube.create(job)
+
+    async def refused() -> dict[str, Any] | Pending:
+        found = await stack.kube.get(resources.KAIWO_JOB, "two-vendors", namespace=ns)
+        conditions = {c["type"] for c in (found.get("status") or {}).get("conditions") or ()}
+        if "Valid" not in conditions and "Admitted" not in conditions:
+            return Pending(f"conditions {sorted(conditions)}")
+        return found
+
+    found = await eventually(refused, what="two-vendors refused", within=STEP)
+    valid = condition(found, "Valid")
+    assert (valid["status"], valid["reason"]) == ("False", "InvalidSpec"), found["status"]
+    assert valid["message"].startswith(
+        "The spec is invalid, nothing was changed: spec.job: spec.template.spec.containers[0]"
+        '.resources.limits["nvidia.com/gpu"] (1) must not be given: the KaiwoJob asks Kaiwo '
+        "for AMD GPUs (gpus 1, gpuVendor amd, the default when left out), which Kaiwo gives "
+        "its pods under amd.com/gpu"
+    ), valid["message"]
+    assert await actors.get_or_none(stack.kube, resources.JOB, "two-vendors", namespace=ns) is None
+    events = await has_events(stack, ns, "two-vendors", "InvalidSpec")
+    assert [r for r, _ in events if r in ("ApplyFailed", "WorkloadPending")] == [], events
+    await stack.settled(within=STEP)
+    writes = await stack.operator_writes_while_idle()
+    assert [w for w in writes if str(w[3]) == "two-vendors"] == [], writes
+
+    await stack.kube.merge_patch(
+        resources.KAIWO_JOB,
+        "two-vendors",
+        {"spec": {"gpuVendor": "nvidia"}},
+        namespace=ns,
+        field_manager="kubectl-edit",
+    )
+    await reaches(stack, "two-vendors", ns, "RUNNING")
+    child = await stack.kube.get(resources.JOB, "two-vendors", namespace=ns)
+    limits = child["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert (limits.get("nvidia.com/gpu"), "amd.com/gpu" in limits) == ("1", False), limits
+    [pod] = await job_pods(stack, ns, "two-vendors")
+    assert pod["spec"]["nodeName"] == "stack-h100-1", pod["spec"]
+    await stack.kube.delete(resources.KAIWO_JOB, "two-vendors", namespace=ns)
+    await gone(stack, resources.KAIWO_JOB, "two-vendors", ns)
+
+
 async def test_replay_reproduces_every_plan_of_the_whole_stack(stack: Pipeline) -> None:
     """Last in the module: every plan the operator made for the scenarios above (Kueue's
     admissions, preemptions, edits, replacements, deletions, a Model) is made again, byte for

@@ -482,3 +482,32 @@ def test_an_indexed_sweep_kueue_keeps_complete_as_admitted_is_accepted(tmp_path:
     code, output = _run("validate", "-f", str(manifest))
 
     assert code == 0, output
+
+
+def test_a_job_asking_for_another_vendors_gpus_in_its_template_is_refused_offline(
+    tmp_path: Path,
+) -> None:
+    """An AMD job (``gpus`` given, vendor left out) whose ``spec.job`` container limits
+    ``nvidia.com/gpu``: its pods would ask for both kinds and wait for good (decision 0161);
+    ``kaiwo validate`` says so first, naming the field."""
+    job = yaml.safe_load((EXAMPLES / "kaiwojob-gpu-training.yaml").read_text())
+    job["spec"].pop("gpuVendor", None)
+    job["spec"]["job"] = {
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": 1}}}]
+                }
+            }
+        }
+    }
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(yaml.safe_dump(job))
+
+    code, output = _run("validate", "-f", str(manifest))
+
+    assert code == 1
+    assert (
+        "KaiwoJob/llama-3-8b-sft: spec.job: spec.template.spec.containers[0].resources.limits"
+        '["nvidia.com/gpu"] (1) must not be given: the KaiwoJob asks Kaiwo for AMD GPUs'
+    ) in " ".join(output.split()), output

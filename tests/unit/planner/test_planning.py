@@ -2103,3 +2103,115 @@ def test_an_opted_in_workload_shows_its_idle_stretch_in_the_gpu_idle_condition(c
     quiet = planned(owner=plain, cluster=with_findings(cluster, finding()), now=NOW)
     assert quiet is not None and quiet.status is not None
     assert "GpuIdle" not in {c["type"] for c in quiet.status.get("conditions") or ()}
+
+
+# ------------------------------------------------ another vendor's GPU key (decision 0161)
+
+
+def _nvidia_template(name: str = "main") -> dict[str, Any]:
+    return {
+        "spec": {
+            "containers": [
+                {"name": name, "image": "img", "resources": {"limits": {"nvidia.com/gpu": 1}}}
+            ]
+        }
+    }
+
+
+def _ray_cluster_with_nvidia_workers() -> dict[str, Any]:
+    return {
+        "headGroupSpec": {"template": {"spec": {"containers": [{"name": "ray-head"}]}}},
+        "workerGroupSpecs": [{"groupName": "gpu", "template": _nvidia_template("ray-worker")}],
+    }
+
+
+NVIDIA_LIMIT = '.spec.containers[0].resources.limits["nvidia.com/gpu"] (1) must not be given: '
+
+
+@pytest.mark.parametrize(
+    ("make", "spec", "named"),
+    [
+        (
+            kaiwo_job,
+            {"job": {"spec": {"template": _nvidia_template()}}},
+            "spec.job: spec.template",
+        ),
+        (
+            kaiwo_job,
+            {"rayJob": {"spec": {"rayClusterSpec": _ray_cluster_with_nvidia_workers()}}},
+            "spec.rayJob: spec.rayClusterSpec.workerGroupSpecs[0].template",
+        ),
+        (
+            kaiwo_service,
+            {"deployment": {"spec": {"template": _nvidia_template()}}},
+            "spec.deployment: spec.template",
+        ),
+        (
+            kaiwo_service,
+            {"rayService": {"spec": {"rayClusterConfig": _ray_cluster_with_nvidia_workers()}}},
+            "spec.rayService: spec.rayClusterConfig.workerGroupSpecs[0].template",
+        ),
+    ],
+)
+def test_a_template_asking_for_another_vendors_gpus_is_invalid_on_every_path(
+    cluster_with, make, spec, named
+):
+    """An AMD workload (the default vendor, ``gpus: 1``) whose given template limits
+    ``nvidia.com/gpu``: the child's pods asked for both kinds, and Kueue kept it pending for
+    good ("insufficient quota for nvidia.com/gpu in flavor mi300x", measured). Now the spec is
+    invalid, naming the field, told in a Warning, and nothing is made (decision 0161)."""
+    owner = make({**TRAIN_SPEC, "gpus": 1, **spec})
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None
+    valid = condition(plan, "Valid")
+    assert (valid["status"], valid["reason"]) == ("False", "InvalidSpec")
+    assert valid["message"].startswith(
+        f"The spec is invalid, nothing was changed: {named}{NVIDIA_LIMIT}the "
+        f"{owner['kind']} asks Kaiwo for AMD GPUs (gpus 1, gpuVendor amd, the default when "
+        "left out), which Kaiwo gives its pods under amd.com/gpu"
+    ), valid["message"]
+    assert [(e.type, e.reason) for e in plan.events] == [("Warning", "InvalidSpec")]
+    assert plan.desired == ()
+    assert list(plan.prune) == []
+
+
+def test_a_job_asking_kaiwo_for_no_gpus_keeps_its_own_gpu_key(cluster_with):
+    """``gpus`` left at 0: the template's ``nvidia.com/gpu`` is the user's, kept as written,
+    and Kaiwo adds no key of its own (not judged by decision 0161's rule)."""
+    owner = kaiwo_job({**TRAIN_SPEC, "gpus": 0, "job": {"spec": {"template": _nvidia_template()}}})
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None
+    assert all(c["type"] != "Valid" for c in plan.status["conditions"])
+    (job,) = plan.desired
+    resources = main_container(job)["resources"]
+    assert resources["limits"] == {"nvidia.com/gpu": "1", "cpu": "2", "memory": "16Gi"}
+    assert "amd.com/gpu" not in resources["requests"]
+
+
+def test_a_running_job_whose_spec_now_asks_for_two_vendors_is_left_as_it_is(cluster_with):
+    """A KaiwoJob edited so that its template names the other vendor's key while its Job runs:
+    the spec is invalid and nothing of what exists is changed or pruned (no fight with the
+    running child, whose template is not compared)."""
+    pending_status = expected_plan("kaiwojob_first_plan")["status"]
+    job = copy.deepcopy(expected_plan("kaiwojob_first_plan")["desired"][0])
+    job["metadata"]["uid"] = "child-uid"
+    job["spec"]["suspend"] = False
+    job["status"] = {"active": 1, "ready": 1}
+    owner = kaiwo_job(
+        {**TRAIN_SPEC, "job": {"spec": {"template": _nvidia_template()}}},
+        generation=2,
+        status=pending_status,
+    )
+
+    plan = planned(
+        owner=owner, cluster=cluster_with(owner, job, workloads=(admitted("child-uid"),)), now=NOW
+    )
+
+    assert plan is not None
+    assert condition(plan, "Valid")["status"] == "False"
+    assert plan.desired == ()
+    assert list(plan.prune) == []

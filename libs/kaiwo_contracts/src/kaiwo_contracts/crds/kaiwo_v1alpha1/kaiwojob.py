@@ -20,6 +20,7 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.common import (
     KaiwoObjectList,
     embedded_kind,
 )
+from kaiwo_contracts.crds.kaiwo_v1alpha1.gpu_vendor_keys import other_vendor_gpu_key_refusal
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kueue_job_annotations import (
     kueue_job_annotation_refusal,
 )
@@ -154,6 +155,33 @@ class KaiwoJobSpec(CommonMetaSpec):
         if refused is not None:
             raise PydanticCustomError(*refused)
         return job
+
+    @field_validator("job")
+    @classmethod
+    def _job_asks_for_one_vendors_gpus(
+        cls, job: EmbeddedJob | None, info: ValidationInfo
+    ) -> EmbeddedJob | None:
+        # Kaiwo gives the pods their GPUs under gpuVendor's key; another vendor's key in the
+        # template was kept beside it and the pods waited for good (decision 0161).
+        if info.data.get("ray") or info.data.get("ray_job") is not None:
+            return job
+        refused = other_vendor_gpu_key_refusal(job, info.data, owner_kind="KaiwoJob")
+        if refused is not None:
+            raise PydanticCustomError(*refused)
+        return job
+
+    @field_validator("ray_job")
+    @classmethod
+    def _ray_job_asks_for_one_vendors_gpus(
+        cls, ray_job: EmbeddedRayJob | None, info: ValidationInfo
+    ) -> EmbeddedRayJob | None:
+        # The same for the head and every worker group of the RayJob's cluster (decision 0161).
+        refused = other_vendor_gpu_key_refusal(
+            ray_job, info.data, owner_kind="KaiwoJob", cluster_key="rayClusterSpec"
+        )
+        if refused is not None:
+            raise PydanticCustomError(*refused)
+        return ray_job
 
 
 CLUSTER_DELETING_POLICIES = ("DeleteCluster", "DeleteWorkers")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from kaiwo_contracts.crds.base import CrdInfo, EmbeddedObject, PrinterColumn
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import (
@@ -18,6 +19,7 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.common import (
     KaiwoObjectList,
     embedded_kind,
 )
+from kaiwo_contracts.crds.kaiwo_v1alpha1.gpu_vendor_keys import other_vendor_gpu_key_refusal
 from kaiwo_contracts.crds.meta import ListMeta, ObjectMeta
 
 EmbeddedDeployment = Annotated[EmbeddedObject, embedded_kind("Deployment")]
@@ -50,6 +52,33 @@ class KaiwoServiceSpec(CommonMetaSpec):
     def is_ray_service(self) -> bool:
         """The child is a RayService (``rayService`` given or ``ray: true``)."""
         return self.ray or self.ray_service is not None
+
+    @field_validator("ray_service")
+    @classmethod
+    def _ray_service_asks_for_one_vendors_gpus(
+        cls, ray_service: EmbeddedRayService | None, info: ValidationInfo
+    ) -> EmbeddedRayService | None:
+        # Kaiwo gives the pods their GPUs under gpuVendor's key; another vendor's key in a
+        # group's template was kept beside it and the pods waited for good (decision 0161).
+        refused = other_vendor_gpu_key_refusal(
+            ray_service, info.data, owner_kind="KaiwoService", cluster_key="rayClusterConfig"
+        )
+        if refused is not None:
+            raise PydanticCustomError(*refused)
+        return ray_service
+
+    @field_validator("deployment")
+    @classmethod
+    def _deployment_asks_for_one_vendors_gpus(
+        cls, deployment: EmbeddedDeployment | None, info: ValidationInfo
+    ) -> EmbeddedDeployment | None:
+        # The same for a given Deployment's template, when it is the child (decision 0161).
+        if info.data.get("ray") or info.data.get("ray_service") is not None:
+            return deployment
+        refused = other_vendor_gpu_key_refusal(deployment, info.data, owner_kind="KaiwoService")
+        if refused is not None:
+            raise PydanticCustomError(*refused)
+        return deployment
 
 
 class KaiwoServiceStatus(CommonStatus):
