@@ -254,7 +254,24 @@ def workload_specs(draw: st.DrawFn, kind: str) -> dict[str, Any]:
         spec[chosen] = draw(embedded[chosen])
     if kind == "KaiwoService" and draw(st.booleans()):
         spec["serveConfigV2"] = "applications:\n  - name: app\n"
+    if chosen is not None and (spec.get("gpus", 0) > 0 or "gpusPerReplica" in spec):
+        _without_other_vendors_key(spec[chosen], spec.get("gpuVendor", "amd").lower())
     return spec
+
+
+def _without_other_vendors_key(given: Any, vendor: str) -> None:
+    """A workload asking Kaiwo for GPUs must not name the other vendor's key in a template
+    it gives (decision 0161: refused as invalid, which these worlds do not test)."""
+    other = "nvidia.com/gpu" if vendor == "amd" else "amd.com/gpu"
+    if isinstance(given, dict):
+        for key, value in list(given.items()):
+            if key in ("limits", "requests") and isinstance(value, dict):
+                value.pop(other, None)
+            else:
+                _without_other_vendors_key(value, vendor)
+    elif isinstance(given, list):
+        for item in given:
+            _without_other_vendors_key(item, vendor)
 
 
 @st.composite
