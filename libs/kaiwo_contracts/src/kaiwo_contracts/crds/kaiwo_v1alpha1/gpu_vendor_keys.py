@@ -102,23 +102,14 @@ def other_vendor_gpu_key_refusal(
     ]
     if not named:
         return None
+    other_name = _VENDOR_NAME[other_vendor]
     return (
         "other_vendor_gpu_key",
-        "{named} must not be given: the {owner} asks Kaiwo for {vendor_name} GPUs ({asked}), "
-        "which Kaiwo gives its pods under {own}, and a pod that also asks for {other} fits no "
-        "node and no flavor of a queue, so it would wait for good; set gpuVendor: "
-        "{other_vendor} to run on {other_name} GPUs (Kaiwo then sets {other} itself), or "
-        "leave {other} out of the template",
-        {
-            "named": ", ".join(named),
-            "owner": owner_kind,
-            "vendor_name": _VENDOR_NAME[vendor],
-            "asked": _asked(fields),
-            "own": own,
-            "other": other,
-            "other_vendor": other_vendor,
-            "other_name": _VENDOR_NAME[other_vendor],
-        },
+        f"{', '.join(named)} must not be given: the {owner_kind} asks Kaiwo for "
+        f"{_VENDOR_NAME[vendor]} GPUs ({_asked(fields)}), which Kaiwo gives its pods under "
+        f"{own}, and a pod that also asks for {other} fits no node and no flavor of a queue, "
+        f"so it would wait for good; set gpuVendor: {other_vendor} to run on {other_name} "
+        f"GPUs (Kaiwo then sets {other} itself), or leave {other} out of the template",
     )
 
 
