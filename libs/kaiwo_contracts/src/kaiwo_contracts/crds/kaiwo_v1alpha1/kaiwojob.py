@@ -141,31 +141,22 @@ class KaiwoJobSpec(CommonMetaSpec):
 
     @field_validator("job")
     @classmethod
-    def _job_annotations_kueue_takes(
+    def _job_runs_as_given(
         cls, job: EmbeddedJob | None, info: ValidationInfo
     ) -> EmbeddedJob | None:
-        # Kaiwo carries Kueue's partial-admission annotations from spec.job onto the Job
-        # (decisions 0153, 0157); Kueue's Job webhook refuses a Job whose annotations and
-        # counts do not go together, and the Job is then never made (the KaiwoJob waits
-        # PENDING for good, told in Kueue's words). Refused here, naming the user's fields,
-        # before anything is made (decision 0160). A RayJob's KaiwoJob makes no Job.
+        # A given Job that Kueue or the nodes can never run is refused here, naming the
+        # user's fields, before anything is made; the Job would otherwise wait PENDING for
+        # good, told in Kueue's words or not at all:
+        # - Kueue's partial-admission annotations, carried onto the Job (decisions 0153,
+        #   0157), in combinations its Job webhook refuses (decision 0160);
+        # - another vendor's GPU key in the template, kept beside the key Kaiwo gives the
+        #   pods their GPUs under (decision 0161).
+        # A RayJob's KaiwoJob makes no Job.
         if info.data.get("ray") or info.data.get("ray_job") is not None:
             return job
-        refused = kueue_job_annotation_refusal(job)
-        if refused is not None:
-            raise PydanticCustomError(*refused)
-        return job
-
-    @field_validator("job")
-    @classmethod
-    def _job_asks_for_one_vendors_gpus(
-        cls, job: EmbeddedJob | None, info: ValidationInfo
-    ) -> EmbeddedJob | None:
-        # Kaiwo gives the pods their GPUs under gpuVendor's key; another vendor's key in the
-        # template was kept beside it and the pods waited for good (decision 0161).
-        if info.data.get("ray") or info.data.get("ray_job") is not None:
-            return job
-        refused = other_vendor_gpu_key_refusal(job, info.data, owner_kind="KaiwoJob")
+        refused = kueue_job_annotation_refusal(job) or other_vendor_gpu_key_refusal(
+            job, info.data, owner_kind="KaiwoJob"
+        )
         if refused is not None:
             raise PydanticCustomError(*refused)
         return job
