@@ -1935,8 +1935,8 @@ def test_the_idle_decision_resolves_the_settings_only_of_workloads_with_an_idle_
 ):
     """A running workload's opt-in settings (its annotations and its Namespace's) are
     resolved only when its finding shows a fresh idle stretch: resolving them for every busy
-    one was most of an idle workload's plan, 10.7 -> 4.6 ms among 1,000 opted-in workloads,
-    a tenth of them idle (``bench/planner.py``'s ``Idle`` shape)."""
+    one was most of an idle workload's plan: 9.1-9.9 -> 2.6-2.7 ms (min) among 1,000 opted-in
+    workloads, a tenth of them idle (``bench/planner.py``'s ``Idle`` shape)."""
     from kaiwo_planner.domain.scheduling import idle_preemption_inputs
 
     resolved: list[str] = []
