@@ -61,7 +61,7 @@ from typing import Any
 
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoResourceMonitoringConfig
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import CommonMetaSpec, WorkloadStatus
-from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import KaiwoJob
+from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import KaiwoJob, on_existing_ray_cluster
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwoservice import KaiwoService
 from kaiwo_contracts.plans import EventIntent, ObjectRef, Plan, PruneRule
 
@@ -70,7 +70,7 @@ from kaiwo_planner.domain.children.job_changes import CONDITION_TYPE as CHILD_SP
 from kaiwo_planner.domain.children.job_changes import REASON_REPLACING
 from kaiwo_planner.domain.children.labels import inventory_labels
 from kaiwo_planner.domain.children.partial_admission import partial_admission_min_pods
-from kaiwo_planner.domain.children.ray_job import kaiwo_cluster_note, on_existing_cluster
+from kaiwo_planner.domain.children.ray_job import kaiwo_cluster_note
 from kaiwo_planner.domain.children.ray_service import kaiwo_service_cluster_note
 from kaiwo_planner.domain.children.workload_children import (
     PRUNED_KINDS,
@@ -250,7 +250,7 @@ def plan_workload(
         _worker_groups(workload, observed.child, runs=admitted or child_runs(observed.child)),
     )
     priority = choose_priority(spec.priority_class or "", known_priority_classes(context))
-    on_existing = isinstance(workload, KaiwoJob) and on_existing_cluster(workload.spec.ray_job)
+    on_existing = isinstance(workload, KaiwoJob) and on_existing_ray_cluster(workload.spec.ray_job)
     verdict = decide_schedulable(
         cluster_queue=queue,
         namespace=namespace,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, ClassVar, Literal
 
@@ -33,6 +34,13 @@ EmbeddedRayJob = Annotated[EmbeddedObject, embedded_kind("RayJob")]
 RAY_CLUSTER_SELECTOR_KEY = "ray.io/cluster"
 """The key of a RayJob's ``clusterSelector`` that names the RayCluster it runs on (KubeRay's
 ``RayJobClusterSelectorKey``, the only one it reads)."""
+
+
+def on_existing_ray_cluster(ray_job: object) -> bool:
+    """Whether a RayJob (a given ``rayJob``, or the child made from it; wire form, read
+    defensively) runs on a Ray cluster that exists (``clusterSelector``, decision 0156)."""
+    spec = ray_job.get("spec") if isinstance(ray_job, Mapping) else None
+    return isinstance(spec, Mapping) and bool(spec.get("clusterSelector"))
 
 
 class KaiwoJobSpec(CommonMetaSpec):
@@ -90,9 +98,9 @@ class KaiwoJobSpec(CommonMetaSpec):
         # (decision 0159); with a rayClusterSpec as well, it ignores the spec (and Kueue's
         # webhook refuses both). Refused here, naming the user's field, before anything is
         # made.
-        spec = (ray_job or {}).get("spec")
-        if not isinstance(spec, dict) or not spec.get("clusterSelector"):
+        if ray_job is None or not on_existing_ray_cluster(ray_job):
             return ray_job
+        spec = ray_job["spec"]
         selector = spec["clusterSelector"]
         named = selector.get(RAY_CLUSTER_SELECTOR_KEY) if isinstance(selector, dict) else None
         if not isinstance(named, str) or not named:

@@ -23,7 +23,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import RAY_CLUSTER_SELECTOR_KEY
+from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import (
+    RAY_CLUSTER_SELECTOR_KEY,
+    on_existing_ray_cluster,
+)
 
 from kaiwo_planner.domain.children.entrypoint import ray_entrypoint
 from kaiwo_planner.domain.children.labels import inherited_labels, queue_labels
@@ -42,13 +45,6 @@ from kaiwo_planner.domain.state.json_trees import copy_tree
 RAY_API_VERSION = "ray.io/v1"
 
 
-def on_existing_cluster(ray_job: Mapping[str, Any] | None) -> bool:
-    """Whether a RayJob (a given ``rayJob``, or the child made from it) runs on a Ray cluster
-    that exists (``clusterSelector``)."""
-    spec = (ray_job or {}).get("spec")
-    return isinstance(spec, Mapping) and bool(spec.get("clusterSelector"))
-
-
 def kaiwo_cluster_note(ray_job: Mapping[str, Any] | None) -> str:
     """The words the Schedulable condition adds when a given ``rayJob`` names no Ray cluster
     and runs Kaiwo's (decision 0151), or runs on an existing one (decision 0156); empty
@@ -57,7 +53,7 @@ def kaiwo_cluster_note(ray_job: Mapping[str, Any] | None) -> str:
         return ""
     spec = ray_job.get("spec")
     spec = spec if isinstance(spec, Mapping) else {}
-    if on_existing_cluster(ray_job):
+    if on_existing_ray_cluster(ray_job):
         selector = spec.get("clusterSelector")
         named = selector.get(RAY_CLUSTER_SELECTOR_KEY) if isinstance(selector, Mapping) else None
         return (
@@ -86,7 +82,7 @@ def build_ray_job(
         {} if inputs.ray_job is None else copy_tree(dict(inputs.ray_job.get("spec") or {}))
     )
     generated = False
-    existing = on_existing_cluster(inputs.ray_job)
+    existing = on_existing_ray_cluster(inputs.ray_job)
     if not existing:
         if spec.get("shutdownAfterJobFinishes") is None:
             spec["shutdownAfterJobFinishes"] = True

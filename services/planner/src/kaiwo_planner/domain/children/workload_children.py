@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from kaiwo_contracts.crds.config_v1alpha1 import AIMNamespaceConfig, KaiwoConfig
+from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import on_existing_ray_cluster
 from kaiwo_contracts.plans import ObjectRef, PruneRule, sort_objects
 
 from kaiwo_planner.domain.children.batch_job import build_batch_job
@@ -54,7 +55,7 @@ from kaiwo_planner.domain.children.main_child_changes import (
 from kaiwo_planner.domain.children.naming import main_child_name
 from kaiwo_planner.domain.children.pod_additions import pod_additions
 from kaiwo_planner.domain.children.pod_additions import workload_env as _workload_env
-from kaiwo_planner.domain.children.ray_job import build_ray_job, on_existing_cluster
+from kaiwo_planner.domain.children.ray_job import build_ray_job
 from kaiwo_planner.domain.children.ray_service import (
     SERVE_PORT,
     build_app_wrapper,
@@ -539,7 +540,7 @@ def _marked_with_split(
         return main
     # A RayJob on an existing cluster has no pods to split: spec.gpus sizes nothing (decision
     # 0159). One made with the mark before keeps it: a running RayJob's is kept as observed.
-    if main["kind"] == "RayJob" and on_existing_cluster(main):
+    if main["kind"] == "RayJob" and on_existing_ray_cluster(main):
         return main
     metadata = main["metadata"]
     return {

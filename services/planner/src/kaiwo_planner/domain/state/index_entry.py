@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import on_existing_ray_cluster
 from kaiwo_contracts.gpu_workloads import deployment_of_pod, made_by_kaiwo
 from kaiwo_contracts.models_config import CONFIG_MAP_LABEL
 from kaiwo_contracts.plans import OPERATOR_FIELD_MANAGERS
@@ -260,19 +261,13 @@ def _queue_use(group: str, kind: str, obj: Mapping[str, Any]) -> QueueUse | None
     spec = obj.get("spec")
     if not isinstance(namespace, str) or not namespace or not isinstance(spec, Mapping):
         return None
-    if kind == "KaiwoJob" and _on_existing_ray_cluster(spec):
+    # A KaiwoJob whose RayJob runs on an existing Ray cluster is not queued (decision 0156)
+    # and needs no LocalQueue: made for it, a LocalQueue ``default`` (of a ClusterQueue
+    # ``default``) would have Kueue queue and kill it (decision 0159).
+    if kind == "KaiwoJob" and on_existing_ray_cluster(spec.get("rayJob")):
         return None
     queue = spec.get("clusterQueue")
     return (queue if isinstance(queue, str) and queue else "", namespace)
-
-
-def _on_existing_ray_cluster(spec: Mapping[str, Any]) -> bool:
-    """A KaiwoJob whose RayJob runs on an existing Ray cluster (``clusterSelector``) is not
-    queued (decision 0156) and needs no LocalQueue: made for it, a LocalQueue ``default``
-    (of a ClusterQueue ``default``) would have Kueue queue and kill it (decision 0159)."""
-    ray_job = spec.get("rayJob")
-    ray_spec = ray_job.get("spec") if isinstance(ray_job, Mapping) else None
-    return isinstance(ray_spec, Mapping) and bool(ray_spec.get("clusterSelector"))
 
 
 def written_last_by_operator(obj: Mapping[str, Any]) -> bool:

@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
+from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import on_existing_ray_cluster
 
-from kaiwo_planner.domain.children.ray_job import on_existing_cluster
 from kaiwo_planner.domain.status.child_phase import ObservedChildren, child_phase
 from kaiwo_planner.domain.status.conditions import ConditionSpec, has_condition
 
@@ -82,7 +82,7 @@ def runs_on_existing_ray_cluster(child: Mapping[str, Any]) -> bool:
     """A RayJob sent to a Ray cluster that exists (``clusterSelector``): Kueue does not queue
     it (the cluster's pods are queued with the cluster), so nothing admits it and it waits for
     nothing of Kueue's; its phase is KubeRay's from the start (decision 0156)."""
-    return child.get("kind") == "RayJob" and on_existing_cluster(child)
+    return child.get("kind") == "RayJob" and on_existing_ray_cluster(child)
 
 
 NOT_QUEUED_MESSAGE = (
