@@ -22,9 +22,12 @@ of a Ray KaiwoService).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
-GPU_KEY_BY_VENDOR = {"amd": "amd.com/gpu", "nvidia": "nvidia.com/gpu"}
+GPU_KEY_BY_VENDOR: Mapping[str, str] = MappingProxyType(
+    {"amd": "amd.com/gpu", "nvidia": "nvidia.com/gpu"}
+)
 """The resource name Kaiwo gives a workload's GPUs under, by ``gpuVendor`` (any case)."""
 
 _VENDOR_NAME = {"amd": "AMD", "nvidia": "NVIDIA"}

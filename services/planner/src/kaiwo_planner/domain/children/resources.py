@@ -26,10 +26,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kaiwo_contracts.crds.kaiwo_v1alpha1.gpu_vendor_keys import GPU_KEY_BY_VENDOR
+
 from kaiwo_planner.domain.state.nodes import parse_quantity
 
-GPU_KEY_AMD = "amd.com/gpu"
-GPU_KEY_NVIDIA = "nvidia.com/gpu"
+GPU_KEY_AMD = GPU_KEY_BY_VENDOR["amd"]
+GPU_KEY_NVIDIA = GPU_KEY_BY_VENDOR["nvidia"]
 BASE_CPU = "2"
 BASE_MEMORY = "16Gi"
 CPU_PER_GPU = 4
