@@ -1002,14 +1002,7 @@ async def test_a_ray_job_given_as_false_shutdown_is_refused_naming_the_field(
         )
     )
 
-    async def refused() -> dict[str, Any] | Pending:
-        found = await stack.kube.get(resources.KAIWO_JOB, "ray-keep", namespace=ns)
-        conditions = {c["type"]: c for c in (found.get("status") or {}).get("conditions") or ()}
-        if "Valid" not in conditions and "ApplyRefused" not in conditions:
-            return Pending(f"conditions {sorted(conditions)}")
-        return found
-
-    found = await eventually(refused, what="the KaiwoJob refused", within=STEP)
+    found = await refused_as_invalid(stack, "ray-keep", ns)
     valid = condition(found, "Valid")
     assert (valid["status"], valid["reason"]) == ("False", "InvalidSpec"), found["status"]
     assert "spec.rayJob: spec.shutdownAfterJobFinishes" in valid["message"], valid["message"]
@@ -1174,13 +1167,16 @@ async def test_a_ray_job_sent_to_an_existing_cluster_runs_there_outside_kueue(
     await stack.kube.delete(resources.RAY_CLUSTER, "shared", namespace=ns)
 
 
-async def refused_as_invalid(pipeline: Pipeline, name: str, namespace: str) -> dict[str, Any]:
-    """The KaiwoJob ``name`` once it is refused as invalid (its ``Valid`` condition False)."""
+async def refused_as_invalid(
+    pipeline: Pipeline, name: str, namespace: str, *, or_else: str = "ApplyRefused"
+) -> dict[str, Any]:
+    """The KaiwoJob ``name`` once it has a ``Valid`` condition (refused as invalid), or the
+    condition ``or_else`` that shows it was not (so a test of the refusal fails at once)."""
 
     async def refused() -> dict[str, Any] | Pending:
         found = await pipeline.kube.get(resources.KAIWO_JOB, name, namespace=namespace)
         conditions = {c["type"]: c for c in (found.get("status") or {}).get("conditions") or ()}
-        if "Valid" not in conditions and "ApplyRefused" not in conditions:
+        if "Valid" not in conditions and or_else not in conditions:
             return Pending(f"conditions {sorted(conditions)}")
         return found
 
@@ -2485,16 +2481,6 @@ async def test_job_annotations_kueue_refuses_are_refused_by_the_operator_naming_
     await stack.kube.create(nonindexed)
     await stack.kube.create(single)
 
-    async def refused(name: str) -> dict[str, Any]:
-        async def check() -> dict[str, Any] | Pending:
-            found = await stack.kube.get(resources.KAIWO_JOB, name, namespace=ns)
-            conditions = {c["type"] for c in (found.get("status") or {}).get("conditions") or ()}
-            if "Valid" not in conditions and "ApplyRefused" not in conditions:
-                return Pending(f"conditions {sorted(conditions)}")
-            return found
-
-        return await eventually(check, what=f"{name} refused", within=STEP)
-
     expected = {
         "sweep-nonindexed": (
             "spec.job: spec.completionMode must be Indexed with metadata.annotations"
@@ -2506,7 +2492,7 @@ async def test_job_annotations_kueue_refuses_are_refused_by_the_operator_naming_
         ),
     }
     for name, message in expected.items():
-        found = await refused(name)
+        found = await refused_as_invalid(stack, name, ns)
         types = [c["type"] for c in found["status"]["conditions"]]
         assert "ApplyRefused" not in types, found["status"]["conditions"]
         valid = condition(found, "Valid")
@@ -2595,14 +2581,7 @@ async def test_a_job_asking_for_another_vendors_gpus_is_refused_naming_the_field
     }
     await stack.kube.create(job)
 
-    async def refused() -> dict[str, Any] | Pending:
-        found = await stack.kube.get(resources.KAIWO_JOB, "two-vendors", namespace=ns)
-        conditions = {c["type"] for c in (found.get("status") or {}).get("conditions") or ()}
-        if "Valid" not in conditions and "Admitted" not in conditions:
-            return Pending(f"conditions {sorted(conditions)}")
-        return found
-
-    found = await eventually(refused, what="two-vendors refused", within=STEP)
+    found = await refused_as_invalid(stack, "two-vendors", ns, or_else="Admitted")
     valid = condition(found, "Valid")
     assert (valid["status"], valid["reason"]) == ("False", "InvalidSpec"), found["status"]
     assert valid["message"].startswith(
