@@ -6,7 +6,12 @@ else. After ``kaiwo up`` it finds the server and its key in ``.kaiwo/stack.json`
 ``KAIWO_NATS_CREDENTIALS_FILE`` (the ``subscriber.nk`` of ``kaiwo nats credentials``) and,
 with TLS, ``KAIWO_NATS_TLS_CA_FILE``.
 
-    python examples/subscriber.py [--namespace team-a] [--new]
+A key limited to one namespace (``subscriber-team-a.nk`` of ``kaiwo nats credentials
+--subscriber-namespace team-a`` or ``kaiwo up --subscriber-namespace team-a``) reads through
+its one durable consumer, named after it: ``--own-key`` (with ``kaiwo up``, the key is found
+beside the ``subscriber`` one). A second run resumes where the first stopped.
+
+    python examples/subscriber.py [--namespace team-a [--own-key]] [--new]
 """
 
 import argparse
@@ -17,18 +22,21 @@ import ssl
 from pathlib import Path
 
 import nats
-from nats.js.api import DeliverPolicy
+import nats.errors
+from nats.aio.msg import Msg
+from nats.js.api import ConsumerConfig, DeliverPolicy
 
 EVENT_TYPE = "ai.silogen.kaiwo.public.workload.v1"
 
 
-def connection() -> tuple[str, str, str | None]:
+def connection(identity: str) -> tuple[str, str, str | None]:
     url, seed = os.environ.get("KAIWO_NATS_URL"), os.environ.get("KAIWO_NATS_CREDENTIALS_FILE")
     if url and seed:
         return url, seed, os.environ.get("KAIWO_NATS_TLS_CA_FILE")
     state = Path(os.environ.get("KAIWO_STATE_DIR", ".kaiwo")) / "stack.json"
     stack = json.loads(state.read_text())
-    return stack["natsUrl"], stack["subscriberCredentialsFile"], stack.get("natsTlsCaFile")
+    seed = str(Path(stack["subscriberCredentialsFile"]).with_name(f"{identity}.nk"))
+    return stack["natsUrl"], seed, stack.get("natsTlsCaFile")
 
 
 def line(event: dict) -> str:
@@ -41,25 +49,58 @@ def line(event: dict) -> str:
     return " ".join(words)
 
 
-async def main(namespace: str | None, new_only: bool) -> None:
-    url, seed, ca = connection()
+def show(msg: Msg) -> None:
+    headers = {key.lower(): value for key, value in (msg.headers or {}).items()}
+    if headers.get("ce-type") == EVENT_TYPE:  # a later version is another type: skip it
+        print(line(json.loads(msg.data)), flush=True)
+
+
+async def main(namespace: str | None, new_only: bool, own_key: bool) -> None:
+    identity = f"subscriber-{namespace}" if own_key else "subscriber"
+    url, seed, ca = connection(identity)
     tls = ssl.create_default_context(cafile=ca) if ca else None
-    nc = await nats.connect(url, nkeys_seed=seed, inbox_prefix="_INBOX.subscriber", tls=tls)
+    nc = await nats.connect(url, nkeys_seed=seed, inbox_prefix=f"_INBOX.{identity}", tls=tls)
     subject = f"kaiwo.public.workload.{namespace}.>" if namespace else "kaiwo.public.>"
     policy = DeliverPolicy.NEW if new_only else DeliverPolicy.ALL
-    # An ordered consumer: every event once, in stream order (so in order per workload).
-    sub = await nc.jetstream().subscribe(
-        subject, stream="KAIWO_PUBLIC", ordered_consumer=True, deliver_policy=policy
-    )
-    async for msg in sub.messages:
-        headers = {key.lower(): value for key, value in (msg.headers or {}).items()}
-        if headers.get("ce-type") == EVENT_TYPE:  # a later version is another type: skip it
-            print(line(json.loads(msg.data)), flush=True)
+    js = nc.jetstream()
+    if own_key:
+        # The key's own durable consumer, filtered to its namespace (the only one it may
+        # make): every event once, in stream order, acknowledged when printed.
+        try:
+            pull = await js.pull_subscribe(
+                subject, durable=identity, stream="KAIWO_PUBLIC",
+                config=ConsumerConfig(deliver_policy=policy),
+            )
+        except nats.errors.TimeoutError:  # the server refuses without an answer
+            raise SystemExit(
+                f"subscriber: {seed} may not read {subject} through the consumer {identity} "
+                "(a namespace's key reads that namespace only)"
+            ) from None
+        while True:
+            try:
+                messages = await pull.fetch(100, timeout=5)
+            except nats.errors.TimeoutError:
+                continue
+            for msg in messages:
+                show(msg)
+                await msg.ack()
+    else:
+        # An ordered consumer: every event once, in stream order (so in order per workload).
+        sub = await js.subscribe(
+            subject, stream="KAIWO_PUBLIC", ordered_consumer=True, deliver_policy=policy
+        )
+        async for msg in sub.messages:
+            show(msg)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--namespace", help="only the workloads of this namespace")
     parser.add_argument("--new", action="store_true", help="only events from now on")
+    parser.add_argument(
+        "--own-key", action="store_true", help="the key is subscriber-<namespace>'s"
+    )
     arguments = parser.parse_args()
-    asyncio.run(main(arguments.namespace, arguments.new))
+    if arguments.own_key and not arguments.namespace:
+        parser.error("--own-key needs --namespace")
+    asyncio.run(main(arguments.namespace, arguments.new, arguments.own_key))

@@ -5,12 +5,27 @@ KaiwoJob while the operator takes it through its whole life on the real API serv
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
+from pathlib import Path
 from typing import Any, Final
 
 import pytest
+from kaiwo_contracts.events.permissions import (
+    ADMIN,
+    PLANNER,
+    inbox_prefix,
+    namespace_subscriber_identity,
+    operator_identities,
+)
+from kaiwo_contracts.events.streams import bus_topology
+from kaiwo_contracts.events.subjects import public_workload_subject
 from kaiwo_kube import resources
+from kaiwo_runtime.nats_bus import NatsBus
+from kaiwo_runtime.nats_connection import NatsConnection
+from kaiwo_runtime.nats_credentials import write_credentials
+from kaiwo_runtime.nats_server import NatsServer
 
 from tests.integration.conftest import real_sqlite
 from tests.integration.pipeline import cluster_actors as actors
@@ -21,6 +36,7 @@ pytestmark = [pytest.mark.nats, pytest.mark.slow]
 
 EXAMPLE: Final = REPO_ROOT / "examples" / "subscriber.py"
 NAME: Final = "told-job"
+UID: Final = "6f1c2d3e-0000-4000-8000-00000000beef"
 
 
 async def lines_until(stream: asyncio.StreamReader, last: str, *, within: float) -> list[str]:
@@ -100,3 +116,102 @@ async def test_the_example_subscriber_prints_the_whole_life_of_a_kaiwojob(pipeli
         ["phase-changed", "KaiwoJob", where, "phase=COMPLETE", "from=RUNNING", "queue=kaiwo"],
         ["completed", "KaiwoJob", where, "phase=COMPLETE", "queue=kaiwo"],
     ]
+
+
+def told_event(namespace: str, name: str, transition: str, phase: str) -> bytes:
+    """A ``WorkloadEventV1`` body as the planner publishes it (docs/events.md)."""
+    return json.dumps(
+        {
+            "transition": transition,
+            "workload": {"kind": "KaiwoJob", "namespace": namespace, "name": name, "uid": UID},
+            "user": "ada@example.com",
+            "queue": "kaiwo",
+            "phase": phase,
+            "previousPhase": None,
+            "reason": None,
+            "message": None,
+            "observedAt": "2026-03-01T12:30:05Z",
+            "createdAt": "2026-03-01T12:00:00Z",
+            "resourceVersion": "7",
+        }
+    ).encode()
+
+
+async def example_lines(env: dict[str, str], count: int) -> list[str]:
+    """The first ``count`` lines the example prints with a namespace's own key."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(EXAMPLE),
+        "--namespace",
+        "team-a",
+        "--own-key",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    assert process.stdout is not None
+    lines: list[str] = []
+    try:
+        async with asyncio.timeout(STEP_SECONDS):
+            while len(lines) < count:
+                raw = await process.stdout.readline()
+                if not raw:
+                    break
+                lines.append(raw.decode().split()[1] + " " + raw.decode().split()[3])
+    finally:
+        process.terminate()
+        _, errors = await process.communicate()
+    assert len(lines) == count, errors.decode()
+    return lines
+
+
+async def test_the_example_with_a_namespaces_own_key_reads_that_namespace_and_resumes(
+    tmp_path: Path,
+) -> None:
+    """``--own-key`` with ``subscriber-team-a.nk`` (decision 0164): what team-a's workloads
+    were told before it started, then on a second run only what came since, never team-b's."""
+    topology = bus_topology()
+    credentials = write_credentials(
+        tmp_path / "credentials",
+        (*operator_identities(topology), namespace_subscriber_identity("team-a")),
+    )
+    async with NatsServer(config=credentials.server_config.read_text()) as server:
+
+        def connection(identity: str) -> NatsConnection:
+            return NatsConnection(
+                url=server.url,
+                credentials_file=credentials.seed(identity),
+                inbox_prefix=inbox_prefix(identity),
+            )
+
+        admin = await NatsBus.connect(connection(ADMIN), topology=topology)
+        planner = await NatsBus.connect(connection(PLANNER), topology=topology)
+        try:
+            await admin.ensure_streams()
+
+            async def tell(namespace: str, name: str, transition: str, phase: str) -> None:
+                subject = public_workload_subject(namespace=namespace, kind="KaiwoJob", uid=UID)
+                await planner.publish_raw(
+                    subject,
+                    body=told_event(namespace, name, transition, phase),
+                    headers={
+                        "ce-type": "ai.silogen.kaiwo.public.workload.v1",
+                        "Nats-Msg-Id": f"{namespace}:{transition}",
+                    },
+                )
+
+            await tell("team-b", "theirs", "submitted", "")
+            await tell("team-a", "ours", "submitted", "")
+            await tell("team-b", "theirs", "completed", "COMPLETE")
+            env = {
+                **os.environ,
+                "KAIWO_NATS_URL": server.url,
+                "KAIWO_NATS_CREDENTIALS_FILE": str(credentials.seed("subscriber-team-a")),
+            }
+            assert await example_lines(env, 1) == ["submitted team-a/ours"]
+            await tell("team-a", "ours", "completed", "COMPLETE")
+            await tell("team-b", "theirs", "deleted", "COMPLETE")
+            assert await example_lines(env, 1) == ["completed team-a/ours"]
+        finally:
+            await planner.close()
+            await admin.close()

@@ -97,6 +97,42 @@ def test_a_reader_name_of_the_operator_is_refused(tmp_path: Path) -> None:
     assert "'executor' is taken by the operator" in result.output
 
 
+def test_a_subscriber_of_one_namespace_gets_a_key_of_its_own(tmp_path: Path) -> None:
+    """``--subscriber-namespace`` (decision 0164): one key per namespace, named after it, in
+    a configuration nats-server accepts; a name that is no namespace is refused in one line,
+    and no reader may take such a key's name."""
+    out = tmp_path / "nats-credentials"
+    credentials(out, "--subscriber-namespace", "team-a", "--subscriber-namespace", "team-b")
+
+    assert sorted(path.stem for path in out.glob("*.nk")) == sorted(
+        [*OPERATOR_KEYS, "subscriber-team-a", "subscriber-team-b"]
+    )
+    checked = subprocess.run(
+        [str(find_nats_server()), "-t", "-c", str(out / "nats-server.conf")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stderr + checked.stdout
+    config = (out / "nats-server.conf").read_text()
+    assert '"kaiwo.public.workload.team-a.>"' in config
+    assert '"kaiwo.public.workload.team-b.>"' in config
+
+    runner = CliRunner()
+    refused = runner.invoke(
+        app, ["nats", "credentials", "--out", str(out), "--subscriber-namespace", "Team_A"]
+    )
+    assert refused.exit_code == 2
+    assert refused.output == (
+        "kaiwo nats credentials: 'Team_A' is not a namespace name (a DNS label)\n"
+    )
+    taken = runner.invoke(
+        app, ["nats", "credentials", "--out", str(out), "--reader", "subscriber-team-a"]
+    )
+    assert taken.exit_code == 2
+    assert "taken by the operator" in taken.output
+
+
 async def test_provision_declares_the_topology_as_the_administrator(tmp_path: Path) -> None:
     out = tmp_path / "nats-credentials"
     credentials(out)

@@ -10,6 +10,7 @@ consumer reads it, and nobody at all gets in without a key.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,6 +31,7 @@ from kaiwo_contracts.events.permissions import (
     SUBSCRIBER,
     WATCHER,
     inbox_prefix,
+    namespace_subscriber_identity,
     operator_identities,
     reader_identity,
 )
@@ -66,11 +68,13 @@ from kaiwo_runtime.nats_credentials import (
 )
 from kaiwo_runtime.nats_server import NatsServer
 from kaiwo_runtime.startup import watchers_cluster
+from nats.js.api import ConsumerConfig
 
 pytestmark = pytest.mark.nats
 
 READER = "audit-dashboard"
 UID = "6f1c2d3e-0000-4000-8000-00000000beef"
+OTHER_UID = "6f1c2d3e-0000-4000-8000-00000000cafe"
 WHEN = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 REFUSED_WITHIN = 1.0
 """How long a refused JetStream publish waits for the acknowledgement that never comes."""
@@ -564,3 +568,106 @@ async def test_partitioned_planners_and_executors_hold_their_own_partition_lease
         finally:
             for bus in secured.opened:
                 await bus.close()
+
+
+async def test_a_namespace_subscriber_reads_its_namespace_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    """``kaiwo nats credentials --subscriber-namespace team-a`` (decision 0164): the tool of
+    team-a follows team-a's workloads live and through its durable consumer, also what was
+    published before it connected, and is refused team-b's, however it asks."""
+    topology = bus_topology()
+    credentials = write_credentials(
+        tmp_path / "credentials",
+        (*operator_identities(topology), namespace_subscriber_identity("team-a")),
+    )
+    own = "subscriber-team-a"
+    ours = public_workload_subject(namespace="team-a", kind="KaiwoJob", uid=UID)
+    theirs = public_workload_subject(namespace="team-b", kind="KaiwoJob", uid=OTHER_UID)
+    async with NatsServer(config=credentials.server_config.read_text()) as server:
+        secured = SecuredBus(server=server, credentials=credentials, topology=topology, opened=[])
+        try:
+            await (await secured.bus(ADMIN)).ensure_streams()
+            planner = await secured.bus(PLANNER)
+            # Published before the tool connects: it reads them from the stream.
+            await planner.publish_raw(theirs, body=b'{"n": "b1"}', headers={"Nats-Msg-Id": "b1"})
+            await planner.publish_raw(ours, body=b'{"n": "a1"}', headers={"Nats-Msg-Id": "a1"})
+            await planner.publish_raw(theirs, body=b'{"n": "b2"}', headers={"Nats-Msg-Id": "b2"})
+            errors: list[str] = []
+
+            async def collect(error: Exception) -> None:
+                errors.append(str(error).lower())
+
+            tool = await connect_client(secured.connection(own), error_cb=collect)
+            try:
+                js = tool.jetstream(timeout=REFUSED_WITHIN)
+                durable = await js.pull_subscribe(
+                    "kaiwo.public.workload.team-a.>", durable=own, stream=PUBLIC_STREAM
+                )
+                [missed] = await durable.fetch(5, timeout=2)
+                assert (missed.subject, missed.data) == (ours, b'{"n": "a1"}')
+                await missed.ack()
+                live = await tool.subscribe("kaiwo.public.workload.team-a.>")
+                await tool.flush(timeout=2)
+                await planner.publish_raw(
+                    theirs, body=b'{"n": "b3"}', headers={"Nats-Msg-Id": "b3"}
+                )
+                await planner.publish_raw(ours, body=b'{"n": "a2"}', headers={"Nats-Msg-Id": "a2"})
+                assert (await live.next_msg(timeout=2)).data == b'{"n": "a2"}'
+                [later] = await durable.fetch(5, timeout=2)
+                assert later.data == b'{"n": "a2"}'
+                await later.ack()
+                # team-b, every way: live, a consumer filtered wider or to team-b (under its
+                # own name or another), an ordered consumer, a stored read by sequence, the
+                # stream's info (it lists subjects), another tool's consumer.
+                wide = await tool.subscribe("kaiwo.public.>")
+                await tool.flush(timeout=2)
+                refused = await asyncio.gather(
+                    wide.next_msg(timeout=REFUSED_WITHIN),
+                    js.pull_subscribe("kaiwo.public.>", durable="wide", stream=PUBLIC_STREAM),
+                    js.add_consumer(
+                        PUBLIC_STREAM,
+                        ConsumerConfig(name=own, durable_name=own, filter_subject="kaiwo.public.>"),
+                    ),
+                    js.pull_subscribe(
+                        "kaiwo.public.workload.team-b.>", durable="team-b", stream=PUBLIC_STREAM
+                    ),
+                    js.subscribe(
+                        "kaiwo.public.workload.team-a.>",
+                        stream=PUBLIC_STREAM,
+                        ordered_consumer=True,
+                    ),
+                    js.get_msg(PUBLIC_STREAM, seq=1),
+                    js.stream_info(PUBLIC_STREAM),
+                    return_exceptions=True,
+                )
+                assert [type(answer) for answer in refused] == [nats.errors.TimeoutError] * 7
+                # The one create subject it may use, with a wider filter in the request: the
+                # server compares the two and refuses.
+                allowed = (
+                    f"$JS.API.CONSUMER.CREATE.{PUBLIC_STREAM}.{own}.kaiwo.public.workload.team-a.>"
+                )
+                for config in (
+                    {"durable_name": own, "name": own, "filter_subject": "kaiwo.public.>"},
+                    {"durable_name": own, "name": own, "filter_subjects": ["kaiwo.public.>"]},
+                ):
+                    request = {"stream_name": PUBLIC_STREAM, "config": config}
+                    answer = await tool.request(allowed, json.dumps(request).encode(), timeout=2)
+                    assert "error" in json.loads(answer.data)
+                await tool.publish(ours, b"{}")
+                await tool.flush(timeout=2)
+                await asyncio.sleep(0.2)
+            finally:
+                await tool.close()
+            admin = (await secured.bus(ADMIN)).client.jetstream()
+            # Its consumer stayed filtered to team-a: the wider filter was refused.
+            info = await admin.consumer_info(PUBLIC_STREAM, own)
+            assert info.config.filter_subject == "kaiwo.public.workload.team-a.>"
+            assert await stored(await secured.bus(ADMIN), PUBLIC_STREAM) == 5
+        finally:
+            for bus in secured.opened:
+                await bus.close()
+    assert any(
+        "permissions violation for subscription" in e and "kaiwo.public.>" in e for e in errors
+    )
+    assert any("permissions violation for publish" in e and ours.lower() in e for e in errors)

@@ -153,6 +153,22 @@ def test_the_stack_passes_the_console_its_port_and_access(tmp_path: Path) -> Non
         ) == ("127.0.0.1", "8090", expected)
 
 
+def test_a_subscriber_namespace_gets_its_key_and_a_name_that_is_no_namespace_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``kaiwo up --subscriber-namespace team-a`` (decision 0164)."""
+    started = options_started(monkeypatch)
+    runner = CliRunner()
+    ok = runner.invoke(app, ["up", "--subscriber-namespace", "team-a"])
+    bad = runner.invoke(app, ["up", "--subscriber-namespace", "Team_A"])
+
+    assert ok.exit_code == 0, ok.output
+    [options] = started
+    assert options.subscriber_namespaces == ("team-a",)
+    assert bad.exit_code == 2
+    assert "--subscriber-namespace: 'Team_A' is not a namespace name" in bad.output
+
+
 def test_the_messenger_runs_with_the_gateway_unless_switched_off_and_tenants_are_checked(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

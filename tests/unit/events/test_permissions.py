@@ -12,6 +12,7 @@ from kaiwo_contracts.events.permissions import (
     cli_identity,
     gateway_identity,
     inbox_prefix,
+    namespace_subscriber_identity,
     operator_identities,
     reader_identity,
     service_identity,
@@ -252,6 +253,34 @@ def test_the_subscriber_reads_the_public_stream_only_and_publishes_no_event() ->
     assert subscriber.streams == ("KAIWO_PUBLIC",)
 
 
+def test_a_namespaces_subscriber_reads_that_namespace_through_its_own_consumer_only() -> None:
+    """Decision 0164: nothing that reaches another namespace's events (no stored read, no
+    stream info, no consumer but its own, created only with its namespace's filter)."""
+    team_a = namespace_subscriber_identity("team-a")
+
+    assert team_a.name == "subscriber-team-a"
+    assert team_a.permissions.publish == (
+        "$JS.API.INFO",
+        "$JS.API.CONSUMER.CREATE.KAIWO_PUBLIC.subscriber-team-a.kaiwo.public.workload.team-a.>",
+        "$JS.API.CONSUMER.INFO.KAIWO_PUBLIC.subscriber-team-a",
+        "$JS.API.CONSUMER.DELETE.KAIWO_PUBLIC.subscriber-team-a",
+        "$JS.API.CONSUMER.MSG.NEXT.KAIWO_PUBLIC.subscriber-team-a",
+        "$JS.ACK.KAIWO_PUBLIC.subscriber-team-a.>",
+    )
+    assert team_a.permissions.subscribe == (
+        "kaiwo.public.workload.team-a.>",
+        "_INBOX.subscriber-team-a.>",
+    )
+    assert team_a.streams == ("KAIWO_PUBLIC",)
+    assert team_a.consumers == ("subscriber-team-a",)
+
+
+@pytest.mark.parametrize("namespace", ["Team_A", "team.a", "team-a.>", "", "a" * 60])
+def test_a_namespaces_subscriber_needs_a_namespace_name(namespace: str) -> None:
+    with pytest.raises(ValueError, match="namespace"):
+        namespace_subscriber_identity(namespace)
+
+
 def test_only_the_planner_publishes_public_events() -> None:
     topology = bus_topology()
     publishers = [
@@ -275,6 +304,7 @@ def test_only_the_planner_publishes_public_events() -> None:
         "executor-plan",
         "recorder-x",
         "bus-relay",
+        "subscriber-team-a",
         "Not_A_Label",
     ],
 )

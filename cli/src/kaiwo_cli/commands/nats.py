@@ -1,11 +1,11 @@
 """``kaiwo nats``: the bus's credentials and topology for deployments other than ``kaiwo up``.
 
 * ``credentials`` — one NKey per identity (the administrator, each service, the CLI, any
-  ``--reader`` and any messenger ``--tenant``) and the nats-server configuration with their
-  permissions, into one directory (files 0600, the directory 0700). ``deploy/compose`` and
-  ``deploy/k8s`` read them from there (``make nats-credentials``); ``--helm-values`` writes
-  the same as a values file for the Helm chart, which never holds keys among its own files (a
-  packaged chart would carry them).
+  ``--reader``, any messenger ``--tenant`` and any ``--subscriber-namespace``) and the
+  nats-server configuration with their permissions, into one directory (files 0600, the
+  directory 0700). ``deploy/compose`` and ``deploy/k8s`` read them from there (``make
+  nats-credentials``); ``--helm-values`` writes the same as a values file for the Helm chart,
+  which never holds keys among its own files (a packaged chart would carry them).
 * ``provision`` — declare the streams and the operator's consumers as the administrator
   (``KAIWO_NATS_URL``, ``KAIWO_NATS_CREDENTIALS_FILE``, ``KAIWO_NATS_TLS_*``): the init step
   of compose and the Job of the Kubernetes deployment. The services only check for them.
@@ -23,6 +23,7 @@ import yaml
 from kaiwo_contracts.events.messenger import messenger_topology
 from kaiwo_contracts.events.permissions import (
     ADMIN,
+    namespace_subscriber_identity,
     operator_identities,
     reader_identity,
     tenant_identity,
@@ -60,6 +61,15 @@ def credentials(
         typer.Option(
             help="A messenger tenant (repeatable): a namespace whose key may send requests to "
             "its Models and read their answers, nothing else (decision 0049)."
+        ),
+    ] = None,
+    subscriber_namespace: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A subscriber limited to one namespace (repeatable): its key "
+            "subscriber-<namespace>.nk reads that namespace's public workload events, live "
+            "or through its durable consumer subscriber-<namespace>, nothing else "
+            "(docs/events.md)."
         ),
     ] = None,
     partitions: Annotated[
@@ -116,6 +126,9 @@ def credentials(
     try:
         readers = [reader_identity(name) for name in reader or ()]
         readers += [tenant_identity(namespace) for namespace in tenant or ()]
+        readers += [
+            namespace_subscriber_identity(namespace) for namespace in subscriber_namespace or ()
+        ]
     except ValueError as error:
         typer.echo(f"kaiwo nats credentials: {error}", err=True)
         raise typer.Exit(2) from None

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 from kaiwo_contracts.events.messenger import NotATenantError, tenant_key_name
-from kaiwo_contracts.events.permissions import SUBSCRIBER
+from kaiwo_contracts.events.permissions import SUBSCRIBER, namespace_subscriber_name
 from kaiwo_runtime.nats_credentials import ServerTls
 from kaiwo_runtime.redaction import redact_url
 from rich.console import Console
@@ -147,6 +147,14 @@ def up(
             "may send requests to its Models and read their answers, nothing else.",
         ),
     ] = None,
+    subscriber_namespace: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A subscriber limited to one namespace (repeatable): a key, new at every "
+            "start, <state-dir>/credentials/subscriber-<namespace>.nk, that reads that "
+            "namespace's public workload events and nothing else (docs/events.md).",
+        ),
+    ] = None,
     one_process: Annotated[
         bool | None,
         typer.Option(
@@ -197,6 +205,12 @@ def up(
         except NotATenantError as error:
             typer.echo(f"kaiwo up: --tenant: {error}", err=True)
             raise typer.Exit(2) from None
+    for namespace in subscriber_namespace or ():
+        try:
+            namespace_subscriber_name(namespace)
+        except ValueError as error:
+            typer.echo(f"kaiwo up: --subscriber-namespace: {error}", err=True)
+            raise typer.Exit(2) from None
     options = StackOptions(
         state_dir=state_dir,
         kubeconfig=kubeconfig,
@@ -217,6 +231,7 @@ def up(
         one_process=not replicated if one_process is None else one_process,
         messenger=messenger,
         messenger_tenants=tuple(tenant or ()),
+        subscriber_namespaces=tuple(subscriber_namespace or ()),
     )
     typer.echo(identity_note(options), err=True)
     try:

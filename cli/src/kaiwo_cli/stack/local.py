@@ -55,6 +55,7 @@ from kaiwo_contracts.events.permissions import (
     CLI,
     SUBSCRIBER,
     inbox_prefix,
+    namespace_subscriber_identity,
     operator_identities,
     tenant_identity,
 )
@@ -332,6 +333,9 @@ class LocalStack:
         topology = bus_topology(partitions=self.options.partitions)
         # New keys at every start: the previous run's stop working (rotation for free).
         tenants = tuple(tenant_identity(ns) for ns in self.options.messenger_tenants)
+        tenants += tuple(
+            namespace_subscriber_identity(ns) for ns in self.options.subscriber_namespaces
+        )
         self.credentials = write_credentials(
             self.options.credentials_dir,
             (*operator_identities(topology), *tenants),

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Literal
 
 from kaiwo_contracts.events.messenger import tenant_key_name
+from kaiwo_contracts.events.permissions import namespace_subscriber_name
 from kaiwo_runtime.nats_credentials import ServerTls
 from kaiwo_sandbox import SandboxOptions
 
@@ -94,6 +95,11 @@ class StackOptions:
     directory, new at every start like the others): it may send requests to that
     namespace's Models and read their answers, nothing else."""
 
+    subscriber_namespaces: tuple[str, ...] = ()
+    """Namespaces given a subscriber key of their own (``subscriber-<namespace>`` in the
+    credentials directory, new at every start): it reads that namespace's public workload
+    events and nothing else (decision 0164)."""
+
     def __post_init__(self) -> None:
         if self.partitions < 1 or any(count < 1 for count in self.replicas.values()):
             raise ValueError("partitions and replicas must be >= 1")
@@ -101,6 +107,8 @@ class StackOptions:
             raise ValueError("one process runs one replica of each service")
         for namespace in self.messenger_tenants:
             tenant_key_name(namespace)  # NotATenantError (a ValueError) names the namespace
+        for namespace in self.subscriber_namespaces:
+            namespace_subscriber_name(namespace)  # the same
 
     @property
     def messenger_on(self) -> bool:

@@ -58,6 +58,7 @@ OPERATOR_CONSUMER_PREFIXES: tuple[str, ...] = (
     *(f"{name}-" for name in (*SERVICES, GATEWAY)),
     "bus-",
     TENANT_PREFIX,
+    f"{SUBSCRIBER}-",
 )
 REFUSALS = f"kaiwo.{Family.RESULT.value}.refused.{EVERYTHING}"
 """The executor's refusals (``PlanRefusedV1``): the watcher observes their sources again."""

@@ -69,6 +69,12 @@ def _checked_namespace(namespace: str) -> str:
     return namespace
 
 
+def checked_namespace(namespace: str) -> str:
+    """``namespace`` if it is a namespace name (a DNS label); NotATenantError (a ValueError)
+    otherwise."""
+    return _checked_namespace(namespace)
+
+
 def request_subject(namespace: str) -> str:
     return f"{SUBJECT_ROOT}.{_checked_namespace(namespace)}.{REQUESTS}"
 
@@ -183,6 +189,7 @@ __all__ = [
     "TENANT_PREFIX",
     "NotATenantError",
     "TenantSubjects",
+    "checked_namespace",
     "dead_subject",
     "messenger_consumer",
     "messenger_streams",

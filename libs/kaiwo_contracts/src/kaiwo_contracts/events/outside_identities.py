@@ -16,7 +16,13 @@ from kaiwo_contracts.events.identity_names import (
     SERVICES,
     SUBSCRIBER,
 )
-from kaiwo_contracts.events.messenger import REQUEST_STREAM, RESPONSE_STREAM, TenantSubjects
+from kaiwo_contracts.events.messenger import (
+    REQUEST_STREAM,
+    RESPONSE_STREAM,
+    NotATenantError,
+    TenantSubjects,
+    checked_namespace,
+)
 from kaiwo_contracts.events.permission_blocks import (
     EVERYTHING,
     JS_ACK,
@@ -30,7 +36,12 @@ from kaiwo_contracts.events.permission_blocks import (
     unique,
 )
 from kaiwo_contracts.events.streams import PUBLIC_STREAM
-from kaiwo_contracts.events.subjects import Family, family_filter
+from kaiwo_contracts.events.subjects import Family, family_filter, public_namespace_filter
+
+NAMESPACE_SUBSCRIBER_PREFIX = f"{SUBSCRIBER}-"
+"""``subscriber-<namespace>``: the key (and durable consumer) of a tool limited to one
+namespace's public workload events (decision 0164)."""
+_IDENTITY_LIMIT = 63
 
 CLI_SUBJECTS: tuple[str, ...] = (
     family_filter(Family.PUBLIC),
@@ -115,6 +126,52 @@ def subscriber_identity() -> Identity:
             ),
         ),
         streams=(stream,),
+    )
+
+
+def namespace_subscriber_name(namespace: str) -> str:
+    """``subscriber-<namespace>``; a ValueError names a namespace that is not a DNS label or
+    is too long for a key name."""
+    name = f"{NAMESPACE_SUBSCRIBER_PREFIX}{checked_namespace(namespace)}"
+    if len(name) > _IDENTITY_LIMIT:
+        raise NotATenantError(
+            f"namespace {namespace!r} is too long for a subscriber key "
+            f"(at most {_IDENTITY_LIMIT - len(NAMESPACE_SUBSCRIBER_PREFIX)} characters)"
+        )
+    return name
+
+
+def namespace_subscriber_identity(namespace: str) -> Identity:
+    """A tool that may follow one namespace's workloads: their public events live, and the
+    ones it missed through one durable pull consumer named after the key, filtered to the
+    namespace (decision 0164).
+
+    Everything that could reach another namespace's events is left out: the server checks
+    the filter carried in the consumer's create subject
+    (``$JS.API.CONSUMER.CREATE.<stream>.<name>.<filter>``) against the consumer's, so the
+    key can only make consumers of its namespace; it reads, acknowledges and deletes its own
+    consumer only (a consumer of another name may be another tool's, filtered wider); no
+    stored read by sequence, no stream info (which lists the subjects, uids included), no
+    ephemeral or ordered consumer (their create subject carries no filter to check)."""
+    own = namespace_subscriber_name(namespace)
+    events = public_namespace_filter(checked_namespace(namespace))
+    stream = PUBLIC_STREAM
+    return Identity(
+        name=own,
+        description=f"external subscriber: reads the public workload events of {namespace} only",
+        permissions=Permissions(
+            publish=(
+                api("INFO"),
+                api("CONSUMER", "CREATE", stream, own, events),
+                api("CONSUMER", "INFO", stream, own),
+                api("CONSUMER", "DELETE", stream, own),
+                api("CONSUMER", "MSG", "NEXT", stream, own),
+                f"{JS_ACK}.{stream}.{own}.{EVERYTHING}",
+            ),
+            subscribe=(events, f"{inbox_prefix(own)}.{EVERYTHING}"),
+        ),
+        streams=(stream,),
+        consumers=(own,),
     )
 
 

@@ -45,6 +45,9 @@ cli        subscribe to what carries no object (``kaiwo events tail``): the publ
            included: a reader's key reads those). Publish nothing
 subscriber read the public workload events (``kaiwo.public.>``, stream ``KAIWO_PUBLIC``)
            live or through consumers of any name on that stream; nothing else
+subscriber-ns (:func:`namespace_subscriber_identity`, one per namespace asked for) read
+           ``kaiwo.public.workload.<ns>.>`` live or through its own durable consumer
+           ``subscriber-<ns>``, created with that filter; nothing else (decision 0164)
 reader     (:func:`reader_identity`, for external subscribers) subscribe ``kaiwo.>`` and
            read the streams through durable consumers named after itself
 tenant-ns  (:func:`tenant_identity`, one per namespace using the messenger) publish
@@ -100,6 +103,8 @@ from kaiwo_contracts.events.messenger import (
 from kaiwo_contracts.events.outside_identities import (
     CLI_SUBJECTS,
     cli_identity,
+    namespace_subscriber_identity,
+    namespace_subscriber_name,
     reader_identity,
     subscriber_identity,
     tenant_identity,
@@ -343,6 +348,8 @@ __all__ = [
     "gateway_identity",
     "inbox_prefix",
     "lease_keys",
+    "namespace_subscriber_identity",
+    "namespace_subscriber_name",
     "operator_identities",
     "reader_identity",
     "service_identity",

@@ -175,6 +175,12 @@ def public_workload_subject(*, namespace: str, kind: str, uid: str) -> str:
     )
 
 
+def public_namespace_filter(namespace: str) -> str:
+    """``kaiwo.public.workload.<namespace>.>``: the public events of one namespace's
+    workloads (what a namespace's subscriber key may read, decision 0164)."""
+    return _join(Family.PUBLIC, PUBLIC_WORKLOAD, scope_token(namespace), ANY_TAIL)
+
+
 def dead_letter_subject(*, stream: str, consumer: str) -> str:
     """``kaiwo.dlq.<stream>.<consumer>``; both are JetStream names, used as they are."""
     return _join(Family.DEAD_LETTER, _jetstream_name(stream), _jetstream_name(consumer))
