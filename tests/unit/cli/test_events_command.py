@@ -1203,3 +1203,61 @@ def test_a_recorded_plan_changed_after_hashing_is_skipped_even_where_it_looks_eq
         "restated": "the recorded plan does not parse as PlanDecidedV1",
     }
     assert report.reproduced == len(plans) - 1
+
+
+# --------------------------------------------------------------- a name given again (0164)
+
+AGAIN_UID = "0b7c0a5e-2222-4c1e-9d0a-3f2e8a9c7d02"
+
+
+async def record_a_name_given_twice(path: Path) -> None:
+    """``team-a/train`` made, deleted, and made again (a new uid), as the recorder stores it."""
+    bus = MemoryBus(server=MemoryJetStream(), topology=bus_topology())
+    await bus.ensure_streams()
+    again = job()
+    again["metadata"] = {**again["metadata"], "uid": AGAIN_UID, "resourceVersion": "300"}
+    await bus.publish(*observed(job(), seconds=0))
+    await bus.publish(*observed(again, seconds=60))
+    store = await open_event_store(f"sqlite:///{path}")
+    try:
+        recorder = RecorderService(bus=bus, store=store, clock=lambda: T0 + timedelta(hours=1))
+        while sum([(await recorder.pump(c, wait_seconds=0)).messages for c in recorder.consumers]):
+            pass
+    finally:
+        await store.close()
+
+
+def test_explain_of_a_name_given_again_names_the_earlier_workload_and_reads_it_by_uid(
+    tmp_path: Path,
+) -> None:
+    """A user who submitted ``train`` again after it failed and asks why the first failed:
+    ``explain team-a/train`` tells the newest and says the name had an earlier workload,
+    with its uid; ``explain <uid>`` and ``replay --workload <uid>`` read that one."""
+    path = tmp_path / "events.db"
+    asyncio.run(record_a_name_given_twice(path))
+    url = f"sqlite:///{path}"
+    note = (
+        f"team-a/train was also the name of 1 earlier workload(s), deleted and made again "
+        f"under it: uid {JOB_UID} (give a uid instead of team-a/train to read one)"
+    )
+
+    newest = run("explain", "team-a/train", "--store", url)
+    earlier = run("explain", JOB_UID, "--store", url)
+    replayed = run("replay", "--workload", "team-a/train", "--store", url)
+    by_uid = run("replay", "--workload", JOB_UID, "--store", url)
+
+    assert newest.exit_code == 0, newest.output
+    assert newest.stdout.splitlines() == [
+        f"KaiwoJob team-a/train (uid {AGAIN_UID}) — 1 recorded events",
+        "└── 2026-03-01 12:01:00  observed KaiwoJob team-a/train ADDED (rv 300)",
+        note,
+    ]
+    assert earlier.exit_code == 0, earlier.output
+    assert earlier.stdout.splitlines() == [
+        f"KaiwoJob team-a/train (uid {JOB_UID}) — 1 recorded events",
+        "└── 2026-03-01 12:00:00  observed KaiwoJob team-a/train ADDED (rv 100)",
+    ]
+    assert replayed.exit_code == 0, replayed.output
+    assert f"kaiwo events: {note}\n" in replayed.stderr
+    assert by_uid.exit_code == 0, by_uid.output
+    assert "earlier" not in by_uid.stderr

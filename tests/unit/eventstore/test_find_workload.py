@@ -10,7 +10,12 @@ from typing import Any
 import pytest
 from kaiwo_contracts.events import ObservedObjectV1
 from kaiwo_eventstore import InMemoryEventStore, NewEvent, StoredEvent
-from kaiwo_eventstore.explain import WorkloadIdentity, WorkloadNotFoundError, find_workload
+from kaiwo_eventstore.explain import (
+    WorkloadIdentity,
+    WorkloadNotFoundError,
+    earlier_note,
+    find_workload,
+)
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 OLD_UID = "0b7c0a5e-0000-4000-8000-000000000001"
@@ -70,8 +75,29 @@ async def store() -> InMemoryEventStore:
 
 async def test_a_workload_by_name_is_the_newest_of_that_name(store: InMemoryEventStore) -> None:
     found = await find_workload(store, "team-a/train")
-    assert found == WorkloadIdentity("team-a", "train", NEW_UID, "KaiwoJob")
+    # The earlier workload of that name is named, so it can be read (decision 0164).
+    assert found == WorkloadIdentity("team-a", "train", NEW_UID, "KaiwoJob", earlier=(OLD_UID,))
+    assert earlier_note(found) == (
+        "team-a/train was also the name of 1 earlier workload(s), deleted and made again "
+        f"under it: uid {OLD_UID} (give a uid instead of team-a/train to read one)"
+    )
     assert (await find_workload(store, "KaiwoJob/team-a/other")).uid == OTHER_UID
+
+
+async def test_a_workload_by_uid_is_that_one_even_when_its_name_was_given_again(
+    store: InMemoryEventStore,
+) -> None:
+    assert await find_workload(store, OLD_UID) == WorkloadIdentity(
+        "team-a", "train", OLD_UID, "KaiwoJob"
+    )
+    assert await find_workload(store, OTHER_UID) == WorkloadIdentity(
+        "team-a", "other", OTHER_UID, "KaiwoJob"
+    )
+    assert earlier_note(await find_workload(store, "team-a/other")) is None
+    with pytest.raises(
+        WorkloadNotFoundError, match=f"no recorded observation of a workload of uid {JOB_UID}"
+    ):
+        await find_workload(store, JOB_UID)  # a Job's uid, not a workload's
 
 
 async def test_a_child_names_the_workload_it_belongs_to(store: InMemoryEventStore) -> None:

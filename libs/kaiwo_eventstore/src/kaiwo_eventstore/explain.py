@@ -16,9 +16,10 @@ Everything here but the reads is pure.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from kaiwo_contracts.events import (
@@ -54,6 +55,9 @@ class WorkloadIdentity:
     kind: str
     via: str | None = None
     """The child the workload was asked for by (``Job ml-team/train-download``), if any."""
+    earlier: tuple[str, ...] = ()
+    """The uids of earlier workloads the name was given to (deleted, then made again under
+    the same name), oldest first: each is reached by its uid (decision 0164)."""
 
 
 def parse_workload(text: str) -> tuple[str, str]:
@@ -73,14 +77,20 @@ def parse_reference(text: str) -> tuple[str | None, str, str]:
     return None, namespace, name
 
 
+_UID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 async def find_workload(store: EventStore, reference: str) -> WorkloadIdentity:
     """The workload ``NS/NAME`` (or ``KaiwoJob/NS/NAME``) names, or the workload that owns
     the child ``KIND/NS/NAME`` (e.g. ``Job/ml-team/train-download``), from the recorded
-    observations (the newest if the name was used by several objects over time).
+    observations (the newest if the name was used by several objects over time: the others'
+    uids are its ``earlier``), or the workload of that uid.
 
     Reads the observations of that name (:meth:`~kaiwo_eventstore.EventStore.read_by_subject`)
     and, for a child, its workload's stream: never the whole store, so finding a workload
     takes the same time and memory however much else the store holds."""
+    if _UID.fullmatch(reference):
+        return await _by_uid(store, reference)
     kind, namespace, name = parse_reference(reference)
     subject = f"{namespace}/{name}"
     observed = await store.read_by_subject(subject, [ObservedObjectV1.EVENT_TYPE])
@@ -118,16 +128,46 @@ async def find_workload(store: EventStore, reference: str) -> WorkloadIdentity:
     )
 
 
+async def _by_uid(store: EventStore, uid: str) -> WorkloadIdentity:
+    stream = f"{WORKLOAD_STREAM_PREFIX}{uid}"
+    found = _newest(
+        [e for e in await store.read_stream(stream) if e.type == ObservedObjectV1.EVENT_TYPE],
+        lambda e: e.data.get("uid") == uid and e.data.get("kind") in WORKLOAD_KINDS,
+    )
+    if found is None:
+        raise WorkloadNotFoundError(f"no recorded observation of a workload of uid {uid}")
+    return found
+
+
 def _newest(
     observed: Sequence[StoredEvent], wanted: Callable[[StoredEvent], bool]
 ) -> WorkloadIdentity | None:
     found: WorkloadIdentity | None = None
+    uids: list[str] = []
     for event in observed:
         uid = event.data.get("uid")
         if wanted(event) and isinstance(uid, str) and uid:
             namespace, _, name = (event.subject or "").partition("/")
             found = WorkloadIdentity(namespace, name, uid, str(event.data["kind"]))
-    return found
+            if uid in uids:
+                uids.remove(uid)
+            uids.append(uid)
+    if found is None:
+        return None
+    return replace(found, earlier=tuple(uids[:-1]))
+
+
+def earlier_note(identity: WorkloadIdentity) -> str | None:
+    """What a person reading one workload's story must know when its name was given to
+    other workloads before: their uids, and how to read each."""
+    if not identity.earlier:
+        return None
+    where = f"{identity.namespace}/{identity.name}"
+    return (
+        f"{where} was also the name of {len(identity.earlier)} earlier workload(s), "
+        f"deleted and made again under it: uid {', '.join(identity.earlier)} "
+        f"(give a uid instead of {where} to read one)"
+    )
 
 
 async def workload_events(store: EventStore, uid: str) -> list[StoredEvent]:

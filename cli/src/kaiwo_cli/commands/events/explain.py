@@ -4,6 +4,7 @@ what the executor did, monitor findings and preemptions."""
 from __future__ import annotations
 
 import shutil
+import textwrap
 from datetime import UTC, datetime
 from typing import Annotated, Final
 
@@ -11,6 +12,7 @@ import typer
 from kaiwo_eventstore.explain import (
     causal_forest,
     describe,
+    earlier_note,
     find_workload,
     tree_lines,
     workload_events,
@@ -33,8 +35,8 @@ def explain(
     workload: Annotated[
         str,
         typer.Argument(
-            help="The workload, as NAMESPACE/NAME, or one of its children as KIND/NAMESPACE/NAME "
-            "(Job/ml-team/train-download)."
+            help="The workload, as NAMESPACE/NAME (the newest of that name), one of its "
+            "children as KIND/NAMESPACE/NAME (Job/ml-team/train-download), or its uid."
         ),
     ],
     store: StoreOption = None,
@@ -65,7 +67,8 @@ async def _explain(reference: str, url: str) -> None:
         label=lambda event: f"{_clock(event.time)}  {describe(event)}",
         width=width,
     )
-    typer.echo("\n".join(lines))
+    note = earlier_note(identity)
+    typer.echo("\n".join([*lines, *(textwrap.wrap(note, width=width) if note else [])]))
 
 
 def _clock(moment: datetime) -> str:

@@ -40,7 +40,8 @@ EXTENSION_RECORDED_AT: Final = "kaiworecordedat"
 
 def export(
     workload: Annotated[
-        str | None, typer.Option("--workload", help="Only this workload (NAMESPACE/NAME).")
+        str | None,
+        typer.Option("--workload", help="Only this workload (NAMESPACE/NAME, or its uid)."),
     ] = None,
     since: Annotated[
         str | None, typer.Option(help="Events at or after this time (ISO 8601; UTC if no zone).")

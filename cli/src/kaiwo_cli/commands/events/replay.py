@@ -9,6 +9,7 @@ from typing import Annotated, Final
 
 import typer
 from kaiwo_eventstore.explain import (
+    earlier_note,
     find_workload,
     short_plan_id,
 )
@@ -37,7 +38,11 @@ from kaiwo_cli.replay.store import replay_from_store
 def replay(
     workload: Annotated[
         str | None,
-        typer.Option("--workload", help="NAMESPACE/NAME; every recorded plan when omitted."),
+        typer.Option(
+            "--workload",
+            help="NAMESPACE/NAME (the newest of that name) or a workload's uid; every "
+            "recorded plan when omitted.",
+        ),
     ] = None,
     fresh_contexts: Annotated[
         bool,
@@ -134,7 +139,11 @@ async def _replay(
     fresh_contexts: bool,
 ) -> ReplayReport:
     async with opened_store(url) as store:
-        uid = (await find_workload(store, reference)).uid if reference else None
+        identity = await find_workload(store, reference) if reference else None
+        note = earlier_note(identity) if identity else None
+        if note:
+            typer.echo(f"kaiwo events: {note}", err=True)
+        uid = identity.uid if identity else None
         return await replay_from_store(
             store,
             workload_uid=uid,
