@@ -2629,3 +2629,147 @@ async def test_replay_reproduces_every_plan_of_the_whole_stack(stack: Pipeline) 
     plans = int(summary.split()[0])
     assert plans > 100, summary
     assert summary.startswith(f"{plans} plans, {plans} reproduced, 0 differ, 0 skipped"), summary
+
+
+async def edit_job_annotations(
+    pipeline: Pipeline, name: str, namespace: str, annotations: dict[str, str | None]
+) -> None:
+    """A user's edit of Kueue's Job annotations in the KaiwoJob's ``spec.job``."""
+    await pipeline.kube.merge_patch(
+        resources.KAIWO_JOB,
+        name,
+        {"spec": {"job": {"metadata": {"annotations": annotations}}}},
+        namespace=namespace,
+        field_manager="kubectl-edit",
+    )
+
+
+async def planned(
+    pipeline: Pipeline, name: str, namespace: str, generation: int, applied: str
+) -> dict[str, Any]:
+    """The KaiwoJob once its ``generation`` is planned and ``ChildSpecApplied`` is ``applied``."""
+
+    async def check() -> dict[str, Any] | Pending:
+        found = await pipeline.kube.get(resources.KAIWO_JOB, name, namespace=namespace)
+        status = found.get("status") or {}
+        said = [c for c in status.get("conditions") or () if c["type"] == "ChildSpecApplied"]
+        if status.get("observedGeneration") != generation or not said:
+            return Pending(f"generation {status.get('observedGeneration')}")
+        return found if said[0]["status"] == applied else Pending(f"{said[0]}")
+
+    return await eventually(check, what=f"generation {generation} planned", within=STEP)
+
+
+async def test_kueues_job_annotations_edited_on_a_running_job_are_kept_and_told(
+    stack: Pipeline,
+) -> None:
+    """An Indexed sweep of 4 pods x 1 GPU allowed to start with 2, running whole. Before
+    (measured on main): the minimum raised to 3 reached the Job, and Kueue, finding the Job
+    no longer matched its Workload, stopped it, made a new Workload and started every pod
+    again, while the KaiwoJob said "The Job matches the workload's spec"; the completions
+    annotation added was refused by Kueue's webhook ("field is immutable while the job is not
+    suspended"), told only as ``ApplyRefused`` and ``ApplyFailed`` Events, on every plan. Now
+    the running Job keeps both annotations as it has them, runs on with the same pods and
+    Workload, and ``ChildSpecApplied`` names what was kept (decision 0162)."""
+    ns = namespace_of(stack, "gpu")
+    job = kaiwo_job("annotated-sweep", ns, queue_name="gpu", gpus=1, run_seconds=600)
+    job["spec"]["job"] = {
+        "metadata": {"annotations": {"kueue.x-k8s.io/job-min-parallelism": "2"}},
+        "spec": {"parallelism": 4, "completions": 4, "completionMode": "Indexed"},
+    }
+    await stack.kube.create(job)
+    await reaches(stack, "annotated-sweep", ns, "RUNNING")
+    await job_pods_running(stack, ns, "annotated-sweep", 4, of=4)
+    workload = await kueue_workload_of(stack, ns, "annotated-sweep")
+    pods = sorted(p["metadata"]["name"] for p in await job_pods(stack, ns, "annotated-sweep"))
+
+    await edit_job_annotations(
+        stack, "annotated-sweep", ns, {"kueue.x-k8s.io/job-min-parallelism": "3"}
+    )
+    found = await planned(stack, "annotated-sweep", ns, 2, "False")
+    applied = condition(found, "ChildSpecApplied")
+    assert applied["reason"] == "JobFieldsImmutable", applied
+    assert applied["message"] == (
+        "Not applied to the existing Job, because Kueue stops a running Job and queues it anew "
+        "when its minimum of pods changes, and refuses a change of whether its completions "
+        "follow its parallelism while it runs: "
+        'metadata.annotations[kueue.x-k8s.io/job-min-parallelism] ("2" kept, "3" asked). '
+        "Delete and re-create the KaiwoJob to run with these changes."
+    ), applied
+
+    await edit_job_annotations(
+        stack,
+        "annotated-sweep",
+        ns,
+        {"kueue.x-k8s.io/job-completions-equal-parallelism": "true"},
+    )
+    found = await planned(stack, "annotated-sweep", ns, 3, "False")
+    assert '(none kept, "true" asked)' in condition(found, "ChildSpecApplied")["message"]
+    await stack.settled(within=STEP)
+    writes = await stack.operator_writes_while_idle()
+    assert [w for w in writes if w[3] == "annotated-sweep"] == [], writes
+    found = await stack.kube.get(resources.KAIWO_JOB, "annotated-sweep", namespace=ns)
+    assert found["status"]["status"] == "RUNNING"
+    types = [c["type"] for c in found["status"]["conditions"]]
+    assert "ApplyRefused" not in types, found["status"]["conditions"]
+    events = await has_events(stack, ns, "annotated-sweep", "ChildSpecNotApplied")
+    assert [r for r, _ in events if r == "ApplyFailed"] == [], events
+    child = await stack.kube.get(resources.JOB, "annotated-sweep", namespace=ns)
+    kueues = {k: v for k, v in child["metadata"]["annotations"].items() if "kueue" in k}
+    assert kueues == {"kueue.x-k8s.io/job-min-parallelism": "2"}, kueues
+    assert child["spec"]["suspend"] is False
+    after = await kueue_workload_of(stack, ns, "annotated-sweep")
+    assert after["metadata"]["uid"] == workload["metadata"]["uid"]
+    assert after["spec"]["podSets"][0]["minCount"] == 2
+    assert sorted(p["metadata"]["name"] for p in await job_pods(stack, ns, "annotated-sweep")) == (
+        pods
+    )
+    await stack.kube.delete(resources.KAIWO_JOB, "annotated-sweep", namespace=ns)
+
+
+async def test_kueues_job_annotations_edited_on_a_waiting_job_reach_it(stack: Pipeline) -> None:
+    """An Indexed sweep of 4 pods x 4 GPUs in the ``small`` queue (8 GPUs), allowed to start
+    with 3: 12 GPUs, so it waits. The minimum lowered to 2 and the completions annotation
+    added reach the suspended Job, Kueue updates its Workload and admits 2 of the 4 pods, with
+    both counts set to 2 (measured as such on main too: pinned, decision 0162)."""
+    ns = namespace_of(stack, "quota")
+    job = kaiwo_job("waiting-sweep", ns, queue_name="small", gpus=4, run_seconds=600)
+    job["spec"]["job"] = {
+        "metadata": {"annotations": {"kueue.x-k8s.io/job-min-parallelism": "3"}},
+        "spec": {"parallelism": 4, "completions": 4, "completionMode": "Indexed"},
+    }
+    await stack.kube.create(job)
+    found = await planned(stack, "waiting-sweep", ns, 1, "True")
+    assert found["status"]["status"] == "PENDING"
+    workload = await kueue_workload_of(stack, ns, "waiting-sweep")
+    assert workload["spec"]["podSets"][0]["minCount"] == 3
+
+    await edit_job_annotations(
+        stack,
+        "waiting-sweep",
+        ns,
+        {
+            "kueue.x-k8s.io/job-min-parallelism": "2",
+            "kueue.x-k8s.io/job-completions-equal-parallelism": "true",
+        },
+    )
+    await reaches(stack, "waiting-sweep", ns, "RUNNING")
+    await job_pods_running(stack, ns, "waiting-sweep", 2, of=4)
+    await stack.settled(within=STEP)
+    found = await stack.kube.get(resources.KAIWO_JOB, "waiting-sweep", namespace=ns)
+    types = [c["type"] for c in found["status"]["conditions"]]
+    assert "ApplyRefused" not in types, found["status"]["conditions"]
+    assert condition(found, "ChildSpecApplied")["status"] == "True"
+    assert condition(found, "Admitted")["message"].startswith(
+        "Kueue admitted 2 of 4 pods of the Job"
+    )
+    child = await stack.kube.get(resources.JOB, "waiting-sweep", namespace=ns)
+    kueues = {k: v for k, v in child["metadata"]["annotations"].items() if "kueue" in k}
+    assert kueues == {
+        "kueue.x-k8s.io/job-min-parallelism": "2",
+        "kueue.x-k8s.io/job-completions-equal-parallelism": "true",
+    }, kueues
+    assert (child["spec"]["parallelism"], child["spec"]["completions"]) == (2, 2)
+    after = await kueue_workload_of(stack, ns, "waiting-sweep")
+    assert after["spec"]["podSets"][0]["minCount"] == 2
+    await stack.kube.delete(resources.KAIWO_JOB, "waiting-sweep", namespace=ns)

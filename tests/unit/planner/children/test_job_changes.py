@@ -523,3 +523,159 @@ def test_a_suspended_or_unannotated_jobs_parallelism_stays_the_operators() -> No
     unannotated = partial_job(parallelism=2, suspend=False)
     unannotated["metadata"] = {"name": "j"}
     assert job_update(desired, unannotated).manifest["spec"]["parallelism"] == 4
+
+
+# ------------------------------------------------- Kueue's Job annotations of a running Job
+
+
+def annotated_job(annotations: dict[str, str], *, suspend: bool) -> dict[str, Any]:
+    """An Indexed Job of 4 pods and 4 completions, Kueue's Job annotations as given."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j", "uid": "u", "generation": 2, "annotations": annotations},
+        "spec": {
+            "parallelism": 4,
+            "completions": 4,
+            "completionMode": "Indexed",
+            "suspend": suspend,
+        },
+    }
+
+
+def test_a_running_job_keeps_kueues_annotations_it_runs_with_and_says_so() -> None:
+    """Kueue 0.17 stops a running Job and queues it anew when its minimum changes (measured:
+    every pod started again), and its webhook refuses the completions annotation added to a
+    running Job (measured: ``ApplyRefused`` on every plan). Both are kept as the Job has them,
+    and told with the value kept and the one asked (decision 0162)."""
+    desired = annotated_job({PARTIAL: "3", EQUAL: "true"}, suspend=True)
+    observed = annotated_job({PARTIAL: "2"}, suspend=False)
+
+    update = job_update(desired, observed)
+
+    assert update.manifest["metadata"]["annotations"] == {PARTIAL: "2"}
+    assert update.annotations_not_applied == (
+        'metadata.annotations[kueue.x-k8s.io/job-min-parallelism] ("2" kept, "3" asked)',
+        "metadata.annotations[kueue.x-k8s.io/job-completions-equal-parallelism] "
+        '(none kept, "true" asked)',
+    )
+    assert update.not_applied == ()
+    assert update.message == (
+        "Not applied to the existing Job, because Kueue stops a running Job and queues it anew "
+        "when its minimum of pods changes, and refuses a change of whether its completions "
+        "follow its parallelism while it runs: "
+        'metadata.annotations[kueue.x-k8s.io/job-min-parallelism] ("2" kept, "3" asked), '
+        "metadata.annotations[kueue.x-k8s.io/job-completions-equal-parallelism] "
+        '(none kept, "true" asked). Delete and re-create the KaiwoJob to run with these '
+        "changes."
+    )
+    assert desired["metadata"]["annotations"] == {PARTIAL: "3", EQUAL: "true"}
+
+
+def test_annotations_removed_from_the_spec_stay_on_a_running_job() -> None:
+    """Taken away, the minimum would restart the Job as a changed one does, and the
+    completions annotation would be refused: both are sent as the Job has them."""
+    desired = annotated_job({}, suspend=True)
+    del desired["metadata"]["annotations"]
+    observed = annotated_job({PARTIAL: "2", EQUAL: "true"}, suspend=False)
+
+    update = job_update(desired, observed)
+
+    assert update.manifest["metadata"]["annotations"] == {PARTIAL: "2", EQUAL: "true"}
+    assert update.annotations_not_applied == (
+        'metadata.annotations[kueue.x-k8s.io/job-min-parallelism] ("2" kept, none asked)',
+        "metadata.annotations[kueue.x-k8s.io/job-completions-equal-parallelism] "
+        '("true" kept, none asked)',
+    )
+
+
+def test_a_new_spelling_of_the_same_minimum_is_kept_too() -> None:
+    """Kueue's webhook judges a changed minimum again against the pods it admitted: ``"02"``
+    on a Job running 2 of its pods would be refused ("should be between 0 and 1")."""
+    update = job_update(
+        annotated_job({PARTIAL: "02"}, suspend=True), annotated_job({PARTIAL: "2"}, suspend=False)
+    )
+    assert update.manifest["metadata"]["annotations"] == {PARTIAL: "2"}
+    assert len(update.annotations_not_applied) == 1
+
+
+def test_a_waiting_job_takes_kueues_annotations_and_a_starting_one_keeps_them() -> None:
+    """Suspended and not admitted, the Job takes the edit (measured: Kueue updated the
+    Workload's ``minCount`` in place and admitted the Job with the new minimum). Suspended
+    beside an admitted Workload, it is starting: kept as a running one."""
+    desired = annotated_job({PARTIAL: "2", EQUAL: "true"}, suspend=True)
+    observed = annotated_job({PARTIAL: "3"}, suspend=True)
+
+    waiting = job_update(desired, observed)
+    starting = job_update(desired, observed, admitted=True)
+
+    assert waiting.manifest["metadata"]["annotations"] == {PARTIAL: "2", EQUAL: "true"}
+    assert waiting.annotations_not_applied == ()
+    assert waiting.message == ""
+    assert starting.manifest["metadata"]["annotations"] == {PARTIAL: "3"}
+    assert len(starting.annotations_not_applied) == 2
+
+
+def test_a_running_job_whose_annotations_match_takes_the_desired_metadata_as_it_is() -> None:
+    desired = annotated_job({PARTIAL: "2", EQUAL: "true"}, suspend=True)
+    update = job_update(desired, annotated_job({PARTIAL: "2", EQUAL: "true"}, suspend=False))
+    assert update.manifest["metadata"] is desired["metadata"]
+    assert update.annotations_not_applied == ()
+
+
+def test_a_held_update_is_decided_again_when_kueues_annotations_move() -> None:
+    """Annotations change without a new generation: a waiting Job's update kept before its
+    annotations changed must not be reused for them."""
+    context = PlanningContext.of(ClusterState())
+    desired = annotated_job({PARTIAL: "3"}, suspend=True)
+    observed = annotated_job({PARTIAL: "3"}, suspend=False)
+    first = job_update_in(context, desired, observed)
+    observed["metadata"]["annotations"] = {PARTIAL: "2"}
+
+    second = job_update_in(context, desired, observed)
+
+    assert first.annotations_not_applied == ()
+    assert second.manifest["metadata"]["annotations"] == {PARTIAL: "2"}
+    assert second.annotations_not_applied == (
+        'metadata.annotations[kueue.x-k8s.io/job-min-parallelism] ("2" kept, "3" asked)',
+    )
+
+
+def test_plan_children_tells_kueues_annotations_a_running_job_keeps(make_job):
+    """The condition says what was kept: before, it said "The Job matches the workload's spec"
+    while Kueue restarted the Job or refused the update."""
+    allocation = GpuAllocation(gpus=4, gpus_per_replica=1, replicas=4, vendor="amd")
+
+    def sweep(minimum: str) -> Any:
+        return make_job(
+            {
+                "image": "img:1",
+                "job": {
+                    "metadata": {"annotations": {PARTIAL: minimum}},
+                    "spec": {"parallelism": 4, "completions": 4, "completionMode": "Indexed"},
+                },
+            }
+        )
+
+    first = plan_children(workload=sweep("2"), allocation=allocation, config=None)
+    observed = copy.deepcopy(first.desired[0])
+    observed["spec"]["suspend"] = False  # admitted: it runs
+
+    decision = plan_children(
+        workload=sweep("3"), allocation=allocation, config=None, observed_main_child=observed
+    )
+
+    (manifest,) = decision.desired
+    assert manifest["metadata"]["annotations"] == {PARTIAL: "2"}
+    assert decision.conditions == (
+        ChildCondition(
+            "ChildSpecApplied",
+            "False",
+            "JobFieldsImmutable",
+            "Not applied to the existing Job, because Kueue stops a running Job and queues it "
+            "anew when its minimum of pods changes, and refuses a change of whether its "
+            "completions follow its parallelism while it runs: "
+            'metadata.annotations[kueue.x-k8s.io/job-min-parallelism] ("2" kept, "3" asked). '
+            "Delete and re-create the KaiwoJob to run with these changes.",
+        ),
+    )

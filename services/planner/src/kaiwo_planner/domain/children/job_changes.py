@@ -16,7 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kaiwo_planner.domain.children.labels import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME
-from kaiwo_planner.domain.children.partial_admission import partially_admitted_counts
+from kaiwo_planner.domain.children.partial_admission import (
+    KUEUE_JOB_ANNOTATIONS,
+    partially_admitted_counts,
+)
 from kaiwo_planner.domain.state.first_few import first_few
 from kaiwo_planner.domain.state.json_trees import copy_tree
 from kaiwo_planner.domain.state.manifest_comparison import differing_paths, removed_paths
@@ -56,13 +59,16 @@ class JobUpdate:
     not_applied: tuple[str, ...]
     labels_not_applied: tuple[str, ...] = ()
     not_applied_told: str = ""
+    annotations_not_applied: tuple[str, ...] = ()
+    """Kueue's Job annotations a running Job keeps (:func:`kueue_annotation_update`), each
+    told with the value kept and the one asked."""
     """``not_applied`` as the message names them, with the configuration each comes from
     (:func:`~kaiwo_planner.domain.children.change_causes.kept_paths_text`); empty: the
     paths as they are."""
 
     @property
     def message(self) -> str:
-        if not (self.not_applied or self.labels_not_applied):
+        if not (self.not_applied or self.labels_not_applied or self.annotations_not_applied):
             return ""
         reasons = []
         if self.not_applied:
@@ -72,6 +78,8 @@ class JobUpdate:
             )
         if self.labels_not_applied:
             reasons.append(KUEUE_LABELS_HELD + ", ".join(self.labels_not_applied))
+        if self.annotations_not_applied:
+            reasons.append(KUEUE_ANNOTATIONS_HELD + ", ".join(self.annotations_not_applied))
         return not_applied_message("Job", reasons, recreate="KaiwoJob")
 
 
@@ -157,6 +165,57 @@ def kueue_label_update(
     return {**desired, "metadata": {**desired["metadata"], "labels": labels}}, tuple(kept)
 
 
+KUEUE_ANNOTATIONS_HELD = (
+    "Kueue stops a running Job and queues it anew when its minimum of pods changes, and "
+    "refuses a change of whether its completions follow its parallelism while it runs: "
+)
+
+
+def kueue_annotation_update(
+    desired: dict[str, Any], observed: Mapping[str, Any], *, running: bool
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """``desired`` (a batch Job) with Kueue's Job annotations (:data:`KUEUE_JOB_ANNOTATIONS`)
+    as the ``observed`` Job has them while it ``running``, and the kept ones told.
+
+    Kueue 0.17 compares a running Job's ``kueue.x-k8s.io/job-min-parallelism`` (the Workload's
+    ``minCount``) with its Workload: once it differs, Kueue suspends the Job, deletes the
+    Workload and queues a new one, so every pod starts again (measured: the edit applied
+    restarted a running sweep without a word). Its Job webhook refuses any change of
+    ``kueue.x-k8s.io/job-completions-equal-parallelism`` while the Job is not suspended, and
+    the whole update with it. So a running Job keeps both as it has them, as a running RayJob
+    keeps its spec (decision 0123); a waiting one takes them (Kueue updates its Workload, and
+    judges them as at creation, which the spec's validator does, decision 0160). Compared as
+    written: a new spelling of the same minimum is judged again by the webhook against the
+    pods Kueue admitted. ``desired`` is not modified (returned itself when all applies)."""
+    if not running:
+        return desired, ()
+    meta = observed.get("metadata")
+    held = meta.get("annotations") if isinstance(meta, Mapping) else None
+    if not isinstance(held, Mapping):
+        held = {}
+    annotations = dict((desired.get("metadata") or {}).get("annotations") or {})
+    kept: list[str] = []
+    for key in KUEUE_JOB_ANNOTATIONS:
+        had, asked = held.get(key), annotations.get(key)
+        if had == asked:
+            continue
+        if isinstance(had, str):
+            annotations[key] = had
+        else:
+            annotations.pop(key, None)
+        kept.append(f"metadata.annotations[{key}] ({_quoted(had)} kept, {_quoted(asked)} asked)")
+    if not kept:
+        return desired, ()
+    metadata = {**desired["metadata"], "annotations": annotations}
+    if not annotations:
+        del metadata["annotations"]
+    return {**desired, "metadata": metadata}, tuple(kept)
+
+
+def _quoted(value: object) -> str:
+    return f'"{value}"' if isinstance(value, str) else "none"
+
+
 def job_update(
     desired: Mapping[str, Any], observed: Mapping[str, Any], *, admitted: bool = False
 ) -> JobUpdate:
@@ -182,8 +241,14 @@ def job_update(
     manifest, labels_kept = kueue_label_update(
         manifest, observed, running=True if admitted else None
     )
+    manifest, annotations_kept = kueue_annotation_update(
+        manifest, observed, running=not waits_in_its_queue(observed, admitted=admitted)
+    )
     return JobUpdate(
-        manifest=manifest, not_applied=tuple(not_applied), labels_not_applied=labels_kept
+        manifest=manifest,
+        not_applied=tuple(not_applied),
+        labels_not_applied=labels_kept,
+        annotations_not_applied=annotations_kept,
     )
 
 
@@ -305,13 +370,17 @@ def job_update_in(
 
 def _immutable_fields(observed: Mapping[str, Any]) -> tuple[object, ...]:
     """What an update of ``observed`` is decided from: its immutable fields, and Kueue's
-    labels (which change without a new generation)."""
+    labels and Job annotations (which change without a new generation)."""
     spec = observed.get("spec")
     meta = observed.get("metadata")
     labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
     kueue_labels = tuple(
         labels.get(name) if isinstance(labels, Mapping) else None
         for name in (LABEL_QUEUE_NAME, LABEL_PRIORITY_CLASS)
+    ) + tuple(
+        annotations.get(name) if isinstance(annotations, Mapping) else None
+        for name in KUEUE_JOB_ANNOTATIONS
     )
     if not isinstance(spec, Mapping):
         return kueue_labels
