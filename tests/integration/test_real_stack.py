@@ -595,6 +595,110 @@ async def test_a_kaiwoservice_becomes_ready_and_rolls_on_a_spec_change(stack: Pi
     await stack.kube.delete(resources.KAIWO_SERVICE, "chat", namespace=ns)
 
 
+async def test_a_services_own_deployment_gpus_are_counted_and_freed_past_its_duration(
+    stack: Pipeline,
+) -> None:
+    """A KaiwoService whose given Deployment asks for its GPUs in its container (no
+    ``gpus`` nor ``gpusPerReplica``) runs its pods with them, as Kueue reserves them: the
+    operator counts them too (decision 0163). Before, it counted none: the pods were told
+    ``NUM_GPUS_PER_REPLICA=0``, ``Schedulable`` said "Workload does not require GPU
+    resources", and a GPU job waiting for them past the service's ``duration`` waited for
+    ever, since stopping a service that holds nothing frees nothing."""
+    ns = namespace_of(stack, "svc")
+    await preempt_for_jobs_waiting_a_second(stack)
+    service = vllm_service("own-gpus", ns, duration="4s")
+    del service["spec"]["gpusPerReplica"]
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.8.5",
+        "resources": {"limits": {"amd.com/gpu": 8}},
+    }
+    service["spec"]["deployment"] = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "spec": {"template": {"spec": {"containers": [container]}}},
+    }
+    await stack.kube.create(service)
+    ready = await reaches(stack, "own-gpus", ns, "READY", kind=resources.KAIWO_SERVICE)
+    assert condition(ready, "Schedulable")["message"] == "Cluster has sufficient GPU resources"
+    listed = await stack.kube.list(resources.POD, namespace=ns, label_selector="app=own-gpus")
+    [pod] = [p for p in listed.items if "deletionTimestamp" not in p["metadata"]]
+    assert pod["spec"]["containers"][0]["resources"]["limits"]["amd.com/gpu"] == "8"
+    assert {k: v for k, v in _env_of(pod).items() if k.startswith("NUM_")} == {
+        "NUM_GPUS": "8",
+        "NUM_REPLICAS": "1",
+        "NUM_GPUS_PER_REPLICA": "8",
+    }
+
+    async def past_duration() -> bool | Pending:
+        found = await stack.kube.get(resources.KAIWO_SERVICE, "own-gpus", namespace=ns)
+        said = [c for c in found["status"].get("conditions") or () if c["type"] == "Preemptable"]
+        return True if said and said[0]["status"] == "True" else Pending(f"{said}")
+
+    await eventually(past_duration, what="own-gpus past its duration", within=STEP)
+    await stack.kube.create(kaiwo_job("after-service", ns, queue_name="svc", gpus=8, run_seconds=2))
+
+    stopped = await reaches(stack, "own-gpus", ns, "TERMINATED", kind=resources.KAIWO_SERVICE)
+    early = condition(stopped, "WorkloadTerminatedEarly")
+    assert early["reason"] == "DurationExceededWithActiveGpuDemand", early
+    assert stopped["status"]["preemptedFor"]["name"] == "after-service"
+    await reaches(stack, "after-service", ns, "COMPLETE")
+    await stack.kube.delete(resources.KAIWO_SERVICE, "own-gpus", namespace=ns)
+    await stack.kube.delete(resources.KAIWO_JOB, "after-service", namespace=ns)
+
+
+async def test_a_serving_service_scaled_past_its_quota_keeps_its_pods_and_serves(
+    stack: Pipeline,
+) -> None:
+    """``replicas`` 2 -> 3 of a READY service holding the queue's 8 GPUs: the Deployment
+    scales, its two serving pods stay, the third waits for quota and the service is RUNNING
+    (decision 0163). Before, the replica counts in the pods' env changed the template, so the
+    Deployment replaced every pod to scale; the new ones waited for the quota the old ones
+    held, the rollout passed its progress deadline and the service was ERROR."""
+    ns = namespace_of(stack, "svc")
+    service = vllm_service("scaled", ns, replicas=2, gpusPerReplica=4)
+    service["spec"]["deployment"] = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "spec": {"progressDeadlineSeconds": 5},
+    }
+    await stack.kube.create(service)
+    await reaches(stack, "scaled", ns, "READY", kind=resources.KAIWO_SERVICE)
+
+    async def pods() -> list[dict[str, Any]]:
+        listed = await stack.kube.list(resources.POD, namespace=ns, label_selector="app=scaled")
+        return [p for p in listed.items if "deletionTimestamp" not in p["metadata"]]
+
+    serving = {p["metadata"]["name"] for p in await pods()}
+    await stack.kube.merge_patch(
+        resources.KAIWO_SERVICE,
+        "scaled",
+        {"spec": {"replicas": 3}},
+        namespace=ns,
+        field_manager="kubectl-edit",
+    )
+
+    async def third_waits() -> dict[str, Any] | Pending:
+        found = await stack.kube.get(resources.KAIWO_SERVICE, "scaled", namespace=ns)
+        admitted = [c for c in found["status"]["conditions"] if c["type"] == "Admitted"]
+        partly = bool(admitted) and admitted[0]["reason"] == "PartlyAdmitted"
+        return found if partly else Pending(f"{found['status']['status']} {admitted}")
+
+    await eventually(third_waits, what="the third pod waits for quota", within=STEP)
+    await asyncio.sleep(10)  # twice the progress deadline
+    found = await stack.kube.get(resources.KAIWO_SERVICE, "scaled", namespace=ns)
+    assert found["status"]["status"] == "RUNNING", found["status"]
+    assert condition(found, "Admitted")["message"].startswith(
+        "2 of 3 pods are admitted; 1 pending admission into 'svc'"
+    )
+    now = await pods()
+    assert serving < {p["metadata"]["name"] for p in now}, (serving, now)
+    assert len(now) == 3
+    told = [reason for reason, _ in await events_of(stack, ns, "scaled", kind="KaiwoService")]
+    assert "WorkloadError" not in told, told
+    await stack.kube.delete(resources.KAIWO_SERVICE, "scaled", namespace=ns)
+
+
 async def serving_pods(
     pipeline: Pipeline, namespace: str, app: str, *, image: str
 ) -> list[dict[str, Any]]:

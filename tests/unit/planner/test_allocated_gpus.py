@@ -39,6 +39,12 @@ def workload(kind: str, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": kind, "spec": spec}
 
 
+def deployment(**resources: dict[str, Any]) -> dict[str, Any]:
+    """A given Deployment whose main container has ``resources``, and a sidecar with none."""
+    containers = [{"name": "vllm", "resources": resources}, {"name": "proxy"}]
+    return {"spec": {"template": {"spec": {"containers": containers}}}}
+
+
 @pytest.mark.parametrize(
     ("obj", "held"),
     [
@@ -74,6 +80,15 @@ def workload(kind: str, **spec: Any) -> dict[str, Any]:
         (workload("KaiwoService", replicas=0, gpusPerReplica=2), 0),
         (workload("KaiwoService", ray=True, gpus=4), 4),
         (workload("KaiwoService"), 0),
+        # A given Deployment that asks for its GPUs itself, the spec asking for none: each of
+        # its replicas holds them, as Kueue reserves them (decision 0163).
+        (workload("KaiwoService", replicas=2, deployment=deployment(limits={"amd.com/gpu": 2})), 4),
+        (workload("KaiwoService", deployment=deployment(requests={"amd.com/gpu": "4"})), 4),
+        (workload("KaiwoService", replicas=0, deployment=deployment(limits={"amd.com/gpu": 2})), 0),
+        # ...but what the spec asks for decides when it asks for any.
+        (workload("KaiwoService", gpus=1, deployment=deployment(limits={"amd.com/gpu": 2})), 1),
+        # Another vendor's key, or a sidecar's, is not the main container's GPUs of the vendor.
+        (workload("KaiwoService", deployment=deployment(limits={"nvidia.com/gpu": 2})), 0),
         # Another vendor's nodes do not count: no NVIDIA node, one replica with all 30.
         (workload("KaiwoJob", ray=True, gpus=30, gpuVendor="nvidia"), 30),
         # What the wire does not say as a whole number counts as absent.

@@ -15,6 +15,7 @@ from kaiwo_planner.domain.scheduling.gpu_allocation import (
     calculate_gpu_allocation,
     gpu_stats,
     job_pods,
+    template_gpus,
 )
 from kaiwo_planner.domain.state.nodes import NodeInfo
 
@@ -314,3 +315,112 @@ def test_a_jobs_pods_at_once_are_its_parallelism_bounded_by_completions(
     job: dict[str, Any] | None, pods: int
 ) -> None:
     assert job_pods(job) == pods
+
+
+def _given(resources: dict[str, Any], *, gpu_sidecar: bool = False) -> dict[str, Any]:
+    """A given Deployment whose main (first) container has ``resources``; a second container
+    asking for a GPU after it with ``gpu_sidecar``."""
+    containers = [{"name": "vllm", "resources": resources}]
+    if gpu_sidecar:
+        containers.append({"name": "proxy", "resources": {"limits": {"amd.com/gpu": 1}}})
+    return {"spec": {"template": {"spec": {"containers": containers}}}}
+
+
+@pytest.mark.parametrize(
+    ("deployment", "vendor", "per_pod"),
+    [
+        (_given({"limits": {"amd.com/gpu": 2}}), "amd", 2),
+        (_given({"limits": {"amd.com/gpu": "2"}, "requests": {"amd.com/gpu": "2"}}), "amd", 2),
+        (_given({"requests": {"nvidia.com/gpu": 4}}), "NVIDIA", 4),
+        # The limit is what the pod gets when both are written (they must be equal anyway).
+        (_given({"limits": {"amd.com/gpu": 2}, "requests": {"amd.com/gpu": 1}}), "amd", 2),
+        # Not the vendor's key, not the main container's, nothing, zero, not whole: none.
+        (_given({"limits": {"nvidia.com/gpu": 2}}), "amd", None),
+        (_given({}, gpu_sidecar=True), "amd", None),
+        (_given({"limits": {"cpu": "4"}}), "amd", None),
+        (_given({"limits": {"amd.com/gpu": 0}}), "amd", None),
+        (_given({"limits": {"amd.com/gpu": "500m"}}), "amd", None),
+        (_given({"limits": {"amd.com/gpu": "two"}}), "amd", None),
+        (_given({"limits": {"amd.com/gpu": 2}}), "intel", None),
+        ({"spec": {"strategy": {"type": "Recreate"}}}, "amd", None),
+        (None, "amd", None),
+    ],
+)
+def test_a_given_deployments_own_gpus_are_its_main_containers(
+    deployment: dict[str, Any] | None, vendor: str, per_pod: int | None
+) -> None:
+    assert template_gpus(deployment, vendor) == per_pod
+
+
+@pytest.mark.parametrize(
+    ("replicas", "gpus", "gpus_per_replica", "expected"),
+    [
+        # The spec asks for no GPUs: each replica holds the container's own 2 (decision 0163).
+        (
+            3,
+            0,
+            None,
+            GpuAllocation(gpus=6, gpus_per_replica=2, replicas=3, vendor="amd", rule="template"),
+        ),
+        (
+            None,
+            0,
+            None,
+            GpuAllocation(gpus=2, gpus_per_replica=2, replicas=1, vendor="amd", rule="template"),
+        ),
+        (
+            0,
+            0,
+            None,
+            GpuAllocation(gpus=0, gpus_per_replica=2, replicas=0, vendor="amd", rule="template"),
+        ),
+        # The spec asks for GPUs: its fields decide, as before.
+        (
+            3,
+            0,
+            1,
+            GpuAllocation(gpus=3, gpus_per_replica=1, replicas=3, vendor="amd", rule="per-replica"),
+        ),
+        (
+            2,
+            8,
+            None,
+            GpuAllocation(
+                gpus=8, gpus_per_replica=4, replicas=2, vendor="amd", rule="over-replicas"
+            ),
+        ),
+    ],
+)
+def test_a_deployment_asking_no_gpus_of_the_spec_holds_its_templates(
+    make_node: Any,
+    replicas: int | None,
+    gpus: int,
+    gpus_per_replica: int | None,
+    expected: GpuAllocation,
+) -> None:
+    stats = gpu_stats(_nodes(make_node, "mi300x", 8, 2), "amd")
+    allocation = allocate_workload_gpus(
+        shape="deployment",
+        gpus=gpus,
+        replicas=replicas,
+        gpus_per_replica=gpus_per_replica,
+        vendor="amd",
+        stats=stats,
+        template_gpus_per_pod=2,
+    )
+    assert allocation == expected
+
+
+@pytest.mark.parametrize("shape", ["batch-job", "ray"])
+def test_only_a_deployment_reads_its_templates_gpus(make_node: Any, shape: Any) -> None:
+    stats = gpu_stats(_nodes(make_node, "mi300x", 8, 2), "amd")
+    allocation = allocate_workload_gpus(
+        shape=shape,
+        gpus=0,
+        replicas=1,
+        gpus_per_replica=None,
+        vendor="amd",
+        stats=stats,
+        template_gpus_per_pod=2,
+    )
+    assert allocation.gpus == 0

@@ -338,6 +338,60 @@ def test_a_kaiwoservice_with_zero_replicas_is_paused_and_ready(cluster_with):
     assert condition(ready, "Schedulable")["message"] == "Workload does not require GPU resources"
 
 
+def own_gpus_deployment(gpus: int) -> dict[str, Any]:
+    """A given Deployment whose vLLM container asks for ``gpus`` AMD GPUs itself."""
+    container = {"name": "vllm", "image": "vllm:1", "resources": {"limits": {"amd.com/gpu": gpus}}}
+    return {"spec": {"template": {"spec": {"containers": [container]}}}}
+
+
+def test_a_services_own_deployment_gpus_are_what_it_holds_and_is_told(cluster_with):
+    # No gpus, no gpusPerReplica: the container's own 2 GPUs stay (decision 0161), and each
+    # of the 2 replicas holds them, so the env, Schedulable and every count say 4 (0163).
+    # Before: NUM_GPUS=0, NUM_GPUS_PER_REPLICA=0, "Workload does not require GPU resources".
+    owner = kaiwo_service({"deployment": own_gpus_deployment(2), "replicas": 2})
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None
+    (deployment,) = plan.desired
+    container = main_container(deployment)
+    assert deployment["spec"]["replicas"] == 2
+    # The container's GPUs as written (no request added: the Deployment is not rolled).
+    assert container["resources"] == {
+        "limits": {"amd.com/gpu": "2", "cpu": "2", "memory": "16Gi"},
+        "requests": {"cpu": "2", "memory": "16Gi"},
+    }
+    assert allocation_env(container) == {
+        "NUM_GPUS": "4",
+        "NUM_REPLICAS": "2",
+        "NUM_GPUS_PER_REPLICA": "2",
+    }
+    schedulable = condition(plan, "Schedulable")
+    assert (schedulable["status"], schedulable["message"]) == (
+        "True",
+        "Cluster has sufficient GPU resources",
+    )
+
+
+def test_a_services_own_deployment_gpus_larger_than_any_node_are_refused(cluster_with):
+    # 16 GPUs per pod on 8-GPU nodes waited in the scheduler for good, the service
+    # "not requiring GPU resources"; now Schedulable names the container (decision 0163).
+    owner = kaiwo_service({"deployment": own_gpus_deployment(16)})
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None and plan.status is not None
+    assert plan.status["status"] == "ERROR"
+    schedulable = condition(plan, "Schedulable")
+    assert (schedulable["status"], schedulable["reason"]) == ("False", "InsufficientGPUsPerNode")
+    assert schedulable["message"] == (
+        'spec.deployment.spec.template.spec.containers[0] asks for 16 GPUs ("amd.com/gpu") '
+        "per pod, but the largest node has 8 GPUs (vendor: amd): lower it and raise "
+        "spec.replicas"
+    )
+    assert plan.desired == ()
+
+
 def test_a_ray_kaiwojob_with_zero_replicas_runs_on_its_head_alone(cluster_with):
     owner = kaiwo_job({**TRAIN_SPEC, "gpus": 0, "ray": True, "replicas": 0, "gpusPerReplica": 2})
 

@@ -390,3 +390,82 @@ def test_an_admitted_app_wrapper_keeps_the_spec_gpus_its_components_were_split_f
 
     update = app_wrapper_update(wrapper("ray:2", "17"), wrapper("ray:1", "16"))
     assert update.manifest["metadata"]["annotations"] == {SPLIT_MARK: "16", "other": "x"}
+
+
+def served(replicas: int, *, image: str = "vllm:1", per_pod: int = 1) -> dict[str, Any]:
+    """A service's Deployment of ``replicas`` pods of ``per_pod`` GPUs, with Kaiwo's env."""
+    env = [
+        {"name": "HF_HOME", "value": "/hf"},
+        {"name": "NUM_GPUS", "value": str(replicas * per_pod)},
+        {"name": "NUM_REPLICAS", "value": str(replicas)},
+        {"name": "NUM_GPUS_PER_REPLICA", "value": str(per_pod)},
+    ]
+    container = {
+        "name": "workload",
+        "image": image,
+        "env": env,
+        "resources": {"limits": {"amd.com/gpu": str(per_pod)}},
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "chat", "labels": {"kueue.x-k8s.io/queue-name": "kaiwo"}},
+        "spec": {
+            "replicas": replicas,
+            "template": {
+                "metadata": {"labels": {"kueue.x-k8s.io/queue-name": "kaiwo"}},
+                "spec": {"containers": [container]},
+            },
+        },
+    }
+
+
+def with_server_defaults(deployment: dict[str, Any], *, ready: int) -> dict[str, Any]:
+    """``deployment`` as the API server serves it: defaults added, a status."""
+    observed = copy.deepcopy(deployment)
+    container = observed["spec"]["template"]["spec"]["containers"][0]
+    container["terminationMessagePath"] = "/dev/termination-log"
+    container["imagePullPolicy"] = "IfNotPresent"
+    observed["spec"]["template"]["spec"]["restartPolicy"] = "Always"
+    observed["status"] = {"readyReplicas": ready, "availableReplicas": ready}
+    return observed
+
+
+def test_a_serving_deployment_scaled_keeps_its_pods_replica_counts():
+    # replicas 2 -> 3: only the counts in the env differ; applied, they changed the template
+    # and every serving pod was replaced to scale (decision 0163). Kept, the Deployment scales.
+    observed = with_server_defaults(served(2), ready=2)
+
+    update = deployment_update(served(3), observed)
+
+    assert update.manifest["spec"]["replicas"] == 3
+    assert update.manifest["spec"]["template"] == served(2)["spec"]["template"]
+    assert update.applied_whole
+
+
+def test_a_scaled_deployment_with_another_change_rolls_with_the_new_counts():
+    # A new image rolls the pods anyway: they get the counts of 3 replicas.
+    observed = with_server_defaults(served(2), ready=2)
+    desired = served(3, image="vllm:2")
+
+    update = deployment_update(desired, observed)
+
+    assert update.manifest == desired
+
+
+def test_a_scaled_deployment_whose_pods_get_other_gpus_rolls():
+    # gpus 4 over replicas 2 -> 4: each pod gets 1 GPU instead of 2; the pods must change.
+    observed = with_server_defaults(served(2, per_pod=2), ready=2)
+    desired = served(4, per_pod=1)
+
+    assert deployment_update(desired, observed).manifest == desired
+
+
+def test_a_scaled_deployment_losing_a_variable_rolls():
+    # spec.env dropped HF_HOME as replicas changed: the removal needs new pods.
+    observed = with_server_defaults(served(2), ready=2)
+    desired = served(3)
+    container = desired["spec"]["template"]["spec"]["containers"][0]
+    container["env"] = [var for var in container["env"] if var["name"] != "HF_HOME"]
+
+    assert deployment_update(desired, observed).manifest == desired

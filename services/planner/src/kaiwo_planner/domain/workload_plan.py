@@ -91,6 +91,7 @@ from kaiwo_planner.domain.scheduling.gpu_allocation import (
     job_pods,
     keep_running_split,
     ray_worker_groups,
+    template_gpus,
     vendor_gpu_stats,
 )
 from kaiwo_planner.domain.scheduling.schedulable import (
@@ -221,6 +222,12 @@ def plan_workload(
         batch_job_min_pods=(
             partial_admission_min_pods(workload.spec.job, job_pod_count)
             if isinstance(workload, KaiwoJob)
+            else None
+        ),
+        # A given Deployment's own GPUs, when the spec asks for none (decision 0163).
+        template_gpus_per_pod=(
+            template_gpus(workload.spec.deployment, spec.gpu_vendor)
+            if isinstance(workload, KaiwoService) and not workload.spec.is_ray_service
             else None
         ),
     )

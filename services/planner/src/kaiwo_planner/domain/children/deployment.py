@@ -74,7 +74,9 @@ def build_deployment(
         inputs,
         additions=additions,
         generated=generated,
-        pod_gpus=allocation.gpus_per_replica,
+        # GPUs the given container asks for itself are its own, kept as written (decision
+        # 0161); the allocation counts them, and the env says so (decision 0163).
+        pod_gpus=0 if allocation.rule == "template" else allocation.gpus_per_replica,
     )
     labels = inherited_labels(spec["template"]["metadata"]["labels"], inputs.identity)
     return {

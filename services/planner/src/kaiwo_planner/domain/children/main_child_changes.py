@@ -20,7 +20,10 @@ value is kept, and the paths left out are named for the ``ChildSpecApplied`` con
 * a Deployment with Ready pods keeps Kueue's labels as Kueue's webhook for Deployments lets
   them change (the rules of :func:`~kaiwo_planner.domain.children.job_changes.kueue_label_update`
   with "running" meaning a Ready replica), on the Deployment and, so that Kueue's defaulting
-  does not rewrite them on every apply, on its pod template.
+  does not rewrite them on every apply, on its pod template;
+* a Deployment whose only change is its ``replicas`` keeps the replica counts in its pods'
+  env (``NUM_REPLICAS``, ``NUM_GPUS``) as they were made, so it scales without replacing
+  every serving pod (decision 0163).
 
 Pure; the desired manifest is not modified.
 """
@@ -44,6 +47,7 @@ from kaiwo_planner.domain.children.job_changes import (
 )
 from kaiwo_planner.domain.children.labels import LABEL_PRIORITY_CLASS, LABEL_QUEUE_NAME
 from kaiwo_planner.domain.scheduling.gpu_allocation import SPLIT_MADE_FROM_ANNOTATION
+from kaiwo_planner.domain.state.manifest_comparison import contains, removed_paths
 
 RAY_JOB_KEEPS_ITS_SPEC = (
     "a running RayJob keeps the spec it started with (changed, Kueue would stop it and queue "
@@ -199,7 +203,53 @@ def deployment_update(desired: dict[str, Any], observed: Mapping[str, Any]) -> C
     manifest, labels_kept = kueue_label_update(desired, observed, running=running)
     if labels_kept:
         manifest = _template_with_kueue_labels_of(manifest)
+    manifest = _replica_counts_as_observed(manifest, observed)
     return ChildUpdate(manifest=manifest, kind="Deployment", labels_not_applied=labels_kept)
+
+
+REPLICA_COUNT_ENV = frozenset({"NUM_REPLICAS", "NUM_GPUS"})
+"""The variables of a pod that count every replica: the only part of a Deployment's pod
+template an edit of ``replicas`` alone changes."""
+
+
+def _replica_counts_as_observed(
+    deployment: dict[str, Any], observed: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``deployment`` scaled without a rollout (decision 0163): when its pod template differs
+    from the ``observed`` one only in :data:`REPLICA_COUNT_ENV`, those keep the values the
+    running pods were made with. Applied, they changed the template, and the Deployment
+    controller replaced every serving pod to scale it, whose new pods wait for the quota the
+    old ones hold. Any other change rolls the pods anyway, and they get the new counts."""
+    wanted = _spec_of(deployment).get("template")
+    seen = _spec_of(observed).get("template")
+    if not isinstance(wanted, Mapping) or not isinstance(seen, Mapping):
+        return deployment
+    kept = _with_counts_of(wanted, seen)
+    if kept == wanted or not contains(seen, kept) or removed_paths(seen, kept, path="template"):
+        return deployment
+    return {**deployment, "spec": {**_spec_of(deployment), "template": kept}}
+
+
+def _with_counts_of(template: Mapping[str, Any], seen: Mapping[str, Any]) -> dict[str, Any]:
+    """``template`` with each container's :data:`REPLICA_COUNT_ENV` values as the container
+    of the same name in ``seen`` has them."""
+    seen_values = {
+        (container.get("name"), var.get("name")): var.get("value")
+        for container in _spec_of(seen).get("containers") or ()
+        if isinstance(container, Mapping)
+        for var in container.get("env") or ()
+        if isinstance(var, Mapping) and var.get("name") in REPLICA_COUNT_ENV
+    }
+    containers = []
+    for container in _spec_of(template).get("containers") or ():
+        env = [
+            {**var, "value": seen_values[(container.get("name"), var.get("name"))]}
+            if (container.get("name"), var.get("name")) in seen_values
+            else var
+            for var in container.get("env") or ()
+        ]
+        containers.append({**container, "env": env} if "env" in container else container)
+    return {**template, "spec": {**_spec_of(template), "containers": containers}}
 
 
 def _template_with_kueue_labels_of(deployment: dict[str, Any]) -> dict[str, Any]:

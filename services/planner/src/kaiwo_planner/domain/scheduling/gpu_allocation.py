@@ -29,6 +29,12 @@ Choices that differ from upstream, on purpose:
   Deployment's replicas). Upstream replaced the replicas by its node-size split. ``gpus`` that
   does not divide evenly is refused by the Schedulable check, not rounded down. ``replicas: 1``
   (also the default) keeps the node-size split, as upstream.
+* A non-Ray KaiwoService that asks for no GPUs (no ``gpus``, no ``gpusPerReplica``) but whose
+  given Deployment's main container does (``amd.com/gpu: 2`` in its limits or requests, under
+  the vendor's key) holds those in each of its ``replicas`` pods (:func:`template_gpus`,
+  decision 0163): the pods run with them whatever Kaiwo counts (a container's own value is
+  kept, decision 0161, as upstream), and Kueue reserves them; upstream, and this planner
+  before, counted none (``NUM_GPUS=0``, no Schedulable check, nothing for preemption).
 * When both ``replicas`` and ``gpusPerReplica`` are set, they are taken as given and the total
   is their product, as the API reference says ("gpus is recalculated based on those values").
 * The total is what the pods hold: the split by node size rounds down (30 GPUs on 8-GPU nodes
@@ -70,7 +76,7 @@ from kaiwo_planner.domain.children.partial_admission import partially_admitted_p
 from kaiwo_planner.domain.settings.cluster_settings import NODE_KIND
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.index_entry import owner_uids
-from kaiwo_planner.domain.state.nodes import GPU_RESOURCE_BY_VENDOR, NodeInfo
+from kaiwo_planner.domain.state.nodes import GPU_RESOURCE_BY_VENDOR, NodeInfo, parse_quantity
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 
 
@@ -113,7 +119,13 @@ WorkloadShape = Literal["ray", "batch-job", "deployment"]
 """How a workload runs its GPUs: Ray worker groups, the single pod of a Job, a Deployment."""
 
 SplitRule = Literal[
-    "automatic", "kept", "per-replica", "one-pod", "one-pod-per-replica", "over-replicas"
+    "automatic",
+    "kept",
+    "per-replica",
+    "one-pod",
+    "one-pod-per-replica",
+    "over-replicas",
+    "template",
 ]
 """Which rule set ``gpus_per_replica`` (what the Schedulable check names, when the pod cannot
 fit or the total is not ``spec.gpus``): ``automatic`` upstream's split by node size, ``kept``
@@ -122,7 +134,9 @@ otherwise (decision 0137),
 ``per-replica`` the given ``replicas x gpusPerReplica``, ``one-pod`` every GPU of ``gpus`` in
 each pod of a batch Job, ``one-pod-per-replica`` the given ``gpusPerReplica`` in each pod of a
 batch Job (the Job's pods are the allocation's replicas, decision 0147),
-``over-replicas`` ``gpus`` shared by a Deployment's given replicas."""
+``over-replicas`` ``gpus`` shared by a Deployment's given replicas, ``template`` the GPUs the
+main container of a KaiwoService's given Deployment asks for, when the spec asks for none
+(:func:`template_gpus`, decision 0163)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +247,7 @@ def allocate_workload_gpus(
     stats: GpuStats,
     batch_job_pods: int = 1,
     batch_job_min_pods: int | None = None,
+    template_gpus_per_pod: int | None = None,
 ) -> GpuAllocation:
     """The allocation of a workload of ``shape`` (the module docstring: ``batch_job_pods``
     pods of the same GPUs for a batch Job, ``gpus`` over the given replicas of a Deployment,
@@ -241,9 +256,27 @@ def allocate_workload_gpus(
     replicas is ignored for a batch KaiwoJob, decisions 0111, 0118 and 0147).
     ``batch_job_min_pods``: the fewest pods Kueue may start the batch Job with
     (:func:`~kaiwo_planner.domain.children.partial_admission.partial_admission_min_pods`,
-    decision 0155); kept as :attr:`GpuAllocation.min_replicas` when fewer than its pods."""
+    decision 0155); kept as :attr:`GpuAllocation.min_replicas` when fewer than its pods.
+    ``template_gpus_per_pod``: what a Deployment's given main container asks for
+    (:func:`template_gpus`); each of its replicas holds that when the spec asks for no GPUs
+    (decision 0163)."""
     wanted = vendor.lower()
     asked = max(gpus, 0)
+    if (
+        shape == "deployment"
+        and asked == 0
+        and not gpus_per_replica
+        and template_gpus_per_pod
+        and template_gpus_per_pod > 0
+    ):
+        pods = replicas if replicas is not None else 1
+        return GpuAllocation(
+            gpus=max(pods, 0) * template_gpus_per_pod,
+            gpus_per_replica=template_gpus_per_pod,
+            replicas=max(pods, 0),
+            vendor=wanted,
+            rule="template",
+        )
     if shape == "batch-job":
         pods = max(batch_job_pods, 0)
         rule: SplitRule = "one-pod-per-replica" if gpus_per_replica else "one-pod"
@@ -471,6 +504,11 @@ def allocated_gpus(
         stats=stats_of(vendor.lower()),
         batch_job_pods=(
             max(_batch_job_pods(spec, running_child) - released, 0) if shape == "batch-job" else 1
+        ),
+        template_gpus_per_pod=(
+            template_gpus(_optional_mapping(spec.get("deployment")), vendor)
+            if shape == "deployment"
+            else None
         ),
     )
     kept = keep_running_split(
@@ -736,6 +774,30 @@ def _group_split(replicas: object, template: object, resource_key: str) -> tuple
     if isinstance(replicas, bool) or not isinstance(replicas, int) or per_pod is None:
         return None
     return replicas, per_pod
+
+
+def template_gpus(deployment: Mapping[str, Any] | None, vendor: str) -> int | None:
+    """The GPUs the main (first) container of a KaiwoService's given Deployment asks for
+    under ``vendor``'s key: its limit, else its request, when a whole number above 0; None
+    otherwise (no such container or key, another vendor's key, a vendor whose key is not
+    known offline). Kaiwo gives the main container its GPUs, so that is the one that tells
+    what each pod holds (decision 0163)."""
+    key = GPU_RESOURCE_BY_VENDOR.get(vendor.lower())
+    template = _mapping(_mapping(_mapping(deployment).get("spec")).get("template"))
+    containers = _mapping(template.get("spec")).get("containers")
+    if key is None or not isinstance(containers, list) or not containers:
+        return None
+    resources = _mapping(_mapping(containers[0]).get("resources"))
+    for section in ("limits", "requests"):
+        value = _mapping(resources.get(section)).get(key)
+        if value is None:
+            continue
+        try:
+            quantity = parse_quantity(value)
+        except (TypeError, ValueError):
+            return None
+        return int(quantity) if quantity > 0 and quantity == int(quantity) else None
+    return None
 
 
 def _pod_gpus(template: object, resource_key: str) -> int | None:

@@ -440,11 +440,18 @@ def _pod_too_large_message(allocation: GpuAllocation, largest: int) -> str:
             f"{allocation.gpus_per_replica} GPUs per pod, but {node}: raise spec.replicas or "
             "lower spec.gpus"
         )
-    return (
-        f"spec.gpusPerReplica ({allocation.gpus_per_replica}) asks for "
-        f"{allocation.gpus_per_replica} GPUs per pod, but {node}: lower spec.gpusPerReplica "
-        "and raise spec.replicas"
-    )
+    per_pod = allocation.gpus_per_replica
+    if allocation.rule == "template":
+        # A given Deployment's own GPUs, the spec asking for none (decision 0163).
+        asked = (
+            f"spec.deployment.spec.template.spec.containers[0] asks for {per_pod} GPUs "
+            f'("{allocation.resource_key}")'
+        )
+        change = "lower it"
+    else:
+        asked = f"spec.gpusPerReplica ({per_pod}) asks for {per_pod} GPUs"
+        change = "lower spec.gpusPerReplica"
+    return f"{asked} per pod, but {node}: {change} and raise spec.replicas"
 
 
 def _job_pods_words(allocation: GpuAllocation) -> str:
