@@ -40,6 +40,17 @@ def credentials(out: Path, *options: str) -> None:
     assert result.exit_code == 0, result.output
 
 
+def assert_nats_server_accepts(config: Path) -> None:
+    """The configuration passes nats-server's own check (``-t``)."""
+    checked = subprocess.run(
+        [str(find_nats_server()), "-t", "-c", str(config)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stderr + checked.stdout
+
+
 def test_the_written_configuration_is_one_nats_server_accepts(tmp_path: Path) -> None:
     out = tmp_path / "nats-credentials"
     credentials(out, "--reader", "audit-dashboard", "--http", "127.0.0.1:8222")
@@ -47,13 +58,7 @@ def test_the_written_configuration_is_one_nats_server_accepts(tmp_path: Path) ->
     assert sorted(path.stem for path in out.glob("*.nk")) == sorted(
         [*OPERATOR_KEYS, "audit-dashboard"]
     )
-    checked = subprocess.run(
-        [str(find_nats_server()), "-t", "-c", str(out / "nats-server.conf")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert checked.returncode == 0, checked.stderr + checked.stdout
+    assert_nats_server_accepts(out / "nats-server.conf")
     assert 'http: "127.0.0.1:8222"' in (out / "nats-server.conf").read_text()
 
 
@@ -107,13 +112,7 @@ def test_a_subscriber_of_one_namespace_gets_a_key_of_its_own(tmp_path: Path) -> 
     assert sorted(path.stem for path in out.glob("*.nk")) == sorted(
         [*OPERATOR_KEYS, "subscriber-team-a", "subscriber-team-b"]
     )
-    checked = subprocess.run(
-        [str(find_nats_server()), "-t", "-c", str(out / "nats-server.conf")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert checked.returncode == 0, checked.stderr + checked.stdout
+    assert_nats_server_accepts(out / "nats-server.conf")
     config = (out / "nats-server.conf").read_text()
     assert '"kaiwo.public.workload.team-a.>"' in config
     assert '"kaiwo.public.workload.team-b.>"' in config

@@ -342,13 +342,7 @@ async def record_a_history(path: Path) -> None:
     )
     await plan_everything()
 
-    store = await open_event_store(f"sqlite:///{path}")
-    try:
-        recorder = RecorderService(bus=bus, store=store, clock=lambda: T0 + timedelta(hours=1))
-        while sum([(await recorder.pump(c, wait_seconds=0)).messages for c in recorder.consumers]):
-            pass
-    finally:
-        await store.close()
+    await record_everything(bus, path)
 
 
 @pytest.fixture(scope="module")
@@ -1205,6 +1199,17 @@ def test_a_recorded_plan_changed_after_hashing_is_skipped_even_where_it_looks_eq
     assert report.reproduced == len(plans) - 1
 
 
+async def record_everything(bus: MemoryBus, path: Path) -> None:
+    """Everything on ``bus``, stored by the recorder into the SQLite store at ``path``."""
+    store = await open_event_store(f"sqlite:///{path}")
+    try:
+        recorder = RecorderService(bus=bus, store=store, clock=lambda: T0 + timedelta(hours=1))
+        while sum([(await recorder.pump(c, wait_seconds=0)).messages for c in recorder.consumers]):
+            pass
+    finally:
+        await store.close()
+
+
 # --------------------------------------------------------------- a name given again (0164)
 
 AGAIN_UID = "0b7c0a5e-2222-4c1e-9d0a-3f2e8a9c7d02"
@@ -1218,13 +1223,7 @@ async def record_a_name_given_twice(path: Path) -> None:
     again["metadata"] = {**again["metadata"], "uid": AGAIN_UID, "resourceVersion": "300"}
     await bus.publish(*observed(job(), seconds=0))
     await bus.publish(*observed(again, seconds=60))
-    store = await open_event_store(f"sqlite:///{path}")
-    try:
-        recorder = RecorderService(bus=bus, store=store, clock=lambda: T0 + timedelta(hours=1))
-        while sum([(await recorder.pump(c, wait_seconds=0)).messages for c in recorder.consumers]):
-            pass
-    finally:
-        await store.close()
+    await record_everything(bus, path)
 
 
 def test_explain_of_a_name_given_again_names_the_earlier_workload_and_reads_it_by_uid(
