@@ -441,6 +441,13 @@ def _pod_too_large_message(allocation: GpuAllocation, largest: int) -> str:
             "lower spec.gpus"
         )
     per_pod = allocation.gpus_per_replica
+    if allocation.rule == "template" and allocation.given_template == "job":
+        # A given batch Job's own GPUs, the spec asking for none (decision 0166).
+        return (
+            f"spec.job.spec.template.spec.containers[0] asks for {per_pod} GPUs "
+            f'("{allocation.resource_key}") in {_job_pods_words(allocation)}, but {node}: '
+            "set ray: true to spread the GPUs across nodes, or lower it"
+        )
     if allocation.rule == "template":
         # A given Deployment's own GPUs, the spec asking for none (decision 0163).
         asked = (
