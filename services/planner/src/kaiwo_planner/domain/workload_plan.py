@@ -228,7 +228,9 @@ def plan_workload(
         # A given Deployment's or batch Job's own GPUs, when the spec asks for none
         # (decisions 0163, 0166).
         template_gpus_per_pod=(
-            template_gpus(workload.spec.deployment, spec.gpu_vendor)
+            None
+            if spec.gpus or spec.gpus_per_replica
+            else template_gpus(workload.spec.deployment, spec.gpu_vendor)
             if isinstance(workload, KaiwoService) and shape == "deployment"
             else template_gpus(workload.spec.job, spec.gpu_vendor)
             if isinstance(workload, KaiwoJob) and shape == "batch-job"

@@ -303,10 +303,11 @@ def allocate_workload_gpus(
                 rule=rule,
                 given_template=given,
             )
-        split = replace(
-            _split(asked=asked, replicas=pods, gpus_per_replica=per_pod, vendor=wanted, rule=rule),
-            given_template=given,
+        split = _split(
+            asked=asked, replicas=pods, gpus_per_replica=per_pod, vendor=wanted, rule=rule
         )
+        if given is not None:
+            split = replace(split, given_template=given)
         if batch_job_min_pods is not None and 1 <= batch_job_min_pods < pods:
             return replace(split, min_replicas=batch_job_min_pods)
         return split
@@ -513,22 +514,29 @@ def allocated_gpus(
     vendor = str(spec.get("gpuVendor") or "amd")
     asked = _whole_number(spec.get("gpus"), default=0)
     shape = wire_workload_shape(str(workload.get("kind") or ""), spec)
+    per_replica = _whole_number(spec.get("gpusPerReplica"), default=0) or None
+    # The given Deployment or Job, read only when the spec asks for no GPUs (rule template).
+    given = (
+        None
+        if asked or per_replica
+        else spec.get("deployment")
+        if shape == "deployment"
+        else spec.get("job")
+        if shape == "batch-job"
+        else None
+    )
     allocation = allocate_workload_gpus(
         shape=shape,
         gpus=asked,
         replicas=_whole_number(spec.get("replicas"), default=1),
-        gpus_per_replica=_whole_number(spec.get("gpusPerReplica"), default=0) or None,
+        gpus_per_replica=per_replica,
         vendor=vendor,
         stats=stats_of(vendor.lower()),
         batch_job_pods=(
             max(_batch_job_pods(spec, running_child) - released, 0) if shape == "batch-job" else 1
         ),
         template_gpus_per_pod=(
-            template_gpus(_optional_mapping(spec.get("deployment")), vendor)
-            if shape == "deployment"
-            else template_gpus(_optional_mapping(spec.get("job")), vendor)
-            if shape == "batch-job"
-            else None
+            None if given is None else template_gpus(_optional_mapping(given), vendor)
         ),
     )
     kept = keep_running_split(
