@@ -647,6 +647,56 @@ async def test_a_services_own_deployment_gpus_are_counted_and_freed_past_its_dur
     await stack.kube.delete(resources.KAIWO_JOB, "after-service", namespace=ns)
 
 
+async def test_a_jobs_own_template_gpus_are_counted_and_freed_past_its_duration(
+    stack: Pipeline,
+) -> None:
+    """A KaiwoJob whose given ``spec.job`` runs 2 pods at once whose container asks for 4
+    GPUs itself (no ``gpus`` nor ``gpusPerReplica``) runs them with those, as Kueue reserves
+    2 x 4 = 8: the operator counts them too (decision 0166, rule ``template`` of 0163).
+    Before, it counted none: the pods were told ``NUM_GPUS=0``, ``Schedulable`` said
+    "Workload does not require GPU resources", and a GPU job waiting for them past the job's
+    ``duration`` waited for ever, since stopping a job that holds nothing frees nothing."""
+    ns = namespace_of(stack, "dur")
+    await preempt_for_jobs_waiting_a_second(stack)
+    job = kaiwo_job("own-gpus-job", ns, queue_name="dur", gpus=0, run_seconds=300)
+    del job["spec"]["gpus"]
+    container = {
+        "name": "trainer",
+        "image": "ghcr.io/silogen/rocm-ray:6.4",
+        "resources": {"limits": {"amd.com/gpu": 4}},
+    }
+    job["spec"] |= {
+        "duration": "4s",
+        "job": {"spec": {"parallelism": 2, "template": {"spec": {"containers": [container]}}}},
+    }
+    await stack.kube.create(job)
+    running = await reaches(stack, "own-gpus-job", ns, "RUNNING")
+    assert condition(running, "Schedulable")["message"] == "Cluster has sufficient GPU resources"
+    workload = await kueue_workload_of(stack, ns, "own-gpus-job")
+    [assigned] = workload["status"]["admission"]["podSetAssignments"]
+    assert (assigned["count"], assigned["resourceUsage"]["amd.com/gpu"]) == (2, "8"), assigned
+    pods = await job_pods(stack, ns, "own-gpus-job")
+    assert len(pods) == 2, pods
+    for pod in pods:
+        assert pod["spec"]["containers"][0]["resources"]["limits"]["amd.com/gpu"] == "4"
+        assert {k: v for k, v in _env_of(pod).items() if k.startswith("NUM_")} == {
+            "NUM_GPUS": "8",
+            "NUM_REPLICAS": "2",
+            "NUM_GPUS_PER_REPLICA": "4",
+        }
+
+    await past_its_duration(stack, ns, "own-gpus-job")
+    await stack.kube.create(kaiwo_job("after-own-job", ns, queue_name="dur", gpus=8, run_seconds=2))
+
+    stopped = await reaches(stack, "own-gpus-job", ns, "TERMINATED")
+    early = condition(stopped, "WorkloadTerminatedEarly")
+    assert early["reason"] == "DurationExceededWithActiveGpuDemand", early
+    assert stopped["status"]["preemptedFor"]["name"] == "after-own-job"
+    await reaches(stack, "after-own-job", ns, "COMPLETE")
+    await stack.kube.delete(resources.KAIWO_JOB, "own-gpus-job", namespace=ns)
+    await stack.kube.delete(resources.KAIWO_JOB, "after-own-job", namespace=ns)
+
+
 async def test_a_serving_service_scaled_past_its_quota_keeps_its_pods_and_serves(
     stack: Pipeline,
 ) -> None:

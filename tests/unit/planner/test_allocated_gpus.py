@@ -45,6 +45,15 @@ def deployment(**resources: dict[str, Any]) -> dict[str, Any]:
     return {"spec": {"template": {"spec": {"containers": containers}}}}
 
 
+def job(parallelism: int, *, completions: int | None = None, **resources: Any) -> dict[str, Any]:
+    """A given batch Job running ``parallelism`` pods whose main container has ``resources``,
+    and a sidecar with none."""
+    spec: dict[str, Any] = {"parallelism": parallelism, **deployment(**resources)["spec"]}
+    if completions is not None:
+        spec["completions"] = completions
+    return {"spec": spec}
+
+
 @pytest.mark.parametrize(
     ("obj", "held"),
     [
@@ -89,6 +98,17 @@ def deployment(**resources: dict[str, Any]) -> dict[str, Any]:
         (workload("KaiwoService", gpus=1, deployment=deployment(limits={"amd.com/gpu": 2})), 1),
         # Another vendor's key, or a sidecar's, is not the main container's GPUs of the vendor.
         (workload("KaiwoService", deployment=deployment(limits={"nvidia.com/gpu": 2})), 0),
+        # A given batch Job that asks for its GPUs itself, the spec asking for none: each pod
+        # it runs at once holds them, as Kueue reserves them (decision 0166).
+        (workload("KaiwoJob", job=job(2, limits={"amd.com/gpu": 4})), 8),
+        (workload("KaiwoJob", job=job(1, requests={"amd.com/gpu": "8"})), 8),
+        (workload("KaiwoJob", job=job(0, limits={"amd.com/gpu": 4})), 0),
+        (workload("KaiwoJob", job=job(4, completions=3, limits={"amd.com/gpu": 2})), 6),
+        # ...but what the spec asks for decides when it asks for any.
+        (workload("KaiwoJob", gpus=1, job=job(2, limits={"amd.com/gpu": 4})), 2),
+        (workload("KaiwoJob", job=job(2, limits={"nvidia.com/gpu": 4})), 0),
+        # A Ray job runs no batch Job: its spec.job's container holds nothing.
+        (workload("KaiwoJob", ray=True, job=job(2, limits={"amd.com/gpu": 4})), 0),
         # Another vendor's nodes do not count: no NVIDIA node, one replica with all 30.
         (workload("KaiwoJob", ray=True, gpus=30, gpuVendor="nvidia"), 30),
         # What the wire does not say as a whole number counts as absent.
@@ -171,6 +191,8 @@ def test_the_pods_whose_quota_kueue_released_are_its_reclaimable_pods() -> None:
         (workload("KaiwoJob", gpus=8, job={"spec": {"parallelism": 2}}), 0, 16),
         # Never below none.
         (workload("KaiwoJob", gpus=8, job={"spec": {"parallelism": 2}}), 5, 0),
+        # The template's own GPUs per pod (decision 0166): 1 of 2 pods of 4 released.
+        (workload("KaiwoJob", job=job(2, completions=3, limits={"amd.com/gpu": 4})), 1, 4),
         # A Ray job or a service runs no batch Job: nothing of it is released so.
         (workload("KaiwoJob", ray=True, gpus=8, job={"spec": {"parallelism": 4}}), 1, 8),
         (workload("KaiwoService", replicas=2, gpusPerReplica=4), 1, 8),

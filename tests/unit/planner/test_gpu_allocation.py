@@ -360,19 +360,40 @@ def test_a_given_deployments_own_gpus_are_its_main_containers(
             3,
             0,
             None,
-            GpuAllocation(gpus=6, gpus_per_replica=2, replicas=3, vendor="amd", rule="template"),
+            GpuAllocation(
+                gpus=6,
+                gpus_per_replica=2,
+                replicas=3,
+                vendor="amd",
+                rule="template",
+                given_template="deployment",
+            ),
         ),
         (
             None,
             0,
             None,
-            GpuAllocation(gpus=2, gpus_per_replica=2, replicas=1, vendor="amd", rule="template"),
+            GpuAllocation(
+                gpus=2,
+                gpus_per_replica=2,
+                replicas=1,
+                vendor="amd",
+                rule="template",
+                given_template="deployment",
+            ),
         ),
         (
             0,
             0,
             None,
-            GpuAllocation(gpus=0, gpus_per_replica=2, replicas=0, vendor="amd", rule="template"),
+            GpuAllocation(
+                gpus=0,
+                gpus_per_replica=2,
+                replicas=0,
+                vendor="amd",
+                rule="template",
+                given_template="deployment",
+            ),
         ),
         # The spec asks for GPUs: its fields decide, as before.
         (
@@ -411,11 +432,11 @@ def test_a_deployment_asking_no_gpus_of_the_spec_holds_its_templates(
     assert allocation == expected
 
 
-@pytest.mark.parametrize("shape", ["batch-job", "ray"])
-def test_only_a_deployment_reads_its_templates_gpus(make_node: Any, shape: Any) -> None:
+def test_a_ray_workload_does_not_read_a_templates_gpus(make_node: Any) -> None:
+    # Its worker groups are sized by the spec (decisions 0146, 0154), not by rule template.
     stats = gpu_stats(_nodes(make_node, "mi300x", 8, 2), "amd")
     allocation = allocate_workload_gpus(
-        shape=shape,
+        shape="ray",
         gpus=0,
         replicas=1,
         gpus_per_replica=None,
@@ -424,3 +445,122 @@ def test_only_a_deployment_reads_its_templates_gpus(make_node: Any, shape: Any) 
         template_gpus_per_pod=2,
     )
     assert allocation.gpus == 0
+
+
+def test_a_given_jobs_own_gpus_are_its_main_containers() -> None:
+    # spec.job keeps its pod template where a Deployment does (decision 0166).
+    job = {"spec": {"parallelism": 2, **_given({"limits": {"amd.com/gpu": 4}})["spec"]}}
+    assert template_gpus(job, "amd") == 4
+    assert template_gpus({"spec": {"parallelism": 2}}, "amd") is None
+
+
+@pytest.mark.parametrize(
+    ("pods", "min_pods", "gpus", "gpus_per_replica", "expected"),
+    [
+        # The spec asks for no GPUs: each pod the Job runs at once holds the container's own
+        # 2 (decision 0166), as Kueue reserves them.
+        (
+            3,
+            None,
+            0,
+            None,
+            GpuAllocation(
+                gpus=6,
+                gpus_per_replica=2,
+                replicas=3,
+                vendor="amd",
+                rule="template",
+                given_template="job",
+            ),
+        ),
+        (
+            1,
+            None,
+            0,
+            None,
+            GpuAllocation(
+                gpus=2,
+                gpus_per_replica=2,
+                replicas=1,
+                vendor="amd",
+                rule="template",
+                given_template="job",
+            ),
+        ),
+        # parallelism 0 runs no pod; partial admission keeps its minimum (decision 0155).
+        (
+            0,
+            None,
+            0,
+            None,
+            GpuAllocation(
+                gpus=0,
+                gpus_per_replica=2,
+                replicas=0,
+                vendor="amd",
+                rule="template",
+                given_template="job",
+            ),
+        ),
+        (
+            4,
+            2,
+            0,
+            None,
+            GpuAllocation(
+                gpus=8,
+                gpus_per_replica=2,
+                replicas=4,
+                vendor="amd",
+                rule="template",
+                min_replicas=2,
+                given_template="job",
+            ),
+        ),
+        # The spec asks for GPUs: its fields decide, as before.
+        (
+            2,
+            None,
+            4,
+            None,
+            GpuAllocation(
+                gpus=8,
+                gpus_per_replica=4,
+                replicas=2,
+                vendor="amd",
+                rule="one-pod",
+                adjusted_from=4,
+            ),
+        ),
+        (
+            2,
+            None,
+            0,
+            1,
+            GpuAllocation(
+                gpus=2, gpus_per_replica=1, replicas=2, vendor="amd", rule="one-pod-per-replica"
+            ),
+        ),
+    ],
+)
+def test_a_batch_job_asking_no_gpus_of_the_spec_holds_its_templates_in_each_pod(
+    make_node: Any,
+    pods: int,
+    min_pods: int | None,
+    gpus: int,
+    gpus_per_replica: int | None,
+    expected: GpuAllocation,
+) -> None:
+    stats = gpu_stats(_nodes(make_node, "mi300x", 8, 2), "amd")
+    allocation = allocate_workload_gpus(
+        shape="batch-job",
+        gpus=gpus,
+        replicas=1,
+        gpus_per_replica=gpus_per_replica,
+        vendor="amd",
+        stats=stats,
+        batch_job_pods=pods,
+        batch_job_min_pods=min_pods,
+        template_gpus_per_pod=2,
+    )
+    assert allocation == expected

@@ -392,6 +392,64 @@ def test_a_services_own_deployment_gpus_larger_than_any_node_are_refused(cluster
     assert plan.desired == ()
 
 
+def own_gpus_job(gpus: int, parallelism: int) -> dict[str, Any]:
+    """A given batch Job running ``parallelism`` pods whose container asks for ``gpus`` AMD
+    GPUs itself."""
+    return {"spec": {"parallelism": parallelism, **own_gpus_deployment(gpus)["spec"]}}
+
+
+OWN_GPUS_JOB_SPEC = {k: v for k, v in TRAIN_SPEC.items() if k != "gpus"}
+
+
+def test_a_jobs_own_template_gpus_are_what_it_holds_and_is_told(cluster_with):
+    # No gpus, no gpusPerReplica: the container's own 4 GPUs stay (decision 0161), and each
+    # of the 2 pods the Job runs at once holds them, so the env, Schedulable and every count
+    # say 8 (0166). Before: NUM_GPUS=0, NUM_GPUS_PER_REPLICA=0, "Workload does not require
+    # GPU resources".
+    owner = kaiwo_job({**OWN_GPUS_JOB_SPEC, "job": own_gpus_job(4, 2)})
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None
+    (job,) = plan.desired
+    container = main_container(job)
+    assert job["spec"]["parallelism"] == 2
+    # The container's GPUs as written (no request added, no CPU/memory default for them).
+    assert container["resources"] == {
+        "limits": {"amd.com/gpu": "4", "cpu": "2", "memory": "16Gi"},
+        "requests": {"cpu": "2", "memory": "16Gi"},
+    }
+    assert allocation_env(container) == {
+        "NUM_GPUS": "8",
+        "NUM_REPLICAS": "2",
+        "NUM_GPUS_PER_REPLICA": "4",
+    }
+    schedulable = condition(plan, "Schedulable")
+    assert (schedulable["status"], schedulable["message"]) == (
+        "True",
+        "Cluster has sufficient GPU resources",
+    )
+
+
+def test_a_jobs_own_template_gpus_larger_than_any_node_are_refused(cluster_with):
+    # 16 GPUs per pod on 8-GPU nodes would wait in the scheduler for good, the job "not
+    # requiring GPU resources"; now Schedulable names the container (decision 0166).
+    owner = kaiwo_job({**OWN_GPUS_JOB_SPEC, "job": own_gpus_job(16, 1)})
+
+    plan = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+
+    assert plan is not None and plan.status is not None
+    assert plan.status["status"] == "ERROR"
+    schedulable = condition(plan, "Schedulable")
+    assert (schedulable["status"], schedulable["reason"]) == ("False", "InsufficientGPUsPerNode")
+    assert schedulable["message"] == (
+        'spec.job.spec.template.spec.containers[0] asks for 16 GPUs ("amd.com/gpu") in the '
+        "single pod of a Job, but the largest node has 8 GPUs (vendor: amd): set ray: true to "
+        "spread the GPUs across nodes, or lower it"
+    )
+    assert plan.desired == ()
+
+
 def test_a_ray_kaiwojob_with_zero_replicas_runs_on_its_head_alone(cluster_with):
     owner = kaiwo_job({**TRAIN_SPEC, "gpus": 0, "ray": True, "replicas": 0, "gpusPerReplica": 2})
 

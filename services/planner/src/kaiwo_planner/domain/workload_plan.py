@@ -211,8 +211,9 @@ def plan_workload(
     # The pods its Job runs at once count, as Kueue counts them (decision 0147); Kueue may
     # start it with fewer when the user allows it (partial admission, decision 0155).
     job_pod_count = job_pods(workload.spec.job) if isinstance(workload, KaiwoJob) else 1
+    shape = _workload_shape(workload)
     allocation = allocate_workload_gpus(
-        shape=_workload_shape(workload),
+        shape=shape,
         gpus=spec.gpus,
         replicas=spec.replicas,
         gpus_per_replica=spec.gpus_per_replica,
@@ -224,10 +225,15 @@ def plan_workload(
             if isinstance(workload, KaiwoJob)
             else None
         ),
-        # A given Deployment's own GPUs, when the spec asks for none (decision 0163).
+        # A given Deployment's or batch Job's own GPUs, when the spec asks for none
+        # (decisions 0163, 0166).
         template_gpus_per_pod=(
-            template_gpus(workload.spec.deployment, spec.gpu_vendor)
-            if isinstance(workload, KaiwoService) and not workload.spec.is_ray_service
+            None
+            if spec.gpus or spec.gpus_per_replica
+            else template_gpus(workload.spec.deployment, spec.gpu_vendor)
+            if isinstance(workload, KaiwoService) and shape == "deployment"
+            else template_gpus(workload.spec.job, spec.gpu_vendor)
+            if isinstance(workload, KaiwoJob) and shape == "batch-job"
             else None
         ),
     )

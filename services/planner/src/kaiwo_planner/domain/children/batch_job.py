@@ -120,7 +120,9 @@ def build_batch_job(
         inputs,
         additions=additions,
         generated=generated,
-        pod_gpus=allocation.gpus_per_replica,
+        # GPUs the given container asks for itself are its own, kept as written (decision
+        # 0161); the allocation counts them, and the env says so (decisions 0163, 0166).
+        pod_gpus=0 if allocation.rule == "template" else allocation.gpus_per_replica,
     )
     spec["suspend"] = True
     labels = {

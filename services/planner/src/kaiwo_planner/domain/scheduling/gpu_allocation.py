@@ -35,6 +35,9 @@ Choices that differ from upstream, on purpose:
   decision 0163): the pods run with them whatever Kaiwo counts (a container's own value is
   kept, decision 0161, as upstream), and Kueue reserves them; upstream, and this planner
   before, counted none (``NUM_GPUS=0``, no Schedulable check, nothing for preemption).
+  So does a non-Ray KaiwoJob's given ``spec.job`` in each of the pods it runs at once
+  (:func:`job_pods`, less the pods Kueue released or did not admit, as for ``gpus``): the
+  same rule ``template`` (decision 0166).
 * When both ``replicas`` and ``gpusPerReplica`` are set, they are taken as given and the total
   is their product, as the API reference says ("gpus is recalculated based on those values").
 * The total is what the pods hold: the split by node size rounds down (30 GPUs on 8-GPU nodes
@@ -135,8 +138,8 @@ otherwise (decision 0137),
 each pod of a batch Job, ``one-pod-per-replica`` the given ``gpusPerReplica`` in each pod of a
 batch Job (the Job's pods are the allocation's replicas, decision 0147),
 ``over-replicas`` ``gpus`` shared by a Deployment's given replicas, ``template`` the GPUs the
-main container of a KaiwoService's given Deployment asks for, when the spec asks for none
-(:func:`template_gpus`, decision 0163)."""
+main container of a KaiwoService's given Deployment (decision 0163) or of a KaiwoJob's given
+batch Job (decision 0166) asks for, when the spec asks for none (:func:`template_gpus`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +162,10 @@ class GpuAllocation:
     ``min_replicas``: the fewest pods Kueue may start a batch Job with (partial admission,
     ``kueue.x-k8s.io/job-min-parallelism``, fewer than ``replicas``); None for a Job that runs
     all its pods or none, and for every other shape (decision 0155).
+
+    ``given_template``: for rule ``template``, which given object's main container the GPUs
+    per pod were read from, ``spec.deployment`` or ``spec.job`` (decisions 0163, 0166), so
+    the Schedulable check can name it; None for every other rule.
     """
 
     gpus: int
@@ -169,6 +176,7 @@ class GpuAllocation:
     adjusted_from: int | None = None
     worker_group_hosts: tuple[int, ...] = (1,)
     min_replicas: int | None = None
+    given_template: Literal["deployment", "job"] | None = None
 
     @property
     def worker_groups(self) -> int:
@@ -257,38 +265,49 @@ def allocate_workload_gpus(
     ``batch_job_min_pods``: the fewest pods Kueue may start the batch Job with
     (:func:`~kaiwo_planner.domain.children.partial_admission.partial_admission_min_pods`,
     decision 0155); kept as :attr:`GpuAllocation.min_replicas` when fewer than its pods.
-    ``template_gpus_per_pod``: what a Deployment's given main container asks for
-    (:func:`template_gpus`); each of its replicas holds that when the spec asks for no GPUs
-    (decision 0163)."""
+    ``template_gpus_per_pod``: what the main container of a given Deployment or batch Job
+    asks for (:func:`template_gpus`); each of its replicas, or each pod the Job runs at once,
+    holds that when the spec asks for no GPUs (rule ``template``, decisions 0163 and 0166)."""
     wanted = vendor.lower()
     asked = max(gpus, 0)
-    if (
-        shape == "deployment"
-        and asked == 0
-        and not gpus_per_replica
-        and template_gpus_per_pod
-        and template_gpus_per_pod > 0
-    ):
+    # The given template's own GPUs per pod, when the spec asks for none (rule template).
+    from_template = (
+        template_gpus_per_pod
+        if shape != "ray" and asked == 0 and not gpus_per_replica and template_gpus_per_pod
+        else 0
+    )
+    if from_template > 0 and shape == "deployment":
         pods = replicas if replicas is not None else 1
         return GpuAllocation(
-            gpus=max(pods, 0) * template_gpus_per_pod,
-            gpus_per_replica=template_gpus_per_pod,
+            gpus=max(pods, 0) * from_template,
+            gpus_per_replica=from_template,
             replicas=max(pods, 0),
             vendor=wanted,
             rule="template",
+            given_template="deployment",
         )
     if shape == "batch-job":
         pods = max(batch_job_pods, 0)
         rule: SplitRule = "one-pod-per-replica" if gpus_per_replica else "one-pod"
         per_pod = gpus_per_replica or asked
+        if from_template > 0:
+            rule, per_pod = "template", from_template
+        given: Literal["job"] | None = "job" if rule == "template" else None
         if pods == 0:
             # parallelism (or completions) 0: the Job runs no pod, so holds nothing, by request.
             return GpuAllocation(
-                gpus=0, gpus_per_replica=per_pod, replicas=0, vendor=wanted, rule=rule
+                gpus=0,
+                gpus_per_replica=per_pod,
+                replicas=0,
+                vendor=wanted,
+                rule=rule,
+                given_template=given,
             )
         split = _split(
             asked=asked, replicas=pods, gpus_per_replica=per_pod, vendor=wanted, rule=rule
         )
+        if given is not None:
+            split = replace(split, given_template=given)
         if batch_job_min_pods is not None and 1 <= batch_job_min_pods < pods:
             return replace(split, min_replicas=batch_job_min_pods)
         return split
@@ -495,20 +514,29 @@ def allocated_gpus(
     vendor = str(spec.get("gpuVendor") or "amd")
     asked = _whole_number(spec.get("gpus"), default=0)
     shape = wire_workload_shape(str(workload.get("kind") or ""), spec)
+    per_replica = _whole_number(spec.get("gpusPerReplica"), default=0) or None
+    # The given Deployment or Job, read only when the spec asks for no GPUs (rule template).
+    given = (
+        None
+        if asked or per_replica
+        else spec.get("deployment")
+        if shape == "deployment"
+        else spec.get("job")
+        if shape == "batch-job"
+        else None
+    )
     allocation = allocate_workload_gpus(
         shape=shape,
         gpus=asked,
         replicas=_whole_number(spec.get("replicas"), default=1),
-        gpus_per_replica=_whole_number(spec.get("gpusPerReplica"), default=0) or None,
+        gpus_per_replica=per_replica,
         vendor=vendor,
         stats=stats_of(vendor.lower()),
         batch_job_pods=(
             max(_batch_job_pods(spec, running_child) - released, 0) if shape == "batch-job" else 1
         ),
         template_gpus_per_pod=(
-            template_gpus(_optional_mapping(spec.get("deployment")), vendor)
-            if shape == "deployment"
-            else None
+            None if given is None else template_gpus(_optional_mapping(given), vendor)
         ),
     )
     kept = keep_running_split(
@@ -776,14 +804,15 @@ def _group_split(replicas: object, template: object, resource_key: str) -> tuple
     return replicas, per_pod
 
 
-def template_gpus(deployment: Mapping[str, Any] | None, vendor: str) -> int | None:
-    """The GPUs the main (first) container of a KaiwoService's given Deployment asks for
-    under ``vendor``'s key: its limit, else its request, when a whole number above 0; None
+def template_gpus(given: Mapping[str, Any] | None, vendor: str) -> int | None:
+    """The GPUs the main (first) container of a KaiwoService's given Deployment (decision
+    0163) or a KaiwoJob's given batch Job (``spec.job``, decision 0166) asks for under
+    ``vendor``'s key: its limit, else its request, when a whole number above 0; None
     otherwise (no such container or key, another vendor's key, a vendor whose key is not
     known offline). Kaiwo gives the main container its GPUs, so that is the one that tells
-    what each pod holds (decision 0163)."""
+    what each pod holds. Both kinds keep their pod template at ``spec.template``."""
     key = GPU_RESOURCE_BY_VENDOR.get(vendor.lower())
-    template = _mapping(_mapping(_mapping(deployment).get("spec")).get("template"))
+    template = _mapping(_mapping(_mapping(given).get("spec")).get("template"))
     containers = _mapping(template.get("spec")).get("containers")
     if key is None or not isinstance(containers, list) or not containers:
         return None

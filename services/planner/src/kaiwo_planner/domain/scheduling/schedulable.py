@@ -441,17 +441,29 @@ def _pod_too_large_message(allocation: GpuAllocation, largest: int) -> str:
             "lower spec.gpus"
         )
     per_pod = allocation.gpus_per_replica
-    if allocation.rule == "template":
-        # A given Deployment's own GPUs, the spec asking for none (decision 0163).
-        asked = (
-            f"spec.deployment.spec.template.spec.containers[0] asks for {per_pod} GPUs "
-            f'("{allocation.resource_key}")'
+    return (
+        _template_too_large_message(allocation, node)
+        if allocation.rule == "template"
+        else (
+            f"spec.gpusPerReplica ({per_pod}) asks for {per_pod} GPUs per pod, but {node}: "
+            "lower spec.gpusPerReplica and raise spec.replicas"
         )
-        change = "lower it"
-    else:
-        asked = f"spec.gpusPerReplica ({per_pod}) asks for {per_pod} GPUs"
-        change = "lower spec.gpusPerReplica"
-    return f"{asked} per pod, but {node}: {change} and raise spec.replicas"
+    )
+
+
+def _template_too_large_message(allocation: GpuAllocation, node: str) -> str:
+    """The words for a given template's own GPUs per pod, the spec asking for none: of a
+    Deployment (decision 0163) or a batch Job (decision 0166)."""
+    asked = (
+        f"spec.{allocation.given_template or 'deployment'}.spec.template.spec.containers[0] "
+        f'asks for {allocation.gpus_per_replica} GPUs ("{allocation.resource_key}")'
+    )
+    if allocation.given_template == "job":
+        return (
+            f"{asked} in {_job_pods_words(allocation)}, but {node}: set ray: true to spread "
+            "the GPUs across nodes, or lower it"
+        )
+    return f"{asked} per pod, but {node}: lower it and raise spec.replicas"
 
 
 def _job_pods_words(allocation: GpuAllocation) -> str:
