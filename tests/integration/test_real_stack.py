@@ -2953,11 +2953,9 @@ async def test_a_job_deleted_and_submitted_again_waits_for_its_previous_runs_vol
     assert found["status"]["status"] == "DOWNLOADING"
     assert "NameConflict" not in [c["type"] for c in found["status"]["conditions"]]
     removing = condition(found, "PreviousRunRemoving")
-    assert (removing["status"], removing["reason"], removing["message"]) == (
-        "True",
-        "StillBeingRemoved",
-        message,
-    )
+    assert (removing["status"], removing["reason"]) == ("True", "StillBeingRemoved")
+    # It may still name the download Job and ConfigMap gone meanwhile (see decision 0165).
+    assert message in removing["message"].split("; "), removing
 
     running = await reaches(stack, "rerun", ns, "RUNNING")
     assert running["metadata"]["uid"] == again["metadata"]["uid"]
