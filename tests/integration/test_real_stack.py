@@ -2927,3 +2927,120 @@ async def test_kueues_job_annotations_edited_on_a_waiting_job_reach_it(stack: Pi
     after = await kueue_workload_of(stack, ns, "waiting-sweep")
     assert after["spec"]["podSets"][0]["minCount"] == 2
     await stack.kube.delete(resources.KAIWO_JOB, "waiting-sweep", namespace=ns)
+
+
+async def test_a_job_deleted_and_submitted_again_waits_for_its_previous_runs_volume(
+    stack: Pipeline,
+) -> None:
+    """``kubectl delete kaiwojob`` and the same manifest applied at once: the first run's
+    claim, still used by its terminating pod (``kubernetes.io/pvc-protection``; a kubelet's
+    grace period, here a finalizer on the pod), names the deleted KaiwoJob as its
+    controller. The new KaiwoJob was told a ``NameConflict`` Warning ("rename or remove
+    it"), and once the claim went nothing planned it again: it stayed DOWNLOADING until the
+    resync, 10 minutes later (decision 0165)."""
+    ns = namespace_of(stack, "gpu")
+    held = "example.com/grace-period"
+    volumes = (f"{ns}-rerun-first", f"{ns}-rerun-second")  # one per run: no provisioner
+    for volume in volumes:
+        await stack.kube.create(
+            {
+                "apiVersion": "v1",
+                "kind": PERSISTENT_VOLUME.kind,
+                "metadata": {"name": volume},
+                "spec": {
+                    "capacity": {"storage": "10Gi"},
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": "standard",
+                    "hostPath": {"path": f"/tmp/{volume}"},
+                },
+            }
+        )
+    storage = actors.training_job("rerun")["spec"]["storage"]
+    manifest = kaiwo_job("rerun", ns, queue_name="gpu", gpus=1, run_seconds=300, storage=storage)
+    first = await stack.kube.create(manifest)
+    await reaches(stack, "rerun", ns, "RUNNING")
+    await stack.settled(within=STEP)
+    (pod,) = [p for p in await job_pods(stack, ns, "rerun") if p["status"]["phase"] == "Running"]
+    await stack.kube.merge_patch(
+        resources.POD,
+        pod["metadata"]["name"],
+        {"metadata": {"finalizers": [held]}},
+        namespace=ns,
+        field_manager="cluster-admin",
+    )
+
+    await stack.kube.delete(resources.KAIWO_JOB, "rerun", namespace=ns)
+    again = await stack.kube.create(manifest)
+
+    message = (
+        "PersistentVolumeClaim rerun-data of the previous KaiwoJob rerun "
+        f"(uid {first['metadata']['uid']}) is still being removed: this run goes on once it "
+        "is gone"
+    )
+
+    async def waiting() -> dict[str, Any] | Pending:
+        found = await stack.kube.get(resources.KAIWO_JOB, "rerun", namespace=ns)
+        conditions = (found.get("status") or {}).get("conditions") or ()
+        told = [c for c in conditions if c["type"] in ("PreviousRunRemoving", "NameConflict")]
+        return found if told else Pending(f"{found.get('status')}")
+
+    try:
+        await eventually(waiting, what="the previous run's children told", within=STEP)
+        # The old Job, download Job, ConfigMap and Kueue Workload go; the held pod keeps
+        # the claim.
+        await gone(stack, resources.JOB, "rerun", ns)
+        await gone(stack, resources.JOB, "rerun-download", ns)
+        await stack.settled(within=STEP)
+        found = await stack.kube.get(resources.KAIWO_JOB, "rerun", namespace=ns)
+    finally:
+        await stack.kube.merge_patch(
+            resources.POD,
+            pod["metadata"]["name"],
+            {"metadata": {"finalizers": None}},
+            namespace=ns,
+            field_manager="cluster-admin",
+        )
+    assert found["status"]["status"] == "DOWNLOADING"
+    assert "NameConflict" not in [c["type"] for c in found["status"]["conditions"]]
+    removing = condition(found, "PreviousRunRemoving")
+    assert (removing["status"], removing["reason"]) == ("True", "StillBeingRemoved")
+    # It may still name the download Job and ConfigMap gone meanwhile (see decision 0165).
+    assert message in removing["message"].split("; "), removing
+
+    running = await reaches(stack, "rerun", ns, "RUNNING")
+    assert running["metadata"]["uid"] == again["metadata"]["uid"]
+    assert "PreviousRunRemoving" not in [c["type"] for c in running["status"]["conditions"]]
+    told = await events_of(stack, ns, "rerun")
+    assert "NameConflict" not in [reason for reason, _ in told], told
+    waited = [m for r, m in told if r == "PreviousRunRemoving"]
+    assert message in waited, told
+    of_previous = f"of the previous KaiwoJob rerun (uid {first['metadata']['uid']}) is still"
+    assert all(of_previous in m for m in waited), waited  # the download Job, its ConfigMap
+    await stack.kube.delete(resources.KAIWO_JOB, "rerun", namespace=ns)
+    await gone(stack, resources.KAIWO_JOB, "rerun", ns)
+    for volume in volumes:
+        await stack.kube.delete(PERSISTENT_VOLUME, volume)
+
+
+async def test_a_plain_job_deleted_and_submitted_again_runs_without_a_conflict(
+    stack: Pipeline,
+) -> None:
+    """The same without storage: the new KaiwoJob's Job waits for the first run's Job and
+    its Kueue Workload to go (decision 0139's wait), then runs; nothing alarming is told."""
+    ns = namespace_of(stack, "gpu")
+    manifest = kaiwo_job("rerun-plain", ns, queue_name="gpu", gpus=1, run_seconds=300)
+    await stack.kube.create(manifest)
+    await reaches(stack, "rerun-plain", ns, "RUNNING")
+    await stack.settled(within=STEP)
+
+    await stack.kube.delete(resources.KAIWO_JOB, "rerun-plain", namespace=ns)
+    again = await stack.kube.create(manifest)
+
+    running = await reaches(stack, "rerun-plain", ns, "RUNNING")
+    assert running["metadata"]["uid"] == again["metadata"]["uid"]
+    job = await stack.kube.get(resources.JOB, "rerun-plain", namespace=ns)
+    assert job["metadata"]["ownerReferences"][0]["uid"] == again["metadata"]["uid"]
+    told = await events_of(stack, ns, "rerun-plain")
+    assert not [reason for reason, _ in told if reason in ("NameConflict", "ChildDeleted")], told
+    await stack.kube.delete(resources.KAIWO_JOB, "rerun-plain", namespace=ns)
+    await gone(stack, resources.KAIWO_JOB, "rerun-plain", ns)

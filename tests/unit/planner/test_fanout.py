@@ -640,3 +640,34 @@ def test_a_default_local_queue_that_appears_or_goes_replans_the_workloads_beside
     assert replanned(edited, "4", "DELETED") == (BATCH, SERVE)
     other = obj(KUEUE, "LocalQueue", "gpus", "lq-gpus", namespace="team-b")
     assert replanned(other, "5", "ADDED") == ()
+
+
+def test_a_child_of_a_deleted_kaiwojob_removed_replans_the_one_submitted_again(
+    projection: Projection,
+) -> None:
+    """Decision 0165: KaiwoJob ``train`` deleted and submitted again; its first run's claim,
+    removed by the garbage collector after it, names a uid no longer observed. The KaiwoJob of
+    that kind and name waited for it: its deletion plans it again. A child of a deleted owner
+    of another name, or of another kind, plans nothing, nor does such a child that changes
+    without going."""
+    sequences = iter(range(60, 100))
+
+    def seen(found: dict[str, Any], rv: str, event: WatchEventType) -> Change:
+        change = projection.apply(observe(found, rv, event), sequence=next(sequences))
+        assert change is not None
+        return change
+
+    def claim(name: str, owner: dict[str, Any], uid: str) -> dict[str, Any]:
+        found = obj("v1", "PersistentVolumeClaim", name, uid, namespace="team-a", owners=[owner])
+        seen(found, "1", "ADDED")
+        return found
+
+    previous = claim("train-data", owner_ref(KAIWO, "KaiwoJob", "train", "kj-train-first"), "p1")
+    previous["metadata"]["deletionTimestamp"] = "2026-12-03T21:00:00Z"
+    assert owners_to_replan(seen(previous, "2", "MODIFIED"), projection) == ()
+    assert owners_to_replan(seen(previous, "3", "DELETED"), projection) == (TRAIN,)
+
+    other_name = claim("gone-data", owner_ref(KAIWO, "KaiwoJob", "gone", "kj-gone"), "p2")
+    assert owners_to_replan(seen(other_name, "2", "DELETED"), projection) == ()
+    other_kind = claim("train-x", owner_ref(KAIWO, "KaiwoService", "train", "ks-x"), "p3")
+    assert owners_to_replan(seen(other_kind, "2", "DELETED"), projection) == ()

@@ -11,6 +11,12 @@ cluster-scoped objects by name, never to objects of another namespace. The owner
 a Warning Event and the condition ``NameConflict`` (:func:`with_name_conflicts`), which the
 executor alone writes and clears once no object of the plan conflicts any more.
 
+An object controlled by an earlier incarnation of the owner (the same kind and name, another
+uid: the user deleted the workload and submitted it again) is no one else's: that owner is
+gone, so the garbage collector is removing the object (a claim stays while a terminating pod
+uses it). It is left and waited for the same way, but told as what it is: the condition
+``PreviousRunRemoving`` and a Normal Event, not a conflict to resolve (decision 0165).
+
 Pure: the caller reads the live objects and passes the time.
 """
 
@@ -27,6 +33,10 @@ NAME_CONFLICT: Final = "NameConflict"
 """The condition type and the Event reason."""
 NAME_TAKEN: Final = "NameTaken"
 """The condition's reason."""
+PREVIOUS_RUN_REMOVING: Final = "PreviousRunRemoving"
+"""The condition type and the Event reason for an earlier incarnation's object."""
+STILL_BEING_REMOVED: Final = "StillBeingRemoved"
+"""That condition's reason."""
 MAX_NAMED: Final = 5
 """Conflicting objects named in the condition's message (the Events name each one)."""
 
@@ -38,9 +48,17 @@ class NameConflict:
     target: ObjectRef
     controller: str | None
     """``Kind name (uid …)`` of its controller, or None: nobody controls it."""
+    previous_run: bool = False
+    """Its controller is the owner's kind and name with another uid: an earlier incarnation
+    of the owner, deleted, whose children the garbage collector is removing."""
 
     @property
     def message(self) -> str:
+        if self.previous_run:
+            return (
+                f"{self.target.kind} {self.target.name} of the previous {self.controller} is "
+                "still being removed: this run goes on once it is gone"
+            )
         holder = f"controlled by {self.controller}" if self.controller else "controlled by nobody"
         return (
             f"{self.target.display()} exists and is not this owner's ({holder}): left as it "
@@ -81,6 +99,7 @@ def name_conflict(
     if controlled_by(metadata, uid):
         return None
     reference = controller_reference(metadata)
+    wanted = controller_reference(manifest.get("metadata")) or {}
     controller = (
         f"{reference.get('kind', '')} {reference.get('name', '')} (uid {reference.get('uid', '')})"
         if reference is not None
@@ -95,7 +114,23 @@ def name_conflict(
             uid=metadata.get("uid") or None,
         ),
         controller=controller,
+        previous_run=reference is not None and _same_owner_named(reference, wanted),
     )
+
+
+def _same_owner_named(held_by: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """Whether two controller references name the same kind and name (the uids differ):
+    names are unique per kind and namespace, so the one held by is gone."""
+    return (
+        bool(held_by.get("name"))
+        and all(held_by.get(key) == wanted.get(key) for key in ("kind", "name"))
+        and _group(held_by) == _group(wanted)
+    )
+
+
+def _group(reference: Mapping[str, Any]) -> str:
+    api_version = str(reference.get("apiVersion") or "")
+    return api_version.rpartition("/")[0]
 
 
 def withheld_by(
@@ -113,23 +148,33 @@ def withheld_by(
 def with_name_conflicts(
     status: Mapping[str, Any], conflicts: Sequence[NameConflict], *, since: datetime
 ) -> dict[str, Any]:
-    """``status`` with the ``NameConflict`` condition when there are ``conflicts`` (its
-    ``lastTransitionTime`` is ``since``), and without it when there are none: the planner
-    never sets that condition, so whatever it carried over is the executor's to drop."""
+    """``status`` with the ``NameConflict`` condition when there are ``conflicts`` of others'
+    objects, and ``PreviousRunRemoving`` when there are some of an earlier incarnation of the
+    owner (their ``lastTransitionTime`` is ``since``), and without them when there are none:
+    the planner never sets those conditions, so whatever it carried over is the executor's
+    to drop."""
     conditions = [
         dict(condition)
         for condition in status.get("conditions") or ()
-        if not (isinstance(condition, Mapping) and condition.get("type") == NAME_CONFLICT)
+        if not (
+            isinstance(condition, Mapping)
+            and condition.get("type") in (NAME_CONFLICT, PREVIOUS_RUN_REMOVING)
+        )
     ]
-    if conflicts:
-        named = "; ".join(conflict.message for conflict in conflicts[:MAX_NAMED])
-        more = len(conflicts) - MAX_NAMED
+    for kind, reason, told in (
+        (NAME_CONFLICT, NAME_TAKEN, [c for c in conflicts if not c.previous_run]),
+        (PREVIOUS_RUN_REMOVING, STILL_BEING_REMOVED, [c for c in conflicts if c.previous_run]),
+    ):
+        if not told:
+            continue
+        named = "; ".join(conflict.message for conflict in told[:MAX_NAMED])
+        more = len(told) - MAX_NAMED
         conditions.append(
             {
-                "type": NAME_CONFLICT,
+                "type": kind,
                 "status": "True",
                 "lastTransitionTime": _format_time(since),
-                "reason": NAME_TAKEN,
+                "reason": reason,
                 "message": named + (f"; and {more} more" if more > 0 else ""),
             }
         )

@@ -20,6 +20,7 @@ from kaiwo_kube.resources import NODE, ResourceType, known_type
 
 from kaiwo_executor.child_ownership import (
     NAME_CONFLICT,
+    PREVIOUS_RUN_REMOVING,
     NameConflict,
     controlled_by,
     name_conflict,
@@ -124,7 +125,11 @@ class DesiredObjects:
             return True  # reported by check_names, and not written blind
         held = withheld_by(manifest, run.conflicts)
         if held is not None:
-            why = f"withheld while {held.target.display()} is not this owner's"
+            why = (
+                f"withheld while the previous run's {held.target.display()} is being removed"
+                if held.previous_run
+                else f"withheld while {held.target.display()} is not this owner's"
+            )
             self._calls.record(run, "apply", target, StepOutcome.UNCHANGED, reason=why)
             return True
         return False
@@ -277,6 +282,9 @@ class DesiredObjects:
 
     async def _tell_name_conflict(self, run: PlanRun, conflict: NameConflict) -> None:
         target = conflict.target
+        if conflict.previous_run:
+            await self._tell_previous_run(run, conflict)
+            return
         self._calls.count(target, "name-conflict")
         run.actions.append(
             ActionOutcome(
@@ -299,6 +307,34 @@ class DesiredObjects:
             ),
             event_type="Warning",
             reason=NAME_CONFLICT,
+            message=conflict.message,
+        )
+
+    async def _tell_previous_run(self, run: PlanRun, conflict: NameConflict) -> None:
+        """An earlier incarnation's object: nothing failed and nobody must act (the garbage
+        collector removes it, and its deletion plans the owner again): waited for, and told
+        once with a Normal Event (decision 0165)."""
+        target = conflict.target
+        self._calls.count(target, "previous-run")
+        run.actions.append(
+            ActionOutcome(
+                operation="apply",
+                target=target,
+                outcome="unchanged",
+                reason=f"{PREVIOUS_RUN_REMOVING}: {conflict.message}",
+            )
+        )
+        log.info("waiting for the previous run's object to go", target=target.display())
+        await self._calls.create_event(
+            run,
+            name=event_name(
+                run.plan.owner,
+                fingerprint=target.uid or "",
+                reason=PREVIOUS_RUN_REMOVING,
+                about=ref_key(target),
+            ),
+            event_type="Normal",
+            reason=PREVIOUS_RUN_REMOVING,
             message=conflict.message,
         )
 

@@ -40,7 +40,7 @@ EVENT_API_VERSION = "v1"
 T = TypeVar("T")
 log = structlog.get_logger("kaiwo.executor")
 
-Counted = ActionOutcomeKind | Literal["name-conflict"]
+Counted = ActionOutcomeKind | Literal["name-conflict", "previous-run"]
 """The ``outcome`` label values of ``kaiwo_executor_actions``."""
 
 

@@ -12,7 +12,9 @@ An observed change matters to:
   A Kueue Workload also names its job by the ``kueue.x-k8s.io/job-uid`` label. Both the old
   and the new version count, so a child that changes owner is re-planned by both owners;
   a Kueue Workload removed after its job: the workloads whose main child has the job's name
-  (they wait for it to go before they make the child again, decision 0139);
+  (they wait for it to go before they make the child again, decision 0139); a child of a
+  deleted KaiwoJob or KaiwoService removed after it: the workload of that kind and name
+  submitted again meanwhile, whose child of that name waited for it to go (decision 0165);
 * a Node: the KaiwoQueueConfig (node pools, flavors) and every workload (GPU statistics,
   schedulability) — but only when something planning reads changed (labels, taints,
   schedulability, readiness, capacity): a heartbeat re-plans nothing;
@@ -143,6 +145,7 @@ def owners_to_replan(change: Change, projection: Projection) -> tuple[ObjectRef,
             *_records_of_kueue_jobs(change, projection),
             *_records_of_pods(change, projection),
             *_owners_of_a_deleted_jobs_workload(change, projection),
+            *_successors_of_a_previous_runs_child(change, projection),
             *_workloads_beside_a_default_queue(change, projection),
         ]
     owners += models_concerned(change, projection)
@@ -233,6 +236,27 @@ def _owners_of_a_deleted_jobs_workload(change: Change, projection: Projection) -
         for obj in projection.objects_of_kind(group=group, kind=kind, namespace=namespace)
         if main_child_name(str((obj.get("metadata") or {}).get("name") or "")) in names
     ]
+
+
+def _successors_of_a_previous_runs_child(change: Change, projection: Projection) -> list[ObjectRef]:
+    """A child removed after its KaiwoJob or KaiwoService (the garbage collector, once a
+    pod no longer uses a claim): the workload submitted again under that name, whose child
+    of the same name waited for this one to go (decision 0165). Its owner is no longer
+    observed, so the owner references lead nowhere."""
+    if not change.deleted:
+        return []
+    meta = change.object.get("metadata") or {}
+    reference = next((r for r in _owner_references(meta) if r.get("controller") is True), None)
+    if reference is None or projection.by_uid(str(reference.get("uid") or "")) is not None:
+        return []
+    kind = (api_group_of(str(reference.get("apiVersion") or "")), str(reference.get("kind")))
+    if kind not in WORKLOAD_KINDS:
+        return []
+    group, name = kind[0], str(reference.get("name") or "")
+    found = projection.find(
+        group=group, kind=kind[1], name=name, namespace=str(meta.get("namespace") or "")
+    )
+    return [ObjectRef.of(found)] if found is not None else []
 
 
 def _records_of_pods(change: Change, projection: Projection) -> list[ObjectRef]:
