@@ -281,60 +281,40 @@ class DesiredObjects:
             return None
 
     async def _tell_name_conflict(self, run: PlanRun, conflict: NameConflict) -> None:
+        """Another's object holds the name: a failed apply and a Warning. An earlier
+        incarnation's object (decision 0165): nothing failed and nobody must act (the garbage
+        collector removes it, and its deletion plans the owner again), so it is waited for
+        and told with a Normal Event."""
         target = conflict.target
-        if conflict.previous_run:
-            await self._tell_previous_run(run, conflict)
-            return
-        self._calls.count(target, "name-conflict")
+        previous = conflict.previous_run
+        reason = PREVIOUS_RUN_REMOVING if previous else NAME_CONFLICT
+        self._calls.count(target, "previous-run" if previous else "name-conflict")
         run.actions.append(
             ActionOutcome(
                 operation="apply",
                 target=target,
-                outcome="failed",
-                reason=f"{NAME_CONFLICT}: {conflict.message}",
+                outcome="unchanged" if previous else "failed",
+                reason=f"{reason}: {conflict.message}",
             )
         )
-        log.warning("name taken by an object the owner does not control", target=target.display())
+        if previous:
+            log.info("waiting for the previous run's object to go", target=target.display())
+        else:
+            log.warning(
+                "name taken by an object the owner does not control", target=target.display()
+            )
         # Named after the object that holds the name, not the plan: a plan that changes for
-        # another reason while the conflict lasts does not repeat the Warning.
+        # another reason while the conflict lasts does not repeat the Event.
         await self._calls.create_event(
             run,
             name=event_name(
                 run.plan.owner,
                 fingerprint=target.uid or "",
-                reason=NAME_CONFLICT,
+                reason=reason,
                 about=ref_key(target),
             ),
-            event_type="Warning",
-            reason=NAME_CONFLICT,
-            message=conflict.message,
-        )
-
-    async def _tell_previous_run(self, run: PlanRun, conflict: NameConflict) -> None:
-        """An earlier incarnation's object: nothing failed and nobody must act (the garbage
-        collector removes it, and its deletion plans the owner again): waited for, and told
-        once with a Normal Event (decision 0165)."""
-        target = conflict.target
-        self._calls.count(target, "previous-run")
-        run.actions.append(
-            ActionOutcome(
-                operation="apply",
-                target=target,
-                outcome="unchanged",
-                reason=f"{PREVIOUS_RUN_REMOVING}: {conflict.message}",
-            )
-        )
-        log.info("waiting for the previous run's object to go", target=target.display())
-        await self._calls.create_event(
-            run,
-            name=event_name(
-                run.plan.owner,
-                fingerprint=target.uid or "",
-                reason=PREVIOUS_RUN_REMOVING,
-                about=ref_key(target),
-            ),
-            event_type="Normal",
-            reason=PREVIOUS_RUN_REMOVING,
+            event_type="Normal" if previous else "Warning",
+            reason=reason,
             message=conflict.message,
         )
 
