@@ -1909,11 +1909,9 @@ async def test_a_deployment_whose_operator_label_is_removed_gets_it_back(stack: 
     await stack.kube.delete(resources.KAIWO_SERVICE, "unlabelled", namespace=ns)
 
 
-async def test_a_volume_deleted_under_a_running_job_is_told(stack: Pipeline) -> None:
-    """Someone deletes the data PVC of a running KaiwoJob (decision 0139): Kubernetes keeps
-    it while the pod uses it. The status said "All PersistentVolumeClaims are bound"."""
-    ns = namespace_of(stack, "gpu")
-    volume = f"{ns}-unclaimed-data"  # the data claim binds to it: no provisioner here
+async def create_volume_for_a_claim(stack: Pipeline, volume: str) -> None:
+    """A 10Gi ``standard`` PersistentVolume named ``volume`` for a data claim to bind to: the
+    stack has no provisioner."""
     await stack.kube.create(
         {
             "apiVersion": "v1",
@@ -1927,6 +1925,14 @@ async def test_a_volume_deleted_under_a_running_job_is_told(stack: Pipeline) -> 
             },
         }
     )
+
+
+async def test_a_volume_deleted_under_a_running_job_is_told(stack: Pipeline) -> None:
+    """Someone deletes the data PVC of a running KaiwoJob (decision 0139): Kubernetes keeps
+    it while the pod uses it. The status said "All PersistentVolumeClaims are bound"."""
+    ns = namespace_of(stack, "gpu")
+    volume = f"{ns}-unclaimed-data"  # the data claim binds to it: no provisioner here
+    await create_volume_for_a_claim(stack, volume)
     storage = actors.training_job("unclaimed")["spec"]["storage"]
     await stack.kube.create(
         kaiwo_job("unclaimed", ns, queue_name="gpu", gpus=1, run_seconds=300, storage=storage)
@@ -2210,19 +2216,7 @@ async def test_a_job_deleted_in_the_foreground_is_left_to_the_garbage_collector(
     audit = stack.audit_log
     assert audit is not None
     volume = f"{ns}-cascaded-data"  # the data claim binds to it: no provisioner here
-    await stack.kube.create(
-        {
-            "apiVersion": "v1",
-            "kind": PERSISTENT_VOLUME.kind,
-            "metadata": {"name": volume},
-            "spec": {
-                "capacity": {"storage": "10Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "storageClassName": "standard",
-                "hostPath": {"path": f"/tmp/{volume}"},
-            },
-        }
-    )
+    await create_volume_for_a_claim(stack, volume)
     storage = actors.training_job("cascaded")["spec"]["storage"]
     await stack.kube.create(
         kaiwo_job("cascaded", ns, queue_name="gpu", gpus=1, run_seconds=300, storage=storage)
@@ -2942,19 +2936,7 @@ async def test_a_job_deleted_and_submitted_again_waits_for_its_previous_runs_vol
     held = "example.com/grace-period"
     volumes = (f"{ns}-rerun-first", f"{ns}-rerun-second")  # one per run: no provisioner
     for volume in volumes:
-        await stack.kube.create(
-            {
-                "apiVersion": "v1",
-                "kind": PERSISTENT_VOLUME.kind,
-                "metadata": {"name": volume},
-                "spec": {
-                    "capacity": {"storage": "10Gi"},
-                    "accessModes": ["ReadWriteOnce"],
-                    "storageClassName": "standard",
-                    "hostPath": {"path": f"/tmp/{volume}"},
-                },
-            }
-        )
+        await create_volume_for_a_claim(stack, volume)
     storage = actors.training_job("rerun")["spec"]["storage"]
     manifest = kaiwo_job("rerun", ns, queue_name="gpu", gpus=1, run_seconds=300, storage=storage)
     first = await stack.kube.create(manifest)
