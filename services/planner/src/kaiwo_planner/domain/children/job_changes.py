@@ -59,16 +59,21 @@ class JobUpdate:
     not_applied: tuple[str, ...]
     labels_not_applied: tuple[str, ...] = ()
     not_applied_told: str = ""
-    annotations_not_applied: tuple[str, ...] = ()
-    """Kueue's Job annotations a running Job keeps (:func:`kueue_annotation_update`), each
-    told with the value kept and the one asked."""
     """``not_applied`` as the message names them, with the configuration each comes from
     (:func:`~kaiwo_planner.domain.children.change_causes.kept_paths_text`); empty: the
     paths as they are."""
+    annotations_not_applied: tuple[str, ...] = ()
+    """Kueue's Job annotations a running Job keeps (:func:`kueue_annotation_update`), each
+    told with the value kept and the one asked."""
+
+    @property
+    def anything_kept(self) -> bool:
+        """Some desired change is left out of :attr:`manifest`."""
+        return bool(self.not_applied or self.labels_not_applied or self.annotations_not_applied)
 
     @property
     def message(self) -> str:
-        if not (self.not_applied or self.labels_not_applied or self.annotations_not_applied):
+        if not self.anything_kept:
             return ""
         reasons = []
         if self.not_applied:

@@ -313,7 +313,7 @@ def _job_as_it_exists(
             update.not_applied, desired=main, observed=observed, origins=origins, context=context
         )
         update = dataclasses.replace(update, not_applied_told=told)
-    if update.not_applied or update.labels_not_applied or update.annotations_not_applied:
+    if update.anything_kept:
         return update.manifest, _not_applied(update.message)
     return update.manifest, _matches("Job")
 
