@@ -56,7 +56,8 @@ MESSENGER_MAX_ACK_PENDING = 1024
 """Requests handed out to all gateway replicas at once (each takes at most its handlers)."""
 
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_IDENTITY_LIMIT = 63
+IDENTITY_LIMIT = 63
+"""The longest name of a key (and of a consumer named after it) that a namespace name may make."""
 
 
 class NotATenantError(ValueError):
@@ -99,10 +100,10 @@ def tenant_of(subject: str) -> str:
 def tenant_key_name(namespace: str) -> str:
     """``tenant-<namespace>``: the NATS user (and durable consumer) of one tenant."""
     name = f"{TENANT_PREFIX}{_checked_namespace(namespace)}"
-    if len(name) > _IDENTITY_LIMIT:
+    if len(name) > IDENTITY_LIMIT:
         raise NotATenantError(
             f"namespace {namespace!r} is too long for a tenant key "
-            f"(at most {_IDENTITY_LIMIT - len(TENANT_PREFIX)} characters)"
+            f"(at most {IDENTITY_LIMIT - len(TENANT_PREFIX)} characters)"
         )
     return name
 
@@ -179,6 +180,7 @@ def messenger_topology(*, replicas: int = 1) -> BusTopology:
 
 __all__ = [
     "DEAD",
+    "IDENTITY_LIMIT",
     "MESSENGER_CONSUMER",
     "REQUESTS",
     "REQUESTS_FILTER",

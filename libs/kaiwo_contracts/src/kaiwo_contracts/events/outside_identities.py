@@ -17,6 +17,7 @@ from kaiwo_contracts.events.identity_names import (
     SUBSCRIBER,
 )
 from kaiwo_contracts.events.messenger import (
+    IDENTITY_LIMIT,
     REQUEST_STREAM,
     RESPONSE_STREAM,
     NotATenantError,
@@ -41,7 +42,6 @@ from kaiwo_contracts.events.subjects import Family, family_filter, public_namesp
 NAMESPACE_SUBSCRIBER_PREFIX = f"{SUBSCRIBER}-"
 """``subscriber-<namespace>``: the key (and durable consumer) of a tool limited to one
 namespace's public workload events (decision 0164)."""
-_IDENTITY_LIMIT = 63
 
 CLI_SUBJECTS: tuple[str, ...] = (
     family_filter(Family.PUBLIC),
@@ -133,10 +133,10 @@ def namespace_subscriber_name(namespace: str) -> str:
     """``subscriber-<namespace>``; a ValueError names a namespace that is not a DNS label or
     is too long for a key name."""
     name = f"{NAMESPACE_SUBSCRIBER_PREFIX}{checked_namespace(namespace)}"
-    if len(name) > _IDENTITY_LIMIT:
+    if len(name) > IDENTITY_LIMIT:
         raise NotATenantError(
             f"namespace {namespace!r} is too long for a subscriber key "
-            f"(at most {_IDENTITY_LIMIT - len(NAMESPACE_SUBSCRIBER_PREFIX)} characters)"
+            f"(at most {IDENTITY_LIMIT - len(NAMESPACE_SUBSCRIBER_PREFIX)} characters)"
         )
     return name
 
