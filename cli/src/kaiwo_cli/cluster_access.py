@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -179,7 +179,7 @@ async def list_workloads(kube: ClusterReader, *, namespace: str | None) -> list[
     return found
 
 
-def _uid(obj: dict[str, Any]) -> str:
+def _uid(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("uid") or "")
 
 
@@ -243,18 +243,26 @@ async def events_about(
     kube: ClusterReader, namespace: str, objects: Sequence[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """The namespace's Events whose object is one of ``objects``."""
-    uids = {_uid(obj) for obj in objects}
-    names = {(obj.get("kind"), obj["metadata"]["name"]) for obj in objects}
-    return [
-        event
-        for event in await optional_list(kube, resources.EVENT, namespace=namespace)
-        if (event.get("involvedObject") or {}).get("uid") in uids
-        or (
-            (event.get("involvedObject") or {}).get("kind"),
-            (event.get("involvedObject") or {}).get("name"),
-        )
-        in names
-    ]
+    listed = await optional_list(kube, resources.EVENT, namespace=namespace)
+    return [event for event in listed if _is_about(event, objects)]
+
+
+def _is_about(event: Mapping[str, Any], objects: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether ``event`` is about one of ``objects``: the same uid, or, for an Event that
+    names none, the same kind and name.
+
+    An Event that names a uid is about that object only: a workload deleted and submitted
+    again under its name (and its children, named after it) had another uid, and its Events
+    stay in the namespace for an hour; matched by name, they were shown as the new run's
+    (decision 0165)."""
+    involved = event.get("involvedObject") or {}
+    uid = involved.get("uid")
+    if uid:
+        return any(_uid(obj) == uid for obj in objects)
+    return any(
+        (involved.get("kind"), involved.get("name")) == (obj.get("kind"), obj["metadata"]["name"])
+        for obj in objects
+    )
 
 
 async def kueue_workloads(kube: ClusterReader, *, namespace: str | None) -> list[dict[str, Any]]:
