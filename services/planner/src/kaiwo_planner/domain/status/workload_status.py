@@ -84,6 +84,7 @@ from kaiwo_planner.domain.status.kueue_admission import (
     kueue_waiting_reason,
     partially_admitted_pods,
     pods_still_waiting,
+    run_start,
     runs_on_existing_ray_cluster,
 )
 from kaiwo_planner.domain.status.storage_phase import (
@@ -181,9 +182,11 @@ def derive_status(
     if schedulable.schedulable:
         observation.conditions.extend(extra_conditions)
     replan_after = None
-    start_time = _time(previous.get("startTime"))
     if observation.phase in _RUNNING_PHASES and duration is not None:
-        started = start_time or now
+        # The deadline counts the current run: Kueue's eviction started the pods over, and
+        # the time evicted is not the workload's (decision 0169). The Admitted condition this
+        # plan writes is the one that tells when the run started.
+        started = _run_started(previous, observation, now)
         remaining = duration - (now - started)
         observation.conditions.append(_preemptable(remaining))
         if remaining > timedelta(0):
@@ -280,6 +283,19 @@ def _observe(
         conditions.append(_admitted(observed))
     phase = child_phase(observed, previous_phase=previous_phase) or WorkloadStatus.STARTING
     return _Observation(phase, _with_health(conditions, observed, phase, previous))
+
+
+def _run_started(previous: Mapping[str, Any], observation: _Observation, now: datetime) -> datetime:
+    """When the current run started (:func:`.kueue_admission.run_start`); ``now`` for a
+    first run, and for a workload that ran before and that this very observation sees Kueue
+    admit again (its Admitted condition turns True now)."""
+    if previous.get("startTime"):
+        before = condition_of(previous, ADMITTED)
+        seen = next((c for c in observation.conditions if c.type == ADMITTED), None)
+        turned = before is not None and before.get("status") != "True"
+        if turned and seen is not None and seen.status == "True":
+            return now
+    return run_start(previous) or now
 
 
 def _with_health(
