@@ -722,6 +722,61 @@ def test_kueues_preemption_shows_on_the_workload_with_one_warning() -> None:
     assert again.status == decision.status
 
 
+def test_a_running_workload_kueue_evicts_for_a_stopped_queue_is_warned_once() -> None:
+    """The administrator stopped the ClusterQueue (``stopPolicy: HoldAndDrain``): Kueue evicts
+    the running child (``Evicted`` True, ``ClusterQueueStopped``; no ``Preempted``). The
+    workload waits again and a Warning says so in Kueue's words (decision 0169); before,
+    only the Normal "Workload is pending admission" told it."""
+    stopped = "The ClusterQueue is stopped"
+    evicted = kueue_workload(
+        {"type": "QuotaReserved", "status": "False", "reason": "Inadmissible", "message": "x"},
+        {"type": "Admitted", "status": "False", "reason": "NoReservation", "message": "y"},
+        {"type": "Evicted", "status": "True", "reason": "ClusterQueueStopped", "message": stopped},
+    )
+    running = {
+        "status": "RUNNING",
+        "startTime": T_EARLIER,
+        "conditions": [SCHEDULABLE_COND, ADMITTED_COND],
+    }
+    observed = ObservedChildren(
+        child_kind="Job",
+        child=job(conditions=[{"type": "Suspended", "status": "True"}]),
+        kueue_workloads=(evicted,),
+    )
+    decision = derive(running, observed)
+    assert decision.status["status"] == "PENDING"
+    assert decision.status["conditions"][1] == {
+        **PENDING_COND,
+        "lastTransitionTime": T_NOW,
+        "message": f"Workload is pending admission into 'kaiwo': {stopped}",
+    }
+    assert decision.events == (
+        event("WorkloadPending", "Workload is pending admission"),
+        event(
+            "WorkloadEvicted",
+            "Kueue evicted the workload (ClusterQueueStopped): The ClusterQueue is stopped",
+            "Warning",
+        ),
+    )
+    assert derive(decision.status, observed).events == ()
+
+
+def test_a_workload_waiting_from_the_start_in_a_stopped_queue_is_not_told_evicted() -> None:
+    """Never admitted, it was not evicted: the Evicted condition of a Workload Kueue stopped
+    before admitting it tells nothing new (its Admitted condition says why it waits)."""
+    evicted = kueue_workload(
+        {"type": "Evicted", "status": "True", "reason": "ClusterQueueStopped", "message": "s"},
+    )
+    observed = ObservedChildren(
+        child_kind="Job",
+        child=job(conditions=[{"type": "Suspended", "status": "True"}]),
+        kueue_workloads=(evicted,),
+    )
+    decision = derive(None, observed)
+    assert decision.status["status"] == "PENDING"
+    assert decision.events == (event("WorkloadPending", "Workload is pending admission"),)
+
+
 def test_a_workload_kueue_is_evicting_waits_at_once_with_kueues_reason() -> None:
     """Kueue keeps a preempted Workload Admitted until the child has stopped; the child is
     suspended already, so the workload is PENDING and says why, not "admitted"."""

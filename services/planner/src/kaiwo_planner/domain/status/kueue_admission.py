@@ -48,6 +48,18 @@ def kueue_waiting_reason(workloads: Sequence[Mapping[str, Any]]) -> str:
     return ""
 
 
+def kueue_eviction(workloads: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None:
+    """The reason and message of Kueue's ``Evicted`` condition on a Workload of the child
+    while it holds (True until Kueue admits the Workload again): ``Preempted``,
+    ``ClusterQueueStopped``, ``LocalQueueStopped``, ``PodsReadyTimeout``...; None when Kueue
+    is not evicting any."""
+    for workload in workloads:
+        for c in (workload.get("status") or {}).get("conditions") or ():
+            if c.get("type") == KUEUE_EVICTED and c.get("status") == "True":
+                return str(c.get("reason") or KUEUE_EVICTED), str(c.get("message") or "")
+    return None
+
+
 def kueue_preemption(workloads: Sequence[Mapping[str, Any]]) -> ConditionSpec | None:
     """Kueue's ``Preempted`` condition of the child's Workloads (a True one first), as the
     workload's own; None when Kueue has never preempted them."""

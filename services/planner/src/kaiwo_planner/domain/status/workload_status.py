@@ -45,6 +45,12 @@ Choices that differ from upstream, on purpose:
   stopped the child and taken the quota back).
 * When Kueue preempts the child, the workload shows it: a ``Preempted`` condition mirroring
   Kueue's (reason and message, e.g. ``InClusterQueue``) and a Warning Event when it turns True.
+  Evicted for another reason (a stopped queue...), it gets a Warning ``WorkloadEvicted`` with
+  Kueue's reason and words when it waits again (decision 0169).
+* A workload Kueue admits again after an eviction starts a new run (its pods start over):
+  ``spec.duration``'s deadline counts from the readmission, the moment its ``Admitted``
+  condition turned True again (:func:`.kueue_admission.run_start`); ``startTime`` stays the
+  first run's (decision 0169).
 * Events are also emitted for DOWNLOADING, READY and ERROR (upstream emits none for these).
 * A batch Job's failed pod is a failure only past the Job's ``backoffLimit``, which is kept
   (upstream forced 0, so ``failed > 0`` meant the end); a RayJob KubeRay is retrying is
@@ -94,6 +100,7 @@ from kaiwo_planner.domain.status.storage_phase import (
 )
 from kaiwo_planner.domain.status.workload_events import (
     event_reason,
+    eviction_events,
     health_events,
     preemption_events,
     transition_events,
@@ -214,6 +221,7 @@ def derive_status(
         events=(
             *transition_events(previous_phase, observation.phase, observation.conditions),
             *preemption_events(previous, observation.conditions),
+            *eviction_events(previous_phase, observation.phase, observed.kueue_workloads),
             *health_events(previous, observation.phase, observation.conditions),
         ),
         replan_after=replan_after,
