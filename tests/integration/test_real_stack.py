@@ -31,6 +31,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping
+from datetime import datetime
 from typing import Any, Final
 
 import pytest
@@ -273,6 +274,10 @@ async def gone(pipeline: Pipeline, kind: resources.ResourceType, name: str, name
         return True if found is None else Pending("still there")
 
     await eventually(check, what=f"{kind.kind} {namespace}/{name} deleted", within=STEP)
+
+
+def parse_rfc3339(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 def condition(obj: Mapping[str, Any], kind: str) -> dict[str, Any]:
@@ -3038,3 +3043,113 @@ async def test_a_plain_job_deleted_and_submitted_again_runs_without_a_conflict(
     assert not [reason for reason, _ in told if reason in ("NameConflict", "ChildDeleted")], told
     await stack.kube.delete(resources.KAIWO_JOB, "rerun-plain", namespace=ns)
     await gone(stack, resources.KAIWO_JOB, "rerun-plain", ns)
+
+
+async def test_a_job_kueue_preempted_gets_its_whole_duration_once_readmitted(
+    stack: Pipeline,
+) -> None:
+    """Kueue preempts a job with a ``duration`` for a higher-priority one and admits it again
+    once that one is done: the Job is the same, its pods start over, and the run counted
+    against ``spec.duration`` starts again with them (decision 0169). Before, the deadline
+    counted from the first start, the time evicted included: readmitted past its duration
+    while another job waited, the job was terminated by the operator within seconds of
+    running again."""
+    ns = namespace_of(stack, "prio")
+    await preempt_for_jobs_waiting_a_second(stack)
+    victim = kaiwo_job(
+        "readmitted",
+        ns,
+        queue_name="prio",
+        gpus=8,
+        run_seconds=600,
+        priorityClass="low",
+        duration="20s",
+    )
+    await stack.kube.create(victim)
+    first = await reaches(stack, "readmitted", ns, "RUNNING")
+    job_uid = (await stack.kube.get(resources.JOB, "readmitted", namespace=ns))["metadata"]["uid"]
+    await stack.kube.create(
+        kaiwo_job("preemptor", ns, queue_name="prio", gpus=8, run_seconds=30, priorityClass="high")
+    )
+    evicted = await reaches(stack, "readmitted", ns, "PENDING")
+    await has_events(stack, ns, "readmitted", "WorkloadPreempted")
+    # Another job of the same priority waits behind it (Kueue requeues the victim at its
+    # eviction, before this one) and presses the operator's duration preemption.
+    await stack.kube.create(
+        kaiwo_job("behind", ns, queue_name="prio", gpus=8, run_seconds=2, priorityClass="low")
+    )
+    await reaches(stack, "preemptor", ns, "COMPLETE")
+    again = await reaches(stack, "readmitted", ns, "RUNNING")
+    assert again["status"]["startTime"] == first["status"]["startTime"]  # the first start
+    readmitted_at = condition(again, "Admitted")["lastTransitionTime"]
+    assert readmitted_at > evicted["status"]["startTime"]
+    assert condition(again, "Preemptable")["status"] == "False", again["status"]
+    job = await stack.kube.get(resources.JOB, "readmitted", namespace=ns)
+    assert job["metadata"]["uid"] == job_uid  # the same Job, resumed by Kueue
+
+    stopped = await reaches(stack, "readmitted", ns, "TERMINATED", within=STEP + 20)
+    early = condition(stopped, "WorkloadTerminatedEarly")
+    assert early["reason"] == "DurationExceededWithActiveGpuDemand", early
+    assert stopped["status"]["preemptedFor"]["name"] == "behind"
+    ran_again = parse_rfc3339(early["lastTransitionTime"]) - parse_rfc3339(readmitted_at)
+    assert ran_again.total_seconds() >= 20, (readmitted_at, early)
+    await reaches(stack, "behind", ns, "COMPLETE")
+
+
+async def stop_queue(pipeline: Pipeline, name: str, policy: str) -> None:
+    """The administrator sets ``stopPolicy`` of the ClusterQueue ``name`` in the
+    KaiwoQueueConfig (``HoldAndDrain``: Kueue evicts what runs in it; ``None``: it admits
+    again)."""
+    config = queue_config({s: namespace_of(pipeline, s) for s in SCENARIOS})
+    for cluster_queue in config["spec"]["clusterQueues"]:
+        if cluster_queue["name"] == name:
+            cluster_queue["spec"]["stopPolicy"] = policy
+    await pipeline.kube.apply(config, field_manager="cluster-admin", force=True)
+
+
+async def test_a_job_kueue_evicts_from_a_stopped_queue_is_warned_and_resumes_its_job(
+    stack: Pipeline,
+) -> None:
+    """The administrator stops the ClusterQueue a job runs in, then starts it again: Kueue
+    evicts the job (its Job suspended, its pods deleted) and admits it again, the same Job
+    resumed with new pods. The KaiwoJob waits meanwhile with Kueue's reason and a Warning
+    ``WorkloadEvicted`` in Kueue's words (decision 0169; before, only the Normal "Workload is
+    pending admission"); the operator writes nothing to the Job while Kueue suspends it."""
+    ns = namespace_of(stack, "quota")
+    audit = stack.audit_log
+    assert audit is not None
+    await stack.kube.create(kaiwo_job("drained", ns, queue_name="small", gpus=8, run_seconds=600))
+    first = await reaches(stack, "drained", ns, "RUNNING")
+    job = await stack.kube.get(resources.JOB, "drained", namespace=ns)
+    [first_pod] = [p["metadata"]["uid"] for p in await job_pods(stack, ns, "drained")]
+    await stack.settled(within=STEP)
+    mark = audit.mark()
+    try:
+        await stop_queue(stack, "small", "HoldAndDrain")
+        waiting = await reaches(stack, "drained", ns, "PENDING")
+        assert condition(waiting, "Admitted")["message"] == (
+            "Workload is pending admission into 'small': The ClusterQueue is stopped"
+        )
+        told = await has_events(stack, ns, "drained", "WorkloadEvicted")
+        assert [m for r, m in told if r == "WorkloadEvicted"] == [
+            "Kueue evicted the workload (ClusterQueueStopped): The ClusterQueue is stopped"
+        ], told
+        status = await kaiwo(str(stack.stack.options.state_dir), "status", "drained", "-n", ns)
+        assert "Kueue evicted the workload (ClusterQueueStopped)" in status.output, status.output
+    finally:
+        await stop_queue(stack, "small", "None")
+    again = await reaches(stack, "drained", ns, "RUNNING")
+    assert again["status"]["startTime"] == first["status"]["startTime"]
+    resumed = await stack.kube.get(resources.JOB, "drained", namespace=ns)
+    assert resumed["metadata"]["uid"] == job["metadata"]["uid"]
+    pods = [p["metadata"]["uid"] for p in await job_pods(stack, ns, "drained")]
+    assert first_pod not in pods, pods
+    await stack.settled(within=STEP)
+    writes = [
+        (e.verb, e.resource, e.subresource, e.name)
+        for e in audit.events(since=mark)
+        if e.user == OPERATOR_USER and e.namespace == ns and e.resource != "events"
+    ]
+    assert set(writes) == {("patch", "kaiwojobs", "status", "drained")}, writes
+    await stack.kube.delete(resources.KAIWO_JOB, "drained", namespace=ns)
+    await gone(stack, resources.KAIWO_JOB, "drained", ns)

@@ -194,6 +194,32 @@ def test_the_victims_at_a_time_are_the_expired_workloads_a_long_waiter_needs() -
     assert preemption_victims(context, now=after_expiry) == (ObjectRef.of_key(key("runs")),)
 
 
+def test_a_workload_kueue_admitted_again_is_expired_a_duration_after_its_readmission() -> None:
+    """Kueue evicted it and admitted it again at 11:40 (its Admitted condition turned True
+    then): its pods started over, so its hour counts from 11:40, not from its first start
+    (decision 0169). Counted from 11:00, it was a victim at 12:30 after 50 minutes of run."""
+    contexts = PlanningContextKeeper()
+    readmitted = {
+        **RUNNING,
+        "conditions": [
+            {"type": "Admitted", "status": "True", "lastTransitionTime": "2026-01-01T11:40:00Z"}
+        ],
+    }
+    projection = projection_of(
+        config("gpu-queue"),
+        kaiwo_job("waits", PENDING),
+        kaiwo_job("runs", readmitted, duration="1h"),
+    )
+    context = contexts.context(projection)
+
+    [running] = preemption_candidates(context).running
+    assert running.start_time == datetime(2026, 1, 1, 11, 40, tzinfo=UTC)
+    assert preemption_victims(context, now=datetime(2026, 1, 1, 12, 30, tzinfo=UTC)) == ()
+    assert preemption_victims(context, now=datetime(2026, 1, 1, 12, 41, tzinfo=UTC)) == (
+        ObjectRef.of_key(key("runs")),
+    )
+
+
 def test_a_workload_counts_the_gpus_its_pods_hold_on_these_nodes(make_node: Any) -> None:
     """Decision 0118: a Ray job asking for 30 on 8-GPU nodes is split 4 x 7 and holds 28; a
     node that changes the split changes the count, a node that does not keeps the reads."""

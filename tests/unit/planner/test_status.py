@@ -11,6 +11,7 @@ from kaiwo_contracts.plans import EventIntent, ObjectRef
 from kaiwo_planner.domain.scheduling.schedulable import SchedulableVerdict
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.status.child_phase import ObservedChildren, observe_children
+from kaiwo_planner.domain.status.kueue_admission import run_start
 from kaiwo_planner.domain.status.workload_status import (
     StatusDecision,
     TerminationRequest,
@@ -721,6 +722,61 @@ def test_kueues_preemption_shows_on_the_workload_with_one_warning() -> None:
     assert again.status == decision.status
 
 
+def test_a_running_workload_kueue_evicts_for_a_stopped_queue_is_warned_once() -> None:
+    """The administrator stopped the ClusterQueue (``stopPolicy: HoldAndDrain``): Kueue evicts
+    the running child (``Evicted`` True, ``ClusterQueueStopped``; no ``Preempted``). The
+    workload waits again and a Warning says so in Kueue's words (decision 0169); before,
+    only the Normal "Workload is pending admission" told it."""
+    stopped = "The ClusterQueue is stopped"
+    evicted = kueue_workload(
+        {"type": "QuotaReserved", "status": "False", "reason": "Inadmissible", "message": "x"},
+        {"type": "Admitted", "status": "False", "reason": "NoReservation", "message": "y"},
+        {"type": "Evicted", "status": "True", "reason": "ClusterQueueStopped", "message": stopped},
+    )
+    running = {
+        "status": "RUNNING",
+        "startTime": T_EARLIER,
+        "conditions": [SCHEDULABLE_COND, ADMITTED_COND],
+    }
+    observed = ObservedChildren(
+        child_kind="Job",
+        child=job(conditions=[{"type": "Suspended", "status": "True"}]),
+        kueue_workloads=(evicted,),
+    )
+    decision = derive(running, observed)
+    assert decision.status["status"] == "PENDING"
+    assert decision.status["conditions"][1] == {
+        **PENDING_COND,
+        "lastTransitionTime": T_NOW,
+        "message": f"Workload is pending admission into 'kaiwo': {stopped}",
+    }
+    assert decision.events == (
+        event("WorkloadPending", "Workload is pending admission"),
+        event(
+            "WorkloadEvicted",
+            "Kueue evicted the workload (ClusterQueueStopped): The ClusterQueue is stopped",
+            "Warning",
+        ),
+    )
+    assert derive(decision.status, observed).events == ()
+
+
+def test_a_workload_waiting_from_the_start_in_a_stopped_queue_is_not_told_evicted() -> None:
+    """Never admitted, it was not evicted: the Evicted condition of a Workload Kueue stopped
+    before admitting it tells nothing new (its Admitted condition says why it waits)."""
+    evicted = kueue_workload(
+        {"type": "Evicted", "status": "True", "reason": "ClusterQueueStopped", "message": "s"},
+    )
+    observed = ObservedChildren(
+        child_kind="Job",
+        child=job(conditions=[{"type": "Suspended", "status": "True"}]),
+        kueue_workloads=(evicted,),
+    )
+    decision = derive(None, observed)
+    assert decision.status["status"] == "PENDING"
+    assert decision.events == (event("WorkloadPending", "Workload is pending admission"),)
+
+
 def test_a_workload_kueue_is_evicting_waits_at_once_with_kueues_reason() -> None:
     """Kueue keeps a preempted Workload Admitted until the child has stopped; the child is
     suspended already, so the workload is PENDING and says why, not "admitted"."""
@@ -1056,6 +1112,47 @@ def test_duration_not_exceeded_plans_again_at_the_deadline() -> None:
     assert decision.events == ()
 
 
+def test_a_readmitted_workloads_deadline_counts_from_its_readmission() -> None:
+    """First started at 11:00, evicted by Kueue, admitted again at 11:50 (its Admitted
+    condition turned True then): at 12:00 it has run 10 of its 30 minutes (decision 0169).
+    Counted from 11:00 it was past its duration, the 50 minutes evicted included."""
+    readmitted = {
+        **RUNNING_WITH_DURATION,
+        "startTime": "2026-01-01T11:00:00Z",
+        "conditions": [
+            SCHEDULABLE_COND,
+            {**ADMITTED_COND, "lastTransitionTime": "2026-01-01T11:50:00Z"},
+        ],
+    }
+    decision = derive(readmitted, RUNNING_CHILD, duration=timedelta(minutes=30))
+    assert decision.status["status"] == "RUNNING"
+    assert decision.status["startTime"] == "2026-01-01T11:00:00Z"  # the first run's
+    preemptable = decision.status["conditions"][2]
+    assert (preemptable["type"], preemptable["status"], preemptable["reason"]) == (
+        "Preemptable",
+        "False",
+        "DurationNotExceeded",
+    )
+    assert decision.replan_after == timedelta(minutes=20)
+
+
+def test_a_workload_seen_admitted_again_starts_its_run_now() -> None:
+    """Evicted (PENDING, Admitted False) after a first run from 11:00; this observation sees
+    Kueue admit it again and its pods run: its 10 minutes start now."""
+    evicted = {
+        "status": "PENDING",
+        "observedGeneration": 1,
+        "conditions": [SCHEDULABLE_COND, PENDING_COND],
+        "startTime": "2026-01-01T11:00:00Z",
+        "duration": 300,
+    }
+    decision = derive(evicted, RUNNING_CHILD, duration=timedelta(minutes=10))
+    assert decision.status["status"] == "RUNNING"
+    assert decision.status["conditions"][1]["lastTransitionTime"] == T_NOW
+    assert decision.status["conditions"][2]["reason"] == "DurationNotExceeded"
+    assert decision.replan_after == timedelta(minutes=10)
+
+
 def test_duration_exceeded_without_termination_keeps_running() -> None:
     decision = derive(RUNNING_WITH_DURATION, RUNNING_CHILD, duration=timedelta(minutes=10))
     assert decision.status["status"] == "RUNNING"
@@ -1346,3 +1443,38 @@ def test_a_ray_job_on_an_existing_cluster_starts_without_kueue() -> None:
         "(spec.rayJob.spec.clusterSelector): it runs on that cluster's pods, queued with the "
         "cluster",
     )
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        ({}, None),  # never ran
+        ({"conditions": [ADMITTED_COND]}, None),
+        ({"startTime": "2026-01-01T11:30:00Z"}, datetime(2026, 1, 1, 11, 30, tzinfo=UTC)),
+        # admitted at 11:00, first pod running at 11:30: the run started at 11:30
+        (
+            {"startTime": "2026-01-01T11:30:00Z", "conditions": [ADMITTED_COND]},
+            datetime(2026, 1, 1, 11, 30, tzinfo=UTC),
+        ),
+        # evicted: the Admitted condition turned False at 11:45; the first run's start stands
+        (
+            {
+                "startTime": "2026-01-01T11:30:00Z",
+                "conditions": [{**PENDING_COND, "lastTransitionTime": "2026-01-01T11:45:00Z"}],
+            },
+            datetime(2026, 1, 1, 11, 30, tzinfo=UTC),
+        ),
+        # admitted again at 11:50: the run started then
+        (
+            {
+                "startTime": "2026-01-01T11:30:00Z",
+                "conditions": [{**ADMITTED_COND, "lastTransitionTime": "2026-01-01T11:50:00Z"}],
+            },
+            datetime(2026, 1, 1, 11, 50, tzinfo=UTC),
+        ),
+    ],
+)
+def test_the_current_run_starts_at_the_first_start_or_at_kueues_readmission(
+    status: dict[str, Any], expected: datetime | None
+) -> None:
+    assert run_start(status) == expected

@@ -34,6 +34,7 @@ from kaiwo_planner.domain.settings.cluster_settings import (
 )
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.status.findings import underutilization_termination
+from kaiwo_planner.domain.status.kueue_admission import run_start
 from kaiwo_planner.domain.status.workload_status import TerminationRequest
 
 _RUNNING = frozenset({WorkloadStatus.RUNNING.value, WorkloadStatus.READY.value})
@@ -57,7 +58,7 @@ def termination_request(
     are wanted, it is an idle GPU holder to preempt, or it stayed underutilized too long."""
     if not is_running(previous):
         return None
-    started = parse_time(previous.get("startTime"))
+    started = run_start(previous)
     if duration is not None and started is not None and started + duration <= now:
         by_duration = preemption_decision(context, now=now).termination_for(ref)
         if by_duration is not None:

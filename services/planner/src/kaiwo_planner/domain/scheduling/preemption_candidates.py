@@ -71,6 +71,7 @@ from kaiwo_planner.domain.settings.cluster_settings import (
 )
 from kaiwo_planner.domain.state.index_entry import KUEUE_GROUP
 from kaiwo_planner.domain.state.planning_context import EVERY_KIND, PlanningContext
+from kaiwo_planner.domain.status.kueue_admission import run_start
 
 _RUNNING = frozenset({WorkloadStatus.RUNNING.value, WorkloadStatus.READY.value})
 _CANDIDATE_KINDS = (
@@ -133,7 +134,7 @@ def running_workload(
     spec = obj.get("spec")
     if not isinstance(status, Mapping) or not isinstance(spec, Mapping):
         return None
-    start = parse_time(status.get("startTime"))
+    start = run_start(status)  # the current run's: an eviction started it over (0169)
     if status.get("status") not in _RUNNING or start is None:
         return None
     return RunningWorkload(

@@ -9,13 +9,15 @@ own words, and :func:`kueue_preemption` mirrors its ``Preempted`` condition.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.crds.kaiwo_v1alpha1.kaiwojob import on_existing_ray_cluster
 
+from kaiwo_planner.domain.settings.cluster_settings import parse_time
 from kaiwo_planner.domain.status.child_phase import ObservedChildren, child_phase
-from kaiwo_planner.domain.status.conditions import ConditionSpec, has_condition
+from kaiwo_planner.domain.status.conditions import ConditionSpec, condition_of, has_condition
 
 ADMITTED = "Admitted"
 PREEMPTED = "Preempted"
@@ -46,6 +48,18 @@ def kueue_waiting_reason(workloads: Sequence[Mapping[str, Any]]) -> str:
     return ""
 
 
+def kueue_eviction(workloads: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None:
+    """The reason and message of Kueue's ``Evicted`` condition on a Workload of the child
+    while it holds (True until Kueue admits the Workload again): ``Preempted``,
+    ``ClusterQueueStopped``, ``LocalQueueStopped``, ``PodsReadyTimeout``...; None when Kueue
+    is not evicting any."""
+    for workload in workloads:
+        for c in (workload.get("status") or {}).get("conditions") or ():
+            if c.get("type") == KUEUE_EVICTED and c.get("status") == "True":
+                return str(c.get("reason") or KUEUE_EVICTED), str(c.get("message") or "")
+    return None
+
+
 def kueue_preemption(workloads: Sequence[Mapping[str, Any]]) -> ConditionSpec | None:
     """Kueue's ``Preempted`` condition of the child's Workloads (a True one first), as the
     workload's own; None when Kueue has never preempted them."""
@@ -64,6 +78,19 @@ def kueue_preemption(workloads: Sequence[Mapping[str, Any]]) -> ConditionSpec | 
         str(chosen.get("reason") or "Preempted"),
         str(chosen.get("message") or ""),
     )
+
+
+def run_start(status: Mapping[str, Any]) -> datetime | None:
+    """When the workload's current run started, from its own status: its ``startTime`` (the
+    first run), or the moment its ``Admitted`` condition last turned True when that is later:
+    Kueue admitted it again after evicting it (a preemption, a stopped queue), and its pods
+    started over (decision 0169). None before it first ran."""
+    started = parse_time(status.get("startTime"))
+    admitted = condition_of(status, ADMITTED)
+    if started is None or admitted is None or admitted.get("status") != "True":
+        return started
+    readmitted = parse_time(admitted.get("lastTransitionTime"))
+    return started if readmitted is None else max(started, readmitted)
 
 
 def is_admitted(observed: ObservedChildren) -> bool:

@@ -13,7 +13,7 @@ from kaiwo_contracts.plans import EventIntent
 
 from kaiwo_planner.domain.status.child_health import CHILD_HEALTHY
 from kaiwo_planner.domain.status.conditions import ConditionSpec, condition_of
-from kaiwo_planner.domain.status.kueue_admission import PREEMPTED
+from kaiwo_planner.domain.status.kueue_admission import PREEMPTED, kueue_eviction
 
 _EVENTS: Mapping[WorkloadStatus, tuple[Literal["Normal", "Warning"], str, str]] = MappingProxyType(
     {
@@ -48,6 +48,38 @@ def preemption_events(
             type="Warning",
             reason="WorkloadPreempted",
             message=f"Kueue preempted the workload ({now.reason}): {now.message}",
+        ),
+    )
+
+
+_ADMITTED_PHASES = frozenset(
+    {WorkloadStatus.STARTING, WorkloadStatus.RUNNING, WorkloadStatus.READY}
+)
+_PREEMPTION_EVICTION = "Preempted"
+"""The reason of Kueue's ``Evicted`` condition for a preemption, told by
+:func:`preemption_events` already."""
+
+
+def eviction_events(
+    previous_phase: WorkloadStatus,
+    phase: WorkloadStatus,
+    kueue_workloads: Sequence[Mapping[str, Any]],
+) -> tuple[EventIntent, ...]:
+    """A Warning when a workload Kueue had admitted waits again because Kueue evicted it for
+    another reason than a preemption (a stopped ClusterQueue or LocalQueue, a pods-ready
+    timeout...), with Kueue's reason and words (decision 0169). A preemption has its own
+    Warning (:func:`preemption_events`)."""
+    if phase is not WorkloadStatus.PENDING or previous_phase not in _ADMITTED_PHASES:
+        return ()
+    eviction = kueue_eviction(kueue_workloads)
+    if eviction is None or eviction[0] == _PREEMPTION_EVICTION:
+        return ()
+    reason, message = eviction
+    return (
+        EventIntent(
+            type="Warning",
+            reason="WorkloadEvicted",
+            message=f"Kueue evicted the workload ({reason}): {message}",
         ),
     )
 

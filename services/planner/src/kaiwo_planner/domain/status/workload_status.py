@@ -45,6 +45,12 @@ Choices that differ from upstream, on purpose:
   stopped the child and taken the quota back).
 * When Kueue preempts the child, the workload shows it: a ``Preempted`` condition mirroring
   Kueue's (reason and message, e.g. ``InClusterQueue``) and a Warning Event when it turns True.
+  Evicted for another reason (a stopped queue...), it gets a Warning ``WorkloadEvicted`` with
+  Kueue's reason and words when it waits again (decision 0169).
+* A workload Kueue admits again after an eviction starts a new run (its pods start over):
+  ``spec.duration``'s deadline counts from the readmission, the moment its ``Admitted``
+  condition turned True again (:func:`.kueue_admission.run_start`); ``startTime`` stays the
+  first run's (decision 0169).
 * Events are also emitted for DOWNLOADING, READY and ERROR (upstream emits none for these).
 * A batch Job's failed pod is a failure only past the Job's ``backoffLimit``, which is kept
   (upstream forced 0, so ``failed > 0`` meant the end); a RayJob KubeRay is retrying is
@@ -84,6 +90,7 @@ from kaiwo_planner.domain.status.kueue_admission import (
     kueue_waiting_reason,
     partially_admitted_pods,
     pods_still_waiting,
+    run_start,
     runs_on_existing_ray_cluster,
 )
 from kaiwo_planner.domain.status.storage_phase import (
@@ -93,6 +100,7 @@ from kaiwo_planner.domain.status.storage_phase import (
 )
 from kaiwo_planner.domain.status.workload_events import (
     event_reason,
+    eviction_events,
     health_events,
     preemption_events,
     transition_events,
@@ -181,9 +189,11 @@ def derive_status(
     if schedulable.schedulable:
         observation.conditions.extend(extra_conditions)
     replan_after = None
-    start_time = _time(previous.get("startTime"))
     if observation.phase in _RUNNING_PHASES and duration is not None:
-        started = start_time or now
+        # The deadline counts the current run: Kueue's eviction started the pods over, and
+        # the time evicted is not the workload's (decision 0169). The Admitted condition this
+        # plan writes is the one that tells when the run started.
+        started = _run_started(previous, observation, now)
         remaining = duration - (now - started)
         observation.conditions.append(_preemptable(remaining))
         if remaining > timedelta(0):
@@ -211,6 +221,7 @@ def derive_status(
         events=(
             *transition_events(previous_phase, observation.phase, observation.conditions),
             *preemption_events(previous, observation.conditions),
+            *eviction_events(previous_phase, observation.phase, observed.kueue_workloads),
             *health_events(previous, observation.phase, observation.conditions),
         ),
         replan_after=replan_after,
@@ -280,6 +291,19 @@ def _observe(
         conditions.append(_admitted(observed))
     phase = child_phase(observed, previous_phase=previous_phase) or WorkloadStatus.STARTING
     return _Observation(phase, _with_health(conditions, observed, phase, previous))
+
+
+def _run_started(previous: Mapping[str, Any], observation: _Observation, now: datetime) -> datetime:
+    """When the current run started (:func:`.kueue_admission.run_start`); ``now`` for a
+    first run, and for a workload that ran before and that this very observation sees Kueue
+    admit again (its Admitted condition turns True now)."""
+    if previous.get("startTime"):
+        before = condition_of(previous, ADMITTED)
+        seen = next((c for c in observation.conditions if c.type == ADMITTED), None)
+        turned = before is not None and before.get("status") != "True"
+        if turned and seen is not None and seen.status == "True":
+            return now
+    return run_start(previous) or now
 
 
 def _with_health(
