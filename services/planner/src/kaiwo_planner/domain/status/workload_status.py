@@ -16,7 +16,8 @@ Phases (upstream Kaiwo §7, with the API reference's READY):
 * A KaiwoService is READY once every replica is available (Deployment) or its RayService
   reports Ready, as the API reference defines READY; RUNNING means some pods are up.
   (Upstream no longer writes READY for services; the reference wins.)
-* ERROR is recoverable: not schedulable, or a Deployment past its progress deadline.
+* ERROR is recoverable: not schedulable, or a Deployment past its progress deadline (not
+  when all it waits for is Kueue's admission of new pods while others serve, decision 0168).
 * TERMINATING (a preemption or termination decision) is followed by TERMINATED on the next
   plan.
 * COMPLETE, FAILED and TERMINATED are final: only observedGeneration still moves.
