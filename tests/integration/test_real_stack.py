@@ -754,6 +754,103 @@ async def test_a_serving_service_scaled_past_its_quota_keeps_its_pods_and_serves
     await stack.kube.delete(resources.KAIWO_SERVICE, "scaled", namespace=ns)
 
 
+async def test_a_serving_services_rollout_waiting_for_quota_stays_ready_and_is_told(
+    stack: Pipeline,
+) -> None:
+    """A new image for a READY service of 2 x 4 GPUs holding the queue's 8: the Deployment's
+    new pod waits, gated by Kueue, for the quota its old pods hold, and the rollout passes
+    its progress deadline while the old pods serve. The service stays READY and is told the
+    rollout waits for quota, naming the pod and Kueue's words (decision 0168). Before, it went
+    ERROR with a ``WorkloadError`` "ReplicaSet ... has timed out progressing"."""
+    ns = namespace_of(stack, "svc")
+    service = vllm_service("rolled", ns, replicas=2, gpusPerReplica=4)
+    service["spec"]["deployment"] = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "spec": {"progressDeadlineSeconds": 5},
+    }
+    await stack.kube.create(service)
+    await reaches(stack, "rolled", ns, "READY", kind=resources.KAIWO_SERVICE)
+    serving = await serving_pods(stack, ns, "rolled", image="vllm/vllm-openai:v0.8.5")
+
+    await stack.kube.merge_patch(
+        resources.KAIWO_SERVICE,
+        "rolled",
+        {"spec": {"image": "vllm/vllm-openai:v0.9.0"}},
+        namespace=ns,
+        field_manager="kubectl-edit",
+    )
+
+    async def past_deadline() -> dict[str, Any] | Pending:
+        found = await stack.kube.get(resources.DEPLOYMENT, "rolled", namespace=ns)
+        said = [
+            c
+            for c in (found.get("status") or {}).get("conditions") or ()
+            if c["type"] == "Progressing" and c.get("reason") == "ProgressDeadlineExceeded"
+        ]
+        return found if said else Pending(f"{(found.get('status') or {}).get('conditions')}")
+
+    await eventually(past_deadline, what="the rollout past its progress deadline", within=STEP)
+    listed = await stack.kube.list(resources.POD, namespace=ns, label_selector="app=rolled")
+    [new_pod] = [p for p in listed.items if p["spec"]["containers"][0]["image"].endswith("v0.9.0")]
+    assert {g["name"] for g in new_pod["spec"]["schedulingGates"]} >= {"kueue.x-k8s.io/admission"}
+    told = await has_events(stack, ns, "rolled", "RolloutWaitingForQuota", kind="KaiwoService")
+    await asyncio.sleep(3)  # the operator has seen the deadline; nothing else is to come
+    found = await stack.kube.get(resources.KAIWO_SERVICE, "rolled", namespace=ns)
+    assert found["status"]["status"] == "READY", found["status"]
+    admitted = condition(found, "Admitted")
+    expected = (
+        f"The rollout of Deployment rolled waits for quota: pod {new_pod['metadata']['name']} "
+        "pending admission into 'svc': couldn't assign flavors to pod set main: insufficient "
+        "unused quota for amd.com/gpu in flavor mi300x, 4 more needed; 2 of 2 replicas are "
+        "available and serve meanwhile (the Deployment keeps its old pods until their "
+        "successors are available; it passed its progressDeadlineSeconds of 5 and goes on "
+        "once Kueue admits the new pods)"
+    )
+    assert (admitted["status"], admitted["reason"], admitted["message"]) == (
+        "True",
+        "RolloutWaitingForQuota",
+        expected,
+    )
+    told = await events_of(stack, ns, "rolled", kind="KaiwoService")
+    assert ("RolloutWaitingForQuota", expected) in told, told
+    assert "WorkloadError" not in {reason for reason, _ in told}, told
+    assert all(c["type"] != "ChildHealthy" for c in found["status"]["conditions"]), found
+    live = await stack.kube.list(resources.POD, namespace=ns, label_selector="app=rolled")
+    assert {p["metadata"]["name"] for p in serving} < {p["metadata"]["name"] for p in live.items}
+    await stack.kube.delete(resources.KAIWO_SERVICE, "rolled", namespace=ns)
+
+
+async def test_a_ready_service_scaled_up_is_told_how_many_replicas_serve(stack: Pipeline) -> None:
+    """``replicas`` 1 -> 2 of a READY service with quota to spare: READY -> RUNNING -> READY,
+    and the Event of RUNNING says how many replicas serve, not "Workload has started", which
+    it had long before (decision 0168)."""
+    ns = namespace_of(stack, "svc")
+    await stack.kube.create(vllm_service("grown", ns, replicas=1, gpusPerReplica=4))
+    await reaches(stack, "grown", ns, "READY", kind=resources.KAIWO_SERVICE)
+    await stack.kube.merge_patch(
+        resources.KAIWO_SERVICE,
+        "grown",
+        {"spec": {"replicas": 2}},
+        namespace=ns,
+        field_manager="kubectl-edit",
+    )
+    await serving_pods(stack, ns, "grown", image="vllm/vllm-openai:v0.8.5")
+    await reaches(stack, "grown", ns, "READY", kind=resources.KAIWO_SERVICE)
+    scaled = (
+        "WorkloadRunning",
+        "Workload serves with 1 of 2 replicas available; 1 not available yet",
+    )
+
+    async def told_scaled() -> list[tuple[str, str]] | Pending:
+        told = await events_of(stack, ns, "grown", kind="KaiwoService")
+        return told if scaled in told else Pending(f"{told}")
+
+    # Before: only "Workload has started" (the creation's, and the scale-up's again).
+    await eventually(told_scaled, what="the scale-up's Event", within=STEP)
+    await stack.kube.delete(resources.KAIWO_SERVICE, "grown", namespace=ns)
+
+
 async def serving_pods(
     pipeline: Pipeline, namespace: str, app: str, *, image: str
 ) -> list[dict[str, Any]]:

@@ -220,27 +220,44 @@ def _ray_job_phase(ray_job: Mapping[str, Any]) -> WorkloadStatus:
 
 
 def _deployment_phase(deployment: Mapping[str, Any]) -> WorkloadStatus:
+    if past_progress_deadline(deployment):
+        return WorkloadStatus.ERROR
+    return deployment_serving_phase(deployment)
+
+
+def past_progress_deadline(deployment: Mapping[str, Any]) -> bool:
+    """The Deployment controller says the rollout made no progress within the Deployment's
+    ``progressDeadlineSeconds`` (it goes on rolling: the condition only tells)."""
+    return any(
+        condition.get("type") == "Progressing"
+        and condition.get("status") == "False"
+        and condition.get("reason") == "ProgressDeadlineExceeded"
+        for condition in (deployment.get("status") or {}).get("conditions") or ()
+    )
+
+
+def deployment_serving_phase(deployment: Mapping[str, Any]) -> WorkloadStatus:
+    """What a Deployment's pods do, whatever its rollout: READY when as many replicas as it
+    asks for are available, RUNNING with some, STARTING with none."""
     status = deployment.get("status") or {}
-    for condition in status.get("conditions") or ():
-        if (
-            condition.get("type") == "Progressing"
-            and condition.get("status") == "False"
-            and condition.get("reason") == "ProgressDeadlineExceeded"
-        ):
-            return WorkloadStatus.ERROR
     # Upstream says STARTING while the Deployment controller has not observed a new spec
     # (``observedGeneration`` behind). The pods counted below still serve meanwhile, and a
     # rolling update keeps them until their successors are available: a READY service stays
     # READY through a rollout, and one asked for more replicas is RUNNING (decision 0135).
-    replicas = (deployment.get("spec") or {}).get("replicas")
-    # The API server defaults a Deployment's replicas to 1 (found by fuzzing: a null one).
-    wanted = replicas if isinstance(replicas, int) else 1
-    available = int(status.get("availableReplicas") or 0)
+    available, wanted = deployment_replicas(deployment)
     if available >= wanted:
         return WorkloadStatus.READY
     if available > 0 or int(status.get("readyReplicas") or 0) > 0:
         return WorkloadStatus.RUNNING
     return WorkloadStatus.STARTING
+
+
+def deployment_replicas(deployment: Mapping[str, Any]) -> tuple[int, int]:
+    """``(available, asked)`` replicas of a Deployment."""
+    replicas = (deployment.get("spec") or {}).get("replicas")
+    # The API server defaults a Deployment's replicas to 1 (found by fuzzing: a null one).
+    wanted = replicas if isinstance(replicas, int) else 1
+    return int((deployment.get("status") or {}).get("availableReplicas") or 0), wanted
 
 
 FAILING_APPLICATION = frozenset({"UNHEALTHY", "DEPLOY_FAILED"})

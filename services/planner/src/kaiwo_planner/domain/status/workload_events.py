@@ -85,13 +85,33 @@ def eviction_events(
 
 
 def transition_events(
-    previous_phase: WorkloadStatus, phase: WorkloadStatus, conditions: Sequence[ConditionSpec]
+    previous_phase: WorkloadStatus,
+    phase: WorkloadStatus,
+    conditions: Sequence[ConditionSpec],
+    *,
+    replicas: tuple[int, int] | None = None,
 ) -> tuple[EventIntent, ...]:
     """The Event of entering ``phase``; for ERROR, a Warning with the message of the False
     condition that explains it (:func:`explaining_condition`); for FAILED, the child's cause
-    when it told one."""
+    when it told one. ``replicas``: a Deployment's ``(available, asked)``; a READY service
+    that is RUNNING again (scaled up, or a replica lost) started long ago, and its Event says
+    how many replicas serve instead of "Workload has started" (decision 0168)."""
     if phase == previous_phase:
         return ()
+    if (
+        previous_phase is WorkloadStatus.READY
+        and phase is WorkloadStatus.RUNNING
+        and replicas is not None
+    ):
+        available, asked = replicas
+        return (
+            EventIntent(
+                type="Normal",
+                reason="WorkloadRunning",
+                message=f"Workload serves with {available} of {asked} replicas available; "
+                f"{asked - available} not available yet",
+            ),
+        )
     health = next((c for c in conditions if c.type == CHILD_HEALTHY), None)
     if phase is WorkloadStatus.FAILED and health is not None and health.status == "False":
         return (

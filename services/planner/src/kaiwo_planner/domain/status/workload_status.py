@@ -16,7 +16,8 @@ Phases (upstream Kaiwo §7, with the API reference's READY):
 * A KaiwoService is READY once every replica is available (Deployment) or its RayService
   reports Ready, as the API reference defines READY; RUNNING means some pods are up.
   (Upstream no longer writes READY for services; the reference wins.)
-* ERROR is recoverable: not schedulable, or a Deployment past its progress deadline.
+* ERROR is recoverable: not schedulable, or a Deployment past its progress deadline (not
+  when all it waits for is Kueue's admission of new pods while others serve, decision 0168).
 * TERMINATING (a preemption or termination decision) is followed by TERMINATED on the next
   plan.
 * COMPLETE, FAILED and TERMINATED are final: only observedGeneration still moves.
@@ -75,7 +76,13 @@ from kaiwo_contracts.plans import EventIntent, ObjectRef
 
 from kaiwo_planner.domain.scheduling.schedulable import SCHEDULABLE, SchedulableVerdict
 from kaiwo_planner.domain.status.child_health import child_health
-from kaiwo_planner.domain.status.child_phase import ChildRunTimes, ObservedChildren, child_phase
+from kaiwo_planner.domain.status.child_phase import (
+    ChildRunTimes,
+    ObservedChildren,
+    child_phase,
+    deployment_replicas,
+    deployment_serving_phase,
+)
 from kaiwo_planner.domain.status.conditions import (
     ConditionSpec,
     condition_of,
@@ -92,6 +99,11 @@ from kaiwo_planner.domain.status.kueue_admission import (
     pods_still_waiting,
     run_start,
     runs_on_existing_ray_cluster,
+)
+from kaiwo_planner.domain.status.rollout import (
+    rollout_events,
+    rollout_waiting_condition,
+    rollout_waiting_for_quota,
 )
 from kaiwo_planner.domain.status.storage_phase import (
     DOWNLOAD_JOB_SUCCEEDED,
@@ -219,9 +231,15 @@ def derive_status(
     return StatusDecision(
         status=status,
         events=(
-            *transition_events(previous_phase, observation.phase, observation.conditions),
+            *transition_events(
+                previous_phase,
+                observation.phase,
+                observation.conditions,
+                replicas=_serving_replicas(observed),
+            ),
             *preemption_events(previous, observation.conditions),
             *eviction_events(previous_phase, observation.phase, observed.kueue_workloads),
+            *rollout_events(previous, observation.conditions),
             *health_events(previous, observation.phase, observation.conditions),
         ),
         replan_after=replan_after,
@@ -290,6 +308,13 @@ def _observe(
     else:
         conditions.append(_admitted(observed))
     phase = child_phase(observed, previous_phase=previous_phase) or WorkloadStatus.STARTING
+    rollout_waits_on = rollout_waiting_for_quota(observed)
+    if rollout_waits_on and observed.child is not None:
+        # Past its progress deadline only because its new pods wait for the quota its old
+        # ones hold: what the pods do, not ERROR, and told as a wait (decision 0168).
+        phase = deployment_serving_phase(observed.child)
+        waiting = rollout_waiting_condition(rollout_waits_on, observed, cluster_queue)
+        conditions = [waiting if c.type == ADMITTED else c for c in conditions]
     return _Observation(phase, _with_health(conditions, observed, phase, previous))
 
 
@@ -346,6 +371,13 @@ def _partly_admitted(
         f"{total - waiting} of {total} pods are admitted; {waiting} pending admission into "
         f"'{cluster_queue}'" + (f": {why}" if why else ""),
     )
+
+
+def _serving_replicas(observed: ObservedChildren) -> tuple[int, int] | None:
+    """``(available, asked)`` replicas of a Deployment child; None for other children."""
+    if observed.child_kind != "Deployment" or observed.child is None:
+        return None
+    return deployment_replicas(observed.child)
 
 
 def _preempted_for(beneficiary: ObjectRef) -> dict[str, Any]:
