@@ -91,7 +91,6 @@ from kaiwo_planner.domain.scheduling.gpu_allocation import (
     job_pods,
     keep_running_split,
     ray_worker_groups,
-    template_gpus,
     vendor_gpu_stats,
 )
 from kaiwo_planner.domain.scheduling.schedulable import (
@@ -225,17 +224,9 @@ def plan_workload(
             if isinstance(workload, KaiwoJob)
             else None
         ),
-        # A given Deployment's or batch Job's own GPUs, when the spec asks for none
+        # A given Deployment's or batch Job's own GPUs count when the spec asks for none
         # (decisions 0163, 0166).
-        template_gpus_per_pod=(
-            None
-            if spec.gpus or spec.gpus_per_replica
-            else template_gpus(workload.spec.deployment, spec.gpu_vendor)
-            if isinstance(workload, KaiwoService) and shape == "deployment"
-            else template_gpus(workload.spec.job, spec.gpu_vendor)
-            if isinstance(workload, KaiwoJob) and shape == "batch-job"
-            else None
-        ),
+        given=workload.spec.job if isinstance(workload, KaiwoJob) else workload.spec.deployment,
     )
     observed = observe_children(
         cluster=cluster,

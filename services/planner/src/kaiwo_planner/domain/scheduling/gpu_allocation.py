@@ -255,7 +255,7 @@ def allocate_workload_gpus(
     stats: GpuStats,
     batch_job_pods: int = 1,
     batch_job_min_pods: int | None = None,
-    template_gpus_per_pod: int | None = None,
+    given: Mapping[str, Any] | None = None,
 ) -> GpuAllocation:
     """The allocation of a workload of ``shape`` (the module docstring: ``batch_job_pods``
     pods of the same GPUs for a batch Job, ``gpus`` over the given replicas of a Deployment,
@@ -265,15 +265,17 @@ def allocate_workload_gpus(
     ``batch_job_min_pods``: the fewest pods Kueue may start the batch Job with
     (:func:`~kaiwo_planner.domain.children.partial_admission.partial_admission_min_pods`,
     decision 0155); kept as :attr:`GpuAllocation.min_replicas` when fewer than its pods.
-    ``template_gpus_per_pod``: what the main container of a given Deployment or batch Job
-    asks for (:func:`template_gpus`); each of its replicas, or each pod the Job runs at once,
-    holds that when the spec asks for no GPUs (rule ``template``, decisions 0163 and 0166)."""
+    ``given``: the workload's given Deployment (``spec.deployment``) or batch Job
+    (``spec.job``), as the wire or the model holds it; when the spec asks for no GPUs, and
+    only then, what its main container asks for (:func:`template_gpus`) is what each of its
+    replicas, or each pod the Job runs at once, holds (rule ``template``, decisions 0163 and
+    0166)."""
     wanted = vendor.lower()
     asked = max(gpus, 0)
-    # The given template's own GPUs per pod, when the spec asks for none (rule template).
+    # The given template's own GPUs per pod, read only when the spec asks for none.
     from_template = (
-        template_gpus_per_pod
-        if shape != "ray" and asked == 0 and not gpus_per_replica and template_gpus_per_pod
+        (template_gpus(given, vendor) or 0)
+        if shape != "ray" and asked == 0 and not gpus_per_replica and given is not None
         else 0
     )
     if from_template > 0 and shape == "deployment":
@@ -292,7 +294,7 @@ def allocate_workload_gpus(
         per_pod = gpus_per_replica or asked
         if from_template > 0:
             rule, per_pod = "template", from_template
-        given: Literal["job"] | None = "job" if rule == "template" else None
+        read_from: Literal["job"] | None = "job" if rule == "template" else None
         if pods == 0:
             # parallelism (or completions) 0: the Job runs no pod, so holds nothing, by request.
             return GpuAllocation(
@@ -301,13 +303,13 @@ def allocate_workload_gpus(
                 replicas=0,
                 vendor=wanted,
                 rule=rule,
-                given_template=given,
+                given_template=read_from,
             )
         split = _split(
             asked=asked, replicas=pods, gpus_per_replica=per_pod, vendor=wanted, rule=rule
         )
-        if given is not None:
-            split = replace(split, given_template=given)
+        if read_from is not None:
+            split = replace(split, given_template=read_from)
         if batch_job_min_pods is not None and 1 <= batch_job_min_pods < pods:
             return replace(split, min_replicas=batch_job_min_pods)
         return split
@@ -515,16 +517,6 @@ def allocated_gpus(
     asked = _whole_number(spec.get("gpus"), default=0)
     shape = wire_workload_shape(str(workload.get("kind") or ""), spec)
     per_replica = _whole_number(spec.get("gpusPerReplica"), default=0) or None
-    # The given Deployment or Job, read only when the spec asks for no GPUs (rule template).
-    given = (
-        None
-        if asked or per_replica
-        else spec.get("deployment")
-        if shape == "deployment"
-        else spec.get("job")
-        if shape == "batch-job"
-        else None
-    )
     allocation = allocate_workload_gpus(
         shape=shape,
         gpus=asked,
@@ -535,9 +527,8 @@ def allocated_gpus(
         batch_job_pods=(
             max(_batch_job_pods(spec, running_child) - released, 0) if shape == "batch-job" else 1
         ),
-        template_gpus_per_pod=(
-            None if given is None else template_gpus(_optional_mapping(given), vendor)
-        ),
+        # Its given Deployment or Job, whose own GPUs count when the spec asks for none.
+        given=_optional_mapping(spec.get("job" if shape == "batch-job" else "deployment")),
     )
     kept = keep_running_split(
         allocation, asked=asked, child=running_child, runs=running_child is not None
