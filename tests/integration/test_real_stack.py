@@ -39,6 +39,12 @@ from click.testing import CliRunner
 from kaiwo_cli.main import app
 from kaiwo_kube import resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_planner.domain.scheduling.gpu_allocation import (
+    allocated_gpus,
+    gpu_stats,
+    running_child_among,
+)
+from kaiwo_planner.domain.state.nodes import NodeInfo
 from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
 
 from tests.integration.pipeline import cluster_actors as actors
@@ -1093,6 +1099,89 @@ async def test_a_multi_host_worker_group_holds_the_gpus_of_every_host(stack: Pip
         "1 replica of 2 hosts (numOfHosts) with 2 GPUs each, so the workload holds 4 GPUs"
     )
     await stack.kube.delete(resources.KAIWO_JOB, "ray-hosts", namespace=ns)
+
+
+async def test_a_ray_jobs_own_group_gpus_are_counted_and_each_group_told_its_own(
+    stack: Pipeline,
+) -> None:
+    """A Ray KaiwoJob with no ``gpus`` and ``replicas: 2`` whose ``rayJob`` groups limit their
+    own GPUs: ``trainers`` 2 per pod, ``evaluators`` 1 per pod on 2 hosts (decision 0167).
+    Kueue admits trainers 2 pods of 2 and evaluators 4 pods of 1, 8 GPUs (the queue's
+    whole quota); the operator counts 8 too: the Schedulable message, each group's env, and
+    what the preemption counts and ``kaiwo gpus`` read of the objects the API server holds.
+    Before, it counted none: "Workload does not require GPU resources", ``NUM_GPUS=0``."""
+    ns = namespace_of(stack, "ray")
+
+    def own(name: str, gpus: int, **more: int) -> dict[str, Any]:
+        group = ray_group(name, 1, name)
+        group["template"]["spec"]["containers"][0]["resources"] = {"limits": {"amd.com/gpu": gpus}}
+        return {**group, **more}
+
+    cluster = {
+        "headGroupSpec": {
+            "rayStartParams": {},
+            "template": {"spec": {"containers": [{"name": "ray-head"}]}},
+        },
+        "workerGroupSpecs": [own("trainers", 2), own("evaluators", 1, numOfHosts=2)],
+    }
+    job = kaiwo_job(
+        "ray-own",
+        ns,
+        queue_name="ray",
+        gpus=0,
+        replicas=2,
+        rayJob={"spec": {"shutdownAfterJobFinishes": True, "rayClusterSpec": cluster}},
+    )
+    del job["spec"]["gpus"]
+    await stack.kube.create(job)
+    starting = await reaches(stack, "ray-own", ns, "STARTING")
+    assert condition(starting, "Schedulable")["message"] == (
+        "Cluster has sufficient GPU resources: the spec asks for no GPUs, so the Ray "
+        "cluster's own templates give them: each of its 2 worker groups runs 2 replicas "
+        "(spec.replicas) of 2, 1 GPUs per pod by group, every replica on numOfHosts pods "
+        "(1, 2), so the workload holds 8 GPUs"
+    )
+
+    workload = await kueue_workload_of_ray_job(stack, ns, "ray-own")
+    admitted_gpus = {
+        a["name"]: ((a.get("resourceUsage") or {}).get("amd.com/gpu"), a.get("count"))
+        for a in workload["status"]["admission"]["podSetAssignments"]
+    }
+    assert admitted_gpus == {
+        "head": (None, 1),
+        "submitter": (None, 1),
+        "trainers": ("4", 2),
+        "evaluators": ("4", 4),
+    }
+    groups = ["evaluators"] * 4 + ["headgroup"] + ["trainers"] * 2
+    pods = await ray_pods_running(stack, ns, "ray-own", groups)
+    seen = {
+        (
+            p["metadata"]["labels"]["ray.io/group"],
+            (p["spec"]["containers"][0]["resources"].get("limits") or {}).get("amd.com/gpu"),
+            tuple(v for k, v in sorted(_env_of(p).items()) if k.startswith("NUM_")),
+        )
+        for p in pods
+    }
+    # (NUM_GPUS, NUM_GPUS_PER_REPLICA, NUM_REPLICAS): each group its own; the head the first's.
+    assert seen == {
+        ("trainers", "2", ("4", "2", "2")),
+        ("evaluators", "1", ("4", "1", "4")),
+        ("headgroup", None, ("4", "2", "2")),
+    }
+
+    # What duration and idle preemption, and kaiwo gpus, count of the objects as stored.
+    found = await stack.kube.get(resources.KAIWO_JOB, "ray-own", namespace=ns)
+    ray_job = await stack.kube.get(resources.RAY_JOB, "ray-own", namespace=ns)
+    nodes = (await stack.kube.list(resources.NODE)).items
+    stats = [NodeInfo.from_wire(node) for node in nodes]
+    held = allocated_gpus(
+        found,
+        lambda vendor: gpu_stats(stats, vendor),
+        running_child=running_child_among([ray_job], found),
+    )
+    assert held == 8
+    await stack.kube.delete(resources.KAIWO_JOB, "ray-own", namespace=ns)
 
 
 async def test_a_given_ray_job_spec_without_shutdown_is_completed_and_runs(

@@ -12,6 +12,10 @@ pods of ``gpusPerReplica`` GPUs: its pods' ``NUM_REPLICAS`` counts them all (rep
 numOfHosts) and ``NUM_GPUS`` their GPUs, the Ray worker nodes a script can use, so that
 ``NUM_GPUS = NUM_REPLICAS x NUM_GPUS_PER_REPLICA`` holds as for every other workload (decision
 0151; upstream never read ``numOfHosts`` and counted the replicas only).
+
+A workload asking for no GPUs whose groups' templates ask for their own (rule ``template``,
+decision 0167) keeps every container's GPUs as written; each group's ``NUM_*`` env counts its
+own pods and its own GPUs per pod (the groups may differ), and no default group is added.
 """
 
 from __future__ import annotations

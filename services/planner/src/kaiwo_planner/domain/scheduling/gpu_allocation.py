@@ -38,6 +38,10 @@ Choices that differ from upstream, on purpose:
   So does a non-Ray KaiwoJob's given ``spec.job`` in each of the pods it runs at once
   (:func:`job_pods`, less the pods Kueue released or did not admit, as for ``gpus``): the
   same rule ``template`` (decision 0166).
+  So does a Ray workload's given ``rayJob``/``rayService`` whose templates ask for their own
+  (:func:`ray_template_allocation`, decision 0167): each worker group holds Kaiwo's replicas
+  x its ``numOfHosts`` pods of its own template's GPUs, the head its own; the groups may
+  differ, so the allocation keeps each group's (:attr:`GpuAllocation.worker_group_gpus`).
 * When both ``replicas`` and ``gpusPerReplica`` are set, they are taken as given and the total
   is their product, as the API reference says ("gpus is recalculated based on those values").
 * The total is what the pods hold: the split by node size rounds down (30 GPUs on 8-GPU nodes
