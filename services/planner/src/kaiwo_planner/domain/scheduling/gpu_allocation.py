@@ -887,7 +887,8 @@ def ray_template_allocation(
     worker group runs Kaiwo's ``replicas`` (1 when not given, 0 paused; what the written
     group says, decision 0146) of ``numOfHosts`` pods, each with its own template's GPUs; the
     head one pod with its own. None when no template asks for any (or none is given: a RayJob
-    on an existing cluster, or Kaiwo's default cluster, whose templates are Kaiwo's)."""
+    on an existing cluster, or Kaiwo's default cluster, whose templates are Kaiwo's). A
+    RayJob keeps its cluster at ``rayClusterSpec``, a RayService at ``rayClusterConfig``."""
     spec = _mapping(given.get("spec"))
     field: GivenTemplate = "rayJob" if RAY_JOB_CLUSTER in spec else "rayService"
     cluster = _mapping(spec.get(RAY_JOB_CLUSTER if field == "rayJob" else RAY_SERVICE_CLUSTER))
