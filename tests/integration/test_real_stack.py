@@ -1711,6 +1711,105 @@ async def test_a_ray_service_given_without_a_cluster_runs_kaiwos_cluster(
     await stack.kube.delete(resources.KAIWO_SERVICE, "serve-default", namespace=ns)
 
 
+async def test_a_ray_services_own_group_gpus_are_reserved_counted_and_told(
+    stack: Pipeline,
+) -> None:
+    """A KaiwoService with no ``gpus`` whose ``rayService`` cluster has a group ``servers``
+    limiting 2 GPUs and a group ``routers`` with none (decision 0167): the AppWrapper keeps
+    both as written, Kueue reserves 2 for ``servers``, and the operator counts 2 (the
+    Schedulable message, each group's env in the AppWrapper's RayService, and what the
+    preemption counts read of the stored service); settled, it writes nothing again. Before,
+    it counted none ("Workload does not require GPU resources"). The stack runs no AppWrapper
+    controller, so the RayService's pods are not made here."""
+    ns = namespace_of(stack, "ray")
+
+    def group(name: str, limits: dict[str, Any]) -> dict[str, Any]:
+        container = {"name": name, "resources": {"limits": limits}}
+        return {
+            "groupName": name,
+            "rayStartParams": {},
+            "template": {"spec": {"containers": [container]}},
+        }
+
+    cluster = {
+        "headGroupSpec": {
+            "rayStartParams": {},
+            "template": {"spec": {"containers": [{"name": "ray-head"}]}},
+        },
+        "workerGroupSpecs": [
+            group("servers", {"amd.com/gpu": 2}),
+            group("routers", {"memory": "1Gi"}),
+        ],
+    }
+    service = {
+        "apiVersion": actors.KAIWO_API,
+        "kind": "KaiwoService",
+        "metadata": {"name": "serve-own", "namespace": ns},
+        "spec": {
+            "user": "dave@example.com",
+            "image": "rayproject/ray:2.40.0",
+            "clusterQueue": "ray",
+            "gpuVendor": "amd",
+            "rayService": {"spec": {"rayClusterConfig": cluster}},
+        },
+    }
+    await stack.kube.create(service)
+
+    async def wrapped() -> dict[str, Any] | Pending:
+        found = await actors.get_or_none(
+            stack.kube, resources.APP_WRAPPER, "serve-own", namespace=ns
+        )
+        return found if found is not None else Pending("no AppWrapper")
+
+    wrapper = await eventually(wrapped, what="the AppWrapper made", within=STEP)
+    [component] = wrapper["spec"]["components"]
+    servers, routers = component["template"]["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    told = {
+        g["groupName"]: (
+            g["template"]["spec"]["containers"][0]["resources"]["limits"].get("amd.com/gpu"),
+            tuple(
+                v
+                for k, v in sorted(
+                    (e["name"], e.get("value"))
+                    for e in g["template"]["spec"]["containers"][0]["env"]
+                )
+                if k.startswith("NUM_")
+            ),
+        )
+        for g in (servers, routers)
+    }
+    # (limit as written; NUM_GPUS, NUM_GPUS_PER_REPLICA, NUM_REPLICAS): each group its own.
+    assert told == {"servers": ("2", ("2", "2", "1")), "routers": (None, ("0", "0", "1"))}
+
+    async def admitted() -> dict[str, Any] | Pending:
+        listed = await stack.kube.list(
+            resources.KUEUE_WORKLOAD,
+            namespace=ns,
+            label_selector=f"{actors.KUEUE_JOB_UID_LABEL}={wrapper['metadata']['uid']}",
+        )
+        done = [w for w in listed.items if (w.get("status") or {}).get("admission")]
+        return done[0] if done else Pending("not admitted")
+
+    workload = await eventually(admitted, what="the AppWrapper admitted", within=STEP)
+    reserved = sorted(
+        ((a.get("resourceUsage") or {}).get("amd.com/gpu") or "0", a.get("count"))
+        for a in workload["status"]["admission"]["podSetAssignments"]
+    )
+    assert reserved == [("0", 1), ("0", 1), ("2", 1)]
+    found = await stack.kube.get(resources.KAIWO_SERVICE, "serve-own", namespace=ns)
+    assert condition(found, "Schedulable")["message"] == (
+        "Cluster has sufficient GPU resources: the spec asks for no GPUs, so the Ray "
+        "cluster's own templates give them: each of its 2 worker groups runs 1 replica "
+        "(spec.replicas) of 2, 0 GPUs per pod by group, so the workload holds 2 GPUs"
+    )
+    nodes = [NodeInfo.from_wire(node) for node in (await stack.kube.list(resources.NODE)).items]
+    assert allocated_gpus(found, lambda vendor: gpu_stats(nodes, vendor)) == 2
+    await stack.settled(within=STEP)
+    writes = await stack.operator_writes_while_idle()
+    assert [w for w in writes if str(w[3]).startswith("serve-own")] == [], writes
+    await stack.kube.delete(resources.KAIWO_SERVICE, "serve-own", namespace=ns)
+
+
 async def test_a_models_server_pods_are_scheduled_and_running(stack: Pipeline) -> None:
     """A KubeAI Model on one MI300X per replica: its two server pods are bound by the default
     scheduler, run by kwok, and the Model counts them Ready."""
