@@ -40,6 +40,12 @@ from click.testing import CliRunner
 from kaiwo_cli.main import app
 from kaiwo_kube import resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_planner.domain.scheduling.gpu_allocation import (
+    allocated_gpus,
+    gpu_stats,
+    running_child_among,
+)
+from kaiwo_planner.domain.state.nodes import NodeInfo
 from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
 
 from tests.integration.pipeline import cluster_actors as actors
@@ -1197,6 +1203,89 @@ async def test_a_multi_host_worker_group_holds_the_gpus_of_every_host(stack: Pip
     await stack.kube.delete(resources.KAIWO_JOB, "ray-hosts", namespace=ns)
 
 
+async def test_a_ray_jobs_own_group_gpus_are_counted_and_each_group_told_its_own(
+    stack: Pipeline,
+) -> None:
+    """A Ray KaiwoJob with no ``gpus`` and ``replicas: 2`` whose ``rayJob`` groups limit their
+    own GPUs: ``trainers`` 2 per pod, ``evaluators`` 1 per pod on 2 hosts (decision 0167).
+    Kueue admits trainers 2 pods of 2 and evaluators 4 pods of 1, 8 GPUs (the queue's
+    whole quota); the operator counts 8 too: the Schedulable message, each group's env, and
+    what the preemption counts and ``kaiwo gpus`` read of the objects the API server holds.
+    Before, it counted none: "Workload does not require GPU resources", ``NUM_GPUS=0``."""
+    ns = namespace_of(stack, "ray")
+
+    def own(name: str, gpus: int, **more: int) -> dict[str, Any]:
+        group = ray_group(name, 1, name)
+        group["template"]["spec"]["containers"][0]["resources"] = {"limits": {"amd.com/gpu": gpus}}
+        return {**group, **more}
+
+    cluster = {
+        "headGroupSpec": {
+            "rayStartParams": {},
+            "template": {"spec": {"containers": [{"name": "ray-head"}]}},
+        },
+        "workerGroupSpecs": [own("trainers", 2), own("evaluators", 1, numOfHosts=2)],
+    }
+    job = kaiwo_job(
+        "ray-own",
+        ns,
+        queue_name="ray",
+        gpus=0,
+        replicas=2,
+        rayJob={"spec": {"shutdownAfterJobFinishes": True, "rayClusterSpec": cluster}},
+    )
+    del job["spec"]["gpus"]
+    await stack.kube.create(job)
+    starting = await reaches(stack, "ray-own", ns, "STARTING")
+    assert condition(starting, "Schedulable")["message"] == (
+        "Cluster has sufficient GPU resources: the spec asks for no GPUs, so the Ray "
+        "cluster's own templates give them: each of its 2 worker groups runs 2 replicas "
+        "(spec.replicas) of 2, 1 GPUs per pod by group, every replica on numOfHosts pods "
+        "(1, 2), so the workload holds 8 GPUs"
+    )
+
+    workload = await kueue_workload_of_ray_job(stack, ns, "ray-own")
+    admitted_gpus = {
+        a["name"]: ((a.get("resourceUsage") or {}).get("amd.com/gpu"), a.get("count"))
+        for a in workload["status"]["admission"]["podSetAssignments"]
+    }
+    assert admitted_gpus == {
+        "head": (None, 1),
+        "submitter": (None, 1),
+        "trainers": ("4", 2),
+        "evaluators": ("4", 4),
+    }
+    groups = ["evaluators"] * 4 + ["headgroup"] + ["trainers"] * 2
+    pods = await ray_pods_running(stack, ns, "ray-own", groups)
+    seen = {
+        (
+            p["metadata"]["labels"]["ray.io/group"],
+            (p["spec"]["containers"][0]["resources"].get("limits") or {}).get("amd.com/gpu"),
+            tuple(v for k, v in sorted(_env_of(p).items()) if k.startswith("NUM_")),
+        )
+        for p in pods
+    }
+    # (NUM_GPUS, NUM_GPUS_PER_REPLICA, NUM_REPLICAS): each group its own; the head the first's.
+    assert seen == {
+        ("trainers", "2", ("4", "2", "2")),
+        ("evaluators", "1", ("4", "1", "4")),
+        ("headgroup", None, ("4", "2", "2")),
+    }
+
+    # What duration and idle preemption, and kaiwo gpus, count of the objects as stored.
+    found = await stack.kube.get(resources.KAIWO_JOB, "ray-own", namespace=ns)
+    ray_job = await stack.kube.get(resources.RAY_JOB, "ray-own", namespace=ns)
+    nodes = (await stack.kube.list(resources.NODE)).items
+    stats = [NodeInfo.from_wire(node) for node in nodes]
+    held = allocated_gpus(
+        found,
+        lambda vendor: gpu_stats(stats, vendor),
+        running_child=running_child_among([ray_job], found),
+    )
+    assert held == 8
+    await stack.kube.delete(resources.KAIWO_JOB, "ray-own", namespace=ns)
+
+
 async def test_a_given_ray_job_spec_without_shutdown_is_completed_and_runs(
     stack: Pipeline,
 ) -> None:
@@ -1722,6 +1811,105 @@ async def test_a_ray_service_given_without_a_cluster_runs_kaiwos_cluster(
     writes = await stack.operator_writes_while_idle()
     assert [w for w in writes if str(w[3]).startswith("serve-default")] == [], writes
     await stack.kube.delete(resources.KAIWO_SERVICE, "serve-default", namespace=ns)
+
+
+async def test_a_ray_services_own_group_gpus_are_reserved_counted_and_told(
+    stack: Pipeline,
+) -> None:
+    """A KaiwoService with no ``gpus`` whose ``rayService`` cluster has a group ``servers``
+    limiting 2 GPUs and a group ``routers`` with none (decision 0167): the AppWrapper keeps
+    both as written, Kueue reserves 2 for ``servers``, and the operator counts 2 (the
+    Schedulable message, each group's env in the AppWrapper's RayService, and what the
+    preemption counts read of the stored service); settled, it writes nothing again. Before,
+    it counted none ("Workload does not require GPU resources"). The stack runs no AppWrapper
+    controller, so the RayService's pods are not made here."""
+    ns = namespace_of(stack, "ray")
+
+    def group(name: str, limits: dict[str, Any]) -> dict[str, Any]:
+        container = {"name": name, "resources": {"limits": limits}}
+        return {
+            "groupName": name,
+            "rayStartParams": {},
+            "template": {"spec": {"containers": [container]}},
+        }
+
+    cluster = {
+        "headGroupSpec": {
+            "rayStartParams": {},
+            "template": {"spec": {"containers": [{"name": "ray-head"}]}},
+        },
+        "workerGroupSpecs": [
+            group("servers", {"amd.com/gpu": 2}),
+            group("routers", {"memory": "1Gi"}),
+        ],
+    }
+    service = {
+        "apiVersion": actors.KAIWO_API,
+        "kind": "KaiwoService",
+        "metadata": {"name": "serve-own", "namespace": ns},
+        "spec": {
+            "user": "dave@example.com",
+            "image": "rayproject/ray:2.40.0",
+            "clusterQueue": "ray",
+            "gpuVendor": "amd",
+            "rayService": {"spec": {"rayClusterConfig": cluster}},
+        },
+    }
+    await stack.kube.create(service)
+
+    async def wrapped() -> dict[str, Any] | Pending:
+        found = await actors.get_or_none(
+            stack.kube, resources.APP_WRAPPER, "serve-own", namespace=ns
+        )
+        return found if found is not None else Pending("no AppWrapper")
+
+    wrapper = await eventually(wrapped, what="the AppWrapper made", within=STEP)
+    [component] = wrapper["spec"]["components"]
+    servers, routers = component["template"]["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    told = {
+        g["groupName"]: (
+            g["template"]["spec"]["containers"][0]["resources"]["limits"].get("amd.com/gpu"),
+            tuple(
+                v
+                for k, v in sorted(
+                    (e["name"], e.get("value"))
+                    for e in g["template"]["spec"]["containers"][0]["env"]
+                )
+                if k.startswith("NUM_")
+            ),
+        )
+        for g in (servers, routers)
+    }
+    # (limit as written; NUM_GPUS, NUM_GPUS_PER_REPLICA, NUM_REPLICAS): each group its own.
+    assert told == {"servers": ("2", ("2", "2", "1")), "routers": (None, ("0", "0", "1"))}
+
+    async def admitted() -> dict[str, Any] | Pending:
+        listed = await stack.kube.list(
+            resources.KUEUE_WORKLOAD,
+            namespace=ns,
+            label_selector=f"{actors.KUEUE_JOB_UID_LABEL}={wrapper['metadata']['uid']}",
+        )
+        done = [w for w in listed.items if (w.get("status") or {}).get("admission")]
+        return done[0] if done else Pending("not admitted")
+
+    workload = await eventually(admitted, what="the AppWrapper admitted", within=STEP)
+    reserved = sorted(
+        ((a.get("resourceUsage") or {}).get("amd.com/gpu") or "0", a.get("count"))
+        for a in workload["status"]["admission"]["podSetAssignments"]
+    )
+    assert reserved == [("0", 1), ("0", 1), ("2", 1)]
+    found = await stack.kube.get(resources.KAIWO_SERVICE, "serve-own", namespace=ns)
+    assert condition(found, "Schedulable")["message"] == (
+        "Cluster has sufficient GPU resources: the spec asks for no GPUs, so the Ray "
+        "cluster's own templates give them: each of its 2 worker groups runs 1 replica "
+        "(spec.replicas) of 2, 0 GPUs per pod by group, so the workload holds 2 GPUs"
+    )
+    nodes = [NodeInfo.from_wire(node) for node in (await stack.kube.list(resources.NODE)).items]
+    assert allocated_gpus(found, lambda vendor: gpu_stats(nodes, vendor)) == 2
+    await stack.settled(within=STEP)
+    writes = await stack.operator_writes_while_idle()
+    assert [w for w in writes if str(w[3]).startswith("serve-own")] == [], writes
+    await stack.kube.delete(resources.KAIWO_SERVICE, "serve-own", namespace=ns)
 
 
 async def test_a_models_server_pods_are_scheduled_and_running(stack: Pipeline) -> None:

@@ -427,7 +427,7 @@ def test_a_deployment_asking_no_gpus_of_the_spec_holds_its_templates(
         gpus_per_replica=gpus_per_replica,
         vendor="amd",
         stats=stats,
-        template_gpus_per_pod=2,
+        given=_given({"limits": {"amd.com/gpu": 2}}),
     )
     assert allocation == expected
 
@@ -442,7 +442,7 @@ def test_a_ray_workload_does_not_read_a_templates_gpus(make_node: Any) -> None:
         gpus_per_replica=None,
         vendor="amd",
         stats=stats,
-        template_gpus_per_pod=2,
+        given=_given({"limits": {"amd.com/gpu": 2}}),
     )
     assert allocation.gpus == 0
 
@@ -561,6 +561,6 @@ def test_a_batch_job_asking_no_gpus_of_the_spec_holds_its_templates_in_each_pod(
         stats=stats,
         batch_job_pods=pods,
         batch_job_min_pods=min_pods,
-        template_gpus_per_pod=2,
+        given=_given({"limits": {"amd.com/gpu": 2}}),
     )
     assert allocation == expected

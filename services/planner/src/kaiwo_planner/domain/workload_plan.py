@@ -91,7 +91,6 @@ from kaiwo_planner.domain.scheduling.gpu_allocation import (
     job_pods,
     keep_running_split,
     ray_worker_groups,
-    template_gpus,
     vendor_gpu_stats,
 )
 from kaiwo_planner.domain.scheduling.schedulable import (
@@ -225,17 +224,9 @@ def plan_workload(
             if isinstance(workload, KaiwoJob)
             else None
         ),
-        # A given Deployment's or batch Job's own GPUs, when the spec asks for none
-        # (decisions 0163, 0166).
-        template_gpus_per_pod=(
-            None
-            if spec.gpus or spec.gpus_per_replica
-            else template_gpus(workload.spec.deployment, spec.gpu_vendor)
-            if isinstance(workload, KaiwoService) and shape == "deployment"
-            else template_gpus(workload.spec.job, spec.gpu_vendor)
-            if isinstance(workload, KaiwoJob) and shape == "batch-job"
-            else None
-        ),
+        # A given Deployment's, batch Job's or Ray cluster's own GPUs count when the spec
+        # asks for none (decisions 0163, 0166, 0167).
+        given=_given_object(workload, shape),
     )
     observed = observe_children(
         cluster=cluster,
@@ -412,6 +403,15 @@ def _worker_groups(
     if isinstance(workload, KaiwoJob):
         return ray_worker_groups(workload.spec.ray_job, cluster_key=RAY_JOB_CLUSTER)
     return ray_worker_groups(workload.spec.ray_service, cluster_key=RAY_SERVICE_CLUSTER)
+
+
+def _given_object(workload: Workload, shape: WorkloadShape) -> Mapping[str, Any] | None:
+    """The object the workload gives for its shape (``spec.job``, ``spec.deployment``,
+    ``spec.rayJob`` or ``spec.rayService``), whose own GPUs count when the spec asks for
+    none."""
+    if isinstance(workload, KaiwoJob):
+        return workload.spec.ray_job if shape == "ray" else workload.spec.job
+    return workload.spec.ray_service if shape == "ray" else workload.spec.deployment
 
 
 def _workload_shape(workload: Workload) -> WorkloadShape:

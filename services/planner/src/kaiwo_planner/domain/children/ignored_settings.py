@@ -155,7 +155,8 @@ def _worker_group_gpus(inputs: WorkloadInputs, allocation: GpuAllocation, *, gpu
     when the workload asks for no GPUs, nor in a cluster where no group names its GPUs (they
     are left to Kaiwo)."""
     written = allocation.gpus_per_replica
-    if not inputs.ray or written <= 0:
+    # Rule template: the groups' own GPUs are kept as written (decision 0167).
+    if not inputs.ray or written <= 0 or allocation.rule == "template":
         return ""
     field, cluster = _ray_cluster(inputs)
     groups = cluster.get("workerGroupSpecs")

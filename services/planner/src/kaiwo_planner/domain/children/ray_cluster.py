@@ -12,6 +12,10 @@ pods of ``gpusPerReplica`` GPUs: its pods' ``NUM_REPLICAS`` counts them all (rep
 numOfHosts) and ``NUM_GPUS`` their GPUs, the Ray worker nodes a script can use, so that
 ``NUM_GPUS = NUM_REPLICAS x NUM_GPUS_PER_REPLICA`` holds as for every other workload (decision
 0151; upstream never read ``numOfHosts`` and counted the replicas only).
+
+A workload asking for no GPUs whose groups' templates ask for their own (rule ``template``,
+decision 0167) keeps every container's GPUs as written; each group's ``NUM_*`` env counts its
+own pods and its own GPUs per pod (the groups may differ), and no default group is added.
 """
 
 from __future__ import annotations
@@ -26,7 +30,11 @@ from kaiwo_planner.domain.children.pod_template import (
     default_pod_template,
     given_or_default_template,
 )
-from kaiwo_planner.domain.scheduling.gpu_allocation import GpuAllocation, worker_group_hosts
+from kaiwo_planner.domain.scheduling.gpu_allocation import (
+    GpuAllocation,
+    pod_template_gpus,
+    worker_group_hosts,
+)
 from kaiwo_planner.domain.settings.workload_inputs import ChildDefaults, WorkloadInputs
 
 HEAD_CONTAINER = "ray-head"
@@ -93,14 +101,20 @@ def complete_ray_cluster_spec(
     result = dict(cluster)
     workers = []
     groups = result.get("workerGroupSpecs") or []
-    if not groups and allocation.gpus_per_replica > 0:
+    # Rule template: the user's templates hold their own GPUs, kept as written (decision 0167).
+    own_gpus = allocation.rule == "template"
+    if not groups and allocation.gpus_per_replica > 0 and not own_gpus:
         # The user gave the head (and Ray settings) but no worker: the GPUs asked for run
         # in Kaiwo's group, on its default template.
         groups = [_default_worker_group()]
     head_additions = additions
     for index, given in enumerate(groups):
         group = dict(given)
-        group_additions = _on_hosts(additions, allocation, worker_group_hosts(group))
+        group_additions = (
+            _own_gpus(additions, allocation, group)
+            if own_gpus
+            else _on_hosts(additions, allocation, worker_group_hosts(group))
+        )
         if index == 0:
             head_additions = group_additions
         template, defaulted = given_or_default_template(
@@ -112,7 +126,7 @@ def complete_ray_cluster_spec(
             inputs,
             additions=group_additions,
             generated=generated or defaulted,
-            pod_gpus=allocation.gpus_per_replica,
+            pod_gpus=0 if own_gpus else allocation.gpus_per_replica,
         )
         group["replicas"] = group["minReplicas"] = group["maxReplicas"] = allocation.replicas
         workers.append(group)
@@ -142,3 +156,14 @@ def _on_hosts(additions: PodAdditions, allocation: GpuAllocation, hosts: int) ->
         return additions
     per_group = allocation.on_hosts(hosts)
     return replace(additions, replicas=per_group.replicas, gpus_total=per_group.gpus)
+
+
+def _own_gpus(
+    additions: PodAdditions, allocation: GpuAllocation, group: Mapping[str, Any]
+) -> PodAdditions:
+    """``additions`` for the pods of a worker group whose own template gives its GPUs (rule
+    ``template``, decision 0167): the ``NUM_*`` env counts the group's own pods (Kaiwo's
+    replicas on every host) and its own GPUs per pod, as every group's env counts its own."""
+    per_pod = pod_template_gpus(group.get("template"), allocation.vendor)
+    pods = allocation.replicas * worker_group_hosts(group)
+    return replace(additions, replicas=pods, gpus_per_replica=per_pod, gpus_total=pods * per_pod)

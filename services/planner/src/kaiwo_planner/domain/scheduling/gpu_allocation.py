@@ -38,6 +38,10 @@ Choices that differ from upstream, on purpose:
   So does a non-Ray KaiwoJob's given ``spec.job`` in each of the pods it runs at once
   (:func:`job_pods`, less the pods Kueue released or did not admit, as for ``gpus``): the
   same rule ``template`` (decision 0166).
+  So does a Ray workload's given ``rayJob``/``rayService`` whose templates ask for their own
+  (:func:`ray_template_allocation`, decision 0167): each worker group holds Kaiwo's replicas
+  x its ``numOfHosts`` pods of its own template's GPUs, the head its own; the groups may
+  differ, so the allocation keeps each group's (:attr:`GpuAllocation.worker_group_gpus`).
 * When both ``replicas`` and ``gpusPerReplica`` are set, they are taken as given and the total
   is their product, as the API reference says ("gpus is recalculated based on those values").
 * The total is what the pods hold: the split by node size rounds down (30 GPUs on 8-GPU nodes
@@ -142,6 +146,11 @@ main container of a KaiwoService's given Deployment (decision 0163) or of a Kaiw
 batch Job (decision 0166) asks for, when the spec asks for none (:func:`template_gpus`)."""
 
 
+GivenTemplate = Literal["deployment", "job", "rayJob", "rayService"]
+"""The given object whose own templates' GPUs a workload holds under rule ``template``: the
+``spec`` field that holds it."""
+
+
 @dataclass(frozen=True, slots=True)
 class GpuAllocation:
     """The split of a workload's GPUs.
@@ -164,8 +173,16 @@ class GpuAllocation:
     all its pods or none, and for every other shape (decision 0155).
 
     ``given_template``: for rule ``template``, which given object's main container the GPUs
-    per pod were read from, ``spec.deployment`` or ``spec.job`` (decisions 0163, 0166), so
-    the Schedulable check can name it; None for every other rule.
+    per pod were read from, ``spec.deployment`` or ``spec.job`` (decisions 0163, 0166), or
+    the Ray cluster of ``spec.rayJob`` or ``spec.rayService`` (decision 0167), so the
+    Schedulable check can name it; None for every other rule.
+
+    ``worker_group_gpus`` and ``head_gpus``: for rule ``template`` of a Ray cluster, each
+    worker group's own GPUs per pod (in the order of ``worker_group_hosts``) and the head's,
+    as the main containers of their templates ask for them (decision 0167); every group then
+    runs ``replicas`` replicas (Kaiwo's, as for any Ray cluster) of its own GPUs, ``gpus``
+    is what they all hold, and ``gpus_per_replica`` the largest pod's. Empty and 0 for
+    every other rule: every group runs ``gpus_per_replica``.
     """
 
     gpus: int
@@ -176,7 +193,9 @@ class GpuAllocation:
     adjusted_from: int | None = None
     worker_group_hosts: tuple[int, ...] = (1,)
     min_replicas: int | None = None
-    given_template: Literal["deployment", "job"] | None = None
+    given_template: GivenTemplate | None = None
+    worker_group_gpus: tuple[int, ...] = ()
+    head_gpus: int = 0
 
     @property
     def worker_groups(self) -> int:
@@ -187,7 +206,17 @@ class GpuAllocation:
     def held_gpus(self) -> int:
         """The GPUs every pod of the workload holds together: each worker group's ``gpus`` on
         each of its hosts (what Kueue reserves quota for: one pod set per group, of
-        ``replicas x numOfHosts`` pods)."""
+        ``replicas x numOfHosts`` pods); under rule ``template`` of a Ray cluster, each group's
+        own GPUs per pod on its hosts, and the head's (decision 0167)."""
+        if self.worker_group_gpus or self.head_gpus:
+            return self.head_gpus + self.replicas * sum(
+                hosts * per_pod
+                # Not strict: a running cluster's groups against the spec's templates read
+                # as far as both go (the two differ only when edited by hand).
+                for hosts, per_pod in zip(
+                    self.worker_group_hosts, self.worker_group_gpus, strict=False
+                )
+            )
         return self.gpus * sum(self.worker_group_hosts)
 
     @property
@@ -255,7 +284,7 @@ def allocate_workload_gpus(
     stats: GpuStats,
     batch_job_pods: int = 1,
     batch_job_min_pods: int | None = None,
-    template_gpus_per_pod: int | None = None,
+    given: Mapping[str, Any] | None = None,
 ) -> GpuAllocation:
     """The allocation of a workload of ``shape`` (the module docstring: ``batch_job_pods``
     pods of the same GPUs for a batch Job, ``gpus`` over the given replicas of a Deployment,
@@ -265,15 +294,26 @@ def allocate_workload_gpus(
     ``batch_job_min_pods``: the fewest pods Kueue may start the batch Job with
     (:func:`~kaiwo_planner.domain.children.partial_admission.partial_admission_min_pods`,
     decision 0155); kept as :attr:`GpuAllocation.min_replicas` when fewer than its pods.
-    ``template_gpus_per_pod``: what the main container of a given Deployment or batch Job
-    asks for (:func:`template_gpus`); each of its replicas, or each pod the Job runs at once,
-    holds that when the spec asks for no GPUs (rule ``template``, decisions 0163 and 0166)."""
+    ``given``: the workload's given Deployment (``spec.deployment``) or batch Job
+    (``spec.job``), as the wire or the model holds it; when the spec asks for no GPUs, and
+    only then, what its main container asks for (:func:`template_gpus`) is what each of its
+    replicas, or each pod the Job runs at once, holds (rule ``template``, decisions 0163 and
+    0166). For a Ray workload its given RayJob (``spec.rayJob``) or RayService
+    (``spec.rayService``): then each worker group of its cluster holds its own template's
+    GPUs in each pod, and the head its own (:func:`ray_template_allocation`, decision 0167).
+    """
     wanted = vendor.lower()
     asked = max(gpus, 0)
-    # The given template's own GPUs per pod, when the spec asks for none (rule template).
+    # A given Ray cluster's own GPUs, read only when the spec asks for none.
+    from_groups = (
+        ray_template_allocation(given, replicas=replicas, vendor=wanted)
+        if shape == "ray" and asked == 0 and not gpus_per_replica and given is not None
+        else None
+    )
+    # The given template's own GPUs per pod, read only when the spec asks for none.
     from_template = (
-        template_gpus_per_pod
-        if shape != "ray" and asked == 0 and not gpus_per_replica and template_gpus_per_pod
+        (template_gpus(given, vendor) or 0)
+        if shape != "ray" and asked == 0 and not gpus_per_replica and given is not None
         else 0
     )
     if from_template > 0 and shape == "deployment":
@@ -292,7 +332,7 @@ def allocate_workload_gpus(
         per_pod = gpus_per_replica or asked
         if from_template > 0:
             rule, per_pod = "template", from_template
-        given: Literal["job"] | None = "job" if rule == "template" else None
+        read_from: Literal["job"] | None = "job" if rule == "template" else None
         if pods == 0:
             # parallelism (or completions) 0: the Job runs no pod, so holds nothing, by request.
             return GpuAllocation(
@@ -301,13 +341,13 @@ def allocate_workload_gpus(
                 replicas=0,
                 vendor=wanted,
                 rule=rule,
-                given_template=given,
+                given_template=read_from,
             )
         split = _split(
             asked=asked, replicas=pods, gpus_per_replica=per_pod, vendor=wanted, rule=rule
         )
-        if given is not None:
-            split = replace(split, given_template=given)
+        if read_from is not None:
+            split = replace(split, given_template=read_from)
         if batch_job_min_pods is not None and 1 <= batch_job_min_pods < pods:
             return replace(split, min_replicas=batch_job_min_pods)
         return split
@@ -321,12 +361,16 @@ def allocate_workload_gpus(
             vendor=wanted,
             rule="over-replicas",
         )
-    return calculate_gpu_allocation(
-        gpus=gpus,
-        replicas=replicas,
-        gpus_per_replica=gpus_per_replica,
-        vendor=vendor,
-        stats=stats,
+    return (
+        from_groups
+        if from_groups is not None
+        else calculate_gpu_allocation(
+            gpus=gpus,
+            replicas=replicas,
+            gpus_per_replica=gpus_per_replica,
+            vendor=vendor,
+            stats=stats,
+        )
     )
 
 
@@ -515,16 +559,6 @@ def allocated_gpus(
     asked = _whole_number(spec.get("gpus"), default=0)
     shape = wire_workload_shape(str(workload.get("kind") or ""), spec)
     per_replica = _whole_number(spec.get("gpusPerReplica"), default=0) or None
-    # The given Deployment or Job, read only when the spec asks for no GPUs (rule template).
-    given = (
-        None
-        if asked or per_replica
-        else spec.get("deployment")
-        if shape == "deployment"
-        else spec.get("job")
-        if shape == "batch-job"
-        else None
-    )
     allocation = allocate_workload_gpus(
         shape=shape,
         gpus=asked,
@@ -535,9 +569,8 @@ def allocated_gpus(
         batch_job_pods=(
             max(_batch_job_pods(spec, running_child) - released, 0) if shape == "batch-job" else 1
         ),
-        template_gpus_per_pod=(
-            None if given is None else template_gpus(_optional_mapping(given), vendor)
-        ),
+        # Its given object, whose own GPUs count when the spec asks for none.
+        given=_optional_mapping(spec.get(given_field(str(workload.get("kind") or ""), shape))),
     )
     kept = keep_running_split(
         allocation, asked=asked, child=running_child, runs=running_child is not None
@@ -568,7 +601,9 @@ def in_worker_groups(allocation: GpuAllocation, hosts: WorkerGroupHosts) -> GpuA
     """``allocation`` run in each Ray worker group of ``hosts`` (decisions 0146, 0151)."""
     if allocation.worker_group_hosts == hosts:
         return allocation
-    return replace(allocation, worker_group_hosts=hosts)
+    grouped = replace(allocation, worker_group_hosts=hosts)
+    # Rule template of a Ray cluster: what its groups hold is its total (decision 0167).
+    return replace(grouped, gpus=grouped.held_gpus) if grouped.worker_group_gpus else grouped
 
 
 def ray_worker_groups(ray_child: Mapping[str, Any] | None, *, cluster_key: str) -> WorkerGroupHosts:
@@ -628,6 +663,14 @@ def worker_group_hosts(group: Mapping[str, Any]) -> int:
 
 def _optional_mapping(value: object) -> Mapping[str, Any] | None:
     return value if isinstance(value, Mapping) else None
+
+
+def given_field(kind: str, shape: WorkloadShape) -> GivenTemplate:
+    """The ``spec`` field of a KaiwoJob or KaiwoService of ``shape`` that holds the object it
+    gives (:func:`allocate_workload_gpus`'s ``given``)."""
+    if shape == "ray":
+        return "rayJob" if kind == "KaiwoJob" else "rayService"
+    return "job" if shape == "batch-job" else "deployment"
 
 
 def wire_workload_shape(kind: str, spec: Mapping[str, Any]) -> WorkloadShape:
@@ -827,6 +870,47 @@ def template_gpus(given: Mapping[str, Any] | None, vendor: str) -> int | None:
             return None
         return int(quantity) if quantity > 0 and quantity == int(quantity) else None
     return None
+
+
+def pod_template_gpus(template: object, vendor: str) -> int:
+    """:func:`template_gpus` of a pod template itself (a Ray group's or head's): its main
+    container's own GPUs under ``vendor``'s key, 0 when it names none."""
+    return template_gpus({"spec": {"template": template}}, vendor) or 0
+
+
+def ray_template_allocation(
+    given: Mapping[str, Any], *, replicas: int | None, vendor: str
+) -> GpuAllocation | None:
+    """Rule ``template`` of a Ray workload whose spec asks for no GPUs (decision 0167): the
+    GPUs the main containers of the given RayJob's or RayService's (``given``, wire form)
+    Ray cluster ask for themselves, which Kaiwo keeps as written and Kueue reserves. Each
+    worker group runs Kaiwo's ``replicas`` (1 when not given, 0 paused; what the written
+    group says, decision 0146) of ``numOfHosts`` pods, each with its own template's GPUs; the
+    head one pod with its own. None when no template asks for any (or none is given: a RayJob
+    on an existing cluster, or Kaiwo's default cluster, whose templates are Kaiwo's). A
+    RayJob keeps its cluster at ``rayClusterSpec``, a RayService at ``rayClusterConfig``."""
+    spec = _mapping(given.get("spec"))
+    field: GivenTemplate = "rayJob" if RAY_JOB_CLUSTER in spec else "rayService"
+    cluster = _mapping(spec.get(RAY_JOB_CLUSTER if field == "rayJob" else RAY_SERVICE_CLUSTER))
+    groups = cluster.get("workerGroupSpecs")
+    group_list = [_mapping(group) for group in (groups if isinstance(groups, list) else ())]
+    per_group = tuple(pod_template_gpus(group.get("template"), vendor) for group in group_list)
+    head = pod_template_gpus(_mapping(cluster.get("headGroupSpec")).get("template"), vendor)
+    if not any(per_group) and not head:
+        return None
+    pods = max(replicas if replicas is not None else 1, 0)
+    allocation = GpuAllocation(
+        gpus=0,
+        gpus_per_replica=max((*per_group, head)),
+        replicas=pods,
+        vendor=vendor,
+        rule="template",
+        worker_group_hosts=tuple(worker_group_hosts(group) for group in group_list),
+        given_template=field,
+        worker_group_gpus=per_group,
+        head_gpus=head,
+    )
+    return replace(allocation, gpus=allocation.held_gpus)
 
 
 def _pod_gpus(template: object, resource_key: str) -> int | None:

@@ -312,6 +312,8 @@ def _in_worker_groups(allocation: GpuAllocation) -> str:
     0146), or whose groups run each replica on several hosts (``numOfHosts``, decision 0151):
     the user's ``gpus`` is one group's replicas on one host each, so the workload holds a
     multiple of it."""
+    if allocation.worker_group_gpus or allocation.head_gpus:
+        return _own_ray_gpus(allocation)
     hosts = allocation.worker_group_hosts
     multi_host = any(count > 1 for count in hosts)
     if len(hosts) < 2 and not multi_host:
@@ -334,6 +336,28 @@ def _in_worker_groups(allocation: GpuAllocation) -> str:
                 + ", ".join(str(count) for count in hosts)
                 + " by group)"
             )
+    return f"{sized}, so the workload holds {allocation.held_gpus} GPUs"
+
+
+def _own_ray_gpus(allocation: GpuAllocation) -> str:
+    """The words for a Ray cluster whose templates give its GPUs, the spec asking for none
+    (rule ``template``, decision 0167), when its groups are more than one, run on several
+    hosts, or its head holds some: what each holds, and the total."""
+    hosts, per_group = allocation.worker_group_hosts, allocation.worker_group_gpus
+    if len(hosts) < 2 and all(count <= 1 for count in hosts) and not allocation.head_gpus:
+        return ""
+    replicas = f"{allocation.replicas} replica{'' if allocation.replicas == 1 else 's'}"
+    sized = (
+        ": the spec asks for no GPUs, so the Ray cluster's own templates give them: "
+        f"each of its {len(hosts)} worker group{'' if len(hosts) == 1 else 's'} runs "
+        f"{replicas} (spec.replicas) of "
+        + ", ".join(str(gpus) for gpus in per_group)
+        + f" GPUs per pod{' by group' if len(hosts) > 1 else ''}"
+    )
+    if any(count > 1 for count in hosts):
+        sized += ", every replica on numOfHosts pods (" + ", ".join(str(c) for c in hosts) + ")"
+    if allocation.head_gpus:
+        sized += f", and its head {allocation.head_gpus}"
     return f"{sized}, so the workload holds {allocation.held_gpus} GPUs"
 
 
@@ -453,7 +477,9 @@ def _pod_too_large_message(allocation: GpuAllocation, largest: int) -> str:
 
 def _template_too_large_message(allocation: GpuAllocation, node: str) -> str:
     """The words for a given template's own GPUs per pod, the spec asking for none: of a
-    Deployment (decision 0163) or a batch Job (decision 0166)."""
+    Deployment (decision 0163), a batch Job (decision 0166) or a Ray cluster (0167)."""
+    if allocation.given_template in ("rayJob", "rayService"):
+        return _ray_template_too_large_message(allocation, node)
     asked = (
         f"spec.{allocation.given_template or 'deployment'}.spec.template.spec.containers[0] "
         f'asks for {allocation.gpus_per_replica} GPUs ("{allocation.resource_key}")'
@@ -464,6 +490,27 @@ def _template_too_large_message(allocation: GpuAllocation, node: str) -> str:
             "the GPUs across nodes, or lower it"
         )
     return f"{asked} per pod, but {node}: lower it and raise spec.replicas"
+
+
+def _ray_template_too_large_message(allocation: GpuAllocation, node: str) -> str:
+    """The words for a Ray cluster's template asking for more GPUs per pod than a node has
+    (decision 0167), naming the head's or the first such group's main container."""
+    cluster = (
+        "spec.rayJob.spec.rayClusterSpec"
+        if allocation.given_template == "rayJob"
+        else "spec.rayService.spec.rayClusterConfig"
+    )
+    per_pod = allocation.gpus_per_replica
+    template = (
+        f"workerGroupSpecs[{allocation.worker_group_gpus.index(per_pod)}]"
+        if per_pod in allocation.worker_group_gpus
+        else "headGroupSpec"
+    )
+    return (
+        f"{cluster}.{template}.template.spec.containers[0] asks for {per_pod} GPUs "
+        f'("{allocation.resource_key}") per pod, but {node}: lower it, or set spec.gpus '
+        "to let Kaiwo split the GPUs by the nodes' size"
+    )
 
 
 def _job_pods_words(allocation: GpuAllocation) -> str:
