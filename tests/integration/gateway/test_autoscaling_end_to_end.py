@@ -9,8 +9,9 @@ platform team's configuration points the Pods' ``model-pod-port`` at it.
 In order: a request for a Model at zero replicas scales it to one through the scale
 subresource and is answered; sustained load (three requests held open at a time, target one
 per replica) scales it to its maximum of three, and back to zero after the scale-down delay
-once the load stops; a Model at zero with autoscaling disabled is refused at once; ``kaiwo
-events explain`` names the decisions and ``kaiwo events replay`` reproduces every plan.
+once the load stops; the next request scales it up from zero again; a Model at zero with
+autoscaling disabled is refused at once; ``kaiwo events explain`` names the decisions and
+``kaiwo events replay`` reproduces every plan.
 """
 
 from __future__ import annotations
@@ -301,6 +302,42 @@ async def test_sustained_load_scales_up_to_the_maximum_and_down_after_the_delay(
     assert ups and max(d.replicas for d in ups) == 3
     assert downs and downs[-1].replicas == 0
     assert all(d.reason.startswith("scale down from") for d in downs)
+
+
+async def test_a_request_for_a_model_scaled_back_to_zero_scales_it_up_again(
+    served: Served,
+) -> None:
+    """The autoscaler took chat back to zero (the test before): ``spec.replicas`` is now 0,
+    not absent as before its first request, and autoscaling/v1 shows a Scale at 0 without
+    replicas. The next request scales it up again and is answered (it waited its 60 s and
+    got a 503 while the executor's scale from 0 was refused: Invalid, at every request)."""
+    pipeline = served.pipeline
+    audit = pipeline.audit_log
+    assert audit is not None
+    at_zero = await model(pipeline, CHAT)
+    assert at_zero["spec"]["replicas"] == 0
+    await eventually(lambda: _no_pods(pipeline), what="chat's Pods gone", within=SCALE_WITHIN)
+    mark = audit.mark()
+
+    answer = await served.client().completions.create(model=CHAT, prompt="hello again")
+
+    assert answer.choices[0].text == "vllm|chat|"
+    generation = at_zero["metadata"]["generation"]
+    again = [d for d in await decisions(served) if d.generation == generation]
+    assert [(d.from_replicas, d.replicas, d.cause) for d in again] == [(0, 1, "request")]
+    scaled = [
+        (e.verb, e.code)
+        for e in audit.events(since=mark)
+        if e.user == OPERATOR_USER
+        and (e.resource, e.subresource, e.name) == ("models", "scale", CHAT)
+    ]
+    assert scaled[:1] == [("patch", 200)]
+    assert (await model(pipeline, CHAT))["spec"]["replicas"] >= 1
+
+
+async def _no_pods(pipeline: Pipeline) -> bool | Pending:
+    pods = await model_pods(pipeline.kube, pipeline.namespace, CHAT)
+    return True if not pods else Pending(f"{len(pods)} Pods")
 
 
 async def test_a_model_at_zero_with_autoscaling_disabled_is_refused_at_once(
