@@ -10,8 +10,9 @@ In order: a request for a Model at zero replicas scales it to one through the sc
 subresource and is answered; sustained load (three requests held open at a time, target one
 per replica) scales it to its maximum of three, and back to zero after the scale-down delay
 once the load stops; the next request scales it up from zero again; a Model at zero with
-autoscaling disabled is refused at once; ``kaiwo events explain`` names the decisions and
-``kaiwo events replay`` reproduces every plan.
+autoscaling disabled is refused at once, and so is one the operator cannot serve, naming why;
+``kaiwo events explain`` names the decisions and ``kaiwo events replay`` reproduces every
+plan.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from tests.integration.pipeline.model_actors import (
     OPERATOR_NAMESPACE,
     a_model,
     apply_models_config,
+    condition,
     is_ready,
     model,
     model_pods,
@@ -367,6 +369,52 @@ async def test_a_model_at_zero_with_autoscaling_disabled_is_refused_at_once(
     assert body["code"] == "model_scaled_to_zero"
     assert "autoscalingDisabled" in body["message"]
     assert (await model(pipeline, "fixed"))["spec"]["replicas"] == 0
+
+
+async def test_a_model_the_operator_cannot_serve_is_refused_at_once_and_not_scaled(
+    served: Served,
+) -> None:
+    """Its resource profile does not exist: the operator makes no Pod and says so on the
+    Model (Configured=False). A request was held 60 s, scaled the Model to 1 for nothing and
+    was told "model servers may take minutes to start, try again"."""
+    pipeline = served.pipeline
+    name = "broken"
+    await pipeline.kube.create(
+        a_model(
+            name,
+            pipeline.namespace,
+            url="hf://org/broken",
+            engine="VLLM",
+            features=["TextGeneration"],
+            resourceProfile="nope:1",
+            minReplicas=0,
+        )
+    )
+    await eventually(lambda: listed(served, name), what="the gateway serves broken", within=60)
+
+    async def told() -> dict[str, Any] | Pending:
+        found = await model(pipeline, name)
+        configured = condition(found, "Configured")
+        if configured and configured["status"] == "False":
+            return found
+        return Pending(f"Configured: {configured}")
+
+    await eventually(told, what="broken is Configured=False", within=60)
+    await asyncio.sleep(1)  # the gateway reads the status the watcher publishes
+
+    started = time.monotonic()
+    with pytest.raises(openai.APIStatusError) as refused:
+        await served.client().completions.create(model=name, prompt="hello")
+    waited = time.monotonic() - started
+
+    assert refused.value.status_code == 503
+    body = refused.value.body
+    assert isinstance(body, dict)
+    assert body["code"] == "model_not_configured"
+    assert 'resource profile not found: "nope"' in body["message"]
+    assert waited < 30, f"refused after {waited:.1f} s"
+    assert "replicas" not in (await model(pipeline, name))["spec"]
+    assert not [d for d in await decisions(served) if d.model.name == name]
 
 
 async def kaiwo(*arguments: str) -> Any:
