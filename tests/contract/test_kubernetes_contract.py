@@ -514,6 +514,36 @@ async def test_scale_subresource_sets_replicas_only_while_they_are_the_expected_
     assert (await kube.get_scale(widgets, "w", namespace=ns))["spec"]["replicas"] == 2
 
 
+async def test_scale_subresource_scales_from_zero_replicas_only_while_they_are_zero(
+    backend: Backend, widgets: ResourceType
+) -> None:
+    """A Scale at 0 replicas has no ``spec.replicas`` (autoscaling/v1 omits a zero), so a
+    test of the value 0 cannot hold: it must still be scaled up from 0, and only from 0."""
+    kube, ns = backend.kube, backend.namespace
+    await kube.create(widget(widgets, ns, "w", spec={"size": 1, "replicas": 0}))
+    assert (await kube.get_scale(widgets, "w", namespace=ns))["spec"] == {}
+
+    scaled = await kube.patch_scale(
+        widgets, "w", replicas=1, expected_replicas=0, namespace=ns, field_manager="kaiwo"
+    )
+    assert scaled["spec"]["replicas"] == 1
+    assert (await kube.get(widgets, "w", namespace=ns))["spec"] == {"size": 1, "replicas": 1}
+    # No longer at 0: a patch made from 0 replicas changes nothing.
+    with pytest.raises(Invalid):
+        await kube.patch_scale(
+            widgets, "w", replicas=3, expected_replicas=0, namespace=ns, field_manager="kaiwo"
+        )
+    down = await kube.patch_scale(
+        widgets, "w", replicas=0, expected_replicas=1, namespace=ns, field_manager="kaiwo"
+    )
+    assert down["spec"] == {}
+    assert (await kube.get(widgets, "w", namespace=ns))["spec"] == {"size": 1, "replicas": 0}
+    again = await kube.patch_scale(
+        widgets, "w", replicas=2, expected_replicas=0, namespace=ns, field_manager="kaiwo"
+    )
+    assert again["spec"]["replicas"] == 2
+
+
 # ---------------------------------------------------------------------- server-side apply
 
 

@@ -9,8 +9,10 @@ platform team's configuration points the Pods' ``model-pod-port`` at it.
 In order: a request for a Model at zero replicas scales it to one through the scale
 subresource and is answered; sustained load (three requests held open at a time, target one
 per replica) scales it to its maximum of three, and back to zero after the scale-down delay
-once the load stops; a Model at zero with autoscaling disabled is refused at once; ``kaiwo
-events explain`` names the decisions and ``kaiwo events replay`` reproduces every plan.
+once the load stops; the next request scales it up from zero again; a Model at zero with
+autoscaling disabled is refused at once, and so is one the operator cannot serve, naming why;
+``kaiwo events explain`` names the decisions and ``kaiwo events replay`` reproduces every
+plan.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from tests.integration.pipeline.model_actors import (
     OPERATOR_NAMESPACE,
     a_model,
     apply_models_config,
+    condition,
     is_ready,
     model,
     model_pods,
@@ -303,6 +306,42 @@ async def test_sustained_load_scales_up_to_the_maximum_and_down_after_the_delay(
     assert all(d.reason.startswith("scale down from") for d in downs)
 
 
+async def test_a_request_for_a_model_scaled_back_to_zero_scales_it_up_again(
+    served: Served,
+) -> None:
+    """The autoscaler took chat back to zero (the test before): ``spec.replicas`` is now 0,
+    not absent as before its first request, and autoscaling/v1 shows a Scale at 0 without
+    replicas. The next request scales it up again and is answered (it waited its 60 s and
+    got a 503 while the executor's scale from 0 was refused: Invalid, at every request)."""
+    pipeline = served.pipeline
+    audit = pipeline.audit_log
+    assert audit is not None
+    at_zero = await model(pipeline, CHAT)
+    assert at_zero["spec"]["replicas"] == 0
+    await eventually(lambda: _no_pods(pipeline), what="chat's Pods gone", within=SCALE_WITHIN)
+    mark = audit.mark()
+
+    answer = await served.client().completions.create(model=CHAT, prompt="hello again")
+
+    assert answer.choices[0].text == "vllm|chat|"
+    generation = at_zero["metadata"]["generation"]
+    again = [d for d in await decisions(served) if d.generation == generation]
+    assert [(d.from_replicas, d.replicas, d.cause) for d in again] == [(0, 1, "request")]
+    scaled = [
+        (e.verb, e.code)
+        for e in audit.events(since=mark)
+        if e.user == OPERATOR_USER
+        and (e.resource, e.subresource, e.name) == ("models", "scale", CHAT)
+    ]
+    assert scaled[:1] == [("patch", 200)]
+    assert (await model(pipeline, CHAT))["spec"]["replicas"] >= 1
+
+
+async def _no_pods(pipeline: Pipeline) -> bool | Pending:
+    pods = await model_pods(pipeline.kube, pipeline.namespace, CHAT)
+    return True if not pods else Pending(f"{len(pods)} Pods")
+
+
 async def test_a_model_at_zero_with_autoscaling_disabled_is_refused_at_once(
     served: Served,
 ) -> None:
@@ -330,6 +369,52 @@ async def test_a_model_at_zero_with_autoscaling_disabled_is_refused_at_once(
     assert body["code"] == "model_scaled_to_zero"
     assert "autoscalingDisabled" in body["message"]
     assert (await model(pipeline, "fixed"))["spec"]["replicas"] == 0
+
+
+async def test_a_model_the_operator_cannot_serve_is_refused_at_once_and_not_scaled(
+    served: Served,
+) -> None:
+    """Its resource profile does not exist: the operator makes no Pod and says so on the
+    Model (Configured=False). A request was held 60 s, scaled the Model to 1 for nothing and
+    was told "model servers may take minutes to start, try again"."""
+    pipeline = served.pipeline
+    name = "broken"
+    await pipeline.kube.create(
+        a_model(
+            name,
+            pipeline.namespace,
+            url="hf://org/broken",
+            engine="VLLM",
+            features=["TextGeneration"],
+            resourceProfile="nope:1",
+            minReplicas=0,
+        )
+    )
+    await eventually(lambda: listed(served, name), what="the gateway serves broken", within=60)
+
+    async def told() -> dict[str, Any] | Pending:
+        found = await model(pipeline, name)
+        configured = condition(found, "Configured")
+        if configured and configured["status"] == "False":
+            return found
+        return Pending(f"Configured: {configured}")
+
+    await eventually(told, what="broken is Configured=False", within=60)
+    await asyncio.sleep(1)  # the gateway reads the status the watcher publishes
+
+    started = time.monotonic()
+    with pytest.raises(openai.APIStatusError) as refused:
+        await served.client().completions.create(model=name, prompt="hello")
+    waited = time.monotonic() - started
+
+    assert refused.value.status_code == 503
+    body = refused.value.body
+    assert isinstance(body, dict)
+    assert body["code"] == "model_not_configured"
+    assert 'resource profile not found: "nope"' in body["message"]
+    assert waited < 30, f"refused after {waited:.1f} s"
+    assert "replicas" not in (await model(pipeline, name))["spec"]
+    assert not [d for d in await decisions(served) if d.model.name == name]
 
 
 async def kaiwo(*arguments: str) -> Any:

@@ -182,3 +182,55 @@ def test_a_model_carries_its_generation_and_the_fields_the_autoscaler_reads() ->
     )
     assert changed is True
     assert catalog.models()[0].scaling.replicas == 3
+
+
+def _configured(status: str, generation: int, message: str = "") -> dict[str, object]:
+    return {
+        "type": "Configured",
+        "status": status,
+        "reason": "ResourceProfileNotFound" if status == "False" else "Configured",
+        "message": message,
+        "observedGeneration": generation,
+    }
+
+
+def test_a_model_the_operator_cannot_configure_for_its_spec_says_why() -> None:
+    catalog = Catalog()
+    broken = model_object("broken", generation=2)
+    broken["status"] = {
+        "conditions": [
+            {"type": "Ready", "status": "False", "reason": "NotConfigured", "message": "x"},
+            _configured("False", 2, 'resource profile not found: "nope"'),
+        ]
+    }
+    stale = model_object("fixed", generation=3)
+    stale["status"] = {"conditions": [_configured("False", 2, "an earlier spec's problem")]}
+    fine = model_object("fine", generation=1)
+    fine["status"] = {"conditions": [_configured("True", 1, "Served by vllm with cpu:1")]}
+    fresh = model_object("fresh", generation=1)
+    for obj in (broken, stale, fine, fresh):
+        catalog.apply(kind="Model", event="ADDED", obj=obj)
+
+    found = {m.name: m.not_configured for m in catalog.models()}
+
+    assert found == {
+        "broken": 'resource profile not found: "nope"',
+        "fixed": None,  # the user edited the spec since: its own plan has not said yet
+        "fine": None,
+        "fresh": None,  # no status yet
+    }
+
+
+def test_a_model_configured_again_is_served_again() -> None:
+    catalog = Catalog()
+    broken = model_object("llm", generation=1, version="1")
+    broken["status"] = {
+        "conditions": [_configured("False", 1, "the system configuration is invalid")]
+    }
+    catalog.apply(kind="Model", event="ADDED", obj=broken)
+    fixed = model_object("llm", generation=1, version="2")
+    fixed["status"] = {"conditions": [_configured("True", 1, "Served by vllm")]}
+
+    assert catalog.apply(kind="Model", event="MODIFIED", obj=fixed)  # waiters are woken
+    [served] = catalog.models()
+    assert served.not_configured is None

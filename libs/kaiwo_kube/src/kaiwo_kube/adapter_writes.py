@@ -202,14 +202,19 @@ class Subresources(Connected):
         namespace: str | None = None,
         field_manager: str,
     ) -> dict[str, Any]:
-        # "add" sets the field whether the object has it or not; "replace" needs it.
+        # "add" sets the field whether the Scale has it or not; "replace" needs it.
         operations: list[dict[str, Any]] = [
             {"op": "add", "path": "/spec/replicas", "value": replicas}
         ]
-        if expected_replicas is not None:
+        if expected_replicas == 0:
+            # autoscaling/v1 omits replicas of 0: a Scale at 0 has the spec {} and no
+            # replicas a test could read (a test of 0 always failed: nothing at zero could be
+            # scaled up). The spec is its replicas alone, so {} is exactly "at 0".
+            operations = [{"op": "test", "path": "/spec", "value": {}}, *operations]
+        elif expected_replicas is not None:
             operations = [
                 {"op": "test", "path": "/spec/replicas", "value": expected_replicas},
-                {"op": "replace", "path": "/spec/replicas", "value": replicas},
+                *operations,
             ]
         return await self.transport.request(
             "PATCH",

@@ -247,8 +247,10 @@ class ScalePatcher(Protocol):
         """Set ``spec.replicas`` through the scale subresource (a JSON patch); returns the
         Scale. With ``expected_replicas`` the patch holds only while the replicas are that
         many: otherwise :class:`~kaiwo_kube.errors.Invalid` (the patch's test failed) and
-        nothing changes. Without, the field is set whether the object had it or not (a custom
-        object may lack it, which no test can express)."""
+        nothing changes; ``expected_replicas=0`` holds at 0 replicas (the Scale then shows
+        none: autoscaling/v1 omits a zero), not for a custom object without the field.
+        Without, the field is set whether the object had it or not (a custom object may lack
+        it, which no test can express)."""
         ...
 
 

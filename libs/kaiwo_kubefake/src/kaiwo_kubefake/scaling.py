@@ -3,7 +3,8 @@
 As a real API server: a custom object without its spec replicas field cannot be read through
 the subresource (500, "the spec replicas field ... does not exist"), while an update may set
 the field (the Scale it patches then has no ``spec.replicas``, so a JSON patch's ``test`` of
-them fails).
+them fails). A Scale at 0 replicas has no ``spec.replicas`` either: autoscaling/v1 omits a
+zero.
 """
 
 from __future__ import annotations
@@ -48,9 +49,19 @@ def scale_view(
             for key in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
             if key in metadata
         },
-        "spec": {} if replicas is None else {"replicas": replicas},
+        "spec": _scale_spec(replicas),
         "status": status,
     }
+
+
+def _scale_spec(replicas: Any) -> dict[str, Any]:
+    """A Scale's spec as a real API server shows it: autoscaling/v1 omits replicas of 0
+    (``omitempty``), so at 0 it is ``{}``. A custom object without the field (only ever seen
+    by a patch) is neither 0 nor any number to a ``test`` (measured: a test of ``/spec``
+    against ``{}`` fails too, while an ``add`` sets it)."""
+    if replicas is None:
+        return {"replicas": None}
+    return {"replicas": replicas} if replicas else {}
 
 
 def with_replicas(kind: ResourceKind, obj: dict[str, Any], scale: dict[str, Any]) -> dict[str, Any]:

@@ -84,6 +84,10 @@ class EndpointWaiter:
                         kind="server_error",
                     )
                 current = self.catalog.model(route.model.uid) or route.model
+                if current.not_configured is not None:
+                    if wait is not None:  # counted when it stops waiting
+                        wait.outcome = "not_configured"
+                    raise self._not_configured(current, counted=wait is not None)
                 if wait is None:
                     wait = self._start_waiting(current, at=loop.time())
                 remaining = deadline - loop.time()
@@ -120,6 +124,27 @@ class EndpointWaiter:
         if self.load.counts.wait_started(key):
             self.load.on_first_wait()
         return Wait(model=key, started=at, from_zero=from_zero)
+
+    def _not_configured(self, model: ServedModel, *, counted: bool) -> OpenAIError:
+        """A Model the operator makes no Pod for, as its status says: refused at once (or as
+        soon as that is observed while the request waits), naming why; it is not scaled up,
+        as no server would come."""
+        if not counted:
+            from_zero = replicas_for_a_request(model.scaling) is not None
+            self.metrics.endpoint_waits.labels(
+                namespace=model.namespace,
+                model=model.name,
+                outcome="not_configured",
+                from_zero="true" if from_zero else "false",
+            ).inc()
+        return OpenAIError(
+            503,
+            f"model {model.name!r} has no server and the operator makes none: "
+            f"{model.not_configured} (its Configured condition; "
+            f"kubectl describe model/{model.name} -n {model.namespace})",
+            kind="server_error",
+            code="model_not_configured",
+        )
 
     def _stop_waiting(self, wait: Wait, *, at: float) -> None:
         self.load.counts.wait_ended(wait.model)

@@ -82,7 +82,8 @@ class GatewayMetrics:
         self.endpoint_waits = self.registry.counter(
             "gateway_endpoint_waits",
             "Requests that waited for a ready endpoint, by outcome (ready, timeout, "
-            "not_scalable: autoscaling disabled at zero replicas) and whether the Model was "
+            "not_scalable: autoscaling disabled at zero replicas, not_configured: the "
+            "operator makes no server of the spec) and whether the Model was "
             "at zero replicas (scale from zero)",
             ("namespace", "model", "outcome", "from_zero"),
         )

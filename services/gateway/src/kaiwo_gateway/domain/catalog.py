@@ -9,7 +9,11 @@ An endpoint is a Pod of the Model (same namespace, ``owner-uid`` = the Model's u
 ``model=<name>``) that is Ready, not being deleted and has an IP; its port is the
 ``model-pod-port`` annotation (else 8000) and its adapters the suffixes of its
 ``adapter.kubeai.org/<name>`` labels, as upstream's load balancer reads them. A Model whose
-spec does not validate is not served (the operator reports it on the Model).
+spec does not validate is not served (the operator reports it on the Model). A Model whose
+``Configured`` condition is False for its current generation (the operator cannot make Pods
+of this spec: an unknown resource profile, an invalid system configuration) keeps that
+condition's message (:attr:`ServedModel.not_configured`): no request waits for a server that
+will not come.
 """
 
 from __future__ import annotations
@@ -71,6 +75,9 @@ class ServedModel:
     """``metadata.generation``: the spec version the autoscaler decides from."""
     scaling: ScalingSpec = field(default_factory=lambda: ScalingSpec(replicas=None))
     """The fields the autoscaler reads, ``spec.replicas`` among them."""
+    not_configured: str | None = None
+    """Why the operator makes no Pod of this spec (the message of ``Configured=False`` for
+    the Model's current generation); None when it does, or has not said yet."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +211,7 @@ def served_model(obj: Mapping[str, Any]) -> ServedModel | None:
             prefix_char_length=max(prefix.prefix_char_length, 0),
         ),
         generation=_generation(metadata.get("generation")),
+        not_configured=not_configured(obj),
         scaling=ScalingSpec(
             replicas=spec.replicas,
             min_replicas=spec.min_replicas,
@@ -213,6 +221,23 @@ def served_model(obj: Mapping[str, Any]) -> ServedModel | None:
             scale_down_delay_seconds=max(spec.scale_down_delay_seconds, 0),
         ),
     )
+
+
+def not_configured(obj: Mapping[str, Any]) -> str | None:
+    """The message of the Model's ``Configured=False`` condition when it was written for the
+    Model's current generation (one for an earlier spec says nothing of this one), else None."""
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    generation = _generation((obj.get("metadata") or {}).get("generation"))
+    for condition in conditions if isinstance(conditions, list) else ():
+        if not isinstance(condition, Mapping) or condition.get("type") != "Configured":
+            continue
+        if condition.get("status") != "False" or generation == 0:
+            return None
+        if _generation(condition.get("observedGeneration")) != generation:
+            return None
+        return str(condition.get("message") or condition.get("reason") or "not configured")
+    return None
 
 
 def _generation(value: Any) -> int:
