@@ -1110,6 +1110,18 @@ async def test_a_group_meant_to_run_without_gpus_runs_the_split_and_is_told(
     await stack.kube.delete(resources.KAIWO_JOB, "ray-loaders", namespace=ns)
 
 
+async def app_wrapper_made(pipeline: Pipeline, name: str, namespace: str) -> dict[str, Any]:
+    """The AppWrapper the operator makes for a Ray KaiwoService, once it is there."""
+
+    async def made() -> dict[str, Any] | Pending:
+        found = await actors.get_or_none(
+            pipeline.kube, resources.APP_WRAPPER, name, namespace=namespace
+        )
+        return found if found is not None else Pending("no AppWrapper")
+
+    return await eventually(made, what=f"the AppWrapper {name} made", within=STEP)
+
+
 async def ray_pods_running(
     pipeline: Pipeline, namespace: str, cluster_of: str, groups: list[str]
 ) -> list[dict[str, Any]]:
@@ -1772,13 +1784,7 @@ async def test_a_ray_service_given_without_a_cluster_runs_kaiwos_cluster(
     }
     await stack.kube.create(service)
 
-    async def wrapped() -> dict[str, Any] | Pending:
-        found = await actors.get_or_none(
-            stack.kube, resources.APP_WRAPPER, "serve-default", namespace=ns
-        )
-        return found if found is not None else Pending("no AppWrapper")
-
-    wrapper = await eventually(wrapped, what="the AppWrapper made", within=STEP)
+    wrapper = await app_wrapper_made(stack, "serve-default", ns)
     [component] = wrapper["spec"]["components"]
     ray_service = component["template"]["spec"]
     assert ray_service["serveConfigV2"] == serve_config
@@ -1857,13 +1863,7 @@ async def test_a_ray_services_own_group_gpus_are_reserved_counted_and_told(
     }
     await stack.kube.create(service)
 
-    async def wrapped() -> dict[str, Any] | Pending:
-        found = await actors.get_or_none(
-            stack.kube, resources.APP_WRAPPER, "serve-own", namespace=ns
-        )
-        return found if found is not None else Pending("no AppWrapper")
-
-    wrapper = await eventually(wrapped, what="the AppWrapper made", within=STEP)
+    wrapper = await app_wrapper_made(stack, "serve-own", ns)
     [component] = wrapper["spec"]["components"]
     servers, routers = component["template"]["spec"]["rayClusterConfig"]["workerGroupSpecs"]
     told = {
