@@ -27,6 +27,7 @@ the pod template by the operator), or :data:`tests.real_stack.KWOK_TIMING`'s def
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 from collections import Counter
@@ -34,6 +35,7 @@ from collections.abc import AsyncIterator, Mapping
 from datetime import datetime
 from typing import Any, Final
 
+import nats.errors
 import pytest
 import pytest_asyncio
 from click.testing import CliRunner
@@ -47,6 +49,7 @@ from kaiwo_planner.domain.scheduling.gpu_allocation import (
 )
 from kaiwo_planner.domain.state.nodes import NodeInfo
 from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
+from nats.js.api import DeliverPolicy
 
 from tests.integration.pipeline import cluster_actors as actors
 from tests.integration.pipeline.harness import (
@@ -3438,3 +3441,163 @@ async def test_a_job_kueue_evicts_from_a_stopped_queue_is_warned_and_resumes_its
     assert set(writes) == {("patch", "kaiwojobs", "status", "drained")}, writes
     await stack.kube.delete(resources.KAIWO_JOB, "drained", namespace=ns)
     await gone(stack, resources.KAIWO_JOB, "drained", ns)
+
+
+async def public_events(pipeline: Pipeline, namespace: str, uid: str) -> list[dict[str, Any]]:
+    """The public events (payloads) told so far about the KaiwoJob ``uid``, oldest first."""
+    subscription = await pipeline.js.subscribe(
+        f"kaiwo.public.workload.{namespace}.kaiwojob.{uid}",
+        stream="KAIWO_PUBLIC",
+        ordered_consumer=True,
+        deliver_policy=DeliverPolicy.ALL,
+    )
+    told: list[dict[str, Any]] = []
+    try:
+        while True:
+            message = await subscription.next_msg(timeout=2.0)
+            told.append(json.loads(message.data))
+    except nats.errors.TimeoutError:
+        pass
+    finally:
+        await subscription.unsubscribe()
+    return told
+
+
+async def test_a_job_evicted_by_a_stopped_queue_is_not_told_running_and_subscribers_learn_why(
+    stack: Pipeline,
+) -> None:
+    """A job with a ``duration`` drained from a stopped queue, then admitted again: while it
+    waits its ``Preemptable`` condition says it is not running and why, and the public
+    ``queued`` event carries Kueue's reason and words (decision 0171; before, the condition
+    kept "Workload is running and the duration has not been exceeded", and a subscriber saw
+    only a move to PENDING with no reason). Admitted again, it is running with its duration
+    counted from then."""
+    ns = namespace_of(stack, "quota")
+    job = kaiwo_job("stopped", ns, queue_name="small", gpus=8, run_seconds=600, duration="10m")
+    await stack.kube.create(job)
+    first = await reaches(stack, "stopped", ns, "RUNNING")
+    uid = first["metadata"]["uid"]
+    assert condition(first, "Preemptable")["reason"] == "DurationNotExceeded"
+    await stack.settled(within=STEP)
+    try:
+        await stop_queue(stack, "small", "HoldAndDrain")
+        await reaches(stack, "stopped", ns, "PENDING")
+
+        async def told_evicted() -> dict[str, Any] | Pending:
+            found = await stack.kube.get(resources.KAIWO_JOB, "stopped", namespace=ns)
+            said = condition(found, "Preemptable")
+            return found if said["reason"] == "Evicted" else Pending(str(said))
+
+        waiting = await eventually(told_evicted, what="Preemptable Evicted", within=STEP)
+        preemptable = condition(waiting, "Preemptable")
+        assert preemptable["status"] == "False"
+        assert preemptable["message"] == (
+            "Workload is not running: Kueue evicted it (ClusterQueueStopped) and it waits to "
+            "be admitted again; its duration counts again from its readmission"
+        )
+
+        async def queued_with_reason() -> list[dict[str, Any]] | Pending:
+            told = await public_events(stack, ns, uid)
+            queued = [e for e in told if e["transition"] == "queued"]
+            evicted = [e for e in queued if e["reason"] is not None]
+            return queued if evicted else Pending(f"no queued with a reason in {told}")
+
+        *before, again = await eventually(
+            queued_with_reason, what="queued after the eviction", within=STEP
+        )
+        # Its first wait, if the planner saw it (Kueue may admit it at once), has none.
+        assert [(e["reason"], e["message"]) for e in before] in ([], [(None, None)]), before
+        assert (again["reason"], again["message"], again["phase"]) == (
+            "ClusterQueueStopped",
+            "The ClusterQueue is stopped",
+            "PENDING",
+        )
+    finally:
+        await stop_queue(stack, "small", "None")
+    running = await reaches(stack, "stopped", ns, "RUNNING")
+    preemptable = condition(running, "Preemptable")
+    assert (preemptable["status"], preemptable["reason"], preemptable["message"]) == (
+        "False",
+        "DurationNotExceeded",
+        "Workload is running and the duration has not been exceeded",
+    )
+    readmitted = parse_rfc3339(condition(running, "Admitted")["lastTransitionTime"])
+    assert readmitted > parse_rfc3339(first["status"]["startTime"])
+    await stack.kube.delete(resources.KAIWO_JOB, "stopped", namespace=ns)
+    await gone(stack, resources.KAIWO_JOB, "stopped", ns)
+
+
+async def set_gpu_quota(pipeline: Pipeline, cluster_queue: str, amd: int) -> None:
+    """The administrator sets the AMD GPUs of ``cluster_queue``'s flavor in the
+    KaiwoQueueConfig."""
+    config = queue_config({s: namespace_of(pipeline, s) for s in SCENARIOS})
+    for queue_spec in config["spec"]["clusterQueues"]:
+        if queue_spec["name"] == cluster_queue:
+            for flavor_spec in queue_spec["spec"]["resourceGroups"][0]["flavors"]:
+                for resource in flavor_spec["resources"]:
+                    if resource["name"] == "amd.com/gpu":
+                        resource["nominalQuota"] = str(amd)
+    await pipeline.kube.apply(config, field_manager="cluster-admin", force=True)
+
+
+async def test_a_lowered_quota_keeps_the_running_job_and_the_next_waits_with_kueues_reason(
+    stack: Pipeline,
+) -> None:
+    """The administrator lowers the queue's GPUs from 8 to 4 under a job of 8 (decisions
+    0126, 0142; measured for decision 0171): Kueue evicts nothing (its ClusterQueue uses 8 of
+    4, still active), so the job runs on, told nothing, and the KaiwoQueueConfig is READY;
+    a job of 4 submitted then waits with Kueue's reason, and still waits once the quota is
+    back at 8, since the running job holds it all. The operator neither evicts nor warns."""
+    ns = namespace_of(stack, "quota")
+    await stack.kube.create(kaiwo_job("over", ns, queue_name="small", gpus=8, run_seconds=600))
+    await reaches(stack, "over", ns, "RUNNING")
+    await stack.settled(within=STEP)
+    told_before = await events_of(stack, ns, "over")
+    try:
+        await set_gpu_quota(stack, "small", 4)
+
+        async def lowered() -> dict[str, Any] | Pending:
+            found = await stack.kube.get(resources.KUEUE_CLUSTER_QUEUE, "small")
+            [group] = found["spec"]["resourceGroups"]
+            [mi300x] = group["flavors"]
+            gpus = {r["name"]: r["nominalQuota"] for r in mi300x["resources"]}["amd.com/gpu"]
+            return found if gpus == "4" else Pending(f"amd.com/gpu {gpus}")
+
+        cluster_queue = await eventually(lowered, what="small lowered to 4 GPUs", within=STEP)
+        await stack.settled(within=STEP)
+        await asyncio.sleep(5)  # Kueue's chance to evict
+        workload = await kueue_workload_of(stack, ns, "over")
+        kinds = {c["type"]: c["status"] for c in workload["status"]["conditions"]}
+        assert kinds.get("Admitted") == "True" and kinds.get("Evicted") != "True", kinds
+        cluster_queue = await stack.kube.get(resources.KUEUE_CLUSTER_QUEUE, "small")
+        [usage] = cluster_queue["status"]["flavorsUsage"]
+        used = {r["name"]: r["total"] for r in usage["resources"]}["amd.com/gpu"]
+        assert used == "8"
+        over = await stack.kube.get(resources.KAIWO_JOB, "over", namespace=ns)
+        assert over["status"]["status"] == "RUNNING"
+        assert condition(over, "Admitted")["reason"] == "Admitted"
+        assert await events_of(stack, ns, "over") == told_before
+        config = await stack.kube.get(resources.KAIWO_QUEUE_CONFIG, actors.QUEUE_CONFIG)
+        assert config["status"]["status"] == "READY"
+        await stack.kube.create(kaiwo_job("next", ns, queue_name="small", gpus=4, run_seconds=5))
+        waiting = await reaches(stack, "next", ns, "PENDING")
+
+        async def kueues_reason() -> str | Pending:
+            found = await stack.kube.get(resources.KAIWO_JOB, "next", namespace=ns)
+            said = str(condition(found, "Admitted")["message"])
+            return said if "insufficient unused quota" in said else Pending(said)
+
+        said = await eventually(kueues_reason, what="next waits for quota", within=STEP)
+        assert said.startswith(
+            "Workload is pending admission into 'small': couldn't assign flavors to pod set "
+            "main: insufficient unused quota for amd.com/gpu in flavor mi300x"
+        ), said
+        assert waiting["status"]["status"] == "PENDING"
+    finally:
+        await set_gpu_quota(stack, "small", 8)
+    await stack.settled(within=STEP)
+    still = await stack.kube.get(resources.KAIWO_JOB, "next", namespace=ns)
+    assert still["status"]["status"] == "PENDING"
+    for name in ("over", "next"):
+        await stack.kube.delete(resources.KAIWO_JOB, name, namespace=ns)
+        await gone(stack, resources.KAIWO_JOB, name, ns)

@@ -104,3 +104,50 @@ def test_queued_once_per_wait_and_never_for_a_deletion() -> None:
     assert event is not None
     assert event.payload.estimate is None  # type: ignore[union-attr]
     assert event.subject == "kaiwo.public.workload.ml.kaiwojob.uid-train"
+
+
+def evicted(reason: str, message: str) -> dict[str, Any]:
+    """A Kueue Workload Kueue evicted and took the quota of: ``Evicted`` holds until it is
+    admitted again."""
+    found = kueue_workload()
+    found["status"]["conditions"] = [
+        {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "q"},
+        {"type": "Admitted", "status": "False", "reason": "NoReservation", "message": "a"},
+        {"type": "Evicted", "status": "True", "reason": reason, "message": message},
+    ]
+    return found
+
+
+def test_queued_again_after_an_eviction_says_why_kueue_evicted_it() -> None:
+    """A subscriber tells a stopped queue from a preemption: ``queued`` after an eviction
+    carries Kueue's ``Evicted`` reason and message (decision 0171; before, both were null and
+    ``phase-changed`` to PENDING said nothing more)."""
+    admitted = kueue_workload(admitted=True)
+
+    def said(now: dict[str, Any]) -> tuple[str | None, str | None]:
+        event = derive_queued_event(
+            admitted, observed(now, "8"), workload=JOB, queues=NOTHING, observed_at=NOW
+        )
+        assert event is not None
+        return event.payload.reason, event.payload.message  # type: ignore[union-attr]
+
+    assert said(evicted("ClusterQueueStopped", "The ClusterQueue is stopped")) == (
+        "ClusterQueueStopped",
+        "The ClusterQueue is stopped",
+    )
+    assert said(evicted("Preempted", "Preempted to accommodate a workload (UID: u-1)")) == (
+        "Preempted",
+        "Preempted to accommodate a workload (UID: u-1)",
+    )
+    assert said(evicted("PodsReadyTimeout", "")) == ("PodsReadyTimeout", None)
+    assert said(evicted("LocalQueueStopped", "x" * 600)) == ("LocalQueueStopped", "x" * 512)
+
+
+def test_queued_for_the_first_time_has_no_reason() -> None:
+    event = derive_queued_event(
+        None, observed(kueue_workload(), "5"), workload=JOB, queues=NOTHING, observed_at=NOW
+    )
+    assert event is not None
+    assert (event.payload.reason, event.payload.message) == (None, None)  # type: ignore[union-attr]
+    wire = event.payload.model_dump(mode="json", by_alias=True, exclude_none=False)
+    assert wire["reason"] is None and wire["transition"] == "queued"

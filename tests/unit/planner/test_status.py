@@ -1153,6 +1153,169 @@ def test_a_workload_seen_admitted_again_starts_its_run_now() -> None:
     assert decision.replan_after == timedelta(minutes=10)
 
 
+PREEMPTABLE_RUNNING = {
+    "type": "Preemptable",
+    "status": "False",
+    "observedGeneration": 1,
+    "lastTransitionTime": "2026-01-01T11:30:00Z",
+    "reason": "DurationNotExceeded",
+    "message": "Workload is running and the duration has not been exceeded",
+}
+STOPPED_QUEUE_EVICTION = kueue_workload(
+    {"type": "QuotaReserved", "status": "False", "reason": "Inadmissible", "message": "x"},
+    {"type": "Admitted", "status": "False", "reason": "NoReservation", "message": "y"},
+    {
+        "type": "Evicted",
+        "status": "True",
+        "reason": "ClusterQueueStopped",
+        "message": "The ClusterQueue is stopped",
+    },
+)
+SUSPENDED_JOB = job(conditions=[{"type": "Suspended", "status": "True"}])
+
+
+def test_a_running_workload_kueue_evicts_is_not_told_running_while_it_waits() -> None:
+    """RUNNING with 30 minutes since 11:30, Kueue evicts it for a stopped queue: while it
+    waits, ``Preemptable`` says it is not running and why, not "Workload is running" (decision
+    0171; before, the condition was written only while running and kept its old words)."""
+    running = {
+        "status": "RUNNING",
+        "observedGeneration": 1,
+        "startTime": "2026-01-01T11:30:00Z",
+        "conditions": [SCHEDULABLE_COND, ADMITTED_COND, PREEMPTABLE_RUNNING],
+    }
+    observed = ObservedChildren(
+        child_kind="Job", child=SUSPENDED_JOB, kueue_workloads=(STOPPED_QUEUE_EVICTION,)
+    )
+    decision = derive(running, observed, duration=timedelta(minutes=30))
+    assert decision.status["status"] == "PENDING"
+    assert decision.status["conditions"][2] == {
+        "type": "Preemptable",
+        "status": "False",
+        "observedGeneration": 1,
+        "lastTransitionTime": "2026-01-01T11:30:00Z",
+        "reason": "Evicted",
+        "message": "Workload is not running: Kueue evicted it (ClusterQueueStopped) and it "
+        "waits to be admitted again; its duration counts again from its readmission",
+    }
+    assert decision.replan_after is None
+    again = derive(decision.status, observed, duration=timedelta(minutes=30))
+    assert again.status["conditions"] == decision.status["conditions"]
+
+
+def test_a_workload_past_its_duration_that_kueue_preempts_is_no_longer_preemptable() -> None:
+    """Past its duration (Preemptable True), then preempted by Kueue: it holds nothing while
+    it waits, so it is no longer preemptable; the turn moves the transition time."""
+    expired = {
+        "status": "RUNNING",
+        "observedGeneration": 1,
+        "startTime": "2026-01-01T11:00:00Z",
+        "conditions": [
+            SCHEDULABLE_COND,
+            ADMITTED_COND,
+            {
+                **PREEMPTABLE_RUNNING,
+                "status": "True",
+                "reason": "DurationExceeded",
+                "message": "Workload duration has exceeded",
+            },
+        ],
+    }
+    preempted = kueue_workload(
+        {"type": "Admitted", "status": "False", "reason": "NoReservation", "message": "y"},
+        {"type": "Evicted", "status": "True", "reason": "Preempted", "message": PREEMPTED_MESSAGE},
+    )
+    observed = ObservedChildren(child_kind="Job", child=SUSPENDED_JOB, kueue_workloads=(preempted,))
+    decision = derive(expired, observed, duration=timedelta(minutes=10))
+    preemptable = decision.status["conditions"][2]
+    assert preemptable == {
+        "type": "Preemptable",
+        "status": "False",
+        "observedGeneration": 1,
+        "lastTransitionTime": T_NOW,
+        "reason": "Evicted",
+        "message": "Workload is not running: Kueue evicted it (Preempted) and it waits to be "
+        "admitted again; its duration counts again from its readmission",
+    }
+
+
+def test_an_evicted_workload_admitted_again_says_its_run_counts_from_then() -> None:
+    """Evicted (Preemptable ``Evicted``), Kueue admits it again at 12:00 and its pods start:
+    STARTING, the condition says when its run began (run_start, decision 0169); RUNNING at
+    12:05, it is running with 5 of its 10 minutes left."""
+    evicted = {
+        "status": "PENDING",
+        "observedGeneration": 1,
+        "startTime": "2026-01-01T11:00:00Z",
+        "conditions": [
+            SCHEDULABLE_COND,
+            PENDING_COND,
+            {**PREEMPTABLE_RUNNING, "reason": "Evicted", "message": "evicted"},
+        ],
+    }
+    starting = derive(
+        evicted,
+        ObservedChildren(
+            child_kind="Job", child=job(active=1), kueue_workloads=(admitted_workload(),)
+        ),
+        duration=timedelta(minutes=10),
+    )
+    assert starting.status["status"] == "STARTING"
+    assert starting.status["conditions"][2] == {
+        "type": "Preemptable",
+        "status": "False",
+        "observedGeneration": 1,
+        "lastTransitionTime": "2026-01-01T11:30:00Z",
+        "reason": "Readmitted",
+        "message": "Workload was admitted again at 2026-01-01T12:00:00Z and is starting; its "
+        "duration counts from its readmission",
+    }
+    later = datetime(2026, 1, 1, 12, 5, 0, tzinfo=UTC)
+    still = derive(
+        starting.status,
+        ObservedChildren(
+            child_kind="Job", child=job(active=1), kueue_workloads=(admitted_workload(),)
+        ),
+        duration=timedelta(minutes=10),
+        now=later,
+    )
+    assert still.status["conditions"][2]["message"] == (
+        "Workload was admitted again at 2026-01-01T12:00:00Z and is starting; its duration "
+        "counts from its readmission"
+    )
+    running = derive(starting.status, RUNNING_CHILD, duration=timedelta(minutes=10), now=later)
+    assert running.status["status"] == "RUNNING"
+    assert running.status["conditions"][2]["reason"] == "DurationNotExceeded"
+    assert running.status["conditions"][2]["message"] == (
+        "Workload is running and the duration has not been exceeded"
+    )
+    assert running.replan_after == timedelta(minutes=5)
+
+
+def test_a_first_start_and_a_job_without_duration_get_no_preemptable_condition() -> None:
+    """Never run (no Preemptable yet) or without ``duration``: nothing is written while it
+    starts or waits, as before."""
+    first = derive(
+        {"status": "PENDING", "conditions": [SCHEDULABLE_COND, PENDING_COND]},
+        ObservedChildren(
+            child_kind="Job", child=job(active=1), kueue_workloads=(admitted_workload(),)
+        ),
+        duration=timedelta(minutes=10),
+    )
+    assert first.status["status"] == "STARTING"
+    assert [c["type"] for c in first.status["conditions"]] == ["Schedulable", "Admitted"]
+    running = {
+        "status": "RUNNING",
+        "startTime": "2026-01-01T11:30:00Z",
+        "conditions": [SCHEDULABLE_COND, ADMITTED_COND, PREEMPTABLE_RUNNING],
+    }
+    evicted = ObservedChildren(
+        child_kind="Job", child=SUSPENDED_JOB, kueue_workloads=(STOPPED_QUEUE_EVICTION,)
+    )
+    without = derive(running, evicted)
+    assert without.status["conditions"][2] == PREEMPTABLE_RUNNING
+
+
 def test_duration_exceeded_without_termination_keeps_running() -> None:
     decision = derive(RUNNING_WITH_DURATION, RUNNING_CHILD, duration=timedelta(minutes=10))
     assert decision.status["status"] == "RUNNING"

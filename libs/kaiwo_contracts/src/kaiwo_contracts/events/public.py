@@ -22,7 +22,8 @@ field, ``estimate`` (the workload's place in its ClusterQueue and its estimated 
 the 80% band and the basis), and one more transition, ``queued``: its Kueue Workload started
 waiting in a ClusterQueue (first, or again after an eviction). The planner publishes
 ``queued`` as v2 only; the other transitions stay v1 (subscribers of v1 see no change). Id
-``<uid>:queued:<resourceVersion of the Kueue Workload>``.
+``<uid>:queued:<resourceVersion of the Kueue Workload>``. ``queued`` after an eviction carries
+Kueue's ``Evicted`` reason and message in ``reason`` and ``message`` (decision 0171).
 """
 
 from __future__ import annotations
@@ -161,9 +162,18 @@ class WorkloadEventV2(EventPayload):
         default=None, description="status.status before the transition (phase-changed only)"
     )
     reason: str | None = Field(
-        default=None, description="The reason of the condition behind the transition"
+        default=None,
+        description=(
+            "The reason of the condition behind the transition; for queued after an "
+            "eviction, Kueue's Evicted reason (Preempted, ClusterQueueStopped, ...), null on "
+            "a first wait"
+        ),
     )
-    message: str | None = Field(default=None, max_length=MESSAGE_MAX_CHARS)
+    message: str | None = Field(
+        default=None,
+        max_length=MESSAGE_MAX_CHARS,
+        description="That condition's message (for queued, Kueue's Evicted message)",
+    )
     observed_at: AwareDatetime = Field(
         description="When the operator observed the object version that showed the transition"
     )

@@ -8,7 +8,8 @@ LocalQueues, Kueue Workloads and workloads the planner holds). It tells ``queued
 Kueue Workload is waiting (not admitted, not finished) and was not before (first seen, or
 evicted after an admission), once per Kueue Workload version. The planner has no event
 store: the recorded run times are those of the finished Kueue Workloads the cluster still
-holds (:func:`~kaiwo_contracts.queue_estimates.kueue.history_in_cluster`).
+holds (:func:`~kaiwo_contracts.queue_estimates.kueue.history_in_cluster`). Waiting again after
+an eviction, it carries Kueue's ``Evicted`` reason and message (decision 0171).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, Final
 
 from kaiwo_contracts.events.observed import ObservedObjectV1
 from kaiwo_contracts.events.public import (
+    MESSAGE_MAX_CHARS,
     StartEstimate,
     WorkloadEventV2,
     WorkloadRef,
@@ -36,6 +38,7 @@ from kaiwo_contracts.queue_estimates.kueue import (
     is_finished,
 )
 
+from kaiwo_planner.domain.status.kueue_admission import kueue_eviction
 from kaiwo_planner.domain.status.public_events import (
     PublicEvent,
     aware_timestamp,
@@ -138,6 +141,10 @@ def derive_queued_event(
         now=observed_at,
     )
     placed = estimates.get(observed.uid)
+    # Evicted after an admission (its Evicted condition holds until Kueue admits it again):
+    # Kueue's reason and words, so a subscriber tells a stopped queue from a preemption
+    # (decision 0171); none when it waits for the first time.
+    eviction = kueue_eviction((kueue_workload,))
     metadata = workload.get("metadata") or {}
     spec = workload.get("spec") or {}
     namespace = str(metadata.get("namespace") or "")
@@ -154,6 +161,8 @@ def derive_queued_event(
         observed_at=observed_at,
         created_at=aware_timestamp(metadata.get("creationTimestamp")),
         resource_version=str(metadata.get("resourceVersion") or observed.resource_version),
+        reason=eviction[0] if eviction is not None else None,
+        message=optional_text(eviction[1][:MESSAGE_MAX_CHARS]) if eviction is not None else None,
         estimate=None if placed is None else start_estimate(placed),
     )
     return PublicEvent(

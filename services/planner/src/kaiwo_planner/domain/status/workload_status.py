@@ -51,7 +51,9 @@ Choices that differ from upstream, on purpose:
 * A workload Kueue admits again after an eviction starts a new run (its pods start over):
   ``spec.duration``'s deadline counts from the readmission, the moment its ``Admitted``
   condition turned True again (:func:`.kueue_admission.run_start`); ``startTime`` stays the
-  first run's (decision 0169).
+  first run's (decision 0169). Its ``Preemptable`` condition says so meanwhile: False
+  ``Evicted`` while it waits, ``Readmitted`` while it starts again (decision 0171; upstream
+  writes it only while running, so it kept "Workload is running").
 * Events are also emitted for DOWNLOADING, READY and ERROR (upstream emits none for these).
 * A batch Job's failed pod is a failure only past the Job's ``backoffLimit``, which is kept
   (upstream forced 0, so ``failed > 0`` meant the end); a RayJob KubeRay is retrying is
@@ -93,6 +95,7 @@ from kaiwo_planner.domain.status.kueue_admission import (
     ADMITTED,
     NOT_QUEUED_MESSAGE,
     is_admitted,
+    kueue_eviction,
     kueue_preemption,
     kueue_waiting_reason,
     partially_admitted_pods,
@@ -125,6 +128,8 @@ PREEMPTED_FOR = "preemptedFor"
 WORKLOAD_TERMINATED_EARLY = "WorkloadTerminatedEarly"
 
 _RUNNING_PHASES = frozenset({WorkloadStatus.RUNNING, WorkloadStatus.READY})
+_NOT_RUNNING_REASONS = frozenset({"Evicted", "Readmitted"})
+"""``Preemptable`` reasons of a workload that ran and that Kueue evicted (decision 0171)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +215,13 @@ def derive_status(
         observation.conditions.append(_preemptable(remaining))
         if remaining > timedelta(0):
             replan_after = remaining
+    elif duration is not None and _waits_again(previous, observation.phase):
+        # It ran with a duration and Kueue evicted it: it no longer runs, and its duration
+        # counts again from its readmission (decision 0171; before, the condition kept
+        # "Workload is running" while it waited).
+        observation.conditions.append(
+            _not_running(observation, previous, kueue_eviction(observed.kueue_workloads), now)
+        )
     if termination is not None and observation.phase in _RUNNING_PHASES:
         observation.phase = WorkloadStatus.TERMINATING
         observation.conditions.append(
@@ -492,6 +504,47 @@ def _preemptable(remaining: timedelta) -> ConditionSpec:
             "Workload is running and the duration has not been exceeded",
         )
     return ConditionSpec(PREEMPTABLE, "True", "DurationExceeded", "Workload duration has exceeded")
+
+
+def _waits_again(previous: Mapping[str, Any], phase: WorkloadStatus) -> bool:
+    """The workload ran with a duration (it has a ``Preemptable`` condition) and Kueue evicted
+    it: it waits again (PENDING), or starts again after that wait (STARTING, its condition
+    said it was evicted); not a running workload whose pods start over in place."""
+    before = condition_of(previous, PREEMPTABLE)
+    if before is None:
+        return False
+    if phase is WorkloadStatus.PENDING:
+        return True
+    return phase is WorkloadStatus.STARTING and before.get("reason") in _NOT_RUNNING_REASONS
+
+
+def _not_running(
+    observation: _Observation,
+    previous: Mapping[str, Any],
+    eviction: tuple[str, str] | None,
+    now: datetime,
+) -> ConditionSpec:
+    """``Preemptable`` of a workload that ran and that Kueue evicted: PENDING, it waits to be
+    admitted again; STARTING, Kueue admitted it again and its current run counts from then
+    (:func:`.kueue_admission.run_start`, decision 0169). Neither may be stopped for its
+    duration: it holds no GPUs while it waits, and its new run has its whole duration."""
+    if observation.phase is WorkloadStatus.PENDING:
+        why = f" ({eviction[0]})" if eviction is not None else ""
+        return ConditionSpec(
+            PREEMPTABLE,
+            "False",
+            "Evicted",
+            f"Workload is not running: Kueue evicted it{why} and it waits to be admitted "
+            "again; its duration counts again from its readmission",
+        )
+    started = format_time(_run_started(previous, observation, now))
+    return ConditionSpec(
+        PREEMPTABLE,
+        "False",
+        "Readmitted",
+        f"Workload was admitted again at {started} and is starting; its duration counts "
+        "from its readmission",
+    )
 
 
 def _time(value: object) -> datetime | None:
