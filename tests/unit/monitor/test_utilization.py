@@ -108,11 +108,63 @@ def test_the_workload_averages_its_pods() -> None:
     assert (utilization.gpu_count, utilization.pod_count) == (2, 2)
 
 
-def test_a_pod_without_readings_is_left_out_of_the_average() -> None:
+def test_a_gpu_pod_without_readings_makes_the_utilization_unknown() -> None:
+    """Decision 0173: the other pod's readings alone say nothing of the unread one."""
     result = run([a_pod("train-0"), a_pod("train-1")], [reading("train-0", "0", 30.0)])
     (utilization,) = result.utilizations
-    assert utilization.percent == pytest.approx(30.0)
+    assert utilization.percent is None
+    assert utilization.pod_percents == ()
+    assert (utilization.window_start, utilization.window_end) == (NOW, NOW)
     assert (utilization.gpu_count, utilization.pod_count) == (2, 2)
+
+    # Read too, the second pod makes it known; a CPU pod (an opted-in workload's head, all
+    # its pods judged) has no GPU to read and changes nothing.
+    result = assess(
+        pods=[a_pod("train-0"), a_pod("train-1"), a_pod("head", gpus=0)],
+        samples=[reading("train-0", "0", 30.0), reading("train-1", "0", 10.0)],
+        states={},
+        policy=DEFAULT,
+        now=NOW,
+        preemption={UID_A: GpuPreemptionSettings()},
+    )
+    (utilization,) = result.utilizations
+    assert utilization.percent == pytest.approx(20.0)
+    assert (utilization.gpu_count, utilization.pod_count) == (2, 3)
+
+
+def test_an_unread_busy_pod_opens_no_idle_or_underutilized_stretch() -> None:
+    """One pod reads 0 %, the other's node exporter is gone: neither stretch opens, and open
+    ones are kept as they were (neither ended nor extended)."""
+    settings = GpuPreemptionSettings(threshold_percent=50.0)  # Max, the default
+    pods = [a_pod("train-0"), a_pod("train-1")]
+    samples = [reading("train-0", "0", 0.0)]
+
+    fresh = assess(
+        pods=pods,
+        samples=samples,
+        states={},
+        policy=DEFAULT,
+        now=NOW,
+        preemption={UID_A: settings},
+    )
+    (judgment,) = fresh.judgments
+    assert judgment.idle is not None
+    assert (judgment.idle.percent, judgment.idle.since) == (None, None)
+    assert judgment.underutilized_since is None
+    assert fresh.underutilized == ()
+    assert fresh.states == {}
+
+    open_since = NOW - timedelta(minutes=3)
+    kept = UtilizationState(workload_uid=UID_A, below_since=open_since, idle_since=open_since)
+    later = assess(
+        pods=pods,
+        samples=samples,
+        states={UID_A: kept},
+        policy=DEFAULT,
+        now=NOW,
+        preemption={UID_A: settings},
+    )
+    assert later.states == {UID_A: kept}
 
 
 def test_two_series_of_one_gpu_are_averaged_and_readings_are_clamped() -> None:

@@ -304,7 +304,7 @@ class MonitorService:
         self.metrics.pods_without_readings.set(len(missing))
         if missing:
             log.info(
-                "running GPU pods without readings; their workloads are not judged on them",
+                "running GPU pods without readings; their workloads are not judged",
                 pods=len(missing),
                 first=f"{missing[0].namespace}/{missing[0].name}",
             )

@@ -13,9 +13,11 @@ The rules (KaiwoConfig ``spec.resourceMonitoring``, seeds; upstream §12 differs
   (``aggregation = "Avg"``): one idle GPU among busy ones does not make a workload
   underutilized, its GPUs on average must be. Upstream flags a workload as soon as any single
   GPU reading is low; that punishes a job whose rank 0 waits while the others compute, so we
-  do not copy it. Pods of the workload without any reading are left out of the average (the
-  endpoint not knowing them says nothing about their use); with no reading at all the
-  utilization is unknown (None).
+  do not copy it. **A running GPU pod without any reading makes the workload's utilization
+  unknown** (None), as no reading at all does: the endpoint not knowing a pod (its node's
+  exporter gone or late) says nothing about its use, and judging the others alone read the
+  busy pod as idle (decision 0173: a two-pod job whose busy pod went unreported was preempted
+  as idle on the real stack, for every aggregation but Min).
 * **Underutilized** when the utilization is below ``lowUtilizationThreshold`` percent
   (strictly: a threshold of 0 never flags anything). The state remembers since when.
 * **GPU idle** (upstream §11), for workloads opted in by annotation
@@ -122,7 +124,8 @@ class WorkloadUtilization:
     gpu_count: int
     pod_count: int
     percent: float | None
-    """Average over pods of used / requested GPU capacity, 0-100; None without readings."""
+    """Average over pods of used / requested GPU capacity, 0-100; None unless every running
+    GPU pod has readings."""
     pod_percents: tuple[float, ...] = ()
     """Each pod with readings: used / requested GPU capacity, 0-100."""
     window_start: datetime = field(kw_only=True)
@@ -312,6 +315,7 @@ def workload_utilization(
     gpu_count = 0
     pod_percents: list[float] = []
     times: list[datetime] = []
+    unread = 0
     for pod in running:
         found = readings.get((pod.namespace, pod.name), PodReadings())
         gpus = found.percents_by_gpu
@@ -321,8 +325,12 @@ def workload_utilization(
             used = sum(sum(values) / len(values) for values in gpus.values())
             pod_percents.append(used / capacity)
             times.extend(found.times)
+        elif capacity > 0:
+            unread += 1
     if gpu_count == 0:
         return None  # a CPU-only workload has no GPU utilization to judge
+    if unread:  # one GPU pod unread: the workload's use is unknown (module docstring)
+        pod_percents, times = [], []
     vendor: GpuVendor = "nvidia" if any(pod.vendor == "nvidia" for pod in running) else "amd"
     return WorkloadUtilization(
         workload=running[0].workload,
