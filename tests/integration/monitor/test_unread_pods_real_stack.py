@@ -9,6 +9,10 @@ A plain Job of two pods, 4 GPUs each, opted in to idle preemption (``OnPressure`
 not be preempted: its unread pod may be the busy one. Once both pods read 1 %, it is idle
 and goes for the waiting Job (the rig works). Before the decision, the pair was judged on the
 read pod alone, marked ``Idle`` and preempted within seconds.
+
+A gap is no part of an idle stretch: the pair idle, then one pod unread for longer than the
+monitor's gap (3 polling intervals and the scrape timeout: 8 s here), then read idle again,
+is idle since the reading after the gap, not since before it (it may have worked meanwhile).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
@@ -135,3 +140,29 @@ async def test_a_gpu_pod_without_readings_keeps_its_job_from_being_preempted_as_
     }
     await job_gone(pipeline, "pair")
     await pod_where(pipeline, "job-name=waits", running, what="waits placed at last")
+
+
+async def test_an_idle_stretch_starts_anew_after_a_pod_went_unread(
+    operator: tuple[Pipeline, GpuExporter],
+) -> None:
+    pipeline, exporter = operator
+    kube, ns = pipeline.kube, pipeline.namespace
+    await kube.create(pair_job("pair", ns))
+    pods = await running_pods(pipeline, "pair", 2)
+    both = [
+        GpuSeries(ns, pod["metadata"]["name"], str(gpu), 1.0) for pod in pods for gpu in range(4)
+    ]
+    exporter.series = both
+    first = (await record_of(pipeline, "Job", "pair", phase="Idle"))["status"]["idleSince"]
+
+    exporter.series = both[:4]  # the second pod's node exporter gone
+    await record_of(pipeline, "Job", "pair", phase="Unknown")
+    await asyncio.sleep(12.0)  # longer than the gap of 8 s
+    back = datetime.now(UTC)
+    exporter.series = both
+
+    again = (await record_of(pipeline, "Job", "pair", phase="Idle"))["status"]
+    since = datetime.fromisoformat(again["idleSince"])
+    print(f"\nidle since {first}; unread; read again at {back.isoformat()}: idle since {since}")
+    assert since >= back - timedelta(seconds=1)
+    assert since > datetime.fromisoformat(first) + timedelta(seconds=12)

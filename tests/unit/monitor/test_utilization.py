@@ -259,7 +259,9 @@ def test_falling_below_the_threshold_opens_a_stretch() -> None:
     assert finding.since == NOW
     assert finding.threshold_ratio == pytest.approx(0.01)
     assert finding.utilization.percent == pytest.approx(0.5)
-    assert result.states == {UID_A: UtilizationState(workload_uid=UID_A, below_since=NOW)}
+    assert result.states == {
+        UID_A: UtilizationState(workload_uid=UID_A, below_since=NOW, read_at=NOW)
+    }
     (judgment,) = result.judgments
     assert (judgment.underutilized_since, judgment.idle) == (NOW, None)
 
@@ -269,7 +271,48 @@ def test_staying_below_keeps_the_start_and_reports_nothing_new() -> None:
     previous = {UID_A: UtilizationState(workload_uid=UID_A, below_since=since)}
     result = run([a_pod("train-0")], [reading("train-0", "0", 0.0)], states=previous)
     assert result.underutilized == ()
-    assert result.states == previous
+    assert result.states == {
+        UID_A: UtilizationState(workload_uid=UID_A, below_since=since, read_at=NOW)
+    }
+
+
+def test_a_reading_after_a_gap_starts_both_stretches_anew() -> None:
+    """Decision 0173: ten minutes unread count neither toward the grace period nor toward
+    ``terminateUnderutilizedAfter``; a minute unread (within ``gap``) breaks nothing."""
+    since = NOW - timedelta(minutes=12)
+    settings = GpuPreemptionSettings(threshold_percent=50.0)
+
+    def after(unread: timedelta) -> Assessment:
+        previous = UtilizationState(
+            workload_uid=UID_A, below_since=since, idle_since=since, read_at=NOW - unread
+        )
+        return assess(
+            pods=[a_pod("train-0")],
+            samples=[reading("train-0", "0", 0.0)],
+            states={UID_A: previous},
+            policy=DEFAULT,
+            now=NOW,
+            preemption={UID_A: settings},
+            gap=timedelta(minutes=2),
+        )
+
+    broken = after(timedelta(minutes=10))
+    assert broken.states == {
+        UID_A: UtilizationState(workload_uid=UID_A, below_since=NOW, idle_since=NOW, read_at=NOW)
+    }
+    (judgment,) = broken.judgments
+    assert judgment.idle is not None
+    assert (judgment.underutilized_since, judgment.idle.since) == (NOW, NOW)
+    (finding,) = broken.underutilized  # announced again: a new stretch
+    assert finding.since == NOW
+
+    kept = after(timedelta(minutes=1))
+    assert kept.states == {
+        UID_A: UtilizationState(
+            workload_uid=UID_A, below_since=since, idle_since=since, read_at=NOW
+        )
+    }
+    assert kept.underutilized == ()
 
 
 def test_a_reading_at_the_threshold_ends_the_stretch() -> None:
@@ -346,7 +389,9 @@ def test_min_aggregation_makes_the_same_workload_idle_since_now() -> None:
     (judgment,) = result.judgments
     assert judgment.idle is not None
     assert (judgment.idle.percent, judgment.idle.since) == (pytest.approx(5.0), NOW)
-    assert result.states == {UID_A: UtilizationState(workload_uid=UID_A, idle_since=NOW)}
+    assert result.states == {
+        UID_A: UtilizationState(workload_uid=UID_A, idle_since=NOW, read_at=NOW)
+    }
 
 
 def test_an_opted_in_workload_outside_the_target_namespaces_is_judged_for_idleness_only() -> None:

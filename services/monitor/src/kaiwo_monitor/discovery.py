@@ -128,10 +128,10 @@ class RootFinder:
                 pods[uid].append(_monitored(pod, root))
             # A found root's other running GPU pods, without readings: they make its use
             # unknown (decision 0173), so they must be known too.
-            for pod in unread:
-                uid = await self._found_root_above(pod, roots)
-                if uid is not None:
-                    pods[uid].append(_monitored(pod, roots[uid]))
+            for sibling in unread:
+                above = await self._found_root_above(sibling, roots)
+                if above is not None:
+                    pods[above].append(_monitored(sibling, roots[above]))
         return tuple(
             ForeignWorkload(root=roots[uid], pods=tuple(pods[uid])) for uid in sorted(roots)
         )

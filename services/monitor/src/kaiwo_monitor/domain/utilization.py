@@ -27,7 +27,11 @@ The rules (KaiwoConfig ``spec.resourceMonitoring``, seeds; upstream §12 differs
   condition, termination after ``terminateUnderutilizedAfter``, preemption after the grace
   period) is the planner's, from the ``UtilizationV1`` published every tick.
   An unknown utilization (no readings, all pods pending) neither ends nor extends a stretch:
-  the state is kept as it was.
+  the state is kept as it was. **A gap is no part of a stretch** (decision 0173): when the
+  first reading after more than ``gap`` without one is below the threshold, the stretch
+  starts anew at it, so a workload is never counted idle (toward its grace period, or
+  ``terminateUnderutilizedAfter``) for the time nobody could read it. A missed scrape or two
+  (``gap`` is a few polling intervals) does not break a stretch.
 
 State in, state out: :func:`assess` takes the previous :class:`UtilizationState` per
 workload uid and returns the next ones; only workloads with something to remember (an open
@@ -39,7 +43,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Final, Literal
 
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoResourceMonitoringConfig
@@ -109,6 +113,9 @@ class UtilizationState:
     """Start of the current underutilized stretch; None when there is none."""
     idle_since: datetime | None = None
     """Start of the current GPU-idle stretch (preemption settings); None when there is none."""
+    read_at: datetime | None = None
+    """The last tick with a reading that kept a stretch open (None: not known, kept by an
+    older monitor): a reading after more than ``gap`` starts the stretches anew."""
 
     @property
     def worth_keeping(self) -> bool:
@@ -202,10 +209,12 @@ def assess(
     policy: MonitoringPolicy,
     now: datetime,
     preemption: Mapping[str, GpuPreemptionSettings] | None = None,
+    gap: timedelta | None = None,
 ) -> Assessment:
     """Utilization of every monitored or opted-in workload, new findings, the next states.
 
     ``preemption``: the idle-preemption settings of the opted-in workloads, by uid.
+    ``gap``: the longest time without a reading an open stretch survives (None: any).
     """
     opted_in = preemption or {}
     pods_by_workload: dict[str, list[MonitoredPod]] = defaultdict(list)
@@ -223,6 +232,8 @@ def assess(
         utilization = workload_utilization(running, readings, now=now) if running else None
         state = previous
         if utilization is not None:
+            if utilization.percent is not None and _after_a_gap(previous, now, gap):
+                previous = UtilizationState(workload_uid=uid)
             monitored = any(policy.targets(pod) for pod in pods_by_workload[uid])
             state, finding = judge(
                 utilization, previous, policy=policy, now=now, monitored=monitored
@@ -239,11 +250,20 @@ def assess(
                 )
             )
             underutilized.extend([finding] if finding else [])
+            if utilization.percent is not None:
+                state = replace(state, read_at=now)
         if state.worth_keeping:
             next_states[uid] = state
     return Assessment(
         judgments=tuple(judgments), underutilized=tuple(underutilized), states=next_states
     )
+
+
+def _after_a_gap(previous: UtilizationState, now: datetime, gap: timedelta | None) -> bool:
+    """The workload went unread for longer than ``gap`` since the reading that last kept
+    its stretch open (module docstring)."""
+    read_at = previous.read_at
+    return gap is not None and read_at is not None and now - read_at > gap
 
 
 def judge(
