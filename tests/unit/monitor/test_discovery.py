@@ -160,3 +160,32 @@ def test_only_pods_no_kaiwo_workload_holds_are_candidates() -> None:
         NS: frozenset({"notebook"}),
         "team-b": frozenset({"x"}),
     }
+
+
+async def test_a_found_roots_running_gpu_pods_without_readings_are_its_pods_too(
+    kube: tuple[FakeKubeServer, KubernetesAsyncioAdapter],
+) -> None:
+    """Decision 0173: a pod without readings makes its root's use unknown, so the monitor
+    must know it; pods of roots nobody read, and CPU pods, are left alone."""
+    _, adapter = kube
+    job = await make(adapter, "batch/v1", "Job", "train")
+    await make(adapter, "v1", "Pod", "train-a", ownerReferences=controlled_by(job))
+    await make(adapter, "v1", "Pod", "train-b", ownerReferences=controlled_by(job))
+    deployment = await make(adapter, "apps/v1", "Deployment", "serve")
+    replicas = await make(
+        adapter, "apps/v1", "ReplicaSet", "serve-5d4f", ownerReferences=controlled_by(deployment)
+    )
+    await make(adapter, "v1", "Pod", "serve-5d4f-x", ownerReferences=controlled_by(replicas))
+    await make(adapter, "v1", "Pod", "serve-5d4f-y", ownerReferences=controlled_by(replicas))
+    other = await make(adapter, "batch/v1", "Job", "other")
+    await make(adapter, "v1", "Pod", "other-a", ownerReferences=controlled_by(other))
+    finder = RootFinder(adapter)
+
+    found = await finder.workloads(candidate_pods([sample("train-a"), sample("serve-5d4f-x")], []))
+
+    pods = {w.root["metadata"]["name"]: sorted(p.name for p in w.pods) for w in found}
+    assert pods == {"train": ["train-a", "train-b"], "serve": ["serve-5d4f-x", "serve-5d4f-y"]}
+    # The list; the Job; the ReplicaSet and the Deployment; nothing for train-b (its
+    # controller is the Job found), serve-5d4f-y (its ReplicaSet remembered) or other-a
+    # (its Job is no root found: not read).
+    assert finder.reads == 4

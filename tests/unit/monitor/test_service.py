@@ -270,7 +270,8 @@ async def test_metrics_of_a_tick(kit: Kit) -> None:
 
 async def test_a_second_tick_continues_the_stretch_without_reporting_it_again(kit: Kit) -> None:
     kit.scraper.samples = [*IDLE_TRAIN]
-    service = kit.service()
+    # Ticks a minute apart, consecutive (a gap of 3 x 60 s + 5 s would break the stretch).
+    service = kit.service(settings=settings(monitor_polling_interval_seconds=60))
     await service.tick()
     kit.clock.now = T0 + timedelta(minutes=1)
 
@@ -283,7 +284,41 @@ async def test_a_second_tick_continues_the_stretch_without_reporting_it_again(ki
         ("utilization", UID_TRAIN),
         ("utilization", UID_CHAT),
     ]
-    assert service.states == {UID_TRAIN: UtilizationState(workload_uid=UID_TRAIN, below_since=T0)}
+    assert service.states == {
+        UID_TRAIN: UtilizationState(
+            workload_uid=UID_TRAIN, below_since=T0, read_at=T0 + timedelta(minutes=1)
+        )
+    }
+
+
+async def test_a_stretch_starts_anew_after_ticks_without_readings(kit: Kit) -> None:
+    """Decision 0173: the exporter gone for 10 minutes is no part of an idle stretch."""
+    kit.scraper.samples = [*IDLE_TRAIN]
+    service = kit.service(settings=settings(monitor_polling_interval_seconds=30))
+    assert service.gap == timedelta(seconds=95)  # 3 x 30 s + the 5 s scrape timeout
+    await service.tick()
+    kit.scraper.samples = []
+    for minutes in range(1, 10):
+        kit.clock.now = T0 + timedelta(minutes=minutes)
+        await service.tick()
+    assert service.states[UID_TRAIN].below_since == T0  # kept while nobody reads it
+    kit.scraper.samples = [*IDLE_TRAIN]
+    kit.clock.now = T0 + timedelta(minutes=10)
+
+    await service.tick()
+
+    again = T0 + timedelta(minutes=10)
+    assert service.states == {
+        UID_TRAIN: UtilizationState(workload_uid=UID_TRAIN, below_since=again, read_at=again)
+    }
+    found = [e.data for s, e in published(kit.jetstream) if s.endswith(UID_TRAIN)]
+    assert [type(e).__name__ for e in found][-2:] == ["UtilizationV1", "UnderutilizedV1"]
+    assert isinstance(found[-2], UtilizationV1)
+    assert found[-2].underutilized_since == again
+    # The bucket keeps the stretch, not when it was last read.
+    assert await StateStore(kit.kv).load() == {
+        UID_TRAIN: UtilizationState(workload_uid=UID_TRAIN, below_since=again)
+    }
 
 
 async def test_the_monitor_decides_nothing_a_long_stretch_is_restated_each_tick(kit: Kit) -> None:
@@ -292,7 +327,8 @@ async def test_the_monitor_decides_nothing_a_long_stretch_is_restated_each_tick(
         kaiwo_config({"terminateUnderutilized": True, "terminateUnderutilizedAfter": "1h"}),
     )
     kit.scraper.samples = [*IDLE_TRAIN]
-    service = kit.service()
+    # Ticks an hour apart are consecutive at a polling interval of an hour.
+    service = kit.service(settings=settings(monitor_polling_interval_seconds=3600))
     for minutes in (0, 59, 60, 61):
         kit.clock.now = T0 + timedelta(minutes=minutes)
         await service.tick()

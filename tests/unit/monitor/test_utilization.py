@@ -108,11 +108,63 @@ def test_the_workload_averages_its_pods() -> None:
     assert (utilization.gpu_count, utilization.pod_count) == (2, 2)
 
 
-def test_a_pod_without_readings_is_left_out_of_the_average() -> None:
+def test_a_gpu_pod_without_readings_makes_the_utilization_unknown() -> None:
+    """Decision 0173: the other pod's readings alone say nothing of the unread one."""
     result = run([a_pod("train-0"), a_pod("train-1")], [reading("train-0", "0", 30.0)])
     (utilization,) = result.utilizations
-    assert utilization.percent == pytest.approx(30.0)
+    assert utilization.percent is None
+    assert utilization.pod_percents == ()
+    assert (utilization.window_start, utilization.window_end) == (NOW, NOW)
     assert (utilization.gpu_count, utilization.pod_count) == (2, 2)
+
+    # Read too, the second pod makes it known; a CPU pod (an opted-in workload's head, all
+    # its pods judged) has no GPU to read and changes nothing.
+    result = assess(
+        pods=[a_pod("train-0"), a_pod("train-1"), a_pod("head", gpus=0)],
+        samples=[reading("train-0", "0", 30.0), reading("train-1", "0", 10.0)],
+        states={},
+        policy=DEFAULT,
+        now=NOW,
+        preemption={UID_A: GpuPreemptionSettings()},
+    )
+    (utilization,) = result.utilizations
+    assert utilization.percent == pytest.approx(20.0)
+    assert (utilization.gpu_count, utilization.pod_count) == (2, 3)
+
+
+def test_an_unread_busy_pod_opens_no_idle_or_underutilized_stretch() -> None:
+    """One pod reads 0 %, the other's node exporter is gone: neither stretch opens, and open
+    ones are kept as they were (neither ended nor extended)."""
+    settings = GpuPreemptionSettings(threshold_percent=50.0)  # Max, the default
+    pods = [a_pod("train-0"), a_pod("train-1")]
+    samples = [reading("train-0", "0", 0.0)]
+
+    fresh = assess(
+        pods=pods,
+        samples=samples,
+        states={},
+        policy=DEFAULT,
+        now=NOW,
+        preemption={UID_A: settings},
+    )
+    (judgment,) = fresh.judgments
+    assert judgment.idle is not None
+    assert (judgment.idle.percent, judgment.idle.since) == (None, None)
+    assert judgment.underutilized_since is None
+    assert fresh.underutilized == ()
+    assert fresh.states == {}
+
+    open_since = NOW - timedelta(minutes=3)
+    kept = UtilizationState(workload_uid=UID_A, below_since=open_since, idle_since=open_since)
+    later = assess(
+        pods=pods,
+        samples=samples,
+        states={UID_A: kept},
+        policy=DEFAULT,
+        now=NOW,
+        preemption={UID_A: settings},
+    )
+    assert later.states == {UID_A: kept}
 
 
 def test_two_series_of_one_gpu_are_averaged_and_readings_are_clamped() -> None:
@@ -207,7 +259,9 @@ def test_falling_below_the_threshold_opens_a_stretch() -> None:
     assert finding.since == NOW
     assert finding.threshold_ratio == pytest.approx(0.01)
     assert finding.utilization.percent == pytest.approx(0.5)
-    assert result.states == {UID_A: UtilizationState(workload_uid=UID_A, below_since=NOW)}
+    assert result.states == {
+        UID_A: UtilizationState(workload_uid=UID_A, below_since=NOW, read_at=NOW)
+    }
     (judgment,) = result.judgments
     assert (judgment.underutilized_since, judgment.idle) == (NOW, None)
 
@@ -217,7 +271,48 @@ def test_staying_below_keeps_the_start_and_reports_nothing_new() -> None:
     previous = {UID_A: UtilizationState(workload_uid=UID_A, below_since=since)}
     result = run([a_pod("train-0")], [reading("train-0", "0", 0.0)], states=previous)
     assert result.underutilized == ()
-    assert result.states == previous
+    assert result.states == {
+        UID_A: UtilizationState(workload_uid=UID_A, below_since=since, read_at=NOW)
+    }
+
+
+def test_a_reading_after_a_gap_starts_both_stretches_anew() -> None:
+    """Decision 0173: ten minutes unread count neither toward the grace period nor toward
+    ``terminateUnderutilizedAfter``; a minute unread (within ``gap``) breaks nothing."""
+    since = NOW - timedelta(minutes=12)
+    settings = GpuPreemptionSettings(threshold_percent=50.0)
+
+    def after(unread: timedelta) -> Assessment:
+        previous = UtilizationState(
+            workload_uid=UID_A, below_since=since, idle_since=since, read_at=NOW - unread
+        )
+        return assess(
+            pods=[a_pod("train-0")],
+            samples=[reading("train-0", "0", 0.0)],
+            states={UID_A: previous},
+            policy=DEFAULT,
+            now=NOW,
+            preemption={UID_A: settings},
+            gap=timedelta(minutes=2),
+        )
+
+    broken = after(timedelta(minutes=10))
+    assert broken.states == {
+        UID_A: UtilizationState(workload_uid=UID_A, below_since=NOW, idle_since=NOW, read_at=NOW)
+    }
+    (judgment,) = broken.judgments
+    assert judgment.idle is not None
+    assert (judgment.underutilized_since, judgment.idle.since) == (NOW, NOW)
+    (finding,) = broken.underutilized  # announced again: a new stretch
+    assert finding.since == NOW
+
+    kept = after(timedelta(minutes=1))
+    assert kept.states == {
+        UID_A: UtilizationState(
+            workload_uid=UID_A, below_since=since, idle_since=since, read_at=NOW
+        )
+    }
+    assert kept.underutilized == ()
 
 
 def test_a_reading_at_the_threshold_ends_the_stretch() -> None:
@@ -294,7 +389,9 @@ def test_min_aggregation_makes_the_same_workload_idle_since_now() -> None:
     (judgment,) = result.judgments
     assert judgment.idle is not None
     assert (judgment.idle.percent, judgment.idle.since) == (pytest.approx(5.0), NOW)
-    assert result.states == {UID_A: UtilizationState(workload_uid=UID_A, idle_since=NOW)}
+    assert result.states == {
+        UID_A: UtilizationState(workload_uid=UID_A, idle_since=NOW, read_at=NOW)
+    }
 
 
 def test_an_opted_in_workload_outside_the_target_namespaces_is_judged_for_idleness_only() -> None:

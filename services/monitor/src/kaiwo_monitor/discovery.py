@@ -5,7 +5,9 @@ workload's (no ``kaiwo.silogen.ai/run-id``) names a candidate; only then does th
 the API server anything more, so a cluster without such pods costs no call at all. Each tick:
 
 1. the namespaces of the candidates: one LIST of their Running pods each (field selector
-   ``status.phase=Running``; the monitor's role lists pods already);
+   ``status.phase=Running``; the monitor's role lists pods already); a found root's running
+   GPU pods without readings are its pods too (found through their controller references,
+   intermediates remembered): they make its utilization unknown (decision 0173);
 2. each candidate pod asking for GPUs, and made by no Kaiwo kind: its root, found by walking
    controller owner references upward with GETs (:func:`kaiwo_contracts.gpu_workloads.
    controller_reference`), through ReplicaSets to a Pod, Job, Deployment, StatefulSet,
@@ -107,9 +109,16 @@ class RootFinder:
             listed = await self._kube.list(
                 resources.POD, namespace=namespace, field_selector=RUNNING
             )
-            for pod in listed.items:
+            gpu_pods = [
+                pod
+                for pod in listed.items
+                if not made_by_kaiwo(pod) and pod_gpus(pod.get("spec") or {})
+            ]
+            unread: list[Mapping[str, Any]] = []
+            for pod in gpu_pods:
                 name = str((pod.get("metadata") or {}).get("name") or "")
-                if name not in names or made_by_kaiwo(pod) or not pod_gpus(pod.get("spec") or {}):
+                if name not in names:
+                    unread.append(pod)
                     continue
                 root = await self._root_of({**pod, "apiVersion": "v1", "kind": "Pod"})
                 if root is None:
@@ -117,6 +126,12 @@ class RootFinder:
                 uid = str(root["metadata"]["uid"])
                 roots[uid] = root
                 pods[uid].append(_monitored(pod, root))
+            # A found root's other running GPU pods, without readings: they make its use
+            # unknown (decision 0173), so they must be known too.
+            for sibling in unread:
+                above = await self._found_root_above(sibling, roots)
+                if above is not None:
+                    pods[above].append(_monitored(sibling, roots[above]))
         return tuple(
             ForeignWorkload(root=roots[uid], pods=tuple(pods[uid])) for uid in sorted(roots)
         )
@@ -142,6 +157,26 @@ class RootFinder:
             if above is None:
                 return None
             reference = above
+        return None
+
+    async def _found_root_above(
+        self, pod: Mapping[str, Any], roots: Mapping[str, Mapping[str, Any]]
+    ) -> str | None:
+        """The uid of the root among ``roots`` that ``pod`` belongs to, or None. Only the
+        controller references are walked (intermediates remembered), roots are not read: a
+        pod of no found root costs at most the reads of its new ReplicaSets."""
+        namespace = (pod.get("metadata") or {}).get("namespace")
+        reference = controller_reference(pod)
+        for _ in range(MAX_DEPTH):
+            if reference is None:
+                return None
+            uid = str(reference.get("uid") or "")
+            if uid in roots:
+                return uid
+            kind = kind_of_reference(reference)
+            if kind not in INTERMEDIATE_KINDS:
+                return None
+            reference = await self._controller_of(reference, kind, namespace)
         return None
 
     async def _controller_of(

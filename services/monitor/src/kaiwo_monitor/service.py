@@ -37,7 +37,7 @@ import asyncio
 import contextlib
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
@@ -68,6 +68,9 @@ from kaiwo_monitor.settings import MonitorSettings
 from kaiwo_monitor.state_store import StateStore
 
 log = structlog.get_logger("kaiwo.monitor")
+
+GAP_TICKS = 3
+"""Polling intervals without a reading an open stretch survives (:attr:`MonitorService.gap`)."""
 
 
 class TickAborted(Exception):  # noqa: N818 - names what happened to the tick
@@ -199,10 +202,20 @@ class MonitorService:
             policy=policy,
             now=now,
             preemption=preemption,
+            gap=self.gap,
         )
         await self._publish(assessment, now=now, until=until)
         self._report(assessment)
         return assessment
+
+    @property
+    def gap(self) -> timedelta:
+        """The longest time without a reading an open stretch survives: a missed scrape or
+        two, and a slow one (decision 0173)."""
+        interval = self.settings.monitor_polling_interval_seconds
+        return timedelta(
+            seconds=GAP_TICKS * interval + self.settings.monitor_scrape_timeout_seconds
+        )
 
     async def _read_config(self) -> KaiwoConfig:
         try:
@@ -304,7 +317,7 @@ class MonitorService:
         self.metrics.pods_without_readings.set(len(missing))
         if missing:
             log.info(
-                "running GPU pods without readings; their workloads are not judged on them",
+                "running GPU pods without readings; their workloads are not judged",
                 pods=len(missing),
                 first=f"{missing[0].namespace}/{missing[0].name}",
             )

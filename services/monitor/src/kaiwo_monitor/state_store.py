@@ -70,9 +70,16 @@ class StateStore:
         after: Mapping[str, UtilizationState],
     ) -> None:
         new = after.get(uid)
-        if new == before.get(uid):
-            return
+        if _stretches(new) == _stretches(before.get(uid)):
+            return  # ``read_at`` moves every tick and is not kept (decision 0173)
         if new is None:
             await self._kv.delete(uid)
         else:
             await self._kv.put(uid, encode_state(new))
+
+
+def _stretches(state: UtilizationState | None) -> tuple[datetime | None, ...] | None:
+    """What the bucket keeps of a state: its stretches. When a stretch was last read is the
+    leader's own (a new leader does not know it, and judges its first reading as it finds
+    it): written on every tick it would cost a write per idle workload and tick."""
+    return None if state is None else (state.below_since, state.idle_since)

@@ -13,9 +13,11 @@ The rules (KaiwoConfig ``spec.resourceMonitoring``, seeds; upstream §12 differs
   (``aggregation = "Avg"``): one idle GPU among busy ones does not make a workload
   underutilized, its GPUs on average must be. Upstream flags a workload as soon as any single
   GPU reading is low; that punishes a job whose rank 0 waits while the others compute, so we
-  do not copy it. Pods of the workload without any reading are left out of the average (the
-  endpoint not knowing them says nothing about their use); with no reading at all the
-  utilization is unknown (None).
+  do not copy it. **A running GPU pod without any reading makes the workload's utilization
+  unknown** (None), as no reading at all does: the endpoint not knowing a pod (its node's
+  exporter gone or late) says nothing about its use, and judging the others alone read the
+  busy pod as idle (decision 0173: a two-pod job whose busy pod went unreported was preempted
+  as idle on the real stack, for every aggregation but Min).
 * **Underutilized** when the utilization is below ``lowUtilizationThreshold`` percent
   (strictly: a threshold of 0 never flags anything). The state remembers since when.
 * **GPU idle** (upstream §11), for workloads opted in by annotation
@@ -25,7 +27,11 @@ The rules (KaiwoConfig ``spec.resourceMonitoring``, seeds; upstream §12 differs
   condition, termination after ``terminateUnderutilizedAfter``, preemption after the grace
   period) is the planner's, from the ``UtilizationV1`` published every tick.
   An unknown utilization (no readings, all pods pending) neither ends nor extends a stretch:
-  the state is kept as it was.
+  the state is kept as it was. **A gap is no part of a stretch** (decision 0173): when the
+  first reading after more than ``gap`` without one is below the threshold, the stretch
+  starts anew at it, so a workload is never counted idle (toward its grace period, or
+  ``terminateUnderutilizedAfter``) for the time nobody could read it. A missed scrape or two
+  (``gap`` is a few polling intervals) does not break a stretch.
 
 State in, state out: :func:`assess` takes the previous :class:`UtilizationState` per
 workload uid and returns the next ones; only workloads with something to remember (an open
@@ -37,7 +43,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Final, Literal
 
 from kaiwo_contracts.crds.config_v1alpha1.kaiwoconfig import KaiwoResourceMonitoringConfig
@@ -107,6 +113,9 @@ class UtilizationState:
     """Start of the current underutilized stretch; None when there is none."""
     idle_since: datetime | None = None
     """Start of the current GPU-idle stretch (preemption settings); None when there is none."""
+    read_at: datetime | None = None
+    """The last tick with a reading that kept a stretch open (None: not known, kept by an
+    older monitor): a reading after more than ``gap`` starts the stretches anew."""
 
     @property
     def worth_keeping(self) -> bool:
@@ -122,7 +131,8 @@ class WorkloadUtilization:
     gpu_count: int
     pod_count: int
     percent: float | None
-    """Average over pods of used / requested GPU capacity, 0-100; None without readings."""
+    """Average over pods of used / requested GPU capacity, 0-100; None unless every running
+    GPU pod has readings."""
     pod_percents: tuple[float, ...] = ()
     """Each pod with readings: used / requested GPU capacity, 0-100."""
     window_start: datetime = field(kw_only=True)
@@ -199,10 +209,12 @@ def assess(
     policy: MonitoringPolicy,
     now: datetime,
     preemption: Mapping[str, GpuPreemptionSettings] | None = None,
+    gap: timedelta | None = None,
 ) -> Assessment:
     """Utilization of every monitored or opted-in workload, new findings, the next states.
 
     ``preemption``: the idle-preemption settings of the opted-in workloads, by uid.
+    ``gap``: the longest time without a reading an open stretch survives (None: any).
     """
     opted_in = preemption or {}
     pods_by_workload: dict[str, list[MonitoredPod]] = defaultdict(list)
@@ -220,6 +232,8 @@ def assess(
         utilization = workload_utilization(running, readings, now=now) if running else None
         state = previous
         if utilization is not None:
+            if utilization.percent is not None and _after_a_gap(previous, now, gap):
+                previous = UtilizationState(workload_uid=uid)
             monitored = any(policy.targets(pod) for pod in pods_by_workload[uid])
             state, finding = judge(
                 utilization, previous, policy=policy, now=now, monitored=monitored
@@ -236,11 +250,20 @@ def assess(
                 )
             )
             underutilized.extend([finding] if finding else [])
+            if utilization.percent is not None:
+                state = replace(state, read_at=now)
         if state.worth_keeping:
             next_states[uid] = state
     return Assessment(
         judgments=tuple(judgments), underutilized=tuple(underutilized), states=next_states
     )
+
+
+def _after_a_gap(previous: UtilizationState, now: datetime, gap: timedelta | None) -> bool:
+    """The workload went unread for longer than ``gap`` since the reading that last kept
+    its stretch open (module docstring)."""
+    read_at = previous.read_at
+    return gap is not None and read_at is not None and now - read_at > gap
 
 
 def judge(
@@ -312,6 +335,7 @@ def workload_utilization(
     gpu_count = 0
     pod_percents: list[float] = []
     times: list[datetime] = []
+    unread = 0
     for pod in running:
         found = readings.get((pod.namespace, pod.name), PodReadings())
         gpus = found.percents_by_gpu
@@ -321,8 +345,12 @@ def workload_utilization(
             used = sum(sum(values) / len(values) for values in gpus.values())
             pod_percents.append(used / capacity)
             times.extend(found.times)
+        elif capacity > 0:
+            unread += 1
     if gpu_count == 0:
         return None  # a CPU-only workload has no GPU utilization to judge
+    if unread:  # one GPU pod unread: the workload's use is unknown (module docstring)
+        pod_percents, times = [], []
     vendor: GpuVendor = "nvidia" if any(pod.vendor == "nvidia" for pod in running) else "amd"
     return WorkloadUtilization(
         workload=running[0].workload,
