@@ -544,6 +544,56 @@ async def test_scale_subresource_scales_from_zero_replicas_only_while_they_are_z
     assert again["spec"]["replicas"] == 2
 
 
+async def test_scale_subresource_sets_replicas_only_while_the_object_is_the_version_read(
+    backend: Backend, widgets: ResourceType
+) -> None:
+    """The Scale carries the object's resourceVersion: a patch testing it holds only while
+    nothing was written to the object since it was read (the executor scales a Model only
+    while it is the Model the autoscaler decided on: a user's ``autoscalingDisabled``, set
+    in between with the replicas unchanged, refuses the patch)."""
+    kube, ns = backend.kube, backend.namespace
+    created = await kube.create(widget(widgets, ns, "w", spec={"size": 1, "replicas": 2}))
+    read_at = created["metadata"]["resourceVersion"]
+
+    # Someone changes another field of the spec after the read: the replicas are still 2.
+    await kube.merge_patch(widgets, "w", {"spec": {"autoscalingDisabled": True}}, namespace=ns)
+    with pytest.raises(Invalid):
+        await kube.patch_scale(
+            widgets,
+            "w",
+            replicas=4,
+            expected_replicas=2,
+            read_at=read_at,
+            namespace=ns,
+            field_manager="kaiwo",
+        )
+    found = await kube.get(widgets, "w", namespace=ns)
+    assert found["spec"] == {"size": 1, "replicas": 2, "autoscalingDisabled": True}
+
+    # Read again: the patch holds, from 0 too.
+    scaled = await kube.patch_scale(
+        widgets,
+        "w",
+        replicas=0,
+        expected_replicas=2,
+        read_at=found["metadata"]["resourceVersion"],
+        namespace=ns,
+        field_manager="kaiwo",
+    )
+    assert scaled["spec"] == {}
+    up = await kube.patch_scale(
+        widgets,
+        "w",
+        replicas=1,
+        expected_replicas=0,
+        read_at=scaled["metadata"]["resourceVersion"],
+        namespace=ns,
+        field_manager="kaiwo",
+    )
+    assert up["spec"] == {"replicas": 1}
+    assert (await kube.get(widgets, "w", namespace=ns))["spec"]["replicas"] == 1
+
+
 # ---------------------------------------------------------------------- server-side apply
 
 

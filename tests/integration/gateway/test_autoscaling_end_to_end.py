@@ -417,6 +417,110 @@ async def test_a_model_the_operator_cannot_serve_is_refused_at_once_and_not_scal
     assert not [d for d in await decisions(served) if d.model.name == name]
 
 
+async def test_load_above_a_models_max_replicas_is_told_on_it_once(served: Served) -> None:
+    """Five requests held at a time, one per replica wanted, ``maxReplicas: 2``: the Model
+    stops at 2 (as before) and now says so, with the load and the cap, and one Normal Event
+    while the load stays; once the load is gone and it is scaled down, the condition turns
+    False and nothing more is told (decision 0172)."""
+    pipeline = served.pipeline
+    name = "capped"
+    await pipeline.kube.create(
+        a_model(
+            name,
+            pipeline.namespace,
+            url="hf://org/capped",
+            engine="VLLM",
+            features=["TextGeneration"],
+            resourceProfile="cpu:1",
+            minReplicas=1,
+            maxReplicas=2,
+            targetRequests=1,
+            scaleDownDelaySeconds=2,
+        )
+    )
+    stop_pods = asyncio.Event()
+
+    async def its_kubelet() -> None:
+        while not stop_pods.is_set():
+            await run_pods(pipeline.kube, pipeline.namespace, name, pod_ip="127.0.0.1")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop_pods.wait(), 0.2)
+
+    async def told() -> list[tuple[str, str, str]]:
+        listed = await pipeline.kube.list(resources.EVENT, namespace=pipeline.namespace)
+        return [
+            (str(e.get("type")), str(e.get("reason")), str(e.get("message")))
+            for e in listed.items
+            if (e.get("involvedObject") or {}).get("name") == name
+            and e.get("reason") == "LoadAboveMaxReplicas"
+        ]
+
+    async def held(status: str) -> dict[str, Any] | Pending:
+        found = await model(pipeline, name)
+        limited = condition(found, "LimitedByMaxReplicas")
+        if limited is not None and limited["status"] == status:
+            return limited
+        mine = [
+            (d.from_replicas, d.replicas, d.cause, d.average_active_requests)
+            for d in await decisions(served)
+            if d.model.name == name
+        ]
+        return Pending(
+            f"LimitedByMaxReplicas: {limited}; spec.replicas {found['spec'].get('replicas')}, "
+            f"decisions {mine}, conditions {(found.get('status') or {}).get('conditions')}"
+        )
+
+    playing = asyncio.create_task(its_kubelet())
+    stop = asyncio.Event()
+
+    async def worker() -> None:
+        client = served.client()
+        while not stop.is_set():
+            await client.completions.create(model=name, prompt="hold 1")
+
+    try:
+        await eventually(lambda: listed(served, name), what="the gateway serves capped", within=60)
+        workers = [asyncio.create_task(worker()) for _ in range(5)]
+        try:
+            limited = await eventually(
+                lambda: held("True"), what="capped held back", within=SCALE_WITHIN
+            )
+            assert limited["reason"] == "LoadAboveMaxReplicas"
+            message = limited["message"]
+            assert message.startswith("The load asks for ")
+            assert message.endswith(
+                " replicas at spec.targetRequests 1 per replica, but spec.maxReplicas is 2: "
+                "2 replicas serve more than their target each; raise spec.maxReplicas to "
+                "scale further"
+            )
+            asked = int(message.removeprefix("The load asks for ").split(" ")[0])
+            assert 3 <= asked <= 5
+            assert (await model(pipeline, name))["spec"]["replicas"] == 2
+            await asyncio.sleep(4)  # more ticks and plans under the same load
+        finally:
+            stop.set()
+            await asyncio.gather(*workers)
+        assert await told() == [("Normal", "LoadAboveMaxReplicas", message)]
+
+        within = await eventually(
+            lambda: held("False"), what="capped no longer held back", within=SCALE_WITHIN
+        )
+        assert within["reason"] == "LoadWithinMaxReplicas"
+        print(f"\nheld back: {message}; then: {within['message']}")
+
+        async def back_to_one() -> bool | Pending:
+            replicas = (await model(pipeline, name))["spec"].get("replicas")
+            return True if replicas == 1 else Pending(f"spec.replicas {replicas}")
+
+        await eventually(back_to_one, what="capped back at 1", within=SCALE_WITHIN)
+        assert [reason for _, reason, _ in await told()] == ["LoadAboveMaxReplicas"]
+    finally:
+        stop_pods.set()
+        await playing
+        with contextlib.suppress(NotFound):
+            await pipeline.kube.delete(resources.KUBEAI_MODEL, name, namespace=pipeline.namespace)
+
+
 async def kaiwo(*arguments: str) -> Any:
     env = {**os.environ, "COLUMNS": "400"}
     return await asyncio.to_thread(CliRunner().invoke, app, list(arguments), env=env)

@@ -122,3 +122,109 @@ async def test_a_change_between_the_read_and_the_patch_is_not_overwritten(
 
     assert replicas_of(at_two) == 7
     assert [outcome for outcome, _ in scale_actions(execution)] == ["unchanged"]
+
+
+def decided_at(harness: Harness, *, generation: int, from_replicas: int, replicas: int) -> Plan:
+    """The scale as the planner plans it: from the Model's generation it observed."""
+    return scaled(harness, from_replicas=from_replicas, replicas=replicas).model_copy(
+        update={"observed_generation": generation}
+    )
+
+
+def generation_of(harness: Harness) -> int:
+    found = harness.find("kubeai.org/v1", "Model", "llm", namespace=NAMESPACE)
+    assert found is not None
+    generation = found["metadata"]["generation"]
+    assert isinstance(generation, int)
+    return generation
+
+
+async def disable_autoscaling(harness: Harness) -> None:
+    await harness.kube.merge_patch(
+        resources.KUBEAI_MODEL, "llm", {"spec": {"autoscalingDisabled": True}}, namespace=NAMESPACE
+    )
+
+
+async def test_autoscaling_disabled_between_the_read_and_the_patch_is_not_overwritten(
+    at_two: Harness,
+) -> None:
+    """The user sets ``autoscalingDisabled`` (``replicas`` untouched) in the instant between
+    the executor's read of the Model and its scale: the patch must not land."""
+    planned = generation_of(at_two)
+    assert planned == 1
+    flaky = FlakyKube(at_two.kube)
+    original_get = at_two.kube.get
+    reads = 0
+
+    async def get_then_disable(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        nonlocal reads
+        found = await original_get(*args, **kwargs)
+        reads += 1
+        if reads == 1:
+            await disable_autoscaling(at_two)
+        return found
+
+    flaky.get = get_then_disable  # type: ignore[method-assign]
+    execution = await at_two.run(
+        decided_at(at_two, generation=planned, from_replicas=2, replicas=4),
+        plan_id="p1",
+        executor=at_two.executor(kube=flaky),
+    )
+
+    assert replicas_of(at_two) == 2
+    assert scale_actions(execution) == [
+        (
+            "unchanged",
+            "the spec changed since the decision (generation 1); left to the next decision",
+        )
+    ]
+
+
+async def test_a_model_whose_spec_moved_since_the_plan_is_not_scaled(at_two: Harness) -> None:
+    planned = generation_of(at_two)
+    await disable_autoscaling(at_two)
+
+    execution = await at_two.run(
+        decided_at(at_two, generation=planned, from_replicas=2, replicas=4), plan_id="p1"
+    )
+
+    assert replicas_of(at_two) == 2
+    assert [outcome for outcome, _ in scale_actions(execution)] == ["unchanged"]
+
+
+async def test_a_status_write_between_the_read_and_the_patch_is_read_again_and_scaled(
+    at_two: Harness,
+) -> None:
+    """Only the resourceVersion moved (a status write, not the spec): the scale is tried
+    again from a fresh read and holds."""
+    planned = generation_of(at_two)
+    flaky = FlakyKube(at_two.kube)
+    original_get = at_two.kube.get
+    reads = 0
+
+    async def get_then_write_status(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        nonlocal reads
+        found = await original_get(*args, **kwargs)
+        reads += 1
+        if reads == 1:
+            await at_two.kube.patch_status(
+                resources.KUBEAI_MODEL,
+                "llm",
+                {"replicas": {"all": 2}},
+                namespace=NAMESPACE,
+                field_manager="someone",
+                method="merge",
+            )
+        return found
+
+    flaky.get = get_then_write_status  # type: ignore[method-assign]
+    execution = await at_two.run(
+        decided_at(at_two, generation=planned, from_replicas=2, replicas=4),
+        plan_id="p1",
+        executor=at_two.executor(kube=flaky),
+    )
+
+    assert replicas_of(at_two) == 4
+    assert [
+        (a.outcome, a.reason, a.attempts) for a in execution.actions if a.operation == "scale"
+    ] == [("applied", "replicas 2 -> 4", 2)]

@@ -256,3 +256,27 @@ async def test_the_leader_adds_the_streams_backlog_and_ticks_without_it_when_unr
         # Unread: the 20 in hand, (0 + 20) / 2 = 10 -> 1 replica, which it has already.
         assert json.loads(await bucket.get("m-1") or b"")["samples"] == [0.0, expected]
         assert [d.replicas for d in out.decisions()] == ([20] if stored else [])
+
+
+async def test_the_load_crossing_max_replicas_is_restated_each_time_it_crosses() -> None:
+    """At ``maxReplicas: 2`` the load goes above it, back within, above again, at one
+    generation: each crossing is published (as the replicas restated), none twice, and the
+    bucket keeps that the load is held back (decision 0172)."""
+    clock, bucket, out = Clock(), MemoryKeyValue(), Published()
+    scaler = autoscaler(catalog_with(replicas=2, maxReplicas=2), bucket, clock, out)
+    await scaler.restore()
+    # Window of two samples, target 10: (0 + 50) / 2 = 25 -> 3 wanted, above 2.
+    for active in (50, 50, 10, 10, 50, 50):
+        scaler.receive(load("gw-a", active))
+        await scaler.tick_once()
+        clock.advance(10)
+
+    found = [(d.from_replicas, d.replicas, d.average_active_requests) for d in out.decisions()]
+    assert found == [(2, 2, 25.0), (2, 2, 10.0), (2, 2, 30.0)]
+    ids = [envelope.id for _, envelope in out.sent]
+    assert len(set(ids)) == 3
+    assert json.loads(await bucket.get("m-1") or b"") == {
+        "samples": [50.0, 50.0],
+        "fewerWantedSince": None,
+        "heldBack": True,
+    }

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from kaiwo_gateway.domain.autoscaling import (
+    ScalingDecision,
     ScalingSpec,
     ScalingState,
     decide_scale,
@@ -85,3 +86,86 @@ def test_a_request_scales_an_autoscaled_model_from_zero_only() -> None:
     assert replicas_for_a_request(ScalingSpec(replicas=0)) == 1
     assert replicas_for_a_request(ScalingSpec(replicas=2)) is None
     assert replicas_for_a_request(ScalingSpec(replicas=0, autoscaling_disabled=True)) is None
+
+
+def test_load_crossing_max_replicas_is_restated_once_each_way() -> None:
+    """At ``maxReplicas`` nothing is to change, but the planner must hear that the load asks
+    for more (and later that it no longer does): the replicas as they are, once per change
+    (decision 0172)."""
+    at_max = ScalingSpec(replicas=2, max_replicas=2, target_requests=1, scale_down_delay_seconds=30)
+    # The decision that took it to 2 saw 2 wanted: not held back.
+    start = ScalingState(samples=(2.0,))
+
+    held = decide_scale(at_max, start, active_requests=5, now=T0)
+    assert held == ScalingDecision(
+        replicas=2,
+        state=ScalingState(samples=(5.0,), held_back=True),
+        reason="held at spec.maxReplicas 2, 5 wanted: average 5 active requests over 1 "
+        "samples, target 1 per replica",
+    )
+    # The load stays above: nothing more.
+    still = decide_scale(at_max, held.state, active_requests=7, now=T0 + TICK)
+    assert (still.replicas, still.state.held_back) == (None, True)
+    assert still.reason.startswith("steady: ")
+
+    # Down to exactly 2: within again, said once.
+    within = decide_scale(at_max, still.state, active_requests=2, now=T0 + 2 * TICK)
+    assert within == ScalingDecision(
+        replicas=2,
+        state=ScalingState(samples=(2.0,)),
+        reason="within spec.maxReplicas 2 again, 2 wanted: average 2 active requests over 1 "
+        "samples, target 1 per replica",
+    )
+    assert decide_scale(at_max, within.state, active_requests=2, now=T0 + 3 * TICK).replicas is None
+
+
+def test_load_falling_below_max_replicas_is_restated_while_the_delay_runs() -> None:
+    at_max = ScalingSpec(replicas=2, max_replicas=2, target_requests=1, scale_down_delay_seconds=30)
+    held = ScalingState(samples=(5.0,), held_back=True)
+
+    now = T0 + TICK
+    falling = decide_scale(at_max, held, active_requests=1, now=now)
+    assert falling == ScalingDecision(
+        replicas=2,
+        state=ScalingState(samples=(1.0,), fewer_wanted_since=now),
+        reason="within spec.maxReplicas 2 again, 1 wanted: average 1 active requests over 1 "
+        "samples, target 1 per replica",
+    )
+    # The delay keeps running; the scale down comes after it as before.
+    later = decide_scale(at_max, falling.state, active_requests=1, now=now + TICK)
+    assert later.replicas is None
+    down = decide_scale(at_max, later.state, active_requests=1, now=now + 3 * TICK)
+    assert down.replicas == 1
+
+
+def test_without_max_replicas_nothing_is_held_back_and_the_state_saves_it() -> None:
+    unbounded = ScalingSpec(replicas=2, target_requests=1)
+    more = decide_scale(unbounded, ScalingState(samples=(2.0,)), active_requests=9, now=T0)
+    assert (more.replicas, more.state.held_back) == (9, False)
+
+    saved = ScalingState(samples=(5.0,), held_back=True)
+    assert saved.to_document() == {"samples": [5.0], "fewerWantedSince": None, "heldBack": True}
+    assert ScalingState.from_document(saved.to_document()) == saved
+    # A state saved before: not held back, and its document is as it was.
+    assert ScalingState(samples=(1.0,)).to_document() == {
+        "samples": [1.0],
+        "fewerWantedSince": None,
+    }
+    assert (
+        ScalingState.from_document({"samples": [1.0], "fewerWantedSince": None}).held_back is False
+    )
+    assert saved.resized(3) == ScalingState(samples=(5.0, 5.0, 5.0), held_back=True)
+
+
+def test_a_scale_up_repeated_before_its_replicas_are_seen_leaves_the_restatement_to_come() -> None:
+    """The decision 1 -> 2 was published from an average of 1.25 (2 wanted). Until the Model
+    is seen at 2 the ticks decide 1 -> 2 again (not published again), now from 5 wanted:
+    that must not count as told. At 2, the load above the cap is restated."""
+    at_one = ScalingSpec(replicas=1, max_replicas=2, target_requests=1)
+    again = decide_scale(at_one, ScalingState(samples=(1.25,)), active_requests=5, now=T0)
+    assert (again.replicas, again.state.held_back) == (2, False)
+
+    at_two = ScalingSpec(replicas=2, max_replicas=2, target_requests=1)
+    seen = decide_scale(at_two, again.state, active_requests=5, now=T0 + TICK)
+    assert (seen.replicas, seen.state.held_back) == (2, True)
+    assert seen.reason.startswith("held at spec.maxReplicas 2, 5 wanted")

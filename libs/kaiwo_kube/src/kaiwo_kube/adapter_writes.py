@@ -199,6 +199,7 @@ class Subresources(Connected):
         *,
         replicas: int,
         expected_replicas: int | None = None,
+        read_at: str | None = None,
         namespace: str | None = None,
         field_manager: str,
     ) -> dict[str, Any]:
@@ -214,6 +215,13 @@ class Subresources(Connected):
         elif expected_replicas is not None:
             operations = [
                 {"op": "test", "path": "/spec/replicas", "value": expected_replicas},
+                *operations,
+            ]
+        if read_at is not None:
+            # The Scale carries the object's resourceVersion: the test holds only while the
+            # object is the version read (any write since, to any field, moves it).
+            operations = [
+                {"op": "test", "path": "/metadata/resourceVersion", "value": read_at},
                 *operations,
             ]
         return await self.transport.request(

@@ -241,11 +241,15 @@ class ScalePatcher(Protocol):
         *,
         replicas: int,
         expected_replicas: int | None = None,
+        read_at: str | None = None,
         namespace: str | None = None,
         field_manager: str,
     ) -> dict[str, Any]:
         """Set ``spec.replicas`` through the scale subresource (a JSON patch); returns the
-        Scale. With ``expected_replicas`` the patch holds only while the replicas are that
+        Scale. With ``read_at`` (a resourceVersion of the object) the patch holds only while
+        the object is still that version: any write since (a spec edit, a status write)
+        makes it :class:`~kaiwo_kube.errors.Invalid` and nothing changes. With
+        ``expected_replicas`` the patch holds only while the replicas are that
         many: otherwise :class:`~kaiwo_kube.errors.Invalid` (the patch's test failed) and
         nothing changes; ``expected_replicas=0`` holds at 0 replicas (the Scale then shows
         none: autoscaling/v1 omits a zero), not for a custom object without the field.

@@ -56,10 +56,14 @@ order, and reports one :class:`~kaiwo_contracts.events.results.ActionOutcome` pe
 4. **Scale** (``Plan.scale``: a Model the autoscaler scales) through the owner's scale
    subresource: the owner is read, left alone when its replicas already are the wanted ones
    or are no longer those the decision started from (someone scaled it meanwhile; the next
-   decision starts from theirs), else JSON-patched, testing the replicas it read in the same
-   request (a Model without ``spec.replicas`` has none to test: the field is added). After
-   the status, whose write is conditional on the owner's planned resourceVersion, which the
-   scale moves on.
+   decision starts from theirs), or when its generation is no longer the plan's (its spec
+   changed since the decision: ``autoscalingDisabled`` set, bounds edited; decision 0172),
+   else JSON-patched, testing the replicas and the resourceVersion it read in the same
+   request (a Model without ``spec.replicas`` has no replicas to test: the field is added),
+   so an edit between the read and the patch refuses it; one that moved only the
+   resourceVersion (a status write) is tried again from a fresh read. After the status,
+   whose write is conditional on the owner's planned resourceVersion, which the scale moves
+   on.
 5. **Events**, once per plan and reason. The Event's name is derived from the owner's uid,
    the plan fingerprint and the reason, and it is created with a plain create: after a crash
    the retry finds it (AlreadyExists) and stops. (``ExecutorCluster.create_event`` names

@@ -77,6 +77,7 @@ class OwnerWrites:
     ) -> None:
         """Steps 4 and 8: set the replicas, only while they are those the decision read."""
         target = intent.target
+        planned = run.plan.observed_generation
 
         async def scale() -> StepOutcome:
             resource, live = await self._calls.read_same(target)
@@ -87,16 +88,28 @@ class OwnerWrites:
                 return StepOutcome.UNCHANGED
             if (current or 0) != intent.from_replicas:
                 return StepOutcome.MOVED
+            if operation == "scale" and _spec_moved(live, planned):
+                return StepOutcome.STALE
+            read_at = (live.get("metadata") or {}).get("resourceVersion")
             try:
                 await self._set_replicas(
-                    resource, target, current=current, replicas=intent.replicas, operation=operation
+                    resource,
+                    target,
+                    current=current,
+                    replicas=intent.replicas,
+                    operation=operation,
+                    read_at=read_at if operation == "scale" else None,
                 )
-            except Invalid:
-                # The test of the replicas failed: they changed since they were read.
-                again = await self._kube.get(resource, target.name, namespace=target.namespace)
-                if (again.get("spec") or {}).get("replicas") != current:
-                    return StepOutcome.MOVED
-                raise
+            except Invalid as refusal:
+                return await self._refused(
+                    refusal,
+                    resource,
+                    target,
+                    current=current,
+                    read_at=read_at,
+                    planned=planned,
+                    operation=operation,
+                )
             return StepOutcome.APPLIED
 
         result = await self._calls.guarded(scale, operation, target)
@@ -111,6 +124,10 @@ class OwnerWrites:
                 "left to the next decision"
             ),
             StepOutcome.APPLIED: f"replicas {intent.from_replicas} -> {intent.replicas}",
+            StepOutcome.STALE: (
+                f"the spec changed since the decision (generation {planned}); "
+                "left to the next decision"
+            ),
         }
         self._calls.record(
             run, operation, target, outcome, reason=reasons.get(outcome), attempts=attempts
@@ -164,6 +181,33 @@ class OwnerWrites:
         reason = None if outcome is StepOutcome.OWNER_GONE else "owner metadata"
         self._calls.record(run, "apply", owner, outcome, reason=reason, attempts=attempts)
 
+    async def _refused(
+        self,
+        refusal: Invalid,
+        resource: ResourceType,
+        target: ObjectRef,
+        *,
+        current: int | None,
+        read_at: str | None,
+        planned: int | None,
+        operation: Operation,
+    ) -> StepOutcome:
+        """Why a scale's test failed: the replicas, or (a scale) the object, changed since it
+        was read. Only another field moved (a status write): Conflict, tried again from a
+        fresh read. Neither: the refusal stands."""
+        again = await self._kube.get(resource, target.name, namespace=target.namespace)
+        if (again.get("spec") or {}).get("replicas") != current:
+            return StepOutcome.MOVED
+        if operation != "scale":
+            raise refusal
+        if _spec_moved(again, planned):
+            return StepOutcome.STALE
+        if (again.get("metadata") or {}).get("resourceVersion") != read_at:
+            raise Conflict(
+                "the object changed between its read and the scale", code=409
+            ) from refusal
+        raise refusal
+
     async def _set_replicas(
         self,
         resource: ResourceType,
@@ -172,14 +216,17 @@ class OwnerWrites:
         current: int | None,
         replicas: int,
         operation: Operation,
+        read_at: str | None,
     ) -> None:
-        """Set the replicas, holding only while they are ``current`` (Invalid otherwise)."""
+        """Set the replicas, holding only while they are ``current`` and, given ``read_at``,
+        while the object is that version (Invalid otherwise)."""
         if operation != "preempt":
             await self._kube.patch_scale(
                 resource,
                 target.name,
                 replicas=replicas,
                 expected_replicas=current,
+                read_at=read_at,
                 namespace=target.namespace,
                 field_manager=FIELD_MANAGER,
             )
@@ -199,3 +246,12 @@ class OwnerWrites:
             namespace=target.namespace,
             field_manager=FIELD_MANAGER,
         )
+
+
+def _spec_moved(live: dict[str, Any], planned: int | None) -> bool:
+    """Whether ``live``'s spec is no longer the generation the plan (and the autoscaler's
+    decision it carries) was made from: the user set ``autoscalingDisabled``, edited the
+    bounds or scaled it by hand since. Such a scale is left to the next decision."""
+    if planned is None:
+        return False
+    return (live.get("metadata") or {}).get("generation") != planned

@@ -256,7 +256,11 @@ class Autoscaler:
     async def _publish(self, decisions: tuple[Decision, ...]) -> tuple[Decision, ...]:
         sent = []
         for decision in decisions:
-            if decision.key in self._published:
+            # A restatement (the replicas as they are: the load started or stopped asking
+            # for more than maxReplicas, decision 0172) is decided once per change by the
+            # saved state, and may recur at one generation: never deduplicated.
+            restated = decision.from_replicas == decision.replicas
+            if not restated and decision.key in self._published:
                 continue
             event = decision_event(decision, window_seconds=self._settings.window_seconds)
             model = decision.model
@@ -267,7 +271,14 @@ class Autoscaler:
                 time=self._clock(),
                 subject=object_subject(namespace=model.namespace, name=model.name),
                 correlationid=uid,
-                id=derived_event_id("scale", uid, str(generation), str(before), str(after)),
+                id=derived_event_id(
+                    "scale",
+                    uid,
+                    str(generation),
+                    str(before),
+                    str(after),
+                    *((self._clock().isoformat(),) if restated else ()),
+                ),
             )
             try:
                 await self._publisher.publish(
@@ -277,7 +288,7 @@ class Autoscaler:
                 log.warning("scale decision not published", uid=uid, error=str(error))
                 continue
             self._published.add(decision.key)
-            direction = "up" if after > before else "down"
+            direction = "up" if after > before else "down" if after < before else "same"
             self._metrics.autoscaler_decisions.labels(
                 namespace=model.namespace,
                 model=model.name,

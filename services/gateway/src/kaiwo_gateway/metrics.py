@@ -115,7 +115,8 @@ class GatewayMetrics:
         )
         self.autoscaler_decisions = self.registry.counter(
             "autoscaler_decisions",
-            "Scale decisions published, by cause (load, request) and direction (up, down)",
+            "Scale decisions published, by cause (load, request) and direction (up, down; same: "
+            "the replicas restated as the load crosses maxReplicas)",
             ("namespace", "model", "cause", "direction"),
         )
         self.autoscaler_active_requests = self.registry.gauge(

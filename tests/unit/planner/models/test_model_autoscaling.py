@@ -1,6 +1,7 @@
 """The autoscaler's decisions in a Model's plan: the scale it carries, while the decision
-still applies, how the projection keeps the latest decision per Model, and how the cluster's
-ceiling on the autoscaler is told on the Model (decision 0115)."""
+still applies, how the projection keeps the latest decision per Model, how the cluster's
+ceiling on the autoscaler is told on the Model (decision 0115), and how the Model's own
+maxReplicas holding the load back is (decision 0172)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ from kaiwo_contracts.confinement import refusals
 from kaiwo_contracts.crds.kubeai_v1.model import Model
 from kaiwo_contracts.events.autoscaling import ScaleDecidedV1
 from kaiwo_contracts.plans import ObjectRef, Plan, ScaleIntent
-from kaiwo_planner.domain.models.autoscaling import ClusterCeiling, ceiling_condition
+from kaiwo_planner.domain.models.autoscaling import (
+    ClusterCeiling,
+    ceiling_condition,
+    max_replicas_condition,
+)
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.projection import Projection
 from kaiwo_planner.domain.state.scale_request import ScaleRequest
@@ -28,7 +33,12 @@ LIVE = {"metadata": {"uid": "u-1"}}
 
 
 def request(
-    *, generation: int = 1, from_replicas: int = 1, replicas: int = 3, at: datetime = NOW
+    *,
+    generation: int = 1,
+    from_replicas: int = 1,
+    replicas: int = 3,
+    at: datetime = NOW,
+    demand: int | None = None,
 ) -> ScaleRequest:
     return ScaleRequest(
         uid="u-1",
@@ -38,6 +48,7 @@ def request(
         replicas=replicas,
         namespace="ai",
         name="llm",
+        demand=demand,
     )
 
 
@@ -409,3 +420,186 @@ def test_a_model_being_deleted_or_never_limited_has_no_such_condition() -> None:
         finalizers=["kubeai.org/cache-eviction"],
     )
     assert model_condition(plan_with(deleting, None), "LimitedByClusterCeiling") is None
+
+
+# ------------------------------------------------- the Model's own maxReplicas, told on it
+
+
+def a_decision(*, cause: str, average: float, target: int) -> ScaleDecidedV1:
+    return ScaleDecidedV1(
+        model=REF,
+        generation=2,
+        from_replicas=1,
+        replicas=2,
+        cause=cause,  # type: ignore[arg-type]
+        active_requests=average,
+        average_active_requests=average,
+        window_seconds=2,
+        samples=4,
+        target_requests=target,
+        scale_down_delay_seconds=30,
+        reason="scale up from 1 to 2",
+    )
+
+
+def test_the_load_a_decision_asked_for_is_kept_with_it() -> None:
+    at = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    # 5 requests at 1 each: 5 replicas, although maxReplicas 2 made the decision 2.
+    assert ScaleRequest.of(a_decision(cause="load", average=5, target=1), at=at).demand == 5
+    # 2.5 requests at 2 each: 1.25, so 2.
+    assert ScaleRequest.of(a_decision(cause="load", average=2.5, target=2), at=at).demand == 2
+    # Scale from zero for a waiting request says nothing of the load.
+    assert ScaleRequest.of(a_decision(cause="request", average=0, target=1), at=at).demand is None
+
+    kept = request(demand=5)
+    assert kept.to_document()["demand"] == 5
+    assert ScaleRequest.from_document(kept.to_document()) == kept
+    # A decision kept before the field was: no demand, and the document is as it was.
+    older = request()
+    assert "demand" not in older.to_document()
+    assert ScaleRequest.from_document(older.to_document()).demand is None
+    # A restated decision with another demand plans differently (the condition's message).
+    assert request(demand=5).decides_differently_from(request(demand=6))
+    assert not request(demand=5).decides_differently_from(request(demand=5))
+
+
+def held_back(
+    spec: dict[str, Any],
+    found: ScaleRequest | None,
+    *,
+    previous: dict[str, Any] | None = None,
+    ceiling: int = 8,
+) -> ConditionSpec | None:
+    owner = Model.model_validate(model({**BASE, **spec}))
+    return max_replicas_condition(owner, REF, found, ceiling=ceiling, previous=previous or {})
+
+
+def test_load_above_the_models_max_replicas_is_told_with_the_demand_and_the_cap() -> None:
+    assert held_back(
+        {"replicas": 2, "maxReplicas": 2}, request(from_replicas=1, replicas=2, demand=5)
+    ) == ConditionSpec(
+        "LimitedByMaxReplicas",
+        "True",
+        "LoadAboveMaxReplicas",
+        "The load asks for 5 replicas at spec.targetRequests 100 per replica, but "
+        "spec.maxReplicas is 2: 2 replicas serve more than their target each; raise "
+        "spec.maxReplicas to scale further",
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "found"),
+    [
+        ({"maxReplicas": 2}, request(replicas=2, demand=2)),
+        ({"maxReplicas": 2}, request(replicas=2)),
+        ({"maxReplicas": 2}, None),
+        ({}, request(replicas=5, demand=5)),
+        ({"maxReplicas": 20}, request(replicas=20, demand=30)),
+        ({"maxReplicas": 2, "autoscalingDisabled": True}, request(replicas=2, demand=5)),
+        ({"maxReplicas": 2}, dataclasses.replace(request(replicas=2, demand=5), name="other")),
+    ],
+    ids=[
+        "demand-at-max",
+        "decision-for-a-waiting-request",
+        "no-decision",
+        "max-unset",
+        "max-above-the-ceiling-which-0115-tells",
+        "autoscaling-disabled",
+        "a-decision-for-another-model",
+    ],
+)
+def test_a_model_its_max_replicas_does_not_hold_back_is_told_nothing(
+    spec: dict[str, Any], found: ScaleRequest | None
+) -> None:
+    assert held_back(spec, found) is None
+
+
+def test_once_held_back_the_condition_turns_false() -> None:
+    was = {
+        "conditions": [
+            {
+                "type": "LimitedByMaxReplicas",
+                "status": "True",
+                "reason": "LoadAboveMaxReplicas",
+                "message": "...",
+            }
+        ]
+    }
+    assert held_back(
+        {"maxReplicas": 2}, request(from_replicas=2, replicas=1, demand=1), previous=was
+    ) == ConditionSpec(
+        "LimitedByMaxReplicas",
+        "False",
+        "LoadWithinMaxReplicas",
+        "The load the autoscaler last decided on is within spec.maxReplicas (2)",
+    )
+    # The user raised the cap: within it, whatever the last decision said.
+    assert held_back(
+        {"maxReplicas": 6}, request(replicas=2, demand=5), previous=was
+    ) == ConditionSpec(
+        "LimitedByMaxReplicas",
+        "False",
+        "LoadWithinMaxReplicas",
+        "The load the autoscaler last decided on is within spec.maxReplicas (6)",
+    )
+    assert held_back(
+        {"maxReplicas": 2, "autoscalingDisabled": True}, request(demand=5), previous=was
+    ) == ConditionSpec(
+        "LimitedByMaxReplicas",
+        "False",
+        "AutoscalingDisabled",
+        "spec.autoscalingDisabled: the autoscaler does not scale this Model",
+    )
+
+
+def test_held_back_is_told_once_written_once_and_quietly_undone() -> None:
+    reason = "LoadAboveMaxReplicas"
+    message = (
+        "The load asks for 5 replicas at spec.targetRequests 1 per replica, but "
+        "spec.maxReplicas is 2: 2 replicas serve more than their target each; raise "
+        "spec.maxReplicas to scale further"
+    )
+    owner = model({**BASE, "replicas": 1, "maxReplicas": 2, "targetRequests": 1})
+    first = plan_in(owner, request(from_replicas=1, replicas=2, demand=5))
+    assert first.scale == ScaleIntent(target=REF, replicas=2, from_replicas=1)
+    assert model_condition(first, "LimitedByMaxReplicas") == {
+        "type": "LimitedByMaxReplicas",
+        "status": "True",
+        "reason": reason,
+        "message": message,
+        "observedGeneration": 1,
+        "lastTransitionTime": "2026-01-01T12:00:00Z",
+    }
+    assert [(e.type, e.reason, e.message) for e in first.events if e.reason == reason] == [
+        ("Normal", reason, message)
+    ]
+
+    # The scale carried out (generation 2, 2 replicas), the status back on the Model; the
+    # gateway publishes nothing new while the load stays: no Event, the same status (no
+    # write).
+    scaled = model(
+        {**BASE, "replicas": 2, "maxReplicas": 2, "targetRequests": 1},
+        generation=2,
+        status=first.status,
+    )
+    settled = plan_in(scaled, request(from_replicas=1, replicas=2, demand=5))
+    assert [e.reason for e in settled.events if e.reason == reason] == []
+    condition = model_condition(settled, "LimitedByMaxReplicas")
+    assert condition is not None
+    assert (condition["status"], condition["message"], condition["lastTransitionTime"]) == (
+        "True",
+        message,
+        "2026-01-01T12:00:00Z",
+    )
+    again = plan_in(
+        {**scaled, "status": settled.status}, request(from_replicas=1, replicas=2, demand=5)
+    )
+    assert again.events == ()
+    assert again.status == settled.status
+
+    # The load falls and the Model is scaled down: False, and nobody is told.
+    calmer = plan_in(scaled, request(generation=2, from_replicas=2, replicas=1, demand=1))
+    condition = model_condition(calmer, "LimitedByMaxReplicas")
+    assert condition is not None
+    assert (condition["status"], condition["reason"]) == ("False", "LoadWithinMaxReplicas")
+    assert [e.reason for e in calmer.events if "MaxReplicas" in e.reason] == []

@@ -48,6 +48,9 @@ class ScalingState:
 
     samples: tuple[float, ...]
     fewer_wanted_since: datetime | None = None
+    held_back: bool = False
+    """The load last asked for more replicas than ``maxReplicas`` (decision 0172): a change
+    of this is restated to the planner, which tells it on the Model."""
 
     @classmethod
     def starting(cls, *, size: int, average: float = 0.0) -> ScalingState:
@@ -63,7 +66,9 @@ class ScalingState:
         if len(self.samples) == size:
             return self
         return ScalingState(
-            samples=(self.average,) * size, fewer_wanted_since=self.fewer_wanted_since
+            samples=(self.average,) * size,
+            fewer_wanted_since=self.fewer_wanted_since,
+            held_back=self.held_back,
         )
 
     def to_document(self) -> dict[str, Any]:
@@ -72,6 +77,7 @@ class ScalingState:
             "fewerWantedSince": (
                 None if self.fewer_wanted_since is None else self.fewer_wanted_since.isoformat()
             ),
+            **({"heldBack": True} if self.held_back else {}),
         }
 
     @classmethod
@@ -88,6 +94,7 @@ class ScalingState:
         return cls(
             samples=tuple(float(v) for v in samples),
             fewer_wanted_since=None if since is None else datetime.fromisoformat(since),
+            held_back=document.get("heldBack") is True,
         )
 
 
@@ -114,6 +121,10 @@ def desired_replicas(spec: ScalingSpec, average: float) -> int:
 def decide_scale(
     spec: ScalingSpec, state: ScalingState, *, active_requests: float, now: datetime
 ) -> ScalingDecision:
+    """The replicas the load wants, up at once, down after the delay; and, when the load
+    starts or stops asking for more than ``maxReplicas`` while nothing is to change, the
+    current replicas restated (``replicas`` equal to them) so the planner can tell the
+    Model (decision 0172): once per change, not every tick."""
     if spec.autoscaling_disabled:
         return ScalingDecision(replicas=None, state=state, reason="autoscaling is disabled")
     samples = (*state.samples[1:], active_requests) if state.samples else (active_requests,)
@@ -121,37 +132,50 @@ def decide_scale(
     average = sampled.average
     current = spec.replicas or 0
     wanted = desired_replicas(spec, average)
+    asked = math.ceil(average / spec.target_requests)
+    held = spec.max_replicas is not None and asked > spec.max_replicas
     summary = (
         f"average {average:g} active requests over {len(samples)} samples, "
         f"target {spec.target_requests} per replica"
     )
+    # ``held_back`` changes only with a restatement: a decision that changes the replicas
+    # may be one already published (the Model's new replicas not yet observed) and then
+    # tells nothing.
     if wanted > current:
         return ScalingDecision(
             replicas=wanted,
-            state=ScalingState(samples=samples),
+            state=ScalingState(samples=samples, held_back=state.held_back),
             reason=f"scale up from {current} to {wanted}: {summary}",
         )
-    if wanted == current:
-        return ScalingDecision(
-            replicas=None, state=ScalingState(samples=samples), reason=f"steady: {summary}"
-        )
-    since = state.fewer_wanted_since or now
-    waited = now - since
+    since = (state.fewer_wanted_since or now) if wanted < current else None
     delay = timedelta(seconds=spec.scale_down_delay_seconds)
-    if waited < delay:
+    if since is not None and now - since >= delay:
         return ScalingDecision(
-            replicas=None,
-            state=ScalingState(samples=samples, fewer_wanted_since=since),
-            reason=(
-                f"{wanted} wanted, {current} kept until fewer has been wanted for "
-                f"{spec.scale_down_delay_seconds}s: {summary}"
-            ),
+            replicas=wanted,
+            state=ScalingState(samples=samples, held_back=state.held_back),
+            reason=f"scale down from {current} to {wanted}: {summary}",
         )
+    kept = ScalingState(samples=samples, fewer_wanted_since=since, held_back=held)
+    if held != state.held_back:
+        return ScalingDecision(
+            replicas=current, state=kept, reason=_restated(spec, asked, held, summary)
+        )
+    if since is None:
+        return ScalingDecision(replicas=None, state=kept, reason=f"steady: {summary}")
     return ScalingDecision(
-        replicas=wanted,
-        state=ScalingState(samples=samples),
-        reason=f"scale down from {current} to {wanted}: {summary}",
+        replicas=None,
+        state=kept,
+        reason=(
+            f"{wanted} wanted, {current} kept until fewer has been wanted for "
+            f"{spec.scale_down_delay_seconds}s: {summary}"
+        ),
     )
+
+
+def _restated(spec: ScalingSpec, asked: int, held: bool, summary: str) -> str:
+    if held:
+        return f"held at spec.maxReplicas {spec.max_replicas}, {asked} wanted: {summary}"
+    return f"within spec.maxReplicas {spec.max_replicas} again, {asked} wanted: {summary}"
 
 
 def replicas_for_a_request(spec: ScalingSpec) -> int | None:

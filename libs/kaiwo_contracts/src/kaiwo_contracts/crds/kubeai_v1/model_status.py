@@ -48,5 +48,5 @@ class ModelStatus(KubeModel):
     conditions: Conditions | None = Field(
         default=None,
         description="Configured, CacheLoaded, Ready, AdaptersLoaded, CacheEvicted, "
-        "LimitedByClusterCeiling, Valid (Kaiwo).",
+        "LimitedByClusterCeiling, LimitedByMaxReplicas, Valid (Kaiwo).",
     )

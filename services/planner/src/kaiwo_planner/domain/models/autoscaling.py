@@ -29,6 +29,10 @@ The ceiling is reported on the Model (:func:`ceiling_condition`, decision 0115):
 Model's ``maxReplicas`` is above it, or unset ("no limit", says the API reference) while the
 autoscaler wants more than it, is told by the condition ``LimitedByClusterCeiling`` and a
 Warning Event when it turns True.
+
+The Model's own ``maxReplicas`` holding the load back is told too
+(:func:`max_replicas_condition`, decision 0172): the condition ``LimitedByMaxReplicas`` and a
+Normal Event when it turns True.
 """
 
 from __future__ import annotations
@@ -40,7 +44,10 @@ from typing import Any, Final
 from kaiwo_contracts.crds.kubeai_v1.model import Model
 from kaiwo_contracts.plans import ObjectRef, ScaleIntent
 
-from kaiwo_planner.domain.models.status import LIMITED_BY_CLUSTER_CEILING
+from kaiwo_planner.domain.models.status import (
+    LIMITED_BY_CLUSTER_CEILING,
+    LIMITED_BY_MAX_REPLICAS,
+)
 from kaiwo_planner.domain.state.scale_request import ScaleRequest
 from kaiwo_planner.domain.status.conditions import ConditionSpec, condition_of
 
@@ -48,6 +55,8 @@ REASON_MAX_ABOVE_CEILING: Final = "MaxReplicasAboveClusterCeiling"
 REASON_SCALE_CUT: Final = "ScaleCutToClusterCeiling"
 REASON_WITHIN_CEILING: Final = "WithinClusterCeiling"
 REASON_AUTOSCALING_DISABLED: Final = "AutoscalingDisabled"
+REASON_LOAD_ABOVE_MAX: Final = "LoadAboveMaxReplicas"
+REASON_LOAD_WITHIN_MAX: Final = "LoadWithinMaxReplicas"
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,4 +170,68 @@ def ceiling_condition(
         REASON_WITHIN_CEILING,
         f"The cluster's ceiling of {ceiling.replicas} replicas ({ceiling.origin}) does not "
         "limit this Model",
+    )
+
+
+def max_replicas_condition(
+    model: Model,
+    ref: ObjectRef,
+    request: ScaleRequest | None,
+    *,
+    ceiling: int,
+    previous: Mapping[str, Any],
+) -> ConditionSpec | None:
+    """``LimitedByMaxReplicas``: whether the Model's own ``spec.maxReplicas`` holds back the
+    load the autoscaler last decided on (None: leave the status without it).
+
+    True, reason ``LoadAboveMaxReplicas``, when autoscaling is enabled, ``spec.maxReplicas``
+    is the bound in force (not above the cluster's ceiling, which
+    :func:`ceiling_condition` tells) and the latest decision for this Model found the load
+    asking for more replicas than it (:attr:`ScaleRequest.demand`). The message names the
+    demand, the field and its value, and the target per replica. The decision counts
+    whatever generation it was made from (as the ceiling's): the scale to ``maxReplicas``
+    moves the generation, and the gateway publishes nothing new while the load stays above.
+
+    Otherwise False, but only once it was written (``LoadWithinMaxReplicas``, or
+    ``AutoscalingDisabled``); a Model never held back carries no such condition. A function
+    of the spec and the latest decision, so a settled Model writes nothing again.
+    """
+    spec = model.spec
+    if (
+        not spec.autoscaling_disabled
+        and spec.max_replicas is not None
+        and spec.max_replicas <= max(ceiling, spec.min_replicas)
+        and request is not None
+        and (request.namespace, request.name) == (ref.namespace, ref.name)
+        and request.demand is not None
+        and request.demand > spec.max_replicas
+    ):
+        return ConditionSpec(
+            LIMITED_BY_MAX_REPLICAS,
+            "True",
+            REASON_LOAD_ABOVE_MAX,
+            f"The load asks for {request.demand} replicas at spec.targetRequests "
+            f"{spec.target_requests} per replica, but spec.maxReplicas is {spec.max_replicas}: "
+            f"{spec.max_replicas} replicas serve more than their target each; raise "
+            "spec.maxReplicas to scale further",
+        )
+    if condition_of(previous, LIMITED_BY_MAX_REPLICAS) is None:
+        return None
+    if spec.autoscaling_disabled:
+        return ConditionSpec(
+            LIMITED_BY_MAX_REPLICAS,
+            "False",
+            REASON_AUTOSCALING_DISABLED,
+            "spec.autoscalingDisabled: the autoscaler does not scale this Model",
+        )
+    bound = (
+        f"spec.maxReplicas ({spec.max_replicas})"
+        if spec.max_replicas is not None
+        else "spec.maxReplicas (not set)"
+    )
+    return ConditionSpec(
+        LIMITED_BY_MAX_REPLICAS,
+        "False",
+        REASON_LOAD_WITHIN_MAX,
+        f"The load the autoscaler last decided on is within {bound}",
     )

@@ -54,6 +54,7 @@ from kaiwo_planner.domain.models.adapters import adapters_config_map_manifest, u
 from kaiwo_planner.domain.models.autoscaling import (
     ClusterCeiling,
     ceiling_condition,
+    max_replicas_condition,
     scale_intent,
 )
 from kaiwo_planner.domain.models.cache_jobs import load_job_of
@@ -121,6 +122,11 @@ def plan_model(*, model: Model, context: PlanningContext, now: datetime) -> Plan
         )
         if limited is not None:
             parts.conditions.append(limited)
+        held = max_replicas_condition(
+            model, observed.ref, request, ceiling=ceiling, previous=observed.previous
+        )
+        if held is not None:
+            parts.conditions.append(held)
     return _plan(model, observed, parts, now=now, scale=scale)
 
 

@@ -18,7 +18,10 @@ generation it describes:
 * ``CacheEvicted`` (while a cached Model is deleted): the eviction Job's progress;
 * ``LimitedByClusterCeiling`` (once it was True): whether the cluster's ceiling on autoscaled
   replicas holds the Model below its own bounds
-  (:func:`~kaiwo_planner.domain.models.autoscaling.ceiling_condition`).
+  (:func:`~kaiwo_planner.domain.models.autoscaling.ceiling_condition`);
+* ``LimitedByMaxReplicas`` (once it was True): whether the Model's own ``maxReplicas`` holds
+  back the load the autoscaler decided on
+  (:func:`~kaiwo_planner.domain.models.autoscaling.max_replicas_condition`).
 
 An Event tells each change of a condition people act on (see :data:`_EVENTS`).
 """
@@ -42,6 +45,7 @@ READY: Final = "Ready"
 ADAPTERS_LOADED: Final = "AdaptersLoaded"
 CACHE_EVICTED: Final = "CacheEvicted"
 LIMITED_BY_CLUSTER_CEILING: Final = "LimitedByClusterCeiling"
+LIMITED_BY_MAX_REPLICAS: Final = "LimitedByMaxReplicas"
 
 EventType = Literal["Normal", "Warning"]
 
@@ -74,6 +78,12 @@ _EVENTS: Final[Mapping[tuple[str, str, str | None], tuple[EventType, str]]] = Ma
         (LIMITED_BY_CLUSTER_CEILING, "True", "ScaleCutToClusterCeiling"): (
             "Warning",
             "ScaleCutToClusterCeiling",
+        ),
+        # Normal: the cap is the Model's own, set by its users (decision 0172). Nothing is
+        # told when the load falls back within it.
+        (LIMITED_BY_MAX_REPLICAS, "True", "LoadAboveMaxReplicas"): (
+            "Normal",
+            "LoadAboveMaxReplicas",
         ),
     }
 )

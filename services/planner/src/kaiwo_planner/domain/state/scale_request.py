@@ -6,6 +6,7 @@ Whether a Model's plan follows it is decided above the ground, in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -31,6 +32,11 @@ class ScaleRequest:
     name: str | None = None
     """The Model the decision names besides its uid: a decision applies only to the Model
     with that uid, namespace and name."""
+    demand: int | None = None
+    """The replicas the load asked for before the Model's bounds applied,
+    ``ceil(average active requests / targetRequests)`` (decision 0172): above
+    ``spec.maxReplicas``, the Model's own bound holds the load back. None: a decision for a
+    waiting request (scale from zero), or one kept before this was."""
 
     @classmethod
     def of(cls, event: ScaleDecidedV1, *, at: datetime) -> ScaleRequest:
@@ -42,6 +48,11 @@ class ScaleRequest:
             replicas=event.replicas,
             namespace=event.model.namespace,
             name=event.model.name,
+            demand=(
+                math.ceil(event.average_active_requests / event.target_requests)
+                if event.cause == "load"
+                else None
+            ),
         )
 
     def decides_differently_from(self, other: ScaleRequest | None) -> bool:
@@ -49,10 +60,11 @@ class ScaleRequest:
         restated, by a new leader or a later tick, changes nothing)."""
         if other is None:
             return True
-        return (self.generation, self.from_replicas, self.replicas) != (
+        return (self.generation, self.from_replicas, self.replicas, self.demand) != (
             other.generation,
             other.from_replicas,
             other.replicas,
+            other.demand,
         )
 
     def to_document(self) -> dict[str, Any]:
@@ -64,6 +76,7 @@ class ScaleRequest:
             "replicas": self.replicas,
             "namespace": self.namespace,
             "name": self.name,
+            **({"demand": self.demand} if self.demand is not None else {}),
         }
 
     @classmethod
@@ -76,4 +89,5 @@ class ScaleRequest:
             replicas=int(document["replicas"]),
             namespace=document.get("namespace"),
             name=document.get("name"),
+            demand=int(document["demand"]) if document.get("demand") is not None else None,
         )
