@@ -18,7 +18,6 @@ is idle since the reading after the gap, not since before it (it may have worked
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,13 +25,13 @@ from typing import Any, Final
 
 import pytest
 from kaiwo_kube import resources
-from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
 
 from tests.integration.monitor.test_waiting_pods_real_stack import (
     ON_PRESSURE,
     STEP,
     job_gone,
+    monitored_operator,
     plain_job,
     pod_template,
     pod_where,
@@ -40,10 +39,9 @@ from tests.integration.monitor.test_waiting_pods_real_stack import (
     running,
     short_pending_threshold,
 )
-from tests.integration.pipeline.harness import Pending, Pipeline, eventually, running_pipeline
+from tests.integration.pipeline.harness import Pending, Pipeline, eventually
 from tests.prometheus_server import GpuExporter, GpuSeries
 from tests.real_cluster import RealCluster
-from tests.real_stack import kwok_fleet
 
 pytestmark = [pytest.mark.k8s, pytest.mark.nats, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -71,22 +69,8 @@ def pair_job(name: str, namespace: str) -> dict[str, Any]:
 async def operator(
     real_stack: RealCluster, tmp_path: Path
 ) -> AsyncIterator[tuple[Pipeline, GpuExporter]]:
-    async with contextlib.AsyncExitStack() as stack:
-        admin = await stack.enter_async_context(
-            await KubernetesAsyncioAdapter.from_kubeconfig(real_stack.kubeconfig)
-        )
-        await stack.enter_async_context(kwok_fleet(admin, FLEET))
-        exporter = await stack.enter_async_context(GpuExporter().serving())
-        pipeline = await stack.enter_async_context(
-            running_pipeline(
-                tmp_path / "stack",
-                real=real_stack,
-                gpu_cluster=False,
-                service_env={"KAIWO_MONITOR_POLLING_INTERVAL_SECONDS": "1"},
-                metrics_endpoint=f"http://{exporter.target}/metrics",
-            )
-        )
-        yield pipeline, exporter
+    async with monitored_operator(real_stack, tmp_path, FLEET) as operated:
+        yield operated
 
 
 async def running_pods(pipeline: Pipeline, job: str, count: int) -> list[dict[str, Any]]:

@@ -212,15 +212,17 @@ async def counting_unbound_pod_events(
             await task
 
 
-@pytest.fixture
-async def operator(
-    real_stack: RealCluster, tmp_path: Path
+@contextlib.asynccontextmanager
+async def monitored_operator(
+    real_stack: RealCluster, tmp_path: Path, fleet: tuple[NodeSpec, ...]
 ) -> AsyncIterator[tuple[Pipeline, GpuExporter]]:
+    """The operator on the real stack with kwok nodes ``fleet`` and a GPU exporter the test
+    sets readings on, the monitor polling every second."""
     async with contextlib.AsyncExitStack() as stack:
         admin = await stack.enter_async_context(
             await KubernetesAsyncioAdapter.from_kubeconfig(real_stack.kubeconfig)
         )
-        await stack.enter_async_context(kwok_fleet(admin, FLEET))
+        await stack.enter_async_context(kwok_fleet(admin, fleet))
         exporter = await stack.enter_async_context(GpuExporter().serving())
         pipeline = await stack.enter_async_context(
             running_pipeline(
@@ -232,6 +234,14 @@ async def operator(
             )
         )
         yield pipeline, exporter
+
+
+@pytest.fixture
+async def operator(
+    real_stack: RealCluster, tmp_path: Path
+) -> AsyncIterator[tuple[Pipeline, GpuExporter]]:
+    async with monitored_operator(real_stack, tmp_path, FLEET) as operated:
+        yield operated
 
 
 async def test_pods_of_jobs_and_deployments_waiting_for_gpus_press_for_idle_ones(
