@@ -84,6 +84,7 @@ class EndpointWaiter:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_seconds
         wait: Wait | None = None
+        check_every = CLIENT_CHECK_SECONDS if client_gone is not None else wait_seconds
         try:
             while True:
                 if wait is not None and client_gone is not None and client_gone():
@@ -115,10 +116,8 @@ class EndpointWaiter:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     raise _no_endpoint(route, current, wait_seconds, wait)
-                if client_gone is not None:
-                    remaining = min(remaining, CLIENT_CHECK_SECONDS)
                 try:
-                    await asyncio.wait_for(changed.wait(), remaining)
+                    await asyncio.wait_for(changed.wait(), min(remaining, check_every))
                 except TimeoutError:
                     continue
         finally:
