@@ -521,6 +521,83 @@ async def test_load_above_a_models_max_replicas_is_told_on_it_once(served: Serve
             await pipeline.kube.delete(resources.KUBEAI_MODEL, name, namespace=pipeline.namespace)
 
 
+async def test_requests_whose_clients_hang_up_while_waiting_stop_counting_at_once(
+    served: Served,
+) -> None:
+    """Three clients with a 1 s timeout ask for a Model at zero whose Pods never turn Ready:
+    the first request scales it to one, as any would; once the clients have hung up, the load
+    is gone within a couple of reports, not when each wait ends (60 s here), and the Model goes
+    back to zero after its delay (decision 0174)."""
+    pipeline = served.pipeline
+    name = "abandoned"
+    await pipeline.kube.create(
+        a_model(
+            name,
+            pipeline.namespace,
+            url="hf://org/abandoned",
+            engine="VLLM",
+            features=["TextGeneration"],
+            resourceProfile="cpu:1",
+            minReplicas=0,
+            maxReplicas=3,
+            targetRequests=1,
+            scaleDownDelaySeconds=2,
+        )
+    )
+    try:
+        await eventually(lambda: listed(served, name), what="the gateway serves it", within=60)
+
+        async def gives_up(session: aiohttp.ClientSession) -> None:
+            body = {"model": name, "prompt": "hello"}
+            with pytest.raises(TimeoutError):
+                await session.post(f"{served.base_url}/completions", json=body)
+
+        timeout = aiohttp.ClientTimeout(total=1)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            await asyncio.gather(*(gives_up(session) for _ in range(3)))
+        hung_up = time.monotonic()
+
+        async def no_load() -> bool | Pending:
+            metrics = await served.gateway_metrics()
+            active = sample(metrics, "kaiwo_autoscaler_active_requests", model=name)
+            gone = sample(metrics, "kaiwo_gateway_endpoint_waits_total", model=name)
+            return True if active == 0 and gone == 3 else Pending(f"{active} active, {gone}")
+
+        await eventually(no_load, what="no load left", within=SCALE_WITHIN)
+        dropped = time.monotonic() - hung_up
+        at_zero = await eventually(
+            lambda: replicas_are_of(served, name, 0), what="back at zero", within=SCALE_WITHIN
+        )
+        down = time.monotonic() - hung_up
+        mine = [d for d in await decisions(served) if d.model.name == name]
+        scales = [(d.from_replicas, d.replicas, d.cause) for d in mine]
+        print(
+            f"\nclients gone: no load {dropped:.1f} s later, at zero {down:.1f} s later: {scales}"
+        )
+
+        assert dropped < 10, f"the load stayed {dropped:.1f} s after the clients hung up"
+        assert at_zero["spec"]["minReplicas"] == 0
+        metrics = await served.gateway_metrics()
+        waits = {"model": name, "from_zero": "true"}
+        assert sample(metrics, "kaiwo_gateway_endpoint_waits_total", **waits) == 3
+        assert (
+            sample(metrics, "kaiwo_gateway_endpoint_waits_total", outcome="client_gone", **waits)
+            == 3
+        )
+        assert sample(metrics, "kaiwo_gateway_requests_total", model=name, code="499") == 3
+        assert (mine[0].from_replicas, mine[0].replicas, mine[0].cause) == (0, 1, "request")
+        assert mine[-1].replicas == 0
+    finally:
+        with contextlib.suppress(NotFound):
+            await pipeline.kube.delete(resources.KUBEAI_MODEL, name, namespace=pipeline.namespace)
+
+
+async def replicas_are_of(served: Served, name: str, wanted: int) -> dict[str, Any] | Pending:
+    found = await model(served.pipeline, name)
+    replicas = found["spec"].get("replicas")
+    return found if replicas == wanted else Pending(f"spec.replicas is {replicas}")
+
+
 async def kaiwo(*arguments: str) -> Any:
     env = {**os.environ, "COLUMNS": "400"}
     return await asyncio.to_thread(CliRunner().invoke, app, list(arguments), env=env)

@@ -20,7 +20,8 @@ hop-by-hop and forwarding headers stay behind, ``Set-Cookie`` does not come back
 
 When a connection to an endpoint fails before a byte was sent, the request goes to another
 endpoint (up to ``attempts`` in all); any later failure is the client's to see. Without a ready
-endpoint the request waits up to ``endpoint_wait_seconds`` for one, then gets a 503. A request
+endpoint the request waits up to ``endpoint_wait_seconds`` for one, then gets a 503; one whose
+client hangs up meanwhile stops waiting (and counting) within half a second. A request
 is counted per Model while it is routed and answered (:class:`RequestCounts`, what the load
 reports say); the first one to wait for an endpoint of a Model makes the replica report at
 once, so a Model at zero replicas is scaled up without waiting for the next report (scale from
@@ -348,7 +349,7 @@ class Gateway:
         headers = forwarded_headers(request.headers, parsed.content_type)
         tried: set[str] = set()
         for _attempt in range(self.settings.attempts):
-            choice = await self._endpoint(parsed, exclude=tried)
+            choice = await self._endpoint(request, parsed, exclude=tried)
             endpoint = choice.endpoint
             try:
                 upstream = await self._session.post(
@@ -378,13 +379,22 @@ class Gateway:
             kind="server_error",
         )
 
-    async def _endpoint(self, parsed: _Parsed, *, exclude: set[str]) -> Choice:
+    async def _endpoint(
+        self, request: web.Request, parsed: _Parsed, *, exclude: set[str]
+    ) -> Choice:
         return await self.waiter.endpoint_for(
             parsed.route,
             prefix=parsed.prefix,
             exclude=exclude,
             wait_seconds=self.settings.endpoint_wait_seconds,
+            client_gone=lambda: _client_gone(request),
         )
+
+
+def _client_gone(request: web.Request) -> bool:
+    """The client's connection is closed (aiohttp drops the transport when it is lost)."""
+    transport = request.transport
+    return transport is None or transport.is_closing()
 
 
 def _selector(headers: CIMultiDictProxy[str]) -> LabelSelector:

@@ -83,8 +83,8 @@ class GatewayMetrics:
             "gateway_endpoint_waits",
             "Requests that waited for a ready endpoint, by outcome (ready, timeout, "
             "not_scalable: autoscaling disabled at zero replicas, not_configured: the "
-            "operator makes no server of the spec) and whether the Model was "
-            "at zero replicas (scale from zero)",
+            "operator makes no server of the spec, client_gone: the HTTP client hung up) "
+            "and whether the Model was at zero replicas (scale from zero)",
             ("namespace", "model", "outcome", "from_zero"),
         )
         self.endpoint_wait = self.registry.histogram(

@@ -1,0 +1,106 @@
+"""A request whose client hangs up while it waits for an endpoint stops counting as load.
+
+The gateway is served as ``__main__`` serves it (``web.AppRunner``, which does not cancel a
+handler when its client disconnects; aiohttp's own test server does, and would hide this) on
+loopback; the Model has no ready endpoint, so a request waits for one (up to 30 s here)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import aiohttp
+from aiohttp import web
+from kaiwo_gateway.domain.access import Caller
+from kaiwo_gateway.domain.balancing import Balancer
+from kaiwo_gateway.domain.load import ModelRequests
+from kaiwo_gateway.endpoint_wait import LoadTracking
+from kaiwo_gateway.http_api import CallerPolicy, Gateway, ProxySettings
+from kaiwo_gateway.metrics import GatewayMetrics
+from kaiwo_runtime.nats_server import free_port
+
+from tests.unit.gateway.model_objects import model_object
+from tests.unit.gateway.test_catalog_and_routing import catalog_with
+from tests.waiting import Pending, eventually
+
+WAIT_SECONDS = 30.0
+
+
+class NoTokens:
+    """Every caller here is the anonymous one on loopback: no token is asked about."""
+
+    async def authenticate(self, token: str) -> Caller | None:
+        raise AssertionError(f"asked about a token: {token}")
+
+    async def may_use(self, caller: Caller, namespace: str) -> bool:
+        raise AssertionError(f"asked whether {caller.name} may use {namespace}")
+
+
+@dataclass
+class Served:
+    gateway: Gateway
+    url: str
+
+    def load(self) -> tuple[ModelRequests, ...]:
+        return self.gateway.load.counts.current()
+
+    def samples(self) -> str:
+        return self.gateway.metrics.registry.exposition().decode()
+
+
+@contextlib.asynccontextmanager
+async def serving() -> AsyncIterator[Served]:
+    gateway = Gateway(
+        catalog=catalog_with(model_object("chat", minReplicas=0, replicas=0)),
+        balancer=Balancer(),
+        metrics=GatewayMetrics(),
+        settings=ProxySettings(endpoint_wait_seconds=WAIT_SECONDS),
+        access=NoTokens(),
+        policy=CallerPolicy(anonymous="loopback"),
+        load=LoadTracking(),
+    )
+    runner = web.AppRunner(gateway.application(), access_log=None)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        yield Served(gateway, f"http://127.0.0.1:{port}/openai/v1/completions")
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_request_whose_client_hangs_up_while_waiting_stops_counting_at_once() -> None:
+    async with serving() as served, aiohttp.ClientSession() as session:
+        request = asyncio.create_task(session.post(served.url, json={"model": "chat"}))
+
+        def waiting() -> bool | Pending:
+            load = served.load()
+            return True if [r.waiting for r in load] == [1] else Pending(f"load {load}")
+
+        await eventually(waiting, what="the request waits for an endpoint", within=10)
+        request.cancel()  # the client gives up: its connection is closed
+        with contextlib.suppress(asyncio.CancelledError):
+            await request
+        hung_up = time.monotonic()
+
+        def gone() -> bool | Pending:
+            return True if served.load() == () else Pending(f"load {served.load()}")
+
+        await eventually(gone, what="the request no longer counts", within=WAIT_SECONDS + 5)
+        dropped = time.monotonic() - hung_up
+        print(f"\nthe load dropped {dropped:.2f} s after the client hung up")
+
+        assert dropped < 2.0
+        samples = served.samples()
+        assert (
+            'kaiwo_gateway_endpoint_waits_total{from_zero="true",model="chat",'
+            'namespace="team-a",outcome="client_gone"} 1.0'
+        ) in samples
+        assert 'outcome="timeout"' not in samples
+        assert (
+            'kaiwo_gateway_requests_total{code="499",model="chat",namespace="team-a",'
+            'route="completions"} 1.0'
+        ) in samples
