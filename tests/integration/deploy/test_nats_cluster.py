@@ -38,22 +38,29 @@ SERVERS: Final = 3
 UNANSWERED_SECONDS: Final = 7.0
 
 
-def port_below_ephemeral() -> int:
+def port_below_ephemeral(taken: set[int]) -> int:
     """A free port below the kernel's ephemeral range. Two of the servers bind theirs
     seconds after the test chose them; a port of that range can meanwhile be given to any
     process's outgoing connection (CI runs many beside this test), and the server that
-    cannot bind it exits. Below the range, only an explicit bind takes a port."""
+    cannot bind it exits. Below the range, only an explicit bind takes a port. None of
+    ``taken`` (the test's own, chosen but not bound yet: two servers' ports once came out
+    the same, and the second could not listen), and the one chosen is added to it."""
     low, _ = (int(n) for n in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
     chooser = random.Random()
     for _ in range(200):
         port = chooser.randrange(max(low - 12_000, 1_024), low)
+        if port in taken:
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:
                 continue
+        taken.add(port)
         return port
-    return free_port()
+    port = free_port()
+    taken.add(port)
+    return port
 
 
 def local_config(*, ordinal: int, client: int, routes: list[int], store: Path) -> str:
@@ -110,8 +117,9 @@ class Cluster:
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
     credentials = tmp_path / "conf" / "kaiwo"
     write_nats_credentials(credentials)
-    routes = [port_below_ephemeral() for _ in range(SERVERS)]
-    clients = [port_below_ephemeral() for _ in range(SERVERS)]
+    taken: set[int] = set()
+    routes = [port_below_ephemeral(taken) for _ in range(SERVERS)]
+    clients = [port_below_ephemeral(taken) for _ in range(SERVERS)]
     configs = []
     for ordinal in range(SERVERS):
         config = tmp_path / "conf" / f"cluster-{ordinal}.conf"
