@@ -461,15 +461,30 @@ async def preempt_for_jobs_waiting(pipeline: Pipeline, threshold: str) -> None:
 
 
 async def kueue_workload_of(pipeline: Pipeline, namespace: str, job: str) -> dict[str, Any]:
-    """The Kueue Workload of the KaiwoJob's Job (Kueue labels it with the Job's uid)."""
-    child = await pipeline.kube.get(resources.JOB, job, namespace=namespace)
-    listed = await pipeline.kube.list(
-        resources.KUEUE_WORKLOAD,
-        namespace=namespace,
-        label_selector=f"{actors.KUEUE_JOB_UID_LABEL}={child['metadata']['uid']}",
-    )
-    [workload] = listed.items
-    return workload
+    """The Kueue Workload of the KaiwoJob's Job."""
+    return await kueue_workload_owned(pipeline, resources.JOB, job, namespace)
+
+
+async def kueue_workload_owned(
+    pipeline: Pipeline, kind: resources.ResourceType, name: str, namespace: str
+) -> dict[str, Any]:
+    """The Kueue Workload Kueue labels with the uid of ``kind``/``name``. Kueue's job controller
+    makes it some time after the object appears (CI once listed none right after the KaiwoJob's
+    PENDING), so this waits for it."""
+    owner = await pipeline.kube.get(kind, name, namespace=namespace)
+
+    async def made() -> dict[str, Any] | Pending:
+        listed = await pipeline.kube.list(
+            resources.KUEUE_WORKLOAD,
+            namespace=namespace,
+            label_selector=f"{actors.KUEUE_JOB_UID_LABEL}={owner['metadata']['uid']}",
+        )
+        if len(listed.items) != 1:
+            return Pending(f"{len(listed.items)} Workloads")
+        workload: dict[str, Any] = listed.items[0]
+        return workload
+
+    return await eventually(made, what=f"Kueue's Workload of {kind.kind} {namespace}/{name}")
 
 
 async def test_kueue_preempts_a_lower_priority_job_and_the_operator_shows_it(
@@ -1014,13 +1029,7 @@ async def test_every_worker_group_of_a_given_ray_cluster_holds_its_gpus(stack: P
         "the workload holds 4 GPUs"
     )
 
-    ray_job = await stack.kube.get(resources.RAY_JOB, "ray-groups", namespace=ns)
-    listed = await stack.kube.list(
-        resources.KUEUE_WORKLOAD,
-        namespace=ns,
-        label_selector=f"{actors.KUEUE_JOB_UID_LABEL}={ray_job['metadata']['uid']}",
-    )
-    [workload] = listed.items
+    workload = await kueue_workload_of_ray_job(stack, ns, "ray-groups")
     assert sorted((p["name"], p["count"]) for p in workload["spec"]["podSets"]) == [
         ("evaluators", 1),
         ("head", 1),
@@ -1150,14 +1159,7 @@ async def ray_pods_running(
 async def kueue_workload_of_ray_job(
     pipeline: Pipeline, namespace: str, name: str
 ) -> dict[str, Any]:
-    ray_job = await pipeline.kube.get(resources.RAY_JOB, name, namespace=namespace)
-    listed = await pipeline.kube.list(
-        resources.KUEUE_WORKLOAD,
-        namespace=namespace,
-        label_selector=f"{actors.KUEUE_JOB_UID_LABEL}={ray_job['metadata']['uid']}",
-    )
-    [workload] = listed.items
-    return workload
+    return await kueue_workload_owned(pipeline, resources.RAY_JOB, name, namespace)
 
 
 def _env_of(pod: Mapping[str, Any]) -> dict[str, str]:
