@@ -1641,3 +1641,23 @@ def test_the_current_run_starts_at_the_first_start_or_at_kueues_readmission(
     status: dict[str, Any], expected: datetime | None
 ) -> None:
     assert run_start(status) == expected
+
+
+def test_an_unreadable_start_time_is_kept_and_counts_no_duration() -> None:
+    """The CRD's ``format: date-time`` keeps a malformed time off the real API server, but a
+    replayed log or another server may carry one: planning takes it as no time, and does not
+    raise (it raised ``ValueError`` while the status parsed its times on its own)."""
+    running = {
+        "status": "RUNNING",
+        "observedGeneration": 1,
+        "conditions": [SCHEDULABLE_COND, {**ADMITTED_COND, "lastTransitionTime": T_NOW}],
+        "startTime": "yesterday",
+    }
+    still = derive(
+        running,
+        ObservedChildren(
+            child_kind="Job", child=job(active=1, ready=1), kueue_workloads=(admitted_workload(),)
+        ),
+    )
+    assert still.status == running
+    assert still.events == ()

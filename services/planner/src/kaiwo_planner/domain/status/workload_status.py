@@ -70,13 +70,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.plans import EventIntent, ObjectRef
 
 from kaiwo_planner.domain.scheduling.schedulable import SCHEDULABLE, SchedulableVerdict
+from kaiwo_planner.domain.settings.cluster_settings import parse_time
 from kaiwo_planner.domain.status.child_health import child_health
 from kaiwo_planner.domain.status.child_phase import (
     ChildRunTimes,
@@ -470,13 +471,13 @@ def _write(
         status["startTime"] = format_time(min(times.started, now))
     if final and workload_kind == "KaiwoJob" and "completionTime" not in status:
         status["completionTime"] = format_time(
-            _finish(times.finished, started=_time(status.get("startTime")), now=now)
+            _finish(times.finished, started=parse_time(status.get("startTime")), now=now)
         )
-    started = _time(status.get("startTime"))
+    started = parse_time(status.get("startTime"))
     if started is not None and (
         final or phase in _RUNNING_PHASES or phase is WorkloadStatus.TERMINATING
     ):
-        ended = _time(status.get("completionTime")) if final else None
+        ended = parse_time(status.get("completionTime")) if final else None
         elapsed = _whole_seconds((ended or now) - started)
         content_changed = phase_changed or conditions != list(previous.get("conditions") or ())
         if content_changed or "duration" not in previous:
@@ -545,15 +546,6 @@ def _not_running(
         f"Workload was admitted again at {started} and is starting; its duration counts "
         "from its readmission",
     )
-
-
-def _time(value: object) -> datetime | None:
-    if not value:
-        return None
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _whole_seconds(delta: timedelta) -> int:
