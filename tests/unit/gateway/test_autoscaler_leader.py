@@ -261,7 +261,9 @@ async def test_the_leader_adds_the_streams_backlog_and_ticks_without_it_when_unr
 async def test_the_load_crossing_max_replicas_is_restated_each_time_it_crosses() -> None:
     """At ``maxReplicas: 2`` the load goes above it, back within, above again, at one
     generation: each crossing is published (as the replicas restated), none twice, and the
-    bucket keeps that the load is held back (decision 0172)."""
+    bucket keeps that the load is held back (decision 0172), with the demand told; the
+    demand rising while held back (3 to 5, the window filling) is told too (decision 0175),
+    a fall to 3 of 5 is not."""
     clock, bucket, out = Clock(), MemoryKeyValue(), Published()
     scaler = autoscaler(catalog_with(replicas=2, maxReplicas=2), bucket, clock, out)
     await scaler.restore()
@@ -272,11 +274,13 @@ async def test_the_load_crossing_max_replicas_is_restated_each_time_it_crosses()
         clock.advance(10)
 
     found = [(d.from_replicas, d.replicas, d.average_active_requests) for d in out.decisions()]
-    assert found == [(2, 2, 25.0), (2, 2, 10.0), (2, 2, 30.0)]
+    assert found == [(2, 2, 25.0), (2, 2, 50.0), (2, 2, 10.0), (2, 2, 30.0), (2, 2, 50.0)]
     ids = [envelope.id for _, envelope in out.sent]
-    assert len(set(ids)) == 3
+    assert len(set(ids)) == 5
     assert json.loads(await bucket.get("m-1") or b"") == {
         "samples": [50.0, 50.0],
         "fewerWantedSince": None,
         "heldBack": True,
+        "toldDemand": 5,
     }
+
