@@ -11,8 +11,9 @@ subresource and is answered; sustained load (three requests held open at a time,
 per replica) scales it to its maximum of three, and back to zero after the scale-down delay
 once the load stops; the next request scales it up from zero again; a Model at zero with
 autoscaling disabled is refused at once, and so is one the operator cannot serve, naming why;
-``kaiwo events explain`` names the decisions and ``kaiwo events replay`` reproduces every
-plan.
+the load held back by a Model's ``maxReplicas`` is told on it, and told again as it rises and
+falls; ``kaiwo events explain`` names the decisions and ``kaiwo events replay`` reproduces
+every plan.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 import sys
 import time
@@ -417,6 +419,61 @@ async def test_a_model_the_operator_cannot_serve_is_refused_at_once_and_not_scal
     assert not [d for d in await decisions(served) if d.model.name == name]
 
 
+@contextlib.asynccontextmanager
+async def pods_played(pipeline: Pipeline, name: str) -> AsyncIterator[None]:
+    """Every Pod of Model ``name`` runs and turns Ready at the stand-in while inside (the
+    ``served`` kubelet plays ``chat``'s only)."""
+    stop = asyncio.Event()
+
+    async def play() -> None:
+        while not stop.is_set():
+            await run_pods(pipeline.kube, pipeline.namespace, name, pod_ip="127.0.0.1")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.2)
+
+    playing = asyncio.create_task(play())
+    try:
+        yield
+    finally:
+        stop.set()
+        await playing
+
+
+@contextlib.asynccontextmanager
+async def requests_held(served: Served, name: str, clients: int) -> AsyncIterator[None]:
+    """``clients`` clients each asking Model ``name`` again and again for an answer held 1 s
+    by the stand-in, while inside: that many requests active at a time."""
+    stop = asyncio.Event()
+
+    async def ask() -> None:
+        client = served.client()
+        while not stop.is_set():
+            await client.completions.create(model=name, prompt="hold 1")
+
+    asking = [asyncio.create_task(ask()) for _ in range(clients)]
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.gather(*asking)
+
+
+async def load_above_max_events(pipeline: Pipeline, name: str) -> list[tuple[str, str, str]]:
+    """The Events ``LoadAboveMaxReplicas`` on Model ``name``: type, reason, message."""
+    listed = await pipeline.kube.list(resources.EVENT, namespace=pipeline.namespace)
+    return [
+        (str(e.get("type")), str(e.get("reason")), str(e.get("message")))
+        for e in listed.items
+        if (e.get("involvedObject") or {}).get("name") == name
+        and e.get("reason") == "LoadAboveMaxReplicas"
+    ]
+
+
+def demand_in(message: str) -> int:
+    """The replicas a ``LoadAboveMaxReplicas`` message says the load asks for."""
+    return int(message.removeprefix("The load asks for ").split(" ")[0])
+
+
 async def test_load_above_a_models_max_replicas_is_told_on_it_once(served: Served) -> None:
     """Five requests held at a time, one per replica wanted, ``maxReplicas: 2``: the Model
     stops at 2 (as before) and now says so, with the load and the cap, and one Normal Event
@@ -438,22 +495,6 @@ async def test_load_above_a_models_max_replicas_is_told_on_it_once(served: Serve
             scaleDownDelaySeconds=2,
         )
     )
-    stop_pods = asyncio.Event()
-
-    async def its_kubelet() -> None:
-        while not stop_pods.is_set():
-            await run_pods(pipeline.kube, pipeline.namespace, name, pod_ip="127.0.0.1")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop_pods.wait(), 0.2)
-
-    async def told() -> list[tuple[str, str, str]]:
-        listed = await pipeline.kube.list(resources.EVENT, namespace=pipeline.namespace)
-        return [
-            (str(e.get("type")), str(e.get("reason")), str(e.get("message")))
-            for e in listed.items
-            if (e.get("involvedObject") or {}).get("name") == name
-            and e.get("reason") == "LoadAboveMaxReplicas"
-        ]
 
     async def held(status: str) -> dict[str, Any] | Pending:
         found = await model(pipeline, name)
@@ -470,55 +511,128 @@ async def test_load_above_a_models_max_replicas_is_told_on_it_once(served: Serve
             f"decisions {mine}, conditions {(found.get('status') or {}).get('conditions')}"
         )
 
-    playing = asyncio.create_task(its_kubelet())
-    stop = asyncio.Event()
-
-    async def worker() -> None:
-        client = served.client()
-        while not stop.is_set():
-            await client.completions.create(model=name, prompt="hold 1")
-
     try:
-        await eventually(lambda: listed(served, name), what="the gateway serves capped", within=60)
-        workers = [asyncio.create_task(worker()) for _ in range(5)]
-        try:
-            limited = await eventually(
-                lambda: held("True"), what="capped held back", within=SCALE_WITHIN
+        async with pods_played(pipeline, name):
+            await eventually(
+                lambda: listed(served, name), what="the gateway serves capped", within=60
             )
-            assert limited["reason"] == "LoadAboveMaxReplicas"
-            message = limited["message"]
-            assert message.startswith("The load asks for ")
-            assert message.endswith(
-                " replicas at spec.targetRequests 1 per replica, but spec.maxReplicas is 2: "
-                "2 replicas serve more than their target each; raise spec.maxReplicas to "
-                "scale further"
+            async with requests_held(served, name, 5):
+                limited = await eventually(
+                    lambda: held("True"), what="capped held back", within=SCALE_WITHIN
+                )
+                assert limited["reason"] == "LoadAboveMaxReplicas"
+                message = limited["message"]
+                assert message.startswith("The load asks for ")
+                assert message.endswith(
+                    " replicas at spec.targetRequests 1 per replica, but spec.maxReplicas is 2: "
+                    "2 replicas serve more than their target each; raise spec.maxReplicas to "
+                    "scale further"
+                )
+                assert 3 <= demand_in(message) <= 5
+                assert (await model(pipeline, name))["spec"]["replicas"] == 2
+                await asyncio.sleep(4)  # more ticks and plans under the same load
+            # One Event; its message is the crossing's, which the condition's may have moved on
+            # from (the demand rising as the window fills is restated, decision 0175).
+            [(kind, reason, crossing)] = await load_above_max_events(pipeline, name)
+            assert (kind, reason) == ("Normal", "LoadAboveMaxReplicas")
+            assert 3 <= demand_in(crossing) <= 5
+
+            within = await eventually(
+                lambda: held("False"), what="capped no longer held back", within=SCALE_WITHIN
             )
-            asked = int(message.removeprefix("The load asks for ").split(" ")[0])
-            assert 3 <= asked <= 5
-            assert (await model(pipeline, name))["spec"]["replicas"] == 2
-            await asyncio.sleep(4)  # more ticks and plans under the same load
-        finally:
-            stop.set()
-            await asyncio.gather(*workers)
-        assert await told() == [("Normal", "LoadAboveMaxReplicas", message)]
+            assert within["reason"] == "LoadWithinMaxReplicas"
+            print(f"\nheld back: {message}; then: {within['message']}")
 
-        within = await eventually(
-            lambda: held("False"), what="capped no longer held back", within=SCALE_WITHIN
-        )
-        assert within["reason"] == "LoadWithinMaxReplicas"
-        print(f"\nheld back: {message}; then: {within['message']}")
+            async def back_to_one() -> bool | Pending:
+                replicas = (await model(pipeline, name))["spec"].get("replicas")
+                return True if replicas == 1 else Pending(f"spec.replicas {replicas}")
 
-        async def back_to_one() -> bool | Pending:
-            replicas = (await model(pipeline, name))["spec"].get("replicas")
-            return True if replicas == 1 else Pending(f"spec.replicas {replicas}")
-
-        await eventually(back_to_one, what="capped back at 1", within=SCALE_WITHIN)
-        assert [reason for _, reason, _ in await told()] == ["LoadAboveMaxReplicas"]
+            await eventually(back_to_one, what="capped back at 1", within=SCALE_WITHIN)
+            assert [reason for _, reason, _ in await load_above_max_events(pipeline, name)] == [
+                "LoadAboveMaxReplicas"
+            ]
     finally:
-        stop_pods.set()
-        await playing
         with contextlib.suppress(NotFound):
             await pipeline.kube.delete(resources.KUBEAI_MODEL, name, namespace=pipeline.namespace)
+
+
+async def test_the_load_rising_while_held_at_max_replicas_is_told_with_its_demand(
+    served: Served,
+) -> None:
+    """A Model at ``minReplicas: 1, maxReplicas: 1``, one request per replica wanted: two
+    requests held at a time hold it back, 2 asked; six at a time, the condition says 6 (it
+    said 2 for as long as the hold lasted before, decision 0175); back to two, it says the
+    fall to half of 6 or below (2 or 3, as the window empties). One Normal Event in all, the
+    first hold's."""
+    pipeline = served.pipeline
+    name = "rising"
+    await pipeline.kube.create(
+        a_model(
+            name,
+            pipeline.namespace,
+            url="hf://org/rising",
+            engine="VLLM",
+            features=["TextGeneration"],
+            resourceProfile="cpu:1",
+            minReplicas=1,
+            maxReplicas=1,
+            targetRequests=1,
+            scaleDownDelaySeconds=2,
+        )
+    )
+
+    async def demand_told(accepted: set[int]) -> dict[str, Any] | Pending:
+        found = await model(pipeline, name)
+        limited = condition(found, "LimitedByMaxReplicas") or {}
+        message = str(limited.get("message", ""))
+        if limited.get("status") == "True" and demand_in(message) in accepted:
+            return limited
+        mine = [
+            (d.from_replicas, d.replicas, d.average_active_requests)
+            for d in await decisions(served)
+            if d.model.name == name
+        ]
+        return Pending(f"LimitedByMaxReplicas: {limited or None}; decisions {mine}")
+
+    try:
+        async with pods_played(pipeline, name):
+            await eventually(lambda: listed(served, name), what="the gateway serves it", within=60)
+            async with requests_held(served, name, 2):
+                first = await eventually(
+                    lambda: demand_told({2}), what="held back, 2 asked", within=SCALE_WITHIN
+                )
+                async with requests_held(served, name, 4):
+                    await eventually(
+                        lambda: demand_told({6}), what="6 asked told", within=SCALE_WITHIN
+                    )
+                fell = await eventually(
+                    lambda: demand_told({2, 3}), what="the fall told", within=SCALE_WITHIN
+                )
+        assert first["message"] == (
+            "The load asks for 2 replicas at spec.targetRequests 1 per replica, but "
+            "spec.maxReplicas is 1: 1 replicas serve more than their target each; raise "
+            "spec.maxReplicas to scale further"
+        )
+        assert fell["lastTransitionTime"] == first["lastTransitionTime"]
+        assert await load_above_max_events(pipeline, name) == [
+            ("Normal", "LoadAboveMaxReplicas", first["message"])
+        ]
+        assert (await model(pipeline, name))["spec"]["replicas"] == 1
+        mine = [d for d in await decisions(served) if d.model.name == name]
+        told = [demand_in_average(d) for d in mine if d.from_replicas == d.replicas]
+        print(
+            f"\ntold while held at 1: {told}; every decision: "
+            f"{[(d.from_replicas, d.replicas, d.cause, d.average_active_requests) for d in mine]}"
+        )
+        assert told[0] == 2 and 6 in told and told[-1] in (2, 3)
+    finally:
+        with contextlib.suppress(NotFound):
+            await pipeline.kube.delete(resources.KUBEAI_MODEL, name, namespace=pipeline.namespace)
+
+
+def demand_in_average(decision: ScaleDecidedV1) -> int:
+    """The replicas a decision found the load asking for (as the planner reads it)."""
+    return math.ceil(decision.average_active_requests / decision.target_requests)
 
 
 async def test_requests_whose_clients_hang_up_while_waiting_stop_counting_at_once(

@@ -261,7 +261,9 @@ async def test_the_leader_adds_the_streams_backlog_and_ticks_without_it_when_unr
 async def test_the_load_crossing_max_replicas_is_restated_each_time_it_crosses() -> None:
     """At ``maxReplicas: 2`` the load goes above it, back within, above again, at one
     generation: each crossing is published (as the replicas restated), none twice, and the
-    bucket keeps that the load is held back (decision 0172)."""
+    bucket keeps that the load is held back (decision 0172), with the demand told; the
+    demand rising while held back (3 to 5, the window filling) is told too (decision 0175),
+    a fall to 3 of 5 is not."""
     clock, bucket, out = Clock(), MemoryKeyValue(), Published()
     scaler = autoscaler(catalog_with(replicas=2, maxReplicas=2), bucket, clock, out)
     await scaler.restore()
@@ -272,11 +274,74 @@ async def test_the_load_crossing_max_replicas_is_restated_each_time_it_crosses()
         clock.advance(10)
 
     found = [(d.from_replicas, d.replicas, d.average_active_requests) for d in out.decisions()]
-    assert found == [(2, 2, 25.0), (2, 2, 10.0), (2, 2, 30.0)]
+    assert found == [(2, 2, 25.0), (2, 2, 50.0), (2, 2, 10.0), (2, 2, 30.0), (2, 2, 50.0)]
     ids = [envelope.id for _, envelope in out.sent]
-    assert len(set(ids)) == 3
+    assert len(set(ids)) == 5
     assert json.loads(await bucket.get("m-1") or b"") == {
         "samples": [50.0, 50.0],
         "fewerWantedSince": None,
         "heldBack": True,
+        "toldDemand": 5,
     }
+
+
+class FailingFirst(Published):
+    """A publisher whose first ``failures`` publishes fail (NATS unreachable)."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    async def publish(self, envelope: Envelope[Any], subject: str) -> None:
+        if self.failures > 0:
+            self.failures -= 1
+            raise ConnectionError("nats: no servers available")
+        await super().publish(envelope, subject)
+
+
+async def test_a_restatement_that_failed_to_publish_is_published_at_the_next_tick() -> None:
+    """The load of a Model at ``maxReplicas: 2`` stays at 5 wanted; the tick that finds it
+    held back cannot publish. The next tick tells it: the saved state was left as before
+    (decision 0175), where it used to say "told" and nothing was ever published."""
+    clock, bucket, out = Clock(), MemoryKeyValue(), FailingFirst(failures=1)
+    await bucket.put("m-1", json.dumps({"samples": [50.0, 50.0]}).encode())
+    scaler = autoscaler(catalog_with(replicas=2, maxReplicas=2), bucket, clock, out)
+    await scaler.restore()
+
+    scaler.receive(load("gw-a", 50))
+    assert await scaler.tick_once() == ()
+    assert json.loads(await bucket.get("m-1") or b"") == {"samples": [50.0, 50.0]}
+
+    clock.advance(10)
+    scaler.receive(load("gw-a", 50))
+    [restated] = await scaler.tick_once()
+    assert (restated.from_replicas, restated.replicas, restated.average) == (2, 2, 50.0)
+    assert restated.reason.startswith("held at spec.maxReplicas 2, 5 wanted")
+    assert len(out.decisions()) == 1
+    assert json.loads(await bucket.get("m-1") or b"") == {
+        "samples": [50.0, 50.0],
+        "fewerWantedSince": None,
+        "heldBack": True,
+        "toldDemand": 5,
+    }
+
+
+async def test_a_scale_down_that_failed_to_publish_is_decided_again_at_the_next_tick() -> None:
+    """Fewer replicas wanted for the whole delay (30 s): the scale down 3 -> 1 cannot be
+    published. The next tick decides it again, where the state said the delay had started
+    over (another 30 s at 3 replicas for nothing)."""
+    clock, bucket, out = Clock(), MemoryKeyValue(), FailingFirst(failures=1)
+    since = (T0 - timedelta(seconds=30)).isoformat()
+    await bucket.put("m-1", json.dumps({"samples": [0.0, 0.0], "fewerWantedSince": since}).encode())
+    catalog = catalog_with(replicas=3, minReplicas=1, maxReplicas=5, scaleDownDelaySeconds=30)
+    scaler = autoscaler(catalog, bucket, clock, out)
+    await scaler.restore()
+
+    scaler.receive(load("gw-a", 0))
+    assert await scaler.tick_once() == ()
+
+    clock.advance(10)
+    scaler.receive(load("gw-a", 0))
+    [down] = await scaler.tick_once()
+    assert (down.from_replicas, down.replicas) == (3, 1)
+    assert [(d.from_replicas, d.replicas) for d in out.decisions()] == [(3, 1)]

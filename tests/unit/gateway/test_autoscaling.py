@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from kaiwo_gateway.domain.autoscaling import (
     ScalingDecision,
     ScalingSpec,
@@ -99,13 +100,14 @@ def test_load_crossing_max_replicas_is_restated_once_each_way() -> None:
     held = decide_scale(at_max, start, active_requests=5, now=T0)
     assert held == ScalingDecision(
         replicas=2,
-        state=ScalingState(samples=(5.0,), held_back=True),
+        state=ScalingState(samples=(5.0,), held_back=True, told_demand=5),
         reason="held at spec.maxReplicas 2, 5 wanted: average 5 active requests over 1 "
         "samples, target 1 per replica",
     )
-    # The load stays above: nothing more.
-    still = decide_scale(at_max, held.state, active_requests=7, now=T0 + TICK)
-    assert (still.replicas, still.state.held_back) == (None, True)
+    # The load stays above, a little lower (not half of 5, decision 0175): nothing more.
+    still = decide_scale(at_max, held.state, active_requests=3, now=T0 + TICK)
+    assert still.replicas is None
+    assert still.state == ScalingState(samples=(3.0,), held_back=True, told_demand=5)
     assert still.reason.startswith("steady: ")
 
     # Down to exactly 2: within again, said once.
@@ -117,6 +119,69 @@ def test_load_crossing_max_replicas_is_restated_once_each_way() -> None:
         "samples, target 1 per replica",
     )
     assert decide_scale(at_max, within.state, active_requests=2, now=T0 + 3 * TICK).replicas is None
+
+
+def test_the_demand_rising_while_held_back_is_restated_and_a_small_fall_is_not() -> None:
+    """Held at ``maxReplicas: 2`` with 5 told: the load rising to 7 is told (the message
+    would name 5 for good otherwise); back to 4 is not (above half of 7); down to 3 is
+    (half of 7 or below); each tells its demand once (decision 0175)."""
+    at_max = ScalingSpec(replicas=2, max_replicas=2, target_requests=1, scale_down_delay_seconds=30)
+    told_five = ScalingState(samples=(5.0,), held_back=True, told_demand=5)
+
+    rising = decide_scale(at_max, told_five, active_requests=7, now=T0)
+    assert rising == ScalingDecision(
+        replicas=2,
+        state=ScalingState(samples=(7.0,), held_back=True, told_demand=7),
+        reason="still held at spec.maxReplicas 2, 7 wanted (5 told): average 7 active "
+        "requests over 1 samples, target 1 per replica",
+    )
+    assert decide_scale(at_max, rising.state, active_requests=7, now=T0 + TICK).replicas is None
+
+    wavering = decide_scale(at_max, rising.state, active_requests=4, now=T0 + 2 * TICK)
+    assert wavering.replicas is None
+    assert wavering.state == ScalingState(samples=(4.0,), held_back=True, told_demand=7)
+
+    halved = decide_scale(at_max, wavering.state, active_requests=3, now=T0 + 3 * TICK)
+    assert halved == ScalingDecision(
+        replicas=2,
+        state=ScalingState(samples=(3.0,), held_back=True, told_demand=3),
+        reason="still held at spec.maxReplicas 2, 3 wanted (7 told): average 3 active "
+        "requests over 1 samples, target 1 per replica",
+    )
+
+
+def test_a_held_back_state_saved_without_its_demand_tells_the_demand_once() -> None:
+    """A state saved before the demand was kept (0172) says only "held back": the demand
+    told is unknown, so the next tick tells it, and then keeps it."""
+    at_max = ScalingSpec(replicas=2, max_replicas=2, target_requests=1)
+    saved = ScalingState.from_document(
+        {"samples": [5.0], "fewerWantedSince": None, "heldBack": True}
+    )
+    assert saved == ScalingState(samples=(5.0,), held_back=True)
+
+    told = decide_scale(at_max, saved, active_requests=5, now=T0)
+    assert told == ScalingDecision(
+        replicas=2,
+        state=ScalingState(samples=(5.0,), held_back=True, told_demand=5),
+        reason="still held at spec.maxReplicas 2, 5 wanted: average 5 active requests over 1 "
+        "samples, target 1 per replica",
+    )
+    assert decide_scale(at_max, told.state, active_requests=5, now=T0 + TICK).replicas is None
+
+
+def test_the_demand_told_is_saved_and_restored() -> None:
+    saved = ScalingState(samples=(5.0,), held_back=True, told_demand=5)
+    assert saved.to_document() == {
+        "samples": [5.0],
+        "fewerWantedSince": None,
+        "heldBack": True,
+        "toldDemand": 5,
+    }
+    assert ScalingState.from_document(saved.to_document()) == saved
+    assert saved.resized(2) == ScalingState(samples=(5.0, 5.0), held_back=True, told_demand=5)
+    for damaged in ("5", 5.5, True):
+        with pytest.raises(ValueError, match="toldDemand"):
+            ScalingState.from_document({"samples": [5.0], "heldBack": True, "toldDemand": damaged})
 
 
 def test_load_falling_below_max_replicas_is_restated_while_the_delay_runs() -> None:

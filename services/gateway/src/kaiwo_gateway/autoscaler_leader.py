@@ -8,7 +8,9 @@ at once. The leader (:meth:`Autoscaler.lead`, run by ``SingleActive``):
    previous leader, or by itself before a restart);
 2. every ``interval_seconds`` runs one tick (:func:`~kaiwo_gateway.domain.autoscaler.autoscale`)
    over the Models of the catalog, publishes a ``ScaleDecidedV1`` for each decision and saves
-   the windows that changed (and forgets those of Models no longer autoscaled);
+   the windows that changed (and forgets those of Models no longer autoscaled); a Model
+   whose decision failed to publish keeps its window from before the tick, so the next tick
+   decides it again (decision 0175);
 3. whenever a report says requests wait for a Model at zero replicas, decides scale from
    zero at once (:func:`~kaiwo_gateway.domain.autoscaler.scale_from_zero`), and a tick
    does so before its own decisions.
@@ -53,6 +55,7 @@ from kaiwo_gateway.domain.autoscaler import (
     LoadReport,
     autoscale,
     scale_from_zero,
+    states_after_publishing,
 )
 from kaiwo_gateway.domain.autoscaling import ScalingState
 from kaiwo_gateway.domain.catalog import Catalog
@@ -229,8 +232,9 @@ class Autoscaler:
             return ()
         self._record_gauges(tick.states)
         self._forget_superseded()
-        published = await self._publish(from_zero + tick.decisions)
-        await self._save(tick.states)
+        published, failed = await self._publish(from_zero + tick.decisions)
+        unpublished = {d.model.uid for d in failed if d in tick.decisions}
+        await self._save(states_after_publishing(tick, self._states, unpublished))
         return published
 
     async def _stored_requests(self) -> Mapping[str, int] | None:
@@ -251,10 +255,16 @@ class Autoscaler:
             self._states,
             now=self._clock(),
         )
-        return await self._publish(decisions)
+        sent, _ = await self._publish(decisions)
+        return sent
 
-    async def _publish(self, decisions: tuple[Decision, ...]) -> tuple[Decision, ...]:
-        sent = []
+    async def _publish(
+        self, decisions: tuple[Decision, ...]
+    ) -> tuple[tuple[Decision, ...], tuple[Decision, ...]]:
+        """Publish ``decisions`` (each once, see the module docstring): those sent, and those
+        whose publish failed."""
+        sent: list[Decision] = []
+        failed: list[Decision] = []
         for decision in decisions:
             # A restatement (the replicas as they are: the load started or stopped asking
             # for more than maxReplicas, decision 0172) is decided once per change by the
@@ -286,6 +296,7 @@ class Autoscaler:
                 )
             except Exception as error:  # decided again at the next tick
                 log.warning("scale decision not published", uid=uid, error=str(error))
+                failed.append(decision)
                 continue
             self._published.add(decision.key)
             direction = "up" if after > before else "down" if after < before else "same"
@@ -304,7 +315,7 @@ class Autoscaler:
                 reason=decision.reason,
             )
             sent.append(decision)
-        return tuple(sent)
+        return tuple(sent), tuple(failed)
 
     def _forget_superseded(self) -> None:
         """Forget decisions of Model generations that are gone (the set stays small)."""

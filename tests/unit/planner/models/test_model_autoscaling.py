@@ -603,3 +603,30 @@ def test_held_back_is_told_once_written_once_and_quietly_undone() -> None:
     assert condition is not None
     assert (condition["status"], condition["reason"]) == ("False", "LoadWithinMaxReplicas")
     assert [e.reason for e in calmer.events if "MaxReplicas" in e.reason] == []
+
+
+def test_a_demand_restated_while_held_back_changes_the_message_and_tells_no_event() -> None:
+    """The gateway restates the demand while the Model stays held back (decision 0175): the
+    condition's message follows it, its transition time stays, and the Event told when it
+    turned True is not told again (one per hold, not per restatement)."""
+    reason = "LoadAboveMaxReplicas"
+    owner = model({**BASE, "replicas": 1, "maxReplicas": 2, "targetRequests": 1})
+    first = plan_in(owner, request(from_replicas=1, replicas=2, demand=5))
+    scaled = model(
+        {**BASE, "replicas": 2, "maxReplicas": 2, "targetRequests": 1},
+        generation=2,
+        status=first.status,
+    )
+
+    rising = plan_in(scaled, request(generation=2, from_replicas=2, replicas=2, demand=9))
+    assert rising.scale is None
+    assert [e.reason for e in rising.events if e.reason == reason] == []
+    condition = model_condition(rising, "LimitedByMaxReplicas")
+    assert condition is not None
+    assert (condition["status"], condition["message"], condition["lastTransitionTime"]) == (
+        "True",
+        "The load asks for 9 replicas at spec.targetRequests 1 per replica, but "
+        "spec.maxReplicas is 2: 2 replicas serve more than their target each; raise "
+        "spec.maxReplicas to scale further",
+        "2026-01-01T12:00:00Z",
+    )

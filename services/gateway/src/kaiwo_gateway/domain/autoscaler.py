@@ -21,6 +21,11 @@ and each Model's saved :class:`~kaiwo_gateway.domain.autoscaling.ScalingState`.
   in order): exact for a namespace whose backlog is for one Model. A namespace with a backlog
   but no request in hand at any replica has nothing to split it by and adds nothing.
 * A Model with ``autoscalingDisabled`` gets no decision and keeps no state.
+* **A decision that failed to publish** leaves its Model's state as it was before the tick
+  (:func:`states_after_publishing`, decision 0175): the state remembers what was told (the
+  load held back) and when fewer replicas were first wanted, so advancing it would make the
+  next tick take the decision as made (a restatement never sent again, a scale down waiting
+  its whole delay anew). Kept as before, the next tick decides it again.
 
 Decisions carry the Model's generation: the planner acts on one only while the Model is
 still that generation (decision 0027).
@@ -28,7 +33,7 @@ still that generation (decision 0027).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final, Literal
@@ -227,3 +232,19 @@ def scale_from_zero(
             )
         )
     return tuple(found)
+
+
+def states_after_publishing(
+    tick: Tick, before: Mapping[str, ScalingState], unpublished: Collection[str]
+) -> dict[str, ScalingState]:
+    """The states to keep after ``tick``'s decisions were published: each Model's new state,
+    but for the Models (uids) in ``unpublished``, whose decision failed to publish, the state
+    from ``before`` the tick (none when it had none), so the next tick makes the decision
+    again (see the module docstring). The tick's sample of such a Model is dropped with it:
+    one sample less in a window, where keeping it would have to split what the state
+    remembers of the load from what it remembers of the decisions."""
+    kept = {uid: state for uid, state in tick.states.items() if uid not in unpublished}
+    for uid in unpublished:
+        if uid in tick.states and uid in before:
+            kept[uid] = before[uid]
+    return kept

@@ -19,13 +19,18 @@ replicas asks for one.
 A :class:`ScalingState` is kept across restarts and leader changes as a small document
 (:meth:`ScalingState.to_document`); restored with another window size it starts again filled
 with its saved average, as upstream does after a restart.
+
+The load held back by ``maxReplicas`` is restated (decision 0172) when it crosses the cap,
+and again while it stays above when it rises above the demand last told or falls to half of
+it or below (decision 0175): the Model's condition follows the load without a write for every
+small move.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -51,6 +56,9 @@ class ScalingState:
     held_back: bool = False
     """The load last asked for more replicas than ``maxReplicas`` (decision 0172): a change
     of this is restated to the planner, which tells it on the Model."""
+    told_demand: int | None = None
+    """The demand the last restatement while held back told (decision 0175); None when not
+    held back, or when the state was saved before this was kept (the demand told unknown)."""
 
     @classmethod
     def starting(cls, *, size: int, average: float = 0.0) -> ScalingState:
@@ -69,6 +77,7 @@ class ScalingState:
             samples=(self.average,) * size,
             fewer_wanted_since=self.fewer_wanted_since,
             held_back=self.held_back,
+            told_demand=self.told_demand,
         )
 
     def to_document(self) -> dict[str, Any]:
@@ -78,6 +87,7 @@ class ScalingState:
                 None if self.fewer_wanted_since is None else self.fewer_wanted_since.isoformat()
             ),
             **({"heldBack": True} if self.held_back else {}),
+            **({"toldDemand": self.told_demand} if self.told_demand is not None else {}),
         }
 
     @classmethod
@@ -91,10 +101,14 @@ class ScalingState:
             raise ValueError("samples must be a list of non-negative numbers")
         if since is not None and not isinstance(since, str):
             raise ValueError("fewerWantedSince must be a time or null")
+        told = document.get("toldDemand")
+        if told is not None and (not isinstance(told, int) or isinstance(told, bool)):
+            raise ValueError("toldDemand must be a whole number or absent")
         return cls(
             samples=tuple(float(v) for v in samples),
             fewer_wanted_since=None if since is None else datetime.fromisoformat(since),
             held_back=document.get("heldBack") is True,
+            told_demand=told,
         )
 
 
@@ -124,7 +138,9 @@ def decide_scale(
     """The replicas the load wants, up at once, down after the delay; and, when the load
     starts or stops asking for more than ``maxReplicas`` while nothing is to change, the
     current replicas restated (``replicas`` equal to them) so the planner can tell the
-    Model (decision 0172): once per change, not every tick."""
+    Model (decision 0172): once per change, not every tick. While it stays above, the
+    demand is restated when it rises above the one told or falls to half of it or below
+    (decision 0175)."""
     if spec.autoscaling_disabled:
         return ScalingDecision(replicas=None, state=state, reason="autoscaling is disabled")
     samples = (*state.samples[1:], active_requests) if state.samples else (active_requests,)
@@ -138,13 +154,16 @@ def decide_scale(
         f"average {average:g} active requests over {len(samples)} samples, "
         f"target {spec.target_requests} per replica"
     )
-    # ``held_back`` changes only with a restatement: a decision that changes the replicas
-    # may be one already published (the Model's new replicas not yet observed) and then
-    # tells nothing.
+    # ``held_back`` and ``told_demand`` change only with a restatement: a decision that
+    # changes the replicas may be one already published (the Model's new replicas not yet
+    # observed) and then tells nothing.
+    remembered = ScalingState(
+        samples=samples, held_back=state.held_back, told_demand=state.told_demand
+    )
     if wanted > current:
         return ScalingDecision(
             replicas=wanted,
-            state=ScalingState(samples=samples, held_back=state.held_back),
+            state=remembered,
             reason=f"scale up from {current} to {wanted}: {summary}",
         )
     since = (state.fewer_wanted_since or now) if wanted < current else None
@@ -152,14 +171,20 @@ def decide_scale(
     if since is not None and now - since >= delay:
         return ScalingDecision(
             replicas=wanted,
-            state=ScalingState(samples=samples, held_back=state.held_back),
+            state=remembered,
             reason=f"scale down from {current} to {wanted}: {summary}",
         )
-    kept = ScalingState(samples=samples, fewer_wanted_since=since, held_back=held)
-    if held != state.held_back:
-        return ScalingDecision(
-            replicas=current, state=kept, reason=_restated(spec, asked, held, summary)
+    if _to_restate(state, held=held, asked=asked):
+        restated = ScalingState(
+            samples=samples,
+            fewer_wanted_since=since,
+            held_back=held,
+            told_demand=asked if held else None,
         )
+        return ScalingDecision(
+            replicas=current, state=restated, reason=_restated(spec, state, asked, held, summary)
+        )
+    kept = replace(remembered, fewer_wanted_since=since)
     if since is None:
         return ScalingDecision(replicas=None, state=kept, reason=f"steady: {summary}")
     return ScalingDecision(
@@ -172,10 +197,28 @@ def decide_scale(
     )
 
 
-def _restated(spec: ScalingSpec, asked: int, held: bool, summary: str) -> str:
-    if held:
-        return f"held at spec.maxReplicas {spec.max_replicas}, {asked} wanted: {summary}"
-    return f"within spec.maxReplicas {spec.max_replicas} again, {asked} wanted: {summary}"
+def _to_restate(state: ScalingState, *, held: bool, asked: int) -> bool:
+    """Whether the load held back by ``maxReplicas`` is to be told (again): it crossed the
+    cap either way (0172), or, still above it, the demand ``asked`` rose above the one told
+    or fell to half of it or below (0175; a smaller fall is not told, so a load wavering
+    around one number writes nothing). A demand told before it was kept is told again."""
+    if held != state.held_back:
+        return True
+    if not held:
+        return False
+    told = state.told_demand
+    return told is None or asked > told or 2 * asked <= told
+
+
+def _restated(spec: ScalingSpec, state: ScalingState, asked: int, held: bool, summary: str) -> str:
+    cap = f"spec.maxReplicas {spec.max_replicas}"
+    if not held:
+        return f"within {cap} again, {asked} wanted: {summary}"
+    if not state.held_back:
+        return f"held at {cap}, {asked} wanted: {summary}"
+    if state.told_demand is None:
+        return f"still held at {cap}, {asked} wanted: {summary}"
+    return f"still held at {cap}, {asked} wanted ({state.told_demand} told): {summary}"
 
 
 def replicas_for_a_request(spec: ScalingSpec) -> int | None:
