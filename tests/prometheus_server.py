@@ -45,18 +45,22 @@ def free_port() -> int:
 
 @dataclass(frozen=True, slots=True)
 class GpuSeries:
-    """One GPU's utilization in percent, as an exporter reports it for the pod using it."""
+    """One GPU's utilization in percent, as an exporter reports it for the pod using it;
+    with ``timestamp_ms``, stamped with that time by the exporter itself (Prometheus keeps
+    it, and marks no such series stale when it stops changing)."""
 
     namespace: str
     pod: str
     gpu: str
     percent: float
     metric: str = AMD
+    timestamp_ms: int | None = None
 
     def line(self) -> str:
         gpu_label = "gpu_id" if self.metric == AMD else "gpu"
         labels = f'namespace="{self.namespace}",pod="{self.pod}",{gpu_label}="{self.gpu}"'
-        return f"{self.metric}{{{labels}}} {self.percent}"
+        stamp = "" if self.timestamp_ms is None else f" {self.timestamp_ms}"
+        return f"{self.metric}{{{labels}}} {self.percent}{stamp}"
 
 
 @dataclass

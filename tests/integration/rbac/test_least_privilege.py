@@ -142,16 +142,20 @@ class PrometheusStub:
         return f"http://127.0.0.1:{self.port}"
 
     async def answer(self, request: web.Request) -> web.Response:
-        self.queries.append(request.query.get("query", ""))
+        query = request.query.get("query", "")
+        self.queries.append(query)
+        now = time.time()
+        # The monitor's second query asks when each sample was taken (decision 0177): now.
+        sampled = query.startswith("timestamp(")
         result = [
             {
                 "metric": {
-                    "__name__": "gpu_gfx_activity",
+                    **({} if sampled else {"__name__": "gpu_gfx_activity"}),
                     "namespace": namespace,
                     "pod": pod,
                     "gpu_id": "0",
                 },
-                "value": [time.time(), "1.0"],
+                "value": [now, str(now) if sampled else "1.0"],
             }
             for namespace, pod in self.pods
         ]

@@ -4,7 +4,8 @@ in-memory JetStream, and a scraper that returns what the test sets."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -74,16 +75,20 @@ async def jetstream() -> MemoryJetStream:
 
 @dataclass
 class FakeScraper:
-    """Returns ``samples``, or raises ``failure`` when set; counts the calls."""
+    """Returns ``samples``, or raises ``failure`` when set; counts the calls. With a
+    ``clock``, every sample is taken at its time (a live exporter), else at its own ``at``."""
 
     samples: list[GpuSample] = field(default_factory=list)
     failure: str | None = None
     calls: int = 0
+    clock: Callable[[], datetime] | None = None
 
     async def scrape(self) -> tuple[GpuSample, ...]:
         self.calls += 1
         if self.failure is not None:
             raise ScrapeError(self.failure)
+        if self.clock is not None:
+            return tuple(replace(sample, at=self.clock()) for sample in self.samples)
         return tuple(self.samples)
 
 

@@ -67,13 +67,49 @@ VECTOR_ANSWER = {
     },
 }
 
+# What ``timestamp(...)`` answers for VECTOR_ANSWER's series: train-0's sample was taken
+# 5 s before the evaluation, chat-0's 300 s before (frozen), train-1's series is not in it.
+TIMES_ANSWER = {
+    "status": "success",
+    "data": {
+        "resultType": "vector",
+        "result": [
+            {
+                "metric": {
+                    "namespace": "team-a",
+                    "pod": "train-0",
+                    "container": "main",
+                    "gpu_id": "0",
+                },
+                "value": [1772366400, "1772366395"],
+            },
+            {
+                "metric": {
+                    "namespace": "monitoring",
+                    "pod": "amd-exporter-x2k9",
+                    "exported_namespace": "team-b",
+                    "exported_pod": "chat-0",
+                    "gpu_id": "3",
+                    "gpu_partition_id": "1",
+                },
+                "value": [1772366400, "1772366100.25"],
+            },
+            {"metric": {"gpu_id": "5"}, "value": [1772366400, "1772366399"]},
+        ],
+    },
+}
+TIME_QUERY = "timestamp(gpu_gfx_activity) or timestamp(DCGM_FI_DEV_GPU_UTIL)"
+
 
 @dataclass
 class FakePrometheus:
-    """Answers /api/v1/query with ``status`` and ``body`` (JSON or text), after ``delay``."""
+    """Answers /api/v1/query with ``status`` and ``body`` (JSON or text), after ``delay``;
+    a ``timestamp(...)`` query with ``times_status`` and ``times``."""
 
     body: object = field(default_factory=lambda: VECTOR_ANSWER)
+    times: object = field(default_factory=lambda: TIMES_ANSWER)
     status: int = 200
+    times_status: int = 200
     delay: float = 0.0
     queries: list[dict[str, str]] = field(default_factory=list)
     url: str = ""
@@ -81,6 +117,8 @@ class FakePrometheus:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         self.queries.append({"path": request.path, **request.query})
         await asyncio.sleep(self.delay)
+        if request.query.get("query", "").startswith("timestamp("):
+            return web.json_response(self.times, status=self.times_status)
         if isinstance(self.body, str):
             return web.Response(status=self.status, text=self.body)
         return web.json_response(self.body, status=self.status)
@@ -102,8 +140,10 @@ async def prometheus() -> AsyncIterator[FakePrometheus]:
         await runner.cleanup()
 
 
-async def scrape(url: str, *, limit_seconds: float = 5.0) -> tuple[GpuSample, ...]:
-    scraper = PrometheusScraper(url, timeout=limit_seconds)
+async def scrape(
+    url: str, *, limit_seconds: float = 5.0, time_query: str = TIME_QUERY
+) -> tuple[GpuSample, ...]:
+    scraper = PrometheusScraper(url, timeout=limit_seconds, time_query=time_query)
     try:
         return await scraper.scrape()
     finally:
@@ -113,7 +153,7 @@ async def scrape(url: str, *, limit_seconds: float = 5.0) -> tuple[GpuSample, ..
 async def test_a_vector_answer_becomes_one_sample_per_gpu_of_a_pod(
     prometheus: FakePrometheus,
 ) -> None:
-    samples = await scrape(prometheus.url)
+    samples = await scrape(prometheus.url, time_query="")
 
     assert samples == (
         GpuSample(
@@ -143,14 +183,60 @@ async def test_a_vector_answer_becomes_one_sample_per_gpu_of_a_pod(
     ]
 
 
+async def test_each_sample_is_taken_when_its_series_was_sampled(
+    prometheus: FakePrometheus,
+) -> None:
+    """Decision 0177: the second query's timestamps, asked at the first answer's time."""
+    samples = await scrape(prometheus.url)
+
+    assert [(s.pod, s.at) for s in samples] == [
+        ("train-0", datetime(2026, 3, 1, 11, 59, 55, tzinfo=UTC)),
+        ("chat-0", datetime(2026, 3, 1, 11, 55, 0, 250000, tzinfo=UTC)),
+        ("train-1", datetime(2026, 3, 1, 12, 0, 1, tzinfo=UTC)),  # no time: evaluated at
+    ]
+    assert [s.percent for s in samples] == [37.5, 0.0, 100.0]
+    assert prometheus.queries == [
+        {"path": "/api/v1/query", "query": "gpu_gfx_activity or DCGM_FI_DEV_GPU_UTIL"},
+        {"path": "/api/v1/query", "query": TIME_QUERY, "time": "1772366400"},
+    ]
+
+
+async def test_without_series_no_time_query_is_sent(prometheus: FakePrometheus) -> None:
+    prometheus.body = {"status": "success", "data": {"resultType": "vector", "result": []}}
+    assert await scrape(prometheus.url) == ()
+    assert [query["query"] for query in prometheus.queries] == [
+        "gpu_gfx_activity or DCGM_FI_DEV_GPU_UTIL"
+    ]
+
+
+async def test_a_failing_time_query_fails_the_scrape(prometheus: FakePrometheus) -> None:
+    prometheus.times_status = 422
+    prometheus.times = {"status": "error", "errorType": "execution", "error": "too many samples"}
+    with pytest.raises(ScrapeError, match="answered execution: too many samples") as failed:
+        await scrape(prometheus.url)
+    assert failed.value.failure == "query_error"
+
+
 async def test_a_configured_query_is_sent_as_is(prometheus: FakePrometheus) -> None:
-    scraper = PrometheusScraper(prometheus.url + "/", query="avg_over_time(gpu_gfx_activity[1m])")
+    scraper = PrometheusScraper(
+        prometheus.url + "/",
+        query="avg_over_time(gpu_gfx_activity[1m])",
+        time_query="timestamp(gpu_gfx_activity)",
+    )
     try:
         await scraper.scrape()
     finally:
         await scraper.close()
     assert prometheus.queries == [
-        {"path": "/api/v1/query", "query": "avg_over_time(gpu_gfx_activity[1m])"}
+        {"path": "/api/v1/query", "query": "avg_over_time(gpu_gfx_activity[1m])"},
+        {"path": "/api/v1/query", "query": "timestamp(gpu_gfx_activity)", "time": "1772366400"},
+    ]
+
+
+async def test_an_empty_time_query_sends_the_one_query(prometheus: FakePrometheus) -> None:
+    await scrape(prometheus.url, time_query="")
+    assert prometheus.queries == [
+        {"path": "/api/v1/query", "query": "gpu_gfx_activity or DCGM_FI_DEV_GPU_UTIL"}
     ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -268,6 +269,37 @@ async def test_metrics_of_a_tick(kit: Kit) -> None:
     )
 
 
+async def test_a_frozen_reading_is_no_reading_and_is_counted(kit: Kit) -> None:
+    """Decision 0177: an idle reading taken three minutes before the tick (an exporter that
+    stamps its own samples and stopped) neither opens a stretch nor counts as a reading."""
+    frozen = T0 - timedelta(minutes=3)
+    kit.scraper.samples = [*(replace(s, at=frozen) for s in IDLE_TRAIN), *BUSY_CHAT]
+    service = kit.service()
+
+    assessment = await service.tick()
+
+    assert assessment is not None
+    assert topics_of(kit.jetstream) == [("utilization", UID_TRAIN), ("utilization", UID_CHAT)]
+    train = next(u for u in assessment.utilizations if u.workload == TRAIN)
+    assert (train.percent, train.window_start) == (None, T0)
+    assert service.states == {}
+    assert sample_value(service.metrics, "kaiwo_monitor_stale_samples") == 2
+    assert sample_value(service.metrics, "kaiwo_monitor_pods_without_readings") == 1
+
+
+async def test_a_reading_within_the_tolerance_is_judged(kit: Kit) -> None:
+    kit.scraper.samples = [replace(s, at=T0 - timedelta(seconds=120)) for s in IDLE_TRAIN]
+    service = kit.service()
+    assert service.settings.monitor_sample_tolerance_seconds == 120
+
+    await service.tick()
+
+    assert service.states == {
+        UID_TRAIN: UtilizationState(workload_uid=UID_TRAIN, below_since=T0, read_at=T0)
+    }
+    assert sample_value(service.metrics, "kaiwo_monitor_stale_samples") == 0
+
+
 async def test_a_second_tick_continues_the_stretch_without_reporting_it_again(kit: Kit) -> None:
     kit.scraper.samples = [*IDLE_TRAIN]
     # Ticks a minute apart, consecutive (a gap of 3 x 60 s + 5 s would break the stretch).
@@ -294,6 +326,7 @@ async def test_a_second_tick_continues_the_stretch_without_reporting_it_again(ki
 async def test_a_stretch_starts_anew_after_ticks_without_readings(kit: Kit) -> None:
     """Decision 0173: the exporter gone for 10 minutes is no part of an idle stretch."""
     kit.scraper.samples = [*IDLE_TRAIN]
+    kit.scraper.clock = kit.clock
     service = kit.service(settings=settings(monitor_polling_interval_seconds=30))
     assert service.gap == timedelta(seconds=95)  # 3 x 30 s + the 5 s scrape timeout
     await service.tick()
@@ -539,9 +572,9 @@ async def test_two_monitors_one_acts_and_the_other_takes_over_when_it_stops(
     kit: Kit, wait_for: Callable[..., Awaitable[None]]
 ) -> None:
     fake_scraper = type(kit.scraper)
-    first_scraper = fake_scraper(samples=list(IDLE_TRAIN))
-    second_scraper = fake_scraper(samples=list(IDLE_TRAIN))
     real_clock = lambda: datetime.now(UTC)  # noqa: E731 - the lease needs time to pass
+    first_scraper = fake_scraper(samples=list(IDLE_TRAIN), clock=real_clock)
+    second_scraper = fake_scraper(samples=list(IDLE_TRAIN), clock=real_clock)
     first = kit.service(scraper=first_scraper, clock=real_clock, holder="first")
     second = kit.service(scraper=second_scraper, clock=real_clock, holder="second")
 
@@ -643,11 +676,20 @@ def test_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KAIWO_LEASE_SECONDS", "20")
     monkeypatch.setenv("KAIWO_LEASE_BUCKET", "ops-leases")
     monkeypatch.setenv("KAIWO_MONITOR_ENABLED", "false")
+    monkeypatch.setenv("KAIWO_MONITOR_SAMPLE_TIME_QUERY", "")
+    monkeypatch.setenv("KAIWO_MONITOR_SAMPLE_TOLERANCE_SECONDS", "45")
     loaded = MonitorSettings()
+    assert (loaded.monitor_sample_time_query, loaded.monitor_sample_tolerance_seconds) == ("", 45)
     assert loaded.monitor_metrics_endpoint == "http://prometheus-operated.monitoring:9090"
     assert loaded.monitor_polling_interval_seconds == 15.0
     assert (loaded.lease_bucket, loaded.lease_seconds) == ("ops-leases", 20.0)
     assert loaded.monitor_enabled is False
+
+
+def test_the_monitor_asks_for_sample_times_by_default() -> None:
+    assert settings().monitor_sample_time_query == (
+        "timestamp(gpu_gfx_activity) or timestamp(DCGM_FI_DEV_GPU_UTIL)"
+    )
 
 
 def test_the_monitor_leases_like_the_planner_by_default() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from kaiwo_monitor.prometheus import samples_from_response
+from kaiwo_monitor.prometheus import sample_times_from_response, samples_from_response, series_key
 from kaiwo_sandbox.gpu_metrics import exposition, query_answer, utilization
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -103,3 +103,11 @@ def test_exposition_text() -> None:
         'gpu_gfx_activity{container="workload",gpu_id="0",gpu_partition_id="0",'
         'hostname="amd-mi300x-1",namespace="ml-team",pod="idle"} 3.0'
     )
+
+
+def test_the_monitor_reads_each_samples_time_from_the_timestamp_answer() -> None:
+    series = utilization([running_pod("idle", "0", utilization_text="3")])
+    times = sample_times_from_response(query_answer(series, now=NOW, timestamps=True))
+    [sample] = samples_from_response(query_answer(series, now=NOW), times=times)
+    assert times == {series_key(series[0].labels): NOW}
+    assert (sample.percent, sample.at) == (3.0, NOW)

@@ -7,7 +7,8 @@ or under a real scheduler the lowest ids left on its node) has a
 pod's annotation :data:`~kaiwo_sandbox.lifecycle.GPU_UTILIZATION` when set (e.g. ``3`` for an
 idle job the monitor should notice), else a steady busy value between 70 and 95 derived from
 the pod and GPU. ``GET /api/v1/query`` answers an instant query (any query: the one series
-family is returned); ``GET /metrics`` gives the exposition text.
+family is returned; a ``timestamp(...)`` query, the monitor's second one, with each series'
+sample time, now); ``GET /metrics`` gives the exposition text.
 """
 
 from __future__ import annotations
@@ -67,15 +68,20 @@ def _value(given: str | None, seed: str) -> float:
     return 70.0 + round(25.0 * digest / 0xFFFF, 1)
 
 
-def query_answer(series: Sequence[GpuSeries], *, now: datetime) -> dict[str, Any]:
-    """A Prometheus instant-query answer (vector)."""
+def query_answer(
+    series: Sequence[GpuSeries], *, now: datetime, timestamps: bool = False
+) -> dict[str, Any]:
+    """A Prometheus instant-query answer (vector); with ``timestamps``, that of
+    ``timestamp(...)``: each series' sample time (every sample is taken ``now``), no name."""
     at = now.timestamp()
     return {
         "status": "success",
         "data": {
             "resultType": "vector",
             "result": [
-                {"metric": {"__name__": METRIC, **s.labels}, "value": [at, str(s.value)]}
+                {"metric": dict(s.labels), "value": [at, str(at)]}
+                if timestamps
+                else {"metric": {"__name__": METRIC, **s.labels}, "value": [at, str(s.value)]}
                 for s in series
             ],
         },
@@ -95,8 +101,9 @@ def metrics_app(
 ) -> web.Application:
     """The HTTP endpoint; ``pods`` gives the sandbox's latest view of the pods."""
 
-    async def query(_request: web.Request) -> web.Response:
-        answer = query_answer(utilization(pods()), now=clock())
+    async def query(request: web.Request) -> web.Response:
+        timestamps = request.query.get("query", "").lstrip().startswith("timestamp(")
+        answer = query_answer(utilization(pods()), now=clock(), timestamps=timestamps)
         return web.Response(text=json.dumps(answer), content_type="application/json")
 
     async def text(_request: web.Request) -> web.Response:

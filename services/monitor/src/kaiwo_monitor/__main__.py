@@ -56,6 +56,7 @@ def _scraper(settings: MonitorSettings) -> PrometheusScraper | ExporterScraper:
         return scraper_for(
             settings.monitor_metrics_endpoint,
             query=settings.monitor_query,
+            time_query=settings.monitor_sample_time_query,
             timeout=settings.monitor_scrape_timeout_seconds,
         )
     except ValueError as error:

@@ -20,6 +20,7 @@ from kaiwo_monitor.domain.samples import GpuSample
 from kaiwo_monitor.prometheus import (
     AMD_METRIC,
     DEFAULT_QUERY,
+    DEFAULT_TIME_QUERY,
     NVIDIA_METRIC,
     PrometheusScraper,
     ScrapeError,
@@ -47,12 +48,16 @@ def is_exporter_page(endpoint: str) -> bool:
 
 
 def scraper_for(
-    endpoint: str, *, query: str = DEFAULT_QUERY, timeout: float = 5.0
+    endpoint: str,
+    *,
+    query: str = DEFAULT_QUERY,
+    time_query: str = DEFAULT_TIME_QUERY,
+    timeout: float = 5.0,
 ) -> PrometheusScraper | ExporterScraper:
     """An exporter's page is read directly; anything else is a Prometheus server's URL."""
     if is_exporter_page(endpoint):
         return ExporterScraper(endpoint, timeout=timeout)
-    return PrometheusScraper(endpoint, query=query, timeout=timeout)
+    return PrometheusScraper(endpoint, query=query, time_query=time_query, timeout=timeout)
 
 
 def samples_from_page(text: str, *, now: datetime) -> tuple[GpuSample, ...]:

@@ -42,3 +42,8 @@ class MonitorMetrics:
             "monitor_pods_without_readings",
             "Running GPU pods of workloads for which the last scrape had no reading",
         )
+        self.stale_samples = self.registry.gauge(
+            "monitor_stale_samples",
+            "GPU samples of the last scrape taken longer ago than the tolerance (frozen "
+            "readings), judged as no reading",
+        )

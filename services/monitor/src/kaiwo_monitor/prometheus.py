@@ -21,6 +21,18 @@ namespace and pod (GPUs no pod uses) and non-finite values are dropped.
 The query is configurable (``KAIWO_MONITOR_QUERY``), e.g.
 ``avg_over_time(gpu_gfx_activity[1m])`` to smooth over a window; any query whose result is a
 vector with these labels works.
+
+**When each reading was taken** (decision 0177). An instant query answers every series with
+its latest sample within Prometheus' lookback (five minutes by default), stamped with the
+evaluation time, not the sample's: a frozen reading (an exporter that stamps its samples
+itself and stopped, a Prometheus restarted on its old data) looks current for minutes. So a
+second query, ``timestamp(gpu_gfx_activity) or timestamp(DCGM_FI_DEV_GPU_UTIL)``
+(``KAIWO_MONITOR_SAMPLE_TIME_QUERY``; empty: not sent), is evaluated at the first answer's
+evaluation time, and each sample takes the timestamp of the series with the same labels
+(its name aside); the monitor then judges only current samples
+(:func:`kaiwo_monitor.domain.samples.current_samples`). A sample whose series the second
+query does not answer (a configured query with other labels) keeps the evaluation time, as
+without the second query. A failing second query fails the scrape, as the first would.
 """
 
 from __future__ import annotations
@@ -39,6 +51,7 @@ from kaiwo_monitor.domain.samples import GpuSample
 AMD_METRIC = "gpu_gfx_activity"
 NVIDIA_METRIC = "DCGM_FI_DEV_GPU_UTIL"
 DEFAULT_QUERY = f"{AMD_METRIC} or {NVIDIA_METRIC}"
+DEFAULT_TIME_QUERY = f"timestamp({AMD_METRIC}) or timestamp({NVIDIA_METRIC})"
 QUERY_PATH = "/api/v1/query"
 NAMESPACE_LABELS = (
     "exported_namespace",
@@ -60,6 +73,8 @@ PARTITION_LABEL = "gpu_partition_id"
 _MAX_ERROR_TEXT = 300
 
 
+SeriesKey = frozenset[tuple[str, str]]
+"""A series' labels without its name: ``timestamp()`` drops the name, nothing else."""
 ScrapeFailure = Literal["unreachable", "http_error", "query_error", "garbage"]
 
 
@@ -96,16 +111,23 @@ class PrometheusScraper:
         endpoint: str,
         *,
         query: str = DEFAULT_QUERY,
+        time_query: str = DEFAULT_TIME_QUERY,
         timeout: float = 5.0,
     ) -> None:
         self.url = query_url(endpoint)
         self.query = query
+        self.time_query = time_query
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
 
     async def scrape(self) -> tuple[GpuSample, ...]:
         document = await self._get({"query": self.query})
-        return samples_from_response(document)
+        evaluated_at = evaluation_time(document)
+        if not self.time_query or evaluated_at is None:
+            return samples_from_response(document)
+        # At the same evaluation time: both answers then come from the same samples.
+        times = await self._get({"query": self.time_query, "time": evaluated_at})
+        return samples_from_response(document, times=sample_times_from_response(times))
 
     async def close(self) -> None:
         session, self._session = self._session, None
@@ -131,8 +153,43 @@ class PrometheusScraper:
             ) from error
 
 
-def samples_from_response(document: Any) -> tuple[GpuSample, ...]:
-    """The samples of an instant-query answer; :class:`ScrapeError` for an error or non-vector."""
+def samples_from_response(
+    document: Any, *, times: Mapping[SeriesKey, datetime] | None = None
+) -> tuple[GpuSample, ...]:
+    """The samples of an instant-query answer; :class:`ScrapeError` for an error or non-vector.
+
+    ``times``: when each series' sample was taken (:func:`sample_times_from_response`); a
+    series not in it is taken at the evaluation time."""
+    found = (_sample(entry, times or {}) for entry in _vector(document))
+    return tuple(sample for sample in found if sample is not None)
+
+
+def sample_times_from_response(document: Any) -> dict[SeriesKey, datetime]:
+    """The sample times a ``timestamp(...)`` instant query answered, by series."""
+    times: dict[SeriesKey, datetime] = {}
+    for entry in _vector(document):
+        at = _time(_value(entry, 1))
+        if at is not None:
+            times[series_key(entry.get("metric") or {})] = at
+    return times
+
+
+def evaluation_time(document: Any) -> str | None:
+    """The evaluation time of an instant-query answer as Prometheus wrote it; None when it
+    has no series (or is no answer)."""
+    try:
+        entries = _vector(document)
+    except ScrapeError:
+        return None
+    stamp = _value(entries[0], 0) if entries else None
+    return None if stamp is None else str(stamp)
+
+
+def series_key(labels: Mapping[str, str]) -> SeriesKey:
+    return frozenset((name, value) for name, value in labels.items() if name != "__name__")
+
+
+def _vector(document: Any) -> list[Mapping[str, Any]]:
     if not isinstance(document, Mapping):
         raise ScrapeError("the answer is not a JSON object")
     if document.get("status") != "success":
@@ -144,22 +201,34 @@ def samples_from_response(document: Any) -> tuple[GpuSample, ...]:
     data = document.get("data") or {}
     if data.get("resultType") != "vector":
         raise ScrapeError(f"expected a vector result, got {data.get('resultType')!r}")
-    results = data.get("result") or []
-    samples = (_sample(entry) for entry in results if isinstance(entry, Mapping))
-    return tuple(sample for sample in samples if sample is not None)
+    return [entry for entry in data.get("result") or [] if isinstance(entry, Mapping)]
 
 
-def _sample(entry: Mapping[str, Any]) -> GpuSample | None:
-    labels: Mapping[str, str] = entry.get("metric") or {}
+def _value(entry: Mapping[str, Any], index: int) -> Any:
+    """Part ``index`` of a vector entry's ``[time, "value"]``; None when it has no pair."""
     point = entry.get("value")
-    if not isinstance(point, Sequence) or len(point) != 2:
+    if not isinstance(point, Sequence) or isinstance(point, str) or len(point) != 2:
         return None
+    return point[index]
+
+
+def _time(stamp: Any) -> datetime | None:
     try:
-        at = datetime.fromtimestamp(float(point[0]), UTC)
-        percent = float(point[1])
-    except (TypeError, ValueError, OverflowError):
+        return datetime.fromtimestamp(float(stamp), UTC)
+    except (TypeError, ValueError, OverflowError, OSError):
         return None
-    return sample_of(labels, percent, at)
+
+
+def _sample(entry: Mapping[str, Any], times: Mapping[SeriesKey, datetime]) -> GpuSample | None:
+    labels: Mapping[str, str] = entry.get("metric") or {}
+    evaluated_at = _time(_value(entry, 0))
+    try:
+        percent = float(_value(entry, 1))
+    except (TypeError, ValueError):
+        return None
+    if evaluated_at is None:
+        return None
+    return sample_of(labels, percent, times.get(series_key(labels), evaluated_at))
 
 
 def sample_of(labels: Mapping[str, str], percent: float, at: datetime) -> GpuSample | None:

@@ -54,7 +54,7 @@ from pydantic import ValidationError
 from kaiwo_monitor.cluster_port import ClusterReader
 from kaiwo_monitor.discovery import ForeignWorkload, RootFinder, candidate_pods
 from kaiwo_monitor.domain.pods import RUN_ID_SELECTOR, MonitoredPod, monitored_pod
-from kaiwo_monitor.domain.samples import GpuSample
+from kaiwo_monitor.domain.samples import GpuSample, current_samples
 from kaiwo_monitor.domain.utilization import (
     Assessment,
     MonitoringPolicy,
@@ -186,7 +186,7 @@ class MonitorService:
         now = self._clock()
         try:
             config = await self._read_config()
-            samples = await self._scrape()
+            samples = self._current(await self._scrape(), now=now)
             pods = await self._list_pods(config)
             foreign = await self._foreign_workloads(samples, pods)
             preemption = await self._preemption_settings(config, foreign)
@@ -245,6 +245,23 @@ class MonitorService:
         self.endpoint_unreached = None
         self.metrics.scrapes.labels(outcome="success").inc()
         return samples
+
+    def _current(self, samples: tuple[GpuSample, ...], *, now: datetime) -> tuple[GpuSample, ...]:
+        """The samples current at ``now``; frozen ones are counted, logged and dropped, so
+        their pods count as unread (decision 0177)."""
+        tolerance = timedelta(seconds=self.settings.monitor_sample_tolerance_seconds)
+        current = current_samples(samples, now=now, tolerance=tolerance)
+        kept = set(current)
+        stale = [sample for sample in samples if sample not in kept]
+        self.metrics.stale_samples.set(len(stale))
+        if stale:
+            log.info(
+                "GPU samples older than the tolerance; their pods count as unread",
+                samples=len(stale),
+                first=f"{stale[0].namespace}/{stale[0].pod}",
+                taken_at=stale[0].at.isoformat(),
+            )
+        return current
 
     async def _list_pods(self, config: KaiwoConfig) -> list[MonitoredPod]:
         # Across all namespaces: workloads opted in to idle preemption may live outside the

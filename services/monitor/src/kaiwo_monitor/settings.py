@@ -20,7 +20,7 @@ from kaiwo_runtime.settings import SingleActiveSettings
 from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from kaiwo_monitor.prometheus import DEFAULT_QUERY
+from kaiwo_monitor.prometheus import DEFAULT_QUERY, DEFAULT_TIME_QUERY
 
 LEASE_ROLE = "monitor"
 """The monitor's lease in the lease bucket, next to ``planner`` and ``executor``."""
@@ -49,6 +49,14 @@ class MonitorSettings(SingleActiveSettings):
     it (:func:`kaiwo_monitor.prometheus.scraper_for`); required when enabled."""
     monitor_query: str = DEFAULT_QUERY
     """PromQL instant query giving one GPU-utilization percentage per GPU and pod."""
+    monitor_sample_time_query: str = DEFAULT_TIME_QUERY
+    """PromQL instant query giving when each series' sample was taken (``timestamp(...)``,
+    the same labels as ``monitor_query``); empty: only ``monitor_query`` is sent and each
+    sample is taken as current (decision 0177)."""
+    monitor_sample_tolerance_seconds: float = Field(default=120.0, gt=0)
+    """How far a sample's time may lie from the tick's for it to be judged: longer than
+    Prometheus' scrape interval (and a missed scrape), shorter than its five-minute lookback.
+    An older sample is no reading (decision 0177)."""
     monitor_polling_interval_seconds: float = Field(default=30.0, gt=0)
     """How often the leader scrapes and judges."""
     resource_monitoring_polling_interval: str = Field(
