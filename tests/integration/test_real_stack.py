@@ -61,6 +61,7 @@ from tests.integration.pipeline.harness import (
 )
 from tests.real_cluster import RealCluster
 from tests.real_stack import kwok_fleet
+from tests.waiting import NotConvergedError
 
 pytestmark = [
     pytest.mark.k8s,
@@ -267,14 +268,7 @@ async def reaches(
     kind: resources.ResourceType = resources.KAIWO_JOB,
     within: float = STEP,
 ) -> dict[str, Any]:
-    async def check() -> dict[str, Any] | Pending:
-        found = await actors.get_or_none(pipeline.kube, kind, name, namespace=namespace)
-        if found is None:
-            return Pending("not created yet")
-        current = (found.get("status") or {}).get("status", "")
-        return found if current == phase else Pending(f"phase {current or '(none)'}")
-
-    return await eventually(check, what=f"{kind.kind} {namespace}/{name} in {phase}", within=within)
+    return await pipeline.reaches(name, phase, kind=kind, namespace=namespace, within=within)
 
 
 async def gone(pipeline: Pipeline, kind: resources.ResourceType, name: str, namespace: str) -> None:
@@ -426,6 +420,16 @@ async def test_a_full_queue_makes_the_next_job_wait_with_kueues_reason(stack: Pi
 
     waiting = await eventually(waits_with_kueues_reason, what="second waits with Kueue's reason")
     assert waiting["status"]["status"] == "PENDING"
+    # A wait in vain on the real stack says what Kueue and the scheduler hold.
+    with pytest.raises(NotConvergedError) as stalled:
+        await reaches(stack, "second", ns, "RUNNING", within=0.1)
+    headline, held, *trail = str(stalled.value).splitlines()
+    assert headline == "KaiwoJob second in RUNNING: not within 0.1 s (phase PENDING)"
+    assert held == f"what the cluster holds for {ns}:"
+    [workload] = [line for line in trail if line.startswith("  Workload job-second-")]
+    assert "QuotaReserved=False Pending: couldn't assign flavors to pod set main: " in workload
+    [pod] = [line for line in trail if line.startswith("  Pod ")]  # second's Job is suspended
+    assert pod.startswith("  Pod first-") and " phase=Running node=" in pod, pod
     status = await kaiwo(str(stack.stack.options.state_dir), "status", "second", "-n", ns)
     assert "insufficient unused quota for amd.com/gpu in flavor mi300x" in status.output, (
         status.output

@@ -33,10 +33,10 @@ from tests.integration.pipeline.ledger import (
     ledgers,
     unsettled_consumers,
 )
-from tests.integration.pipeline.trail import stall_explained, workload_trail
+from tests.integration.pipeline.trail import cluster_trail, stall_explained, workload_trail
 from tests.real_cluster import RealCluster
 from tests.real_stack import kwok_fleet
-from tests.waiting import Pending, eventually
+from tests.waiting import NotConvergedError, Pending, eventually
 
 T = TypeVar("T")
 
@@ -99,18 +99,29 @@ class Pipeline:
         *,
         within: float = STEP_SECONDS,
         kind: resources.ResourceType = resources.KAIWO_JOB,
+        namespace: str | None = None,
     ) -> dict[str, Any]:
-        """Wait until the workload's (a KaiwoJob unless ``kind`` says otherwise)
-        ``status.status`` is ``phase``; returns the workload."""
+        """Wait until the workload's (a KaiwoJob unless ``kind`` says otherwise, in the
+        pipeline's namespace unless ``namespace`` says otherwise) ``status.status`` is
+        ``phase``; returns the workload. On the real stack a wait in vain fails with what the
+        cluster holds for the namespace (:func:`.trail.cluster_trail`)."""
+        namespace = namespace or self.namespace
 
         async def check() -> dict[str, Any] | Pending:
-            workload = await self.child(kind, name)
+            workload = await actors.get_or_none(self.kube, kind, name, namespace=namespace)
             if workload is None:
                 return Pending("not created yet")
             found = (workload.get("status") or {}).get("status", "")
             return workload if found == phase else Pending(f"phase {found or '(none)'}")
 
-        return await eventually(check, what=f"{kind.kind} {name} in {phase}", within=within)
+        try:
+            return await eventually(check, what=f"{kind.kind} {name} in {phase}", within=within)
+        except NotConvergedError as error:
+            if not self.real:
+                raise
+            # On the real stack the wait is usually for Kueue, the scheduler or a kubelet.
+            held = await cluster_trail(self.kube, namespace=namespace)
+            raise NotConvergedError(f"{error}\n{held}") from error
 
     async def appears(
         self, resource: resources.ResourceType, name: str, *, within: float = STEP_SECONDS

@@ -195,3 +195,87 @@ def _services(services: Mapping[str, Any]) -> str:
         f" running={getattr(process, 'running', '?')}"
         for name, process in services.items()
     )
+
+
+async def cluster_trail(kube: KubernetesPort, *, namespace: str) -> str:
+    """What the real cluster's controllers hold for ``namespace``: its pods (phase, node,
+    scheduling gates, why unscheduled), Kueue's Workloads (flavors, conditions with their
+    messages), the ClusterQueues and ResourceFlavors, and the GPU nodes' pool labels; so that
+    a wait that failed on a loaded CI machine says whether Kueue, the scheduler or a kubelet
+    held it. Never raises."""
+    lines = [f"what the cluster holds for {namespace}:"]
+    readings = (
+        (resources.POD, namespace, _pod_line),
+        (resources.KUEUE_WORKLOAD, namespace, _kueue_workload_line),
+        (resources.KUEUE_CLUSTER_QUEUE, None, _cluster_queue_line),
+        (resources.KUEUE_RESOURCE_FLAVOR, None, _flavor_line),
+        (resources.NODE, None, _node_line),
+    )
+    for resource, scope, line in readings:
+        listed = await _quietly(kube.list(resource, namespace=scope))
+        items = getattr(listed, "items", None)
+        if items is None:
+            lines.append(f"  {resource.kind}: {listed}")
+            continue
+        lines += [f"  {resource.kind} {line(item)}" for item in items] or [
+            f"  {resource.kind}: none"
+        ]
+    return "\n".join(lines)
+
+
+def _conditions(status: Mapping[str, Any]) -> str:
+    return "; ".join(
+        f"{c.get('type')}={c.get('status')}"
+        + (f" {c.get('reason')}: {str(c.get('message'))[:160]}" if c.get("message") else "")
+        for c in status.get("conditions") or ()
+        if isinstance(c, Mapping)
+    )
+
+
+def _pod_line(pod: Mapping[str, Any]) -> str:
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    gates = [g.get("name") for g in spec.get("schedulingGates") or ()]
+    limits = [(c.get("resources") or {}).get("limits") for c in spec.get("containers") or ()]
+    return (
+        f"{pod['metadata']['name']} phase={status.get('phase')} node={spec.get('nodeName')} "
+        f"selector={spec.get('nodeSelector')} gates={gates} limits={limits} "
+        f"deleting={'deletionTimestamp' in pod['metadata']} [{_conditions(status)}]"
+    )
+
+
+def _kueue_workload_line(workload: Mapping[str, Any]) -> str:
+    status = workload.get("status") or {}
+    assignments = (status.get("admission") or {}).get("podSetAssignments") or ()
+    flavors = [a.get("flavors") for a in assignments]
+    return f"{workload['metadata']['name']} flavors={flavors} [{_conditions(status)}]"
+
+
+def _cluster_queue_line(queue: Mapping[str, Any]) -> str:
+    groups = (queue.get("spec") or {}).get("resourceGroups") or ()
+    quotas = {
+        flavor.get("name"): {r.get("name"): r.get("nominalQuota") for r in flavor.get("resources")}
+        for group in groups
+        for flavor in group.get("flavors") or ()
+    }
+    status = queue.get("status") or {}
+    return (
+        f"{queue['metadata']['name']} quotas={quotas} pending={status.get('pendingWorkloads')} "
+        f"admitted={status.get('admittedWorkloads')} [{_conditions(status)}]"
+    )
+
+
+def _flavor_line(flavor: Mapping[str, Any]) -> str:
+    metadata = flavor["metadata"]
+    return (
+        f"{metadata['name']} nodeLabels={(flavor.get('spec') or {}).get('nodeLabels')} "
+        f"deleting={'deletionTimestamp' in metadata} finalizers={metadata.get('finalizers')}"
+    )
+
+
+def _node_line(node: Mapping[str, Any]) -> str:
+    labels = node["metadata"].get("labels") or {}
+    shown = {k: v for k, v in labels.items() if k.startswith("kaiwo/") or "gpu" in k}
+    status = node.get("status") or {}
+    allocatable = {k: v for k, v in (status.get("allocatable") or {}).items() if "gpu" in k}
+    taints = (node.get("spec") or {}).get("taints")
+    return f"{node['metadata']['name']} labels={shown} allocatable={allocatable} taints={taints}"
