@@ -278,4 +278,10 @@ def _node_line(node: Mapping[str, Any]) -> str:
     status = node.get("status") or {}
     allocatable = {k: v for k, v in (status.get("allocatable") or {}).items() if "gpu" in k}
     taints = (node.get("spec") or {}).get("taints")
-    return f"{node['metadata']['name']} labels={shown} allocatable={allocatable} taints={taints}"
+    ready = next(
+        (c.get("status") for c in status.get("conditions") or () if c.get("type") == "Ready"), None
+    )
+    return (
+        f"{node['metadata']['name']} ready={ready} labels={shown} allocatable={allocatable} "
+        f"taints={taints}"
+    )
