@@ -27,6 +27,7 @@ the pod template by the operator), or :data:`tests.real_stack.KWOK_TIMING`'s def
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -40,7 +41,7 @@ import pytest
 import pytest_asyncio
 from click.testing import CliRunner
 from kaiwo_cli.main import app
-from kaiwo_kube import resources
+from kaiwo_kube import NotFound, resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_planner.domain.scheduling.gpu_allocation import (
     allocated_gpus,
@@ -48,7 +49,7 @@ from kaiwo_planner.domain.scheduling.gpu_allocation import (
     running_child_among,
 )
 from kaiwo_planner.domain.state.nodes import NodeInfo
-from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
+from kaiwo_sandbox.fleet import NODE_TYPES, SIMULATED_LABEL, NodeSpec
 from nats.js.api import DeliverPolicy
 
 from tests.integration.pipeline import cluster_actors as actors
@@ -60,7 +61,7 @@ from tests.integration.pipeline.harness import (
     running_pipeline,
 )
 from tests.real_cluster import RealCluster
-from tests.real_stack import kwok_fleet
+from tests.real_stack import kwok_fleet, remove_nodes
 from tests.waiting import NotConvergedError
 
 pytestmark = [
@@ -847,6 +848,103 @@ async def test_a_serving_services_rollout_waiting_for_quota_stays_ready_and_is_t
     live = await stack.kube.list(resources.POD, namespace=ns, label_selector="app=rolled")
     assert {p["metadata"]["name"] for p in serving} < {p["metadata"]["name"] for p in live.items}
     await stack.kube.delete(resources.KAIWO_SERVICE, "rolled", namespace=ns)
+
+
+NO_KUBELET: Final = NodeSpec("stack-mi300x-nokubelet", MI300X)
+"""An MI300X node no kubelet runs (kwok plays only nodes labelled simulated): a pod bound to
+it stays Pending for good, as on a node whose kubelet is gone."""
+
+
+def node_without_kubelet(spec: NodeSpec) -> dict[str, Any]:
+    node = spec.manifest()
+    labels = node["metadata"]["labels"]
+    del labels[SIMULATED_LABEL]
+    labels["kubernetes.io/hostname"] = spec.name
+    node["status"] = {"capacity": spec.capacity(), "allocatable": spec.capacity()}
+    return node
+
+
+async def test_a_rollout_whose_admitted_pod_never_starts_while_another_waits_is_an_error(
+    stack: Pipeline,
+) -> None:
+    """A READY service of 3 x 2 GPUs (6 of the queue's 8), ``maxSurge: 2``, deadline 5 s,
+    rolled to a template placed on a node no kubelet runs: of its two new pods Kueue admits
+    one, which is bound and never starts, and the other waits for quota. The service goes
+    ERROR, naming the admitted pod, when its deadline from its admission passes (decision
+    0176). Before, the wait of the other pod made it a rollout waiting for quota (0168):
+    READY for good."""
+    ns = namespace_of(stack, "svc")
+    service = vllm_service("stalled", ns, replicas=3, gpusPerReplica=2)
+    strategy = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 2, "maxUnavailable": 0}}
+    service["spec"]["deployment"] = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "spec": {"progressDeadlineSeconds": 5, "strategy": strategy},
+    }
+    await stack.kube.create(node_without_kubelet(NO_KUBELET), field_manager="cluster-admin")
+    try:
+        await stack.kube.create(service)
+        await reaches(stack, "stalled", ns, "READY", kind=resources.KAIWO_SERVICE)
+        placed = {
+            "nodeSelector": {"kubernetes.io/hostname": NO_KUBELET.name},
+            # The node is not Ready: the node controllers taint it not-ready, unreachable.
+            "tolerations": [{"operator": "Exists"}],
+        }
+        await stack.kube.merge_patch(
+            resources.KAIWO_SERVICE,
+            "stalled",
+            {"spec": {"deployment": {"spec": {"template": {"spec": placed}}}}},
+            namespace=ns,
+            field_manager="kubectl-edit",
+        )
+        error = await reaches(stack, "stalled", ns, "ERROR", kind=resources.KAIWO_SERVICE)
+
+        listed = await stack.kube.list(resources.POD, namespace=ns, label_selector="app=stalled")
+        new = [
+            p
+            for p in listed.items
+            if p["spec"].get("nodeSelector", {}).get("kubernetes.io/hostname") == NO_KUBELET.name
+        ]
+        [bound] = [p for p in new if p["spec"].get("nodeName") == NO_KUBELET.name]
+        [gated] = [p for p in new if p is not bound]
+        assert bound["status"]["phase"] == "Pending", bound["status"]
+        assert {g["name"] for g in gated["spec"].get("schedulingGates") or ()} >= {
+            "kueue.x-k8s.io/admission"
+        }, gated["spec"]
+        workloads = await stack.kube.list(
+            resources.KUEUE_WORKLOAD,
+            namespace=ns,
+            label_selector=f"{actors.KUEUE_JOB_UID_LABEL}={bound['metadata']['uid']}",
+        )
+        [workload] = workloads.items
+        admitted_at = condition(workload, "Admitted")["lastTransitionTime"]
+        told = (
+            f"pod {bound['metadata']['name']} was admitted by Kueue at {admitted_at} and is "
+            f"not Ready within the deadline (Pending on node {NO_KUBELET.name})"
+        )
+        health = condition(error, "ChildHealthy")
+        assert (health["status"], health["reason"]) == ("False", "ProgressDeadlineExceeded")
+        assert health["message"].endswith(f"(progressDeadlineSeconds: 5); {told}"), health
+        events = await events_of(stack, ns, "stalled", kind="KaiwoService")
+        assert ("WorkloadError", health["message"]) in events, events
+        old = [p for p in listed.items if p not in new]
+        assert len(old) == 3 and all(_ready(p) for p in old), old
+    finally:
+        await stack.kube.delete(resources.KAIWO_SERVICE, "stalled", namespace=ns)
+        await _remove_pods_on(stack, ns, NO_KUBELET.name)
+        await remove_nodes(stack.kube, [NO_KUBELET.name])
+
+
+async def _remove_pods_on(pipeline: Pipeline, namespace: str, node: str) -> None:
+    """Delete at once the pods bound to ``node``: no kubelet ends them, and Kueue keeps their
+    quota until they are gone (the pod garbage collector would take 40 s)."""
+    listed = await pipeline.kube.list(resources.POD, namespace=namespace)
+    now = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+    for pod in listed.items:
+        if pod["spec"].get("nodeName") == node:
+            path = resources.POD.path(namespace=namespace, name=pod["metadata"]["name"])
+            with contextlib.suppress(NotFound):
+                await pipeline.kube.transport.request("DELETE", path, body=now)
 
 
 async def test_a_ready_service_scaled_up_is_told_how_many_replicas_serve(stack: Pipeline) -> None:
