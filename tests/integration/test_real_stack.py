@@ -867,12 +867,13 @@ def node_without_kubelet(spec: NodeSpec) -> dict[str, Any]:
 async def test_a_rollout_whose_admitted_pod_never_starts_while_another_waits_is_an_error(
     stack: Pipeline,
 ) -> None:
-    """A READY service of 3 x 2 GPUs (6 of the queue's 8), ``maxSurge: 2``, deadline 5 s,
-    rolled to a template placed on a node no kubelet runs: of its two new pods Kueue admits
-    one, which is bound and never starts, and the other waits for quota. The service goes
-    ERROR, naming the admitted pod, when its deadline from its admission passes (decision
-    0176). Before, the wait of the other pod made it a rollout waiting for quota (0168):
-    READY for good."""
+    """A READY service of 3 x 2 GPUs and a KaiwoJob of 2 fill the queue's 8. The service is
+    rolled (``maxSurge: 2``, deadline 5 s) to a template placed on a node no kubelet runs:
+    its two new pods wait for quota and the rollout passes its deadline, a wait for quota
+    (0168). The job is deleted: Kueue admits one new pod, bound to that node, never started,
+    while the other still waits. The service goes ERROR, naming the admitted pod, when the
+    deadline counted from its admission passes (decision 0176): no event arrives then, the
+    planner asked to be woken. Before, it stayed READY, a rollout waiting for quota."""
     ns = namespace_of(stack, "svc")
     service = vllm_service("stalled", ns, replicas=3, gpusPerReplica=2)
     strategy = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 2, "maxUnavailable": 0}}
@@ -881,10 +882,13 @@ async def test_a_rollout_whose_admitted_pod_never_starts_while_another_waits_is_
         "kind": "Deployment",
         "spec": {"progressDeadlineSeconds": 5, "strategy": strategy},
     }
+    holder = kaiwo_job("quota-holder", ns, queue_name="svc", gpus=2, run_seconds=600)
     await stack.kube.create(node_without_kubelet(NO_KUBELET), field_manager="cluster-admin")
     try:
         await stack.kube.create(service)
+        await stack.kube.create(holder)
         await reaches(stack, "stalled", ns, "READY", kind=resources.KAIWO_SERVICE)
+        await reaches(stack, "quota-holder", ns, "RUNNING")
         placed = {
             "nodeSelector": {"kubernetes.io/hostname": NO_KUBELET.name},
             # The node is not Ready: the node controllers taint it not-ready, unreachable.
@@ -897,6 +901,8 @@ async def test_a_rollout_whose_admitted_pod_never_starts_while_another_waits_is_
             namespace=ns,
             field_manager="kubectl-edit",
         )
+        await has_events(stack, ns, "stalled", "RolloutWaitingForQuota", kind="KaiwoService")
+        await stack.kube.delete(resources.KAIWO_JOB, "quota-holder", namespace=ns)
         error = await reaches(stack, "stalled", ns, "ERROR", kind=resources.KAIWO_SERVICE)
 
         listed = await stack.kube.list(resources.POD, namespace=ns, label_selector="app=stalled")
@@ -925,12 +931,15 @@ async def test_a_rollout_whose_admitted_pod_never_starts_while_another_waits_is_
         health = condition(error, "ChildHealthy")
         assert (health["status"], health["reason"]) == ("False", "ProgressDeadlineExceeded")
         assert health["message"].endswith(f"(progressDeadlineSeconds: 5); {told}"), health
-        events = await events_of(stack, ns, "stalled", kind="KaiwoService")
+        assert parse_rfc3339(health["lastTransitionTime"]) >= parse_rfc3339(admitted_at)
+        events = await has_events(stack, ns, "stalled", "WorkloadError", kind="KaiwoService")
         assert ("WorkloadError", health["message"]) in events, events
         old = [p for p in listed.items if p not in new]
         assert len(old) == 3 and all(_ready(p) for p in old), old
     finally:
         await stack.kube.delete(resources.KAIWO_SERVICE, "stalled", namespace=ns)
+        with contextlib.suppress(NotFound):
+            await stack.kube.delete(resources.KAIWO_JOB, "quota-holder", namespace=ns)
         await _remove_pods_on(stack, ns, NO_KUBELET.name)
         await remove_nodes(stack.kube, [NO_KUBELET.name])
 
