@@ -33,7 +33,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import nats.errors
@@ -41,7 +41,7 @@ import pytest
 import pytest_asyncio
 from click.testing import CliRunner
 from kaiwo_cli.main import app
-from kaiwo_kube import NotFound, resources
+from kaiwo_kube import KubernetesPort, NotFound, resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_planner.domain.scheduling.gpu_allocation import (
     allocated_gpus,
@@ -61,7 +61,7 @@ from tests.integration.pipeline.harness import (
     running_pipeline,
 )
 from tests.real_cluster import RealCluster
-from tests.real_stack import kwok_fleet, remove_nodes
+from tests.real_stack import kwok_fleet
 from tests.waiting import NotConvergedError
 
 pytestmark = [
@@ -850,25 +850,33 @@ async def test_a_serving_services_rollout_waiting_for_quota_stays_ready_and_is_t
     await stack.kube.delete(resources.KAIWO_SERVICE, "rolled", namespace=ns)
 
 
-NO_KUBELET: Final = NodeSpec("stack-mi300x-nokubelet", MI300X)
-"""An MI300X node no kubelet runs (kwok plays only nodes labelled simulated): a pod bound to
-it stays Pending for good, as on a node whose kubelet is gone."""
+NO_START_NODE: Final = NodeSpec("stack-mi300x-nostart", MI300X)
+"""An MI300X node whose kubelet registers it and renews its Lease but starts no pod (the
+test plays it; kwok plays only nodes labelled simulated): a pod bound to it stays Pending
+and nothing changes it, as on a node whose kubelet hangs."""
+NO_START_TAINT: Final = {"key": "kaiwo-tests/no-start", "effect": "NoSchedule"}
+HOSTNAME: Final = "kubernetes.io/hostname"
 
 
-def node_without_kubelet(spec: NodeSpec) -> dict[str, Any]:
+async def register_node_that_starts_no_pod(kube: KubernetesPort, spec: NodeSpec) -> None:
+    """The Node, Ready, tainted so that only a pod asking for it goes there."""
     node = spec.manifest()
     labels = node["metadata"]["labels"]
     del labels[SIMULATED_LABEL]
-    labels["kubernetes.io/hostname"] = spec.name
-    node["status"] = {"capacity": spec.capacity(), "allocatable": spec.capacity()}
-    return node
+    labels.update({HOSTNAME: spec.name, actors.TEST_NODE_LABEL: "true"})
+    node["spec"] = {"taints": [NO_START_TAINT]}
+    await kube.create(node, field_manager="kubelet")
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    await kube.patch_status(
+        resources.NODE, spec.name, spec.status(now=now), field_manager="kubelet", method="merge"
+    )
 
 
 async def test_a_rollout_whose_admitted_pod_never_starts_while_another_waits_is_an_error(
     stack: Pipeline,
 ) -> None:
     """A READY service of 3 x 2 GPUs and a KaiwoJob of 2 fill the queue's 8. The service is
-    rolled (``maxSurge: 2``, deadline 5 s) to a template placed on a node no kubelet runs:
+    rolled (``maxSurge: 2``, deadline 5 s) to a template placed on a node that starts no pod:
     its two new pods wait for quota and the rollout passes its deadline, a wait for quota
     (0168). The job is deleted: Kueue admits one new pod, bound to that node, never started,
     while the other still waits. The service goes ERROR, naming the admitted pod, when the
@@ -876,6 +884,7 @@ async def test_a_rollout_whose_admitted_pod_never_starts_while_another_waits_is_
     planner asked to be woken. Before, it stayed READY, a rollout waiting for quota."""
     ns = namespace_of(stack, "svc")
     service = vllm_service("stalled", ns, replicas=3, gpusPerReplica=2)
+    # Two new pods at once, the old ones kept; a deadline of seconds, not the default 600.
     strategy = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 2, "maxUnavailable": 0}}
     service["spec"]["deployment"] = {
         "apiVersion": "apps/v1",
@@ -883,65 +892,75 @@ async def test_a_rollout_whose_admitted_pod_never_starts_while_another_waits_is_
         "spec": {"progressDeadlineSeconds": 5, "strategy": strategy},
     }
     holder = kaiwo_job("quota-holder", ns, queue_name="svc", gpus=2, run_seconds=600)
-    await stack.kube.create(node_without_kubelet(NO_KUBELET), field_manager="cluster-admin")
+    await register_node_that_starts_no_pod(stack.kube, NO_START_NODE)
     try:
-        await stack.kube.create(service)
-        await stack.kube.create(holder)
-        await reaches(stack, "stalled", ns, "READY", kind=resources.KAIWO_SERVICE)
-        await reaches(stack, "quota-holder", ns, "RUNNING")
-        placed = {
-            "nodeSelector": {"kubernetes.io/hostname": NO_KUBELET.name},
-            # The node is not Ready: the node controllers taint it not-ready, unreachable.
-            "tolerations": [{"operator": "Exists"}],
-        }
-        await stack.kube.merge_patch(
-            resources.KAIWO_SERVICE,
-            "stalled",
-            {"spec": {"deployment": {"spec": {"template": {"spec": placed}}}}},
-            namespace=ns,
-            field_manager="kubectl-edit",
-        )
-        await has_events(stack, ns, "stalled", "RolloutWaitingForQuota", kind="KaiwoService")
-        await stack.kube.delete(resources.KAIWO_JOB, "quota-holder", namespace=ns)
-        error = await reaches(stack, "stalled", ns, "ERROR", kind=resources.KAIWO_SERVICE)
+        # Its kubelet renews its Lease: the node controller never marks its pods not Ready.
+        async with actors.node_heartbeat(stack.kube):
+            await stack.kube.create(service)
+            await stack.kube.create(holder)
+            await reaches(stack, "stalled", ns, "READY", kind=resources.KAIWO_SERVICE)
+            await reaches(stack, "quota-holder", ns, "RUNNING")
+            placed = {
+                "nodeSelector": {HOSTNAME: NO_START_NODE.name},
+                "tolerations": [{**NO_START_TAINT, "operator": "Exists"}],
+            }
+            await stack.kube.merge_patch(
+                resources.KAIWO_SERVICE,
+                "stalled",
+                {"spec": {"deployment": {"spec": {"template": {"spec": placed}}}}},
+                namespace=ns,
+                field_manager="kubectl-edit",
+            )
+            await has_events(stack, ns, "stalled", "RolloutWaitingForQuota", kind="KaiwoService")
+            await stack.kube.delete(resources.KAIWO_JOB, "quota-holder", namespace=ns)
+            error = await reaches(stack, "stalled", ns, "ERROR", kind=resources.KAIWO_SERVICE)
 
-        listed = await stack.kube.list(resources.POD, namespace=ns, label_selector="app=stalled")
-        new = [
-            p
-            for p in listed.items
-            if p["spec"].get("nodeSelector", {}).get("kubernetes.io/hostname") == NO_KUBELET.name
-        ]
-        [bound] = [p for p in new if p["spec"].get("nodeName") == NO_KUBELET.name]
-        [gated] = [p for p in new if p is not bound]
-        assert bound["status"]["phase"] == "Pending", bound["status"]
-        assert {g["name"] for g in gated["spec"].get("schedulingGates") or ()} >= {
-            "kueue.x-k8s.io/admission"
-        }, gated["spec"]
-        workloads = await stack.kube.list(
-            resources.KUEUE_WORKLOAD,
-            namespace=ns,
-            label_selector=f"{actors.KUEUE_JOB_UID_LABEL}={bound['metadata']['uid']}",
-        )
-        [workload] = workloads.items
-        admitted_at = condition(workload, "Admitted")["lastTransitionTime"]
-        told = (
-            f"pod {bound['metadata']['name']} was admitted by Kueue at {admitted_at} and is "
-            f"not Ready within the deadline (Pending on node {NO_KUBELET.name})"
-        )
-        health = condition(error, "ChildHealthy")
-        assert (health["status"], health["reason"]) == ("False", "ProgressDeadlineExceeded")
-        assert health["message"].endswith(f"(progressDeadlineSeconds: 5); {told}"), health
-        assert parse_rfc3339(health["lastTransitionTime"]) >= parse_rfc3339(admitted_at)
-        events = await has_events(stack, ns, "stalled", "WorkloadError", kind="KaiwoService")
-        assert ("WorkloadError", health["message"]) in events, events
-        old = [p for p in listed.items if p not in new]
-        assert len(old) == 3 and all(_ready(p) for p in old), old
+            listed = await stack.kube.list(
+                resources.POD, namespace=ns, label_selector="app=stalled"
+            )
+            old, bound, gated = _old_bound_and_gated(listed.items, NO_START_NODE.name)
+            # Nobody wrote the pod's status after the scheduler bound it: no change of it could
+            # have made the operator plan again, its own wake-up did.
+            assert bound["status"]["phase"] == "Pending", bound["status"]
+            assert {c["type"] for c in bound["status"]["conditions"]} == {"PodScheduled"}, bound
+            assert {g["name"] for g in gated["spec"].get("schedulingGates") or ()} >= {
+                "kueue.x-k8s.io/admission"
+            }, gated["spec"]
+            workloads = await stack.kube.list(
+                resources.KUEUE_WORKLOAD,
+                namespace=ns,
+                label_selector=f"{actors.KUEUE_JOB_UID_LABEL}={bound['metadata']['uid']}",
+            )
+            [workload] = workloads.items
+            admitted_at = condition(workload, "Admitted")["lastTransitionTime"]
+            told = (
+                f"pod {bound['metadata']['name']} was admitted by Kueue at {admitted_at} and is "
+                f"not Ready within the deadline (Pending on node {NO_START_NODE.name})"
+            )
+            health = condition(error, "ChildHealthy")
+            assert (health["status"], health["reason"]) == ("False", "ProgressDeadlineExceeded")
+            assert health["message"].endswith(f"(progressDeadlineSeconds: 5); {told}"), health
+            assert parse_rfc3339(health["lastTransitionTime"]) >= parse_rfc3339(admitted_at)
+            events = await has_events(stack, ns, "stalled", "WorkloadError", kind="KaiwoService")
+            assert ("WorkloadError", health["message"]) in events, events
+            assert len(old) == 3 and all(_ready(p) for p in old), old
     finally:
         await stack.kube.delete(resources.KAIWO_SERVICE, "stalled", namespace=ns)
         with contextlib.suppress(NotFound):
             await stack.kube.delete(resources.KAIWO_JOB, "quota-holder", namespace=ns)
-        await _remove_pods_on(stack, ns, NO_KUBELET.name)
-        await remove_nodes(stack.kube, [NO_KUBELET.name])
+        await _remove_pods_on(stack, ns, NO_START_NODE.name)
+        await actors.remove_node(stack.kube, NO_START_NODE.name)
+
+
+def _old_bound_and_gated(
+    pods: list[dict[str, Any]], node: str
+) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """The old pods, and of the two new ones (those asking for ``node``) the one bound to it
+    and the one still gated."""
+    new = [p for p in pods if p["spec"].get("nodeSelector", {}).get(HOSTNAME) == node]
+    [bound] = [p for p in new if p["spec"].get("nodeName") == node]
+    [gated] = [p for p in new if p is not bound]
+    return [p for p in pods if p not in new], bound, gated
 
 
 async def _remove_pods_on(pipeline: Pipeline, namespace: str, node: str) -> None:
