@@ -27,12 +27,13 @@ the pod template by the operator), or :data:`tests.real_stack.KWOK_TIMING`'s def
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import nats.errors
@@ -40,7 +41,7 @@ import pytest
 import pytest_asyncio
 from click.testing import CliRunner
 from kaiwo_cli.main import app
-from kaiwo_kube import resources
+from kaiwo_kube import KubernetesPort, NotFound, resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_planner.domain.scheduling.gpu_allocation import (
     allocated_gpus,
@@ -48,7 +49,7 @@ from kaiwo_planner.domain.scheduling.gpu_allocation import (
     running_child_among,
 )
 from kaiwo_planner.domain.state.nodes import NodeInfo
-from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
+from kaiwo_sandbox.fleet import NODE_TYPES, SIMULATED_LABEL, NodeSpec
 from nats.js.api import DeliverPolicy
 
 from tests.integration.pipeline import cluster_actors as actors
@@ -847,6 +848,131 @@ async def test_a_serving_services_rollout_waiting_for_quota_stays_ready_and_is_t
     live = await stack.kube.list(resources.POD, namespace=ns, label_selector="app=rolled")
     assert {p["metadata"]["name"] for p in serving} < {p["metadata"]["name"] for p in live.items}
     await stack.kube.delete(resources.KAIWO_SERVICE, "rolled", namespace=ns)
+
+
+NO_START_NODE: Final = NodeSpec("stack-mi300x-nostart", MI300X)
+"""An MI300X node whose kubelet registers it and renews its Lease but starts no pod (the
+test plays it; kwok plays only nodes labelled simulated): a pod bound to it stays Pending
+and nothing changes it, as on a node whose kubelet hangs."""
+NO_START_TAINT: Final = {"key": "kaiwo-tests/no-start", "effect": "NoSchedule"}
+HOSTNAME: Final = "kubernetes.io/hostname"
+
+
+async def register_node_that_starts_no_pod(kube: KubernetesPort, spec: NodeSpec) -> None:
+    """The Node, Ready, tainted so that only a pod asking for it goes there."""
+    node = spec.manifest()
+    labels = node["metadata"]["labels"]
+    del labels[SIMULATED_LABEL]
+    labels.update({HOSTNAME: spec.name, actors.TEST_NODE_LABEL: "true"})
+    node["spec"] = {"taints": [NO_START_TAINT]}
+    await kube.create(node, field_manager="kubelet")
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    await kube.patch_status(
+        resources.NODE, spec.name, spec.status(now=now), field_manager="kubelet", method="merge"
+    )
+
+
+async def test_a_rollout_whose_admitted_pod_never_starts_while_another_waits_is_an_error(
+    stack: Pipeline,
+) -> None:
+    """A READY service of 3 x 2 GPUs and a KaiwoJob of 2 fill the queue's 8. The service is
+    rolled (``maxSurge: 2``, deadline 5 s) to a template placed on a node that starts no pod:
+    its two new pods wait for quota and the rollout passes its deadline, a wait for quota
+    (0168). The job is deleted: Kueue admits one new pod, bound to that node, never started,
+    while the other still waits. The service goes ERROR, naming the admitted pod, when the
+    deadline counted from its admission passes (decision 0176): no event arrives then, the
+    planner asked to be woken. Before, it stayed READY, a rollout waiting for quota."""
+    ns = namespace_of(stack, "svc")
+    service = vllm_service("stalled", ns, replicas=3, gpusPerReplica=2)
+    # Two new pods at once, the old ones kept; a deadline of seconds, not the default 600.
+    strategy = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 2, "maxUnavailable": 0}}
+    service["spec"]["deployment"] = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "spec": {"progressDeadlineSeconds": 5, "strategy": strategy},
+    }
+    holder = kaiwo_job("quota-holder", ns, queue_name="svc", gpus=2, run_seconds=600)
+    await register_node_that_starts_no_pod(stack.kube, NO_START_NODE)
+    try:
+        # Its kubelet renews its Lease: the node controller never marks its pods not Ready.
+        async with actors.node_heartbeat(stack.kube):
+            await stack.kube.create(service)
+            await stack.kube.create(holder)
+            await reaches(stack, "stalled", ns, "READY", kind=resources.KAIWO_SERVICE)
+            await reaches(stack, "quota-holder", ns, "RUNNING")
+            placed = {
+                "nodeSelector": {HOSTNAME: NO_START_NODE.name},
+                "tolerations": [{**NO_START_TAINT, "operator": "Exists"}],
+            }
+            await stack.kube.merge_patch(
+                resources.KAIWO_SERVICE,
+                "stalled",
+                {"spec": {"deployment": {"spec": {"template": {"spec": placed}}}}},
+                namespace=ns,
+                field_manager="kubectl-edit",
+            )
+            await has_events(stack, ns, "stalled", "RolloutWaitingForQuota", kind="KaiwoService")
+            await stack.kube.delete(resources.KAIWO_JOB, "quota-holder", namespace=ns)
+            error = await reaches(stack, "stalled", ns, "ERROR", kind=resources.KAIWO_SERVICE)
+
+            listed = await stack.kube.list(
+                resources.POD, namespace=ns, label_selector="app=stalled"
+            )
+            old, bound, gated = _old_bound_and_gated(listed.items, NO_START_NODE.name)
+            # Nobody wrote the pod's status after the scheduler bound it: no change of it could
+            # have made the operator plan again, its own wake-up did.
+            assert bound["status"]["phase"] == "Pending", bound["status"]
+            assert {c["type"] for c in bound["status"]["conditions"]} == {"PodScheduled"}, bound
+            assert {g["name"] for g in gated["spec"].get("schedulingGates") or ()} >= {
+                "kueue.x-k8s.io/admission"
+            }, gated["spec"]
+            workloads = await stack.kube.list(
+                resources.KUEUE_WORKLOAD,
+                namespace=ns,
+                label_selector=f"{actors.KUEUE_JOB_UID_LABEL}={bound['metadata']['uid']}",
+            )
+            [workload] = workloads.items
+            admitted_at = condition(workload, "Admitted")["lastTransitionTime"]
+            told = (
+                f"pod {bound['metadata']['name']} was admitted by Kueue at {admitted_at} and is "
+                f"not Ready within the deadline (Pending on node {NO_START_NODE.name})"
+            )
+            health = condition(error, "ChildHealthy")
+            assert (health["status"], health["reason"]) == ("False", "ProgressDeadlineExceeded")
+            assert health["message"].endswith(f"(progressDeadlineSeconds: 5); {told}"), health
+            assert parse_rfc3339(health["lastTransitionTime"]) >= parse_rfc3339(admitted_at)
+            events = await has_events(stack, ns, "stalled", "WorkloadError", kind="KaiwoService")
+            assert ("WorkloadError", health["message"]) in events, events
+            assert len(old) == 3 and all(_ready(p) for p in old), old
+    finally:
+        await stack.kube.delete(resources.KAIWO_SERVICE, "stalled", namespace=ns)
+        with contextlib.suppress(NotFound):
+            await stack.kube.delete(resources.KAIWO_JOB, "quota-holder", namespace=ns)
+        await _remove_pods_on(stack, ns, NO_START_NODE.name)
+        await actors.remove_node(stack.kube, NO_START_NODE.name)
+
+
+def _old_bound_and_gated(
+    pods: list[dict[str, Any]], node: str
+) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """The old pods, and of the two new ones (those asking for ``node``) the one bound to it
+    and the one still gated."""
+    new = [p for p in pods if p["spec"].get("nodeSelector", {}).get(HOSTNAME) == node]
+    [bound] = [p for p in new if p["spec"].get("nodeName") == node]
+    [gated] = [p for p in new if p is not bound]
+    return [p for p in pods if p not in new], bound, gated
+
+
+async def _remove_pods_on(pipeline: Pipeline, namespace: str, node: str) -> None:
+    """Delete at once the pods bound to ``node``: no kubelet ends them, and Kueue keeps their
+    quota until they are gone (the pod garbage collector would take 40 s)."""
+    listed = await pipeline.kube.list(resources.POD, namespace=namespace)
+    now = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+    for pod in listed.items:
+        if pod["spec"].get("nodeName") == node:
+            path = resources.POD.path(namespace=namespace, name=pod["metadata"]["name"])
+            with contextlib.suppress(NotFound):
+                await pipeline.kube.transport.request("DELETE", path, body=now)
 
 
 async def test_a_ready_service_scaled_up_is_told_how_many_replicas_serve(stack: Pipeline) -> None:

@@ -32,6 +32,7 @@ from kaiwo_planner.domain.status.child_phase import (
     FAILING_APPLICATION,
     KUBERNETES_DEFAULT_BACKOFF_LIMIT,
     ObservedChildren,
+    past_progress_deadline,
 )
 from kaiwo_planner.domain.status.conditions import ConditionSpec, condition_of
 
@@ -58,19 +59,25 @@ _SHOWN: Final = 2
 
 
 def child_health(
-    observed: ObservedChildren, *, phase: WorkloadStatus, previous: Mapping[str, Any]
+    observed: ObservedChildren,
+    *,
+    phase: WorkloadStatus,
+    previous: Mapping[str, Any],
+    overdue_pods: Sequence[str] = (),
 ) -> ConditionSpec | None:
     """The ``ChildHealthy`` condition for a workload whose children show ``phase``; None
-    while nothing went wrong and the condition was never written."""
+    while nothing went wrong and the condition was never written. ``overdue_pods`` tell the
+    admitted pods of a Deployment not Ready within its deadline (decision 0176)."""
     if phase is WorkloadStatus.FAILED:
         return _failure(observed)
     troubles = tuple(_troubles(observed.pods))
+    troubles_told = [text for _, text in troubles]
     if phase is WorkloadStatus.ERROR and observed.child_kind == "AppWrapper":
         return ConditionSpec(
             CHILD_HEALTHY, "False", "ApplicationsFailed", _failed_applications(observed.ray_service)
         )
     if phase is WorkloadStatus.ERROR:
-        return _past_progress_deadline(observed.child or {}, troubles)
+        return _past_progress_deadline(observed.child or {}, [*overdue_pods, *troubles_told])
     if troubles:
         reason = troubles[0][0]
         return ConditionSpec(
@@ -186,17 +193,19 @@ def _failed_applications(ray_service: Mapping[str, Any] | None) -> str:
 # ------------------------------------------------------------------ a Deployment stuck
 
 
-def _past_progress_deadline(
-    deployment: Mapping[str, Any], troubles: Sequence[tuple[str, str]]
-) -> ConditionSpec:
-    progressing = condition_of(deployment.get("status") or {}, "Progressing") or {}
+def _past_progress_deadline(deployment: Mapping[str, Any], stuck: Sequence[str]) -> ConditionSpec:
+    """The Deployment controller's words when it says the deadline passed; ours when only
+    an admitted pod's own deadline did (its ``Progressing`` then still says it progresses)."""
     name = str((deployment.get("metadata") or {}).get("name") or "")
-    message = str(progressing.get("message") or f"Deployment {name} is not progressing")
+    message = f"Deployment {name} is not progressing"
+    if past_progress_deadline(deployment):
+        progressing = condition_of(deployment.get("status") or {}, "Progressing") or {}
+        message = str(progressing.get("message") or message)
     limit = (deployment.get("spec") or {}).get("progressDeadlineSeconds")
     if isinstance(limit, int):
         message += f" (progressDeadlineSeconds: {limit})"
-    if troubles:
-        message += "; " + first_few([text for _, text in troubles], shown=_SHOWN, separator="; ")
+    if stuck:
+        message += "; " + first_few(list(stuck), shown=_SHOWN, separator="; ")
     return ConditionSpec(CHILD_HEALTHY, "False", "ProgressDeadlineExceeded", message)
 
 

@@ -17,7 +17,10 @@ Phases (upstream Kaiwo §7, with the API reference's READY):
   reports Ready, as the API reference defines READY; RUNNING means some pods are up.
   (Upstream no longer writes READY for services; the reference wins.)
 * ERROR is recoverable: not schedulable, or a Deployment past its progress deadline (not
-  when all it waits for is Kueue's admission of new pods while others serve, decision 0168).
+  when all it waits for is Kueue's admission of new pods while others serve, decision 0168),
+  or a rolling Deployment's pod Kueue admitted and not Ready ``progressDeadlineSeconds``
+  after its admission, whatever else waits (decision 0176; the plan asks to be planned
+  again when a pod still within its time runs out of it).
 * TERMINATING (a preemption or termination decision) is followed by TERMINATED on the next
   plan.
 * COMPLETE, FAILED and TERMINATED are final: only observedGeneration still moves.
@@ -109,6 +112,10 @@ from kaiwo_planner.domain.status.rollout import (
     rollout_waiting_condition,
     rollout_waiting_for_quota,
 )
+from kaiwo_planner.domain.status.rollout_deadline import (
+    AdmittedPodsDeadline,
+    admitted_pods_deadline,
+)
 from kaiwo_planner.domain.status.storage_phase import (
     DOWNLOAD_JOB_SUCCEEDED,
     download_observation,
@@ -148,7 +155,8 @@ class StatusDecision:
     """The status to write, the Events to emit, and when to plan again at the latest.
 
     ``replan_after`` is set while a duration deadline is ahead, so the Preemptable condition
-    flips on time.
+    flips on time, and while an admitted pod of a rolling Deployment has time left to become
+    Ready, so its deadline is seen when it passes (decision 0176).
     """
 
     status: dict[str, Any]
@@ -197,12 +205,14 @@ def derive_status(
     if previous_phase is WorkloadStatus.TERMINATING:
         return _terminated(workload_kind, generation, previous, now)
 
+    pods_deadline = admitted_pods_deadline(observed, now=now)
     observation = _observe(
         previous_phase=previous_phase,
         previous=previous,
         observed=observed,
         schedulable=schedulable,
         cluster_queue=cluster_queue,
+        pods_deadline=pods_deadline,
     )
     if schedulable.schedulable:
         observation.conditions.extend(extra_conditions)
@@ -255,8 +265,16 @@ def derive_status(
             *rollout_events(previous, observation.conditions),
             *health_events(previous, observation.phase, observation.conditions),
         ),
-        replan_after=replan_after,
+        replan_after=_earliest(replan_after, _until(pods_deadline.next_deadline, now)),
     )
+
+
+def _until(moment: datetime | None, now: datetime) -> timedelta | None:
+    return None if moment is None else moment - now
+
+
+def _earliest(*delays: timedelta | None) -> timedelta | None:
+    return min((d for d in delays if d is not None), default=None)
 
 
 def _observe(
@@ -266,6 +284,7 @@ def _observe(
     observed: ObservedChildren,
     schedulable: SchedulableVerdict,
     cluster_queue: str,
+    pods_deadline: AdmittedPodsDeadline,
 ) -> _Observation:
     schedulable_condition = ConditionSpec(
         SCHEDULABLE,
@@ -320,7 +339,34 @@ def _observe(
         return _Observation(WorkloadStatus.PENDING, conditions)
     else:
         conditions.append(_admitted(observed))
+    return _admitted_child(
+        previous_phase=previous_phase,
+        previous=previous,
+        observed=observed,
+        conditions=conditions,
+        cluster_queue=cluster_queue,
+        pods_deadline=pods_deadline,
+    )
+
+
+def _admitted_child(
+    *,
+    previous_phase: WorkloadStatus,
+    previous: Mapping[str, Any],
+    observed: ObservedChildren,
+    conditions: list[ConditionSpec],
+    cluster_queue: str,
+    pods_deadline: AdmittedPodsDeadline,
+) -> _Observation:
+    """What an admitted (or partly admitted) child shows: its own phase, unless a rollout
+    is stuck on an admitted pod or waits only for quota."""
     phase = child_phase(observed, previous_phase=previous_phase) or WorkloadStatus.STARTING
+    overdue = tuple(pod.told for pod in pods_deadline.overdue)
+    if overdue:
+        # A pod Kueue admitted is not Ready within the Deployment's deadline, counted from
+        # its admission: the rollout is stuck whatever other pods wait for (decision 0176).
+        phase = WorkloadStatus.ERROR
+        return _Observation(phase, _with_health(conditions, observed, phase, previous, overdue))
     rollout_waits_on = rollout_waiting_for_quota(observed)
     if rollout_waits_on and observed.child is not None:
         # Past its progress deadline only because its new pods wait for the quota its old
@@ -349,8 +395,9 @@ def _with_health(
     observed: ObservedChildren,
     phase: WorkloadStatus,
     previous: Mapping[str, Any],
+    overdue_pods: Sequence[str] = (),
 ) -> list[ConditionSpec]:
-    health = child_health(observed, phase=phase, previous=previous)
+    health = child_health(observed, phase=phase, previous=previous, overdue_pods=overdue_pods)
     return conditions if health is None else [*conditions, health]
 
 
