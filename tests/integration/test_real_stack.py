@@ -843,6 +843,15 @@ async def test_a_serving_services_rollout_waiting_for_quota_stays_ready_and_is_t
     )
     told = await events_of(stack, ns, "rolled", kind="KaiwoService")
     assert ("RolloutWaitingForQuota", expected) in told, told
+    # Subscribers learn it too: the new pod's Workload waits in the queue (it is owned by the
+    # pod, which names the service by its run-id label).
+    public = await public_events(stack, ns, found["metadata"]["uid"], kind="kaiwoservice")
+    queued = [e for e in public if e["transition"] == "queued"]
+    # The first pods' waits, if the planner saw them (Kueue may admit them at once), came
+    # before READY; the rollout's pod waits while the service is READY.
+    *first, rollout = queued
+    assert (rollout["queue"], rollout["phase"], rollout["reason"]) == ("svc", "READY", None)
+    assert all(e["phase"] != "READY" for e in first), public
     assert "WorkloadError" not in {reason for reason, _ in told}, told
     assert all(c["type"] != "ChildHealthy" for c in found["status"]["conditions"]), found
     live = await stack.kube.list(resources.POD, namespace=ns, label_selector="app=rolled")
@@ -3575,10 +3584,13 @@ async def test_a_job_kueue_evicts_from_a_stopped_queue_is_warned_and_resumes_its
     await gone(stack, resources.KAIWO_JOB, "drained", ns)
 
 
-async def public_events(pipeline: Pipeline, namespace: str, uid: str) -> list[dict[str, Any]]:
-    """The public events (payloads) told so far about the KaiwoJob ``uid``, oldest first."""
+async def public_events(
+    pipeline: Pipeline, namespace: str, uid: str, *, kind: str = "kaiwojob"
+) -> list[dict[str, Any]]:
+    """The public events (payloads) told so far about the workload ``uid`` (a KaiwoJob unless
+    ``kind`` says otherwise), oldest first."""
     subscription = await pipeline.js.subscribe(
-        f"kaiwo.public.workload.{namespace}.kaiwojob.{uid}",
+        f"kaiwo.public.workload.{namespace}.{kind}.{uid}",
         stream="KAIWO_PUBLIC",
         ordered_consumer=True,
         deliver_policy=DeliverPolicy.ALL,

@@ -75,6 +75,32 @@ def test_the_workload_is_found_through_the_job_it_owns_or_the_job_uid_label() ->
     assert owning_workload(stray, lookup) is None
 
 
+def test_a_serving_pods_workload_is_found_by_the_pods_run_id() -> None:
+    """A Deployment's pod is admitted on its own: its Workload is owned by the pod, whose
+    ReplicaSet the planner does not hold; the pod names its workload by its run-id label."""
+    service = {**JOB, "kind": "KaiwoService", "metadata": {**JOB["metadata"], "uid": "uid-svc"}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "svc-7d9f-abcde",
+            "namespace": "ml",
+            "uid": "uid-pod",
+            "labels": {"kaiwo.silogen.ai/run-id": "uid-svc", "pod-template-hash": "7d9f"},
+            "ownerReferences": [{"kind": "ReplicaSet", "name": "svc-7d9f", "uid": "uid-rs"}],
+        },
+    }
+    held = {"uid-svc": service, "uid-pod": pod}
+    of_pod = kueue_workload(
+        ownerReferences=[{"kind": "Pod", "name": "svc-7d9f-abcde", "uid": "uid-pod"}]
+    )
+    unlabelled = {**pod, "metadata": {**pod["metadata"], "labels": {}}}
+
+    assert owning_workload(of_pod, held.get) is service
+    assert owning_workload(of_pod, {**held, "uid-pod": unlabelled}.get) is None
+    assert owning_workload(of_pod, {"uid-pod": pod}.get) is None  # the service not held
+
+
 def test_a_workload_whose_job_was_not_seen_yet_is_found_by_the_jobs_name() -> None:
     early = kueue_workload(ownerReferences=[{"kind": "Job", "name": "train", "uid": "uid-new"}])
 

@@ -38,6 +38,7 @@ from kaiwo_contracts.queue_estimates.kueue import (
     is_finished,
 )
 
+from kaiwo_planner.domain.children.labels import LABEL_RUN_ID
 from kaiwo_planner.domain.status.kueue_admission import kueue_eviction
 from kaiwo_planner.domain.status.public_events import (
     PublicEvent,
@@ -77,6 +78,8 @@ def is_waiting(kueue_workload: Obj) -> bool:
 def owning_workload(kueue_workload: Obj, lookup: Lookup, named: Named | None = None) -> Obj | None:
     """The KaiwoJob or KaiwoService behind a Kueue Workload: its owner, or its owner's owner
     (a Kueue Workload is owned by the Job or Deployment the planner made for the workload),
+    or the workload its owner's ``kaiwo.silogen.ai/run-id`` label names (a pod Kueue admits
+    on its own, as a serving Deployment's),
     or the object its ``kueue.x-k8s.io/job-uid`` label names; when the planner has not seen
     that Job yet (each kind is watched on its own, so the Workload may come first), the
     workload of the Job's name in its namespace (the planner names the Job after it)."""
@@ -91,8 +94,14 @@ def owning_workload(kueue_workload: Obj, lookup: Lookup, named: Named | None = N
             continue
         if is_public_workload(owner):
             return owner
-        for ref in (owner.get("metadata") or {}).get("ownerReferences") or ():
-            above = lookup(str(ref.get("uid") or ""))
+        owner_metadata = owner.get("metadata") or {}
+        above_uids = [str(r.get("uid") or "") for r in owner_metadata.get("ownerReferences") or ()]
+        # A serving Deployment's pod is admitted on its own (decision 0168): its Workload is
+        # owned by the pod, whose controller is a ReplicaSet the planner does not hold; the
+        # pod carries its workload's uid as the run-id label Kaiwo puts on every pod template.
+        run_id = (owner_metadata.get("labels") or {}).get(LABEL_RUN_ID)
+        for above_uid in (*above_uids, *([str(run_id)] if run_id else [])):
+            above = lookup(above_uid)
             if above is not None and is_public_workload(above):
                 return above
     if named is None:
