@@ -27,6 +27,7 @@ from typing import Any, Final
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 
+from kaiwo_planner.domain.state.cluster import object_uid
 from kaiwo_planner.domain.state.first_few import first_few
 from kaiwo_planner.domain.status.child_phase import (
     FAILING_APPLICATION,
@@ -101,7 +102,7 @@ def _failure(observed: ObservedChildren) -> ConditionSpec:
     name = str((child.get("metadata") or {}).get("name") or "")
     if observed.child_kind == "Job":
         reason, message = _job_failure(child, name)
-        last_pod = _last_failed_pod(observed.pods, owner_uid=_uid(child))
+        last_pod = _last_failed_pod(observed.pods, owner_uid=object_uid(child))
         if last_pod:
             message = f"{message}; {last_pod}"
         return ConditionSpec(CHILD_HEALTHY, "False", reason, message)
@@ -266,7 +267,3 @@ def _reason_and_message(part: Mapping[str, Any]) -> str:
 def _owned_by(obj: Mapping[str, Any], uid: str) -> bool:
     references = (obj.get("metadata") or {}).get("ownerReferences") or ()
     return bool(uid) and any((ref or {}).get("uid") == uid for ref in references)
-
-
-def _uid(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("uid") or "")

@@ -100,7 +100,9 @@ def owning_workload(kueue_workload: Obj, lookup: Lookup, named: Named | None = N
         # owned by the pod, whose controller is a ReplicaSet the planner does not hold; the
         # pod carries its workload's uid as the run-id label Kaiwo puts on every pod template.
         run_id = (owner_metadata.get("labels") or {}).get(LABEL_RUN_ID)
-        for above_uid in (*above_uids, *([str(run_id)] if run_id else [])):
+        if run_id:
+            above_uids.append(str(run_id))
+        for above_uid in above_uids:
             above = lookup(above_uid)
             if above is not None and is_public_workload(above):
                 return above

@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from kaiwo_planner.domain.settings.cluster_settings import parse_time
+from kaiwo_planner.domain.state.cluster import object_uid
 from kaiwo_planner.domain.status.child_phase import ObservedChildren
 from kaiwo_planner.domain.status.conditions import condition_of, format_time
 from kaiwo_planner.domain.status.kueue_admission import ADMITTED, kueue_admitted
@@ -72,7 +73,7 @@ def admitted_pods_deadline(observed: ObservedChildren, *, now: datetime) -> Admi
     if observed.child_kind != "Deployment" or deployment is None or _rollout_complete(deployment):
         return NO_DEADLINE
     deadline = timedelta(seconds=progress_deadline_seconds(deployment))
-    pods = {_uid(pod): pod for pod in observed.pods if _uid(pod)}
+    pods = {object_uid(pod): pod for pod in observed.pods if object_uid(pod)}
     overdue: list[OverduePod] = []
     upcoming: list[datetime] = []
     for workload in observed.kueue_workloads:
@@ -138,7 +139,3 @@ def _owning_pod_uid(workload: Mapping[str, Any]) -> str:
         if owner.get("kind") == "Pod" and owner.get("uid"):
             return str(owner["uid"])
     return ""
-
-
-def _uid(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("uid") or "")
