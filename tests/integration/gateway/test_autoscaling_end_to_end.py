@@ -474,6 +474,23 @@ def demand_in(message: str) -> int:
     return int(message.removeprefix("The load asks for ").split(" ")[0])
 
 
+def capped_model(name: str, namespace: str, *, max_replicas: int) -> dict[str, Any]:
+    """A Model from 1 replica up to ``max_replicas``, one active request per replica wanted,
+    scaled down 2 s after the load falls."""
+    return a_model(
+        name,
+        namespace,
+        url=f"hf://org/{name}",
+        engine="VLLM",
+        features=["TextGeneration"],
+        resourceProfile="cpu:1",
+        minReplicas=1,
+        maxReplicas=max_replicas,
+        targetRequests=1,
+        scaleDownDelaySeconds=2,
+    )
+
+
 async def test_load_above_a_models_max_replicas_is_told_on_it_once(served: Served) -> None:
     """Five requests held at a time, one per replica wanted, ``maxReplicas: 2``: the Model
     stops at 2 (as before) and now says so, with the load and the cap, and one Normal Event
@@ -481,20 +498,7 @@ async def test_load_above_a_models_max_replicas_is_told_on_it_once(served: Serve
     False and nothing more is told (decision 0172)."""
     pipeline = served.pipeline
     name = "capped"
-    await pipeline.kube.create(
-        a_model(
-            name,
-            pipeline.namespace,
-            url="hf://org/capped",
-            engine="VLLM",
-            features=["TextGeneration"],
-            resourceProfile="cpu:1",
-            minReplicas=1,
-            maxReplicas=2,
-            targetRequests=1,
-            scaleDownDelaySeconds=2,
-        )
-    )
+    await pipeline.kube.create(capped_model(name, pipeline.namespace, max_replicas=2))
 
     async def held(status: str) -> dict[str, Any] | Pending:
         found = await model(pipeline, name)
@@ -566,20 +570,7 @@ async def test_the_load_rising_while_held_at_max_replicas_is_told_with_its_deman
     first hold's."""
     pipeline = served.pipeline
     name = "rising"
-    await pipeline.kube.create(
-        a_model(
-            name,
-            pipeline.namespace,
-            url="hf://org/rising",
-            engine="VLLM",
-            features=["TextGeneration"],
-            resourceProfile="cpu:1",
-            minReplicas=1,
-            maxReplicas=1,
-            targetRequests=1,
-            scaleDownDelaySeconds=2,
-        )
-    )
+    await pipeline.kube.create(capped_model(name, pipeline.namespace, max_replicas=1))
 
     async def demand_told(accepted: set[int]) -> dict[str, Any] | Pending:
         found = await model(pipeline, name)
