@@ -2146,8 +2146,8 @@ async def test_a_ready_services_priority_class_is_kept_and_the_rest_of_the_edit_
 
 
 async def why_restarted(stack: Pipeline, namespace: str) -> str:
-    """What Kueue, KubeRay and the operator said in ``namespace`` (a restarted Ray job was
-    seen once under load in CI and not reproduced: whoever stopped it should be named)."""
+    """What Kueue, KubeRay and the operator said in ``namespace``: a restart names who
+    stopped the job (the one CI saw was a name KubeRay dropped before it made that cluster)."""
     events = (await stack.kube.list(resources.EVENT, namespace=namespace)).items
     said = sorted(
         (
@@ -2172,10 +2172,16 @@ async def test_an_edit_of_a_running_ray_job_does_not_start_it_over(stack: Pipeli
     await reaches(stack, "ray-edited", ns, "STARTING")
 
     async def cluster_made() -> dict[str, Any] | Pending:
+        # KubeRay names the cluster in the status before it creates it, and a RayJob it first
+        # saw suspended drops that name once it sees the suspension, then names a new one when
+        # Kueue's admission reaches it: only a cluster that exists was made for this run.
         found = await stack.kube.get(resources.RAY_JOB, "ray-edited", namespace=ns)
-        made = (found.get("status") or {}).get("rayClusterName")
+        named = (found.get("status") or {}).get("rayClusterName")
         running = found["spec"].get("suspend") is not True
-        return found if made and running else Pending(f"cluster {made}, running {running}")
+        made = named and await actors.get_or_none(
+            stack.kube, resources.RAY_CLUSTER, named, namespace=ns
+        )
+        return found if made and running else Pending(f"cluster {named}, made {bool(made)}")
 
     before = await eventually(cluster_made, what="the RayJob runs its cluster", within=STEP)
 
