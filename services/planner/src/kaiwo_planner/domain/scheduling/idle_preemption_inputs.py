@@ -107,7 +107,7 @@ from kaiwo_planner.domain.settings.cluster_settings import (
     waits_for_nothing,
     workloads,
 )
-from kaiwo_planner.domain.state.cluster import ClusterState
+from kaiwo_planner.domain.state.cluster import ClusterState, object_uid
 from kaiwo_planner.domain.state.planning_context import EVERY_KIND, PlanningContext
 from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
 from kaiwo_planner.domain.status.workload_status import WORKLOAD_TERMINATED_EARLY
@@ -139,7 +139,7 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
             continue
         phase = status.get("status")
         vendor = str(spec.get("gpuVendor") or "amd").lower()
-        uid = _uid(obj)
+        uid = object_uid(obj)
         # The GPUs held are worked out only for a workload that takes part (decision 0158):
         # most running ones are not idle, and finished ones hold nothing.
         if uid in context.preempting:
@@ -202,7 +202,7 @@ def _foreign(
         if (
             status.get("phase") == PREEMPTING
             or (root is None and _still_told_held(status))
-            or _uid(record) in context.preempting
+            or object_uid(record) in context.preempting
         ):
             vendor = gpu_vendor(root) if root else str(status.get("vendor") or "amd")
             gpus = held_gpus(root) if root else int(status.get("gpus") or 0)
@@ -259,10 +259,6 @@ def preemption_unobserved(plan: Plan, owner: Mapping[str, Any]) -> bool:
     )
 
 
-def _uid(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("uid") or "")
-
-
 def _still_told_held(status: Mapping[str, Any]) -> bool:
     """The record of a workload that is gone still says it holds its GPUs: they are being
     freed, whoever deleted it, until the record's plan says Preempted or Deleted."""
@@ -282,7 +278,7 @@ def _served_recently(status: Mapping[str, Any], now: datetime) -> set[str]:
 
 def waiting_of(root: Mapping[str, Any], cluster: ClusterState) -> GpuWait | None:
     """Since when the tracked ``root`` waits for GPUs, and for how many (None: it does not)."""
-    return gpu_wait(root, cluster.kueue_workloads_for(_uid(root)), pods_of(root, cluster))
+    return gpu_wait(root, cluster.kueue_workloads_for(object_uid(root)), pods_of(root, cluster))
 
 
 def pods_of(root: Mapping[str, Any], cluster: ClusterState) -> tuple[Mapping[str, Any], ...]:
