@@ -601,7 +601,7 @@ async def test_the_load_rising_while_held_at_max_replicas_is_told_with_its_deman
                 )
         assert first["message"] == (
             "The load asks for 2 replicas at spec.targetRequests 1 per replica, but "
-            "spec.maxReplicas is 1: 1 replicas serve more than their target each; raise "
+            "spec.maxReplicas is 1: 1 replica serves more than its target; raise "
             "spec.maxReplicas to scale further"
         )
         assert fell["lastTransitionTime"] == first["lastTransitionTime"]

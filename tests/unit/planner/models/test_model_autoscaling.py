@@ -487,6 +487,18 @@ def test_load_above_the_models_max_replicas_is_told_with_the_demand_and_the_cap(
     )
 
 
+def test_a_single_replica_held_back_is_told_in_the_singular() -> None:
+    told = held_back(
+        {"replicas": 1, "maxReplicas": 1}, request(from_replicas=1, replicas=1, demand=3)
+    )
+    assert told is not None
+    assert told.message == (
+        "The load asks for 3 replicas at spec.targetRequests 100 per replica, but "
+        "spec.maxReplicas is 1: 1 replica serves more than its target; raise "
+        "spec.maxReplicas to scale further"
+    )
+
+
 @pytest.mark.parametrize(
     ("spec", "found"),
     [

@@ -212,8 +212,7 @@ def max_replicas_condition(
             REASON_LOAD_ABOVE_MAX,
             f"The load asks for {request.demand} replicas at spec.targetRequests "
             f"{spec.target_requests} per replica, but spec.maxReplicas is {spec.max_replicas}: "
-            f"{spec.max_replicas} replicas serve more than their target each; raise "
-            "spec.maxReplicas to scale further",
+            f"{_serving_over_target(spec.max_replicas)}; raise spec.maxReplicas to scale further",
         )
     if condition_of(previous, LIMITED_BY_MAX_REPLICAS) is None:
         return None
@@ -235,3 +234,9 @@ def max_replicas_condition(
         REASON_LOAD_WITHIN_MAX,
         f"The load the autoscaler last decided on is within {bound}",
     )
+
+
+def _serving_over_target(replicas: int) -> str:
+    if replicas == 1:
+        return "1 replica serves more than its target"
+    return f"{replicas} replicas serve more than their target each"
