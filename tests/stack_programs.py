@@ -1,5 +1,6 @@
 """Programs of the Kubernetes stack the project builds (``make stack``) that tests run
-themselves: ``kubectl`` (v1.36, the control plane's own version) and ``prometheus``.
+themselves: ``kubectl`` (v1.36, the control plane's own version), ``prometheus`` and ``nats``
+(the NATS command line docs/events.md shows a subscriber).
 
 Never the machine's: a distribution's kubectl is years old (Debian's is 1.20) and its
 Prometheus a major version behind. ``KAIWO_ENVTEST_ASSETS``, when set, is the only place

@@ -1,7 +1,8 @@
 """The real Kubernetes stack of the tests, built by the project from pinned Go modules.
 
 ``tools/k8s/`` holds one small Go module per upstream project (Kubernetes, etcd, Kueue,
-KubeRay, kwok, Prometheus): each pins its project and builds its programs at exactly the
+KubeRay, kwok, Prometheus, and the NATS command line ``nats`` that docs/events.md shows
+subscribers): each pins its project and builds its programs at exactly the
 dependency versions that project is released with, which one shared module could not.
 :func:`build_stack` compiles every program with the machine's Go, from the Go module proxy
 only, into ``<cache>/<key>/bin`` and copies the third-party CRDs and Kueue's webhook
@@ -103,6 +104,7 @@ PROGRAMS: Final = (
         # cloud providers' SDKs would double the build.
         tags=("remove_all_sd",),
     ),
+    Program(name="nats", module="natscli", package="github.com/nats-io/natscli/nats"),
 )
 
 
