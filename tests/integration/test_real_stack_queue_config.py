@@ -427,8 +427,7 @@ async def test_a_renamed_default_queue_gets_no_quota_the_old_queues_job_still_ho
 
     await eventually(flavor_without_topology, what="the flavor without a Topology", within=STEP)
     await queue_config_where(pipeline, "the queue config READY", is_ready_generated)
-    # It runs until the test deletes it, past every step below however loaded the machine.
-    await kube.create(default_queue_job("all-gpus", pipeline.namespace, run_seconds="3600"))
+    await kube.create(default_queue_job("all-gpus", pipeline.namespace, run_seconds="90"))
     await pipeline.reaches("all-gpus", "RUNNING", within=STEP)
 
     async def kueue_counts_its_gpus() -> dict[str, Any] | Pending:
@@ -488,10 +487,10 @@ async def test_a_renamed_default_queue_gets_no_quota_the_old_queues_job_still_ho
         ) in message, message
         assert message.endswith("it comes back once Kueue lets them go"), message
 
-        # The first job is deleted, Kueue lets the old queue go, the quota comes back and
+        # The first job completes, Kueue lets the old queue go, the quota comes back and
         # Kueue admits the second job.
-        await kube.delete(resources.KAIWO_JOB, "all-gpus", namespace=pipeline.namespace)
-        await pipeline.reaches("waits-for-gpus", "COMPLETE", within=STEP * 2)
+        await pipeline.reaches("all-gpus", "COMPLETE", within=STEP * 2)
+        await pipeline.reaches("waits-for-gpus", "COMPLETE", within=STEP)
         restored = await kube.get(resources.KUEUE_CLUSTER_QUEUE, "kqc-renamed")
         assert gpu_quota(restored) == {flavor: "8"}
         assert "kaiwo.silogen.ai/quota-held-back" not in (
