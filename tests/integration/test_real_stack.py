@@ -1038,6 +1038,16 @@ async def serving_pods(
     return pods
 
 
+def _conditions(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return list((obj.get("status") or {}).get("conditions") or ())
+
+
+def _live(pod: Mapping[str, Any]) -> bool:
+    return "deletionTimestamp" not in pod["metadata"] and (pod.get("status") or {}).get(
+        "phase"
+    ) not in ("Succeeded", "Failed")
+
+
 def _ready(pod: Mapping[str, Any]) -> bool:
     return any(
         c.get("type") == "Ready" and c.get("status") == "True"
@@ -3675,6 +3685,86 @@ async def test_a_job_evicted_by_a_stopped_queue_is_not_told_running_and_subscrib
     assert readmitted > parse_rfc3339(first["status"]["startTime"])
     await stack.kube.delete(resources.KAIWO_JOB, "stopped", namespace=ns)
     await gone(stack, resources.KAIWO_JOB, "stopped", ns)
+
+
+async def test_a_ready_service_drained_from_a_stopped_queue_tells_kueues_reason_while_it_waits(
+    stack: Pipeline,
+) -> None:
+    """A READY service of 2 x 2 GPUs whose ClusterQueue is stopped (``HoldAndDrain``): Kueue
+    evicts each pod's Workload and deletes the pods, and the ReplicaSet's new pods wait with
+    fresh Workloads that only say "ClusterQueue svc is inactive". The service keeps Kueue's
+    reason all the wait: its ``Evicted`` condition, the ``phase-changed`` READY -> PENDING and
+    every ``queued`` told for its pods after it carry ``ClusterQueueStopped`` (decision 0180;
+    before, the phase change and the new pods' ``queued`` had none, and nothing on the
+    service said it once its pods were replaced). Started again, it is READY, readmitted."""
+    ns = namespace_of(stack, "svc")
+    await stack.kube.create(vllm_service("drained", ns, replicas=2, gpusPerReplica=2))
+    ready = await reaches(stack, "drained", ns, "READY", kind=resources.KAIWO_SERVICE)
+    uid = ready["metadata"]["uid"]
+    first = await serving_pods(stack, ns, "drained", image="vllm/vllm-openai:v0.8.5")
+    await stack.settled(within=STEP)
+    stopped = ("ClusterQueueStopped", "The ClusterQueue is stopped")
+    try:
+        await stop_queue(stack, "svc", "HoldAndDrain")
+
+        async def replaced() -> list[dict[str, Any]] | Pending:
+            """The Workloads of the pods the ReplicaSet made in place of the evicted ones."""
+            listed = await stack.kube.list(
+                resources.POD, namespace=ns, label_selector="app=drained"
+            )
+            live = {p["metadata"]["uid"] for p in listed.items if _live(p)}
+            workloads = await stack.kube.list(resources.KUEUE_WORKLOAD, namespace=ns)
+            of_live = [
+                w
+                for w in workloads.items
+                if w["metadata"]["labels"].get(actors.KUEUE_JOB_UID_LABEL) in live
+                # Kueue has looked at it: it says why it waits.
+                and any(c["type"] == "QuotaReserved" for c in _conditions(w))
+            ]
+            new = not live & {p["metadata"]["uid"] for p in first}
+            done = new and len(live) == 2 and len(of_live) == 2
+            return of_live if done else Pending(f"{len(live)} live, {len(of_live)} Workloads")
+
+        fresh = await eventually(replaced, what="the pods replaced", within=STEP)
+        # Their Workloads say nothing of the eviction, only that the queue is inactive.
+        assert all(c["type"] != "Evicted" for w in fresh for c in _conditions(w)), fresh
+        await stack.settled(within=STEP)
+        waiting = await stack.kube.get(resources.KAIWO_SERVICE, "drained", namespace=ns)
+        assert waiting["status"]["status"] == "PENDING"
+        assert condition(waiting, "Admitted")["message"] == (
+            "Workload is pending admission into 'svc': ClusterQueue svc is inactive"
+        )
+        evicted = condition(waiting, "Evicted")
+        assert (evicted["status"], evicted["reason"], evicted["message"]) == ("True", *stopped)
+
+        async def told_why() -> list[dict[str, Any]] | Pending:
+            told = await public_events(stack, ns, uid, kind="kaiwoservice")
+            [drained] = [
+                i
+                for i, e in enumerate(told)
+                if e["transition"] == "phase-changed" and e["previousPhase"] == "READY"
+            ] or [None]
+            if drained is None:
+                return Pending(f"no READY -> PENDING in {told}")
+            since = told[drained:]
+            queued = [e for e in since if e["transition"] == "queued"]
+            return since if len(queued) >= 2 else Pending(f"{len(queued)} queued in {since}")
+
+        moved, *after = await eventually(told_why, what="the wait told", within=STEP)
+        assert (moved["phase"], moved["reason"], moved["message"]) == ("PENDING", *stopped)
+        queued = [
+            (e["phase"], e["reason"], e["message"]) for e in after if e["transition"] == "queued"
+        ]
+        assert set(queued) == {("PENDING", *stopped)}, after
+    finally:
+        await stop_queue(stack, "svc", "None")
+    again = await reaches(stack, "drained", ns, "READY", kind=resources.KAIWO_SERVICE)
+    readmitted = condition(again, "Evicted")
+    assert (readmitted["status"], readmitted["reason"]) == ("False", "Readmitted")
+    told = [reason for reason, _ in await events_of(stack, ns, "drained", kind="KaiwoService")]
+    assert told.count("WorkloadEvicted") == 1, told
+    await stack.kube.delete(resources.KAIWO_SERVICE, "drained", namespace=ns)
+    await gone(stack, resources.KAIWO_SERVICE, "drained", ns)
 
 
 async def set_gpu_quota(pipeline: Pipeline, cluster_queue: str, amd: int) -> None:

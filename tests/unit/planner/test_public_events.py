@@ -355,3 +355,21 @@ def test_a_preemption_for_nobody_in_particular_has_no_beneficiary() -> None:
         "GpuIdlePreemption",
         "policy Always",
     )
+
+
+def test_a_move_to_pending_after_an_eviction_names_kueues_reason() -> None:
+    """READY (a service) or RUNNING (a job) to PENDING because Kueue evicted it: the
+    ``phase-changed`` carries the reason and words of the workload's ``Evicted`` condition
+    (decision 0180; before, null). A first wait, and a wait once readmitted (the condition
+    False), carry none."""
+    stopped = condition("Evicted", "True", "ClusterQueueStopped", "The ClusterQueue is stopped")
+    events = derive(job("5", "RUNNING"), job("6", "PENDING", stopped))
+    assert told(events) == [("phase-changed", "PENDING", "RUNNING", "ClusterQueueStopped")]
+    assert events[0].payload.message == "The ClusterQueue is stopped"  # type: ignore[union-attr]
+    assert told(derive(job("1", ""), job("2", "PENDING"))) == [
+        ("phase-changed", "PENDING", "", None)
+    ]
+    readmitted = condition("Evicted", "False", "Readmitted", "Kueue admitted the workload again")
+    assert told(derive(job("7", "RUNNING", readmitted), job("8", "PENDING", readmitted))) == [
+        ("phase-changed", "PENDING", "RUNNING", None)
+    ]

@@ -177,3 +177,47 @@ def test_queued_for_the_first_time_has_no_reason() -> None:
     assert (event.payload.reason, event.payload.message) == (None, None)  # type: ignore[union-attr]
     wire = event.payload.model_dump(mode="json", by_alias=True, exclude_none=False)
     assert wire["reason"] is None and wire["transition"] == "queued"
+
+
+def test_a_replacement_pod_of_an_evicted_service_is_queued_with_the_services_eviction() -> None:
+    """A READY service's pods evicted from a stopped queue are replaced by the ReplicaSet; the
+    new pods' fresh Workloads say only that they wait ("ClusterQueue svc is inactive"). Their
+    ``queued`` carries the eviction the service's own ``Evicted`` condition keeps (decision
+    0180; before, both were null). Once admitted again (the condition False), a new wait says
+    nothing of it."""
+    fresh = kueue_workload()
+    fresh["status"]["conditions"] = [
+        {
+            "type": "QuotaReserved",
+            "status": "False",
+            "reason": "Inadmissible",
+            "message": "ClusterQueue svc is inactive",
+        }
+    ]
+
+    def service(evicted: str) -> dict[str, Any]:
+        return {
+            **JOB,
+            "kind": "KaiwoService",
+            "status": {
+                "status": "PENDING",
+                "conditions": [
+                    {
+                        "type": "Evicted",
+                        "status": evicted,
+                        "reason": "ClusterQueueStopped",
+                        "message": "The ClusterQueue is stopped",
+                    }
+                ],
+            },
+        }
+
+    def said(workload: dict[str, Any]) -> tuple[str | None, str | None]:
+        event = derive_queued_event(
+            None, observed(fresh, "5"), workload=workload, queues=NOTHING, observed_at=NOW
+        )
+        assert event is not None
+        return event.payload.reason, event.payload.message  # type: ignore[union-attr]
+
+    assert said(service("True")) == ("ClusterQueueStopped", "The ClusterQueue is stopped")
+    assert said(service("False")) == (None, None)

@@ -708,6 +708,14 @@ def test_kueues_preemption_shows_on_the_workload_with_one_warning() -> None:
             "reason": "InClusterQueue",
             "message": PREEMPTED_MESSAGE,
         },
+        {
+            "type": "Evicted",
+            "status": "True",
+            "observedGeneration": 1,
+            "lastTransitionTime": T_NOW,
+            "reason": "Preempted",
+            "message": PREEMPTED_MESSAGE,
+        },
     ]
     assert decision.events == (
         event("WorkloadPending", "Workload is pending admission"),
@@ -1661,3 +1669,139 @@ def test_an_unreadable_start_time_is_kept_and_counts_no_duration() -> None:
     )
     assert still.status == running
     assert still.events == ()
+
+
+STOPPED = "The ClusterQueue is stopped"
+INACTIVE = "ClusterQueue kaiwo is inactive"
+
+
+def pod_workload(name: str, *conditions: dict[str, str]) -> dict[str, Any]:
+    """The Kueue Workload of one pod of a serving Deployment (Kueue admits each pod alone)."""
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {"name": f"pod-{name}", "namespace": "team"},
+        "status": {"conditions": list(conditions)},
+    }
+
+
+def evicted_pod_workload(name: str) -> dict[str, Any]:
+    """An admitted pod's Workload after its ClusterQueue was stopped (``HoldAndDrain``), as
+    measured on Kueue 0.17 (decision 0180)."""
+    return pod_workload(
+        name,
+        {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": STOPPED},
+        {"type": "Evicted", "status": "True", "reason": "ClusterQueueStopped", "message": STOPPED},
+        {"type": "Admitted", "status": "False", "reason": "NoReservation", "message": "none"},
+    )
+
+
+def fresh_pod_workload(name: str) -> dict[str, Any]:
+    """The Workload of a pod the ReplicaSet made to replace an evicted one: it only waits."""
+    return pod_workload(
+        name,
+        {"type": "QuotaReserved", "status": "False", "reason": "Inadmissible", "message": INACTIVE},
+    )
+
+
+EVICTED_COND = {
+    "type": "Evicted",
+    "status": "True",
+    "observedGeneration": 1,
+    "lastTransitionTime": T_NOW,
+    "reason": "ClusterQueueStopped",
+    "message": STOPPED,
+}
+
+
+def test_a_ready_service_kueue_evicts_keeps_kueues_reason_after_its_pods_are_replaced() -> None:
+    """A READY service whose ClusterQueue is stopped: Kueue evicts its pods' Workloads, then
+    the ReplicaSet's new pods wait with fresh Workloads that say only that the queue is
+    inactive. The service says it was evicted and why, with Kueue's reason, all along the
+    wait, and once admitted again that it was readmitted (decision 0180; before, nothing on
+    the service said ``ClusterQueueStopped`` once its pods were replaced)."""
+    ready = {
+        "status": "READY",
+        "startTime": T_EARLIER,
+        "duration": 0,
+        "observedGeneration": 1,
+        "conditions": [SCHEDULABLE_COND, ADMITTED_COND],
+    }
+    drained = deployment(replicas=2, available=0)
+    evicted = service_status(
+        ready, drained, evicted_pod_workload("web-a"), evicted_pod_workload("web-b")
+    )
+    assert evicted.status == {
+        "status": "PENDING",
+        "startTime": T_EARLIER,
+        "duration": 0,
+        "observedGeneration": 1,
+        "conditions": [
+            SCHEDULABLE_COND,
+            {
+                **PENDING_COND,
+                "lastTransitionTime": T_NOW,
+                "message": f"Workload is pending admission into 'kaiwo': {STOPPED}",
+            },
+            EVICTED_COND,
+        ],
+    }
+    assert evicted.events == (
+        event("WorkloadPending", "Workload is pending admission"),
+        event(
+            "WorkloadEvicted",
+            f"Kueue evicted the workload (ClusterQueueStopped): {STOPPED}",
+            "Warning",
+        ),
+    )
+
+    replaced = service_status(
+        evicted.status, drained, fresh_pod_workload("web-c"), fresh_pod_workload("web-d")
+    )
+    assert replaced.status["conditions"] == [
+        SCHEDULABLE_COND,
+        {
+            **PENDING_COND,
+            "lastTransitionTime": T_NOW,
+            "message": f"Workload is pending admission into 'kaiwo': {INACTIVE}",
+        },
+        EVICTED_COND,
+    ]
+    assert replaced.events == ()
+    settled = service_status(
+        replaced.status, drained, fresh_pod_workload("web-c"), fresh_pod_workload("web-d")
+    )
+    assert settled.status == replaced.status
+
+    later = NOW + timedelta(minutes=1)
+    starting = derive(
+        replaced.status,
+        ObservedChildren(
+            child_kind="Deployment",
+            child=drained,
+            kueue_workloads=(admitted_workload(), admitted_workload()),
+        ),
+        kind="KaiwoService",
+        now=later,
+    )
+    assert starting.status["status"] == "STARTING"
+    assert starting.status["conditions"][2] == {
+        "type": "Evicted",
+        "status": "False",
+        "observedGeneration": 1,
+        "lastTransitionTime": "2026-01-01T12:01:00Z",
+        "reason": "Readmitted",
+        "message": "Kueue admitted the workload again after evicting it",
+    }
+
+
+def test_a_service_waiting_from_the_start_was_not_evicted() -> None:
+    """A service whose pods have waited from the start, in a queue stopped before it was
+    made, was never admitted: it gets no ``Evicted`` condition."""
+    waiting = service_status(
+        {"status": "PENDING", "conditions": [SCHEDULABLE_COND, PENDING_COND]},
+        deployment(replicas=2, available=0),
+        fresh_pod_workload("web-a"),
+        evicted_pod_workload("web-b"),
+    )
+    assert [c["type"] for c in waiting.status["conditions"]] == ["Schedulable", "Admitted"]

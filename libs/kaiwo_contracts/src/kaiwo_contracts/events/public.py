@@ -23,7 +23,9 @@ the 80% band and the basis), and one more transition, ``queued``: its Kueue Work
 waiting in a ClusterQueue (first, or again after an eviction). The planner publishes
 ``queued`` as v2 only; the other transitions stay v1 (subscribers of v1 see no change). Id
 ``<uid>:queued:<resourceVersion of the Kueue Workload>``. ``queued`` after an eviction carries
-Kueue's ``Evicted`` reason and message in ``reason`` and ``message`` (decision 0171).
+Kueue's ``Evicted`` reason and message in ``reason`` and ``message`` (decision 0171); a
+service's pod made to replace an evicted one, those of the service's ``Evicted`` condition
+(decision 0180).
 """
 
 from __future__ import annotations
@@ -165,8 +167,9 @@ class WorkloadEventV2(EventPayload):
         default=None,
         description=(
             "The reason of the condition behind the transition; for queued after an "
-            "eviction, Kueue's Evicted reason (Preempted, ClusterQueueStopped, ...), null on "
-            "a first wait"
+            "eviction, Kueue's Evicted reason (Preempted, ClusterQueueStopped, ...), that of "
+            "the workload's Evicted condition for a pod made to replace an evicted one, null "
+            "on a first wait"
         ),
     )
     message: str | None = Field(

@@ -6,7 +6,8 @@ new observation, and returns the public events that version shows, in this order
 
 * ``submitted`` the first time the workload is seen (not for a deletion of an unseen one);
 * ``admitted`` when the ``Admitted`` condition turns True;
-* ``phase-changed`` when ``status.status`` changes;
+* ``phase-changed`` when ``status.status`` changes (to PENDING after an eviction, with the
+  reason of the workload's ``Evicted`` condition, Kueue's);
 * ``underutilized`` / ``recovered`` when ``ResourceUnderutilization`` turns True / stops being
   True (the planner sets it from the monitor's findings);
 * ``preempted`` when the workload starts stopping (``TERMINATING`` or ``TERMINATED``) and the
@@ -51,6 +52,7 @@ ADMITTED: Final = "Admitted"
 RESOURCE_UNDERUTILIZATION: Final = "ResourceUnderutilization"
 WORKLOAD_TERMINATED_EARLY: Final = "WorkloadTerminatedEarly"
 PREEMPTED: Final = "Preempted"
+EVICTED: Final = "Evicted"
 PREEMPTED_FOR: Final = "preemptedFor"
 PREEMPTION_LABEL: Final = "preemption"
 """How a :class:`PreemptionV1` is counted and logged beside the transitions' names."""
@@ -242,6 +244,9 @@ def _phase_condition(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     phase = str(status.get("status") or "")
     if phase in STOPPING_PHASES:
         return conditions.get(WORKLOAD_TERMINATED_EARLY)
+    if phase == "PENDING" and _is_true(conditions.get(EVICTED)):
+        # Waiting again because Kueue evicted it: Kueue's reason (decision 0180).
+        return conditions[EVICTED]
     if phase in ("FAILED", "ERROR"):
         return next(
             (

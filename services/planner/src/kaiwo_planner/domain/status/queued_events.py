@@ -9,7 +9,9 @@ Kueue Workload is waiting (not admitted, not finished) and was not before (first
 evicted after an admission), once per Kueue Workload version. The planner has no event
 store: the recorded run times are those of the finished Kueue Workloads the cluster still
 holds (:func:`~kaiwo_contracts.queue_estimates.kueue.history_in_cluster`). Waiting again after
-an eviction, it carries Kueue's ``Evicted`` reason and message (decision 0171).
+an eviction, it carries Kueue's ``Evicted`` reason and message (decision 0171), or, when its
+own Workload does not say (a service's pod made to replace an evicted one), the reason of the
+workload's ``Evicted`` condition while it waits (decision 0180).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from kaiwo_contracts.queue_estimates.kueue import (
 )
 
 from kaiwo_planner.domain.children.labels import LABEL_RUN_ID
+from kaiwo_planner.domain.status.eviction import held_eviction
 from kaiwo_planner.domain.status.kueue_admission import kueue_eviction
 from kaiwo_planner.domain.status.public_events import (
     PublicEvent,
@@ -155,7 +158,9 @@ def derive_queued_event(
     # Evicted after an admission (its Evicted condition holds until Kueue admits it again):
     # Kueue's reason and words, so a subscriber tells a stopped queue from a preemption
     # (decision 0171); none when it waits for the first time.
-    eviction = kueue_eviction((kueue_workload,))
+    # A service's pod made to replace an evicted one has a fresh Workload that says nothing
+    # of the eviction; the service's own Evicted condition still does (decision 0180).
+    eviction = kueue_eviction((kueue_workload,)) or held_eviction(workload.get("status") or {})
     metadata = workload.get("metadata") or {}
     spec = workload.get("spec") or {}
     namespace = str(metadata.get("namespace") or "")

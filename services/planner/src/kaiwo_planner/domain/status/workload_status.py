@@ -51,6 +51,10 @@ Choices that differ from upstream, on purpose:
   Kueue's (reason and message, e.g. ``InClusterQueue``) and a Warning Event when it turns True.
   Evicted for another reason (a stopped queue...), it gets a Warning ``WorkloadEvicted`` with
   Kueue's reason and words when it waits again (decision 0169).
+* A workload Kueue evicted after admitting it has an ``Evicted`` condition mirroring Kueue's
+  (its reason and message) while it waits, kept from its previous status when the Workloads
+  that said it are gone (a service's pods replaced by fresh ones), and False ``Readmitted``
+  once admitted again (:mod:`.eviction`, decision 0180).
 * A workload Kueue admits again after an eviction starts a new run (its pods start over):
   ``spec.duration``'s deadline counts from the readmission, the moment its ``Admitted``
   condition turned True again (:func:`.kueue_admission.run_start`); ``startTime`` stays the
@@ -95,6 +99,7 @@ from kaiwo_planner.domain.status.conditions import (
     format_time,
     merge_conditions,
 )
+from kaiwo_planner.domain.status.eviction import eviction_condition
 from kaiwo_planner.domain.status.kueue_admission import (
     ADMITTED,
     NOT_QUEUED_MESSAGE,
@@ -233,6 +238,11 @@ def derive_status(
         observation.conditions.append(
             _not_running(observation, previous, kueue_eviction(observed.kueue_workloads), now)
         )
+    # Why it waits again, kept while it waits: a service's evicted pods are replaced by
+    # pods whose fresh Workloads no longer say (decision 0180).
+    evicted = eviction_condition(previous, observation.phase, observed.kueue_workloads)
+    if evicted is not None:
+        observation.conditions.append(evicted)
     if termination is not None and observation.phase in _RUNNING_PHASES:
         observation.phase = WorkloadStatus.TERMINATING
         observation.conditions.append(

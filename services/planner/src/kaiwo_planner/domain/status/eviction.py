@@ -1,0 +1,78 @@
+"""The workload's ``Evicted`` condition: Kueue took back what it had admitted, and why (pure).
+
+Kueue tells an eviction on its Workload (``Evicted`` True, ``ClusterQueueStopped``,
+``Preempted``, ``LocalQueueStopped``, ``PodsReadyTimeout``...), and only while that Workload
+lives. A KaiwoJob's Workload lives on (its Job is suspended and admitted again), but each pod
+of a Deployment-based KaiwoService has a Workload of its own: Kueue deletes the evicted pods,
+their Workloads go with them, and the ReplicaSet's new pods get fresh Workloads that only say
+they wait ("ClusterQueue svc is inactive"). So the workload keeps Kueue's reason itself while
+it waits since the eviction, read from its previous status (decision 0180).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
+
+from kaiwo_planner.domain.status.conditions import ConditionSpec, condition_of
+from kaiwo_planner.domain.status.kueue_admission import KUEUE_EVICTED, kueue_eviction
+
+EVICTED: Final = KUEUE_EVICTED
+"""The workload's condition, named as Kueue's on its Workload, whose reason and message it
+mirrors."""
+READMITTED: Final = "Readmitted"
+READMITTED_MESSAGE: Final = "Kueue admitted the workload again after evicting it"
+
+_ADMITTED_PHASES: Final = frozenset(
+    {WorkloadStatus.STARTING, WorkloadStatus.RUNNING, WorkloadStatus.READY}
+)
+"""Phases of a workload Kueue admitted: an eviction seen from one of them takes back an
+admission (a Workload stopped before its first admission carries ``Evicted`` too, and that
+tells nothing new)."""
+_AFTER_READMISSION: Final = frozenset({*_ADMITTED_PHASES, WorkloadStatus.COMPLETE})
+
+
+def eviction_condition(
+    previous: Mapping[str, Any],
+    phase: WorkloadStatus,
+    kueue_workloads: Sequence[Mapping[str, Any]],
+) -> ConditionSpec | None:
+    """``Evicted`` of a workload whose next phase is ``phase``; None leaves it as it is.
+
+    * PENDING after an admission (from STARTING, RUNNING or READY, or already ``Evicted``):
+      True with the reason and message of Kueue's ``Evicted`` condition on any of its
+      Workloads; when none says so any more (a service's pods replaced, their fresh Workloads
+      waiting), the reason it had, kept until Kueue admits it again.
+    * Admitted again (STARTING, RUNNING, READY, COMPLETE) after that: False, ``Readmitted``.
+    """
+    before = condition_of(previous, EVICTED)
+    held = before is not None and before.get("status") == "True"
+    if phase is WorkloadStatus.PENDING:
+        previous_phase = WorkloadStatus(previous.get("status", ""))
+        if not held and previous_phase not in _ADMITTED_PHASES:
+            return None
+        now = kueue_eviction(kueue_workloads)
+        if now is not None:
+            return ConditionSpec(EVICTED, "True", now[0], now[1])
+        if held and before is not None:
+            return ConditionSpec(
+                EVICTED, "True", str(before.get("reason") or ""), str(before.get("message") or "")
+            )
+        return None
+    if held and phase in _AFTER_READMISSION:
+        return ConditionSpec(EVICTED, "False", READMITTED, READMITTED_MESSAGE)
+    return None
+
+
+def held_eviction(status: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The reason and message of a workload's ``Evicted`` condition while True (it waits since
+    Kueue evicted it); None otherwise."""
+    found = condition_of(status, EVICTED)
+    if found is None or found.get("status") != "True":
+        return None
+    return str(found.get("reason") or EVICTED), str(found.get("message") or "")
+
+
+__all__ = ["EVICTED", "READMITTED", "eviction_condition", "held_eviction"]
