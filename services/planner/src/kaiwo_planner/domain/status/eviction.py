@@ -16,8 +16,12 @@ from typing import Any, Final
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 
-from kaiwo_planner.domain.status.conditions import ConditionSpec, condition_of
-from kaiwo_planner.domain.status.kueue_admission import KUEUE_EVICTED, kueue_eviction
+from kaiwo_planner.domain.status.conditions import ConditionSpec
+from kaiwo_planner.domain.status.kueue_admission import (
+    KUEUE_EVICTED,
+    eviction_told,
+    kueue_eviction,
+)
 
 EVICTED: Final = KUEUE_EVICTED
 """The workload's condition, named as Kueue's on its Workload, whose reason and message it
@@ -47,32 +51,15 @@ def eviction_condition(
       waiting), the reason it had, kept until Kueue admits it again.
     * Admitted again (STARTING, RUNNING, READY, COMPLETE) after that: False, ``Readmitted``.
     """
-    before = condition_of(previous, EVICTED)
-    held = before is not None and before.get("status") == "True"
+    kept = eviction_told(previous)
     if phase is WorkloadStatus.PENDING:
-        previous_phase = WorkloadStatus(previous.get("status", ""))
-        if not held and previous_phase not in _ADMITTED_PHASES:
+        if kept is None and previous.get("status") not in _ADMITTED_PHASES:
             return None
-        now = kueue_eviction(kueue_workloads)
-        if now is not None:
-            return ConditionSpec(EVICTED, "True", now[0], now[1])
-        if held and before is not None:
-            return ConditionSpec(
-                EVICTED, "True", str(before.get("reason") or ""), str(before.get("message") or "")
-            )
-        return None
-    if held and phase in _AFTER_READMISSION:
+        found = kueue_eviction(kueue_workloads) or kept
+        return None if found is None else ConditionSpec(EVICTED, "True", *found)
+    if kept is not None and phase in _AFTER_READMISSION:
         return ConditionSpec(EVICTED, "False", READMITTED, READMITTED_MESSAGE)
     return None
 
 
-def held_eviction(status: Mapping[str, Any]) -> tuple[str, str] | None:
-    """The reason and message of a workload's ``Evicted`` condition while True (it waits since
-    Kueue evicted it); None otherwise."""
-    found = condition_of(status, EVICTED)
-    if found is None or found.get("status") != "True":
-        return None
-    return str(found.get("reason") or EVICTED), str(found.get("message") or "")
-
-
-__all__ = ["EVICTED", "READMITTED", "eviction_condition", "held_eviction"]
+__all__ = ["EVICTED", "READMITTED", "eviction_condition"]

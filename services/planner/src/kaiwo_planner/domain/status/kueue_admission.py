@@ -54,9 +54,18 @@ def kueue_eviction(workloads: Sequence[Mapping[str, Any]]) -> tuple[str, str] | 
     ``ClusterQueueStopped``, ``LocalQueueStopped``, ``PodsReadyTimeout``...; None when Kueue
     is not evicting any."""
     for workload in workloads:
-        for c in (workload.get("status") or {}).get("conditions") or ():
-            if c.get("type") == KUEUE_EVICTED and c.get("status") == "True":
-                return str(c.get("reason") or KUEUE_EVICTED), str(c.get("message") or "")
+        found = eviction_told(workload.get("status") or {})
+        if found is not None:
+            return found
+    return None
+
+
+def eviction_told(status: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The reason and message of a True ``Evicted`` condition in ``status``: a Kueue
+    Workload's, or a Kaiwo workload's own, which mirrors it (decision 0180); None otherwise."""
+    for c in status.get("conditions") or ():
+        if c.get("type") == KUEUE_EVICTED and c.get("status") == "True":
+            return str(c.get("reason") or KUEUE_EVICTED), str(c.get("message") or "")
     return None
 
 

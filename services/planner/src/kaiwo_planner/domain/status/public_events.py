@@ -47,12 +47,12 @@ from kaiwo_contracts.events.subjects import public_workload_subject
 from kaiwo_contracts.failure_conditions import FAILURE_CONDITIONS
 
 from kaiwo_planner.domain.settings.cluster_settings import KAIWO_GROUP, WORKLOAD_KINDS
+from kaiwo_planner.domain.status.eviction import EVICTED
 
 ADMITTED: Final = "Admitted"
 RESOURCE_UNDERUTILIZATION: Final = "ResourceUnderutilization"
 WORKLOAD_TERMINATED_EARLY: Final = "WorkloadTerminatedEarly"
 PREEMPTED: Final = "Preempted"
-EVICTED: Final = "Evicted"
 PREEMPTED_FOR: Final = "preemptedFor"
 PREEMPTION_LABEL: Final = "preemption"
 """How a :class:`PreemptionV1` is counted and logged beside the transitions' names."""

@@ -41,8 +41,7 @@ from kaiwo_contracts.queue_estimates.kueue import (
 )
 
 from kaiwo_planner.domain.children.labels import LABEL_RUN_ID
-from kaiwo_planner.domain.status.eviction import held_eviction
-from kaiwo_planner.domain.status.kueue_admission import kueue_eviction
+from kaiwo_planner.domain.status.kueue_admission import eviction_told
 from kaiwo_planner.domain.status.public_events import (
     PublicEvent,
     aware_timestamp,
@@ -160,7 +159,9 @@ def derive_queued_event(
     # (decision 0171); none when it waits for the first time.
     # A service's pod made to replace an evicted one has a fresh Workload that says nothing
     # of the eviction; the service's own Evicted condition still does (decision 0180).
-    eviction = kueue_eviction((kueue_workload,)) or held_eviction(workload.get("status") or {})
+    eviction = eviction_told(kueue_workload.get("status") or {}) or eviction_told(
+        workload.get("status") or {}
+    )
     metadata = workload.get("metadata") or {}
     spec = workload.get("spec") or {}
     namespace = str(metadata.get("namespace") or "")
