@@ -1704,6 +1704,16 @@ def fresh_pod_workload(name: str) -> dict[str, Any]:
     )
 
 
+def kueue_gated_pod(name: str) -> dict[str, Any]:
+    """A serving pod Kueue's webhook gated, before Kueue made its Workload."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "team", "uid": f"uid-{name}"},
+        "spec": {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]},
+    }
+
+
 EVICTED_COND = {
     "type": "Evicted",
     "status": "True",
@@ -1772,6 +1782,33 @@ def test_a_ready_service_kueue_evicts_keeps_kueues_reason_after_its_pods_are_rep
         replaced.status, drained, fresh_pod_workload("web-c"), fresh_pod_workload("web-d")
     )
     assert settled.status == replaced.status
+
+    # Between the old pods' going and Kueue's making Workloads for the new ones, the
+    # Deployment's counts may still say 2 ready: the new pods at Kueue's gate keep it PENDING
+    # (before, it flapped to READY under load and back).
+    stale_counts = deployment(replicas=2, available=2)
+    gated = derive(
+        replaced.status,
+        ObservedChildren(
+            child_kind="Deployment",
+            child=stale_counts,
+            pods=(kueue_gated_pod("web-c"), kueue_gated_pod("web-d")),
+        ),
+        kind="KaiwoService",
+    )
+    assert gated.status["status"] == "PENDING"
+    assert EVICTED_COND in gated.status["conditions"]
+    assert gated.events == ()
+    # Whatever the phase shows meanwhile (no pod seen at all, or one pod admitted beside one
+    # waiting), Kueue has not admitted the service again, so the eviction stays told (CI saw
+    # Readmitted here while the queue was still stopped).
+    for moment in (
+        (),
+        (admitted_workload(), fresh_pod_workload("web-d")),
+    ):
+        flapped = service_status(replaced.status, stale_counts, *moment)
+        assert flapped.status["status"] != "PENDING"
+        assert EVICTED_COND in flapped.status["conditions"]
 
     later = NOW + timedelta(minutes=1)
     starting = derive(

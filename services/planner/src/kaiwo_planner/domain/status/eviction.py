@@ -20,6 +20,7 @@ from kaiwo_planner.domain.status.conditions import ConditionSpec
 from kaiwo_planner.domain.status.kueue_admission import (
     KUEUE_EVICTED,
     eviction_told,
+    kueue_admitted,
     kueue_eviction,
 )
 
@@ -35,7 +36,6 @@ _ADMITTED_PHASES: Final = frozenset(
 """Phases of a workload Kueue admitted: an eviction seen from one of them takes back an
 admission (a Workload stopped before its first admission carries ``Evicted`` too, and that
 tells nothing new)."""
-_AFTER_READMISSION: Final = frozenset({*_ADMITTED_PHASES, WorkloadStatus.COMPLETE})
 
 
 def eviction_condition(
@@ -49,7 +49,10 @@ def eviction_condition(
       True with the reason and message of Kueue's ``Evicted`` condition on any of its
       Workloads; when none says so any more (a service's pods replaced, their fresh Workloads
       waiting), the reason it had, kept until Kueue admits it again.
-    * Admitted again (STARTING, RUNNING, READY, COMPLETE) after that: False, ``Readmitted``.
+    * Admitted again after that: False, ``Readmitted``. That is Kueue's word, not the phase's:
+      STARTING, RUNNING or READY with every one of its Workloads admitted and none evicted (a
+      service drained from a stopped queue may show a ready phase for a moment while its old
+      pods go and its new ones wait), or COMPLETE, which only a run can reach.
     """
     kept = eviction_told(previous)
     if phase is WorkloadStatus.PENDING:
@@ -57,9 +60,19 @@ def eviction_condition(
             return None
         found = kueue_eviction(kueue_workloads) or kept
         return None if found is None else ConditionSpec(EVICTED, "True", *found)
-    if kept is not None and phase in _AFTER_READMISSION:
+    if kept is not None and _readmitted(phase, kueue_workloads):
         return ConditionSpec(EVICTED, "False", READMITTED, READMITTED_MESSAGE)
     return None
+
+
+def _readmitted(phase: WorkloadStatus, kueue_workloads: Sequence[Mapping[str, Any]]) -> bool:
+    if phase is WorkloadStatus.COMPLETE:
+        return True
+    return (
+        phase in _ADMITTED_PHASES
+        and bool(kueue_workloads)
+        and all(kueue_admitted(w.get("status") or {}) for w in kueue_workloads)
+    )
 
 
 __all__ = ["EVICTED", "READMITTED", "eviction_condition"]

@@ -110,8 +110,23 @@ def is_admitted(observed: ObservedChildren) -> bool:
         return True
     if child is None or (child.get("spec") or {}).get("suspend") is True:
         return False
+    if any(_held_at_kueues_gate(pod) for pod in observed.pods):
+        # A Deployment's pods that Kueue has gated but not yet made a Workload for (its new
+        # pods, after Kueue drained the old ones from a stopped queue): they wait, whatever
+        # the Deployment's stale counts of ready replicas say.
+        return False
     # No Workload: Kueue does not manage this namespace; believe the child once it runs.
     return child_phase(observed, previous_phase=WorkloadStatus.NEW) in _ACTIVE_CHILD_PHASES
+
+
+KUEUE_ADMISSION_GATE = "kueue.x-k8s.io/admission"
+"""The scheduling gate Kueue's webhook puts on each pod it manages on its own (a serving
+Deployment's), and lifts once it admits the pod's Workload."""
+
+
+def _held_at_kueues_gate(pod: Mapping[str, Any]) -> bool:
+    gates = _mapping(pod.get("spec")).get("schedulingGates") or ()
+    return any(_mapping(gate).get("name") == KUEUE_ADMISSION_GATE for gate in gates)
 
 
 def runs_on_existing_ray_cluster(child: Mapping[str, Any]) -> bool:
