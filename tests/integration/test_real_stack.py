@@ -3429,9 +3429,9 @@ async def test_a_job_deleted_and_submitted_again_waits_for_its_previous_runs_vol
         await gone(stack, resources.JOB, "rerun", ns)
         await gone(stack, resources.JOB, "rerun-download", ns)
         await gone(stack, resources.CONFIG_MAP, "rerun-download", ns)
-        # Their deletions re-plan the KaiwoJob CHILD_GONE_GRACE (5 s) later, not at once:
-        # until then the condition still names them (measured: 5 s after the last went),
-        # then only the claim, while the pod still holds it.
+        # Their deletions re-plan the KaiwoJob (at once when its plan makes nothing
+        # missing, decision 0181; CHILD_GONE_GRACE later otherwise): then the condition
+        # names only the claim, while the pod still holds it.
         found = await eventually(only_the_claim_told, what="only the held claim told", within=STEP)
         claim = await actors.get_or_none(
             stack.kube, resources.PERSISTENT_VOLUME_CLAIM, "rerun-data", namespace=ns

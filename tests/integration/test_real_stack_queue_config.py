@@ -493,9 +493,9 @@ async def test_a_renamed_default_queue_gets_no_quota_the_old_queues_job_still_ho
         # job before the quota comes back: the old queue, kept for a moment by Kueue's
         # finalizer, is still in the cohort, and its freed GPUs are lent (measured: admitted
         # with "borrowed: 8" while the new queue's nominal quota was still 0). The quota
-        # comes back once the old queue is gone: the planner waits CHILD_GONE_GRACE after a
-        # child's deletion before planning its owner (a CI run read 0 right after the
-        # second job's 2 s run).
+        # comes back once the old queue is gone (decision 0181: at once; before, the
+        # planner waited CHILD_GONE_GRACE, and a CI run read 0 right after the second job's
+        # 2 s run).
         await kube.delete(resources.KAIWO_JOB, "all-gpus", namespace=pipeline.namespace)
         await pipeline.reaches("waits-for-gpus", "COMPLETE", within=STEP * 2)
 

@@ -207,6 +207,87 @@ async def test_a_child_deleted_by_hand_republishes_the_plan_with_it_absent(
     assert len(harness.plans()) == 2
 
 
+def config_map_of(job: dict[str, Any], name: str) -> dict[str, Any]:
+    """A ConfigMap the KaiwoJob owns and the toy planner does not ask for."""
+    meta = job["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name,
+            "namespace": meta["namespace"],
+            "uid": f"uid-cm-{name}",
+            "ownerReferences": [
+                {
+                    "apiVersion": job["apiVersion"],
+                    "kind": "KaiwoJob",
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                }
+            ],
+        },
+    }
+
+
+async def test_a_childs_deletion_that_leaves_nothing_to_make_again_is_planned_at_once(
+    harness: Any, build: Any, clock: Any
+) -> None:
+    """Decision 0181: the grace is for a plan that would make something missing (the owner
+    may be going too). A child whose going leaves every desired object in place (a queue
+    the KaiwoQueueConfig pruned, here a ConfigMap the plan does not ask for) re-plans its
+    owner at once, with no timer; before, its owner waited the grace all the same."""
+    service = harness.service()
+    await service.start()
+    job = build.kaiwo_job("train")
+    await harness.observe(job, "1", "ADDED")
+    await harness.drain(service)
+    await harness.observe({**job, "status": harness.plans()[0].data.plan.status}, "2")
+    await harness.observe(build.batch_job(job), "3", "ADDED")
+    await harness.observe(config_map_of(job, "train-notes"), "4", "ADDED")
+    await harness.drain(service)
+    unchanged = sample(service, "kaiwo_planner_plans_total", kind="KaiwoJob", outcome="unchanged")
+
+    await harness.observe(config_map_of(job, "train-notes"), "5", "DELETED")
+    await harness.drain(service)
+    assert (
+        sample(service, "kaiwo_planner_plans_total", kind="KaiwoJob", outcome="unchanged")
+        == unchanged + 1
+    )
+    assert sample(service, "kaiwo_planner_plans_total", kind="KaiwoJob", outcome="deferred") == 0
+    assert service.next_timer is None
+    assert len(harness.plans()) == 1
+
+
+async def test_a_deleted_owners_children_going_in_any_order_get_it_no_plan(
+    harness: Any, build: Any, clock: Any
+) -> None:
+    """The KaiwoJob is deleted; its Job's deletion, then its ConfigMap's, reach the planner
+    before its own. After the Job went, each plan would make the Job again: both wait the
+    grace (the ConfigMap's going leaves the Job missing too), and once the owner's deletion
+    is in, nothing is published."""
+    service = harness.service()
+    await service.start()
+    job = build.kaiwo_job("train")
+    await harness.observe(job, "1", "ADDED")
+    await harness.drain(service)
+    await harness.observe({**job, "status": harness.plans()[0].data.plan.status}, "2")
+    await harness.observe(build.batch_job(job), "3", "ADDED")
+    await harness.observe(config_map_of(job, "train-notes"), "4", "ADDED")
+    await harness.drain(service)
+
+    await harness.observe(build.batch_job(job), "5", "DELETED")
+    await harness.observe(config_map_of(job, "train-notes"), "6", "DELETED")
+    await harness.drain(service)
+    assert sample(service, "kaiwo_planner_plans_total", kind="KaiwoJob", outcome="deferred") == 2
+    await harness.observe(job, "7", "DELETED")
+    await harness.drain(service)
+    clock.advance(CHILD_GONE_GRACE.total_seconds())
+    await service.step(wait_seconds=0)
+    assert len(harness.plans()) == 1
+    assert harness.dead_letters() == []
+
+
 async def test_a_timer_replans_at_its_due_time(harness: Any, build: Any, clock: Any) -> None:
     service = harness.service()
     await service.start()

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from kaiwo_runtime.metrics import MetricsRegistry
 
-PLAN_OUTCOMES = ("published", "unchanged", "no_plan", "error")
+PLAN_OUTCOMES = ("published", "unchanged", "deferred", "no_plan", "error")
 """``published``: a plan event went out; ``unchanged``: same fingerprint and nothing newly
-absent; ``no_plan``: the planner had nothing to plan for the owner; ``error``: planning
-raised (logged; nothing published for that owner)."""
+absent; ``deferred``: a child's deletion caused the round and the plan would make something
+missing, so it waits for the owner's own deletion to come in (``CHILD_GONE_GRACE``);
+``no_plan``: the planner had nothing to plan for the owner; ``error``: planning raised
+(logged; nothing published for that owner)."""
 
 
 class PlannerMetrics:

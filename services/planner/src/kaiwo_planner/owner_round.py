@@ -20,8 +20,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
-from typing import Any, Protocol
+from datetime import datetime, timedelta
+from typing import Any, Final, Protocol
 
 import structlog
 from kaiwo_contracts.plans import ObjectRef
@@ -40,6 +40,18 @@ from kaiwo_planner.owner_records import OwnerRecords
 from kaiwo_planner.publisher import PlanPublisher, Release, Sequences, Trigger
 
 log = structlog.get_logger("kaiwo.planner")
+
+CHILD_GONE_GRACE: Final = timedelta(seconds=5)
+"""How long a plan waits that would make something missing, when a child's deletion caused
+its round.
+
+Deleting a workload deletes it at once and its children after it (garbage collection), but
+the two kinds are watched apart: the child's deletion can reach the planner first. Published
+at once, such a plan would re-create the child, which the executor must refuse (the owner is
+gone) and dead-letter; after the grace the owner's own deletion has come in and nothing is
+planned. A child deleted by hand is re-created once the grace has passed. A plan that makes
+nothing missing (a queue the KaiwoQueueConfig pruned went, a pod of a running Job) goes out
+at once (decision 0181)."""
 
 
 class PlanFunction(Protocol):
@@ -160,11 +172,19 @@ class OwnerRounds:
         if plan is None:
             self._metrics.plans.labels(ref.kind, "no_plan").inc()
             return also
+        absent = projection.missing((*plan.desired, *plan.shared))
+        if absent and why.child_gone:
+            # A child went, and the plan would make something missing: its owner may be
+            # going too, its deletion still on its way, so the plan waits (a deleted owner
+            # gets none).
+            records.no_later_than(uid, why.now + CHILD_GONE_GRACE)
+            self._metrics.plans.labels(ref.kind, "deferred").inc()
+            return also
         decided = publication(
             plan=plan,
             owner=owner,
             last=record,
-            absent=projection.missing((*plan.desired, *plan.shared)),
+            absent=absent,
             drifted=projection.drifted(plan.desired, ours_too=why.reapply_gaps),
             reapply_gaps=why.reapply_gaps,
         )

@@ -16,8 +16,10 @@ For each observation (from whichever :class:`~kaiwo_planner.feeds.Feed` delivers
    the plan is news (a new fingerprint, desired objects gone ``absent`` or ``drifted`` since
    the owner was last planned, or a status left behind on an older owner version).
 
-A child deleted by hand causes exactly one plan that names it, :data:`CHILD_GONE_GRACE` later,
-so that a deleted owner, whose children go after it, gets none.
+A child deleted by hand causes exactly one plan that names it,
+:data:`~kaiwo_planner.owner_round.CHILD_GONE_GRACE` later, so that a deleted owner, whose
+children go after it, gets none; a child's deletion that leaves nothing to make again (a
+pruned queue gone) is planned at once (decision 0181).
 
 Public workload events. Before it plans, the loop derives the public events the observation
 shows (what the previous version in the projection told subscribers, against the new one) and
@@ -40,8 +42,8 @@ the projection took in, which is all the pure planner needs to reproduce it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
-from typing import Any, Final
+from datetime import datetime
+from typing import Any
 
 import structlog
 from kaiwo_contracts.events.autoscaling import ScaleDecidedV1
@@ -83,15 +85,6 @@ from kaiwo_planner.snapshot_store import SNAPSHOT_FORMAT
 from kaiwo_planner.snapshots import Restored, Snapshots
 
 log = structlog.get_logger("kaiwo.planner")
-
-CHILD_GONE_GRACE: Final = timedelta(seconds=5)
-"""How long the owners of a deleted child wait before they are planned again.
-
-Deleting a workload deletes it at once and its children after it (garbage collection), but
-the two kinds are watched apart: the child's deletion can reach the planner first. Planned at
-once, the owner would get a plan re-creating the child that the executor must refuse (the
-owner is gone) and dead-letter; after the grace the owner's own deletion has come in and
-nothing is planned. A child deleted by hand is re-created once the grace has passed."""
 
 
 class PlanningLoop:
@@ -179,11 +172,7 @@ class PlanningLoop:
                 if change is None:
                     return
                 record = self.records.get(OwnerKey.of_uid(observed.uid))
-                owners = self._plan_now(
-                    observed,
-                    owners_of(change, observed, self._projection, record),
-                    at=envelope.time,
-                )
+                owners = owners_of(change, observed, self._projection, record)
                 announcements = public_events(was, envelope, self.context) + queued(
                     waited, envelope, self._projection, self.context
                 )
@@ -192,7 +181,9 @@ class PlanningLoop:
                     sequence=sequence, owners=owners, announcements=announcements
                 )
                 await self._publisher.announce(announcements, cause=envelope)
-            why = Trigger("observation", envelope.time, envelope)
+            why = Trigger(
+                "observation", envelope.time, envelope, child_gone=_child_gone(observed, owners)
+            )
             await self.plan_round(owners, why, sequence=sequence)
             self._snapshots.note_change()
 
@@ -241,20 +232,6 @@ class PlanningLoop:
             self._metrics.scale_decisions.labels("taken").inc()
             await self.plan_round((ObjectRef.of(owner),), Trigger("scale", envelope.time, envelope))
             self._snapshots.note_change()
-
-    def _plan_now(
-        self, observed: ObservedObjectV1, owners: tuple[ObjectRef, ...], *, at: datetime
-    ) -> tuple[ObjectRef, ...]:
-        """The owners to plan for ``observed`` now; the owners of a deleted child are planned
-        after :data:`CHILD_GONE_GRACE` instead (a timer no later than one they had)."""
-        if observed.event_type != "DELETED" or any(o.uid == observed.uid for o in owners):
-            return owners
-        due = at + CHILD_GONE_GRACE
-        for owner in owners:
-            if owner.uid and self.holds(owner.uid):
-                self.records.no_later_than(owner.uid, due)
-        self._metrics.timers_pending.set(len(self.records.timers))
-        return ()
 
     # ------------------------------------------------------------------ planning
 
@@ -361,3 +338,8 @@ class PlanningLoop:
             else OwnerRecords(self._metrics)
         )
         self._metrics.projection_objects.set(len(restored.projection))
+
+
+def _child_gone(observed: ObservedObjectV1, owners: tuple[ObjectRef, ...]) -> bool:
+    """``observed`` is the deletion of a child of the owners to plan (not of one of them)."""
+    return observed.event_type == "DELETED" and all(o.uid != observed.uid for o in owners)

@@ -39,6 +39,9 @@ class Trigger:
     now: datetime
     cause: Envelope[Any] | None = None
     reapply_gaps: bool = False
+    child_gone: bool = False
+    """A child's deletion (not an owner's own) caused the round: a plan that would make
+    something missing waits (:data:`~kaiwo_planner.owner_round.CHILD_GONE_GRACE`)."""
 
 
 @dataclass(frozen=True, slots=True)

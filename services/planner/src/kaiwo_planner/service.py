@@ -50,9 +50,9 @@ from kaiwo_planner.domain.planning import plan_object
 from kaiwo_planner.domain.state.projection import Projection
 from kaiwo_planner.feeds import DurableFeed, Feed
 from kaiwo_planner.metrics import PlannerMetrics
-from kaiwo_planner.owner_round import PlanFunction
+from kaiwo_planner.owner_round import CHILD_GONE_GRACE, PlanFunction
 from kaiwo_planner.partitioned_feed import PartitionedFeed
-from kaiwo_planner.planning_loop import CHILD_GONE_GRACE, PlanningLoop
+from kaiwo_planner.planning_loop import PlanningLoop
 from kaiwo_planner.publisher import PlanPublisher
 from kaiwo_planner.settings import PlannerSettings
 from kaiwo_planner.snapshots import ForeignSnapshotError, Snapshots
