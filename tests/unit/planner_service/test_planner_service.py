@@ -280,6 +280,7 @@ async def test_a_deleted_owners_children_going_in_any_order_get_it_no_plan(
     await harness.observe(config_map_of(job, "train-notes"), "6", "DELETED")
     await harness.drain(service)
     assert sample(service, "kaiwo_planner_plans_total", kind="KaiwoJob", outcome="deferred") == 2
+    assert sample(service, "kaiwo_planner_timers_pending") == 1
     await harness.observe(job, "7", "DELETED")
     await harness.drain(service)
     clock.advance(CHILD_GONE_GRACE.total_seconds())

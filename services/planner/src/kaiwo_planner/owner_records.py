@@ -71,6 +71,7 @@ class OwnerRecords:
         """Plan ``uid`` at ``due`` or at the earlier time it already had."""
         earlier = self.timers.due(uid)
         self.timers.arm(uid, due if earlier is None else min(due, earlier))
+        self._metrics.timers_pending.set(len(self.timers))
 
     def forget(self, in_partition: Callable[[str], bool]) -> None:
         """Drop the records and timers of the owners whose uid (the subject's, for a default
