@@ -171,18 +171,27 @@ async def test_a_node_change_replans_the_queue_config_and_every_workload(
     assert unchanged_kqc == 2
 
 
-async def test_a_child_deleted_by_hand_republishes_the_plan_with_it_absent(
-    harness: Any, build: Any, clock: Any
-) -> None:
+async def a_planned_job_with_its_job(
+    harness: Any, build: Any
+) -> tuple[PlannerService, dict[str, Any]]:
+    """A started service that planned KaiwoJob ``train`` (observations 1-3): the planned status
+    came back on it and its Job was created."""
     service = harness.service()
     await service.start()
     job = build.kaiwo_job("train")
     await harness.observe(job, "1", "ADDED")
     await harness.drain(service)
-    # While the Job is being created, owner updates do not publish the plan again.
     await harness.observe({**job, "status": harness.plans()[0].data.plan.status}, "2")
     await harness.observe(build.batch_job(job), "3", "ADDED")
     await harness.drain(service)
+    return service, job
+
+
+async def test_a_child_deleted_by_hand_republishes_the_plan_with_it_absent(
+    harness: Any, build: Any, clock: Any
+) -> None:
+    service, job = await a_planned_job_with_its_job(harness, build)
+    # While the Job is being created, owner updates do not publish the plan again.
     assert len(harness.plans()) == 1
 
     deleted_at = clock.now
@@ -237,13 +246,7 @@ async def test_a_childs_deletion_that_leaves_nothing_to_make_again_is_planned_at
     may be going too). A child whose going leaves every desired object in place (a queue
     the KaiwoQueueConfig pruned, here a ConfigMap the plan does not ask for) re-plans its
     owner at once, with no timer; before, its owner waited the grace all the same."""
-    service = harness.service()
-    await service.start()
-    job = build.kaiwo_job("train")
-    await harness.observe(job, "1", "ADDED")
-    await harness.drain(service)
-    await harness.observe({**job, "status": harness.plans()[0].data.plan.status}, "2")
-    await harness.observe(build.batch_job(job), "3", "ADDED")
+    service, job = await a_planned_job_with_its_job(harness, build)
     await harness.observe(config_map_of(job, "train-notes"), "4", "ADDED")
     await harness.drain(service)
     unchanged = sample(service, "kaiwo_planner_plans_total", kind="KaiwoJob", outcome="unchanged")
@@ -266,13 +269,7 @@ async def test_a_deleted_owners_children_going_in_any_order_get_it_no_plan(
     before its own. After the Job went, each plan would make the Job again: both wait the
     grace (the ConfigMap's going leaves the Job missing too), and once the owner's deletion
     is in, nothing is published."""
-    service = harness.service()
-    await service.start()
-    job = build.kaiwo_job("train")
-    await harness.observe(job, "1", "ADDED")
-    await harness.drain(service)
-    await harness.observe({**job, "status": harness.plans()[0].data.plan.status}, "2")
-    await harness.observe(build.batch_job(job), "3", "ADDED")
+    service, job = await a_planned_job_with_its_job(harness, build)
     await harness.observe(config_map_of(job, "train-notes"), "4", "ADDED")
     await harness.drain(service)
 
