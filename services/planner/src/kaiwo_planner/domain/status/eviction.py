@@ -19,8 +19,8 @@ from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_planner.domain.status.conditions import ConditionSpec
 from kaiwo_planner.domain.status.kueue_admission import (
     KUEUE_EVICTED,
+    every_one_admitted,
     eviction_told,
-    kueue_admitted,
     kueue_eviction,
 )
 
@@ -68,11 +68,7 @@ def eviction_condition(
 def _readmitted(phase: WorkloadStatus, kueue_workloads: Sequence[Mapping[str, Any]]) -> bool:
     if phase is WorkloadStatus.COMPLETE:
         return True
-    return (
-        phase in _ADMITTED_PHASES
-        and bool(kueue_workloads)
-        and all(kueue_admitted(w.get("status") or {}) for w in kueue_workloads)
-    )
+    return phase in _ADMITTED_PHASES and every_one_admitted(kueue_workloads)
 
 
 __all__ = ["EVICTED", "READMITTED", "eviction_condition"]

@@ -104,7 +104,7 @@ def run_start(status: Mapping[str, Any]) -> datetime | None:
 
 def is_admitted(observed: ObservedChildren) -> bool:
     if observed.kueue_workloads:
-        return all(kueue_admitted(w.get("status") or {}) for w in observed.kueue_workloads)
+        return every_one_admitted(observed.kueue_workloads)
     child = observed.child
     if child is not None and runs_on_existing_ray_cluster(child):
         return True
@@ -127,6 +127,11 @@ Deployment's), and lifts once it admits the pod's Workload."""
 def _held_at_kueues_gate(pod: Mapping[str, Any]) -> bool:
     gates = _mapping(pod.get("spec")).get("schedulingGates") or ()
     return any(_mapping(gate).get("name") == KUEUE_ADMISSION_GATE for gate in gates)
+
+
+def every_one_admitted(workloads: Sequence[Mapping[str, Any]]) -> bool:
+    """There are Kueue Workloads, and Kueue admitted each and is not taking any back."""
+    return bool(workloads) and all(kueue_admitted(w.get("status") or {}) for w in workloads)
 
 
 def runs_on_existing_ray_cluster(child: Mapping[str, Any]) -> bool:
