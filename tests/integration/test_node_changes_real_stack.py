@@ -174,6 +174,29 @@ async def test_a_running_job_outlives_a_relabel_of_its_nodes_and_completes(
     assert not await warnings(pipeline, "relabelled", "WorkloadError")
 
 
+async def queue_of_eight_gpu_nodes(pipeline: Pipeline) -> None:
+    """Wait until the relabel back to 8 GPUs is in force: every node in the 8-GPU pool and the
+    default queue listing that flavor alone. A pod Kueue admitted into the old 4-GPU flavor
+    meanwhile would wait for a pool no node is in any more (what this test is not about)."""
+
+    async def check() -> bool | Pending:
+        pools = set()
+        for spec in FLEET:
+            node = await pipeline.kube.get(resources.NODE, spec.name)
+            pools.add(node["metadata"].get("labels", {}).get("kaiwo/nodepool", ""))
+        queue = await pipeline.kube.get(resources.KUEUE_CLUSTER_QUEUE, "kaiwo")
+        flavors = {
+            flavor["name"]
+            for group in queue["spec"]["resourceGroups"]
+            for flavor in group["flavors"]
+        }
+        if len(pools) == 1 and flavors == pools and "-8gpu-" in next(iter(pools)):
+            return True
+        return Pending(f"nodes in {sorted(pools)}, queue flavors {sorted(flavors)}")
+
+    await eventually(check, what="the 8-GPU pool in force", within=STEP)
+
+
 def sixteen_gpu_service(name: str, namespace: str) -> dict[str, Any]:
     """A Deployment-based KaiwoService that leaves the split to the nodes' size."""
     return {
@@ -204,6 +227,7 @@ async def test_a_ready_service_keeps_its_split_when_a_smaller_node_joins(stack: 
     for spec in FLEET:  # 8 GPUs each again, whatever an earlier test relabelled
         patch = {"metadata": {"labels": {COUNT_LABEL: "8"}}}
         await kube.merge_patch(resources.NODE, spec.name, patch, field_manager="gpu-feature")
+    await queue_of_eight_gpu_nodes(pipeline)
     await kube.create(sixteen_gpu_service("split", pipeline.namespace))
     await pipeline.reaches("split", "READY", kind=resources.KAIWO_SERVICE, within=STEP)
     made = await pipeline.child(resources.DEPLOYMENT, "split")
