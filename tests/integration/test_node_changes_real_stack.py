@@ -15,10 +15,14 @@ generated default queue ``kaiwo``:
 * a 4-GPU node joins under a READY 16-GPU KaiwoService split by node size into 2 x 8: the
   Deployment keeps its 2 pods of 8 until the user edits the spec (decision 0137). Before,
   it was rolled to 4 pods of 4 though the user changed nothing.
+* a service's pod admitted into the 4-GPU pool while the scheduler is paused, the nodes then
+  relabelled to 8: no node can take the pod (decision 0182); the service says so and what to
+  do, and once the pod is deleted it is READY. Before, it stayed STARTING without a word.
 """
 
 from __future__ import annotations
 
+import signal
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
@@ -50,6 +54,7 @@ FLEET: Final = tuple(NodeSpec(name, MI300X) for name in ("nc-1", "nc-2"))
 GPU_TAINT: Final = {"key": "kaiwo.silogen.ai/gpu", "value": "true", "effect": "NoSchedule"}
 COUNT_LABEL: Final = "beta.amd.com/gpu.family.AI"
 RUN_SECONDS: Final = "sandbox.kaiwo.silogen.ai/run-seconds"
+NODEPOOL_LABEL: Final = "kaiwo/nodepool"
 STEP: Final = 90.0
 SMALL_NODE: Final = NodeSpec("nc-small", NodeType("amd", MI300X.product, 4, "64", "512Gi"))
 
@@ -174,27 +179,33 @@ async def test_a_running_job_outlives_a_relabel_of_its_nodes_and_completes(
     assert not await warnings(pipeline, "relabelled", "WorkloadError")
 
 
-async def queue_of_eight_gpu_nodes(pipeline: Pipeline) -> None:
-    """Wait until the relabel back to 8 GPUs is in force: every node in the 8-GPU pool and the
-    default queue listing that flavor alone. A pod Kueue admitted into the old 4-GPU flavor
-    meanwhile would wait for a pool no node is in any more (what this test is not about)."""
+async def relabel_fleet(pipeline: Pipeline, gpus: int) -> None:
+    """The GPU operator relabels both nodes to ``gpus`` GPUs; wait until that is in force:
+    every node in the pool of that size and the default queue listing that flavor alone. A
+    pod Kueue admitted into the old pool meanwhile would wait for a pool no node is in any
+    more (decision 0182)."""
+    for spec in FLEET:
+        patch = {"metadata": {"labels": {COUNT_LABEL: str(gpus)}}}
+        await pipeline.kube.merge_patch(
+            resources.NODE, spec.name, patch, field_manager="gpu-feature"
+        )
 
     async def check() -> bool | Pending:
         pools = set()
         for spec in FLEET:
             node = await pipeline.kube.get(resources.NODE, spec.name)
-            pools.add(node["metadata"].get("labels", {}).get("kaiwo/nodepool", ""))
+            pools.add(node["metadata"].get("labels", {}).get(NODEPOOL_LABEL, ""))
         queue = await pipeline.kube.get(resources.KUEUE_CLUSTER_QUEUE, "kaiwo")
         flavors = {
             flavor["name"]
             for group in queue["spec"]["resourceGroups"]
             for flavor in group["flavors"]
         }
-        if len(pools) == 1 and flavors == pools and "-8gpu-" in next(iter(pools)):
+        if len(pools) == 1 and flavors == pools and f"-{gpus}gpu-" in next(iter(pools)):
             return True
         return Pending(f"nodes in {sorted(pools)}, queue flavors {sorted(flavors)}")
 
-    await eventually(check, what="the 8-GPU pool in force", within=STEP)
+    await eventually(check, what=f"the {gpus}-GPU pool in force", within=STEP)
 
 
 def sixteen_gpu_service(name: str, namespace: str) -> dict[str, Any]:
@@ -224,10 +235,7 @@ def deployment_split(deployment: dict[str, Any]) -> tuple[int, str, str]:
 async def test_a_ready_service_keeps_its_split_when_a_smaller_node_joins(stack: Pipeline) -> None:
     pipeline, kube = stack, stack.kube
     await kube.apply(kaiwo_config(taints=False), field_manager="cluster-admin", force=True)
-    for spec in FLEET:  # 8 GPUs each again, whatever an earlier test relabelled
-        patch = {"metadata": {"labels": {COUNT_LABEL: "8"}}}
-        await kube.merge_patch(resources.NODE, spec.name, patch, field_manager="gpu-feature")
-    await queue_of_eight_gpu_nodes(pipeline)
+    await relabel_fleet(pipeline, 8)  # whatever an earlier test relabelled
     await kube.create(sixteen_gpu_service("split", pipeline.namespace))
     await pipeline.reaches("split", "READY", kind=resources.KAIWO_SERVICE, within=STEP)
     made = await pipeline.child(resources.DEPLOYMENT, "split")
@@ -267,3 +275,72 @@ async def test_a_ready_service_keeps_its_split_when_a_smaller_node_joins(stack: 
     finally:
         await kube.delete(resources.KAIWO_SERVICE, "split", namespace=pipeline.namespace)
         await remove_nodes(kube, [SMALL_NODE.name])
+
+
+async def test_a_pod_admitted_into_a_pool_its_nodes_left_is_told_and_runs_once_deleted(
+    stack: Pipeline, real_stack: RealCluster
+) -> None:
+    """Decision 0182: Kueue admits a service's pod into the 4-GPU pool, and before the
+    scheduler binds it (paused here, as a slow or restarting scheduler would be) the nodes
+    are relabelled to 8 GPUs and the operator moves them to the 8-GPU pool. No node can
+    take the pod, and Kueue never looks at it again: the service tells why and what to do;
+    done, it is READY."""
+    pipeline, kube, ns = stack, stack.kube, stack.namespace
+    assert real_stack.plane is not None
+    [scheduler] = [c for c in real_stack.plane.components if c.name == "kube-scheduler"]
+    await kube.apply(kaiwo_config(taints=False), field_manager="cluster-admin", force=True)
+    await relabel_fleet(pipeline, 4)
+    service = sixteen_gpu_service("stranded", ns)
+    service["spec"]["gpus"] = 4
+    scheduler.process.send_signal(signal.SIGSTOP)
+    try:
+        await kube.create(service)
+
+        async def admitted() -> dict[str, Any] | Pending:
+            pods = await kube.list(resources.POD, namespace=ns, label_selector="app=stranded")
+            for pod in pods.items:
+                spec = pod["spec"]
+                if not spec.get("schedulingGates") and "-4gpu-" in str(
+                    spec.get("nodeSelector", {}).get(NODEPOOL_LABEL)
+                ):
+                    return pod
+            return Pending(f"{len(pods.items)} pods, none admitted into the 4-GPU pool")
+
+        stranded = await eventually(admitted, what="the pod admitted", within=STEP)
+        await relabel_fleet(pipeline, 8)
+    finally:
+        scheduler.process.send_signal(signal.SIGCONT)
+    name = stranded["metadata"]["name"]
+    try:
+
+        async def told() -> dict[str, Any] | Pending:
+            found = await kube.get(resources.KAIWO_SERVICE, "stranded", namespace=ns)
+            health = next(
+                (c for c in found["status"].get("conditions", ()) if c["type"] == "ChildHealthy"),
+                None,
+            )
+            if health is None or health["reason"] != "NodePoolGone":
+                return Pending(f"{found['status'].get('status')}, ChildHealthy {health}")
+            return found
+
+        found = await eventually(told, what="the pool gone told", within=STEP)
+        pool = stranded["spec"]["nodeSelector"][NODEPOOL_LABEL]
+        message = condition(found, "ChildHealthy")["message"]
+        assert message == (
+            f"pod {name}: Kueue admitted it into node pool {pool}, which no node is in any "
+            "more (its nodes moved to another pool before the scheduler bound the pod), so no "
+            "node can take it, and Kueue, which counts it admitted, does not admit it again; "
+            "delete the pod: its ReplicaSet makes a new one, which Kueue admits anew"
+        )
+        assert found["status"]["status"] == "STARTING"
+        [event] = await warnings(pipeline, "stranded", "ChildUnhealthy")
+        assert event["message"] == f"NodePoolGone: {message}"
+
+        # As told: the pod deleted, its replacement is admitted into the 8-GPU pool and runs.
+        await kube.delete(resources.POD, name, namespace=ns)
+        ready = await pipeline.reaches(
+            "stranded", "READY", kind=resources.KAIWO_SERVICE, within=STEP
+        )
+        assert condition(ready, "ChildHealthy")["status"] == "True"
+    finally:
+        await kube.delete(resources.KAIWO_SERVICE, "stranded", namespace=ns)

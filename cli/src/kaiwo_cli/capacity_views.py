@@ -15,10 +15,10 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final
 
-from kaiwo_planner.domain.queues.node_pools import NODEPOOL_LABEL
 from kaiwo_planner.domain.state.nodes import (
     AMD_PRODUCT_LABEL,
     GPU_RESOURCE_BY_VENDOR,
+    NODEPOOL_LABEL,
     NVIDIA_PRODUCT_LABEL,
     NodeInfo,
     parse_quantity,

@@ -63,7 +63,12 @@ def health(status: str, reason: str, message: str, *, since: str = T_NOW) -> dic
 
 
 def derive(
-    previous: dict[str, Any], kind: ChildKind, child: dict[str, Any] | None, **observed: Any
+    previous: dict[str, Any],
+    kind: ChildKind,
+    child: dict[str, Any] | None,
+    *,
+    node_pools: frozenset[str] | None = None,
+    **observed: Any,
 ) -> StatusDecision:
     return derive_status(
         workload_kind="KaiwoService" if kind in ("Deployment", "AppWrapper") else "KaiwoJob",
@@ -75,6 +80,7 @@ def derive(
         schedulable=OK,
         cluster_queue="kaiwo",
         now=NOW,
+        node_pools=node_pools,
     )
 
 
@@ -475,6 +481,113 @@ def test_pods_starting_finished_or_going_are_no_trouble() -> None:
     # Never in trouble: no ChildHealthy condition at all.
     assert decision.status["conditions"] == [SCHEDULABLE, ADMITTED]
     assert decision.events == ()
+
+
+# ------------------------------------------------------------------ a pool its nodes left
+
+OLD_POOL = "amd-mi300x-4gpu-172core-1843gi"
+NEW_POOL = "amd-mi300x-8gpu-172core-1843gi"
+
+
+def admitted_pod(
+    name: str, *, pool: str = OLD_POOL, controller: str = "ReplicaSet", **spec: Any
+) -> dict[str, Any]:
+    """A pending pod Kueue admitted into ``pool`` (its selector), the scheduler's verdict
+    Unschedulable."""
+    found = pod(
+        name,
+        phase="Pending",
+        conditions=[
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/2 nodes are available: 2 node(s) didn't match Pod's node "
+                "affinity/selector.",
+            }
+        ],
+    )
+    found["metadata"]["ownerReferences"] = [
+        {"kind": controller, "name": "chat-5d9c", "uid": "rs", "controller": True}
+    ]
+    found["spec"] = {
+        "nodeSelector": {"kaiwo/nodepool": pool, "kubernetes.io/hostname": "nc-1"},
+        **spec,
+    }
+    return found
+
+
+def test_a_pod_admitted_into_a_pool_no_node_is_in_is_told_with_what_to_do() -> None:
+    stranded = admitted_pod("chat-5d9c-8lm65")
+    serving = deployment(readyReplicas=1, availableReplicas=1)
+    serving["spec"]["replicas"] = 2  # one serves, the other is the pod stranded
+    first = derive(
+        running("RUNNING"),
+        "Deployment",
+        serving,
+        pods=(stranded,),
+        node_pools=frozenset({NEW_POOL}),
+    )
+    cause = (
+        "pod chat-5d9c-8lm65: Kueue admitted it into node pool amd-mi300x-4gpu-172core-1843gi,"
+        " which no node is in any more (its nodes moved to another pool before the scheduler "
+        "bound the pod), so no node can take it, and Kueue, which counts it admitted, does not "
+        "admit it again; delete the pod: its ReplicaSet makes a new one, which Kueue admits "
+        "anew"
+    )
+    assert first.status["status"] == "RUNNING"
+    assert first.status["conditions"][-1] == health("False", "NodePoolGone", cause)
+    assert first.events == (warning("ChildUnhealthy", f"NodePoolGone: {cause}"),)
+
+    # Its nodes back in the pool (or the pod replaced): healthy again.
+    back = derive(
+        first.status,
+        "Deployment",
+        serving,
+        pods=(stranded,),
+        node_pools=frozenset({OLD_POOL, NEW_POOL}),
+    )
+    assert back.status["conditions"][-1] == health(
+        "True", "Healthy", "The workload's children and pods report no failure"
+    )
+
+
+def test_a_jobs_pod_in_a_pool_gone_is_told_without_a_delete_that_would_not_help() -> None:
+    # The Job makes the same pod again, with Kueue's selector in its template.
+    stranded = admitted_pod("train-x7", controller="Job")
+    decision = derive(
+        running("STARTING"),
+        "Job",
+        batch_job(),
+        pods=(stranded,),
+        node_pools=frozenset({NEW_POOL}),
+    )
+    assert decision.status["conditions"][-1] == health(
+        "False",
+        "NodePoolGone",
+        "pod train-x7: Kueue admitted it into node pool amd-mi300x-4gpu-172core-1843gi, which "
+        "no node is in any more (its nodes moved to another pool before the scheduler bound "
+        "the pod), so no node can take it, and Kueue, which counts it admitted, does not admit "
+        "it again",
+    )
+
+
+def test_pods_the_scheduler_may_still_place_are_no_pool_trouble() -> None:
+    in_a_pool_with_nodes = admitted_pod("chat-1", pool=NEW_POOL)  # waits for room only
+    gated = admitted_pod("chat-2", schedulingGates=[{"name": "kueue.x-k8s.io/admission"}])
+    bound = admitted_pod("chat-3", nodeName="nc-1")
+    going = admitted_pod("chat-4")
+    going["metadata"]["deletionTimestamp"] = T_NOW
+    not_tried = admitted_pod("chat-5")
+    not_tried["status"]["conditions"] = []
+    pods = (in_a_pool_with_nodes, gated, bound, going, not_tried)
+    decision = derive(
+        running("STARTING"), "Deployment", deployment(), pods=pods, node_pools={NEW_POOL}
+    )
+    assert decision.status["conditions"] == [SCHEDULABLE, ADMITTED]
+    # The nodes' pools unknown: no pod is judged by its pool.
+    unknown = derive(running("STARTING"), "Deployment", deployment(), pods=(admitted_pod("c"),))
+    assert unknown.status["conditions"] == [SCHEDULABLE, ADMITTED]
 
 
 def test_a_download_pod_that_cannot_pull_its_image_is_told_while_downloading() -> None:

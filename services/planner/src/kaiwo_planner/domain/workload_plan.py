@@ -107,6 +107,7 @@ from kaiwo_planner.domain.settings.cluster_settings import (
     namespace_being_deleted,
     namespace_config,
     parse_optional_duration,
+    pools_with_nodes,
     recorded_gpu_taint_keys,
 )
 from kaiwo_planner.domain.state.cluster import ClusterState
@@ -326,6 +327,7 @@ def plan_workload(
             ),
             *_gpu_idle_conditions(workload, previous, context=context, now=now),
         ),
+        node_pools=pools_with_nodes(context),
     )
     status = _with_valid_spec(decision.status, previous, generation=generation, now=now)
     desired, prune = _desired_and_prune(previous_phase, children)

@@ -43,9 +43,13 @@ from kaiwo_contracts.confinement import GPU_TAINT_RECORD_ANNOTATION
 from kaiwo_contracts.crds.quantity import MAX_QUANTITY
 
 from kaiwo_planner.domain.children.naming import child_name, label_value
-from kaiwo_planner.domain.state.nodes import GPU_RESOURCE_BY_VENDOR, NodeInfo, gpu_taint
+from kaiwo_planner.domain.state.nodes import (
+    GPU_RESOURCE_BY_VENDOR,
+    NODEPOOL_LABEL,
+    NodeInfo,
+    gpu_taint,
+)
 
-NODEPOOL_LABEL = "kaiwo/nodepool"
 WORKER_LABEL = "kaiwo/worker"
 GPU_MODEL_LABEL = "kaiwo/gpu-model"
 TOPOLOGY_BLOCK_LABEL = "kaiwo/topology-block"

@@ -38,6 +38,7 @@ from pydantic import ValidationError
 
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.durations import parse_duration
+from kaiwo_planner.domain.state.nodes import NODEPOOL_LABEL
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.priority_classes import KnownPriorityClasses
 
@@ -93,6 +94,19 @@ def gpu_taint_on_nodes(context: PlanningContext, key: str) -> bool:
             taint.key == key and taint.effect == GPU_TAINT_EFFECT
             for node in nodes
             for taint in node.taints
+        ),
+    )
+
+
+def pools_with_nodes(context: PlanningContext) -> frozenset[str]:
+    """The node pools (``kaiwo/nodepool`` values) some Node is in now."""
+    nodes = context.cluster.nodes
+    return context.derived(
+        ("pools-with-nodes",),
+        reads=(NODE_KIND,),
+        inputs=lambda: (nodes,),
+        compute=lambda: frozenset(
+            pool for node in nodes if (pool := node.labels.get(NODEPOOL_LABEL))
         ),
     )
 

@@ -29,6 +29,9 @@ AMD_PRODUCT_LABEL = "amd.com/gpu.product-name"
 AMD_COUNT_LABEL = "beta.amd.com/gpu.family.AI"
 NVIDIA_PRODUCT_LABEL = "nvidia.com/gpu.product"
 NVIDIA_COUNT_LABEL = "nvidia.com/gpu.count"
+NODEPOOL_LABEL = "kaiwo/nodepool"
+"""The node pool the operator put a node in (:mod:`kaiwo_planner.domain.queues.node_pools`);
+Kueue's flavor of that pool selects its nodes by it."""
 CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
 
 # Words the AMD node labeller puts around the model name ("AMD_Instinct_MI300X_OAM" -> "mi300x").

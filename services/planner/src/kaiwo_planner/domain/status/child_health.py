@@ -13,7 +13,11 @@ and its pods report (decision 0134):
 * a pod whose container cannot start or keeps crashing, whatever the phase
   (:data:`CONTAINER_TROUBLES`: ``CrashLoopBackOff``, ``ImagePullBackOff``...): a Job's pod
   that cannot pull its image waits for good, and a crash-looping service replica shows only
-  STARTING.
+  STARTING;
+* a pod Kueue admitted into a node pool no node is in any more (:data:`NODE_POOL_GONE`,
+  decision 0182): the operator moved the pool's nodes to another pool before the scheduler
+  bound the pod, so the scheduler finds no node for it, and Kueue, which counts it
+  admitted, never places it again.
 
 Each is ``ChildHealthy`` False with the cause as its reason. The condition is written only
 once something went wrong, so a workload that never had trouble carries none; once written it
@@ -22,13 +26,14 @@ turns True when the trouble is gone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 
 from kaiwo_planner.domain.state.cluster import object_uid
 from kaiwo_planner.domain.state.first_few import first_few
+from kaiwo_planner.domain.state.nodes import NODEPOOL_LABEL
 from kaiwo_planner.domain.status.child_phase import (
     FAILING_APPLICATION,
     KUBERNETES_DEFAULT_BACKOFF_LIMIT,
@@ -54,6 +59,9 @@ CONTAINER_TROUBLES: Final = frozenset(
 """Reasons a kubelet gives a waiting container that will not run without someone's help (a
 container merely starting waits as ``ContainerCreating`` or ``PodInitializing``)."""
 
+NODE_POOL_GONE: Final = "NodePoolGone"
+"""The reason for a pod that waits for a node pool no node is in (decision 0182)."""
+
 _FINISHED_POD_PHASES: Final = frozenset({"Succeeded", "Failed"})
 _SHOWN: Final = 2
 """Troubled pods named in a message; the rest are counted."""
@@ -65,13 +73,16 @@ def child_health(
     phase: WorkloadStatus,
     previous: Mapping[str, Any],
     overdue_pods: Sequence[str] = (),
+    node_pools: Collection[str] | None = None,
 ) -> ConditionSpec | None:
     """The ``ChildHealthy`` condition for a workload whose children show ``phase``; None
     while nothing went wrong and the condition was never written. ``overdue_pods`` tell the
-    admitted pods of a Deployment not Ready within its deadline (decision 0176)."""
+    admitted pods of a Deployment not Ready within its deadline (decision 0176);
+    ``node_pools`` are the pools some node is in (None: not known, no pod is judged by its
+    pool)."""
     if phase is WorkloadStatus.FAILED:
         return _failure(observed)
-    troubles = tuple(_troubles(observed.pods))
+    troubles = tuple(_troubles(observed.pods, node_pools))
     troubles_told = [text for _, text in troubles]
     if phase is WorkloadStatus.ERROR and observed.child_kind == "AppWrapper":
         return ConditionSpec(
@@ -213,14 +224,52 @@ def _past_progress_deadline(deployment: Mapping[str, Any], stuck: Sequence[str])
 # ------------------------------------------------------------------ pods in trouble
 
 
-def _troubles(pods: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
-    """Each live pod's first container in trouble: its reason and what to tell, by pod name."""
+def _troubles(
+    pods: Sequence[Mapping[str, Any]], node_pools: Collection[str] | None
+) -> list[tuple[str, str]]:
+    """Each live pod's trouble (its first container in trouble, else a pool gone): its
+    reason and what to tell, by pod name."""
     found = [
         (str((pod.get("metadata") or {}).get("name") or ""), trouble)
         for pod in pods
-        if (trouble := pod_trouble(pod)) is not None
+        if (trouble := pod_trouble(pod) or _pool_gone(pod, node_pools)) is not None
     ]
     return [trouble for _, trouble in sorted(found)]
+
+
+def unschedulable(pod: Mapping[str, Any]) -> bool:
+    """The scheduler found no node for the pod (a pod Kueue gates says ``SchedulingGated``)."""
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    scheduled = condition_of(pod.get("status") or {}, "PodScheduled") or {}
+    return scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable"
+
+
+def _pool_gone(
+    pod: Mapping[str, Any], node_pools: Collection[str] | None
+) -> tuple[str, str] | None:
+    """A pod the scheduler found no node for, whose node selector (Kueue's, from the flavor
+    it admitted the pod into) names a pool no node is in: the reason and what to tell."""
+    spec = pod.get("spec") or {}
+    pool = (spec.get("nodeSelector") or {}).get(NODEPOOL_LABEL)
+    if node_pools is None or not pool or pool in node_pools or spec.get("nodeName"):
+        return None
+    if spec.get("schedulingGates") or not unschedulable(pod):
+        return None
+    name = str((pod.get("metadata") or {}).get("name") or "")
+    told = (
+        f"pod {name}: Kueue admitted it into node pool {pool}, which no node is in any "
+        "more (its nodes moved to another pool before the scheduler bound the pod), so no "
+        "node can take it, and Kueue, which counts it admitted, does not admit it again"
+    )
+    if _controller_kind(pod) == "ReplicaSet":
+        told += "; delete the pod: its ReplicaSet makes a new one, which Kueue admits anew"
+    return NODE_POOL_GONE, told
+
+
+def _controller_kind(obj: Mapping[str, Any]) -> str:
+    references = (obj.get("metadata") or {}).get("ownerReferences") or ()
+    return next((str(r.get("kind")) for r in references if (r or {}).get("controller")), "")
 
 
 def pod_trouble(pod: Mapping[str, Any]) -> tuple[str, str] | None:

@@ -18,7 +18,7 @@ from typing import Any, Final
 from kaiwo_contracts.plans import EventIntent
 
 from kaiwo_planner.domain.state.first_few import first_few
-from kaiwo_planner.domain.status.child_health import pod_trouble
+from kaiwo_planner.domain.status.child_health import pod_trouble, unschedulable
 from kaiwo_planner.domain.status.child_phase import (
     ObservedChildren,
     deployment_replicas,
@@ -50,7 +50,7 @@ def rollout_waiting_for_quota(observed: ObservedChildren) -> tuple[str, ...]:
     waiting = [w for w in observed.kueue_workloads if not kueue_admitted(w.get("status") or {})]
     if not waiting or len(waiting) == len(observed.kueue_workloads):
         return ()
-    if any(pod_trouble(pod) is not None or _unschedulable(pod) for pod in observed.pods):
+    if any(pod_trouble(pod) is not None or unschedulable(pod) for pod in observed.pods):
         return ()
     return tuple(sorted(_pod_name(w) for w in waiting))
 
@@ -91,14 +91,6 @@ def rollout_events(
     if before is not None and before.get("reason") == ROLLOUT_WAITING_FOR_QUOTA:
         return ()
     return (EventIntent(type="Normal", reason=ROLLOUT_WAITING_FOR_QUOTA, message=now.message),)
-
-
-def _unschedulable(pod: Mapping[str, Any]) -> bool:
-    """The scheduler found no node for the pod (a pod Kueue gates says ``SchedulingGated``)."""
-    if (pod.get("metadata") or {}).get("deletionTimestamp"):
-        return False
-    scheduled = condition_of(pod.get("status") or {}, "PodScheduled") or {}
-    return scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable"
 
 
 def _pod_name(workload: Mapping[str, Any]) -> str:

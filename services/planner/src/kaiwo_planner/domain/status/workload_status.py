@@ -75,7 +75,7 @@ Choices that differ from upstream, on purpose:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -194,6 +194,7 @@ def derive_status(
     duration: timedelta | None = None,
     termination: TerminationRequest | None = None,
     extra_conditions: Sequence[ConditionSpec] = (),
+    node_pools: Collection[str] | None = None,
 ) -> StatusDecision:
     """The next status of one workload.
 
@@ -202,6 +203,8 @@ def derive_status(
     ``extra_conditions`` are conditions other planning steps observed (for example that a
     Job change could not be applied); they are merged like the others, except while the
     workload is not schedulable (nothing else is planned then), TERMINATING or final.
+    ``node_pools`` are the node pools some node is in (``ChildHealthy`` tells a pod admitted
+    into another, decision 0182).
     """
     previous = dict(previous_status or {})
     previous_phase = WorkloadStatus(previous.get("status", ""))
@@ -218,6 +221,7 @@ def derive_status(
         schedulable=schedulable,
         cluster_queue=cluster_queue,
         pods_deadline=pods_deadline,
+        node_pools=node_pools,
     )
     if schedulable.schedulable:
         observation.conditions.extend(extra_conditions)
@@ -295,6 +299,7 @@ def _observe(
     schedulable: SchedulableVerdict,
     cluster_queue: str,
     pods_deadline: AdmittedPodsDeadline,
+    node_pools: Collection[str] | None,
 ) -> _Observation:
     schedulable_condition = ConditionSpec(
         SCHEDULABLE,
@@ -321,7 +326,9 @@ def _observe(
         if download_phase is not WorkloadStatus.COMPLETE:
             return _Observation(
                 WorkloadStatus.DOWNLOADING,
-                _with_health(conditions, observed, WorkloadStatus.DOWNLOADING, previous),
+                _with_health(
+                    conditions, observed, WorkloadStatus.DOWNLOADING, previous, node_pools
+                ),
             )
     if pvc_phase is WorkloadStatus.FAILED:
         return _Observation(WorkloadStatus.FAILED, conditions)
@@ -356,6 +363,7 @@ def _observe(
         conditions=conditions,
         cluster_queue=cluster_queue,
         pods_deadline=pods_deadline,
+        node_pools=node_pools,
     )
 
 
@@ -367,6 +375,7 @@ def _admitted_child(
     conditions: list[ConditionSpec],
     cluster_queue: str,
     pods_deadline: AdmittedPodsDeadline,
+    node_pools: Collection[str] | None,
 ) -> _Observation:
     """What an admitted (or partly admitted) child shows: its own phase, unless a rollout
     is stuck on an admitted pod or waits only for quota."""
@@ -376,7 +385,8 @@ def _admitted_child(
         # A pod Kueue admitted is not Ready within the Deployment's deadline, counted from
         # its admission: the rollout is stuck whatever other pods wait for (decision 0176).
         phase = WorkloadStatus.ERROR
-        return _Observation(phase, _with_health(conditions, observed, phase, previous, overdue))
+        health = _with_health(conditions, observed, phase, previous, node_pools, overdue)
+        return _Observation(phase, health)
     rollout_waits_on = rollout_waiting_for_quota(observed)
     if rollout_waits_on and observed.child is not None:
         # Past its progress deadline only because its new pods wait for the quota its old
@@ -384,7 +394,7 @@ def _admitted_child(
         phase = deployment_serving_phase(observed.child)
         waiting = rollout_waiting_condition(rollout_waits_on, observed, cluster_queue)
         conditions = [waiting if c.type == ADMITTED else c for c in conditions]
-    return _Observation(phase, _with_health(conditions, observed, phase, previous))
+    return _Observation(phase, _with_health(conditions, observed, phase, previous, node_pools))
 
 
 def _run_started(previous: Mapping[str, Any], observation: _Observation, now: datetime) -> datetime:
@@ -405,9 +415,12 @@ def _with_health(
     observed: ObservedChildren,
     phase: WorkloadStatus,
     previous: Mapping[str, Any],
+    node_pools: Collection[str] | None,
     overdue_pods: Sequence[str] = (),
 ) -> list[ConditionSpec]:
-    health = child_health(observed, phase=phase, previous=previous, overdue_pods=overdue_pods)
+    health = child_health(
+        observed, phase=phase, previous=previous, overdue_pods=overdue_pods, node_pools=node_pools
+    )
     return conditions if health is None else [*conditions, health]
 
 
