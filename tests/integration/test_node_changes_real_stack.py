@@ -15,14 +15,13 @@ generated default queue ``kaiwo``:
 * a 4-GPU node joins under a READY 16-GPU KaiwoService split by node size into 2 x 8: the
   Deployment keeps its 2 pods of 8 until the user edits the spec (decision 0137). Before,
   it was rolled to 4 pods of 4 though the user changed nothing.
-* a service's pod admitted into the 4-GPU pool while the scheduler is paused, the nodes then
+* a service's pod admitted into the 4-GPU pool while the scheduler is stopped, the nodes then
   relabelled to 8: no node can take the pod (decision 0182); the service says so and what to
   do, and once the pod is deleted it is READY. Before, it stayed STARTING without a word.
 """
 
 from __future__ import annotations
 
-import signal
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
@@ -281,37 +280,33 @@ async def test_a_pod_admitted_into_a_pool_its_nodes_left_is_told_and_runs_once_d
     stack: Pipeline, real_stack: RealCluster
 ) -> None:
     """Decision 0182: Kueue admits a service's pod into the 4-GPU pool, and before the
-    scheduler binds it (paused here, as a slow or restarting scheduler would be) the nodes
-    are relabelled to 8 GPUs and the operator moves them to the 8-GPU pool. No node can
+    scheduler binds it (stopped here, as one being moved to another node is) the nodes are
+    relabelled to 8 GPUs and the operator moves them to the 8-GPU pool. No node can
     take the pod, and Kueue never looks at it again: the service tells why and what to do;
     done, it is READY."""
     pipeline, kube, ns = stack, stack.kube, stack.namespace
     assert real_stack.plane is not None
-    [scheduler] = [c for c in real_stack.plane.components if c.name == "kube-scheduler"]
     await kube.apply(kaiwo_config(taints=False), field_manager="cluster-admin", force=True)
     await relabel_fleet(pipeline, 4)
     service = sixteen_gpu_service("stranded", ns)
     service["spec"]["gpus"] = 4
-    scheduler.process.send_signal(signal.SIGSTOP)
     try:
-        await kube.create(service)
+        with real_stack.plane.scheduler_stopped():
+            await kube.create(service)
 
-        async def admitted() -> dict[str, Any] | Pending:
-            pods = await kube.list(resources.POD, namespace=ns, label_selector="app=stranded")
-            for pod in pods.items:
-                spec = pod["spec"]
-                if not spec.get("schedulingGates") and "-4gpu-" in str(
-                    spec.get("nodeSelector", {}).get(NODEPOOL_LABEL)
-                ):
-                    return pod
-            return Pending(f"{len(pods.items)} pods, none admitted into the 4-GPU pool")
+            async def admitted() -> dict[str, Any] | Pending:
+                pods = await kube.list(resources.POD, namespace=ns, label_selector="app=stranded")
+                for pod in pods.items:
+                    spec = pod["spec"]
+                    if not spec.get("schedulingGates") and "-4gpu-" in str(
+                        spec.get("nodeSelector", {}).get(NODEPOOL_LABEL)
+                    ):
+                        return pod
+                return Pending(f"{len(pods.items)} pods, none admitted into the 4-GPU pool")
 
-        stranded = await eventually(admitted, what="the pod admitted", within=STEP)
-        await relabel_fleet(pipeline, 8)
-    finally:
-        scheduler.process.send_signal(signal.SIGCONT)
-    name = stranded["metadata"]["name"]
-    try:
+            stranded = await eventually(admitted, what="the pod admitted", within=STEP)
+            await relabel_fleet(pipeline, 8)
+        name = stranded["metadata"]["name"]
 
         async def told() -> dict[str, Any] | Pending:
             found = await kube.get(resources.KAIWO_SERVICE, "stranded", namespace=ns)
@@ -320,7 +315,17 @@ async def test_a_pod_admitted_into_a_pool_its_nodes_left_is_told_and_runs_once_d
                 None,
             )
             if health is None or health["reason"] != "NodePoolGone":
-                return Pending(f"{found['status'].get('status')}, ChildHealthy {health}")
+                pods = await kube.list(resources.POD, namespace=ns, label_selector="app=stranded")
+                seen = [
+                    (
+                        p["metadata"]["name"],
+                        p["spec"].get("nodeName"),
+                        p["spec"].get("nodeSelector", {}).get(NODEPOOL_LABEL),
+                        p["status"].get("phase"),
+                    )
+                    for p in pods.items
+                ]
+                return Pending(f"{found['status'].get('status')}, ChildHealthy {health}, {seen}")
             return found
 
         found = await eventually(told, what="the pool gone told", within=STEP)

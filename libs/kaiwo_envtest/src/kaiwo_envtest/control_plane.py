@@ -14,7 +14,8 @@ from __future__ import annotations
 import shutil
 import ssl
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
 from types import TracebackType
@@ -132,6 +133,23 @@ class ControlPlane:
         return self._write_kubeconfig(self.directory / f"{user}.kubeconfig", user, credentials)
 
     # ------------------------------------------------------------------ life
+
+    @contextmanager
+    def scheduler_stopped(self) -> Iterator[None]:
+        """The kube-scheduler stopped for the block, and a new one started after it (back
+        when this returns). The new one lists the cluster afresh, as a scheduler moved to
+        another node does: a scheduler merely paused would place pods by what its cache
+        held before the pause, changes it has not read yet included."""
+        configuration = self.options.scheduler_configuration
+        if configuration is None:
+            raise ControlPlaneError("this control plane runs no kube-scheduler")
+        [scheduler] = [c for c in self.components if c.name == "kube-scheduler"]
+        scheduler.stop()
+        self.components.remove(scheduler)
+        try:
+            yield
+        finally:
+            self._wait_ready([self._start_scheduler(self.options.binaries, configuration)])
 
     def __enter__(self) -> Self:
         try:
