@@ -75,7 +75,10 @@ def derive(
         generation=1,
         previous_status=previous,
         observed=ObservedChildren(
-            child_kind=kind, child=child, kueue_workloads=(KUEUE_ADMITTED,), **observed
+            child_kind=kind,
+            child=child,
+            kueue_workloads=observed.pop("kueue_workloads", (KUEUE_ADMITTED,)),
+            **observed,
         ),
         schedulable=OK,
         cluster_queue="kaiwo",
@@ -588,6 +591,22 @@ def test_pods_the_scheduler_may_still_place_are_no_pool_trouble() -> None:
     # The nodes' pools unknown: no pod is judged by its pool.
     unknown = derive(running("STARTING"), "Deployment", deployment(), pods=(admitted_pod("c"),))
     assert unknown.status["conditions"] == [SCHEDULABLE, ADMITTED]
+
+
+def test_a_pool_in_the_selector_of_a_pod_kueue_does_not_manage_is_the_users_own() -> None:
+    # A namespace Kueue does not manage: no Workload, nobody admitted the pod anywhere. One
+    # replica serves, so the service is believed admitted and its pods are looked at.
+    serving = deployment(readyReplicas=1, availableReplicas=1)
+    serving["spec"]["replicas"] = 2
+    decision = derive(
+        running("RUNNING"),
+        "Deployment",
+        serving,
+        pods=(admitted_pod("chat-1"),),
+        node_pools=frozenset({NEW_POOL}),
+        kueue_workloads=(),
+    )
+    assert "ChildHealthy" not in [c["type"] for c in decision.status["conditions"]]
 
 
 def test_a_download_pod_that_cannot_pull_its_image_is_told_while_downloading() -> None:

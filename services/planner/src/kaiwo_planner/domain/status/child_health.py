@@ -82,7 +82,9 @@ def child_health(
     pool)."""
     if phase is WorkloadStatus.FAILED:
         return _failure(observed)
-    troubles = tuple(_troubles(observed.pods, node_pools))
+    # Only Kueue puts a pool's selector on a pod it admits; without its Workloads (a
+    # namespace Kueue does not manage) a pool in a pod's selector is the user's own choice.
+    troubles = tuple(_troubles(observed.pods, node_pools if observed.kueue_workloads else None))
     troubles_told = [text for _, text in troubles]
     if phase is WorkloadStatus.ERROR and observed.child_kind == "AppWrapper":
         return ConditionSpec(
