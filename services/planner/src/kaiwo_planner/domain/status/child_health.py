@@ -30,6 +30,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
+from kaiwo_contracts.gpu_workloads import controller_reference
 
 from kaiwo_planner.domain.state.cluster import object_uid
 from kaiwo_planner.domain.state.first_few import first_few
@@ -264,14 +265,9 @@ def _pool_gone(
         "more (its nodes moved to another pool before the scheduler bound the pod), so no "
         "node can take it, and Kueue, which counts it admitted, does not admit it again"
     )
-    if _controller_kind(pod) == "ReplicaSet":
+    if (controller_reference(pod) or {}).get("kind") == "ReplicaSet":
         told += "; delete the pod: its ReplicaSet makes a new one, which Kueue admits anew"
     return NODE_POOL_GONE, told
-
-
-def _controller_kind(obj: Mapping[str, Any]) -> str:
-    references = (obj.get("metadata") or {}).get("ownerReferences") or ()
-    return next((str(r.get("kind")) for r in references if (r or {}).get("controller")), "")
 
 
 def pod_trouble(pod: Mapping[str, Any]) -> tuple[str, str] | None:
