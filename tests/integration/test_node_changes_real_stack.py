@@ -148,9 +148,7 @@ async def test_a_running_job_outlives_a_relabel_of_its_nodes_and_completes(
     await pipeline.reaches("relabelled", "RUNNING", within=STEP)
 
     # The GPU operator relabels the nodes: 4 GPUs each, 8 in all, no node of 8.
-    for spec in FLEET:
-        patch = {"metadata": {"labels": {COUNT_LABEL: "4"}}}
-        await kube.merge_patch(resources.NODE, spec.name, patch, field_manager="gpu-feature")
+    await label_gpu_count(pipeline, 4)
 
     told = (
         "spec.gpus (8) asks for 8 GPUs in the single pod of a Job, but the largest node has 4 "
@@ -178,16 +176,20 @@ async def test_a_running_job_outlives_a_relabel_of_its_nodes_and_completes(
     assert not await warnings(pipeline, "relabelled", "WorkloadError")
 
 
-async def relabel_fleet(pipeline: Pipeline, gpus: int) -> None:
-    """The GPU operator relabels both nodes to ``gpus`` GPUs; wait until that is in force:
-    every node in the pool of that size and the default queue listing that flavor alone. A
-    pod Kueue admitted into the old pool meanwhile would wait for a pool no node is in any
-    more (decision 0182)."""
+async def label_gpu_count(pipeline: Pipeline, gpus: int) -> None:
+    """The GPU operator relabels both nodes to ``gpus`` GPUs (the device plugin's count)."""
     for spec in FLEET:
         patch = {"metadata": {"labels": {COUNT_LABEL: str(gpus)}}}
         await pipeline.kube.merge_patch(
             resources.NODE, spec.name, patch, field_manager="gpu-feature"
         )
+
+
+async def relabel_fleet(pipeline: Pipeline, gpus: int) -> None:
+    """:func:`label_gpu_count`, then wait until it is in force: every node in the pool of
+    that size and the default queue listing that flavor alone. A pod Kueue admitted into the
+    old pool meanwhile would wait for a pool no node is in any more (decision 0182)."""
+    await label_gpu_count(pipeline, gpus)
 
     async def check() -> bool | Pending:
         pools = set()
