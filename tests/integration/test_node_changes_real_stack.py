@@ -18,6 +18,9 @@ generated default queue ``kaiwo``:
 * a service's pod admitted into the 4-GPU pool while the scheduler is stopped, the nodes then
   relabelled to 8: no node can take the pod (decision 0182); the service says so and what to
   do, and once the pod is deleted it is READY. Before, it stayed STARTING without a word.
+* the same with a KaiwoJob, whose pods would wait for the gone pool however often made
+  again: the operator makes its Job anew (decision 0183), and it completes. Before, it stayed
+  STARTING for good.
 """
 
 from __future__ import annotations
@@ -351,3 +354,55 @@ async def test_a_pod_admitted_into_a_pool_its_nodes_left_is_told_and_runs_once_d
         assert condition(ready, "ChildHealthy")["status"] == "True"
     finally:
         await kube.delete(resources.KAIWO_SERVICE, "stranded", namespace=ns)
+
+
+async def test_a_job_admitted_into_a_pool_its_nodes_left_is_made_anew_and_completes(
+    stack: Pipeline, real_stack: RealCluster
+) -> None:
+    """Decision 0183: as above, with a KaiwoJob. Kueue started its Job in the 4-GPU pool
+    (the pool written into the Job's template, so every pod the Job makes waits for it), and
+    the nodes moved to the 8-GPU pool before the scheduler bound the pod. None of its pods
+    ran: the operator makes the Job anew, Kueue admits the new one into the 8-GPU pool, and
+    it completes."""
+    pipeline, kube, ns = stack, stack.kube, stack.namespace
+    assert real_stack.plane is not None
+    await kube.apply(kaiwo_config(taints=False), field_manager="cluster-admin", force=True)
+    await relabel_fleet(pipeline, 4)
+    job = eight_gpu_job("remade", ns, run_seconds=5)
+    job["spec"]["gpus"] = 4
+    pods_of_the_job = "batch.kubernetes.io/job-name=remade"
+    try:
+        with real_stack.plane.scheduler_stopped():
+            await kube.create(job)
+
+            async def started() -> dict[str, Any] | Pending:
+                pods = await kube.list(resources.POD, namespace=ns, label_selector=pods_of_the_job)
+                for pod in pods.items:
+                    spec = pod["spec"]
+                    if not spec.get("schedulingGates") and "-4gpu-" in str(
+                        spec.get("nodeSelector", {}).get(NODEPOOL_LABEL)
+                    ):
+                        return pod
+                return Pending(f"{len(pods.items)} pods, none started in the 4-GPU pool")
+
+            stranded = await eventually(started, what="the Job started", within=STEP)
+            await relabel_fleet(pipeline, 8)
+        [first_run] = [
+            ref["uid"] for ref in stranded["metadata"]["ownerReferences"] if ref["kind"] == "Job"
+        ]
+
+        await pipeline.reaches("remade", "COMPLETE", within=STEP)
+        pool = stranded["spec"]["nodeSelector"][NODEPOOL_LABEL]
+        [event] = await warnings(pipeline, "remade", "ChildReplacing")
+        assert (event["type"], event["message"]) == (
+            "Normal",
+            f"Job remade: Kueue admitted it into node pool {pool}, which no node is in any "
+            "more, before any of its pods ran: the Job is made anew, and Kueue admits it again",
+        )
+        assert not await warnings(pipeline, "remade", "ChildDeleted")
+        second_run = await kube.get(resources.JOB, "remade", namespace=ns)
+        assert second_run["metadata"]["uid"] != first_run
+        selector = second_run["spec"]["template"]["spec"].get("nodeSelector", {})
+        assert "-8gpu-" in selector.get(NODEPOOL_LABEL, "")
+    finally:
+        await kube.delete(resources.KAIWO_JOB, "remade", namespace=ns)

@@ -611,6 +611,123 @@ def test_a_job_kueue_admitted_but_still_observed_suspended_is_not_replaced(clust
     assert waiting.desired == ()
 
 
+GONE_POOL = "amd-mi300x-4gpu-172core-1843gi"
+
+
+def stranded_job_and_pod(first: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The first plan's Job as Kueue started it in ``GONE_POOL`` (its selector written into
+    the template), and its pod, which the scheduler found no node for (decision 0183)."""
+    (job,) = copy.deepcopy(first.desired)
+    job["metadata"]["uid"] = "child-uid"
+    job["spec"]["suspend"] = False
+    job["spec"]["template"]["spec"]["nodeSelector"] = {"kaiwo/nodepool": GONE_POOL}
+    job["status"] = {"active": 1, "startTime": T_EARLIER}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "train-x7",
+            "namespace": "team-a",
+            "uid": "pod-uid",
+            "labels": dict(job["spec"]["template"]["metadata"]["labels"]),
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": "train",
+                    "uid": "child-uid",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {"nodeSelector": {"kaiwo/nodepool": GONE_POOL}},
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+        },
+    }
+    return job, pod
+
+
+def test_a_job_admitted_into_a_pool_its_nodes_left_is_made_anew(cluster_with):
+    """Decision 0183: Kueue started the Job in a pool no node is in any more (its nodes moved
+    to another pool before the scheduler bound the pod), and none of its pods ran: the Job
+    is pruned, to be made again, and Kueue admits the new one into a pool that has nodes.
+    The plan after it makes the Job again without a ChildDeleted warning: the operator
+    deleted it, not someone else."""
+    owner = kaiwo_job(TRAIN_SPEC)
+    first = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+    assert first is not None
+    job, pod = stranded_job_and_pod(first)
+    starting = kaiwo_job(TRAIN_SPEC, status={**first.status, "status": "STARTING"})
+
+    plan = planned(
+        owner=starting,
+        cluster=cluster_with(starting, job, pod, workloads=(admitted("child-uid"),)),
+        now=NOW,
+    )
+
+    assert plan is not None
+    assert plan.desired == ()
+    assert any(rule.kind == "Job" for rule in plan.prune)
+    told = (
+        "Job train: Kueue admitted it into node pool amd-mi300x-4gpu-172core-1843gi, which no "
+        "node is in any more, before any of its pods ran: the Job is made anew, and Kueue "
+        "admits it again"
+    )
+    replacing = condition(plan, "ChildSpecApplied")
+    assert (replacing["status"], replacing["reason"], replacing["message"]) == (
+        "False",
+        "Replacing",
+        told,
+    )
+    assert condition(plan, "ChildHealthy")["reason"] == "NodePoolGone"
+    assert [(e.type, e.reason, e.message) for e in plan.events if e.reason == "ChildReplacing"] == [
+        ("Normal", "ChildReplacing", told)
+    ]
+
+    # The Job and its Workload gone: made again, and nobody is warned of a deletion.
+    replaced = kaiwo_job(TRAIN_SPEC, status=plan.status)
+    again = planned(owner=replaced, cluster=cluster_with(replaced), now=NOW)
+    assert again is not None
+    assert [m["kind"] for m in again.desired] == ["Job"]
+    assert condition(again, "ChildSpecApplied")["status"] == "True"
+    assert [e.reason for e in again.events if e.reason == "ChildDeleted"] == []
+
+
+@pytest.mark.parametrize(
+    "ran",
+    [
+        pytest.param({"status": {"active": 1, "succeeded": 1}}, id="a pod succeeded"),
+        pytest.param({"status": {"active": 1, "failed": 1}}, id="a pod failed"),
+        pytest.param({"status": {"active": 1, "ready": 1}}, id="a pod is ready"),
+        pytest.param({"pod": {"nodeName": "mi300x-0"}}, id="its pod is bound"),
+        pytest.param({"nodes": True}, id="its pool has nodes"),
+        pytest.param({"workloads": ()}, id="Kueue does not manage it"),
+    ],
+)
+def test_a_job_is_not_made_anew_once_anything_of_it_ran_or_may_run(cluster_with, gpu_nodes, ran):
+    """What a Job made anew would lose, or a pod that may still run, keeps the Job: it is
+    applied as before (decision 0183)."""
+    owner = kaiwo_job(TRAIN_SPEC)
+    first = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+    assert first is not None
+    job, pod = stranded_job_and_pod(first)
+    job["status"] = {**job["status"], **ran.get("status", {})}
+    pod["spec"].update(ran.get("pod", {}))
+    starting = kaiwo_job(TRAIN_SPEC, status={**first.status, "status": "STARTING"})
+    if ran.get("nodes"):  # the nodes of cluster_with
+        gpu_nodes[0]["metadata"]["labels"]["kaiwo/nodepool"] = GONE_POOL
+    workloads = ran.get("workloads", (admitted("child-uid"),))
+    cluster = cluster_with(starting, job, pod, workloads=workloads)
+
+    plan = planned(owner=starting, cluster=cluster, now=NOW)
+
+    assert plan is not None
+    assert [m["kind"] for m in plan.desired] == ["Job"]
+    assert condition(plan, "ChildSpecApplied")["reason"] != "Replacing"
+
+
 def test_storage_left_disabled_is_told_once_per_generation(cluster_with):
     """The reference ignores ``data``/``huggingFace`` unless ``storageEnabled``: the workload
     runs without them, and a Warning says so (decision 0119)."""

@@ -43,7 +43,8 @@ of a start (decision 0130).
 Events beyond the phase transitions: ``SettingsIgnored`` (Warning) once per generation when
 the spec sets something that has no effect, ``ChildSpecNotApplied`` (Warning) when a change
 cannot reach the existing Job, ``ChildReplacing`` (Normal) when a waiting AppWrapper is
-replaced to take one (decision 0129), ``GpusRoundedDown``/``GpusRecalculated`` (Normal) when the
+replaced to take one (decision 0129), or a Job Kueue started in a node pool no node is in
+any more is made anew (decision 0183), ``GpusRoundedDown``/``GpusRecalculated`` (Normal) when the
 pods hold another total than ``spec.gpus`` (decision 0118), once per change of that note;
 ``AdmittedBeforeNodeChange`` (Warning) when the nodes no longer hold what an admitted workload
 asks for (decision 0132), once per change of its message; ``ChildDeleted`` (Warning) when
@@ -115,6 +116,7 @@ from kaiwo_planner.domain.state.index_entry import KUEUE_GROUP
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.priority_classes import NO_PRIORITY, choose_priority
 from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
+from kaiwo_planner.domain.status.child_health import job_made_anew
 from kaiwo_planner.domain.status.child_phase import (
     ChildKind,
     ObservedChildren,
@@ -288,6 +290,7 @@ def plan_workload(
         if note:
             verdict = dataclasses.replace(verdict, message=f"{verdict.message}; {note}")
     children = None
+    node_pools = pools_with_nodes(context)
     if (
         verdict.schedulable
         and verdict.reason != REASON_ADMITTED_BEFORE_NODE_CHANGE
@@ -306,6 +309,7 @@ def plan_workload(
             context=context,
             gpu_taint_on_nodes=gpu_taint_on_nodes(context, config.spec.nodes.default_gpu_taint_key),
             recorded_gpu_taint_keys=recorded_gpu_taint_keys(context),
+            main_made_anew=job_made_anew(observed, node_pools),
         )
         if observed.child is None and observed.earlier_kueue_workloads:
             children = _main_child_held(children)
@@ -327,7 +331,7 @@ def plan_workload(
             ),
             *_gpu_idle_conditions(workload, previous, context=context, now=now),
         ),
-        node_pools=pools_with_nodes(context),
+        node_pools=node_pools,
     )
     status = _with_valid_spec(decision.status, previous, generation=generation, now=now)
     desired, prune = _desired_and_prune(previous_phase, children)
@@ -337,7 +341,7 @@ def plan_workload(
         *_child_spec_events(status, previous),
         *_gpus_adjusted_events(status, previous),
         *_node_change_events(status, previous),
-        *_child_deleted_events(previous_phase, observed, children),
+        *_child_deleted_events(previous_phase, previous, observed, children),
         *_pvc_deleting_events(status, previous),
         *_volume_made_anew_events(status, previous),
     )
@@ -532,18 +536,24 @@ _PHASES_OF_A_CHILD_THAT_RAN = frozenset(
 
 
 def _child_deleted_events(
-    previous_phase: WorkloadStatus, observed: ObservedChildren, children: ChildrenDecision | None
+    previous_phase: WorkloadStatus,
+    previous: Mapping[str, Any],
+    observed: ObservedChildren,
+    children: ChildrenDecision | None,
 ) -> tuple[EventIntent, ...]:
     """A Warning when the main child of a workload that was admitted and ran (or started) is
     gone and is to be made again: someone deleted it (a workload being deleted, or in a
     Namespace being deleted, is never planned so far). The new child starts from the
     beginning: the pods, and whatever they had done, are lost. Once: the phase this plan
-    writes is no longer one of a child that ran (decision 0139)."""
+    writes is no longer one of a child that ran (decision 0139). Not when the operator
+    replaced it itself, as the previous status says (``ChildSpecApplied`` ``Replacing``)."""
+    replaced = (condition_of(previous, CHILD_SPEC_APPLIED) or {}).get("reason")
     if (
         observed.child is not None
         or children is None
         or children.main_child is None
         or previous_phase not in _PHASES_OF_A_CHILD_THAT_RAN
+        or replaced == REASON_REPLACING
     ):
         return ()
     child = children.main_child

@@ -396,6 +396,7 @@ def plan_children(
     context: PlanningContext | None = None,
     gpu_taint_on_nodes: bool = False,
     recorded_gpu_taint_keys: tuple[str, ...] = (),
+    main_made_anew: str | None = None,
 ) -> ChildrenDecision:
     """Every child ``workload`` needs now, sorted, with the conditions the status step reports.
 
@@ -410,6 +411,8 @@ def plan_children(
     ``recorded_gpu_taint_keys``: the keys of the GPU taints the operator recorded on Nodes,
     tolerated too while it is off
     (:attr:`~kaiwo_planner.domain.settings.workload_inputs.ChildDefaults.gpu_toleration_keys`).
+    ``main_made_anew``: why the existing main child is replaced whatever its spec (pruned now,
+    created again once it is gone), as ``ChildSpecApplied`` says with reason ``Replacing``.
 
     Building the children from the spec is most of the cost of a plan, and most plans are
     made because a child's status or the workload's own status moved while its spec and the
@@ -454,8 +457,10 @@ def plan_children(
     conditions = list(built.conditions)
     main_child = None
     if built.main is not None:
-        main, applied = _reconcile_with_observed(
-            built.main, observed_main_child, context, built.origins
+        main, applied = (
+            (None, _replacing(main_made_anew))
+            if main_made_anew is not None and observed_main_child is not None
+            else _reconcile_with_observed(built.main, observed_main_child, context, built.origins)
         )
         conditions.append(applied)
         desired += [main, *built.others] if main is not None else built.others

@@ -17,7 +17,8 @@ and its pods report (decision 0134):
 * a pod Kueue admitted into a node pool no node is in any more (:data:`NODE_POOL_GONE`,
   decision 0182): the operator moved the pool's nodes to another pool before the scheduler
   bound the pod, so the scheduler finds no node for it, and Kueue, which counts it
-  admitted, never places it again.
+  admitted, never places it again. A batch Job none of whose pods ran is made anew
+  (:func:`job_made_anew`, decision 0183).
 
 Each is ``ChildHealthy`` False with the cause as its reason. The condition is written only
 once something went wrong, so a workload that never had trouble carries none; once written it
@@ -248,16 +249,25 @@ def unschedulable(pod: Mapping[str, Any]) -> bool:
     return scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable"
 
 
-def _pool_gone(
-    pod: Mapping[str, Any], node_pools: Collection[str] | None
-) -> tuple[str, str] | None:
-    """A pod the scheduler found no node for, whose node selector (Kueue's, from the flavor
-    it admitted the pod into) names a pool no node is in: the reason and what to tell."""
+def gone_pool(pod: Mapping[str, Any], node_pools: Collection[str] | None) -> str | None:
+    """The node pool a pod waits for that no node is in: the pool its node selector (Kueue's,
+    from the flavor it admitted the pod into) names, when the scheduler found no node for the
+    pod and no node is in that pool (None otherwise, and when ``node_pools`` is None)."""
     spec = pod.get("spec") or {}
     pool = (spec.get("nodeSelector") or {}).get(NODEPOOL_LABEL)
     if node_pools is None or not pool or pool in node_pools or spec.get("nodeName"):
         return None
     if spec.get("schedulingGates") or not unschedulable(pod):
+        return None
+    return str(pool)
+
+
+def _pool_gone(
+    pod: Mapping[str, Any], node_pools: Collection[str] | None
+) -> tuple[str, str] | None:
+    """:func:`gone_pool`'s pod: the reason and what to tell."""
+    pool = gone_pool(pod, node_pools)
+    if pool is None:
         return None
     name = str((pod.get("metadata") or {}).get("name") or "")
     told = (
@@ -268,6 +278,42 @@ def _pool_gone(
     if (controller_reference(pod) or {}).get("kind") == "ReplicaSet":
         told += "; delete the pod: its ReplicaSet makes a new one, which Kueue admits anew"
     return NODE_POOL_GONE, told
+
+
+def job_made_anew(observed: ObservedChildren, node_pools: Collection[str] | None) -> str | None:
+    """Why the main batch Job is to be made anew (None: it is not): Kueue admitted it into a
+    node pool no node is in any more (:func:`gone_pool`), and none of its pods ran.
+
+    Kueue wrote the pool into the Job's template when it admitted the Job, so every pod the
+    Job makes waits for that pool, and Kueue, which counts the Job admitted, never admits it
+    again. A Job made anew gets a Workload of its own, which Kueue admits into a pool that
+    has nodes (or queues). Only while nothing of the Job ran: no pod succeeded, failed or was
+    ready, and each live pod waits for a pool that is gone, so that nothing done is lost
+    (decision 0183). Only for a workload Kueue manages (see :func:`child_health`).
+    """
+    job = observed.child
+    if observed.child_kind != "Job" or job is None or not observed.kueue_workloads:
+        return None
+    meta = job.get("metadata") or {}
+    status = job.get("status") or {}
+    if meta.get("deletionTimestamp") or any(
+        int(status.get(count) or 0) for count in ("succeeded", "failed", "ready")
+    ):
+        return None
+    uid = object_uid(job)
+    live = [
+        pod
+        for pod in observed.pods
+        if _owned_by(pod, uid) and not (pod.get("metadata") or {}).get("deletionTimestamp")
+    ]
+    pools = {gone_pool(pod, node_pools) for pod in live}
+    if not live or None in pools:
+        return None
+    return (
+        f"Job {meta.get('name') or ''}: Kueue admitted it into node pool "
+        f"{', '.join(sorted(str(pool) for pool in pools))}, which no node is in any more, "
+        "before any of its pods ran: the Job is made anew, and Kueue admits it again"
+    )
 
 
 def pod_trouble(pod: Mapping[str, Any]) -> tuple[str, str] | None:
