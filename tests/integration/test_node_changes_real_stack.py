@@ -21,6 +21,9 @@ generated default queue ``kaiwo``:
 * the same with a KaiwoJob, whose pods would wait for the gone pool however often made
   again: the operator makes its Job anew (decision 0183), and it completes. Before, it stayed
   STARTING for good.
+* a Job of two completions whose second pod is made after its nodes moved to another pool:
+  its first pod ran, so the Job is not made anew; the workload says how to have Kueue admit
+  it anew, and done as said, the Job completes with both completions.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from typing import Any, Final
 import pytest
 import pytest_asyncio
 from kaiwo_kube import resources
+from kaiwo_kube.resources import ResourceType
 from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec, NodeType
 
 from tests.integration.pipeline import cluster_actors as actors
@@ -59,6 +63,13 @@ RUN_SECONDS: Final = "sandbox.kaiwo.silogen.ai/run-seconds"
 NODEPOOL_LABEL: Final = "kaiwo/nodepool"
 STEP: Final = 90.0
 SMALL_NODE: Final = NodeSpec("nc-small", NodeType("amd", MI300X.product, 4, "64", "512Gi"))
+WORKLOAD_AS_KUBECTL_PATCHES: Final = ResourceType(
+    group="kueue.x-k8s.io", version="v1beta2", plural="workloads", kind="Workload", namespaced=True
+)
+"""Kueue's preferred version, which ``kubectl patch workload`` writes. Kueue 0.17 refuses a
+v1beta1 patch of a Workload without a priority class while it holds quota: its v1beta1
+rule reads a ``priorityClassSource`` that the conversion from the stored v1beta2 leaves out
+("no such key: priorityClassSource")."""
 
 
 def kaiwo_config(*, taints: bool) -> dict[str, Any]:
@@ -400,9 +411,102 @@ async def test_a_job_admitted_into_a_pool_its_nodes_left_is_made_anew_and_comple
             "more, before any of its pods ran: the Job is made anew, and Kueue admits it again",
         )
         assert not await warnings(pipeline, "remade", "ChildDeleted")
+        [unhealthy] = await warnings(pipeline, "remade", "ChildUnhealthy")
+        assert unhealthy["message"].endswith(
+            "; the operator makes the Job anew, which Kueue admits again"
+        )
         second_run = await kube.get(resources.JOB, "remade", namespace=ns)
         assert second_run["metadata"]["uid"] != first_run
         selector = second_run["spec"]["template"]["spec"].get("nodeSelector", {})
         assert "-8gpu-" in selector.get(NODEPOOL_LABEL, "")
     finally:
         await kube.delete(resources.KAIWO_JOB, "remade", namespace=ns)
+
+
+async def test_a_job_whose_next_pod_waits_for_a_pool_its_nodes_left_completes_as_told(
+    stack: Pipeline,
+) -> None:
+    """Decision 0183: a Job of two completions, one pod at a time, started in the 4-GPU
+    pool. Its nodes move to the 8-GPU pool while the first pod runs; the second, made from
+    the template Kueue wrote the old pool into, waits for good. Its first pod ran, so the
+    Job is not made anew: the workload tells what to do, and done, the Job completes with
+    both completions, the first kept."""
+    pipeline, kube, ns = stack, stack.kube, stack.namespace
+    await kube.apply(kaiwo_config(taints=False), field_manager="cluster-admin", force=True)
+    await relabel_fleet(pipeline, 4)
+    # Its first pod runs long enough for the relabel to be in force before the second starts.
+    job = eight_gpu_job("second", ns, run_seconds=20)
+    job["spec"]["gpus"] = 4
+    job["spec"]["job"] = {"spec": {"completions": 2, "parallelism": 1}}
+    pods_of_the_job = "batch.kubernetes.io/job-name=second"
+    try:
+        await kube.create(job)
+
+        async def first_pod_runs() -> dict[str, Any] | Pending:
+            pods = await kube.list(resources.POD, namespace=ns, label_selector=pods_of_the_job)
+            running = [p for p in pods.items if p["status"].get("phase") == "Running"]
+            return running[0] if running else Pending(f"{len(pods.items)} pods, none running")
+
+        first = await eventually(first_pod_runs, what="the first pod running", within=STEP)
+        pool = first["spec"]["nodeSelector"][NODEPOOL_LABEL]
+        assert "-4gpu-" in pool
+        await relabel_fleet(pipeline, 8)
+        first_now = await kube.get(resources.POD, first["metadata"]["name"], namespace=ns)
+        assert first_now["status"]["phase"] == "Running", "the relabel took the first pod's run"
+
+        async def told() -> dict[str, Any] | Pending:
+            found = await pipeline.kaiwo_job("second")
+            health = next(
+                (c for c in found["status"].get("conditions", ()) if c["type"] == "ChildHealthy"),
+                None,
+            )
+            if health is None or health["reason"] != "NodePoolGone":
+                return Pending(f"{found['status'].get('status')}, ChildHealthy {health}")
+            return found
+
+        found = await eventually(told, what="the pool gone told", within=STEP)
+        [workload] = [
+            w
+            for w in (await kube.list(resources.KUEUE_WORKLOAD, namespace=ns)).items
+            if any(r["name"] == "second" for r in w["metadata"].get("ownerReferences", ()))
+        ]
+        name = workload["metadata"]["name"]
+        message = condition(found, "ChildHealthy")["message"]
+        assert message.startswith("pod second-")
+        assert message.endswith(
+            f": Kueue admitted it into node pool {pool}, which no node is in any more (its "
+            "nodes moved to another pool before the scheduler bound the pod), so no node can "
+            "take it, and Kueue, which counts it admitted, does not admit it again; set "
+            f"spec.active of its Kueue Workload {name} to false, and once the Job is "
+            "suspended back to true: Kueue admits it anew, and what its pods finished is kept"
+        )
+
+        # As told, as `kubectl patch workload` does it.
+        await kube.merge_patch(
+            WORKLOAD_AS_KUBECTL_PATCHES,
+            name,
+            {"spec": {"active": False}},
+            namespace=ns,
+            field_manager="platform-team",
+        )
+
+        async def suspended() -> bool | Pending:
+            found = await kube.get(resources.JOB, "second", namespace=ns)
+            if found["spec"].get("suspend") is True:
+                return True
+            return Pending(f"Job {found['spec'].get('suspend')}, {found.get('status')}")
+
+        await eventually(suspended, what="the Job suspended", within=STEP)
+        await kube.merge_patch(
+            WORKLOAD_AS_KUBECTL_PATCHES,
+            name,
+            {"spec": {"active": True}},
+            namespace=ns,
+            field_manager="platform-team",
+        )
+        await pipeline.reaches("second", "COMPLETE", within=STEP)
+        done = await kube.get(resources.JOB, "second", namespace=ns)
+        assert done["status"]["succeeded"] == 2
+        assert not await warnings(pipeline, "second", "ChildReplacing")
+    finally:
+        await kube.delete(resources.KAIWO_JOB, "second", namespace=ns)

@@ -493,7 +493,12 @@ NEW_POOL = "amd-mi300x-8gpu-172core-1843gi"
 
 
 def admitted_pod(
-    name: str, *, pool: str = OLD_POOL, controller: str = "ReplicaSet", **spec: Any
+    name: str,
+    *,
+    pool: str = OLD_POOL,
+    controller: str = "ReplicaSet",
+    controller_uid: str = "rs",
+    **spec: Any,
 ) -> dict[str, Any]:
     """A pending pod Kueue admitted into ``pool`` (its selector), the scheduler's verdict
     Unschedulable."""
@@ -511,7 +516,7 @@ def admitted_pod(
         ],
     )
     found["metadata"]["ownerReferences"] = [
-        {"kind": controller, "name": "chat-5d9c", "uid": "rs", "controller": True}
+        {"kind": controller, "name": "chat-5d9c", "uid": controller_uid, "controller": True}
     ]
     found["spec"] = {
         "nodeSelector": {"kaiwo/nodepool": pool, "kubernetes.io/hostname": "nc-1"},
@@ -555,23 +560,46 @@ def test_a_pod_admitted_into_a_pool_no_node_is_in_is_told_with_what_to_do() -> N
     )
 
 
-def test_a_jobs_pod_in_a_pool_gone_is_told_without_a_delete_that_would_not_help() -> None:
-    # The Job makes the same pod again, with Kueue's selector in its template.
-    stranded = admitted_pod("train-x7", controller="Job")
+STRANDED_JOB_POD = (
+    "pod train-x7: Kueue admitted it into node pool amd-mi300x-4gpu-172core-1843gi, which no "
+    "node is in any more (its nodes moved to another pool before the scheduler bound the pod), "
+    "so no node can take it, and Kueue, which counts it admitted, does not admit it again; "
+)
+
+
+def test_a_jobs_pod_in_a_pool_gone_after_a_pod_ran_is_told_how_to_keep_what_ran() -> None:
+    # Deleting the pod would not help: the Job makes the same pod again, with Kueue's
+    # selector in its template. A Job made anew would redo what its first pod finished.
+    stranded = admitted_pod("train-x7", controller="Job", controller_uid="job-uid")
     decision = derive(
-        running("STARTING"),
+        running("RUNNING"),
         "Job",
-        batch_job(),
+        batch_job(active=1, succeeded=1),
         pods=(stranded,),
         node_pools=frozenset({NEW_POOL}),
     )
     assert decision.status["conditions"][-1] == health(
         "False",
         "NodePoolGone",
-        "pod train-x7: Kueue admitted it into node pool amd-mi300x-4gpu-172core-1843gi, which "
-        "no node is in any more (its nodes moved to another pool before the scheduler bound "
-        "the pod), so no node can take it, and Kueue, which counts it admitted, does not admit "
-        "it again",
+        STRANDED_JOB_POD + "set spec.active of its Kueue Workload wl to false, and once the "
+        "Job is suspended back to true: Kueue admits it anew, and what its pods finished is "
+        "kept",
+    )
+
+
+def test_a_jobs_pod_in_a_pool_gone_before_any_ran_is_told_the_job_is_made_anew() -> None:
+    stranded = admitted_pod("train-x7", controller="Job", controller_uid="job-uid")
+    decision = derive(
+        running("STARTING"),
+        "Job",
+        batch_job(active=1),
+        pods=(stranded,),
+        node_pools=frozenset({NEW_POOL}),
+    )
+    assert decision.status["conditions"][-1] == health(
+        "False",
+        "NodePoolGone",
+        STRANDED_JOB_POD + "the operator makes the Job anew, which Kueue admits again",
     )
 
 

@@ -27,7 +27,7 @@ turns True when the trouble is gone.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Final
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
@@ -86,7 +86,13 @@ def child_health(
         return _failure(observed)
     # Only Kueue puts a pool's selector on a pod it admits; without its Workloads (a
     # namespace Kueue does not manage) a pool in a pod's selector is the user's own choice.
-    troubles = tuple(_troubles(observed.pods, node_pools if observed.kueue_workloads else None))
+    troubles = tuple(
+        _troubles(
+            observed.pods,
+            node_pools if observed.kueue_workloads else None,
+            job_advice=lambda: _stranded_job_advice(observed, node_pools),
+        )
+    )
     troubles_told = [text for _, text in troubles]
     if phase is WorkloadStatus.ERROR and observed.child_kind == "AppWrapper":
         return ConditionSpec(
@@ -229,14 +235,18 @@ def _past_progress_deadline(deployment: Mapping[str, Any], stuck: Sequence[str])
 
 
 def _troubles(
-    pods: Sequence[Mapping[str, Any]], node_pools: Collection[str] | None
+    pods: Sequence[Mapping[str, Any]],
+    node_pools: Collection[str] | None,
+    *,
+    job_advice: Callable[[], str],
 ) -> list[tuple[str, str]]:
     """Each live pod's trouble (its first container in trouble, else a pool gone): its
-    reason and what to tell, by pod name."""
+    reason and what to tell, by pod name. ``job_advice``: what is done, or to do, for a
+    Job's pod waiting for a pool gone (asked only of such a pod)."""
     found = [
         (str((pod.get("metadata") or {}).get("name") or ""), trouble)
         for pod in pods
-        if (trouble := pod_trouble(pod) or _pool_gone(pod, node_pools)) is not None
+        if (trouble := pod_trouble(pod) or _pool_gone(pod, node_pools, job_advice)) is not None
     ]
     return [trouble for _, trouble in sorted(found)]
 
@@ -263,7 +273,7 @@ def gone_pool(pod: Mapping[str, Any], node_pools: Collection[str] | None) -> str
 
 
 def _pool_gone(
-    pod: Mapping[str, Any], node_pools: Collection[str] | None
+    pod: Mapping[str, Any], node_pools: Collection[str] | None, job_advice: Callable[[], str]
 ) -> tuple[str, str] | None:
     """:func:`gone_pool`'s pod: the reason and what to tell."""
     pool = gone_pool(pod, node_pools)
@@ -275,9 +285,30 @@ def _pool_gone(
         "more (its nodes moved to another pool before the scheduler bound the pod), so no "
         "node can take it, and Kueue, which counts it admitted, does not admit it again"
     )
-    if (controller_reference(pod) or {}).get("kind") == "ReplicaSet":
+    controller = (controller_reference(pod) or {}).get("kind")
+    if controller == "ReplicaSet":
         told += "; delete the pod: its ReplicaSet makes a new one, which Kueue admits anew"
+    elif controller == "Job" and (advice := job_advice()):
+        told += f"; {advice}"
     return NODE_POOL_GONE, told
+
+
+def _stranded_job_advice(observed: ObservedChildren, node_pools: Collection[str] | None) -> str:
+    """For a batch Job's pod that waits for a pool gone: the Job made anew when none of its
+    pods ran (:func:`job_made_anew`); else what recovers it without losing what its pods
+    finished, as measured on Kueue (decision 0183): its Workload deactivated and activated
+    again, so that Kueue suspends the Job (its finished pods counted) and admits it anew."""
+    if observed.child_kind != "Job" or not observed.kueue_workloads:
+        return ""
+    if job_made_anew(observed, node_pools) is not None:
+        return "the operator makes the Job anew, which Kueue admits again"
+    names = sorted(
+        str((w.get("metadata") or {}).get("name") or "") for w in observed.kueue_workloads
+    )
+    return (
+        f"set spec.active of its Kueue Workload {', '.join(names)} to false, and once the Job "
+        "is suspended back to true: Kueue admits it anew, and what its pods finished is kept"
+    )
 
 
 def job_made_anew(observed: ObservedChildren, node_pools: Collection[str] | None) -> str | None:
