@@ -301,50 +301,16 @@ async def test_a_pod_admitted_into_a_pool_its_nodes_left_is_told_and_runs_once_d
     take the pod, and Kueue never looks at it again: the service tells why and what to do;
     done, it is READY."""
     pipeline, kube, ns = stack, stack.kube, stack.namespace
-    assert real_stack.plane is not None
     await kube.apply(kaiwo_config(taints=False), field_manager="cluster-admin", force=True)
     await relabel_fleet(pipeline, 4)
     service = sixteen_gpu_service("stranded", ns)
     service["spec"]["gpus"] = 4
     try:
-        with real_stack.plane.scheduler_stopped():
-            await kube.create(service)
-
-            async def admitted() -> dict[str, Any] | Pending:
-                pods = await kube.list(resources.POD, namespace=ns, label_selector="app=stranded")
-                for pod in pods.items:
-                    spec = pod["spec"]
-                    if not spec.get("schedulingGates") and "-4gpu-" in str(
-                        spec.get("nodeSelector", {}).get(NODEPOOL_LABEL)
-                    ):
-                        return pod
-                return Pending(f"{len(pods.items)} pods, none admitted into the 4-GPU pool")
-
-            stranded = await eventually(admitted, what="the pod admitted", within=STEP)
-            await relabel_fleet(pipeline, 8)
+        stranded = await started_in_the_4gpu_pool_then_moved(
+            pipeline, real_stack, service, pods="app=stranded"
+        )
         name = stranded["metadata"]["name"]
-
-        async def told() -> dict[str, Any] | Pending:
-            found = await kube.get(resources.KAIWO_SERVICE, "stranded", namespace=ns)
-            health = next(
-                (c for c in found["status"].get("conditions", ()) if c["type"] == "ChildHealthy"),
-                None,
-            )
-            if health is None or health["reason"] != "NodePoolGone":
-                pods = await kube.list(resources.POD, namespace=ns, label_selector="app=stranded")
-                seen = [
-                    (
-                        p["metadata"]["name"],
-                        p["spec"].get("nodeName"),
-                        p["spec"].get("nodeSelector", {}).get(NODEPOOL_LABEL),
-                        p["status"].get("phase"),
-                    )
-                    for p in pods.items
-                ]
-                return Pending(f"{found['status'].get('status')}, ChildHealthy {health}, {seen}")
-            return found
-
-        found = await eventually(told, what="the pool gone told", within=STEP)
+        found = await pool_gone_told(pipeline, resources.KAIWO_SERVICE, "stranded", "app=stranded")
         pool = stranded["spec"]["nodeSelector"][NODEPOOL_LABEL]
         message = condition(found, "ChildHealthy")["message"]
         assert message == (
@@ -376,28 +342,14 @@ async def test_a_job_admitted_into_a_pool_its_nodes_left_is_made_anew_and_comple
     ran: the operator makes the Job anew, Kueue admits the new one into the 8-GPU pool, and
     it completes."""
     pipeline, kube, ns = stack, stack.kube, stack.namespace
-    assert real_stack.plane is not None
     await kube.apply(kaiwo_config(taints=False), field_manager="cluster-admin", force=True)
     await relabel_fleet(pipeline, 4)
     job = eight_gpu_job("remade", ns, run_seconds=5)
     job["spec"]["gpus"] = 4
-    pods_of_the_job = "batch.kubernetes.io/job-name=remade"
     try:
-        with real_stack.plane.scheduler_stopped():
-            await kube.create(job)
-
-            async def started() -> dict[str, Any] | Pending:
-                pods = await kube.list(resources.POD, namespace=ns, label_selector=pods_of_the_job)
-                for pod in pods.items:
-                    spec = pod["spec"]
-                    if not spec.get("schedulingGates") and "-4gpu-" in str(
-                        spec.get("nodeSelector", {}).get(NODEPOOL_LABEL)
-                    ):
-                        return pod
-                return Pending(f"{len(pods.items)} pods, none started in the 4-GPU pool")
-
-            stranded = await eventually(started, what="the Job started", within=STEP)
-            await relabel_fleet(pipeline, 8)
+        stranded = await started_in_the_4gpu_pool_then_moved(
+            pipeline, real_stack, job, pods="batch.kubernetes.io/job-name=remade"
+        )
         [first_run] = [
             ref["uid"] for ref in stranded["metadata"]["ownerReferences"] if ref["kind"] == "Job"
         ]
@@ -447,24 +399,15 @@ async def test_a_job_whose_next_pod_waits_for_a_pool_its_nodes_left_completes_as
             running = [p for p in pods.items if p["status"].get("phase") == "Running"]
             return running[0] if running else Pending(f"{len(pods.items)} pods, none running")
 
-        first = await eventually(first_pod_runs, what="the first pod running", within=STEP)
+        first: dict[str, Any] = await eventually(
+            first_pod_runs, what="the first pod running", within=STEP
+        )
         pool = first["spec"]["nodeSelector"][NODEPOOL_LABEL]
         assert "-4gpu-" in pool
         await relabel_fleet(pipeline, 8)
         first_now = await kube.get(resources.POD, first["metadata"]["name"], namespace=ns)
         assert first_now["status"]["phase"] == "Running", "the relabel took the first pod's run"
-
-        async def told() -> dict[str, Any] | Pending:
-            found = await pipeline.kaiwo_job("second")
-            health = next(
-                (c for c in found["status"].get("conditions", ()) if c["type"] == "ChildHealthy"),
-                None,
-            )
-            if health is None or health["reason"] != "NodePoolGone":
-                return Pending(f"{found['status'].get('status')}, ChildHealthy {health}")
-            return found
-
-        found = await eventually(told, what="the pool gone told", within=STEP)
+        found = await pool_gone_told(pipeline, resources.KAIWO_JOB, "second", pods_of_the_job)
         [workload] = [
             w
             for w in (await kube.list(resources.KUEUE_WORKLOAD, namespace=ns)).items
@@ -510,3 +453,60 @@ async def test_a_job_whose_next_pod_waits_for_a_pool_its_nodes_left_completes_as
         assert not await warnings(pipeline, "second", "ChildReplacing")
     finally:
         await kube.delete(resources.KAIWO_JOB, "second", namespace=ns)
+
+
+async def started_in_the_4gpu_pool_then_moved(
+    pipeline: Pipeline, real_stack: RealCluster, workload: dict[str, Any], *, pods: str
+) -> dict[str, Any]:
+    """``workload`` created while the scheduler is stopped (as one moving a pod to another
+    node would be), until Kueue starts one of its pods (``pods``: their label selector) in
+    the 4-GPU pool; then the nodes relabelled to 8 GPUs, and the scheduler started anew
+    once the operator moved them to the 8-GPU pool. The pod, as Kueue started it."""
+    kube, ns = pipeline.kube, pipeline.namespace
+    assert real_stack.plane is not None
+    with real_stack.plane.scheduler_stopped():
+        await kube.create(workload)
+
+        async def started() -> dict[str, Any] | Pending:
+            found = await kube.list(resources.POD, namespace=ns, label_selector=pods)
+            for pod in found.items:
+                spec = pod["spec"]
+                if not spec.get("schedulingGates") and "-4gpu-" in str(
+                    spec.get("nodeSelector", {}).get(NODEPOOL_LABEL)
+                ):
+                    return pod
+            return Pending(f"{len(found.items)} pods, none started in the 4-GPU pool")
+
+        stranded: dict[str, Any] = await eventually(started, what="a pod started", within=STEP)
+        await relabel_fleet(pipeline, 8)
+    return stranded
+
+
+async def pool_gone_told(
+    pipeline: Pipeline, kind: ResourceType, name: str, pods: str
+) -> dict[str, Any]:
+    """The workload once its ``ChildHealthy`` says ``NodePoolGone`` (its pods, ``pods``
+    their selector, in the message of a wait that runs out)."""
+    kube, ns = pipeline.kube, pipeline.namespace
+
+    async def told() -> dict[str, Any] | Pending:
+        found = await kube.get(kind, name, namespace=ns)
+        health = next(
+            (c for c in found["status"].get("conditions", ()) if c["type"] == "ChildHealthy"),
+            None,
+        )
+        if health is not None and health["reason"] == "NodePoolGone":
+            return found
+        seen = [
+            (
+                p["metadata"]["name"],
+                p["spec"].get("nodeName"),
+                p["spec"].get("nodeSelector", {}).get(NODEPOOL_LABEL),
+                p["status"].get("phase"),
+            )
+            for p in (await kube.list(resources.POD, namespace=ns, label_selector=pods)).items
+        ]
+        return Pending(f"{found['status'].get('status')}, ChildHealthy {health}, {seen}")
+
+    found: dict[str, Any] = await eventually(told, what="the pool gone told", within=STEP)
+    return found
