@@ -21,6 +21,8 @@ generated default queue ``kaiwo``:
 * the same with a KaiwoJob, whose pods would wait for the gone pool however often made
   again: the operator makes its Job anew (decision 0183), and it completes. Before, it stayed
   STARTING for good.
+* the same with a Ray KaiwoJob, whose RayJob is made anew while KubeRay starts its cluster;
+  the new cluster runs in the 8-GPU pool.
 * a Job of two completions whose second pod is made after its nodes moved to another pool:
   its first pod ran, so the Job is not made anew; the workload says how to have Kueue admit
   it anew, and done as said, the Job completes with both completions.
@@ -453,6 +455,63 @@ async def test_a_job_whose_next_pod_waits_for_a_pool_its_nodes_left_completes_as
         assert not await warnings(pipeline, "second", "ChildReplacing")
     finally:
         await kube.delete(resources.KAIWO_JOB, "second", namespace=ns)
+
+
+async def test_a_ray_job_admitted_into_a_pool_its_nodes_left_is_made_anew_and_its_cluster_runs(
+    stack: Pipeline, real_stack: RealCluster
+) -> None:
+    """Decision 0183, for a RayJob: Kueue wrote the 4-GPU pool into its cluster's templates,
+    and the nodes moved to the 8-GPU pool before the scheduler bound a pod. KubeRay still
+    starts the cluster, so none of its pods ran: the operator makes the RayJob anew, and the
+    new one's cluster runs in the 8-GPU pool. (Under kwok nothing answers on the Ray
+    dashboard, so the RayJob itself never runs: the KaiwoJob stays STARTING.)"""
+    pipeline, kube, ns = stack, stack.kube, stack.namespace
+    await kube.apply(kaiwo_config(taints=False), field_manager="cluster-admin", force=True)
+    # The Ray head is a CPU pod, which does not tolerate the GPU taint the first test left:
+    # the platform team takes it off, so that these GPU nodes take CPU pods too.
+    for spec in FLEET:
+        node = await kube.get(resources.NODE, spec.name)
+        taints = [t for t in node["spec"].get("taints", ()) if t != GPU_TAINT]
+        await kube.merge_patch(
+            resources.NODE, spec.name, {"spec": {"taints": taints}}, field_manager="cluster-admin"
+        )
+    await relabel_fleet(pipeline, 4)
+    job = eight_gpu_job("ray-remade", ns, run_seconds=600)
+    job["spec"].update(gpus=4, ray=True)
+    ray_pods = "ray.io/node-type"
+    try:
+        stranded = await started_in_the_4gpu_pool_then_moved(
+            pipeline, real_stack, job, pods=ray_pods
+        )
+        pool = stranded["spec"]["nodeSelector"][NODEPOOL_LABEL]
+        first_run = (await kube.get(resources.RAY_JOB, "ray-remade", namespace=ns))["metadata"][
+            "uid"
+        ]
+
+        async def runs_anew() -> list[dict[str, Any]] | Pending:
+            listed = await kube.list(resources.POD, namespace=ns, label_selector=ray_pods)
+            running = [
+                p
+                for p in listed.items
+                if p["status"].get("phase") == "Running"
+                and "-8gpu-" in p["spec"].get("nodeSelector", {}).get(NODEPOOL_LABEL, "")
+            ]
+            kinds = sorted(p["metadata"]["labels"]["ray.io/node-type"] for p in running)
+            return running if kinds == ["head", "worker"] else Pending(f"running {kinds}")
+
+        await eventually(runs_anew, what="the new cluster running in the 8-GPU pool", within=STEP)
+        second_run = await kube.get(resources.RAY_JOB, "ray-remade", namespace=ns)
+        assert second_run["metadata"]["uid"] != first_run
+        [event] = await warnings(pipeline, "ray-remade", "ChildReplacing")
+        assert (event["type"], event["message"]) == (
+            "Normal",
+            f"RayJob ray-remade: Kueue admitted it into node pool {pool}, which no node is in "
+            "any more, before any of its pods ran: the RayJob is made anew, and Kueue admits "
+            "it again",
+        )
+        assert not await warnings(pipeline, "ray-remade", "ChildDeleted")
+    finally:
+        await kube.delete(resources.KAIWO_JOB, "ray-remade", namespace=ns)
 
 
 async def started_in_the_4gpu_pool_then_moved(

@@ -686,8 +686,22 @@ def test_a_job_admitted_into_a_pool_its_nodes_left_is_made_anew(cluster_with):
         ("Normal", "ChildReplacing", told)
     ]
 
+    # While the Job is going (a finalizer may hold it: a RayJob's does), it stays replaced,
+    # told once.
+    going = {**job, "metadata": {**job["metadata"], "deletionTimestamp": T_EARLIER}}
+    replacing_owner = kaiwo_job(TRAIN_SPEC, status=plan.status)
+    still = planned(
+        owner=replacing_owner,
+        cluster=cluster_with(replacing_owner, going, pod, workloads=(admitted("child-uid"),)),
+        now=NOW,
+    )
+    assert still is not None
+    assert still.desired == ()
+    assert condition(still, "ChildSpecApplied") == replacing
+    assert [e.reason for e in still.events if e.reason == "ChildReplacing"] == []
+
     # The Job and its Workload gone: made again, and nobody is warned of a deletion.
-    replaced = kaiwo_job(TRAIN_SPEC, status=plan.status)
+    replaced = kaiwo_job(TRAIN_SPEC, status=still.status)
     again = planned(owner=replaced, cluster=cluster_with(replaced), now=NOW)
     assert again is not None
     assert [m["kind"] for m in again.desired] == ["Job"]
@@ -726,6 +740,88 @@ def test_a_job_is_not_made_anew_once_anything_of_it_ran_or_may_run(cluster_with,
     assert plan is not None
     assert [m["kind"] for m in plan.desired] == ["Job"]
     assert condition(plan, "ChildSpecApplied")["reason"] != "Replacing"
+
+
+RAY_SPEC = {**TRAIN_SPEC, "ray": True}
+
+
+def stranded_ray_job_and_pod(first: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The first plan's RayJob as Kueue started it in ``GONE_POOL``, KubeRay starting its
+    cluster, and the cluster's head pod, which the scheduler found no node for."""
+    (ray_job,) = copy.deepcopy([m for m in first.desired if m["kind"] == "RayJob"])
+    ray_job["metadata"]["uid"] = "child-uid"
+    ray_job["spec"]["suspend"] = False
+    ray_job["status"] = {"jobDeploymentStatus": "Initializing", "rayClusterName": "train-abc"}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "train-abc-head-x7",
+            "namespace": "team-a",
+            "labels": {"kaiwo.silogen.ai/run-id": "job-uid", "ray.io/node-type": "head"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "ray.io/v1",
+                    "kind": "RayCluster",
+                    "name": "train-abc",
+                    "uid": "cluster-uid",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {"nodeSelector": {"kaiwo/nodepool": GONE_POOL}},
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+        },
+    }
+    return ray_job, pod
+
+
+@pytest.mark.parametrize(
+    ("deployment_status", "cluster", "made_anew"),
+    [
+        pytest.param("Initializing", "train-abc", True, id="its cluster starting"),
+        pytest.param("Running", "train-abc", False, id="its Ray job running"),
+        # The cluster of the RayJob made anew before, still going: not this RayJob's.
+        pytest.param("Initializing", "train-def", False, id="the pod of another cluster"),
+    ],
+)
+def test_a_ray_job_admitted_into_a_pool_its_nodes_left_is_made_anew_while_its_cluster_starts(
+    cluster_with, deployment_status, cluster, made_anew
+):
+    """Decision 0183, for a RayJob: Kueue wrote the gone pool into its cluster's templates.
+    While KubeRay still starts the cluster (none of its pods ran) it is made anew; once the
+    Ray job runs, it is kept, and only its own cluster's pods count."""
+    owner = kaiwo_job(RAY_SPEC)
+    first = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+    assert first is not None
+    ray_job, pod = stranded_ray_job_and_pod(first)
+    ray_job["status"].update(jobDeploymentStatus=deployment_status, rayClusterName=cluster)
+    starting = kaiwo_job(RAY_SPEC, status={**first.status, "status": "STARTING"})
+
+    plan = planned(
+        owner=starting,
+        cluster=cluster_with(starting, ray_job, pod, workloads=(admitted("child-uid"),)),
+        now=NOW,
+    )
+
+    assert plan is not None
+    applied = condition(plan, "ChildSpecApplied")
+    if not made_anew:
+        assert "RayJob" in [m["kind"] for m in plan.desired]
+        assert applied["reason"] != "Replacing"
+        return
+    assert "RayJob" not in [m["kind"] for m in plan.desired]
+    assert (applied["reason"], applied["message"]) == (
+        "Replacing",
+        "RayJob train: Kueue admitted it into node pool amd-mi300x-4gpu-172core-1843gi, which "
+        "no node is in any more, before any of its pods ran: the RayJob is made anew, and "
+        "Kueue admits it again",
+    )
+    assert condition(plan, "ChildHealthy")["message"].endswith(
+        "; the operator makes the RayJob anew, which Kueue admits again"
+    )
 
 
 def test_storage_left_disabled_is_told_once_per_generation(cluster_with):

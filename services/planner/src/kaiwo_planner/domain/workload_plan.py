@@ -43,13 +43,14 @@ of a start (decision 0130).
 Events beyond the phase transitions: ``SettingsIgnored`` (Warning) once per generation when
 the spec sets something that has no effect, ``ChildSpecNotApplied`` (Warning) when a change
 cannot reach the existing Job, ``ChildReplacing`` (Normal) when a waiting AppWrapper is
-replaced to take one (decision 0129), or a Job Kueue started in a node pool no node is in
-any more is made anew (decision 0183), ``GpusRoundedDown``/``GpusRecalculated`` (Normal) when the
-pods hold another total than ``spec.gpus`` (decision 0118), once per change of that note;
-``AdmittedBeforeNodeChange`` (Warning) when the nodes no longer hold what an admitted workload
-asks for (decision 0132), once per change of its message; ``ChildDeleted`` (Warning) when
-the main child of a workload that ran is gone and is made again, ``PvcDeleting`` (Warning)
-when a volume the pods use is being deleted (decision 0139), once each.
+replaced to take one (decision 0129), or a Job or RayJob Kueue started in a node pool no
+node is in any more is made anew (decision 0183), ``GpusRoundedDown``/``GpusRecalculated``
+(Normal) when the pods hold another total than ``spec.gpus`` (decision 0118), once per
+change of that note; ``AdmittedBeforeNodeChange`` (Warning) when the nodes no longer hold
+what an admitted workload asks for (decision 0132), once per change of its message;
+``ChildDeleted`` (Warning) when the main child of a workload that ran is gone and is made
+again (not when the operator replaced it), ``PvcDeleting`` (Warning) when a volume the pods
+use is being deleted (decision 0139), once each.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ from kaiwo_planner.domain.state.index_entry import KUEUE_GROUP
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.state.priority_classes import NO_PRIORITY, choose_priority
 from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
-from kaiwo_planner.domain.status.child_health import job_made_anew
+from kaiwo_planner.domain.status.child_health import main_child_made_anew
 from kaiwo_planner.domain.status.child_phase import (
     ChildKind,
     ObservedChildren,
@@ -309,7 +310,7 @@ def plan_workload(
             context=context,
             gpu_taint_on_nodes=gpu_taint_on_nodes(context, config.spec.nodes.default_gpu_taint_key),
             recorded_gpu_taint_keys=recorded_gpu_taint_keys(context),
-            main_made_anew=job_made_anew(observed, node_pools),
+            main_made_anew=_main_made_anew(observed, previous, node_pools),
         )
         if observed.child is None and observed.earlier_kueue_workloads:
             children = _main_child_held(children)
@@ -533,6 +534,24 @@ def _main_child_held(children: ChildrenDecision) -> ChildrenDecision:
 _PHASES_OF_A_CHILD_THAT_RAN = frozenset(
     {WorkloadStatus.STARTING, WorkloadStatus.RUNNING, WorkloadStatus.READY}
 )
+
+
+def _main_made_anew(
+    observed: ObservedChildren, previous: Mapping[str, Any], node_pools: frozenset[str]
+) -> str | None:
+    """Why the main child is made anew (:func:`main_child_made_anew`), and still while the
+    child replaced is being deleted: a RayJob stays until KubeRay removes its finalizer, and
+    applying the main child meanwhile would say it matches, so that its going looked like
+    someone's deletion (``ChildDeleted``)."""
+    found = main_child_made_anew(observed, node_pools)
+    child = observed.child
+    if found is not None or child is None:
+        return found
+    going = bool((child.get("metadata") or {}).get("deletionTimestamp"))
+    said = condition_of(previous, CHILD_SPEC_APPLIED) or {}
+    return (
+        str(said.get("message") or "") if going and said.get("reason") == REASON_REPLACING else None
+    )
 
 
 def _child_deleted_events(

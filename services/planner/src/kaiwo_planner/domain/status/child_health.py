@@ -18,7 +18,8 @@ and its pods report (decision 0134):
   decision 0182): the operator moved the pool's nodes to another pool before the scheduler
   bound the pod, so the scheduler finds no node for it, and Kueue, which counts it
   admitted, never places it again. A batch Job none of whose pods ran is made anew
-  (:func:`job_made_anew`, decision 0183).
+  (:func:`main_child_made_anew`, decision 0183), as is a RayJob none of whose cluster's
+  pods ran.
 
 Each is ``ChildHealthy`` False with the cause as its reason. The condition is written only
 once something went wrong, so a workload that never had trouble carries none; once written it
@@ -90,7 +91,7 @@ def child_health(
         _troubles(
             observed.pods,
             node_pools if observed.kueue_workloads else None,
-            job_advice=lambda: _stranded_job_advice(observed, node_pools),
+            advice=lambda pod: _stranded_advice(observed, node_pools, pod),
         )
     )
     troubles_told = [text for _, text in troubles]
@@ -238,15 +239,15 @@ def _troubles(
     pods: Sequence[Mapping[str, Any]],
     node_pools: Collection[str] | None,
     *,
-    job_advice: Callable[[], str],
+    advice: Callable[[Mapping[str, Any]], str],
 ) -> list[tuple[str, str]]:
     """Each live pod's trouble (its first container in trouble, else a pool gone): its
-    reason and what to tell, by pod name. ``job_advice``: what is done, or to do, for a
-    Job's pod waiting for a pool gone (asked only of such a pod)."""
+    reason and what to tell, by pod name. ``advice``: what is done, or to do, for a pod
+    waiting for a pool gone (asked only of such a pod)."""
     found = [
         (str((pod.get("metadata") or {}).get("name") or ""), trouble)
         for pod in pods
-        if (trouble := pod_trouble(pod) or _pool_gone(pod, node_pools, job_advice)) is not None
+        if (trouble := pod_trouble(pod) or _pool_gone(pod, node_pools, advice)) is not None
     ]
     return [trouble for _, trouble in sorted(found)]
 
@@ -273,7 +274,9 @@ def gone_pool(pod: Mapping[str, Any], node_pools: Collection[str] | None) -> str
 
 
 def _pool_gone(
-    pod: Mapping[str, Any], node_pools: Collection[str] | None, job_advice: Callable[[], str]
+    pod: Mapping[str, Any],
+    node_pools: Collection[str] | None,
+    advice: Callable[[Mapping[str, Any]], str],
 ) -> tuple[str, str] | None:
     """:func:`gone_pool`'s pod: the reason and what to tell."""
     pool = gone_pool(pod, node_pools)
@@ -285,23 +288,27 @@ def _pool_gone(
         "more (its nodes moved to another pool before the scheduler bound the pod), so no "
         "node can take it, and Kueue, which counts it admitted, does not admit it again"
     )
-    controller = (controller_reference(pod) or {}).get("kind")
-    if controller == "ReplicaSet":
+    if (controller_reference(pod) or {}).get("kind") == "ReplicaSet":
         told += "; delete the pod: its ReplicaSet makes a new one, which Kueue admits anew"
-    elif controller == "Job" and (advice := job_advice()):
-        told += f"; {advice}"
+    elif what_to_do := advice(pod):
+        told += f"; {what_to_do}"
     return NODE_POOL_GONE, told
 
 
-def _stranded_job_advice(observed: ObservedChildren, node_pools: Collection[str] | None) -> str:
-    """For a batch Job's pod that waits for a pool gone: the Job made anew when none of its
-    pods ran (:func:`job_made_anew`); else what recovers it without losing what its pods
-    finished, as measured on Kueue (decision 0183): its Workload deactivated and activated
-    again, so that Kueue suspends the Job (its finished pods counted) and admits it anew."""
-    if observed.child_kind != "Job" or not observed.kueue_workloads:
+def _stranded_advice(
+    observed: ObservedChildren, node_pools: Collection[str] | None, pod: Mapping[str, Any]
+) -> str:
+    """What is done, or to do, for a pod of the main child that waits for a pool gone: the
+    child made anew when none of its pods ran (:func:`main_child_made_anew`); else, for a
+    batch Job, what recovers it without losing what its pods finished, as measured on Kueue
+    (decision 0183): its Workload deactivated and activated again, so that Kueue suspends
+    the Job (its finished pods counted) and admits it anew. Nothing else was measured."""
+    if not observed.kueue_workloads or not _of_main_child(observed, pod):
         return ""
-    if job_made_anew(observed, node_pools) is not None:
-        return "the operator makes the Job anew, which Kueue admits again"
+    if main_child_made_anew(observed, node_pools) is not None:
+        return f"the operator makes the {observed.child_kind} anew, which Kueue admits again"
+    if observed.child_kind != "Job":
+        return ""
     names = sorted(
         str((w.get("metadata") or {}).get("name") or "") for w in observed.kueue_workloads
     )
@@ -311,39 +318,79 @@ def _stranded_job_advice(observed: ObservedChildren, node_pools: Collection[str]
     )
 
 
-def job_made_anew(observed: ObservedChildren, node_pools: Collection[str] | None) -> str | None:
-    """Why the main batch Job is to be made anew (None: it is not): Kueue admitted it into a
-    node pool no node is in any more (:func:`gone_pool`), and none of its pods ran.
+def main_child_made_anew(
+    observed: ObservedChildren, node_pools: Collection[str] | None
+) -> str | None:
+    """Why the main child, a batch Job or a RayJob, is to be made anew (None: it is not):
+    Kueue admitted it into a node pool no node is in any more (:func:`gone_pool`), and none
+    of its pods ran.
 
-    Kueue wrote the pool into the Job's template when it admitted the Job, so every pod the
-    Job makes waits for that pool, and Kueue, which counts the Job admitted, never admits it
-    again. A Job made anew gets a Workload of its own, which Kueue admits into a pool that
-    has nodes (or queues). Only while nothing of the Job ran: no pod succeeded, failed or was
-    ready, and each live pod waits for a pool that is gone, so that nothing done is lost
-    (decision 0183). Only for a workload Kueue manages (see :func:`child_health`).
+    Kueue wrote the pool into the child's pod templates when it admitted it (a Job's, a
+    RayJob's cluster's), so every pod made from them waits for that pool, and Kueue, which
+    counts the child admitted, never admits it again. A child made anew gets a Workload of
+    its own, which Kueue admits into a pool that has nodes (or queues). Only while nothing
+    of it ran (:func:`_ran`), and each live pod of it waits for a pool that is gone, so that
+    nothing done is lost (decision 0183). Only for a workload Kueue manages (see
+    :func:`child_health`).
     """
-    job = observed.child
-    if observed.child_kind != "Job" or job is None or not observed.kueue_workloads:
+    child = observed.child
+    if child is None or not observed.kueue_workloads or observed.child_kind not in _MADE_ANEW:
         return None
-    meta = job.get("metadata") or {}
-    status = job.get("status") or {}
-    if meta.get("deletionTimestamp") or any(
-        int(status.get(count) or 0) for count in ("succeeded", "failed", "ready")
-    ):
+    meta = child.get("metadata") or {}
+    if meta.get("deletionTimestamp") or _ran(observed.child_kind, child):
         return None
-    uid = object_uid(job)
     live = [
         pod
         for pod in observed.pods
-        if _owned_by(pod, uid) and not (pod.get("metadata") or {}).get("deletionTimestamp")
+        if _of_main_child(observed, pod)
+        and not (pod.get("metadata") or {}).get("deletionTimestamp")
     ]
     pools = {gone_pool(pod, node_pools) for pod in live}
     if not live or None in pools:
         return None
+    kind = observed.child_kind
     return (
-        f"Job {meta.get('name') or ''}: Kueue admitted it into node pool "
+        f"{kind} {meta.get('name') or ''}: Kueue admitted it into node pool "
         f"{', '.join(sorted(str(pool) for pool in pools))}, which no node is in any more, "
-        "before any of its pods ran: the Job is made anew, and Kueue admits it again"
+        f"before any of its pods ran: the {kind} is made anew, and Kueue admits it again"
+    )
+
+
+_MADE_ANEW: Final = frozenset({"Job", "RayJob"})
+"""The main children :func:`main_child_made_anew` judges: those Kueue admits whole whose
+pods it places through the child's own templates. An AppWrapper's RayService is not judged."""
+
+
+def _ran(kind: str, child: Mapping[str, Any]) -> bool:
+    """Whether anything of the child ran: a Job with a pod succeeded, failed or ready; a
+    RayJob past starting its cluster (KubeRay's ``jobDeploymentStatus``) or with a job
+    status."""
+    status = child.get("status") or {}
+    if kind == "Job":
+        return any(int(status.get(count) or 0) for count in ("succeeded", "failed", "ready"))
+    return bool(status.get("jobStatus")) or status.get("jobDeploymentStatus") not in (
+        None,
+        "",
+        "New",
+        "Initializing",
+    )
+
+
+def _of_main_child(observed: ObservedChildren, pod: Mapping[str, Any]) -> bool:
+    """A pod the main child made: a batch Job's own, or its RayJob's cluster's (the one its
+    status names: the cluster of a RayJob made anew can still be there, going, when the next
+    RayJob of the same name starts)."""
+    child = observed.child or {}
+    if observed.child_kind == "Job":
+        return _owned_by(pod, object_uid(child))
+    if observed.child_kind != "RayJob":
+        return False
+    cluster = (child.get("status") or {}).get("rayClusterName")
+    controller = controller_reference(pod) or {}
+    return (
+        bool(cluster)
+        and controller.get("kind") == "RayCluster"
+        and controller.get("name") == cluster
     )
 
 
