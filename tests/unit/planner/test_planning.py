@@ -614,6 +614,28 @@ def test_a_job_kueue_admitted_but_still_observed_suspended_is_not_replaced(clust
 GONE_POOL = "amd-mi300x-4gpu-172core-1843gi"
 
 
+def unschedulable_pod(
+    name: str, *, labels: dict[str, str], controller: dict[str, Any]
+) -> dict[str, Any]:
+    """A pod of ``controller`` whose selector names ``GONE_POOL``, which the scheduler found no
+    node for."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "team-a",
+            "labels": dict(labels),
+            "ownerReferences": [{**controller, "controller": True}],
+        },
+        "spec": {"nodeSelector": {"kaiwo/nodepool": GONE_POOL}},
+        "status": {
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+        },
+    }
+
+
 def stranded_job_and_pod(first: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
     """The first plan's Job as Kueue started it in ``GONE_POOL`` (its selector written into
     the template), and its pod, which the scheduler found no node for (decision 0183)."""
@@ -622,30 +644,11 @@ def stranded_job_and_pod(first: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
     job["spec"]["suspend"] = False
     job["spec"]["template"]["spec"]["nodeSelector"] = {"kaiwo/nodepool": GONE_POOL}
     job["status"] = {"active": 1, "startTime": T_EARLIER}
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": "train-x7",
-            "namespace": "team-a",
-            "uid": "pod-uid",
-            "labels": dict(job["spec"]["template"]["metadata"]["labels"]),
-            "ownerReferences": [
-                {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "name": "train",
-                    "uid": "child-uid",
-                    "controller": True,
-                }
-            ],
-        },
-        "spec": {"nodeSelector": {"kaiwo/nodepool": GONE_POOL}},
-        "status": {
-            "phase": "Pending",
-            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
-        },
-    }
+    pod = unschedulable_pod(
+        "train-x7",
+        labels=job["spec"]["template"]["metadata"]["labels"],
+        controller={"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "child-uid"},
+    )
     return job, pod
 
 
@@ -752,29 +755,16 @@ def stranded_ray_job_and_pod(first: Plan) -> tuple[dict[str, Any], dict[str, Any
     ray_job["metadata"]["uid"] = "child-uid"
     ray_job["spec"]["suspend"] = False
     ray_job["status"] = {"jobDeploymentStatus": "Initializing", "rayClusterName": "train-abc"}
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": "train-abc-head-x7",
-            "namespace": "team-a",
-            "labels": {"kaiwo.silogen.ai/run-id": "job-uid", "ray.io/node-type": "head"},
-            "ownerReferences": [
-                {
-                    "apiVersion": "ray.io/v1",
-                    "kind": "RayCluster",
-                    "name": "train-abc",
-                    "uid": "cluster-uid",
-                    "controller": True,
-                }
-            ],
+    pod = unschedulable_pod(
+        "train-abc-head-x7",
+        labels={"kaiwo.silogen.ai/run-id": "job-uid", "ray.io/node-type": "head"},
+        controller={
+            "apiVersion": "ray.io/v1",
+            "kind": "RayCluster",
+            "name": "train-abc",
+            "uid": "cluster-uid",
         },
-        "spec": {"nodeSelector": {"kaiwo/nodepool": GONE_POOL}},
-        "status": {
-            "phase": "Pending",
-            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
-        },
-    }
+    )
     return ray_job, pod
 
 
