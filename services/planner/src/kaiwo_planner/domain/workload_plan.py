@@ -547,11 +547,10 @@ def _main_made_anew(
     child = observed.child
     if found is not None or child is None:
         return found
-    going = bool((child.get("metadata") or {}).get("deletionTimestamp"))
+    if not (child.get("metadata") or {}).get("deletionTimestamp"):
+        return None
     said = condition_of(previous, CHILD_SPEC_APPLIED) or {}
-    return (
-        str(said.get("message") or "") if going and said.get("reason") == REASON_REPLACING else None
-    )
+    return str(said.get("message") or "") if said.get("reason") == REASON_REPLACING else None
 
 
 def _child_deleted_events(
@@ -566,13 +565,12 @@ def _child_deleted_events(
     beginning: the pods, and whatever they had done, are lost. Once: the phase this plan
     writes is no longer one of a child that ran (decision 0139). Not when the operator
     replaced it itself, as the previous status says (``ChildSpecApplied`` ``Replacing``)."""
-    replaced = (condition_of(previous, CHILD_SPEC_APPLIED) or {}).get("reason")
     if (
         observed.child is not None
         or children is None
         or children.main_child is None
         or previous_phase not in _PHASES_OF_A_CHILD_THAT_RAN
-        or replaced == REASON_REPLACING
+        or (condition_of(previous, CHILD_SPEC_APPLIED) or {}).get("reason") == REASON_REPLACING
     ):
         return ()
     child = children.main_child
