@@ -302,8 +302,9 @@ def _stranded_advice(
     child made anew when none of its pods ran (:func:`main_child_made_anew`); else, for a
     batch Job, what recovers it without losing what its pods finished, as measured on Kueue
     (decision 0183): its Workload deactivated and activated again, so that Kueue suspends
-    the Job (its finished pods counted) and admits it anew. Nothing else was measured."""
-    if not observed.kueue_workloads or not _of_main_child(observed, pod):
+    the Job (its finished pods counted) and admits it anew. Nothing else was measured.
+    Asked only of a workload Kueue manages (:func:`child_health` judges no pool otherwise)."""
+    if not _of_main_child(observed, pod):
         return ""
     if main_child_made_anew(observed, node_pools) is not None:
         return f"the operator makes the {observed.child_kind} anew, which Kueue admits again"
