@@ -93,7 +93,7 @@ def real_stack() -> Iterator[RealCluster]:
     try:
         binaries = find_binaries()
         manifests = built_stack().manifests
-        for name in ("kube-scheduler", "kwok", "kueue", "kuberay"):
+        for name in ("kube-scheduler", "kwok", "kueue", "kuberay", "appwrapper"):
             binaries.path(name)
     except (AssetsNotFoundError, StackNotBuiltError) as error:
         unavailable(f"the whole stack is not there: {error}")
@@ -108,6 +108,7 @@ def real_stack() -> Iterator[RealCluster]:
         kwok=KWOK_TIMING,
         kueue=KueueOptions(),
         kuberay=True,
+        appwrapper=True,
         manifests=manifests,
         ready_timeout=180.0,
     )

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kaiwo_envtest import appwrapper, kueue
 from kaiwo_envtest.kueue import (
     KueueOptions,
     converted_crds,
@@ -260,7 +261,7 @@ def test_kueues_certificates_satisfy_its_rotator_and_the_api_server(tmp_path: Pa
         check=False,
     )  # fmt: skip
     assert check.returncode == 0, check.stderr
-    secret = made.secret()
+    secret = made.secret(kueue.WEBHOOKS)
     assert sorted(secret["data"]) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]
     assert secret["metadata"] == {"name": "kueue-webhook-server-cert", "namespace": "kueue-system"}
 
@@ -288,3 +289,37 @@ def test_object_paths_of_the_kinds_set_up() -> None:
     )
     with pytest.raises(ValueError, match="no path known for apps/v1 Deployment"):
         object_path({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}})
+
+
+def test_the_appwrapper_webhooks_are_named_as_its_rotator_expects_and_reached_on_loopback() -> None:
+    manifests = [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "mutating-webhook-configuration"},
+            "webhooks": [webhook("mappwrapper.kb.io", "/mutate-appwrapper")],
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "validating-webhook-configuration"},
+            "webhooks": [webhook("vappwrapper.kb.io", "/validate-appwrapper")],
+        },
+    ]
+    mutating, validating = appwrapper.webhook_configurations(
+        manifests, base_url="https://127.0.0.1:7443", ca=b"CA PEM"
+    )
+    assert mutating["metadata"] == {"name": "appwrapper-mutating-webhook-configuration"}
+    assert validating["webhooks"] == [
+        {
+            "name": "vappwrapper.kb.io",
+            "clientConfig": {
+                "url": "https://127.0.0.1:7443/validate-appwrapper",
+                "caBundle": base64.b64encode(b"CA PEM").decode(),
+            },
+            "rules": [],
+        }
+    ]
+    assert appwrapper.WEBHOOKS.dns_name == "appwrapper-webhook-service.appwrapper-system.svc"
+    with pytest.raises(ValueError, match="appwrapper webhook manifests lack"):
+        appwrapper.webhook_configurations(manifests[1:], base_url="https://x", ca=b"")

@@ -1,6 +1,7 @@
 """``kaiwo up --fake``'s cluster: the fake API server, or a real control plane from the built
-stack (``envtest``; with ``kwok``, the scheduler, Kueue, KubeRay and kwok too), in a child
-process of its own session, which removes what it started when it stops."""
+stack (``envtest``; with ``kwok``, the scheduler, Kueue, KubeRay, the AppWrapper controller and
+kwok too), in a child process of its own session, which removes what it started when it
+stops."""
 
 from __future__ import annotations
 
@@ -105,7 +106,8 @@ class LocalCluster:
 
     def _whole_stack_arguments(self) -> list[str]:
         """The kaiwo-scheduler's configuration (the manifest this package carries), kwok for
-        the sandbox's nodes with the sandbox's timing, Kueue and KubeRay."""
+        the sandbox's nodes with the sandbox's timing, Kueue, KubeRay and the AppWrapper
+        controller (a Ray KaiwoService's RayService is made by it)."""
         configuration = self._options.state_dir / "kaiwo-scheduler-config.yaml"
         configuration.write_text(
             yaml.safe_dump(scheduler_configuration(scheduler_manifests()), sort_keys=False)
@@ -120,4 +122,5 @@ class LocalCluster:
             f"--kwok-time-scale={timing.scale:g}",
             "--kueue",
             "--kuberay",
+            "--appwrapper",
         ]

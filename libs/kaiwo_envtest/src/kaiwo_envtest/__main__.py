@@ -3,9 +3,9 @@ plane, print its kubeconfig path, run until SIGINT or SIGTERM, then remove every
 
 With ``--scheduler-config FILE`` the kube-scheduler runs with that KubeSchedulerConfiguration,
 with ``--kwok-node-selector SELECTOR`` kwok runs the pods of the nodes it selects (timing from
-the ``--kwok-*`` flags), with ``--kueue`` and ``--kuberay`` the Kueue manager and the KubeRay
-operator run, after the built stack's third-party CRDs are installed (``kaiwo demo --cluster
-kwok`` starts all of them).
+the ``--kwok-*`` flags), with ``--kueue``, ``--kuberay`` and ``--appwrapper`` the Kueue manager,
+the KubeRay operator and the AppWrapper controller (with its webhooks) run, after the built
+stack's third-party CRDs are installed (``kaiwo demo --cluster kwok`` starts all of them).
 
 ``python -m kaiwo_envtest build``: build the stack from ``tools/k8s`` (a no-op once built);
 ``python -m kaiwo_envtest where``: print the built stack's directory, or say it is not built."""
@@ -84,6 +84,9 @@ def _run(argv: list[str]) -> int:
     parser.add_argument("--kwok-time-scale", type=float, default=KWOK_DEFAULTS.time_scale)
     parser.add_argument("--kueue", action="store_true", help="run the Kueue manager")
     parser.add_argument("--kuberay", action="store_true", help="run the KubeRay operator")
+    parser.add_argument(
+        "--appwrapper", action="store_true", help="run the AppWrapper controller and its webhooks"
+    )
     arguments = parser.parse_args(argv)
     stopping = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -102,7 +105,12 @@ def _run(argv: list[str]) -> int:
             kwok=_kwok(arguments),
             kueue=KueueOptions() if arguments.kueue else None,
             kuberay=arguments.kuberay,
-            manifests=built_stack().manifests if arguments.kueue or arguments.kuberay else None,
+            appwrapper=arguments.appwrapper,
+            manifests=(
+                built_stack().manifests
+                if arguments.kueue or arguments.kuberay or arguments.appwrapper
+                else None
+            ),
             ready_timeout=120.0,
         )
         with ControlPlane(options) as plane:

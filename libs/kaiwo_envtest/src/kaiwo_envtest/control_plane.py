@@ -65,6 +65,9 @@ class ControlPlaneOptions:
     """Run the Kueue manager (:mod:`kaiwo_envtest.kueue`); needs ``manifests``."""
     kuberay: bool = False
     """Run the KubeRay operator; needs ``manifests``."""
+    appwrapper: bool = False
+    """Run the AppWrapper controller and its webhooks (:mod:`kaiwo_envtest.appwrapper`);
+    needs ``manifests``."""
     manifests: Path | None = None
     """The built stack's ``manifests`` (third-party CRDs, Kueue's webhook configurations)."""
     ready_timeout: float = 60.0
@@ -81,6 +84,8 @@ class Endpoints:
     kueue_webhook: int
     kueue_health: int
     kuberay_health: int
+    appwrapper_webhook: int
+    appwrapper_health: int
 
     @property
     def server(self) -> str:
@@ -183,17 +188,21 @@ class ControlPlane:
             starting.append(self._start_scheduler(binaries, options.scheduler_configuration))
         if options.kwok is not None:
             starting.append(self._start_kwok(binaries, options.kwok))
-        if options.kueue is not None or options.kuberay:
+        if options.kueue is not None or options.kuberay or options.appwrapper:
             api = ApiClient(self.server, ca=self._issued_pki().ca, admin=admin)
             third_party = ThirdParty(self, api)
             third_party.install_crds()
             if options.kuberay:
                 starting.append(third_party.start_kuberay(binaries))
+            if options.appwrapper:
+                starting.append(third_party.start_appwrapper(binaries))
             if options.kueue is not None:
                 kueue = third_party.start_kueue(binaries, options.kueue)
                 self._wait_ready([kueue])
                 third_party.install_kueue_webhooks()
         self._wait_ready(starting)
+        if options.appwrapper:
+            third_party.install_appwrapper_webhooks()
 
     def stop(self) -> None:
         """Stop every component, the last started first, and remove the directory."""

@@ -27,23 +27,24 @@ applying to pod-based integrations only (``ManagedJobsNamespaceSelectorAlwaysRes
 
 from __future__ import annotations
 
-import base64
-import copy
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from kaiwo_envtest import rotated_webhooks
 from kaiwo_envtest.crds import is_kueue, load_crds, with_conversion_webhook
-from kaiwo_envtest.pki import Credentials, certificate_authority, serving_credentials
+from kaiwo_envtest.rotated_webhooks import (
+    RotatedWebhooks,
+    WebhookCertificates,
+    loopback_configurations,
+)
 
 NAMESPACE: Final = "kueue-system"
 WEBHOOK_SERVICE: Final = "kueue-webhook-service"
 WEBHOOK_SECRET: Final = "kueue-webhook-server-cert"  # noqa: S105 - a Secret's name
 CA_NAME: Final = "kueue-ca"
 """The name Kueue's certificate rotator verifies its CA's certificate for."""
-CERTIFICATE_DAYS: Final = 3650
-"""Longer than the rotator's look-ahead (90 days), so it keeps what it is given."""
 CONFIGURATION_NAMES: Final = {
     "MutatingWebhookConfiguration": "kueue-mutating-webhook-configuration",
     "ValidatingWebhookConfiguration": "kueue-validating-webhook-configuration",
@@ -94,53 +95,18 @@ class KueueOptions:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class WebhookCertificates:
-    ca: Credentials
-    serving: Credentials
-
-    def secret(self) -> dict[str, Any]:
-        """The Secret Kueue's rotator reads (``ca.crt``, ``ca.key``, ``tls.crt``, ``tls.key``)."""
-        files = {
-            "ca.crt": self.ca.certificate,
-            "ca.key": self.ca.key,
-            "tls.crt": self.serving.certificate,
-            "tls.key": self.serving.key,
-        }
-        return {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": WEBHOOK_SECRET, "namespace": NAMESPACE},
-            "type": "Opaque",
-            "data": {key: _base64(path.read_bytes()) for key, path in files.items()},
-        }
-
-    def install_into(self, directory: Path) -> Path:
-        """``tls.crt`` and ``tls.key`` where Kueue's webhook server reads them."""
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / "tls.crt").write_bytes(self.serving.certificate.read_bytes())
-        (directory / "tls.key").write_bytes(self.serving.key.read_bytes())
-        return directory
+WEBHOOKS: Final = RotatedWebhooks(
+    namespace=NAMESPACE,
+    service=WEBHOOK_SERVICE,
+    secret=WEBHOOK_SECRET,
+    ca_name=CA_NAME,
+    configuration_names=CONFIGURATION_NAMES,
+    file_prefix="kueue",
+)
 
 
 def webhook_certificates(directory: Path) -> WebhookCertificates:
-    ca = certificate_authority(
-        directory,
-        "kueue-ca",
-        common_name=CA_NAME,
-        dns_names=(CA_NAME,),
-        days=CERTIFICATE_DAYS,
-        rsa=True,  # the rotator parses its CA's key as PKCS#1 RSA
-    )
-    serving = serving_credentials(
-        directory,
-        ca,
-        name="kueue-webhook",
-        dns_names=(f"{WEBHOOK_SERVICE}.{NAMESPACE}.svc",),
-        ip_addresses=("127.0.0.1",),
-        days=CERTIFICATE_DAYS,
-    )
-    return WebhookCertificates(ca=ca, serving=serving)
+    return rotated_webhooks.webhook_certificates(directory, WEBHOOKS)
 
 
 def kueue_configuration(
@@ -173,30 +139,22 @@ def webhook_configurations(
     """Kueue's webhook configurations, named as its rotator expects, each webhook reached at
     ``base_url`` + its Service path and trusting ``ca``; the pod-based ones skip
     :data:`SYSTEM_NAMESPACES`."""
-    found = []
-    for document in documents:
-        kind = document.get("kind")
-        if kind not in CONFIGURATION_NAMES:
-            continue
-        configuration = copy.deepcopy(dict(document))
-        configuration["metadata"] = {"name": CONFIGURATION_NAMES[str(kind)]}
-        for webhook in configuration.get("webhooks") or []:
-            path = webhook["clientConfig"]["service"]["path"]
-            webhook["clientConfig"] = {"url": base_url + path, "caBundle": _base64(ca)}
-            if webhook["name"] in POD_BASED_WEBHOOKS:
-                webhook["namespaceSelector"] = {
-                    "matchExpressions": [
-                        {
-                            "key": "kubernetes.io/metadata.name",
-                            "operator": "NotIn",
-                            "values": list(SYSTEM_NAMESPACES),
-                        }
-                    ]
+    return loopback_configurations(
+        documents, WEBHOOKS, base_url=base_url, ca=ca, adjust=_skip_system_namespaces
+    )
+
+
+def _skip_system_namespaces(webhook: dict[str, Any]) -> None:
+    if webhook["name"] in POD_BASED_WEBHOOKS:
+        webhook["namespaceSelector"] = {
+            "matchExpressions": [
+                {
+                    "key": "kubernetes.io/metadata.name",
+                    "operator": "NotIn",
+                    "values": list(SYSTEM_NAMESPACES),
                 }
-        found.append(configuration)
-    if len(found) != len(CONFIGURATION_NAMES):
-        raise ValueError("Kueue's webhook manifests lack a mutating or validating configuration")
-    return found
+            ]
+        }
 
 
 def converted_crds(crds: Sequence[dict[str, Any]], *, url: str, ca: bytes) -> list[dict[str, Any]]:
@@ -215,7 +173,3 @@ def stack_crds(manifests: Path) -> list[dict[str, Any]]:
 
 def kueue_flags(*, configuration: Path, kubeconfig: Path) -> list[str]:
     return [f"--config={configuration}", f"--kubeconfig={kubeconfig}", "--zap-log-level=info"]
-
-
-def _base64(data: bytes) -> str:
-    return base64.b64encode(data).decode()

@@ -1,9 +1,9 @@
 """The real Kubernetes stack of the tests, built by the project from pinned Go modules.
 
 ``tools/k8s/`` holds one small Go module per upstream project (Kubernetes, etcd, Kueue,
-KubeRay, kwok, Prometheus, and the NATS command line ``nats`` that docs/events.md shows
-subscribers): each pins its project and builds its programs at exactly the
-dependency versions that project is released with, which one shared module could not.
+KubeRay, the AppWrapper controller, kwok, Prometheus, and the NATS command line ``nats`` that
+docs/events.md shows subscribers): each pins its project and builds its programs at exactly
+the dependency versions that project is released with, which one shared module could not.
 :func:`build_stack` compiles every program with the machine's Go, from the Go module proxy
 only, into ``<cache>/<key>/bin`` and copies the third-party CRDs and Kueue's webhook
 configuration out of the same module sources into ``<cache>/<key>/manifests``. The key is a
@@ -96,6 +96,8 @@ PROGRAMS: Final = (
         name="kuberay", module="kuberay", package="github.com/ray-project/kuberay/ray-operator"
     ),
     Program(name="kwok", module="kwok", package="sigs.k8s.io/kwok/cmd/kwok"),
+    # The module's own command (main.go) around upstream's controller packages.
+    Program(name="appwrapper", module="appwrapper", package="."),
     Program(
         name="prometheus",
         module="prometheus",
@@ -130,7 +132,16 @@ MANIFESTS: Final = (
         "crds",
     ),
     Manifests(
-        "github.com/project-codeflare/appwrapper", "kueue", ("config/crd/bases/*.yaml",), "crds"
+        "github.com/project-codeflare/appwrapper",
+        "appwrapper",
+        ("config/crd/bases/*.yaml",),
+        "crds",
+    ),
+    Manifests(
+        "github.com/project-codeflare/appwrapper",
+        "appwrapper",
+        ("config/webhook/manifests.yaml",),
+        "appwrapper",
     ),
     Manifests(
         "sigs.k8s.io/gateway-api",

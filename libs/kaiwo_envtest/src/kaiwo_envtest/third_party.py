@@ -6,17 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import yaml
 
+from kaiwo_envtest import appwrapper as appwrapper_setup
 from kaiwo_envtest import kueue as kueue_setup
 from kaiwo_envtest.assets import Binaries
 from kaiwo_envtest.crds import is_kueue, load_crds, one_version
 from kaiwo_envtest.kueue import KueueOptions
-from kaiwo_envtest.pki import Credentials
 from kaiwo_envtest.processes import Component, ControlPlaneError, answers_ok
 from kaiwo_envtest.rest import ApiClient
+from kaiwo_envtest.rotated_webhooks import WebhookCertificates, webhook_certificates
 
 if TYPE_CHECKING:
     from kaiwo_envtest.control_plane import ControlPlane
@@ -51,14 +52,8 @@ class ThirdParty:
             (crd["metadata"]["name"] for crd in crds), within=self._plane.options.ready_timeout
         )
 
-    def _kueue_certificates(self) -> kueue_setup.WebhookCertificates:
-        directory = self._plane.directory / "kueue-pki"
-        if not (directory / "kueue-webhook.crt").exists():
-            return kueue_setup.webhook_certificates(directory)
-        return kueue_setup.WebhookCertificates(
-            ca=Credentials(directory / "kueue-ca.crt", directory / "kueue-ca.key"),
-            serving=Credentials(directory / "kueue-webhook.crt", directory / "kueue-webhook.key"),
-        )
+    def _kueue_certificates(self) -> WebhookCertificates:
+        return kueue_setup.webhook_certificates(self._plane.directory / "kueue-pki")
 
     def _kueue_ca(self) -> bytes:
         return self._kueue_certificates().ca.certificate.read_bytes()
@@ -75,7 +70,7 @@ class ThirdParty:
                 "metadata": {"name": kueue_setup.NAMESPACE},
             }
         )
-        self._api.apply(certificates.secret())
+        self._api.apply(certificates.secret(kueue_setup.WEBHOOKS))
         cert_dir = certificates.install_into(self._plane.directory / "kueue-certs")
         configuration = self._plane.directory / "kueue.yaml"
         document = kueue_setup.kueue_configuration(
@@ -100,15 +95,17 @@ class ThirdParty:
     def install_kueue_webhooks(self) -> None:
         """Kueue's webhook configurations, once it serves them (before, every pod and Job
         the API server admits would fail on the webhooks' ``failurePolicy: Fail``)."""
-        manifests = self._manifests() / "kueue" / "webhook-manifests.yaml"
-        documents = [d for d in yaml.safe_load_all(manifests.read_text()) if d]
         self._api.apply_all(
             kueue_setup.webhook_configurations(
-                documents,
+                self._webhook_manifests("kueue"),
                 base_url=f"https://127.0.0.1:{self._plane.endpoints.kueue_webhook}",
                 ca=self._kueue_ca(),
             )
         )
+
+    def _webhook_manifests(self, within: str) -> list[dict[str, Any]]:
+        manifests = self._manifests() / within / "webhook-manifests.yaml"
+        return [d for d in yaml.safe_load_all(manifests.read_text()) if d]
 
     def start_kuberay(self, binaries: Binaries) -> tuple[Component, Callable[[], bool]]:
         executable = binaries.path("kuberay")
@@ -125,3 +122,43 @@ class ThirdParty:
         )
         readyz = f"http://127.0.0.1:{port}/readyz"
         return kuberay, lambda: answers_ok(readyz)
+
+    def _appwrapper_certificates(self) -> WebhookCertificates:
+        return webhook_certificates(
+            self._plane.directory / "appwrapper-pki", appwrapper_setup.WEBHOOKS
+        )
+
+    def start_appwrapper(self, binaries: Binaries) -> tuple[Component, Callable[[], bool]]:
+        """The AppWrapper controller, its rotator handed certificates in its Secret (the
+        namespace made for it) and in its certificate directory."""
+        webhooks = appwrapper_setup.WEBHOOKS
+        certificates = self._appwrapper_certificates()
+        self._api.apply(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": webhooks.namespace}}
+        )
+        self._api.apply(certificates.secret(webhooks))
+        cert_dir = certificates.install_into(self._plane.directory / "appwrapper-certs")
+        port = self._plane.endpoints.appwrapper_health
+        controller = self._plane.launch(
+            "appwrapper",
+            [
+                str(binaries.path("appwrapper")),
+                *appwrapper_setup.appwrapper_flags(
+                    kubeconfig=self._plane.kubeconfig_for("appwrapper"),
+                    webhook_port=self._plane.endpoints.appwrapper_webhook,
+                    health_port=port,
+                    cert_dir=cert_dir,
+                ),
+            ],
+        )
+        return controller, lambda: answers_ok(f"http://127.0.0.1:{port}/readyz")
+
+    def install_appwrapper_webhooks(self) -> None:
+        """The AppWrapper webhooks, once the controller serves them (``failurePolicy: Fail``)."""
+        self._api.apply_all(
+            appwrapper_setup.webhook_configurations(
+                self._webhook_manifests("appwrapper"),
+                base_url=f"https://127.0.0.1:{self._plane.endpoints.appwrapper_webhook}",
+                ca=self._appwrapper_certificates().ca.certificate.read_bytes(),
+            )
+        )
