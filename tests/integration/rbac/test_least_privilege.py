@@ -101,6 +101,12 @@ NAME_TAKEN: Final = (
     "name is taken or the planner saw it changed (decision 0105); the run's AppWrapper is "
     "created once, its name free, and pruned"
 )
+WRAPPED_ONLY: Final = (
+    "asked of the executor by the AppWrapper webhook's SubjectAccessReview of a Ray service's "
+    "component, never a request of its own (the admission policy kaiwo-executor-wrapped-only "
+    "refuses every RayService it would create itself; decision 0184); this test's API server "
+    "runs no AppWrapper webhook, the real stack's does"
+)
 APPLY_CREATES: Final = (
     "authorized within the server-side apply that creates the default singleton (the API "
     "server checks create as well as patch), which the audit log records as a patch"
@@ -119,6 +125,7 @@ UNUSED_IN_THIS_RUN: Final[dict[str, dict[Grant, str]]] = {
         ("kaiwo.silogen.ai", "kaiwoqueueconfigs", "create"): APPLY_CREATES,
         ("kaiwo.silogen.ai", "gpuworkloads", "create"): APPLY_CREATES,
         ("workload.codeflare.dev", "appwrappers", "get"): NAME_TAKEN,
+        ("ray.io", "rayservices", "create"): WRAPPED_ONLY,
     },
     "monitor": {},
 }

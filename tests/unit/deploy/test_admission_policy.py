@@ -55,6 +55,8 @@ CHECKED_BY: Final[dict[tuple[str, str], str]] = {
     ("config.kaiwo.silogen.ai", "kaiwoconfigs"): "kaiwo-executor-owners",
     ("kaiwo.silogen.ai", "kaiwoqueueconfigs"): "kaiwo-executor-owners",
     ("kubeai.org", "models"): "kaiwo-executor-owners",
+    # Granted for the AppWrapper webhook's access check only (decision 0184): refused outright.
+    ("ray.io", "rayservices"): "kaiwo-executor-wrapped-only",
 }
 """The policy that checks what each write of the executor's role may contain, by hand."""
 NAMESPACE_ONLY: Final[dict[tuple[str, str], str]] = {

@@ -43,6 +43,8 @@ EXECUTOR_WRITES: Final[dict[tuple[str, str], set[str]]] = {
     ("apps", "deployments"): set(CHILD_VERBS),
     ("ray.io", "rayjobs"): set(CHILD_VERBS),
     ("workload.codeflare.dev", "appwrappers"): set(CHILD_VERBS),
+    # The AppWrapper webhook's access check of a Ray service's component (decision 0184).
+    ("ray.io", "rayservices"): {"create"},
     ("gateway.networking.k8s.io", "httproutes"): set(CHILD_VERBS),
     # The KaiwoQueueConfig's Kueue objects.
     ("kueue.x-k8s.io", "resourceflavors"): set(CHILD_VERBS),

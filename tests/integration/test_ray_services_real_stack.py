@@ -1,0 +1,245 @@
+"""A Ray KaiwoService on the whole real stack with the AppWrapper controller and its webhooks
+(decision 0184): what Kueue admits, the AppWrapper controller makes, KubeRay runs and the
+AppWrapper webhook refuses is the real components' doing.
+
+Before this decision the stack ran no AppWrapper controller, so a Ray service's RayService
+and pods were never seen, and nothing asked the AppWrapper webhook's question of the
+executor: may its creator create the components directly?
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import AsyncIterator
+from typing import Any, Final
+
+import pytest
+import pytest_asyncio
+from kaiwo_kube import AlreadyExists, KubeError, NotFound, resources
+from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
+from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
+
+from tests.integration.pipeline import cluster_actors as actors
+from tests.integration.pipeline.harness import (
+    Pending,
+    Pipeline,
+    eventually,
+    pipeline_on_kwok_nodes,
+)
+from tests.integration.rbac.service_accounts import (
+    admission_objects,
+    rbac_objects,
+    service_account,
+    service_kubeconfig,
+)
+from tests.integration.test_real_stack import app_wrapper_made
+from tests.real_cluster import OPERATOR_NAMESPACE, RealCluster
+
+pytestmark = [
+    pytest.mark.k8s,
+    pytest.mark.nats,
+    pytest.mark.slow,
+    pytest.mark.asyncio(loop_scope="module"),
+    pytest.mark.timeout(600),
+]
+
+MI300X: Final = NODE_TYPES["amd-mi300x"]
+FLEET: Final = tuple(NodeSpec(name, MI300X) for name in ("rs-1", "rs-2"))
+STEP: Final = 90.0
+NODEPOOL_LABEL: Final = "kaiwo/nodepool"
+APPWRAPPER_LABEL: Final = "workload.codeflare.dev/appwrapper"
+MANAGER: Final = "kaiwo-tests"
+QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
+
+
+def ray_service(name: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": actors.KAIWO_API,
+        "kind": "KaiwoService",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "user": "dave@example.com",
+            "image": "rayproject/ray:2.40.0",
+            "gpuVendor": "amd",
+            "gpus": 2,
+            "ray": True,
+        },
+    }
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def stack(
+    real_stack: RealCluster, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Pipeline]:
+    async with pipeline_on_kwok_nodes(
+        real_stack, FLEET, tmp_path_factory.mktemp("kaiwo")
+    ) as pipeline:
+        yield pipeline
+
+
+async def admitted_flavor(pipeline: Pipeline, wrapper: dict[str, Any]) -> str:
+    """The flavor Kueue admitted the AppWrapper's GPU pod set into."""
+
+    async def check() -> str | Pending:
+        listed = await pipeline.kube.list(
+            resources.KUEUE_WORKLOAD,
+            namespace=pipeline.namespace,
+            label_selector=f"{actors.KUEUE_JOB_UID_LABEL}={wrapper['metadata']['uid']}",
+        )
+        for workload in listed.items:
+            for assignment in ((workload.get("status") or {}).get("admission") or {}).get(
+                "podSetAssignments"
+            ) or ():
+                if (assignment.get("resourceUsage") or {}).get("amd.com/gpu"):
+                    return str(assignment["flavors"]["amd.com/gpu"])
+        return Pending("the AppWrapper not admitted")
+
+    return await eventually(check, what="the AppWrapper admitted", within=STEP)
+
+
+async def running_pods(pipeline: Pipeline, wrapper: str, count: int) -> list[dict[str, Any]]:
+    """The pods the AppWrapper controller's RayService made, once ``count`` run on nodes."""
+
+    async def check() -> list[dict[str, Any]] | Pending:
+        pods = await pipeline.kube.list(
+            resources.POD,
+            namespace=pipeline.namespace,
+            label_selector=f"{APPWRAPPER_LABEL}={wrapper}",
+        )
+        running = [p for p in pods.items if (p.get("status") or {}).get("phase") == "Running"]
+        if len(running) < count:
+            return Pending(f"{len(running)} of {count} pods running: {pods.items}")
+        return running
+
+    return await eventually(check, what=f"{count} pods of {wrapper} running", within=STEP)
+
+
+async def test_a_ray_services_pods_run_in_the_pool_kueue_admitted_its_appwrapper_into(
+    stack: Pipeline,
+) -> None:
+    """Kueue admits the operator's AppWrapper; the AppWrapper controller makes its RayService
+    with Kueue's node selector in the pod templates; KubeRay makes the Ray cluster, whose head
+    and GPU worker run, the worker on a node of the admitted pool with its 2 GPUs."""
+    name = "serve-wrapped"
+    await stack.kube.create(ray_service(name, stack.namespace))
+    wrapper = await app_wrapper_made(stack, name, stack.namespace)
+    flavor = await admitted_flavor(stack, wrapper)
+
+    pods = await running_pods(stack, name, count=2)
+    made = await stack.kube.get(resources.RAY_SERVICE, name, namespace=stack.namespace)
+    [owner] = made["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"]) == ("AppWrapper", name)
+    [worker] = [p for p in pods if p["metadata"]["labels"].get("ray.io/node-type") == "worker"]
+    limits = worker["spec"]["containers"][0]["resources"]["limits"]
+    assert limits["amd.com/gpu"] == "2"
+    assert worker["spec"]["nodeSelector"][NODEPOOL_LABEL] == flavor
+    node = await stack.kube.get(resources.NODE, worker["spec"]["nodeName"])
+    assert node["metadata"]["labels"][NODEPOOL_LABEL] == flavor
+
+    found = await stack.kube.get(resources.KAIWO_SERVICE, name, namespace=stack.namespace)
+    conditions = {c["type"]: c["status"] for c in found["status"]["conditions"]}
+    assert conditions["Admitted"] == "True"
+    assert conditions["ChildSpecApplied"] == "True"
+    await stack.kube.delete(resources.KAIWO_SERVICE, name, namespace=stack.namespace)
+
+
+@contextlib.asynccontextmanager
+async def executor_under_its_role(real: RealCluster, directory: Any) -> AsyncIterator[Any]:
+    """A client authenticated as the executor's ServiceAccount, bound to its ClusterRole and
+    its admission policies. Only the executor's cluster-wide objects are installed and
+    removed: ``kaiwo-system`` may hold the session's other objects, so it is never deleted."""
+    async with await KubernetesAsyncioAdapter.from_kubeconfig(real.kubeconfig) as admin:
+        with contextlib.suppress(AlreadyExists):
+            await admin.create(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NAMESPACE}}
+            )
+        account = next(
+            o
+            for o in rbac_objects()
+            if o["kind"] == "ServiceAccount"
+            and o["metadata"]["name"] == service_account("executor")
+        )
+        installed = [
+            account,
+            *(
+                o
+                for o in rbac_objects()
+                if o["kind"] in ("ClusterRole", "ClusterRoleBinding")
+                and o["metadata"]["name"] == service_account("executor")
+            ),
+            *admission_objects(),
+        ]
+        for obj in installed:
+            await admin.apply(obj, field_manager=MANAGER, force=True)
+        try:
+            kubeconfig = await service_kubeconfig(real.kubeconfig, "executor", directory)
+            async with await KubernetesAsyncioAdapter.from_kubeconfig(kubeconfig) as executor:
+                yield executor
+        finally:
+            for obj in reversed(installed):
+                resource = await admin.resolve(obj["apiVersion"], obj["kind"])
+                with contextlib.suppress(NotFound):
+                    await admin.delete(
+                        resource,
+                        obj["metadata"]["name"],
+                        namespace=obj["metadata"].get("namespace"),
+                    )
+
+
+async def test_the_executor_may_wrap_a_ray_service_and_may_not_make_one(
+    stack: Pipeline, real_stack: RealCluster, tmp_path: Any
+) -> None:
+    """The AppWrapper webhook asks whether the AppWrapper's creator could create its
+    RayService; the executor's role says yes, and its admission policy refuses every RayService
+    the executor would create itself. Checked with the operator's own AppWrapper, created again
+    by the executor under another name, suspended and queued nowhere (nothing runs)."""
+    name = "serve-checked"
+    await stack.kube.create(ray_service(name, stack.namespace))
+    made = await app_wrapper_made(stack, name, stack.namespace)
+    again = {
+        "apiVersion": made["apiVersion"],
+        "kind": "AppWrapper",
+        "metadata": {
+            "name": f"{name}-again",
+            "namespace": stack.namespace,
+            "labels": {k: v for k, v in made["metadata"]["labels"].items() if k != QUEUE_LABEL},
+            "ownerReferences": made["metadata"]["ownerReferences"],
+        },
+        "spec": {**copy.deepcopy(made["spec"]), "suspend": True},
+    }
+    [component] = again["spec"]["components"]
+    bare = {
+        **copy.deepcopy(component["template"]),
+        "metadata": {
+            "name": f"{name}-bare",
+            "namespace": stack.namespace,
+            "labels": again["metadata"]["labels"],
+            "ownerReferences": made["metadata"]["ownerReferences"],
+        },
+    }
+    async with executor_under_its_role(real_stack, tmp_path) as executor:
+
+        async def refused() -> str | Pending:
+            """The policy's refusal, once the API server enforces it (its informer picks up
+            a new binding within seconds): a RayService made before that is removed."""
+            try:
+                await executor.create(bare, field_manager=MANAGER)
+            except KubeError as error:
+                return f"{error.code} {error}"
+            await stack.kube.delete(
+                resources.RAY_SERVICE, f"{name}-bare", namespace=stack.namespace
+            )
+            return Pending("created: the policy not in force yet")
+
+        refusal = await eventually(refused, what="the bare RayService refused", within=STEP)
+        created = await executor.create(again, field_manager=MANAGER)
+    assert refusal.startswith("403 ")
+    assert "kaiwo-executor-wrapped-only" in refusal
+    assert "only inside AppWrappers" in refusal
+    # The mutating webhook ran too: it labels an AppWrapper with its creator.
+    assert created["metadata"]["labels"]["workload.codeflare.dev/user"] == (
+        f"system_serviceaccount_{OPERATOR_NAMESPACE}_{service_account('executor')}"
+    )
+    await stack.kube.delete(resources.APP_WRAPPER, f"{name}-again", namespace=stack.namespace)
+    await stack.kube.delete(resources.KAIWO_SERVICE, name, namespace=stack.namespace)
