@@ -1857,9 +1857,9 @@ async def test_a_multi_host_group_of_a_ray_service_is_reserved_on_every_host(
 ) -> None:
     """A KaiwoService ``gpus: 2`` whose ``rayService`` has one worker group of
     ``numOfHosts: 2``: the AppWrapper declares the group as 2 pods, so Kueue reserves 4 GPUs
-    for it (decision 0151; before, 1 pod and 2 GPUs). The stack runs no AppWrapper
-    controller, so the RayService's pods are not made here: Kueue's reservation is the
-    measure."""
+    for it (decision 0151; before, 1 pod and 2 GPUs). The AppWrapper controller then makes the
+    RayService, and KubeRay runs both hosts with 2 GPUs each and the env of the whole group
+    (decision 0184)."""
     ns = namespace_of(stack, "ray")
     group = {**ray_group("hosts", 1, "server"), "numOfHosts": 2}
     service = {
@@ -1908,6 +1908,14 @@ async def test_a_multi_host_group_of_a_ray_service_is_reserved_on_every_host(
         for a in workload["status"]["admission"]["podSetAssignments"]
     )
     assert reserved == [("0", 1), ("4", 2)]
+    pods = await ray_pods_running(stack, ns, "serve-hosts", ["headgroup", "hosts", "hosts"])
+    workers = [p for p in pods if p["metadata"]["labels"]["ray.io/group"] == "hosts"]
+    assert [w["spec"]["containers"][0]["resources"]["limits"]["amd.com/gpu"] for w in workers] == [
+        "2",
+        "2",
+    ]
+    env = _env_of(workers[0])
+    assert (env["NUM_GPUS"], env["NUM_REPLICAS"], env["NUM_GPUS_PER_REPLICA"]) == ("4", "2", "2")
     await stack.kube.delete(resources.KAIWO_SERVICE, "serve-hosts", namespace=ns)
 
 
@@ -1918,8 +1926,8 @@ async def test_a_ray_service_given_without_a_cluster_runs_kaiwos_cluster(
     (no ``rayClusterConfig``): KubeRay cannot run a RayService without a cluster, so Kaiwo
     gives its default one, as for ``ray: true`` (decision 0154). The AppWrapper's RayService
     has Kaiwo's head and ``default-worker-group`` and the user's serve config; Kueue admits
-    the head's pod set and the worker's with its 2 GPUs; the condition says it. The stack runs
-    no AppWrapper controller, so the RayService's pods are not made here."""
+    the head's pod set and the worker's with its 2 GPUs; the condition says it. The AppWrapper
+    controller makes the RayService, whose head and worker run (decision 0184)."""
     ns = namespace_of(stack, "ray")
     serve_config = "applications:\n  - name: echo\n    import_path: echo:app\n"
     service = {
@@ -1959,6 +1967,7 @@ async def test_a_ray_service_given_without_a_cluster_runs_kaiwos_cluster(
         for a in workload["status"]["admission"]["podSetAssignments"]
     )
     assert reserved == [("0", 1), ("2", 1)]
+    await ray_pods_running(stack, ns, "serve-default", ["default-worker-group", "headgroup"])
     found = await stack.kube.get(resources.KAIWO_SERVICE, "serve-default", namespace=ns)
     assert condition(found, "Schedulable")["message"] == (
         "Cluster has sufficient GPU resources; spec.rayService.spec gives no Ray cluster (no "
