@@ -120,7 +120,8 @@ async def test_a_ray_services_pods_run_in_the_pool_kueue_admitted_its_appwrapper
 ) -> None:
     """Kueue admits the operator's AppWrapper; the AppWrapper controller makes its RayService
     with Kueue's node selector in the pod templates; KubeRay makes the Ray cluster, whose head
-    and GPU worker run, the worker on a node of the admitted pool with its 2 GPUs."""
+    and GPU worker run, the worker on a node of the admitted pool with its 2 GPUs. Deleted,
+    the service goes with its AppWrapper, RayService and pods."""
     name = "serve-wrapped"
     await stack.kube.create(ray_service(name, stack.namespace))
     wrapper = await app_wrapper_made(stack, name, stack.namespace)
@@ -141,7 +142,21 @@ async def test_a_ray_services_pods_run_in_the_pool_kueue_admitted_its_appwrapper
     conditions = {c["type"]: c["status"] for c in found["status"]["conditions"]}
     assert conditions["Admitted"] == "True"
     assert conditions["ChildSpecApplied"] == "True"
+
+    # Deleted, it goes with everything made for it: the AppWrapper controller's finalizer
+    # removes the RayService before the AppWrapper goes.
     await stack.kube.delete(resources.KAIWO_SERVICE, name, namespace=stack.namespace)
+
+    async def gone() -> bool | Pending:
+        for kind in (resources.KAIWO_SERVICE, resources.APP_WRAPPER, resources.RAY_SERVICE):
+            if await actors.get_or_none(stack.kube, kind, name, namespace=stack.namespace):
+                return Pending(f"the {kind.kind} is still there")
+        pods = await stack.kube.list(
+            resources.POD, namespace=stack.namespace, label_selector=f"{APPWRAPPER_LABEL}={name}"
+        )
+        return True if not pods.items else Pending(f"{len(pods.items)} pods left")
+
+    await eventually(gone, what=f"{name} and what was made for it gone", within=STEP)
 
 
 @contextlib.asynccontextmanager
