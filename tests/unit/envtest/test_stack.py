@@ -14,7 +14,9 @@ from kaiwo_envtest.stack import (
     MANIFESTS,
     PROGRAMS,
     build_stack,
+    built_before,
     default_cache_root,
+    module_keys,
     stack_key,
     tools_directory,
     version_flags,
@@ -130,3 +132,29 @@ def test_kubernetes_staging_modules_are_pinned_to_the_matching_release() -> None
     replaced = re.findall(r"(k8s\.io/[\w-]+) => k8s\.io/[\w-]+ (v\S+)", go_mod)
     assert len(replaced) >= 30
     assert {version for _, version in replaced} == {f"v0.{release[1]}.{release[2]}"}
+
+
+def test_a_new_pin_rebuilds_only_its_own_module(tmp_path: Path) -> None:
+    """An earlier build's program is taken when it recorded the same key for the program's
+    module; a module whose files changed (its key with them) is built again."""
+    tools = tools_copy(tmp_path)
+    cache = tmp_path / "cache"
+    earlier = completed(cache, "earlier")
+    (earlier / "bin" / "kwok").write_text("kwok built earlier")
+    (earlier / "bin" / "kueue").write_text("kueue built earlier")
+    keys = module_keys(tools, GO)
+    record = {"versions": {}, "modules": keys}
+    (earlier / "stack.json").write_text(json.dumps(record))
+    kwok = next(p for p in PROGRAMS if p.name == "kwok")
+    kueue = next(p for p in PROGRAMS if p.name == "kueue")
+    assert built_before(kwok, keys["kwok"], cache) == earlier / "bin" / "kwok"
+
+    go_sum = tools / "kueue" / "go.sum"
+    go_sum.write_text(go_sum.read_text() + "example.com/x v1.0.0 h1:abc=\n")
+    pinned_anew = module_keys(tools, GO)
+    assert pinned_anew["kwok"] == keys["kwok"]
+    assert built_before(kueue, pinned_anew["kueue"], cache) is None
+    assert module_keys(tools, "go1.27.0 linux amd64")["kwok"] != keys["kwok"]
+    # A build without the record (older than it) is never taken.
+    (earlier / "stack.json").write_text(json.dumps({"versions": {}}))
+    assert built_before(kwok, keys["kwok"], cache) is None

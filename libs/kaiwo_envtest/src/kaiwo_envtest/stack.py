@@ -8,7 +8,10 @@ the dependency versions that project is released with, which one shared module c
 only, into ``<cache>/<key>/bin`` and copies the third-party CRDs and Kueue's webhook
 configuration out of the same module sources into ``<cache>/<key>/manifests``. The key is a
 hash of every file in ``tools/k8s`` and the Go version, so a second build is a no-op, a new pin
-is a new directory, and every clone on the machine shares one build.
+is a new directory, and every clone on the machine shares one build. Each build records a key
+per module directory (:func:`module_keys`), and a new build copies the programs of modules an
+earlier one built from the same files (:func:`built_before`): a new pin rebuilds its own
+module's programs only.
 """
 
 from __future__ import annotations
@@ -221,11 +224,35 @@ def go_version() -> str:
 def stack_key(tools: Path, go: str) -> str:
     """16 hex digits naming the build of ``tools`` with Go ``go``: any file under ``tools``
     (a pin, a ``go.sum`` line, the etcd main) or the Go version changes it."""
+    return _digest(tools, go)
+
+
+def module_keys(tools: Path, go: str) -> dict[str, str]:
+    """Per module directory of ``tools``, what its programs are built from (its files and Go):
+    a program whose module's key an earlier build recorded is that build's program."""
+    return {d.name: _digest(d, go) for d in sorted(tools.iterdir()) if (d / "go.mod").is_file()}
+
+
+def _digest(files: Path, go: str) -> str:
     digest = hashlib.sha256(f"recipe {RECIPE}\n{go}\n".encode())
-    for path in sorted(p for p in tools.rglob("*") if p.is_file()):
-        digest.update(f"{path.relative_to(tools)}\n".encode())
+    for path in sorted(p for p in files.rglob("*") if p.is_file()):
+        digest.update(f"{path.relative_to(files)}\n".encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def built_before(program: Program, module_key: str, cache_root: Path) -> Path | None:
+    """``program`` as an earlier finished build in ``cache_root`` made it from the same module
+    key, if one did: a new pin elsewhere in ``tools`` then rebuilds only its own module."""
+    for record in sorted(cache_root.glob(f"*/{COMPLETE}")):
+        try:
+            modules = json.loads(record.read_text()).get("modules") or {}
+        except (OSError, ValueError):
+            continue
+        found = record.parent / "bin" / program.name
+        if modules.get(program.module) == module_key and found.is_file():
+            return found
+    return None
 
 
 def built_stack(
@@ -273,13 +300,19 @@ def build_stack(
             return stack
         started = time.monotonic()
         versions = {module: _pinned_version(tools / within, module) for module, within in _pins()}
+        modules = module_keys(tools, go)
         for program in PROGRAMS:
-            _build(program, tools, stack, versions, progress)
+            earlier = built_before(program, modules[program.module], root)
+            if earlier is not None:
+                _copy_program(earlier, stack.program(program.name), progress)
+            else:
+                _build(program, tools, stack, versions, progress)
         for manifests in MANIFESTS:
             _copy_manifests(manifests, tools, stack)
         record = {
             "go": go,
             "versions": versions,
+            "modules": modules,
             "seconds": round(time.monotonic() - started, 1),
             "bytes": {p.name: stack.program(p.name).stat().st_size for p in PROGRAMS},
         }
@@ -371,6 +404,21 @@ def _build(
         Path(partial).unlink(missing_ok=True)
     size = target.stat().st_size / 1e6
     progress(f"built {program.name} in {time.monotonic() - started:.0f} s ({size:.0f} MB)")
+
+
+def _copy_program(earlier: Path, target: Path, progress: Progress) -> None:
+    """``earlier`` copied beside ``target`` and renamed, so nothing half-copied is ever run."""
+    if target.is_file():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    os.close(handle)
+    try:
+        shutil.copy2(earlier, partial)
+        Path(partial).replace(target)
+    finally:
+        Path(partial).unlink(missing_ok=True)
+    progress(f"{target.name}: the same module as {earlier.parent.parent.name}'s build, copied")
 
 
 def _copy_manifests(manifests: Manifests, tools: Path, stack: BuiltStack) -> None:
