@@ -1304,6 +1304,20 @@ async def ray_pods_running(
     return await eventually(check, what=f"the Ray cluster of {cluster_of} runs {groups}")
 
 
+async def two_hosts_of_two_gpus_run(pipeline: Pipeline, namespace: str, cluster_of: str) -> None:
+    """The Ray cluster of ``cluster_of`` runs its head and both hosts of its ``hosts`` group
+    (``numOfHosts: 2``, one replica of ``gpus: 2``), each host with 2 GPUs and the env of the
+    whole group: 4 GPUs in 2 replicas of 2 (decision 0151)."""
+    pods = await ray_pods_running(pipeline, namespace, cluster_of, ["headgroup", "hosts", "hosts"])
+    workers = [p for p in pods if p["metadata"]["labels"]["ray.io/group"] == "hosts"]
+    assert [w["spec"]["containers"][0]["resources"]["limits"]["amd.com/gpu"] for w in workers] == [
+        "2",
+        "2",
+    ]
+    env = _env_of(workers[0])
+    assert (env["NUM_GPUS"], env["NUM_REPLICAS"], env["NUM_GPUS_PER_REPLICA"]) == ("4", "2", "2")
+
+
 async def kueue_workload_of_ray_job(
     pipeline: Pipeline, namespace: str, name: str
 ) -> dict[str, Any]:
@@ -1353,14 +1367,7 @@ async def test_a_multi_host_worker_group_holds_the_gpus_of_every_host(stack: Pip
     }
     assert admitted_gpus == {"head": (None, 1), "submitter": (None, 1), "hosts": ("4", 2)}
 
-    pods = await ray_pods_running(stack, ns, "ray-hosts", ["headgroup", "hosts", "hosts"])
-    workers = [p for p in pods if p["metadata"]["labels"]["ray.io/group"] == "hosts"]
-    assert [w["spec"]["containers"][0]["resources"]["limits"]["amd.com/gpu"] for w in workers] == [
-        "2",
-        "2",
-    ]
-    env = _env_of(workers[0])
-    assert (env["NUM_GPUS"], env["NUM_REPLICAS"], env["NUM_GPUS_PER_REPLICA"]) == ("4", "2", "2")
+    await two_hosts_of_two_gpus_run(stack, ns, "ray-hosts")
     assert condition(starting, "Schedulable")["message"] == (
         "Cluster has sufficient GPU resources: the worker group of the Ray cluster runs "
         "1 replica of 2 hosts (numOfHosts) with 2 GPUs each, so the workload holds 4 GPUs"
@@ -1908,14 +1915,7 @@ async def test_a_multi_host_group_of_a_ray_service_is_reserved_on_every_host(
         for a in workload["status"]["admission"]["podSetAssignments"]
     )
     assert reserved == [("0", 1), ("4", 2)]
-    pods = await ray_pods_running(stack, ns, "serve-hosts", ["headgroup", "hosts", "hosts"])
-    workers = [p for p in pods if p["metadata"]["labels"]["ray.io/group"] == "hosts"]
-    assert [w["spec"]["containers"][0]["resources"]["limits"]["amd.com/gpu"] for w in workers] == [
-        "2",
-        "2",
-    ]
-    env = _env_of(workers[0])
-    assert (env["NUM_GPUS"], env["NUM_REPLICAS"], env["NUM_GPUS_PER_REPLICA"]) == ("4", "2", "2")
+    await two_hosts_of_two_gpus_run(stack, ns, "serve-hosts")
     await stack.kube.delete(resources.KAIWO_SERVICE, "serve-hosts", namespace=ns)
 
 
