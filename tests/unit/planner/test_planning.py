@@ -652,17 +652,28 @@ def stranded_job_and_pod(first: Plan) -> tuple[dict[str, Any], dict[str, Any]]:
     return job, pod
 
 
+Stranded = Callable[[Plan], tuple[dict[str, Any], dict[str, Any]]]
+
+
+def started_and_stranded(
+    cluster_with: Any, spec: dict[str, Any], stranded: Stranded
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The main child the first plan of a KaiwoJob of ``spec`` makes, as ``stranded`` has
+    Kueue start it in ``GONE_POOL``, its pod that waits there, and the KaiwoJob STARTING."""
+    owner = kaiwo_job(spec)
+    first = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
+    assert first is not None
+    child, pod = stranded(first)
+    return child, pod, kaiwo_job(spec, status={**first.status, "status": "STARTING"})
+
+
 def test_a_job_admitted_into_a_pool_its_nodes_left_is_made_anew(cluster_with):
     """Decision 0183: Kueue started the Job in a pool no node is in any more (its nodes moved
     to another pool before the scheduler bound the pod), and none of its pods ran: the Job
     is pruned, to be made again, and Kueue admits the new one into a pool that has nodes.
     The plan after it makes the Job again without a ChildDeleted warning: the operator
     deleted it, not someone else."""
-    owner = kaiwo_job(TRAIN_SPEC)
-    first = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
-    assert first is not None
-    job, pod = stranded_job_and_pod(first)
-    starting = kaiwo_job(TRAIN_SPEC, status={**first.status, "status": "STARTING"})
+    job, pod, starting = started_and_stranded(cluster_with, TRAIN_SPEC, stranded_job_and_pod)
 
     plan = planned(
         owner=starting,
@@ -726,13 +737,9 @@ def test_a_job_admitted_into_a_pool_its_nodes_left_is_made_anew(cluster_with):
 def test_a_job_is_not_made_anew_once_anything_of_it_ran_or_may_run(cluster_with, gpu_nodes, ran):
     """What a Job made anew would lose, or a pod that may still run, keeps the Job: it is
     applied as before (decision 0183)."""
-    owner = kaiwo_job(TRAIN_SPEC)
-    first = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
-    assert first is not None
-    job, pod = stranded_job_and_pod(first)
+    job, pod, starting = started_and_stranded(cluster_with, TRAIN_SPEC, stranded_job_and_pod)
     job["status"] = {**job["status"], **ran.get("status", {})}
     pod["spec"].update(ran.get("pod", {}))
-    starting = kaiwo_job(TRAIN_SPEC, status={**first.status, "status": "STARTING"})
     if ran.get("nodes"):  # the nodes of cluster_with
         gpu_nodes[0]["metadata"]["labels"]["kaiwo/nodepool"] = GONE_POOL
     workloads = ran.get("workloads", (admitted("child-uid"),))
@@ -783,12 +790,8 @@ def test_a_ray_job_admitted_into_a_pool_its_nodes_left_is_made_anew_while_its_cl
     """Decision 0183, for a RayJob: Kueue wrote the gone pool into its cluster's templates.
     While KubeRay still starts the cluster (none of its pods ran) it is made anew; once the
     Ray job runs, it is kept, and only its own cluster's pods count."""
-    owner = kaiwo_job(RAY_SPEC)
-    first = planned(owner=owner, cluster=cluster_with(owner), now=NOW)
-    assert first is not None
-    ray_job, pod = stranded_ray_job_and_pod(first)
+    ray_job, pod, starting = started_and_stranded(cluster_with, RAY_SPEC, stranded_ray_job_and_pod)
     ray_job["status"].update(jobDeploymentStatus=deployment_status, rayClusterName=cluster)
-    starting = kaiwo_job(RAY_SPEC, status={**first.status, "status": "STARTING"})
 
     plan = planned(
         owner=starting,
