@@ -33,7 +33,11 @@ from tests.integration.rbac.service_accounts import (
     service_account,
     service_kubeconfig,
 )
-from tests.integration.test_real_stack import app_wrapper_made
+from tests.integration.test_real_stack import (
+    app_wrapper_made,
+    kueue_workload_owned,
+    ray_pods_running,
+)
 from tests.real_cluster import OPERATOR_NAMESPACE, RealCluster
 
 pytestmark = [
@@ -78,43 +82,6 @@ async def stack(
         yield pipeline
 
 
-async def admitted_flavor(pipeline: Pipeline, wrapper: dict[str, Any]) -> str:
-    """The flavor Kueue admitted the AppWrapper's GPU pod set into."""
-
-    async def check() -> str | Pending:
-        listed = await pipeline.kube.list(
-            resources.KUEUE_WORKLOAD,
-            namespace=pipeline.namespace,
-            label_selector=f"{actors.KUEUE_JOB_UID_LABEL}={wrapper['metadata']['uid']}",
-        )
-        for workload in listed.items:
-            for assignment in ((workload.get("status") or {}).get("admission") or {}).get(
-                "podSetAssignments"
-            ) or ():
-                if (assignment.get("resourceUsage") or {}).get("amd.com/gpu"):
-                    return str(assignment["flavors"]["amd.com/gpu"])
-        return Pending("the AppWrapper not admitted")
-
-    return await eventually(check, what="the AppWrapper admitted", within=STEP)
-
-
-async def running_pods(pipeline: Pipeline, wrapper: str, count: int) -> list[dict[str, Any]]:
-    """The pods the AppWrapper controller's RayService made, once ``count`` run on nodes."""
-
-    async def check() -> list[dict[str, Any]] | Pending:
-        pods = await pipeline.kube.list(
-            resources.POD,
-            namespace=pipeline.namespace,
-            label_selector=f"{APPWRAPPER_LABEL}={wrapper}",
-        )
-        running = [p for p in pods.items if (p.get("status") or {}).get("phase") == "Running"]
-        if len(running) < count:
-            return Pending(f"{len(running)} of {count} pods running: {pods.items}")
-        return running
-
-    return await eventually(check, what=f"{count} pods of {wrapper} running", within=STEP)
-
-
 async def test_a_ray_services_pods_run_in_the_pool_kueue_admitted_its_appwrapper_into(
     stack: Pipeline,
 ) -> None:
@@ -122,16 +89,21 @@ async def test_a_ray_services_pods_run_in_the_pool_kueue_admitted_its_appwrapper
     with Kueue's node selector in the pod templates; KubeRay makes the Ray cluster, whose head
     and GPU worker run, the worker on a node of the admitted pool with its 2 GPUs. Deleted,
     the service goes with its AppWrapper, RayService and pods."""
-    name = "serve-wrapped"
-    await stack.kube.create(ray_service(name, stack.namespace))
-    wrapper = await app_wrapper_made(stack, name, stack.namespace)
-    flavor = await admitted_flavor(stack, wrapper)
+    name, ns = "serve-wrapped", stack.namespace
+    await stack.kube.create(ray_service(name, ns))
 
-    pods = await running_pods(stack, name, count=2)
-    made = await stack.kube.get(resources.RAY_SERVICE, name, namespace=stack.namespace)
+    pods = await ray_pods_running(stack, ns, name, ["default-worker-group", "headgroup"])
+    # Its pods run, so Kueue has admitted the AppWrapper: the flavor of its GPU pod set.
+    workload = await kueue_workload_owned(stack, resources.APP_WRAPPER, name, ns)
+    [flavor] = [
+        a["flavors"]["amd.com/gpu"]
+        for a in workload["status"]["admission"]["podSetAssignments"]
+        if (a.get("resourceUsage") or {}).get("amd.com/gpu")
+    ]
+    made = await stack.kube.get(resources.RAY_SERVICE, name, namespace=ns)
     [owner] = made["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["name"]) == ("AppWrapper", name)
-    [worker] = [p for p in pods if p["metadata"]["labels"].get("ray.io/node-type") == "worker"]
+    [worker] = [p for p in pods if p["metadata"]["labels"]["ray.io/group"] != "headgroup"]
     limits = worker["spec"]["containers"][0]["resources"]["limits"]
     assert limits["amd.com/gpu"] == "2"
     assert worker["spec"]["nodeSelector"][NODEPOOL_LABEL] == flavor
