@@ -55,6 +55,7 @@ NODEPOOL_LABEL: Final = "kaiwo/nodepool"
 APPWRAPPER_LABEL: Final = "workload.codeflare.dev/appwrapper"
 MANAGER: Final = "kaiwo-tests"
 QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
+OBSERVED: Final = "ai.silogen.kaiwo.obs.observed.v1"
 
 
 def ray_service(name: str, namespace: str) -> dict[str, Any]:
@@ -114,6 +115,7 @@ async def test_a_ray_services_pods_run_in_the_pool_kueue_admitted_its_appwrapper
     conditions = {c["type"]: c["status"] for c in found["status"]["conditions"]}
     assert conditions["Admitted"] == "True"
     assert conditions["ChildSpecApplied"] == "True"
+    await ray_service_observed(stack, found["metadata"]["uid"])
 
     # Deleted, it goes with everything made for it: the AppWrapper controller's finalizer
     # removes the RayService before the AppWrapper goes.
@@ -129,6 +131,21 @@ async def test_a_ray_services_pods_run_in_the_pool_kueue_admitted_its_appwrapper
         return True if not pods.items else Pending(f"{len(pods.items)} pods left")
 
     await eventually(gone, what=f"{name} and what was made for it gone", within=STEP)
+
+
+async def ray_service_observed(pipeline: Pipeline, uid: str) -> None:
+    """The watcher published the AppWrapper's RayService in the workload's story: it carries
+    the workload's run-id, not the managed-by label of what the operator creates itself, and
+    was never seen before decision 0185 (so the service's phase, which it tells, could not
+    leave STARTING)."""
+
+    async def observed() -> bool | Pending:
+        async with pipeline.store() as store:
+            story = await store.read_stream(f"workload/{uid}")
+        kinds = {e.data.get("kind") for e in story if e.type == OBSERVED}
+        return True if "RayService" in kinds else Pending(f"observed {sorted(map(str, kinds))}")
+
+    await eventually(observed, what="the RayService observed", within=STEP)
 
 
 @contextlib.asynccontextmanager

@@ -37,7 +37,6 @@ def test_children_and_managed_kueue_objects_are_filtered_by_the_managed_by_label
         resources.JOB,
         resources.DEPLOYMENT,
         resources.RAY_JOB,
-        resources.RAY_SERVICE,
         resources.APP_WRAPPER,
         resources.PERSISTENT_VOLUME_CLAIM,
         resources.CONFIG_MAP,
@@ -53,9 +52,13 @@ def test_children_and_managed_kueue_objects_are_filtered_by_the_managed_by_label
         assert found[str(resource)] == MANAGED, resource
 
 
-def test_pods_by_run_id_and_workloads_nodes_namespaces_priority_classes_whole():
+def test_pods_and_ray_services_by_run_id_and_workloads_nodes_namespaces_priority_classes_whole():
     found = selectors()
     assert found["pods"] == "kaiwo.silogen.ai/run-id"
+    # The AppWrapper controller makes a Ray service's RayService from the workload's
+    # labels, without the managed-by label (decision 0185), in a stream of its own.
+    assert found["rayservices.ray.io/v1#run-id"] == "kaiwo.silogen.ai/run-id"
+    assert "rayservices.ray.io/v1" not in found
     # The Pods the operator makes itself (a Model's), in a stream of their own.
     assert found["pods#owned"] == "app.kubernetes.io/managed-by=kaiwo,kaiwo.silogen.ai/owner-uid"
     assert found["workloads.kueue.x-k8s.io/v1beta1"] is None
@@ -67,7 +70,7 @@ def test_pods_by_run_id_and_workloads_nodes_namespaces_priority_classes_whole():
     # Nothing the operator does not need: no Secrets, Events, Leases.
     assert "secrets" not in found
     assert "events" not in found
-    assert len(DEFAULT_WATCH_LIST) == 7 + 11 + 2 + 1 + 1 + 4 + 1 + 1 + 2 + 1 + 6 + 1
+    assert len(DEFAULT_WATCH_LIST) == 7 + 10 + 1 + 2 + 1 + 1 + 4 + 1 + 1 + 2 + 1 + 6 + 1
 
 
 def test_the_roots_of_gpu_workloads_come_in_streams_of_their_own():

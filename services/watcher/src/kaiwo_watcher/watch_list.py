@@ -1,10 +1,16 @@
 """What the watcher lists and watches, and with which label selector.
 
 * The served kinds (``kaiwo_contracts.crds.registry.SERVED_KINDS``): every object.
-* Their children (Jobs, Deployments, RayJobs, RayServices, AppWrappers, PVCs, ConfigMaps,
-  Services, HTTPRoutes) and the Kueue objects a KaiwoQueueConfig manages: only objects
-  labelled ``app.kubernetes.io/managed-by=kaiwo``, the label the planner puts on everything
-  it creates (with ``kaiwo.silogen.ai/owner-uid`` on workload children).
+* Their children (Jobs, Deployments, RayJobs, AppWrappers, PVCs, ConfigMaps, Services,
+  HTTPRoutes) and the Kueue objects a KaiwoQueueConfig manages: only objects labelled
+  ``app.kubernetes.io/managed-by=kaiwo``, the label the planner puts on everything it creates
+  (with ``kaiwo.silogen.ai/owner-uid`` on workload children).
+* RayServices carrying ``kaiwo.silogen.ai/run-id``: a Ray KaiwoService's RayService is made
+  by the AppWrapper controller from the AppWrapper's component, which carries the workload's
+  labels but not the inventory labels (pruning them would delete what the AppWrapper owns).
+  In a stream of its own (key ``rayservices.ray.io/v1#run-id``, decision 0185): watched by the
+  managed-by label, no RayService of a service was ever seen, so its phase never left
+  STARTING.
 * Pods of our workloads: those carrying ``kaiwo.silogen.ai/run-id`` (a pod-template label the
   planner sets to the workload's uid). Pods the operator creates itself (a Model's server
   Pods): ``app.kubernetes.io/managed-by=kaiwo`` with ``kaiwo.silogen.ai/owner-uid``, a
@@ -65,6 +71,9 @@ DEFAULT_OPERATOR_NAMESPACE = "kaiwo-system"
 MANAGED_BY_SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY_KAIWO}"
 RUN_ID_SELECTOR = LABEL_RUN_ID
 """``key`` alone is the "exists" selector."""
+RUN_ID_STREAM = "run-id"
+"""A stream of its own: a checkpoint of the stream once watched by another selector would
+resume where that one stopped, and miss the objects only the new selector takes."""
 OWNED_POD_SELECTOR = f"{MANAGED_BY_SELECTOR},{LABEL_OWNER_UID}"
 MODELS_CONFIG_SELECTOR = f"{LABEL_SYSTEM_CONFIG}=models"
 NOT_MANAGED_SELECTOR = f"{LABEL_MANAGED_BY}!={MANAGED_BY_KAIWO}"
@@ -112,7 +121,6 @@ CHILD_RESOURCES: tuple[ResourceType, ...] = (
     resources.JOB,
     resources.DEPLOYMENT,
     resources.RAY_JOB,
-    resources.RAY_SERVICE,
     resources.APP_WRAPPER,
     resources.PERSISTENT_VOLUME_CLAIM,
     resources.CONFIG_MAP,
@@ -121,7 +129,7 @@ CHILD_RESOURCES: tuple[ResourceType, ...] = (
     resources.ROLE,
     resources.ROLE_BINDING,
 )
-"""Kinds the planner creates for a workload or a Model."""
+"""Kinds the planner creates for a workload or a Model (a RayService: see the module)."""
 
 MANAGED_KUEUE_RESOURCES: tuple[ResourceType, ...] = (
     resources.KUEUE_RESOURCE_FLAVOR,
@@ -181,6 +189,9 @@ def default_watch_list(
     return (
         *served_targets(),
         *(WatchTarget(resource=r, label_selector=MANAGED_BY_SELECTOR) for r in CHILD_RESOURCES),
+        WatchTarget(
+            resource=resources.RAY_SERVICE, label_selector=RUN_ID_SELECTOR, stream=RUN_ID_STREAM
+        ),
         WatchTarget(resource=resources.POD, label_selector=RUN_ID_SELECTOR),
         WatchTarget(resource=resources.POD, label_selector=OWNED_POD_SELECTOR, stream="owned"),
         WatchTarget(
