@@ -23,6 +23,8 @@ generated default queue ``kaiwo``:
   STARTING for good.
 * the same with a Ray KaiwoJob, whose RayJob is made anew while KubeRay starts its cluster;
   the new cluster runs in the 8-GPU pool.
+* the same with a Ray KaiwoService, whose AppWrapper is made anew (decision 0185); the new
+  one's cluster runs in the 8-GPU pool.
 * a Job of two completions whose second pod is made after its nodes moved to another pool:
   its first pod ran, so the Job is not made anew; the workload says how to have Kueue admit
   it anew, and done as said, the Job completes with both completions.
@@ -63,6 +65,7 @@ GPU_TAINT: Final = {"key": "kaiwo.silogen.ai/gpu", "value": "true", "effect": "N
 COUNT_LABEL: Final = "beta.amd.com/gpu.family.AI"
 RUN_SECONDS: Final = "sandbox.kaiwo.silogen.ai/run-seconds"
 NODEPOOL_LABEL: Final = "kaiwo/nodepool"
+RAY_PODS: Final = "ray.io/node-type"
 STEP: Final = 90.0
 SMALL_NODE: Final = NodeSpec("nc-small", NodeType("amd", MI300X.product, 4, "64", "512Gi"))
 WORKLOAD_AS_KUBECTL_PATCHES: Final = ResourceType(
@@ -467,39 +470,19 @@ async def test_a_ray_job_admitted_into_a_pool_its_nodes_left_is_made_anew_and_it
     dashboard, so the RayJob itself never runs: the KaiwoJob stays STARTING.)"""
     pipeline, kube, ns = stack, stack.kube, stack.namespace
     await kube.apply(kaiwo_config(taints=False), field_manager="cluster-admin", force=True)
-    # The Ray head is a CPU pod, which does not tolerate the GPU taint the first test left:
-    # the platform team takes it off, so that these GPU nodes take CPU pods too.
-    for spec in FLEET:
-        node = await kube.get(resources.NODE, spec.name)
-        taints = [t for t in node["spec"].get("taints", ()) if t != GPU_TAINT]
-        await kube.merge_patch(
-            resources.NODE, spec.name, {"spec": {"taints": taints}}, field_manager="cluster-admin"
-        )
+    await gpu_taint_taken_off(pipeline)
     await relabel_fleet(pipeline, 4)
     job = eight_gpu_job("ray-remade", ns, run_seconds=600)
     job["spec"].update(gpus=4, ray=True)
-    ray_pods = "ray.io/node-type"
     try:
         stranded = await started_in_the_4gpu_pool_then_moved(
-            pipeline, real_stack, job, pods=ray_pods
+            pipeline, real_stack, job, pods=RAY_PODS
         )
         pool = stranded["spec"]["nodeSelector"][NODEPOOL_LABEL]
         first_run = (await kube.get(resources.RAY_JOB, "ray-remade", namespace=ns))["metadata"][
             "uid"
         ]
-
-        async def runs_anew() -> list[dict[str, Any]] | Pending:
-            listed = await kube.list(resources.POD, namespace=ns, label_selector=ray_pods)
-            running = [
-                p
-                for p in listed.items
-                if p["status"].get("phase") == "Running"
-                and "-8gpu-" in p["spec"].get("nodeSelector", {}).get(NODEPOOL_LABEL, "")
-            ]
-            kinds = sorted(p["metadata"]["labels"]["ray.io/node-type"] for p in running)
-            return running if kinds == ["head", "worker"] else Pending(f"running {kinds}")
-
-        await eventually(runs_anew, what="the new cluster running in the 8-GPU pool", within=STEP)
+        await ray_cluster_runs_in_the_8gpu_pool(pipeline)
         second_run = await kube.get(resources.RAY_JOB, "ray-remade", namespace=ns)
         assert second_run["metadata"]["uid"] != first_run
         [event] = await warnings(pipeline, "ray-remade", "ChildReplacing")
@@ -512,6 +495,87 @@ async def test_a_ray_job_admitted_into_a_pool_its_nodes_left_is_made_anew_and_it
         assert not await warnings(pipeline, "ray-remade", "ChildDeleted")
     finally:
         await kube.delete(resources.KAIWO_JOB, "ray-remade", namespace=ns)
+
+
+async def test_a_ray_service_admitted_into_a_pool_its_nodes_left_is_made_anew_and_runs(
+    stack: Pipeline, real_stack: RealCluster
+) -> None:
+    """Decision 0185, for a Ray KaiwoService: Kueue admitted its AppWrapper into the 4-GPU
+    pool, and the AppWrapper controller wrote the pool into its RayService's templates; the
+    nodes moved to the 8-GPU pool before the scheduler bound a pod. Every pod of the service
+    waits for good: the operator makes the AppWrapper anew, Kueue admits the new one into the
+    8-GPU pool, and its cluster runs there. (Under kwok no Ray Serve answers, so the service
+    never says READY.)"""
+    pipeline, kube, ns = stack, stack.kube, stack.namespace
+    await kube.apply(kaiwo_config(taints=False), field_manager="cluster-admin", force=True)
+    await gpu_taint_taken_off(pipeline)
+    await relabel_fleet(pipeline, 4)
+    service = {
+        "apiVersion": actors.KAIWO_API,
+        "kind": "KaiwoService",
+        "metadata": {"name": "serve-remade", "namespace": ns},
+        "spec": {
+            "user": "dave@example.com",
+            "image": "rayproject/ray:2.40.0",
+            "gpuVendor": "amd",
+            "gpus": 4,
+            "ray": True,
+        },
+    }
+    try:
+        stranded = await started_in_the_4gpu_pool_then_moved(
+            pipeline, real_stack, service, pods=RAY_PODS
+        )
+        pool = stranded["spec"]["nodeSelector"][NODEPOOL_LABEL]
+        first_run = (await kube.get(resources.APP_WRAPPER, "serve-remade", namespace=ns))[
+            "metadata"
+        ]["uid"]
+        await ray_cluster_runs_in_the_8gpu_pool(pipeline)
+        second_run = await kube.get(resources.APP_WRAPPER, "serve-remade", namespace=ns)
+        assert second_run["metadata"]["uid"] != first_run
+        [event] = await warnings(pipeline, "serve-remade", "ChildReplacing")
+        assert (event["type"], event["message"]) == (
+            "Normal",
+            f"AppWrapper serve-remade: Kueue admitted it into node pool {pool}, which no node "
+            "is in any more, and none of its pods can run: the AppWrapper is made anew, and "
+            "Kueue admits it again",
+        )
+        assert not await warnings(pipeline, "serve-remade", "ChildDeleted")
+    finally:
+        await kube.delete(resources.KAIWO_SERVICE, "serve-remade", namespace=ns)
+
+
+async def gpu_taint_taken_off(pipeline: Pipeline) -> None:
+    """The Ray head is a CPU pod, which does not tolerate the GPU taint the first test left:
+    the platform team takes it off, so that these GPU nodes take CPU pods too."""
+    for spec in FLEET:
+        node = await pipeline.kube.get(resources.NODE, spec.name)
+        taints = [t for t in node["spec"].get("taints", ()) if t != GPU_TAINT]
+        await pipeline.kube.merge_patch(
+            resources.NODE, spec.name, {"spec": {"taints": taints}}, field_manager="cluster-admin"
+        )
+
+
+async def ray_cluster_runs_in_the_8gpu_pool(pipeline: Pipeline) -> list[dict[str, Any]]:
+    """The running pods of a Ray cluster, once its head and worker run in the 8-GPU pool."""
+
+    async def runs_anew() -> list[dict[str, Any]] | Pending:
+        listed = await pipeline.kube.list(
+            resources.POD, namespace=pipeline.namespace, label_selector=RAY_PODS
+        )
+        running = [
+            p
+            for p in listed.items
+            if p["status"].get("phase") == "Running"
+            and "-8gpu-" in p["spec"].get("nodeSelector", {}).get(NODEPOOL_LABEL, "")
+        ]
+        kinds = sorted(p["metadata"]["labels"]["ray.io/node-type"] for p in running)
+        return running if kinds == ["head", "worker"] else Pending(f"running {kinds}")
+
+    found: list[dict[str, Any]] = await eventually(
+        runs_anew, what="the new cluster running in the 8-GPU pool", within=STEP
+    )
+    return found
 
 
 async def started_in_the_4gpu_pool_then_moved(

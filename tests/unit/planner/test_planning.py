@@ -817,6 +817,100 @@ def test_a_ray_job_admitted_into_a_pool_its_nodes_left_is_made_anew_while_its_cl
     )
 
 
+RAY_SERVICE_SPEC = {"image": "rayproject/ray:2.40.0", "ray": True, "gpus": 4}
+
+
+def stranded_ray_service(
+    cluster_with: Any, *, cluster: str, pod_bound: bool = False
+) -> tuple[dict[str, Any], ClusterState]:
+    """A Ray KaiwoService STARTING, whose first plan's AppWrapper Kueue admitted into
+    ``GONE_POOL``; the AppWrapper controller made its RayService, whose first Ray cluster
+    (``chat-abc``) KubeRay starts; and the head pod of ``cluster``, which the scheduler found
+    no node for (``pod_bound``: bound to a node before the pool went)."""
+    first = planned(
+        owner=kaiwo_service(RAY_SERVICE_SPEC),
+        cluster=cluster_with(kaiwo_service(RAY_SERVICE_SPEC)),
+        now=NOW,
+    )
+    assert first is not None
+    (wrapper,) = copy.deepcopy([m for m in first.desired if m["kind"] == "AppWrapper"])
+    wrapper["metadata"]["uid"] = "wrapper-uid"
+    wrapper["spec"]["suspend"] = False
+    wrapper["status"] = {"phase": "Running"}
+    ray_service = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayService",
+        "metadata": {
+            "name": "chat",
+            "namespace": "team-a",
+            "uid": "ray-service-uid",
+            "ownerReferences": [{"kind": "AppWrapper", "uid": "wrapper-uid", "controller": True}],
+        },
+        "status": {"pendingServiceStatus": {"rayClusterName": "chat-abc"}},
+    }
+    pod = unschedulable_pod(
+        f"{cluster}-head-x7",
+        labels={"kaiwo.silogen.ai/run-id": "svc-uid", "ray.io/node-type": "head"},
+        controller={"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": cluster, "uid": "c"},
+    )
+    if pod_bound:
+        pod["spec"]["nodeName"] = "mi300x-0"
+    owner = kaiwo_service(RAY_SERVICE_SPEC, status={**first.status, "status": "STARTING"})
+    workloads = (admitted("wrapper-uid"),)
+    return owner, cluster_with(owner, wrapper, ray_service, pod, workloads=workloads)
+
+
+def test_a_ray_services_app_wrapper_admitted_into_a_pool_its_nodes_left_is_made_anew(
+    cluster_with,
+):
+    """Decision 0185: Kueue admitted the AppWrapper into a pool no node is in any more, and
+    every live pod of its RayService's cluster waits for it. A service keeps no work, so the
+    AppWrapper is pruned, to be made again, and Kueue admits the new one into a pool that
+    has nodes."""
+    owner, cluster = stranded_ray_service(cluster_with, cluster="chat-abc")
+
+    plan = planned(owner=owner, cluster=cluster, now=NOW)
+
+    assert plan is not None
+    assert "AppWrapper" not in [m["kind"] for m in plan.desired]
+    assert any(rule.kind == "AppWrapper" for rule in plan.prune)
+    told = (
+        "AppWrapper chat: Kueue admitted it into node pool amd-mi300x-4gpu-172core-1843gi, "
+        "which no node is in any more, and none of its pods can run: the AppWrapper is made "
+        "anew, and Kueue admits it again"
+    )
+    applied = condition(plan, "ChildSpecApplied")
+    assert (applied["reason"], applied["message"]) == ("Replacing", told)
+    assert condition(plan, "ChildHealthy")["message"].endswith(
+        "; the operator makes the AppWrapper anew, which Kueue admits again"
+    )
+    assert [(e.type, e.message) for e in plan.events if e.reason == "ChildReplacing"] == [
+        ("Normal", told)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("cluster", "pod_bound"),
+    [
+        # The cluster of the AppWrapper made anew before, still going: not this one's.
+        pytest.param("chat-def", False, id="the pod of another cluster"),
+        pytest.param("chat-abc", True, id="the pod bound before the pool went"),
+    ],
+)
+def test_a_ray_services_app_wrapper_is_kept_while_a_pod_of_it_may_run(
+    cluster_with, cluster, pod_bound
+):
+    """Only the pods of the clusters its RayService names count, and only while each waits
+    for the gone pool (decision 0185)."""
+    owner, state = stranded_ray_service(cluster_with, cluster=cluster, pod_bound=pod_bound)
+
+    plan = planned(owner=owner, cluster=state, now=NOW)
+
+    assert plan is not None
+    assert "AppWrapper" in [m["kind"] for m in plan.desired]
+    assert condition(plan, "ChildSpecApplied")["reason"] != "Replacing"
+
+
 def test_storage_left_disabled_is_told_once_per_generation(cluster_with):
     """The reference ignores ``data``/``huggingFace`` unless ``storageEnabled``: the workload
     runs without them, and a Warning says so (decision 0119)."""

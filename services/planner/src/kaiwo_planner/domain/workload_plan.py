@@ -43,14 +43,14 @@ of a start (decision 0130).
 Events beyond the phase transitions: ``SettingsIgnored`` (Warning) once per generation when
 the spec sets something that has no effect, ``ChildSpecNotApplied`` (Warning) when a change
 cannot reach the existing Job, ``ChildReplacing`` (Normal) when a waiting AppWrapper is
-replaced to take one (decision 0129), or a Job or RayJob Kueue started in a node pool no
-node is in any more is made anew (decision 0183), ``GpusRoundedDown``/``GpusRecalculated``
-(Normal) when the pods hold another total than ``spec.gpus`` (decision 0118), once per
-change of that note; ``AdmittedBeforeNodeChange`` (Warning) when the nodes no longer hold
-what an admitted workload asks for (decision 0132), once per change of its message;
-``ChildDeleted`` (Warning) when the main child of a workload that ran is gone and is made
-again (not when the operator replaced it), ``PvcDeleting`` (Warning) when a volume the pods
-use is being deleted (decision 0139), once each.
+replaced to take one (decision 0129), or a Job, RayJob or Ray service's AppWrapper Kueue
+started in a node pool no node is in any more is made anew (decisions 0183, 0185),
+``GpusRoundedDown``/``GpusRecalculated`` (Normal) when the pods hold another total than
+``spec.gpus`` (decision 0118), once per change of that note; ``AdmittedBeforeNodeChange``
+(Warning) when the nodes no longer hold what an admitted workload asks for (decision 0132),
+once per change of its message; ``ChildDeleted`` (Warning) when the main child of a workload
+that ran is gone and is made again (not when the operator replaced it), ``PvcDeleting``
+(Warning) when a volume the pods use is being deleted (decision 0139), once each.
 """
 
 from __future__ import annotations

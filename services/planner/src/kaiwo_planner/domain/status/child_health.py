@@ -322,23 +322,26 @@ def _stranded_advice(
 def main_child_made_anew(
     observed: ObservedChildren, node_pools: Collection[str] | None
 ) -> str | None:
-    """Why the main child, a batch Job or a RayJob, is to be made anew (None: it is not):
-    Kueue admitted it into a node pool no node is in any more (:func:`gone_pool`), and none
-    of its pods ran.
+    """Why the main child, a batch Job, a RayJob or a Ray service's AppWrapper, is to be
+    made anew (None: it is not): Kueue admitted it into a node pool no node is in any more
+    (:func:`gone_pool`), each live pod of it waits for that pool, and, for a batch child,
+    none of its pods ran.
 
     Kueue wrote the pool into the child's pod templates when it admitted it (a Job's, a
-    RayJob's cluster's), so every pod made from them waits for that pool, and Kueue, which
-    counts the child admitted, never admits it again. A child made anew gets a Workload of
-    its own, which Kueue admits into a pool that has nodes (or queues). Only while nothing
-    of it ran (:func:`_ran`), and each live pod of it waits for a pool that is gone, so that
-    nothing done is lost (decision 0183). Only for a workload Kueue manages (see
+    RayJob's cluster's, the AppWrapper's RayService's), so every pod made from them waits for
+    that pool, and Kueue, which counts the child admitted, never admits it again. A child
+    made anew gets a Workload of its own, which Kueue admits into a pool that has nodes (or
+    queues). A batch child only while nothing of it ran (:func:`_ran`), so that no work done
+    is lost (decision 0183); a service keeps no work, and one whose every live pod waits
+    serves nothing (decision 0185). Only for a workload Kueue manages (see
     :func:`child_health`).
     """
     child = observed.child
     if child is None or not observed.kueue_workloads or observed.child_kind not in _MADE_ANEW:
         return None
     meta = child.get("metadata") or {}
-    if meta.get("deletionTimestamp") or _ran(observed.child_kind, child):
+    kind = observed.child_kind
+    if meta.get("deletionTimestamp") or (kind != "AppWrapper" and _ran(kind, child)):
         return None
     live = [
         pod
@@ -349,17 +352,17 @@ def main_child_made_anew(
     pools = {gone_pool(pod, node_pools) for pod in live}
     if not live or None in pools:
         return None
-    kind = observed.child_kind
+    when = "and none of its pods can run" if kind == "AppWrapper" else "before any of its pods ran"
     return (
         f"{kind} {meta.get('name') or ''}: Kueue admitted it into node pool "
         f"{', '.join(sorted(str(pool) for pool in pools))}, which no node is in any more, "
-        f"before any of its pods ran: the {kind} is made anew, and Kueue admits it again"
+        f"{when}: the {kind} is made anew, and Kueue admits it again"
     )
 
 
-_MADE_ANEW: Final = frozenset({"Job", "RayJob"})
+_MADE_ANEW: Final = frozenset({"Job", "RayJob", "AppWrapper"})
 """The main children :func:`main_child_made_anew` judges: those Kueue admits whole whose
-pods it places through the child's own templates. An AppWrapper's RayService is not judged."""
+pods it places through the child's own templates (an AppWrapper's, through its RayService's)."""
 
 
 def _ran(kind: str, child: Mapping[str, Any]) -> bool:
@@ -378,21 +381,31 @@ def _ran(kind: str, child: Mapping[str, Any]) -> bool:
 
 
 def _of_main_child(observed: ObservedChildren, pod: Mapping[str, Any]) -> bool:
-    """A pod the main child made: a batch Job's own, or its RayJob's cluster's (the one its
-    status names: the cluster of a RayJob made anew can still be there, going, when the next
-    RayJob of the same name starts)."""
+    """A pod the main child made: a batch Job's own, or a Ray cluster's that its RayJob's
+    status names, or its AppWrapper's RayService's (only those: the cluster of a child made
+    anew can still be there, going, when the next child of the same name starts)."""
     child = observed.child or {}
     if observed.child_kind == "Job":
         return _owned_by(pod, object_uid(child))
-    if observed.child_kind != "RayJob":
+    if observed.child_kind == "RayJob":
+        clusters = [(child.get("status") or {}).get("rayClusterName")]
+    elif observed.child_kind == "AppWrapper":
+        clusters = _ray_service_clusters(observed.ray_service)
+    else:
         return False
-    cluster = (child.get("status") or {}).get("rayClusterName")
     controller = controller_reference(pod) or {}
-    return (
-        bool(cluster)
-        and controller.get("kind") == "RayCluster"
-        and controller.get("name") == cluster
-    )
+    name = controller.get("name")
+    return controller.get("kind") == "RayCluster" and bool(name) and name in clusters
+
+
+def _ray_service_clusters(ray_service: Mapping[str, Any] | None) -> list[object]:
+    """The Ray clusters a RayService's status names: the one serving and the one KubeRay
+    starts (the first, or one to take an upgrade)."""
+    status = (ray_service or {}).get("status") or {}
+    return [
+        (status.get(key) or {}).get("rayClusterName")
+        for key in ("activeServiceStatus", "pendingServiceStatus")
+    ]
 
 
 def pod_trouble(pod: Mapping[str, Any]) -> tuple[str, str] | None:
