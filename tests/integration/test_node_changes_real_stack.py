@@ -48,6 +48,7 @@ from tests.integration.pipeline.harness import (
     eventually,
     pipeline_on_kwok_nodes,
 )
+from tests.integration.test_ray_services_real_stack import ray_service
 from tests.real_cluster import RealCluster
 from tests.real_stack import register_kwok_nodes, remove_nodes
 
@@ -468,33 +469,20 @@ async def test_a_ray_job_admitted_into_a_pool_its_nodes_left_is_made_anew_and_it
     starts the cluster, so none of its pods ran: the operator makes the RayJob anew, and the
     new one's cluster runs in the 8-GPU pool. (Under kwok nothing answers on the Ray
     dashboard, so the RayJob itself never runs: the KaiwoJob stays STARTING.)"""
-    pipeline, kube, ns = stack, stack.kube, stack.namespace
-    await kube.apply(kaiwo_config(taints=False), field_manager="cluster-admin", force=True)
-    await gpu_taint_taken_off(pipeline)
-    await relabel_fleet(pipeline, 4)
-    job = eight_gpu_job("ray-remade", ns, run_seconds=600)
+    job = eight_gpu_job("ray-remade", stack.namespace, run_seconds=600)
     job["spec"].update(gpus=4, ray=True)
     try:
-        stranded = await started_in_the_4gpu_pool_then_moved(
-            pipeline, real_stack, job, pods=RAY_PODS
-        )
-        pool = stranded["spec"]["nodeSelector"][NODEPOOL_LABEL]
-        first_run = (await kube.get(resources.RAY_JOB, "ray-remade", namespace=ns))["metadata"][
-            "uid"
-        ]
-        await ray_cluster_runs_in_the_8gpu_pool(pipeline)
-        second_run = await kube.get(resources.RAY_JOB, "ray-remade", namespace=ns)
-        assert second_run["metadata"]["uid"] != first_run
-        [event] = await warnings(pipeline, "ray-remade", "ChildReplacing")
-        assert (event["type"], event["message"]) == (
-            "Normal",
-            f"RayJob ray-remade: Kueue admitted it into node pool {pool}, which no node is in "
-            "any more, before any of its pods ran: the RayJob is made anew, and Kueue admits "
+        await ray_child_made_anew_in_the_8gpu_pool(
+            stack,
+            real_stack,
+            job,
+            resources.RAY_JOB,
+            told="RayJob ray-remade: Kueue admitted it into node pool {pool}, which no node is "
+            "in any more, before any of its pods ran: the RayJob is made anew, and Kueue admits "
             "it again",
         )
-        assert not await warnings(pipeline, "ray-remade", "ChildDeleted")
     finally:
-        await kube.delete(resources.KAIWO_JOB, "ray-remade", namespace=ns)
+        await stack.kube.delete(resources.KAIWO_JOB, "ray-remade", namespace=stack.namespace)
 
 
 async def test_a_ray_service_admitted_into_a_pool_its_nodes_left_is_made_anew_and_runs(
@@ -506,43 +494,62 @@ async def test_a_ray_service_admitted_into_a_pool_its_nodes_left_is_made_anew_an
     waits for good: the operator makes the AppWrapper anew, Kueue admits the new one into the
     8-GPU pool, and its cluster runs there. (Under kwok no Ray Serve answers, so the service
     never says READY.)"""
-    pipeline, kube, ns = stack, stack.kube, stack.namespace
+    service = ray_service("serve-remade", stack.namespace)
+    service["spec"]["gpus"] = 4
+    try:
+        await ray_child_made_anew_in_the_8gpu_pool(
+            stack,
+            real_stack,
+            service,
+            resources.APP_WRAPPER,
+            told="AppWrapper serve-remade: Kueue admitted it into node pool {pool}, which no "
+            "node is in any more, and none of its pods can run: the AppWrapper is made anew, "
+            "and Kueue admits it again",
+        )
+    finally:
+        await stack.kube.delete(resources.KAIWO_SERVICE, "serve-remade", namespace=stack.namespace)
+
+
+async def ray_child_made_anew_in_the_8gpu_pool(
+    pipeline: Pipeline,
+    real_stack: RealCluster,
+    workload: dict[str, Any],
+    child: ResourceType,
+    *,
+    told: str,
+) -> None:
+    """``workload``, a Ray workload of 4 GPUs, started in the 4-GPU pool, then its nodes
+    moved (:func:`started_in_the_4gpu_pool_then_moved`): its main child (``child``) is made
+    anew (another uid), with one ``ChildReplacing`` Event saying ``told`` (``{pool}``: the
+    pool gone) and no ``ChildDeleted``, and the new one's Ray cluster runs its head and
+    worker in the 8-GPU pool."""
+    kube, ns, name = pipeline.kube, pipeline.namespace, workload["metadata"]["name"]
     await kube.apply(kaiwo_config(taints=False), field_manager="cluster-admin", force=True)
     await gpu_taint_taken_off(pipeline)
     await relabel_fleet(pipeline, 4)
-    service = {
-        "apiVersion": actors.KAIWO_API,
-        "kind": "KaiwoService",
-        "metadata": {"name": "serve-remade", "namespace": ns},
-        "spec": {
-            "user": "dave@example.com",
-            "image": "rayproject/ray:2.40.0",
-            "gpuVendor": "amd",
-            "gpus": 4,
-            "ray": True,
-        },
-    }
-    try:
-        stranded = await started_in_the_4gpu_pool_then_moved(
-            pipeline, real_stack, service, pods=RAY_PODS
-        )
-        pool = stranded["spec"]["nodeSelector"][NODEPOOL_LABEL]
-        first_run = (await kube.get(resources.APP_WRAPPER, "serve-remade", namespace=ns))[
-            "metadata"
-        ]["uid"]
-        await ray_cluster_runs_in_the_8gpu_pool(pipeline)
-        second_run = await kube.get(resources.APP_WRAPPER, "serve-remade", namespace=ns)
-        assert second_run["metadata"]["uid"] != first_run
-        [event] = await warnings(pipeline, "serve-remade", "ChildReplacing")
-        assert (event["type"], event["message"]) == (
-            "Normal",
-            f"AppWrapper serve-remade: Kueue admitted it into node pool {pool}, which no node "
-            "is in any more, and none of its pods can run: the AppWrapper is made anew, and "
-            "Kueue admits it again",
-        )
-        assert not await warnings(pipeline, "serve-remade", "ChildDeleted")
-    finally:
-        await kube.delete(resources.KAIWO_SERVICE, "serve-remade", namespace=ns)
+    stranded = await started_in_the_4gpu_pool_then_moved(
+        pipeline, real_stack, workload, pods=RAY_PODS
+    )
+    first_run = (await kube.get(child, name, namespace=ns))["metadata"]["uid"]
+
+    async def runs_anew() -> list[dict[str, Any]] | Pending:
+        listed = await kube.list(resources.POD, namespace=ns, label_selector=RAY_PODS)
+        running = [
+            p
+            for p in listed.items
+            if p["status"].get("phase") == "Running"
+            and "-8gpu-" in p["spec"].get("nodeSelector", {}).get(NODEPOOL_LABEL, "")
+        ]
+        kinds = sorted(p["metadata"]["labels"]["ray.io/node-type"] for p in running)
+        return running if kinds == ["head", "worker"] else Pending(f"running {kinds}")
+
+    await eventually(runs_anew, what="the new cluster running in the 8-GPU pool", within=STEP)
+    second_run = await kube.get(child, name, namespace=ns)
+    assert second_run["metadata"]["uid"] != first_run
+    [event] = await warnings(pipeline, name, "ChildReplacing")
+    pool = stranded["spec"]["nodeSelector"][NODEPOOL_LABEL]
+    assert (event["type"], event["message"]) == ("Normal", told.format(pool=pool))
+    assert not await warnings(pipeline, name, "ChildDeleted")
 
 
 async def gpu_taint_taken_off(pipeline: Pipeline) -> None:
@@ -554,28 +561,6 @@ async def gpu_taint_taken_off(pipeline: Pipeline) -> None:
         await pipeline.kube.merge_patch(
             resources.NODE, spec.name, {"spec": {"taints": taints}}, field_manager="cluster-admin"
         )
-
-
-async def ray_cluster_runs_in_the_8gpu_pool(pipeline: Pipeline) -> list[dict[str, Any]]:
-    """The running pods of a Ray cluster, once its head and worker run in the 8-GPU pool."""
-
-    async def runs_anew() -> list[dict[str, Any]] | Pending:
-        listed = await pipeline.kube.list(
-            resources.POD, namespace=pipeline.namespace, label_selector=RAY_PODS
-        )
-        running = [
-            p
-            for p in listed.items
-            if p["status"].get("phase") == "Running"
-            and "-8gpu-" in p["spec"].get("nodeSelector", {}).get(NODEPOOL_LABEL, "")
-        ]
-        kinds = sorted(p["metadata"]["labels"]["ray.io/node-type"] for p in running)
-        return running if kinds == ["head", "worker"] else Pending(f"running {kinds}")
-
-    found: list[dict[str, Any]] = await eventually(
-        runs_anew, what="the new cluster running in the 8-GPU pool", within=STEP
-    )
-    return found
 
 
 async def started_in_the_4gpu_pool_then_moved(

@@ -133,6 +133,53 @@ async def test_a_ray_services_pods_run_in_the_pool_kueue_admitted_its_appwrapper
     await eventually(gone, what=f"{name} and what was made for it gone", within=STEP)
 
 
+async def test_a_ray_service_whose_ray_service_someone_deleted_runs_again(
+    stack: Pipeline,
+) -> None:
+    """Decision 0185: the AppWrapper controller fails an AppWrapper whose RayService someone
+    deleted, at once and for good, and never makes the RayService again. The operator makes
+    the AppWrapper anew: its new RayService's cluster runs, told by one ``ChildReplacing``
+    and no ``ChildDeleted``. Before, the service said STARTING for good, with nothing of it
+    running."""
+    name, ns = "serve-restored", stack.namespace
+    await stack.kube.create(ray_service(name, ns))
+    try:
+        await ray_pods_running(stack, ns, name, ["default-worker-group", "headgroup"])
+        first = await stack.kube.get(resources.APP_WRAPPER, name, namespace=ns)
+        deleted = await stack.kube.get(resources.RAY_SERVICE, name, namespace=ns)
+        await stack.kube.delete(resources.RAY_SERVICE, name, namespace=ns)
+
+        async def made_again() -> dict[str, Any] | Pending:
+            found = await actors.get_or_none(stack.kube, resources.RAY_SERVICE, name, namespace=ns)
+            if found is None or found["metadata"]["uid"] == deleted["metadata"]["uid"]:
+                return Pending("no new RayService")
+            return found
+
+        await eventually(made_again, what="a new RayService", within=STEP)
+        again = await stack.kube.get(resources.APP_WRAPPER, name, namespace=ns)
+        assert again["metadata"]["uid"] != first["metadata"]["uid"]
+        await ray_pods_running(stack, ns, name, ["default-worker-group", "headgroup"])
+        events = await stack.kube.list(resources.EVENT, namespace=ns)
+        told = [
+            (e["type"], e["reason"], e["message"])
+            for e in events.items
+            if e["involvedObject"]["name"] == name
+            and e["involvedObject"]["kind"] == "KaiwoService"
+            and e["reason"] in ("ChildReplacing", "ChildDeleted")
+        ]
+        assert told == [
+            (
+                "Normal",
+                "ChildReplacing",
+                f"AppWrapper {name}: its RayService was deleted, and the AppWrapper controller "
+                "failed it for good (Only found 0 deployed components, but was expecting 1): "
+                "the AppWrapper is made anew, and Kueue admits it again",
+            )
+        ]
+    finally:
+        await stack.kube.delete(resources.KAIWO_SERVICE, name, namespace=ns)
+
+
 async def ray_service_observed(pipeline: Pipeline, uid: str) -> None:
     """The watcher published the AppWrapper's RayService in the workload's story: it carries
     the workload's run-id, not the managed-by label of what the operator creates itself, and

@@ -820,13 +820,11 @@ def test_a_ray_job_admitted_into_a_pool_its_nodes_left_is_made_anew_while_its_cl
 RAY_SERVICE_SPEC = {"image": "rayproject/ray:2.40.0", "ray": True, "gpus": 4}
 
 
-def stranded_ray_service(
-    cluster_with: Any, *, cluster: str, pod_bound: bool = False
-) -> tuple[dict[str, Any], ClusterState]:
-    """A Ray KaiwoService STARTING, whose first plan's AppWrapper Kueue admitted into
-    ``GONE_POOL``; the AppWrapper controller made its RayService, whose first Ray cluster
-    (``chat-abc``) KubeRay starts; and the head pod of ``cluster``, which the scheduler found
-    no node for (``pod_bound``: bound to a node before the pool went)."""
+def ray_service_started(
+    cluster_with: Any, app_wrapper_status: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A Ray KaiwoService STARTING, and its first plan's AppWrapper as Kueue admitted it,
+    with ``app_wrapper_status``."""
     first = planned(
         owner=kaiwo_service(RAY_SERVICE_SPEC),
         cluster=cluster_with(kaiwo_service(RAY_SERVICE_SPEC)),
@@ -836,7 +834,18 @@ def stranded_ray_service(
     (wrapper,) = copy.deepcopy([m for m in first.desired if m["kind"] == "AppWrapper"])
     wrapper["metadata"]["uid"] = "wrapper-uid"
     wrapper["spec"]["suspend"] = False
-    wrapper["status"] = {"phase": "Running"}
+    wrapper["status"] = app_wrapper_status
+    return kaiwo_service(RAY_SERVICE_SPEC, status={**first.status, "status": "STARTING"}), wrapper
+
+
+def stranded_ray_service(
+    cluster_with: Any, *, cluster: str, pod_bound: bool = False
+) -> tuple[dict[str, Any], ClusterState]:
+    """:func:`ray_service_started`, whose AppWrapper Kueue admitted into ``GONE_POOL``; the
+    AppWrapper controller made its RayService, whose first Ray cluster (``chat-abc``) KubeRay
+    starts; and the head pod of ``cluster``, which the scheduler found no node for
+    (``pod_bound``: bound to a node before the pool went)."""
+    owner, wrapper = ray_service_started(cluster_with, {"phase": "Running"})
     ray_service = {
         "apiVersion": "ray.io/v1",
         "kind": "RayService",
@@ -855,7 +864,6 @@ def stranded_ray_service(
     )
     if pod_bound:
         pod["spec"]["nodeName"] = "mi300x-0"
-    owner = kaiwo_service(RAY_SERVICE_SPEC, status={**first.status, "status": "STARTING"})
     workloads = (admitted("wrapper-uid"),)
     return owner, cluster_with(owner, wrapper, ray_service, pod, workloads=workloads)
 
@@ -907,6 +915,72 @@ def test_a_ray_services_app_wrapper_is_kept_while_a_pod_of_it_may_run(
     plan = planned(owner=owner, cluster=state, now=NOW)
 
     assert plan is not None
+    assert "AppWrapper" in [m["kind"] for m in plan.desired]
+    assert condition(plan, "ChildSpecApplied")["reason"] != "Replacing"
+
+
+def failed_app_wrapper(cluster_with: Any, phase: str, reason: str, message: str) -> Plan:
+    """The plan of :func:`ray_service_started` once its AppWrapper is in ``phase``, its
+    ``Unhealthy`` condition saying ``reason`` and ``message``, and its RayService gone."""
+    unhealthy = {"type": "Unhealthy", "status": "True", "reason": reason, "message": message}
+    owner, wrapper = ray_service_started(cluster_with, {"phase": phase, "conditions": [unhealthy]})
+    plan = planned(
+        owner=owner,
+        cluster=cluster_with(owner, wrapper, workloads=(admitted("wrapper-uid"),)),
+        now=NOW,
+    )
+    assert plan is not None
+    return plan
+
+
+def test_a_ray_services_app_wrapper_failed_for_its_deleted_ray_service_is_made_anew(
+    cluster_with,
+):
+    """Decision 0185: the AppWrapper controller fails an AppWrapper whose RayService someone
+    deleted, at once and for good; the service would never run again, so it is made anew."""
+    plan = failed_app_wrapper(
+        cluster_with,
+        "Failed",
+        "MissingComponent",
+        "Only found 0 deployed components, but was expecting 1",
+    )
+
+    assert "AppWrapper" not in [m["kind"] for m in plan.desired]
+    assert plan.status["status"] == "STARTING"
+    told = (
+        "AppWrapper chat: its RayService was deleted, and the AppWrapper controller failed it "
+        "for good (Only found 0 deployed components, but was expecting 1): the AppWrapper is "
+        "made anew, and Kueue admits it again"
+    )
+    applied = condition(plan, "ChildSpecApplied")
+    assert (applied["reason"], applied["message"]) == ("Replacing", told)
+    assert [(e.type, e.message) for e in plan.events if e.reason == "ChildReplacing"] == [
+        ("Normal", told)
+    ]
+
+
+def test_a_ray_services_app_wrapper_failed_for_good_fails_the_service(cluster_with):
+    """Decision 0185: once its retries are spent, the AppWrapper controller fails the
+    AppWrapper for good and deletes its RayService. The service is FAILED, told why in the
+    controller's words, and the AppWrapper is not made anew (before, it said STARTING for
+    good: its phase came from a RayService no longer there)."""
+    plan = failed_app_wrapper(cluster_with, "Failed", "FoundFailedPods", "Found 1 failed pods")
+
+    assert plan.status["status"] == "FAILED"
+    health = condition(plan, "ChildHealthy")
+    assert (health["reason"], health["message"]) == (
+        "FoundFailedPods",
+        "AppWrapper chat failed: Found 1 failed pods",
+    )
+    assert condition(plan, "ChildSpecApplied")["reason"] != "Replacing"
+
+
+def test_a_ray_services_app_wrapper_resetting_is_left_to_its_controller(cluster_with):
+    """Within its retries the AppWrapper controller resets the AppWrapper itself (it makes
+    its RayService again): the service is starting, and its AppWrapper kept."""
+    plan = failed_app_wrapper(cluster_with, "Resetting", "FoundFailedPods", "Found 1 failed pods")
+
+    assert plan.status["status"] == "STARTING"
     assert "AppWrapper" in [m["kind"] for m in plan.desired]
     assert condition(plan, "ChildSpecApplied")["reason"] != "Replacing"
 

@@ -38,9 +38,11 @@ from kaiwo_planner.domain.state.cluster import object_uid
 from kaiwo_planner.domain.state.first_few import first_few
 from kaiwo_planner.domain.state.nodes import NODEPOOL_LABEL
 from kaiwo_planner.domain.status.child_phase import (
+    COMPONENT_DELETED,
     FAILING_APPLICATION,
     KUBERNETES_DEFAULT_BACKOFF_LIMIT,
     ObservedChildren,
+    app_wrapper_failure,
     past_progress_deadline,
 )
 from kaiwo_planner.domain.status.conditions import ConditionSpec, condition_of
@@ -128,6 +130,12 @@ def _failure(observed: ObservedChildren) -> ConditionSpec:
         if last_pod:
             message = f"{message}; {last_pod}"
         return ConditionSpec(CHILD_HEALTHY, "False", reason, message)
+    if observed.child_kind == "AppWrapper":
+        # The AppWrapper controller's why, from its Unhealthy condition (decision 0185).
+        failure = app_wrapper_failure(child) or {}
+        why = f": {failure['message']}" if failure.get("message") else ""
+        reason = str(failure.get("reason") or "AppWrapperFailed")
+        return ConditionSpec(CHILD_HEALTHY, "False", reason, f"AppWrapper {name} failed{why}")
     status = child.get("status") or {}
     reason = str(status.get("reason") or f"{observed.child_kind}Failed")
     message = str(status.get("message") or f"{observed.child_kind} {name} failed")
@@ -322,10 +330,36 @@ def _stranded_advice(
 def main_child_made_anew(
     observed: ObservedChildren, node_pools: Collection[str] | None
 ) -> str | None:
-    """Why the main child, a batch Job, a RayJob or a Ray service's AppWrapper, is to be
-    made anew (None: it is not): Kueue admitted it into a node pool no node is in any more
-    (:func:`gone_pool`), each live pod of it waits for that pool, and, for a batch child,
-    none of its pods ran.
+    """Why the main child is to be made anew (None: it is not): it waits in a node pool no
+    node is in any more (:func:`_stranded`), or it is an AppWrapper whose controller failed
+    it because its RayService was deleted (:func:`_component_deleted`). Never one being
+    deleted."""
+    child = observed.child
+    if child is None or (child.get("metadata") or {}).get("deletionTimestamp"):
+        return None
+    return _component_deleted(observed.child_kind, child) or _stranded(observed, node_pools)
+
+
+def _component_deleted(kind: str, child: Mapping[str, Any]) -> str | None:
+    """Why an AppWrapper is made anew whose RayService someone deleted: the AppWrapper
+    controller fails it at once and for good (``Failed``, ``Unhealthy`` ``MissingComponent``),
+    without the retries it gives other faults, so the service would never run again. Made
+    anew, as a Deployment someone deleted is made again (decision 0185)."""
+    failure = app_wrapper_failure(child) if kind == "AppWrapper" else None
+    if failure is None or failure.get("reason") != COMPONENT_DELETED:
+        return None
+    return (
+        f"AppWrapper {(child.get('metadata') or {}).get('name') or ''}: its RayService was "
+        "deleted, and the AppWrapper controller failed it for good "
+        f"({failure.get('message') or COMPONENT_DELETED}): the AppWrapper is made anew, and "
+        "Kueue admits it again"
+    )
+
+
+def _stranded(observed: ObservedChildren, node_pools: Collection[str] | None) -> str | None:
+    """Why the main child, a batch Job, a RayJob or a Ray service's AppWrapper, is made anew
+    when Kueue admitted it into a node pool no node is in any more (:func:`gone_pool`): each
+    live pod of it waits for that pool, and, for a batch child, none of its pods ran.
 
     Kueue wrote the pool into the child's pod templates when it admitted it (a Job's, a
     RayJob's cluster's, the AppWrapper's RayService's), so every pod made from them waits for
@@ -336,12 +370,10 @@ def main_child_made_anew(
     serves nothing (decision 0185). Only for a workload Kueue manages (see
     :func:`child_health`).
     """
-    child = observed.child
-    if child is None or not observed.kueue_workloads or observed.child_kind not in _MADE_ANEW:
+    child, kind = observed.child or {}, observed.child_kind
+    if not observed.kueue_workloads or kind not in _MADE_ANEW:
         return None
-    meta = child.get("metadata") or {}
-    kind = observed.child_kind
-    if meta.get("deletionTimestamp") or (kind != "AppWrapper" and _ran(kind, child)):
+    if kind != "AppWrapper" and _ran(kind, child):
         return None
     live = [
         pod
@@ -354,15 +386,15 @@ def main_child_made_anew(
         return None
     when = "and none of its pods can run" if kind == "AppWrapper" else "before any of its pods ran"
     return (
-        f"{kind} {meta.get('name') or ''}: Kueue admitted it into node pool "
-        f"{', '.join(sorted(str(pool) for pool in pools))}, which no node is in any more, "
-        f"{when}: the {kind} is made anew, and Kueue admits it again"
+        f"{kind} {(child.get('metadata') or {}).get('name') or ''}: Kueue admitted it into "
+        f"node pool {', '.join(sorted(str(pool) for pool in pools))}, which no node is in any "
+        f"more, {when}: the {kind} is made anew, and Kueue admits it again"
     )
 
 
 _MADE_ANEW: Final = frozenset({"Job", "RayJob", "AppWrapper"})
-"""The main children :func:`main_child_made_anew` judges: those Kueue admits whole whose
-pods it places through the child's own templates (an AppWrapper's, through its RayService's)."""
+"""The main children :func:`_stranded` judges: those Kueue admits whole whose pods it places
+through the child's own templates (an AppWrapper's, through its RayService's)."""
 
 
 def _ran(kind: str, child: Mapping[str, Any]) -> bool:

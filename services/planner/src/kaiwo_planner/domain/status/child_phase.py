@@ -2,7 +2,8 @@
 
 :func:`observe_children` collects a KaiwoJob's or KaiwoService's children from the cluster
 state (they are named after it); :func:`child_phase` reads the phase of its main child: a
-batch Job, a RayJob, a Deployment, or the RayService an AppWrapper made. The status state
+batch Job, a RayJob, a Deployment, or the RayService an AppWrapper made (FAILED once the
+AppWrapper controller failed the AppWrapper for good). The status state
 machine (:mod:`~kaiwo_planner.domain.status.workload_status`) builds on these.
 """
 
@@ -154,7 +155,26 @@ def child_phase(
         return _ray_job_phase(child)
     if observed.child_kind == "Deployment":
         return _deployment_phase(child)
+    failure = app_wrapper_failure(child)
+    if failure is not None and failure.get("reason") != COMPONENT_DELETED:
+        return WorkloadStatus.FAILED
     return _ray_service_phase(observed.ray_service)
+
+
+COMPONENT_DELETED = "MissingComponent"
+"""Why the AppWrapper controller fails an AppWrapper whose RayService someone deleted: at
+once, without retries. The plan makes such an AppWrapper anew (decision 0185)."""
+
+
+def app_wrapper_failure(app_wrapper: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """Why the AppWrapper controller failed an AppWrapper for good (its phase ``Failed``: its
+    retries spent, or its RayService deleted), as its ``Unhealthy`` condition says; None while
+    it is not failed. It deletes the RayService of a failed AppWrapper and never makes it
+    again, so the service's phase can no longer come from the RayService (decision 0185)."""
+    status = app_wrapper.get("status") or {}
+    if status.get("phase") != "Failed":
+        return None
+    return condition_of(status, "Unhealthy") or {}
 
 
 KUBERNETES_DEFAULT_BACKOFF_LIMIT = 6
