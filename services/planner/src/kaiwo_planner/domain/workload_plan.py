@@ -44,7 +44,8 @@ Events beyond the phase transitions: ``SettingsIgnored`` (Warning) once per gene
 the spec sets something that has no effect, ``ChildSpecNotApplied`` (Warning) when a change
 cannot reach the existing Job, ``ChildReplacing`` (Normal) when a waiting AppWrapper is
 replaced to take one (decision 0129), or a Job, RayJob or Ray service's AppWrapper Kueue
-started in a node pool no node is in any more is made anew (decisions 0183, 0185),
+started in a node pool no node is in any more, or an AppWrapper failed for its deleted
+RayService, is made anew (decisions 0183, 0185),
 ``GpusRoundedDown``/``GpusRecalculated`` (Normal) when the pods hold another total than
 ``spec.gpus`` (decision 0118), once per change of that note; ``AdmittedBeforeNodeChange``
 (Warning) when the nodes no longer hold what an admitted workload asks for (decision 0132),
