@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import pytest
 import pytest_asyncio
+from kaiwo_cli.cluster_access import children_of
 from kaiwo_kube import AlreadyExists, KubeError, NotFound, resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
@@ -116,6 +117,9 @@ async def test_a_ray_services_pods_run_in_the_pool_kueue_admitted_its_appwrapper
     assert conditions["Admitted"] == "True"
     assert conditions["ChildSpecApplied"] == "True"
     await ray_service_observed(stack, found["metadata"]["uid"])
+    # kaiwo status names it among the children, by the run-id it carries (decision 0185).
+    children = await children_of(stack.kube, found)
+    assert sorted(c["kind"] for c in children.objects) == ["AppWrapper", "RayService"]
 
     # Deleted, it goes with everything made for it: the AppWrapper controller's finalizer
     # removes the RayService before the AppWrapper goes.

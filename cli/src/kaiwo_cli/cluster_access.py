@@ -193,12 +193,18 @@ class Children:
 
 
 async def children_of(kube: ClusterReader, workload: dict[str, Any]) -> Children:
-    """Every object the operator made for the workload (labelled with its uid)."""
+    """Every object made for the workload: what the operator made (labelled with its uid as
+    their owner), and a Ray service's RayService, which the AppWrapper controller makes from
+    the operator's template (labelled with its uid as the run-id only, decision 0185)."""
     namespace = workload["metadata"]["namespace"]
-    selector = f"{OWNER_UID_LABEL}={_uid(workload)}"
     found = await asyncio.gather(
         *(
-            readable_list(kube, resource, namespace=namespace, label_selector=selector)
+            readable_list(
+                kube,
+                resource,
+                namespace=namespace,
+                label_selector=f"{_child_label(resource)}={_uid(workload)}",
+            )
             for resource in CHILD_TYPES
         )
     )
@@ -214,6 +220,10 @@ async def children_of(kube: ClusterReader, workload: dict[str, Any]) -> Children
             if items is None
         ),
     )
+
+
+def _child_label(resource: ResourceType) -> str:
+    return RUN_ID_LABEL if resource == resources.RAY_SERVICE else OWNER_UID_LABEL
 
 
 async def pods_of(

@@ -69,6 +69,26 @@ def test_children_the_caller_may_not_list_are_named_not_taken_for_none() -> None
     )
 
 
+def test_a_ray_services_ray_service_is_found_by_the_run_id_it_carries() -> None:
+    """The AppWrapper controller makes a Ray service's RayService from the operator's
+    template, labelled with the workload's uid as its run-id, not as its owner (decision
+    0185); every other child carries the owner label."""
+    asked: dict[str, str | None] = {}
+
+    class Recording(NamespaceEditor):
+        async def list(
+            self, resource: ResourceType, *, label_selector: str | None = None, **_: Any
+        ) -> ObjectList:
+            asked[resource.kind] = label_selector
+            return ObjectList(items=[], resource_version="7")
+
+    asyncio.run(children_of(Recording(set(), {}), TRAIN))
+
+    assert asked.pop("RayService") == f"kaiwo.silogen.ai/run-id={JOB_UID}"
+    assert set(asked.values()) == {f"kaiwo.silogen.ai/owner-uid={JOB_UID}"}
+    assert "AppWrapper" in asked
+
+
 def test_kueue_workloads_refused_are_none_and_other_failures_still_fail() -> None:
     refused = NamespaceEditor({"Workload"}, {})
     assert asyncio.run(readable_kueue_workloads(refused, namespace="ml-team")) is None
