@@ -298,6 +298,75 @@ def test_a_ray_service_whose_application_fails_is_in_error_until_it_serves_again
     )
 
 
+def test_a_ray_services_first_deployment_failing_is_in_error_not_starting_for_good() -> None:
+    # KubeRay keeps a first cluster's applications in pendingServiceStatus until they serve,
+    # so one that fails to deploy stays there: read from activeServiceStatus alone, the
+    # service said STARTING for good and told nothing (decision 0186).
+    failing = {
+        "kind": "RayService",
+        "status": {
+            "pendingServiceStatus": {
+                "rayClusterName": "chat-x7k2p",
+                "rayClusterStatus": {"state": "ready"},
+                "applicationStatuses": {
+                    "chat": {"status": "DEPLOY_FAILED", "message": "ImportError: vllm"}
+                },
+            }
+        },
+    }
+    error = derive(running("STARTING"), "AppWrapper", APP_WRAPPER, ray_service=failing)
+    cause = "application chat is DEPLOY_FAILED: ImportError: vllm"
+    assert error.status["status"] == "ERROR"
+    assert error.status["conditions"][-1] == health("False", "ApplicationsFailed", cause)
+    assert error.events == (warning("WorkloadError", cause),)
+
+
+def test_a_serving_ray_services_edit_that_fails_to_deploy_is_told_while_it_serves() -> None:
+    # The old cluster keeps serving (READY); the new one, started for the edit, never takes
+    # it over. Nothing told it before (decision 0186).
+    upgrading = {
+        "kind": "RayService",
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "activeServiceStatus": {
+                "rayClusterName": "chat-abc12",
+                "applicationStatuses": {"chat": {"status": "RUNNING"}},
+            },
+            "pendingServiceStatus": {
+                "rayClusterName": "chat-def34",
+                "applicationStatuses": {
+                    "chat": {"status": "DEPLOY_FAILED", "message": "ImportError: vllm"},
+                    "health": {"status": "RUNNING"},
+                },
+            },
+        },
+    }
+    told = derive(running("READY"), "AppWrapper", APP_WRAPPER, ray_service=upgrading)
+    cause = (
+        "application chat is DEPLOY_FAILED on Ray cluster chat-def34, which KubeRay started "
+        "to take the edit while chat-abc12 serves: ImportError: vllm"
+    )
+    assert told.status["status"] == "READY"
+    assert told.status["conditions"][-1] == health("False", "ApplicationsFailed", cause)
+    assert told.events == (warning("ChildUnhealthy", f"ApplicationsFailed: {cause}"),)
+
+    promoted = {
+        "kind": "RayService",
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "activeServiceStatus": {
+                "rayClusterName": "chat-def34",
+                "applicationStatuses": {"chat": {"status": "RUNNING"}},
+            },
+        },
+    }
+    healthy = derive(told.status, "AppWrapper", APP_WRAPPER, ray_service=promoted)
+    assert healthy.status["status"] == "READY"
+    assert healthy.status["conditions"][-1] == health(
+        "True", "Healthy", "The workload's children and pods report no failure"
+    )
+
+
 # ------------------------------------------------------------------ a Deployment stuck
 
 

@@ -1027,6 +1027,38 @@ def test_a_service_none_of_whose_pods_is_admitted_waits() -> None:
             },
             "ERROR",  # not FAILED, which is final (decision 0134)
         ),
+        # The first cluster, not serving yet: its pods are up, Ray Serve deploys (0186).
+        (
+            {"status": {"pendingServiceStatus": {"rayClusterStatus": {"state": "ready"}}}},
+            "RUNNING",
+        ),
+        (
+            {"status": {"pendingServiceStatus": {"rayClusterStatus": {"state": ""}}}},
+            "STARTING",
+        ),
+        (
+            {
+                "status": {
+                    "pendingServiceStatus": {
+                        "rayClusterStatus": {"state": "ready"},
+                        "applicationStatuses": {"app": {"status": "DEPLOY_FAILED"}},
+                    }
+                }
+            },
+            "ERROR",
+        ),
+        # An edit failing on the cluster started for it while the other serves (0186).
+        (
+            {
+                "status": {
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                    "pendingServiceStatus": {
+                        "applicationStatuses": {"app": {"status": "DEPLOY_FAILED"}}
+                    },
+                }
+            },
+            "READY",
+        ),
     ],
 )
 def test_ray_service_mapping(ray_service: dict[str, Any] | None, expected: str) -> None:
@@ -1038,6 +1070,59 @@ def test_ray_service_mapping(ray_service: dict[str, Any] | None, expected: str) 
             child=app_wrapper,
             ray_service=ray_service,
             kueue_workloads=(admitted_workload(),),
+        ),
+        kind="KaiwoService",
+    )
+    assert decision.status["status"] == expected
+
+
+def ray_pod(cluster: str, node_type: str, *, ready: bool) -> dict[str, Any]:
+    return {
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{cluster}-{node_type}",
+            "labels": {"ray.io/node-type": node_type},
+            "ownerReferences": [{"kind": "RayCluster", "name": cluster, "controller": True}],
+        },
+        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+    }
+
+
+@pytest.mark.parametrize(
+    ("pods", "expected"),
+    [
+        ((ray_pod("svc-x7k2p", "head", ready=True),), "RUNNING"),
+        (
+            (ray_pod("svc-x7k2p", "head", ready=True), ray_pod("svc-x7k2p", "worker", ready=True)),
+            "RUNNING",
+        ),
+        (
+            (
+                ray_pod("svc-x7k2p", "head", ready=True),
+                ray_pod("svc-x7k2p", "worker", ready=False),
+            ),
+            "STARTING",
+        ),
+        ((ray_pod("svc-x7k2p", "worker", ready=True),), "STARTING"),  # no head yet
+        ((ray_pod("svc-old00", "head", ready=True),), "STARTING"),  # a cluster it does not name
+    ],
+)
+def test_a_ray_service_whose_first_clusters_pods_are_up_is_running(
+    pods: tuple[dict[str, Any], ...], expected: str
+) -> None:
+    # KubeRay writes the RayService's status only when its applications change: with none
+    # deployed yet, its cluster's state there still says it starts (seen on the real stack).
+    ray_service = {
+        "status": {"pendingServiceStatus": {"rayClusterName": "svc-x7k2p", "rayClusterStatus": {}}}
+    }
+    decision = derive(
+        None,
+        ObservedChildren(
+            child_kind="AppWrapper",
+            child={"kind": "AppWrapper", "metadata": {"name": "svc", "uid": "aw"}},
+            ray_service=ray_service,
+            kueue_workloads=(admitted_workload(),),
+            pods=pods,
         ),
         kind="KaiwoService",
     )

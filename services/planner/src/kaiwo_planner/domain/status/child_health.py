@@ -9,7 +9,8 @@ and its pods report (decision 0134):
   memory"; a RayJob's ``reason`` and ``message``);
 * a Deployment past its progress deadline (ERROR): the Deployment's own message, with what
   its pods are stuck on; a RayService whose Serve applications are ``UNHEALTHY`` or
-  ``DEPLOY_FAILED`` (ERROR): those applications and their messages;
+  ``DEPLOY_FAILED`` (ERROR): those applications and their messages, on either of its Ray
+  clusters, and also while the service stays READY (decision 0186);
 * a pod whose container cannot start or keeps crashing, whatever the phase
   (:data:`CONTAINER_TROUBLES`: ``CrashLoopBackOff``, ``ImagePullBackOff``...): a Job's pod
   that cannot pull its image waits for good, and a crash-looping service replica shows only
@@ -39,15 +40,19 @@ from kaiwo_planner.domain.state.first_few import first_few
 from kaiwo_planner.domain.state.nodes import NODEPOOL_LABEL
 from kaiwo_planner.domain.status.child_phase import (
     COMPONENT_DELETED,
-    FAILING_APPLICATION,
     KUBERNETES_DEFAULT_BACKOFF_LIMIT,
+    FailingApplication,
     ObservedChildren,
     app_wrapper_failure,
+    failing_applications,
     past_progress_deadline,
+    ray_cluster_of,
+    ray_service_clusters,
 )
 from kaiwo_planner.domain.status.conditions import ConditionSpec, condition_of
 
 CHILD_HEALTHY: Final = "ChildHealthy"
+APPLICATIONS_FAILED: Final = "ApplicationsFailed"
 
 CONTAINER_TROUBLES: Final = frozenset(
     {
@@ -97,12 +102,15 @@ def child_health(
         )
     )
     troubles_told = [text for _, text in troubles]
+    applications = (
+        _failed_applications(observed.ray_service) if observed.child_kind == "AppWrapper" else ""
+    )
     if phase is WorkloadStatus.ERROR and observed.child_kind == "AppWrapper":
-        return ConditionSpec(
-            CHILD_HEALTHY, "False", "ApplicationsFailed", _failed_applications(observed.ray_service)
-        )
+        return ConditionSpec(CHILD_HEALTHY, "False", APPLICATIONS_FAILED, applications)
     if phase is WorkloadStatus.ERROR:
         return _past_progress_deadline(observed.child or {}, [*overdue_pods, *troubles_told])
+    if applications:  # READY all the same: a replica still serves, or the other cluster does
+        troubles = (*troubles, (APPLICATIONS_FAILED, applications))
     if troubles:
         reason = troubles[0][0]
         return ConditionSpec(
@@ -210,15 +218,21 @@ def _finished_at(pod: Mapping[str, Any]) -> str:
 
 
 def _failed_applications(ray_service: Mapping[str, Any] | None) -> str:
-    status = (ray_service or {}).get("status") or {}
-    applications = (status.get("activeServiceStatus") or {}).get("applicationStatuses") or {}
-    failed = [
-        f"application {name} is {app.get('status')}"
-        + (f": {app['message']}" if app.get("message") else "")
-        for name, app in sorted(applications.items())
-        if (app or {}).get("status") in FAILING_APPLICATION
-    ]
-    return first_few(failed, shown=_SHOWN, separator="; ")
+    return first_few(
+        [_told_application(a) for a in failing_applications(ray_service)],
+        shown=_SHOWN,
+        separator="; ",
+    )
+
+
+def _told_application(application: FailingApplication) -> str:
+    told = f"application {application.name} is {application.status}"
+    if application.serving:
+        told += (
+            f" on Ray cluster {application.cluster}, which KubeRay started to take the edit "
+            f"while {application.serving} serves"
+        )
+    return told + (f": {application.message}" if application.message else "")
 
 
 # ------------------------------------------------------------------ a Deployment stuck
@@ -420,24 +434,12 @@ def _of_main_child(observed: ObservedChildren, pod: Mapping[str, Any]) -> bool:
     if observed.child_kind == "Job":
         return _owned_by(pod, object_uid(child))
     if observed.child_kind == "RayJob":
-        clusters = [(child.get("status") or {}).get("rayClusterName")]
+        clusters = [str((child.get("status") or {}).get("rayClusterName") or "")]
     elif observed.child_kind == "AppWrapper":
-        clusters = _ray_service_clusters(observed.ray_service)
+        clusters = ray_service_clusters(observed.ray_service)
     else:
         return False
-    controller = controller_reference(pod) or {}
-    name = controller.get("name")
-    return controller.get("kind") == "RayCluster" and bool(name) and name in clusters
-
-
-def _ray_service_clusters(ray_service: Mapping[str, Any] | None) -> list[object]:
-    """The Ray clusters a RayService's status names: the one serving and the one KubeRay
-    starts (the first, or one to take an upgrade)."""
-    status = (ray_service or {}).get("status") or {}
-    return [
-        (status.get(key) or {}).get("rayClusterName")
-        for key in ("activeServiceStatus", "pendingServiceStatus")
-    ]
+    return ray_cluster_of(pod) in clusters
 
 
 def pod_trouble(pod: Mapping[str, Any]) -> tuple[str, str] | None:

@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
+from kaiwo_contracts.gpu_workloads import controller_reference
 
 from kaiwo_planner.domain.children.naming import child_name, main_child_name
 from kaiwo_planner.domain.settings.cluster_settings import parse_time
@@ -158,7 +159,7 @@ def child_phase(
     failure = app_wrapper_failure(child)
     if failure is not None and failure.get("reason") != COMPONENT_DELETED:
         return WorkloadStatus.FAILED
-    return _ray_service_phase(observed.ray_service)
+    return _ray_service_phase(observed)
 
 
 COMPONENT_DELETED = "MissingComponent"
@@ -283,22 +284,109 @@ def deployment_replicas(deployment: Mapping[str, Any]) -> tuple[int, int]:
 FAILING_APPLICATION = frozenset({"UNHEALTHY", "DEPLOY_FAILED"})
 """Ray Serve application statuses that mean the service does not serve as configured."""
 
+RAY_NODE_TYPE_LABEL: Final = "ray.io/node-type"
+"""KubeRay's label of a Ray cluster's pods: ``head`` or ``worker``."""
 
-def _ray_service_phase(ray_service: Mapping[str, Any] | None) -> WorkloadStatus:
+SERVING_CLUSTER: Final = "activeServiceStatus"
+STARTED_CLUSTER: Final = "pendingServiceStatus"
+"""KubeRay's two Ray clusters of a RayService: the one that serves, and the one it starts
+(the first of the service, or one to take an edit) until it serves too and is promoted.
+Each has the state of its cluster and the status of its Serve applications."""
+
+
+@dataclass(frozen=True, slots=True)
+class FailingApplication:
+    """A Serve application of a RayService in one of :data:`FAILING_APPLICATION`.
+
+    ``cluster``: the Ray cluster it runs on; ``serving``: the other cluster, which still
+    serves, when this one was started to take an edit ("" when it is the only one)."""
+
+    name: str
+    status: str
+    message: str
+    cluster: str
+    serving: str = ""
+
+
+def failing_applications(ray_service: Mapping[str, Any] | None) -> tuple[FailingApplication, ...]:
+    """The failing applications of both clusters of ``ray_service``, the serving one's
+    first, each in name order. KubeRay keeps those of the cluster it starts apart, and a
+    first deployment whose application fails stays there for good (decision 0186)."""
+    status = (ray_service or {}).get("status") or {}
+    serving = str((status.get(SERVING_CLUSTER) or {}).get("rayClusterName") or "")
+    found = []
+    for key in (SERVING_CLUSTER, STARTED_CLUSTER):
+        cluster = status.get(key) or {}
+        applications = cluster.get("applicationStatuses") or {}
+        for name, application in sorted(applications.items()):
+            if (application or {}).get("status") not in FAILING_APPLICATION:
+                continue
+            found.append(
+                FailingApplication(
+                    name=str(name),
+                    status=str(application["status"]),
+                    message=str(application.get("message") or ""),
+                    cluster=str(cluster.get("rayClusterName") or ""),
+                    serving=serving if key == STARTED_CLUSTER else "",
+                )
+            )
+    return tuple(found)
+
+
+def ray_service_clusters(ray_service: Mapping[str, Any] | None) -> list[str]:
+    """The Ray clusters a RayService's status names (:data:`SERVING_CLUSTER`,
+    :data:`STARTED_CLUSTER`), those it has."""
+    status = (ray_service or {}).get("status") or {}
+    names = (
+        (status.get(key) or {}).get("rayClusterName") for key in (SERVING_CLUSTER, STARTED_CLUSTER)
+    )
+    return [str(name) for name in names if name]
+
+
+def ray_cluster_of(pod: Mapping[str, Any]) -> str | None:
+    """The Ray cluster that controls ``pod``, if one does."""
+    controller = controller_reference(pod) or {}
+    name = controller.get("name")
+    return str(name) if controller.get("kind") == "RayCluster" and name else None
+
+
+def _ray_service_phase(observed: ObservedChildren) -> WorkloadStatus:
+    """READY once KubeRay says the service serves; ERROR while an application of either
+    cluster fails; RUNNING once either cluster is up (the seeds' "pods are up but may not
+    yet be fully ready": Ray Serve deploying, which can take minutes); else STARTING."""
+    ray_service = observed.ray_service
     if ray_service is None:
         return WorkloadStatus.STARTING
     status = ray_service.get("status") or {}
     if has_condition(status, "Ready"):
         return WorkloadStatus.READY
-    applications = ((status.get("activeServiceStatus") or {}).get("applicationStatuses")) or {}
-    if any((a or {}).get("status") in FAILING_APPLICATION for a in applications.values()):
+    if failing_applications(ray_service):
         # ERROR, not upstream's FAILED: FAILED is final (nothing applied any more), and Ray
         # Serve restarts unhealthy replicas and redeploys on a new serveConfigV2, the edit a
         # user makes to fix it (decision 0134).
         return WorkloadStatus.ERROR
-    cluster_state = ((status.get("activeServiceStatus") or {}).get("rayClusterStatus") or {}).get(
-        "state"
+    states = (
+        ((status.get(key) or {}).get("rayClusterStatus") or {}).get("state")
+        for key in (SERVING_CLUSTER, STARTED_CLUSTER)
     )
-    if cluster_state == "ready":
+    clusters = ray_service_clusters(ray_service)
+    if "ready" in states or any(_cluster_up(observed.pods, name) for name in clusters):
         return WorkloadStatus.RUNNING
     return WorkloadStatus.STARTING
+
+
+def _cluster_up(pods: tuple[Mapping[str, Any], ...], cluster: str) -> bool:
+    """Whether Ray cluster ``cluster`` has its head and every other live pod Ready. KubeRay
+    writes a RayService's status only when its applications change, so the cluster's state
+    there can say it starts long after its pods are up (decision 0186)."""
+    live = [
+        pod
+        for pod in pods
+        if ray_cluster_of(pod) == cluster
+        and not (pod.get("metadata") or {}).get("deletionTimestamp")
+    ]
+    head = any(
+        ((pod.get("metadata") or {}).get("labels") or {}).get(RAY_NODE_TYPE_LABEL) == "head"
+        for pod in live
+    )
+    return head and all(has_condition(pod.get("status") or {}, "Ready") for pod in live)
