@@ -4,7 +4,9 @@ AppWrapper webhook refuses is the real components' doing.
 
 Before this decision the stack ran no AppWrapper controller, so a Ray service's RayService
 and pods were never seen, and nothing asked the AppWrapper webhook's question of the
-executor: may its creator create the components directly?
+executor: may its creator create the components directly? A stand-in answers KubeRay for the
+Ray processes kwok does not run (``kaiwo_envtest.ray_serve``, decision 0186), so Ray Serve
+deploys a service's applications.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from tests.integration.rbac.service_accounts import (
 )
 from tests.integration.test_real_stack import (
     app_wrapper_made,
+    condition,
     kueue_workload_owned,
     ray_pods_running,
 )
@@ -89,8 +92,10 @@ async def test_a_ray_services_pods_run_in_the_pool_kueue_admitted_its_appwrapper
 ) -> None:
     """Kueue admits the operator's AppWrapper; the AppWrapper controller makes its RayService
     with Kueue's node selector in the pod templates; KubeRay makes the Ray cluster, whose head
-    and GPU worker run, the worker on a node of the admitted pool with its 2 GPUs. Deleted,
-    the service goes with its AppWrapper, RayService and pods."""
+    and GPU worker run, the worker on a node of the admitted pool with its 2 GPUs. With no
+    ``serveConfigV2`` Ray Serve has no application to serve, so the service is RUNNING once
+    its cluster is up (KubeRay's first cluster, which it keeps pending: decision 0186).
+    Deleted, the service goes with its AppWrapper, RayService and pods."""
     name, ns = "serve-wrapped", stack.namespace
     await stack.kube.create(ray_service(name, ns))
 
@@ -117,6 +122,7 @@ async def test_a_ray_services_pods_run_in_the_pool_kueue_admitted_its_appwrapper
     assert conditions["Admitted"] == "True"
     assert conditions["ChildSpecApplied"] == "True"
     await ray_service_observed(stack, found["metadata"]["uid"])
+    await serves_as(stack, name, "RUNNING")
     # kaiwo status names it among the children, by the run-id it carries (decision 0185).
     children = await children_of(stack.kube, found)
     assert sorted(c["kind"] for c in children.objects) == ["AppWrapper", "RayService"]
@@ -135,6 +141,62 @@ async def test_a_ray_services_pods_run_in_the_pool_kueue_admitted_its_appwrapper
         return True if not pods.items else Pending(f"{len(pods.items)} pods left")
 
     await eventually(gone, what=f"{name} and what was made for it gone", within=STEP)
+
+
+def serving(name: str, namespace: str, import_path: str) -> dict[str, Any]:
+    """A Ray service with one Serve application, ``chat``, importing ``import_path``."""
+    service = ray_service(name, namespace)
+    service["spec"]["serveConfigV2"] = (
+        f"applications:\n  - name: chat\n    import_path: {import_path}\n    route_prefix: /\n"
+    )
+    return service
+
+
+async def serves_as(pipeline: Pipeline, name: str, phase: str) -> dict[str, Any]:
+    return await pipeline.reaches(name, phase, kind=resources.KAIWO_SERVICE, within=STEP)
+
+
+async def test_a_ray_service_serves_once_ray_serve_runs_it_and_one_failing_to_deploy_says_why(
+    stack: Pipeline,
+) -> None:
+    """KubeRay asks the stand-in of the Ray processes (``kaiwo_envtest.ray_serve``) for the
+    Serve applications, as it would a real cluster's dashboard (decision 0186). One that
+    deploys makes the service READY, with KubeRay's ``Ready``. One that cannot be imported is
+    ``DEPLOY_FAILED`` in the RayService's first cluster, which KubeRay keeps as its pending
+    one until it serves: the service is ERROR and ``ChildHealthy`` names the application and
+    Ray's message. Before, read from the serving cluster alone, it said STARTING for good."""
+    ns = stack.namespace
+    await stack.kube.create(serving("serve-chat", ns, "chat:app"))
+    await stack.kube.create(serving("serve-broken", ns, "not_installed.chat:app"))
+    try:
+        ready = await serves_as(stack, "serve-chat", "READY")
+        assert condition(ready, "ChildSpecApplied")["status"] == "True"
+        made = await stack.kube.get(resources.RAY_SERVICE, "serve-chat", namespace=ns)
+        assert condition(made, "Ready")["status"] == "True"
+        assert made["status"]["activeServiceStatus"]["applicationStatuses"]["chat"]["status"] == (
+            "RUNNING"
+        )
+
+        broken = await serves_as(stack, "serve-broken", "ERROR")
+        cause = (
+            "application chat is DEPLOY_FAILED: ModuleNotFoundError: No module named "
+            "'not_installed.chat'"
+        )
+        health = condition(broken, "ChildHealthy")
+        assert (health["status"], health["reason"], health["message"]) == (
+            "False",
+            "ApplicationsFailed",
+            cause,
+        )
+        events = await stack.kube.list(resources.EVENT, namespace=ns)
+        assert ("Warning", "WorkloadError", cause) in [
+            (e["type"], e["reason"], e["message"])
+            for e in events.items
+            if e["involvedObject"]["name"] == "serve-broken"
+        ]
+    finally:
+        for name in ("serve-chat", "serve-broken"):
+            await stack.kube.delete(resources.KAIWO_SERVICE, name, namespace=ns)
 
 
 async def test_a_ray_service_whose_ray_service_someone_deleted_runs_again(

@@ -1927,7 +1927,8 @@ async def test_a_ray_service_given_without_a_cluster_runs_kaiwos_cluster(
     gives its default one, as for ``ray: true`` (decision 0154). The AppWrapper's RayService
     has Kaiwo's head and ``default-worker-group`` and the user's serve config; Kueue admits
     the head's pod set and the worker's with its 2 GPUs; the condition says it. The AppWrapper
-    controller makes the RayService, whose head and worker run (decision 0184)."""
+    controller makes the RayService, whose head and worker run (decision 0184), and the
+    service serves once Ray Serve deploys the application (decision 0186)."""
     ns = namespace_of(stack, "ray")
     serve_config = "applications:\n  - name: echo\n    import_path: echo:app\n"
     service = {
@@ -1968,7 +1969,8 @@ async def test_a_ray_service_given_without_a_cluster_runs_kaiwos_cluster(
     )
     assert reserved == [("0", 1), ("2", 1)]
     await ray_pods_running(stack, ns, "serve-default", ["default-worker-group", "headgroup"])
-    found = await stack.kube.get(resources.KAIWO_SERVICE, "serve-default", namespace=ns)
+    # Ray Serve (the stack's stand-in, decision 0186) deploys the user's application on it.
+    found = await reaches(stack, "serve-default", ns, "READY", kind=resources.KAIWO_SERVICE)
     assert condition(found, "Schedulable")["message"] == (
         "Cluster has sufficient GPU resources; spec.rayService.spec gives no Ray cluster (no "
         "rayClusterConfig), so the RayService runs Kaiwo's default cluster: one head and the "
@@ -1989,8 +1991,8 @@ async def test_a_ray_services_own_group_gpus_are_reserved_counted_and_told(
     both as written, Kueue reserves 2 for ``servers``, and the operator counts 2 (the
     Schedulable message, each group's env in the AppWrapper's RayService, and what the
     preemption counts read of the stored service); settled, it writes nothing again. Before,
-    it counted none ("Workload does not require GPU resources"). The stack runs no AppWrapper
-    controller, so the RayService's pods are not made here."""
+    it counted none ("Workload does not require GPU resources"). The AppWrapper controller
+    makes the RayService, whose head and both groups run (decision 0184)."""
     ns = namespace_of(stack, "ray")
 
     def group(name: str, limits: dict[str, Any]) -> dict[str, Any]:
@@ -2068,6 +2070,13 @@ async def test_a_ray_services_own_group_gpus_are_reserved_counted_and_told(
     )
     nodes = [NodeInfo.from_wire(node) for node in (await stack.kube.list(resources.NODE)).items]
     assert allocated_gpus(found, lambda vendor: gpu_stats(nodes, vendor)) == 2
+    pods = await ray_pods_running(stack, ns, "serve-own", ["headgroup", "routers", "servers"])
+    assert {
+        p["metadata"]["labels"]["ray.io/group"]: p["spec"]["containers"][0]["resources"][
+            "limits"
+        ].get("amd.com/gpu")
+        for p in pods
+    } == {"headgroup": None, "routers": None, "servers": "2"}
     await stack.settled(within=STEP)
     writes = await stack.operator_writes_while_idle()
     assert [w for w in writes if str(w[3]).startswith("serve-own")] == [], writes

@@ -84,6 +84,7 @@ class Endpoints:
     kueue_webhook: int
     kueue_health: int
     kuberay_health: int
+    ray_serve: int
     appwrapper_webhook: int
     appwrapper_health: int
 
@@ -369,8 +370,12 @@ class ControlPlane:
         healthz = f"http://127.0.0.1:{port}/healthz"
         return kwok, lambda: answers_ok(healthz)
 
-    def launch(self, name: str, command: list[str]) -> Component:
+    def launch(
+        self, name: str, command: list[str], *, environment: dict[str, str] | None = None
+    ) -> Component:
         """Start component ``name``; it is stopped with the control plane."""
-        component = Component.start(name, command, log=self.directory / "logs" / f"{name}.log")
+        component = Component.start(
+            name, command, log=self.directory / "logs" / f"{name}.log", environment=environment
+        )
         self.components.append(component)
         return component

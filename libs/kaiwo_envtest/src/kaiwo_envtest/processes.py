@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import signal
 import socket
 import ssl
@@ -12,7 +13,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -51,11 +52,20 @@ class Component:
     log: Path
 
     @classmethod
-    def start(cls, name: str, command: Sequence[str], *, log: Path) -> Component:
+    def start(
+        cls,
+        name: str,
+        command: Sequence[str],
+        *,
+        log: Path,
+        environment: Mapping[str, str] | None = None,
+    ) -> Component:
+        """``environment``: variables set for this binary besides this process's own."""
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("ab") as out:
             process = subprocess.Popen(  # noqa: S603 - our own binaries, no shell
                 list(command),
+                env={**os.environ, **environment} if environment else None,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,

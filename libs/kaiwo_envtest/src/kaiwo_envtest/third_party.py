@@ -4,6 +4,7 @@ KubeRay operator, started on the plane's free ports and stopped with it."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -108,6 +109,12 @@ class ThirdParty:
         return [d for d in yaml.safe_load_all(manifests.read_text()) if d]
 
     def start_kuberay(self, binaries: Binaries) -> tuple[Component, Callable[[], bool]]:
+        """The KubeRay operator, reaching the Ray clusters' processes through the stand-in
+        of :mod:`kaiwo_envtest.ray_serve` (its HTTP proxy), which starts first."""
+        serve = self._plane.endpoints.ray_serve
+        self._plane.launch(
+            "ray-serve", [sys.executable, "-m", "kaiwo_envtest.ray_serve", f"--port={serve}"]
+        )
         executable = binaries.path("kuberay")
         port = self._plane.endpoints.kuberay_health
         kuberay = self._plane.launch(
@@ -119,9 +126,13 @@ class ThirdParty:
                 f"--health-probe-bind-address=127.0.0.1:{port}",
                 "--enable-leader-election=false",
             ],
+            environment={
+                "HTTP_PROXY": f"http://127.0.0.1:{serve}",
+                "NO_PROXY": "127.0.0.1,localhost",
+            },
         )
-        readyz = f"http://127.0.0.1:{port}/readyz"
-        return kuberay, lambda: answers_ok(readyz)
+        ready = (f"http://127.0.0.1:{serve}/ready", f"http://127.0.0.1:{port}/readyz")
+        return kuberay, lambda: all(answers_ok(url) for url in ready)
 
     def _appwrapper_certificates(self) -> WebhookCertificates:
         return webhook_certificates(
