@@ -39,6 +39,7 @@ from tests.integration.rbac.service_accounts import (
 from tests.integration.test_real_stack import (
     app_wrapper_made,
     condition,
+    events_of,
     kueue_workload_owned,
     ray_pods_running,
 )
@@ -188,12 +189,8 @@ async def test_a_ray_service_serves_once_ray_serve_runs_it_and_one_failing_to_de
             "ApplicationsFailed",
             cause,
         )
-        events = await stack.kube.list(resources.EVENT, namespace=ns)
-        assert ("Warning", "WorkloadError", cause) in [
-            (e["type"], e["reason"], e["message"])
-            for e in events.items
-            if e["involvedObject"]["name"] == "serve-broken"
-        ]
+        told = await events_of(stack, ns, "serve-broken", kind="KaiwoService")
+        assert ("WorkloadError", cause) in told
     finally:
         for name in ("serve-chat", "serve-broken"):
             await stack.kube.delete(resources.KAIWO_SERVICE, name, namespace=ns)

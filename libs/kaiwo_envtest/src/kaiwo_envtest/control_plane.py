@@ -1,6 +1,7 @@
 """A throw-away Kubernetes control plane: etcd, kube-apiserver and, when asked, the
 kube-controller-manager, the kube-scheduler, kwok (the simulated nodes' kubelets), the Kueue
-manager and the KubeRay operator, on free loopback ports, in a directory removed when it stops
+manager and the KubeRay operator (with the Ray Serve stand-in it reaches the Ray clusters
+through), on free loopback ports, in a directory removed when it stops
 (every component's log in ``logs/``).
 
 ``with ControlPlane(ControlPlaneOptions(binaries=find_binaries())) as plane:`` then
