@@ -19,6 +19,7 @@ from typing import Any, Final
 import pytest
 import pytest_asyncio
 from kaiwo_cli.cluster_access import children_of
+from kaiwo_cli.workload_views import child_state
 from kaiwo_kube import AlreadyExists, KubeError, NotFound, resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_sandbox.fleet import NODE_TYPES, NodeSpec
@@ -191,6 +192,12 @@ async def test_a_ray_service_serves_once_ray_serve_runs_it_and_one_failing_to_de
         )
         told = await events_of(stack, ns, "serve-broken", kind="KaiwoService")
         assert ("WorkloadError", cause) in told
+        # kaiwo status shows the application where KubeRay keeps it, on the first cluster.
+        [ray] = [
+            c for c in (await children_of(stack.kube, broken)).objects if c["kind"] == "RayService"
+        ]
+        first = ray["status"]["pendingServiceStatus"]["rayClusterName"]
+        assert child_state(ray) == f"not serving; starting {first}: chat DEPLOY_FAILED"
     finally:
         for name in ("serve-chat", "serve-broken"):
             await stack.kube.delete(resources.KAIWO_SERVICE, name, namespace=ns)

@@ -387,24 +387,49 @@ def child_state(child: Mapping[str, Any]) -> str:
     """A child's state in a few words (Job, Deployment, PVC, RayJob, ...)."""
     kind, status = child.get("kind"), _status(child)
     if kind == "Job":
-        for condition in status.get("conditions") or []:
-            if (
-                condition.get("type") in ("Complete", "Failed")
-                and condition.get("status") == "True"
-            ):
-                return str(condition["type"])
-        if _spec(child).get("suspend"):
-            return "Suspended (waiting for admission)"
-        return f"active {status.get('active', 0)}, succeeded {status.get('succeeded', 0)}"
+        return _job_state(child)
     if kind == "Deployment":
         wanted = _spec(child).get("replicas", 1)
         return f"ready {status.get('readyReplicas', 0)}/{wanted}"
     if kind == "PersistentVolumeClaim":
         return str(status.get("phase") or "Pending")
+    if kind == "RayService":
+        return _ray_service_state(status)
     found = [
         status.get(key) for key in ("jobStatus", "jobDeploymentStatus", "serviceStatus", "phase")
     ]
     return str(next((value for value in found if value), "-"))
+
+
+def _job_state(job: Mapping[str, Any]) -> str:
+    status = _status(job)
+    for condition in status.get("conditions") or []:
+        if condition.get("type") in ("Complete", "Failed") and condition.get("status") == "True":
+            return str(condition["type"])
+    if _spec(job).get("suspend"):
+        return "Suspended (waiting for admission)"
+    return f"active {status.get('active', 0)}, succeeded {status.get('succeeded', 0)}"
+
+
+def _ray_service_state(status: Mapping[str, Any]) -> str:
+    """Whether KubeRay says the service serves, and the Serve applications of each of its
+    Ray clusters: the serving one, and the one it starts (the first, or one for an edit),
+    whose failing application would otherwise be seen nowhere but in the condition."""
+    serving = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+    parts = ["serving" if serving else "not serving"]
+    for key, role in (("activeServiceStatus", "cluster"), ("pendingServiceStatus", "starting")):
+        cluster = status.get(key) or {}
+        if not cluster.get("rayClusterName"):
+            continue
+        applications = ", ".join(
+            f"{name} {(application or {}).get('status') or '-'}"
+            for name, application in sorted((cluster.get("applicationStatuses") or {}).items())
+        )
+        parts.append(f"{role} {cluster['rayClusterName']}: {applications or 'no application'}")
+    return "; ".join(parts)
 
 
 @dataclass(frozen=True, slots=True)

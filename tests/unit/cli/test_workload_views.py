@@ -9,6 +9,7 @@ from kaiwo_cli.text_tables import render_table
 from kaiwo_cli.workload_views import (
     QueuePosition,
     age,
+    child_state,
     is_settled,
     list_table,
     matches,
@@ -362,3 +363,39 @@ def test_events_of_one_second_keep_the_order_they_were_written_in() -> None:
         "  60s   Normal   WorkloadStarting   KaiwoJob/train   WorkloadStarting\n"
         "  57s   Normal   WorkloadRunning    KaiwoJob/train   WorkloadRunning"
     )
+
+
+def test_a_ray_services_state_names_the_applications_of_each_of_its_clusters() -> None:
+    # The first cluster stays KubeRay's pending one until its applications serve, so one
+    # failing to deploy shows there (decision 0186).
+    first = {
+        "kind": "RayService",
+        "status": {
+            "conditions": [{"type": "Ready", "status": "False"}],
+            "pendingServiceStatus": {
+                "rayClusterName": "chat-x7k2p",
+                "applicationStatuses": {
+                    "chat": {"status": "DEPLOY_FAILED"},
+                    "health": {"status": "RUNNING"},
+                },
+            },
+        },
+    }
+    assert child_state(first) == (
+        "not serving; starting chat-x7k2p: chat DEPLOY_FAILED, health RUNNING"
+    )
+    serving = {
+        "kind": "RayService",
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "activeServiceStatus": {
+                "rayClusterName": "chat-x7k2p",
+                "applicationStatuses": {"chat": {"status": "RUNNING"}},
+            },
+            "pendingServiceStatus": {"rayClusterName": "chat-m4n5q"},
+        },
+    }
+    assert child_state(serving) == (
+        "serving; cluster chat-x7k2p: chat RUNNING; starting chat-m4n5q: no application"
+    )
+    assert child_state({"kind": "RayService"}) == "not serving"
