@@ -131,6 +131,17 @@ async def warnings(pipeline: Pipeline, name: str, reason: str) -> list[dict[str,
     ]
 
 
+async def warned(pipeline: Pipeline, name: str, reason: str) -> list[dict[str, Any]]:
+    """The Events :func:`warnings` finds, once there is one: the executor creates a plan's
+    Events after it writes the status, so a test that saw the status may ask too early."""
+
+    async def found() -> list[dict[str, Any]] | Pending:
+        events = await warnings(pipeline, name, reason)
+        return events if events else Pending(f"no {reason} Event about {name}")
+
+    return await eventually(found, what=f"a {reason} Event about {name}", within=STEP)
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def stack(
     real_stack: RealCluster, tmp_path_factory: pytest.TempPathFactory
@@ -191,7 +202,7 @@ async def test_a_running_job_outlives_a_relabel_of_its_nodes_and_completes(
 
     # Its Job completes; so does the workload (an ERROR workload never looked again).
     await pipeline.reaches("relabelled", "COMPLETE", within=STEP)
-    [event] = await warnings(pipeline, "relabelled", "AdmittedBeforeNodeChange")
+    [event] = await warned(pipeline, "relabelled", "AdmittedBeforeNodeChange")
     assert (event["type"], event["message"], event.get("count", 1)) == ("Warning", told, 1)
     assert not await warnings(pipeline, "relabelled", "WorkloadError")
 
@@ -326,7 +337,7 @@ async def test_a_pod_admitted_into_a_pool_its_nodes_left_is_told_and_runs_once_d
             "delete the pod: its ReplicaSet makes a new one, which Kueue admits anew"
         )
         assert found["status"]["status"] == "STARTING"
-        [event] = await warnings(pipeline, "stranded", "ChildUnhealthy")
+        [event] = await warned(pipeline, "stranded", "ChildUnhealthy")
         assert event["message"] == f"NodePoolGone: {message}"
 
         # As told: the pod deleted, its replacement is admitted into the 8-GPU pool and runs.
@@ -362,14 +373,14 @@ async def test_a_job_admitted_into_a_pool_its_nodes_left_is_made_anew_and_comple
 
         await pipeline.reaches("remade", "COMPLETE", within=STEP)
         pool = stranded["spec"]["nodeSelector"][NODEPOOL_LABEL]
-        [event] = await warnings(pipeline, "remade", "ChildReplacing")
+        [event] = await warned(pipeline, "remade", "ChildReplacing")
         assert (event["type"], event["message"]) == (
             "Normal",
             f"Job remade: Kueue admitted it into node pool {pool}, which no node is in any "
             "more, before any of its pods ran: the Job is made anew, and Kueue admits it again",
         )
         assert not await warnings(pipeline, "remade", "ChildDeleted")
-        [unhealthy] = await warnings(pipeline, "remade", "ChildUnhealthy")
+        [unhealthy] = await warned(pipeline, "remade", "ChildUnhealthy")
         assert unhealthy["message"].endswith(
             "; the operator makes the Job anew, which Kueue admits again"
         )
@@ -546,7 +557,7 @@ async def ray_child_made_anew_in_the_8gpu_pool(
     await eventually(runs_anew, what="the new cluster running in the 8-GPU pool", within=STEP)
     second_run = await kube.get(child, name, namespace=ns)
     assert second_run["metadata"]["uid"] != first_run
-    [event] = await warnings(pipeline, name, "ChildReplacing")
+    [event] = await warned(pipeline, name, "ChildReplacing")
     pool = stranded["spec"]["nodeSelector"][NODEPOOL_LABEL]
     assert (event["type"], event["message"]) == ("Normal", told.format(pool=pool))
     assert not await warnings(pipeline, name, "ChildDeleted")

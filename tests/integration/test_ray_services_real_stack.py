@@ -190,8 +190,13 @@ async def test_a_ray_service_serves_once_ray_serve_runs_it_and_one_failing_to_de
             "ApplicationsFailed",
             cause,
         )
-        told = await events_of(stack, ns, "serve-broken", kind="KaiwoService")
-        assert ("WorkloadError", cause) in told
+
+        async def told() -> bool | Pending:
+            # The executor creates a plan's Events after it writes the status.
+            events = await events_of(stack, ns, "serve-broken", kind="KaiwoService")
+            return True if ("WorkloadError", cause) in events else Pending(f"told {events}")
+
+        await eventually(told, what="the WorkloadError Event", within=STEP)
         # kaiwo status shows the application where KubeRay keeps it, on the first cluster.
         [ray] = [
             c for c in (await children_of(stack.kube, broken)).objects if c["kind"] == "RayService"
