@@ -40,7 +40,7 @@ from tests.integration.rbac.service_accounts import (
 from tests.integration.test_real_stack import (
     app_wrapper_made,
     condition,
-    events_of,
+    has_events,
     kueue_workload_owned,
     ray_pods_running,
 )
@@ -191,12 +191,8 @@ async def test_a_ray_service_serves_once_ray_serve_runs_it_and_one_failing_to_de
             cause,
         )
 
-        async def told() -> bool | Pending:
-            # The executor creates a plan's Events after it writes the status.
-            events = await events_of(stack, ns, "serve-broken", kind="KaiwoService")
-            return True if ("WorkloadError", cause) in events else Pending(f"told {events}")
-
-        await eventually(told, what="the WorkloadError Event", within=STEP)
+        events = await has_events(stack, ns, "serve-broken", "WorkloadError", kind="KaiwoService")
+        assert ("WorkloadError", cause) in events
         # kaiwo status shows the application where KubeRay keeps it, on the first cluster.
         [ray] = [
             c for c in (await children_of(stack.kube, broken)).objects if c["kind"] == "RayService"

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from kaiwo_contracts.failure_conditions import failure_rank
+from kaiwo_contracts.ray_service_status import ray_service_serves, ray_service_status_clusters
 
 from kaiwo_cli.text_tables import render_table
 
@@ -415,20 +416,16 @@ def _ray_service_state(status: Mapping[str, Any]) -> str:
     """Whether KubeRay says the service serves, and the Serve applications of each of its
     Ray clusters: the serving one, and the one it starts (the first, or one for an edit),
     whose failing application would otherwise be seen nowhere but in the condition."""
-    serving = any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or []
-    )
-    parts = ["serving" if serving else "not serving"]
-    for key, role in (("activeServiceStatus", "cluster"), ("pendingServiceStatus", "starting")):
-        cluster = status.get(key) or {}
-        if not cluster.get("rayClusterName"):
+    parts = ["serving" if ray_service_serves(status) else "not serving"]
+    for cluster in ray_service_status_clusters(status):
+        if not cluster.name:
             continue
         applications = ", ".join(
-            f"{name} {(application or {}).get('status') or '-'}"
-            for name, application in sorted((cluster.get("applicationStatuses") or {}).items())
+            f"{name} {application.get('status') or '-'}"
+            for name, application in cluster.applications
         )
-        parts.append(f"{role} {cluster['rayClusterName']}: {applications or 'no application'}")
+        role = "cluster" if cluster.serving else "starting"
+        parts.append(f"{role} {cluster.name}: {applications or 'no application'}")
     return "; ".join(parts)
 
 

@@ -16,6 +16,7 @@ from typing import Any, Final, Literal
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.gpu_workloads import controller_reference
+from kaiwo_contracts.ray_service_status import ray_service_status_clusters
 
 from kaiwo_planner.domain.children.naming import child_name, main_child_name
 from kaiwo_planner.domain.settings.cluster_settings import parse_time
@@ -287,12 +288,6 @@ FAILING_APPLICATION = frozenset({"UNHEALTHY", "DEPLOY_FAILED"})
 RAY_NODE_TYPE_LABEL: Final = "ray.io/node-type"
 """KubeRay's label of a Ray cluster's pods: ``head`` or ``worker``."""
 
-SERVING_CLUSTER: Final = "activeServiceStatus"
-STARTED_CLUSTER: Final = "pendingServiceStatus"
-"""KubeRay's two Ray clusters of a RayService: the one that serves, and the one it starts
-(the first of the service, or one to take an edit) until it serves too and is promoted.
-Each has the state of its cluster and the status of its Serve applications."""
-
 
 @dataclass(frozen=True, slots=True)
 class FailingApplication:
@@ -312,35 +307,26 @@ def failing_applications(ray_service: Mapping[str, Any] | None) -> tuple[Failing
     """The failing applications of both clusters of ``ray_service``, the serving one's
     first, each in name order. KubeRay keeps those of the cluster it starts apart, and a
     first deployment whose application fails stays there for good (decision 0186)."""
-    status = (ray_service or {}).get("status") or {}
-    serving = str((status.get(SERVING_CLUSTER) or {}).get("rayClusterName") or "")
-    found = []
-    for key in (SERVING_CLUSTER, STARTED_CLUSTER):
-        cluster = status.get(key) or {}
-        applications = cluster.get("applicationStatuses") or {}
-        for name, application in sorted(applications.items()):
-            if (application or {}).get("status") not in FAILING_APPLICATION:
-                continue
-            found.append(
-                FailingApplication(
-                    name=str(name),
-                    status=str(application["status"]),
-                    message=str(application.get("message") or ""),
-                    cluster=str(cluster.get("rayClusterName") or ""),
-                    serving=serving if key == STARTED_CLUSTER else "",
-                )
-            )
-    return tuple(found)
+    clusters = ray_service_status_clusters((ray_service or {}).get("status") or {})
+    serving = next((cluster.name for cluster in clusters if cluster.serving), "")
+    return tuple(
+        FailingApplication(
+            name=name,
+            status=str(application["status"]),
+            message=str(application.get("message") or ""),
+            cluster=cluster.name,
+            serving="" if cluster.serving else serving,
+        )
+        for cluster in clusters
+        for name, application in cluster.applications
+        if application.get("status") in FAILING_APPLICATION
+    )
 
 
 def ray_service_clusters(ray_service: Mapping[str, Any] | None) -> list[str]:
-    """The Ray clusters a RayService's status names (:data:`SERVING_CLUSTER`,
-    :data:`STARTED_CLUSTER`), those it has."""
-    status = (ray_service or {}).get("status") or {}
-    names = (
-        (status.get(key) or {}).get("rayClusterName") for key in (SERVING_CLUSTER, STARTED_CLUSTER)
-    )
-    return [str(name) for name in names if name]
+    """The names of the Ray clusters a RayService's status has, the serving one first."""
+    clusters = ray_service_status_clusters((ray_service or {}).get("status") or {})
+    return [cluster.name for cluster in clusters if cluster.name]
 
 
 def ray_cluster_of(pod: Mapping[str, Any]) -> str | None:
@@ -365,12 +351,8 @@ def _ray_service_phase(observed: ObservedChildren) -> WorkloadStatus:
         # Serve restarts unhealthy replicas and redeploys on a new serveConfigV2, the edit a
         # user makes to fix it (decision 0134).
         return WorkloadStatus.ERROR
-    states = (
-        ((status.get(key) or {}).get("rayClusterStatus") or {}).get("state")
-        for key in (SERVING_CLUSTER, STARTED_CLUSTER)
-    )
-    clusters = ray_service_clusters(ray_service)
-    if "ready" in states or any(_cluster_up(observed.pods, name) for name in clusters):
+    clusters = ray_service_status_clusters(status)
+    if any(c.state == "ready" or (c.name and _cluster_up(observed.pods, c.name)) for c in clusters):
         return WorkloadStatus.RUNNING
     return WorkloadStatus.STARTING
 
