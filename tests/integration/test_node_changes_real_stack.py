@@ -478,8 +478,7 @@ async def test_a_ray_job_admitted_into_a_pool_its_nodes_left_is_made_anew_and_it
     """Decision 0183, for a RayJob: Kueue wrote the 4-GPU pool into its cluster's templates,
     and the nodes moved to the 8-GPU pool before the scheduler bound a pod. KubeRay still
     starts the cluster, so none of its pods ran: the operator makes the RayJob anew, and the
-    new one's cluster runs in the 8-GPU pool. (Under kwok nothing answers on the Ray
-    dashboard, so the RayJob itself never runs: the KaiwoJob stays STARTING.)"""
+    new one's cluster runs in the 8-GPU pool."""
     job = eight_gpu_job("ray-remade", stack.namespace, run_seconds=600)
     job["spec"].update(gpus=4, ray=True)
     try:

@@ -5,7 +5,7 @@ AppWrapper webhook refuses is the real components' doing.
 Before this decision the stack ran no AppWrapper controller, so a Ray service's RayService
 and pods were never seen, and nothing asked the AppWrapper webhook's question of the
 executor: may its creator create the components directly? A stand-in answers KubeRay for the
-Ray processes kwok does not run (``kaiwo_envtest.ray_serve``, decision 0186), so Ray Serve
+Ray processes kwok does not run (``kaiwo_envtest.ray_head``, decision 0186), so Ray Serve
 deploys a service's applications.
 """
 
@@ -161,7 +161,7 @@ async def serves_as(pipeline: Pipeline, name: str, phase: str) -> dict[str, Any]
 async def test_a_ray_service_serves_once_ray_serve_runs_it_and_one_failing_to_deploy_says_why(
     stack: Pipeline,
 ) -> None:
-    """KubeRay asks the stand-in of the Ray processes (``kaiwo_envtest.ray_serve``) for the
+    """KubeRay asks the stand-in of the Ray processes (``kaiwo_envtest.ray_head``) for the
     Serve applications, as it would a real cluster's dashboard (decision 0186). One that
     deploys makes the service READY, with KubeRay's ``Ready``. One that cannot be imported is
     ``DEPLOY_FAILED`` in the RayService's first cluster, which KubeRay keeps as its pending

@@ -1097,11 +1097,12 @@ async def test_kueues_labels_of_a_running_job_are_kept_and_the_edit_is_told(
     await stack.kube.delete(resources.KAIWO_JOB, "reprioritised", namespace=ns)
 
 
-async def test_a_ray_kaiwojob_is_admitted_and_its_ray_cluster_runs(stack: Pipeline) -> None:
+async def test_a_ray_kaiwojob_is_admitted_runs_its_ray_job_and_completes(stack: Pipeline) -> None:
     """Kueue admits the RayJob, KubeRay makes its RayCluster, the scheduler and kwok run the
-    head and the GPU worker. It goes no further: KubeRay learns a Ray job's state from the
-    Ray dashboard's HTTP API on the head pod, and under kwok nothing listens there, so the
-    RayJob never reports the job RUNNING and the KaiwoJob stays STARTING."""
+    head and the GPU worker, and KubeRay follows the Ray job on the head's dashboard (the
+    stand-in, ``kaiwo_envtest.ray_head``: it runs 20 s, then succeeds). The KaiwoJob is
+    RUNNING while KubeRay says the job runs and COMPLETE once it succeeded; KubeRay then shuts
+    the cluster down (``shutdownAfterJobFinishes``) and Kueue finishes the Workload."""
     ns = namespace_of(stack, "ray")
     await stack.kube.create(kaiwo_job("ray-train", ns, queue_name="ray", gpus=2, ray=True))
     starting = await reaches(stack, "ray-train", ns, "STARTING")
@@ -1127,7 +1128,86 @@ async def test_a_ray_kaiwojob_is_admitted_and_its_ray_cluster_runs(stack: Pipeli
     assert container["resources"]["limits"]["amd.com/gpu"] == "2"
     node = await stack.kube.get(resources.NODE, worker["spec"]["nodeName"])
     assert node["metadata"]["labels"]["amd.com/gpu.product-name"] == MI300X.product
+
+    await reaches(stack, "ray-train", ns, "RUNNING")
+    ray_job = await stack.kube.get(resources.RAY_JOB, "ray-train", namespace=ns)
+    assert (ray_job["status"]["jobStatus"], ray_job["status"]["jobDeploymentStatus"]) == (
+        "RUNNING",
+        "Running",
+    )
+    cluster = ray_job["status"]["rayClusterName"]
+    complete = await reaches(stack, "ray-train", ns, "COMPLETE")
+    assert complete["status"].get("completionTime"), complete["status"]
+    ray_job = await stack.kube.get(resources.RAY_JOB, "ray-train", namespace=ns)
+    assert (ray_job["status"]["jobStatus"], ray_job["status"]["jobDeploymentStatus"]) == (
+        "SUCCEEDED",
+        "Complete",
+    )
+    await has_events(stack, ns, "ray-train", "WorkloadRunning", "WorkloadComplete")
+    await gone(stack, resources.RAY_CLUSTER, cluster, ns)
+
+    async def finished() -> dict[str, Any] | Pending:
+        workload = await kueue_workload_of_ray_job(stack, ns, "ray-train")
+        status = workload.get("status") or {}
+        says = {c["type"]: c["status"] for c in status.get("conditions") or ()}
+        return workload if says.get("Finished") == "True" else Pending(f"conditions {says}")
+
+    await eventually(finished, what="Kueue finishes the RayJob's Workload", within=STEP)
+    # The cluster's pods going away after the end is no trouble, and COMPLETE stays.
+    await stack.settled(within=STEP)
+    after = await stack.kube.get(resources.KAIWO_JOB, "ray-train", namespace=ns)
+    assert after["status"]["status"] == "COMPLETE"
+    assert "ChildHealthy" not in {c["type"] for c in after["status"]["conditions"]}
+    told = {reason for reason, _ in await events_of(stack, ns, "ray-train")}
+    assert not told & {"ChildUnhealthy", "ChildReplacing", "ChildDeleted", "WorkloadFailed"}, told
     await stack.kube.delete(resources.KAIWO_JOB, "ray-train", namespace=ns)
+
+
+async def test_a_ray_job_whose_submission_fails_is_failed_with_kuberays_why(
+    stack: Pipeline,
+) -> None:
+    """KubeRay's submitter pod (``ray job submit``) fails, and its Job has no retry left
+    (``submitterConfig.backoffLimit: 0``): KubeRay fails the RayJob (``SubmissionFailed``)
+    though the Ray job ran, and the KaiwoJob is FAILED with KubeRay's why."""
+    ns = namespace_of(stack, "ray")
+    submitter = {
+        "metadata": {"annotations": {FAIL: "ConnectionError: the dashboard refused the job"}},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "ray-job-submitter", "image": "rayproject/ray:2.40.0"}],
+        },
+    }
+    await stack.kube.create(
+        kaiwo_job(
+            "ray-unsent",
+            ns,
+            queue_name="ray",
+            gpus=1,
+            ray=True,
+            rayJob={
+                "spec": {
+                    "shutdownAfterJobFinishes": True,
+                    "submitterPodTemplate": submitter,
+                    "submitterConfig": {"backoffLimit": 0},
+                }
+            },
+        )
+    )
+    failed = await reaches(stack, "ray-unsent", ns, "FAILED")
+    ray_job = await stack.kube.get(resources.RAY_JOB, "ray-unsent", namespace=ns)
+    assert (ray_job["status"]["jobDeploymentStatus"], ray_job["status"]["reason"]) == (
+        "Failed",
+        "SubmissionFailed",
+    )
+    health = condition(failed, "ChildHealthy")
+    assert (health["status"], health["reason"], health["message"]) == (
+        "False",
+        "SubmissionFailed",
+        ray_job["status"]["message"],
+    )
+    assert health["message"].startswith("Job submission has failed. Reason: BackoffLimitExceeded")
+    await has_events(stack, ns, "ray-unsent", "WorkloadFailed")
+    await stack.kube.delete(resources.KAIWO_JOB, "ray-unsent", namespace=ns)
 
 
 def ray_group(name: str, replicas: int, container: str, **sizes: int) -> dict[str, Any]:
@@ -1256,6 +1336,8 @@ async def test_a_group_meant_to_run_without_gpus_runs_the_split_and_is_told(
     }
     assert limits == {"headgroup": None, "trainers": "2", "loaders": "2"}
     await has_events(stack, ns, "ray-loaders", "SettingsIgnored")
+    # Its Ray job ends (the stand-in's 20 s): settled, nothing changes any more.
+    await reaches(stack, "ray-loaders", ns, "COMPLETE")
     await stack.settled(within=STEP)
     writes = await stack.operator_writes_while_idle()
     assert [w for w in writes if str(w[3]).startswith("ray-loaders")] == [], writes
@@ -1463,7 +1545,8 @@ async def test_a_given_ray_job_spec_without_shutdown_is_completed_and_runs(
 ) -> None:
     """A ``rayJob.spec`` that leaves out ``shutdownAfterJobFinishes`` (upstream's default spec
     sets it; a given one did not): Kueue's RayJob webhook refuses a queued RayJob without it,
-    so Kaiwo sets it true and the job is admitted and its cluster runs (decision 0151)."""
+    so Kaiwo sets it true and the job is admitted, its cluster runs, and KubeRay shuts the
+    cluster down once the Ray job ended (decision 0151)."""
     ns = namespace_of(stack, "ray")
     cluster = {
         "headGroupSpec": {
@@ -1495,7 +1578,10 @@ async def test_a_given_ray_job_spec_without_shutdown_is_completed_and_runs(
     ray_job = await stack.kube.get(resources.RAY_JOB, "ray-noshutdown", namespace=ns)
     assert ray_job["spec"]["shutdownAfterJobFinishes"] is True
     await ray_pods_running(stack, ns, "ray-noshutdown", ["headgroup", "workers"])
-    # Settled, the completed spec is what runs: nothing is written again.
+    cluster = (await stack.kube.get(resources.RAY_JOB, "ray-noshutdown", namespace=ns))["status"]
+    await reaches(stack, "ray-noshutdown", ns, "COMPLETE")
+    await gone(stack, resources.RAY_CLUSTER, cluster["rayClusterName"], ns)
+    # Settled, the completed spec is what ran: nothing is written again.
     await stack.settled(within=STEP)
     writes = await stack.operator_writes_while_idle()
     assert [w for w in writes if str(w[3]).startswith("ray-noshutdown")] == [], writes
@@ -1588,7 +1674,8 @@ async def test_a_ray_job_sent_to_an_existing_cluster_runs_there_outside_kueue(
     without Kueue's queue label and not suspended, since Kueue does not manage a RayJob on
     an existing cluster (the cluster's pods were admitted with it) and KubeRay refuses a
     suspended one in that mode; KubeRay submits it on ``shared``, Kueue makes no Workload
-    for it, the KaiwoJob starts, holds no GPUs of its own and says so (decision 0156).
+    for it, the KaiwoJob runs and completes, holds no GPUs of its own and says so (decision
+    0156), and the cluster outlives the job.
     Before, the RayJob carried the queue label and ``suspend: true``, KubeRay failed it
     (ValidationFailed: a suspended RayJob that keeps its cluster) and the KaiwoJob stayed
     PENDING, "pending admission into 'ray'", for good."""
@@ -1601,23 +1688,7 @@ async def test_a_ray_job_sent_to_an_existing_cluster_runs_there_outside_kueue(
             ns,
             queue_name="ray",
             gpus=2,
-            rayJob={
-                "spec": {
-                    "clusterSelector": {"ray.io/cluster": "shared"},
-                    # KubeRay's submitter pod, which kwok "runs" for 300 s: under kwok no Ray
-                    # answers, and KubeRay fails a RayJob whose submitter ended 30 s ago
-                    # without the Ray job's own end.
-                    "submitterPodTemplate": {
-                        "metadata": {"annotations": {RUN_SECONDS: "300"}},
-                        "spec": {
-                            "restartPolicy": "Never",
-                            "containers": [
-                                {"name": "ray-job-submitter", "image": "rayproject/ray:2.40.0"}
-                            ],
-                        },
-                    },
-                }
-            },
+            rayJob={"spec": {"clusterSelector": {"ray.io/cluster": "shared"}}},
         )
     )
 
@@ -1650,8 +1721,8 @@ async def test_a_ray_job_sent_to_an_existing_cluster_runs_there_outside_kueue(
         label_selector=f"{actors.KUEUE_JOB_UID_LABEL}={ray_job['metadata']['uid']}",
     )
     assert listed.items == []
-    # Under kwok no Ray answers on the head, so the Ray job's own state never comes: STARTING.
-    found = await reaches(stack, "ray-on-shared", ns, "STARTING")
+    # The stand-in of the shared cluster's head runs the Ray job.
+    found = await reaches(stack, "ray-on-shared", ns, "RUNNING")
     types = [c["type"] for c in found["status"]["conditions"]]
     assert "ApplyRefused" not in types, found["status"]["conditions"]
     admitted = condition(found, "Admitted")
@@ -1669,6 +1740,7 @@ async def test_a_ray_job_sent_to_an_existing_cluster_runs_there_outside_kueue(
         "GPUs of its own (spec.gpus, spec.gpusPerReplica and spec.replicas size nothing) and "
         "is not queued in Kueue, which queues the cluster's pods with the cluster"
     )
+    await reaches(stack, "ray-on-shared", ns, "COMPLETE")
     # The shared cluster is the user's: running the job there changes nothing of it.
     cluster = await stack.kube.get(resources.RAY_CLUSTER, "shared", namespace=ns)
     assert not [

@@ -10,7 +10,7 @@ On request it also runs the kube-scheduler with a given configuration
 (:mod:`kaiwo_envtest.scheduler`), kwok as the kubelet of selected nodes with our own Stages
 (:class:`KwokOptions`), the Kueue manager with its webhooks and conversion
 (:class:`KueueOptions`), the KubeRay operator with a stand-in for the Ray processes it asks
-(:mod:`kaiwo_envtest.ray_serve`), and the AppWrapper controller with its webhooks
+(:mod:`kaiwo_envtest.ray_head`), and the AppWrapper controller with its webhooks
 (:mod:`kaiwo_envtest.appwrapper`).
 ``python -m kaiwo_envtest`` runs one until interrupted.
 """

@@ -85,7 +85,7 @@ class Endpoints:
     kueue_webhook: int
     kueue_health: int
     kuberay_health: int
-    ray_serve: int
+    ray_head: int
     appwrapper_webhook: int
     appwrapper_health: int
 

@@ -110,10 +110,10 @@ class ThirdParty:
 
     def start_kuberay(self, binaries: Binaries) -> tuple[Component, Callable[[], bool]]:
         """The KubeRay operator, reaching the Ray clusters' processes through the stand-in
-        of :mod:`kaiwo_envtest.ray_serve` (its HTTP proxy), which starts first."""
-        serve = self._plane.endpoints.ray_serve
+        of :mod:`kaiwo_envtest.ray_head` (its HTTP proxy), which starts first."""
+        serve = self._plane.endpoints.ray_head
         self._plane.launch(
-            "ray-serve", [sys.executable, "-m", "kaiwo_envtest.ray_serve", f"--port={serve}"]
+            "ray-head", [sys.executable, "-m", "kaiwo_envtest.ray_head", f"--port={serve}"]
         )
         executable = binaries.path("kuberay")
         port = self._plane.endpoints.kuberay_health
