@@ -1163,6 +1163,33 @@ async def test_a_ray_kaiwojob_is_admitted_runs_its_ray_job_and_completes(stack: 
     await stack.kube.delete(resources.KAIWO_JOB, "ray-train", namespace=ns)
 
 
+async def test_a_ray_job_past_its_duration_is_terminated_for_a_waiting_one(
+    stack: Pipeline,
+) -> None:
+    """The operator's duration preemption of a Ray KaiwoJob: running past its ``duration``
+    while a GPU job of its queue waits, it is TERMINATED, its RayJob deleted (KubeRay takes
+    the cluster down with it), and Kueue admits the waiting job, which runs to the end."""
+    ns = namespace_of(stack, "ray")
+    await preempt_for_jobs_waiting_a_second(stack)
+    await stack.kube.create(
+        kaiwo_job("ray-overtime", ns, queue_name="ray", gpus=8, ray=True, duration="4s")
+    )
+    await reaches(stack, "ray-overtime", ns, "RUNNING")
+    await stack.kube.create(kaiwo_job("ray-waiting", ns, queue_name="ray", gpus=8, ray=True))
+    await reaches(stack, "ray-waiting", ns, "PENDING")
+
+    stopped = await reaches(stack, "ray-overtime", ns, "TERMINATED")
+    early = condition(stopped, "WorkloadTerminatedEarly")
+    assert early["reason"] == "DurationExceededWithActiveGpuDemand", early
+    assert stopped["status"]["preemptedFor"]["name"] == "ray-waiting"
+    await gone(stack, resources.RAY_JOB, "ray-overtime", ns)
+    await reaches(stack, "ray-waiting", ns, "RUNNING")
+    done = await reaches(stack, "ray-waiting", ns, "COMPLETE")
+    assert done["status"]["startTime"] >= early["lastTransitionTime"]
+    for name in ("ray-overtime", "ray-waiting"):
+        await stack.kube.delete(resources.KAIWO_JOB, name, namespace=ns)
+
+
 async def test_a_ray_job_whose_submission_fails_is_failed_with_kuberays_why(
     stack: Pipeline,
 ) -> None:
