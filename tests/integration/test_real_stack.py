@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.client
 import json
 import os
 import re
@@ -1161,6 +1162,56 @@ async def test_a_ray_kaiwojob_is_admitted_runs_its_ray_job_and_completes(stack: 
     told = {reason for reason, _ in await events_of(stack, ns, "ray-train")}
     assert not told & {"ChildUnhealthy", "ChildReplacing", "ChildDeleted", "WorkloadFailed"}, told
     await stack.kube.delete(resources.KAIWO_JOB, "ray-train", namespace=ns)
+
+
+async def test_a_ray_job_its_user_stops_on_the_dashboard_is_terminated_and_told(
+    stack: Pipeline, real_stack: RealCluster
+) -> None:
+    """A scientist stops the running Ray job on the Ray dashboard (``ray job stop``, sent to
+    the stand-in of the head here): KubeRay reports it ``STOPPED``, and the KaiwoJob is
+    TERMINATED with why, on its status and in an Event, and its children go as for any
+    terminated workload. Before, TERMINATED came with no condition and no Event (decision
+    0188)."""
+    ns = namespace_of(stack, "ray")
+    await stack.kube.create(kaiwo_job("ray-stopped", ns, queue_name="ray", gpus=1, ray=True))
+    await reaches(stack, "ray-stopped", ns, "RUNNING")
+    ray_job = await stack.kube.get(resources.RAY_JOB, "ray-stopped", namespace=ns)
+    dashboard, job = ray_job["status"]["dashboardURL"], ray_job["status"]["jobId"]
+    assert real_stack.plane is not None
+    head = real_stack.plane.endpoints.ray_head
+    answer = await asyncio.to_thread(
+        post_through_proxy, head, f"http://{dashboard}/api/jobs/{job}/stop"
+    )
+    assert answer == {"stopped": True}
+
+    stopped = await reaches(stack, "ray-stopped", ns, "TERMINATED")
+    why = condition(stopped, "WorkloadTerminatedEarly")
+    told = (
+        "RayJob ray-stopped: its Ray job was stopped on its Ray cluster: "
+        "Job was intentionally stopped."
+    )
+    assert (why["status"], why["reason"], why["message"]) == ("True", "RayJobStopped", told)
+    assert "ChildHealthy" not in {c["type"] for c in stopped["status"]["conditions"]}
+    events = await has_events(stack, ns, "ray-stopped", "WorkloadTerminated")
+    assert ("WorkloadTerminated", f"Workload has been terminated: {told}") in events
+    await gone(stack, resources.RAY_JOB, "ray-stopped", ns)
+    await stack.settled(within=STEP)
+    settled = await stack.kube.get(resources.KAIWO_JOB, "ray-stopped", namespace=ns)
+    assert settled["status"]["status"] == "TERMINATED"
+    assert (
+        await actors.get_or_none(stack.kube, resources.RAY_JOB, "ray-stopped", namespace=ns) is None
+    )
+    await stack.kube.delete(resources.KAIWO_JOB, "ray-stopped", namespace=ns)
+
+
+def post_through_proxy(proxy_port: int, url: str) -> Any:
+    """POST ``url`` through the HTTP proxy on ``proxy_port``; the JSON answer."""
+    connection = http.client.HTTPConnection("127.0.0.1", proxy_port, timeout=10)
+    try:
+        connection.request("POST", url, body=b"", headers={"Content-Type": "application/json"})
+        return json.loads(connection.getresponse().read())
+    finally:
+        connection.close()
 
 
 async def test_a_ray_job_past_its_duration_is_terminated_for_a_waiting_one(

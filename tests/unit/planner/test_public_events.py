@@ -172,6 +172,24 @@ def test_underutilization_flags_and_recovers() -> None:
     assert told(derive(normal, normal)) == []
 
 
+def test_a_ray_job_stopped_on_its_cluster_is_terminated_with_why() -> None:
+    """RUNNING to TERMINATED at once, the child stopped by someone (decision 0188): the
+    subscribers are told the reason and the message, and no preemption."""
+    running = job("40", "RUNNING", ADMITTED)
+    stopped = job(
+        "41",
+        "TERMINATED",
+        ADMITTED,
+        condition("WorkloadTerminatedEarly", "True", "RayJobStopped", "its Ray job was stopped"),
+    )
+    events = derive(running, stopped)
+    assert told(events) == [
+        ("phase-changed", "TERMINATED", "RUNNING", "RayJobStopped"),
+        ("terminated", "TERMINATED", None, "RayJobStopped"),
+    ]
+    assert events[-1].payload.message == "its Ray job was stopped"
+
+
 def test_termination_for_low_utilization_is_terminated_not_preempted() -> None:
     low = condition("ResourceUnderutilization", "True", "GpuUtilizationLow")
     running = job("30", "RUNNING", ADMITTED, low)

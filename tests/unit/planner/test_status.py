@@ -858,6 +858,57 @@ def test_ray_job_mapping(ray_status: dict[str, Any], expected: str) -> None:
     assert decision.status["status"] == expected
 
 
+def test_a_ray_job_stopped_on_its_cluster_is_terminated_and_says_so() -> None:
+    """``ray job stop`` on the Ray dashboard: KubeRay's RayJob says STOPPED, with Ray's
+    message. TERMINATED came with no condition and no Event (decision 0188)."""
+    ray_job = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": "train", "uid": "rj"},
+        "status": {
+            "jobStatus": "STOPPED",
+            "jobDeploymentStatus": "Complete",
+            "message": "Job was intentionally stopped.",
+        },
+    }
+    running = derive(
+        None,
+        ObservedChildren(
+            child_kind="RayJob",
+            child={**ray_job, "status": {"jobStatus": "RUNNING"}},
+            kueue_workloads=(admitted_workload(),),
+        ),
+    ).status
+    decision = derive(
+        running,
+        ObservedChildren(
+            child_kind="RayJob", child=ray_job, kueue_workloads=(admitted_workload(),)
+        ),
+    )
+    assert decision.status["status"] == "TERMINATED"
+    told = (
+        "RayJob train: its Ray job was stopped on its Ray cluster: Job was intentionally stopped."
+    )
+    [stopped] = [c for c in decision.status["conditions"] if c["type"] == "WorkloadTerminatedEarly"]
+    assert (stopped["status"], stopped["reason"], stopped["message"]) == (
+        "True",
+        "RayJobStopped",
+        told,
+    )
+    assert decision.events == (
+        event("WorkloadTerminated", f"Workload has been terminated: {told}"),
+    )
+    # Final: the next plan keeps it as it is, and tells nothing again.
+    again = derive(
+        decision.status,
+        ObservedChildren(
+            child_kind="RayJob", child=ray_job, kueue_workloads=(admitted_workload(),)
+        ),
+    )
+    assert again.status == {**decision.status, "observedGeneration": 1}
+    assert again.events == ()
+
+
 def deployment(*, replicas: int | None, available: int, **status: Any) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",

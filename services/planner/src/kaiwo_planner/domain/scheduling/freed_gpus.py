@@ -35,7 +35,8 @@ from kaiwo_planner.domain.settings.cluster_settings import parse_time
 from kaiwo_planner.domain.state.cluster import ClusterState
 from kaiwo_planner.domain.state.index_entry import RUN_ID_LABEL
 from kaiwo_planner.domain.status.conditions import condition_of
-from kaiwo_planner.domain.status.workload_status import PREEMPTED_FOR, WORKLOAD_TERMINATED_EARLY
+from kaiwo_planner.domain.status.workload_events import WORKLOAD_TERMINATED_EARLY
+from kaiwo_planner.domain.status.workload_status import PREEMPTED_FOR
 
 FREED_GPUS_SETTLE: Final = timedelta(minutes=2)
 """How long GPUs freed for a waiting workload count as on their way to it (decision 0066)."""

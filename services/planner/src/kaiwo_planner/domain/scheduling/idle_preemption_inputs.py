@@ -110,7 +110,7 @@ from kaiwo_planner.domain.settings.cluster_settings import (
 from kaiwo_planner.domain.state.cluster import ClusterState, object_uid
 from kaiwo_planner.domain.state.planning_context import EVERY_KIND, PlanningContext
 from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
-from kaiwo_planner.domain.status.workload_status import WORKLOAD_TERMINATED_EARLY
+from kaiwo_planner.domain.status.workload_events import WORKLOAD_TERMINATED_EARLY
 
 _RUNNING = frozenset({WorkloadStatus.RUNNING.value, WorkloadStatus.READY.value})
 

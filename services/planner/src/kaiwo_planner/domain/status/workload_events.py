@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.failure_conditions import failure_rank
@@ -14,6 +14,9 @@ from kaiwo_contracts.plans import EventIntent
 from kaiwo_planner.domain.status.child_health import CHILD_HEALTHY
 from kaiwo_planner.domain.status.conditions import ConditionSpec, condition_of
 from kaiwo_planner.domain.status.kueue_admission import PREEMPTED, kueue_eviction
+
+WORKLOAD_TERMINATED_EARLY: Final = "WorkloadTerminatedEarly"
+"""The condition that says why a workload was stopped before its end."""
 
 _EVENTS: Mapping[WorkloadStatus, tuple[Literal["Normal", "Warning"], str, str]] = MappingProxyType(
     {
@@ -112,28 +115,40 @@ def transition_events(
                 f"{asked - available} not available yet",
             ),
         )
-    health = next((c for c in conditions if c.type == CHILD_HEALTHY), None)
-    if phase is WorkloadStatus.FAILED and health is not None and health.status == "False":
-        return (
-            EventIntent(
-                type="Warning",
-                reason="WorkloadFailed",
-                message=f"Workload has failed: {health.reason}: {health.message}",
-            ),
-        )
-    if phase is WorkloadStatus.ERROR:
-        cause = explaining_condition(conditions)
-        return (
-            EventIntent(
-                type="Warning",
-                reason="WorkloadError",
-                message=cause.message if cause else "Workload is in error",
-            ),
-        )
+    explained = _explained(phase, conditions)
+    if explained is not None:
+        return (explained,)
     if phase in _EVENTS:
         kind, reason, message = _EVENTS[phase]
         return (EventIntent(type=kind, reason=reason, message=message),)
     return ()
+
+
+def _explained(phase: WorkloadStatus, conditions: Sequence[ConditionSpec]) -> EventIntent | None:
+    """The Event of entering ``phase`` with its cause, when a condition tells one."""
+    health = next((c for c in conditions if c.type == CHILD_HEALTHY), None)
+    if phase is WorkloadStatus.FAILED and health is not None and health.status == "False":
+        return EventIntent(
+            type="Warning",
+            reason="WorkloadFailed",
+            message=f"Workload has failed: {health.reason}: {health.message}",
+        )
+    if phase is WorkloadStatus.ERROR:
+        cause = explaining_condition(conditions)
+        return EventIntent(
+            type="Warning",
+            reason="WorkloadError",
+            message=cause.message if cause else "Workload is in error",
+        )
+    if phase is WorkloadStatus.TERMINATED:
+        # Entered at once only when the child says it was stopped (a Ray job stopped on its
+        # cluster); the way through TERMINATING tells its own Events (decision 0188).
+        early = next((c for c in conditions if c.type == WORKLOAD_TERMINATED_EARLY), None)
+        why = f": {early.message}" if early is not None else ""
+        return EventIntent(
+            type="Normal", reason="WorkloadTerminated", message=f"Workload has been terminated{why}"
+        )
+    return None
 
 
 def explaining_condition(conditions: Sequence[ConditionSpec]) -> ConditionSpec | None:

@@ -127,6 +127,7 @@ from kaiwo_planner.domain.status.storage_phase import (
     pvc_observation,
 )
 from kaiwo_planner.domain.status.workload_events import (
+    WORKLOAD_TERMINATED_EARLY,
     event_reason,
     eviction_events,
     health_events,
@@ -138,7 +139,6 @@ WorkloadKind = Literal["KaiwoJob", "KaiwoService"]
 
 PREEMPTABLE = "Preemptable"
 PREEMPTED_FOR = "preemptedFor"
-WORKLOAD_TERMINATED_EARLY = "WorkloadTerminatedEarly"
 
 _RUNNING_PHASES = frozenset({WorkloadStatus.RUNNING, WorkloadStatus.READY})
 _NOT_RUNNING_REASONS = frozenset({"Evicted", "Readmitted"})
@@ -380,6 +380,8 @@ def _admitted_child(
     """What an admitted (or partly admitted) child shows: its own phase, unless a rollout
     is stuck on an admitted pod or waits only for quota."""
     phase = child_phase(observed, previous_phase=previous_phase) or WorkloadStatus.STARTING
+    if phase is WorkloadStatus.TERMINATED:
+        return _Observation(phase, [*conditions, _child_stopped(observed)])
     overdue = tuple(pod.told for pod in pods_deadline.overdue)
     if overdue:
         # A pod Kueue admitted is not Ready within the Deployment's deadline, counted from
@@ -395,6 +397,22 @@ def _admitted_child(
         waiting = rollout_waiting_condition(rollout_waits_on, observed, cluster_queue)
         conditions = [waiting if c.type == ADMITTED else c for c in conditions]
     return _Observation(phase, _with_health(conditions, observed, phase, previous, node_pools))
+
+
+def _child_stopped(observed: ObservedChildren) -> ConditionSpec:
+    """Why a workload whose child says it was stopped is TERMINATED: a RayJob whose Ray job
+    someone stopped on its Ray cluster (``ray job stop``), with KubeRay's message. Nothing
+    said so before: TERMINATED came with no condition and no Event (decision 0188)."""
+    child = observed.child or {}
+    name = str((child.get("metadata") or {}).get("name") or "")
+    said = str((child.get("status") or {}).get("message") or "")
+    return ConditionSpec(
+        WORKLOAD_TERMINATED_EARLY,
+        "True",
+        "RayJobStopped",
+        f"{observed.child_kind} {name}: its Ray job was stopped on its Ray cluster"
+        + (f": {said}" if said else ""),
+    )
 
 
 def _run_started(previous: Mapping[str, Any], observation: _Observation, now: datetime) -> datetime:
