@@ -543,24 +543,39 @@ async def test_the_operators_duration_preemption_frees_quota_kueue_gives_to_the_
     """A job past its ``duration`` is terminated by the operator once a GPU job of its queue has
     waited longer than the KaiwoConfig's threshold; Kueue then admits the waiting job."""
     ns = namespace_of(stack, "dur")
-    await preempt_for_jobs_waiting_a_second(stack)
-    await stack.kube.create(
-        kaiwo_job("overtime", ns, queue_name="dur", gpus=8, run_seconds=300, duration="4s")
+    await terminated_past_its_duration_for_the_waiting_one(
+        stack,
+        kaiwo_job("overtime", ns, queue_name="dur", gpus=8, run_seconds=300, duration="4s"),
+        kaiwo_job("waiting", ns, queue_name="dur", gpus=8, run_seconds=2),
+        child=resources.JOB,
     )
-    await reaches(stack, "overtime", ns, "RUNNING")
-    await stack.kube.create(kaiwo_job("waiting", ns, queue_name="dur", gpus=8, run_seconds=2))
-    await reaches(stack, "waiting", ns, "PENDING")
 
-    stopped = await reaches(stack, "overtime", ns, "TERMINATED")
+
+async def terminated_past_its_duration_for_the_waiting_one(
+    stack: Pipeline,
+    overtime: dict[str, Any],
+    waiting: dict[str, Any],
+    *,
+    child: resources.ResourceType,
+) -> None:
+    """``overtime`` (with a short ``duration``) runs, then ``waiting`` waits for its queue's
+    GPUs: the operator terminates ``overtime`` for it (its ``child`` goes), and Kueue admits
+    ``waiting``, which starts after the termination and runs to the end."""
+    ns = overtime["metadata"]["namespace"]
+    over, wait = overtime["metadata"]["name"], waiting["metadata"]["name"]
+    await preempt_for_jobs_waiting_a_second(stack)
+    await stack.kube.create(overtime)
+    await reaches(stack, over, ns, "RUNNING")
+    await stack.kube.create(waiting)
+    await reaches(stack, wait, ns, "PENDING")
+
+    stopped = await reaches(stack, over, ns, "TERMINATED")
     early = condition(stopped, "WorkloadTerminatedEarly")
     assert early["reason"] == "DurationExceededWithActiveGpuDemand", early
-    assert stopped["status"]["preemptedFor"]["name"] == "waiting"
-    await gone(stack, resources.JOB, "overtime", ns)
-    done = await reaches(stack, "waiting", ns, "COMPLETE")
-    assert (
-        done["status"]["startTime"]
-        >= condition(stopped, "WorkloadTerminatedEarly")["lastTransitionTime"]
-    )
+    assert stopped["status"]["preemptedFor"]["name"] == wait
+    await gone(stack, child, over, ns)
+    done = await reaches(stack, wait, ns, "COMPLETE")
+    assert done["status"]["startTime"] >= early["lastTransitionTime"]
 
 
 async def test_the_kaiwo_scheduler_packs_gpu_pods_onto_one_node_before_the_next(
@@ -1221,22 +1236,12 @@ async def test_a_ray_job_past_its_duration_is_terminated_for_a_waiting_one(
     while a GPU job of its queue waits, it is TERMINATED, its RayJob deleted (KubeRay takes
     the cluster down with it), and Kueue admits the waiting job, which runs to the end."""
     ns = namespace_of(stack, "ray")
-    await preempt_for_jobs_waiting_a_second(stack)
-    await stack.kube.create(
-        kaiwo_job("ray-overtime", ns, queue_name="ray", gpus=8, ray=True, duration="4s")
+    await terminated_past_its_duration_for_the_waiting_one(
+        stack,
+        kaiwo_job("ray-overtime", ns, queue_name="ray", gpus=8, ray=True, duration="4s"),
+        kaiwo_job("ray-waiting", ns, queue_name="ray", gpus=8, ray=True),
+        child=resources.RAY_JOB,
     )
-    await reaches(stack, "ray-overtime", ns, "RUNNING")
-    await stack.kube.create(kaiwo_job("ray-waiting", ns, queue_name="ray", gpus=8, ray=True))
-    await reaches(stack, "ray-waiting", ns, "PENDING")
-
-    stopped = await reaches(stack, "ray-overtime", ns, "TERMINATED")
-    early = condition(stopped, "WorkloadTerminatedEarly")
-    assert early["reason"] == "DurationExceededWithActiveGpuDemand", early
-    assert stopped["status"]["preemptedFor"]["name"] == "ray-waiting"
-    await gone(stack, resources.RAY_JOB, "ray-overtime", ns)
-    await reaches(stack, "ray-waiting", ns, "RUNNING")
-    done = await reaches(stack, "ray-waiting", ns, "COMPLETE")
-    assert done["status"]["startTime"] >= early["lastTransitionTime"]
     for name in ("ray-overtime", "ray-waiting"):
         await stack.kube.delete(resources.KAIWO_JOB, name, namespace=ns)
 
