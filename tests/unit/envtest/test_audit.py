@@ -109,6 +109,21 @@ def test_the_log_is_read_from_a_mark_and_a_half_written_line_waits(tmp_path: Pat
     assert log.writes(since=mark) == Counter({("b", "delete"): 1})
 
 
+def test_a_mark_taken_while_a_line_was_written_skips_the_rest_of_that_line(
+    tmp_path: Path,
+) -> None:
+    """CI once marked the log while the API server wrote a line: the next read started with
+    the line's tail, which is no JSON."""
+    log = AuditLog(tmp_path / "audit.log")
+    written = line("create", "a") + "\n" + line("patch", "b")
+    log.path.write_text(written[:-30])
+    mark = log.mark()
+    with log.path.open("a") as out:
+        out.write(written[-30:] + "\n" + line("delete", "c") + "\n")
+    assert log.writes(since=mark) == Counter({("c", "delete"): 1})
+    assert [e.verb for e in log.events()] == ["create", "patch", "delete"]
+
+
 def test_a_read_is_a_request_with_its_api_group_and_a_request_for_no_resource_its_path() -> None:
     watch = json.loads(line("watch", "system:serviceaccount:kaiwo-system:kaiwo-watcher"))
     watch["objectRef"] = {"resource": "jobs", "apiGroup": "batch", "apiVersion": "v1"}

@@ -124,9 +124,15 @@ class AuditLog:
         if not self.path.exists():
             return []
         with self.path.open("rb") as log:
-            log.seek(since)
-            # A line still being written has no newline yet: leave it for the next read.
-            complete = log.read().rpartition(b"\n")[0]
+            log.seek(max(since - 1, 0))
+            # A mark taken while the server wrote a line falls inside it: that request was
+            # answered before the mark, and the rest of its line is not one of its own.
+            inside_a_line = since > 0 and log.read(1) != b"\n"
+            written = log.read()
+        if inside_a_line:
+            written = written.partition(b"\n")[2]
+        # A line still being written has no newline yet: leave it for the next read.
+        complete = written.rpartition(b"\n")[0]
         parsed = (parse_request(line) for line in complete.decode().splitlines())
         return [event for event in parsed if event is not None]
 
