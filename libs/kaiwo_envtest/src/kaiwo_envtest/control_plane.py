@@ -1,8 +1,8 @@
 """A throw-away Kubernetes control plane: etcd, kube-apiserver and, when asked, the
 kube-controller-manager, the kube-scheduler, kwok (the simulated nodes' kubelets), the Kueue
-manager and the KubeRay operator (with the Ray Serve stand-in it reaches the Ray clusters
-through), on free loopback ports, in a directory removed when it stops
-(every component's log in ``logs/``).
+manager and the KubeRay operator (with the stand-in of the Ray heads it reaches the Ray
+clusters through, :mod:`kaiwo_envtest.ray_head`), on free loopback ports, in a directory
+removed when it stops (every component's log in ``logs/``).
 
 ``with ControlPlane(ControlPlaneOptions(binaries=find_binaries())) as plane:`` then
 ``plane.kubeconfig`` authenticates as a cluster administrator. Without a scheduler and kwok,

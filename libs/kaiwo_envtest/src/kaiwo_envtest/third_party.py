@@ -111,9 +111,9 @@ class ThirdParty:
     def start_kuberay(self, binaries: Binaries) -> tuple[Component, Callable[[], bool]]:
         """The KubeRay operator, reaching the Ray clusters' processes through the stand-in
         of :mod:`kaiwo_envtest.ray_head` (its HTTP proxy), which starts first."""
-        serve = self._plane.endpoints.ray_head
+        head = self._plane.endpoints.ray_head
         self._plane.launch(
-            "ray-head", [sys.executable, "-m", "kaiwo_envtest.ray_head", f"--port={serve}"]
+            "ray-head", [sys.executable, "-m", "kaiwo_envtest.ray_head", f"--port={head}"]
         )
         executable = binaries.path("kuberay")
         port = self._plane.endpoints.kuberay_health
@@ -127,11 +127,11 @@ class ThirdParty:
                 "--enable-leader-election=false",
             ],
             environment={
-                "HTTP_PROXY": f"http://127.0.0.1:{serve}",
+                "HTTP_PROXY": f"http://127.0.0.1:{head}",
                 "NO_PROXY": "127.0.0.1,localhost",
             },
         )
-        ready = (f"http://127.0.0.1:{serve}/ready", f"http://127.0.0.1:{port}/readyz")
+        ready = (f"http://127.0.0.1:{head}/ready", f"http://127.0.0.1:{port}/readyz")
         return kuberay, lambda: all(answers_ok(url) for url in ready)
 
     def _appwrapper_certificates(self) -> WebhookCertificates:

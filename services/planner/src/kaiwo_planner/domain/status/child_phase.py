@@ -16,7 +16,7 @@ from typing import Any, Final, Literal
 
 from kaiwo_contracts.crds.kaiwo_v1alpha1.common import WorkloadStatus
 from kaiwo_contracts.gpu_workloads import controller_reference
-from kaiwo_contracts.ray_service_status import ray_service_status_clusters
+from kaiwo_contracts.ray_service_status import ray_service_serves, ray_service_status_clusters
 
 from kaiwo_planner.domain.children.naming import child_name, main_child_name
 from kaiwo_planner.domain.settings.cluster_settings import parse_time
@@ -344,7 +344,7 @@ def _ray_service_phase(observed: ObservedChildren) -> WorkloadStatus:
     if ray_service is None:
         return WorkloadStatus.STARTING
     status = ray_service.get("status") or {}
-    if has_condition(status, "Ready"):
+    if ray_service_serves(status):
         return WorkloadStatus.READY
     if failing_applications(ray_service):
         # ERROR, not upstream's FAILED: FAILED is final (nothing applied any more), and Ray
