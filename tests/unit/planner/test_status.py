@@ -843,48 +843,35 @@ def test_child_without_kueue_workload_counts_as_admitted_once_it_runs() -> None:
     ],
 )
 def test_ray_job_mapping(ray_status: dict[str, Any], expected: str) -> None:
+    decision = derive(None, admitted_ray_job(ray_status))
+    assert decision.status["status"] == expected
+
+
+def admitted_ray_job(status: dict[str, Any]) -> ObservedChildren:
+    """The RayJob ``train`` with ``status``, its Workload admitted by Kueue."""
     ray_job = {
         "apiVersion": "ray.io/v1",
         "kind": "RayJob",
         "metadata": {"name": "train", "uid": "rj"},
-        "status": ray_status,
+        "status": status,
     }
-    decision = derive(
-        None,
-        ObservedChildren(
-            child_kind="RayJob", child=ray_job, kueue_workloads=(admitted_workload(),)
-        ),
+    return ObservedChildren(
+        child_kind="RayJob", child=ray_job, kueue_workloads=(admitted_workload(),)
     )
-    assert decision.status["status"] == expected
 
 
 def test_a_ray_job_stopped_on_its_cluster_is_terminated_and_says_so() -> None:
     """``ray job stop`` on the Ray dashboard: KubeRay's RayJob says STOPPED, with Ray's
     message. TERMINATED came with no condition and no Event (decision 0188)."""
-    ray_job = {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayJob",
-        "metadata": {"name": "train", "uid": "rj"},
-        "status": {
+    stopped_job = admitted_ray_job(
+        {
             "jobStatus": "STOPPED",
             "jobDeploymentStatus": "Complete",
             "message": "Job was intentionally stopped.",
-        },
-    }
-    running = derive(
-        None,
-        ObservedChildren(
-            child_kind="RayJob",
-            child={**ray_job, "status": {"jobStatus": "RUNNING"}},
-            kueue_workloads=(admitted_workload(),),
-        ),
-    ).status
-    decision = derive(
-        running,
-        ObservedChildren(
-            child_kind="RayJob", child=ray_job, kueue_workloads=(admitted_workload(),)
-        ),
+        }
     )
+    running = derive(None, admitted_ray_job({"jobStatus": "RUNNING"})).status
+    decision = derive(running, stopped_job)
     assert decision.status["status"] == "TERMINATED"
     told = (
         "RayJob train: its Ray job was stopped on its Ray cluster: Job was intentionally stopped."
@@ -899,12 +886,7 @@ def test_a_ray_job_stopped_on_its_cluster_is_terminated_and_says_so() -> None:
         event("WorkloadTerminated", f"Workload has been terminated: {told}"),
     )
     # Final: the next plan keeps it as it is, and tells nothing again.
-    again = derive(
-        decision.status,
-        ObservedChildren(
-            child_kind="RayJob", child=ray_job, kueue_workloads=(admitted_workload(),)
-        ),
-    )
+    again = derive(decision.status, stopped_job)
     assert again.status == {**decision.status, "observedGeneration": 1}
     assert again.events == ()
 
