@@ -465,8 +465,8 @@ async def test_a_job_whose_next_pod_waits_for_a_pool_its_nodes_left_completes_as
             field_manager="platform-team",
         )
         await pipeline.reaches("second", "COMPLETE", within=STEP)
-        done = await kube.get(resources.JOB, "second", namespace=ns)
-        assert done["status"]["succeeded"] == 2
+        done = await pipeline.finished_job("second")
+        assert done["status"]["succeeded"] == 2, done["status"]
         assert not await warnings(pipeline, "second", "ChildReplacing")
     finally:
         await kube.delete(resources.KAIWO_JOB, "second", namespace=ns)

@@ -3216,7 +3216,7 @@ async def test_a_partly_admitted_indexed_sweep_runs_as_many_completions_as_pods_
     assert admitted["message"].startswith("Kueue admitted 2 of 4 pods of the Job"), admitted
 
     done = await reaches(stack, "indexed-sweep", ns, "COMPLETE", within=STEP + 60)
-    child = await stack.kube.get(resources.JOB, "indexed-sweep", namespace=ns)
+    child = await stack.finished_job("indexed-sweep", namespace=ns)
     assert child["status"]["succeeded"] == 2, child["status"]
     assert condition(done, "ChildSpecApplied")["status"] == "True"
     await stack.kube.delete(resources.KAIWO_JOB, "indexed-sweep", namespace=ns)

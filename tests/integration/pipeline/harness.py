@@ -131,6 +131,30 @@ class Pipeline:
 
         return await eventually(check, what=f"{resource.kind} {name} exists", within=within)
 
+    async def finished_job(
+        self, name: str, *, namespace: str | None = None, within: float = STEP_SECONDS
+    ) -> dict[str, Any]:
+        """The Job ``name`` (in the pipeline's namespace unless ``namespace`` says otherwise)
+        once its controller wrote ``Complete`` or ``Failed``. Its
+        ``SuccessCriteriaMet``, which the workload's COMPLETE follows, comes before the last
+        pods are counted (they wait in ``status.uncountedTerminatedPods``): a count read
+        at COMPLETE may be short by them."""
+
+        async def check() -> dict[str, Any] | Pending:
+            job = await actors.get_or_none(
+                self.kube, resources.JOB, name, namespace=namespace or self.namespace
+            )
+            if job is None:
+                return Pending("absent")
+            ended = {
+                c["type"]
+                for c in (job.get("status") or {}).get("conditions", ())
+                if c.get("status") == "True"
+            } & {"Complete", "Failed"}
+            return job if ended else Pending(f"not ended: {job.get('status')}")
+
+        return await eventually(check, what=f"Job {name} ended", within=within)
+
     # ------------------------------------------------------------------ one workload's life
 
     async def run_to_completion(self, name: str) -> dict[str, Any]:
