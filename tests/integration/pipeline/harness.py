@@ -453,6 +453,54 @@ async def clean_up_real_cluster(kube: KubernetesAsyncioAdapter, namespace: str) 
         what=f"namespaces {', '.join(sorted(namespaces))} deleted",
         within=NAMESPACE_GONE_SECONDS,
     )
+    await _queue_config_objects_gone(kube)
+
+
+async def _queue_config_objects_gone(kube: KubernetesAsyncioAdapter) -> None:
+    """Wait until the Kueue objects of the removed KaiwoQueueConfig are gone too; the next
+    operator would otherwise find them terminating and wait for them (``PreviousRunRemoving``),
+    with every other object of its queue config's plan held back, node taints included.
+
+    Each goes once Kueue drops its finalizer: a ClusterQueue with no workload left (the
+    namespaces are gone), a flavor with no ClusterQueue, a Topology with no flavor. Kueue
+    0.17 looks at a Topology again a second after a flavor naming it is deleted, in its own
+    cache: CI once saw a Topology stay terminating for good with no flavor left, and the next
+    15 tests failed on it. A touch of such a Topology (an annotation) makes Kueue look again."""
+    selector = f"{actors.QUEUE_CONFIG_LABEL}={actors.QUEUE_CONFIG}"
+
+    async def gone() -> bool | Pending:
+        left = {
+            kind.kind: [item["metadata"]["name"] for item in listed.items]
+            for kind in actors.KUEUE_CLUSTER_KINDS
+            if (listed := await kube.list(kind, label_selector=selector)).items
+        }
+        if not left:
+            return True
+        named = {
+            (flavor.get("spec") or {}).get("topologyName")
+            for flavor in (await kube.list(resources.KUEUE_RESOURCE_FLAVOR)).items
+        }
+        for topology in left.get(resources.KUEUE_TOPOLOGY.kind, ()):
+            if topology not in named:
+                with contextlib.suppress(NotFound):
+                    await kube.merge_patch(
+                        resources.KUEUE_TOPOLOGY,
+                        topology,
+                        {
+                            "metadata": {
+                                "annotations": {"kaiwo-test/looked-again": str(time.time())}
+                            }
+                        },
+                        field_manager="kaiwo-test",
+                    )
+        return Pending(f"left: {left}; topologies that flavors name: {sorted(map(str, named))}")
+
+    await eventually(
+        gone,
+        what="the KaiwoQueueConfig's Kueue objects deleted",
+        within=NAMESPACE_GONE_SECONDS,
+        interval=1.0,
+    )
 
 
 async def _release_claims(kube: KubernetesAsyncioAdapter, namespace: str) -> None:
