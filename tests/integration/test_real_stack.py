@@ -1195,7 +1195,7 @@ async def test_a_ray_job_its_user_stops_on_the_dashboard_is_terminated_and_told(
     assert real_stack.plane is not None
     head = real_stack.plane.endpoints.ray_head
     answer = await asyncio.to_thread(
-        post_through_proxy, head, f"http://{dashboard}/api/jobs/{job}/stop"
+        ask_through_proxy, head, "POST", f"http://{dashboard}/api/jobs/{job}/stop"
     )
     assert answer == {"stopped": True}
 
@@ -1219,14 +1219,97 @@ async def test_a_ray_job_its_user_stops_on_the_dashboard_is_terminated_and_told(
     await stack.kube.delete(resources.KAIWO_JOB, "ray-stopped", namespace=ns)
 
 
-def post_through_proxy(proxy_port: int, url: str) -> Any:
-    """POST ``url`` through the HTTP proxy on ``proxy_port``; the JSON answer."""
+def ask_through_proxy(proxy_port: int, method: str, url: str) -> Any:
+    """``method`` ``url`` through the HTTP proxy on ``proxy_port``; the JSON answer."""
     connection = http.client.HTTPConnection("127.0.0.1", proxy_port, timeout=10)
     try:
-        connection.request("POST", url, body=b"", headers={"Content-Type": "application/json"})
+        connection.request(method, url, body=b"", headers={"Content-Type": "application/json"})
         return json.loads(connection.getresponse().read())
     finally:
         connection.close()
+
+
+HTTP_MODE: Final = {"spec": {"submissionMode": "HTTPMode", "shutdownAfterJobFinishes": True}}
+
+
+async def test_a_ray_job_submitted_over_http_runs_its_entrypoint_and_completes(
+    stack: Pipeline, real_stack: RealCluster
+) -> None:
+    """In ``HTTPMode`` KubeRay sends the Ray job to the head's dashboard itself, with the
+    KaiwoJob's entrypoint, and makes no submitter pod: the job runs there and the KaiwoJob is
+    COMPLETE. Before, the stand-in of the head took every job asked for as submitted, so
+    KubeRay never sent one and the entrypoint went nowhere."""
+    ns = namespace_of(stack, "ray")
+    entrypoint = "python train.py --epochs 2"
+    await stack.kube.create(
+        kaiwo_job(
+            "ray-http",
+            ns,
+            queue_name="ray",
+            gpus=1,
+            ray=True,
+            entrypoint=entrypoint,
+            rayJob=HTTP_MODE,
+        )
+    )
+    await reaches(stack, "ray-http", ns, "RUNNING")
+    ray_job = await stack.kube.get(resources.RAY_JOB, "ray-http", namespace=ns)
+    dashboard, job = ray_job["status"]["dashboardURL"], ray_job["status"]["jobId"]
+    assert real_stack.plane is not None
+    info = await asyncio.to_thread(
+        ask_through_proxy,
+        real_stack.plane.endpoints.ray_head,
+        "GET",
+        f"http://{dashboard}/api/jobs/{job}",
+    )
+    assert (info["entrypoint"], info["status"]) == (entrypoint, "RUNNING"), info
+    assert await actors.get_or_none(stack.kube, resources.JOB, "ray-http", namespace=ns) is None
+
+    await reaches(stack, "ray-http", ns, "COMPLETE")
+    ray_job = await stack.kube.get(resources.RAY_JOB, "ray-http", namespace=ns)
+    assert (ray_job["status"]["jobStatus"], ray_job["status"]["jobDeploymentStatus"]) == (
+        "SUCCEEDED",
+        "Complete",
+    )
+    await stack.kube.delete(resources.KAIWO_JOB, "ray-http", namespace=ns)
+
+
+async def test_a_ray_job_whose_entrypoint_fails_on_its_cluster_is_failed_with_rays_why(
+    stack: Pipeline,
+) -> None:
+    """The Ray job's entrypoint fails on the cluster (it imports a module the image lacks;
+    the stand-in of the head fails it as Ray does): KubeRay fails the RayJob (``AppFailed``)
+    with Ray's message, and the KaiwoJob is FAILED with it, on its status and in an Event."""
+    ns = namespace_of(stack, "ray")
+    await stack.kube.create(
+        kaiwo_job(
+            "ray-broken",
+            ns,
+            queue_name="ray",
+            gpus=1,
+            ray=True,
+            entrypoint="python -c 'import not_installed'",
+            rayJob=HTTP_MODE,
+        )
+    )
+    failed = await reaches(stack, "ray-broken", ns, "FAILED")
+    ray_job = await stack.kube.get(resources.RAY_JOB, "ray-broken", namespace=ns)
+    status = ray_job["status"]
+    assert (status["jobStatus"], status["jobDeploymentStatus"], status["reason"]) == (
+        "FAILED",
+        "Failed",
+        "AppFailed",
+    )
+    health = condition(failed, "ChildHealthy")
+    assert (health["status"], health["reason"], health["message"]) == (
+        "False",
+        "AppFailed",
+        status["message"],
+    )
+    assert health["message"].startswith("Job entrypoint command failed with exit code 1")
+    assert "ModuleNotFoundError: No module named 'not_installed'" in health["message"]
+    await has_events(stack, ns, "ray-broken", "WorkloadFailed")
+    await stack.kube.delete(resources.KAIWO_JOB, "ray-broken", namespace=ns)
 
 
 async def test_a_ray_job_past_its_duration_is_terminated_for_a_waiting_one(

@@ -116,6 +116,7 @@ def test_a_serve_proxy_is_healthy_and_the_rest_is_unreachable(proxy: int) -> Non
     assert ask(proxy, "GET", f"{DASHBOARD}/api/jobs/a/logs")[0] == 502
     assert ask(proxy, "GET", "http://10.0.0.7:8000/api/jobs/a")[0] == 502
     assert ask(proxy, "POST", f"{DASHBOARD}/api/jobs/a")[0] == 502
+    assert ask(proxy, "POST", "http://10.0.0.7:8000/api/jobs/", {})[0] == 502
     assert ask(proxy, "PUT", f"{DASHBOARD}/api/serve/applications/", ["not", "a config"]) == (
         400,
         b"the Serve config is not a JSON object",
@@ -155,9 +156,18 @@ def test_a_job_stopped_while_it_runs_stays_stopped() -> None:
     }
 
 
-def test_a_job_is_submitted_when_first_asked_for_on_each_cluster(proxy: int, clock: Clock) -> None:
-    """The first question stands for ``ray job submit`` from the submitter pod kwok runs
-    without running it; the same id on another cluster is another job."""
+def submitted_by_the_submitter_pod(proxy: int, dashboard: str, job: str) -> None:
+    """KubeRay's first question, before its submitter pod submitted the job: unknown."""
+    assert ask(proxy, "GET", f"{dashboard}/api/jobs/{job}") == (
+        404,
+        f"Job {job} does not exist".encode(),
+    )
+
+
+def test_a_job_is_submitted_when_asked_for_again_on_each_cluster(proxy: int, clock: Clock) -> None:
+    """Unknown the first time, the next question stands for ``ray job submit`` from the
+    submitter pod kwok runs without running it; the same id on another cluster is another
+    job."""
 
     def status(dashboard: str, job: str) -> tuple[str, int]:
         code, body = ask(proxy, "GET", f"{dashboard}/api/jobs/{job}")
@@ -166,6 +176,8 @@ def test_a_job_is_submitted_when_first_asked_for_on_each_cluster(proxy: int, clo
         return info["status"], info["start_time"]
 
     started = 1_700_000_000_000
+    submitted_by_the_submitter_pod(proxy, DASHBOARD, "train-1")
+    submitted_by_the_submitter_pod(proxy, OTHER_DASHBOARD, "train-1")
     assert status(DASHBOARD, "train-1") == ("RUNNING", started)
     clock.now += 15
     assert status(DASHBOARD, "train-1") == ("RUNNING", started)
@@ -179,8 +191,9 @@ def test_a_running_job_is_stopped_and_a_finished_or_unknown_one_is_not(
     proxy: int, clock: Clock
 ) -> None:
     assert ask(proxy, "POST", f"{DASHBOARD}/api/jobs/unknown/stop") == (200, b'{"stopped": false}')
-    ask(proxy, "GET", f"{DASHBOARD}/api/jobs/train-1")
-    ask(proxy, "GET", f"{DASHBOARD}/api/jobs/train-2")
+    for job in ("train-1", "train-2"):
+        submitted_by_the_submitter_pod(proxy, DASHBOARD, job)
+        assert ask(proxy, "GET", f"{DASHBOARD}/api/jobs/{job}")[0] == 200
     clock.now += 3
     assert ask(proxy, "POST", f"{DASHBOARD}/api/jobs/train-1/stop") == (200, b'{"stopped": true}')
     clock.now += 30
@@ -189,3 +202,76 @@ def test_a_running_job_is_stopped_and_a_finished_or_unknown_one_is_not(
     assert json.loads(ask(proxy, "GET", f"{DASHBOARD}/api/jobs/train-2")[1])["status"] == (
         "SUCCEEDED"
     )
+
+
+def test_a_job_submitted_over_http_runs_its_entrypoint_and_its_id_is_taken(
+    proxy: int, clock: Clock
+) -> None:
+    """As KubeRay submits a RayJob in ``HTTPMode``: the job is known at once, with its
+    entrypoint; its id cannot be submitted again on that cluster, as on a Ray head."""
+    submission = {"entrypoint": "python train.py", "submission_id": "train-1"}
+    assert ask(proxy, "POST", f"{DASHBOARD}/api/jobs/", submission) == (
+        200,
+        b'{"job_id": "train-1", "submission_id": "train-1"}',
+    )
+    code, body = ask(proxy, "GET", f"{DASHBOARD}/api/jobs/train-1")
+    assert code == 200
+    assert json.loads(body) == {
+        "type": "SUBMISSION",
+        "submission_id": "train-1",
+        "entrypoint": "python train.py",
+        "status": "RUNNING",
+        "message": "Job is currently running.",
+        "start_time": 1_700_000_000_000,
+    }
+    assert ask(proxy, "POST", f"{DASHBOARD}/api/jobs/", submission) == (
+        500,
+        b"Job with submission_id train-1 already exists. Please use a different submission_id.",
+    )
+    assert ask(proxy, "POST", f"{OTHER_DASHBOARD}/api/jobs/", submission)[0] == 200
+    assert ask(proxy, "POST", f"{DASHBOARD}/api/jobs/", ["not", "a job"]) == (
+        400,
+        b"the job submission is not a JSON object",
+    )
+
+
+def test_a_job_given_no_submission_id_gets_one_of_rays_form(proxy: int) -> None:
+    code, body = ask(proxy, "POST", f"{DASHBOARD}/api/jobs/", {"entrypoint": "python t.py"})
+    assert code == 200
+    answer = json.loads(body)
+    assert answer["job_id"] == answer["submission_id"]
+    assert answer["job_id"].startswith("raysubmit_")
+    code, body = ask(proxy, "GET", f"{DASHBOARD}/api/jobs/{answer['job_id']}")
+    assert (code, json.loads(body)["entrypoint"]) == (200, "python t.py")
+
+
+@pytest.mark.parametrize(
+    "entrypoint",
+    [
+        "python -c 'import not_installed'",
+        "python -m not_installed.train --epochs 2",
+        "python -c 'from not_installed import model'",
+    ],
+)
+def test_a_job_whose_entrypoint_imports_the_missing_module_fails_at_once(entrypoint: str) -> None:
+    job = RayJob("train-1", started=1_700_000_000.0, entrypoint=entrypoint)
+    assert job_info(job, now=1_700_000_001.0, job_seconds=20) == {
+        "type": "SUBMISSION",
+        "submission_id": "train-1",
+        "entrypoint": entrypoint,
+        "status": "FAILED",
+        "error_type": "JOB_ENTRYPOINT_COMMAND_ERROR",
+        "message": "Job entrypoint command failed with exit code 1, last available logs "
+        "(truncated to 20,000 chars):\nModuleNotFoundError: No module named 'not_installed'\n",
+        "start_time": 1_700_000_000_000,
+        "end_time": 1_700_000_000_000,
+    }
+
+
+@pytest.mark.parametrize(
+    "entrypoint",
+    ["python -m not_installed_really", "python -m models.not_installed", "python train.py"],
+)
+def test_an_entrypoint_naming_another_module_runs(entrypoint: str) -> None:
+    job = RayJob("train-1", started=1_700_000_000.0, entrypoint=entrypoint)
+    assert job_info(job, now=1_700_000_001.0, job_seconds=20)["status"] == "RUNNING"

@@ -18,10 +18,16 @@ It answers each request as the Ray head would:
   as Ray Serve says it;
 * ``GET /api/serve/applications/`` on a dashboard: those applications;
 * ``GET /-/healthz`` on a Serve proxy: healthy;
-* ``GET /api/jobs/<submission id>`` on a dashboard: the Ray job, ``RUNNING`` from the first
-  time it is asked for and ``SUCCEEDED`` ``job_seconds`` later. The job is submitted by
-  KubeRay's submitter pod (``ray job submit``), which kwok runs without running anything:
-  the first question stands for that submission;
+* ``POST /api/jobs/`` on a dashboard: a Ray job submitted with its entrypoint, as KubeRay
+  submits a RayJob in ``HTTPMode``; ``500`` for a submission id the cluster has already;
+* ``GET /api/jobs/<submission id>`` on a dashboard: the Ray job, ``RUNNING`` from its
+  submission and ``SUCCEEDED`` ``job_seconds`` later, or ``FAILED`` at once when its
+  entrypoint imports :data:`MISSING_MODULE` (a module or one in it), with the message and
+  error type Ray gives a failed entrypoint command. A job not submitted is ``404`` the first
+  time it is asked for, as on a Ray head: in ``HTTPMode`` that makes KubeRay submit it. In
+  ``K8sJobMode`` KubeRay's submitter pod (``ray job submit``) submits it, which kwok runs
+  without running anything: the second question stands for that submission, and the job's
+  entrypoint is not known;
 * ``POST /api/jobs/<submission id>/stop``: the job ``STOPPED``, as KubeRay stops the job of a
   RayJob deleted while it runs.
 
@@ -36,6 +42,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
+import secrets
 import sys
 import threading
 import time
@@ -51,7 +59,11 @@ PROXY_HEALTH: Final = "/-/healthz"
 DASHBOARD_PORT: Final = 8265
 SERVE_PORT: Final = 8000
 MISSING_MODULE: Final = "not_installed"
-"""An application importing this module, or one in it, fails to deploy."""
+"""An application importing this module, or one in it, fails to deploy; a Ray job whose
+entrypoint names it fails."""
+_MISSING_IN_ENTRYPOINT: Final = re.compile(rf"(?<![\w.]){MISSING_MODULE}(?![\w])")
+ENTRYPOINT_FAILED: Final = "JOB_ENTRYPOINT_COMMAND_ERROR"
+"""Ray's ``error_type`` of a job whose entrypoint command exited with an error."""
 JOBS: Final = "/api/jobs/"
 JOB_SECONDS: Final = 20.0
 """How long a Ray job runs by default. KubeRay counts a RayJob finished once both its job and
@@ -62,27 +74,39 @@ completes."""
 
 @dataclass(frozen=True, slots=True)
 class RayJob:
-    """A Ray job the dashboard knows: when it started (``time.time()``), and when it was
-    stopped, if it was."""
+    """A Ray job the dashboard knows: when it started (``time.time()``), its entrypoint
+    (empty when KubeRay's submitter pod submitted it, see the module docstring), and when it
+    was stopped, if it was."""
 
     submission_id: str
     started: float
+    entrypoint: str = ""
     stopped: float | None = None
 
 
 def job_info(job: RayJob, *, now: float, job_seconds: float) -> dict[str, Any]:
     """The dashboard's answer for ``job`` at ``now``: ``RUNNING``, then ``SUCCEEDED`` once it
-    ran ``job_seconds``, or ``STOPPED`` from when it was stopped while it ran."""
+    ran ``job_seconds``, or ``STOPPED`` from when it was stopped while it ran; ``FAILED`` from
+    the start when its entrypoint imports :data:`MISSING_MODULE`."""
     info: dict[str, Any] = {
         "type": "SUBMISSION",
         "submission_id": job.submission_id,
-        "entrypoint": "",
+        "entrypoint": job.entrypoint,
         "status": "RUNNING",
         "message": "Job is currently running.",
         "start_time": _milliseconds(job.started),
     }
     finished = job.started + job_seconds
-    if job.stopped is not None and job.stopped < finished:
+    if _MISSING_IN_ENTRYPOINT.search(job.entrypoint):
+        info.update(
+            status="FAILED",
+            error_type=ENTRYPOINT_FAILED,
+            message="Job entrypoint command failed with exit code 1, last available logs "
+            "(truncated to 20,000 chars):\n"
+            f"ModuleNotFoundError: No module named '{MISSING_MODULE}'\n",
+            end_time=_milliseconds(job.started),
+        )
+    elif job.stopped is not None and job.stopped < finished:
         info.update(status="STOPPED", message="Job was intentionally stopped.")
         info["end_time"] = _milliseconds(job.stopped)
     elif now >= finished:
@@ -130,10 +154,11 @@ class _Clusters:
         self._lock = threading.Lock()
         self._details: dict[str, dict[str, Any]] = {}
         self._jobs: dict[tuple[str, str], RayJob] = {}
+        self._asked: set[tuple[str, str]] = set()
         self.job_seconds = job_seconds
         self.clock = clock
 
-    def submit(self, host: str, config: Mapping[str, Any]) -> None:
+    def deploy(self, host: str, config: Mapping[str, Any]) -> None:
         with self._lock:
             self._details[host] = deployed(config)
 
@@ -141,11 +166,28 @@ class _Clusters:
         with self._lock:
             return self._details.get(host) or {"deploy_mode": "MULTI_APP", "applications": {}}
 
-    def job(self, host: str, submission_id: str) -> dict[str, Any]:
-        """The job, submitted now if this is the first question for it (module docstring)."""
-        now = self.clock()
+    def submit_job(self, host: str, request: Mapping[str, Any]) -> str | None:
+        """Submit the job ``request`` asks for; its submission id, or None when the cluster
+        has a job of that id already."""
+        submission_id = str(request.get("submission_id") or f"raysubmit_{secrets.token_hex(8)}")
+        job = RayJob(submission_id, self.clock(), entrypoint=str(request.get("entrypoint") or ""))
         with self._lock:
-            job = self._jobs.setdefault((host, submission_id), RayJob(submission_id, now))
+            if self._jobs.setdefault((host, submission_id), job) is not job:
+                return None
+        return submission_id
+
+    def job(self, host: str, submission_id: str) -> dict[str, Any] | None:
+        """The job; None the first time a job not submitted is asked for, after which it
+        counts as submitted by KubeRay's submitter pod (module docstring)."""
+        now = self.clock()
+        key = (host, submission_id)
+        with self._lock:
+            job = self._jobs.get(key)
+            if job is None:
+                if key not in self._asked:
+                    self._asked.add(key)
+                    return None
+                job = self._jobs[key] = RayJob(submission_id, now)
         return job_info(job, now=now, job_seconds=self.job_seconds)
 
     def stop(self, host: str, submission_id: str) -> bool:
@@ -173,18 +215,41 @@ class _Handler(BaseHTTPRequestHandler):
         elif target.port == DASHBOARD_PORT and target.path == SERVE_APPLICATIONS:
             self._json(self.clusters.details(str(target.hostname)))
         elif target.port == DASHBOARD_PORT and (submission_id := _job_of(target.path)):
-            self._json(self.clusters.job(str(target.hostname), submission_id))
+            info = self.clusters.job(str(target.hostname), submission_id)
+            if info is None:
+                self._answer(HTTPStatus.NOT_FOUND, f"Job {submission_id} does not exist".encode())
+            else:
+                self._json(info)
         else:
             self._unreachable()
 
     def do_POST(self) -> None:
         target = urllib.parse.urlsplit(self.path)
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         stopped = target.path.removesuffix("/stop")
-        if target.port == DASHBOARD_PORT and stopped != target.path and (job := _job_of(stopped)):
+        if target.port != DASHBOARD_PORT:
+            self._unreachable()
+        elif target.path == JOBS:
+            self._submit(str(target.hostname), body)
+        elif stopped != target.path and (job := _job_of(stopped)):
             self._json({"stopped": self.clusters.stop(str(target.hostname), job)})
         else:
             self._unreachable()
+
+    def _submit(self, host: str, body: bytes) -> None:
+        request = _json_object(body)
+        if request is None:
+            self._answer(HTTPStatus.BAD_REQUEST, b"the job submission is not a JSON object")
+            return
+        submission_id = self.clusters.submit_job(host, request)
+        if submission_id is None:
+            self._answer(
+                HTTPStatus.INTERNAL_SERVER_ERROR,
+                f"Job with submission_id {request.get('submission_id')} already exists. "
+                "Please use a different submission_id.".encode(),
+            )
+            return
+        self._json({"job_id": submission_id, "submission_id": submission_id})
 
     def do_PUT(self) -> None:
         target = urllib.parse.urlsplit(self.path)
@@ -192,14 +257,11 @@ class _Handler(BaseHTTPRequestHandler):
         if target.port != DASHBOARD_PORT or target.path != SERVE_APPLICATIONS:
             self._unreachable()
             return
-        try:
-            config = json.loads(body or b"{}")
-        except ValueError:
-            config = None
-        if not isinstance(config, dict):
+        config = _json_object(body)
+        if config is None:
             self._answer(HTTPStatus.BAD_REQUEST, b"the Serve config is not a JSON object")
             return
-        self.clusters.submit(str(target.hostname), config)
+        self.clusters.deploy(str(target.hostname), config)
         self._answer(HTTPStatus.OK, b"")
 
     def _unreachable(self) -> None:
@@ -218,6 +280,14 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         sys.stdout.write(f"{self.address_string()} {format % args}\n")
         sys.stdout.flush()
+
+
+def _json_object(body: bytes) -> dict[str, Any] | None:
+    try:
+        found = json.loads(body or b"{}")
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def _job_of(path: str) -> str:
