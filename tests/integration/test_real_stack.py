@@ -1219,6 +1219,25 @@ async def test_a_ray_job_its_user_stops_on_the_dashboard_is_terminated_and_told(
     await stack.kube.delete(resources.KAIWO_JOB, "ray-stopped", namespace=ns)
 
 
+async def failed_as_kuberay_says(
+    stack: Pipeline, name: str, namespace: str, reason: str
+) -> dict[str, Any]:
+    """The Ray KaiwoJob ``name`` FAILED as KubeRay failed its RayJob (``Failed`` for
+    ``reason``), with ``ChildHealthy`` False carrying KubeRay's reason and message and a
+    ``WorkloadFailed`` Event; the RayJob's status."""
+    failed = await reaches(stack, name, namespace, "FAILED")
+    status = (await stack.kube.get(resources.RAY_JOB, name, namespace=namespace))["status"]
+    assert (status["jobDeploymentStatus"], status["reason"]) == ("Failed", reason), status
+    health = condition(failed, "ChildHealthy")
+    assert (health["status"], health["reason"], health["message"]) == (
+        "False",
+        reason,
+        status["message"],
+    )
+    await has_events(stack, namespace, name, "WorkloadFailed")
+    return dict(status)
+
+
 def ask_through_proxy(proxy_port: int, method: str, url: str) -> Any:
     """``method`` ``url`` through the HTTP proxy on ``proxy_port``; the JSON answer."""
     connection = http.client.HTTPConnection("127.0.0.1", proxy_port, timeout=10)
@@ -1292,23 +1311,10 @@ async def test_a_ray_job_whose_entrypoint_fails_on_its_cluster_is_failed_with_ra
             rayJob=HTTP_MODE,
         )
     )
-    failed = await reaches(stack, "ray-broken", ns, "FAILED")
-    ray_job = await stack.kube.get(resources.RAY_JOB, "ray-broken", namespace=ns)
-    status = ray_job["status"]
-    assert (status["jobStatus"], status["jobDeploymentStatus"], status["reason"]) == (
-        "FAILED",
-        "Failed",
-        "AppFailed",
-    )
-    health = condition(failed, "ChildHealthy")
-    assert (health["status"], health["reason"], health["message"]) == (
-        "False",
-        "AppFailed",
-        status["message"],
-    )
-    assert health["message"].startswith("Job entrypoint command failed with exit code 1")
-    assert "ModuleNotFoundError: No module named 'not_installed'" in health["message"]
-    await has_events(stack, ns, "ray-broken", "WorkloadFailed")
+    status = await failed_as_kuberay_says(stack, "ray-broken", ns, "AppFailed")
+    assert status["jobStatus"] == "FAILED"
+    assert status["message"].startswith("Job entrypoint command failed with exit code 1")
+    assert "ModuleNotFoundError: No module named 'not_installed'" in status["message"]
     await stack.kube.delete(resources.KAIWO_JOB, "ray-broken", namespace=ns)
 
 
@@ -1359,20 +1365,8 @@ async def test_a_ray_job_whose_submission_fails_is_failed_with_kuberays_why(
             },
         )
     )
-    failed = await reaches(stack, "ray-unsent", ns, "FAILED")
-    ray_job = await stack.kube.get(resources.RAY_JOB, "ray-unsent", namespace=ns)
-    assert (ray_job["status"]["jobDeploymentStatus"], ray_job["status"]["reason"]) == (
-        "Failed",
-        "SubmissionFailed",
-    )
-    health = condition(failed, "ChildHealthy")
-    assert (health["status"], health["reason"], health["message"]) == (
-        "False",
-        "SubmissionFailed",
-        ray_job["status"]["message"],
-    )
-    assert health["message"].startswith("Job submission has failed. Reason: BackoffLimitExceeded")
-    await has_events(stack, ns, "ray-unsent", "WorkloadFailed")
+    status = await failed_as_kuberay_says(stack, "ray-unsent", ns, "SubmissionFailed")
+    assert status["message"].startswith("Job submission has failed. Reason: BackoffLimitExceeded")
     await stack.kube.delete(resources.KAIWO_JOB, "ray-unsent", namespace=ns)
 
 
