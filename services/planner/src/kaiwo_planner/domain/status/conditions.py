@@ -79,6 +79,14 @@ def condition_of(status: Mapping[str, Any], condition_type: str) -> Mapping[str,
     )
 
 
+def observed_condition(
+    conditions: Iterable[ConditionSpec], condition_type: str
+) -> ConditionSpec | None:
+    """The observed condition ``condition_type`` (None: none is observed), as
+    :func:`condition_of` finds one in a written status."""
+    return next((c for c in conditions if c.type == condition_type), None)
+
+
 def format_time(moment: datetime) -> str:
     """RFC 3339 in UTC with second precision, as metav1.Time is written."""
     aware = moment if moment.tzinfo else moment.replace(tzinfo=UTC)

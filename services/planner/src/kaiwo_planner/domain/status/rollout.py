@@ -24,7 +24,11 @@ from kaiwo_planner.domain.status.child_phase import (
     deployment_replicas,
     past_progress_deadline,
 )
-from kaiwo_planner.domain.status.conditions import ConditionSpec, condition_of
+from kaiwo_planner.domain.status.conditions import (
+    ConditionSpec,
+    condition_of,
+    observed_condition,
+)
 from kaiwo_planner.domain.status.kueue_admission import (
     ADMITTED,
     kueue_admitted,
@@ -84,7 +88,7 @@ def rollout_events(
 ) -> tuple[EventIntent, ...]:
     """A Normal ``RolloutWaitingForQuota`` Event with the condition's message when a
     rollout's wait for quota is first seen; none while it lasts."""
-    now = next((c for c in conditions if c.type == ADMITTED), None)
+    now = observed_condition(conditions, ADMITTED)
     if now is None or now.reason != ROLLOUT_WAITING_FOR_QUOTA:
         return ()
     before = condition_of(previous, ADMITTED)

@@ -12,7 +12,11 @@ from kaiwo_contracts.failure_conditions import failure_rank
 from kaiwo_contracts.plans import EventIntent
 
 from kaiwo_planner.domain.status.child_health import CHILD_HEALTHY
-from kaiwo_planner.domain.status.conditions import ConditionSpec, condition_of
+from kaiwo_planner.domain.status.conditions import (
+    ConditionSpec,
+    condition_of,
+    observed_condition,
+)
 from kaiwo_planner.domain.status.kueue_admission import PREEMPTED, kueue_eviction
 
 WORKLOAD_TERMINATED_EARLY: Final = "WorkloadTerminatedEarly"
@@ -40,7 +44,7 @@ def preemption_events(
     previous: Mapping[str, Any], conditions: Sequence[ConditionSpec]
 ) -> tuple[EventIntent, ...]:
     """A Warning when Kueue's preemption of the child is first seen."""
-    now = next((c for c in conditions if c.type == PREEMPTED), None)
+    now = observed_condition(conditions, PREEMPTED)
     if now is None or now.status != "True":
         return ()
     before = condition_of(previous, PREEMPTED)
@@ -126,7 +130,7 @@ def transition_events(
 
 def _explained(phase: WorkloadStatus, conditions: Sequence[ConditionSpec]) -> EventIntent | None:
     """The Event of entering ``phase`` with its cause, when a condition tells one."""
-    health = next((c for c in conditions if c.type == CHILD_HEALTHY), None)
+    health = observed_condition(conditions, CHILD_HEALTHY)
     if phase is WorkloadStatus.FAILED and health is not None and health.status == "False":
         return EventIntent(
             type="Warning",
@@ -143,7 +147,7 @@ def _explained(phase: WorkloadStatus, conditions: Sequence[ConditionSpec]) -> Ev
     if phase is WorkloadStatus.TERMINATED:
         # Entered at once only when the child says it was stopped (a Ray job stopped on its
         # cluster); the way through TERMINATING tells its own Events (decision 0188).
-        early = next((c for c in conditions if c.type == WORKLOAD_TERMINATED_EARLY), None)
+        early = observed_condition(conditions, WORKLOAD_TERMINATED_EARLY)
         why = f": {early.message}" if early is not None else ""
         return EventIntent(
             type="Normal", reason="WorkloadTerminated", message=f"Workload has been terminated{why}"
@@ -166,7 +170,7 @@ def health_events(
     """A Warning when ``ChildHealthy`` turns False while the phase stays what it was (a
     container crash-looping or unable to pull its image); FAILED and ERROR tell their cause
     in their own Event. Once per turn, never again while the trouble lasts."""
-    now = next((c for c in conditions if c.type == CHILD_HEALTHY), None)
+    now = observed_condition(conditions, CHILD_HEALTHY)
     if now is None or now.status != "False":
         return ()
     if phase in (WorkloadStatus.FAILED, WorkloadStatus.ERROR):
