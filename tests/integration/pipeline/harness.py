@@ -22,6 +22,7 @@ from kaiwo_eventstore import EventStore, open_event_store
 from kaiwo_kube import NotFound, resources
 from kaiwo_kube.kubernetes_asyncio_adapter import KubernetesAsyncioAdapter
 from kaiwo_runtime.nats_connection import connect_client
+from kaiwo_sandbox.controller_status import job_is_finished
 from kaiwo_sandbox.fleet import NodeSpec
 from nats.aio.client import Client
 from nats.js import JetStreamContext
@@ -146,12 +147,7 @@ class Pipeline:
             )
             if job is None:
                 return Pending("absent")
-            ended = {
-                c["type"]
-                for c in (job.get("status") or {}).get("conditions", ())
-                if c.get("status") == "True"
-            } & {"Complete", "Failed"}
-            return job if ended else Pending(f"not ended: {job.get('status')}")
+            return job if job_is_finished(job) else Pending(f"not ended: {job.get('status')}")
 
         return await eventually(check, what=f"Job {name} ended", within=within)
 
