@@ -1190,13 +1190,7 @@ async def test_a_ray_job_its_user_stops_on_the_dashboard_is_terminated_and_told(
     ns = namespace_of(stack, "ray")
     await stack.kube.create(kaiwo_job("ray-stopped", ns, queue_name="ray", gpus=1, ray=True))
     await reaches(stack, "ray-stopped", ns, "RUNNING")
-    ray_job = await stack.kube.get(resources.RAY_JOB, "ray-stopped", namespace=ns)
-    dashboard, job = ray_job["status"]["dashboardURL"], ray_job["status"]["jobId"]
-    assert real_stack.plane is not None
-    head = real_stack.plane.endpoints.ray_head
-    answer = await asyncio.to_thread(
-        ask_through_proxy, head, "POST", f"http://{dashboard}/api/jobs/{job}/stop"
-    )
+    answer = await ask_the_ray_head(stack, real_stack, "ray-stopped", ns, "POST", "/stop")
     assert answer == {"stopped": True}
 
     stopped = await reaches(stack, "ray-stopped", ns, "TERMINATED")
@@ -1238,7 +1232,26 @@ async def failed_as_kuberay_says(
     return dict(status)
 
 
-def ask_through_proxy(proxy_port: int, method: str, url: str) -> Any:
+async def ask_the_ray_head(
+    stack: Pipeline,
+    real_stack: RealCluster,
+    name: str,
+    namespace: str,
+    method: str,
+    action: str = "",
+) -> Any:
+    """``method`` on the Ray job of the RayJob ``name`` (``action`` after its path, e.g.
+    ``/stop``) at its cluster's dashboard, as ``ray job`` asks it: through the stand-in of the
+    head the real stack starts (:mod:`kaiwo_envtest.ray_head`); the JSON answer."""
+    status = (await stack.kube.get(resources.RAY_JOB, name, namespace=namespace))["status"]
+    url = f"http://{status['dashboardURL']}/api/jobs/{status['jobId']}{action}"
+    assert real_stack.plane is not None
+    return await asyncio.to_thread(
+        _ask_through_proxy, real_stack.plane.endpoints.ray_head, method, url
+    )
+
+
+def _ask_through_proxy(proxy_port: int, method: str, url: str) -> Any:
     """``method`` ``url`` through the HTTP proxy on ``proxy_port``; the JSON answer."""
     connection = http.client.HTTPConnection("127.0.0.1", proxy_port, timeout=10)
     try:
@@ -1272,15 +1285,7 @@ async def test_a_ray_job_submitted_over_http_runs_its_entrypoint_and_completes(
         )
     )
     await reaches(stack, "ray-http", ns, "RUNNING")
-    ray_job = await stack.kube.get(resources.RAY_JOB, "ray-http", namespace=ns)
-    dashboard, job = ray_job["status"]["dashboardURL"], ray_job["status"]["jobId"]
-    assert real_stack.plane is not None
-    info = await asyncio.to_thread(
-        ask_through_proxy,
-        real_stack.plane.endpoints.ray_head,
-        "GET",
-        f"http://{dashboard}/api/jobs/{job}",
-    )
+    info = await ask_the_ray_head(stack, real_stack, "ray-http", ns, "GET")
     assert (info["entrypoint"], info["status"]) == (entrypoint, "RUNNING"), info
     assert await actors.get_or_none(stack.kube, resources.JOB, "ray-http", namespace=ns) is None
 
