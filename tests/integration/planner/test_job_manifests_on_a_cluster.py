@@ -164,3 +164,50 @@ async def test_secret_volumes_that_share_a_directory_are_all_mounted(
         {"name": "db-user", "items": [{"key": "username", "path": "user"}]},
         {"name": "db-pass", "items": [{"key": "password", "path": "password"}]},
     ]
+
+
+async def test_a_secret_key_given_its_own_file_is_mounted_there_in_the_download_job(
+    kube: KubernetesAsyncioAdapter,
+) -> None:
+    # The seed: ``file`` is "the expected path within the download job's container where the
+    # secret value will be mounted as a file". The downloader reads the path the config names,
+    # so the key must be there, besides the Secret's directory under /app/secrets.
+    workload = {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoJob",
+        "metadata": {"name": "given-file", "namespace": NAMESPACE},
+        "spec": {
+            "image": "busybox",
+            "storage": {
+                "storageEnabled": True,
+                "data": {
+                    "storageSize": "1Gi",
+                    "download": {
+                        "gcs": [
+                            {
+                                "applicationCredentials": {
+                                    "secretName": "gcp",
+                                    "secretKey": "key.json",
+                                    "file": "/etc/gcp/key.json",
+                                },
+                                "buckets": [{"name": "data"}],
+                            }
+                        ]
+                    },
+                },
+            },
+        },
+    }
+    (download,) = await planned_jobs(kube, workload)
+
+    created = await kube.create(download, field_manager="test")
+
+    (container,) = created["spec"]["template"]["spec"]["containers"]
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert mounts["/etc/gcp/key.json"] == {
+        "name": "secret-gcp",
+        "mountPath": "/etc/gcp/key.json",
+        "subPath": "key.json",
+        "readOnly": True,
+    }
+    assert mounts["/app/secrets/gcp"]["name"] == "secret-gcp"

@@ -74,3 +74,23 @@ async def test_a_download_without_a_storage_size_is_refused_naming_the_field(
     disabled["spec"]["storage"]["storageEnabled"] = False
     await kube.create(workload(kind, "sized", {volume: {**downloads, "storageSize": "1Gi"}}))
     await kube.create(disabled)
+
+
+async def test_a_secret_file_that_is_not_an_absolute_path_is_refused_naming_the_field(
+    kube: KubernetesAsyncioAdapter,
+) -> None:
+    reference = {"secretName": "gcp", "secretKey": "key.json"}
+    gcs = {"gcs": [{"applicationCredentials": {**reference, "file": "key.json"}, "buckets": []}]}
+    data = {"storageSize": "1Gi", "download": gcs}
+
+    with pytest.raises(Invalid) as raised:
+        await kube.create(workload("KaiwoJob", "relative-file", {"data": data}))
+
+    assert [
+        (cause["field"], "an absolute path" in cause["message"]) for cause in raised.value.causes
+    ] == [("spec.storage.data.download.gcs[0].applicationCredentials.file", True)]
+    # An absolute path, and no file (the default path), are accepted.
+    gcs["gcs"][0]["applicationCredentials"] = {**reference, "file": "/etc/gcp/key.json"}
+    await kube.create(workload("KaiwoJob", "absolute-file", {"data": data}))
+    gcs["gcs"][0]["applicationCredentials"] = reference
+    await kube.create(workload("KaiwoJob", "default-file", {"data": data}))

@@ -412,6 +412,64 @@ def test_secret_references_need_both_name_and_key() -> None:
     ]
 
 
+def _with_data_downloads(download: dict[str, Any]) -> dict[str, Any]:
+    return {"spec": {"storage": {"data": {"download": download}}}}
+
+
+DOWNLOAD_AT = ("spec", "storage", "data", "download")
+
+
+def test_a_secret_file_is_an_absolute_path_outside_the_download_jobs_own_mounts() -> None:
+    def with_file(file: str) -> dict[str, Any]:
+        reference = {"secretName": "gcp", "secretKey": "key.json", "file": file}
+        return _with_data_downloads({"gcs": [{"applicationCredentials": reference, "buckets": []}]})
+
+    def refused(file: str) -> list[tuple[Any, str]]:
+        return _errors(KaiwoJob, with_file(file))
+
+    at = (*DOWNLOAD_AT, "gcs", 0, "applicationCredentials", "file")
+    assert refused("key.json") == [
+        (
+            at,
+            "file is where the download Job's container reads the Secret's value: an absolute "
+            "path (e.g. /etc/credentials/key), or unset for /app/secrets/<secretName>/<secretKey>",
+        )
+    ]
+    for within in ("/app/secrets/other/key.json", "/config/key.json", "/config"):
+        assert refused(within) == [
+            (
+                at,
+                f"file {within} is within /app/secrets or /config, which the download Job "
+                "mounts itself: give a path outside them, or leave file unset",
+            )
+        ]
+    # Its own default path, any other absolute path, and empty (the default) are accepted.
+    for accepted in ("/app/secrets/gcp/key.json", "/etc/gcp/key.json", ""):
+        KaiwoJob.from_wire(with_file(accepted))
+
+
+def test_two_secret_values_are_never_given_one_file() -> None:
+    s3 = {
+        "endpointUrl": "https://s3.example.com",
+        "accessKeyId": {"secretName": "s3", "secretKey": "id", "file": "/etc/creds"},
+        "secretKey": {"secretName": "s3", "secretKey": "key", "file": "/etc/creds"},
+        "buckets": [],
+    }
+
+    errors = _errors(KaiwoJob, _with_data_downloads({"s3": [s3]}))
+
+    assert errors == [
+        (
+            (*DOWNLOAD_AT, "s3", 0, "secretKey", "file"),
+            "file /etc/creds is where key id of Secret s3 is mounted already: each file holds "
+            "one value",
+        )
+    ]
+    # The same value at one file, twice, is one mount.
+    s3["secretKey"] = {"secretName": "s3", "secretKey": "id", "file": "/etc/creds"}
+    KaiwoJob.from_wire(_with_data_downloads({"s3": [s3]}))
+
+
 def test_env_var_needs_a_name_and_known_sources() -> None:
     errors = _errors(
         KaiwoJob, {"spec": {"env": [{"value": "x"}, {"name": "A", "valueFrom": {"vault": {}}}]}}

@@ -149,3 +149,39 @@ def test_secret_volume_names_are_dns_labels_for_any_secret_name():
         },
         {"name": "secret-gcp", "mountPath": "/app/secrets/gcp"},
     ]
+
+
+def test_a_key_given_its_own_file_is_mounted_there_and_in_its_secrets_directory():
+    storage = StorageInputs(data_size="1Gi", data_mount_path="/data", downloads=GCS_AND_AZURE)
+
+    (container,) = download_job(IDENTITY, storage)["spec"]["template"]["spec"]["containers"]
+
+    assert container["volumeMounts"][2:] == [
+        {"name": "secret-gcp", "mountPath": "/app/secrets/gcp"},
+        {"name": "secret-az", "mountPath": "/app/secrets/az"},
+        {"name": "secret-az", "mountPath": "/custom/path", "subPath": "conn", "readOnly": True},
+    ]
+
+
+def test_a_given_file_at_its_default_path_or_twice_is_mounted_once():
+    reference = {"secretName": "gcp", "secretKey": "key.json"}
+    downloads = {
+        "gcs": [
+            {"applicationCredentials": {**reference, "file": "/app/secrets/gcp/key.json"}},
+            {"applicationCredentials": {**reference, "file": "/etc/key.json"}},
+            {"applicationCredentials": {**reference, "file": "/etc/key.json"}},
+        ]
+    }
+    storage = StorageInputs(data_size="1Gi", data_mount_path="/data", downloads=downloads)
+
+    (container,) = download_job(IDENTITY, storage)["spec"]["template"]["spec"]["containers"]
+
+    assert container["volumeMounts"][2:] == [
+        {"name": "secret-gcp", "mountPath": "/app/secrets/gcp"},
+        {
+            "name": "secret-gcp",
+            "mountPath": "/etc/key.json",
+            "subPath": "key.json",
+            "readOnly": True,
+        },
+    ]

@@ -81,7 +81,7 @@ def raise_violations(title: str, violations: list[tuple[str, str, Any]]) -> None
         [
             InitErrorDetails(
                 type=PydanticCustomError("cel_rule", message),
-                loc=tuple(field.split(".")),
+                loc=tuple(int(part) if part.isdigit() else part for part in field.split(".")),
                 input=value,
             )
             for field, message, value in violations

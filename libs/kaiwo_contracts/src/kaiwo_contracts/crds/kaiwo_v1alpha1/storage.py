@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Annotated, Self
 
 from pydantic import ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from kaiwo_contracts.crds.base import KubeModel
@@ -22,13 +23,47 @@ from kaiwo_contracts.crds.core_v1 import PersistentVolumeAccessMode
 from kaiwo_contracts.crds.quantity import QuantityString
 from kaiwo_contracts.crds.structural import NoCrdDefault
 
+SECRETS_ROOT = "/app/secrets"
+"""Where the download Job mounts each Secret a download reads, a directory per Secret
+(``<root>/<secretName>/<secretKey>``, upstream's path)."""
+DOWNLOAD_CONFIG_ROOT = "/config"
+"""Where the download Job mounts its configuration."""
+_DOWNLOAD_JOBS_OWN = (SECRETS_ROOT, DOWNLOAD_CONFIG_ROOT)
+
+
+def secret_file(secret_name: str, secret_key: str) -> str:
+    """Where the download Job reads a Secret's key when its reference gives no ``file``."""
+    return f"{SECRETS_ROOT}/{secret_name}/{secret_key}"
+
+
+_ABSOLUTE_FILE: CelRule[ValueReference] = CelRule(
+    rule="!has(self.file) || self.file == '' || self.file.startsWith('/')",
+    message=(
+        "file is where the download Job's container reads the Secret's value: an absolute "
+        "path (e.g. /etc/credentials/key), or unset for /app/secrets/<secretName>/<secretKey>"
+    ),
+    field="file",
+    holds=lambda reference: not reference.file or reference.file.startswith("/"),
+    reported_at_field=True,
+)
+
 
 class ValueReference(KubeModel):
-    """A value kept in a Secret (credentials for download tasks)."""
+    """A value kept in a Secret (credentials for download tasks).
+
+    The download Job mounts the key at ``file`` when one is given (the downloader reads it
+    there), and at :func:`secret_file` otherwise. A given ``file`` is an absolute path, not
+    within the directories the download Job mounts itself (:data:`SECRETS_ROOT`,
+    :data:`DOWNLOAD_CONFIG_ROOT`) other than as its own default path."""
+
+    model_config = ConfigDict(json_schema_extra={CEL_VALIDATIONS: [_ABSOLUTE_FILE.schema_entry()]})
 
     file: str | None = Field(
         default=None,
-        description="Path where the value is mounted in the download job; set by the controller.",
+        description=(
+            "Path in the download job's container where the value is mounted as a file; "
+            "/app/secrets/<secretName>/<secretKey> if unset."
+        ),
     )
     secret_name: str | None = Field(default=None, description="Name of the Secret.")
     secret_key: str | None = Field(default=None, description="Key within the Secret.")
@@ -41,6 +76,34 @@ class ValueReference(KubeModel):
                 "secretName and secretKey must be given together (the Secret and its key)",
             )
         return self
+
+    @model_validator(mode="after")
+    def _file_where_it_can_be_mounted(self) -> Self:
+        if not _ABSOLUTE_FILE.holds(self):
+            raise_violations("ValueReference", [("file", _ABSOLUTE_FILE.message, self.file)])
+        if self.file and self.file != self.default_file and _within(self.file, _DOWNLOAD_JOBS_OWN):
+            message = (
+                f"file {self.file} is within {' or '.join(_DOWNLOAD_JOBS_OWN)}, which the "
+                "download Job mounts itself: give a path outside them, or leave file unset"
+            )
+            raise_violations("ValueReference", [("file", message, self.file)])
+        return self
+
+    @property
+    def default_file(self) -> str | None:
+        """Where the key is mounted when no ``file`` is given (None without a Secret)."""
+        if not (self.secret_name and self.secret_key):
+            return None
+        return secret_file(self.secret_name, self.secret_key)
+
+    @property
+    def mounted_file(self) -> str | None:
+        """Where the download Job mounts the key and the downloader reads it."""
+        return self.file or self.default_file
+
+
+def _within(path: str, directories: tuple[str, ...]) -> bool:
+    return any(path == root or path.startswith(f"{root}/") for root in directories)
 
 
 class CloudDownloadFile(KubeModel):
@@ -130,6 +193,45 @@ class ObjectStorageDownloadSpec(KubeModel):
     @property
     def is_empty(self) -> bool:
         return not (self.s3 or self.gcs or self.azure_blob or self.git)
+
+    @model_validator(mode="after")
+    def _one_value_per_file(self) -> Self:
+        """Two references that mount different values at one file would hand the downloader
+        one of them for both (or the API server would refuse the Job's two mounts there)."""
+        mounted: dict[str, ValueReference] = {}
+        violations: list[tuple[str, str, object]] = []
+        for field, reference in self.secret_references():
+            file = reference.mounted_file
+            if file is None or reference.default_file is None:
+                continue  # no Secret: nothing is mounted
+            first = mounted.setdefault(file, reference)
+            if (first.secret_name, first.secret_key) != (
+                reference.secret_name,
+                reference.secret_key,
+            ):
+                message = (
+                    f"file {file} is where key {first.secret_key} of Secret "
+                    f"{first.secret_name} is mounted already: each file holds one value"
+                )
+                violations.append((f"{field}.file", message, reference.file))
+        raise_violations("ObjectStorageDownloadSpec", violations)
+        return self
+
+    def secret_references(self) -> list[tuple[str, ValueReference]]:
+        """Every Secret reference of the downloads, with its wire path (``s3.0.secretKey``)."""
+        found: list[tuple[str, ValueReference]] = []
+        for kind, items, fields in (
+            ("s3", self.s3, ("access_key_id", "secret_key")),
+            ("gcs", self.gcs, ("application_credentials",)),
+            ("azureBlob", self.azure_blob, ("connection_string",)),
+            ("git", self.git, ("username", "token")),
+        ):
+            for index, item in enumerate(items or ()):
+                for name in fields:
+                    reference = getattr(item, name)
+                    if reference is not None:
+                        found.append((f"{kind}.{index}.{to_camel(name)}", reference))
+        return found
 
 
 class DataStorageSpec(KubeModel):

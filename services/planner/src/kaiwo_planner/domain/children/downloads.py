@@ -1,9 +1,10 @@
 """The download ConfigMap and download Job that fill a workload's volumes before it starts.
 
 Credentials never appear in a manifest: each secret reference of a download item becomes a
-Secret volume mounted under ``/app/secrets/<secretName>/`` (the downloader reads the file
-named in the item's ``file``), and the Hugging Face token, when the namespace provides one, is
-an ``env`` entry with ``valueFrom.secretKeyRef``.
+Secret volume mounted under ``/app/secrets/<secretName>/``, and a key whose reference gives
+its own ``file`` is mounted at that path too (the downloader reads the file named in the
+item's ``file``, the seed's "where the secret value will be mounted"). The Hugging Face
+token, when the namespace provides one, is an ``env`` entry with ``valueFrom.secretKeyRef``.
 
 The config is written as JSON under ``config.yaml``: JSON is YAML, the downloader parses it
 unchanged, and sorted-key JSON is byte-identical from run to run.
@@ -19,7 +20,12 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
-from kaiwo_contracts.crds.kaiwo_v1alpha1.storage import DOWNLOAD_KINDS
+from kaiwo_contracts.crds.kaiwo_v1alpha1.storage import (
+    DOWNLOAD_CONFIG_ROOT,
+    DOWNLOAD_KINDS,
+    SECRETS_ROOT,
+    secret_file,
+)
 
 from kaiwo_planner.domain.children.labels import DOWNLOADER_TYPE, LABEL_TYPE, system_labels
 from kaiwo_planner.domain.children.naming import HASH_LENGTH, MAX_LABEL_LENGTH, child_name
@@ -39,8 +45,7 @@ DOWNLOADER_IMAGE = "ghcr.io/silogen/kaiwo-python:0.6"
 DOWNLOADER_CONTAINER = "data-downloader"
 CONFIG_KEY = "config.yaml"
 CONFIG_VOLUME = "config"
-CONFIG_MOUNT_PATH = "/config"
-SECRETS_ROOT = "/app/secrets"
+CONFIG_MOUNT_PATH = DOWNLOAD_CONFIG_ROOT
 SECRET_VOLUME_PREFIX = "secret-"  # noqa: S105 - a volume name prefix, not a password
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
@@ -88,7 +93,7 @@ def _with_secret_files(downloads: Mapping[str, Any]) -> dict[str, Any]:
     result = copy_tree(dict(downloads))
     for ref in _secret_refs(result):
         if not ref.get("file"):
-            ref["file"] = f"{SECRETS_ROOT}/{ref['secretName']}/{ref['secretKey']}"
+            ref["file"] = secret_file(ref["secretName"], ref["secretKey"])
     return result
 
 
@@ -130,12 +135,26 @@ def download_config_map(identity: WorkloadIdentity, storage: StorageInputs) -> d
 def _secret_volumes(
     downloads: Mapping[str, Any],
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """One volume per Secret (its referenced keys as items) and its mount."""
+    """One volume per Secret (its referenced keys as items) and its mount, and a mount of
+    each key at the ``file`` its reference gives (the models refuse two values at one file)."""
     keys_by_secret: dict[str, list[str]] = {}
+    given_files: dict[str, dict[str, Any]] = {}
     for ref in _secret_refs(downloads):
-        keys = keys_by_secret.setdefault(ref["secretName"], [])
-        if ref["secretKey"] not in keys:
-            keys.append(ref["secretKey"])
+        secret_name, key = ref["secretName"], ref["secretKey"]
+        keys = keys_by_secret.setdefault(secret_name, [])
+        if key not in keys:
+            keys.append(key)
+        file = ref.get("file")
+        if file and file != secret_file(secret_name, key):
+            given_files.setdefault(
+                file,
+                {
+                    "name": secret_volume_name(secret_name),
+                    "mountPath": file,
+                    "subPath": key,
+                    "readOnly": True,
+                },
+            )
     volumes = []
     mounts = []
     for secret_name, keys in keys_by_secret.items():
@@ -143,7 +162,7 @@ def _secret_volumes(
         items = [{"key": key, "path": key} for key in keys]
         volumes.append({"name": volume_name, "secret": {"secretName": secret_name, "items": items}})
         mounts.append({"name": volume_name, "mountPath": f"{SECRETS_ROOT}/{secret_name}"})
-    return volumes, mounts
+    return volumes, mounts + list(given_files.values())
 
 
 def download_job(
