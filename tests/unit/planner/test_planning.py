@@ -1814,6 +1814,45 @@ def test_an_expired_workload_is_terminated_for_one_waiting_too_long(cluster_with
     )
 
 
+def test_a_workload_kueue_evicted_waits_since_its_eviction_not_its_creation(cluster_with):
+    # Created two hours ago, evicted two minutes ago: pending for 2 minutes, under the 5m
+    # threshold (the seed's "pending for longer than this threshold"; upstream counted from
+    # the creation, and stopped the expired workload at once).
+    running = {"status": "RUNNING", "startTime": "2026-01-01T09:00:00Z", "observedGeneration": 1}
+    expired = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "duration": "1h"}, status=running)
+    evicted = {
+        "status": "PENDING",
+        "observedGeneration": 1,
+        "conditions": [
+            {
+                "type": "Admitted",
+                "status": "False",
+                "reason": "Pending",
+                "message": "Workload is pending admission into 'kaiwo'",
+                "lastTransitionTime": "2026-01-01T11:58:00Z",
+            }
+        ],
+    }
+    waiting = kaiwo_job(
+        {**TRAIN_SPEC, "gpus": 8},
+        name="next",
+        uid="next-uid",
+        status=evicted,
+        created="2026-01-01T10:00:00Z",
+    )
+    cluster = cluster_with(
+        expired, running_job(expired), waiting, workloads=(admitted("job-uid-job"),)
+    )
+
+    victim = planned(owner=expired, cluster=cluster, now=NOW)
+    beneficiary = planning(owner=waiting, cluster=cluster, now=NOW)
+
+    assert victim is not None and victim.status is not None
+    assert victim.status["status"] == "RUNNING"
+    assert beneficiary.also_replan == ()
+    assert beneficiary.replan_at == datetime(2026, 1, 1, 12, 3, 1, tzinfo=UTC)
+
+
 def test_a_running_workload_is_replanned_at_its_deadline(cluster_with):
     running = {"status": "RUNNING", "startTime": T_EARLIER, "observedGeneration": 1}
     owner = kaiwo_job({**TRAIN_SPEC, "duration": "2h"}, status=running)
@@ -2080,6 +2119,25 @@ def test_an_idle_workload_is_preempted_for_a_pending_one_that_waited(cluster_wit
     alone = cluster_with(owner, running_job(owner), workloads=(admitted("job-uid-job"),))
     kept = planned(owner=owner, cluster=with_findings(alone, idle), now=NOW)
     assert kept.status is not None and kept.status["status"] == "RUNNING"
+
+    # A waiter Kueue evicted a minute ago has waited a minute, not since its creation
+    # (decision 0191): no pressure yet.
+    just_evicted = {
+        "status": "PENDING",
+        "observedGeneration": 1,
+        "conditions": [
+            {
+                "type": "Admitted",
+                "status": "False",
+                "reason": "Pending",
+                "lastTransitionTime": "2026-01-01T11:59:00Z",
+            }
+        ],
+    }
+    evicted = {**waiting, "status": just_evicted}
+    recent = cluster_with(owner, running_job(owner), evicted, workloads=(admitted("job-uid-job"),))
+    spared = planned(owner=owner, cluster=with_findings(recent, idle), now=NOW)
+    assert spared.status is not None and spared.status["status"] == "RUNNING"
 
 
 # ------------------------- each preemption counts the other's observed victims (decision 0150)

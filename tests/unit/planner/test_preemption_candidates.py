@@ -725,3 +725,29 @@ def test_an_always_idle_victim_covers_a_waiter_while_it_stops() -> None:
 
     stopped.apply(observed(pod_of("idle"), 20), sequence=20)
     assert preemption_victims(contexts.context(stopped), now=AFTER_EXPIRY) == ()
+
+
+def test_a_pending_workload_waits_since_its_admitted_condition_turned_false() -> None:
+    # The seed: "pending for longer than this threshold". A workload that downloaded for an
+    # hour, or that Kueue evicted after running for hours, has waited only since then; a
+    # status with no such condition (written before it) falls back to the creation time.
+    evicted = {
+        "status": "PENDING",
+        "conditions": [
+            {
+                "type": "Admitted",
+                "status": "False",
+                "reason": "Pending",
+                "lastTransitionTime": "2026-01-01T13:30:00Z",
+            }
+        ],
+    }
+    contexts = PlanningContextKeeper()
+    projection = projection_of(kaiwo_job("evicted", evicted), kaiwo_job("older", PENDING))
+
+    candidates = preemption_candidates(contexts.context(projection))
+
+    assert {w.key[3]: w.pending_since for w in candidates.pending} == {
+        "evicted": datetime(2026, 1, 1, 13, 30, tzinfo=UTC),
+        "older": datetime(2026, 1, 1, 10, 0, tzinfo=UTC),
+    }

@@ -347,7 +347,7 @@ def plan_workload(
         *_pvc_deleting_events(status, previous),
         *_volume_made_anew_events(status, previous),
     )
-    waiting_since = waiting_since_of(workload, decision.phase, allocation)
+    waiting_since = waiting_since_of(workload, decision.phase, allocation, previous)
     plan = Plan(
         owner=ref,
         observed_generation=meta.generation,

@@ -34,7 +34,7 @@ from kaiwo_planner.domain.settings.cluster_settings import (
 )
 from kaiwo_planner.domain.state.planning_context import PlanningContext
 from kaiwo_planner.domain.status.findings import underutilization_termination
-from kaiwo_planner.domain.status.kueue_admission import run_start
+from kaiwo_planner.domain.status.kueue_admission import pending_since, run_start
 from kaiwo_planner.domain.status.workload_status import TerminationRequest
 
 _RUNNING = frozenset({WorkloadStatus.RUNNING.value, WorkloadStatus.READY.value})
@@ -77,12 +77,18 @@ def termination_request(
 
 
 def waiting_since_of(
-    workload: KaiwoJob | KaiwoService, phase: WorkloadStatus, allocation: GpuAllocation
+    workload: KaiwoJob | KaiwoService,
+    phase: WorkloadStatus,
+    allocation: GpuAllocation,
+    observed: Mapping[str, Any],
 ) -> datetime | None:
-    """When this workload started waiting for GPUs (None unless it is PENDING with GPUs)."""
+    """When this workload started waiting for GPUs (None unless it is PENDING with GPUs):
+    when its ``observed`` status says its current wait began, or at its creation. The
+    observed status, as every other workload's is read (:mod:`preemption_candidates`): a
+    condition this plan writes for the first time carries ``now``, not the wait's start."""
     if phase is not WorkloadStatus.PENDING or allocation.gpus <= 0:
         return None
-    return parse_time(workload.metadata.creation_timestamp)
+    return pending_since(observed) or parse_time(workload.metadata.creation_timestamp)
 
 
 def replan_moment(

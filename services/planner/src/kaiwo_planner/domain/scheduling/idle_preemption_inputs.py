@@ -13,8 +13,10 @@ the monitor's findings: the inputs of
   grace period or change its policy;
 * waiting: PENDING ones with GPUs, pending for longer than
   ``KaiwoConfig.spec.scheduling.pendingThresholdForPreemption`` (every new workload passes
-  through PENDING briefly; that is not pressure), since their ``creationTimestamp``; not
-  those being deleted, or in a Namespace being deleted (decision 0130);
+  through PENDING briefly; that is not pressure), since their current wait began
+  (:func:`~kaiwo_planner.domain.status.kueue_admission.pending_since`, decision 0191), or
+  their ``creationTimestamp``; not those being deleted, or in a Namespace being deleted
+  (decision 0130);
 * in flight: workloads whose preemption this planner decided and has not observed yet
   (:attr:`~kaiwo_planner.domain.state.planning_context.PlanningContext.preempting`): a
   decision made in the moments before it is observed, from other readings (another
@@ -110,6 +112,7 @@ from kaiwo_planner.domain.settings.cluster_settings import (
 from kaiwo_planner.domain.state.cluster import ClusterState, object_uid
 from kaiwo_planner.domain.state.planning_context import EVERY_KIND, PlanningContext
 from kaiwo_planner.domain.state.workload_finding import WorkloadFinding
+from kaiwo_planner.domain.status.kueue_admission import pending_since
 from kaiwo_planner.domain.status.workload_events import WORKLOAD_TERMINATED_EARLY
 
 _RUNNING = frozenset({WorkloadStatus.RUNNING.value, WorkloadStatus.READY.value})
@@ -151,7 +154,9 @@ def _decide(context: PlanningContext, now: datetime) -> IdlePreemptionDecision:
         elif phase == _PENDING and (gpus := _held_gpus(obj, context)) > 0:
             if waits_for_nothing(obj, cluster):
                 continue
-            since = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+            since = pending_since(status) or parse_time(
+                (obj.get("metadata") or {}).get("creationTimestamp")
+            )
             if since is not None and now - since > threshold:
                 pending.append(GpuDemand(ObjectRef.key_of(obj), vendor, gpus, since))
         elif (victim := observed_victim(status)) and still_freeing(victim, uid, cluster, now=now):

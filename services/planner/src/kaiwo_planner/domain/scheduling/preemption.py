@@ -69,7 +69,8 @@ class RunningWorkload:
 
 @dataclass(frozen=True, slots=True)
 class PendingWorkload:
-    """A PENDING KaiwoJob/KaiwoService; ``pending_since`` is its creation time (as upstream)."""
+    """A PENDING KaiwoJob/KaiwoService; ``pending_since`` is when its current wait began, or
+    its creation time (decision 0191; upstream counts from the creation time always)."""
 
     key: RefKey
     gpu_vendor: str

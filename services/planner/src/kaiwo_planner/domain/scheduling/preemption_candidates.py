@@ -3,7 +3,10 @@
 Builds the inputs of :func:`~kaiwo_planner.domain.scheduling.preemption.decide_preemptions` from the
 KaiwoJobs and KaiwoServices in the cluster state (wire form, read defensively: a workload that
 cannot be read simply does not take part). A RUNNING or READY workload with a ``startTime``
-is running; a PENDING one is waiting since its ``creationTimestamp`` (as upstream).
+is running; a PENDING one is waiting since its ``Admitted`` condition turned False (after its
+downloads, or when Kueue evicted it), or else since its ``creationTimestamp`` (decision 0191:
+upstream always counts from the creation, so a workload evicted after hours of running pressed
+for preemption at once).
 
 GPUs on their way to a waiting workload (decisions 0148, 0150) count in every decision, in
 both moments of a termination:
@@ -71,7 +74,7 @@ from kaiwo_planner.domain.settings.cluster_settings import (
 )
 from kaiwo_planner.domain.state.index_entry import KUEUE_GROUP
 from kaiwo_planner.domain.state.planning_context import EVERY_KIND, PlanningContext
-from kaiwo_planner.domain.status.kueue_admission import run_start
+from kaiwo_planner.domain.status.kueue_admission import pending_since, run_start
 
 _RUNNING = frozenset({WorkloadStatus.RUNNING.value, WorkloadStatus.READY.value})
 _CANDIDATE_KINDS = (
@@ -170,7 +173,7 @@ def pending_workload(
         gpu_vendor=str(spec.get("gpuVendor") or "amd"),
         gpus=allocated_gpus(obj, stats_of),
         cluster_queue=workload_queue(spec, config),
-        pending_since=created,
+        pending_since=pending_since(status) or created,
     )
 
 

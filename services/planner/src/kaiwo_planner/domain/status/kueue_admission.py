@@ -89,6 +89,17 @@ def kueue_preemption(workloads: Sequence[Mapping[str, Any]]) -> ConditionSpec | 
     )
 
 
+def pending_since(status: Mapping[str, Any]) -> datetime | None:
+    """When the workload's current wait for admission began, from its own status: the moment
+    its ``Admitted`` condition last turned False. That is when it became PENDING after its
+    downloads (the condition is written from then), or when Kueue evicted it after a run.
+    None without such a condition (a status written before it, or not waiting)."""
+    admitted = condition_of(status, ADMITTED)
+    if admitted is None or admitted.get("status") != "False":
+        return None
+    return parse_time(admitted.get("lastTransitionTime"))
+
+
 def run_start(status: Mapping[str, Any]) -> datetime | None:
     """When the workload's current run started, from its own status: its ``startTime`` (the
     first run), or the moment its ``Admitted`` condition last turned True when that is later:
