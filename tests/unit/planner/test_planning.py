@@ -1069,6 +1069,46 @@ def test_the_namespace_config_adds_its_pull_secrets(cluster_with):
     assert job["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "team-registry"}]
 
 
+def test_the_download_pod_gets_the_workloads_pod_labels_and_pull_secrets(cluster_with):
+    # The reference: podTemplateSpecLabels go on "the generated Pods", imagePullSecrets on
+    # "the PodSpec for all generated pods"; the download pod is one (decision 0192). The
+    # system labels win over the user's.
+    spec = {
+        **TRAIN_SPEC,
+        "podTemplateSpecLabels": {"sidecar.istio.io/inject": "false", "kaiwo.silogen.ai/name": "x"},
+        "imagePullSecrets": [{"name": "own-registry"}],
+        "storage": {
+            "storageEnabled": True,
+            "data": {
+                "storageSize": "1Gi",
+                "download": {"git": [{"repository": "https://e.com/r.git", "targetPath": "r"}]},
+            },
+        },
+    }
+    owner = kaiwo_job(spec)
+    namespace_config = {
+        "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+        "kind": "AIMNamespaceConfig",
+        "metadata": {"name": "aim", "namespace": "team-a"},
+        "spec": {"images": {"imagePullSecrets": ["team-registry"]}},
+    }
+
+    plan = planned(owner=owner, cluster=cluster_with(owner, namespace_config), now=NOW)
+
+    assert plan is not None
+    (download,) = [
+        m for m in plan.desired if m["metadata"]["name"] == "train-download" and m["kind"] == "Job"
+    ]
+    template = download["spec"]["template"]
+    assert template["metadata"]["labels"]["sidecar.istio.io/inject"] == "false"
+    assert template["metadata"]["labels"]["kaiwo.silogen.ai/name"] == "train"
+    assert "sidecar.istio.io/inject" not in download["metadata"]["labels"]
+    assert template["spec"]["imagePullSecrets"] == [
+        {"name": "own-registry"},
+        {"name": "team-registry"},
+    ]
+
+
 # ------------------------------------------------------------------ invalid input
 
 

@@ -171,6 +171,8 @@ def download_job(
     *,
     env: Sequence[Mapping[str, Any]] = (),
     dangerous: bool = False,
+    pod_labels: Mapping[str, str] | None = None,
+    pull_secrets: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The Job that runs the downloader once (no retries, not queued through Kueue).
 
@@ -178,7 +180,10 @@ def download_job(
     Face token reference. It has no ``ttlSecondsAfterFinished``: the finished Job is the record
     that the download succeeded, and deleting it would make the next plan download again.
     Its pod is one of the workload's generated pods, so ``dangerous`` leaves out the default
-    security context here too (the reference's rule, where upstream kept it: decision 0117).
+    security context here too (the reference's rule, where upstream kept it: decision 0117),
+    and it gets the workload's ``podTemplateSpecLabels`` (``pod_labels``, under the system
+    labels, which win) and image pull secrets (``pull_secrets``), as the reference says of
+    every generated pod (decision 0192; upstream gave it neither).
     """
     name = download_name(identity.name)
     volumes: list[dict[str, Any]] = [{"name": CONFIG_VOLUME, "configMap": {"name": name}}]
@@ -227,6 +232,14 @@ def download_job(
     if container_env:
         container["env"] = container_env
     labels = _labels(identity)
+    pod_spec: dict[str, Any] = {
+        **({} if dangerous else {"securityContext": default_security_context()}),
+        "restartPolicy": "Never",
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": secret} for secret in pull_secrets]
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -235,13 +248,8 @@ def download_job(
             "backoffLimit": 0,
             "parallelism": 1,
             "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    **({} if dangerous else {"securityContext": default_security_context()}),
-                    "restartPolicy": "Never",
-                    "containers": [container],
-                    "volumes": volumes,
-                },
+                "metadata": {"labels": {**(pod_labels or {}), **labels}},
+                "spec": pod_spec,
             },
         },
     }

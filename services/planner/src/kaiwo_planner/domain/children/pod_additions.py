@@ -87,6 +87,14 @@ def workload_env(
     return tuple(env)
 
 
+def image_pull_secrets(inputs: WorkloadInputs, namespace: NamespaceSettings) -> tuple[str, ...]:
+    """The workload's ``imagePullSecrets``, then its namespace's (AIMNamespaceConfig) not
+    named already: "added to the PodSpec for all generated pods"."""
+    pull_secrets = list(inputs.image_pull_secrets)
+    pull_secrets += [name for name in namespace.image_pull_secrets if name not in pull_secrets]
+    return tuple(pull_secrets)
+
+
 def pod_additions(
     inputs: WorkloadInputs,
     *,
@@ -96,8 +104,6 @@ def pod_additions(
     extra_labels: Mapping[str, str] | None = None,
 ) -> PodAdditions:
     secret_volumes, secret_mounts = secret_volumes_and_mounts(inputs.secret_volumes)
-    pull_secrets = list(inputs.image_pull_secrets)
-    pull_secrets += [name for name in namespace.image_pull_secrets if name not in pull_secrets]
     return PodAdditions(
         identity=inputs.identity,
         default_image=inputs.image or defaults.default_ray_image,
@@ -112,7 +118,7 @@ def pod_additions(
             required_topology=inputs.required_topology,
             preferred_topology=inputs.preferred_topology,
         ),
-        image_pull_secrets=tuple(pull_secrets),
+        image_pull_secrets=image_pull_secrets(inputs, namespace),
         env=workload_env(inputs, namespace),
         volumes=(*storage_volumes(inputs.identity.name, inputs.storage), *secret_volumes),
         volume_mounts=(*storage_mounts(inputs.storage), *secret_mounts),

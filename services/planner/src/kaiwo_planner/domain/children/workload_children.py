@@ -53,7 +53,7 @@ from kaiwo_planner.domain.children.main_child_changes import (
     ray_job_update,
 )
 from kaiwo_planner.domain.children.naming import main_child_name
-from kaiwo_planner.domain.children.pod_additions import pod_additions
+from kaiwo_planner.domain.children.pod_additions import image_pull_secrets, pod_additions
 from kaiwo_planner.domain.children.pod_additions import workload_env as _workload_env
 from kaiwo_planner.domain.children.ray_job import build_ray_job
 from kaiwo_planner.domain.children.ray_service import (
@@ -586,7 +586,14 @@ def _build_children(
         ]
         storage_children += [
             download_config_map(identity, storage),
-            download_job(identity, storage, env=env, dangerous=inputs.dangerous),
+            download_job(
+                identity,
+                storage,
+                env=env,
+                dangerous=inputs.dangerous,
+                pod_labels=inputs.pod_template_spec_labels,
+                pull_secrets=image_pull_secrets(inputs, namespace),
+            ),
         ]
         conditions.append(_download_condition(download_state, download_name(identity.name)))
         waiting = download_state is DownloadState.PENDING
