@@ -206,6 +206,7 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
                 labels={"tenant": "b"},
                 features=["TextGeneration", "TextEmbedding"],
                 strategy="PrefixHash",
+                owner="research-team",
             )
         )
         await stack.observe(
@@ -242,7 +243,7 @@ async def test_the_openai_client_lists_models_with_adapters_and_features(stack: 
     assert [(m.id, m.owned_by) for m in models.data] == [
         ("alpha", ""),
         ("alpha_sql", ""),
-        ("beta", ""),
+        ("beta", "research-team"),  # the Model's spec.owner
     ]
     assert models.data[2].model_extra == {"features": ["TextGeneration", "TextEmbedding"]}
     async with (

@@ -1,0 +1,94 @@
+"""A Model's ``owner`` and ``loadBalancing.prefixHash`` settings reach what the gateway does:
+the owner in the served model (``/v1/models``' ``owned_by``), the ring's replication and the
+load bound in every choice of an endpoint. The balancer's own tests give it hand-picked
+values; these pin the way from the Model to it."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from kaiwo_gateway.domain.balancing import Balancer, Choice
+from kaiwo_gateway.domain.catalog import Endpoint, PrefixHashSettings
+from kaiwo_gateway.domain.routing import Route
+from kaiwo_gateway.endpoint_wait import EndpointWaiter, LoadTracking
+from kaiwo_gateway.metrics import GatewayMetrics
+
+from tests.unit.gateway.model_objects import model_object, pod_object
+from tests.unit.gateway.test_catalog_and_routing import catalog_with
+
+PREFIX_HASH = {"meanLoadFactor": 150, "replication": 7, "prefixCharLength": 12}
+
+
+class RecordingBalancer(Balancer):
+    """The real balancer, recording what each choice was asked with."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[dict[str, Any]] = []
+
+    def choose(
+        self,
+        *,
+        group: str,
+        endpoints: Sequence[Endpoint],
+        strategy: str,
+        adapter: str | None = None,
+        prefix: str = "",
+        replication: int = 1,
+        mean_load_factor: int = 125,
+        exclude: Collection[str] = (),
+    ) -> Choice | None:
+        self.asked.append(
+            {"strategy": strategy, "replication": replication, "load_factor": mean_load_factor}
+        )
+        return super().choose(
+            group=group,
+            endpoints=endpoints,
+            strategy=strategy,
+            adapter=adapter,
+            prefix=prefix,
+            replication=replication,
+            mean_load_factor=mean_load_factor,
+            exclude=exclude,
+        )
+
+
+def test_the_owner_and_prefix_hash_settings_are_the_served_models() -> None:
+    balancing = {"strategy": "PrefixHash", "prefixHash": PREFIX_HASH}
+    catalog = catalog_with(
+        model_object("set", owner="research-team", loadBalancing=balancing),
+        model_object("unset"),
+    )
+
+    served = {model.name: model for model in catalog.models()}
+
+    assert (served["set"].owner, served["set"].prefix_hash) == (
+        "research-team",
+        PrefixHashSettings(mean_load_factor=150, replication=7, prefix_char_length=12),
+    )
+    # The reference's defaults: 125, 20 and 100.
+    assert (served["unset"].owner, served["unset"].prefix_hash) == (
+        "",
+        PrefixHashSettings(mean_load_factor=125, replication=20, prefix_char_length=100),
+    )
+
+
+async def test_every_choice_of_an_endpoint_is_asked_with_the_models_settings() -> None:
+    balancing = {"strategy": "PrefixHash", "prefixHash": PREFIX_HASH}
+    catalog = catalog_with(
+        model_object("llm", uid="m1", loadBalancing=balancing),
+        pod_object("p1", model="llm", model_uid="m1", ip="10.0.0.1"),
+    )
+    balancer = RecordingBalancer()
+    waiter = EndpointWaiter(
+        catalog=catalog, balancer=balancer, metrics=GatewayMetrics(), load=LoadTracking()
+    )
+    [model] = catalog.models()
+
+    choice = await waiter.endpoint_for(
+        Route(model=model, adapter=None), prefix="hello", exclude=set(), wait_seconds=0
+    )
+
+    assert choice.endpoint.key == "team-a/p1"
+    assert balancer.asked == [{"strategy": "PrefixHash", "replication": 7, "load_factor": 150}]
