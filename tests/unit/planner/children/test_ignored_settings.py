@@ -158,3 +158,39 @@ def test_settings_that_take_effect_are_not_told(make_job, make_service, spec: di
     decision = plan_children(workload=workload, allocation=allocation, config=None)
 
     assert decision.notes == ()
+
+
+@pytest.mark.parametrize("kind", ["job", "deployment"])
+def test_container_args_an_entrypoint_replaces_are_dropped_and_told(make_job, make_service, kind):
+    # The reference: entrypoint "populates the command and args fields" (decision 0193).
+    # Kept, /bin/sh -c took them as $0 and on, and the script never saw them.
+    container = {"name": "main", "image": "busybox", "args": ["--epochs", "1"]}
+    child = {"spec": {"template": {"spec": {"containers": [container]}}}}
+    spec = {"entrypoint": "python train.py", kind: child}
+    workload = make_job(spec) if kind == "job" else make_service(spec)
+
+    decision = plan_children(workload=workload, allocation=ONE_REPLICA, config=None)
+
+    assert decision.notes == (
+        f"spec.{kind}.spec.template.spec.containers[0].args (--epochs 1) are dropped: "
+        "spec.entrypoint sets the container's command and args (/bin/sh -c with the "
+        "entrypoint); put the arguments in spec.entrypoint",
+    )
+    (made,) = [
+        m for m in decision.desired if m["kind"] == ("Job" if kind == "job" else "Deployment")
+    ]
+    first = made["spec"]["template"]["spec"]["containers"][0]
+    assert first["command"] == ["/bin/sh", "-c", "python train.py"]
+    assert "args" not in first
+
+
+def test_container_args_without_an_entrypoint_are_kept_and_not_told(make_job):
+    container = {"name": "main", "image": "busybox", "command": ["python"], "args": ["t.py"]}
+    job = make_job({"job": {"spec": {"template": {"spec": {"containers": [container]}}}}})
+
+    decision = plan_children(workload=job, allocation=ONE_REPLICA, config=None)
+
+    assert decision.notes == ()
+    (made,) = [m for m in decision.desired if m["kind"] == "Job"]
+    first = made["spec"]["template"]["spec"]["containers"][0]
+    assert (first["command"], first["args"]) == (["python"], ["t.py"])

@@ -47,12 +47,17 @@ JOB_RESTART_POLICY = "Never"
 
 
 def with_entrypoint(template: dict[str, Any], entrypoint: str) -> dict[str, Any]:
-    """``template`` whose first container runs ``entrypoint`` (its ``args`` stay as given)."""
+    """``template`` whose first container runs ``entrypoint``: the reference's entrypoint
+    "populates the command and args fields" and "overrides any default command specified in
+    ... the underlying job" spec. So the container's own ``args`` go (decision 0193): left,
+    ``/bin/sh -c`` took them as ``$0`` and on, and the script never saw them. A spec that
+    gives both is told (``ignored_settings``)."""
     if not entrypoint or not template.get("spec", {}).get("containers"):
         return template
     # Copy only the path to the first container; the rest is shared with ``template``.
     containers = list(template["spec"]["containers"])
-    containers[0] = {**containers[0], "command": shell_command(entrypoint)}
+    first = {key: value for key, value in containers[0].items() if key != "args"}
+    containers[0] = {**first, "command": shell_command(entrypoint)}
     return {**template, "spec": {**template["spec"], "containers": containers}}
 
 

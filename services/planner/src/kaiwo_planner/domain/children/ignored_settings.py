@@ -36,6 +36,7 @@ def ignored_settings(
             _gpu_resources(inputs),
             _disabled_storage(storage),
             *_kind_settings(inputs),
+            _entrypoint_args(inputs),
             _deployment_replicas(inputs, allocation),
             _worker_group_sizes(inputs, allocation),
             _worker_group_gpus(inputs, allocation, gpu_key=gpu_key),
@@ -107,6 +108,27 @@ def _kind_settings(inputs: WorkloadInputs) -> Iterator[str]:
             "spec.serveConfigV2 is ignored: it is only used with ray: true (a RayService); "
             "the KaiwoService runs as a Deployment"
         )
+
+
+def _entrypoint_args(inputs: WorkloadInputs) -> str:
+    """The reference: ``entrypoint`` "populates the command and args fields of the container
+    spec", overriding the ``job`` (or ``deployment``) spec's: the first container's ``args``
+    are dropped (decision 0193)."""
+    if inputs.ray or not inputs.entrypoint:
+        return ""
+    field = "spec.job" if inputs.identity.workload_type == "job" else "spec.deployment"
+    found: Any = inputs.job if inputs.identity.workload_type == "job" else inputs.deployment
+    for key in ("spec", "template", "spec", "containers"):
+        found = found.get(key) if isinstance(found, Mapping) else None
+    first = found[0] if isinstance(found, list) and found else None
+    args = first.get("args") if isinstance(first, Mapping) else None
+    if not isinstance(args, list) or not args:
+        return ""
+    return (
+        f"{field}.spec.template.spec.containers[0].args ({' '.join(map(str, args))}) are "
+        "dropped: spec.entrypoint sets the container's command and args (/bin/sh -c with the "
+        "entrypoint); put the arguments in spec.entrypoint"
+    )
 
 
 def _deployment_replicas(inputs: WorkloadInputs, allocation: GpuAllocation) -> str:
