@@ -1,7 +1,7 @@
 """A stand-in OpenAI-compatible model server (what vLLM answers), run as its own process.
 
 ``python standin_openai.py <name> <port>`` serves ``/v1/chat/completions`` (streamed or
-not), ``/v1/completions``, ``/v1/embeddings`` and ``/v1/audio/transcriptions`` on
+not), ``/v1/completions``, ``/v1/embeddings``, ``/v1/rerank`` and ``/v1/audio/transcriptions`` on
 127.0.0.1 and prints ``ready`` once it listens. Every answer says who answered and what it
 was sent (``<name>|<model>|<traceparent>``), so tests see where the gateway routed. A
 streamed answer pauses ``PAUSE_SECONDS`` between its two chunks, so a test can tell a
@@ -112,6 +112,21 @@ async def embeddings(request: web.Request) -> web.Response:
     )
 
 
+async def rerank(request: web.Request) -> web.Response:
+    """As Infinity and vLLM answer a rerank: each document's relevance, the best first."""
+    body = await request.json()
+    documents = body.get("documents") or []
+    return web.json_response(
+        {
+            "model": who(request, body.get("model")),
+            "results": [
+                {"index": index, "relevance_score": 1.0 / (index + 1)}
+                for index in range(len(documents))
+            ],
+        }
+    )
+
+
 async def transcriptions(request: web.Request) -> web.Response:
     form = await request.post()
     upload = form.get("file")
@@ -128,6 +143,7 @@ async def main(name: str, port: int) -> None:
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/embeddings", embeddings)
+    app.router.add_post("/v1/rerank", rerank)
     app.router.add_post("/v1/audio/transcriptions", transcriptions)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()

@@ -349,6 +349,30 @@ async def test_label_selectors_decide_which_models_a_tenant_sees(stack: Stack) -
         await stack.client(**{"X-Label-Selector": "tenant in ()"}).models.list()
 
 
+async def test_a_rerank_is_proxied_and_marked_as_upstream_marks_its_answers(
+    stack: Stack,
+) -> None:
+    body = json.dumps({"model": "beta", "query": "q", "documents": ["a", "b"]}).encode()
+
+    status, answer, headers = await post(stack, "rerank", body, token=OPERATOR_TOKEN)
+
+    assert status == 200
+    assert answer == {
+        "model": "b1|beta|",
+        "results": [{"index": 0, "relevance_score": 1.0}, {"index": 1, "relevance_score": 0.5}],
+    }
+    assert headers["X-Proxy"] == "lingo"
+    # Errors of a proxied route are marked too; the gateway's own list is not.
+    status, _, headers = await post(stack, "rerank", b"{}", token=OPERATOR_TOKEN)
+    assert (status, headers["X-Proxy"]) == (400, "lingo")
+    async with (
+        aiohttp.ClientSession(headers=OPERATOR) as session,
+        session.get(f"{stack.base_url}/models") as listed,
+    ):
+        assert listed.status == 200
+        assert "X-Proxy" not in listed.headers
+
+
 async def test_embeddings_transcriptions_and_the_trace_context_reach_the_backend(
     stack: Stack,
 ) -> None:

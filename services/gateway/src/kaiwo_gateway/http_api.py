@@ -78,7 +78,17 @@ from kaiwo_gateway.request_bodies import (
 log = structlog.get_logger("kaiwo.gateway")
 
 API_PREFIX = "/openai"
-PROXIED_ROUTES = ("chat/completions", "completions", "embeddings", "audio/transcriptions")
+PROXIED_ROUTES = (
+    "chat/completions",
+    "completions",
+    "embeddings",
+    "rerank",
+    "audio/transcriptions",
+)
+"""What is proxied to a model server, as upstream's (``rerank`` since KubeAI's PR 609); nothing
+else (an engine's ``/v1/load_lora_adapter`` must not be reachable)."""
+PROXY_HEADER = ("X-Proxy", "lingo")
+"""On every answer of a proxied route, as upstream sets it (its historical name)."""
 LABEL_SELECTOR_HEADER = "X-Label-Selector"
 DEFAULT_FEATURE = "TextGeneration"
 AnonymousAccess = Literal["off", "loopback"]
@@ -154,6 +164,7 @@ class Gateway:
         app.router.add_get(f"{API_PREFIX}/v1/models", self.list_models)
         for route in PROXIED_ROUTES:
             app.router.add_post(f"{API_PREFIX}/v1/{route}", self.proxy)
+        app.on_response_prepare.append(_mark_proxied)
         app.on_startup.append(self._open)
         app.on_cleanup.append(self._close)
         return app
@@ -402,3 +413,9 @@ def _selector(headers: CIMultiDictProxy[str]) -> LabelSelector:
         return parse_selectors(headers.getall(LABEL_SELECTOR_HEADER, []))
     except SelectorError as error:
         raise bad_request(str(error)) from error
+
+
+async def _mark_proxied(request: web.Request, response: web.StreamResponse) -> None:
+    """:data:`PROXY_HEADER` on the answers of the proxied routes, errors included."""
+    if request.method == "POST" and request.path != f"{API_PREFIX}/v1/models":
+        response.headers[PROXY_HEADER[0]] = PROXY_HEADER[1]
