@@ -39,6 +39,7 @@ def test_default_template_job_matches_the_hand_written_manifest(make_job, expect
             "annotations": {
                 "note": "keep me",
                 "kubectl.kubernetes.io/last-applied-configuration": "{...}",
+                "kubectl.kubernetes.io/default-container": "main",
             },
         },
     )

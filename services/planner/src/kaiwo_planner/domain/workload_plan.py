@@ -155,7 +155,10 @@ TERMINATION_PRUNE: tuple[PruneRule, ...] = (
     *PRUNED_KINDS,
     PruneRule(api_version="v1", kind="PersistentVolumeClaim"),
 )
-"""What a terminated workload loses: its children, as upstream deletes them, and its PVCs."""
+"""What a terminated workload loses: its children and its PVCs. Upstream deletes the Job,
+RayJob, Deployment, RayService, AppWrapper and PVCs, and keeps ConfigMaps; this also removes
+the download ConfigMap, the Service and the HTTPRoute, which nothing runs or serves behind any
+more (decision 0195)."""
 
 SETTINGS_IGNORED = "SettingsIgnored"
 CHILD_SPEC_NOT_APPLIED = "ChildSpecNotApplied"

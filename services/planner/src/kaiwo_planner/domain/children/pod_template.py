@@ -19,8 +19,10 @@ DSHM_VOLUME = "dshm"
 DSHM_PATH = "/dev/shm"  # noqa: S108 - the pod's shared-memory mount, not a temp file
 DEFAULT_USER_ID = 1000
 GPU_MODEL_LABEL = "kaiwo/gpu-model"
-# Annotations kubectl writes on the workload (e.g. the whole last-applied manifest) stay off pods.
-_ANNOTATION_PREFIXES_NOT_COPIED = ("kubectl.kubernetes.io/",)
+# The whole manifest kubectl apply writes on the workload stays off its pods (upstream copies
+# every annotation). kubectl's other annotations are for pods too (default-container picks the
+# container `kubectl logs` and `exec` use): copied (decision 0195).
+_ANNOTATIONS_NOT_COPIED = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
 
 
 def default_security_context() -> dict[str, Any]:
@@ -134,7 +136,7 @@ def _annotations(template: Mapping[str, Any], additions: PodAdditions) -> dict[s
         {
             key: value
             for key, value in additions.identity.annotations.items()
-            if not key.startswith(_ANNOTATION_PREFIXES_NOT_COPIED)
+            if key not in _ANNOTATIONS_NOT_COPIED
         }
     )
     annotations.update(additions.topology_annotations)
