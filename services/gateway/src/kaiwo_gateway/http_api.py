@@ -65,7 +65,13 @@ from kaiwo_gateway.domain.routing import (
 from kaiwo_gateway.domain.selectors import LabelSelector, SelectorError, parse_selectors
 from kaiwo_gateway.endpoint_wait import EndpointWaiter, LoadTracking
 from kaiwo_gateway.metrics import GatewayMetrics
-from kaiwo_gateway.openai_errors import OpenAIError, RefusedError, bad_request, unauthenticated
+from kaiwo_gateway.openai_errors import (
+    OpenAIError,
+    RefusedError,
+    bad_request,
+    model_server_failed,
+    unauthenticated,
+)
 from kaiwo_gateway.relay import forwarded_headers, relay
 from kaiwo_gateway.request_bodies import (
     Slot,
@@ -375,9 +381,8 @@ class Gateway:
             except aiohttp.ClientError as error:
                 # Bytes may have reached the server (work done): not sent again.
                 self.balancer.release(group=model.uid, endpoint=endpoint.key)
-                raise OpenAIError(
-                    502, f"Bad Gateway: the model server failed: {error}", kind="server_error"
-                ) from error
+                log.warning("the model server failed", endpoint=endpoint.key, error=str(error))
+                raise OpenAIError(502, model_server_failed(error), kind="server_error") from error
             try:
                 return await relay(request, upstream)
             finally:

@@ -57,7 +57,7 @@ from kaiwo_gateway.http_api import Gateway
 from kaiwo_gateway.message_replies import publish_settled
 from kaiwo_gateway.messenger_settings import MessengerNotProvisionedError, MessengerSettings
 from kaiwo_gateway.metrics import GatewayMetrics
-from kaiwo_gateway.openai_errors import OpenAIError
+from kaiwo_gateway.openai_errors import OpenAIError, model_server_failed
 from kaiwo_gateway.relay import read_limited
 
 log = structlog.get_logger("kaiwo.gateway.messenger")
@@ -370,7 +370,8 @@ class Messenger:
                 log.info("endpoint refused the connection", endpoint=endpoint.key, error=str(error))
                 continue
             except (aiohttp.ClientError, TimeoutError) as error:
-                return failure(502, f"the model server failed: {error!r}")
+                log.warning("the model server failed", endpoint=endpoint.key, error=repr(error))
+                return failure(502, model_server_failed(error))
             finally:
                 balancer.release(group=model.uid, endpoint=endpoint.key)
         return failure(

@@ -66,3 +66,10 @@ def too_large(limit: int) -> RefusedError:
         reason="too_large",
         code="request_too_large",
     )
+
+
+def model_server_failed(error: BaseException) -> str:
+    """What a caller is told of a model server that failed mid-request: the kind of failure,
+    not its text, which may name the server's address (upstream answers only the status
+    text); the log has the rest."""
+    return f"Bad Gateway: the model server failed ({type(error).__name__})"
