@@ -268,8 +268,8 @@ def test_flavor_quotas_must_match_covered_resources() -> None:
     assert _errors({"spec": {"clusterQueues": [_queue("q", resourceGroups=[group])]}}) == [
         (
             ("spec", "clusterQueues", 0, "spec", "resourceGroups", 0),
-            "flavor 'f' must list quotas for exactly the coveredResources, in the same order "
-            "(cpu, memory), got (cpu)",
+            "flavor 'f' must list one quota for each of the coveredResources (cpu, memory) "
+            "and for no other resource, got (cpu)",
         )
     ]
 

@@ -2072,9 +2072,29 @@ def test_an_underutilized_finding_sets_the_condition_and_a_normal_one_clears_it(
         "2026-01-01T11:55:00Z",
     }
     assert low.status is not None and low.status["status"] == "RUNNING"
+    # Told once as an Event (upstream's GpuUtilizationLow), not again while it lasts.
+    assert tuple(e for e in low.events if e.reason == "GpuUtilizationLow") == (
+        EventIntent(
+            type="Warning",
+            reason="GpuUtilizationLow",
+            message="GPU utilization has been below 1% of the 4 requested GPU(s) since "
+            "2026-01-01T11:55:00Z",
+        ),
+    )
 
     flagged = kaiwo_job(TRAIN_SPEC, status=low.status)
     later = NOW + timedelta(minutes=1)
+    still_low = planned(
+        owner=flagged,
+        cluster=with_findings(
+            cluster, finding(at=later, underutilized_since=NOW - timedelta(minutes=5))
+        ),
+        now=later,
+    )
+    assert condition(still_low, "ResourceUnderutilization") == condition(
+        low, "ResourceUnderutilization"
+    )
+    assert [e for e in still_low.events if e.reason == "GpuUtilizationLow"] == []
     normal = planned(owner=flagged, cluster=with_findings(cluster, finding(at=later)), now=later)
     cleared = condition(normal, "ResourceUnderutilization")
     assert (cleared["status"], cleared["reason"], cleared["lastTransitionTime"]) == (

@@ -293,6 +293,26 @@ def test_two_flavors_two_queues(mixed_cluster_nodes: list[dict[str, Any]]) -> No
     assert plan.prune_selector == LABELS
 
 
+def test_quotas_listed_in_another_order_reach_kueue_in_the_covered_order(
+    mixed_cluster_nodes: list[dict[str, Any]],
+) -> None:
+    # Kueue wants each flavor's quotas in coveredResources order; upstream reorders them,
+    # and so does the planner: the same ClusterQueue as the spec in order.
+    shuffled = copy.deepcopy(TWO_QUEUES_SPEC)
+    quotas = shuffled["clusterQueues"][0]["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+    quotas.reverse()
+    assert [q["name"] for q in quotas] == ["amd.com/gpu", "memory", "cpu"]
+
+    plan = plan_queue_config(
+        queue_config=kqc(shuffled),
+        kaiwo_config=kaiwo_config(),
+        cluster=cluster(mixed_cluster_nodes),
+        now=NOW,
+    )
+
+    assert kueue_part(plan.desired) == EXPECTED_KUEUE_OBJECTS
+
+
 def test_plan_is_deterministic(mixed_cluster_nodes: list[dict[str, Any]]) -> None:
     first = plan_queue_config(
         queue_config=kqc(TWO_QUEUES_SPEC),

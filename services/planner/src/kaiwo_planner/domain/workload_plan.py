@@ -127,6 +127,8 @@ from kaiwo_planner.domain.status.child_phase import (
 )
 from kaiwo_planner.domain.status.conditions import ConditionSpec, condition_of, merge_conditions
 from kaiwo_planner.domain.status.findings import (
+    REASON_LOW,
+    RESOURCE_UNDERUTILIZATION,
     underutilization_condition,
 )
 from kaiwo_planner.domain.status.gpu_idle import gpu_idle_condition
@@ -346,6 +348,7 @@ def plan_workload(
         *_child_spec_events(status, previous),
         *_gpus_adjusted_events(status, previous),
         *_node_change_events(status, previous),
+        *_underutilization_events(status, previous),
         *_child_deleted_events(previous_phase, previous, observed, children),
         *_pvc_deleting_events(status, previous),
         *_volume_made_anew_events(status, previous),
@@ -666,6 +669,21 @@ def _node_change_events(
             message=str(told.get("message") or ""),
         ),
     )
+
+
+def _underutilization_events(
+    status: Mapping[str, Any], previous: Mapping[str, Any]
+) -> tuple[EventIntent, ...]:
+    """A Warning Event ``GpuUtilizationLow`` when ``ResourceUnderutilization`` first says the
+    workload's GPUs are underused, or a new stretch of it (its message names when the stretch
+    began); then no more. Upstream wrote one for every low sample of every pod, each polling
+    interval (decision 0197)."""
+    told = _newly_said(
+        status, previous, RESOURCE_UNDERUTILIZATION, lambda c: c.get("reason") == REASON_LOW
+    )
+    if told is None:
+        return ()
+    return (EventIntent(type="Warning", reason=REASON_LOW, message=str(told.get("message") or "")),)
 
 
 def _pvc_deleting_events(

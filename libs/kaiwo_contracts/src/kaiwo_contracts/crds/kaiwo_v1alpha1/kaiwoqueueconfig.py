@@ -76,13 +76,16 @@ class ResourceGroup(KubeModel):
 
     @model_validator(mode="after")
     def _flavors_cover_the_same_resources(self) -> Self:
+        """Each flavor quotas exactly the covered resources, in any order: the ClusterQueue
+        gets them in ``coveredResources`` order, as Kueue wants them (upstream reorders
+        them too, and drops quotas of resources not covered, which this refuses)."""
         for flavor in self.flavors:
             names = [quota.name for quota in flavor.resources]
-            if names != self.covered_resources:
+            if sorted(names) != sorted(self.covered_resources):
                 raise PydanticCustomError(
                     "flavor_resources_mismatch",
-                    "flavor {flavor} must list quotas for exactly the coveredResources, in "
-                    "the same order ({expected}), got ({given})",
+                    "flavor {flavor} must list one quota for each of the coveredResources "
+                    "({expected}) and for no other resource, got ({given})",
                     {
                         "flavor": repr(flavor.name),
                         "expected": ", ".join(self.covered_resources),

@@ -71,7 +71,9 @@ def kueue_objects_for(
     )
     missing: set[str] = set()
     for queue in spec.cluster_queues or ():
-        queue_spec = _admission_checks_as_kueue_stores_them(queue.spec.to_wire())
+        queue_spec = _quotas_in_covered_order(
+            _admission_checks_as_kueue_stores_them(queue.spec.to_wire())
+        )
         queue_spec.setdefault("namespaceSelector", {})
         objects.append(_kueue("ClusterQueue", queue.name, owner_reference, spec=queue_spec))
         listed = set(queue.namespaces or ())
@@ -162,3 +164,15 @@ def controller_reference_to(owner: ObjectRef) -> dict[str, Any] | None:
         "controller": True,
         "blockOwnerDeletion": True,
     }
+
+
+def _quotas_in_covered_order(queue_spec: dict[str, Any]) -> dict[str, Any]:
+    """Each flavor's quotas in its group's ``coveredResources`` order, which Kueue requires;
+    the KaiwoQueueConfig may list them in any order (upstream reorders them too)."""
+    for group in queue_spec.get("resourceGroups") or ():
+        order = {name: index for index, name in enumerate(group.get("coveredResources") or ())}
+        for flavor in group.get("flavors") or ():
+            flavor["resources"] = sorted(
+                flavor.get("resources") or (), key=lambda quota: order.get(quota.get("name"), 0)
+            )
+    return queue_spec
