@@ -75,6 +75,17 @@ def kaiwo_job_with_a_job_spec(name: str) -> dict[str, Any]:
     }
 
 
+def kaiwo_job_downloading(name: str, download: dict[str, Any]) -> dict[str, Any]:
+    """A KaiwoJob whose data volume of 1Gi is filled by ``download`` first."""
+    data = {"storageSize": "1Gi", "download": download}
+    return {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoJob",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"image": "busybox", "storage": {"storageEnabled": True, "data": data}},
+    }
+
+
 async def test_the_job_of_a_user_job_spec_without_restart_policy_is_accepted(
     kube: KubernetesAsyncioAdapter,
 ) -> None:
@@ -89,30 +100,13 @@ async def test_the_job_of_a_user_job_spec_without_restart_policy_is_accepted(
 async def test_the_download_job_of_a_secret_with_a_dotted_name_is_accepted(
     kube: KubernetesAsyncioAdapter,
 ) -> None:
-    workload = {
-        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
-        "kind": "KaiwoJob",
-        "metadata": {"name": "dotted-secret", "namespace": NAMESPACE},
-        "spec": {
-            "image": "busybox",
-            "storage": {
-                "storageEnabled": True,
-                "data": {
-                    "storageSize": "1Gi",
-                    "download": {
-                        "s3": [
-                            {
-                                "endpointUrl": "https://s3.example.com",
-                                "accessKeyId": {"secretName": "s3.creds", "secretKey": "id"},
-                                "secretKey": {"secretName": "s3.creds", "secretKey": "key"},
-                                "buckets": [{"name": "data"}],
-                            }
-                        ]
-                    },
-                },
-            },
-        },
+    s3 = {
+        "endpointUrl": "https://s3.example.com",
+        "accessKeyId": {"secretName": "s3.creds", "secretKey": "id"},
+        "secretKey": {"secretName": "s3.creds", "secretKey": "key"},
+        "buckets": [{"name": "data"}],
     }
+    workload = kaiwo_job_downloading("dotted-secret", {"s3": [s3]})
     (download,) = await planned_jobs(kube, workload)
     assert download["metadata"]["name"] == "dotted-secret-download"
 
@@ -172,32 +166,9 @@ async def test_a_secret_key_given_its_own_file_is_mounted_there_in_the_download_
     # The seed: ``file`` is "the expected path within the download job's container where the
     # secret value will be mounted as a file". The downloader reads the path the config names,
     # so the key must be there, besides the Secret's directory under /app/secrets.
-    workload = {
-        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
-        "kind": "KaiwoJob",
-        "metadata": {"name": "given-file", "namespace": NAMESPACE},
-        "spec": {
-            "image": "busybox",
-            "storage": {
-                "storageEnabled": True,
-                "data": {
-                    "storageSize": "1Gi",
-                    "download": {
-                        "gcs": [
-                            {
-                                "applicationCredentials": {
-                                    "secretName": "gcp",
-                                    "secretKey": "key.json",
-                                    "file": "/etc/gcp/key.json",
-                                },
-                                "buckets": [{"name": "data"}],
-                            }
-                        ]
-                    },
-                },
-            },
-        },
-    }
+    credentials = {"secretName": "gcp", "secretKey": "key.json", "file": "/etc/gcp/key.json"}
+    gcs = {"applicationCredentials": credentials, "buckets": [{"name": "data"}]}
+    workload = kaiwo_job_downloading("given-file", {"gcs": [gcs]})
     (download,) = await planned_jobs(kube, workload)
 
     created = await kube.create(download, field_manager="test")

@@ -5,11 +5,10 @@ values; these pin the way from the Model to it."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
 from typing import Any
 
 from kaiwo_gateway.domain.balancing import Balancer, Choice
-from kaiwo_gateway.domain.catalog import Endpoint, PrefixHashSettings
+from kaiwo_gateway.domain.catalog import PrefixHashSettings
 from kaiwo_gateway.domain.routing import Route
 from kaiwo_gateway.endpoint_wait import EndpointWaiter, LoadTracking
 from kaiwo_gateway.metrics import GatewayMetrics
@@ -27,31 +26,11 @@ class RecordingBalancer(Balancer):
         super().__init__()
         self.asked: list[dict[str, Any]] = []
 
-    def choose(
-        self,
-        *,
-        group: str,
-        endpoints: Sequence[Endpoint],
-        strategy: str,
-        adapter: str | None = None,
-        prefix: str = "",
-        replication: int = 1,
-        mean_load_factor: int = 125,
-        exclude: Collection[str] = (),
-    ) -> Choice | None:
+    def choose(self, **asked: Any) -> Choice | None:
         self.asked.append(
-            {"strategy": strategy, "replication": replication, "load_factor": mean_load_factor}
+            {key: asked.get(key) for key in ("strategy", "replication", "mean_load_factor")}
         )
-        return super().choose(
-            group=group,
-            endpoints=endpoints,
-            strategy=strategy,
-            adapter=adapter,
-            prefix=prefix,
-            replication=replication,
-            mean_load_factor=mean_load_factor,
-            exclude=exclude,
-        )
+        return super().choose(**asked)
 
 
 def test_the_owner_and_prefix_hash_settings_are_the_served_models() -> None:
@@ -91,4 +70,4 @@ async def test_every_choice_of_an_endpoint_is_asked_with_the_models_settings() -
     )
 
     assert choice.endpoint.key == "team-a/p1"
-    assert balancer.asked == [{"strategy": "PrefixHash", "replication": 7, "load_factor": 150}]
+    assert balancer.asked == [{"strategy": "PrefixHash", "replication": 7, "mean_load_factor": 150}]

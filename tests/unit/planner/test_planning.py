@@ -1817,18 +1817,41 @@ def test_preemption_counts_the_gpus_the_pods_will_hold(make_node):
 # ------------------------------------------------------------------ preemption by duration
 
 
-def test_an_expired_workload_is_terminated_for_one_waiting_too_long(cluster_with):
+def pending_since(at: str) -> dict[str, Any]:
+    """A PENDING status whose ``Admitted`` condition turned False at ``at`` (after an eviction,
+    or the end of the downloads)."""
+    condition = {
+        "type": "Admitted",
+        "status": "False",
+        "reason": "Pending",
+        "message": "Workload is pending admission into 'kaiwo'",
+        "lastTransitionTime": at,
+    }
+    return {"status": "PENDING", "observedGeneration": 1, "conditions": [condition]}
+
+
+def expired_and_waiting(
+    cluster_with: Any, waiting_status: dict[str, Any], *, created: str
+) -> tuple[dict[str, Any], dict[str, Any], ClusterState]:
+    """A workload of 8 GPUs past its 1h duration, one waiting for 8 GPUs, and their cluster."""
     running = {"status": "RUNNING", "startTime": "2026-01-01T09:00:00Z", "observedGeneration": 1}
     expired = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "duration": "1h"}, status=running)
     waiting = kaiwo_job(
         {**TRAIN_SPEC, "gpus": 8},
         name="next",
         uid="next-uid",
-        status={"status": "PENDING", "observedGeneration": 1},
-        created="2026-01-01T11:50:00Z",
+        status=waiting_status,
+        created=created,
     )
     cluster = cluster_with(
         expired, running_job(expired), waiting, workloads=(admitted("job-uid-job"),)
+    )
+    return expired, waiting, cluster
+
+
+def test_an_expired_workload_is_terminated_for_one_waiting_too_long(cluster_with):
+    expired, waiting, cluster = expired_and_waiting(
+        cluster_with, {"status": "PENDING", "observedGeneration": 1}, created="2026-01-01T11:50:00Z"
     )
 
     victim = planned(owner=expired, cluster=cluster, now=NOW)
@@ -1858,30 +1881,8 @@ def test_a_workload_kueue_evicted_waits_since_its_eviction_not_its_creation(clus
     # Created two hours ago, evicted two minutes ago: pending for 2 minutes, under the 5m
     # threshold (the seed's "pending for longer than this threshold"; upstream counted from
     # the creation, and stopped the expired workload at once).
-    running = {"status": "RUNNING", "startTime": "2026-01-01T09:00:00Z", "observedGeneration": 1}
-    expired = kaiwo_job({**TRAIN_SPEC, "gpus": 8, "duration": "1h"}, status=running)
-    evicted = {
-        "status": "PENDING",
-        "observedGeneration": 1,
-        "conditions": [
-            {
-                "type": "Admitted",
-                "status": "False",
-                "reason": "Pending",
-                "message": "Workload is pending admission into 'kaiwo'",
-                "lastTransitionTime": "2026-01-01T11:58:00Z",
-            }
-        ],
-    }
-    waiting = kaiwo_job(
-        {**TRAIN_SPEC, "gpus": 8},
-        name="next",
-        uid="next-uid",
-        status=evicted,
-        created="2026-01-01T10:00:00Z",
-    )
-    cluster = cluster_with(
-        expired, running_job(expired), waiting, workloads=(admitted("job-uid-job"),)
+    expired, waiting, cluster = expired_and_waiting(
+        cluster_with, pending_since("2026-01-01T11:58:00Z"), created="2026-01-01T10:00:00Z"
     )
 
     victim = planned(owner=expired, cluster=cluster, now=NOW)
@@ -2182,19 +2183,7 @@ def test_an_idle_workload_is_preempted_for_a_pending_one_that_waited(cluster_wit
 
     # A waiter Kueue evicted a minute ago has waited a minute, not since its creation
     # (decision 0191): no pressure yet.
-    just_evicted = {
-        "status": "PENDING",
-        "observedGeneration": 1,
-        "conditions": [
-            {
-                "type": "Admitted",
-                "status": "False",
-                "reason": "Pending",
-                "lastTransitionTime": "2026-01-01T11:59:00Z",
-            }
-        ],
-    }
-    evicted = {**waiting, "status": just_evicted}
+    evicted = {**waiting, "status": pending_since("2026-01-01T11:59:00Z")}
     recent = cluster_with(owner, running_job(owner), evicted, workloads=(admitted("job-uid-job"),))
     spared = planned(owner=owner, cluster=with_findings(recent, idle), now=NOW)
     assert spared.status is not None and spared.status["status"] == "RUNNING"
