@@ -1817,7 +1817,7 @@ def test_preemption_counts_the_gpus_the_pods_will_hold(make_node):
 # ------------------------------------------------------------------ preemption by duration
 
 
-def pending_since(at: str) -> dict[str, Any]:
+def waiting_since(at: str) -> dict[str, Any]:
     """A PENDING status whose ``Admitted`` condition turned False at ``at`` (after an eviction,
     or the end of the downloads)."""
     condition = {
@@ -1882,7 +1882,7 @@ def test_a_workload_kueue_evicted_waits_since_its_eviction_not_its_creation(clus
     # threshold (the seed's "pending for longer than this threshold"; upstream counted from
     # the creation, and stopped the expired workload at once).
     expired, waiting, cluster = expired_and_waiting(
-        cluster_with, pending_since("2026-01-01T11:58:00Z"), created="2026-01-01T10:00:00Z"
+        cluster_with, waiting_since("2026-01-01T11:58:00Z"), created="2026-01-01T10:00:00Z"
     )
 
     victim = planned(owner=expired, cluster=cluster, now=NOW)
@@ -2183,7 +2183,7 @@ def test_an_idle_workload_is_preempted_for_a_pending_one_that_waited(cluster_wit
 
     # A waiter Kueue evicted a minute ago has waited a minute, not since its creation
     # (decision 0191): no pressure yet.
-    evicted = {**waiting, "status": pending_since("2026-01-01T11:59:00Z")}
+    evicted = {**waiting, "status": waiting_since("2026-01-01T11:59:00Z")}
     recent = cluster_with(owner, running_job(owner), evicted, workloads=(admitted("job-uid-job"),))
     spared = planned(owner=owner, cluster=with_findings(recent, idle), now=NOW)
     assert spared.status is not None and spared.status["status"] == "RUNNING"

@@ -422,5 +422,5 @@ def _selector(headers: CIMultiDictProxy[str]) -> LabelSelector:
 
 async def _mark_proxied(request: web.Request, response: web.StreamResponse) -> None:
     """:data:`PROXY_HEADER` on the answers of the proxied routes, errors included."""
-    if request.method == "POST" and request.path != f"{API_PREFIX}/v1/models":
+    if request.path.removeprefix(f"{API_PREFIX}/v1/") in PROXIED_ROUTES:
         response.headers[PROXY_HEADER[0]] = PROXY_HEADER[1]
