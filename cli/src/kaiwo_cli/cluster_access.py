@@ -109,14 +109,29 @@ def context_namespace(target: ClusterTarget) -> str:
     return "default"
 
 
-def parse_reference(text: str, *, default_namespace: str) -> tuple[str, str]:
-    """``NS/NAME`` or ``NAME`` (in ``default_namespace``) -> (namespace, name)."""
-    namespace, separator, name = text.rpartition("/")
-    if not separator:
-        return default_namespace, text
-    if not namespace or not name or "/" in namespace:
-        raise ClusterError(f"expected NAMESPACE/NAME or NAME, got {text!r}")
-    return namespace, name
+KIND_PREFIXES: Final = {
+    "job": resources.KAIWO_JOB.kind,
+    "kaiwojob": resources.KAIWO_JOB.kind,
+    "service": resources.KAIWO_SERVICE.kind,
+    "kaiwoservice": resources.KAIWO_SERVICE.kind,
+}
+"""A workload reference may start with its kind, as upstream's ``<job|service>/<name>``."""
+
+
+def parse_reference(text: str, *, default_namespace: str) -> tuple[str, str, str | None]:
+    """``[KIND/][NS/]NAME`` -> (namespace, name, kind or None): ``NAME`` is in
+    ``default_namespace``; ``KIND`` is ``job`` or ``service`` (or ``kaiwojob``,
+    ``kaiwoservice``), which a KaiwoJob and a KaiwoService of one name need. A first part
+    that names a kind is the kind: ``kaiwojob/job/NAME`` reaches a namespace called ``job``."""
+    parts = text.split("/")
+    kind = KIND_PREFIXES.get(parts[0].lower()) if len(parts) > 1 else None
+    if kind is not None:
+        parts = parts[1:]
+    if len(parts) == 1 and parts[0]:
+        return default_namespace, parts[0], kind
+    if len(parts) == 2 and all(parts):
+        return parts[0], parts[1], kind
+    raise ClusterError(f"expected [job/|service/]NAMESPACE/NAME or NAME, got {text!r}")
 
 
 async def optional_list(
@@ -158,14 +173,39 @@ async def readable_list(
         return None
 
 
-async def find_workload(kube: ClusterReader, namespace: str, name: str) -> dict[str, Any]:
-    """The KaiwoJob or KaiwoService of that name (a KaiwoJob when both exist)."""
+async def find_workload(
+    kube: ClusterReader, namespace: str, name: str, *, kind: str | None = None
+) -> dict[str, Any]:
+    """The KaiwoJob or KaiwoService of that name (of ``kind`` when given). When both exist
+    and no kind is given, neither: which one a command acts on (``delete``) must not be a
+    guess, so the error says how to name it."""
+    found = []
     for resource in WORKLOAD_TYPES:
+        if kind is not None and resource.kind != kind:
+            continue
         try:
-            return await kube.get(resource, name, namespace=namespace)
+            found.append(await kube.get(resource, name, namespace=namespace))
         except NotFound:
             continue
-    raise NothingToShowError(f"no KaiwoJob or KaiwoService {namespace}/{name}")
+    if len(found) > 1:
+        raise NothingToShowError(
+            f"both a KaiwoJob and a KaiwoService {namespace}/{name} exist: say which, as "
+            f"job/{namespace}/{name} or service/{namespace}/{name}"
+        )
+    if found:
+        return found[0]
+    looked_for = kind or "KaiwoJob or KaiwoService"
+    hint = _OTHER_COMMANDS.get(name, "")
+    raise NothingToShowError(f"no {looked_for} {namespace}/{name}{hint}")
+
+
+_OTHER_COMMANDS: Final = {
+    "queues": " (the queues: kaiwo queues)",
+    "amd": " (the nodes and their GPUs: kaiwo nodes)",
+    "nvidia": " (the nodes and their GPUs: kaiwo nodes)",
+}
+"""What upstream's ``kaiwo status queues|amd|nvidia`` is here, said when no workload of that
+name exists."""
 
 
 async def list_workloads(kube: ClusterReader, *, namespace: str | None) -> list[dict[str, Any]]:

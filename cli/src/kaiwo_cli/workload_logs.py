@@ -15,13 +15,19 @@ POLL_SECONDS = 1.0
 
 
 async def print_logs(
-    kube: PodLogReader, ns: str, name: str, *, container: str | None, tail: int | None
+    kube: PodLogReader,
+    ns: str,
+    name: str,
+    *,
+    kind: str | None = None,
+    container: str | None,
+    tail: int | None,
 ) -> int:
     from kaiwo_cli import cluster_access as access
     from kaiwo_cli.cluster_access import NothingToShowError
     from kaiwo_cli.workload_views import log_streams
 
-    found = await access.find_workload(kube, ns, name)
+    found = await access.find_workload(kube, ns, name, kind=kind)
     pods = await access.pods_of(kube, found, (await access.children_of(kube, found)).objects)
     streams = log_streams(pods, container=container)
     if not streams and pods:
@@ -55,7 +61,13 @@ async def print_logs(
 
 
 async def follow_logs(
-    kube: PodLogReader, ns: str, name: str, *, container: str | None, tail: int | None
+    kube: PodLogReader,
+    ns: str,
+    name: str,
+    *,
+    kind: str | None = None,
+    container: str | None,
+    tail: int | None,
 ) -> int:
     """Follow every container of the workload once it has started, pods that appear later
     too (a KaiwoJob's download pod, then its workers), until the workload reaches a final
@@ -66,7 +78,7 @@ async def follow_logs(
 
     following: dict[tuple[str, str], asyncio.Task[bool]] = {}
     said_waiting = False
-    found = await access.find_workload(kube, ns, name)  # not there: one line, exit 1
+    found = await access.find_workload(kube, ns, name, kind=kind)  # not there: one line, exit 1
     try:
         while True:
             pods = await access.pods_of(
@@ -104,7 +116,7 @@ async def follow_logs(
                 break
             await asyncio.sleep(POLL_SECONDS)
             try:
-                found = await access.find_workload(kube, ns, name)
+                found = await access.find_workload(kube, ns, name, kind=kind)
             except NothingToShowError:
                 break  # deleted while followed: its containers' streams end on their own
         results = [await task for task in following.values()]

@@ -78,3 +78,63 @@ async def test_an_unreachable_cluster_is_still_2(tmp_path: Path, cluster: Any) -
     result = await kaiwo(tmp_path, kubeconfig, "status", "ml-team/nope")
 
     assert result.exit_code == 2, result.output
+
+
+def workload(kind: str, name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": "ml-team"},
+        "spec": {"image": "busybox"},
+    }
+
+
+@pytest.mark.parametrize("command", ["status", "delete", "logs"])
+async def test_a_job_and_a_service_of_one_name_are_told_apart_by_their_kind_never_guessed(
+    tmp_path: Path, cluster: Any, command: str
+) -> None:
+    # Train as KaiwoJob llama, serve as KaiwoService llama: "kaiwo delete ml-team/llama" must
+    # not pick one (it picked the job); upstream's <job|service>/<name> says which.
+    server, kube = cluster
+    for kind in ("KaiwoJob", "KaiwoService"):
+        await kube.create(workload(kind, "llama"), field_manager="test")
+
+    result = await kaiwo(tmp_path, server.kubeconfig_path, command, "ml-team/llama")
+
+    assert result.exit_code == 1, result.output
+    assert result.stderr == (
+        f"kaiwo {command}: both a KaiwoJob and a KaiwoService ml-team/llama exist: say which, "
+        "as job/ml-team/llama or service/ml-team/llama\n"
+    )
+
+
+async def test_a_kind_before_the_reference_picks_the_workload(tmp_path: Path, cluster: Any) -> None:
+    server, kube = cluster
+    for kind in ("KaiwoJob", "KaiwoService"):
+        await kube.create(workload(kind, "llama"), field_manager="test")
+    kubeconfig = server.kubeconfig_path
+
+    deleted = await kaiwo(tmp_path, kubeconfig, "delete", "service/ml-team/llama")
+    assert deleted.exit_code == 0, deleted.output
+    assert deleted.output == "kaiwoservice.kaiwo.silogen.ai/llama deleted from ml-team\n"
+    # Only the service went; the job is reached by its kind, by -n, and now alone by name.
+    shown = await kaiwo(tmp_path, kubeconfig, "status", "job/llama", "-n", "ml-team", "-o", "name")
+    assert (shown.exit_code, shown.output) == (0, "kaiwojob.kaiwo.silogen.ai/llama\n")
+    alone = await kaiwo(tmp_path, kubeconfig, "status", "ml-team/llama", "-o", "name")
+    assert (alone.exit_code, alone.output) == (0, "kaiwojob.kaiwo.silogen.ai/llama\n")
+    missing = await kaiwo(tmp_path, kubeconfig, "status", "KaiwoService/ml-team/llama")
+    assert missing.exit_code == 1
+    assert missing.stderr == "kaiwo status: no KaiwoService ml-team/llama\n"
+
+
+async def test_upstreams_status_of_queues_or_nodes_says_where_they_are(
+    tmp_path: Path, cluster: Any
+) -> None:
+    server, _kube = cluster
+
+    result = await kaiwo(tmp_path, server.kubeconfig_path, "status", "ml-team/queues")
+
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "kaiwo status: no KaiwoJob or KaiwoService ml-team/queues (the queues: kaiwo queues)\n"
+    )

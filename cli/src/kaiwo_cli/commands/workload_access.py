@@ -61,8 +61,9 @@ def resolve_target(
 
 def workload_reference(
     command: str, workload: str, *, namespace: str | None, target: ClusterTarget
-) -> tuple[str, str]:
-    """``NS/NAME`` (or ``NAME`` in ``-n`` or the context's namespace), or exit 1 naming why."""
+) -> tuple[str, str, str | None]:
+    """``[job/|service/]NS/NAME`` (or ``NAME`` in ``-n`` or the context's namespace) ->
+    (namespace, name, kind or None), or exit 1 naming why."""
     from kaiwo_cli.cluster_access import ClusterError, context_namespace, parse_reference
 
     try:
@@ -144,5 +145,5 @@ def dump_objects(objects: Sequence[dict[str, Any]], output: str, *, single: bool
 
 
 def workload_argument(command: F) -> F:
-    """NAMESPACE/NAME, or NAME with -n (click arguments take no help text)."""
-    return click.argument("workload", metavar="NAMESPACE/NAME")(command)
+    """[job/|service/]NAMESPACE/NAME, or NAME with -n (click arguments take no help text)."""
+    return click.argument("workload", metavar="[job/|service/]NAMESPACE/NAME")(command)

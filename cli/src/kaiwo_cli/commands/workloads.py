@@ -169,14 +169,14 @@ def status(
     """
     check_output(output, allowed=("yaml", "json", "name"))
     target = resolve_target(kubeconfig, context, state)
-    ns, name = workload_reference("status", workload, namespace=namespace, target=target)
+    ns, name, kind = workload_reference("status", workload, namespace=namespace, target=target)
 
     async def work(kube: CommandCluster) -> None:
         from kaiwo_cli.workload_views import FINAL_PHASES, phase_of
 
         shown: str | None = None
         while True:
-            found, text, comparable = await _status_now(kube, ns, name, output=output)
+            found, text, comparable = await _status_now(kube, ns, name, kind, output=output)
             if comparable != shown:
                 if shown is not None:
                     click.echo("---")
@@ -196,13 +196,13 @@ do not."""
 
 
 async def _status_now(
-    kube: CommandCluster, ns: str, name: str, *, output: str | None
+    kube: CommandCluster, ns: str, name: str, kind: str | None, *, output: str | None
 ) -> tuple[dict[str, Any], str, str]:
     """The workload, its report now, and the report as compared between two looks."""
     from kaiwo_cli import cluster_access as access
     from kaiwo_cli.workload_views import KUEUE_WORKLOAD_KIND, queue_position, status_report
 
-    found = await access.find_workload(kube, ns, name)
+    found = await access.find_workload(kube, ns, name, kind=kind)
     if output is not None:
         text = dump_objects([found], output, single=True)
         return found, text, text
@@ -288,14 +288,14 @@ def logs(
     of that name; 2 when the cluster cannot be reached or refuses.
     """
     target = resolve_target(kubeconfig, context, state)
-    ns, name = workload_reference("logs", workload, namespace=namespace, target=target)
+    ns, name, kind = workload_reference("logs", workload, namespace=namespace, target=target)
 
     async def work(kube: CommandCluster) -> int:
         from kaiwo_cli.workload_logs import follow_logs, print_logs
 
         if follow:
-            return await follow_logs(kube, ns, name, container=container, tail=tail)
-        return await print_logs(kube, ns, name, container=container, tail=tail)
+            return await follow_logs(kube, ns, name, kind=kind, container=container, tail=tail)
+        return await print_logs(kube, ns, name, kind=kind, container=container, tail=tail)
 
     with contextlib.suppress(KeyboardInterrupt):  # ends -f
         code = run_on_cluster("logs", target, work)
@@ -320,7 +320,7 @@ def delete(
     Exit 1 when there is no such workload; 2 when the cluster cannot be reached or refuses.
     """
     target = resolve_target(kubeconfig, context, state)
-    ns, name = workload_reference("delete", workload, namespace=namespace, target=target)
+    ns, name, kind = workload_reference("delete", workload, namespace=namespace, target=target)
 
     async def work(kube: CommandCluster) -> str:
         from kaiwo_kube import NotFound
@@ -328,7 +328,7 @@ def delete(
         from kaiwo_cli import cluster_access as access
         from kaiwo_cli.workload_views import qualified_name
 
-        found = await access.find_workload(kube, ns, name)
+        found = await access.find_workload(kube, ns, name, kind=kind)
         try:
             await kube.delete(
                 resource_of(found), name, namespace=ns, uid=found["metadata"].get("uid")
