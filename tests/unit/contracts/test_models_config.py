@@ -78,6 +78,8 @@ def test_lists_are_replaced_not_merged() -> None:
         ({"modelLoading": {"image": ""}}, "modelLoading.image"),
         ({"resourceProfiles": {"cpu": {"requests": {"cpu": True}}}}, "resourceProfiles.cpu"),
         ({"modelServers": {"vLLM": {}}}, "modelServers.vLLM"),
+        ({"messaging": {"streams": [{"requestsURL": "nats://x"}]}}, "messaging.streams"),
+        ({"metricsAdress": ":8080"}, "metricsAdress"),
     ],
 )
 def test_mistakes_are_refused_naming_the_field(document: dict[str, object], field: str) -> None:
@@ -90,3 +92,31 @@ def test_mistakes_are_refused_naming_the_field(document: dict[str, object], fiel
 def test_a_document_that_is_not_a_mapping_is_refused() -> None:
     with pytest.raises(ValueError, match="mapping"):
         ModelsConfig.from_document(["cpu"])  # type: ignore[arg-type]
+
+
+def test_upstreams_chart_document_pastes_in_whole() -> None:
+    # The keys upstream's chart writes for its own process (kubeai's system.yaml): accepted,
+    # read by nothing here (decision 0199); before, each one made every Model unconfigured.
+    config = ModelsConfig.from_document(
+        {
+            "secretNames": {"huggingface": "kubeai-huggingface"},
+            "modelAutoscaling": {
+                "interval": "10s",
+                "timeWindow": "10m",
+                "stateConfigMapName": "kubeai-autoscaler-state",
+            },
+            "messaging": {"errorMaxBackoff": "30s", "streams": []},
+            "metricsAddr": ":8080",
+            "healthAddress": ":8081",
+            "leaderElection": {"leaseDuration": "15s", "renewDeadline": "10s"},
+            "allowPodAddressOverride": False,
+        }
+    )
+
+    default = ModelsConfig.from_document(None)
+    assert config.model_autoscaling.max_replicas == default.model_autoscaling.max_replicas == 8
+    assert (config.model_servers, config.resource_profiles, config.secret_names) == (
+        default.model_servers,
+        default.resource_profiles,
+        default.secret_names,
+    )

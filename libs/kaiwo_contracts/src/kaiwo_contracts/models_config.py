@@ -18,8 +18,15 @@ Beyond upstream: a cache profile's volume size (``sharedFilesystem.size``, upstr
 10Gi), per-engine probes (``modelServers.<engine>.probes``; upstream's are built in) and the
 autoscaler's cluster-wide ceiling (``modelAutoscaling.maxReplicas``, default
 :data:`DEFAULT_AUTOSCALING_MAX_REPLICAS`; upstream has none, and a Model without
-``maxReplicas`` had no bound at all). Upstream's other ``modelAutoscaling`` keys (interval,
-time window) are the gateway's settings here (``KAIWO_AUTOSCALER_*``).
+``maxReplicas`` had no bound at all).
+
+Upstream's keys for its own process are accepted and read by nothing, so that its chart's
+``system.yaml`` pastes in whole (decision 0199): ``modelAutoscaling.interval``,
+``timeWindow`` and ``stateConfigMapName`` (the gateway's ``KAIWO_AUTOSCALER_*`` settings
+here, its state in the bus), ``metricsAddr``, ``healthAddress``, ``leaderElection`` and
+``allowPodAddressOverride`` (each service's own settings), and ``messaging`` with no
+streams. Messaging streams are refused: the messenger here takes its requests from the bus
+(decision 0049), and a stream URL it would never read must not look configured.
 """
 
 from __future__ import annotations
@@ -293,6 +300,33 @@ class ModelAutoscaling(KubeModel):
         description="The most replicas the autoscaler sets on any Model; a Model's own "
         "maxReplicas may only lower it (400: the Pods a Model runs at most).",
     )
+    interval: str | int | None = Field(
+        default=None, description="Upstream's; read by nothing (KAIWO_AUTOSCALER_INTERVAL_SECONDS)."
+    )
+    time_window: str | int | None = Field(
+        default=None, description="Upstream's; read by nothing (KAIWO_AUTOSCALER_WINDOW_SECONDS)."
+    )
+    state_config_map_name: str | None = Field(
+        default=None, description="Upstream's; read by nothing (the state is kept in the bus)."
+    )
+
+
+class Messaging(KubeModel):
+    """Upstream's messenger streams (cloud pub/sub URLs): none may be given, the messenger
+    here reads the bus (decision 0049); the chart's empty list pastes in."""
+
+    error_max_backoff: str | int | None = None
+    streams: list[OpenObject] = Field(default_factory=list)
+
+    @field_validator("streams")
+    @classmethod
+    def _no_streams(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if value:
+            raise ValueError(
+                "the messenger takes its requests from the operator's bus, not from "
+                "pub/sub URLs (docs/models.md, decision 0049): leave streams empty"
+            )
+        return value
 
 
 class ModelsConfig(KubeModel):
@@ -306,6 +340,13 @@ class ModelsConfig(KubeModel):
     model_server_pods: ModelServerPods = Field(default_factory=ModelServerPods)
     model_rollouts: ModelRollouts = Field(default_factory=ModelRollouts)
     model_autoscaling: ModelAutoscaling = Field(default_factory=ModelAutoscaling)
+    # Upstream's settings of its own process (module docstring): accepted, read by nothing.
+    messaging: Messaging = Field(default_factory=Messaging)
+    metrics_addr: str | None = None
+    health_address: str | None = None
+    leader_election: OpenObject | None = None
+    allow_pod_address_override: bool | None = None
+    fixed_self_metric_addrs: list[str] | None = None
 
     @field_validator("resource_profiles", "cache_profiles")
     @classmethod
