@@ -36,13 +36,16 @@ def config_path(environ: Mapping[str, str]) -> Path:
     return Path(environ[CONFIG_ENV]) if environ.get(CONFIG_ENV) else DEFAULT_CONFIG.expanduser()
 
 
-def read_config(path: Path) -> ScientistConfig:
-    """The configuration at ``path``; an absent file configures nothing."""
+def read_config(path: Path, *, given: bool = False) -> ScientistConfig:
+    """The configuration at ``path``; an absent file configures nothing, unless the user
+    ``given`` it (``--config``): then it is a mistake to say."""
     import yaml
 
     try:
         document = yaml.safe_load(path.read_text())
     except FileNotFoundError:
+        if given:
+            raise SubmissionError(f"{path}: no such file (--config)") from None
         return ScientistConfig()
     except (OSError, yaml.YAMLError) as error:
         raise SubmissionError(f"{path}: cannot be read: {error}") from error

@@ -240,3 +240,41 @@ def test_the_timeout_names_each_workload_not_settled_and_only_those() -> None:
         "KaiwoJob ml-team/serve: not settled within 600 s (last phase RUNNING)"
     )
     assert not_settled_message([complete], within=2.5) == "not settled within 2.5 s"
+
+
+# --------------------------------------------------------------------------- --config
+
+
+async def test_a_config_given_with_c_fills_what_the_manifest_leaves_out(
+    tmp_path: Path, cluster: Any
+) -> None:
+    # Upstream's -c/--config, over $KAIWOCONFIG (which the test points at no file).
+    server, kube = cluster
+    config = tmp_path / "team.yaml"
+    config.write_text("user: bob@example.com\nclusterQueue: research\n")
+    anonymous = job("train")
+    del anonymous["spec"]["user"]
+
+    result = await submit(
+        tmp_path, [anonymous], "-c", str(config), "--kubeconfig", str(server.kubeconfig_path)
+    )
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (
+        "kaiwojob.kaiwo.silogen.ai/train submitted in ml-team (user bob@example.com, "
+        "queue research)\n"
+    )
+    stored = await kube.get(resources.KAIWO_JOB, "train", namespace="ml-team")
+    assert (stored["spec"]["user"], stored["spec"]["clusterQueue"]) == (
+        "bob@example.com",
+        "research",
+    )
+
+
+def test_a_config_given_that_does_not_exist_is_an_error_not_an_empty_config(
+    tmp_path: Path,
+) -> None:
+    result = invoke(tmp_path, [job("train")], "--config", str(tmp_path / "typo.yaml"))
+
+    assert result.exit_code == 1, result.output
+    assert result.stderr == f"kaiwo submit: {tmp_path / 'typo.yaml'}: no such file (--config)\n"

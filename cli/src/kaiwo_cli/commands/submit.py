@@ -22,6 +22,7 @@ from kaiwo_cli.workload_follow import (
 
 if TYPE_CHECKING:
     from kaiwo_cli.cluster_port import CommandCluster
+    from kaiwo_cli.submission import ScientistConfig
 
 from kaiwo_cli.commands.workload_access import (
     EXIT_FAILED,
@@ -49,6 +50,15 @@ from kaiwo_cli.commands.workload_access import (
     help="spec.clusterQueue when the manifest has none (over the config).",
 )
 @click.option(
+    "--config",
+    "-c",
+    "config_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="The CLI config (user, clusterQueue); default $KAIWOCONFIG, else "
+    "~/.config/kaiwo/config.yaml.",
+)
+@click.option(
     "--wait", is_flag=True, default=False, help="Follow it to a final phase (a service: READY)."
 )
 @click.option(
@@ -65,6 +75,7 @@ def submit(
     filename: Path,
     user: str | None,
     queue: str | None,
+    config_file: Path | None,
     wait: bool,
     timeout: float | None,
     namespace: str | None,
@@ -74,16 +85,15 @@ def submit(
 ) -> None:
     """Validate a KaiwoJob or KaiwoService, fill in spec.user and spec.clusterQueue, create it.
 
-    The user and queue come from --user/--queue, else the CLI config ($KAIWOCONFIG, else
-    ~/.config/kaiwo/config.yaml, keys user and clusterQueue), and fill only what the
+    The user and queue come from --user/--queue, else the CLI config (--config, else
+    $KAIWOCONFIG, else ~/.config/kaiwo/config.yaml, keys user and clusterQueue, as
+    upstream's), and fill only what the
     manifest leaves out. Nothing is sent when any document is invalid or names a workload
     that exists already.
 
     Exit 1 invalid input, or (--wait) a workload that did not complete or serve; 2 the
     cluster cannot be reached or refused (a name taken), or a usage error; 3 --timeout ran out.
     """
-    import os
-
     if timeout is not None and not wait:
         # Without --wait nothing waits: a timeout alone used to be ignored without a word,
         # and a scientist who meant "wait at most an hour" got no wait at all (decision 0141).
@@ -96,16 +106,15 @@ def submit(
     from kaiwo_cli.manifest_files import ManifestReadError, read_documents
     from kaiwo_cli.submission import (
         SubmissionError,
-        config_path,
         effective_config,
         prepare_manifest,
-        read_config,
         repeated_names,
     )
 
+    settings = _scientist_config(config_file)
     try:
         documents = list(read_documents(filename))
-        config = effective_config(read_config(config_path(os.environ)), user=user, queue=queue)
+        config = effective_config(settings, user=user, queue=queue)
         manifests = [
             prepare_manifest(document.content, config=config, namespace=namespace)
             for document in documents
@@ -202,6 +211,21 @@ async def _exists(kube: CommandCluster, manifest: dict[str, Any]) -> bool:
     except NotFound:
         return False
     return True
+
+
+def _scientist_config(config_file: Path | None) -> ScientistConfig:
+    """The CLI config: ``--config`` (which must exist), else ``$KAIWOCONFIG`` or the default
+    file (either may be absent). Its mistakes are named by its own path, exit 1."""
+    import os
+
+    from kaiwo_cli.submission import SubmissionError, config_path, read_config
+
+    try:
+        if config_file is not None:
+            return read_config(config_file, given=True)
+        return read_config(config_path(os.environ))
+    except SubmissionError as error:
+        raise exit_with("submit", str(error), code=1) from None
 
 
 def _partial(created: list[dict[str, Any]], unsent: list[dict[str, Any]]) -> str:
