@@ -116,7 +116,9 @@ async def follow_logs(
                 break
             await asyncio.sleep(POLL_SECONDS)
             try:
-                found = await access.find_workload(kube, ns, name, kind=kind)
+                # The kind found first: a workload of the other kind made under the same
+                # name meanwhile neither is followed nor makes the name ambiguous (one GET).
+                found = await access.find_workload(kube, ns, name, kind=found["kind"])
             except NothingToShowError:
                 break  # deleted while followed: its containers' streams end on their own
         results = [await task for task in following.values()]

@@ -175,8 +175,10 @@ def status(
         from kaiwo_cli.workload_views import FINAL_PHASES, phase_of
 
         shown: str | None = None
+        watched = kind
         while True:
-            found, text, comparable = await _status_now(kube, ns, name, kind, output=output)
+            found, text, comparable = await _status_now(kube, ns, name, watched, output=output)
+            watched = found["kind"]  # -w looks again at the one it showed (one GET)
             if comparable != shown:
                 if shown is not None:
                     click.echo("---")

@@ -117,10 +117,9 @@ def _entrypoint_args(inputs: WorkloadInputs) -> str:
     if inputs.ray or not inputs.entrypoint:
         return ""
     field = "spec.job" if inputs.identity.workload_type == "job" else "spec.deployment"
-    found: Any = inputs.job if inputs.identity.workload_type == "job" else inputs.deployment
-    for key in ("spec", "template", "spec", "containers"):
-        found = found.get(key) if isinstance(found, Mapping) else None
-    first = found[0] if isinstance(found, list) and found else None
+    given = inputs.job if inputs.identity.workload_type == "job" else inputs.deployment
+    containers = _nested(given, "spec", "template", "spec", "containers")
+    first = containers[0] if isinstance(containers, list) and containers else None
     args = first.get("args") if isinstance(first, Mapping) else None
     if not isinstance(args, list) or not args:
         return ""
@@ -209,9 +208,7 @@ def _worker_group_gpus(inputs: WorkloadInputs, allocation: GpuAllocation, *, gpu
 def _main_resources(group: Any) -> dict[str, Mapping[str, Any]] | None:
     """The ``limits`` and ``requests`` the user wrote in the main (first) container of a
     worker group, the one that gets the GPUs; None when the group names no container."""
-    template = group.get("template") if isinstance(group, Mapping) else None
-    spec = template.get("spec") if isinstance(template, Mapping) else None
-    containers = spec.get("containers") if isinstance(spec, Mapping) else None
+    containers = _nested(group, "template", "spec", "containers")
     if not isinstance(containers, list) or not containers:
         return None
     main = containers[0]
@@ -222,6 +219,14 @@ def _main_resources(group: Any) -> dict[str, Mapping[str, Any]] | None:
         for name in ("limits", "requests")
         if isinstance(section := resources.get(name), Mapping)
     }
+
+
+def _nested(found: Any, *keys: str) -> Any:
+    """The value at ``keys`` down nested mappings of a user's spec, or None where one is
+    missing or not a mapping."""
+    for key in keys:
+        found = found.get(key) if isinstance(found, Mapping) else None
+    return found
 
 
 def _same_quantity(given: Any, written: int) -> bool:
